@@ -1,0 +1,46 @@
+# Two commands do all set-up on a fresh machine:
+#   make serve   -- create .venv, install everything, start the server on the demo model
+#   make test    -- the same set-up, then the whole test suite
+# Both are idempotent: the install step re-runs only when pyproject.toml changes.
+
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+# The CPU build of torch is served locally under this exact pin; an unpinned
+# torch would pull several GB of CUDA packages.
+TORCH_PIN ?= torch==2.13.0
+PYTEST_ARGS ?=
+
+.PHONY: install serve test lint typecheck check bench clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): pyproject.toml | $(PY)
+	@$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install "$(TORCH_PIN)"
+	$(PY) -m pip install -e '.[dev]'
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+serve: $(STAMP)
+	$(VENV)/bin/actorllm serve
+
+# pytest exits 5 when it collects no tests; treat that as a failure of the
+# suite's promise only when tests exist, never as a silent pass.
+test: $(STAMP)
+	@rc=0; $(PY) -m pytest $(PYTEST_ARGS) || rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 1; fi; exit $$rc
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check actorllm tests benchmarks examples
+	$(VENV)/bin/ruff format --check actorllm tests benchmarks examples
+
+typecheck: $(STAMP)
+	$(VENV)/bin/mypy
+
+check: lint typecheck test
+
+clean:
+	rm -rf $(VENV) build *.egg-info

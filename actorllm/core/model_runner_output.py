@@ -1,0 +1,37 @@
+"""What the worker returns for one step (executor -> scheduler).
+
+Plain Python lists, no tensors: ``core/`` imports no torch.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+
+class TokenLogprobs(msgspec.Struct, frozen=True, kw_only=True, array_like=True):
+    """Logprobs at one position.
+
+    ``token_ids[0]`` / ``logprobs[0]`` is the chosen token (sampled, or the actual prompt
+    token for prompt logprobs); the rest are the top-k in descending order. ``rank`` is the
+    chosen token's 1-based rank in the full distribution.
+    """
+
+    token_ids: list[int]
+    logprobs: list[float]
+    rank: int
+
+
+class ModelRunnerOutput(msgspec.Struct, frozen=True, kw_only=True):
+    step_id: int
+    # Every request scheduled this step, in the worker's batch order.
+    req_ids: list[str]
+    # Per request: [] when the step ended inside its prompt (a partial prefill chunk),
+    # else the one sampled token.
+    sampled_token_ids: list[list[int]]
+    # {req_id: logprobs of the sampled token}, only for requests that asked (logprobs=k).
+    logprobs: dict[str, TokenLogprobs] = msgspec.field(default_factory=dict)
+    # {req_id: logprobs of the prompt positions computed this step}; position 0 of a prompt
+    # has none, so the first chunk yields len(chunk) - 1 entries.
+    prompt_logprobs: dict[str, list[TokenLogprobs]] = msgspec.field(default_factory=dict)
+    # Seconds the worker spent on the step (model + sampling), for metrics.
+    execute_time_s: float = 0.0

@@ -1,0 +1,216 @@
+"""Sampling parameters, with vLLM's names, defaults and ranges.
+
+A :class:`SamplingParams` is validated when it is built: every value a user can get wrong
+raises a :class:`ValueError` naming the field, so the HTTP layer can turn it into a 400.
+
+    >>> SamplingParams(temperature=0.0, max_tokens=8).is_greedy
+    True
+    >>> SamplingParams(top_p=0.0)
+    Traceback (most recent call last):
+    ...
+    ValueError: top_p must be in (0, 1], got 0.0.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+import msgspec
+
+_GREEDY_EPS = 1e-5
+# OpenAI clamps logit_bias to this range; so do we.
+_MAX_LOGIT_BIAS = 100.0
+
+
+class RequestOutputKind(enum.IntEnum):
+    """How a request's outputs are reported while it runs."""
+
+    CUMULATIVE = 0  # every output carries everything generated so far
+    DELTA = 1  # every output carries only what is new since the previous one
+    FINAL_ONLY = 2  # one output, when the request finishes
+
+
+class SamplingType(enum.IntEnum):
+    GREEDY = 0
+    RANDOM = 1
+    RANDOM_SEED = 2
+
+
+class SamplingParams(msgspec.Struct, kw_only=True):
+    """What to sample and when to stop. Field semantics follow vLLM's ``SamplingParams``."""
+
+    n: int = 1
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    repetition_penalty: float = 1.0
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0  # 0 or -1: no top-k
+    min_p: float = 0.0
+    seed: int | None = None
+    stop: list[str] | str | None = None
+    stop_token_ids: list[int] | None = None
+    include_stop_str_in_output: bool = False
+    ignore_eos: bool = False
+    max_tokens: int | None = 16  # None: up to max_model_len
+    min_tokens: int = 0
+    logprobs: int | None = None  # number of top logprobs per sampled token (plus the sampled one)
+    prompt_logprobs: int | None = None
+    logit_bias: dict[int, float] | None = None
+    allowed_token_ids: list[int] | None = None
+    bad_words: list[str] | None = None
+    skip_special_tokens: bool = True
+    spaces_between_special_tokens: bool = True
+    detokenize: bool = True
+    output_kind: RequestOutputKind = RequestOutputKind.CUMULATIVE
+    # Filled by the input processor, not by users: bad_words tokenized (each word with and
+    # without a leading space), so the sampler needs no tokenizer.
+    bad_words_token_ids: list[list[int]] | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.stop, str):
+            self.stop = [self.stop]
+        elif self.stop is None:
+            self.stop = []
+        else:
+            self.stop = list(self.stop)
+        if self.stop_token_ids is None:
+            self.stop_token_ids = []
+        else:
+            self.stop_token_ids = list(self.stop_token_ids)
+        if self.top_k == -1:
+            self.top_k = 0
+        self._verify()
+        if self.temperature < _GREEDY_EPS:
+            # Greedy: the truncation parameters cannot change the argmax.
+            self.top_p = 1.0
+            self.top_k = 0
+            self.min_p = 0.0
+
+    def _verify(self) -> None:
+        _check(self.n >= 1, "n", f"must be at least 1, got {self.n}.")
+        _check(
+            -2.0 <= self.presence_penalty <= 2.0,
+            "presence_penalty",
+            f"must be in [-2, 2], got {self.presence_penalty}.",
+        )
+        _check(
+            -2.0 <= self.frequency_penalty <= 2.0,
+            "frequency_penalty",
+            f"must be in [-2, 2], got {self.frequency_penalty}.",
+        )
+        _check(
+            0.0 < self.repetition_penalty <= 2.0**31,
+            "repetition_penalty",
+            f"must be greater than 0, got {self.repetition_penalty}.",
+        )
+        _check(
+            self.temperature >= 0.0, "temperature", f"must be non-negative, got {self.temperature}."
+        )
+        _check(0.0 < self.top_p <= 1.0, "top_p", f"must be in (0, 1], got {self.top_p}.")
+        _check(self.top_k >= 0, "top_k", f"must be -1 (disable), 0 (disable) or at least 1, got {self.top_k}.")
+        _check(0.0 <= self.min_p <= 1.0, "min_p", f"must be in [0, 1], got {self.min_p}.")
+        if self.seed is not None:
+            _check(-(2**63) <= self.seed < 2**64, "seed", f"must fit in 64 bits, got {self.seed}.")
+        if self.max_tokens is not None:
+            _check(self.max_tokens >= 1, "max_tokens", f"must be at least 1, got {self.max_tokens}.")
+        _check(self.min_tokens >= 0, "min_tokens", f"must be non-negative, got {self.min_tokens}.")
+        if self.max_tokens is not None:
+            _check(
+                self.min_tokens <= self.max_tokens,
+                "min_tokens",
+                f"must be at most max_tokens={self.max_tokens}, got {self.min_tokens}.",
+            )
+        if self.logprobs is not None:
+            _check(self.logprobs >= 0, "logprobs", f"must be non-negative, got {self.logprobs}.")
+        if self.prompt_logprobs is not None:
+            _check(
+                self.prompt_logprobs >= 0,
+                "prompt_logprobs",
+                f"must be non-negative, got {self.prompt_logprobs}.",
+            )
+        assert isinstance(self.stop, list)
+        _check(all(isinstance(s, str) and s for s in self.stop), "stop", "must not contain empty strings.")
+        assert self.stop_token_ids is not None
+        _check(
+            all(t >= 0 for t in self.stop_token_ids),
+            "stop_token_ids",
+            "must be non-negative token ids.",
+        )
+        if self.logit_bias is not None:
+            for tok, bias in self.logit_bias.items():
+                _check(tok >= 0, "logit_bias", f"token id {tok} is negative.")
+                _check(
+                    -_MAX_LOGIT_BIAS <= bias <= _MAX_LOGIT_BIAS,
+                    "logit_bias",
+                    f"bias for token {tok} must be in [-100, 100], got {bias}.",
+                )
+        if self.allowed_token_ids is not None:
+            _check(len(self.allowed_token_ids) > 0, "allowed_token_ids", "must not be empty.")
+            _check(
+                all(t >= 0 for t in self.allowed_token_ids),
+                "allowed_token_ids",
+                "must be non-negative token ids.",
+            )
+        if self.bad_words is not None:
+            _check(all(isinstance(w, str) and w for w in self.bad_words), "bad_words", "must not contain empty strings.")
+
+    # -- derived views ------------------------------------------------------------------
+
+    @property
+    def is_greedy(self) -> bool:
+        return self.temperature < _GREEDY_EPS
+
+    @property
+    def sampling_type(self) -> SamplingType:
+        if self.is_greedy:
+            return SamplingType.GREEDY
+        return SamplingType.RANDOM if self.seed is None else SamplingType.RANDOM_SEED
+
+    @property
+    def stop_strings(self) -> list[str]:
+        assert isinstance(self.stop, list)
+        return self.stop
+
+    @property
+    def max_stop_len(self) -> int:
+        """Length of the longest stop string (0 without stop strings)."""
+        return max((len(s) for s in self.stop_strings), default=0)
+
+    def all_stop_token_ids(self, eos_token_id: int | None) -> set[int]:
+        """Token ids that end the request: stop_token_ids, and EOS unless ignore_eos."""
+        ids = set(self.stop_token_ids or ())
+        if eos_token_id is not None and not self.ignore_eos:
+            ids.add(eos_token_id)
+        return ids
+
+    def clone(self, **changes: Any) -> SamplingParams:
+        """A copy with some fields changed (validated again)."""
+        return msgspec.structs.replace(self, **changes)
+
+    def verify_vocab(self, vocab_size: int) -> None:
+        """Check token ids against the model's vocabulary (called by the input processor)."""
+
+        def bad(ids: Any) -> list[int]:
+            return [t for t in ids if not 0 <= t < vocab_size]
+
+        if self.logit_bias and (b := bad(self.logit_bias)):
+            raise SamplingParamsError("logit_bias", f"token ids {b[:5]} are out of vocabulary (size {vocab_size}).")
+        if self.allowed_token_ids and (b := bad(self.allowed_token_ids)):
+            raise SamplingParamsError("allowed_token_ids", f"token ids {b[:5]} are out of vocabulary (size {vocab_size}).")
+        if self.stop_token_ids and (b := bad(self.stop_token_ids)):
+            raise SamplingParamsError("stop_token_ids", f"token ids {b[:5]} are out of vocabulary (size {vocab_size}).")
+
+
+class SamplingParamsError(ValueError):
+    """An invalid sampling parameter; ``param`` names the field (OpenAI's error ``param``)."""
+
+    def __init__(self, param: str, message: str) -> None:
+        super().__init__(f"{param} {message}")
+        self.param = param
+
+
+def _check(ok: bool, param: str, message: str) -> None:
+    if not ok:
+        raise SamplingParamsError(param, message)

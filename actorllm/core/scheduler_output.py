@@ -1,0 +1,72 @@
+"""What the scheduler asks the worker to compute in one step (scheduler -> executor).
+
+This is the contract between ``core/`` and ``worker/``. The worker keeps a persistent
+per-request state (token ids, block table, sampling state) and this message carries only
+what changed since the previous step:
+
+* ``scheduled_new_reqs``: requests the worker has never seen, or sees again after a
+  preemption or an engine recovery. They carry every token known so far (prompt + outputs),
+  their whole block table and how many tokens are already in the KV cache (a prefix-cache
+  hit, or tokens loaded by the KV connector).
+* ``scheduled_cached_reqs``: requests the worker already holds. They carry only the blocks
+  appended this step and the scheduler's ``num_computed_tokens``. Their new tokens are not
+  sent: the worker sampled them itself (on the device, under async scheduling).
+* ``finished_req_ids`` / ``preempted_req_ids``: requests whose worker state must be
+  dropped before this step runs.
+
+Token positions computed for request ``r`` this step are
+``[num_computed_tokens, num_computed_tokens + num_scheduled_tokens[r])``. A request is
+sampled this step when that range reaches the end of its known tokens (the last prompt
+token, or its last output token).
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from actorllm.core.sampling_params import SamplingParams
+
+
+class NewRequestData(msgspec.Struct, frozen=True, kw_only=True):
+    req_id: str
+    prompt_token_ids: list[int]
+    # Outputs generated before a preemption or a crash: replayed (recomputed), not re-sampled.
+    output_token_ids: list[int]
+    sampling_params: SamplingParams
+    # Physical KV block ids, in order (block i holds token positions [i*bs, (i+1)*bs)).
+    block_ids: list[int]
+    # Tokens whose KV is already in the cache (prefix-cache / connector hit).
+    num_computed_tokens: int
+    eos_token_id: int | None = None
+
+
+class CachedRequestData(msgspec.Struct, frozen=True, kw_only=True):
+    req_id: str
+    new_block_ids: list[int]
+    num_computed_tokens: int
+
+
+class SchedulerOutput(msgspec.Struct, frozen=True, kw_only=True):
+    step_id: int
+    scheduled_new_reqs: list[NewRequestData]
+    scheduled_cached_reqs: list[CachedRequestData]
+    # {req_id: tokens computed this step}, for every scheduled request.
+    num_scheduled_tokens: dict[str, int]
+    total_num_scheduled_tokens: int
+    finished_req_ids: list[str] = msgspec.field(default_factory=list)
+    preempted_req_ids: list[str] = msgspec.field(default_factory=list)
+
+    @property
+    def is_empty(self) -> bool:
+        return self.total_num_scheduled_tokens == 0
+
+    @classmethod
+    def empty(cls, step_id: int, finished: list[str] | None = None) -> SchedulerOutput:
+        return cls(
+            step_id=step_id,
+            scheduled_new_reqs=[],
+            scheduled_cached_reqs=[],
+            num_scheduled_tokens={},
+            total_num_scheduled_tokens=0,
+            finished_req_ids=finished or [],
+        )

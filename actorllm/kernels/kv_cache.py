@@ -1,0 +1,30 @@
+"""Paged KV cache layout and the cache write, torch reference.
+
+Layout, per layer: ``k_cache`` and ``v_cache`` are ``[num_blocks, block_size, num_kv_heads,
+head_dim]``. Token position ``p`` of a request lives in block ``block_table[p // block_size]``
+at offset ``p % block_size``; its *slot* is ``block_id * block_size + offset``. Block 0 is the
+null block: never allocated to a request, safe to point padding at.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def write_kv_cache(
+    key: torch.Tensor,
+    value: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    slot_mapping: torch.Tensor,
+) -> None:
+    """Scatter this step's keys and values into their slots, in place.
+
+    key, value: [T, Hk, D]; k_cache, v_cache: [NB, BS, Hk, D]; slot_mapping: [T] int64,
+    negative entries (padding) are skipped.
+    """
+    nb, bs, hk, d = k_cache.shape
+    valid = slot_mapping >= 0
+    slots = slot_mapping[valid]
+    k_cache.view(nb * bs, hk, d).index_copy_(0, slots, key[valid].to(k_cache.dtype))
+    v_cache.view(nb * bs, hk, d).index_copy_(0, slots, value[valid].to(v_cache.dtype))

@@ -1,0 +1,75 @@
+"""Rotary position embedding (NeoX / HF "rotate_half" layout), torch reference.
+
+The cos/sin table is built once per model: ``cos_sin_cache: [max_positions, rot_dim]`` with
+``cos`` in the first half of the last dim and ``sin`` in the second. Scaling variants
+(``linear``, ``llama3``) change only the inverse frequencies, so kernels never see them.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+
+def rope_inv_freq(head_dim: int, theta: float, scaling: dict[str, Any] | None = None) -> torch.Tensor:
+    """Inverse frequencies [head_dim // 2] (float32), with HF's rope scaling applied.
+
+    ``scaling`` is HF's ``rope_scaling`` / ``rope_parameters`` dict; rope_type "default",
+    "linear" and "llama3" are supported, anything else raises ``ValueError``.
+    """
+    inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim))
+    rope_type = (scaling or {}).get("rope_type", (scaling or {}).get("type", "default"))
+    if rope_type in (None, "default"):
+        pass
+    elif rope_type == "linear":
+        inv_freq = inv_freq / float(scaling["factor"])  # type: ignore[index]
+    elif rope_type == "llama3":
+        assert scaling is not None
+        factor = float(scaling["factor"])
+        low = float(scaling.get("low_freq_factor", 1.0))
+        high = float(scaling.get("high_freq_factor", 4.0))
+        old_ctx = float(scaling["original_max_position_embeddings"])
+        low_wavelen = old_ctx / low
+        high_wavelen = old_ctx / high
+        wavelen = 2 * math.pi / inv_freq
+        # Long wavelengths are slowed by `factor`, short ones kept, the band between blended.
+        scaled = torch.where(wavelen > low_wavelen, inv_freq / factor, inv_freq)
+        smooth = (old_ctx / wavelen - low) / (high - low)
+        blended = (1 - smooth) * scaled / factor + smooth * scaled
+        medium = (wavelen >= high_wavelen) & (wavelen <= low_wavelen)
+        inv_freq = torch.where(medium, blended, scaled)
+    else:
+        raise ValueError(f"unsupported rope scaling type {rope_type!r} (supported: default, linear, llama3)")
+    return inv_freq.float()
+
+
+def build_cos_sin_cache(
+    max_positions: int, inv_freq: torch.Tensor, dtype: torch.dtype = torch.float32
+) -> torch.Tensor:
+    """[max_positions, 2 * len(inv_freq)]: cos | sin of ``position * inv_freq``."""
+    t = torch.arange(max_positions, dtype=torch.float32)
+    freqs = torch.outer(t, inv_freq.float())  # [P, rot_dim/2]
+    return torch.cat([freqs.cos(), freqs.sin()], dim=-1).to(dtype)
+
+
+def apply_rotary(
+    positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor, cos_sin_cache: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rotate q and k by their positions (out of place).
+
+    positions: [T] int64; q: [T, Hq, D]; k: [T, Hk, D]; cos_sin_cache: [P, D].
+    Returns (q, k) with the same shapes and dtypes.
+    """
+    half = cos_sin_cache.shape[-1] // 2
+    cs = cos_sin_cache.index_select(0, positions)  # [T, D]
+    cos = cs[:, :half].unsqueeze(1).float()  # [T, 1, D/2]
+    sin = cs[:, half:].unsqueeze(1).float()
+
+    def rot(x: torch.Tensor) -> torch.Tensor:
+        xf = x.float()
+        x1, x2 = xf[..., :half], xf[..., half:]
+        return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1).to(x.dtype)
+
+    return rot(q), rot(k)
