@@ -1,0 +1,54 @@
+"""What the scheduler reports after each step (scheduler -> output processor)."""
+
+from __future__ import annotations
+
+import enum
+
+import msgspec
+
+from actorllm.core.model_runner_output import TokenLogprobs
+
+
+class FinishReason(enum.StrEnum):
+    """Why a request finished; the string is OpenAI's ``finish_reason``."""
+
+    STOP = "stop"  # EOS, a stop token id or a stop string
+    LENGTH = "length"  # max_tokens or max_model_len
+    ABORT = "abort"  # the caller went away or asked to abort
+    ERROR = "error"  # the engine failed this request (e.g. a poison request)
+
+
+class EngineCoreOutput(msgspec.Struct, frozen=True, kw_only=True):
+    req_id: str
+    # Tokens accepted this step (0 or 1 today; a list so speculative decoding fits later).
+    new_token_ids: list[int]
+    new_logprobs: list[TokenLogprobs] | None = None
+    new_prompt_logprobs: list[TokenLogprobs] | None = None
+    finish_reason: FinishReason | None = None
+    # The stop token id that ended the request (a stop *string* is found downstream).
+    stop_reason: int | str | None = None
+    # Prompt tokens served from the prefix cache or the KV connector (first output only).
+    num_cached_tokens: int = 0
+
+    @property
+    def finished(self) -> bool:
+        return self.finish_reason is not None
+
+
+class SchedulerStats(msgspec.Struct, kw_only=True):
+    num_running_reqs: int = 0
+    num_waiting_reqs: int = 0
+    kv_cache_usage: float = 0.0  # fraction of non-null blocks in use, 0..1
+    prefix_cache_queries: int = 0  # cumulative tokens looked up
+    prefix_cache_hits: int = 0  # cumulative tokens found
+    connector_queries: int = 0
+    connector_hits: int = 0
+    num_preemptions: int = 0  # cumulative
+    num_scheduled_tokens: int = 0  # this step
+
+
+class EngineCoreOutputs(msgspec.Struct, frozen=True, kw_only=True):
+    step_id: int
+    outputs: list[EngineCoreOutput]
+    stats: SchedulerStats | None = None
+    timestamp: float = 0.0

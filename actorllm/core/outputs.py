@@ -1,0 +1,55 @@
+"""What callers receive: ``RequestOutput`` and ``CompletionOutput``, with vLLM's fields.
+
+These are the public result types of ``AsyncEngine.generate`` and ``LLM.generate``; the
+output processor builds them, the HTTP layer renders them.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+
+class Logprob(msgspec.Struct, kw_only=True):
+    logprob: float
+    rank: int | None = None  # 1-based rank in the vocabulary distribution
+    decoded_token: str | None = None
+
+
+# One dict per position: {token_id: Logprob}; the chosen token is always present.
+SampleLogprobs = list[dict[int, Logprob]]
+# Prompt logprobs: position 0 has no logprob (None).
+PromptLogprobs = list[dict[int, Logprob] | None]
+
+
+class CompletionOutput(msgspec.Struct, kw_only=True):
+    index: int  # which of the n samples
+    text: str
+    token_ids: list[int]
+    cumulative_logprob: float | None = None
+    logprobs: SampleLogprobs | None = None
+    finish_reason: str | None = None  # "stop" | "length" | "abort" | "error"
+    stop_reason: int | str | None = None  # the stop token id or stop string that ended it
+
+    def finished(self) -> bool:
+        return self.finish_reason is not None
+
+
+class RequestMetrics(msgspec.Struct, kw_only=True):
+    arrival_time: float
+    first_scheduled_time: float | None = None
+    first_token_time: float | None = None
+    last_token_time: float | None = None
+    finished_time: float | None = None
+
+
+class RequestOutput(msgspec.Struct, kw_only=True):
+    request_id: str
+    prompt: str | None
+    prompt_token_ids: list[int]
+    prompt_logprobs: PromptLogprobs | None
+    outputs: list[CompletionOutput]
+    finished: bool
+    num_cached_tokens: int = 0
+    metrics: RequestMetrics | None = None
+    # Set when finish_reason == "error": a human-readable reason.
+    error: str | None = None
