@@ -1,0 +1,198 @@
+"""Per-request block tables on top of the :class:`BlockPool`, with prefix caching.
+
+Theory of operation
+-------------------
+The KV cache is a pool of fixed-size blocks (``block_size`` token positions each). A
+request's block table lists, in order, the blocks holding its positions: block ``i`` holds
+positions ``[i*bs, (i+1)*bs)``. Blocks are reference counted, so requests sharing a prefix
+share its blocks.
+
+Prefix caching. Every *full* block of known tokens has a chained hash (see
+``block_hash.py``): equal hashes mean equal token prefixes. When a block of a request becomes
+full (its KV computed, or being computed by a step already scheduled), it is registered in
+the pool under its hash. A new request looks up its block hashes in order and reuses the
+longest run of hits (``get_computed_blocks``), never the whole prompt: the last prompt token
+is always recomputed, because its logits produce the first sample.
+
+Freeing does not erase. A freed block keeps its hash and sits in an LRU free queue; a later
+request can still hit it (it leaves the queue again). Only when the pool needs a fresh block
+is the least recently freed one evicted and its hash forgotten. A request's blocks are freed
+tail first, so the end of a chain is evicted before its beginning (a chain's head is the
+part other prompts are most likely to share).
+
+Allocation is all-or-nothing: ``allocate_slots`` returns ``None`` and changes nothing when
+the pool cannot cover the request; the scheduler then preempts someone and retries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, final
+
+from actorllm.core.kv_cache.block_hash import BlockHash, BlockHasher, HashAlgo
+from actorllm.core.kv_cache.block_pool import BlockPool, EvictionCallback
+from actorllm.core.kv_cache.free_queue import KVCacheBlock
+
+if TYPE_CHECKING:
+    from actorllm.core.request import Request
+
+_NO_BLOCKS: tuple[KVCacheBlock, ...] = ()
+
+
+@final
+class KVCacheManager:
+    """Block tables of running requests; allocation, prefix-cache lookups and freeing.
+
+    >>> from actorllm.core.request import Request
+    >>> from actorllm.core.sampling_params import SamplingParams
+    >>> kv = KVCacheManager(num_blocks=8, block_size=4)
+    >>> r = Request("r", list(range(10)), SamplingParams())
+    >>> r.attach_block_hasher(kv.block_hasher)
+    >>> [b.block_id for b in kv.allocate_slots(r, 10)]
+    [1, 2, 3]
+    >>> kv.free(r); kv.num_free_blocks
+    7
+    """
+
+    def __init__(
+        self,
+        num_blocks: int,
+        block_size: int,
+        enable_caching: bool = True,
+        hash_algo: HashAlgo = "xxh3_128",
+    ) -> None:
+        self.block_size = block_size
+        self.enable_caching = enable_caching
+        self.block_pool = BlockPool(num_blocks, enable_caching)
+        self.block_hasher = BlockHasher(block_size, hash_algo)
+        # {req_id: blocks, in position order}
+        self.req_to_blocks: dict[str, list[KVCacheBlock]] = {}
+        # {req_id: how many leading blocks are registered in the prefix cache}
+        self.num_cached_blocks: dict[str, int] = {}
+        # Cumulative prefix-cache statistics, in tokens.
+        self.prefix_cache_queries = 0
+        self.prefix_cache_hits = 0
+
+    # -- views ----------------------------------------------------------------------------
+
+    @property
+    def num_free_blocks(self) -> int:
+        return self.block_pool.num_free_blocks
+
+    @property
+    def num_usable_blocks(self) -> int:
+        return self.block_pool.num_usable_blocks
+
+    @property
+    def usage(self) -> float:
+        return self.block_pool.usage
+
+    @property
+    def eviction_callbacks(self) -> list[EvictionCallback]:
+        """Callbacks run as ``cb(block_hash, block_id)`` right before a cached block is reused."""
+        return self.block_pool.eviction_callbacks
+
+    def get_blocks(self, req_id: str) -> Sequence[KVCacheBlock]:
+        return self.req_to_blocks.get(req_id, _NO_BLOCKS)
+
+    def get_block_ids(self, req_id: str) -> list[int]:
+        return [b.block_id for b in self.req_to_blocks.get(req_id, _NO_BLOCKS)]
+
+    def get_cached_block_pairs(self, request: Request) -> list[tuple[BlockHash, int]]:
+        """``(block_hash, block_id)`` of the request's full, hashed blocks, in order.
+
+        What a KV connector saves to (or an offload tier keys) for this request.
+        """
+        blocks = self.req_to_blocks.get(request.request_id, _NO_BLOCKS)
+        return [(h, b.block_id) for h, b in zip(request.block_hashes, blocks, strict=False)]
+
+    # -- prefix cache ---------------------------------------------------------------------
+
+    def get_computed_blocks(self, request: Request) -> tuple[list[KVCacheBlock], int]:
+        """The longest run of cached blocks that prefixes the request, and its token count.
+
+        Never covers the last known token (its logits are needed). Takes no references:
+        pass the blocks to :meth:`allocate_slots` as ``new_computed_blocks``. Returns
+        ``([], 0)`` when caching is off or the request wants prompt logprobs.
+        """
+        if not self.enable_caching or request.skip_prefix_cache:
+            return [], 0
+        max_blocks = (request.num_tokens - 1) // self.block_size
+        cached = self.block_pool.cached
+        hits: list[KVCacheBlock] = []
+        for h in request.block_hashes[:max_blocks]:
+            block = cached.get(h)
+            if block is None:
+                break
+            hits.append(block)
+        num_tokens = len(hits) * self.block_size
+        self.prefix_cache_queries += request.num_tokens
+        self.prefix_cache_hits += num_tokens
+        return hits, num_tokens
+
+    # -- allocation -----------------------------------------------------------------------
+
+    def allocate_slots(
+        self,
+        request: Request,
+        num_new_tokens: int,
+        num_new_computed_tokens: int = 0,
+        new_computed_blocks: Sequence[KVCacheBlock] = _NO_BLOCKS,
+        num_lookahead_tokens: int = 0,
+    ) -> list[KVCacheBlock] | None:
+        """Make room for ``num_new_tokens`` more positions of ``request``; the new blocks.
+
+        ``num_new_computed_tokens`` are positions that need no compute: a prefix-cache hit
+        (covered by ``new_computed_blocks``) plus tokens a KV connector will load (given fresh
+        blocks here). Returns ``None`` — with nothing changed — when the pool lacks blocks.
+        Full blocks of known tokens are registered in the prefix cache as a side effect.
+        """
+        req_id = request.request_id
+        blocks = self.req_to_blocks.get(req_id)
+        held = len(blocks) if blocks is not None else 0
+        bs = self.block_size
+        total = (
+            request.num_computed_tokens
+            + num_new_computed_tokens
+            + num_new_tokens
+            + num_lookahead_tokens
+        )
+        num_needed = -(-total // bs) - held - len(new_computed_blocks)
+        pool = self.block_pool
+        # Hit blocks that sit in the free queue stop being free when we take them.
+        num_hits_free = sum(1 for b in new_computed_blocks if b.ref_cnt == 0)
+        if max(num_needed, 0) + num_hits_free > pool.free_queue.num_free_blocks:
+            return None
+
+        if blocks is None:
+            blocks = self.req_to_blocks[req_id] = []
+            self.num_cached_blocks[req_id] = 0
+        if new_computed_blocks:
+            pool.touch(new_computed_blocks)
+            blocks.extend(new_computed_blocks)
+        new_blocks = pool.get_new_blocks(num_needed) if num_needed > 0 else []
+        if new_blocks:
+            blocks.extend(new_blocks)
+
+        if self.enable_caching:
+            known = min(
+                request.num_computed_tokens + num_new_computed_tokens + num_new_tokens,
+                request.num_tokens,
+            )
+            num_full = min(known // bs, len(request.block_hashes))
+            start = self.num_cached_blocks[req_id]
+            if num_full > start:
+                pool.cache_full_blocks(blocks, request.block_hashes, start, num_full)
+                self.num_cached_blocks[req_id] = num_full
+        return new_blocks
+
+    def free(self, request: Request) -> None:
+        """Release the request's blocks, tail first. Idempotent."""
+        blocks = self.req_to_blocks.pop(request.request_id, None)
+        self.num_cached_blocks.pop(request.request_id, None)
+        if blocks:
+            self.block_pool.free_blocks(reversed(blocks))
+
+    def reset_prefix_cache(self) -> bool:
+        """Forget all cached prefixes; refused (False) while any request holds blocks."""
+        return self.block_pool.reset_prefix_cache()

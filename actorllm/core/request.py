@@ -1,0 +1,241 @@
+"""A request as the scheduler sees it: tokens, progress through the KV cache, and status.
+
+Theory of operation: a request has no prefill or decode *phase*. It has a token list
+(``prompt_token_ids + output_token_ids``) and ``num_computed_tokens``, how many of those
+tokens already have KV in the cache. Each step the scheduler lets ``num_computed_tokens``
+catch up with the token count; when a step's range reaches the end of the known tokens the
+model samples one new token, which is appended, and the gap opens again by one.
+
+Under async scheduling the scheduler runs ahead: a request whose sampled token is not back
+yet holds an *output placeholder* (``num_output_placeholders``), and the next step computes
+one position against that unknown token (the worker fills it in on the device).
+
+Status moves are data, checked on every change:
+
+    >>> print(format_transitions())
+    WAITING                -> RUNNING, FINISHED_*
+    RUNNING                -> PREEMPTED, FINISHED_*
+    PREEMPTED              -> RUNNING, FINISHED_*
+    FINISHED_STOPPED       -> (final)
+    FINISHED_LENGTH_CAPPED -> (final)
+    FINISHED_ABORTED       -> (final)
+    FINISHED_ERROR         -> (final)
+
+(``FINISHED_*``: every finished status.)
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+from collections.abc import Sequence
+
+from actorllm.core.engine_core_output import FinishReason
+from actorllm.core.errors import InvalidStatusTransitionError
+from actorllm.core.kv_cache.block_hash import BlockHash, BlockHasher
+from actorllm.core.sampling_params import SamplingParams
+
+
+class RequestStatus(enum.IntEnum):
+    WAITING = 0
+    RUNNING = 1
+    PREEMPTED = 2
+    # Everything from here on is finished (``is_finished`` compares against this).
+    FINISHED_STOPPED = 3
+    FINISHED_LENGTH_CAPPED = 4
+    FINISHED_ABORTED = 5
+    FINISHED_ERROR = 6
+
+    @property
+    def is_finished(self) -> bool:
+        return self >= RequestStatus.FINISHED_STOPPED
+
+
+_FINISHED = (
+    RequestStatus.FINISHED_STOPPED,
+    RequestStatus.FINISHED_LENGTH_CAPPED,
+    RequestStatus.FINISHED_ABORTED,
+    RequestStatus.FINISHED_ERROR,
+)
+
+# {status: statuses it may move to}. A finished request never moves again.
+TRANSITIONS: dict[RequestStatus, frozenset[RequestStatus]] = {
+    RequestStatus.WAITING: frozenset({RequestStatus.RUNNING, *_FINISHED}),
+    RequestStatus.RUNNING: frozenset({RequestStatus.PREEMPTED, *_FINISHED}),
+    RequestStatus.PREEMPTED: frozenset({RequestStatus.RUNNING, *_FINISHED}),
+    **{s: frozenset() for s in _FINISHED},
+}
+
+# {finished status: the reason the caller sees}.
+FINISH_REASONS: dict[RequestStatus, FinishReason] = {
+    RequestStatus.FINISHED_STOPPED: FinishReason.STOP,
+    RequestStatus.FINISHED_LENGTH_CAPPED: FinishReason.LENGTH,
+    RequestStatus.FINISHED_ABORTED: FinishReason.ABORT,
+    RequestStatus.FINISHED_ERROR: FinishReason.ERROR,
+}
+
+
+def format_transitions() -> str:
+    """The transition table, one line per status (for docs and debugging)."""
+    width = max(len(s.name) for s in TRANSITIONS)
+    lines = []
+    for src, dsts in TRANSITIONS.items():
+        names = [d.name for d in sorted(dsts) if not d.is_finished]
+        if dsts.issuperset(_FINISHED):
+            names.append("FINISHED_*")
+        else:
+            names += [d.name for d in sorted(dsts) if d.is_finished]
+        targets = ", ".join(names) or "(final)"
+        lines.append(f"{src.name:<{width}} -> {targets}")
+    return "\n".join(lines)
+
+
+class Request:
+    """One sequence being generated. Mutable; owned by the scheduler.
+
+    ``output_token_ids`` may be non-empty at construction: a request resumed after an
+    engine crash carries its outputs so far. They are recomputed like after a preemption,
+    never sampled again, and count toward ``max_tokens``.
+
+    >>> r = Request("a", [1, 2, 3], SamplingParams(max_tokens=4), output_token_ids=[7])
+    >>> r.num_tokens, r.num_output_tokens, r.status.name
+    (4, 1, 'WAITING')
+    """
+
+    __slots__ = (
+        "_all_token_ids",
+        "_block_hasher",
+        "_output_token_ids",
+        "arrival_time",
+        "block_hashes",
+        "cache_salt",
+        "emitted_first_output",
+        "eos_token_id",
+        "max_tokens",
+        "num_cached_tokens",
+        "num_computed_tokens",
+        "num_output_placeholders",
+        "num_preemptions",
+        "priority",
+        "prompt_token_ids",
+        "request_id",
+        "sampling_params",
+        "skip_prefix_cache",
+        "status",
+        "stop_reason",
+        "stop_token_ids",
+    )
+
+    def __init__(
+        self,
+        request_id: str,
+        prompt_token_ids: Sequence[int],
+        sampling_params: SamplingParams,
+        *,
+        eos_token_id: int | None = None,
+        arrival_time: float | None = None,
+        priority: int = 0,
+        output_token_ids: Sequence[int] = (),
+        cache_salt: str | None = None,
+    ) -> None:
+        self.request_id = request_id
+        self.prompt_token_ids: list[int] = list(prompt_token_ids)
+        self._output_token_ids: list[int] = list(output_token_ids)
+        self._all_token_ids: list[int] = self.prompt_token_ids + self._output_token_ids
+        self.sampling_params = sampling_params
+        self.eos_token_id = eos_token_id
+        self.arrival_time = time.monotonic() if arrival_time is None else arrival_time
+        self.priority = priority  # lower value = served first (vLLM's convention)
+        self.cache_salt = cache_salt
+        self.status = RequestStatus.WAITING
+        # Tokens whose KV is in the cache (or being computed by a step in flight).
+        self.num_computed_tokens = 0
+        # Prompt tokens served by the prefix cache or the connector at first schedule; -1: not
+        # scheduled yet.
+        self.num_cached_tokens = -1
+        # Sampled tokens of steps in flight, not yet appended (async scheduling).
+        self.num_output_placeholders = 0
+        self.num_preemptions = 0
+        # Whether the scheduler reported an output yet (num_cached_tokens rides on the first).
+        self.emitted_first_output = False
+        self.stop_reason: int | str | None = None
+        # Hashes of the full blocks of the known tokens, extended as tokens arrive.
+        self.block_hashes: list[BlockHash] = []
+        self._block_hasher: BlockHasher | None = None
+        # None: up to max_model_len (the scheduler checks that separately).
+        self.max_tokens: int | None = sampling_params.max_tokens
+        # Token ids that stop the request: stop_token_ids, and EOS unless ignore_eos.
+        self.stop_token_ids: frozenset[int] = frozenset(
+            sampling_params.all_stop_token_ids(eos_token_id)
+        )
+        # Prompt logprobs need every prompt position computed, so no prefix-cache hits.
+        self.skip_prefix_cache = sampling_params.prompt_logprobs is not None
+
+    # -- tokens ---------------------------------------------------------------------------
+
+    @property
+    def output_token_ids(self) -> list[int]:
+        """The outputs so far. Read-only: append via :meth:`append_output_token_ids`."""
+        return self._output_token_ids
+
+    @property
+    def all_token_ids(self) -> list[int]:
+        """Prompt then outputs. Read-only by convention."""
+        return self._all_token_ids
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self._all_token_ids)
+
+    @property
+    def num_prompt_tokens(self) -> int:
+        return len(self.prompt_token_ids)
+
+    @property
+    def num_output_tokens(self) -> int:
+        return len(self._output_token_ids)
+
+    def append_output_token_ids(self, token_ids: int | Sequence[int]) -> None:
+        """Append sampled tokens; the hashes of blocks they complete are computed now."""
+        if isinstance(token_ids, int):
+            self._output_token_ids.append(token_ids)
+            self._all_token_ids.append(token_ids)
+        else:
+            self._output_token_ids.extend(token_ids)
+            self._all_token_ids.extend(token_ids)
+        hasher = self._block_hasher
+        if hasher is not None and len(self._all_token_ids) >= (
+            (len(self.block_hashes) + 1) * hasher.block_size
+        ):
+            hasher.extend(self.block_hashes, self._all_token_ids, self.cache_salt)
+
+    def attach_block_hasher(self, hasher: BlockHasher) -> None:
+        """Hash the full blocks known so far and keep hashing as tokens arrive."""
+        if self._block_hasher is not None and self._block_hasher.block_size != hasher.block_size:
+            self.block_hashes.clear()
+        self._block_hasher = hasher
+        hasher.extend(self.block_hashes, self._all_token_ids, self.cache_salt)
+
+    # -- status ---------------------------------------------------------------------------
+
+    def transition(self, new: RequestStatus) -> None:
+        """Move to ``new``; raises :class:`InvalidStatusTransitionError` if the table forbids it."""
+        if new not in TRANSITIONS[self.status]:
+            raise InvalidStatusTransitionError(
+                f"request {self.request_id!r}: {self.status.name} -> {new.name} is not allowed."
+            )
+        self.status = new
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status >= RequestStatus.FINISHED_STOPPED
+
+    @property
+    def finish_reason(self) -> FinishReason | None:
+        return FINISH_REASONS.get(self.status)
+
+    def __repr__(self) -> str:
+        return (
+            f"Request({self.request_id!r}, {self.status.name}, tokens={self.num_tokens}, "
+            f"computed={self.num_computed_tokens}, placeholders={self.num_output_placeholders})"
+        )

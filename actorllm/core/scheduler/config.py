@@ -1,0 +1,60 @@
+"""Scheduler configuration, validated when built."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+from actorllm.core.kv_cache.block_hash import HashAlgo
+
+Policy = Literal["fcfs", "priority"]
+
+
+class SchedulerConfig(msgspec.Struct, frozen=True, kw_only=True):
+    """What the scheduler may do per step, and the shape of the KV cache it manages.
+
+    Raises ``ValueError`` for inconsistent settings. Two checks guarantee progress rather
+    than style: the pool must hold one request of ``max_model_len`` tokens (else a lone
+    request could preempt itself forever), and without chunked prefill one step's token
+    budget must hold a whole ``max_model_len`` prompt (else it would wait forever).
+
+    >>> SchedulerConfig(max_model_len=64, num_blocks=4, block_size=16)
+    Traceback (most recent call last):
+    ...
+    ValueError: num_blocks=4 (3 usable) x block_size=16 cannot hold max_model_len=64 tokens.
+    """
+
+    max_num_seqs: int = 256
+    max_num_batched_tokens: int = 2048
+    max_model_len: int = 2048
+    block_size: int = 16
+    num_blocks: int = 1024  # including the null block
+    enable_prefix_caching: bool = True
+    enable_chunked_prefill: bool = True
+    long_prefill_token_threshold: int = 0  # 0 = off; else the largest chunk per request
+    policy: Policy = "fcfs"
+    async_scheduling: bool = False
+    prefix_caching_hash_algo: HashAlgo = "xxh3_128"
+
+    def __post_init__(self) -> None:
+        for name in ("max_num_seqs", "max_num_batched_tokens", "max_model_len", "block_size"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}.")
+        if self.num_blocks < 2:
+            raise ValueError(f"num_blocks must be at least 2, got {self.num_blocks}.")
+        if self.long_prefill_token_threshold < 0:
+            raise ValueError("long_prefill_token_threshold must be non-negative.")
+        if self.policy not in ("fcfs", "priority"):
+            raise ValueError(f"policy must be 'fcfs' or 'priority', got {self.policy!r}.")
+        if (self.num_blocks - 1) * self.block_size < self.max_model_len:
+            raise ValueError(
+                f"num_blocks={self.num_blocks} ({self.num_blocks - 1} usable) x "
+                f"block_size={self.block_size} cannot hold "
+                f"max_model_len={self.max_model_len} tokens."
+            )
+        if not self.enable_chunked_prefill and self.max_num_batched_tokens < self.max_model_len:
+            raise ValueError(
+                f"without chunked prefill, max_num_batched_tokens ({self.max_num_batched_tokens}) "
+                f"must be at least max_model_len ({self.max_model_len})."
+            )

@@ -1,0 +1,451 @@
+"""The scheduler: which requests compute how many tokens in the next step.
+
+Theory of operation
+-------------------
+There are no prefill and decode phases. Every request has a token count (prompt + outputs,
+plus output placeholders under async scheduling) and ``num_computed_tokens``; a step lets
+the second catch up with the first, under a token budget (``max_num_batched_tokens``) and a
+seat limit (``max_num_seqs``). A prompt is a request far behind; a decode is a request one
+token behind. One ``schedule()`` is a short pipeline of named steps:
+
+1. ``_schedule_running``: RUNNING requests first, in admission order. Each gets
+   ``min(gap, budget, long_prefill_token_threshold)`` tokens. When the KV pool cannot give
+   it blocks, the policy preempts someone (fcfs: the newest running; priority: the lowest
+   priority, latest arrival) — possibly the request itself — until the allocation fits.
+   A preempted request frees its blocks, keeps its outputs, returns to the front of the
+   waiting queue and is recomputed from scratch when resumed (as a new request for the
+   worker).
+2. ``_schedule_waiting``: if nobody was preempted, WAITING requests in policy order.
+   A request starts from its prefix-cache hit (and the KV connector's, if enabled) and
+   computes the rest, in chunks when chunked prefill is on (otherwise the whole remainder
+   must fit the budget, or it waits). Under ``priority``, a waiting request may preempt
+   running requests of lower priority for blocks or for a seat.
+3. ``_build_output``: the ``SchedulerOutput`` (new requests carry all their tokens and
+   blocks, cached ones only new blocks), then ``_advance``: ``num_computed_tokens`` moves
+   forward at once, so the next ``schedule()`` can run before this step's results arrive.
+
+Async scheduling: a request whose step samples a token gets an output placeholder; the next
+``schedule()`` computes one more position against that unknown token. ``update_from_output``
+replaces placeholders with tokens; tokens for requests finished meanwhile are discarded, and
+a request whose in-flight tokens reach its length limit is not scheduled again.
+
+``update_from_output`` appends sampled tokens, checks stop conditions (``stopping.py``),
+frees finished requests' blocks at once and reports their ids in the next step's
+``finished_req_ids``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from typing import final
+
+from actorllm.core.engine_core_output import EngineCoreOutput, EngineCoreOutputs, SchedulerStats
+from actorllm.core.errors import (
+    DuplicateRequestError,
+    EmptyPromptError,
+    InvalidRequestError,
+    RequestTooLongError,
+)
+from actorllm.core.kv_cache import KVCacheManager
+from actorllm.core.kv_cache.block_hash import BlockHash
+from actorllm.core.model_runner_output import ModelRunnerOutput
+from actorllm.core.request import FINISH_REASONS, Request, RequestStatus
+from actorllm.core.scheduler.budget import StepPlan
+from actorllm.core.scheduler.config import SchedulerConfig
+from actorllm.core.scheduler.kv_connector import KVConnectorBase, KVConnectorMetadata
+from actorllm.core.scheduler.policy import make_waiting_queue, pick_victim, pick_victim_for
+from actorllm.core.scheduler.stopping import check_stop, reached_limit_in_flight
+from actorllm.core.scheduler_output import CachedRequestData, NewRequestData, SchedulerOutput
+
+_RUNNING = RequestStatus.RUNNING
+
+
+@final
+class Scheduler:
+    """Continuous batching over a paged KV cache. Synchronous; never blocks; not thread-safe.
+
+    >>> from actorllm.core.sampling_params import SamplingParams
+    >>> s = Scheduler(SchedulerConfig(max_model_len=64, num_blocks=8, block_size=16))
+    >>> s.add_request(Request("a", [1, 2, 3], SamplingParams(max_tokens=1)))
+    >>> out = s.schedule()
+    >>> out.num_scheduled_tokens
+    {'a': 3}
+    >>> ro = ModelRunnerOutput(step_id=out.step_id, req_ids=["a"], sampled_token_ids=[[9]])
+    >>> [(o.new_token_ids, o.finish_reason) for o in s.update_from_output(out, ro).outputs]
+    [([9], <FinishReason.LENGTH: 'length'>)]
+    """
+
+    def __init__(
+        self, config: SchedulerConfig, kv_connector: KVConnectorBase | None = None
+    ) -> None:
+        self.config = config
+        self.kv_cache_manager = KVCacheManager(
+            config.num_blocks,
+            config.block_size,
+            enable_caching=config.enable_prefix_caching,
+            hash_algo=config.prefix_caching_hash_algo,
+        )
+        self.requests: dict[str, Request] = {}  # {req_id: request}, every unfinished request
+        self.running: list[Request] = []  # in admission order
+        self.waiting = make_waiting_queue(config.policy)
+        self._finished_req_ids: list[str] = []  # finished since the last schedule()
+        self._step_id = 0
+        self._num_preemptions = 0  # cumulative
+        self._last_num_scheduled_tokens = 0
+        self._connector = kv_connector
+        self._connector_enabled = kv_connector is not None
+        self._connector_meta: KVConnectorMetadata | None = None
+        self._connector_queries = 0  # tokens asked about (cumulative)
+        self._connector_hits = 0  # tokens the connector could load (cumulative)
+        if kv_connector is not None:
+            self.kv_cache_manager.eviction_callbacks.append(self._on_block_evicted)
+
+    # -- requests in and out ----------------------------------------------------------------
+
+    def add_request(self, request: Request) -> None:
+        """Queue a new (or resumed) request. Raises an :class:`InvalidRequestError` subtype."""
+        rid = request.request_id
+        if rid in self.requests:
+            raise DuplicateRequestError(
+                f"request id {rid!r} is already in use.", param="request_id"
+            )
+        if request.num_prompt_tokens == 0:
+            raise EmptyPromptError("the prompt must contain at least one token.", param="prompt")
+        max_len = self.config.max_model_len
+        if request.num_tokens >= max_len:
+            raise RequestTooLongError(
+                f"the request has {request.num_tokens} tokens ({request.num_prompt_tokens} in the "
+                f"prompt); this model's maximum context length is {max_len} tokens, including at "
+                "least one token to generate.",
+                param="prompt",
+            )
+        if request.max_tokens is not None and request.num_output_tokens >= request.max_tokens:
+            raise InvalidRequestError(
+                f"the request already has {request.num_output_tokens} outputs, max_tokens is "
+                f"{request.max_tokens}.",
+                param="max_tokens",
+            )
+        if request.status is not RequestStatus.WAITING:
+            raise ValueError(f"request {rid!r} is {request.status.name}, not WAITING.")
+        request.attach_block_hasher(self.kv_cache_manager.block_hasher)
+        self.requests[rid] = request
+        self.waiting.add(request)
+
+    def finish_requests(self, req_ids: Iterable[str], status: RequestStatus) -> list[str]:
+        """Finish requests from outside (abort, stop string, error); their blocks are freed now.
+
+        Unknown or already finished ids are ignored; returns the ids actually finished. They
+        appear in the next ``SchedulerOutput.finished_req_ids``.
+        """
+        if not status.is_finished:
+            raise ValueError(f"{status.name} is not a finished status.")
+        done = []
+        for rid in req_ids:
+            req = self.requests.get(rid)
+            if req is None:
+                continue
+            if req.status is _RUNNING:
+                self.running.remove(req)
+            else:
+                self.waiting.remove(req)
+            self._finish(req, status)
+            done.append(rid)
+        return done
+
+    def _finish(self, req: Request, status: RequestStatus) -> None:
+        """Mark finished, free blocks, forget. The caller removes it from running/waiting."""
+        req.transition(status)
+        if self._connector is not None and self._connector_enabled:
+            self._connector.request_finished(
+                req, self.kv_cache_manager.get_block_ids(req.request_id)
+            )
+        self.kv_cache_manager.free(req)
+        del self.requests[req.request_id]
+        self._finished_req_ids.append(req.request_id)
+
+    # -- schedule -------------------------------------------------------------------------
+
+    def schedule(self) -> SchedulerOutput:
+        """Plan the next step. Mutates state at once (blocks, ``num_computed_tokens``)."""
+        self._step_id += 1
+        plan = StepPlan(self.config.max_num_batched_tokens)
+        self._schedule_running(plan)
+        if not plan.preempted:
+            self._schedule_waiting(plan)
+        out = self._build_output(plan)
+        self._advance(plan)
+        self._last_num_scheduled_tokens = out.total_num_scheduled_tokens
+        if self._connector is not None and self._connector_enabled:
+            self._connector_meta = self._connector.build_connector_meta(out)
+        return out
+
+    def _chunk(self, num_new: int, budget: int) -> int:
+        """Cap a request's tokens by the long-prefill threshold and the remaining budget."""
+        threshold = self.config.long_prefill_token_threshold
+        if 0 < threshold < num_new and self.config.enable_chunked_prefill:
+            num_new = threshold
+        return min(num_new, budget)
+
+    def _schedule_running(self, plan: StepPlan) -> None:
+        max_len = self.config.max_model_len
+        allocate = self.kv_cache_manager.allocate_slots
+        for req in list(self.running):
+            if plan.token_budget <= 0:
+                break
+            if req.status is not _RUNNING:
+                continue  # preempted earlier in this step
+            pending = req.num_output_placeholders
+            if pending and reached_limit_in_flight(req, max_len):
+                continue
+            num_new = self._chunk(
+                req.num_tokens + pending - req.num_computed_tokens, plan.token_budget
+            )
+            num_new = min(num_new, max_len - 1 - req.num_computed_tokens)
+            if num_new <= 0:
+                continue
+            new_blocks = allocate(req, num_new)
+            while new_blocks is None:
+                victim = pick_victim(self.running, self.config.policy)
+                self._preempt(victim, plan)
+                if victim is req:
+                    break
+                new_blocks = allocate(req, num_new)
+            if new_blocks is not None:
+                plan.add_cached(req, num_new, new_blocks)
+
+    def _schedule_waiting(self, plan: StepPlan) -> None:
+        skipped: list[Request] = []
+        while len(self.waiting) and plan.token_budget > 0:
+            req = self.waiting.pop()
+            if req.num_output_placeholders or req.request_id in plan.preempted:
+                skipped.append(req)  # tokens of an earlier step still in flight, or just preempted
+                continue
+            if not self._admit(req, plan):
+                self.waiting.prepend(req)
+                break
+        for req in reversed(skipped):
+            self.waiting.prepend(req)
+
+    def _admit(self, req: Request, plan: StepPlan) -> bool:
+        """Start (or resume) ``req`` if a seat and blocks can be found; False leaves it as is."""
+        while len(self.running) >= self.config.max_num_seqs:
+            if not self._preempt_for(req, plan):
+                return False
+        kv = self.kv_cache_manager
+        hit_blocks, num_hit = kv.get_computed_blocks(req)
+        num_external = self._connector_lookup(req, num_hit)
+        num_computed = num_hit + num_external
+        num_new = req.num_tokens - num_computed
+        if not self.config.enable_chunked_prefill and num_new > plan.token_budget:
+            return False
+        num_new = self._chunk(num_new, plan.token_budget)
+        while kv.allocate_slots(req, num_new, num_computed, hit_blocks) is None:
+            if not self._preempt_for(req, plan):
+                return False
+        req.num_computed_tokens = num_computed
+        if req.num_cached_tokens < 0:
+            req.num_cached_tokens = num_computed
+        if self._connector is not None and self._connector_enabled:
+            self._connector.update_state_after_alloc(
+                req, kv.get_blocks(req.request_id), num_external
+            )
+        req.transition(_RUNNING)
+        self.running.append(req)
+        plan.add_new(req, num_new)
+        return True
+
+    def _connector_lookup(self, req: Request, num_hit: int) -> int:
+        if self._connector is None or not self._connector_enabled:
+            return 0
+        n = self._connector.get_num_new_matched_tokens(req, num_hit)
+        n = max(0, min(n, req.num_tokens - 1 - num_hit))  # the last token is always computed
+        self._connector_queries += req.num_tokens - num_hit
+        self._connector_hits += n
+        return n
+
+    def _preempt_for(self, req: Request, plan: StepPlan) -> bool:
+        victim = pick_victim_for(req, self.running, self.config.policy)
+        if victim is None:
+            return False
+        self._preempt(victim, plan)
+        return True
+
+    def _preempt(self, victim: Request, plan: StepPlan) -> None:
+        """Recompute-preemption: free everything, keep the outputs, back to the queue's front."""
+        plan.unschedule(victim)
+        self.kv_cache_manager.free(victim)
+        self.running.remove(victim)
+        victim.transition(RequestStatus.PREEMPTED)
+        victim.num_computed_tokens = 0
+        victim.num_preemptions += 1
+        self._num_preemptions += 1
+        plan.preempted[victim.request_id] = victim
+        self.waiting.prepend(victim)
+
+    def _build_output(self, plan: StepPlan) -> SchedulerOutput:
+        kv = self.kv_cache_manager
+        new_reqs = [
+            NewRequestData(
+                req_id=r.request_id,
+                prompt_token_ids=r.prompt_token_ids,  # never mutated: shared, not copied
+                output_token_ids=list(r.output_token_ids),
+                sampling_params=r.sampling_params,
+                block_ids=kv.get_block_ids(r.request_id),
+                num_computed_tokens=r.num_computed_tokens,
+                eos_token_id=r.eos_token_id,
+            )
+            for r in plan.new_reqs
+        ]
+        new_blocks = plan.new_blocks
+        cached_reqs = [
+            CachedRequestData(
+                req_id=r.request_id,
+                new_block_ids=[b.block_id for b in new_blocks[r.request_id]],
+                num_computed_tokens=r.num_computed_tokens,
+            )
+            for r in plan.cached_reqs
+        ]
+        finished, self._finished_req_ids = self._finished_req_ids, []
+        return SchedulerOutput(
+            step_id=self._step_id,
+            scheduled_new_reqs=new_reqs,
+            scheduled_cached_reqs=cached_reqs,
+            num_scheduled_tokens=plan.num_scheduled_tokens,
+            total_num_scheduled_tokens=self.config.max_num_batched_tokens - plan.token_budget,
+            finished_req_ids=finished,
+            preempted_req_ids=list(plan.preempted),
+        )
+
+    def _advance(self, plan: StepPlan) -> None:
+        """Move ``num_computed_tokens`` past this step; add placeholders for its samples."""
+        async_sched = self.config.async_scheduling
+        requests = self.requests
+        for rid, n in plan.num_scheduled_tokens.items():
+            req = requests[rid]
+            req.num_computed_tokens += n
+            if (
+                async_sched
+                and req.num_computed_tokens >= req.num_tokens + req.num_output_placeholders
+            ):
+                req.num_output_placeholders += 1
+
+    def take_connector_metadata(self) -> KVConnectorMetadata | None:
+        """The connector's hand-off for the step ``schedule()`` just returned (once), or None."""
+        meta, self._connector_meta = self._connector_meta, None
+        return meta
+
+    # -- results ---------------------------------------------------------------------------
+
+    def update_from_output(
+        self, scheduler_output: SchedulerOutput, runner_output: ModelRunnerOutput
+    ) -> EngineCoreOutputs:
+        """Apply one step's sampled tokens; report new tokens and finished requests."""
+        outputs: list[EngineCoreOutput] = []
+        requests = self.requests
+        max_len = self.config.max_model_len
+        logprobs = runner_output.logprobs
+        prompt_logprobs = runner_output.prompt_logprobs
+        any_finished = False
+        for rid, tokens in zip(runner_output.req_ids, runner_output.sampled_token_ids, strict=True):
+            req = requests.get(rid)
+            if req is None:
+                continue  # finished (or aborted) while this step was in flight: discard
+            plp = prompt_logprobs.get(rid) if prompt_logprobs else None
+            if not tokens:
+                if plp:
+                    outputs.append(
+                        EngineCoreOutput(req_id=rid, new_token_ids=[], new_prompt_logprobs=plp)
+                    )
+                continue
+            if req.num_output_placeholders:
+                req.num_output_placeholders = max(0, req.num_output_placeholders - len(tokens))
+            status = None
+            for i, tok in enumerate(tokens):
+                req.append_output_token_ids(tok)
+                status = check_stop(req, max_len)
+                if status is not None:
+                    tokens = tokens[: i + 1]
+                    break
+            lp = logprobs.get(rid) if logprobs else None
+            cached = 0
+            if not req.emitted_first_output:
+                req.emitted_first_output = True
+                cached = max(req.num_cached_tokens, 0)
+            outputs.append(
+                EngineCoreOutput(
+                    req_id=rid,
+                    new_token_ids=tokens,
+                    new_logprobs=[lp] if lp is not None else None,
+                    new_prompt_logprobs=plp,
+                    finish_reason=None if status is None else FINISH_REASONS[status],
+                    stop_reason=req.stop_reason if status is not None else None,
+                    num_cached_tokens=cached,
+                )
+            )
+            if status is not None:
+                if req.status is _RUNNING:
+                    any_finished = True
+                else:
+                    self.waiting.remove(req)  # preempted while its last token was in flight
+                self._finish(req, status)
+        if any_finished:
+            self.running = [r for r in self.running if r.status is _RUNNING]
+        return EngineCoreOutputs(
+            step_id=scheduler_output.step_id,
+            outputs=outputs,
+            stats=self.stats(),
+            timestamp=time.monotonic(),
+        )
+
+    # -- control plane and views -------------------------------------------------------------
+
+    def _on_block_evicted(self, block_hash: BlockHash, block_id: int) -> None:
+        if self._connector is not None and self._connector_enabled:
+            self._connector.on_block_evicted(block_hash, block_id)
+
+    @property
+    def kv_connector_enabled(self) -> bool:
+        return self._connector_enabled
+
+    def set_kv_connector_enabled(self, enabled: bool) -> None:
+        """Switch the connector at run time; raises ``ValueError`` if there is none."""
+        if enabled and self._connector is None:
+            raise ValueError("this scheduler has no KV connector.")
+        self._connector_enabled = enabled
+
+    def reset_prefix_cache(self) -> bool:
+        """Forget every cached prefix; refused (False) while any request holds blocks."""
+        return self.kv_cache_manager.reset_prefix_cache()
+
+    def get_request(self, req_id: str) -> Request | None:
+        return self.requests.get(req_id)
+
+    def has_unfinished_requests(self) -> bool:
+        return bool(self.running) or len(self.waiting) > 0
+
+    def has_finished_requests(self) -> bool:
+        """Finished ids wait to be sent in the next ``SchedulerOutput`` (even an empty one)."""
+        return bool(self._finished_req_ids)
+
+    @property
+    def num_running(self) -> int:
+        return len(self.running)
+
+    @property
+    def num_waiting(self) -> int:
+        return len(self.waiting)
+
+    def stats(self) -> SchedulerStats:
+        kv = self.kv_cache_manager
+        return SchedulerStats(
+            num_running_reqs=len(self.running),
+            num_waiting_reqs=len(self.waiting),
+            kv_cache_usage=kv.usage,
+            prefix_cache_queries=kv.prefix_cache_queries,
+            prefix_cache_hits=kv.prefix_cache_hits,
+            connector_queries=self._connector_queries,
+            connector_hits=self._connector_hits,
+            num_preemptions=self._num_preemptions,
+            num_scheduled_tokens=self._last_num_scheduled_tokens,
+        )
