@@ -1,0 +1,151 @@
+"""Incremental detokenization: token ids in, text deltas out.
+
+Theory of operation: each request owns an :class:`IncrementalDetokenizer` wrapping a
+``tokenizers.decoders.DecodeStream``, the incremental decoder maintained with the HF
+``tokenizers`` library. The stream keeps a small window of recent ids and returns text only
+once it decodes to valid text (no trailing U+FFFD), so a character whose UTF-8 bytes are
+split across byte-level tokens is emitted whole, when its last byte arrives. Work per token
+is proportional to that window, not to the output length.
+
+Contract (what :meth:`IncrementalDetokenizer.flush` guarantees): the concatenation of every
+:meth:`~IncrementalDetokenizer.decode_next` result plus the final ``flush()`` equals
+``tokenizer.decode(ids, skip_special_tokens=...)`` of the ids fed, decoded after the prompt
+suffix used as context. For byte-level BPE tokenizers (the demo tokenizer, GPT-2, Llama 3,
+Qwen) the context changes nothing, so the text equals the plain decode of the output ids.
+For SentencePiece-style (Metaspace) tokenizers the context gives the first output token its
+leading space, as the text reads after the prompt.
+
+Special tokens: ``skip_special_tokens`` drops tokens the tokenizer marks special.
+``spaces_between_special_tokens=False`` renders an added token that directly follows another
+added token as its raw content, dropping any separator the tokenizer's decoder puts before
+it (vLLM's behaviour); ``True`` (the default) keeps the decoder's output. Byte-level decoders
+insert no separators, so for them both settings give the same text.
+
+The detokenizer does no I/O and holds no locks; one instance serves one request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import final
+
+from tokenizers import Tokenizer
+from tokenizers.decoders import DecodeStream
+
+_REPLACEMENT = "\ufffd"
+# How many prompt tokens may prime the stream (vLLM's choice): enough context for spacing,
+# short enough that priming is cheap.
+_MIN_PREFILL = 4
+_MAX_PREFILL = 24
+# DecodeStream's error when a tokenizer decodes non-monotonically (vLLM issue 17448).
+_INVALID_PREFIX = "Invalid prefix encountered"
+
+
+def _prompt_context(tokenizer: Tokenizer, prompt_ids: Sequence[int], skip: bool) -> list[int]:
+    """The shortest prompt suffix of 4..23 tokens that decodes without U+FFFD.
+
+    A suffix that starts or ends inside a multi-byte character would leak bytes into the
+    output text, so none is used when no clean suffix exists.
+    """
+    n = len(prompt_ids)
+    for length in range(min(_MIN_PREFILL, n), min(_MAX_PREFILL, n) + 1):
+        suffix = list(prompt_ids[n - length :])
+        if suffix and _REPLACEMENT not in tokenizer.decode(suffix, skip_special_tokens=skip):
+            return suffix
+    return []
+
+
+@final
+class IncrementalDetokenizer:
+    """Turns one request's output token ids into text, one token at a time.
+
+    ``prompt_token_ids`` primes the stream with a clean suffix of the prompt (see
+    ``_prompt_context``) so spacing depends on the real context.
+
+        >>> from tokenizers import Tokenizer, models
+        >>> tok = Tokenizer(models.WordLevel({"a": 0, "b": 1}, unk_token="a"))
+        >>> d = IncrementalDetokenizer(tok, [])
+        >>> d.decode_next(1) + d.flush()
+        'b'
+    """
+
+    def __init__(
+        self,
+        tokenizer: Tokenizer,
+        prompt_token_ids: Sequence[int],
+        *,
+        skip_special_tokens: bool = True,
+        spaces_between_special_tokens: bool = True,
+    ) -> None:
+        self._tokenizer = tokenizer
+        self._skip = skip_special_tokens
+        self._context = _prompt_context(tokenizer, prompt_token_ids, skip_special_tokens)
+        self._stream = DecodeStream(self._context or None, skip_special_tokens=skip_special_tokens)
+        self._ids: list[int] = []  # every id fed, in order
+        self._text_len = 0  # characters returned so far
+        self._pending = 0  # ids fed since the stream last returned text
+        # {token_id: content} of added tokens, only when their separators must be dropped.
+        self._added: dict[int, str] = {}
+        if not (skip_special_tokens or spaces_between_special_tokens):
+            self._added = {i: t.content for i, t in tokenizer.get_added_tokens_decoder().items()}
+        self._last_added = False
+
+    def decode_next(self, token_id: int) -> str:
+        """Feed one id; return the text it completes ('' while a character is incomplete)."""
+        self._ids.append(token_id)
+        text = self._step(token_id)
+        if self._added:
+            content = self._added.get(token_id)
+            if content is not None and self._last_added:
+                text = content
+            self._last_added = content is not None
+        if text is None:
+            self._pending += 1
+            return ""
+        self._pending = 0
+        self._text_len += len(text)
+        return text
+
+    def flush(self) -> str:
+        """Text still held by the stream (an incomplete character at the end), rendered as a
+        full decode renders it (U+FFFD). Call once, when the request finishes."""
+        if not self._pending:
+            return ""
+        self._pending = 0
+        context = self._tokenizer.decode(self._context, skip_special_tokens=self._skip)
+        full = self._tokenizer.decode(self._context + self._ids, skip_special_tokens=self._skip)
+        if not full.startswith(context):
+            return ""
+        rest = full[len(context) + self._text_len :]
+        self._text_len += len(rest)
+        return rest
+
+    def _step(self, token_id: int) -> str | None:
+        try:
+            return self._stream.step(self._tokenizer, token_id)
+        except Exception as exc:
+            if _INVALID_PREFIX not in str(exc):
+                raise
+            # The stream's state is broken: start a fresh one at this token, as vLLM does.
+            self._stream = DecodeStream(skip_special_tokens=self._skip)
+            return self._stream.step(self._tokenizer, token_id)
+
+
+@final
+class TokenDecoder:
+    """Decodes single token ids for logprobs' ``decoded_token`` (cached per id).
+
+    Like vLLM, a token is decoded on its own with special tokens kept, so a byte-level
+    token holding part of a character decodes to U+FFFD.
+    """
+
+    def __init__(self, tokenizer: Tokenizer) -> None:
+        self._tokenizer = tokenizer
+        self._cache: dict[int, str] = {}  # {token_id: decoded text}
+
+    def __call__(self, token_id: int) -> str:
+        text = self._cache.get(token_id)
+        if text is None:
+            text = self._tokenizer.decode([token_id], skip_special_tokens=False)
+            self._cache[token_id] = text
+        return text
