@@ -1,0 +1,283 @@
+"""The Starlette app: routes, guards, and the engine's lifetime (opened in the lifespan).
+
+    app = build_app(lambda: AsyncEngine.open(config), AppSettings(api_key="k"))
+
+Every handler goes through :func:`_endpoint`, which turns exceptions into OpenAI error
+bodies (:func:`errors.to_api_error`): what a client can cause is a 4xx, a dead engine a 503,
+only a genuine server bug a 500 (logged). Unknown routes are 404, wrong methods 405, both
+with the same body. Dev-mode routes exist only with ``dev_mode`` (otherwise 404).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from typing import Any, TypeVar, final
+
+import anyio
+import msgspec
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+import actorllm
+from actorllm.entrypoints.metrics import CONTENT_TYPE, ServerMetrics, log_stats_forever
+from actorllm.entrypoints.openai import protocol as p
+from actorllm.entrypoints.openai.engine_client import EngineClient
+from actorllm.entrypoints.openai.errors import APIError, bad_request, to_api_error
+from actorllm.entrypoints.openai.middleware import APIKeyMiddleware, BodyLimitMiddleware
+from actorllm.entrypoints.openai.openapi import openapi_document
+from actorllm.entrypoints.openai.serving_chat import create_chat_completion
+from actorllm.entrypoints.openai.serving_common import ServingContext, json_response
+from actorllm.entrypoints.openai.serving_completion import create_completion
+from actorllm.entrypoints.openai.serving_tokenize import detokenize, tokenize
+from actorllm.entrypoints.openai.streams import ClientDisconnected
+
+logger = logging.getLogger("actorllm.server")
+
+EngineFactory = Callable[[], AbstractAsyncContextManager[EngineClient]]
+S = TypeVar("S")
+
+
+class AppSettings(msgspec.Struct, kw_only=True):
+    """HTTP-side settings (the engine's are in ``EngineConfig``)."""
+
+    api_key: str | None = None  # guard /v1/* with `Authorization: Bearer <key>`
+    max_body_bytes: int = 16 * 2**20  # 413 beyond this
+    dev_mode: bool = False  # expose /sleep, /wake_up, /reset_prefix_cache, /kv_connector/*
+    log_interval_s: float = 10.0  # periodic stats log line; 0 = off
+
+
+@final
+class AppState:
+    """What the lifespan sets up for the handlers (one per app)."""
+
+    def __init__(self, settings: AppSettings) -> None:
+        self.settings = settings
+        self.ctx: ServingContext | None = None  # set once the engine is up
+        self.startup_error: BaseException | None = None  # why the engine failed to start
+
+    @property
+    def serving(self) -> ServingContext:
+        if self.ctx is None:
+            raise APIError(503, "The engine is not running.")
+        return self.ctx
+
+
+def _state(request: Request) -> AppState:
+    state: AppState = request.app.state.actorllm
+    return state
+
+
+Handler = Callable[[AppState, Request], Awaitable[Response]]
+
+
+def _endpoint(fn: Handler) -> Callable[[Request], Awaitable[Response]]:
+    async def endpoint(request: Request) -> Response:
+        state = _state(request)
+        try:
+            return await fn(state, request)
+        except (ClientDisconnect, ClientDisconnected):
+            return Response(status_code=499)  # nobody is listening; the request was aborted
+        except Exception as exc:
+            dead = state.ctx is not None and state.ctx.is_dead()
+            return to_api_error(exc, engine_dead=dead).response()
+
+    endpoint.__name__ = fn.__name__
+    return endpoint
+
+
+async def _decode(request: Request, kind: type[S]) -> S:
+    body = await request.body()
+    return msgspec.json.decode(body, type=kind)
+
+
+# -- OpenAI routes ---------------------------------------------------------------------------
+
+
+async def completions(state: AppState, request: Request) -> Response:
+    req = await _decode(request, p.CompletionRequest)
+    return await create_completion(state.serving, req, request.receive)
+
+
+async def chat_completions(state: AppState, request: Request) -> Response:
+    req = await _decode(request, p.ChatCompletionRequest)
+    return await create_chat_completion(state.serving, req, request.receive)
+
+
+async def models(state: AppState, request: Request) -> Response:
+    engine = state.serving.engine
+    card = p.ModelCard(
+        id=engine.model_name, created=0, root=engine.model_name, max_model_len=engine.max_model_len
+    )
+    return json_response(p.ModelList(data=[card]))
+
+
+async def tokenize_route(state: AppState, request: Request) -> Response:
+    return json_response(tokenize(state.serving, await _decode(request, p.TokenizeRequest)))
+
+
+async def detokenize_route(state: AppState, request: Request) -> Response:
+    return json_response(detokenize(state.serving, await _decode(request, p.DetokenizeRequest)))
+
+
+# -- operations ------------------------------------------------------------------------------
+
+
+async def health(state: AppState, request: Request) -> Response:
+    if state.ctx is None or state.ctx.is_dead():
+        raise APIError(503, "The engine is dead.")
+    return Response(status_code=200)
+
+
+async def metrics(state: AppState, request: Request) -> Response:
+    ctx = state.serving
+    if not ctx.is_dead():
+        try:
+            ctx.metrics.update_from_stats(await ctx.engine.get_stats())
+        except Exception as exc:  # still serve what we have: a scrape must not fail
+            logger.warning("could not read engine stats for /metrics: %s", exc)
+    return Response(ctx.metrics.render(), media_type=CONTENT_TYPE)
+
+
+async def version(state: AppState, request: Request) -> Response:
+    return json_response(p.VersionResponse(version=actorllm.__version__))
+
+
+async def openapi(state: AppState, request: Request) -> Response:
+    return json_response(openapi_document(dev_mode=state.settings.dev_mode))
+
+
+# -- dev mode --------------------------------------------------------------------------------
+
+
+def _query_bool(request: Request, name: str) -> bool:
+    raw = request.query_params.get(name)
+    if raw is None or raw.lower() not in ("true", "false", "1", "0"):
+        raise bad_request(f"query parameter `{name}` must be true or false.", name)
+    return raw.lower() in ("true", "1")
+
+
+async def sleep(state: AppState, request: Request) -> Response:
+    raw = request.query_params.get("level", "1")
+    if raw not in ("1", "2"):
+        raise bad_request("query parameter `level` must be 1 or 2.", "level")
+    await state.serving.engine.sleep(int(raw))
+    return Response(status_code=200)
+
+
+async def wake_up(state: AppState, request: Request) -> Response:
+    await state.serving.engine.wake_up()
+    return Response(status_code=200)
+
+
+async def is_sleeping(state: AppState, request: Request) -> Response:
+    return json_response({"is_sleeping": await state.serving.engine.is_sleeping()})
+
+
+async def reset_prefix_cache(state: AppState, request: Request) -> Response:
+    if not await state.serving.engine.reset_prefix_cache():
+        raise APIError(409, "The prefix cache could not be reset (blocks are in use).")
+    return Response(status_code=200)
+
+
+async def kv_connector_toggle(state: AppState, request: Request) -> Response:
+    enabled = _query_bool(request, "enabled")
+    await state.serving.engine.set_kv_connector_enabled(enabled)
+    return json_response({"enabled": enabled})
+
+
+async def kv_connector_enabled(state: AppState, request: Request) -> Response:
+    return json_response({"enabled": await state.serving.engine.is_kv_connector_enabled()})
+
+
+_ROUTES: list[tuple[str, Handler, str]] = [
+    ("/v1/completions", completions, "POST"),
+    ("/v1/chat/completions", chat_completions, "POST"),
+    ("/v1/models", models, "GET"),
+    ("/tokenize", tokenize_route, "POST"),
+    ("/detokenize", detokenize_route, "POST"),
+    ("/health", health, "GET"),
+    ("/metrics", metrics, "GET"),
+    ("/version", version, "GET"),
+    ("/openapi.json", openapi, "GET"),
+]
+_DEV_ROUTES: list[tuple[str, Handler, str]] = [
+    ("/sleep", sleep, "POST"),
+    ("/wake_up", wake_up, "POST"),
+    ("/is_sleeping", is_sleeping, "GET"),
+    ("/reset_prefix_cache", reset_prefix_cache, "POST"),
+    ("/kv_connector/toggle", kv_connector_toggle, "POST"),
+    ("/kv_connector/enabled", kv_connector_enabled, "GET"),
+]
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    messages = {404: f"Not found: {request.url.path}", 405: f"Method {request.method} not allowed."}
+    response = APIError(exc.status_code, messages.get(exc.status_code, str(exc.detail))).response()
+    if exc.headers:
+        response.headers.update(exc.headers)
+    return response
+
+
+async def _server_error(request: Request, exc: Exception) -> Response:
+    logger.error("unhandled error", exc_info=exc)
+    return APIError(500, "Internal server error.").response()
+
+
+def build_app(engine_factory: EngineFactory, settings: AppSettings | None = None) -> Starlette:
+    """The ASGI app. ``engine_factory()`` is entered in the lifespan; if it raises, startup
+    fails (``app.state.actorllm.startup_error`` holds why) and the server exits."""
+    settings = settings or AppSettings()
+    state = AppState(settings)
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        try:
+            async with AsyncExitStack() as stack:
+                try:
+                    engine = await stack.enter_async_context(engine_factory())
+                except Exception as exc:
+                    state.startup_error = exc
+                    raise
+                metrics = ServerMetrics(engine.model_name)
+                state.ctx = ServingContext(engine=engine, metrics=metrics)
+                async with anyio.create_task_group() as tg:
+                    if settings.log_interval_s > 0:
+                        tg.start_soon(log_stats_forever, engine, metrics, settings.log_interval_s)
+                    try:
+                        yield
+                    finally:
+                        tg.cancel_scope.cancel()
+        except Exception as exc:
+            if state.startup_error is not None:
+                raise
+            # The engine died while serving (its context manager re-raises that on exit):
+            # /health already said so; shutting down is all that is left to do.
+            logger.error("the engine stopped with an error: %s", exc)
+
+    routes = [Route(path, _endpoint(fn), methods=[m]) for path, fn, m in _ROUTES]
+    if settings.dev_mode:
+        routes += [Route(path, _endpoint(fn), methods=[m]) for path, fn, m in _DEV_ROUTES]
+    middleware = [Middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)]
+    if settings.api_key:
+        middleware.insert(0, Middleware(APIKeyMiddleware, api_key=settings.api_key))
+    app = Starlette(
+        routes=routes,
+        middleware=middleware,
+        exception_handlers={HTTPException: _http_error, Exception: _server_error},
+        lifespan=lifespan,
+    )
+    app.state.actorllm = state
+    return app
+
+
+def app_state(app: Any) -> AppState:
+    """The AppState of an app made by :func:`build_app` (for the server runner and tests)."""
+    state: AppState = app.state.actorllm
+    return state

@@ -1,0 +1,57 @@
+"""What the HTTP layer needs from an engine, as a structural type.
+
+``actorllm.engine.AsyncEngine`` satisfies it; so does the fake the tests use. Keeping the
+server on this protocol (not on the concrete class) lets it be tested without a model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any, Protocol
+
+from actorllm.core.outputs import RequestOutput
+from actorllm.core.sampling_params import SamplingParams
+
+# What `generate` accepts as a prompt: text, or {"prompt_token_ids": [...]}.
+EnginePrompt = str | dict[str, Any]
+
+
+class EngineClient(Protocol):
+    @property
+    def model_name(self) -> str: ...
+
+    @property
+    def tokenizer(self) -> Any: ...
+
+    @property
+    def max_model_len(self) -> int: ...
+
+    @property
+    def is_dead(self) -> bool: ...
+
+    def generate(
+        self,
+        prompt: EnginePrompt,
+        sampling_params: SamplingParams,
+        request_id: str | None = None,
+        priority: int = 0,
+    ) -> AsyncIterator[RequestOutput]: ...
+
+    def chat(
+        self,
+        messages: list[dict[str, Any]],
+        sampling_params: SamplingParams,
+        request_id: str | None = None,
+        priority: int = 0,
+        add_generation_prompt: bool = True,
+        chat_template_kwargs: dict[str, Any] | None = None,
+    ) -> AsyncIterator[RequestOutput]: ...
+
+    async def abort(self, request_id: str) -> None: ...
+    async def sleep(self, level: int = 1) -> None: ...
+    async def wake_up(self) -> None: ...
+    async def is_sleeping(self) -> bool: ...
+    async def reset_prefix_cache(self) -> bool: ...
+    async def set_kv_connector_enabled(self, enabled: bool) -> None: ...
+    async def is_kv_connector_enabled(self) -> bool: ...
+    async def get_stats(self) -> Any: ...

@@ -1,0 +1,98 @@
+"""HTTP errors with OpenAI's body: ``{"error": {"message", "type", "param", "code"}}``.
+
+``type`` follows vLLM (``BadRequestError``, ``NotFoundError``, ...) and ``code`` is the HTTP
+status, which is what the ``openai`` client reads into its exception classes.
+
+:func:`to_api_error` is the one place that decides which status an exception gets: errors a
+client can cause are 4xx, a dead engine is 503, and only genuine server bugs are 500.
+"""
+
+from __future__ import annotations
+
+import logging
+from http import HTTPStatus
+
+import msgspec
+from starlette.responses import Response
+
+from actorllm.engine.errors import (
+    EngineClosedError,
+    EngineDeadError,
+    RequestFailedError,
+)
+from actorllm.entrypoints.openai.protocol import ErrorInfo, ErrorResponse
+
+logger = logging.getLogger("actorllm.server")
+
+_TYPES = {
+    400: "BadRequestError",
+    401: "AuthenticationError",
+    404: "NotFoundError",
+    405: "MethodNotAllowedError",
+    413: "RequestTooLargeError",
+    500: "InternalServerError",
+    503: "ServiceUnavailableError",
+}
+
+
+class APIError(Exception):
+    """An error that is sent to the client as-is, with its status and OpenAI-style body."""
+
+    def __init__(self, status: int, message: str, param: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.param = param
+
+    def body(self) -> ErrorResponse:
+        kind = _TYPES.get(self.status) or HTTPStatus(self.status).phrase.replace(" ", "") + "Error"
+        return ErrorResponse(
+            error=ErrorInfo(message=self.message, type=kind, param=self.param, code=self.status)
+        )
+
+    def response(self) -> Response:
+        headers = {"WWW-Authenticate": "Bearer"} if self.status == 401 else None
+        return Response(
+            msgspec.json.encode(self.body()),
+            status_code=self.status,
+            media_type="application/json",
+            headers=headers,
+        )
+
+
+def bad_request(message: str, param: str | None = None) -> APIError:
+    return APIError(400, message, param)
+
+
+def from_validation_error(exc: msgspec.ValidationError | msgspec.DecodeError) -> APIError:
+    """A msgspec decode failure as a 400; ``param`` is the field from ``- at `$.field```."""
+    text = str(exc)
+    param = None
+    if " - at `$." in text:
+        path = text.rsplit(" - at `$.", 1)[1].rstrip("`")
+        param = path.split("[", 1)[0].split(".", 1)[0] or None
+    if isinstance(exc, msgspec.DecodeError):
+        text = f"The request body is not valid JSON: {text}"
+    return APIError(400, text, param)
+
+
+def to_api_error(exc: BaseException, *, engine_dead: bool = False) -> APIError:
+    """Map an exception raised while serving a request to the error the client sees.
+
+    ``engine_dead`` (the engine's ``is_dead``) turns any failure into a 503: once the engine
+    is gone, whatever broke is not the client's fault and retrying elsewhere is the fix.
+    """
+    if isinstance(exc, APIError):
+        return exc
+    if isinstance(exc, msgspec.ValidationError | msgspec.DecodeError):
+        return from_validation_error(exc)
+    if isinstance(exc, EngineDeadError | EngineClosedError) or engine_dead:
+        return APIError(503, f"The engine is not available: {exc}")
+    if isinstance(exc, ValueError):
+        # SamplingParamsError, InvalidRequestError, EngineConfigError, core input errors.
+        return APIError(400, str(exc), getattr(exc, "param", None))
+    if isinstance(exc, RequestFailedError):
+        logger.error("request %s failed in the engine: %s", exc.request_id, exc.reason)
+        return APIError(500, str(exc))
+    logger.error("unexpected error while serving a request", exc_info=exc)
+    return APIError(500, f"Internal server error: {type(exc).__name__}.")

@@ -1,0 +1,107 @@
+"""OpenAI request fields -> ``SamplingParams``; shared request checks for the serving layers."""
+
+from __future__ import annotations
+
+import uuid
+
+from actorllm.core.sampling_params import RequestOutputKind, SamplingParams
+from actorllm.entrypoints.openai.errors import APIError, bad_request
+from actorllm.entrypoints.openai.protocol import (
+    ChatCompletionRequest,
+    CompletionRequest,
+    SamplingFields,
+)
+
+
+def check_model(requested: str | None, served: str) -> None:
+    """404 for a model this server does not serve (``None`` means the served one)."""
+    if requested is not None and requested != served:
+        raise APIError(404, f"The model `{requested}` does not exist.", "model")
+
+
+def new_request_id(prefix: str, user_id: str | None) -> str:
+    return f"{prefix}-{user_id}" if user_id else f"{prefix}-{uuid.uuid4().hex}"
+
+
+def _logit_bias(raw: dict[str, float] | None) -> dict[int, float] | None:
+    if raw is None:
+        return None
+    out: dict[int, float] = {}
+    for key, bias in raw.items():
+        try:
+            out[int(key)] = bias
+        except ValueError:
+            raise bad_request(f"logit_bias keys must be token ids, got {key!r}.", "logit_bias") from None
+    return out
+
+
+def _params(
+    req: SamplingFields,
+    *,
+    max_tokens: int | None,
+    max_model_len: int,
+    logprobs: int | None,
+    prompt_logprobs: int | None,
+    output_kind: RequestOutputKind,
+) -> SamplingParams:
+    if max_tokens is not None and max_tokens > max_model_len:
+        raise bad_request(
+            f"max_tokens={max_tokens} exceeds this model's maximum context length "
+            f"({max_model_len} tokens).",
+            "max_tokens",
+        )
+    return SamplingParams(
+        n=req.n,
+        presence_penalty=req.presence_penalty,
+        frequency_penalty=req.frequency_penalty,
+        repetition_penalty=1.0 if req.repetition_penalty is None else req.repetition_penalty,
+        temperature=1.0 if req.temperature is None else req.temperature,
+        top_p=1.0 if req.top_p is None else req.top_p,
+        top_k=0 if req.top_k is None else req.top_k,
+        min_p=0.0 if req.min_p is None else req.min_p,
+        seed=req.seed,
+        stop=req.stop,
+        stop_token_ids=req.stop_token_ids,
+        include_stop_str_in_output=req.include_stop_str_in_output,
+        ignore_eos=req.ignore_eos,
+        max_tokens=max_tokens,
+        min_tokens=req.min_tokens,
+        logprobs=logprobs,
+        prompt_logprobs=prompt_logprobs,
+        logit_bias=_logit_bias(req.logit_bias),
+        skip_special_tokens=req.skip_special_tokens,
+        spaces_between_special_tokens=req.spaces_between_special_tokens,
+        output_kind=output_kind,
+    )
+
+
+def completion_params(
+    req: CompletionRequest, *, max_model_len: int, output_kind: RequestOutputKind
+) -> SamplingParams:
+    """Raises APIError / SamplingParamsError (both 400) for invalid combinations."""
+    if req.suffix:
+        raise bad_request("suffix is not supported.", "suffix")
+    return _params(
+        req,
+        max_tokens=req.max_tokens,
+        max_model_len=max_model_len,
+        logprobs=req.logprobs,
+        prompt_logprobs=req.logprobs if req.echo and req.logprobs is not None else None,
+        output_kind=output_kind,
+    )
+
+
+def chat_params(
+    req: ChatCompletionRequest, *, max_model_len: int, output_kind: RequestOutputKind
+) -> SamplingParams:
+    if req.top_logprobs is not None and not req.logprobs:
+        raise bad_request("top_logprobs requires logprobs to be true.", "top_logprobs")
+    max_tokens = req.max_completion_tokens if req.max_completion_tokens is not None else req.max_tokens
+    return _params(
+        req,
+        max_tokens=max_tokens,
+        max_model_len=max_model_len,
+        logprobs=(req.top_logprobs or 0) if req.logprobs else None,
+        prompt_logprobs=None,
+        output_kind=output_kind,
+    )

@@ -1,0 +1,63 @@
+"""What every serving module shares: the context handed to handlers, usage accounting."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+from starlette.responses import Response
+
+from actorllm.core.outputs import RequestOutput
+from actorllm.entrypoints.metrics import ServerMetrics
+from actorllm.entrypoints.openai.engine_client import EngineClient
+from actorllm.entrypoints.openai.protocol import PromptTokensDetails, UsageInfo
+
+_encoder = msgspec.json.Encoder()
+
+
+@dataclass(frozen=True, slots=True)
+class ServingContext:
+    """The engine and the metrics a request handler works with."""
+
+    engine: EngineClient
+    metrics: ServerMetrics
+
+    def is_dead(self) -> bool:
+        return bool(self.engine.is_dead)
+
+
+def json_response(payload: Any, status: int = 200) -> Response:
+    return Response(_encoder.encode(payload), status_code=status, media_type="application/json")
+
+
+@dataclass(slots=True)
+class UsageTracker:
+    """Token counts of one HTTP request, over all its prompts and samples."""
+
+    # {prompt index: prompt tokens}, {prompt index: prompt tokens served from cache}
+    prompt: dict[int, int] = field(default_factory=dict)
+    cached: dict[int, int] = field(default_factory=dict)
+    # {(prompt index, sample index): generated tokens}
+    completion: dict[tuple[int, int], int] = field(default_factory=dict)
+
+    def update(self, prompt_index: int, out: RequestOutput, *, delta: bool) -> None:
+        if out.prompt_token_ids:
+            self.prompt[prompt_index] = len(out.prompt_token_ids)
+        self.cached[prompt_index] = max(self.cached.get(prompt_index, 0), out.num_cached_tokens)
+        for co in out.outputs:
+            key = (prompt_index, co.index)
+            if delta:
+                self.completion[key] = self.completion.get(key, 0) + len(co.token_ids)
+            else:
+                self.completion[key] = len(co.token_ids)
+
+    def info(self) -> UsageInfo:
+        prompt = sum(self.prompt.values())
+        completion = sum(self.completion.values())
+        return UsageInfo(
+            prompt_tokens=prompt,
+            completion_tokens=completion,
+            total_tokens=prompt + completion,
+            prompt_tokens_details=PromptTokensDetails(cached_tokens=sum(self.cached.values())),
+        )

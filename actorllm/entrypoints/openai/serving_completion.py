@@ -1,0 +1,190 @@
+"""POST /v1/completions: fan a prompt batch out to the engine, render OpenAI's response.
+
+Prompt ``i``, sample ``j`` is choice ``i * n + j`` (OpenAI's order). Streaming uses DELTA
+outputs and sends one chunk per choice fragment; non-streaming uses FINAL_ONLY.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from starlette.responses import Response
+
+from actorllm.core.outputs import CompletionOutput, Logprob, RequestOutput
+from actorllm.core.sampling_params import RequestOutputKind, SamplingParams
+from actorllm.entrypoints.metrics import RequestObserver
+from actorllm.entrypoints.openai.errors import bad_request
+from actorllm.entrypoints.openai.logprobs import TokenText, completion_logprobs
+from actorllm.entrypoints.openai.protocol import (
+    CompletionChoice,
+    CompletionLogProbs,
+    CompletionRequest,
+    CompletionResponse,
+    prompt_batch,
+)
+from actorllm.entrypoints.openai.sampling import check_model, completion_params, new_request_id
+from actorllm.entrypoints.openai.serving_common import ServingContext, UsageTracker, json_response
+from actorllm.entrypoints.openai.sse import Emit, SSEResponse
+from actorllm.entrypoints.openai.streams import PrimedStream, prime_all, pump, unless_disconnected
+
+
+async def create_completion(ctx: ServingContext, req: CompletionRequest, receive: Any) -> Response | SSEResponse:
+    """Serve one completion request. Raises APIError / ValueError for bad input (400/404),
+    ClientDisconnected if the client leaves before the first outputs."""
+    engine = ctx.engine
+    check_model(req.model, engine.model_name)
+    try:
+        prompts = prompt_batch(req.prompt)
+    except ValueError as exc:
+        raise bad_request(str(exc), "prompt") from None
+    kind = RequestOutputKind.DELTA if req.stream else RequestOutputKind.FINAL_ONLY
+    params = completion_params(req, max_model_len=engine.max_model_len, output_kind=kind)
+    rid = new_request_id("cmpl", req.request_id)
+    iters = [
+        engine.generate(
+            p if isinstance(p, str) else {"prompt_token_ids": p},
+            params,
+            request_id=rid if len(prompts) == 1 else f"{rid}-{i}",
+            priority=req.priority,
+        )
+        for i, p in enumerate(prompts)
+    ]
+    streams = await unless_disconnected(receive, lambda: prime_all(iters))
+    state = _CompletionState(
+        req=req,
+        params=params,
+        id=rid,
+        model=engine.model_name,
+        text=TokenText(engine.tokenizer),
+        observers=[ctx.metrics.observe_request() for _ in streams],
+    )
+    if req.stream:
+        return SSEResponse(lambda emit: state.stream(streams, emit), is_dead=ctx.is_dead)
+    await unless_disconnected(receive, lambda: pump(streams, state.collect))
+    return json_response(state.response())
+
+
+@dataclass(slots=True)
+class _Choice:
+    """What one choice accumulated so far."""
+
+    text: str = ""
+    started: bool = False
+    finish_reason: str | None = None
+    stop_reason: int | str | None = None
+    logprobs: CompletionLogProbs | None = None
+    offset: int = 0  # text offset of the next token (for logprobs.text_offset)
+
+
+@dataclass(slots=True)
+class _CompletionState:
+    req: CompletionRequest
+    params: SamplingParams
+    id: str
+    model: str
+    text: TokenText
+    observers: list[RequestObserver]
+    created: int = field(default_factory=lambda: int(time.time()))
+    usage: UsageTracker = field(default_factory=UsageTracker)
+    choices: dict[int, _Choice] = field(default_factory=dict)
+
+    def _apply(self, i: int, out: RequestOutput, *, delta: bool) -> list[CompletionChoice]:
+        """Fold one output into the choices; returns the fragments it contributed."""
+        self.observers[i].update(out, delta=delta)
+        self.usage.update(i, out, delta=delta)
+        fragments = []
+        for co in out.outputs:
+            index = i * self.params.n + co.index
+            choice = self.choices.setdefault(index, _Choice())
+            fragment = self._fragment(index, choice, out, co, delta=delta)
+            if fragment.text or fragment.finish_reason or fragment.logprobs:
+                fragments.append(fragment)
+        return fragments
+
+    def _fragment(
+        self, index: int, choice: _Choice, out: RequestOutput, co: CompletionOutput, *, delta: bool
+    ) -> CompletionChoice:
+        if not delta:  # a full output replaces what we had (FINAL_ONLY / CUMULATIVE)
+            choice.text, choice.started, choice.logprobs, choice.offset = "", False, None, 0
+        prefix, logprobs = "", None
+        if not choice.started:
+            choice.started = True
+            if self.req.echo:
+                prefix = self._prompt_text(out)
+                logprobs = self._prompt_logprobs(out)
+                choice.offset = len(prefix)
+        if self.req.logprobs is not None and co.logprobs is not None:
+            block, choice.offset = completion_logprobs(
+                co.token_ids, co.logprobs, self.req.logprobs, self.text, choice.offset
+            )
+            logprobs = block if logprobs is None else _concat(logprobs, block)
+        text = prefix + co.text
+        choice.text += text
+        if logprobs is not None:
+            choice.logprobs = logprobs if choice.logprobs is None else _concat(choice.logprobs, logprobs)
+        if co.finish_reason is not None:
+            choice.finish_reason, choice.stop_reason = co.finish_reason, co.stop_reason
+        return CompletionChoice(
+            index=index,
+            text=text,
+            logprobs=logprobs,
+            finish_reason=co.finish_reason,
+            stop_reason=co.stop_reason,
+        )
+
+    def _prompt_text(self, out: RequestOutput) -> str:
+        return out.prompt if out.prompt is not None else self.text.decode(out.prompt_token_ids)
+
+    def _prompt_logprobs(self, out: RequestOutput) -> CompletionLogProbs | None:
+        if self.req.logprobs is None or out.prompt_logprobs is None:
+            return None
+        entries: list[dict[int, Logprob] | None] = list(out.prompt_logprobs)
+        block, _ = completion_logprobs(out.prompt_token_ids, entries, self.req.logprobs, self.text, 0)
+        return block
+
+    async def collect(self, i: int, out: RequestOutput) -> None:
+        self._apply(i, out, delta=False)
+
+    async def stream(self, streams: list[PrimedStream], emit: Emit) -> None:
+        async def on_output(i: int, out: RequestOutput) -> None:
+            for fragment in self._apply(i, out, delta=True):
+                await emit(self._chunk([fragment]))
+
+        await pump(streams, on_output)
+        if self.req.stream_options is not None and self.req.stream_options.include_usage:
+            await emit(self._chunk([], usage=True))
+
+    def _chunk(self, choices: list[CompletionChoice], usage: bool = False) -> CompletionResponse:
+        return CompletionResponse(
+            id=self.id,
+            created=self.created,
+            model=self.model,
+            choices=choices,
+            usage=self.usage.info() if usage else None,
+        )
+
+    def response(self) -> CompletionResponse:
+        choices = [
+            CompletionChoice(
+                index=index,
+                text=c.text,
+                logprobs=c.logprobs,
+                finish_reason=c.finish_reason,
+                stop_reason=c.stop_reason,
+            )
+            for index, c in sorted(self.choices.items())
+        ]
+        return CompletionResponse(
+            id=self.id, created=self.created, model=self.model, choices=choices, usage=self.usage.info()
+        )
+
+
+def _concat(a: CompletionLogProbs, b: CompletionLogProbs) -> CompletionLogProbs:
+    return CompletionLogProbs(
+        text_offset=a.text_offset + b.text_offset,
+        token_logprobs=a.token_logprobs + b.token_logprobs,
+        tokens=a.tokens + b.tokens,
+        top_logprobs=a.top_logprobs + b.top_logprobs,
+    )

@@ -1,0 +1,71 @@
+"""Server-sent events as OpenAI streams them: ``data: {json}\\n\\n`` ... ``data: [DONE]\\n\\n``.
+
+:class:`SSEResponse` is a plain ASGI response driven by a *producer* coroutine (not an async
+generator, so the producer may open task groups). It watches ``receive`` for
+``http.disconnect`` the whole time and cancels the producer when the client goes away; the
+producer's cleanup (``streams.pump``) then closes the engine iterators, which aborts the
+requests and frees their KV blocks. An exception in the producer after the response started
+becomes one ``data: {"error": ...}`` event, followed by ``[DONE]``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+import msgspec
+
+from actorllm.entrypoints.openai.errors import to_api_error
+from actorllm.entrypoints.openai.streams import wait_for_disconnect
+
+DONE = b"data: [DONE]\n\n"
+Emit = Callable[[Any], Awaitable[None]]
+Producer = Callable[[Emit], Awaitable[None]]
+
+_encoder = msgspec.json.Encoder()
+
+
+def sse_event(payload: Any) -> bytes:
+    """One SSE event carrying ``payload`` encoded as JSON."""
+    return b"data: " + _encoder.encode(payload) + b"\n\n"
+
+
+class SSEResponse:
+    """Stream what ``producer(emit)`` emits, one event per ``emit(struct_or_dict)`` call.
+
+    ``is_dead`` tells the error mapping whether the engine died (then errors read as 503).
+    """
+
+    def __init__(self, producer: Producer, *, is_dead: Callable[[], bool] = lambda: False) -> None:
+        self._producer = producer
+        self._is_dead = is_dead
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [
+                    (b"content-type", b"text/event-stream; charset=utf-8"),
+                    (b"cache-control", b"no-cache"),
+                    (b"x-accel-buffering", b"no"),
+                ],
+            }
+        )
+
+        async def emit(payload: Any) -> None:
+            await send({"type": "http.response.body", "body": sse_event(payload), "more_body": True})
+
+        async def watch(cancel: anyio.CancelScope) -> None:
+            await wait_for_disconnect(receive)
+            cancel.cancel()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(watch, tg.cancel_scope)
+            try:
+                await self._producer(emit)
+            except Exception as exc:
+                await emit(to_api_error(exc, engine_dead=self._is_dead()).body())
+            await send({"type": "http.response.body", "body": DONE, "more_body": False})
+            tg.cancel_scope.cancel()

@@ -1,0 +1,244 @@
+"""A fake engine with the ``AsyncEngine`` surface the server uses, for tests without a model.
+
+It "generates" a fixed script of words, one token per word, honoring what the server
+translates: ``n``, ``max_tokens`` (None: up to max_model_len), stop strings, logprobs,
+DELTA / FINAL_ONLY. It records request ids that were closed before finishing (``aborted``),
+so tests can prove a disconnect aborts the request; ``open`` holds running requests, like
+the KV blocks they would hold.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import msgspec
+from transformers import AutoTokenizer
+
+from actorllm.core.outputs import CompletionOutput, Logprob, RequestMetrics, RequestOutput
+from actorllm.core.sampling_params import RequestOutputKind, SamplingParams
+from actorllm.demo import demo_tokenizer_path
+from actorllm.engine.errors import EngineDeadError, InvalidRequestError
+
+SCRIPT = " the quick brown fox jumps over the lazy dog and then it sleeps".split(" ")[1:]
+
+
+class FakeStats(msgspec.Struct, kw_only=True):
+    num_running_reqs: int = 0
+    num_waiting_reqs: int = 0
+    kv_cache_usage: float = 0.0
+    prefix_cache_queries: int = 0
+    prefix_cache_hits: int = 0
+    num_preemptions: int = 0
+    actor_restarts: dict[str, int] = msgspec.field(default_factory=dict)
+    mailbox_depth: dict[str, int] = msgspec.field(default_factory=dict)
+    iteration_tokens: list[int] = msgspec.field(default_factory=list)
+
+
+_TOKENIZER: Any = None
+
+
+def demo_tokenizer() -> Any:
+    global _TOKENIZER
+    if _TOKENIZER is None:
+        _TOKENIZER = AutoTokenizer.from_pretrained(demo_tokenizer_path())
+    return _TOKENIZER
+
+
+class FakeEngine:
+    def __init__(self, *, token_delay_s: float = 0.0, max_model_len: int = 64) -> None:
+        self.model_name = "fake-model"
+        self.max_model_len = max_model_len
+        self.tokenizer = demo_tokenizer()
+        self.token_delay_s = token_delay_s
+        self.is_dead = False
+        self.open: set[str] = set()
+        self.aborted: list[str] = []
+        self.finished: list[str] = []
+        self.sleeping = False
+        self.kv_connector = True
+        self.prefix_queries = 0
+        self._words = [(w, self.tokenizer.encode(" " + w)[0]) for w in SCRIPT]
+
+    # -- generation ---------------------------------------------------------------------
+
+    async def generate(
+        self,
+        prompt: str | dict[str, Any],
+        sampling_params: SamplingParams,
+        request_id: str | None = None,
+        priority: int = 0,
+    ) -> AsyncIterator[RequestOutput]:
+        if self.is_dead:
+            raise EngineDeadError("the fake engine is dead")
+        rid = request_id or f"fake-{time.monotonic_ns()}"
+        if isinstance(prompt, str):
+            if not prompt:
+                raise InvalidRequestError("The prompt is empty.", param="prompt")
+            ids, text = list(self.tokenizer.encode(prompt)), prompt
+        else:
+            ids, text = list(prompt["prompt_token_ids"]), None
+        if len(ids) >= self.max_model_len:
+            raise InvalidRequestError(
+                f"The prompt ({len(ids)} tokens) is longer than max_model_len ({self.max_model_len}).",
+                param="prompt",
+            )
+        sampling_params.verify_vocab(len(self.tokenizer))
+        budget = self.max_model_len - len(ids)
+        max_tokens = min(sampling_params.max_tokens or budget, budget)
+        self.open.add(rid)
+        self.prefix_queries += len(ids)
+        done = False
+        try:
+            async for out in self._run(rid, text, ids, sampling_params, max_tokens):
+                done = out.finished
+                yield out
+        finally:
+            self.open.discard(rid)
+            (self.finished if done else self.aborted).append(rid)
+
+    async def _run(
+        self, rid: str, text: str | None, ids: list[int], sp: SamplingParams, max_tokens: int
+    ) -> AsyncIterator[RequestOutput]:
+        arrival = time.time()
+        states = [_Sample(j) for j in range(sp.n)]
+        delta = sp.output_kind == RequestOutputKind.DELTA
+        step = 0
+        while not all(s.finish for s in states):
+            await anyio.sleep(self.token_delay_s)
+            outs = []
+            for s in states:
+                if s.finish:
+                    continue
+                word, tid = self._words[(step + s.index) % len(self._words)]
+                piece = " " + word
+                s.add(piece, tid, self._logprobs(tid, sp.logprobs))
+                stop = next((x for x in sp.stop_strings if x in s.text), None)
+                if stop is not None:
+                    s.finish, s.stop_reason = "stop", stop
+                    cut = s.text.index(stop) + (len(stop) if sp.include_stop_str_in_output else 0)
+                    piece = piece[: max(0, len(piece) - (len(s.text) - cut))]
+                    s.text = s.text[:cut]
+                elif len(s.tokens) >= max_tokens:
+                    s.finish = "length"
+                s.pending_text += piece
+                outs.append(s)
+            step += 1
+            finished = all(s.finish for s in states)
+            now = time.time()
+            metrics = RequestMetrics(
+                arrival_time=arrival,
+                first_scheduled_time=arrival,
+                first_token_time=arrival + 1e-3,
+                last_token_time=now,
+                finished_time=now if finished else None,
+            )
+            if delta:
+                yield self._output(rid, text, ids, sp, [s.take_delta() for s in outs], finished, metrics)
+            elif finished:
+                yield self._output(rid, text, ids, sp, [s.full() for s in states], True, metrics)
+
+    def _logprobs(self, tid: int, k: int | None) -> dict[int, Logprob] | None:
+        if k is None:
+            return None
+        entries = {tid: Logprob(logprob=-0.5, rank=1, decoded_token=self.tokenizer.decode([tid]))}
+        for r in range(k):
+            other = (tid + 1 + r) % len(self.tokenizer)
+            entries.setdefault(other, Logprob(logprob=-1.0 - r, rank=2 + r, decoded_token=self.tokenizer.decode([other])))
+        return entries
+
+    def _output(self, rid: str, text: str | None, ids: list[int], sp: SamplingParams,
+                outputs: list[CompletionOutput], finished: bool, metrics: RequestMetrics) -> RequestOutput:
+        prompt_lps = None
+        if sp.prompt_logprobs is not None:
+            prompt_lps = [None] + [{t: Logprob(logprob=-2.0, rank=1)} for t in ids[1:]]
+        return RequestOutput(
+            request_id=rid, prompt=text, prompt_token_ids=ids, prompt_logprobs=prompt_lps,
+            outputs=outputs, finished=finished, num_cached_tokens=2, metrics=metrics,
+        )
+
+    async def chat(
+        self,
+        messages: list[dict[str, Any]],
+        sampling_params: SamplingParams,
+        request_id: str | None = None,
+        priority: int = 0,
+        add_generation_prompt: bool = True,
+        chat_template_kwargs: dict[str, Any] | None = None,
+    ) -> AsyncIterator[RequestOutput]:
+        enc = self.tokenizer.apply_chat_template(messages, tokenize=True, add_generation_prompt=add_generation_prompt)
+        async for out in self.generate({"prompt_token_ids": list(enc["input_ids"])}, sampling_params, request_id, priority):
+            yield out
+
+    # -- control plane ------------------------------------------------------------------
+
+    async def abort(self, request_id: str) -> None:
+        self.open.discard(request_id)
+
+    async def sleep(self, level: int = 1) -> None:
+        self.sleeping = True
+
+    async def wake_up(self) -> None:
+        self.sleeping = False
+
+    async def is_sleeping(self) -> bool:
+        return self.sleeping
+
+    async def reset_prefix_cache(self) -> bool:
+        return True
+
+    async def set_kv_connector_enabled(self, enabled: bool) -> None:
+        self.kv_connector = enabled
+
+    async def is_kv_connector_enabled(self) -> bool:
+        return self.kv_connector
+
+    async def get_stats(self) -> FakeStats:
+        return FakeStats(
+            num_running_reqs=len(self.open),
+            kv_cache_usage=0.1 * len(self.open),
+            prefix_cache_queries=self.prefix_queries,
+            prefix_cache_hits=self.prefix_queries // 2,
+            actor_restarts={"scheduler": 1},
+            mailbox_depth={"router": 0},
+            iteration_tokens=[4, 8],
+        )
+
+
+class _Sample:
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.text = ""
+        self.tokens: list[int] = []
+        self.logprobs: list[dict[int, Logprob]] = []
+        self.finish: str | None = None
+        self.stop_reason: str | None = None
+        self.pending_text = ""
+        self.sent_tokens = 0
+
+    def add(self, piece: str, tid: int, lp: dict[int, Logprob] | None) -> None:
+        self.text += piece
+        self.tokens.append(tid)
+        if lp is not None:
+            self.logprobs.append(lp)
+
+    def take_delta(self) -> CompletionOutput:
+        new = self.tokens[self.sent_tokens :]
+        lps = self.logprobs[self.sent_tokens :] if self.logprobs else None
+        self.sent_tokens = len(self.tokens)
+        text, self.pending_text = self.pending_text, ""
+        return CompletionOutput(index=self.index, text=text, token_ids=new, logprobs=lps,
+                                finish_reason=self.finish, stop_reason=self.stop_reason)
+
+    def full(self) -> CompletionOutput:
+        return CompletionOutput(index=self.index, text=self.text, token_ids=list(self.tokens),
+                                logprobs=self.logprobs or None, finish_reason=self.finish,
+                                stop_reason=self.stop_reason)
+
+
+@asynccontextmanager
+async def open_fake_engine(engine: FakeEngine | None = None) -> AsyncIterator[FakeEngine]:
+    yield engine or FakeEngine()
