@@ -1,0 +1,1 @@
+"""Shared test helpers: tiny HF checkpoints, tokenizers, a hand-driven scheduler."""

@@ -1,0 +1,91 @@
+"""One namespace of kernels per attention backend, so layers never branch on the device.
+
+``get_ops("torch")`` is the reference path (CPU, tests); ``get_ops("triton")`` the GPU
+path (``actorllm.kernels.triton`` exports the same names with the same signatures);
+``get_ops("auto", device)`` picks Triton on CUDA and torch elsewhere.
+
+    >>> ops = get_ops("torch")
+    >>> ops.name
+    'torch'
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import torch
+
+from actorllm.kernels import activation, attention, kv_cache, layernorm, rotary
+
+Backend = Literal["auto", "torch", "triton"]
+
+_OP_NAMES = (
+    "rms_norm",
+    "fused_add_rms_norm",
+    "apply_rotary",
+    "silu_and_mul",
+    "write_kv_cache",
+    "paged_attention",
+)
+
+
+class BackendUnavailableError(RuntimeError):
+    """The requested kernel backend cannot be imported here."""
+
+
+@dataclass(frozen=True)
+class Ops:
+    """The kernels a model calls; each has the torch reference's signature and shapes."""
+
+    name: str
+    rms_norm: Callable[..., torch.Tensor]
+    fused_add_rms_norm: Callable[..., tuple[torch.Tensor, torch.Tensor]]
+    apply_rotary: Callable[..., tuple[torch.Tensor, torch.Tensor]]
+    silu_and_mul: Callable[..., torch.Tensor]
+    write_kv_cache: Callable[..., None]
+    paged_attention: Callable[..., torch.Tensor]
+
+
+TORCH_OPS = Ops(
+    name="torch",
+    rms_norm=layernorm.rms_norm,
+    fused_add_rms_norm=layernorm.fused_add_rms_norm,
+    apply_rotary=rotary.apply_rotary,
+    silu_and_mul=activation.silu_and_mul,
+    write_kv_cache=kv_cache.write_kv_cache,
+    paged_attention=attention.paged_attention,
+)
+
+
+def resolve_backend(backend: str, device: torch.device | str = "cpu") -> str:
+    """ "auto" -> "triton" on CUDA, "torch" elsewhere; other names pass through (validated)."""
+    if backend == "auto":
+        return "triton" if torch.device(device).type == "cuda" else "torch"
+    if backend not in ("torch", "triton"):
+        raise ValueError(f"unknown attention_backend {backend!r} (expected auto, torch or triton)")
+    return backend
+
+
+def get_ops(backend: str = "auto", device: torch.device | str = "cpu") -> Ops:
+    """The kernel namespace for ``backend``.
+
+    Raises ``ValueError`` for an unknown name and :class:`BackendUnavailableError` when the
+    Triton kernels cannot be imported (not written yet, or triton missing).
+    """
+    name = resolve_backend(backend, device)
+    if name == "torch":
+        return TORCH_OPS
+    try:
+        mod: Any = importlib.import_module("actorllm.kernels.triton")
+    except ImportError as e:
+        raise BackendUnavailableError(f"the triton backend cannot be imported: {e}") from e
+    missing = [n for n in _OP_NAMES if not hasattr(mod, n)]
+    if missing:
+        raise BackendUnavailableError(
+            f"actorllm.kernels.triton does not provide {', '.join(missing)} yet; "
+            "use attention_backend='torch'"
+        )
+    return Ops(name="triton", **{n: getattr(mod, n) for n in _OP_NAMES})

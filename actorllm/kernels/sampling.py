@@ -1,0 +1,117 @@
+"""The sampling hot path as pure tensor functions, torch reference.
+
+Randomness comes in as an argument: ``noise`` is i.i.d. Exp(1) per (row, token), drawn by
+the caller (``worker/sampler.py`` seeds it per request and output position). Sampling is then
+the *exponential race* ``argmax(probs / noise)``, which picks token ``i`` with probability
+``probs[i]`` and is a pure function of (logits, params, noise) — so a Triton kernel can
+reproduce it bit for bit given the same noise, and a replayed request redraws the same token.
+
+    >>> logits = torch.tensor([[0.0, 2.0, 1.0]])
+    >>> sample_from_logits(logits, torch.zeros(1), torch.zeros(1, dtype=torch.int32),
+    ...                    torch.ones(1), torch.zeros(1), torch.ones(1, 3)).tolist()
+    [1]
+"""
+
+from __future__ import annotations
+
+import torch
+
+GREEDY_EPS = 1e-5  # temperature below this is greedy (same threshold as SamplingParams)
+
+
+def sample_from_logits(
+    logits: torch.Tensor,
+    temperature: torch.Tensor,
+    top_k: torch.Tensor,
+    top_p: torch.Tensor,
+    min_p: torch.Tensor,
+    noise: torch.Tensor,
+) -> torch.Tensor:
+    """Pick one token per row.
+
+    logits: [B, V] float32 (penalties, biases and masks already applied);
+    temperature: [B] float32 (< 1e-5: greedy, ``argmax`` with ties to the lowest id);
+    top_k: [B] int32 (0 = off); top_p: [B] float32 (1.0 = off); min_p: [B] float32 (0 = off);
+    noise: [B, V] float32, Exp(1) draws (ignored by greedy rows).
+    Returns [B] int64. Order as vLLM: temperature, then min-p, then top-k, then top-p.
+    """
+    greedy = temperature < GREEDY_EPS  # [B]
+    greedy_tokens = logits.argmax(dim=-1)  # first max: ties -> lowest id
+    if bool(greedy.all()):  # host sync: skips the random path for all-greedy batches
+        return greedy_tokens
+    t = torch.where(greedy, torch.ones_like(temperature), temperature)
+    x = logits / t.unsqueeze(1)  # [B, V]
+    x = apply_min_p(x, min_p)
+    x = apply_top_k_top_p(x, top_k, top_p)
+    probs = x.softmax(dim=-1)  # [B, V], masked tokens exactly 0
+    random_tokens = (probs / noise).argmax(dim=-1)
+    return torch.where(greedy, greedy_tokens, random_tokens)
+
+
+def apply_min_p(logits: torch.Tensor, min_p: torch.Tensor) -> torch.Tensor:
+    """Mask tokens whose probability is below ``min_p * max_prob``. logits: [B, V]; min_p: [B]."""
+    if not bool((min_p > 0).any()):  # host sync: skip the softmax when unused
+        return logits
+    probs = logits.softmax(dim=-1)
+    threshold = probs.amax(dim=-1, keepdim=True) * min_p.unsqueeze(1)  # [B, 1]
+    return logits.masked_fill(probs < threshold, float("-inf"))
+
+
+def apply_top_k_top_p(
+    logits: torch.Tensor, top_k: torch.Tensor, top_p: torch.Tensor
+) -> torch.Tensor:
+    """Keep the ``top_k`` largest logits (ties at the k-th value kept), then the smallest
+    set of tokens whose probability mass reaches ``top_p``. logits: [B, V] -> [B, V]."""
+    use_k = top_k > 0
+    use_p = top_p < 1.0
+    if not bool(use_k.any() | use_p.any()):  # host sync: skip the sort when unused
+        return logits
+    v = logits.shape[-1]
+    sorted_logits, order = logits.sort(dim=-1, descending=True)  # [B, V]
+    if bool(use_k.any()):
+        k = torch.where(
+            use_k, top_k.long().clamp(max=v), torch.full_like(top_k, v, dtype=torch.long)
+        )
+        kth = sorted_logits.gather(1, (k - 1).unsqueeze(1))  # [B, 1]
+        sorted_logits = sorted_logits.masked_fill(sorted_logits < kth, float("-inf"))
+    if bool(use_p.any()):
+        probs = sorted_logits.softmax(dim=-1)
+        mass_before = probs.cumsum(dim=-1) - probs  # exclusive prefix mass, [B, V]
+        drop = mass_before >= top_p.unsqueeze(1)
+        drop[:, 0] = False  # the most likely token always stays
+        sorted_logits = sorted_logits.masked_fill(drop, float("-inf"))
+    return torch.empty_like(logits).scatter_(1, order, sorted_logits)
+
+
+def apply_penalties(
+    logits: torch.Tensor,
+    prompt_mask: torch.Tensor,
+    output_counts: torch.Tensor,
+    presence: torch.Tensor,
+    frequency: torch.Tensor,
+    repetition: torch.Tensor,
+) -> torch.Tensor:
+    """vLLM's penalties, out of place.
+
+    logits: [B, V] float32; prompt_mask: [B, V] bool (token in the prompt);
+    output_counts: [B, V] int (occurrences among the outputs); presence, frequency,
+    repetition: [B] float32. Repetition divides positive logits (multiplies negative ones)
+    of tokens seen in prompt *or* outputs; frequency subtracts ``f * count`` and presence
+    ``p * (count > 0)``, over the outputs only.
+    """
+    seen_out = output_counts > 0
+    rep = repetition.unsqueeze(1)  # [B, 1]
+    seen = prompt_mask | seen_out
+    penalized = torch.where(logits > 0, logits / rep, logits * rep)
+    logits = torch.where(seen, penalized, logits)
+    logits = logits - frequency.unsqueeze(1) * output_counts.to(logits.dtype)
+    return logits - presence.unsqueeze(1) * seen_out.to(logits.dtype)
+
+
+def token_counts(token_ids: torch.Tensor, vocab_size: int) -> torch.Tensor:
+    """token_ids: [B, L] int64 padded with ``vocab_size`` -> counts [B, V] int32."""
+    counts = torch.zeros(
+        token_ids.shape[0], vocab_size + 1, dtype=torch.int32, device=token_ids.device
+    )
+    counts.scatter_add_(1, token_ids, torch.ones_like(token_ids, dtype=torch.int32))
+    return counts[:, :vocab_size]

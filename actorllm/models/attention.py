@@ -1,0 +1,84 @@
+"""Attention metadata for a flat (varlen) token batch, and the paged attention layer.
+
+The worker builds one :class:`AttentionMetadata` per step and every layer reads it. Requests
+are packed one after another in the token dimension; ``T`` is the step's token count and
+``B`` the number of scheduled requests.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from actorllm.kernels.ops import Ops
+
+
+@dataclass(frozen=True)
+class AttentionMetadata:
+    """Where this step's tokens sit in the paged KV cache.
+
+    Device tensors (what kernels read):
+
+    * ``query_start_loc``: [B + 1] int32, request b owns token rows ``[qsl[b], qsl[b+1])``;
+    * ``seq_lens``: [B] int32, context length of request b *including* this step's tokens;
+    * ``block_table``: [B, max_blocks] int32, physical block ids (padding points at block 0);
+    * ``slot_mapping``: [T] int64, cache slot of each token (``block * block_size + offset``).
+
+    Host copies (``*_cpu``, plain lists) let the reference path plan without a device sync.
+    """
+
+    query_start_loc: torch.Tensor
+    seq_lens: torch.Tensor
+    block_table: torch.Tensor
+    slot_mapping: torch.Tensor
+    query_start_loc_cpu: list[int]
+    seq_lens_cpu: list[int]
+    max_query_len: int
+    max_seq_len: int
+
+    @property
+    def num_reqs(self) -> int:
+        return len(self.seq_lens_cpu)
+
+
+class PagedAttention(nn.Module):
+    """Writes this step's K/V into the layer's cache, then attends over the block tables."""
+
+    def __init__(
+        self, ops: Ops, num_heads: int, num_kv_heads: int, head_dim: int, sliding_window: int | None
+    ) -> None:
+        super().__init__()
+        if num_heads % num_kv_heads:
+            raise ValueError(
+                f"num_heads {num_heads} is not a multiple of num_kv_heads {num_kv_heads}"
+            )
+        self.ops = ops
+        self.num_heads = num_heads
+        self.num_kv_heads = num_kv_heads
+        self.head_dim = head_dim
+        self.scale = head_dim**-0.5
+        self.sliding_window = sliding_window
+
+    def forward(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        kv_cache: tuple[torch.Tensor, torch.Tensor],
+        meta: AttentionMetadata,
+    ) -> torch.Tensor:
+        """q: [T, Hq, D], k/v: [T, Hk, D], kv_cache: ([NB, BS, Hk, D], same) -> [T, Hq, D]."""
+        k_cache, v_cache = kv_cache
+        self.ops.write_kv_cache(k, v, k_cache, v_cache, meta.slot_mapping)
+        return self.ops.paged_attention(
+            q,
+            k_cache,
+            v_cache,
+            meta.query_start_loc,
+            meta.seq_lens,
+            meta.block_table,
+            self.scale,
+            self.sliding_window,
+        )

@@ -1,0 +1,251 @@
+"""Build a model and fill its weights: safetensors (one file or sharded) or dummy.
+
+Theory of operation: the model is built on the ``meta`` device (no memory), cast to the
+target dtype, then materialized empty on the target device with ``to_empty``. Checkpoint
+tensors are read one at a time through ``safe_open`` (memory-mapped, so a shard is never
+read whole into RAM) and copied into their parameters; HF's separate q/k/v and gate/up
+tensors are copied into their row ranges of our packed ``qkv_proj`` / ``gate_up_proj``.
+Every parameter row range must be written exactly once, or :class:`MissingWeightsError`
+names what the checkpoint lacks.
+
+    model = load_model("/path/to/ckpt", ModelConfig.from_pretrained(p), dtype=torch.float32)
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Literal
+
+import torch
+from safetensors import safe_open
+from tqdm.auto import tqdm
+
+from actorllm.kernels.ops import Ops, get_ops
+from actorllm.models.config import ModelConfig
+from actorllm.models.llama import LlamaForCausalLM
+from actorllm.models.registry import resolve_model_class
+
+log = logging.getLogger(__name__)
+
+LoadFormat = Literal["auto", "safetensors", "dummy"]
+
+_DTYPES = {
+    "float32": torch.float32,
+    "float": torch.float32,
+    "bfloat16": torch.bfloat16,
+    "float16": torch.float16,
+    "half": torch.float16,
+}
+# Tensors some checkpoints carry that we recompute instead.
+_IGNORED_SUFFIXES = ("rotary_emb.inv_freq",)
+# Show a progress bar from this many tensors on (or with more than one shard).
+_PROGRESS_MIN_TENSORS = 256
+
+
+class WeightLoadError(RuntimeError):
+    """The checkpoint cannot be loaded into the model."""
+
+
+class MissingCheckpointError(WeightLoadError, FileNotFoundError):
+    """No safetensors files where the model path says they are."""
+
+
+class MissingWeightsError(WeightLoadError):
+    """Some parameters received no tensor from the checkpoint; ``missing`` names them."""
+
+    def __init__(self, missing: list[str]) -> None:
+        self.missing = missing
+        shown = ", ".join(missing[:8]) + (" ..." if len(missing) > 8 else "")
+        super().__init__(f"checkpoint lacks {len(missing)} tensor(s): {shown}")
+
+
+def resolve_dtype(dtype: str | torch.dtype, cfg: ModelConfig) -> torch.dtype:
+    """ "auto" -> the checkpoint's dtype; else a name ("float32", "bfloat16", "float16")."""
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    name = cfg.dtype if dtype == "auto" else dtype
+    try:
+        return _DTYPES[name]
+    except KeyError:
+        raise ValueError(
+            f"unsupported dtype {name!r} (expected one of {sorted(_DTYPES)})"
+        ) from None
+
+
+def safetensors_files(path: str | Path) -> list[Path]:
+    """The checkpoint's shard files, in index order; raises :class:`MissingCheckpointError`."""
+    path = Path(path)
+    index = path / "model.safetensors.index.json"
+    if index.is_file():
+        weight_map: dict[str, str] = json.loads(index.read_text())["weight_map"]
+        files = [path / f for f in dict.fromkeys(weight_map.values())]
+        absent = [str(f.name) for f in files if not f.is_file()]
+        if absent:
+            raise MissingCheckpointError(f"{index} lists shards that do not exist: {absent}")
+        return files
+    single = path / "model.safetensors"
+    if single.is_file():
+        return [single]
+    found = sorted(path.glob("*.safetensors"))
+    if not found:
+        raise MissingCheckpointError(f"no *.safetensors files in {path}")
+    return found
+
+
+def iter_checkpoint(
+    files: list[Path], progress: bool | None = None
+) -> Iterator[tuple[str, torch.Tensor]]:
+    """Yield (name, CPU tensor) for every tensor, one at a time (memory-mapped reads)."""
+    keys: list[tuple[Path, str]] = []
+    for f in files:
+        with safe_open(str(f), framework="pt", device="cpu") as h:
+            keys.extend((f, k) for k in h.keys())  # noqa: SIM118 (safe_open is not a dict)
+    show = len(keys) >= _PROGRESS_MIN_TENSORS or len(files) > 1 if progress is None else progress
+    bar = tqdm(total=len(keys), desc="Loading weights", unit="tensor", disable=not show)
+    with bar:
+        for f in files:
+            with safe_open(str(f), framework="pt", device="cpu") as h:
+                for k in h.keys():  # noqa: SIM118
+                    yield k, h.get_tensor(k)
+                    bar.update(1)
+
+
+def load_model(
+    path: str | Path,
+    cfg: ModelConfig,
+    *,
+    dtype: str | torch.dtype = "auto",
+    device: torch.device | str = "cpu",
+    ops: Ops | None = None,
+    load_format: LoadFormat = "auto",
+    seed: int = 0,
+    max_positions: int | None = None,
+    progress: bool | None = None,
+) -> LlamaForCausalLM:
+    """Build ``cfg.architecture`` on ``device`` in ``dtype`` and fill its weights.
+
+    ``load_format="dummy"`` fills random weights from ``seed`` (same weights on any device)
+    and reads nothing but config.json. ``progress=None`` shows a bar only for big
+    checkpoints. Raises :class:`UnsupportedArchitectureError`, :class:`MissingCheckpointError`
+    or :class:`MissingWeightsError`.
+    """
+    cls = resolve_model_class(cfg.architecture)
+    torch_dtype = resolve_dtype(dtype, cfg)
+    ops = ops or get_ops("auto", device)
+    with torch.device("meta"):
+        model = cls(cfg, ops)
+    model = model.to(dtype=torch_dtype).to_empty(device=device)
+    model.tie_weights()
+    if load_format == "dummy":
+        init_dummy_weights(model, seed)
+    elif load_format in ("auto", "safetensors"):
+        load_weights(model, safetensors_files(path), progress=progress)
+    else:
+        raise ValueError(
+            f"unknown load_format {load_format!r} (expected auto, safetensors or dummy)"
+        )
+    model.init_rotary(device, max_positions)
+    return model.eval()
+
+
+def load_weights(model: LlamaForCausalLM, files: list[Path], progress: bool | None = None) -> None:
+    """Copy every checkpoint tensor into ``model`` (packing q/k/v and gate/up)."""
+    params = dict(model.named_parameters(remove_duplicate=False))
+    # {param name: set of shard indices written} (None = the whole tensor).
+    written: dict[str, set[int | None]] = {}
+    saw_lm_head = False
+    with torch.no_grad():
+        for name, tensor in iter_checkpoint(files, progress):
+            if name.endswith(_IGNORED_SUFFIXES):
+                continue
+            if name == "lm_head.weight":
+                saw_lm_head = True
+                if model.config.tie_word_embeddings:
+                    continue  # the embedding is the head
+            target, shard = _packed_target(model, name)
+            param = params.get(target)
+            if param is None:
+                log.warning("ignoring checkpoint tensor %s (no such parameter)", name)
+                continue
+            dst = param.data if shard is None else _shard_view(model, param.data, target, shard)
+            if tuple(dst.shape) != tuple(tensor.shape):
+                raise WeightLoadError(
+                    f"{name}: checkpoint shape {tuple(tensor.shape)} != expected {tuple(dst.shape)}"
+                )
+            dst.copy_(tensor)
+            written.setdefault(target, set()).add(shard)
+    if not saw_lm_head and not model.config.tie_word_embeddings:
+        # No head in the checkpoint: the embedding doubles as the head (tied).
+        log.info("lm_head.weight absent from the checkpoint: tying it to embed_tokens")
+        model.lm_head.weight = model.model.embed_tokens.weight
+        written["lm_head.weight"] = {None}
+    missing = _missing(model, params, written)
+    if missing:
+        raise MissingWeightsError(missing)
+
+
+def _packed_target(model: LlamaForCausalLM, name: str) -> tuple[str, int | None]:
+    """HF name -> (our param name, shard index or None)."""
+    for frag, (packed, shard) in model.packed_modules.items():
+        if f".{frag}." in name:
+            return name.replace(f".{frag}.", f".{packed}."), shard
+    return name, None
+
+
+def _shard_view(
+    model: LlamaForCausalLM, data: torch.Tensor, target: str, shard: int
+) -> torch.Tensor:
+    """Rows of packed ``data`` that shard ``shard`` owns."""
+    module = model.get_submodule(target.rsplit(".", 2)[0])
+    sizes: list[int] = module.shard_sizes  # type: ignore[assignment]
+    return data.narrow(0, sum(sizes[:shard]), sizes[shard])
+
+
+def _missing(
+    model: LlamaForCausalLM,
+    params: dict[str, torch.nn.Parameter],
+    written: dict[str, set[int | None]],
+) -> list[str]:
+    tied = (
+        model.config.tie_word_embeddings or model.lm_head.weight is model.model.embed_tokens.weight
+    )
+    missing: list[str] = []
+    for name in params:
+        if tied and name == "lm_head.weight":
+            continue
+        got = written.get(name, set())
+        if None in got:
+            continue
+        frags = [(f, s) for f, (p, s) in model.packed_modules.items() if f".{p}." in name]
+        if frags:
+            missing += [
+                name.replace(_packed_name(f, model), f".{f}.") for f, s in frags if s not in got
+            ]
+        else:
+            missing.append(name)
+    return missing
+
+
+def _packed_name(frag: str, model: LlamaForCausalLM) -> str:
+    return f".{model.packed_modules[frag][0]}."
+
+
+def init_dummy_weights(model: LlamaForCausalLM, seed: int) -> None:
+    """Random weights of the right shapes, the same for a given seed on any device.
+
+    Matrices ~ N(0, 0.02) (HF's initializer_range), norm weights 1, biases 0, so activations
+    stay in range and benchmarks exercise realistic numerics.
+    """
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():  # shared (tied) params come once
+            if p.dim() >= 2:
+                w = torch.empty(p.shape, dtype=torch.float32).normal_(0.0, 0.02, generator=gen)
+            elif name.endswith("norm.weight"):
+                w = torch.ones(p.shape)
+            else:
+                w = torch.zeros(p.shape)
+            p.data.copy_(w)

@@ -1,0 +1,193 @@
+"""The worker's persistent per-request state (vLLM's ``InputBatch`` idea).
+
+Theory of operation: every request the worker holds sits in one *slot* (a row) of
+preallocated host arrays — its token ids, lengths, block table and sampling parameters — so
+a step never rebuilds per-request Python lists. ``SchedulerOutput`` only says what changed:
+new requests take a free slot, cached ones get new blocks and their ``num_computed_tokens``,
+finished/preempted ones free their slot. :meth:`InputBatch.condense` then moves the last
+occupied rows into the holes so slots ``[0, num_reqs)`` are dense and batch order is stable.
+
+The worker appends the tokens it samples itself (:meth:`append_token`); the scheduler never
+sends them back.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from actorllm.core.sampling_params import SamplingParams
+from actorllm.core.scheduler_output import CachedRequestData, NewRequestData
+
+
+class InputBatchFullError(RuntimeError):
+    """More requests, tokens or blocks than the batch was sized for."""
+
+
+class InputBatch:
+    """Preallocated slots for up to ``max_num_seqs`` requests of up to ``max_model_len`` tokens.
+
+    Not thread-safe: owned by the worker thread.
+    """
+
+    def __init__(self, max_num_seqs: int, max_model_len: int, block_size: int) -> None:
+        self.max_num_seqs = max_num_seqs
+        self.max_model_len = max_model_len
+        self.block_size = block_size
+        self.max_blocks = -(-max_model_len // block_size)
+        s = max_num_seqs
+        # [slot] -> request id (None = free); dense in [0, num_reqs) after condense().
+        self.req_ids: list[str | None] = [None] * s
+        self.req_id_to_index: dict[str, int] = {}
+        self.num_reqs = 0  # slots [0, num_reqs) may be occupied; holes until condense()
+        self.token_ids = np.zeros((s, max_model_len), dtype=np.int64)  # prompt | outputs
+        self.num_prompt_tokens = np.zeros(s, dtype=np.int64)
+        self.num_tokens = np.zeros(s, dtype=np.int64)  # known tokens (prompt + outputs)
+        self.num_computed_tokens = np.zeros(s, dtype=np.int64)  # tokens with KV in the cache
+        self.block_table = np.zeros((s, self.max_blocks), dtype=np.int32)  # 0 = null block
+        self.num_blocks = np.zeros(s, dtype=np.int64)
+        # Sampling parameters as arrays for the hot path; the rest read from `params`.
+        self.temperature = np.ones(s, dtype=np.float32)
+        self.top_k = np.zeros(s, dtype=np.int32)
+        self.top_p = np.ones(s, dtype=np.float32)
+        self.min_p = np.zeros(s, dtype=np.float32)
+        self.presence_penalty = np.zeros(s, dtype=np.float32)
+        self.frequency_penalty = np.zeros(s, dtype=np.float32)
+        self.repetition_penalty = np.ones(s, dtype=np.float32)
+        self.params: list[SamplingParams | None] = [None] * s
+        self.eos_token_id: list[int | None] = [None] * s
+
+    # -- membership ------------------------------------------------------------------
+
+    def add_request(self, new: NewRequestData) -> int:
+        """Place a (new or resumed) request in a free slot; returns the slot.
+
+        Raises :class:`InputBatchFullError` when no slot is free or the request is longer
+        than ``max_model_len``.
+        """
+        if new.req_id in self.req_id_to_index:
+            self.remove_request(new.req_id)  # resumed without an explicit preemption
+        idx = self._free_slot()
+        tokens = [*new.prompt_token_ids, *new.output_token_ids]
+        if len(tokens) > self.max_model_len:
+            raise InputBatchFullError(
+                f"request {new.req_id} has {len(tokens)} tokens, "
+                f"more than max_model_len {self.max_model_len}"
+            )
+        self.req_ids[idx] = new.req_id
+        self.req_id_to_index[new.req_id] = idx
+        self.num_reqs = max(self.num_reqs, idx + 1)
+        n = len(tokens)
+        self.token_ids[idx, :n] = tokens
+        self.num_prompt_tokens[idx] = len(new.prompt_token_ids)
+        self.num_tokens[idx] = n
+        self.num_computed_tokens[idx] = new.num_computed_tokens
+        self.num_blocks[idx] = 0
+        self.block_table[idx] = 0
+        self._append_blocks(idx, new.block_ids)
+        sp = new.sampling_params
+        self.temperature[idx] = sp.temperature
+        self.top_k[idx] = sp.top_k
+        self.top_p[idx] = sp.top_p
+        self.min_p[idx] = sp.min_p
+        self.presence_penalty[idx] = sp.presence_penalty
+        self.frequency_penalty[idx] = sp.frequency_penalty
+        self.repetition_penalty[idx] = sp.repetition_penalty
+        self.params[idx] = sp
+        self.eos_token_id[idx] = new.eos_token_id
+        return idx
+
+    def update_cached(self, cached: CachedRequestData) -> int:
+        """Append a held request's new blocks and take the scheduler's computed count."""
+        idx = self.req_id_to_index[cached.req_id]
+        self._append_blocks(idx, cached.new_block_ids)
+        self.num_computed_tokens[idx] = cached.num_computed_tokens
+        return idx
+
+    def remove_request(self, req_id: str) -> int | None:
+        """Free a request's slot (leaves a hole until :meth:`condense`); None if unknown."""
+        idx = self.req_id_to_index.pop(req_id, None)
+        if idx is None:
+            return None
+        self.req_ids[idx] = None
+        self.params[idx] = None
+        return idx
+
+    def condense(self) -> None:
+        """Move the last occupied rows into holes so slots ``[0, num_reqs)`` are all used."""
+        holes = [i for i in range(self.num_reqs) if self.req_ids[i] is None]  # ascending
+        last = self.num_reqs - 1
+        for hole in holes:
+            while last > hole and self.req_ids[last] is None:
+                last -= 1
+            if last <= hole:
+                break
+            self._move(last, hole)
+            last -= 1
+        self.num_reqs = len(self.req_id_to_index)
+
+    def append_token(self, idx: int, token: int) -> None:
+        """Record a token the worker sampled for the request in slot ``idx``."""
+        n = int(self.num_tokens[idx])
+        if n >= self.max_model_len:
+            raise InputBatchFullError(f"request {self.req_ids[idx]} reached max_model_len")
+        self.token_ids[idx, n] = token
+        self.num_tokens[idx] = n + 1
+
+    def output_token_ids(self, idx: int) -> np.ndarray:
+        """[num_outputs] int64 view of the request's sampled tokens."""
+        return self.token_ids[idx, self.num_prompt_tokens[idx] : self.num_tokens[idx]]
+
+    def statistics(self) -> dict[str, int]:
+        return {"num_reqs": len(self.req_id_to_index), "max_num_seqs": self.max_num_seqs}
+
+    # -- internals -------------------------------------------------------------------
+
+    def _free_slot(self) -> int:
+        for i in range(self.max_num_seqs):
+            if self.req_ids[i] is None:
+                return i
+        raise InputBatchFullError(f"all {self.max_num_seqs} slots are in use")
+
+    def _append_blocks(self, idx: int, block_ids: list[int]) -> None:
+        if not block_ids:
+            return
+        start = int(self.num_blocks[idx])
+        end = start + len(block_ids)
+        if end > self.max_blocks:
+            raise InputBatchFullError(
+                f"request {self.req_ids[idx]} has more than {self.max_blocks} blocks"
+            )
+        self.block_table[idx, start:end] = block_ids
+        self.num_blocks[idx] = end
+
+    _ROW_ARRAYS = (
+        "token_ids",
+        "num_prompt_tokens",
+        "num_tokens",
+        "num_computed_tokens",
+        "block_table",
+        "num_blocks",
+        "temperature",
+        "top_k",
+        "top_p",
+        "min_p",
+        "presence_penalty",
+        "frequency_penalty",
+        "repetition_penalty",
+    )
+
+    def _move(self, src: int, dst: int) -> None:
+        for name in self._ROW_ARRAYS:
+            arr = getattr(self, name)
+            if arr.ndim == 2:
+                n = int(self.num_tokens[src]) if name == "token_ids" else int(self.num_blocks[src])
+                arr[dst, :n] = arr[src, :n]
+                arr[dst, n:] = 0
+            else:
+                arr[dst] = arr[src]
+        req_id = self.req_ids[src]
+        assert req_id is not None
+        self.req_ids[dst], self.req_ids[src] = req_id, None
+        self.params[dst], self.params[src] = self.params[src], None
+        self.eos_token_id[dst] = self.eos_token_id[src]
+        self.req_id_to_index[req_id] = dst

@@ -1,0 +1,108 @@
+"""The sampler: logits [N, V] -> one token per row, plus the logprobs rows asked for.
+
+Order (vLLM V1's): raw logprobs are taken first, from ``log_softmax`` of the model's
+logits — before penalties, biases, masks and temperature (vLLM's default
+``logprobs_mode="raw_logprobs"``). Then the additive mask (allowed_token_ids, bad_words,
+min_tokens, logit_bias), then penalties, then :func:`sample_from_logits` (greedy argmax,
+or temperature + min-p + top-k + top-p and an exponential race).
+
+Determinism: a seeded row's noise comes from a generator seeded with a hash of
+``(seed, output position)``, so the same request replayed after a preemption or a crash
+redraws the same tokens, whatever else is in the batch. Unseeded rows share one generator.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from actorllm.kernels.sampling import apply_penalties, sample_from_logits, token_counts
+from actorllm.worker.sampling_metadata import SamplingMetadata
+
+_MASK64 = (1 << 64) - 1
+# Exp(1) draws of exactly 0 would turn a masked token's 0/0 into NaN (which argmax picks).
+_MIN_NOISE = 1e-20
+
+
+def seed_for_position(seed: int, position: int) -> int:
+    """A 64-bit generator seed from (request seed, output position): splitmix64 mixing."""
+    x = (seed & _MASK64) ^ (((position + 1) * 0x9E3779B97F4A7C15) & _MASK64)
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK64
+    return x ^ (x >> 31)
+
+
+@dataclass(frozen=True)
+class LogprobsTensors:
+    token_ids: torch.Tensor  # [N, K + 1] int64: the sampled token, then the top-K
+    logprobs: torch.Tensor  # [N, K + 1] float32
+    ranks: torch.Tensor  # [N] int64, 1-based rank of the sampled token
+
+
+@dataclass(frozen=True)
+class SamplerOutput:
+    sampled_token_ids: torch.Tensor  # [N] int64
+    logprobs: LogprobsTensors | None  # rows for every N; K = the largest request's k
+
+
+class Sampler:
+    """Stateless apart from the shared generator for unseeded rows. Worker thread only."""
+
+    def __init__(self, vocab_size: int, device: torch.device, seed: int = 0) -> None:
+        self.vocab_size = vocab_size
+        self.device = device
+        self.generator = torch.Generator(device=device).manual_seed(seed)
+
+    def __call__(self, logits: torch.Tensor, meta: SamplingMetadata) -> SamplerOutput:
+        """logits: [N, V] float32 (consumed: may be modified in place)."""
+        k = meta.max_num_logprobs
+        raw_logprobs = logits.log_softmax(dim=-1) if k is not None else None
+        if meta.logit_adjust is not None:
+            logits = logits + meta.logit_adjust
+        if meta.penalties is not None:
+            p = meta.penalties
+            v = self.vocab_size
+            prompt_mask = token_counts(p.prompt_token_ids, v) > 0
+            out_counts = token_counts(p.output_token_ids, v)
+            logits = apply_penalties(
+                logits, prompt_mask, out_counts, p.presence, p.frequency, p.repetition
+            )
+        noise = self._noise(meta, logits.shape)
+        sampled = sample_from_logits(
+            logits, meta.temperature, meta.top_k, meta.top_p, meta.min_p, noise
+        )
+        lp = None
+        if raw_logprobs is not None and k is not None:
+            lp = compute_logprobs(raw_logprobs, sampled, k)
+        return SamplerOutput(sampled_token_ids=sampled, logprobs=lp)
+
+    def _noise(self, meta: SamplingMetadata, shape: torch.Size) -> torch.Tensor:
+        """[N, V] Exp(1) noise; greedy rows get ones (unused)."""
+        noise = torch.ones(shape, dtype=torch.float32, device=self.device)
+        if meta.all_greedy:
+            return noise
+        unseeded = [i for i in meta.random_rows if meta.seeds[i] is None]
+        if unseeded:
+            rows = torch.empty((len(unseeded), shape[1]), device=self.device)
+            noise[unseeded] = rows.exponential_(generator=self.generator)
+        for i in meta.random_rows:
+            seed = meta.seeds[i]
+            if seed is not None:
+                g = torch.Generator(device=self.device)
+                g.manual_seed(seed_for_position(seed, meta.output_positions[i]))
+                noise[i].exponential_(generator=g)
+        return noise.clamp_(min=_MIN_NOISE)
+
+
+def compute_logprobs(logprobs: torch.Tensor, chosen: torch.Tensor, k: int) -> LogprobsTensors:
+    """logprobs: [N, V] log_softmax rows; chosen: [N] int64 -> chosen + top-k, and ranks."""
+    chosen_lp = logprobs.gather(1, chosen.unsqueeze(1))  # [N, 1]
+    ranks = (logprobs > chosen_lp).sum(dim=-1) + 1  # [N]
+    if k > 0:
+        top_lp, top_ids = logprobs.topk(k, dim=-1)  # [N, k], descending
+        ids = torch.cat([chosen.unsqueeze(1), top_ids], dim=1)
+        lps = torch.cat([chosen_lp, top_lp], dim=1)
+    else:
+        ids, lps = chosen.unsqueeze(1), chosen_lp
+    return LogprobsTensors(token_ids=ids, logprobs=lps, ranks=ranks)

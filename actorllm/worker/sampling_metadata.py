@@ -1,0 +1,155 @@
+"""Per-step sampling inputs for the rows that sample, gathered from the :class:`InputBatch`.
+
+Everything here is built from the batch's preallocated arrays; the rare parameters
+(logit_bias, allowed_token_ids, bad_words, min_tokens) fold into one additive [N, V] mask
+that is only materialized when some row uses one of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from actorllm.kernels.sampling import GREEDY_EPS
+from actorllm.worker.input_batch import InputBatch
+
+
+@dataclass(frozen=True)
+class Penalties:
+    prompt_token_ids: torch.Tensor  # [N, Lp] int64, padded with vocab_size
+    output_token_ids: torch.Tensor  # [N, Lo] int64, padded with vocab_size
+    presence: torch.Tensor  # [N] float32
+    frequency: torch.Tensor  # [N] float32
+    repetition: torch.Tensor  # [N] float32
+
+
+@dataclass(frozen=True)
+class SamplingMetadata:
+    """What the sampler needs for N rows (one per sampling request, in logits order)."""
+
+    temperature: torch.Tensor  # [N] float32
+    top_k: torch.Tensor  # [N] int32, 0 = off
+    top_p: torch.Tensor  # [N] float32, 1.0 = off
+    min_p: torch.Tensor  # [N] float32, 0 = off
+    all_greedy: bool
+    # Additive [N, V] float32 (-inf bans, logit_bias adds); None when no row needs it.
+    logit_adjust: torch.Tensor | None
+    penalties: Penalties | None
+    random_rows: list[int]  # rows that sample (not greedy), computed on the host
+    seeds: list[int | None]  # per row; None = the shared generator
+    output_positions: list[int]  # per row: outputs generated so far (the seed's counter)
+    num_logprobs: list[int | None]  # per row: SamplingParams.logprobs
+
+    @property
+    def max_num_logprobs(self) -> int | None:
+        ks = [k for k in self.num_logprobs if k is not None]
+        return max(ks) if ks else None
+
+
+def build_sampling_metadata(
+    batch: InputBatch, slots: np.ndarray, vocab_size: int, device: torch.device
+) -> SamplingMetadata:
+    """Gather sampling inputs for ``slots`` ([N] slot indices, in logits order)."""
+    params = [batch.params[int(i)] for i in slots]
+    assert all(p is not None for p in params)
+    temperature = batch.temperature[slots]
+    num_outputs = (batch.num_tokens[slots] - batch.num_prompt_tokens[slots]).tolist()
+
+    def dev(a: np.ndarray) -> torch.Tensor:
+        return torch.from_numpy(np.ascontiguousarray(a)).to(device, non_blocking=True)
+
+    return SamplingMetadata(
+        temperature=dev(temperature),
+        top_k=dev(batch.top_k[slots]),
+        top_p=dev(batch.top_p[slots]),
+        min_p=dev(batch.min_p[slots]),
+        all_greedy=bool((temperature < GREEDY_EPS).all()),
+        logit_adjust=_logit_adjust(batch, slots, num_outputs, vocab_size, device),
+        penalties=_penalties(batch, slots, vocab_size, dev),
+        random_rows=np.flatnonzero(temperature >= GREEDY_EPS).tolist(),
+        seeds=[p.seed for p in params],  # type: ignore[union-attr]
+        output_positions=num_outputs,
+        num_logprobs=[p.logprobs for p in params],  # type: ignore[union-attr]
+    )
+
+
+def _penalties(
+    batch: InputBatch, slots: np.ndarray, vocab_size: int, dev: Callable[[np.ndarray], torch.Tensor]
+) -> Penalties | None:
+    presence = batch.presence_penalty[slots]
+    frequency = batch.frequency_penalty[slots]
+    repetition = batch.repetition_penalty[slots]
+    if not ((presence != 0).any() or (frequency != 0).any() or (repetition != 1).any()):
+        return None
+    n_prompt = batch.num_prompt_tokens[slots]
+    n_out = batch.num_tokens[slots] - n_prompt
+    prompt = _padded(batch, slots, np.zeros_like(n_prompt), n_prompt, vocab_size)
+    output = _padded(batch, slots, n_prompt, n_out, vocab_size)
+    return Penalties(
+        prompt_token_ids=dev(prompt),
+        output_token_ids=dev(output),
+        presence=dev(presence),
+        frequency=dev(frequency),
+        repetition=dev(repetition),
+    )
+
+
+def _padded(
+    batch: InputBatch, slots: np.ndarray, starts: np.ndarray, lens: np.ndarray, pad: int
+) -> np.ndarray:
+    """[N, max(lens)] token ids ``token_ids[slot, start:start+len]``, padded with ``pad``."""
+    width = max(int(lens.max(initial=0)), 1)
+    cols = np.arange(width)[None, :]  # [1, W]
+    idx = np.minimum(starts[:, None] + cols, batch.max_model_len - 1)  # [N, W]
+    out = batch.token_ids[slots[:, None], idx]
+    return np.where(cols < lens[:, None], out, pad)
+
+
+def _logit_adjust(
+    batch: InputBatch,
+    slots: np.ndarray,
+    num_outputs: list[int],
+    vocab_size: int,
+    device: torch.device,
+) -> torch.Tensor | None:
+    """Additive mask for allowed_token_ids, bad_words, min_tokens and logit_bias."""
+    adjust: np.ndarray | None = None
+    for row, slot in enumerate(slots.tolist()):
+        p = batch.params[slot]
+        assert p is not None
+        ban: list[int] = []
+        if p.min_tokens and num_outputs[row] < p.min_tokens:
+            ban += sorted(p.all_stop_token_ids(batch.eos_token_id[slot]))
+        if p.bad_words_token_ids:
+            ban += _bad_word_bans(p.bad_words_token_ids, batch.output_token_ids(slot))
+        if not (ban or p.allowed_token_ids or p.logit_bias):
+            continue
+        if adjust is None:
+            adjust = np.zeros((len(slots), vocab_size), dtype=np.float32)
+        if p.allowed_token_ids:
+            keep = np.full(vocab_size, -np.inf, dtype=np.float32)
+            keep[[t for t in p.allowed_token_ids if t < vocab_size]] = 0.0
+            adjust[row] += keep
+        if p.logit_bias:
+            ids = [t for t in p.logit_bias if t < vocab_size]
+            adjust[row, ids] += np.array([p.logit_bias[t] for t in ids], dtype=np.float32)
+        if ban:
+            adjust[row, [t for t in ban if t < vocab_size]] = -np.inf
+    return None if adjust is None else torch.from_numpy(adjust).to(device)
+
+
+def _bad_word_bans(words: list[list[int]], outputs: np.ndarray) -> list[int]:
+    """Last tokens of bad words whose prefix matches the end of the outputs (vLLM rule)."""
+    bans: list[int] = []
+    n = len(outputs)
+    for w in words:
+        if not w:
+            continue
+        prefix = w[:-1]
+        k = len(prefix)
+        if k == 0 or (k <= n and outputs[n - k :].tolist() == prefix):
+            bans.append(w[-1])
+    return bans
