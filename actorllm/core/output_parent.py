@@ -1,0 +1,139 @@
+"""A user request and its samples: ``n > 1`` fan-out and output aggregation (vLLM's design).
+
+A user request with ``n > 1`` runs in the scheduler as ``n`` independent child requests
+``f"{index}_{request_id}"`` with ``n=1``; a seeded request gives child ``i`` the seed
+``seed + i`` (wrapped into 64 bits), so the samples differ but each one is reproducible.
+With ``n == 1`` the only child *is* the request (same id, same params).
+
+The :class:`UserRequest` aggregates its children's outputs into one ``RequestOutput`` keyed
+by the user's id:
+
+* CUMULATIVE / DELTA: an output whenever some child changed (new tokens or finished);
+  ``outputs`` holds the changed children, sorted by ``index``.
+* FINAL_ONLY: one output, once every child finished, with every child sorted by ``index``.
+* ``finished`` is True only when every child finished.
+
+Prompt logprobs are the same for every child; the first child to report them is used.
+"""
+
+from __future__ import annotations
+
+from typing import final
+
+from actorllm.core.logprobs import DecodeFn, PromptLogprobsState
+from actorllm.core.model_runner_output import TokenLogprobs
+from actorllm.core.output_state import RequestState
+from actorllm.core.outputs import CompletionOutput, RequestMetrics, RequestOutput
+from actorllm.core.sampling_params import RequestOutputKind, SamplingParams
+
+_U64 = 2**64
+
+
+def child_request_id(request_id: str, index: int) -> str:
+    return f"{index}_{request_id}"
+
+
+def child_params(params: SamplingParams, index: int) -> SamplingParams:
+    """The params child ``index`` runs with: ``n=1`` and, when seeded, ``seed + index``."""
+    if params.n == 1:
+        return params
+    seed = params.seed
+    if seed is not None:
+        seed += index
+        if seed >= _U64:
+            seed -= _U64
+    return params.clone(n=1, seed=seed)
+
+
+def fan_out(request_id: str, params: SamplingParams) -> list[tuple[str, SamplingParams]]:
+    """The engine requests for one user request: ``[(engine_req_id, params)]``, n of them."""
+    if params.n == 1:
+        return [(request_id, params)]
+    return [(child_request_id(request_id, i), child_params(params, i)) for i in range(params.n)]
+
+
+@final
+class UserRequest:
+    """One user-facing request: its prompt, its ``n`` children and how to report them."""
+
+    def __init__(
+        self,
+        request_id: str,
+        prompt: str | None,
+        prompt_token_ids: list[int],
+        params: SamplingParams,
+        arrival_time: float,
+        decode_token: DecodeFn | None,
+    ) -> None:
+        self.request_id = request_id
+        self.prompt = prompt
+        self.prompt_token_ids = prompt_token_ids
+        self.n = params.n
+        self.kind = params.output_kind
+        self.arrival_time = arrival_time
+        self.children: dict[int, RequestState] = {}  # {index: state}
+        self.prompt_logprobs = PromptLogprobsState(params.prompt_logprobs, decode_token)
+        self._prompt_logprobs_from: int | None = None  # child index whose chunks are kept
+        self.num_cached_tokens: int | None = None  # first value a child reported
+
+    @property
+    def finished(self) -> bool:
+        return len(self.children) == self.n and all(c.finished for c in self.children.values())
+
+    def unfinished_children(self) -> list[RequestState]:
+        return [c for _, c in sorted(self.children.items()) if not c.finished]
+
+    def add_prompt_logprobs(self, child: RequestState, entries: list[TokenLogprobs] | None) -> None:
+        if entries is None:
+            return
+        if self._prompt_logprobs_from is None:
+            self._prompt_logprobs_from = child.index
+        if child.index == self._prompt_logprobs_from:
+            self.prompt_logprobs.append(entries)
+
+    def note_cached_tokens(self, child: RequestState) -> None:
+        if self.num_cached_tokens is None and child.num_cached_tokens:
+            self.num_cached_tokens = child.num_cached_tokens
+
+    def make_output(
+        self, changed: list[RequestState], error: str | None = None
+    ) -> RequestOutput | None:
+        """The output for this step, given the children that changed; None when there is
+        nothing to report (FINAL_ONLY before the end, or nothing changed)."""
+        if self.kind == RequestOutputKind.FINAL_ONLY:
+            if not self.finished:
+                return None
+            changed = list(self.children.values())
+        if not changed:
+            return None
+        ordered = sorted(changed, key=lambda c: c.index)
+        return self._build([c.completion(self.kind) for c in ordered], error)
+
+    def _build(self, completions: list[CompletionOutput], error: str | None) -> RequestOutput:
+        if self.kind == RequestOutputKind.DELTA:
+            prompt_logprobs = self.prompt_logprobs.pop_new()
+        else:
+            prompt_logprobs = self.prompt_logprobs.snapshot()
+        return RequestOutput(
+            request_id=self.request_id,
+            prompt=self.prompt,
+            prompt_token_ids=self.prompt_token_ids,
+            prompt_logprobs=prompt_logprobs,
+            outputs=completions,
+            finished=self.finished,
+            num_cached_tokens=self.num_cached_tokens or 0,
+            metrics=self._metrics(),
+            error=error,
+        )
+
+    def _metrics(self) -> RequestMetrics:
+        children = list(self.children.values())
+        first = [c.first_token_time for c in children if c.first_token_time is not None]
+        last = [c.last_token_time for c in children if c.last_token_time is not None]
+        done = [c.finished_time for c in children if c.finished_time is not None]
+        return RequestMetrics(
+            arrival_time=self.arrival_time,
+            first_token_time=min(first, default=None),
+            last_token_time=max(last, default=None),
+            finished_time=max(done) if self.finished and done else None,
+        )

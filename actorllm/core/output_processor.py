@@ -1,0 +1,228 @@
+"""The output processor's state machine: ``EngineCoreOutputs`` in, ``RequestOutput``s out.
+
+Theory of operation: the output_processor actor owns one :class:`OutputProcessor`. It
+registers each user request with :meth:`~OutputProcessor.add_request` (which fans ``n > 1``
+out into child engine requests, see ``core/output_parent.py``), feeds every
+``EngineCoreOutputs`` the scheduler sends to :meth:`~OutputProcessor.process_outputs`, and
+forwards the results: each ``RequestOutput`` to its caller's stream, each id in
+``reqs_to_abort`` to the scheduler (a stop string ended it; finish it FINISHED_STOPPED).
+
+Two kinds of ids: the *user* request id (what the caller passed; ``RequestOutput.request_id``)
+and the *engine* request ids the scheduler knows (the user id itself when ``n == 1``,
+``f"{index}_{user_id}"`` per child otherwise). Outputs for unknown or already-finished
+engine ids are ignored: under async scheduling a step may still report a request that a
+stop string ended one step earlier.
+
+Everything here is synchronous and does no I/O; nothing blocks.
+
+    >>> from actorllm.core.engine_core_output import EngineCoreOutput, EngineCoreOutputs
+    >>> op = OutputProcessor(None)  # no tokenizer: token ids only
+    >>> engine_reqs = op.add_request("r1", None, [1, 2], SamplingParams(), arrival_time=0.0)
+    >>> [engine_id for engine_id, _ in engine_reqs]
+    ['r1']
+    >>> out = op.process_outputs(EngineCoreOutputs(step_id=0, outputs=[
+    ...     EngineCoreOutput(req_id="r1", new_token_ids=[5])]))
+    >>> out.request_outputs[0][1].outputs[0].token_ids
+    [5]
+"""
+
+from __future__ import annotations
+
+from typing import final
+
+import msgspec
+from tokenizers import Tokenizer
+
+from actorllm.core.detokenizer import TokenDecoder
+from actorllm.core.engine_core_output import EngineCoreOutputs, FinishReason
+from actorllm.core.output_parent import UserRequest, child_params, fan_out
+from actorllm.core.output_state import RequestState
+from actorllm.core.outputs import RequestOutput
+from actorllm.core.sampling_params import SamplingParams
+
+
+class ProcessedOutputs(msgspec.Struct, kw_only=True):
+    # (user request id, output), in the order the scheduler reported the requests.
+    request_outputs: list[tuple[str, RequestOutput]] = msgspec.field(default_factory=list)
+    # Engine request ids a stop string finished: the scheduler must finish them (STOPPED).
+    reqs_to_abort: list[str] = msgspec.field(default_factory=list)
+    # User request ids that finished in this call (their output above has finished=True).
+    finished_ids: list[str] = msgspec.field(default_factory=list)
+
+
+class OutputProcessorStatistics(msgspec.Struct, frozen=True, kw_only=True):
+    num_unfinished: int  # user requests
+    num_engine_requests: int  # unfinished engine (child) requests
+
+
+@final
+class OutputProcessor:
+    """Per-request output state for every open request. ``tokenizer=None`` turns
+    detokenization off (text is always ``""``; stop strings do not apply)."""
+
+    def __init__(self, tokenizer: Tokenizer | None) -> None:
+        self._tokenizer = tokenizer
+        self._decode = None if tokenizer is None else TokenDecoder(tokenizer)
+        self._users: dict[str, UserRequest] = {}  # {user id: request}
+        self._engine: dict[str, RequestState] = {}  # {engine id: unfinished child}
+        self._owner: dict[str, UserRequest] = {}  # {engine id: its user request}
+
+    # -- registration ---------------------------------------------------------------------
+
+    def add_request(
+        self,
+        req_id: str,
+        prompt: str | None,
+        prompt_token_ids: list[int],
+        params: SamplingParams,
+        arrival_time: float,
+        parent_id: str | None = None,
+        index: int = 0,
+    ) -> list[tuple[str, SamplingParams]]:
+        """Register a request; return the engine requests ``[(engine_id, params)]`` to add
+        to the scheduler.
+
+        Usual form (``parent_id=None``): ``req_id`` is the user's id; with ``params.n > 1``
+        this registers the ``n`` children and returns them all. Explicit form: register
+        one child ``req_id`` of user request ``parent_id`` at ``index``; ``params`` are the
+        *user's* params (their ``n`` says how many children to wait for); the returned
+        params are the child's (``n=1``, ``seed + index``).
+
+        Raises ValueError for an id already open.
+        """
+        if parent_id is None:
+            engine_reqs = fan_out(req_id, params)
+            user_id = req_id
+        else:
+            engine_reqs = [(req_id, child_params(params, index))]
+            user_id = parent_id
+        for engine_id, _ in engine_reqs:
+            if engine_id in self._engine or engine_id in self._owner:
+                raise ValueError(f"request {engine_id!r} is already open")
+        user = self._users.get(user_id)
+        if user is None:
+            user = UserRequest(
+                user_id, prompt, prompt_token_ids, params, arrival_time, self._decode
+            )
+            self._users[user_id] = user
+        elif parent_id is None:
+            raise ValueError(f"request {user_id!r} is already open")
+        for i, (engine_id, engine_params) in enumerate(engine_reqs):
+            child_index = i if parent_id is None else index
+            state = RequestState(
+                engine_id,
+                child_index,
+                prompt_token_ids,
+                engine_params,
+                self._tokenizer,
+                self._decode,
+            )
+            user.children[child_index] = state
+            self._engine[engine_id] = state
+            self._owner[engine_id] = user
+        return engine_reqs
+
+    # -- the step --------------------------------------------------------------------------
+
+    def process_outputs(self, eco: EngineCoreOutputs) -> ProcessedOutputs:
+        """Fold one scheduler step into the request states; return what to send on.
+
+        At most one ``RequestOutput`` per user request per call, holding every child that
+        changed in this step.
+        """
+        result = ProcessedOutputs()
+        changed: dict[str, list[RequestState]] = {}  # {user id: children changed}, in order
+        for out in eco.outputs:
+            state = self._engine.get(out.req_id)
+            if state is None:
+                continue
+            user = self._owner[out.req_id]
+            if state.update(out, eco.timestamp):
+                result.reqs_to_abort.append(out.req_id)
+            user.add_prompt_logprobs(state, out.new_prompt_logprobs)
+            user.note_cached_tokens(state)
+            if out.new_token_ids or state.finished:
+                changed.setdefault(user.request_id, []).append(state)
+            if state.finished:
+                del self._engine[out.req_id]
+        for user_id, children in changed.items():
+            user = self._users[user_id]
+            request_output = user.make_output(children)
+            if request_output is not None:
+                result.request_outputs.append((user_id, request_output))
+            if user.finished:
+                result.finished_ids.append(user_id)
+                self._forget(user)
+        return result
+
+    # -- ending requests from outside -------------------------------------------------------
+
+    def abort_request(self, req_id: str, now: float = 0.0) -> RequestOutput | None:
+        """Finish a user request (or the user request an engine id belongs to) as "abort";
+        return its final output, or None when it is not open. The caller aborts the engine
+        ids from :meth:`engine_request_ids` in the scheduler."""
+        user = self._find(req_id)
+        if user is None:
+            return None
+        return self._end(user, FinishReason.ABORT, None, now)
+
+    def fail_request(self, req_id: str, message: str, now: float = 0.0) -> RequestOutput:
+        """Finish a request as "error" with ``message`` (e.g. a poison request); an
+        unknown id gets a bare error output."""
+        user = self._find(req_id)
+        if user is None:
+            return RequestOutput(
+                request_id=req_id,
+                prompt=None,
+                prompt_token_ids=[],
+                prompt_logprobs=None,
+                outputs=[],
+                finished=True,
+                error=message,
+            )
+        request_output = self._end(user, FinishReason.ERROR, message, now)
+        assert request_output is not None
+        return request_output
+
+    def _end(
+        self, user: UserRequest, reason: FinishReason, error: str | None, now: float
+    ) -> RequestOutput | None:
+        ended = user.unfinished_children()
+        for state in ended:
+            state.finish(reason, now)
+        # A child the explicit form has not registered yet will never come: the request
+        # ends with the children it has.
+        user.n = len(user.children)
+        request_output = user.make_output(ended, error)
+        self._forget(user)
+        return request_output
+
+    # -- queries ----------------------------------------------------------------------------
+
+    def has_request(self, req_id: str) -> bool:
+        """Whether ``req_id`` (a user id or an engine id) is open."""
+        return self._find(req_id) is not None
+
+    def engine_request_ids(self, req_id: str) -> list[str]:
+        """The unfinished engine ids of the user request ``req_id`` belongs to ([] if none)."""
+        user = self._find(req_id)
+        return [] if user is None else [c.req_id for c in user.unfinished_children()]
+
+    @property
+    def num_unfinished(self) -> int:
+        """Open user requests."""
+        return len(self._users)
+
+    def statistics(self) -> OutputProcessorStatistics:
+        return OutputProcessorStatistics(
+            num_unfinished=len(self._users), num_engine_requests=len(self._engine)
+        )
+
+    def _find(self, req_id: str) -> UserRequest | None:
+        return self._users.get(req_id) or self._owner.get(req_id)
+
+    def _forget(self, user: UserRequest) -> None:
+        del self._users[user.request_id]
+        for state in user.children.values():
+            self._engine.pop(state.req_id, None)
+            self._owner.pop(state.req_id, None)

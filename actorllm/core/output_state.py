@@ -1,0 +1,174 @@
+"""The output state of one engine request (one sample of a user request).
+
+Theory of operation: :meth:`RequestState.update` folds one ``EngineCoreOutput`` into the
+state (token ids, text, logprobs, timestamps) and applies stop strings;
+:meth:`RequestState.completion` renders a ``CompletionOutput`` for the request's output kind
+and, for DELTA, advances the offsets of what was already handed out. The parent request
+(``core/output_parent.py``) decides *when* to render.
+
+Text rules (vLLM's):
+
+* Token ids are never truncated: every id the scheduler produced is reported, also ids that
+  came after a stop string in the same step. Only the text is cut at the stop string.
+* A stop *token* (EOS or one of ``stop_token_ids``; the scheduler finished the request with
+  ``FinishReason.STOP``) is kept in ``token_ids`` but not detokenized, unless
+  ``include_stop_str_in_output``.
+* Stop strings are not searched in the text of the first ``min_tokens`` tokens.
+* Without a tokenizer or with ``detokenize=False`` the text is ``""`` and stop strings are
+  not applied.
+"""
+
+from __future__ import annotations
+
+from typing import final
+
+from tokenizers import Tokenizer
+
+from actorllm.core.detokenizer import IncrementalDetokenizer
+from actorllm.core.engine_core_output import EngineCoreOutput, FinishReason
+from actorllm.core.logprobs import DecodeFn, SampleLogprobsState
+from actorllm.core.outputs import CompletionOutput
+from actorllm.core.sampling_params import RequestOutputKind, SamplingParams
+from actorllm.core.stop_checker import StopChecker
+
+
+@final
+class RequestState:
+    """Everything the output processor knows about one engine request."""
+
+    def __init__(
+        self,
+        req_id: str,
+        index: int,
+        prompt_token_ids: list[int],
+        params: SamplingParams,
+        tokenizer: Tokenizer | None,
+        decode_token: DecodeFn | None,
+    ) -> None:
+        self.req_id = req_id
+        self.index = index  # which of the parent's n samples
+        self.params = params
+        detokenize = tokenizer is not None and params.detokenize
+        self._detok: IncrementalDetokenizer | None = None
+        if tokenizer is not None and detokenize:
+            self._detok = IncrementalDetokenizer(
+                tokenizer,
+                prompt_token_ids,
+                skip_special_tokens=params.skip_special_tokens,
+                spaces_between_special_tokens=params.spaces_between_special_tokens,
+            )
+        stops = params.stop_strings if detokenize else []
+        self._stops = StopChecker(stops, include_in_output=params.include_stop_str_in_output)
+        self.token_ids: list[int] = []
+        self.text = ""
+        self._searched = 0  # text[:_searched] has been searched for stop strings
+        self.logprobs = SampleLogprobsState(params.logprobs, decode_token if detokenize else None)
+        self.finish_reason: FinishReason | None = None
+        self.stop_reason: int | str | None = None
+        self.num_cached_tokens = 0
+        self.first_token_time: float | None = None
+        self.last_token_time: float | None = None
+        self.finished_time: float | None = None
+        # What DELTA outputs already handed out.
+        self._sent_text = 0  # characters of text
+        self._sent_tokens = 0  # token ids
+        self._sent_logprobs = 0  # positions of logprobs
+
+    @property
+    def finished(self) -> bool:
+        return self.finish_reason is not None
+
+    def update(self, out: EngineCoreOutput, now: float) -> bool:
+        """Fold in one step's output; ``now`` is the step's timestamp.
+
+        Returns True when a stop string ended a request the scheduler still runs: the
+        caller must finish it there (FINISHED_STOPPED). Must not be called once finished.
+        """
+        assert not self.finished, f"{self.req_id} already finished"
+        new = out.new_token_ids
+        if out.num_cached_tokens:
+            self.num_cached_tokens = out.num_cached_tokens
+        if new:
+            if self.first_token_time is None:
+                self.first_token_time = now
+            self.last_token_time = now
+        self.logprobs.append(out.new_logprobs)
+        if self._detok is None:
+            self.token_ids.extend(new)
+            stop = None
+        else:
+            stop = self._detokenize(new, out.finish_reason)
+        if stop is not None:
+            self._finish(FinishReason.STOP, stop, now)
+            return not out.finished
+        if out.finish_reason is not None:
+            self._finish(out.finish_reason, out.stop_reason, now)
+        return False
+
+    def _detokenize(self, new: list[int], finish_reason: FinishReason | None) -> str | None:
+        """Append ``new`` to token_ids and text; return the stop string that hit, if any."""
+        assert self._detok is not None
+        min_tokens = self.params.min_tokens
+        # The scheduler's stop token is kept out of the text (see module doc).
+        skip_last = (
+            finish_reason == FinishReason.STOP and not self.params.include_stop_str_in_output
+        )
+        for i, token_id in enumerate(new):
+            self.token_ids.append(token_id)
+            if skip_last and i == len(new) - 1:
+                break
+            self.text += self._detok.decode_next(token_id)
+            if len(self.token_ids) <= min_tokens:
+                self._searched = len(self.text)
+        if finish_reason is not None:
+            self.text += self._detok.flush()
+        match = None
+        if self._stops and len(self.token_ids) > min_tokens:
+            match = self._stops.check(self.text, self._searched)
+            if match is not None:
+                self.text = self.text[: match.truncate_to]
+        self._searched = len(self.text)
+        return None if match is None else match.stop
+
+    def _finish(self, reason: FinishReason, stop_reason: int | str | None, now: float) -> None:
+        self.finish_reason = reason
+        self.stop_reason = stop_reason
+        self.finished_time = now
+
+    def finish(self, reason: FinishReason, now: float) -> None:
+        """End the request from outside (abort, error). Flushes pending text."""
+        if self.finished:
+            return
+        if self._detok is not None:
+            self.text += self._detok.flush()
+        self._finish(reason, None, now)
+
+    def completion(self, kind: RequestOutputKind) -> CompletionOutput:
+        """This sample's output for ``kind``; for DELTA, what is new since the last call.
+
+        Text still held back for stop strings is not shown until the request finishes.
+        """
+        visible = self._stops.visible_len(len(self.text), self.finished)
+        if kind == RequestOutputKind.DELTA:
+            text = self.text[self._sent_text : visible] if visible > self._sent_text else ""
+            self._sent_text = max(self._sent_text, visible)
+            token_ids = self.token_ids[self._sent_tokens :]
+            self._sent_tokens = len(self.token_ids)
+            logprobs = self.logprobs.logprobs
+            if logprobs is not None:
+                logprobs = logprobs[self._sent_logprobs :]
+                self._sent_logprobs += len(logprobs)
+        else:
+            text = self.text[:visible]
+            token_ids = list(self.token_ids)
+            logprobs = self.logprobs.logprobs
+            logprobs = None if logprobs is None else list(logprobs)
+        return CompletionOutput(
+            index=self.index,
+            text=text,
+            token_ids=token_ids,
+            cumulative_logprob=self.logprobs.cumulative_logprob,
+            logprobs=logprobs,
+            finish_reason=None if self.finish_reason is None else str(self.finish_reason),
+            stop_reason=self.stop_reason,
+        )
