@@ -1,0 +1,185 @@
+"""Turning what a caller sent into what the scheduler runs: tokenize, template, validate.
+
+Plain synchronous code over a Hugging Face tokenizer; the input_processor actor wraps it.
+Every error a caller can cause is an :class:`InvalidRequestError` (HTTP 400) naming the field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from actorllm.core.errors import EmptyPromptError, InvalidRequestError, RequestTooLongError
+from actorllm.core.output_parent import fan_out
+from actorllm.core.sampling_params import SamplingParams, SamplingParamsError
+
+# What generate() accepts: text, or pre-tokenized input.
+PromptType = str | Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class ChildRequest:
+    """One sample of a request, as the scheduler will see it."""
+
+    child_id: str
+    index: int
+    params: SamplingParams
+
+
+@dataclass(frozen=True)
+class ProcessedRequest:
+    prompt_text: str | None
+    prompt_token_ids: list[int]
+    eos_token_id: int | None
+    children: list[ChildRequest]
+
+
+class InputProcessing:
+    """Tokenizes and validates requests against one model."""
+
+    def __init__(
+        self,
+        tokenizer: Any,
+        *,
+        vocab_size: int,
+        max_model_len: int,
+        eos_token_ids: Sequence[int] = (),
+    ) -> None:
+        self.tokenizer = tokenizer
+        self.vocab_size = vocab_size
+        self.max_model_len = max_model_len
+        # The first EOS is the request's eos_token_id; the others (Llama 3 lists several,
+        # the demo's chat end token) stop generation like stop_token_ids do.
+        self.eos_token_id = eos_token_ids[0] if eos_token_ids else None
+        self.extra_eos_ids = list(eos_token_ids[1:])
+
+    # -- prompts --------------------------------------------------------------------------
+
+    def render_chat(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        add_generation_prompt: bool = True,
+        chat_template_kwargs: Mapping[str, Any] | None = None,
+    ) -> str:
+        """Apply the tokenizer's chat template; returns the prompt text."""
+        if not messages:
+            raise InvalidRequestError("messages must not be empty.", param="messages")
+        if getattr(self.tokenizer, "chat_template", None) is None:
+            raise InvalidRequestError(
+                "this model's tokenizer has no chat template; use completions instead.",
+                param="messages",
+            )
+        try:
+            text = self.tokenizer.apply_chat_template(
+                [dict(m) for m in messages],
+                tokenize=False,
+                add_generation_prompt=add_generation_prompt,
+                **dict(chat_template_kwargs or {}),
+            )
+        except Exception as exc:  # jinja errors (bad roles, missing content) are the caller's
+            raise InvalidRequestError(
+                f"cannot apply the chat template: {exc}", param="messages"
+            ) from exc
+        return str(text)
+
+    def tokenize(
+        self, prompt: PromptType, *, add_special_tokens: bool = True
+    ) -> tuple[str | None, list[int]]:
+        if isinstance(prompt, str):
+            ids = self.tokenizer.encode(prompt, add_special_tokens=add_special_tokens)
+            return prompt, list(ids)
+        if isinstance(prompt, Mapping):
+            if "prompt_token_ids" in prompt:
+                ids = prompt["prompt_token_ids"]
+                if (
+                    not isinstance(ids, Sequence)
+                    or isinstance(ids, str)
+                    or not all(isinstance(t, int) and not isinstance(t, bool) for t in ids)
+                ):
+                    raise InvalidRequestError(
+                        "prompt_token_ids must be a list of integers.", param="prompt"
+                    )
+                return prompt.get("prompt"), list(ids)
+            if "prompt" in prompt and isinstance(prompt["prompt"], str):
+                return self.tokenize(prompt["prompt"], add_special_tokens=add_special_tokens)
+        raise InvalidRequestError(
+            "prompt must be a string or {'prompt_token_ids': [...]}.", param="prompt"
+        )
+
+    # -- the whole request ----------------------------------------------------------------
+
+    def process(
+        self,
+        request_id: str,
+        prompt: PromptType | Sequence[Mapping[str, Any]],
+        params: SamplingParams,
+        *,
+        is_chat: bool = False,
+        chat_options: Mapping[str, Any] | None = None,
+    ) -> ProcessedRequest:
+        if is_chat:
+            assert isinstance(prompt, Sequence)
+            text = self.render_chat(prompt, **dict(chat_options or {}))  # type: ignore[arg-type]
+            # The template already holds the special tokens it wants.
+            prompt_text, ids = self.tokenize(text, add_special_tokens=False)
+        else:
+            prompt_text, ids = self.tokenize(prompt)  # type: ignore[arg-type]
+        self.validate(ids, params)
+        return ProcessedRequest(
+            prompt_text=prompt_text,
+            prompt_token_ids=ids,
+            eos_token_id=self.eos_token_id,
+            children=self.fan_out(request_id, params),
+        )
+
+    def validate(self, ids: list[int], params: SamplingParams) -> None:
+        if not ids:
+            raise EmptyPromptError("the prompt must not be empty.", param="prompt")
+        if len(ids) >= self.max_model_len:
+            raise RequestTooLongError(
+                f"the prompt is {len(ids)} tokens long, but this model's maximum context length "
+                f"is {self.max_model_len} tokens (the prompt must be shorter, to leave room for "
+                "at least one output token).",
+                param="prompt",
+            )
+        bad = [t for t in ids if not 0 <= t < self.vocab_size]
+        if bad:
+            raise InvalidRequestError(
+                f"token ids {bad[:5]} are out of vocabulary (size {self.vocab_size}).",
+                param="prompt",
+            )
+        try:
+            params.verify_vocab(self.vocab_size)
+        except SamplingParamsError as exc:
+            raise InvalidRequestError(str(exc), param=exc.param) from exc
+
+    def fan_out(self, request_id: str, params: SamplingParams) -> list[ChildRequest]:
+        """One child per sample, with the output processor's ids and seeds (seed + index)."""
+        base = self._internal_params(params)
+        return [
+            ChildRequest(child_id, index, child_params)
+            for index, (child_id, child_params) in enumerate(fan_out(request_id, base))
+        ]
+
+    def _internal_params(self, params: SamplingParams) -> SamplingParams:
+        changes: dict[str, Any] = {}
+        if params.bad_words and params.bad_words_token_ids is None:
+            changes["bad_words_token_ids"] = self._bad_words_ids(params.bad_words)
+        if self.extra_eos_ids and not params.ignore_eos:
+            stop_ids = list(params.stop_token_ids or [])
+            changes["stop_token_ids"] = stop_ids + [
+                t for t in self.extra_eos_ids if t not in stop_ids
+            ]
+        return params.clone(**changes) if changes else params
+
+    def _bad_words_ids(self, words: list[str]) -> list[list[int]]:
+        """Each word tokenized with and without a leading space (as vLLM does)."""
+        out: list[list[int]] = []
+        for word in words:
+            for variant in (word, " " + word.lstrip()):
+                ids = list(self.tokenizer.encode(variant, add_special_tokens=False))
+                if ids and ids not in out:
+                    out.append(ids)
+        return out

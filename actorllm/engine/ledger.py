@@ -1,0 +1,175 @@
+"""The request ledger: what must survive an actor crash, kept beside the actors.
+
+Theory of operation
+-------------------
+Every open request has one :class:`LedgerEntry`, created by ``AsyncEngine.generate`` before
+any actor sees the request and removed when the caller's stream is closed. Actors update it
+as the request moves:
+
+* input_processor fills ``prompt_token_ids`` and the child ids (``n > 1`` fans out one
+  scheduler request per sample);
+* output_processor appends each child's tokens as it emits them (``emitted``) and records
+  the last step it applied (``last_step_id``), which makes re-applying a step idempotent;
+* the scheduler actor reads the ledger when the core subtree restarts, and re-adds every
+  unfinished child with ``prompt + emitted`` (recomputed, like a preemption).
+
+The ledger holds the caller's send stream, so whoever notices a failure can end that one
+request with an error. It is plain data with no I/O: actors run on one event loop, so no
+locks are needed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from anyio import create_memory_object_stream
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from actorllm.core.outputs import RequestOutput
+from actorllm.core.sampling_params import SamplingParams
+
+# The caller's stream carries outputs, or the exception that ends the request.
+StreamItem = RequestOutput | BaseException
+
+
+@dataclass
+class ChildState:
+    """One sample of a request, as the scheduler sees it."""
+
+    child_id: str
+    index: int
+    params: SamplingParams
+    emitted: list[int] = field(default_factory=list)  # output tokens the caller has seen
+    finished: bool = False
+
+
+@dataclass
+class LedgerEntry:
+    request_id: str
+    prompt: str | list[dict[str, object]] | None  # text, chat messages, or None (token ids)
+    params: SamplingParams
+    priority: int
+    arrival_time: float
+    stream: MemoryObjectSendStream[StreamItem]
+    prompt_token_ids: list[int] | None = None  # None until the input processor ran
+    prompt_text: str | None = None  # the rendered prompt (after the chat template)
+    eos_token_id: int | None = None
+    children: dict[str, ChildState] = field(default_factory=dict)
+    # (core epoch, step id) of the last step the output processor applied to this request.
+    last_step: tuple[int, int] = (-1, -1)
+    crash_count: int = 0  # crashes suffered while this request was being handled
+    suspect: bool = False  # in a crashed batch, not yet cleared by a successful step
+    closed: bool = False  # the caller's stream is closed: nothing more will be sent
+
+    @property
+    def processed(self) -> bool:
+        return self.prompt_token_ids is not None
+
+    def child(self, child_id: str) -> ChildState | None:
+        return self.children.get(child_id)
+
+
+class RequestLedger:
+    """All open requests, by user-facing id, and their children by scheduler id."""
+
+    def __init__(self) -> None:
+        self._entries: dict[str, LedgerEntry] = {}  # {request_id: entry}
+        self._by_child: dict[str, str] = {}  # {child_id: request_id}
+
+    def open(
+        self,
+        request_id: str,
+        prompt: str | list[dict[str, object]] | None,
+        params: SamplingParams,
+        priority: int,
+        arrival_time: float,
+    ) -> MemoryObjectReceiveStream[StreamItem]:
+        """Register a request; returns the receive side of its output stream.
+
+        Raises ``ValueError`` when ``request_id`` is already open.
+        """
+        if request_id in self._entries:
+            raise ValueError(f"request id {request_id!r} is already in use.")
+        send, receive = create_memory_object_stream[StreamItem](math.inf)
+        self._entries[request_id] = LedgerEntry(
+            request_id=request_id,
+            prompt=prompt,
+            params=params,
+            priority=priority,
+            arrival_time=arrival_time,
+            stream=send,
+        )
+        return receive
+
+    def get(self, request_id: str) -> LedgerEntry | None:
+        return self._entries.get(request_id)
+
+    def __contains__(self, request_id: object) -> bool:
+        return request_id in self._entries
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __iter__(self) -> Iterator[LedgerEntry]:
+        return iter(list(self._entries.values()))
+
+    def set_children(self, request_id: str, children: list[ChildState]) -> None:
+        entry = self._entries[request_id]
+        for child in children:
+            entry.children[child.child_id] = child
+            self._by_child[child.child_id] = request_id
+
+    def entry_of_child(self, child_id: str) -> LedgerEntry | None:
+        request_id = self._by_child.get(child_id)
+        return None if request_id is None else self._entries.get(request_id)
+
+    def deliver(self, request_id: str, item: StreamItem) -> bool:
+        """Put an output (or the exception ending the request) on the caller's stream.
+
+        Never blocks (streams are unbounded). Returns False when the caller is gone.
+        """
+        entry = self._entries.get(request_id)
+        if entry is None or entry.closed:
+            return False
+        try:
+            entry.stream.send_nowait(item)
+        except Exception:  # the caller closed its end (BrokenResourceError/ClosedResourceError)
+            return False
+        return True
+
+    def close(self, request_id: str, error: BaseException | None = None) -> None:
+        """End a request: optionally deliver ``error``, close the stream, forget the entry."""
+        entry = self._entries.pop(request_id, None)
+        if entry is None:
+            return
+        for child_id in entry.children:
+            self._by_child.pop(child_id, None)
+        if not entry.closed:
+            if error is not None:
+                try:
+                    entry.stream.send_nowait(error)
+                except Exception:
+                    pass
+            entry.closed = True
+            entry.stream.close()
+
+    def fail_all(self, error: BaseException) -> None:
+        for entry in list(self._entries.values()):
+            self.close(entry.request_id, error)
+
+    def open_children(self) -> Iterator[tuple[LedgerEntry, ChildState]]:
+        """Unfinished children of processed requests, oldest request first."""
+        for entry in sorted(self._entries.values(), key=lambda e: e.arrival_time):
+            if entry.processed and not entry.closed:
+                for child in entry.children.values():
+                    if not child.finished:
+                        yield entry, child
+
+    def statistics(self) -> dict[str, int]:
+        return {
+            "open_requests": len(self._entries),
+            "open_children": sum(1 for _ in self.open_children()),
+            "suspects": sum(1 for e in self._entries.values() if e.suspect),
+        }

@@ -1,0 +1,28 @@
+"""``EngineStats``: one snapshot of the engine for metrics and ``get_stats()``."""
+
+from __future__ import annotations
+
+import msgspec
+
+
+class EngineStats(msgspec.Struct, kw_only=True):
+    num_running_reqs: int = 0
+    num_waiting_reqs: int = 0
+    kv_cache_usage: float = 0.0  # 0..1
+    prefix_cache_queries: int = 0  # cumulative tokens
+    prefix_cache_hits: int = 0
+    connector_queries: int = 0
+    connector_hits: int = 0
+    num_preemptions: int = 0  # cumulative
+    num_open_requests: int = 0  # in the ledger (includes requests not yet scheduled)
+    steps_done: int = 0
+    is_sleeping: bool = False
+    kv_connector_enabled: bool = False
+    actor_restarts: dict[str, int] = msgspec.field(default_factory=dict)  # {actor: restarts}
+    mailbox_depth: dict[str, int] = msgspec.field(default_factory=dict)  # {actor: queued}
+
+    @property
+    def prefix_cache_hit_rate(self) -> float:
+        return (
+            self.prefix_cache_hits / self.prefix_cache_queries if self.prefix_cache_queries else 0.0
+        )

@@ -1,0 +1,180 @@
+"""``ScriptedModel``: a model runner with no weights, for tests and overhead benchmarks.
+
+It speaks the same protocol as :class:`actorllm.worker.model_runner.ModelRunner`
+(``execute(SchedulerOutput) -> ModelRunnerOutput``) and keeps the same persistent
+per-request state, but the next token is a pure function of the context: the same
+context always yields the same token, whatever the batch, the chunking, a preemption or an
+engine recovery. That makes "the outputs are identical to a fault-free run" a sharp check.
+
+    model = ScriptedModel(vocab_size=4096, step_delay_s=0.001)
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from actorllm.core.model_runner_output import ModelRunnerOutput, TokenLogprobs
+from actorllm.core.sampling_params import SamplingParams
+from actorllm.core.scheduler_output import SchedulerOutput
+
+_MIX = 0x9E3779B97F4A7C15
+_MASK = (1 << 64) - 1
+
+
+@dataclass
+class _ReqState:
+    tokens: list[int]  # prompt + outputs known to this runner
+    prompt_len: int
+    params: SamplingParams
+    eos_token_id: int | None
+    num_computed: int = 0
+    block_ids: list[int] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ScriptedModelConfig:
+    """What the engine reads off a runner's model (the real runner's config has more)."""
+
+    vocab_size: int
+    eos_token_id: int | None
+    max_model_len: int
+
+
+class ScriptedModel:
+    """Deterministic fake runner. ``first_token_id`` keeps special tokens out of the output
+    (they would vanish in detokenization); ``eos_period`` makes roughly one context in that
+    many end with EOS (None: never); ``step_delay_s`` simulates model time per step."""
+
+    def __init__(
+        self,
+        *,
+        vocab_size: int = 4096,
+        eos_token_id: int | None = 0,
+        first_token_id: int = 3,
+        max_model_len: int = 4096,
+        step_delay_s: float = 0.0,
+        eos_period: int | None = None,
+        kv_bytes_per_block: int = 1024,
+    ) -> None:
+        self.model_config = ScriptedModelConfig(vocab_size, eos_token_id, max_model_len)
+        self.first_token_id = first_token_id
+        self.step_delay_s = step_delay_s
+        self.eos_period = eos_period
+        self._kv_bytes_per_block = kv_bytes_per_block
+        self.num_blocks = 0
+        self.sleeping = 0  # sleep level, 0 = awake
+        self._reqs: dict[str, _ReqState] = {}  # {req_id: state}
+        self.steps_executed = 0
+
+    # -- the runner protocol --------------------------------------------------------------
+
+    def load_model(self) -> None:
+        pass
+
+    def kv_cache_bytes_per_block(self) -> int:
+        return self._kv_bytes_per_block
+
+    def initialize_kv_cache(self, num_blocks: int) -> None:
+        self.num_blocks = num_blocks
+
+    def reset_requests(self) -> None:
+        self._reqs.clear()
+
+    def sleep(self, level: int) -> None:
+        self.sleeping = level
+        self._reqs.clear()
+
+    def wake_up(self) -> None:
+        self.sleeping = 0
+
+    def execute(self, so: SchedulerOutput) -> ModelRunnerOutput:
+        if self.sleeping:
+            raise RuntimeError("execute() called while the model is asleep")
+        t0 = time.perf_counter()
+        for req_id in (*so.finished_req_ids, *so.preempted_req_ids):
+            self._reqs.pop(req_id, None)
+        for new in so.scheduled_new_reqs:
+            self._reqs[new.req_id] = _ReqState(
+                tokens=[*new.prompt_token_ids, *new.output_token_ids],
+                prompt_len=len(new.prompt_token_ids),
+                params=new.sampling_params,
+                eos_token_id=new.eos_token_id,
+                num_computed=new.num_computed_tokens,
+                block_ids=list(new.block_ids),
+            )
+        for cached in so.scheduled_cached_reqs:
+            state = self._reqs[cached.req_id]
+            state.block_ids.extend(cached.new_block_ids)
+            state.num_computed = cached.num_computed_tokens
+        req_ids: list[str] = []
+        sampled: list[list[int]] = []
+        logprobs: dict[str, TokenLogprobs] = {}
+        prompt_logprobs: dict[str, list[TokenLogprobs]] = {}
+        for req_id, n in so.num_scheduled_tokens.items():
+            state = self._reqs[req_id]
+            start, end = state.num_computed, state.num_computed + n
+            req_ids.append(req_id)
+            if state.params.prompt_logprobs is not None and start < state.prompt_len:
+                prompt_logprobs[req_id] = [
+                    self._fake_logprobs(state.tokens[p], state.params.prompt_logprobs)
+                    for p in range(max(start, 1), min(end, state.prompt_len))
+                ]
+            state.num_computed = end
+            if end < len(state.tokens):
+                sampled.append([])  # a prefill chunk that stops inside the known tokens
+                continue
+            token = self.next_token(state.tokens, state)
+            state.tokens.append(token)
+            sampled.append([token])
+            if state.params.logprobs is not None:
+                logprobs[req_id] = self._fake_logprobs(token, state.params.logprobs)
+        if self.step_delay_s:
+            time.sleep(self.step_delay_s)
+        self.steps_executed += 1
+        return ModelRunnerOutput(
+            step_id=so.step_id,
+            req_ids=req_ids,
+            sampled_token_ids=sampled,
+            logprobs=logprobs,
+            prompt_logprobs=prompt_logprobs,
+            execute_time_s=time.perf_counter() - t0,
+        )
+
+    # -- the script -----------------------------------------------------------------------
+
+    def script(self, context: Sequence[int]) -> int:
+        """The token this model emits after ``context`` (ignoring EOS and min_tokens)."""
+        h = len(context) * _MIX & _MASK
+        for t in context[-4:]:
+            h = ((h ^ t) * _MIX + 1) & _MASK
+        h ^= h >> 29
+        if (
+            self.eos_period
+            and self.model_config.eos_token_id is not None
+            and h % self.eos_period == 0
+        ):
+            return self.model_config.eos_token_id
+        span = self.model_config.vocab_size - self.first_token_id
+        return self.first_token_id + (h >> 7) % span
+
+    def next_token(self, context: Sequence[int], state: _ReqState | None = None) -> int:
+        token = self.script(context)
+        if state is not None:
+            params = state.params
+            num_outputs = len(context) - state.prompt_len
+            stops = params.all_stop_token_ids(state.eos_token_id)
+            if num_outputs < params.min_tokens and token in stops:
+                token = self.first_token_id + token % 7  # min_tokens masks EOS and stop ids
+            if params.allowed_token_ids and token not in params.allowed_token_ids:
+                token = params.allowed_token_ids[token % len(params.allowed_token_ids)]
+        return token
+
+    def _fake_logprobs(self, token: int, k: int) -> TokenLogprobs:
+        top = [(token + i) % self.model_config.vocab_size for i in range(1, k + 1)]
+        return TokenLogprobs(
+            token_ids=[token, *top],
+            logprobs=[-0.5, *(-1.0 - i for i in range(k))],
+            rank=1,
+        )
