@@ -20,6 +20,7 @@ locks are needed.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -148,10 +149,8 @@ class RequestLedger:
             self._by_child.pop(child_id, None)
         if not entry.closed:
             if error is not None:
-                try:
+                with contextlib.suppress(Exception):  # the caller already closed its end
                     entry.stream.send_nowait(error)
-                except Exception:
-                    pass
             entry.closed = True
             entry.stream.close()
 

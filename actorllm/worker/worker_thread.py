@@ -18,6 +18,7 @@ same on trio and asyncio. The loop never waits on the thread except through such
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 from collections.abc import Callable
@@ -121,8 +122,6 @@ class WorkerThread:
             self._busy = False
             self._jobs_done += 1
             if job.on_done is not None:
-                try:
+                # The loop may be gone (engine shut down): then nobody is left to tell.
+                with contextlib.suppress(Exception):
                     anyio.from_thread.run_sync(job.on_done, outcome, token=job.token)
-                except Exception:
-                    # The loop is gone (engine shut down): nobody is left to tell.
-                    pass
