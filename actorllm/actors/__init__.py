@@ -1,1 +1,62 @@
+"""A generic actor runtime on anyio: bounded mailboxes, supervisors, restarts.
 
+Knows nothing about LLMs. See docs/actors.md for the contract and a runnable example.
+"""
+
+from actorllm.actors.actor import Actor
+from actorllm.actors.cell import ActorStatistics, Inbox
+from actorllm.actors.errors import (
+    ActorCrashed,
+    ActorError,
+    ActorStopped,
+    MailboxFull,
+    NoReply,
+    StartFailed,
+    SupervisorEscalation,
+)
+from actorllm.actors.lifecycle import (
+    TRANSITIONS,
+    ActorState,
+    LifecycleEvent,
+    format_transitions,
+)
+from actorllm.actors.mailbox import Mailbox, MailboxStatistics
+from actorllm.actors.policy import Backoff
+from actorllm.actors.probes import Probe, attach_probe
+from actorllm.actors.ref import ActorRef
+from actorllm.actors.reply import Reply
+from actorllm.actors.root import open_supervisor
+from actorllm.actors.spec import ChildSpec, DeadLetterHook, Restart, Strategy, SupervisorSpec
+from actorllm.actors.supervisor import Supervisor, SupervisorStatistics
+
+__all__ = [
+    "TRANSITIONS",
+    "Actor",
+    "ActorCrashed",
+    "ActorError",
+    "ActorRef",
+    "ActorState",
+    "ActorStatistics",
+    "ActorStopped",
+    "Backoff",
+    "ChildSpec",
+    "DeadLetterHook",
+    "Inbox",
+    "LifecycleEvent",
+    "Mailbox",
+    "MailboxFull",
+    "MailboxStatistics",
+    "NoReply",
+    "Probe",
+    "Reply",
+    "Restart",
+    "StartFailed",
+    "Strategy",
+    "Supervisor",
+    "SupervisorEscalation",
+    "SupervisorSpec",
+    "SupervisorStatistics",
+    "attach_probe",
+    "format_transitions",
+    "open_supervisor",
+]
