@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, final
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast, final
 
 import anyio
 import msgspec
@@ -274,9 +274,15 @@ class ActorCell(Generic[M]):
             log.warning("dead letter for %r: %r (%r)", self.name, msg, exc)
             return
         try:
-            hook(self.name, msg, exc)
+            redeliver = hook(self.name, msg, exc)
         except Exception:
             log.exception("dead-letter hook failed for %r", self.name)
+            return
+        # A hook may return messages to retry: they go back to the front of the mailbox,
+        # in order, for the next incarnation (not once the mailbox is closed for good).
+        if redeliver and not self.mailbox.closed:
+            for again in reversed(list(redeliver)):
+                self.mailbox.put_front(cast(M, again))
 
     def close(self) -> None:
         """The child is gone for good: fail and dead-letter what is queued, refuse sends."""

@@ -15,6 +15,7 @@ then drained: their replies fail with ``ActorStopped`` and they go to the dead-l
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar, final
 
@@ -49,6 +50,7 @@ class Mailbox(Generic[M]):
 
     __slots__ = (
         "_closed",
+        "_front",
         "_recv",
         "_send",
         "_wakeup",
@@ -69,6 +71,8 @@ class Mailbox(Generic[M]):
         self._recv: MemoryObjectReceiveStream[Envelope[M]] = recv
         self._closed = False
         self._wakeup: anyio.Event | None = None  # set by the receiver when it sleeps
+        # Redelivered messages (see ``put_front``), taken before the stream's buffer.
+        self._front: deque[Envelope[M]] = deque()
         self.sent = 0  # envelopes enqueued
         self.taken = 0  # envelopes handed to the actor
         self.peak_depth = 0
@@ -113,8 +117,20 @@ class Mailbox(Generic[M]):
 
     # -- receiver side (the actor cell) -------------------------------------------------------
 
+    def put_front(self, msg: M) -> None:
+        """Redeliver ``msg`` ahead of everything queued (a dead letter retried after a
+        crash keeps its place in line). Never blocks; allowed past capacity, since the
+        message was already counted once. Raises ``ActorStopped`` if closed."""
+        if self._closed:
+            raise ActorStopped(self.name)
+        self._front.appendleft((msg, None))
+        self._after_put()
+
     def take_nowait(self) -> Envelope[M] | None:
         """The next envelope, or None if empty. Not a checkpoint."""
+        if self._front:
+            self.taken += 1
+            return self._front.popleft()
         try:
             envelope = self._recv.receive_nowait()
         except anyio.WouldBlock:

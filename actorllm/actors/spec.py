@@ -16,7 +16,7 @@ Example — the engine's core, a one-for-all pair inside a one-for-one root::
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -27,11 +27,14 @@ if TYPE_CHECKING:
 
 M = TypeVar("M")
 
-DeadLetterHook = Callable[[str, object, BaseException], None]
+DeadLetterHook = Callable[[str, object, BaseException], Iterable[object] | None]
 """``hook(child_name, message, exc)``: called for a message the actor held when it crashed
 (``exc`` is the crash), whose handling was cut short by a stop (``ActorStopped``), or that
 was still queued when the child stopped for good (``ActorStopped``). Runs synchronously in
-the runtime: it must not block; to retry, ``send_nowait`` the message somewhere."""
+the runtime and must not block. It may return messages to *redeliver*: they go to the
+front of the same mailbox, in order, ahead of everything queued, for the next incarnation
+(ignored once the mailbox is closed for good). Return None or ``()`` to drop the message.
+A redelivered message carries no reply (an ``ask``'s reply has already failed)."""
 
 
 class Restart(enum.Enum):
