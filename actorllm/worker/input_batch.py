@@ -78,6 +78,7 @@ class InputBatch:
         self.num_reqs = max(self.num_reqs, idx + 1)
         n = len(tokens)
         self.token_ids[idx, :n] = tokens
+        self.token_ids[idx, n:] = 0  # rows past num_tokens stay zero (no stale tokens)
         self.num_prompt_tokens[idx] = len(new.prompt_token_ids)
         self.num_tokens[idx] = n
         self.num_computed_tokens[idx] = new.num_computed_tokens
