@@ -1,21 +1,54 @@
-"""The ``actorllm`` command line."""
+"""The ``actorllm`` command line: a table of subcommands, each a module.
+
+A command module defines ``HELP`` (one line), ``add_arguments(parser)`` and
+``run(args) -> int`` (the exit status), and keeps heavy imports (torch, the engine) inside
+``run`` so ``actorllm --help`` stays fast. Adding a command is one line in ``COMMANDS``.
+
+    $ actorllm serve                 # the embedded demo model on 127.0.0.1:8000
+    $ actorllm generate "Once upon a time" --max-tokens 32
+    $ actorllm chat
+"""
 
 from __future__ import annotations
 
 import argparse
+import importlib
+import logging
 import sys
+
+COMMANDS: dict[str, str] = {
+    "serve": "actorllm.entrypoints.commands.serve",
+    "generate": "actorllm.entrypoints.commands.generate",
+    "chat": "actorllm.entrypoints.commands.chat",
+    # "bench": "actorllm.benchmarks.cli",  # the benchmark suite registers here
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="actorllm", description="actorllm: LLM inference and serving."
+    )
+    parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, module_path in COMMANDS.items():
+        module = importlib.import_module(module_path)
+        cmd = sub.add_parser(name, help=module.HELP, description=module.HELP)
+        module.add_arguments(cmd)
+        cmd.set_defaults(_run=module.run)
+    return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="actorllm", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("serve", help="serve a model over an OpenAI-compatible HTTP API")
-    args = parser.parse_args(argv)
-    if args.command == "serve":
-        from examples_runtime import run  # type: ignore[import-not-found]
-
-        return int(run() or 0)
-    return 0
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        datefmt="%H:%M:%S",
+    )
+    try:
+        return int(args._run(args))
+    except KeyboardInterrupt:
+        return 130
 
 
 if __name__ == "__main__":

@@ -29,8 +29,30 @@ from actorllm.core.outputs import RequestOutput
 logger = logging.getLogger("actorllm.metrics")
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
-_LATENCY_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0,
-                    2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
+_LATENCY_BUCKETS = (
+    0.001,
+    0.005,
+    0.01,
+    0.02,
+    0.04,
+    0.06,
+    0.08,
+    0.1,
+    0.25,
+    0.5,
+    0.75,
+    1.0,
+    2.5,
+    5.0,
+    7.5,
+    10.0,
+    20.0,
+    40.0,
+    80.0,
+    160.0,
+    640.0,
+    2560.0,
+)
 _TOKEN_BUCKETS = (1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
 
 
@@ -42,22 +64,80 @@ class ServerMetrics:
         self.model_name = model_name
         self.registry = CollectorRegistry(auto_describe=True)
         r, m = self.registry, ["model_name"]
-        self.running = Gauge("actorllm:num_requests_running", "Requests in the running batch.", m, registry=r)
-        self.waiting = Gauge("actorllm:num_requests_waiting", "Requests waiting to be scheduled.", m, registry=r)
-        self.kv_usage = Gauge("actorllm:kv_cache_usage_perc", "KV-cache usage, 0..1.", m, registry=r)
-        self.prefix_queries = Counter("actorllm:prefix_cache_queries", "Prompt tokens looked up in the prefix cache.", m, registry=r)
-        self.prefix_hits = Counter("actorllm:prefix_cache_hits", "Prompt tokens found in the prefix cache.", m, registry=r)
-        self.preemptions = Counter("actorllm:num_preemptions", "Cumulative preemptions.", m, registry=r)
-        self.prompt_tokens = Counter("actorllm:prompt_tokens", "Prompt tokens processed.", m, registry=r)
-        self.generation_tokens = Counter("actorllm:generation_tokens", "Tokens generated.", m, registry=r)
-        self.request_success = Counter("actorllm:request_success", "Finished requests.", [*m, "finished_reason"], registry=r)
-        self.ttft = Histogram("actorllm:time_to_first_token_seconds", "Time to first token.", m, buckets=_LATENCY_BUCKETS, registry=r)
-        self.itl = Histogram("actorllm:inter_token_latency_seconds", "Time between tokens.", m, buckets=_LATENCY_BUCKETS, registry=r)
-        self.e2e = Histogram("actorllm:e2e_request_latency_seconds", "Arrival to finish.", m, buckets=_LATENCY_BUCKETS, registry=r)
-        self.queue_time = Histogram("actorllm:request_queue_time_seconds", "Arrival to first scheduled.", m, buckets=_LATENCY_BUCKETS, registry=r)
-        self.iteration_tokens = Histogram("actorllm:iteration_tokens_total", "Tokens per engine step.", m, buckets=_TOKEN_BUCKETS, registry=r)
-        self.actor_restarts = Counter("actorllm:actor_restarts", "Actor restarts.", [*m, "actor"], registry=r)
-        self.mailbox_depth = Gauge("actorllm:mailbox_depth", "Messages queued in an actor's mailbox.", [*m, "actor"], registry=r)
+        self.running = Gauge(
+            "actorllm:num_requests_running", "Requests in the running batch.", m, registry=r
+        )
+        self.waiting = Gauge(
+            "actorllm:num_requests_waiting", "Requests waiting to be scheduled.", m, registry=r
+        )
+        self.kv_usage = Gauge(
+            "actorllm:kv_cache_usage_perc", "KV-cache usage, 0..1.", m, registry=r
+        )
+        self.prefix_queries = Counter(
+            "actorllm:prefix_cache_queries",
+            "Prompt tokens looked up in the prefix cache.",
+            m,
+            registry=r,
+        )
+        self.prefix_hits = Counter(
+            "actorllm:prefix_cache_hits", "Prompt tokens found in the prefix cache.", m, registry=r
+        )
+        self.preemptions = Counter(
+            "actorllm:num_preemptions", "Cumulative preemptions.", m, registry=r
+        )
+        self.prompt_tokens = Counter(
+            "actorllm:prompt_tokens", "Prompt tokens processed.", m, registry=r
+        )
+        self.generation_tokens = Counter(
+            "actorllm:generation_tokens", "Tokens generated.", m, registry=r
+        )
+        self.request_success = Counter(
+            "actorllm:request_success", "Finished requests.", [*m, "finished_reason"], registry=r
+        )
+        self.ttft = Histogram(
+            "actorllm:time_to_first_token_seconds",
+            "Time to first token.",
+            m,
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.itl = Histogram(
+            "actorllm:inter_token_latency_seconds",
+            "Time between tokens.",
+            m,
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.e2e = Histogram(
+            "actorllm:e2e_request_latency_seconds",
+            "Arrival to finish.",
+            m,
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.queue_time = Histogram(
+            "actorllm:request_queue_time_seconds",
+            "Arrival to first scheduled.",
+            m,
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.iteration_tokens = Histogram(
+            "actorllm:iteration_tokens_total",
+            "Tokens per engine step.",
+            m,
+            buckets=_TOKEN_BUCKETS,
+            registry=r,
+        )
+        self.actor_restarts = Counter(
+            "actorllm:actor_restarts", "Actor restarts.", [*m, "actor"], registry=r
+        )
+        self.mailbox_depth = Gauge(
+            "actorllm:mailbox_depth",
+            "Messages queued in an actor's mailbox.",
+            [*m, "actor"],
+            registry=r,
+        )
         # Last cumulative values seen from the engine: {metric key: value}.
         self._last: dict[str, float] = {}
         # Totals of what the serving layer recorded, for the periodic log line.
@@ -81,7 +161,9 @@ class ServerMetrics:
         self.running.labels(name).set(getattr(stats, "num_running_reqs", 0))
         self.waiting.labels(name).set(getattr(stats, "num_waiting_reqs", 0))
         self.kv_usage.labels(name).set(getattr(stats, "kv_cache_usage", 0.0))
-        self._advance("pq", self.prefix_queries.labels(name), getattr(stats, "prefix_cache_queries", 0))
+        self._advance(
+            "pq", self.prefix_queries.labels(name), getattr(stats, "prefix_cache_queries", 0)
+        )
         self._advance("ph", self.prefix_hits.labels(name), getattr(stats, "prefix_cache_hits", 0))
         self._advance("pre", self.preemptions.labels(name), getattr(stats, "num_preemptions", 0))
         for actor, count in (getattr(stats, "actor_restarts", None) or {}).items():
@@ -145,8 +227,8 @@ class RequestObserver:
         if self._itl_time is None:
             self._itl_time, self._itl_tokens = rm.first_token_time, 1
         gaps = longest - self._itl_tokens
-        if gaps > 0 and rm.last_token_time >= self._itl_time:
-            per_token = (rm.last_token_time - self._itl_time) / gaps
+        if gaps > 0:
+            per_token = max(0.0, rm.last_token_time - self._itl_time) / gaps
             hist = self._m.itl.labels(self._m.model_name)
             for _ in range(gaps):
                 hist.observe(per_token)

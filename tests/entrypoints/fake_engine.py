@@ -23,7 +23,21 @@ from actorllm.core.sampling_params import RequestOutputKind, SamplingParams
 from actorllm.demo import demo_tokenizer_path
 from actorllm.engine.errors import EngineDeadError, InvalidRequestError
 
-SCRIPT = " the quick brown fox jumps over the lazy dog and then it sleeps".split(" ")[1:]
+SCRIPT = [
+    "the",
+    "quick",
+    "brown",
+    "fox",
+    "jumps",
+    "over",
+    "the",
+    "lazy",
+    "dog",
+    "and",
+    "then",
+    "it",
+    "sleeps",
+]
 
 
 class FakeStats(msgspec.Struct, kw_only=True):
@@ -83,7 +97,7 @@ class FakeEngine:
             ids, text = list(prompt["prompt_token_ids"]), None
         if len(ids) >= self.max_model_len:
             raise InvalidRequestError(
-                f"The prompt ({len(ids)} tokens) is longer than max_model_len ({self.max_model_len}).",
+                f"The prompt ({len(ids)} tokens) does not fit max_model_len={self.max_model_len}.",
                 param="prompt",
             )
         sampling_params.verify_vocab(len(self.tokenizer))
@@ -137,7 +151,9 @@ class FakeEngine:
                 finished_time=now if finished else None,
             )
             if delta:
-                yield self._output(rid, text, ids, sp, [s.take_delta() for s in outs], finished, metrics)
+                yield self._output(
+                    rid, text, ids, sp, [s.take_delta() for s in outs], finished, metrics
+                )
             elif finished:
                 yield self._output(rid, text, ids, sp, [s.full() for s in states], True, metrics)
 
@@ -147,17 +163,34 @@ class FakeEngine:
         entries = {tid: Logprob(logprob=-0.5, rank=1, decoded_token=self.tokenizer.decode([tid]))}
         for r in range(k):
             other = (tid + 1 + r) % len(self.tokenizer)
-            entries.setdefault(other, Logprob(logprob=-1.0 - r, rank=2 + r, decoded_token=self.tokenizer.decode([other])))
+            entries.setdefault(
+                other,
+                Logprob(logprob=-1.0 - r, rank=2 + r, decoded_token=self.tokenizer.decode([other])),
+            )
         return entries
 
-    def _output(self, rid: str, text: str | None, ids: list[int], sp: SamplingParams,
-                outputs: list[CompletionOutput], finished: bool, metrics: RequestMetrics) -> RequestOutput:
+    def _output(
+        self,
+        rid: str,
+        text: str | None,
+        ids: list[int],
+        sp: SamplingParams,
+        outputs: list[CompletionOutput],
+        finished: bool,
+        metrics: RequestMetrics,
+    ) -> RequestOutput:
         prompt_lps = None
         if sp.prompt_logprobs is not None:
             prompt_lps = [None] + [{t: Logprob(logprob=-2.0, rank=1)} for t in ids[1:]]
         return RequestOutput(
-            request_id=rid, prompt=text, prompt_token_ids=ids, prompt_logprobs=prompt_lps,
-            outputs=outputs, finished=finished, num_cached_tokens=2, metrics=metrics,
+            request_id=rid,
+            prompt=text,
+            prompt_token_ids=ids,
+            prompt_logprobs=prompt_lps,
+            outputs=outputs,
+            finished=finished,
+            num_cached_tokens=2,
+            metrics=metrics,
         )
 
     async def chat(
@@ -166,11 +199,16 @@ class FakeEngine:
         sampling_params: SamplingParams,
         request_id: str | None = None,
         priority: int = 0,
+        *,
         add_generation_prompt: bool = True,
         chat_template_kwargs: dict[str, Any] | None = None,
     ) -> AsyncIterator[RequestOutput]:
-        enc = self.tokenizer.apply_chat_template(messages, tokenize=True, add_generation_prompt=add_generation_prompt)
-        async for out in self.generate({"prompt_token_ids": list(enc["input_ids"])}, sampling_params, request_id, priority):
+        enc = self.tokenizer.apply_chat_template(
+            messages, tokenize=True, add_generation_prompt=add_generation_prompt
+        )
+        async for out in self.generate(
+            {"prompt_token_ids": list(enc["input_ids"])}, sampling_params, request_id, priority
+        ):
             yield out
 
     # -- control plane ------------------------------------------------------------------
@@ -230,13 +268,24 @@ class _Sample:
         lps = self.logprobs[self.sent_tokens :] if self.logprobs else None
         self.sent_tokens = len(self.tokens)
         text, self.pending_text = self.pending_text, ""
-        return CompletionOutput(index=self.index, text=text, token_ids=new, logprobs=lps,
-                                finish_reason=self.finish, stop_reason=self.stop_reason)
+        return CompletionOutput(
+            index=self.index,
+            text=text,
+            token_ids=new,
+            logprobs=lps,
+            finish_reason=self.finish,
+            stop_reason=self.stop_reason,
+        )
 
     def full(self) -> CompletionOutput:
-        return CompletionOutput(index=self.index, text=self.text, token_ids=list(self.tokens),
-                                logprobs=self.logprobs or None, finish_reason=self.finish,
-                                stop_reason=self.stop_reason)
+        return CompletionOutput(
+            index=self.index,
+            text=self.text,
+            token_ids=list(self.tokens),
+            logprobs=self.logprobs or None,
+            finish_reason=self.finish,
+            stop_reason=self.stop_reason,
+        )
 
 
 @asynccontextmanager

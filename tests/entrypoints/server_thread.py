@@ -18,7 +18,9 @@ from actorllm.entrypoints.server import ServerSettings, serve
 
 
 class ServerThread:
-    def __init__(self, app: Any, *, worker_class: str = "trio", graceful_timeout_s: float = 5.0) -> None:
+    def __init__(
+        self, app: Any, *, worker_class: str = "trio", graceful_timeout_s: float = 5.0
+    ) -> None:
         self.app = app
         self._stop = threading.Event()
         self.error: BaseException | None = None

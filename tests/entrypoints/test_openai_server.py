@@ -70,7 +70,12 @@ def test_completion_logprobs_and_echo(client: openai.OpenAI) -> None:
 
 def test_completion_streamed_with_usage(client: openai.OpenAI) -> None:
     stream = client.completions.create(
-        model=MODEL, prompt="x", max_tokens=3, n=2, stream=True, stream_options={"include_usage": True}
+        model=MODEL,
+        prompt="x",
+        max_tokens=3,
+        n=2,
+        stream=True,
+        stream_options={"include_usage": True},
     )
     text: dict[int, str] = {0: "", 1: ""}
     finish: dict[int, str | None] = {}

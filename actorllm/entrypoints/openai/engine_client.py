@@ -43,6 +43,7 @@ class EngineClient(Protocol):
         sampling_params: SamplingParams,
         request_id: str | None = None,
         priority: int = 0,
+        *,
         add_generation_prompt: bool = True,
         chat_template_kwargs: dict[str, Any] | None = None,
     ) -> AsyncIterator[RequestOutput]: ...

@@ -64,14 +64,20 @@ def bad_request(message: str, param: str | None = None) -> APIError:
     return APIError(400, message, param)
 
 
-def from_validation_error(exc: msgspec.ValidationError | msgspec.DecodeError) -> APIError:
-    """A msgspec decode failure as a 400; ``param`` is the field from ``- at `$.field```."""
+def from_validation_error(exc: msgspec.DecodeError) -> APIError:
+    """A msgspec decode failure as a 400 naming the top-level field at fault.
+
+    msgspec says where: ``... - at `$.messages[0].role``` or ``missing required field `x```.
+    (``ValidationError`` subclasses ``DecodeError``; only the latter is malformed JSON.)
+    """
     text = str(exc)
     param = None
     if " - at `$." in text:
         path = text.rsplit(" - at `$.", 1)[1].rstrip("`")
         param = path.split("[", 1)[0].split(".", 1)[0] or None
-    if isinstance(exc, msgspec.DecodeError):
+    elif text.startswith("Object missing required field `"):
+        param = text.split("`")[1]
+    if not isinstance(exc, msgspec.ValidationError):
         text = f"The request body is not valid JSON: {text}"
     return APIError(400, text, param)
 
@@ -84,7 +90,7 @@ def to_api_error(exc: BaseException, *, engine_dead: bool = False) -> APIError:
     """
     if isinstance(exc, APIError):
         return exc
-    if isinstance(exc, msgspec.ValidationError | msgspec.DecodeError):
+    if isinstance(exc, msgspec.DecodeError):
         return from_validation_error(exc)
     if isinstance(exc, EngineDeadError | EngineClosedError) or engine_dead:
         return APIError(503, f"The engine is not available: {exc}")

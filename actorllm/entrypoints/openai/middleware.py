@@ -26,7 +26,11 @@ class APIKeyMiddleware:
         self._expected = f"Bearer {api_key}".encode()
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
-        if scope["type"] == "http" and scope["path"].startswith("/v1") and scope["method"] != "OPTIONS":
+        if (
+            scope["type"] == "http"
+            and scope["path"].startswith("/v1")
+            and scope["method"] != "OPTIONS"
+        ):
             given = dict(scope["headers"]).get(b"authorization", b"")
             if not hmac.compare_digest(given, self._expected):
                 response = APIError(401, "Invalid or missing API key.").response()

@@ -14,11 +14,39 @@ _REF = "#/components/schemas/{name}"
 
 # (method, path, request struct or None, response struct or None, summary, tag)
 _ENDPOINTS: list[tuple[str, str, type | None, type | None, str, str]] = [
-    ("post", "/v1/completions", p.CompletionRequest, p.CompletionResponse, "Create a completion (SSE when stream=true).", "openai"),
-    ("post", "/v1/chat/completions", p.ChatCompletionRequest, p.ChatCompletionResponse, "Create a chat completion (SSE when stream=true).", "openai"),
+    (
+        "post",
+        "/v1/completions",
+        p.CompletionRequest,
+        p.CompletionResponse,
+        "Create a completion (SSE when stream=true).",
+        "openai",
+    ),
+    (
+        "post",
+        "/v1/chat/completions",
+        p.ChatCompletionRequest,
+        p.ChatCompletionResponse,
+        "Create a chat completion (SSE when stream=true).",
+        "openai",
+    ),
     ("get", "/v1/models", None, p.ModelList, "List the served model.", "openai"),
-    ("post", "/tokenize", p.TokenizeRequest, p.TokenizeResponse, "Tokenize a prompt or chat messages.", "tokenizer"),
-    ("post", "/detokenize", p.DetokenizeRequest, p.DetokenizeResponse, "Decode token ids.", "tokenizer"),
+    (
+        "post",
+        "/tokenize",
+        p.TokenizeRequest,
+        p.TokenizeResponse,
+        "Tokenize a prompt or chat messages.",
+        "tokenizer",
+    ),
+    (
+        "post",
+        "/detokenize",
+        p.DetokenizeRequest,
+        p.DetokenizeResponse,
+        "Decode token ids.",
+        "tokenizer",
+    ),
     ("get", "/health", None, None, "200 while the engine is alive, 503 once it is dead.", "ops"),
     ("get", "/metrics", None, None, "Prometheus metrics (text exposition format).", "ops"),
     ("get", "/version", None, p.VersionResponse, "Server version.", "ops"),

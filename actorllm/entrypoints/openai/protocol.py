@@ -12,7 +12,7 @@ Response structs encode every field (``null`` included) as OpenAI does, except t
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
 
@@ -92,7 +92,7 @@ class ChatCompletionRequest(SamplingFields, kw_only=True):
     top_logprobs: NumLogprobs | None = None
     # vLLM extensions for chat templates
     add_generation_prompt: bool = True
-    chat_template_kwargs: dict[str, object] | None = None
+    chat_template_kwargs: dict[str, Any] | None = None
 
 
 class TokenizeRequest(msgspec.Struct, kw_only=True):
@@ -269,4 +269,6 @@ def prompt_batch(prompt: PromptInput) -> list[str | list[int]]:
         if any(not p for p in batch):
             raise ValueError("prompt must not contain empty token lists.")
         return list(batch)
-    raise ValueError("prompt must be a string, a list of strings, a list of token ids or a list of such lists.")
+    raise ValueError(
+        "prompt must be a string, a list of strings, a list of token ids or a list of such lists."
+    )

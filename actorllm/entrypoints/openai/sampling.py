@@ -31,7 +31,9 @@ def _logit_bias(raw: dict[str, float] | None) -> dict[int, float] | None:
         try:
             out[int(key)] = bias
         except ValueError:
-            raise bad_request(f"logit_bias keys must be token ids, got {key!r}.", "logit_bias") from None
+            raise bad_request(
+                f"logit_bias keys must be token ids, got {key!r}.", "logit_bias"
+            ) from None
     return out
 
 
@@ -96,7 +98,9 @@ def chat_params(
 ) -> SamplingParams:
     if req.top_logprobs is not None and not req.logprobs:
         raise bad_request("top_logprobs requires logprobs to be true.", "top_logprobs")
-    max_tokens = req.max_completion_tokens if req.max_completion_tokens is not None else req.max_tokens
+    max_tokens = (
+        req.max_completion_tokens if req.max_completion_tokens is not None else req.max_tokens
+    )
     return _params(
         req,
         max_tokens=max_tokens,

@@ -62,7 +62,7 @@ def messages_for_template(messages: list[ChatMessage]) -> list[dict[str, Any]]:
 
 async def create_chat_completion(
     ctx: ServingContext, req: ChatCompletionRequest, receive: Any
-) -> Response | SSEResponse:
+) -> Response:
     """Serve one chat request. Raises APIError / ValueError for bad input (400/404),
     ClientDisconnected if the client leaves before the first output."""
     engine = ctx.engine
@@ -151,7 +151,11 @@ class _ChatState:
 
     async def stream(self, streams: list[PrimedStream], emit: Emit) -> None:
         for j in range(self.params.n):
-            await emit(self._chunk([ChatChunkChoice(index=j, delta=DeltaMessage(role="assistant", content=""))]))
+            await emit(
+                self._chunk(
+                    [ChatChunkChoice(index=j, delta=DeltaMessage(role="assistant", content=""))]
+                )
+            )
 
         async def on_output(_i: int, out: RequestOutput) -> None:
             for fragment in self._apply(out, delta=True):
@@ -182,5 +186,9 @@ class _ChatState:
             for index, c in sorted(self.choices.items())
         ]
         return ChatCompletionResponse(
-            id=self.id, created=self.created, model=self.model, choices=choices, usage=self.usage.info()
+            id=self.id,
+            created=self.created,
+            model=self.model,
+            choices=choices,
+            usage=self.usage.info(),
         )

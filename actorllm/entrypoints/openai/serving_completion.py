@@ -30,7 +30,7 @@ from actorllm.entrypoints.openai.sse import Emit, SSEResponse
 from actorllm.entrypoints.openai.streams import PrimedStream, prime_all, pump, unless_disconnected
 
 
-async def create_completion(ctx: ServingContext, req: CompletionRequest, receive: Any) -> Response | SSEResponse:
+async def create_completion(ctx: ServingContext, req: CompletionRequest, receive: Any) -> Response:
     """Serve one completion request. Raises APIError / ValueError for bad input (400/404),
     ClientDisconnected if the client leaves before the first outputs."""
     engine = ctx.engine
@@ -123,7 +123,9 @@ class _CompletionState:
         text = prefix + co.text
         choice.text += text
         if logprobs is not None:
-            choice.logprobs = logprobs if choice.logprobs is None else _concat(choice.logprobs, logprobs)
+            choice.logprobs = (
+                logprobs if choice.logprobs is None else _concat(choice.logprobs, logprobs)
+            )
         if co.finish_reason is not None:
             choice.finish_reason, choice.stop_reason = co.finish_reason, co.stop_reason
         return CompletionChoice(
@@ -141,7 +143,9 @@ class _CompletionState:
         if self.req.logprobs is None or out.prompt_logprobs is None:
             return None
         entries: list[dict[int, Logprob] | None] = list(out.prompt_logprobs)
-        block, _ = completion_logprobs(out.prompt_token_ids, entries, self.req.logprobs, self.text, 0)
+        block, _ = completion_logprobs(
+            out.prompt_token_ids, entries, self.req.logprobs, self.text, 0
+        )
         return block
 
     async def collect(self, i: int, out: RequestOutput) -> None:
@@ -177,7 +181,11 @@ class _CompletionState:
             for index, c in sorted(self.choices.items())
         ]
         return CompletionResponse(
-            id=self.id, created=self.created, model=self.model, choices=choices, usage=self.usage.info()
+            id=self.id,
+            created=self.created,
+            model=self.model,
+            choices=choices,
+            usage=self.usage.info(),
         )
 
 

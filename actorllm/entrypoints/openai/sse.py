@@ -15,6 +15,7 @@ from typing import Any
 
 import anyio
 import msgspec
+from starlette.responses import Response
 
 from actorllm.entrypoints.openai.errors import to_api_error
 from actorllm.entrypoints.openai.streams import wait_for_disconnect
@@ -31,13 +32,16 @@ def sse_event(payload: Any) -> bytes:
     return b"data: " + _encoder.encode(payload) + b"\n\n"
 
 
-class SSEResponse:
+class SSEResponse(Response):
     """Stream what ``producer(emit)`` emits, one event per ``emit(struct_or_dict)`` call.
 
     ``is_dead`` tells the error mapping whether the engine died (then errors read as 503).
     """
 
+    media_type = "text/event-stream"
+
     def __init__(self, producer: Producer, *, is_dead: Callable[[], bool] = lambda: False) -> None:
+        super().__init__(status_code=200)
         self._producer = producer
         self._is_dead = is_dead
 
@@ -55,7 +59,9 @@ class SSEResponse:
         )
 
         async def emit(payload: Any) -> None:
-            await send({"type": "http.response.body", "body": sse_event(payload), "more_body": True})
+            await send(
+                {"type": "http.response.body", "body": sse_event(payload), "more_body": True}
+            )
 
         async def watch(cancel: anyio.CancelScope) -> None:
             await wait_for_disconnect(receive)

@@ -13,6 +13,7 @@ away) cannot skip the abort. No task group here spans a ``yield``.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -43,10 +44,9 @@ async def close_quietly(it: AsyncIterator[Any]) -> None:
     if aclose is None:
         return
     with anyio.move_on_after(_CLOSE_TIMEOUT_S, shield=True):
-        try:
+        # The request is gone either way; an error while closing has nobody to report to.
+        with contextlib.suppress(Exception):
             await aclose()
-        except Exception:  # the request is gone either way; nothing useful to report
-            pass
 
 
 def first_leaf(exc: BaseException) -> BaseException:

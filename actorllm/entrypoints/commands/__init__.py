@@ -1,0 +1,1 @@
+"""Subcommands of the ``actorllm`` CLI (registered in ``actorllm.entrypoints.cli.COMMANDS``)."""
