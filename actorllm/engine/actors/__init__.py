@@ -1,0 +1,1 @@
+"""The engine's five actors; each is a thin switchboard over one core object."""

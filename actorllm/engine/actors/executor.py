@@ -1,0 +1,70 @@
+"""The executor: hands steps to the worker thread and their results back to the scheduler.
+
+It never runs torch itself and never waits for a step: ``ExecuteStep`` queues the step on
+the dedicated worker thread and returns at once, so the next step can be queued behind it
+(async scheduling). The thread posts a ``WorkerResult`` into this actor's own mailbox; a
+worker exception is re-raised here, crashing the executor and, with it, the core subtree.
+"""
+
+from __future__ import annotations
+
+from actorllm.actors import Actor
+from actorllm.core.model_runner_output import ModelRunnerOutput
+from actorllm.core.scheduler_output import SchedulerOutput
+from actorllm.engine.context import EngineContext
+from actorllm.engine.messages import ExecuteStep, ExecutorCall, ExecutorMsg, StepDone, WorkerResult
+from actorllm.worker.worker_thread import Outcome
+
+
+class WorkerStepError(RuntimeError):
+    """The model runner raised while executing a step."""
+
+
+class ExecutorActor(Actor[ExecutorMsg]):
+    def __init__(self, ctx: EngineContext) -> None:
+        super().__init__()
+        self.ctx = ctx
+
+    async def on_start(self) -> None:
+        # A new core is starting: whatever per-request state the runner holds is stale.
+        # Queued behind any step still running, ahead of every step of the new epoch.
+        runner = self.ctx.runner
+        self.ctx.worker.submit(runner.reset_requests)
+
+    async def handle(self, msg: ExecutorMsg) -> None:
+        self.ctx.maybe_fault("executor", msg)
+        match msg:
+            case ExecuteStep(epoch=epoch, scheduler_output=so, connector_meta=meta):
+                self._submit(epoch, so, meta)
+            case WorkerResult(epoch=epoch) if epoch != self.ctx.core_epoch:
+                return  # a step of a core that has since been rebuilt
+            case WorkerResult(error=error) if error is not None:
+                raise WorkerStepError(f"model step {msg.step_id} failed: {error!r}") from error
+            case WorkerResult(epoch=epoch, step_id=step_id, output=output):
+                await self.ctx.ref("scheduler").send(
+                    StepDone(epoch=epoch, step_id=step_id, output=output)
+                )
+            case ExecutorCall(method=method, args=args, reply=reply):
+                runner = self.ctx.runner
+                result = await self.ctx.worker.call(lambda: getattr(runner, method)(*args))
+                reply.send(result)
+
+    def _submit(self, epoch: int, so: SchedulerOutput, meta: object) -> None:
+        runner = self.ctx.runner
+        store = self.ctx.kv_offload_store
+        me = self.ctx.ref("executor")
+
+        def done(outcome: Outcome[ModelRunnerOutput]) -> None:  # runs on the event loop
+            # Never full: it holds at most a few steps' results and control calls.
+            me.send_nowait(
+                WorkerResult(
+                    epoch=epoch, step_id=so.step_id, output=outcome.value, error=outcome.error
+                )
+            )
+
+        def step() -> ModelRunnerOutput:  # runs on the worker thread
+            if meta is not None and store is not None:
+                store.apply(runner, meta)  # saves first, then loads, before the forward
+            return runner.execute(so)
+
+        self.ctx.worker.submit(step, done)

@@ -1,0 +1,92 @@
+"""Engine start-up: load the tokenizer, build the runner on the worker thread, size the KV
+cache. Everything slow runs off the event loop."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import anyio.to_thread
+
+from actorllm.engine.config import EngineConfig
+from actorllm.engine.context import ModelInfo
+from actorllm.worker.worker_thread import WorkerThread
+
+DEFAULT_CPU_KV_BYTES = 256 * 2**20
+
+RunnerFactory = Callable[[EngineConfig], Any]
+
+
+def default_runner_factory(config: EngineConfig) -> Any:
+    """The real model runner (called on the worker thread)."""
+    from actorllm.worker.model_runner import ModelRunner
+
+    return ModelRunner(
+        config.resolved_model(),
+        dtype=config.dtype,
+        device=config.resolved_device(),
+        attention_backend=config.attention_backend,
+        load_format=config.load_format,
+        block_size=config.block_size,
+        max_num_seqs=config.max_num_seqs,
+        max_model_len=config.max_model_len,
+        seed=config.seed,
+        max_num_batched_tokens=config.max_num_batched_tokens or 2048,
+        enforce_eager=config.enforce_eager,
+    )
+
+
+def load_tokenizer(config: EngineConfig) -> Any:
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(config.resolved_tokenizer()))
+
+
+def _eos_ids(model_config: Any) -> list[int]:
+    eos = getattr(model_config, "eos_token_ids", None)
+    if eos is None:
+        eos = getattr(model_config, "eos_token_id", None)
+    if eos is None:
+        return []
+    return [int(eos)] if isinstance(eos, int) else [int(t) for t in eos]
+
+
+def num_kv_blocks(config: EngineConfig, runner: Any) -> int:
+    """How many KV blocks (null block included) the cache gets."""
+    if config.num_gpu_blocks_override is not None:
+        return config.num_gpu_blocks_override
+    profile = getattr(runner, "profile_num_blocks", None)
+    if profile is not None and config.resolved_device() == "cuda":
+        return int(profile(config.gpu_memory_utilization))
+    budget = config.kv_cache_memory_bytes or DEFAULT_CPU_KV_BYTES
+    return max(2, budget // max(1, runner.kv_cache_bytes_per_block()))
+
+
+def _build_on_worker(config: EngineConfig, factory: RunnerFactory) -> tuple[Any, ModelInfo]:
+    runner = factory(config)
+    runner.load_model()
+    blocks = num_kv_blocks(config, runner)
+    runner.initialize_kv_cache(blocks)
+    mc = runner.model_config
+    max_len = int(getattr(mc, "max_model_len", 0) or config.max_model_len or 2048)
+    if config.max_model_len is not None:
+        max_len = min(max_len, config.max_model_len) if max_len else config.max_model_len
+    info = ModelInfo(
+        vocab_size=int(mc.vocab_size),
+        max_model_len=max_len,
+        eos_token_ids=_eos_ids(mc),
+        num_blocks=blocks,
+    )
+    return runner, info
+
+
+async def build_runner(
+    config: EngineConfig, worker: WorkerThread, factory: RunnerFactory
+) -> tuple[Any, ModelInfo]:
+    return await worker.call(lambda: _build_on_worker(config, factory))
+
+
+async def build_tokenizer(config: EngineConfig, tokenizer: Any = None) -> Any:
+    if tokenizer is not None:
+        return tokenizer
+    return await anyio.to_thread.run_sync(load_tokenizer, config)

@@ -1,0 +1,207 @@
+"""The engine under test: a full actor engine on a ``ScriptedModel``, fault injection and
+invariant checks. Public API of ``actorllm.testing`` (see docs/testing.md).
+
+    async with open_test_engine(step_delay_s=0.001) as engine:
+        inject_fault(engine, "scheduler", at_step=5)
+        outs = [o async for o in engine.generate("hi", SamplingParams(max_tokens=8))]
+        await check_invariants(engine)
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from functools import lru_cache
+from typing import Any
+
+import anyio
+
+from actorllm.engine.async_engine import ACTORS, AsyncEngine
+from actorllm.engine.context import EngineContext, FaultPlan
+from actorllm.testing.scripted_model import ScriptedModel
+
+
+class InjectedFault(RuntimeError):
+    """The exception ``inject_fault`` raises by default."""
+
+
+@lru_cache(maxsize=1)
+def demo_tokenizer() -> Any:
+    """The shipped demo tokenizer, loaded once per process."""
+    from transformers import AutoTokenizer
+
+    from actorllm.demo import demo_tokenizer_path
+
+    return AutoTokenizer.from_pretrained(str(demo_tokenizer_path()))
+
+
+@asynccontextmanager
+async def open_test_engine(
+    *,
+    model: ScriptedModel | None = None,
+    step_delay_s: float = 0.0,
+    eos_period: int | None = None,
+    tokenizer: Any = None,
+    num_blocks: int = 512,
+    **config: Any,
+) -> AsyncIterator[AsyncEngine]:
+    """The whole actor engine on a ``ScriptedModel`` (no weights, deterministic tokens).
+
+    ``config`` takes ``EngineConfig`` fields (block_size, max_num_seqs, async_scheduling, …).
+    """
+    tok = tokenizer if tokenizer is not None else demo_tokenizer()
+    scripted = model or ScriptedModel(
+        vocab_size=len(tok),
+        eos_token_id=tok.eos_token_id,
+        step_delay_s=step_delay_s,
+        eos_period=eos_period,
+    )
+    config.setdefault("num_gpu_blocks_override", num_blocks)
+    config.setdefault("max_model_len", scripted.model_config.max_model_len)
+    config.setdefault("served_model_name", "scripted")
+    async with AsyncEngine.open(
+        None, runner_factory=lambda _cfg: scripted, tokenizer=tok, **config
+    ) as engine:
+        yield engine
+
+
+def engine_context(engine: AsyncEngine) -> EngineContext:
+    return engine._ctx
+
+
+def scripted_model(engine: AsyncEngine) -> ScriptedModel:
+    runner = engine_context(engine).runner
+    assert isinstance(runner, ScriptedModel), "the engine does not run a ScriptedModel"
+    return runner
+
+
+def inject_fault(
+    engine: AsyncEngine,
+    actor: str,
+    *,
+    at_step: int | None = None,
+    at_message: int | None = None,
+    exc: BaseException | None = None,
+    times: int = 1,
+    when: Callable[[Any], bool] | None = None,
+) -> None:
+    """Crash ``actor`` ("router", "input_processor", "scheduler", "executor",
+    "output_processor", or "worker" for the model step itself) ``times`` times.
+
+    It fires at the actor's first message once the engine has completed ``at_step`` steps,
+    or at its ``at_message``-th message from now (1-based), or whenever ``when(msg)``
+    holds; with none of them, at its next message.
+    """
+    if actor not in (*ACTORS, "worker"):
+        raise ValueError(f"unknown actor {actor!r}; expected one of {(*ACTORS, 'worker')}")
+    ctx = engine_context(engine)
+    error = exc if exc is not None else InjectedFault(f"injected fault in {actor}")
+    counter = itertools.count(1)
+
+    def predicate(msg: Any) -> bool:
+        n = next(counter)
+        if when is not None and not when(msg):
+            return False
+        if at_step is not None:
+            return ctx.steps_done >= at_step
+        if at_message is not None:
+            return n >= at_message
+        return True
+
+    if actor == "worker":
+        _arm_worker_fault(ctx, predicate, error, times)
+    else:
+        ctx.faults.append(FaultPlan(actor=actor, predicate=predicate, exc=error, remaining=times))
+
+
+def _arm_worker_fault(
+    ctx: EngineContext, predicate: Callable[[Any], bool], error: BaseException, times: int
+) -> None:
+    runner = ctx.runner
+    execute = runner.execute
+    remaining = [times]
+
+    def faulty(so: Any) -> Any:  # runs on the worker thread
+        if remaining[0] > 0 and predicate(so):
+            remaining[0] -= 1
+            raise error
+        return execute(so)
+
+    runner.execute = faulty
+
+
+async def wait_idle(engine: AsyncEngine, timeout: float = 10.0) -> None:  # noqa: ASYNC109
+    """Wait until no step is in flight and every engine mailbox is empty."""
+    ctx = engine_context(engine)
+    with anyio.fail_after(timeout):
+        while True:
+            depths = engine._actor_stat("depth")
+            if not ctx.inflight and not any(depths.values()):
+                await anyio.sleep(0.005)  # let a just-finished handler's sends land
+                if not ctx.inflight and not any(engine._actor_stat("depth").values()):
+                    return
+            await anyio.sleep(0.005)
+
+
+async def check_invariants(engine: AsyncEngine, timeout: float = 10.0) -> None:  # noqa: ASYNC109
+    """Wait for quiescence, then check the engine's bookkeeping; raises AssertionError.
+
+    * KV blocks: each block's ref count equals the requests holding it, free + used =
+      total, no request holds a free block, nothing is held when no request is open;
+    * requests: every request in the scheduler is open in the ledger, and every open,
+      processed, unfinished ledger request is in the scheduler (unless asleep);
+    * the output processor tracks exactly the open, processed ledger requests.
+    """
+    await wait_idle(engine, timeout)
+    ctx = engine_context(engine)
+    problems: list[str] = []
+    sched = ctx.live["scheduler"]
+    core = sched.core
+    kv = core.kv_cache_manager
+    pool = kv.block_pool
+    holders: dict[int, int] = {}
+    for blocks in kv.req_to_blocks.values():
+        for block in blocks:
+            holders[block.block_id] = holders.get(block.block_id, 0) + 1
+    free_ids = {b.block_id for b in pool.free_queue}
+    for block in pool.blocks[1:]:
+        held = holders.get(block.block_id, 0)
+        if block.ref_cnt != held:
+            problems.append(f"block {block.block_id}: ref_cnt {block.ref_cnt} != {held} holders")
+        if held and block.block_id in free_ids:
+            problems.append(f"block {block.block_id} is held and free at once")
+        if not held and block.block_id not in free_ids:
+            problems.append(f"block {block.block_id} leaked: held by nobody, not free")
+    if len(free_ids) + sum(1 for b in pool.blocks[1:] if b.ref_cnt > 0) != pool.num_blocks - 1:
+        problems.append("free + used != total")
+    ledger_children = {child.child_id for entry, child in ctx.ledger.open_children()}
+    scheduler_ids = set(core.requests)
+    leaked = scheduler_ids - ledger_children
+    if leaked:
+        problems.append(f"scheduler holds requests no caller waits for: {sorted(leaked)[:5]}")
+    if not ctx.sleeping:
+        missing = ledger_children - scheduler_ids - set(_probation_children(ctx))
+        if missing:
+            problems.append(f"open requests missing from the scheduler: {sorted(missing)[:5]}")
+    if not ctx.ledger and (kv.req_to_blocks or any(b.ref_cnt for b in pool.blocks[1:])):
+        problems.append("blocks still held with no open request")
+    op = ctx.live["output_processor"].core
+    open_processed = {e.request_id for e in ctx.ledger if e.processed}
+    if op.num_unfinished != len(open_processed):
+        problems.append(
+            f"output processor tracks {op.num_unfinished} requests, "
+            f"the ledger {len(open_processed)}"
+        )
+    if problems:
+        raise AssertionError("engine invariants violated:\n  " + "\n  ".join(problems))
+
+
+def _probation_children(ctx: EngineContext) -> list[str]:
+    sched = ctx.live["scheduler"]
+    out: list[str] = []
+    for rid in sched.probation:
+        entry = ctx.ledger.get(rid)
+        if entry is not None:
+            out.extend(entry.children)
+    return out

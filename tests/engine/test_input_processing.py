@@ -1,0 +1,83 @@
+import pytest
+
+from actorllm.core.errors import EmptyPromptError, InvalidRequestError, RequestTooLongError
+from actorllm.core.sampling_params import SamplingParams
+from actorllm.engine.input_processing import InputProcessing
+from actorllm.testing.engine_harness import demo_tokenizer
+
+
+@pytest.fixture
+def inputs() -> InputProcessing:
+    return InputProcessing(demo_tokenizer(), vocab_size=4096, max_model_len=32, eos_token_ids=[0, 2])
+
+
+def test_text_prompt_is_tokenized(inputs):
+    r = inputs.process("a", "Hello world", SamplingParams())
+    assert r.prompt_text == "Hello world"
+    assert r.prompt_token_ids == demo_tokenizer().encode("Hello world")
+    assert r.eos_token_id == 0
+    assert [c.child_id for c in r.children] == ["a"]
+
+
+def test_token_prompt_passes_through(inputs):
+    r = inputs.process("a", {"prompt_token_ids": [5, 6, 7]}, SamplingParams())
+    assert r.prompt_token_ids == [5, 6, 7]
+    assert r.prompt_text is None
+
+
+def test_chat_applies_the_template_without_double_specials(inputs):
+    r = inputs.process("a", [{"role": "user", "content": "Hi"}], SamplingParams(), is_chat=True)
+    assert r.prompt_text.startswith("<|im_start|>user\nHi<|im_end|>")
+    assert r.prompt_text.endswith("<|im_start|>assistant\n")
+    assert r.prompt_token_ids[0] == 1  # <|im_start|>, once
+
+
+@pytest.mark.parametrize(
+    ("prompt", "error", "param"),
+    [
+        ("", EmptyPromptError, "prompt"),
+        ({"prompt_token_ids": []}, EmptyPromptError, "prompt"),
+        ("word " * 40, RequestTooLongError, "prompt"),
+        ({"prompt_token_ids": [1, 99999]}, InvalidRequestError, "prompt"),
+        ({"prompt_token_ids": ["x"]}, InvalidRequestError, "prompt"),
+        (12, InvalidRequestError, "prompt"),
+    ],
+)
+def test_bad_prompts_are_typed_errors(inputs, prompt, error, param):
+    with pytest.raises(error) as info:
+        inputs.process("a", prompt, SamplingParams())
+    assert info.value.param == param
+
+
+def test_out_of_vocab_sampling_params_are_rejected(inputs):
+    with pytest.raises(InvalidRequestError) as info:
+        inputs.process("a", "hi", SamplingParams(logit_bias={5000: 1.0}))
+    assert info.value.param == "logit_bias"
+
+
+def test_chat_errors(inputs):
+    with pytest.raises(InvalidRequestError):
+        inputs.process("a", [], SamplingParams(), is_chat=True)
+
+
+def test_n_fans_out_with_child_ids_and_seeds(inputs):
+    r = inputs.process("req", "hi", SamplingParams(n=3, seed=10))
+    assert [(c.child_id, c.index, c.params.seed, c.params.n) for c in r.children] == [
+        ("0_req", 0, 10, 1),
+        ("1_req", 1, 11, 1),
+        ("2_req", 2, 12, 1),
+    ]
+
+
+def test_extra_eos_ids_stop_like_stop_token_ids(inputs):
+    (child,) = inputs.process("a", "hi", SamplingParams(stop_token_ids=[7])).children
+    assert child.params.stop_token_ids == [7, 2]
+    (child,) = inputs.process("b", "hi", SamplingParams(ignore_eos=True)).children
+    assert child.params.stop_token_ids == []
+
+
+def test_bad_words_are_tokenized_with_and_without_a_space(inputs):
+    (child,) = inputs.process("a", "hi", SamplingParams(bad_words=["world"])).children
+    tok = demo_tokenizer()
+    assert tok.encode("world") in child.params.bad_words_token_ids
+    assert tok.encode(" world") in child.params.bad_words_token_ids
