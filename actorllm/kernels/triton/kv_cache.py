@@ -44,8 +44,9 @@ def _write_kv_kernel(
     offset = slot % BS
     heads = tl.arange(0, BLOCK_H)[:, None]  # [BH, 1]
     dims = tl.arange(0, BLOCK_D)[None, :]  # [1, BD]
-    # Padding tokens (slot < 0) are masked out entirely rather than early-returned.
-    mask = (heads < HK) & (dims < D) & (slot >= 0)
+    # Padding tokens (slot < 0) get an empty head range: every lane masked, nothing stored.
+    live_heads = tl.where(slot >= 0, HK, 0)
+    mask = (heads < live_heads) & (dims < D)
     k = tl.load(key_ptr + row * stride_k_t + heads * stride_k_h + dims, mask=mask)
     v = tl.load(value_ptr + row * stride_v_t + heads * stride_v_h + dims, mask=mask)
     kc = k_cache_ptr + block * stride_kc_b + offset * stride_kc_s + heads * stride_kc_h + dims
