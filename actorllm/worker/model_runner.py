@@ -23,6 +23,7 @@ import torch
 from actorllm.core.model_runner_output import ModelRunnerOutput, TokenLogprobs
 from actorllm.core.scheduler_output import SchedulerOutput
 from actorllm.kernels.ops import get_ops, resolve_backend
+from actorllm.models.attention import AttentionMetadata
 from actorllm.models.config import ModelConfig
 from actorllm.models.llama import LlamaForCausalLM
 from actorllm.models.loader import LoadFormat, load_model, resolve_dtype
@@ -63,6 +64,7 @@ class ModelRunner:
         max_model_len: int | None = None,
         seed: int = 0,
         max_num_batched_tokens: int = 2048,
+        enforce_eager: bool = False,
     ) -> None:
         self.model_path = Path(model_path)
         self.device = torch.device(device)
@@ -80,6 +82,8 @@ class ModelRunner:
         self.max_num_seqs = max_num_seqs
         self.max_num_batched_tokens = max_num_batched_tokens
         self.seed = seed
+        # No CUDA graphs on this reference path yet: every step runs eagerly either way.
+        self.enforce_eager = enforce_eager
         self.model: LlamaForCausalLM | None = None
         self.kv_caches: KVCaches = []
         self.num_blocks = 0
@@ -110,12 +114,68 @@ class ModelRunner:
         """``2 * num_layers * block_size * num_kv_heads * head_dim * dtype_size``."""
         return kv_cache_bytes_per_block(self.model_config, self.block_size, self.dtype)
 
+    def profile_num_blocks(self, gpu_memory_utilization: float) -> int:
+        """CUDA only: how many KV blocks fit in ``gpu_memory_utilization`` of the GPU.
+
+        Runs one forward over ``max_num_batched_tokens`` dummy tokens to measure the peak
+        activation memory, then gives the rest of the budget (after weights and that peak)
+        to the cache. Blocks the thread for the profile run; raises
+        :class:`ModelRunnerStateError` before :meth:`load_model` or on a non-CUDA device.
+        """
+        if self.device.type != "cuda":
+            raise ModelRunnerStateError("profile_num_blocks() needs a CUDA device")
+        torch.cuda.synchronize(self.device)
+        torch.cuda.reset_peak_memory_stats(self.device)
+        scratch = self.profile_run()
+        torch.cuda.synchronize(self.device)  # deliberate: the peak is only known after the run
+        peak = torch.cuda.max_memory_allocated(self.device) - scratch
+        _, total = torch.cuda.mem_get_info(self.device)
+        budget = int(total * gpu_memory_utilization) - peak
+        return max(2, budget // self.kv_cache_bytes_per_block())
+
+    def profile_run(self) -> int:
+        """One forward + logits over ``max_num_batched_tokens`` dummy tokens on a scratch
+        cache (freed afterwards); returns the scratch cache's size in bytes."""
+        model = self.model
+        if model is None:
+            raise ModelRunnerStateError("profile_run() before load_model()")
+        n = max(1, min(self.max_num_batched_tokens, self.max_model_len))
+        blocks = -(-n // self.block_size)
+        caches = allocate_kv_caches(self.model_config, blocks + 1, self.block_size, self.dtype, self.device)
+        pos = torch.arange(n, device=self.device)
+        meta = AttentionMetadata(
+            query_start_loc=torch.tensor([0, n], dtype=torch.int32, device=self.device),
+            seq_lens=torch.tensor([n], dtype=torch.int32, device=self.device),
+            block_table=torch.arange(1, blocks + 1, dtype=torch.int32, device=self.device)[None],
+            slot_mapping=pos + self.block_size,
+            query_start_loc_cpu=[0, n],
+            seq_lens_cpu=[n],
+            max_query_len=n,
+            max_seq_len=n,
+        )
+        with torch.inference_mode():
+            hidden = model(pos % self.model_config.vocab_size, pos, meta, caches)  # [n, H]
+            model.compute_logits(hidden[-min(n, self.max_num_seqs) :])  # sampled rows
+        return (blocks + 1) * self.kv_cache_bytes_per_block()
+
     def initialize_kv_cache(self, num_blocks: int) -> None:
         """Allocate ``num_blocks`` blocks per layer (block 0 is the null block)."""
         self.kv_caches = allocate_kv_caches(
             self.model_config, num_blocks, self.block_size, self.dtype, self.device
         )
         self.num_blocks = num_blocks
+
+    def reset_requests(self) -> None:
+        """Forget every request the worker holds (a rebuilt scheduler re-sends them as new).
+
+        The KV cache tensors stay allocated; their contents are simply no longer referenced.
+        """
+        self.input_batch = self._new_batch()
+
+    def reset_requests(self) -> None:
+        """Forget every request (the engine rebuilt its scheduler after a crash: what the
+        batch holds is stale). Weights and KV tensors are kept."""
+        self.input_batch = self._new_batch()
 
     def sleep(self, level: int = 1) -> None:
         """Free memory while idle. Worker-side request state is dropped.
