@@ -23,7 +23,9 @@ import anyio
 
 T = TypeVar("T")
 
-_OPEN, _ANSWERED, _ABANDONED = 0, 1, 2
+# _CLOSED: the asker stopped waiting, or the runtime failed the reply on the actor's behalf;
+# a later answer is dropped quietly (send/fail return False).
+_OPEN, _ANSWERED, _CLOSED = 0, 1, 2
 
 
 @final
@@ -63,8 +65,8 @@ class Reply(Generic[T]):
     def send(self, value: T) -> bool:
         """Answer with ``value``. Never blocks.
 
-        Returns False if the asker already gave up (the value is dropped). Raises
-        ``RuntimeError`` if this reply was already answered.
+        Returns False if the asker already gave up or the runtime already failed the reply
+        (the value is dropped). Raises ``RuntimeError`` if it was already answered.
         """
         return self._settle(value, None)
 
@@ -86,8 +88,7 @@ class Reply(Generic[T]):
     def _settle(self, value: T | None, error: BaseException | None) -> bool:
         if self._state == _ANSWERED:
             raise RuntimeError("this reply was already answered")
-        if self._state == _ABANDONED:
-            self._state = _ANSWERED
+        if self._state == _CLOSED:
             self._done()
             return False
         self._state = _ANSWERED
@@ -102,9 +103,12 @@ class Reply(Generic[T]):
             callback(self)
 
     def _fail_if_open(self, exc: BaseException) -> None:
-        """Runtime: fail the asker if nobody answered (no error if it was answered)."""
-        if self._state != _ANSWERED:
-            self._settle(None, exc)
+        """Runtime: fail the asker if nobody answered; a later answer is then dropped."""
+        if self._state == _OPEN:
+            self._error = exc
+            self._state = _CLOSED
+            self._event.set()
+            self._done()
 
     async def _wait(self) -> T:
         """Asker side: block until answered; return the value or raise the error.
@@ -115,7 +119,7 @@ class Reply(Generic[T]):
             await self._event.wait()
         except BaseException:
             if self._state == _OPEN:
-                self._state = _ABANDONED
+                self._state = _CLOSED
             raise
         if self._error is not None:
             raise self._error

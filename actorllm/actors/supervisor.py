@@ -35,7 +35,13 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from actorllm.actors.activity import Activity
 from actorllm.actors.cell import ActorCell, ActorStatistics
-from actorllm.actors.errors import ActorStopped, StartFailed, SupervisorEscalation, is_fatal
+from actorllm.actors.errors import (
+    ActorStopped,
+    StartFailed,
+    SupervisorEscalation,
+    is_fatal,
+    unwrap,
+)
 from actorllm.actors.lifecycle import ActorState, LifecycleEvent, next_state
 from actorllm.actors.policy import RestartIntensity, restart_group
 from actorllm.actors.ref import ActorRef
@@ -285,8 +291,14 @@ class Supervisor:
                     await self._loop(recv)
                     group.cancel_scope.cancel()  # pending backoff timers
         except BaseException as exc:
-            self.transition(_E.EXIT if is_fatal(exc) else _E.CRASH)
-            raise
+            if is_fatal(exc):
+                self.transition(_E.EXIT)
+                raise
+            self.transition(_E.CRASH)
+            leaf = unwrap(exc)  # keeps its own __cause__ (the crash that escalated)
+            if leaf is exc:
+                raise
+            raise leaf  # noqa: B904
         else:
             self.transition(_E.EXIT)
         finally:
