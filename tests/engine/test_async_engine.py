@@ -48,9 +48,9 @@ async def test_delta_outputs_add_up_to_the_final_text():
             engine.generate("Once upon a time", SamplingParams(max_tokens=10))
         )
         assert "".join(d.outputs[0].text for d in deltas) == cumulative[-1].outputs[0].text
-        assert (
-            sum((d.outputs[0].token_ids for d in deltas), []) == cumulative[-1].outputs[0].token_ids
-        )
+        assert [t for d in deltas for t in d.outputs[0].token_ids] == cumulative[-1].outputs[
+            0
+        ].token_ids
 
 
 async def test_n_greater_than_one_reports_every_sample():
