@@ -8,9 +8,11 @@ positions ``[i*bs, (i+1)*bs)``. Blocks are reference counted, so requests sharin
 share its blocks.
 
 Prefix caching. Every *full* block of known tokens has a chained hash (see
-``block_hash.py``): equal hashes mean equal token prefixes. When a block of a request becomes
-full (its KV computed, or being computed by a step already scheduled), it is registered in
-the pool under its hash. A new request looks up its block hashes in order and reuses the
+``block_hash.py``): equal hashes mean equal token prefixes. Once a step that computes a full
+block has been scheduled, the block is registered in the pool under its hash — at the
+request's next allocation, or when it is freed. Any later step runs after that one (the
+worker executes steps in order), so a hit never reads KV that is not written yet; a request
+in the *same* step never hits it. A new request looks up its block hashes in order and reuses the
 longest run of hits (``get_computed_blocks``), never the whole prompt: the last prompt token
 is always recomputed, because its logits produce the first sample.
 
@@ -145,7 +147,7 @@ class KVCacheManager:
         ``num_new_computed_tokens`` are positions that need no compute: a prefix-cache hit
         (covered by ``new_computed_blocks``) plus tokens a KV connector will load (given fresh
         blocks here). Returns ``None`` — with nothing changed — when the pool lacks blocks.
-        Full blocks of known tokens are registered in the prefix cache as a side effect.
+        Full blocks computed by earlier steps are registered in the prefix cache on the way.
         """
         req_id = request.request_id
         blocks = self.req_to_blocks.get(req_id)
@@ -175,23 +177,40 @@ class KVCacheManager:
             blocks.extend(new_blocks)
 
         if self.enable_caching:
-            known = min(
-                request.num_computed_tokens + num_new_computed_tokens + num_new_tokens,
-                request.num_tokens,
-            )
-            num_full = min(known // bs, len(request.block_hashes))
-            start = self.num_cached_blocks[req_id]
-            if num_full > start:
-                pool.cache_full_blocks(blocks, request.block_hashes, start, num_full)
-                self.num_cached_blocks[req_id] = num_full
+            self._cache_computed_blocks(request, blocks)
         return new_blocks
 
+    def _cache_computed_blocks(self, request: Request, blocks: list[KVCacheBlock]) -> None:
+        """Register the full blocks that steps scheduled *before* the current one compute.
+
+        Not those of the step being scheduled: a request in the same batch must not hit a
+        block whose KV the batch itself is still writing (that would presume an attention
+        backend that writes every token's KV before any read). Known tokens only: a
+        placeholder's token id is not known yet.
+        """
+        req_id = request.request_id
+        known = min(request.num_computed_tokens, request.num_tokens)
+        num_full = min(known // self.block_size, len(request.block_hashes), len(blocks))
+        start = self.num_cached_blocks[req_id]
+        if num_full > start:
+            self.block_pool.cache_full_blocks(blocks, request.block_hashes, start, num_full)
+            self.num_cached_blocks[req_id] = num_full
+
     def free(self, request: Request) -> None:
-        """Release the request's blocks, tail first. Idempotent."""
-        blocks = self.req_to_blocks.pop(request.request_id, None)
-        self.num_cached_blocks.pop(request.request_id, None)
-        if blocks:
-            self.block_pool.free_blocks(reversed(blocks))
+        """Release the request's blocks, tail first. Idempotent.
+
+        Full blocks its scheduled steps compute are registered in the prefix cache first, so
+        a finished or preempted request leaves its prefix behind for others.
+        """
+        req_id = request.request_id
+        blocks = self.req_to_blocks.get(req_id)
+        if blocks is None:
+            return
+        if self.enable_caching:
+            self._cache_computed_blocks(request, blocks)
+        del self.req_to_blocks[req_id]
+        del self.num_cached_blocks[req_id]
+        self.block_pool.free_blocks(reversed(blocks))
 
     def reset_prefix_cache(self) -> bool:
         """Forget all cached prefixes; refused (False) while any request holds blocks."""
