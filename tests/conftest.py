@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+# pytester: tests/testing runs small suites through the actorllm plugin in-process.
+pytest_plugins = ["pytester"]
+
 
 @pytest.fixture(params=["trio", "asyncio"])
 def anyio_backend(request: pytest.FixtureRequest) -> str:
