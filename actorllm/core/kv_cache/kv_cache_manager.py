@@ -151,8 +151,15 @@ class KVCacheManager:
         """
         req_id = request.request_id
         blocks = self.req_to_blocks.get(req_id)
-        held = len(blocks) if blocks is not None else 0
         bs = self.block_size
+        if blocks is not None and not new_computed_blocks and not num_new_computed_tokens:
+            # Hot path (a running request): most steps need no new block and cache nothing.
+            computed = request.num_computed_tokens
+            if computed + num_new_tokens + num_lookahead_tokens <= len(blocks) * bs:
+                if self.enable_caching and computed // bs > self.num_cached_blocks[req_id]:
+                    self._cache_computed_blocks(request, blocks)
+                return []
+        held = len(blocks) if blocks is not None else 0
         total = (
             request.num_computed_tokens
             + num_new_computed_tokens
@@ -162,7 +169,9 @@ class KVCacheManager:
         num_needed = -(-total // bs) - held - len(new_computed_blocks)
         pool = self.block_pool
         # Hit blocks that sit in the free queue stop being free when we take them.
-        num_hits_free = sum(1 for b in new_computed_blocks if b.ref_cnt == 0)
+        num_hits_free = (
+            sum(1 for b in new_computed_blocks if b.ref_cnt == 0) if new_computed_blocks else 0
+        )
         if max(num_needed, 0) + num_hits_free > pool.free_queue.num_free_blocks:
             return None
 

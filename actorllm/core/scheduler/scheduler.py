@@ -188,20 +188,29 @@ class Scheduler:
         return min(num_new, budget)
 
     def _schedule_running(self, plan: StepPlan) -> None:
+        # The hot loop (once per running request per step): locals, no helper calls.
         max_len = self.config.max_model_len
+        threshold = self.config.long_prefill_token_threshold
+        if not self.config.enable_chunked_prefill:
+            threshold = 0
         allocate = self.kv_cache_manager.allocate_slots
         for req in list(self.running):
-            if plan.token_budget <= 0:
+            budget = plan.token_budget
+            if budget <= 0:
                 break
             if req.status is not _RUNNING:
                 continue  # preempted earlier in this step
             pending = req.num_output_placeholders
             if pending and reached_limit_in_flight(req, max_len):
                 continue
-            num_new = self._chunk(
-                req.num_tokens + pending - req.num_computed_tokens, plan.token_budget
-            )
-            num_new = min(num_new, max_len - 1 - req.num_computed_tokens)
+            computed = req.num_computed_tokens
+            num_new = len(req.all_token_ids) + pending - computed
+            if 0 < threshold < num_new:
+                num_new = threshold
+            if num_new > budget:
+                num_new = budget
+            if num_new > max_len - 1 - computed:
+                num_new = max_len - 1 - computed
             if num_new <= 0:
                 continue
             new_blocks = allocate(req, num_new)
