@@ -53,6 +53,10 @@ class Reply(Generic[T]):
         # Called once when answered; the runtime uses it to forget a deferred reply.
         self._on_done: Callable[[Reply[T]], None] | None = None
 
+    def __repr__(self) -> str:
+        state = {_OPEN: "open", _ANSWERED: "answered", _CLOSED: "closed"}[self._state]
+        return f"<Reply {state}{' deferred' if self._deferred else ''}>"
+
     @property
     def done(self) -> bool:
         """True once answered (or failed) — or once the asker stopped waiting."""
