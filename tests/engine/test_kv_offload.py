@@ -106,6 +106,20 @@ def test_index_pins_protect_promised_blocks() -> None:
     assert idx.statistics().num_declined == 1
     idx.unpin_all()
     assert idx.save(b"b", 2) and b"a" not in idx
+    # With a disk tier a pinned block may spill (its load reads the file), never drop.
+    tiers = OffloadIndex(host_blocks=1, disk_blocks=1)
+    tiers.save(b"a", 1)
+    tiers.pin([b"a"])
+    assert tiers.save(b"b", 2) and tiers.tier(b"a") is Tier.DISK
+    tiers.pin([b"b"])
+    assert not tiers.save(b"c", 3)  # b would spill, but the disk's only block is pinned
+    assert (tiers.tier(b"a"), tiers.tier(b"b"), tiers.tier(b"c")) == (Tier.DISK, Tier.HOST, None)
+    tiers.unpin_all()
+    tiers.pin([b"a"])
+    assert tiers.save(b"c", 3)  # b (unpinned) has nowhere to spill: dropped
+    assert kinds(tiers.take_ops()) == [
+        ("save", b"a"), ("spill", b"a"), ("save", b"b"), ("drop", b"b"), ("save", b"c"),
+    ]  # fmt: skip
 
 
 def test_index_forgets_lost_blocks_and_unsent_saves() -> None:
@@ -119,7 +133,7 @@ def test_index_forgets_lost_blocks_and_unsent_saves() -> None:
     idx.save(b"b", 2)
     idx.save(b"c", 3)
     idx.load(b"b", 7)
-    idx.discard_unsent()  # a crashed core decided these; the saves never happened
+    OffloadConnector(idx, BS)  # a new core: a crashed one decided these, never sent them
     assert len(idx) == 0
     assert kinds(idx.take_ops()) == [("drop", b"b"), ("drop", b"c")]
 

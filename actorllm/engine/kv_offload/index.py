@@ -17,8 +17,8 @@ blocks pass through host memory straight to disk (``save`` then ``spill``).
 Pins protect hashes the scheduler is about to load: between ``get_num_new_matched_tokens``
 and ``update_state_after_alloc`` the block pool may evict (and so save) other blocks, and
 the room made for those must never be taken from a block already promised to a request.
-A pinned block is never chosen as a victim; if only pinned blocks are left, the new block
-is simply not stored.
+A pinned block may spill to disk (the load reads the file) but is never dropped; if only
+pinned blocks are left to drop, the new block is simply not stored.
 
 Lost blocks: the worker reports a hash it could not find or write (``report_lost``, safe to
 call from any thread); the index forgets it at the next lookup.
@@ -189,30 +189,41 @@ class OffloadIndex:
         self._lru[tier][block_hash] = None
         self._where[block_hash] = tier
 
-    def _victim(self, tier: Tier) -> BlockHash | None:
-        """The tier's least recently used unpinned hash."""
+    def _victim(self, tier: Tier, *, pinned_ok: bool) -> BlockHash | None:
+        """The tier's least recently used hash (unpinned unless ``pinned_ok``)."""
+        lru = self._lru[tier]
+        if pinned_ok:
+            return next(iter(lru), None)
         pinned = self._pinned
-        return next((h for h in self._lru[tier] if h not in pinned), None)
+        return next((h for h in lru if h not in pinned), None)
 
     def _make_room(self, tier: Tier) -> bool:
-        """Evict from ``tier`` until one more block fits; False if only pinned ones are left."""
+        """Evict from ``tier`` until one more block fits; False if only pinned ones are left.
+
+        A pinned block may spill (its load, ordered later, reads the file) but never drop.
+        """
         lru = self._lru[tier]
         while len(lru) >= self.capacity(tier):
-            victim = self._victim(tier)
+            spill = tier is Tier.HOST and self.disk_blocks > 0
+            victim = self._victim(tier, pinned_ok=spill)
             if victim is None:
                 return False
-            if tier is Tier.HOST and self.disk_blocks > 0:
-                del lru[victim]
-                del self._where[victim]
-                if self._make_room(Tier.DISK):
-                    self._emit("spill", victim)
-                    self._place(victim, Tier.DISK)
-                    self._counts["spills"] += 1
-                else:
-                    self._emit("drop", victim)
-                    self._counts["drops"] += 1
-            else:
+            if not spill:
                 self._forget(victim)
+                continue
+            del lru[victim]
+            del self._where[victim]
+            if self._make_room(Tier.DISK):
+                self._emit("spill", victim)
+                self._place(victim, Tier.DISK)
+                self._counts["spills"] += 1
+            elif victim in self._pinned:
+                self._place(victim, Tier.HOST)  # nowhere to go: it stays, the new one does not
+                lru.move_to_end(victim, last=False)
+                return False
+            else:
+                self._emit("drop", victim)
+                self._counts["drops"] += 1
         return True
 
     def _forget(self, block_hash: BlockHash) -> None:
