@@ -352,6 +352,7 @@ def test_store_saves_before_loading_in_one_step(tmp_path: Path) -> None:
     # Block 3 is evicted (saved) and its hash loaded into block 5 by another request.
     _apply(store, runner, OffloadOp("save", b"h", 3), OffloadOp("load", b"h", 5))
     assert torch.equal(runner.block(5), old3)
+    assert store.statistics().host_bytes == old3.numel() * 4  # float32
     runner.kv_caches[0][0][3].zero_()  # the step's forward overwrites block 3
     assert torch.equal(store._host[b"h"], old3)  # the copy does not alias the device block
     _apply(store, runner, OffloadOp("spill", b"h"))
@@ -360,6 +361,7 @@ def test_store_saves_before_loading_in_one_step(tmp_path: Path) -> None:
     assert torch.equal(runner.block(6), old3)
     _apply(store, runner, OffloadOp("drop", b"h"))
     assert list(tmp_path.iterdir()) == [] and b"h" not in store
+    assert store.statistics().host_bytes == 0
     s = store.statistics()
     assert (s.num_saves, s.num_loads_host, s.num_loads_disk, s.num_spills, s.num_drops) == (
         1, 1, 1, 1, 1,

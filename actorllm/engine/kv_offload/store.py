@@ -111,6 +111,7 @@ class OffloadStore:
         self._pin = torch.cuda.is_available()
         self._host: dict[BlockHash, torch.Tensor] = {}  # {hash: [L, 2, bs, Hkv, D] or placeholder}
         self._disk: set[BlockHash] = set()  # hashes with a file in disk_dir
+        self._host_bytes = 0  # sum of the host tensors' sizes (statistics() reads it anywhere)
         self._unsynced: torch.device | None = None  # a device with saves still in flight
         self._counts = dict.fromkeys(
             ("saves", "loads_host", "loads_disk", "spills", "drops", "misses", "disk_errors"), 0
@@ -153,7 +154,7 @@ class OffloadStore:
         self._counts["saves"] += len(run)
         if kv is None:
             for op in run:
-                self._host[op.block_hash] = torch.zeros(1, dtype=torch.uint8)  # placeholder
+                self._host_put(op.block_hash, torch.zeros(1, dtype=torch.uint8))  # placeholder
             return
         k0 = kv[0][0]
         ids = torch.tensor([op.block_id for op in run], device=k0.device)
@@ -163,7 +164,7 @@ class OffloadStore:
             entry = torch.empty(blocks.shape[1:], dtype=k0.dtype, pin_memory=self._pin)
             # Non-blocking D2H on the forward's stream: ordered before the forward writes.
             entry.copy_(blocks[i], non_blocking=True)
-            self._host[op.block_hash] = entry
+            self._host_put(op.block_hash, entry)
         if k0.device.type == "cuda":
             self._unsynced = k0.device
 
@@ -202,7 +203,7 @@ class OffloadStore:
         raise OffloadMissError(f"no stored KV for block {block_hash.hex()}.")
 
     def _spill(self, block_hash: BlockHash) -> None:
-        entry = self._host.pop(block_hash, None)
+        entry = self._host_pop(block_hash)
         if entry is None:
             return  # lost earlier; the index has been told
         if self.disk_dir is None:
@@ -225,13 +226,24 @@ class OffloadStore:
         self._counts["spills"] += 1
 
     def _drop(self, block_hash: BlockHash) -> None:
-        dropped = self._host.pop(block_hash, None) is not None
+        dropped = self._host_pop(block_hash) is not None
         if block_hash in self._disk:
             self._disk.discard(block_hash)
             self._path(block_hash).unlink(missing_ok=True)
             dropped = True
         if dropped:
             self._counts["drops"] += 1
+
+    def _host_put(self, block_hash: BlockHash, entry: torch.Tensor) -> None:
+        self._host_pop(block_hash)
+        self._host[block_hash] = entry
+        self._host_bytes += entry.numel() * entry.element_size()
+
+    def _host_pop(self, block_hash: BlockHash) -> torch.Tensor | None:
+        entry = self._host.pop(block_hash, None)
+        if entry is not None:
+            self._host_bytes -= entry.numel() * entry.element_size()
+        return entry
 
     def _path(self, block_hash: BlockHash) -> Path:
         assert self.disk_dir is not None
@@ -243,10 +255,9 @@ class OffloadStore:
 
     def statistics(self) -> OffloadStoreStats:
         c = self._counts
-        host = list(self._host.values())
         return OffloadStoreStats(
-            host_blocks=len(host),
-            host_bytes=sum(t.numel() * t.element_size() for t in host),
+            host_blocks=len(self._host),
+            host_bytes=self._host_bytes,
             disk_blocks=len(self._disk),
             num_saves=c["saves"],
             num_loads_host=c["loads_host"],
