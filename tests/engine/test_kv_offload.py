@@ -510,7 +510,6 @@ def _evict_and_rerun(
     return first, second, d
 
 
-@pytest.mark.slow
 def test_evicted_prompt_is_served_from_host_with_the_same_tokens(checkpoint: Path) -> None:
     idx = OffloadIndex(host_blocks=64)
     store = OffloadStore(on_lost=idx.report_lost)
@@ -524,7 +523,6 @@ def test_evicted_prompt_is_served_from_host_with_the_same_tokens(checkpoint: Pat
     assert broken != first
 
 
-@pytest.mark.slow
 def test_evicted_prompt_is_served_from_disk_with_the_same_tokens(
     checkpoint: Path, tmp_path: Path
 ) -> None:
@@ -538,7 +536,6 @@ def test_evicted_prompt_is_served_from_disk_with_the_same_tokens(
     assert len(list(tmp_path.glob("*.safetensors"))) == st.disk_blocks > 0
 
 
-@pytest.mark.slow
 def test_block_saved_and_loaded_in_the_same_step(checkpoint: Path) -> None:
     idx = OffloadIndex(host_blocks=64)
     d = Driver(checkpoint, idx, OffloadStore(on_lost=idx.report_lost), budget=20)
