@@ -84,6 +84,10 @@ def test_index_spills_to_disk_and_drops_from_disk() -> None:
     assert idx.tier(b"a") is None and idx.tier(b"b") is Tier.DISK
     s = idx.statistics()
     assert (s.host_used, s.disk_used, s.num_saves, s.num_spills, s.num_drops) == (1, 2, 4, 3, 1)
+    idx.clear()
+    assert len(idx) == 0 and kinds(idx.take_ops()) == [
+        ("drop", b"b"), ("drop", b"c"), ("drop", b"d"),
+    ]  # fmt: skip
 
 
 def test_index_without_host_room_goes_straight_to_disk_and_without_any_declines() -> None:

@@ -164,10 +164,6 @@ class OffloadIndex:
         ops, self._pending = self._pending, []
         return ops
 
-    def put_back(self, ops: list[OffloadOp]) -> None:
-        """Return ops taken but not handed to the worker; they go first again."""
-        self._pending[:0] = ops
-
     def discard_unsent(self) -> None:
         """A new scheduler core starts: ops decided by the dead one and never handed over
         are not trusted. Their saves are forgotten (the copy never happened), their loads
