@@ -1,6 +1,6 @@
 """The demo model: a tiny random Llama beside the shipped demo tokenizer, built on first use.
 
-``demo_model_path()`` returns ``$ACTORLLM_CACHE/demo-model-v1`` (default cache
+``demo_model_path()`` returns ``$ACTORLLM_CACHE/demo-model-v2`` (default cache
 ``~/.cache/actorllm``), building it the first time: config.json, generation_config.json,
 model.safetensors (float32, seeded, so every machine gets the same bytes) and a copy of the
 tokenizer files. transformers' ``AutoModelForCausalLM`` / ``AutoTokenizer`` load it too.
@@ -28,7 +28,8 @@ from safetensors.torch import save_file
 
 from actorllm.demo.tokenizer import demo_tokenizer_path
 
-DEMO_MODEL_NAME = "demo-model-v1"  # bump when the recipe below changes
+# Bump when the recipe below changes, so stale caches are not reused (v2: untied head).
+DEMO_MODEL_NAME = "demo-model-v2"
 _SEED = 0
 _EOS, _IM_END = 0, 2  # <|endoftext|> and <|im_end|> in the demo tokenizer
 
@@ -60,6 +61,10 @@ def demo_model_path() -> Path:
     tmp = Path(tempfile.mkdtemp(prefix=f".{DEMO_MODEL_NAME}-", dir=target.parent))
     try:
         _build(tmp)
+        # mkdtemp makes 0700: the cache may be shared, so open it up like a normal download.
+        tmp.chmod(0o755)
+        for f in tmp.iterdir():
+            f.chmod(0o644)
         try:
             os.rename(tmp, target)
         except OSError:
@@ -93,7 +98,8 @@ def demo_config(vocab_size: int) -> dict[str, Any]:
         "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0},
         "attention_bias": False,
         "mlp_bias": False,
-        "tie_word_embeddings": True,
+        # Untied: with a tied head a random model's greedy output repeats its input token.
+        "tie_word_embeddings": False,
         "bos_token_id": None,
         "eos_token_id": _EOS,
         "pad_token_id": _EOS,
@@ -103,7 +109,7 @@ def demo_config(vocab_size: int) -> dict[str, Any]:
 
 
 def _weights(cfg: dict[str, Any]) -> dict[str, torch.Tensor]:
-    """HF-named tensors: N(0, 0.02) matrices, unit norms, seeded (no lm_head: tied)."""
+    """HF-named tensors: N(0, 0.02) matrices, unit norms, seeded."""
     g = torch.Generator().manual_seed(_SEED)
     h, i, v = cfg["hidden_size"], cfg["intermediate_size"], cfg["vocab_size"]
     d = cfg["head_dim"]
@@ -113,6 +119,7 @@ def _weights(cfg: dict[str, Any]) -> dict[str, torch.Tensor]:
         return torch.empty(shape).normal_(0.0, 0.02, generator=g)
 
     out = {"model.embed_tokens.weight": rand(v, h), "model.norm.weight": torch.ones(h)}
+    out["lm_head.weight"] = rand(v, h)
     for n in range(cfg["num_hidden_layers"]):
         p = f"model.layers.{n}."
         out |= {

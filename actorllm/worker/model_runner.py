@@ -141,7 +141,9 @@ class ModelRunner:
             raise ModelRunnerStateError("profile_run() before load_model()")
         n = max(1, min(self.max_num_batched_tokens, self.max_model_len))
         blocks = -(-n // self.block_size)
-        caches = allocate_kv_caches(self.model_config, blocks + 1, self.block_size, self.dtype, self.device)
+        caches = allocate_kv_caches(
+            self.model_config, blocks + 1, self.block_size, self.dtype, self.device
+        )
         pos = torch.arange(n, device=self.device)
         meta = AttentionMetadata(
             query_start_loc=torch.tensor([0, n], dtype=torch.int32, device=self.device),
@@ -170,11 +172,6 @@ class ModelRunner:
 
         The KV cache tensors stay allocated; their contents are simply no longer referenced.
         """
-        self.input_batch = self._new_batch()
-
-    def reset_requests(self) -> None:
-        """Forget every request (the engine rebuilt its scheduler after a crash: what the
-        batch holds is stale). Weights and KV tensors are kept."""
         self.input_batch = self._new_batch()
 
     def sleep(self, level: int = 1) -> None:

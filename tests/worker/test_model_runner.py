@@ -97,3 +97,23 @@ def test_dummy_weights_run(ckpt: Path) -> None:
     r = _runner(ckpt, load_format="dummy", seed=3)
     out = _generate(r, [1, 2, 3, 4, 5])
     assert len(out) == 5 and all(0 <= t < r.model_config.vocab_size for t in out)
+
+
+def test_profile_run_and_engine_options(ckpt: Path) -> None:
+    r = ModelRunner(ckpt, dtype="float32", block_size=4, max_model_len=32, enforce_eager=True)
+    r.load_model()
+    assert r.profile_run() == 9 * r.kv_cache_bytes_per_block()  # 8 blocks for 32 tokens + null
+    with pytest.raises(ModelRunnerStateError, match="CUDA"):
+        r.profile_num_blocks(0.9)
+
+
+def test_reset_requests_forgets_held_requests(ckpt: Path) -> None:
+    r = _runner(ckpt)
+    d = SchedDriver(r, token_budget=16)
+    d.add("a", [3, 4, 5], GREEDY)
+    d.step()
+    assert "a" in r.input_batch.req_id_to_index
+    r.reset_requests()
+    assert r.input_batch.req_id_to_index == {}
+    with pytest.raises(SchedulerProtocolError, match="a"):
+        d.step()  # the driver still thinks the worker holds "a"
