@@ -143,14 +143,14 @@ class AsyncEngine:
                     yield self
                 finally:
                     self._closing = True
-                    ctx.ledger.fail_all(EngineClosedError("the engine was shut down"))
         except SupervisorEscalation as exc:
             self._die(exc)
             raise EngineDeadError(f"the engine died: {exc}") from exc
-        except BaseException as exc:
-            if self._dead is None and not self._closing:
-                self._die(exc)
-            raise
+        finally:
+            # Normal exit (or the caller's own error): whoever still waits is told why.
+            if self._dead is None:
+                self._closing = True
+                ctx.ledger.fail_all(EngineClosedError("the engine was shut down"))
 
     async def _start_actors(self, sup: Any, policy: DeadLetterPolicy) -> None:
         ctx, size = self._ctx, self._ctx.config.mailbox_size
@@ -357,6 +357,7 @@ class AsyncEngine:
             num_preemptions=sched.num_preemptions,
             num_open_requests=len(self._ctx.ledger),
             steps_done=self._ctx.steps_done,
+            iteration_tokens=list(self._ctx.iteration_tokens),
             is_sleeping=self._ctx.sleeping > 0,
             kv_connector_enabled=self._ctx.kv_connector_enabled
             and self._ctx.connector_factory is not None,
@@ -365,11 +366,15 @@ class AsyncEngine:
         )
 
     def _actor_stat(self, key: str) -> dict[str, int]:
+        """{actor: restarts} (key "restarts") or {actor: queued messages} (key "depth")."""
         out: dict[str, int] = {}
         for name in ACTORS:
             ref = self._ctx.refs.get(name)
-            stats = ref.statistics() if ref is not None else None
-            out[name] = int(getattr(stats, key, 0) or 0) if stats is not None else 0
+            if ref is None:
+                out[name] = 0
+                continue
+            stats = ref.statistics()
+            out[name] = int(stats.mailbox.depth if key == "depth" else getattr(stats, key))
         return out
 
     def statistics(self) -> dict[str, Any]:

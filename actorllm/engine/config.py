@@ -63,6 +63,8 @@ class EngineConfig(msgspec.Struct, kw_only=True):
     kv_connector_enabled: bool = True  # start switched on (when a connector is configured)
     kv_offload_host_bytes: int = 256 * 2**20
     kv_offload_disk_dir: str | None = None
+    kv_offload_disk_bytes: int = 8 * 2**30
+    kv_offload_write_through: bool = False  # also save finished requests' blocks
 
     def __post_init__(self) -> None:
         if self.block_size not in (1, 2, 4, 8, 16, 32, 64, 128):

@@ -7,6 +7,7 @@ thread with the loaded model, refs to the other actors' mailboxes, and the core 
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -67,6 +68,10 @@ class EngineContext:
     # The worker-side half of the KV connector (engine/kv_offload.py); used on the worker
     # thread only.
     kv_offload_store: Any = None
+    kv_offload_index: Any = None  # the scheduler-side index (statistics)
+    # Tokens scheduled in each recent step, newest last (the metrics histogram reads the
+    # tail it has not seen, using steps_done as its cursor).
+    iteration_tokens: deque[int] = field(default_factory=lambda: deque(maxlen=4096))
     # {actor name: its current incarnation}; read by the test harness's invariant checks.
     live: dict[str, Any] = field(default_factory=dict)
     # Lifetime counters for get_stats (the supervisor's counts reset with each incarnation).

@@ -15,7 +15,10 @@ class EngineStats(msgspec.Struct, kw_only=True):
     connector_hits: int = 0
     num_preemptions: int = 0  # cumulative
     num_open_requests: int = 0  # in the ledger (includes requests not yet scheduled)
-    steps_done: int = 0
+    steps_done: int = 0  # cumulative
+    # Tokens of the most recent steps (at most 4096), newest last: the last
+    # ``steps_done - previously_seen`` entries are new to a reader.
+    iteration_tokens: list[int] = msgspec.field(default_factory=list)
     is_sleeping: bool = False
     kv_connector_enabled: bool = False
     actor_restarts: dict[str, int] = msgspec.field(default_factory=dict)  # {actor: restarts}

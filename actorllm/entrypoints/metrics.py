@@ -62,6 +62,7 @@ class ServerMetrics:
 
     def __init__(self, model_name: str) -> None:
         self.model_name = model_name
+        self._steps_seen = 0  # engine steps already observed in iteration_tokens
         self.registry = CollectorRegistry(auto_describe=True)
         r, m = self.registry, ["model_name"]
         self.running = Gauge(
@@ -170,8 +171,13 @@ class ServerMetrics:
             self._advance(f"restart:{actor}", self.actor_restarts.labels(name, actor), count)
         for actor, depth in (getattr(stats, "mailbox_depth", None) or {}).items():
             self.mailbox_depth.labels(name, actor).set(depth)
-        # Tokens of each step since the previous get_stats (drained by the engine).
-        for n in getattr(stats, "iteration_tokens", None) or ():
+        # The engine keeps the token counts of its recent steps; observe only the tail this
+        # registry has not seen yet (steps_done is the cursor).
+        recent = list(getattr(stats, "iteration_tokens", None) or ())
+        steps_done = int(getattr(stats, "steps_done", 0))
+        new = min(len(recent), max(0, steps_done - self._steps_seen))
+        self._steps_seen = max(self._steps_seen, steps_done)
+        for n in recent[len(recent) - new :]:
             self.iteration_tokens.labels(name).observe(n)
 
     def observe_request(self) -> RequestObserver:

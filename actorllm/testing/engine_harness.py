@@ -58,7 +58,7 @@ async def open_test_engine(
         eos_period=eos_period,
     )
     config.setdefault("num_gpu_blocks_override", num_blocks)
-    config.setdefault("max_model_len", scripted.model_config.max_model_len)
+    config.setdefault("max_model_len", min(scripted.model_config.max_model_len, 1024))
     config.setdefault("served_model_name", "scripted")
     async with AsyncEngine.open(
         None, runner_factory=lambda _cfg: scripted, tokenizer=tok, **config

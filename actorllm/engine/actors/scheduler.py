@@ -92,6 +92,7 @@ class SchedulerActor(Actor[SchedulerMsg]):
             await self._fail(charge_crash(self.ctx.ledger, crashed), "core")
         if not self.ctx.sleeping:
             self._rebuild_from_ledger()
+            await self._admit_next_suspect()
             await self._pump()
 
     # -- messages -------------------------------------------------------------------------
@@ -120,6 +121,7 @@ class SchedulerActor(Actor[SchedulerMsg]):
         assert msg.output is not None
         outputs = self.core.update_from_output(so, msg.output)
         self.ctx.steps_done += 1
+        self.ctx.iteration_tokens.append(so.total_num_scheduled_tokens)
         if clear_suspects(self.ctx.ledger, request_ids) and self.on_probation in request_ids:
             self.on_probation = None
         await self.ctx.ref("output_processor").send(StepOutputs(epoch=self.epoch, outputs=outputs))
@@ -325,3 +327,4 @@ class SchedulerActor(Actor[SchedulerMsg]):
         self.core = self._new_core()
         self.ctx.sleeping = 0
         self._rebuild_from_ledger()
+        await self._admit_next_suspect()
