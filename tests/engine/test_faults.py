@@ -73,7 +73,7 @@ FAULTS = [
 
 
 @pytest.mark.parametrize(
-    ("actor", "where"), FAULTS, ids=[f"{a}-{list(w.values())[0]}" for a, w in FAULTS]
+    ("actor", "where"), FAULTS, ids=[f"{a}-{next(iter(w.values()))}" for a, w in FAULTS]
 )
 async def test_a_crash_loses_nothing_and_changes_nothing(actor, where, reference):
     async with open_test_engine(**ENGINE) as engine:
