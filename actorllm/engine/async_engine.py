@@ -27,7 +27,14 @@ from typing import Any
 
 import anyio
 
-from actorllm.actors import ChildSpec, Restart, Strategy, SupervisorEscalation, open_supervisor
+from actorllm.actors import (
+    Backoff,
+    ChildSpec,
+    Restart,
+    Strategy,
+    SupervisorEscalation,
+    open_supervisor,
+)
 from actorllm.core.outputs import RequestOutput
 from actorllm.core.sampling_params import SamplingParams
 from actorllm.engine.actors.executor import ExecutorActor
@@ -136,6 +143,7 @@ class AsyncEngine:
                 within=ctx.config.restart_window_s,
                 name="engine",
                 dead_letter=policy,
+                backoff=self._backoff(),
             ) as sup:
                 self._supervisor = sup
                 await self._start_actors(sup, policy)
@@ -175,6 +183,7 @@ class AsyncEngine:
                 children=[spec("executor", ExecutorActor), spec("scheduler", SchedulerActor)],
                 max_restarts=ctx.config.max_restarts,
                 within=ctx.config.restart_window_s,
+                backoff=self._backoff(),
             )
         )
         ctx.refs["executor"] = core.ref("executor")
@@ -183,6 +192,12 @@ class AsyncEngine:
             spec("input_processor", InputProcessorActor)
         )
         ctx.refs["router"] = await sup.start_child(spec("router", RouterActor))
+
+    def _backoff(self) -> Backoff | None:
+        initial = self._ctx.config.restart_backoff_s
+        if initial <= 0:
+            return None
+        return Backoff(initial=initial, maximum=max(initial, 10 * initial))
 
     def _die(self, cause: BaseException) -> None:
         self._dead = cause

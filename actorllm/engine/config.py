@@ -58,6 +58,8 @@ class EngineConfig(msgspec.Struct, kw_only=True):
     max_restarts: int = 3  # restart intensity: more than this many crashes ...
     restart_window_s: float = 30.0  # ... within this window kills the engine
     mailbox_size: int = 1024
+    # Delay before restarting a crashed actor (exponential from this, with jitter); 0 = at once.
+    restart_backoff_s: float = 0.0
     # -- KV connector (host/disk offload tier) --------------------------------------------
     kv_connector: Literal["offload"] | None = None
     kv_connector_enabled: bool = True  # start switched on (when a connector is configured)

@@ -1,9 +1,65 @@
 """Test harness for actorllm and for applications built on its actor runtime.
 
-Re-exports only; see docs/testing.md. The pytest plugin (markers and fixtures) is
+Re-exports; see docs/testing.md. The pytest plugin (markers and fixtures) is
 :mod:`actorllm.testing.pytest_plugin`, loaded automatically through ``pytest11``.
+
+``inject_fault`` and ``wait_idle`` take either an actor ref / supervisor (the generic
+runtime) or an engine (the LLM engine under test):
+
+    inject_fault(ref, ValueError("bad"), on_message=2)        # crash an actor
+    inject_fault(engine, "scheduler", at_step=5)               # crash an engine actor
 """
 
-from actorllm.testing.actor_faults import Fault, inject_fault, wait_idle
+from __future__ import annotations
 
-__all__ = ["Fault", "inject_fault", "wait_idle"]
+from typing import Any
+
+from actorllm.testing import actor_faults, engine_harness
+from actorllm.testing.actor_faults import Fault
+from actorllm.testing.engine_harness import (
+    InjectedFault,
+    check_invariants,
+    engine_context,
+    open_test_engine,
+    scripted_model,
+)
+from actorllm.testing.scripted_model import ScriptedModel
+
+
+def inject_fault(target: Any, *args: Any, **kwargs: Any) -> Any:
+    """Crash an actor on purpose.
+
+    * ``inject_fault(ref, exc=RuntimeError, *, on_message=1, times=1, match=None)``: the
+      generic runtime; returns a :class:`Fault`.
+    * ``inject_fault(engine, actor, *, at_step=None, at_message=None, exc=None, times=1,
+      when=None)``: one of the engine's actors ("router", "input_processor",
+      "scheduler", "executor", "output_processor", or "worker" for the model step).
+    """
+    from actorllm.engine.async_engine import AsyncEngine
+
+    if isinstance(target, AsyncEngine):
+        return engine_harness.inject_fault(target, *args, **kwargs)
+    return actor_faults.inject_fault(target, *args, **kwargs)
+
+
+async def wait_idle(target: Any, **kwargs: Any) -> None:
+    """Wait until the supervisor's actors (or the engine) have nothing left to do."""
+    from actorllm.engine.async_engine import AsyncEngine
+
+    if isinstance(target, AsyncEngine):
+        await engine_harness.wait_idle(target, **kwargs)
+    else:
+        await actor_faults.wait_idle(target, **kwargs)
+
+
+__all__ = [
+    "Fault",
+    "InjectedFault",
+    "ScriptedModel",
+    "check_invariants",
+    "engine_context",
+    "inject_fault",
+    "open_test_engine",
+    "scripted_model",
+    "wait_idle",
+]

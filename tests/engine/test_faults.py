@@ -155,3 +155,32 @@ async def test_exceeding_restart_intensity_kills_the_engine_and_fails_every_requ
 async def collect_one(engine) -> None:
     async for _ in engine.generate("after death", SamplingParams(max_tokens=1)):
         pass
+
+
+@pytest.mark.parametrize("anyio_backend", ["trio"])
+async def test_restart_backoff_runs_in_virtual_time_under_mock_clock(anyio_backend):
+    """The engine on trio's MockClock: a 30 s restart backoff costs no real time."""
+    import time
+
+    import trio.testing
+
+    clock = trio.testing.MockClock(autojump_threshold=0.02)  # jump once idle for 20 ms
+    start = clock.current_time()
+    real = time.perf_counter()
+
+    # A nested trio run with the mock clock; the outer test only hosts it.
+    def run() -> list[int]:
+        async def main() -> list[int]:
+            async with open_test_engine(restart_backoff_s=30.0) as engine:
+                inject_fault(engine, "scheduler", at_step=2)
+                last = None
+                async for out in engine.generate("backoff", SamplingParams(max_tokens=6)):
+                    last = out
+                return last.outputs[0].token_ids
+
+        return trio.run(main, clock=clock)
+
+    tokens = await anyio.to_thread.run_sync(run)
+    assert len(tokens) == 6
+    assert clock.current_time() - start >= 30.0 * 0.9  # the backoff happened, virtually
+    assert time.perf_counter() - real < 20.0
