@@ -49,7 +49,10 @@ class FakeStats(msgspec.Struct, kw_only=True):
     num_preemptions: int = 0
     actor_restarts: dict[str, int] = msgspec.field(default_factory=dict)
     mailbox_depth: dict[str, int] = msgspec.field(default_factory=dict)
+    # Like EngineStats: the recent steps' token counts, and the cumulative step count that
+    # tells a reader how many of them are new.
     iteration_tokens: list[int] = msgspec.field(default_factory=list)
+    steps_done: int = 0
 
 
 _TOKENIZER: Any = None
@@ -243,6 +246,7 @@ class FakeEngine:
             actor_restarts={"scheduler": 1},
             mailbox_depth={"router": 0},
             iteration_tokens=[4, 8],
+            steps_done=2,
         )
 
 

@@ -12,7 +12,7 @@ import pytest
 from actorllm.core.outputs import CompletionOutput, RequestMetrics, RequestOutput
 from actorllm.entrypoints.metrics import ServerMetrics, log_stats_forever
 from tests.entrypoints.conftest import start_server
-from tests.entrypoints.fake_engine import FakeEngine
+from tests.entrypoints.fake_engine import FakeEngine, FakeStats
 
 
 def sample(text: str, name: str, **labels: str) -> float:
@@ -113,3 +113,15 @@ async def test_periodic_log_line(caplog: pytest.LogCaptureFixture) -> None:
     lines = [r.getMessage() for r in caplog.records if "throughput" in r.getMessage()]
     assert lines and "Running: 0 reqs, Waiting: 0 reqs, GPU KV cache usage: 0.0%" in lines[0]
     assert "Avg generation throughput: 0.0 tokens/s" in lines[0]
+
+
+def test_iteration_tokens_are_observed_once_across_scrapes() -> None:
+    metrics = ServerMetrics("m")
+    metrics.update_from_stats(FakeStats(iteration_tokens=[4, 8], steps_done=2))
+    metrics.update_from_stats(FakeStats(iteration_tokens=[4, 8], steps_done=2))  # no new step
+    text = metrics.render().decode()
+    assert sample(text, "actorllm:iteration_tokens_total_count", model_name="m") == 2
+    metrics.update_from_stats(FakeStats(iteration_tokens=[4, 8, 16], steps_done=3))
+    text = metrics.render().decode()
+    assert sample(text, "actorllm:iteration_tokens_total_count", model_name="m") == 3
+    assert sample(text, "actorllm:iteration_tokens_total_sum", model_name="m") == 28

@@ -68,3 +68,34 @@ def test_disconnect_frees_blocks(real: ServerThread) -> None:
             break
         assert time.monotonic() < deadline, (running, usage)
         time.sleep(0.1)
+
+
+def test_openai_client_stop_strings_chat_and_streamed_completions(real: ServerThread) -> None:
+    with openai.OpenAI(base_url=real.url + "/v1", api_key="x", max_retries=0) as client:
+        model = client.models.list().data[0].id
+        free = client.completions.create(model=model, prompt="Stop", max_tokens=16, temperature=0)
+        text = free.choices[0].text
+        stop = next(text[i : i + 2] for i in range(3, len(text) - 2) if text[i : i + 2].strip())
+        cut = client.completions.create(
+            model=model, prompt="Stop", max_tokens=16, temperature=0, stop=[stop]
+        )
+        assert cut.choices[0].finish_reason == "stop"
+        assert cut.choices[0].text == text[: text.index(stop)]
+
+        pieces = client.completions.create(
+            model=model, prompt="Stop", max_tokens=16, temperature=0, stream=True
+        )
+        assert "".join(c.choices[0].text for c in pieces if c.choices) == text
+
+        chat = client.chat.completions.create(
+            model=model, messages=[{"role": "user", "content": "hi"}], max_tokens=6, n=2, seed=3
+        )
+        assert [c.index for c in chat.choices] == [0, 1]
+        assert all(c.message.role == "assistant" for c in chat.choices)
+        assert chat.usage is not None and chat.usage.completion_tokens <= 12
+
+        with pytest.raises(openai.BadRequestError) as info:
+            client.completions.create(model=model, prompt="word " * 400, max_tokens=4)
+        assert info.value.status_code == 400
+        with pytest.raises(openai.NotFoundError):
+            client.completions.create(model="no-such-model", prompt="x", max_tokens=1)
