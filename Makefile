@@ -27,11 +27,11 @@ install: $(STAMP)
 serve: $(STAMP)
 	$(VENV)/bin/actorllm serve
 
-# pytest exits 5 when it collects no tests; treat that as a failure of the
-# suite's promise only when tests exist, never as a silent pass.
+# pytest exits 5 when it collects no tests (e.g. a -k filter that matches nothing):
+# say so plainly and exit 0, as there was no failure to report.
 test: $(STAMP)
 	@rc=0; $(PY) -m pytest $(PYTEST_ARGS) || rc=$$?; \
-	if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 1; fi; exit $$rc
+	if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 0; fi; exit $$rc
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check actorllm tests benchmarks examples
