@@ -4,6 +4,16 @@
 path (``actorllm.kernels.triton`` exports the same names with the same signatures);
 ``get_ops("auto", device)`` picks Triton on CUDA and torch elsewhere.
 
+Two entries differ between backends beyond the kernel itself:
+
+* ``attention_hints``: the Triton ``paged_attention`` takes keyword-only host hints
+  (``max_query_len=``, ``max_seq_len=``) that steer split-KV without a device sync; the
+  torch reference does not take them.
+* ``sample_seeded``: the Triton backend samples with ``sample_from_logits_seeded`` (noise
+  drawn in the kernel from Philox, keyed on (seed, position)); the torch backend has None
+  and the sampler draws torch Exp(1) noise itself. The two random streams differ, so a
+  seeded request gives the same tokens on replay *within* a backend, not across backends.
+
     >>> ops = get_ops("torch")
     >>> ops.name
     'torch'
@@ -47,6 +57,11 @@ class Ops:
     silu_and_mul: Callable[..., torch.Tensor]
     write_kv_cache: Callable[..., None]
     paged_attention: Callable[..., torch.Tensor]
+    # paged_attention takes the keyword-only host hints max_query_len= / max_seq_len=.
+    attention_hints: bool = False
+    # (logits, temperature, top_k, top_p, min_p, seeds, positions) -> [B] int64 tokens,
+    # noise drawn on the device; None: the sampler draws torch noise (reference path).
+    sample_seeded: Callable[..., torch.Tensor] | None = None
 
 
 TORCH_OPS = Ops(
@@ -88,4 +103,9 @@ def get_ops(backend: str = "auto", device: torch.device | str = "cpu") -> Ops:
             f"actorllm.kernels.triton does not provide {', '.join(missing)} yet; "
             "use attention_backend='torch'"
         )
-    return Ops(name="triton", **{n: getattr(mod, n) for n in _OP_NAMES})
+    return Ops(
+        name="triton",
+        attention_hints=True,
+        sample_seeded=getattr(mod, "sample_from_logits_seeded", None),
+        **{n: getattr(mod, n) for n in _OP_NAMES},
+    )

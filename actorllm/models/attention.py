@@ -72,6 +72,20 @@ class PagedAttention(nn.Module):
         """q: [T, Hq, D], k/v: [T, Hk, D], kv_cache: ([NB, BS, Hk, D], same) -> [T, Hq, D]."""
         k_cache, v_cache = kv_cache
         self.ops.write_kv_cache(k, v, k_cache, v_cache, meta.slot_mapping)
+        if self.ops.attention_hints:
+            # Host ints the runner already has: split-KV can trigger, and nothing syncs.
+            return self.ops.paged_attention(
+                q,
+                k_cache,
+                v_cache,
+                meta.query_start_loc,
+                meta.seq_lens,
+                meta.block_table,
+                self.scale,
+                self.sliding_window,
+                max_query_len=meta.max_query_len,
+                max_seq_len=meta.max_seq_len,
+            )
         return self.ops.paged_attention(
             q,
             k_cache,

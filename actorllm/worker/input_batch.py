@@ -8,7 +8,10 @@ finished/preempted ones free their slot. :meth:`InputBatch.condense` then moves 
 occupied rows into the holes so slots ``[0, num_reqs)`` are dense and batch order is stable.
 
 The worker appends the tokens it samples itself (:meth:`append_token`); the scheduler never
-sends them back.
+sends them back. Under async scheduling a sampled token may still be on the device when the
+next step is planned: :meth:`add_pending` counts it (``num_pending``) and records which
+slot of the runner's device token buffer holds it (``sampled_slot``), so the next step's
+input can be gathered on the device; :meth:`resolve_pending` later writes it on the host.
 """
 
 from __future__ import annotations
@@ -43,6 +46,13 @@ class InputBatch:
         self.num_prompt_tokens = np.zeros(s, dtype=np.int64)
         self.num_tokens = np.zeros(s, dtype=np.int64)  # known tokens (prompt + outputs)
         self.num_computed_tokens = np.zeros(s, dtype=np.int64)  # tokens with KV in the cache
+        # Sampled on the device, not yet written to token_ids (async scheduling).
+        self.num_pending = np.zeros(s, dtype=np.int64)
+        # Slot of the device token buffer holding the latest pending token (moves with rows).
+        self.sampled_slot = np.zeros(s, dtype=np.int64)
+        # Incarnation of the request in the slot: a resolved token lands only in the same one.
+        self.generation = np.zeros(s, dtype=np.int64)
+        self._next_generation = 1
         self.block_table = np.zeros((s, self.max_blocks), dtype=np.int32)  # 0 = null block
         self.num_blocks = np.zeros(s, dtype=np.int64)
         # Sampling parameters as arrays for the hot path; the rest read from `params`.
@@ -82,6 +92,9 @@ class InputBatch:
         self.num_prompt_tokens[idx] = len(new.prompt_token_ids)
         self.num_tokens[idx] = n
         self.num_computed_tokens[idx] = new.num_computed_tokens
+        self.num_pending[idx] = 0
+        self.generation[idx] = self._next_generation
+        self._next_generation += 1
         self.num_blocks[idx] = 0
         self.block_table[idx] = 0
         self._append_blocks(idx, new.block_ids)
@@ -111,20 +124,27 @@ class InputBatch:
             return None
         self.req_ids[idx] = None
         self.params[idx] = None
+        self.num_pending[idx] = 0
         return idx
 
-    def condense(self) -> None:
-        """Move the last occupied rows into holes so slots ``[0, num_reqs)`` are all used."""
+    def condense(self) -> list[tuple[int, int]]:
+        """Move the last occupied rows into holes so slots ``[0, num_reqs)`` are all used.
+
+        Returns the ``(src, dst)`` moves, in order.
+        """
         holes = [i for i in range(self.num_reqs) if self.req_ids[i] is None]  # ascending
         last = self.num_reqs - 1
+        moves: list[tuple[int, int]] = []
         for hole in holes:
             while last > hole and self.req_ids[last] is None:
                 last -= 1
             if last <= hole:
                 break
             self._move(last, hole)
+            moves.append((last, hole))
             last -= 1
         self.num_reqs = len(self.req_id_to_index)
+        return moves
 
     def append_token(self, idx: int, token: int) -> None:
         """Record a token the worker sampled for the request in slot ``idx``."""
@@ -133,6 +153,24 @@ class InputBatch:
             raise InputBatchFullError(f"request {self.req_ids[idx]} reached max_model_len")
         self.token_ids[idx, n] = token
         self.num_tokens[idx] = n + 1
+
+    def add_pending(self, idx: int, device_slot: int) -> None:
+        """A token was sampled for slot ``idx`` into the device buffer's ``device_slot``."""
+        self.num_pending[idx] += 1
+        self.sampled_slot[idx] = device_slot
+
+    def resolve_pending(self, idx: int, generation: int, token: int) -> bool:
+        """Write the oldest pending token of slot ``idx`` on the host, if the slot still holds
+        the incarnation ``generation`` that sampled it; returns whether it did."""
+        if self.req_ids[idx] is None or self.generation[idx] != generation:
+            return False
+        self.num_pending[idx] -= 1
+        self.append_token(idx, token)
+        return True
+
+    @property
+    def has_pending(self) -> bool:
+        return bool(self.num_pending[: max(self.num_reqs, 0)].any())
 
     def output_token_ids(self, idx: int) -> np.ndarray:
         """[num_outputs] int64 view of the request's sampled tokens."""
@@ -175,6 +213,9 @@ class InputBatch:
         "presence_penalty",
         "frequency_penalty",
         "repetition_penalty",
+        "num_pending",
+        "sampled_slot",
+        "generation",
     )
 
     def _move(self, src: int, dst: int) -> None:

@@ -8,35 +8,55 @@ touches no event loop, so it must be called from the executor's dedicated thread
     runner.load_model()
     runner.initialize_kv_cache(num_blocks=512)   # block 0 is the null block
     out = runner.execute(scheduler_output)       # -> ModelRunnerOutput
+
+    # Async scheduling: launch step N+1 before reading step N's tokens.
+    p0 = runner.launch(so0)
+    p1 = runner.launch(so1)    # placeholders in so1 are filled on the device from p0
+    out0, out1 = p0.result(), p1.result()
+
+On CUDA a step's inputs go through pinned staging buffers on a copy stream, decode batches
+replay CUDA graphs, and the host waits only on per-step events (``docs/gpu.md``). On CPU
+the same code runs with no-op streams, plain tensors and no graphs.
 """
 
 from __future__ import annotations
 
 import gc
 import time
+from collections import deque
 from pathlib import Path
 
 import msgspec
 import numpy as np
 import torch
 
-from actorllm.core.model_runner_output import ModelRunnerOutput, TokenLogprobs
+from actorllm.core.model_runner_output import ModelRunnerOutput
 from actorllm.core.scheduler_output import SchedulerOutput
 from actorllm.kernels.ops import get_ops, resolve_backend
-from actorllm.models.attention import AttentionMetadata
 from actorllm.models.config import ModelConfig
 from actorllm.models.llama import LlamaForCausalLM
 from actorllm.models.loader import LoadFormat, load_model, resolve_dtype
+from actorllm.worker.cuda_graphs import DecodeGraphs, graph_batch_sizes
+from actorllm.worker.device_streams import CudaStreams
 from actorllm.worker.input_batch import InputBatch
 from actorllm.worker.kv_cache import KVCaches, allocate_kv_caches, kv_cache_bytes_per_block
-from actorllm.worker.sampler import Sampler, compute_logprobs
-from actorllm.worker.sampling_metadata import build_sampling_metadata
+from actorllm.worker.memory_profile import KVCacheMemoryError, blocks_from_profile, dummy_forward
+from actorllm.worker.sampler import Sampler
+from actorllm.worker.sampling_metadata import needs_token_history
 from actorllm.worker.step_inputs import (
-    PromptLogprobsPlan,
+    PendingInputError,
     SchedulerProtocolError,
-    StepInputs,
-    prepare_step_inputs,
+    StepPlan,
+    plan_step,
 )
+from actorllm.worker.step_launch import StepLauncher
+from actorllm.worker.step_output import (
+    LaunchedStep,
+    PendingStep,
+    resolve,
+)
+
+__all__ = ["KVCacheMemoryError", "ModelRunner", "ModelRunnerStateError", "PendingStep"]
 
 
 class ModelRunnerStateError(RuntimeError):
@@ -49,6 +69,10 @@ class ModelRunner:
     Constructing reads config.json only; :meth:`load_model` reads the weights.
     Raises ``ModelConfigError`` / ``UnsupportedArchitectureError`` (bad checkpoint),
     ``ValueError`` (bad option, ``max_model_len`` above the model's positions).
+
+    ``staged_inputs``: upload step inputs through pinned staging buffers on a copy stream
+    (default: on CUDA only; tests turn it on for CPU to check the logic).
+    ``max_graph_batch``: the largest decode batch captured as a CUDA graph.
     """
 
     def __init__(
@@ -65,6 +89,8 @@ class ModelRunner:
         seed: int = 0,
         max_num_batched_tokens: int = 2048,
         enforce_eager: bool = False,
+        staged_inputs: bool | None = None,
+        max_graph_batch: int = 512,
     ) -> None:
         self.model_path = Path(model_path)
         self.device = torch.device(device)
@@ -82,14 +108,25 @@ class ModelRunner:
         self.max_num_seqs = max_num_seqs
         self.max_num_batched_tokens = max_num_batched_tokens
         self.seed = seed
-        # No CUDA graphs on this reference path yet: every step runs eagerly either way.
+        # CUDA graphs for decode batches need CUDA and the Triton backend (capturable).
         self.enforce_eager = enforce_eager
+        self.max_graph_batch = max_graph_batch
         self.model: LlamaForCausalLM | None = None
         self.kv_caches: KVCaches = []
         self.num_blocks = 0
         self.sleep_level = 0  # 0 = awake
         self.input_batch = self._new_batch()
         self.sampler = Sampler(cfg.vocab_size, self.device, seed)
+        staged = self.device.type == "cuda" if staged_inputs is None else staged_inputs
+        self.launcher = StepLauncher(
+            self.device,
+            # Padded graph batches may exceed the token budget at tiny budgets.
+            max_num_tokens=max(max_num_batched_tokens, min(max_num_seqs, max_graph_batch)),
+            max_num_seqs=max_num_seqs,
+            max_blocks_per_seq=self.input_batch.max_blocks,
+            staged=staged,
+        )
+        self._inflight: deque[LaunchedStep] = deque()  # launched, not yet resolved
 
     @property
     def max_model_len(self) -> int:
@@ -99,16 +136,18 @@ class ModelRunner:
 
     def load_model(self) -> None:
         """Build the model and load its weights (blocks for the whole load)."""
+        ops = get_ops(self.attention_backend, self.device)
         self.model = load_model(
             self.model_path,
             self.model_config,
             dtype=self.dtype,
             device=self.device,
-            ops=get_ops(self.attention_backend, self.device),
+            ops=ops,
             load_format=self.load_format,
             seed=self.seed,
             max_positions=self.max_model_len,
         )
+        self.sampler.sample_seeded = ops.sample_seeded  # Triton: noise drawn in the kernel
 
     def kv_cache_bytes_per_block(self) -> int:
         """``2 * num_layers * block_size * num_kv_heads * head_dim * dtype_size``."""
@@ -118,20 +157,30 @@ class ModelRunner:
         """CUDA only: how many KV blocks fit in ``gpu_memory_utilization`` of the GPU.
 
         Runs one forward over ``max_num_batched_tokens`` dummy tokens to measure the peak
-        activation memory, then gives the rest of the budget (after weights and that peak)
-        to the cache. Blocks the thread for the profile run; raises
-        :class:`ModelRunnerStateError` before :meth:`load_model` or on a non-CUDA device.
+        activation memory, then gives the rest of the budget (after that peak, which
+        includes the weights, and memory outside torch's allocator) to the cache
+        (``memory_profile.py`` has the formula). Blocks the thread for the profile run;
+        raises :class:`ModelRunnerStateError` before :meth:`load_model` or on a non-CUDA
+        device, :class:`KVCacheMemoryError` when no cache fits.
         """
         if self.device.type != "cuda":
             raise ModelRunnerStateError("profile_num_blocks() needs a CUDA device")
-        torch.cuda.synchronize(self.device)
+        gc.collect()
+        torch.cuda.empty_cache()
+        torch.cuda.synchronize(self.device)  # deliberate, start-up: a clean baseline
         torch.cuda.reset_peak_memory_stats(self.device)
         scratch = self.profile_run()
-        torch.cuda.synchronize(self.device)  # deliberate: the peak is only known after the run
-        peak = torch.cuda.max_memory_allocated(self.device) - scratch
-        _, total = torch.cuda.mem_get_info(self.device)
-        budget = int(total * gpu_memory_utilization) - peak
-        return max(2, budget // self.kv_cache_bytes_per_block())
+        torch.cuda.synchronize(self.device)  # deliberate, start-up: the peak is known after
+        torch_peak = torch.cuda.max_memory_allocated(self.device) - scratch
+        free, total = torch.cuda.mem_get_info(self.device)
+        return blocks_from_profile(
+            total=total,
+            free=free,
+            reserved=torch.cuda.memory_reserved(self.device),
+            torch_peak=torch_peak,
+            utilization=gpu_memory_utilization,
+            bytes_per_block=self.kv_cache_bytes_per_block(),
+        )
 
     def profile_run(self) -> int:
         """One forward + logits over ``max_num_batched_tokens`` dummy tokens on a scratch
@@ -139,39 +188,54 @@ class ModelRunner:
         model = self.model
         if model is None:
             raise ModelRunnerStateError("profile_run() before load_model()")
-        n = max(1, min(self.max_num_batched_tokens, self.max_model_len))
-        blocks = -(-n // self.block_size)
-        caches = allocate_kv_caches(
-            self.model_config, blocks + 1, self.block_size, self.dtype, self.device
-        )
-        pos = torch.arange(n, device=self.device)
-        meta = AttentionMetadata(
-            query_start_loc=torch.tensor([0, n], dtype=torch.int32, device=self.device),
-            seq_lens=torch.tensor([n], dtype=torch.int32, device=self.device),
-            block_table=torch.arange(1, blocks + 1, dtype=torch.int32, device=self.device)[None],
-            slot_mapping=pos + self.block_size,
-            query_start_loc_cpu=[0, n],
-            seq_lens_cpu=[n],
-            max_query_len=n,
-            max_seq_len=n,
-        )
-        with torch.inference_mode():
-            hidden = model(pos % self.model_config.vocab_size, pos, meta, caches)  # [n, H]
-            model.compute_logits(hidden[-min(n, self.max_num_seqs) :])  # sampled rows
-        return (blocks + 1) * self.kv_cache_bytes_per_block()
+        n = min(self.max_num_batched_tokens, self.max_model_len)
+        return dummy_forward(model, n, self.max_num_seqs, self.block_size)
 
     def initialize_kv_cache(self, num_blocks: int) -> None:
-        """Allocate ``num_blocks`` blocks per layer (block 0 is the null block)."""
+        """Allocate ``num_blocks`` blocks per layer (block 0 is the null block), then (CUDA,
+        Triton backend, not ``enforce_eager``) capture the decode CUDA graphs over it."""
+        self.launcher.graphs = None  # graphs hold the old cache's addresses
         self.kv_caches = allocate_kv_caches(
             self.model_config, num_blocks, self.block_size, self.dtype, self.device
         )
         self.num_blocks = num_blocks
+        if self.graphs_enabled:
+            self._capture_graphs()
+
+    @property
+    def graphs_enabled(self) -> bool:
+        """CUDA graphs for decode: CUDA device, Triton backend, not ``enforce_eager``."""
+        return (
+            self.device.type == "cuda"
+            and not self.enforce_eager
+            and self.attention_backend == "triton"
+            and self.launcher.buffers is not None
+        )
+
+    def _capture_graphs(self) -> None:
+        model, streams = self.model, self.launcher.streams
+        if model is None or not isinstance(streams, CudaStreams):
+            return
+        cap = min(self.max_graph_batch, self.max_num_batched_tokens)
+        graphs = DecodeGraphs(
+            graph_batch_sizes(self.max_num_seqs, cap),
+            self.input_batch.max_blocks,
+            self.max_model_len,
+            self.device,
+            streams.compute,
+        )
+        caches = self.kv_caches
+        with torch.inference_mode():
+            graphs.capture(lambda ids, pos, meta: model(ids, pos, meta, caches))
+        self.launcher.graphs = graphs
 
     def reset_requests(self) -> None:
         """Forget every request the worker holds (a rebuilt scheduler re-sends them as new).
 
-        The KV cache tensors stay allocated; their contents are simply no longer referenced.
+        Steps still in flight are resolved first (their outputs stay readable). The KV
+        cache tensors stay allocated; their contents are simply no longer referenced.
         """
+        self._resolve_all()
         self.input_batch = self._new_batch()
 
     def sleep(self, level: int = 1) -> None:
@@ -179,11 +243,14 @@ class ModelRunner:
 
         Level 1: KV cache freed; weights moved to host memory (on CPU they already are, and
         stay). Level 2: KV cache and weights freed; :meth:`wake_up` reloads from disk.
+        CUDA graphs are dropped (they point at the freed memory) and recaptured on wake-up.
         """
         if level not in (1, 2):
             raise ValueError(f"sleep level must be 1 or 2, got {level}")
         if self.sleep_level:
             raise ModelRunnerStateError(f"already asleep (level {self.sleep_level})")
+        self._resolve_all()
+        self.launcher.graphs = None
         self.kv_caches = []
         self.input_batch = self._new_batch()
         if level == 2:
@@ -205,9 +272,16 @@ class ModelRunner:
         elif self.model is not None and self.device.type != "cpu":
             for p in self.model.parameters():
                 p.data = p.data.to(self.device)
+        self.sleep_level = 0
         if self.num_blocks:
             self.initialize_kv_cache(self.num_blocks)
-        self.sleep_level = 0
+
+    def statistics(self) -> dict[str, object]:
+        return {
+            "inflight_steps": len(self._inflight),
+            "batch": self.input_batch.statistics(),
+            **self.launcher.statistics(),
+        }
 
     # -- the step --------------------------------------------------------------------
 
@@ -217,29 +291,60 @@ class ModelRunner:
         Raises :class:`ModelRunnerStateError` before load/initialize or while asleep, and
         ``SchedulerProtocolError`` if ``so`` contradicts what the worker holds.
         """
+        return self.launch(so).result()
+
+    def launch(self, so: SchedulerOutput) -> PendingStep:
+        """Enqueue one step and return without waiting for its tokens.
+
+        Input tokens that are placeholders in ``so`` (sampled by a step launched earlier and
+        not yet resolved) are gathered on the device. At most two steps are in flight: a
+        third launch first resolves the oldest. Raises like :meth:`execute`.
+        """
         t0 = time.perf_counter()
         model = self._ready_model()
+        while len(self._inflight) >= 2:  # the pinned sampled-id buffers are double-buffered
+            resolve(self._inflight.popleft(), self.input_batch)
         self._update_states(so)
         if so.is_empty:
-            return ModelRunnerOutput(step_id=so.step_id, req_ids=[], sampled_token_ids=[])
-        step = prepare_step_inputs(self.input_batch, so.num_scheduled_tokens, self.device)
-        with torch.inference_mode():
-            hidden = model(
-                step.input_ids, step.positions, step.attn_metadata, self.kv_caches
-            )  # [T, H]
-            sampled, logprobs = self._sample(model, hidden, step)
-            prompt_lps = {
-                p.req_id: self._prompt_logprobs(model, hidden, p) for p in step.prompt_logprobs
-            }
-        self.input_batch.num_computed_tokens[step.slots] += _scheduled_counts(step)
-        return ModelRunnerOutput(
-            step_id=so.step_id,
-            req_ids=step.req_ids,
-            sampled_token_ids=sampled,
-            logprobs=logprobs,
-            prompt_logprobs=prompt_lps,
-            execute_time_s=time.perf_counter() - t0,
+            out = ModelRunnerOutput(step_id=so.step_id, req_ids=[], sampled_token_ids=[])
+            done = LaunchedStep(
+                step_id=so.step_id, req_ids=[], sample_rows=[], sample_gens=[], sampled=None,
+                num_logprobs=[], logprobs=None, prompt_logprobs={}, t0=t0, output=out,
+            )  # fmt: skip
+            return PendingStep(done, self._resolve_through)
+        plan = self._plan(so)
+        step = self.launcher.launch(
+            model, self.kv_caches, self.input_batch, self.sampler, plan, so.step_id
         )
+        step.t0 = t0
+        self._inflight.append(step)
+        return PendingStep(step, self._resolve_through)
+
+    def _resolve_through(self, step: LaunchedStep) -> ModelRunnerOutput:
+        """Resolve in launch order up to and including ``step``."""
+        while step.output is None and self._inflight:
+            resolve(self._inflight.popleft(), self.input_batch)
+        return resolve(step, self.input_batch)
+
+    def _resolve_all(self) -> None:
+        while self._inflight:
+            resolve(self._inflight.popleft(), self.input_batch)
+
+    def _plan(self, so: SchedulerOutput) -> StepPlan:
+        """Plan on the host; falls back to resolving in-flight steps (a host wait) when the
+        step needs their tokens on the host: penalties / bad_words history, or an input
+        token older than the latest sampled one."""
+        batch = self.input_batch
+        if self._inflight:
+            slots = np.array([batch.req_id_to_index[r] for r in so.num_scheduled_tokens
+                              if r in batch.req_id_to_index], dtype=np.int64)  # fmt: skip
+            if len(slots) and batch.num_pending[slots].any() and needs_token_history(batch, slots):
+                self._resolve_all()
+        try:
+            return plan_step(batch, so.num_scheduled_tokens)
+        except PendingInputError:
+            self._resolve_all()
+            return plan_step(batch, so.num_scheduled_tokens)
 
     def _ready_model(self) -> LlamaForCausalLM:
         if self.sleep_level:
@@ -264,56 +369,10 @@ class ModelRunner:
             batch.update_cached(cached)
         batch.condense()
 
-    def _sample(
-        self, model: LlamaForCausalLM, hidden: torch.Tensor, step: StepInputs
-    ) -> tuple[list[list[int]], dict[str, TokenLogprobs]]:
-        batch = self.input_batch
-        sample_slots = step.slots[step.sample_mask]
-        sampled: list[list[int]] = [[] for _ in step.req_ids]
-        if len(sample_slots) == 0:
-            return sampled, {}
-        logits = model.compute_logits(hidden.index_select(0, step.sample_hidden_rows))  # [N, V]
-        meta = build_sampling_metadata(
-            batch, sample_slots, self.model_config.vocab_size, self.device
-        )
-        out = self.sampler(logits, meta)
-        tokens = out.sampled_token_ids.tolist()  # deliberate sync: tokens go back to the host
-        logprobs: dict[str, TokenLogprobs] = {}
-        lp = out.logprobs
-        lp_host = None
-        if lp is not None:  # one host copy for all rows
-            lp_host = (lp.token_ids.tolist(), lp.logprobs.tolist(), lp.ranks.tolist())
-        rows = np.flatnonzero(step.sample_mask).tolist()
-        for i, (b, slot) in enumerate(zip(rows, sample_slots.tolist(), strict=True)):
-            batch.append_token(slot, tokens[i])
-            sampled[b] = [tokens[i]]
-            k = meta.num_logprobs[i]
-            if k is not None and lp_host is not None:
-                ids, lps, ranks = lp_host
-                logprobs[step.req_ids[b]] = TokenLogprobs(
-                    token_ids=ids[i][: k + 1], logprobs=lps[i][: k + 1], rank=ranks[i]
-                )
-        return sampled, logprobs
-
-    def _prompt_logprobs(
-        self, model: LlamaForCausalLM, hidden: torch.Tensor, plan: PromptLogprobsPlan
-    ) -> list[TokenLogprobs]:
-        if len(plan.hidden_rows) == 0:
-            return []
-        rows = torch.from_numpy(plan.hidden_rows).to(self.device)
-        logprobs = model.compute_logits(hidden.index_select(0, rows)).log_softmax(dim=-1)  # [M, V]
-        targets = torch.from_numpy(np.ascontiguousarray(plan.target_token_ids)).to(self.device)
-        t = compute_logprobs(logprobs, targets, plan.k)
-        ids, lps, ranks = t.token_ids.tolist(), t.logprobs.tolist(), t.ranks.tolist()  # host sync
-        return [
-            TokenLogprobs(token_ids=i, logprobs=lp, rank=r)
-            for i, lp, r in zip(ids, lps, ranks, strict=True)
-        ]
-
     def _new_batch(self) -> InputBatch:
         return InputBatch(self.max_num_seqs, self.max_model_len, self.block_size)
 
 
-def _scheduled_counts(step: StepInputs) -> np.ndarray:
-    qsl = np.asarray(step.attn_metadata.query_start_loc_cpu)
-    return np.diff(qsl)
+def _dev(a: np.ndarray, device: torch.device) -> torch.Tensor:
+    """Host array -> device tensor (CPU: shares memory; CUDA: a pageable copy, fallback)."""
+    return torch.from_numpy(np.ascontiguousarray(a)).to(device)

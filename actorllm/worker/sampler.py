@@ -9,15 +9,25 @@ or temperature + min-p + top-k + top-p and an exponential race).
 Determinism: a seeded row's noise comes from a generator seeded with a hash of
 ``(seed, output position)``, so the same request replayed after a preemption or a crash
 redraws the same tokens, whatever else is in the batch. Unseeded rows share one generator.
+
+Backends: with ``sample_seeded`` (the Triton backend's ``Ops.sample_seeded``), the noise is
+drawn inside the kernel from Philox keyed on the row's seed with counter = output position,
+so no [N, V] noise tensor is built and nothing syncs; unseeded rows get a fresh 64-bit seed
+per step from a host generator seeded with the runner's seed. The Philox stream differs from
+torch's generator: the same (seed, position) gives the same token on replay within a backend,
+but not the same token on the torch backend as on the Triton one.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from actorllm.kernels.sampling import apply_penalties, sample_from_logits, token_counts
+from actorllm.worker.device_streams import to_device
 from actorllm.worker.sampling_metadata import SamplingMetadata
 
 _MASK64 = (1 << 64) - 1
@@ -49,10 +59,19 @@ class SamplerOutput:
 class Sampler:
     """Stateless apart from the shared generator for unseeded rows. Worker thread only."""
 
-    def __init__(self, vocab_size: int, device: torch.device, seed: int = 0) -> None:
+    def __init__(
+        self,
+        vocab_size: int,
+        device: torch.device,
+        seed: int = 0,
+        sample_seeded: Callable[..., torch.Tensor] | None = None,
+    ) -> None:
         self.vocab_size = vocab_size
         self.device = device
         self.generator = torch.Generator(device=device).manual_seed(seed)
+        self.sample_seeded = sample_seeded
+        # Fresh per-step seeds for unseeded rows on the seeded-kernel path.
+        self.host_rng = np.random.default_rng(seed)
 
     def __call__(self, logits: torch.Tensor, meta: SamplingMetadata) -> SamplerOutput:
         """logits: [N, V] float32 (consumed: may be modified in place)."""
@@ -68,14 +87,31 @@ class Sampler:
             logits = apply_penalties(
                 logits, prompt_mask, out_counts, p.presence, p.frequency, p.repetition
             )
-        noise = self._noise(meta, logits.shape)
-        sampled = sample_from_logits(
-            logits, meta.temperature, meta.top_k, meta.top_p, meta.min_p, noise
-        )
+        if self.sample_seeded is not None:
+            seeds, positions = self._seeds(meta)
+            sampled = self.sample_seeded(
+                logits, meta.temperature, meta.top_k, meta.top_p, meta.min_p, seeds, positions
+            )
+        else:
+            noise = self._noise(meta, logits.shape)
+            sampled = sample_from_logits(
+                logits, meta.temperature, meta.top_k, meta.top_p, meta.min_p, noise
+            )
         lp = None
         if raw_logprobs is not None and k is not None:
             lp = compute_logprobs(raw_logprobs, sampled, k)
         return SamplerOutput(sampled_token_ids=sampled, logprobs=lp)
+
+    def _seeds(self, meta: SamplingMetadata) -> tuple[torch.Tensor, torch.Tensor]:
+        """[N] int64 Philox keys and [N] int64 output positions for the seeded kernel."""
+        n = len(meta.seeds)
+        fresh = self.host_rng.integers(-(2**63), 2**63 - 1, size=n, dtype=np.int64)
+        seeds = np.array(
+            [fresh[i] if s is None else _to_int64(s) for i, s in enumerate(meta.seeds)],
+            dtype=np.int64,
+        )
+        positions = np.asarray(meta.output_positions, dtype=np.int64)
+        return to_device(seeds, self.device), to_device(positions, self.device)
 
     def _noise(self, meta: SamplingMetadata, shape: torch.Size) -> torch.Tensor:
         """[N, V] Exp(1) noise; greedy rows get ones (unused)."""
@@ -93,6 +129,12 @@ class Sampler:
                 g.manual_seed(seed_for_position(seed, meta.output_positions[i]))
                 noise[i].exponential_(generator=g)
         return noise.clamp_(min=_MIN_NOISE)
+
+
+def _to_int64(seed: int) -> int:
+    """Any Python int -> the signed 64-bit integer with the same low 64 bits."""
+    x = seed & _MASK64
+    return x - (1 << 64) if x >= 1 << 63 else x
 
 
 def compute_logprobs(logprobs: torch.Tensor, chosen: torch.Tensor, k: int) -> LogprobsTensors:

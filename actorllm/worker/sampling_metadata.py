@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from actorllm.kernels.sampling import GREEDY_EPS
+from actorllm.worker.device_streams import to_device
 from actorllm.worker.input_batch import InputBatch
 
 
@@ -56,10 +57,12 @@ def build_sampling_metadata(
     params = [batch.params[int(i)] for i in slots]
     assert all(p is not None for p in params)
     temperature = batch.temperature[slots]
-    num_outputs = (batch.num_tokens[slots] - batch.num_prompt_tokens[slots]).tolist()
+    # Pending tokens (still on the device under async scheduling) count as outputs.
+    known = batch.num_tokens[slots] + batch.num_pending[slots]
+    num_outputs = (known - batch.num_prompt_tokens[slots]).tolist()
 
     def dev(a: np.ndarray) -> torch.Tensor:
-        return torch.from_numpy(np.ascontiguousarray(a)).to(device, non_blocking=True)
+        return to_device(a, device)  # pinned + non-blocking on CUDA
 
     return SamplingMetadata(
         temperature=dev(temperature),
@@ -74,6 +77,15 @@ def build_sampling_metadata(
         output_positions=num_outputs,
         num_logprobs=[p.logprobs for p in params],  # type: ignore[union-attr]
     )
+
+
+def needs_token_history(batch: InputBatch, slots: np.ndarray) -> bool:
+    """Whether sampling ``slots`` reads their output token ids on the host (penalties,
+    bad_words): then tokens still pending on the device must be resolved first."""
+    if ((batch.presence_penalty[slots] != 0).any() or (batch.frequency_penalty[slots] != 0).any()
+            or (batch.repetition_penalty[slots] != 1).any()):  # fmt: skip
+        return True
+    return any(batch.params[int(s)].bad_words_token_ids for s in slots)  # type: ignore[union-attr]
 
 
 def _penalties(
@@ -138,7 +150,7 @@ def _logit_adjust(
             adjust[row, ids] += np.array([p.logit_bias[t] for t in ids], dtype=np.float32)
         if ban:
             adjust[row, [t for t in ban if t < vocab_size]] = -np.inf
-    return None if adjust is None else torch.from_numpy(adjust).to(device)
+    return None if adjust is None else to_device(adjust, device)
 
 
 def _bad_word_bans(words: list[list[int]], outputs: np.ndarray) -> list[int]:

@@ -1,7 +1,9 @@
 """Turn the input batch + a ``SchedulerOutput`` into one step's flat model inputs.
 
 All index arithmetic runs vectorized on the host (numpy) over the batch's preallocated
-arrays, then the results go to the device in one copy each.
+arrays (:func:`plan_step` -> :class:`StepPlan`); then the arrays go to the device, either as
+plain copies (:func:`prepare_step_inputs`, the CPU path) or through pinned staging buffers
+on a copy stream (``staging.py``, the CUDA path).
 
 For scheduled request ``b`` (in slot order) with ``start = num_computed_tokens`` and
 ``n = num_scheduled_tokens``, rows ``[qsl[b], qsl[b] + n)`` of the step hold positions
@@ -16,6 +18,7 @@ import numpy as np
 import torch
 
 from actorllm.models.attention import AttentionMetadata
+from actorllm.worker.device_streams import to_device
 from actorllm.worker.input_batch import InputBatch
 
 
@@ -32,6 +35,39 @@ class PromptLogprobsPlan:
 
 
 @dataclass(frozen=True)
+class StepPlan:
+    """One step's inputs on the host (numpy), before they go to the device."""
+
+    req_ids: list[str]  # [B] scheduled requests, batch (slot) order
+    slots: np.ndarray  # [B] their slots
+    num_scheduled: np.ndarray  # [B] int64 tokens computed this step
+    input_ids: np.ndarray  # [T] int64 (0 where the token is still on the device)
+    positions: np.ndarray  # [T] int64
+    slot_mapping: np.ndarray  # [T] int64
+    query_start_loc: np.ndarray  # [B + 1] int32
+    seq_lens: np.ndarray  # [B] int32
+    block_table: np.ndarray  # [B, nb] int32
+    sample_mask: np.ndarray  # [B] bool, request samples this step
+    sample_hidden_rows: np.ndarray  # [N] int64, last row of each sampling request
+    # Async scheduling: input rows whose token was sampled by an earlier step and is still
+    # on the device, and the slot of the runner's device token buffer that holds it.
+    fill_rows: np.ndarray  # [F] int64
+    fill_src: np.ndarray  # [F] int64
+    prompt_logprobs: list[PromptLogprobsPlan]
+    max_query_len: int
+    max_seq_len: int
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self.input_ids)
+
+    @property
+    def is_decode(self) -> bool:
+        """Every request computes exactly one token (a CUDA-graph candidate)."""
+        return self.max_query_len == 1
+
+
+@dataclass(frozen=True)
 class StepInputs:
     input_ids: torch.Tensor  # [T] int64
     positions: torch.Tensor  # [T] int64
@@ -43,10 +79,14 @@ class StepInputs:
     prompt_logprobs: list[PromptLogprobsPlan]
 
 
-def prepare_step_inputs(
-    batch: InputBatch, num_scheduled: dict[str, int], device: torch.device
-) -> StepInputs:
-    """Plan the step; raises :class:`SchedulerProtocolError` on an inconsistent schedule."""
+class PendingInputError(SchedulerProtocolError):
+    """An input token is pending on the device but is not the latest one sampled: the caller
+    must resolve pending tokens to the host and plan again."""
+
+
+def plan_step(batch: InputBatch, num_scheduled: dict[str, int]) -> StepPlan:
+    """Plan the step on the host; raises :class:`SchedulerProtocolError` on an inconsistent
+    schedule and :class:`PendingInputError` when an older pending token is needed."""
     try:
         slots = np.array(sorted(batch.req_id_to_index[r] for r in num_scheduled), dtype=np.int64)
     except KeyError as e:
@@ -55,7 +95,8 @@ def prepare_step_inputs(
     n = np.array([num_scheduled[r] for r in req_ids], dtype=np.int64)
     start = batch.num_computed_tokens[slots]
     end = start + n
-    known = batch.num_tokens[slots]
+    on_host = batch.num_tokens[slots]
+    known = on_host + batch.num_pending[slots]
     bs = batch.block_size
     if (end > known).any() or (n <= 0).any():
         b = int(np.flatnonzero((end > known) | (n <= 0))[0])
@@ -74,32 +115,95 @@ def prepare_step_inputs(
     rep_slots = np.repeat(slots, n)  # [T]
     positions = np.repeat(start - qsl[:-1], n) + np.arange(total)  # [T]
     input_ids = batch.token_ids[rep_slots, positions]  # [T]
+    fill_rows = np.empty(0, dtype=np.int64)
+    fill_src = fill_rows
+    if (end > on_host).any():  # some input tokens are still on the device
+        rows = np.flatnonzero(positions >= np.repeat(on_host, n))
+        if (positions[rows] != np.repeat(known - 1, n)[rows]).any():
+            raise PendingInputError("an input token older than the latest is still pending")
+        fill_rows, fill_src = rows, batch.sampled_slot[rep_slots[rows]]
     slot_mapping = (
         batch.block_table[rep_slots, positions // bs].astype(np.int64) * bs + positions % bs
     )
     max_seq_len = int(end.max())
-    block_table = batch.block_table[slots, : -(-max_seq_len // bs)]  # [B, nb]
     sample_mask = end >= known
-    meta = AttentionMetadata(
-        query_start_loc=_dev(qsl.astype(np.int32), device),
-        seq_lens=_dev(end.astype(np.int32), device),
-        block_table=_dev(block_table, device),
-        slot_mapping=_dev(slot_mapping, device),
-        query_start_loc_cpu=qsl.tolist(),
-        seq_lens_cpu=end.tolist(),
+    return StepPlan(
+        req_ids=req_ids,
+        slots=slots,
+        num_scheduled=n,
+        input_ids=input_ids,
+        positions=positions,
+        slot_mapping=slot_mapping,
+        query_start_loc=qsl.astype(np.int32),
+        seq_lens=end.astype(np.int32),
+        block_table=batch.block_table[slots, : -(-max_seq_len // bs)],  # [B, nb]
+        sample_mask=sample_mask,
+        sample_hidden_rows=qsl[1:][sample_mask] - 1,
+        fill_rows=fill_rows,
+        fill_src=fill_src,
+        prompt_logprobs=_plan_prompt_logprobs(batch, slots, req_ids, start, end, qsl),
         max_query_len=int(n.max()),
         max_seq_len=max_seq_len,
     )
-    return StepInputs(
-        input_ids=_dev(input_ids, device),
-        positions=_dev(positions, device),
-        attn_metadata=meta,
-        req_ids=req_ids,
-        slots=slots,
-        sample_mask=sample_mask,
-        sample_hidden_rows=_dev(qsl[1:][sample_mask] - 1, device),
-        prompt_logprobs=_plan_prompt_logprobs(batch, slots, req_ids, start, end, qsl),
+
+
+def step_inputs_from_tensors(
+    plan: StepPlan,
+    input_ids: torch.Tensor,
+    positions: torch.Tensor,
+    query_start_loc: torch.Tensor,
+    seq_lens: torch.Tensor,
+    block_table: torch.Tensor,
+    slot_mapping: torch.Tensor,
+    sample_hidden_rows: torch.Tensor,
+) -> StepInputs:
+    """Wrap the plan's device tensors (however they got there) as :class:`StepInputs`."""
+    meta = AttentionMetadata(
+        query_start_loc=query_start_loc,
+        seq_lens=seq_lens,
+        block_table=block_table,
+        slot_mapping=slot_mapping,
+        query_start_loc_cpu=plan.query_start_loc.tolist(),
+        seq_lens_cpu=plan.seq_lens.tolist(),
+        max_query_len=plan.max_query_len,
+        max_seq_len=plan.max_seq_len,
     )
+    return StepInputs(
+        input_ids=input_ids,
+        positions=positions,
+        attn_metadata=meta,
+        req_ids=plan.req_ids,
+        slots=plan.slots,
+        sample_mask=plan.sample_mask,
+        sample_hidden_rows=sample_hidden_rows,
+        prompt_logprobs=plan.prompt_logprobs,
+    )
+
+
+def plan_to_device(
+    plan: StepPlan, device: torch.device
+) -> tuple[StepInputs, torch.Tensor, torch.Tensor]:
+    """The plan's tensors on ``device`` as plain copies (CPU: ``torch.from_numpy`` shares
+    memory, nothing is copied); returns the inputs and the [F] ``fill_rows`` / ``fill_src``."""
+    step = step_inputs_from_tensors(
+        plan,
+        _dev(plan.input_ids, device),
+        _dev(plan.positions, device),
+        _dev(plan.query_start_loc, device),
+        _dev(plan.seq_lens, device),
+        _dev(plan.block_table, device),
+        _dev(plan.slot_mapping, device),
+        _dev(plan.sample_hidden_rows, device),
+    )
+    return step, _dev(plan.fill_rows, device), _dev(plan.fill_src, device)
+
+
+def prepare_step_inputs(
+    batch: InputBatch, num_scheduled: dict[str, int], device: torch.device
+) -> StepInputs:
+    """Plan the step and copy its inputs to ``device``. Raises as :func:`plan_step`;
+    pending input tokens are not filled here (``device_feed.TokenFeed`` does that)."""
+    return plan_to_device(plan_step(batch, num_scheduled), device)[0]
 
 
 def _plan_prompt_logprobs(
@@ -135,5 +239,5 @@ def _plan_prompt_logprobs(
 
 
 def _dev(a: np.ndarray, device: torch.device) -> torch.Tensor:
-    """Host array -> device tensor (async from pinned memory on CUDA is the GPU path's job)."""
-    return torch.from_numpy(np.ascontiguousarray(a)).to(device)
+    """Host array -> device tensor (CPU: shares memory; CUDA: via pinned memory)."""
+    return to_device(a, device)

@@ -1,0 +1,193 @@
+"""Launching one planned step on the device: inputs, token feed, forward (graph or eager),
+sampling, and the device -> host copies the host will wait for.
+
+:class:`StepLauncher` owns the per-device machinery of the worker: the streams
+(``device_streams.py``), the staging buffers (``staging.py``, CUDA by default), the
+device token buffer (``device_feed.py``), the decode graphs (``cuda_graphs.py``) and the
+pinned buffers that receive sampled ids. :meth:`StepLauncher.launch` enqueues everything
+and returns a :class:`LaunchedStep` without waiting for the device; the only host waits it
+can make are the staging-buffer reuse check (normally instant) and, on the torch reference
+path, the reference kernels' own planning syncs.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import torch
+
+from actorllm.models.llama import KVCaches, LlamaForCausalLM
+from actorllm.worker.cuda_graphs import DecodeGraphs, pad_decode_plan
+from actorllm.worker.device_feed import TokenFeed
+from actorllm.worker.device_streams import DeviceStreams, to_device
+from actorllm.worker.input_batch import InputBatch
+from actorllm.worker.sampler import LogprobsTensors, Sampler, compute_logprobs
+from actorllm.worker.sampling_metadata import build_sampling_metadata
+from actorllm.worker.staging import StepBuffers
+from actorllm.worker.step_inputs import PromptLogprobsPlan, StepInputs, StepPlan, plan_to_device
+from actorllm.worker.step_output import LaunchedStep, logprobs_to_host
+
+
+class StepLauncher:
+    """Device-side step machinery. Worker thread only.
+
+    ``staged``: upload inputs through pinned staging buffers on the copy stream (default on
+    CUDA). ``max_num_tokens`` sizes those buffers (padded graph batches included).
+    """
+
+    def __init__(
+        self,
+        device: torch.device,
+        *,
+        max_num_tokens: int,
+        max_num_seqs: int,
+        max_blocks_per_seq: int,
+        staged: bool,
+    ) -> None:
+        self.device = device
+        self.streams = DeviceStreams.for_device(device)
+        self.buffers = (
+            StepBuffers(self.streams, max_num_tokens, max_num_seqs, max_blocks_per_seq)
+            if staged
+            else None
+        )
+        self.token_feed = TokenFeed(max_num_seqs, device)
+        self.graphs: DecodeGraphs | None = None  # set by the runner after capture
+        # Pinned host buffers for sampled ids, one per step that can be in flight.
+        pin = device.type == "cuda"
+        self._sampled_host = [
+            torch.zeros(max_num_seqs, dtype=torch.int64, pin_memory=pin) for _ in range(2)
+        ]
+        self.num_launched = 0
+        self.num_graph_steps = 0
+
+    def launch(
+        self,
+        model: LlamaForCausalLM,
+        kv_caches: KVCaches,
+        batch: InputBatch,
+        sampler: Sampler,
+        plan: StepPlan,
+        step_id: int,
+    ) -> LaunchedStep:
+        """Enqueue the step on the compute stream; update ``batch`` (computed counts, pending
+        tokens); return what the host will read once the step's event completes."""
+        t0 = time.perf_counter()
+        with self.streams.compute_scope(), torch.inference_mode():
+            step = self._launch(model, kv_caches, batch, sampler, plan, step_id, t0)
+        self.num_launched += 1
+        return step
+
+    def _launch(
+        self,
+        model: LlamaForCausalLM,
+        kv_caches: KVCaches,
+        batch: InputBatch,
+        sampler: Sampler,
+        plan: StepPlan,
+        step_id: int,
+        t0: float,
+    ) -> LaunchedStep:
+        size = None
+        if self.graphs is not None and plan.is_decode:
+            size = self.graphs.size_for(len(plan.req_ids))
+        step, fill_rows, fill_src, buffer_set = self._inputs(
+            pad_decode_plan(plan, size) if size is not None else plan
+        )
+        self.token_feed.fill(step.input_ids, fill_rows, fill_src)  # placeholders, on device
+        if size is not None and self.graphs is not None:
+            hidden = self.graphs.replay(step)[: plan.num_tokens]  # [T, H]
+            self.num_graph_steps += 1
+        else:
+            hidden = model(step.input_ids, step.positions, step.attn_metadata, kv_caches)  # [T, H]
+        sample_slots = plan.slots[plan.sample_mask]  # [N]
+        sampled, lp = self._sample(model, hidden, step, batch, sampler, sample_slots)
+        prompt = {p.req_id: _prompt_logprobs(model, hidden, p) for p in plan.prompt_logprobs}
+        if self.buffers is not None and buffer_set is not None:
+            # Every read of this set's device inputs is enqueued: its next upload may follow.
+            self.buffers.mark_consumed(buffer_set, self.streams.record_compute())
+        sampled_host = None
+        if sampled is not None:
+            self.token_feed.record(to_device(sample_slots, self.device), sampled)
+            sampled_host = self._download(sampled)
+        event = self.streams.record_compute()  # covers every device -> host copy above
+        batch.num_computed_tokens[plan.slots] += plan.num_scheduled
+        rows = np.flatnonzero(plan.sample_mask).tolist()
+        gens = []
+        for b, slot in zip(rows, sample_slots.tolist(), strict=True):
+            batch.add_pending(slot, slot)  # the token feed holds it at this very slot
+            gens.append((plan.req_ids[b], int(batch.generation[slot])))
+        params = [batch.params[s] for s in sample_slots.tolist()]
+        return LaunchedStep(
+            step_id=step_id,
+            req_ids=plan.req_ids,
+            sample_rows=rows,
+            sample_gens=gens,
+            sampled=sampled_host,
+            num_logprobs=[p.logprobs if p is not None else None for p in params],
+            logprobs=lp,
+            prompt_logprobs=prompt,
+            t0=t0,
+            event=event,
+        )
+
+    def _inputs(self, plan: StepPlan) -> tuple[StepInputs, torch.Tensor, torch.Tensor, int | None]:
+        """The plan's tensors on the device: staged (pinned + copy stream) or plain copies
+        (CPU, or a step larger than the staging buffers)."""
+        buffers = self.buffers
+        if buffers is not None and buffers.fits(plan):
+            staged = buffers.stage(plan)
+            return staged.inputs, staged.fill_rows, staged.fill_src, staged.buffer_set
+        step, fill_rows, fill_src = plan_to_device(plan, self.device)
+        return step, fill_rows, fill_src, None
+
+    def _download(self, sampled: torch.Tensor) -> torch.Tensor:
+        """[N] int64 device -> host; on CUDA into a pinned buffer, non-blocking (the
+        runner keeps at most two steps in flight, so two buffers alternate safely)."""
+        if self.device.type == "cpu":
+            return sampled
+        buf = self._sampled_host[self.num_launched % 2][: sampled.shape[0]]
+        buf.copy_(sampled, non_blocking=True)
+        return buf
+
+    def _sample(
+        self,
+        model: LlamaForCausalLM,
+        hidden: torch.Tensor,
+        step: StepInputs,
+        batch: InputBatch,
+        sampler: Sampler,
+        sample_slots: np.ndarray,
+    ) -> tuple[torch.Tensor | None, LogprobsTensors | None]:
+        """Sampled ids [N] (device) and their logprobs (host copies)."""
+        if len(sample_slots) == 0:
+            return None, None
+        logits = model.compute_logits(hidden.index_select(0, step.sample_hidden_rows))  # [N, V]
+        meta = build_sampling_metadata(batch, sample_slots, sampler.vocab_size, self.device)
+        out = sampler(logits, meta)
+        lp = logprobs_to_host(out.logprobs) if out.logprobs is not None else None
+        return out.sampled_token_ids, lp
+
+    def statistics(self) -> dict[str, object]:
+        return {
+            "launched": self.num_launched,
+            "graph_steps": self.num_graph_steps,
+            "streams": self.streams.statistics(),
+            "staging": self.buffers.statistics() if self.buffers else None,
+            "graphs": self.graphs.statistics() if self.graphs else None,
+            "token_feed": self.token_feed.statistics(),
+        }
+
+
+def _prompt_logprobs(
+    model: LlamaForCausalLM, hidden: torch.Tensor, plan: PromptLogprobsPlan
+) -> LogprobsTensors | None:
+    """Host copies (non-blocking on CUDA) of the prompt rows' logprobs; None if no rows."""
+    if len(plan.hidden_rows) == 0:
+        return None
+    device = hidden.device
+    rows = to_device(plan.hidden_rows, device)
+    logprobs = model.compute_logits(hidden.index_select(0, rows)).log_softmax(dim=-1)  # [M, V]
+    targets = to_device(plan.target_token_ids, device)
+    return logprobs_to_host(compute_logprobs(logprobs, targets, plan.k))

@@ -1,0 +1,125 @@
+"""A launched step whose results may still be on the device, and turning it into output.
+
+Theory of operation: :meth:`ModelRunner.launch` enqueues a step's kernels and the
+device -> host copies of what the host needs (sampled ids into pinned memory, logprobs
+rows), records one event after them, and returns a :class:`PendingStep` at once. Its
+:meth:`PendingStep.result` blocks on *that event only* (``event.synchronize()``: a wait
+for this step's copies, not a device-wide synchronize), writes the sampled tokens into the
+input batch and builds the :class:`ModelRunnerOutput`. Steps resolve in launch order
+(``result()`` of step N+1 first resolves step N), because tokens append to the host batch
+in order.
+
+On CPU the event is a no-op and the "host copies" are the tensors themselves.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+
+from actorllm.core.model_runner_output import ModelRunnerOutput, TokenLogprobs
+from actorllm.worker.device_streams import DONE, Event
+from actorllm.worker.input_batch import InputBatch
+from actorllm.worker.sampler import LogprobsTensors
+
+
+@dataclass
+class LaunchedStep:
+    """What a step left for the host to read once its event completes."""
+
+    step_id: int
+    req_ids: list[str]  # [B] scheduled requests, batch order
+    sample_rows: list[int]  # [N] batch row of each sampling request
+    sample_gens: list[tuple[str, int]]  # [N] (req_id, generation) that sampled
+    sampled: torch.Tensor | None  # [N] int64 on the host (pinned on CUDA) once `event` is done
+    num_logprobs: list[int | None]  # [N] SamplingParams.logprobs
+    logprobs: LogprobsTensors | None  # host copies
+    prompt_logprobs: dict[str, LogprobsTensors | None]  # host copies; None: no rows
+    t0: float
+    event: Event = DONE
+    output: ModelRunnerOutput | None = None  # set once resolved
+
+
+def to_host(t: torch.Tensor) -> torch.Tensor:
+    """Device -> pinned host, non-blocking (the step's event covers it); CPU: ``t``."""
+    if t.device.type == "cpu":
+        return t
+    out = torch.empty(t.shape, dtype=t.dtype, pin_memory=True)
+    out.copy_(t, non_blocking=True)
+    return out
+
+
+def logprobs_to_host(t: LogprobsTensors) -> LogprobsTensors:
+    return LogprobsTensors(to_host(t.token_ids), to_host(t.logprobs), to_host(t.ranks))
+
+
+def resolve(step: LaunchedStep, batch: InputBatch) -> ModelRunnerOutput:
+    """Wait for the step's copies, append its tokens to ``batch``, build its output.
+
+    A request finished, preempted or re-added since the launch gets no token written (its
+    slot no longer holds the incarnation that sampled it); its output still carries it.
+    """
+    if step.output is not None:
+        return step.output
+    # Deliberate host wait on this step's device->host copies only (tokens go to the host).
+    step.event.synchronize()
+    tokens = step.sampled.tolist() if step.sampled is not None else []
+    sampled: list[list[int]] = [[] for _ in step.req_ids]
+    logprobs: dict[str, TokenLogprobs] = {}
+    lp_host = None
+    if step.logprobs is not None:  # one conversion for all rows
+        lp = step.logprobs
+        lp_host = (lp.token_ids.tolist(), lp.logprobs.tolist(), lp.ranks.tolist())
+    for i, (b, (req_id, gen)) in enumerate(zip(step.sample_rows, step.sample_gens, strict=True)):
+        slot = batch.req_id_to_index.get(req_id)
+        if slot is not None:
+            batch.resolve_pending(slot, gen, tokens[i])
+        sampled[b] = [tokens[i]]
+        k = step.num_logprobs[i]
+        if k is not None and lp_host is not None:
+            ids, lps, ranks = lp_host
+            logprobs[req_id] = TokenLogprobs(
+                token_ids=ids[i][: k + 1], logprobs=lps[i][: k + 1], rank=ranks[i]
+            )
+    step.output = ModelRunnerOutput(
+        step_id=step.step_id,
+        req_ids=step.req_ids,
+        sampled_token_ids=sampled,
+        logprobs=logprobs,
+        prompt_logprobs={r: _prompt_rows(t) for r, t in step.prompt_logprobs.items()},
+        execute_time_s=time.perf_counter() - step.t0,
+    )
+    return step.output
+
+
+def _prompt_rows(t: LogprobsTensors | None) -> list[TokenLogprobs]:
+    if t is None:
+        return []
+    ids, lps, ranks = t.token_ids.tolist(), t.logprobs.tolist(), t.ranks.tolist()
+    return [
+        TokenLogprobs(token_ids=i, logprobs=lp, rank=r)
+        for i, lp, r in zip(ids, lps, ranks, strict=True)
+    ]
+
+
+@dataclass
+class PendingStep:
+    """Handle to a launched step. ``result()`` blocks until its tokens are on the host
+    (resolving earlier launched steps first) and returns its output; idempotent."""
+
+    step: LaunchedStep
+    _resolve: Callable[[LaunchedStep], ModelRunnerOutput] = field(repr=False)
+
+    @property
+    def step_id(self) -> int:
+        return self.step.step_id
+
+    def done(self) -> bool:
+        """Whether ``result()`` would return without waiting on the device."""
+        return self.step.output is not None or self.step.event.query()
+
+    def result(self) -> ModelRunnerOutput:
+        return self._resolve(self.step)
