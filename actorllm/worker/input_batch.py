@@ -231,5 +231,6 @@ class InputBatch:
         assert req_id is not None
         self.req_ids[dst], self.req_ids[src] = req_id, None
         self.params[dst], self.params[src] = self.params[src], None
+        self.num_pending[src] = 0  # a free slot holds nothing pending
         self.eos_token_id[dst] = self.eos_token_id[src]
         self.req_id_to_index[req_id] = dst
