@@ -154,8 +154,9 @@ class InputBatch:
         self.token_ids[idx, n] = token
         self.num_tokens[idx] = n + 1
 
-    def add_pending(self, idx: int, device_slot: int) -> None:
-        """A token was sampled for slot ``idx`` into the device buffer's ``device_slot``."""
+    def add_pending(self, idx: int | np.ndarray, device_slot: int | np.ndarray) -> None:
+        """A token was sampled for slot(s) ``idx`` into the device buffer's ``device_slot``
+        (scalars, or [N] arrays of distinct slots)."""
         self.num_pending[idx] += 1
         self.sampled_slot[idx] = device_slot
 

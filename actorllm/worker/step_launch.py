@@ -114,10 +114,14 @@ class StepLauncher:
         event = self.streams.record_compute()  # covers every device -> host copy above
         batch.num_computed_tokens[plan.slots] += plan.num_scheduled
         rows = np.flatnonzero(plan.sample_mask).tolist()
-        gens = []
-        for b, slot in zip(rows, sample_slots.tolist(), strict=True):
-            batch.add_pending(slot, slot)  # the token feed holds it at this very slot
-            gens.append((plan.req_ids[b], int(batch.generation[slot])))
+        batch.add_pending(sample_slots, sample_slots)  # the feed holds each at its own slot
+        gens = list(
+            zip(
+                [plan.req_ids[b] for b in rows],
+                batch.generation[sample_slots].tolist(),
+                strict=True,
+            )
+        )
         params = [batch.params[s] for s in sample_slots.tolist()]
         return LaunchedStep(
             step_id=step_id,
