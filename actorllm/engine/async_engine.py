@@ -56,6 +56,7 @@ from actorllm.engine.startup import (
     default_runner_factory,
 )
 from actorllm.engine.stats import EngineStats
+from actorllm.worker.step_pipeline import StepPipeline
 from actorllm.worker.worker_thread import WorkerThread
 
 ACTORS = ("router", "input_processor", "scheduler", "executor", "output_processor")
@@ -126,6 +127,7 @@ class AsyncEngine:
                 from actorllm.engine.kv_offload import make_offload_connector
 
                 ctx.connector_factory = make_offload_connector(ctx)
+            ctx.pipeline = StepPipeline(runner, worker.has_queued_jobs)
             engine = cls(ctx)
             async with engine._run() as running:
                 yield running

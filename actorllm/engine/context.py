@@ -69,6 +69,9 @@ class EngineContext:
     # thread only.
     kv_offload_store: Any = None
     kv_offload_index: Any = None  # the scheduler-side index (statistics)
+    # Launch-ahead of queued steps on the worker thread (worker/step_pipeline.py); built
+    # with the runner, used on the worker thread only.
+    pipeline: Any = None
     # Tokens scheduled in each recent step, newest last (the metrics histogram reads the
     # tail it has not seen, using steps_done as its cursor).
     iteration_tokens: deque[int] = field(default_factory=lambda: deque(maxlen=4096))

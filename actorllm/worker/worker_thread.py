@@ -71,6 +71,11 @@ class WorkerThread:
     def is_alive(self) -> bool:
         return self._thread.is_alive()
 
+    def has_queued_jobs(self) -> bool:
+        """Whether jobs wait behind the running one (read on the worker thread by the
+        step pipeline to decide whether to launch ahead)."""
+        return not self._queue.empty()
+
     def submit(
         self, fn: Callable[[], T], on_done: Callable[[Outcome[T]], None] | None = None
     ) -> None:

@@ -158,3 +158,28 @@ async def test_kv_connector_toggle_changes_hit_statistics(tiny_model, tmp_path):
         assert await sweep() == reference
         assert (await eng.get_stats()).connector_hits == hits1  # off: no lookups at all
         await check_invariants(eng)
+
+
+async def test_async_scheduling_launches_ahead_with_identical_tokens(tiny_model):
+    prompts = [f"Async prompt {i} " * (1 + i) for i in range(6)]
+    results = {}
+    for async_scheduling in (False, True):
+        async with engine(tiny_model, async_scheduling=async_scheduling) as eng:
+            outs = {}
+
+            async def one(i: int, eng=eng, outs=outs) -> None:
+                outs[i] = (
+                    (await final(eng.generate(prompts[i], GREEDY.clone(max_tokens=16))))
+                    .outputs[0]
+                    .token_ids
+                )
+
+            async with anyio.create_task_group() as tg:
+                for i in range(len(prompts)):
+                    tg.start_soon(one, i)
+            results[async_scheduling] = outs
+            pending = eng._ctx.pipeline.max_pending_seen
+            await check_invariants(eng)
+        if async_scheduling:
+            assert pending == 2  # step N+1 was launched before step N's result was read
+    assert results[True] == results[False]

@@ -8,6 +8,11 @@ worker exception is re-raised here, crashing the executor and, with it, the core
 
 from __future__ import annotations
 
+import contextlib
+
+import anyio.from_thread
+import anyio.lowlevel
+
 from actorllm.actors import Actor
 from actorllm.core.model_runner_output import ModelRunnerOutput
 from actorllm.core.scheduler_output import SchedulerOutput
@@ -28,8 +33,13 @@ class ExecutorActor(Actor[ExecutorMsg]):
     async def on_start(self) -> None:
         # A new core is starting: whatever per-request state the runner holds is stale.
         # Queued behind any step still running, ahead of every step of the new epoch.
-        runner = self.ctx.runner
-        self.ctx.worker.submit(runner.reset_requests)
+        runner, pipeline = self.ctx.runner, self.ctx.pipeline
+
+        def reset() -> None:
+            pipeline.flush()
+            runner.reset_requests()
+
+        self.ctx.worker.submit(reset)
 
     async def handle(self, msg: ExecutorMsg) -> None:
         self.ctx.maybe_fault("executor", msg)
@@ -45,14 +55,18 @@ class ExecutorActor(Actor[ExecutorMsg]):
                     StepDone(epoch=epoch, step_id=step_id, output=output)
                 )
             case ExecutorCall(method=method, args=args, reply=reply):
-                runner = self.ctx.runner
-                result = await self.ctx.worker.call(lambda: getattr(runner, method)(*args))
-                reply.send(result)
+                runner, pipeline = self.ctx.runner, self.ctx.pipeline
+
+                def call() -> object:
+                    pipeline.flush()  # no step may be pending under a control call
+                    return getattr(runner, method)(*args)
+
+                reply.send(await self.ctx.worker.call(call))
 
     def _submit(self, epoch: int, so: SchedulerOutput, meta: object) -> None:
-        runner = self.ctx.runner
-        store = self.ctx.kv_offload_store
+        runner, store, pipeline = self.ctx.runner, self.ctx.kv_offload_store, self.ctx.pipeline
         me = self.ctx.ref("executor")
+        token = anyio.lowlevel.current_token()
 
         def done(outcome: Outcome[ModelRunnerOutput]) -> None:  # runs on the event loop
             # Never full: it holds at most a few steps' results and control calls.
@@ -62,9 +76,13 @@ class ExecutorActor(Actor[ExecutorMsg]):
                 )
             )
 
-        def step() -> ModelRunnerOutput:  # runs on the worker thread
+        def post(outcome: Outcome[ModelRunnerOutput]) -> None:  # runs on the worker thread
+            with contextlib.suppress(Exception):  # the loop is gone: the engine stopped
+                anyio.from_thread.run_sync(done, outcome, token=token)
+
+        def before() -> None:
             if meta is not None and store is not None:
                 store.apply(runner, meta)  # saves first, then loads, before the forward
-            return runner.execute(so)
 
-        self.ctx.worker.submit(step, done)
+        # Launched ahead of the previous step's result when one is pending (async scheduling).
+        self.ctx.worker.submit(lambda: pipeline.run_step(so, post, before))

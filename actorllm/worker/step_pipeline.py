@@ -1,0 +1,79 @@
+"""Worker-thread side of async scheduling: launch step N+1 before waiting for step N.
+
+Theory of operation
+-------------------
+Under async scheduling the engine queues step N+1 on the worker thread while step N still
+runs. A runner with ``launch(so) -> PendingStep`` (the CUDA path) returns as soon as a
+step's kernels are queued on the device; ``PendingStep.result()`` waits for its sampled ids.
+The pipeline launches each step as it arrives and resolves the oldest pending step only
+when another step is already pending (N+1 is on the device, so N's host copy can be waited
+for without idling the GPU) or when nothing else is queued on the thread (no point
+waiting). Steps resolve in launch order. Any other job on the thread (sleep, reset) must
+call :meth:`flush` first. Runners without ``launch`` (the ScriptedModel, or any plain
+``execute``) run synchronously through the same code.
+
+Everything here runs on the worker thread, except the ``post`` callbacks' effect (they hand
+outcomes to the event loop).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from actorllm.core.model_runner_output import ModelRunnerOutput
+from actorllm.core.scheduler_output import SchedulerOutput
+from actorllm.worker.worker_thread import Outcome
+
+Post = Callable[[Outcome[ModelRunnerOutput]], None]
+
+
+class _Finished:
+    """A step a runner without ``launch`` already ran."""
+
+    def __init__(self, output: ModelRunnerOutput) -> None:
+        self._output = output
+
+    def result(self) -> ModelRunnerOutput:
+        return self._output
+
+
+class StepPipeline:
+    def __init__(self, runner: Any, has_queued_jobs: Callable[[], bool]) -> None:
+        self._runner = runner
+        self._has_queued_jobs = has_queued_jobs
+        self._pending: deque[tuple[Any, Post]] = deque()  # (PendingStep, post), launch order
+        self.max_pending_seen = 0  # statistics: 2 means steps really overlapped
+
+    def run_step(
+        self, so: SchedulerOutput, post: Post, before: Callable[[], None] | None = None
+    ) -> None:
+        """Launch ``so`` (after ``before``, e.g. KV connector loads), then resolve what
+        can be resolved. Every step's outcome is posted exactly once, in order."""
+        try:
+            if before is not None:
+                before()
+            launch = getattr(self._runner, "launch", None)
+            pending = launch(so) if launch is not None else _Finished(self._runner.execute(so))
+        except BaseException as exc:  # reported to the loop, never lost on this thread
+            self.flush()
+            post(Outcome(error=exc))
+            return
+        self._pending.append((pending, post))
+        self.max_pending_seen = max(self.max_pending_seen, len(self._pending))
+        while len(self._pending) > 1 or (self._pending and not self._has_queued_jobs()):
+            self._resolve_oldest()
+
+    def flush(self) -> None:
+        """Resolve every pending step (before any other job touches the runner)."""
+        while self._pending:
+            self._resolve_oldest()
+
+    def _resolve_oldest(self) -> None:
+        pending, post = self._pending.popleft()
+        try:
+            outcome: Outcome[ModelRunnerOutput] = Outcome(value=pending.result())
+        except BaseException as exc:
+            outcome = Outcome(error=exc)
+        post(outcome)
