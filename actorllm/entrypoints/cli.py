@@ -20,7 +20,7 @@ COMMANDS: dict[str, str] = {
     "serve": "actorllm.entrypoints.commands.serve",
     "generate": "actorllm.entrypoints.commands.generate",
     "chat": "actorllm.entrypoints.commands.chat",
-    # "bench": "actorllm.benchmarks.cli",  # the benchmark suite registers here
+    "bench": "actorllm.entrypoints.commands.bench",
 }
 
 

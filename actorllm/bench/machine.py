@@ -1,0 +1,96 @@
+"""What a result was measured on, and the JSON document every benchmark writes.
+
+doc = result_document("throughput", figures={"actorllm": {...}}, config={...})
+write_json("benchmarks/results/x.json", doc)
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def cpu_model() -> str:
+    """The CPU's model name from /proc/cpuinfo (``platform.processor()`` elsewhere)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def machine_info() -> dict[str, Any]:
+    """CPU model and core count, GPU name (if any), Python / torch / actorllm versions."""
+    import torch
+
+    from actorllm import __version__ as actorllm_version
+
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+    return {
+        "cpu_model": cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "cpu_affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "gpu": gpu,
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "torch_threads": torch.get_num_threads(),
+        "actorllm": actorllm_version,
+    }
+
+
+def command_line(argv: list[str] | None = None) -> str:
+    """The command as typed (``actorllm bench ...``), quoted for a shell."""
+    args = sys.argv if argv is None else argv
+    prog = Path(args[0]).name if args else "actorllm"
+    if prog in ("cli.py", "__main__.py", "-c"):  # python -m actorllm.entrypoints.cli
+        prog = "actorllm"
+    return shlex.join([prog, *args[1:]])
+
+
+def result_document(
+    benchmark: str,
+    *,
+    figures: dict[str, Any],
+    config: dict[str, Any] | None = None,
+    args: argparse.Namespace | None = None,
+    argv: list[str] | None = None,
+) -> dict[str, Any]:
+    """The JSON result: benchmark name, UTC date, the process's command line, the parsed
+    ``args`` (exact even when the CLI was called in-process), machine, config, figures."""
+    return {
+        "benchmark": benchmark,
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "command": command_line(argv),
+        "arguments": _arguments(args),
+        "machine": machine_info(),
+        "config": config or {},
+        "figures": figures,
+    }
+
+
+def _arguments(args: argparse.Namespace | None) -> dict[str, Any]:
+    if args is None:
+        return {}
+    out = {}
+    for key, value in sorted(vars(args).items()):
+        if key.startswith("_") or callable(value):
+            continue
+        out[key] = value if isinstance(value, str | int | float | bool | None) else str(value)
+    return out
+
+
+def write_json(path: str | Path, doc: dict[str, Any]) -> None:
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(json.dumps(doc, indent=2) + "\n")

@@ -1,0 +1,218 @@
+"""Per-step CPU cost of the actor engine at zero model time, against the bare core loop.
+
+Both sides run the same :class:`~actorllm.testing.ScriptedModel` (no weights, a token is a
+hash of the context) on the same scheduler settings, with ``num_running`` requests all in
+steady decode:
+
+* **engine**: the whole actor engine (router, input processor, scheduler, executor and its
+  worker thread, output processor with detokenization, one caller task per request reading
+  its stream) via :func:`actorllm.testing.open_test_engine`;
+* **core**: ``Scheduler.schedule()`` -> ``ScriptedModel.execute()`` ->
+  ``Scheduler.update_from_output()`` in a plain for-loop.
+
+Per step = wall time of the timed window / steps in it (CPU time of the process beside
+it). The ratio engine / core is what the actor pipeline costs per step on top of the core
+work; with a real model it hides behind the model's own step time (or overlaps with it
+under ``async_scheduling``).
+
+    >>> rows = run_overhead([64], steps=50)  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import time
+from typing import Any
+
+import anyio
+
+PROMPT_LEN = 32
+BLOCK_SIZE = 16
+
+
+def _limits(num_running: int, steps: int) -> dict[str, Any]:
+    max_len = PROMPT_LEN + 4 * steps + 256  # never reached: the run is cancelled first
+    per_req = -(-max_len // BLOCK_SIZE)
+    return {
+        "max_num_seqs": num_running,
+        "max_num_batched_tokens": max(8192, num_running * PROMPT_LEN),
+        "max_model_len": max_len,
+        "block_size": BLOCK_SIZE,
+        "num_blocks": num_running * per_req + 1,
+    }
+
+
+def _prompt(i: int) -> list[int]:
+    # Distinct prompts: no prefix-cache sharing between requests.
+    return [3 + (i * 131 + j * 7) % 4000 for j in range(PROMPT_LEN)]
+
+
+def core_step_ms(num_running: int, steps: int) -> dict[str, Any]:
+    """The bare core loop with the ScriptedModel as its runner."""
+    from actorllm.core.request import Request
+    from actorllm.core.sampling_params import SamplingParams
+    from actorllm.core.scheduler import Scheduler, SchedulerConfig
+    from actorllm.testing.scripted_model import ScriptedModel
+
+    lim = _limits(num_running, steps)
+    sched = Scheduler(SchedulerConfig(**lim))
+    model = ScriptedModel(vocab_size=4096, eos_token_id=0, max_model_len=lim["max_model_len"])
+    params = SamplingParams(max_tokens=lim["max_model_len"] - PROMPT_LEN, ignore_eos=True)
+    for i in range(num_running):
+        sched.add_request(Request(f"r{i}", _prompt(i), params, eos_token_id=0))
+
+    def step() -> None:
+        so = sched.schedule()
+        sched.update_from_output(so, model.execute(so))
+
+    while sched.stats().num_running_reqs < num_running or sched.num_waiting:
+        step()
+    for _ in range(10):
+        step()
+    c0, t0 = time.process_time(), time.perf_counter()
+    for _ in range(steps):
+        step()
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    return {"steps": steps, "step_ms": wall / steps * 1e3, "cpu_ms_per_step": cpu / steps * 1e3}
+
+
+async def engine_step_ms(
+    num_running: int, steps: int, *, output_kind: str = "delta", async_scheduling: bool = False
+) -> dict[str, Any]:
+    """The actor engine on the ScriptedModel; must run inside an event loop (trio or
+    asyncio). Returns once the timed window is over (the requests are then cancelled)."""
+    from actorllm.core.sampling_params import RequestOutputKind, SamplingParams
+    from actorllm.testing.engine_harness import engine_context, open_test_engine
+
+    lim = _limits(num_running, steps)
+    kind = RequestOutputKind.DELTA if output_kind == "delta" else RequestOutputKind.FINAL_ONLY
+    params = SamplingParams(
+        max_tokens=lim["max_model_len"] - PROMPT_LEN, ignore_eos=True, output_kind=kind
+    )
+    async with open_test_engine(
+        num_blocks=lim.pop("num_blocks"),
+        async_scheduling=async_scheduling,
+        mailbox_size=max(1024, 2 * num_running),
+        **lim,
+    ) as engine:
+        ctx = engine_context(engine)
+
+        async def consume(i: int) -> None:
+            async for _ in engine.generate({"prompt_token_ids": _prompt(i)}, params):
+                pass
+
+        async with anyio.create_task_group() as tg:
+            for i in range(num_running):
+                tg.start_soon(consume, i)
+            while True:  # until every request is in steady decode
+                stats = await engine.get_stats()
+                if stats.num_running_reqs == num_running and not stats.num_waiting_reqs:
+                    break
+                await anyio.sleep(0.01)
+            await _wait_steps(ctx, ctx.steps_done + 10)
+            s0, c0, t0 = ctx.steps_done, time.process_time(), time.perf_counter()
+            await _wait_steps(ctx, s0 + steps)
+            s1, c1, t1 = ctx.steps_done, time.process_time(), time.perf_counter()
+            tg.cancel_scope.cancel()
+    n = s1 - s0
+    return {"steps": n, "step_ms": (t1 - t0) / n * 1e3, "cpu_ms_per_step": (c1 - c0) / n * 1e3}
+
+
+async def _wait_steps(ctx: Any, target: int) -> None:
+    # A poll, not an event: the engine has no step hook, and a 2 ms sleep costs it nothing.
+    while ctx.steps_done < target:  # noqa: ASYNC110
+        await anyio.sleep(0.002)
+
+
+def run_overhead(
+    sizes: list[int],
+    *,
+    steps: int = 100,
+    output_kind: str = "delta",
+    async_scheduling: bool = False,
+    backend: str = "trio",
+) -> list[dict[str, Any]]:
+    """One row per size: engine and core figures and their ratio (engine / core)."""
+    rows = []
+    for n in sizes:
+        eng: dict[str, Any] = anyio.run(
+            functools.partial(
+                engine_step_ms,
+                n,
+                steps,
+                output_kind=output_kind,
+                async_scheduling=async_scheduling,
+            ),
+            backend=backend,
+        )
+        core = core_step_ms(n, steps)
+        rows.append(
+            {
+                "num_running": n,
+                "engine_step_ms": eng["step_ms"],
+                "engine_cpu_ms_per_step": eng["cpu_ms_per_step"],
+                "engine_steps": eng["steps"],
+                "core_step_ms": core["step_ms"],
+                "core_cpu_ms_per_step": core["cpu_ms_per_step"],
+                "core_steps": core["steps"],
+                "ratio": eng["step_ms"] / core["step_ms"],
+                "engine_us_per_request_step": eng["step_ms"] / n * 1e3,
+            }
+        )
+    return rows
+
+
+# -- command line ----------------------------------------------------------------------------
+
+_COLUMNS = [
+    ("num_running", "running", "d"),
+    ("engine_step_ms", "engine ms/step", ".3f"),
+    ("engine_cpu_ms_per_step", "engine cpu ms", ".3f"),
+    ("core_step_ms", "core ms/step", ".3f"),
+    ("core_cpu_ms_per_step", "core cpu ms", ".3f"),
+    ("ratio", "engine/core", ".1f"),
+    ("engine_us_per_request_step", "engine us/req", ".1f"),
+]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from actorllm.bench.cli_args import add_output_argument
+
+    parser.add_argument(
+        "--num-running", default="64,256,1024", help="running requests to test (comma list)"
+    )
+    parser.add_argument("--steps", type=int, default=100, help="timed decode steps per size")
+    parser.add_argument("--output-kind", choices=("delta", "final"), default="delta")
+    parser.add_argument("--async-scheduling", action="store_true")
+    parser.add_argument("--event-loop", choices=("trio", "asyncio"), default="trio")
+    add_output_argument(parser)
+
+
+def main(args: argparse.Namespace) -> int:
+    from actorllm.bench.machine import result_document, write_json
+    from actorllm.bench.report import format_table
+
+    sizes = [int(x) for x in args.num_running.split(",") if x.strip()]
+    rows = run_overhead(
+        sizes,
+        steps=args.steps,
+        output_kind=args.output_kind,
+        async_scheduling=args.async_scheduling,
+        backend=args.event_loop,
+    )
+    print(format_table(rows, _COLUMNS))
+    if args.output_json:
+        config = {
+            "num_running": sizes,
+            "steps": args.steps,
+            "prompt_len": PROMPT_LEN,
+            "output_kind": args.output_kind,
+            "async_scheduling": args.async_scheduling,
+            "event_loop": args.event_loop,
+        }
+        write_json(
+            args.output_json,
+            result_document("overhead", figures={"rows": rows}, config=config, args=args),
+        )
+    return 0

@@ -1,0 +1,44 @@
+"""``actorllm bench throughput|serve|latency|overhead``: reproducible performance figures.
+
+Each benchmark lives in ``actorllm.bench.<name>`` with ``add_arguments(parser)`` and
+``main(args) -> int``; this module only routes to them (see benchmarks/README.md).
+
+    $ actorllm bench throughput --backend both --dataset nanovllm --num-prompts 32 --max-len 256
+    $ actorllm bench serve --launch --num-prompts 16 --request-rate 4
+    $ actorllm bench latency --batch-sizes 1,4,16,64
+    $ actorllm bench overhead --num-running 64,256,1024
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+
+HELP = "benchmark throughput, serving, decode latency or engine overhead"
+
+BENCHMARKS: dict[str, tuple[str, str]] = {
+    "throughput": ("actorllm.bench.throughput", "offline throughput, actorllm vs transformers"),
+    "serve": ("actorllm.bench.serve", "online serving over HTTP: TTFT, TPOT, ITL, E2EL"),
+    "latency": ("actorllm.bench.latency", "decode step latency over batch sizes"),
+    "overhead": ("actorllm.bench.overhead", "actor engine per-step cost vs the bare core loop"),
+}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="benchmark", required=True, metavar="BENCHMARK")
+    for name, (module_path, help_text) in BENCHMARKS.items():
+        module = importlib.import_module(module_path)
+        # "resolve": a benchmark's --seed also serves as the engine's --seed.
+        cmd = sub.add_parser(
+            name, help=help_text, description=help_text, conflict_handler="resolve"
+        )
+        module.add_arguments(cmd)
+        cmd.set_defaults(_bench=module.main)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        return int(args._bench(args))
+    except ValueError as exc:  # bad flags: EngineConfigError, workload errors
+        print(f"error: {exc}")
+        return 2

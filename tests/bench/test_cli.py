@@ -1,0 +1,116 @@
+"""Smoke tests: each ``actorllm bench`` subcommand on tiny settings writes a sound JSON.
+
+No assertions on speed (the machine is shared): only structure and sanity.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from actorllm.entrypoints.cli import main
+from actorllm.entrypoints.openai.app import AppSettings, build_app
+from actorllm.testing.engine_harness import open_test_engine
+from tests.entrypoints.server_thread import ServerThread
+
+TINY_ENGINE = ["--load-format", "dummy", "--max-model-len", "128"]
+
+
+def _bench(tmp_path: Path, *argv: str) -> dict[str, Any]:
+    out = tmp_path / "result.json"
+    assert main(["bench", *argv, "--output-json", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["benchmark"] == argv[0]
+    assert doc["arguments"]["benchmark"] == argv[0]  # the parsed flags, exactly
+    assert isinstance(doc["command"], str)
+    assert doc["machine"]["cpu_count"] >= 1 and doc["machine"]["torch"]
+    assert doc["date"] and doc["machine"]["actorllm"]
+    return doc
+
+
+def test_throughput_both_backends_same_work(tmp_path: Path) -> None:
+    doc = _bench(
+        tmp_path,
+        "throughput",
+        "--backend",
+        "both",
+        "--dataset",
+        "nanovllm",
+        "--num-prompts",
+        "3",
+        "--max-len",
+        "12",
+        "--hf-batch-sizes",
+        "1,2",
+        *TINY_ENGINE,
+    )
+    fig = doc["figures"]
+    assert fig["workload"] == {**fig["workload"], "num_requests": 3, "output_tokens": 36}
+    ours, hf = fig["actorllm"], fig["hf"]["best"]
+    assert ours["output_tokens"] == hf["output_tokens"] == 36
+    assert ours["prompt_tokens"] == hf["prompt_tokens"] == 36
+    assert [r["batch_size"] for r in fig["hf"]["sweep"]] == [1, 2]
+    for f in (ours, hf):
+        assert f["output_tokens_per_s"] > 0 and f["requests_per_s"] > 0
+        assert f["total_tokens_per_s"] > f["output_tokens_per_s"]
+    assert fig["speedup_output_tokens_vs_hf_best"] > 0
+    assert 0.0 <= hf["padding_waste"] < 1.0
+    assert ours["steps"] >= 12  # one token per request per step at most
+    assert doc["config"]["temperature"] == 0.6  # nano-vllm's
+    assert doc["arguments"]["num_prompts"] == 3 and doc["arguments"]["max_len"] == 12
+
+
+def test_throughput_random_actorllm_only(tmp_path: Path) -> None:
+    doc = _bench(
+        tmp_path, "throughput", "--num-prompts", "2", "--input-len", "8", "--output-len", "4",
+        *TINY_ENGINE,
+    )  # fmt: skip
+    assert "hf" not in doc["figures"]
+    assert doc["figures"]["actorllm"]["output_tokens"] == 8
+
+
+def test_overhead_small(tmp_path: Path) -> None:
+    doc = _bench(tmp_path, "overhead", "--num-running", "8", "--steps", "5")
+    (row,) = doc["figures"]["rows"]
+    assert row["num_running"] == 8
+    assert row["engine_steps"] >= 5 and row["core_steps"] == 5
+    assert row["engine_step_ms"] > 0 and row["core_step_ms"] > 0
+    assert row["ratio"] == pytest.approx(row["engine_step_ms"] / row["core_step_ms"])
+
+
+def test_latency_small(tmp_path: Path) -> None:
+    doc = _bench(
+        tmp_path, "latency", "--batch-sizes", "1,2", "--input-len", "8", "--output-len", "6",
+        *TINY_ENGINE,
+    )  # fmt: skip
+    rows = doc["figures"]["rows"]
+    assert [r["batch_size"] for r in rows] == [1, 2]
+    for r in rows:
+        assert r["samples"] >= 1 and r["step_ms_median"] > 0 and r["step_ms_p90"] > 0
+        assert r["bound_ms"] is None  # CPU: no bandwidth bound
+
+
+@pytest.fixture
+def scripted_server() -> Iterator[ServerThread]:
+    app = build_app(lambda: open_test_engine(), AppSettings(log_interval_s=0))
+    srv = ServerThread(app).start()
+    yield srv
+    srv.stop()
+    assert srv.error is None
+
+
+def test_serve_two_requests(tmp_path: Path, scripted_server: ServerThread) -> None:
+    doc = _bench(
+        tmp_path, "serve", "--base-url", scripted_server.url, "--num-prompts", "2",
+        "--input-len", "8", "--output-len", "5", "--request-rate", "50",
+    )  # fmt: skip
+    fig = doc["figures"]
+    assert (fig["completed"], fig["failed"], fig["output_tokens"]) == (2, 0, 10)
+    for key in ("ttft_ms", "tpot_ms", "itl_ms", "e2el_ms"):
+        assert fig[key]["mean"] > 0 and fig[key]["p99"] >= fig[key]["median"] > 0
+    assert fig["e2el_ms"]["max"] >= fig["ttft_ms"]["max"]
+    assert fig["requests_per_s"] > 0 and fig["output_tokens_per_s"] > 0
