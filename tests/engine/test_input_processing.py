@@ -8,7 +8,9 @@ from actorllm.testing.engine_harness import demo_tokenizer
 
 @pytest.fixture
 def inputs() -> InputProcessing:
-    return InputProcessing(demo_tokenizer(), vocab_size=4096, max_model_len=32, eos_token_ids=[0, 2])
+    return InputProcessing(
+        demo_tokenizer(), vocab_size=4096, max_model_len=32, eos_token_ids=[0, 2]
+    )
 
 
 def test_text_prompt_is_tokenized(inputs):
