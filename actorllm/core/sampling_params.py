@@ -109,12 +109,18 @@ class SamplingParams(msgspec.Struct, kw_only=True):
             self.temperature >= 0.0, "temperature", f"must be non-negative, got {self.temperature}."
         )
         _check(0.0 < self.top_p <= 1.0, "top_p", f"must be in (0, 1], got {self.top_p}.")
-        _check(self.top_k >= 0, "top_k", f"must be -1 (disable), 0 (disable) or at least 1, got {self.top_k}.")
+        _check(
+            self.top_k >= 0,
+            "top_k",
+            f"must be -1 (disable), 0 (disable) or at least 1, got {self.top_k}.",
+        )
         _check(0.0 <= self.min_p <= 1.0, "min_p", f"must be in [0, 1], got {self.min_p}.")
         if self.seed is not None:
             _check(-(2**63) <= self.seed < 2**64, "seed", f"must fit in 64 bits, got {self.seed}.")
         if self.max_tokens is not None:
-            _check(self.max_tokens >= 1, "max_tokens", f"must be at least 1, got {self.max_tokens}.")
+            _check(
+                self.max_tokens >= 1, "max_tokens", f"must be at least 1, got {self.max_tokens}."
+            )
         _check(self.min_tokens >= 0, "min_tokens", f"must be non-negative, got {self.min_tokens}.")
         if self.max_tokens is not None:
             _check(
@@ -131,7 +137,11 @@ class SamplingParams(msgspec.Struct, kw_only=True):
                 f"must be non-negative, got {self.prompt_logprobs}.",
             )
         assert isinstance(self.stop, list)
-        _check(all(isinstance(s, str) and s for s in self.stop), "stop", "must not contain empty strings.")
+        _check(
+            all(isinstance(s, str) and s for s in self.stop),
+            "stop",
+            "must not contain empty strings.",
+        )
         assert self.stop_token_ids is not None
         _check(
             all(t >= 0 for t in self.stop_token_ids),
@@ -154,7 +164,11 @@ class SamplingParams(msgspec.Struct, kw_only=True):
                 "must be non-negative token ids.",
             )
         if self.bad_words is not None:
-            _check(all(isinstance(w, str) and w for w in self.bad_words), "bad_words", "must not contain empty strings.")
+            _check(
+                all(isinstance(w, str) and w for w in self.bad_words),
+                "bad_words",
+                "must not contain empty strings.",
+            )
 
     # -- derived views ------------------------------------------------------------------
 
@@ -196,11 +210,17 @@ class SamplingParams(msgspec.Struct, kw_only=True):
             return [t for t in ids if not 0 <= t < vocab_size]
 
         if self.logit_bias and (b := bad(self.logit_bias)):
-            raise SamplingParamsError("logit_bias", f"token ids {b[:5]} are out of vocabulary (size {vocab_size}).")
+            raise SamplingParamsError(
+                "logit_bias", f"token ids {b[:5]} are out of vocabulary (size {vocab_size})."
+            )
         if self.allowed_token_ids and (b := bad(self.allowed_token_ids)):
-            raise SamplingParamsError("allowed_token_ids", f"token ids {b[:5]} are out of vocabulary (size {vocab_size}).")
+            raise SamplingParamsError(
+                "allowed_token_ids", f"token ids {b[:5]} are out of vocabulary (size {vocab_size})."
+            )
         if self.stop_token_ids and (b := bad(self.stop_token_ids)):
-            raise SamplingParamsError("stop_token_ids", f"token ids {b[:5]} are out of vocabulary (size {vocab_size}).")
+            raise SamplingParamsError(
+                "stop_token_ids", f"token ids {b[:5]} are out of vocabulary (size {vocab_size})."
+            )
 
 
 class SamplingParamsError(ValueError):

@@ -31,8 +31,6 @@ def paged_attention(
     sliding_window: int | None = None,
 ) -> torch.Tensor:
     """Reference attention; returns [T, Hq, D] in q's dtype. Softmax in float32."""
-    t, hq, d = q.shape
-    _, bs, hk, _ = k_cache.shape
     out = torch.empty_like(q)
     # Deliberate host sync: the reference path plans its loops on the host.
     qsl = query_start_loc.tolist()
@@ -42,7 +40,9 @@ def paged_attention(
     decodes = [i for i in range(b) if q_lens[i] == 1]
     others = [i for i in range(b) if q_lens[i] > 1]
     if decodes:
-        _decode_batch(q, k_cache, v_cache, qsl, lens, block_table, scale, sliding_window, decodes, out)
+        _decode_batch(
+            q, k_cache, v_cache, qsl, lens, block_table, scale, sliding_window, decodes, out
+        )
     for i in others:
         start, end = qsl[i], qsl[i + 1]
         k, v = _gather_kv(k_cache, v_cache, block_table[i], lens[i])  # [S, Hk, D]
@@ -62,7 +62,12 @@ def _gather_kv(
 
 
 def _attend(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, seq_len: int, scale: float, window: int | None
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    seq_len: int,
+    scale: float,
+    window: int | None,
 ) -> torch.Tensor:
     """q: [L, Hq, D], k/v: [S, Hk, D] -> [L, Hq, D]; causal with the queries at the end."""
     q_len, hq, _ = q.shape

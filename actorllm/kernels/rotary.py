@@ -13,7 +13,9 @@ from typing import Any
 import torch
 
 
-def rope_inv_freq(head_dim: int, theta: float, scaling: dict[str, Any] | None = None) -> torch.Tensor:
+def rope_inv_freq(
+    head_dim: int, theta: float, scaling: dict[str, Any] | None = None
+) -> torch.Tensor:
     """Inverse frequencies [head_dim // 2] (float32), with HF's rope scaling applied.
 
     ``scaling`` is HF's ``rope_scaling`` / ``rope_parameters`` dict; rope_type "default",
@@ -41,7 +43,9 @@ def rope_inv_freq(head_dim: int, theta: float, scaling: dict[str, Any] | None = 
         medium = (wavelen >= high_wavelen) & (wavelen <= low_wavelen)
         inv_freq = torch.where(medium, blended, scaled)
     else:
-        raise ValueError(f"unsupported rope scaling type {rope_type!r} (supported: default, linear, llama3)")
+        raise ValueError(
+            f"unsupported rope scaling type {rope_type!r} (supported: default, linear, llama3)"
+        )
     return inv_freq.float()
 
 
