@@ -129,6 +129,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from actorllm.entrypoints.commands.engine_args import add_engine_arguments
 
     parser.add_argument("--batch-sizes", default="1,4,16,64", help="comma list")
+    parser.add_argument("--threads", type=int, default=None, help="torch threads")
     parser.add_argument("--input-len", type=int, default=128)
     parser.add_argument("--output-len", type=int, default=64)
     parser.add_argument(
@@ -145,6 +146,10 @@ def main(args: argparse.Namespace) -> int:
     from actorllm.entrypoints.commands.engine_args import engine_config
 
     config = engine_config(args)
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
     sizes = [int(x) for x in args.batch_sizes.split(",") if x.strip()]
     if args.output_len < 3:
         raise ValueError("--output-len must be at least 3 (a steady window needs decode steps).")

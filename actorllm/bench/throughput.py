@@ -56,23 +56,6 @@ def run_actorllm(
     return anyio.run(_run_actorllm, reqs, config, temperature, profile_dir, backend="trio")
 
 
-def _profile_worker(engine: Any, prof: cProfile.Profile) -> None:
-    """Wrap the runner's ``execute`` (called on the worker thread) in ``prof``."""
-    from actorllm.testing.engine_harness import engine_context
-
-    runner = engine_context(engine).runner
-    execute = runner.execute
-
-    def profiled(so: Any) -> Any:
-        prof.enable()
-        try:
-            return execute(so)
-        finally:
-            prof.disable()
-
-    runner.execute = profiled
-
-
 def _dump_profiles(directory: Path, loop: cProfile.Profile, worker: cProfile.Profile) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     loop.dump_stats(directory / "loop.prof")
@@ -84,6 +67,7 @@ async def _run_actorllm(
 ) -> dict[str, Any]:
     from actorllm.core.sampling_params import RequestOutputKind, SamplingParams
     from actorllm.engine import AsyncEngine
+    from actorllm.testing.engine_harness import engine_context
 
     async with AsyncEngine.open(config) as engine:
         warm = SamplingParams(max_tokens=4, ignore_eos=True)
@@ -91,8 +75,8 @@ async def _run_actorllm(
             pass
         stats0 = await engine.get_stats()
         loop_prof, worker_prof = cProfile.Profile(), cProfile.Profile()
-        if profile_dir:
-            _profile_worker(engine, worker_prof)
+        if profile_dir:  # cProfile follows one thread: enable it on the worker's too
+            await engine_context(engine).worker.call(worker_prof.enable)
             loop_prof.enable()
         produced = [0] * len(reqs)
 
@@ -114,6 +98,7 @@ async def _run_actorllm(
         elapsed = time.perf_counter() - start
         if profile_dir:
             loop_prof.disable()
+            await engine_context(engine).worker.call(worker_prof.disable)
             _dump_profiles(Path(profile_dir), loop_prof, worker_prof)
         stats1 = await engine.get_stats()
     wrong = [i for i, r in enumerate(reqs) if produced[i] != r.output_len]

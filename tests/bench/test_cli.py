@@ -6,6 +6,7 @@ No assertions on speed (the machine is shared): only structure and sanity.
 from __future__ import annotations
 
 import json
+import pstats
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -64,13 +65,17 @@ def test_throughput_both_backends_same_work(tmp_path: Path) -> None:
     assert doc["arguments"]["num_prompts"] == 3 and doc["arguments"]["max_len"] == 12
 
 
-def test_throughput_random_actorllm_only(tmp_path: Path) -> None:
+def test_throughput_random_actorllm_only_with_profiles(tmp_path: Path) -> None:
+    prof = tmp_path / "prof"
     doc = _bench(
         tmp_path, "throughput", "--num-prompts", "2", "--input-len", "8", "--output-len", "4",
-        *TINY_ENGINE,
+        "--profile", str(prof), *TINY_ENGINE,
     )  # fmt: skip
     assert "hf" not in doc["figures"]
     assert doc["figures"]["actorllm"]["output_tokens"] == 8
+    for name in ("loop.prof", "worker.prof"):  # both threads were really profiled
+        stats = pstats.Stats(str(prof / name))
+        assert stats.total_calls > 0, name  # type: ignore[attr-defined]
 
 
 def test_overhead_small(tmp_path: Path) -> None:
