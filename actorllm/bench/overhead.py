@@ -21,8 +21,11 @@ under ``async_scheduling``).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
+import gc
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import anyio
@@ -48,7 +51,7 @@ def _prompt(i: int) -> list[int]:
     return [3 + (i * 131 + j * 7) % 4000 for j in range(PROMPT_LEN)]
 
 
-def core_step_ms(num_running: int, steps: int) -> dict[str, Any]:
+def core_step_ms(num_running: int, steps: int, *, gc_freeze: bool = False) -> dict[str, Any]:
     """The bare core loop with the ScriptedModel as its runner."""
     from actorllm.core.request import Request
     from actorllm.core.sampling_params import SamplingParams
@@ -70,15 +73,21 @@ def core_step_ms(num_running: int, steps: int) -> dict[str, Any]:
         step()
     for _ in range(10):
         step()
-    c0, t0 = time.process_time(), time.perf_counter()
-    for _ in range(steps):
-        step()
-    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    with _frozen_gc(gc_freeze):
+        c0, t0 = time.process_time(), time.perf_counter()
+        for _ in range(steps):
+            step()
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     return {"steps": steps, "step_ms": wall / steps * 1e3, "cpu_ms_per_step": cpu / steps * 1e3}
 
 
 async def engine_step_ms(
-    num_running: int, steps: int, *, output_kind: str = "delta", async_scheduling: bool = False
+    num_running: int,
+    steps: int,
+    *,
+    output_kind: str = "delta",
+    async_scheduling: bool = False,
+    gc_freeze: bool = False,
 ) -> dict[str, Any]:
     """The actor engine on the ScriptedModel; must run inside an event loop (trio or
     asyncio). Returns once the timed window is over (the requests are then cancelled)."""
@@ -111,12 +120,28 @@ async def engine_step_ms(
                     break
                 await anyio.sleep(0.01)
             await _wait_steps(ctx, ctx.steps_done + 10)
-            s0, c0, t0 = ctx.steps_done, time.process_time(), time.perf_counter()
-            await _wait_steps(ctx, s0 + steps)
-            s1, c1, t1 = ctx.steps_done, time.process_time(), time.perf_counter()
+            with _frozen_gc(gc_freeze):
+                s0, c0, t0 = ctx.steps_done, time.process_time(), time.perf_counter()
+                await _wait_steps(ctx, s0 + steps)
+                s1, c1, t1 = ctx.steps_done, time.process_time(), time.perf_counter()
             tg.cancel_scope.cancel()
     n = s1 - s0
     return {"steps": n, "step_ms": (t1 - t0) / n * 1e3, "cpu_ms_per_step": (c1 - c0) / n * 1e3}
+
+
+@contextlib.contextmanager
+def _frozen_gc(freeze: bool) -> Iterator[None]:
+    """``gc.freeze()`` for the timed window: what lives now is never scanned again, so a
+    collection only walks what the window allocates (a diagnostic for GC cost)."""
+    if not freeze:
+        yield
+        return
+    gc.collect()
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 async def _wait_steps(ctx: Any, target: int) -> None:
@@ -132,6 +157,7 @@ def run_overhead(
     output_kind: str = "delta",
     async_scheduling: bool = False,
     backend: str = "trio",
+    gc_freeze: bool = False,
 ) -> list[dict[str, Any]]:
     """One row per size: engine and core figures and their ratio (engine / core)."""
     rows = []
@@ -143,10 +169,11 @@ def run_overhead(
                 steps,
                 output_kind=output_kind,
                 async_scheduling=async_scheduling,
+                gc_freeze=gc_freeze,
             ),
             backend=backend,
         )
-        core = core_step_ms(n, steps)
+        core = core_step_ms(n, steps, gc_freeze=gc_freeze)
         rows.append(
             {
                 "num_running": n,
@@ -186,6 +213,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--output-kind", choices=("delta", "final"), default="delta")
     parser.add_argument("--async-scheduling", action="store_true")
     parser.add_argument("--event-loop", choices=("trio", "asyncio"), default="trio")
+    parser.add_argument(
+        "--gc-freeze",
+        action="store_true",
+        help="gc.freeze() over the timed window on both sides (shows what GC costs)",
+    )
     add_output_argument(parser)
 
 
@@ -200,6 +232,7 @@ def main(args: argparse.Namespace) -> int:
         output_kind=args.output_kind,
         async_scheduling=args.async_scheduling,
         backend=args.event_loop,
+        gc_freeze=args.gc_freeze,
     )
     print(format_table(rows, _COLUMNS))
     if args.output_json:
@@ -210,6 +243,7 @@ def main(args: argparse.Namespace) -> int:
             "output_kind": args.output_kind,
             "async_scheduling": args.async_scheduling,
             "event_loop": args.event_loop,
+            "gc_freeze": args.gc_freeze,
         }
         write_json(
             args.output_json,
