@@ -59,9 +59,16 @@ def nanovllm_requests(
     reqs = []
     for prompt, out_len in zip(prompts[:num_prompts], out_lens[:num_prompts], strict=True):
         if max_len is not None:
-            prompt, out_len = prompt[:max_len], min(out_len, max_len)
+            # Scale both lengths by max_len / 1024 (the workload's longest), so the spread of
+            # lengths — what static batching pays for in padding — keeps its shape.
+            prompt = prompt[: _scaled(len(prompt), max_len)]
+            out_len = _scaled(out_len, max_len)
         reqs.append(BenchRequest(_clamp_ids(prompt, vocab_size), out_len))
     return reqs
+
+
+def _scaled(length: int, max_len: int) -> int:
+    return max(1, round(length * max_len / NANOVLLM_MAX_INPUT_LEN))
 
 
 def random_requests(
