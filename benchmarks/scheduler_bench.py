@@ -18,6 +18,7 @@ import statistics
 import sys
 import time
 
+from actorllm.bench.machine import cpu_model
 from actorllm.core.model_runner_output import ModelRunnerOutput
 from actorllm.core.request import Request
 from actorllm.core.sampling_params import SamplingParams
@@ -72,17 +73,6 @@ def bench(num_reqs: int, steps: int, prompt_len: int, async_scheduling: bool) ->
         "step_ms_p90": sorted(total)[int(0.9 * len(total))],
         "step_ms_mean": statistics.fmean(total),
     }
-
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def main() -> None:
