@@ -5,10 +5,11 @@ Theory of operation
 Under async scheduling the engine queues step N+1 on the worker thread while step N still
 runs. A runner with ``launch(so) -> PendingStep`` (the CUDA path) returns as soon as a
 step's kernels are queued on the device; ``PendingStep.result()`` waits for its sampled ids.
-The pipeline launches each step as it arrives and resolves the oldest pending step only
-when another step is already pending (N+1 is on the device, so N's host copy can be waited
-for without idling the GPU) or when nothing else is queued on the thread (no point
-waiting). Steps resolve in launch order. Any other job on the thread (sleep, reset) must
+The pipeline launches each step as it arrives and resolves the oldest pending step as soon
+as its result is ready (``done()``: always on CPU, where launching computes the step), when
+another step is already pending (N+1 is on the device, so N's host copy can be waited for
+without idling the GPU), or when nothing else is queued on the thread (no point waiting).
+Steps resolve in launch order. Any other job on the thread (sleep, reset) must
 call :meth:`flush` first. Runners without ``launch`` (the ScriptedModel, or any plain
 ``execute``) run synchronously through the same code.
 
@@ -39,6 +40,12 @@ class _Finished:
         return self._output
 
 
+def _done(pending: Any) -> bool:
+    """Whether ``pending.result()`` would return at once (no ``done``: it already ran)."""
+    done = getattr(pending, "done", None)
+    return True if done is None else bool(done())
+
+
 class StepPipeline:
     def __init__(self, runner: Any, has_queued_jobs: Callable[[], bool]) -> None:
         self._runner = runner
@@ -62,7 +69,13 @@ class StepPipeline:
             return
         self._pending.append((pending, post))
         self.max_pending_seen = max(self.max_pending_seen, len(self._pending))
-        while len(self._pending) > 1 or (self._pending and not self._has_queued_jobs()):
+        # Resolve the oldest step when its result is already there (on CPU, always: the
+        # launch computed it), when a newer step is on the device behind it, or when
+        # nothing else is queued. Holding a finished result back would only delay the
+        # scheduler by a whole step.
+        while self._pending and (
+            len(self._pending) > 1 or _done(self._pending[0][0]) or not self._has_queued_jobs()
+        ):
             self._resolve_oldest()
 
     def flush(self) -> None:
