@@ -39,15 +39,28 @@ def paged_attention(
     q_lens = [qsl[i + 1] - qsl[i] for i in range(b)]
     decodes = [i for i in range(b) if q_lens[i] == 1]
     others = [i for i in range(b) if q_lens[i] > 1]
-    if decodes:
+    for bucket in _length_buckets(decodes, lens):
         _decode_batch(
-            q, k_cache, v_cache, qsl, lens, block_table, scale, sliding_window, decodes, out
+            q, k_cache, v_cache, qsl, lens, block_table, scale, sliding_window, bucket, out
         )
     for i in others:
         start, end = qsl[i], qsl[i + 1]
         k, v = _gather_kv(k_cache, v_cache, block_table[i], lens[i])  # [S, Hk, D]
         out[start:end] = _attend(q[start:end], k, v, lens[i], scale, sliding_window)
     return out
+
+
+def _length_buckets(rows: list[int], lens: list[int], ratio: float = 1.5) -> list[list[int]]:
+    """Decode rows grouped by context length, so padding to a group's longest context
+    wastes at most ``ratio``-1 of its work (one group when the lengths are close)."""
+    buckets: list[list[int]] = []
+    start = 0
+    for i in sorted(rows, key=lens.__getitem__):
+        if not buckets or lens[i] > ratio * start:
+            buckets.append([])
+            start = lens[i]
+        buckets[-1].append(i)
+    return buckets
 
 
 def _gather_kv(
