@@ -18,6 +18,7 @@ the ``async with`` block raises it.
 
 from __future__ import annotations
 
+import gc
 import time
 import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -149,10 +150,17 @@ class AsyncEngine:
             ) as sup:
                 self._supervisor = sup
                 await self._start_actors(sup, policy)
+                if ctx.config.freeze_gc_at_start:
+                    gc.collect()
+                    gc.freeze()
                 try:
                     yield self
                 finally:
                     self._closing = True
+                    if ctx.config.freeze_gc_at_start:
+                        # Give the frozen heap back to the collector: the engine's objects
+                        # must be freed normally once it is gone (and at interpreter exit).
+                        gc.unfreeze()
         except SupervisorEscalation as exc:
             self._die(exc)
             raise EngineDeadError(f"the engine died: {exc}") from exc

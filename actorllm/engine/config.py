@@ -58,6 +58,11 @@ class EngineConfig(msgspec.Struct, kw_only=True):
     max_restarts: int = 3  # restart intensity: more than this many crashes ...
     restart_window_s: float = 30.0  # ... within this window kills the engine
     mailbox_size: int = 1024
+    # After start-up, collect once and move every object alive (weights' Python objects,
+    # tokenizer, modules) to a permanent GC generation that is never scanned again, as vLLM
+    # does: the per-step cost of the cyclic GC no longer grows with that heap. Process-wide
+    # (gc.freeze); turn it off if the embedding application relies on GC of older cycles.
+    freeze_gc_at_start: bool = True
     # Delay before restarting a crashed actor (exponential from this, with jitter); 0 = at once.
     restart_backoff_s: float = 0.0
     # -- KV connector (host/disk offload tier) --------------------------------------------
