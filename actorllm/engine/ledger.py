@@ -40,7 +40,6 @@ class ChildState:
     """One sample of a request, as the scheduler sees it."""
 
     child_id: str
-    index: int
     params: SamplingParams
     emitted: list[int] = field(default_factory=list)  # output tokens the caller has seen
     finished: bool = False

@@ -93,10 +93,11 @@ class AbortRequests(_Msg, frozen=True, kw_only=True):
 
 
 class StepDone(_Msg, frozen=True, kw_only=True):
+    """A step's result (a step that raised crashes the executor instead)."""
+
     epoch: int
     step_id: int
-    output: ModelRunnerOutput | None = None
-    error: str | None = None  # the worker raised; the executor crashes instead of sending this
+    output: ModelRunnerOutput
 
 
 SchedulerMsg = AddRequest | AbortRequests | StepDone | Control

@@ -61,10 +61,6 @@ class WorkerThread:
         self._jobs_done = 0  # written by the worker thread only
         self._busy = False  # a job is running (read from the loop: informative only)
 
-    @property
-    def ident(self) -> int | None:
-        return self._thread.ident
-
     def start(self) -> None:
         self._thread.start()
 

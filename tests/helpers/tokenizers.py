@@ -22,10 +22,11 @@ VOCAB_SIZE = 4096
 
 @functools.cache
 def hf_demo_tokenizer() -> Any:
-    """``transformers.AutoTokenizer`` on the shipped demo tokenizer (a TokenizersBackend)."""
-    from transformers import AutoTokenizer
+    """``transformers.AutoTokenizer`` on the shipped demo tokenizer (a TokenizersBackend),
+    loaded once: the engine harness's own copy."""
+    from actorllm.testing.engine_harness import demo_tokenizer as harness_tokenizer
 
-    return AutoTokenizer.from_pretrained(str(demo_tokenizer_path()))
+    return harness_tokenizer()
 
 
 @functools.cache

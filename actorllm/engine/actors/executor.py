@@ -51,6 +51,7 @@ class ExecutorActor(Actor[ExecutorMsg]):
             case WorkerResult(error=error) if error is not None:
                 raise WorkerStepError(f"model step {msg.step_id} failed: {error!r}") from error
             case WorkerResult(epoch=epoch, step_id=step_id, output=output):
+                assert output is not None  # no error: the step produced its output
                 await self.ctx.ref("scheduler").send(
                     StepDone(epoch=epoch, step_id=step_id, output=output)
                 )

@@ -51,9 +51,6 @@ class InputProcessorActor(Actor[InputMsg]):
         entry.eos_token_id = processed.eos_token_id
         self.ctx.ledger.set_children(
             entry.request_id,
-            [
-                ChildState(child_id=c.child_id, index=c.index, params=c.params)
-                for c in processed.children
-            ],
+            [ChildState(child_id=c.child_id, params=c.params) for c in processed.children],
         )
         entry.prompt_token_ids = processed.prompt_token_ids  # set last: marks it processed

@@ -89,7 +89,10 @@ class SchedulerActor(Actor[SchedulerMsg]):
         crashed = [rid for ids in self.ctx.inflight.values() for rid in ids]
         self.ctx.inflight.clear()
         if crashed:
-            await self._fail(charge_crash(self.ctx.ledger, crashed), "core")
+            for rid in charge_crash(self.ctx.ledger, crashed):
+                entry = self.ctx.ledger.get(rid)
+                assert entry is not None  # charge_crash returns open requests only
+                await self._fail(rid, crash_message("core", entry.crash_count))
         if not self.ctx.sleeping:
             self._rebuild_from_ledger()
             await self._admit_next_suspect()
@@ -118,7 +121,6 @@ class SchedulerActor(Actor[SchedulerMsg]):
             return  # computed before a rebuild: its requests are being recomputed
         so = self.inflight.pop(msg.step_id)
         request_ids = self.ctx.inflight.pop(msg.step_id, [])
-        assert msg.output is not None
         outputs = self.core.update_from_output(so, msg.output)
         self.ctx.steps_done += 1
         self.ctx.iteration_tokens.append(so.total_num_scheduled_tokens)
@@ -197,7 +199,7 @@ class SchedulerActor(Actor[SchedulerMsg]):
             return
         failed = self._add_children(request_id)
         if failed is not None:
-            await self._fail_one(request_id, failed)
+            await self._fail(request_id, str(failed))
 
     async def _admit_next_suspect(self) -> None:
         if self.on_probation is not None:
@@ -213,7 +215,7 @@ class SchedulerActor(Actor[SchedulerMsg]):
             self.on_probation = rid if entry.suspect else None
             failed = self._add_children(rid)
             if failed is not None:
-                await self._fail_one(rid, failed)
+                await self._fail(rid, str(failed))
                 self.on_probation = None
                 continue
             return
@@ -242,26 +244,16 @@ class SchedulerActor(Actor[SchedulerMsg]):
                 return exc
         return None
 
-    async def _fail_one(self, request_id: str, error: BaseException) -> None:
+    async def _fail(self, request_id: str, reason: str) -> None:
+        """End a request with an error: finished here at once (so a rebuild skips it),
+        ended for the caller by the output processor."""
         entry = self.ctx.ledger.get(request_id)
-        if entry is not None:
-            self.core.finish_requests(list(entry.children), RequestStatus.FINISHED_ERROR)
-        await self.ctx.ref("output_processor").send(
-            EndRequest(request_id=request_id, error=str(error))
-        )
-
-    async def _fail(self, request_ids: list[str], actor: str) -> None:
-        """Fail poison requests: finished here at once (so a rebuild skips them), ended for
-        the caller by the output processor."""
-        for rid in request_ids:
-            entry = self.ctx.ledger.get(rid)
-            if entry is None:
-                continue
-            for child in entry.children.values():
-                child.finished = True
-            self.core.finish_requests(list(entry.children), RequestStatus.FINISHED_ERROR)
-            error = crash_message(actor, entry.crash_count)
-            await self.ctx.ref("output_processor").send(EndRequest(request_id=rid, error=error))
+        if entry is None:
+            return
+        for child in entry.children.values():
+            child.finished = True
+        self.core.finish_requests(list(entry.children), RequestStatus.FINISHED_ERROR)
+        await self.ctx.ref("output_processor").send(EndRequest(request_id=request_id, error=reason))
 
     # -- control plane --------------------------------------------------------------------
 

@@ -45,8 +45,8 @@ def make_offload_connector(
         disk_blocks = disk_bytes // block_bytes
     index = OffloadIndex(host_blocks, disk_blocks)
     store = OffloadStore(cfg.kv_offload_disk_dir, on_lost=index.report_lost)
-    setattr(ctx, "kv_offload_store", store)  # noqa: B010 - the field is the lead's to add
-    setattr(ctx, "kv_offload_index", index)  # noqa: B010
+    ctx.kv_offload_store = store
+    ctx.kv_offload_index = index
     block_size = cfg.block_size
 
     def new_connector() -> OffloadConnector:
