@@ -7,8 +7,11 @@ not hop between threads either (CUDA streams, graphs and the runner's persistent
 belong to one thread). So the engine starts exactly one :class:`WorkerThread` and keeps it
 for its whole life — across actor restarts, which is why the weights survive an executor
 crash. Jobs are plain callables executed in submission order; each job's outcome is handed
-back to the event loop with ``anyio.from_thread.run_sync(..., token=...)``, which works the
-same on trio and asyncio. The loop never waits on the thread except through such callbacks.
+back to the event loop by a :class:`LoopPoster`: ``run_sync_soon`` on trio,
+``call_soon_threadsafe`` on asyncio. The thread never waits for the loop to run the callback
+(a blocking hand-off such as ``anyio.from_thread.run_sync`` would stall the thread, and with
+it the device, for as long as the loop is busy with other actors). The loop never waits on
+the thread except through such callbacks.
 
     worker = WorkerThread(name="actorllm-worker")
     worker.start()
@@ -18,7 +21,9 @@ same on trio and asyncio. The loop never waits on the thread except through such
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import logging
 import queue
 import threading
 from collections.abc import Callable
@@ -30,6 +35,36 @@ import anyio.from_thread
 import anyio.lowlevel
 
 T = TypeVar("T")
+
+log = logging.getLogger(__name__)
+
+
+class LoopPoster:
+    """Made on the event loop; lets any thread run a callback on that loop soon, in FIFO
+    order, without waiting for it. A loop that has shut down drops the callback.
+
+    The callback runs as a bare loop callback (no task, no cancel scope): it must be quick
+    and must not await. An exception it raises is logged, never propagated into the loop.
+    """
+
+    def __init__(self) -> None:
+        native = anyio.lowlevel.current_token().native_token
+        if isinstance(native, asyncio.AbstractEventLoop):
+            self._schedule: Callable[[Callable[[], None]], object] = native.call_soon_threadsafe
+        else:  # anyio's only other backend: trio's TrioToken
+            self._schedule = native.run_sync_soon  # type: ignore[attr-defined]
+
+    def post(self, fn: Callable[..., object], *args: Any) -> None:
+        """Run ``fn(*args)`` on the loop soon; never blocks, never raises."""
+
+        def run() -> None:
+            try:
+                fn(*args)
+            except Exception:  # a loop callback must not raise (trio would crash the run)
+                log.exception("callback posted to the event loop failed")
+
+        with contextlib.suppress(Exception):  # the loop is closed: nobody is left to tell
+            self._schedule(run)
 
 
 @dataclass(frozen=True)
@@ -49,7 +84,7 @@ class Outcome(Generic[T]):
 class _Job:
     fn: Callable[[], Any]
     on_done: Callable[[Outcome[Any]], None] | None
-    token: anyio.lowlevel.EventLoopToken | None
+    poster: LoopPoster | None
 
 
 class WorkerThread:
@@ -77,8 +112,8 @@ class WorkerThread:
     ) -> None:
         """Queue ``fn``; never blocks. Must be called from the event loop when ``on_done`` is
         given: ``on_done(outcome)`` later runs on that loop."""
-        token = anyio.lowlevel.current_token() if on_done is not None else None
-        self._queue.put(_Job(fn, on_done, token))
+        poster = LoopPoster() if on_done is not None else None
+        self._queue.put(_Job(fn, on_done, poster))
 
     async def call(self, fn: Callable[[], T]) -> T:
         """Run ``fn`` on the worker thread and return its result (or raise its exception).
@@ -122,7 +157,5 @@ class WorkerThread:
                 outcome = Outcome(error=exc)
             self._busy = False
             self._jobs_done += 1
-            if job.on_done is not None:
-                # The loop may be gone (engine shut down): then nobody is left to tell.
-                with contextlib.suppress(Exception):
-                    anyio.from_thread.run_sync(job.on_done, outcome, token=job.token)
+            if job.on_done is not None and job.poster is not None:
+                job.poster.post(job.on_done, outcome)

@@ -8,17 +8,12 @@ worker exception is re-raised here, crashing the executor and, with it, the core
 
 from __future__ import annotations
 
-import contextlib
-
-import anyio.from_thread
-import anyio.lowlevel
-
 from actorllm.actors import Actor
 from actorllm.core.model_runner_output import ModelRunnerOutput
 from actorllm.core.scheduler_output import SchedulerOutput
 from actorllm.engine.context import EngineContext
 from actorllm.engine.messages import ExecuteStep, ExecutorCall, ExecutorMsg, StepDone, WorkerResult
-from actorllm.worker.worker_thread import Outcome
+from actorllm.worker.worker_thread import LoopPoster, Outcome
 
 
 class WorkerStepError(RuntimeError):
@@ -67,7 +62,7 @@ class ExecutorActor(Actor[ExecutorMsg]):
     def _submit(self, epoch: int, so: SchedulerOutput, meta: object) -> None:
         runner, store, pipeline = self.ctx.runner, self.ctx.kv_offload_store, self.ctx.pipeline
         me = self.ctx.ref("executor")
-        token = anyio.lowlevel.current_token()
+        poster = LoopPoster()
 
         def done(outcome: Outcome[ModelRunnerOutput]) -> None:  # runs on the event loop
             # Never full: it holds at most a few steps' results and control calls.
@@ -78,8 +73,7 @@ class ExecutorActor(Actor[ExecutorMsg]):
             )
 
         def post(outcome: Outcome[ModelRunnerOutput]) -> None:  # runs on the worker thread
-            with contextlib.suppress(Exception):  # the loop is gone: the engine stopped
-                anyio.from_thread.run_sync(done, outcome, token=token)
+            poster.post(done, outcome)  # never waits for the loop: the thread goes on
 
         def before() -> None:
             if meta is not None and store is not None:
