@@ -12,12 +12,34 @@ prefix-cache hit) and decodes (one query token) side by side, packed "varlen":
 Query row i of request b sits at position ``seq_lens[b] - q_len_b + i`` and attends causally
 to keys ``0 ..= position`` (and, with ``sliding_window=w``, only to keys ``> position - w``).
 Heads share KV heads GQA-style: query head h reads KV head ``h // (Hq // Hk)``.
+
+How the CPU runs it fast
+------------------------
+* **One plan per step.** Everything that depends only on the step (which rows decode, how
+  they are grouped, the block ids to gather, the masks) is built once, on the host, into
+  a :class:`StepPlan` kept in the caller's ``plan_cache`` dict; every layer of the step
+  reuses it (``AttentionMetadata.plan_cache``). Only the gathers and SDPA run per layer.
+* **Decode rows in groups of similar context length.** One batched SDPA per group, each
+  row padded to its group's longest context; the grouping minimises padded work plus a
+  fixed cost per group (:func:`group_decode_rows`).
+* **Head-major caches** (``worker/kv_cache.py`` allocates them so on the reference path):
+  a cache stored ``[Hk, NB, BS, D]`` and viewed ``[NB, BS, Hk, D]`` gathers straight into
+  the contiguous ``[Hk, N, S, D]`` SDPA reads fastest. A plain ``[NB, BS, Hk, D]`` cache
+  works too, through a strided view.
 """
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass, field
+
 import torch
 import torch.nn.functional as F
+
+# Fixed cost of one decode group per layer, in padded (row x context token) units: what an
+# extra gather + SDPA call costs against the per-token work it saves (measured on CPU).
+GROUP_COST_TOKENS = 512
+_FINE_RATIO = 1.25  # the grouping's candidate cuts: where a context grows 25% past the last
 
 
 def paged_attention(
@@ -29,113 +51,191 @@ def paged_attention(
     block_table: torch.Tensor,
     scale: float,
     sliding_window: int | None = None,
+    *,
+    plan_cache: dict[str, object] | None = None,
 ) -> torch.Tensor:
-    """Reference attention; returns [T, Hq, D] in q's dtype. Softmax in float32."""
+    """Reference attention; returns [T, Hq, D] in q's dtype. Softmax in float32.
+
+    ``plan_cache``: a dict that lives for one step (the same tensors in every call); the
+    first call stores the step's plan there and later calls reuse it.
+    """
+    plan = plan_cache.get("torch") if plan_cache is not None else None
+    if not isinstance(plan, StepPlan):
+        plan = StepPlan.build(query_start_loc, seq_lens, block_table, k_cache.shape[1])
+        if plan_cache is not None:
+            plan_cache["torch"] = plan
     out = torch.empty_like(q)
-    # Deliberate host sync: the reference path plans its loops on the host.
-    qsl = query_start_loc.tolist()
-    lens = seq_lens.tolist()
-    b = len(lens)
-    q_lens = [qsl[i + 1] - qsl[i] for i in range(b)]
-    decodes = [i for i in range(b) if q_lens[i] == 1]
-    others = [i for i in range(b) if q_lens[i] > 1]
-    for bucket in _length_buckets(decodes, lens):
-        _decode_batch(
-            q, k_cache, v_cache, qsl, lens, block_table, scale, sliding_window, bucket, out
-        )
-    for i in others:
-        start, end = qsl[i], qsl[i + 1]
-        k, v = _gather_kv(k_cache, v_cache, block_table[i], lens[i])  # [S, Hk, D]
-        out[start:end] = _attend(q[start:end], k, v, lens[i], scale, sliding_window)
+    hk, d = k_cache.shape[2], k_cache.shape[3]
+    for g in plan.decode_groups:
+        n = g.q_rows.shape[0]
+        qg = q.index_select(0, g.q_rows).float().view(n, hk, -1, d).transpose(0, 1)  # [Hk,N,G,D]
+        k = _gather(k_cache, g.blocks, n, g.max_len)  # [Hk, N, S, D]
+        v = _gather(v_cache, g.blocks, n, g.max_len)
+        o = F.scaled_dot_product_attention(
+            qg, k, v, attn_mask=g.mask(sliding_window), scale=scale
+        )  # [Hk, N, G, D]
+        out.index_copy_(0, g.q_rows, o.transpose(0, 1).reshape(n, -1, d).to(q.dtype))
+    for p in plan.prefills:
+        k = _gather(k_cache, p.blocks, 1, p.seq_len)[:, 0]  # [Hk, S, D]
+        v = _gather(v_cache, p.blocks, 1, p.seq_len)[:, 0]
+        qf = q[p.start : p.end].float().transpose(0, 1)  # [Hq, L, D]
+        # enable_gqa: query head h reads KV head h // group without materialising repeats.
+        o = F.scaled_dot_product_attention(
+            qf,
+            k,
+            v,
+            attn_mask=p.mask(sliding_window),
+            scale=scale,
+            enable_gqa=q.shape[1] != hk,
+        )  # [Hq, L, D]
+        out[p.start : p.end] = o.transpose(0, 1).to(q.dtype)
     return out
 
 
-def _length_buckets(rows: list[int], lens: list[int], ratio: float = 1.5) -> list[list[int]]:
-    """Decode rows grouped by context length, so padding to a group's longest context
-    wastes at most ``ratio``-1 of its work (one group when the lengths are close)."""
-    buckets: list[list[int]] = []
-    start = 0
-    for i in sorted(rows, key=lens.__getitem__):
-        if not buckets or lens[i] > ratio * start:
-            buckets.append([])
-            start = lens[i]
-        buckets[-1].append(i)
-    return buckets
+def _gather(cache: torch.Tensor, blocks: torch.Tensor, n: int, length: int) -> torch.Tensor:
+    """The first ``length`` context tokens of ``n`` requests whose ``blocks`` ([n * nb]
+    int64, request after request) hold them -> [Hk, n, length, D] (float32)."""
+    _, bs, hk, d = cache.shape
+    nb = blocks.shape[0] // n
+    phys = cache.permute(2, 0, 1, 3)  # [Hk, NB, BS, D]
+    if phys.is_contiguous():  # head-major storage: the gather is already SDPA's layout
+        kv = phys.index_select(1, blocks).view(hk, n, nb * bs, d)
+    else:  # [NB, BS, Hk, D] storage: gather whole blocks, view heads first
+        kv = cache.index_select(0, blocks).view(n, nb * bs, hk, d).permute(2, 0, 1, 3)
+    return kv[:, :, :length].float()
 
 
-def _gather_kv(
-    k_cache: torch.Tensor, v_cache: torch.Tensor, blocks: torch.Tensor, seq_len: int
-) -> tuple[torch.Tensor, torch.Tensor]:
-    bs = k_cache.shape[1]
-    n = (seq_len + bs - 1) // bs
-    ids = blocks[:n].long()
-    k = k_cache.index_select(0, ids).flatten(0, 1)[:seq_len]  # [S, Hk, D]
-    v = v_cache.index_select(0, ids).flatten(0, 1)[:seq_len]
-    return k, v
+# -- the per-step plan ----------------------------------------------------------------------
 
 
-def _attend(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    seq_len: int,
-    scale: float,
-    window: int | None,
-) -> torch.Tensor:
-    """q: [L, Hq, D], k/v: [S, Hk, D] -> [L, Hq, D]; causal with the queries at the end."""
-    q_len, hq, _ = q.shape
-    group = hq // k.shape[1]
-    q_pos = torch.arange(seq_len - q_len, seq_len).unsqueeze(1)  # [L, 1]
-    k_pos = torch.arange(seq_len).unsqueeze(0)  # [1, S]
-    mask = k_pos <= q_pos
-    if window is not None:
-        mask &= k_pos > q_pos - window
-    qf = q.float().transpose(0, 1)  # [Hq, L, D]
-    kf = k.float().transpose(0, 1)  # [Hk, S, D]
-    vf = v.float().transpose(0, 1)
-    # enable_gqa: query head h reads KV head h // group without materialising the repeats.
-    o = F.scaled_dot_product_attention(
-        qf, kf, vf, attn_mask=mask, scale=scale, enable_gqa=group > 1
-    )  # [Hq, L, D]
-    return o.transpose(0, 1).to(q.dtype)
+@dataclass
+class DecodeGroup:
+    """Decode rows attended in one SDPA call, padded to the longest context among them."""
+
+    q_rows: torch.Tensor  # [N] int64, rows of q
+    blocks: torch.Tensor  # [N * nb] int64, each row's first nb blocks
+    lens: list[int]  # context length of each row
+    max_len: int
+    _masks: dict[int | None, torch.Tensor | None] = field(default_factory=dict)
+
+    def mask(self, window: int | None) -> torch.Tensor | None:
+        """Additive float mask [1, N, 1, S] (0 or -inf): a row's keys past its length (and
+        before its window) are out; None when nothing needs masking."""
+        if window not in self._masks:
+            lens = self.lens
+            if window is None and min(lens) == self.max_len:
+                self._masks[window] = None
+            else:
+                k_pos = torch.arange(self.max_len).unsqueeze(0)  # [1, S]
+                last = torch.tensor(lens).unsqueeze(1) - 1  # [N, 1], each row's query position
+                keep = k_pos <= last
+                if window is not None:
+                    keep &= k_pos > last - window
+                m = torch.zeros(keep.shape).masked_fill_(~keep, -math.inf)
+                self._masks[window] = m.view(1, len(lens), 1, self.max_len)
+        return self._masks[window]
 
 
-def _decode_batch(
-    q: torch.Tensor,
-    k_cache: torch.Tensor,
-    v_cache: torch.Tensor,
-    qsl: list[int],
-    lens: list[int],
-    block_table: torch.Tensor,
-    scale: float,
-    window: int | None,
-    rows: list[int],
-    out: torch.Tensor,
-) -> None:
-    """All one-token queries at once: pad their contexts to the longest and mask."""
-    _, bs, hk, d = k_cache.shape
-    hq = q.shape[1]
-    group = hq // hk
-    idx = torch.tensor(rows)
-    q_rows = torch.tensor([qsl[i] for i in rows])
-    ctx = torch.tensor([lens[i] for i in rows])  # [N]
-    max_len = int(ctx.max())
-    n_blocks = (max_len + bs - 1) // bs
-    blocks = block_table.index_select(0, idx)[:, :n_blocks].long().flatten()  # [N * nb]
-    # index_select on the block axis: 3.5x faster on CPU than advanced indexing.
-    k = k_cache.index_select(0, blocks).view(-1, n_blocks * bs, hk, d)[:, :max_len]  # [N, S, Hk, D]
-    v = v_cache.index_select(0, blocks).view(-1, n_blocks * bs, hk, d)[:, :max_len]
-    k_pos = torch.arange(max_len).unsqueeze(0)  # [1, S]
-    q_pos = (ctx - 1).unsqueeze(1)  # [N, 1]
-    mask = k_pos <= q_pos
-    if window is not None:
-        mask &= k_pos > q_pos - window
-    # The G query heads of a KV head play the part of G query positions: one 4-D attention
-    # over [N, Hk] with no copy of K/V per query head (2x faster than a 5-D broadcast on CPU).
-    qf = q.index_select(0, q_rows).float().view(-1, hk, group, d)  # [N, Hk, G, D]
-    kf = k.float().transpose(1, 2)  # [N, Hk, S, D]
-    vf = v.float().transpose(1, 2)
-    o = F.scaled_dot_product_attention(
-        qf, kf, vf, attn_mask=mask.view(-1, 1, 1, max_len), scale=scale
-    )  # [N, Hk, G, D]
-    out[q_rows] = o.reshape(-1, hq, d).to(q.dtype)
+@dataclass
+class Prefill:
+    """A request with more than one query token: rows [start, end) of q, causal."""
+
+    start: int
+    end: int
+    seq_len: int
+    blocks: torch.Tensor  # [nb] int64
+    _masks: dict[int | None, torch.Tensor] = field(default_factory=dict)
+
+    def mask(self, window: int | None) -> torch.Tensor:
+        """Bool [L, S]: query i (position seq_len - L + i) sees keys up to itself."""
+        if window not in self._masks:
+            q_len = self.end - self.start
+            q_pos = torch.arange(self.seq_len - q_len, self.seq_len).unsqueeze(1)  # [L, 1]
+            k_pos = torch.arange(self.seq_len).unsqueeze(0)  # [1, S]
+            keep = k_pos <= q_pos
+            if window is not None:
+                keep &= k_pos > q_pos - window
+            self._masks[window] = keep
+        return self._masks[window]
+
+
+@dataclass
+class StepPlan:
+    decode_groups: list[DecodeGroup]
+    prefills: list[Prefill]
+
+    @classmethod
+    def build(
+        cls,
+        query_start_loc: torch.Tensor,
+        seq_lens: torch.Tensor,
+        block_table: torch.Tensor,
+        block_size: int,
+    ) -> StepPlan:
+        # Deliberate host sync: the reference path plans its loops on the host.
+        qsl = query_start_loc.tolist()
+        lens = seq_lens.tolist()
+        decodes = [i for i in range(len(lens)) if qsl[i + 1] - qsl[i] == 1]
+        groups = []
+        for rows in group_decode_rows(decodes, lens):
+            max_len = max(lens[i] for i in rows)
+            nb = -(-max_len // block_size)
+            idx = torch.tensor(rows)
+            groups.append(
+                DecodeGroup(
+                    q_rows=torch.tensor([qsl[i] for i in rows]),
+                    blocks=block_table.index_select(0, idx)[:, :nb].flatten().long(),
+                    lens=[lens[i] for i in rows],
+                    max_len=max_len,
+                )
+            )
+        prefills = [
+            Prefill(
+                start=qsl[i],
+                end=qsl[i + 1],
+                seq_len=lens[i],
+                blocks=block_table[i, : -(-lens[i] // block_size)].long(),
+            )
+            for i in range(len(lens))
+            if qsl[i + 1] - qsl[i] > 1
+        ]
+        return cls(groups, prefills)
+
+
+def group_decode_rows(
+    rows: list[int], lens: list[int], group_cost: int = GROUP_COST_TOKENS
+) -> list[list[int]]:
+    """Decode rows split into groups by context length, minimising the padded work
+    (rows x longest context, per group) plus ``group_cost`` per group.
+
+    Rows are sorted by length and cut only where the length has grown ``_FINE_RATIO``
+    past the previous cut (few candidates), then the best cuts among those are chosen by
+    dynamic programming over the candidates.
+    """
+    if not rows:
+        return []
+    order = sorted(rows, key=lens.__getitem__)
+    # Fine runs: [start, end) slices of `order` whose lengths stay within _FINE_RATIO.
+    bounds = [0]
+    base = lens[order[0]]
+    for j in range(1, len(order)):
+        if lens[order[j]] > _FINE_RATIO * base:
+            bounds.append(j)
+            base = lens[order[j]]
+    bounds.append(len(order))
+    k = len(bounds) - 1
+    # best[j]: cheapest cost of the rows before bounds[j]; cut[j]: where its last group starts.
+    best = [0.0] + [math.inf] * k
+    cut = [0] * (k + 1)
+    for j in range(1, k + 1):
+        longest = lens[order[bounds[j] - 1]]
+        for i in range(j):
+            cost = best[i] + group_cost + (bounds[j] - bounds[i]) * longest
+            if cost < best[j]:
+                best[j], cut[j] = cost, i
+    groups = []
+    j = k
+    while j > 0:
+        groups.append(order[bounds[cut[j]] : bounds[j]])
+        j = cut[j]
+    return groups[::-1]

@@ -7,7 +7,7 @@ are packed one after another in the token dimension; ``T`` is the step's token c
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch import nn
@@ -27,6 +27,8 @@ class AttentionMetadata:
     * ``slot_mapping``: [T] int64, cache slot of each token (``block * block_size + offset``).
 
     Host copies (``*_cpu``, plain lists) let the reference path plan without a device sync.
+    ``plan_cache`` is scratch space for one step: the torch reference attention plans the
+    step in the first layer and every later layer reuses the plan.
     """
 
     query_start_loc: torch.Tensor
@@ -37,6 +39,7 @@ class AttentionMetadata:
     seq_lens_cpu: list[int]
     max_query_len: int
     max_seq_len: int
+    plan_cache: dict[str, object] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def num_reqs(self) -> int:
@@ -95,4 +98,5 @@ class PagedAttention(nn.Module):
             meta.block_table,
             self.scale,
             self.sliding_window,
+            plan_cache=meta.plan_cache,
         )

@@ -6,6 +6,13 @@ Layout, per layer: a pair ``(k_cache, v_cache)``, each
 ``p % block_size`` (slot ``block_id * block_size + offset``). Block 0 is the null block: the
 scheduler never hands it out, and padding points at it.
 
+Storage: the torch reference attention (the CPU path) asks for ``head_major`` caches: each
+tensor is stored ``[num_kv_heads, num_blocks, block_size, head_dim]`` and handed out as a
+``[num_blocks, block_size, num_kv_heads, head_dim]`` view, so every user indexes the same
+logical layout while a gather of blocks lands directly in the ``[Hk, N, S, D]`` layout the
+CPU's SDPA reads fastest (``kernels/attention.py``). The Triton kernels take the plain
+contiguous layout.
+
 Sizing: ``bytes per block = 2 * num_layers * block_size * num_kv_heads * head_dim *
 dtype_size`` (the 2 is K and V), so ``num_blocks = budget_bytes // bytes_per_block``.
 
@@ -38,18 +45,22 @@ def allocate_kv_caches(
     block_size: int,
     dtype: torch.dtype,
     device: torch.device | str,
+    *,
+    head_major: bool = False,
 ) -> KVCaches:
-    """One zeroed ``(k_cache, v_cache)`` pair per layer; raises ``ValueError`` if
-    ``num_blocks < 2`` (block 0 is reserved, so one usable block needs two)."""
+    """One zeroed ``(k_cache, v_cache)`` pair per layer, each [NB, BS, Hk, D] (a view of
+    head-major storage with ``head_major``); raises ``ValueError`` if ``num_blocks < 2``
+    (block 0 is reserved, so one usable block needs two)."""
     if num_blocks < 2:
         raise ValueError(
             f"num_blocks must be at least 2 (block 0 is the null block), got {num_blocks}"
         )
-    shape = (num_blocks, block_size, cfg.num_kv_heads, cfg.head_dim)
-    return [
-        (
-            torch.zeros(shape, dtype=dtype, device=device),
-            torch.zeros(shape, dtype=dtype, device=device),
-        )
-        for _ in range(cfg.num_layers)
-    ]
+    hk, d = cfg.num_kv_heads, cfg.head_dim
+
+    def one() -> torch.Tensor:
+        if head_major:
+            store = torch.zeros((hk, num_blocks, block_size, d), dtype=dtype, device=device)
+            return store.permute(1, 2, 0, 3)  # [NB, BS, Hk, D] view
+        return torch.zeros((num_blocks, block_size, hk, d), dtype=dtype, device=device)
+
+    return [(one(), one()) for _ in range(cfg.num_layers)]

@@ -196,7 +196,12 @@ class ModelRunner:
         Triton backend, not ``enforce_eager``) capture the decode CUDA graphs over it."""
         self.launcher.graphs = None  # graphs hold the old cache's addresses
         self.kv_caches = allocate_kv_caches(
-            self.model_config, num_blocks, self.block_size, self.dtype, self.device
+            self.model_config,
+            num_blocks,
+            self.block_size,
+            self.dtype,
+            self.device,
+            head_major=self.attention_backend == "torch",
         )
         self.num_blocks = num_blocks
         if self.graphs_enabled:

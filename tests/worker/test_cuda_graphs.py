@@ -96,7 +96,7 @@ def test_padded_forward_is_invisible(tmp_path: Path) -> None:
     others[real] = False
     for (k, v), (k0, v0), (k1, v1) in zip(r.kv_caches, before, after_eager, strict=True):
         for c, c0, c1 in ((k, k0, k1), (v, v0, v1)):
-            flat, flat0, flat1 = (x.view(12 * 4, -1) for x in (c, c0, c1))
+            flat, flat0, flat1 = (x.reshape(12 * 4, -1) for x in (c, c0, c1))
             assert torch.equal(flat[others], flat0[others])  # padding wrote no KV anywhere
             torch.testing.assert_close(flat[real], flat1[real], rtol=0, atol=2e-5)
 

@@ -1,0 +1,168 @@
+"""The torch reference paged attention (the CPU path) against a dense, per-token float64
+oracle: plain and head-major caches, a plan reused across layers, sliding windows, mixed
+prefill/decode steps, and the decode grouping's cost optimality."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import pytest
+import torch
+
+from actorllm.kernels.attention import StepPlan, group_decode_rows, paged_attention
+from actorllm.kernels.kv_cache import write_kv_cache
+
+BS = 4
+
+
+def _oracle(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    qsl: list[int],
+    lens: list[int],
+    table: torch.Tensor,
+    scale: float,
+    window: int | None,
+) -> torch.Tensor:
+    """Token by token, in float64, reading the cache's logical [NB, BS, Hk, D] layout."""
+    out = torch.zeros(q.shape, dtype=torch.float64)
+    hq, hk = q.shape[1], k_cache.shape[2]
+    for b in range(len(lens)):
+        keys = torch.stack(
+            [k_cache[table[b, p // BS], p % BS] for p in range(lens[b])]
+        ).double()  # [S, Hk, D]
+        vals = torch.stack([v_cache[table[b, p // BS], p % BS] for p in range(lens[b])]).double()
+        q_len = qsl[b + 1] - qsl[b]
+        for i in range(q_len):
+            pos = lens[b] - q_len + i
+            for h in range(hq):
+                kh = h // (hq // hk)
+                s = keys[: pos + 1, kh] @ q[qsl[b] + i, h].double() * scale
+                if window is not None:
+                    s[: max(0, pos + 1 - window)] = -math.inf
+                out[qsl[b] + i, h] = torch.softmax(s, 0) @ vals[: pos + 1, kh]
+    return out
+
+
+def _caches(nb: int, hk: int, d: int, head_major: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    def one() -> torch.Tensor:
+        if head_major:
+            return torch.randn(hk, nb, BS, d).permute(1, 2, 0, 3)  # [NB, BS, Hk, D] view
+        return torch.randn(nb, BS, hk, d)
+
+    return one(), one()
+
+
+def _step(
+    q_lens: list[int], lens: list[int], hq: int, d: int, nb: int, seed: int
+) -> tuple[torch.Tensor, list[int], torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    qsl = [0, *itertools.accumulate(q_lens)]
+    max_blocks = max(-(-n // BS) for n in lens)
+    perm = torch.randperm(nb - 1, generator=g)[: len(lens) * max_blocks] + 1
+    table = perm.view(len(lens), max_blocks).int()
+    q = torch.randn(qsl[-1], hq, d, generator=g)
+    return q, qsl, table
+
+
+@pytest.mark.parametrize("head_major", [False, True], ids=["plain", "head-major"])
+@pytest.mark.parametrize("window", [None, 5])
+@pytest.mark.parametrize("hq,hk", [(4, 4), (4, 2), (4, 1)])
+def test_matches_dense_oracle(head_major: bool, window: int | None, hq: int, hk: int) -> None:
+    d, nb = 8, 64
+    # Decodes of very different lengths (several groups), a prefill after a prefix hit,
+    # a whole-prompt prefill, and a one-token context.
+    q_lens = [1, 3, 1, 1, 6, 1, 1]
+    lens = [9, 7, 1, 30, 6, 31, 4]
+    q, qsl, table = _step(q_lens, lens, hq, d, nb, seed=hq * 10 + hk)
+    kc, vc = _caches(nb, hk, d, head_major)
+    args = (
+        q,
+        kc,
+        vc,
+        torch.tensor(qsl, dtype=torch.int32),
+        torch.tensor(lens, dtype=torch.int32),
+        table,
+        d**-0.5,
+        window,
+    )
+    got = paged_attention(*args)
+    want = _oracle(q, kc, vc, qsl, lens, table, d**-0.5, window)
+    torch.testing.assert_close(got.double(), want, atol=1e-5, rtol=1e-5)
+
+
+def test_head_major_and_plain_caches_agree_bitwise_on_decode_values() -> None:
+    """The same logical cache contents, stored both ways, give the same outputs."""
+    hq, hk, d, nb = 4, 2, 8, 32
+    q, qsl, table = _step([1, 1, 1, 5], [3, 17, 12, 9], hq, d, nb, seed=1)
+    plain_k, plain_v = _caches(nb, hk, d, head_major=False)
+    hm_k, hm_v = _caches(nb, hk, d, head_major=True)
+    hm_k.copy_(plain_k)
+    hm_v.copy_(plain_v)
+    meta = (torch.tensor(qsl, dtype=torch.int32), torch.tensor([3, 17, 12, 9]), table)
+    a = paged_attention(q, plain_k, plain_v, *meta, 0.3)
+    b = paged_attention(q, hm_k, hm_v, *meta, 0.3)
+    torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-6)
+
+
+def test_plan_cache_is_built_once_and_reused_across_layers() -> None:
+    hq, hk, d, nb = 4, 2, 8, 32
+    lens = [5, 14, 2]
+    q, qsl, table = _step([1, 1, 2], lens, hq, d, nb, seed=2)
+    meta = (torch.tensor(qsl, dtype=torch.int32), torch.tensor(lens, dtype=torch.int32), table)
+    cache: dict[str, object] = {}
+    layers = [_caches(nb, hk, d, head_major=True) for _ in range(3)]
+    outs = []
+    for i, (kc, vc) in enumerate(layers):
+        window = 3 if i == 1 else None  # per-layer windows share the plan, not the masks
+        outs.append(paged_attention(q, kc, vc, *meta, 0.5, window, plan_cache=cache))
+        plan = cache["torch"]
+        assert isinstance(plan, StepPlan)
+        if i == 0:
+            first = plan
+        assert plan is first
+    for (kc, vc), window, got in zip(layers, [None, 3, None], outs, strict=True):
+        want = paged_attention(q, kc, vc, *meta, 0.5, window)
+        torch.testing.assert_close(got, want, atol=0, rtol=0)
+
+
+def test_written_tokens_are_read_back_through_a_head_major_view() -> None:
+    hk, d, nb = 2, 8, 8
+    kc, vc = _caches(nb, hk, d, head_major=True)
+    key, value = torch.randn(3, hk, d), torch.randn(3, hk, d)
+    slots = torch.tensor([5, 6, 13])
+    write_kv_cache(key, value, kc, vc, slots)
+    flat_k = kc.reshape(nb * BS, hk, d)
+    torch.testing.assert_close(flat_k[slots], key, atol=0, rtol=0)
+    assert kc.permute(2, 0, 1, 3).is_contiguous()  # still the head-major storage
+
+
+def _cost(groups: list[list[int]], lens: list[int], group_cost: int) -> int:
+    return sum(group_cost + len(g) * max(lens[i] for i in g) for g in groups)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_grouping_partitions_rows_and_is_no_worse_than_simple_splits(seed: int) -> None:
+    g = torch.Generator().manual_seed(seed)
+    n = int(torch.randint(1, 40, (1,), generator=g))
+    lens = torch.randint(1, 600, (n,), generator=g).tolist()
+    rows = list(range(n))
+    groups = group_decode_rows(rows, lens, group_cost=256)
+    assert sorted(i for grp in groups for i in grp) == rows
+    for a, b in itertools.pairwise(groups):  # contiguous runs of the length order
+        assert max(lens[i] for i in a) <= min(lens[i] for i in b)
+    one = [sorted(rows, key=lens.__getitem__)]
+    each = [[i] for i in rows]
+    assert _cost(groups, lens, 256) <= min(_cost(one, lens, 256), _cost(each, lens, 256))
+
+
+def test_grouping_extremes() -> None:
+    lens = [10, 11, 12, 500, 510]
+    assert group_decode_rows([], lens) == []
+    # Free groups: every distinct length band alone; prohibitive groups: one group.
+    assert len(group_decode_rows(list(range(5)), lens, group_cost=0)) == 2
+    assert group_decode_rows(list(range(5)), lens, group_cost=10**9) == [[0, 1, 2, 3, 4]]
+    # The default splits short from long rows: padding 3 short rows to 510 costs more.
+    assert group_decode_rows(list(range(5)), lens) == [[0, 1, 2], [3, 4]]
