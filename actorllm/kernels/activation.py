@@ -12,4 +12,4 @@ def silu_and_mul(x: torch.Tensor) -> torch.Tensor:
     x: [T, 2 * I] laid out as [gate | up] -> [T, I].
     """
     d = x.shape[-1] // 2
-    return F.silu(x[..., :d]) * x[..., d:]
+    return F.silu(x[..., :d]).mul_(x[..., d:])  # in place on silu's fresh output

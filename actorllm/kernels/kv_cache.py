@@ -24,7 +24,9 @@ def write_kv_cache(
     negative entries (padding) are skipped.
     """
     nb, bs, hk, d = k_cache.shape
-    valid = slot_mapping >= 0
-    slots = slot_mapping[valid]
-    k_cache.view(nb * bs, hk, d).index_copy_(0, slots, key[valid].to(k_cache.dtype))
-    v_cache.view(nb * bs, hk, d).index_copy_(0, slots, value[valid].to(v_cache.dtype))
+    # Deliberate host sync (reference path): only padded batches carry negative slots.
+    if slot_mapping.numel() and int(slot_mapping.min()) < 0:
+        valid = slot_mapping >= 0
+        slot_mapping, key, value = slot_mapping[valid], key[valid], value[valid]
+    k_cache.view(nb * bs, hk, d).index_copy_(0, slot_mapping, key.to(k_cache.dtype))
+    v_cache.view(nb * bs, hk, d).index_copy_(0, slot_mapping, value.to(v_cache.dtype))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
@@ -10,12 +11,11 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
 
     x: [T, H] (any leading dims), weight: [H] -> [T, H] in x's dtype.
     """
-    orig_dtype = x.dtype
-    xf = x.float()
-    var = xf.pow(2).mean(dim=-1, keepdim=True)
-    xf = xf * torch.rsqrt(var + eps)
+    if x.dtype == torch.float32 and weight.dtype == torch.float32:
+        # One fused op, bit-identical to the three-step form below in float32.
+        return F.rms_norm(x, weight.shape, weight, eps)
     # Same rounding as HF's LlamaRMSNorm: normalize in fp32, cast back, then scale.
-    return weight * xf.to(orig_dtype)
+    return weight * F.rms_norm(x.float(), weight.shape, eps=eps).to(x.dtype)
 
 
 def fused_add_rms_norm(

@@ -67,13 +67,32 @@ def apply_rotary(
     Returns (q, k) with the same shapes and dtypes.
     """
     half = cos_sin_cache.shape[-1] // 2
-    cs = cos_sin_cache.index_select(0, positions)  # [T, D]
-    cos = cs[:, :half].unsqueeze(1).float()  # [T, 1, D/2]
-    sin = cs[:, half:].unsqueeze(1).float()
+    cs = cos_sin_cache.index_select(0, positions).float()  # [T, D]
+    cos, sin = cs[:, :half], cs[:, half:]
+    # rotate_half form: [x1 | x2] -> [x1 cos - x2 sin | x2 cos + x1 sin]
+    #                              = x * [cos | cos] + [x2 | x1] * [-sin | sin]  (bit-identical)
+    cos2 = torch.cat([cos, cos], dim=-1).unsqueeze(1)  # [T, 1, D]
+    sin2 = torch.cat([-sin, sin], dim=-1).unsqueeze(1)
 
     def rot(x: torch.Tensor) -> torch.Tensor:
         xf = x.float()
-        x1, x2 = xf[..., :half], xf[..., half:]
-        return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1).to(x.dtype)
+        swapped = torch.cat([xf[..., half:], xf[..., :half]], dim=-1)
+        return (xf * cos2).add_(swapped.mul_(sin2)).to(x.dtype)
 
+    qk = _adjacent(q, k)
+    if qk is not None:  # q and k side by side in one projection output: one pass for both
+        out = rot(qk)  # [T, Hq + Hk, D]
+        return out[:, : q.shape[1]], out[:, q.shape[1] :]
     return rot(q), rot(k)
+
+
+def _adjacent(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor | None:
+    """[T, Hq + Hk, D] view over q and k when k's heads directly follow q's in memory with
+    the same strides (the q | k | v split of a fused QKV projection), else None."""
+    if q.dim() != 3 or q.dtype != k.dtype or q.stride() != k.stride() or q.shape[0] != k.shape[0]:
+        return None
+    if q.untyped_storage().data_ptr() != k.untyped_storage().data_ptr():
+        return None
+    if k.storage_offset() != q.storage_offset() + q.shape[1] * q.stride(1):
+        return None
+    return q.as_strided((q.shape[0], q.shape[1] + k.shape[1], q.shape[2]), q.stride())

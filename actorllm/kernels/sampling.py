@@ -40,10 +40,14 @@ def sample_from_logits(
     Returns [B] int64. Order as vLLM: temperature, then min-p, then top-k, then top-p.
     """
     greedy = temperature < GREEDY_EPS  # [B]
-    greedy_tokens = logits.argmax(dim=-1)  # first max: ties -> lowest id
-    if bool(greedy.all()):  # host sync: skips the random path for all-greedy batches
+    # Host syncs: skip the random path for all-greedy batches, the argmax for none.
+    any_greedy = bool(greedy.any())
+    greedy_tokens = logits.argmax(dim=-1) if any_greedy else None  # ties -> lowest id
+    if greedy_tokens is not None and bool(greedy.all()):
         return greedy_tokens
-    t = torch.where(greedy, torch.ones_like(temperature), temperature)
+    t = temperature
+    if any_greedy:
+        t = torch.where(greedy, torch.ones_like(temperature), temperature)
     x = logits / t.unsqueeze(1)  # [B, V]
     x = apply_min_p(x, min_p)
     x = apply_top_k_top_p(x, top_k, top_p)
@@ -53,6 +57,8 @@ def sample_from_logits(
     else:
         assert noise is not None, "sample_from_logits needs noise or uniform"
         random_tokens = (probs / noise).argmax(dim=-1)
+    if greedy_tokens is None:
+        return random_tokens
     return torch.where(greedy, greedy_tokens, random_tokens)
 
 
