@@ -69,40 +69,28 @@ def paged_attention(
     for g in plan.decode_groups:
         n = g.q_rows.shape[0]
         qg = q.index_select(0, g.q_rows).float().view(n, hk, -1, d).transpose(0, 1)  # [Hk,N,G,D]
-        k = _gather(k_cache, g.blocks, n, g.max_len)  # [Hk, N, S, D]
-        v = _gather(v_cache, g.blocks, n, g.max_len)
+        k = plan.gather(0, k_cache, g.blocks, n, g.max_len)  # [Hk, N, S, D]
+        v = plan.gather(1, v_cache, g.blocks, n, g.max_len)
         o = F.scaled_dot_product_attention(
             qg, k, v, attn_mask=g.mask(sliding_window), scale=scale
         )  # [Hk, N, G, D]
         out.index_copy_(0, g.q_rows, o.transpose(0, 1).reshape(n, -1, d).to(q.dtype))
     for p in plan.prefills:
-        k = _gather(k_cache, p.blocks, 1, p.seq_len)[:, 0]  # [Hk, S, D]
-        v = _gather(v_cache, p.blocks, 1, p.seq_len)[:, 0]
-        qf = q[p.start : p.end].float().transpose(0, 1)  # [Hq, L, D]
+        k = plan.gather(0, k_cache, p.blocks, 1, p.seq_len)  # [Hk, 1, S, D]
+        v = plan.gather(1, v_cache, p.blocks, 1, p.seq_len)
+        qf = q[p.start : p.end].float().transpose(0, 1)[None]  # [1, Hq, L, D]
+        # 4-D inputs and a float mask take CPU SDPA's flash kernel (3-D ones do not);
         # enable_gqa: query head h reads KV head h // group without materialising repeats.
         o = F.scaled_dot_product_attention(
             qf,
-            k,
-            v,
+            k.transpose(0, 1),
+            v.transpose(0, 1),
             attn_mask=p.mask(sliding_window),
             scale=scale,
             enable_gqa=q.shape[1] != hk,
-        )  # [Hq, L, D]
-        out[p.start : p.end] = o.transpose(0, 1).to(q.dtype)
+        )  # [1, Hq, L, D]
+        out[p.start : p.end] = o[0].transpose(0, 1).to(q.dtype)
     return out
-
-
-def _gather(cache: torch.Tensor, blocks: torch.Tensor, n: int, length: int) -> torch.Tensor:
-    """The first ``length`` context tokens of ``n`` requests whose ``blocks`` ([n * nb]
-    int64, request after request) hold them -> [Hk, n, length, D] (float32)."""
-    _, bs, hk, d = cache.shape
-    nb = blocks.shape[0] // n
-    phys = cache.permute(2, 0, 1, 3)  # [Hk, NB, BS, D]
-    if phys.is_contiguous():  # head-major storage: the gather is already SDPA's layout
-        kv = phys.index_select(1, blocks).view(hk, n, nb * bs, d)
-    else:  # [NB, BS, Hk, D] storage: gather whole blocks, view heads first
-        kv = cache.index_select(0, blocks).view(n, nb * bs, hk, d).permute(2, 0, 1, 3)
-    return kv[:, :, :length].float()
 
 
 # -- the per-step plan ----------------------------------------------------------------------
@@ -147,7 +135,8 @@ class Prefill:
     _masks: dict[int | None, torch.Tensor] = field(default_factory=dict)
 
     def mask(self, window: int | None) -> torch.Tensor:
-        """Bool [L, S]: query i (position seq_len - L + i) sees keys up to itself."""
+        """Additive float [L, S] (0 or -inf): query i (position seq_len - L + i) sees keys
+        up to itself (and, with a window, none before it)."""
         if window not in self._masks:
             q_len = self.end - self.start
             q_pos = torch.arange(self.seq_len - q_len, self.seq_len).unsqueeze(1)  # [L, 1]
@@ -155,7 +144,7 @@ class Prefill:
             keep = k_pos <= q_pos
             if window is not None:
                 keep &= k_pos > q_pos - window
-            self._masks[window] = keep
+            self._masks[window] = torch.zeros(keep.shape).masked_fill_(~keep, -math.inf)
         return self._masks[window]
 
 
@@ -163,6 +152,31 @@ class Prefill:
 class StepPlan:
     decode_groups: list[DecodeGroup]
     prefills: list[Prefill]
+    # Gather destinations (K, V), reused by every group and layer of the step: the same
+    # memory, warm in cache, instead of a fresh multi-MB allocation per gather.
+    _buffers: list[torch.Tensor | None] = field(default_factory=lambda: [None, None])
+
+    def gather(
+        self, which: int, cache: torch.Tensor, blocks: torch.Tensor, n: int, length: int
+    ) -> torch.Tensor:
+        """The first ``length`` context tokens of ``n`` requests whose ``blocks`` ([n * nb]
+        int64, request after request) hold them -> [Hk, n, length, D] (float32), in
+        buffer ``which`` (0: K, 1: V; valid until the next gather into the same buffer)."""
+        _, bs, hk, d = cache.shape
+        nb = blocks.shape[0] // n
+        phys = cache.permute(2, 0, 1, 3)  # [Hk, NB, BS, D]
+        if not phys.is_contiguous():  # [NB, BS, Hk, D] storage: gather blocks, heads first
+            kv = cache.index_select(0, blocks).view(n, nb * bs, hk, d).permute(2, 0, 1, 3)
+            return kv[:, :, :length].float()
+        # Head-major storage: the gather lands directly in SDPA's layout.
+        size = hk * n * nb * bs * d
+        buf = self._buffers[which]
+        if buf is None or buf.numel() < size or buf.dtype != cache.dtype:
+            buf = torch.empty(size, dtype=cache.dtype, device=cache.device)
+            self._buffers[which] = buf
+        dest = buf[:size].view(hk, n * nb, bs, d)
+        kv = torch.index_select(phys, 1, blocks, out=dest).view(hk, n, nb * bs, d)
+        return kv[:, :, :length].float()
 
     @classmethod
     def build(
