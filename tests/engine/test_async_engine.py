@@ -242,6 +242,23 @@ async def test_the_loop_answers_during_a_long_model_step():
         assert elapsed < 0.25, f"the event loop was blocked for {elapsed:.3f}s"
 
 
+async def test_closing_with_a_step_in_flight_drops_its_result_quietly(
+    caplog: pytest.LogCaptureFixture,
+):
+    """The worker finishes a step after the engine stopped: its result has nowhere to go
+    and is dropped without an error."""
+    async with open_test_engine(step_delay_s=0.2) as engine:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(collect, engine.generate("late", SamplingParams(max_tokens=50)))
+            while not engine_context(engine).inflight:
+                await anyio.sleep(0.001)
+            tg.cancel_scope.cancel()
+        worker = engine_context(engine).worker
+    await anyio.sleep(0.4)  # the step finishes and posts back to a stopped executor
+    assert worker.statistics()["jobs_done"] >= 1
+    assert "callback posted to the event loop failed" not in caplog.text
+
+
 async def test_async_scheduling_gives_the_same_tokens():
     prompts = [f"prompt {i} " * (i + 1) for i in range(6)]
 

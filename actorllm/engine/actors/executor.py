@@ -8,7 +8,9 @@ worker exception is re-raised here, crashing the executor and, with it, the core
 
 from __future__ import annotations
 
-from actorllm.actors import Actor
+import contextlib
+
+from actorllm.actors import Actor, ActorStopped
 from actorllm.core.model_runner_output import ModelRunnerOutput
 from actorllm.core.scheduler_output import SchedulerOutput
 from actorllm.engine.context import EngineContext
@@ -65,12 +67,12 @@ class ExecutorActor(Actor[ExecutorMsg]):
         poster = LoopPoster()
 
         def done(outcome: Outcome[ModelRunnerOutput]) -> None:  # runs on the event loop
-            # Never full: it holds at most a few steps' results and control calls.
-            me.send_nowait(
-                WorkerResult(
-                    epoch=epoch, step_id=so.step_id, output=outcome.value, error=outcome.error
-                )
+            result = WorkerResult(
+                epoch=epoch, step_id=so.step_id, output=outcome.value, error=outcome.error
             )
+            # Never full: it holds at most a few steps' results and control calls.
+            with contextlib.suppress(ActorStopped):  # the engine stopped: nobody to tell
+                me.send_nowait(result)
 
         def post(outcome: Outcome[ModelRunnerOutput]) -> None:  # runs on the worker thread
             poster.post(done, outcome)  # never waits for the loop: the thread goes on
