@@ -28,10 +28,10 @@ import queue
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Generic, TypeVar
 
 import anyio
-import anyio.from_thread
 import anyio.lowlevel
 
 T = TypeVar("T")
@@ -83,8 +83,7 @@ class Outcome(Generic[T]):
 @dataclass
 class _Job:
     fn: Callable[[], Any]
-    on_done: Callable[[Outcome[Any]], None] | None
-    poster: LoopPoster | None
+    notify: Callable[[Outcome[Any]], None] | None  # hands the outcome to the loop
 
 
 class WorkerThread:
@@ -112,8 +111,8 @@ class WorkerThread:
     ) -> None:
         """Queue ``fn``; never blocks. Must be called from the event loop when ``on_done`` is
         given: ``on_done(outcome)`` later runs on that loop."""
-        poster = LoopPoster() if on_done is not None else None
-        self._queue.put(_Job(fn, on_done, poster))
+        notify = partial(LoopPoster().post, on_done) if on_done is not None else None
+        self._queue.put(_Job(fn, notify))
 
     async def call(self, fn: Callable[[], T]) -> T:
         """Run ``fn`` on the worker thread and return its result (or raise its exception).
@@ -157,5 +156,5 @@ class WorkerThread:
                 outcome = Outcome(error=exc)
             self._busy = False
             self._jobs_done += 1
-            if job.on_done is not None and job.poster is not None:
-                job.poster.post(job.on_done, outcome)
+            if job.notify is not None:
+                job.notify(outcome)

@@ -26,8 +26,10 @@ class ExecutorActor(Actor[ExecutorMsg]):
     def __init__(self, ctx: EngineContext) -> None:
         super().__init__()
         self.ctx = ctx
+        self.poster: LoopPoster | None = None  # made on the loop, in on_start
 
     async def on_start(self) -> None:
+        self.poster = LoopPoster()
         # A new core is starting: whatever per-request state the runner holds is stale.
         # Queued behind any step still running, ahead of every step of the new epoch.
         runner, pipeline = self.ctx.runner, self.ctx.pipeline
@@ -64,7 +66,8 @@ class ExecutorActor(Actor[ExecutorMsg]):
     def _submit(self, epoch: int, so: SchedulerOutput, meta: object) -> None:
         runner, store, pipeline = self.ctx.runner, self.ctx.kv_offload_store, self.ctx.pipeline
         me = self.ctx.ref("executor")
-        poster = LoopPoster()
+        poster = self.poster
+        assert poster is not None  # on_start ran before any message
 
         def done(outcome: Outcome[ModelRunnerOutput]) -> None:  # runs on the event loop
             result = WorkerResult(
