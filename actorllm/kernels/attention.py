@@ -114,12 +114,8 @@ class DecodeGroup:
             if window is None and min(lens) == self.max_len:
                 self._masks[window] = None
             else:
-                k_pos = torch.arange(self.max_len).unsqueeze(0)  # [1, S]
-                last = torch.tensor(lens).unsqueeze(1) - 1  # [N, 1], each row's query position
-                keep = k_pos <= last
-                if window is not None:
-                    keep &= k_pos > last - window
-                m = torch.zeros(keep.shape).masked_fill_(~keep, -math.inf)
+                q_pos = torch.tensor(lens) - 1  # [N], each row's query position
+                m = _causal_mask(q_pos, self.max_len, window)  # [N, S]
                 self._masks[window] = m.view(1, len(lens), 1, self.max_len)
         return self._masks[window]
 
@@ -138,14 +134,20 @@ class Prefill:
         """Additive float [L, S] (0 or -inf): query i (position seq_len - L + i) sees keys
         up to itself (and, with a window, none before it)."""
         if window not in self._masks:
-            q_len = self.end - self.start
-            q_pos = torch.arange(self.seq_len - q_len, self.seq_len).unsqueeze(1)  # [L, 1]
-            k_pos = torch.arange(self.seq_len).unsqueeze(0)  # [1, S]
-            keep = k_pos <= q_pos
-            if window is not None:
-                keep &= k_pos > q_pos - window
-            self._masks[window] = torch.zeros(keep.shape).masked_fill_(~keep, -math.inf)
+            q_pos = torch.arange(self.seq_len - (self.end - self.start), self.seq_len)  # [L]
+            self._masks[window] = _causal_mask(q_pos, self.seq_len, window)
         return self._masks[window]
+
+
+def _causal_mask(q_pos: torch.Tensor, length: int, window: int | None) -> torch.Tensor:
+    """Additive float [Q, length] (0 or -inf): query q (at position ``q_pos[q]``) sees keys
+    ``0 ..= q_pos[q]``, and with a window only those ``> q_pos[q] - window``."""
+    k_pos = torch.arange(length).unsqueeze(0)  # [1, S]
+    last = q_pos.unsqueeze(1)  # [Q, 1]
+    keep = k_pos <= last
+    if window is not None:
+        keep &= k_pos > last - window
+    return torch.zeros(keep.shape).masked_fill_(~keep, -math.inf)
 
 
 @dataclass
