@@ -16,6 +16,8 @@ if not torch.cuda.is_available():
 
 import pytest
 
+from tests.helpers.triton_devices import require_triton_device
+
 # (device, dtype) per case: fp32 in the CPU interpreter; half precisions on a GPU.
 _CASES = [
     pytest.param(("cpu", torch.float32), id="cpu-fp32"),
@@ -29,17 +31,7 @@ _ATOL = {torch.float32: 2e-5, torch.bfloat16: 3e-2, torch.float16: 5e-3}
 def dev_dtype(request: pytest.FixtureRequest) -> tuple[torch.device, torch.dtype]:
     """Where and in which dtype a case runs; skips what this machine cannot run."""
     name, dtype = request.param
-    if name == "cuda" and not torch.cuda.is_available():
-        pytest.skip("no CUDA device")
-    from actorllm.kernels.triton import supports_device
-
-    if not supports_device(name):
-        if name == "cpu" and not torch.cuda.is_available():
-            pytest.fail(
-                "triton was imported before TRITON_INTERPRET=1 was set; set it in the "
-                "environment (or in tests/conftest.py) so CPU kernel tests can run"
-            )
-        pytest.skip("CPU tensors need Triton's interpreter; this run compiles for CUDA")
+    require_triton_device(name)
     return torch.device(name), dtype
 
 

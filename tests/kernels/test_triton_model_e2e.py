@@ -9,10 +9,10 @@ import pytest
 import torch
 
 from actorllm.core.sampling_params import SamplingParams
-from actorllm.kernels.triton import supports_device
 from actorllm.worker.model_runner import ModelRunner
 from tests.helpers.models import make_tiny_checkpoint
 from tests.helpers.sched_driver import SchedDriver
+from tests.helpers.triton_devices import require_triton_device
 
 
 def _greedy_tokens(path: Path, backend: str, device: str) -> dict[str, list[int]]:
@@ -42,10 +42,7 @@ def _greedy_tokens(path: Path, backend: str, device: str) -> dict[str, list[int]
 @pytest.mark.slow
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)])
 def test_triton_backend_matches_torch_greedy(tmp_path: Path, device: str) -> None:
-    if device == "cuda" and not torch.cuda.is_available():
-        pytest.skip("no CUDA device")
-    if not supports_device(device):
-        pytest.skip("CPU tensors need Triton's interpreter; this run compiles for CUDA")
+    require_triton_device(device)
     path = make_tiny_checkpoint(tmp_path / "llama", "llama", num_heads=4, num_kv_heads=2)
     want = _greedy_tokens(path, "torch", device)
     got = _greedy_tokens(path, "triton", device)
