@@ -46,6 +46,8 @@ def machine_info() -> dict[str, Any]:
         "torch": torch.__version__,
         "torch_threads": torch.get_num_threads(),
         "actorllm": actorllm_version,
+        "isa": cpu_isa(),
+        "loadavg": os.getloadavg(),
     }
 
 
@@ -94,3 +96,24 @@ def write_json(path: str | Path, doc: dict[str, Any]) -> None:
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     p.write_text(json.dumps(doc, indent=2) + "\n")
+
+
+def cpu_isa() -> dict[str, Any]:
+    """What the CPU offers for matmuls: torch's detected capability and the /proc/cpuinfo
+    flags that matter (AVX-512, its BF16 and VNNI extensions, AMX tiles)."""
+    import torch
+
+    flags: set[str] = set()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
+                    break
+    except OSError:
+        pass
+    wanted = ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "amx_bf16", "amx_tile")
+    return {
+        "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "flags": [f for f in wanted if f in flags],
+    }

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import statistics
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -45,15 +47,21 @@ def run_actorllm(
     *,
     temperature: float = 1.0,
     profile_dir: str | None = None,
+    detokenize: bool = True,
 ) -> dict[str, Any]:
     """Run the workload on a fresh engine; blocks until done. Raises ``RuntimeError`` if a
     request produced other than its ``output_len`` tokens.
+
+    ``detokenize=False``: outputs stay token ids (what vLLM does with
+    ``skip_tokenizer_init``), so both engines do the same work.
 
     ``profile_dir``: cProfile the timed part into ``loop.prof`` (the event loop thread:
     actors, scheduler, output processing) and ``worker.prof`` (the model steps on the
     worker thread); read them with ``python -m pstats``.
     """
-    return anyio.run(_run_actorllm, reqs, config, temperature, profile_dir, backend="trio")
+    return anyio.run(
+        _run_actorllm, reqs, config, temperature, profile_dir, detokenize, backend="trio"
+    )
 
 
 def _dump_profiles(directory: Path, loop: cProfile.Profile, worker: cProfile.Profile) -> None:
@@ -63,7 +71,11 @@ def _dump_profiles(directory: Path, loop: cProfile.Profile, worker: cProfile.Pro
 
 
 async def _run_actorllm(
-    reqs: list[BenchRequest], config: EngineConfig, temperature: float, profile_dir: str | None
+    reqs: list[BenchRequest],
+    config: EngineConfig,
+    temperature: float,
+    profile_dir: str | None,
+    detokenize: bool,
 ) -> dict[str, Any]:
     from actorllm.core.sampling_params import RequestOutputKind, SamplingParams
     from actorllm.engine import AsyncEngine
@@ -86,6 +98,7 @@ async def _run_actorllm(
                 ignore_eos=True,
                 temperature=temperature,
                 output_kind=RequestOutputKind.FINAL_ONLY,
+                detokenize=detokenize,
             )
             prompt = {"prompt_token_ids": reqs[i].prompt_token_ids}
             async for out in engine.generate(prompt, params):
@@ -122,22 +135,64 @@ _COLUMNS = [
     ("requests_per_s", "req/s", ".2f"),
     ("total_tokens_per_s", "total tok/s", ".1f"),
     ("output_tokens_per_s", "output tok/s", ".1f"),
+    ("median_output_tokens_per_s", "median out tok/s", ".1f"),
     ("padding_waste", "hf padding waste", ".1%"),
 ]
+
+BACKENDS = ("actorllm", "hf", "vllm")
+BACKEND_ALIASES = {"both": ("actorllm", "hf"), "all": BACKENDS}
+
+
+def parse_backends(text: str) -> tuple[str, ...]:
+    """``both`` (actorllm, hf), ``all`` (+ vllm), one name, or a comma list
+    (``actorllm,vllm``). Raises ``ValueError`` naming an unknown one."""
+    if text in BACKEND_ALIASES:
+        return BACKEND_ALIASES[text]
+    names = tuple(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))
+    unknown = [n for n in names if n not in BACKENDS]
+    if unknown or not names:
+        raise ValueError(
+            f"--backend: unknown {', '.join(unknown) or 'empty'} "
+            f"(expected {', '.join(BACKENDS)}, both, all or a comma list)"
+        )
+    return names
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from actorllm.bench.cli_args import add_dataset_arguments, add_output_argument
+    from actorllm.bench.presets import PRESETS
     from actorllm.entrypoints.commands.engine_args import add_engine_arguments
 
-    parser.add_argument("--backend", choices=("actorllm", "hf", "both"), default="actorllm")
+    parser.add_argument(
+        "--backend",
+        default="actorllm",
+        help="actorllm, hf, vllm, both (actorllm+hf), all, or a comma list (actorllm,vllm)",
+    )
+    parser.add_argument(
+        "--preset",
+        choices=tuple(PRESETS),
+        default=None,
+        help="a named row of the CPU table vs vLLM: model, dtype, workload and limits",
+    )
     parser.add_argument("--hf-batch-size", type=int, default=None, help="one hf batch size")
     parser.add_argument(
         "--hf-batch-sizes",
         default="1,4,16,64",
         help="hf batch sizes to sweep, keeping the best (default 1,4,16,64)",
     )
-    parser.add_argument("--threads", type=int, default=None, help="torch threads, both backends")
+    parser.add_argument("--threads", type=int, default=None, help="torch threads, all backends")
+    parser.add_argument(
+        "--vllm-python",
+        default=None,
+        help="the vLLM CPU venv's python (default: .venv-vllm-cpu/bin/python at the repo root)",
+    )
+    parser.add_argument(
+        "--detokenize",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="actorllm detokenizes outputs (default: on, off when vllm runs: it skips its "
+        "tokenizer for token-id prompts)",
+    )
     parser.add_argument(
         "--profile",
         default=None,
@@ -145,7 +200,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="cProfile actorllm into DIR/{loop,worker}.prof",
     )
     parser.add_argument(
-        "--repeat", type=int, default=1, help="run the backends in turn N times; keep each best"
+        "--repeat",
+        type=int,
+        default=1,
+        help="interleaved rounds: the backends in turn N times (best and median kept)",
     )
     add_engine_arguments(parser, model_positional=False)
     add_dataset_arguments(parser, num_prompts=None)
@@ -155,43 +213,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     import torch
 
-    from actorllm.bench.cli_args import (
-        dataset_config,
-        model_vocab_size,
-        requests_from_args,
-        temperature_from_args,
-    )
-    from actorllm.bench.datasets import workload_summary
     from actorllm.bench.machine import result_document, write_json
     from actorllm.bench.report import format_table
-    from actorllm.entrypoints.commands.engine_args import engine_config
 
-    config = engine_config(args)
+    backends = parse_backends(args.backend)
     if args.threads:
         torch.set_num_threads(args.threads)
-    model_dir = config.resolved_model()
-    reqs = requests_from_args(args, model_vocab_size(model_dir))
-    temperature = temperature_from_args(args)
-    sizes = [args.hf_batch_size] if args.hf_batch_size else _int_list(args.hf_batch_sizes)
-    figures: dict[str, Any] = {"workload": workload_summary(reqs)}
-    for _ in range(max(1, args.repeat)):
-        if args.backend in ("actorllm", "both"):
-            fig = run_actorllm(reqs, config, temperature=temperature, profile_dir=args.profile)
-            _keep_best(figures, "actorllm", fig, fig)
-        if args.backend in ("hf", "both"):
-            from actorllm.bench.hf_baseline import run_hf_sweep
-
-            hf = run_hf_sweep(
-                reqs,
-                model_dir,
-                sizes,
-                dtype=config.dtype,
-                load_format=config.load_format,
-                device=config.resolved_device(),
-                temperature=temperature,
-            )
-            _keep_best(figures, "hf", hf["best"], hf)
-    rows = [{"backend": "actorllm", **figures["actorllm"]}] if "actorllm" in figures else []
+    workload = workload_from_args(args, backends)
+    figures = run_interleaved(workload, backends, args)
+    rows = [{"backend": b, **figures[b]} for b in ("actorllm", "vllm") if b in figures]
     rows += [{"backend": "hf", **f} for f in figures.get("hf", {}).get("sweep", [])]
     print(format_table(rows, _COLUMNS))
     if "actorllm" in figures and "hf" in figures:
@@ -199,16 +229,153 @@ def main(args: argparse.Namespace) -> int:
         ratio = figures["actorllm"]["output_tokens_per_s"] / best["output_tokens_per_s"]
         figures["speedup_output_tokens_vs_hf_best"] = ratio
         print(f"actorllm / hf best (batch {best['batch_size']}): {ratio:.2f}x output tokens/s")
+    if "actorllm" in figures and "vllm" in figures:
+        ratio = (
+            figures["actorllm"]["median_output_tokens_per_s"]
+            / figures["vllm"]["median_output_tokens_per_s"]
+        )
+        figures["ratio_vs_vllm_median"] = ratio
+        print(f"actorllm / vllm (medians of {args.repeat} interleaved rounds): {ratio:.2f}x")
     if args.output_json:
-        run_config = {
-            **dataset_config(args),
-            "backend": args.backend,
-            "engine": config_dict(config),
-        }
-        run_config["hf_batch_sizes"] = sizes
+        run_config = {**workload.config, "backend": ",".join(backends)}
         doc = result_document("throughput", figures=figures, config=run_config, args=args)
         write_json(args.output_json, doc)
     return 0
+
+
+@dataclass
+class Workload:
+    """What every backend runs: requests, engine config, sampling, and how it was chosen."""
+
+    reqs: list[BenchRequest]
+    engine: EngineConfig
+    temperature: float
+    detokenize: bool
+    hf_batch_sizes: list[int]
+    config: dict[str, Any]  # for the JSON document
+
+
+def workload_from_args(args: argparse.Namespace, backends: tuple[str, ...]) -> Workload:
+    """The workload from ``--preset`` (model, dtype, requests and limits fixed by the
+    preset, explicit engine flags still apply) or from the dataset flags."""
+    from actorllm.bench.cli_args import (
+        dataset_config,
+        model_vocab_size,
+        requests_from_args,
+        temperature_from_args,
+    )
+    from actorllm.bench.presets import KV_CACHE_BYTES, get_preset
+    from actorllm.entrypoints.commands.engine_args import engine_kwargs
+
+    detok = args.detokenize if args.detokenize is not None else "vllm" not in backends
+    sizes = [args.hf_batch_size] if args.hf_batch_size else _int_list(args.hf_batch_sizes)
+    if args.preset is None:
+        config = EngineConfig(**engine_kwargs(args))
+        reqs = requests_from_args(args, model_vocab_size(config.resolved_model()))
+        temperature = temperature_from_args(args)
+        cfg: dict[str, Any] = dataset_config(args)
+    else:
+        given = [f for f in ("num_prompts", "max_len", "temperature") if getattr(args, f)]
+        given += ["dataset"] if args.dataset != "random" else []
+        if given:
+            raise ValueError(f"--preset fixes the workload; drop --{given[0].replace('_', '-')}")
+        p = get_preset(args.preset)
+        base = {
+            "model": str(p.model_dir()),
+            "dtype": p.dtype,
+            "load_format": "dummy",
+            "max_num_seqs": p.max_num_seqs,
+            "max_num_batched_tokens": p.max_num_batched_tokens,
+            "max_model_len": p.max_model_len(),
+            "kv_cache_memory_bytes": KV_CACHE_BYTES,
+            "seed": p.seed,
+        }
+        config = EngineConfig(**{**base, **engine_kwargs(args)})
+        reqs = p.requests()
+        temperature = p.temperature
+        cfg = {"preset": p.name, "description": p.description, "temperature": temperature}
+    cfg |= {
+        "engine": config_dict(config),
+        "detokenize": detok,
+        "threads": args.threads,
+    }
+    if "hf" in backends:
+        cfg["hf_batch_sizes"] = sizes
+    return Workload(reqs, config, temperature, detok, sizes, cfg)
+
+
+def run_interleaved(
+    w: Workload, backends: tuple[str, ...], args: argparse.Namespace
+) -> dict[str, Any]:
+    """``args.repeat`` rounds of every backend in turn (the vLLM peer stays warm and
+    paused between its rounds); per backend the best round, every round and the median."""
+    import contextlib
+
+    from actorllm.bench.datasets import workload_summary
+    from actorllm.bench.vllm_peer import VllmPeer
+
+    figures: dict[str, Any] = {"workload": workload_summary(w.reqs)}
+    with contextlib.ExitStack() as stack:
+        peer = None
+        if "vllm" in backends:
+            e = w.engine
+            peer = VllmPeer(
+                w.reqs,
+                e.resolved_model(),
+                dtype=_vllm_dtype(e.dtype),
+                temperature=w.temperature,
+                seed=e.seed,
+                max_num_seqs=e.max_num_seqs,
+                max_num_batched_tokens=e.resolved_max_num_batched_tokens(e.max_model_len or 0),
+                max_model_len=e.max_model_len,
+                threads=args.threads,
+                python=args.vllm_python,
+            )
+            stack.enter_context(peer)
+            figures["vllm_info"] = peer.info
+        for _ in range(max(1, args.repeat)):
+            for b in backends:
+                if b == "actorllm":
+                    fig = run_actorllm(
+                        w.reqs,
+                        w.engine,
+                        temperature=w.temperature,
+                        profile_dir=args.profile,
+                        detokenize=w.detokenize,
+                    )
+                    _keep_best(figures, "actorllm", fig, fig)
+                elif b == "vllm":
+                    assert peer is not None
+                    fig = peer.run_round()
+                    _keep_best(figures, "vllm", fig, fig)
+                else:
+                    hf = _run_hf(w)
+                    _keep_best(figures, "hf", hf["best"], hf)
+    for b in backends:
+        runs = figures[b]["runs"]
+        figures[b]["median_output_tokens_per_s"] = statistics.median(runs)
+    return figures
+
+
+def _run_hf(w: Workload) -> dict[str, Any]:
+    from actorllm.bench.hf_baseline import run_hf_sweep
+
+    return run_hf_sweep(
+        w.reqs,
+        w.engine.resolved_model(),
+        w.hf_batch_sizes,
+        dtype=w.engine.dtype,
+        load_format=w.engine.load_format,
+        device=w.engine.resolved_device(),
+        temperature=w.temperature,
+    )
+
+
+def _vllm_dtype(dtype: str) -> str:
+    # "auto" must mean the same on both sides: actorllm's resolution, never vLLM's own.
+    if dtype != "auto":
+        return dtype
+    raise ValueError("--dtype: name one (float32, bfloat16) when comparing with vllm")
 
 
 def _keep_best(figures: dict[str, Any], key: str, fig: dict[str, Any], doc: dict[str, Any]) -> None:

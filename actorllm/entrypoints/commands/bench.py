@@ -21,6 +21,7 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "serve": ("actorllm.bench.serve", "online serving over HTTP: TTFT, TPOT, ITL, E2EL"),
     "latency": ("actorllm.bench.latency", "decode step latency over batch sizes"),
     "overhead": ("actorllm.bench.overhead", "actor engine per-step cost vs the bare core loop"),
+    "cpu-vs-vllm": ("actorllm.bench.cpu_vs_vllm", "every preset row, actorllm vs vLLM's CPU build"),
 }
 
 

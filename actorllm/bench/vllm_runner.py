@@ -1,0 +1,83 @@
+"""Serve throughput rounds on vLLM's CPU build; executed by the vLLM venv's Python.
+
+This file imports nothing from actorllm (the vLLM venv does not have it). It reads a job
+(JSON) from the path in argv[1], starts ``vllm.LLM`` once, warms it up, then answers one
+round per line on stdin (``run``; ``quit`` or EOF ends it): ``LLM.generate`` on the same
+token-id prompts with the same sampling actorllm gets, timed, and one JSON line of
+figures on stdout. Everything else that would print to stdout (vLLM's logs, its child
+processes) goes to stderr, so stdout carries only ``{"ready": ...}`` then the rounds.
+
+Job keys: ``model``, ``dtype``, ``seed``, ``temperature``, ``max_num_seqs``,
+``max_num_batched_tokens``, ``max_model_len``, ``requests`` (``[[prompt ids], output_len]``).
+
+The engine start sits under ``if __name__ == "__main__"``: vLLM's CPU engine core runs in a
+spawned process that re-imports this module.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from typing import Any, TextIO
+
+
+def serve(job: dict[str, Any], results: TextIO) -> None:
+    import torch
+    import vllm
+    from vllm import LLM, SamplingParams
+
+    t0 = time.perf_counter()
+    llm = LLM(
+        model=job["model"],
+        dtype=job["dtype"],
+        load_format="dummy",
+        skip_tokenizer_init=True,  # token-id prompts; like actorllm's detokenize=False
+        seed=job["seed"],
+        max_num_seqs=job["max_num_seqs"],
+        max_num_batched_tokens=job["max_num_batched_tokens"],
+        max_model_len=job["max_model_len"],
+    )
+    reqs = job["requests"]
+    warm = SamplingParams(max_tokens=4, ignore_eos=True, detokenize=False)
+    llm.generate([{"prompt_token_ids": reqs[0][0][:16]}], warm, use_tqdm=False)
+    _emit(results, {"ready": True, "startup_s": time.perf_counter() - t0,
+                    "vllm": vllm.__version__, "torch": torch.__version__})  # fmt: skip
+    prompts = [{"prompt_token_ids": ids} for ids, _ in reqs]
+    params = [
+        SamplingParams(
+            max_tokens=n, ignore_eos=True, temperature=job["temperature"], detokenize=False
+        )
+        for _, n in reqs
+    ]
+    for line in sys.stdin:
+        if line.strip() != "run":
+            break
+        llm.reset_prefix_cache()  # every round computes every prompt, as a fresh engine does
+        start = time.perf_counter()
+        outs = llm.generate(prompts, params, use_tqdm=False)
+        elapsed = time.perf_counter() - start
+        produced = [len(o.outputs[0].token_ids) for o in outs]
+        wrong = [i for i, (_, n) in enumerate(reqs) if produced[i] != n]
+        if wrong:
+            i = wrong[0]
+            _emit(results, {"error": f"request {i} produced {produced[i]} tokens, "
+                                     f"not {reqs[i][1]}"})  # fmt: skip
+            continue
+        _emit(results, {"elapsed_s": elapsed, "output_tokens": sum(produced)})
+
+
+def _emit(results: TextIO, doc: dict[str, Any]) -> None:
+    results.write(json.dumps(doc) + "\n")
+    results.flush()
+
+
+if __name__ == "__main__":
+    with open(sys.argv[1]) as f:
+        job_in = json.load(f)
+    # Results keep the real stdout; fd 1 (this process's and its children's) becomes stderr.
+    out = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    serve(job_in, out)
