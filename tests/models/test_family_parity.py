@@ -78,3 +78,29 @@ def assert_hf_greedy(hf: Any, driver: SchedDriver) -> None:
 def test_greedy_parity_with_hf(tmp_path: Path, family: str, overrides: dict[str, Any]) -> None:
     path = make_tiny_checkpoint(tmp_path / family, family, **overrides)  # type: ignore[arg-type]
     assert_hf_greedy(load_hf_model(path), run_greedy(path))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", ["qwen2_moe", "gemma2"])
+def test_chunked_prefill_and_prefix_hits_match_hf(tmp_path: Path, family: str) -> None:
+    """A MoE and a sliding-window family through 7-token chunks and a prefix-cache hit
+    (the hit covers more than gemma2's window of 8)."""
+    path = make_tiny_checkpoint(tmp_path / family, family, num_kv_heads=2)  # type: ignore[arg-type]
+    runner = ModelRunner(path, dtype="float32", block_size=4, max_num_seqs=4, max_model_len=64)
+    runner.load_model()
+    runner.initialize_kv_cache(num_blocks=64)
+    driver = SchedDriver(runner, token_budget=7)
+    greedy = SamplingParams(temperature=0.0, max_tokens=N_TOKENS, logprobs=1, ignore_eos=True)
+    prompts = _prompts(runner.model_config.vocab_size)
+    long, short = prompts[6], prompts[2]  # 26 and 9 tokens
+    driver.add("a", long, greedy)
+    driver.add("b", short, greedy)
+
+    def on_step(d: SchedDriver) -> None:
+        if d.step_id == 5:  # shares a's first 3 blocks, computed by now: a prefix hit
+            d.add("c", [*long[:12], 7, 8, 9], greedy)
+
+    driver.run(on_step=on_step)
+    assert driver.prefix_hits >= 12
+    assert max(so.total_num_scheduled_tokens for so in driver.steps) <= 7
+    assert_hf_greedy(load_hf_model(path), driver)
