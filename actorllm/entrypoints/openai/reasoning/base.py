@@ -14,6 +14,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from actorllm.entrypoints.openai.marker_text import hold_back
+
 
 @dataclass
 class Split:
@@ -66,11 +68,11 @@ class ReasoningStreamer:
         reasoning, content = s.reasoning or "", s.content
         if not final:
             if s.reasoning_done:
-                content = _hold_back(content, self.parser.markers)
+                content = hold_back(content, self.parser.markers)
             elif s.reasoning is not None:
-                reasoning = _hold_back(reasoning, self.parser.markers)
+                reasoning = hold_back(reasoning, self.parser.markers)
             else:
-                content = _hold_back(content, self.parser.markers)
+                content = hold_back(content, self.parser.markers)
         delta = ReasoningDelta()
         if len(reasoning) > self._reasoning_sent:
             delta.reasoning_content = reasoning[self._reasoning_sent :]
@@ -79,13 +81,3 @@ class ReasoningStreamer:
             delta.content = content[self._content_sent :]
             self._content_sent = len(content)
         return delta
-
-
-def _hold_back(text: str, markers: tuple[str, ...]) -> str:
-    cut = len(text)
-    for marker in markers:
-        for k in range(min(len(marker) - 1, len(text)), 0, -1):
-            if text.endswith(marker[:k]):
-                cut = min(cut, len(text) - k)
-                break
-    return text[:cut]

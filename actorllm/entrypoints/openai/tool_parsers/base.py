@@ -22,6 +22,8 @@ from typing import Any, ClassVar
 
 import msgspec
 
+from actorllm.entrypoints.openai.marker_text import hold_back
+
 
 class FunctionCall(msgspec.Struct, kw_only=True):
     name: str
@@ -154,7 +156,7 @@ class ToolCallStreamer:
         parsed = self.parser.parse(text, final)
         content = parsed.content
         if not final and not parsed.calls:
-            content = _hold_back(content, self.parser.markers)
+            content = hold_back(content, self.parser.markers)
         delta = StreamDelta()
         if len(content) > self._content_sent and not self._names_sent:
             delta.content = content[self._content_sent :]
@@ -181,14 +183,3 @@ class ToolCallStreamer:
                     DeltaToolCall(index=i, function=DeltaFunctionCall(arguments=fragment))
                 )
         return delta
-
-
-def _hold_back(content: str, markers: tuple[str, ...]) -> str:
-    """``content`` minus a tail that could be the start of a marker."""
-    cut = len(content)
-    for marker in markers:
-        for k in range(min(len(marker) - 1, len(content)), 0, -1):
-            if content.endswith(marker[:k]):
-                cut = min(cut, len(content) - k)
-                break
-    return content[:cut]
