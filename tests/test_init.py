@@ -41,6 +41,10 @@ def test_vllm_module_paths():
     assert actorllm.sampling_params.SamplingParams is core_params.SamplingParams
     assert actorllm.sampling_params.RequestOutputKind is core_params.RequestOutputKind
     assert actorllm.outputs.RequestOutput is core_outputs.RequestOutput
+    params = actorllm.sampling_params.SamplingParams(
+        structured_outputs=actorllm.sampling_params.StructuredOutputsParams(choice=["a", "b"])
+    )
+    assert params.structured_outputs is not None
 
 
 def test_unknown_names_raise_attribute_error():
