@@ -35,7 +35,7 @@ from __future__ import annotations
 import threading
 import weakref
 from collections.abc import Awaitable, Callable
-from concurrent.futures import Future
+from concurrent.futures import CancelledError, Future
 from pathlib import Path
 from typing import Any, TypeVar, final
 
@@ -170,6 +170,8 @@ class EngineThread:
             raise EngineClosedError("the engine was closed") from exc
         try:
             return future.result()
+        except CancelledError as exc:  # close() from another thread cancelled it
+            raise EngineClosedError("the engine was closed during the call") from exc
         except BaseException:
             if not future.done():
                 future.cancel()

@@ -32,6 +32,10 @@ from actorllm.engine.sync_facade import SyncFacade
 Conversation = Sequence[Mapping[str, Any]]
 
 
+class _ProgressBar(tqdm):
+    monitor_interval = 0  # no "tqdm_monitor" thread outliving the batch
+
+
 class LLM(SyncFacade):
     """An engine for offline batches. ``model`` is a model directory, an ``EngineConfig``
     or None (the demo model); keyword arguments are ``EngineConfig`` fields."""
@@ -125,7 +129,7 @@ class LLM(SyncFacade):
     ) -> list[RequestOutput]:
         results: list[RequestOutput | None] = [None] * len(items)
         errors: list[BaseException] = []
-        bar = tqdm(
+        bar = _ProgressBar(
             total=len(items), desc="Processed prompts", disable=not use_tqdm, dynamic_ncols=True
         )
 

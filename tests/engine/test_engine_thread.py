@@ -13,10 +13,15 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
 import pytest
+
+from actorllm import LLM, SamplingParams
+from actorllm.engine.config import ModelNotFoundError
+from actorllm.engine.errors import EngineClosedError
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -196,3 +201,29 @@ def test_ctrl_c_during_a_long_run_stops_it_and_exits(tmp_path, tiny_model, facad
     (stopped,) = [float(x.split()[1]) for x in err.splitlines() if x.startswith("STOPPED")]
     assert stopped < 2.0
     print(f"{facade}: engine stopped {stopped:.3f} s, process ended {took:.2f} s after SIGINT")
+
+
+def _engine_threads(before: set[threading.Thread]) -> list[str]:
+    return [t.name for t in threading.enumerate() if t not in before and t.is_alive()]
+
+
+def test_close_from_another_thread_ends_a_running_call(tiny_model):
+    before = set(threading.enumerate())
+    llm = LLM(tiny_model, backend="asyncio", max_model_len=1024, kv_cache_memory_bytes=2**24)
+    assert llm.generate("hi", SamplingParams(max_tokens=2), use_tqdm=False)[0].finished
+    closer = threading.Timer(0.5, llm.close)
+    closer.start()
+    with pytest.raises(EngineClosedError):
+        llm.generate(["a", "b"], SamplingParams(max_tokens=1000, ignore_eos=True), use_tqdm=False)
+    closer.join()
+    with pytest.raises(EngineClosedError):
+        llm.generate("hi", use_tqdm=False)
+    llm.close()  # idempotent
+    assert [n for n in _engine_threads(before) if n.startswith("actorllm")] == []
+
+
+def test_a_failed_start_raises_and_leaves_no_thread(tmp_path):
+    before = set(threading.enumerate())
+    with pytest.raises(ModelNotFoundError):
+        LLM(str(tmp_path / "no-such-model"))
+    assert [n for n in _engine_threads(before) if n.startswith("actorllm")] == []
