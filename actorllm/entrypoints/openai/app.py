@@ -29,6 +29,7 @@ from actorllm.entrypoints.metrics import CONTENT_TYPE, ServerMetrics, log_stats_
 from actorllm.entrypoints.openai import protocol as p
 from actorllm.entrypoints.openai.engine_client import EngineClient
 from actorllm.entrypoints.openai.errors import APIError, bad_request, to_api_error
+from actorllm.entrypoints.openai.fields import decode_request
 from actorllm.entrypoints.openai.middleware import APIKeyMiddleware, BodyLimitMiddleware
 from actorllm.entrypoints.openai.openapi import openapi_document
 from actorllm.entrypoints.openai.serving_chat import create_chat_completion
@@ -40,7 +41,7 @@ from actorllm.entrypoints.openai.streams import ClientDisconnected
 logger = logging.getLogger("actorllm.server")
 
 EngineFactory = Callable[[], AbstractAsyncContextManager[EngineClient]]
-S = TypeVar("S")
+S = TypeVar("S", bound=msgspec.Struct)
 
 
 class AppSettings(msgspec.Struct, kw_only=True):
@@ -92,8 +93,7 @@ def _endpoint(fn: Handler) -> Callable[[Request], Awaitable[Response]]:
 
 
 async def _decode(request: Request, kind: type[S]) -> S:
-    body = await request.body()
-    return msgspec.json.decode(body, type=kind)
+    return decode_request(await request.body(), kind)
 
 
 # -- OpenAI routes ---------------------------------------------------------------------------
