@@ -31,7 +31,7 @@ from actorllm.entrypoints.openai.engine_client import EngineClient
 from actorllm.entrypoints.openai.errors import APIError, bad_request, to_api_error
 from actorllm.entrypoints.openai.fields import decode_request
 from actorllm.entrypoints.openai.middleware import APIKeyMiddleware, BodyLimitMiddleware
-from actorllm.entrypoints.openai.openapi import openapi_document
+from actorllm.entrypoints.openai.openapi import Served, openapi_document
 from actorllm.entrypoints.openai.serving_chat import create_chat_completion
 from actorllm.entrypoints.openai.serving_common import ServingContext, json_response
 from actorllm.entrypoints.openai.serving_completion import create_completion
@@ -149,7 +149,13 @@ async def version(state: AppState, request: Request) -> Response:
 
 
 async def openapi(state: AppState, request: Request) -> Response:
-    return json_response(openapi_document(dev_mode=state.settings.dev_mode))
+    engine = state.serving.engine
+    served = Served(engine.max_model_len, engine.vocab_size, engine.config.scheduling_policy)
+    settings = state.settings
+    doc = openapi_document(
+        dev_mode=settings.dev_mode, api_key=bool(settings.api_key), served=served
+    )
+    return json_response(doc)
 
 
 # -- dev mode --------------------------------------------------------------------------------

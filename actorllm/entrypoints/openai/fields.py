@@ -19,7 +19,7 @@ honour yet, and the warning for fields nobody knows.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import msgspec
@@ -29,70 +29,79 @@ from actorllm.entrypoints.openai.errors import bad_request
 logger = logging.getLogger("actorllm.server")
 S = TypeVar("S", bound=msgspec.Struct)
 
-# accept(value, whole body) -> True when the value asks for nothing we cannot do.
-Accept = Callable[[Any, dict[str, Any]], bool]
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """A field we know but cannot honour yet: only its "off" values are accepted."""
+
+    why: str
+    off: tuple[Any, ...] = (None,)
+    same_as: str | None = None  # also accepted: equal to this field (best_of == n)
+
+    def accepts(self, value: Any, body: dict[str, Any]) -> bool:
+        if any(type(value) is type(v) and value == v for v in self.off):
+            return True
+        return self.same_as is not None and value == body.get(self.same_as, 1)
+
+    def schema(self) -> dict[str, Any]:
+        """The values accepted, as JSON Schema (the OpenAPI document states them)."""
+        if self.same_as is None:
+            return {"enum": list(self.off), "description": f"Not supported yet: {self.why}."}
+        # JSON Schema cannot say "equal to n": the document states the default n's value.
+        return {
+            "enum": [*self.off, 1],
+            "description": f"Not supported yet: {self.why}; accepted when equal to "
+            f"`{self.same_as}` (1 by default).",
+        }
 
 
-def _null(value: Any, _body: dict[str, Any]) -> bool:
-    return value is None
+_FALSY: tuple[Any, ...] = (None, False, [], {}, "")
+_TOOLS = "tool calling"
+_STRUCTURED = "structured outputs"
+_TEXT_ONLY = "this server serves text models"
 
-
-def _falsy(value: Any, _body: dict[str, Any]) -> bool:
-    return not value
-
-
-def _one_of(*allowed: Any) -> Accept:
-    return lambda value, _body: value in allowed
-
-
-_TOOLS = "tool calling is not supported yet"
-_STRUCTURED = "structured outputs are not supported yet"
-
-# {field: (accepts, why it is refused otherwise)}
-UNSUPPORTED: dict[str, tuple[Accept, str]] = {
+# {field: why it is refused unless off}
+UNSUPPORTED: dict[str, Refusal] = {
     # tool calling (issue 15)
-    "tools": (_falsy, _TOOLS),
-    "tool_choice": (_one_of(None, "none"), _TOOLS),
-    "parallel_tool_calls": (_null, _TOOLS),
-    "functions": (_falsy, _TOOLS),
-    "function_call": (_one_of(None, "none"), _TOOLS),
+    "tools": Refusal(_TOOLS, _FALSY),
+    "tool_choice": Refusal(_TOOLS, (None, "none")),
+    "parallel_tool_calls": Refusal(_TOOLS),
+    "functions": Refusal(_TOOLS, _FALSY),
+    "function_call": Refusal(_TOOLS, (None, "none")),
     # structured outputs (issue 15)
-    "response_format": (_one_of(None, {"type": "text"}), _STRUCTURED),
-    "structured_outputs": (_null, _STRUCTURED),
-    "guided_json": (_null, _STRUCTURED),
-    "guided_regex": (_null, _STRUCTURED),
-    "guided_choice": (_null, _STRUCTURED),
-    "guided_grammar": (_null, _STRUCTURED),
-    "guided_decoding_backend": (_null, _STRUCTURED),
-    "guided_whitespace_pattern": (_null, _STRUCTURED),
+    "response_format": Refusal(_STRUCTURED, (None, {"type": "text"})),
+    "structured_outputs": Refusal(_STRUCTURED),
+    "guided_json": Refusal(_STRUCTURED),
+    "guided_regex": Refusal(_STRUCTURED),
+    "guided_choice": Refusal(_STRUCTURED),
+    "guided_grammar": Refusal(_STRUCTURED),
+    "guided_decoding_backend": Refusal(_STRUCTURED),
+    "guided_whitespace_pattern": Refusal(_STRUCTURED),
     # reasoning output (issue 15)
-    "reasoning_effort": (_null, "reasoning output is not supported yet"),
-    "include_reasoning": (_null, "reasoning output is not supported yet"),
+    "reasoning_effort": Refusal("reasoning output"),
+    "include_reasoning": Refusal("reasoning output"),
     # sampling this engine does not do
-    "best_of": (
-        lambda value, body: value is None or value == body.get("n", 1),
-        "best_of other than n is not supported (no candidate ranking)",
-    ),
-    "use_beam_search": (_falsy, "beam search is not supported"),
-    "length_penalty": (_one_of(None, 1, 1.0), "length_penalty applies to beam search only"),
-    "logits_processors": (_falsy, "custom logits processors are not supported"),
-    "vllm_xargs": (_null, "custom logits processors are not supported"),
-    "suffix": (_one_of(None, ""), "suffix (fill-in-the-middle) is not supported"),
+    "best_of": Refusal("ranking candidates (best_of other than n)", same_as="n"),
+    "use_beam_search": Refusal("beam search", _FALSY),
+    "length_penalty": Refusal("length_penalty (beam search)", (None, 1)),
+    "logits_processors": Refusal("custom logits processors", _FALSY),
+    "vllm_xargs": Refusal("custom logits processors"),
+    "suffix": Refusal("suffix (fill-in-the-middle)", (None, "")),
     # inputs and plumbing this server does not have
-    "prompt_embeds": (_null, "prompt embeddings are not supported"),
-    "mm_processor_kwargs": (_falsy, "this server serves text models"),
-    "audio": (_null, "this server serves text models"),
-    "modalities": (_one_of(None, ["text"]), "this server serves text models"),
-    "prediction": (_null, "predicted outputs are not supported"),
-    "web_search_options": (_null, "web search is not supported"),
-    "chat_template": (_null, "a per-request chat template is not accepted (use --chat-template)"),
-    "cache_salt": (_null, "prefix-cache salting is not supported"),
-    "kv_transfer_params": (_null, "per-request KV transfer is not supported"),
-    "return_token_ids": (_falsy, "return_token_ids is not supported yet"),
-    "store": (_falsy, "stored completions are not supported"),
-    "metadata": (_null, "stored completions are not supported"),
-    "service_tier": (_one_of(None, "auto", "default"), "service tiers are not supported"),
-    "verbosity": (_null, "verbosity is not supported"),
+    "prompt_embeds": Refusal("prompt embeddings"),
+    "mm_processor_kwargs": Refusal(_TEXT_ONLY, _FALSY),
+    "audio": Refusal(_TEXT_ONLY),
+    "modalities": Refusal(_TEXT_ONLY, (None, ["text"])),
+    "prediction": Refusal("predicted outputs"),
+    "web_search_options": Refusal("web search"),
+    "chat_template": Refusal("a per-request chat template (start with --chat-template)"),
+    "cache_salt": Refusal("prefix-cache salting"),
+    "kv_transfer_params": Refusal("per-request KV transfer"),
+    "return_token_ids": Refusal("return_token_ids", _FALSY),
+    "store": Refusal("stored completions", _FALSY),
+    "metadata": Refusal("stored completions"),
+    "service_tier": Refusal("service tiers", (None, "auto", "default")),
+    "verbosity": Refusal("verbosity"),
 }
 
 
@@ -100,8 +109,8 @@ def refuse_unsupported(body: dict[str, Any]) -> None:
     """400 naming the first field of :data:`UNSUPPORTED` that asks for something."""
     for name, value in body.items():
         rule = UNSUPPORTED.get(name)
-        if rule is not None and not rule[0](value, body):
-            raise bad_request(f"`{name}` is not supported by this server: {rule[1]}.", name)
+        if rule is not None and not rule.accepts(value, body):
+            raise bad_request(f"`{name}` is not supported by this server yet: {rule.why}.", name)
 
 
 def _ints(value: Any) -> Any:

@@ -12,6 +12,8 @@ context-length rule is checked with vLLM's message while the request can still b
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -67,12 +69,20 @@ def truncate(prompt: Prompt, k: int | None, max_model_len: int) -> Prompt:
     return Prompt(text=None, token_ids=prompt.token_ids[-keep:])
 
 
-def completion_prompts(prompt: Any, tokenizer: Any, *, add_special_tokens: bool) -> list[Prompt]:
-    """A completion's ``prompt`` field as prompts (one per batch entry)."""
+def completion_prompts(
+    prompt: Any, tokenizer: Any, *, add_special_tokens: bool, vocab_size: int
+) -> list[Prompt]:
+    """A completion's ``prompt`` field as prompts (one per batch entry); token ids must be
+    in the vocabulary (the document says so: ``maximum``)."""
     try:
         batch = prompt_batch(prompt)
     except ValueError as exc:
         raise bad_request(str(exc), "prompt") from None
+    for p in batch:
+        if not isinstance(p, str) and (bad := [t for t in p if t >= vocab_size]):
+            raise bad_request(
+                f"token ids {bad[:5]} are out of vocabulary (size {vocab_size}).", "prompt"
+            )
     return [
         Prompt(text=p, token_ids=encode(tokenizer, p, add_special_tokens=add_special_tokens))
         if isinstance(p, str)
@@ -122,6 +132,16 @@ def messages_for_template(messages: Sequence[ChatMessage]) -> list[dict[str, Any
     return out
 
 
+@functools.cache
+def reserved_template_kwargs() -> frozenset[str]:
+    """Names ``chat_template_kwargs`` may not use: ``apply_chat_template``'s own parameters
+    and the variables it sets itself (they would clash, or change what it returns)."""
+    from transformers import PreTrainedTokenizerBase
+
+    params = inspect.signature(PreTrainedTokenizerBase.apply_chat_template).parameters
+    return frozenset(params) - {"self", "kwargs"} | {"messages"}
+
+
 def render_chat(
     tokenizer: Any,
     messages: Sequence[ChatMessage],
@@ -143,6 +163,13 @@ def render_chat(
             "messages",
         )
     options: dict[str, Any] = dict(chat_template_kwargs or {})
+    clash = sorted(set(options) & reserved_template_kwargs())
+    if clash:
+        raise bad_request(
+            f"chat_template_kwargs may not set {', '.join(clash)} (request fields or "
+            "tokenizer options, not template variables).",
+            "chat_template_kwargs",
+        )
     if documents is not None:
         options["documents"] = documents
     try:

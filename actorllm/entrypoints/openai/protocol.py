@@ -26,16 +26,21 @@ MAX_N = 128
 MAX_LOGPROBS = 20
 _MAX_I32 = 2**31 - 1
 
-TokenId = Annotated[int, msgspec.Meta(ge=0, le=_MAX_I32)]
-PositiveInt = Annotated[int, msgspec.Meta(ge=1, le=_MAX_I32)]
-NonNegInt = Annotated[int, msgspec.Meta(ge=0, le=_MAX_I32)]
+# ``x-served`` marks bounds that depend on the served model: openapi.py fills them in
+# (vocabulary size, context length, scheduling policy), so the document states them.
+TokenId = Annotated[int, msgspec.Meta(ge=0, le=_MAX_I32, extra_json_schema={"x-served": "token"})]
+MaxTokens = Annotated[
+    int, msgspec.Meta(ge=1, le=_MAX_I32, extra_json_schema={"x-served": "max_tokens"})
+]
 NumSamples = Annotated[int, msgspec.Meta(ge=1, le=MAX_N)]
 NumLogprobs = Annotated[int, msgspec.Meta(ge=0, le=MAX_LOGPROBS)]
 NonEmptyStr = Annotated[str, msgspec.Meta(min_length=1)]
 Penalty = Annotated[float, msgspec.Meta(ge=-2.0, le=2.0)]
 Seed = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
 # logit_bias keys are token ids written as JSON object keys (strings of digits).
-TokenIdKey = Annotated[str, msgspec.Meta(pattern="^[0-9]{1,10}$")]
+TokenIdKey = Annotated[
+    str, msgspec.Meta(pattern="^[0-9]{1,10}$", extra_json_schema={"x-served": "token_key"})
+]
 Bias = Annotated[float, msgspec.Meta(ge=-100.0, le=100.0)]
 # A prompt: text, token ids, or a batch of either (msgspec allows one array type per union,
 # so the batch forms share one list type and are sorted out by `prompt_batch`; the OpenAPI
@@ -68,7 +73,9 @@ class SamplingFields(msgspec.Struct, kw_only=True):
     top_k: Annotated[int, msgspec.Meta(ge=-1, le=_MAX_I32)] | None = None
     min_p: Annotated[float, msgspec.Meta(ge=0.0, le=1.0)] | None = None
     repetition_penalty: Annotated[float, msgspec.Meta(gt=0.0, le=2.0**31)] | None = None
-    min_tokens: NonNegInt = 0
+    min_tokens: Annotated[
+        int, msgspec.Meta(ge=0, le=_MAX_I32, extra_json_schema={"x-served": "max_tokens"})
+    ] = 0
     ignore_eos: bool = False
     stop_token_ids: list[TokenId] | None = None
     include_stop_str_in_output: bool = False
@@ -80,19 +87,22 @@ class SamplingFields(msgspec.Struct, kw_only=True):
     # -1: the last max_model_len - 1 tokens; k >= 1: the last k (0 is refused).
     truncate_prompt_tokens: Annotated[int, msgspec.Meta(ge=-1, le=_MAX_I32)] | None = None
     return_tokens_as_token_ids: bool = False
-    priority: Annotated[int, msgspec.Meta(ge=-_MAX_I32, le=_MAX_I32)] = 0
+    priority: Annotated[
+        int, msgspec.Meta(ge=-_MAX_I32, le=_MAX_I32, extra_json_schema={"x-served": "priority"})
+    ] = 0
     request_id: Annotated[str, msgspec.Meta(min_length=1, max_length=256)] | None = None
 
 
 class CompletionRequest(SamplingFields, kw_only=True):
     prompt: PromptInput
-    max_tokens: PositiveInt | None = 16
+    max_tokens: MaxTokens | None = 16
     logprobs: NumLogprobs | None = None
     echo: bool = False
     add_special_tokens: bool = True
 
 
-class TextContentPart(msgspec.Struct, kw_only=True, tag_field="type", tag="text"):
+class TextContentPart(msgspec.Struct, kw_only=True):
+    type: Literal["text"]
     text: str
 
 
@@ -152,8 +162,8 @@ class ChatCompletionRequest(SamplingFields, kw_only=True):
     add_special_tokens: bool = False  # the template already holds the special tokens
     documents: list[dict[str, str]] | None = None
     chat_template_kwargs: dict[str, Any] | None = None
-    max_tokens: PositiveInt | None = None
-    max_completion_tokens: PositiveInt | None = None
+    max_tokens: MaxTokens | None = None
+    max_completion_tokens: MaxTokens | None = None
     logprobs: bool = False
     top_logprobs: NumLogprobs | None = None
     # vLLM: prepend the last message's content to the reply when it has the reply's role.

@@ -51,7 +51,10 @@ async def create_completion(ctx: ServingContext, req: CompletionRequest, receive
     prompts = [
         truncate(p, req.truncate_prompt_tokens, max_len)
         for p in completion_prompts(
-            req.prompt, engine.tokenizer, add_special_tokens=req.add_special_tokens
+            req.prompt,
+            engine.tokenizer,
+            add_special_tokens=req.add_special_tokens,
+            vocab_size=engine.vocab_size,
         )
     ]
     params = [
