@@ -74,12 +74,12 @@ def main(args: argparse.Namespace) -> int:
         rows.append(row)
         docs[name] = {"config": workload.config, "figures": figures}
         print(format_table([row], _COLUMNS), flush=True)
+        if args.output_json:  # after every row: a long table interrupted keeps what it has
+            figures_doc = {"rows": rows, "runs": docs, "note": args.note}
+            doc = result_document("cpu_vs_vllm", figures=figures_doc, args=args)
+            write_json(args.output_json, doc)
     print()
     print(format_table(rows, _COLUMNS))
-    if args.output_json:
-        figures_doc = {"rows": rows, "runs": docs, "note": args.note}
-        doc = result_document("cpu_vs_vllm", figures=figures_doc, args=args)
-        write_json(args.output_json, doc)
     return 0
 
 

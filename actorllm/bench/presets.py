@@ -93,29 +93,10 @@ class Preset:
         return preset_model_dir(self.model_name, self.model_config)
 
 
+# Quick rows first: an interrupted table run keeps them.
 PRESETS: dict[str, Preset] = {
     p.name: p
     for p in (
-        Preset(
-            "qwen3-75m-bf16",
-            "75M Qwen3 shape (hidden 768, 8 layers, 12/4 heads, vocab 32000), bf16",
-            "qwen3-75m",
-            _QWEN3_75M,
-            "bfloat16",
-            128,
-            (64, 256),
-            (64, 256),
-        ),
-        Preset(
-            "qwen3-75m-fp32",
-            "75M Qwen3 shape, float32",
-            "qwen3-75m",
-            _QWEN3_75M,
-            "float32",
-            128,
-            (64, 256),
-            (64, 256),
-        ),
         Preset(
             "llama-4l-256",
             "4-layer 256-wide Llama (the demo shape), float32",
@@ -147,6 +128,26 @@ PRESETS: dict[str, Preset] = {
             (100, 200),
             max_num_seqs=1024,
             max_num_batched_tokens=4096,
+        ),
+        Preset(
+            "qwen3-75m-fp32",
+            "75M Qwen3 shape, float32",
+            "qwen3-75m",
+            _QWEN3_75M,
+            "float32",
+            128,
+            (64, 256),
+            (64, 256),
+        ),
+        Preset(
+            "qwen3-75m-bf16",
+            "75M Qwen3 shape (hidden 768, 8 layers, 12/4 heads, vocab 32000), bf16",
+            "qwen3-75m",
+            _QWEN3_75M,
+            "bfloat16",
+            128,
+            (64, 256),
+            (64, 256),
         ),
     )
 }

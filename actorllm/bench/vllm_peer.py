@@ -20,6 +20,7 @@ import select
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 from pathlib import Path
 from types import TracebackType
@@ -114,6 +115,10 @@ class VllmPeer:
         self.close()
 
     def start(self) -> None:
+        """Start the runner and wait until its engine is warm (then pause it). SIGTERM to
+        this process then stops the peer too (it would sit stopped forever otherwise)."""
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, self._on_sigterm)
         job_path = Path(self._tmp.name) / "job.json"
         job_path.write_text(json.dumps(self.job))
         self._log = open(Path(self._tmp.name) / "vllm.log", "w+")  # noqa: SIM115 (closed in close)
@@ -143,6 +148,10 @@ class VllmPeer:
             raise RuntimeError(f"vllm: {res['error']}")
         prompt = sum(len(r.prompt_token_ids) for r in self.reqs)
         return throughput_figures(len(self.reqs), prompt, res["output_tokens"], res["elapsed_s"])
+
+    def _on_sigterm(self, signum: int, frame: object) -> None:
+        self.close()
+        raise SystemExit(128 + signum)
 
     def close(self) -> None:
         proc, self._proc = self._proc, None

@@ -55,6 +55,9 @@ class EngineConfig(msgspec.Struct, kw_only=True):
     device: Device = "auto"
     attention_backend: AttentionBackend = "auto"
     enforce_eager: bool = False
+    # CPU: keep a parked OpenMP team so libgomp always short-spins (worker/omp_spin.py):
+    # the engine's speed no longer depends on whether the host ran torch work before.
+    cpu_omp_short_spin: bool = True
     # -- actors ---------------------------------------------------------------------------
     max_restarts: int = 3  # restart intensity: more than this many crashes ...
     restart_window_s: float = 30.0  # ... within this window kills the engine

@@ -20,7 +20,10 @@ RunnerFactory = Callable[[EngineConfig], Any]
 def default_runner_factory(config: EngineConfig) -> Any:
     """The real model runner (called on the worker thread)."""
     from actorllm.worker.model_runner import ModelRunner
+    from actorllm.worker.omp_spin import park_openmp_team
 
+    if config.cpu_omp_short_spin and config.resolved_device() == "cpu":
+        park_openmp_team()
     return ModelRunner(
         config.resolved_model(),
         dtype=config.dtype,

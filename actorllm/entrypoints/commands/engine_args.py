@@ -42,6 +42,13 @@ _FLAGS: list[tuple[str, dict[str, Any]]] = [
     ("--device", {"choices": get_args(Device)}),
     ("--attention-backend", {"choices": get_args(AttentionBackend)}),
     ("--kv-cache-memory-bytes", {"type": parse_size, "help": "KV-cache size, e.g. 512MiB or 2GiB"}),
+    (
+        "--cpu-omp-short-spin",
+        {
+            "action": argparse.BooleanOptionalAction,
+            "help": "CPU: pin OpenMP to short spin-waits, whatever the host ran (default on)",
+        },
+    ),
     ("--enforce-eager", {"action": "store_true", "default": None, "help": "no CUDA graphs"}),
     (
         "--async-scheduling",
