@@ -72,6 +72,11 @@ class EngineConfig(msgspec.Struct, kw_only=True):
     kv_offload_disk_dir: str | None = None
     kv_offload_disk_bytes: int = 8 * 2**30
     kv_offload_write_through: bool = False  # also save finished requests' blocks
+    # -- profiling ------------------------------------------------------------------------
+    # Directory for torch-profiler traces written by start_profile()/stop_profile() (Chrome
+    # trace JSON, CPU activities, CUDA too on a GPU; the worker thread and the event loop).
+    # None: profiling is disabled and start_profile() raises ProfilerError naming this field.
+    profiler_dir: str | None = None
 
     def __post_init__(self) -> None:
         if self.block_size not in (1, 2, 4, 8, 16, 32, 64, 128):

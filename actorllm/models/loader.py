@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Literal
 
@@ -159,24 +159,8 @@ def load_weights(model: LlamaForCausalLM, files: list[Path], progress: bool | No
     saw_lm_head = False
     with torch.no_grad():
         for name, tensor in iter_checkpoint(files, progress):
-            if name.endswith(_IGNORED_SUFFIXES):
-                continue
-            if name == "lm_head.weight":
-                saw_lm_head = True
-                if model.config.tie_word_embeddings:
-                    continue  # the embedding is the head
-            target, shard = _packed_target(model, name)
-            param = params.get(target)
-            if param is None:
-                log.warning("ignoring checkpoint tensor %s (no such parameter)", name)
-                continue
-            dst = param.data if shard is None else _shard_view(model, param.data, target, shard)
-            if tuple(dst.shape) != tuple(tensor.shape):
-                raise WeightLoadError(
-                    f"{name}: checkpoint shape {tuple(tensor.shape)} != expected {tuple(dst.shape)}"
-                )
-            dst.copy_(tensor)
-            written.setdefault(target, set()).add(shard)
+            saw_lm_head = saw_lm_head or name == "lm_head.weight"
+            _copy_one(model, params, name, tensor, written, strict=False)
     if not saw_lm_head and not model.config.tie_word_embeddings:
         # No head in the checkpoint: the embedding doubles as the head (tied).
         log.info("lm_head.weight absent from the checkpoint: tying it to embed_tokens")
@@ -185,6 +169,47 @@ def load_weights(model: LlamaForCausalLM, files: list[Path], progress: bool | No
     missing = _missing(model, params, written)
     if missing:
         raise MissingWeightsError(missing)
+
+
+def copy_weights(model: LlamaForCausalLM, named: Iterable[tuple[str, torch.Tensor]]) -> list[str]:
+    """Copy some checkpoint tensors (Hugging Face names) into ``model`` in place — a weight
+    update, e.g. from an RLHF trainer. Returns the parameter names written. Raises
+    :class:`WeightLoadError` for an unknown name or a shape mismatch."""
+    params = dict(model.named_parameters(remove_duplicate=False))
+    written: dict[str, set[int | None]] = {}
+    with torch.no_grad():
+        for name, tensor in named:
+            _copy_one(model, params, name, tensor, written, strict=True)
+    return sorted(written)
+
+
+def _copy_one(
+    model: LlamaForCausalLM,
+    params: dict[str, torch.nn.Parameter],
+    name: str,
+    tensor: torch.Tensor,
+    written: dict[str, set[int | None]],
+    *,
+    strict: bool,
+) -> None:
+    if name.endswith(_IGNORED_SUFFIXES):
+        return
+    if name == "lm_head.weight" and model.config.tie_word_embeddings:
+        return  # the embedding is the head
+    target, shard = _packed_target(model, name)
+    param = params.get(target)
+    if param is None:
+        if strict:
+            raise WeightLoadError(f"{name}: the model has no such parameter")
+        log.warning("ignoring checkpoint tensor %s (no such parameter)", name)
+        return
+    dst = param.data if shard is None else _shard_view(model, param.data, target, shard)
+    if tuple(dst.shape) != tuple(tensor.shape):
+        raise WeightLoadError(
+            f"{name}: checkpoint shape {tuple(tensor.shape)} != expected {tuple(dst.shape)}"
+        )
+    dst.copy_(tensor)
+    written.setdefault(target, set()).add(shard)
 
 
 def _packed_target(model: LlamaForCausalLM, name: str) -> tuple[str, int | None]:

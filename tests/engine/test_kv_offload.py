@@ -7,7 +7,6 @@ served from host memory or disk and yields the same greedy tokens as its first r
 from __future__ import annotations
 
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -413,15 +412,14 @@ def test_factory_builds_one_index_per_engine(tmp_path: Path) -> None:
     cfg = EngineConfig(
         block_size=BS, kv_offload_host_bytes=10_500, kv_offload_disk_dir=str(tmp_path)
     )
-    ctx = SimpleNamespace(config=cfg, runner=runner)
-    factory = make_offload_connector(ctx, disk_bytes=50_000)  # type: ignore[arg-type]
-    c1, c2 = factory(), factory()
+    tier = make_offload_connector(cfg, runner.kv_cache_bytes_per_block(), disk_bytes=50_000)
+    c1, c2 = tier.new_connector(), tier.new_connector()
     assert c1.index is c2.index and c1 is not c2
     assert (c1.index.host_blocks, c1.index.disk_blocks) == (10, 50)
-    assert isinstance(ctx.kv_offload_store, OffloadStore)
-    assert ctx.kv_offload_store.disk_dir == tmp_path and ctx.kv_offload_index is c1.index
-    no_disk = SimpleNamespace(config=EngineConfig(kv_offload_host_bytes=4096), runner=runner)
-    assert make_offload_connector(no_disk)().index.disk_blocks == 0  # type: ignore[arg-type]
+    assert isinstance(tier.store, OffloadStore)
+    assert tier.store.disk_dir == tmp_path and tier.index is c1.index
+    no_disk = EngineConfig(kv_offload_host_bytes=4096)
+    assert make_offload_connector(no_disk, 1000).new_connector().index.disk_blocks == 0
 
 
 # -- end to end: real scheduler, real tiny model ---------------------------------------
