@@ -69,7 +69,7 @@ def core_step_ms(num_running: int, steps: int, *, gc_freeze: bool = False) -> di
         so = sched.schedule()
         sched.update_from_output(so, model.execute(so))
 
-    while sched.stats().num_running_reqs < num_running or sched.num_waiting:
+    while sched.statistics().num_running_reqs < num_running or sched.num_waiting:
         step()
     for _ in range(10):
         step()

@@ -40,6 +40,7 @@ from actorllm.actors import (
     open_supervisor,
 )
 from actorllm.core.engine_core_output import SchedulerStats
+from actorllm.core.input_processor import InputProcessor, PromptType
 from actorllm.core.outputs import RequestOutput
 from actorllm.core.sampling_params import SamplingParams
 from actorllm.core.scheduler import Scheduler
@@ -55,7 +56,6 @@ from actorllm.engine.config import EngineConfig
 from actorllm.engine.context import EngineContext
 from actorllm.engine.dead_letters import DeadLetterPolicy
 from actorllm.engine.errors import EngineClosedError, EngineDeadError, InvalidRequestError
-from actorllm.engine.input_processing import InputProcessing, PromptType
 from actorllm.engine.ledger import RequestLedger
 from actorllm.engine.messages import (
     Abort,
@@ -109,7 +109,7 @@ class AsyncEngine:
         thread: WorkerThread,
         worker: Worker,
         tokenizer: Any,
-        inputs: InputProcessing,
+        inputs: InputProcessor,
     ) -> None:
         self._ctx = ctx
         self._thread = thread  # the one worker thread, for the engine's whole life
@@ -185,7 +185,7 @@ class AsyncEngine:
                 blame=blame,
                 admission=admission,
             )
-            inputs = InputProcessing(
+            inputs = InputProcessor(
                 tok,
                 vocab_size=info.vocab_size,
                 max_model_len=info.max_model_len,

@@ -71,7 +71,7 @@ def test_parity_under_real_scheduler(checkpoint: Path, async_scheduling: bool) -
     for rid, p in prompts.items():
         sched.add_request(Request(rid, p, params))
     outputs = _run(runner, sched, async_scheduling)
-    stats = sched.stats()
+    stats = sched.statistics()
     assert stats.num_preemptions > 0
     assert stats.prefix_cache_hits > 0
     hf = load_hf_model(checkpoint)

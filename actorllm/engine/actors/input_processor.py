@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from actorllm.actors import Actor
 from actorllm.core.errors import InvalidRequestError
+from actorllm.core.input_processor import InputProcessor
 from actorllm.core.sampling_params import SamplingParamsError
 from actorllm.engine.actors.router import end_request
 from actorllm.engine.context import EngineContext
-from actorllm.engine.input_processing import InputProcessing
 from actorllm.engine.messages import (
     AddRequest,
     Child,
@@ -28,7 +28,7 @@ SCOPE = "input_processor"
 
 
 class InputProcessorActor(Actor[InputMsg]):
-    def __init__(self, ctx: EngineContext, inputs: InputProcessing) -> None:
+    def __init__(self, ctx: EngineContext, inputs: InputProcessor) -> None:
         super().__init__()
         self.ctx = ctx
         self.inputs = inputs

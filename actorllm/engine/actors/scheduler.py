@@ -96,7 +96,7 @@ class SchedulerActor(Actor[SchedulerMsg]):
             case IsKVConnectorEnabled(reply=reply):
                 reply.send(adm.kv_connector_enabled)
             case GetStats(reply=reply):
-                reply.send(adm.core.stats())
+                reply.send(adm.core.statistics())
         await self._pump()
 
     async def _pump(self) -> None:
