@@ -27,13 +27,21 @@ import msgspec
 from anyio.abc import TaskGroup
 from anyio.lowlevel import checkpoint
 
-from actorllm.actors.errors import ActorCrashed, ActorStopped, NoReply, is_fatal, unwrap
+from actorllm.actors.errors import (
+    ActorCrashed,
+    ActorHung,
+    ActorStopped,
+    NoReply,
+    is_fatal,
+    unwrap,
+)
 from actorllm.actors.lifecycle import ActorState, LifecycleEvent, next_state
 from actorllm.actors.mailbox import Envelope, Mailbox, MailboxStatistics
 from actorllm.actors.probes import Probe
 from actorllm.actors.ref import ActorRef
 from actorllm.actors.reply import Reply
 from actorllm.actors.spec import ChildSpec, DeadLetterHook
+from actorllm.actors.watchdog import Watchdog
 
 if TYPE_CHECKING:
     from actorllm.actors.activity import Activity
@@ -62,6 +70,7 @@ class ActorStatistics(msgspec.Struct, frozen=True, kw_only=True, tag="actor"):
     # The running incarnation's own report (``Actor.report()``), None when it has none or
     # no incarnation is running.
     report: Any = None
+    hangs: int = 0  # crashes by the watchdog (a message held past its deadline)
 
 
 @final
@@ -103,6 +112,7 @@ class ActorCell(Generic[M]):
         self.handled = 0
         self.crashes = 0
         self.dead_letters = 0
+        self.hangs = 0
         self._activity = activity
         # Per incarnation:
         self.task_group: TaskGroup | None = None
@@ -112,6 +122,7 @@ class ActorCell(Generic[M]):
         self._waiting = False  # asleep on an empty mailbox
         self._hard_scope: anyio.CancelScope | None = None
         self._instance: Actor[M] | None = None  # the running incarnation, for report()
+        self._watchdog: Watchdog | None = None  # with spec.message_deadline only
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -157,6 +168,7 @@ class ActorCell(Generic[M]):
             log.warning("actor %r overran its shutdown timeout; cancelled", self.name)
         elif crash is not None:
             self.crashes += 1
+            self.hangs += isinstance(crash, ActorHung)
             self._release(crash, "")
             self.transition(_E.CRASH)
             raise crash
@@ -171,6 +183,9 @@ class ActorCell(Generic[M]):
         try:
             async with anyio.create_task_group() as group:
                 self.task_group = group
+                if self.spec.message_deadline is not None:
+                    self._watchdog = Watchdog(self.name, self.spec.message_deadline)
+                    group.start_soon(self._watchdog.run, name=f"watchdog {self.name}")
                 if self.incarnation > 1:
                     await instance.on_restart(cause)
                 await instance.on_start()
@@ -188,6 +203,7 @@ class ActorCell(Generic[M]):
             raise
         finally:
             self.task_group = None
+            self._watchdog = None
 
     async def _cleanup(self, instance: Actor[M]) -> None:
         """Run ``on_stop`` after a crash: shielded, bounded by ``shutdown_timeout``."""
@@ -233,6 +249,8 @@ class ActorCell(Generic[M]):
             finally:
                 self._waiting = False
         self._current = envelope
+        if self._watchdog is not None:
+            self._watchdog.taken(envelope[0])
         if self.probes:
             for probe in list(self.probes):
                 probe(self.name, envelope[0])
@@ -244,6 +262,8 @@ class ActorCell(Generic[M]):
             return
         self._current = None
         self.handled += 1
+        if self._watchdog is not None:
+            self._watchdog.finished()
         msg, reply = current
         if reply is not None and not reply.done:
             if reply.deferred:
@@ -318,4 +338,5 @@ class ActorCell(Generic[M]):
             dead_letters=self.dead_letters,
             mailbox=self.mailbox.statistics(),
             report=self._instance.report() if self._instance is not None else None,
+            hangs=self.hangs,
         )

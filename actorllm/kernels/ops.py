@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 import torch
 
-from actorllm.kernels import activation, attention, kv_cache, layernorm, rotary
+from actorllm.kernels import activation, attention, kv_cache, layernorm, rotary, token_bitmask
 
 Backend = Literal["auto", "torch", "triton"]
 
@@ -62,6 +62,9 @@ class Ops:
     # (logits, temperature, top_k, top_p, min_p, seeds, positions) -> [B] int64 tokens,
     # noise drawn on the device; None: the sampler draws torch noise (reference path).
     sample_seeded: Callable[..., torch.Tensor] | None = None
+    # (logits, bitmask, rows, adjust) -> logits: the grammar bitmask (structured outputs)
+    # fused with the additive logits adjust, in place.
+    apply_token_bitmask: Callable[..., torch.Tensor] = token_bitmask.apply_token_bitmask
 
 
 TORCH_OPS = Ops(
@@ -107,5 +110,6 @@ def get_ops(backend: str = "auto", device: torch.device | str = "cpu") -> Ops:
         name="triton",
         attention_hints=True,
         sample_seeded=getattr(mod, "sample_from_logits_seeded", None),
+        apply_token_bitmask=getattr(mod, "apply_token_bitmask", token_bitmask.apply_token_bitmask),
         **{n: getattr(mod, n) for n in _OP_NAMES},
     )

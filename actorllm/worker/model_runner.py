@@ -148,6 +148,7 @@ class ModelRunner:
             max_positions=self.max_model_len,
         )
         self.sampler.sample_seeded = ops.sample_seeded  # Triton: noise drawn in the kernel
+        self.sampler.apply_token_bitmask = ops.apply_token_bitmask
 
     def kv_cache_bytes_per_block(self) -> int:
         """``2 * num_layers * block_size * num_kv_heads * head_dim * dtype_size``."""
@@ -319,8 +320,9 @@ class ModelRunner:
             return PendingStep(done, self._resolve_through)
         plan = self._plan(so)
         step = self.launcher.launch(
-            model, self.kv_caches, self.input_batch, self.sampler, plan, so.step_id
-        )
+            model, self.kv_caches, self.input_batch, self.sampler, plan, so.step_id,
+            grammar=so.grammar_bitmask,
+        )  # fmt: skip
         step.t0 = t0
         self._inflight.append(step)
         return PendingStep(step, self._resolve_through)

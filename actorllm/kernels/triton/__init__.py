@@ -19,11 +19,13 @@ from actorllm.kernels.triton.sampling import (
     sample_from_logits,
     sample_from_logits_seeded,
 )
+from actorllm.kernels.triton.token_bitmask import apply_token_bitmask
 
 __all__ = [
     "INTERPRET",
     "TritonUnsupportedError",
     "apply_rotary",
+    "apply_token_bitmask",
     "choose_num_splits",
     "exponential_noise",
     "fused_add_rms_norm",
