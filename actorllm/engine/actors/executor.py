@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 import anyio
+import msgspec
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from actorllm.actors import Actor, Reply
@@ -45,6 +46,11 @@ class WorkerStepError(RuntimeError):
     """The model runner raised while executing a step."""
 
 
+class ExecutorReport(msgspec.Struct, frozen=True, kw_only=True):
+    results_buffered: int  # step outcomes posted by the worker, not yet forwarded
+    worker_jobs_queued: int  # steps and control calls waiting on the worker thread
+
+
 class ExecutorActor(Actor[ExecutorMsg]):
     def __init__(self, ctx: EngineContext, thread: WorkerThread, worker: Worker) -> None:
         super().__init__()
@@ -53,6 +59,12 @@ class ExecutorActor(Actor[ExecutorMsg]):
         self.worker = worker  # touched on the worker thread only
         self.poster: LoopPoster | None = None  # made on the loop, in on_start
         self.results: MemoryObjectSendStream[_Result] | None = None  # owner: this incarnation
+
+    def report(self) -> ExecutorReport:
+        buffered = self.results.statistics().current_buffer_used if self.results else 0
+        return ExecutorReport(
+            results_buffered=buffered, worker_jobs_queued=self.thread.statistics().queued
+        )
 
     async def on_start(self) -> None:
         self.poster = LoopPoster()

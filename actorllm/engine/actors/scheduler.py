@@ -14,6 +14,8 @@ aborts without blocking (or from a background task).
 
 from __future__ import annotations
 
+import msgspec
+
 from actorllm.actors import Actor, Reply
 from actorllm.engine.admission import Admission, AdmissionStatistics, Failure
 from actorllm.engine.context import EngineContext
@@ -38,6 +40,11 @@ from actorllm.engine.messages import (
 )
 
 
+class SchedulerReport(msgspec.Struct, frozen=True, kw_only=True):
+    admission: AdmissionStatistics  # steps in flight, probation, held, sleep level, epoch
+    sleep_waiters: int  # sleep calls waiting for the steps in flight to drain
+
+
 class SchedulerActor(Actor[SchedulerMsg]):
     def __init__(self, ctx: EngineContext) -> None:
         super().__init__()
@@ -47,8 +54,10 @@ class SchedulerActor(Actor[SchedulerMsg]):
         # (deferred replies fail with it).
         self.sleep_waiters: list[tuple[int, Reply[None]]] = []
 
-    def report(self) -> AdmissionStatistics:
-        return self.admission.statistics()
+    def report(self) -> SchedulerReport:
+        return SchedulerReport(
+            admission=self.admission.statistics(), sleep_waiters=len(self.sleep_waiters)
+        )
 
     async def on_start(self) -> None:
         await self._end(self.admission.restart())
