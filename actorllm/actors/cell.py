@@ -106,7 +106,8 @@ class ActorCell(Generic[M]):
         self.mailbox: Mailbox[M] = Mailbox(spec.name, spec.mailbox_size)
         self.ref: ActorRef[M] = ActorRef(self)
         self.inbox: Inbox[M] = Inbox(self)
-        self.probes: list[Probe] = []  # called on each message taken; may raise (a crash)
+        # Called on each message taken; may raise (a crash) or return an awaitable (a stall).
+        self.probes: list[Probe] = []
         self.state = ActorState.NEW
         self.incarnation = 0
         self.handled = 0
@@ -253,7 +254,9 @@ class ActorCell(Generic[M]):
             self._watchdog.taken(envelope[0])
         if self.probes:
             for probe in list(self.probes):
-                probe(self.name, envelope[0])
+                stall = probe(self.name, envelope[0])
+                if stall is not None:
+                    await stall  # held, as if handle() were slow (see actors/probes.py)
         return envelope[0]
 
     def _finish_current(self) -> None:

@@ -20,6 +20,7 @@ AttentionBackend = Literal["auto", "torch", "triton"]
 SchedulingPolicy = Literal["fcfs", "priority"]
 LoadFormat = Literal["auto", "safetensors", "dummy"]
 DType = Literal["auto", "float32", "bfloat16", "float16", "half", "float"]
+StructuredOutputsBackend = Literal["auto", "xgrammar", "guidance"]
 
 
 class EngineConfigError(ValueError):
@@ -72,6 +73,22 @@ class EngineConfig(msgspec.Struct, kw_only=True):
     kv_offload_disk_dir: str | None = None
     kv_offload_disk_bytes: int = 8 * 2**30
     kv_offload_write_through: bool = False  # also save finished requests' blocks
+    # -- structured outputs, tool calling, reasoning --------------------------------------
+    # Grammar backend for structured outputs (JSON schema, regex, choice, grammar):
+    # "xgrammar", "guidance" (llguidance), or "auto": xgrammar, falling back to guidance for
+    # schema features xgrammar does not enforce. A request's own backend wins.
+    structured_outputs_backend: StructuredOutputsBackend = "auto"
+    # Split a reasoning model's thinking into reasoning_content: deepseek_r1, qwen3 or
+    # granite. Structured outputs then constrain the answer only (after the reasoning).
+    reasoning_parser: str | None = None
+    # Let the model decide to call tools (tool_choice "auto", the default when tools are
+    # given); needs tool_call_parser.
+    enable_auto_tool_choice: bool = False
+    # How to read tool calls out of the model's text: hermes, llama3_json, mistral,
+    # qwen3_coder (qwen3_xml), pythonic, or a name a tool_parser_plugin registers.
+    tool_call_parser: str | None = None
+    # A Python file that registers extra tool call parsers (register_tool_parser).
+    tool_parser_plugin: str | None = None
     # -- profiling ------------------------------------------------------------------------
     # Directory for torch-profiler traces written by start_profile()/stop_profile() (Chrome
     # trace JSON, CPU activities, CUDA too on a GPU; the worker thread and the event loop).
@@ -99,6 +116,19 @@ class EngineConfig(msgspec.Struct, kw_only=True):
             raise EngineConfigError("long_prefill_token_threshold", "must be non-negative.")
         if self.max_restarts < 0 or self.restart_window_s <= 0:
             raise EngineConfigError("max_restarts", "must be non-negative, with a positive window.")
+        if self.enable_auto_tool_choice and not self.tool_call_parser:
+            raise EngineConfigError(
+                "enable_auto_tool_choice", "needs tool_call_parser (which format to parse)."
+            )
+        if self.reasoning_parser is not None:
+            from actorllm.reasoning import REASONING_PARSERS
+
+            if self.reasoning_parser not in REASONING_PARSERS:
+                raise EngineConfigError(
+                    "reasoning_parser",
+                    f"must be one of {', '.join(sorted(REASONING_PARSERS))}, "
+                    f"got {self.reasoning_parser!r}.",
+                )
 
     # -- resolved views -------------------------------------------------------------------
 

@@ -1,7 +1,9 @@
 """xgrammar (vLLM's default backend): JSON schema, regex, choice, EBNF/Lark, structural tags.
 
 Compiled grammars are cached by the compile pool; xgrammar's own compiler cache stays off
-so there is one cache to reason about. Schema features xgrammar accepts but does not
+so there is one cache to reason about. Schemas compile in xgrammar's strict mode: an object
+without ``additionalProperties`` allows only its listed properties (so
+``disable_additional_properties`` always holds here). Schema features xgrammar accepts but does not
 enforce are refused up front (:func:`unsupported_json_feature`), so ``auto`` sends those
 schemas to llguidance instead of producing output that violates them.
 """
@@ -103,10 +105,6 @@ class XgrammarBackend:
     def compile(self, key: GrammarKey) -> XgrammarCompiled:
         if key.whitespace_pattern is not None:
             raise UnsupportedFeatureError("whitespace_pattern is not supported by xgrammar.")
-        if key.disable_additional_properties:
-            raise UnsupportedFeatureError(
-                "disable_additional_properties is not supported by xgrammar."
-            )
         try:
             return XgrammarCompiled(self._compile(key))
         except StructuredOutputsError:

@@ -8,7 +8,7 @@ from typing import Any
 import anyio
 import pytest
 
-from actorllm.actors import ActorCrashed, ActorHung, ChildSpec, open_supervisor
+from actorllm.actors import ActorCrashed, ActorHung, ChildSpec, attach_probe, open_supervisor
 from actorllm.testing import wait_idle
 
 from .support import Add, Counter, Get, Wait, get
@@ -89,3 +89,33 @@ async def test_the_deadline_runs_in_virtual_time(mock_clock: object) -> None:
 def test_the_deadline_must_be_positive() -> None:
     with pytest.raises(ValueError, match="message_deadline"):
         ChildSpec("c", Counter, message_deadline=0)
+
+
+async def test_a_probe_can_stall_an_actor_and_the_watchdog_restarts_it() -> None:
+    """A probe returning an awaitable holds the message (a hang on purpose, for chaos)."""
+    stalls: list[float] = []
+
+    def hang_once(name: str, msg: object) -> Any:
+        if isinstance(msg, Add) and msg.n == 7 and not stalls:
+            stalls.append(anyio.current_time())
+            return anyio.sleep_forever()
+        return None
+
+    async with open_supervisor(children=[ChildSpec("c", Counter, message_deadline=0.1)]) as sup:
+        ref = sup.ref("c")
+        attach_probe(ref, hang_once)
+        await ref.send(Add(7))  # stalls, hangs, is dead-lettered by the restart
+        await ref.send(Add(1))
+        assert await get(ref) == 1
+        assert ref.statistics().hangs == 1 and len(stalls) == 1
+
+
+async def test_a_probe_stall_that_ends_just_delays_the_message() -> None:
+    async with open_supervisor(children=[ChildSpec("c", Counter)]) as sup:
+        ref = sup.ref("c")
+        attach_probe(ref, lambda name, msg: anyio.sleep(0.05) if isinstance(msg, Add) else None)
+        t0 = anyio.current_time()
+        await ref.send(Add(2))
+        assert await get(ref) == 2
+        assert anyio.current_time() - t0 >= 0.05
+        assert ref.statistics().crashes == 0

@@ -281,16 +281,16 @@ async def test_async_scheduling_gives_the_same_tokens():
 
 
 async def test_statistics_report_each_actors_own_state():
-    async with open_test_engine(step_delay_s=0.05, async_scheduling=True) as engine:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(collect, engine.generate("stats", SamplingParams(max_tokens=4)))
-            while not engine_context(engine).admission.inflight:
-                await anyio.sleep(0.001)
-            stats = engine.statistics()
-            sched = stats.actors["scheduler"].report
-            assert sched.admission.inflight_steps >= 1
-            assert sched.admission.max_inflight_steps == 2
-            assert sched.admission.on_probation == [] and sched.sleep_waiters == 0
-            assert stats.actors["output_processor"].report.num_unfinished == 1
-            assert stats.actors["executor"].report is not None
-            assert stats.ledger.open_requests == 1 and stats.worker_thread.alive
+    engine_cm = open_test_engine(step_delay_s=0.05, async_scheduling=True)
+    async with engine_cm as engine, anyio.create_task_group() as tg:
+        tg.start_soon(collect, engine.generate("stats", SamplingParams(max_tokens=4)))
+        while not engine_context(engine).admission.inflight:
+            await anyio.sleep(0.001)
+        stats = engine.statistics()
+        sched = stats.actors["scheduler"].report
+        assert sched.admission.inflight_steps >= 1
+        assert sched.admission.max_inflight_steps == 2
+        assert sched.admission.on_probation == [] and sched.sleep_waiters == 0
+        assert stats.actors["output_processor"].report.num_unfinished == 1
+        assert stats.actors["executor"].report is not None
+        assert stats.ledger.open_requests == 1 and stats.worker_thread.alive

@@ -43,3 +43,23 @@ def test_compile_wakes_owner_and_matcher_tracks_tokens(compiler: GrammarCompiler
     assert _ids("a")[0] in nxt and _ids("l")[0] not in nxt
     m.remove(r.request_id)
     assert m.statistics() == {"compiling": 0, "matchers": 0}
+
+
+def test_reasoning_is_unconstrained_until_it_closes(compiler: GrammarCompiler) -> None:
+    start, end = _ids("<think>"), _ids("</think>")
+    m = StructuredOutputManager(compiler, reasoning=(start, end))
+    params = SamplingParams(structured_outputs=SOP(choice=["alpha", "beta"]))
+    r = Request(f"r-{compiler.default_backend}", [5, *start], params)
+    m.add(r)
+    compiler.submit(params.structured_outputs.key, None).result()  # type: ignore[union-attr]
+    assert m.poll(r)
+    assert len(allowed_tokens(m.bitmask([r.request_id]).bitmask[0], VOCAB_SIZE)) == VOCAB_SIZE
+    assert m.accept(r.request_id, _ids("zzz ") + end[:1])  # reasoning: anything goes
+    assert m.accept(r.request_id, end[1:] + _ids("al"))  # closes, then the answer starts
+    nxt = allowed_tokens(m.bitmask([r.request_id]).bitmask[0], VOCAB_SIZE)
+    assert _ids("pha")[0] in nxt and len(nxt) < 10
+    # A prompt that closed the block (enable_thinking: false) is constrained at once.
+    r2 = Request(f"r2-{compiler.default_backend}", [*start, 9, *end], params)
+    m.add(r2)
+    assert m.poll(r2)
+    assert len(allowed_tokens(m.bitmask([r2.request_id]).bitmask[0], VOCAB_SIZE)) < 10

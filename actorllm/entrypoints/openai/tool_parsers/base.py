@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 
 import msgspec
 
-from actorllm.entrypoints.openai.marker_text import hold_back
+from actorllm.core.marker_text import hold_back
 
 
 class FunctionCall(msgspec.Struct, kw_only=True):

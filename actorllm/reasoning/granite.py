@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from actorllm.entrypoints.openai.reasoning.base import ReasoningParser, Split
+from actorllm.reasoning.base import ReasoningParser, Split
 
 _THOUGHT = re.compile(r"\s*Here(?:'s| is) my thought process:")
 _RESPONSE = re.compile(r"Here(?:'s| is) my response:")

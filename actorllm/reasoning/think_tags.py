@@ -10,7 +10,7 @@
 
 from __future__ import annotations
 
-from actorllm.entrypoints.openai.reasoning.base import ReasoningParser, Split
+from actorllm.reasoning.base import ReasoningParser, Split
 
 START, END = "<think>", "</think>"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from actorllm.entrypoints.openai.reasoning import (
+from actorllm.reasoning import (
     ReasoningStreamer,
     UnknownReasoningParserError,
     get_reasoning_parser,

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from actorllm.entrypoints.openai.reasoning.base import (
+from actorllm.reasoning.base import (
     ReasoningDelta,
     ReasoningParser,
     ReasoningStreamer,
     Split,
 )
-from actorllm.entrypoints.openai.reasoning.granite import GraniteReasoningParser
-from actorllm.entrypoints.openai.reasoning.think_tags import (
+from actorllm.reasoning.granite import GraniteReasoningParser
+from actorllm.reasoning.think_tags import (
     DeepSeekR1ReasoningParser,
     Qwen3ReasoningParser,
 )

@@ -14,7 +14,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from actorllm.entrypoints.openai.marker_text import hold_back
+from actorllm.core.marker_text import hold_back
 
 
 @dataclass
