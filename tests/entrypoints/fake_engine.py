@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from types import SimpleNamespace
 from typing import Any
 
 import anyio
@@ -66,10 +67,20 @@ def demo_tokenizer() -> Any:
 
 
 class FakeEngine:
-    def __init__(self, *, token_delay_s: float = 0.0, max_model_len: int = 64) -> None:
+    def __init__(
+        self,
+        *,
+        token_delay_s: float = 0.0,
+        max_model_len: int = 64,
+        scheduling_policy: str = "fcfs",
+    ) -> None:
         self.model_name = "fake-model"
         self.max_model_len = max_model_len
         self.tokenizer = demo_tokenizer()
+        self.vocab_size = len(self.tokenizer)
+        self.config = SimpleNamespace(scheduling_policy=scheduling_policy)
+        # What the last generate() was asked: (prompt, params, priority).
+        self.last_request: tuple[str | dict[str, Any], SamplingParams, int] | None = None
         self.token_delay_s = token_delay_s
         self.is_dead = False
         self.open: set[str] = set()
@@ -92,12 +103,13 @@ class FakeEngine:
         if self.is_dead:
             raise EngineDeadError("the fake engine is dead")
         rid = request_id or f"fake-{time.monotonic_ns()}"
+        self.last_request = (prompt, sampling_params, priority)
         if isinstance(prompt, str):
             if not prompt:
                 raise InvalidRequestError("The prompt is empty.", param="prompt")
             ids, text = list(self.tokenizer.encode(prompt)), prompt
         else:
-            ids, text = list(prompt["prompt_token_ids"]), None
+            ids, text = list(prompt["prompt_token_ids"]), prompt.get("prompt")
         if len(ids) >= self.max_model_len:
             raise InvalidRequestError(
                 f"The prompt ({len(ids)} tokens) does not fit max_model_len={self.max_model_len}.",
@@ -195,24 +207,6 @@ class FakeEngine:
             num_cached_tokens=2,
             metrics=metrics,
         )
-
-    async def chat(
-        self,
-        messages: list[dict[str, Any]],
-        sampling_params: SamplingParams,
-        request_id: str | None = None,
-        priority: int = 0,
-        *,
-        add_generation_prompt: bool = True,
-        chat_template_kwargs: dict[str, Any] | None = None,
-    ) -> AsyncIterator[RequestOutput]:
-        enc = self.tokenizer.apply_chat_template(
-            messages, tokenize=True, add_generation_prompt=add_generation_prompt
-        )
-        async for out in self.generate(
-            {"prompt_token_ids": list(enc["input_ids"])}, sampling_params, request_id, priority
-        ):
-            yield out
 
     # -- control plane ------------------------------------------------------------------
 

@@ -99,6 +99,7 @@ class Scheduler:
             config.block_size,
             enable_caching=config.enable_prefix_caching,
             hash_algo=config.prefix_caching_hash_algo,
+            sliding_window=config.sliding_window,
         )
         self.requests: dict[str, Request] = {}  # {req_id: request}, every unfinished request
         self.running: list[Request] = []  # in admission order

@@ -29,8 +29,9 @@ from actorllm.entrypoints.metrics import CONTENT_TYPE, ServerMetrics, log_stats_
 from actorllm.entrypoints.openai import protocol as p
 from actorllm.entrypoints.openai.engine_client import EngineClient
 from actorllm.entrypoints.openai.errors import APIError, bad_request, to_api_error
+from actorllm.entrypoints.openai.fields import decode_request
 from actorllm.entrypoints.openai.middleware import APIKeyMiddleware, BodyLimitMiddleware
-from actorllm.entrypoints.openai.openapi import openapi_document
+from actorllm.entrypoints.openai.openapi import Served, openapi_document
 from actorllm.entrypoints.openai.serving_chat import create_chat_completion
 from actorllm.entrypoints.openai.serving_common import ServingContext, json_response
 from actorllm.entrypoints.openai.serving_completion import create_completion
@@ -40,7 +41,7 @@ from actorllm.entrypoints.openai.streams import ClientDisconnected
 logger = logging.getLogger("actorllm.server")
 
 EngineFactory = Callable[[], AbstractAsyncContextManager[EngineClient]]
-S = TypeVar("S")
+S = TypeVar("S", bound=msgspec.Struct)
 
 
 class AppSettings(msgspec.Struct, kw_only=True):
@@ -92,8 +93,7 @@ def _endpoint(fn: Handler) -> Callable[[Request], Awaitable[Response]]:
 
 
 async def _decode(request: Request, kind: type[S]) -> S:
-    body = await request.body()
-    return msgspec.json.decode(body, type=kind)
+    return decode_request(await request.body(), kind)
 
 
 # -- OpenAI routes ---------------------------------------------------------------------------
@@ -149,7 +149,13 @@ async def version(state: AppState, request: Request) -> Response:
 
 
 async def openapi(state: AppState, request: Request) -> Response:
-    return json_response(openapi_document(dev_mode=state.settings.dev_mode))
+    engine = state.serving.engine
+    served = Served(engine.max_model_len, engine.vocab_size, engine.config.scheduling_policy)
+    settings = state.settings
+    doc = openapi_document(
+        dev_mode=settings.dev_mode, api_key=bool(settings.api_key), served=served
+    )
+    return json_response(doc)
 
 
 # -- dev mode --------------------------------------------------------------------------------
