@@ -138,7 +138,7 @@ def _mistral_run(path: Path, window: int | None, async_scheduling: bool) -> _Swa
                 most = max(most, kv.num_held_blocks(rid))
 
     outputs = _run(runner, sched, async_scheduling, on_schedule=count)
-    st = sched.stats()
+    st = sched.statistics()
     return _SwaRun(prompts, outputs, most, peak, st.num_preemptions, st.prefix_cache_hits)
 
 
