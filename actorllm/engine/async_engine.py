@@ -42,6 +42,7 @@ from actorllm.actors import (
 from actorllm.core.engine_core_output import SchedulerStats
 from actorllm.core.input_processor import InputProcessor, PromptType
 from actorllm.core.outputs import RequestOutput
+from actorllm.core.request_stats import RequestStats
 from actorllm.core.sampling_params import SamplingParams
 from actorllm.core.scheduler import Scheduler
 from actorllm.core.scheduler.kv_connector import KVConnectorBase
@@ -116,6 +117,9 @@ class AsyncEngine:
         self._worker = worker  # lives on that thread (the executor queues jobs for it)
         self._tokenizer = tokenizer
         self._inputs = inputs
+        # Per-request statistics (vLLM's request metrics): written by the output processor
+        # (handed to it at start), read by get_stats().
+        self._request_stats = RequestStats(ctx.model.max_model_len)
         self._supervisor: Supervisor | None = None
         self._dead: BaseException | None = None
         self._closing = False
@@ -246,7 +250,7 @@ class AsyncEngine:
             )
 
         refs.output_processor = await sup.start_child(
-            spec("output_processor", OutputProcessorActor, self._tokenizer)
+            spec("output_processor", OutputProcessorActor, self._tokenizer, self._request_stats)
         )
         core = await sup.start_child(
             ChildSpec.supervisor(
@@ -500,6 +504,8 @@ class AsyncEngine:
             kv_connector_enabled=adm.kv_connector_enabled,
             actor_restarts=self._actor_stat("restarts"),
             mailbox_depth=self._actor_stat("depth"),
+            num_gpu_blocks=self._ctx.model.num_blocks - 1,  # the null block holds no KV
+            requests=self._request_stats.snapshot(),
         )
 
     def _actor_stat(self, key: str) -> dict[str, int]:

@@ -294,3 +294,19 @@ async def test_statistics_report_each_actors_own_state():
         assert stats.actors["output_processor"].report.num_unfinished == 1
         assert stats.actors["executor"].report is not None
         assert stats.ledger.open_requests == 1 and stats.worker_thread.alive
+
+
+async def test_request_statistics_are_recorded_by_the_engine():
+    async with open_test_engine() as engine:
+        params = SamplingParams(n=2, max_tokens=4, output_kind=RequestOutputKind.FINAL_ONLY)
+        (final,) = await collect(engine.generate("Hello world", params))
+        requests = (await engine.get_stats()).requests
+        assert requests is not None
+        assert requests.request_success == {"length": 1}
+        assert requests.generation_tokens == 8
+        assert requests.prompt_tokens == len(final.prompt_token_ids)
+        h = requests.histograms
+        assert h["request_params_n"].sum == 2 and h["request_max_num_generation_tokens"].sum == 4
+        for name in ("request_queue_time_seconds", "request_prefill_time_seconds"):
+            assert h[name].count == 1, name
+        assert final.metrics is not None and final.metrics.first_scheduled_time is not None

@@ -19,6 +19,7 @@ from actorllm.actors import Actor, MailboxFull
 from actorllm.core.engine_core_output import EngineCoreOutput, EngineCoreOutputs
 from actorllm.core.output_processor import OutputProcessor, OutputProcessorStatistics
 from actorllm.core.request import RequestStatus
+from actorllm.core.request_stats import RequestStats
 from actorllm.core.sampling_params import SamplingParams
 from actorllm.engine.context import EngineContext
 from actorllm.engine.errors import RequestFailedError
@@ -36,11 +37,12 @@ SCOPE = "output_processor"
 
 
 class OutputProcessorActor(Actor[OutputMsg]):
-    def __init__(self, ctx: EngineContext, tokenizer: Any) -> None:
+    def __init__(self, ctx: EngineContext, tokenizer: Any, stats: RequestStats) -> None:
         super().__init__()
         self.ctx = ctx
         raw = getattr(tokenizer, "backend_tokenizer", None) if tokenizer is not None else None
-        self.core = OutputProcessor(raw)
+        # ``stats`` (per-request metrics) outlives this incarnation: the engine reads it.
+        self.core = OutputProcessor(raw, stats=stats)
 
     def report(self) -> OutputProcessorStatistics:
         return self.core.statistics()
