@@ -20,7 +20,7 @@ MAX_LEN = 256
 
 @pytest.fixture(scope="module")
 def srv() -> Iterator[ServeProcess]:
-    with ServeProcess(["--max-model-len", str(MAX_LEN)]) as proc:
+    with ServeProcess(["--max-model-len", str(MAX_LEN), "--metrics-prefix", "vllm"]) as proc:
         yield proc
 
 
@@ -216,3 +216,25 @@ def test_known_unsupported_field_is_refused(client: openai.OpenAI) -> None:
         )
     assert info.value.body is not None
     assert info.value.body["param"] == "response_format"  # type: ignore[index]
+
+
+def test_engine_request_metrics_under_the_vllm_prefix(http: httpx.Client) -> None:
+    before = http.get("/metrics").text
+    complete(http, max_tokens=3, n=2, ignore_eos=True)
+    text = http.get("/metrics").text
+    labels = '{engine="0",model_name="actorllm-demo"}'
+
+    def value(page: str, name: str) -> float:
+        line = next((x for x in page.splitlines() if x.startswith(name + labels)), None)
+        return 0.0 if line is None else float(line.rsplit(" ", 1)[1])
+
+    assert (
+        value(text, "vllm:generation_tokens_total") - value(before, "vllm:generation_tokens_total")
+        == 6
+    )
+    phases = ("prefill", "decode", "inference")
+    for hist in ("request_params_n", "time_per_output_token_seconds",
+                 *(f"request_{p}_time_seconds" for p in phases)):  # fmt: skip
+        name = f"vllm:{hist}_count"
+        assert value(text, name) - value(before, name) == 1, hist
+    assert "vllm:cache_config_info{" in text and "actorllm:" not in text

@@ -51,6 +51,8 @@ class AppSettings(msgspec.Struct, kw_only=True):
     max_body_bytes: int = 16 * 2**20  # 413 beyond this
     dev_mode: bool = False  # expose /sleep, /wake_up, /reset_prefix_cache, /kv_connector/*
     log_interval_s: float = 10.0  # periodic stats log line; 0 = off
+    # Prometheus name prefix: "vllm" makes a vLLM Grafana dashboard work unchanged.
+    metrics_prefix: str = "actorllm:"
 
 
 @final
@@ -251,11 +253,13 @@ def build_app(engine_factory: EngineFactory, settings: AppSettings | None = None
                 except Exception as exc:
                     state.startup_error = exc
                     raise
-                metrics = ServerMetrics(engine.model_name)
+                metrics = ServerMetrics(
+                    engine.model_name, prefix=settings.metrics_prefix, cache_config=engine.config
+                )
                 state.ctx = ServingContext(engine=engine, metrics=metrics)
                 async with anyio.create_task_group() as tg:
                     if settings.log_interval_s > 0:
-                        tg.start_soon(log_stats_forever, engine, metrics, settings.log_interval_s)
+                        tg.start_soon(log_stats_forever, engine, settings.log_interval_s)
                     try:
                         yield
                     finally:

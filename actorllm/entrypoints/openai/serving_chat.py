@@ -14,7 +14,6 @@ from starlette.responses import Response
 
 from actorllm.core.outputs import CompletionOutput, RequestOutput
 from actorllm.core.sampling_params import RequestOutputKind
-from actorllm.entrypoints.metrics import RequestObserver
 from actorllm.entrypoints.openai.logprobs import TokenText, chat_logprobs, prompt_logprobs
 from actorllm.entrypoints.openai.preprocess import (
     Prompt,
@@ -85,7 +84,6 @@ async def create_chat_completion(
         id=rid,
         model=engine.model_name,
         text=TokenText(engine.tokenizer, as_ids=req.return_tokens_as_token_ids),
-        observer=ctx.metrics.observe_request(),
         # vLLM's chat echo: the last message's content leads the reply when it has its role.
         echo=content_text(last.content) if req.echo and isinstance(last, AssistantMessage) else "",
     )
@@ -109,7 +107,6 @@ class _ChatState:
     id: str
     model: str
     text: TokenText
-    observer: RequestObserver
     echo: str  # prepended to every choice's content
     prompt_logprobs: PromptLogprobsOut | None = None
     created: int = field(default_factory=lambda: int(time.time()))
@@ -122,7 +119,6 @@ class _ChatState:
         return chat_logprobs(co.token_ids, co.logprobs, self.req.top_logprobs or 0, self.text)
 
     def _apply(self, out: RequestOutput, *, delta: bool) -> list[ChatChunkChoice]:
-        self.observer.update(out, delta=delta)
         self.usage.update(0, out, delta=delta)
         if self.req.prompt_logprobs is not None and out.prompt_logprobs:
             self.prompt_logprobs = prompt_logprobs(out.prompt_logprobs, self.text)

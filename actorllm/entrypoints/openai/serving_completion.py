@@ -14,7 +14,6 @@ from starlette.responses import Response
 
 from actorllm.core.outputs import CompletionOutput, Logprob, RequestOutput
 from actorllm.core.sampling_params import RequestOutputKind
-from actorllm.entrypoints.metrics import RequestObserver
 from actorllm.entrypoints.openai.logprobs import TokenText, completion_logprobs, prompt_logprobs
 from actorllm.entrypoints.openai.preprocess import completion_prompts, fit_max_tokens, truncate
 from actorllm.entrypoints.openai.protocol import (
@@ -81,7 +80,6 @@ async def create_completion(ctx: ServingContext, req: CompletionRequest, receive
         id=rid,
         model=engine.model_name,
         text=TokenText(engine.tokenizer, as_ids=req.return_tokens_as_token_ids),
-        observers=[ctx.metrics.observe_request() for _ in streams],
     )
     if req.stream:
         return SSEResponse(lambda emit: state.stream(streams, emit), is_dead=ctx.is_dead)
@@ -108,14 +106,12 @@ class _CompletionState:
     id: str
     model: str
     text: TokenText
-    observers: list[RequestObserver]
     created: int = field(default_factory=lambda: int(time.time()))
     usage: UsageTracker = field(default_factory=UsageTracker)
     choices: dict[int, _Choice] = field(default_factory=dict)
 
     def _apply(self, i: int, out: RequestOutput, *, delta: bool) -> list[CompletionChoice]:
         """Fold one output into the choices; returns the fragments it contributed."""
-        self.observers[i].update(out, delta=delta)
         self.usage.update(i, out, delta=delta)
         fragments = []
         for co in out.outputs:
