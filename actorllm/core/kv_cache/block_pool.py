@@ -59,6 +59,9 @@ class BlockPool:
         """Fraction of usable blocks held by requests (0..1)."""
         return 1.0 - self.free_queue.num_free_blocks / (self.num_blocks - 1)
 
+    def get_cached_block(self, block_hash: BlockHash) -> KVCacheBlock | None:
+        return self.cached.get(block_hash)
+
     def get_new_blocks(self, n: int) -> list[KVCacheBlock]:
         """Take ``n`` free blocks (evicting their cached contents), each with ref_cnt 1.
 

@@ -381,4 +381,4 @@ def test_sliding_window_serves_a_request_longer_than_the_pool() -> None:
         check_invariants(s)
         assert s.kv_cache_manager.num_held_blocks("a") <= 7 or not s.requests
         out += [t for o in outputs for t in o.new_token_ids]
-    assert len(out) == 40 and s.stats().num_preemptions == 0
+    assert len(out) == 40 and s.statistics().num_preemptions == 0
