@@ -295,6 +295,7 @@ def workload_from_args(args: argparse.Namespace, backends: tuple[str, ...]) -> W
         cfg = {"preset": p.name, "description": p.description, "temperature": temperature}
     cfg |= {
         "engine": config_dict(config),
+        "dtype_resolved": resolved_dtype_name(config),
         "detokenize": detok,
         "threads": args.threads,
     }
@@ -321,7 +322,7 @@ def run_interleaved(
             peer = VllmPeer(
                 w.reqs,
                 e.resolved_model(),
-                dtype=_vllm_dtype(e.dtype),
+                dtype=resolved_dtype_name(e),
                 temperature=w.temperature,
                 seed=e.seed,
                 max_num_seqs=e.max_num_seqs,
@@ -363,18 +364,22 @@ def _run_hf(w: Workload) -> dict[str, Any]:
         w.reqs,
         w.engine.resolved_model(),
         w.hf_batch_sizes,
-        dtype=w.engine.dtype,
+        dtype=resolved_dtype_name(w.engine),
         load_format=w.engine.load_format,
         device=w.engine.resolved_device(),
         temperature=w.temperature,
     )
 
 
-def _vllm_dtype(dtype: str) -> str:
-    # "auto" must mean the same on both sides: actorllm's resolution, never vLLM's own.
-    if dtype != "auto":
-        return dtype
-    raise ValueError("--dtype: name one (float32, bfloat16) when comparing with vllm")
+def resolved_dtype_name(config: EngineConfig) -> str:
+    """The dtype actorllm runs ``config`` in ("auto" resolved, e.g. bfloat16 on a CPU with
+    native bf16), so every backend runs the same one."""
+    from actorllm.models.config import ModelConfig
+    from actorllm.models.loader import resolve_dtype
+
+    cfg = ModelConfig.from_pretrained(config.resolved_model())
+    dtype = resolve_dtype(config.dtype, cfg, config.resolved_device())
+    return str(dtype).removeprefix("torch.")
 
 
 def _keep_best(figures: dict[str, Any], key: str, fig: dict[str, Any], doc: dict[str, Any]) -> None:

@@ -64,11 +64,22 @@ class MissingWeightsError(WeightLoadError):
         super().__init__(f"checkpoint lacks {len(missing)} tensor(s): {shown}")
 
 
-def resolve_dtype(dtype: str | torch.dtype, cfg: ModelConfig) -> torch.dtype:
-    """ "auto" -> the checkpoint's dtype; else a name ("float32", "bfloat16", "float16")."""
+def resolve_dtype(
+    dtype: str | torch.dtype, cfg: ModelConfig, device: torch.device | str | None = None
+) -> torch.dtype:
+    """ "auto" -> the checkpoint's dtype; else a name ("float32", "bfloat16", "float16").
+
+    With a CPU ``device``, "auto" runs a float32 or float16 checkpoint in bfloat16 where the
+    CPU has native bf16 (AVX512-BF16 or AMX), as vLLM does: its matmuls run 2-2.5x faster.
+    """
     if isinstance(dtype, torch.dtype):
         return dtype
     name = cfg.dtype if dtype == "auto" else dtype
+    if dtype == "auto" and device is not None and torch.device(device).type == "cpu":
+        from actorllm.kernels.cpu_features import native_bf16
+
+        if name in ("float32", "float", "float16", "half") and native_bf16():
+            name = "bfloat16"
     try:
         return _DTYPES[name]
     except KeyError:

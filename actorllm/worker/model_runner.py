@@ -101,7 +101,7 @@ class ModelRunner:
                 f"max_model_len must be in [1, {limit}] for this model, got {max_model_len}"
             )
         self.model_config = msgspec.structs.replace(cfg, max_model_len=max_model_len or limit)
-        self.dtype = resolve_dtype(dtype, cfg)
+        self.dtype = resolve_dtype(dtype, cfg, self.device)
         self.attention_backend = resolve_backend(attention_backend, self.device)
         self.load_format: LoadFormat = load_format
         self.block_size = block_size

@@ -32,10 +32,14 @@ def test_missing_venv_names_the_setup_script(tmp_path: Path) -> None:
         VllmPeer(reqs, tmp_path, dtype="float32", temperature=0.6, python=tmp_path / "python")
 
 
-def test_vllm_needs_a_named_dtype(capsys: pytest.CaptureFixture[str]) -> None:
-    from actorllm.entrypoints.cli import main
+def test_every_backend_gets_actorllms_resolved_dtype(monkeypatch: pytest.MonkeyPatch) -> None:
+    from actorllm.bench.throughput import resolved_dtype_name
+    from actorllm.engine.config import EngineConfig
+    from actorllm.kernels import cpu_features
 
-    argv = ["bench", "throughput", "--backend", "vllm", "--num-prompts", "1", "--load-format",
-            "dummy", "--vllm-python", "/nonexistent/python"]  # fmt: skip
-    assert main(argv) == 2
-    assert "--dtype: name one" in capsys.readouterr().out
+    cfg = EngineConfig(device="cpu")  # the demo model: a float32 checkpoint
+    monkeypatch.setattr(cpu_features, "native_bf16", lambda flags=None: True)
+    assert resolved_dtype_name(cfg) == "bfloat16"
+    monkeypatch.setattr(cpu_features, "native_bf16", lambda flags=None: False)
+    assert resolved_dtype_name(cfg) == "float32"
+    assert resolved_dtype_name(EngineConfig(device="cpu", dtype="float32")) == "float32"

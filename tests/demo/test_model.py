@@ -56,7 +56,7 @@ def test_transformers_and_actorllm_agree(built: Path) -> None:
     cfg = ModelConfig.from_pretrained(built)
     assert cfg.vocab_size == len(tok) and cfg.eos_token_ids == [0, 2]
     ids = tok("Hello, demo world")["input_ids"]
-    runner = ModelRunner(built, max_model_len=256, block_size=16, max_num_seqs=2)
+    runner = ModelRunner(built, dtype="float32", max_model_len=256, block_size=16, max_num_seqs=2)
     runner.load_model()
     runner.initialize_kv_cache(32)
     d = SchedDriver(runner)
