@@ -5,10 +5,10 @@ raises a :class:`ValueError` naming the field, so the HTTP layer can turn it int
 
     >>> SamplingParams(temperature=0.0, max_tokens=8).is_greedy
     True
-    >>> SamplingParams(top_p=0.0)
+    >>> SamplingParams(top_p=0.0)  # doctest: +IGNORE_EXCEPTION_DETAIL
     Traceback (most recent call last):
     ...
-    ValueError: top_p must be in (0, 1], got 0.0.
+    actorllm.core.sampling_params.SamplingParamsError: top_p must be in (0, 1], got 0.0.
 """
 
 from __future__ import annotations
@@ -31,12 +31,6 @@ class RequestOutputKind(enum.IntEnum):
     CUMULATIVE = 0  # every output carries everything generated so far
     DELTA = 1  # every output carries only what is new since the previous one
     FINAL_ONLY = 2  # one output, when the request finishes
-
-
-class SamplingType(enum.IntEnum):
-    GREEDY = 0
-    RANDOM = 1
-    RANDOM_SEED = 2
 
 
 class SamplingParams(msgspec.Struct, kw_only=True):
@@ -65,7 +59,14 @@ class SamplingParams(msgspec.Struct, kw_only=True):
     skip_special_tokens: bool = True
     spaces_between_special_tokens: bool = True
     detokenize: bool = True
+    # Keep only the last k prompt tokens (-1: the last max_model_len - 1); None: no truncation.
+    truncate_prompt_tokens: int | None = None
     output_kind: RequestOutputKind = RequestOutputKind.CUMULATIVE
+    # vLLM fields this engine cannot honour yet: accepted only at their "off" values, so a
+    # script written for vLLM runs unchanged unless it relies on them (then a clear error).
+    best_of: int | None = None  # None or n: one candidate per returned sample
+    logits_processors: list[Any] | None = None
+    extra_args: dict[str, Any] | None = None
     # Constrained decoding: the output must match this JSON schema / regex / choice /
     # grammar (``actorllm.structured_output`` compiles it; the sampler masks the logits).
     structured_outputs: StructuredOutputsParams | None = None
@@ -168,6 +169,25 @@ class SamplingParams(msgspec.Struct, kw_only=True):
                 "allowed_token_ids",
                 "must be non-negative token ids.",
             )
+        if self.truncate_prompt_tokens is not None:
+            _check(
+                self.truncate_prompt_tokens == -1 or self.truncate_prompt_tokens >= 1,
+                "truncate_prompt_tokens",
+                f"must be -1 or at least 1, got {self.truncate_prompt_tokens}.",
+            )
+        _check(
+            self.best_of is None or self.best_of == self.n,
+            "best_of",
+            f"other than n is not supported (got best_of={self.best_of}, n={self.n}).",
+        )
+        _check(
+            not self.logits_processors,
+            "logits_processors",
+            "are not supported by this engine.",
+        )
+        _check(
+            not self.extra_args, "extra_args", "are not supported (no custom logits processors)."
+        )
         if self.bad_words is not None:
             _check(
                 all(isinstance(w, str) and w for w in self.bad_words),
@@ -182,20 +202,9 @@ class SamplingParams(msgspec.Struct, kw_only=True):
         return self.temperature < _GREEDY_EPS
 
     @property
-    def sampling_type(self) -> SamplingType:
-        if self.is_greedy:
-            return SamplingType.GREEDY
-        return SamplingType.RANDOM if self.seed is None else SamplingType.RANDOM_SEED
-
-    @property
     def stop_strings(self) -> list[str]:
         assert isinstance(self.stop, list)
         return self.stop
-
-    @property
-    def max_stop_len(self) -> int:
-        """Length of the longest stop string (0 without stop strings)."""
-        return max((len(s) for s in self.stop_strings), default=0)
 
     def all_stop_token_ids(self, eos_token_id: int | None) -> set[int]:
         """Token ids that end the request: stop_token_ids, and EOS unless ignore_eos."""
@@ -203,6 +212,15 @@ class SamplingParams(msgspec.Struct, kw_only=True):
         if eos_token_id is not None and not self.ignore_eos:
             ids.add(eos_token_id)
         return ids
+
+    def truncate_prompt(self, prompt_token_ids: list[int], max_model_len: int) -> list[int]:
+        """The prompt as ``truncate_prompt_tokens`` asks: its last k tokens (vLLM's rule)."""
+        k = self.truncate_prompt_tokens
+        if k is None:
+            return prompt_token_ids
+        if k == -1:
+            k = max_model_len - 1  # leave room for at least one output token
+        return prompt_token_ids[-k:] if len(prompt_token_ids) > k else prompt_token_ids
 
     def clone(self, **changes: Any) -> SamplingParams:
         """A copy with some fields changed (validated again)."""

@@ -4,6 +4,12 @@ from __future__ import annotations
 
 import msgspec
 
+from actorllm.actors import ActorStatistics, SupervisorStatistics
+from actorllm.core.request_stats import RequestStatsSnapshot
+from actorllm.engine.blame import BlameStatistics
+from actorllm.engine.ledger import LedgerStatistics
+from actorllm.worker.worker_thread import WorkerThreadStatistics
+
 
 class EngineStats(msgspec.Struct, kw_only=True):
     num_running_reqs: int = 0
@@ -23,9 +29,25 @@ class EngineStats(msgspec.Struct, kw_only=True):
     kv_connector_enabled: bool = False
     actor_restarts: dict[str, int] = msgspec.field(default_factory=dict)  # {actor: restarts}
     mailbox_depth: dict[str, int] = msgspec.field(default_factory=dict)  # {actor: queued}
+    num_gpu_blocks: int = 0  # KV-cache blocks
+    # Per-request statistics since start (core/request_stats.py): latencies, token counts.
+    requests: RequestStatsSnapshot | None = None
 
     @property
     def prefix_cache_hit_rate(self) -> float:
         return (
             self.prefix_cache_hits / self.prefix_cache_queries if self.prefix_cache_queries else 0.0
         )
+
+
+class EngineStatistics(msgspec.Struct, frozen=True, kw_only=True):
+    """``AsyncEngine.statistics()``: internal state, for debugging and tests."""
+
+    ledger: LedgerStatistics
+    blame: BlameStatistics
+    worker_thread: WorkerThreadStatistics
+    # {actor: its statistics}; ``.report`` is the actor's own state (the scheduler's
+    # AdmissionStatistics: steps in flight, probation, sleep; the output processor's
+    # OutputProcessorStatistics).
+    actors: dict[str, ActorStatistics]
+    supervisor: SupervisorStatistics | None

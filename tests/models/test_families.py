@@ -131,7 +131,10 @@ def test_phi3_original_max_position_embeddings_beside_the_scaling_dict() -> None
 
 
 def test_family_switches_from_config() -> None:
+    mi = ModelConfig.from_dict({**_raw("mixtral"), "sliding_window": 16})
+    assert mi.uniform_sliding_window == 16
     g3 = ModelConfig.from_dict(_raw("gemma3"))
+    assert g3.uniform_sliding_window is None  # hybrid: full layers keep every block
     assert g3.sliding_windows == [8, None] and g3.norm_offset == 1.0 and g3.qk_norm
     assert g3.local_rope_theta == 10000.0 and g3.rope_theta == 100000.0
     assert g3.rope_scaling is not None and g3.rope_scaling["rope_type"] == "linear"
@@ -158,3 +161,19 @@ def test_unsupported_gpt2_options_are_refused() -> None:
     cfg = ModelConfig.from_dict(raw)
     with pytest.raises(ValueError, match="activation_function 'relu'"):
         load_model("/nonexistent", cfg, load_format="dummy")
+
+
+def test_gemma3_transformers4_rope_keys() -> None:
+    """4.x configs: rope_theta / rope_scaling for full layers, rope_local_base_freq for
+    sliding ones."""
+    raw = _raw("gemma3")
+    raw.pop("rope_parameters")
+    raw.update(
+        rope_theta=1_000_000.0,
+        rope_scaling={"rope_type": "linear", "factor": 8.0},
+        rope_local_base_freq=10_000.0,
+    )
+    cfg = ModelConfig.from_dict(raw)
+    assert cfg.rope_theta == 1_000_000.0
+    assert cfg.rope_scaling == {"rope_type": "linear", "factor": 8.0}
+    assert (cfg.local_rope_theta, cfg.local_rope_scaling) == (10_000.0, None)

@@ -60,7 +60,7 @@ from actorllm.core.kv_cache import KVCacheManager
 from actorllm.core.kv_cache.block_hash import BlockHash
 from actorllm.core.model_runner_output import ModelRunnerOutput
 from actorllm.core.request import FINISH_REASONS, Request, RequestStatus
-from actorllm.core.scheduler.budget import StepPlan
+from actorllm.core.scheduler.budget import StepBudget
 from actorllm.core.scheduler.config import SchedulerConfig
 from actorllm.core.scheduler.grammar import GrammarTracker
 from actorllm.core.scheduler.kv_connector import KVConnectorBase, KVConnectorMetadata
@@ -99,6 +99,7 @@ class Scheduler:
             config.block_size,
             enable_caching=config.enable_prefix_caching,
             hash_algo=config.prefix_caching_hash_algo,
+            sliding_window=config.sliding_window,
         )
         self.requests: dict[str, Request] = {}  # {req_id: request}, every unfinished request
         self.running: list[Request] = []  # in admission order
@@ -235,7 +236,7 @@ class Scheduler:
         self._step_id += 1
         if self.waiting_for_fsm:
             self._promote_ready_grammars()
-        plan = StepPlan(self.config.max_num_batched_tokens)
+        plan = StepBudget(self.config.max_num_batched_tokens)
         self._schedule_running(plan)
         if not plan.preempted:
             self._schedule_waiting(plan)
@@ -253,7 +254,7 @@ class Scheduler:
             num_new = threshold
         return min(num_new, budget)
 
-    def _schedule_running(self, plan: StepPlan) -> None:
+    def _schedule_running(self, plan: StepBudget) -> None:
         # The hot loop (once per running request per step): locals, no helper calls.
         max_len = self.config.max_model_len
         threshold = self.config.long_prefill_token_threshold
@@ -289,7 +290,7 @@ class Scheduler:
             if new_blocks is not None:
                 plan.add_cached(req, num_new, new_blocks)
 
-    def _schedule_waiting(self, plan: StepPlan) -> None:
+    def _schedule_waiting(self, plan: StepBudget) -> None:
         skipped: list[Request] = []
         while len(self.waiting) and plan.token_budget > 0:
             req = self.waiting.pop()
@@ -302,7 +303,7 @@ class Scheduler:
         for req in reversed(skipped):
             self.waiting.prepend(req)
 
-    def _admit(self, req: Request, plan: StepPlan) -> bool:
+    def _admit(self, req: Request, plan: StepBudget) -> bool:
         """Start (or resume) ``req`` if a seat and blocks can be found; False leaves it as is."""
         while len(self.running) >= self.config.max_num_seqs:
             if not self._preempt_for(req, plan):
@@ -321,6 +322,7 @@ class Scheduler:
         req.num_computed_tokens = num_computed
         if req.num_cached_tokens < 0:
             req.num_cached_tokens = num_computed
+            req.first_scheduled_time = time.monotonic()
         if self._connector is not None and self._connector_enabled:
             self._connector.update_state_after_alloc(
                 req, kv.get_blocks(req.request_id), num_external
@@ -339,14 +341,14 @@ class Scheduler:
         self._connector_hits += n
         return n
 
-    def _preempt_for(self, req: Request, plan: StepPlan) -> bool:
+    def _preempt_for(self, req: Request, plan: StepBudget) -> bool:
         victim = pick_victim_for(req, self.running, self.config.policy)
         if victim is None:
             return False
         self._preempt(victim, plan)
         return True
 
-    def _preempt(self, victim: Request, plan: StepPlan) -> None:
+    def _preempt(self, victim: Request, plan: StepBudget) -> None:
         """Recompute-preemption: free everything, keep the outputs, back to the queue's front."""
         plan.unschedule(victim)
         self.kv_cache_manager.free(victim)
@@ -358,7 +360,7 @@ class Scheduler:
         plan.preempted[victim.request_id] = victim
         self.waiting.prepend(victim)
 
-    def _build_output(self, plan: StepPlan) -> SchedulerOutput:
+    def _build_output(self, plan: StepBudget) -> SchedulerOutput:
         kv = self.kv_cache_manager
         new_reqs = [
             NewRequestData(
@@ -403,7 +405,7 @@ class Scheduler:
             grammar_bitmask=grammar_bitmask,
         )
 
-    def _advance(self, plan: StepPlan) -> None:
+    def _advance(self, plan: StepBudget) -> None:
         """Move ``num_computed_tokens`` past this step; add placeholders for its samples."""
         async_sched = self.config.async_scheduling
         requests = self.requests
@@ -456,10 +458,10 @@ class Scheduler:
                     tokens = tokens[: i + 1]
                     break
             lp = logprobs.get(rid) if logprobs else None
-            cached = 0
+            cached, scheduled = 0, None
             if not req.emitted_first_output:
                 req.emitted_first_output = True
-                cached = max(req.num_cached_tokens, 0)
+                cached, scheduled = max(req.num_cached_tokens, 0), req.first_scheduled_time
             outputs.append(
                 EngineCoreOutput(
                     req_id=rid,
@@ -469,6 +471,7 @@ class Scheduler:
                     finish_reason=None if status is None else FINISH_REASONS[status],
                     stop_reason=req.stop_reason if status is not None else None,
                     num_cached_tokens=cached,
+                    scheduled_time=scheduled,
                 )
             )
             if status is not None:
@@ -482,7 +485,7 @@ class Scheduler:
         return EngineCoreOutputs(
             step_id=scheduler_output.step_id,
             outputs=outputs,
-            stats=self.stats(),
+            stats=self.statistics(),
             timestamp=time.monotonic(),
         )
 
@@ -544,7 +547,7 @@ class Scheduler:
     def num_waiting(self) -> int:
         return len(self.waiting)
 
-    def stats(self) -> SchedulerStats:
+    def statistics(self) -> SchedulerStats:
         kv = self.kv_cache_manager
         return SchedulerStats(
             num_running_reqs=len(self.running),

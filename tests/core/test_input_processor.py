@@ -1,16 +1,14 @@
 import pytest
 
 from actorllm.core.errors import EmptyPromptError, InvalidRequestError, RequestTooLongError
+from actorllm.core.input_processor import InputProcessor
 from actorllm.core.sampling_params import SamplingParams
-from actorllm.engine.input_processing import InputProcessing
 from actorllm.testing.engine_harness import demo_tokenizer
 
 
 @pytest.fixture
-def inputs() -> InputProcessing:
-    return InputProcessing(
-        demo_tokenizer(), vocab_size=4096, max_model_len=32, eos_token_ids=[0, 2]
-    )
+def inputs() -> InputProcessor:
+    return InputProcessor(demo_tokenizer(), vocab_size=4096, max_model_len=32, eos_token_ids=[0, 2])
 
 
 def test_text_prompt_is_tokenized(inputs):
@@ -83,3 +81,10 @@ def test_bad_words_are_tokenized_with_and_without_a_space(inputs):
     tok = demo_tokenizer()
     assert tok.encode("world") in child.params.bad_words_token_ids
     assert tok.encode(" world") in child.params.bad_words_token_ids
+
+
+def test_truncate_prompt_tokens_keeps_the_last_tokens(inputs):
+    full = inputs.process("r", "a b c d e f", SamplingParams())
+    out = inputs.process("r", "a b c d e f", SamplingParams(truncate_prompt_tokens=2))
+    assert out.prompt_token_ids == full.prompt_token_ids[-2:]
+    assert out.prompt_text is None  # the text no longer matches the ids
