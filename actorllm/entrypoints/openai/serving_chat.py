@@ -14,6 +14,7 @@ from starlette.responses import Response
 
 from actorllm.core.outputs import CompletionOutput, RequestOutput
 from actorllm.core.sampling_params import RequestOutputKind
+from actorllm.engine.offline_prompts import check_priority
 from actorllm.entrypoints.openai.logprobs import TokenText, chat_logprobs, prompt_logprobs
 from actorllm.entrypoints.openai.preprocess import (
     Prompt,
@@ -39,7 +40,6 @@ from actorllm.entrypoints.openai.sampling import (
     chat_max_tokens,
     chat_params,
     check_model,
-    check_priority,
     new_request_id,
 )
 from actorllm.entrypoints.openai.serving_common import (
@@ -59,7 +59,7 @@ async def create_chat_completion(
     ClientDisconnected if the client leaves before the first output."""
     engine = ctx.engine
     check_model(req.model, engine.model_name)
-    check_priority(req.priority, engine.config.scheduling_policy)
+    check_priority(req.priority, engine.config)  # vLLM: non-zero only under the priority policy
     kind = RequestOutputKind.DELTA if req.stream else RequestOutputKind.FINAL_ONLY
     text = render_chat(
         engine.tokenizer,

@@ -14,6 +14,7 @@ from starlette.responses import Response
 
 from actorllm.core.outputs import CompletionOutput, Logprob, RequestOutput
 from actorllm.core.sampling_params import RequestOutputKind
+from actorllm.engine.offline_prompts import check_priority
 from actorllm.entrypoints.openai.logprobs import TokenText, completion_logprobs, prompt_logprobs
 from actorllm.entrypoints.openai.preprocess import completion_prompts, fit_max_tokens, truncate
 from actorllm.entrypoints.openai.protocol import (
@@ -25,7 +26,6 @@ from actorllm.entrypoints.openai.protocol import (
 )
 from actorllm.entrypoints.openai.sampling import (
     check_model,
-    check_priority,
     completion_params,
     new_request_id,
 )
@@ -44,7 +44,7 @@ async def create_completion(ctx: ServingContext, req: CompletionRequest, receive
     ClientDisconnected if the client leaves before the first outputs."""
     engine = ctx.engine
     check_model(req.model, engine.model_name)
-    check_priority(req.priority, engine.config.scheduling_policy)
+    check_priority(req.priority, engine.config)  # vLLM: non-zero only under the priority policy
     kind = RequestOutputKind.DELTA if req.stream else RequestOutputKind.FINAL_ONLY
     max_len = engine.max_model_len
     prompts = [
