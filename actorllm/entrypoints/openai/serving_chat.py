@@ -86,6 +86,7 @@ async def create_chat_completion(
         text=TokenText(engine.tokenizer, as_ids=req.return_tokens_as_token_ids),
         # vLLM's chat echo: the last message's content leads the reply when it has its role.
         echo=content_text(last.content) if req.echo and isinstance(last, AssistantMessage) else "",
+        prompt_token_ids=prompt.token_ids if req.return_token_ids else None,
     )
     if req.stream:
         return SSEResponse(lambda emit: state.stream(streams, emit), is_dead=ctx.is_dead)
@@ -99,6 +100,7 @@ class _Choice:
     finish_reason: str | None = None
     stop_reason: int | str | None = None
     logprobs: ChatLogProbs | None = None
+    token_ids: list[int] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -108,6 +110,7 @@ class _ChatState:
     model: str
     text: TokenText
     echo: str  # prepended to every choice's content
+    prompt_token_ids: list[int] | None  # return_token_ids: sent once
     prompt_logprobs: PromptLogprobsOut | None = None
     created: int = field(default_factory=lambda: int(time.time()))
     usage: UsageTracker = field(default_factory=UsageTracker)
@@ -126,16 +129,18 @@ class _ChatState:
         for co in out.outputs:
             choice = self.choices.setdefault(co.index, _Choice())
             logprobs = self._logprobs(co)
+            ids = list(co.token_ids) if self.req.return_token_ids else None
             if delta:
+                choice.token_ids += ids or []
                 choice.text += co.text
                 if logprobs is not None:
                     prev = choice.logprobs.content if choice.logprobs else None
                     choice.logprobs = ChatLogProbs(content=(prev or []) + (logprobs.content or []))
             else:
-                choice.text, choice.logprobs = co.text, logprobs
+                choice.text, choice.logprobs, choice.token_ids = co.text, logprobs, ids or []
             if co.finish_reason is not None:
                 choice.finish_reason, choice.stop_reason = co.finish_reason, co.stop_reason
-            if co.text or co.finish_reason or logprobs:
+            if co.text or co.finish_reason or logprobs or ids:
                 fragments.append(
                     ChatChunkChoice(
                         index=co.index,
@@ -143,6 +148,7 @@ class _ChatState:
                         logprobs=logprobs,
                         finish_reason=co.finish_reason,
                         stop_reason=co.stop_reason,
+                        token_ids=ids,
                     )
                 )
         return fragments
@@ -154,7 +160,9 @@ class _ChatState:
         final_usage, every_chunk = usage_options(self.req.stream_options)
         for j in range(self.req.n):
             delta = DeltaMessage(role="assistant", content=self.echo)
-            await emit(self._chunk([ChatChunkChoice(index=j, delta=delta)]))
+            chunk = self._chunk([ChatChunkChoice(index=j, delta=delta)])
+            chunk.prompt_token_ids = self.prompt_token_ids if j == 0 else None
+            await emit(chunk)
 
         async def on_output(_i: int, out: RequestOutput) -> None:
             fragments = self._apply(out, delta=True)
@@ -190,6 +198,7 @@ class _ChatState:
                 logprobs=c.logprobs,
                 finish_reason=c.finish_reason,
                 stop_reason=c.stop_reason,
+                token_ids=c.token_ids if self.req.return_token_ids else None,
             )
             for index, c in sorted(self.choices.items())
         ]
@@ -200,4 +209,5 @@ class _ChatState:
             choices=choices,
             usage=self.usage.info(),
             prompt_logprobs=self.prompt_logprobs,
+            prompt_token_ids=self.prompt_token_ids,
         )

@@ -98,6 +98,8 @@ class _Choice:
     logprobs: CompletionLogProbs | None = None
     offset: int = 0  # text offset of the next token (for logprobs.text_offset)
     prompt_logprobs: PromptLogprobsOut | None = None
+    prompt_token_ids: list[int] | None = None  # return_token_ids
+    token_ids: list[int] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -118,12 +120,9 @@ class _CompletionState:
             index = i * self.req.n + co.index
             choice = self.choices.setdefault(index, _Choice())
             fragment = self._fragment(index, choice, out, co, delta=delta)
-            if (
-                fragment.text
-                or fragment.finish_reason
-                or fragment.logprobs
-                or (fragment.prompt_logprobs)
-            ):
+            f = fragment
+            if any((f.text, f.finish_reason, f.logprobs, f.token_ids, f.prompt_logprobs,
+                    f.prompt_token_ids)):  # fmt: skip
                 fragments.append(fragment)
         return fragments
 
@@ -132,21 +131,18 @@ class _CompletionState:
     ) -> CompletionChoice:
         if not delta:  # a full output replaces what we had (FINAL_ONLY / CUMULATIVE)
             choice.text, choice.started, choice.logprobs, choice.offset = "", False, None, 0
-        prefix, logprobs, prompt_lps = "", None, None
+            choice.token_ids = []
+        first = CompletionChoice(index=index, text="")  # what only the first fragment carries
         if not choice.started:
             choice.started = True
-            if self.req.prompt_logprobs is not None:
-                prompt_lps = prompt_logprobs(out.prompt_logprobs, self.text)
-            if self.req.echo:
-                prefix = self._prompt_text(out)
-                logprobs = self._prompt_logprobs(out)
-                choice.offset = len(prefix)
+            first = self._first(choice, index, out)
+        logprobs = first.logprobs
         if self.req.logprobs is not None and co.logprobs is not None:
             block, choice.offset = completion_logprobs(
                 co.token_ids, co.logprobs, self.req.logprobs, self.text, choice.offset
             )
             logprobs = block if logprobs is None else _concat(logprobs, block)
-        text = prefix + co.text
+        text = first.text + co.text
         choice.text += text
         if logprobs is not None:
             choice.logprobs = (
@@ -154,16 +150,35 @@ class _CompletionState:
             )
         if co.finish_reason is not None:
             choice.finish_reason, choice.stop_reason = co.finish_reason, co.stop_reason
-        if prompt_lps is not None:
-            choice.prompt_logprobs = prompt_lps
+        ids = None
+        if self.req.return_token_ids:
+            ids = list(co.token_ids)
+            choice.token_ids += ids
         return CompletionChoice(
             index=index,
             text=text,
             logprobs=logprobs,
             finish_reason=co.finish_reason,
             stop_reason=co.stop_reason,
-            prompt_logprobs=prompt_lps,
+            prompt_logprobs=first.prompt_logprobs,
+            prompt_token_ids=first.prompt_token_ids,
+            token_ids=ids,
         )
+
+    def _first(self, choice: _Choice, index: int, out: RequestOutput) -> CompletionChoice:
+        """What a choice's first fragment carries: the echoed prompt (text, logprobs), the
+        prompt logprobs and the prompt token ids, as the request asked."""
+        first = CompletionChoice(index=index, text="")
+        if self.req.prompt_logprobs is not None:
+            first.prompt_logprobs = prompt_logprobs(out.prompt_logprobs, self.text)
+            choice.prompt_logprobs = first.prompt_logprobs
+        if self.req.return_token_ids:
+            first.prompt_token_ids = choice.prompt_token_ids = list(out.prompt_token_ids)
+        if self.req.echo:
+            first.text = self._prompt_text(out)
+            first.logprobs = self._prompt_logprobs(out)
+            choice.offset = len(first.text)
+        return first
 
     def _prompt_text(self, out: RequestOutput) -> str:
         return out.prompt if out.prompt is not None else self.text.decode(out.prompt_token_ids)
@@ -209,6 +224,8 @@ class _CompletionState:
                 finish_reason=c.finish_reason,
                 stop_reason=c.stop_reason,
                 prompt_logprobs=c.prompt_logprobs,
+                prompt_token_ids=c.prompt_token_ids,
+                token_ids=c.token_ids if self.req.return_token_ids else None,
             )
             for index, c in sorted(self.choices.items())
         ]
