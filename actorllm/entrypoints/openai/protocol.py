@@ -68,7 +68,7 @@ class SamplingFields(msgspec.Struct, kw_only=True):
     presence_penalty: Penalty = 0.0
     frequency_penalty: Penalty = 0.0
     logit_bias: dict[TokenIdKey, Bias] | None = None
-    user: str | None = None  # the end user's id: kept in the request log line
+    user: str | None = None  # the end user's id, for the caller's own tracking: asks nothing of us
     # vLLM extensions
     top_k: Annotated[int, msgspec.Meta(ge=-1, le=_MAX_I32)] | None = None
     min_p: Annotated[float, msgspec.Meta(ge=0.0, le=1.0)] | None = None
