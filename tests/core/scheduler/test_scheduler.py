@@ -248,7 +248,7 @@ def test_second_identical_prompt_hits_all_full_blocks_but_the_last_token() -> No
     assert so.num_scheduled_tokens["b"] == 4
     assert nd.block_ids[:2] == s.kv_cache_manager.get_block_ids("a")[:2]
     assert [o.num_cached_tokens for o in outs if o.req_id == "b"] == [8]
-    st = s.stats()
+    st = s.statistics()
     assert st.prefix_cache_hits == 8 and st.prefix_cache_queries == 24
 
 
@@ -381,4 +381,4 @@ def test_sliding_window_serves_a_request_longer_than_the_pool() -> None:
         check_invariants(s)
         assert s.kv_cache_manager.num_held_blocks("a") <= 7 or not s.requests
         out += [t for o in outputs for t in o.new_token_ids]
-    assert len(out) == 40 and s.stats().num_preemptions == 0
+    assert len(out) == 40 and s.statistics().num_preemptions == 0

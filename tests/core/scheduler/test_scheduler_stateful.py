@@ -186,7 +186,7 @@ class SchedulerMachine(RuleBasedStateMachine):
         kv = self.sched.kv_cache_manager
         assert kv.num_free_blocks == kv.num_usable_blocks
         assert set(self.outputs) == self.finished
-        stats = self.sched.stats()
+        stats = self.sched.statistics()
         event(f"preempted: {stats.num_preemptions > 0}")
         event(f"prefix hits: {stats.prefix_cache_hits > 0}")
         event(f"finished: {min(len(self.finished), 5)}+")
