@@ -57,6 +57,7 @@ from actorllm.engine.startup import (
     default_runner_factory,
 )
 from actorllm.engine.stats import EngineStats
+from actorllm.engine.structured_outputs import structured_outputs_for
 from actorllm.worker.step_pipeline import StepPipeline
 from actorllm.worker.worker_thread import WorkerThread
 
@@ -124,14 +125,20 @@ class AsyncEngine:
                 connector_factory=connector_factory,
                 kv_connector_enabled=config.kv_connector_enabled,
             )
+            if tok is not None:
+                ctx.structured = structured_outputs_for(config, tok, info)
             if connector_factory is None and config.kv_connector == "offload":
                 from actorllm.engine.kv_offload import make_offload_connector
 
                 ctx.connector_factory = make_offload_connector(ctx)
             ctx.pipeline = StepPipeline(runner, worker.has_queued_jobs)
             engine = cls(ctx)
-            async with engine._run() as running:
-                yield running
+            try:
+                async with engine._run() as running:
+                    yield running
+            finally:
+                if ctx.structured is not None:
+                    ctx.structured.shutdown()
         finally:
             worker.stop(timeout=30.0)
 

@@ -47,6 +47,9 @@ class EngineContext:
     model: ModelInfo
     inputs: InputProcessing
     tokenizer: Any  # the Hugging Face tokenizer (None: detokenization off)
+    # Grammar compiler + cache shared by every scheduler incarnation (StructuredOutputs in
+    # engine/structured_outputs.py); None without a tokenizer (constraints are refused).
+    structured: Any = None
     refs: dict[str, Any] = field(default_factory=dict)  # {actor name: ActorRef}
     # Grows whenever the scheduler rebuilds its state from the ledger; older messages are
     # dropped. Written by the scheduler actor only.

@@ -100,7 +100,11 @@ class StepDone(_Msg, frozen=True, kw_only=True):
     output: ModelRunnerOutput
 
 
-SchedulerMsg = AddRequest | AbortRequests | StepDone | Control
+class GrammarReady(_Msg, frozen=True, kw_only=True):
+    """A structured-outputs grammar finished compiling: waiting requests may be admitted."""
+
+
+SchedulerMsg = AddRequest | AbortRequests | StepDone | GrammarReady | Control
 
 # -- executor ----------------------------------------------------------------------------
 

@@ -84,6 +84,24 @@ class StructuredOutputs:
             self._compiler.shutdown()
 
 
+def structured_outputs_for(config: Any, tokenizer: Any, model: Any) -> StructuredOutputs:
+    """The engine's service from its config (backend, reasoning parser) and model info."""
+    markers = None
+    if config.reasoning_parser is not None:
+        from actorllm.reasoning import get_reasoning_parser
+
+        parser = get_reasoning_parser(config.reasoning_parser)
+        if parser.start_marker is not None and parser.end_marker is not None:
+            markers = (parser.start_marker, parser.end_marker)
+    return StructuredOutputs(
+        tokenizer,
+        vocab_size=model.vocab_size,
+        stop_token_ids=list(model.eos_token_ids),
+        backend=config.structured_outputs_backend,
+        reasoning_markers=markers,
+    )
+
+
 async def wait_future(fut: Future[T]) -> T:
     """The result of a ``concurrent.futures.Future``, waited for without blocking the loop."""
     if not fut.done():

@@ -27,6 +27,12 @@ class InputProcessorActor(Actor[InputMsg]):
             return  # aborted while queued
         if not entry.processed:
             try:
+                if self.ctx.structured is not None:
+                    # The grammar compiles off the loop (then cached for the scheduler);
+                    # a bad spec is this caller's 400, before anything is scheduled.
+                    await self.ctx.structured.check(entry.params)
+                    if ledger.get(msg.request_id) is None:
+                        return  # aborted while its grammar compiled
                 self._process(msg)
             except (InvalidRequestError, SamplingParamsError) as exc:
                 ledger.close(entry.request_id, exc)

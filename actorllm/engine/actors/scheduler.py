@@ -18,6 +18,7 @@ in flight (engine/recovery.py). Suspects are re-admitted one at a time.
 
 from __future__ import annotations
 
+import contextlib
 from collections import deque
 from typing import Any
 
@@ -37,6 +38,7 @@ from actorllm.engine.messages import (
     EndRequest,
     ExecuteStep,
     ExecutorCall,
+    GrammarReady,
     SchedulerMsg,
     StepDone,
     StepOutputs,
@@ -78,7 +80,10 @@ class SchedulerActor(Actor[SchedulerMsg]):
 
     def _new_core(self) -> Scheduler:
         connector = self.ctx.connector_factory() if self.ctx.connector_factory else None
-        core = Scheduler(build_scheduler_config(self.ctx), kv_connector=connector)
+        grammar = None
+        if self.ctx.structured is not None:
+            grammar = self.ctx.structured.tracker(self._grammar_ready)
+        core = Scheduler(build_scheduler_config(self.ctx), kv_connector=connector, grammar=grammar)
         if connector is not None:
             core.set_kv_connector_enabled(self.ctx.kv_connector_enabled)
         return core
@@ -111,6 +116,8 @@ class SchedulerActor(Actor[SchedulerMsg]):
                 self.core.finish_requests(ids, status)
             case StepDone():
                 await self._step_done(msg)
+            case GrammarReady():
+                pass  # _pump admits the requests whose grammar is ready
             case Control():
                 await self._control(msg)
         await self._drain_pending_aborts()
@@ -133,7 +140,19 @@ class SchedulerActor(Actor[SchedulerMsg]):
 
     # -- the step loop --------------------------------------------------------------------
 
+    def _grammar_ready(self) -> None:
+        """On the loop, from a compile thread's callback: wake this scheduler (never block;
+        a full mailbox will pump soon anyway)."""
+        with contextlib.suppress(Exception):
+            self.ctx.ref("scheduler").send_nowait(GrammarReady())
+
     async def _pump(self) -> None:
+        if self.core.has_waiting_for_grammar() and not self.ctx.sleeping:
+            self.core.poll_grammars()
+        for child_id, error in self.core.take_grammar_failures():
+            entry = self.ctx.ledger.entry_of_child(child_id)
+            if entry is not None:
+                await self._fail(entry.request_id, error)
         while (
             not self.ctx.sleeping
             and not self.sleep_waiters
