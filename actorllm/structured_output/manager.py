@@ -117,13 +117,20 @@ class StructuredOutputManager:
         return req_id in self._terminated
 
     def bitmask(self, req_ids: list[str]) -> GrammarBitmask:
+        """The rows of ``req_ids``, filled on the compiler's fill thread while the step's
+        forward pass runs (the worker waits for them just before sampling). Safe: these
+        matchers are not advanced again before this step's tokens come back."""
         mask = np.zeros((len(req_ids), self._width), dtype=np.int32)  # [R, W]
+        rows: list[tuple[int, Matcher]] = []
         for row, rid in enumerate(req_ids):
             if rid in self._reasoning_tail:
                 mask[row] = -1  # still reasoning: unconstrained
             else:
-                self._matchers[rid].fill_bitmask(mask, row)
-        return GrammarBitmask(req_ids=list(req_ids), bitmask=mask)
+                rows.append((row, self._matchers[rid]))
+        if not rows:
+            return GrammarBitmask(req_ids=list(req_ids), bitmask=mask)
+        fut = self.compiler.fill_pool.submit(_fill, rows, mask)
+        return GrammarBitmask(req_ids=list(req_ids), bitmask=fut)
 
     def remove(self, req_id: str) -> None:
         self._pending.pop(req_id, None)
@@ -133,6 +140,12 @@ class StructuredOutputManager:
 
     def statistics(self) -> dict[str, int]:
         return {"compiling": len(self._pending), "matchers": len(self._matchers)}
+
+
+def _fill(rows: list[tuple[int, Matcher]], mask: np.ndarray) -> np.ndarray:
+    for row, matcher in rows:
+        matcher.fill_bitmask(mask, row)
+    return mask
 
 
 def _closed_in(prompt: list[int], start: list[int], end: list[int]) -> bool:
