@@ -273,12 +273,16 @@ class AsyncEngine:
         *,
         add_generation_prompt: bool = True,
         chat_template_kwargs: Mapping[str, Any] | None = None,
+        tools: Sequence[Mapping[str, Any]] | None = None,
     ) -> AsyncIterator[RequestOutput]:
-        """Like :meth:`generate`, for a conversation rendered with the chat template."""
-        options = {
+        """Like :meth:`generate`, for a conversation rendered with the chat template
+        (``tools``: OpenAI function tools, handed to the template)."""
+        options: dict[str, Any] = {
             "add_generation_prompt": add_generation_prompt,
             "chat_template_kwargs": dict(chat_template_kwargs or {}),
         }
+        if tools:
+            options["tools"] = [dict(t) for t in tools]
         return self._request(
             list(messages),
             sampling_params,

@@ -78,16 +78,21 @@ class LLM:
         use_tqdm: bool = True,
         add_generation_prompt: bool = True,
         chat_template_kwargs: Mapping[str, Any] | None = None,
+        tools: Sequence[Mapping[str, Any]] | None = None,
     ) -> list[RequestOutput]:
-        """Generate a reply to one conversation (a list of messages) or to each of several."""
+        """Generate a reply to one conversation (a list of messages) or to each of several.
+        ``tools`` (OpenAI function tools) go to the chat template; constrain the reply with
+        ``SamplingParams.structured_outputs`` to force a call's arguments."""
         if messages and isinstance(messages[0], Mapping):
             conversations: list[Any] = [messages]
         else:
             conversations = list(messages)
-        options = {
+        options: dict[str, Any] = {
             "add_generation_prompt": add_generation_prompt,
             "chat_template_kwargs": chat_template_kwargs,
         }
+        if tools:
+            options["tools"] = [dict(t) for t in tools]
         return self._run(
             conversations, sampling_params, use_tqdm, None, is_chat=True, options=options
         )
