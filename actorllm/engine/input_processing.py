@@ -76,7 +76,8 @@ class InputProcessing:
                 "this model's tokenizer has no chat template; use completions instead.",
                 param="messages",
             )
-        if tools and "tools" not in str(self.tokenizer.chat_template):
+        template = (chat_template_kwargs or {}).get("chat_template") or self.tokenizer.chat_template
+        if tools and "tools" not in str(template):
             raise InvalidRequestError(
                 "this model's chat template does not render tools; it cannot be offered tools.",
                 param="tools",

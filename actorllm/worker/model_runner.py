@@ -33,8 +33,8 @@ import torch
 from actorllm.core.model_runner_output import ModelRunnerOutput
 from actorllm.core.scheduler_output import SchedulerOutput
 from actorllm.kernels.ops import get_ops, resolve_backend
+from actorllm.models.base import CausalLM
 from actorllm.models.config import ModelConfig
-from actorllm.models.llama import LlamaForCausalLM
 from actorllm.models.loader import LoadFormat, load_model, resolve_dtype
 from actorllm.worker.cuda_graphs import DecodeGraphs, graph_batch_sizes
 from actorllm.worker.device_streams import CudaStreams
@@ -111,7 +111,7 @@ class ModelRunner:
         # CUDA graphs for decode batches need CUDA and the Triton backend (capturable).
         self.enforce_eager = enforce_eager
         self.max_graph_batch = max_graph_batch
-        self.model: LlamaForCausalLM | None = None
+        self.model: CausalLM | None = None
         self.kv_caches: KVCaches = []
         self.num_blocks = 0
         self.sleep_level = 0  # 0 = awake
@@ -353,7 +353,7 @@ class ModelRunner:
             self._resolve_all()
             return plan_step(batch, so.num_scheduled_tokens)
 
-    def _ready_model(self) -> LlamaForCausalLM:
+    def _ready_model(self) -> CausalLM:
         if self.sleep_level:
             raise ModelRunnerStateError("execute() while asleep: call wake_up() first")
         if self.model is None:

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from actorllm.core.scheduler_output import GrammarBitmask
-from actorllm.models.llama import KVCaches, LlamaForCausalLM
+from actorllm.models.base import CausalLM, KVCaches
 from actorllm.worker.cuda_graphs import DecodeGraphs, pad_decode_plan
 from actorllm.worker.device_feed import TokenFeed
 from actorllm.worker.device_streams import DeviceStreams, to_device
@@ -65,7 +65,7 @@ class StepLauncher:
 
     def launch(
         self,
-        model: LlamaForCausalLM,
+        model: CausalLM,
         kv_caches: KVCaches,
         batch: InputBatch,
         sampler: Sampler,
@@ -84,7 +84,7 @@ class StepLauncher:
 
     def _launch(
         self,
-        model: LlamaForCausalLM,
+        model: CausalLM,
         kv_caches: KVCaches,
         batch: InputBatch,
         sampler: Sampler,
@@ -161,7 +161,7 @@ class StepLauncher:
 
     def _sample(
         self,
-        model: LlamaForCausalLM,
+        model: CausalLM,
         hidden: torch.Tensor,
         step: StepInputs,
         batch: InputBatch,
@@ -192,7 +192,7 @@ class StepLauncher:
 
 
 def _prompt_logprobs(
-    model: LlamaForCausalLM, hidden: torch.Tensor, plan: PromptLogprobsPlan
+    model: CausalLM, hidden: torch.Tensor, plan: PromptLogprobsPlan
 ) -> LogprobsTensors | None:
     """Host copies (non-blocking on CUDA) of the prompt rows' logprobs; None if no rows."""
     if len(plan.hidden_rows) == 0:
