@@ -40,6 +40,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="413 beyond this request size (default 16MiB)",
     )
     http.add_argument(
+        "--metrics-prefix",
+        default="actorllm:",
+        help="Prometheus metric name prefix (vllm: an existing vLLM dashboard works unchanged)",
+    )
+    http.add_argument(
         "--graceful-timeout",
         type=float,
         default=30.0,
@@ -59,6 +64,7 @@ def server_settings(args: argparse.Namespace) -> ServerSettings:
             max_body_bytes=args.max_body_bytes,
             dev_mode=args.dev_mode,
             log_interval_s=args.log_interval,
+            metrics_prefix=args.metrics_prefix,
         ),
     )
 

@@ -29,8 +29,9 @@ from actorllm.entrypoints.metrics import CONTENT_TYPE, ServerMetrics, log_stats_
 from actorllm.entrypoints.openai import protocol as p
 from actorllm.entrypoints.openai.engine_client import EngineClient
 from actorllm.entrypoints.openai.errors import APIError, bad_request, to_api_error
+from actorllm.entrypoints.openai.fields import decode_request
 from actorllm.entrypoints.openai.middleware import APIKeyMiddleware, BodyLimitMiddleware
-from actorllm.entrypoints.openai.openapi import openapi_document
+from actorllm.entrypoints.openai.openapi import Served, openapi_document
 from actorllm.entrypoints.openai.serving_chat import create_chat_completion
 from actorllm.entrypoints.openai.serving_common import ServingContext, json_response
 from actorllm.entrypoints.openai.serving_completion import create_completion
@@ -40,7 +41,7 @@ from actorllm.entrypoints.openai.streams import ClientDisconnected
 logger = logging.getLogger("actorllm.server")
 
 EngineFactory = Callable[[], AbstractAsyncContextManager[EngineClient]]
-S = TypeVar("S")
+S = TypeVar("S", bound=msgspec.Struct)
 
 
 class AppSettings(msgspec.Struct, kw_only=True):
@@ -50,6 +51,8 @@ class AppSettings(msgspec.Struct, kw_only=True):
     max_body_bytes: int = 16 * 2**20  # 413 beyond this
     dev_mode: bool = False  # expose /sleep, /wake_up, /reset_prefix_cache, /kv_connector/*
     log_interval_s: float = 10.0  # periodic stats log line; 0 = off
+    # Prometheus name prefix: "vllm" makes a vLLM Grafana dashboard work unchanged.
+    metrics_prefix: str = "actorllm:"
 
 
 @final
@@ -92,8 +95,7 @@ def _endpoint(fn: Handler) -> Callable[[Request], Awaitable[Response]]:
 
 
 async def _decode(request: Request, kind: type[S]) -> S:
-    body = await request.body()
-    return msgspec.json.decode(body, type=kind)
+    return decode_request(await request.body(), kind)
 
 
 # -- OpenAI routes ---------------------------------------------------------------------------
@@ -149,7 +151,13 @@ async def version(state: AppState, request: Request) -> Response:
 
 
 async def openapi(state: AppState, request: Request) -> Response:
-    return json_response(openapi_document(dev_mode=state.settings.dev_mode))
+    engine = state.serving.engine
+    served = Served(engine.max_model_len, engine.vocab_size, engine.config.scheduling_policy)
+    settings = state.settings
+    doc = openapi_document(
+        dev_mode=settings.dev_mode, api_key=bool(settings.api_key), served=served
+    )
+    return json_response(doc)
 
 
 # -- dev mode --------------------------------------------------------------------------------
@@ -245,11 +253,13 @@ def build_app(engine_factory: EngineFactory, settings: AppSettings | None = None
                 except Exception as exc:
                     state.startup_error = exc
                     raise
-                metrics = ServerMetrics(engine.model_name)
+                metrics = ServerMetrics(
+                    engine.model_name, prefix=settings.metrics_prefix, cache_config=engine.config
+                )
                 state.ctx = ServingContext(engine=engine, metrics=metrics)
                 async with anyio.create_task_group() as tg:
                     if settings.log_interval_s > 0:
-                        tg.start_soon(log_stats_forever, engine, metrics, settings.log_interval_s)
+                        tg.start_soon(log_stats_forever, engine, settings.log_interval_s)
                     try:
                         yield
                     finally:
