@@ -35,12 +35,14 @@ class StructuredOutputs:
         vocab_size: int,
         stop_token_ids: list[int],
         backend: BackendChoice = "auto",
+        disable_any_whitespace: bool = False,
         reasoning_markers: tuple[str, str] | None = None,
     ) -> None:
         self.tokenizer = tokenizer
         self.vocab_size = vocab_size
         self.stop_token_ids = stop_token_ids
         self.backend: BackendChoice = backend
+        self.disable_any_whitespace = disable_any_whitespace
         self.reasoning_markers = reasoning_markers  # (start, end) text, from the reasoning parser
         self._compiler: GrammarCompiler | None = None
         self._reasoning_ids: tuple[list[int], list[int]] | None = None
@@ -53,6 +55,7 @@ class StructuredOutputs:
                 vocab_size=self.vocab_size,
                 stop_token_ids=self.stop_token_ids,
                 backend=self.backend,
+                disable_any_whitespace=self.disable_any_whitespace,
             )
             if self.reasoning_markers is not None:
                 start, end = self.reasoning_markers
@@ -98,6 +101,7 @@ def structured_outputs_for(config: Any, tokenizer: Any, model: Any) -> Structure
         vocab_size=model.vocab_size,
         stop_token_ids=list(model.eos_token_ids),
         backend=config.structured_outputs_backend,
+        disable_any_whitespace=config.structured_outputs_disable_any_whitespace,
         reasoning_markers=markers,
     )
 

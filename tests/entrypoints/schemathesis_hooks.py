@@ -55,12 +55,31 @@ def _prompt_lengths(path: str, body: dict[str, Any]) -> list[int] | None:
     return lens
 
 
+# Fields whose validity is semantic, not a schema (a regex or grammar that compiles, a JSON
+# schema a grammar backend accepts, tools the server is configured to parse): the document
+# says so in words; bodies that set them are not generated.
+_SEMANTIC = (
+    "response_format",
+    "structured_outputs",
+    "guided_json",
+    "guided_regex",
+    "guided_choice",
+    "guided_grammar",
+    "guided_decoding_backend",
+    "guided_whitespace_pattern",
+    "tools",
+    "tool_choice",
+)
+
+
 @schemathesis.hook
 def filter_case(context: Any, case: Any) -> bool:
     """Applied in every phase (the coverage phase does not run body hooks)."""
     path, body = case.operation.path, case.body
     if path not in ("/v1/completions", "/v1/chat/completions") or not isinstance(body, dict):
         return True
+    if any(body.get(name) is not None for name in _SEMANTIC):
+        return False
     lens = _prompt_lengths(path, body)
     if lens is None:
         return True

@@ -63,3 +63,22 @@ def test_reasoning_is_unconstrained_until_it_closes(compiler: GrammarCompiler) -
     m.add(r2)
     assert m.poll(r2)
     assert len(allowed_tokens(m.bitmask([r2.request_id]).array()[0], VOCAB_SIZE)) < 10
+
+
+def test_a_single_token_opener_lets_the_model_choose_to_think(compiler: GrammarCompiler) -> None:
+    opener, closer = _ids("@")[0], _ids("#")[0]
+    m = StructuredOutputManager(compiler, reasoning=([opener], [closer]))
+    params = SamplingParams(structured_outputs=SOP(choice=["alpha", "beta"]))
+    compiler.submit(params.structured_outputs.key, None).result()  # type: ignore[union-attr]
+    thinker = Request(f"t-{compiler.default_backend}", [5], params)
+    plain = Request(f"p-{compiler.default_backend}", [5], params)
+    for r in (thinker, plain):
+        m.add(r)
+        assert m.poll(r)
+    rows = m.bitmask([thinker.request_id, plain.request_id]).array()
+    first = allowed_tokens(rows[0], VOCAB_SIZE)
+    assert opener in first and _ids("alpha")[0] in first and len(first) < 10
+    assert m.accept(thinker.request_id, [opener, *_ids("free text"), closer])
+    assert m.accept(plain.request_id, _ids("al"))  # no opener: constrained at once
+    nxt = allowed_tokens(m.bitmask([thinker.request_id]).array()[0], VOCAB_SIZE)
+    assert opener not in nxt and _ids("alpha")[0] in nxt
