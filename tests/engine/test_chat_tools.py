@@ -13,40 +13,16 @@ from actorllm.core.sampling_params import SamplingParams
 from actorllm.core.structured_outputs_params import StructuredOutputsParams as SOP
 from actorllm.entrypoints.openai.tool_parsers import tool_choice_schema
 from actorllm.testing.engine_harness import demo_tokenizer, open_test_engine
+from tests.helpers.tools import TOOLS_TEMPLATE, WEATHER
 
 pytestmark = pytest.mark.anyio
-
-# A Hermes-style template (the shape Qwen2.5 / Hermes templates render).
-TEMPLATE = (
-    "{% if tools %}<tools>{% for t in tools %}{{ t | tojson }}{% endfor %}</tools>\n{% endif %}"
-    "{% for m in messages %}<|im_start|>{{ m.role }}\n"
-    '{% if m.tool_calls %}{% for c in m.tool_calls %}<tool_call>{"name": '
-    '{{ c.function.name | tojson }}, "arguments": {{ c.function.arguments | tojson }}}'
-    "</tool_call>{% endfor %}{% else %}{{ m.content }}{% endif %}<|im_end|>\n{% endfor %}"
-    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
-)
-WEATHER = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "city": {"type": "string", "maxLength": 8},
-                "days": {"type": "integer", "minimum": 1, "maximum": 7},
-            },
-            "required": ["city", "days"],
-            "additionalProperties": False,
-        },
-    },
-}
 
 
 def _tokenizer():
     import copy
 
     tok = copy.deepcopy(demo_tokenizer())
-    tok.chat_template = TEMPLATE
+    tok.chat_template = TOOLS_TEMPLATE
     return tok
 
 

@@ -19,6 +19,7 @@ import schemathesis
 from actorllm.entrypoints.openai import protocol as p
 from actorllm.entrypoints.openai.fields import decode_request
 from actorllm.entrypoints.openai.preprocess import encode, render_chat
+from actorllm.entrypoints.openai.sampling import STRUCTURED_FIELDS
 from tests.entrypoints.fake_engine import demo_tokenizer
 
 MAX_MODEL_LEN = int(os.environ.get("ACTORLLM_MAX_MODEL_LEN", "0"))
@@ -58,18 +59,7 @@ def _prompt_lengths(path: str, body: dict[str, Any]) -> list[int] | None:
 # Fields whose validity is semantic, not a schema (a regex or grammar that compiles, a JSON
 # schema a grammar backend accepts, tools the server is configured to parse): the document
 # says so in words; bodies that set them are not generated.
-_SEMANTIC = (
-    "response_format",
-    "structured_outputs",
-    "guided_json",
-    "guided_regex",
-    "guided_choice",
-    "guided_grammar",
-    "guided_decoding_backend",
-    "guided_whitespace_pattern",
-    "tools",
-    "tool_choice",
-)
+_SEMANTIC = (*STRUCTURED_FIELDS, "tools", "tool_choice")
 
 
 @schemathesis.hook

@@ -20,42 +20,9 @@ from actorllm.engine import AsyncEngine
 from actorllm.entrypoints.openai.app import AppSettings, build_app
 from tests.entrypoints.server_thread import ServerThread
 from tests.helpers.models import make_tiny_checkpoint
+from tests.helpers.tools import TIME, TOOLS_TEMPLATE, WEATHER
 
 pytestmark = pytest.mark.slow
-
-TEMPLATE = (
-    "{% if tools %}<tools>{% for t in tools %}{{ t | tojson }}{% endfor %}</tools>\n{% endif %}"
-    "{% for m in messages %}<|im_start|>{{ m.role }}\n"
-    '{% if m.tool_calls %}{% for c in m.tool_calls %}<tool_call>{"name": '
-    '{{ c.function.name | tojson }}, "arguments": {{ c.function.arguments | tojson }}}'
-    "</tool_call>{% endfor %}{% else %}{{ m.content }}{% endif %}<|im_end|>\n{% endfor %}"
-    "{% if add_generation_prompt %}<|im_start|>assistant\n"
-    "{% if enable_thinking is defined and not enable_thinking %}<think>\n\n</think>\n\n"
-    "{% endif %}{% endif %}"
-)
-WEATHER = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "city": {"type": "string", "maxLength": 10},
-                "days": {"type": "integer", "minimum": 1, "maximum": 7},
-            },
-            "required": ["city", "days"],
-            "additionalProperties": False,
-        },
-    },
-}
-TIME = {
-    "type": "function",
-    "function": {
-        "name": "get_time",
-        "parameters": {"type": "object", "properties": {"tz": {"enum": ["UTC", "CET"]}},
-                       "required": ["tz"], "additionalProperties": False},
-    },
-}  # fmt: skip
 
 
 class Trip(BaseModel):
@@ -73,7 +40,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerThread]:
         shutil.copy(f, path / f.name)
     cfg_path = Path(path) / "tokenizer_config.json"
     cfg = json.loads(cfg_path.read_text())
-    cfg["chat_template"] = TEMPLATE
+    cfg["chat_template"] = TOOLS_TEMPLATE
     cfg_path.write_text(json.dumps(cfg))
     app = build_app(
         lambda: AsyncEngine.open(

@@ -17,7 +17,8 @@ from actorllm.entrypoints.openai.protocol import (
 )
 from actorllm.entrypoints.openai.structured_request import structured_outputs_from_body
 
-_STRUCTURED_FIELDS = (
+# The body fields that carry a structured-outputs constraint (at most one may be set).
+STRUCTURED_FIELDS = (
     "response_format",
     "structured_outputs",
     "guided_json",
@@ -33,7 +34,7 @@ def structured_outputs(req: SamplingFields) -> StructuredOutputsParams | None:
     """The request's output constraint from any of its spellings (a 400 for two)."""
     body: dict[str, Any] = {
         name: msgspec.to_builtins(getattr(req, name))
-        for name in _STRUCTURED_FIELDS
+        for name in STRUCTURED_FIELDS
         if getattr(req, name) is not None
     }
     return structured_outputs_from_body(body) if body else None

@@ -19,23 +19,7 @@ from actorllm.entrypoints.openai.tool_parsers import (
     load_tool_parser_plugin,
     tool_choice_schema,
 )
-
-WEATHER = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "city": {"type": "string"},
-                "days": {"type": "integer"},
-                "metric": {"type": "boolean"},
-            },
-            "required": ["city"],
-        },
-    },
-}
-TIME = {"type": "function", "function": {"name": "get_time", "parameters": {}}}
+from tests.helpers.tools import TIME, WEATHER
 
 # (parser, recorded output, content, [(name, arguments)])
 CASES: list[tuple[str, str, str | None, list[tuple[str, dict[str, Any]]]]] = [
