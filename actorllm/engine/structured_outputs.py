@@ -17,7 +17,7 @@ from typing import Any, TypeVar, final
 import anyio
 
 from actorllm.core.sampling_params import SamplingParams
-from actorllm.core.structured_outputs_params import BackendChoice
+from actorllm.core.structured_outputs_params import BackendChoice, StructuredOutputsError
 from actorllm.structured_output import GrammarCompiler, StructuredOutputManager
 from actorllm.worker.worker_thread import LoopPoster
 
@@ -72,6 +72,30 @@ class StructuredOutputs:
         if so is None:
             return
         await wait_future(self.compiler.submit(so.key, so.backend))
+
+    def when_done(self, fut: Future[Any], fn: Callable[[], None]) -> None:
+        """Run ``fn`` on the event loop once ``fut`` is done (``fn`` must not block; if it
+        raises — a full mailbox — it is tried again on the next loop turn)."""
+        poster = LoopPoster()
+
+        def attempt() -> None:
+            try:
+                fn()
+            except Exception:
+                poster.post(attempt)
+
+        fut.add_done_callback(lambda _f: poster.post(attempt))
+
+    @staticmethod
+    def result(fut: Future[Any]) -> Any:
+        """A done compile's grammar; its ``StructuredOutputsError`` as is, any other failure
+        (a backend bug) as a ``StructuredOutputsError`` too: the request's, not the actor's."""
+        try:
+            return fut.result()
+        except StructuredOutputsError:
+            raise
+        except Exception as exc:
+            raise StructuredOutputsError(f"cannot be compiled: {exc!r}") from exc
 
     def tracker(self, wake: Callable[[], None]) -> StructuredOutputManager:
         """A new scheduler's tracker; ``wake`` runs on the event loop when a compile that

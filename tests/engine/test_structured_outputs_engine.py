@@ -113,3 +113,42 @@ async def test_bad_specs_fail_before_scheduling(spec: SOP) -> None:
         assert info.value.param == "structured_outputs"
         assert (await engine.get_stats()).num_running_reqs == 0
         await check_invariants(engine)
+
+
+async def test_a_slow_compile_holds_up_nobody() -> None:
+    """While one request's grammar compiles, others are processed, scheduled and finish;
+    the slow one still validates once its grammar is ready."""
+    import threading
+
+    from actorllm.testing.engine_harness import engine_context
+
+    release = threading.Event()
+    async with open_test_engine() as engine:
+        compiler = engine_context(engine).structured.compiler
+        inner = compiler._compile
+
+        def slow(key, choice):  # type: ignore[no-untyped-def]
+            if key.spec == "slow[a-z]{2}":
+                release.wait(10)
+            return inner(key, choice)
+
+        compiler._compile = slow
+        order: list[str] = []
+
+        async def run_one(name: str, spec: SOP | None) -> None:
+            params = SamplingParams(max_tokens=8, structured_outputs=spec)
+            async for out in engine.generate(name, params):
+                last = out
+            order.append(name)
+            if spec is not None:
+                assert re.fullmatch(r"slow[a-z]{2}", last.outputs[0].text)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run_one, "slow", SOP(regex="slow[a-z]{2}"))
+            await anyio.sleep(0.05)
+            tg.start_soon(run_one, "plain", None)
+            while "plain" not in order:
+                await anyio.sleep(0.01)
+            release.set()
+        assert order == ["plain", "slow"]
+        await check_invariants(engine)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from actorllm.actors import Actor
 from actorllm.core.errors import InvalidRequestError
-from actorllm.core.sampling_params import SamplingParamsError
+from actorllm.core.sampling_params import SamplingParams, SamplingParamsError
 from actorllm.engine.context import EngineContext
 from actorllm.engine.ledger import ChildState
 from actorllm.engine.messages import AddRequest, InputMsg, RegisterRequest
@@ -27,12 +27,8 @@ class InputProcessorActor(Actor[InputMsg]):
             return  # aborted while queued
         if not entry.processed:
             try:
-                if self.ctx.structured is not None:
-                    # The grammar compiles off the loop (then cached for the scheduler);
-                    # a bad spec is this caller's 400, before anything is scheduled.
-                    await self.ctx.structured.check(entry.params)
-                    if ledger.get(msg.request_id) is None:
-                        return  # aborted while its grammar compiled
+                if not self._grammar_ready(msg, entry.params):
+                    return  # compiling on the pool; msg comes back here when it is done
                 self._process(msg)
             except (InvalidRequestError, SamplingParamsError) as exc:
                 ledger.close(entry.request_id, exc)
@@ -42,6 +38,23 @@ class InputProcessorActor(Actor[InputMsg]):
         # output the scheduler could produce for this request.
         await self.ctx.ref("output_processor").send(RegisterRequest(request_id=entry.request_id))
         await self.ctx.ref("scheduler").send(AddRequest(request_id=entry.request_id))
+
+    def _grammar_ready(self, msg: InputMsg, params: SamplingParams) -> bool:
+        """Whether the request's grammar (if any) is compiled; raises its compile error (a
+        400 before anything is scheduled). When it is not ready the compile runs on the
+        pool and ``msg`` is posted back to this mailbox once it is done, so a slow grammar
+        never holds up the requests behind it."""
+        structured = self.ctx.structured
+        so = params.structured_outputs
+        if structured is None or so is None:
+            return True
+        fut = structured.compiler.submit(so.key, so.backend)
+        if not fut.done():
+            ref = self.ctx.ref("input_processor")
+            structured.when_done(fut, lambda: ref.send_nowait(msg))
+            return False
+        structured.result(fut)
+        return True
 
     def _process(self, msg: InputMsg) -> None:
         entry = self.ctx.ledger.get(msg.request_id)
