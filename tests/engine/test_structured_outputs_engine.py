@@ -120,11 +120,9 @@ async def test_a_slow_compile_holds_up_nobody() -> None:
     the slow one still validates once its grammar is ready."""
     import threading
 
-    from actorllm.testing.engine_harness import engine_context
-
     release = threading.Event()
     async with open_test_engine() as engine:
-        compiler = engine_context(engine).structured.compiler
+        compiler = engine._structured.compiler
         inner = compiler._compile
 
         def slow(key, choice):  # type: ignore[no-untyped-def]

@@ -37,7 +37,7 @@ class ProcessedRequest:
     children: list[ChildRequest]
 
 
-class InputProcessing:
+class InputProcessor:
     """Tokenizes and validates requests against one model."""
 
     def __init__(
