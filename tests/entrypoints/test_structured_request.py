@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from actorllm.core.errors import InvalidRequestError
-from actorllm.engine.input_processing import messages_for_template
+from actorllm.core.input_processor import messages_for_template
 from actorllm.entrypoints.openai.structured_request import (
     ToolSettings,
     plan_tools,
