@@ -37,6 +37,7 @@ from actorllm.entrypoints.openai.serving_common import ServingContext, json_resp
 from actorllm.entrypoints.openai.serving_completion import create_completion
 from actorllm.entrypoints.openai.serving_tokenize import detokenize, tokenize
 from actorllm.entrypoints.openai.streams import ClientDisconnected
+from actorllm.entrypoints.openai.tool_setup import ChatSetup
 
 logger = logging.getLogger("actorllm.server")
 
@@ -256,7 +257,12 @@ def build_app(engine_factory: EngineFactory, settings: AppSettings | None = None
                 metrics = ServerMetrics(
                     engine.model_name, prefix=settings.metrics_prefix, cache_config=engine.config
                 )
-                state.ctx = ServingContext(engine=engine, metrics=metrics)
+                try:
+                    chat = ChatSetup.from_config(engine.config)
+                except Exception as exc:  # a bad parser name or plugin: the server cannot start
+                    state.startup_error = exc
+                    raise
+                state.ctx = ServingContext(engine=engine, metrics=metrics, chat=chat)
                 async with anyio.create_task_group() as tg:
                     if settings.log_interval_s > 0:
                         tg.start_soon(log_stats_forever, engine, settings.log_interval_s)
