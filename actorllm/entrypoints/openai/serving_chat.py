@@ -1,6 +1,6 @@
 """POST /v1/chat/completions: messages through the chat template, OpenAI's chat response.
 
-Streaming sends, per choice, a first chunk with ``role: "assistant"``, then content deltas;
+Streaming sends, per choice, a first chunk with ``role`` (``--response-role``), then content deltas;
 the finish reason rides on the chunk that carries the last delta.
 """
 
@@ -86,6 +86,7 @@ async def create_chat_completion(
         model=engine.model_name,
         text=TokenText(engine.tokenizer),
         observer=ctx.metrics.observe_request(),
+        role=ctx.response_role,
     )
     if req.stream:
         return SSEResponse(lambda emit: state.stream(streams, emit), is_dead=ctx.is_dead)
@@ -109,6 +110,7 @@ class _ChatState:
     model: str
     text: TokenText
     observer: RequestObserver
+    role: str  # --response-role
     created: int = field(default_factory=lambda: int(time.time()))
     usage: UsageTracker = field(default_factory=UsageTracker)
     choices: dict[int, _Choice] = field(default_factory=dict)
@@ -153,7 +155,7 @@ class _ChatState:
         for j in range(self.params.n):
             await emit(
                 self._chunk(
-                    [ChatChunkChoice(index=j, delta=DeltaMessage(role="assistant", content=""))]
+                    [ChatChunkChoice(index=j, delta=DeltaMessage(role=self.role, content=""))]
                 )
             )
 
@@ -178,7 +180,7 @@ class _ChatState:
         choices = [
             ChatChoice(
                 index=index,
-                message=ChatResponseMessage(content=c.text),
+                message=ChatResponseMessage(role=self.role, content=c.text),
                 logprobs=c.logprobs,
                 finish_reason=c.finish_reason,
                 stop_reason=c.stop_reason,

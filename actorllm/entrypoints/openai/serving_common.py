@@ -22,6 +22,7 @@ class ServingContext:
 
     engine: EngineClient
     metrics: ServerMetrics
+    response_role: str = "assistant"  # the role of chat completions' messages
 
     def is_dead(self) -> bool:
         return bool(self.engine.is_dead)
