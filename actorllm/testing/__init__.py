@@ -8,6 +8,9 @@ runtime) or an engine (the LLM engine under test):
 
     inject_fault(ref, ValueError("bad"), on_message=2)        # crash an actor
     inject_fault(engine, "scheduler", at_step=5)               # crash an engine actor
+
+``chaos_soak`` crashes an engine's actors many times while requests stream and compares
+every request with a fault-free run (``actorllm bench chaos`` is its command line).
 """
 
 from __future__ import annotations
@@ -16,6 +19,9 @@ from typing import Any
 
 from actorllm.testing import actor_faults, engine_harness
 from actorllm.testing.actor_faults import Fault
+from actorllm.testing.chaos import ChaosRequest, chaos_soak, default_workload
+from actorllm.testing.chaos_plan import CrashPoint
+from actorllm.testing.chaos_report import ChaosReport
 from actorllm.testing.engine_harness import (
     InjectedFault,
     check_invariants,
@@ -53,10 +59,15 @@ async def wait_idle(target: Any, **kwargs: Any) -> None:
 
 
 __all__ = [
+    "ChaosReport",
+    "ChaosRequest",
+    "CrashPoint",
     "Fault",
     "InjectedFault",
     "ScriptedModel",
+    "chaos_soak",
     "check_invariants",
+    "default_workload",
     "engine_context",
     "inject_fault",
     "open_test_engine",

@@ -119,16 +119,19 @@ def _arm_worker_fault(
     ctx: EngineContext, predicate: Callable[[Any], bool], error: BaseException, times: int
 ) -> None:
     runner = ctx.runner
-    execute = runner.execute
+    # A real runner is driven through launch() (the step pipeline); the scripted one
+    # through execute(). Crash whichever the pipeline calls.
+    method = "launch" if hasattr(runner, "launch") else "execute"
+    step = getattr(runner, method)
     remaining = [times]
 
     def faulty(so: Any) -> Any:  # runs on the worker thread
         if remaining[0] > 0 and predicate(so):
             remaining[0] -= 1
             raise error
-        return execute(so)
+        return step(so)
 
-    runner.execute = faulty
+    setattr(runner, method, faulty)
 
 
 async def wait_idle(engine: AsyncEngine, timeout: float = 10.0) -> None:  # noqa: ASYNC109

@@ -1,4 +1,4 @@
-"""``actorllm bench throughput|serve|latency|overhead``: reproducible performance figures.
+"""``actorllm bench throughput|serve|latency|overhead|chaos``: reproducible performance figures.
 
 Each benchmark lives in ``actorllm.bench.<name>`` with ``add_arguments(parser)`` and
 ``main(args) -> int``; this module only routes to them (see benchmarks/README.md).
@@ -7,6 +7,7 @@ Each benchmark lives in ``actorllm.bench.<name>`` with ``add_arguments(parser)``
     $ actorllm bench serve --launch --num-prompts 16 --request-rate 4
     $ actorllm bench latency --batch-sizes 1,4,16,64
     $ actorllm bench overhead --num-running 64,256,1024
+    $ actorllm bench chaos --crashes 1000 --backend both
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "serve": ("actorllm.bench.serve", "online serving over HTTP: TTFT, TPOT, ITL, E2EL"),
     "latency": ("actorllm.bench.latency", "decode step latency over batch sizes"),
     "overhead": ("actorllm.bench.overhead", "actor engine per-step cost vs the bare core loop"),
+    "chaos": ("actorllm.bench.chaos", "crash actors while requests stream: nothing lost"),
 }
 
 

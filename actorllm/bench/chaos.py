@@ -1,0 +1,210 @@
+"""``actorllm bench chaos``: crash the engine's actors N times while requests stream.
+
+Runs :func:`actorllm.testing.chaos.chaos_soak` on trio, asyncio or both, on the scripted
+model (default) or a real model directory, and prints per backend: crashes by actor,
+requests identical / changed / failed / lost / hung against a fault-free reference run
+with the same seeds, actor restarts, p50/p99 latency with and without faults, and the
+invariant checks. Exit status 1 on any lost, changed or hung request or broken invariant
+(and on any failed request with ``--fail-on-failed``).
+
+    $ actorllm bench chaos --crashes 1000 --backend both --output-json chaos.json
+    $ actorllm bench chaos --crashes 50 --actors scheduler,worker --model /models/tiny
+    $ actorllm bench chaos --points scheduler@3@0,output_processor@40@2
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import sys
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+
+from actorllm.bench.machine import result_document, write_json
+from actorllm.bench.report import format_table
+from actorllm.testing.chaos_plan import ACTOR_NAMES, CrashPoint
+from actorllm.testing.chaos_report import OUTCOMES, ChaosReport
+
+
+def parse_points(text: str) -> list[CrashPoint]:
+    """``actor@message@batch,...`` (message and batch optional: 1 and 0)."""
+    points = []
+    for item in filter(None, (s.strip() for s in text.split(","))):
+        actor, *rest = item.split("@")
+        numbers = [int(x) for x in rest]
+        points.append(CrashPoint(actor, *numbers))
+    return points
+
+
+def _actors(text: str) -> list[str]:
+    actors = [a.strip() for a in text.split(",") if a.strip()]
+    unknown = [a for a in actors if a not in ACTOR_NAMES]
+    if unknown or not actors:
+        raise argparse.ArgumentTypeError(f"unknown actors {unknown}; choose from {ACTOR_NAMES}")
+    return actors
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    g = parser.add_argument_group("chaos")
+    g.add_argument("--crashes", type=int, default=100, help="crashes to inject (default 100)")
+    g.add_argument("--backend", choices=("trio", "asyncio", "both"), default="both")
+    g.add_argument(
+        "--actors",
+        type=_actors,
+        default=list(ACTOR_NAMES),
+        help=f"comma-separated actors to crash (default all: {','.join(ACTOR_NAMES)})",
+    )
+    g.add_argument(
+        "--points",
+        type=parse_points,
+        default=None,
+        help="scripted crashes instead of random ones: actor@message@batch,...",
+    )
+    g.add_argument("--crashes-per-batch", type=int, default=1, help="random points per batch")
+    g.add_argument("--seed", type=int, default=0, help="crash points and workload seed")
+    g.add_argument("--requests-per-batch", type=int, default=64)
+    g.add_argument("--workloads", type=int, default=4, help="distinct workloads, used in turn")
+    g.add_argument("--max-tokens", type=int, default=16, help="about this many tokens each")
+    g.add_argument("--request-timeout", type=float, default=60.0, help="seconds before 'hung'")
+    g.add_argument(
+        "--fail-on-failed", action="store_true", help="exit 1 on any failed request, too"
+    )
+    e = parser.add_argument_group("engine")
+    e.add_argument("--model", default=None, help="a model directory (default: scripted model)")
+    e.add_argument("--step-delay", type=float, default=0.0, help="scripted model: s per step")
+    e.add_argument("--max-num-seqs", type=int, default=64)
+    e.add_argument("--block-size", type=int, default=8)
+    e.add_argument("--num-blocks", type=int, default=1024, help="scripted model: KV blocks")
+    e.add_argument("--async-scheduling", action="store_true")
+    parser.add_argument("--output-json", default=None, help="write the result document here")
+    parser.add_argument(
+        "--show-crash-logs", action="store_true", help="log every injected crash's traceback"
+    )
+
+
+def engine_opener(args: argparse.Namespace) -> Any:
+    """A no-argument callable opening a fault-free engine for one soak."""
+    config = {
+        "max_num_seqs": args.max_num_seqs,
+        "block_size": args.block_size,
+        "async_scheduling": args.async_scheduling,
+        # The soak crashes on purpose, often: the restart intensity must not kill it.
+        "max_restarts": max(10, 2 * args.crashes),
+        "restart_window_s": 1.0,
+        "freeze_gc_at_start": False,  # one engine after another in one process
+    }
+    if args.model is None:
+        from actorllm.testing import open_test_engine
+
+        return lambda: open_test_engine(
+            step_delay_s=args.step_delay, num_blocks=args.num_blocks, **config
+        )
+    from actorllm.engine import AsyncEngine
+
+    @contextlib.asynccontextmanager
+    async def open_real() -> AsyncIterator[Any]:
+        async with AsyncEngine.open(args.model, seed=args.seed, **config) as engine:
+            yield engine
+
+    return open_real
+
+
+def run_backend(args: argparse.Namespace, backend: str) -> ChaosReport:
+    from actorllm.testing.chaos import chaos_soak, default_workload
+
+    workloads = [
+        default_workload(args.requests_per_batch, seed=args.seed + i, max_tokens=args.max_tokens)
+        for i in range(args.workloads)
+    ]
+    opener = engine_opener(args)
+
+    def progress(report: ChaosReport) -> None:
+        if report.batches % 50 == 0:
+            print(
+                f"  [{backend}] batch {report.batches}: {report.crashes} crashes, "
+                f"{report.requests} requests, {dict(report.outcomes)}",
+                file=sys.stderr,
+            )
+
+    async def main() -> ChaosReport:
+        return await chaos_soak(
+            opener,
+            workloads,
+            crashes=args.crashes,
+            actors=args.actors,
+            seed=args.seed,
+            crashes_per_batch=args.crashes_per_batch,
+            points=args.points,
+            request_timeout_s=args.request_timeout,
+            progress=progress,
+        )
+
+    return anyio.run(main, backend=backend)
+
+
+def summary_rows(reports: list[ChaosReport]) -> list[dict[str, Any]]:
+    rows = []
+    for r in reports:
+        d = r.to_dict()
+        lat = d["latency_s"]
+        rows.append(
+            {
+                "backend": r.backend,
+                "crashes": r.crashes,
+                "requests": r.requests,
+                **{o: r.outcomes[o] for o in OUTCOMES},
+                "restarts": sum(r.restarts.values()),
+                "deaths": r.engine_deaths,
+                "p50": lat["without_faults"]["p50"] * 1e3,
+                "p99": lat["without_faults"]["p99"] * 1e3,
+                "p50f": lat["with_faults"]["p50"] * 1e3,
+                "p99f": lat["with_faults"]["p99"] * 1e3,
+                "inv": f"{r.invariant_checks - len(r.invariant_violations)}/{r.invariant_checks}",
+            }
+        )
+    return rows
+
+
+COLUMNS = [
+    ("backend", "backend", ""),
+    ("crashes", "crashes", "d"),
+    ("requests", "requests", "d"),
+    *((o, o, "d") for o in OUTCOMES),
+    ("restarts", "restarts", "d"),
+    ("deaths", "deaths", "d"),
+    ("p50", "p50 ms", ".1f"),
+    ("p99", "p99 ms", ".1f"),
+    ("p50f", "p50 ms faults", ".1f"),
+    ("p99f", "p99 ms faults", ".1f"),
+    ("inv", "invariants ok", ""),
+]
+
+
+def main(args: argparse.Namespace) -> int:
+    if args.crashes < 0 or args.requests_per_batch < 1 or args.workloads < 1:
+        raise ValueError("--crashes must be >= 0, --requests-per-batch and --workloads >= 1")
+    if not args.show_crash_logs:
+        # Every injected crash logs a traceback; a thousand of them bury the summary.
+        logging.getLogger("actorllm.actors").setLevel(logging.CRITICAL)
+    backends = ["trio", "asyncio"] if args.backend == "both" else [args.backend]
+    reports = [run_backend(args, b) for b in backends]
+    print(format_table(summary_rows(reports), COLUMNS))
+    for r in reports:
+        print(f"{r.backend}: crashes by actor {dict(sorted(r.crashes_by_actor.items()))}")
+        for ex in r.examples[:5]:
+            print(f"  {ex.outcome} b{ex.batch}-{ex.name}: {ex.detail}")
+        for v in r.invariant_violations[:3]:
+            print(f"  invariants: {v}")
+    if args.output_json:
+        doc = result_document(
+            "chaos",
+            figures={r.backend: r.to_dict() for r in reports},
+            config={"model": args.model or "scripted"},
+            args=args,
+        )
+        write_json(args.output_json, doc)
+    ok = all(r.ok(allow_failed=not args.fail_on_failed) for r in reports)
+    return 0 if ok else 1

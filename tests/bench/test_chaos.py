@@ -1,0 +1,56 @@
+"""``actorllm bench chaos`` on tiny settings: the JSON document and the exit status."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from actorllm.bench.chaos import parse_points
+from actorllm.entrypoints.cli import main
+from actorllm.testing.chaos_plan import CrashPoint
+
+TINY = ["--requests-per-batch", "4", "--workloads", "2", "--max-tokens", "8"]
+
+
+def test_chaos_on_both_backends_writes_the_figures(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "chaos.json"
+    argv = ["bench", "chaos", "--crashes", "4", "--backend", "both", *TINY]
+    assert main([*argv, "--fail-on-failed", "--output-json", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["benchmark"] == "chaos" and doc["config"]["model"] == "scripted"
+    for backend in ("trio", "asyncio"):
+        fig = doc["figures"][backend]
+        assert fig["backend"] == backend and fig["crashes"] == 4
+        assert fig["outcomes"]["identical"] == fig["requests"] == 4 * fig["batches"]
+        assert fig["invariants"]["violations"] == 0 and fig["ok"]
+        assert fig["latency_s"]["without_faults"]["count"] == 8
+        assert sum(fig["restarts"].values()) >= 4
+    table = capsys.readouterr().out
+    assert "identical" in table and "trio" in table and "asyncio" in table
+
+
+def test_scripted_points_from_the_command_line(tmp_path: Path) -> None:
+    out = tmp_path / "chaos.json"
+    argv = ["bench", "chaos", "--backend", "trio", "--points", "scheduler@2@0,router@1@1"]
+    assert main([*argv, *TINY, "--output-json", str(out)]) == 0
+    fig = json.loads(out.read_text())["figures"]["trio"]
+    assert fig["crashes_by_actor"] == {"router": 1, "scheduler": 1}
+
+
+def test_point_syntax() -> None:
+    assert parse_points("worker, scheduler@3, router@2@5") == [
+        CrashPoint("worker"),
+        CrashPoint("scheduler", 3),
+        CrashPoint("router", 2, 5),
+    ]
+    with pytest.raises(ValueError, match="unknown actor"):
+        parse_points("gpu@1")
+
+
+def test_unknown_actor_is_a_usage_error(capsys) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["bench", "chaos", "--actors", "router,gpu"])
+    assert exc.value.code == 2
+    assert "gpu" in capsys.readouterr().err
