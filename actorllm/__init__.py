@@ -1,3 +1,56 @@
-"""actorllm: an LLM inference and serving engine on a structured-concurrency actor system."""
+"""actorllm: an LLM inference and serving engine on a structured-concurrency actor system.
+
+The names a vLLM script imports live here, as in vLLM::
+
+    from actorllm import LLM, SamplingParams
+
+    llm = LLM()  # the demo model; or LLM("/path/to/model", max_model_len=512)
+    print(llm.generate("Hello", SamplingParams(max_tokens=8))[0].outputs[0].text)
+
+They are loaded on first use (PEP 562), so ``import actorllm`` stays cheap: it imports
+neither torch nor the engine's actors until one of these names is touched.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+
+# {public name: module that defines it}
+_LAZY = {
+    "LLM": "actorllm.engine.llm",
+    "LLMEngine": "actorllm.engine.llm_engine",
+    "AsyncEngine": "actorllm.engine.async_engine",
+    "EngineConfig": "actorllm.engine.config",
+    "SamplingParams": "actorllm.core.sampling_params",
+    "RequestOutputKind": "actorllm.core.sampling_params",
+    "RequestOutput": "actorllm.core.outputs",
+    "CompletionOutput": "actorllm.core.outputs",
+}
+
+__all__ = [*_LAZY, "__version__"]
+
+if TYPE_CHECKING:  # what type checkers see; at run time __getattr__ loads them
+    from actorllm.core.outputs import CompletionOutput as CompletionOutput
+    from actorllm.core.outputs import RequestOutput as RequestOutput
+    from actorllm.core.sampling_params import RequestOutputKind as RequestOutputKind
+    from actorllm.core.sampling_params import SamplingParams as SamplingParams
+    from actorllm.engine.async_engine import AsyncEngine as AsyncEngine
+    from actorllm.engine.config import EngineConfig as EngineConfig
+    from actorllm.engine.llm import LLM as LLM
+    from actorllm.engine.llm_engine import LLMEngine as LLMEngine
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'actorllm' has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value  # later look-ups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})

@@ -5,8 +5,7 @@ python examples/embedded_asyncio.py
 
 import asyncio
 
-from actorllm.core.sampling_params import SamplingParams
-from actorllm.engine import AsyncEngine
+from actorllm import AsyncEngine, SamplingParams
 
 
 async def complete(engine: AsyncEngine, prompt: str) -> str:

@@ -5,8 +5,7 @@ python examples/embedded_trio.py
 
 import trio
 
-from actorllm.core.sampling_params import RequestOutputKind, SamplingParams
-from actorllm.engine import AsyncEngine
+from actorllm import AsyncEngine, RequestOutputKind, SamplingParams
 
 
 async def stream(engine: AsyncEngine, name: str, prompt: str) -> None:

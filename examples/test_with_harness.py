@@ -6,7 +6,7 @@ python -m pytest examples/test_with_harness.py -q
 import anyio
 import pytest
 
-from actorllm.core.sampling_params import SamplingParams
+from actorllm import SamplingParams
 from actorllm.testing import check_invariants, inject_fault, open_test_engine, scripted_model
 
 

@@ -8,6 +8,7 @@ from actorllm.actors.cell import ActorStatistics, Inbox
 from actorllm.actors.errors import (
     ActorCrashed,
     ActorError,
+    ActorHung,
     ActorStopped,
     MailboxFull,
     NoReply,
@@ -34,6 +35,7 @@ __all__ = [
     "Actor",
     "ActorCrashed",
     "ActorError",
+    "ActorHung",
     "ActorRef",
     "ActorState",
     "ActorStatistics",

@@ -27,13 +27,21 @@ import msgspec
 from anyio.abc import TaskGroup
 from anyio.lowlevel import checkpoint
 
-from actorllm.actors.errors import ActorCrashed, ActorStopped, NoReply, is_fatal, unwrap
+from actorllm.actors.errors import (
+    ActorCrashed,
+    ActorHung,
+    ActorStopped,
+    NoReply,
+    is_fatal,
+    unwrap,
+)
 from actorllm.actors.lifecycle import ActorState, LifecycleEvent, next_state
 from actorllm.actors.mailbox import Envelope, Mailbox, MailboxStatistics
 from actorllm.actors.probes import Probe
 from actorllm.actors.ref import ActorRef
 from actorllm.actors.reply import Reply
 from actorllm.actors.spec import ChildSpec, DeadLetterHook
+from actorllm.actors.watchdog import Watchdog
 
 if TYPE_CHECKING:
     from actorllm.actors.activity import Activity
@@ -59,6 +67,7 @@ class ActorStatistics(msgspec.Struct, frozen=True, kw_only=True, tag="actor"):
     crashes: int  # incarnations that ended by an exception
     dead_letters: int  # messages handed to the dead-letter hook
     mailbox: MailboxStatistics
+    hangs: int = 0  # crashes by the watchdog (a message held past its deadline)
 
 
 @final
@@ -94,12 +103,14 @@ class ActorCell(Generic[M]):
         self.mailbox: Mailbox[M] = Mailbox(spec.name, spec.mailbox_size)
         self.ref: ActorRef[M] = ActorRef(self)
         self.inbox: Inbox[M] = Inbox(self)
-        self.probes: list[Probe] = []  # called on each message taken; may raise (a crash)
+        # Called on each message taken; may raise (a crash) or return an awaitable (a stall).
+        self.probes: list[Probe] = []
         self.state = ActorState.NEW
         self.incarnation = 0
         self.handled = 0
         self.crashes = 0
         self.dead_letters = 0
+        self.hangs = 0
         self._activity = activity
         # Per incarnation:
         self.task_group: TaskGroup | None = None
@@ -108,6 +119,7 @@ class ActorCell(Generic[M]):
         self._deferred: set[Reply[Any]] = set()  # deferred, still open
         self._waiting = False  # asleep on an empty mailbox
         self._hard_scope: anyio.CancelScope | None = None
+        self._watchdog: Watchdog | None = None  # with spec.message_deadline only
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -151,6 +163,7 @@ class ActorCell(Generic[M]):
             log.warning("actor %r overran its shutdown timeout; cancelled", self.name)
         elif crash is not None:
             self.crashes += 1
+            self.hangs += isinstance(crash, ActorHung)
             self._release(crash, "")
             self.transition(_E.CRASH)
             raise crash
@@ -165,6 +178,9 @@ class ActorCell(Generic[M]):
         try:
             async with anyio.create_task_group() as group:
                 self.task_group = group
+                if self.spec.message_deadline is not None:
+                    self._watchdog = Watchdog(self.name, self.spec.message_deadline)
+                    group.start_soon(self._watchdog.run, name=f"watchdog {self.name}")
                 if self.incarnation > 1:
                     await instance.on_restart(cause)
                 await instance.on_start()
@@ -182,6 +198,7 @@ class ActorCell(Generic[M]):
             raise
         finally:
             self.task_group = None
+            self._watchdog = None
 
     async def _cleanup(self, instance: Actor[M]) -> None:
         """Run ``on_stop`` after a crash: shielded, bounded by ``shutdown_timeout``."""
@@ -227,9 +244,13 @@ class ActorCell(Generic[M]):
             finally:
                 self._waiting = False
         self._current = envelope
+        if self._watchdog is not None:
+            self._watchdog.taken(envelope[0])
         if self.probes:
             for probe in list(self.probes):
-                probe(self.name, envelope[0])
+                stall = probe(self.name, envelope[0])
+                if stall is not None:
+                    await stall  # held, as if handle() were slow (see actors/probes.py)
         return envelope[0]
 
     def _finish_current(self) -> None:
@@ -238,6 +259,8 @@ class ActorCell(Generic[M]):
             return
         self._current = None
         self.handled += 1
+        if self._watchdog is not None:
+            self._watchdog.finished()
         msg, reply = current
         if reply is not None and not reply.done:
             if reply.deferred:
@@ -311,4 +334,5 @@ class ActorCell(Generic[M]):
             crashes=self.crashes,
             dead_letters=self.dead_letters,
             mailbox=self.mailbox.statistics(),
+            hangs=self.hangs,
         )

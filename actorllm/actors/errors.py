@@ -44,6 +44,23 @@ class ActorCrashed(ActorError):
         self.__cause__ = cause
 
 
+class ActorHung(ActorError):
+    """The actor held one message longer than its ``ChildSpec.message_deadline``.
+
+    The watchdog raises it inside the incarnation, which is then a crash like any other:
+    the message is dead-lettered (with this error), an ``ask`` on it fails with
+    ``ActorCrashed``, and the supervisor restarts the actor by its policy.
+    """
+
+    def __init__(self, name: str, deadline: float, msg: object) -> None:
+        super().__init__(
+            f"actor {name!r} held {type(msg).__name__} for more than {deadline:g}s "
+            "(its message deadline); restarting it"
+        )
+        self.name = name
+        self.deadline = deadline
+
+
 class NoReply(ActorError):
     """``handle`` returned without answering (or deferring) the message's :class:`Reply`."""
 

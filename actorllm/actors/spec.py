@@ -71,6 +71,13 @@ class ChildSpec(Generic[M]):
     ``shutdown_timeout`` is how long a graceful stop may take (finish the current message,
     run ``on_stop``) before the actor is cancelled; None waits forever.
     ``dead_letter`` overrides the supervisor's hook for this child.
+    ``message_deadline`` arms a watchdog: an incarnation that holds one message longer
+    than this many seconds (a handler that never returns) is cancelled and counts as a
+    crash with :class:`~actorllm.actors.errors.ActorHung`. It measures from the moment the
+    message is taken until the next one is asked for, awaits included (a send blocked on
+    a full mailbox counts), so set it well above the slowest legitimate handling. A
+    handler that blocks the event loop itself (synchronous code that never yields) cannot
+    be interrupted by any watchdog in that loop. None (the default): no watchdog.
     """
 
     name: str
@@ -82,12 +89,15 @@ class ChildSpec(Generic[M]):
     mailbox_size: int = 64
     shutdown_timeout: float | None = 5.0
     dead_letter: DeadLetterHook | None = None
+    message_deadline: float | None = None
 
     def __post_init__(self) -> None:
         _check_name(self.name)
         _check_timeout(self.shutdown_timeout)
         if not (isinstance(self.mailbox_size, int) and self.mailbox_size >= 1):
             raise ValueError(f"mailbox_size must be an int >= 1, got {self.mailbox_size!r}")
+        if self.message_deadline is not None and not self.message_deadline > 0:
+            raise ValueError(f"message_deadline must be > 0 or None, got {self.message_deadline!r}")
 
     @staticmethod
     def supervisor(

@@ -13,7 +13,8 @@ one position against that unknown token (the worker fills it in on the device).
 Status moves are data, checked on every change:
 
     >>> print(format_transitions())
-    WAITING                -> RUNNING, FINISHED_*
+    WAITING_FOR_FSM        -> WAITING, FINISHED_*
+    WAITING                -> WAITING_FOR_FSM, RUNNING, FINISHED_*
     RUNNING                -> PREEMPTED, FINISHED_*
     PREEMPTED              -> RUNNING, FINISHED_*
     FINISHED_STOPPED       -> (final)
@@ -21,7 +22,8 @@ Status moves are data, checked on every change:
     FINISHED_ABORTED       -> (final)
     FINISHED_ERROR         -> (final)
 
-(``FINISHED_*``: every finished status.)
+(``FINISHED_*``: every finished status.) ``WAITING_FOR_FSM``: a structured-outputs request
+whose grammar is still compiling; it holds no batch slot and no KV blocks until it is ready.
 """
 
 from __future__ import annotations
@@ -37,14 +39,15 @@ from actorllm.core.sampling_params import SamplingParams
 
 
 class RequestStatus(enum.IntEnum):
-    WAITING = 0
-    RUNNING = 1
-    PREEMPTED = 2
+    WAITING_FOR_FSM = 0  # grammar compiling (vLLM's name)
+    WAITING = 1
+    RUNNING = 2
+    PREEMPTED = 3
     # Everything from here on is finished (``is_finished`` compares against this).
-    FINISHED_STOPPED = 3
-    FINISHED_LENGTH_CAPPED = 4
-    FINISHED_ABORTED = 5
-    FINISHED_ERROR = 6
+    FINISHED_STOPPED = 4
+    FINISHED_LENGTH_CAPPED = 5
+    FINISHED_ABORTED = 6
+    FINISHED_ERROR = 7
 
     @property
     def is_finished(self) -> bool:
@@ -60,7 +63,11 @@ _FINISHED = (
 
 # {status: statuses it may move to}. A finished request never moves again.
 TRANSITIONS: dict[RequestStatus, frozenset[RequestStatus]] = {
-    RequestStatus.WAITING: frozenset({RequestStatus.RUNNING, *_FINISHED}),
+    RequestStatus.WAITING_FOR_FSM: frozenset({RequestStatus.WAITING, *_FINISHED}),
+    # A new request whose grammar is not compiled yet steps aside into WAITING_FOR_FSM.
+    RequestStatus.WAITING: frozenset(
+        {RequestStatus.WAITING_FOR_FSM, RequestStatus.RUNNING, *_FINISHED}
+    ),
     RequestStatus.RUNNING: frozenset({RequestStatus.PREEMPTED, *_FINISHED}),
     RequestStatus.PREEMPTED: frozenset({RequestStatus.RUNNING, *_FINISHED}),
     **{s: frozenset() for s in _FINISHED},
@@ -229,6 +236,10 @@ class Request:
     @property
     def is_finished(self) -> bool:
         return self.status >= RequestStatus.FINISHED_STOPPED
+
+    @property
+    def use_structured_output(self) -> bool:
+        return self.sampling_params.structured_outputs is not None
 
     @property
     def finish_reason(self) -> FinishReason | None:

@@ -18,6 +18,8 @@ from typing import Any
 
 import msgspec
 
+from actorllm.core.structured_outputs_params import StructuredOutputsParams
+
 _GREEDY_EPS = 1e-5
 # OpenAI clamps logit_bias to this range; so do we.
 _MAX_LOGIT_BIAS = 100.0
@@ -64,6 +66,9 @@ class SamplingParams(msgspec.Struct, kw_only=True):
     spaces_between_special_tokens: bool = True
     detokenize: bool = True
     output_kind: RequestOutputKind = RequestOutputKind.CUMULATIVE
+    # Constrained decoding: the output must match this JSON schema / regex / choice /
+    # grammar (``actorllm.structured_output`` compiles it; the sampler masks the logits).
+    structured_outputs: StructuredOutputsParams | None = None
     # Filled by the input processor, not by users: bad_words tokenized (each word with and
     # without a leading space), so the sampler needs no tokenizer.
     bad_words_token_ids: list[list[int]] | None = None

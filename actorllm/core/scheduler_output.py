@@ -22,6 +22,8 @@ token, or its last output token).
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 
 from actorllm.core.sampling_params import SamplingParams
@@ -46,6 +48,15 @@ class CachedRequestData(msgspec.Struct, frozen=True, kw_only=True):
     num_computed_tokens: int
 
 
+class GrammarBitmask(msgspec.Struct, frozen=True, kw_only=True):
+    """Allowed next tokens for the structured-outputs requests that sample this step."""
+
+    req_ids: list[str]  # one row each, in this order
+    # [len(req_ids), ceil(vocab_size / 32)] int32 numpy array: bit t % 32 of word t // 32
+    # set = token t allowed. Typed Any: core/ imports no numpy.
+    bitmask: Any
+
+
 class SchedulerOutput(msgspec.Struct, frozen=True, kw_only=True):
     step_id: int
     scheduled_new_reqs: list[NewRequestData]
@@ -55,6 +66,8 @@ class SchedulerOutput(msgspec.Struct, frozen=True, kw_only=True):
     total_num_scheduled_tokens: int
     finished_req_ids: list[str] = msgspec.field(default_factory=list)
     preempted_req_ids: list[str] = msgspec.field(default_factory=list)
+    # Rows for the structured-outputs requests that sample this step; None if there are none.
+    grammar_bitmask: GrammarBitmask | None = None
 
     @property
     def is_empty(self) -> bool:

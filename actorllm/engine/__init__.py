@@ -4,6 +4,7 @@ from actorllm.engine.async_engine import AsyncEngine
 from actorllm.engine.config import EngineConfig
 from actorllm.engine.errors import EngineDeadError, InvalidRequestError, RequestFailedError
 from actorllm.engine.llm import LLM
+from actorllm.engine.llm_engine import LLMEngine
 from actorllm.engine.stats import EngineStats
 
 __all__ = [
@@ -13,5 +14,6 @@ __all__ = [
     "EngineDeadError",
     "EngineStats",
     "InvalidRequestError",
+    "LLMEngine",
     "RequestFailedError",
 ]

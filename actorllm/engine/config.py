@@ -20,6 +20,7 @@ AttentionBackend = Literal["auto", "torch", "triton"]
 SchedulingPolicy = Literal["fcfs", "priority"]
 LoadFormat = Literal["auto", "safetensors", "dummy"]
 DType = Literal["auto", "float32", "bfloat16", "float16", "half", "float"]
+StructuredOutputsBackend = Literal["auto", "xgrammar", "guidance"]
 
 
 class EngineConfigError(ValueError):
@@ -138,6 +139,23 @@ class EngineConfig(msgspec.Struct, kw_only=True):
     """Size of the offload tier's disk level."""
     kv_offload_write_through: bool = False
     """Also save finished requests' blocks to the tier, not only evicted ones."""
+    # -- StructuredOutputsConfig ------------------------------------------------------------
+    structured_outputs_backend: StructuredOutputsBackend = "auto"
+    """Grammar backend for structured outputs (JSON schema, regex, choice, grammar):
+    xgrammar, guidance (llguidance), or auto: xgrammar, falling back to guidance for schema
+    features xgrammar does not enforce. A request's own backend wins."""
+    reasoning_parser: str | None = None
+    """Split a reasoning model's thinking into reasoning_content: deepseek_r1, qwen3 or
+    granite. Structured outputs then constrain the answer only (after the reasoning)."""
+    # -- Frontend ---------------------------------------------------------------------------
+    enable_auto_tool_choice: bool = False
+    """Let the model decide to call tools (tool_choice auto, the default when tools are
+    given); needs tool_call_parser."""
+    tool_call_parser: str | None = None
+    """How to read tool calls out of the model's text: hermes, llama3_json, mistral,
+    qwen3_coder (qwen3_xml), pythonic, or a name a tool_parser_plugin registers."""
+    tool_parser_plugin: str | None = None
+    """A Python file that registers extra tool call parsers (register_tool_parser)."""
 
     def __post_init__(self) -> None:
         if self.block_size not in (1, 2, 4, 8, 16, 32, 64, 128):
@@ -167,6 +185,19 @@ class EngineConfig(msgspec.Struct, kw_only=True):
             if size != 1:
                 raise EngineConfigError(
                     name, f"only 1 is supported so far (one worker, one replica), got {size}."
+                )
+        if self.enable_auto_tool_choice and not self.tool_call_parser:
+            raise EngineConfigError(
+                "enable_auto_tool_choice", "needs tool_call_parser (which format to parse)."
+            )
+        if self.reasoning_parser is not None:
+            from actorllm.reasoning import REASONING_PARSERS
+
+            if self.reasoning_parser not in REASONING_PARSERS:
+                raise EngineConfigError(
+                    "reasoning_parser",
+                    f"must be one of {', '.join(sorted(REASONING_PARSERS))}, "
+                    f"got {self.reasoning_parser!r}.",
                 )
 
     # -- resolved views -------------------------------------------------------------------

@@ -8,6 +8,7 @@ __all__ = [
     "EngineClosedError",
     "EngineDeadError",
     "EngineError",
+    "EngineOverloadedError",
     "InvalidRequestError",
     "RequestFailedError",
 ]
@@ -24,6 +25,16 @@ class EngineDeadError(EngineError):
 
 class EngineClosedError(EngineError):
     """The engine is shutting down and accepts no new requests."""
+
+
+class EngineOverloadedError(EngineError):
+    """The engine refused a new request: its waiting queue is full
+    (``EngineConfig.max_waiting_requests``). Nothing was queued; retry after
+    ``retry_after_s`` seconds (the server answers 503 with a ``Retry-After`` header)."""
+
+    def __init__(self, message: str, retry_after_s: float) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
 
 
 class RequestFailedError(EngineError):

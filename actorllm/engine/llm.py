@@ -1,55 +1,44 @@
 """``LLM``: the synchronous facade for offline batches, as in vLLM.
 
+    from actorllm import LLM, SamplingParams
+
     llm = LLM()                     # the demo model; or LLM("/path/to/model", max_num_seqs=64)
     outs = llm.generate(["Hello", "The sky is"], SamplingParams(max_tokens=16))
     print(outs[0].outputs[0].text)
-    llm.close()
 
-It runs an :class:`AsyncEngine` on its own event loop (trio) in a background thread, via
-anyio's blocking portal, and blocks the calling thread until the batch is done. Results
-come back in input order. Use it from synchronous code only (not from inside an event loop).
+It runs an :class:`AsyncEngine` on its own event loop (trio) in a background thread (see
+:mod:`actorllm.engine.engine_thread`) and blocks the calling thread until the batch is done.
+Results come back in input order. Use it from synchronous code only (not from inside an
+event loop).
+
+Closing is optional: ``with LLM(...) as llm:``, ``llm.close()``, ``del llm`` and the end of
+the script all stop the engine and its threads. Ctrl-C during ``generate`` aborts the batch
+and raises ``KeyboardInterrupt`` as usual.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from contextlib import AbstractContextManager, ExitStack
-from pathlib import Path
 from typing import Any
 
 import anyio
-from anyio.from_thread import BlockingPortal, start_blocking_portal
 from tqdm.auto import tqdm
 
 from actorllm.core.outputs import RequestOutput
 from actorllm.core.sampling_params import RequestOutputKind, SamplingParams
-from actorllm.engine.async_engine import AsyncEngine
-from actorllm.engine.config import EngineConfig
+from actorllm.engine.offline_prompts import Prompt, as_prompt_list, check_priority, per_prompt
+from actorllm.engine.sync_facade import SyncFacade
 
-Prompt = str | Mapping[str, Any]
 Conversation = Sequence[Mapping[str, Any]]
 
 
-class LLM:
-    def __init__(
-        self,
-        model: str | Path | EngineConfig | None = None,
-        *,
-        backend: str = "trio",
-        **config: Any,
-    ) -> None:
-        self._stack = ExitStack()
-        try:
-            self._portal: BlockingPortal = self._stack.enter_context(
-                start_blocking_portal(backend=backend)
-            )
-            cm: AbstractContextManager[AsyncEngine] = self._portal.wrap_async_context_manager(
-                AsyncEngine.open(model, **config)
-            )
-            self.engine: AsyncEngine = self._stack.enter_context(cm)
-        except BaseException:
-            self._stack.close()
-            raise
+class _ProgressBar(tqdm):
+    monitor_interval = 0  # no "tqdm_monitor" thread outliving the batch
+
+
+class LLM(SyncFacade):
+    """An engine for offline batches. ``model`` is a model directory, an ``EngineConfig``
+    or None (the demo model); keyword arguments are ``EngineConfig`` fields."""
 
     # -- generation -----------------------------------------------------------------------
 
@@ -61,13 +50,18 @@ class LLM:
         use_tqdm: bool = True,
         priority: Sequence[int] | None = None,
     ) -> list[RequestOutput]:
-        """Generate for every prompt (a str, a ``{"prompt_token_ids": [...]}`` dict, or a
-        list of them); one SamplingParams for all or one per prompt. Blocks until done.
+        """Generate for every prompt; one output per prompt, in input order. Blocks.
 
-        Each request is validated by the engine; the first invalid one's error
+        A prompt is a str, ``{"prompt": str}`` or ``{"prompt_token_ids": [...]}``;
+        ``prompts`` is one of them or a list mixing them. ``sampling_params`` is one
+        ``SamplingParams`` for all prompts or a list with one per prompt; ``priority`` a
+        list with one per prompt (lower runs first under ``scheduling_policy="priority"``).
+
+        Unsupported prompt forms raise ``InvalidRequestError`` before anything runs. Each
+        request is then validated by the engine; the first invalid one's error
         (``InvalidRequestError``) is raised once the rest of the batch has finished.
         """
-        items: list[Prompt] = [prompts] if isinstance(prompts, str | Mapping) else list(prompts)
+        items = as_prompt_list(prompts)
         return self._run(items, sampling_params, use_tqdm, priority, is_chat=False)
 
     def chat(
@@ -77,16 +71,31 @@ class LLM:
         *,
         use_tqdm: bool = True,
         add_generation_prompt: bool = True,
+        continue_final_message: bool = False,
+        chat_template: str | None = None,
         chat_template_kwargs: Mapping[str, Any] | None = None,
     ) -> list[RequestOutput]:
-        """Generate a reply to one conversation (a list of messages) or to each of several."""
+        """Reply to one conversation (a list of messages) or to each of several; one output
+        per conversation. ``continue_final_message`` continues the last (assistant) message
+        instead of starting a new one; ``chat_template`` replaces the tokenizer's template.
+        """
         if messages and isinstance(messages[0], Mapping):
             conversations: list[Any] = [messages]
         else:
             conversations = list(messages)
+        if continue_final_message and add_generation_prompt:
+            raise ValueError(
+                "continue_final_message and add_generation_prompt cannot both be set "
+                "(pass add_generation_prompt=False)."
+            )
+        template_kwargs = dict(chat_template_kwargs or {})
+        if continue_final_message:
+            template_kwargs["continue_final_message"] = True
+        if chat_template is not None:
+            template_kwargs["chat_template"] = chat_template
         options = {
             "add_generation_prompt": add_generation_prompt,
-            "chat_template_kwargs": chat_template_kwargs,
+            "chat_template_kwargs": template_kwargs,
         }
         return self._run(
             conversations, sampling_params, use_tqdm, None, is_chat=True, options=options
@@ -102,17 +111,12 @@ class LLM:
         is_chat: bool,
         options: dict[str, Any] | None = None,
     ) -> list[RequestOutput]:
-        if sampling_params is None or isinstance(sampling_params, SamplingParams):
-            params = [sampling_params or SamplingParams()] * len(items)
-        else:
-            params = list(sampling_params)
-            if len(params) != len(items):
-                raise ValueError(f"got {len(params)} sampling params for {len(items)} prompts.")
-        if priority is not None and len(priority) != len(items):
-            raise ValueError(f"got {len(priority)} priorities for {len(items)} prompts.")
-        prios = list(priority) if priority is not None else [0] * len(items)
+        params = per_prompt(sampling_params, len(items), SamplingParams(), "sampling params")
+        prios = per_prompt(priority, len(items), 0, "priorities")
+        for prio in prios:
+            check_priority(prio, self.engine.config)
         final = [p.clone(output_kind=RequestOutputKind.FINAL_ONLY) for p in params]
-        return self._portal.call(self._batch, items, final, prios, use_tqdm, is_chat, options or {})
+        return self._thread.call(self._batch, items, final, prios, use_tqdm, is_chat, options or {})
 
     async def _batch(
         self,
@@ -125,7 +129,7 @@ class LLM:
     ) -> list[RequestOutput]:
         results: list[RequestOutput | None] = [None] * len(items)
         errors: list[BaseException] = []
-        bar = tqdm(
+        bar = _ProgressBar(
             total=len(items), desc="Processed prompts", disable=not use_tqdm, dynamic_ncols=True
         )
 
@@ -150,29 +154,3 @@ class LLM:
         if errors:
             raise errors[0]
         return [r for r in results if r is not None]
-
-    # -- control plane --------------------------------------------------------------------
-
-    def sleep(self, level: int = 1) -> None:
-        self._portal.call(self.engine.sleep, level)
-
-    def wake_up(self) -> None:
-        self._portal.call(self.engine.wake_up)
-
-    def reset_prefix_cache(self) -> bool:
-        return self._portal.call(self.engine.reset_prefix_cache)
-
-    def get_tokenizer(self) -> Any:
-        return self.engine.tokenizer
-
-    # -- lifetime -------------------------------------------------------------------------
-
-    def close(self) -> None:
-        """Stop the engine and its loop thread (idempotent)."""
-        self._stack.close()
-
-    def __enter__(self) -> LLM:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

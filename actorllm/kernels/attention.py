@@ -52,12 +52,14 @@ def paged_attention(
     scale: float,
     sliding_window: int | None = None,
     *,
+    softcap: float | None = None,
     plan_cache: dict[str, object] | None = None,
 ) -> torch.Tensor:
     """Reference attention; returns [T, Hq, D] in q's dtype. Softmax in float32.
 
-    ``plan_cache``: a dict that lives for one step (the same tensors in every call); the
-    first call stores the step's plan there and later calls reuse it.
+    ``softcap`` (Gemma 2): scores become ``softcap * tanh(score / softcap)`` before the
+    mask and softmax. ``plan_cache``: a dict that lives for one step (the same tensors in
+    every call); the first call stores the step's plan there and later calls reuse it.
     """
     plan = plan_cache.get("torch") if plan_cache is not None else None
     if not isinstance(plan, StepPlan):
@@ -71,9 +73,7 @@ def paged_attention(
         qg = q.index_select(0, g.q_rows).float().view(n, hk, -1, d).transpose(0, 1)  # [Hk,N,G,D]
         k = plan.gather(0, k_cache, g.blocks, n, g.max_len)  # [Hk, N, S, D]
         v = plan.gather(1, v_cache, g.blocks, n, g.max_len)
-        o = F.scaled_dot_product_attention(
-            qg, k, v, attn_mask=g.mask(sliding_window), scale=scale
-        )  # [Hk, N, G, D]
+        o = _sdpa(qg, k, v, g.mask(sliding_window), scale, softcap)  # [Hk, N, G, D]
         out.index_copy_(0, g.q_rows, o.transpose(0, 1).reshape(n, -1, d).to(q.dtype))
     for p in plan.prefills:
         k = plan.gather(0, k_cache, p.blocks, 1, p.seq_len)  # [Hk, 1, S, D]
@@ -81,16 +81,43 @@ def paged_attention(
         qf = q[p.start : p.end].float().transpose(0, 1)[None]  # [1, Hq, L, D]
         # 4-D inputs and a float mask take CPU SDPA's flash kernel (3-D ones do not);
         # enable_gqa: query head h reads KV head h // group without materialising repeats.
-        o = F.scaled_dot_product_attention(
+        o = _sdpa(
             qf,
             k.transpose(0, 1),
             v.transpose(0, 1),
-            attn_mask=p.mask(sliding_window),
-            scale=scale,
+            p.mask(sliding_window),
+            scale,
+            softcap,
             enable_gqa=q.shape[1] != hk,
         )  # [1, Hq, L, D]
         out[p.start : p.end] = o[0].transpose(0, 1).to(q.dtype)
     return out
+
+
+def _sdpa(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    mask: torch.Tensor | None,
+    scale: float,
+    softcap: float | None,
+    enable_gqa: bool = False,
+) -> torch.Tensor:
+    """SDPA, or with ``softcap`` the same computation spelled out (SDPA cannot cap).
+
+    q: [..., Hq, L, D], k/v: [..., Hk, S, D], mask: additive, broadcast to [..., L, S]."""
+    if softcap is None:
+        return F.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, scale=scale, enable_gqa=enable_gqa
+        )
+    if enable_gqa:  # query head h reads KV head h // group
+        group = q.shape[-3] // k.shape[-3]
+        k, v = k.repeat_interleave(group, dim=-3), v.repeat_interleave(group, dim=-3)
+    s = torch.matmul(q, k.transpose(-1, -2)).mul_(scale)  # [..., Hq, L, S]
+    s = torch.tanh(s.div_(softcap)).mul_(softcap)
+    if mask is not None:
+        s = s + mask
+    return torch.matmul(s.softmax(dim=-1), v)  # [..., Hq, L, D]
 
 
 # -- the per-step plan ----------------------------------------------------------------------

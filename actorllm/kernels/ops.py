@@ -28,7 +28,15 @@ from typing import Any, Literal
 
 import torch
 
-from actorllm.kernels import activation, attention, kv_cache, layernorm, rotary
+from actorllm.kernels import (
+    activation,
+    attention,
+    kv_cache,
+    layernorm,
+    moe,
+    rotary,
+    token_bitmask,
+)
 
 Backend = Literal["auto", "torch", "triton"]
 
@@ -39,6 +47,7 @@ _OP_NAMES = (
     "silu_and_mul",
     "write_kv_cache",
     "paged_attention",
+    "fused_moe",
 )
 
 
@@ -57,11 +66,16 @@ class Ops:
     silu_and_mul: Callable[..., torch.Tensor]
     write_kv_cache: Callable[..., None]
     paged_attention: Callable[..., torch.Tensor]
+    # (x, w13, w2, topk_weights, topk_ids, activation) -> [T, H]: the experts of a MoE MLP.
+    fused_moe: Callable[..., torch.Tensor]
     # paged_attention takes the keyword-only host hints max_query_len= / max_seq_len=.
     attention_hints: bool = False
     # (logits, temperature, top_k, top_p, min_p, seeds, positions) -> [B] int64 tokens,
     # noise drawn on the device; None: the sampler draws torch noise (reference path).
     sample_seeded: Callable[..., torch.Tensor] | None = None
+    # (logits, bitmask, rows, adjust) -> logits: the grammar bitmask (structured outputs)
+    # fused with the additive logits adjust, in place.
+    apply_token_bitmask: Callable[..., torch.Tensor] = token_bitmask.apply_token_bitmask
 
 
 TORCH_OPS = Ops(
@@ -72,6 +86,7 @@ TORCH_OPS = Ops(
     silu_and_mul=activation.silu_and_mul,
     write_kv_cache=kv_cache.write_kv_cache,
     paged_attention=attention.paged_attention,
+    fused_moe=moe.fused_moe,
 )
 
 
@@ -107,5 +122,6 @@ def get_ops(backend: str = "auto", device: torch.device | str = "cpu") -> Ops:
         name="triton",
         attention_hints=True,
         sample_seeded=getattr(mod, "sample_from_logits_seeded", None),
+        apply_token_bitmask=getattr(mod, "apply_token_bitmask", token_bitmask.apply_token_bitmask),
         **{n: getattr(mod, n) for n in _OP_NAMES},
     )

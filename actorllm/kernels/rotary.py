@@ -49,13 +49,71 @@ def rope_inv_freq(
     return inv_freq.float()
 
 
-def build_cos_sin_cache(
-    max_positions: int, inv_freq: torch.Tensor, dtype: torch.dtype = torch.float32
+def longrope_inv_freq(
+    rot_dim: int,
+    theta: float,
+    scaling: dict[str, Any],
+    max_position_embeddings: int,
+    long_context: bool,
+) -> tuple[torch.Tensor, float]:
+    """Phi-3's LongRoPE ("su"): (inverse frequencies [rot_dim // 2], cos/sin scale).
+
+    Each frequency is divided by a per-dimension factor: ``long_factor`` when
+    ``long_context`` else ``short_factor``. HF switches per forward pass on the batch's
+    longest sequence, which a KV cache cannot follow (cached keys would need re-rotating);
+    like vLLM, the engine picks once: long factors when it serves sequences longer than
+    ``original_max_position_embeddings``, short ones (HF's choice for such sequences)
+    otherwise. cos and sin are scaled by ``attention_factor`` (default
+    sqrt(1 + ln(factor) / ln(original)), factor = max_position_embeddings / original).
+    """
+    original = int(scaling["original_max_position_embeddings"])
+    ext = torch.tensor(
+        scaling["long_factor" if long_context else "short_factor"], dtype=torch.float32
+    )
+    factor = scaling.get("factor") or max_position_embeddings / original
+    attention_factor = scaling.get("attention_factor")
+    if attention_factor is None:
+        attention_factor = (
+            1.0 if factor <= 1.0 else math.sqrt(1 + math.log(factor) / math.log(original))
+        )
+    exponent = torch.arange(0, rot_dim, 2, dtype=torch.int64).float() / rot_dim
+    inv_freq = 1.0 / (ext * theta**exponent)
+    return inv_freq, float(attention_factor)
+
+
+def rope_table(
+    rot_dim: int,
+    theta: float,
+    scaling: dict[str, Any] | None,
+    max_positions: int,
+    *,
+    max_position_embeddings: int,
+    max_model_len: int,
 ) -> torch.Tensor:
-    """[max_positions, 2 * len(inv_freq)]: cos | sin of ``position * inv_freq``."""
+    """The cos | sin table [max_positions, rot_dim] for any supported rope type."""
+    rope_type = (scaling or {}).get("rope_type", (scaling or {}).get("type", "default"))
+    if rope_type in ("longrope", "su"):
+        assert scaling is not None
+        long = max_model_len > int(scaling["original_max_position_embeddings"])
+        inv_freq, mscale = longrope_inv_freq(rot_dim, theta, scaling, max_position_embeddings, long)
+        return build_cos_sin_cache(max_positions, inv_freq, scale=mscale)
+    return build_cos_sin_cache(max_positions, rope_inv_freq(rot_dim, theta, scaling))
+
+
+def build_cos_sin_cache(
+    max_positions: int,
+    inv_freq: torch.Tensor,
+    dtype: torch.dtype = torch.float32,
+    scale: float = 1.0,
+) -> torch.Tensor:
+    """[max_positions, 2 * len(inv_freq)]: cos | sin of ``position * inv_freq``, times
+    ``scale`` (LongRoPE's attention factor)."""
     t = torch.arange(max_positions, dtype=torch.float32)
     freqs = torch.outer(t, inv_freq.float())  # [P, rot_dim/2]
-    return torch.cat([freqs.cos(), freqs.sin()], dim=-1).to(dtype)
+    cos, sin = freqs.cos(), freqs.sin()
+    if scale != 1.0:
+        cos, sin = cos * scale, sin * scale
+    return torch.cat([cos, sin], dim=-1).to(dtype)
 
 
 def apply_rotary(

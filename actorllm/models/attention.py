@@ -50,8 +50,19 @@ class PagedAttention(nn.Module):
     """Writes this step's K/V into the layer's cache, then attends over the block tables."""
 
     def __init__(
-        self, ops: Ops, num_heads: int, num_kv_heads: int, head_dim: int, sliding_window: int | None
+        self,
+        ops: Ops,
+        num_heads: int,
+        num_kv_heads: int,
+        head_dim: int,
+        sliding_window: int | None,
+        *,
+        scale: float | None = None,
+        softcap: float | None = None,
     ) -> None:
+        """``scale``: softmax scale (None: head_dim ** -0.5; Gemma 2/3 use
+        query_pre_attn_scalar ** -0.5, Granite its attention_multiplier). ``softcap``: Gemma
+        2's attention logit soft cap."""
         super().__init__()
         if num_heads % num_kv_heads:
             raise ValueError(
@@ -61,8 +72,10 @@ class PagedAttention(nn.Module):
         self.num_heads = num_heads
         self.num_kv_heads = num_kv_heads
         self.head_dim = head_dim
-        self.scale = head_dim**-0.5
+        self.scale = head_dim**-0.5 if scale is None else scale
         self.sliding_window = sliding_window
+        # Passed only when set, so backends without the keyword keep working for others.
+        self.extra: dict[str, float] = {} if softcap is None else {"softcap": softcap}
 
     def forward(
         self,
@@ -86,6 +99,7 @@ class PagedAttention(nn.Module):
                 meta.block_table,
                 self.scale,
                 self.sliding_window,
+                **self.extra,
                 max_query_len=meta.max_query_len,
                 max_seq_len=meta.max_seq_len,
             )
@@ -98,5 +112,6 @@ class PagedAttention(nn.Module):
             meta.block_table,
             self.scale,
             self.sliding_window,
+            **self.extra,
             plan_cache=meta.plan_cache,
         )

@@ -23,6 +23,14 @@ from typing import Any
 
 import msgspec
 
+from actorllm.models.families import (
+    family_fields,
+    has_qk_norm,
+    has_qkv_bias,
+    normalize_keys,
+    unsupported_options,
+)
+
 
 class ModelConfigError(ValueError):
     """config.json is missing or lacks a field the model needs."""
@@ -54,6 +62,36 @@ class ModelConfig(msgspec.Struct, frozen=True, kw_only=True):
     bos_token_id: int | None = None
     # Longest sequence the engine serves: max_position_embeddings unless the runner lowers it.
     max_model_len: int = 0
+    # -- per-family switches (defaults are Llama's; models/families.py reads them) --------
+    hidden_act: str = "silu"  # the MLP's activation: silu, gelu_pytorch_tanh, gelu_new, ...
+    o_proj_bias: bool = False  # Llama with attention_bias, Granite, OLMo: o_proj has a bias
+    mlp_bias: bool = False  # Granite's mlp_bias
+    qk_norm_per_head: bool = True  # False: OLMo 2 / OLMoE norm the whole q / k projection
+    clip_qkv: float | None = None  # OLMoE: clamp q, k, v to [-clip, clip]
+    # Gemma: RMSNorm scales by (offset + w), offset 1.0.
+    norm_offset: float = 0.0
+    # Which norms a layer has, by HF name: "pre" (Llama), "sandwich" (Gemma 2/3: also
+    # post-attention and post-feedforward norms), "post" (OLMo 2: norms after each sublayer).
+    norm_layout: str = "pre"
+    embedding_multiplier: float = 1.0  # Gemma: sqrt(hidden); Granite: embedding_multiplier
+    residual_multiplier: float = 1.0  # Granite: sublayer outputs scaled before the add
+    attention_scale: float | None = None  # None: head_dim ** -0.5
+    attn_logit_softcap: float | None = None  # Gemma 2: cap * tanh(score / cap)
+    final_logit_softcap: float | None = None  # Gemma 2
+    logits_multiplier: float = 1.0  # Granite: 1 / logits_scaling
+    partial_rotary_factor: float = 1.0  # RoPE on the first head_dim * factor dims only
+    # Gemma 3: sliding layers use their own RoPE base (and scaling).
+    local_rope_theta: float | None = None
+    local_rope_scaling: dict[str, Any] | None = None
+    # -- Mixture of Experts (num_experts == 0: dense) ---------------------------------------
+    num_experts: int = 0
+    num_experts_per_tok: int = 0
+    moe_intermediate_size: int = 0
+    norm_topk_prob: bool = False  # renormalise the top-k routing weights to sum to 1
+    shared_expert_intermediate_size: int = 0  # Qwen2-MoE: a sigmoid-gated shared expert
+    # Per layer: True where the MLP is the sparse MoE block (Qwen MoE's mlp_only_layers and
+    # decoder_sparse_step make some layers dense).
+    moe_layers: list[bool] = []
 
     def __post_init__(self) -> None:
         if self.max_model_len <= 0:
@@ -94,6 +132,10 @@ class ModelConfig(msgspec.Struct, frozen=True, kw_only=True):
         archs = raw.get("architectures") or []
         if not archs:
             raise ModelConfigError("config.json lacks 'architectures'")
+        raw = normalize_keys(raw)
+        problems = unsupported_options(raw)
+        if problems:
+            raise ModelConfigError("; ".join(problems))
         num_heads = int(need("num_attention_heads"))
         hidden = int(need("hidden_size"))
         num_layers = int(need("num_hidden_layers"))
@@ -117,19 +159,33 @@ class ModelConfig(msgspec.Struct, frozen=True, kw_only=True):
             rope_scaling=scaling,
             max_position_embeddings=int(raw.get("max_position_embeddings", 2048)),
             tie_word_embeddings=bool(raw.get("tie_word_embeddings", False)),
-            # Qwen2 always has q/k/v bias (its config has no switch); others say so explicitly.
-            attention_bias=raw.get("model_type") == "qwen2" or bool(raw.get("attention_bias")),
-            qk_norm=raw.get("model_type") == "qwen3",
+            attention_bias=has_qkv_bias(raw),
+            qk_norm=has_qk_norm(raw),
             sliding_windows=_sliding_windows(raw, num_layers),
             dtype=str(dtype).removeprefix("torch."),
             eos_token_ids=eos,
             bos_token_id=raw.get("bos_token_id"),
+            **family_fields(raw, num_layers, hidden),
         )
 
 
 def _rope(raw: dict[str, Any]) -> tuple[float, dict[str, Any] | None]:
-    """(theta, scaling dict or None) from either the 5.x or the 4.x spelling."""
+    """(theta, scaling dict or None) from either the 5.x or the 4.x spelling.
+
+    Phi-3 keeps ``original_max_position_embeddings`` beside its LongRoPE ("su" in old
+    configs) scaling dict; it is copied in so the dict says everything RoPE needs.
+    """
+    theta, scaling = _rope_dict(raw)
+    original = raw.get("original_max_position_embeddings")
+    if scaling is not None and original is not None:
+        scaling.setdefault("original_max_position_embeddings", original)
+    return theta, scaling
+
+
+def _rope_dict(raw: dict[str, Any]) -> tuple[float, dict[str, Any] | None]:
     params = raw.get("rope_parameters")
+    if isinstance(params, dict) and "full_attention" in params:  # Gemma 3: per layer type
+        return _rope_dict({"rope_parameters": params["full_attention"]})
     if isinstance(params, dict) and params:
         theta = float(params.get("rope_theta", raw.get("rope_theta", 10000.0)))
         rope_type = params.get("rope_type", params.get("type", "default"))
@@ -161,9 +217,12 @@ def _sliding_windows(raw: dict[str, Any], num_layers: int) -> list[int | None]:
     """
     window = raw.get("sliding_window")
     model_type = raw.get("model_type")
-    if window is None or model_type == "llama":
+    if window is None or model_type in ("llama", "gemma", "granite", "olmo2", "gpt2"):
         return [None] * num_layers
-    if model_type in ("qwen2", "qwen3"):
+    if model_type in ("gemma2", "gemma3_text", "gemma3"):
+        types = raw.get("layer_types") or _gemma_layer_types(raw, num_layers)
+        return [int(window) if t == "sliding_attention" else None for t in types]
+    if model_type in ("qwen2", "qwen3", "qwen2_moe", "qwen3_moe"):
         if not raw.get("use_sliding_window", False):
             return [None] * num_layers
         types = raw.get("layer_types")
@@ -174,3 +233,14 @@ def _sliding_windows(raw: dict[str, Any], num_layers: int) -> list[int | None]:
             ]
         return [int(window) if t == "sliding_attention" else None for t in types]
     return [int(window)] * num_layers
+
+
+def _gemma_layer_types(raw: dict[str, Any], num_layers: int) -> list[str]:
+    """Gemma 2 alternates sliding and full layers; Gemma 3 has one full layer in every
+    ``sliding_window_pattern`` (6 by default)."""
+    if raw.get("model_type") == "gemma2":
+        return ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(num_layers)]
+    pattern = int(raw.get("sliding_window_pattern") or raw.get("_sliding_window_pattern") or 6)
+    return [
+        "sliding_attention" if (i + 1) % pattern else "full_attention" for i in range(num_layers)
+    ]

@@ -1,9 +1,13 @@
-"""The Llama decoder family: Llama 2/3/3.x, Mistral, Qwen2 (q/k/v bias), Qwen3 (q/k norm).
+"""The shared decoder: Llama 2/3/3.x, Mistral, Qwen2/3, Phi-3, Granite, Gemma 1/2/3, OLMo 2,
+and the MoE families (Mixtral, Qwen2/3-MoE, OLMoE).
 
-These families differ only in switches read from :class:`ModelConfig` (bias on the QKV
-projection, per-head RMSNorm on q and k, sliding windows, head_dim, tied embeddings), so
-one module serves them all. Projections are fused: ``qkv_proj`` packs q|k|v rows and
-``gate_up_proj`` packs gate|up rows; :data:`PACKED_MODULES` tells the loader how HF's
+These families differ only in switches read from :class:`ModelConfig` (set per family in
+``models/families.py``): bias on the projections, q/k norms (per head, or over the whole
+projection), sliding windows, head_dim, tied embeddings, which norms a layer has
+(``norm_layout``), Gemma's ``(1 + w)`` norms and scaled embeddings, soft-capping,
+Granite's multipliers, and a sparse MoE MLP (``models/moe.py``) instead of the dense one.
+Projections are fused: ``qkv_proj`` packs q|k|v rows and ``gate_up_proj`` packs gate|up
+rows (Phi-3's checkpoints already are); :data:`PACKED_MODULES` tells the loader how HF's
 separate tensors map onto them.
 
 The batch is flat: ``forward(input_ids [T], positions [T], meta, kv_caches) -> [T, H]``;
@@ -12,13 +16,20 @@ The batch is flat: ``forward(input_ids [T], positions [T], meta, kv_caches) -> [
 
 from __future__ import annotations
 
+import re
+
 import torch
 from torch import nn
 
 from actorllm.kernels.ops import Ops
-from actorllm.kernels.rotary import build_cos_sin_cache, rope_inv_freq
+from actorllm.kernels.rotary import rope_table
 from actorllm.models.attention import AttentionMetadata, PagedAttention
+from actorllm.models.base import CausalLM, KVCaches
 from actorllm.models.config import ModelConfig
+from actorllm.models.layers import MLP, RMSNorm
+from actorllm.models.moe import STACKED_NAMES, SparseMoeBlock
+
+__all__ = ["PACKED_MODULES", "KVCaches", "LlamaForCausalLM", "RMSNorm"]
 
 # HF tensor name fragment -> (our packed param fragment, shard index).
 PACKED_MODULES: dict[str, tuple[str, int]] = {
@@ -29,24 +40,28 @@ PACKED_MODULES: dict[str, tuple[str, int]] = {
     "up_proj": ("gate_up_proj", 1),
 }
 
-KVCaches = list[tuple[torch.Tensor, torch.Tensor]]
-
-
-class RMSNorm(nn.Module):
-    def __init__(self, ops: Ops, size: int, eps: float) -> None:
-        super().__init__()
-        self.ops = ops
-        self.weight = nn.Parameter(torch.ones(size))
-        self.eps = eps
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.ops.rms_norm(x, self.weight, self.eps)
-
-    def forward_residual(
-        self, x: torch.Tensor, residual: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """(rms_norm(x + residual), x + residual)."""
-        return self.ops.fused_add_rms_norm(x, residual, self.weight, self.eps)
+# Each norm_layout's norms, by role -> HF attribute name (None: the layout has none).
+_NORMS: dict[str, dict[str, str | None]] = {
+    "pre": {
+        "pre_attn": "input_layernorm",
+        "post_attn": None,
+        "pre_mlp": "post_attention_layernorm",
+        "post_mlp": None,
+    },
+    "sandwich": {
+        "pre_attn": "input_layernorm",
+        "post_attn": "post_attention_layernorm",
+        "pre_mlp": "pre_feedforward_layernorm",
+        "post_mlp": "post_feedforward_layernorm",
+    },
+    "post": {
+        "pre_attn": None,
+        "post_attn": "post_attention_layernorm",
+        "pre_mlp": None,
+        "post_mlp": "post_feedforward_layernorm",
+    },
+}
+_STACKED = re.compile(r"\.experts\.(" + "|".join(STACKED_NAMES) + r")$")
 
 
 class Attention(nn.Module):
@@ -57,10 +72,20 @@ class Attention(nn.Module):
         # Shard sizes of the packed projection, in PACKED_MODULES order (q, k, v).
         self.shard_sizes = [self.hq * self.d, self.hk * self.d, self.hk * self.d]
         self.qkv_proj = nn.Linear(cfg.hidden_size, sum(self.shard_sizes), bias=cfg.attention_bias)
-        self.o_proj = nn.Linear(self.hq * self.d, cfg.hidden_size, bias=False)
-        self.q_norm = RMSNorm(ops, self.d, cfg.rms_norm_eps) if cfg.qk_norm else None
-        self.k_norm = RMSNorm(ops, self.d, cfg.rms_norm_eps) if cfg.qk_norm else None
-        self.attn = PagedAttention(ops, self.hq, self.hk, self.d, cfg.sliding_windows[layer_idx])
+        self.o_proj = nn.Linear(self.hq * self.d, cfg.hidden_size, bias=cfg.o_proj_bias)
+        # Per head ([D], Qwen3 / Gemma 3) or over the whole projection ([Hq*D], OLMo 2).
+        self.per_head = cfg.qk_norm_per_head
+        q_size, k_size = (self.d, self.d) if self.per_head else self.shard_sizes[:2]
+        eps, off = cfg.rms_norm_eps, cfg.norm_offset
+        self.q_norm = RMSNorm(ops, q_size, eps, off) if cfg.qk_norm else None
+        self.k_norm = RMSNorm(ops, k_size, eps, off) if cfg.qk_norm else None
+        self.clip = cfg.clip_qkv
+        self.rot_dim = int(self.d * cfg.partial_rotary_factor)
+        window = cfg.sliding_windows[layer_idx]
+        self.attn = PagedAttention(
+            ops, self.hq, self.hk, self.d, window,
+            scale=cfg.attention_scale, softcap=cfg.attn_logit_softcap,
+        )  # fmt: skip
 
     def forward(
         self,
@@ -73,35 +98,57 @@ class Attention(nn.Module):
         """x: [T, H] -> [T, H]."""
         t = x.shape[0]
         q, k, v = self.qkv_proj(x).split(self.shard_sizes, dim=-1)
+        if self.q_norm is not None and self.k_norm is not None and not self.per_head:
+            q, k = self.q_norm(q), self.k_norm(k)  # over [Hq*D] and [Hk*D]
+        if self.clip is not None:  # OLMoE: after the norms
+            c = self.clip
+            q, k, v = q.clamp(-c, c), k.clamp(-c, c), v.clamp(-c, c)
         q = q.view(t, self.hq, self.d)  # [T, Hq, D]
         k = k.view(t, self.hk, self.d)  # [T, Hk, D]
         v = v.view(t, self.hk, self.d)
-        if self.q_norm is not None and self.k_norm is not None:
+        if self.q_norm is not None and self.k_norm is not None and self.per_head:
             q, k = self.q_norm(q), self.k_norm(k)
-        q, k = self.ops.apply_rotary(positions, q, k, cos_sin)
+        if self.rot_dim == self.d:
+            q, k = self.ops.apply_rotary(positions, q, k, cos_sin)
+        else:  # partial rotary: only the first rot_dim lanes of each head turn
+            r = self.rot_dim
+            qr, kr = self.ops.apply_rotary(positions, q[..., :r], k[..., :r], cos_sin)
+            q, k = torch.cat([qr, q[..., r:]], dim=-1), torch.cat([kr, k[..., r:]], dim=-1)
         o = self.attn(q, k, v, kv_cache, meta)  # [T, Hq, D]
         return self.o_proj(o.reshape(t, self.hq * self.d))
 
 
-class MLP(nn.Module):
-    def __init__(self, cfg: ModelConfig, ops: Ops) -> None:
-        super().__init__()
-        self.ops = ops
-        self.shard_sizes = [cfg.intermediate_size, cfg.intermediate_size]
-        self.gate_up_proj = nn.Linear(cfg.hidden_size, 2 * cfg.intermediate_size, bias=False)
-        self.down_proj = nn.Linear(cfg.intermediate_size, cfg.hidden_size, bias=False)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down_proj(self.ops.silu_and_mul(self.gate_up_proj(x)))
+def _enter(
+    norm: RMSNorm | None, x: torch.Tensor, residual: torch.Tensor | None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Add the pending residual (the stream is ``x + residual``) and norm it if the layout
+    has a norm here: (sublayer input, new residual stream)."""
+    if residual is None:
+        return (norm(x) if norm is not None else x), x
+    if norm is not None:
+        return norm.forward_residual(x, residual)
+    h = x + residual
+    return h, h
 
 
 class DecoderLayer(nn.Module):
     def __init__(self, cfg: ModelConfig, ops: Ops, layer_idx: int) -> None:
         super().__init__()
-        self.input_layernorm = RMSNorm(ops, cfg.hidden_size, cfg.rms_norm_eps)
+        self.is_sliding = cfg.sliding_windows[layer_idx] is not None
         self.self_attn = Attention(cfg, ops, layer_idx)
-        self.post_attention_layernorm = RMSNorm(ops, cfg.hidden_size, cfg.rms_norm_eps)
-        self.mlp = MLP(cfg, ops)
+        moe = bool(cfg.moe_layers) and cfg.moe_layers[layer_idx]
+        self.mlp: nn.Module = SparseMoeBlock(cfg, ops) if moe else MLP(cfg, ops)
+        self.residual_multiplier = cfg.residual_multiplier
+        self.norm_names = _NORMS[cfg.norm_layout]
+        for name in self.norm_names.values():
+            if name is not None:
+                self.add_module(
+                    name, RMSNorm(ops, cfg.hidden_size, cfg.rms_norm_eps, cfg.norm_offset)
+                )
+
+    def _norm(self, role: str) -> RMSNorm | None:
+        name = self.norm_names[role]
+        return None if name is None else getattr(self, name)
 
     def forward(
         self,
@@ -112,15 +159,22 @@ class DecoderLayer(nn.Module):
         kv_cache: tuple[torch.Tensor, torch.Tensor],
         meta: AttentionMetadata,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Pre-norm block; the residual add is fused into the next norm. Returns (x, residual)."""
-        if residual is None:
-            residual = x
-            x = self.input_layernorm(x)
-        else:
-            x, residual = self.input_layernorm.forward_residual(x, residual)
-        x = self.self_attn(positions, x, cos_sin, kv_cache, meta)
-        x, residual = self.post_attention_layernorm.forward_residual(x, residual)
-        return self.mlp(x), residual
+        """The residual stream is ``x + residual`` (``x`` alone on the first layer); each add
+        is fused into the next norm. Returns (x, residual)."""
+        h, residual = _enter(self._norm("pre_attn"), x, residual)
+        x = self.self_attn(positions, h, cos_sin, kv_cache, meta)
+        x = self._finish(self._norm("post_attn"), x)
+        h, residual = _enter(self._norm("pre_mlp"), x, residual)
+        x = self._finish(self._norm("post_mlp"), self.mlp(h))
+        return x, residual
+
+    def _finish(self, norm: RMSNorm | None, x: torch.Tensor) -> torch.Tensor:
+        """A sublayer's output before it joins the stream: post-norm, Granite's multiplier."""
+        if norm is not None:
+            x = norm(x)
+        if self.residual_multiplier != 1.0:
+            x = x * self.residual_multiplier
+        return x
 
 
 class DecoderModel(nn.Module):
@@ -128,11 +182,11 @@ class DecoderModel(nn.Module):
         super().__init__()
         self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
         self.layers = nn.ModuleList(DecoderLayer(cfg, ops, i) for i in range(cfg.num_layers))
-        self.norm = RMSNorm(ops, cfg.hidden_size, cfg.rms_norm_eps)
+        self.norm = RMSNorm(ops, cfg.hidden_size, cfg.rms_norm_eps, cfg.norm_offset)
 
 
-class LlamaForCausalLM(nn.Module):
-    """Llama-family causal LM over a flat token batch with a paged KV cache.
+class LlamaForCausalLM(CausalLM):
+    """Causal LM over a flat token batch with a paged KV cache, for every family above.
 
     Build it anywhere (the loader builds it on the ``meta`` device), then call
     :meth:`init_rotary` on the real device before the first forward.
@@ -148,20 +202,39 @@ class LlamaForCausalLM(nn.Module):
         self.lm_head = nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
         if cfg.tie_word_embeddings:
             self.lm_head.weight = self.model.embed_tokens.weight
-        # [max_positions, D] cos | sin, float32; filled by init_rotary on the real device.
+        # [max_positions, rot_dim] cos | sin, float32; filled by init_rotary on the device.
         self.cos_sin_cache = torch.empty(0)
+        # Gemma 3's sliding layers: their own RoPE base (None: they use cos_sin_cache).
+        self.cos_sin_cache_local: torch.Tensor | None = None
+        # Gemma / Granite: embeddings times this (Gemma rounds it to the model dtype first).
+        self.embed_scale = cfg.embedding_multiplier
 
     def init_rotary(self, device: torch.device | str, max_positions: int | None = None) -> None:
-        """Build the RoPE table for positions ``[0, max_positions)`` on ``device``."""
+        """Build the RoPE tables for positions ``[0, max_positions)`` on ``device``."""
         cfg = self.config
         n = max(max_positions or 0, cfg.max_position_embeddings)
-        inv_freq = rope_inv_freq(cfg.head_dim, cfg.rope_theta, cfg.rope_scaling)
-        self.cos_sin_cache = build_cos_sin_cache(n, inv_freq).to(device)
+        rot_dim = int(cfg.head_dim * cfg.partial_rotary_factor)
+        limits = dict(
+            max_position_embeddings=cfg.max_position_embeddings, max_model_len=cfg.max_model_len
+        )
+        table = rope_table(rot_dim, cfg.rope_theta, cfg.rope_scaling, n, **limits)
+        self.cos_sin_cache = table.to(device)
+        if cfg.local_rope_theta is not None:
+            local = rope_table(rot_dim, cfg.local_rope_theta, cfg.local_rope_scaling, n, **limits)
+            self.cos_sin_cache_local = local.to(device)
+        dtype = self.model.embed_tokens.weight.dtype
+        self.embed_scale = float(torch.tensor(cfg.embedding_multiplier, dtype=dtype))
 
-    def tie_weights(self) -> None:
-        """Share the LM head with the embedding again (after weights were replaced)."""
-        if self.config.tie_word_embeddings:
-            self.lm_head.weight = self.model.embed_tokens.weight
+    def input_embeddings(self) -> nn.Embedding:
+        return self.model.embed_tokens
+
+    def checkpoint_name(self, name: str) -> str | None:
+        # Mixtral calls its MoE MLP block_sparse_moe; transformers 5 stacks experts itself.
+        name = name.replace(".block_sparse_moe.", ".mlp.")
+        m = _STACKED.search(name)
+        if m is not None:
+            name = name[: m.start(1)] + STACKED_NAMES[m.group(1)]
+        return name
 
     def forward(
         self,
@@ -172,13 +245,24 @@ class LlamaForCausalLM(nn.Module):
     ) -> torch.Tensor:
         """input_ids, positions: [T] int64 -> hidden states [T, H] (final norm applied)."""
         x = self.model.embed_tokens(input_ids)  # [T, H]
+        if self.embed_scale != 1.0:
+            x = x * self.embed_scale
         residual: torch.Tensor | None = None
+        local = self.cos_sin_cache_local
         for layer, kv_cache in zip(self.model.layers, kv_caches, strict=True):
-            x, residual = layer(positions, x, residual, self.cos_sin_cache, kv_cache, attn_metadata)
+            cos_sin = local if local is not None and layer.is_sliding else self.cos_sin_cache
+            x, residual = layer(positions, x, residual, cos_sin, kv_cache, attn_metadata)
         assert residual is not None
         x, _ = self.model.norm.forward_residual(x, residual)
         return x
 
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        """hidden: [N, H] -> logits [N, V] float32."""
-        return self.lm_head(hidden).float()
+        """hidden: [N, H] -> logits [N, V] float32 (Granite's scale, Gemma 2's soft cap)."""
+        logits = self.lm_head(hidden)
+        if self.config.logits_multiplier != 1.0:
+            logits = logits * self.config.logits_multiplier
+        logits = logits.float()
+        cap = self.config.final_logit_softcap
+        if cap is not None:
+            logits = torch.tanh(logits / cap) * cap
+        return logits

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Literal
@@ -24,8 +25,9 @@ from safetensors import safe_open
 from tqdm.auto import tqdm
 
 from actorllm.kernels.ops import Ops, get_ops
+from actorllm.models.base import CausalLM
 from actorllm.models.config import ModelConfig
-from actorllm.models.llama import LlamaForCausalLM
+from actorllm.models.moe import EXPERT_SLOTS, FusedExperts
 from actorllm.models.registry import resolve_model_class
 
 log = logging.getLogger(__name__)
@@ -124,7 +126,7 @@ def load_model(
     seed: int = 0,
     max_positions: int | None = None,
     progress: bool | None = None,
-) -> LlamaForCausalLM:
+) -> CausalLM:
     """Build ``cfg.architecture`` on ``device`` in ``dtype`` and fill its weights.
 
     ``load_format="dummy"`` fills random weights from ``seed`` (same weights on any device)
@@ -151,15 +153,18 @@ def load_model(
     return model.eval()
 
 
-def load_weights(model: LlamaForCausalLM, files: list[Path], progress: bool | None = None) -> None:
-    """Copy every checkpoint tensor into ``model`` (packing q/k/v and gate/up)."""
+def load_weights(model: CausalLM, files: list[Path], progress: bool | None = None) -> None:
+    """Copy every checkpoint tensor into ``model`` (packing q/k/v, gate/up and experts)."""
     params = dict(model.named_parameters(remove_duplicate=False))
-    # {param name: set of shard indices written} (None = the whole tensor).
-    written: dict[str, set[int | None]] = {}
+    # {param name: set of shard keys written} (None = the whole tensor).
+    written: dict[str, set[ShardKey]] = {}
     saw_lm_head = False
     with torch.no_grad():
-        for name, tensor in iter_checkpoint(files, progress):
-            if name.endswith(_IGNORED_SUFFIXES):
+        for hf_name, tensor in iter_checkpoint(files, progress):
+            if hf_name.endswith(_IGNORED_SUFFIXES):
+                continue
+            name = model.checkpoint_name(hf_name)
+            if name is None:
                 continue
             if name == "lm_head.weight":
                 saw_lm_head = True
@@ -168,49 +173,65 @@ def load_weights(model: LlamaForCausalLM, files: list[Path], progress: bool | No
             target, shard = _packed_target(model, name)
             param = params.get(target)
             if param is None:
-                log.warning("ignoring checkpoint tensor %s (no such parameter)", name)
+                log.warning("ignoring checkpoint tensor %s (no such parameter)", hf_name)
                 continue
+            tensor = model.checkpoint_tensor(name, tensor)
             dst = param.data if shard is None else _shard_view(model, param.data, target, shard)
             if tuple(dst.shape) != tuple(tensor.shape):
                 raise WeightLoadError(
-                    f"{name}: checkpoint shape {tuple(tensor.shape)} != expected {tuple(dst.shape)}"
+                    f"{hf_name}: checkpoint shape {tuple(tensor.shape)} != expected "
+                    f"{tuple(dst.shape)}"
                 )
             dst.copy_(tensor)
             written.setdefault(target, set()).add(shard)
     if not saw_lm_head and not model.config.tie_word_embeddings:
         # No head in the checkpoint: the embedding doubles as the head (tied).
         log.info("lm_head.weight absent from the checkpoint: tying it to embed_tokens")
-        model.lm_head.weight = model.model.embed_tokens.weight
+        model.lm_head.weight = model.input_embeddings().weight
         written["lm_head.weight"] = {None}
     missing = _missing(model, params, written)
     if missing:
         raise MissingWeightsError(missing)
 
 
-def _packed_target(model: LlamaForCausalLM, name: str) -> tuple[str, int | None]:
-    """HF name -> (our param name, shard index or None)."""
+# A packed parameter's shard: an index into shard_sizes (q/k/v, gate/up) or, for stacked
+# experts, (expert, slot).
+ShardKey = int | tuple[int, int] | None
+_EXPERT = re.compile(r"\.experts\.(\d+)\.(\w+)\.weight$")
+
+
+def _packed_target(model: CausalLM, name: str) -> tuple[str, ShardKey]:
+    """Our name -> (our param name, shard key or None)."""
+    m = _EXPERT.search(name)
+    if m is not None and m.group(2) in EXPERT_SLOTS:
+        leaf, slot = EXPERT_SLOTS[m.group(2)]
+        return f"{name[: m.start()]}.experts.{leaf}", (int(m.group(1)), slot)
     for frag, (packed, shard) in model.packed_modules.items():
         if f".{frag}." in name:
             return name.replace(f".{frag}.", f".{packed}."), shard
     return name, None
 
 
-def _shard_view(
-    model: LlamaForCausalLM, data: torch.Tensor, target: str, shard: int
-) -> torch.Tensor:
-    """Rows of packed ``data`` that shard ``shard`` owns."""
-    module = model.get_submodule(target.rsplit(".", 2)[0])
+def _shard_view(model: CausalLM, data: torch.Tensor, target: str, shard: ShardKey) -> torch.Tensor:
+    """The part of packed ``data`` that shard ``shard`` owns."""
+    owner, leaf = target.rsplit(".", 1)
+    if isinstance(shard, tuple):
+        experts = model.get_submodule(owner)
+        assert isinstance(experts, FusedExperts)
+        return experts.shard_view(leaf, data, shard)
+    assert shard is not None
+    module = model.get_submodule(owner.rsplit(".", 1)[0])  # the owner of the Linear
     sizes: list[int] = module.shard_sizes  # type: ignore[assignment]
     return data.narrow(0, sum(sizes[:shard]), sizes[shard])
 
 
 def _missing(
-    model: LlamaForCausalLM,
+    model: CausalLM,
     params: dict[str, torch.nn.Parameter],
-    written: dict[str, set[int | None]],
+    written: dict[str, set[ShardKey]],
 ) -> list[str]:
     tied = (
-        model.config.tie_word_embeddings or model.lm_head.weight is model.model.embed_tokens.weight
+        model.config.tie_word_embeddings or model.lm_head.weight is model.input_embeddings().weight
     )
     missing: list[str] = []
     for name in params:
@@ -218,6 +239,13 @@ def _missing(
             continue
         got = written.get(name, set())
         if None in got:
+            continue
+        owner, leaf = name.rsplit(".", 1)
+        module = model.get_submodule(owner)
+        if isinstance(module, FusedExperts):
+            missing += [
+                f"{owner}.{e}.{leaf}[{s}]" for e, s in module.shard_keys(leaf) if (e, s) not in got
+            ]
             continue
         frags = [(f, s) for f, (p, s) in model.packed_modules.items() if f".{p}." in name]
         if frags:
@@ -229,11 +257,11 @@ def _missing(
     return missing
 
 
-def _packed_name(frag: str, model: LlamaForCausalLM) -> str:
+def _packed_name(frag: str, model: CausalLM) -> str:
     return f".{model.packed_modules[frag][0]}."
 
 
-def init_dummy_weights(model: LlamaForCausalLM, seed: int) -> None:
+def init_dummy_weights(model: CausalLM, seed: int) -> None:
     """Random weights of the right shapes, the same for a given seed on any device.
 
     Matrices ~ N(0, 0.02) (HF's initializer_range), norm weights 1, biases 0, so activations
@@ -244,8 +272,8 @@ def init_dummy_weights(model: LlamaForCausalLM, seed: int) -> None:
         for name, p in model.named_parameters():  # shared (tied) params come once
             if p.dim() >= 2:
                 w = torch.empty(p.shape, dtype=torch.float32).normal_(0.0, 0.02, generator=gen)
-            elif name.endswith("norm.weight"):
-                w = torch.ones(p.shape)
+            elif name.endswith(".weight"):  # norms: 1 (Gemma stores w for 1 + w: 0)
+                w = torch.full(p.shape, 1.0 - model.config.norm_offset)
             else:
                 w = torch.zeros(p.shape)
             p.data.copy_(w)

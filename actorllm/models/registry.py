@@ -1,23 +1,37 @@
 """Model classes keyed on config.json's ``architectures``.
 
->>> resolve_model_class("Qwen3ForCausalLM").__name__
+>>> resolve_model_class("Qwen3MoeForCausalLM").__name__
 'LlamaForCausalLM'
->>> resolve_model_class("GPT2LMHeadModel")  # doctest: +ELLIPSIS
+>>> resolve_model_class("BertForMaskedLM")  # doctest: +ELLIPSIS
 Traceback (most recent call last):
 ...
-actorllm.models.registry.UnsupportedArchitectureError: ... (supported: LlamaForCausalLM, ...)
+actorllm.models.registry.UnsupportedArchitectureError: ... (supported: ...)
 """
 
 from __future__ import annotations
 
+from actorllm.models.base import CausalLM
+from actorllm.models.gpt2 import GPT2LMHeadModel
 from actorllm.models.llama import LlamaForCausalLM
 
-# All four share one implementation; their differences are config switches (see llama.py).
-MODEL_REGISTRY: dict[str, type[LlamaForCausalLM]] = {
+# The decoder families share one implementation; their differences are config switches
+# (models/families.py, models/llama.py). GPT-2 (learned positions, LayerNorm) has its own.
+MODEL_REGISTRY: dict[str, type[CausalLM]] = {
     "LlamaForCausalLM": LlamaForCausalLM,
     "MistralForCausalLM": LlamaForCausalLM,
     "Qwen2ForCausalLM": LlamaForCausalLM,
     "Qwen3ForCausalLM": LlamaForCausalLM,
+    "Phi3ForCausalLM": LlamaForCausalLM,
+    "GraniteForCausalLM": LlamaForCausalLM,
+    "GemmaForCausalLM": LlamaForCausalLM,
+    "Gemma2ForCausalLM": LlamaForCausalLM,
+    "Gemma3ForCausalLM": LlamaForCausalLM,
+    "Olmo2ForCausalLM": LlamaForCausalLM,
+    "MixtralForCausalLM": LlamaForCausalLM,
+    "Qwen2MoeForCausalLM": LlamaForCausalLM,
+    "Qwen3MoeForCausalLM": LlamaForCausalLM,
+    "OlmoeForCausalLM": LlamaForCausalLM,
+    "GPT2LMHeadModel": GPT2LMHeadModel,
 }
 
 
@@ -33,7 +47,7 @@ class UnsupportedArchitectureError(ValueError):
         )
 
 
-def resolve_model_class(architecture: str) -> type[LlamaForCausalLM]:
+def resolve_model_class(architecture: str) -> type[CausalLM]:
     """The model class for ``architecture``; raises :class:`UnsupportedArchitectureError`."""
     try:
         return MODEL_REGISTRY[architecture]

@@ -1,5 +1,9 @@
 """``ScriptedModel``: a model runner with no weights, for tests and overhead benchmarks.
 
+Structured outputs: a step's grammar bitmask is honoured like the real sampler does — the
+scripted token when the grammar allows it, else an allowed token picked by the same
+context hash (min_tokens removes stop tokens unless the grammar allows nothing else).
+
 It speaks the same protocol as :class:`actorllm.worker.model_runner.ModelRunner`
 (``execute(SchedulerOutput) -> ModelRunnerOutput``) and keeps the same persistent
 per-request state, but the next token is a pure function of the context: the same
@@ -14,6 +18,8 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from actorllm.core.model_runner_output import ModelRunnerOutput, TokenLogprobs
 from actorllm.core.sampling_params import SamplingParams
@@ -108,6 +114,7 @@ class ScriptedModel:
             state = self._reqs[cached.req_id]
             state.block_ids.extend(cached.new_block_ids)
             state.num_computed = cached.num_computed_tokens
+        allowed = self._grammar_rows(so)
         req_ids: list[str] = []
         sampled: list[list[int]] = []
         logprobs: dict[str, TokenLogprobs] = {}
@@ -125,7 +132,7 @@ class ScriptedModel:
             if end < len(state.tokens):
                 sampled.append([])  # a prefill chunk that stops inside the known tokens
                 continue
-            token = self.next_token(state.tokens, state)
+            token = self.next_token(state.tokens, state, allowed.get(req_id))
             state.tokens.append(token)
             sampled.append([token])
             if state.params.logprobs is not None:
@@ -159,17 +166,41 @@ class ScriptedModel:
         span = self.model_config.vocab_size - self.first_token_id
         return self.first_token_id + (h >> 7) % span
 
-    def next_token(self, context: Sequence[int], state: _ReqState | None = None) -> int:
+    def next_token(
+        self,
+        context: Sequence[int],
+        state: _ReqState | None = None,
+        grammar_allowed: list[int] | None = None,
+    ) -> int:
         token = self.script(context)
         if state is not None:
             params = state.params
             num_outputs = len(context) - state.prompt_len
             stops = params.all_stop_token_ids(state.eos_token_id)
+            if grammar_allowed is not None:
+                if num_outputs < params.min_tokens:
+                    grammar_allowed = [t for t in grammar_allowed if t not in stops] or (
+                        grammar_allowed
+                    )
+                if token not in grammar_allowed:
+                    token = grammar_allowed[token % len(grammar_allowed)]
+                return token
             if num_outputs < params.min_tokens and token in stops:
                 token = self.first_token_id + token % 7  # min_tokens masks EOS and stop ids
             if params.allowed_token_ids and token not in params.allowed_token_ids:
                 token = params.allowed_token_ids[token % len(params.allowed_token_ids)]
         return token
+
+    def _grammar_rows(self, so: SchedulerOutput) -> dict[str, list[int]]:
+        """{req_id: token ids its grammar allows this step}."""
+        g = so.grammar_bitmask
+        if g is None:
+            return {}
+        vocab = self.model_config.vocab_size
+        bits = np.unpackbits(
+            np.ascontiguousarray(g.bitmask).view(np.uint8), axis=1, bitorder="little"
+        )[:, :vocab]  # [R, V]
+        return {rid: np.flatnonzero(bits[i]).tolist() for i, rid in enumerate(g.req_ids)}
 
     def _fake_logprobs(self, token: int, k: int) -> TokenLogprobs:
         top = [(token + i) % self.model_config.vocab_size for i in range(1, k + 1)]

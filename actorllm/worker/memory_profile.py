@@ -17,7 +17,7 @@ from __future__ import annotations
 import torch
 
 from actorllm.models.attention import AttentionMetadata
-from actorllm.models.llama import LlamaForCausalLM
+from actorllm.models.base import CausalLM
 from actorllm.worker.kv_cache import allocate_kv_caches, kv_cache_bytes_per_block
 
 
@@ -60,7 +60,7 @@ def blocks_from_profile(
     return blocks
 
 
-def dummy_forward(model: LlamaForCausalLM, num_tokens: int, num_rows: int, block_size: int) -> int:
+def dummy_forward(model: CausalLM, num_tokens: int, num_rows: int, block_size: int) -> int:
     """One forward over ``num_tokens`` dummy tokens (one request) on a scratch cache, then
     logits and their ``log_softmax`` for the last ``num_rows`` rows (the sampler's largest
     temporaries); returns the scratch cache's size in bytes (freed on return)."""

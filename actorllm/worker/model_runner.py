@@ -33,8 +33,8 @@ import torch
 from actorllm.core.model_runner_output import ModelRunnerOutput
 from actorllm.core.scheduler_output import SchedulerOutput
 from actorllm.kernels.ops import get_ops, resolve_backend
+from actorllm.models.base import CausalLM
 from actorllm.models.config import ModelConfig
-from actorllm.models.llama import LlamaForCausalLM
 from actorllm.models.loader import LoadFormat, load_model, resolve_dtype
 from actorllm.worker.cuda_graphs import DecodeGraphs, graph_batch_sizes
 from actorllm.worker.device_streams import CudaStreams
@@ -111,7 +111,7 @@ class ModelRunner:
         # CUDA graphs for decode batches need CUDA and the Triton backend (capturable).
         self.enforce_eager = enforce_eager
         self.max_graph_batch = max_graph_batch
-        self.model: LlamaForCausalLM | None = None
+        self.model: CausalLM | None = None
         self.kv_caches: KVCaches = []
         self.num_blocks = 0
         self.sleep_level = 0  # 0 = awake
@@ -148,6 +148,7 @@ class ModelRunner:
             max_positions=self.max_model_len,
         )
         self.sampler.sample_seeded = ops.sample_seeded  # Triton: noise drawn in the kernel
+        self.sampler.apply_token_bitmask = ops.apply_token_bitmask
 
     def kv_cache_bytes_per_block(self) -> int:
         """``2 * num_layers * block_size * num_kv_heads * head_dim * dtype_size``."""
@@ -319,8 +320,9 @@ class ModelRunner:
             return PendingStep(done, self._resolve_through)
         plan = self._plan(so)
         step = self.launcher.launch(
-            model, self.kv_caches, self.input_batch, self.sampler, plan, so.step_id
-        )
+            model, self.kv_caches, self.input_batch, self.sampler, plan, so.step_id,
+            grammar=so.grammar_bitmask,
+        )  # fmt: skip
         step.t0 = t0
         self._inflight.append(step)
         return PendingStep(step, self._resolve_through)
@@ -351,7 +353,7 @@ class ModelRunner:
             self._resolve_all()
             return plan_step(batch, so.num_scheduled_tokens)
 
-    def _ready_model(self) -> LlamaForCausalLM:
+    def _ready_model(self) -> CausalLM:
         if self.sleep_level:
             raise ModelRunnerStateError("execute() while asleep: call wake_up() first")
         if self.model is None:

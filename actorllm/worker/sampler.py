@@ -1,8 +1,10 @@
 """The sampler: logits [N, V] -> one token per row, plus the logprobs rows asked for.
 
-Order (vLLM V1's): raw logprobs are taken first, from ``log_softmax`` of the model's
-logits — before penalties, biases, masks and temperature (vLLM's default
-``logprobs_mode="raw_logprobs"``). Then the additive mask (allowed_token_ids, bad_words,
+Order (vLLM V1's): the structured-outputs grammar bitmask first (vLLM applies it to the
+logits before its sampler, so logprobs reflect it: forbidden tokens get -inf and the rest
+renormalize); then raw logprobs, from ``log_softmax`` of those logits — before penalties,
+biases, other masks and temperature (vLLM's default ``logprobs_mode="raw_logprobs"``).
+Then the additive mask (allowed_token_ids, bad_words,
 min_tokens, logit_bias), then penalties, then :func:`sample_from_logits` (greedy argmax,
 or temperature + min-p + top-k + top-p and one inverse-CDF draw per row: a single
 uniform per row instead of V exponentials, 18x cheaper on CPU).
@@ -28,6 +30,7 @@ import numpy as np
 import torch
 
 from actorllm.kernels.sampling import apply_penalties, sample_from_logits, token_counts
+from actorllm.kernels.token_bitmask import apply_token_bitmask
 from actorllm.worker.device_streams import to_device
 from actorllm.worker.sampling_metadata import SamplingMetadata
 
@@ -65,6 +68,7 @@ class Sampler:
         device: torch.device,
         seed: int = 0,
         sample_seeded: Callable[..., torch.Tensor] | None = None,
+        apply_token_bitmask: Callable[..., torch.Tensor] = apply_token_bitmask,
     ) -> None:
         self.vocab_size = vocab_size
         self.device = device
@@ -72,15 +76,25 @@ class Sampler:
         # the step).
         self.host_generator = torch.Generator().manual_seed(seed)
         self.sample_seeded = sample_seeded
+        # The grammar bitmask (+ fused additive adjust): the backend's kernel or the reference.
+        self.apply_token_bitmask = apply_token_bitmask
         # Fresh per-step seeds for unseeded rows on the seeded-kernel path.
         self.host_rng = np.random.default_rng(seed)
 
     def __call__(self, logits: torch.Tensor, meta: SamplingMetadata) -> SamplerOutput:
         """logits: [N, V] float32 (consumed: may be modified in place)."""
         k = meta.max_num_logprobs
+        adjust = meta.logit_adjust
+        if meta.grammar_rows is not None:
+            # The grammar mask comes first, so logprobs reflect it (vLLM masks before the
+            # sampler); without logprobs the adjust is fused into the same pass.
+            fuse = adjust if k is None else None
+            logits = self.apply_token_bitmask(logits, meta.grammar_bitmask, meta.grammar_rows, fuse)
+            if fuse is not None:
+                adjust = None
         raw_logprobs = logits.log_softmax(dim=-1) if k is not None else None
-        if meta.logit_adjust is not None:
-            logits = logits + meta.logit_adjust
+        if adjust is not None:
+            logits = logits + adjust
         if meta.penalties is not None:
             p = meta.penalties
             v = self.vocab_size

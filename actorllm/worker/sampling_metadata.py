@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from actorllm.core.scheduler_output import GrammarBitmask
 from actorllm.kernels.sampling import GREEDY_EPS
 from actorllm.worker.device_streams import to_device
 from actorllm.worker.input_batch import InputBatch
@@ -43,6 +44,10 @@ class SamplingMetadata:
     seeds: list[int | None]  # per row; None = the shared generator
     output_positions: list[int]  # per row: outputs generated so far (the seed's counter)
     num_logprobs: list[int | None]  # per row: SamplingParams.logprobs
+    # Structured outputs: [R, W] int32 allowed-token bitmask rows and [N] int64 the row of
+    # each logits row (-1: unconstrained); both None when no row is constrained.
+    grammar_bitmask: torch.Tensor | None = None
+    grammar_rows: torch.Tensor | None = None
 
     @property
     def max_num_logprobs(self) -> int | None:
@@ -51,9 +56,14 @@ class SamplingMetadata:
 
 
 def build_sampling_metadata(
-    batch: InputBatch, slots: np.ndarray, vocab_size: int, device: torch.device
+    batch: InputBatch,
+    slots: np.ndarray,
+    vocab_size: int,
+    device: torch.device,
+    grammar: GrammarBitmask | None = None,
 ) -> SamplingMetadata:
-    """Gather sampling inputs for ``slots`` ([N] slot indices, in logits order)."""
+    """Gather sampling inputs for ``slots`` ([N] slot indices, in logits order);
+    ``grammar``: the step's structured-outputs bitmask rows, by request id."""
     params = [batch.params[int(i)] for i in slots]
     assert all(p is not None for p in params)
     temperature = batch.temperature[slots]
@@ -64,19 +74,50 @@ def build_sampling_metadata(
     def dev(a: np.ndarray) -> torch.Tensor:
         return to_device(a, device)  # pinned + non-blocking on CUDA
 
+    rows, bitmask = _grammar_rows(batch, slots, num_outputs, grammar)
     return SamplingMetadata(
         temperature=dev(temperature),
         top_k=dev(batch.top_k[slots]),
         top_p=dev(batch.top_p[slots]),
         min_p=dev(batch.min_p[slots]),
         all_greedy=bool((temperature < GREEDY_EPS).all()),
-        logit_adjust=_logit_adjust(batch, slots, num_outputs, vocab_size, device),
+        logit_adjust=_logit_adjust(batch, slots, num_outputs, vocab_size, device, rows),
         penalties=_penalties(batch, slots, vocab_size, dev),
         random_rows=np.flatnonzero(temperature >= GREEDY_EPS).tolist(),
         seeds=[p.seed for p in params],  # type: ignore[union-attr]
         output_positions=num_outputs,
         num_logprobs=[p.logprobs for p in params],  # type: ignore[union-attr]
+        grammar_bitmask=None if bitmask is None else dev(bitmask),
+        grammar_rows=None if rows is None else dev(rows),
     )
+
+
+def _grammar_rows(
+    batch: InputBatch, slots: np.ndarray, num_outputs: list[int], grammar: GrammarBitmask | None
+) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """[N] int64 bitmask row per logits row (-1: none) and the [R, W] bitmask, with
+    min_tokens folded in: a row that must not stop yet loses its stop tokens' bits, unless
+    the grammar allows nothing else (then the grammar wins: its output must stay valid)."""
+    if grammar is None or not grammar.req_ids:
+        return None, None
+    index = {rid: i for i, rid in enumerate(grammar.req_ids)}
+    rows = np.array([index.get(batch.req_ids[int(s)] or "", -1) for s in slots], dtype=np.int64)
+    bitmask: np.ndarray = grammar.bitmask
+    copied = False
+    for n, slot in enumerate(slots.tolist()):
+        p = batch.params[slot]
+        r = int(rows[n])
+        if r < 0 or p is None or not p.min_tokens or num_outputs[n] >= p.min_tokens:
+            continue
+        row = bitmask[r].view(np.uint32).copy()  # [W]
+        for t in p.all_stop_token_ids(batch.eos_token_id[slot]):
+            if t // 32 < len(row):
+                row[t // 32] &= np.uint32(~(1 << (t % 32)) & 0xFFFFFFFF)
+        if row.any():
+            if not copied:
+                bitmask, copied = bitmask.copy(), True  # the scheduler's array stays as sent
+            bitmask[r] = row.view(np.int32)
+    return (rows, bitmask) if (rows >= 0).any() else (None, None)
 
 
 def needs_token_history(batch: InputBatch, slots: np.ndarray) -> bool:
@@ -126,14 +167,17 @@ def _logit_adjust(
     num_outputs: list[int],
     vocab_size: int,
     device: torch.device,
+    grammar_rows: np.ndarray | None,
 ) -> torch.Tensor | None:
-    """Additive mask for allowed_token_ids, bad_words, min_tokens and logit_bias."""
+    """Additive mask for allowed_token_ids, bad_words, min_tokens and logit_bias
+    (min_tokens of grammar-constrained rows is folded into their bitmask instead)."""
     adjust: np.ndarray | None = None
     for row, slot in enumerate(slots.tolist()):
         p = batch.params[slot]
         assert p is not None
         ban: list[int] = []
-        if p.min_tokens and num_outputs[row] < p.min_tokens:
+        constrained = grammar_rows is not None and grammar_rows[row] >= 0
+        if p.min_tokens and num_outputs[row] < p.min_tokens and not constrained:
             ban += sorted(p.all_stop_token_ids(batch.eos_token_id[slot]))
         if p.bad_words_token_ids:
             ban += _bad_word_bans(p.bad_words_token_ids, batch.output_token_ids(slot))

@@ -17,7 +17,8 @@ import time
 import numpy as np
 import torch
 
-from actorllm.models.llama import KVCaches, LlamaForCausalLM
+from actorllm.core.scheduler_output import GrammarBitmask
+from actorllm.models.base import CausalLM, KVCaches
 from actorllm.worker.cuda_graphs import DecodeGraphs, pad_decode_plan
 from actorllm.worker.device_feed import TokenFeed
 from actorllm.worker.device_streams import DeviceStreams, to_device
@@ -64,30 +65,33 @@ class StepLauncher:
 
     def launch(
         self,
-        model: LlamaForCausalLM,
+        model: CausalLM,
         kv_caches: KVCaches,
         batch: InputBatch,
         sampler: Sampler,
         plan: StepPlan,
         step_id: int,
+        grammar: GrammarBitmask | None = None,
     ) -> LaunchedStep:
         """Enqueue the step on the compute stream; update ``batch`` (computed counts, pending
-        tokens); return what the host will read once the step's event completes."""
+        tokens); return what the host will read once the step's event completes.
+        ``grammar``: the structured-outputs requests' allowed-token rows for this step."""
         t0 = time.perf_counter()
         with self.streams.compute_scope(), torch.inference_mode():
-            step = self._launch(model, kv_caches, batch, sampler, plan, step_id, t0)
+            step = self._launch(model, kv_caches, batch, sampler, plan, step_id, t0, grammar)
         self.num_launched += 1
         return step
 
     def _launch(
         self,
-        model: LlamaForCausalLM,
+        model: CausalLM,
         kv_caches: KVCaches,
         batch: InputBatch,
         sampler: Sampler,
         plan: StepPlan,
         step_id: int,
         t0: float,
+        grammar: GrammarBitmask | None,
     ) -> LaunchedStep:
         size = None
         if self.graphs is not None and plan.is_decode:
@@ -102,7 +106,7 @@ class StepLauncher:
         else:
             hidden = model(step.input_ids, step.positions, step.attn_metadata, kv_caches)  # [T, H]
         sample_slots = plan.slots[plan.sample_mask]  # [N]
-        sampled, lp = self._sample(model, hidden, step, batch, sampler, sample_slots)
+        sampled, lp = self._sample(model, hidden, step, batch, sampler, sample_slots, grammar)
         prompt = {p.req_id: _prompt_logprobs(model, hidden, p) for p in plan.prompt_logprobs}
         if self.buffers is not None and buffer_set is not None:
             # Every read of this set's device inputs is enqueued: its next upload may follow.
@@ -157,18 +161,21 @@ class StepLauncher:
 
     def _sample(
         self,
-        model: LlamaForCausalLM,
+        model: CausalLM,
         hidden: torch.Tensor,
         step: StepInputs,
         batch: InputBatch,
         sampler: Sampler,
         sample_slots: np.ndarray,
+        grammar: GrammarBitmask | None,
     ) -> tuple[torch.Tensor | None, LogprobsTensors | None]:
         """Sampled ids [N] (device) and their logprobs (host copies)."""
         if len(sample_slots) == 0:
             return None, None
         logits = model.compute_logits(hidden.index_select(0, step.sample_hidden_rows))  # [N, V]
-        meta = build_sampling_metadata(batch, sample_slots, sampler.vocab_size, self.device)
+        meta = build_sampling_metadata(
+            batch, sample_slots, sampler.vocab_size, self.device, grammar
+        )
         out = sampler(logits, meta)
         lp = logprobs_to_host(out.logprobs) if out.logprobs is not None else None
         return out.sampled_token_ids, lp
@@ -185,7 +192,7 @@ class StepLauncher:
 
 
 def _prompt_logprobs(
-    model: LlamaForCausalLM, hidden: torch.Tensor, plan: PromptLogprobsPlan
+    model: CausalLM, hidden: torch.Tensor, plan: PromptLogprobsPlan
 ) -> LogprobsTensors | None:
     """Host copies (non-blocking on CUDA) of the prompt rows' logprobs; None if no rows."""
     if len(plan.hidden_rows) == 0:

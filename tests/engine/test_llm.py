@@ -2,9 +2,10 @@
 
 import pytest
 
-from actorllm.core.errors import RequestTooLongError
-from actorllm.core.sampling_params import SamplingParams
-from actorllm.engine import LLM
+from actorllm import LLM, SamplingParams
+from actorllm.core.errors import InvalidRequestError, RequestTooLongError
+
+GREEDY = SamplingParams(temperature=0.0, max_tokens=4)
 
 
 @pytest.fixture(scope="module")
@@ -53,3 +54,51 @@ def test_progress_bar_and_control_plane(llm, capsys):
     llm.sleep(1)
     llm.wake_up()
     assert llm.reset_prefix_cache()
+
+
+def test_every_prompt_form_and_a_mix_give_the_same_tokens(llm):
+    ids = llm.get_tokenizer().encode("the same prompt")
+    forms = [
+        "the same prompt",
+        {"prompt": "the same prompt"},
+        {"prompt_token_ids": ids},
+        {"prompt": "the same prompt", "prompt_token_ids": ids},
+    ]
+    outs = llm.generate(forms, GREEDY, use_tqdm=False)
+    assert len({tuple(o.outputs[0].token_ids) for o in outs}) == 1
+    assert [o.prompt for o in outs] == [
+        "the same prompt",
+        "the same prompt",
+        None,
+        "the same prompt",
+    ]
+    assert all(o.prompt_token_ids == ids for o in outs)
+    (single,) = llm.generate({"prompt_token_ids": ids}, GREEDY, use_tqdm=False)
+    assert single.outputs[0].token_ids == outs[0].outputs[0].token_ids
+
+
+def test_unsupported_prompts_and_priorities_are_refused_before_anything_runs(llm):
+    with pytest.raises(InvalidRequestError) as info:
+        llm.generate(["fine", [1, 2, 3]], GREEDY, use_tqdm=False)  # type: ignore[list-item]
+    assert info.value.param == "prompt"
+    with pytest.raises(InvalidRequestError) as info:
+        llm.generate(["a", "b"], GREEDY, priority=[0, 1], use_tqdm=False)  # fcfs engine
+    assert info.value.param == "priority"
+
+
+def test_chat_takes_one_conversation_or_several(llm):
+    first = [{"role": "user", "content": "Hello!"}]
+    second = [{"role": "user", "content": "Bye."}]
+    outs = llm.chat([first, second], GREEDY, use_tqdm=False)
+    assert ["Hello!" in outs[0].prompt, "Bye." in outs[1].prompt] == [True, True]
+    (alone,) = llm.chat(second, GREEDY, use_tqdm=False)
+    assert alone.outputs[0].token_ids == outs[1].outputs[0].token_ids
+    go_on = [*first, {"role": "assistant", "content": "Hi, I am"}]
+    (cont,) = llm.chat(
+        go_on, GREEDY, use_tqdm=False, add_generation_prompt=False, continue_final_message=True
+    )
+    assert cont.prompt.endswith("Hi, I am")
+
+
+def test_get_tokenizer_is_the_engines(llm):
+    assert llm.get_tokenizer() is llm.engine.tokenizer

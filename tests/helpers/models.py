@@ -13,7 +13,11 @@ from typing import Any, Literal
 
 import torch
 
-Family = Literal["llama", "llama3", "mistral", "qwen2", "qwen3"]
+Family = Literal[
+    "llama", "llama3", "mistral", "qwen2", "qwen3",
+    "mixtral", "qwen2_moe", "qwen3_moe", "olmoe",
+    "gemma", "gemma2", "gemma3", "phi3", "phi3_longrope", "olmo2", "granite", "gpt2",
+]  # fmt: skip
 
 LLAMA3_ROPE = {
     "rope_type": "llama3",
@@ -72,6 +76,81 @@ def tiny_config(
     if family == "qwen3":
         common.setdefault("head_dim", 32)  # Qwen3: head_dim != hidden / heads
         return transformers.Qwen3Config(**common)
+    return _other_family(family, common, sliding_window)
+
+
+# Phi-3.5-style LongRoPE at tiny scale: per-dimension factors for head_dim 16 (8 pairs).
+PHI3_LONGROPE = {
+    "rope_type": "longrope",
+    "short_factor": [1.0, 1.1, 1.2, 1.5, 2.0, 2.5, 3.0, 4.0],
+    "long_factor": [1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0],
+    "original_max_position_embeddings": 64,
+}
+
+
+def _other_family(family: str, common: dict[str, Any], sliding_window: int | None) -> Any:
+    """The families beyond the Llama shape: MoE, Gemma 1-3, Phi-3, OLMo 2, Granite, GPT-2."""
+    import transformers
+
+    moe = dict(num_experts_per_tok=2)
+    if family == "mixtral":
+        return transformers.MixtralConfig(
+            num_local_experts=4, sliding_window=sliding_window, **moe, **common
+        )
+    if family == "qwen2_moe":
+        return transformers.Qwen2MoeConfig(
+            num_experts=4, moe_intermediate_size=32, shared_expert_intermediate_size=48,
+            decoder_sparse_step=1, mlp_only_layers=[1], **moe, **common,
+        )  # fmt: skip
+    if family == "qwen3_moe":
+        common.setdefault("head_dim", 32)
+        common.setdefault("norm_topk_prob", True)
+        return transformers.Qwen3MoeConfig(num_experts=6, moe_intermediate_size=32, **moe, **common)
+    if family == "olmoe":
+        common.setdefault("clip_qkv", 3.0)
+        return transformers.OlmoeConfig(num_experts=4, **moe, **common)
+    gemma = dict(
+        common, head_dim=common.get("head_dim") or 16, hidden_activation="gelu_pytorch_tanh"
+    )
+    gemma.setdefault("pad_token_id", 0)
+    if family == "gemma":
+        return transformers.GemmaConfig(**gemma)
+    if family == "gemma2":
+        return transformers.Gemma2Config(
+            sliding_window=sliding_window or 8, query_pre_attn_scalar=24,
+            attn_logit_softcapping=5.0, final_logit_softcapping=3.0, **gemma,
+        )  # fmt: skip
+    if family == "gemma3":
+        return transformers.Gemma3TextConfig(
+            sliding_window=sliding_window or 8, query_pre_attn_scalar=24, sliding_window_pattern=2,
+            rope_parameters={
+                "full_attention": {"rope_type": "linear", "factor": 4.0, "rope_theta": 100000.0},
+                "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+            },
+            **gemma,
+        )  # fmt: skip
+    if family in ("phi3", "phi3_longrope"):
+        common.setdefault("pad_token_id", 0)
+        if family == "phi3_longrope":
+            common["head_dim"] = 16
+            common.update(original_max_position_embeddings=64, rope_parameters=dict(PHI3_LONGROPE))
+        return transformers.Phi3Config(sliding_window=sliding_window, **common)
+    if family == "olmo2":
+        common.setdefault("pad_token_id", 0)
+        return transformers.Olmo2Config(**common)
+    if family == "granite":
+        return transformers.GraniteConfig(
+            embedding_multiplier=3.0, residual_multiplier=0.5, attention_multiplier=0.3,
+            logits_scaling=2.0, attention_bias=True, mlp_bias=True, **common,
+        )  # fmt: skip
+    if family == "gpt2":
+        return transformers.GPT2Config(
+            vocab_size=common["vocab_size"], n_embd=common["hidden_size"],
+            n_layer=common["num_hidden_layers"], n_head=common["num_attention_heads"],
+            n_positions=common["max_position_embeddings"], n_inner=common["intermediate_size"],
+            bos_token_id=1, eos_token_id=common["eos_token_id"],
+            tie_word_embeddings=True, attn_pdrop=0.0, embd_pdrop=0.0, resid_pdrop=0.0,
+        )  # fmt: skip
     raise ValueError(f"unknown family {family!r}")
 
 
@@ -100,8 +179,10 @@ def make_tiny_checkpoint(
     gen = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for name, p in model.named_parameters():
-            if name.endswith("norm.weight"):
-                p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=gen))
+            if name.endswith(("norm.weight", "ln_1.weight", "ln_2.weight", "ln_f.weight")):
+                # Gemma scales by 1 + w: its w near 0 is the same norm
+                base = 0.0 if cfg.model_type.startswith("gemma") else 1.0
+                p.copy_(base + 0.1 * torch.randn(p.shape, generator=gen))
             else:
                 std = 0.5 if p.dim() == 1 else 1.0 / p.shape[-1] ** 0.5 * 2
                 p.copy_(std * torch.randn(p.shape, generator=gen))

@@ -25,6 +25,7 @@ def _oracle(
     table: torch.Tensor,
     scale: float,
     window: int | None,
+    softcap: float | None = None,
 ) -> torch.Tensor:
     """Token by token, in float64, reading the cache's logical [NB, BS, Hk, D] layout."""
     out = torch.zeros(q.shape, dtype=torch.float64)
@@ -40,6 +41,8 @@ def _oracle(
             for h in range(hq):
                 kh = h // (hq // hk)
                 s = keys[: pos + 1, kh] @ q[qsl[b] + i, h].double() * scale
+                if softcap is not None:
+                    s = softcap * torch.tanh(s / softcap)
                 if window is not None:
                     s[: max(0, pos + 1 - window)] = -math.inf
                 out[qsl[b] + i, h] = torch.softmax(s, 0) @ vals[: pos + 1, kh]
@@ -91,6 +94,23 @@ def test_matches_dense_oracle(head_major: bool, window: int | None, hq: int, hk:
     got = paged_attention(*args)
     want = _oracle(q, kc, vc, qsl, lens, table, d**-0.5, window)
     torch.testing.assert_close(got.double(), want, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("window", [None, 5])
+@pytest.mark.parametrize("hq,hk", [(4, 4), (4, 2)])
+def test_softcap_matches_dense_oracle(window: int | None, hq: int, hk: int) -> None:
+    """Gemma 2's capped scores: decodes in groups and prefills, GQA, with and without a window."""
+    d, nb = 8, 64
+    q_lens, lens = [1, 3, 1, 6], [9, 7, 30, 6]
+    q, qsl, table = _step(q_lens, lens, hq, d, nb, seed=5)
+    q = q * 4  # scores well past the cap's linear range
+    kc, vc = _caches(nb, hk, d, head_major=True)
+    qsl_t, lens_t = torch.tensor(qsl, dtype=torch.int32), torch.tensor(lens, dtype=torch.int32)
+    got = paged_attention(q, kc, vc, qsl_t, lens_t, table, d**-0.5, window, softcap=2.0)
+    want = _oracle(q, kc, vc, qsl, lens, table, d**-0.5, window, softcap=2.0)
+    torch.testing.assert_close(got.double(), want, atol=1e-5, rtol=1e-5)
+    uncapped = _oracle(q, kc, vc, qsl, lens, table, d**-0.5, window)
+    assert not torch.allclose(want, uncapped, atol=1e-3)  # the cap really changed scores
 
 
 def test_head_major_and_plain_caches_agree_bitwise_on_decode_values() -> None:

@@ -41,11 +41,16 @@ def _batch(
     )
 
 
-def _check(batch: tuple[torch.Tensor, ...], window: int | None = None, **hints: int) -> None:
+def _check(
+    batch: tuple[torch.Tensor, ...],
+    window: int | None = None,
+    softcap: float | None = None,
+    **hints: int,
+) -> None:
     q = batch[0]
     scale = q.shape[-1] ** -0.5
-    got = tk.paged_attention(*batch, scale, window, **hints)
-    want = ref.paged_attention(*batch, scale, window)
+    got = tk.paged_attention(*batch, scale, window, softcap=softcap, **hints)
+    want = ref.paged_attention(*batch, scale, window, softcap=softcap)
     assert got.shape == q.shape and got.dtype == q.dtype
     torch.testing.assert_close(got, want, atol=atol(q.dtype), rtol=1e-2)
 
@@ -81,6 +86,14 @@ def test_sliding_window(dev_dtype: DevDtype, splits: int, window: int) -> None:
     torch.manual_seed(window)
     batch = _batch([12, 1, 14, 1], [12, 40, 35, 7], 4, 2, 32, 8, dev_dtype)
     _check(batch, window, num_splits=splits)
+
+
+@SPLITS
+def test_softcap_with_window(dev_dtype: DevDtype, splits: int) -> None:
+    """Gemma 2: scores capped by softcap * tanh(s / softcap), in prefills and decodes."""
+    torch.manual_seed(11)
+    batch = _batch([12, 1, 14, 1], [12, 40, 35, 7], 4, 2, 32, 8, dev_dtype)
+    _check((batch[0] * 4, *batch[1:]), 5, softcap=3.0, num_splits=splits)
 
 
 @SPLITS

@@ -1,5 +1,6 @@
-"""A tiny Llama through ModelRunner: the Triton backend (interpreter on CPU) picks the same
-greedy tokens as the torch backend, through chunked prefill and a prefix-cache hit."""
+"""Tiny models through ModelRunner: the Triton backend (interpreter on CPU) picks the same
+greedy tokens as the torch backend, through chunked prefill and a prefix-cache hit, for a
+Llama, a MoE (the fused-MoE kernel) and Gemma 2 (sliding window and soft-capping)."""
 
 from __future__ import annotations
 
@@ -40,10 +41,14 @@ def _greedy_tokens(path: Path, backend: str, device: str) -> dict[str, list[int]
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("family", ["llama", "qwen3_moe", "gemma2"])
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)])
-def test_triton_backend_matches_torch_greedy(tmp_path: Path, device: str) -> None:
+def test_triton_backend_matches_torch_greedy(tmp_path: Path, device: str, family: str) -> None:
     require_triton_device(device)
-    path = make_tiny_checkpoint(tmp_path / "llama", "llama", num_heads=4, num_kv_heads=2)
+    small = dict(num_layers=2, hidden_size=32, intermediate_size=32, vocab_size=64)
+    if family == "qwen3_moe":
+        small["head_dim"] = 16
+    path = make_tiny_checkpoint(tmp_path / family, family, num_heads=4, num_kv_heads=2, **small)  # type: ignore[arg-type]
     want = _greedy_tokens(path, "torch", device)
     got = _greedy_tokens(path, "triton", device)
     assert set(got) == {"a", "b", "c"} and all(len(v) == 4 for v in got.values())

@@ -112,11 +112,11 @@ def test_missing_files(tmp_path: Path, qwen2: Path) -> None:
 
 def test_unknown_architecture_names_the_supported_ones(tmp_path: Path, qwen2: Path) -> None:
     raw = json.loads((qwen2 / "config.json").read_text())
-    raw["architectures"] = ["GPT2LMHeadModel"]
+    raw["architectures"] = ["BertForMaskedLM"]
     (tmp_path / "config.json").write_text(json.dumps(raw))
     with pytest.raises(UnsupportedArchitectureError) as e:
         _load(tmp_path, load_format="dummy")
-    assert "GPT2LMHeadModel" in str(e.value)
+    assert "BertForMaskedLM" in str(e.value)
     assert all(a in str(e.value) for a in supported_architectures())
     assert "Qwen3ForCausalLM" in supported_architectures()
 

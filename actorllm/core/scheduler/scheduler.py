@@ -32,6 +32,15 @@ a request whose in-flight tokens reach its length limit is not scheduled again.
 ``update_from_output`` appends sampled tokens, checks stop conditions (``stopping.py``),
 frees finished requests' blocks at once and reports their ids in the next step's
 ``finished_req_ids``.
+
+Structured outputs (``grammar.py``): a request with a constraint waits in
+``waiting_for_fsm`` until its grammar is compiled (no seat, no blocks), then joins the
+waiting queue. Each step carries the allowed-token bitmask rows of the structured requests
+that sample in it, and their sampled tokens advance their matchers. Under async scheduling
+a structured request is not scheduled while its previous token is in flight: its next
+bitmask depends on that token (so it advances every other step of the 2-step pipeline).
+A grammar that completes ends its request (``FINISHED_STOPPED``) even if the stop token is
+ignored.
 """
 
 from __future__ import annotations
@@ -53,10 +62,12 @@ from actorllm.core.model_runner_output import ModelRunnerOutput
 from actorllm.core.request import FINISH_REASONS, Request, RequestStatus
 from actorllm.core.scheduler.budget import StepPlan
 from actorllm.core.scheduler.config import SchedulerConfig
+from actorllm.core.scheduler.grammar import GrammarTracker
 from actorllm.core.scheduler.kv_connector import KVConnectorBase, KVConnectorMetadata
 from actorllm.core.scheduler.policy import make_waiting_queue, pick_victim, pick_victim_for
 from actorllm.core.scheduler.stopping import check_stop, reached_limit_in_flight
 from actorllm.core.scheduler_output import CachedRequestData, NewRequestData, SchedulerOutput
+from actorllm.core.structured_outputs_params import StructuredOutputsError
 
 _RUNNING = RequestStatus.RUNNING
 
@@ -77,7 +88,10 @@ class Scheduler:
     """
 
     def __init__(
-        self, config: SchedulerConfig, kv_connector: KVConnectorBase | None = None
+        self,
+        config: SchedulerConfig,
+        kv_connector: KVConnectorBase | None = None,
+        grammar: GrammarTracker | None = None,
     ) -> None:
         self.config = config
         self.kv_cache_manager = KVCacheManager(
@@ -89,6 +103,10 @@ class Scheduler:
         self.requests: dict[str, Request] = {}  # {req_id: request}, every unfinished request
         self.running: list[Request] = []  # in admission order
         self.waiting = make_waiting_queue(config.policy)
+        self.grammar = grammar  # None: structured outputs are refused
+        self.waiting_for_fsm: dict[str, Request] = {}  # {req_id: request}, grammar compiling
+        # (req_id, message) of requests whose grammar failed to compile, until taken.
+        self._grammar_failures: list[tuple[str, str]] = []
         self._finished_req_ids: list[str] = []  # finished since the last schedule()
         self._step_id = 0
         self._num_preemptions = 0  # cumulative
@@ -128,9 +146,51 @@ class Scheduler:
             )
         if request.status is not RequestStatus.WAITING:
             raise ValueError(f"request {rid!r} is {request.status.name}, not WAITING.")
+        ready = True
+        if request.use_structured_output:
+            if self.grammar is None:
+                raise InvalidRequestError(
+                    "structured outputs are not available in this engine.",
+                    param="structured_outputs",
+                )
+            self.grammar.add(request)
+            ready = self._poll_grammar(request)  # raises for a spec that failed to compile
         request.attach_block_hasher(self.kv_cache_manager.block_hasher)
         self.requests[rid] = request
-        self.waiting.add(request)
+        if ready:
+            self.waiting.add(request)
+        else:
+            request.transition(RequestStatus.WAITING_FOR_FSM)
+            self.waiting_for_fsm[rid] = request
+
+    def _poll_grammar(self, request: Request) -> bool:
+        assert self.grammar is not None
+        try:
+            return self.grammar.poll(request)
+        except StructuredOutputsError:
+            self.grammar.remove(request.request_id)
+            raise
+
+    def _promote_ready_grammars(self) -> None:
+        """Move requests whose grammar is compiled to the waiting queue; fail the others
+        whose compile failed (``take_grammar_failures`` reports them)."""
+        for rid, req in list(self.waiting_for_fsm.items()):
+            try:
+                ready = self._poll_grammar(req)
+            except StructuredOutputsError as exc:
+                del self.waiting_for_fsm[rid]
+                self._finish(req, RequestStatus.FINISHED_ERROR)
+                self._grammar_failures.append((rid, str(exc)))
+                continue
+            if ready:
+                del self.waiting_for_fsm[rid]
+                req.transition(RequestStatus.WAITING)
+                self.waiting.add(req)
+
+    def take_grammar_failures(self) -> list[tuple[str, str]]:
+        """(req_id, error) of requests finished because their grammar failed to compile."""
+        failures, self._grammar_failures = self._grammar_failures, []
+        return failures
 
     def finish_requests(self, req_ids: Iterable[str], status: RequestStatus) -> list[str]:
         """Finish requests from outside (abort, stop string, error); their blocks are freed now.
@@ -147,6 +207,8 @@ class Scheduler:
                 continue
             if req.status is _RUNNING:
                 self.running.remove(req)
+            elif req.status is RequestStatus.WAITING_FOR_FSM:
+                del self.waiting_for_fsm[rid]
             else:
                 self.waiting.remove(req)
             self._finish(req, status)
@@ -161,6 +223,8 @@ class Scheduler:
                 req, self.kv_cache_manager.get_block_ids(req.request_id)
             )
         self.kv_cache_manager.free(req)
+        if self.grammar is not None and req.use_structured_output:
+            self.grammar.remove(req.request_id)
         del self.requests[req.request_id]
         self._finished_req_ids.append(req.request_id)
 
@@ -169,6 +233,8 @@ class Scheduler:
     def schedule(self) -> SchedulerOutput:
         """Plan the next step. Mutates state at once (blocks, ``num_computed_tokens``)."""
         self._step_id += 1
+        if self.waiting_for_fsm:
+            self._promote_ready_grammars()
         plan = StepPlan(self.config.max_num_batched_tokens)
         self._schedule_running(plan)
         if not plan.preempted:
@@ -201,8 +267,8 @@ class Scheduler:
             if req.status is not _RUNNING:
                 continue  # preempted earlier in this step
             pending = req.num_output_placeholders
-            if pending and reached_limit_in_flight(req, max_len):
-                continue
+            if pending and (reached_limit_in_flight(req, max_len) or req.use_structured_output):
+                continue  # a structured request's next bitmask needs its token in flight
             computed = req.num_computed_tokens
             num_new = len(req.all_token_ids) + pending - computed
             if 0 < threshold < num_new:
@@ -316,6 +382,16 @@ class Scheduler:
             for r in plan.cached_reqs
         ]
         finished, self._finished_req_ids = self._finished_req_ids, []
+        grammar_bitmask = None
+        if self.grammar is not None:
+            sampling = [
+                r.request_id
+                for r in (*plan.new_reqs, *plan.cached_reqs)
+                if r.use_structured_output
+                and r.num_computed_tokens + plan.num_scheduled_tokens[r.request_id] >= r.num_tokens
+            ]
+            if sampling:
+                grammar_bitmask = self.grammar.bitmask(sampling)
         return SchedulerOutput(
             step_id=self._step_id,
             scheduled_new_reqs=new_reqs,
@@ -324,6 +400,7 @@ class Scheduler:
             total_num_scheduled_tokens=self.config.max_num_batched_tokens - plan.token_budget,
             finished_req_ids=finished,
             preempted_req_ids=list(plan.preempted),
+            grammar_bitmask=grammar_bitmask,
         )
 
     def _advance(self, plan: StepPlan) -> None:
@@ -373,6 +450,8 @@ class Scheduler:
             for i, tok in enumerate(tokens):
                 req.append_output_token_ids(tok)
                 status = check_stop(req, max_len)
+                if req.use_structured_output and self.grammar is not None:
+                    status = self._advance_grammar(req, tok, status)
                 if status is not None:
                     tokens = tokens[: i + 1]
                     break
@@ -407,6 +486,22 @@ class Scheduler:
             timestamp=time.monotonic(),
         )
 
+    def _advance_grammar(
+        self, req: Request, token: int, status: RequestStatus | None
+    ) -> RequestStatus | None:
+        """Feed ``token`` to the request's matcher. A rejected token (the sampler broke
+        the mask) ends the request with an error rather than emit invalid output; a
+        completed grammar ends it as stopped."""
+        assert self.grammar is not None
+        rid = req.request_id
+        if self.grammar.is_terminated(rid):
+            return status or RequestStatus.FINISHED_STOPPED
+        if not self.grammar.accept(rid, [token]):
+            return RequestStatus.FINISHED_ERROR
+        if status is None and self.grammar.is_terminated(rid):
+            return RequestStatus.FINISHED_STOPPED
+        return status
+
     # -- control plane and views -------------------------------------------------------------
 
     def _on_block_evicted(self, block_hash: BlockHash, block_id: int) -> None:
@@ -431,7 +526,11 @@ class Scheduler:
         return self.requests.get(req_id)
 
     def has_unfinished_requests(self) -> bool:
+        """Requests that a step could compute (those waiting for a grammar cannot yet)."""
         return bool(self.running) or len(self.waiting) > 0
+
+    def has_waiting_for_grammar(self) -> bool:
+        return bool(self.waiting_for_fsm)
 
     def has_finished_requests(self) -> bool:
         """Finished ids wait to be sent in the next ``SchedulerOutput`` (even an empty one)."""
@@ -449,7 +548,7 @@ class Scheduler:
         kv = self.kv_cache_manager
         return SchedulerStats(
             num_running_reqs=len(self.running),
-            num_waiting_reqs=len(self.waiting),
+            num_waiting_reqs=len(self.waiting) + len(self.waiting_for_fsm),
             kv_cache_usage=kv.usage,
             prefix_cache_queries=kv.prefix_cache_queries,
             prefix_cache_hits=kv.prefix_cache_hits,

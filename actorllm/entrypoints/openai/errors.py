@@ -4,12 +4,14 @@
 status, which is what the ``openai`` client reads into its exception classes.
 
 :func:`to_api_error` is the one place that decides which status an exception gets: errors a
-client can cause are 4xx, a dead engine is 503, and only genuine server bugs are 500.
+client can cause are 4xx, a dead engine is 503, an overloaded one 503 with ``Retry-After``,
+and only genuine server bugs are 500.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from http import HTTPStatus
 
 import msgspec
@@ -18,6 +20,7 @@ from starlette.responses import Response
 from actorllm.engine.errors import (
     EngineClosedError,
     EngineDeadError,
+    EngineOverloadedError,
     RequestFailedError,
 )
 from actorllm.entrypoints.openai.protocol import ErrorInfo, ErrorResponse
@@ -38,11 +41,19 @@ _TYPES = {
 class APIError(Exception):
     """An error that is sent to the client as-is, with its status and OpenAI-style body."""
 
-    def __init__(self, status: int, message: str, param: str | None = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        param: str | None = None,
+        *,
+        retry_after_s: float | None = None,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
         self.param = param
+        self.retry_after_s = retry_after_s  # sent as a Retry-After header (whole seconds)
 
     def body(self) -> ErrorResponse:
         kind = _TYPES.get(self.status) or HTTPStatus(self.status).phrase.replace(" ", "") + "Error"
@@ -51,7 +62,9 @@ class APIError(Exception):
         )
 
     def response(self) -> Response:
-        headers = {"WWW-Authenticate": "Bearer"} if self.status == 401 else None
+        headers = {"WWW-Authenticate": "Bearer"} if self.status == 401 else {}
+        if self.retry_after_s is not None:
+            headers["Retry-After"] = str(max(1, math.ceil(self.retry_after_s)))
         return Response(
             msgspec.json.encode(self.body()),
             status_code=self.status,
@@ -92,6 +105,8 @@ def to_api_error(exc: BaseException, *, engine_dead: bool = False) -> APIError:
         return exc
     if isinstance(exc, msgspec.DecodeError):
         return from_validation_error(exc)
+    if isinstance(exc, EngineOverloadedError):
+        return APIError(503, str(exc), retry_after_s=exc.retry_after_s)
     if isinstance(exc, EngineDeadError | EngineClosedError) or engine_dead:
         return APIError(503, f"The engine is not available: {exc}")
     if isinstance(exc, ValueError):

@@ -55,6 +55,8 @@ def _attention_kernel(
     seq_lens_ptr,  # [B]
     block_table_ptr,  # [B, max_blocks]
     scale_log2,
+    cap_in,  # scale / softcap (USE_SOFTCAP)
+    cap_out,  # softcap * log2(e) (USE_SOFTCAP)
     window,
     num_seqs,
     HQ,
@@ -78,6 +80,7 @@ def _attention_kernel(
     BLOCK_D: tl.constexpr,
     NUM_SPLITS: tl.constexpr,
     USE_WINDOW: tl.constexpr,
+    USE_SOFTCAP: tl.constexpr,
     DOT_PRECISION: tl.constexpr,
 ):
     qblk = tl.program_id(0)
@@ -148,7 +151,11 @@ def _attention_kernel(
             + kvh * stride_vc_h + dims[None, :],
             mask=kv_mask, other=0.0,
         )  # [N, BD]  # fmt: skip
-        s = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * scale_log2  # [M, N]
+        s = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION)  # [M, N]
+        if USE_SOFTCAP:  # softcap * tanh(s * scale / softcap), tanh(x) = 2 sigmoid(2x) - 1
+            s = cap_out * (2.0 * tl.sigmoid(2.0 * cap_in * s) - 1.0)
+        else:
+            s = s * scale_log2
         mask = (k_pos[None, :] <= q_pos[:, None]) & k_ok[None, :]
         if USE_WINDOW:
             mask = mask & (k_pos[None, :] > q_pos[:, None] - window)
@@ -282,6 +289,7 @@ def paged_attention(
     scale: float,
     sliding_window: int | None = None,
     *,
+    softcap: float | None = None,
     max_query_len: int | None = None,
     max_seq_len: int | None = None,
     num_splits: int | None = None,
@@ -292,6 +300,7 @@ def paged_attention(
     v_cache: [NB, BS, Hk, D]; query_start_loc: [B + 1] int32; seq_lens: [B] int32;
     block_table: [B, max_blocks] int32; every request must have at least one query token
     and ``seq_lens[b] >= q_len_b``. This step's K/V must already be in the cache.
+    ``softcap`` (Gemma 2) caps scores to ``softcap * tanh(score / softcap)``.
 
     The keyword-only hints are host ints the caller usually has anyway (the model runner
     builds these tensors on the host); they only steer tiling and never change results:
@@ -308,6 +317,8 @@ def paged_attention(
     g = hq // hk
     if sliding_window is not None and sliding_window < 1:
         raise ValueError(f"sliding_window must be >= 1, got {sliding_window}")
+    if softcap is not None and softcap <= 0:
+        raise ValueError(f"softcap must be > 0, got {softcap}")
     if q.stride(-1) != 1:
         q = q.contiguous()
     out = torch.empty((t, hq, d), dtype=q.dtype, device=q.device)
@@ -335,13 +346,15 @@ def paged_attention(
     _attention_kernel[grid](
         q, k_cache, v_cache, out, part_acc, part_m, part_l,
         query_start_loc, seq_lens, block_table,
-        scale * _LOG2E, sliding_window or 0, b, hq, d, bs,
+        scale * _LOG2E, scale / (softcap or 1.0), (softcap or 1.0) * _LOG2E,
+        sliding_window or 0, b, hq, d, bs,
         q.stride(0), q.stride(1),
         k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
         v_cache.stride(0), v_cache.stride(1), v_cache.stride(2),
         out.stride(0), out.stride(1), block_table.stride(0),
         G=g, BLOCK_Q=block_q, BLOCK_M=block_m, BLOCK_N=BLOCK_N, BLOCK_D=block_d,
         NUM_SPLITS=num_splits, USE_WINDOW=sliding_window is not None,
+        USE_SOFTCAP=softcap is not None,
         DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
     )  # fmt: skip
     if num_splits > 1:

@@ -1,0 +1,209 @@
+"""``EngineThread``: an :class:`AsyncEngine` on its own event loop, for the sync facades.
+
+    thread = EngineThread(backend="trio", model="/path/to/model", config={"max_num_seqs": 8})
+    outs = thread.call(some_coroutine_function, thread.engine, ...)   # blocks this thread
+    thread.close()                                                     # idempotent
+
+Theory of operation
+-------------------
+``LLM`` and ``LLMEngine`` are synchronous; the engine is async. Each owns one EngineThread:
+a thread whose event loop (trio by default) opens the engine, then a ``BlockingPortal``
+through which the owner's thread runs coroutines on the loop, then waits to be stopped.
+
+A script can end in many ways and each must end the process promptly: the engine is never
+closed (a module-level ``llm = LLM(...)``), dropped (``del llm``), closed by ``with``, or the
+script dies of an exception or of Ctrl-C. So:
+
+* the loop runs on a **non-daemon** thread we own, and a hook registered with
+  ``threading._register_atexit`` closes every live EngineThread at interpreter shutdown.
+  Those hooks run *before* the interpreter joins non-daemon threads, while every thread still
+  runs. (anyio's ``start_blocking_portal`` runs the loop on a daemon thread and stops it from
+  its context manager's exit; for a never-closed ``LLM`` that exit ran while the interpreter
+  was finalizing, after daemon threads were frozen, and waited for them forever.)
+* Owners register ``weakref.finalize(owner, thread.close)``: dropping the last reference to
+  the ``LLM`` closes its engine.
+* :meth:`call` waits for its task on the caller's thread. When that wait is interrupted
+  (Ctrl-C raises ``KeyboardInterrupt`` in the main thread), the task is cancelled on the
+  loop, which aborts its requests, and the exception goes on after a short grace period.
+* :meth:`close` signals the loop without blocking it (a callback posted to the loop), then
+  joins the thread: the engine stops its actors and its worker thread before the loop ends.
+  Called on the loop thread itself (a garbage collection that ran there), it only signals.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections.abc import Awaitable, Callable
+from concurrent.futures import CancelledError, Future
+from pathlib import Path
+from typing import Any, TypeVar, final
+
+import anyio
+from anyio.from_thread import BlockingPortal
+
+from actorllm.engine.async_engine import AsyncEngine
+from actorllm.engine.config import EngineConfig
+from actorllm.engine.errors import EngineClosedError
+from actorllm.worker.worker_thread import LoopPoster
+
+T = TypeVar("T")
+
+# How long a call interrupted by Ctrl-C waits for its cancelled task to abort its requests.
+CANCEL_GRACE_S = 1.0
+
+_live: weakref.WeakSet[EngineThread] = weakref.WeakSet()  # EngineThreads not yet closed
+_hook_lock = threading.Lock()
+_hook_registered = False
+
+
+def _close_all_at_exit() -> None:
+    for thread in list(_live):
+        thread.close()
+
+
+def _register_exit_hook() -> None:
+    global _hook_registered
+    with _hook_lock:
+        if not _hook_registered:
+            # Private but stable since 3.9 (concurrent.futures relies on it): runs in
+            # threading._shutdown, before non-daemon threads are joined.
+            threading._register_atexit(_close_all_at_exit)  # type: ignore[attr-defined]
+            _hook_registered = True
+
+
+@final
+class EngineThread:
+    """Owns one AsyncEngine, its event loop and the thread that runs it.
+
+    The constructor blocks until the engine is up (model loaded) and raises what start-up
+    raised (``ModelNotFoundError``, ``EngineConfigError``, ...).
+    """
+
+    def __init__(
+        self,
+        model: str | Path | EngineConfig | None,
+        config: dict[str, Any],
+        *,
+        backend: str = "trio",
+        name: str = "actorllm-engine",
+    ) -> None:
+        self._model = model
+        self._config = config
+        self._backend = backend
+        self._lock = threading.Lock()
+        # Guarded by _lock: set once by close(); the loop's poster, once the loop runs.
+        self._closing = False
+        self._poster: LoopPoster | None = None
+        # Loop-side state, touched only on the loop thread.
+        self._stop: anyio.Event | None = None
+        self._scope: anyio.CancelScope | None = None
+        self._ready: Future[tuple[AsyncEngine, BlockingPortal]] = Future()
+        self.failure: BaseException | None = None  # what ended the loop, if not close()
+        _register_exit_hook()
+        self._thread = threading.Thread(target=self._main, name=name, daemon=False)
+        self._thread.start()
+        _live.add(self)
+        try:
+            self.engine, self._portal = self._ready.result()
+        except BaseException:
+            self.close()
+            raise
+
+    # -- the loop thread ------------------------------------------------------------------
+
+    def _main(self) -> None:
+        try:
+            anyio.run(self._serve, backend=self._backend)
+        except BaseException as exc:  # start-up failed, or the engine died
+            self.failure = exc
+            if not self._ready.done():
+                self._ready.set_exception(exc)
+        finally:
+            if not self._ready.done():  # closed during start-up
+                self._ready.set_exception(EngineClosedError("the engine was closed"))
+
+    async def _serve(self) -> None:
+        self._stop = anyio.Event()
+        with anyio.CancelScope() as self._scope:
+            with self._lock:
+                self._poster = LoopPoster()
+                if self._closing:
+                    return
+            async with (
+                AsyncEngine.open(self._model, **self._config) as engine,
+                BlockingPortal() as portal,
+            ):
+                self._ready.set_result((engine, portal))
+                await self._stop.wait()
+                # Calls still running (another thread's generate) end now.
+                await portal.stop(cancel_remaining=True)
+
+    def _stop_soon(self) -> None:
+        """On the loop: end a running engine normally, or abandon its start-up."""
+        assert self._stop is not None and self._scope is not None
+        if self._ready.done():
+            self._stop.set()
+        else:
+            self._scope.cancel()
+
+    # -- the caller's side ----------------------------------------------------------------
+
+    def call(self, fn: Callable[..., Awaitable[T]], *args: Any) -> T:
+        """Run ``await fn(*args)`` on the loop and block until it returns or raises.
+
+        Interrupted (Ctrl-C), it cancels the task, waits up to ``CANCEL_GRACE_S`` for the
+        task to wind down (its requests are aborted), and lets the interruption go on.
+        Raises ``EngineClosedError`` once :meth:`close` was called.
+        """
+        done = threading.Event()
+
+        async def run() -> T:
+            try:
+                return await fn(*args)
+            finally:
+                done.set()
+
+        try:
+            future = self._portal.start_task_soon(run)
+        except RuntimeError as exc:  # "This portal is not running"
+            raise EngineClosedError("the engine was closed") from exc
+        try:
+            return future.result()
+        except CancelledError as exc:  # close() from another thread cancelled it
+            raise EngineClosedError("the engine was closed during the call") from exc
+        except BaseException:
+            if not future.done():
+                future.cancel()
+                done.wait(CANCEL_GRACE_S)
+            raise
+
+    def spawn(self, fn: Callable[..., Awaitable[object]], *args: Any) -> Future[Any]:
+        """Start ``fn(*args)`` on the loop without waiting; cancel the future to cancel it."""
+        try:
+            return self._portal.start_task_soon(fn, *args)
+        except RuntimeError as exc:
+            raise EngineClosedError("the engine was closed") from exc
+
+    @property
+    def closed(self) -> bool:
+        return self._closing
+
+    def close(self) -> None:
+        """Stop the engine and end the thread; idempotent, callable from any thread."""
+        with self._lock:
+            first = not self._closing
+            self._closing = True
+            poster = self._poster
+        if first and poster is not None:
+            poster.post(self._stop_soon)
+        _live.discard(self)
+        if threading.current_thread() is not self._thread:
+            self._thread.join()
+
+    def statistics(self) -> dict[str, Any]:
+        return {
+            "alive": self._thread.is_alive(),
+            "closing": self._closing,
+            "failure": repr(self.failure) if self.failure is not None else None,
+        }

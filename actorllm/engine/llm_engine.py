@@ -1,0 +1,176 @@
+"""``LLMEngine``: vLLM's synchronous step API, for callers that write their own loop.
+
+    from actorllm import LLMEngine, SamplingParams
+
+    engine = LLMEngine("/path/to/model", max_num_seqs=8)   # or LLMEngine() for the demo model
+    engine.add_request("a", "Hello", SamplingParams(max_tokens=16))
+    engine.add_request("b", {"prompt_token_ids": [1, 2, 3]}, SamplingParams(max_tokens=8))
+    while engine.has_unfinished_requests():
+        for out in engine.step():
+            if out.finished:
+                print(out.request_id, out.outputs[0].text)
+
+The actor engine runs underneath, on its own thread (:mod:`actorllm.engine.engine_thread`),
+and keeps stepping while the caller does something else. ``add_request`` tokenizes and
+validates on the caller's thread, as vLLM does, so a bad request raises there; the request
+then runs as it would under ``LLM.generate`` (same scheduler, same sampling), so the tokens
+are the same. ``step()`` returns, per request, what it produced since the previous call
+(merged; see :mod:`actorllm.engine.step_outputs`), blocking until something is there.
+Aborted requests produce no further output.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any
+
+from actorllm.core.errors import InvalidRequestError
+from actorllm.core.outputs import RequestOutput
+from actorllm.core.sampling_params import SamplingParams
+from actorllm.engine.async_engine import AsyncEngine
+from actorllm.engine.config import EngineConfig
+from actorllm.engine.input_processing import InputProcessing
+from actorllm.engine.model_config import ModelConfig
+from actorllm.engine.offline_prompts import Prompt, check_priority, check_prompt
+from actorllm.engine.step_outputs import StepOutputs
+from actorllm.engine.sync_facade import SyncFacade
+
+
+async def _pump(
+    engine: AsyncEngine,
+    outputs: StepOutputs,
+    request_id: str,
+    engine_id: str,
+    token: int,
+    prompt: Mapping[str, Any],
+    params: SamplingParams,
+    priority: int,
+) -> None:
+    """On the loop: one request's outputs, into the step mailbox. (A function, not a
+    method: a running request must not keep its LLMEngine alive.)"""
+    try:
+        stream = engine.generate(prompt, params, request_id=engine_id, priority=priority)
+        async for out in stream:
+            outputs.put(request_id, token, out)
+    except Exception as exc:  # the request's own failure, or the engine's
+        outputs.fail(request_id, token, exc)
+
+
+class LLMEngine(SyncFacade):
+    """A synchronous engine driven by ``add_request`` / ``step``. Not thread-safe: use one
+    from one thread at a time, as vLLM's."""
+
+    def __init__(
+        self,
+        model: str | Path | EngineConfig | None = None,
+        *,
+        backend: str = "trio",
+        **config: Any,
+    ) -> None:
+        super().__init__(model, backend=backend, **config)
+        self._inputs = InputProcessing(
+            self.engine.tokenizer,
+            vocab_size=self.engine.vocab_size,
+            max_model_len=self.engine.max_model_len,
+        )
+        self._outputs = StepOutputs()
+        self._pumps: dict[str, Future[Any]] = {}  # {request_id: its task on the loop}
+        self._used_ids: set[str] = set()  # ids aborted here: their engine ids stay unique
+        self._runs = 0  # numbers the engine-side id of a request id used again
+
+    @classmethod
+    def from_engine_args(cls, engine_args: EngineConfig, **kwargs: Any) -> LLMEngine:
+        """vLLM's constructor by configuration object; ``engine_args`` is an
+        ``EngineConfig`` (this engine's ``EngineArgs``), ``kwargs`` go to ``__init__``."""
+        if not isinstance(engine_args, EngineConfig):
+            raise TypeError(
+                f"engine_args must be an EngineConfig, got {type(engine_args).__name__}."
+            )
+        return cls(engine_args, **kwargs)
+
+    # -- requests -------------------------------------------------------------------------
+
+    def add_request(
+        self,
+        request_id: str,
+        prompt: Prompt,
+        params: SamplingParams,
+        arrival_time: float | None = None,
+        priority: int = 0,
+    ) -> None:
+        """Queue a request. ``prompt`` is a str, ``{"prompt": str}`` or
+        ``{"prompt_token_ids": [...]}``; ``priority`` counts under
+        ``scheduling_policy="priority"`` (lower runs first).
+
+        Raises ``InvalidRequestError`` (a ``ValueError``; ``DuplicateRequestError`` for an
+        id already in use, ``RequestTooLongError``, ...) without queueing anything.
+        """
+        if not isinstance(request_id, str) or not request_id:
+            raise InvalidRequestError("request_id must be a non-empty string.", param="request_id")
+        if not isinstance(params, SamplingParams):
+            raise TypeError(f"params must be SamplingParams, got {type(params).__name__}.")
+        if arrival_time is not None:
+            raise InvalidRequestError(
+                "arrival_time is not supported: requests are ordered by when add_request "
+                "is called.",
+                param="arrival_time",
+            )
+        check_priority(priority, self.engine.config)
+        text, ids = self._inputs.tokenize(check_prompt(prompt))
+        self._inputs.validate(ids, params)
+        token = self._outputs.add(request_id, params.output_kind, text, ids, params.n)
+        engine_id = request_id
+        if request_id in self._used_ids:  # the aborted run may still be winding down
+            self._runs += 1
+            engine_id = f"{request_id}#{self._runs}"
+        tokens: dict[str, Any] = {"prompt_token_ids": ids}
+        if text is not None:
+            tokens["prompt"] = text
+        self._pumps[request_id] = self._thread.spawn(
+            _pump,
+            self.engine,
+            self._outputs,
+            request_id,
+            engine_id,
+            token,
+            tokens,
+            params,
+            priority,
+        )
+
+    def step(self) -> list[RequestOutput]:
+        """The outputs of every request that produced something since the last call, one
+        per request. Blocks until there is at least one; returns ``[]`` at once when no
+        request is unfinished. Raises ``EngineDeadError`` if the engine died."""
+        outs = self._outputs.take()
+        for out in outs:
+            if out.finished:
+                self._pumps.pop(out.request_id, None)
+        return outs
+
+    def abort_request(self, request_ids: str | Iterable[str]) -> None:
+        """Stop these requests and free their KV blocks; they produce no further output.
+        Ids that are unknown or already finished are ignored."""
+        ids = [request_ids] if isinstance(request_ids, str) else list(request_ids)
+        for rid in self._outputs.abort(ids):
+            self._used_ids.add(rid)
+            pump = self._pumps.pop(rid, None)
+            if pump is not None:
+                pump.cancel()  # the request's stream closes: the engine aborts it
+
+    def has_unfinished_requests(self) -> bool:
+        return self._outputs.num_unfinished() > 0
+
+    def get_num_unfinished_requests(self) -> int:
+        return self._outputs.num_unfinished()
+
+    # -- the model ------------------------------------------------------------------------
+
+    def get_model_config(self) -> ModelConfig:
+        return ModelConfig.of(
+            self.engine.config,
+            max_model_len=self.engine.max_model_len,
+            vocab_size=self.engine.vocab_size,
+        )

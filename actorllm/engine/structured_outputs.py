@@ -1,0 +1,94 @@
+"""Structured outputs as the engine sees them: one grammar compiler per engine, shared by the
+input processor (which checks a request's spec compiles before it is scheduled) and every
+scheduler incarnation (whose tracker polls the same cache, so a restarted scheduler finds
+its grammars compiled and only replays tokens).
+
+The compiler is built on first use (loading a backend takes a moment; engines that never
+see a constraint never pay it). Waiting for a compile never blocks the event loop: the
+pool's thread posts the result back to the loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any, TypeVar, final
+
+import anyio
+
+from actorllm.core.sampling_params import SamplingParams
+from actorllm.core.structured_outputs_params import BackendChoice
+from actorllm.structured_output import GrammarCompiler, StructuredOutputManager
+from actorllm.worker.worker_thread import LoopPoster
+
+T = TypeVar("T")
+
+
+@final
+class StructuredOutputs:
+    """Engine-wide structured-outputs state (lives beside the actors, survives restarts)."""
+
+    def __init__(
+        self,
+        tokenizer: Any,
+        *,
+        vocab_size: int,
+        stop_token_ids: list[int],
+        backend: BackendChoice = "auto",
+        reasoning_markers: tuple[str, str] | None = None,
+    ) -> None:
+        self.tokenizer = tokenizer
+        self.vocab_size = vocab_size
+        self.stop_token_ids = stop_token_ids
+        self.backend: BackendChoice = backend
+        self.reasoning_markers = reasoning_markers  # (start, end) text, from the reasoning parser
+        self._compiler: GrammarCompiler | None = None
+        self._reasoning_ids: tuple[list[int], list[int]] | None = None
+
+    @property
+    def compiler(self) -> GrammarCompiler:
+        if self._compiler is None:
+            self._compiler = GrammarCompiler(
+                self.tokenizer,
+                vocab_size=self.vocab_size,
+                stop_token_ids=self.stop_token_ids,
+                backend=self.backend,
+            )
+            if self.reasoning_markers is not None:
+                start, end = self.reasoning_markers
+                self._reasoning_ids = (self._ids(start), self._ids(end))
+        return self._compiler
+
+    def _ids(self, text: str) -> list[int]:
+        return list(self.tokenizer.encode(text, add_special_tokens=False))
+
+    async def check(self, params: SamplingParams) -> None:
+        """Compile ``params``' constraint (a cache hit after the first time) without blocking
+        the loop. Raises ``StructuredOutputsError`` (HTTP 400) for a spec that cannot compile."""
+        so = params.structured_outputs
+        if so is None:
+            return
+        await wait_future(self.compiler.submit(so.key, so.backend))
+
+    def tracker(self, wake: Callable[[], None]) -> StructuredOutputManager:
+        """A new scheduler's tracker; ``wake`` runs on the event loop when a compile that
+        was not cached finishes (so the scheduler can admit the request)."""
+        compiler = self.compiler
+        poster = LoopPoster()
+        return StructuredOutputManager(
+            compiler, on_ready=lambda: poster.post(wake), reasoning=self._reasoning_ids
+        )
+
+    def shutdown(self) -> None:
+        if self._compiler is not None:
+            self._compiler.shutdown()
+
+
+async def wait_future(fut: Future[T]) -> T:
+    """The result of a ``concurrent.futures.Future``, waited for without blocking the loop."""
+    if not fut.done():
+        event = anyio.Event()
+        poster = LoopPoster()
+        fut.add_done_callback(lambda _f: poster.post(event.set))
+        await event.wait()
+    return fut.result()

@@ -1,0 +1,80 @@
+"""Tool calls the request forces (``tool_choice`` = a named function, or ``required``).
+
+These are not parsed from a model family's format: structured outputs make the model write
+exactly the JSON we asked for (``tool_choice_schema``), so the arguments always validate
+against the function's parameters.
+
+* named: the output *is* the arguments object of that function;
+* required: the output is a JSON array of ``{"name": ..., "parameters": {...}}``, at least
+  one item, each item's parameters validated by its own function's schema.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from actorllm.entrypoints.openai.tool_parsers.base import Parsed, PartialCall, ToolParser
+from actorllm.entrypoints.openai.tool_parsers.json_calls import call_array
+from actorllm.entrypoints.openai.tool_parsers.json_scan import loads_object, scan_value
+
+
+def tool_choice_schema(tools: list[dict[str, Any]], tool_choice: Any) -> dict[str, Any] | None:
+    """The JSON schema that forces ``tool_choice``'s calls, or None for none/auto."""
+    if isinstance(tool_choice, dict):
+        name = (tool_choice.get("function") or {}).get("name")
+        for tool in tools:
+            fn = tool.get("function") or {}
+            if fn.get("name") == name:
+                return _parameters(fn)
+        raise KeyError(name)
+    if tool_choice != "required":
+        return None
+    items = [
+        {
+            "type": "object",
+            "properties": {
+                "name": {"type": "string", "enum": [fn["name"]]},
+                "parameters": _parameters(fn),
+            },
+            "required": ["name", "parameters"],
+            "additionalProperties": False,
+        }
+        for fn in (t.get("function") or {} for t in tools)
+    ]
+    return {"type": "array", "minItems": 1, "items": {"anyOf": items}}
+
+
+def _parameters(fn: dict[str, Any]) -> dict[str, Any]:
+    params = fn.get("parameters")
+    return params if isinstance(params, dict) and params else {"type": "object"}
+
+
+class NamedToolParser(ToolParser):
+    """The output is the arguments of ``name``."""
+
+    def __init__(self, name: str, tokenizer: Any = None) -> None:
+        super().__init__(tokenizer)
+        self.name = name
+
+    def parse(self, text: str, final: bool) -> Parsed:
+        end = scan_value(text, 0)
+        if end is None:
+            if final:
+                return Parsed(content=text)
+            return Parsed(content="", calls=[PartialCall(name=self.name, arguments=text.lstrip())])
+        args = text[:end].strip()
+        if loads_object(args) is None:
+            return Parsed(content=text)
+        return Parsed(
+            content="", calls=[PartialCall(name=self.name, arguments=args, complete=True)]
+        )
+
+
+class RequiredToolParser(ToolParser):
+    """The output is a JSON array of ``{"name", "parameters"}``."""
+
+    def parse(self, text: str, final: bool) -> Parsed:
+        calls, closed = call_array(text, 0, ("parameters",))
+        if final and (not closed or not calls or any(c.name is None for c in calls)):
+            return Parsed(content=text)
+        return Parsed(content="", calls=calls)

@@ -1,0 +1,112 @@
+"""Mixture-of-Experts: top-k routing and the fused expert MLP, torch reference.
+
+Shapes: ``T`` tokens, hidden ``H``, ``E`` experts of intermediate size ``I``, ``K`` experts
+per token. Expert weights are stacked at load time (``models/moe.py``):
+
+* ``w13``: [E, 2I, H], each expert's gate rows then up rows (HF's gate_proj | up_proj,
+  Mixtral's w1 | w3);
+* ``w2``: [E, H, I], each expert's down projection.
+
+``fused_moe`` sorts the T*K (token, expert) pairs by expert once, so each expert's tokens
+sit in one contiguous run, and runs the experts as one grouped GEMM over those runs:
+gate-up, activation, down, scale by the routing weight, then sum each token's K rows.
+The Triton kernel (``kernels/triton/moe.py``) computes the same thing on the GPU.
+
+    >>> x = torch.randn(3, 8)
+    >>> w13, w2 = torch.randn(4, 2 * 6, 8), torch.randn(4, 8, 6)
+    >>> weights, ids = route_topk(torch.randn(3, 4), top_k=2, renormalize=True)
+    >>> fused_moe(x, w13, w2, weights, ids).shape
+    torch.Size([3, 8])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+
+
+def route_topk(
+    router_logits: torch.Tensor, top_k: int, renormalize: bool
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Softmax over all experts in float32, then the top ``top_k``; with ``renormalize``
+    the chosen weights are divided by their sum (Mixtral always; Qwen-MoE and OLMoE when
+    ``norm_topk_prob``). Top-k then softmax over the chosen logits is the same thing as
+    softmax, top-k, renormalise, so it needs no mode of its own.
+
+    router_logits: [T, E] -> (weights [T, K] float32, expert ids [T, K] int64).
+    """
+    probs = torch.softmax(router_logits.float(), dim=-1)  # [T, E]
+    weights, ids = torch.topk(probs, top_k, dim=-1)  # [T, K]
+    if renormalize:
+        weights = weights / weights.sum(dim=-1, keepdim=True)
+    return weights, ids
+
+
+def gated_activation(name: str) -> Callable[[torch.Tensor], torch.Tensor]:
+    """``[.., 2I] (gate | up) -> [.., I]`` for an HF ``hidden_act`` name; raises
+    ``ValueError`` for one the engine does not implement."""
+    if name in ("silu", "swish"):
+        return _silu_and_mul
+    if name in ("gelu_pytorch_tanh", "gelu_new", "gelu_tanh", "gelu_fast"):
+        return _gelu_tanh_and_mul
+    if name == "gelu":
+        return _gelu_and_mul
+    raise ValueError(f"unsupported hidden_act {name!r} (supported: silu, gelu, gelu_pytorch_tanh)")
+
+
+def _silu_and_mul(x: torch.Tensor) -> torch.Tensor:
+    d = x.shape[-1] // 2
+    return F.silu(x[..., :d]) * x[..., d:]
+
+
+def _gelu_tanh_and_mul(x: torch.Tensor) -> torch.Tensor:
+    d = x.shape[-1] // 2
+    return F.gelu(x[..., :d], approximate="tanh") * x[..., d:]
+
+
+def _gelu_and_mul(x: torch.Tensor) -> torch.Tensor:
+    d = x.shape[-1] // 2
+    return F.gelu(x[..., :d]) * x[..., d:]
+
+
+def sort_by_expert(topk_ids: torch.Tensor, num_experts: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(order [T*K] int64, counts [E] int64): ``order`` lists flat (token, slot) pair indices
+    grouped by expert (stable, so tokens keep their order within an expert); expert e's
+    pairs are ``order[sum(counts[:e]) : sum(counts[:e + 1])]``. Pair p is token p // K."""
+    flat = topk_ids.flatten()  # [T*K]
+    order = torch.argsort(flat, stable=True)
+    counts = torch.bincount(flat, minlength=num_experts)
+    return order, counts
+
+
+def fused_moe(
+    x: torch.Tensor,
+    w13: torch.Tensor,
+    w2: torch.Tensor,
+    topk_weights: torch.Tensor,
+    topk_ids: torch.Tensor,
+    activation: str = "silu",
+) -> torch.Tensor:
+    """sum_k topk_weights[t, k] * expert_{topk_ids[t, k]}(x[t]): [T, H] -> [T, H], x's dtype.
+
+    x: [T, H]; w13: [E, 2I, H]; w2: [E, H, I]; topk_weights: [T, K] float32; topk_ids:
+    [T, K] int. The grouped GEMM runs each expert's contiguous run of sorted rows.
+    """
+    k = topk_ids.shape[1]
+    act = gated_activation(activation)
+    order, counts = sort_by_expert(topk_ids, w13.shape[0])
+    rows = order // k  # [T*K] token of each sorted pair
+    xs = x.index_select(0, rows)  # [T*K, H], grouped by expert
+    ys = torch.empty_like(xs)
+    # Deliberate host sync: the reference walks the experts' runs on the host.
+    start = 0
+    for e, n in enumerate(counts.tolist()):
+        if n:
+            h = act(xs[start : start + n] @ w13[e].t())  # [n, I]
+            ys[start : start + n] = h @ w2[e].t()  # [n, H]
+            start += n
+    ys = ys * topk_weights.flatten().index_select(0, order).unsqueeze(1).to(ys.dtype)
+    out = torch.zeros_like(x)
+    return out.index_add_(0, rows, ys)  # [T, H]: each token's K rows summed

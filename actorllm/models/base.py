@@ -1,0 +1,59 @@
+"""What the loader and the model runner need from every causal LM, whatever its family.
+
+A model runs a flat batch: ``forward(input_ids [T], positions [T], meta, kv_caches) ->
+hidden [T, H]``; ``compute_logits`` runs the LM head on the rows that need logits. The
+loader builds it on the ``meta`` device, maps checkpoint names through
+:meth:`CausalLM.checkpoint_name` / :meth:`CausalLM.checkpoint_tensor`, then calls
+:meth:`CausalLM.init_rotary` on the real device.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from actorllm.models.attention import AttentionMetadata
+from actorllm.models.config import ModelConfig
+
+KVCaches = list[tuple[torch.Tensor, torch.Tensor]]
+
+
+class CausalLM(nn.Module):
+    # HF tensor name fragment -> (our packed param fragment, shard index); see loader.py.
+    packed_modules: dict[str, tuple[str, int]] = {}
+    config: ModelConfig
+    lm_head: nn.Linear
+
+    def init_rotary(self, device: torch.device | str, max_positions: int | None = None) -> None:
+        """Build device-side tables (RoPE cos/sin, scales) once the weights are in place."""
+        raise NotImplementedError
+
+    def input_embeddings(self) -> nn.Embedding:
+        """The token embedding (what a tied LM head shares)."""
+        raise NotImplementedError
+
+    def tie_weights(self) -> None:
+        """Share the LM head with the embedding again (after weights were replaced)."""
+        if self.config.tie_word_embeddings:
+            self.lm_head.weight = self.input_embeddings().weight
+
+    def checkpoint_name(self, name: str) -> str | None:
+        """A checkpoint tensor's name in this model's naming (None: not a weight we use)."""
+        return name
+
+    def checkpoint_tensor(self, name: str, tensor: torch.Tensor) -> torch.Tensor:
+        """The checkpoint tensor ``name`` (already renamed) in our layout."""
+        return tensor
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        positions: torch.Tensor,
+        attn_metadata: AttentionMetadata,
+        kv_caches: KVCaches,
+    ) -> torch.Tensor:
+        raise NotImplementedError
+
+    def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """hidden: [N, H] -> logits [N, V] float32."""
+        raise NotImplementedError

@@ -1,0 +1,155 @@
+"""Each family's config.json dialect, read into :class:`ModelConfig`'s per-family switches.
+
+The decoder (``models/llama.py``) is one implementation with switches; this module is
+where a family's HF config says which switches it sets. Families by ``model_type``:
+
+* llama, mistral, qwen2, qwen3, phi3: pre-norm RMSNorm decoders (Phi-3's fused
+  ``qkv_proj`` / ``gate_up_proj`` are our own packed layout; LongRoPE lives in rotary.py);
+* granite: Llama plus embedding / residual / attention / logits multipliers;
+* gemma, gemma2, gemma3_text: ``(1 + w)`` RMSNorm, embeddings scaled by sqrt(hidden),
+  GELU-tanh MLP; 2 and 3 add sandwich norms, ``query_pre_attn_scalar``, sliding layers,
+  soft-capping (2) and per-head q/k norms with a local RoPE base (3);
+* olmo2: norms after each sublayer instead of before, q/k norm over the whole projection;
+* mixtral, qwen2_moe, qwen3_moe, olmoe: sparse MoE MLPs (``models/moe.py``);
+* gpt2: its own module (``models/gpt2.py``); only the key names are normalised here.
+
+    >>> f = family_fields({"model_type": "gemma2", "query_pre_attn_scalar": 16,
+    ...     "attn_logit_softcapping": 50.0}, num_layers=2, hidden=64)
+    >>> f["norm_offset"], f["embedding_multiplier"], f["attention_scale"], f["norm_layout"]
+    (1.0, 8.0, 0.25, 'sandwich')
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+GEMMA = ("gemma", "gemma2", "gemma3_text")
+MOE = ("mixtral", "qwen2_moe", "qwen3_moe", "olmoe")
+
+
+def normalize_keys(raw: dict[str, Any]) -> dict[str, Any]:
+    """GPT-2 spells the common keys its own way (n_embd, n_layer, ...): rename them."""
+    if raw.get("model_type") != "gpt2":
+        return raw
+    hidden = raw.get("n_embd", raw.get("hidden_size"))
+    out = dict(raw)
+    out.update(
+        hidden_size=hidden,
+        num_hidden_layers=raw.get("n_layer", raw.get("num_hidden_layers")),
+        num_attention_heads=raw.get("n_head", raw.get("num_attention_heads")),
+        max_position_embeddings=raw.get("n_positions", raw.get("max_position_embeddings")),
+        intermediate_size=raw.get("n_inner") or (4 * hidden if hidden else None),
+        rms_norm_eps=raw.get("layer_norm_epsilon", 1e-5),  # LayerNorm's eps
+        hidden_act=raw.get("activation_function", "gelu_new"),
+        tie_word_embeddings=raw.get("tie_word_embeddings", True),
+    )
+    return out
+
+
+def has_qkv_bias(raw: dict[str, Any]) -> bool:
+    """Qwen2 (and Qwen2-MoE) always have q/k/v bias; GPT-2 biases everything."""
+    return raw.get("model_type") in ("qwen2", "qwen2_moe", "gpt2") or bool(
+        raw.get("attention_bias")
+    )
+
+
+def has_qk_norm(raw: dict[str, Any]) -> bool:
+    return raw.get("model_type") in ("qwen3", "qwen3_moe", "olmo2", "olmoe", "gemma3_text")
+
+
+def unsupported_options(raw: dict[str, Any]) -> list[str]:
+    """Config values this engine would otherwise silently ignore, as error messages."""
+    problems = []
+    if raw.get("model_type") == "gpt2":
+        if raw.get("scale_attn_by_inverse_layer_idx"):
+            problems.append("GPT-2 scale_attn_by_inverse_layer_idx=true is not supported")
+        if raw.get("scale_attn_weights") is False:
+            problems.append("GPT-2 scale_attn_weights=false is not supported")
+    if raw.get("model_type") == "gemma3_text" and raw.get("use_bidirectional_attention"):
+        problems.append("Gemma 3 use_bidirectional_attention=true is not supported")
+    return problems
+
+
+def family_fields(raw: dict[str, Any], num_layers: int, hidden: int) -> dict[str, Any]:
+    """The per-family keyword arguments of :class:`ModelConfig` for this config.json."""
+    mt = raw.get("model_type", "")
+    f: dict[str, Any] = {
+        "hidden_act": str(raw.get("hidden_act") or "silu"),
+        "o_proj_bias": mt == "gpt2" or (bool(raw.get("attention_bias")) and mt != "qwen2"),
+        "mlp_bias": mt == "gpt2" or bool(raw.get("mlp_bias")),
+        "qk_norm_per_head": mt not in ("olmo2", "olmoe"),
+        "clip_qkv": _float_or_none(raw.get("clip_qkv")),
+        "partial_rotary_factor": _partial_rotary(raw),
+    }
+    if mt in GEMMA:
+        f["hidden_act"] = str(raw.get("hidden_activation") or raw.get("hidden_act") or "")
+        if f["hidden_act"] in ("", "gelu"):  # HF Gemma runs the tanh approximation
+            f["hidden_act"] = "gelu_pytorch_tanh"
+        f["norm_offset"] = 1.0
+        f["embedding_multiplier"] = math.sqrt(hidden)
+        if mt != "gemma":
+            f["norm_layout"] = "sandwich"
+            f["attention_scale"] = float(raw.get("query_pre_attn_scalar") or 256) ** -0.5
+            f["attn_logit_softcap"] = _float_or_none(raw.get("attn_logit_softcapping"))
+            f["final_logit_softcap"] = _float_or_none(raw.get("final_logit_softcapping"))
+        if mt == "gemma3_text":
+            f["local_rope_theta"], f["local_rope_scaling"] = _gemma3_local_rope(raw)
+    elif mt == "olmo2":
+        f["norm_layout"] = "post"
+    elif mt == "granite":
+        f["embedding_multiplier"] = float(raw.get("embedding_multiplier", 1.0))
+        f["residual_multiplier"] = float(raw.get("residual_multiplier", 1.0))
+        f["attention_scale"] = float(raw.get("attention_multiplier", 1.0))
+        f["logits_multiplier"] = 1.0 / float(raw.get("logits_scaling", 1.0))
+    if mt in MOE:
+        f.update(_moe_fields(raw, num_layers))
+    return f
+
+
+def _moe_fields(raw: dict[str, Any], num_layers: int) -> dict[str, Any]:
+    mt = raw["model_type"]
+    # Mixtral (and transformers 5's Qwen3-MoE) say num_local_experts, the others num_experts.
+    num_experts = int(raw.get("num_local_experts") or raw.get("num_experts") or 0)
+    if mt.startswith("qwen"):
+        only_dense = set(raw.get("mlp_only_layers") or [])
+        step = int(raw.get("decoder_sparse_step") or 1)
+        layers = [i not in only_dense and (i + 1) % step == 0 for i in range(num_layers)]
+        inter = int(raw["moe_intermediate_size"])
+    else:  # Mixtral and OLMoE: every layer is sparse, experts are intermediate_size wide
+        layers = [True] * num_layers
+        inter = int(raw["intermediate_size"])
+    return {
+        "num_experts": num_experts,
+        "num_experts_per_tok": int(raw.get("num_experts_per_tok") or 2),
+        "moe_intermediate_size": inter,
+        # Mixtral always renormalises its top-k weights; the others say so in the config.
+        "norm_topk_prob": mt == "mixtral" or bool(raw.get("norm_topk_prob", False)),
+        "shared_expert_intermediate_size": int(raw.get("shared_expert_intermediate_size") or 0)
+        if mt == "qwen2_moe"
+        else 0,
+        "moe_layers": layers if num_experts else [False] * num_layers,
+    }
+
+
+def _gemma3_local_rope(raw: dict[str, Any]) -> tuple[float, dict[str, Any] | None]:
+    """Gemma 3's sliding layers: rope_parameters["sliding_attention"] (5.x) or
+    rope_local_base_freq (4.x, no scaling)."""
+    params = raw.get("rope_parameters")
+    if isinstance(params, dict) and isinstance(params.get("sliding_attention"), dict):
+        local = params["sliding_attention"]
+        rope_type = local.get("rope_type", local.get("type", "default"))
+        scaling = None if rope_type in (None, "default") else dict(local)
+        return float(local.get("rope_theta", 10000.0)), scaling
+    return float(raw.get("rope_local_base_freq", 10000.0)), None
+
+
+def _partial_rotary(raw: dict[str, Any]) -> float:
+    params = raw.get("rope_parameters")
+    if isinstance(params, dict) and "partial_rotary_factor" in params:
+        return float(params["partial_rotary_factor"])
+    return float(raw.get("partial_rotary_factor", 1.0))
+
+
+def _float_or_none(value: Any) -> float | None:
+    return None if value is None else float(value)

@@ -1,0 +1,86 @@
+"""The sparse Mixture-of-Experts MLP: Mixtral, Qwen2-MoE, Qwen3-MoE, OLMoE.
+
+A router (``gate``: [E, H]) scores every expert per token, the top ``K`` are kept (softmax
+then top-k, renormalised where the family says so; ``kernels/moe.py::route_topk``) and
+the experts run as one fused grouped GEMM (``ops.fused_moe``). Qwen2-MoE adds a shared
+expert every token goes through, scaled by ``sigmoid(shared_expert_gate(x))``.
+
+Expert weights are stacked at load time into ``experts.w13`` [E, 2I, H] (gate | up) and
+``experts.w2`` [E, H, I]. :data:`EXPERT_SLOTS` maps each HF per-expert tensor name onto
+its slot: ``mlp.experts.{e}.gate_proj.weight`` (Mixtral: ``w1``) is rows [0, I) of
+``w13[e]``, ``up_proj`` (``w3``) rows [I, 2I), ``down_proj`` (``w2``) all of ``w2[e]``.
+transformers 5's own stacked names (``experts.gate_up_proj``, ``experts.down_proj``) load
+whole.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from actorllm.kernels.moe import route_topk
+from actorllm.kernels.ops import Ops
+from actorllm.models.config import ModelConfig
+from actorllm.models.layers import MLP
+
+# HF per-expert projection -> (our stacked parameter, slot within the expert).
+EXPERT_SLOTS: dict[str, tuple[str, int]] = {
+    "gate_proj": ("w13", 0),
+    "up_proj": ("w13", 1),
+    "down_proj": ("w2", 0),
+    "w1": ("w13", 0),
+    "w3": ("w13", 1),
+    "w2": ("w2", 0),
+}
+# transformers 5's stacked tensor names -> ours.
+STACKED_NAMES: dict[str, str] = {"gate_up_proj": "w13", "down_proj": "w2"}
+
+
+class FusedExperts(nn.Module):
+    """E gated-MLP experts stacked into two tensors."""
+
+    def __init__(self, num_experts: int, hidden: int, inter: int) -> None:
+        super().__init__()
+        self.num_experts = num_experts
+        self.inter = inter
+        self.w13 = nn.Parameter(torch.empty(num_experts, 2 * inter, hidden))  # [E, 2I, H]
+        self.w2 = nn.Parameter(torch.empty(num_experts, hidden, inter))  # [E, H, I]
+
+    def shard_view(self, leaf: str, data: torch.Tensor, key: tuple[int, int]) -> torch.Tensor:
+        """The rows of ``data`` (our ``leaf`` parameter) that expert ``key[0]``'s slot
+        ``key[1]`` owns."""
+        expert, slot = key
+        if leaf == "w13":
+            return data[expert].narrow(0, slot * self.inter, self.inter)  # [I, H]
+        return data[expert]  # [H, I]
+
+    def shard_keys(self, leaf: str) -> list[tuple[int, int]]:
+        slots = (0, 1) if leaf == "w13" else (0,)
+        return [(e, s) for e in range(self.num_experts) for s in slots]
+
+
+class SparseMoeBlock(nn.Module):
+    def __init__(self, cfg: ModelConfig, ops: Ops) -> None:
+        super().__init__()
+        self.ops = ops
+        self.top_k = cfg.num_experts_per_tok
+        self.renormalize = cfg.norm_topk_prob
+        self.activation = cfg.hidden_act
+        self.gate = nn.Linear(cfg.hidden_size, cfg.num_experts, bias=False)  # the router
+        self.experts = FusedExperts(cfg.num_experts, cfg.hidden_size, cfg.moe_intermediate_size)
+        self.shared_expert: MLP | None = None
+        self.shared_expert_gate: nn.Linear | None = None
+        if cfg.shared_expert_intermediate_size:
+            self.shared_expert = MLP(cfg, ops, cfg.shared_expert_intermediate_size)
+            self.shared_expert_gate = nn.Linear(cfg.hidden_size, 1, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x: [T, H] -> [T, H]."""
+        weights, ids = route_topk(self.gate(x), self.top_k, self.renormalize)  # [T, K] x2
+        out = self.ops.fused_moe(
+            x, self.experts.w13, self.experts.w2, weights, ids, self.activation
+        )  # [T, H]
+        if self.shared_expert is not None and self.shared_expert_gate is not None:
+            shared = self.shared_expert(x)  # [T, H]
+            out = out + torch.sigmoid(self.shared_expert_gate(x)) * shared
+        return out

@@ -1,0 +1,83 @@
+"""Reasoning parsers: split a reasoning model's output into ``reasoning_content`` and
+``content``, whole or as streamed deltas.
+
+Each family implements :meth:`ReasoningParser.split` on the text so far; the reasoning only
+grows until the answer starts, so :class:`ReasoningStreamer` emits ``delta.reasoning_content``
+then ``delta.content`` by diffing, holding back text that may be the start of a marker.
+Families with a single-token end marker (``</think>``) also name it
+(``end_marker``): the engine applies structured outputs only after it.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from actorllm.core.marker_text import hold_back
+
+
+@dataclass
+class Split:
+    reasoning: str | None  # None: this output has no reasoning part
+    content: str
+    reasoning_done: bool  # the answer has started
+
+
+class ReasoningParser(ABC):
+    # Strings whose prefix at the end of the text is held back while streaming.
+    markers: ClassVar[tuple[str, ...]] = ()
+    # The text that ends the reasoning (structured outputs start after it), if any.
+    start_marker: ClassVar[str | None] = None
+    end_marker: ClassVar[str | None] = None
+
+    def __init__(self, tokenizer: Any = None) -> None:
+        self.tokenizer = tokenizer
+        # The prompt left a reasoning block open (the chat template started it).
+        self.prompt_opened = False
+
+    def begin(self, prompt: str | None) -> ReasoningParser:
+        """Look at the rendered prompt once, before the output: did it open the block?"""
+        if prompt and self.start_marker and self.end_marker:
+            self.prompt_opened = prompt.rfind(self.start_marker) > prompt.rfind(self.end_marker)
+        return self
+
+    @abstractmethod
+    def split(self, text: str, final: bool) -> Split: ...
+
+    def extract(self, text: str) -> tuple[str | None, str | None]:
+        """(reasoning_content, content) of a whole output; empty parts are None."""
+        s = self.split(text, final=True)
+        return (s.reasoning or None), (s.content or None)
+
+
+@dataclass
+class ReasoningDelta:
+    reasoning_content: str | None = None
+    content: str | None = None
+
+
+class ReasoningStreamer:
+    def __init__(self, parser: ReasoningParser) -> None:
+        self.parser = parser
+        self._reasoning_sent = 0
+        self._content_sent = 0
+
+    def update(self, text: str, final: bool = False) -> ReasoningDelta:
+        s = self.parser.split(text, final)
+        reasoning, content = s.reasoning or "", s.content
+        if not final:
+            if s.reasoning_done:
+                content = hold_back(content, self.parser.markers)
+            elif s.reasoning is not None:
+                reasoning = hold_back(reasoning, self.parser.markers)
+            else:
+                content = hold_back(content, self.parser.markers)
+        delta = ReasoningDelta()
+        if len(reasoning) > self._reasoning_sent:
+            delta.reasoning_content = reasoning[self._reasoning_sent :]
+            self._reasoning_sent = len(reasoning)
+        if len(content) > self._content_sent:
+            delta.content = content[self._content_sent :]
+            self._content_sent = len(content)
+        return delta

@@ -1,0 +1,153 @@
+"""xgrammar (vLLM's default backend): JSON schema, regex, choice, EBNF/Lark, structural tags.
+
+Compiled grammars are cached by the compile pool; xgrammar's own compiler cache stays off
+so there is one cache to reason about. Schemas compile in xgrammar's strict mode: an object
+without ``additionalProperties`` allows only its listed properties (so
+``disable_additional_properties`` always holds here). Schema features xgrammar accepts but does not
+enforce are refused up front (:func:`unsupported_json_feature`), so ``auto`` sends those
+schemas to llguidance instead of producing output that violates them.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import xgrammar as xgr
+
+from actorllm.core.structured_outputs_params import GrammarKey, StructuredOutputsError
+from actorllm.structured_output.backend import BackendName, UnsupportedFeatureError
+from actorllm.structured_output.grammar_text import choice_as_ebnf, looks_like_lark
+
+# String formats xgrammar's JSON-schema converter turns into grammar rules.
+_FORMATS = frozenset(
+    [
+        "email",
+        "date",
+        "time",
+        "date-time",
+        "duration",
+        "ipv4",
+        "ipv6",
+        "hostname",
+        "uuid",
+        "uri",
+        "uri-reference",
+        "uri-template",
+        "json-pointer",
+        "relative-json-pointer",
+    ]
+)
+
+
+def unsupported_json_feature(schema: Any) -> str | None:
+    """The first schema keyword xgrammar would silently not enforce, or None."""
+    if isinstance(schema, list):
+        return next((f for f in map(unsupported_json_feature, schema) if f), None)
+    if not isinstance(schema, dict):
+        return None
+    types = schema.get("type")
+    types = {types} if isinstance(types, str) else set(types or ())
+    if types & {"integer", "number"} and "multipleOf" in schema:
+        return "multipleOf"
+    if "array" in types:
+        for kw in ("uniqueItems", "contains", "minContains", "maxContains"):
+            if kw in schema:
+                return kw
+    if "string" in types:
+        if "format" in schema and schema["format"] not in _FORMATS:
+            return f"format {schema['format']!r}"
+        if ("pattern" in schema or "format" in schema) and (
+            "minLength" in schema or "maxLength" in schema
+        ):
+            return "pattern/format together with minLength/maxLength"
+    pattern_props = schema.get("patternProperties")
+    if isinstance(pattern_props, dict) and ("properties" in schema or len(pattern_props) > 1):
+        return "patternProperties beside other properties"
+    return next((f for f in map(unsupported_json_feature, schema.values()) if f), None)
+
+
+@dataclass(frozen=True)
+class XgrammarCompiled:
+    grammar: xgr.CompiledGrammar
+    backend: BackendName = "xgrammar"
+
+
+class XgrammarMatcher:
+    def __init__(self, compiled: XgrammarCompiled) -> None:
+        self._m = xgr.GrammarMatcher(compiled.grammar)
+
+    def accept(self, token_id: int) -> bool:
+        return bool(self._m.accept_token(token_id))
+
+    def rollback(self, num_tokens: int) -> None:
+        self._m.rollback(num_tokens)
+
+    def fill_bitmask(self, bitmask: np.ndarray, row: int) -> None:
+        self._m.fill_next_token_bitmask(bitmask, row)
+
+    def is_terminated(self) -> bool:
+        return bool(self._m.is_terminated())
+
+
+class XgrammarBackend:
+    name: BackendName = "xgrammar"
+
+    def __init__(self, tokenizer: Any, vocab_size: int, stop_token_ids: list[int]) -> None:
+        info = xgr.TokenizerInfo.from_huggingface(
+            tokenizer, vocab_size=vocab_size, stop_token_ids=stop_token_ids or None
+        )
+        # Threads: one per compile; the pool runs several compiles side by side.
+        self._compiler = xgr.GrammarCompiler(info, max_threads=1, cache_enabled=False)
+
+    def compile(self, key: GrammarKey) -> XgrammarCompiled:
+        if key.whitespace_pattern is not None:
+            raise UnsupportedFeatureError("whitespace_pattern is not supported by xgrammar.")
+        try:
+            return XgrammarCompiled(self._compile(key))
+        except StructuredOutputsError:
+            raise
+        except (RuntimeError, ValueError, TypeError) as exc:  # xgrammar's parse errors
+            raise StructuredOutputsError(
+                f"{key.kind} cannot be compiled (xgrammar): {_first_line(exc)}"
+            ) from exc
+
+    def _compile(self, key: GrammarKey) -> xgr.CompiledGrammar:
+        c = self._compiler
+        if key.kind in ("json", "json_object"):
+            schema = json.loads(key.spec)
+            feature = unsupported_json_feature(schema)
+            if feature is not None:
+                raise UnsupportedFeatureError(
+                    f"json schema uses {feature}, which xgrammar does not enforce."
+                )
+            return c.compile_json_schema(key.spec, any_whitespace=key.any_whitespace)
+        if key.kind == "regex":
+            return c.compile_regex(key.spec)
+        if key.kind == "choice":
+            return c.compile_grammar(choice_as_ebnf(json.loads(key.spec)))
+        if key.kind == "grammar":
+            if looks_like_lark(key.spec):
+                return c.compile_grammar(xgr.Grammar.from_lark(key.spec))
+            return c.compile_grammar(key.spec)
+        assert key.kind == "structural_tag"
+        tag = json.loads(key.spec)
+        if "structures" in tag:  # the older {structures, triggers} form
+            items = [
+                xgr.StructuralTagItem(
+                    begin=s["begin"], schema=json.dumps(s["schema"]), end=s["end"]
+                )
+                for s in tag["structures"]
+            ]
+            return c.compile_structural_tag(items, tag["triggers"])
+        return c.compile_structural_tag(key.spec)
+
+    def matcher(self, compiled: Any) -> XgrammarMatcher:
+        return XgrammarMatcher(compiled)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

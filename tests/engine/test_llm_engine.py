@@ -1,0 +1,153 @@
+"""``LLMEngine``: a user loop of add_request + step gives exactly LLM.generate's tokens."""
+
+import itertools
+import time
+
+import pytest
+
+from actorllm import LLM, LLMEngine, RequestOutputKind, SamplingParams
+from actorllm.core.errors import DuplicateRequestError, InvalidRequestError, RequestTooLongError
+from actorllm.engine.config import EngineConfig
+
+GREEDY = SamplingParams(temperature=0.0, max_tokens=12)
+# One sequence at a time: what waits is ordered by the scheduling policy.
+CONFIG = dict(
+    max_model_len=256,
+    kv_cache_memory_bytes=8 * 2**20,
+    max_num_seqs=1,
+    scheduling_policy="priority",
+)
+
+
+@pytest.fixture(scope="module")
+def engine(tiny_model):
+    with LLMEngine(tiny_model, **CONFIG) as eng:
+        yield eng
+
+
+@pytest.fixture(scope="module")
+def llm(tiny_model):
+    with LLM(tiny_model, **CONFIG) as llm:
+        yield llm
+
+
+def run_to_end(engine: LLMEngine) -> tuple[dict[str, list], list[str]]:
+    """Step until done: {request id: its outputs in order}, ids in order of finishing."""
+    seen: dict[str, list] = {}
+    finished: list[str] = []
+    while engine.has_unfinished_requests():
+        outs = engine.step()
+        assert outs, "step() returned nothing while requests were unfinished"
+        assert len({o.request_id for o in outs}) == len(outs)  # one output per request
+        for out in outs:
+            seen.setdefault(out.request_id, []).append(out)
+            if out.finished:
+                finished.append(out.request_id)
+    return seen, finished
+
+
+def test_a_step_loop_matches_generate_token_for_token(engine, llm):
+    prompts = ["The quick brown fox", {"prompt_token_ids": [5, 6, 7, 8]}, {"prompt": "Hello"}]
+    kinds = [RequestOutputKind.CUMULATIVE, RequestOutputKind.DELTA, RequestOutputKind.FINAL_ONLY]
+    for i, (prompt, kind) in enumerate(zip(prompts, kinds, strict=True)):
+        engine.add_request(f"r{i}", prompt, GREEDY.clone(output_kind=kind, n=2 if i else 1))
+    assert engine.get_num_unfinished_requests() == 3
+    seen, _ = run_to_end(engine)
+    expected = llm.generate(
+        prompts, [GREEDY.clone(n=2 if i else 1) for i in range(3)], use_tqdm=False
+    )
+    cumulative, delta, final = seen["r0"], seen["r1"], seen["r2"]
+    # CUMULATIVE: each output extends the previous one; the last is the whole answer.
+    tokens = [o.outputs[0].token_ids for o in cumulative]
+    assert all(a == b[: len(a)] for a, b in itertools.pairwise(tokens))
+    assert cumulative[-1].outputs[0].token_ids == expected[0].outputs[0].token_ids
+    assert cumulative[-1].outputs[0].text == expected[0].outputs[0].text
+    # DELTA: the pieces add up to the answer, per sample.
+    for index in range(2):
+        pieces = [c for o in delta for c in o.outputs if c.index == index]
+        assert [t for c in pieces for t in c.token_ids] == expected[1].outputs[index].token_ids
+        assert "".join(c.text for c in pieces) == expected[1].outputs[index].text
+    # FINAL_ONLY: one output, at the end.
+    assert len(final) == 1 and final[0].finished
+    assert [c.token_ids for c in final[0].outputs] == [c.token_ids for c in expected[2].outputs]
+    assert final[0].prompt == "Hello"
+    assert engine.step() == [] and not engine.has_unfinished_requests()
+
+
+def test_abort_mid_run_and_priorities(engine, llm):
+    long = GREEDY.clone(max_tokens=40, ignore_eos=True)
+    engine.add_request("running", "one request is running", long, priority=5)
+    while not engine.step():  # "running" holds the only sequence slot
+        pass
+    engine.add_request("doomed", "this one is aborted while it waits", long, priority=1)
+    engine.add_request("low", "a low priority request", GREEDY, priority=9)
+    engine.add_request("high", "a high priority request", GREEDY, priority=0)
+    engine.abort_request(["doomed", "no-such-request"])
+    assert engine.get_num_unfinished_requests() == 3
+    seen, finished = run_to_end(engine)
+    assert "doomed" not in seen
+    assert sorted(finished) == ["high", "low", "running"]
+    assert finished.index("high") < finished.index("low")
+    expected = llm.generate(
+        ["one request is running", "a low priority request", "a high priority request"],
+        [long, GREEDY, GREEDY],
+        priority=[5, 9, 0],
+        use_tqdm=False,
+    )
+    for name, want in zip(["running", "low", "high"], expected, strict=True):
+        assert seen[name][-1].outputs[0].token_ids == want.outputs[0].token_ids
+
+
+def test_abort_while_running_then_reuse_the_id(engine):
+    engine.add_request("x", "abort me", GREEDY.clone(max_tokens=200, ignore_eos=True))
+    outs = engine.step()
+    assert outs and not outs[0].finished
+    engine.abort_request("x")
+    assert not engine.has_unfinished_requests()
+    assert engine.step() == []
+    engine.add_request("x", "abort me", GREEDY)  # the id is free again
+    seen, _ = run_to_end(engine)
+    assert seen["x"][-1].finished and len(seen["x"][-1].outputs[0].token_ids) == 12
+
+
+def test_bad_requests_raise_at_add_request_and_queue_nothing(engine):
+    engine.add_request("dup", "hi", GREEDY)
+    with pytest.raises(DuplicateRequestError):
+        engine.add_request("dup", "hi", GREEDY)
+    with pytest.raises(RequestTooLongError):
+        engine.add_request("long", "word " * 400, GREEDY)
+    with pytest.raises(InvalidRequestError) as info:
+        engine.add_request("bias", "hi", SamplingParams(logit_bias={10**6: 1.0}))
+    assert info.value.param == "logit_bias"
+    with pytest.raises(InvalidRequestError):
+        engine.add_request("ints", [1, 2, 3], GREEDY)  # type: ignore[arg-type]
+    with pytest.raises(InvalidRequestError) as info:
+        engine.add_request("mm", {"prompt": "x", "multi_modal_data": {}}, GREEDY)
+    assert info.value.param == "prompt"
+    with pytest.raises(TypeError):
+        engine.add_request("params", "hi", {"max_tokens": 3})  # type: ignore[arg-type]
+    with pytest.raises(InvalidRequestError) as info:
+        engine.add_request("late", "hi", GREEDY, arrival_time=time.time())
+    assert info.value.param == "arrival_time"
+    assert engine.get_num_unfinished_requests() == 1
+    seen, _ = run_to_end(engine)
+    assert list(seen) == ["dup"]
+
+
+def test_model_config_and_tokenizer(engine, tiny_model):
+    config = engine.get_model_config()
+    assert config.model == tiny_model
+    assert config.max_model_len == 256
+    assert config.get_vocab_size() == 4096 == config.hf_config.vocab_size
+    assert engine.get_tokenizer().encode("hello") == engine.engine.tokenizer.encode("hello")
+
+
+def test_from_engine_args(tiny_model):
+    args = EngineConfig(model=tiny_model, max_model_len=128, kv_cache_memory_bytes=4 * 2**20)
+    with LLMEngine.from_engine_args(args) as eng:
+        assert eng.get_model_config().max_model_len == 128
+        with pytest.raises(InvalidRequestError) as info:  # fcfs: priorities are refused
+            eng.add_request("p", "hi", GREEDY, priority=3)
+        assert info.value.param == "priority"
+    with pytest.raises(TypeError):
+        LLMEngine.from_engine_args({"model": tiny_model})  # type: ignore[arg-type]

@@ -1,0 +1,42 @@
+"""The offline examples run as written (on a tiny model) and their processes end."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run_example(name: str, model: str) -> str:
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / name), model],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=180,  # a hang at exit fails here
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+@pytest.mark.timeout(240)
+def test_offline_batch(tiny_model):
+    lines = run_example("offline_batch.py", tiny_model).splitlines()
+    assert [line.split(",")[0] for line in lines[:3]] == [
+        "Prompt: 'The capital of France is'",
+        "Prompt: 'def fibonacci(n):'",
+        "Prompt: 'Once upon a time",
+    ]
+    assert sum(line.startswith("Chat reply: ") for line in lines) == 2
+
+
+@pytest.mark.timeout(240)
+def test_engine_loop(tiny_model):
+    lines = run_example("engine_loop.py", tiny_model).splitlines()
+    names = [line.split(" ")[0].rstrip(":") for line in lines]
+    assert names[:3] == ["endless", "code", "story"] or names[:3] == ["endless", "story", "code"]
+    assert lines[-1].endswith("unfinished: 0")

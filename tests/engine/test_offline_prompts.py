@@ -1,0 +1,54 @@
+"""The prompt forms ``LLM.generate`` and ``LLMEngine.add_request`` accept."""
+
+import pytest
+
+from actorllm.core.errors import InvalidRequestError
+from actorllm.engine.config import EngineConfig
+from actorllm.engine.offline_prompts import as_prompt_list, check_priority, per_prompt
+
+
+def test_every_vllm_form_and_a_mix():
+    mixed = [
+        "text",
+        {"prompt": "dict"},
+        {"prompt_token_ids": [1, 2]},
+        {"prompt": "t", "prompt_token_ids": [3]},
+    ]
+    assert as_prompt_list(mixed) == mixed
+    assert as_prompt_list("one") == ["one"]
+    assert as_prompt_list({"prompt_token_ids": [4]}) == [{"prompt_token_ids": [4]}]
+    assert as_prompt_list(("a", "b")) == ["a", "b"]
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        [1, 2, 3],
+        [["a"]],
+        {"prompt": "x", "multi_modal_data": {"image": None}},
+        {"prompt": 3},
+        {},
+        3.5,
+    ],
+)
+def test_unsupported_forms_are_refused_naming_prompt(bad):
+    with pytest.raises(InvalidRequestError) as info:
+        as_prompt_list(bad)
+    assert info.value.param == "prompt"
+
+
+def test_per_prompt_values():
+    assert per_prompt(None, 2, 0, "priorities") == [0, 0]
+    assert per_prompt(7, 2, 0, "priorities") == [7, 7]
+    assert per_prompt([1, 2], 2, 0, "priorities") == [1, 2]
+    with pytest.raises(ValueError, match="got 1 priorities for 2 prompts"):
+        per_prompt([1], 2, 0, "priorities")
+
+
+def test_priority_needs_the_priority_policy():
+    assert check_priority(0, EngineConfig()) == 0
+    assert check_priority(-3, EngineConfig(scheduling_policy="priority")) == -3
+    for bad, config in [(2, EngineConfig()), (True, EngineConfig()), ("1", EngineConfig())]:
+        with pytest.raises(InvalidRequestError) as info:
+            check_priority(bad, config)
+        assert info.value.param == "priority"

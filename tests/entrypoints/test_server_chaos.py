@@ -1,0 +1,141 @@
+"""The server under faults (issue 18): while HTTP clients stream on loopback, the engine's
+actors crash again and again. Every client gets its full answer (the same text as without
+faults) or a typed error (an error event in its stream, or an OpenAI error body when it
+failed before its first token), no connection is reset, ``/health`` answers 200
+throughout, and ``/metrics`` counts the restarts."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+
+from actorllm.entrypoints.openai.app import AppSettings, app_state, build_app
+from actorllm.testing import inject_fault, open_test_engine
+from actorllm.testing.chaos_plan import CrashPoint, Trigger
+from tests.entrypoints.server_thread import ServerThread
+from tests.entrypoints.test_server_metrics import sample
+
+CLIENTS = 12
+MAX_TOKENS = 12
+# Two rounds of crashes over every actor and the model step, at points inside the traffic.
+CRASHES = [
+    CrashPoint(actor, at)
+    for actor, at in [
+        ("router", 3),
+        ("input_processor", 5),
+        ("scheduler", 9),
+        ("executor", 14),
+        ("output_processor", 11),
+        ("worker", 7),
+        ("scheduler", 40),
+        ("output_processor", 45),
+        ("worker", 30),
+    ]
+]
+
+
+@pytest.fixture(params=["trio", "asyncio"])
+def server(request: pytest.FixtureRequest) -> Iterator[ServerThread]:
+    engine = lambda: open_test_engine(  # noqa: E731
+        step_delay_s=0.002, max_restarts=1000, restart_window_s=1.0, block_size=8
+    )
+    app = build_app(engine, AppSettings(log_interval_s=0))
+    srv = ServerThread(app, worker_class=request.param).start()
+    yield srv
+    srv.stop()
+    assert srv.error is None
+
+
+async def stream_one(client: httpx.AsyncClient, i: int) -> dict[str, Any]:
+    """One streaming completion: its text and finish reason, or the error event it got."""
+    body = {
+        "prompt": f"client {i} asks " + "why " * (i % 4),
+        "max_tokens": MAX_TOKENS,
+        "temperature": 0,
+        "stream": True,
+    }
+    text, reason, error, done = "", None, None, False
+    async with client.stream("POST", "/v1/completions", json=body) as r:
+        if r.status_code != 200:  # failed before its first token: a typed error response
+            error = json.loads(await r.aread())["error"]
+            assert error["code"] == r.status_code in (500, 503)
+            return {"text": "", "finish_reason": None, "error": error, "done": True}
+        async for line in r.aiter_lines():
+            if not line.startswith("data: "):
+                continue
+            data = line[len("data: ") :]
+            if data == "[DONE]":
+                done = True
+                continue
+            event = json.loads(data)
+            if "error" in event:
+                error = event["error"]
+                continue
+            text += event["choices"][0]["text"]
+            reason = event["choices"][0]["finish_reason"] or reason
+    return {"text": text, "finish_reason": reason, "error": error, "done": done}
+
+
+async def stream_all(url: str) -> list[dict[str, Any]]:
+    results: list[dict[str, Any]] = [{} for _ in range(CLIENTS)]
+    async with httpx.AsyncClient(base_url=url, timeout=60.0) as client:
+
+        async def one(i: int) -> None:
+            results[i] = await stream_one(client, i)
+
+        async with anyio.create_task_group() as tg:
+            for i in range(CLIENTS):
+                tg.start_soon(one, i)
+    return results
+
+
+async def poll_health(url: str, stop: anyio.Event, codes: list[int]) -> None:
+    async with httpx.AsyncClient(base_url=url, timeout=10.0) as client:
+        while not stop.is_set():
+            codes.append((await client.get("/health")).status_code)
+            await anyio.sleep(0.01)
+
+
+def test_streaming_clients_survive_repeated_crashes(server: ServerThread) -> None:
+    backend = server._settings.worker_class
+
+    async def rounds() -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[int]]:
+        reference = await stream_all(server.url)
+        engine = app_state(server.app).ctx.engine
+        triggers = [Trigger(p) for p in CRASHES]
+        for t in triggers:
+            # The server's loop runs in another thread: appending a fault is one atomic
+            # list append (and, for the model step, one attribute store) under the GIL.
+            inject_fault(engine, t.point.actor, when=t)
+        codes: list[int] = []
+        stop = anyio.Event()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(poll_health, server.url, stop, codes)
+            chaos = await stream_all(server.url)
+            while not all(t.fired for t in triggers):  # late points: one more round
+                chaos += await stream_all(server.url)
+            stop.set()
+        return reference, chaos, codes
+
+    reference, chaos, codes = anyio.run(rounds, backend=backend)
+    assert all(r["done"] and r["error"] is None for r in reference)
+    assert all(r["finish_reason"] == "length" for r in reference)
+    for i, got in enumerate(chaos):
+        assert got["done"], "every stream ends with [DONE] (no reset connection)"
+        want = reference[i % CLIENTS]
+        if got["error"] is not None:  # a typed error event, never a broken stream
+            assert set(got["error"]) >= {"message", "type", "code"}
+        else:
+            assert (got["text"], got["finish_reason"]) == (want["text"], "length")
+    assert codes and set(codes) == {200}
+    text = httpx.get(server.url + "/metrics").text
+    restarts = sum(
+        sample(text, "actorllm:actor_restarts_total", model_name="scripted", actor=a)
+        for a in ("router", "input_processor", "scheduler", "executor", "output_processor")
+    )
+    assert restarts >= len(CRASHES)

@@ -1,0 +1,87 @@
+"""The grammar token bitmask: the torch reference, and the Triton kernel against it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from actorllm.kernels import token_bitmask as ref
+
+DevDtype = tuple[torch.device, torch.dtype]
+
+
+def _pack(allowed: torch.Tensor) -> torch.Tensor:
+    """[R, V] bool -> [R, ceil(V/32)] int32, bit t%32 of word t//32 (the grammar layout)."""
+    r, v = allowed.shape
+    w = (v + 31) // 32
+    bits = np.zeros((r, w * 32), dtype=np.uint8)
+    bits[:, :v] = allowed.numpy()
+    packed = np.packbits(bits, axis=1, bitorder="little").view(np.int32)
+    return torch.from_numpy(packed.copy())
+
+
+def test_unpack_round_trips_and_pads_past_the_words() -> None:
+    torch.manual_seed(0)
+    allowed = torch.rand(3, 70) < 0.5
+    mask = _pack(allowed)
+    assert mask.shape == (3, 3)
+    assert torch.equal(ref.unpack_bitmask(mask, 70), allowed)
+    wide = ref.unpack_bitmask(mask, 100)  # logits wider than the tokenizer's vocab
+    assert not wide[:, 96:].any()
+
+
+def test_reference_masks_only_constrained_rows_and_adds_the_adjust() -> None:
+    torch.manual_seed(1)
+    logits = torch.randn(4, 40)
+    adjust = torch.randn(4, 40)
+    allowed = torch.rand(2, 40) < 0.3
+    rows = torch.tensor([1, -1, 0, -1])
+    want = logits + adjust
+    want[0][~allowed[1]] = float("-inf")
+    want[2][~allowed[0]] = float("-inf")
+    got = ref.apply_token_bitmask(logits.clone(), _pack(allowed), rows, adjust)
+    assert torch.equal(got, want)
+
+
+def test_reference_in_place_without_adjust() -> None:
+    logits = torch.zeros(1, 33)
+    mask = torch.zeros(1, 2, dtype=torch.int32)
+    mask[0, 1] = 1  # only token 32
+    out = ref.apply_token_bitmask(logits, mask, torch.tensor([0]))
+    assert out is logits
+    assert torch.isfinite(logits[0]).nonzero().flatten().tolist() == [32]
+
+
+@pytest.mark.parametrize("with_adjust", [False, True])
+def test_triton_matches_reference(dev_dtype: DevDtype, with_adjust: bool) -> None:
+    from actorllm.kernels import triton as tk
+
+    dev = dev_dtype[0]
+    torch.manual_seed(2)
+    n, v = 5, 100  # several 32-token words, a partial last tile, a partial last word
+    logits = torch.randn(n, v)
+    adjust = torch.randn(n, v) if with_adjust else None
+    allowed = torch.rand(3, v) < 0.4
+    allowed[2] = False
+    allowed[2, v - 1] = True  # only the very last token
+    rows = torch.tensor([2, -1, 0, 1, -1])
+    mask = _pack(allowed)
+    want = ref.apply_token_bitmask(logits.clone(), mask, rows, adjust)
+    got = tk.apply_token_bitmask(
+        logits.clone().to(dev), mask.to(dev), rows.to(dev),
+        None if adjust is None else adjust.to(dev), block_v=64,
+    )  # fmt: skip
+    assert torch.equal(got.cpu(), want)
+
+
+def test_triton_rejects_bad_shapes(dev_dtype: DevDtype) -> None:
+    from actorllm.kernels import triton as tk
+
+    dev = dev_dtype[0]
+    logits = torch.zeros(2, 40, device=dev)
+    mask = torch.zeros(1, 2, dtype=torch.int32, device=dev)
+    with pytest.raises(ValueError, match="rows"):
+        tk.apply_token_bitmask(logits, mask, torch.zeros(3, dtype=torch.int64, device=dev))
+    with pytest.raises(ValueError, match="int32"):
+        tk.apply_token_bitmask(logits, mask.long(), torch.zeros(2, dtype=torch.int64, device=dev))

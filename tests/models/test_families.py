@@ -1,0 +1,160 @@
+"""Per-family config parsing and checkpoint layouts: stacked experts, GPT-2's names and
+Conv1D weights, Phi-3's LongRoPE against transformers' own tables, typed refusals."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+
+from actorllm.kernels.rotary import rope_table
+from actorllm.models.config import ModelConfig, ModelConfigError
+from actorllm.models.loader import MissingWeightsError, load_model
+from tests.helpers.models import PHI3_LONGROPE, make_tiny_checkpoint, tiny_config
+
+
+def _raw(family: str) -> dict:  # type: ignore[type-arg]
+    """config.json's dict for a tiny ``family`` config (architectures as save_pretrained adds)."""
+    return {**tiny_config(family).to_dict(), "architectures": ["AnyForCausalLM"]}  # type: ignore[arg-type]
+
+
+def _load(path: Path) -> torch.nn.Module:
+    return load_model(path, ModelConfig.from_pretrained(path), progress=False)
+
+
+def _rewrite(path: Path, rename: dict[str, torch.Tensor]) -> None:
+    (path / "model.safetensors").unlink()
+    save_file(rename, str(path / "model.safetensors"))
+
+
+@pytest.fixture(scope="module")
+def mixtral(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_tiny_checkpoint(tmp_path_factory.mktemp("mx"), "mixtral", num_layers=1)
+
+
+def test_experts_stack_at_load_time(mixtral: Path) -> None:
+    sd = load_file(str(mixtral / "model.safetensors"))
+    model = _load(mixtral)
+    w13 = model.get_parameter("model.layers.0.mlp.experts.w13")  # [E, 2I, H]
+    w2 = model.get_parameter("model.layers.0.mlp.experts.w2")  # [E, H, I]
+    assert w13.shape == (4, 2 * 128, 64) and w2.shape == (4, 64, 128)
+    pre = "model.layers.0.block_sparse_moe.experts"
+    for e in range(4):
+        assert torch.equal(w13[e, :128], sd[f"{pre}.{e}.w1.weight"])  # gate
+        assert torch.equal(w13[e, 128:], sd[f"{pre}.{e}.w3.weight"])  # up
+        assert torch.equal(w2[e], sd[f"{pre}.{e}.w2.weight"])
+
+
+def test_transformers5_stacked_expert_names_load_whole(mixtral: Path, tmp_path: Path) -> None:
+    sd = load_file(str(mixtral / "model.safetensors"))
+    pre = "model.layers.0.block_sparse_moe.experts"
+    stacked = {k: v for k, v in sd.items() if ".experts." not in k}
+    stacked["model.layers.0.mlp.experts.gate_up_proj"] = torch.stack(
+        [torch.cat([sd[f"{pre}.{e}.w1.weight"], sd[f"{pre}.{e}.w3.weight"]]) for e in range(4)]
+    )
+    stacked["model.layers.0.mlp.experts.down_proj"] = torch.stack(
+        [sd[f"{pre}.{e}.w2.weight"] for e in range(4)]
+    )
+    other = tmp_path / "stacked"
+    other.mkdir()
+    (other / "config.json").write_text((mixtral / "config.json").read_text())
+    save_file(stacked, str(other / "model.safetensors"))
+    a, b = dict(_load(mixtral).named_parameters()), dict(_load(other).named_parameters())
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_a_missing_expert_is_named(mixtral: Path, tmp_path: Path) -> None:
+    sd = load_file(str(mixtral / "model.safetensors"))
+    del sd["model.layers.0.block_sparse_moe.experts.2.w3.weight"]
+    other = tmp_path / "missing"
+    other.mkdir()
+    (other / "config.json").write_text((mixtral / "config.json").read_text())
+    save_file(sd, str(other / "model.safetensors"))
+    with pytest.raises(MissingWeightsError) as e:
+        _load(other)
+    assert e.value.missing == ["model.layers.0.mlp.experts.2.w13[1]"]
+
+
+def test_gpt2_loads_with_or_without_the_transformer_prefix(tmp_path: Path) -> None:
+    path = make_tiny_checkpoint(tmp_path / "g", "gpt2", num_layers=1)
+    sd = load_file(str(path / "model.safetensors"))
+    model = _load(path)
+    # Conv1D [in, out] -> Linear [out, in]
+    c_attn = model.get_parameter("model.layers.0.attn.c_attn.weight")
+    assert torch.equal(c_attn, sd["transformer.h.0.attn.c_attn.weight"].t())
+    bare = {k.removeprefix("transformer."): v for k, v in sd.items()}
+    bare["h.0.attn.bias"] = torch.ones(1, 1, 4, 4)  # an old checkpoint's causal-mask buffer
+    _rewrite(path, bare)
+    again = dict(_load(path).named_parameters())
+    assert all(torch.equal(again[k], v) for k, v in model.named_parameters())
+
+
+@pytest.mark.parametrize("max_model_len", [64, 512])
+def test_phi3_longrope_matches_transformers_tables(max_model_len: int) -> None:
+    """Short factors while the engine serves <= original_max_position_embeddings tokens,
+    long ones beyond (what HF uses once a sequence is longer), cos/sin scaled alike."""
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    hf_cfg = tiny_config("phi3_longrope", head_dim=16)  # type: ignore[arg-type]
+    cfg = ModelConfig.from_dict({**hf_cfg.to_dict(), "architectures": ["Phi3ForCausalLM"]})
+    assert cfg.rope_scaling is not None and cfg.rope_scaling["rope_type"] == "longrope"
+    seq_len = None if max_model_len <= 64 else 65
+    inv_freq, factor = ROPE_INIT_FUNCTIONS["longrope"](hf_cfg, "cpu", seq_len=seq_len)
+    assert factor > 1.0
+    t = torch.arange(100, dtype=torch.float32)
+    freqs = torch.outer(t, inv_freq)
+    want = torch.cat([freqs.cos(), freqs.sin()], dim=-1) * factor
+    got = rope_table(
+        16, cfg.rope_theta, cfg.rope_scaling, 100,
+        max_position_embeddings=cfg.max_position_embeddings, max_model_len=max_model_len,
+    )  # fmt: skip
+    torch.testing.assert_close(got, want)
+
+
+def test_phi3_original_max_position_embeddings_beside_the_scaling_dict() -> None:
+    """Phi-3 (4.x configs) keeps original_max_position_embeddings at the top level."""
+    raw = _raw("phi3")
+    raw.pop("rope_parameters", None)
+    raw.update(
+        rope_scaling={
+            k: v for k, v in PHI3_LONGROPE.items() if k != "original_max_position_embeddings"
+        }
+    )
+    raw["rope_scaling"]["type"] = "su"
+    raw["original_max_position_embeddings"] = 64
+    cfg = ModelConfig.from_dict(raw)
+    assert (
+        cfg.rope_scaling is not None and cfg.rope_scaling["original_max_position_embeddings"] == 64
+    )
+
+
+def test_family_switches_from_config() -> None:
+    g3 = ModelConfig.from_dict(_raw("gemma3"))
+    assert g3.sliding_windows == [8, None] and g3.norm_offset == 1.0 and g3.qk_norm
+    assert g3.local_rope_theta == 10000.0 and g3.rope_theta == 100000.0
+    assert g3.rope_scaling is not None and g3.rope_scaling["rope_type"] == "linear"
+    q2 = ModelConfig.from_dict(_raw("qwen2_moe"))
+    assert q2.moe_layers == [True, False] and q2.shared_expert_intermediate_size == 48
+    assert q2.attention_bias and not q2.o_proj_bias and not q2.norm_topk_prob
+    mx = ModelConfig.from_dict(_raw("mixtral"))
+    assert mx.num_experts == 4 and mx.norm_topk_prob and mx.moe_intermediate_size == 128
+    o2 = ModelConfig.from_dict(_raw("olmo2"))
+    assert o2.norm_layout == "post" and o2.qk_norm and not o2.qk_norm_per_head
+    gr = ModelConfig.from_dict(_raw("granite"))
+    assert (gr.embedding_multiplier, gr.residual_multiplier, gr.attention_scale) == (3.0, 0.5, 0.3)
+    assert gr.logits_multiplier == 0.5 and gr.o_proj_bias and gr.mlp_bias
+
+
+def test_unsupported_gpt2_options_are_refused() -> None:
+    raw = _raw("gpt2")
+    raw["scale_attn_by_inverse_layer_idx"] = True
+    with pytest.raises(ModelConfigError, match="scale_attn_by_inverse_layer_idx"):
+        ModelConfig.from_dict(raw)
+    raw = _raw("gpt2")
+    raw["activation_function"] = "relu"
+    raw["architectures"] = ["GPT2LMHeadModel"]
+    cfg = ModelConfig.from_dict(raw)
+    with pytest.raises(ValueError, match="activation_function 'relu'"):
+        load_model("/nonexistent", cfg, load_format="dummy")

@@ -1,0 +1,65 @@
+"""The real tracker: compile off-thread, wake the owner, rebuild a matcher from tokens."""
+
+from __future__ import annotations
+
+import threading
+
+from actorllm.core.request import Request
+from actorllm.core.sampling_params import SamplingParams
+from actorllm.core.structured_outputs_params import StructuredOutputsParams as SOP
+from actorllm.structured_output import GrammarCompiler, StructuredOutputManager
+from actorllm.structured_output.backend import allowed_tokens
+from tests.helpers.tokenizers import VOCAB_SIZE, hf_demo_tokenizer
+
+
+def _req(rid: str, outputs: list[int] = ()) -> Request:  # type: ignore[assignment]
+    params = SamplingParams(structured_outputs=SOP(choice=["alpha", "beta"]))
+    return Request(rid, [5, 6], params, output_token_ids=list(outputs))
+
+
+def _ids(text: str) -> list[int]:
+    return list(hf_demo_tokenizer().encode(text, add_special_tokens=False))
+
+
+def test_compile_wakes_owner_and_matcher_tracks_tokens(compiler: GrammarCompiler) -> None:
+    woken = threading.Event()
+    m = StructuredOutputManager(compiler, on_ready=woken.set)
+    r = _req(f"a-{compiler.default_backend}")
+    m.add(r)
+    if not m.poll(r):
+        assert woken.wait(10)
+        assert m.poll(r)
+    mask = m.bitmask([r.request_id])
+    assert mask.req_ids == [r.request_id]
+    first = allowed_tokens(mask.bitmask[0], VOCAB_SIZE)
+    assert _ids("alpha")[0] in first and _ids("beta")[0] in first
+    assert m.accept(r.request_id, _ids("beta"))
+    # Rebuilt from tokens: a new manager (a restarted scheduler) picks up where it was.
+    m2 = StructuredOutputManager(compiler)
+    r2 = _req(r.request_id, outputs=_ids("bet"))
+    m2.add(r2)
+    assert m2.poll(r2)  # a cache hit: ready at once
+    nxt = allowed_tokens(m2.bitmask([r2.request_id]).bitmask[0], VOCAB_SIZE)
+    assert _ids("a")[0] in nxt and _ids("l")[0] not in nxt
+    m.remove(r.request_id)
+    assert m.statistics() == {"compiling": 0, "matchers": 0}
+
+
+def test_reasoning_is_unconstrained_until_it_closes(compiler: GrammarCompiler) -> None:
+    start, end = _ids("<think>"), _ids("</think>")
+    m = StructuredOutputManager(compiler, reasoning=(start, end))
+    params = SamplingParams(structured_outputs=SOP(choice=["alpha", "beta"]))
+    r = Request(f"r-{compiler.default_backend}", [5, *start], params)
+    m.add(r)
+    compiler.submit(params.structured_outputs.key, None).result()  # type: ignore[union-attr]
+    assert m.poll(r)
+    assert len(allowed_tokens(m.bitmask([r.request_id]).bitmask[0], VOCAB_SIZE)) == VOCAB_SIZE
+    assert m.accept(r.request_id, _ids("zzz ") + end[:1])  # reasoning: anything goes
+    assert m.accept(r.request_id, end[1:] + _ids("al"))  # closes, then the answer starts
+    nxt = allowed_tokens(m.bitmask([r.request_id]).bitmask[0], VOCAB_SIZE)
+    assert _ids("pha")[0] in nxt and len(nxt) < 10
+    # A prompt that closed the block (enable_thinking: false) is constrained at once.
+    r2 = Request(f"r2-{compiler.default_backend}", [*start, 9, *end], params)
+    m.add(r2)
+    assert m.poll(r2)
+    assert len(allowed_tokens(m.bitmask([r2.request_id]).bitmask[0], VOCAB_SIZE)) < 10
