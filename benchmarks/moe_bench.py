@@ -13,7 +13,9 @@ K); T tokens per call, from decode-sized batches to a prefill chunk. The median 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -122,9 +124,14 @@ def main(argv: list[str] | None = None) -> None:
         doc = result_document(
             "moe_bench",
             figures={"results": rows},
-            config={"shapes": SHAPES, "device": str(device)},
+            config={
+                "shapes": SHAPES,
+                "device": str(device),
+                # Others' jobs share the CPU: the load says how noisy the figures are.
+                "load_average_1m": os.getloadavg()[0],
+            },
             args=args,
-            argv=["python", "benchmarks/moe_bench.py", *(argv or [])],
+            argv=["python", "benchmarks/moe_bench.py", *(sys.argv[1:] if argv is None else argv)],
         )
         write_json(args.output_json, doc)
 

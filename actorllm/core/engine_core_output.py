@@ -29,6 +29,8 @@ class EngineCoreOutput(msgspec.Struct, frozen=True, kw_only=True):
     stop_reason: int | str | None = None
     # Prompt tokens served from the prefix cache or the KV connector (first output only).
     num_cached_tokens: int = 0
+    # When the request was first scheduled (time.monotonic(); first output only): metrics.
+    scheduled_time: float | None = None
 
     @property
     def finished(self) -> bool:

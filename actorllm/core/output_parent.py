@@ -20,10 +20,12 @@ from __future__ import annotations
 
 from typing import final
 
+from actorllm.core.engine_core_output import FinishReason
 from actorllm.core.logprobs import DecodeFn, PromptLogprobsState
 from actorllm.core.model_runner_output import TokenLogprobs
 from actorllm.core.output_state import RequestState
 from actorllm.core.outputs import CompletionOutput, RequestMetrics, RequestOutput
+from actorllm.core.request_stats import FinishedRequest
 from actorllm.core.sampling_params import RequestOutputKind, SamplingParams
 
 _U64 = 2**64
@@ -69,6 +71,8 @@ class UserRequest:
         self.prompt = prompt
         self.prompt_token_ids = prompt_token_ids
         self.n = params.n
+        self.max_tokens = params.max_tokens
+        self.first_token_seen = False  # for the engine's prompt-token count
         self.kind = params.output_kind
         self.arrival_time = arrival_time
         self.children: dict[int, RequestState] = {}  # {index: state}
@@ -126,13 +130,36 @@ class UserRequest:
             error=error,
         )
 
+    def finished_stats(self, now: float) -> FinishedRequest:
+        """This request's figures for the engine's request statistics, as it ends."""
+        children = list(self.children.values())
+        lens = [len(c.token_ids) for c in children]
+        first_child = self.children.get(0) or (children[0] if children else None)
+        reason = first_child.finish_reason if first_child is not None else None
+        rm = self._metrics()
+        return FinishedRequest(
+            finish_reason=str(reason or FinishReason.ABORT),
+            arrival_time=self.arrival_time,
+            scheduled_time=rm.first_scheduled_time,
+            first_token_time=rm.first_token_time,
+            last_token_time=rm.last_token_time,
+            finished_time=rm.finished_time if rm.finished_time is not None else now,
+            prompt_tokens=len(self.prompt_token_ids),
+            generation_tokens=sum(lens),
+            max_generation_tokens=max(lens, default=0),
+            n=self.n,
+            max_tokens=self.max_tokens,
+        )
+
     def _metrics(self) -> RequestMetrics:
         children = list(self.children.values())
         first = [c.first_token_time for c in children if c.first_token_time is not None]
         last = [c.last_token_time for c in children if c.last_token_time is not None]
         done = [c.finished_time for c in children if c.finished_time is not None]
+        scheduled = [c.scheduled_time for c in children if c.scheduled_time is not None]
         return RequestMetrics(
             arrival_time=self.arrival_time,
+            first_scheduled_time=min(scheduled, default=None),
             first_token_time=min(first, default=None),
             last_token_time=max(last, default=None),
             finished_time=max(done) if self.finished and done else None,

@@ -38,6 +38,7 @@ from actorllm.core.engine_core_output import EngineCoreOutputs, FinishReason
 from actorllm.core.output_parent import UserRequest, child_params, fan_out
 from actorllm.core.output_state import RequestState
 from actorllm.core.outputs import RequestOutput
+from actorllm.core.request_stats import RequestStats
 from actorllm.core.sampling_params import SamplingParams
 
 
@@ -60,8 +61,9 @@ class OutputProcessor:
     """Per-request output state for every open request. ``tokenizer=None`` turns
     detokenization off (text is always ``""``; stop strings do not apply)."""
 
-    def __init__(self, tokenizer: Tokenizer | None) -> None:
+    def __init__(self, tokenizer: Tokenizer | None, stats: RequestStats | None = None) -> None:
         self._tokenizer = tokenizer
+        self._stats = stats  # the engine's request statistics (outlives this object)
         self._decode = None if tokenizer is None else TokenDecoder(tokenizer)
         self._users: dict[str, UserRequest] = {}  # {user id: request}
         self._engine: dict[str, RequestState] = {}  # {engine id: unfinished child}
@@ -137,8 +139,11 @@ class OutputProcessor:
             if state is None:
                 continue
             user = self._owner[out.req_id]
+            previous = state.last_token_time
             if state.update(out, eco.timestamp):
                 result.reqs_to_abort.append(out.req_id)
+            if out.new_token_ids and self._stats is not None and eco.step_id >= 0:  # not replays
+                self._record_tokens(user, len(out.new_token_ids), previous, eco.timestamp)
             user.add_prompt_logprobs(state, out.new_prompt_logprobs)
             user.note_cached_tokens(state)
             if out.new_token_ids or state.finished:
@@ -152,8 +157,17 @@ class OutputProcessor:
                 result.request_outputs.append((user_id, request_output))
             if user.finished:
                 result.finished_ids.append(user_id)
-                self._forget(user)
+                self._forget(user, eco.timestamp)
         return result
+
+    def _record_tokens(
+        self, user: UserRequest, count: int, previous: float | None, now: float
+    ) -> None:
+        assert self._stats is not None
+        if not user.first_token_seen:
+            user.first_token_seen = True
+            self._stats.prompt(len(user.prompt_token_ids))
+        self._stats.tokens(count, None if previous is None else now - previous)
 
     # -- ending requests from outside -------------------------------------------------------
 
@@ -194,7 +208,7 @@ class OutputProcessor:
         # ends with the children it has.
         user.n = len(user.children)
         request_output = user.make_output(ended, error)
-        self._forget(user)
+        self._forget(user, now)
         return request_output
 
     # -- queries ----------------------------------------------------------------------------
@@ -221,7 +235,10 @@ class OutputProcessor:
     def _find(self, req_id: str) -> UserRequest | None:
         return self._users.get(req_id) or self._owner.get(req_id)
 
-    def _forget(self, user: UserRequest) -> None:
+    def _forget(self, user: UserRequest, now: float) -> None:
+        """Drop an ended user request; its figures go to the engine's request statistics."""
+        if self._stats is not None:
+            self._stats.finished(user.finished_stats(now))
         del self._users[user.request_id]
         for state in user.children.values():
             self._engine.pop(state.req_id, None)

@@ -66,6 +66,7 @@ class RequestState:
         self.finish_reason: FinishReason | None = None
         self.stop_reason: int | str | None = None
         self.num_cached_tokens = 0
+        self.scheduled_time: float | None = None  # first scheduled (from the scheduler)
         self.first_token_time: float | None = None
         self.last_token_time: float | None = None
         self.finished_time: float | None = None
@@ -88,6 +89,8 @@ class RequestState:
         new = out.new_token_ids
         if out.num_cached_tokens:
             self.num_cached_tokens = out.num_cached_tokens
+        if self.scheduled_time is None:
+            self.scheduled_time = out.scheduled_time
         if new:
             if self.first_token_time is None:
                 self.first_token_time = now

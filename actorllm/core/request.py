@@ -118,6 +118,7 @@ class Request:
         "cache_salt",
         "emitted_first_output",
         "eos_token_id",
+        "first_scheduled_time",
         "max_tokens",
         "num_cached_tokens",
         "num_computed_tokens",
@@ -160,6 +161,7 @@ class Request:
         # Prompt tokens served by the prefix cache or the connector at first schedule; -1: not
         # scheduled yet.
         self.num_cached_tokens = -1
+        self.first_scheduled_time: float | None = None  # monotonic; rides on the first output
         # Sampled tokens of steps in flight, not yet appended (async scheduling).
         self.num_output_placeholders = 0
         self.num_preemptions = 0

@@ -65,7 +65,14 @@ class SamplingParams(msgspec.Struct, kw_only=True):
     skip_special_tokens: bool = True
     spaces_between_special_tokens: bool = True
     detokenize: bool = True
+    # Keep only the last k prompt tokens (-1: the last max_model_len - 1); None: no truncation.
+    truncate_prompt_tokens: int | None = None
     output_kind: RequestOutputKind = RequestOutputKind.CUMULATIVE
+    # vLLM fields this engine cannot honour yet: accepted only at their "off" values, so a
+    # script written for vLLM runs unchanged unless it relies on them (then a clear error).
+    best_of: int | None = None  # None or n: one candidate per returned sample
+    logits_processors: list[Any] | None = None
+    extra_args: dict[str, Any] | None = None
     # Constrained decoding: the output must match this JSON schema / regex / choice /
     # grammar (``actorllm.structured_output`` compiles it; the sampler masks the logits).
     structured_outputs: StructuredOutputsParams | None = None
@@ -168,6 +175,25 @@ class SamplingParams(msgspec.Struct, kw_only=True):
                 "allowed_token_ids",
                 "must be non-negative token ids.",
             )
+        if self.truncate_prompt_tokens is not None:
+            _check(
+                self.truncate_prompt_tokens == -1 or self.truncate_prompt_tokens >= 1,
+                "truncate_prompt_tokens",
+                f"must be -1 or at least 1, got {self.truncate_prompt_tokens}.",
+            )
+        _check(
+            self.best_of is None or self.best_of == self.n,
+            "best_of",
+            f"other than n is not supported (got best_of={self.best_of}, n={self.n}).",
+        )
+        _check(
+            not self.logits_processors,
+            "logits_processors",
+            "are not supported by this engine.",
+        )
+        _check(
+            not self.extra_args, "extra_args", "are not supported (no custom logits processors)."
+        )
         if self.bad_words is not None:
             _check(
                 all(isinstance(w, str) and w for w in self.bad_words),
@@ -203,6 +229,15 @@ class SamplingParams(msgspec.Struct, kw_only=True):
         if eos_token_id is not None and not self.ignore_eos:
             ids.add(eos_token_id)
         return ids
+
+    def truncate_prompt(self, prompt_token_ids: list[int], max_model_len: int) -> list[int]:
+        """The prompt as ``truncate_prompt_tokens`` asks: its last k tokens (vLLM's rule)."""
+        k = self.truncate_prompt_tokens
+        if k is None:
+            return prompt_token_ids
+        if k == -1:
+            k = max_model_len - 1  # leave room for at least one output token
+        return prompt_token_ids[-k:] if len(prompt_token_ids) > k else prompt_token_ids
 
     def clone(self, **changes: Any) -> SamplingParams:
         """A copy with some fields changed (validated again)."""

@@ -37,6 +37,7 @@ from actorllm.actors import (
     open_supervisor,
 )
 from actorllm.core.outputs import RequestOutput
+from actorllm.core.request_stats import RequestStats
 from actorllm.core.sampling_params import SamplingParams
 from actorllm.engine.actors.executor import ExecutorActor
 from actorllm.engine.actors.input_processor import InputProcessorActor
@@ -123,6 +124,7 @@ class AsyncEngine:
                 tokenizer=tok,
                 connector_factory=connector_factory,
                 kv_connector_enabled=config.kv_connector_enabled,
+                request_stats=RequestStats(info.max_model_len),
             )
             if connector_factory is None and config.kv_connector == "offload":
                 from actorllm.engine.kv_offload import make_offload_connector
@@ -388,6 +390,8 @@ class AsyncEngine:
             and self._ctx.connector_factory is not None,
             actor_restarts=self._actor_stat("restarts"),
             mailbox_depth=self._actor_stat("depth"),
+            num_gpu_blocks=self._ctx.model.num_blocks - 1,  # the null block holds no KV
+            requests=stats.snapshot() if (stats := self._ctx.request_stats) else None,
         )
 
     def _actor_stat(self, key: str) -> dict[str, int]:

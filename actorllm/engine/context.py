@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from actorllm.core.request_stats import RequestStats
 from actorllm.engine.config import EngineConfig
 from actorllm.engine.input_processing import InputProcessing
 from actorllm.engine.ledger import RequestLedger
@@ -79,6 +80,8 @@ class EngineContext:
     live: dict[str, Any] = field(default_factory=dict)
     # Lifetime counters for get_stats (the supervisor's counts reset with each incarnation).
     steps_done: int = 0
+    # Per-request statistics (vLLM's request metrics), fed by the output processor.
+    request_stats: RequestStats | None = None
 
     def ref(self, name: str) -> Any:
         return self.refs[name]

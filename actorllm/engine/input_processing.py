@@ -126,6 +126,9 @@ class InputProcessing:
             prompt_text, ids = self.tokenize(text, add_special_tokens=False)
         else:
             prompt_text, ids = self.tokenize(prompt)  # type: ignore[arg-type]
+        kept = params.truncate_prompt(ids, self.max_model_len)
+        if len(kept) != len(ids):  # the text no longer matches the ids: decode them if needed
+            prompt_text, ids = None, kept
         self.validate(ids, params)
         return ProcessedRequest(
             prompt_text=prompt_text,

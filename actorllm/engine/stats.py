@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import msgspec
 
+from actorllm.core.request_stats import RequestStatsSnapshot
+
 
 class EngineStats(msgspec.Struct, kw_only=True):
     num_running_reqs: int = 0
@@ -23,6 +25,9 @@ class EngineStats(msgspec.Struct, kw_only=True):
     kv_connector_enabled: bool = False
     actor_restarts: dict[str, int] = msgspec.field(default_factory=dict)  # {actor: restarts}
     mailbox_depth: dict[str, int] = msgspec.field(default_factory=dict)  # {actor: queued}
+    num_gpu_blocks: int = 0  # KV-cache blocks
+    # Per-request statistics since start (core/request_stats.py): latencies, token counts.
+    requests: RequestStatsSnapshot | None = None
 
     @property
     def prefix_cache_hit_rate(self) -> float:

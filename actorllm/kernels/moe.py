@@ -58,17 +58,17 @@ def gated_activation(name: str) -> Callable[[torch.Tensor], torch.Tensor]:
 
 def _silu_and_mul(x: torch.Tensor) -> torch.Tensor:
     d = x.shape[-1] // 2
-    return F.silu(x[..., :d]) * x[..., d:]
+    return F.silu(x[..., :d]).mul_(x[..., d:])  # in place on silu's fresh output
 
 
 def _gelu_tanh_and_mul(x: torch.Tensor) -> torch.Tensor:
     d = x.shape[-1] // 2
-    return F.gelu(x[..., :d], approximate="tanh") * x[..., d:]
+    return F.gelu(x[..., :d], approximate="tanh").mul_(x[..., d:])
 
 
 def _gelu_and_mul(x: torch.Tensor) -> torch.Tensor:
     d = x.shape[-1] // 2
-    return F.gelu(x[..., :d]) * x[..., d:]
+    return F.gelu(x[..., :d]).mul_(x[..., d:])
 
 
 def sort_by_expert(topk_ids: torch.Tensor, num_experts: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -104,9 +104,9 @@ def fused_moe(
     start = 0
     for e, n in enumerate(counts.tolist()):
         if n:
-            h = act(xs[start : start + n] @ w13[e].t())  # [n, I]
-            ys[start : start + n] = h @ w2[e].t()  # [n, H]
+            h = act(torch.mm(xs[start : start + n], w13[e].t()))  # [n, I]
+            torch.mm(h, w2[e].t(), out=ys[start : start + n])  # [n, H], in place
             start += n
-    ys = ys * topk_weights.flatten().index_select(0, order).unsqueeze(1).to(ys.dtype)
+    ys.mul_(topk_weights.flatten().index_select(0, order).unsqueeze(1).to(ys.dtype))
     out = torch.zeros_like(x)
     return out.index_add_(0, rows, ys)  # [T, H]: each token's K rows summed

@@ -102,6 +102,15 @@ class ModelConfig(msgspec.Struct, frozen=True, kw_only=True):
         """The primary EOS id (the first one), as the scheduler's ``Request`` wants it."""
         return self.eos_token_ids[0] if self.eos_token_ids else None
 
+    @property
+    def uniform_sliding_window(self) -> int | None:
+        """The window when every layer has the same one (the scheduler can then hand back
+        blocks behind it: ``SchedulerConfig.sliding_window``), else None."""
+        windows = set(self.sliding_windows)
+        if len(windows) == 1:
+            return next(iter(windows))
+        return None
+
     @classmethod
     def from_pretrained(cls, path: str | Path) -> ModelConfig:
         """Read ``config.json`` (and ``generation_config.json`` if present) from ``path``.

@@ -278,3 +278,19 @@ async def test_async_scheduling_gives_the_same_tokens():
             return {i: r.outputs[0].token_ids for i, r in results.items()}
 
     assert await run(async_scheduling=True) == await run(async_scheduling=False)
+
+
+async def test_request_statistics_are_recorded_by_the_engine():
+    async with open_test_engine() as engine:
+        params = SamplingParams(n=2, max_tokens=4, output_kind=RequestOutputKind.FINAL_ONLY)
+        (final,) = await collect(engine.generate("Hello world", params))
+        requests = (await engine.get_stats()).requests
+        assert requests is not None
+        assert requests.request_success == {"length": 1}
+        assert requests.generation_tokens == 8
+        assert requests.prompt_tokens == len(final.prompt_token_ids)
+        h = requests.histograms
+        assert h["request_params_n"].sum == 2 and h["request_max_num_generation_tokens"].sum == 4
+        for name in ("request_queue_time_seconds", "request_prefill_time_seconds"):
+            assert h[name].count == 1, name
+        assert final.metrics is not None and final.metrics.first_scheduled_time is not None

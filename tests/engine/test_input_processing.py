@@ -83,3 +83,10 @@ def test_bad_words_are_tokenized_with_and_without_a_space(inputs):
     tok = demo_tokenizer()
     assert tok.encode("world") in child.params.bad_words_token_ids
     assert tok.encode(" world") in child.params.bad_words_token_ids
+
+
+def test_truncate_prompt_tokens_keeps_the_last_tokens(inputs):
+    full = inputs.process("r", "a b c d e f", SamplingParams())
+    out = inputs.process("r", "a b c d e f", SamplingParams(truncate_prompt_tokens=2))
+    assert out.prompt_token_ids == full.prompt_token_ids[-2:]
+    assert out.prompt_text is None  # the text no longer matches the ids

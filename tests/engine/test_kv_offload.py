@@ -292,6 +292,18 @@ def test_write_through_saves_finished_blocks_first_in_the_next_step() -> None:
     assert again == first and len(metas[0].loads) == 3
 
 
+def test_write_through_skips_blocks_a_sliding_window_handed_back() -> None:
+    """Slots behind the window hold the null block: saving them would save block 0."""
+    idx = OffloadIndex(host_blocks=64)
+    cfg = SchedulerConfig(max_model_len=64, block_size=BS, num_blocks=40, sliding_window=BS)
+    sched = Scheduler(cfg, OffloadConnector(idx, BS, write_through=True))
+    runner = ScriptedModel(vocab_size=128)
+    _scripted_run(sched, runner, OffloadStore(), "a", prompt(1))
+    _, metas = _scripted_run(sched, runner, OffloadStore(), "b", prompt(2))
+    saves = metas[0].saves
+    assert saves and all(b != 0 for _, b in saves)
+
+
 def test_write_through_saves_are_dropped_across_a_switched_off_gap() -> None:
     idx = OffloadIndex(host_blocks=64)
     cfg = SchedulerConfig(max_model_len=64, block_size=BS, num_blocks=40)

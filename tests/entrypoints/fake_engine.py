@@ -19,8 +19,10 @@ import msgspec
 from transformers import AutoTokenizer
 
 from actorllm.core.outputs import CompletionOutput, Logprob, RequestMetrics, RequestOutput
+from actorllm.core.request_stats import FinishedRequest, RequestStats, RequestStatsSnapshot
 from actorllm.core.sampling_params import RequestOutputKind, SamplingParams
 from actorllm.demo import demo_tokenizer_path
+from actorllm.engine.config import EngineConfig
 from actorllm.engine.errors import EngineDeadError, InvalidRequestError
 
 SCRIPT = [
@@ -53,6 +55,8 @@ class FakeStats(msgspec.Struct, kw_only=True):
     # tells a reader how many of them are new.
     iteration_tokens: list[int] = msgspec.field(default_factory=list)
     steps_done: int = 0
+    num_gpu_blocks: int = 0
+    requests: RequestStatsSnapshot | None = None
 
 
 _TOKENIZER: Any = None
@@ -66,10 +70,21 @@ def demo_tokenizer() -> Any:
 
 
 class FakeEngine:
-    def __init__(self, *, token_delay_s: float = 0.0, max_model_len: int = 64) -> None:
+    def __init__(
+        self,
+        *,
+        token_delay_s: float = 0.0,
+        max_model_len: int = 64,
+        scheduling_policy: str = "fcfs",
+    ) -> None:
         self.model_name = "fake-model"
         self.max_model_len = max_model_len
         self.tokenizer = demo_tokenizer()
+        self.vocab_size = len(self.tokenizer)
+        self.stats = RequestStats(max_model_len)  # what the engine's output path records
+        self.config = EngineConfig(scheduling_policy=scheduling_policy)  # type: ignore[arg-type]
+        # What the last generate() was asked: (prompt, params, priority).
+        self.last_request: tuple[str | dict[str, Any], SamplingParams, int] | None = None
         self.token_delay_s = token_delay_s
         self.is_dead = False
         self.open: set[str] = set()
@@ -92,12 +107,13 @@ class FakeEngine:
         if self.is_dead:
             raise EngineDeadError("the fake engine is dead")
         rid = request_id or f"fake-{time.monotonic_ns()}"
+        self.last_request = (prompt, sampling_params, priority)
         if isinstance(prompt, str):
             if not prompt:
                 raise InvalidRequestError("The prompt is empty.", param="prompt")
             ids, text = list(self.tokenizer.encode(prompt)), prompt
         else:
-            ids, text = list(prompt["prompt_token_ids"]), None
+            ids, text = list(prompt["prompt_token_ids"]), prompt.get("prompt")
         if len(ids) >= self.max_model_len:
             raise InvalidRequestError(
                 f"The prompt ({len(ids)} tokens) does not fit max_model_len={self.max_model_len}.",
@@ -120,10 +136,10 @@ class FakeEngine:
     async def _run(
         self, rid: str, text: str | None, ids: list[int], sp: SamplingParams, max_tokens: int
     ) -> AsyncIterator[RequestOutput]:
-        arrival = time.time()
+        arrival = time.monotonic()
         states = [_Sample(j) for j in range(sp.n)]
         delta = sp.output_kind == RequestOutputKind.DELTA
-        step = 0
+        step, last = 0, arrival
         while not all(s.finish for s in states):
             await anyio.sleep(self.token_delay_s)
             outs = []
@@ -145,7 +161,14 @@ class FakeEngine:
                 outs.append(s)
             step += 1
             finished = all(s.finish for s in states)
-            now = time.time()
+            now = time.monotonic()
+            if step == 1:
+                self.stats.prompt(len(ids))
+            for _ in outs:
+                self.stats.tokens(1, None if step == 1 else now - last)
+            last = now
+            if finished:
+                self._record(sp, ids, states, arrival, now, max_tokens)
             metrics = RequestMetrics(
                 arrival_time=arrival,
                 first_scheduled_time=arrival,
@@ -159,6 +182,32 @@ class FakeEngine:
                 )
             elif finished:
                 yield self._output(rid, text, ids, sp, [s.full() for s in states], True, metrics)
+
+    def _record(
+        self,
+        sp: SamplingParams,
+        ids: list[int],
+        states: list[_Sample],
+        arrival: float,
+        now: float,
+        max_tokens: int,
+    ) -> None:
+        lens = [len(s.tokens) for s in states]
+        self.stats.finished(
+            FinishedRequest(
+                finish_reason=states[0].finish or "abort",
+                arrival_time=arrival,
+                scheduled_time=arrival,
+                first_token_time=arrival + 1e-3,
+                last_token_time=now,
+                finished_time=now,
+                prompt_tokens=len(ids),
+                generation_tokens=sum(lens),
+                max_generation_tokens=max(lens),
+                n=sp.n,
+                max_tokens=sp.max_tokens,
+            )
+        )
 
     def _logprobs(self, tid: int, k: int | None) -> dict[int, Logprob] | None:
         if k is None:
@@ -196,24 +245,6 @@ class FakeEngine:
             metrics=metrics,
         )
 
-    async def chat(
-        self,
-        messages: list[dict[str, Any]],
-        sampling_params: SamplingParams,
-        request_id: str | None = None,
-        priority: int = 0,
-        *,
-        add_generation_prompt: bool = True,
-        chat_template_kwargs: dict[str, Any] | None = None,
-    ) -> AsyncIterator[RequestOutput]:
-        enc = self.tokenizer.apply_chat_template(
-            messages, tokenize=True, add_generation_prompt=add_generation_prompt
-        )
-        async for out in self.generate(
-            {"prompt_token_ids": list(enc["input_ids"])}, sampling_params, request_id, priority
-        ):
-            yield out
-
     # -- control plane ------------------------------------------------------------------
 
     async def abort(self, request_id: str) -> None:
@@ -247,6 +278,8 @@ class FakeEngine:
             mailbox_depth={"router": 0},
             iteration_tokens=[4, 8],
             steps_done=2,
+            num_gpu_blocks=100,
+            requests=self.stats.snapshot(),
         )
 
 

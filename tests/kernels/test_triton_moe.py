@@ -32,7 +32,8 @@ def test_matches_reference(dev_dtype: DevDtype, t: int, e: int, k: int, h: int, 
 
 
 def test_alignment_pads_each_expert_to_whole_tiles() -> None:
-    ids = torch.tensor([[2, 0], [0, 2], [2, 1]])  # pairs 0..5; expert 0: 1, 2; 1: 5; 2: 0, 3, 4
+    # pairs 0..5; expert 0: pairs 1, 2; expert 1: 5; expert 2: 0, 3, 4
+    ids = torch.tensor([[2, 0], [0, 2], [2, 1]], dtype=torch.int32)
     pairs, tiles = tk.align_by_expert(ids, 4, block_m=4)
     assert pairs.shape[0] == 6 + 4 * 3 + 2  # T*K + E*(BM-1), rounded up to BM
     pad = 6

@@ -131,7 +131,10 @@ def test_phi3_original_max_position_embeddings_beside_the_scaling_dict() -> None
 
 
 def test_family_switches_from_config() -> None:
+    mi = ModelConfig.from_dict({**_raw("mixtral"), "sliding_window": 16})
+    assert mi.uniform_sliding_window == 16
     g3 = ModelConfig.from_dict(_raw("gemma3"))
+    assert g3.uniform_sliding_window is None  # hybrid: full layers keep every block
     assert g3.sliding_windows == [8, None] and g3.norm_offset == 1.0 and g3.qk_norm
     assert g3.local_rope_theta == 10000.0 and g3.rope_theta == 100000.0
     assert g3.rope_scaling is not None and g3.rope_scaling["rope_type"] == "linear"

@@ -122,8 +122,8 @@ class BlockPool:
         cached = self.cached
         for i in range(start, end):
             block = blocks[i]
-            if block.block_hash is not None:
-                continue  # a prefix hit: registered already
+            if block.block_hash is not None or block is self.null_block:
+                continue  # a prefix hit (registered already), or a slot handed back
             h = block_hashes[i]
             if h not in cached:
                 cached[h] = block

@@ -22,6 +22,17 @@ is the least recently freed one evicted and its hash forgotten. A request's bloc
 tail first, so the end of a chain is evicted before its beginning (a chain's head is the
 part other prompts are most likely to share).
 
+Sliding windows. When every attention layer sees only the last ``sliding_window``
+positions (Mistral, Mixtral, Phi-3 with a window), a block whose positions all lie before
+the window of the request's next query is never read again: ``allocate_slots`` hands it
+back to the pool (registered in the prefix cache first, so it stays findable until
+evicted) and leaves the null block in its table slot, keeping the table position-aligned.
+A running request then holds at most ``sliding_window / block_size + 1`` blocks plus its
+current chunk, and admission sees the room that frees. The worker's block tables keep the
+old ids for those slots; attention never reads them (the window masks them out). Models
+mixing sliding and full layers (Gemma 2/3) pass ``sliding_window=None``: a shared table
+cannot drop a block the full layers still read.
+
 Allocation is all-or-nothing: ``allocate_slots`` returns ``None`` and changes nothing when
 the pool cannot cover the request; the scheduler then preempts someone and retries.
 """
@@ -62,8 +73,12 @@ class KVCacheManager:
         block_size: int,
         enable_caching: bool = True,
         hash_algo: HashAlgo = "xxh3_128",
+        sliding_window: int | None = None,
     ) -> None:
+        if sliding_window is not None and sliding_window < 1:
+            raise ValueError(f"sliding_window must be at least 1, got {sliding_window}.")
         self.block_size = block_size
+        self.sliding_window = sliding_window
         self.enable_caching = enable_caching
         self.block_pool = BlockPool(num_blocks, enable_caching)
         self.block_hasher = BlockHasher(block_size, hash_algo)
@@ -71,6 +86,8 @@ class KVCacheManager:
         self.req_to_blocks: dict[str, list[KVCacheBlock]] = {}
         # {req_id: how many leading blocks are registered in the prefix cache}
         self.num_cached_blocks: dict[str, int] = {}
+        # {req_id: how many leading table slots were handed back (sliding window)}
+        self.num_skipped_blocks: dict[str, int] = {}
         # Cumulative prefix-cache statistics, in tokens.
         self.prefix_cache_queries = 0
         self.prefix_cache_hits = 0
@@ -106,7 +123,18 @@ class KVCacheManager:
         What a KV connector saves to (or an offload tier keys) for this request.
         """
         blocks = self.req_to_blocks.get(request.request_id, _NO_BLOCKS)
-        return [(h, b.block_id) for h, b in zip(request.block_hashes, blocks, strict=False)]
+        null = self.block_pool.null_block
+        return [
+            (h, b.block_id)
+            for h, b in zip(request.block_hashes, blocks, strict=False)
+            if b is not null  # handed back (sliding window): no longer this request's
+        ]
+
+    def num_held_blocks(self, req_id: str) -> int:
+        """Blocks the request holds (table slots handed back to the pool not counted)."""
+        return len(self.req_to_blocks.get(req_id, _NO_BLOCKS)) - self.num_skipped_blocks.get(
+            req_id, 0
+        )
 
     # -- prefix cache ---------------------------------------------------------------------
 
@@ -146,12 +174,15 @@ class KVCacheManager:
 
         ``num_new_computed_tokens`` are positions that need no compute: a prefix-cache hit
         (covered by ``new_computed_blocks``) plus tokens a KV connector will load (given fresh
-        blocks here). Returns ``None`` — with nothing changed — when the pool lacks blocks.
-        Full blocks computed by earlier steps are registered in the prefix cache on the way.
+        blocks here). Returns ``None`` — with nothing changed, except that out-of-window
+        blocks go back to the pool (sliding window) — when the pool lacks blocks. Full blocks
+        computed by earlier steps are registered in the prefix cache on the way.
         """
         req_id = request.request_id
         blocks = self.req_to_blocks.get(req_id)
         bs = self.block_size
+        if blocks is not None and self.sliding_window is not None:
+            self._skip_out_of_window(request, blocks)
         if blocks is not None and not new_computed_blocks and not num_new_computed_tokens:
             # Hot path (a running request): most steps need no new block and cache nothing.
             computed = request.num_computed_tokens
@@ -178,6 +209,7 @@ class KVCacheManager:
         if blocks is None:
             blocks = self.req_to_blocks[req_id] = []
             self.num_cached_blocks[req_id] = 0
+            self.num_skipped_blocks[req_id] = 0
         if new_computed_blocks:
             pool.touch(new_computed_blocks)
             blocks.extend(new_computed_blocks)
@@ -188,6 +220,28 @@ class KVCacheManager:
         if self.enable_caching:
             self._cache_computed_blocks(request, blocks)
         return new_blocks
+
+    def _skip_out_of_window(self, request: Request, blocks: list[KVCacheBlock]) -> None:
+        """Hand back the blocks no future query of ``request`` reads.
+
+        The next query sits at position ``num_computed_tokens`` and reads keys from
+        ``num_computed_tokens - sliding_window + 1`` on; every block wholly before that is
+        done. Steps already in flight may still read them, but the worker runs steps in
+        order, so whoever reuses a block writes it only after those reads.
+        """
+        assert self.sliding_window is not None
+        first_pos = request.num_computed_tokens - self.sliding_window + 1
+        end = min(max(first_pos, 0) // self.block_size, len(blocks))
+        req_id = request.request_id
+        start = self.num_skipped_blocks[req_id]
+        if end <= start:
+            return
+        if self.enable_caching:  # keep them findable by later prompts until evicted
+            self._cache_computed_blocks(request, blocks)
+        done = blocks[start:end]
+        blocks[start:end] = [self.block_pool.null_block] * (end - start)
+        self.num_skipped_blocks[req_id] = end
+        self.block_pool.free_blocks(reversed(done))
 
     def _cache_computed_blocks(self, request: Request, blocks: list[KVCacheBlock]) -> None:
         """Register the full blocks that steps scheduled *before* the current one compute.
@@ -219,7 +273,8 @@ class KVCacheManager:
             self._cache_computed_blocks(request, blocks)
         del self.req_to_blocks[req_id]
         del self.num_cached_blocks[req_id]
-        self.block_pool.free_blocks(reversed(blocks))
+        skipped = self.num_skipped_blocks.pop(req_id, 0)
+        self.block_pool.free_blocks(reversed(blocks[skipped:]))
 
     def reset_prefix_cache(self) -> bool:
         """Forget all cached prefixes; refused (False) while any request holds blocks."""

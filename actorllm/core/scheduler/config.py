@@ -36,6 +36,9 @@ class SchedulerConfig(msgspec.Struct, frozen=True, kw_only=True):
     policy: Policy = "fcfs"
     async_scheduling: bool = False
     prefix_caching_hash_algo: HashAlgo = "xxh3_128"
+    # The window every attention layer shares (Mistral), or None (full attention anywhere):
+    # blocks behind every running request's window go back to the pool.
+    sliding_window: int | None = None
 
     def __post_init__(self) -> None:
         for name in ("max_num_seqs", "max_num_batched_tokens", "max_model_len", "block_size"):
@@ -43,6 +46,8 @@ class SchedulerConfig(msgspec.Struct, frozen=True, kw_only=True):
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}.")
         if self.num_blocks < 2:
             raise ValueError(f"num_blocks must be at least 2, got {self.num_blocks}.")
+        if self.sliding_window is not None and self.sliding_window < 1:
+            raise ValueError(f"sliding_window must be at least 1, got {self.sliding_window}.")
         if self.long_prefill_token_threshold < 0:
             raise ValueError("long_prefill_token_threshold must be non-negative.")
         if self.policy not in ("fcfs", "priority"):

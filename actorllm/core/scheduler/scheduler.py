@@ -99,6 +99,7 @@ class Scheduler:
             config.block_size,
             enable_caching=config.enable_prefix_caching,
             hash_algo=config.prefix_caching_hash_algo,
+            sliding_window=config.sliding_window,
         )
         self.requests: dict[str, Request] = {}  # {req_id: request}, every unfinished request
         self.running: list[Request] = []  # in admission order
@@ -321,6 +322,7 @@ class Scheduler:
         req.num_computed_tokens = num_computed
         if req.num_cached_tokens < 0:
             req.num_cached_tokens = num_computed
+            req.first_scheduled_time = time.monotonic()
         if self._connector is not None and self._connector_enabled:
             self._connector.update_state_after_alloc(
                 req, kv.get_blocks(req.request_id), num_external
@@ -456,10 +458,10 @@ class Scheduler:
                     tokens = tokens[: i + 1]
                     break
             lp = logprobs.get(rid) if logprobs else None
-            cached = 0
+            cached, scheduled = 0, None
             if not req.emitted_first_output:
                 req.emitted_first_output = True
-                cached = max(req.num_cached_tokens, 0)
+                cached, scheduled = max(req.num_cached_tokens, 0), req.first_scheduled_time
             outputs.append(
                 EngineCoreOutput(
                     req_id=rid,
@@ -469,6 +471,7 @@ class Scheduler:
                     finish_reason=None if status is None else FINISH_REASONS[status],
                     stop_reason=req.stop_reason if status is not None else None,
                     num_cached_tokens=cached,
+                    scheduled_time=scheduled,
                 )
             )
             if status is not None:

@@ -35,7 +35,7 @@ class OutputProcessorActor(Actor[OutputMsg]):
         raw = (
             getattr(ctx.tokenizer, "backend_tokenizer", None) if ctx.tokenizer is not None else None
         )
-        self.core = OutputProcessor(raw)
+        self.core = OutputProcessor(raw, stats=ctx.request_stats)
 
     async def on_start(self) -> None:
         for entry in self.ctx.ledger:

@@ -126,7 +126,9 @@ class OffloadConnector(KVConnectorBase):
         # Only blocks whose every position is computed by a step already scheduled: those
         # steps run before the next step's ops.
         n = min(len(request.block_hashes), request.num_computed_tokens // self.block_size)
-        self._finished.extend(zip(request.block_hashes[:n], block_ids[:n], strict=False))
+        pairs = zip(request.block_hashes[:n], block_ids[:n], strict=False)
+        # Block 0 is the null block: a slot a sliding-window request already handed back.
+        self._finished.extend((h, b) for h, b in pairs if b != 0)
 
     def build_connector_meta(self, scheduler_output: SchedulerOutput) -> OffloadMetadata:
         step_id = scheduler_output.step_id

@@ -30,6 +30,7 @@ from actorllm.entrypoints.metrics import CONTENT_TYPE, ServerMetrics, log_stats_
 from actorllm.entrypoints.openai import protocol as p
 from actorllm.entrypoints.openai.engine_client import EngineClient
 from actorllm.entrypoints.openai.errors import APIError, bad_request, to_api_error
+from actorllm.entrypoints.openai.fields import decode_request
 from actorllm.entrypoints.openai.middleware import (
     APIKeyMiddleware,
     BodyLimitMiddleware,
@@ -37,7 +38,7 @@ from actorllm.entrypoints.openai.middleware import (
     RootPathMiddleware,
     request_id_of,
 )
-from actorllm.entrypoints.openai.openapi import openapi_document
+from actorllm.entrypoints.openai.openapi import Served, openapi_document
 from actorllm.entrypoints.openai.serving_chat import create_chat_completion
 from actorllm.entrypoints.openai.serving_common import ServingContext, json_response
 from actorllm.entrypoints.openai.serving_completion import create_completion
@@ -47,7 +48,7 @@ from actorllm.entrypoints.openai.streams import ClientDisconnected
 logger = logging.getLogger("actorllm.server")
 
 EngineFactory = Callable[[], AbstractAsyncContextManager[EngineClient]]
-S = TypeVar("S")
+S = TypeVar("S", bound=msgspec.Struct)
 
 
 class AppSettings(msgspec.Struct, kw_only=True):
@@ -84,6 +85,9 @@ class AppSettings(msgspec.Struct, kw_only=True):
     ends (status); --disable-log-requests turns it off."""
     max_log_len: int | None = None
     """Log at most this many characters of a request body (default: all)."""
+    metrics_prefix: str = "actorllm:"
+    """Prometheus metric name prefix; vllm makes an existing vLLM Grafana dashboard work
+    unchanged."""
 
 
 @final
@@ -126,8 +130,7 @@ def _endpoint(fn: Handler) -> Callable[[Request], Awaitable[Response]]:
 
 
 async def _decode(request: Request, kind: type[S]) -> S:
-    body = await request.body()
-    return msgspec.json.decode(body, type=kind)
+    return decode_request(await request.body(), kind)
 
 
 # -- OpenAI routes ---------------------------------------------------------------------------
@@ -136,7 +139,7 @@ async def _decode(request: Request, kind: type[S]) -> S:
 def _with_header_id(request: Request, req: S) -> S:
     """``X-Request-Id``, when sent, is the request's id (over the body's ``request_id``)."""
     given = request_id_of(request.scope)
-    return msgspec.structs.replace(req, request_id=given) if given else req  # type: ignore[type-var]
+    return msgspec.structs.replace(req, request_id=given) if given else req
 
 
 async def completions(state: AppState, request: Request) -> Response:
@@ -189,7 +192,13 @@ async def version(state: AppState, request: Request) -> Response:
 
 
 async def openapi(state: AppState, request: Request) -> Response:
-    return json_response(openapi_document(dev_mode=state.settings.dev_mode))
+    engine = state.serving.engine
+    served = Served(engine.max_model_len, engine.vocab_size, engine.config.scheduling_policy)
+    settings = state.settings
+    doc = openapi_document(
+        dev_mode=settings.dev_mode, api_key=bool(settings.api_key), served=served
+    )
+    return json_response(doc)
 
 
 # -- dev mode --------------------------------------------------------------------------------
@@ -316,13 +325,15 @@ def build_app(engine_factory: EngineFactory, settings: AppSettings | None = None
                 except Exception as exc:
                     state.startup_error = exc
                     raise
-                metrics = ServerMetrics(engine.model_name)
+                metrics = ServerMetrics(
+                    engine.model_name, prefix=settings.metrics_prefix, cache_config=engine.config
+                )
                 state.ctx = ServingContext(
                     engine=engine, metrics=metrics, response_role=settings.response_role
                 )
                 async with anyio.create_task_group() as tg:
                     if settings.log_interval_s > 0:
-                        tg.start_soon(log_stats_forever, engine, metrics, settings.log_interval_s)
+                        tg.start_soon(log_stats_forever, engine, settings.log_interval_s)
                     try:
                         yield
                     finally:

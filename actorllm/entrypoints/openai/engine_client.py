@@ -12,7 +12,8 @@ from typing import Any, Protocol
 from actorllm.core.outputs import RequestOutput
 from actorllm.core.sampling_params import SamplingParams
 
-# What `generate` accepts as a prompt: text, or {"prompt_token_ids": [...]}.
+# What `generate` accepts as a prompt: text, or {"prompt_token_ids": [...], "prompt": text}
+# (the serving layer renders chat templates and tokenizes itself: preprocess.py).
 EnginePrompt = str | dict[str, Any]
 
 
@@ -27,6 +28,12 @@ class EngineClient(Protocol):
     def max_model_len(self) -> int: ...
 
     @property
+    def vocab_size(self) -> int: ...
+
+    @property
+    def config(self) -> Any: ...  # EngineConfig; the serving layer reads scheduling_policy
+
+    @property
     def is_dead(self) -> bool: ...
 
     def generate(
@@ -35,17 +42,6 @@ class EngineClient(Protocol):
         sampling_params: SamplingParams,
         request_id: str | None = None,
         priority: int = 0,
-    ) -> AsyncIterator[RequestOutput]: ...
-
-    def chat(
-        self,
-        messages: list[dict[str, Any]],
-        sampling_params: SamplingParams,
-        request_id: str | None = None,
-        priority: int = 0,
-        *,
-        add_generation_prompt: bool = True,
-        chat_template_kwargs: dict[str, Any] | None = None,
     ) -> AsyncIterator[RequestOutput]: ...
 
     async def abort(self, request_id: str) -> None: ...

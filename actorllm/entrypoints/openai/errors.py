@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 from http import HTTPStatus
 
 import msgspec
@@ -85,9 +86,8 @@ def from_validation_error(exc: msgspec.DecodeError) -> APIError:
     """
     text = str(exc)
     param = None
-    if " - at `$." in text:
-        path = text.rsplit(" - at `$.", 1)[1].rstrip("`")
-        param = path.split("[", 1)[0].split(".", 1)[0] or None
+    if (at := re.search(r"`\$\.(\w+)", text)) is not None:  # `$.a[0].b` or `key` in `$.a`
+        param = at.group(1)
     elif text.startswith("Object missing required field `"):
         param = text.split("`")[1]
     if not isinstance(exc, msgspec.ValidationError):

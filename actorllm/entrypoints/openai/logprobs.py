@@ -10,12 +10,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from actorllm.core.outputs import Logprob
+from actorllm.core.outputs import Logprob, PromptLogprobs
 from actorllm.entrypoints.openai.protocol import (
     ChatLogProbs,
     ChatTokenLogprob,
     ChatTopLogprob,
     CompletionLogProbs,
+    LogprobEntry,
 )
 
 # JSON has no -inf: a token the model rules out reports this floor (as vLLM does).
@@ -23,12 +24,17 @@ _FLOOR = -9999.0
 
 
 class TokenText:
-    """Token id -> display string: the engine's ``decoded_token`` or the tokenizer's."""
+    """Token id -> display string: the engine's ``decoded_token`` or the tokenizer's, or
+    ``"token_id:N"`` when the request set ``return_tokens_as_token_ids`` (vLLM's form, for
+    clients that must tell apart tokens that decode to the same text)."""
 
-    def __init__(self, tokenizer: Any) -> None:
+    def __init__(self, tokenizer: Any, *, as_ids: bool = False) -> None:
         self._tokenizer = tokenizer
+        self.as_ids = as_ids
 
     def __call__(self, token_id: int, lp: Logprob | None = None) -> str:
+        if self.as_ids:
+            return f"token_id:{token_id}"
         if lp is not None and lp.decoded_token is not None:
             return lp.decoded_token
         return self.decode([token_id])
@@ -99,3 +105,23 @@ def chat_logprobs(
             )
         )
     return ChatLogProbs(content=content)
+
+
+def prompt_logprobs(
+    entries: PromptLogprobs | None, text: TokenText
+) -> list[dict[str, LogprobEntry] | None] | None:
+    """vLLM's ``prompt_logprobs``: per prompt position ``{token id: logprob, rank, text}``
+    (the first position has none)."""
+    if entries is None:
+        return None
+    return [
+        None
+        if position is None
+        else {
+            str(tid): LogprobEntry(
+                logprob=max(lp.logprob, _FLOOR), rank=lp.rank, decoded_token=text(tid, lp)
+            )
+            for tid, lp in position.items()
+        }
+        for position in entries
+    ]

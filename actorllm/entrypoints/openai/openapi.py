@@ -1,16 +1,49 @@
-"""The OpenAPI 3.1 document served at /openapi.json, with schemas generated from the msgspec
-protocol structs (``msgspec.json.schema_components``), so it cannot drift from the code."""
+"""The OpenAPI 3.1 document served at /openapi.json: schemas generated from the msgspec
+protocol structs (``msgspec.json.schema_components``), so it cannot drift from the code.
+
+It tells the truth about *this* server: bounds that depend on the served model (token ids
+below the vocabulary size, ``max_tokens`` below the context length, ``priority`` only 0
+under the fcfs policy) are filled in from :class:`Served`; the rules between fields that
+JSON Schema can state are added to the generated schemas (:func:`_cross_field_rules`); the
+ones it cannot (prompt tokens + ``max_tokens`` within the context, ``min_tokens <=
+max_tokens``) are written in each operation's description. Authentication is documented
+only when an API key is set, and every status a route can answer is listed.
+
+    >>> doc = openapi_document(dev_mode=False, api_key=False, served=Served(64, 100, "fcfs"))
+    >>> doc["components"]["schemas"]["CompletionRequest"]["properties"]["max_tokens"]
+    {'anyOf': [{'type': 'integer', 'minimum': 1, 'maximum': 63}, {'type': 'null'}], 'default': 16}
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import msgspec
 
 import actorllm
 from actorllm.entrypoints.openai import protocol as p
+from actorllm.entrypoints.openai.fields import UNSUPPORTED
+from actorllm.entrypoints.openai.preprocess import reserved_template_kwargs
 
 _REF = "#/components/schemas/{name}"
+
+
+@dataclass(frozen=True, slots=True)
+class Served:
+    """What the document needs to know about the served model."""
+
+    max_model_len: int
+    vocab_size: int
+    scheduling_policy: str
+
+
+_GENERATION_RULES = (
+    " Rules between fields: the prompt's tokens plus `max_tokens` must fit the context "
+    "length (this model's `max_model_len`, see /v1/models); `min_tokens` must not exceed "
+    "`max_tokens`. Fields this server cannot honour yet accept only their 'off' values "
+    "(each says so); unknown fields are ignored (and logged)."
+)
 
 # (method, path, request struct or None, response struct or None, summary, tag)
 _ENDPOINTS: list[tuple[str, str, type | None, type | None, str, str]] = [
@@ -27,7 +60,7 @@ _ENDPOINTS: list[tuple[str, str, type | None, type | None, str, str]] = [
         "/v1/chat/completions",
         p.ChatCompletionRequest,
         p.ChatCompletionResponse,
-        "Create a chat completion (SSE when stream=true).",
+        "Create a chat completion (SSE of ChatCompletionChunk when stream=true).",
         "openai",
     ),
     ("get", "/v1/models", None, p.ModelList, "List the served model.", "openai"),
@@ -65,39 +98,174 @@ def _json(ref: dict[str, Any]) -> dict[str, Any]:
     return {"content": {"application/json": {"schema": ref}}}
 
 
-def openapi_document(*, dev_mode: bool) -> dict[str, Any]:
-    structs = [t for _, _, req, resp, _, _ in _ENDPOINTS for t in (req, resp) if t is not None]
-    refs, components = msgspec.json.schema_components(
-        [*structs, p.ChatCompletionChunk, p.ErrorResponse], ref_template=_REF
+def digits_below(n: int) -> str:
+    """A regex matching the decimal numbers 0 .. n-1 (no leading zeros).
+
+    >>> import re
+    >>> [k for k in range(130) if re.fullmatch(digits_below(103), str(k))] == list(range(103))
+    True
+    """
+    top = str(n - 1)
+    alts = ["0"] if n >= 1 else []
+    for width in range(1, len(top)):  # every shorter width, whole range
+        alts.append("[1-9]" + "[0-9]" * (width - 1) if width > 1 else "[1-9]")
+    # same width as n - 1: at each position, a smaller digit then anything, or equal
+    for i, d in enumerate(top):
+        lo = "1" if i == 0 else "0"
+        if int(d) > int(lo):
+            rest = "[0-9]" * (len(top) - i - 1)
+            alts.append(f"{top[:i]}[{lo}-{int(d) - 1}]{rest}")
+    if top != "0":
+        alts.append(top)
+    return "^(" + "|".join(dict.fromkeys(alts)) + ")$"
+
+
+def _fill_served(node: Any, served: Served) -> None:
+    """Fill the ``x-served`` bounds in place (see protocol.py)."""
+    if isinstance(node, list):
+        for item in node:
+            _fill_served(item, served)
+        return
+    if not isinstance(node, dict):
+        return
+    kind = node.pop("x-served", None)
+    if kind == "token":
+        node["maximum"] = served.vocab_size - 1
+    elif kind == "token_key":
+        node["pattern"] = digits_below(served.vocab_size)
+    elif kind == "max_tokens":
+        node["maximum"] = served.max_model_len - 1  # the prompt takes at least one token
+    elif kind == "priority" and served.scheduling_policy != "priority":
+        node["minimum"] = node["maximum"] = 0
+    for value in node.values():
+        _fill_served(value, served)
+
+
+def _prompt_forms(components: dict[str, Any]) -> dict[str, Any]:
+    """The four forms of a completion prompt (msgspec allows one array type per union)."""
+    token = components["CompletionRequest"]["properties"]["prompt"]["anyOf"][1]["items"]
+    token = next(t for t in token["anyOf"] if t.get("type") == "integer")
+    text = {"type": "string", "minLength": 1}
+    ids = {"type": "array", "items": token, "minItems": 1}
+    return {
+        "anyOf": [
+            text,
+            {"type": "array", "items": text, "minItems": 1},
+            ids,
+            {"type": "array", "items": ids, "minItems": 1},
+        ]
+    }
+
+
+def _if_set(field: str, value: Any = None) -> dict[str, Any]:
+    cond: dict[str, Any] = {"required": [field]}
+    cond["properties"] = {
+        field: {"const": value} if value is not None else {"not": {"type": "null"}}
+    }
+    return cond
+
+
+def _cross_field_rules(components: dict[str, Any]) -> None:
+    """Rules between fields that JSON Schema can state, added to the generated schemas."""
+    components["CompletionRequest"]["properties"]["prompt"] = _prompt_forms(components)
+    not_both = {  # continue_final_message needs add_generation_prompt: false
+        "if": _if_set("continue_final_message", True),
+        "then": _if_set("add_generation_prompt", False),
+    }
+    reserved = {"propertyNames": {"not": {"enum": sorted(reserved_template_kwargs())}}}
+    for name in ("ChatCompletionRequest", "TokenizeRequest"):
+        schema = components[name]
+        schema.setdefault("allOf", []).append(not_both)
+        kwargs = schema["properties"]["chat_template_kwargs"]
+        kwargs["anyOf"][0].update(reserved)
+    chat = components["ChatCompletionRequest"]
+    chat["allOf"].append(
+        {"if": _if_set("top_logprobs"), "then": _if_set("logprobs", True)}  # needs logprobs
     )
-    ref = dict(zip([*structs, p.ChatCompletionChunk, p.ErrorResponse], refs, strict=True))
+    components["TokenizeRequest"]["oneOf"] = [{"required": ["prompt"]}, {"required": ["messages"]}]
+    for name in (
+        "CompletionRequest",
+        "ChatCompletionRequest",
+        "TokenizeRequest",
+        "DetokenizeRequest",
+    ):
+        props = components[name]["properties"]
+        for field, refusal in UNSUPPORTED.items():
+            props.setdefault(field, refusal.schema())
+    for name in ("CompletionRequest", "ChatCompletionRequest"):
+        truncate = components[name]["properties"]["truncate_prompt_tokens"]["anyOf"][0]
+        truncate["not"] = {"const": 0}  # -1 or at least 1
+
+
+def _event(chunk: dict[str, Any], error: dict[str, Any]) -> dict[str, Any]:
+    """One server-sent event (OpenAPI 3.1: a streamed media type's schema is per event):
+    a JSON chunk, an error body, or the closing ``[DONE]``."""
+    json_data = {
+        "type": "string",
+        "contentMediaType": "application/json",
+        "contentSchema": {"anyOf": [chunk, error]},
+    }
+    data = {"anyOf": [{"const": "[DONE]"}, json_data]}
+    return {"type": "object", "required": ["data"], "properties": {"data": data}}
+
+
+def _responses(op: dict[str, Any], error: dict[str, Any], statuses: list[int]) -> None:
+    reasons = {
+        400: "Invalid request (the body says which field: `param`).",
+        401: "Missing or wrong API key.",
+        404: "Unknown model.",
+        409: "Conflict (the prefix cache is in use).",
+        413: "Request body too large.",
+        500: "Server error.",
+        503: "The engine is not running.",
+    }
+    for status in statuses:
+        op["responses"][str(status)] = {**error, "description": reasons[status]}
+
+
+def openapi_document(*, dev_mode: bool, api_key: bool, served: Served) -> dict[str, Any]:
+    structs = [t for _, _, req, resp, _, _ in _ENDPOINTS for t in (req, resp) if t is not None]
+    everything = [*structs, p.ChatCompletionChunk, p.ErrorResponse]
+    refs, components = msgspec.json.schema_components(everything, ref_template=_REF)
+    ref = dict(zip(everything, refs, strict=True))
+    _fill_served(components, served)
+    _cross_field_rules(components)
     error = {"description": "Error", **_json(ref[p.ErrorResponse])}
     paths: dict[str, dict[str, Any]] = {}
     for method, path, req, resp, summary, tag in _ENDPOINTS:
         op: dict[str, Any] = {"summary": summary, "tags": [tag], "responses": {}}
-        if req is not None:
-            op["requestBody"] = {"required": True, **_json(ref[req])}
-            op["responses"]["400"] = error
         ok: dict[str, Any] = {"description": "OK"}
         if resp is not None:
             ok.update(_json(ref[resp]))
+        if path == "/metrics":
+            ok["content"] = {"text/plain": {"schema": {"type": "string"}}}
         if path in ("/v1/completions", "/v1/chat/completions"):
-            ok["content"]["text/event-stream"] = {"schema": {"type": "string"}}
+            chunk = ref[
+                p.CompletionResponse if req is p.CompletionRequest else p.ChatCompletionChunk
+            ]
+            ok["content"]["text/event-stream"] = {"schema": _event(chunk, ref[p.ErrorResponse])}
+            op["description"] = summary + _GENERATION_RULES
         op["responses"]["200"] = ok
-        if path.startswith("/v1"):
-            op["responses"]["401"] = error
+        statuses = [500, 503]
+        if req is not None:
+            op["requestBody"] = {"required": True, **_json(ref[req])}
+            statuses += [400, 404, 413]
+        if path.startswith("/v1") and api_key:
+            statuses.append(401)
             op["security"] = [{"bearer": []}]
+        _responses(op, error, sorted(statuses))
         paths.setdefault(path, {})[method] = op
     if dev_mode:
         for method, path, summary in _DEV_ENDPOINTS:
             op = {"summary": summary, "tags": ["dev"], "responses": {"200": {"description": "OK"}}}
+            _responses(op, error, [400, 409, 500, 503] if method == "post" else [500, 503])
             paths.setdefault(path, {})[method] = op
-    return {
+    doc: dict[str, Any] = {
         "openapi": "3.1.0",
         "info": {"title": "actorllm OpenAI-compatible API", "version": actorllm.__version__},
         "paths": paths,
-        "components": {
-            "schemas": components,
-            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
-        },
+        "components": {"schemas": components},
     }
+    if api_key:
+        doc["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
+    return doc

@@ -1,10 +1,14 @@
 """The OpenAI wire protocol as msgspec structs: requests decoded and validated in one pass.
 
-``msgspec.json.decode(body, type=CompletionRequest)`` checks every field's type and range;
-what it rejects becomes a 400 naming the field (``$.temperature``). Ranges that depend on
-each other (``min_tokens <= max_tokens``) are checked by ``SamplingParams``; ranges that
-depend on the model (prompt length, vocabulary) by the engine. Unknown fields are ignored,
-as OpenAI clients send extras.
+``decode_request`` (``fields.py``) checks every field's type and range against these
+structs; what they reject becomes a 400 naming the field (``$.temperature``). The structs
+carry every constraint JSON Schema can state, so the OpenAPI document generated from them
+tells the truth. Rules between fields (``min_tokens <= max_tokens``) are checked by
+``SamplingParams``; rules that depend on the model (prompt length, vocabulary) by the
+serving layer and the engine.
+
+Fields vLLM knows that this server cannot honour yet are not declared here: ``fields.py``
+refuses them by name (400); fields nobody knows are ignored with a warning, as vLLM does.
 
 Response structs encode every field (``null`` included) as OpenAI does, except the streaming
 ``delta`` which omits what it does not carry.
@@ -22,18 +26,32 @@ MAX_N = 128
 MAX_LOGPROBS = 20
 _MAX_I32 = 2**31 - 1
 
-TokenId = Annotated[int, msgspec.Meta(ge=0, le=_MAX_I32)]
-PositiveInt = Annotated[int, msgspec.Meta(ge=1, le=_MAX_I32)]
-NonNegInt = Annotated[int, msgspec.Meta(ge=0, le=_MAX_I32)]
+# ``x-served`` marks bounds that depend on the served model: openapi.py fills them in
+# (vocabulary size, context length, scheduling policy), so the document states them.
+TokenId = Annotated[int, msgspec.Meta(ge=0, le=_MAX_I32, extra_json_schema={"x-served": "token"})]
+MaxTokens = Annotated[
+    int, msgspec.Meta(ge=1, le=_MAX_I32, extra_json_schema={"x-served": "max_tokens"})
+]
 NumSamples = Annotated[int, msgspec.Meta(ge=1, le=MAX_N)]
 NumLogprobs = Annotated[int, msgspec.Meta(ge=0, le=MAX_LOGPROBS)]
+NonEmptyStr = Annotated[str, msgspec.Meta(min_length=1)]
+Penalty = Annotated[float, msgspec.Meta(ge=-2.0, le=2.0)]
+Seed = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
+# logit_bias keys are token ids written as JSON object keys (strings of digits).
+TokenIdKey = Annotated[
+    str, msgspec.Meta(pattern="^[0-9]{1,10}$", extra_json_schema={"x-served": "token_key"})
+]
+Bias = Annotated[float, msgspec.Meta(ge=-100.0, le=100.0)]
 # A prompt: text, token ids, or a batch of either (msgspec allows one array type per union,
-# so the batch forms share one list type and are sorted out by `prompt_batch`).
-PromptInput = str | list[str | TokenId | list[TokenId]]
+# so the batch forms share one list type and are sorted out by `prompt_batch`; the OpenAPI
+# document states the four real forms).
+PromptBatch = Annotated[list[NonEmptyStr | TokenId | list[TokenId]], msgspec.Meta(min_length=1)]
+PromptInput = NonEmptyStr | PromptBatch
 
 
 class StreamOptions(msgspec.Struct, kw_only=True):
     include_usage: bool = False
+    continuous_usage_stats: bool = False  # usage on every chunk (vLLM)
 
 
 class SamplingFields(msgspec.Struct, kw_only=True):
@@ -43,64 +61,126 @@ class SamplingFields(msgspec.Struct, kw_only=True):
     n: NumSamples = 1
     stream: bool = False
     stream_options: StreamOptions | None = None
-    stop: str | list[str] | None = None
-    seed: int | None = None
-    temperature: float | None = None
-    top_p: float | None = None
-    presence_penalty: float = 0.0
-    frequency_penalty: float = 0.0
-    logit_bias: dict[str, float] | None = None
-    user: str | None = None
+    stop: NonEmptyStr | list[NonEmptyStr] | None = None
+    seed: Seed | None = None
+    temperature: Annotated[float, msgspec.Meta(ge=0.0)] | None = None
+    top_p: Annotated[float, msgspec.Meta(gt=0.0, le=1.0)] | None = None
+    presence_penalty: Penalty = 0.0
+    frequency_penalty: Penalty = 0.0
+    logit_bias: dict[TokenIdKey, Bias] | None = None
+    user: str | None = None  # the end user's id: kept in the request log line
     # vLLM extensions
     top_k: Annotated[int, msgspec.Meta(ge=-1, le=_MAX_I32)] | None = None
-    min_p: float | None = None
-    repetition_penalty: float | None = None
-    min_tokens: NonNegInt = 0
+    min_p: Annotated[float, msgspec.Meta(ge=0.0, le=1.0)] | None = None
+    repetition_penalty: Annotated[float, msgspec.Meta(gt=0.0, le=2.0**31)] | None = None
+    min_tokens: Annotated[
+        int, msgspec.Meta(ge=0, le=_MAX_I32, extra_json_schema={"x-served": "max_tokens"})
+    ] = 0
     ignore_eos: bool = False
     stop_token_ids: list[TokenId] | None = None
     include_stop_str_in_output: bool = False
     skip_special_tokens: bool = True
     spaces_between_special_tokens: bool = True
-    priority: Annotated[int, msgspec.Meta(ge=-_MAX_I32, le=_MAX_I32)] = 0
+    allowed_token_ids: Annotated[list[TokenId], msgspec.Meta(min_length=1)] | None = None
+    bad_words: list[NonEmptyStr] | None = None
+    prompt_logprobs: NumLogprobs | None = None
+    # -1: the last max_model_len - 1 tokens; k >= 1: the last k (0 is refused).
+    truncate_prompt_tokens: Annotated[int, msgspec.Meta(ge=-1, le=_MAX_I32)] | None = None
+    return_tokens_as_token_ids: bool = False
+    priority: Annotated[
+        int, msgspec.Meta(ge=-_MAX_I32, le=_MAX_I32, extra_json_schema={"x-served": "priority"})
+    ] = 0
     request_id: Annotated[str, msgspec.Meta(min_length=1, max_length=256)] | None = None
 
 
 class CompletionRequest(SamplingFields, kw_only=True):
     prompt: PromptInput
-    max_tokens: PositiveInt | None = 16
+    max_tokens: MaxTokens | None = 16
     logprobs: NumLogprobs | None = None
     echo: bool = False
-    suffix: str | None = None
+    add_special_tokens: bool = True
 
 
 class TextContentPart(msgspec.Struct, kw_only=True):
-    type: str
-    text: str | None = None
+    type: Literal["text"]
+    text: str
 
 
-class ChatMessage(msgspec.Struct, kw_only=True):
-    role: Literal["system", "developer", "user", "assistant", "tool"]
-    content: str | list[TextContentPart] | None = None
+# The content a message may carry: text, or a list of text parts (this server serves text
+# models; other part types are refused by the decoder, naming the part).
+Content = str | list[TextContentPart]
+
+
+class FunctionCall(msgspec.Struct, kw_only=True):
+    name: str
+    arguments: str  # JSON text, as OpenAI sends it
+
+
+class ToolCall(msgspec.Struct, kw_only=True):
+    id: str
+    type: Literal["function"] = "function"
+    function: FunctionCall
+
+
+class SystemMessage(msgspec.Struct, kw_only=True, tag_field="role", tag="system"):
+    content: Content
     name: str | None = None
 
 
+class DeveloperMessage(msgspec.Struct, kw_only=True, tag_field="role", tag="developer"):
+    content: Content
+    name: str | None = None
+
+
+class UserMessage(msgspec.Struct, kw_only=True, tag_field="role", tag="user"):
+    content: Content
+    name: str | None = None
+
+
+class AssistantMessage(msgspec.Struct, kw_only=True, tag_field="role", tag="assistant"):
+    content: Content | None = None
+    name: str | None = None
+    tool_calls: list[ToolCall] | None = None  # passed to the chat template
+
+
+class ToolMessage(msgspec.Struct, kw_only=True, tag_field="role", tag="tool"):
+    content: Content
+    tool_call_id: str
+
+
+# OpenAI's message rules as types: user, system and developer messages need content, tool
+# messages need tool_call_id, assistant messages may carry tool_calls instead of content.
+ChatMessage = SystemMessage | DeveloperMessage | UserMessage | AssistantMessage | ToolMessage
+Messages = Annotated[list[ChatMessage], msgspec.Meta(min_length=1)]
+
+
 class ChatCompletionRequest(SamplingFields, kw_only=True):
-    messages: Annotated[list[ChatMessage], msgspec.Meta(min_length=1)]
-    max_tokens: PositiveInt | None = None
-    max_completion_tokens: PositiveInt | None = None
+    messages: Messages
+    # How messages become a prompt (vLLM's chat-template extensions; see TokenizeRequest).
+    add_generation_prompt: bool = True
+    continue_final_message: bool = False
+    add_special_tokens: bool = False  # the template already holds the special tokens
+    documents: list[dict[str, str]] | None = None
+    chat_template_kwargs: dict[str, Any] | None = None
+    max_tokens: MaxTokens | None = None
+    max_completion_tokens: MaxTokens | None = None
     logprobs: bool = False
     top_logprobs: NumLogprobs | None = None
-    # vLLM extensions for chat templates
-    add_generation_prompt: bool = True
-    chat_template_kwargs: dict[str, Any] | None = None
+    # vLLM: prepend the last message's content to the reply when it has the reply's role.
+    echo: bool = False
 
 
 class TokenizeRequest(msgspec.Struct, kw_only=True):
+    """Exactly one of ``prompt`` / ``messages``; the template fields are chat's."""
+
     model: str | None = None
-    prompt: str | None = None
-    messages: Annotated[list[ChatMessage], msgspec.Meta(min_length=1)] | None = None
-    add_special_tokens: bool = True
+    prompt: str | msgspec.UnsetType = msgspec.UNSET
+    messages: Messages | msgspec.UnsetType = msgspec.UNSET
     add_generation_prompt: bool = True
+    continue_final_message: bool = False
+    add_special_tokens: bool | None = None  # None: True for a prompt, False for messages
+    documents: list[dict[str, str]] | None = None
+    chat_template_kwargs: dict[str, Any] | None = None
 
 
 class DetokenizeRequest(msgspec.Struct, kw_only=True):
@@ -129,12 +209,23 @@ class CompletionLogProbs(msgspec.Struct, kw_only=True):
     top_logprobs: list[dict[str, float] | None] = msgspec.field(default_factory=list)
 
 
+class LogprobEntry(msgspec.Struct, kw_only=True):
+    logprob: float
+    rank: int | None = None
+    decoded_token: str | None = None
+
+
+# vLLM's prompt_logprobs: per prompt position {token id: entry}; the first position is null.
+PromptLogprobsOut = list[dict[str, LogprobEntry] | None]
+
+
 class CompletionChoice(msgspec.Struct, kw_only=True):
     index: int
     text: str
     logprobs: CompletionLogProbs | None = None
     finish_reason: str | None = None
     stop_reason: int | str | None = None
+    prompt_logprobs: PromptLogprobsOut | None = None
 
 
 class CompletionResponse(msgspec.Struct, kw_only=True):
@@ -182,6 +273,7 @@ class ChatCompletionResponse(msgspec.Struct, kw_only=True):
     choices: list[ChatChoice]
     usage: UsageInfo
     system_fingerprint: str | None = None
+    prompt_logprobs: PromptLogprobsOut | None = None
 
 
 class DeltaMessage(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -205,6 +297,7 @@ class ChatCompletionChunk(msgspec.Struct, kw_only=True):
     choices: list[ChatChunkChoice]
     usage: UsageInfo | None = None
     system_fingerprint: str | None = None
+    prompt_logprobs: PromptLogprobsOut | None = None  # on the first chunk, when asked for
 
 
 class ModelCard(msgspec.Struct, kw_only=True):

@@ -23,35 +23,30 @@ def new_request_id(prefix: str, user_id: str | None) -> str:
     return f"{prefix}-{user_id}" if user_id else f"{prefix}-{uuid.uuid4().hex}"
 
 
+def check_priority(priority: int, policy: str) -> None:
+    """vLLM's rule: a non-zero priority needs the priority scheduling policy."""
+    if priority != 0 and policy != "priority":
+        raise bad_request(
+            f"Got priority {priority} but priority scheduling is not enabled "
+            "(start the server with --scheduling-policy priority).",
+            "priority",
+        )
+
+
 def _logit_bias(raw: dict[str, float] | None) -> dict[int, float] | None:
     if raw is None:
         return None
-    out: dict[int, float] = {}
-    for key, bias in raw.items():
-        try:
-            out[int(key)] = bias
-        except ValueError:
-            raise bad_request(
-                f"logit_bias keys must be token ids, got {key!r}.", "logit_bias"
-            ) from None
-    return out
+    return {int(key): bias for key, bias in raw.items()}  # keys are digits (protocol)
 
 
 def _params(
     req: SamplingFields,
     *,
-    max_tokens: int | None,
-    max_model_len: int,
+    max_tokens: int,
     logprobs: int | None,
     prompt_logprobs: int | None,
     output_kind: RequestOutputKind,
 ) -> SamplingParams:
-    if max_tokens is not None and max_tokens > max_model_len:
-        raise bad_request(
-            f"max_tokens={max_tokens} exceeds this model's maximum context length "
-            f"({max_model_len} tokens).",
-            "max_tokens",
-        )
     return SamplingParams(
         n=req.n,
         presence_penalty=req.presence_penalty,
@@ -71,41 +66,47 @@ def _params(
         logprobs=logprobs,
         prompt_logprobs=prompt_logprobs,
         logit_bias=_logit_bias(req.logit_bias),
+        allowed_token_ids=req.allowed_token_ids,
+        bad_words=req.bad_words,
         skip_special_tokens=req.skip_special_tokens,
         spaces_between_special_tokens=req.spaces_between_special_tokens,
+        truncate_prompt_tokens=req.truncate_prompt_tokens,
         output_kind=output_kind,
     )
+
+
+def _max_of(*ks: int | None) -> int | None:
+    given = [k for k in ks if k is not None]
+    return max(given) if given else None
 
 
 def completion_params(
-    req: CompletionRequest, *, max_model_len: int, output_kind: RequestOutputKind
+    req: CompletionRequest, *, max_tokens: int, output_kind: RequestOutputKind
 ) -> SamplingParams:
-    """Raises APIError / SamplingParamsError (both 400) for invalid combinations."""
-    if req.suffix:
-        raise bad_request("suffix is not supported.", "suffix")
+    """Raises SamplingParamsError (400) for invalid combinations."""
+    echo_logprobs = req.logprobs if req.echo else None
     return _params(
         req,
-        max_tokens=req.max_tokens,
-        max_model_len=max_model_len,
+        max_tokens=max_tokens,
         logprobs=req.logprobs,
-        prompt_logprobs=req.logprobs if req.echo and req.logprobs is not None else None,
+        prompt_logprobs=_max_of(req.prompt_logprobs, echo_logprobs),
         output_kind=output_kind,
     )
 
 
+def chat_max_tokens(req: ChatCompletionRequest) -> int | None:
+    return req.max_completion_tokens if req.max_completion_tokens is not None else req.max_tokens
+
+
 def chat_params(
-    req: ChatCompletionRequest, *, max_model_len: int, output_kind: RequestOutputKind
+    req: ChatCompletionRequest, *, max_tokens: int, output_kind: RequestOutputKind
 ) -> SamplingParams:
     if req.top_logprobs is not None and not req.logprobs:
         raise bad_request("top_logprobs requires logprobs to be true.", "top_logprobs")
-    max_tokens = (
-        req.max_completion_tokens if req.max_completion_tokens is not None else req.max_tokens
-    )
     return _params(
         req,
         max_tokens=max_tokens,
-        max_model_len=max_model_len,
         logprobs=(req.top_logprobs or 0) if req.logprobs else None,
-        prompt_logprobs=None,
+        prompt_logprobs=req.prompt_logprobs,
         output_kind=output_kind,
     )

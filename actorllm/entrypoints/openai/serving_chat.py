@@ -13,51 +13,43 @@ from typing import Any
 from starlette.responses import Response
 
 from actorllm.core.outputs import CompletionOutput, RequestOutput
-from actorllm.core.sampling_params import RequestOutputKind, SamplingParams
-from actorllm.entrypoints.metrics import RequestObserver
-from actorllm.entrypoints.openai.errors import bad_request
-from actorllm.entrypoints.openai.logprobs import TokenText, chat_logprobs
+from actorllm.core.sampling_params import RequestOutputKind
+from actorllm.entrypoints.openai.logprobs import TokenText, chat_logprobs, prompt_logprobs
+from actorllm.entrypoints.openai.preprocess import (
+    Prompt,
+    content_text,
+    encode,
+    fit_max_tokens,
+    render_chat,
+    truncate,
+)
 from actorllm.entrypoints.openai.protocol import (
+    AssistantMessage,
     ChatChoice,
     ChatChunkChoice,
     ChatCompletionChunk,
     ChatCompletionRequest,
     ChatCompletionResponse,
     ChatLogProbs,
-    ChatMessage,
     ChatResponseMessage,
     DeltaMessage,
+    PromptLogprobsOut,
 )
-from actorllm.entrypoints.openai.sampling import chat_params, check_model, new_request_id
-from actorllm.entrypoints.openai.serving_common import ServingContext, UsageTracker, json_response
+from actorllm.entrypoints.openai.sampling import (
+    chat_max_tokens,
+    chat_params,
+    check_model,
+    check_priority,
+    new_request_id,
+)
+from actorllm.entrypoints.openai.serving_common import (
+    ServingContext,
+    UsageTracker,
+    json_response,
+    usage_options,
+)
 from actorllm.entrypoints.openai.sse import Emit, SSEResponse
 from actorllm.entrypoints.openai.streams import PrimedStream, prime_all, pump, unless_disconnected
-
-
-def messages_for_template(messages: list[ChatMessage]) -> list[dict[str, Any]]:
-    """OpenAI messages as chat-template dicts; text parts are joined with newlines.
-
-    Raises APIError(400) for non-text content parts (this server serves text models).
-    """
-    out: list[dict[str, Any]] = []
-    for i, msg in enumerate(messages):
-        if msg.content is None or isinstance(msg.content, str):
-            content = msg.content or ""
-        else:
-            texts = []
-            for part in msg.content:
-                if part.type != "text" or part.text is None:
-                    raise bad_request(
-                        f"messages[{i}]: only text content parts are supported, got {part.type!r}.",
-                        "messages",
-                    )
-                texts.append(part.text)
-            content = "\n".join(texts)
-        entry: dict[str, Any] = {"role": msg.role, "content": content}
-        if msg.name is not None:
-            entry["name"] = msg.name
-        out.append(entry)
-    return out
 
 
 async def create_chat_completion(
@@ -67,25 +59,33 @@ async def create_chat_completion(
     ClientDisconnected if the client leaves before the first output."""
     engine = ctx.engine
     check_model(req.model, engine.model_name)
+    check_priority(req.priority, engine.config.scheduling_policy)
     kind = RequestOutputKind.DELTA if req.stream else RequestOutputKind.FINAL_ONLY
-    params = chat_params(req, max_model_len=engine.max_model_len, output_kind=kind)
-    rid = new_request_id("chatcmpl", req.request_id)
-    it = engine.chat(
-        messages_for_template(req.messages),
-        params,
-        request_id=rid,
-        priority=req.priority,
+    text = render_chat(
+        engine.tokenizer,
+        req.messages,
         add_generation_prompt=req.add_generation_prompt,
+        continue_final_message=req.continue_final_message,
+        documents=req.documents,
         chat_template_kwargs=req.chat_template_kwargs,
     )
+    ids = encode(engine.tokenizer, text, add_special_tokens=req.add_special_tokens)
+    prompt = truncate(Prompt(text, ids), req.truncate_prompt_tokens, engine.max_model_len)
+    max_tokens = fit_max_tokens(
+        len(prompt.token_ids), chat_max_tokens(req), engine.max_model_len, "messages"
+    )
+    params = chat_params(req, max_tokens=max_tokens, output_kind=kind)
+    rid = new_request_id("chatcmpl", req.request_id)
+    it = engine.generate(prompt.engine_input(), params, request_id=rid, priority=req.priority)
     streams = await unless_disconnected(receive, lambda: prime_all([it]))
+    last = req.messages[-1]
     state = _ChatState(
         req=req,
-        params=params,
         id=rid,
         model=engine.model_name,
-        text=TokenText(engine.tokenizer),
-        observer=ctx.metrics.observe_request(),
+        text=TokenText(engine.tokenizer, as_ids=req.return_tokens_as_token_ids),
+        # vLLM's chat echo: the last message's content leads the reply when it has its role.
+        echo=content_text(last.content) if req.echo and isinstance(last, AssistantMessage) else "",
         role=ctx.response_role,
     )
     if req.stream:
@@ -105,12 +105,12 @@ class _Choice:
 @dataclass(slots=True)
 class _ChatState:
     req: ChatCompletionRequest
-    params: SamplingParams
     id: str
     model: str
     text: TokenText
-    observer: RequestObserver
     role: str  # --response-role
+    echo: str  # prepended to every choice's content
+    prompt_logprobs: PromptLogprobsOut | None = None
     created: int = field(default_factory=lambda: int(time.time()))
     usage: UsageTracker = field(default_factory=UsageTracker)
     choices: dict[int, _Choice] = field(default_factory=dict)
@@ -121,8 +121,9 @@ class _ChatState:
         return chat_logprobs(co.token_ids, co.logprobs, self.req.top_logprobs or 0, self.text)
 
     def _apply(self, out: RequestOutput, *, delta: bool) -> list[ChatChunkChoice]:
-        self.observer.update(out, delta=delta)
         self.usage.update(0, out, delta=delta)
+        if self.req.prompt_logprobs is not None and out.prompt_logprobs:
+            self.prompt_logprobs = prompt_logprobs(out.prompt_logprobs, self.text)
         fragments = []
         for co in out.outputs:
             choice = self.choices.setdefault(co.index, _Choice())
@@ -152,35 +153,42 @@ class _ChatState:
         self._apply(out, delta=False)
 
     async def stream(self, streams: list[PrimedStream], emit: Emit) -> None:
-        for j in range(self.params.n):
-            await emit(
-                self._chunk(
-                    [ChatChunkChoice(index=j, delta=DeltaMessage(role=self.role, content=""))]
-                )
-            )
+        final_usage, every_chunk = usage_options(self.req.stream_options)
+        for j in range(self.req.n):
+            delta = DeltaMessage(role=self.role, content=self.echo)
+            await emit(self._chunk([ChatChunkChoice(index=j, delta=delta)]))
 
         async def on_output(_i: int, out: RequestOutput) -> None:
-            for fragment in self._apply(out, delta=True):
-                await emit(self._chunk([fragment]))
+            fragments = self._apply(out, delta=True)
+            fresh = self.prompt_logprobs if out.prompt_logprobs else None  # first chunk only
+            for fragment in fragments:
+                await emit(self._chunk([fragment], usage=every_chunk, prompt_logprobs=fresh))
+                fresh = None
 
         await pump(streams, on_output)
-        if self.req.stream_options is not None and self.req.stream_options.include_usage:
+        if final_usage:
             await emit(self._chunk([], usage=True))
 
-    def _chunk(self, choices: list[ChatChunkChoice], usage: bool = False) -> ChatCompletionChunk:
+    def _chunk(
+        self,
+        choices: list[ChatChunkChoice],
+        usage: bool = False,
+        prompt_logprobs: PromptLogprobsOut | None = None,
+    ) -> ChatCompletionChunk:
         return ChatCompletionChunk(
             id=self.id,
             created=self.created,
             model=self.model,
             choices=choices,
             usage=self.usage.info() if usage else None,
+            prompt_logprobs=prompt_logprobs,
         )
 
     def response(self) -> ChatCompletionResponse:
         choices = [
             ChatChoice(
                 index=index,
-                message=ChatResponseMessage(role=self.role, content=c.text),
+                message=ChatResponseMessage(role=self.role, content=self.echo + c.text),
                 logprobs=c.logprobs,
                 finish_reason=c.finish_reason,
                 stop_reason=c.stop_reason,
@@ -193,4 +201,5 @@ class _ChatState:
             model=self.model,
             choices=choices,
             usage=self.usage.info(),
+            prompt_logprobs=self.prompt_logprobs,
         )

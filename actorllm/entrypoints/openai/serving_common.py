@@ -11,7 +11,7 @@ from starlette.responses import Response
 from actorllm.core.outputs import RequestOutput
 from actorllm.entrypoints.metrics import ServerMetrics
 from actorllm.entrypoints.openai.engine_client import EngineClient
-from actorllm.entrypoints.openai.protocol import PromptTokensDetails, UsageInfo
+from actorllm.entrypoints.openai.protocol import PromptTokensDetails, StreamOptions, UsageInfo
 
 _encoder = msgspec.json.Encoder()
 
@@ -26,6 +26,13 @@ class ServingContext:
 
     def is_dead(self) -> bool:
         return bool(self.engine.is_dead)
+
+
+def usage_options(options: StreamOptions | None) -> tuple[bool, bool]:
+    """(usage chunk at the end, usage on every chunk) for a stream's ``stream_options``."""
+    if options is None or not options.include_usage:
+        return False, False
+    return True, options.continuous_usage_stats
 
 
 def json_response(payload: Any, status: int = 200) -> Response:

@@ -13,19 +13,28 @@ from typing import Any
 from starlette.responses import Response
 
 from actorllm.core.outputs import CompletionOutput, Logprob, RequestOutput
-from actorllm.core.sampling_params import RequestOutputKind, SamplingParams
-from actorllm.entrypoints.metrics import RequestObserver
-from actorllm.entrypoints.openai.errors import bad_request
-from actorllm.entrypoints.openai.logprobs import TokenText, completion_logprobs
+from actorllm.core.sampling_params import RequestOutputKind
+from actorllm.entrypoints.openai.logprobs import TokenText, completion_logprobs, prompt_logprobs
+from actorllm.entrypoints.openai.preprocess import completion_prompts, fit_max_tokens, truncate
 from actorllm.entrypoints.openai.protocol import (
     CompletionChoice,
     CompletionLogProbs,
     CompletionRequest,
     CompletionResponse,
-    prompt_batch,
+    PromptLogprobsOut,
 )
-from actorllm.entrypoints.openai.sampling import check_model, completion_params, new_request_id
-from actorllm.entrypoints.openai.serving_common import ServingContext, UsageTracker, json_response
+from actorllm.entrypoints.openai.sampling import (
+    check_model,
+    check_priority,
+    completion_params,
+    new_request_id,
+)
+from actorllm.entrypoints.openai.serving_common import (
+    ServingContext,
+    UsageTracker,
+    json_response,
+    usage_options,
+)
 from actorllm.entrypoints.openai.sse import Emit, SSEResponse
 from actorllm.entrypoints.openai.streams import PrimedStream, prime_all, pump, unless_disconnected
 
@@ -35,17 +44,31 @@ async def create_completion(ctx: ServingContext, req: CompletionRequest, receive
     ClientDisconnected if the client leaves before the first outputs."""
     engine = ctx.engine
     check_model(req.model, engine.model_name)
-    try:
-        prompts = prompt_batch(req.prompt)
-    except ValueError as exc:
-        raise bad_request(str(exc), "prompt") from None
+    check_priority(req.priority, engine.config.scheduling_policy)
     kind = RequestOutputKind.DELTA if req.stream else RequestOutputKind.FINAL_ONLY
-    params = completion_params(req, max_model_len=engine.max_model_len, output_kind=kind)
+    max_len = engine.max_model_len
+    prompts = [
+        truncate(p, req.truncate_prompt_tokens, max_len)
+        for p in completion_prompts(
+            req.prompt,
+            engine.tokenizer,
+            add_special_tokens=req.add_special_tokens,
+            vocab_size=engine.vocab_size,
+        )
+    ]
+    params = [
+        completion_params(
+            req,
+            max_tokens=fit_max_tokens(len(p.token_ids), req.max_tokens, max_len, "prompt"),
+            output_kind=kind,
+        )
+        for p in prompts
+    ]
     rid = new_request_id("cmpl", req.request_id)
     iters = [
         engine.generate(
-            p if isinstance(p, str) else {"prompt_token_ids": p},
-            params,
+            p.engine_input(),
+            params[i],
             request_id=rid if len(prompts) == 1 else f"{rid}-{i}",
             priority=req.priority,
         )
@@ -54,11 +77,9 @@ async def create_completion(ctx: ServingContext, req: CompletionRequest, receive
     streams = await unless_disconnected(receive, lambda: prime_all(iters))
     state = _CompletionState(
         req=req,
-        params=params,
         id=rid,
         model=engine.model_name,
-        text=TokenText(engine.tokenizer),
-        observers=[ctx.metrics.observe_request() for _ in streams],
+        text=TokenText(engine.tokenizer, as_ids=req.return_tokens_as_token_ids),
     )
     if req.stream:
         return SSEResponse(lambda emit: state.stream(streams, emit), is_dead=ctx.is_dead)
@@ -76,30 +97,33 @@ class _Choice:
     stop_reason: int | str | None = None
     logprobs: CompletionLogProbs | None = None
     offset: int = 0  # text offset of the next token (for logprobs.text_offset)
+    prompt_logprobs: PromptLogprobsOut | None = None
 
 
 @dataclass(slots=True)
 class _CompletionState:
     req: CompletionRequest
-    params: SamplingParams
     id: str
     model: str
     text: TokenText
-    observers: list[RequestObserver]
     created: int = field(default_factory=lambda: int(time.time()))
     usage: UsageTracker = field(default_factory=UsageTracker)
     choices: dict[int, _Choice] = field(default_factory=dict)
 
     def _apply(self, i: int, out: RequestOutput, *, delta: bool) -> list[CompletionChoice]:
         """Fold one output into the choices; returns the fragments it contributed."""
-        self.observers[i].update(out, delta=delta)
         self.usage.update(i, out, delta=delta)
         fragments = []
         for co in out.outputs:
-            index = i * self.params.n + co.index
+            index = i * self.req.n + co.index
             choice = self.choices.setdefault(index, _Choice())
             fragment = self._fragment(index, choice, out, co, delta=delta)
-            if fragment.text or fragment.finish_reason or fragment.logprobs:
+            if (
+                fragment.text
+                or fragment.finish_reason
+                or fragment.logprobs
+                or (fragment.prompt_logprobs)
+            ):
                 fragments.append(fragment)
         return fragments
 
@@ -108,9 +132,11 @@ class _CompletionState:
     ) -> CompletionChoice:
         if not delta:  # a full output replaces what we had (FINAL_ONLY / CUMULATIVE)
             choice.text, choice.started, choice.logprobs, choice.offset = "", False, None, 0
-        prefix, logprobs = "", None
+        prefix, logprobs, prompt_lps = "", None, None
         if not choice.started:
             choice.started = True
+            if self.req.prompt_logprobs is not None:
+                prompt_lps = prompt_logprobs(out.prompt_logprobs, self.text)
             if self.req.echo:
                 prefix = self._prompt_text(out)
                 logprobs = self._prompt_logprobs(out)
@@ -128,12 +154,15 @@ class _CompletionState:
             )
         if co.finish_reason is not None:
             choice.finish_reason, choice.stop_reason = co.finish_reason, co.stop_reason
+        if prompt_lps is not None:
+            choice.prompt_logprobs = prompt_lps
         return CompletionChoice(
             index=index,
             text=text,
             logprobs=logprobs,
             finish_reason=co.finish_reason,
             stop_reason=co.stop_reason,
+            prompt_logprobs=prompt_lps,
         )
 
     def _prompt_text(self, out: RequestOutput) -> str:
@@ -152,12 +181,14 @@ class _CompletionState:
         self._apply(i, out, delta=False)
 
     async def stream(self, streams: list[PrimedStream], emit: Emit) -> None:
+        final_usage, every_chunk = usage_options(self.req.stream_options)
+
         async def on_output(i: int, out: RequestOutput) -> None:
             for fragment in self._apply(i, out, delta=True):
-                await emit(self._chunk([fragment]))
+                await emit(self._chunk([fragment], usage=every_chunk))
 
         await pump(streams, on_output)
-        if self.req.stream_options is not None and self.req.stream_options.include_usage:
+        if final_usage:
             await emit(self._chunk([], usage=True))
 
     def _chunk(self, choices: list[CompletionChoice], usage: bool = False) -> CompletionResponse:
@@ -177,6 +208,7 @@ class _CompletionState:
                 logprobs=c.logprobs,
                 finish_reason=c.finish_reason,
                 stop_reason=c.stop_reason,
+                prompt_logprobs=c.prompt_logprobs,
             )
             for index, c in sorted(self.choices.items())
         ]

@@ -97,12 +97,15 @@ def align_by_expert(
     expert's run starting on a tile boundary; unused entries hold ``T*K`` (padding).
     ``tile_expert`` is each tile's expert, -1 for tiles past the last run.
     """
-    flat = topk_ids.flatten()  # [T*K]
+    flat = topk_ids.flatten().to(torch.int64)  # [T*K]
     num_pairs = flat.shape[0]
     device = flat.device
     total = num_pairs + num_experts * (block_m - 1)
     total = -(-total // block_m) * block_m
-    counts = torch.bincount(flat, minlength=num_experts)  # [E]
+    # scatter_add, not bincount: bincount sizes its output from max(ids), a device sync
+    # that would also break CUDA-graph capture.
+    counts = torch.zeros(num_experts, dtype=torch.int64, device=device)
+    counts.scatter_add_(0, flat, torch.ones_like(flat))  # [E]
     padded = (counts + block_m - 1) // block_m * block_m  # [E]
     padded_end = torch.cumsum(padded, 0)  # [E]
     padded_start = padded_end - padded

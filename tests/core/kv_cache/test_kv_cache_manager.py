@@ -129,3 +129,103 @@ def test_caching_disabled_never_hits() -> None:
     compute(kv, a)
     kv.free(a)
     assert kv.get_computed_blocks(req("b", [1, 2, 3, 4, 5], kv=kv)) == ([], 0)
+
+
+# -- sliding window ---------------------------------------------------------------------
+
+
+def _prefill(kv: KVCacheManager, r: Request) -> None:
+    """The whole prompt in one step, then its first sampled token."""
+    assert kv.allocate_slots(r, r.num_tokens) is not None
+    r.num_computed_tokens = r.num_tokens
+    r.append_output_token_ids(7)
+
+
+def _decode(kv: KVCacheManager, r: Request, n: int) -> None:
+    """``n`` one-token steps, each sampling a token."""
+    for _ in range(n):
+        assert kv.allocate_slots(r, 1) is not None
+        r.num_computed_tokens += 1
+        r.append_output_token_ids(7)
+
+
+def test_sliding_window_hands_back_blocks_behind_the_window() -> None:
+    """A request far longer than the window holds at most window / block_size + 1 blocks."""
+    window, bs = 8, 4
+    kv = KVCacheManager(num_blocks=64, block_size=bs, sliding_window=window)
+    r = req("r", list(range(1, 7)), kv=kv)
+    _prefill(kv, r)
+    peak = 0
+    for _ in range(60):
+        _decode(kv, r, 1)
+        peak = max(peak, kv.num_held_blocks("r"))
+        assert kv.num_held_blocks("r") <= window // bs + 1
+    assert r.num_computed_tokens == 66
+    assert peak == window // bs + 1
+    ids = kv.get_block_ids("r")
+    assert len(ids) == 17  # still position-aligned: slot i covers positions [4i, 4i + 4)
+    assert ids[:14] == [0] * 14 and 0 not in ids[14:]  # handed-back slots hold the null block
+    assert kv.num_free_blocks == 63 - kv.num_held_blocks("r")
+    kv.free(r)
+    assert kv.num_free_blocks == 63
+
+
+def test_full_attention_keeps_every_block() -> None:
+    kv = KVCacheManager(num_blocks=64, block_size=4)
+    r = req("r", list(range(1, 7)), kv=kv)
+    _prefill(kv, r)
+    _decode(kv, r, 60)
+    assert kv.num_held_blocks("r") == 17
+
+
+def test_handed_back_blocks_stay_in_the_prefix_cache() -> None:
+    """Blocks behind the window are registered before they go back: a later prompt with
+    the same prefix hits all of them (until evicted), and they are real blocks again."""
+    kv = KVCacheManager(num_blocks=64, block_size=4, sliding_window=4)
+    prompt = list(range(1, 21))  # 5 blocks
+    a = req("a", prompt, kv=kv)
+    _prefill(kv, a)
+    _decode(kv, a, 1)  # next query at 20 reads from 17 on: blocks 0-3 are done
+    assert kv.get_block_ids("a")[:4] == [0, 0, 0, 0]
+    b = req("b", [*prompt, 99], kv=kv)
+    hits, n = kv.get_computed_blocks(b)
+    assert n == 20 and all(blk.block_id != 0 for blk in hits)
+    assert kv.allocate_slots(b, 1, n, hits) is not None
+    assert 0 not in kv.get_block_ids("b")
+    kv.free(a)
+    kv.free(b)
+    assert kv.num_free_blocks == 63
+
+
+def test_sliding_window_frees_room_for_admission() -> None:
+    """With a window, two long requests fit a pool that full attention could not hold."""
+    from actorllm.core.model_runner_output import ModelRunnerOutput
+    from actorllm.core.scheduler import Scheduler, SchedulerConfig
+
+    def run(window: int | None) -> tuple[int, int]:
+        cfg = SchedulerConfig(
+            max_model_len=64, num_blocks=17, block_size=4, sliding_window=window,
+            max_num_batched_tokens=64,
+        )  # fmt: skip
+        s = Scheduler(cfg)
+        params = SamplingParams(max_tokens=40, ignore_eos=True)
+        for i in range(2):
+            s.add_request(Request(f"r{i}", [5 + i] * 10, params))
+        preempted = 0
+        for _ in range(200):
+            so = s.schedule()
+            preempted += len(so.preempted_req_ids)
+            ids = list(so.num_scheduled_tokens)
+            if not ids and not s.num_waiting:
+                break
+            ro = ModelRunnerOutput(
+                step_id=so.step_id, req_ids=ids, sampled_token_ids=[[9]] * len(ids)
+            )
+            s.update_from_output(so, ro)
+        return preempted, s.kv_cache_manager.num_free_blocks
+
+    preempted_full, _ = run(None)
+    preempted_swa, free_swa = run(8)
+    assert preempted_full > 0  # 2 x 50 tokens need 26 blocks; the pool has 16
+    assert preempted_swa == 0
+    assert free_swa == 16

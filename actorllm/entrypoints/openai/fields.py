@@ -1,0 +1,139 @@
+"""Every request field is honoured or refused: the one table of fields we know but cannot
+honour yet, and the warning for fields nobody knows.
+
+:func:`decode_request` turns a request body into its protocol struct:
+
+1. the JSON is parsed, and integral floats (``1.0``) become ints, as JSON Schema's
+   ``integer`` (and vLLM's pydantic) accept them;
+2. a field of :data:`UNSUPPORTED` set to anything but its "off" value is a 400 naming it
+   (``param``) — the features issue 15 builds (structured outputs, tool calling, reasoning)
+   remove their lines here when they land;
+3. fields no struct and no table knows are ignored with one warning naming them (vLLM's
+   behaviour: clients send extras);
+4. the rest is validated against the struct (types, ranges; a 400 naming the field).
+
+    >>>     >>> decode_request(b'{"prompt": "hi", "max_tokens": 2.0}', CompletionRequest).max_tokens
+    2
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import msgspec
+
+from actorllm.entrypoints.openai.errors import bad_request
+
+logger = logging.getLogger("actorllm.server")
+S = TypeVar("S", bound=msgspec.Struct)
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """A field we know but cannot honour yet: only its "off" values are accepted."""
+
+    why: str
+    off: tuple[Any, ...] = (None,)
+    same_as: str | None = None  # also accepted: equal to this field (best_of == n)
+
+    def accepts(self, value: Any, body: dict[str, Any]) -> bool:
+        if any(type(value) is type(v) and value == v for v in self.off):
+            return True
+        return self.same_as is not None and value == body.get(self.same_as, 1)
+
+    def schema(self) -> dict[str, Any]:
+        """The values accepted, as JSON Schema (the OpenAPI document states them)."""
+        if self.same_as is None:
+            return {"enum": list(self.off), "description": f"Not supported yet: {self.why}."}
+        # JSON Schema cannot say "equal to n": the document states the default n's value.
+        return {
+            "enum": [*self.off, 1],
+            "description": f"Not supported yet: {self.why}; accepted when equal to "
+            f"`{self.same_as}` (1 by default).",
+        }
+
+
+_FALSY: tuple[Any, ...] = (None, False, [], {}, "")
+_TOOLS = "tool calling"
+_STRUCTURED = "structured outputs"
+_TEXT_ONLY = "this server serves text models"
+
+# {field: why it is refused unless off}
+UNSUPPORTED: dict[str, Refusal] = {
+    # tool calling (issue 15)
+    "tools": Refusal(_TOOLS, _FALSY),
+    "tool_choice": Refusal(_TOOLS, (None, "none")),
+    "parallel_tool_calls": Refusal(_TOOLS),
+    "functions": Refusal(_TOOLS, _FALSY),
+    "function_call": Refusal(_TOOLS, (None, "none")),
+    # structured outputs (issue 15)
+    "response_format": Refusal(_STRUCTURED, (None, {"type": "text"})),
+    "structured_outputs": Refusal(_STRUCTURED),
+    "guided_json": Refusal(_STRUCTURED),
+    "guided_regex": Refusal(_STRUCTURED),
+    "guided_choice": Refusal(_STRUCTURED),
+    "guided_grammar": Refusal(_STRUCTURED),
+    "guided_decoding_backend": Refusal(_STRUCTURED),
+    "guided_whitespace_pattern": Refusal(_STRUCTURED),
+    # reasoning output (issue 15)
+    "reasoning_effort": Refusal("reasoning output"),
+    "include_reasoning": Refusal("reasoning output"),
+    # sampling this engine does not do
+    "best_of": Refusal("ranking candidates (best_of other than n)", same_as="n"),
+    "use_beam_search": Refusal("beam search", _FALSY),
+    "length_penalty": Refusal("length_penalty (beam search)", (None, 1)),
+    "logits_processors": Refusal("custom logits processors", _FALSY),
+    "vllm_xargs": Refusal("custom logits processors"),
+    "suffix": Refusal("suffix (fill-in-the-middle)", (None, "")),
+    # inputs and plumbing this server does not have
+    "prompt_embeds": Refusal("prompt embeddings"),
+    "mm_processor_kwargs": Refusal(_TEXT_ONLY, _FALSY),
+    "audio": Refusal(_TEXT_ONLY),
+    "modalities": Refusal(_TEXT_ONLY, (None, ["text"])),
+    "prediction": Refusal("predicted outputs"),
+    "web_search_options": Refusal("web search"),
+    "chat_template": Refusal("a per-request chat template (start with --chat-template)"),
+    "cache_salt": Refusal("prefix-cache salting"),
+    "kv_transfer_params": Refusal("per-request KV transfer"),
+    "return_token_ids": Refusal("return_token_ids", _FALSY),
+    "store": Refusal("stored completions", _FALSY),
+    "metadata": Refusal("stored completions"),
+    "service_tier": Refusal("service tiers", (None, "auto", "default")),
+    "verbosity": Refusal("verbosity"),
+}
+
+
+def refuse_unsupported(body: dict[str, Any]) -> None:
+    """400 naming the first field of :data:`UNSUPPORTED` that asks for something."""
+    for name, value in body.items():
+        rule = UNSUPPORTED.get(name)
+        if rule is not None and not rule.accepts(value, body):
+            raise bad_request(f"`{name}` is not supported by this server yet: {rule.why}.", name)
+
+
+def _ints(value: Any) -> Any:
+    """Integral floats -> ints, recursively (JSON Schema's ``integer`` includes ``1.0``)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _ints(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_ints(v) for v in value]
+    return value
+
+
+def decode_request(body: bytes, kind: type[S]) -> S:
+    """Parse, refuse, warn, validate (module docstring). Raises APIError / msgspec errors
+    (both 400 via ``errors.to_api_error``)."""
+    raw = msgspec.json.decode(body)
+    if not isinstance(raw, dict):
+        raise bad_request("The request body must be a JSON object.")
+    raw = _ints(raw)
+    refuse_unsupported(raw)
+    known = set(kind.__struct_fields__)
+    unknown = sorted(k for k in raw if k not in known and k not in UNSUPPORTED)
+    if unknown:
+        logger.warning("ignoring unknown request fields: %s", ", ".join(unknown))
+    return msgspec.convert({k: v for k, v in raw.items() if k in known}, kind)

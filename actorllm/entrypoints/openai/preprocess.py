@@ -1,0 +1,207 @@
+"""Requests -> prompt token ids, in the serving layer (as vLLM's API server does): render the
+chat template, tokenize, truncate, and check the context length before the engine sees it.
+
+The engine gets ``{"prompt_token_ids": ids, "prompt": text}``, so what the user asked about
+tokenization (``add_special_tokens``, ``truncate_prompt_tokens``, ``continue_final_message``,
+``documents``, assistant ``tool_calls``) is decided here, where the request is known, and the
+context-length rule is checked with vLLM's message while the request can still be refused.
+
+    >>> fit_max_tokens(10, None, 64, "prompt")
+    54
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from actorllm.entrypoints.openai.errors import bad_request
+from actorllm.entrypoints.openai.protocol import (
+    AssistantMessage,
+    ChatMessage,
+    Content,
+    ToolMessage,
+    prompt_batch,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Prompt:
+    """One prompt as the engine will run it."""
+
+    text: str | None  # None: only token ids were given (or they were truncated)
+    token_ids: list[int]
+
+    def engine_input(self) -> dict[str, Any]:
+        if self.text is None:
+            return {"prompt_token_ids": self.token_ids}
+        return {"prompt_token_ids": self.token_ids, "prompt": self.text}
+
+
+def _ids(encoded: Any) -> list[int]:
+    """Token ids from what a tokenizer returns (a list, or a BatchEncoding in transformers 5)."""
+    if isinstance(encoded, list):
+        return [int(t) for t in encoded]
+    ids = encoded["input_ids"]
+    if ids and isinstance(ids[0], list):
+        ids = ids[0]
+    return [int(t) for t in ids]
+
+
+def encode(tokenizer: Any, text: str, *, add_special_tokens: bool) -> list[int]:
+    return _ids(tokenizer.encode(text, add_special_tokens=add_special_tokens))
+
+
+def truncate(prompt: Prompt, k: int | None, max_model_len: int) -> Prompt:
+    """``truncate_prompt_tokens``: keep the last ``k`` tokens (-1: max_model_len - 1)."""
+    if k is None:
+        return prompt
+    if k == 0:
+        param = "truncate_prompt_tokens"
+        raise bad_request(f"{param} must be -1 or at least 1.", param)
+    keep = max_model_len - 1 if k == -1 else k
+    if len(prompt.token_ids) <= keep:
+        return prompt
+    return Prompt(text=None, token_ids=prompt.token_ids[-keep:])
+
+
+def completion_prompts(
+    prompt: Any, tokenizer: Any, *, add_special_tokens: bool, vocab_size: int
+) -> list[Prompt]:
+    """A completion's ``prompt`` field as prompts (one per batch entry); token ids must be
+    in the vocabulary (the document says so: ``maximum``)."""
+    try:
+        batch = prompt_batch(prompt)
+    except ValueError as exc:
+        raise bad_request(str(exc), "prompt") from None
+    for p in batch:
+        if not isinstance(p, str) and (bad := [t for t in p if t >= vocab_size]):
+            raise bad_request(
+                f"token ids {bad[:5]} are out of vocabulary (size {vocab_size}).", "prompt"
+            )
+    return [
+        Prompt(text=p, token_ids=encode(tokenizer, p, add_special_tokens=add_special_tokens))
+        if isinstance(p, str)
+        else Prompt(text=None, token_ids=p)
+        for p in batch
+    ]
+
+
+def content_text(content: Content | None) -> str:
+    """Message content as one string: text parts joined with newlines (vLLM's "string"
+    content format, which every text-only chat template understands)."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    return "\n".join(part.text for part in content)
+
+
+def _tool_call(call: Any) -> dict[str, Any]:
+    # Chat templates index arguments as a mapping; OpenAI sends them as JSON text.
+    try:
+        arguments: Any = json.loads(call.function.arguments)
+    except ValueError:
+        arguments = call.function.arguments
+    return {
+        "id": call.id,
+        "type": call.type,
+        "function": {"name": call.function.name, "arguments": arguments},
+    }
+
+
+def messages_for_template(messages: Sequence[ChatMessage]) -> list[dict[str, Any]]:
+    """OpenAI messages as the dicts Hugging Face chat templates read."""
+    out: list[dict[str, Any]] = []
+    for msg in messages:
+        entry: dict[str, Any] = {
+            "role": type(msg).__struct_config__.tag,
+            "content": content_text(msg.content),
+        }
+        if isinstance(msg, ToolMessage):
+            entry["tool_call_id"] = msg.tool_call_id
+        elif msg.name is not None:
+            entry["name"] = msg.name
+        if isinstance(msg, AssistantMessage) and msg.tool_calls:
+            entry["tool_calls"] = [_tool_call(c) for c in msg.tool_calls]
+        out.append(entry)
+    return out
+
+
+@functools.cache
+def reserved_template_kwargs() -> frozenset[str]:
+    """Names ``chat_template_kwargs`` may not use: ``apply_chat_template``'s own parameters
+    and the variables it sets itself (they would clash, or change what it returns)."""
+    from transformers import PreTrainedTokenizerBase
+
+    params = inspect.signature(PreTrainedTokenizerBase.apply_chat_template).parameters
+    return frozenset(params) - {"self", "kwargs"} | {"messages"}
+
+
+def render_chat(
+    tokenizer: Any,
+    messages: Sequence[ChatMessage],
+    *,
+    add_generation_prompt: bool,
+    continue_final_message: bool,
+    documents: list[dict[str, str]] | None,
+    chat_template_kwargs: dict[str, Any] | None,
+) -> str:
+    """The prompt text the chat template makes of ``messages`` (400 if it cannot)."""
+    if continue_final_message and add_generation_prompt:
+        raise bad_request(
+            "Cannot set both `continue_final_message` and `add_generation_prompt` to true.",
+            "continue_final_message",
+        )
+    if getattr(tokenizer, "chat_template", None) is None:
+        raise bad_request(
+            "This model's tokenizer has no chat template; use /v1/completions instead.",
+            "messages",
+        )
+    options: dict[str, Any] = dict(chat_template_kwargs or {})
+    clash = sorted(set(options) & reserved_template_kwargs())
+    if clash:
+        raise bad_request(
+            f"chat_template_kwargs may not set {', '.join(clash)} (request fields or "
+            "tokenizer options, not template variables).",
+            "chat_template_kwargs",
+        )
+    if documents is not None:
+        options["documents"] = documents
+    try:
+        text = tokenizer.apply_chat_template(
+            messages_for_template(messages),
+            tokenize=False,
+            add_generation_prompt=add_generation_prompt,
+            continue_final_message=continue_final_message,
+            **options,
+        )
+    except Exception as exc:  # jinja errors and template rules are the caller's to fix
+        raise bad_request(f"Cannot apply the chat template: {exc}", "messages") from None
+    return str(text)
+
+
+def fit_max_tokens(prompt_len: int, max_tokens: int | None, max_model_len: int, param: str) -> int:
+    """``max_tokens`` checked against the context length (vLLM's messages), or, when it was
+    omitted, the room the prompt leaves. A prompt that alone is too long names ``param``."""
+    if prompt_len >= max_model_len:
+        raise bad_request(
+            f"This model's maximum context length is {max_model_len} tokens. However, your "
+            f"request has {prompt_len} input tokens. Please reduce the length of the input.",
+            param,
+        )
+    if max_tokens is None:
+        return max_model_len - prompt_len
+    if prompt_len + max_tokens > max_model_len:
+        raise bad_request(
+            f"This model's maximum context length is {max_model_len} tokens. However, you "
+            f"requested {prompt_len + max_tokens} tokens ({prompt_len} in the messages, "
+            f"{max_tokens} in the completion). Please reduce the length of the messages or "
+            "completion.",
+            "max_tokens",
+        )
+    return max_tokens

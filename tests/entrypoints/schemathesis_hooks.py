@@ -1,0 +1,76 @@
+"""Schemathesis hooks for test_openapi.py: the rules between fields that JSON Schema cannot
+state, which the OpenAPI document states in words (each generation operation's
+description): the prompt's tokens plus ``max_tokens`` fit the context length,
+and ``min_tokens <= max_tokens``. Bodies that break them are not generated; everything
+else the schema allows is, and must be accepted.
+
+Loaded by the schemathesis CLI through ``SCHEMATHESIS_HOOKS``; the served context length
+comes in ``ACTORLLM_MAX_MODEL_LEN``.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import msgspec
+import schemathesis
+
+from actorllm.entrypoints.openai import protocol as p
+from actorllm.entrypoints.openai.fields import decode_request
+from actorllm.entrypoints.openai.preprocess import encode, render_chat
+from tests.entrypoints.fake_engine import demo_tokenizer
+
+MAX_MODEL_LEN = int(os.environ.get("ACTORLLM_MAX_MODEL_LEN", "0"))
+
+
+def _prompt_lengths(path: str, body: dict[str, Any]) -> list[int] | None:
+    """Token counts of the body's prompts, as the server computes them; None when the body
+    does not decode (a negative case: the server must refuse it whatever its length)."""
+    tok = demo_tokenizer()
+    try:
+        raw = msgspec.json.encode(body)
+        if path == "/v1/completions":
+            req = decode_request(raw, p.CompletionRequest)
+            batch = p.prompt_batch(req.prompt)
+            special = req.add_special_tokens
+            lens = [len(encode(tok, x, add_special_tokens=special)) if isinstance(x, str)
+                    else len(x) for x in batch]  # fmt: skip
+        else:
+            chat = decode_request(raw, p.ChatCompletionRequest)
+            text = render_chat(
+                tok,
+                chat.messages,
+                add_generation_prompt=chat.add_generation_prompt,
+                continue_final_message=chat.continue_final_message,
+                documents=chat.documents,
+                chat_template_kwargs=chat.chat_template_kwargs,
+            )
+            lens = [len(encode(tok, text, add_special_tokens=chat.add_special_tokens))]
+    except Exception:
+        return None
+    k = body.get("truncate_prompt_tokens")
+    if isinstance(k, int) and k > 0:
+        lens = [min(n, k) for n in lens]
+    return lens
+
+
+@schemathesis.hook
+def filter_case(context: Any, case: Any) -> bool:
+    """Applied in every phase (the coverage phase does not run body hooks)."""
+    path, body = case.operation.path, case.body
+    if path not in ("/v1/completions", "/v1/chat/completions") or not isinstance(body, dict):
+        return True
+    lens = _prompt_lengths(path, body)
+    if lens is None:
+        return True
+    default = 16 if path == "/v1/completions" else None
+    max_tokens = body.get("max_completion_tokens", body.get("max_tokens", default))
+    if path == "/v1/chat/completions" and body.get("max_completion_tokens") is None:
+        max_tokens = body.get("max_tokens")
+    for n in lens:
+        room = MAX_MODEL_LEN - n
+        want = room if max_tokens is None else max_tokens
+        if room < 1 or want > room or body.get("min_tokens", 0) > want:
+            return False
+    return True

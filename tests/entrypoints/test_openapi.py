@@ -1,0 +1,66 @@
+"""The OpenAPI document tells the truth: ``schemathesis run /openapi.json --checks all``
+against a real server finds nothing (schema-valid bodies accepted, schema-invalid ones
+refused, every status and response body documented, no 5xx), and the bounds that depend
+on the served model and settings are stated."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from actorllm.entrypoints.openai.openapi import Served, openapi_document
+from tests.entrypoints.conftest import start_server
+from tests.entrypoints.fake_engine import FakeEngine
+from tests.entrypoints.server_thread import ServerThread
+
+MAX_LEN = 512
+_ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def srv() -> Iterator[ServerThread]:
+    server = start_server(FakeEngine(max_model_len=MAX_LEN))
+    yield server
+    server.stop()
+
+
+def test_schemathesis_finds_nothing(srv: ServerThread, tmp_path: Path) -> None:
+    schemathesis = Path(sys.executable).with_name("schemathesis")
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(_ROOT),
+        "SCHEMATHESIS_HOOKS": "tests.entrypoints.schemathesis_hooks",
+        "ACTORLLM_MAX_MODEL_LEN": str(MAX_LEN),
+    }
+    cmd = [str(schemathesis), "run", srv.url + "/openapi.json", "--checks", "all"]
+    cmd += ["--max-examples", "25", "--seed", "1", "--no-color", "--workers", "1"]
+    # cwd: schemathesis keeps a cache of its findings there, outside the repository.
+    run = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=240)
+    assert run.returncode == 0, run.stdout[-8000:] + run.stderr[-2000:]
+
+
+def test_served_bounds_are_stated(srv: ServerThread) -> None:
+    doc = httpx.get(srv.url + "/openapi.json").json()
+    schemas = doc["components"]["schemas"]
+    req = schemas["CompletionRequest"]["properties"]
+    vocab = FakeEngine().vocab_size
+    assert req["max_tokens"]["anyOf"][0]["maximum"] == MAX_LEN - 1
+    assert req["stop_token_ids"]["anyOf"][0]["items"]["maximum"] == vocab - 1
+    assert req["priority"]["minimum"] == req["priority"]["maximum"] == 0  # fcfs
+    assert "securitySchemes" not in doc["components"]  # no API key: nothing to send
+    assert all("security" not in op for ops in doc["paths"].values() for op in ops.values())
+
+
+def test_an_api_key_is_documented_where_it_is_enforced() -> None:
+    doc = openapi_document(dev_mode=False, api_key=True, served=Served(64, 100, "priority"))
+    completions = doc["paths"]["/v1/completions"]["post"]
+    assert completions["security"] == [{"bearer": []}] and "401" in completions["responses"]
+    assert "security" not in doc["paths"]["/health"]["get"]
+    priority = doc["components"]["schemas"]["CompletionRequest"]["properties"]["priority"]
+    assert priority["minimum"] < 0 < priority["maximum"]  # the priority policy takes any
