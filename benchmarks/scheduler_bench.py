@@ -53,7 +53,7 @@ def bench(num_reqs: int, steps: int, prompt_len: int, async_scheduling: bool) ->
         t3 = time.perf_counter()
         return t1 - t0, t3 - t2
 
-    while s.stats().num_running_reqs < num_reqs or s.num_waiting:  # prefill, untimed
+    while s.statistics().num_running_reqs < num_reqs or s.num_waiting:  # prefill, untimed
         run_one()
     for _ in range(20):  # warm-up decode
         run_one()

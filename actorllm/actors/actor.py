@@ -77,6 +77,11 @@ class Actor(Generic[M]):
     async def on_stop(self) -> None:
         """Tear down. Runs after ``run`` returns, and as cleanup after a crash."""
 
+    def report(self) -> Any:
+        """This actor's own state for :meth:`statistics` (``ActorStatistics.report``): a
+        small frozen struct (queue lengths, what is in flight), or None. Must not block."""
+        return None
+
     async def handle(self, msg: M) -> None:
         """Handle one message. The default ``run`` never calls it concurrently."""
         raise NotImplementedError(f"{type(self).__name__} must implement handle() or run()")

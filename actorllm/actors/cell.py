@@ -67,6 +67,9 @@ class ActorStatistics(msgspec.Struct, frozen=True, kw_only=True, tag="actor"):
     crashes: int  # incarnations that ended by an exception
     dead_letters: int  # messages handed to the dead-letter hook
     mailbox: MailboxStatistics
+    # The running incarnation's own report (``Actor.report()``), None when it has none or
+    # no incarnation is running.
+    report: Any = None
     hangs: int = 0  # crashes by the watchdog (a message held past its deadline)
 
 
@@ -119,6 +122,7 @@ class ActorCell(Generic[M]):
         self._deferred: set[Reply[Any]] = set()  # deferred, still open
         self._waiting = False  # asleep on an empty mailbox
         self._hard_scope: anyio.CancelScope | None = None
+        self._instance: Actor[M] | None = None  # the running incarnation, for report()
         self._watchdog: Watchdog | None = None  # with spec.message_deadline only
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -150,6 +154,7 @@ class ActorCell(Generic[M]):
             try:
                 instance = self.spec.factory(*self.spec.args, **self.spec.kwargs)
                 instance._bind(self)
+                self._instance = instance
                 await self._serve(instance, on_started, cause)
             except BaseException as exc:
                 if is_fatal(exc):  # outside cancellation, or our own shutdown timeout
@@ -159,6 +164,7 @@ class ActorCell(Generic[M]):
                 crash = unwrap(exc)
             finally:
                 self._hard_scope = None
+                self._instance = None
         if hard.cancelled_caught:
             log.warning("actor %r overran its shutdown timeout; cancelled", self.name)
         elif crash is not None:
@@ -334,5 +340,6 @@ class ActorCell(Generic[M]):
             crashes=self.crashes,
             dead_letters=self.dead_letters,
             mailbox=self.mailbox.statistics(),
+            report=self._instance.report() if self._instance is not None else None,
             hangs=self.hangs,
         )

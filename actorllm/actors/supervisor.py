@@ -234,11 +234,6 @@ class Supervisor:
             self.request_stop()
             await self._ended.wait()
 
-    async def wait_stopped(self) -> None:
-        """Block until the current incarnation has ended (stopped or escalated)."""
-        if self.state in _LIVE:
-            await self._ended.wait()
-
     def is_idle(self) -> bool:
         """True if running with no pending work, and every child is idle (recursively)."""
         if self.state is not _S.RUNNING or self._lock.locked() or self._timers:

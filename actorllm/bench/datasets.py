@@ -8,13 +8,14 @@ gets the same prompts and does the same work.
 Python's ``random``, then 256 prompts of ``randint(100, 1024)`` ids each ``randint(0, 10000)``,
 then 256 output lengths ``randint(100, 1024)`` (temperature 0.6, ignore_eos). Scaling keeps
 that sequence: ``num_prompts`` takes a prefix of it (drawn at the original 256 or more), and
-``max_len`` caps each prompt (truncated) and each output length. Token ids must be below the
+``max_len`` scales every prompt length (truncating the prompt) and output length by
+``max_len / 1024``. Token ids must be below the
 model's vocabulary: with a vocabulary of at most 10000 ids (the demo model has 4096), each id
 is taken ``% vocab_size`` (a smaller vocab changes the ids, never the lengths).
 
     >>> reqs = nanovllm_requests(num_prompts=2, max_len=128, vocab_size=4096)
     >>> [(len(r.prompt_token_ids), r.output_len) for r in reqs]
-    [(128, 128), (128, 128)]
+    [(120, 106), (90, 39)]
 """
 
 from __future__ import annotations

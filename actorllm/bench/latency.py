@@ -46,9 +46,9 @@ async def _one_batch(engine: Any, batch: int, input_len: int, output_len: int) -
             if len(times[i]) == 1:
                 started[0] += 1
                 if started[0] == batch:
-                    marks["start"] = (now, ctx.steps_done)
+                    marks["start"] = (now, ctx.admission.steps_done)
             if out.finished and "end" not in marks:
-                marks["end"] = (now, ctx.steps_done)
+                marks["end"] = (now, ctx.admission.steps_done)
 
     async with anyio.create_task_group() as tg:
         for i in range(batch):

@@ -69,7 +69,7 @@ def core_step_ms(num_running: int, steps: int, *, gc_freeze: bool = False) -> di
         so = sched.schedule()
         sched.update_from_output(so, model.execute(so))
 
-    while sched.stats().num_running_reqs < num_running or sched.num_waiting:
+    while sched.statistics().num_running_reqs < num_running or sched.num_waiting:
         step()
     for _ in range(10):
         step()
@@ -119,11 +119,11 @@ async def engine_step_ms(
                 if stats.num_running_reqs == num_running and not stats.num_waiting_reqs:
                     break
                 await anyio.sleep(0.01)
-            await _wait_steps(ctx, ctx.steps_done + 10)
+            await _wait_steps(ctx, ctx.admission.steps_done + 10)
             with _frozen_gc(gc_freeze):
-                s0, c0, t0 = ctx.steps_done, time.process_time(), time.perf_counter()
+                s0, c0, t0 = ctx.admission.steps_done, time.process_time(), time.perf_counter()
                 await _wait_steps(ctx, s0 + steps)
-                s1, c1, t1 = ctx.steps_done, time.process_time(), time.perf_counter()
+                s1, c1, t1 = ctx.admission.steps_done, time.process_time(), time.perf_counter()
             tg.cancel_scope.cancel()
     n = s1 - s0
     return {"steps": n, "step_ms": (t1 - t0) / n * 1e3, "cpu_ms_per_step": (c1 - c0) / n * 1e3}
@@ -146,7 +146,7 @@ def _frozen_gc(freeze: bool) -> Iterator[None]:
 
 async def _wait_steps(ctx: Any, target: int) -> None:
     # A poll, not an event: the engine has no step hook, and a 2 ms sleep costs it nothing.
-    while ctx.steps_done < target:  # noqa: ASYNC110
+    while ctx.admission.steps_done < target:  # noqa: ASYNC110
         await anyio.sleep(0.002)
 
 

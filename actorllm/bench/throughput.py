@@ -67,7 +67,6 @@ async def _run_actorllm(
 ) -> dict[str, Any]:
     from actorllm.core.sampling_params import RequestOutputKind, SamplingParams
     from actorllm.engine import AsyncEngine
-    from actorllm.testing.engine_harness import engine_context
 
     async with AsyncEngine.open(config) as engine:
         warm = SamplingParams(max_tokens=4, ignore_eos=True)
@@ -76,7 +75,7 @@ async def _run_actorllm(
         stats0 = await engine.get_stats()
         loop_prof, worker_prof = cProfile.Profile(), cProfile.Profile()
         if profile_dir:  # cProfile follows one thread: enable it on the worker's too
-            await engine_context(engine).worker.call(worker_prof.enable)
+            await engine.collective_rpc(lambda _worker: worker_prof.enable())
             loop_prof.enable()
         produced = [0] * len(reqs)
 
@@ -98,7 +97,7 @@ async def _run_actorllm(
         elapsed = time.perf_counter() - start
         if profile_dir:
             loop_prof.disable()
-            await engine_context(engine).worker.call(worker_prof.disable)
+            await engine.collective_rpc(lambda _worker: worker_prof.disable())
             _dump_profiles(Path(profile_dir), loop_prof, worker_prof)
         stats1 = await engine.get_stats()
     wrong = [i for i, r in enumerate(reqs) if produced[i] != r.output_len]

@@ -5,10 +5,10 @@ raises a :class:`ValueError` naming the field, so the HTTP layer can turn it int
 
     >>> SamplingParams(temperature=0.0, max_tokens=8).is_greedy
     True
-    >>> SamplingParams(top_p=0.0)
+    >>> SamplingParams(top_p=0.0)  # doctest: +IGNORE_EXCEPTION_DETAIL
     Traceback (most recent call last):
     ...
-    ValueError: top_p must be in (0, 1], got 0.0.
+    actorllm.core.sampling_params.SamplingParamsError: top_p must be in (0, 1], got 0.0.
 """
 
 from __future__ import annotations
@@ -31,12 +31,6 @@ class RequestOutputKind(enum.IntEnum):
     CUMULATIVE = 0  # every output carries everything generated so far
     DELTA = 1  # every output carries only what is new since the previous one
     FINAL_ONLY = 2  # one output, when the request finishes
-
-
-class SamplingType(enum.IntEnum):
-    GREEDY = 0
-    RANDOM = 1
-    RANDOM_SEED = 2
 
 
 class SamplingParams(msgspec.Struct, kw_only=True):
@@ -208,20 +202,9 @@ class SamplingParams(msgspec.Struct, kw_only=True):
         return self.temperature < _GREEDY_EPS
 
     @property
-    def sampling_type(self) -> SamplingType:
-        if self.is_greedy:
-            return SamplingType.GREEDY
-        return SamplingType.RANDOM if self.seed is None else SamplingType.RANDOM_SEED
-
-    @property
     def stop_strings(self) -> list[str]:
         assert isinstance(self.stop, list)
         return self.stop
-
-    @property
-    def max_stop_len(self) -> int:
-        """Length of the longest stop string (0 without stop strings)."""
-        return max((len(s) for s in self.stop_strings), default=0)
 
     def all_stop_token_ids(self, eos_token_id: int | None) -> set[int]:
         """Token ids that end the request: stop_token_ids, and EOS unless ignore_eos."""

@@ -21,45 +21,72 @@ from __future__ import annotations
 import gc
 import time
 import uuid
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 
 from actorllm.actors import (
+    ActorRef,
     Backoff,
     ChildSpec,
+    Reply,
     Restart,
     Strategy,
+    Supervisor,
     SupervisorEscalation,
     open_supervisor,
 )
+from actorllm.core.engine_core_output import SchedulerStats
+from actorllm.core.input_processor import InputProcessor, PromptType
 from actorllm.core.outputs import RequestOutput
 from actorllm.core.request_stats import RequestStats
 from actorllm.core.sampling_params import SamplingParams
+from actorllm.core.scheduler import Scheduler
+from actorllm.core.scheduler.kv_connector import KVConnectorBase
 from actorllm.engine.actors.executor import ExecutorActor
 from actorllm.engine.actors.input_processor import InputProcessorActor
 from actorllm.engine.actors.output_processor import OutputProcessorActor
 from actorllm.engine.actors.router import RouterActor
 from actorllm.engine.actors.scheduler import SchedulerActor
+from actorllm.engine.admission import Admission
+from actorllm.engine.blame import Blame
 from actorllm.engine.config import EngineConfig
 from actorllm.engine.context import EngineContext
 from actorllm.engine.dead_letters import DeadLetterPolicy
 from actorllm.engine.errors import EngineClosedError, EngineDeadError, InvalidRequestError
-from actorllm.engine.input_processing import InputProcessing, PromptType
 from actorllm.engine.ledger import RequestLedger
-from actorllm.engine.messages import Abort, Control, ControlOp, Generate
+from actorllm.engine.messages import (
+    Abort,
+    ChatOptions,
+    CollectiveRPC,
+    EngineRefs,
+    Generate,
+    GetStats,
+    IsKVConnectorEnabled,
+    IsSleeping,
+    ResetPrefixCache,
+    SetKVConnector,
+    Sleep,
+    StartProfile,
+    StopProfile,
+    WakeUp,
+)
 from actorllm.engine.startup import (
     RunnerFactory,
     build_runner,
+    build_scheduler_config,
     build_tokenizer,
     default_runner_factory,
 )
-from actorllm.engine.stats import EngineStats
-from actorllm.worker.step_pipeline import StepPipeline
+from actorllm.engine.stats import EngineStatistics, EngineStats
+from actorllm.worker.worker import Worker
 from actorllm.worker.worker_thread import WorkerThread
+
+T = TypeVar("T")
+M = TypeVar("M")
 
 ACTORS = ("router", "input_processor", "scheduler", "executor", "output_processor")
 
@@ -76,9 +103,24 @@ def _as_config(
 class AsyncEngine:
     """The engine's async API. Build it with :meth:`open`, never directly."""
 
-    def __init__(self, ctx: EngineContext) -> None:
+    def __init__(
+        self,
+        ctx: EngineContext,
+        *,
+        thread: WorkerThread,
+        worker: Worker,
+        tokenizer: Any,
+        inputs: InputProcessor,
+    ) -> None:
         self._ctx = ctx
-        self._supervisor: Any = None
+        self._thread = thread  # the one worker thread, for the engine's whole life
+        self._worker = worker  # lives on that thread (the executor queues jobs for it)
+        self._tokenizer = tokenizer
+        self._inputs = inputs
+        # Per-request statistics (vLLM's request metrics): written by the output processor
+        # (handed to it at start), read by get_stats().
+        self._request_stats = RequestStats(ctx.model.max_model_len)
+        self._supervisor: Supervisor | None = None
         self._dead: BaseException | None = None
         self._closing = False
 
@@ -92,50 +134,72 @@ class AsyncEngine:
         *,
         runner_factory: RunnerFactory | None = None,
         tokenizer: Any = None,
-        connector_factory: Any = None,
+        connector_factory: Callable[[], KVConnectorBase] | None = None,
         **kwargs: Any,
     ) -> AsyncIterator[AsyncEngine]:
         """Start the engine; ``model_or_config`` is a model directory, an ``EngineConfig``
         or None (the demo model). Extra keyword arguments are ``EngineConfig`` fields.
 
         ``runner_factory`` (tests, benchmarks) replaces the model runner, e.g. with a
-        ``ScriptedModel``; ``tokenizer`` an already loaded tokenizer.
+        ``ScriptedModel``; ``tokenizer`` an already loaded tokenizer; ``connector_factory``
+        builds the scheduler-side KV connector of each new core.
         """
         config = _as_config(model_or_config, kwargs)
-        worker = WorkerThread()
-        worker.start()
+        thread = WorkerThread()
+        thread.start()
         try:
             tok = await build_tokenizer(config, tokenizer)
             runner, info = await build_runner(
-                config, worker, runner_factory or default_runner_factory
+                config, thread, runner_factory or default_runner_factory
             )
-            ctx = EngineContext(
-                config=config,
-                ledger=RequestLedger(),
-                worker=worker,
-                runner=runner,
-                model=info,
-                inputs=InputProcessing(
-                    tok,
-                    vocab_size=info.vocab_size,
-                    max_model_len=info.max_model_len,
-                    eos_token_ids=info.eos_token_ids,
-                ),
-                tokenizer=tok,
-                connector_factory=connector_factory,
-                kv_connector_enabled=config.kv_connector_enabled,
-                request_stats=RequestStats(info.max_model_len),
-            )
+            store = None
             if connector_factory is None and config.kv_connector == "offload":
                 from actorllm.engine.kv_offload import make_offload_connector
 
-                ctx.connector_factory = make_offload_connector(ctx)
-            ctx.pipeline = StepPipeline(runner, worker.has_queued_jobs)
-            engine = cls(ctx)
+                tier = make_offload_connector(config, int(runner.kv_cache_bytes_per_block()))
+                connector_factory, store = tier.new_connector, tier.store
+            worker = Worker(
+                runner,
+                thread.has_queued_jobs,
+                offload_store=store,
+                profiler_dir=config.profiler_dir,
+                cuda=config.resolved_device() == "cuda",
+            )
+            sched_config = build_scheduler_config(config, info)
+            make_connector = connector_factory
+
+            def make_core() -> Scheduler:
+                connector = make_connector() if make_connector is not None else None
+                return Scheduler(sched_config, kv_connector=connector)
+
+            ledger, blame = RequestLedger(), Blame()
+            admission = Admission(
+                ledger,
+                blame,
+                make_core=make_core,
+                max_inflight=2 if config.async_scheduling else 1,
+                has_connector=make_connector is not None,
+                kv_connector_enabled=config.kv_connector_enabled,
+            )
+            ctx = EngineContext(
+                config=config,
+                model=info,
+                ledger=ledger,
+                refs=EngineRefs(),
+                blame=blame,
+                admission=admission,
+            )
+            inputs = InputProcessor(
+                tok,
+                vocab_size=info.vocab_size,
+                max_model_len=info.max_model_len,
+                eos_token_ids=info.eos_token_ids,
+            )
+            engine = cls(ctx, thread=thread, worker=worker, tokenizer=tok, inputs=inputs)
             async with engine._run() as running:
                 yield running
         finally:
-            worker.stop(timeout=30.0)
+            thread.stop(timeout=30.0)
 
     @asynccontextmanager
     async def _run(self) -> AsyncIterator[AsyncEngine]:
@@ -151,7 +215,7 @@ class AsyncEngine:
                 backoff=self._backoff(),
             ) as sup:
                 self._supervisor = sup
-                await self._start_actors(sup, policy)
+                await self._start_actors(sup)
                 if ctx.config.freeze_gc_at_start:
                     gc.collect()
                     gc.freeze()
@@ -172,38 +236,41 @@ class AsyncEngine:
                 self._closing = True
                 ctx.ledger.fail_all(EngineClosedError("the engine was shut down"))
 
-    async def _start_actors(self, sup: Any, policy: DeadLetterPolicy) -> None:
-        ctx, size = self._ctx, self._ctx.config.mailbox_size
+    async def _start_actors(self, sup: Supervisor) -> None:
+        ctx, size, refs = self._ctx, self._ctx.config.mailbox_size, self._ctx.refs
 
-        def spec(name: str, cls: Any) -> ChildSpec[Any]:
+        def spec(name: str, cls: Any, *extra: Any) -> ChildSpec[Any]:
             return ChildSpec(
                 name,
                 cls,
-                args=(ctx,),
+                args=(ctx, *extra),
                 restart=Restart.PERMANENT,
                 mailbox_size=size,
                 shutdown_timeout=5.0,
             )
 
-        ctx.refs["output_processor"] = await sup.start_child(
-            spec("output_processor", OutputProcessorActor)
+        refs.output_processor = await sup.start_child(
+            spec("output_processor", OutputProcessorActor, self._tokenizer, self._request_stats)
         )
         core = await sup.start_child(
             ChildSpec.supervisor(
                 "core",
                 strategy=Strategy.ONE_FOR_ALL,
-                children=[spec("executor", ExecutorActor), spec("scheduler", SchedulerActor)],
+                children=[
+                    spec("executor", ExecutorActor, self._thread, self._worker),
+                    spec("scheduler", SchedulerActor),
+                ],
                 max_restarts=ctx.config.max_restarts,
                 within=ctx.config.restart_window_s,
                 backoff=self._backoff(),
             )
         )
-        ctx.refs["executor"] = core.ref("executor")
-        ctx.refs["scheduler"] = core.ref("scheduler")
-        ctx.refs["input_processor"] = await sup.start_child(
-            spec("input_processor", InputProcessorActor)
+        refs.executor = core.ref("executor")
+        refs.scheduler = core.ref("scheduler")
+        refs.input_processor = await sup.start_child(
+            spec("input_processor", InputProcessorActor, self._inputs)
         )
-        ctx.refs["router"] = await sup.start_child(spec("router", RouterActor))
+        refs.router = await sup.start_child(spec("router", RouterActor))
 
     def _backoff(self) -> Backoff | None:
         initial = self._ctx.config.restart_backoff_s
@@ -227,7 +294,7 @@ class AsyncEngine:
 
     @property
     def tokenizer(self) -> Any:
-        return self._ctx.tokenizer
+        return self._tokenizer
 
     @property
     def max_model_len(self) -> int:
@@ -255,9 +322,7 @@ class AsyncEngine:
         Invalid input raises ``InvalidRequestError`` (a ``ValueError``) on the first
         iteration; a dead engine raises ``EngineDeadError``.
         """
-        return self._request(
-            prompt, sampling_params, request_id, priority, is_chat=False, chat_options=None
-        )
+        return self._request(prompt, sampling_params, request_id, priority, chat=None)
 
     def chat(
         self,
@@ -270,18 +335,11 @@ class AsyncEngine:
         chat_template_kwargs: Mapping[str, Any] | None = None,
     ) -> AsyncIterator[RequestOutput]:
         """Like :meth:`generate`, for a conversation rendered with the chat template."""
-        options = {
-            "add_generation_prompt": add_generation_prompt,
-            "chat_template_kwargs": dict(chat_template_kwargs or {}),
-        }
-        return self._request(
-            list(messages),
-            sampling_params,
-            request_id,
-            priority,
-            is_chat=True,
-            chat_options=options,
+        options = ChatOptions(
+            add_generation_prompt=add_generation_prompt,
+            chat_template_kwargs=dict(chat_template_kwargs or {}),
         )
+        return self._request(list(messages), sampling_params, request_id, priority, chat=options)
 
     async def _request(
         self,
@@ -290,21 +348,28 @@ class AsyncEngine:
         request_id: str | None,
         priority: int,
         *,
-        is_chat: bool,
-        chat_options: dict[str, Any] | None,
+        chat: ChatOptions | None,
     ) -> AsyncIterator[RequestOutput]:
         self._check_open()
         params = params or SamplingParams()
         rid = request_id or uuid.uuid4().hex
+        now = time.monotonic()
         try:
-            receive = self._ctx.ledger.open(rid, prompt, params, priority, time.monotonic())
+            receive = self._ctx.ledger.open(rid, prompt, params, priority, now)
         except ValueError as exc:
             raise InvalidRequestError(str(exc), param="request_id") from exc
         finished = False
         try:
             async with receive:
-                await self._ctx.refs["router"].send(
-                    Generate(request_id=rid, is_chat=is_chat, chat_options=chat_options)
+                await self._ctx.refs.router.send(
+                    Generate(
+                        request_id=rid,
+                        prompt=prompt,
+                        params=params,
+                        priority=priority,
+                        arrival_time=now,
+                        chat=chat,
+                    )
                 )
                 async for item in receive:
                     if isinstance(item, BaseException):
@@ -323,14 +388,14 @@ class AsyncEngine:
     async def abort(self, request_id: str) -> None:
         """Abort a request; its caller's iterator ends. Unknown ids are ignored."""
         if request_id in self._ctx.ledger and not self.is_dead:
-            await self._ctx.refs["router"].send(Abort(request_id=request_id))
+            await self._ctx.refs.router.send(Abort(request_id=request_id))
 
     async def _abort_quietly(self, request_id: str) -> None:
         if request_id not in self._ctx.ledger or self.is_dead:
             return
         with anyio.move_on_after(5.0, shield=True):
             try:
-                await self._ctx.refs["router"].send(Abort(request_id=request_id))
+                await self._ctx.refs.router.send(Abort(request_id=request_id))
             except Exception:  # the engine is stopping: it fails what is left anyway
                 self._ctx.ledger.close(request_id)
 
@@ -342,37 +407,87 @@ class AsyncEngine:
 
     # -- control plane --------------------------------------------------------------------
 
-    async def _control(self, op: ControlOp, arg: Any = None) -> Any:
+    async def _ask(
+        self,
+        ref: ActorRef[M],
+        make: Callable[[Reply[T]], M],
+        timeout: float | None = None,  # noqa: ASYNC109 - a documented per-call deadline
+    ) -> T:
+        """Ask the actor that owns the state a control call touches."""
         self._check_open()
-        return await self._ctx.refs["router"].ask(
-            lambda r: Control(op=op, arg=arg, reply=r), timeout=None
-        )
+        return await ref.ask(make, timeout=timeout)
 
     async def sleep(self, level: int = 1) -> None:
         """Free the KV cache (level 1: keep weights in host memory; level 2: drop them).
         Running requests are recomputed after ``wake_up``; new ones wait."""
         if level not in (1, 2):
             raise InvalidRequestError(f"sleep level must be 1 or 2, got {level}.", param="level")
-        await self._control(ControlOp.SLEEP, level)
+        await self._ask(self._ctx.refs.scheduler, lambda r: Sleep(level=level, reply=r))
 
     async def wake_up(self) -> None:
-        await self._control(ControlOp.WAKE_UP)
+        await self._ask(self._ctx.refs.scheduler, lambda r: WakeUp(reply=r))
 
     async def is_sleeping(self) -> bool:
-        return bool(await self._control(ControlOp.IS_SLEEPING))
+        return await self._ask(self._ctx.refs.scheduler, lambda r: IsSleeping(reply=r))
 
     async def reset_prefix_cache(self) -> bool:
         """Drop every cached block; refused (False) while any block is in use."""
-        return bool(await self._control(ControlOp.RESET_PREFIX_CACHE))
+        return await self._ask(self._ctx.refs.scheduler, lambda r: ResetPrefixCache(reply=r))
 
     async def set_kv_connector_enabled(self, enabled: bool) -> None:
-        await self._control(ControlOp.SET_KV_CONNECTOR, bool(enabled))
+        await self._ask(
+            self._ctx.refs.scheduler, lambda r: SetKVConnector(enabled=bool(enabled), reply=r)
+        )
 
     async def is_kv_connector_enabled(self) -> bool:
-        return bool(await self._control(ControlOp.IS_KV_CONNECTOR_ENABLED))
+        return await self._ask(self._ctx.refs.scheduler, lambda r: IsKVConnectorEnabled(reply=r))
+
+    async def collective_rpc(
+        self,
+        method: str | Callable[..., Any],
+        timeout: float | None = None,  # noqa: ASYNC109 - vLLM's signature
+        args: tuple = (),
+        kwargs: dict | None = None,
+    ) -> list[Any]:
+        """Run ``method`` on every worker (rank) between steps; one result per rank.
+
+        ``method`` is the name of a :class:`~actorllm.worker.worker.Worker` method
+        (``"load_weights"``, ``"get_model"``, ...) or a callable called as
+        ``method(worker, *args, **kwargs)``; it runs on the worker thread, after the steps
+        already launched and before the next one. ``timeout`` (seconds) raises
+        ``TimeoutError``: the engine stays healthy, and the method still runs to its end on
+        the worker thread (its result is dropped). An exception raised by the method is
+        raised here; no actor crashes. After changing weights, call
+        :meth:`reset_prefix_cache`: cached prefixes hold KV computed with the old weights.
+        """
+        if not (callable(method) or isinstance(method, str)):
+            raise InvalidRequestError(
+                "method must be a worker method name or a callable.", param="method"
+            )
+        return await self._ask(
+            self._ctx.refs.executor,
+            lambda r: CollectiveRPC(
+                method=method, args=tuple(args), kwargs=dict(kwargs or {}), reply=r
+            ),
+            timeout=timeout,
+        )
+
+    async def start_profile(self) -> None:
+        """Start the torch profiler (CPU, and CUDA on a GPU) over the worker thread and the
+        event loop. Raises ``ProfilerError`` when ``EngineConfig.profiler_dir`` is None or a
+        profile is already running."""
+        await self._ask(self._ctx.refs.executor, lambda r: StartProfile(reply=r))
+
+    async def stop_profile(self) -> None:
+        """Stop the profiler and write its Chrome trace under ``profiler_dir``. Raises
+        ``ProfilerError`` when no profile is running."""
+        await self._ask(self._ctx.refs.executor, lambda r: StopProfile(reply=r))
 
     async def get_stats(self) -> EngineStats:
-        sched = await self._control(ControlOp.GET_STATS)
+        sched: SchedulerStats = await self._ask(
+            self._ctx.refs.scheduler, lambda r: GetStats(reply=r)
+        )
+        adm = self._ctx.admission
         return EngineStats(
             num_running_reqs=sched.num_running_reqs,
             num_waiting_reqs=sched.num_waiting_reqs,
@@ -383,34 +498,37 @@ class AsyncEngine:
             connector_hits=sched.connector_hits,
             num_preemptions=sched.num_preemptions,
             num_open_requests=len(self._ctx.ledger),
-            steps_done=self._ctx.steps_done,
-            iteration_tokens=list(self._ctx.iteration_tokens),
-            is_sleeping=self._ctx.sleeping > 0,
-            kv_connector_enabled=self._ctx.kv_connector_enabled
-            and self._ctx.connector_factory is not None,
+            steps_done=adm.steps_done,
+            iteration_tokens=list(adm.iteration_tokens),
+            is_sleeping=adm.sleep_level > 0,
+            kv_connector_enabled=adm.kv_connector_enabled,
             actor_restarts=self._actor_stat("restarts"),
             mailbox_depth=self._actor_stat("depth"),
             num_gpu_blocks=self._ctx.model.num_blocks - 1,  # the null block holds no KV
-            requests=stats.snapshot() if (stats := self._ctx.request_stats) else None,
+            requests=self._request_stats.snapshot(),
         )
 
     def _actor_stat(self, key: str) -> dict[str, int]:
         """{actor: restarts} (key "restarts") or {actor: queued messages} (key "depth")."""
+        started = self._ctx.refs.started()
         out: dict[str, int] = {}
         for name in ACTORS:
-            ref = self._ctx.refs.get(name)
+            ref = started.get(name)
             if ref is None:
                 out[name] = 0
                 continue
             stats = ref.statistics()
-            out[name] = int(stats.mailbox.depth if key == "depth" else getattr(stats, key))
+            out[name] = int(stats.mailbox.depth if key == "depth" else stats.restarts)
         return out
 
-    def statistics(self) -> dict[str, Any]:
-        """Internal state for debugging: ledger, worker thread, supervisor."""
-        return {
-            "ledger": self._ctx.ledger.statistics(),
-            "worker": self._ctx.worker.statistics(),
-            "core_epoch": self._ctx.core_epoch,
-            "supervisor": self._supervisor.statistics() if self._supervisor is not None else None,
-        }
+    def statistics(self) -> EngineStatistics:
+        """Internal state for debugging: ledger, blame, worker thread, each actor (with its
+        own report: the scheduler's steps in flight, probation and sleep state...), and the
+        supervisor tree."""
+        return EngineStatistics(
+            ledger=self._ctx.ledger.statistics(),
+            blame=self._ctx.blame.statistics(),
+            worker_thread=self._thread.statistics(),
+            actors={name: ref.statistics() for name, ref in self._ctx.refs.started().items()},
+            supervisor=self._supervisor.statistics() if self._supervisor is not None else None,
+        )

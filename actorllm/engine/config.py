@@ -156,6 +156,11 @@ class EngineConfig(msgspec.Struct, kw_only=True):
     qwen3_coder (qwen3_xml), pythonic, or a name a tool_parser_plugin registers."""
     tool_parser_plugin: str | None = None
     """A Python file that registers extra tool call parsers (register_tool_parser)."""
+    # -- ProfilerConfig ---------------------------------------------------------------------
+    profiler_dir: str | None = None
+    """Directory for torch-profiler traces written by start_profile()/stop_profile() (Chrome
+    trace JSON, CPU activities, CUDA too on a GPU; the worker thread and the event loop).
+    None: profiling is disabled and start_profile() raises ProfilerError naming this field."""
 
     def __post_init__(self) -> None:
         if self.block_size not in (1, 2, 4, 8, 16, 32, 64, 128):

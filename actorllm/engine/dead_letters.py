@@ -1,22 +1,28 @@
 """What happens to the message an actor was handling when it crashed.
 
 The supervisor hands every such message (a *dead letter*) to :class:`DeadLetterPolicy`,
-which charges the crash to the requests involved (engine/recovery.py) and returns what to
-redeliver, at the *front* of the same mailbox, to the restarted actor:
+which charges the crash to the requests involved (precise blame, engine/blame.py) and
+returns what to redeliver, at the *front* of the same mailbox, to the restarted actor:
 
 =================  =========================  ==========================================
 actor              message                    policy
 =================  =========================  ==========================================
-router             Generate / Abort           charge, retry once (a 2nd crash fails it)
-input_processor    ProcessRequest             charge, retry once
-output_processor   StepOutputs                charge each request, retry split per
-                                              request (a poison one fails alone)
-output_processor   Register/EndRequest        charge, retry once
-scheduler          AddRequest                 charge; the rebuilt core re-adds it
+router,            Generate / Abort /         charge the request; redeliver it, or
+input_processor    FailRequest                ``FailRequest`` when it is poison
+output_processor   StepOutputs                charge the step's requests; redeliver split
+                                              per request (each replayed alone), poison
+                                              ones as ``EndRequest`` with the error
+output_processor   Register/EndRequest        charge; redeliver, or fail it when poison
+scheduler          AddRequest                 the new incarnation charges it with the
+                                              steps in flight (``Admission``) and rebuilds
+                                              it from the ledger
+scheduler          AbortRequest/StopChildren  redeliver (the rebuilt core must drop them)
 scheduler,         steps (StepDone, ...)      nothing here: the new scheduler charges
 executor                                      the steps that were in flight
-any                Control (an ask)           the asker gets ActorCrashed
+any                a control call (an ask)    the asker gets ActorCrashed
 =================  =========================  ==========================================
+
+A poison request of the core is failed by the scheduler itself (``Admission.restart``).
 """
 
 from __future__ import annotations
@@ -24,21 +30,22 @@ from __future__ import annotations
 from typing import Any
 
 from actorllm.actors import ActorStopped
-from actorllm.core.engine_core_output import EngineCoreOutputs
+from actorllm.core.engine_core_output import EngineCoreOutput, EngineCoreOutputs
+from actorllm.engine.blame import poison_message
 from actorllm.engine.context import EngineContext
-from actorllm.engine.errors import RequestFailedError
 from actorllm.engine.messages import (
     Abort,
+    AbortRequest,
     AddRequest,
     EndRequest,
+    FailRequest,
     Generate,
-    ProcessRequest,
     RegisterRequest,
     StepOutputs,
+    StopChildren,
 )
-from actorllm.engine.recovery import charge_crash, crash_message
 
-_RETRIED = (Generate, Abort, ProcessRequest, RegisterRequest, EndRequest)
+_FRONT_DOOR = (Generate, Abort, FailRequest)  # router and input processor
 
 
 class DeadLetterPolicy:
@@ -51,29 +58,35 @@ class DeadLetterPolicy:
         if isinstance(exc, ActorStopped):
             return []  # dropped at shutdown, not a crash: the engine fails what is left
         self.dead_letters += 1
-        if isinstance(msg, _RETRIED):
-            return self._retry_one(actor, msg, msg.request_id)
-        if isinstance(msg, StepOutputs):
-            return self._retry_split(actor, msg)
-        if isinstance(msg, AddRequest):
-            self._fail(actor, charge_crash(self.ctx.ledger, [msg.request_id]))
+        blame = self.ctx.blame
+        match msg:
+            case Generate() | Abort() | FailRequest():
+                if blame.crash(actor, [msg.request_id]):
+                    return [FailRequest(request_id=msg.request_id, reason=poison_message(actor))]
+                return [msg]
+            case RegisterRequest() | EndRequest():
+                if blame.crash(actor, [msg.request_id]):
+                    return [_poison_end(msg.request_id, actor)]
+                return [msg]
+            case StepOutputs():
+                return self._retry_split(actor, msg)
+            case AddRequest(request=request):
+                self.ctx.admission.note_in_hand([request.request_id])
+            case AbortRequest() | StopChildren():
+                return [msg]
         return []
 
-    def _retry_one(self, actor: str, msg: Any, request_id: str) -> list[Any]:
-        doomed = charge_crash(self.ctx.ledger, [request_id])
-        self._fail(actor, doomed)
-        return [] if doomed else [msg]
-
     def _retry_split(self, actor: str, msg: StepOutputs) -> list[Any]:
-        by_request: dict[str, list[Any]] = {}
+        by_request: dict[str, list[EngineCoreOutput]] = {}
         for out in msg.outputs.outputs:
             entry = self.ctx.ledger.entry_of_child(out.req_id)
             if entry is not None:
                 by_request.setdefault(entry.request_id, []).append(out)
-        doomed = set(charge_crash(self.ctx.ledger, list(by_request)))
-        self._fail(actor, sorted(doomed))
+        blame = self.ctx.blame
+        poison = set(blame.crash(actor, list(by_request)))  # then each is replayed alone
         eco = msg.outputs
-        return [
+        retries: list[Any] = [_poison_end(rid, actor) for rid in sorted(poison)]
+        retries.extend(
             StepOutputs(
                 epoch=msg.epoch,
                 outputs=EngineCoreOutputs(
@@ -81,27 +94,13 @@ class DeadLetterPolicy:
                 ),
             )
             for rid, outs in by_request.items()
-            if rid not in doomed
-        ]
+            if rid not in poison
+        )
+        return retries
 
-    def _fail(self, actor: str, request_ids: list[str]) -> None:
-        """End poison requests now, without waiting on any mailbox."""
-        for rid in request_ids:
-            entry = self.ctx.ledger.get(rid)
-            if entry is None:
-                continue
-            child_ids = list(entry.children)
-            for child in entry.children.values():
-                child.finished = True
-            if child_ids:
-                self.ctx.pending_aborts_error.extend(child_ids)
-            reason = crash_message(actor, entry.crash_count)
-            try:  # the output processor drops its state and ends the caller's stream
-                self.ctx.ref("output_processor").send_nowait(
-                    EndRequest(request_id=rid, error=reason)
-                )
-            except Exception:
-                self.ctx.ledger.close(rid, RequestFailedError(rid, reason))
+
+def _poison_end(request_id: str, actor: str) -> EndRequest:
+    return EndRequest(request_id=request_id, error=poison_message(actor), finish_in_scheduler=True)
 
 
 __all__ = ["DeadLetterPolicy"]

@@ -6,12 +6,19 @@ Every open request has one :class:`LedgerEntry`, created by ``AsyncEngine.genera
 any actor sees the request and removed when the caller's stream is closed. Actors update it
 as the request moves:
 
-* input_processor fills ``prompt_token_ids`` and the child ids (``n > 1`` fans out one
-  scheduler request per sample);
-* output_processor appends each child's tokens as it emits them (``emitted``) and records
-  the last step it applied (``last_step_id``), which makes re-applying a step idempotent;
-* the scheduler actor reads the ledger when the core subtree restarts, and re-adds every
+* input_processor records the processed request (:meth:`RequestLedger.record_processed`:
+  ``prompt_token_ids`` and the children, ``n > 1`` fanning out one per sample);
+* output_processor appends each child's tokens as it emits them (``emitted``), marks
+  children finished and closes the request (it is the one owner of a request's end), and
+  records the last step it applied (``last_step``), which makes re-applying a step
+  idempotent;
+* the scheduler (``Admission``) reads the ledger when the core subtree restarts or wakes
+  up: it starts a new core *epoch* (:meth:`RequestLedger.new_epoch`) and re-adds every
   unfinished child with ``prompt + emitted`` (recomputed, like a preemption).
+
+The ledger is the recovery record, not the data path: messages carry what each actor
+needs (engine/messages.py); an actor reads the ledger only to rebuild after a restart, to
+check that a request is still open, or to find the children of a request it aborts.
 
 The ledger holds the caller's send stream, so whoever notices a failure can end that one
 request with an error. It is plain data with no I/O: actors run on one event loop, so no
@@ -25,6 +32,7 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+import msgspec
 from anyio import create_memory_object_stream
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
@@ -42,7 +50,7 @@ class ChildState:
     child_id: str
     params: SamplingParams
     emitted: list[int] = field(default_factory=list)  # output tokens the caller has seen
-    finished: bool = False
+    finished: bool = False  # written by the output processor only
 
 
 @dataclass
@@ -59,16 +67,11 @@ class LedgerEntry:
     children: dict[str, ChildState] = field(default_factory=dict)
     # (core epoch, step id) of the last step the output processor applied to this request.
     last_step: tuple[int, int] = (-1, -1)
-    crash_count: int = 0  # crashes suffered while this request was being handled
-    suspect: bool = False  # in a crashed batch, not yet cleared by a successful step
     closed: bool = False  # the caller's stream is closed: nothing more will be sent
 
     @property
     def processed(self) -> bool:
         return self.prompt_token_ids is not None
-
-    def child(self, child_id: str) -> ChildState | None:
-        return self.children.get(child_id)
 
 
 class RequestLedger:
@@ -77,6 +80,10 @@ class RequestLedger:
     def __init__(self) -> None:
         self._entries: dict[str, LedgerEntry] = {}  # {request_id: entry}
         self._by_child: dict[str, str] = {}  # {child_id: request_id}
+        # The core epoch: grows whenever the scheduler rebuilds its state from this ledger
+        # (new_epoch, called by the scheduler's Admission only). Outputs of an older epoch
+        # are dropped by the output processor, so no token is applied twice.
+        self.epoch = 0
 
     def open(
         self,
@@ -115,11 +122,30 @@ class RequestLedger:
     def __iter__(self) -> Iterator[LedgerEntry]:
         return iter(list(self._entries.values()))
 
-    def set_children(self, request_id: str, children: list[ChildState]) -> None:
+    def new_epoch(self) -> int:
+        """Start a new core epoch (before reading the ledger to rebuild); returns it."""
+        self.epoch += 1
+        return self.epoch
+
+    def record_processed(
+        self,
+        request_id: str,
+        *,
+        prompt_text: str | None,
+        prompt_token_ids: list[int],
+        eos_token_id: int | None,
+        children: list[tuple[str, SamplingParams]],
+    ) -> None:
+        """The input processor's result, kept for recovery (idempotent: a retry after a crash
+        records the same children again)."""
         entry = self._entries[request_id]
-        for child in children:
-            entry.children[child.child_id] = child
-            self._by_child[child.child_id] = request_id
+        entry.prompt_text = prompt_text
+        entry.eos_token_id = eos_token_id
+        for child_id, params in children:
+            if child_id not in entry.children:
+                entry.children[child_id] = ChildState(child_id=child_id, params=params)
+            self._by_child[child_id] = request_id
+        entry.prompt_token_ids = prompt_token_ids  # set last: marks it processed
 
     def entry_of_child(self, child_id: str) -> LedgerEntry | None:
         request_id = self._by_child.get(child_id)
@@ -165,9 +191,15 @@ class RequestLedger:
                     if not child.finished:
                         yield entry, child
 
-    def statistics(self) -> dict[str, int]:
-        return {
-            "open_requests": len(self._entries),
-            "open_children": sum(1 for _ in self.open_children()),
-            "suspects": sum(1 for e in self._entries.values() if e.suspect),
-        }
+    def statistics(self) -> LedgerStatistics:
+        return LedgerStatistics(
+            open_requests=len(self._entries),
+            open_children=sum(1 for _ in self.open_children()),
+            epoch=self.epoch,
+        )
+
+
+class LedgerStatistics(msgspec.Struct, frozen=True, kw_only=True):
+    open_requests: int
+    open_children: int  # unfinished children of processed requests
+    epoch: int

@@ -27,11 +27,11 @@ from pathlib import Path
 from typing import Any
 
 from actorllm.core.errors import InvalidRequestError
+from actorllm.core.input_processor import InputProcessor
 from actorllm.core.outputs import RequestOutput
 from actorllm.core.sampling_params import SamplingParams
 from actorllm.engine.async_engine import AsyncEngine
 from actorllm.engine.config import EngineConfig
-from actorllm.engine.input_processing import InputProcessing
 from actorllm.engine.model_config import ModelConfig
 from actorllm.engine.offline_prompts import Prompt, check_priority, check_prompt
 from actorllm.engine.step_outputs import StepOutputs
@@ -70,7 +70,7 @@ class LLMEngine(SyncFacade):
         **config: Any,
     ) -> None:
         super().__init__(model, backend=backend, **config)
-        self._inputs = InputProcessing(
+        self._inputs = InputProcessor(
             self.engine.tokenizer,
             vocab_size=self.engine.vocab_size,
             max_model_len=self.engine.max_model_len,

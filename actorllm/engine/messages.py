@@ -1,95 +1,139 @@
 """The engine's actor protocol: one message union per mailbox, all in one place.
 
-Flow of a request (docs/architecture.md §4)::
+Every message carries what its receiver needs; the ledger (engine/ledger.py) is the
+recovery record that a restarted actor rebuilds from, not the data path. Refs are typed
+(:class:`EngineRefs`), so mypy checks every send against the receiver's union.
 
-    AsyncEngine --Generate--> router --ProcessRequest--> input_processor
-        --RegisterRequest--> output_processor   (first, so it knows the request)
-        --AddRequest--> scheduler --ExecuteStep--> executor --(worker thread)-->
-        executor --StepDone--> scheduler --StepOutputs--> output_processor --> caller's stream
+One streamed request, hop by hop::
 
-Steps are tagged with the core *epoch*: it grows whenever the scheduler's state is rebuilt
-from the ledger (a core restart, a wake-up), and messages from an older epoch are dropped,
-so nothing computed before a rebuild is applied twice.
+    AsyncEngine.generate      ledger.open(id) -> the caller's stream
+      --Generate-->           router            (front door)
+      --Generate-->           input_processor   tokenize, template, validate, fan out n
+      --RegisterRequest-->    output_processor  (first: it knows the request before outputs)
+      --AddRequest-->         scheduler         Admission.add -> core Scheduler
+      --ExecuteStep-->        executor          queue the step on the worker thread
+        (worker thread: Worker.execute_step -> runner; the outcome is posted to the loop)
+      --StepDone-->           scheduler         update_from_output
+      --StepOutputs-->        output_processor  detokenize, stops -> ledger.deliver
+                                                -> the caller's stream
+
+Ends and aborts are messages too::
+
+    AsyncEngine.abort --Abort--> router --AbortRequest--> scheduler (free its blocks)
+                                        --EndRequest--> output_processor (close the stream)
+    output_processor --StopChildren--> scheduler   (a stop string matched)
+    dead-letter policy --FailRequest--> router / input_processor (poison: fail it)
+
+Control calls are asks straight to the actor that owns the state (``Sleep`` ... to the
+scheduler, ``CollectiveRPC`` ... to the executor); the scheduler asks the executor for
+``SleepWorker`` / ``WakeWorker``.
+
+Steps are tagged with the core *epoch* (owned by the ledger): it grows whenever the
+scheduler's state is rebuilt from the ledger (a core restart, a wake-up), and messages of an
+older epoch are dropped, so nothing computed before a rebuild is applied twice.
 """
 
 from __future__ import annotations
 
-import enum
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from actorllm.actors import Reply
+from actorllm.actors import ActorRef, Reply
 from actorllm.core.engine_core_output import EngineCoreOutputs
 from actorllm.core.model_runner_output import ModelRunnerOutput
 from actorllm.core.request import RequestStatus
+from actorllm.core.sampling_params import SamplingParams
+from actorllm.core.scheduler.kv_connector import KVConnectorMetadata
 from actorllm.core.scheduler_output import SchedulerOutput
 
-
-class ControlOp(enum.Enum):
-    SLEEP = "sleep"
-    WAKE_UP = "wake_up"
-    IS_SLEEPING = "is_sleeping"
-    RESET_PREFIX_CACHE = "reset_prefix_cache"
-    SET_KV_CONNECTOR = "set_kv_connector"
-    IS_KV_CONNECTOR_ENABLED = "is_kv_connector_enabled"
-    GET_STATS = "get_stats"
+if TYPE_CHECKING:
+    from actorllm.core.engine_core_output import SchedulerStats
 
 
 class _Msg(msgspec.Struct, frozen=True, kw_only=True):
     pass
 
 
+# -- data carried by the messages ---------------------------------------------------------
+
+
+class ChatOptions(_Msg, frozen=True, kw_only=True):
+    add_generation_prompt: bool = True
+    chat_template_kwargs: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+class Child(_Msg, frozen=True, kw_only=True):
+    """One sample of a request (``n > 1`` fans out one per sample), as the scheduler runs it."""
+
+    child_id: str
+    index: int
+    params: SamplingParams  # the child's own (seed + index, engine-side stop ids)
+
+
+class NewRequest(_Msg, frozen=True, kw_only=True):
+    """A processed request: everything the scheduler needs to run it."""
+
+    request_id: str
+    prompt_token_ids: list[int]
+    eos_token_id: int | None
+    arrival_time: float
+    priority: int
+    children: list[Child]
+
+
 # -- router ------------------------------------------------------------------------------
 
 
 class Generate(_Msg, frozen=True, kw_only=True):
-    """A request registered in the ledger is ready to be processed."""
+    """A request opened in the ledger, to process and run (router -> input processor)."""
 
     request_id: str
-    is_chat: bool = False
-    chat_options: dict[str, Any] | None = None
+    prompt: str | Mapping[str, Any] | Sequence[Mapping[str, Any]]  # text, ids, or chat
+    params: SamplingParams
+    priority: int = 0
+    arrival_time: float
+    chat: ChatOptions | None = None  # set: ``prompt`` is a conversation
 
 
 class Abort(_Msg, frozen=True, kw_only=True):
     request_id: str
 
 
-class Control(_Msg, frozen=True, kw_only=True):
-    """A control-plane call; the scheduler answers on ``reply``."""
+class FailRequest(_Msg, frozen=True, kw_only=True):
+    """End a request with an error (redelivered by the dead-letter policy: poison)."""
 
-    op: ControlOp
-    arg: Any = None
-    reply: Reply[Any]
+    request_id: str
+    reason: str
 
 
-RouterMsg = Generate | Abort | Control
+RouterMsg = Generate | Abort | FailRequest
 
 # -- input processor ---------------------------------------------------------------------
 
-
-class ProcessRequest(_Msg, frozen=True, kw_only=True):
-    request_id: str
-    is_chat: bool = False
-    chat_options: dict[str, Any] | None = None
-
-
-InputMsg = ProcessRequest
+InputMsg = Generate | FailRequest
 
 # -- scheduler ---------------------------------------------------------------------------
 
 
 class AddRequest(_Msg, frozen=True, kw_only=True):
-    """The ledger entry's children are ready for scheduling."""
+    request: NewRequest
+
+
+class AbortRequest(_Msg, frozen=True, kw_only=True):
+    """Finish a request's children now (aborted by its caller, or failed)."""
 
     request_id: str
+    child_ids: list[str]  # empty: not processed yet (a later AddRequest is then ignored)
+    status: RequestStatus = RequestStatus.FINISHED_ABORTED
 
 
-class AbortRequests(_Msg, frozen=True, kw_only=True):
-    """Finish these scheduler requests (children) now: abort, stop string, failure."""
+class StopChildren(_Msg, frozen=True, kw_only=True):
+    """The output processor matched a stop string in these children."""
 
     child_ids: list[str]
-    status: RequestStatus
 
 
 class StepDone(_Msg, frozen=True, kw_only=True):
@@ -100,7 +144,46 @@ class StepDone(_Msg, frozen=True, kw_only=True):
     output: ModelRunnerOutput
 
 
-SchedulerMsg = AddRequest | AbortRequests | StepDone | Control
+class Sleep(_Msg, frozen=True, kw_only=True):
+    level: int
+    reply: Reply[None]
+
+
+class WakeUp(_Msg, frozen=True, kw_only=True):
+    reply: Reply[None]
+
+
+class IsSleeping(_Msg, frozen=True, kw_only=True):
+    reply: Reply[bool]
+
+
+class ResetPrefixCache(_Msg, frozen=True, kw_only=True):
+    reply: Reply[bool]
+
+
+class SetKVConnector(_Msg, frozen=True, kw_only=True):
+    enabled: bool
+    reply: Reply[None]
+
+
+class IsKVConnectorEnabled(_Msg, frozen=True, kw_only=True):
+    reply: Reply[bool]
+
+
+class GetStats(_Msg, frozen=True, kw_only=True):
+    reply: Reply[SchedulerStats]
+
+
+SchedulerControl = (
+    Sleep
+    | WakeUp
+    | IsSleeping
+    | ResetPrefixCache
+    | SetKVConnector
+    | IsKVConnectorEnabled
+    | GetStats
+)
+SchedulerMsg = AddRequest | AbortRequest | StopChildren | StepDone | SchedulerControl
 
 # -- executor ----------------------------------------------------------------------------
 
@@ -109,33 +192,53 @@ class ExecuteStep(_Msg, frozen=True, kw_only=True):
     epoch: int
     scheduler_output: SchedulerOutput
     # KV connector work for this step (loads/saves), applied on the worker before it runs.
-    connector_meta: Any = None
+    connector_meta: KVConnectorMetadata | None = None
 
 
-class WorkerResult(_Msg, frozen=True, kw_only=True):
-    """The worker thread finished a step (posted by the thread into the executor's mailbox)."""
+class SleepWorker(_Msg, frozen=True, kw_only=True):
+    """Free the KV cache (and at level 2 the weights); no step is in flight."""
 
-    epoch: int
-    step_id: int
-    output: ModelRunnerOutput | None = None
-    error: BaseException | None = None
+    level: int
+    reply: Reply[None]
 
 
-class ExecutorCall(_Msg, frozen=True, kw_only=True):
-    """Run a runner method on the worker thread (sleep, wake_up, reset) and reply."""
+class WakeWorker(_Msg, frozen=True, kw_only=True):
+    reply: Reply[None]
 
-    method: str
+
+class CollectiveRPC(_Msg, frozen=True, kw_only=True):
+    """Run a method of the ``Worker`` (by name, or a callable taking the worker) between
+    steps, on the worker thread; the reply is one result per rank."""
+
+    method: str | Callable[..., Any]
     args: tuple[Any, ...] = ()
-    reply: Reply[Any]
+    kwargs: dict[str, Any] = msgspec.field(default_factory=dict)
+    reply: Reply[list[Any]]
 
 
-ExecutorMsg = ExecuteStep | WorkerResult | ExecutorCall
+class StartProfile(_Msg, frozen=True, kw_only=True):
+    reply: Reply[None]
+
+
+class StopProfile(_Msg, frozen=True, kw_only=True):
+    reply: Reply[str]  # the trace file written
+
+
+ExecutorControl = SleepWorker | WakeWorker | CollectiveRPC | StartProfile | StopProfile
+ExecutorMsg = ExecuteStep | ExecutorControl
 
 # -- output processor --------------------------------------------------------------------
 
 
 class RegisterRequest(_Msg, frozen=True, kw_only=True):
+    """A processed request whose outputs are about to come (input processor -> here)."""
+
     request_id: str
+    prompt_text: str | None
+    prompt_token_ids: list[int]
+    params: SamplingParams  # the caller's
+    arrival_time: float
+    child_ids: list[str]  # in index order
 
 
 class StepOutputs(_Msg, frozen=True, kw_only=True):
@@ -148,6 +251,27 @@ class EndRequest(_Msg, frozen=True, kw_only=True):
 
     request_id: str
     error: str | None = None
+    # Also finish its children in the scheduler (the sender could not: the output
+    # processor's own poison requests).
+    finish_in_scheduler: bool = False
 
 
 OutputMsg = RegisterRequest | StepOutputs | EndRequest
+
+# -- the refs ----------------------------------------------------------------------------
+
+
+@dataclass(eq=False)
+class EngineRefs:
+    """Typed refs to the engine's actors, set as each one starts (sinks first): reading one
+    before its actor started raises ``AttributeError``. Refs stay valid across restarts."""
+
+    output_processor: ActorRef[OutputMsg] = field(init=False)
+    executor: ActorRef[ExecutorMsg] = field(init=False)
+    scheduler: ActorRef[SchedulerMsg] = field(init=False)
+    input_processor: ActorRef[InputMsg] = field(init=False)
+    router: ActorRef[RouterMsg] = field(init=False)
+
+    def started(self) -> dict[str, ActorRef[Any]]:
+        """{actor name: ref} for the actors started so far."""
+        return dict(vars(self))

@@ -8,6 +8,7 @@ from typing import Any
 
 import anyio.to_thread
 
+from actorllm.core.scheduler import SchedulerConfig
 from actorllm.engine.config import EngineConfig
 from actorllm.engine.context import ModelInfo
 from actorllm.worker.worker_thread import WorkerThread
@@ -94,3 +95,19 @@ async def build_tokenizer(config: EngineConfig, tokenizer: Any = None) -> Any:
     if tokenizer is not None:
         return tokenizer
     return await anyio.to_thread.run_sync(load_tokenizer, config)
+
+
+def build_scheduler_config(config: EngineConfig, model: ModelInfo) -> SchedulerConfig:
+    max_len = model.max_model_len
+    return SchedulerConfig(
+        max_num_seqs=config.max_num_seqs,
+        max_num_batched_tokens=config.resolved_max_num_batched_tokens(max_len),
+        max_model_len=max_len,
+        block_size=config.block_size,
+        num_blocks=model.num_blocks,
+        enable_prefix_caching=config.enable_prefix_caching,
+        enable_chunked_prefill=config.enable_chunked_prefill,
+        long_prefill_token_threshold=config.long_prefill_token_threshold,
+        policy=config.scheduling_policy,
+        async_scheduling=config.async_scheduling,
+    )

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import msgspec
 
+from actorllm.actors import ActorStatistics, SupervisorStatistics
 from actorllm.core.request_stats import RequestStatsSnapshot
+from actorllm.engine.blame import BlameStatistics
+from actorllm.engine.ledger import LedgerStatistics
+from actorllm.worker.worker_thread import WorkerThreadStatistics
 
 
 class EngineStats(msgspec.Struct, kw_only=True):
@@ -34,3 +38,16 @@ class EngineStats(msgspec.Struct, kw_only=True):
         return (
             self.prefix_cache_hits / self.prefix_cache_queries if self.prefix_cache_queries else 0.0
         )
+
+
+class EngineStatistics(msgspec.Struct, frozen=True, kw_only=True):
+    """``AsyncEngine.statistics()``: internal state, for debugging and tests."""
+
+    ledger: LedgerStatistics
+    blame: BlameStatistics
+    worker_thread: WorkerThreadStatistics
+    # {actor: its statistics}; ``.report`` is the actor's own state (the scheduler's
+    # AdmissionStatistics: steps in flight, probation, sleep; the output processor's
+    # OutputProcessorStatistics).
+    actors: dict[str, ActorStatistics]
+    supervisor: SupervisorStatistics | None

@@ -17,7 +17,7 @@ How the CPU runs it fast
 ------------------------
 * **One plan per step.** Everything that depends only on the step (which rows decode, how
   they are grouped, the block ids to gather, the masks) is built once, on the host, into
-  a :class:`StepPlan` kept in the caller's ``plan_cache`` dict; every layer of the step
+  a :class:`AttentionPlan` kept in the caller's ``plan_cache`` dict; every layer of the step
   reuses it (``AttentionMetadata.plan_cache``). Only the gathers and SDPA run per layer.
 * **Decode rows in groups of similar context length.** One batched SDPA per group, each
   row padded to its group's longest context; the grouping minimises padded work plus a
@@ -62,8 +62,8 @@ def paged_attention(
     every call); the first call stores the step's plan there and later calls reuse it.
     """
     plan = plan_cache.get("torch") if plan_cache is not None else None
-    if not isinstance(plan, StepPlan):
-        plan = StepPlan.build(query_start_loc, seq_lens, block_table, k_cache.shape[1])
+    if not isinstance(plan, AttentionPlan):
+        plan = AttentionPlan.build(query_start_loc, seq_lens, block_table, k_cache.shape[1])
         if plan_cache is not None:
             plan_cache["torch"] = plan
     out = torch.empty_like(q)
@@ -178,7 +178,7 @@ def _causal_mask(q_pos: torch.Tensor, length: int, window: int | None) -> torch.
 
 
 @dataclass
-class StepPlan:
+class AttentionPlan:
     decode_groups: list[DecodeGroup]
     prefills: list[Prefill]
     # Gather destinations (K, V), reused by every group and layer of the step: the same
@@ -214,7 +214,7 @@ class StepPlan:
         seq_lens: torch.Tensor,
         block_table: torch.Tensor,
         block_size: int,
-    ) -> StepPlan:
+    ) -> AttentionPlan:
         # Deliberate host sync: the reference path plans its loops on the host.
         qsl = query_start_loc.tolist()
         lens = seq_lens.tolist()

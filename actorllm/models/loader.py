@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Literal
 
@@ -161,29 +161,8 @@ def load_weights(model: CausalLM, files: list[Path], progress: bool | None = Non
     saw_lm_head = False
     with torch.no_grad():
         for hf_name, tensor in iter_checkpoint(files, progress):
-            if hf_name.endswith(_IGNORED_SUFFIXES):
-                continue
-            name = model.checkpoint_name(hf_name)
-            if name is None:
-                continue
-            if name == "lm_head.weight":
-                saw_lm_head = True
-                if model.config.tie_word_embeddings:
-                    continue  # the embedding is the head
-            target, shard = _packed_target(model, name)
-            param = params.get(target)
-            if param is None:
-                log.warning("ignoring checkpoint tensor %s (no such parameter)", hf_name)
-                continue
-            tensor = model.checkpoint_tensor(name, tensor)
-            dst = param.data if shard is None else _shard_view(model, param.data, target, shard)
-            if tuple(dst.shape) != tuple(tensor.shape):
-                raise WeightLoadError(
-                    f"{hf_name}: checkpoint shape {tuple(tensor.shape)} != expected "
-                    f"{tuple(dst.shape)}"
-                )
-            dst.copy_(tensor)
-            written.setdefault(target, set()).add(shard)
+            name = _copy_one(model, params, hf_name, tensor, written, strict=False)
+            saw_lm_head = saw_lm_head or name == "lm_head.weight"
     if not saw_lm_head and not model.config.tie_word_embeddings:
         # No head in the checkpoint: the embedding doubles as the head (tied).
         log.info("lm_head.weight absent from the checkpoint: tying it to embed_tokens")
@@ -192,6 +171,55 @@ def load_weights(model: CausalLM, files: list[Path], progress: bool | None = Non
     missing = _missing(model, params, written)
     if missing:
         raise MissingWeightsError(missing)
+
+
+def copy_weights(model: CausalLM, named: Iterable[tuple[str, torch.Tensor]]) -> list[str]:
+    """Copy some checkpoint tensors (Hugging Face names) into ``model`` in place — a weight
+    update, e.g. from an RLHF trainer. Returns the parameter names written. Raises
+    :class:`WeightLoadError` for an unknown name or a shape mismatch."""
+    params = dict(model.named_parameters(remove_duplicate=False))
+    written: dict[str, set[ShardKey]] = {}
+    with torch.no_grad():
+        for hf_name, tensor in named:
+            _copy_one(model, params, hf_name, tensor, written, strict=True)
+    return sorted(written)
+
+
+def _copy_one(
+    model: CausalLM,
+    params: dict[str, torch.nn.Parameter],
+    hf_name: str,
+    tensor: torch.Tensor,
+    written: dict[str, set[ShardKey]],
+    *,
+    strict: bool,
+) -> str | None:
+    """Copy one checkpoint tensor into its parameter (or shard); returns our name for it,
+    None when the checkpoint tensor has no place in the model. ``strict``: an unknown name
+    raises instead of being ignored with a warning."""
+    if hf_name.endswith(_IGNORED_SUFFIXES):
+        return None
+    name = model.checkpoint_name(hf_name)
+    if name is None:
+        return None
+    if name == "lm_head.weight" and model.config.tie_word_embeddings:
+        return name  # the embedding is the head
+    target, shard = _packed_target(model, name)
+    param = params.get(target)
+    if param is None:
+        if strict:
+            raise WeightLoadError(f"{hf_name}: the model has no such parameter")
+        log.warning("ignoring checkpoint tensor %s (no such parameter)", hf_name)
+        return name
+    tensor = model.checkpoint_tensor(name, tensor)
+    dst = param.data if shard is None else _shard_view(model, param.data, target, shard)
+    if tuple(dst.shape) != tuple(tensor.shape):
+        raise WeightLoadError(
+            f"{hf_name}: checkpoint shape {tuple(tensor.shape)} != expected {tuple(dst.shape)}"
+        )
+    dst.copy_(tensor)
+    written.setdefault(target, set()).add(shard)
+    return name
 
 
 # A packed parameter's shard: an index into shard_sizes (q/k/v, gate/up) or, for stacked

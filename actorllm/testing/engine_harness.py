@@ -17,8 +17,10 @@ from typing import Any
 
 import anyio
 
+from actorllm.actors import attach_probe
 from actorllm.engine.async_engine import ACTORS, AsyncEngine
-from actorllm.engine.context import EngineContext, FaultPlan
+from actorllm.engine.context import EngineContext
+from actorllm.engine.messages import ExecuteStep
 from actorllm.testing.scripted_model import ScriptedModel
 
 
@@ -71,7 +73,7 @@ def engine_context(engine: AsyncEngine) -> EngineContext:
 
 
 def scripted_model(engine: AsyncEngine) -> ScriptedModel:
-    runner = engine_context(engine).runner
+    runner = engine._worker.model_runner
     assert isinstance(runner, ScriptedModel), "the engine does not run a ScriptedModel"
     return runner
 
@@ -91,47 +93,43 @@ def inject_fault(
 
     It fires at the actor's first message once the engine has completed ``at_step`` steps,
     or at its ``at_message``-th message from now (1-based), or whenever ``when(msg)``
-    holds; with none of them, at its next message.
+    holds; with none of them, at its next message. A "worker" fault fails a model step as
+    the executor takes it (``when`` then sees the step's ``SchedulerOutput``), which crashes
+    the executor with the step in flight, as a failing model step does.
+
+    Faults use the actor runtime's probes (:func:`actorllm.actors.attach_probe`): the
+    crash happens where a real one would, with the message in hand.
     """
     if actor not in (*ACTORS, "worker"):
         raise ValueError(f"unknown actor {actor!r}; expected one of {(*ACTORS, 'worker')}")
     ctx = engine_context(engine)
     error = exc if exc is not None else InjectedFault(f"injected fault in {actor}")
     counter = itertools.count(1)
+    remaining = [times]
 
-    def predicate(msg: Any) -> bool:
+    def matches(msg: Any) -> bool:
+        if actor == "worker":
+            if not isinstance(msg, ExecuteStep):
+                return False
+            msg = msg.scheduler_output
         n = next(counter)
         if when is not None and not when(msg):
             return False
         if at_step is not None:
-            return ctx.steps_done >= at_step
+            return ctx.admission.steps_done >= at_step
         if at_message is not None:
             return n >= at_message
         return True
 
-    if actor == "worker":
-        _arm_worker_fault(ctx, predicate, error, times)
-    else:
-        ctx.faults.append(FaultPlan(actor=actor, predicate=predicate, exc=error, remaining=times))
-
-
-def _arm_worker_fault(
-    ctx: EngineContext, predicate: Callable[[Any], bool], error: BaseException, times: int
-) -> None:
-    runner = ctx.runner
-    # A real runner is driven through launch() (the step pipeline); the scripted one
-    # through execute(). Crash whichever the pipeline calls.
-    method = "launch" if hasattr(runner, "launch") else "execute"
-    step = getattr(runner, method)
-    remaining = [times]
-
-    def faulty(so: Any) -> Any:  # runs on the worker thread
-        if remaining[0] > 0 and predicate(so):
+    def probe(_name: str, msg: object) -> None:
+        if remaining[0] > 0 and matches(msg):
             remaining[0] -= 1
+            if remaining[0] == 0:
+                detach()
             raise error
-        return step(so)
 
-    setattr(runner, method, faulty)
+    target = ctx.refs.executor if actor == "worker" else ctx.refs.started()[actor]
+    detach = attach_probe(target, probe)
 
 
 async def wait_idle(engine: AsyncEngine, timeout: float = 10.0) -> None:  # noqa: ASYNC109
@@ -140,9 +138,9 @@ async def wait_idle(engine: AsyncEngine, timeout: float = 10.0) -> None:  # noqa
     with anyio.fail_after(timeout):
         while True:
             depths = engine._actor_stat("depth")
-            if not ctx.inflight and not any(depths.values()):
+            if not ctx.admission.inflight and not any(depths.values()):
                 await anyio.sleep(0.005)  # let a just-finished handler's sends land
-                if not ctx.inflight and not any(engine._actor_stat("depth").values()):
+                if not ctx.admission.inflight and not any(engine._actor_stat("depth").values()):
                     return
             await anyio.sleep(0.005)
 
@@ -159,8 +157,8 @@ async def check_invariants(engine: AsyncEngine, timeout: float = 10.0) -> None: 
     await wait_idle(engine, timeout)
     ctx = engine_context(engine)
     problems: list[str] = []
-    sched = ctx.live["scheduler"]
-    core = sched.core
+    adm = ctx.admission
+    core = adm.core
     kv = core.kv_cache_manager
     pool = kv.block_pool
     holders: dict[int, int] = {}
@@ -183,28 +181,18 @@ async def check_invariants(engine: AsyncEngine, timeout: float = 10.0) -> None: 
     leaked = scheduler_ids - ledger_children
     if leaked:
         problems.append(f"scheduler holds requests no caller waits for: {sorted(leaked)[:5]}")
-    if not ctx.sleeping:
-        missing = ledger_children - scheduler_ids - set(_probation_children(ctx))
+    if not adm.sleep_level:
+        missing = ledger_children - scheduler_ids - set(adm.waiting_children())
         if missing:
             problems.append(f"open requests missing from the scheduler: {sorted(missing)[:5]}")
     if not ctx.ledger and (kv.req_to_blocks or any(b.ref_cnt for b in pool.blocks[1:])):
         problems.append("blocks still held with no open request")
-    op = ctx.live["output_processor"].core
+    report = ctx.refs.output_processor.statistics().report
     open_processed = {e.request_id for e in ctx.ledger if e.processed}
-    if op.num_unfinished != len(open_processed):
+    if report is None or report.num_unfinished != len(open_processed):
+        tracked = None if report is None else report.num_unfinished
         problems.append(
-            f"output processor tracks {op.num_unfinished} requests, "
-            f"the ledger {len(open_processed)}"
+            f"output processor tracks {tracked} requests, the ledger {len(open_processed)}"
         )
     if problems:
         raise AssertionError("engine invariants violated:\n  " + "\n  ".join(problems))
-
-
-def _probation_children(ctx: EngineContext) -> list[str]:
-    sched = ctx.live["scheduler"]
-    out: list[str] = []
-    for rid in sched.probation:
-        entry = ctx.ledger.get(rid)
-        if entry is not None:
-            out.extend(entry.children)
-    return out

@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 from actorllm.models.attention import AttentionMetadata
-from actorllm.worker.step_inputs import StepInputs, StepPlan
+from actorllm.worker.step_inputs import InputPlan, StepInputs
 
 DEFAULT_MAX_GRAPH_BATCH = 512
 
@@ -54,7 +54,7 @@ def padded_batch_size(num_reqs: int, sizes: list[int]) -> int | None:
     return sizes[i] if i < len(sizes) else None
 
 
-def pad_decode_plan(plan: StepPlan, size: int) -> StepPlan:
+def pad_decode_plan(plan: InputPlan, size: int) -> InputPlan:
     """Pad a decode plan of B requests (one token each) to ``size`` >= B requests.
 
     Padding request p (B <= p < size): input token 0 at position 0, KV slot -1 (not

@@ -4,7 +4,7 @@ Under async scheduling the scheduler builds step N+1 before step N's tokens are 
 host: a running request's next input is a *placeholder*. The runner keeps every request's
 latest sampled token in a persistent device tensor indexed by batch slot
 (:attr:`TokenFeed.last_sampled`); planning step N+1 on the host marks the input rows whose
-token is still pending (``StepPlan.fill_rows``) and where it lives (``fill_src``, the slot
+token is still pending (``InputPlan.fill_rows``) and where it lives (``fill_src``, the slot
 that sampled it: rows may have moved since), and :meth:`TokenFeed.fill` gathers them into
 step N+1's ``input_ids`` on the device. The host never waits for step N's tokens before
 launching step N+1; stream order (both run on the compute stream) makes the gather read

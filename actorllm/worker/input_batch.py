@@ -169,10 +169,6 @@ class InputBatch:
         self.append_token(idx, token)
         return True
 
-    @property
-    def has_pending(self) -> bool:
-        return bool(self.num_pending[: max(self.num_reqs, 0)].any())
-
     def output_token_ids(self, idx: int) -> np.ndarray:
         """[num_outputs] int64 view of the request's sampled tokens."""
         return self.token_ids[idx, self.num_prompt_tokens[idx] : self.num_tokens[idx]]

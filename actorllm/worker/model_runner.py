@@ -44,9 +44,9 @@ from actorllm.worker.memory_profile import KVCacheMemoryError, blocks_from_profi
 from actorllm.worker.sampler import Sampler
 from actorllm.worker.sampling_metadata import needs_token_history
 from actorllm.worker.step_inputs import (
+    InputPlan,
     PendingInputError,
     SchedulerProtocolError,
-    StepPlan,
     plan_step,
 )
 from actorllm.worker.step_launch import StepLauncher
@@ -337,7 +337,7 @@ class ModelRunner:
         while self._inflight:
             resolve(self._inflight.popleft(), self.input_batch)
 
-    def _plan(self, so: SchedulerOutput) -> StepPlan:
+    def _plan(self, so: SchedulerOutput) -> InputPlan:
         """Plan on the host; falls back to resolving in-flight steps (a host wait) when the
         step needs their tokens on the host: penalties / bad_words history, or an input
         token older than the latest sampled one."""
@@ -378,8 +378,3 @@ class ModelRunner:
 
     def _new_batch(self) -> InputBatch:
         return InputBatch(self.max_num_seqs, self.max_model_len, self.block_size)
-
-
-def _dev(a: np.ndarray, device: torch.device) -> torch.Tensor:
-    """Host array -> device tensor (CPU: shares memory; CUDA: a pageable copy, fallback)."""
-    return torch.from_numpy(np.ascontiguousarray(a)).to(device)

@@ -5,7 +5,7 @@ rows for the token-wise inputs, ``max_num_seqs`` for the request-wise ones), so 
 allocates them once, twice over (two *sets*, used by alternate steps), and a step only
 writes a prefix of each and slices it. Per step no device memory is allocated for inputs.
 
-A step writes its :class:`StepPlan` into its set's host buffers (pinned on CUDA: the copy
+A step writes its :class:`InputPlan` into its set's host buffers (pinned on CUDA: the copy
 can then be truly asynchronous), and :meth:`StepBuffers.upload` copies the used prefixes on
 the copy stream into the set's device buffers. Two sets make reuse safe without stalls:
 
@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from actorllm.worker.device_streams import DONE, DeviceStreams, Event
-from actorllm.worker.step_inputs import StepInputs, StepPlan, step_inputs_from_tensors
+from actorllm.worker.step_inputs import InputPlan, StepInputs, step_inputs_from_tensors
 
 # name -> (dtype, rows: "tokens" | "seqs" | "seqs+1" | "table")
 _FIELDS: dict[str, tuple[torch.dtype, str]] = {
@@ -103,7 +103,7 @@ class StepBuffers:
         }
         return _BufferSet(host, {k: v.numpy() for k, v in host.items()}, dev)
 
-    def fits(self, plan: StepPlan) -> bool:
+    def fits(self, plan: InputPlan) -> bool:
         """Whether ``plan`` fits these buffers (else the runner copies it plainly)."""
         return (
             plan.num_tokens <= self.max_num_tokens
@@ -111,7 +111,7 @@ class StepBuffers:
             and plan.block_table.shape[1] <= self.max_blocks_per_seq
         )
 
-    def stage(self, plan: StepPlan) -> StagedStep:
+    def stage(self, plan: InputPlan) -> StagedStep:
         """Write ``plan`` into the next set's host buffers and upload the used prefixes.
 
         Blocks the host only if that set's upload from two steps ago is still running.

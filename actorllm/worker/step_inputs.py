@@ -1,7 +1,7 @@
 """Turn the input batch + a ``SchedulerOutput`` into one step's flat model inputs.
 
 All index arithmetic runs vectorized on the host (numpy) over the batch's preallocated
-arrays (:func:`plan_step` -> :class:`StepPlan`); then the arrays go to the device, either as
+arrays (:func:`plan_step` -> :class:`InputPlan`); then the arrays go to the device, either as
 plain copies (:func:`prepare_step_inputs`, the CPU path) or through pinned staging buffers
 on a copy stream (``staging.py``, the CUDA path).
 
@@ -35,7 +35,7 @@ class PromptLogprobsPlan:
 
 
 @dataclass(frozen=True)
-class StepPlan:
+class InputPlan:
     """One step's inputs on the host (numpy), before they go to the device."""
 
     req_ids: list[str]  # [B] scheduled requests, batch (slot) order
@@ -84,7 +84,7 @@ class PendingInputError(SchedulerProtocolError):
     must resolve pending tokens to the host and plan again."""
 
 
-def plan_step(batch: InputBatch, num_scheduled: dict[str, int]) -> StepPlan:
+def plan_step(batch: InputBatch, num_scheduled: dict[str, int]) -> InputPlan:
     """Plan the step on the host; raises :class:`SchedulerProtocolError` on an inconsistent
     schedule and :class:`PendingInputError` when an older pending token is needed."""
     try:
@@ -127,7 +127,7 @@ def plan_step(batch: InputBatch, num_scheduled: dict[str, int]) -> StepPlan:
     )
     max_seq_len = int(end.max())
     sample_mask = end >= known
-    return StepPlan(
+    return InputPlan(
         req_ids=req_ids,
         slots=slots,
         num_scheduled=n,
@@ -148,7 +148,7 @@ def plan_step(batch: InputBatch, num_scheduled: dict[str, int]) -> StepPlan:
 
 
 def step_inputs_from_tensors(
-    plan: StepPlan,
+    plan: InputPlan,
     input_ids: torch.Tensor,
     positions: torch.Tensor,
     query_start_loc: torch.Tensor,
@@ -181,7 +181,7 @@ def step_inputs_from_tensors(
 
 
 def plan_to_device(
-    plan: StepPlan, device: torch.device
+    plan: InputPlan, device: torch.device
 ) -> tuple[StepInputs, torch.Tensor, torch.Tensor]:
     """The plan's tensors on ``device`` as plain copies (CPU: ``torch.from_numpy`` shares
     memory, nothing is copied); returns the inputs and the [F] ``fill_rows`` / ``fill_src``."""

@@ -26,7 +26,7 @@ from actorllm.worker.input_batch import InputBatch
 from actorllm.worker.sampler import LogprobsTensors, Sampler, compute_logprobs
 from actorllm.worker.sampling_metadata import build_sampling_metadata
 from actorllm.worker.staging import StepBuffers
-from actorllm.worker.step_inputs import PromptLogprobsPlan, StepInputs, StepPlan, plan_to_device
+from actorllm.worker.step_inputs import InputPlan, PromptLogprobsPlan, StepInputs, plan_to_device
 from actorllm.worker.step_output import LaunchedStep, logprobs_to_host
 
 
@@ -69,7 +69,7 @@ class StepLauncher:
         kv_caches: KVCaches,
         batch: InputBatch,
         sampler: Sampler,
-        plan: StepPlan,
+        plan: InputPlan,
         step_id: int,
         grammar: GrammarBitmask | None = None,
     ) -> LaunchedStep:
@@ -88,7 +88,7 @@ class StepLauncher:
         kv_caches: KVCaches,
         batch: InputBatch,
         sampler: Sampler,
-        plan: StepPlan,
+        plan: InputPlan,
         step_id: int,
         t0: float,
         grammar: GrammarBitmask | None,
@@ -140,7 +140,7 @@ class StepLauncher:
             event=event,
         )
 
-    def _inputs(self, plan: StepPlan) -> tuple[StepInputs, torch.Tensor, torch.Tensor, int | None]:
+    def _inputs(self, plan: InputPlan) -> tuple[StepInputs, torch.Tensor, torch.Tensor, int | None]:
         """The plan's tensors on the device: staged (pinned + copy stream) or plain copies
         (CPU, or a step larger than the staging buffers)."""
         buffers = self.buffers

@@ -78,6 +78,11 @@ class StepPipeline:
         ):
             self._resolve_oldest()
 
+    @property
+    def pending(self) -> int:
+        """Steps launched whose outcome is not posted yet."""
+        return len(self._pending)
+
     def flush(self) -> None:
         """Resolve every pending step (before any other job touches the runner)."""
         while self._pending:

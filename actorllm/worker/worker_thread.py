@@ -33,6 +33,7 @@ from typing import Any, Generic, TypeVar
 
 import anyio
 import anyio.lowlevel
+import msgspec
 
 T = TypeVar("T")
 
@@ -78,6 +79,13 @@ class Outcome(Generic[T]):
         if self.error is not None:
             raise self.error
         return self.value  # type: ignore[return-value]
+
+
+class WorkerThreadStatistics(msgspec.Struct, frozen=True, kw_only=True):
+    alive: bool
+    queued: int  # jobs waiting behind the running one
+    jobs_done: int
+    busy: bool  # a job is running (read from the loop: informative only)
 
 
 @dataclass
@@ -136,13 +144,13 @@ class WorkerThread:
         if self._thread.is_alive() and threading.current_thread() is not self._thread:
             self._thread.join(timeout)
 
-    def statistics(self) -> dict[str, Any]:
-        return {
-            "alive": self._thread.is_alive(),
-            "queued": self._queue.qsize(),
-            "jobs_done": self._jobs_done,
-            "busy": self._busy,
-        }
+    def statistics(self) -> WorkerThreadStatistics:
+        return WorkerThreadStatistics(
+            alive=self._thread.is_alive(),
+            queued=self._queue.qsize(),
+            jobs_done=self._jobs_done,
+            busy=self._busy,
+        )
 
     def _main(self) -> None:
         while True:

@@ -233,7 +233,7 @@ async def test_the_loop_answers_during_a_long_model_step():
             await collect(engine.generate("slow", SamplingParams(max_tokens=2)))
 
         tg.start_soon(run)
-        while not engine_context(engine).inflight:
+        while not engine_context(engine).admission.inflight:
             await anyio.sleep(0.001)
         t0 = time.perf_counter()
         stats = await engine.get_stats()  # router -> scheduler -> back, mid-step
@@ -250,12 +250,12 @@ async def test_closing_with_a_step_in_flight_drops_its_result_quietly(
     async with open_test_engine(step_delay_s=0.2) as engine:
         async with anyio.create_task_group() as tg:
             tg.start_soon(collect, engine.generate("late", SamplingParams(max_tokens=50)))
-            while not engine_context(engine).inflight:
+            while not engine_context(engine).admission.inflight:
                 await anyio.sleep(0.001)
             tg.cancel_scope.cancel()
-        worker = engine_context(engine).worker
+        worker = engine._thread
     await anyio.sleep(0.4)  # the step finishes and posts back to a stopped executor
-    assert worker.statistics()["jobs_done"] >= 1
+    assert worker.statistics().jobs_done >= 1
     assert "callback posted to the event loop failed" not in caplog.text
 
 
@@ -278,6 +278,22 @@ async def test_async_scheduling_gives_the_same_tokens():
             return {i: r.outputs[0].token_ids for i, r in results.items()}
 
     assert await run(async_scheduling=True) == await run(async_scheduling=False)
+
+
+async def test_statistics_report_each_actors_own_state():
+    engine_cm = open_test_engine(step_delay_s=0.05, async_scheduling=True)
+    async with engine_cm as engine, anyio.create_task_group() as tg:
+        tg.start_soon(collect, engine.generate("stats", SamplingParams(max_tokens=4)))
+        while not engine_context(engine).admission.inflight:
+            await anyio.sleep(0.001)
+        stats = engine.statistics()
+        sched = stats.actors["scheduler"].report
+        assert sched.admission.inflight_steps >= 1
+        assert sched.admission.max_inflight_steps == 2
+        assert sched.admission.on_probation == [] and sched.sleep_waiters == 0
+        assert stats.actors["output_processor"].report.num_unfinished == 1
+        assert stats.actors["executor"].report is not None
+        assert stats.ledger.open_requests == 1 and stats.worker_thread.alive
 
 
 async def test_request_statistics_are_recorded_by_the_engine():

@@ -109,7 +109,7 @@ async def test_a_poison_request_is_failed_alone():
         assert isinstance(outcomes[7], RequestFailedError)
         assert "poison" in str(outcomes[7])
         assert all(outcomes[i].finished for i in range(12) if i != 7)
-        assert ctx.ledger.statistics()["open_requests"] == 0
+        assert ctx.ledger.statistics().open_requests == 0
         await check_invariants(engine)
 
 

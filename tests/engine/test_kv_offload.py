@@ -7,7 +7,6 @@ served from host memory or disk and yields the same greedy tokens as its first r
 from __future__ import annotations
 
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -220,7 +219,7 @@ def test_saves_on_eviction_and_loads_into_the_right_blocks() -> None:
     assert again == first
     loads = metas[0].loads
     assert [h for h, _ in loads] == a_hashes[:3]  # (14 - 1) // 4 = 3 blocks, in order
-    assert sched.stats().connector_hits == 12
+    assert sched.statistics().connector_hits == 12
     assert store.statistics().num_loads_host == 3
     assert idx.statistics().num_loads_host == 3
 
@@ -258,17 +257,17 @@ def test_toggle_off_means_no_lookups_no_hits_no_ops() -> None:
     assert len(idx) == 0  # evictions were not saved
     sched.set_kv_connector_enabled(True)
     _scripted_run(sched, runner, store, "a2", a)  # now saved, but nothing was stored before
-    st = sched.stats()
+    st = sched.statistics()
     assert st.connector_hits == 0 and st.connector_queries > 0
     # Stored while on; switched off, a lookup that would hit is not even asked.
     for i in range(6, 10):
         _scripted_run(sched, runner, store, f"y{i}", prompt(i))
     assert hashes_of(a)[0] in idx
     sched.set_kv_connector_enabled(False)
-    queries = sched.stats().connector_queries
+    queries = sched.statistics().connector_queries
     _, metas = _scripted_run(sched, runner, store, "a3", a)
-    assert metas == [] and sched.stats().connector_queries == queries
-    assert sched.stats().connector_hits == 0
+    assert metas == [] and sched.statistics().connector_queries == queries
+    assert sched.statistics().connector_hits == 0
 
 
 def test_write_through_saves_finished_blocks_first_in_the_next_step() -> None:
@@ -425,15 +424,14 @@ def test_factory_builds_one_index_per_engine(tmp_path: Path) -> None:
     cfg = EngineConfig(
         block_size=BS, kv_offload_host_bytes=10_500, kv_offload_disk_dir=str(tmp_path)
     )
-    ctx = SimpleNamespace(config=cfg, runner=runner)
-    factory = make_offload_connector(ctx, disk_bytes=50_000)  # type: ignore[arg-type]
-    c1, c2 = factory(), factory()
+    tier = make_offload_connector(cfg, runner.kv_cache_bytes_per_block(), disk_bytes=50_000)
+    c1, c2 = tier.new_connector(), tier.new_connector()
     assert c1.index is c2.index and c1 is not c2
     assert (c1.index.host_blocks, c1.index.disk_blocks) == (10, 50)
-    assert isinstance(ctx.kv_offload_store, OffloadStore)
-    assert ctx.kv_offload_store.disk_dir == tmp_path and ctx.kv_offload_index is c1.index
-    no_disk = SimpleNamespace(config=EngineConfig(kv_offload_host_bytes=4096), runner=runner)
-    assert make_offload_connector(no_disk)().index.disk_blocks == 0  # type: ignore[arg-type]
+    assert isinstance(tier.store, OffloadStore)
+    assert tier.store.disk_dir == tmp_path and tier.index is c1.index
+    no_disk = EngineConfig(kv_offload_host_bytes=4096)
+    assert make_offload_connector(no_disk, 1000).new_connector().index.disk_blocks == 0
 
 
 # -- end to end: real scheduler, real tiny model ---------------------------------------
@@ -530,7 +528,7 @@ def test_evicted_prompt_is_served_from_host_with_the_same_tokens(checkpoint: Pat
     idx = OffloadIndex(host_blocks=64)
     store = OffloadStore(on_lost=idx.report_lost)
     first, second, d = _evict_and_rerun(checkpoint, idx, store)
-    assert d.sched.stats().connector_hits == 12
+    assert d.sched.statistics().connector_hits == 12
     assert store.statistics().num_loads_host == 3 and store.statistics().num_loads_disk == 0
     assert second == first
     # The check has teeth: without the loads, the same schedule yields other tokens.
@@ -546,7 +544,7 @@ def test_evicted_prompt_is_served_from_disk_with_the_same_tokens(
     store = OffloadStore(tmp_path, on_lost=idx.report_lost)
     first, second, d = _evict_and_rerun(checkpoint, idx, store)
     assert second == first
-    assert d.sched.stats().connector_hits == 12
+    assert d.sched.statistics().connector_hits == 12
     st = store.statistics()
     assert st.num_loads_disk >= 2 and st.num_spills >= 2 and st.num_misses == 0
     assert len(list(tmp_path.glob("*.safetensors"))) == st.disk_blocks > 0

@@ -10,7 +10,7 @@ import math
 import pytest
 import torch
 
-from actorllm.kernels.attention import StepPlan, group_decode_rows, paged_attention
+from actorllm.kernels.attention import AttentionPlan, group_decode_rows, paged_attention
 from actorllm.kernels.kv_cache import write_kv_cache
 
 BS = 4
@@ -139,7 +139,7 @@ def test_plan_cache_is_built_once_and_reused_across_layers() -> None:
         window = 3 if i == 1 else None  # per-layer windows share the plan, not the masks
         outs.append(paged_attention(q, kc, vc, *meta, 0.5, window, plan_cache=cache))
         plan = cache["torch"]
-        assert isinstance(plan, StepPlan)
+        assert isinstance(plan, AttentionPlan)
         if i == 0:
             first = plan
         assert plan is first

@@ -161,3 +161,19 @@ def test_unsupported_gpt2_options_are_refused() -> None:
     cfg = ModelConfig.from_dict(raw)
     with pytest.raises(ValueError, match="activation_function 'relu'"):
         load_model("/nonexistent", cfg, load_format="dummy")
+
+
+def test_gemma3_transformers4_rope_keys() -> None:
+    """4.x configs: rope_theta / rope_scaling for full layers, rope_local_base_freq for
+    sliding ones."""
+    raw = _raw("gemma3")
+    raw.pop("rope_parameters")
+    raw.update(
+        rope_theta=1_000_000.0,
+        rope_scaling={"rope_type": "linear", "factor": 8.0},
+        rope_local_base_freq=10_000.0,
+    )
+    cfg = ModelConfig.from_dict(raw)
+    assert cfg.rope_theta == 1_000_000.0
+    assert cfg.rope_scaling == {"rope_type": "linear", "factor": 8.0}
+    assert (cfg.local_rope_theta, cfg.local_rope_scaling) == (10_000.0, None)

@@ -29,11 +29,11 @@ async def test_a_random_soak_over_every_actor_loses_and_changes_nothing() -> Non
     report = await chaos_soak(opener(), [default_workload(12)], crashes=12, seed=3)
     assert report.crashes == 12 and not report.unfired
     assert set(report.crashes_by_actor) <= set(ACTOR_NAMES)
-    # Until precise blame lands (issue 18), crashes piling up in one batch may fail a
-    # request as poison: timing-dependent, so only "nothing lost, changed or hung" is exact.
+    # Precise blame (issue 18 item 1): unrelated crashes, even piled up in one batch, fail
+    # nobody.
     outcomes = report.outcomes
-    assert outcomes["identical"] + outcomes["failed"] == report.requests == 12 * report.batches
-    assert report.ok()
+    assert outcomes["identical"] == report.requests == 12 * report.batches
+    assert report.ok(allow_failed=False), report.examples
     assert report.invariant_checks == report.batches and not report.invariant_violations
     assert sum(report.restarts.values()) >= 12  # core crashes restart two actors
     doc = report.to_dict()
@@ -55,7 +55,6 @@ async def test_scripted_points_fire_in_their_batches() -> None:
     assert report.ok(allow_failed=False)
 
 
-@pytest.mark.xfail(reason="issue 18 item 1: precise blame (the engine redesign) not landed")
 async def test_two_unrelated_crashes_in_one_batch_fail_nobody() -> None:
     points = [CrashPoint("worker", 2), CrashPoint("output_processor", 5)]
     report = await chaos_soak(opener(), [default_workload(6)], points=points)

@@ -16,7 +16,7 @@ from actorllm.core.scheduler_output import NewRequestData
 from actorllm.worker.cuda_graphs import graph_batch_sizes, pad_decode_plan, padded_batch_size
 from actorllm.worker.input_batch import InputBatch
 from actorllm.worker.model_runner import ModelRunner
-from actorllm.worker.step_inputs import StepPlan, plan_step, plan_to_device
+from actorllm.worker.step_inputs import InputPlan, plan_step, plan_to_device
 from tests.helpers.models import make_tiny_checkpoint
 
 
@@ -61,7 +61,7 @@ def test_pad_decode_plan_points_padding_at_nothing() -> None:
         pad_decode_plan(_prefill_plan(), 8)
 
 
-def _prefill_plan() -> StepPlan:
+def _prefill_plan() -> InputPlan:
     b = _batch()
     b.num_computed_tokens[:] = 0
     return plan_step(b, {"a": 5})

@@ -81,7 +81,7 @@ def test_parity_under_real_scheduler(checkpoint: Path, async_scheduling: bool) -
     for rid, p in prompts.items():
         sched.add_request(Request(rid, p, params))
     outputs = _run(runner, sched, async_scheduling)
-    stats = sched.stats()
+    stats = sched.statistics()
     assert stats.num_preemptions > 0
     assert stats.prefix_cache_hits > 0
     hf = load_hf_model(checkpoint)
@@ -138,7 +138,7 @@ def _mistral_run(path: Path, window: int | None, async_scheduling: bool) -> _Swa
                 most = max(most, kv.num_held_blocks(rid))
 
     outputs = _run(runner, sched, async_scheduling, on_schedule=count)
-    st = sched.stats()
+    st = sched.statistics()
     return _SwaRun(prompts, outputs, most, peak, st.num_preemptions, st.prefix_cache_hits)
 
 

@@ -28,7 +28,10 @@ the window of the request's next query is never read again: ``allocate_slots`` h
 back to the pool (registered in the prefix cache first, so it stays findable until
 evicted) and leaves the null block in its table slot, keeping the table position-aligned.
 A running request then holds at most ``sliding_window / block_size + 1`` blocks plus its
-current chunk, and admission sees the room that frees. The worker's block tables keep the
+current chunk, and admission sees the room that frees. Prefix lookups need only the blocks
+the new request's first query window reads (chained hashes vouch for the rest of the
+prefix), so a hit survives the eviction of its head, which goes back to the pool first;
+the slots before get the null block. The worker's block tables keep the
 old ids for those slots; attention never reads them (the window masks them out). Models
 mixing sliding and full layers (Gemma 2/3) pass ``sliding_window=None``: a shared table
 cannot drop a block the full layers still read.
@@ -150,15 +153,39 @@ class KVCacheManager:
         max_blocks = (request.num_tokens - 1) // self.block_size
         cached = self.block_pool.cached
         hits: list[KVCacheBlock] = []
-        for h in request.block_hashes[:max_blocks]:
-            block = cached.get(h)
-            if block is None:
-                break
-            hits.append(block)
+        if self.sliding_window is not None:
+            hits = self._window_hits(request.block_hashes[:max_blocks])
+        else:
+            for h in request.block_hashes[:max_blocks]:
+                block = cached.get(h)
+                if block is None:
+                    break
+                hits.append(block)
         num_tokens = len(hits) * self.block_size
         self.prefix_cache_queries += request.num_tokens
         self.prefix_cache_hits += num_tokens
         return hits, num_tokens
+
+    def _window_hits(self, hashes: list[BlockHash]) -> list[KVCacheBlock]:
+        """The longest hit when only the window matters: ``n`` hit blocks put the next
+        query at position ``n * bs``, which reads keys from ``n * bs - window + 1`` on, so
+        only the blocks from there to ``n`` must be cached (chained hashes vouch for the
+        whole prefix); the slots before get the null block. Searched from the longest."""
+        assert self.sliding_window is not None
+        bs, window = self.block_size, self.sliding_window
+        found = [self.block_pool.cached.get(h) for h in hashes]
+        run = 0  # cached blocks in a row ending at each index
+        runs = []
+        for block in found:
+            run = run + 1 if block is not None else 0
+            runs.append(run)
+        for n in range(len(found), 0, -1):
+            first = max(n * bs - window + 1, 0) // bs
+            if runs[n - 1] >= n - first:
+                hits = [self.block_pool.null_block] * first
+                hits += [b for b in found[first:n] if b is not None]
+                return hits
+        return []
 
     # -- allocation -----------------------------------------------------------------------
 
@@ -211,7 +238,15 @@ class KVCacheManager:
             self.num_cached_blocks[req_id] = 0
             self.num_skipped_blocks[req_id] = 0
         if new_computed_blocks:
-            pool.touch(new_computed_blocks)
+            null = pool.null_block
+            # A sliding-window hit leads with null slots (behind the window): not taken.
+            skipped = next(
+                (i for i, b in enumerate(new_computed_blocks) if b is not null),
+                len(new_computed_blocks),
+            )
+            if not blocks:
+                self.num_skipped_blocks[req_id] = skipped
+            pool.touch(new_computed_blocks[skipped:])
             blocks.extend(new_computed_blocks)
         new_blocks = pool.get_new_blocks(num_needed) if num_needed > 0 else []
         if new_blocks:

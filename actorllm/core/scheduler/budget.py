@@ -9,7 +9,7 @@ from actorllm.core.request import Request
 
 
 @final
-class StepPlan:
+class StepBudget:
     """Mutable scratch state of one ``schedule()`` call.
 
     Requests may be *unscheduled* again (a victim preempted later in the same step), which

@@ -40,6 +40,19 @@ class SchedulerConfig(msgspec.Struct, frozen=True, kw_only=True):
     # blocks behind every running request's window go back to the pool.
     sliding_window: int | None = None
 
+    @property
+    def blocks_for_one_request(self) -> int:
+        """The most blocks one request can hold at once: all of ``max_model_len``, or with a
+        sliding window the window behind its largest chunk plus the chunk (a chunk at
+        position p holds positions ``[p - window + 1, p + chunk)``, over at most one block
+        more than their count)."""
+        bs = self.block_size
+        full = -(-self.max_model_len // bs)
+        if self.sliding_window is None:
+            return full
+        chunk = min(self.max_num_batched_tokens, self.max_model_len)
+        return min(full, -(-(self.sliding_window - 1 + chunk) // bs) + 1)
+
     def __post_init__(self) -> None:
         for name in ("max_num_seqs", "max_num_batched_tokens", "max_model_len", "block_size"):
             if getattr(self, name) < 1:
@@ -52,11 +65,17 @@ class SchedulerConfig(msgspec.Struct, frozen=True, kw_only=True):
             raise ValueError("long_prefill_token_threshold must be non-negative.")
         if self.policy not in ("fcfs", "priority"):
             raise ValueError(f"policy must be 'fcfs' or 'priority', got {self.policy!r}.")
-        if (self.num_blocks - 1) * self.block_size < self.max_model_len:
+        if self.num_blocks - 1 < self.blocks_for_one_request:
             raise ValueError(
                 f"num_blocks={self.num_blocks} ({self.num_blocks - 1} usable) x "
                 f"block_size={self.block_size} cannot hold "
-                f"max_model_len={self.max_model_len} tokens."
+                f"max_model_len={self.max_model_len} tokens"
+                + (
+                    f" with sliding_window={self.sliding_window} "
+                    f"(needs {self.blocks_for_one_request} blocks)."
+                    if self.sliding_window is not None
+                    else "."
+                )
             )
         if not self.enable_chunked_prefill and self.max_num_batched_tokens < self.max_model_len:
             raise ValueError(

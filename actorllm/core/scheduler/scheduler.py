@@ -60,7 +60,7 @@ from actorllm.core.kv_cache import KVCacheManager
 from actorllm.core.kv_cache.block_hash import BlockHash
 from actorllm.core.model_runner_output import ModelRunnerOutput
 from actorllm.core.request import FINISH_REASONS, Request, RequestStatus
-from actorllm.core.scheduler.budget import StepPlan
+from actorllm.core.scheduler.budget import StepBudget
 from actorllm.core.scheduler.config import SchedulerConfig
 from actorllm.core.scheduler.grammar import GrammarTracker
 from actorllm.core.scheduler.kv_connector import KVConnectorBase, KVConnectorMetadata
@@ -236,7 +236,7 @@ class Scheduler:
         self._step_id += 1
         if self.waiting_for_fsm:
             self._promote_ready_grammars()
-        plan = StepPlan(self.config.max_num_batched_tokens)
+        plan = StepBudget(self.config.max_num_batched_tokens)
         self._schedule_running(plan)
         if not plan.preempted:
             self._schedule_waiting(plan)
@@ -254,7 +254,7 @@ class Scheduler:
             num_new = threshold
         return min(num_new, budget)
 
-    def _schedule_running(self, plan: StepPlan) -> None:
+    def _schedule_running(self, plan: StepBudget) -> None:
         # The hot loop (once per running request per step): locals, no helper calls.
         max_len = self.config.max_model_len
         threshold = self.config.long_prefill_token_threshold
@@ -290,7 +290,7 @@ class Scheduler:
             if new_blocks is not None:
                 plan.add_cached(req, num_new, new_blocks)
 
-    def _schedule_waiting(self, plan: StepPlan) -> None:
+    def _schedule_waiting(self, plan: StepBudget) -> None:
         skipped: list[Request] = []
         while len(self.waiting) and plan.token_budget > 0:
             req = self.waiting.pop()
@@ -303,7 +303,7 @@ class Scheduler:
         for req in reversed(skipped):
             self.waiting.prepend(req)
 
-    def _admit(self, req: Request, plan: StepPlan) -> bool:
+    def _admit(self, req: Request, plan: StepBudget) -> bool:
         """Start (or resume) ``req`` if a seat and blocks can be found; False leaves it as is."""
         while len(self.running) >= self.config.max_num_seqs:
             if not self._preempt_for(req, plan):
@@ -341,14 +341,14 @@ class Scheduler:
         self._connector_hits += n
         return n
 
-    def _preempt_for(self, req: Request, plan: StepPlan) -> bool:
+    def _preempt_for(self, req: Request, plan: StepBudget) -> bool:
         victim = pick_victim_for(req, self.running, self.config.policy)
         if victim is None:
             return False
         self._preempt(victim, plan)
         return True
 
-    def _preempt(self, victim: Request, plan: StepPlan) -> None:
+    def _preempt(self, victim: Request, plan: StepBudget) -> None:
         """Recompute-preemption: free everything, keep the outputs, back to the queue's front."""
         plan.unschedule(victim)
         self.kv_cache_manager.free(victim)
@@ -360,7 +360,7 @@ class Scheduler:
         plan.preempted[victim.request_id] = victim
         self.waiting.prepend(victim)
 
-    def _build_output(self, plan: StepPlan) -> SchedulerOutput:
+    def _build_output(self, plan: StepBudget) -> SchedulerOutput:
         kv = self.kv_cache_manager
         new_reqs = [
             NewRequestData(
@@ -405,7 +405,7 @@ class Scheduler:
             grammar_bitmask=grammar_bitmask,
         )
 
-    def _advance(self, plan: StepPlan) -> None:
+    def _advance(self, plan: StepBudget) -> None:
         """Move ``num_computed_tokens`` past this step; add placeholders for its samples."""
         async_sched = self.config.async_scheduling
         requests = self.requests
@@ -485,7 +485,7 @@ class Scheduler:
         return EngineCoreOutputs(
             step_id=scheduler_output.step_id,
             outputs=outputs,
-            stats=self.stats(),
+            stats=self.statistics(),
             timestamp=time.monotonic(),
         )
 
@@ -547,7 +547,7 @@ class Scheduler:
     def num_waiting(self) -> int:
         return len(self.waiting)
 
-    def stats(self) -> SchedulerStats:
+    def statistics(self) -> SchedulerStats:
         kv = self.kv_cache_manager
         return SchedulerStats(
             num_running_reqs=len(self.running),

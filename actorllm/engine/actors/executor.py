@@ -2,87 +2,137 @@
 
 It never runs torch itself and never waits for a step: ``ExecuteStep`` queues the step on
 the dedicated worker thread and returns at once, so the next step can be queued behind it
-(async scheduling). The thread posts a ``WorkerResult`` into this actor's own mailbox; a
-worker exception is re-raised here, crashing the executor and, with it, the core subtree.
+(async scheduling). The thread posts each outcome to the loop, into this incarnation's own
+result stream (unbounded, but never holding more than the in-flight cap of steps: the
+scheduler launches no more), and a task of this incarnation forwards it to the scheduler as
+``StepDone``; a worker exception is re-raised there, crashing the executor and, with it, the
+core subtree. Control calls (sleep, wake-up, collective_rpc, profiling) are queued on the
+same thread, so they run between steps; their replies are answered from the thread's
+callback, and an exception in one fails only that call.
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
+from collections.abc import Callable
+from typing import Any
 
-from actorllm.actors import Actor, ActorStopped
+import anyio
+import msgspec
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from actorllm.actors import Actor, Reply
 from actorllm.core.model_runner_output import ModelRunnerOutput
-from actorllm.core.scheduler_output import SchedulerOutput
 from actorllm.engine.context import EngineContext
-from actorllm.engine.messages import ExecuteStep, ExecutorCall, ExecutorMsg, StepDone, WorkerResult
-from actorllm.worker.worker_thread import LoopPoster, Outcome
+from actorllm.engine.messages import (
+    CollectiveRPC,
+    ExecuteStep,
+    ExecutorMsg,
+    SleepWorker,
+    StartProfile,
+    StepDone,
+    StopProfile,
+    WakeWorker,
+)
+from actorllm.worker.worker import Worker
+from actorllm.worker.worker_thread import LoopPoster, Outcome, WorkerThread
+
+# (epoch, step id, outcome) of a step, posted by the worker thread.
+_Result = tuple[int, int, Outcome[ModelRunnerOutput]]
 
 
 class WorkerStepError(RuntimeError):
     """The model runner raised while executing a step."""
 
 
+class ExecutorReport(msgspec.Struct, frozen=True, kw_only=True):
+    results_buffered: int  # step outcomes posted by the worker, not yet forwarded
+    worker_jobs_queued: int  # steps and control calls waiting on the worker thread
+
+
 class ExecutorActor(Actor[ExecutorMsg]):
-    def __init__(self, ctx: EngineContext) -> None:
+    def __init__(self, ctx: EngineContext, thread: WorkerThread, worker: Worker) -> None:
         super().__init__()
-        self.ctx = ctx
+        self.refs = ctx.refs
+        self.thread = thread
+        self.worker = worker  # touched on the worker thread only
         self.poster: LoopPoster | None = None  # made on the loop, in on_start
+        self.results: MemoryObjectSendStream[_Result] | None = None  # owner: this incarnation
+
+    def report(self) -> ExecutorReport:
+        buffered = self.results.statistics().current_buffer_used if self.results else 0
+        return ExecutorReport(
+            results_buffered=buffered, worker_jobs_queued=self.thread.statistics().queued
+        )
 
     async def on_start(self) -> None:
         self.poster = LoopPoster()
-        # A new core is starting: whatever per-request state the runner holds is stale.
+        send, receive = anyio.create_memory_object_stream[_Result](math.inf)
+        self.results = send
+        # A new core is starting: whatever per-request state the worker holds is stale.
         # Queued behind any step still running, ahead of every step of the new epoch.
-        runner, pipeline = self.ctx.runner, self.ctx.pipeline
+        self.thread.submit(self.worker.reset_requests)
+        self.task_group.start_soon(self._forward, receive)
 
-        def reset() -> None:
-            pipeline.flush()
-            runner.reset_requests()
+    async def on_stop(self) -> None:
+        if self.results is not None:
+            self.results.close()  # outcomes still to come are dropped (stale or shut down)
 
-        self.ctx.worker.submit(reset)
+    async def _forward(self, receive: MemoryObjectReceiveStream[_Result]) -> None:
+        async with receive:
+            async for epoch, step_id, outcome in receive:
+                if outcome.error is not None:
+                    raise WorkerStepError(
+                        f"model step {step_id} failed: {outcome.error!r}"
+                    ) from outcome.error
+                assert outcome.value is not None  # no error: the step produced its output
+                await self.refs.scheduler.send(
+                    StepDone(epoch=epoch, step_id=step_id, output=outcome.value)
+                )
 
     async def handle(self, msg: ExecutorMsg) -> None:
-        self.ctx.maybe_fault("executor", msg)
+        w = self.worker
         match msg:
-            case ExecuteStep(epoch=epoch, scheduler_output=so, connector_meta=meta):
-                self._submit(epoch, so, meta)
-            case WorkerResult(epoch=epoch) if epoch != self.ctx.core_epoch:
-                return  # a step of a core that has since been rebuilt
-            case WorkerResult(error=error) if error is not None:
-                raise WorkerStepError(f"model step {msg.step_id} failed: {error!r}") from error
-            case WorkerResult(epoch=epoch, step_id=step_id, output=output):
-                assert output is not None  # no error: the step produced its output
-                await self.ctx.ref("scheduler").send(
-                    StepDone(epoch=epoch, step_id=step_id, output=output)
-                )
-            case ExecutorCall(method=method, args=args, reply=reply):
-                runner, pipeline = self.ctx.runner, self.ctx.pipeline
+            case ExecuteStep():
+                self._submit(msg)
+            case SleepWorker(level=level, reply=reply):
+                self._call(reply, lambda: w.sleep(level))
+            case WakeWorker(reply=reply):
+                self._call(reply, w.wake_up)
+            case CollectiveRPC(method=method, args=args, kwargs=kwargs, reply=reply):
+                # One result per rank (one rank today).
+                self._call(reply, lambda: [w.collective_rpc(method, args, kwargs)])
+            case StartProfile(reply=reply):
+                self._call(reply, w.start_profile)
+            case StopProfile(reply=reply):
+                self._call(reply, w.stop_profile)
 
-                def call() -> object:
-                    pipeline.flush()  # no step may be pending under a control call
-                    return getattr(runner, method)(*args)
+    def _call(self, reply: Reply[Any], fn: Callable[[], Any]) -> None:
+        """Queue ``fn`` on the worker thread (between steps); answer ``reply`` with its
+        result or exception. The executor goes on meanwhile."""
+        reply.defer()
 
-                reply.send(await self.ctx.worker.call(call))
+        def answer(outcome: Outcome[Any]) -> None:  # on the loop
+            if outcome.error is not None:
+                reply.fail(outcome.error)
+            else:
+                reply.send(outcome.value)
 
-    def _submit(self, epoch: int, so: SchedulerOutput, meta: object) -> None:
-        runner, store, pipeline = self.ctx.runner, self.ctx.kv_offload_store, self.ctx.pipeline
-        me = self.ctx.ref("executor")
-        poster = self.poster
-        assert poster is not None  # on_start ran before any message
+        self.thread.submit(fn, answer)
+
+    def _submit(self, msg: ExecuteStep) -> None:
+        results, poster = self.results, self.poster
+        assert results is not None and poster is not None  # on_start ran before any message
+        epoch, so = msg.epoch, msg.scheduler_output
 
         def done(outcome: Outcome[ModelRunnerOutput]) -> None:  # runs on the event loop
-            result = WorkerResult(
-                epoch=epoch, step_id=so.step_id, output=outcome.value, error=outcome.error
-            )
-            # Never full: it holds at most a few steps' results and control calls.
-            with contextlib.suppress(ActorStopped):  # the engine stopped: nobody to tell
-                me.send_nowait(result)
+            # Closed: this incarnation ended (its epoch is stale) or the engine stopped.
+            with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+                results.send_nowait((epoch, so.step_id, outcome))
 
         def post(outcome: Outcome[ModelRunnerOutput]) -> None:  # runs on the worker thread
             poster.post(done, outcome)  # never waits for the loop: the thread goes on
 
-        def before() -> None:
-            if meta is not None and store is not None:
-                store.apply(runner, meta)  # saves first, then loads, before the forward
-
         # Launched ahead of the previous step's result when one is pending (async scheduling).
-        self.ctx.worker.submit(lambda: pipeline.run_step(so, post, before))
+        self.thread.submit(lambda: self.worker.execute_step(so, msg.connector_meta, post))

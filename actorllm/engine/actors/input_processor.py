@@ -1,56 +1,97 @@
 """The input processor: tokenize, apply the chat template, validate, fan out ``n > 1``.
 
 Errors a caller caused go straight back to the caller's stream; the request never reaches
-the scheduler.
+the scheduler. A processed request is recorded in the ledger (for recovery) and sent on:
+first to the output processor (so it knows the request before any output), then to the
+scheduler. Both receivers ignore duplicates, so a retry after a crash is safe.
 """
 
 from __future__ import annotations
 
 from actorllm.actors import Actor
 from actorllm.core.errors import InvalidRequestError
+from actorllm.core.input_processor import InputProcessor
 from actorllm.core.sampling_params import SamplingParamsError
+from actorllm.engine.actors.router import end_request
 from actorllm.engine.context import EngineContext
-from actorllm.engine.ledger import ChildState
-from actorllm.engine.messages import AddRequest, InputMsg, RegisterRequest
+from actorllm.engine.messages import (
+    AddRequest,
+    Child,
+    FailRequest,
+    Generate,
+    InputMsg,
+    NewRequest,
+    RegisterRequest,
+)
+
+SCOPE = "input_processor"
 
 
 class InputProcessorActor(Actor[InputMsg]):
-    def __init__(self, ctx: EngineContext) -> None:
+    def __init__(self, ctx: EngineContext, inputs: InputProcessor) -> None:
         super().__init__()
         self.ctx = ctx
+        self.inputs = inputs
 
     async def handle(self, msg: InputMsg) -> None:
-        self.ctx.maybe_fault("input_processor", msg)
-        ledger = self.ctx.ledger
-        entry = ledger.get(msg.request_id)
-        if entry is None:
-            return  # aborted while queued
-        if not entry.processed:
-            try:
-                self._process(msg)
-            except (InvalidRequestError, SamplingParamsError) as exc:
-                ledger.close(entry.request_id, exc)
-                return
-        # Both receivers ignore duplicates, so a retry after a crash is safe. Register with
-        # the output processor first: its mailbox then holds the registration before any
-        # output the scheduler could produce for this request.
-        await self.ctx.ref("output_processor").send(RegisterRequest(request_id=entry.request_id))
-        await self.ctx.ref("scheduler").send(AddRequest(request_id=entry.request_id))
+        match msg:
+            case Generate():
+                await self._process(msg)
+            case FailRequest(request_id=rid, reason=reason):
+                await end_request(self.ctx, rid, reason)
+        if self.ctx.blame.has_suspects(SCOPE):
+            self.ctx.blame.cleared(SCOPE, [msg.request_id])
 
-    def _process(self, msg: InputMsg) -> None:
-        entry = self.ctx.ledger.get(msg.request_id)
-        assert entry is not None
-        processed = self.ctx.inputs.process(
-            entry.request_id,
-            entry.prompt,  # type: ignore[arg-type]
-            entry.params,
-            is_chat=msg.is_chat,
-            chat_options=msg.chat_options,
+    async def _process(self, msg: Generate) -> None:
+        ledger, rid = self.ctx.ledger, msg.request_id
+        if rid not in ledger:
+            return  # aborted while queued
+        chat = msg.chat
+        try:
+            processed = self.inputs.process(
+                rid,
+                msg.prompt,
+                msg.params,
+                is_chat=chat is not None,
+                chat_options=None
+                if chat is None
+                else {
+                    "add_generation_prompt": chat.add_generation_prompt,
+                    "chat_template_kwargs": chat.chat_template_kwargs,
+                },
+            )
+        except (InvalidRequestError, SamplingParamsError) as exc:
+            ledger.close(rid, exc)
+            return
+        children = [
+            Child(child_id=c.child_id, index=c.index, params=c.params) for c in processed.children
+        ]
+        ledger.record_processed(
+            rid,
+            prompt_text=processed.prompt_text,
+            prompt_token_ids=processed.prompt_token_ids,
+            eos_token_id=processed.eos_token_id,
+            children=[(c.child_id, c.params) for c in children],
         )
-        entry.prompt_text = processed.prompt_text
-        entry.eos_token_id = processed.eos_token_id
-        self.ctx.ledger.set_children(
-            entry.request_id,
-            [ChildState(child_id=c.child_id, params=c.params) for c in processed.children],
+        await self.ctx.refs.output_processor.send(
+            RegisterRequest(
+                request_id=rid,
+                prompt_text=processed.prompt_text,
+                prompt_token_ids=processed.prompt_token_ids,
+                params=msg.params,
+                arrival_time=msg.arrival_time,
+                child_ids=[c.child_id for c in children],
+            )
         )
-        entry.prompt_token_ids = processed.prompt_token_ids  # set last: marks it processed
+        await self.ctx.refs.scheduler.send(
+            AddRequest(
+                request=NewRequest(
+                    request_id=rid,
+                    prompt_token_ids=processed.prompt_token_ids,
+                    eos_token_id=processed.eos_token_id,
+                    arrival_time=msg.arrival_time,
+                    priority=msg.priority,
+                    children=children,
+                )
+            )
+        )

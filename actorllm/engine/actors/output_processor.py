@@ -5,71 +5,124 @@ caller has seen, the last step applied) *before* they are delivered, in one sync
 stretch, so a crash can never deliver a token twice or lose one: a step re-applied after
 a crash skips the requests whose ``last_step`` already covers it. A restarted incarnation
 rebuilds its detokenizer state by replaying the ledger's tokens without delivering them.
+
+It is the one owner of a request's end: it marks children finished and closes the ledger
+entry (the caller's stream).
 """
 
 from __future__ import annotations
 
 import time
+from typing import Any
 
-from actorllm.actors import Actor
+from actorllm.actors import Actor, MailboxFull
 from actorllm.core.engine_core_output import EngineCoreOutput, EngineCoreOutputs
-from actorllm.core.output_processor import OutputProcessor
+from actorllm.core.output_processor import OutputProcessor, OutputProcessorStatistics
 from actorllm.core.request import RequestStatus
+from actorllm.core.request_stats import RequestStats
+from actorllm.core.sampling_params import SamplingParams
 from actorllm.engine.context import EngineContext
 from actorllm.engine.errors import RequestFailedError
 from actorllm.engine.ledger import LedgerEntry
 from actorllm.engine.messages import (
-    AbortRequests,
+    AbortRequest,
     EndRequest,
     OutputMsg,
     RegisterRequest,
     StepOutputs,
+    StopChildren,
 )
+
+SCOPE = "output_processor"
 
 
 class OutputProcessorActor(Actor[OutputMsg]):
-    def __init__(self, ctx: EngineContext) -> None:
+    def __init__(self, ctx: EngineContext, tokenizer: Any, stats: RequestStats) -> None:
         super().__init__()
         self.ctx = ctx
-        ctx.live["output_processor"] = self
-        raw = (
-            getattr(ctx.tokenizer, "backend_tokenizer", None) if ctx.tokenizer is not None else None
-        )
-        self.core = OutputProcessor(raw, stats=ctx.request_stats)
+        raw = getattr(tokenizer, "backend_tokenizer", None) if tokenizer is not None else None
+        # ``stats`` (per-request metrics) outlives this incarnation: the engine reads it.
+        self.core = OutputProcessor(raw, stats=stats)
+
+    def report(self) -> OutputProcessorStatistics:
+        return self.core.statistics()
 
     async def on_start(self) -> None:
+        stopped: list[str] = []
         for entry in self.ctx.ledger:
-            if entry.processed:
-                self._register(entry, replay=True)
+            if entry.prompt_token_ids is not None:
+                self._register(
+                    entry.request_id,
+                    entry.prompt_text,
+                    entry.prompt_token_ids,
+                    entry.params,
+                    entry.arrival_time,
+                    list(entry.children),
+                )
+                self._replay(entry)
+                stopped.extend(c.child_id for c in entry.children.values() if c.finished)
+        if stopped:  # a stop sent from a task of the crashed incarnation may have been lost
+            self._stop_in_scheduler(stopped)
 
     async def handle(self, msg: OutputMsg) -> None:
-        self.ctx.maybe_fault("output_processor", msg)
         match msg:
             case RegisterRequest(request_id=rid):
-                entry = self.ctx.ledger.get(rid)
-                if entry is not None and not self.core.has_request(rid):
-                    self._register(entry, replay=False)
+                if rid in self.ctx.ledger and not self.core.has_request(rid):
+                    self._register(
+                        rid,
+                        msg.prompt_text,
+                        msg.prompt_token_ids,
+                        msg.params,
+                        msg.arrival_time,
+                        msg.child_ids,
+                    )
             case StepOutputs(epoch=epoch, outputs=eco):
-                if epoch == self.ctx.core_epoch:
+                if epoch == self.ctx.ledger.epoch:  # older: applied to a rebuilt core's past
                     self._apply(epoch, eco)
-            case EndRequest(request_id=rid, error=error):
+            case EndRequest(request_id=rid, error=error, finish_in_scheduler=tell):
+                if tell and (entry := self.ctx.ledger.get(rid)) is not None:
+                    self._to_scheduler(
+                        AbortRequest(
+                            request_id=rid,
+                            child_ids=list(entry.children),
+                            status=RequestStatus.FINISHED_ERROR,
+                        )
+                    )
                 self._end(rid, error)
+        blame = self.ctx.blame
+        if blame.has_suspects(SCOPE):
+            blame.cleared(SCOPE, request_ids(self.ctx, msg))
 
-    def _register(self, entry: LedgerEntry, *, replay: bool) -> None:
-        assert entry.prompt_token_ids is not None
-        prompt = entry.prompt_text if entry.prompt_text is not None else None
-        self.core.add_request(
-            entry.request_id, prompt, entry.prompt_token_ids, entry.params, entry.arrival_time
-        )
-        if replay:
-            # Rebuild detokenizer and stop-string state from what the caller already saw.
-            outputs = [
-                EngineCoreOutput(req_id=child.child_id, new_token_ids=list(child.emitted))
-                for child in entry.children.values()
-                if child.emitted
-            ]
-            if outputs:
-                self.core.process_outputs(EngineCoreOutputs(step_id=-1, outputs=outputs))
+    def _register(
+        self,
+        rid: str,
+        prompt_text: str | None,
+        prompt_token_ids: list[int],
+        params: SamplingParams,
+        arrival_time: float,
+        child_ids: list[str],
+    ) -> None:
+        """Register the children the input processor fanned out (their ids, in order)."""
+        for index, child_id in enumerate(child_ids):
+            self.core.add_request(
+                child_id,
+                prompt_text,
+                prompt_token_ids,
+                params,
+                arrival_time,
+                parent_id=rid,
+                index=index,
+            )
+
+    def _replay(self, entry: LedgerEntry) -> None:
+        """Rebuild detokenizer and stop-string state from what the caller already saw."""
+        outputs = [
+            EngineCoreOutput(req_id=child.child_id, new_token_ids=list(child.emitted))
+            for child in entry.children.values()
+            if child.emitted
+        ]
+        if outputs:
+            self.core.process_outputs(EngineCoreOutputs(step_id=-1, outputs=outputs))
 
     def _apply(self, epoch: int, eco: EngineCoreOutputs) -> None:
         ledger = self.ctx.ledger
@@ -112,15 +165,22 @@ class OutputProcessorActor(Actor[OutputMsg]):
             self._stop_in_scheduler(result.reqs_to_abort)
 
     def _stop_in_scheduler(self, child_ids: list[str]) -> None:
-        """Never block on the scheduler (it may be blocked sending to us)."""
-        msg = AbortRequests(child_ids=child_ids, status=RequestStatus.FINISHED_STOPPED)
+        self._to_scheduler(StopChildren(child_ids=child_ids))
+
+    def _to_scheduler(self, msg: StopChildren | AbortRequest) -> None:
+        """Never block on the scheduler (it may be blocked sending to us): send now, or from
+        a background task when its mailbox is full."""
         try:
-            self.ctx.ref("scheduler").send_nowait(msg)
-        except Exception:
-            self.ctx.pending_aborts.extend(child_ids)
+            self.ctx.refs.scheduler.send_nowait(msg)
+        except MailboxFull:
+            self.task_group.start_soon(self.ctx.refs.scheduler.send, msg)
 
     def _end(self, rid: str, error: str | None) -> None:
         ledger = self.ctx.ledger
+        entry = ledger.get(rid)
+        if entry is not None:
+            for child in entry.children.values():
+                child.finished = True
         if error is None:
             final = self.core.abort_request(rid, time.monotonic())
             if final is not None:
@@ -130,3 +190,15 @@ class OutputProcessorActor(Actor[OutputMsg]):
             if self.core.has_request(rid):
                 self.core.fail_request(rid, error, time.monotonic())
             ledger.close(rid, RequestFailedError(rid, error))
+
+
+def request_ids(ctx: EngineContext, msg: OutputMsg) -> list[str]:
+    """The user-facing requests a message is about."""
+    if isinstance(msg, StepOutputs):
+        ids = []
+        for out in msg.outputs.outputs:
+            entry = ctx.ledger.entry_of_child(out.req_id)
+            if entry is not None:
+                ids.append(entry.request_id)
+        return list(dict.fromkeys(ids))
+    return [msg.request_id]

@@ -1,4 +1,5 @@
-"""The router: the engine's front door. Routes each call to the actor that owns it."""
+"""The router: the engine's front door for requests (control calls go straight to the
+actor that owns the state they touch)."""
 
 from __future__ import annotations
 
@@ -7,13 +8,14 @@ from actorllm.core.request import RequestStatus
 from actorllm.engine.context import EngineContext
 from actorllm.engine.messages import (
     Abort,
-    AbortRequests,
-    Control,
+    AbortRequest,
     EndRequest,
+    FailRequest,
     Generate,
-    ProcessRequest,
     RouterMsg,
 )
+
+SCOPE = "router"
 
 
 class RouterActor(Actor[RouterMsg]):
@@ -22,30 +24,25 @@ class RouterActor(Actor[RouterMsg]):
         self.ctx = ctx
 
     async def handle(self, msg: RouterMsg) -> None:
-        self.ctx.maybe_fault("router", msg)
         match msg:
-            case Generate(request_id=rid, is_chat=is_chat, chat_options=opts):
-                await self.ctx.ref("input_processor").send(
-                    ProcessRequest(request_id=rid, is_chat=is_chat, chat_options=opts)
-                )
+            case Generate():
+                await self.ctx.refs.input_processor.send(msg)
             case Abort(request_id=rid):
-                entry = self.ctx.ledger.get(rid)
-                if entry is None:
-                    return
-                if entry.children:
-                    child_ids = list(entry.children)
-                    await self.ctx.ref("scheduler").send(
-                        AbortRequests(child_ids=child_ids, status=RequestStatus.FINISHED_ABORTED)
-                    )
-                await self.ctx.ref("output_processor").send(EndRequest(request_id=rid))
-            case Control(op=op, arg=arg, reply=reply):
-                # Relay rather than forward: an ask is tied to the mailbox it was sent to,
-                # so the scheduler's crash fails this ask instead of leaving it hanging.
-                try:
-                    result = await self.ctx.ref("scheduler").ask(
-                        lambda r: Control(op=op, arg=arg, reply=r), timeout=None
-                    )
-                except Exception as exc:
-                    reply.fail(exc)
-                else:
-                    reply.send(result)
+                await end_request(self.ctx, rid, None)
+            case FailRequest(request_id=rid, reason=reason):
+                await end_request(self.ctx, rid, reason)
+        if self.ctx.blame.has_suspects(SCOPE):
+            self.ctx.blame.cleared(SCOPE, [msg.request_id])
+
+
+async def end_request(ctx: EngineContext, request_id: str, error: str | None) -> None:
+    """Abort (``error`` None) or fail a request: the scheduler frees its blocks, the output
+    processor ends the caller's stream."""
+    entry = ctx.ledger.get(request_id)
+    if entry is None:
+        return
+    status = RequestStatus.FINISHED_ABORTED if error is None else RequestStatus.FINISHED_ERROR
+    await ctx.refs.scheduler.send(
+        AbortRequest(request_id=request_id, child_ids=list(entry.children), status=status)
+    )
+    await ctx.refs.output_processor.send(EndRequest(request_id=request_id, error=error))

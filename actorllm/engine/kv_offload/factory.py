@@ -3,53 +3,59 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
+from actorllm.engine.config import EngineConfig
 from actorllm.engine.kv_offload.connector import OffloadConnector
 from actorllm.engine.kv_offload.index import OffloadIndex
 from actorllm.engine.kv_offload.store import OffloadStore
-
-if TYPE_CHECKING:
-    from actorllm.engine.context import EngineContext
 
 # Disk tier size when the config names a directory but no size (EngineConfig has no field
 # for it yet; ``kv_offload_disk_bytes`` is read if it appears).
 DEFAULT_DISK_BYTES = 8 * 2**30
 
 
+@dataclass(frozen=True)
+class OffloadTier:
+    """The two halves of one engine's offload tier."""
+
+    new_connector: Callable[[], OffloadConnector]  # one per scheduler core, sharing the index
+    index: OffloadIndex  # scheduler side (outlives core rebuilds)
+    store: OffloadStore  # worker side: ``apply(runner, meta)`` before each step's forward
+
+
 def make_offload_connector(
-    ctx: EngineContext, *, write_through: bool = False, disk_bytes: int | None = None
-) -> Callable[[], OffloadConnector]:
-    """Build the engine's offload index and store; return the per-core connector factory.
+    config: EngineConfig,
+    block_bytes: int,
+    *,
+    write_through: bool | None = None,
+    disk_bytes: int | None = None,
+) -> OffloadTier:
+    """Build the engine's offload index and store, and the per-core connector factory.
 
-    Capacities in blocks are the configured bytes over ``runner.kv_cache_bytes_per_block()``
-    (host: ``config.kv_offload_host_bytes``; disk, only with ``config.kv_offload_disk_dir``:
-    ``disk_bytes``, else ``config.kv_offload_disk_bytes`` if present, else 8 GiB).
-
-    Side effects on ``ctx`` (the executor reads the first): ``ctx.kv_offload_store`` — the
-    :class:`OffloadStore` whose ``apply(runner, meta)`` runs on the worker thread before each
-    ``runner.execute``; ``ctx.kv_offload_index`` — the :class:`OffloadIndex`, for statistics.
-    Call once per engine: every connector the factory returns shares the index, which
-    outlives scheduler rebuilds. ``kv_cache_bytes_per_block`` only reads the model config,
-    so calling it here, off the worker thread, is safe.
+    Capacities in blocks are the configured bytes over ``block_bytes`` (the runner's
+    ``kv_cache_bytes_per_block()``; host: ``config.kv_offload_host_bytes``; disk, only with
+    ``config.kv_offload_disk_dir``: ``disk_bytes``, else ``config.kv_offload_disk_bytes`` if
+    present, else 8 GiB). ``write_through`` (default ``config.kv_offload_write_through``)
+    also saves finished requests' blocks. Call once per engine: every connector the factory
+    returns shares the index, which outlives scheduler rebuilds.
     """
-    cfg = ctx.config
-    block_bytes = int(ctx.runner.kv_cache_bytes_per_block())
     if block_bytes <= 0:
         raise ValueError(f"the runner reports {block_bytes} bytes per KV block.")
-    host_blocks = cfg.kv_offload_host_bytes // block_bytes
+    host_blocks = config.kv_offload_host_bytes // block_bytes
     disk_blocks = 0
-    if cfg.kv_offload_disk_dir is not None:
+    if config.kv_offload_disk_dir is not None:
         if disk_bytes is None:
-            disk_bytes = getattr(cfg, "kv_offload_disk_bytes", None) or DEFAULT_DISK_BYTES
+            disk_bytes = getattr(config, "kv_offload_disk_bytes", None) or DEFAULT_DISK_BYTES
         disk_blocks = disk_bytes // block_bytes
     index = OffloadIndex(host_blocks, disk_blocks)
-    store = OffloadStore(cfg.kv_offload_disk_dir, on_lost=index.report_lost)
-    ctx.kv_offload_store = store
-    ctx.kv_offload_index = index
-    block_size = cfg.block_size
+    # Lost hashes cross from the worker thread (report_lost is thread-safe: a deque append).
+    store = OffloadStore(config.kv_offload_disk_dir, on_lost=index.report_lost)
+    block_size = config.block_size
+    if write_through is None:
+        write_through = config.kv_offload_write_through
 
     def new_connector() -> OffloadConnector:
         return OffloadConnector(index, block_size, write_through=write_through)
 
-    return new_connector
+    return OffloadTier(new_connector, index, store)

@@ -12,7 +12,8 @@ honour yet, and the warning for fields nobody knows.
    behaviour: clients send extras);
 4. the rest is validated against the struct (types, ranges; a 400 naming the field).
 
-    >>>     >>> decode_request(b'{"prompt": "hi", "max_tokens": 2.0}', CompletionRequest).max_tokens
+    >>> from actorllm.entrypoints.openai.protocol import CompletionRequest
+    >>> decode_request(b'{"prompt": "hi", "max_tokens": 2.0}', CompletionRequest).max_tokens
     2
 """
 

@@ -179,8 +179,9 @@ def test_full_attention_keeps_every_block() -> None:
 
 
 def test_handed_back_blocks_stay_in_the_prefix_cache() -> None:
-    """Blocks behind the window are registered before they go back: a later prompt with
-    the same prefix hits all of them (until evicted), and they are real blocks again."""
+    """Blocks behind the window are registered before they go back (findable until
+    evicted); a later prompt with the same prefix hits it all but takes only the blocks
+    its next query's window reads."""
     kv = KVCacheManager(num_blocks=64, block_size=4, sliding_window=4)
     prompt = list(range(1, 21))  # 5 blocks
     a = req("a", prompt, kv=kv)
@@ -188,10 +189,12 @@ def test_handed_back_blocks_stay_in_the_prefix_cache() -> None:
     _decode(kv, a, 1)  # next query at 20 reads from 17 on: blocks 0-3 are done
     assert kv.get_block_ids("a")[:4] == [0, 0, 0, 0]
     b = req("b", [*prompt, 99], kv=kv)
+    assert all(kv.block_pool.get_cached_block(h) is not None for h in b.block_hashes[:4])
     hits, n = kv.get_computed_blocks(b)
-    assert n == 20 and all(blk.block_id != 0 for blk in hits)
+    # Only the block inside the next query's window (positions 17-19) is taken.
+    assert n == 20 and [blk.block_id == 0 for blk in hits] == [True] * 4 + [False]
     assert kv.allocate_slots(b, 1, n, hits) is not None
-    assert 0 not in kv.get_block_ids("b")
+    assert kv.num_held_blocks("b") == 2
     kv.free(a)
     kv.free(b)
     assert kv.num_free_blocks == 63
@@ -229,3 +232,29 @@ def test_sliding_window_frees_room_for_admission() -> None:
     assert preempted_full > 0  # 2 x 50 tokens need 26 blocks; the pool has 16
     assert preempted_swa == 0
     assert free_swa == 16
+
+
+def test_window_hit_survives_eviction_of_the_prefix_head() -> None:
+    """Freed head blocks go back first and are evicted first; a later prompt with the same
+    prefix still hits, needing only the blocks inside the next query's window."""
+    window, bs = 6, 4
+    kv = KVCacheManager(num_blocks=9, block_size=bs, sliding_window=window)
+    prompt = list(range(1, 25))  # 6 blocks
+    a = req("a", prompt, kv=kv)
+    _prefill(kv, a)
+    _decode(kv, a, 1)  # next query at 24 reads from 19 on: blocks 0-3 are handed back
+    kv.free(a)
+    filler = req("f", list(range(100, 112)), kv=kv)  # 3 blocks: evicts the 3 oldest
+    assert kv.allocate_slots(filler, 12) is not None
+    kv.free(filler)
+    b = req("b", [*prompt, 7, 99], kv=kv)
+    # Block 3 was evicted: a left-to-right lookup would stop after 12 tokens.
+    assert kv.block_pool.get_cached_block(b.block_hashes[3]) is None
+    hits, n = kv.get_computed_blocks(b)
+    # The next query sits at 24 and reads from 19 on: blocks 4 and 5 must be cached.
+    assert n == 24
+    assert [h.block_id == 0 for h in hits] == [True] * 4 + [False] * 2
+    assert kv.allocate_slots(b, 2, n, hits) is not None
+    assert kv.num_held_blocks("b") == 3  # blocks 4, 5 and one fresh for positions 24-25
+    kv.free(b)
+    assert kv.num_free_blocks == 8

@@ -68,9 +68,18 @@ class FakeWorker:
     block_size: int
     eos_period: int = 0
     fixed_token: int | None = None  # when set, always sample this token
+    # With a sliding window, every scheduled query must still find the KV its window
+    # reads (handed-back slots are never read, so they may be reused by then).
+    sliding_window: int | None = None
     reqs: dict[str, _WorkerReq] = field(default_factory=dict)
     shadow: dict[int, dict[int, int]] = field(default_factory=lambda: defaultdict(dict))
     steps: int = 0
+
+    def _window_start(self, num_computed: int) -> int:
+        """The first position the next query reads."""
+        if self.sliding_window is None:
+            return 0
+        return max(num_computed - self.sliding_window + 1, 0)
 
     def execute(self, so: SchedulerOutput) -> ModelRunnerOutput:
         bs = self.block_size
@@ -78,7 +87,8 @@ class FakeWorker:
             self.reqs.pop(rid, None)
         for nd in so.scheduled_new_reqs:
             tokens = [*nd.prompt_token_ids, *nd.output_token_ids]
-            for p in range(nd.num_computed_tokens):  # a prefix hit: contents must match
+            window_start = self._window_start(nd.num_computed_tokens)
+            for p in range(window_start, nd.num_computed_tokens):  # a hit: contents match
                 got = self.shadow[nd.block_ids[p // bs]].get(p % bs)
                 assert got == tokens[p], (
                     f"{nd.req_id}: prefix hit at {p} holds {got}, not {tokens[p]}"
@@ -98,6 +108,10 @@ class FakeWorker:
             st = self.reqs[rid]
             assert n > 0
             assert st.num_computed + n <= len(st.tokens), "scheduled a position with no token"
+            reads = range(self._window_start(st.num_computed), st.num_computed)
+            for p in reads if self.sliding_window is not None else ():
+                got = self.shadow[st.block_ids[p // bs]].get(p % bs)
+                assert got == st.tokens[p], f"{rid}: KV at {p} in its window is {got}"
             for p in range(st.num_computed, st.num_computed + n):
                 assert st.block_ids[p // bs] > 0, "wrote into the null block"
                 slot = self.shadow[st.block_ids[p // bs]]
@@ -132,6 +146,10 @@ def check_invariants(sched: Scheduler) -> None:
     for rid, blocks in kv.req_to_blocks.items():
         assert rid in sched.requests, f"finished request {rid} still holds blocks"
         ids = [b.block_id for b in blocks]
+        if sched.config.sliding_window is not None:  # handed-back slots lead with nulls
+            skipped = kv.num_skipped_blocks[rid]
+            assert ids[:skipped] == [0] * skipped, f"{rid}: null slots not leading"
+            ids = ids[skipped:]
         assert len(set(ids)) == len(ids), f"{rid} holds a block twice"
         assert 0 not in ids, f"{rid} holds the null block"
         for b in ids:

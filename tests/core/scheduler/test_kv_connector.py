@@ -64,7 +64,7 @@ def test_external_tokens_are_computed_and_loaded() -> None:
     assert meta is not None and meta.step_id == so.step_id
     assert [bid for _, bid in meta.loads] == so.scheduled_new_reqs[0].block_ids[:2]
     assert s.take_connector_metadata() is None  # taken once
-    stats = s.stats()
+    stats = s.statistics()
     assert (stats.connector_queries, stats.connector_hits) == (10, 9)
     w = FakeWorker(4)
     w.shadow.update(

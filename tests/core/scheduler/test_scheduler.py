@@ -248,7 +248,7 @@ def test_second_identical_prompt_hits_all_full_blocks_but_the_last_token() -> No
     assert so.num_scheduled_tokens["b"] == 4
     assert nd.block_ids[:2] == s.kv_cache_manager.get_block_ids("a")[:2]
     assert [o.num_cached_tokens for o in outs if o.req_id == "b"] == [8]
-    st = s.stats()
+    st = s.statistics()
     assert st.prefix_cache_hits == 8 and st.prefix_cache_queries == 24
 
 
@@ -356,3 +356,29 @@ def test_request_status_table_rejects_bad_moves() -> None:
     r.transition(RequestStatus.FINISHED_ABORTED)
     with pytest.raises(InvalidStatusTransitionError):
         r.transition(RequestStatus.RUNNING)
+
+
+# -- sliding window ---------------------------------------------------------------------
+
+
+def test_sliding_window_serves_a_request_longer_than_the_pool() -> None:
+    """Every layer sliding: a pool of 11 blocks (44 positions) serves a 200-token request
+    in 16-token chunks, holding at most the window behind a chunk plus the chunk."""
+    kw: dict[str, object] = dict(
+        max_num_seqs=2, max_num_batched_tokens=16, max_model_len=256, block_size=4,
+        num_blocks=12,
+    )  # fmt: skip
+    with pytest.raises(ValueError, match="cannot hold max_model_len=256"):
+        SchedulerConfig(**kw)  # type: ignore[arg-type]
+    cfg = SchedulerConfig(sliding_window=8, **kw)  # type: ignore[arg-type]
+    assert cfg.blocks_for_one_request == 7  # ceil((8 - 1 + 16) / 4) + 1
+    s = Scheduler(cfg)
+    worker = FakeWorker(4, sliding_window=8)
+    s.add_request(make_request("a", list(range(1, 201)), max_tokens=40, ignore_eos=True))
+    out: list[int] = []
+    while s.has_unfinished_requests():
+        _, outputs = run_step(s, worker)
+        check_invariants(s)
+        assert s.kv_cache_manager.num_held_blocks("a") <= 7 or not s.requests
+        out += [t for o in outputs for t in o.new_token_ids]
+    assert len(out) == 40 and s.statistics().num_preemptions == 0

@@ -85,7 +85,7 @@ def test_waits_for_its_grammar_without_a_seat() -> None:
     so = s.schedule()
     assert list(so.num_scheduled_tokens) == ["plain"]
     assert s.kv_cache_manager.get_block_ids("g") == []
-    assert s.stats().num_waiting_reqs == 1
+    assert s.statistics().num_waiting_reqs == 1
     t.ready.add("g")
     so = s.schedule()
     assert "g" in so.num_scheduled_tokens

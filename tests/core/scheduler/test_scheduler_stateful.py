@@ -2,9 +2,11 @@
 
 After every rule: block reference counts equal the number of holders, free + used = total,
 no request holds a freed block, queues are consistent. The fake worker checks that every
-prefix-cache hit holds the request's own tokens. Outputs reported to callers must be exactly
-the tokens the deterministic fake model sampled, in order, with no gap or repeat, across
-preemptions and (with async scheduling) two steps in flight.
+prefix-cache hit holds the request's own tokens and, with a sliding window (every layer),
+that each query's window still holds them after blocks behind it went back to the pool.
+Outputs reported to callers must be exactly the tokens the deterministic fake model
+sampled, in order, with no gap or repeat, across preemptions and (with async scheduling)
+two steps in flight.
 """
 
 from __future__ import annotations
@@ -44,8 +46,9 @@ class SchedulerMachine(RuleBasedStateMachine):
         budget=st.integers(4, 24),
         threshold=st.sampled_from([0, 0, 3, 6]),
         max_seqs=st.integers(1, 6),
+        window=st.sampled_from([None, None, 5, 8]),
     )
-    def setup(self, policy, chunked, caching, num_blocks, budget, threshold, max_seqs):  # type: ignore[no-untyped-def]
+    def setup(self, policy, chunked, caching, num_blocks, budget, threshold, max_seqs, window):  # type: ignore[no-untyped-def]
         self.cfg = SchedulerConfig(
             max_num_seqs=max_seqs,
             max_num_batched_tokens=budget if chunked else MAX_LEN,
@@ -57,9 +60,10 @@ class SchedulerMachine(RuleBasedStateMachine):
             long_prefill_token_threshold=threshold,
             policy=policy,
             async_scheduling=self.async_scheduling,
+            sliding_window=window,
         )
         self.sched = Scheduler(self.cfg)
-        self.worker = FakeWorker(BS, eos_period=9)
+        self.worker = FakeWorker(BS, eos_period=9, sliding_window=window)
         self.inflight: deque[tuple[SchedulerOutput, ModelRunnerOutput]] = deque()
         self.next_id = 0
         self.prompts: dict[str, list[int]] = {}
@@ -182,7 +186,7 @@ class SchedulerMachine(RuleBasedStateMachine):
         kv = self.sched.kv_cache_manager
         assert kv.num_free_blocks == kv.num_usable_blocks
         assert set(self.outputs) == self.finished
-        stats = self.sched.stats()
+        stats = self.sched.statistics()
         event(f"preempted: {stats.num_preemptions > 0}")
         event(f"prefix hits: {stats.prefix_cache_hits > 0}")
         event(f"finished: {min(len(self.finished), 5)}+")

@@ -3,7 +3,7 @@
 :func:`register_tool_parser`).
 
     >>> sorted(TOOL_PARSERS)[:3]
-    ['hermes', 'llama3_json', 'llama4_pythonic']
+    ['hermes', 'llama3_json', 'llama4_json']
 """
 
 from __future__ import annotations

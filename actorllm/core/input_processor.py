@@ -35,7 +35,7 @@ class ProcessedRequest:
     children: list[ChildRequest]
 
 
-class InputProcessing:
+class InputProcessor:
     """Tokenizes and validates requests against one model."""
 
     def __init__(

@@ -1,16 +1,14 @@
 import pytest
 
 from actorllm.core.errors import EmptyPromptError, InvalidRequestError, RequestTooLongError
+from actorllm.core.input_processor import InputProcessor
 from actorllm.core.sampling_params import SamplingParams
-from actorllm.engine.input_processing import InputProcessing
 from actorllm.testing.engine_harness import demo_tokenizer
 
 
 @pytest.fixture
-def inputs() -> InputProcessing:
-    return InputProcessing(
-        demo_tokenizer(), vocab_size=4096, max_model_len=32, eos_token_ids=[0, 2]
-    )
+def inputs() -> InputProcessor:
+    return InputProcessor(demo_tokenizer(), vocab_size=4096, max_model_len=32, eos_token_ids=[0, 2])
 
 
 def test_text_prompt_is_tokenized(inputs):

@@ -1,0 +1,151 @@
+"""``Worker``: the object on the worker thread that owns the model runner (vLLM's Worker).
+
+Everything here runs on the engine's one worker thread (worker/worker_thread.py), in the
+order the executor queued it. The executor's step jobs call :meth:`Worker.execute_step`;
+control calls (sleep, wake-up, resets) and ``AsyncEngine.collective_rpc`` run *between*
+steps: each first resolves the steps still pending in the launch pipeline.
+
+``collective_rpc("name", ...)`` calls the public method of that name; a callable is called
+as ``fn(worker, *args, **kwargs)``. The useful surface, as in vLLM:
+
+* :meth:`get_model` — the ``torch.nn.Module`` (None for a runner without weights);
+* :meth:`load_weights` — copy tensors into the model in place (RLHF weight sync), by
+  checkpoint name (Hugging Face names; q/k/v and gate/up are packed as when loading);
+* :meth:`sleep` / :meth:`wake_up`, :meth:`reset_requests`, :meth:`statistics`;
+* :attr:`model_runner`, :attr:`model_config`, :attr:`rank` (0: one worker today).
+
+    worker = Worker(runner, has_queued_jobs=lambda: False)
+    worker.collective_rpc("get_model")         # on the worker thread only
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from actorllm.core.errors import InvalidRequestError
+from actorllm.worker.profiler import TorchProfiler
+from actorllm.worker.step_pipeline import Post, StepPipeline
+
+if TYPE_CHECKING:
+    import torch
+
+    from actorllm.core.scheduler.kv_connector import KVConnectorMetadata
+    from actorllm.core.scheduler_output import SchedulerOutput
+    from actorllm.engine.kv_offload.store import OffloadStore
+
+Weights = Mapping[str, "torch.Tensor"] | Iterable[tuple[str, "torch.Tensor"]]
+
+
+class WorkerStatistics(msgspec.Struct, frozen=True, kw_only=True):
+    rank: int
+    pending_steps: int  # launched on the device, result not posted yet
+    max_pending_seen: int  # 2 means steps really overlapped
+    profiling: bool
+    runner: dict[str, Any]
+
+
+class Worker:
+    """Owns the runner, the launch pipeline, the KV offload store and the profiler."""
+
+    rank = 0
+
+    def __init__(
+        self,
+        runner: Any,
+        has_queued_jobs: Callable[[], bool],
+        *,
+        offload_store: OffloadStore | None = None,
+        profiler_dir: str | None = None,
+        cuda: bool = False,
+    ) -> None:
+        self.model_runner = runner  # ModelRunner, or a ScriptedModel in tests
+        self.pipeline = StepPipeline(runner, has_queued_jobs)
+        self.offload_store = offload_store
+        self.profiler = TorchProfiler(profiler_dir, cuda=cuda)
+
+    @property
+    def model_config(self) -> Any:
+        return self.model_runner.model_config
+
+    # -- steps (the executor's jobs) --------------------------------------------------------
+
+    def execute_step(
+        self, so: SchedulerOutput, meta: KVConnectorMetadata | None, post: Post
+    ) -> None:
+        """Launch ``so`` (after the KV connector's saves and loads); its outcome is posted."""
+        store, runner = self.offload_store, self.model_runner
+
+        def before() -> None:
+            if meta is not None and store is not None:
+                store.apply(runner, meta)  # saves first, then loads, before the forward
+
+        self.pipeline.run_step(so, post, before)
+
+    def reset_requests(self) -> None:
+        """A new core starts: forget every request (after the pending steps resolve)."""
+        self.pipeline.flush()
+        self.model_runner.reset_requests()
+
+    # -- control (between steps) ------------------------------------------------------------
+
+    def collective_rpc(
+        self,
+        method: str | Callable[..., Any],
+        args: tuple[Any, ...] = (),
+        kwargs: Mapping[str, Any] | None = None,
+    ) -> Any:
+        """Run ``method`` on this worker between steps (see the module docstring)."""
+        self.pipeline.flush()  # no step may be pending under a control call
+        if callable(method):
+            return method(self, *args, **dict(kwargs or {}))
+        fn = getattr(self, method, None) if not method.startswith("_") else None
+        if fn is None or not callable(fn):
+            raise InvalidRequestError(f"the worker has no method {method!r}.", param="method")
+        return fn(*args, **dict(kwargs or {}))
+
+    def sleep(self, level: int = 1) -> None:
+        self.pipeline.flush()
+        self.model_runner.sleep(level)
+
+    def wake_up(self) -> None:
+        self.pipeline.flush()
+        self.model_runner.wake_up()
+
+    def get_model(self) -> torch.nn.Module | None:
+        return getattr(self.model_runner, "model", None)
+
+    def load_weights(self, weights: Weights) -> list[str]:
+        """Copy ``weights`` (checkpoint names -> tensors) into the model in place; returns
+        the parameter names written. Shapes must match; unknown names raise."""
+        model = self.get_model()
+        if model is None:
+            raise InvalidRequestError(
+                "this engine's runner has no weights to load (it is asleep at level 2, "
+                "or it is not a model runner).",
+                param="method",
+            )
+        from actorllm.models.loader import copy_weights
+
+        self.pipeline.flush()
+        items = weights.items() if isinstance(weights, Mapping) else weights
+        return copy_weights(model, items)  # type: ignore[arg-type]  # a LlamaForCausalLM
+
+    def start_profile(self) -> None:
+        self.profiler.start()
+
+    def stop_profile(self) -> str:
+        self.pipeline.flush()  # the trace covers the steps launched while it ran
+        return str(self.profiler.stop())
+
+    def statistics(self) -> WorkerStatistics:
+        runner_stats = getattr(self.model_runner, "statistics", None)
+        return WorkerStatistics(
+            rank=self.rank,
+            pending_steps=self.pipeline.pending,
+            max_pending_seen=self.pipeline.max_pending_seen,
+            profiling=self.profiler.running,
+            runner=dict(runner_stats()) if runner_stats is not None else {},
+        )
