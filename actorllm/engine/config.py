@@ -144,6 +144,9 @@ class EngineConfig(msgspec.Struct, kw_only=True):
     """Grammar backend for structured outputs (JSON schema, regex, choice, grammar):
     xgrammar, guidance (llguidance), or auto: xgrammar, falling back to guidance for schema
     features xgrammar does not enforce. A request's own backend wins."""
+    structured_outputs_disable_any_whitespace: bool = False
+    """Generate JSON without optional whitespace for every request (models that pad JSON
+    with whitespace can otherwise run to max_tokens inside an unfinished object)."""
     reasoning_parser: str | None = None
     """Split a reasoning model's thinking into reasoning_content: deepseek_r1, qwen3 or
     granite. Structured outputs then constrain the answer only (after the reasoning)."""

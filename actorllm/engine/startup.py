@@ -81,6 +81,8 @@ def _build_on_worker(config: EngineConfig, factory: RunnerFactory) -> tuple[Any,
         max_model_len=max_len,
         eos_token_ids=_eos_ids(mc),
         num_blocks=blocks,
+        # Scripted test models have no windows.
+        sliding_window=getattr(mc, "uniform_sliding_window", None),
     )
     return runner, info
 
@@ -110,4 +112,5 @@ def build_scheduler_config(config: EngineConfig, model: ModelInfo) -> SchedulerC
         long_prefill_token_threshold=config.long_prefill_token_threshold,
         policy=config.scheduling_policy,
         async_scheduling=config.async_scheduling,
+        sliding_window=model.sliding_window,
     )

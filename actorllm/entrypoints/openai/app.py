@@ -44,6 +44,7 @@ from actorllm.entrypoints.openai.serving_common import ServingContext, json_resp
 from actorllm.entrypoints.openai.serving_completion import create_completion
 from actorllm.entrypoints.openai.serving_tokenize import detokenize, tokenize
 from actorllm.entrypoints.openai.streams import ClientDisconnected
+from actorllm.entrypoints.openai.tool_setup import ChatSetup
 
 logger = logging.getLogger("actorllm.server")
 
@@ -328,8 +329,16 @@ def build_app(engine_factory: EngineFactory, settings: AppSettings | None = None
                 metrics = ServerMetrics(
                     engine.model_name, prefix=settings.metrics_prefix, cache_config=engine.config
                 )
+                try:
+                    chat = ChatSetup.from_config(engine.config)
+                except Exception as exc:  # a bad parser name or plugin: the server cannot start
+                    state.startup_error = exc
+                    raise
                 state.ctx = ServingContext(
-                    engine=engine, metrics=metrics, response_role=settings.response_role
+                    engine=engine,
+                    metrics=metrics,
+                    chat=chat,
+                    response_role=settings.response_role,
                 )
                 async with anyio.create_task_group() as tg:
                     if settings.log_interval_s > 0:
