@@ -97,8 +97,10 @@ def hypercorn_config(settings: ServerSettings) -> Config:
     config.keep_alive_timeout = settings.keep_alive_timeout_s
     config.keep_alive_max_requests = settings.keep_alive_max_requests
     config.h11_max_incomplete_size = settings.h11_max_incomplete_event_size
-    # No read timeout: a client may take its time sending a body; slow-loris style idling
-    # is bounded by keep_alive_timeout between requests and the body-size limit.
+    # No read timeout (hypercorn's default): a slow client ties up only its own connection
+    # (a task, no thread), and what it can make the server hold is bounded by
+    # h11_max_incomplete_size (headers) and the app's body limit; idle connections between
+    # requests close after keep_alive_timeout.
     config.graceful_timeout = settings.graceful_timeout_s
     config.startup_timeout = settings.startup_timeout_s
     config.shutdown_timeout = settings.graceful_timeout_s + 30.0
@@ -158,7 +160,8 @@ def run_server(
     app = build_app(engine_factory, settings.app)
     if settings.app.dev_mode:
         logger.warning(
-            "dev mode is on: /sleep, /wake_up, /reset_prefix_cache and /kv_connector/* are "
+            "dev mode is on: /sleep, /wake_up, /reset_prefix_cache, /kv_connector/*, "
+            "/collective_rpc and /start_profile, /stop_profile are "
             "exposed without authentication; do not use it in production."
         )
     if settings.app.api_key is None:

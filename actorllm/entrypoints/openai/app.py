@@ -27,6 +27,7 @@ from starlette.routing import Route
 
 import actorllm
 from actorllm.entrypoints.metrics import CONTENT_TYPE, ServerMetrics, log_stats_forever
+from actorllm.entrypoints.openai import dev_rpc
 from actorllm.entrypoints.openai import protocol as p
 from actorllm.entrypoints.openai.engine_client import EngineClient
 from actorllm.entrypoints.openai.errors import APIError, bad_request, to_api_error
@@ -245,6 +246,23 @@ async def kv_connector_enabled(state: AppState, request: Request) -> Response:
     return json_response({"enabled": await state.serving.engine.is_kv_connector_enabled()})
 
 
+async def collective_rpc(state: AppState, request: Request) -> Response:
+    # Strict: an unknown field is a 400 (forbid_unknown_fields), not a warning.
+    req = msgspec.json.decode(await request.body(), type=dev_rpc.CollectiveRPCRequest)
+    body = await dev_rpc.collective_rpc(state.serving.engine, req)
+    return Response(body, media_type="application/json")
+
+
+async def start_profile(state: AppState, request: Request) -> Response:
+    await dev_rpc.profile(state.serving.engine, start=True)
+    return Response(status_code=200)
+
+
+async def stop_profile(state: AppState, request: Request) -> Response:
+    await dev_rpc.profile(state.serving.engine, start=False)
+    return Response(status_code=200)
+
+
 _ROUTES: list[tuple[str, Handler, str]] = [
     ("/v1/completions", completions, "POST"),
     ("/v1/chat/completions", chat_completions, "POST"),
@@ -265,6 +283,9 @@ _DEV_ROUTES: list[tuple[str, Handler, str]] = [
     ("/reset_prefix_cache", reset_prefix_cache, "POST"),
     ("/kv_connector/toggle", kv_connector_toggle, "POST"),
     ("/kv_connector/enabled", kv_connector_enabled, "GET"),
+    ("/collective_rpc", collective_rpc, "POST"),
+    ("/start_profile", start_profile, "POST"),
+    ("/stop_profile", stop_profile, "POST"),
 ]
 
 
