@@ -1,6 +1,6 @@
 """POST /v1/chat/completions: messages through the chat template, OpenAI's chat response.
 
-Streaming sends, per choice, a first chunk with ``role: "assistant"``, then content deltas;
+Streaming sends, per choice, a first chunk with ``role`` (``--response-role``), then content deltas;
 the finish reason rides on the chunk that carries the last delta.
 
 Tools and reasoning (docs/tool_calling.md): ``tools`` go to the chat template; each
@@ -106,6 +106,7 @@ async def create_chat_completion(
         # vLLM's chat echo: the last message's content leads the reply when it has its role.
         echo=content_text(last.content) if req.echo and isinstance(last, AssistantMessage) else "",
         prompt_token_ids=prompt.token_ids if req.return_token_ids else None,
+        role=ctx.response_role,
         new_parser=_parser_factory(ctx, tool_plan, text),
         # OpenAI: "tool_calls" when the model called tools, "stop" for a forced named call.
         calls_finish=tool_plan.parser is not None
@@ -153,6 +154,7 @@ class _ChatState:
     id: str
     model: str
     text: TokenText
+    role: str  # --response-role
     echo: str  # prepended to every choice's content
     prompt_token_ids: list[int] | None  # return_token_ids: sent once
     new_parser: Callable[[], ChoiceParser]  # reasoning / tool-call parsing, one per choice
@@ -225,7 +227,7 @@ class _ChatState:
     async def stream(self, streams: list[PrimedStream], emit: Emit) -> None:
         final_usage, every_chunk = usage_options(self.req.stream_options)
         for j in range(self.req.n):
-            delta = DeltaMessage(role="assistant", content=self.echo)
+            delta = DeltaMessage(role=self.role, content=self.echo)
             chunk = self._chunk([ChatChunkChoice(index=j, delta=delta)])
             chunk.prompt_token_ids = self.prompt_token_ids if j == 0 else None
             await emit(chunk)
@@ -251,6 +253,7 @@ class _ChatState:
         return ChatChoice(
             index=index,
             message=ChatResponseMessage(
+                role=self.role,
                 content=content,
                 reasoning_content=m.reasoning_content if self.req.include_reasoning else None,
                 tool_calls=calls,

@@ -23,6 +23,7 @@ class ServingContext:
 
     engine: EngineClient
     metrics: ServerMetrics
+    response_role: str = "assistant"  # the role of chat completions' messages
     # Tool calling and reasoning options (--tool-call-parser, --reasoning-parser, ...).
     chat: ChatSetup = NO_SETUP
 
