@@ -100,4 +100,3 @@ async def test_a_slow_consumer_is_aborted_and_its_blocks_freed() -> None:
         # A consumer that keeps up is not affected.
         outs = [o async for o in engine.generate("read", SamplingParams(max_tokens=20))]
         assert outs[-1].finished and len(outs[-1].outputs[0].token_ids) == 20
-
