@@ -1,9 +1,11 @@
 """Serving the app on hypercorn, on trio (default) or asyncio.
 
 * :func:`serve` runs inside an event loop until ``shutdown_trigger`` returns (default:
-  SIGINT/SIGTERM). Shutdown is graceful: the listeners close, in-flight requests get
-  ``graceful_timeout_s`` to finish (then they are cancelled, which aborts their engine
-  requests), and then the lifespan closes the engine.
+  SIGINT/SIGTERM). Shutdown is a graceful drain: ``/health`` and new requests answer 503
+  (stop accepting: balancers route elsewhere), in-flight requests get
+  ``graceful_timeout_s`` to finish and the rest are aborted, so every client's stream
+  still ends properly (``finish_reason: "abort"``, ``[DONE]``); then the listeners close,
+  the lifespan closes the engine and the process exits 0.
 * :func:`run_server` is the blocking entry point used by ``actorllm serve``: it picks the
   event loop, and turns an engine that fails to start into one clear log line and exit
   status 1 (no traceback spam).
@@ -27,6 +29,7 @@ from actorllm.entrypoints.openai.app import AppSettings, EngineFactory, app_stat
 logger = logging.getLogger("actorllm.server")
 
 WorkerClass = Literal["trio", "asyncio"]
+_WRITE_MARGIN_S = 5.0  # after the drain, for aborted streams to be written out
 
 
 class ServerSettings(msgspec.Struct, kw_only=True):
@@ -47,7 +50,9 @@ def hypercorn_config(settings: ServerSettings) -> Config:
     else:
         host = f"[{settings.host}]" if ":" in settings.host else settings.host
         config.bind = [f"{host}:{settings.port}"]
-    config.graceful_timeout = settings.graceful_timeout_s
+    # The drain (see serve) has already finished or aborted every request when hypercorn's
+    # graceful period starts: it only covers writing out the last (aborted) streams.
+    config.graceful_timeout = _WRITE_MARGIN_S
     config.startup_timeout = settings.startup_timeout_s
     config.shutdown_timeout = settings.graceful_timeout_s + 30.0
     config.accesslog = None
@@ -75,7 +80,14 @@ async def serve(
     Raises whatever hypercorn raises, e.g. when the app's lifespan startup fails.
     """
     config = hypercorn_config(settings)
-    trigger = shutdown_trigger or wait_for_signal
+    wait = shutdown_trigger or wait_for_signal
+
+    async def trigger() -> None:
+        await wait()
+        # Drain before hypercorn's own shutdown (which starts when this returns): new
+        # requests and /health get 503 meanwhile, so balancers route elsewhere.
+        await drain(app, settings.graceful_timeout_s)
+
     if settings.worker_class == "trio":
         from hypercorn.trio import serve as trio_serve
 
@@ -84,6 +96,17 @@ async def serve(
         from hypercorn.asyncio import serve as asyncio_serve
 
         await asyncio_serve(app, config, shutdown_trigger=trigger)
+
+
+async def drain(app: Any, timeout_s: float) -> None:
+    """Mark the app draining (``/health`` 503) and drain its engine (see :func:`serve`)."""
+    state = app_state(app)
+    state.draining = True
+    if state.ctx is None or state.ctx.is_dead():
+        return
+    aborted = await state.ctx.engine.drain(timeout_s)
+    if aborted:
+        logger.warning("shutdown: aborted %d requests still running after %gs", aborted, timeout_s)
 
 
 def run_server(

@@ -250,6 +250,13 @@ class FakeEngine:
     async def abort(self, request_id: str) -> None:
         self.open.discard(request_id)
 
+    async def drain(self, timeout_s: float) -> int:
+        """Like AsyncEngine.drain, minus the aborts: wait for the open requests to finish."""
+        with anyio.move_on_after(timeout_s):
+            while self.open:
+                await anyio.sleep(0.01)
+        return len(self.open)
+
     async def sleep(self, level: int = 1) -> None:
         self.sleeping = True
 
