@@ -2,8 +2,8 @@
 
 * :func:`serve` runs inside an event loop until ``shutdown_trigger`` returns (default:
   SIGINT/SIGTERM). Shutdown is a graceful drain: ``/health`` and new requests answer 503
-  (stop accepting: balancers route elsewhere), in-flight requests get
-  ``graceful_timeout_s`` to finish and the rest are aborted, so every client's stream
+  (stop accepting: balancers route elsewhere), in-flight requests get the engine's
+  ``shutdown_timeout`` to finish and the rest are aborted, so every client's stream
   still ends properly (``finish_reason: "abort"``, ``[DONE]``); then the listeners close,
   the lifespan closes the engine and the process exits 0.
 * :func:`run_server` is the blocking entry point used by ``actorllm serve``: it picks the
@@ -86,7 +86,7 @@ async def serve(
         await wait()
         # Drain before hypercorn's own shutdown (which starts when this returns): new
         # requests and /health get 503 meanwhile, so balancers route elsewhere.
-        await drain(app, settings.graceful_timeout_s)
+        await drain(app)
 
     if settings.worker_class == "trio":
         from hypercorn.trio import serve as trio_serve
@@ -98,15 +98,16 @@ async def serve(
         await asyncio_serve(app, config, shutdown_trigger=trigger)
 
 
-async def drain(app: Any, timeout_s: float) -> None:
-    """Mark the app draining (``/health`` 503) and drain its engine (see :func:`serve`)."""
+async def drain(app: Any) -> None:
+    """Mark the app draining (``/health`` 503) and drain its engine within the engine's
+    ``shutdown_timeout`` (``--shutdown-timeout``; see :func:`serve`)."""
     state = app_state(app)
     state.draining = True
     if state.ctx is None or state.ctx.is_dead():
         return
-    aborted = await state.ctx.engine.drain(timeout_s)
+    aborted = await state.ctx.engine.drain()
     if aborted:
-        logger.warning("shutdown: aborted %d requests still running after %gs", aborted, timeout_s)
+        logger.warning("shutdown: aborted %d requests still running at the timeout", aborted)
 
 
 def run_server(

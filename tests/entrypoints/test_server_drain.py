@@ -26,9 +26,9 @@ from actorllm.entrypoints.server import ServerSettings, run_server
 from actorllm.testing import open_test_engine
 
 port, backend, timeout = int(sys.argv[1]), sys.argv[2], float(sys.argv[3])
-settings = ServerSettings(port=port, worker_class=backend, graceful_timeout_s=timeout,
-                          app=AppSettings(log_interval_s=0))
-sys.exit(run_server(lambda: open_test_engine(step_delay_s=0.02), settings))
+settings = ServerSettings(port=port, worker_class=backend, app=AppSettings(log_interval_s=0))
+engine = lambda: open_test_engine(step_delay_s=0.02, shutdown_timeout=timeout)
+sys.exit(run_server(engine, settings))
 """
 
 
