@@ -204,7 +204,8 @@ class _Soak:
         for t in self.triggers:
             if t.fired and id(t) not in fired_before:
                 self.report.crashes_by_actor[t.point.actor] += 1
-                self.report.hangs_by_actor[t.point.actor] += t.point.hang
+                if t.point.hang:
+                    self.report.hangs_by_actor[t.point.actor] += 1
         self.report.batches += 1
         if self.check:
             await _check(engine, batch, self.report)
