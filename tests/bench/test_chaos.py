@@ -60,3 +60,26 @@ def test_hang_points_parse() -> None:
     assert parse_points("router@2@1:hang") == [CrashPoint("router", 2, 1, hang=True)]
     with pytest.raises(ValueError, match="fault kind"):
         parse_points("router@2:stall")
+
+
+def test_chaos_on_a_real_tiny_model(tmp_path: Path) -> None:
+    """A real model through --model: crashes outside the core (no recompute, so the float
+    batch composition of a replay cannot change a token)."""
+    import shutil
+
+    from actorllm.demo import demo_tokenizer_path
+    from tests.helpers.models import make_tiny_checkpoint
+
+    model = make_tiny_checkpoint(
+        tmp_path / "tiny", "llama", vocab_size=4096, eos_token_id=0, max_position_embeddings=512
+    )
+    for f in demo_tokenizer_path().iterdir():
+        shutil.copy(f, model / f.name)
+    out = tmp_path / "chaos.json"
+    argv = ["bench", "chaos", "--model", str(model), "--backend", "trio", "--crashes", "3"]
+    argv += ["--actors", "router,input_processor,output_processor", *TINY]
+    assert main([*argv, "--fail-on-failed", "--output-json", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["config"]["model"] == str(model)
+    fig = doc["figures"]["trio"]
+    assert fig["crashes"] == 3 and fig["outcomes"]["identical"] == fig["requests"]
