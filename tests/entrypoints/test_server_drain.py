@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-SHUTDOWN_TIMEOUT_S = 1.5
+SHUTDOWN_TIMEOUT_S = 3.0
 
 SERVER = """
 import sys
