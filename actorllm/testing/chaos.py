@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import math
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
@@ -197,18 +198,17 @@ class _Soak:
             trigger = Trigger(point)
             self.triggers.append(trigger)
             self._arm(engine, trigger)
-        fired_before = {id(t) for t in self.triggers if t.fired}
         records = await _run_workload(engine, workload, batch, self.timeout)
         for rec in records:
             self.report.record(_judge(rec, ref.signatures.get(rec.name)))
-        for t in self.triggers:
-            if t.fired and id(t) not in fired_before:
-                self.report.crashes_by_actor[t.point.actor] += 1
-                if t.point.hang:
-                    self.report.hangs_by_actor[t.point.actor] += 1
         self.report.batches += 1
         if self.check:
             await _check(engine, batch, self.report)
+        # Counted over every trigger: one may fire after its batch's requests ended (while
+        # the engine settles), which belongs to no batch's window.
+        fired = [t.point for t in self.triggers if t.fired]
+        self.report.crashes_by_actor = Counter(p.actor for p in fired)
+        self.report.hangs_by_actor = Counter(p.actor for p in fired if p.hang)
         if self.progress is not None:
             self.progress(self.report)
 
