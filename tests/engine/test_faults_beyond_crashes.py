@@ -11,7 +11,7 @@ import anyio
 import pytest
 
 from actorllm.core.sampling_params import SamplingParams
-from actorllm.engine.errors import SlowConsumerError
+from actorllm.engine.errors import EngineDeadError, RequestFailedError, SlowConsumerError
 from actorllm.testing.engine_harness import check_invariants, inject_fault, open_test_engine
 
 pytestmark = pytest.mark.anyio
@@ -57,10 +57,10 @@ async def test_a_hung_actor_is_restarted_by_the_watchdog(actor, at, reference) -
     async with open_test_engine(actor_message_deadline_s=0.3, **ENGINE) as engine:
         inject_fault(engine, actor, at_message=at, stall_s=math.inf)
         results = await run_batch(engine)
-        stats = engine.statistics()
+        actor_stats = engine.statistics().actors[actor]
         await check_invariants(engine)
     assert results == reference
-    assert stats.actors[actor].hangs == 1
+    assert (actor_stats.hangs, actor_stats.crashes) == (1, 1)
 
 
 async def test_a_hung_model_step_times_out_as_an_executor_crash(reference) -> None:
@@ -100,3 +100,32 @@ async def test_a_slow_consumer_is_aborted_and_its_blocks_freed() -> None:
         # A consumer that keeps up is not affected.
         outs = [o async for o in engine.generate("read", SamplingParams(max_tokens=20))]
         assert outs[-1].finished and len(outs[-1].outputs[0].token_ids) == 20
+
+
+async def test_a_thread_stuck_long_after_the_timeout_ends_every_caller() -> None:
+    """The thread stays stuck for 40 step timeouts: each new incarnation gives up waiting
+    for it (the recovery window) and crashes again. Every caller still ends, finished or
+    with a typed error (the requests charged again and again, or the engine dead), well
+    within a bound: nobody waits forever."""
+    ends: list[object] = []
+
+    async def one(engine, i: int) -> None:
+        try:
+            async for out in engine.generate(f"stuck {i}", SamplingParams(max_tokens=20)):
+                last = out
+            ends.append(last.outputs[0].finish_reason)
+        except (EngineDeadError, RequestFailedError) as exc:
+            ends.append(type(exc))
+
+    with anyio.fail_after(60):
+        try:
+            async with open_test_engine(
+                step_timeout_s=0.1, max_restarts=2, step_delay_s=0.001
+            ) as engine:
+                inject_fault(engine, "worker", at_step=2, stall_s=4.0)
+                async with anyio.create_task_group() as tg:
+                    for i in range(4):
+                        tg.start_soon(one, engine, i)
+        except EngineDeadError:
+            pass
+    assert len(ends) == 4

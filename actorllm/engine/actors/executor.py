@@ -58,7 +58,8 @@ class ExecutorActor(Actor[ExecutorMsg]):
         super().__init__()
         self.refs = ctx.refs
         timeout = ctx.config.step_timeout_s
-        self.clock = StepClock(timeout) if timeout is not None else None  # step timeout
+        # The step timeout; a stuck thread gets ten timeouts to come back after a restart.
+        self.clock = StepClock(timeout, 10 * timeout) if timeout is not None else None
         self.thread = thread
         self.worker = worker  # touched on the worker thread only
         self.poster: LoopPoster | None = None  # made on the loop, in on_start
@@ -76,10 +77,18 @@ class ExecutorActor(Actor[ExecutorMsg]):
         self.results = send
         # A new core is starting: whatever per-request state the worker holds is stale.
         # Queued behind any step still running, ahead of every step of the new epoch.
-        self.thread.submit(self.worker.reset_requests)
+        poster, clock, worker = self.poster, self.clock, self.worker
+
+        def reset() -> None:  # on the worker thread
+            if clock is not None:
+                poster.post(clock.thread_ready)  # the thread is back from older steps
+            worker.reset_requests()
+
+        self.thread.submit(reset)
         self.task_group.start_soon(self._forward, receive)
-        if self.clock is not None:
-            self.task_group.start_soon(self.clock.run)  # raises StepTimeout: a crash
+        if clock is not None:
+            clock.waiting_for_thread()
+            self.task_group.start_soon(clock.run)  # raises StepTimeout: a crash
 
     async def on_stop(self) -> None:
         if self.results is not None:
@@ -142,7 +151,12 @@ class ExecutorActor(Actor[ExecutorMsg]):
         def post(outcome: Outcome[ModelRunnerOutput]) -> None:  # runs on the worker thread
             poster.post(done, outcome)  # never waits for the loop: the thread goes on
 
-        if self.clock is not None:
-            self.clock.submitted(so.step_id)
+        clock, worker = self.clock, self.worker
+
+        def run() -> None:  # on the worker thread
+            if clock is not None:
+                poster.post(clock.started, so.step_id)  # timed from now, not from queueing
+            worker.execute_step(so, msg.connector_meta, post)
+
         # Launched ahead of the previous step's result when one is pending (async scheduling).
-        self.thread.submit(lambda: self.worker.execute_step(so, msg.connector_meta, post))
+        self.thread.submit(run)
