@@ -62,6 +62,7 @@ import msgspec
 from actorllm.core.errors import InvalidRequestError
 from actorllm.core.request import Request, RequestStatus
 from actorllm.engine.blame import Blame, poison_message
+from actorllm.engine.inflight import InflightSteps
 
 if TYPE_CHECKING:
     from actorllm.core.engine_core_output import EngineCoreOutputs
@@ -101,40 +102,6 @@ class AdmissionStatistics(msgspec.Struct, frozen=True, kw_only=True):
     sleep_level: int
     kv_connector_enabled: bool
     steps_done: int
-
-
-@final
-class InflightSteps:
-    """Steps handed to the executor and not yet done, in launch order; at most ``cap``.
-
-    The one record of in-flight steps on the engine side (the worker thread has its own
-    launch pipeline, which never holds more than this cap)."""
-
-    def __init__(self, cap: int) -> None:
-        self.cap = cap
-        self._steps: dict[int, SchedulerOutput] = {}  # {step_id: step}
-
-    def __len__(self) -> int:
-        return len(self._steps)
-
-    @property
-    def full(self) -> bool:
-        return len(self._steps) >= self.cap
-
-    def add(self, so: SchedulerOutput) -> None:
-        assert not self.full, "the in-flight cap was not checked"
-        self._steps[so.step_id] = so
-
-    def get(self, step_id: int) -> SchedulerOutput | None:
-        return self._steps.get(step_id)
-
-    def pop(self, step_id: int) -> SchedulerOutput | None:
-        return self._steps.pop(step_id, None)
-
-    def drain(self) -> list[SchedulerOutput]:
-        """Forget every step (their core is gone); returns them."""
-        steps, self._steps = list(self._steps.values()), {}
-        return steps
 
 
 @final
@@ -339,6 +306,23 @@ class Admission:
         self._failed.add(rid)
         self.core.finish_requests(child_ids, RequestStatus.FINISHED_ERROR)
         self._forget(rid)
+
+    def poll_grammars(self) -> list[Failure]:
+        """Admit the requests whose structured-outputs grammar compiled; fail those whose
+        compile failed (the core finished them)."""
+        core = self.core
+        if self.sleep_level:
+            return []
+        if core.has_waiting_for_grammar():
+            core.poll_grammars()
+        failures = []
+        for child_id, error in core.take_grammar_failures():
+            entry = self.ledger.entry_of_child(child_id)
+            if entry is None or entry.request_id in self._failed:
+                continue
+            self.fail(entry.request_id, list(entry.children))
+            failures.append(Failure(entry.request_id, error))
+        return failures
 
     def stop(self, child_ids: list[str]) -> None:
         """A stop string matched in these children."""

@@ -18,6 +18,7 @@ the ``async with`` block raises it.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import time
 import uuid
@@ -65,6 +66,7 @@ from actorllm.engine.messages import (
     EngineRefs,
     Generate,
     GetStats,
+    GrammarReady,
     IsKVConnectorEnabled,
     IsSleeping,
     ResetPrefixCache,
@@ -83,6 +85,7 @@ from actorllm.engine.startup import (
     default_runner_factory,
 )
 from actorllm.engine.stats import EngineStatistics, EngineStats
+from actorllm.engine.structured_outputs import StructuredOutputs, structured_outputs_for
 from actorllm.worker.worker import Worker
 from actorllm.worker.worker_thread import WorkerThread
 
@@ -112,12 +115,16 @@ class AsyncEngine:
         worker: Worker,
         tokenizer: Any,
         inputs: InputProcessor,
+        structured: StructuredOutputs | None = None,
     ) -> None:
         self._ctx = ctx
         self._thread = thread  # the one worker thread, for the engine's whole life
         self._worker = worker  # lives on that thread (the executor queues jobs for it)
         self._tokenizer = tokenizer
         self._inputs = inputs
+        # Grammar compiler + cache for structured outputs: shared by the input processor and
+        # every scheduler incarnation (engine/structured_outputs.py); None without a tokenizer.
+        self._structured = structured
         # Per-request statistics (vLLM's request metrics): written by the output processor
         # (handed to it at start), read by get_stats().
         self._request_stats = RequestStats(ctx.model.max_model_len)
@@ -168,10 +175,17 @@ class AsyncEngine:
             )
             sched_config = build_scheduler_config(config, info)
             make_connector = connector_factory
+            refs = EngineRefs()
+            structured = structured_outputs_for(config, tok, info) if tok is not None else None
+
+            def wake_scheduler() -> None:  # on the loop, when a grammar finished compiling
+                with contextlib.suppress(Exception):  # full mailbox: it pumps soon anyway
+                    refs.scheduler.send_nowait(GrammarReady())
 
             def make_core() -> Scheduler:
                 connector = make_connector() if make_connector is not None else None
-                return Scheduler(sched_config, kv_connector=connector)
+                grammar = structured.tracker(wake_scheduler) if structured is not None else None
+                return Scheduler(sched_config, kv_connector=connector, grammar=grammar)
 
             ledger, blame = RequestLedger(config.max_stream_backlog), Blame()
             admission = Admission(
@@ -186,7 +200,7 @@ class AsyncEngine:
                 config=config,
                 model=info,
                 ledger=ledger,
-                refs=EngineRefs(),
+                refs=refs,
                 blame=blame,
                 admission=admission,
             )
@@ -196,9 +210,16 @@ class AsyncEngine:
                 max_model_len=info.max_model_len,
                 eos_token_ids=info.eos_token_ids,
             )
-            engine = cls(ctx, thread=thread, worker=worker, tokenizer=tok, inputs=inputs)
-            async with engine._run() as running:
-                yield running
+            engine = cls(
+                ctx, thread=thread, worker=worker, tokenizer=tok, inputs=inputs,
+                structured=structured,
+            )  # fmt: skip
+            try:
+                async with engine._run() as running:
+                    yield running
+            finally:
+                if structured is not None:
+                    structured.shutdown()
         finally:
             thread.stop(timeout=30.0)
 
@@ -270,7 +291,7 @@ class AsyncEngine:
         refs.executor = core.ref("executor")
         refs.scheduler = core.ref("scheduler")
         refs.input_processor = await sup.start_child(
-            spec("input_processor", InputProcessorActor, self._inputs)
+            spec("input_processor", InputProcessorActor, self._inputs, self._structured)
         )
         refs.router = await sup.start_child(spec("router", RouterActor))
 
@@ -335,11 +356,14 @@ class AsyncEngine:
         *,
         add_generation_prompt: bool = True,
         chat_template_kwargs: Mapping[str, Any] | None = None,
+        tools: Sequence[Mapping[str, Any]] | None = None,
     ) -> AsyncIterator[RequestOutput]:
-        """Like :meth:`generate`, for a conversation rendered with the chat template."""
+        """Like :meth:`generate`, for a conversation rendered with the chat template
+        (``tools``: OpenAI function tools, handed to the template)."""
         options = ChatOptions(
             add_generation_prompt=add_generation_prompt,
             chat_template_kwargs=dict(chat_template_kwargs or {}),
+            tools=[dict(t) for t in tools] if tools else None,
         )
         return self._request(list(messages), sampling_params, request_id, priority, chat=options)
 

@@ -25,6 +25,9 @@ class ModelInfo:
     max_model_len: int
     eos_token_ids: list[int]
     num_blocks: int  # KV blocks, including the null block
+    # The window every attention layer shares (Mistral-style), else None: the scheduler
+    # hands KV blocks behind it back to the pool.
+    sliding_window: int | None = None
 
 
 @dataclass(frozen=True, eq=False)

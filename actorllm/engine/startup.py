@@ -40,7 +40,11 @@ def default_runner_factory(config: EngineConfig) -> Any:
 def load_tokenizer(config: EngineConfig) -> Any:
     from transformers import AutoTokenizer
 
-    return AutoTokenizer.from_pretrained(str(config.resolved_tokenizer()))
+    tokenizer = AutoTokenizer.from_pretrained(str(config.resolved_tokenizer()))
+    template = config.resolved_chat_template()
+    if template is not None:
+        tokenizer.chat_template = template  # --chat-template replaces the tokenizer's own
+    return tokenizer
 
 
 def _eos_ids(model_config: Any) -> list[int]:
@@ -77,6 +81,8 @@ def _build_on_worker(config: EngineConfig, factory: RunnerFactory) -> tuple[Any,
         max_model_len=max_len,
         eos_token_ids=_eos_ids(mc),
         num_blocks=blocks,
+        # Scripted test models have no windows.
+        sliding_window=getattr(mc, "uniform_sliding_window", None),
     )
     return runner, info
 
@@ -106,4 +112,5 @@ def build_scheduler_config(config: EngineConfig, model: ModelInfo) -> SchedulerC
         long_prefill_token_threshold=config.long_prefill_token_threshold,
         policy=config.scheduling_policy,
         async_scheduling=config.async_scheduling,
+        sliding_window=model.sliding_window,
     )

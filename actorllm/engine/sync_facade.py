@@ -8,6 +8,8 @@ engine and its threads (see :mod:`actorllm.engine.engine_thread`).
 from __future__ import annotations
 
 import weakref
+from collections.abc import Callable, Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any, Self
 
@@ -50,6 +52,38 @@ class SyncFacade:
     def reset_prefix_cache(self) -> bool:
         """Drop every cached block; False (nothing done) while any block is in use."""
         return self._thread.call(self.engine.reset_prefix_cache)
+
+    def collective_rpc(
+        self,
+        method: str | Callable[..., Any],
+        timeout: float | None = None,
+        args: tuple[Any, ...] = (),
+        kwargs: Mapping[str, Any] | None = None,
+    ) -> list[Any]:
+        """Run ``method`` on every worker between steps; one result per worker (rank).
+
+        ``method`` names a worker method (``"load_weights"``, ``"get_model"``, ...) or is a
+        callable called as ``method(worker, *args, **kwargs)`` on the worker thread. An
+        exception it raises is raised here; ``timeout`` (seconds) raises ``TimeoutError``.
+        Either way the engine goes on. See ``AsyncEngine.collective_rpc``.
+        """
+        call = partial(
+            self.engine.collective_rpc,
+            method,
+            timeout=timeout,
+            args=tuple(args),
+            kwargs=dict(kwargs or {}),
+        )
+        return self._thread.call(call)
+
+    def start_profile(self) -> None:
+        """Start the torch profiler (needs ``profiler_dir`` in the engine's config)."""
+        self._thread.call(self.engine.start_profile)
+
+    def stop_profile(self) -> None:
+        """Stop the profiler and write its trace under ``profiler_dir``; ``ProfilerError``
+        when it is not running."""
+        self._thread.call(self.engine.stop_profile)
 
     def get_tokenizer(self) -> Any:
         """The Hugging Face tokenizer the engine uses."""

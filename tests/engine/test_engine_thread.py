@@ -92,14 +92,14 @@ BODIES = {
 LONG_RUN = """
     import atexit, signal, time
 
-    # Python's own SIGINT handler, with a time stamp; the atexit hook runs after the
-    # engine's exit hook, so it sees how long stopping the run and the engine took.
+    # Python's own SIGINT handler (installed explicitly: a parent started in the background
+    # may pass SIGINT on ignored), with a time stamp; the atexit hook runs after the engine's
+    # exit hook, so it sees how long stopping the run and the engine took.
     interrupted = []
-    default_handler = signal.getsignal(signal.SIGINT)
 
     def stamp(signum, frame):
         interrupted.append(time.monotonic())
-        default_handler(signum, frame)
+        signal.default_int_handler(signum, frame)
 
     signal.signal(signal.SIGINT, stamp)
     atexit.register(
