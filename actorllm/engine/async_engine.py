@@ -76,6 +76,7 @@ from actorllm.engine.messages import (
     StopProfile,
     WakeUp,
 )
+from actorllm.engine.overload import check_waiting_bound
 from actorllm.engine.startup import (
     RunnerFactory,
     build_runner,
@@ -186,7 +187,7 @@ class AsyncEngine:
                 grammar = structured.tracker(wake_scheduler) if structured is not None else None
                 return Scheduler(sched_config, kv_connector=connector, grammar=grammar)
 
-            ledger, blame = RequestLedger(), Blame()
+            ledger, blame = RequestLedger(config.max_stream_backlog), Blame()
             admission = Admission(
                 ledger,
                 blame,
@@ -268,6 +269,7 @@ class AsyncEngine:
                 restart=Restart.PERMANENT,
                 mailbox_size=size,
                 shutdown_timeout=5.0,
+                message_deadline=ctx.config.actor_message_deadline_s,
             )
 
         refs.output_processor = await sup.start_child(
@@ -375,6 +377,8 @@ class AsyncEngine:
         chat: ChatOptions | None,
     ) -> AsyncIterator[RequestOutput]:
         self._check_open()
+        ctx = self._ctx
+        check_waiting_bound(ctx.ledger, ctx.admission.core, ctx.config.max_waiting_requests)
         params = params or SamplingParams()
         rid = request_id or uuid.uuid4().hex
         now = time.monotonic()
@@ -422,6 +426,32 @@ class AsyncEngine:
                 await self._ctx.refs.router.send(Abort(request_id=request_id))
             except Exception:  # the engine is stopping: it fails what is left anyway
                 self._ctx.ledger.close(request_id)
+
+    async def drain(self, timeout_s: float | None = None) -> int:
+        """Stop accepting requests, let open ones finish for up to ``timeout_s`` seconds
+        (default ``EngineConfig.shutdown_timeout``), then abort the rest; returns how many
+        were aborted.
+
+        New ``generate``/``chat`` calls raise ``EngineClosedError`` from the moment this is
+        called; aborted callers see their stream end with ``finish_reason="abort"``. Blocks
+        until every request is closed (or the engine died). The engine keeps serving
+        control calls until its ``async with`` block ends.
+        """
+        timeout = self._ctx.config.shutdown_timeout if timeout_s is None else timeout_s
+        self._closing = True
+        with anyio.move_on_after(timeout):
+            await self._until_no_open_request()
+        stragglers = [e.request_id for e in self._ctx.ledger]
+        for rid in stragglers:
+            await self.abort(rid)
+        with anyio.move_on_after(max(5.0, timeout)):
+            await self._until_no_open_request()
+        return len(stragglers)
+
+    async def _until_no_open_request(self) -> None:
+        # Shutdown only: a 20 ms poll rather than an event on every ledger close.
+        while len(self._ctx.ledger) and not self.is_dead:  # noqa: ASYNC110
+            await anyio.sleep(0.02)
 
     def _check_open(self) -> None:
         if self._dead is not None:

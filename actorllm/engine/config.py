@@ -125,6 +125,26 @@ class EngineConfig(msgspec.Struct, kw_only=True):
     restart_backoff_s: float = 0.0
     """Delay (seconds) before restarting a crashed actor, growing exponentially from this,
     with jitter; 0: at once."""
+    # -- FaultConfig -------------------------------------------------------------------------
+    actor_message_deadline_s: float | None = None
+    """Watchdog: an engine actor that holds one message longer than this many seconds (a
+    handler that never returns) is restarted as if it had crashed, and the message is
+    retried or failed like any crash's. Includes waiting on full mailboxes, so keep it well
+    above the slowest step. None: no watchdog."""
+    step_timeout_s: float | None = None
+    """A model step still running after this many seconds is treated as an executor crash:
+    the core restarts and its requests are recomputed. None: no timeout."""
+    max_waiting_requests: int | None = None
+    """Refuse new requests (``EngineOverloadedError``, HTTP 503 with ``Retry-After``) while
+    this many are already waiting: accepted but not running (queued, being tokenized, or
+    preempted). None: no bound."""
+    max_stream_backlog: int | None = 4096
+    """Outputs a caller may leave unread on a request's stream. Beyond this the caller is a
+    slow consumer: the request is aborted (its KV blocks freed) and its stream ends with
+    ``SlowConsumerError``. None: unbounded."""
+    shutdown_timeout: float = 30.0
+    """``AsyncEngine.drain()`` (and the server on SIGTERM): seconds open requests may run
+    to completion after new ones are refused, before the rest are aborted."""
     # -- KVTransferConfig -------------------------------------------------------------------
     kv_connector: Literal["offload"] | None = None
     """offload: keep evicted prefix blocks in a host-memory (and optional disk) tier and
@@ -207,6 +227,16 @@ class EngineConfig(msgspec.Struct, kw_only=True):
                     f"must be one of {', '.join(sorted(REASONING_PARSERS))}, "
                     f"got {self.reasoning_parser!r}.",
                 )
+        for name in ("actor_message_deadline_s", "step_timeout_s"):
+            value = getattr(self, name)
+            if value is not None and not value > 0:
+                raise EngineConfigError(name, f"must be positive or None, got {value}.")
+        for name in ("max_waiting_requests", "max_stream_backlog"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise EngineConfigError(name, f"must be at least 1 or None, got {value}.")
+        if self.shutdown_timeout < 0:
+            raise EngineConfigError("shutdown_timeout", "must be non-negative.")
 
     # -- resolved views -------------------------------------------------------------------
 

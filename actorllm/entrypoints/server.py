@@ -1,9 +1,11 @@
 """Serving the app on hypercorn, on trio (default) or asyncio.
 
 * :func:`serve` runs inside an event loop until ``shutdown_trigger`` returns (default:
-  SIGINT/SIGTERM). Shutdown is graceful: the listeners close, in-flight requests get
-  ``graceful_timeout_s`` to finish (then they are cancelled, which aborts their engine
-  requests), and then the lifespan closes the engine.
+  SIGINT/SIGTERM). Shutdown is a graceful drain: ``/health`` and new requests answer 503
+  (stop accepting: balancers route elsewhere), in-flight requests get the engine's
+  ``shutdown_timeout`` to finish and the rest are aborted, so every client's stream
+  still ends properly (``finish_reason: "abort"``, ``[DONE]``); then the listeners close,
+  the lifespan closes the engine and the process exits 0.
 * :func:`run_server` is the blocking entry point used by ``actorllm serve``: it picks the
   event loop, and turns an engine that fails to start into one clear log line and exit
   status 1 (no traceback spam).
@@ -139,7 +141,14 @@ async def serve(
     Raises whatever hypercorn raises, e.g. when the app's lifespan startup fails.
     """
     config = hypercorn_config(settings)
-    trigger = shutdown_trigger or wait_for_signal
+    wait = shutdown_trigger or wait_for_signal
+
+    async def trigger() -> None:
+        await wait()
+        # Drain before hypercorn's own shutdown (which starts when this returns): new
+        # requests and /health get 503 meanwhile, so balancers route elsewhere.
+        await drain(app)
+
     if settings.worker_class == "trio":
         from hypercorn.trio import serve as trio_serve
 
@@ -148,6 +157,18 @@ async def serve(
         from hypercorn.asyncio import serve as asyncio_serve
 
         await asyncio_serve(app, config, shutdown_trigger=trigger)
+
+
+async def drain(app: Any) -> None:
+    """Mark the app draining (``/health`` 503) and drain its engine within the engine's
+    ``shutdown_timeout`` (``--shutdown-timeout``; see :func:`serve`)."""
+    state = app_state(app)
+    state.draining = True
+    if state.ctx is None or state.ctx.is_dead():
+        return
+    aborted = await state.ctx.engine.drain()
+    if aborted:
+        logger.warning("shutdown: aborted %d requests still running at the timeout", aborted)
 
 
 def run_server(

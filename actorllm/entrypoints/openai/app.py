@@ -100,6 +100,7 @@ class AppState:
         self.settings = settings
         self.ctx: ServingContext | None = None  # set once the engine is up
         self.startup_error: BaseException | None = None  # why the engine failed to start
+        self.draining = False  # shutting down: /health says 503 so traffic goes elsewhere
 
     @property
     def serving(self) -> ServingContext:
@@ -176,6 +177,8 @@ async def detokenize_route(state: AppState, request: Request) -> Response:
 async def health(state: AppState, request: Request) -> Response:
     if state.ctx is None or state.ctx.is_dead():
         raise APIError(503, "The engine is dead.")
+    if state.draining:
+        raise APIError(503, "The server is shutting down.")
     return Response(status_code=200)
 
 
