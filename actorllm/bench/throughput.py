@@ -9,6 +9,12 @@ time into the three headline rates.
     reqs = random_requests(8, input_len=64, output_len=16)
     fig = run_actorllm(reqs, EngineConfig(load_format="dummy"))
     print(fig["output_tokens_per_s"])
+
+``--structured json`` runs the same workload with every request constrained by one JSON
+schema (:func:`structured_workload`): a list of short strings with at least
+``output_len`` items, so the grammar cannot end before ``max_tokens`` and the token counts
+match the unconstrained run. The grammar is compiled by the warm-up request, so the timed
+part measures the per-step cost of constraining (a compiled-grammar cache hit).
 """
 
 from __future__ import annotations
@@ -41,6 +47,22 @@ def throughput_figures(
     }
 
 
+def structured_workload(kind: str | None, output_len: int) -> Any:
+    """The constraint every request of a ``--structured`` run gets (None: unconstrained)."""
+    if kind is None or kind == "none":
+        return None
+    from actorllm.core.structured_outputs_params import StructuredOutputsParams
+
+    if kind != "json":
+        raise ValueError(f"--structured must be none or json, got {kind!r}")
+    schema = {
+        "type": "array",
+        "items": {"type": "string"},
+        "minItems": output_len,  # each item is at least one token: no early end
+    }
+    return StructuredOutputsParams(json=schema, disable_any_whitespace=True)
+
+
 def run_actorllm(
     reqs: list[BenchRequest],
     config: EngineConfig,
@@ -48,6 +70,7 @@ def run_actorllm(
     temperature: float = 1.0,
     profile_dir: str | None = None,
     detokenize: bool = True,
+    structured: str | None = None,
 ) -> dict[str, Any]:
     """Run the workload on a fresh engine; blocks until done. Raises ``RuntimeError`` if a
     request produced other than its ``output_len`` tokens.
@@ -59,8 +82,9 @@ def run_actorllm(
     actors, scheduler, output processing) and ``worker.prof`` (the model steps on the
     worker thread); read them with ``python -m pstats``.
     """
+    so = structured_workload(structured, max(r.output_len for r in reqs))
     return anyio.run(
-        _run_actorllm, reqs, config, temperature, profile_dir, detokenize, backend="trio"
+        _run_actorllm, reqs, config, temperature, profile_dir, detokenize, so, backend="trio"
     )
 
 
@@ -76,12 +100,13 @@ async def _run_actorllm(
     temperature: float,
     profile_dir: str | None,
     detokenize: bool,
+    structured: Any = None,
 ) -> dict[str, Any]:
     from actorllm.core.sampling_params import RequestOutputKind, SamplingParams
     from actorllm.engine import AsyncEngine
 
     async with AsyncEngine.open(config) as engine:
-        warm = SamplingParams(max_tokens=4, ignore_eos=True)
+        warm = SamplingParams(max_tokens=4, ignore_eos=True, structured_outputs=structured)
         async for _ in engine.generate({"prompt_token_ids": reqs[0].prompt_token_ids[:16]}, warm):
             pass
         stats0 = await engine.get_stats()
@@ -98,6 +123,7 @@ async def _run_actorllm(
                 temperature=temperature,
                 output_kind=RequestOutputKind.FINAL_ONLY,
                 detokenize=detokenize,
+                structured_outputs=structured,
             )
             prompt = {"prompt_token_ids": reqs[i].prompt_token_ids}
             async for out in engine.generate(prompt, params):
@@ -204,6 +230,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=1,
         help="interleaved rounds: the backends in turn N times (best and median kept)",
     )
+    parser.add_argument(
+        "--structured",
+        choices=("none", "json"),
+        default="none",
+        help="constrain every actorllm request with a JSON schema (structured outputs)",
+    )
     add_engine_arguments(parser, model_positional=False)
     add_dataset_arguments(parser, num_prompts=None)
     add_output_argument(parser)
@@ -250,6 +282,7 @@ class Workload:
     engine: EngineConfig
     temperature: float
     detokenize: bool
+    structured: str  # "none" or "json": actorllm's requests only
     hf_batch_sizes: list[int]
     config: dict[str, Any]  # for the JSON document
 
@@ -267,6 +300,9 @@ def workload_from_args(args: argparse.Namespace, backends: tuple[str, ...]) -> W
     from actorllm.entrypoints.commands.engine_args import engine_kwargs
 
     detok = args.detokenize if args.detokenize is not None else "vllm" not in backends
+    structured = getattr(args, "structured", "none") or "none"
+    if structured != "none" and set(backends) - {"actorllm"}:
+        raise ValueError("--structured constrains actorllm only: run it with --backend actorllm")
     sizes = [args.hf_batch_size] if args.hf_batch_size else _int_list(args.hf_batch_sizes)
     if args.preset is None:
         config = EngineConfig(**engine_kwargs(args))
@@ -297,11 +333,12 @@ def workload_from_args(args: argparse.Namespace, backends: tuple[str, ...]) -> W
         "engine": config_dict(config),
         "dtype_resolved": resolved_dtype_name(config),
         "detokenize": detok,
+        "structured": structured,
         "threads": args.threads,
     }
     if "hf" in backends:
         cfg["hf_batch_sizes"] = sizes
-    return Workload(reqs, config, temperature, detok, sizes, cfg)
+    return Workload(reqs, config, temperature, detok, structured, sizes, cfg)
 
 
 def run_interleaved(
@@ -342,6 +379,7 @@ def run_interleaved(
                         temperature=w.temperature,
                         profile_dir=args.profile,
                         detokenize=w.detokenize,
+                        structured=w.structured,
                     )
                     _keep_best(figures, "actorllm", fig, fig)
                 elif b == "vllm":
