@@ -19,7 +19,6 @@ the ``async with`` block raises it.
 from __future__ import annotations
 
 import gc
-import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -74,6 +73,7 @@ from actorllm.engine.messages import (
     StopProfile,
     WakeUp,
 )
+from actorllm.engine.request_fields import check_priority, monotonic_arrival
 from actorllm.engine.startup import (
     RunnerFactory,
     build_runner,
@@ -316,13 +316,22 @@ class AsyncEngine:
         sampling_params: SamplingParams | None = None,
         request_id: str | None = None,
         priority: int = 0,
+        *,
+        arrival_time: float | None = None,
     ) -> AsyncIterator[RequestOutput]:
         """Outputs of one request as it runs (see ``SamplingParams.output_kind``).
+
+        ``priority`` (lower runs first) needs ``scheduling_policy="priority"`` unless it is
+        0. ``arrival_time`` is when the request arrived, in ``time.time()`` seconds (vLLM's
+        convention; default: now): it orders the waiting queue and starts the queue-time
+        and latency metrics.
 
         Invalid input raises ``InvalidRequestError`` (a ``ValueError``) on the first
         iteration; a dead engine raises ``EngineDeadError``.
         """
-        return self._request(prompt, sampling_params, request_id, priority, chat=None)
+        return self._request(
+            prompt, sampling_params, request_id, priority, chat=None, arrival_time=arrival_time
+        )
 
     def chat(
         self,
@@ -339,7 +348,9 @@ class AsyncEngine:
             add_generation_prompt=add_generation_prompt,
             chat_template_kwargs=dict(chat_template_kwargs or {}),
         )
-        return self._request(list(messages), sampling_params, request_id, priority, chat=options)
+        return self._request(
+            list(messages), sampling_params, request_id, priority, chat=options, arrival_time=None
+        )
 
     async def _request(
         self,
@@ -349,11 +360,13 @@ class AsyncEngine:
         priority: int,
         *,
         chat: ChatOptions | None,
+        arrival_time: float | None,
     ) -> AsyncIterator[RequestOutput]:
         self._check_open()
+        check_priority(priority, self._ctx.config)
         params = params or SamplingParams()
         rid = request_id or uuid.uuid4().hex
-        now = time.monotonic()
+        now = monotonic_arrival(arrival_time)
         try:
             receive = self._ctx.ledger.open(rid, prompt, params, priority, now)
         except ValueError as exc:
