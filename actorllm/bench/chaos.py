@@ -9,7 +9,8 @@ invariant checks. Exit status 1 on any lost, changed or hung request or broken i
 
     $ actorllm bench chaos --crashes 1000 --backend both --output-json chaos.json
     $ actorllm bench chaos --crashes 50 --actors scheduler,worker --model /models/tiny
-    $ actorllm bench chaos --points scheduler@3@0,output_processor@40@2
+    $ actorllm bench chaos --points scheduler@3@0,output_processor@40@2:hang
+    $ actorllm bench chaos --crashes 200 --hangs 0.1     # hung actors and model steps too
 """
 
 from __future__ import annotations
@@ -30,12 +31,17 @@ from actorllm.testing.chaos_report import OUTCOMES, ChaosReport
 
 
 def parse_points(text: str) -> list[CrashPoint]:
-    """``actor@message@batch,...`` (message and batch optional: 1 and 0)."""
+    """``actor@message@batch[:hang],...`` (message and batch optional: 1 and 0)."""
     points = []
     for item in filter(None, (s.strip() for s in text.split(","))):
-        actor, *rest = item.split("@")
-        numbers = [int(x) for x in rest]
-        points.append(CrashPoint(actor, *numbers))
+        spec, _, kind = item.partition(":")
+        if kind not in ("", "hang"):
+            raise ValueError(f"unknown fault kind {kind!r} in {item!r} (only ':hang')")
+        actor, *rest = spec.split("@")
+        if len(rest) > 2:
+            raise ValueError(f"too many '@' in {item!r}: actor@message@batch")
+        at_message, batch = ([int(x) for x in rest] + [1, 0][len(rest) :])[:2]
+        points.append(CrashPoint(actor, at_message, batch, hang=kind == "hang"))
     return points
 
 
@@ -61,7 +67,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--points",
         type=parse_points,
         default=None,
-        help="scripted crashes instead of random ones: actor@message@batch,...",
+        help="scripted crashes instead of random ones: actor@message@batch[:hang],...",
+    )
+    g.add_argument(
+        "--hangs",
+        type=float,
+        default=0.0,
+        help="fraction of random points that hang instead of raising (default 0)",
+    )
+    g.add_argument(
+        "--watchdog",
+        type=float,
+        default=2.0,
+        help="with hangs: the engine's actor_message_deadline_s and step_timeout_s",
     )
     g.add_argument("--crashes-per-batch", type=int, default=1, help="random points per batch")
     g.add_argument("--seed", type=int, default=0, help="crash points and workload seed")
@@ -96,6 +114,9 @@ def engine_opener(args: argparse.Namespace) -> Any:
         "restart_window_s": 1.0,
         "freeze_gc_at_start": False,  # one engine after another in one process
     }
+    if args.hangs > 0 or any(p.hang for p in args.points or ()):
+        config["actor_message_deadline_s"] = args.watchdog
+        config["step_timeout_s"] = args.watchdog
     if args.model is None:
         from actorllm.testing import open_test_engine
 
@@ -137,6 +158,8 @@ def run_backend(args: argparse.Namespace, backend: str) -> ChaosReport:
             actors=args.actors,
             seed=args.seed,
             crashes_per_batch=args.crashes_per_batch,
+            hangs=args.hangs,
+            worker_hang_s=2 * args.watchdog,
             points=args.points,
             request_timeout_s=args.request_timeout,
             progress=progress,
@@ -186,6 +209,8 @@ COLUMNS = [
 def main(args: argparse.Namespace) -> int:
     if args.crashes < 0 or args.requests_per_batch < 1 or args.workloads < 1:
         raise ValueError("--crashes must be >= 0, --requests-per-batch and --workloads >= 1")
+    if not 0 <= args.hangs <= 1 or args.watchdog <= 0:
+        raise ValueError("--hangs must be in [0, 1] and --watchdog > 0")
     if not args.show_crash_logs:
         # Every injected crash logs a traceback; a thousand of them bury the summary.
         logging.getLogger("actorllm.actors").setLevel(logging.CRITICAL)
@@ -194,6 +219,8 @@ def main(args: argparse.Namespace) -> int:
     print(format_table(summary_rows(reports), COLUMNS))
     for r in reports:
         print(f"{r.backend}: crashes by actor {dict(sorted(r.crashes_by_actor.items()))}")
+        if r.hangs_by_actor:
+            print(f"{r.backend}: hangs among them {dict(sorted(r.hangs_by_actor.items()))}")
         for ex in r.examples[:5]:
             print(f"  {ex.outcome} b{ex.batch}-{ex.name}: {ex.detail}")
         for v in r.invariant_violations[:3]:

@@ -20,6 +20,8 @@ from typing import Any
 
 import httpx
 
+from actorllm.entrypoints.commands.struct_flags import flag_for
+
 
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
@@ -35,11 +37,11 @@ def serve_argv(engine_kwargs: dict[str, Any], port: int) -> list[str]:
         argv.append(str(kwargs.pop("model")))
     argv += ["--host", "127.0.0.1", "--port", str(port), "--log-interval", "0"]
     for key, value in kwargs.items():
-        flag = "--" + key.replace("_", "-")
+        flag = flag_for(key)
         if value is True:
             argv.append(flag)
         elif value is False:
-            argv.append("--no-" + key.replace("_", "-"))
+            argv.append("--no-" + flag[2:])
         else:
             argv += [flag, str(value)]
     return argv

@@ -9,6 +9,12 @@ time into the three headline rates.
     reqs = random_requests(8, input_len=64, output_len=16)
     fig = run_actorllm(reqs, EngineConfig(load_format="dummy"))
     print(fig["output_tokens_per_s"])
+
+``--structured json`` runs the same workload with every request constrained by one JSON
+schema (:func:`structured_workload`): a list of short strings with at least
+``output_len`` items, so the grammar cannot end before ``max_tokens`` and the token counts
+match the unconstrained run. The grammar is compiled by the warm-up request, so the timed
+part measures the per-step cost of constraining (a compiled-grammar cache hit).
 """
 
 from __future__ import annotations
@@ -39,12 +45,29 @@ def throughput_figures(
     }
 
 
+def structured_workload(kind: str | None, output_len: int) -> Any:
+    """The constraint every request of a ``--structured`` run gets (None: unconstrained)."""
+    if kind is None or kind == "none":
+        return None
+    from actorllm.core.structured_outputs_params import StructuredOutputsParams
+
+    if kind != "json":
+        raise ValueError(f"--structured must be none or json, got {kind!r}")
+    schema = {
+        "type": "array",
+        "items": {"type": "string"},
+        "minItems": output_len,  # each item is at least one token: no early end
+    }
+    return StructuredOutputsParams(json=schema, disable_any_whitespace=True)
+
+
 def run_actorllm(
     reqs: list[BenchRequest],
     config: EngineConfig,
     *,
     temperature: float = 1.0,
     profile_dir: str | None = None,
+    structured: str | None = None,
 ) -> dict[str, Any]:
     """Run the workload on a fresh engine; blocks until done. Raises ``RuntimeError`` if a
     request produced other than its ``output_len`` tokens.
@@ -53,7 +76,8 @@ def run_actorllm(
     actors, scheduler, output processing) and ``worker.prof`` (the model steps on the
     worker thread); read them with ``python -m pstats``.
     """
-    return anyio.run(_run_actorllm, reqs, config, temperature, profile_dir, backend="trio")
+    so = structured_workload(structured, max(r.output_len for r in reqs))
+    return anyio.run(_run_actorllm, reqs, config, temperature, profile_dir, so, backend="trio")
 
 
 def _dump_profiles(directory: Path, loop: cProfile.Profile, worker: cProfile.Profile) -> None:
@@ -63,13 +87,17 @@ def _dump_profiles(directory: Path, loop: cProfile.Profile, worker: cProfile.Pro
 
 
 async def _run_actorllm(
-    reqs: list[BenchRequest], config: EngineConfig, temperature: float, profile_dir: str | None
+    reqs: list[BenchRequest],
+    config: EngineConfig,
+    temperature: float,
+    profile_dir: str | None,
+    structured: Any = None,
 ) -> dict[str, Any]:
     from actorllm.core.sampling_params import RequestOutputKind, SamplingParams
     from actorllm.engine import AsyncEngine
 
     async with AsyncEngine.open(config) as engine:
-        warm = SamplingParams(max_tokens=4, ignore_eos=True)
+        warm = SamplingParams(max_tokens=4, ignore_eos=True, structured_outputs=structured)
         async for _ in engine.generate({"prompt_token_ids": reqs[0].prompt_token_ids[:16]}, warm):
             pass
         stats0 = await engine.get_stats()
@@ -85,6 +113,7 @@ async def _run_actorllm(
                 ignore_eos=True,
                 temperature=temperature,
                 output_kind=RequestOutputKind.FINAL_ONLY,
+                structured_outputs=structured,
             )
             prompt = {"prompt_token_ids": reqs[i].prompt_token_ids}
             async for out in engine.generate(prompt, params):
@@ -146,6 +175,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--repeat", type=int, default=1, help="run the backends in turn N times; keep each best"
     )
+    parser.add_argument(
+        "--structured",
+        choices=("none", "json"),
+        default="none",
+        help="constrain every actorllm request with a JSON schema (structured outputs)",
+    )
     add_engine_arguments(parser, model_positional=False)
     add_dataset_arguments(parser, num_prompts=None)
     add_output_argument(parser)
@@ -175,7 +210,13 @@ def main(args: argparse.Namespace) -> int:
     figures: dict[str, Any] = {"workload": workload_summary(reqs)}
     for _ in range(max(1, args.repeat)):
         if args.backend in ("actorllm", "both"):
-            fig = run_actorllm(reqs, config, temperature=temperature, profile_dir=args.profile)
+            fig = run_actorllm(
+                reqs,
+                config,
+                temperature=temperature,
+                profile_dir=args.profile,
+                structured=args.structured,
+            )
             _keep_best(figures, "actorllm", fig, fig)
         if args.backend in ("hf", "both"):
             from actorllm.bench.hf_baseline import run_hf_sweep
@@ -202,6 +243,7 @@ def main(args: argparse.Namespace) -> int:
         run_config = {
             **dataset_config(args),
             "backend": args.backend,
+            "structured": args.structured,
             "engine": config_dict(config),
         }
         run_config["hf_batch_sizes"] = sizes

@@ -6,6 +6,8 @@ Every error a caller can cause is an :class:`InvalidRequestError` (HTTP 400) nam
 
 from __future__ import annotations
 
+import contextlib
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -62,8 +64,11 @@ class InputProcessor:
         *,
         add_generation_prompt: bool = True,
         chat_template_kwargs: Mapping[str, Any] | None = None,
+        tools: Sequence[Mapping[str, Any]] | None = None,
     ) -> str:
-        """Apply the tokenizer's chat template; returns the prompt text."""
+        """Apply the tokenizer's chat template; returns the prompt text. ``tools`` (OpenAI
+        function tools) are handed to the template, as are assistant tool calls and tool
+        results in ``messages``."""
         if not messages:
             raise InvalidRequestError("messages must not be empty.", param="messages")
         if getattr(self.tokenizer, "chat_template", None) is None:
@@ -71,12 +76,21 @@ class InputProcessor:
                 "this model's tokenizer has no chat template; use completions instead.",
                 param="messages",
             )
+        template = (chat_template_kwargs or {}).get("chat_template") or self.tokenizer.chat_template
+        if tools and "tools" not in str(template):
+            raise InvalidRequestError(
+                "this model's chat template does not render tools; it cannot be offered tools.",
+                param="tools",
+            )
         try:
+            extra = dict(chat_template_kwargs or {})
+            if tools:
+                extra["tools"] = [dict(t) for t in tools]
             text = self.tokenizer.apply_chat_template(
-                [dict(m) for m in messages],
+                messages_for_template(messages),
                 tokenize=False,
                 add_generation_prompt=add_generation_prompt,
-                **dict(chat_template_kwargs or {}),
+                **extra,
             )
         except Exception as exc:  # jinja errors (bad roles, missing content) are the caller's
             raise InvalidRequestError(
@@ -186,3 +200,27 @@ class InputProcessor:
                 if ids and ids not in out:
                     out.append(ids)
         return out
+
+
+def messages_for_template(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Messages as chat templates expect them: an assistant's tool call arguments as
+    objects (templates ``tojson`` them), not the JSON strings OpenAI sends."""
+    out = []
+    for m in messages:
+        msg = dict(m)
+        calls = msg.get("tool_calls")
+        if calls:
+            msg["tool_calls"] = [_call_for_template(c) for c in calls]
+        out.append(msg)
+    return out
+
+
+def _call_for_template(call: Mapping[str, Any]) -> dict[str, Any]:
+    call = dict(call)
+    fn = dict(call.get("function") or {})
+    args = fn.get("arguments")
+    if isinstance(args, str):
+        with contextlib.suppress(ValueError):  # a template may still render the string
+            fn["arguments"] = json.loads(args)
+    call["function"] = fn
+    return call

@@ -53,8 +53,15 @@ class GrammarBitmask(msgspec.Struct, frozen=True, kw_only=True):
 
     req_ids: list[str]  # one row each, in this order
     # [len(req_ids), ceil(vocab_size / 32)] int32 numpy array: bit t % 32 of word t // 32
-    # set = token t allowed. Typed Any: core/ imports no numpy.
+    # set = token t allowed; or a future of one, still being filled while the step's
+    # forward pass runs (vLLM overlaps the two the same way). Typed Any: core/ imports no
+    # numpy. Read it with :meth:`array`.
     bitmask: Any
+
+    def array(self) -> Any:
+        """The bitmask array; blocks (worker thread) until a pending fill is done."""
+        b = self.bitmask
+        return b.result() if hasattr(b, "result") else b
 
 
 class SchedulerOutput(msgspec.Struct, frozen=True, kw_only=True):

@@ -16,8 +16,9 @@ grammar *compiles* is checked later, by the backend, still before scheduling.
 must set exactly one of json, json_object, regex, choice, grammar, structural_tag; got \
 regex, choice.
 
-The :attr:`key` is what the grammar cache is keyed by: the kind, the canonical spec text
-and the options that change the compiled grammar.
+The :attr:`key` is what the grammar cache is keyed by: the kind, the spec text (schemas
+re-serialized compactly, key order kept: it is the order properties are generated in) and
+the options that change the compiled grammar.
 """
 
 from __future__ import annotations
@@ -135,7 +136,8 @@ class StructuredOutputsParams(msgspec.Struct, kw_only=True):
         kind = self.kind
         spec: str
         if kind == "json":
-            spec = _json.dumps(self.schema, sort_keys=True, separators=(",", ":"))
+            # Key order kept: properties are generated in the schema's order.
+            spec = _json.dumps(self.schema, separators=(",", ":"))
         elif kind == "json_object":
             spec = '{"type":"object"}'
         elif kind == "choice":

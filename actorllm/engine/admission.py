@@ -307,6 +307,23 @@ class Admission:
         self.core.finish_requests(child_ids, RequestStatus.FINISHED_ERROR)
         self._forget(rid)
 
+    def poll_grammars(self) -> list[Failure]:
+        """Admit the requests whose structured-outputs grammar compiled; fail those whose
+        compile failed (the core finished them)."""
+        core = self.core
+        if self.sleep_level:
+            return []
+        if core.has_waiting_for_grammar():
+            core.poll_grammars()
+        failures = []
+        for child_id, error in core.take_grammar_failures():
+            entry = self.ledger.entry_of_child(child_id)
+            if entry is None or entry.request_id in self._failed:
+                continue
+            self.fail(entry.request_id, list(entry.children))
+            failures.append(Failure(entry.request_id, error))
+        return failures
+
     def stop(self, child_ids: list[str]) -> None:
         """A stop string matched in these children."""
         self.core.finish_requests(child_ids, RequestStatus.FINISHED_STOPPED)

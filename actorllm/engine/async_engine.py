@@ -18,6 +18,7 @@ the ``async with`` block raises it.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
@@ -64,6 +65,7 @@ from actorllm.engine.messages import (
     EngineRefs,
     Generate,
     GetStats,
+    GrammarReady,
     IsKVConnectorEnabled,
     IsSleeping,
     ResetPrefixCache,
@@ -73,6 +75,7 @@ from actorllm.engine.messages import (
     StopProfile,
     WakeUp,
 )
+from actorllm.engine.overload import check_waiting_bound
 from actorllm.engine.request_fields import check_priority, monotonic_arrival
 from actorllm.engine.startup import (
     RunnerFactory,
@@ -82,6 +85,7 @@ from actorllm.engine.startup import (
     default_runner_factory,
 )
 from actorllm.engine.stats import EngineStatistics, EngineStats
+from actorllm.engine.structured_outputs import StructuredOutputs, structured_outputs_for
 from actorllm.worker.worker import Worker
 from actorllm.worker.worker_thread import WorkerThread
 
@@ -111,12 +115,16 @@ class AsyncEngine:
         worker: Worker,
         tokenizer: Any,
         inputs: InputProcessor,
+        structured: StructuredOutputs | None = None,
     ) -> None:
         self._ctx = ctx
         self._thread = thread  # the one worker thread, for the engine's whole life
         self._worker = worker  # lives on that thread (the executor queues jobs for it)
         self._tokenizer = tokenizer
         self._inputs = inputs
+        # Grammar compiler + cache for structured outputs: shared by the input processor and
+        # every scheduler incarnation (engine/structured_outputs.py); None without a tokenizer.
+        self._structured = structured
         # Per-request statistics (vLLM's request metrics): written by the output processor
         # (handed to it at start), read by get_stats().
         self._request_stats = RequestStats(ctx.model.max_model_len)
@@ -167,12 +175,19 @@ class AsyncEngine:
             )
             sched_config = build_scheduler_config(config, info)
             make_connector = connector_factory
+            refs = EngineRefs()
+            structured = structured_outputs_for(config, tok, info) if tok is not None else None
+
+            def wake_scheduler() -> None:  # on the loop, when a grammar finished compiling
+                with contextlib.suppress(Exception):  # full mailbox: it pumps soon anyway
+                    refs.scheduler.send_nowait(GrammarReady())
 
             def make_core() -> Scheduler:
                 connector = make_connector() if make_connector is not None else None
-                return Scheduler(sched_config, kv_connector=connector)
+                grammar = structured.tracker(wake_scheduler) if structured is not None else None
+                return Scheduler(sched_config, kv_connector=connector, grammar=grammar)
 
-            ledger, blame = RequestLedger(), Blame()
+            ledger, blame = RequestLedger(config.max_stream_backlog), Blame()
             admission = Admission(
                 ledger,
                 blame,
@@ -185,7 +200,7 @@ class AsyncEngine:
                 config=config,
                 model=info,
                 ledger=ledger,
-                refs=EngineRefs(),
+                refs=refs,
                 blame=blame,
                 admission=admission,
             )
@@ -195,9 +210,16 @@ class AsyncEngine:
                 max_model_len=info.max_model_len,
                 eos_token_ids=info.eos_token_ids,
             )
-            engine = cls(ctx, thread=thread, worker=worker, tokenizer=tok, inputs=inputs)
-            async with engine._run() as running:
-                yield running
+            engine = cls(
+                ctx, thread=thread, worker=worker, tokenizer=tok, inputs=inputs,
+                structured=structured,
+            )  # fmt: skip
+            try:
+                async with engine._run() as running:
+                    yield running
+            finally:
+                if structured is not None:
+                    structured.shutdown()
         finally:
             thread.stop(timeout=30.0)
 
@@ -247,6 +269,7 @@ class AsyncEngine:
                 restart=Restart.PERMANENT,
                 mailbox_size=size,
                 shutdown_timeout=5.0,
+                message_deadline=ctx.config.actor_message_deadline_s,
             )
 
         refs.output_processor = await sup.start_child(
@@ -268,7 +291,7 @@ class AsyncEngine:
         refs.executor = core.ref("executor")
         refs.scheduler = core.ref("scheduler")
         refs.input_processor = await sup.start_child(
-            spec("input_processor", InputProcessorActor, self._inputs)
+            spec("input_processor", InputProcessorActor, self._inputs, self._structured)
         )
         refs.router = await sup.start_child(spec("router", RouterActor))
 
@@ -342,11 +365,14 @@ class AsyncEngine:
         *,
         add_generation_prompt: bool = True,
         chat_template_kwargs: Mapping[str, Any] | None = None,
+        tools: Sequence[Mapping[str, Any]] | None = None,
     ) -> AsyncIterator[RequestOutput]:
-        """Like :meth:`generate`, for a conversation rendered with the chat template."""
+        """Like :meth:`generate`, for a conversation rendered with the chat template
+        (``tools``: OpenAI function tools, handed to the template)."""
         options = ChatOptions(
             add_generation_prompt=add_generation_prompt,
             chat_template_kwargs=dict(chat_template_kwargs or {}),
+            tools=[dict(t) for t in tools] if tools else None,
         )
         return self._request(
             list(messages), sampling_params, request_id, priority, chat=options, arrival_time=None
@@ -363,7 +389,9 @@ class AsyncEngine:
         arrival_time: float | None,
     ) -> AsyncIterator[RequestOutput]:
         self._check_open()
-        check_priority(priority, self._ctx.config)
+        ctx = self._ctx
+        check_priority(priority, ctx.config)
+        check_waiting_bound(ctx.ledger, ctx.admission.core, ctx.config.max_waiting_requests)
         params = params or SamplingParams()
         rid = request_id or uuid.uuid4().hex
         now = monotonic_arrival(arrival_time)
@@ -411,6 +439,32 @@ class AsyncEngine:
                 await self._ctx.refs.router.send(Abort(request_id=request_id))
             except Exception:  # the engine is stopping: it fails what is left anyway
                 self._ctx.ledger.close(request_id)
+
+    async def drain(self, timeout_s: float | None = None) -> int:
+        """Stop accepting requests, let open ones finish for up to ``timeout_s`` seconds
+        (default ``EngineConfig.shutdown_timeout``), then abort the rest; returns how many
+        were aborted.
+
+        New ``generate``/``chat`` calls raise ``EngineClosedError`` from the moment this is
+        called; aborted callers see their stream end with ``finish_reason="abort"``. Blocks
+        until every request is closed (or the engine died). The engine keeps serving
+        control calls until its ``async with`` block ends.
+        """
+        timeout = self._ctx.config.shutdown_timeout if timeout_s is None else timeout_s
+        self._closing = True
+        with anyio.move_on_after(timeout):
+            await self._until_no_open_request()
+        stragglers = [e.request_id for e in self._ctx.ledger]
+        for rid in stragglers:
+            await self.abort(rid)
+        with anyio.move_on_after(max(5.0, timeout)):
+            await self._until_no_open_request()
+        return len(stragglers)
+
+    async def _until_no_open_request(self) -> None:
+        # Shutdown only: a 20 ms poll rather than an event on every ledger close.
+        while len(self._ctx.ledger) and not self.is_dead:  # noqa: ASYNC110
+            await anyio.sleep(0.02)
 
     def _check_open(self) -> None:
         if self._dead is not None:

@@ -16,7 +16,7 @@ handling it, not by a model step.
 ======================================  ==================================================
 event (in one scope)                    effect
 ======================================  ==================================================
-crash with ``r`` alone in hand          ``r`` is charged a crash *alone*; the second
+crash with ``r`` alone in hand          ``r`` is charged a crash *alone*; the third
                                         (without being cleared in between) fails it:
                                         :meth:`Blame.crash` returns it, poison
 crash with several in hand; suspects    only those suspects are charged (the others are
@@ -32,10 +32,12 @@ handled)
 the request ends                        forgotten (:meth:`Blame.forget`)
 ======================================  ==================================================
 
-So a poison request in a batch of 32 is failed after about ``log2(32) + 2`` crashes of the
-core (bisection down to it, then twice alone), while an innocent one is failed only if two
-crashes hit it while it is replayed alone, with no completed step between them — for
-unrelated crashes, practically never.
+So a poison request in a batch of 32 is failed after about ``log2(32) + 3`` crashes of the
+core (bisection down to it, then three times alone), while an innocent one is failed only if
+three crashes in a row hit it while it runs alone, with no completed step between them.
+Three, not two: crashes do pile up (a fault that fires at the next message, twice), and the
+replay of a lone suspect runs it alone by design, so two piled crashes on a request that
+happened to be alone would fail an innocent one.
 
     >>> blame = Blame()
     >>> blame.crash("core", ["a", "b", "c"])     # a batch: all suspects, nobody failed
@@ -44,7 +46,9 @@ unrelated crashes, practically never.
     []
     >>> blame.crash("core", ["a"])               # replayed alone, a crashes once ...
     []
-    >>> blame.crash("core", ["a"])               # ... and again: poison
+    >>> blame.crash("core", ["a"])               # ... twice ...
+    []
+    >>> blame.crash("core", ["a"])               # ... and a third time: poison
     ['a']
     >>> blame.cleared("core", ["b"]); blame.suspects("core")
     ['c']
@@ -63,7 +67,7 @@ class BlameStatistics(msgspec.Struct, frozen=True, kw_only=True):
     failed: int  # requests failed as poison (cumulative)
 
 
-MAX_ALONE = 2  # crashes alone (not cleared in between) that make a request poison
+MAX_ALONE = 3  # crashes alone (not cleared in between) that make a request poison
 
 
 @final

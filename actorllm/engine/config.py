@@ -30,70 +30,160 @@ class EngineConfigError(ValueError):
 
 
 class EngineConfig(msgspec.Struct, kw_only=True):
-    # -- model ----------------------------------------------------------------------------
-    model: str | None = None  # a directory with config.json + safetensors; None = demo model
-    tokenizer: str | None = None  # defaults to `model`
-    served_model_name: str | None = None  # defaults to `model` (the demo: "actorllm-demo")
+    """Every knob of the engine. ``actorllm serve``'s engine flags are generated from these
+    fields: the ``# -- Name`` section comments are the ``--help`` groups (vLLM's config
+    class names), each field's docstring is its help text (see
+    ``actorllm.entrypoints.commands.struct_flags``)."""
+
+    # -- ModelConfig ------------------------------------------------------------------------
+    model: str | None = None
+    """A local directory with config.json and safetensors weights, or a Hugging Face hub id
+    (``org/name``) resolved through the local hub cache (downloaded when allowed). None: the
+    embedded demo model."""
+    revision: str | None = None
+    """The hub revision (branch, tag or commit) of ``model``; default ``main``."""
+    tokenizer: str | None = None
+    """The tokenizer's directory or hub id (default: the model's)."""
+    tokenizer_revision: str | None = None
+    """The hub revision of ``tokenizer`` (default: ``revision`` when the tokenizer is the
+    model's, else ``main``)."""
+    served_model_name: str | None = None
+    """The model name clients send and see (default: ``model``; the demo: actorllm-demo)."""
     dtype: DType = "auto"
+    """Weights and activations dtype; auto: the checkpoint's."""
     seed: int = 0
-    load_format: LoadFormat = "auto"
-    max_model_len: int | None = None  # None: the model's max_position_embeddings
-    # -- KV cache -------------------------------------------------------------------------
-    block_size: int = 16
-    enable_prefix_caching: bool = True
-    gpu_memory_utilization: float = 0.9
-    num_gpu_blocks_override: int | None = None
-    kv_cache_memory_bytes: int | None = None  # CPU: bytes for the KV cache (default 256 MiB)
-    # -- scheduler ------------------------------------------------------------------------
-    enable_chunked_prefill: bool = True
-    max_num_seqs: int = 256
-    max_num_batched_tokens: int | None = None  # None: 2048 (chunked) or max_model_len
-    long_prefill_token_threshold: int = 0
-    scheduling_policy: SchedulingPolicy = "fcfs"
-    async_scheduling: bool = False
-    # -- execution ------------------------------------------------------------------------
-    device: Device = "auto"
-    attention_backend: AttentionBackend = "auto"
+    """Seed of the sampler for requests without their own seed, and of dummy weights."""
+    max_model_len: int | None = None
+    """Context length: prompt plus output tokens (default: the model's
+    max_position_embeddings)."""
+    chat_template: str | None = None
+    """A Jinja chat template replacing the tokenizer's: a file path, or the template itself
+    written inline."""
     enforce_eager: bool = False
-    # -- actors ---------------------------------------------------------------------------
-    max_restarts: int = 3  # restart intensity: more than this many crashes ...
-    restart_window_s: float = 30.0  # ... within this window kills the engine
+    """Never capture or replay CUDA graphs (CPU never uses them)."""
+    # -- LoadConfig -------------------------------------------------------------------------
+    load_format: LoadFormat = "auto"
+    """How weights load: auto and safetensors read the checkpoint, dummy makes random
+    weights (for benchmarks)."""
+    download_dir: str | None = None
+    """Where hub models are cached and downloaded (default: huggingface_hub's cache,
+    ``$HF_HUB_CACHE`` or ``$HF_HOME/hub``)."""
+    # -- CacheConfig ------------------------------------------------------------------------
+    block_size: int = 16
+    """KV-cache block size in tokens (a power of two up to 128)."""
+    enable_prefix_caching: bool = True
+    """Reuse the KV blocks of prompt prefixes seen before."""
+    gpu_memory_utilization: float = 0.9
+    """CUDA: the fraction of GPU memory the engine may use (weights, activations, KV cache);
+    the KV cache gets what the profiled step leaves. Unused on CPU."""
+    num_gpu_blocks_override: int | None = None
+    """Exactly this many KV blocks (the null block included), instead of sizing the cache
+    from memory."""
+    kv_cache_memory_bytes: int | None = None
+    """Bytes for the KV cache, e.g. 512MiB (CPU default 256MiB; on CUDA it replaces the
+    gpu_memory_utilization sizing)."""
+    # -- SchedulerConfig --------------------------------------------------------------------
+    enable_chunked_prefill: bool = True
+    """Split long prompts across steps so decodes keep running beside them."""
+    max_num_seqs: int = 256
+    """The most requests in one step."""
+    max_num_batched_tokens: int | None = None
+    """Token budget of one step (default: 2048 with chunked prefill, else max_model_len)."""
+    long_prefill_token_threshold: int = 0
+    """A prefill chunk longer than this many tokens is cut to it, so one long prompt cannot
+    take a whole step's budget; 0: no cap."""
+    scheduling_policy: SchedulingPolicy = "fcfs"
+    """fcfs: arrival order; priority: by each request's priority, then arrival."""
+    async_scheduling: bool = False
+    """Overlap scheduling the next step with the model running this one."""
+    # -- ParallelConfig ---------------------------------------------------------------------
+    tensor_parallel_size: int = 1
+    """Tensor-parallel ranks; only 1 is built so far."""
+    pipeline_parallel_size: int = 1
+    """Pipeline-parallel stages; only 1 is built so far."""
+    data_parallel_size: int = 1
+    """Data-parallel engine replicas; only 1 is built so far."""
+    # -- DeviceConfig -----------------------------------------------------------------------
+    device: Device = "auto"
+    """Where the model runs; auto: CUDA when available, else CPU."""
+    # -- AttentionConfig --------------------------------------------------------------------
+    attention_backend: AttentionBackend = "auto"
+    """Attention kernels: torch (reference), triton, or auto (triton on CUDA)."""
+    # -- ActorConfig ------------------------------------------------------------------------
+    max_restarts: int = 3
+    """Restart intensity: more than this many actor crashes within restart_window_s stops
+    the engine."""
+    restart_window_s: float = 30.0
+    """The window (seconds) of max_restarts."""
     mailbox_size: int = 1024
-    # After start-up, collect once and move every object alive (weights' Python objects,
-    # tokenizer, modules) to a permanent GC generation that is never scanned again, as vLLM
-    # does: the per-step cost of the cyclic GC no longer grows with that heap. Process-wide
-    # (gc.freeze); turn it off if the embedding application relies on GC of older cycles.
+    """Capacity of each actor's mailbox (messages); a full mailbox is backpressure."""
     freeze_gc_at_start: bool = True
-    # Delay before restarting a crashed actor (exponential from this, with jitter); 0 = at once.
+    """After start-up, collect once and move every live object (weights' Python objects,
+    tokenizer, modules) to a permanent GC generation that is never scanned again, as vLLM
+    does: the per-step cost of the cyclic GC no longer grows with that heap. Process-wide
+    (gc.freeze); turn it off if the embedding application relies on GC of older cycles."""
     restart_backoff_s: float = 0.0
-    # -- KV connector (host/disk offload tier) --------------------------------------------
+    """Delay (seconds) before restarting a crashed actor, growing exponentially from this,
+    with jitter; 0: at once."""
+    # -- FaultConfig -------------------------------------------------------------------------
+    actor_message_deadline_s: float | None = None
+    """Watchdog: an engine actor that holds one message longer than this many seconds (a
+    handler that never returns) is restarted as if it had crashed, and the message is
+    retried or failed like any crash's. Includes waiting on full mailboxes, so keep it well
+    above the slowest step. None: no watchdog."""
+    step_timeout_s: float | None = None
+    """A model step still running after this many seconds is treated as an executor crash:
+    the core restarts and its requests are recomputed. None: no timeout."""
+    max_waiting_requests: int | None = None
+    """Refuse new requests (``EngineOverloadedError``, HTTP 503 with ``Retry-After``) while
+    this many are already waiting: accepted but not running (queued, being tokenized, or
+    preempted). None: no bound."""
+    max_stream_backlog: int | None = 4096
+    """Outputs a caller may leave unread on a request's stream. Beyond this the caller is a
+    slow consumer: the request is aborted (its KV blocks freed) and its stream ends with
+    ``SlowConsumerError``. None: unbounded."""
+    shutdown_timeout: float = 30.0
+    """``AsyncEngine.drain()`` (and the server on SIGTERM): seconds open requests may run
+    to completion after new ones are refused, before the rest are aborted."""
+    # -- KVTransferConfig -------------------------------------------------------------------
     kv_connector: Literal["offload"] | None = None
-    kv_connector_enabled: bool = True  # start switched on (when a connector is configured)
+    """offload: keep evicted prefix blocks in a host-memory (and optional disk) tier and
+    load them back on a hit."""
+    kv_connector_enabled: bool = True
+    """Start with the connector switched on (when one is configured)."""
     kv_offload_host_bytes: int = 256 * 2**20
+    """Host-memory size of the offload tier, e.g. 1GiB."""
     kv_offload_disk_dir: str | None = None
+    """Directory of the offload tier's disk level (default: no disk level)."""
     kv_offload_disk_bytes: int = 8 * 2**30
-    kv_offload_write_through: bool = False  # also save finished requests' blocks
-    # -- structured outputs, tool calling, reasoning --------------------------------------
-    # Grammar backend for structured outputs (JSON schema, regex, choice, grammar):
-    # "xgrammar", "guidance" (llguidance), or "auto": xgrammar, falling back to guidance for
-    # schema features xgrammar does not enforce. A request's own backend wins.
+    """Size of the offload tier's disk level."""
+    kv_offload_write_through: bool = False
+    """Also save finished requests' blocks to the tier, not only evicted ones."""
+    # -- StructuredOutputsConfig ------------------------------------------------------------
     structured_outputs_backend: StructuredOutputsBackend = "auto"
-    # Split a reasoning model's thinking into reasoning_content: deepseek_r1, qwen3 or
-    # granite. Structured outputs then constrain the answer only (after the reasoning).
+    """Grammar backend for structured outputs (JSON schema, regex, choice, grammar):
+    xgrammar, guidance (llguidance), or auto: xgrammar, falling back to guidance for schema
+    features xgrammar does not enforce. A request's own backend wins."""
+    structured_outputs_disable_any_whitespace: bool = False
+    """Generate JSON without optional whitespace for every request (models that pad JSON
+    with whitespace can otherwise run to max_tokens inside an unfinished object)."""
     reasoning_parser: str | None = None
-    # Let the model decide to call tools (tool_choice "auto", the default when tools are
-    # given); needs tool_call_parser.
+    """Split a reasoning model's thinking into reasoning_content: deepseek_r1, qwen3 or
+    granite. Structured outputs then constrain the answer only (after the reasoning)."""
+    # -- Frontend ---------------------------------------------------------------------------
     enable_auto_tool_choice: bool = False
-    # How to read tool calls out of the model's text: hermes, llama3_json, mistral,
-    # qwen3_coder (qwen3_xml), pythonic, or a name a tool_parser_plugin registers.
+    """Let the model decide to call tools (tool_choice auto, the default when tools are
+    given); needs tool_call_parser."""
     tool_call_parser: str | None = None
-    # A Python file that registers extra tool call parsers (register_tool_parser).
+    """How to read tool calls out of the model's text: hermes, llama3_json, mistral,
+    qwen3_coder (qwen3_xml), pythonic, or a name a tool_parser_plugin registers."""
     tool_parser_plugin: str | None = None
-    # -- profiling ------------------------------------------------------------------------
-    # Directory for torch-profiler traces written by start_profile()/stop_profile() (Chrome
-    # trace JSON, CPU activities, CUDA too on a GPU; the worker thread and the event loop).
-    # None: profiling is disabled and start_profile() raises ProfilerError naming this field.
+    """A Python file that registers extra tool call parsers (register_tool_parser)."""
+    # -- ProfilerConfig ---------------------------------------------------------------------
     profiler_dir: str | None = None
+    """Directory for torch-profiler traces written by start_profile()/stop_profile() (Chrome
+    trace JSON, CPU activities, CUDA too on a GPU; the worker thread and the event loop).
+    None: profiling is disabled and start_profile() raises ProfilerError naming this field."""
 
     def __post_init__(self) -> None:
         if self.block_size not in (1, 2, 4, 8, 16, 32, 64, 128):
@@ -116,6 +206,14 @@ class EngineConfig(msgspec.Struct, kw_only=True):
             raise EngineConfigError("long_prefill_token_threshold", "must be non-negative.")
         if self.max_restarts < 0 or self.restart_window_s <= 0:
             raise EngineConfigError("max_restarts", "must be non-negative, with a positive window.")
+        if self.chat_template is not None:
+            self.resolved_chat_template()  # fail at configuration, not at the first chat
+        for name in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size"):
+            size = getattr(self, name)
+            if size != 1:
+                raise EngineConfigError(
+                    name, f"only 1 is supported so far (one worker, one replica), got {size}."
+                )
         if self.enable_auto_tool_choice and not self.tool_call_parser:
             raise EngineConfigError(
                 "enable_auto_tool_choice", "needs tool_call_parser (which format to parse)."
@@ -129,25 +227,60 @@ class EngineConfig(msgspec.Struct, kw_only=True):
                     f"must be one of {', '.join(sorted(REASONING_PARSERS))}, "
                     f"got {self.reasoning_parser!r}.",
                 )
+        for name in ("actor_message_deadline_s", "step_timeout_s"):
+            value = getattr(self, name)
+            if value is not None and not value > 0:
+                raise EngineConfigError(name, f"must be positive or None, got {value}.")
+        for name in ("max_waiting_requests", "max_stream_backlog"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise EngineConfigError(name, f"must be at least 1 or None, got {value}.")
+        if self.shutdown_timeout < 0:
+            raise EngineConfigError("shutdown_timeout", "must be non-negative.")
 
     # -- resolved views -------------------------------------------------------------------
 
     def resolved_model(self) -> Path:
-        """The model directory (building the demo model when ``model`` is None)."""
+        """The model directory: the demo model when ``model`` is None (built on first use),
+        a local directory, or a hub id resolved through the hub cache (see
+        :func:`actorllm.models.hub.resolve_model`). Raises :class:`ModelNotFoundError`."""
         if self.model is None:
             from actorllm.demo import demo_model_path
 
             return demo_model_path()
-        path = Path(self.model).expanduser()
-        if not (path / "config.json").is_file():
-            raise ModelNotFoundError(
-                f"model {self.model!r} is not a directory with a config.json "
-                "(actorllm loads local checkpoints only; no model hub is contacted)."
-            )
-        return path
+        from actorllm.models.hub import resolve_model
+
+        return resolve_model(self.model, revision=self.revision, cache_dir=self.download_dir)
 
     def resolved_tokenizer(self) -> Path:
-        return Path(self.tokenizer).expanduser() if self.tokenizer else self.resolved_model()
+        if not self.tokenizer:
+            return self.resolved_model()
+        from actorllm.models.hub import resolve_model
+
+        return resolve_model(
+            self.tokenizer,
+            revision=self.tokenizer_revision,
+            cache_dir=self.download_dir,
+            required_file=None,
+        )
+
+    def resolved_chat_template(self) -> str | None:
+        """The text of ``chat_template``: the file it names, or itself when written inline
+        (it contains Jinja's ``{{`` or ``{%``). None: the tokenizer's own template."""
+        raw = self.chat_template
+        if raw is None:
+            return None
+        if "{{" in raw or "{%" in raw:
+            return raw
+        path = Path(raw).expanduser()
+        try:
+            return path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise EngineConfigError(
+                "chat_template",
+                f"{raw!r} is neither a readable file ({exc.strerror}) nor an inline Jinja "
+                "template (one containing {{ or {%).",
+            ) from exc
 
     def model_name(self) -> str:
         if self.served_model_name:
@@ -171,7 +304,8 @@ class EngineConfig(msgspec.Struct, kw_only=True):
 
 
 class ModelNotFoundError(FileNotFoundError):
-    """The configured model directory does not exist or has no config.json."""
+    """The configured model is neither a local directory with a config.json nor a hub id
+    that can be found (in the cache, or downloaded when the hub may be contacted)."""
 
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?i?B?)?\s*$", re.IGNORECASE)

@@ -11,6 +11,7 @@ __all__ = [
     "EngineOverloadedError",
     "InvalidRequestError",
     "RequestFailedError",
+    "SlowConsumerError",
 ]
 
 
@@ -44,3 +45,15 @@ class RequestFailedError(EngineError):
         super().__init__(f"request {request_id} failed: {reason}")
         self.request_id = request_id
         self.reason = reason
+
+
+class SlowConsumerError(EngineError):
+    """The caller left ``EngineConfig.max_stream_backlog`` outputs of this request unread:
+    the request was aborted (its KV blocks freed) rather than buffered without bound."""
+
+    def __init__(self, request_id: str, backlog: int) -> None:
+        super().__init__(
+            f"request {request_id} was aborted: its caller left {backlog} outputs unread "
+            "(max_stream_backlog)"
+        )
+        self.request_id = request_id

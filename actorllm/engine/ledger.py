@@ -68,6 +68,7 @@ class LedgerEntry:
     # (core epoch, step id) of the last step the output processor applied to this request.
     last_step: tuple[int, int] = (-1, -1)
     closed: bool = False  # the caller's stream is closed: nothing more will be sent
+    slow: bool = False  # the caller left max_backlog outputs unread (a slow consumer)
 
     @property
     def processed(self) -> bool:
@@ -77,7 +78,9 @@ class LedgerEntry:
 class RequestLedger:
     """All open requests, by user-facing id, and their children by scheduler id."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_backlog: int | None = None) -> None:
+        # Outputs a caller may leave unread before deliver() refuses more (None: no bound).
+        self.max_backlog = max_backlog
         self._entries: dict[str, LedgerEntry] = {}  # {request_id: entry}
         self._by_child: dict[str, str] = {}  # {child_id: request_id}
         # The core epoch: grows whenever the scheduler rebuilds its state from this ledger
@@ -99,7 +102,9 @@ class RequestLedger:
         """
         if request_id in self._entries:
             raise ValueError(f"request id {request_id!r} is already in use.")
-        send, receive = create_memory_object_stream[StreamItem](math.inf)
+        # One slot beyond the backlog: room for the error that ends a slow consumer's stream.
+        size = math.inf if self.max_backlog is None else self.max_backlog + 1
+        send, receive = create_memory_object_stream[StreamItem](size)
         self._entries[request_id] = LedgerEntry(
             request_id=request_id,
             prompt=prompt,
@@ -154,10 +159,16 @@ class RequestLedger:
     def deliver(self, request_id: str, item: StreamItem) -> bool:
         """Put an output (or the exception ending the request) on the caller's stream.
 
-        Never blocks (streams are unbounded). Returns False when the caller is gone.
+        Never blocks. Returns False when the caller is gone, or when it left ``max_backlog``
+        outputs unread: then nothing is sent and ``entry.slow`` is set (the output
+        processor aborts the request and ends the stream with ``SlowConsumerError``).
         """
         entry = self._entries.get(request_id)
         if entry is None or entry.closed:
+            return False
+        backlog = self.max_backlog
+        if backlog is not None and entry.stream.statistics().current_buffer_used >= backlog:
+            entry.slow = True
             return False
         try:
             entry.stream.send_nowait(item)

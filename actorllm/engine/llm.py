@@ -75,10 +75,13 @@ class LLM(SyncFacade):
         continue_final_message: bool = False,
         chat_template: str | None = None,
         chat_template_kwargs: Mapping[str, Any] | None = None,
+        tools: Sequence[Mapping[str, Any]] | None = None,
     ) -> list[RequestOutput]:
         """Reply to one conversation (a list of messages) or to each of several; one output
         per conversation. ``continue_final_message`` continues the last (assistant) message
         instead of starting a new one; ``chat_template`` replaces the tokenizer's template.
+        ``tools`` (OpenAI function tools) go to the chat template; constrain the reply with
+        ``SamplingParams.structured_outputs`` to force a call's arguments.
         """
         if messages and isinstance(messages[0], Mapping):
             conversations: list[Any] = [messages]
@@ -94,10 +97,12 @@ class LLM(SyncFacade):
             template_kwargs["continue_final_message"] = True
         if chat_template is not None:
             template_kwargs["chat_template"] = chat_template
-        options = {
+        options: dict[str, Any] = {
             "add_generation_prompt": add_generation_prompt,
             "chat_template_kwargs": template_kwargs,
         }
+        if tools:
+            options["tools"] = [dict(t) for t in tools]
         return self._run(
             conversations, sampling_params, use_tqdm, None, is_chat=True, options=options
         )

@@ -63,6 +63,7 @@ class _Msg(msgspec.Struct, frozen=True, kw_only=True):
 class ChatOptions(_Msg, frozen=True, kw_only=True):
     add_generation_prompt: bool = True
     chat_template_kwargs: dict[str, Any] = msgspec.field(default_factory=dict)
+    tools: list[dict[str, Any]] | None = None  # OpenAI function tools, for the template
 
 
 class Child(_Msg, frozen=True, kw_only=True):
@@ -183,7 +184,13 @@ SchedulerControl = (
     | IsKVConnectorEnabled
     | GetStats
 )
-SchedulerMsg = AddRequest | AbortRequest | StopChildren | StepDone | SchedulerControl
+
+
+class GrammarReady(_Msg, frozen=True, kw_only=True):
+    """A structured-outputs grammar finished compiling: waiting requests may be admitted."""
+
+
+SchedulerMsg = AddRequest | AbortRequest | StopChildren | StepDone | GrammarReady | SchedulerControl
 
 # -- executor ----------------------------------------------------------------------------
 

@@ -40,7 +40,11 @@ def default_runner_factory(config: EngineConfig) -> Any:
 def load_tokenizer(config: EngineConfig) -> Any:
     from transformers import AutoTokenizer
 
-    return AutoTokenizer.from_pretrained(str(config.resolved_tokenizer()))
+    tokenizer = AutoTokenizer.from_pretrained(str(config.resolved_tokenizer()))
+    template = config.resolved_chat_template()
+    if template is not None:
+        tokenizer.chat_template = template  # --chat-template replaces the tokenizer's own
+    return tokenizer
 
 
 def _eos_ids(model_config: Any) -> list[int]:

@@ -17,7 +17,7 @@ from typing import Any, TypeVar, final
 import anyio
 
 from actorllm.core.sampling_params import SamplingParams
-from actorllm.core.structured_outputs_params import BackendChoice
+from actorllm.core.structured_outputs_params import BackendChoice, StructuredOutputsError
 from actorllm.structured_output import GrammarCompiler, StructuredOutputManager
 from actorllm.worker.worker_thread import LoopPoster
 
@@ -35,12 +35,14 @@ class StructuredOutputs:
         vocab_size: int,
         stop_token_ids: list[int],
         backend: BackendChoice = "auto",
+        disable_any_whitespace: bool = False,
         reasoning_markers: tuple[str, str] | None = None,
     ) -> None:
         self.tokenizer = tokenizer
         self.vocab_size = vocab_size
         self.stop_token_ids = stop_token_ids
         self.backend: BackendChoice = backend
+        self.disable_any_whitespace = disable_any_whitespace
         self.reasoning_markers = reasoning_markers  # (start, end) text, from the reasoning parser
         self._compiler: GrammarCompiler | None = None
         self._reasoning_ids: tuple[list[int], list[int]] | None = None
@@ -53,6 +55,7 @@ class StructuredOutputs:
                 vocab_size=self.vocab_size,
                 stop_token_ids=self.stop_token_ids,
                 backend=self.backend,
+                disable_any_whitespace=self.disable_any_whitespace,
             )
             if self.reasoning_markers is not None:
                 start, end = self.reasoning_markers
@@ -70,6 +73,30 @@ class StructuredOutputs:
             return
         await wait_future(self.compiler.submit(so.key, so.backend))
 
+    def when_done(self, fut: Future[Any], fn: Callable[[], None]) -> None:
+        """Run ``fn`` on the event loop once ``fut`` is done (``fn`` must not block; if it
+        raises — a full mailbox — it is tried again on the next loop turn)."""
+        poster = LoopPoster()
+
+        def attempt() -> None:
+            try:
+                fn()
+            except Exception:
+                poster.post(attempt)
+
+        fut.add_done_callback(lambda _f: poster.post(attempt))
+
+    @staticmethod
+    def result(fut: Future[Any]) -> Any:
+        """A done compile's grammar; its ``StructuredOutputsError`` as is, any other failure
+        (a backend bug) as a ``StructuredOutputsError`` too: the request's, not the actor's."""
+        try:
+            return fut.result()
+        except StructuredOutputsError:
+            raise
+        except Exception as exc:
+            raise StructuredOutputsError(f"cannot be compiled: {exc!r}") from exc
+
     def tracker(self, wake: Callable[[], None]) -> StructuredOutputManager:
         """A new scheduler's tracker; ``wake`` runs on the event loop when a compile that
         was not cached finishes (so the scheduler can admit the request)."""
@@ -82,6 +109,25 @@ class StructuredOutputs:
     def shutdown(self) -> None:
         if self._compiler is not None:
             self._compiler.shutdown()
+
+
+def structured_outputs_for(config: Any, tokenizer: Any, model: Any) -> StructuredOutputs:
+    """The engine's service from its config (backend, reasoning parser) and model info."""
+    markers = None
+    if config.reasoning_parser is not None:
+        from actorllm.reasoning import get_reasoning_parser
+
+        parser = get_reasoning_parser(config.reasoning_parser)
+        if parser.start_marker is not None and parser.end_marker is not None:
+            markers = (parser.start_marker, parser.end_marker)
+    return StructuredOutputs(
+        tokenizer,
+        vocab_size=model.vocab_size,
+        stop_token_ids=list(model.eos_token_ids),
+        backend=config.structured_outputs_backend,
+        disable_any_whitespace=config.structured_outputs_disable_any_whitespace,
+        reasoning_markers=markers,
+    )
 
 
 async def wait_future(fut: Future[T]) -> T:

@@ -1,9 +1,11 @@
 """Serving the app on hypercorn, on trio (default) or asyncio.
 
 * :func:`serve` runs inside an event loop until ``shutdown_trigger`` returns (default:
-  SIGINT/SIGTERM). Shutdown is graceful: the listeners close, in-flight requests get
-  ``graceful_timeout_s`` to finish (then they are cancelled, which aborts their engine
-  requests), and then the lifespan closes the engine.
+  SIGINT/SIGTERM). Shutdown is a graceful drain: ``/health`` and new requests answer 503
+  (stop accepting: balancers route elsewhere), in-flight requests get the engine's
+  ``shutdown_timeout`` to finish and the rest are aborted, so every client's stream
+  still ends properly (``finish_reason: "abort"``, ``[DONE]``); then the listeners close,
+  the lifespan closes the engine and the process exits 0.
 * :func:`run_server` is the blocking entry point used by ``actorllm serve``: it picks the
   event loop, and turns an engine that fails to start into one clear log line and exit
   status 1 (no traceback spam).
@@ -15,8 +17,9 @@ from __future__ import annotations
 
 import logging
 import signal
+import ssl
 from collections.abc import Awaitable, Callable
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import anyio
 import msgspec
@@ -30,14 +33,59 @@ WorkerClass = Literal["trio", "asyncio"]
 
 
 class ServerSettings(msgspec.Struct, kw_only=True):
+    """The HTTP server's settings. ``actorllm serve``'s server flags are generated from these
+    fields and their docstrings (see ``actorllm.entrypoints.commands.struct_flags``); the
+    fields in ``CLI_EXCLUDE`` are for tests and embedding only."""
+
+    CLI_EXCLUDE: ClassVar[frozenset[str]] = frozenset({"fd", "startup_timeout_s", "app"})
+
+    # -- Frontend ---------------------------------------------------------------------------
     host: str = "127.0.0.1"
+    """Address to listen on (0.0.0.0 or :: for every interface)."""
     port: int = 8000
-    # Serve on an already-bound listening socket instead of host:port (tests use port 0).
+    """Port to listen on."""
     fd: int | None = None
+    """Serve on this already-bound listening socket instead of host:port (tests: port 0)."""
+    backlog: int = 2048
+    """Listen backlog: connections the kernel queues before the server accepts them. vLLM's
+    value; hypercorn's default of 100 resets clients when a thousand connect at once."""
+    keep_alive_timeout_s: float = 5.0
+    """Seconds an idle keep-alive connection stays open waiting for its next request
+    (uvicorn's and so vLLM's value): long enough for a client to reuse it, short enough that
+    abandoned connections do not pile up. Streams in progress are not idle."""
+    keep_alive_max_requests: int = 10_000
+    """Requests served on one keep-alive connection before it is closed (a client then opens
+    a new one); bounds what one connection can hold on to."""
+    h11_max_incomplete_event_size: int = 4 * 2**20
+    """Bytes of request line and headers (HTTP/1.1) accepted before the request is refused
+    (vLLM's 4 MiB)."""
     worker_class: WorkerClass = "trio"
-    graceful_timeout_s: float = 30.0  # how long shutdown waits for in-flight requests
-    startup_timeout_s: float = 3600.0  # building the engine (loading weights) may be slow
+    """The event loop: trio or asyncio."""
+    graceful_timeout_s: float = 30.0
+    """Seconds shutdown waits for in-flight requests before cancelling them."""
+    startup_timeout_s: float = 3600.0
+    """Seconds building the engine (loading weights) may take."""
+    ssl_keyfile: str | None = None
+    """TLS: the private key file (PEM). With ssl_certfile, the server speaks HTTPS."""
+    ssl_certfile: str | None = None
+    """TLS: the certificate chain file (PEM)."""
+    ssl_ca_certs: str | None = None
+    """TLS: CA certificates to verify client certificates with."""
+    ssl_cert_reqs: int = 0
+    """TLS: client certificates: 0 not asked, 1 optional, 2 required (Python's ssl.CERT_*)."""
+    ssl_ciphers: str | None = None
+    """TLS: the cipher suites (OpenSSL cipher list; TLS 1.2 and below)."""
+    uvicorn_log_level: Literal["critical", "error", "warning", "info", "debug", "trace"] = "info"
+    """Log level of the HTTP server's own logger (hypercorn here; vLLM's name)."""
     app: AppSettings = msgspec.field(default_factory=AppSettings)
+
+    def __post_init__(self) -> None:
+        if (self.ssl_keyfile is None) != (self.ssl_certfile is None):
+            raise ValueError("--ssl-keyfile and --ssl-certfile go together: give both or neither.")
+        if self.ssl_cert_reqs not in (0, 1, 2):
+            raise ValueError(f"--ssl-cert-reqs must be 0, 1 or 2, got {self.ssl_cert_reqs}.")
+        if self.backlog < 1:
+            raise ValueError(f"--backlog must be at least 1, got {self.backlog}.")
 
 
 def hypercorn_config(settings: ServerSettings) -> Config:
@@ -47,11 +95,29 @@ def hypercorn_config(settings: ServerSettings) -> Config:
     else:
         host = f"[{settings.host}]" if ":" in settings.host else settings.host
         config.bind = [f"{host}:{settings.port}"]
+    config.backlog = settings.backlog
+    config.keep_alive_timeout = settings.keep_alive_timeout_s
+    config.keep_alive_max_requests = settings.keep_alive_max_requests
+    config.h11_max_incomplete_size = settings.h11_max_incomplete_event_size
+    # No read timeout (hypercorn's default): a slow client ties up only its own connection
+    # (a task, no thread), and what it can make the server hold is bounded by
+    # h11_max_incomplete_size (headers) and the app's body limit; idle connections between
+    # requests close after keep_alive_timeout.
     config.graceful_timeout = settings.graceful_timeout_s
     config.startup_timeout = settings.startup_timeout_s
     config.shutdown_timeout = settings.graceful_timeout_s + 30.0
+    if settings.ssl_certfile is not None:
+        config.certfile = settings.ssl_certfile
+        config.keyfile = settings.ssl_keyfile
+        config.ca_certs = settings.ssl_ca_certs
+        config.verify_mode = ssl.VerifyMode(settings.ssl_cert_reqs)
+        if settings.ssl_ciphers:
+            config.ciphers = settings.ssl_ciphers
     config.accesslog = None
-    config.errorlog = logging.getLogger("hypercorn.error")
+    error_logger = logging.getLogger("hypercorn.error")
+    level = settings.uvicorn_log_level.upper()
+    error_logger.setLevel(logging.DEBUG if level == "TRACE" else level)
+    config.errorlog = error_logger
     config.include_server_header = False
     return config
 
@@ -75,7 +141,14 @@ async def serve(
     Raises whatever hypercorn raises, e.g. when the app's lifespan startup fails.
     """
     config = hypercorn_config(settings)
-    trigger = shutdown_trigger or wait_for_signal
+    wait = shutdown_trigger or wait_for_signal
+
+    async def trigger() -> None:
+        await wait()
+        # Drain before hypercorn's own shutdown (which starts when this returns): new
+        # requests and /health get 503 meanwhile, so balancers route elsewhere.
+        await drain(app)
+
     if settings.worker_class == "trio":
         from hypercorn.trio import serve as trio_serve
 
@@ -84,6 +157,18 @@ async def serve(
         from hypercorn.asyncio import serve as asyncio_serve
 
         await asyncio_serve(app, config, shutdown_trigger=trigger)
+
+
+async def drain(app: Any) -> None:
+    """Mark the app draining (``/health`` 503) and drain its engine within the engine's
+    ``shutdown_timeout`` (``--shutdown-timeout``; see :func:`serve`)."""
+    state = app_state(app)
+    state.draining = True
+    if state.ctx is None or state.ctx.is_dead():
+        return
+    aborted = await state.ctx.engine.drain()
+    if aborted:
+        logger.warning("shutdown: aborted %d requests still running at the timeout", aborted)
 
 
 def run_server(
@@ -96,7 +181,8 @@ def run_server(
     app = build_app(engine_factory, settings.app)
     if settings.app.dev_mode:
         logger.warning(
-            "dev mode is on: /sleep, /wake_up, /reset_prefix_cache and /kv_connector/* are "
+            "dev mode is on: /sleep, /wake_up, /reset_prefix_cache, /kv_connector/*, "
+            "/collective_rpc and /start_profile, /stop_profile are "
             "exposed without authentication; do not use it in production."
         )
     if settings.app.api_key is None:

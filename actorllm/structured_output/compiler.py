@@ -22,6 +22,8 @@ from collections import OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, final
 
+import msgspec
+
 from actorllm.core.structured_outputs_params import GrammarKey, StructuredOutputsError
 from actorllm.structured_output.backend import (
     BACKEND_CHOICES,
@@ -46,6 +48,7 @@ class GrammarCompiler:
         vocab_size: int,
         stop_token_ids: list[int] | None = None,
         backend: BackendChoice = "auto",
+        disable_any_whitespace: bool = False,
         max_workers: int = 2,
         cache_size: int = 512,
     ) -> None:
@@ -55,7 +58,13 @@ class GrammarCompiler:
         self.vocab_size = vocab_size
         self.stop_token_ids = list(stop_token_ids or [])
         self.default_backend: BackendChoice = backend
+        # Engine-wide: JSON without optional whitespace for every request (vLLM's
+        # structured_outputs_config.disable_any_whitespace).
+        self.disable_any_whitespace = disable_any_whitespace
         self._pool = ThreadPoolExecutor(max_workers, thread_name_prefix="grammar-compile")
+        # Bitmask fills run here, beside the step's forward pass (one thread: fills are
+        # short and ordered; compiles never delay them).
+        self.fill_pool = ThreadPoolExecutor(1, thread_name_prefix="grammar-fill")
         self._lock = threading.Lock()
         # {(key, backend choice): future of the compiled grammar}, LRU order.
         self._cache: OrderedDict[CacheKey, Future[CompiledGrammar]] = OrderedDict()
@@ -67,6 +76,8 @@ class GrammarCompiler:
     def submit(self, key: GrammarKey, backend: BackendChoice | None) -> Future[CompiledGrammar]:
         """The compiled grammar for ``key``, compiling in the pool on a cache miss."""
         choice = backend or self.default_backend
+        if self.disable_any_whitespace and key.any_whitespace:
+            key = msgspec.structs.replace(key, any_whitespace=False)
         ck = (key, choice)
         with self._lock:
             fut = self._cache.get(ck)
@@ -86,6 +97,7 @@ class GrammarCompiler:
 
     def shutdown(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
+        self.fill_pool.shutdown(wait=False, cancel_futures=True)
 
     def statistics(self) -> dict[str, int]:
         with self._lock:

@@ -11,9 +11,12 @@ compiling, so the owner can wake its scheduler.
 
 Reasoning models (``reasoning``: the token ids that open and close the reasoning block,
 from ``--reasoning-parser``): the constraint applies to the answer only, as in vLLM. A
-request whose reasoning is still open gets an all-allowed row and its tokens are not fed
-to the matcher; the tokens after the closing sequence are. A prompt that already closed
-the block (``enable_thinking: false``) starts constrained.
+request whose reasoning is open gets all-allowed rows and its tokens are not fed to the
+matcher; the tokens after the closing sequence are. Reasoning is open when the prompt left
+a block open (DeepSeek-R1 templates, Qwen3 thinking templates), or when the output's first
+token opens one: a single-token opener is allowed beside the grammar at the first
+position, so a model may choose to think. Otherwise (``enable_thinking: false``, a plain
+completion prompt) the output is constrained from its first token.
 """
 
 from __future__ import annotations
@@ -47,6 +50,8 @@ class StructuredOutputManager:
         self.reasoning = reasoning  # (start ids, end ids) or None
         # {req_id: the last tokens seen while reasoning (to find a multi-token end)}.
         self._reasoning_tail: dict[str, list[int]] = {}
+        # Requests whose first output token may still open a reasoning block.
+        self._may_open: set[str] = set()
         self._width = bitmask_width(compiler.vocab_size)
         self._pending: dict[str, Future[CompiledGrammar]] = {}  # {req_id: compile}
         self._matchers: dict[str, Matcher] = {}  # {req_id: matcher}, ready requests
@@ -76,8 +81,12 @@ class StructuredOutputManager:
         except Exception as exc:  # a backend bug: still this request's error, not a crash
             raise StructuredOutputsError(f"cannot be compiled: {exc!r}") from exc
         self._matchers[rid] = self.compiler.matcher(compiled)
-        if self.reasoning is not None and not _closed_in(request.prompt_token_ids, *self.reasoning):
-            self._reasoning_tail[rid] = []
+        if self.reasoning is not None:
+            start, end = self.reasoning
+            if _open_in(request.prompt_token_ids, start, end):
+                self._reasoning_tail[rid] = []
+            elif len(start) == 1:
+                self._may_open.add(rid)
         # Rebuild from tokens: a resumed (or recovered) request's outputs so far.
         if not self.accept(rid, list(request.output_token_ids), replay=True):
             raise StructuredOutputsError(
@@ -86,6 +95,12 @@ class StructuredOutputManager:
         return True
 
     def accept(self, req_id: str, token_ids: list[int], replay: bool = False) -> bool:
+        if token_ids and req_id in self._may_open:
+            self._may_open.discard(req_id)
+            assert self.reasoning is not None
+            if token_ids[0] == self.reasoning[0][0]:  # the model chose to think first
+                self._reasoning_tail[req_id] = []
+                token_ids = token_ids[1:]
         tail = self._reasoning_tail.get(req_id)
         if tail is not None:
             token_ids = self._past_reasoning(req_id, tail, token_ids)
@@ -117,29 +132,51 @@ class StructuredOutputManager:
         return req_id in self._terminated
 
     def bitmask(self, req_ids: list[str]) -> GrammarBitmask:
+        """The rows of ``req_ids``, filled on the compiler's fill thread while the step's
+        forward pass runs (the worker waits for them just before sampling). Safe: these
+        matchers are not advanced again before this step's tokens come back."""
         mask = np.zeros((len(req_ids), self._width), dtype=np.int32)  # [R, W]
+        rows: list[tuple[int, Matcher]] = []
         for row, rid in enumerate(req_ids):
             if rid in self._reasoning_tail:
                 mask[row] = -1  # still reasoning: unconstrained
             else:
-                self._matchers[rid].fill_bitmask(mask, row)
-        return GrammarBitmask(req_ids=list(req_ids), bitmask=mask)
+                rows.append((row, self._matchers[rid]))
+        opener = self.reasoning[0][0] if self.reasoning is not None else -1
+        opens = [row for row, rid in enumerate(req_ids) if rid in self._may_open]
+        if not rows:
+            return GrammarBitmask(req_ids=list(req_ids), bitmask=mask)  # all reasoning
+        fut = self.compiler.fill_pool.submit(_fill, rows, mask, opens, opener)
+        return GrammarBitmask(req_ids=list(req_ids), bitmask=fut)
 
     def remove(self, req_id: str) -> None:
         self._pending.pop(req_id, None)
         self._matchers.pop(req_id, None)
         self._terminated.discard(req_id)
         self._reasoning_tail.pop(req_id, None)
+        self._may_open.discard(req_id)
 
     def statistics(self) -> dict[str, int]:
         return {"compiling": len(self._pending), "matchers": len(self._matchers)}
 
 
-def _closed_in(prompt: list[int], start: list[int], end: list[int]) -> bool:
-    """Whether the prompt's last reasoning block is closed (its last ``end`` comes after
-    its last ``start``); a prompt without ``end`` leaves reasoning to the output."""
-    last_end = _rfind(prompt, end)
-    return last_end >= 0 and last_end > _rfind(prompt, start)
+def _fill(
+    rows: list[tuple[int, Matcher]], mask: np.ndarray, opens: list[int], opener: int
+) -> np.ndarray:
+    """Fill the grammar rows; ``opens``: rows that may also open a reasoning block."""
+    for row, matcher in rows:
+        matcher.fill_bitmask(mask, row)
+    words = mask.view(np.uint32)  # [R, W]
+    for row in opens:
+        words[row, opener // 32] |= np.uint32(1 << (opener % 32))
+    return mask
+
+
+def _open_in(prompt: list[int], start: list[int], end: list[int]) -> bool:
+    """Whether the prompt leaves a reasoning block open (its last ``start`` comes after its
+    last ``end``)."""
+    last_start = _rfind(prompt, start)
+    return last_start >= 0 and last_start > _rfind(prompt, end)
 
 
 def _rfind(seq: list[int], sub: list[int]) -> int:

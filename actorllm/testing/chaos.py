@@ -25,7 +25,9 @@ Theory of operation:
 from __future__ import annotations
 
 import contextlib
+import math
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
@@ -86,6 +88,8 @@ async def chaos_soak(
     actors: Sequence[str] = ACTOR_NAMES,
     seed: int = 0,
     crashes_per_batch: int = 1,
+    hangs: float = 0.0,
+    worker_hang_s: float = 5.0,
     points: Sequence[CrashPoint] | None = None,
     request_timeout_s: float = 60.0,
     max_batches: int | None = None,
@@ -97,6 +101,11 @@ async def chaos_soak(
     unused). ``open_engine`` must give a fault-free engine each call, with a restart
     intensity that tolerates the crash rate (e.g. ``max_restarts`` >= ``crashes``).
     ``progress`` is called after every batch. Runs on the current anyio backend.
+
+    ``hangs`` (0..1) makes that fraction of the random points hang instead of raising: the
+    actor holds its message for good, or the model step stalls for ``worker_hang_s``; the
+    engine must then be configured with ``actor_message_deadline_s`` and a
+    ``step_timeout_s`` below ``worker_hang_s``, or those requests end "hung".
     """
     if not workloads or any(not w for w in workloads):
         raise ValueError("chaos_soak needs at least one non-empty workload")
@@ -107,7 +116,7 @@ async def chaos_soak(
     planner = (
         ChaosPlanner.script(points)
         if points is not None
-        else ChaosPlanner.random(crashes, actors, seed, crashes_per_batch)
+        else ChaosPlanner.random(crashes, actors, seed, crashes_per_batch, hangs)
     )
     report = ChaosReport(backend=sniffio.current_async_library())
     report.crashes_planned = planner.crashes
@@ -116,6 +125,7 @@ async def chaos_soak(
     limit = max_batches if max_batches is not None else 4 * planner.crashes + 8 * len(workloads)
     triggers: list[Trigger] = []
     soak = _Soak(planner, workloads, refs, triggers, report, request_timeout_s, check, progress)
+    soak.worker_hang_s = worker_hang_s
     while not soak.done and report.batches < limit:
         try:
             async with open_engine() as engine:
@@ -151,6 +161,7 @@ class _Soak:
         self.check = check
         self.progress = progress
         self.rearm = False  # a new engine: re-arm the points that have not fired yet
+        self.worker_hang_s = 5.0  # how long a hanging model step stalls
 
     @property
     def done(self) -> bool:
@@ -160,7 +171,7 @@ class _Soak:
         if self.rearm:
             for t in self.triggers:
                 if not t.fired:
-                    inject_fault(engine, t.point.actor, when=t)
+                    self._arm(engine, t)
             self.rearm = False
         restarts_at_start = (await engine.get_stats()).actor_restarts
         try:
@@ -172,6 +183,12 @@ class _Soak:
                 for actor, n in now.items():
                     self.report.restarts[actor] += n - restarts_at_start.get(actor, 0)
 
+    def _arm(self, engine: AsyncEngine, trigger: Trigger) -> None:
+        point, stall = trigger.point, None
+        if point.hang:
+            stall = self.worker_hang_s if point.actor == "worker" else math.inf
+        inject_fault(engine, point.actor, when=trigger, stall_s=stall)
+
     async def _batch(self, engine: AsyncEngine, batch: int) -> None:
         index = batch % len(self.workloads)
         workload, ref = self.workloads[index], self.refs[index]
@@ -180,17 +197,18 @@ class _Soak:
         for point in self.planner.points_for(batch, ref.traffic):
             trigger = Trigger(point)
             self.triggers.append(trigger)
-            inject_fault(engine, point.actor, when=trigger)
-        fired_before = {id(t) for t in self.triggers if t.fired}
+            self._arm(engine, trigger)
         records = await _run_workload(engine, workload, batch, self.timeout)
         for rec in records:
             self.report.record(_judge(rec, ref.signatures.get(rec.name)))
-        for t in self.triggers:
-            if t.fired and id(t) not in fired_before:
-                self.report.crashes_by_actor[t.point.actor] += 1
         self.report.batches += 1
         if self.check:
             await _check(engine, batch, self.report)
+        # Counted over every trigger: one may fire after its batch's requests ended (while
+        # the engine settles), which belongs to no batch's window.
+        fired = [t.point for t in self.triggers if t.fired]
+        self.report.crashes_by_actor = Counter(p.actor for p in fired)
+        self.report.hangs_by_actor = Counter(p.actor for p in fired if p.hang)
         if self.progress is not None:
             self.progress(self.report)
 

@@ -11,7 +11,8 @@ armed into the next ones, so crashes can pile up as they do in real incidents.
 armed at the start of its batch. Random (seeded): ``crashes_per_batch`` points per batch,
 the actor drawn from ``actors``, the message drawn uniformly from 1 to the number of
 messages that actor took in a fault-free run of the batch (measured with counting
-triggers that never fire), so most crashes land while requests are in flight.
+triggers that never fire), so most crashes land while requests are in flight; a fraction
+``hangs`` of the points hang instead of raising.
 
     planner = ChaosPlanner.random(crashes=100, actors=ACTOR_NAMES, seed=0)
     for point in planner.points_for(batch, traffic):
@@ -32,11 +33,14 @@ ACTOR_NAMES = ("router", "input_processor", "scheduler", "executor", "output_pro
 @dataclass(frozen=True)
 class CrashPoint:
     """Crash ``actor`` at the ``at_message``-th message it takes once armed at the start
-    of batch ``batch`` (0-based)."""
+    of batch ``batch`` (0-based). ``hang``: hang there instead of raising (an actor holds
+    the message for good, the model step stalls), for the watchdog or the step timeout to
+    turn into a restart."""
 
     actor: str
     at_message: int = 1
     batch: int = 0
+    hang: bool = False
 
     def __post_init__(self) -> None:
         if self.actor not in ACTOR_NAMES:
@@ -79,6 +83,7 @@ class ChaosPlanner:
     actors: Sequence[str] = ACTOR_NAMES
     seed: int = 0
     crashes_per_batch: int = 1
+    hangs: float = 0.0  # the fraction of random points that hang instead of raising
     scripted: Sequence[CrashPoint] | None = None
     planned: int = 0  # points handed out so far
     _rng: random.Random = field(init=False, repr=False)
@@ -87,17 +92,28 @@ class ChaosPlanner:
         unknown = [a for a in self.actors if a not in ACTOR_NAMES]
         if unknown or not self.actors:
             raise ValueError(f"actors must be a non-empty subset of {ACTOR_NAMES}: {unknown}")
-        if self.crashes < 0 or self.crashes_per_batch < 1:
-            raise ValueError("crashes must be >= 0 and crashes_per_batch >= 1")
+        if self.crashes < 0 or self.crashes_per_batch < 1 or not 0 <= self.hangs <= 1:
+            raise ValueError("need crashes >= 0, crashes_per_batch >= 1, 0 <= hangs <= 1")
         if self.scripted is not None:
             self.crashes = len(self.scripted)
         self._rng = random.Random(self.seed)
 
     @classmethod
     def random(
-        cls, crashes: int, actors: Sequence[str] = ACTOR_NAMES, seed: int = 0, per_batch: int = 1
+        cls,
+        crashes: int,
+        actors: Sequence[str] = ACTOR_NAMES,
+        seed: int = 0,
+        per_batch: int = 1,
+        hangs: float = 0.0,
     ) -> ChaosPlanner:
-        return cls(crashes=crashes, actors=tuple(actors), seed=seed, crashes_per_batch=per_batch)
+        return cls(
+            crashes=crashes,
+            actors=tuple(actors),
+            seed=seed,
+            crashes_per_batch=per_batch,
+            hangs=hangs,
+        )
 
     @classmethod
     def script(cls, points: Sequence[CrashPoint]) -> ChaosPlanner:
@@ -118,6 +134,7 @@ class ChaosPlanner:
             for _ in range(n):
                 actor = self._rng.choice(list(self.actors))
                 top = max(1, traffic.get(actor, 1))
-                points.append(CrashPoint(actor, self._rng.randint(1, top), batch))
+                at, hang = self._rng.randint(1, top), self._rng.random() < self.hangs
+                points.append(CrashPoint(actor, at, batch, hang))
         self.planned += len(points)
         return points

@@ -98,6 +98,7 @@ class ChaosReport:
     backend: str
     crashes_planned: int = 0
     crashes_by_actor: Counter[str] = field(default_factory=Counter)  # fired crashes
+    hangs_by_actor: Counter[str] = field(default_factory=Counter)  # the hangs among them
     batches: int = 0
     outcomes: Counter[str] = field(default_factory=Counter)
     failures_by_error: Counter[str] = field(default_factory=Counter)
@@ -142,6 +143,7 @@ class ChaosReport:
             "crashes_planned": self.crashes_planned,
             "crashes": self.crashes,
             "crashes_by_actor": dict(sorted(self.crashes_by_actor.items())),
+            "hangs_by_actor": dict(sorted(self.hangs_by_actor.items())),
             "unfired_points": self.unfired,
             "batches": self.batches,
             "requests": self.requests,

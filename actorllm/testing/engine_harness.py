@@ -10,6 +10,8 @@ invariant checks. Public API of ``actorllm.testing`` (see docs/testing.md).
 from __future__ import annotations
 
 import itertools
+import math
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from functools import lru_cache
@@ -87,6 +89,7 @@ def inject_fault(
     exc: BaseException | None = None,
     times: int = 1,
     when: Callable[[Any], bool] | None = None,
+    stall_s: float | None = None,
 ) -> None:
     """Crash ``actor`` ("router", "input_processor", "scheduler", "executor",
     "output_processor", or "worker" for the model step itself) ``times`` times.
@@ -99,9 +102,16 @@ def inject_fault(
 
     Faults use the actor runtime's probes (:func:`actorllm.actors.attach_probe`): the
     crash happens where a real one would, with the message in hand.
+
+    ``stall_s`` stalls instead of crashing: the actor holds the message that long before
+    handling it (``math.inf``: it hangs; ``actor_message_deadline_s`` restarts it), or,
+    for "worker", the model step runs that much longer on the worker thread (finite only;
+    ``step_timeout_s`` turns a long one into an executor crash).
     """
     if actor not in (*ACTORS, "worker"):
         raise ValueError(f"unknown actor {actor!r}; expected one of {(*ACTORS, 'worker')}")
+    if stall_s is not None and not (stall_s >= 0 and (actor != "worker" or stall_s < math.inf)):
+        raise ValueError(f"stall_s must be >= 0 (and finite for the worker), got {stall_s}")
     ctx = engine_context(engine)
     error = exc if exc is not None else InjectedFault(f"injected fault in {actor}")
     counter = itertools.count(1)
@@ -121,15 +131,40 @@ def inject_fault(
             return n >= at_message
         return True
 
-    def probe(_name: str, msg: object) -> None:
+    stalled_steps: set[int] = set()  # "worker" stalls: steps to slow down on the thread
+
+    def probe(_name: str, msg: object) -> Any:
         if remaining[0] > 0 and matches(msg):
             remaining[0] -= 1
             if remaining[0] == 0:
                 detach()
-            raise error
+            if stall_s is None:
+                raise error
+            if actor != "worker":
+                return anyio.sleep_forever() if stall_s == math.inf else anyio.sleep(stall_s)
+            assert isinstance(msg, ExecuteStep)
+            stalled_steps.add(msg.scheduler_output.step_id)
+        return None
 
+    if actor == "worker" and stall_s is not None:
+        _slow_down_steps(engine, stalled_steps, stall_s)
     target = ctx.refs.executor if actor == "worker" else ctx.refs.started()[actor]
     detach = attach_probe(target, probe)
+
+
+def _slow_down_steps(engine: AsyncEngine, step_ids: set[int], stall_s: float) -> None:
+    """Make the runner sleep ``stall_s`` on the worker thread in each step of ``step_ids``."""
+    runner = engine._worker.model_runner
+    method = "launch" if hasattr(runner, "launch") else "execute"  # what the pipeline calls
+    step = getattr(runner, method)
+
+    def slow(so: Any) -> Any:  # runs on the worker thread
+        if so.step_id in step_ids:
+            step_ids.discard(so.step_id)
+            time.sleep(stall_s)  # a stuck kernel, a slow device: the loop runs on meanwhile
+        return step(so)
+
+    setattr(runner, method, slow)
 
 
 async def wait_idle(engine: AsyncEngine, timeout: float = 10.0) -> None:  # noqa: ASYNC109

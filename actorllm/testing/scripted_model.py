@@ -198,7 +198,7 @@ class ScriptedModel:
             return {}
         vocab = self.model_config.vocab_size
         bits = np.unpackbits(
-            np.ascontiguousarray(g.bitmask).view(np.uint8), axis=1, bitorder="little"
+            np.ascontiguousarray(g.array()).view(np.uint8), axis=1, bitorder="little"
         )[:, :vocab]  # [R, V]
         return {rid: np.flatnonzero(bits[i]).tolist() for i, rid in enumerate(g.req_ids)}
 

@@ -102,7 +102,7 @@ def _grammar_rows(
         return None, None
     index = {rid: i for i, rid in enumerate(grammar.req_ids)}
     rows = np.array([index.get(batch.req_ids[int(s)] or "", -1) for s in slots], dtype=np.int64)
-    bitmask: np.ndarray = grammar.bitmask
+    bitmask: np.ndarray = grammar.array()  # waits for a fill still running beside the forward
     copied = False
     for n, slot in enumerate(slots.tolist()):
         p = batch.params[slot]

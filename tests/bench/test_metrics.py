@@ -29,7 +29,7 @@ def test_bandwidth_table_and_bound() -> None:
 
 def test_model_bytes_of_the_demo_model() -> None:
     weights, kv = model_bytes(demo_model_path(), "float32")
-    # 4 layers x (K + V) x 2 kv heads x head_dim 64 x 4 bytes
-    assert kv == 4 * 2 * 2 * 64 * 4
-    # two 4096x256 matrices (embedding, untied head) dominate
-    assert 2 * 4096 * 256 * 4 < weights < 4 * 4096 * 256 * 4 + 4 * 4 * 10**6
+    # 3 layers x (K + V) x 2 kv heads x head_dim 64 x 4 bytes
+    assert kv == 3 * 2 * 2 * 64 * 4
+    # the 4096x256 embedding (tied to the head, counted once) and 3 layers of 0.69M
+    assert weights == 4 * (4096 * 256 + 3 * 688_640 + 256)

@@ -32,9 +32,10 @@ def test_shape_errors_are_typed(kwargs: dict, match: str) -> None:
 def test_kind_and_key() -> None:
     assert SOP(json_object=True).kind == "json_object"
     assert SOP(json_object=False, regex="x").kind == "regex"
-    a = SOP(json={"b": 1, "a": {"type": "string"}}).key
-    b = SOP(json='{"a": {"type": "string"}, "b": 1}').key
+    a = SOP(json={"a": {"type": "string"}, "b": 1}).key
+    b = SOP(json='{"a": {"type": "string"},  "b": 1}').key
     assert a == b and hash(a) == hash(b)
+    assert SOP(json={"b": 1, "a": {"type": "string"}}).key != a  # property order matters
     assert (
         SOP(json={"type": "object"}, disable_any_whitespace=True).key
         != SOP(json={"type": "object"}).key

@@ -65,3 +65,23 @@ def test_transformers_and_actorllm_agree(built: Path) -> None:
     with torch.no_grad():
         ref = hf.generate(torch.tensor([ids]), max_new_tokens=4, do_sample=False, eos_token_id=None)
     assert d.outputs["x"] == ref[0, len(ids) :].tolist()
+
+
+def test_the_demo_model_speaks(built: Path) -> None:
+    """The shipped weights are trained: greedy text from an English prompt is made of
+    common English words (a random model gives a soup of byte pieces)."""
+    import transformers
+
+    tok = transformers.AutoTokenizer.from_pretrained(built)
+    ids = tok("The value of")["input_ids"]
+    runner = ModelRunner(built, max_model_len=256, block_size=16, max_num_seqs=2)
+    runner.load_model()
+    runner.initialize_kv_cache(32)
+    d = SchedDriver(runner)
+    d.add("x", ids, SamplingParams(temperature=0.0, max_tokens=24, ignore_eos=True))
+    d.run()
+    text = tok.decode(d.outputs["x"], skip_special_tokens=True)
+    words = [w.strip(".,:;()'\"`").lower() for w in text.split()]
+    common = {"the", "a", "of", "is", "to", "and", "in", "return", "if", "string", "value"}
+    assert sum(w in common for w in words) >= 4, text
+    assert sum(c.isascii() and (c.isprintable() or c.isspace()) for c in text) >= 0.95 * len(text)

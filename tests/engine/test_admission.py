@@ -13,7 +13,7 @@ from actorllm.core.request import RequestStatus
 from actorllm.core.sampling_params import SamplingParams
 from actorllm.core.scheduler import Scheduler, SchedulerConfig
 from actorllm.engine.admission import Admission
-from actorllm.engine.blame import Blame
+from actorllm.engine.blame import MAX_ALONE, Blame
 from actorllm.engine.ledger import RequestLedger
 from actorllm.engine.messages import Child, NewRequest
 from tests.core.scheduler.sched_helpers import FakeWorker
@@ -145,8 +145,8 @@ def test_a_poison_request_is_bisected_out_and_failed_alone():
     entries = {rid: ledger.get(rid) for rid in rids}
     failures, crashes = run(adm, ledger, crash_if=lambda so: "r11" in so.num_scheduled_tokens)
     assert failures == ["r11"]
-    # Bisection (cleared companions may share its first solo step), then twice alone.
-    assert crashes <= math.ceil(math.log2(16)) + 3
+    # Bisection (cleared companions may share its first solo step), then MAX_ALONE alone.
+    assert crashes <= math.ceil(math.log2(16)) + 1 + MAX_ALONE
     for rid in rids:
         if rid != "r11":
             assert entries[rid].children[rid].emitted == reference[rid]

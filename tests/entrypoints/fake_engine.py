@@ -250,6 +250,13 @@ class FakeEngine:
     async def abort(self, request_id: str) -> None:
         self.open.discard(request_id)
 
+    async def drain(self, timeout_s: float | None = None) -> int:
+        """Like AsyncEngine.drain, minus the aborts: wait for the open requests to finish."""
+        with anyio.move_on_after(5.0 if timeout_s is None else timeout_s):
+            while self.open:
+                await anyio.sleep(0.01)
+        return len(self.open)
+
     async def sleep(self, level: int = 1) -> None:
         self.sleeping = True
 

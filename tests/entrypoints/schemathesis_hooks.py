@@ -19,6 +19,7 @@ import schemathesis
 from actorllm.entrypoints.openai import protocol as p
 from actorllm.entrypoints.openai.fields import decode_request
 from actorllm.entrypoints.openai.preprocess import encode, render_chat
+from actorllm.entrypoints.openai.sampling import STRUCTURED_FIELDS
 from tests.entrypoints.fake_engine import demo_tokenizer
 
 MAX_MODEL_LEN = int(os.environ.get("ACTORLLM_MAX_MODEL_LEN", "0"))
@@ -55,12 +56,20 @@ def _prompt_lengths(path: str, body: dict[str, Any]) -> list[int] | None:
     return lens
 
 
+# Fields whose validity is semantic, not a schema (a regex or grammar that compiles, a JSON
+# schema a grammar backend accepts, tools the server is configured to parse): the document
+# says so in words; bodies that set them are not generated.
+_SEMANTIC = (*STRUCTURED_FIELDS, "tools", "tool_choice")
+
+
 @schemathesis.hook
 def filter_case(context: Any, case: Any) -> bool:
     """Applied in every phase (the coverage phase does not run body hooks)."""
     path, body = case.operation.path, case.body
     if path not in ("/v1/completions", "/v1/chat/completions") or not isinstance(body, dict):
         return True
+    if any(body.get(name) is not None for name in _SEMANTIC):
+        return False
     lens = _prompt_lengths(path, body)
     if lens is None:
         return True

@@ -19,7 +19,12 @@ from actorllm.entrypoints.server import ServerSettings, serve
 
 class ServerThread:
     def __init__(
-        self, app: Any, *, worker_class: str = "trio", graceful_timeout_s: float = 5.0
+        self,
+        app: Any,
+        *,
+        worker_class: str = "trio",
+        graceful_timeout_s: float = 5.0,
+        **settings: Any,  # more ServerSettings fields (TLS, backlog, ...)
     ) -> None:
         self.app = app
         self._stop = threading.Event()
@@ -29,11 +34,13 @@ class ServerThread:
         sock.bind(("127.0.0.1", 0))
         sock.listen(128)
         self.port: int = sock.getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}"
+        scheme = "https" if settings.get("ssl_certfile") else "http"
+        self.url = f"{scheme}://127.0.0.1:{self.port}"
         self._settings = ServerSettings(
             fd=sock.detach(),  # hypercorn takes the socket over
             worker_class=worker_class,  # type: ignore[arg-type]
             graceful_timeout_s=graceful_timeout_s,
+            **settings,
         )
         self._thread = threading.Thread(target=self._run, daemon=True, name="test-server")
 
@@ -57,7 +64,8 @@ class ServerThread:
             if not self._thread.is_alive():
                 raise RuntimeError(f"the server exited during startup: {self.error!r}")
             try:
-                if httpx.get(self.url + "/health", timeout=1.0).status_code == 200:
+                health = httpx.get(self.url + "/health", timeout=1.0, verify=False)
+                if health.status_code == 200:
                     return self
             except httpx.HTTPError:
                 pass

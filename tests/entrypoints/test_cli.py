@@ -93,3 +93,209 @@ def test_engine_startup_failure_exits_1_with_one_clear_line(
     errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
     assert len(errors) == 1 and "failed to start" in errors[0].getMessage()
     assert "/nowhere" in errors[0].getMessage() and errors[0].exc_info is None
+
+
+# -- vLLM's flags -------------------------------------------------------------------------------
+
+
+def test_every_settings_field_is_a_documented_flag() -> None:
+    """One source of truth: each field of the settings structs is a flag with help text."""
+    import msgspec
+
+    from actorllm.engine.config import EngineConfig
+    from actorllm.entrypoints.commands.struct_flags import field_docs, flag_for
+    from actorllm.entrypoints.openai.app import AppSettings
+
+    parser = cli.build_parser()
+    serve = next(a for a in parser._actions if a.dest == "command").choices["serve"]  # type: ignore[index]
+    options = serve._option_string_actions
+    for cls, skip in (
+        (EngineConfig, set()),
+        (ServerSettings, ServerSettings.CLI_EXCLUDE),
+        (AppSettings, set()),
+    ):
+        docs = field_docs(cls)
+        for f in msgspec.structs.fields(cls):
+            if f.name in skip:
+                continue
+            assert flag_for(f.name) in options, f.name
+            assert docs[f.name].help and docs[f.name].group, f.name
+
+
+def test_help_groups_flags_as_vllm_does(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        parse("serve", "--help")
+    out = capsys.readouterr().out
+    for group in (
+        "Frontend:",
+        "ModelConfig:",
+        "LoadConfig:",
+        "CacheConfig:",
+        "SchedulerConfig:",
+        "ParallelConfig:",
+        "KVTransferConfig:",
+        "vLLM compatibility:",
+    ):
+        assert group in out
+    section = out.split("\nSchedulerConfig:")[1].split("\n\n")[0]
+    assert "--long-prefill-token-threshold" in section
+
+
+VLLM_LAUNCH = [
+    "serve",
+    "--model",
+    "/models/tiny",
+    "--dtype",
+    "auto",
+    "--api-key",
+    "token-abc123",
+    "--gpu-memory-utilization",
+    "0.85",
+    "--enable-chunked-prefill",
+    "--max-num-batched-tokens",
+    "4096",
+    "--long-prefill-token-threshold",
+    "512",
+    "--num-gpu-blocks-override",
+    "64",
+    "--tensor-parallel-size",
+    "1",
+    "-dp",
+    "1",
+    "--kv-cache-dtype",
+    "auto",
+    "--disable-log-requests",
+    "--disable-log-stats",
+    "--trust-remote-code",
+    "--uvicorn-log-level",
+    "warning",
+    "--swap-space",
+    "4",
+    "--host",
+    "0.0.0.0",
+]
+
+
+def test_a_vllm_launch_line_parses_and_warns_once_per_ignored_flag() -> None:
+    from actorllm.entrypoints.commands import vllm_compat
+
+    args = parse(*VLLM_LAUNCH, "--trust-remote-code")
+    kwargs = engine_kwargs(args)
+    assert kwargs == {
+        "model": "/models/tiny",
+        "dtype": "auto",
+        "gpu_memory_utilization": 0.85,
+        "enable_chunked_prefill": True,
+        "max_num_batched_tokens": 4096,
+        "long_prefill_token_threshold": 512,
+        "num_gpu_blocks_override": 64,
+        "tensor_parallel_size": 1,
+        "data_parallel_size": 1,
+    }
+    settings = server_settings(args)
+    assert settings.host == "0.0.0.0" and settings.uvicorn_log_level == "warning"
+    assert settings.app.api_key == "token-abc123"
+    assert settings.app.enable_log_requests is False and settings.app.log_interval_s == 0.0
+    notes = vllm_compat.notes(args)
+    assert len(notes) == 2  # --trust-remote-code (given twice: one warning), --swap-space
+    assert any("--trust-remote-code" in n for n in notes)
+    assert any("--swap-space" in n for n in notes)
+
+
+@pytest.mark.parametrize(
+    ("argv", "named"),
+    [
+        (["--tensor-parallel-size", "2"], "--tensor-parallel-size"),
+        (["-pp", "4"], "--pipeline-parallel-size"),
+        (["--quantization", "awq"], "--quantization awq"),
+        (["--enable-lora"], "--enable-lora"),
+        (["--kv-cache-dtype", "fp8"], "--kv-cache-dtype fp8"),
+        (["--chat-template", "/no/such/template.jinja"], "--chat-template"),
+    ],
+)
+def test_what_we_cannot_do_is_refused_naming_the_flag(
+    argv: list[str], named: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.ERROR):
+        assert cli.main(["serve", *argv]) == 2
+    assert named in caplog.text
+
+
+def test_both_log_request_spellings() -> None:
+    assert server_settings(parse("serve", "--enable-log-requests")).app.enable_log_requests
+    assert not server_settings(parse("serve", "--no-enable-log-requests")).app.enable_log_requests
+    assert not server_settings(parse("serve", "--disable-log-requests")).app.enable_log_requests
+    assert not server_settings(parse("serve")).app.enable_log_requests
+
+
+def test_model_positional_or_flag_but_not_two_different() -> None:
+    assert engine_kwargs(parse("serve", "org/a"))["model"] == "org/a"
+    assert engine_kwargs(parse("serve", "org/a", "--model", "org/a"))["model"] == "org/a"
+    with pytest.raises(ValueError, match="given twice"):
+        engine_kwargs(parse("serve", "org/a", "--model", "org/b"))
+
+
+def test_kv_transfer_config_json_sets_the_connector() -> None:
+    config = (
+        '{"kv_connector": "OffloadingConnector", "kv_role": "kv_both",'
+        ' "kv_connector_extra_config": {"host_bytes": "1GiB", "disk_dir": "/tmp/kv"}}'
+    )
+    kwargs = engine_kwargs(parse("serve", "--kv-transfer-config", config))
+    assert kwargs == {
+        "kv_connector": "offload",
+        "kv_offload_host_bytes": 2**30,
+        "kv_offload_disk_dir": "/tmp/kv",
+    }
+    assert engine_kwargs(parse("serve", "--kv-offloading-size", "0.5")) == {
+        "kv_connector": "offload",
+        "kv_offload_host_bytes": 2**29,
+    }
+    for bad in (
+        '{"kv_connector": "NixlConnector"}',
+        "not json",
+        '{"kv_connector": "offload", "x": 1}',
+    ):
+        with pytest.raises(SystemExit):
+            parse("serve", "--kv-transfer-config", bad)
+
+
+def test_server_flags(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ACTORLLM_SERVER_DEV_MODE", "1")
+    s = server_settings(
+        parse(
+            "serve",
+            "--backlog",
+            "4096",
+            "--allowed-origins",
+            '["https://a.example", "https://b.example"]',
+            "--allowed-methods",
+            "GET,POST",
+            "--allow-credentials",
+            "--root-path",
+            "/llm",
+            "--response-role",
+            "bot",
+            "--keep-alive-timeout",
+            "7.5",
+            "--max-body-bytes",
+            "1MiB",
+        )
+    )
+    assert s.backlog == 4096 and s.keep_alive_timeout_s == 7.5
+    assert s.app.allowed_origins == ["https://a.example", "https://b.example"]
+    assert s.app.allowed_methods == ["GET", "POST"] and s.app.allow_credentials
+    assert (s.app.root_path, s.app.response_role, s.app.max_body_bytes) == ("/llm", "bot", 2**20)
+    assert s.app.dev_mode  # from ACTORLLM_SERVER_DEV_MODE
+    defaults = server_settings(parse("serve"))
+    assert defaults.backlog == 2048 and defaults.app.allowed_origins == []
+
+
+def test_chat_template_inline_or_file(tmp_path: Any) -> None:
+    inline = "{% for m in messages %}{{ m['content'] }}{% endfor %}"
+    assert (
+        engine_config(parse("serve", "--chat-template", inline)).resolved_chat_template() == inline
+    )
+    path = tmp_path / "t.jinja"
+    path.write_text(inline)
+    config = engine_config(parse("serve", "--chat-template", str(path)))
+    assert config.resolved_chat_template() == inline

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from actorllm.engine.errors import EngineDeadError, EngineOverloadedError
+from actorllm.engine.errors import EngineDeadError, EngineOverloadedError, SlowConsumerError
 from actorllm.entrypoints.openai.errors import to_api_error
 
 
@@ -21,3 +21,8 @@ def test_an_overloaded_engine_is_503_with_retry_after_in_whole_seconds() -> None
 def test_a_dead_engine_is_503_without_retry_after() -> None:
     response = to_api_error(EngineDeadError("gone")).response()
     assert response.status_code == 503 and "Retry-After" not in response.headers
+
+
+def test_a_slow_consumer_is_408() -> None:
+    response = to_api_error(SlowConsumerError("r1", 4096)).response()
+    assert response.status_code == 408 and b"4096 outputs unread" in bytes(response.body)

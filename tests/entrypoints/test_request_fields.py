@@ -49,21 +49,9 @@ def asked(fake: FakeEngine) -> tuple[Any, SamplingParams, int]:
 
 # A value that asks for what the server cannot do yet, for every field of the table.
 ASKING: dict[str, Any] = {
-    "tools": [{"type": "function", "function": {"name": "f"}}],
-    "tool_choice": "auto",
-    "parallel_tool_calls": True,
     "functions": [{"name": "f"}],
     "function_call": "auto",
-    "response_format": {"type": "json_object"},
-    "structured_outputs": {"json": {}},
-    "guided_json": {"type": "object"},
-    "guided_regex": "a+",
-    "guided_choice": ["a", "b"],
-    "guided_grammar": "root ::= 'a'",
-    "guided_decoding_backend": "xgrammar",
-    "guided_whitespace_pattern": " ",
     "reasoning_effort": "high",
-    "include_reasoning": False,
     "best_of": 3,
     "use_beam_search": True,
     "length_penalty": 0.5,

@@ -212,10 +212,10 @@ def test_known_unsupported_field_is_refused(client: openai.OpenAI) -> None:
         client.chat.completions.create(
             model="actorllm-demo",
             messages=[{"role": "user", "content": "hi"}],
-            response_format={"type": "json_object"},
+            extra_body={"reasoning_effort": "high"},
         )
     assert info.value.body is not None
-    assert info.value.body["param"] == "response_format"  # type: ignore[index]
+    assert info.value.body["param"] == "reasoning_effort"  # type: ignore[index]
 
 
 def test_engine_request_metrics_under_the_vllm_prefix(http: httpx.Client) -> None:

@@ -7,6 +7,7 @@ throughout, and ``/metrics`` counts the restarts."""
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterator
 from typing import Any
 
@@ -22,7 +23,8 @@ from tests.entrypoints.test_server_metrics import sample
 
 CLIENTS = 12
 MAX_TOKENS = 12
-# Two rounds of crashes over every actor and the model step, at points inside the traffic.
+# Two rounds of crashes over every actor and the model step, at points inside the traffic,
+# and two hangs (an actor, a model step) for the watchdog and the step timeout.
 CRASHES = [
     CrashPoint(actor, at)
     for actor, at in [
@@ -36,13 +38,18 @@ CRASHES = [
         ("output_processor", 45),
         ("worker", 30),
     ]
-]
+] + [CrashPoint("scheduler", 60, hang=True), CrashPoint("worker", 45, hang=True)]
 
 
 @pytest.fixture(params=["trio", "asyncio"])
 def server(request: pytest.FixtureRequest) -> Iterator[ServerThread]:
     engine = lambda: open_test_engine(  # noqa: E731
-        step_delay_s=0.002, max_restarts=1000, restart_window_s=1.0, block_size=8
+        step_delay_s=0.002,
+        max_restarts=1000,
+        restart_window_s=1.0,
+        block_size=8,
+        actor_message_deadline_s=0.5,  # a hung actor is restarted
+        step_timeout_s=0.5,  # so is the core, for a hung model step
     )
     app = build_app(engine, AppSettings(log_interval_s=0))
     srv = ServerThread(app, worker_class=request.param).start()
@@ -111,7 +118,8 @@ def test_streaming_clients_survive_repeated_crashes(server: ServerThread) -> Non
         for t in triggers:
             # The server's loop runs in another thread: appending a fault is one atomic
             # list append (and, for the model step, one attribute store) under the GIL.
-            inject_fault(engine, t.point.actor, when=t)
+            stall = (1.0 if t.point.actor == "worker" else math.inf) if t.point.hang else None
+            inject_fault(engine, t.point.actor, when=t, stall_s=stall)
         codes: list[int] = []
         stop = anyio.Event()
         async with anyio.create_task_group() as tg:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from actorllm.core.errors import InvalidRequestError
+from actorllm.core.input_processor import messages_for_template
 from actorllm.entrypoints.openai.structured_request import (
     ToolSettings,
-    messages_for_template,
     plan_tools,
     structured_outputs_from_body,
 )

@@ -111,3 +111,33 @@ def test_auto_falls_back_to_guidance_for_unenforced_features() -> None:
             c.submit(SOP(regex="(a").key, None).result()  # both fail: xgrammar's error
     finally:
         c.shutdown()
+
+
+def test_structural_tag_constrains_inside_the_tag() -> None:
+    c = GrammarCompiler(hf_demo_tokenizer(), vocab_size=VOCAB_SIZE, backend="xgrammar")
+    try:
+        tag = {
+            "structures": [
+                {
+                    "begin": "<f>",
+                    "schema": {
+                        "type": "object",
+                        "properties": {"a": {"enum": [1]}},
+                        "required": ["a"],
+                    },
+                    "end": "</f>",
+                }
+            ],
+            "triggers": ["<f>"],
+        }
+        so = SOP(structural_tag=json.dumps(tag))
+        m = c.matcher(c.submit(so.key, None).result())
+        tok = hf_demo_tokenizer()
+        free = tok.encode("hello <f>", add_special_tokens=False)
+        assert all(m.accept(t) for t in free)  # free text, then the trigger opens the tag
+        mask = np.zeros((1, (VOCAB_SIZE + 31) // 32), dtype=np.int32)
+        m.fill_bitmask(mask, 0)
+        inside = {tok.decode([t]) for t in allowed_tokens(mask[0], VOCAB_SIZE)}
+        assert inside and all(s.strip() in ("", "{") or s.startswith("{") for s in inside)
+    finally:
+        c.shutdown()

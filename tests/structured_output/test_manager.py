@@ -31,7 +31,7 @@ def test_compile_wakes_owner_and_matcher_tracks_tokens(compiler: GrammarCompiler
         assert m.poll(r)
     mask = m.bitmask([r.request_id])
     assert mask.req_ids == [r.request_id]
-    first = allowed_tokens(mask.bitmask[0], VOCAB_SIZE)
+    first = allowed_tokens(mask.array()[0], VOCAB_SIZE)
     assert _ids("alpha")[0] in first and _ids("beta")[0] in first
     assert m.accept(r.request_id, _ids("beta"))
     # Rebuilt from tokens: a new manager (a restarted scheduler) picks up where it was.
@@ -39,7 +39,7 @@ def test_compile_wakes_owner_and_matcher_tracks_tokens(compiler: GrammarCompiler
     r2 = _req(r.request_id, outputs=_ids("bet"))
     m2.add(r2)
     assert m2.poll(r2)  # a cache hit: ready at once
-    nxt = allowed_tokens(m2.bitmask([r2.request_id]).bitmask[0], VOCAB_SIZE)
+    nxt = allowed_tokens(m2.bitmask([r2.request_id]).array()[0], VOCAB_SIZE)
     assert _ids("a")[0] in nxt and _ids("l")[0] not in nxt
     m.remove(r.request_id)
     assert m.statistics() == {"compiling": 0, "matchers": 0}
@@ -53,13 +53,32 @@ def test_reasoning_is_unconstrained_until_it_closes(compiler: GrammarCompiler) -
     m.add(r)
     compiler.submit(params.structured_outputs.key, None).result()  # type: ignore[union-attr]
     assert m.poll(r)
-    assert len(allowed_tokens(m.bitmask([r.request_id]).bitmask[0], VOCAB_SIZE)) == VOCAB_SIZE
+    assert len(allowed_tokens(m.bitmask([r.request_id]).array()[0], VOCAB_SIZE)) == VOCAB_SIZE
     assert m.accept(r.request_id, _ids("zzz ") + end[:1])  # reasoning: anything goes
     assert m.accept(r.request_id, end[1:] + _ids("al"))  # closes, then the answer starts
-    nxt = allowed_tokens(m.bitmask([r.request_id]).bitmask[0], VOCAB_SIZE)
+    nxt = allowed_tokens(m.bitmask([r.request_id]).array()[0], VOCAB_SIZE)
     assert _ids("pha")[0] in nxt and len(nxt) < 10
     # A prompt that closed the block (enable_thinking: false) is constrained at once.
     r2 = Request(f"r2-{compiler.default_backend}", [*start, 9, *end], params)
     m.add(r2)
     assert m.poll(r2)
-    assert len(allowed_tokens(m.bitmask([r2.request_id]).bitmask[0], VOCAB_SIZE)) < 10
+    assert len(allowed_tokens(m.bitmask([r2.request_id]).array()[0], VOCAB_SIZE)) < 10
+
+
+def test_a_single_token_opener_lets_the_model_choose_to_think(compiler: GrammarCompiler) -> None:
+    opener, closer = _ids("@")[0], _ids("#")[0]
+    m = StructuredOutputManager(compiler, reasoning=([opener], [closer]))
+    params = SamplingParams(structured_outputs=SOP(choice=["alpha", "beta"]))
+    compiler.submit(params.structured_outputs.key, None).result()  # type: ignore[union-attr]
+    thinker = Request(f"t-{compiler.default_backend}", [5], params)
+    plain = Request(f"p-{compiler.default_backend}", [5], params)
+    for r in (thinker, plain):
+        m.add(r)
+        assert m.poll(r)
+    rows = m.bitmask([thinker.request_id, plain.request_id]).array()
+    first = allowed_tokens(rows[0], VOCAB_SIZE)
+    assert opener in first and _ids("alpha")[0] in first and len(first) < 10
+    assert m.accept(thinker.request_id, [opener, *_ids("free text"), closer])
+    assert m.accept(plain.request_id, _ids("al"))  # no opener: constrained at once
+    nxt = allowed_tokens(m.bitmask([thinker.request_id]).array()[0], VOCAB_SIZE)
+    assert opener not in nxt and _ids("alpha")[0] in nxt

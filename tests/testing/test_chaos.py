@@ -25,7 +25,7 @@ def opener(**extra: Any) -> Any:
     return lambda: open_test_engine(**ENGINE, **extra)
 
 
-async def test_a_random_soak_over_every_actor_loses_and_changes_nothing() -> None:
+async def test_a_random_soak_over_every_actor_finds_every_request_identical() -> None:
     report = await chaos_soak(opener(), [default_workload(12)], crashes=12, seed=3)
     assert report.crashes == 12 and not report.unfired
     assert set(report.crashes_by_actor) <= set(ACTOR_NAMES)
@@ -162,3 +162,26 @@ def test_delta_outputs_are_folded() -> None:
     acc.add(out([1, 2], "ab", None))
     acc.add(out([3], "c", "length"))
     assert acc.finished and acc.signature() == (((1, 2, 3), "abc", "length"),)
+
+
+async def test_hangs_are_restarted_by_the_watchdog_and_the_step_timeout() -> None:
+    points = [
+        CrashPoint("scheduler", 4, batch=0, hang=True),
+        CrashPoint("worker", 2, batch=1, hang=True),
+        CrashPoint("router", 3, batch=2, hang=True),
+    ]
+    hung_engine = opener(actor_message_deadline_s=0.3, step_timeout_s=0.3)
+    report = await chaos_soak(hung_engine, [default_workload(6)], points=points, worker_hang_s=1.0)
+    assert dict(report.hangs_by_actor) == {"scheduler": 1, "worker": 1, "router": 1}
+    assert report.ok(allow_failed=False)
+    assert report.outcomes["identical"] == report.requests
+
+
+async def test_a_hang_without_a_watchdog_is_reported_hung() -> None:
+    report = await chaos_soak(
+        opener(),
+        [default_workload(2)],
+        points=[CrashPoint("input_processor", 1, hang=True)],
+        request_timeout_s=0.5,
+    )
+    assert report.outcomes["hung"] >= 1 and not report.ok()

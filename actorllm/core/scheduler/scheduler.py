@@ -39,8 +39,8 @@ waiting queue. Each step carries the allowed-token bitmask rows of the structure
 that sample in it, and their sampled tokens advance their matchers. Under async scheduling
 a structured request is not scheduled while its previous token is in flight: its next
 bitmask depends on that token (so it advances every other step of the 2-step pipeline).
-A grammar that completes ends its request (``FINISHED_STOPPED``) even if the stop token is
-ignored.
+A completed grammar allows only stop tokens, and the next token ends the request
+(``FINISHED_STOPPED``) even if the stop token is ignored.
 """
 
 from __future__ import annotations
@@ -172,9 +172,9 @@ class Scheduler:
             self.grammar.remove(request.request_id)
             raise
 
-    def _promote_ready_grammars(self) -> None:
-        """Move requests whose grammar is compiled to the waiting queue; fail the others
-        whose compile failed (``take_grammar_failures`` reports them)."""
+    def poll_grammars(self) -> None:
+        """Move requests whose grammar is compiled to the waiting queue; finish those whose
+        compile failed (``take_grammar_failures`` reports them). ``schedule`` calls it too."""
         for rid, req in list(self.waiting_for_fsm.items()):
             try:
                 ready = self._poll_grammar(req)
@@ -235,7 +235,7 @@ class Scheduler:
         """Plan the next step. Mutates state at once (blocks, ``num_computed_tokens``)."""
         self._step_id += 1
         if self.waiting_for_fsm:
-            self._promote_ready_grammars()
+            self.poll_grammars()
         plan = StepBudget(self.config.max_num_batched_tokens)
         self._schedule_running(plan)
         if not plan.preempted:
@@ -493,16 +493,15 @@ class Scheduler:
         self, req: Request, token: int, status: RequestStatus | None
     ) -> RequestStatus | None:
         """Feed ``token`` to the request's matcher. A rejected token (the sampler broke
-        the mask) ends the request with an error rather than emit invalid output; a
-        completed grammar ends it as stopped."""
+        the mask) ends the request with an error rather than emit invalid output. A token
+        after the grammar completed can only be a stop token (the mask allows nothing
+        else): it ends the request even when ``ignore_eos`` or ``min_tokens`` would not."""
         assert self.grammar is not None
         rid = req.request_id
         if self.grammar.is_terminated(rid):
             return status or RequestStatus.FINISHED_STOPPED
         if not self.grammar.accept(rid, [token]):
             return RequestStatus.FINISHED_ERROR
-        if status is None and self.grammar.is_terminated(rid):
-            return RequestStatus.FINISHED_STOPPED
         return status
 
     # -- control plane and views -------------------------------------------------------------

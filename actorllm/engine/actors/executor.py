@@ -6,7 +6,8 @@ the dedicated worker thread and returns at once, so the next step can be queued 
 result stream (unbounded, but never holding more than the in-flight cap of steps: the
 scheduler launches no more), and a task of this incarnation forwards it to the scheduler as
 ``StepDone``; a worker exception is re-raised there, crashing the executor and, with it, the
-core subtree. Control calls (sleep, wake-up, collective_rpc, profiling) are queued on the
+core subtree; so does a step still running after ``step_timeout_s`` (engine/step_clock.py).
+Control calls (sleep, wake-up, collective_rpc, profiling) are queued on the
 same thread, so they run between steps; their replies are answered from the thread's
 callback, and an exception in one fails only that call.
 """
@@ -35,6 +36,7 @@ from actorllm.engine.messages import (
     StopProfile,
     WakeWorker,
 )
+from actorllm.engine.step_clock import StepClock
 from actorllm.worker.worker import Worker
 from actorllm.worker.worker_thread import LoopPoster, Outcome, WorkerThread
 
@@ -55,6 +57,9 @@ class ExecutorActor(Actor[ExecutorMsg]):
     def __init__(self, ctx: EngineContext, thread: WorkerThread, worker: Worker) -> None:
         super().__init__()
         self.refs = ctx.refs
+        timeout = ctx.config.step_timeout_s
+        # The step timeout; a stuck thread gets ten timeouts to come back after a restart.
+        self.clock = StepClock(timeout, 10 * timeout) if timeout is not None else None
         self.thread = thread
         self.worker = worker  # touched on the worker thread only
         self.poster: LoopPoster | None = None  # made on the loop, in on_start
@@ -72,8 +77,18 @@ class ExecutorActor(Actor[ExecutorMsg]):
         self.results = send
         # A new core is starting: whatever per-request state the worker holds is stale.
         # Queued behind any step still running, ahead of every step of the new epoch.
-        self.thread.submit(self.worker.reset_requests)
+        poster, clock, worker = self.poster, self.clock, self.worker
+
+        def reset() -> None:  # on the worker thread
+            if clock is not None:
+                poster.post(clock.thread_ready)  # the thread is back from older steps
+            worker.reset_requests()
+
+        self.thread.submit(reset)
         self.task_group.start_soon(self._forward, receive)
+        if clock is not None:
+            clock.waiting_for_thread()
+            self.task_group.start_soon(clock.run)  # raises StepTimeout: a crash
 
     async def on_stop(self) -> None:
         if self.results is not None:
@@ -82,6 +97,8 @@ class ExecutorActor(Actor[ExecutorMsg]):
     async def _forward(self, receive: MemoryObjectReceiveStream[_Result]) -> None:
         async with receive:
             async for epoch, step_id, outcome in receive:
+                if self.clock is not None:
+                    self.clock.done(step_id)
                 if outcome.error is not None:
                     raise WorkerStepError(
                         f"model step {step_id} failed: {outcome.error!r}"
@@ -134,5 +151,12 @@ class ExecutorActor(Actor[ExecutorMsg]):
         def post(outcome: Outcome[ModelRunnerOutput]) -> None:  # runs on the worker thread
             poster.post(done, outcome)  # never waits for the loop: the thread goes on
 
+        clock, worker = self.clock, self.worker
+
+        def run() -> None:  # on the worker thread
+            if clock is not None:
+                poster.post(clock.started, so.step_id)  # timed from now, not from queueing
+            worker.execute_step(so, msg.connector_meta, post)
+
         # Launched ahead of the previous step's result when one is pending (async scheduling).
-        self.thread.submit(lambda: self.worker.execute_step(so, msg.connector_meta, post))
+        self.thread.submit(run)

@@ -4,14 +4,21 @@ Errors a caller caused go straight back to the caller's stream; the request neve
 the scheduler. A processed request is recorded in the ledger (for recovery) and sent on:
 first to the output processor (so it knows the request before any output), then to the
 scheduler. Both receivers ignore duplicates, so a retry after a crash is safe.
+
+A structured-outputs request's grammar is compiled first, on the compile pool: while it
+compiles the request is parked and the actor goes on with others; the ``Generate`` comes
+back to this mailbox when the compile is done. A spec that does not compile is the
+caller's 400, before anything is scheduled.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from actorllm.actors import Actor
 from actorllm.core.errors import InvalidRequestError
 from actorllm.core.input_processor import InputProcessor
-from actorllm.core.sampling_params import SamplingParamsError
+from actorllm.core.sampling_params import SamplingParams, SamplingParamsError
 from actorllm.engine.actors.router import end_request
 from actorllm.engine.context import EngineContext
 from actorllm.engine.messages import (
@@ -28,10 +35,11 @@ SCOPE = "input_processor"
 
 
 class InputProcessorActor(Actor[InputMsg]):
-    def __init__(self, ctx: EngineContext, inputs: InputProcessor) -> None:
+    def __init__(self, ctx: EngineContext, inputs: InputProcessor, structured: Any = None) -> None:
         super().__init__()
         self.ctx = ctx
         self.inputs = inputs
+        self.structured = structured  # StructuredOutputs (engine/structured_outputs.py) or None
 
     async def handle(self, msg: InputMsg) -> None:
         match msg:
@@ -48,6 +56,8 @@ class InputProcessorActor(Actor[InputMsg]):
             return  # aborted while queued
         chat = msg.chat
         try:
+            if not self._grammar_ready(msg, msg.params):
+                return  # compiling on the pool; msg comes back here when it is done
             processed = self.inputs.process(
                 rid,
                 msg.prompt,
@@ -58,6 +68,7 @@ class InputProcessorActor(Actor[InputMsg]):
                 else {
                     "add_generation_prompt": chat.add_generation_prompt,
                     "chat_template_kwargs": chat.chat_template_kwargs,
+                    "tools": chat.tools,
                 },
             )
         except (InvalidRequestError, SamplingParamsError) as exc:
@@ -95,3 +106,19 @@ class InputProcessorActor(Actor[InputMsg]):
                 )
             )
         )
+
+    def _grammar_ready(self, msg: Generate, params: SamplingParams) -> bool:
+        """Whether the request's grammar (if any) is compiled; raises its compile error.
+        Not yet: the compile runs on the pool and ``msg`` is posted back to this mailbox
+        once it is done, so a slow grammar never holds up the requests behind it."""
+        structured = self.structured
+        so = params.structured_outputs
+        if structured is None or so is None:
+            return True
+        fut = structured.compiler.submit(so.key, so.backend)
+        if not fut.done():
+            ref = self.ctx.refs.input_processor
+            structured.when_done(fut, lambda: ref.send_nowait(msg))
+            return False
+        structured.result(fut)
+        return True

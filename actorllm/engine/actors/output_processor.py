@@ -22,7 +22,7 @@ from actorllm.core.request import RequestStatus
 from actorllm.core.request_stats import RequestStats
 from actorllm.core.sampling_params import SamplingParams
 from actorllm.engine.context import EngineContext
-from actorllm.engine.errors import RequestFailedError
+from actorllm.engine.errors import RequestFailedError, SlowConsumerError
 from actorllm.engine.ledger import LedgerEntry
 from actorllm.engine.messages import (
     AbortRequest,
@@ -157,12 +157,34 @@ class OutputProcessorActor(Actor[OutputMsg]):
                 entry.children[child_id].finished = True
         for entry in touched.values():
             entry.last_step = stamp
+        slow: list[str] = []
         for rid, request_output in result.request_outputs:
-            ledger.deliver(rid, request_output)
+            if not ledger.deliver(rid, request_output) and (e := ledger.get(rid)) and e.slow:
+                slow.append(rid)
+        for rid in slow:
+            self._drop_slow_consumer(rid)
         for rid in result.finished_ids:
-            ledger.close(rid)
+            ledger.close(rid)  # (a slow consumer's entry is gone already)
         if result.reqs_to_abort:
             self._stop_in_scheduler(result.reqs_to_abort)
+
+    def _drop_slow_consumer(self, rid: str) -> None:
+        """The caller stopped reading: abort the request (free its blocks) and end its
+        stream with ``SlowConsumerError`` after the outputs it has not read yet."""
+        ledger = self.ctx.ledger
+        entry = ledger.get(rid)
+        assert entry is not None and ledger.max_backlog is not None  # deliver() said slow
+        for child in entry.children.values():
+            child.finished = True
+        self._to_scheduler(
+            AbortRequest(
+                request_id=rid,
+                child_ids=list(entry.children),
+                status=RequestStatus.FINISHED_ABORTED,
+            )
+        )
+        self.core.abort_request(rid, time.monotonic())
+        ledger.close(rid, SlowConsumerError(rid, ledger.max_backlog))
 
     def _stop_in_scheduler(self, child_ids: list[str]) -> None:
         self._to_scheduler(StopChildren(child_ids=child_ids))
@@ -183,8 +205,9 @@ class OutputProcessorActor(Actor[OutputMsg]):
                 child.finished = True
         if error is None:
             final = self.core.abort_request(rid, time.monotonic())
-            if final is not None:
-                ledger.deliver(rid, final)
+            if final is not None and not ledger.deliver(rid, final) and entry and entry.slow:
+                assert ledger.max_backlog is not None  # only a bounded stream is ever slow
+                ledger.close(rid, SlowConsumerError(rid, ledger.max_backlog))
             ledger.close(rid)
         else:
             if self.core.has_request(rid):

@@ -25,6 +25,7 @@ from actorllm.engine.messages import (
     EndRequest,
     ExecuteStep,
     GetStats,
+    GrammarReady,
     IsKVConnectorEnabled,
     IsSleeping,
     ResetPrefixCache,
@@ -73,6 +74,8 @@ class SchedulerActor(Actor[SchedulerMsg]):
                 adm.abort(rid, ids, status)
             case StopChildren(child_ids=ids):
                 adm.stop(ids)
+            case GrammarReady():
+                pass  # _pump admits the requests whose grammar is ready
             case StepDone(epoch=epoch, step_id=step_id, output=output):
                 outputs = adm.step_done(epoch, step_id, output)
                 if outputs is not None and outputs.outputs:
@@ -110,6 +113,7 @@ class SchedulerActor(Actor[SchedulerMsg]):
 
     async def _pump(self) -> None:
         """Launch steps while the admission gives one."""
+        await self._end(self.admission.poll_grammars())
         while step := self.admission.next_step(draining=bool(self.sleep_waiters)):
             await self.refs.executor.send(
                 ExecuteStep(

@@ -1,81 +1,100 @@
-"""``actorllm serve [MODEL]``: the OpenAI-compatible HTTP server."""
+"""``actorllm serve [MODEL]``: the OpenAI-compatible HTTP server, with vLLM's flags.
+
+Every flag is generated from a settings struct (``EngineConfig``, ``ServerSettings``,
+``AppSettings``: fields, types and docstrings, grouped in ``--help`` by vLLM's config names);
+vLLM's flags with no setting here are in :mod:`vllm_compat` (ignored with a warning, or
+refused when they ask for something missing). So a launch line written for ``vllm serve``
+starts this server:
+
+    $ actorllm serve Qwen/Qwen3-0.6B --dtype auto --api-key token-abc123 \\
+        --max-model-len 4096 --enable-chunked-prefill --disable-log-requests
+"""
 
 from __future__ import annotations
 
 import argparse
 import logging
 import os
+from typing import Any
 
-from actorllm.engine.config import parse_size
-from actorllm.entrypoints.commands.engine_args import add_engine_arguments, engine_config
+from actorllm.entrypoints.commands import vllm_compat
+from actorllm.entrypoints.commands.engine_args import (
+    add_engine_arguments,
+    describe_error,
+    engine_config,
+)
+from actorllm.entrypoints.commands.struct_flags import Groups, add_struct_flags, given
 from actorllm.entrypoints.openai.app import AppSettings
 from actorllm.entrypoints.server import ServerSettings
 
 HELP = "serve a model over an OpenAI-compatible HTTP API"
 logger = logging.getLogger("actorllm.server")
 
+_TRUE = ("1", "true", "yes", "on")
+# Fields that do nothing on CPU: said once at start-up when given for a CPU engine.
+_CUDA_ONLY = {"gpu_memory_utilization": "the KV cache size is --kv-cache-memory-bytes"}
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    http = parser.add_argument_group("server")
-    http.add_argument("--host", default="127.0.0.1")
-    http.add_argument("--port", type=int, default=8000)
-    http.add_argument(
-        "--api-key",
-        default=os.environ.get("ACTORLLM_API_KEY"),
-        help="require `Authorization: Bearer KEY` on /v1/* (env ACTORLLM_API_KEY)",
+    groups: Groups = {}
+    add_struct_flags(parser, ServerSettings, groups=groups, exclude=ServerSettings.CLI_EXCLUDE)
+    add_struct_flags(parser, AppSettings, groups=groups)
+    frontend = groups["Frontend"]
+    # vLLM's other spellings of two logging settings.
+    frontend.add_argument(
+        "--disable-log-requests",
+        dest="enable_log_requests",
+        action="store_false",
+        default=argparse.SUPPRESS,
+        help="vLLM's older spelling of --no-enable-log-requests",
     )
-    http.add_argument(
-        "--dev-mode",
-        action="store_true",
-        help="expose /sleep, /wake_up, /reset_prefix_cache, /kv_connector/* (unsafe)",
-    )
-    http.add_argument("--worker-class", choices=("trio", "asyncio"), default="trio")
-    http.add_argument(
-        "--log-interval", type=float, default=10.0, help="seconds between stats log lines (0: off)"
-    )
-    http.add_argument(
-        "--max-body-bytes",
-        type=parse_size,
-        default=16 * 2**20,
-        help="413 beyond this request size (default 16MiB)",
-    )
-    http.add_argument(
-        "--metrics-prefix",
-        default="actorllm:",
-        help="Prometheus metric name prefix (vllm: an existing vLLM dashboard works unchanged)",
-    )
-    http.add_argument(
-        "--graceful-timeout",
-        type=float,
-        default=30.0,
-        help="seconds shutdown waits for in-flight requests",
+    frontend.add_argument(
+        "--disable-log-stats",
+        dest="log_interval_s",
+        action="store_const",
+        const=0.0,
+        default=argparse.SUPPRESS,
+        help="no periodic stats log lines (--log-interval 0)",
     )
     add_engine_arguments(parser)
+    vllm_compat.add_foreign_flags(parser)
+
+
+def _env_true(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in _TRUE
 
 
 def server_settings(args: argparse.Namespace) -> ServerSettings:
-    return ServerSettings(
-        host=args.host,
-        port=args.port,
-        worker_class=args.worker_class,
-        graceful_timeout_s=args.graceful_timeout,
-        app=AppSettings(
-            api_key=args.api_key or None,
-            max_body_bytes=args.max_body_bytes,
-            dev_mode=args.dev_mode,
-            log_interval_s=args.log_interval,
-            metrics_prefix=args.metrics_prefix,
-        ),
-    )
+    app: dict[str, Any] = given(args, AppSettings)
+    app.setdefault("api_key", os.environ.get("ACTORLLM_API_KEY") or os.environ.get("VLLM_API_KEY"))
+    if _env_true("ACTORLLM_SERVER_DEV_MODE"):
+        app.setdefault("dev_mode", True)
+    server = given(args, ServerSettings, ServerSettings.CLI_EXCLUDE)
+    return ServerSettings(**server, app=AppSettings(**app))
+
+
+def _startup_notes(args: argparse.Namespace, device: str) -> list[str]:
+    """One warning per given flag that has no effect here."""
+    notes = vllm_compat.notes(args)
+    values = vars(args)
+    if device == "cpu":
+        for name, why in _CUDA_ONLY.items():
+            if name in values:
+                notes.append(f"--{name.replace('_', '-')} has no effect on CPU: {why}.")
+    return notes
 
 
 def run(args: argparse.Namespace) -> int:
     try:
+        settings = server_settings(args)
         config = engine_config(args)
+        notes = _startup_notes(args, config.resolved_device())
     except ValueError as exc:
-        logger.error("invalid engine configuration: %s", exc)
+        logger.error("invalid configuration: %s", describe_error(exc))
         return 2
+    for note in notes:
+        logger.warning("%s", note)
     from actorllm.engine import AsyncEngine
     from actorllm.entrypoints.server import run_server
 
-    return run_server(lambda: AsyncEngine.open(config), server_settings(args))
+    return run_server(lambda: AsyncEngine.open(config), settings)

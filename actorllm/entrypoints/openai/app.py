@@ -20,23 +20,32 @@ import msgspec
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
 
 import actorllm
 from actorllm.entrypoints.metrics import CONTENT_TYPE, ServerMetrics, log_stats_forever
+from actorllm.entrypoints.openai import dev_rpc
 from actorllm.entrypoints.openai import protocol as p
 from actorllm.entrypoints.openai.engine_client import EngineClient
 from actorllm.entrypoints.openai.errors import APIError, bad_request, to_api_error
 from actorllm.entrypoints.openai.fields import decode_request
-from actorllm.entrypoints.openai.middleware import APIKeyMiddleware, BodyLimitMiddleware
+from actorllm.entrypoints.openai.middleware import (
+    APIKeyMiddleware,
+    BodyLimitMiddleware,
+    RequestIdMiddleware,
+    RootPathMiddleware,
+    request_id_of,
+)
 from actorllm.entrypoints.openai.openapi import Served, openapi_document
 from actorllm.entrypoints.openai.serving_chat import create_chat_completion
 from actorllm.entrypoints.openai.serving_common import ServingContext, json_response
 from actorllm.entrypoints.openai.serving_completion import create_completion
 from actorllm.entrypoints.openai.serving_tokenize import detokenize, tokenize
 from actorllm.entrypoints.openai.streams import ClientDisconnected
+from actorllm.entrypoints.openai.tool_setup import ChatSetup
 
 logger = logging.getLogger("actorllm.server")
 
@@ -45,14 +54,42 @@ S = TypeVar("S", bound=msgspec.Struct)
 
 
 class AppSettings(msgspec.Struct, kw_only=True):
-    """HTTP-side settings (the engine's are in ``EngineConfig``)."""
+    """HTTP-side settings (the engine's are in ``EngineConfig``). ``actorllm serve``'s flags
+    for them are generated from these fields and docstrings."""
 
-    api_key: str | None = None  # guard /v1/* with `Authorization: Bearer <key>`
-    max_body_bytes: int = 16 * 2**20  # 413 beyond this
-    dev_mode: bool = False  # expose /sleep, /wake_up, /reset_prefix_cache, /kv_connector/*
-    log_interval_s: float = 10.0  # periodic stats log line; 0 = off
-    # Prometheus name prefix: "vllm" makes a vLLM Grafana dashboard work unchanged.
+    # -- Frontend ---------------------------------------------------------------------------
+    api_key: str | None = None
+    """Require ``Authorization: Bearer KEY`` on /v1/* (default: $ACTORLLM_API_KEY or
+    $VLLM_API_KEY)."""
+    max_body_bytes: int = 16 * 2**20
+    """Requests with a larger body are refused with 413."""
+    dev_mode: bool = False
+    """Expose /sleep, /wake_up, /reset_prefix_cache, /kv_connector/* without
+    authentication (unsafe; also on with ACTORLLM_SERVER_DEV_MODE=1)."""
+    log_interval_s: float = 10.0
+    """Seconds between stats log lines; 0: none (same as --disable-log-stats)."""
+    root_path: str | None = None
+    """The path prefix a reverse proxy serves the API under (e.g. /llm): requests come with
+    or without it."""
+    allowed_origins: list[str] = msgspec.field(default_factory=list)
+    """CORS: origins allowed to call the API from a browser, e.g. '["https://a.example"]'
+    or '*'. Default: none (no cross-origin access)."""
+    allowed_methods: list[str] = msgspec.field(default_factory=lambda: ["*"])
+    """CORS: HTTP methods allowed cross-origin (when allowed_origins is set)."""
+    allowed_headers: list[str] = msgspec.field(default_factory=lambda: ["*"])
+    """CORS: request headers allowed cross-origin (when allowed_origins is set)."""
+    allow_credentials: bool = False
+    """CORS: allow cookies and Authorization on cross-origin requests."""
+    response_role: str = "assistant"
+    """The role of the messages chat completions return."""
+    enable_log_requests: bool = False
+    """Log each request as it arrives (id, method, path, body up to max_log_len) and as it
+    ends (status); --disable-log-requests turns it off."""
+    max_log_len: int | None = None
+    """Log at most this many characters of a request body (default: all)."""
     metrics_prefix: str = "actorllm:"
+    """Prometheus metric name prefix; vllm makes an existing vLLM Grafana dashboard work
+    unchanged."""
 
 
 @final
@@ -63,6 +100,7 @@ class AppState:
         self.settings = settings
         self.ctx: ServingContext | None = None  # set once the engine is up
         self.startup_error: BaseException | None = None  # why the engine failed to start
+        self.draining = False  # shutting down: /health says 503 so traffic goes elsewhere
 
     @property
     def serving(self) -> ServingContext:
@@ -101,13 +139,19 @@ async def _decode(request: Request, kind: type[S]) -> S:
 # -- OpenAI routes ---------------------------------------------------------------------------
 
 
+def _with_header_id(request: Request, req: S) -> S:
+    """``X-Request-Id``, when sent, is the request's id (over the body's ``request_id``)."""
+    given = request_id_of(request.scope)
+    return msgspec.structs.replace(req, request_id=given) if given else req
+
+
 async def completions(state: AppState, request: Request) -> Response:
-    req = await _decode(request, p.CompletionRequest)
+    req = _with_header_id(request, await _decode(request, p.CompletionRequest))
     return await create_completion(state.serving, req, request.receive)
 
 
 async def chat_completions(state: AppState, request: Request) -> Response:
-    req = await _decode(request, p.ChatCompletionRequest)
+    req = _with_header_id(request, await _decode(request, p.ChatCompletionRequest))
     return await create_chat_completion(state.serving, req, request.receive)
 
 
@@ -133,6 +177,8 @@ async def detokenize_route(state: AppState, request: Request) -> Response:
 async def health(state: AppState, request: Request) -> Response:
     if state.ctx is None or state.ctx.is_dead():
         raise APIError(503, "The engine is dead.")
+    if state.draining:
+        raise APIError(503, "The server is shutting down.")
     return Response(status_code=200)
 
 
@@ -203,6 +249,23 @@ async def kv_connector_enabled(state: AppState, request: Request) -> Response:
     return json_response({"enabled": await state.serving.engine.is_kv_connector_enabled()})
 
 
+async def collective_rpc(state: AppState, request: Request) -> Response:
+    # Strict: an unknown field is a 400 (forbid_unknown_fields), not a warning.
+    req = msgspec.json.decode(await request.body(), type=dev_rpc.CollectiveRPCRequest)
+    body = await dev_rpc.collective_rpc(state.serving.engine, req)
+    return Response(body, media_type="application/json")
+
+
+async def start_profile(state: AppState, request: Request) -> Response:
+    await dev_rpc.profile(state.serving.engine, start=True)
+    return Response(status_code=200)
+
+
+async def stop_profile(state: AppState, request: Request) -> Response:
+    await dev_rpc.profile(state.serving.engine, start=False)
+    return Response(status_code=200)
+
+
 _ROUTES: list[tuple[str, Handler, str]] = [
     ("/v1/completions", completions, "POST"),
     ("/v1/chat/completions", chat_completions, "POST"),
@@ -210,6 +273,8 @@ _ROUTES: list[tuple[str, Handler, str]] = [
     ("/tokenize", tokenize_route, "POST"),
     ("/detokenize", detokenize_route, "POST"),
     ("/health", health, "GET"),
+    ("/ping", health, "GET"),  # vLLM's (SageMaker's) liveness probe, GET and POST
+    ("/ping", health, "POST"),
     ("/metrics", metrics, "GET"),
     ("/version", version, "GET"),
     ("/openapi.json", openapi, "GET"),
@@ -221,6 +286,9 @@ _DEV_ROUTES: list[tuple[str, Handler, str]] = [
     ("/reset_prefix_cache", reset_prefix_cache, "POST"),
     ("/kv_connector/toggle", kv_connector_toggle, "POST"),
     ("/kv_connector/enabled", kv_connector_enabled, "GET"),
+    ("/collective_rpc", collective_rpc, "POST"),
+    ("/start_profile", start_profile, "POST"),
+    ("/stop_profile", stop_profile, "POST"),
 ]
 
 
@@ -236,6 +304,35 @@ async def _http_error(request: Request, exc: Exception) -> Response:
 async def _server_error(request: Request, exc: Exception) -> Response:
     logger.error("unhandled error", exc_info=exc)
     return APIError(500, "Internal server error.").response()
+
+
+def _middleware(settings: AppSettings) -> list[Middleware]:
+    """Outermost first: every response gets its X-Request-Id; CORS answers preflights before
+    the API key is asked for (browsers send none there); then the guards."""
+    stack = [
+        Middleware(
+            RequestIdMiddleware,
+            log_requests=settings.enable_log_requests,
+            max_log_len=settings.max_log_len,
+        )
+    ]
+    if settings.root_path:
+        stack.append(Middleware(RootPathMiddleware, root_path=settings.root_path))
+    if settings.allowed_origins:
+        stack.append(
+            Middleware(
+                CORSMiddleware,
+                allow_origins=settings.allowed_origins,
+                allow_methods=settings.allowed_methods,
+                allow_headers=settings.allowed_headers,
+                allow_credentials=settings.allow_credentials,
+                expose_headers=["X-Request-Id"],
+            )
+        )
+    if settings.api_key:
+        stack.append(Middleware(APIKeyMiddleware, api_key=settings.api_key))
+    stack.append(Middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes))
+    return stack
 
 
 def build_app(engine_factory: EngineFactory, settings: AppSettings | None = None) -> Starlette:
@@ -256,7 +353,17 @@ def build_app(engine_factory: EngineFactory, settings: AppSettings | None = None
                 metrics = ServerMetrics(
                     engine.model_name, prefix=settings.metrics_prefix, cache_config=engine.config
                 )
-                state.ctx = ServingContext(engine=engine, metrics=metrics)
+                try:
+                    chat = ChatSetup.from_config(engine.config)
+                except Exception as exc:  # a bad parser name or plugin: the server cannot start
+                    state.startup_error = exc
+                    raise
+                state.ctx = ServingContext(
+                    engine=engine,
+                    metrics=metrics,
+                    chat=chat,
+                    response_role=settings.response_role,
+                )
                 async with anyio.create_task_group() as tg:
                     if settings.log_interval_s > 0:
                         tg.start_soon(log_stats_forever, engine, settings.log_interval_s)
@@ -274,9 +381,7 @@ def build_app(engine_factory: EngineFactory, settings: AppSettings | None = None
     routes = [Route(path, _endpoint(fn), methods=[m]) for path, fn, m in _ROUTES]
     if settings.dev_mode:
         routes += [Route(path, _endpoint(fn), methods=[m]) for path, fn, m in _DEV_ROUTES]
-    middleware = [Middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)]
-    if settings.api_key:
-        middleware.insert(0, Middleware(APIKeyMiddleware, api_key=settings.api_key))
+    middleware = _middleware(settings)
     app = Starlette(
         routes=routes,
         middleware=middleware,

@@ -23,6 +23,7 @@ from actorllm.engine.errors import (
     EngineDeadError,
     EngineOverloadedError,
     RequestFailedError,
+    SlowConsumerError,
 )
 from actorllm.entrypoints.openai.protocol import ErrorInfo, ErrorResponse
 
@@ -33,6 +34,7 @@ _TYPES = {
     401: "AuthenticationError",
     404: "NotFoundError",
     405: "MethodNotAllowedError",
+    408: "RequestTimeoutError",
     413: "RequestTooLargeError",
     500: "InternalServerError",
     503: "ServiceUnavailableError",
@@ -107,6 +109,8 @@ def to_api_error(exc: BaseException, *, engine_dead: bool = False) -> APIError:
         return from_validation_error(exc)
     if isinstance(exc, EngineOverloadedError):
         return APIError(503, str(exc), retry_after_s=exc.retry_after_s)
+    if isinstance(exc, SlowConsumerError):  # the client stopped reading its stream
+        return APIError(408, str(exc))
     if isinstance(exc, EngineDeadError | EngineClosedError) or engine_dead:
         return APIError(503, f"The engine is not available: {exc}")
     if isinstance(exc, ValueError):

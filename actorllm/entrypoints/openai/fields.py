@@ -6,8 +6,7 @@ honour yet, and the warning for fields nobody knows.
 1. the JSON is parsed, and integral floats (``1.0``) become ints, as JSON Schema's
    ``integer`` (and vLLM's pydantic) accept them;
 2. a field of :data:`UNSUPPORTED` set to anything but its "off" value is a 400 naming it
-   (``param``) — the features issue 15 builds (structured outputs, tool calling, reasoning)
-   remove their lines here when they land;
+   (``param``);
 3. fields no struct and no table knows are ignored with one warning naming them (vLLM's
    behaviour: clients send extras);
 4. the rest is validated against the struct (types, ranges; a 400 naming the field).
@@ -57,30 +56,16 @@ class Refusal:
 
 
 _FALSY: tuple[Any, ...] = (None, False, [], {}, "")
-_TOOLS = "tool calling"
-_STRUCTURED = "structured outputs"
+_FUNCTIONS = "the deprecated functions / function_call fields (use tools / tool_choice)"
 _TEXT_ONLY = "this server serves text models"
 
 # {field: why it is refused unless off}
 UNSUPPORTED: dict[str, Refusal] = {
-    # tool calling (issue 15)
-    "tools": Refusal(_TOOLS, _FALSY),
-    "tool_choice": Refusal(_TOOLS, (None, "none")),
-    "parallel_tool_calls": Refusal(_TOOLS),
-    "functions": Refusal(_TOOLS, _FALSY),
-    "function_call": Refusal(_TOOLS, (None, "none")),
-    # structured outputs (issue 15)
-    "response_format": Refusal(_STRUCTURED, (None, {"type": "text"})),
-    "structured_outputs": Refusal(_STRUCTURED),
-    "guided_json": Refusal(_STRUCTURED),
-    "guided_regex": Refusal(_STRUCTURED),
-    "guided_choice": Refusal(_STRUCTURED),
-    "guided_grammar": Refusal(_STRUCTURED),
-    "guided_decoding_backend": Refusal(_STRUCTURED),
-    "guided_whitespace_pattern": Refusal(_STRUCTURED),
-    # reasoning output (issue 15)
-    "reasoning_effort": Refusal("reasoning output"),
-    "include_reasoning": Refusal("reasoning output"),
+    # OpenAI's deprecated function-calling fields (use tools / tool_choice)
+    "functions": Refusal(_FUNCTIONS, _FALSY),
+    "function_call": Refusal(_FUNCTIONS, (None, "none")),
+    # reasoning effort is a chat-template input of a few models (gpt-oss) we do not serve
+    "reasoning_effort": Refusal("reasoning_effort"),
     # sampling this engine does not do
     "best_of": Refusal("ranking candidates (best_of other than n)", same_as="n"),
     "use_beam_search": Refusal("beam search", _FALSY),

@@ -1,17 +1,22 @@
-"""Pure-ASGI guards in front of the routes: API key and request-body size.
+"""Pure-ASGI middleware in front of the routes: request ids (and request logging), API key,
+request-body size.
 
-Both answer with OpenAI's error body themselves, before any handler runs, so a rejected
+The guards answer with OpenAI's error body themselves, before any handler runs, so a rejected
 request costs no parsing and never reaches the engine.
 """
 
 from __future__ import annotations
 
 import hmac
+import logging
+import uuid
+from collections.abc import Mapping
 from typing import Any
 
 from actorllm.entrypoints.openai.errors import APIError
 
 Scope = dict[str, Any]
+logger = logging.getLogger("actorllm.requests")
 
 
 class APIKeyMiddleware:
@@ -72,3 +77,80 @@ class BodyLimitMiddleware:
             return message
 
         await self.app(scope, limited_receive, send)
+
+
+REQUEST_ID_HEADER = b"x-request-id"
+
+
+def request_id_of(scope: Mapping[str, Any]) -> str | None:
+    """The id :class:`RequestIdMiddleware` gave this request, if the caller sent one."""
+    state = scope.get("state") or {}
+    given = state.get("request_id_given")
+    return str(given) if given else None
+
+
+class RequestIdMiddleware:
+    """``X-Request-Id`` on every HTTP response: the caller's own id when it sent one (it
+    also becomes the engine request's id), else a fresh one.
+
+    With ``log_requests`` it also logs each request as it arrives (id, method, path and the
+    first ``max_log_len`` characters of its body) and as its response starts (status).
+    """
+
+    def __init__(
+        self, app: Any, *, log_requests: bool = False, max_log_len: int | None = None
+    ) -> None:
+        self.app = app
+        self.log_requests = log_requests
+        self.max_log_len = max_log_len
+
+    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        given = dict(scope["headers"]).get(REQUEST_ID_HEADER, b"").decode("latin-1").strip()
+        request_id = given or uuid.uuid4().hex
+        scope.setdefault("state", {})["request_id_given"] = given or None
+        header = (REQUEST_ID_HEADER, request_id.encode("latin-1"))
+        # Requests without a body are logged now; the others with their body's first chunk.
+        logged_body = not self.log_requests or scope["method"] in ("GET", "HEAD", "OPTIONS")
+        if self.log_requests and logged_body:
+            logger.info("request %s: %s %s", request_id, scope["method"], scope["path"])
+
+        async def logging_receive() -> Any:
+            nonlocal logged_body
+            message = await receive()
+            if not logged_body and message["type"] == "http.request":
+                logged_body = True
+                body = message.get("body", b"").decode("utf-8", "replace")
+                if self.max_log_len is not None:
+                    body = body[: self.max_log_len]
+                logger.info(
+                    "request %s: %s %s %s", request_id, scope["method"], scope["path"], body
+                )
+            return message
+
+        async def send_with_id(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                headers = [h for h in message.get("headers", []) if h[0] != REQUEST_ID_HEADER]
+                message = {**message, "headers": [*headers, header]}
+                if self.log_requests:
+                    logger.info("request %s: status %d", request_id, message["status"])
+            await send(message)
+
+        await self.app(scope, logging_receive if self.log_requests else receive, send_with_id)
+
+
+class RootPathMiddleware:
+    """Sets the ASGI ``root_path`` (``--root-path``): the prefix a reverse proxy serves the
+    API under. Routing strips it when the path carries it and matches as is when the proxy
+    already stripped it, so both forms reach the same route."""
+
+    def __init__(self, app: Any, root_path: str) -> None:
+        self.app = app
+        self.root_path = root_path.rstrip("/")
+
+    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
+        if scope["type"] in ("http", "websocket"):
+            scope = {**scope, "root_path": self.root_path}
+        await self.app(scope, receive, send)

@@ -42,7 +42,12 @@ _GENERATION_RULES = (
     " Rules between fields: the prompt's tokens plus `max_tokens` must fit the context "
     "length (this model's `max_model_len`, see /v1/models); `min_tokens` must not exceed "
     "`max_tokens`. Fields this server cannot honour yet accept only their 'off' values "
-    "(each says so); unknown fields are ignored (and logged)."
+    "(each says so); unknown fields are ignored (and logged). At most one structured-output "
+    "constraint (`response_format`, `structured_outputs`, `guided_*`), and it must compile: "
+    "a regex or grammar that parses, a JSON schema the grammar backend accepts, "
+    "`guided_decoding_backend` / `guided_whitespace_pattern` only beside one; `tools` with "
+    '`tool_choice` "auto" (the default) need the server started with '
+    "`--enable-auto-tool-choice`; a named `tool_choice` must name one of `tools`."
 )
 
 # (method, path, request struct or None, response struct or None, summary, tag)

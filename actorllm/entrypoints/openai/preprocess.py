@@ -150,8 +150,10 @@ def render_chat(
     continue_final_message: bool,
     documents: list[dict[str, str]] | None,
     chat_template_kwargs: dict[str, Any] | None,
+    tools: list[dict[str, Any]] | None = None,
 ) -> str:
-    """The prompt text the chat template makes of ``messages`` (400 if it cannot)."""
+    """The prompt text the chat template makes of ``messages`` (400 if it cannot);
+    ``tools`` (OpenAI function tools) go to the template, which must render them."""
     if continue_final_message and add_generation_prompt:
         raise bad_request(
             "Cannot set both `continue_final_message` and `add_generation_prompt` to true.",
@@ -172,6 +174,13 @@ def render_chat(
         )
     if documents is not None:
         options["documents"] = documents
+    if tools:
+        if "tools" not in str(tokenizer.chat_template):
+            raise bad_request(
+                "This model's chat template does not render tools; it cannot be offered tools.",
+                "tools",
+            )
+        options["tools"] = tools
     try:
         text = tokenizer.apply_chat_template(
             messages_for_template(messages),

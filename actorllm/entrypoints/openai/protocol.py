@@ -54,6 +54,43 @@ class StreamOptions(msgspec.Struct, kw_only=True):
     continuous_usage_stats: bool = False  # usage on every chunk (vLLM)
 
 
+class JsonSchemaFormat(msgspec.Struct, kw_only=True):
+    name: str = "response"
+    description: str | None = None
+    schema: dict[str, Any]
+    strict: bool | None = None
+
+
+class TextFormat(msgspec.Struct, kw_only=True, tag_field="type", tag="text"):
+    pass
+
+
+class JsonObjectFormat(msgspec.Struct, kw_only=True, tag_field="type", tag="json_object"):
+    pass
+
+
+class JsonSchemaResponseFormat(msgspec.Struct, kw_only=True, tag_field="type", tag="json_schema"):
+    json_schema: JsonSchemaFormat
+
+
+ResponseFormat = TextFormat | JsonObjectFormat | JsonSchemaResponseFormat
+
+
+class StructuredOutputsField(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """vLLM's ``structured_outputs`` body field: one constraint plus options."""
+
+    json: dict[str, Any] | str | None = None
+    json_object: bool | None = None
+    regex: str | None = None
+    choice: list[str] | None = None
+    grammar: str | None = None
+    structural_tag: str | None = None
+    disable_any_whitespace: bool = False
+    disable_additional_properties: bool = False
+    whitespace_pattern: str | None = None
+    backend: Literal["auto", "xgrammar", "guidance"] | None = None
+
+
 class SamplingFields(msgspec.Struct, kw_only=True):
     """Fields common to both request kinds (OpenAI's and vLLM's extensions)."""
 
@@ -91,6 +128,15 @@ class SamplingFields(msgspec.Struct, kw_only=True):
         int, msgspec.Meta(ge=-_MAX_I32, le=_MAX_I32, extra_json_schema={"x-served": "priority"})
     ] = 0
     request_id: Annotated[str, msgspec.Meta(min_length=1, max_length=256)] | None = None
+    # Structured outputs (docs/structured_outputs.md): one of these at most.
+    response_format: ResponseFormat | None = None
+    structured_outputs: StructuredOutputsField | None = None
+    guided_json: dict[str, Any] | str | None = None
+    guided_regex: str | None = None
+    guided_choice: Annotated[list[str], msgspec.Meta(min_length=1)] | None = None
+    guided_grammar: NonEmptyStr | None = None
+    guided_decoding_backend: Literal["auto", "xgrammar", "guidance"] | None = None
+    guided_whitespace_pattern: str | None = None
 
 
 class CompletionRequest(SamplingFields, kw_only=True):
@@ -154,8 +200,35 @@ ChatMessage = SystemMessage | DeveloperMessage | UserMessage | AssistantMessage 
 Messages = Annotated[list[ChatMessage], msgspec.Meta(min_length=1)]
 
 
+class FunctionDefinition(msgspec.Struct, kw_only=True, omit_defaults=True):
+    name: NonEmptyStr
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+    strict: bool | None = None
+
+
+class Tool(msgspec.Struct, kw_only=True):
+    type: Literal["function"] = "function"
+    function: FunctionDefinition
+
+
+class NamedFunction(msgspec.Struct, kw_only=True):
+    name: NonEmptyStr
+
+
+class NamedToolChoice(msgspec.Struct, kw_only=True):
+    type: Literal["function"] = "function"
+    function: NamedFunction
+
+
 class ChatCompletionRequest(SamplingFields, kw_only=True):
     messages: Messages
+    # Tool calling (docs/tool_calling.md).
+    tools: list[Tool] | None = None
+    tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
+    parallel_tool_calls: bool | None = None
+    # Reasoning models (--reasoning-parser): False leaves reasoning_content out.
+    include_reasoning: bool = True
     # How messages become a prompt (vLLM's chat-template extensions; see TokenizeRequest).
     add_generation_prompt: bool = True
     continue_final_message: bool = False
@@ -255,6 +328,8 @@ class ChatLogProbs(msgspec.Struct, kw_only=True):
 class ChatResponseMessage(msgspec.Struct, kw_only=True):
     role: str = "assistant"
     content: str | None = None
+    reasoning_content: str | None = None  # with --reasoning-parser
+    tool_calls: list[ToolCall] = msgspec.field(default_factory=list)
 
 
 class ChatChoice(msgspec.Struct, kw_only=True):
@@ -276,9 +351,26 @@ class ChatCompletionResponse(msgspec.Struct, kw_only=True):
     prompt_logprobs: PromptLogprobsOut | None = None
 
 
+class DeltaFunctionCall(msgspec.Struct, kw_only=True, omit_defaults=True):
+    name: str | None = None
+    arguments: str | None = None
+
+
+class DeltaToolCall(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A streamed tool call piece: the first carries index, id, type and name; later ones
+    index and argument fragments (OpenAI's shape)."""
+
+    index: int
+    id: str | None = None
+    type: Literal["function"] | None = None
+    function: DeltaFunctionCall | None = None
+
+
 class DeltaMessage(msgspec.Struct, kw_only=True, omit_defaults=True):
     role: str | None = None
     content: str | None = None
+    reasoning_content: str | None = None
+    tool_calls: list[DeltaToolCall] | None = None
 
 
 class ChatChunkChoice(msgspec.Struct, kw_only=True):

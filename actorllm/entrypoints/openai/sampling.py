@@ -3,14 +3,41 @@
 from __future__ import annotations
 
 import uuid
+from typing import Any
+
+import msgspec
 
 from actorllm.core.sampling_params import RequestOutputKind, SamplingParams
+from actorllm.core.structured_outputs_params import StructuredOutputsParams
 from actorllm.entrypoints.openai.errors import APIError, bad_request
 from actorllm.entrypoints.openai.protocol import (
     ChatCompletionRequest,
     CompletionRequest,
     SamplingFields,
 )
+from actorllm.entrypoints.openai.structured_request import structured_outputs_from_body
+
+# The body fields that carry a structured-outputs constraint (at most one may be set).
+STRUCTURED_FIELDS = (
+    "response_format",
+    "structured_outputs",
+    "guided_json",
+    "guided_regex",
+    "guided_choice",
+    "guided_grammar",
+    "guided_decoding_backend",
+    "guided_whitespace_pattern",
+)
+
+
+def structured_outputs(req: SamplingFields) -> StructuredOutputsParams | None:
+    """The request's output constraint from any of its spellings (a 400 for two)."""
+    body: dict[str, Any] = {
+        name: msgspec.to_builtins(getattr(req, name))
+        for name in STRUCTURED_FIELDS
+        if getattr(req, name) is not None
+    }
+    return structured_outputs_from_body(body) if body else None
 
 
 def check_model(requested: str | None, served: str) -> None:
@@ -46,6 +73,7 @@ def _params(
     logprobs: int | None,
     prompt_logprobs: int | None,
     output_kind: RequestOutputKind,
+    structured: StructuredOutputsParams | None = None,
 ) -> SamplingParams:
     return SamplingParams(
         n=req.n,
@@ -72,6 +100,7 @@ def _params(
         spaces_between_special_tokens=req.spaces_between_special_tokens,
         truncate_prompt_tokens=req.truncate_prompt_tokens,
         output_kind=output_kind,
+        structured_outputs=structured,
     )
 
 
@@ -91,6 +120,7 @@ def completion_params(
         logprobs=req.logprobs,
         prompt_logprobs=_max_of(req.prompt_logprobs, echo_logprobs),
         output_kind=output_kind,
+        structured=structured_outputs(req),
     )
 
 
@@ -99,14 +129,33 @@ def chat_max_tokens(req: ChatCompletionRequest) -> int | None:
 
 
 def chat_params(
-    req: ChatCompletionRequest, *, max_tokens: int, output_kind: RequestOutputKind
+    req: ChatCompletionRequest,
+    *,
+    max_tokens: int,
+    output_kind: RequestOutputKind,
+    forced_tool_schema: dict[str, Any] | None = None,
+    keep_special_tokens: bool = False,
 ) -> SamplingParams:
+    """``forced_tool_schema``: the JSON schema that ``tool_choice`` required / named forces
+    (compact JSON: arguments are for programs); ``keep_special_tokens``: the tool parser
+    reads special tokens (Mistral's ``[TOOL_CALLS]``)."""
     if req.top_logprobs is not None and not req.logprobs:
         raise bad_request("top_logprobs requires logprobs to be true.", "top_logprobs")
-    return _params(
+    structured = structured_outputs(req)
+    if forced_tool_schema is not None:
+        if structured is not None:
+            raise bad_request(
+                "tool_choice required or a named function cannot be combined with "
+                "response_format / structured outputs.",
+                "tool_choice",
+            )
+        structured = StructuredOutputsParams(json=forced_tool_schema, disable_any_whitespace=True)
+    params = _params(
         req,
         max_tokens=max_tokens,
         logprobs=(req.top_logprobs or 0) if req.logprobs else None,
         prompt_logprobs=req.prompt_logprobs,
         output_kind=output_kind,
+        structured=structured,
     )
+    return params.clone(skip_special_tokens=False) if keep_special_tokens else params

@@ -1,19 +1,26 @@
 """POST /v1/chat/completions: messages through the chat template, OpenAI's chat response.
 
-Streaming sends, per choice, a first chunk with ``role: "assistant"``, then content deltas;
+Streaming sends, per choice, a first chunk with ``role`` (``--response-role``), then content deltas;
 the finish reason rides on the chunk that carries the last delta.
+
+Tools and reasoning (docs/tool_calling.md): ``tools`` go to the chat template; each
+choice's text is split by a :class:`ChoiceParser` into ``reasoning_content`` (with
+``--reasoning-parser``), ``content`` and ``tool_calls``, whole or as deltas.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
 from starlette.responses import Response
 
 from actorllm.core.outputs import CompletionOutput, RequestOutput
 from actorllm.core.sampling_params import RequestOutputKind
+from actorllm.entrypoints.openai.chat_outputs import ChoiceParser, Delta
 from actorllm.entrypoints.openai.logprobs import TokenText, chat_logprobs, prompt_logprobs
 from actorllm.entrypoints.openai.preprocess import (
     Prompt,
@@ -33,7 +40,9 @@ from actorllm.entrypoints.openai.protocol import (
     ChatLogProbs,
     ChatResponseMessage,
     DeltaMessage,
+    DeltaToolCall,
     PromptLogprobsOut,
+    ToolCall,
 )
 from actorllm.entrypoints.openai.sampling import (
     chat_max_tokens,
@@ -50,6 +59,8 @@ from actorllm.entrypoints.openai.serving_common import (
 )
 from actorllm.entrypoints.openai.sse import Emit, SSEResponse
 from actorllm.entrypoints.openai.streams import PrimedStream, prime_all, pump, unless_disconnected
+from actorllm.entrypoints.openai.structured_request import ToolPlan, plan_tools
+from actorllm.entrypoints.openai.tool_parsers import NamedToolParser
 
 
 async def create_chat_completion(
@@ -61,6 +72,7 @@ async def create_chat_completion(
     check_model(req.model, engine.model_name)
     check_priority(req.priority, engine.config.scheduling_policy)
     kind = RequestOutputKind.DELTA if req.stream else RequestOutputKind.FINAL_ONLY
+    tool_plan = plan_tools(_tool_fields(req), ctx.chat.tools, engine.tokenizer)
     text = render_chat(
         engine.tokenizer,
         req.messages,
@@ -68,13 +80,20 @@ async def create_chat_completion(
         continue_final_message=req.continue_final_message,
         documents=req.documents,
         chat_template_kwargs=req.chat_template_kwargs,
+        tools=tool_plan.template_tools,
     )
     ids = encode(engine.tokenizer, text, add_special_tokens=req.add_special_tokens)
     prompt = truncate(Prompt(text, ids), req.truncate_prompt_tokens, engine.max_model_len)
     max_tokens = fit_max_tokens(
         len(prompt.token_ids), chat_max_tokens(req), engine.max_model_len, "messages"
     )
-    params = chat_params(req, max_tokens=max_tokens, output_kind=kind)
+    params = chat_params(
+        req,
+        max_tokens=max_tokens,
+        output_kind=kind,
+        forced_tool_schema=tool_plan.forced_schema,
+        keep_special_tokens=tool_plan.parser is not None and tool_plan.parser.keeps_special_tokens,
+    )
     rid = new_request_id("chatcmpl", req.request_id)
     it = engine.generate(prompt.engine_input(), params, request_id=rid, priority=req.priority)
     streams = await unless_disconnected(receive, lambda: prime_all([it]))
@@ -86,6 +105,11 @@ async def create_chat_completion(
         text=TokenText(engine.tokenizer, as_ids=req.return_tokens_as_token_ids),
         # vLLM's chat echo: the last message's content leads the reply when it has its role.
         echo=content_text(last.content) if req.echo and isinstance(last, AssistantMessage) else "",
+        role=ctx.response_role,
+        new_parser=_parser_factory(ctx, tool_plan, text),
+        # OpenAI: "tool_calls" when the model called tools, "stop" for a forced named call.
+        calls_finish=tool_plan.parser is not None
+        and not isinstance(tool_plan.parser, NamedToolParser),
     )
     if req.stream:
         return SSEResponse(lambda emit: state.stream(streams, emit), is_dead=ctx.is_dead)
@@ -93,8 +117,29 @@ async def create_chat_completion(
     return json_response(state.response())
 
 
+def _tool_fields(req: ChatCompletionRequest) -> dict[str, Any]:
+    return {
+        "tools": msgspec.to_builtins(req.tools) if req.tools else None,
+        "tool_choice": msgspec.to_builtins(req.tool_choice),
+        "parallel_tool_calls": req.parallel_tool_calls,
+    }
+
+
+def _parser_factory(ctx: ServingContext, plan: ToolPlan, prompt: str) -> Callable[[], ChoiceParser]:
+    """A fresh :class:`ChoiceParser` per choice (streaming parsers hold state)."""
+    reasoning_cls = ctx.chat.reasoning_parser
+    tools = plan.parser
+
+    def new() -> ChoiceParser:  # tool parsers are stateless; the streamers are per choice
+        reasoning = reasoning_cls(ctx.engine.tokenizer).begin(prompt) if reasoning_cls else None
+        return ChoiceParser(reasoning, tools)
+
+    return new
+
+
 @dataclass(slots=True)
 class _Choice:
+    parser: ChoiceParser
     text: str = ""
     finish_reason: str | None = None
     stop_reason: int | str | None = None
@@ -107,7 +152,10 @@ class _ChatState:
     id: str
     model: str
     text: TokenText
+    role: str  # --response-role
     echo: str  # prepended to every choice's content
+    new_parser: Callable[[], ChoiceParser]  # reasoning / tool-call parsing, one per choice
+    calls_finish: bool  # a choice that called tools finishes with "tool_calls"
     prompt_logprobs: PromptLogprobsOut | None = None
     created: int = field(default_factory=lambda: int(time.time()))
     usage: UsageTracker = field(default_factory=UsageTracker)
@@ -124,7 +172,9 @@ class _ChatState:
             self.prompt_logprobs = prompt_logprobs(out.prompt_logprobs, self.text)
         fragments = []
         for co in out.outputs:
-            choice = self.choices.setdefault(co.index, _Choice())
+            choice = self.choices.get(co.index)
+            if choice is None:
+                choice = self.choices[co.index] = _Choice(self.new_parser())
             logprobs = self._logprobs(co)
             if delta:
                 choice.text += co.text
@@ -135,17 +185,35 @@ class _ChatState:
                 choice.text, choice.logprobs = co.text, logprobs
             if co.finish_reason is not None:
                 choice.finish_reason, choice.stop_reason = co.finish_reason, co.stop_reason
-            if co.text or co.finish_reason or logprobs:
+            if not delta:
+                continue
+            parsed = self._delta(
+                choice.parser.delta(choice.text, final=co.finish_reason is not None)
+            )
+            finish = co.finish_reason
+            if finish == "stop" and self.calls_finish and choice.parser.tools_called:
+                finish = "tool_calls"
+            if parsed != DeltaMessage() or finish or logprobs:
                 fragments.append(
                     ChatChunkChoice(
                         index=co.index,
-                        delta=DeltaMessage(content=co.text) if co.text else DeltaMessage(),
+                        delta=parsed,
                         logprobs=logprobs,
-                        finish_reason=co.finish_reason,
+                        finish_reason=finish,
                         stop_reason=co.stop_reason,
                     )
                 )
         return fragments
+
+    def _delta(self, d: Delta) -> DeltaMessage:
+        return DeltaMessage(
+            content=d.content,
+            reasoning_content=d.reasoning_content if self.req.include_reasoning else None,
+            tool_calls=[
+                msgspec.convert(msgspec.to_builtins(t), DeltaToolCall) for t in d.tool_calls
+            ]
+            or None,
+        )
 
     async def collect(self, _i: int, out: RequestOutput) -> None:
         self._apply(out, delta=False)
@@ -153,7 +221,7 @@ class _ChatState:
     async def stream(self, streams: list[PrimedStream], emit: Emit) -> None:
         final_usage, every_chunk = usage_options(self.req.stream_options)
         for j in range(self.req.n):
-            delta = DeltaMessage(role="assistant", content=self.echo)
+            delta = DeltaMessage(role=self.role, content=self.echo)
             await emit(self._chunk([ChatChunkChoice(index=j, delta=delta)]))
 
         async def on_output(_i: int, out: RequestOutput) -> None:
@@ -166,6 +234,26 @@ class _ChatState:
         await pump(streams, on_output)
         if final_usage:
             await emit(self._chunk([], usage=True))
+
+    def _choice(self, index: int, c: _Choice) -> ChatChoice:
+        m = c.parser.message(c.text)
+        content = self.echo + m.content if m.content is not None else (self.echo or None)
+        calls = [msgspec.convert(msgspec.to_builtins(t), ToolCall) for t in m.tool_calls]
+        finish = c.finish_reason
+        if finish == "stop" and calls and self.calls_finish:
+            finish = "tool_calls"
+        return ChatChoice(
+            index=index,
+            message=ChatResponseMessage(
+                role=self.role,
+                content=content,
+                reasoning_content=m.reasoning_content if self.req.include_reasoning else None,
+                tool_calls=calls,
+            ),
+            logprobs=c.logprobs,
+            finish_reason=finish,
+            stop_reason=c.stop_reason,
+        )
 
     def _chunk(
         self,
@@ -183,16 +271,7 @@ class _ChatState:
         )
 
     def response(self) -> ChatCompletionResponse:
-        choices = [
-            ChatChoice(
-                index=index,
-                message=ChatResponseMessage(content=self.echo + c.text),
-                logprobs=c.logprobs,
-                finish_reason=c.finish_reason,
-                stop_reason=c.stop_reason,
-            )
-            for index, c in sorted(self.choices.items())
-        ]
+        choices = [self._choice(index, c) for index, c in sorted(self.choices.items())]
         return ChatCompletionResponse(
             id=self.id,
             created=self.created,

@@ -12,6 +12,7 @@ from actorllm.core.outputs import RequestOutput
 from actorllm.entrypoints.metrics import ServerMetrics
 from actorllm.entrypoints.openai.engine_client import EngineClient
 from actorllm.entrypoints.openai.protocol import PromptTokensDetails, StreamOptions, UsageInfo
+from actorllm.entrypoints.openai.tool_setup import NO_SETUP, ChatSetup
 
 _encoder = msgspec.json.Encoder()
 
@@ -22,6 +23,9 @@ class ServingContext:
 
     engine: EngineClient
     metrics: ServerMetrics
+    response_role: str = "assistant"  # the role of chat completions' messages
+    # Tool calling and reasoning options (--tool-call-parser, --reasoning-parser, ...).
+    chat: ChatSetup = NO_SETUP
 
     def is_dead(self) -> bool:
         return bool(self.engine.is_dead)

@@ -63,8 +63,12 @@ class SSEResponse(Response):
                 {"type": "http.response.body", "body": sse_event(payload), "more_body": True}
             )
 
+        disconnected = False
+
         async def watch(cancel: anyio.CancelScope) -> None:
+            nonlocal disconnected
             await wait_for_disconnect(receive)
+            disconnected = True
             cancel.cancel()
 
         async with anyio.create_task_group() as tg:
@@ -73,5 +77,9 @@ class SSEResponse(Response):
                 await self._producer(emit)
             except Exception as exc:
                 await emit(to_api_error(exc, engine_dead=self._is_dead()).body())
-            await send({"type": "http.response.body", "body": DONE, "more_body": False})
             tg.cancel_scope.cancel()
+        # The last send ends the response, and the server may close the connection inside
+        # it (a `Connection: close` client), which reports http.disconnect: sent inside the
+        # task group, the watcher's cancel interrupted that close and leaked the socket.
+        if not disconnected:
+            await send({"type": "http.response.body", "body": DONE, "more_body": False})

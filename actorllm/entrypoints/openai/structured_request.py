@@ -15,8 +15,6 @@ offline ``LLM.chat`` share them:
 
 from __future__ import annotations
 
-import contextlib
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -201,27 +199,3 @@ def _is_function_tool(tool: Any) -> bool:
         and isinstance(tool.get("function"), Mapping)
         and isinstance(tool["function"].get("name"), str)
     )
-
-
-def messages_for_template(messages: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Messages as chat templates expect them: an assistant's tool call arguments as
-    objects (templates ``tojson`` them), not the JSON strings OpenAI sends."""
-    out = []
-    for m in messages:
-        msg = dict(m)
-        calls = msg.get("tool_calls")
-        if calls:
-            msg["tool_calls"] = [_call_for_template(c) for c in calls]
-        out.append(msg)
-    return out
-
-
-def _call_for_template(call: Mapping[str, Any]) -> dict[str, Any]:
-    call = dict(call)
-    fn = dict(call.get("function") or {})
-    args = fn.get("arguments")
-    if isinstance(args, str):
-        with contextlib.suppress(ValueError):  # a template may still render the string
-            fn["arguments"] = json.loads(args)
-    call["function"] = fn
-    return call

@@ -115,7 +115,7 @@ def test_tokens_advance_the_matcher_and_completion_stops() -> None:
         outs += _step(s, s.schedule())
     assert t.accepted == {}  # removed when finished
     assert [o.finish_reason.value for o in outs if o.finish_reason] == ["stop"]
-    assert sum(len(o.new_token_ids) for o in outs) == 3
+    assert sum(len(o.new_token_ids) for o in outs) == 4  # the grammar's 3, then its stop
 
 
 def test_rejected_token_is_an_error_not_invalid_output() -> None:
@@ -172,7 +172,9 @@ def test_recovered_request_rebuilds_its_matcher_from_outputs() -> None:
     s.add_request(_structured("g", output_token_ids=[1, 2], max_tokens=10))
     assert t.accepted["g"] == [1, 2]
     outs = _step(s, s.schedule())
-    assert outs[0].finish_reason is not None  # the third token completes the grammar
+    assert outs[0].finish_reason is None  # the third token completes the grammar ...
+    outs = _step(s, s.schedule())
+    assert outs[0].finish_reason is not None  # ... and the stop token after it ends it
 
 
 def test_refused_without_a_tracker() -> None:

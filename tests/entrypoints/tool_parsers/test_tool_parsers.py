@@ -19,23 +19,7 @@ from actorllm.entrypoints.openai.tool_parsers import (
     load_tool_parser_plugin,
     tool_choice_schema,
 )
-
-WEATHER = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "city": {"type": "string"},
-                "days": {"type": "integer"},
-                "metric": {"type": "boolean"},
-            },
-            "required": ["city"],
-        },
-    },
-}
-TIME = {"type": "function", "function": {"name": "get_time", "parameters": {}}}
+from tests.helpers.tools import TIME, WEATHER
 
 # (parser, recorded output, content, [(name, arguments)])
 CASES: list[tuple[str, str, str | None, list[tuple[str, dict[str, Any]]]]] = [
@@ -180,3 +164,21 @@ def test_unknown_parser_and_plugin(tmp_path: Path) -> None:
     assert get_tool_parser("mine").__name__ == "Mine"
     with pytest.raises(UnknownToolParserError):
         load_tool_parser_plugin(tmp_path / "missing.py")
+
+
+def test_the_example_plugin(tmp_path: Path) -> None:
+    root = Path(__file__).resolve().parents[3]
+    load_tool_parser_plugin(root / "examples" / "tool_parser_plugin.py")
+    parser = get_tool_parser("call_line")(None)
+    got = parser.extract('Checking.\nCALL get_time {"tz": "UTC"}')
+    assert got.content == "Checking.\n"
+    assert [(c.function.name, c.function.arguments) for c in got.tool_calls] == [
+        ("get_time", '{"tz": "UTC"}')
+    ]
+    streamer = ToolCallStreamer(parser)
+    text = 'Hi CALL f {"a": [1, 2]}'
+    args = ""
+    for cut in range(1, len(text) + 1):
+        for d in streamer.update(text[:cut], final=cut == len(text)).tool_calls:
+            args += (d.function.arguments or "") if d.function else ""
+    assert json.loads(args) == {"a": [1, 2]}

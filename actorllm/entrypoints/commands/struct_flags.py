@@ -1,0 +1,174 @@
+"""Command-line flags generated from a msgspec ``Struct``: one source of truth.
+
+Theory of operation: a settings struct (``EngineConfig``, ``ServerSettings``,
+``AppSettings``) is read three ways, all at parser-building time:
+
+* its fields and types (``msgspec.structs.fields``) give each flag's name, parser and
+  choices: ``bool`` -> ``--x`` / ``--no-x``; ``Literal`` -> choices; ``int`` fields named
+  ``*_bytes`` take sizes (``512MiB``); ``list[str]`` takes a JSON list or a comma list;
+  ``X | None`` parses as ``X``. Other types cannot be flags: name them in ``exclude``;
+* the string literal written under a field (a field docstring, as in vLLM's configs) is the
+  flag's help text, read with ``ast`` from the class source;
+* a section comment ``# -- Name ---`` opens the ``--help`` group ``Name`` (vLLM's config
+  class names: ModelConfig, CacheConfig, ...) for the fields after it.
+
+The flag of a field is ``--`` + its name with dashes, less a ``_s`` suffix (seconds):
+``restart_window_s`` -> ``--restart-window``. Flags default to *absent*
+(``argparse.SUPPRESS``), so :func:`given` returns only what the user typed and the struct's
+own defaults (shown in the help) apply to the rest.
+
+    >>> import argparse
+    >>> from actorllm.engine.config import EngineConfig
+    >>> parser = argparse.ArgumentParser()
+    >>> add_struct_flags(parser, EngineConfig, groups={})
+    >>> given(parser.parse_args(["--max-num-seqs", "8"]), EngineConfig)
+    {'max_num_seqs': 8}
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import inspect
+import json
+import re
+import textwrap
+import types
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, Union, get_args, get_origin
+
+import msgspec
+
+from actorllm.engine.config import parse_size
+
+Groups = dict[str, Any]  # {title: argparse argument group}, shared by several structs
+
+_SECTION = re.compile(r"^\s*# -- (\w+)")
+
+
+@dataclass(frozen=True)
+class FieldDoc:
+    group: str  # the section the field sits in ("" before any section comment)
+    help: str  # the field's docstring, dedented ("" when it has none)
+
+
+def field_docs(cls: type) -> dict[str, FieldDoc]:
+    """{field name: its section and docstring}, read from the class source."""
+    lines, _ = inspect.getsourcelines(cls)
+    source = textwrap.dedent("".join(lines))
+    headers = [
+        (lineno, m.group(1))
+        for lineno, line in enumerate(source.splitlines(), start=1)
+        if (m := _SECTION.match(line))
+    ]
+    body = ast.parse(source).body[0]
+    assert isinstance(body, ast.ClassDef)
+    out: dict[str, FieldDoc] = {}
+    for node, after in zip(body.body, [*body.body[1:], None], strict=True):
+        if not (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)):
+            continue
+        doc = ""
+        if (
+            isinstance(after, ast.Expr)
+            and isinstance(after.value, ast.Constant)
+            and isinstance(after.value.value, str)
+        ):
+            doc = inspect.cleandoc(after.value.value)
+        group = next((name for line, name in reversed(headers) if line < node.lineno), "")
+        out[node.target.id] = FieldDoc(group=group, help=doc)
+    return out
+
+
+def flag_for(field: str) -> str:
+    """``restart_window_s`` -> ``--restart-window``; ``max_num_seqs`` -> ``--max-num-seqs``."""
+    return "--" + field.removesuffix("_s").replace("_", "-")
+
+
+def str_list(text: str) -> list[str]:
+    """A JSON list (``'["a", "b"]'``, vLLM's form) or a comma-separated list (``a,b``)."""
+    if text.lstrip().startswith("["):
+        value = json.loads(text)
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise argparse.ArgumentTypeError(f"not a JSON list of strings: {text}")
+        return value
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def _without_none(tp: Any) -> Any:
+    if get_origin(tp) in (Union, types.UnionType):
+        members = [a for a in get_args(tp) if a is not type(None)]
+        if len(members) == 1:
+            return members[0]
+    return tp
+
+
+def _parser_kwargs(info: msgspec.structs.FieldInfo) -> dict[str, Any]:
+    tp = _without_none(info.type)
+    if tp is bool:
+        return {"action": argparse.BooleanOptionalAction}
+    if get_origin(tp) is Literal:
+        choices = [c for c in get_args(tp) if c is not None]
+        return {"choices": choices, "type": type(choices[0])}
+    if tp is int:
+        return {"type": parse_size if info.name.endswith("_bytes") else int}
+    if tp in (float, str):
+        return {"type": tp}
+    if get_origin(tp) is list and get_args(tp) == (str,):
+        return {"type": str_list, "metavar": "LIST"}
+    raise TypeError(f"{info.name}: no command-line form for {info.type!r}; exclude it")
+
+
+def _default_text(info: msgspec.structs.FieldInfo) -> str:
+    if info.default_factory is not msgspec.NODEFAULT:
+        return repr(info.default_factory())
+    if info.default is msgspec.NODEFAULT:
+        return "required"
+    return repr(info.default) if isinstance(info.default, str) else str(info.default)
+
+
+def _group(parser: argparse.ArgumentParser, groups: Groups, title: str) -> Any:
+    if title not in groups:
+        groups[title] = parser.add_argument_group(title)
+    return groups[title]
+
+
+def flag_fields(cls: type, exclude: Collection[str] = ()) -> list[msgspec.structs.FieldInfo]:
+    return [f for f in msgspec.structs.fields(cls) if f.name not in exclude]
+
+
+def add_struct_flags(
+    parser: argparse.ArgumentParser,
+    cls: type,
+    *,
+    groups: Groups,
+    exclude: Collection[str] = (),
+    aliases: Mapping[str, tuple[str, ...]] | None = None,
+    default_group: str = "options",
+) -> None:
+    """Add one flag per field of ``cls`` (less ``exclude``) to ``parser``, in the groups of
+    the struct's section comments. ``aliases`` adds extra option strings (``-tp``)."""
+    docs = field_docs(cls)
+    for info in flag_fields(cls, exclude):
+        doc = docs.get(info.name, FieldDoc("", ""))
+        help_text = doc.help
+        if "default" not in help_text.lower():  # the docstring may say it better itself
+            help_text += f" (default: {_default_text(info)})"
+        flag = flag_for(info.name)
+        kwargs = _parser_kwargs(info)
+        if "action" not in kwargs and "choices" not in kwargs:
+            kwargs.setdefault("metavar", flag[2:].replace("-", "_").upper())
+        _group(parser, groups, doc.group or default_group).add_argument(
+            flag,
+            *(aliases or {}).get(info.name, ()),
+            dest=info.name,
+            default=argparse.SUPPRESS,
+            help=help_text.replace("%", "%%"),
+            **kwargs,
+        )
+
+
+def given(args: argparse.Namespace, cls: type, exclude: Collection[str] = ()) -> dict[str, Any]:
+    """The fields of ``cls`` the user set on the command line (keyword arguments for it)."""
+    values = vars(args)
+    return {f.name: values[f.name] for f in flag_fields(cls, exclude) if f.name in values}

@@ -1,0 +1,152 @@
+"""Structured outputs through the whole actor engine (scripted model: the constraint alone
+makes the output valid): every finished output validates, with async scheduling on and
+off, n > 1, min_tokens, stop strings, and after injected scheduler / executor crashes.
+Bad specs are typed errors before scheduling."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import anyio
+import jsonschema
+import pytest
+
+from actorllm.core.sampling_params import SamplingParams
+from actorllm.core.structured_outputs_params import StructuredOutputsError
+from actorllm.core.structured_outputs_params import StructuredOutputsParams as SOP
+from actorllm.testing.engine_harness import check_invariants, inject_fault, open_test_engine
+
+pytestmark = pytest.mark.anyio
+
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "id": {"type": "integer", "minimum": 0, "maximum": 999},
+        "kind": {"enum": ["cat", "dog"]},
+        "tags": {"type": "array", "items": {"type": "string", "maxLength": 4}, "maxItems": 2},
+    },
+    "required": ["id", "kind"],
+    "additionalProperties": False,
+}
+SPECS = [
+    SOP(json=SCHEMA, disable_any_whitespace=True),
+    SOP(regex=r"[A-Z][a-z]{1,6} [0-9]{2}"),
+    SOP(choice=["north", "south", "east", "west"]),
+    SOP(grammar='root ::= "(" num ("+" num){0,3} ")"\nnum ::= [0-9]{1,3}'),
+]
+
+
+def valid(spec: SOP, text: str) -> bool:
+    if spec.json is not None:
+        jsonschema.validate(json.loads(text), SCHEMA)
+        return True
+    if spec.regex is not None:
+        return re.fullmatch(spec.regex, text) is not None
+    if spec.choice is not None:
+        return text in spec.choice
+    return re.fullmatch(r"\([0-9]{1,3}(\+[0-9]{1,3}){0,3}\)", text) is not None
+
+
+async def run(engine, n: int = 12, **extra: object) -> list[tuple[str, str | None]]:
+    results: list[tuple[str, str | None]] = [("", None)] * n
+
+    async def one(i: int) -> None:
+        params = SamplingParams(
+            max_tokens=60, temperature=0.0 if i % 2 else 0.9, seed=i,
+            structured_outputs=SPECS[i % len(SPECS)], **extra,  # type: ignore[arg-type]
+        )  # fmt: skip
+        async for out in engine.generate(f"item {i}:", params, request_id=f"s{i}"):
+            results[i] = (out.outputs[0].text, out.outputs[0].finish_reason)
+
+    async with anyio.create_task_group() as tg:
+        for i in range(n):
+            tg.start_soon(one, i)
+    return results
+
+
+@pytest.mark.parametrize("async_scheduling", [False, True])
+async def test_every_finished_output_validates(async_scheduling: bool) -> None:
+    async with open_test_engine(async_scheduling=async_scheduling, max_num_seqs=8) as engine:
+        results = await run(engine)
+        await check_invariants(engine)
+    for i, (text, reason) in enumerate(results):
+        assert reason == "stop", (i, text, reason)
+        assert valid(SPECS[i % len(SPECS)], text), (i, text)
+
+
+@pytest.mark.parametrize("actor", ["scheduler", "executor"])
+async def test_valid_and_identical_after_a_crash(actor: str) -> None:
+    async with open_test_engine(step_delay_s=0.001) as engine:
+        reference = await run(engine)
+    async with open_test_engine(step_delay_s=0.001) as engine:
+        inject_fault(engine, actor, at_step=4)
+        results = await run(engine)
+        await check_invariants(engine)
+    assert results == reference
+
+
+async def test_n_min_tokens_and_stop_strings() -> None:
+    async with open_test_engine() as engine:
+        spec = SOP(regex=r"[a-z]{3,8}")
+        params = SamplingParams(n=3, max_tokens=20, temperature=1.0, seed=3, min_tokens=2,
+                                structured_outputs=spec)  # fmt: skip
+        last = None
+        async for out in engine.generate("x", params):
+            last = out
+        assert last is not None and len(last.outputs) == 3
+        assert all(re.fullmatch(r"[a-z]{3,8}", c.text) for c in last.outputs)
+        stop = SamplingParams(max_tokens=20, structured_outputs=SOP(regex="[a-c]{20}"), stop=["b"])
+        async for out in engine.generate("y", stop):
+            last = out
+        assert last is not None and "b" not in last.outputs[0].text
+
+
+@pytest.mark.parametrize(
+    "spec", [SOP(regex="(unclosed"), SOP(grammar="root ::= ("), SOP(json={"type": "nope"})]
+)
+async def test_bad_specs_fail_before_scheduling(spec: SOP) -> None:
+    async with open_test_engine() as engine:
+        with pytest.raises(StructuredOutputsError) as info:
+            async for _ in engine.generate("z", SamplingParams(structured_outputs=spec)):
+                pass
+        assert info.value.param == "structured_outputs"
+        assert (await engine.get_stats()).num_running_reqs == 0
+        await check_invariants(engine)
+
+
+async def test_a_slow_compile_holds_up_nobody() -> None:
+    """While one request's grammar compiles, others are processed, scheduled and finish;
+    the slow one still validates once its grammar is ready."""
+    import threading
+
+    release = threading.Event()
+    async with open_test_engine() as engine:
+        compiler = engine._structured.compiler
+        inner = compiler._compile
+
+        def slow(key, choice):  # type: ignore[no-untyped-def]
+            if key.spec == "slow[a-z]{2}":
+                release.wait(10)
+            return inner(key, choice)
+
+        compiler._compile = slow
+        order: list[str] = []
+
+        async def run_one(name: str, spec: SOP | None) -> None:
+            params = SamplingParams(max_tokens=8, structured_outputs=spec)
+            async for out in engine.generate(name, params):
+                last = out
+            order.append(name)
+            if spec is not None:
+                assert re.fullmatch(r"slow[a-z]{2}", last.outputs[0].text)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run_one, "slow", SOP(regex="slow[a-z]{2}"))
+            await anyio.sleep(0.05)
+            tg.start_soon(run_one, "plain", None)
+            while "plain" not in order:
+                await anyio.sleep(0.01)
+            release.set()
+        assert order == ["plain", "slow"]
+        await check_invariants(engine)

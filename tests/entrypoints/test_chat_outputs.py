@@ -1,0 +1,56 @@
+"""A choice's text -> reasoning, content and tool calls, whole and streamed."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from actorllm.entrypoints.openai.chat_outputs import ChoiceParser
+from actorllm.entrypoints.openai.tool_parsers import HermesToolParser, NamedToolParser
+from actorllm.reasoning import Qwen3ReasoningParser
+
+TEXT = (
+    "<think>\nThe user wants weather.\n</think>\n\nChecking.<tool_call>\n"
+    '{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
+)
+
+
+def test_message() -> None:
+    m = ChoiceParser(Qwen3ReasoningParser(), HermesToolParser()).message(TEXT)
+    assert m.reasoning_content == "\nThe user wants weather.\n"
+    assert m.content == "\n\nChecking."
+    assert [(c.function.name, json.loads(c.function.arguments)) for c in m.tool_calls] == [
+        ("get_weather", {"city": "Paris"})
+    ]
+    plain = ChoiceParser().message("hello")
+    assert (plain.content, plain.reasoning_content, plain.tool_calls) == ("hello", None, [])
+    named = ChoiceParser(tools=NamedToolParser("f")).message('{"x": 1}')
+    assert named.content is None and named.tool_calls[0].function.arguments == '{"x": 1}'
+
+
+@pytest.mark.parametrize("step", [1, 5])
+def test_stream_matches_message(step: int) -> None:
+    p = ChoiceParser(Qwen3ReasoningParser(), HermesToolParser())
+    reasoning = content = args = ""
+    names = []
+    cuts = [*range(step, len(TEXT), step), len(TEXT)]
+    for i, cut in enumerate(cuts):
+        d = p.delta(TEXT[:cut], final=i == len(cuts) - 1)
+        reasoning += d.reasoning_content or ""
+        content += d.content or ""
+        for tc in d.tool_calls:
+            if tc.function and tc.function.name:
+                names.append(tc.function.name)
+            args += (tc.function.arguments or "") if tc.function else ""
+    assert reasoning == "\nThe user wants weather.\n"
+    assert content == "\n\nChecking."
+    assert names == ["get_weather"] and json.loads(args) == {"city": "Paris"}
+    assert p.tools_called
+
+
+def test_stream_without_parsers_passes_text_through() -> None:
+    p = ChoiceParser()
+    assert p.delta("he").content == "he"
+    assert p.delta("hello").content == "llo"
+    assert p.delta("hello", final=True).empty

@@ -1,0 +1,165 @@
+"""Operations: /ping, X-Request-Id, CORS (off unless configured), TLS, --root-path,
+--response-role, --enable-log-requests, /v1/models' max_model_len; on a real hypercorn
+server over the fake engine."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import ssl
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from actorllm.entrypoints.openai.app import AppSettings, build_app
+from tests.entrypoints.conftest import engine_factory, start_server
+from tests.entrypoints.fake_engine import FakeEngine
+from tests.entrypoints.server_thread import ServerThread
+
+ORIGIN = "https://ui.example"
+
+
+@pytest.fixture(scope="module")
+def ops(engine: FakeEngine) -> Iterator[ServerThread]:
+    srv = start_server(
+        engine,
+        allowed_origins=[ORIGIN],
+        allowed_methods=["GET", "POST"],
+        root_path="/llm",
+        response_role="bot",
+        enable_log_requests=True,
+        max_log_len=20,
+    )
+    yield srv
+    srv.stop()
+
+
+def test_ping_get_and_post(server: ServerThread) -> None:
+    assert httpx.get(server.url + "/ping").status_code == 200
+    assert httpx.post(server.url + "/ping").status_code == 200
+
+
+def test_request_id_echoed_on_every_response(server: ServerThread) -> None:
+    given = httpx.get(server.url + "/health", headers={"X-Request-Id": "abc-123"})
+    assert given.headers["x-request-id"] == "abc-123"
+    fresh = [httpx.get(server.url + "/v1/models").headers["x-request-id"] for _ in range(2)]
+    assert all(fresh) and fresh[0] != fresh[1]
+    missing = httpx.get(server.url + "/nowhere", headers={"X-Request-Id": "r404"})
+    assert missing.status_code == 404 and missing.headers["x-request-id"] == "r404"
+
+
+def test_request_id_header_becomes_the_request_id(server: ServerThread, engine: FakeEngine) -> None:
+    body = {"model": "fake-model", "prompt": "hi", "max_tokens": 2}
+    r = httpx.post(server.url + "/v1/completions", json=body, headers={"X-Request-Id": "mine-7"})
+    assert r.status_code == 200 and r.json()["id"] == "cmpl-mine-7"
+    assert "cmpl-mine-7" in engine.finished
+    chat = {"model": "fake-model", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
+    r = httpx.post(server.url + "/v1/chat/completions", json=chat, headers={"X-Request-Id": "c-8"})
+    assert r.json()["id"] == "chatcmpl-c-8" and r.headers["x-request-id"] == "c-8"
+
+
+def test_no_cross_origin_access_by_default(server: ServerThread) -> None:
+    r = httpx.get(server.url + "/v1/models", headers={"Origin": ORIGIN})
+    assert "access-control-allow-origin" not in r.headers
+    preflight = httpx.options(
+        server.url + "/v1/completions",
+        headers={"Origin": ORIGIN, "Access-Control-Request-Method": "POST"},
+    )
+    assert "access-control-allow-origin" not in preflight.headers
+
+
+def test_cors_when_configured(ops: ServerThread) -> None:
+    preflight = httpx.options(
+        ops.url + "/v1/completions",
+        headers={"Origin": ORIGIN, "Access-Control-Request-Method": "POST"},
+    )
+    assert preflight.status_code == 200
+    assert preflight.headers["access-control-allow-origin"] == ORIGIN
+    assert "POST" in preflight.headers["access-control-allow-methods"]
+    r = httpx.get(ops.url + "/v1/models", headers={"Origin": ORIGIN})
+    assert r.headers["access-control-allow-origin"] == ORIGIN
+    other = httpx.get(ops.url + "/v1/models", headers={"Origin": "https://evil.example"})
+    assert "access-control-allow-origin" not in other.headers
+    refused = httpx.options(
+        ops.url + "/v1/completions",
+        headers={"Origin": ORIGIN, "Access-Control-Request-Method": "DELETE"},
+    )
+    assert refused.status_code == 400
+
+
+def test_root_path_prefix_is_optional(ops: ServerThread) -> None:
+    # A proxy may forward /llm/v1/models as is, or strip the prefix: both work.
+    assert httpx.get(ops.url + "/llm/v1/models").status_code == 200
+    assert httpx.get(ops.url + "/v1/models").status_code == 200
+
+
+def test_response_role(ops: ServerThread) -> None:
+    chat = {"model": "fake-model", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
+    r = httpx.post(ops.url + "/v1/chat/completions", json=chat)
+    assert r.json()["choices"][0]["message"]["role"] == "bot"
+    with httpx.stream("POST", ops.url + "/v1/chat/completions", json={**chat, "stream": True}) as s:
+        first = next(line for line in s.iter_lines() if line.startswith("data: "))
+    assert '"role":"bot"' in first
+
+
+def test_log_requests(ops: ServerThread, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.INFO, logger="actorllm.requests"):
+        body = {"model": "fake-model", "prompt": "the quick brown fox " * 5, "max_tokens": 1}
+        httpx.post(ops.url + "/v1/completions", json=body, headers={"X-Request-Id": "log-1"})
+    lines = [r.getMessage() for r in caplog.records if "log-1" in r.getMessage()]
+    assert any("POST /v1/completions" in line for line in lines)
+    assert any("status 200" in line for line in lines)
+    logged_body = next(line for line in lines if "{" in line).split(" ", 4)[-1]
+    assert len(logged_body) <= 20  # --max-log-len
+
+
+def test_models_reports_the_configured_max_model_len(server: ServerThread) -> None:
+    card = httpx.get(server.url + "/v1/models").json()["data"][0]
+    assert card["max_model_len"] == 64  # the fake engine's max_model_len
+
+
+def _self_signed(directory: Path) -> tuple[Path, Path]:
+    key, cert = directory / "key.pem", directory / "cert.pem"
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+            "-days",
+            "1",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+        ],
+        check=True,
+        capture_output=True,
+    )
+    return key, cert
+
+
+def test_tls(engine: FakeEngine, tmp_path: Path) -> None:
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is not installed")
+    key, cert = _self_signed(tmp_path)
+    app: Any = build_app(lambda: engine_factory(engine), AppSettings(log_interval_s=0))
+    srv = ServerThread(app, ssl_keyfile=str(key), ssl_certfile=str(cert)).start()
+    try:
+        assert srv.url.startswith("https://")
+        trusted = ssl.create_default_context(cafile=str(cert))
+        assert httpx.get(srv.url + "/health", verify=trusted).status_code == 200
+        with pytest.raises(httpx.HTTPError):  # plain HTTP on the TLS port gets no answer
+            httpx.get(srv.url.replace("https", "http") + "/health", timeout=2.0)
+    finally:
+        srv.stop()
