@@ -16,6 +16,7 @@ from typing import Any, Self
 from actorllm.engine.async_engine import AsyncEngine
 from actorllm.engine.config import EngineConfig
 from actorllm.engine.engine_thread import EngineThread
+from actorllm.engine.stats import EngineStats
 
 
 class SyncFacade:
@@ -52,6 +53,11 @@ class SyncFacade:
     def reset_prefix_cache(self) -> bool:
         """Drop every cached block; False (nothing done) while any block is in use."""
         return self._thread.call(self.engine.reset_prefix_cache)
+
+    def get_stats(self) -> EngineStats:
+        """The engine's statistics: scheduler state, and in ``requests`` the per-request
+        metrics (latencies, token counts, finish reasons) of everything run so far."""
+        return self._thread.call(self.engine.get_stats)
 
     def collective_rpc(
         self,

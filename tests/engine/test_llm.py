@@ -102,3 +102,14 @@ def test_chat_takes_one_conversation_or_several(llm):
 
 def test_get_tokenizer_is_the_engines(llm):
     assert llm.get_tokenizer() is llm.engine.tokenizer
+
+
+def test_request_metrics_reach_offline_users(llm):
+    before = llm.get_stats().requests
+    llm.generate(["metrics", "more metrics"], SamplingParams(max_tokens=3), use_tqdm=False)
+    after = llm.get_stats().requests
+    assert before is not None and after is not None
+    assert after.generation_tokens - before.generation_tokens == 6
+    e2e = "e2e_request_latency_seconds"
+    assert after.histograms[e2e].count - before.histograms[e2e].count == 2
+    assert after.histograms["request_params_max_tokens"].sum >= 6

@@ -70,16 +70,20 @@ def filter_case(context: Any, case: Any) -> bool:
         return True
     if any(body.get(name) is not None for name in _SEMANTIC):
         return False
-    lens = _prompt_lengths(path, body)
-    if lens is None:
-        return True
     default = 16 if path == "/v1/completions" else None
     max_tokens = body.get("max_completion_tokens", body.get("max_tokens", default))
     if path == "/v1/chat/completions" and body.get("max_completion_tokens") is None:
         max_tokens = body.get("max_tokens")
+    min_tokens = body.get("min_tokens", 0)
+    both = isinstance(max_tokens, int | float) and isinstance(min_tokens, int | float)
+    if both and min_tokens > max_tokens:
+        return False
+    lens = _prompt_lengths(path, body)
+    if lens is None:  # a negative case (or one this hook cannot read): the server decides
+        return True
     for n in lens:
         room = MAX_MODEL_LEN - n
         want = room if max_tokens is None else max_tokens
-        if room < 1 or want > room or body.get("min_tokens", 0) > want:
+        if room < 1 or want > room or min_tokens > want:
             return False
     return True

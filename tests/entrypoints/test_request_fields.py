@@ -5,6 +5,7 @@ was asked): the table of known-but-unsupported fields, unknown fields, vLLM's ch
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Iterator
 from typing import Any
@@ -67,7 +68,6 @@ ASKING: dict[str, Any] = {
     "chat_template": "{{ messages }}",
     "cache_salt": "s",
     "kv_transfer_params": {"do_remote_decode": True},
-    "return_token_ids": True,
     "store": True,
     "metadata": {"k": "v"},
     "service_tier": "flex",
@@ -269,3 +269,23 @@ def test_return_tokens_as_token_ids_and_stream_usage(http: httpx.Client) -> None
     ) as r:
         chunks = [line for line in r.iter_lines() if line.startswith("data: {")]
     assert chunks and all('"usage":{' in c for c in chunks)
+
+
+def test_return_token_ids(http: httpx.Client, fake: FakeEngine) -> None:
+    body = {"prompt": "a b", "max_tokens": 3, "n": 2, "return_token_ids": True}
+    out = post(http, "/v1/completions", body)
+    prompt_ids = fake.tokenizer.encode("a b")
+    for choice in out["choices"]:
+        assert choice["prompt_token_ids"] == prompt_ids
+        assert fake.tokenizer.decode(choice["token_ids"]) == choice["text"]
+    chat = post(http, "/v1/chat/completions", {"messages": USER, **body})
+    assert len(chat["prompt_token_ids"]) == chat["usage"]["prompt_tokens"]
+    assert [len(c["token_ids"]) for c in chat["choices"]] == [3, 3]
+    with http.stream("POST", "/v1/chat/completions", json={**body, "messages": USER,
+                                                             "stream": True}) as r:  # fmt: skip
+        events = [json.loads(x[6:]) for x in r.iter_lines() if x.startswith("data: {")]
+    assert events[0]["prompt_token_ids"] == chat["prompt_token_ids"]
+    streamed = [t for e in events for c in e["choices"] for t in c.get("token_ids") or []]
+    assert len(streamed) == 6
+    plain = post(http, "/v1/completions", {"prompt": "a", "max_tokens": 1})["choices"][0]
+    assert plain["token_ids"] is None and plain["prompt_token_ids"] is None

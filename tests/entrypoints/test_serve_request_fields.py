@@ -63,6 +63,12 @@ def test_return_tokens_as_token_ids(http: httpx.Client) -> None:
     assert len(token_ids(choice)) == 4
 
 
+def test_return_token_ids(http: httpx.Client) -> None:
+    choice = complete(http, max_tokens=4, return_token_ids=True, **GREEDY)["choices"][0]
+    assert choice["prompt_token_ids"] == ids_of(http, "Once upon a time")
+    assert choice["token_ids"] == token_ids(choice)
+
+
 def test_allowed_token_ids(http: httpx.Client) -> None:
     free = token_ids(complete(http, max_tokens=6, **GREEDY)["choices"][0])
     allowed = [t for t in range(300, 310) if t not in free]

@@ -83,7 +83,6 @@ UNSUPPORTED: dict[str, Refusal] = {
     "chat_template": Refusal("a per-request chat template (start with --chat-template)"),
     "cache_salt": Refusal("prefix-cache salting"),
     "kv_transfer_params": Refusal("per-request KV transfer"),
-    "return_token_ids": Refusal("return_token_ids", _FALSY),
     "store": Refusal("stored completions", _FALSY),
     "metadata": Refusal("stored completions"),
     "service_tier": Refusal("service tiers", (None, "auto", "default")),

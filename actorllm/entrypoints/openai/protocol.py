@@ -105,7 +105,7 @@ class SamplingFields(msgspec.Struct, kw_only=True):
     presence_penalty: Penalty = 0.0
     frequency_penalty: Penalty = 0.0
     logit_bias: dict[TokenIdKey, Bias] | None = None
-    user: str | None = None  # the end user's id: kept in the request log line
+    user: str | None = None  # the end user's id, for the caller's own tracking: asks nothing of us
     # vLLM extensions
     top_k: Annotated[int, msgspec.Meta(ge=-1, le=_MAX_I32)] | None = None
     min_p: Annotated[float, msgspec.Meta(ge=0.0, le=1.0)] | None = None
@@ -124,6 +124,7 @@ class SamplingFields(msgspec.Struct, kw_only=True):
     # -1: the last max_model_len - 1 tokens; k >= 1: the last k (0 is refused).
     truncate_prompt_tokens: Annotated[int, msgspec.Meta(ge=-1, le=_MAX_I32)] | None = None
     return_tokens_as_token_ids: bool = False
+    return_token_ids: bool = False  # the response carries prompt and output token ids
     priority: Annotated[
         int, msgspec.Meta(ge=-_MAX_I32, le=_MAX_I32, extra_json_schema={"x-served": "priority"})
     ] = 0
@@ -299,6 +300,9 @@ class CompletionChoice(msgspec.Struct, kw_only=True):
     finish_reason: str | None = None
     stop_reason: int | str | None = None
     prompt_logprobs: PromptLogprobsOut | None = None
+    # return_token_ids (vLLM): the prompt's ids (first chunk) and the sampled ones.
+    prompt_token_ids: list[int] | None = None
+    token_ids: list[int] | None = None
 
 
 class CompletionResponse(msgspec.Struct, kw_only=True):
@@ -338,6 +342,7 @@ class ChatChoice(msgspec.Struct, kw_only=True):
     logprobs: ChatLogProbs | None = None
     finish_reason: str | None = None
     stop_reason: int | str | None = None
+    token_ids: list[int] | None = None  # return_token_ids (vLLM)
 
 
 class ChatCompletionResponse(msgspec.Struct, kw_only=True):
@@ -349,6 +354,7 @@ class ChatCompletionResponse(msgspec.Struct, kw_only=True):
     usage: UsageInfo
     system_fingerprint: str | None = None
     prompt_logprobs: PromptLogprobsOut | None = None
+    prompt_token_ids: list[int] | None = None  # return_token_ids (vLLM)
 
 
 class DeltaFunctionCall(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -379,6 +385,7 @@ class ChatChunkChoice(msgspec.Struct, kw_only=True):
     logprobs: ChatLogProbs | None = None
     finish_reason: str | None = None
     stop_reason: int | str | None = None
+    token_ids: list[int] | None = None  # return_token_ids (vLLM)
 
 
 class ChatCompletionChunk(msgspec.Struct, kw_only=True):
@@ -390,6 +397,7 @@ class ChatCompletionChunk(msgspec.Struct, kw_only=True):
     usage: UsageInfo | None = None
     system_fingerprint: str | None = None
     prompt_logprobs: PromptLogprobsOut | None = None  # on the first chunk, when asked for
+    prompt_token_ids: list[int] | None = None  # return_token_ids: on the first chunk
 
 
 class ModelCard(msgspec.Struct, kw_only=True):

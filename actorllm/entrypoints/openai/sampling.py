@@ -50,16 +50,6 @@ def new_request_id(prefix: str, user_id: str | None) -> str:
     return f"{prefix}-{user_id}" if user_id else f"{prefix}-{uuid.uuid4().hex}"
 
 
-def check_priority(priority: int, policy: str) -> None:
-    """vLLM's rule: a non-zero priority needs the priority scheduling policy."""
-    if priority != 0 and policy != "priority":
-        raise bad_request(
-            f"Got priority {priority} but priority scheduling is not enabled "
-            "(start the server with --scheduling-policy priority).",
-            "priority",
-        )
-
-
 def _logit_bias(raw: dict[str, float] | None) -> dict[int, float] | None:
     if raw is None:
         return None

@@ -20,6 +20,7 @@ from starlette.responses import Response
 
 from actorllm.core.outputs import CompletionOutput, RequestOutput
 from actorllm.core.sampling_params import RequestOutputKind
+from actorllm.engine.offline_prompts import check_priority
 from actorllm.entrypoints.openai.chat_outputs import ChoiceParser, Delta
 from actorllm.entrypoints.openai.logprobs import TokenText, chat_logprobs, prompt_logprobs
 from actorllm.entrypoints.openai.preprocess import (
@@ -48,7 +49,6 @@ from actorllm.entrypoints.openai.sampling import (
     chat_max_tokens,
     chat_params,
     check_model,
-    check_priority,
     new_request_id,
 )
 from actorllm.entrypoints.openai.serving_common import (
@@ -70,7 +70,7 @@ async def create_chat_completion(
     ClientDisconnected if the client leaves before the first output."""
     engine = ctx.engine
     check_model(req.model, engine.model_name)
-    check_priority(req.priority, engine.config.scheduling_policy)
+    check_priority(req.priority, engine.config)  # vLLM: non-zero only under the priority policy
     kind = RequestOutputKind.DELTA if req.stream else RequestOutputKind.FINAL_ONLY
     tool_plan = plan_tools(_tool_fields(req), ctx.chat.tools, engine.tokenizer)
     text = render_chat(
@@ -105,6 +105,7 @@ async def create_chat_completion(
         text=TokenText(engine.tokenizer, as_ids=req.return_tokens_as_token_ids),
         # vLLM's chat echo: the last message's content leads the reply when it has its role.
         echo=content_text(last.content) if req.echo and isinstance(last, AssistantMessage) else "",
+        prompt_token_ids=prompt.token_ids if req.return_token_ids else None,
         role=ctx.response_role,
         new_parser=_parser_factory(ctx, tool_plan, text),
         # OpenAI: "tool_calls" when the model called tools, "stop" for a forced named call.
@@ -144,6 +145,7 @@ class _Choice:
     finish_reason: str | None = None
     stop_reason: int | str | None = None
     logprobs: ChatLogProbs | None = None
+    token_ids: list[int] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -154,6 +156,7 @@ class _ChatState:
     text: TokenText
     role: str  # --response-role
     echo: str  # prepended to every choice's content
+    prompt_token_ids: list[int] | None  # return_token_ids: sent once
     new_parser: Callable[[], ChoiceParser]  # reasoning / tool-call parsing, one per choice
     calls_finish: bool  # a choice that called tools finishes with "tool_calls"
     prompt_logprobs: PromptLogprobsOut | None = None
@@ -176,13 +179,15 @@ class _ChatState:
             if choice is None:
                 choice = self.choices[co.index] = _Choice(self.new_parser())
             logprobs = self._logprobs(co)
+            ids = list(co.token_ids) if self.req.return_token_ids else None
             if delta:
+                choice.token_ids += ids or []
                 choice.text += co.text
                 if logprobs is not None:
                     prev = choice.logprobs.content if choice.logprobs else None
                     choice.logprobs = ChatLogProbs(content=(prev or []) + (logprobs.content or []))
             else:
-                choice.text, choice.logprobs = co.text, logprobs
+                choice.text, choice.logprobs, choice.token_ids = co.text, logprobs, ids or []
             if co.finish_reason is not None:
                 choice.finish_reason, choice.stop_reason = co.finish_reason, co.stop_reason
             if not delta:
@@ -193,7 +198,7 @@ class _ChatState:
             finish = co.finish_reason
             if finish == "stop" and self.calls_finish and choice.parser.tools_called:
                 finish = "tool_calls"
-            if parsed != DeltaMessage() or finish or logprobs:
+            if parsed != DeltaMessage() or finish or logprobs or ids:
                 fragments.append(
                     ChatChunkChoice(
                         index=co.index,
@@ -201,6 +206,7 @@ class _ChatState:
                         logprobs=logprobs,
                         finish_reason=finish,
                         stop_reason=co.stop_reason,
+                        token_ids=ids,
                     )
                 )
         return fragments
@@ -222,7 +228,9 @@ class _ChatState:
         final_usage, every_chunk = usage_options(self.req.stream_options)
         for j in range(self.req.n):
             delta = DeltaMessage(role=self.role, content=self.echo)
-            await emit(self._chunk([ChatChunkChoice(index=j, delta=delta)]))
+            chunk = self._chunk([ChatChunkChoice(index=j, delta=delta)])
+            chunk.prompt_token_ids = self.prompt_token_ids if j == 0 else None
+            await emit(chunk)
 
         async def on_output(_i: int, out: RequestOutput) -> None:
             fragments = self._apply(out, delta=True)
@@ -253,6 +261,7 @@ class _ChatState:
             logprobs=c.logprobs,
             finish_reason=finish,
             stop_reason=c.stop_reason,
+            token_ids=c.token_ids if self.req.return_token_ids else None,
         )
 
     def _chunk(
@@ -279,4 +288,5 @@ class _ChatState:
             choices=choices,
             usage=self.usage.info(),
             prompt_logprobs=self.prompt_logprobs,
+            prompt_token_ids=self.prompt_token_ids,
         )

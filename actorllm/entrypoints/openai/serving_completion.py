@@ -14,6 +14,7 @@ from starlette.responses import Response
 
 from actorllm.core.outputs import CompletionOutput, Logprob, RequestOutput
 from actorllm.core.sampling_params import RequestOutputKind
+from actorllm.engine.offline_prompts import check_priority
 from actorllm.entrypoints.openai.logprobs import TokenText, completion_logprobs, prompt_logprobs
 from actorllm.entrypoints.openai.preprocess import completion_prompts, fit_max_tokens, truncate
 from actorllm.entrypoints.openai.protocol import (
@@ -25,7 +26,6 @@ from actorllm.entrypoints.openai.protocol import (
 )
 from actorllm.entrypoints.openai.sampling import (
     check_model,
-    check_priority,
     completion_params,
     new_request_id,
 )
@@ -44,7 +44,7 @@ async def create_completion(ctx: ServingContext, req: CompletionRequest, receive
     ClientDisconnected if the client leaves before the first outputs."""
     engine = ctx.engine
     check_model(req.model, engine.model_name)
-    check_priority(req.priority, engine.config.scheduling_policy)
+    check_priority(req.priority, engine.config)  # vLLM: non-zero only under the priority policy
     kind = RequestOutputKind.DELTA if req.stream else RequestOutputKind.FINAL_ONLY
     max_len = engine.max_model_len
     prompts = [
@@ -98,6 +98,8 @@ class _Choice:
     logprobs: CompletionLogProbs | None = None
     offset: int = 0  # text offset of the next token (for logprobs.text_offset)
     prompt_logprobs: PromptLogprobsOut | None = None
+    prompt_token_ids: list[int] | None = None  # return_token_ids
+    token_ids: list[int] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -118,12 +120,9 @@ class _CompletionState:
             index = i * self.req.n + co.index
             choice = self.choices.setdefault(index, _Choice())
             fragment = self._fragment(index, choice, out, co, delta=delta)
-            if (
-                fragment.text
-                or fragment.finish_reason
-                or fragment.logprobs
-                or (fragment.prompt_logprobs)
-            ):
+            f = fragment
+            if any((f.text, f.finish_reason, f.logprobs, f.token_ids, f.prompt_logprobs,
+                    f.prompt_token_ids)):  # fmt: skip
                 fragments.append(fragment)
         return fragments
 
@@ -132,21 +131,18 @@ class _CompletionState:
     ) -> CompletionChoice:
         if not delta:  # a full output replaces what we had (FINAL_ONLY / CUMULATIVE)
             choice.text, choice.started, choice.logprobs, choice.offset = "", False, None, 0
-        prefix, logprobs, prompt_lps = "", None, None
+            choice.token_ids = []
+        first = CompletionChoice(index=index, text="")  # what only the first fragment carries
         if not choice.started:
             choice.started = True
-            if self.req.prompt_logprobs is not None:
-                prompt_lps = prompt_logprobs(out.prompt_logprobs, self.text)
-            if self.req.echo:
-                prefix = self._prompt_text(out)
-                logprobs = self._prompt_logprobs(out)
-                choice.offset = len(prefix)
+            first = self._first(choice, index, out)
+        logprobs = first.logprobs
         if self.req.logprobs is not None and co.logprobs is not None:
             block, choice.offset = completion_logprobs(
                 co.token_ids, co.logprobs, self.req.logprobs, self.text, choice.offset
             )
             logprobs = block if logprobs is None else _concat(logprobs, block)
-        text = prefix + co.text
+        text = first.text + co.text
         choice.text += text
         if logprobs is not None:
             choice.logprobs = (
@@ -154,16 +150,35 @@ class _CompletionState:
             )
         if co.finish_reason is not None:
             choice.finish_reason, choice.stop_reason = co.finish_reason, co.stop_reason
-        if prompt_lps is not None:
-            choice.prompt_logprobs = prompt_lps
+        ids = None
+        if self.req.return_token_ids:
+            ids = list(co.token_ids)
+            choice.token_ids += ids
         return CompletionChoice(
             index=index,
             text=text,
             logprobs=logprobs,
             finish_reason=co.finish_reason,
             stop_reason=co.stop_reason,
-            prompt_logprobs=prompt_lps,
+            prompt_logprobs=first.prompt_logprobs,
+            prompt_token_ids=first.prompt_token_ids,
+            token_ids=ids,
         )
+
+    def _first(self, choice: _Choice, index: int, out: RequestOutput) -> CompletionChoice:
+        """What a choice's first fragment carries: the echoed prompt (text, logprobs), the
+        prompt logprobs and the prompt token ids, as the request asked."""
+        first = CompletionChoice(index=index, text="")
+        if self.req.prompt_logprobs is not None:
+            first.prompt_logprobs = prompt_logprobs(out.prompt_logprobs, self.text)
+            choice.prompt_logprobs = first.prompt_logprobs
+        if self.req.return_token_ids:
+            first.prompt_token_ids = choice.prompt_token_ids = list(out.prompt_token_ids)
+        if self.req.echo:
+            first.text = self._prompt_text(out)
+            first.logprobs = self._prompt_logprobs(out)
+            choice.offset = len(first.text)
+        return first
 
     def _prompt_text(self, out: RequestOutput) -> str:
         return out.prompt if out.prompt is not None else self.text.decode(out.prompt_token_ids)
@@ -209,6 +224,8 @@ class _CompletionState:
                 finish_reason=c.finish_reason,
                 stop_reason=c.stop_reason,
                 prompt_logprobs=c.prompt_logprobs,
+                prompt_token_ids=c.prompt_token_ids,
+                token_ids=c.token_ids if self.req.return_token_ids else None,
             )
             for index, c in sorted(self.choices.items())
         ]
