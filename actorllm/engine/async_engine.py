@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -77,6 +76,7 @@ from actorllm.engine.messages import (
     WakeUp,
 )
 from actorllm.engine.overload import check_waiting_bound
+from actorllm.engine.request_fields import check_priority, monotonic_arrival
 from actorllm.engine.startup import (
     RunnerFactory,
     build_runner,
@@ -339,13 +339,22 @@ class AsyncEngine:
         sampling_params: SamplingParams | None = None,
         request_id: str | None = None,
         priority: int = 0,
+        *,
+        arrival_time: float | None = None,
     ) -> AsyncIterator[RequestOutput]:
         """Outputs of one request as it runs (see ``SamplingParams.output_kind``).
+
+        ``priority`` (lower runs first) needs ``scheduling_policy="priority"`` unless it is
+        0. ``arrival_time`` is when the request arrived, in ``time.time()`` seconds (vLLM's
+        convention; default: now): it orders the waiting queue and starts the queue-time
+        and latency metrics.
 
         Invalid input raises ``InvalidRequestError`` (a ``ValueError``) on the first
         iteration; a dead engine raises ``EngineDeadError``.
         """
-        return self._request(prompt, sampling_params, request_id, priority, chat=None)
+        return self._request(
+            prompt, sampling_params, request_id, priority, chat=None, arrival_time=arrival_time
+        )
 
     def chat(
         self,
@@ -365,7 +374,9 @@ class AsyncEngine:
             chat_template_kwargs=dict(chat_template_kwargs or {}),
             tools=[dict(t) for t in tools] if tools else None,
         )
-        return self._request(list(messages), sampling_params, request_id, priority, chat=options)
+        return self._request(
+            list(messages), sampling_params, request_id, priority, chat=options, arrival_time=None
+        )
 
     async def _request(
         self,
@@ -375,13 +386,15 @@ class AsyncEngine:
         priority: int,
         *,
         chat: ChatOptions | None,
+        arrival_time: float | None,
     ) -> AsyncIterator[RequestOutput]:
         self._check_open()
         ctx = self._ctx
+        check_priority(priority, ctx.config)
         check_waiting_bound(ctx.ledger, ctx.admission.core, ctx.config.max_waiting_requests)
         params = params or SamplingParams()
         rid = request_id or uuid.uuid4().hex
-        now = time.monotonic()
+        now = monotonic_arrival(arrival_time)
         try:
             receive = self._ctx.ledger.open(rid, prompt, params, priority, now)
         except ValueError as exc:

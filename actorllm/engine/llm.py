@@ -26,7 +26,8 @@ from tqdm.auto import tqdm
 
 from actorllm.core.outputs import RequestOutput
 from actorllm.core.sampling_params import RequestOutputKind, SamplingParams
-from actorllm.engine.offline_prompts import Prompt, as_prompt_list, check_priority, per_prompt
+from actorllm.engine.offline_prompts import Prompt, as_prompt_list, per_prompt
+from actorllm.engine.request_fields import check_priority
 from actorllm.engine.sync_facade import SyncFacade
 
 Conversation = Sequence[Mapping[str, Any]]

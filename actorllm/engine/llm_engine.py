@@ -21,6 +21,7 @@ Aborted requests produce no further output.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping
 from concurrent.futures import Future
 from pathlib import Path
@@ -33,7 +34,8 @@ from actorllm.core.sampling_params import SamplingParams
 from actorllm.engine.async_engine import AsyncEngine
 from actorllm.engine.config import EngineConfig
 from actorllm.engine.model_config import ModelConfig
-from actorllm.engine.offline_prompts import Prompt, check_priority, check_prompt
+from actorllm.engine.offline_prompts import Prompt, check_prompt
+from actorllm.engine.request_fields import check_arrival_time, check_priority
 from actorllm.engine.step_outputs import StepOutputs
 from actorllm.engine.sync_facade import SyncFacade
 
@@ -47,11 +49,14 @@ async def _pump(
     prompt: Mapping[str, Any],
     params: SamplingParams,
     priority: int,
+    arrival_time: float | None,
 ) -> None:
     """On the loop: one request's outputs, into the step mailbox. (A function, not a
     method: a running request must not keep its LLMEngine alive.)"""
     try:
-        stream = engine.generate(prompt, params, request_id=engine_id, priority=priority)
+        stream = engine.generate(
+            prompt, params, request_id=engine_id, priority=priority, arrival_time=arrival_time
+        )
         async for out in stream:
             outputs.put(request_id, token, out)
     except Exception as exc:  # the request's own failure, or the engine's
@@ -101,8 +106,10 @@ class LLMEngine(SyncFacade):
         priority: int = 0,
     ) -> None:
         """Queue a request. ``prompt`` is a str, ``{"prompt": str}`` or
-        ``{"prompt_token_ids": [...]}``; ``priority`` counts under
-        ``scheduling_policy="priority"`` (lower runs first).
+        ``{"prompt_token_ids": [...]}``; ``arrival_time`` (``time.time()`` seconds,
+        default now) orders it among the waiting requests and starts its queue-time
+        metrics; ``priority`` counts under ``scheduling_policy="priority"`` (lower runs
+        first) and must be 0 otherwise.
 
         Raises ``InvalidRequestError`` (a ``ValueError``; ``DuplicateRequestError`` for an
         id already in use, ``RequestTooLongError``, ...) without queueing anything.
@@ -111,12 +118,8 @@ class LLMEngine(SyncFacade):
             raise InvalidRequestError("request_id must be a non-empty string.", param="request_id")
         if not isinstance(params, SamplingParams):
             raise TypeError(f"params must be SamplingParams, got {type(params).__name__}.")
-        if arrival_time is not None:
-            raise InvalidRequestError(
-                "arrival_time is not supported: requests are ordered by when add_request "
-                "is called.",
-                param="arrival_time",
-            )
+        arrival = check_arrival_time(arrival_time)
+        arrival = time.time() if arrival is None else arrival  # now, not when the loop runs it
         check_priority(priority, self.engine.config)
         text, ids = self._inputs.tokenize(check_prompt(prompt))
         self._inputs.validate(ids, params)
@@ -138,6 +141,7 @@ class LLMEngine(SyncFacade):
             tokens,
             params,
             priority,
+            arrival,
         )
 
     def step(self) -> list[RequestOutput]:

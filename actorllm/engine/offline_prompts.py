@@ -18,7 +18,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
 from actorllm.core.errors import InvalidRequestError
-from actorllm.engine.config import EngineConfig
 
 Prompt = str | Mapping[str, Any]
 SUPPORTED_KEYS = frozenset({"prompt", "prompt_token_ids"})
@@ -77,19 +76,3 @@ def per_prompt(value: T | Sequence[T] | None, count: int, default: T, name: str)
     if len(value) != count:
         raise ValueError(f"got {len(value)} {name} for {count} prompts.")
     return list(value)
-
-
-def check_priority(priority: object, config: EngineConfig) -> int:
-    """``priority`` when the engine can honour it: an int, and non-zero only under
-    ``scheduling_policy="priority"`` (as vLLM refuses it otherwise)."""
-    if not isinstance(priority, int) or isinstance(priority, bool):
-        raise InvalidRequestError(
-            f"priority must be an int, got {type(priority).__name__}.", param="priority"
-        )
-    if priority != 0 and config.scheduling_policy != "priority":
-        raise InvalidRequestError(
-            f"got priority {priority}, but priority scheduling is not enabled "
-            "(scheduling_policy='priority').",
-            param="priority",
-        )
-    return priority

@@ -144,6 +144,52 @@ async def test_priority_policy_serves_urgent_requests_first():
         assert order.index("high") < order.index("low")
 
 
+async def test_fcfs_serves_an_earlier_arrival_time_first_and_measures_from_it():
+    async with open_test_engine(step_delay_s=0.005, max_num_seqs=1) as engine:
+        order: list[str] = []
+        finals = {}
+
+        async def run(name: str, arrival_time: float | None) -> None:
+            params = SamplingParams(max_tokens=30 if name == "first" else 3, ignore_eos=True)
+            async for out in engine.generate(
+                name, params, request_id=name, arrival_time=arrival_time
+            ):
+                if out.finished:
+                    order.append(name)
+                    finals[name] = out
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run, "first", None)
+            await anyio.sleep(0.02)  # "first" holds the only seat; the others queue
+            tg.start_soon(run, "b", None)
+            await anyio.sleep(0.001)
+            tg.start_soon(run, "a", time.time() - 10.0)  # added last, arrived earliest
+        assert order == ["first", "a", "b"]
+        # The metrics start at the given time, moved onto the engine's monotonic clock.
+        metrics = finals["a"].metrics
+        assert metrics is not None and metrics.first_scheduled_time is not None
+        assert abs(metrics.arrival_time - (time.monotonic() - 10.0)) < 5.0
+        assert metrics.first_scheduled_time - metrics.arrival_time >= 10.0
+        requests = (await engine.get_stats()).requests
+        assert requests is not None
+        assert requests.histograms["request_queue_time_seconds"].sum >= 10.0
+
+
+async def test_priority_without_the_priority_policy_is_refused():
+    async with open_test_engine() as engine:
+        with pytest.raises(InvalidRequestError) as info:
+            await collect(engine.generate("x", SamplingParams(max_tokens=2), priority=1))
+        assert info.value.param == "priority"
+        with pytest.raises(InvalidRequestError) as info:
+            await collect(engine.chat([{"role": "user", "content": "x"}], priority=-1))
+        assert info.value.param == "priority"
+        with pytest.raises(InvalidRequestError) as info:
+            await collect(engine.generate("x", arrival_time=float("nan")))
+        assert info.value.param == "arrival_time"
+        assert not engine_context(engine).ledger
+        await check_invariants(engine)
+
+
 async def test_repeated_prompts_hit_the_prefix_cache():
     async with open_test_engine(block_size=4, max_model_len=512) as engine:
         prompt = {"prompt_token_ids": list(range(10, 42))}

@@ -98,6 +98,24 @@ def test_abort_mid_run_and_priorities(engine, llm):
         assert seen[name][-1].outputs[0].token_ids == want.outputs[0].token_ids
 
 
+def test_fcfs_orders_by_arrival_time_and_refuses_priority(tiny_model):
+    with LLMEngine(tiny_model, **{**CONFIG, "scheduling_policy": "fcfs"}) as engine:
+        with pytest.raises(InvalidRequestError) as info:
+            engine.add_request("urgent", "hi", GREEDY, priority=1)
+        assert info.value.param == "priority"
+        long = GREEDY.clone(max_tokens=40, ignore_eos=True)
+        engine.add_request("running", "one request is running", long)
+        while not engine.step():  # "running" holds the only sequence slot
+            pass
+        engine.add_request("b", "added first, arrived later", GREEDY)
+        engine.add_request("a", "added last, arrived first", GREEDY, arrival_time=time.time() - 10)
+        seen, finished = run_to_end(engine)
+        assert finished == ["running", "a", "b"]
+        metrics = seen["a"][-1].metrics
+        assert metrics is not None and metrics.first_scheduled_time is not None
+        assert metrics.first_scheduled_time - metrics.arrival_time >= 10.0
+
+
 def test_abort_while_running_then_reuse_the_id(engine):
     engine.add_request("x", "abort me", GREEDY.clone(max_tokens=200, ignore_eos=True))
     outs = engine.step()
@@ -127,7 +145,7 @@ def test_bad_requests_raise_at_add_request_and_queue_nothing(engine):
     with pytest.raises(TypeError):
         engine.add_request("params", "hi", {"max_tokens": 3})  # type: ignore[arg-type]
     with pytest.raises(InvalidRequestError) as info:
-        engine.add_request("late", "hi", GREEDY, arrival_time=time.time())
+        engine.add_request("late", "hi", GREEDY, arrival_time="yesterday")  # type: ignore[arg-type]
     assert info.value.param == "arrival_time"
     assert engine.get_num_unfinished_requests() == 1
     seen, _ = run_to_end(engine)

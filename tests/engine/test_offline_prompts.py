@@ -3,8 +3,7 @@
 import pytest
 
 from actorllm.core.errors import InvalidRequestError
-from actorllm.engine.config import EngineConfig
-from actorllm.engine.offline_prompts import as_prompt_list, check_priority, per_prompt
+from actorllm.engine.offline_prompts import as_prompt_list, per_prompt
 
 
 def test_every_vllm_form_and_a_mix():
@@ -43,12 +42,3 @@ def test_per_prompt_values():
     assert per_prompt([1, 2], 2, 0, "priorities") == [1, 2]
     with pytest.raises(ValueError, match="got 1 priorities for 2 prompts"):
         per_prompt([1], 2, 0, "priorities")
-
-
-def test_priority_needs_the_priority_policy():
-    assert check_priority(0, EngineConfig()) == 0
-    assert check_priority(-3, EngineConfig(scheduling_policy="priority")) == -3
-    for bad, config in [(2, EngineConfig()), (True, EngineConfig()), ("1", EngineConfig())]:
-        with pytest.raises(InvalidRequestError) as info:
-            check_priority(bad, config)
-        assert info.value.param == "priority"

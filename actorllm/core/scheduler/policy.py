@@ -1,6 +1,8 @@
 """Scheduling policies: the order of the waiting queue and whom to preempt.
 
-* ``fcfs``: waiting requests are served in arrival order; a preempted request goes back to
+* ``fcfs``: waiting requests are served by ``arrival_time`` (a request added late with an
+  earlier arrival time, as ``LLMEngine.add_request(arrival_time=...)`` allows, goes ahead
+  of later arrivals; equal times keep insertion order); a preempted request goes back to
   the front. When blocks run out, the newest running request (the last admitted) is
   preempted, as in vLLM.
 * ``priority``: waiting requests are served by ``(priority, arrival_time)``, lower first; a
@@ -40,7 +42,12 @@ class FCFSQueue:
         self._q: deque[Request] = deque()
 
     def add(self, request: Request) -> None:
-        self._q.append(request)
+        # Usually the newest arrival: an append. Else it goes after the last request that
+        # arrived no later than it (O(distance) from the back).
+        place = len(self._q)
+        while place and self._q[place - 1].arrival_time > request.arrival_time:
+            place -= 1
+        self._q.insert(place, request)
 
     def prepend(self, request: Request) -> None:
         self._q.appendleft(request)

@@ -20,7 +20,7 @@ from starlette.responses import Response
 
 from actorllm.core.outputs import CompletionOutput, RequestOutput
 from actorllm.core.sampling_params import RequestOutputKind
-from actorllm.engine.offline_prompts import check_priority
+from actorllm.engine.request_fields import check_priority
 from actorllm.entrypoints.openai.chat_outputs import ChoiceParser, Delta
 from actorllm.entrypoints.openai.logprobs import TokenText, chat_logprobs, prompt_logprobs
 from actorllm.entrypoints.openai.preprocess import (

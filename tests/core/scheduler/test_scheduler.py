@@ -153,6 +153,16 @@ def test_max_num_seqs() -> None:
     assert s.num_running == 2 and s.num_waiting == 1
 
 
+def test_fcfs_serves_the_earliest_arrival_time_first() -> None:
+    # Added late with an earlier arrival time (LLMEngine.add_request(arrival_time=...)): it
+    # goes ahead of those that arrived after it; equal times keep insertion order.
+    s = sched(max_num_seqs=1)
+    for rid, t in [("b", 2.0), ("c", 3.0), ("a", 1.0), ("c2", 3.0), ("d", 4.0)]:
+        s.add_request(make_request(rid, [1, 2], arrival_time=t))
+    assert [r.request_id for r in s.waiting] == ["a", "b", "c", "c2", "d"]
+    assert list(s.schedule().num_scheduled_tokens) == ["a"]
+
+
 # -- preemption -------------------------------------------------------------------------------
 
 
