@@ -69,6 +69,37 @@ def unsupported_json_feature(schema: Any) -> str | None:
     return next((f for f in map(unsupported_json_feature, schema.values()) if f), None)
 
 
+# One character of a JSON string written without escapes: no control character, quote or
+# backslash (as a JSON-schema pattern, which applies to the decoded value).
+_PLAIN_CHAR = '[^\\x00-\\x1f"\\\\]'
+
+
+def bounded_strings_as_patterns(schema: Any) -> Any:
+    """``schema`` with every length-bounded string (``minLength``/``maxLength`` without a
+    pattern or format) rewritten as a ``pattern`` of plain characters.
+
+    Why: xgrammar 0.2.8's rule for length-bounded strings admits raw control characters
+    (``"a\\x08`` is accepted for ``maxLength: 5``), which is not JSON. The pattern admits a
+    subset of the valid strings (no escapes), so every output still validates.
+
+    >>> bounded_strings_as_patterns({"type": "string", "maxLength": 3})["pattern"]
+    '^[^\\\\x00-\\\\x1f"\\\\\\\\]{0,3}$'
+    """
+    if isinstance(schema, list):
+        return [bounded_strings_as_patterns(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: bounded_strings_as_patterns(v) for k, v in schema.items()}
+    types = out.get("type")
+    is_string = types == "string" or (isinstance(types, list) and types == ["string"])
+    bounded = "minLength" in out or "maxLength" in out
+    if is_string and bounded and "pattern" not in out and "format" not in out:
+        lo = int(out.pop("minLength", 0))
+        hi = out.pop("maxLength", None)
+        out["pattern"] = f"^{_PLAIN_CHAR}{{{lo},{'' if hi is None else int(hi)}}}$"
+    return out
+
+
 @dataclass(frozen=True)
 class XgrammarCompiled:
     grammar: xgr.CompiledGrammar
@@ -123,7 +154,8 @@ class XgrammarBackend:
                 raise UnsupportedFeatureError(
                     f"json schema uses {feature}, which xgrammar does not enforce."
                 )
-            return c.compile_json_schema(key.spec, any_whitespace=key.any_whitespace)
+            spec = json.dumps(bounded_strings_as_patterns(schema))
+            return c.compile_json_schema(spec, any_whitespace=key.any_whitespace)
         if key.kind == "regex":
             return c.compile_regex(key.spec)
         if key.kind == "choice":

@@ -46,7 +46,7 @@ def _check(results: list[tuple[str, str | None]]) -> None:
 @pytest.mark.parametrize("async_scheduling", [False, True])
 async def test_all_specs_validate(tiny_model: str, backend: str, async_scheduling: bool) -> None:
     async with AsyncEngine.open(
-        tiny_model, max_model_len=256, kv_cache_memory_bytes=8 * 2**20, dtype="float32",
+        tiny_model, max_model_len=256, kv_cache_memory_bytes=8 * 2**20,
         structured_outputs_backend=backend, async_scheduling=async_scheduling,
     ) as engine:  # fmt: skip
         _check(await _run_all(engine))
@@ -55,7 +55,7 @@ async def test_all_specs_validate(tiny_model: str, backend: str, async_schedulin
 
 async def test_valid_after_an_executor_crash(tiny_model: str) -> None:
     async with AsyncEngine.open(
-        tiny_model, max_model_len=256, kv_cache_memory_bytes=8 * 2**20, dtype="float32"
+        tiny_model, max_model_len=256, kv_cache_memory_bytes=8 * 2**20
     ) as engine:
         inject_fault(engine, "executor", at_step=6)
         _check(await _run_all(engine))

@@ -141,3 +141,19 @@ def test_structural_tag_constrains_inside_the_tag() -> None:
         assert inside and all(s.strip() in ("", "{") or s.startswith("{") for s in inside)
     finally:
         c.shutdown()
+
+
+def test_a_length_bounded_string_admits_no_raw_control_character(
+    compiler: GrammarCompiler,
+) -> None:
+    # xgrammar 0.2.8 alone lets raw control characters into a maxLength string (not JSON);
+    # the backend rewrites such strings as a pattern of plain characters.
+    so = SOP(json={"type": "string", "maxLength": 5})
+    m = compiler.matcher(compiler.submit(so.key, None).result())
+    tok = hf_demo_tokenizer()
+    assert m.accept(tok.encode('"', add_special_tokens=False)[0])
+    mask = np.zeros((1, (VOCAB_SIZE + 31) // 32), dtype=np.int32)
+    m.fill_bitmask(mask, 0)
+    texts = [tok.decode([t]) for t in allowed_tokens(mask[0], VOCAB_SIZE) if t != ENDOFTEXT_ID]
+    assert texts, "the string may go on"
+    assert not [t for t in texts if any(ord(ch) < 0x20 for ch in t)]
