@@ -4,7 +4,6 @@ between steps, e.g. an RLHF weight update) and the torch profiler."""
 from __future__ import annotations
 
 import json
-import shutil
 import time
 from pathlib import Path
 
@@ -14,12 +13,10 @@ from safetensors.torch import load_file
 
 from actorllm.core.errors import InvalidRequestError
 from actorllm.core.sampling_params import SamplingParams
-from actorllm.demo import demo_tokenizer_path
 from actorllm.engine import AsyncEngine
 from actorllm.testing import check_invariants, open_test_engine
 from actorllm.worker.profiler import ProfilerError
 from actorllm.worker.worker import Worker
-from tests.helpers.models import make_tiny_checkpoint
 
 pytestmark = pytest.mark.anyio
 
@@ -92,22 +89,6 @@ async def test_a_timeout_raises_and_leaves_the_engine_healthy():
 
 
 # -- a tiny real model: weights updated in place -------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def other_model(tmp_path_factory, tiny_model) -> str:
-    """The tiny model's architecture with other random weights."""
-    path = make_tiny_checkpoint(
-        tmp_path_factory.mktemp("tiny-llama-2"),
-        "llama",
-        seed=1,
-        vocab_size=4096,
-        eos_token_id=0,
-        max_position_embeddings=1024,
-    )
-    for f in demo_tokenizer_path().iterdir():
-        shutil.copy(f, path / f.name)
-    return str(path)
 
 
 def real(model: str, **kw):

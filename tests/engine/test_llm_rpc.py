@@ -2,7 +2,6 @@
 ``AsyncEngine``'s calls, blocking until they return."""
 
 import json
-import shutil
 import time
 
 import pytest
@@ -10,29 +9,11 @@ from safetensors.torch import load_file
 
 from actorllm import LLM, LLMEngine, SamplingParams
 from actorllm.core.errors import InvalidRequestError
-from actorllm.demo import demo_tokenizer_path
 from actorllm.worker.profiler import ProfilerError
-from tests.helpers.models import make_tiny_checkpoint
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=8)
 SMALL = dict(max_model_len=256, kv_cache_memory_bytes=8 * 2**20)
 PROMPTS = ["The quick brown fox", "Once upon a time", "def main():"]
-
-
-@pytest.fixture(scope="module")
-def other_model(tmp_path_factory):
-    """The tiny model's architecture and tokenizer, with other random weights."""
-    path = make_tiny_checkpoint(
-        tmp_path_factory.mktemp("tiny-llama-other"),
-        "llama",
-        seed=1,
-        vocab_size=4096,
-        eos_token_id=0,
-        max_position_embeddings=1024,
-    )
-    for f in demo_tokenizer_path().iterdir():
-        shutil.copy(f, path / f.name)
-    return str(path)
 
 
 @pytest.fixture(scope="module")
