@@ -75,27 +75,12 @@ def token_stream() -> torch.Tensor:
 
 
 def model_config(vocab_size: int) -> dict[str, object]:
-    """config.json in transformers' Llama format (5.x ``rope_parameters`` and 4.x keys)."""
-    s = SHAPE
-    return {
-        "architectures": ["LlamaForCausalLM"],
-        "model_type": "llama",
-        "vocab_size": vocab_size,
-        **s,
-        "head_dim": s["hidden_size"] // s["num_attention_heads"],
-        "hidden_act": "silu",
-        "rms_norm_eps": 1e-6,
-        "rope_theta": 10000.0,
-        "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0},
-        "attention_bias": False,
-        "mlp_bias": False,
-        "tie_word_embeddings": True,
-        "bos_token_id": None,
-        "eos_token_id": EOS,
-        "pad_token_id": EOS,
-        "dtype": "float32",
-        "initializer_range": 0.02,
-    }
+    """config.json in transformers' Llama format, tied head (untied would double the bytes)."""
+    from actorllm.models.config import llama_config_json
+
+    return llama_config_json(
+        {"vocab_size": vocab_size, **SHAPE}, tie_word_embeddings=True, eos_token_id=EOS
+    )
 
 
 def lr_at(step: int, steps: int, peak: float, warmup: int) -> float:

@@ -191,24 +191,8 @@ def preset_model_dir(name: str, shape: dict[str, Any]) -> Path:
 
 
 def _full_config(shape: dict[str, Any]) -> dict[str, Any]:
-    """A Llama-format config.json (transformers 5.x ``rope_parameters`` and 4.x keys) with
-    the preset's shape; written out here so a preset never changes with the demo model."""
-    base: dict[str, Any] = {
-        "architectures": ["LlamaForCausalLM"],
-        "model_type": "llama",
-        "hidden_act": "silu",
-        "rms_norm_eps": 1e-6,
-        "rope_theta": 10000.0,
-        "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0},
-        "attention_bias": False,
-        "mlp_bias": False,
-        "tie_word_embeddings": False,
-        "bos_token_id": None,
-        "eos_token_id": 0,
-        "pad_token_id": 0,
-        "dtype": "float32",
-        "initializer_range": 0.02,
-    }
-    full = {**base, **shape, "max_position_embeddings": 4096}
-    full.setdefault("head_dim", full["hidden_size"] // full["num_attention_heads"])
-    return full
+    """The preset's config.json: its shape on a Llama base (never the demo model's, so a
+    preset does not change with it)."""
+    from actorllm.models.config import llama_config_json
+
+    return {**llama_config_json(shape), "max_position_embeddings": 4096}

@@ -32,6 +32,38 @@ from actorllm.models.families import (
 )
 
 
+def llama_config_json(
+    shape: dict[str, Any], *, tie_word_embeddings: bool = False, eos_token_id: int = 0
+) -> dict[str, Any]:
+    """A Llama checkpoint's config.json (transformers 5.x ``rope_parameters`` and the 4.x
+    keys) with ``shape``'s keys (sizes, or another family's ``architectures``) on top; for
+    checkpoints written by scripts and benchmarks.
+
+    >>> cfg = llama_config_json({"vocab_size": 32, "hidden_size": 8, "num_attention_heads": 2})
+    >>> cfg["head_dim"], cfg["eos_token_id"], cfg["tie_word_embeddings"]
+    (4, 0, False)
+    """
+    full: dict[str, Any] = {
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "hidden_act": "silu",
+        "rms_norm_eps": 1e-6,
+        "rope_theta": 10000.0,
+        "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0},
+        "attention_bias": False,
+        "mlp_bias": False,
+        "tie_word_embeddings": tie_word_embeddings,
+        "bos_token_id": None,
+        "eos_token_id": eos_token_id,
+        "pad_token_id": eos_token_id,
+        "dtype": "float32",
+        "initializer_range": 0.02,
+        **shape,
+    }
+    full.setdefault("head_dim", full["hidden_size"] // full["num_attention_heads"])
+    return full
+
+
 class ModelConfigError(ValueError):
     """config.json is missing or lacks a field the model needs."""
 
