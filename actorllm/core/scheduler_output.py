@@ -35,8 +35,9 @@ class NewRequestData(msgspec.Struct, frozen=True, kw_only=True):
     # Outputs generated before a preemption or a crash: replayed (recomputed), not re-sampled.
     output_token_ids: list[int]
     sampling_params: SamplingParams
-    # Physical KV block ids, in order (block i holds token positions [i*bs, (i+1)*bs)).
-    block_ids: list[int]
+    # Physical KV block ids per KV cache group (one list per group; one group unless the
+    # model mixes attention types), in order: block i holds positions [i*bs, (i+1)*bs).
+    block_ids: tuple[list[int], ...]
     # Tokens whose KV is already in the cache (prefix-cache / connector hit).
     num_computed_tokens: int
     eos_token_id: int | None = None
@@ -44,7 +45,7 @@ class NewRequestData(msgspec.Struct, frozen=True, kw_only=True):
 
 class CachedRequestData(msgspec.Struct, frozen=True, kw_only=True):
     req_id: str
-    new_block_ids: list[int]
+    new_block_ids: tuple[list[int], ...]  # per KV cache group, appended to its table
     num_computed_tokens: int
 
 

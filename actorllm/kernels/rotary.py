@@ -60,18 +60,23 @@ def longrope_inv_freq(
 
     Each frequency is divided by a per-dimension factor: ``long_factor`` when
     ``long_context`` else ``short_factor``. HF switches per forward pass on the batch's
-    longest sequence, which a KV cache cannot follow (cached keys would need re-rotating);
-    like vLLM, the engine picks once: long factors when it serves sequences longer than
-    ``original_max_position_embeddings``, short ones (HF's choice for such sequences)
-    otherwise. cos and sin are scaled by ``attention_factor`` (default
-    sqrt(1 + ln(factor) / ln(original)), factor = max_position_embeddings / original).
+    longest sequence, which a KV cache cannot follow: keys already cached (and prefix-cache
+    blocks other requests reuse) were rotated with one factor set, and a switch would mix
+    the two. Like vLLM, the engine picks once: long factors when it serves sequences
+    longer than ``original_max_position_embeddings``, short ones (HF's choice for such
+    sequences) otherwise. cos and sin are scaled by ``long_mscale`` / ``short_mscale``
+    (vLLM's keys, Phi-3-small), else ``attention_factor`` (HF's key), else
+    sqrt(1 + ln(factor) / ln(original)) with factor = max_position_embeddings / original
+    (what both compute for Phi-3's configs).
     """
     original = int(scaling["original_max_position_embeddings"])
     ext = torch.tensor(
         scaling["long_factor" if long_context else "short_factor"], dtype=torch.float32
     )
-    factor = scaling.get("factor") or max_position_embeddings / original
-    attention_factor = scaling.get("attention_factor")
+    factor = max_position_embeddings / original
+    attention_factor = scaling.get("long_mscale" if long_context else "short_mscale")
+    if attention_factor is None:
+        attention_factor = scaling.get("attention_factor")
     if attention_factor is None:
         attention_factor = (
             1.0 if factor <= 1.0 else math.sqrt(1 + math.log(factor) / math.log(original))

@@ -29,6 +29,11 @@ class AttentionMetadata:
     Host copies (``*_cpu``, plain lists) let the reference path plan without a device sync.
     ``plan_cache`` is scratch space for one step: the torch reference attention plans the
     step in the first layer and every later layer reuses the plan.
+
+    A hybrid model (several KV cache groups, ``core/kv_cache/groups.py``) has one block
+    table and slot mapping per group: this object is group 0's, and ``other_groups`` holds
+    one metadata per further group (same rows and lengths, its own table, slot mapping and
+    plan cache); a layer reads ``for_group(its group)``.
     """
 
     query_start_loc: torch.Tensor
@@ -40,10 +45,15 @@ class AttentionMetadata:
     max_query_len: int
     max_seq_len: int
     plan_cache: dict[str, object] = field(default_factory=dict, compare=False, repr=False)
+    other_groups: tuple[AttentionMetadata, ...] = ()
 
     @property
     def num_reqs(self) -> int:
         return len(self.seq_lens_cpu)
+
+    def for_group(self, group: int) -> AttentionMetadata:
+        """The metadata of KV cache group ``group`` (0: this one)."""
+        return self if group == 0 else self.other_groups[group - 1]
 
 
 class PagedAttention(nn.Module):
@@ -76,6 +86,9 @@ class PagedAttention(nn.Module):
         self.sliding_window = sliding_window
         # Passed only when set, so backends without the keyword keep working for others.
         self.extra: dict[str, float] = {} if softcap is None else {"softcap": softcap}
+        # The KV cache group whose block table this layer reads (worker/kv_cache.py's
+        # bind_kv_groups sets it for hybrid models).
+        self.kv_group = 0
 
     def forward(
         self,
@@ -87,6 +100,8 @@ class PagedAttention(nn.Module):
     ) -> torch.Tensor:
         """q: [T, Hq, D], k/v: [T, Hk, D], kv_cache: ([NB, BS, Hk, D], same) -> [T, Hq, D]."""
         k_cache, v_cache = kv_cache
+        if self.kv_group:
+            meta = meta.other_groups[self.kv_group - 1]
         self.ops.write_kv_cache(k, v, k_cache, v_cache, meta.slot_mapping)
         if self.ops.attention_hints:
             # Host ints the runner already has: split-KV can trigger, and nothing syncs.

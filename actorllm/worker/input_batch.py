@@ -32,7 +32,9 @@ class InputBatch:
     Not thread-safe: owned by the worker thread.
     """
 
-    def __init__(self, max_num_seqs: int, max_model_len: int, block_size: int) -> None:
+    def __init__(
+        self, max_num_seqs: int, max_model_len: int, block_size: int, num_kv_groups: int = 1
+    ) -> None:
         self.max_num_seqs = max_num_seqs
         self.max_model_len = max_model_len
         self.block_size = block_size
@@ -53,7 +55,12 @@ class InputBatch:
         # Incarnation of the request in the slot: a resolved token lands only in the same one.
         self.generation = np.zeros(s, dtype=np.int64)
         self._next_generation = 1
-        self.block_table = np.zeros((s, self.max_blocks), dtype=np.int32)  # 0 = null block
+        # One block table per KV cache group (core/kv_cache/groups.py), each [S, max_blocks]
+        # int32, 0 = null block; every group's table has num_blocks entries per request.
+        self.block_tables = [
+            np.zeros((s, self.max_blocks), dtype=np.int32) for _ in range(num_kv_groups)
+        ]
+        self.block_table = self.block_tables[0]  # [S, max_blocks], group 0's
         self.num_blocks = np.zeros(s, dtype=np.int64)
         # Sampling parameters as arrays for the hot path; the rest read from `params`.
         self.temperature = np.ones(s, dtype=np.float32)
@@ -96,7 +103,8 @@ class InputBatch:
         self.generation[idx] = self._next_generation
         self._next_generation += 1
         self.num_blocks[idx] = 0
-        self.block_table[idx] = 0
+        for table in self.block_tables:
+            table[idx] = 0
         self._append_blocks(idx, new.block_ids)
         sp = new.sampling_params
         self.temperature[idx] = sp.temperature
@@ -184,16 +192,24 @@ class InputBatch:
                 return i
         raise InputBatchFullError(f"all {self.max_num_seqs} slots are in use")
 
-    def _append_blocks(self, idx: int, block_ids: list[int]) -> None:
-        if not block_ids:
+    def _append_blocks(self, idx: int, block_ids: tuple[list[int], ...]) -> None:
+        """Append each group's new blocks (as many in every group: tables stay aligned)."""
+        first = block_ids[0]
+        if not first:
             return
+        if len(block_ids) != len(self.block_tables):
+            raise InputBatchFullError(
+                f"request {self.req_ids[idx]}: {len(block_ids)} block tables, the worker has "
+                f"{len(self.block_tables)} KV cache groups"
+            )
         start = int(self.num_blocks[idx])
-        end = start + len(block_ids)
+        end = start + len(first)
         if end > self.max_blocks:
             raise InputBatchFullError(
                 f"request {self.req_ids[idx]} has more than {self.max_blocks} blocks"
             )
-        self.block_table[idx, start:end] = block_ids
+        for table, ids in zip(self.block_tables, block_ids, strict=True):
+            table[idx, start:end] = ids
         self.num_blocks[idx] = end
 
     _ROW_ARRAYS = (
@@ -224,6 +240,10 @@ class InputBatch:
                 arr[dst, n:] = 0
             else:
                 arr[dst] = arr[src]
+        n = int(self.num_blocks[src])
+        for table in self.block_tables[1:]:  # group 0's is block_table, moved above
+            table[dst, :n] = table[src, :n]
+            table[dst, n:] = 0
         req_id = self.req_ids[src]
         assert req_id is not None
         self.req_ids[dst], self.req_ids[src] = req_id, None

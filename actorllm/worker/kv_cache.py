@@ -13,7 +13,13 @@ logical layout while a gather of blocks lands directly in the ``[Hk, N, S, D]`` 
 CPU's SDPA reads fastest (``kernels/attention.py``). The Triton kernels take the plain
 contiguous layout.
 
-Sizing: ``bytes per block = 2 * num_layers * block_size * num_kv_heads * head_dim *
+Hybrid models (KV cache groups, ``core/kv_cache/groups.py``): the layers are split into
+groups of ``group_size`` layers, one block table per group, and only ``group_size`` tensor
+pairs are allocated: the layer at position ``j`` of every group uses pair ``j``. A block id
+belongs to one group at a time, so the groups never write each other's slots. With one
+group (every layer alike) ``group_size`` is the number of layers: one pair per layer.
+
+Sizing: ``bytes per block = 2 * group_size * block_size * num_kv_heads * head_dim *
 dtype_size`` (the 2 is K and V), so ``num_blocks = budget_bytes // bytes_per_block``.
 
     >>> from actorllm.models.config import ModelConfig
@@ -26,17 +32,48 @@ dtype_size`` (the 2 is K and V), so ``num_blocks = budget_bytes // bytes_per_blo
 
 from __future__ import annotations
 
-import torch
+from collections.abc import Sequence
 
+import torch
+from torch import nn
+
+from actorllm.core.kv_cache.groups import KVCacheGroup, group_layers, group_size, layer_slots
+from actorllm.models.attention import PagedAttention
 from actorllm.models.config import ModelConfig
 
 KVCaches = list[tuple[torch.Tensor, torch.Tensor]]
 
 
-def kv_cache_bytes_per_block(cfg: ModelConfig, block_size: int, dtype: torch.dtype) -> int:
-    """Bytes one block takes across all layers, K and V."""
+def kv_cache_groups(cfg: ModelConfig, hybrid: bool = True) -> tuple[KVCacheGroup, ...]:
+    """The model's KV cache groups; ``hybrid=False`` keeps one group for a model mixing
+    attention types (every layer's blocks kept for the request's life, as full attention)."""
+    windows = cfg.sliding_windows
+    if not hybrid and len(set(windows)) > 1:
+        return (KVCacheGroup(None, tuple(range(cfg.num_layers))),)
+    return group_layers(windows)
+
+
+def kv_cache_bytes_per_block(
+    cfg: ModelConfig,
+    block_size: int,
+    dtype: torch.dtype,
+    groups: Sequence[KVCacheGroup] | None = None,
+) -> int:
+    """Bytes one block takes across the layers of one group (all layers with one group),
+    K and V."""
     dtype_size = torch.empty(0, dtype=dtype).element_size()
-    return 2 * cfg.num_layers * block_size * cfg.num_kv_heads * cfg.head_dim * dtype_size
+    layers = cfg.num_layers if groups is None else group_size(groups)
+    return 2 * layers * block_size * cfg.num_kv_heads * cfg.head_dim * dtype_size
+
+
+def bind_kv_groups(model: nn.Module, groups: Sequence[KVCacheGroup], num_layers: int) -> None:
+    """Tell each layer's attention which group's block table and slot mapping it reads
+    (``AttentionMetadata.for_group``). Attention modules are found in layer order."""
+    attns = [m for m in model.modules() if isinstance(m, PagedAttention)]
+    if len(attns) != num_layers:
+        raise ValueError(f"found {len(attns)} attention modules for {num_layers} layers")
+    for attn, (group, _) in zip(attns, layer_slots(groups, num_layers), strict=True):
+        attn.kv_group = group
 
 
 def allocate_kv_caches(
@@ -47,9 +84,11 @@ def allocate_kv_caches(
     device: torch.device | str,
     *,
     head_major: bool = False,
+    groups: Sequence[KVCacheGroup] | None = None,
 ) -> KVCaches:
-    """One zeroed ``(k_cache, v_cache)`` pair per layer, each [NB, BS, Hk, D] (a view of
-    head-major storage with ``head_major``); raises ``ValueError`` if ``num_blocks < 2``
+    """A zeroed ``(k_cache, v_cache)`` pair per layer, each [NB, BS, Hk, D] (a view of
+    head-major storage with ``head_major``); with ``groups``, layers at the same position
+    of different groups share one pair. Raises ``ValueError`` if ``num_blocks < 2``
     (block 0 is reserved, so one usable block needs two)."""
     if num_blocks < 2:
         raise ValueError(
@@ -63,4 +102,7 @@ def allocate_kv_caches(
             return store.permute(1, 2, 0, 3)  # [NB, BS, Hk, D] view
         return torch.zeros((num_blocks, block_size, hk, d), dtype=dtype, device=device)
 
-    return [(one(), one()) for _ in range(cfg.num_layers)]
+    if groups is None:
+        return [(one(), one()) for _ in range(cfg.num_layers)]
+    pairs = [(one(), one()) for _ in range(group_size(groups))]
+    return [pairs[j] for _, j in layer_slots(groups, cfg.num_layers)]

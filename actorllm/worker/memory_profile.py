@@ -14,9 +14,11 @@ cache gets what is left of the budget once the run's peak and everything else is
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 
-from actorllm.models.attention import AttentionMetadata
+from actorllm.models.attention import AttentionMetadata, PagedAttention
 from actorllm.models.base import CausalLM
 from actorllm.worker.kv_cache import allocate_kv_caches, kv_cache_bytes_per_block
 
@@ -81,6 +83,17 @@ def dummy_forward(model: CausalLM, num_tokens: int, num_rows: int, block_size: i
         max_query_len=n,
         max_seq_len=n,
     )
+    # Hybrid models: every group reads the same table here (each layer has its own cache).
+    num_groups = 1 + max(
+        (m.kv_group for m in model.modules() if isinstance(m, PagedAttention)), default=0
+    )
+    if num_groups > 1:
+        meta = dataclasses.replace(
+            meta,
+            other_groups=tuple(
+                dataclasses.replace(meta, plan_cache={}) for _ in range(num_groups - 1)
+            ),
+        )
     with torch.inference_mode():
         hidden = model(pos % cfg.vocab_size, pos, meta, caches)  # [n, H]
         logits = model.compute_logits(hidden[-min(n, num_rows) :])  # [N, V]

@@ -39,7 +39,13 @@ from actorllm.models.loader import LoadFormat, load_model, resolve_dtype
 from actorllm.worker.cuda_graphs import DecodeGraphs, graph_batch_sizes
 from actorllm.worker.device_streams import CudaStreams
 from actorllm.worker.input_batch import InputBatch
-from actorllm.worker.kv_cache import KVCaches, allocate_kv_caches, kv_cache_bytes_per_block
+from actorllm.worker.kv_cache import (
+    KVCaches,
+    allocate_kv_caches,
+    bind_kv_groups,
+    kv_cache_bytes_per_block,
+    kv_cache_groups,
+)
 from actorllm.worker.memory_profile import KVCacheMemoryError, blocks_from_profile, dummy_forward
 from actorllm.worker.sampler import Sampler
 from actorllm.worker.sampling_metadata import needs_token_history
@@ -73,6 +79,9 @@ class ModelRunner:
     ``staged_inputs``: upload step inputs through pinned staging buffers on a copy stream
     (default: on CUDA only; tests turn it on for CPU to check the logic).
     ``max_graph_batch``: the largest decode batch captured as a CUDA graph.
+    ``hybrid_kv_cache``: a model mixing sliding-window and full-attention layers (Gemma 2/3)
+    gets one block table per KV cache group, so sliding layers hand back out-of-window
+    blocks (``core/kv_cache/groups.py``); False keeps one table (every block kept).
     """
 
     def __init__(
@@ -91,6 +100,7 @@ class ModelRunner:
         enforce_eager: bool = False,
         staged_inputs: bool | None = None,
         max_graph_batch: int = 512,
+        hybrid_kv_cache: bool = True,
     ) -> None:
         self.model_path = Path(model_path)
         self.device = torch.device(device)
@@ -101,6 +111,7 @@ class ModelRunner:
                 f"max_model_len must be in [1, {limit}] for this model, got {max_model_len}"
             )
         self.model_config = msgspec.structs.replace(cfg, max_model_len=max_model_len or limit)
+        self.kv_groups = kv_cache_groups(self.model_config, hybrid_kv_cache)
         self.dtype = resolve_dtype(dtype, cfg, self.device)
         self.attention_backend = resolve_backend(attention_backend, self.device)
         self.load_format: LoadFormat = load_format
@@ -147,12 +158,21 @@ class ModelRunner:
             seed=self.seed,
             max_positions=self.max_model_len,
         )
+        bind_kv_groups(self.model, self.kv_groups, self.model_config.num_layers)
         self.sampler.sample_seeded = ops.sample_seeded  # Triton: noise drawn in the kernel
         self.sampler.apply_token_bitmask = ops.apply_token_bitmask
 
+    @property
+    def kv_group_windows(self) -> tuple[int | None, ...]:
+        """Each KV cache group's window (None: full attention); what the scheduler needs."""
+        return tuple(g.window for g in self.kv_groups)
+
     def kv_cache_bytes_per_block(self) -> int:
-        """``2 * num_layers * block_size * num_kv_heads * head_dim * dtype_size``."""
-        return kv_cache_bytes_per_block(self.model_config, self.block_size, self.dtype)
+        """``2 * group_size * block_size * num_kv_heads * head_dim * dtype_size`` (group_size
+        = num_layers unless the model is hybrid)."""
+        return kv_cache_bytes_per_block(
+            self.model_config, self.block_size, self.dtype, self.kv_groups
+        )
 
     def profile_num_blocks(self, gpu_memory_utilization: float) -> int:
         """CUDA only: how many KV blocks fit in ``gpu_memory_utilization`` of the GPU.
@@ -203,6 +223,7 @@ class ModelRunner:
             self.dtype,
             self.device,
             head_major=self.attention_backend == "torch",
+            groups=self.kv_groups,
         )
         self.num_blocks = num_blocks
         if self.graphs_enabled:
@@ -213,6 +234,7 @@ class ModelRunner:
         """CUDA graphs for decode: CUDA device, Triton backend, not ``enforce_eager``."""
         return (
             self.device.type == "cuda"
+            and len(self.kv_groups) == 1  # graphs replay one block table
             and not self.enforce_eager
             and self.attention_backend == "triton"
             and self.launcher.buffers is not None
@@ -377,4 +399,6 @@ class ModelRunner:
         batch.condense()
 
     def _new_batch(self) -> InputBatch:
-        return InputBatch(self.max_num_seqs, self.max_model_len, self.block_size)
+        return InputBatch(
+            self.max_num_seqs, self.max_model_len, self.block_size, len(self.kv_groups)
+        )

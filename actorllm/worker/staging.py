@@ -104,9 +104,11 @@ class StepBuffers:
         return _BufferSet(host, {k: v.numpy() for k, v in host.items()}, dev)
 
     def fits(self, plan: InputPlan) -> bool:
-        """Whether ``plan`` fits these buffers (else the runner copies it plainly)."""
+        """Whether ``plan`` fits these buffers (else the runner copies it plainly). A hybrid
+        model's extra block tables are not staged: its plans are copied plainly."""
         return (
-            plan.num_tokens <= self.max_num_tokens
+            not plan.group_block_tables
+            and plan.num_tokens <= self.max_num_tokens
             and len(plan.seq_lens) <= self.max_num_seqs
             and plan.block_table.shape[1] <= self.max_blocks_per_seq
         )

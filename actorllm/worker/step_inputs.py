@@ -12,6 +12,7 @@ For scheduled request ``b`` (in slot order) with ``start = num_computed_tokens``
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -56,6 +57,10 @@ class InputPlan:
     prompt_logprobs: list[PromptLogprobsPlan]
     max_query_len: int
     max_seq_len: int
+    # Hybrid models: the block table ([B, nb] int32) and slot mapping ([T] int64) of each
+    # KV cache group after the first (block_table / slot_mapping above are group 0's).
+    group_block_tables: tuple[np.ndarray, ...] = ()
+    group_slot_mappings: tuple[np.ndarray, ...] = ()
 
     @property
     def num_tokens(self) -> int:
@@ -122,10 +127,11 @@ def plan_step(batch: InputBatch, num_scheduled: dict[str, int]) -> InputPlan:
         if (positions[rows] != np.repeat(known - 1, n)[rows]).any():
             raise PendingInputError("an input token older than the latest is still pending")
         fill_rows, fill_src = rows, batch.sampled_slot[rep_slots[rows]]
-    slot_mapping = (
-        batch.block_table[rep_slots, positions // bs].astype(np.int64) * bs + positions % bs
-    )
+    block_idx, offset = positions // bs, positions % bs  # [T], [T]
+    slot_mapping = batch.block_table[rep_slots, block_idx].astype(np.int64) * bs + offset
     max_seq_len = int(end.max())
+    nb = -(-max_seq_len // bs)
+    others = batch.block_tables[1:]  # hybrid models only
     sample_mask = end >= known
     return InputPlan(
         req_ids=req_ids,
@@ -136,7 +142,7 @@ def plan_step(batch: InputBatch, num_scheduled: dict[str, int]) -> InputPlan:
         slot_mapping=slot_mapping,
         query_start_loc=qsl.astype(np.int32),
         seq_lens=end.astype(np.int32),
-        block_table=batch.block_table[slots, : -(-max_seq_len // bs)],  # [B, nb]
+        block_table=batch.block_table[slots, :nb],  # [B, nb]
         sample_mask=sample_mask,
         sample_hidden_rows=qsl[1:][sample_mask] - 1,
         fill_rows=fill_rows,
@@ -144,6 +150,10 @@ def plan_step(batch: InputBatch, num_scheduled: dict[str, int]) -> InputPlan:
         prompt_logprobs=_plan_prompt_logprobs(batch, slots, req_ids, start, end, qsl),
         max_query_len=int(n.max()),
         max_seq_len=max_seq_len,
+        group_block_tables=tuple(t[slots, :nb] for t in others),  # each [B, nb]
+        group_slot_mappings=tuple(
+            t[rep_slots, block_idx].astype(np.int64) * bs + offset for t in others
+        ),  # each [T]
     )
 
 
@@ -156,8 +166,10 @@ def step_inputs_from_tensors(
     block_table: torch.Tensor,
     slot_mapping: torch.Tensor,
     sample_hidden_rows: torch.Tensor,
+    group_tables: tuple[tuple[torch.Tensor, torch.Tensor], ...] = (),
 ) -> StepInputs:
-    """Wrap the plan's device tensors (however they got there) as :class:`StepInputs`."""
+    """Wrap the plan's device tensors (however they got there) as :class:`StepInputs`;
+    ``group_tables``: ``(block_table, slot_mapping)`` of each further KV cache group."""
     meta = AttentionMetadata(
         query_start_loc=query_start_loc,
         seq_lens=seq_lens,
@@ -168,6 +180,12 @@ def step_inputs_from_tensors(
         max_query_len=plan.max_query_len,
         max_seq_len=plan.max_seq_len,
     )
+    if group_tables:  # hybrid: the same rows, each group's own table and plan cache
+        others = tuple(
+            dataclasses.replace(meta, block_table=t, slot_mapping=m, plan_cache={})
+            for t, m in group_tables
+        )
+        meta = dataclasses.replace(meta, other_groups=others)
     return StepInputs(
         input_ids=input_ids,
         positions=positions,
@@ -194,6 +212,10 @@ def plan_to_device(
         _dev(plan.block_table, device),
         _dev(plan.slot_mapping, device),
         _dev(plan.sample_hidden_rows, device),
+        tuple(
+            (_dev(t, device), _dev(m, device))
+            for t, m in zip(plan.group_block_tables, plan.group_slot_mappings, strict=True)
+        ),
     )
     return step, _dev(plan.fill_rows, device), _dev(plan.fill_src, device)
 

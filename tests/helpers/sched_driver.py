@@ -4,7 +4,9 @@ It exercises what the worker must get right without depending on ``core.schedule
 token-budget chunked prefill, block allocation, prefix-cache hits (full blocks whose token
 prefix was computed before are handed to a new request as already computed), and
 recompute-preemption (``preempt(req_id)``: the request's blocks are dropped and it comes
-back later as a new request carrying its outputs so far).
+back later as a new request carrying its outputs so far). A hybrid model's KV cache groups
+each get their own table: logical block ``b`` is physical block ``1 + (b - 1) * G + g`` in
+group ``g`` (every block kept, as full attention).
 
     driver = SchedDriver(runner, token_budget=8)
     driver.add("a", [5, 6, 7], SamplingParams(temperature=0, max_tokens=4))
@@ -53,7 +55,9 @@ class SchedDriver:
         self.budget = token_budget
         self.prefix_caching = enable_prefix_caching
         self.eos_token_id = eos_token_id
-        self.free_blocks = list(range(runner.num_blocks - 1, 0, -1))  # block 0 is null
+        self.num_groups = len(getattr(runner, "kv_groups", (None,)))
+        num_logical = (runner.num_blocks - 1) // self.num_groups
+        self.free_blocks = list(range(num_logical, 0, -1))  # block 0 is null
         self.cache: dict[tuple[int, ...], int] = {}  # token prefix ending a full block -> block
         self.cached_blocks: set[int] = set()
         self.waiting: list[_Req] = []
@@ -118,7 +122,9 @@ class SchedDriver:
             added = self._allocate(r, r.num_computed + n)
             cached.append(
                 CachedRequestData(
-                    req_id=r.req_id, new_block_ids=added, num_computed_tokens=r.num_computed
+                    req_id=r.req_id,
+                    new_block_ids=self._tables(added),
+                    num_computed_tokens=r.num_computed,
                 )
             )
             num_sched[r.req_id] = n
@@ -134,7 +140,7 @@ class SchedDriver:
                     prompt_token_ids=r.prompt,
                     output_token_ids=list(r.outputs),
                     sampling_params=r.params,
-                    block_ids=list(r.blocks),
+                    block_ids=self._tables(r.blocks),
                     num_computed_tokens=r.num_computed,
                     eos_token_id=self.eos_token_id,
                 )
@@ -181,6 +187,11 @@ class SchedDriver:
                 self.finished.append(req_id)
 
     # -- blocks -------------------------------------------------------------------------
+
+    def _tables(self, blocks: list[int]) -> tuple[list[int], ...]:
+        """One table per KV cache group for these logical blocks."""
+        g_count = self.num_groups
+        return tuple([1 + (b - 1) * g_count + g for b in blocks] for g in range(g_count))
 
     def _allocate(self, r: _Req, num_tokens: int) -> list[int]:
         need = -(-num_tokens // self.bs) - len(r.blocks)

@@ -9,7 +9,7 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from actorllm.kernels.rotary import rope_table
+from actorllm.kernels.rotary import longrope_inv_freq, rope_table
 from actorllm.models.config import ModelConfig, ModelConfigError
 from actorllm.models.loader import MissingWeightsError, load_model
 from tests.helpers.models import PHI3_LONGROPE, make_tiny_checkpoint, tiny_config
@@ -111,6 +111,31 @@ def test_phi3_longrope_matches_transformers_tables(max_model_len: int) -> None:
         max_position_embeddings=cfg.max_position_embeddings, max_model_len=max_model_len,
     )  # fmt: skip
     torch.testing.assert_close(got, want)
+
+
+def test_phi3_longrope_picks_factors_once_from_max_model_len() -> None:
+    """A long max_model_len rotates every position with the long factors (vLLM's choice:
+    cached keys keep one rotation), even positions HF would rotate with the short ones;
+    vLLM's short_mscale / long_mscale scale cos and sin when a config gives them."""
+    hf_cfg = tiny_config("phi3_longrope", head_dim=16)  # type: ignore[arg-type]
+    cfg = ModelConfig.from_dict({**hf_cfg.to_dict(), "architectures": ["Phi3ForCausalLM"]})
+    assert cfg.rope_scaling is not None
+
+    def table(max_model_len: int, **extra: float) -> torch.Tensor:
+        return rope_table(
+            16, cfg.rope_theta, {**cfg.rope_scaling, **extra}, 100,  # type: ignore[dict-item]
+            max_position_embeddings=cfg.max_position_embeddings, max_model_len=max_model_len,
+        )  # fmt: skip
+
+    short, long = table(64), table(512)
+    assert not torch.allclose(short[:10], long[:10])  # position 9 of a short prompt differs
+    inv_long, _ = longrope_inv_freq(16, cfg.rope_theta, cfg.rope_scaling, 512, True)
+    assert torch.allclose(long[9, :8] / long[0, 0], torch.cos(9 * inv_long))
+    scaled = table(512, long_mscale=1.5, short_mscale=0.5)
+    torch.testing.assert_close(scaled, long / long[0, 0] * 1.5)
+    torch.testing.assert_close(
+        table(64, long_mscale=1.5, short_mscale=0.5), short / short[0, 0] * 0.5
+    )
 
 
 def test_phi3_original_max_position_embeddings_beside_the_scaling_dict() -> None:

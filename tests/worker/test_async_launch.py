@@ -48,7 +48,7 @@ def _schedule(params: dict[str, SamplingParams] = PARAMS) -> list[SchedulerOutpu
         blocks[r], nxt = list(range(nxt, nxt + n)), nxt + n
     new = [
         NewRequestData(req_id=r, prompt_token_ids=p, output_token_ids=[],
-                       sampling_params=params[r], block_ids=blocks[r], num_computed_tokens=0)
+                       sampling_params=params[r], block_ids=(blocks[r],), num_computed_tokens=0)
         for r, p in PROMPTS.items()
     ]  # fmt: skip
     steps = [
@@ -61,7 +61,7 @@ def _schedule(params: dict[str, SamplingParams] = PARAMS) -> list[SchedulerOutpu
         done = [r for r in PROMPTS if params[r].max_tokens == k]
         cached = [
             CachedRequestData(
-                req_id=r, new_block_ids=[], num_computed_tokens=len(PROMPTS[r]) + k - 1
+                req_id=r, new_block_ids=([],), num_computed_tokens=len(PROMPTS[r]) + k - 1
             )
             for r in live
         ]

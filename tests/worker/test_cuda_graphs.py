@@ -38,7 +38,8 @@ def _batch() -> InputBatch:
         b.add_request(
             NewRequestData(req_id=rid, prompt_token_ids=list(range(10 + k, 10 + k + n)),
                            output_token_ids=[], sampling_params=sp,
-                           block_ids=[3 * k + 1, 3 * k + 2, 3 * k + 3], num_computed_tokens=n - 1)
+                           block_ids=([3 * k + 1, 3 * k + 2, 3 * k + 3],),
+                           num_computed_tokens=n - 1)
         )  # fmt: skip
     return b
 

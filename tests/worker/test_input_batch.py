@@ -18,7 +18,7 @@ def _new(
         prompt_token_ids=prompt,
         output_token_ids=list(outputs),
         sampling_params=SamplingParams(**sp),  # type: ignore[arg-type]
-        block_ids=list(blocks),
+        block_ids=(list(blocks),),
         num_computed_tokens=0,
     )
 
@@ -29,7 +29,7 @@ def test_add_append_and_cached_update() -> None:
     assert b.num_tokens[i] == 4 and b.num_prompt_tokens[i] == 3
     b.append_token(i, 9)
     assert b.output_token_ids(i).tolist() == [4, 9]
-    b.update_cached(CachedRequestData(req_id="a", new_block_ids=[8], num_computed_tokens=4))
+    b.update_cached(CachedRequestData(req_id="a", new_block_ids=([8],), num_computed_tokens=4))
     assert b.block_table[i, :2].tolist() == [7, 8] and b.num_computed_tokens[i] == 4
     assert (b.temperature[i], b.top_k[i]) == (np.float32(0.5), 3)
 

@@ -62,7 +62,7 @@ def test_unknown_cached_request_is_a_protocol_error(ckpt: Path) -> None:
         step_id=0,
         scheduled_new_reqs=[],
         scheduled_cached_reqs=[
-            CachedRequestData(req_id="ghost", new_block_ids=[], num_computed_tokens=3)
+            CachedRequestData(req_id="ghost", new_block_ids=([],), num_computed_tokens=3)
         ],
         num_scheduled_tokens={"ghost": 1},
         total_num_scheduled_tokens=1,

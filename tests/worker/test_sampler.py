@@ -34,7 +34,7 @@ def _batch(
                 prompt_token_ids=prompt,
                 output_token_ids=outputs,
                 sampling_params=params,
-                block_ids=[],
+                block_ids=([],),
                 num_computed_tokens=0,
                 eos_token_id=eos,
             )

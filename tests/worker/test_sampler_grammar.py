@@ -34,7 +34,7 @@ def _run(params: list[SamplingParams], logits: torch.Tensor, constrained: list[b
     for i, p in enumerate(params):
         batch.add_request(NewRequestData(
             req_id=f"r{i}", prompt_token_ids=[1, 2], output_token_ids=outputs or [],
-            sampling_params=p, block_ids=[], num_computed_tokens=0, eos_token_id=eos,
+            sampling_params=p, block_ids=([],), num_computed_tokens=0, eos_token_id=eos,
         ))  # fmt: skip
     ids = [f"r{i}" for i, c in enumerate(constrained) if c]
     grammar = GrammarBitmask(req_ids=ids, bitmask=np.stack([_mask(allowed)] * len(ids)))

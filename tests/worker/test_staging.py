@@ -24,7 +24,7 @@ def _batch(prompts: dict[str, list[int]]) -> InputBatch:
     for k, (rid, p) in enumerate(prompts.items()):
         b.add_request(
             NewRequestData(req_id=rid, prompt_token_ids=p, output_token_ids=[],
-                           sampling_params=SamplingParams(), block_ids=[4 * k + 1, 4 * k + 2],
+                           sampling_params=SamplingParams(), block_ids=([4 * k + 1, 4 * k + 2],),
                            num_computed_tokens=0)
         )  # fmt: skip
     return b
@@ -102,7 +102,7 @@ def test_resolve_skips_a_new_incarnation() -> None:
     _ = _batch  # a resumed request gets a new generation in the same slot
     batch.add_request(
         NewRequestData(req_id="a", prompt_token_ids=[5, 6, 7], output_token_ids=[],
-                       sampling_params=SamplingParams(), block_ids=[1], num_computed_tokens=0)
+                       sampling_params=SamplingParams(), block_ids=([1],), num_computed_tokens=0)
     )  # fmt: skip
     assert not batch.resolve_pending(0, gen, 99)
     assert batch.num_tokens[0] == 3

@@ -71,7 +71,7 @@ def _seeded_tokens(rows: list[SamplingParams], logits: torch.Tensor) -> list[int
     for i, p in enumerate(rows):
         batch.add_request(
             NewRequestData(req_id=f"r{i}", prompt_token_ids=[1], output_token_ids=[2, 3],
-                           sampling_params=p, block_ids=[], num_computed_tokens=0)
+                           sampling_params=p, block_ids=([],), num_computed_tokens=0)
         )  # fmt: skip
     slots = np.arange(len(rows))
     v = logits.shape[1]

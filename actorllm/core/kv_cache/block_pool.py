@@ -5,10 +5,13 @@ State (all of it):
 * ``blocks`` — every block; ``blocks[0]`` is the null block, never handed out (padding
   slots in the worker's block tables point at it).
 * ``free_queue`` — blocks with ``ref_cnt == 0``, in eviction order.
-* ``cached`` — ``{block_hash: block}`` for full blocks whose contents are known; a cached
-  block may be in use or free. A free cached block stays findable until it is evicted, i.e.
-  popped from the free queue's head for reuse; eviction drops its hash entry and tells the
-  ``eviction_callbacks`` (an offload tier saves the block there, before it is overwritten).
+* ``cached_by_group`` — per KV cache group (``groups.py``), ``{block_hash: block}`` for
+  full blocks whose contents are known; ``cached`` is group 0's. A cached block may be in
+  use or free. The same tokens cached by two groups are two blocks (each holds its own
+  layers' KV), so every group has its own index. A free cached block stays findable until
+  it is evicted, i.e. popped from the free queue's head for reuse; eviction drops its hash
+  entry and tells the ``eviction_callbacks`` (an offload tier saves the block there, before
+  it is overwritten).
 
 One block per hash: if two requests compute the same prefix at the same time, the second
 copy is simply not registered and is recycled when freed.
@@ -30,7 +33,7 @@ EvictionCallback = Callable[[BlockHash, int], None]
 class BlockPool:
     """Allocation, sharing and eviction of KV blocks. Plain synchronous code, O(1) per block."""
 
-    def __init__(self, num_blocks: int, enable_caching: bool = True) -> None:
+    def __init__(self, num_blocks: int, enable_caching: bool = True, num_groups: int = 1) -> None:
         if num_blocks < 2:
             raise ValueError(
                 f"num_blocks must be at least 2 (one is the null block), got {num_blocks}."
@@ -41,7 +44,8 @@ class BlockPool:
         self.null_block = self.blocks[0]
         self.null_block.ref_cnt = 1  # held forever: never free, never evicted
         self.free_queue = FreeBlockQueue(self.blocks[1:])
-        self.cached: dict[BlockHash, KVCacheBlock] = {}
+        self.cached_by_group: list[dict[BlockHash, KVCacheBlock]] = [{} for _ in range(num_groups)]
+        self.cached = self.cached_by_group[0]
         self.eviction_callbacks: list[EvictionCallback] = []
         self.num_evictions = 0  # cumulative
 
@@ -59,8 +63,8 @@ class BlockPool:
         """Fraction of usable blocks held by requests (0..1)."""
         return 1.0 - self.free_queue.num_free_blocks / (self.num_blocks - 1)
 
-    def get_cached_block(self, block_hash: BlockHash) -> KVCacheBlock | None:
-        return self.cached.get(block_hash)
+    def get_cached_block(self, block_hash: BlockHash, group: int = 0) -> KVCacheBlock | None:
+        return self.cached_by_group[group].get(block_hash)
 
     def get_new_blocks(self, n: int) -> list[KVCacheBlock]:
         """Take ``n`` free blocks (evicting their cached contents), each with ref_cnt 1.
@@ -81,8 +85,9 @@ class BlockPool:
     def _evict(self, block: KVCacheBlock) -> None:
         h = block.block_hash
         assert h is not None
-        if self.cached.get(h) is block:
-            del self.cached[h]
+        cached = self.cached_by_group[block.group]
+        if cached.get(h) is block:
+            del cached[h]
         block.block_hash = None
         self.num_evictions += 1
         for cb in self.eviction_callbacks:
@@ -111,15 +116,20 @@ class BlockPool:
                     self.free_queue.append(block)
 
     def cache_full_blocks(
-        self, blocks: list[KVCacheBlock], block_hashes: list[BlockHash], start: int, end: int
+        self,
+        blocks: list[KVCacheBlock],
+        block_hashes: list[BlockHash],
+        start: int,
+        end: int,
+        group: int = 0,
     ) -> None:
-        """Register ``blocks[start:end]`` under ``block_hashes[start:end]``.
+        """Register ``blocks[start:end]`` under ``block_hashes[start:end]`` in ``group``'s index.
 
         A hash that is already registered to another block keeps its first block.
         """
         if not self.enable_caching:
             return
-        cached = self.cached
+        cached = self.cached_by_group[group]
         for i in range(start, end):
             block = blocks[i]
             if block.block_hash is not None or block is self.null_block:
@@ -128,12 +138,14 @@ class BlockPool:
             if h not in cached:
                 cached[h] = block
                 block.block_hash = h
+                block.group = group
 
     def reset_prefix_cache(self) -> bool:
         """Forget every hash; refused (False, nothing changed) while any block is in use."""
         if self.free_queue.num_free_blocks != self.num_blocks - 1:
             return False
-        for block in self.cached.values():
-            block.block_hash = None
-        self.cached.clear()
+        for cached in self.cached_by_group:
+            for block in cached.values():
+                block.block_hash = None
+            cached.clear()
         return True

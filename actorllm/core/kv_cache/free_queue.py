@@ -17,7 +17,7 @@ from actorllm.core.kv_cache.block_hash import BlockHash
 class KVCacheBlock:
     """One physical block of the paged KV cache (metadata only; tensors live in the worker)."""
 
-    __slots__ = ("block_hash", "block_id", "next_free", "prev_free", "ref_cnt")
+    __slots__ = ("block_hash", "block_id", "group", "next_free", "prev_free", "ref_cnt")
 
     def __init__(self, block_id: int) -> None:
         self.block_id = block_id
@@ -25,6 +25,8 @@ class KVCacheBlock:
         self.ref_cnt = 0
         # Set while the block is registered in the prefix cache (full and hashed).
         self.block_hash: BlockHash | None = None
+        # The KV cache group whose prefix cache holds it (meaningful while block_hash is set).
+        self.group = 0
         self.prev_free: KVCacheBlock | None = None
         self.next_free: KVCacheBlock | None = None
 

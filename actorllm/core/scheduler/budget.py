@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import final
 
-from actorllm.core.kv_cache.free_queue import KVCacheBlock
+from actorllm.core.kv_cache.kv_cache_manager import GroupBlocks
 from actorllm.core.request import Request
 
 
@@ -30,10 +30,11 @@ class StepBudget:
         self.num_scheduled_tokens: dict[str, int] = {}  # {req_id: tokens this step}
         self.new_reqs: list[Request] = []  # admitted or resumed: the worker gets everything
         self.cached_reqs: list[Request] = []  # already on the worker: only new blocks
-        self.new_blocks: dict[str, list[KVCacheBlock]] = {}  # {req_id: blocks added}, cached reqs
+        # {req_id: blocks added, one list per KV cache group}, cached reqs
+        self.new_blocks: dict[str, GroupBlocks] = {}
         self.preempted: dict[str, Request] = {}  # {req_id: request} preempted this step
 
-    def add_cached(self, req: Request, num_tokens: int, new_blocks: list[KVCacheBlock]) -> None:
+    def add_cached(self, req: Request, num_tokens: int, new_blocks: GroupBlocks) -> None:
         self.cached_reqs.append(req)
         self.new_blocks[req.request_id] = new_blocks
         self.num_scheduled_tokens[req.request_id] = num_tokens

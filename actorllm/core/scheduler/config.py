@@ -39,19 +39,30 @@ class SchedulerConfig(msgspec.Struct, frozen=True, kw_only=True):
     # The window every attention layer shares (Mistral), or None (full attention anywhere):
     # blocks behind every running request's window go back to the pool.
     sliding_window: int | None = None
+    # A hybrid model's KV cache groups (core/kv_cache/groups.py): each group's window (None:
+    # full attention), one block table per group. None: one group, ``sliding_window``.
+    kv_group_windows: tuple[int | None, ...] | None = None
+
+    @property
+    def group_windows(self) -> tuple[int | None, ...]:
+        """The window of each KV cache group (one group unless the model is hybrid)."""
+        if self.kv_group_windows is not None:
+            return self.kv_group_windows
+        return (self.sliding_window,)
 
     @property
     def blocks_for_one_request(self) -> int:
-        """The most blocks one request can hold at once: all of ``max_model_len``, or with a
-        sliding window the window behind its largest chunk plus the chunk (a chunk at
-        position p holds positions ``[p - window + 1, p + chunk)``, over at most one block
-        more than their count)."""
+        """The most blocks one request can hold at once, summed over the KV cache groups:
+        all of ``max_model_len`` for full attention, or with a sliding window the window
+        behind its largest chunk plus the chunk (a chunk at position p holds positions
+        ``[p - window + 1, p + chunk)``, over at most one block more than their count)."""
         bs = self.block_size
         full = -(-self.max_model_len // bs)
-        if self.sliding_window is None:
-            return full
         chunk = min(self.max_num_batched_tokens, self.max_model_len)
-        return min(full, -(-(self.sliding_window - 1 + chunk) // bs) + 1)
+        return sum(
+            full if w is None else min(full, -(-(w - 1 + chunk) // bs) + 1)
+            for w in self.group_windows
+        )
 
     def __post_init__(self) -> None:
         for name in ("max_num_seqs", "max_num_batched_tokens", "max_model_len", "block_size"):
@@ -61,6 +72,16 @@ class SchedulerConfig(msgspec.Struct, frozen=True, kw_only=True):
             raise ValueError(f"num_blocks must be at least 2, got {self.num_blocks}.")
         if self.sliding_window is not None and self.sliding_window < 1:
             raise ValueError(f"sliding_window must be at least 1, got {self.sliding_window}.")
+        if self.kv_group_windows is not None:
+            if self.sliding_window is not None:
+                raise ValueError("set sliding_window or kv_group_windows, not both.")
+            if not self.kv_group_windows or any(
+                w is not None and w < 1 for w in self.kv_group_windows
+            ):
+                raise ValueError(
+                    f"kv_group_windows needs one or more groups, each window at least 1; "
+                    f"got {self.kv_group_windows}."
+                )
         if self.long_prefill_token_threshold < 0:
             raise ValueError("long_prefill_token_threshold must be non-negative.")
         if self.policy not in ("fcfs", "priority"):
@@ -71,9 +92,9 @@ class SchedulerConfig(msgspec.Struct, frozen=True, kw_only=True):
                 f"block_size={self.block_size} cannot hold "
                 f"max_model_len={self.max_model_len} tokens"
                 + (
-                    f" with sliding_window={self.sliding_window} "
+                    f" with KV cache group windows {self.group_windows} "
                     f"(needs {self.blocks_for_one_request} blocks)."
-                    if self.sliding_window is not None
+                    if self.group_windows != (None,)
                     else "."
                 )
             )

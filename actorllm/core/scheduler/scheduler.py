@@ -100,6 +100,7 @@ class Scheduler:
             enable_caching=config.enable_prefix_caching,
             hash_algo=config.prefix_caching_hash_algo,
             sliding_window=config.sliding_window,
+            group_windows=config.kv_group_windows,
         )
         self.requests: dict[str, Request] = {}  # {req_id: request}, every unfinished request
         self.running: list[Request] = []  # in admission order
@@ -118,6 +119,13 @@ class Scheduler:
         self._connector_queries = 0  # tokens asked about (cumulative)
         self._connector_hits = 0  # tokens the connector could load (cumulative)
         if kv_connector is not None:
+            if self.kv_cache_manager.num_groups > 1:
+                raise ValueError(
+                    "kv_connector: a KV connector keys blocks by one block table; this model "
+                    f"has {self.kv_cache_manager.num_groups} KV cache groups (sliding and full "
+                    "attention layers). Start it without a connector, or with "
+                    "disable_hybrid_kv_cache_manager."
+                )
             self.kv_cache_manager.eviction_callbacks.append(self._on_block_evicted)
 
     # -- requests in and out ----------------------------------------------------------------
@@ -221,7 +229,7 @@ class Scheduler:
         req.transition(status)
         if self._connector is not None and self._connector_enabled:
             self._connector.request_finished(
-                req, self.kv_cache_manager.get_block_ids(req.request_id)
+                req, self.kv_cache_manager.get_block_ids(req.request_id)[0]
             )
         self.kv_cache_manager.free(req)
         if self.grammar is not None and req.use_structured_output:
@@ -378,7 +386,7 @@ class Scheduler:
         cached_reqs = [
             CachedRequestData(
                 req_id=r.request_id,
-                new_block_ids=[b.block_id for b in new_blocks[r.request_id]],
+                new_block_ids=tuple([b.block_id for b in g] for g in new_blocks[r.request_id]),
                 num_computed_tokens=r.num_computed_tokens,
             )
             for r in plan.cached_reqs

@@ -62,7 +62,7 @@ def test_external_tokens_are_computed_and_loaded() -> None:
     assert so.scheduled_new_reqs[0].num_computed_tokens == 9 and so.num_scheduled_tokens == {"a": 1}
     meta = s.take_connector_metadata()
     assert meta is not None and meta.step_id == so.step_id
-    assert [bid for _, bid in meta.loads] == so.scheduled_new_reqs[0].block_ids[:2]
+    assert [bid for _, bid in meta.loads] == so.scheduled_new_reqs[0].block_ids[0][:2]
     assert s.take_connector_metadata() is None  # taken once
     stats = s.statistics()
     assert (stats.connector_queries, stats.connector_hits) == (10, 9)
@@ -70,10 +70,10 @@ def test_external_tokens_are_computed_and_loaded() -> None:
     w.shadow.update(
         {
             b: dict(enumerate(range(1 + 4 * i, 5 + 4 * i)))
-            for i, b in enumerate(so.scheduled_new_reqs[0].block_ids[:2])
+            for i, b in enumerate(so.scheduled_new_reqs[0].block_ids[0][:2])
         }
     )
-    w.shadow[so.scheduled_new_reqs[0].block_ids[2]] = {0: 9}
+    w.shadow[so.scheduled_new_reqs[0].block_ids[0][2]] = {0: 9}
     s.update_from_output(so, w.execute(so))
     assert conn.finished == ["a"]
 

@@ -256,7 +256,7 @@ def test_second_identical_prompt_hits_all_full_blocks_but_the_last_token() -> No
     (nd,) = so.scheduled_new_reqs
     assert nd.num_computed_tokens == 8  # 12 - 1 token rounded down to full blocks
     assert so.num_scheduled_tokens["b"] == 4
-    assert nd.block_ids[:2] == s.kv_cache_manager.get_block_ids("a")[:2]
+    assert nd.block_ids[0][:2] == s.kv_cache_manager.get_block_ids("a")[0][:2]
     assert [o.num_cached_tokens for o in outs if o.req_id == "b"] == [8]
     st = s.statistics()
     assert st.prefix_cache_hits == 8 and st.prefix_cache_queries == 24

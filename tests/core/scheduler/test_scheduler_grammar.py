@@ -84,7 +84,7 @@ def test_waits_for_its_grammar_without_a_seat() -> None:
     assert s.requests["g"].status is RequestStatus.WAITING_FOR_FSM
     so = s.schedule()
     assert list(so.num_scheduled_tokens) == ["plain"]
-    assert s.kv_cache_manager.get_block_ids("g") == []
+    assert s.kv_cache_manager.get_block_ids("g") == ([],)
     assert s.statistics().num_waiting_reqs == 1
     t.ready.add("g")
     so = s.schedule()

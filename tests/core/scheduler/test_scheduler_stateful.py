@@ -2,8 +2,9 @@
 
 After every rule: block reference counts equal the number of holders, free + used = total,
 no request holds a freed block, queues are consistent. The fake worker checks that every
-prefix-cache hit holds the request's own tokens and, with a sliding window (every layer),
-that each query's window still holds them after blocks behind it went back to the pool.
+prefix-cache hit holds the request's own tokens and, with a sliding window (every layer, or
+hybrid: sliding and full groups side by side), that each query's window still holds them
+after blocks behind it went back to the pool.
 Outputs reported to callers must be exactly the tokens the deterministic fake model
 sampled, in order, with no gap or repeat, across preemptions and (with async scheduling)
 two steps in flight.
@@ -46,9 +47,12 @@ class SchedulerMachine(RuleBasedStateMachine):
         budget=st.integers(4, 24),
         threshold=st.sampled_from([0, 0, 3, 6]),
         max_seqs=st.integers(1, 6),
-        window=st.sampled_from([None, None, 5, 8]),
+        # KV cache group windows: one group (full, or every layer sliding), or hybrid.
+        layout=st.sampled_from([(None,), (None,), (5,), (8,), (None, 5), (None, 8, 8)]),
     )
-    def setup(self, policy, chunked, caching, num_blocks, budget, threshold, max_seqs, window):  # type: ignore[no-untyped-def]
+    def setup(self, policy, chunked, caching, num_blocks, budget, threshold, max_seqs, layout):  # type: ignore[no-untyped-def]
+        # Each further group may need a whole request's blocks.
+        num_blocks += (len(layout) - 1) * (MAX_LEN // BS + 1)
         self.cfg = SchedulerConfig(
             max_num_seqs=max_seqs,
             max_num_batched_tokens=budget if chunked else MAX_LEN,
@@ -60,10 +64,11 @@ class SchedulerMachine(RuleBasedStateMachine):
             long_prefill_token_threshold=threshold,
             policy=policy,
             async_scheduling=self.async_scheduling,
-            sliding_window=window,
+            sliding_window=layout[0] if len(layout) == 1 else None,
+            kv_group_windows=layout if len(layout) > 1 else None,
         )
         self.sched = Scheduler(self.cfg)
-        self.worker = FakeWorker(BS, eos_period=9, sliding_window=window)
+        self.worker = FakeWorker(BS, eos_period=9, group_windows=layout)
         self.inflight: deque[tuple[SchedulerOutput, ModelRunnerOutput]] = deque()
         self.next_id = 0
         self.prompts: dict[str, list[int]] = {}
@@ -106,7 +111,8 @@ class SchedulerMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def abort(self, data):  # type: ignore[no-untyped-def]
         rid = data.draw(st.sampled_from(sorted(self.sched.requests)))
-        held = len(self.sched.kv_cache_manager.get_blocks(rid))
+        kv = self.sched.kv_cache_manager
+        held = sum(len(kv.get_blocks(rid, g)) for g in range(kv.num_groups))
         free_before = self.sched.kv_cache_manager.num_free_blocks
         assert self.sched.finish_requests([rid], RequestStatus.FINISHED_ABORTED) == [rid]
         # Freed at once (shared blocks may stay held by others).
