@@ -27,7 +27,14 @@ from actorllm.actors.probes import Probe, attach_probe
 from actorllm.actors.ref import ActorRef
 from actorllm.actors.reply import Reply
 from actorllm.actors.root import open_supervisor
-from actorllm.actors.spec import ChildSpec, DeadLetterHook, Restart, Strategy, SupervisorSpec
+from actorllm.actors.spec import (
+    ChildSpec,
+    DeadLetterHook,
+    ExitHook,
+    Restart,
+    Strategy,
+    SupervisorSpec,
+)
 from actorllm.actors.supervisor import Supervisor, SupervisorStatistics
 
 __all__ = [
@@ -43,6 +50,7 @@ __all__ = [
     "Backoff",
     "ChildSpec",
     "DeadLetterHook",
+    "ExitHook",
     "Inbox",
     "LifecycleEvent",
     "Mailbox",

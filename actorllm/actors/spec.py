@@ -37,6 +37,16 @@ front of the same mailbox, in order, ahead of everything queued, for the next in
 A redelivered message carries no reply (an ``ask``'s reply has already failed)."""
 
 
+ExitHook = Callable[[BaseException | None], None]
+"""``hook(exc)``: a nested supervisor ended by itself (``exc``: the escalation that ended it,
+None when it stopped normally) and its parent removed it for good instead of restarting
+it (``Restart.TEMPORARY``, or ``TRANSIENT`` ending normally); not called for a stop asked
+through ``stop_child`` or the parent's own stop. Runs synchronously in the parent's
+supervision loop and must not block; an exception it raises is the parent's own crash (the
+parent stops its children and escalates it), e.g. when the last of several replicas is
+gone."""
+
+
 class Restart(enum.Enum):
     """When a child that ended is started again (Erlang's restart types)."""
 
@@ -111,6 +121,7 @@ class ChildSpec(Generic[M]):
         restart: Restart = Restart.PERMANENT,
         shutdown_timeout: float | None = None,
         dead_letter: DeadLetterHook | None = None,
+        on_exit: ExitHook | None = None,
     ) -> SupervisorSpec:
         """A nested supervisor as a child (sugar for :class:`SupervisorSpec`)."""
         return SupervisorSpec(
@@ -123,6 +134,7 @@ class ChildSpec(Generic[M]):
             restart=restart,
             shutdown_timeout=shutdown_timeout,
             dead_letter=dead_letter,
+            on_exit=on_exit,
         )
 
 
@@ -134,7 +146,8 @@ class SupervisorSpec:
     escalates (:class:`~actorllm.actors.errors.SupervisorEscalation`) to the parent.
     ``backoff`` delays restarts (None: restart at once). ``shutdown_timeout`` None (the
     default) lets the children's own timeouts bound a graceful stop. ``dead_letter`` is
-    inherited by children (and nested supervisors) that set none.
+    inherited by children (and nested supervisors) that set none. ``on_exit`` is called when
+    this supervisor ended and its parent will not start it again (see :data:`ExitHook`).
     """
 
     name: str
@@ -147,6 +160,7 @@ class SupervisorSpec:
     restart: Restart = Restart.PERMANENT
     shutdown_timeout: float | None = None
     dead_letter: DeadLetterHook | None = None
+    on_exit: ExitHook | None = None
 
     def __post_init__(self) -> None:
         _check_name(self.name)

@@ -429,6 +429,9 @@ class Supervisor:
         restart = slot.node.restart
         if restart is Restart.TEMPORARY or (restart is Restart.TRANSIENT and exc is None):
             self._remove(slot)
+            node = slot.node
+            if isinstance(node, Supervisor) and node.spec.on_exit is not None:
+                node.spec.on_exit(exc)
             return
         if self._intensity.record(anyio.current_time()):
             await self._stop_all()

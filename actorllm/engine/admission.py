@@ -118,8 +118,12 @@ class Admission:
         max_inflight: int,
         has_connector: bool = False,
         kv_connector_enabled: bool = True,
+        replica: int | None = None,
     ) -> None:
         self.ledger = ledger
+        # The data-parallel replica whose requests this core runs (ledger entries routed to
+        # it); None: the engine's only core, which runs every processed request.
+        self.replica = replica
         self.blame = blame
         self._make_core = make_core
         self.inflight = InflightSteps(max_inflight)  # owner: here
@@ -156,7 +160,7 @@ class Admission:
         return failures
 
     def _new_epoch(self) -> None:
-        self.epoch = self.ledger.new_epoch()  # before reading the ledger
+        self.epoch = self.ledger.new_epoch(self.replica or 0)  # before reading the ledger
         self.core = self._new_core()
         self._probing = set()
         self._held = []
@@ -169,6 +173,8 @@ class Admission:
             rid = entry.request_id
             if not entry.processed or rid in self._failed or rid in self._tombstones:
                 continue
+            if self.replica is not None and entry.replica != self.replica:
+                continue  # another replica's, or not routed yet
             if rid in waiting:
                 continue
             if self._groups:
@@ -245,6 +251,20 @@ class Admission:
             request.priority,
             children,
         )
+
+    def adopt(self, request_ids: Iterable[str]) -> None:
+        """Requests moved here from a replica that died: added from the ledger (prompt +
+        the tokens their callers saw, recomputed like a preemption)."""
+        if self.sleep_level:
+            return  # the wake-up rebuild adds them (the ledger routes them here)
+        for rid in request_ids:
+            if not self._runnable(rid) or rid in self._tombstones:
+                continue
+            if self._groups:
+                if rid not in self._held:
+                    self._held.append(rid)
+            else:
+                self._add_from_ledger(rid)
 
     def _add_from_ledger(self, rid: str) -> None:
         entry = self.ledger.get(rid)

@@ -99,13 +99,18 @@ class EngineConfig(msgspec.Struct, kw_only=True):
     """fcfs: arrival order; priority: by each request's priority, then arrival."""
     async_scheduling: bool = False
     """Overlap scheduling the next step with the model running this one."""
+    disable_hybrid_kv_cache_manager: bool = False
+    """Models mixing sliding-window and full-attention layers (Gemma 2/3) keep one block
+    table for all layers, so sliding layers hold every block too (by default each attention
+    type has its own table and sliding layers free blocks behind their window)."""
     # -- ParallelConfig ---------------------------------------------------------------------
     tensor_parallel_size: int = 1
     """Tensor-parallel ranks; only 1 is built so far."""
     pipeline_parallel_size: int = 1
     """Pipeline-parallel stages; only 1 is built so far."""
     data_parallel_size: int = 1
-    """Data-parallel engine replicas; only 1 is built so far."""
+    """Data-parallel engine replicas (each its own scheduler, KV cache and worker thread,
+    behind one router; docs/distributed.md)."""
     # -- DeviceConfig -----------------------------------------------------------------------
     device: Device = "auto"
     """Where the model runs; auto: CUDA when available, else CPU."""
@@ -211,7 +216,9 @@ class EngineConfig(msgspec.Struct, kw_only=True):
             raise EngineConfigError("max_restarts", "must be non-negative, with a positive window.")
         if self.chat_template is not None:
             self.resolved_chat_template()  # fail at configuration, not at the first chat
-        for name in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size"):
+        if self.data_parallel_size < 1:
+            raise EngineConfigError("data_parallel_size", "must be at least 1.")
+        for name in ("tensor_parallel_size", "pipeline_parallel_size"):
             size = getattr(self, name)
             if size != 1:
                 raise EngineConfigError(

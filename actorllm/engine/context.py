@@ -25,9 +25,14 @@ class ModelInfo:
     max_model_len: int
     eos_token_ids: list[int]
     num_blocks: int  # KV blocks, including the null block
-    # The window every attention layer shares (Mistral-style), else None: the scheduler
-    # hands KV blocks behind it back to the pool.
-    sliding_window: int | None = None
+    # Each KV cache group's window (None: full attention): one group unless the model mixes
+    # attention types (Gemma 2/3). The scheduler hands blocks behind a window back.
+    kv_group_windows: tuple[int | None, ...] = (None,)
+
+    @property
+    def sliding_window(self) -> int | None:
+        """The window every layer shares (Mistral-style; one group), else None."""
+        return self.kv_group_windows[0] if len(self.kv_group_windows) == 1 else None
 
 
 @dataclass(frozen=True, eq=False)

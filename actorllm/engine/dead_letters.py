@@ -1,14 +1,16 @@
 """What happens to the message an actor was handling when it crashed.
 
-The supervisor hands every such message (a *dead letter*) to :class:`DeadLetterPolicy`,
-which charges the crash to the requests involved (precise blame, engine/blame.py) and
-returns what to redeliver, at the *front* of the same mailbox, to the restarted actor:
+The supervisor hands every such message (a *dead letter*) to :class:`DeadLetterPolicy`
+(each data-parallel replica's core has its own, with its own Admission; the root's serves
+the shared actors), which charges the crash to the requests involved (precise blame,
+engine/blame.py) and returns what to redeliver, at the *front* of the same mailbox, to
+the restarted actor:
 
 =================  =========================  ==========================================
 actor              message                    policy
 =================  =========================  ==========================================
-router,            Generate / Abort /         charge the request; redeliver it, or
-input_processor    FailRequest                ``FailRequest`` when it is poison
+router,            Generate / Route /         charge the request; redeliver it, or
+input_processor    Abort / FailRequest        ``FailRequest`` when it is poison
 output_processor   StepOutputs                charge the step's requests; redeliver split
                                               per request (each replayed alone), poison
                                               ones as ``EndRequest`` with the error
@@ -17,6 +19,8 @@ scheduler          AddRequest                 the new incarnation charges it wit
                                               steps in flight (``Admission``) and rebuilds
                                               it from the ledger
 scheduler          AbortRequest/StopChildren  redeliver (the rebuilt core must drop them)
+scheduler          AdoptRequests              nothing: they are routed to it in the ledger,
+                                              and the new incarnation rebuilds from it
 scheduler,         steps (StepDone, ...)      nothing here: the new scheduler charges
 executor                                      the steps that were in flight
 any                a control call (an ask)    the asker gets ActorCrashed
@@ -41,11 +45,10 @@ from actorllm.engine.messages import (
     FailRequest,
     Generate,
     RegisterRequest,
+    Route,
     StepOutputs,
     StopChildren,
 )
-
-_FRONT_DOOR = (Generate, Abort, FailRequest)  # router and input processor
 
 
 class DeadLetterPolicy:
@@ -60,7 +63,7 @@ class DeadLetterPolicy:
         self.dead_letters += 1
         blame = self.ctx.blame
         match msg:
-            case Generate() | Abort() | FailRequest():
+            case Generate() | Route() | Abort() | FailRequest():
                 if blame.crash(actor, [msg.request_id]):
                     return [FailRequest(request_id=msg.request_id, reason=poison_message(actor))]
                 return [msg]

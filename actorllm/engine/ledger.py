@@ -67,6 +67,9 @@ class LedgerEntry:
     children: dict[str, ChildState] = field(default_factory=dict)
     # (core epoch, step id) of the last step the output processor applied to this request.
     last_step: tuple[int, int] = (-1, -1)
+    # The data-parallel replica running it (set by the router; None until routed).
+    replica: int | None = None
+    ending: bool = False  # aborted or failed before it was routed: never route it
     closed: bool = False  # the caller's stream is closed: nothing more will be sent
     slow: bool = False  # the caller left max_backlog outputs unread (a slow consumer)
 
@@ -83,10 +86,13 @@ class RequestLedger:
         self.max_backlog = max_backlog
         self._entries: dict[str, LedgerEntry] = {}  # {request_id: entry}
         self._by_child: dict[str, str] = {}  # {child_id: request_id}
-        # The core epoch: grows whenever the scheduler rebuilds its state from this ledger
-        # (new_epoch, called by the scheduler's Admission only). Outputs of an older epoch
+        # The core epoch: grows whenever a replica's scheduler rebuilds its state from this
+        # ledger (new_epoch, called by the replica's Admission only). Epochs are unique
+        # across replicas; outputs of an epoch that is no longer some replica's current one
         # are dropped by the output processor, so no token is applied twice.
         self.epoch = 0
+        self._current: dict[int, int] = {}  # {replica: its current epoch}
+        self._load: dict[int, int] = {}  # {replica: open requests routed to it}
 
     def open(
         self,
@@ -127,10 +133,39 @@ class RequestLedger:
     def __iter__(self) -> Iterator[LedgerEntry]:
         return iter(list(self._entries.values()))
 
-    def new_epoch(self) -> int:
-        """Start a new core epoch (before reading the ledger to rebuild); returns it."""
+    def new_epoch(self, replica: int = 0) -> int:
+        """Start a new core epoch of ``replica`` (before reading the ledger to rebuild);
+        returns it."""
         self.epoch += 1
+        self._current[replica] = self.epoch
         return self.epoch
+
+    def is_current(self, epoch: int) -> bool:
+        """Whether ``epoch`` is a live replica's current epoch (its outputs apply)."""
+        return epoch in self._current.values()
+
+    def retire(self, replica: int) -> None:
+        """``replica`` is gone for good: outputs of its epochs no longer apply."""
+        self._current.pop(replica, None)
+
+    def assign(self, request_id: str, replica: int) -> LedgerEntry:
+        """Route a request to ``replica`` (the router); a request moved from a dead replica
+        starts its step stamps over (the new replica's epochs are unrelated)."""
+        entry = self._entries[request_id]
+        if entry.replica is not None:
+            self._load[entry.replica] -= 1
+            entry.last_step = (-1, -1)
+        entry.replica = replica
+        self._load[replica] = self._load.get(replica, 0) + 1
+        return entry
+
+    def load(self, replica: int) -> int:
+        """Open requests routed to ``replica`` (waiting, running or on their way)."""
+        return self._load.get(replica, 0)
+
+    def on_replica(self, replica: int) -> list[LedgerEntry]:
+        """The open requests routed to ``replica``, oldest first."""
+        return [e for e in self._entries.values() if e.replica == replica]
 
     def record_processed(
         self,
@@ -183,6 +218,8 @@ class RequestLedger:
             return
         for child_id in entry.children:
             self._by_child.pop(child_id, None)
+        if entry.replica is not None:
+            self._load[entry.replica] -= 1
         if not entry.closed:
             if error is not None:
                 with contextlib.suppress(Exception):  # the caller already closed its end

@@ -7,25 +7,29 @@ recovery record that a restarted actor rebuilds from, not the data path. Refs ar
 One streamed request, hop by hop::
 
     AsyncEngine.generate      ledger.open(id) -> the caller's stream
-      --Generate-->           router            (front door)
       --Generate-->           input_processor   tokenize, template, validate, fan out n
       --RegisterRequest-->    output_processor  (first: it knows the request before outputs)
-      --AddRequest-->         scheduler         Admission.add -> core Scheduler
-      --ExecuteStep-->        executor          queue the step on the worker thread
+      --Route-->              router            pick the replica (engine/routing.py)
+      --AddRequest-->         scheduler[i]      Admission.add -> core Scheduler
+      --ExecuteStep-->        executor[i]       queue the step on replica i's worker thread
         (worker thread: Worker.execute_step -> runner; the outcome is posted to the loop)
-      --StepDone-->           scheduler         update_from_output
+      --StepDone-->           scheduler[i]      update_from_output
       --StepOutputs-->        output_processor  detokenize, stops -> ledger.deliver
                                                 -> the caller's stream
 
+``[i]``: with ``data_parallel_size=M`` there are M replicas (scheduler + executor + worker
+thread each); the ledger records which one runs each request (``LedgerEntry.replica``).
+
 Ends and aborts are messages too::
 
-    AsyncEngine.abort --Abort--> router --AbortRequest--> scheduler (free its blocks)
+    AsyncEngine.abort --Abort--> router --AbortRequest--> scheduler[i] (free its blocks)
                                         --EndRequest--> output_processor (close the stream)
-    output_processor --StopChildren--> scheduler   (a stop string matched)
+    output_processor --StopChildren--> scheduler[i] (a stop string matched)
     dead-letter policy --FailRequest--> router / input_processor (poison: fail it)
+    a replica gives up --ReplicaDown--> router --AdoptRequests--> the other schedulers
 
-Control calls are asks straight to the actor that owns the state (``Sleep`` ... to the
-scheduler, ``CollectiveRPC`` ... to the executor); the scheduler asks the executor for
+Control calls are asks straight to the actor that owns the state (``Sleep`` ... to each
+scheduler, ``CollectiveRPC`` ... to each executor); a scheduler asks its executor for
 ``SleepWorker`` / ``WakeWorker``.
 
 Steps are tagged with the core *epoch* (owned by the ledger): it grows whenever the
@@ -99,6 +103,16 @@ class Generate(_Msg, frozen=True, kw_only=True):
     chat: ChatOptions | None = None  # set: ``prompt`` is a conversation
 
 
+class Route(_Msg, frozen=True, kw_only=True):
+    """A processed request, to send to a replica's scheduler (input processor -> router)."""
+
+    request: NewRequest
+
+    @property
+    def request_id(self) -> str:
+        return self.request.request_id
+
+
 class Abort(_Msg, frozen=True, kw_only=True):
     request_id: str
 
@@ -110,7 +124,14 @@ class FailRequest(_Msg, frozen=True, kw_only=True):
     reason: str
 
 
-RouterMsg = Generate | Abort | FailRequest
+class ReplicaDown(_Msg, frozen=True, kw_only=True):
+    """A data-parallel replica gave up (its restart budget is spent): move its requests."""
+
+    replica: int
+    reason: str
+
+
+RouterMsg = Route | Abort | FailRequest | ReplicaDown
 
 # -- input processor ---------------------------------------------------------------------
 
@@ -186,11 +207,25 @@ SchedulerControl = (
 )
 
 
+class AdoptRequests(_Msg, frozen=True, kw_only=True):
+    """Requests the router moved here from a replica that died (they are in the ledger)."""
+
+    request_ids: list[str]
+
+
 class GrammarReady(_Msg, frozen=True, kw_only=True):
     """A structured-outputs grammar finished compiling: waiting requests may be admitted."""
 
 
-SchedulerMsg = AddRequest | AbortRequest | StopChildren | StepDone | GrammarReady | SchedulerControl
+SchedulerMsg = (
+    AddRequest
+    | AbortRequest
+    | StopChildren
+    | StepDone
+    | GrammarReady
+    | AdoptRequests
+    | SchedulerControl
+)
 
 # -- executor ----------------------------------------------------------------------------
 
@@ -269,16 +304,29 @@ OutputMsg = RegisterRequest | StepOutputs | EndRequest
 
 
 @dataclass(eq=False)
+class CoreRefs:
+    """One data-parallel replica's actors."""
+
+    scheduler: ActorRef[SchedulerMsg]
+    executor: ActorRef[ExecutorMsg]
+
+
+@dataclass(eq=False)
 class EngineRefs:
     """Typed refs to the engine's actors, set as each one starts (sinks first): reading one
-    before its actor started raises ``AttributeError``. Refs stay valid across restarts."""
+    before its actor started raises ``AttributeError``. Refs stay valid across restarts.
+
+    Each replica's actors see their own ``EngineRefs``: ``scheduler`` and ``executor`` are
+    that replica's; the shared actors (router, input and output processors) and ``cores``
+    (every replica's, in replica order) are the same in all of them."""
 
     output_processor: ActorRef[OutputMsg] = field(init=False)
     executor: ActorRef[ExecutorMsg] = field(init=False)
     scheduler: ActorRef[SchedulerMsg] = field(init=False)
     input_processor: ActorRef[InputMsg] = field(init=False)
     router: ActorRef[RouterMsg] = field(init=False)
+    cores: list[CoreRefs] = field(default_factory=list)
 
     def started(self) -> dict[str, ActorRef[Any]]:
-        """{actor name: ref} for the actors started so far."""
-        return dict(vars(self))
+        """{actor name: ref} for the actors started so far (this replica's core)."""
+        return {k: v for k, v in vars(self).items() if k != "cores"}

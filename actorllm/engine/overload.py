@@ -29,12 +29,12 @@ def num_waiting(ledger: RequestLedger, running_child_ids: Iterable[str]) -> int:
     return len(ledger) - len(running)
 
 
-def check_waiting_bound(ledger: RequestLedger, core: Any, bound: int | None) -> None:
-    """Raise ``EngineOverloadedError`` if ``bound`` requests already wait (``core`` is the
-    scheduler, None while asleep: then every open request waits)."""
+def check_waiting_bound(ledger: RequestLedger, cores: Iterable[Any], bound: int | None) -> None:
+    """Raise ``EngineOverloadedError`` if ``bound`` requests already wait (``cores``: every
+    live replica's scheduler; a request runs when some core runs it)."""
     if bound is None or len(ledger) < bound:  # cheap exit: fewer open than the bound
         return
-    running = [r.request_id for r in core.running] if core is not None else []
+    running = [r.request_id for core in cores for r in core.running]
     waiting = num_waiting(ledger, running)
     if waiting >= bound:
         raise EngineOverloadedError(

@@ -37,6 +37,7 @@ def default_runner_factory(config: EngineConfig) -> Any:
         seed=config.seed,
         max_num_batched_tokens=config.max_num_batched_tokens or 2048,
         enforce_eager=config.enforce_eager,
+        hybrid_kv_cache=not config.disable_hybrid_kv_cache_manager,
     )
 
 
@@ -84,8 +85,8 @@ def _build_on_worker(config: EngineConfig, factory: RunnerFactory) -> tuple[Any,
         max_model_len=max_len,
         eos_token_ids=_eos_ids(mc),
         num_blocks=blocks,
-        # Scripted test models have no windows.
-        sliding_window=getattr(mc, "uniform_sliding_window", None),
+        # Scripted test models have no windows (one full-attention group).
+        kv_group_windows=tuple(getattr(runner, "kv_group_windows", (None,))),
     )
     return runner, info
 
@@ -116,4 +117,5 @@ def build_scheduler_config(config: EngineConfig, model: ModelInfo) -> SchedulerC
         policy=config.scheduling_policy,
         async_scheduling=config.async_scheduling,
         sliding_window=model.sliding_window,
+        kv_group_windows=model.kv_group_windows if len(model.kv_group_windows) > 1 else None,
     )

@@ -3,7 +3,12 @@ the periodic stats log line.
 
 Every metric of vLLM's published Grafana dashboard exists here. The default prefix is
 ``actorllm:``; ``--metrics-prefix vllm`` names them ``vllm:...`` so an existing vLLM dashboard
-works unchanged. Labels are vLLM's: ``model_name`` and ``engine`` (the engine index, "0").
+works unchanged. Labels are vLLM's: ``model_name`` and ``engine``, the engine index. With
+``data_parallel_size=M`` the scheduler's figures (requests running and waiting, KV-cache
+usage, prefix cache, preemptions, tokens per step, cache config) are one series per replica,
+``engine="0"`` ... ``engine="M-1"``, as vLLM's DP engines report them. The per-request
+figures are recorded by the one output processor all replicas share, so they stay one
+series, ``engine="0"``.
 
 The figures come from the engine, not from HTTP traffic: ``AsyncEngine.get_stats()`` carries
 the scheduler's gauges and counters and the per-request statistics the engine's output path
@@ -21,7 +26,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, final
 
 import anyio
@@ -80,13 +85,30 @@ def normalize_prefix(prefix: str) -> str:
 
 
 def _histogram(name: str, doc: str, labels: dict[str, str], h: Histogram) -> Metric:
-    family = HistogramMetricFamily(name, doc, labels=list(labels))
-    running, buckets = 0, []
-    for bound, count in zip((*h.bounds, float("inf")), h.counts, strict=True):
-        running += count
-        buckets.append(("+Inf" if bound == float("inf") else repr(float(bound)), running))
-    family.add_metric(list(labels.values()), buckets, h.sum)
+    return _histograms(name, doc, [(labels, h)])
+
+
+def _histograms(
+    name: str, doc: str, series: list[tuple[dict[str, str], Histogram | None]]
+) -> Metric:
+    """One histogram family, a series per label set (None: an empty one)."""
+    family = HistogramMetricFamily(name, doc, labels=list(series[0][0]))
+    for labels, hist in series:
+        h = hist if hist is not None else Histogram.empty(_ITERATION_BUCKETS)
+        running, buckets = 0, []
+        for bound, count in zip((*h.bounds, float("inf")), h.counts, strict=True):
+            running += count
+            buckets.append(("+Inf" if bound == float("inf") else repr(float(bound)), running))
+        family.add_metric(list(labels.values()), buckets, h.sum)
     return family
+
+
+def _engines(stats: Any) -> list[tuple[str, Any]]:
+    """(engine label, its figures): each replica's with several, else the totals as "0"."""
+    engines = getattr(stats, "engines", None) or []
+    if len(engines) > 1:
+        return [(str(e.engine), e) for e in engines]
+    return [("0", stats)]
 
 
 @final
@@ -115,8 +137,10 @@ class ServerMetrics:
         # Counters the engine keeps cumulatively, made monotonic across engine restarts:
         # {key: (last value seen, total before the last reset)}.
         self._counters: dict[str, tuple[float, float]] = {}
-        self._steps_seen = 0  # engine steps already observed in iteration_tokens
-        self._iteration = Histogram.empty(_ITERATION_BUCKETS)
+        # Per engine (replica) index: steps already observed in its iteration_tokens, and
+        # the histogram of its step sizes.
+        self._steps_seen: dict[str, int] = {}
+        self._iteration: dict[str, Histogram] = {}
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(_EngineCollector(self))
 
@@ -134,66 +158,68 @@ class ServerMetrics:
     def update_from_stats(self, stats: Any) -> None:
         """Take an ``EngineStats`` (attributes read leniently: fields may be added)."""
         self._stats = stats
-        for key in ("prefix_cache_queries", "prefix_cache_hits", "num_preemptions"):
-            self._total(key, float(getattr(stats, key, 0)))
+        for engine, figures in _engines(stats):
+            for key in ("prefix_cache_queries", "prefix_cache_hits", "num_preemptions"):
+                self._total(f"{key}:{engine}", float(getattr(figures, key, 0)))
+            # The engine keeps the token counts of its recent steps; observe only the tail
+            # this registry has not seen yet (steps_done is the cursor).
+            recent = list(getattr(figures, "iteration_tokens", None) or ())
+            steps_done = int(getattr(figures, "steps_done", 0))
+            seen = self._steps_seen.get(engine, 0)
+            new = min(len(recent), max(0, steps_done - seen))
+            self._steps_seen[engine] = max(seen, steps_done)
+            histogram = self._iteration.setdefault(engine, Histogram.empty(_ITERATION_BUCKETS))
+            for n in recent[len(recent) - new :]:
+                histogram.observe(n)
         for actor, count in (getattr(stats, "actor_restarts", None) or {}).items():
             self._total(f"restarts:{actor}", float(count))
-        # The engine keeps the token counts of its recent steps; observe only the tail this
-        # registry has not seen yet (steps_done is the cursor).
-        recent = list(getattr(stats, "iteration_tokens", None) or ())
-        steps_done = int(getattr(stats, "steps_done", 0))
-        new = min(len(recent), max(0, steps_done - self._steps_seen))
-        self._steps_seen = max(self._steps_seen, steps_done)
-        for n in recent[len(recent) - new :]:
-            self._iteration.observe(n)
 
     # -- rendering ------------------------------------------------------------------------
 
     def families(self) -> Iterator[Metric]:
         p, labels, stats = self.prefix, self._labels, self._stats
         names, values = list(labels), list(labels.values())
+        engines = _engines(stats)
+        totals = {key: last + base for key, (last, base) in self._counters.items()}
 
-        def gauge(name: str, doc: str, value: float) -> Metric:
-            family = GaugeMetricFamily(p + name, doc, labels=names)
-            family.add_metric(values, value)
+        def per_engine(family: Any, value: Callable[[str, Any], float]) -> Metric:
+            for engine, figures in engines:
+                family.add_metric([self.model_name, engine], value(engine, figures))
             return family
 
-        def counter(name: str, doc: str, value: float) -> Metric:
+        def gauge(name: str, doc: str, attr: str) -> Metric:
+            family = GaugeMetricFamily(p + name, doc, labels=names)
+            return per_engine(family, lambda _e, f: float(getattr(f, attr, 0) or 0))
+
+        def counter(name: str, doc: str, key: str) -> Metric:
+            family = CounterMetricFamily(p + name, doc, labels=names)
+            return per_engine(family, lambda e, _f: totals.get(f"{key}:{e}", 0))
+
+        yield gauge(
+            "num_requests_running", "Requests in model execution batches.", "num_running_reqs"
+        )
+        yield gauge("num_requests_waiting", "Requests waiting to be processed.", "num_waiting_reqs")
+        usage = "kv_cache_usage"
+        yield gauge("kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", usage)
+        yield gauge("gpu_cache_usage_perc", "KV-cache usage (vLLM's older name).", usage)
+        yield counter(
+            "prefix_cache_queries", "Prefix cache queries, in tokens.", "prefix_cache_queries"
+        )
+        yield counter("prefix_cache_hits", "Prefix cache hits, in tokens.", "prefix_cache_hits")
+        yield counter("num_preemptions", "Cumulative number of preemptions.", "num_preemptions")
+        requests: RequestStatsSnapshot | None = getattr(stats, "requests", None)
+
+        def request_counter(name: str, doc: str, value: float) -> Metric:
             family = CounterMetricFamily(p + name, doc, labels=names)
             family.add_metric(values, value)
             return family
 
-        def stat(name: str) -> float:
-            return float(getattr(stats, name, 0) or 0)
-
-        usage = stat("kv_cache_usage")
-        yield gauge(
-            "num_requests_running", "Requests in model execution batches.", stat("num_running_reqs")
-        )
-        yield gauge(
-            "num_requests_waiting", "Requests waiting to be processed.", stat("num_waiting_reqs")
-        )
-        yield gauge("kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", usage)
-        yield gauge("gpu_cache_usage_perc", "KV-cache usage (vLLM's older name).", usage)
-        totals = {key: last + base for key, (last, base) in self._counters.items()}
-        yield counter(
-            "prefix_cache_queries",
-            "Prefix cache queries, in tokens.",
-            totals.get("prefix_cache_queries", 0),
-        )
-        yield counter(
-            "prefix_cache_hits", "Prefix cache hits, in tokens.", totals.get("prefix_cache_hits", 0)
-        )
-        yield counter(
-            "num_preemptions", "Cumulative number of preemptions.", totals.get("num_preemptions", 0)
-        )
-        requests: RequestStatsSnapshot | None = getattr(stats, "requests", None)
-        yield counter(
+        yield request_counter(
             "prompt_tokens",
             "Number of prefill tokens processed.",
             requests.prompt_tokens if requests else 0,
         )
-        yield counter(
+        yield request_counter(
             "generation_tokens",
             "Number of generation tokens processed.",
             requests.generation_tokens if requests else 0,
@@ -210,22 +236,31 @@ class ServerMetrics:
             for name, doc in _HISTOGRAMS.items():
                 if name in requests.histograms:
                     yield _histogram(p + name, doc, labels, requests.histograms[name])
-        yield _histogram(
+        yield _histograms(
             p + "iteration_tokens_total", "Histogram of number of tokens per engine_step.",
-            labels, self._iteration,
+            [
+                ({**labels, "engine": engine}, self._iteration.get(engine))
+                for engine, _ in engines
+            ],
         )  # fmt: skip
-        yield from self._info_and_actors(names, values, stats)
+        yield from self._info_and_actors(names, values, engines)
 
-    def _info_and_actors(self, names: list[str], values: list[str], stats: Any) -> Iterator[Metric]:
-        p = self.prefix
+    def _info_and_actors(
+        self, names: list[str], values: list[str], engines: list[tuple[str, Any]]
+    ) -> Iterator[Metric]:
+        p, stats = self.prefix, self._stats
         if self._cache_config is not None:
             info = {k: str(getattr(self._cache_config, k, None)) for k in _CACHE_CONFIG}
-            info.update(num_gpu_blocks=str(getattr(stats, "num_gpu_blocks", 0)), engine="0")
+            info.update(num_gpu_blocks="0", engine="0")
             family = GaugeMetricFamily(
                 p + "cache_config_info", "Information of the engine's cache config.",
                 labels=list(info),
             )  # fmt: skip
-            family.add_metric(list(info.values()), 1.0)
+            for engine, figures in engines:
+                info.update(
+                    num_gpu_blocks=str(getattr(figures, "num_gpu_blocks", 0)), engine=engine
+                )
+                family.add_metric(list(info.values()), 1.0)
             yield family
         restarts = CounterMetricFamily(
             p + "actor_restarts", "Actor restarts.", labels=[*names, "actor"]

@@ -64,18 +64,22 @@ async def open_test_engine(
     config.setdefault("num_gpu_blocks_override", num_blocks)
     config.setdefault("max_model_len", min(scripted.model_config.max_model_len, 1024))
     config.setdefault("served_model_name", "scripted")
-    async with AsyncEngine.open(
-        None, runner_factory=lambda _cfg: scripted, tokenizer=tok, **config
-    ) as engine:
+    runners = iter([scripted])  # the first replica's; each other replica gets a fresh one
+
+    def factory(_cfg: Any) -> ScriptedModel:
+        return next(runners, None) or scripted.fresh()
+
+    async with AsyncEngine.open(None, runner_factory=factory, tokenizer=tok, **config) as engine:
         yield engine
 
 
-def engine_context(engine: AsyncEngine) -> EngineContext:
-    return engine._ctx
+def engine_context(engine: AsyncEngine, replica: int = 0) -> EngineContext:
+    """A data-parallel replica's context (its Admission, its refs); the ledger is shared."""
+    return engine._parts.replicas[replica].ctx
 
 
-def scripted_model(engine: AsyncEngine) -> ScriptedModel:
-    runner = engine._worker.model_runner
+def scripted_model(engine: AsyncEngine, replica: int = 0) -> ScriptedModel:
+    runner = engine._parts.replicas[replica].worker.model_runner
     assert isinstance(runner, ScriptedModel), "the engine does not run a ScriptedModel"
     return runner
 
@@ -90,6 +94,7 @@ def inject_fault(
     times: int = 1,
     when: Callable[[Any], bool] | None = None,
     stall_s: float | None = None,
+    replica: int = 0,
 ) -> None:
     """Crash ``actor`` ("router", "input_processor", "scheduler", "executor",
     "output_processor", or "worker" for the model step itself) ``times`` times.
@@ -107,12 +112,15 @@ def inject_fault(
     handling it (``math.inf``: it hangs; ``actor_message_deadline_s`` restarts it), or,
     for "worker", the model step runs that much longer on the worker thread (finite only;
     ``step_timeout_s`` turns a long one into an executor crash).
+
+    ``replica`` picks the data-parallel replica whose scheduler, executor or worker fails
+    (and whose steps ``at_step`` counts); the shared actors ignore it.
     """
     if actor not in (*ACTORS, "worker"):
         raise ValueError(f"unknown actor {actor!r}; expected one of {(*ACTORS, 'worker')}")
     if stall_s is not None and not (stall_s >= 0 and (actor != "worker" or stall_s < math.inf)):
         raise ValueError(f"stall_s must be >= 0 (and finite for the worker), got {stall_s}")
-    ctx = engine_context(engine)
+    ctx = engine_context(engine, replica)
     error = exc if exc is not None else InjectedFault(f"injected fault in {actor}")
     counter = itertools.count(1)
     remaining = [times]
@@ -147,14 +155,18 @@ def inject_fault(
         return None
 
     if actor == "worker" and stall_s is not None:
-        _slow_down_steps(engine, stalled_steps, stall_s)
+        _slow_down_steps(scripted_or_runner(engine, replica), stalled_steps, stall_s)
     target = ctx.refs.executor if actor == "worker" else ctx.refs.started()[actor]
     detach = attach_probe(target, probe)
 
 
-def _slow_down_steps(engine: AsyncEngine, step_ids: set[int], stall_s: float) -> None:
+def scripted_or_runner(engine: AsyncEngine, replica: int = 0) -> Any:
+    """A replica's model runner (scripted or real)."""
+    return engine._parts.replicas[replica].worker.model_runner
+
+
+def _slow_down_steps(runner: Any, step_ids: set[int], stall_s: float) -> None:
     """Make the runner sleep ``stall_s`` on the worker thread in each step of ``step_ids``."""
-    runner = engine._worker.model_runner
     method = "launch" if hasattr(runner, "launch") else "execute"  # what the pipeline calls
     step = getattr(runner, method)
 
@@ -169,13 +181,16 @@ def _slow_down_steps(engine: AsyncEngine, step_ids: set[int], stall_s: float) ->
 
 async def wait_idle(engine: AsyncEngine, timeout: float = 10.0) -> None:  # noqa: ASYNC109
     """Wait until no step is in flight and every engine mailbox is empty."""
-    ctx = engine_context(engine)
+
+    def idle() -> bool:
+        busy = any(r.ctx.admission.inflight for r in engine._live())
+        return not busy and not any(engine._actor_stat("depth").values())
+
     with anyio.fail_after(timeout):
         while True:
-            depths = engine._actor_stat("depth")
-            if not ctx.admission.inflight and not any(depths.values()):
+            if idle():
                 await anyio.sleep(0.005)  # let a just-finished handler's sends land
-                if not ctx.admission.inflight and not any(engine._actor_stat("depth").values()):
+                if idle():
                     return
             await anyio.sleep(0.005)
 
@@ -183,14 +198,39 @@ async def wait_idle(engine: AsyncEngine, timeout: float = 10.0) -> None:  # noqa
 async def check_invariants(engine: AsyncEngine, timeout: float = 10.0) -> None:  # noqa: ASYNC109
     """Wait for quiescence, then check the engine's bookkeeping; raises AssertionError.
 
-    * KV blocks: each block's ref count equals the requests holding it, free + used =
-      total, no request holds a free block, nothing is held when no request is open;
-    * requests: every request in the scheduler is open in the ledger, and every open,
-      processed, unfinished ledger request is in the scheduler (unless asleep);
+    * KV blocks (each live replica): each block's ref count equals the requests holding
+      it, free + used = total, no request holds a free block, nothing is held when no
+      request is open;
+    * requests: every request in a replica's scheduler is open in the ledger and routed to
+      that replica, and every open, processed, unfinished ledger request is in its
+      replica's scheduler (unless asleep); with several replicas, every processed one is
+      routed to a live replica;
     * the output processor tracks exactly the open, processed ledger requests.
     """
     await wait_idle(engine, timeout)
     ctx = engine_context(engine)
+    problems: list[str] = []
+    several = engine.data_parallel_size > 1
+    for replica in engine._live():
+        tag = f"replica {replica.index}: " if several else ""
+        problems.extend(tag + p for p in _replica_problems(replica.ctx, replica.index, several))
+    if several:
+        live = {r.index for r in engine._live()}
+        stray = [e.request_id for e in ctx.ledger if e.processed and e.replica not in live]
+        if stray:
+            problems.append(f"processed requests on no live replica: {stray[:5]}")
+    report = ctx.refs.output_processor.statistics().report
+    open_processed = {e.request_id for e in ctx.ledger if e.processed}
+    if report is None or report.num_unfinished != len(open_processed):
+        tracked = None if report is None else report.num_unfinished
+        problems.append(
+            f"output processor tracks {tracked} requests, the ledger {len(open_processed)}"
+        )
+    if problems:
+        raise AssertionError("engine invariants violated:\n  " + "\n  ".join(problems))
+
+
+def _replica_problems(ctx: EngineContext, index: int, several: bool) -> list[str]:
     problems: list[str] = []
     adm = ctx.admission
     core = adm.core
@@ -211,7 +251,11 @@ async def check_invariants(engine: AsyncEngine, timeout: float = 10.0) -> None: 
             problems.append(f"block {block.block_id} leaked: held by nobody, not free")
     if len(free_ids) + sum(1 for b in pool.blocks[1:] if b.ref_cnt > 0) != pool.num_blocks - 1:
         problems.append("free + used != total")
-    ledger_children = {child.child_id for entry, child in ctx.ledger.open_children()}
+    ledger_children = {
+        child.child_id
+        for entry, child in ctx.ledger.open_children()
+        if not several or entry.replica == index
+    }
     scheduler_ids = set(core.requests)
     leaked = scheduler_ids - ledger_children
     if leaked:
@@ -220,14 +264,7 @@ async def check_invariants(engine: AsyncEngine, timeout: float = 10.0) -> None: 
         missing = ledger_children - scheduler_ids - set(adm.waiting_children())
         if missing:
             problems.append(f"open requests missing from the scheduler: {sorted(missing)[:5]}")
-    if not ctx.ledger and (kv.req_to_blocks or any(b.ref_cnt for b in pool.blocks[1:])):
+    mine = [e for e in ctx.ledger if not several or e.replica == index]
+    if not mine and (kv.req_to_blocks or any(b.ref_cnt for b in pool.blocks[1:])):
         problems.append("blocks still held with no open request")
-    report = ctx.refs.output_processor.statistics().report
-    open_processed = {e.request_id for e in ctx.ledger if e.processed}
-    if report is None or report.num_unfinished != len(open_processed):
-        tracked = None if report is None else report.num_unfinished
-        problems.append(
-            f"output processor tracks {tracked} requests, the ledger {len(open_processed)}"
-        )
-    if problems:
-        raise AssertionError("engine invariants violated:\n  " + "\n  ".join(problems))
+    return problems

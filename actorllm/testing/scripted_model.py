@@ -69,10 +69,25 @@ class ScriptedModel:
         self.step_delay_s = step_delay_s
         self.eos_period = eos_period
         self._kv_bytes_per_block = kv_bytes_per_block
+        self._first_token_id = first_token_id
         self.num_blocks = 0
         self.sleeping = 0  # sleep level, 0 = awake
         self._reqs: dict[str, _ReqState] = {}  # {req_id: state}
         self.steps_executed = 0
+
+    def fresh(self) -> ScriptedModel:
+        """A new runner with the same settings and no state (one per data-parallel replica:
+        each replica's worker thread needs its own)."""
+        mc = self.model_config
+        return ScriptedModel(
+            vocab_size=mc.vocab_size,
+            eos_token_id=mc.eos_token_id,
+            first_token_id=self._first_token_id,
+            max_model_len=mc.max_model_len,
+            step_delay_s=self.step_delay_s,
+            eos_period=self.eos_period,
+            kv_bytes_per_block=self._kv_bytes_per_block,
+        )
 
     # -- the runner protocol --------------------------------------------------------------
 
@@ -108,11 +123,11 @@ class ScriptedModel:
                 params=new.sampling_params,
                 eos_token_id=new.eos_token_id,
                 num_computed=new.num_computed_tokens,
-                block_ids=list(new.block_ids),
+                block_ids=list(new.block_ids[0]),
             )
         for cached in so.scheduled_cached_reqs:
             state = self._reqs[cached.req_id]
-            state.block_ids.extend(cached.new_block_ids)
+            state.block_ids.extend(cached.new_block_ids[0])
             state.num_computed = cached.num_computed_tokens
         allowed = self._grammar_rows(so)
         req_ids: list[str] = []

@@ -218,3 +218,49 @@ async def test_stop_is_graceful_and_idempotent() -> None:
         await sup.stop()
     assert journal == [("a", "start"), ("a", "stop")]
     assert ref.statistics().mailbox.closed
+
+
+async def test_a_temporary_nested_supervisor_that_gives_up_calls_its_exit_hook() -> None:
+    journal: list[tuple[str, str]] = []
+    exits: list[BaseException | None] = []
+
+    def replica(name: str, on_exit: Any) -> Any:
+        return ChildSpec.supervisor(
+            name,
+            strategy=Strategy.ONE_FOR_ALL,
+            children=specs(journal, "scheduler"),
+            max_restarts=0,
+            within=60.0,
+            restart=Restart.TEMPORARY,
+            on_exit=on_exit,
+        )
+
+    def last(exc: BaseException | None) -> None:
+        raise SupervisorEscalation("core1", exc, 0, 60.0)  # the last one gone: escalate
+
+    with pytest.raises(SupervisorEscalation) as info:
+        async with open_supervisor(
+            max_restarts=0,
+            within=60.0,
+            children=[*specs(journal, "front"), replica("core0", exits.append)],
+        ) as sup:
+            await sup.start_child(replica("core1", last))
+            await sup.ref("core0/scheduler").send(Boom())
+            await sup.wait_idle()
+            assert sup.children == ["front", "core1"]  # removed, not restarted
+            assert len(exits) == 1 and isinstance(exits[0], SupervisorEscalation)
+            assert sup.ref("front").statistics().incarnation == 1  # nobody else restarted
+            await sup.ref("core1/scheduler").send(Boom())
+            await anyio.sleep_forever()
+    assert info.value.name == "core1"  # the hook's exception is the root's crash
+
+
+async def test_the_exit_hook_is_not_called_for_a_requested_stop() -> None:
+    exits: list[BaseException | None] = []
+    spec = ChildSpec.supervisor(
+        "core", children=specs([], "a"), restart=Restart.TEMPORARY, on_exit=exits.append
+    )
+    async with open_supervisor() as sup:
+        await sup.start_child(spec)
+        await sup.stop_child("core")
+    assert exits == []

@@ -236,7 +236,7 @@ def test_loads_name_the_blocks_of_the_new_request() -> None:
     assert isinstance(meta, OffloadMetadata)
     (new,) = so.scheduled_new_reqs
     assert new.num_computed_tokens == 12 and so.num_scheduled_tokens == {"a2": 2}
-    assert meta.loads == list(zip(hashes_of(a)[:3], new.block_ids[:3], strict=True))
+    assert meta.loads == list(zip(hashes_of(a)[:3], new.block_ids[0][:3], strict=True))
     store.apply(runner, meta)
     sched.update_from_output(so, runner.execute(so))
     while sched.has_unfinished_requests():
@@ -244,7 +244,7 @@ def test_loads_name_the_blocks_of_the_new_request() -> None:
         sched.update_from_output(so, runner.execute(so))
     # The scheduler registered the loaded blocks under their hashes (a later prompt hits them).
     cached = sched.kv_cache_manager.block_pool.cached
-    assert [cached[h].block_id for h, _ in meta.loads] == new.block_ids[:3]
+    assert [cached[h].block_id for h, _ in meta.loads] == new.block_ids[0][:3]
 
 
 def test_toggle_off_means_no_lookups_no_hits_no_ops() -> None:

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import httpx
 import openai
 import pytest
 
@@ -88,3 +89,40 @@ def test_a_missing_hub_model_exits_1_naming_it_and_the_cache(tmp_path: Path) -> 
     )
     assert done.returncode == 1
     assert "'org/absent'" in done.stderr and str(tmp_path / "hf" / "hub") in done.stderr
+
+
+def test_serve_with_two_data_parallel_replicas(tmp_path: Path) -> None:
+    """``--data-parallel-size 2`` on CPU: both replicas serve, /metrics shows each engine."""
+    from tests.entrypoints.test_server_metrics import sample
+
+    port = free_port()
+    env = {**os.environ, "HF_HOME": str(hub_home(tmp_path)), "HF_HUB_OFFLINE": "1"}
+    env.pop("HF_HUB_CACHE", None)
+    argv = ["serve", REPO_ID, "--data-parallel-size", "2", "--max-model-len", "256"]
+    argv += ["--uvicorn-log-level", "warning", "--port", str(port)]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "actorllm.entrypoints.cli", *argv],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(proc, url, timeout_s=120.0)
+        client = openai.OpenAI(base_url=url + "/v1", api_key="x", max_retries=0)
+        for i in range(4):  # unrelated prompts: the idle replicas take turns
+            out = client.completions.create(
+                model=REPO_ID, prompt=f"prompt {i} " * (i + 1), max_tokens=3, temperature=0
+            )
+            assert out.usage is not None and out.usage.completion_tokens == 3
+        text = httpx.get(url + "/metrics").text
+        for engine in ("0", "1"):
+            one = {"model_name": REPO_ID, "engine": engine}
+            assert sample(text, "actorllm:prefix_cache_queries_total", **one) > 0
+            assert sample(text, "actorllm:num_requests_running", **one) == 0
+            assert sample(text, "actorllm:iteration_tokens_total_count", **one) > 0
+    finally:
+        proc.terminate()
+        output, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0, output

@@ -142,7 +142,10 @@ def test_unknown_model_route_and_method(http: httpx.Client) -> None:
 
 def test_body_limit_on_content_length_and_while_streaming(http: httpx.Client) -> None:
     big = {"prompt": "x" * (LIMIT + 10)}
-    error_of(http.post("/v1/completions", json=big), 413)
+    r = http.post("/v1/completions", json=big)
+    error_of(r, 413)
+    # The unread body makes the connection unusable: the client is told not to reuse it.
+    assert r.headers["connection"] == "close"
 
     def chunks() -> Iterator[bytes]:  # no Content-Length: chunked transfer encoding
         yield b'{"prompt": "'

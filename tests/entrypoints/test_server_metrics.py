@@ -160,3 +160,28 @@ def test_iteration_tokens_are_observed_once_across_scrapes() -> None:
     text = metrics.render().decode()
     assert sample(text, "actorllm:iteration_tokens_total_count", model_name="m") == 3
     assert sample(text, "actorllm:iteration_tokens_total_sum", model_name="m") == 28
+
+
+def test_data_parallel_engines_get_their_own_series() -> None:
+    from actorllm.engine.stats import EngineStats, ReplicaStats
+
+    engines = [
+        ReplicaStats(engine=0, num_running_reqs=2, prefix_cache_queries=10, steps_done=2,
+                     iteration_tokens=[5, 7], num_gpu_blocks=9),
+        ReplicaStats(engine=1, num_waiting_reqs=3, prefix_cache_queries=4, steps_done=1,
+                     iteration_tokens=[3], num_gpu_blocks=9),
+    ]  # fmt: skip
+    m = ServerMetrics("dp", cache_config=EngineConfig())
+    m.update_from_stats(EngineStats(num_running_reqs=2, num_waiting_reqs=3, engines=engines))
+    text = m.render().decode()
+
+    def one(name: str, engine: str) -> float:
+        return sample(text, "actorllm:" + name, model_name="dp", engine=engine)
+
+    assert (one("num_requests_running", "0"), one("num_requests_running", "1")) == (2, 0)
+    assert (one("num_requests_waiting", "0"), one("num_requests_waiting", "1")) == (0, 3)
+    assert one("prefix_cache_queries_total", "0") == 10
+    assert one("prefix_cache_queries_total", "1") == 4
+    assert one("iteration_tokens_total_count", "0") == 2
+    assert one("iteration_tokens_total_sum", "1") == 3
+    assert text.count("actorllm:cache_config_info{") == 2

@@ -3,7 +3,8 @@
 Errors a caller caused go straight back to the caller's stream; the request never reaches
 the scheduler. A processed request is recorded in the ledger (for recovery) and sent on:
 first to the output processor (so it knows the request before any output), then to the
-scheduler. Both receivers ignore duplicates, so a retry after a crash is safe.
+router, which picks the replica whose scheduler runs it. Both ignore duplicates, so a
+retry after a crash is safe.
 
 A structured-outputs request's grammar is compiled first, on the compile pool: while it
 compiles the request is parked and the actor goes on with others; the ``Generate`` comes
@@ -22,13 +23,13 @@ from actorllm.core.sampling_params import SamplingParams, SamplingParamsError
 from actorllm.engine.actors.router import end_request
 from actorllm.engine.context import EngineContext
 from actorllm.engine.messages import (
-    AddRequest,
     Child,
     FailRequest,
     Generate,
     InputMsg,
     NewRequest,
     RegisterRequest,
+    Route,
 )
 
 SCOPE = "input_processor"
@@ -94,8 +95,8 @@ class InputProcessorActor(Actor[InputMsg]):
                 child_ids=[c.child_id for c in children],
             )
         )
-        await self.ctx.refs.scheduler.send(
-            AddRequest(
+        await self.ctx.refs.router.send(
+            Route(
                 request=NewRequest(
                     request_id=rid,
                     prompt_token_ids=processed.prompt_token_ids,

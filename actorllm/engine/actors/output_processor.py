@@ -12,10 +12,11 @@ entry (the caller's stream).
 
 from __future__ import annotations
 
+import contextlib
 import time
 from typing import Any
 
-from actorllm.actors import Actor, MailboxFull
+from actorllm.actors import Actor, ActorRef, ActorStopped, MailboxFull
 from actorllm.core.engine_core_output import EngineCoreOutput, EngineCoreOutputs
 from actorllm.core.output_processor import OutputProcessor, OutputProcessorStatistics
 from actorllm.core.request import RequestStatus
@@ -29,6 +30,7 @@ from actorllm.engine.messages import (
     EndRequest,
     OutputMsg,
     RegisterRequest,
+    SchedulerMsg,
     StepOutputs,
     StopChildren,
 )
@@ -77,17 +79,11 @@ class OutputProcessorActor(Actor[OutputMsg]):
                         msg.child_ids,
                     )
             case StepOutputs(epoch=epoch, outputs=eco):
-                if epoch == self.ctx.ledger.epoch:  # older: applied to a rebuilt core's past
+                if self.ctx.ledger.is_current(epoch):  # older: a rebuilt core's past
                     self._apply(epoch, eco)
             case EndRequest(request_id=rid, error=error, finish_in_scheduler=tell):
                 if tell and (entry := self.ctx.ledger.get(rid)) is not None:
-                    self._to_scheduler(
-                        AbortRequest(
-                            request_id=rid,
-                            child_ids=list(entry.children),
-                            status=RequestStatus.FINISHED_ERROR,
-                        )
-                    )
+                    self._abort_in_scheduler(entry, RequestStatus.FINISHED_ERROR)
                 self._end(rid, error)
         blame = self.ctx.blame
         if blame.has_suspects(SCOPE):
@@ -176,26 +172,37 @@ class OutputProcessorActor(Actor[OutputMsg]):
         assert entry is not None and ledger.max_backlog is not None  # deliver() said slow
         for child in entry.children.values():
             child.finished = True
-        self._to_scheduler(
-            AbortRequest(
-                request_id=rid,
-                child_ids=list(entry.children),
-                status=RequestStatus.FINISHED_ABORTED,
-            )
-        )
+        self._abort_in_scheduler(entry, RequestStatus.FINISHED_ABORTED)
         self.core.abort_request(rid, time.monotonic())
         ledger.close(rid, SlowConsumerError(rid, ledger.max_backlog))
 
     def _stop_in_scheduler(self, child_ids: list[str]) -> None:
-        self._to_scheduler(StopChildren(child_ids=child_ids))
+        by_replica: dict[int, list[str]] = {}
+        for child_id in child_ids:
+            entry = self.ctx.ledger.entry_of_child(child_id)
+            if entry is not None and entry.replica is not None:
+                by_replica.setdefault(entry.replica, []).append(child_id)
+        for replica, ids in by_replica.items():
+            self._to_scheduler(replica, StopChildren(child_ids=ids))
 
-    def _to_scheduler(self, msg: StopChildren | AbortRequest) -> None:
-        """Never block on the scheduler (it may be blocked sending to us): send now, or from
-        a background task when its mailbox is full."""
+    def _abort_in_scheduler(self, entry: LedgerEntry, status: RequestStatus) -> None:
+        if entry.replica is not None:
+            msg = AbortRequest(
+                request_id=entry.request_id, child_ids=list(entry.children), status=status
+            )
+            self._to_scheduler(entry.replica, msg)
+
+    def _to_scheduler(self, replica: int, msg: StopChildren | AbortRequest) -> None:
+        """Never block on a scheduler (it may be blocked sending to us): send now, or from
+        a background task when its mailbox is full. A dead replica is skipped: the ledger
+        (children marked finished first) is what the router moves to the others."""
+        ref = self.ctx.refs.cores[replica].scheduler
         try:
-            self.ctx.refs.scheduler.send_nowait(msg)
+            ref.send_nowait(msg)
         except MailboxFull:
-            self.task_group.start_soon(self.ctx.refs.scheduler.send, msg)
+            self.task_group.start_soon(_send_unless_stopped, ref, msg)
+        except ActorStopped:
+            pass
 
     def _end(self, rid: str, error: str | None) -> None:
         ledger = self.ctx.ledger
@@ -213,6 +220,11 @@ class OutputProcessorActor(Actor[OutputMsg]):
             if self.core.has_request(rid):
                 self.core.fail_request(rid, error, time.monotonic())
             ledger.close(rid, RequestFailedError(rid, error))
+
+
+async def _send_unless_stopped(ref: ActorRef[SchedulerMsg], msg: SchedulerMsg) -> None:
+    with contextlib.suppress(ActorStopped):  # the replica died meanwhile
+        await ref.send(msg)
 
 
 def request_ids(ctx: EngineContext, msg: OutputMsg) -> list[str]:

@@ -22,6 +22,7 @@ from actorllm.engine.context import EngineContext
 from actorllm.engine.messages import (
     AbortRequest,
     AddRequest,
+    AdoptRequests,
     EndRequest,
     ExecuteStep,
     GetStats,
@@ -74,6 +75,8 @@ class SchedulerActor(Actor[SchedulerMsg]):
                 adm.abort(rid, ids, status)
             case StopChildren(child_ids=ids):
                 adm.stop(ids)
+            case AdoptRequests(request_ids=ids):
+                adm.adopt(ids)
             case GrammarReady():
                 pass  # _pump admits the requests whose grammar is ready
             case StepDone(epoch=epoch, step_id=step_id, output=output):

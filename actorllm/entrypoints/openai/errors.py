@@ -68,6 +68,10 @@ class APIError(Exception):
         headers = {"WWW-Authenticate": "Bearer"} if self.status == 401 else {}
         if self.retry_after_s is not None:
             headers["Retry-After"] = str(max(1, math.ceil(self.retry_after_s)))
+        if self.status == 413:
+            # The body was left unread, so this connection cannot carry another request:
+            # say so, or a keep-alive client races the server's close on its next request.
+            headers["Connection"] = "close"
         return Response(
             msgspec.json.encode(self.body()),
             status_code=self.status,

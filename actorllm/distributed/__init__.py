@@ -1,0 +1,1 @@
+"""Running one model over several processes: rank launchers and their transports."""

@@ -1,0 +1,40 @@
+"""Fixtures for the distributed tests: a local single-node Ray cluster for the whole session."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+from tests.helpers.ray_cluster import LocalRayCluster, is_running
+
+
+@pytest.fixture(scope="session")
+def ray_cluster() -> Iterator[LocalRayCluster]:
+    """A `ray start --head` cluster with 2 CPUs, its address exported as ``RAY_ADDRESS`` so
+    ``ray.init(address="auto")`` finds it; stopped (driver disconnected first) at session end,
+    whatever the tests did; its teardown fails if a process of the cluster outlives it.
+    Skipped only where the ``ray`` extra is not installed; the dev extra (what ``make test``
+    installs) includes it, so CI runs these tests."""
+    pytest.importorskip("ray", reason="the ray extra is not installed (pip install actorllm[ray])")
+    import ray
+
+    cluster = LocalRayCluster(num_cpus=2)
+    cluster.start()
+    saved = os.environ.get("RAY_ADDRESS")
+    os.environ["RAY_ADDRESS"] = cluster.address
+    try:
+        yield cluster
+    finally:
+        if ray.is_initialized():
+            ray.shutdown()
+        if saved is None:
+            os.environ.pop("RAY_ADDRESS", None)
+        else:
+            os.environ["RAY_ADDRESS"] = saved
+        running = cluster.processes()
+        cluster.stop()
+        left = [pid for pid in running if is_running(pid)]
+        assert not left, f"Ray processes outlived the cluster: {left}"
+        assert not cluster.temp_dir.exists()

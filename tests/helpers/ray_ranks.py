@@ -1,0 +1,34 @@
+"""Trivial rank entries for the Ray launcher's tests (importable by Ray worker processes)."""
+
+from __future__ import annotations
+
+import datetime
+
+import torch
+import torch.distributed as dist
+
+TIMEOUT = datetime.timedelta(seconds=60)
+
+
+def sum_then_wait(rank: int, world_size: int, init_method: str) -> int:
+    """Join the gloo group, all-reduce ``rank + 1``, then block on a broadcast from rank 0
+    (its payload 0: return; anything else: raise). Returns the all-reduced sum."""
+    dist.init_process_group("gloo", init_method, rank=rank, world_size=world_size, timeout=TIMEOUT)
+    try:
+        total = torch.tensor([rank + 1])  # [1]
+        dist.all_reduce(total)
+        order = torch.zeros(1, dtype=torch.int64)  # [1]
+        dist.broadcast(order, src=0)
+        if int(order.item()) != 0:
+            raise RuntimeError(f"rank {rank} told to fail")
+        return int(total.item())
+    finally:
+        dist.destroy_process_group()
+
+
+def sleep_forever(rank: int) -> None:
+    """A rank that only waits (to be killed)."""
+    import time
+
+    while True:
+        time.sleep(1)
