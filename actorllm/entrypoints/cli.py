@@ -32,7 +32,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, module_path in COMMANDS.items():
         module = importlib.import_module(module_path)
-        cmd = sub.add_parser(name, help=module.HELP, description=module.HELP)
+        # No prefix matching: --config must not quietly mean --config-format.
+        cmd = sub.add_parser(name, help=module.HELP, description=module.HELP, allow_abbrev=False)
         module.add_arguments(cmd)
         cmd.set_defaults(_run=module.run)
     return parser

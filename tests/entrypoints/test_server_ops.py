@@ -163,3 +163,148 @@ def test_tls(engine: FakeEngine, tmp_path: Path) -> None:
             httpx.get(srv.url.replace("https", "http") + "/health", timeout=2.0)
     finally:
         srv.stop()
+
+
+# -- vLLM's other frontend flags ---------------------------------------------------------------
+
+
+def test_unix_domain_socket(engine: FakeEngine, tmp_path: Path) -> None:
+    """--uds: the API on a Unix socket instead of host:port."""
+    path = str(tmp_path / "api.sock")
+    app: Any = build_app(lambda: engine_factory(engine), AppSettings(log_interval_s=0))
+    srv = ServerThread(app, uds=path).start()
+    try:
+        with srv.client(timeout=10) as c:
+            assert c.get("/v1/models").json()["data"][0]["id"] == "fake-model"
+            body = {"prompt": "hi", "max_tokens": 2}
+            assert c.post("/v1/completions", json=body).status_code == 200
+    finally:
+        srv.stop()
+
+
+class TagMiddleware:
+    """An ASGI middleware class, as --middleware imports one: tags every response."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        async def tagged(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message["headers"], (b"x-tag", b"class")]}
+            await send(message)
+
+        await self.app(scope, receive, tagged)
+
+
+async def refuse_teapots(request: Any, call_next: Any) -> Any:
+    """An HTTP middleware function, as --middleware imports one."""
+    from starlette.responses import Response
+
+    if request.headers.get("x-teapot"):
+        return Response(status_code=418)
+    return await call_next(request)
+
+
+def test_middleware_classes_and_functions(engine: FakeEngine) -> None:
+    srv = start_server(
+        engine,
+        middleware=[
+            "tests.entrypoints.test_server_ops.TagMiddleware",
+            "tests.entrypoints.test_server_ops.refuse_teapots",
+        ],
+    )
+    try:
+        r = httpx.get(srv.url + "/v1/models")
+        assert r.status_code == 200 and r.headers["x-tag"] == "class"
+        assert httpx.get(srv.url + "/v1/models", headers={"x-teapot": "1"}).status_code == 418
+        body = {"prompt": "hi", "max_tokens": 3, "stream": True}
+        with httpx.stream("POST", srv.url + "/v1/completions", json=body) as s:
+            assert s.headers["x-tag"] == "class"
+            assert [line for line in s.iter_lines() if line][-1] == "data: [DONE]"
+    finally:
+        srv.stop()
+
+
+def test_several_api_keys(engine: FakeEngine) -> None:
+    srv = start_server(engine, api_key=["key-a", "key-b"])
+    try:
+        for key, status in (("key-a", 200), ("key-b", 200), ("key-c", 401)):
+            r = httpx.get(srv.url + "/v1/models", headers={"Authorization": f"Bearer {key}"})
+            assert r.status_code == status, key
+        assert httpx.get(srv.url + "/v1/models").status_code == 401
+    finally:
+        srv.stop()
+
+
+def test_served_model_name_aliases() -> None:
+    fake = FakeEngine()
+    fake.model_names = ["fake-model", "alias"]
+    srv = start_server(fake)
+    try:
+        ids = [card["id"] for card in httpx.get(srv.url + "/v1/models").json()["data"]]
+        assert ids == ["fake-model", "alias"]
+        for name in ("fake-model", "alias"):
+            r = httpx.post(
+                srv.url + "/v1/completions", json={"model": name, "prompt": "hi", "max_tokens": 1}
+            )
+            assert r.status_code == 200 and r.json()["model"] == "fake-model"  # the first name
+        r = httpx.post(srv.url + "/v1/completions", json={"model": "other", "prompt": "hi"})
+        assert r.status_code == 404 and r.json()["error"]["param"] == "model"
+    finally:
+        srv.stop()
+
+
+def _data_lines(srv: ServerThread, path: str, body: dict[str, Any]) -> list[Any]:
+    import json
+
+    with httpx.stream("POST", srv.url + path, json=body) as s:
+        lines = [line[6:] for line in s.iter_lines() if line.startswith("data: ")]
+    assert lines[-1] == "[DONE]"
+    return [json.loads(line) for line in lines[:-1]]
+
+
+def test_server_wide_request_defaults(engine: FakeEngine) -> None:
+    """--enable-force-include-usage, --return-tokens-as-token-ids,
+    --default-chat-template-kwargs, --exclude-tools-when-tool-choice-none."""
+    srv = start_server(
+        engine,
+        enable_force_include_usage=True,
+        return_tokens_as_token_ids=True,
+        default_chat_template_kwargs={"greeting": "ahoy"},
+        exclude_tools_when_tool_choice_none=True,
+    )
+    try:
+        chunks = _data_lines(
+            srv, "/v1/completions", {"prompt": "hi", "max_tokens": 2, "stream": True}
+        )
+        assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["completion_tokens"] == 2
+        r = httpx.post(
+            srv.url + "/v1/completions", json={"prompt": "hi", "max_tokens": 2, "logprobs": 1}
+        )
+        assert all(t.startswith("token_id:") for t in r.json()["choices"][0]["logprobs"]["tokens"])
+        template = "{{ greeting }}{% for m in messages %} {{ m['content'] }}{% endfor %}"
+        template += "{% if tools %} TOOLS{% endif %}"
+        msgs = [{"role": "user", "content": "hi"}]
+        tokens = httpx.post(
+            srv.url + "/tokenize",
+            json={"messages": msgs, "chat_template_kwargs": {}, "add_generation_prompt": False},
+        )
+        assert tokens.status_code == 200
+        engine.tokenizer.chat_template, saved = template, engine.tokenizer.chat_template
+        try:
+            tools = [{"type": "function", "function": {"name": "f", "parameters": {}}}]
+            body = {"messages": msgs, "max_tokens": 1, "tools": tools, "tool_choice": "none"}
+            assert httpx.post(srv.url + "/v1/chat/completions", json=body).status_code == 200
+            prompt = engine.last_request[0] if engine.last_request else None
+            text = prompt.get("prompt") if isinstance(prompt, dict) else prompt
+            assert text == "ahoy hi"  # the default kwargs, and no tools in the prompt
+            own = {**body, "chat_template_kwargs": {"greeting": "hello"}}
+            httpx.post(srv.url + "/v1/chat/completions", json=own)
+            prompt = engine.last_request[0] if engine.last_request else None
+            text = prompt.get("prompt") if isinstance(prompt, dict) else prompt
+            assert text == "hello hi"  # the request's own win
+        finally:
+            engine.tokenizer.chat_template = saved
+    finally:
+        srv.stop()

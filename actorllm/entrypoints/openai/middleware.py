@@ -1,5 +1,5 @@
 """Pure-ASGI middleware in front of the routes: request ids (and request logging), API key,
-request-body size.
+request-body size; and :func:`load_middleware` for the user's own (``--middleware``).
 
 The guards answer with OpenAI's error body themselves, before any handler runs, so a rejected
 request costs no parsing and never reaches the engine.
@@ -8,10 +8,15 @@ request costs no parsing and never reaches the engine.
 from __future__ import annotations
 
 import hmac
+import importlib
+import inspect
 import logging
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
+
+from starlette.middleware import Middleware
+from starlette.middleware.base import BaseHTTPMiddleware
 
 from actorllm.entrypoints.openai.errors import APIError
 
@@ -20,15 +25,22 @@ logger = logging.getLogger("actorllm.requests")
 
 
 class APIKeyMiddleware:
-    """401 unless ``Authorization: Bearer <key>`` matches, on ``/v1/*`` only (as vLLM does:
-    /health, /metrics, /version and the dev endpoints stay open for probes and scrapers).
+    """401 unless ``Authorization: Bearer <key>`` matches one of the keys, on ``/v1/*`` only
+    (as vLLM does: /health, /metrics, /version and the dev endpoints stay open for probes
+    and scrapers).
 
-    The comparison is constant-time (``hmac.compare_digest``).
+    Each comparison is constant-time (``hmac.compare_digest``), and every key is compared,
+    so the time taken does not tell which key came close.
     """
 
-    def __init__(self, app: Any, api_key: str) -> None:
+    def __init__(self, app: Any, api_key: str | Sequence[str]) -> None:
         self.app = app
-        self._expected = f"Bearer {api_key}".encode()
+        keys = [api_key] if isinstance(api_key, str) else list(api_key)
+        self._expected = [f"Bearer {key}".encode() for key in keys]
+
+    def _accepts(self, given: bytes) -> bool:
+        results = [hmac.compare_digest(given, expected) for expected in self._expected]
+        return any(results)
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         if (
@@ -37,7 +49,7 @@ class APIKeyMiddleware:
             and scope["method"] != "OPTIONS"
         ):
             given = dict(scope["headers"]).get(b"authorization", b"")
-            if not hmac.compare_digest(given, self._expected):
+            if not self._accepts(given):
                 response = APIError(401, "Invalid or missing API key.").response()
                 await response(scope, receive, send)
                 return
@@ -154,3 +166,28 @@ class RootPathMiddleware:
         if scope["type"] in ("http", "websocket"):
             scope = {**scope, "root_path": self.root_path}
         await self.app(scope, receive, send)
+
+
+def load_middleware(paths: Sequence[str]) -> list[Middleware]:
+    """``--middleware`` import paths (``package.module.name``) -> Starlette middleware, by
+    vLLM's rule: a class is an ASGI middleware, built as ``cls(app)``; a coroutine function
+    is an HTTP middleware, ``async def f(request, call_next) -> response``. Raises
+    ``ValueError`` naming the path when it cannot be imported or is neither."""
+    out: list[Middleware] = []
+    for path in paths:
+        module_name, _, name = path.rpartition(".")
+        try:
+            obj: Any = getattr(importlib.import_module(module_name), name)
+        except (ImportError, AttributeError, ValueError) as exc:
+            raise ValueError(f"--middleware {path}: cannot import it ({exc}).") from exc
+        if inspect.isclass(obj):
+            factory: Any = obj  # an ASGI middleware class: cls(app, **options)
+            out.append(Middleware(factory))
+        elif inspect.iscoroutinefunction(obj):
+            out.append(Middleware(BaseHTTPMiddleware, dispatch=obj))
+        else:
+            raise ValueError(
+                f"--middleware {path}: not an ASGI middleware class nor an async "
+                "function (request, call_next)."
+            )
+    return out

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 import msgspec
@@ -40,9 +41,10 @@ def structured_outputs(req: SamplingFields) -> StructuredOutputsParams | None:
     return structured_outputs_from_body(body) if body else None
 
 
-def check_model(requested: str | None, served: str) -> None:
-    """404 for a model this server does not serve (``None`` means the served one)."""
-    if requested is not None and requested != served:
+def check_model(requested: str | None, served: Sequence[str]) -> None:
+    """404 for a model this server does not serve (``None`` means the served one);
+    ``served``: every name of the served model (``--served-model-name a b``)."""
+    if requested is not None and requested not in served:
         raise APIError(404, f"The model `{requested}` does not exist.", "model")
 
 

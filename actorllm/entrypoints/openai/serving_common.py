@@ -18,6 +18,23 @@ _encoder = msgspec.json.Encoder()
 
 
 @dataclass(frozen=True, slots=True)
+class ServingDefaults:
+    """Server-wide request options from the command line (vLLM's frontend flags)."""
+
+    return_tokens_as_token_ids: bool = False  # --return-tokens-as-token-ids
+    force_include_usage: bool = False  # --enable-force-include-usage
+    # --default-chat-template-kwargs: under each request's own chat_template_kwargs
+    chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
+    exclude_tools_when_tool_choice_none: bool = False  # --exclude-tools-when-tool-choice-none
+
+    def template_kwargs(self, given: dict[str, Any] | None) -> dict[str, Any] | None:
+        """The request's ``chat_template_kwargs`` over the server's defaults."""
+        if not self.chat_template_kwargs:
+            return given
+        return {**self.chat_template_kwargs, **(given or {})}
+
+
+@dataclass(frozen=True, slots=True)
 class ServingContext:
     """The engine and the metrics a request handler works with."""
 
@@ -26,15 +43,18 @@ class ServingContext:
     response_role: str = "assistant"  # the role of chat completions' messages
     # Tool calling and reasoning options (--tool-call-parser, --reasoning-parser, ...).
     chat: ChatSetup = NO_SETUP
+    defaults: ServingDefaults = ServingDefaults()
 
     def is_dead(self) -> bool:
         return bool(self.engine.is_dead)
 
 
-def usage_options(options: StreamOptions | None) -> tuple[bool, bool]:
-    """(usage chunk at the end, usage on every chunk) for a stream's ``stream_options``."""
+def usage_options(options: StreamOptions | None, *, force: bool = False) -> tuple[bool, bool]:
+    """(usage chunk at the end, usage on every chunk) for a stream's ``stream_options``;
+    ``force`` (``--enable-force-include-usage``): the usage chunk whatever the request says."""
     if options is None or not options.include_usage:
-        return False, False
+        every = options is not None and options.continuous_usage_stats
+        return force, force and every
     return True, options.continuous_usage_stats
 
 

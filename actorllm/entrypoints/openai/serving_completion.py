@@ -43,7 +43,7 @@ async def create_completion(ctx: ServingContext, req: CompletionRequest, receive
     """Serve one completion request. Raises APIError / ValueError for bad input (400/404),
     ClientDisconnected if the client leaves before the first outputs."""
     engine = ctx.engine
-    check_model(req.model, engine.model_name)
+    check_model(req.model, engine.model_names)
     check_priority(req.priority, engine.config)  # vLLM: non-zero only under the priority policy
     kind = RequestOutputKind.DELTA if req.stream else RequestOutputKind.FINAL_ONLY
     max_len = engine.max_model_len
@@ -79,7 +79,11 @@ async def create_completion(ctx: ServingContext, req: CompletionRequest, receive
         req=req,
         id=rid,
         model=engine.model_name,
-        text=TokenText(engine.tokenizer, as_ids=req.return_tokens_as_token_ids),
+        text=TokenText(
+            engine.tokenizer,
+            as_ids=req.return_tokens_as_token_ids or ctx.defaults.return_tokens_as_token_ids,
+        ),
+        force_usage=ctx.defaults.force_include_usage,
     )
     if req.stream:
         return SSEResponse(lambda emit: state.stream(streams, emit), is_dead=ctx.is_dead)
@@ -108,6 +112,7 @@ class _CompletionState:
     id: str
     model: str
     text: TokenText
+    force_usage: bool  # --enable-force-include-usage
     created: int = field(default_factory=lambda: int(time.time()))
     usage: UsageTracker = field(default_factory=UsageTracker)
     choices: dict[int, _Choice] = field(default_factory=dict)
@@ -196,7 +201,7 @@ class _CompletionState:
         self._apply(i, out, delta=False)
 
     async def stream(self, streams: list[PrimedStream], emit: Emit) -> None:
-        final_usage, every_chunk = usage_options(self.req.stream_options)
+        final_usage, every_chunk = usage_options(self.req.stream_options, force=self.force_usage)
 
         async def on_output(i: int, out: RequestOutput) -> None:
             for fragment in self._apply(i, out, delta=True):
