@@ -34,6 +34,9 @@ class ProcessedRequest:
     prompt_token_ids: list[int]
     eos_token_id: int | None
     children: list[ChildRequest]
+    # Mixed into the first block's prefix-cache hash: only requests with the same salt
+    # share cached blocks (vLLM's cache_salt, given in the prompt mapping).
+    cache_salt: str | None = None
 
 
 class InputProcessor:
@@ -132,6 +135,7 @@ class InputProcessor:
             prompt_token_ids=ids,
             eos_token_id=self.eos_token_id,
             children=self.fan_out(request_id, params),
+            cache_salt=cache_salt_of(prompt),
         )
 
     def validate(self, ids: list[int], params: SamplingParams) -> None:
@@ -183,3 +187,14 @@ class InputProcessor:
                 if ids and ids not in out:
                     out.append(ids)
         return out
+
+
+def cache_salt_of(prompt: Any) -> str | None:
+    """The ``cache_salt`` of a prompt mapping (``{"prompt": ..., "cache_salt": "tenant-a"}``,
+    vLLM's form); a non-empty string or absent."""
+    if not isinstance(prompt, Mapping) or prompt.get("cache_salt") is None:
+        return None
+    salt = prompt["cache_salt"]
+    if not isinstance(salt, str) or not salt:
+        raise InvalidRequestError("cache_salt must be a non-empty string.", param="cache_salt")
+    return salt

@@ -66,7 +66,6 @@ ASKING: dict[str, Any] = {
     "prediction": {"type": "content", "content": "x"},
     "web_search_options": {},
     "chat_template": "{{ messages }}",
-    "cache_salt": "s",
     "kv_transfer_params": {"do_remote_decode": True},
     "store": True,
     "metadata": {"k": "v"},
@@ -241,6 +240,15 @@ def test_fields_reach_sampling_params(
         body = {"messages": USER, **body, "max_tokens": 3, field: value}
         post(http, path, body)
         assert getattr(asked(fake)[1], attr) == value
+
+
+def test_cache_salt_reaches_the_engine_prompt(http: httpx.Client, fake: FakeEngine) -> None:
+    for path, body in (("/v1/completions", {"prompt": "x y"}), ("/v1/chat/completions", {})):
+        post(http, path, {"messages": USER, **body, "max_tokens": 1, "cache_salt": "tenant-a"})
+        prompt = asked(fake)[0]
+        assert isinstance(prompt, dict) and prompt["cache_salt"] == "tenant-a"
+    error = post(http, "/v1/completions", {"prompt": "x", "cache_salt": ""}, status=400)
+    assert error["error"]["param"] == "cache_salt"
 
 
 def test_add_special_tokens_and_truncation_shape_the_prompt(

@@ -81,7 +81,6 @@ UNSUPPORTED: dict[str, Refusal] = {
     "prediction": Refusal("predicted outputs"),
     "web_search_options": Refusal("web search"),
     "chat_template": Refusal("a per-request chat template (start with --chat-template)"),
-    "cache_salt": Refusal("prefix-cache salting"),
     "kv_transfer_params": Refusal("per-request KV transfer"),
     "store": Refusal("stored completions", _FALSY),
     "metadata": Refusal("stored completions"),

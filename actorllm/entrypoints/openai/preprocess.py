@@ -37,10 +37,13 @@ class Prompt:
     text: str | None  # None: only token ids were given (or they were truncated)
     token_ids: list[int]
 
-    def engine_input(self) -> dict[str, Any]:
-        if self.text is None:
-            return {"prompt_token_ids": self.token_ids}
-        return {"prompt_token_ids": self.token_ids, "prompt": self.text}
+    def engine_input(self, cache_salt: str | None = None) -> dict[str, Any]:
+        out: dict[str, Any] = {"prompt_token_ids": self.token_ids}
+        if self.text is not None:
+            out["prompt"] = self.text
+        if cache_salt is not None:
+            out["cache_salt"] = cache_salt  # mixed into the prefix-cache hashes
+        return out
 
 
 def _ids(encoded: Any) -> list[int]:

@@ -125,6 +125,8 @@ class SamplingFields(msgspec.Struct, kw_only=True):
     truncate_prompt_tokens: Annotated[int, msgspec.Meta(ge=-1, le=_MAX_I32)] | None = None
     return_tokens_as_token_ids: bool = False
     return_token_ids: bool = False  # the response carries prompt and output token ids
+    # Only requests with the same salt share prefix-cache blocks (tenant isolation).
+    cache_salt: NonEmptyStr | None = None
     priority: Annotated[
         int, msgspec.Meta(ge=-_MAX_I32, le=_MAX_I32, extra_json_schema={"x-served": "priority"})
     ] = 0

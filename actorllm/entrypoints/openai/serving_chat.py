@@ -98,7 +98,9 @@ async def create_chat_completion(
         keep_special_tokens=tool_plan.parser is not None and tool_plan.parser.keeps_special_tokens,
     )
     rid = new_request_id("chatcmpl", req.request_id)
-    it = engine.generate(prompt.engine_input(), params, request_id=rid, priority=req.priority)
+    it = engine.generate(
+        prompt.engine_input(req.cache_salt), params, request_id=rid, priority=req.priority
+    )
     streams = await unless_disconnected(receive, lambda: prime_all([it]))
     last = req.messages[-1]
     state = _ChatState(

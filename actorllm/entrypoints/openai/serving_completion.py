@@ -67,7 +67,7 @@ async def create_completion(ctx: ServingContext, req: CompletionRequest, receive
     rid = new_request_id("cmpl", req.request_id)
     iters = [
         engine.generate(
-            p.engine_input(),
+            p.engine_input(req.cache_salt),
             params[i],
             request_id=rid if len(prompts) == 1 else f"{rid}-{i}",
             priority=req.priority,
