@@ -131,7 +131,8 @@ def test_serve_with_two_data_parallel_replicas(tmp_path: Path) -> None:
 
 def test_a_yaml_launch_on_a_unix_socket_with_aliases_keys_and_middleware(tmp_path: Path) -> None:
     """vLLM's other launch forms, end to end: --config YAML, --uds, several --api-key and
-    --served-model-name values, --middleware; the openai client over the Unix socket."""
+    --served-model-name values, --middleware, --kv-transfer-config; the openai client over
+    the Unix socket."""
     sock = tmp_path / "api.sock"
     config = tmp_path / "serve.yaml"
     config.write_text(
@@ -140,6 +141,9 @@ def test_a_yaml_launch_on_a_unix_socket_with_aliases_keys_and_middleware(tmp_pat
         "max-model-len: 256\n"
         "middleware: [tests.entrypoints.test_server_ops.TagMiddleware]\n"
         "trust-remote-code: true\n"
+        "dev-mode: true\n"
+        "kv-transfer-config: {kv_connector: OffloadingConnector, kv_role: kv_both,\n"
+        "                     kv_connector_extra_config: {host_bytes: 64MiB}}\n"
     )
     root = Path(__file__).resolve().parents[2]
     env = {**os.environ, "PYTHONPATH": str(root), "OMP_NUM_THREADS": "1"}
@@ -165,6 +169,10 @@ def test_a_yaml_launch_on_a_unix_socket_with_aliases_keys_and_middleware(tmp_pat
                 assert time.monotonic() < deadline, "actorllm serve did not become healthy"
                 time.sleep(0.2)
             assert http.get("/health").headers["x-tag"] == "class"  # the user's middleware
+            # The KV connector from --kv-transfer-config is there to switch (dev mode).
+            toggled = http.post("/kv_connector/toggle", params={"enabled": "false"})
+            assert toggled.status_code == 200, toggled.text
+            assert http.get("/kv_connector/enabled").json() == {"enabled": False}
         for key in ("key-a", "key-b"):
             uds_client = httpx.Client(transport=httpx.HTTPTransport(uds=str(sock)))
             client = openai.OpenAI(
