@@ -65,7 +65,6 @@ ASKING: dict[str, Any] = {
     "modalities": ["text", "audio"],
     "prediction": {"type": "content", "content": "x"},
     "web_search_options": {},
-    "chat_template": "{{ messages }}",
     "kv_transfer_params": {"do_remote_decode": True},
     "store": True,
     "metadata": {"k": "v"},
@@ -240,6 +239,14 @@ def test_fields_reach_sampling_params(
         body = {"messages": USER, **body, "max_tokens": 3, field: value}
         post(http, path, body)
         assert getattr(asked(fake)[1], attr) == value
+
+
+def test_a_request_chat_template_needs_the_server_to_trust_it(http: httpx.Client) -> None:
+    body = {"messages": USER, "chat_template": "{{ messages[0]['content'] }}"}
+    for path in ("/v1/chat/completions", "/tokenize"):
+        error = post(http, path, body, status=400)["error"]
+        assert error["param"] == "chat_template"
+        assert "--trust-request-chat-template" in error["message"]
 
 
 def test_cache_salt_reaches_the_engine_prompt(http: httpx.Client, fake: FakeEngine) -> None:

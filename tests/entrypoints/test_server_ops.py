@@ -266,13 +266,15 @@ def _data_lines(srv: ServerThread, path: str, body: dict[str, Any]) -> list[Any]
 
 def test_server_wide_request_defaults(engine: FakeEngine) -> None:
     """--enable-force-include-usage, --return-tokens-as-token-ids,
-    --default-chat-template-kwargs, --exclude-tools-when-tool-choice-none."""
+    --default-chat-template-kwargs, --exclude-tools-when-tool-choice-none,
+    --trust-request-chat-template."""
     srv = start_server(
         engine,
         enable_force_include_usage=True,
         return_tokens_as_token_ids=True,
         default_chat_template_kwargs={"greeting": "ahoy"},
         exclude_tools_when_tool_choice_none=True,
+        trust_request_chat_template=True,
     )
     try:
         chunks = _data_lines(
@@ -304,6 +306,15 @@ def test_server_wide_request_defaults(engine: FakeEngine) -> None:
             prompt = engine.last_request[0] if engine.last_request else None
             text = prompt.get("prompt") if isinstance(prompt, dict) else prompt
             assert text == "hello hi"  # the request's own win
+            mine = {**body, "chat_template": "[{{ messages[0]['content'] }}]"}
+            assert httpx.post(srv.url + "/v1/chat/completions", json=mine).status_code == 200
+            prompt = engine.last_request[0] if engine.last_request else None
+            text = prompt.get("prompt") if isinstance(prompt, dict) else prompt
+            assert text == "[hi]"  # trusted: the request's own template
+            tokens = httpx.post(srv.url + "/tokenize", json={"messages": msgs, **mine})
+            assert tokens.json()["tokens"] == engine.tokenizer.encode(
+                "[hi]", add_special_tokens=False
+            )
         finally:
             engine.tokenizer.chat_template = saved
     finally:

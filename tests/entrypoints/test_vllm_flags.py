@@ -23,7 +23,6 @@ from tests.entrypoints.vllm_serve_flags import VLLM_SERVE_FLAGS
 REFUSED = {
     "--headless",
     "--lora-modules",
-    "--trust-request-chat-template",
     "--enable-ssl-refresh",
     "--tool-server",
     "--enable-tokenizer-info-endpoint",

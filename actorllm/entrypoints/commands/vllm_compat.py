@@ -220,7 +220,6 @@ FOREIGN: list[Foreign] = [
         why="message content is passed to the template as sent",
         same=("auto",),
     ),
-    _r("--trust-request-chat-template", value=False, why="per-request chat templates are refused"),
     _r("--tool-server", why="built-in tool servers are not supported"),
     _r("--enable-ssl-refresh", value=False, why="certificates are read once at start-up"),
     _r("--enable-log-outputs", value=False, why="request outputs are not logged"),

@@ -101,6 +101,10 @@ class AppSettings(msgspec.Struct, kw_only=True):
     exclude_tools_when_tool_choice_none: bool = False
     """With tool_choice "none", leave the request's tools out of the prompt (by default
     the chat template still shows them to the model)."""
+    trust_request_chat_template: bool = False
+    """Accept a request's own chat_template (chat completions, /tokenize); without it such
+    a request is refused (400). A template runs with the server's rights: trust the
+    clients."""
     enable_log_requests: bool = False
     """Log each request as it arrives (id, method, path, body up to max_log_len) and as it
     ends (status); --disable-log-requests turns it off."""
@@ -223,7 +227,12 @@ async def version(state: AppState, request: Request) -> Response:
 
 async def openapi(state: AppState, request: Request) -> Response:
     engine = state.serving.engine
-    served = Served(engine.max_model_len, engine.vocab_size, engine.config.scheduling_policy)
+    served = Served(
+        engine.max_model_len,
+        engine.vocab_size,
+        engine.config.scheduling_policy,
+        trust_request_chat_template=state.settings.trust_request_chat_template,
+    )
     settings = state.settings
     doc = openapi_document(
         dev_mode=settings.dev_mode, api_key=bool(settings.api_key), served=served
@@ -368,6 +377,7 @@ def serving_defaults(settings: AppSettings) -> ServingDefaults:
         force_include_usage=settings.enable_force_include_usage,
         chat_template_kwargs=dict(settings.default_chat_template_kwargs or {}),
         exclude_tools_when_tool_choice_none=settings.exclude_tools_when_tool_choice_none,
+        trust_request_chat_template=settings.trust_request_chat_template,
     )
 
 

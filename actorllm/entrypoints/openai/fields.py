@@ -80,7 +80,6 @@ UNSUPPORTED: dict[str, Refusal] = {
     "modalities": Refusal(_TEXT_ONLY, (None, ["text"])),
     "prediction": Refusal("predicted outputs"),
     "web_search_options": Refusal("web search"),
-    "chat_template": Refusal("a per-request chat template (start with --chat-template)"),
     "kv_transfer_params": Refusal("per-request KV transfer"),
     "store": Refusal("stored completions", _FALSY),
     "metadata": Refusal("stored completions"),

@@ -155,6 +155,7 @@ def render_chat(
     documents: list[dict[str, str]] | None,
     chat_template_kwargs: dict[str, Any] | None,
     tools: list[dict[str, Any]] | None = None,
+    chat_template: str | None = None,
 ) -> str:
     """The prompt text the chat template makes of ``messages`` (400 if it cannot), by the
     engine's own renderer (:mod:`actorllm.core.chat_template`, which ``LLM.chat`` uses too);
@@ -167,6 +168,7 @@ def render_chat(
         documents=documents,
         chat_template_kwargs=chat_template_kwargs,
         tools=tools,
+        chat_template=chat_template,
     )
 
 

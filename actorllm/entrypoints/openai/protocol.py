@@ -244,6 +244,8 @@ class ChatCompletionRequest(SamplingFields, kw_only=True):
     top_logprobs: NumLogprobs | None = None
     # vLLM: prepend the last message's content to the reply when it has the reply's role.
     echo: bool = False
+    # A Jinja template replacing the model's for this request (--trust-request-chat-template).
+    chat_template: NonEmptyStr | None = None
 
 
 class TokenizeRequest(msgspec.Struct, kw_only=True):
@@ -257,6 +259,7 @@ class TokenizeRequest(msgspec.Struct, kw_only=True):
     add_special_tokens: bool | None = None  # None: True for a prompt, False for messages
     documents: list[dict[str, str]] | None = None
     chat_template_kwargs: dict[str, Any] | None = None
+    chat_template: NonEmptyStr | None = None  # as chat's (--trust-request-chat-template)
 
 
 class DetokenizeRequest(msgspec.Struct, kw_only=True):

@@ -84,6 +84,7 @@ async def create_chat_completion(
         documents=req.documents,
         chat_template_kwargs=ctx.defaults.template_kwargs(req.chat_template_kwargs),
         tools=tool_plan.template_tools,
+        chat_template=ctx.defaults.request_chat_template(req.chat_template),
     )
     ids = encode(engine.tokenizer, text, add_special_tokens=req.add_special_tokens)
     prompt = truncate(Prompt(text, ids), req.truncate_prompt_tokens, engine.max_model_len)

@@ -11,6 +11,7 @@ from starlette.responses import Response
 from actorllm.core.outputs import RequestOutput
 from actorllm.entrypoints.metrics import ServerMetrics
 from actorllm.entrypoints.openai.engine_client import EngineClient
+from actorllm.entrypoints.openai.errors import APIError
 from actorllm.entrypoints.openai.protocol import PromptTokensDetails, StreamOptions, UsageInfo
 from actorllm.entrypoints.openai.tool_setup import NO_SETUP, ChatSetup
 
@@ -26,6 +27,18 @@ class ServingDefaults:
     # --default-chat-template-kwargs: under each request's own chat_template_kwargs
     chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
     exclude_tools_when_tool_choice_none: bool = False  # --exclude-tools-when-tool-choice-none
+    trust_request_chat_template: bool = False  # --trust-request-chat-template
+
+    def request_chat_template(self, given: str | None) -> str | None:
+        """A request's own chat template, if the server trusts those (else a 400)."""
+        if given is not None and not self.trust_request_chat_template:
+            raise APIError(
+                400,
+                "A chat template was passed with the request, but the server was not started "
+                "with --trust-request-chat-template.",
+                "chat_template",
+            )
+        return given
 
     def template_kwargs(self, given: dict[str, Any] | None) -> dict[str, Any] | None:
         """The request's ``chat_template_kwargs`` over the server's defaults."""

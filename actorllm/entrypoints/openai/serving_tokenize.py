@@ -31,6 +31,7 @@ def tokenize(ctx: ServingContext, req: TokenizeRequest) -> TokenizeResponse:
             continue_final_message=req.continue_final_message,
             documents=req.documents,
             chat_template_kwargs=ctx.defaults.template_kwargs(req.chat_template_kwargs),
+            chat_template=ctx.defaults.request_chat_template(req.chat_template),
         )
         ids = encode(tok, text, add_special_tokens=bool(req.add_special_tokens))
     else:
