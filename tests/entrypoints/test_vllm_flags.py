@@ -42,6 +42,8 @@ REFUSED = {
     "--otlp-traces-endpoint",
     "--collect-detailed-traces",
     "--scheduler-cls",
+    "--enable-per-request-metrics",
+    "--tokens-only",
 }
 
 

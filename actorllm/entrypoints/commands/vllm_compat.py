@@ -158,6 +158,18 @@ FOREIGN: list[Foreign] = [
     _i("--enable-request-id-headers", value=False, why="X-Request-Id is always echoed"),
     _i("--disable-fastapi-docs", value=False, why="there is no docs UI (/openapi.json only)"),
     _i("--h11-max-header-count", why="hypercorn has no header-count limit"),
+    # newer vLLM frontends
+    _i("--enable-offline-docs", value=False, why="there is no docs UI (/openapi.json only)"),
+    _i("--enable-log-deltas", value=False, why="request outputs are not logged"),
+    _i("--enable-flash-late-interaction", value=False, why="there is no pooling / scoring"),
+    _i("--cohere-is-reasoning-model", value=False, why="there are no Cohere endpoints"),
+    _i("--cohere-format", why="there are no Cohere endpoints"),
+    _i("--fingerprint-mode", why="system_fingerprint is always null"),
+    _i("--fingerprint-value", why="system_fingerprint is always null"),
+    _i("--data-parallel-supervisor-port", why=_ONE_NODE),
+    _i("--dp-supervisor-probe-interval-s", why=_ONE_NODE),
+    _i("--dp-supervisor-probe-timeout-s", why=_ONE_NODE),
+    _i("--dp-supervisor-probe-failure-threshold", why=_ONE_NODE),
     # -- features not built: the default value is fine, anything else is refused ------------
     _r("--tokenizer-mode", why="only Hugging Face tokenizers are supported", same=("auto", "hf")),
     _r("--skip-tokenizer-init", value=False, why="the server needs the tokenizer"),
@@ -224,6 +236,8 @@ FOREIGN: list[Foreign] = [
     _r("--enable-ssl-refresh", value=False, why="certificates are read once at start-up"),
     _r("--enable-log-outputs", value=False, why="request outputs are not logged"),
     _r("--enable-tokenizer-info-endpoint", value=False, why="there is no /tokenizer_info"),
+    _r("--enable-per-request-metrics", value=False, why="responses carry no per-request timing"),
+    _r("--tokens-only", value=False, why="there is no tokens-in/tokens-out-only mode"),
 ]
 
 
