@@ -179,3 +179,29 @@ def test_no_prefix_abbreviations() -> None:
     """``--config`` must never be taken for ``--config-format`` (nor any prefix for a flag)."""
     with pytest.raises(SystemExit):
         parse("--max-model", "4")
+
+
+def test_vllm_looser_spellings() -> None:
+    """vLLM's FlexibleArgumentParser forms: underscores, and one key of a JSON flag."""
+    args = parse(
+        "--max_model_len",
+        "64",
+        "--enable_chunked_prefill",
+        "--structured-outputs-config.backend",
+        "guidance",
+        "--structured-outputs-config.disable_any_whitespace=true",
+        "-O.level",
+        "3",
+        "--seed=3",
+    )
+    assert engine_kwargs(args) == {
+        "max_model_len": 64,
+        "enable_chunked_prefill": True,
+        "structured_outputs_backend": "guidance",
+        "structured_outputs_disable_any_whitespace": True,
+        "seed": 3,
+    }
+    notes = vllm_compat.notes(args)
+    assert len(notes) == 1 and notes[0].startswith("-O ")  # -O.level 3: warned, not a model
+    with pytest.raises(SystemExit):  # an unknown flag is still unknown, whatever its form
+        parse("--no_such_flag", "1")
