@@ -32,6 +32,7 @@ def ops(engine: FakeEngine) -> Iterator[ServerThread]:
         root_path="/llm",
         response_role="bot",
         enable_log_requests=True,
+        enable_log_outputs=True,
         max_log_len=20,
     )
     yield srv
@@ -115,6 +116,21 @@ def test_log_requests(ops: ServerThread, caplog: pytest.LogCaptureFixture) -> No
     assert any("status 200" in line for line in lines)
     logged_body = next(line for line in lines if "{" in line).split(" ", 4)[-1]
     assert len(logged_body) <= 20  # --max-log-len
+    outputs = [r.getMessage() for r in caplog.records if "cmpl-log-1: output 0" in r.getMessage()]
+    assert len(outputs) == 1 and outputs[0].endswith("finish_reason length")
+
+
+def test_log_outputs_of_streams(ops: ServerThread, caplog: pytest.LogCaptureFixture) -> None:
+    chat = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2, "stream": True}
+    with (
+        caplog.at_level(logging.INFO, logger="actorllm.requests"),
+        httpx.stream(
+            "POST", ops.url + "/v1/chat/completions", json=chat, headers={"X-Request-Id": "s-1"}
+        ) as s,
+    ):
+        assert [line for line in s.iter_lines() if line][-1] == "data: [DONE]"
+    outputs = [r.getMessage() for r in caplog.records if "chatcmpl-s-1: output 0" in r.getMessage()]
+    assert len(outputs) == 1 and "finish_reason length" in outputs[0]
 
 
 def test_models_reports_the_configured_max_model_len(server: ServerThread) -> None:

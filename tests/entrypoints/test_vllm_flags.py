@@ -26,7 +26,6 @@ REFUSED = {
     "--enable-ssl-refresh",
     "--tool-server",
     "--enable-tokenizer-info-endpoint",
-    "--enable-log-outputs",
     "--hf-config-path",
     "--rope-theta",
     "--skip-tokenizer-init",
@@ -115,6 +114,7 @@ def test_foreign_switches_also_take_vllm_no_form() -> None:
         (["-dp", "2", "-dpl", "1"], "--data-parallel-size-local 1"),
         (["--middleware", "no.such.module.Thing"], "--middleware no.such.module.Thing"),
         (["--config", "/no/such.yaml"], "--config /no/such.yaml"),
+        (["--enable-log-outputs"], "--enable-log-outputs needs --enable-log-requests"),
     ],
 )
 def test_what_cannot_be_honoured_stops_the_launch_naming_it(

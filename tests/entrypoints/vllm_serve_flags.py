@@ -53,7 +53,7 @@ VLLM_SERVE_FLAGS: list[list[str]] = [
     ["--enable-server-load-tracking"],
     ["--enable-force-include-usage"],
     ["--enable-tokenizer-info-endpoint"],
-    ["--enable-log-outputs"],
+    ["--enable-log-requests", "--enable-log-outputs"],
     ["--h11-max-incomplete-event-size", "4194304"],
     ["--h11-max-header-count", "256"],
     ["--log-error-stack"],

@@ -160,7 +160,7 @@ FOREIGN: list[Foreign] = [
     _i("--h11-max-header-count", why="hypercorn has no header-count limit"),
     # newer vLLM frontends
     _i("--enable-offline-docs", value=False, why="there is no docs UI (/openapi.json only)"),
-    _i("--enable-log-deltas", value=False, why="request outputs are not logged"),
+    _i("--enable-log-deltas", value=False, why="outputs are logged once, when complete"),
     _i("--enable-flash-late-interaction", value=False, why="there is no pooling / scoring"),
     _i("--cohere-is-reasoning-model", value=False, why="there are no Cohere endpoints"),
     _i("--cohere-format", why="there are no Cohere endpoints"),
@@ -234,7 +234,6 @@ FOREIGN: list[Foreign] = [
     ),
     _r("--tool-server", why="built-in tool servers are not supported"),
     _r("--enable-ssl-refresh", value=False, why="certificates are read once at start-up"),
-    _r("--enable-log-outputs", value=False, why="request outputs are not logged"),
     _r("--enable-tokenizer-info-endpoint", value=False, why="there is no /tokenizer_info"),
     _r("--enable-per-request-metrics", value=False, why="responses carry no per-request timing"),
     _r("--tokens-only", value=False, why="there is no tokens-in/tokens-out-only mode"),

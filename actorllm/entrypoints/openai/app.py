@@ -109,7 +109,10 @@ class AppSettings(msgspec.Struct, kw_only=True):
     """Log each request as it arrives (id, method, path, body up to max_log_len) and as it
     ends (status); --disable-log-requests turns it off."""
     max_log_len: int | None = None
-    """Log at most this many characters of a request body (default: all)."""
+    """Log at most this many characters of a request body, or of an output (default: all)."""
+    enable_log_outputs: bool = False
+    """Also log each completion's output text and finish reason when it is done (needs
+    enable_log_requests)."""
     middleware: list[str] = msgspec.field(default_factory=list)
     """Extra ASGI middleware, outermost, by import path (repeat the flag for several): a
     class is built as cls(app); an async function f(request, call_next) wraps each HTTP
@@ -117,6 +120,10 @@ class AppSettings(msgspec.Struct, kw_only=True):
     metrics_prefix: str = "actorllm:"
     """Prometheus metric name prefix; vllm makes an existing vLLM Grafana dashboard work
     unchanged."""
+
+    def __post_init__(self) -> None:
+        if self.enable_log_outputs and not self.enable_log_requests:
+            raise ValueError("--enable-log-outputs needs --enable-log-requests.")
 
 
 @final
@@ -378,6 +385,8 @@ def serving_defaults(settings: AppSettings) -> ServingDefaults:
         chat_template_kwargs=dict(settings.default_chat_template_kwargs or {}),
         exclude_tools_when_tool_choice_none=settings.exclude_tools_when_tool_choice_none,
         trust_request_chat_template=settings.trust_request_chat_template,
+        log_outputs=settings.enable_log_outputs,
+        max_log_len=settings.max_log_len,
     )
 
 

@@ -54,6 +54,7 @@ from actorllm.entrypoints.openai.sampling import (
 )
 from actorllm.entrypoints.openai.serving_common import (
     ServingContext,
+    ServingDefaults,
     UsageTracker,
     json_response,
     usage_options,
@@ -109,7 +110,7 @@ async def create_chat_completion(
         id=rid,
         model=engine.model_name,
         text=TokenText(engine.tokenizer, as_ids=_as_ids(ctx, req.return_tokens_as_token_ids)),
-        force_usage=ctx.defaults.force_include_usage,
+        defaults=ctx.defaults,
         # vLLM's chat echo: the last message's content leads the reply when it has its role.
         echo=content_text(last.content) if req.echo and isinstance(last, AssistantMessage) else "",
         prompt_token_ids=prompt.token_ids if req.return_token_ids else None,
@@ -122,6 +123,7 @@ async def create_chat_completion(
     if req.stream:
         return SSEResponse(lambda emit: state.stream(streams, emit), is_dead=ctx.is_dead)
     await unless_disconnected(receive, lambda: pump(streams, state.collect))
+    ctx.defaults.log_outputs_of(rid, state.choices)
     return json_response(state.response())
 
 
@@ -169,7 +171,7 @@ class _ChatState:
     echo: str  # prepended to every choice's content
     prompt_token_ids: list[int] | None  # return_token_ids: sent once
     new_parser: Callable[[], ChoiceParser]  # reasoning / tool-call parsing, one per choice
-    force_usage: bool  # --enable-force-include-usage
+    defaults: ServingDefaults  # the server-wide options (--enable-force-include-usage, ...)
     calls_finish: bool  # a choice that called tools finishes with "tool_calls"
     prompt_logprobs: PromptLogprobsOut | None = None
     created: int = field(default_factory=lambda: int(time.time()))
@@ -237,7 +239,9 @@ class _ChatState:
         self._apply(out, delta=False)
 
     async def stream(self, streams: list[PrimedStream], emit: Emit) -> None:
-        final_usage, every_chunk = usage_options(self.req.stream_options, force=self.force_usage)
+        final_usage, every_chunk = usage_options(
+            self.req.stream_options, force=self.defaults.force_include_usage
+        )
         for j in range(self.req.n):
             delta = DeltaMessage(role=self.role, content=self.echo)
             chunk = self._chunk([ChatChunkChoice(index=j, delta=delta)])
@@ -252,6 +256,7 @@ class _ChatState:
                 fresh = None
 
         await pump(streams, on_output)
+        self.defaults.log_outputs_of(self.id, self.choices)
         if final_usage:
             await emit(self._chunk([], usage=True))
 

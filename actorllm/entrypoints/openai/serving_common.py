@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,6 +18,7 @@ from actorllm.entrypoints.openai.protocol import PromptTokensDetails, StreamOpti
 from actorllm.entrypoints.openai.tool_setup import NO_SETUP, ChatSetup
 
 _encoder = msgspec.json.Encoder()
+logger = logging.getLogger("actorllm.requests")
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +31,23 @@ class ServingDefaults:
     chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
     exclude_tools_when_tool_choice_none: bool = False  # --exclude-tools-when-tool-choice-none
     trust_request_chat_template: bool = False  # --trust-request-chat-template
+    log_outputs: bool = False  # --enable-log-outputs
+    max_log_len: int | None = None  # --max-log-len
+
+    def log_outputs_of(self, request_id: str, choices: Mapping[int, Any]) -> None:
+        """One log line per finished choice (``--enable-log-outputs``): its text, cut at
+        ``--max-log-len``, and its finish reason."""
+        if not self.log_outputs:
+            return
+        for index, choice in sorted(choices.items()):
+            text = choice.text if self.max_log_len is None else choice.text[: self.max_log_len]
+            logger.info(
+                "request %s: output %d: %r, finish_reason %s",
+                request_id,
+                index,
+                text,
+                choice.finish_reason,
+            )
 
     def request_chat_template(self, given: str | None) -> str | None:
         """A request's own chat template, if the server trusts those (else a 400)."""

@@ -31,6 +31,7 @@ from actorllm.entrypoints.openai.sampling import (
 )
 from actorllm.entrypoints.openai.serving_common import (
     ServingContext,
+    ServingDefaults,
     UsageTracker,
     json_response,
     usage_options,
@@ -83,11 +84,12 @@ async def create_completion(ctx: ServingContext, req: CompletionRequest, receive
             engine.tokenizer,
             as_ids=req.return_tokens_as_token_ids or ctx.defaults.return_tokens_as_token_ids,
         ),
-        force_usage=ctx.defaults.force_include_usage,
+        defaults=ctx.defaults,
     )
     if req.stream:
         return SSEResponse(lambda emit: state.stream(streams, emit), is_dead=ctx.is_dead)
     await unless_disconnected(receive, lambda: pump(streams, state.collect))
+    ctx.defaults.log_outputs_of(rid, state.choices)
     return json_response(state.response())
 
 
@@ -112,7 +114,7 @@ class _CompletionState:
     id: str
     model: str
     text: TokenText
-    force_usage: bool  # --enable-force-include-usage
+    defaults: ServingDefaults  # the server-wide options (--enable-force-include-usage, ...)
     created: int = field(default_factory=lambda: int(time.time()))
     usage: UsageTracker = field(default_factory=UsageTracker)
     choices: dict[int, _Choice] = field(default_factory=dict)
@@ -201,13 +203,16 @@ class _CompletionState:
         self._apply(i, out, delta=False)
 
     async def stream(self, streams: list[PrimedStream], emit: Emit) -> None:
-        final_usage, every_chunk = usage_options(self.req.stream_options, force=self.force_usage)
+        final_usage, every_chunk = usage_options(
+            self.req.stream_options, force=self.defaults.force_include_usage
+        )
 
         async def on_output(i: int, out: RequestOutput) -> None:
             for fragment in self._apply(i, out, delta=True):
                 await emit(self._chunk([fragment], usage=every_chunk))
 
         await pump(streams, on_output)
+        self.defaults.log_outputs_of(self.id, self.choices)
         if final_usage:
             await emit(self._chunk([], usage=True))
 
