@@ -105,6 +105,11 @@ class RequestIdMiddleware:
     """``X-Request-Id`` on every HTTP response: the caller's own id when it sent one (it
     also becomes the engine request's id), else a fresh one.
 
+    A response that starts before the request's body was read to its end (an early 401,
+    404, 405 or 400 from a guard or the router) also says ``Connection: close``: the unread
+    body makes the connection unusable, and a keep-alive client told nothing would race the
+    server's close with its next request.
+
     With ``log_requests`` it also logs each request as it arrives (id, method, path and the
     first ``max_log_len`` characters of its body) and as its response starts (status).
     """
@@ -120,8 +125,13 @@ class RequestIdMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        given = dict(scope["headers"]).get(REQUEST_ID_HEADER, b"").decode("latin-1").strip()
+        request_headers = dict(scope["headers"])
+        given = request_headers.get(REQUEST_ID_HEADER, b"").decode("latin-1").strip()
         request_id = given or uuid.uuid4().hex
+        # True once the request's body was read to its end (at once when it has none).
+        body_read = b"transfer-encoding" not in request_headers and request_headers.get(
+            b"content-length", b"0"
+        ) in (b"0", b"")
         scope.setdefault("state", {})["request_id_given"] = given or None
         header = (REQUEST_ID_HEADER, request_id.encode("latin-1"))
         # Requests without a body are logged now; the others with their body's first chunk.
@@ -129,9 +139,11 @@ class RequestIdMiddleware:
         if self.log_requests and logged_body:
             logger.info("request %s: %s %s", request_id, scope["method"], scope["path"])
 
-        async def logging_receive() -> Any:
-            nonlocal logged_body
+        async def tracking_receive() -> Any:
+            nonlocal logged_body, body_read
             message = await receive()
+            if message["type"] == "http.request" and not message.get("more_body", False):
+                body_read = True
             if not logged_body and message["type"] == "http.request":
                 logged_body = True
                 body = message.get("body", b"").decode("utf-8", "replace")
@@ -145,12 +157,15 @@ class RequestIdMiddleware:
         async def send_with_id(message: Any) -> None:
             if message["type"] == "http.response.start":
                 headers = [h for h in message.get("headers", []) if h[0] != REQUEST_ID_HEADER]
-                message = {**message, "headers": [*headers, header]}
+                headers.append(header)
+                if not body_read and not any(h[0] == b"connection" for h in headers):
+                    headers.append((b"connection", b"close"))
+                message = {**message, "headers": headers}
                 if self.log_requests:
                     logger.info("request %s: status %d", request_id, message["status"])
             await send(message)
 
-        await self.app(scope, logging_receive if self.log_requests else receive, send_with_id)
+        await self.app(scope, tracking_receive, send_with_id)
 
 
 class RootPathMiddleware:
