@@ -43,6 +43,11 @@ REFUSED = {
     "--scheduler-cls",
     "--enable-per-request-metrics",
     "--tokens-only",
+    "--speculative-model",
+    "--enable-prompt-adapter",
+    "--prompt-adapters",
+    "--worker-use-ray",
+    "--engine-use-ray",
 }
 
 

@@ -1,5 +1,6 @@
 """Every flag of ``vllm serve`` (vLLM 0.11: ``EngineArgs.add_cli_args``, ``FrontendArgs``
-and the serve command's own), each with a value a launch script might give it.
+and the serve command's own; then the newer frontends' additions and the older releases'
+flags launch scripts still carry), each with a value a launch script might give it.
 
 vLLM's ``--help`` groups, in its order. ``{tmp}`` is replaced by a temporary directory
 holding the files some flags read (a TLS key pair, a logging config, a YAML config).
@@ -250,4 +251,40 @@ VLLM_SERVE_FLAGS: list[list[str]] = [
     ["-O", "3"],
     ["--additional-config", "{}"],
     ["--aggregate-engine-logging"],
+    # older vLLM (0.6 - 0.10), still in launch scripts
+    ["--scheduler-delay-factor", "0.5"],
+    ["--tokenizer-pool-size", "0"],
+    ["--tokenizer-pool-type", "ray"],
+    ["--tokenizer-pool-extra-config", "{}"],
+    ["--multi-step-stream-outputs"],
+    ["--max-context-len-to-capture", "8192"],
+    ["--max-seq-len-to-capture", "8192"],
+    ["--quantization-param-path", "/scales.json"],
+    ["--intial-incremental-detokenization-offset", "5"],
+    ["--override-neuron-config", "{}"],
+    ["--enable-lora-bias"],
+    ["--long-lora-scaling-factors", "4.0"],
+    ["--max-prompt-adapters", "1"],
+    ["--max-prompt-adapter-token", "0"],
+    ["--num-speculative-tokens", "5"],
+    ["--speculative-draft-tensor-parallel-size", "1"],
+    ["--speculative-max-model-len", "2048"],
+    ["--speculative-disable-by-batch-size", "4"],
+    ["--speculative-model-quantization", "none"],
+    ["--speculative-disable-mqa-scorer"],
+    ["--ngram-prompt-lookup-max", "4"],
+    ["--ngram-prompt-lookup-min", "1"],
+    ["--spec-decoding-acceptance-method", "rejection_sampler"],
+    ["--typical-acceptance-sampler-posterior-threshold", "0.09"],
+    ["--typical-acceptance-sampler-posterior-alpha", "0.3"],
+    ["--disable-logprobs-during-spec-decoding", "true"],
+    ["--speculative-model", "[ngram]"],
+    ["--enable-prompt-adapter"],
+    ["--prompt-adapters", "a=/b"],
+    ["--worker-use-ray"],
+    ["--engine-use-ray"],
+    ["--use-v2-block-manager"],
+    ["--num-scheduler-steps", "1"],
+    ["--preemption-mode", "recompute"],
+    ["--disable-async-output-proc"],
 ]

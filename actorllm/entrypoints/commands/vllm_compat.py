@@ -53,6 +53,7 @@ _NO_EP = "experts are not sharded: each replica holds every expert of a MoE mode
 _ONE_NODE = "data-parallel replicas all run in this process (--data-parallel-size)"
 _NO_GRAPH_SIZES = "the CUDA-graph batch sizes are fixed"
 _NO_TRACES = "OpenTelemetry tracing is not supported"
+_SPEC_SIZING = "speculative decoding is not supported (--speculative-model is refused)"
 _NO_REMOTE = "actorllm runs only its own model code"
 _EMPTY = ("{}", "null", "None")
 
@@ -170,7 +171,38 @@ FOREIGN: list[Foreign] = [
     _i("--dp-supervisor-probe-interval-s", why=_ONE_NODE),
     _i("--dp-supervisor-probe-timeout-s", why=_ONE_NODE),
     _i("--dp-supervisor-probe-failure-threshold", why=_ONE_NODE),
+    # older vLLM (0.6 - 0.10): flags since removed there
+    _i("--scheduler-delay-factor", why="the scheduler never delays prompts"),
+    _i("--tokenizer-pool-size", why="tokenization runs in the input-processor actor"),
+    _i("--tokenizer-pool-type", why="tokenization runs in the input-processor actor"),
+    _i("--tokenizer-pool-extra-config", why="tokenization runs in the input-processor actor"),
+    _i("--multi-step-stream-outputs", value=False, why="there is no multi-step scheduling"),
+    _i("--max-context-len-to-capture", why="CUDA graphs capture decode steps of any length"),
+    _i("--quantization-param-path", why="the KV cache is not quantized"),
+    _i("--intial-incremental-detokenization-offset", why="detokenization is exact"),
+    _i("--override-neuron-config", why="there is no Neuron support"),
+    _i("--enable-lora-bias", value=False, why=_NO_LORA),
+    _i("--long-lora-scaling-factors", why=_NO_LORA),
+    _i("--max-prompt-adapters", why="prompt adapters are not supported"),
+    _i("--max-prompt-adapter-token", why="prompt adapters are not supported"),
+    _i("--num-speculative-tokens", why=_SPEC_SIZING),
+    _i("--speculative-draft-tensor-parallel-size", why=_SPEC_SIZING),
+    _i("--speculative-max-model-len", why=_SPEC_SIZING),
+    _i("--speculative-disable-by-batch-size", why=_SPEC_SIZING),
+    _i("--speculative-model-quantization", why=_SPEC_SIZING),
+    _i("--speculative-disable-mqa-scorer", value=False, why=_SPEC_SIZING),
+    _i("--ngram-prompt-lookup-max", why=_SPEC_SIZING),
+    _i("--ngram-prompt-lookup-min", why=_SPEC_SIZING),
+    _i("--spec-decoding-acceptance-method", why=_SPEC_SIZING),
+    _i("--typical-acceptance-sampler-posterior-threshold", why=_SPEC_SIZING),
+    _i("--typical-acceptance-sampler-posterior-alpha", why=_SPEC_SIZING),
+    _i("--disable-logprobs-during-spec-decoding", why=_SPEC_SIZING),
     # -- features not built: the default value is fine, anything else is refused ------------
+    _r("--speculative-model", why="speculative decoding is not supported"),
+    _r("--enable-prompt-adapter", value=False, why="prompt adapters are not supported"),
+    _r("--prompt-adapters", why="prompt adapters are not supported"),
+    _r("--worker-use-ray", value=False, why="there are no Ray workers"),
+    _r("--engine-use-ray", value=False, why="the engine runs in the server's process"),
     _r("--tokenizer-mode", why="only Hugging Face tokenizers are supported", same=("auto", "hf")),
     _r("--skip-tokenizer-init", value=False, why="the server needs the tokenizer"),
     _r("--hf-config-path", why="config.json is read from the model's own directory"),
