@@ -210,3 +210,21 @@ def test_vllm_looser_spellings() -> None:
     assert len(notes) == 1 and notes[0].startswith("-O ")  # -O.level 3: warned, not a model
     with pytest.raises(SystemExit):  # an unknown flag is still unknown, whatever its form
         parse("--no_such_flag", "1")
+
+
+def test_the_api_server_module_is_serve(tmp_path: Path) -> None:
+    """``python -m actorllm.entrypoints.openai.api_server`` takes serve's flags (vLLM's older
+    launch form): a refused flag stops it with serve's error, naming the flag."""
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, "-m", "actorllm.entrypoints.openai.api_server", "--enable-lora"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(root)},
+    )
+    assert done.returncode == 2 and "--enable-lora" in done.stderr
