@@ -251,6 +251,16 @@ def test_a_request_chat_template_needs_the_server_to_trust_it(http: httpx.Client
         assert "--trust-request-chat-template" in error["message"]
 
 
+def test_tokenize_renders_tools_and_returns_token_strings(http: httpx.Client) -> None:
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {}}}]
+    # The demo template cannot show tools: refused by name (not silently left out).
+    refused = post(http, "/tokenize", {"messages": USER, "tools": tools}, status=400)
+    assert refused["error"]["param"] == "tools"
+    strs = post(http, "/tokenize", {"prompt": "hello world", "return_token_strs": True})
+    assert len(strs["token_strs"]) == strs["count"] and "token_strs" in strs
+    assert post(http, "/tokenize", {"prompt": "hello"})["token_strs"] is None
+
+
 def test_cache_salt_reaches_the_engine_prompt(http: httpx.Client, fake: FakeEngine) -> None:
     for path, body in (("/v1/completions", {"prompt": "x y"}), ("/v1/chat/completions", {})):
         post(http, path, {"messages": USER, **body, "max_tokens": 1, "cache_salt": "tenant-a"})

@@ -327,9 +327,15 @@ def test_server_wide_request_defaults(engine: FakeEngine) -> None:
             prompt = engine.last_request[0] if engine.last_request else None
             text = prompt.get("prompt") if isinstance(prompt, dict) else prompt
             assert text == "[hi]"  # trusted: the request's own template
-            tokens = httpx.post(srv.url + "/tokenize", json={"messages": msgs, **mine})
+            tokenize = {"messages": msgs, "chat_template": mine["chat_template"]}
+            tokens = httpx.post(srv.url + "/tokenize", json=tokenize)
             assert tokens.json()["tokens"] == engine.tokenizer.encode(
                 "[hi]", add_special_tokens=False
+            )
+            # /tokenize hands tools to the template too (counted like chat's prompt).
+            counted = {"messages": msgs, "tools": tools, "chat_template": "{{ tools|length }}"}
+            assert httpx.post(srv.url + "/tokenize", json=counted).json()["tokens"] == (
+                engine.tokenizer.encode("1", add_special_tokens=False)
             )
         finally:
             engine.tokenizer.chat_template = saved

@@ -260,6 +260,8 @@ class TokenizeRequest(msgspec.Struct, kw_only=True):
     documents: list[dict[str, str]] | None = None
     chat_template_kwargs: dict[str, Any] | None = None
     chat_template: NonEmptyStr | None = None  # as chat's (--trust-request-chat-template)
+    tools: list[Tool] | None = None  # rendered by the chat template, as chat's
+    return_token_strs: bool = False  # also the tokens as strings
 
 
 class DetokenizeRequest(msgspec.Struct, kw_only=True):
@@ -423,6 +425,7 @@ class TokenizeResponse(msgspec.Struct, kw_only=True):
     count: int
     max_model_len: int
     tokens: list[int]
+    token_strs: list[str] | None = None  # with return_token_strs
 
 
 class DetokenizeResponse(msgspec.Struct, kw_only=True):

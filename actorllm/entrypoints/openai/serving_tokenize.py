@@ -32,13 +32,17 @@ def tokenize(ctx: ServingContext, req: TokenizeRequest) -> TokenizeResponse:
             documents=req.documents,
             chat_template_kwargs=ctx.defaults.template_kwargs(req.chat_template_kwargs),
             chat_template=ctx.defaults.request_chat_template(req.chat_template),
+            tools=msgspec.to_builtins(req.tools) if req.tools else None,
         )
         ids = encode(tok, text, add_special_tokens=bool(req.add_special_tokens))
     else:
         assert isinstance(req.prompt, str)
         special = True if req.add_special_tokens is None else req.add_special_tokens
         ids = encode(tok, req.prompt, add_special_tokens=special)
-    return TokenizeResponse(count=len(ids), max_model_len=engine.max_model_len, tokens=ids)
+    strs = list(tok.convert_ids_to_tokens(ids)) if req.return_token_strs else None
+    return TokenizeResponse(
+        count=len(ids), max_model_len=engine.max_model_len, tokens=ids, token_strs=strs
+    )
 
 
 def detokenize(ctx: ServingContext, req: DetokenizeRequest) -> DetokenizeResponse:
