@@ -341,3 +341,14 @@ def test_server_wide_request_defaults(engine: FakeEngine) -> None:
             engine.tokenizer.chat_template = saved
     finally:
         srv.stop()
+
+
+def test_invocations_routes_by_body(server: ServerThread) -> None:
+    """SageMaker's POST /invocations (with /ping): chat with messages, completion with prompt."""
+    chat = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
+    r = httpx.post(server.url + "/invocations", json=chat)
+    assert r.status_code == 200 and r.json()["object"] == "chat.completion"
+    r = httpx.post(server.url + "/invocations", json={"prompt": "hi", "max_tokens": 2})
+    assert r.status_code == 200 and r.json()["object"] == "text_completion"
+    r = httpx.post(server.url + "/invocations", json={"input": "hi"})
+    assert r.status_code == 400 and r.json()["error"]["type"] == "BadRequestError"

@@ -189,6 +189,20 @@ async def chat_completions(state: AppState, request: Request) -> Response:
     return await create_chat_completion(state.serving, req, request.receive)
 
 
+async def invocations(state: AppState, request: Request) -> Response:
+    """SageMaker's (and vLLM's) ``POST /invocations``: a chat request when the body has
+    ``messages``, a completion request when it has ``prompt``."""
+    try:
+        raw = msgspec.json.decode(await request.body())
+    except msgspec.DecodeError:
+        raw = None
+    if isinstance(raw, dict) and "messages" in raw:
+        return await chat_completions(state, request)
+    if isinstance(raw, dict) and "prompt" in raw:
+        return await completions(state, request)
+    raise bad_request("/invocations takes a chat request (messages) or a completion (prompt).")
+
+
 async def models(state: AppState, request: Request) -> Response:
     engine = state.serving.engine
     # One card per served name, as vLLM lists --served-model-name's aliases.
@@ -316,6 +330,7 @@ _ROUTES: list[tuple[str, Handler, str]] = [
     ("/health", health, "GET"),
     ("/ping", health, "GET"),  # vLLM's (SageMaker's) liveness probe, GET and POST
     ("/ping", health, "POST"),
+    ("/invocations", invocations, "POST"),  # SageMaker's inference route
     ("/metrics", metrics, "GET"),
     ("/version", version, "GET"),
     ("/openapi.json", openapi, "GET"),
