@@ -245,6 +245,8 @@ def test_middleware_classes_and_functions(engine: FakeEngine) -> None:
 def test_several_api_keys(engine: FakeEngine) -> None:
     srv = start_server(engine, api_key=["key-a", "key-b"])
     try:
+        chat = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 1}
+        assert httpx.post(srv.url + "/invocations", json=chat).status_code == 401
         for key, status in (("key-a", 200), ("key-b", 200), ("key-c", 401)):
             r = httpx.get(srv.url + "/v1/models", headers={"Authorization": f"Bearer {key}"})
             assert r.status_code == status, key

@@ -25,9 +25,9 @@ logger = logging.getLogger("actorllm.requests")
 
 
 class APIKeyMiddleware:
-    """401 unless ``Authorization: Bearer <key>`` matches one of the keys, on ``/v1/*`` only
-    (as vLLM does: /health, /metrics, /version and the dev endpoints stay open for probes
-    and scrapers).
+    """401 unless ``Authorization: Bearer <key>`` matches one of the keys, on ``/v1/*`` and
+    ``/invocations`` (the inference routes; unlike vLLM, which leaves /invocations open).
+    /health, /metrics, /version and the dev endpoints stay open for probes and scrapers.
 
     Each comparison is constant-time (``hmac.compare_digest``), and every key is compared,
     so the time taken does not tell which key came close.
@@ -45,7 +45,7 @@ class APIKeyMiddleware:
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         if (
             scope["type"] == "http"
-            and scope["path"].startswith("/v1")
+            and (scope["path"].startswith("/v1") or scope["path"] == "/invocations")
             and scope["method"] != "OPTIONS"
         ):
             given = dict(scope["headers"]).get(b"authorization", b"")
