@@ -354,3 +354,39 @@ def test_invocations_routes_by_body(server: ServerThread) -> None:
     assert r.status_code == 200 and r.json()["object"] == "text_completion"
     r = httpx.post(server.url + "/invocations", json={"input": "hi"})
     assert r.status_code == 400 and r.json()["error"]["type"] == "BadRequestError"
+
+
+def test_generation_config_defaults(tmp_path: Path) -> None:
+    """--generation-config DIR / --override-generation-config: the sampling fields a request
+    leaves out; a request's own values win; vllm: OpenAI's defaults."""
+    import json
+
+    (tmp_path / "generation_config.json").write_text(
+        json.dumps({"temperature": 0.25, "top_p": 0.5, "do_sample": True, "eos_token_id": 0})
+    )
+    fake = FakeEngine()
+    srv = start_server(
+        fake, generation_config=str(tmp_path), override_generation_config={"top_k": 7}
+    )
+    try:
+        body: dict[str, Any] = {"prompt": "hi", "max_tokens": 1}
+        assert httpx.post(srv.url + "/v1/completions", json=body).status_code == 200
+        params = fake.last_request[1] if fake.last_request else None
+        assert params is not None
+        assert (params.temperature, params.top_p, params.top_k) == (0.25, 0.5, 7)
+        own = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 1, "top_p": 0.9}
+        assert httpx.post(srv.url + "/v1/chat/completions", json=own).status_code == 200
+        params = fake.last_request[1] if fake.last_request else None
+        assert params is not None and (params.temperature, params.top_p) == (0.25, 0.9)
+    finally:
+        srv.stop()
+    plain = FakeEngine()
+    srv = start_server(plain, generation_config="vllm")
+    try:
+        httpx.post(srv.url + "/v1/completions", json={"prompt": "hi", "max_tokens": 1})
+        params = plain.last_request[1] if plain.last_request else None
+        assert params is not None and (params.temperature, params.top_p) == (1.0, 1.0)
+    finally:
+        srv.stop()
+    with pytest.raises(RuntimeError):  # a key that is no sampling field: start-up fails
+        start_server(FakeEngine(), override_generation_config={"max_new_tokens": 5})

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from pathlib import Path
 from typing import Any, ClassVar, TypeVar, final
 
 import anyio
@@ -32,6 +33,7 @@ from actorllm.entrypoints.openai import protocol as p
 from actorllm.entrypoints.openai.engine_client import EngineClient
 from actorllm.entrypoints.openai.errors import APIError, bad_request, to_api_error
 from actorllm.entrypoints.openai.fields import decode_request
+from actorllm.entrypoints.openai.generation_defaults import sampling_defaults
 from actorllm.entrypoints.openai.middleware import (
     APIKeyMiddleware,
     BodyLimitMiddleware,
@@ -120,6 +122,14 @@ class AppSettings(msgspec.Struct, kw_only=True):
     metrics_prefix: str = "actorllm:"
     """Prometheus metric name prefix; vllm makes an existing vLLM Grafana dashboard work
     unchanged."""
+    # -- ModelConfig ------------------------------------------------------------------------
+    generation_config: str = "auto"
+    """Where requests' default sampling parameters (temperature, top_p, top_k, min_p,
+    repetition_penalty) come from: auto, the model's generation_config.json (as vLLM);
+    vllm, none (OpenAI's defaults); or a directory holding a generation_config.json. A
+    request's own values always win."""
+    override_generation_config: dict[str, Any] | None = None
+    """Default sampling parameters over generation_config's, e.g. '{"temperature": 0.6}'."""
 
     def __post_init__(self) -> None:
         if self.enable_log_outputs and not self.enable_log_requests:
@@ -393,8 +403,17 @@ def _middleware(settings: AppSettings) -> list[Middleware]:
     return stack
 
 
-def serving_defaults(settings: AppSettings) -> ServingDefaults:
+def _model_dir(engine: EngineClient) -> Path | None:
+    """The served model's directory, for its generation_config.json (None if unknown)."""
+    resolve = getattr(engine.config, "resolved_model", None)
+    return Path(resolve()) if resolve is not None else None
+
+
+def serving_defaults(
+    settings: AppSettings, sampling: dict[str, float] | None = None
+) -> ServingDefaults:
     return ServingDefaults(
+        sampling=dict(sampling or {}),
         return_tokens_as_token_ids=settings.return_tokens_as_token_ids,
         force_include_usage=settings.enable_force_include_usage,
         chat_template_kwargs=dict(settings.default_chat_template_kwargs or {}),
@@ -425,7 +444,12 @@ def build_app(engine_factory: EngineFactory, settings: AppSettings | None = None
                 )
                 try:
                     chat = ChatSetup.from_config(engine.config)
-                except Exception as exc:  # a bad parser name or plugin: the server cannot start
+                    sampling = sampling_defaults(
+                        settings.generation_config,
+                        settings.override_generation_config,
+                        _model_dir(engine),
+                    )
+                except Exception as exc:  # a bad parser, plugin or generation config
                     state.startup_error = exc
                     raise
                 state.ctx = ServingContext(
@@ -433,7 +457,7 @@ def build_app(engine_factory: EngineFactory, settings: AppSettings | None = None
                     metrics=metrics,
                     chat=chat,
                     response_role=settings.response_role,
-                    defaults=serving_defaults(settings),
+                    defaults=serving_defaults(settings, sampling),
                 )
                 async with anyio.create_task_group() as tg:
                     if settings.log_interval_s > 0:

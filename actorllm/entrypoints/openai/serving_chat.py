@@ -98,6 +98,7 @@ async def create_chat_completion(
         output_kind=kind,
         forced_tool_schema=tool_plan.forced_schema,
         keep_special_tokens=tool_plan.parser is not None and tool_plan.parser.keeps_special_tokens,
+        defaults=ctx.defaults.sampling,
     )
     rid = new_request_id("chatcmpl", req.request_id)
     it = engine.generate(

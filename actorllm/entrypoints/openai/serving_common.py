@@ -25,6 +25,8 @@ logger = logging.getLogger("actorllm.requests")
 class ServingDefaults:
     """Server-wide request options from the command line (vLLM's frontend flags)."""
 
+    # Sampling fields a request leaves out (--generation-config, --override-generation-config)
+    sampling: dict[str, float] = field(default_factory=dict)
     return_tokens_as_token_ids: bool = False  # --return-tokens-as-token-ids
     force_include_usage: bool = False  # --enable-force-include-usage
     # --default-chat-template-kwargs: under each request's own chat_template_kwargs

@@ -62,6 +62,7 @@ async def create_completion(ctx: ServingContext, req: CompletionRequest, receive
             req,
             max_tokens=fit_max_tokens(len(p.token_ids), req.max_tokens, max_len, "prompt"),
             output_kind=kind,
+            defaults=ctx.defaults.sampling,
         )
         for p in prompts
     ]
