@@ -6,12 +6,11 @@ Every error a caller can cause is an :class:`InvalidRequestError` (HTTP 400) nam
 
 from __future__ import annotations
 
-import contextlib
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from actorllm.core.chat_template import render_chat
 from actorllm.core.errors import EmptyPromptError, InvalidRequestError, RequestTooLongError
 from actorllm.core.output_parent import fan_out
 from actorllm.core.sampling_params import SamplingParams, SamplingParamsError
@@ -35,6 +34,9 @@ class ProcessedRequest:
     prompt_token_ids: list[int]
     eos_token_id: int | None
     children: list[ChildRequest]
+    # Mixed into the first block's prefix-cache hash: only requests with the same salt
+    # share cached blocks (vLLM's cache_salt, given in the prompt mapping).
+    cache_salt: str | None = None
 
 
 class InputProcessor:
@@ -66,37 +68,21 @@ class InputProcessor:
         chat_template_kwargs: Mapping[str, Any] | None = None,
         tools: Sequence[Mapping[str, Any]] | None = None,
     ) -> str:
-        """Apply the tokenizer's chat template; returns the prompt text. ``tools`` (OpenAI
-        function tools) are handed to the template, as are assistant tool calls and tool
-        results in ``messages``."""
-        if not messages:
-            raise InvalidRequestError("messages must not be empty.", param="messages")
-        if getattr(self.tokenizer, "chat_template", None) is None:
-            raise InvalidRequestError(
-                "this model's tokenizer has no chat template; use completions instead.",
-                param="messages",
-            )
-        template = (chat_template_kwargs or {}).get("chat_template") or self.tokenizer.chat_template
-        if tools and "tools" not in str(template):
-            raise InvalidRequestError(
-                "this model's chat template does not render tools; it cannot be offered tools.",
-                param="tools",
-            )
-        try:
-            extra = dict(chat_template_kwargs or {})
-            if tools:
-                extra["tools"] = [dict(t) for t in tools]
-            text = self.tokenizer.apply_chat_template(
-                messages_for_template(messages),
-                tokenize=False,
-                add_generation_prompt=add_generation_prompt,
-                **extra,
-            )
-        except Exception as exc:  # jinja errors (bad roles, missing content) are the caller's
-            raise InvalidRequestError(
-                f"cannot apply the chat template: {exc}", param="messages"
-            ) from exc
-        return str(text)
+        """Apply the chat template (:func:`actorllm.core.chat_template.render_chat`, the
+        renderer the HTTP server uses too); returns the prompt text. ``LLM.chat`` passes
+        ``continue_final_message``, ``chat_template`` and ``documents`` inside
+        ``chat_template_kwargs``: they are taken out here and given by name."""
+        options = dict(chat_template_kwargs or {})
+        return render_chat(
+            self.tokenizer,
+            messages,
+            add_generation_prompt=add_generation_prompt,
+            continue_final_message=bool(options.pop("continue_final_message", False)),
+            chat_template=options.pop("chat_template", None),
+            documents=options.pop("documents", None),
+            chat_template_kwargs=options,
+            tools=tools,
+        )
 
     def tokenize(
         self, prompt: PromptType, *, add_special_tokens: bool = True
@@ -149,6 +135,7 @@ class InputProcessor:
             prompt_token_ids=ids,
             eos_token_id=self.eos_token_id,
             children=self.fan_out(request_id, params),
+            cache_salt=cache_salt_of(prompt),
         )
 
     def validate(self, ids: list[int], params: SamplingParams) -> None:
@@ -202,25 +189,12 @@ class InputProcessor:
         return out
 
 
-def messages_for_template(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Messages as chat templates expect them: an assistant's tool call arguments as
-    objects (templates ``tojson`` them), not the JSON strings OpenAI sends."""
-    out = []
-    for m in messages:
-        msg = dict(m)
-        calls = msg.get("tool_calls")
-        if calls:
-            msg["tool_calls"] = [_call_for_template(c) for c in calls]
-        out.append(msg)
-    return out
-
-
-def _call_for_template(call: Mapping[str, Any]) -> dict[str, Any]:
-    call = dict(call)
-    fn = dict(call.get("function") or {})
-    args = fn.get("arguments")
-    if isinstance(args, str):
-        with contextlib.suppress(ValueError):  # a template may still render the string
-            fn["arguments"] = json.loads(args)
-    call["function"] = fn
-    return call
+def cache_salt_of(prompt: Any) -> str | None:
+    """The ``cache_salt`` of a prompt mapping (``{"prompt": ..., "cache_salt": "tenant-a"}``,
+    vLLM's form); a non-empty string or absent."""
+    if not isinstance(prompt, Mapping) or prompt.get("cache_salt") is None:
+        return None
+    salt = prompt["cache_salt"]
+    if not isinstance(salt, str) or not salt:
+        raise InvalidRequestError("cache_salt must be a non-empty string.", param="cache_salt")
+    return salt

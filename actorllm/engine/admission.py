@@ -250,6 +250,7 @@ class Admission:
             request.arrival_time,
             request.priority,
             children,
+            request.cache_salt,
         )
 
     def adopt(self, request_ids: Iterable[str]) -> None:
@@ -280,6 +281,7 @@ class Admission:
             entry.arrival_time,
             entry.priority,
             children,
+            entry.cache_salt,
         )
         if failure is not None:  # validated before: only a changed model could refuse it
             self._failed.add(rid)
@@ -292,6 +294,7 @@ class Admission:
         arrival_time: float,
         priority: int,
         children: list[tuple[str, Any, list[int]]],
+        cache_salt: str | None = None,
     ) -> Failure | None:
         core = self.core
         for child_id, params, emitted in children:
@@ -307,6 +310,7 @@ class Admission:
                         arrival_time=arrival_time,
                         priority=priority,
                         output_token_ids=emitted,
+                        cache_salt=cache_salt,
                     )
                 )
             except InvalidRequestError as exc:

@@ -162,6 +162,12 @@ class AsyncEngine(ControlPlane, RequestAPI):
         return self._ctx.config.model_name()
 
     @property
+    def model_names(self) -> list[str]:
+        """Every name requests may use (``served_model_name``'s aliases; the first is
+        :attr:`model_name`)."""
+        return self._ctx.config.model_names()
+
+    @property
     def tokenizer(self) -> Any:
         return self._tokenizer
 

@@ -47,8 +47,10 @@ class EngineConfig(msgspec.Struct, kw_only=True):
     tokenizer_revision: str | None = None
     """The hub revision of ``tokenizer`` (default: ``revision`` when the tokenizer is the
     model's, else ``main``)."""
-    served_model_name: str | None = None
-    """The model name clients send and see (default: ``model``; the demo: actorllm-demo)."""
+    served_model_name: str | list[str] | None = None
+    """The model name clients send and see (default: ``model``; the demo: actorllm-demo).
+    Several names (``--served-model-name a b``) are aliases: requests may use any of them,
+    responses and metrics carry the first."""
     dtype: DType = "auto"
     """Weights and activations dtype; auto: the checkpoint's."""
     seed: int = 0
@@ -216,6 +218,10 @@ class EngineConfig(msgspec.Struct, kw_only=True):
             raise EngineConfigError("max_restarts", "must be non-negative, with a positive window.")
         if self.chat_template is not None:
             self.resolved_chat_template()  # fail at configuration, not at the first chat
+        if isinstance(self.served_model_name, list) and not all(
+            isinstance(n, str) and n for n in self.served_model_name
+        ):
+            raise EngineConfigError("served_model_name", "names must be non-empty strings.")
         if self.data_parallel_size < 1:
             raise EngineConfigError("data_parallel_size", "must be at least 1.")
         for name in ("tensor_parallel_size", "pipeline_parallel_size"):
@@ -293,9 +299,17 @@ class EngineConfig(msgspec.Struct, kw_only=True):
             ) from exc
 
     def model_name(self) -> str:
-        if self.served_model_name:
-            return self.served_model_name
-        return "actorllm-demo" if self.model is None else self.model
+        """The name responses and metrics carry: the first served name."""
+        return self.model_names()[0]
+
+    def model_names(self) -> list[str]:
+        """Every name requests may use for the model (``served_model_name``'s aliases)."""
+        names = self.served_model_name
+        if isinstance(names, str) and names:
+            return [names]
+        if isinstance(names, list) and names:
+            return list(names)
+        return ["actorllm-demo" if self.model is None else self.model]
 
     def resolved_device(self) -> str:
         if self.device != "auto":

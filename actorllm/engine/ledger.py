@@ -64,6 +64,7 @@ class LedgerEntry:
     prompt_token_ids: list[int] | None = None  # None until the input processor ran
     prompt_text: str | None = None  # the rendered prompt (after the chat template)
     eos_token_id: int | None = None
+    cache_salt: str | None = None  # the prompt's prefix-cache salt (kept for replays)
     children: dict[str, ChildState] = field(default_factory=dict)
     # (core epoch, step id) of the last step the output processor applied to this request.
     last_step: tuple[int, int] = (-1, -1)
@@ -175,12 +176,14 @@ class RequestLedger:
         prompt_token_ids: list[int],
         eos_token_id: int | None,
         children: list[tuple[str, SamplingParams]],
+        cache_salt: str | None = None,
     ) -> None:
         """The input processor's result, kept for recovery (idempotent: a retry after a crash
         records the same children again)."""
         entry = self._entries[request_id]
         entry.prompt_text = prompt_text
         entry.eos_token_id = eos_token_id
+        entry.cache_salt = cache_salt
         for child_id, params in children:
             if child_id not in entry.children:
                 entry.children[child_id] = ChildState(child_id=child_id, params=params)

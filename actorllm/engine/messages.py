@@ -87,6 +87,7 @@ class NewRequest(_Msg, frozen=True, kw_only=True):
     arrival_time: float
     priority: int
     children: list[Child]
+    cache_salt: str | None = None  # mixed into the prefix-cache hashes (vLLM's cache_salt)
 
 
 # -- router ------------------------------------------------------------------------------

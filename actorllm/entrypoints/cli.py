@@ -16,6 +16,8 @@ import importlib
 import logging
 import sys
 
+from actorllm.entrypoints.commands.argv_forms import FlexibleParser
+
 COMMANDS: dict[str, str] = {
     "serve": "actorllm.entrypoints.commands.serve",
     "generate": "actorllm.entrypoints.commands.generate",
@@ -29,10 +31,14 @@ def build_parser() -> argparse.ArgumentParser:
         prog="actorllm", description="actorllm: LLM inference and serving."
     )
     parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    # Subcommands take vLLM's looser spellings too (--max_model_len, --x-config.key v).
+    sub = parser.add_subparsers(
+        dest="command", required=True, metavar="COMMAND", parser_class=FlexibleParser
+    )
     for name, module_path in COMMANDS.items():
         module = importlib.import_module(module_path)
-        cmd = sub.add_parser(name, help=module.HELP, description=module.HELP)
+        # No prefix matching: --config must not quietly mean --config-format.
+        cmd = sub.add_parser(name, help=module.HELP, description=module.HELP, allow_abbrev=False)
         module.add_arguments(cmd)
         cmd.set_defaults(_run=module.run)
     return parser

@@ -15,7 +15,9 @@
 
 from __future__ import annotations
 
+import json
 import logging
+import logging.config
 import signal
 import ssl
 from collections.abc import Awaitable, Callable
@@ -44,6 +46,9 @@ class ServerSettings(msgspec.Struct, kw_only=True):
     """Address to listen on (0.0.0.0 or :: for every interface)."""
     port: int = 8000
     """Port to listen on."""
+    uds: str | None = None
+    """Serve on this Unix domain socket path instead of host:port (e.g. behind a local
+    proxy)."""
     fd: int | None = None
     """Serve on this already-bound listening socket instead of host:port (tests: port 0)."""
     backlog: int = 2048
@@ -77,6 +82,9 @@ class ServerSettings(msgspec.Struct, kw_only=True):
     """TLS: the cipher suites (OpenSSL cipher list; TLS 1.2 and below)."""
     uvicorn_log_level: Literal["critical", "error", "warning", "info", "debug", "trace"] = "info"
     """Log level of the HTTP server's own logger (hypercorn here; vLLM's name)."""
+    log_config_file: str | None = None
+    """A JSON logging configuration (Python's logging.config.dictConfig schema) applied at
+    start-up, for actorllm's loggers and hypercorn's."""
     app: AppSettings = msgspec.field(default_factory=AppSettings)
 
     def __post_init__(self) -> None:
@@ -84,14 +92,32 @@ class ServerSettings(msgspec.Struct, kw_only=True):
             raise ValueError("--ssl-keyfile and --ssl-certfile go together: give both or neither.")
         if self.ssl_cert_reqs not in (0, 1, 2):
             raise ValueError(f"--ssl-cert-reqs must be 0, 1 or 2, got {self.ssl_cert_reqs}.")
+        if self.uds is not None and self.fd is not None:
+            raise ValueError("--uds and fd are two places to listen: give one.")
         if self.backlog < 1:
             raise ValueError(f"--backlog must be at least 1, got {self.backlog}.")
+        if self.log_config_file is not None:
+            read_log_config(self.log_config_file)  # a bad file fails at configuration
+
+
+def read_log_config(path: str) -> dict[str, Any]:
+    """The ``dictConfig`` mapping in ``path``; ValueError naming the flag if unusable."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            config = json.load(f)
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"--log-config-file {path}: cannot read it: {exc}") from exc
+    if not isinstance(config, dict):
+        raise ValueError(f"--log-config-file {path}: must hold a JSON object (dictConfig).")
+    return config
 
 
 def hypercorn_config(settings: ServerSettings) -> Config:
     config = Config()
     if settings.fd is not None:
         config.bind = [f"fd://{settings.fd}"]
+    elif settings.uds is not None:
+        config.bind = [f"unix:{settings.uds}"]
     else:
         host = f"[{settings.host}]" if ":" in settings.host else settings.host
         config.bind = [f"{host}:{settings.port}"]
@@ -178,6 +204,8 @@ def run_server(
     shutdown_trigger: Callable[[], Awaitable[None]] | None = None,
 ) -> int:
     """Build the app and serve it until SIGINT/SIGTERM; returns the process exit status."""
+    if settings.log_config_file is not None:
+        logging.config.dictConfig(read_log_config(settings.log_config_file))
     app = build_app(engine_factory, settings.app)
     if settings.app.dev_mode:
         logger.warning(
@@ -185,8 +213,9 @@ def run_server(
             "/collective_rpc and /start_profile, /stop_profile are "
             "exposed without authentication; do not use it in production."
         )
-    if settings.app.api_key is None:
-        logger.info("no API key set: /v1/* is open to anyone who can reach %s", settings.host)
+    if not settings.app.api_key:
+        where = settings.uds or settings.host
+        logger.info("no API key set: /v1/* is open to anyone who can reach %s", where)
 
     async def main() -> None:
         await serve(app, settings, shutdown_trigger=shutdown_trigger)

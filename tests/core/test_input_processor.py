@@ -88,3 +88,12 @@ def test_truncate_prompt_tokens_keeps_the_last_tokens(inputs):
     out = inputs.process("r", "a b c d e f", SamplingParams(truncate_prompt_tokens=2))
     assert out.prompt_token_ids == full.prompt_token_ids[-2:]
     assert out.prompt_text is None  # the text no longer matches the ids
+
+
+def test_cache_salt_comes_with_the_prompt_mapping(inputs):
+    r = inputs.process("a", {"prompt": "Hello", "cache_salt": "tenant-a"}, SamplingParams())
+    assert r.cache_salt == "tenant-a"
+    assert inputs.process("b", "Hello", SamplingParams()).cache_salt is None
+    with pytest.raises(InvalidRequestError) as info:
+        inputs.process("c", {"prompt_token_ids": [5], "cache_salt": ""}, SamplingParams())
+    assert info.value.param == "cache_salt"

@@ -78,6 +78,7 @@ class FakeEngine:
         scheduling_policy: str = "fcfs",
     ) -> None:
         self.model_name = "fake-model"
+        self.model_names = [self.model_name]
         self.max_model_len = max_model_len
         self.tokenizer = demo_tokenizer()
         self.vocab_size = len(self.tokenizer)

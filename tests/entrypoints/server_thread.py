@@ -29,15 +29,22 @@ class ServerThread:
         self.app = app
         self._stop = threading.Event()
         self.error: BaseException | None = None
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", 0))
-        sock.listen(128)
-        self.port: int = sock.getsockname()[1]
+        # With uds= the server listens on that Unix socket: clients use `transport`.
+        self.uds: str | None = settings.get("uds")
+        fd = None
+        if self.uds is None:
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(("127.0.0.1", 0))
+            sock.listen(128)
+            self.port: int = sock.getsockname()[1]
+            fd = sock.detach()  # hypercorn takes the socket over
+        else:
+            self.port = 0
         scheme = "https" if settings.get("ssl_certfile") else "http"
-        self.url = f"{scheme}://127.0.0.1:{self.port}"
+        self.url = f"{scheme}://127.0.0.1:{self.port}" if self.uds is None else "http://localhost"
         self._settings = ServerSettings(
-            fd=sock.detach(),  # hypercorn takes the socket over
+            fd=fd,
             worker_class=worker_class,  # type: ignore[arg-type]
             graceful_timeout_s=graceful_timeout_s,
             **settings,
@@ -64,9 +71,9 @@ class ServerThread:
             if not self._thread.is_alive():
                 raise RuntimeError(f"the server exited during startup: {self.error!r}")
             try:
-                health = httpx.get(self.url + "/health", timeout=1.0, verify=False)
-                if health.status_code == 200:
-                    return self
+                with self.client(timeout=1.0, verify=False) as c:
+                    if c.get("/health").status_code == 200:
+                        return self
             except httpx.HTTPError:
                 pass
             time.sleep(0.05)
@@ -77,6 +84,12 @@ class ServerThread:
         self._thread.join(timeout_s)
         if self._thread.is_alive():
             raise TimeoutError("the server did not shut down")
+
+    def client(self, **kwargs: Any) -> httpx.Client:
+        """An httpx client for this server (over its Unix socket with uds=)."""
+        if self.uds is not None:
+            kwargs["transport"] = httpx.HTTPTransport(uds=self.uds)
+        return httpx.Client(base_url=self.url, **kwargs)
 
     @property
     def alive(self) -> bool:

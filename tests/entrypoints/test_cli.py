@@ -40,7 +40,7 @@ def test_serve_flags_become_engine_kwargs() -> None:
     )
     assert engine_kwargs(args) == {
         "model": "/models/tiny",
-        "served_model_name": "tiny",
+        "served_model_name": ["tiny"],
         "max_model_len": 512,
         "kv_cache_memory_bytes": 512 * 2**20,
         "enable_prefix_caching": False,
@@ -194,7 +194,7 @@ def test_a_vllm_launch_line_parses_and_warns_once_per_ignored_flag() -> None:
     }
     settings = server_settings(args)
     assert settings.host == "0.0.0.0" and settings.uvicorn_log_level == "warning"
-    assert settings.app.api_key == "token-abc123"
+    assert settings.app.api_key == ["token-abc123"]
     assert settings.app.enable_log_requests is False and settings.app.log_interval_s == 0.0
     notes = vllm_compat.notes(args)
     assert len(notes) == 2  # --trust-remote-code (given twice: one warning), --swap-space

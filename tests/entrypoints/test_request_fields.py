@@ -53,6 +53,7 @@ ASKING: dict[str, Any] = {
     "functions": [{"name": "f"}],
     "function_call": "auto",
     "reasoning_effort": "high",
+    "thinking_token_budget": 128,
     "best_of": 3,
     "use_beam_search": True,
     "length_penalty": 0.5,
@@ -61,12 +62,11 @@ ASKING: dict[str, Any] = {
     "suffix": "end",
     "prompt_embeds": "AAAA",
     "mm_processor_kwargs": {"a": 1},
+    "media_io_kwargs": {"video": {"num_frames": 4}},
     "audio": {"voice": "alloy"},
     "modalities": ["text", "audio"],
     "prediction": {"type": "content", "content": "x"},
     "web_search_options": {},
-    "chat_template": "{{ messages }}",
-    "cache_salt": "s",
     "kv_transfer_params": {"do_remote_decode": True},
     "store": True,
     "metadata": {"k": "v"},
@@ -241,6 +241,33 @@ def test_fields_reach_sampling_params(
         body = {"messages": USER, **body, "max_tokens": 3, field: value}
         post(http, path, body)
         assert getattr(asked(fake)[1], attr) == value
+
+
+def test_a_request_chat_template_needs_the_server_to_trust_it(http: httpx.Client) -> None:
+    body = {"messages": USER, "chat_template": "{{ messages[0]['content'] }}"}
+    for path in ("/v1/chat/completions", "/tokenize"):
+        error = post(http, path, body, status=400)["error"]
+        assert error["param"] == "chat_template"
+        assert "--trust-request-chat-template" in error["message"]
+
+
+def test_tokenize_renders_tools_and_returns_token_strings(http: httpx.Client) -> None:
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {}}}]
+    # The demo template cannot show tools: refused by name (not silently left out).
+    refused = post(http, "/tokenize", {"messages": USER, "tools": tools}, status=400)
+    assert refused["error"]["param"] == "tools"
+    strs = post(http, "/tokenize", {"prompt": "hello world", "return_token_strs": True})
+    assert len(strs["token_strs"]) == strs["count"] and "token_strs" in strs
+    assert post(http, "/tokenize", {"prompt": "hello"})["token_strs"] is None
+
+
+def test_cache_salt_reaches_the_engine_prompt(http: httpx.Client, fake: FakeEngine) -> None:
+    for path, body in (("/v1/completions", {"prompt": "x y"}), ("/v1/chat/completions", {})):
+        post(http, path, {"messages": USER, **body, "max_tokens": 1, "cache_salt": "tenant-a"})
+        prompt = asked(fake)[0]
+        assert isinstance(prompt, dict) and prompt["cache_salt"] == "tenant-a"
+    error = post(http, "/v1/completions", {"prompt": "x", "cache_salt": ""}, status=400)
+    assert error["error"]["param"] == "cache_salt"
 
 
 def test_add_special_tokens_and_truncation_shape_the_prompt(

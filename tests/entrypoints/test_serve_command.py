@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import httpx
@@ -126,3 +127,67 @@ def test_serve_with_two_data_parallel_replicas(tmp_path: Path) -> None:
         proc.terminate()
         output, _ = proc.communicate(timeout=60)
     assert proc.returncode == 0, output
+
+
+def test_a_yaml_launch_on_a_unix_socket_with_aliases_keys_and_middleware(tmp_path: Path) -> None:
+    """vLLM's other launch forms, end to end: --config YAML, --uds, several --api-key and
+    --served-model-name values, --middleware, --kv-transfer-config; the openai client over
+    the Unix socket."""
+    sock = tmp_path / "api.sock"
+    config = tmp_path / "serve.yaml"
+    config.write_text(
+        "served-model-name: [demo, demo-alias]\n"
+        "api-key: [key-a, key-b]\n"
+        "max-model-len: 256\n"
+        "middleware: [tests.entrypoints.test_server_ops.TagMiddleware]\n"
+        "trust-remote-code: true\n"
+        "dev-mode: true\n"
+        "kv-transfer-config: {kv_connector: OffloadingConnector, kv_role: kv_both,\n"
+        "                     kv_connector_extra_config: {host_bytes: 64MiB}}\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root), "OMP_NUM_THREADS": "1"}
+    argv = ["serve", "--config", str(config), "--uds", str(sock), "--log-interval", "0"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "actorllm.entrypoints.cli", *argv],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    transport = httpx.HTTPTransport(uds=str(sock))
+    try:
+        with httpx.Client(base_url="http://localhost", transport=transport, timeout=5) as http:
+            deadline = time.monotonic() + 120
+            while True:
+                assert proc.poll() is None, "actorllm serve exited during startup"
+                try:
+                    if http.get("/health").status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                assert time.monotonic() < deadline, "actorllm serve did not become healthy"
+                time.sleep(0.2)
+            assert http.get("/health").headers["x-tag"] == "class"  # the user's middleware
+            # The KV connector from --kv-transfer-config is there to switch (dev mode).
+            toggled = http.post("/kv_connector/toggle", params={"enabled": "false"})
+            assert toggled.status_code == 200, toggled.text
+            assert http.get("/kv_connector/enabled").json() == {"enabled": False}
+        for key in ("key-a", "key-b"):
+            uds_client = httpx.Client(transport=httpx.HTTPTransport(uds=str(sock)))
+            client = openai.OpenAI(
+                base_url="http://localhost/v1", api_key=key, http_client=uds_client
+            )
+            assert [m.id for m in client.models.list().data] == ["demo", "demo-alias"]
+            out = client.completions.create(model="demo-alias", prompt="Hello", max_tokens=2)
+            assert out.model == "demo" and out.usage is not None
+        with pytest.raises(openai.AuthenticationError):
+            uds_client = httpx.Client(transport=httpx.HTTPTransport(uds=str(sock)))
+            openai.OpenAI(
+                base_url="http://localhost/v1", api_key="key-c", http_client=uds_client
+            ).models.list()
+    finally:
+        proc.terminate()
+        output, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0, output
+    assert output.count("--trust-remote-code has no effect") == 1

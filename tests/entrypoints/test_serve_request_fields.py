@@ -244,3 +244,21 @@ def test_engine_request_metrics_under_the_vllm_prefix(http: httpx.Client) -> Non
         name = f"vllm:{hist}_count"
         assert value(text, name) - value(before, name) == 1, hist
     assert "vllm:cache_config_info{" in text and "actorllm:" not in text
+
+
+def test_cache_salt_separates_prefix_cache_tenants(http: httpx.Client) -> None:
+    """Equal prompts share cached blocks only under the same salt (vLLM's cache_salt)."""
+    prompt = "The salted prefix is long enough to fill a few blocks of sixteen tokens. " * 3
+
+    def cached(salt: str | None) -> int:
+        body: dict[str, Any] = {"prompt": prompt, "max_tokens": 1}
+        if salt is not None:
+            body["cache_salt"] = salt
+        r = http.post("/v1/completions", json=body)
+        assert r.status_code == 200, r.text
+        return int(r.json()["usage"]["prompt_tokens_details"]["cached_tokens"])
+
+    cached("tenant-a")  # fills the cache under tenant-a's salt
+    assert cached("tenant-a") > 0
+    assert cached("tenant-b") == 0  # same tokens, another salt: nothing shared
+    assert cached(None) == 0  # nor with unsalted requests

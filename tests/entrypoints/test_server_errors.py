@@ -48,6 +48,24 @@ def test_api_key_guards_v1_only(guarded: ServerThread) -> None:
         assert httpx.get(guarded.url + path).status_code == 200
 
 
+def test_early_errors_with_an_unread_body_close_the_connection(
+    guarded: ServerThread, http: httpx.Client
+) -> None:
+    """A guard or the router answering before the body was read says Connection: close, so a
+    keep-alive client does not race the server's close with its next request."""
+    body = {"prompt": "x", "max_tokens": 1}
+    with httpx.Client(base_url=guarded.url) as keep_alive:
+        unauthorised = keep_alive.post("/v1/completions", json=body)
+        assert unauthorised.status_code == 401 and unauthorised.headers["connection"] == "close"
+        assert keep_alive.post("/v1/completions", json=body, headers=AUTH).status_code == 200
+    nowhere = http.post("/v1/nowhere", json=body)
+    assert nowhere.status_code == 404 and nowhere.headers["connection"] == "close"
+    wrong_method = http.put("/v1/completions", json=body)
+    assert wrong_method.status_code == 405 and wrong_method.headers["connection"] == "close"
+    for served in (http.post("/v1/completions", json=body), http.get("/v1/nowhere")):
+        assert "close" not in served.headers.get("connection", "")  # body read, or none
+
+
 def test_bad_json_and_wrong_types(http: httpx.Client) -> None:
     err = error_of(http.post("/v1/completions", content=b"{not json"), 400)
     assert "JSON" in err["message"]

@@ -32,6 +32,7 @@ def ops(engine: FakeEngine) -> Iterator[ServerThread]:
         root_path="/llm",
         response_role="bot",
         enable_log_requests=True,
+        enable_log_outputs=True,
         max_log_len=20,
     )
     yield srv
@@ -115,6 +116,21 @@ def test_log_requests(ops: ServerThread, caplog: pytest.LogCaptureFixture) -> No
     assert any("status 200" in line for line in lines)
     logged_body = next(line for line in lines if "{" in line).split(" ", 4)[-1]
     assert len(logged_body) <= 20  # --max-log-len
+    outputs = [r.getMessage() for r in caplog.records if "cmpl-log-1: output 0" in r.getMessage()]
+    assert len(outputs) == 1 and outputs[0].endswith("finish_reason length")
+
+
+def test_log_outputs_of_streams(ops: ServerThread, caplog: pytest.LogCaptureFixture) -> None:
+    chat = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2, "stream": True}
+    with (
+        caplog.at_level(logging.INFO, logger="actorllm.requests"),
+        httpx.stream(
+            "POST", ops.url + "/v1/chat/completions", json=chat, headers={"X-Request-Id": "s-1"}
+        ) as s,
+    ):
+        assert [line for line in s.iter_lines() if line][-1] == "data: [DONE]"
+    outputs = [r.getMessage() for r in caplog.records if "chatcmpl-s-1: output 0" in r.getMessage()]
+    assert len(outputs) == 1 and "finish_reason length" in outputs[0]
 
 
 def test_models_reports_the_configured_max_model_len(server: ServerThread) -> None:
@@ -163,3 +179,214 @@ def test_tls(engine: FakeEngine, tmp_path: Path) -> None:
             httpx.get(srv.url.replace("https", "http") + "/health", timeout=2.0)
     finally:
         srv.stop()
+
+
+# -- vLLM's other frontend flags ---------------------------------------------------------------
+
+
+def test_unix_domain_socket(engine: FakeEngine, tmp_path: Path) -> None:
+    """--uds: the API on a Unix socket instead of host:port."""
+    path = str(tmp_path / "api.sock")
+    app: Any = build_app(lambda: engine_factory(engine), AppSettings(log_interval_s=0))
+    srv = ServerThread(app, uds=path).start()
+    try:
+        with srv.client(timeout=10) as c:
+            assert c.get("/v1/models").json()["data"][0]["id"] == "fake-model"
+            body = {"prompt": "hi", "max_tokens": 2}
+            assert c.post("/v1/completions", json=body).status_code == 200
+    finally:
+        srv.stop()
+
+
+class TagMiddleware:
+    """An ASGI middleware class, as --middleware imports one: tags every response."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        async def tagged(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message["headers"], (b"x-tag", b"class")]}
+            await send(message)
+
+        await self.app(scope, receive, tagged)
+
+
+async def refuse_teapots(request: Any, call_next: Any) -> Any:
+    """An HTTP middleware function, as --middleware imports one."""
+    from starlette.responses import Response
+
+    if request.headers.get("x-teapot"):
+        return Response(status_code=418)
+    return await call_next(request)
+
+
+def test_middleware_classes_and_functions(engine: FakeEngine) -> None:
+    srv = start_server(
+        engine,
+        middleware=[
+            "tests.entrypoints.test_server_ops.TagMiddleware",
+            "tests.entrypoints.test_server_ops.refuse_teapots",
+        ],
+    )
+    try:
+        r = httpx.get(srv.url + "/v1/models")
+        assert r.status_code == 200 and r.headers["x-tag"] == "class"
+        assert httpx.get(srv.url + "/v1/models", headers={"x-teapot": "1"}).status_code == 418
+        body = {"prompt": "hi", "max_tokens": 3, "stream": True}
+        with httpx.stream("POST", srv.url + "/v1/completions", json=body) as s:
+            assert s.headers["x-tag"] == "class"
+            assert [line for line in s.iter_lines() if line][-1] == "data: [DONE]"
+    finally:
+        srv.stop()
+
+
+def test_several_api_keys(engine: FakeEngine) -> None:
+    srv = start_server(engine, api_key=["key-a", "key-b"])
+    try:
+        chat = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 1}
+        assert httpx.post(srv.url + "/invocations", json=chat).status_code == 401
+        for key, status in (("key-a", 200), ("key-b", 200), ("key-c", 401)):
+            r = httpx.get(srv.url + "/v1/models", headers={"Authorization": f"Bearer {key}"})
+            assert r.status_code == status, key
+        assert httpx.get(srv.url + "/v1/models").status_code == 401
+    finally:
+        srv.stop()
+
+
+def test_served_model_name_aliases() -> None:
+    fake = FakeEngine()
+    fake.model_names = ["fake-model", "alias"]
+    srv = start_server(fake)
+    try:
+        ids = [card["id"] for card in httpx.get(srv.url + "/v1/models").json()["data"]]
+        assert ids == ["fake-model", "alias"]
+        for name in ("fake-model", "alias"):
+            r = httpx.post(
+                srv.url + "/v1/completions", json={"model": name, "prompt": "hi", "max_tokens": 1}
+            )
+            assert r.status_code == 200 and r.json()["model"] == "fake-model"  # the first name
+        r = httpx.post(srv.url + "/v1/completions", json={"model": "other", "prompt": "hi"})
+        assert r.status_code == 404 and r.json()["error"]["param"] == "model"
+    finally:
+        srv.stop()
+
+
+def _data_lines(srv: ServerThread, path: str, body: dict[str, Any]) -> list[Any]:
+    import json
+
+    with httpx.stream("POST", srv.url + path, json=body) as s:
+        lines = [line[6:] for line in s.iter_lines() if line.startswith("data: ")]
+    assert lines[-1] == "[DONE]"
+    return [json.loads(line) for line in lines[:-1]]
+
+
+def test_server_wide_request_defaults(engine: FakeEngine) -> None:
+    """--enable-force-include-usage, --return-tokens-as-token-ids,
+    --default-chat-template-kwargs, --exclude-tools-when-tool-choice-none,
+    --trust-request-chat-template."""
+    srv = start_server(
+        engine,
+        enable_force_include_usage=True,
+        return_tokens_as_token_ids=True,
+        default_chat_template_kwargs={"greeting": "ahoy"},
+        exclude_tools_when_tool_choice_none=True,
+        trust_request_chat_template=True,
+    )
+    try:
+        chunks = _data_lines(
+            srv, "/v1/completions", {"prompt": "hi", "max_tokens": 2, "stream": True}
+        )
+        assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["completion_tokens"] == 2
+        r = httpx.post(
+            srv.url + "/v1/completions", json={"prompt": "hi", "max_tokens": 2, "logprobs": 1}
+        )
+        assert all(t.startswith("token_id:") for t in r.json()["choices"][0]["logprobs"]["tokens"])
+        template = "{{ greeting }}{% for m in messages %} {{ m['content'] }}{% endfor %}"
+        template += "{% if tools %} TOOLS{% endif %}"
+        msgs = [{"role": "user", "content": "hi"}]
+        tokens = httpx.post(
+            srv.url + "/tokenize",
+            json={"messages": msgs, "chat_template_kwargs": {}, "add_generation_prompt": False},
+        )
+        assert tokens.status_code == 200
+        engine.tokenizer.chat_template, saved = template, engine.tokenizer.chat_template
+        try:
+            tools = [{"type": "function", "function": {"name": "f", "parameters": {}}}]
+            body = {"messages": msgs, "max_tokens": 1, "tools": tools, "tool_choice": "none"}
+            assert httpx.post(srv.url + "/v1/chat/completions", json=body).status_code == 200
+            prompt = engine.last_request[0] if engine.last_request else None
+            text = prompt.get("prompt") if isinstance(prompt, dict) else prompt
+            assert text == "ahoy hi"  # the default kwargs, and no tools in the prompt
+            own = {**body, "chat_template_kwargs": {"greeting": "hello"}}
+            httpx.post(srv.url + "/v1/chat/completions", json=own)
+            prompt = engine.last_request[0] if engine.last_request else None
+            text = prompt.get("prompt") if isinstance(prompt, dict) else prompt
+            assert text == "hello hi"  # the request's own win
+            mine = {**body, "chat_template": "[{{ messages[0]['content'] }}]"}
+            assert httpx.post(srv.url + "/v1/chat/completions", json=mine).status_code == 200
+            prompt = engine.last_request[0] if engine.last_request else None
+            text = prompt.get("prompt") if isinstance(prompt, dict) else prompt
+            assert text == "[hi]"  # trusted: the request's own template
+            tokenize = {"messages": msgs, "chat_template": mine["chat_template"]}
+            tokens = httpx.post(srv.url + "/tokenize", json=tokenize)
+            assert tokens.json()["tokens"] == engine.tokenizer.encode(
+                "[hi]", add_special_tokens=False
+            )
+            # /tokenize hands tools to the template too (counted like chat's prompt).
+            counted = {"messages": msgs, "tools": tools, "chat_template": "{{ tools|length }}"}
+            assert httpx.post(srv.url + "/tokenize", json=counted).json()["tokens"] == (
+                engine.tokenizer.encode("1", add_special_tokens=False)
+            )
+        finally:
+            engine.tokenizer.chat_template = saved
+    finally:
+        srv.stop()
+
+
+def test_invocations_routes_by_body(server: ServerThread) -> None:
+    """SageMaker's POST /invocations (with /ping): chat with messages, completion with prompt."""
+    chat = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
+    r = httpx.post(server.url + "/invocations", json=chat)
+    assert r.status_code == 200 and r.json()["object"] == "chat.completion"
+    r = httpx.post(server.url + "/invocations", json={"prompt": "hi", "max_tokens": 2})
+    assert r.status_code == 200 and r.json()["object"] == "text_completion"
+    r = httpx.post(server.url + "/invocations", json={"input": "hi"})
+    assert r.status_code == 400 and r.json()["error"]["type"] == "BadRequestError"
+
+
+def test_generation_config_defaults(tmp_path: Path) -> None:
+    """--generation-config DIR / --override-generation-config: the sampling fields a request
+    leaves out; a request's own values win; vllm: OpenAI's defaults."""
+    import json
+
+    (tmp_path / "generation_config.json").write_text(
+        json.dumps({"temperature": 0.25, "top_p": 0.5, "do_sample": True, "eos_token_id": 0})
+    )
+    fake = FakeEngine()
+    srv = start_server(
+        fake, generation_config=str(tmp_path), override_generation_config={"top_k": 7}
+    )
+    try:
+        body: dict[str, Any] = {"prompt": "hi", "max_tokens": 1}
+        assert httpx.post(srv.url + "/v1/completions", json=body).status_code == 200
+        params = fake.last_request[1] if fake.last_request else None
+        assert params is not None
+        assert (params.temperature, params.top_p, params.top_k) == (0.25, 0.5, 7)
+        own = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 1, "top_p": 0.9}
+        assert httpx.post(srv.url + "/v1/chat/completions", json=own).status_code == 200
+        params = fake.last_request[1] if fake.last_request else None
+        assert params is not None and (params.temperature, params.top_p) == (0.25, 0.9)
+    finally:
+        srv.stop()
+    plain = FakeEngine()
+    srv = start_server(plain, generation_config="vllm")
+    try:
+        httpx.post(srv.url + "/v1/completions", json={"prompt": "hi", "max_tokens": 1})
+        params = plain.last_request[1] if plain.last_request else None
+        assert params is not None and (params.temperature, params.top_p) == (1.0, 1.0)
+    finally:
+        srv.stop()
+    with pytest.raises(RuntimeError):  # a key that is no sampling field: start-up fails
+        start_server(FakeEngine(), override_generation_config={"max_new_tokens": 5})

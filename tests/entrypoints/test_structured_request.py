@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from actorllm.core.chat_template import messages_for_template
 from actorllm.core.errors import InvalidRequestError
-from actorllm.core.input_processor import messages_for_template
 from actorllm.entrypoints.openai.structured_request import (
     ToolSettings,
     plan_tools,

@@ -84,6 +84,7 @@ class InputProcessorActor(Actor[InputMsg]):
             prompt_token_ids=processed.prompt_token_ids,
             eos_token_id=processed.eos_token_id,
             children=[(c.child_id, c.params) for c in children],
+            cache_salt=processed.cache_salt,
         )
         await self.ctx.refs.output_processor.send(
             RegisterRequest(
@@ -104,6 +105,7 @@ class InputProcessorActor(Actor[InputMsg]):
                     arrival_time=msg.arrival_time,
                     priority=msg.priority,
                     children=children,
+                    cache_salt=processed.cache_salt,
                 )
             )
         )

@@ -18,6 +18,7 @@ import os
 from typing import Any
 
 from actorllm.entrypoints.commands import vllm_compat
+from actorllm.entrypoints.commands.config_file import ConfigFileAction
 from actorllm.entrypoints.commands.engine_args import (
     add_engine_arguments,
     describe_error,
@@ -25,6 +26,7 @@ from actorllm.entrypoints.commands.engine_args import (
 )
 from actorllm.entrypoints.commands.struct_flags import Groups, add_struct_flags, given
 from actorllm.entrypoints.openai.app import AppSettings
+from actorllm.entrypoints.openai.middleware import load_middleware
 from actorllm.entrypoints.server import ServerSettings
 
 HELP = "serve a model over an OpenAI-compatible HTTP API"
@@ -57,6 +59,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="no periodic stats log lines (--log-interval 0)",
     )
     add_engine_arguments(parser)
+    frontend.add_argument(
+        "--config",
+        action=ConfigFileAction,
+        default=argparse.SUPPRESS,
+        metavar="FILE.yaml",
+        help="read flags from a YAML file of flag: value (vLLM's form); the command line wins",
+    )
     vllm_compat.add_foreign_flags(parser)
 
 
@@ -87,6 +96,7 @@ def _startup_notes(args: argparse.Namespace, device: str) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     try:
         settings = server_settings(args)
+        load_middleware(settings.app.middleware)  # an import error stops the launch now
         config = engine_config(args)
         notes = _startup_notes(args, config.resolved_device())
     except ValueError as exc:

@@ -5,8 +5,11 @@ Theory of operation: a settings struct (``EngineConfig``, ``ServerSettings``,
 
 * its fields and types (``msgspec.structs.fields``) give each flag's name, parser and
   choices: ``bool`` -> ``--x`` / ``--no-x``; ``Literal`` -> choices; ``int`` fields named
-  ``*_bytes`` take sizes (``512MiB``); ``list[str]`` takes a JSON list or a comma list;
-  ``X | None`` parses as ``X``. Other types cannot be flags: name them in ``exclude``;
+  ``*_bytes`` take sizes (``512MiB``); ``list[str]`` takes a JSON list or a comma list
+  (or, for a field in the struct's ``CLI_APPEND``, one value per repeated flag);
+  ``str | list[str]`` takes several values (``--api-key a b``, vLLM's form) and repeats;
+  ``dict[str, Any]`` takes a JSON object; ``X | None`` parses as ``X``. Other types cannot
+  be flags: name them in ``exclude``;
 * the string literal written under a field (a field docstring, as in vLLM's configs) is the
   flag's help text, read with ``ast`` from the class source;
 * a section comment ``# -- Name ---`` opens the ``--help`` group ``Name`` (vLLM's config
@@ -95,16 +98,34 @@ def str_list(text: str) -> list[str]:
     return [part.strip() for part in text.split(",") if part.strip()]
 
 
+def json_object(text: str) -> dict[str, Any]:
+    """A JSON object (vLLM's form for dict-valued flags)."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"not JSON: {exc}") from exc
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"not a JSON object: {text}")
+    return value
+
+
 def _without_none(tp: Any) -> Any:
     if get_origin(tp) in (Union, types.UnionType):
         members = [a for a in get_args(tp) if a is not type(None)]
         if len(members) == 1:
             return members[0]
+        return Union[tuple(members)]  # noqa: UP007 - rebuilt from a runtime tuple
     return tp
 
 
-def _parser_kwargs(info: msgspec.structs.FieldInfo) -> dict[str, Any]:
+def _parser_kwargs(info: msgspec.structs.FieldInfo, append: Collection[str]) -> dict[str, Any]:
     tp = _without_none(info.type)
+    if tp == Union[str, list[str]]:  # noqa: UP007
+        return {"nargs": "+", "action": "extend", "type": str}
+    if get_origin(tp) is dict and get_args(tp)[:1] == (str,):
+        return {"type": json_object, "metavar": "JSON"}
+    if get_origin(tp) is list and get_args(tp) == (str,) and info.name in append:
+        return {"action": "append", "type": str}
     if tp is bool:
         return {"action": argparse.BooleanOptionalAction}
     if get_origin(tp) is Literal:
@@ -149,14 +170,24 @@ def add_struct_flags(
     """Add one flag per field of ``cls`` (less ``exclude``) to ``parser``, in the groups of
     the struct's section comments. ``aliases`` adds extra option strings (``-tp``)."""
     docs = field_docs(cls)
+    append: Collection[str] = getattr(cls, "CLI_APPEND", frozenset())
     for info in flag_fields(cls, exclude):
         doc = docs.get(info.name, FieldDoc("", ""))
         help_text = doc.help
         if "default" not in help_text.lower():  # the docstring may say it better itself
             help_text += f" (default: {_default_text(info)})"
         flag = flag_for(info.name)
-        kwargs = _parser_kwargs(info)
-        if "action" not in kwargs and "choices" not in kwargs:
+        kwargs = _parser_kwargs(info, append)
+        if (
+            "metavar" not in kwargs
+            and "choices" not in kwargs
+            and kwargs.get("action")
+            in (
+                None,
+                "extend",
+                "append",
+            )
+        ):
             kwargs.setdefault("metavar", flag[2:].replace("-", "_").upper())
         _group(parser, groups, doc.group or default_group).add_argument(
             flag,

@@ -30,36 +30,125 @@ class Foreign:
     flags: tuple[str, ...]
     verdict: Literal["ignore", "refuse"]
     reason: str
-    takes_value: bool = True
+    nargs: int | str | None = None  # argparse's: None one value, 0 a switch, "+" several
     same: tuple[str, ...] = ()  # values that ask for what actorllm does anyway
 
+    @property
+    def switch(self) -> bool:
+        return self.nargs == 0
 
-def _i(*flags: str, why: str, value: bool = True) -> Foreign:
-    return Foreign(flags, "ignore", why, takes_value=value)
+
+def _i(*flags: str, why: str, value: bool = True, nargs: str | None = None) -> Foreign:
+    return Foreign(flags, "ignore", why, nargs=nargs if value else 0)
 
 
 def _r(*flags: str, why: str, value: bool = True, same: tuple[str, ...] = ()) -> Foreign:
-    return Foreign(flags, "refuse", why, takes_value=value, same=same)
+    return Foreign(flags, "refuse", why, nargs=None if value else 0, same=same)
 
+
+_TEXT = "actorllm serves text-generation models only"
+_NO_MM = "there are no multimodal inputs"
+_NO_LORA = "LoRA adapters are not supported (--enable-lora is refused)"
+_NO_EP = "experts are not sharded: each replica holds every expert of a MoE model"
+_ONE_NODE = "data-parallel replicas all run in this process (--data-parallel-size)"
+_NO_GRAPH_SIZES = "the CUDA-graph batch sizes are fixed"
+_NO_TRACES = "OpenTelemetry tracing is not supported"
+_SPEC_SIZING = "speculative decoding is not supported (--speculative-model is refused)"
+_NO_REMOTE = "actorllm runs only its own model code"
+_EMPTY = ("{}", "null", "None")
 
 FOREIGN: list[Foreign] = [
     # -- no meaning here: warn and go on ----------------------------------------------------
-    _i("--trust-remote-code", value=False, why="actorllm runs only its own model code"),
+    # ModelConfig / LoadConfig
+    _i("--trust-remote-code", value=False, why=_NO_REMOTE),
+    _i("--code-revision", why=_NO_REMOTE),
+    _i("--allowed-local-media-path", why=_NO_MM),
+    _i("--allowed-media-domains", why=_NO_MM, nargs="+"),
+    _i("--disable-sliding-window", value=False, why="sliding windows are always honoured"),
+    _i("--disable-cascade-attn", value=False, why="there is no cascade attention"),
+    _i("--safetensors-load-strategy", why="weights load with safetensors' own strategy"),
+    _i(
+        "--ignore-patterns",
+        why="only configs, safetensors and tokenizer files are ever fetched",
+        nargs="+",
+    ),
+    _i("--use-tqdm-on-load", value=False, why="weights load without a progress bar"),
+    _i("--pt-load-map-location", why="only safetensors weights are loaded"),
+    _i("--max-parallel-loading-workers", why="weights load in one worker"),
+    _i("--enable-sleep-mode", value=False, why="sleep/wake_up are always built in (dev mode)"),
+    # ParallelConfig
+    _i("--distributed-executor-backend", why="one process: nothing is distributed"),
+    _i("--disable-custom-all-reduce", value=False, why="there is no tensor-parallel all-reduce"),
+    _i("--ray-workers-use-nsight", value=False, why="there are no Ray workers"),
+    _i("--data-parallel-address", "-dpa", why=_ONE_NODE),
+    _i("--data-parallel-rpc-port", "-dpp", why=_ONE_NODE),
+    _i("--disable-nccl-for-dp-synchronization", value=False, why=_ONE_NODE),
+    _i("--enable-expert-parallel", value=False, why=_NO_EP),
+    _i("--all2all-backend", why=_NO_EP),
+    _i("--enable-eplb", value=False, why=_NO_EP),
+    _i("--eplb-config", why=_NO_EP),
+    _i("--expert-placement-strategy", why=_NO_EP),
+    _i("--num-redundant-experts", why=_NO_EP),
+    _i("--eplb-window-size", why=_NO_EP),
+    _i("--eplb-step-interval", why=_NO_EP),
+    _i("--eplb-log-balancedness", value=False, why=_NO_EP),
+    _i("--enable-dbo", value=False, why="dual-batch overlap is for expert-parallel all2all"),
+    _i("--dbo-decode-token-threshold", why="dual-batch overlap is for expert-parallel all2all"),
+    _i("--dbo-prefill-token-threshold", why="dual-batch overlap is for expert-parallel all2all"),
+    _i("--enable-multimodal-encoder-data-parallel", value=False, why=_NO_MM),
+    # CacheConfig
+    _i("--swap-space", why="preempted requests are recomputed, never swapped"),
+    _i("--prefix-caching-hash-algo", why="the prefix cache's hash is fixed"),
+    _i("--calculate-kv-scales", value=False, why="the KV cache is not quantized"),
+    _i("--kv-sharing-fast-prefill", value=False, why="no supported model shares KV layers"),
+    _i("--mamba-block-size", why="no supported model has Mamba layers"),
+    # MultiModalConfig
+    _i("--limit-mm-per-prompt", why=_NO_MM),
+    _i("--enable-mm-embeds", value=False, why=_NO_MM),
+    _i("--media-io-kwargs", why=_NO_MM),
+    _i("--mm-processor-kwargs", why=_NO_MM),
+    _i("--mm-processor-cache-gb", why=_NO_MM),
+    _i("--disable-mm-preprocessor-cache", value=False, why=_NO_MM),
+    _i("--mm-processor-cache-type", why=_NO_MM),
+    _i("--mm-shm-cache-max-object-size-mb", why=_NO_MM),
+    _i("--mm-encoder-tp-mode", why=_NO_MM),
+    _i("--mm-encoder-attn-backend", why=_NO_MM),
+    _i("--interleave-mm-strings", value=False, why=_NO_MM),
+    _i("--skip-mm-profiling", value=False, why=_NO_MM),
+    _i("--video-pruning-rate", why=_NO_MM),
+    _i("--disable-chunked-mm-input", value=False, why=_NO_MM),
+    # LoRAConfig: only with --enable-lora, which is refused
+    _i("--max-loras", why=_NO_LORA),
+    _i("--max-lora-rank", why=_NO_LORA),
+    _i("--lora-extra-vocab-size", why=_NO_LORA),
+    _i("--lora-dtype", why=_NO_LORA),
+    _i("--max-cpu-loras", why=_NO_LORA),
+    _i("--fully-sharded-loras", value=False, why=_NO_LORA),
+    _i("--default-mm-loras", why=_NO_LORA),
+    # CompilationConfig / VllmConfig
+    _i("--compilation-config", "-O", why="there is no torch.compile; see --enforce-eager"),
+    _i("--cuda-graph-sizes", why=_NO_GRAPH_SIZES, nargs="+"),
+    _i("--cudagraph-capture-sizes", why=_NO_GRAPH_SIZES, nargs="+"),
+    _i("--max-cudagraph-capture-size", why=_NO_GRAPH_SIZES),
+    _i("--max-seq-len-to-capture", why="CUDA graphs capture decode steps of any length"),
+    _i("--additional-config", why="there are no platform plugins"),
+    # ObservabilityConfig / logging
+    _i("--show-hidden-metrics-for-version", why="no metric is hidden"),
+    _i("--aggregate-engine-logging", value=False, why="the stats line is always aggregated"),
     _i("--disable-uvicorn-access-log", value=False, why="there is no access log"),
     _i("--disable-access-log-for-endpoints", why="there is no access log"),
+    _i(
+        "--log-error-stack",
+        value=False,
+        why="server errors (500) are always logged with their stack; client errors are not",
+    ),
+    _i("--enable-server-load-tracking", value=False, why="there is no /load endpoint"),
+    # Frontend
     _i(
         "--disable-frontend-multiprocessing",
         value=False,
         why="the server and the engine always share one process",
     ),
-    _i("--swap-space", why="preempted requests are recomputed, never swapped"),
-    _i("--disable-custom-all-reduce", value=False, why="there is no tensor-parallel all-reduce"),
-    _i("--distributed-executor-backend", why="one process: nothing is distributed"),
-    _i("--max-parallel-loading-workers", why="weights load in one worker"),
-    _i("--enable-sleep-mode", value=False, why="sleep/wake_up are always built in (dev mode)"),
-    _i("--compilation-config", "-O", why="there is no torch.compile; see --enforce-eager"),
-    _i("--cuda-graph-sizes", why="the CUDA-graph batch sizes are fixed"),
-    _i("--max-seq-len-to-capture", why="CUDA graphs capture decode steps of any length"),
     _i(
         "--disable-async-output-proc",
         value=False,
@@ -70,30 +159,88 @@ FOREIGN: list[Foreign] = [
     _i("--enable-request-id-headers", value=False, why="X-Request-Id is always echoed"),
     _i("--disable-fastapi-docs", value=False, why="there is no docs UI (/openapi.json only)"),
     _i("--h11-max-header-count", why="hypercorn has no header-count limit"),
-    _i("--disable-sliding-window", value=False, why="no supported model uses sliding windows"),
-    _i("--disable-cascade-attn", value=False, why="there is no cascade attention"),
-    _i("--disable-chunked-mm-input", value=False, why="there are no multimodal inputs"),
-    _i("--prefix-caching-hash-algo", why="the prefix cache's hash is fixed"),
+    # newer vLLM frontends
+    _i("--enable-offline-docs", value=False, why="there is no docs UI (/openapi.json only)"),
+    _i("--enable-log-deltas", value=False, why="outputs are logged once, when complete"),
+    _i("--enable-flash-late-interaction", value=False, why="there is no pooling / scoring"),
+    _i("--cohere-is-reasoning-model", value=False, why="there are no Cohere endpoints"),
+    _i("--cohere-format", why="there are no Cohere endpoints"),
+    _i("--fingerprint-mode", why="system_fingerprint is always null"),
+    _i("--fingerprint-value", why="system_fingerprint is always null"),
+    _i("--data-parallel-supervisor-port", why=_ONE_NODE),
+    _i("--dp-supervisor-probe-interval-s", why=_ONE_NODE),
+    _i("--dp-supervisor-probe-timeout-s", why=_ONE_NODE),
+    _i("--dp-supervisor-probe-failure-threshold", why=_ONE_NODE),
+    # older vLLM (0.6 - 0.10): flags since removed there
+    _i("--scheduler-delay-factor", why="the scheduler never delays prompts"),
+    _i("--tokenizer-pool-size", why="tokenization runs in the input-processor actor"),
+    _i("--tokenizer-pool-type", why="tokenization runs in the input-processor actor"),
+    _i("--tokenizer-pool-extra-config", why="tokenization runs in the input-processor actor"),
+    _i("--multi-step-stream-outputs", value=False, why="there is no multi-step scheduling"),
+    _i("--max-context-len-to-capture", why="CUDA graphs capture decode steps of any length"),
+    _i("--quantization-param-path", why="the KV cache is not quantized"),
+    _i("--intial-incremental-detokenization-offset", why="detokenization is exact"),
+    _i("--override-neuron-config", why="there is no Neuron support"),
+    _i("--enable-lora-bias", value=False, why=_NO_LORA),
+    _i("--long-lora-scaling-factors", why=_NO_LORA),
+    _i("--max-prompt-adapters", why="prompt adapters are not supported"),
+    _i("--max-prompt-adapter-token", why="prompt adapters are not supported"),
+    _i("--num-speculative-tokens", why=_SPEC_SIZING),
+    _i("--speculative-draft-tensor-parallel-size", why=_SPEC_SIZING),
+    _i("--speculative-max-model-len", why=_SPEC_SIZING),
+    _i("--speculative-disable-by-batch-size", why=_SPEC_SIZING),
+    _i("--speculative-model-quantization", why=_SPEC_SIZING),
+    _i("--speculative-disable-mqa-scorer", value=False, why=_SPEC_SIZING),
+    _i("--ngram-prompt-lookup-max", why=_SPEC_SIZING),
+    _i("--ngram-prompt-lookup-min", why=_SPEC_SIZING),
+    _i("--spec-decoding-acceptance-method", why=_SPEC_SIZING),
+    _i("--typical-acceptance-sampler-posterior-threshold", why=_SPEC_SIZING),
+    _i("--typical-acceptance-sampler-posterior-alpha", why=_SPEC_SIZING),
+    _i("--disable-logprobs-during-spec-decoding", why=_SPEC_SIZING),
     # -- features not built: the default value is fine, anything else is refused ------------
+    _r("--speculative-model", why="speculative decoding is not supported"),
+    _r("--enable-prompt-adapter", value=False, why="prompt adapters are not supported"),
+    _r("--prompt-adapters", why="prompt adapters are not supported"),
+    _r("--worker-use-ray", value=False, why="there are no Ray workers"),
+    _r("--engine-use-ray", value=False, why="the engine runs in the server's process"),
     _r("--tokenizer-mode", why="only Hugging Face tokenizers are supported", same=("auto", "hf")),
+    _r("--skip-tokenizer-init", value=False, why="the server needs the tokenizer"),
+    _r("--hf-config-path", why="config.json is read from the model's own directory"),
+    _r("--config-format", why="only Hugging Face configs are read", same=("auto", "hf")),
+    _r("--model-impl", why="only actorllm's own model code runs", same=("auto",)),
+    _r("--logprobs-mode", why="logprobs are the model's raw ones", same=("raw_logprobs",)),
+    _r("--enable-prompt-embeds", value=False, why="prompt embeddings are not supported"),
     _r("--kv-cache-dtype", why="the KV cache uses the model's dtype", same=("auto",)),
+    _r("--mamba-cache-dtype", why="no supported model has Mamba layers", same=("auto",)),
+    _r("--mamba-ssm-cache-dtype", why="no supported model has Mamba layers", same=("auto",)),
+    _r("--override-attention-dtype", why="attention runs in the model's dtype"),
     _r("--quantization", "-q", why="quantized models are not supported", same=("None", "none")),
-    _r("--task", why="only text generation is supported", same=("auto", "generate")),
-    _r("--runner", why="only text generation is supported", same=("auto", "generate")),
-    _r("--convert", why="only text generation is supported", same=("auto", "none")),
+    _r("--model-loader-extra-config", why="there are no model loader options", same=_EMPTY),
+    _r("--task", why=_TEXT, same=("auto", "generate")),
+    _r("--runner", why=_TEXT, same=("auto", "generate")),
+    _r("--convert", why=_TEXT, same=("auto", "none")),
+    _r("--pooler-config", why=_TEXT, same=_EMPTY),
+    _r("--override-pooler-config", why=_TEXT, same=_EMPTY),
+    _r("--io-processor-plugin", why=_TEXT),
     _r("--enable-lora", value=False, why="LoRA adapters are not supported"),
     _r("--lora-modules", why="LoRA adapters are not supported"),
-    _r("--speculative-config", why="speculative decoding is not supported"),
-    _r("--enable-auto-tool-choice", value=False, why="tool calling is not supported yet"),
-    _r("--tool-call-parser", why="tool calling is not supported yet"),
-    _r("--reasoning-parser", why="reasoning parsers are not supported yet"),
-    _r("--otlp-traces-endpoint", why="OpenTelemetry tracing is not supported"),
-    _r("--uds", why="serving on a Unix socket is not supported"),
+    _r("--speculative-config", why="speculative decoding is not supported", same=_EMPTY),
+    _r("--otlp-traces-endpoint", why=_NO_TRACES),
+    _r("--collect-detailed-traces", why=_NO_TRACES),
     _r("--headless", value=False, why="multi-node data parallelism is not supported"),
+    _r("--data-parallel-rank", "-dpn", why="external data-parallel load balancing is not built"),
+    _r("--data-parallel-start-rank", "-dpr", why=_ONE_NODE, same=("0",)),
+    _r("--data-parallel-backend", "-dpb", why=_ONE_NODE, same=("mp",)),
+    _r("--data-parallel-hybrid-lb", value=False, why=_ONE_NODE),
+    _r("--data-parallel-external-lb", value=False, why=_ONE_NODE),
+    _r("--decode-context-parallel-size", "-dcp", why="one worker per replica", same=("1",)),
+    _r("--worker-cls", why="actorllm's worker is fixed", same=("auto",)),
+    _r("--worker-extension-cls", why="workers cannot be extended", same=("",)),
+    _r("--scheduler-cls", why="actorllm's scheduler is fixed"),
     _r("--api-server-count", "-asc", why="one API server process only", same=("1",)),
-    _r("--middleware", why="extra ASGI middleware is not supported"),
-    _r("--hf-overrides", why="model config overrides are not supported"),
-    _r("--rope-scaling", why="rope scaling overrides are not supported"),
+    _r("--grpc", value=False, why="only the HTTP server is built"),
+    _r("--hf-overrides", why="model config overrides are not supported", same=_EMPTY),
+    _r("--rope-scaling", why="rope scaling overrides are not supported", same=_EMPTY),
     _r("--rope-theta", why="rope overrides are not supported"),
     _r("--num-scheduler-steps", why="multi-step scheduling is not supported", same=("1",)),
     _r("--max-num-partial-prefills", why="one partial prefill at a time", same=("1",)),
@@ -102,15 +249,24 @@ FOREIGN: list[Foreign] = [
     _r("--cpu-offload-gb", why="weights cannot be offloaded to CPU", same=("0",)),
     _r("--num-lookahead-slots", why="speculative decoding is not supported", same=("0",)),
     _r("--max-logprobs", why="at most 20 logprobs per token (OpenAI's limit)", same=("20",)),
-    _r("--generation-config", why="defaults come from the model's files", same=("auto",)),
-    _r("--override-generation-config", why="generation defaults cannot be overridden"),
-    _r("--limit-mm-per-prompt", why="multimodal inputs are not supported"),
-    _r("--kv-events-config", why="KV cache events are not published"),
+    _r("--logits-processor-pattern", why="custom logits processors are not supported"),
+    _r("--logits-processors", why="custom logits processors are not supported"),
+    _r("--kv-events-config", why="KV cache events are not published", same=_EMPTY),
+    _r(
+        "--guided-decoding-disable-additional-properties",
+        why="JSON schemas are enforced as written",
+        same=("false", "False", "0", ""),
+    ),
     _r(
         "--chat-template-content-format",
         why="message content is passed to the template as sent",
         same=("auto",),
     ),
+    _r("--tool-server", why="built-in tool servers are not supported"),
+    _r("--enable-ssl-refresh", value=False, why="certificates are read once at start-up"),
+    _r("--enable-tokenizer-info-endpoint", value=False, why="there is no /tokenizer_info"),
+    _r("--enable-per-request-metrics", value=False, why="responses carry no per-request timing"),
+    _r("--tokens-only", value=False, why="there is no tokens-in/tokens-out-only mode"),
 ]
 
 
@@ -119,7 +275,7 @@ class _Record(argparse.Action):
 
     def __init__(self, option_strings: Sequence[str], dest: str, foreign: Foreign, **kw: Any):
         self.foreign = foreign
-        super().__init__(option_strings, dest, nargs=None if foreign.takes_value else 0, **kw)
+        super().__init__(option_strings, dest, nargs=foreign.nargs, **kw)
 
     def __call__(
         self,
@@ -129,7 +285,13 @@ class _Record(argparse.Action):
         option_string: str | None = None,
     ) -> None:
         notes = list(getattr(namespace, NOTES_DEST, []))
-        value = values if isinstance(values, str) else None
+        if isinstance(values, list):
+            value: str | None = " ".join(values) if values else None
+        else:
+            value = values if isinstance(values, str) else None
+        if option_string is not None and option_string.startswith("--no-"):
+            # --no-x asks for x off: what actorllm does (it has no x at all).
+            return
         notes.append((self.foreign.verdict, option_string, value, self.foreign))
         setattr(namespace, NOTES_DEST, notes)
 
@@ -144,6 +306,9 @@ def add_foreign_flags(parser: argparse.ArgumentParser) -> None:
         flags = [f for f in foreign.flags if f not in taken]
         if not flags:
             continue
+        if foreign.switch:  # vLLM's switches also come as --no-x (BooleanOptionalAction)
+            flags += [f"--no-{f[2:]}" for f in flags if f.startswith("--")]
+            flags = [f for f in flags if f not in taken]
         verb = "ignored with a warning" if foreign.verdict == "ignore" else "refused"
         note = f"{verb}: {foreign.reason}"
         if foreign.same:
@@ -155,7 +320,7 @@ def add_foreign_flags(parser: argparse.ArgumentParser) -> None:
             dest=NOTES_DEST + "_unused",
             default=argparse.SUPPRESS,
             help=note,
-            metavar=None if not foreign.takes_value else "VALUE",
+            metavar=None if foreign.switch else "VALUE",
         )
 
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
-from typing import Any, TypeVar, final
+from pathlib import Path
+from typing import Any, ClassVar, TypeVar, final
 
 import anyio
 import msgspec
@@ -32,16 +33,22 @@ from actorllm.entrypoints.openai import protocol as p
 from actorllm.entrypoints.openai.engine_client import EngineClient
 from actorllm.entrypoints.openai.errors import APIError, bad_request, to_api_error
 from actorllm.entrypoints.openai.fields import decode_request
+from actorllm.entrypoints.openai.generation_defaults import sampling_defaults
 from actorllm.entrypoints.openai.middleware import (
     APIKeyMiddleware,
     BodyLimitMiddleware,
     RequestIdMiddleware,
     RootPathMiddleware,
+    load_middleware,
     request_id_of,
 )
 from actorllm.entrypoints.openai.openapi import Served, openapi_document
 from actorllm.entrypoints.openai.serving_chat import create_chat_completion
-from actorllm.entrypoints.openai.serving_common import ServingContext, json_response
+from actorllm.entrypoints.openai.serving_common import (
+    ServingContext,
+    ServingDefaults,
+    json_response,
+)
 from actorllm.entrypoints.openai.serving_completion import create_completion
 from actorllm.entrypoints.openai.serving_tokenize import detokenize, tokenize
 from actorllm.entrypoints.openai.streams import ClientDisconnected
@@ -57,10 +64,12 @@ class AppSettings(msgspec.Struct, kw_only=True):
     """HTTP-side settings (the engine's are in ``EngineConfig``). ``actorllm serve``'s flags
     for them are generated from these fields and docstrings."""
 
+    CLI_APPEND: ClassVar[frozenset[str]] = frozenset({"middleware"})  # one value per flag
+
     # -- Frontend ---------------------------------------------------------------------------
-    api_key: str | None = None
+    api_key: str | list[str] | None = None
     """Require ``Authorization: Bearer KEY`` on /v1/* (default: $ACTORLLM_API_KEY or
-    $VLLM_API_KEY)."""
+    $VLLM_API_KEY); several keys (``--api-key a b``): any one of them is accepted."""
     max_body_bytes: int = 16 * 2**20
     """Requests with a larger body are refused with 413."""
     dev_mode: bool = False
@@ -82,14 +91,49 @@ class AppSettings(msgspec.Struct, kw_only=True):
     """CORS: allow cookies and Authorization on cross-origin requests."""
     response_role: str = "assistant"
     """The role of the messages chat completions return."""
+    return_tokens_as_token_ids: bool = False
+    """Logprob tokens as 'token_id:N' for every request (as if each set the request field
+    return_tokens_as_token_ids)."""
+    enable_force_include_usage: bool = False
+    """Every stream ends with a usage chunk, whether or not the request asked for one with
+    stream_options.include_usage."""
+    default_chat_template_kwargs: dict[str, Any] | None = None
+    """Chat template variables for every chat request, e.g. '{"enable_thinking": false}'; a
+    request's own chat_template_kwargs win."""
+    exclude_tools_when_tool_choice_none: bool = False
+    """With tool_choice "none", leave the request's tools out of the prompt (by default
+    the chat template still shows them to the model)."""
+    trust_request_chat_template: bool = False
+    """Accept a request's own chat_template (chat completions, /tokenize); without it such
+    a request is refused (400). A template runs with the server's rights: trust the
+    clients."""
     enable_log_requests: bool = False
     """Log each request as it arrives (id, method, path, body up to max_log_len) and as it
     ends (status); --disable-log-requests turns it off."""
     max_log_len: int | None = None
-    """Log at most this many characters of a request body (default: all)."""
+    """Log at most this many characters of a request body, or of an output (default: all)."""
+    enable_log_outputs: bool = False
+    """Also log each completion's output text and finish reason when it is done (needs
+    enable_log_requests)."""
+    middleware: list[str] = msgspec.field(default_factory=list)
+    """Extra ASGI middleware, outermost, by import path (repeat the flag for several): a
+    class is built as cls(app); an async function f(request, call_next) wraps each HTTP
+    request."""
     metrics_prefix: str = "actorllm:"
     """Prometheus metric name prefix; vllm makes an existing vLLM Grafana dashboard work
     unchanged."""
+    # -- ModelConfig ------------------------------------------------------------------------
+    generation_config: str = "auto"
+    """Where requests' default sampling parameters (temperature, top_p, top_k, min_p,
+    repetition_penalty) come from: auto, the model's generation_config.json (as vLLM);
+    vllm, none (OpenAI's defaults); or a directory holding a generation_config.json. A
+    request's own values always win."""
+    override_generation_config: dict[str, Any] | None = None
+    """Default sampling parameters over generation_config's, e.g. '{"temperature": 0.6}'."""
+
+    def __post_init__(self) -> None:
+        if self.enable_log_outputs and not self.enable_log_requests:
+            raise ValueError("--enable-log-outputs needs --enable-log-requests.")
 
 
 @final
@@ -155,12 +199,28 @@ async def chat_completions(state: AppState, request: Request) -> Response:
     return await create_chat_completion(state.serving, req, request.receive)
 
 
+async def invocations(state: AppState, request: Request) -> Response:
+    """SageMaker's (and vLLM's) ``POST /invocations``: a chat request when the body has
+    ``messages``, a completion request when it has ``prompt``."""
+    try:
+        raw = msgspec.json.decode(await request.body())
+    except msgspec.DecodeError:
+        raw = None
+    if isinstance(raw, dict) and "messages" in raw:
+        return await chat_completions(state, request)
+    if isinstance(raw, dict) and "prompt" in raw:
+        return await completions(state, request)
+    raise bad_request("/invocations takes a chat request (messages) or a completion (prompt).")
+
+
 async def models(state: AppState, request: Request) -> Response:
     engine = state.serving.engine
-    card = p.ModelCard(
-        id=engine.model_name, created=0, root=engine.model_name, max_model_len=engine.max_model_len
-    )
-    return json_response(p.ModelList(data=[card]))
+    # One card per served name, as vLLM lists --served-model-name's aliases.
+    cards = [
+        p.ModelCard(id=name, created=0, root=engine.model_name, max_model_len=engine.max_model_len)
+        for name in engine.model_names
+    ]
+    return json_response(p.ModelList(data=cards))
 
 
 async def tokenize_route(state: AppState, request: Request) -> Response:
@@ -198,7 +258,12 @@ async def version(state: AppState, request: Request) -> Response:
 
 async def openapi(state: AppState, request: Request) -> Response:
     engine = state.serving.engine
-    served = Served(engine.max_model_len, engine.vocab_size, engine.config.scheduling_policy)
+    served = Served(
+        engine.max_model_len,
+        engine.vocab_size,
+        engine.config.scheduling_policy,
+        trust_request_chat_template=state.settings.trust_request_chat_template,
+    )
     settings = state.settings
     doc = openapi_document(
         dev_mode=settings.dev_mode, api_key=bool(settings.api_key), served=served
@@ -275,6 +340,7 @@ _ROUTES: list[tuple[str, Handler, str]] = [
     ("/health", health, "GET"),
     ("/ping", health, "GET"),  # vLLM's (SageMaker's) liveness probe, GET and POST
     ("/ping", health, "POST"),
+    ("/invocations", invocations, "POST"),  # SageMaker's inference route
     ("/metrics", metrics, "GET"),
     ("/version", version, "GET"),
     ("/openapi.json", openapi, "GET"),
@@ -307,15 +373,17 @@ async def _server_error(request: Request, exc: Exception) -> Response:
 
 
 def _middleware(settings: AppSettings) -> list[Middleware]:
-    """Outermost first: every response gets its X-Request-Id; CORS answers preflights before
-    the API key is asked for (browsers send none there); then the guards."""
-    stack = [
+    """Outermost first: the user's own (``--middleware``, outermost as in vLLM); every
+    response gets its X-Request-Id; CORS answers preflights before the API key is asked for
+    (browsers send none there); then the guards."""
+    stack = load_middleware(settings.middleware)
+    stack.append(
         Middleware(
             RequestIdMiddleware,
             log_requests=settings.enable_log_requests,
             max_log_len=settings.max_log_len,
         )
-    ]
+    )
     if settings.root_path:
         stack.append(Middleware(RootPathMiddleware, root_path=settings.root_path))
     if settings.allowed_origins:
@@ -333,6 +401,27 @@ def _middleware(settings: AppSettings) -> list[Middleware]:
         stack.append(Middleware(APIKeyMiddleware, api_key=settings.api_key))
     stack.append(Middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes))
     return stack
+
+
+def _model_dir(engine: EngineClient) -> Path | None:
+    """The served model's directory, for its generation_config.json (None if unknown)."""
+    resolve = getattr(engine.config, "resolved_model", None)
+    return Path(resolve()) if resolve is not None else None
+
+
+def serving_defaults(
+    settings: AppSettings, sampling: dict[str, float] | None = None
+) -> ServingDefaults:
+    return ServingDefaults(
+        sampling=dict(sampling or {}),
+        return_tokens_as_token_ids=settings.return_tokens_as_token_ids,
+        force_include_usage=settings.enable_force_include_usage,
+        chat_template_kwargs=dict(settings.default_chat_template_kwargs or {}),
+        exclude_tools_when_tool_choice_none=settings.exclude_tools_when_tool_choice_none,
+        trust_request_chat_template=settings.trust_request_chat_template,
+        log_outputs=settings.enable_log_outputs,
+        max_log_len=settings.max_log_len,
+    )
 
 
 def build_app(engine_factory: EngineFactory, settings: AppSettings | None = None) -> Starlette:
@@ -355,7 +444,12 @@ def build_app(engine_factory: EngineFactory, settings: AppSettings | None = None
                 )
                 try:
                     chat = ChatSetup.from_config(engine.config)
-                except Exception as exc:  # a bad parser name or plugin: the server cannot start
+                    sampling = sampling_defaults(
+                        settings.generation_config,
+                        settings.override_generation_config,
+                        _model_dir(engine),
+                    )
+                except Exception as exc:  # a bad parser, plugin or generation config
                     state.startup_error = exc
                     raise
                 state.ctx = ServingContext(
@@ -363,6 +457,7 @@ def build_app(engine_factory: EngineFactory, settings: AppSettings | None = None
                     metrics=metrics,
                     chat=chat,
                     response_role=settings.response_role,
+                    defaults=serving_defaults(settings, sampling),
                 )
                 async with anyio.create_task_group() as tg:
                     if settings.log_interval_s > 0:

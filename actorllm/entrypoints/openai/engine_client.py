@@ -22,6 +22,9 @@ class EngineClient(Protocol):
     def model_name(self) -> str: ...
 
     @property
+    def model_names(self) -> list[str]: ...  # model_name first, then its aliases
+
+    @property
     def tokenizer(self) -> Any: ...
 
     @property

@@ -66,6 +66,7 @@ UNSUPPORTED: dict[str, Refusal] = {
     "function_call": Refusal(_FUNCTIONS, (None, "none")),
     # reasoning effort is a chat-template input of a few models (gpt-oss) we do not serve
     "reasoning_effort": Refusal("reasoning_effort"),
+    "thinking_token_budget": Refusal("a budget of thinking tokens"),
     # sampling this engine does not do
     "best_of": Refusal("ranking candidates (best_of other than n)", same_as="n"),
     "use_beam_search": Refusal("beam search", _FALSY),
@@ -76,12 +77,11 @@ UNSUPPORTED: dict[str, Refusal] = {
     # inputs and plumbing this server does not have
     "prompt_embeds": Refusal("prompt embeddings"),
     "mm_processor_kwargs": Refusal(_TEXT_ONLY, _FALSY),
+    "media_io_kwargs": Refusal(_TEXT_ONLY, _FALSY),
     "audio": Refusal(_TEXT_ONLY),
     "modalities": Refusal(_TEXT_ONLY, (None, ["text"])),
     "prediction": Refusal("predicted outputs"),
     "web_search_options": Refusal("web search"),
-    "chat_template": Refusal("a per-request chat template (start with --chat-template)"),
-    "cache_salt": Refusal("prefix-cache salting"),
     "kv_transfer_params": Refusal("per-request KV transfer"),
     "store": Refusal("stored completions", _FALSY),
     "metadata": Refusal("stored completions"),

@@ -1,5 +1,5 @@
 """Pure-ASGI middleware in front of the routes: request ids (and request logging), API key,
-request-body size.
+request-body size; and :func:`load_middleware` for the user's own (``--middleware``).
 
 The guards answer with OpenAI's error body themselves, before any handler runs, so a rejected
 request costs no parsing and never reaches the engine.
@@ -8,10 +8,15 @@ request costs no parsing and never reaches the engine.
 from __future__ import annotations
 
 import hmac
+import importlib
+import inspect
 import logging
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
+
+from starlette.middleware import Middleware
+from starlette.middleware.base import BaseHTTPMiddleware
 
 from actorllm.entrypoints.openai.errors import APIError
 
@@ -20,24 +25,31 @@ logger = logging.getLogger("actorllm.requests")
 
 
 class APIKeyMiddleware:
-    """401 unless ``Authorization: Bearer <key>`` matches, on ``/v1/*`` only (as vLLM does:
-    /health, /metrics, /version and the dev endpoints stay open for probes and scrapers).
+    """401 unless ``Authorization: Bearer <key>`` matches one of the keys, on ``/v1/*`` and
+    ``/invocations`` (the inference routes; unlike vLLM, which leaves /invocations open).
+    /health, /metrics, /version and the dev endpoints stay open for probes and scrapers.
 
-    The comparison is constant-time (``hmac.compare_digest``).
+    Each comparison is constant-time (``hmac.compare_digest``), and every key is compared,
+    so the time taken does not tell which key came close.
     """
 
-    def __init__(self, app: Any, api_key: str) -> None:
+    def __init__(self, app: Any, api_key: str | Sequence[str]) -> None:
         self.app = app
-        self._expected = f"Bearer {api_key}".encode()
+        keys = [api_key] if isinstance(api_key, str) else list(api_key)
+        self._expected = [f"Bearer {key}".encode() for key in keys]
+
+    def _accepts(self, given: bytes) -> bool:
+        results = [hmac.compare_digest(given, expected) for expected in self._expected]
+        return any(results)
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         if (
             scope["type"] == "http"
-            and scope["path"].startswith("/v1")
+            and (scope["path"].startswith("/v1") or scope["path"] == "/invocations")
             and scope["method"] != "OPTIONS"
         ):
             given = dict(scope["headers"]).get(b"authorization", b"")
-            if not hmac.compare_digest(given, self._expected):
+            if not self._accepts(given):
                 response = APIError(401, "Invalid or missing API key.").response()
                 await response(scope, receive, send)
                 return
@@ -93,6 +105,11 @@ class RequestIdMiddleware:
     """``X-Request-Id`` on every HTTP response: the caller's own id when it sent one (it
     also becomes the engine request's id), else a fresh one.
 
+    A response that starts before the request's body was read to its end (an early 401,
+    404, 405 or 400 from a guard or the router) also says ``Connection: close``: the unread
+    body makes the connection unusable, and a keep-alive client told nothing would race the
+    server's close with its next request.
+
     With ``log_requests`` it also logs each request as it arrives (id, method, path and the
     first ``max_log_len`` characters of its body) and as its response starts (status).
     """
@@ -108,8 +125,13 @@ class RequestIdMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        given = dict(scope["headers"]).get(REQUEST_ID_HEADER, b"").decode("latin-1").strip()
+        request_headers = dict(scope["headers"])
+        given = request_headers.get(REQUEST_ID_HEADER, b"").decode("latin-1").strip()
         request_id = given or uuid.uuid4().hex
+        # True once the request's body was read to its end (at once when it has none).
+        body_read = b"transfer-encoding" not in request_headers and request_headers.get(
+            b"content-length", b"0"
+        ) in (b"0", b"")
         scope.setdefault("state", {})["request_id_given"] = given or None
         header = (REQUEST_ID_HEADER, request_id.encode("latin-1"))
         # Requests without a body are logged now; the others with their body's first chunk.
@@ -117,9 +139,11 @@ class RequestIdMiddleware:
         if self.log_requests and logged_body:
             logger.info("request %s: %s %s", request_id, scope["method"], scope["path"])
 
-        async def logging_receive() -> Any:
-            nonlocal logged_body
+        async def tracking_receive() -> Any:
+            nonlocal logged_body, body_read
             message = await receive()
+            if message["type"] == "http.request" and not message.get("more_body", False):
+                body_read = True
             if not logged_body and message["type"] == "http.request":
                 logged_body = True
                 body = message.get("body", b"").decode("utf-8", "replace")
@@ -133,12 +157,15 @@ class RequestIdMiddleware:
         async def send_with_id(message: Any) -> None:
             if message["type"] == "http.response.start":
                 headers = [h for h in message.get("headers", []) if h[0] != REQUEST_ID_HEADER]
-                message = {**message, "headers": [*headers, header]}
+                headers.append(header)
+                if not body_read and not any(h[0] == b"connection" for h in headers):
+                    headers.append((b"connection", b"close"))
+                message = {**message, "headers": headers}
                 if self.log_requests:
                     logger.info("request %s: status %d", request_id, message["status"])
             await send(message)
 
-        await self.app(scope, logging_receive if self.log_requests else receive, send_with_id)
+        await self.app(scope, tracking_receive, send_with_id)
 
 
 class RootPathMiddleware:
@@ -154,3 +181,28 @@ class RootPathMiddleware:
         if scope["type"] in ("http", "websocket"):
             scope = {**scope, "root_path": self.root_path}
         await self.app(scope, receive, send)
+
+
+def load_middleware(paths: Sequence[str]) -> list[Middleware]:
+    """``--middleware`` import paths (``package.module.name``) -> Starlette middleware, by
+    vLLM's rule: a class is an ASGI middleware, built as ``cls(app)``; a coroutine function
+    is an HTTP middleware, ``async def f(request, call_next) -> response``. Raises
+    ``ValueError`` naming the path when it cannot be imported or is neither."""
+    out: list[Middleware] = []
+    for path in paths:
+        module_name, _, name = path.rpartition(".")
+        try:
+            obj: Any = getattr(importlib.import_module(module_name), name)
+        except (ImportError, AttributeError, ValueError) as exc:
+            raise ValueError(f"--middleware {path}: cannot import it ({exc}).") from exc
+        if inspect.isclass(obj):
+            factory: Any = obj  # an ASGI middleware class: cls(app, **options)
+            out.append(Middleware(factory))
+        elif inspect.iscoroutinefunction(obj):
+            out.append(Middleware(BaseHTTPMiddleware, dispatch=obj))
+        else:
+            raise ValueError(
+                f"--middleware {path}: not an ASGI middleware class nor an async "
+                "function (request, call_next)."
+            )
+    return out

@@ -36,6 +36,7 @@ class Served:
     max_model_len: int
     vocab_size: int
     scheduling_policy: str
+    trust_request_chat_template: bool = False  # a request's chat_template is accepted
 
 
 _GENERATION_RULES = (
@@ -235,6 +236,13 @@ def openapi_document(*, dev_mode: bool, api_key: bool, served: Served) -> dict[s
     ref = dict(zip(everything, refs, strict=True))
     _fill_served(components, served)
     _cross_field_rules(components)
+    if not served.trust_request_chat_template:
+        for name in ("ChatCompletionRequest", "TokenizeRequest"):
+            components[name]["properties"]["chat_template"] = {
+                "type": "null",
+                "description": "Refused: the server was not started with "
+                "--trust-request-chat-template.",
+            }
     error = {"description": "Error", **_json(ref[p.ErrorResponse])}
     paths: dict[str, dict[str, Any]] = {}
     for method, path, req, resp, summary, tag in _ENDPOINTS:

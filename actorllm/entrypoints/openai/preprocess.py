@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from actorllm.core.chat_template import render_chat as core_render_chat
 from actorllm.entrypoints.openai.errors import bad_request
 from actorllm.entrypoints.openai.protocol import (
     AssistantMessage,
@@ -36,10 +37,13 @@ class Prompt:
     text: str | None  # None: only token ids were given (or they were truncated)
     token_ids: list[int]
 
-    def engine_input(self) -> dict[str, Any]:
-        if self.text is None:
-            return {"prompt_token_ids": self.token_ids}
-        return {"prompt_token_ids": self.token_ids, "prompt": self.text}
+    def engine_input(self, cache_salt: str | None = None) -> dict[str, Any]:
+        out: dict[str, Any] = {"prompt_token_ids": self.token_ids}
+        if self.text is not None:
+            out["prompt"] = self.text
+        if cache_salt is not None:
+            out["cache_salt"] = cache_salt  # mixed into the prefix-cache hashes
+        return out
 
 
 def _ids(encoded: Any) -> list[int]:
@@ -151,47 +155,21 @@ def render_chat(
     documents: list[dict[str, str]] | None,
     chat_template_kwargs: dict[str, Any] | None,
     tools: list[dict[str, Any]] | None = None,
+    chat_template: str | None = None,
 ) -> str:
-    """The prompt text the chat template makes of ``messages`` (400 if it cannot);
+    """The prompt text the chat template makes of ``messages`` (400 if it cannot), by the
+    engine's own renderer (:mod:`actorllm.core.chat_template`, which ``LLM.chat`` uses too);
     ``tools`` (OpenAI function tools) go to the template, which must render them."""
-    if continue_final_message and add_generation_prompt:
-        raise bad_request(
-            "Cannot set both `continue_final_message` and `add_generation_prompt` to true.",
-            "continue_final_message",
-        )
-    if getattr(tokenizer, "chat_template", None) is None:
-        raise bad_request(
-            "This model's tokenizer has no chat template; use /v1/completions instead.",
-            "messages",
-        )
-    options: dict[str, Any] = dict(chat_template_kwargs or {})
-    clash = sorted(set(options) & reserved_template_kwargs())
-    if clash:
-        raise bad_request(
-            f"chat_template_kwargs may not set {', '.join(clash)} (request fields or "
-            "tokenizer options, not template variables).",
-            "chat_template_kwargs",
-        )
-    if documents is not None:
-        options["documents"] = documents
-    if tools:
-        if "tools" not in str(tokenizer.chat_template):
-            raise bad_request(
-                "This model's chat template does not render tools; it cannot be offered tools.",
-                "tools",
-            )
-        options["tools"] = tools
-    try:
-        text = tokenizer.apply_chat_template(
-            messages_for_template(messages),
-            tokenize=False,
-            add_generation_prompt=add_generation_prompt,
-            continue_final_message=continue_final_message,
-            **options,
-        )
-    except Exception as exc:  # jinja errors and template rules are the caller's to fix
-        raise bad_request(f"Cannot apply the chat template: {exc}", "messages") from None
-    return str(text)
+    return core_render_chat(
+        tokenizer,
+        messages_for_template(messages),
+        add_generation_prompt=add_generation_prompt,
+        continue_final_message=continue_final_message,
+        documents=documents,
+        chat_template_kwargs=chat_template_kwargs,
+        tools=tools,
+        chat_template=chat_template,
+    )
 
 
 def fit_max_tokens(prompt_len: int, max_tokens: int | None, max_model_len: int, param: str) -> int:

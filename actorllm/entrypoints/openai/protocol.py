@@ -125,6 +125,8 @@ class SamplingFields(msgspec.Struct, kw_only=True):
     truncate_prompt_tokens: Annotated[int, msgspec.Meta(ge=-1, le=_MAX_I32)] | None = None
     return_tokens_as_token_ids: bool = False
     return_token_ids: bool = False  # the response carries prompt and output token ids
+    # Only requests with the same salt share prefix-cache blocks (tenant isolation).
+    cache_salt: NonEmptyStr | None = None
     priority: Annotated[
         int, msgspec.Meta(ge=-_MAX_I32, le=_MAX_I32, extra_json_schema={"x-served": "priority"})
     ] = 0
@@ -242,6 +244,8 @@ class ChatCompletionRequest(SamplingFields, kw_only=True):
     top_logprobs: NumLogprobs | None = None
     # vLLM: prepend the last message's content to the reply when it has the reply's role.
     echo: bool = False
+    # A Jinja template replacing the model's for this request (--trust-request-chat-template).
+    chat_template: NonEmptyStr | None = None
 
 
 class TokenizeRequest(msgspec.Struct, kw_only=True):
@@ -255,6 +259,9 @@ class TokenizeRequest(msgspec.Struct, kw_only=True):
     add_special_tokens: bool | None = None  # None: True for a prompt, False for messages
     documents: list[dict[str, str]] | None = None
     chat_template_kwargs: dict[str, Any] | None = None
+    chat_template: NonEmptyStr | None = None  # as chat's (--trust-request-chat-template)
+    tools: list[Tool] | None = None  # rendered by the chat template, as chat's
+    return_token_strs: bool = False  # also the tokens as strings
 
 
 class DetokenizeRequest(msgspec.Struct, kw_only=True):
@@ -418,6 +425,7 @@ class TokenizeResponse(msgspec.Struct, kw_only=True):
     count: int
     max_model_len: int
     tokens: list[int]
+    token_strs: list[str] | None = None  # with return_token_strs
 
 
 class DetokenizeResponse(msgspec.Struct, kw_only=True):

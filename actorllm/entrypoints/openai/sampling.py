@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import msgspec
@@ -40,9 +41,10 @@ def structured_outputs(req: SamplingFields) -> StructuredOutputsParams | None:
     return structured_outputs_from_body(body) if body else None
 
 
-def check_model(requested: str | None, served: str) -> None:
-    """404 for a model this server does not serve (``None`` means the served one)."""
-    if requested is not None and requested != served:
+def check_model(requested: str | None, served: Sequence[str]) -> None:
+    """404 for a model this server does not serve (``None`` means the served one);
+    ``served``: every name of the served model (``--served-model-name a b``)."""
+    if requested is not None and requested not in served:
         raise APIError(404, f"The model `{requested}` does not exist.", "model")
 
 
@@ -64,16 +66,24 @@ def _params(
     prompt_logprobs: int | None,
     output_kind: RequestOutputKind,
     structured: StructuredOutputsParams | None = None,
+    defaults: Mapping[str, float] | None = None,
 ) -> SamplingParams:
+    """``defaults``: the server's sampling defaults for the fields the request left out
+    (vLLM's generation-config defaults); then OpenAI's."""
+    d = defaults or {}
+
+    def pick(given: float | None, name: str, openai_default: float) -> Any:
+        return given if given is not None else d.get(name, openai_default)
+
     return SamplingParams(
         n=req.n,
         presence_penalty=req.presence_penalty,
         frequency_penalty=req.frequency_penalty,
-        repetition_penalty=1.0 if req.repetition_penalty is None else req.repetition_penalty,
-        temperature=1.0 if req.temperature is None else req.temperature,
-        top_p=1.0 if req.top_p is None else req.top_p,
-        top_k=0 if req.top_k is None else req.top_k,
-        min_p=0.0 if req.min_p is None else req.min_p,
+        repetition_penalty=pick(req.repetition_penalty, "repetition_penalty", 1.0),
+        temperature=pick(req.temperature, "temperature", 1.0),
+        top_p=pick(req.top_p, "top_p", 1.0),
+        top_k=pick(req.top_k, "top_k", 0),
+        min_p=pick(req.min_p, "min_p", 0.0),
         seed=req.seed,
         stop=req.stop,
         stop_token_ids=req.stop_token_ids,
@@ -100,7 +110,11 @@ def _max_of(*ks: int | None) -> int | None:
 
 
 def completion_params(
-    req: CompletionRequest, *, max_tokens: int, output_kind: RequestOutputKind
+    req: CompletionRequest,
+    *,
+    max_tokens: int,
+    output_kind: RequestOutputKind,
+    defaults: Mapping[str, float] | None = None,
 ) -> SamplingParams:
     """Raises SamplingParamsError (400) for invalid combinations."""
     echo_logprobs = req.logprobs if req.echo else None
@@ -111,6 +125,7 @@ def completion_params(
         prompt_logprobs=_max_of(req.prompt_logprobs, echo_logprobs),
         output_kind=output_kind,
         structured=structured_outputs(req),
+        defaults=defaults,
     )
 
 
@@ -125,6 +140,7 @@ def chat_params(
     output_kind: RequestOutputKind,
     forced_tool_schema: dict[str, Any] | None = None,
     keep_special_tokens: bool = False,
+    defaults: Mapping[str, float] | None = None,
 ) -> SamplingParams:
     """``forced_tool_schema``: the JSON schema that ``tool_choice`` required / named forces
     (compact JSON: arguments are for programs); ``keep_special_tokens``: the tool parser
@@ -147,5 +163,6 @@ def chat_params(
         prompt_logprobs=req.prompt_logprobs,
         output_kind=output_kind,
         structured=structured,
+        defaults=defaults,
     )
     return params.clone(skip_special_tokens=False) if keep_special_tokens else params

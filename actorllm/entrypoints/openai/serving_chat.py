@@ -10,6 +10,7 @@ choice's text is split by a :class:`ChoiceParser` into ``reasoning_content`` (wi
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -53,6 +54,7 @@ from actorllm.entrypoints.openai.sampling import (
 )
 from actorllm.entrypoints.openai.serving_common import (
     ServingContext,
+    ServingDefaults,
     UsageTracker,
     json_response,
     usage_options,
@@ -69,18 +71,21 @@ async def create_chat_completion(
     """Serve one chat request. Raises APIError / ValueError for bad input (400/404),
     ClientDisconnected if the client leaves before the first output."""
     engine = ctx.engine
-    check_model(req.model, engine.model_name)
+    check_model(req.model, engine.model_names)
     check_priority(req.priority, engine.config)  # vLLM: non-zero only under the priority policy
     kind = RequestOutputKind.DELTA if req.stream else RequestOutputKind.FINAL_ONLY
     tool_plan = plan_tools(_tool_fields(req), ctx.chat.tools, engine.tokenizer)
+    if req.tool_choice == "none" and ctx.defaults.exclude_tools_when_tool_choice_none:
+        tool_plan = dataclasses.replace(tool_plan, template_tools=None)
     text = render_chat(
         engine.tokenizer,
         req.messages,
         add_generation_prompt=req.add_generation_prompt,
         continue_final_message=req.continue_final_message,
         documents=req.documents,
-        chat_template_kwargs=req.chat_template_kwargs,
+        chat_template_kwargs=ctx.defaults.template_kwargs(req.chat_template_kwargs),
         tools=tool_plan.template_tools,
+        chat_template=ctx.defaults.request_chat_template(req.chat_template),
     )
     ids = encode(engine.tokenizer, text, add_special_tokens=req.add_special_tokens)
     prompt = truncate(Prompt(text, ids), req.truncate_prompt_tokens, engine.max_model_len)
@@ -93,16 +98,20 @@ async def create_chat_completion(
         output_kind=kind,
         forced_tool_schema=tool_plan.forced_schema,
         keep_special_tokens=tool_plan.parser is not None and tool_plan.parser.keeps_special_tokens,
+        defaults=ctx.defaults.sampling,
     )
     rid = new_request_id("chatcmpl", req.request_id)
-    it = engine.generate(prompt.engine_input(), params, request_id=rid, priority=req.priority)
+    it = engine.generate(
+        prompt.engine_input(req.cache_salt), params, request_id=rid, priority=req.priority
+    )
     streams = await unless_disconnected(receive, lambda: prime_all([it]))
     last = req.messages[-1]
     state = _ChatState(
         req=req,
         id=rid,
         model=engine.model_name,
-        text=TokenText(engine.tokenizer, as_ids=req.return_tokens_as_token_ids),
+        text=TokenText(engine.tokenizer, as_ids=_as_ids(ctx, req.return_tokens_as_token_ids)),
+        defaults=ctx.defaults,
         # vLLM's chat echo: the last message's content leads the reply when it has its role.
         echo=content_text(last.content) if req.echo and isinstance(last, AssistantMessage) else "",
         prompt_token_ids=prompt.token_ids if req.return_token_ids else None,
@@ -115,7 +124,12 @@ async def create_chat_completion(
     if req.stream:
         return SSEResponse(lambda emit: state.stream(streams, emit), is_dead=ctx.is_dead)
     await unless_disconnected(receive, lambda: pump(streams, state.collect))
+    ctx.defaults.log_outputs_of(rid, state.choices)
     return json_response(state.response())
+
+
+def _as_ids(ctx: ServingContext, asked: bool) -> bool:
+    return asked or ctx.defaults.return_tokens_as_token_ids
 
 
 def _tool_fields(req: ChatCompletionRequest) -> dict[str, Any]:
@@ -158,6 +172,7 @@ class _ChatState:
     echo: str  # prepended to every choice's content
     prompt_token_ids: list[int] | None  # return_token_ids: sent once
     new_parser: Callable[[], ChoiceParser]  # reasoning / tool-call parsing, one per choice
+    defaults: ServingDefaults  # the server-wide options (--enable-force-include-usage, ...)
     calls_finish: bool  # a choice that called tools finishes with "tool_calls"
     prompt_logprobs: PromptLogprobsOut | None = None
     created: int = field(default_factory=lambda: int(time.time()))
@@ -225,7 +240,9 @@ class _ChatState:
         self._apply(out, delta=False)
 
     async def stream(self, streams: list[PrimedStream], emit: Emit) -> None:
-        final_usage, every_chunk = usage_options(self.req.stream_options)
+        final_usage, every_chunk = usage_options(
+            self.req.stream_options, force=self.defaults.force_include_usage
+        )
         for j in range(self.req.n):
             delta = DeltaMessage(role=self.role, content=self.echo)
             chunk = self._chunk([ChatChunkChoice(index=j, delta=delta)])
@@ -240,6 +257,7 @@ class _ChatState:
                 fresh = None
 
         await pump(streams, on_output)
+        self.defaults.log_outputs_of(self.id, self.choices)
         if final_usage:
             await emit(self._chunk([], usage=True))
 

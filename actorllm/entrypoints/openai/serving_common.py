@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -11,10 +13,60 @@ from starlette.responses import Response
 from actorllm.core.outputs import RequestOutput
 from actorllm.entrypoints.metrics import ServerMetrics
 from actorllm.entrypoints.openai.engine_client import EngineClient
+from actorllm.entrypoints.openai.errors import APIError
 from actorllm.entrypoints.openai.protocol import PromptTokensDetails, StreamOptions, UsageInfo
 from actorllm.entrypoints.openai.tool_setup import NO_SETUP, ChatSetup
 
 _encoder = msgspec.json.Encoder()
+logger = logging.getLogger("actorllm.requests")
+
+
+@dataclass(frozen=True, slots=True)
+class ServingDefaults:
+    """Server-wide request options from the command line (vLLM's frontend flags)."""
+
+    # Sampling fields a request leaves out (--generation-config, --override-generation-config)
+    sampling: dict[str, float] = field(default_factory=dict)
+    return_tokens_as_token_ids: bool = False  # --return-tokens-as-token-ids
+    force_include_usage: bool = False  # --enable-force-include-usage
+    # --default-chat-template-kwargs: under each request's own chat_template_kwargs
+    chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
+    exclude_tools_when_tool_choice_none: bool = False  # --exclude-tools-when-tool-choice-none
+    trust_request_chat_template: bool = False  # --trust-request-chat-template
+    log_outputs: bool = False  # --enable-log-outputs
+    max_log_len: int | None = None  # --max-log-len
+
+    def log_outputs_of(self, request_id: str, choices: Mapping[int, Any]) -> None:
+        """One log line per finished choice (``--enable-log-outputs``): its text, cut at
+        ``--max-log-len``, and its finish reason."""
+        if not self.log_outputs:
+            return
+        for index, choice in sorted(choices.items()):
+            text = choice.text if self.max_log_len is None else choice.text[: self.max_log_len]
+            logger.info(
+                "request %s: output %d: %r, finish_reason %s",
+                request_id,
+                index,
+                text,
+                choice.finish_reason,
+            )
+
+    def request_chat_template(self, given: str | None) -> str | None:
+        """A request's own chat template, if the server trusts those (else a 400)."""
+        if given is not None and not self.trust_request_chat_template:
+            raise APIError(
+                400,
+                "A chat template was passed with the request, but the server was not started "
+                "with --trust-request-chat-template.",
+                "chat_template",
+            )
+        return given
+
+    def template_kwargs(self, given: dict[str, Any] | None) -> dict[str, Any] | None:
+        """The request's ``chat_template_kwargs`` over the server's defaults."""
+        if not self.chat_template_kwargs:
+            return given
+        return {**self.chat_template_kwargs, **(given or {})}
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,15 +78,18 @@ class ServingContext:
     response_role: str = "assistant"  # the role of chat completions' messages
     # Tool calling and reasoning options (--tool-call-parser, --reasoning-parser, ...).
     chat: ChatSetup = NO_SETUP
+    defaults: ServingDefaults = ServingDefaults()
 
     def is_dead(self) -> bool:
         return bool(self.engine.is_dead)
 
 
-def usage_options(options: StreamOptions | None) -> tuple[bool, bool]:
-    """(usage chunk at the end, usage on every chunk) for a stream's ``stream_options``."""
+def usage_options(options: StreamOptions | None, *, force: bool = False) -> tuple[bool, bool]:
+    """(usage chunk at the end, usage on every chunk) for a stream's ``stream_options``;
+    ``force`` (``--enable-force-include-usage``): the usage chunk whatever the request says."""
     if options is None or not options.include_usage:
-        return False, False
+        every = options is not None and options.continuous_usage_stats
+        return force, force and every
     return True, options.continuous_usage_stats
 
 

@@ -31,6 +31,7 @@ from actorllm.entrypoints.openai.sampling import (
 )
 from actorllm.entrypoints.openai.serving_common import (
     ServingContext,
+    ServingDefaults,
     UsageTracker,
     json_response,
     usage_options,
@@ -43,7 +44,7 @@ async def create_completion(ctx: ServingContext, req: CompletionRequest, receive
     """Serve one completion request. Raises APIError / ValueError for bad input (400/404),
     ClientDisconnected if the client leaves before the first outputs."""
     engine = ctx.engine
-    check_model(req.model, engine.model_name)
+    check_model(req.model, engine.model_names)
     check_priority(req.priority, engine.config)  # vLLM: non-zero only under the priority policy
     kind = RequestOutputKind.DELTA if req.stream else RequestOutputKind.FINAL_ONLY
     max_len = engine.max_model_len
@@ -61,13 +62,14 @@ async def create_completion(ctx: ServingContext, req: CompletionRequest, receive
             req,
             max_tokens=fit_max_tokens(len(p.token_ids), req.max_tokens, max_len, "prompt"),
             output_kind=kind,
+            defaults=ctx.defaults.sampling,
         )
         for p in prompts
     ]
     rid = new_request_id("cmpl", req.request_id)
     iters = [
         engine.generate(
-            p.engine_input(),
+            p.engine_input(req.cache_salt),
             params[i],
             request_id=rid if len(prompts) == 1 else f"{rid}-{i}",
             priority=req.priority,
@@ -79,11 +81,16 @@ async def create_completion(ctx: ServingContext, req: CompletionRequest, receive
         req=req,
         id=rid,
         model=engine.model_name,
-        text=TokenText(engine.tokenizer, as_ids=req.return_tokens_as_token_ids),
+        text=TokenText(
+            engine.tokenizer,
+            as_ids=req.return_tokens_as_token_ids or ctx.defaults.return_tokens_as_token_ids,
+        ),
+        defaults=ctx.defaults,
     )
     if req.stream:
         return SSEResponse(lambda emit: state.stream(streams, emit), is_dead=ctx.is_dead)
     await unless_disconnected(receive, lambda: pump(streams, state.collect))
+    ctx.defaults.log_outputs_of(rid, state.choices)
     return json_response(state.response())
 
 
@@ -108,6 +115,7 @@ class _CompletionState:
     id: str
     model: str
     text: TokenText
+    defaults: ServingDefaults  # the server-wide options (--enable-force-include-usage, ...)
     created: int = field(default_factory=lambda: int(time.time()))
     usage: UsageTracker = field(default_factory=UsageTracker)
     choices: dict[int, _Choice] = field(default_factory=dict)
@@ -196,13 +204,16 @@ class _CompletionState:
         self._apply(i, out, delta=False)
 
     async def stream(self, streams: list[PrimedStream], emit: Emit) -> None:
-        final_usage, every_chunk = usage_options(self.req.stream_options)
+        final_usage, every_chunk = usage_options(
+            self.req.stream_options, force=self.defaults.force_include_usage
+        )
 
         async def on_output(i: int, out: RequestOutput) -> None:
             for fragment in self._apply(i, out, delta=True):
                 await emit(self._chunk([fragment], usage=every_chunk))
 
         await pump(streams, on_output)
+        self.defaults.log_outputs_of(self.id, self.choices)
         if final_usage:
             await emit(self._chunk([], usage=True))
 

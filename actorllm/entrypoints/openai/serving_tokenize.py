@@ -19,7 +19,7 @@ from actorllm.entrypoints.openai.serving_common import ServingContext
 def tokenize(ctx: ServingContext, req: TokenizeRequest) -> TokenizeResponse:
     """Exactly one of ``prompt`` / ``messages``; raises APIError(400/404) otherwise."""
     engine = ctx.engine
-    check_model(req.model, engine.model_name)
+    check_model(req.model, engine.model_names)
     tok = engine.tokenizer
     if isinstance(req.messages, msgspec.UnsetType) == isinstance(req.prompt, msgspec.UnsetType):
         raise bad_request("Give exactly one of `prompt` and `messages`.", "prompt")
@@ -30,19 +30,24 @@ def tokenize(ctx: ServingContext, req: TokenizeRequest) -> TokenizeResponse:
             add_generation_prompt=req.add_generation_prompt,
             continue_final_message=req.continue_final_message,
             documents=req.documents,
-            chat_template_kwargs=req.chat_template_kwargs,
+            chat_template_kwargs=ctx.defaults.template_kwargs(req.chat_template_kwargs),
+            chat_template=ctx.defaults.request_chat_template(req.chat_template),
+            tools=msgspec.to_builtins(req.tools) if req.tools else None,
         )
         ids = encode(tok, text, add_special_tokens=bool(req.add_special_tokens))
     else:
         assert isinstance(req.prompt, str)
         special = True if req.add_special_tokens is None else req.add_special_tokens
         ids = encode(tok, req.prompt, add_special_tokens=special)
-    return TokenizeResponse(count=len(ids), max_model_len=engine.max_model_len, tokens=ids)
+    strs = list(tok.convert_ids_to_tokens(ids)) if req.return_token_strs else None
+    return TokenizeResponse(
+        count=len(ids), max_model_len=engine.max_model_len, tokens=ids, token_strs=strs
+    )
 
 
 def detokenize(ctx: ServingContext, req: DetokenizeRequest) -> DetokenizeResponse:
     engine = ctx.engine
-    check_model(req.model, engine.model_name)
+    check_model(req.model, engine.model_names)
     vocab = engine.vocab_size
     bad = [t for t in req.tokens if t >= vocab]
     if bad:
