@@ -10,6 +10,7 @@ pool's thread posts the result back to the loop.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any, TypeVar, final
@@ -46,6 +47,8 @@ class StructuredOutputs:
         self.reasoning_markers = reasoning_markers  # (start, end) text, from the reasoning parser
         self._compiler: GrammarCompiler | None = None
         self._reasoning_ids: tuple[list[int], list[int]] | None = None
+        # Every scheduler incarnation's tracker still alive, closed at shutdown.
+        self._trackers: weakref.WeakSet[StructuredOutputManager] = weakref.WeakSet()
 
     @property
     def compiler(self) -> GrammarCompiler:
@@ -102,11 +105,15 @@ class StructuredOutputs:
         was not cached finishes (so the scheduler can admit the request)."""
         compiler = self.compiler
         poster = LoopPoster()
-        return StructuredOutputManager(
+        tracker = StructuredOutputManager(
             compiler, on_ready=lambda: poster.post(wake), reasoning=self._reasoning_ids
         )
+        self._trackers.add(tracker)
+        return tracker
 
     def shutdown(self) -> None:
+        for tracker in list(self._trackers):
+            tracker.close()
         if self._compiler is not None:
             self._compiler.shutdown()
 

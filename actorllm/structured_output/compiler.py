@@ -62,9 +62,6 @@ class GrammarCompiler:
         # structured_outputs_config.disable_any_whitespace).
         self.disable_any_whitespace = disable_any_whitespace
         self._pool = ThreadPoolExecutor(max_workers, thread_name_prefix="grammar-compile")
-        # Bitmask fills run here, beside the step's forward pass (one thread: fills are
-        # short and ordered; compiles never delay them).
-        self.fill_pool = ThreadPoolExecutor(1, thread_name_prefix="grammar-fill")
         self._lock = threading.Lock()
         # {(key, backend choice): future of the compiled grammar}, LRU order.
         self._cache: OrderedDict[CacheKey, Future[CompiledGrammar]] = OrderedDict()
@@ -97,7 +94,6 @@ class GrammarCompiler:
 
     def shutdown(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
-        self.fill_pool.shutdown(wait=False, cancel_futures=True)
 
     def statistics(self) -> dict[str, int]:
         with self._lock:
