@@ -90,15 +90,16 @@ class StructuredOutputs:
         fut.add_done_callback(lambda _f: poster.post(attempt))
 
     @staticmethod
-    def result(fut: Future[Any]) -> Any:
+    def result(fut: Future[Any], param: str = "structured_outputs") -> Any:
         """A done compile's grammar; its ``StructuredOutputsError`` as is, any other failure
-        (a backend bug) as a ``StructuredOutputsError`` too: the request's, not the actor's."""
+        (a backend bug) as a ``StructuredOutputsError`` naming ``param`` too: the
+        request's, not the actor's."""
         try:
             return fut.result()
         except StructuredOutputsError:
             raise
         except Exception as exc:
-            raise StructuredOutputsError(f"cannot be compiled: {exc!r}") from exc
+            raise StructuredOutputsError(f"cannot be compiled: {exc!r}", param=param) from exc
 
     def tracker(self, wake: Callable[[], None]) -> StructuredOutputManager:
         """A new scheduler's tracker; ``wake`` runs on the event loop when a compile that

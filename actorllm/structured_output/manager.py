@@ -105,7 +105,9 @@ class StructuredOutputManager:
         except StructuredOutputsError:
             raise
         except Exception as exc:  # a backend bug: still this request's error, not a crash
-            raise StructuredOutputsError(f"cannot be compiled: {exc!r}") from exc
+            so = request.sampling_params.structured_outputs
+            param = so.key.param if so is not None else "structured_outputs"
+            raise StructuredOutputsError(f"cannot be compiled: {exc!r}", param=param) from exc
         self._matchers[rid] = self.compiler.matcher(compiled)
         if self.reasoning is not None:
             start, end = self.reasoning

@@ -114,7 +114,7 @@ async def test_bad_specs_fail_before_scheduling(spec: SOP) -> None:
         with pytest.raises(StructuredOutputsError) as info:
             async for _ in engine.generate("z", SamplingParams(structured_outputs=spec)):
                 pass
-        assert info.value.param == "structured_outputs"
+        assert info.value.param == spec.key.param  # structured_outputs.regex, .grammar, .json
         assert (await engine.get_stats()).num_running_reqs == 0
         await check_invariants(engine)
 

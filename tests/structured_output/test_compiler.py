@@ -84,7 +84,7 @@ def test_rollback_returns_to_an_earlier_state(compiler: GrammarCompiler) -> None
 def test_bad_specs_are_typed_errors(compiler: GrammarCompiler, so: SOP) -> None:
     with pytest.raises(StructuredOutputsError) as info:
         compiler.submit(so.key, None).result()
-    assert info.value.param == "structured_outputs"
+    assert info.value.param == so.key.param  # structured_outputs.regex, ...json, ...
     # Cached: the same spec fails again at once, from the same future.
     assert compiler.submit(so.key, None).done()
 

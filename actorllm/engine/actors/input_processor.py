@@ -121,5 +121,5 @@ class InputProcessorActor(Actor[InputMsg]):
             ref = self.ctx.refs.input_processor
             structured.when_done(fut, lambda: ref.send_nowait(msg))
             return False
-        structured.result(fut)
+        structured.result(fut, so.key.param)
         return True
