@@ -136,7 +136,7 @@ def _parser_factory(ctx: ServingContext, plan: ToolPlan, prompt: str) -> Callabl
 
     def new() -> ChoiceParser:  # tool parsers are stateless; the streamers are per choice
         reasoning = reasoning_cls(ctx.engine.tokenizer).begin(prompt) if reasoning_cls else None
-        return ChoiceParser(reasoning, tools)
+        return ChoiceParser(reasoning, tools, single_call=not plan.parallel)
 
     return new
 
