@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 
 import anyio
 import jsonschema
@@ -15,7 +16,13 @@ import pytest
 from actorllm.core.sampling_params import SamplingParams
 from actorllm.core.structured_outputs_params import StructuredOutputsError
 from actorllm.core.structured_outputs_params import StructuredOutputsParams as SOP
-from actorllm.testing.engine_harness import check_invariants, inject_fault, open_test_engine
+from actorllm.testing.engine_harness import (
+    check_invariants,
+    demo_tokenizer,
+    inject_fault,
+    open_test_engine,
+)
+from actorllm.testing.scripted_model import ScriptedModel
 
 pytestmark = pytest.mark.anyio
 
@@ -179,4 +186,53 @@ async def test_async_scheduling_advances_a_structured_request_every_step() -> No
         assert re.fullmatch(r"[a-z]{30}", last.outputs[0].text)
         num_tokens = len(last.outputs[0].token_ids)
         assert steps <= num_tokens + 3, (steps, num_tokens)
+        await check_invariants(engine)
+
+
+class _Thinker(ScriptedModel):
+    """Writes a fixed reasoning text after the prompt's ``<think>``, then its usual
+    script (which the grammar bends into the answer)."""
+
+    def __init__(self, start: list[int], thought: list[int], **kw: object) -> None:
+        super().__init__(**kw)  # type: ignore[arg-type]
+        self.start, self.thought = start, thought
+
+    def fresh(self) -> ScriptedModel:
+        raise NotImplementedError  # one replica
+
+    def script(self, context: Sequence[int]) -> int:
+        n = len(self.start)
+        opened = max(
+            (i + n for i in range(len(context) - n + 1) if list(context[i : i + n]) == self.start),
+            default=None,
+        )
+        if opened is not None and len(context) - opened < len(self.thought):
+            return self.thought[len(context) - opened]
+        return super().script(context)
+
+
+@pytest.mark.parametrize("async_scheduling", [False, True])
+async def test_reasoning_is_free_and_only_the_answer_is_constrained(
+    async_scheduling: bool,
+) -> None:
+    """--reasoning-parser deepseek_r1: the prompt opens <think>; the model's reasoning is
+    not held to the regex (it could not be), the answer after </think> is. A prompt that
+    closed the block (enable_thinking: false) is constrained from the first token."""
+    tok = demo_tokenizer()
+    ids = lambda text: tok.encode(text, add_special_tokens=False)  # noqa: E731
+    thought = ids("Let me think about it.</think>")
+    model = _Thinker(ids("<think>"), thought, vocab_size=len(tok), eos_token_id=tok.eos_token_id)
+    spec = SOP(regex=r"[0-9]{3}")
+    params = SamplingParams(max_tokens=40, structured_outputs=spec)
+    async with open_test_engine(
+        model=model, reasoning_parser="deepseek_r1", async_scheduling=async_scheduling
+    ) as engine:
+        async for out in engine.generate("Q: a number?\n<think>", params):
+            last = out
+        text = last.outputs[0].text
+        assert text.startswith("Let me think about it.</think>"), text
+        assert re.fullmatch(r"[0-9]{3}", text.split("</think>", 1)[1]), text
+        async for out in engine.generate("Q: a number?\n<think>\n\n</think>\n\n", params):
+            last = out
+        assert re.fullmatch(r"[0-9]{3}", last.outputs[0].text), last.outputs[0].text
         await check_invariants(engine)
