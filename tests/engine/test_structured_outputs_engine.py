@@ -236,3 +236,19 @@ async def test_reasoning_is_free_and_only_the_answer_is_constrained(
             last = out
         assert re.fullmatch(r"[0-9]{3}", last.outputs[0].text), last.outputs[0].text
         await check_invariants(engine)
+
+
+@pytest.mark.parametrize("async_scheduling", [False, True])
+async def test_valid_and_identical_under_preemption(async_scheduling: bool) -> None:
+    """A KV pool too small for the batch preempts requests (recompute): a preempted
+    request keeps its outputs and its matcher, so it resumes where its grammar was."""
+    async with open_test_engine(async_scheduling=async_scheduling, max_num_seqs=24) as engine:
+        reference = await run(engine, n=24)
+    async with open_test_engine(
+        async_scheduling=async_scheduling, num_blocks=21, block_size=4, max_num_seqs=24,
+        max_model_len=80,
+    ) as engine:  # fmt: skip
+        results = await run(engine, n=24)
+        assert (await engine.get_stats()).num_preemptions > 0
+        await check_invariants(engine)
+    assert results == reference
