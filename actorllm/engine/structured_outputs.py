@@ -37,6 +37,7 @@ class StructuredOutputs:
         stop_token_ids: list[int],
         backend: BackendChoice = "auto",
         disable_any_whitespace: bool = False,
+        disable_additional_properties: bool = False,
         reasoning_markers: tuple[str, str] | None = None,
     ) -> None:
         self.tokenizer = tokenizer
@@ -44,6 +45,7 @@ class StructuredOutputs:
         self.stop_token_ids = stop_token_ids
         self.backend: BackendChoice = backend
         self.disable_any_whitespace = disable_any_whitespace
+        self.disable_additional_properties = disable_additional_properties
         self.reasoning_markers = reasoning_markers  # (start, end) text, from the reasoning parser
         self._compiler: GrammarCompiler | None = None
         self._reasoning_ids: tuple[list[int], list[int]] | None = None
@@ -59,6 +61,7 @@ class StructuredOutputs:
                 stop_token_ids=self.stop_token_ids,
                 backend=self.backend,
                 disable_any_whitespace=self.disable_any_whitespace,
+                disable_additional_properties=self.disable_additional_properties,
             )
             if self.reasoning_markers is not None:
                 start, end = self.reasoning_markers
@@ -122,7 +125,8 @@ class StructuredOutputs:
 def structured_outputs_for(config: Any, tokenizer: Any, model: Any) -> StructuredOutputs:
     """The engine's service from its config (backend, reasoning parser) and model info."""
     markers = None
-    if config.reasoning_parser is not None:
+    # enable_in_reasoning: no markers, so the constraint covers the reasoning too.
+    if config.reasoning_parser is not None and not config.structured_outputs_enable_in_reasoning:
         from actorllm.reasoning import get_reasoning_parser
 
         parser = get_reasoning_parser(config.reasoning_parser)
@@ -134,6 +138,7 @@ def structured_outputs_for(config: Any, tokenizer: Any, model: Any) -> Structure
         stop_token_ids=list(model.eos_token_ids),
         backend=config.structured_outputs_backend,
         disable_any_whitespace=config.structured_outputs_disable_any_whitespace,
+        disable_additional_properties=config.structured_outputs_disable_additional_properties,
         reasoning_markers=markers,
     )
 

@@ -49,6 +49,7 @@ class GrammarCompiler:
         stop_token_ids: list[int] | None = None,
         backend: BackendChoice = "auto",
         disable_any_whitespace: bool = False,
+        disable_additional_properties: bool = False,
         max_workers: int = 2,
         cache_size: int = 512,
     ) -> None:
@@ -61,6 +62,8 @@ class GrammarCompiler:
         # Engine-wide: JSON without optional whitespace for every request (vLLM's
         # structured_outputs_config.disable_any_whitespace).
         self.disable_any_whitespace = disable_any_whitespace
+        # ... and objects without additionalProperties closed, for every JSON request.
+        self.disable_additional_properties = disable_additional_properties
         self._pool = ThreadPoolExecutor(max_workers, thread_name_prefix="grammar-compile")
         self._lock = threading.Lock()
         # {(key, backend choice): future of the compiled grammar}, LRU order.
@@ -75,6 +78,12 @@ class GrammarCompiler:
         choice = backend or self.default_backend
         if self.disable_any_whitespace and key.any_whitespace:
             key = msgspec.structs.replace(key, any_whitespace=False)
+        if (
+            self.disable_additional_properties
+            and key.kind in ("json", "json_object")
+            and not key.disable_additional_properties
+        ):
+            key = msgspec.structs.replace(key, disable_additional_properties=True)
         ck = (key, choice)
         with self._lock:
             fut = self._cache.get(ck)

@@ -8,6 +8,9 @@ the few spellings vLLM uses for the same settings:
 * ``-tp`` / ``-pp`` / ``-dp`` for the parallel sizes;
 * ``--kv-transfer-config JSON`` (vLLM's KV connector form) and ``--kv-offloading-size GIB``
   set the ``kv_connector`` / ``kv_offload_*`` fields.
+* ``--structured-outputs-config JSON`` (vLLM's nested form), its dotted
+  ``--structured-outputs-config.backend`` and the older ``--guided-decoding-backend`` set
+  the ``structured_outputs_*`` fields (``engine/structured_outputs_config.py``).
 
 ``engine_kwargs(args)`` returns only what the user set, so ``EngineConfig``'s own defaults
 apply to the rest; :func:`engine_config` validates them (``EngineConfigError`` names the
@@ -79,6 +82,23 @@ def kv_transfer_config(text: str) -> dict[str, Any]:
     return out
 
 
+def structured_outputs_config(text: str) -> dict[str, Any]:
+    """vLLM's ``--structured-outputs-config`` JSON -> EngineConfig kwargs; a key we cannot
+    honour is an ``argparse.ArgumentTypeError`` naming it."""
+    from actorllm.engine.structured_outputs_config import structured_outputs_config_kwargs
+
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"not JSON: {exc}") from exc
+    if not isinstance(raw, dict):
+        raise argparse.ArgumentTypeError("must be a JSON object")
+    try:
+        return structured_outputs_config_kwargs(raw)
+    except EngineConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _gib(text: str) -> int:
     return int(float(text) * 2**30)
 
@@ -117,6 +137,24 @@ def add_engine_arguments(parser: argparse.ArgumentParser, *, model_positional: b
         default=argparse.SUPPRESS,
         help="vLLM's offloading backend: native is the built-in host/disk tier",
     )
+    so = groups.get("StructuredOutputsConfig") or parser.add_argument_group(
+        "StructuredOutputsConfig"
+    )
+    so.add_argument(
+        "--structured-outputs-config",
+        type=structured_outputs_config,
+        default=argparse.SUPPRESS,
+        metavar="JSON",
+        help='vLLM\'s nested form: \'{"backend": "xgrammar", "disable_any_whitespace": true}\'',
+    )
+    so.add_argument(
+        "--structured-outputs-config.backend",
+        "--guided-decoding-backend",
+        dest="structured_outputs_config_backend",
+        choices=("auto", "xgrammar", "guidance"),
+        default=argparse.SUPPRESS,
+        help="vLLM's spellings of --structured-outputs-backend",
+    )
 
 
 def engine_kwargs(args: argparse.Namespace) -> dict[str, Any]:
@@ -125,6 +163,9 @@ def engine_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     out: dict[str, Any] = dict(values.get("kv_transfer_config") or {})
     if "kv_offloading_size" in values:
         out |= {"kv_connector": "offload", "kv_offload_host_bytes": values["kv_offloading_size"]}
+    out |= values.get("structured_outputs_config") or {}
+    if "structured_outputs_config_backend" in values:
+        out["structured_outputs_backend"] = values["structured_outputs_config_backend"]
     out |= given(args, EngineConfig)  # the fields' own flags win over the composite forms
     tag = values.get("model_tag")
     if tag is not None:
