@@ -90,6 +90,8 @@ class StructuredOutputsParams(msgspec.Struct, kw_only=True):
     disable_any_whitespace: bool = False  # JSON without optional whitespace
     disable_additional_properties: bool = False  # objects allow only the listed properties
     whitespace_pattern: str | None = None  # regex for JSON whitespace (llguidance only)
+    # With backend auto: xgrammar alone, an error rather than a fallback to llguidance.
+    disable_fallback: bool = False
     # This request's backend, overriding the engine's (the older ``guided_decoding_backend``);
     # None: the engine's ``structured_outputs_config.backend``.
     backend: BackendChoice | None = None
@@ -97,7 +99,12 @@ class StructuredOutputsParams(msgspec.Struct, kw_only=True):
     def __post_init__(self) -> None:
         # Types first: a struct built from a request body is not type-checked, and a
         # string where a list belongs (``choice: "abc"``) would quietly mean a, b or c.
-        for name in ("json_object", "disable_any_whitespace", "disable_additional_properties"):
+        for name in (
+            "json_object",
+            "disable_any_whitespace",
+            "disable_additional_properties",
+            "disable_fallback",
+        ):
             if not isinstance(getattr(self, name), bool | None):
                 raise _field_error(name, "must be a boolean.")
         if self.whitespace_pattern is not None and not isinstance(self.whitespace_pattern, str):

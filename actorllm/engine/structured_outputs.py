@@ -77,7 +77,7 @@ class StructuredOutputs:
         so = params.structured_outputs
         if so is None:
             return
-        await wait_future(self.compiler.submit(so.key, so.backend))
+        await wait_future(self.compiler.submit_for(so))
 
     def when_done(self, fut: Future[Any], fn: Callable[[], None]) -> None:
         """Run ``fn`` on the event loop once ``fut`` is done (``fn`` must not block; if it

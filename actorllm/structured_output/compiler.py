@@ -24,7 +24,11 @@ from typing import Any, final
 
 import msgspec
 
-from actorllm.core.structured_outputs_params import GrammarKey, StructuredOutputsError
+from actorllm.core.structured_outputs_params import (
+    GrammarKey,
+    StructuredOutputsError,
+    StructuredOutputsParams,
+)
 from actorllm.structured_output.backend import (
     BACKEND_CHOICES,
     BackendChoice,
@@ -73,9 +77,18 @@ class GrammarCompiler:
         self.hits = 0
         self.misses = 0
 
-    def submit(self, key: GrammarKey, backend: BackendChoice | None) -> Future[CompiledGrammar]:
-        """The compiled grammar for ``key``, compiling in the pool on a cache miss."""
+    def submit_for(self, so: StructuredOutputsParams) -> Future[CompiledGrammar]:
+        """The compiled grammar of a request's constraint (its backend, its fallback)."""
+        return self.submit(so.key, so.backend, fallback=not so.disable_fallback)
+
+    def submit(
+        self, key: GrammarKey, backend: BackendChoice | None, *, fallback: bool = True
+    ) -> Future[CompiledGrammar]:
+        """The compiled grammar for ``key``, compiling in the pool on a cache miss.
+        ``fallback=False``: ``auto`` means xgrammar alone (vLLM's ``disable_fallback``)."""
         choice = backend or self.default_backend
+        if choice == "auto" and not fallback:
+            choice = "xgrammar"
         if self.disable_any_whitespace and key.any_whitespace:
             key = msgspec.structs.replace(key, any_whitespace=False)
         if (

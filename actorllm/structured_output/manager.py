@@ -86,7 +86,7 @@ class StructuredOutputManager:
     def add(self, request: Request) -> None:
         so = request.sampling_params.structured_outputs
         assert so is not None
-        fut = self.compiler.submit(so.key, so.backend)
+        fut = self.compiler.submit_for(so)
         self._pending[request.request_id] = fut
         if not fut.done() and self.on_ready is not None:
             on_ready = self.on_ready

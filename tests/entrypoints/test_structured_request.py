@@ -44,6 +44,10 @@ TOOL = {"type": "function", "function": {"name": "f", "parameters": SCHEMA}}
         ({"guided_choice": ["a", "b"]}, "choice", {}),
         ({"guided_grammar": 'root ::= "x"', "guided_whitespace_pattern": " "}, "grammar",
          {"whitespace_pattern": " "}),
+        ({"structured_outputs": {"regex": "a", "disable_fallback": True}}, "regex",
+         {"disable_fallback": True}),
+        ({"response_format": {"type": "structural_tag", "triggers": ["<f>"], "structures": [
+            {"begin": "<f>", "schema": SCHEMA, "end": "</f>"}]}}, "structural_tag", {}),
     ],
 )  # fmt: skip
 def test_fields_map_to_params(body: dict, kind: str | None, extra: dict) -> None:

@@ -109,6 +109,9 @@ def test_auto_falls_back_to_guidance_for_unenforced_features() -> None:
             c.submit(ws.key, "xgrammar").result()
         with pytest.raises(StructuredOutputsError, match="xgrammar"):
             c.submit(SOP(regex="(a").key, None).result()  # both fail: xgrammar's error
+        # disable_fallback (vLLM's): auto is xgrammar alone, its refusal is the answer.
+        with pytest.raises(StructuredOutputsError, match="multipleOf"):
+            c.submit_for(SOP(json=schema, disable_fallback=True)).result()
     finally:
         c.shutdown()
 

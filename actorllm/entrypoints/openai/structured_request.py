@@ -19,6 +19,7 @@ offline ``LLM.chat`` share them:
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -175,8 +176,11 @@ def _response_format(rf: Any) -> dict[str, Any] | None:
         if spec.get("strict"):  # type: ignore[union-attr]
             fields["disable_additional_properties"] = True
         return fields
+    if kind == "structural_tag":  # as vLLM: the whole object is the tag
+        return {"structural_tag": json.dumps(dict(rf))}
     raise InvalidRequestError(
-        f"response_format.type must be text, json_object or json_schema, got {kind!r}.",
+        "response_format.type must be text, json_object, json_schema or structural_tag, "
+        f"got {kind!r}.",
         param="response_format",
     )
 
