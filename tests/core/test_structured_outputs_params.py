@@ -54,3 +54,14 @@ def test_rides_on_sampling_params_through_msgspec() -> None:
     p = SamplingParams(structured_outputs=SOP(choice=["x", "y"]))
     back = msgspec.json.decode(msgspec.json.encode(p), type=SamplingParams)
     assert back.structured_outputs == p.structured_outputs
+
+
+def test_vllm_010_guided_decoding_spelling() -> None:
+    from actorllm.sampling_params import GuidedDecodingParams
+
+    spec = GuidedDecodingParams(choice=["a", "b"])
+    params = SamplingParams(guided_decoding=spec)
+    assert params.structured_outputs == spec and params.guided_decoding is None
+    assert params.clone(max_tokens=3).structured_outputs == spec
+    with pytest.raises(ValueError, match="guided_decoding"):
+        SamplingParams(guided_decoding=spec, structured_outputs=SOP(regex="x"))
