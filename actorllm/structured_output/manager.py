@@ -201,7 +201,12 @@ class StructuredOutputManager:
                 if rid in self._may_open:
                     opens.append(row)
         for row, matcher in rows:
-            matcher.fill_bitmask(mask, row)
+            if matcher.is_terminated():
+                # Complete, its stop token accepted (ignore_eos went on): only a stop token
+                # may follow, which ends the request. (xgrammar refuses to fill here.)
+                _allow_only(mask, row, self.compiler.stop_token_ids)
+            else:
+                matcher.fill_bitmask(mask, row)
         if opens:
             assert self.reasoning is not None
             opener = self.reasoning[0][0]
@@ -230,6 +235,13 @@ class StructuredOutputManager:
 
     def statistics(self) -> dict[str, int]:
         return {"compiling": len(self._pending), "matchers": len(self._matchers)}
+
+
+def _allow_only(mask: np.ndarray, row: int, token_ids: list[int]) -> None:
+    words = mask.view(np.uint32)  # [R, W]
+    words[row] = 0
+    for t in token_ids:
+        words[row, t // 32] |= np.uint32(1 << (t % 32))
 
 
 def _open_in(prompt: list[int], start: list[int], end: list[int]) -> bool:

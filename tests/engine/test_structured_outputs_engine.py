@@ -252,3 +252,21 @@ async def test_valid_and_identical_under_preemption(async_scheduling: bool) -> N
         assert (await engine.get_stats()).num_preemptions > 0
         await check_invariants(engine)
     assert results == reference
+
+
+@pytest.mark.parametrize("async_scheduling", [False, True])
+async def test_ignore_eos_past_a_complete_grammar_ends_cleanly(async_scheduling: bool) -> None:
+    """With ignore_eos the request goes on after the grammar took its stop token; the next
+    row allows only stop tokens and that token ends it (filling a terminated xgrammar
+    matcher used to crash the step, over and over: a poison request)."""
+    async with open_test_engine(async_scheduling=async_scheduling) as engine:
+        params = SamplingParams(max_tokens=50, ignore_eos=True,
+                                structured_outputs=SOP(regex="[a-z]{5}"))  # fmt: skip
+        for i in range(4):
+            async for out in engine.generate(f"w{i}", params):
+                last = out
+            assert last.outputs[0].finish_reason == "stop"
+            assert re.fullmatch("[a-z]{5}", last.outputs[0].text), last.outputs[0].text
+        stats = await engine.get_stats()
+        assert not any(stats.actor_restarts.values()), stats.actor_restarts
+        await check_invariants(engine)

@@ -9,7 +9,7 @@ from actorllm.core.sampling_params import SamplingParams
 from actorllm.core.structured_outputs_params import StructuredOutputsParams as SOP
 from actorllm.structured_output import GrammarCompiler, StructuredOutputManager
 from actorllm.structured_output.backend import allowed_tokens
-from tests.helpers.tokenizers import VOCAB_SIZE, hf_demo_tokenizer
+from tests.helpers.tokenizers import ENDOFTEXT_ID, VOCAB_SIZE, hf_demo_tokenizer
 
 
 def _req(rid: str, outputs: list[int] = ()) -> Request:  # type: ignore[assignment]
@@ -115,3 +115,18 @@ def test_remove_and_close_end_a_wait(compiler: GrammarCompiler) -> None:
     second = m.bitmask([b.request_id], after=[1])
     m.close()  # the scheduler was replaced: that step's result is dropped
     assert second.array().shape[0] == 1
+
+
+def test_a_terminated_grammar_allows_only_stop_tokens(compiler: GrammarCompiler) -> None:
+    """ignore_eos: the grammar took its stop token and the request goes on; the next row
+    allows only stop tokens (xgrammar itself refuses to fill a terminated matcher)."""
+    m = StructuredOutputManager(compiler)
+    r = _req(f"t-{compiler.default_backend}")
+    m.add(r)
+    compiler.submit(r.sampling_params.structured_outputs.key, None).result()  # type: ignore[union-attr]
+    assert m.poll(r)
+    assert m.accept(r.request_id, [*_ids("beta"), ENDOFTEXT_ID])
+    assert m.is_terminated(r.request_id)
+    row = m.bitmask([r.request_id]).array()[0]
+    assert allowed_tokens(row, VOCAB_SIZE) == [ENDOFTEXT_ID]
+    m.close()
