@@ -2,6 +2,7 @@
 
     from actorllm.sampling_params import RequestOutputKind, SamplingParams
     from actorllm.sampling_params import StructuredOutputsParams
+    from actorllm.sampling_params import GuidedDecodingParams  # vLLM <= 0.10's name
 
 The definitions live in :mod:`actorllm.core`; this module only gives them vLLM's import
 path.
@@ -10,4 +11,7 @@ path.
 from actorllm.core.sampling_params import RequestOutputKind, SamplingParams
 from actorllm.core.structured_outputs_params import StructuredOutputsParams
 
-__all__ = ["RequestOutputKind", "SamplingParams", "StructuredOutputsParams"]
+# vLLM <= 0.10 called it GuidedDecodingParams (``SamplingParams(guided_decoding=...)``).
+GuidedDecodingParams = StructuredOutputsParams
+
+__all__ = ["GuidedDecodingParams", "RequestOutputKind", "SamplingParams", "StructuredOutputsParams"]

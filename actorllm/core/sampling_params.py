@@ -70,11 +70,20 @@ class SamplingParams(msgspec.Struct, kw_only=True):
     # Constrained decoding: the output must match this JSON schema / regex / choice /
     # grammar (``actorllm.structured_output`` compiles it; the sampler masks the logits).
     structured_outputs: StructuredOutputsParams | None = None
+    # vLLM <= 0.10's name for the same (``guided_decoding=GuidedDecodingParams(...)``):
+    # folded into ``structured_outputs`` when built, so nothing reads it after that.
+    guided_decoding: StructuredOutputsParams | None = None
     # Filled by the input processor, not by users: bad_words tokenized (each word with and
     # without a leading space), so the sampler needs no tokenizer.
     bad_words_token_ids: list[list[int]] | None = None
 
     def __post_init__(self) -> None:
+        if self.guided_decoding is not None:
+            if self.structured_outputs not in (None, self.guided_decoding):
+                raise SamplingParamsError(
+                    "guided_decoding", "set structured_outputs or guided_decoding, not both."
+                )
+            self.structured_outputs, self.guided_decoding = self.guided_decoding, None
         if isinstance(self.stop, str):
             self.stop = [self.stop]
         elif self.stop is None:

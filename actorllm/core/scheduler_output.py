@@ -58,6 +58,9 @@ class GrammarBitmask(msgspec.Struct, frozen=True, kw_only=True):
     # forward pass runs (vLLM overlaps the two the same way). Typed Any: core/ imports no
     # numpy. Read it with :meth:`array`.
     bitmask: Any
+    # Some row waits for a token still in flight (async scheduling): the worker must post
+    # every earlier step's outcome before it waits for this bitmask, or nobody feeds it.
+    waits_for_inflight: bool = False
 
     def array(self) -> Any:
         """The bitmask array; blocks (worker thread) until a pending fill is done."""

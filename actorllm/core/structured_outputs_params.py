@@ -44,10 +44,22 @@ _CONSTRAINTS: tuple[ConstraintKind, ...] = (
 
 
 class StructuredOutputsError(InvalidRequestError):
-    """An unusable structured-outputs spec (HTTP 400, ``param`` names the field)."""
+    """An unusable structured-outputs spec (HTTP 400). ``param`` names the field at fault,
+    ``structured_outputs.<field>`` (``structured_outputs`` when no one field is); the
+    message starts with it. The server renames it to the field the client sent
+    (``guided_regex``, ``response_format``...) with :meth:`renamed`."""
 
     def __init__(self, message: str, *, param: str = "structured_outputs") -> None:
         super().__init__(f"{param} {message}", param=param)
+        self.detail = message  # the message without the field name
+
+    def renamed(self, param: str) -> StructuredOutputsError:
+        """The same error, naming ``param`` instead."""
+        return StructuredOutputsError(self.detail, param=param)
+
+
+def _field_error(field: str, message: str) -> StructuredOutputsError:
+    return StructuredOutputsError(message, param=f"structured_outputs.{field}")
 
 
 class GrammarKey(msgspec.Struct, frozen=True, kw_only=True):
@@ -58,6 +70,11 @@ class GrammarKey(msgspec.Struct, frozen=True, kw_only=True):
     any_whitespace: bool = True
     whitespace_pattern: str | None = None
     disable_additional_properties: bool = False
+
+    @property
+    def param(self) -> str:
+        """The field a compile error names (``structured_outputs.regex``...)."""
+        return f"structured_outputs.{self.kind}"
 
 
 class StructuredOutputsParams(msgspec.Struct, kw_only=True):
@@ -73,14 +90,32 @@ class StructuredOutputsParams(msgspec.Struct, kw_only=True):
     disable_any_whitespace: bool = False  # JSON without optional whitespace
     disable_additional_properties: bool = False  # objects allow only the listed properties
     whitespace_pattern: str | None = None  # regex for JSON whitespace (llguidance only)
+    # With backend auto: xgrammar alone, an error rather than a fallback to llguidance.
+    disable_fallback: bool = False
     # This request's backend, overriding the engine's (the older ``guided_decoding_backend``);
     # None: the engine's ``structured_outputs_config.backend``.
     backend: BackendChoice | None = None
 
     def __post_init__(self) -> None:
+        # Types first: a struct built from a request body is not type-checked, and a
+        # string where a list belongs (``choice: "abc"``) would quietly mean a, b or c.
+        for name in (
+            "json_object",
+            "disable_any_whitespace",
+            "disable_additional_properties",
+            "disable_fallback",
+        ):
+            if not isinstance(getattr(self, name), bool | None):
+                raise _field_error(name, "must be a boolean.")
+        if self.whitespace_pattern is not None and not isinstance(self.whitespace_pattern, str):
+            raise _field_error("whitespace_pattern", "must be a string.")
+        if self.json is not None and not isinstance(self.json, dict | str):
+            raise _field_error("json", "must be a JSON schema (an object, or its JSON text).")
+        if self.choice is not None and not isinstance(self.choice, list):
+            raise _field_error("choice", "must be a list of strings.")
         if self.backend is not None and self.backend not in BACKEND_CHOICES:
-            raise StructuredOutputsError(
-                f"backend must be one of {', '.join(BACKEND_CHOICES)}, got {self.backend!r}."
+            raise _field_error(
+                "backend", f"must be one of {', '.join(BACKEND_CHOICES)}, got {self.backend!r}."
             )
         set_ = [c for c in _CONSTRAINTS if getattr(self, c) is not None]
         if self.json_object is False:
@@ -93,29 +128,29 @@ class StructuredOutputsParams(msgspec.Struct, kw_only=True):
             )
         if self.choice is not None:
             if not self.choice:
-                raise StructuredOutputsError("choice must not be empty.")
+                raise _field_error("choice", "must not be empty.")
             if not all(isinstance(c, str) for c in self.choice):
-                raise StructuredOutputsError("choice must be a list of strings.")
+                raise _field_error("choice", "must be a list of strings.")
         if isinstance(self.json, str):
             try:
                 parsed = _json.loads(self.json)
             except ValueError as exc:
-                raise StructuredOutputsError(f"json is not valid JSON: {exc}.") from exc
+                raise _field_error("json", f"is not valid JSON: {exc}.") from exc
             if not isinstance(parsed, dict | bool):
-                raise StructuredOutputsError("json must be a JSON schema (an object).")
+                raise _field_error("json", "must be a JSON schema (an object).")
         for name in ("regex", "grammar", "structural_tag"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, str) or not value):
-                raise StructuredOutputsError(f"{name} must be a non-empty string.")
+                raise _field_error(name, "must be a non-empty string.")
         if self.regex is not None and "\x00" in self.regex:
-            raise StructuredOutputsError("regex must not contain a NUL character.")
+            raise _field_error("regex", "must not contain a NUL character.")
         if self.structural_tag is not None:
             try:
                 tag = _json.loads(self.structural_tag)
             except ValueError as exc:
-                raise StructuredOutputsError(f"structural_tag is not valid JSON: {exc}.") from exc
+                raise _field_error("structural_tag", f"is not valid JSON: {exc}.") from exc
             if not isinstance(tag, dict):
-                raise StructuredOutputsError("structural_tag must be a JSON object.")
+                raise _field_error("structural_tag", "must be a JSON object.")
 
     @property
     def kind(self) -> ConstraintKind:

@@ -184,6 +184,7 @@ class Admission:
         self._probe_next()
 
     def _new_core(self) -> Scheduler:
+        self.core.close()  # its steps' results will be dropped: nothing may wait on it
         core = self._make_core()
         if self.has_connector:
             core.set_kv_connector_enabled(self._connector_enabled)

@@ -34,6 +34,7 @@ from actorllm.engine.dead_letters import DeadLetterPolicy
 from actorllm.engine.errors import EngineClosedError, EngineDeadError
 from actorllm.engine.request_api import RequestAPI
 from actorllm.engine.startup import RunnerFactory, default_runner_factory
+from actorllm.engine.structured_outputs_config import structured_outputs_config_kwargs
 from actorllm.worker.worker_thread import WorkerThread
 
 __all__ = ["ACTORS", "AsyncEngine"]
@@ -42,6 +43,9 @@ __all__ = ["ACTORS", "AsyncEngine"]
 def _as_config(
     model_or_config: str | Path | EngineConfig | None, kwargs: dict[str, Any]
 ) -> EngineConfig:
+    if "structured_outputs_config" in kwargs:  # vLLM's nested form
+        kwargs = dict(kwargs)
+        kwargs |= structured_outputs_config_kwargs(kwargs.pop("structured_outputs_config"))
     if isinstance(model_or_config, EngineConfig):
         return model_or_config.replace(**kwargs) if kwargs else model_or_config
     model = None if model_or_config is None else str(model_or_config)

@@ -177,6 +177,11 @@ class EngineConfig(msgspec.Struct, kw_only=True):
     structured_outputs_disable_any_whitespace: bool = False
     """Generate JSON without optional whitespace for every request (models that pad JSON
     with whitespace can otherwise run to max_tokens inside an unfinished object)."""
+    structured_outputs_disable_additional_properties: bool = False
+    """JSON schemas take only their listed properties for every request (additionalProperties
+    false wherever a schema does not say)."""
+    structured_outputs_enable_in_reasoning: bool = False
+    """With a reasoning_parser: constrain the reasoning too, not only the answer after it."""
     reasoning_parser: str | None = None
     """Split a reasoning model's thinking into reasoning_content: deepseek_r1, qwen3 or
     granite. Structured outputs then constrain the answer only (after the reasoning)."""

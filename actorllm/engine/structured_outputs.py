@@ -10,6 +10,7 @@ pool's thread posts the result back to the loop.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any, TypeVar, final
@@ -36,6 +37,7 @@ class StructuredOutputs:
         stop_token_ids: list[int],
         backend: BackendChoice = "auto",
         disable_any_whitespace: bool = False,
+        disable_additional_properties: bool = False,
         reasoning_markers: tuple[str, str] | None = None,
     ) -> None:
         self.tokenizer = tokenizer
@@ -43,9 +45,12 @@ class StructuredOutputs:
         self.stop_token_ids = stop_token_ids
         self.backend: BackendChoice = backend
         self.disable_any_whitespace = disable_any_whitespace
+        self.disable_additional_properties = disable_additional_properties
         self.reasoning_markers = reasoning_markers  # (start, end) text, from the reasoning parser
         self._compiler: GrammarCompiler | None = None
         self._reasoning_ids: tuple[list[int], list[int]] | None = None
+        # Every scheduler incarnation's tracker still alive, closed at shutdown.
+        self._trackers: weakref.WeakSet[StructuredOutputManager] = weakref.WeakSet()
 
     @property
     def compiler(self) -> GrammarCompiler:
@@ -56,6 +61,7 @@ class StructuredOutputs:
                 stop_token_ids=self.stop_token_ids,
                 backend=self.backend,
                 disable_any_whitespace=self.disable_any_whitespace,
+                disable_additional_properties=self.disable_additional_properties,
             )
             if self.reasoning_markers is not None:
                 start, end = self.reasoning_markers
@@ -71,7 +77,7 @@ class StructuredOutputs:
         so = params.structured_outputs
         if so is None:
             return
-        await wait_future(self.compiler.submit(so.key, so.backend))
+        await wait_future(self.compiler.submit_for(so))
 
     def when_done(self, fut: Future[Any], fn: Callable[[], None]) -> None:
         """Run ``fn`` on the event loop once ``fut`` is done (``fn`` must not block; if it
@@ -87,26 +93,31 @@ class StructuredOutputs:
         fut.add_done_callback(lambda _f: poster.post(attempt))
 
     @staticmethod
-    def result(fut: Future[Any]) -> Any:
+    def result(fut: Future[Any], param: str = "structured_outputs") -> Any:
         """A done compile's grammar; its ``StructuredOutputsError`` as is, any other failure
-        (a backend bug) as a ``StructuredOutputsError`` too: the request's, not the actor's."""
+        (a backend bug) as a ``StructuredOutputsError`` naming ``param`` too: the
+        request's, not the actor's."""
         try:
             return fut.result()
         except StructuredOutputsError:
             raise
         except Exception as exc:
-            raise StructuredOutputsError(f"cannot be compiled: {exc!r}") from exc
+            raise StructuredOutputsError(f"cannot be compiled: {exc!r}", param=param) from exc
 
     def tracker(self, wake: Callable[[], None]) -> StructuredOutputManager:
         """A new scheduler's tracker; ``wake`` runs on the event loop when a compile that
         was not cached finishes (so the scheduler can admit the request)."""
         compiler = self.compiler
         poster = LoopPoster()
-        return StructuredOutputManager(
+        tracker = StructuredOutputManager(
             compiler, on_ready=lambda: poster.post(wake), reasoning=self._reasoning_ids
         )
+        self._trackers.add(tracker)
+        return tracker
 
     def shutdown(self) -> None:
+        for tracker in list(self._trackers):
+            tracker.close()
         if self._compiler is not None:
             self._compiler.shutdown()
 
@@ -114,7 +125,8 @@ class StructuredOutputs:
 def structured_outputs_for(config: Any, tokenizer: Any, model: Any) -> StructuredOutputs:
     """The engine's service from its config (backend, reasoning parser) and model info."""
     markers = None
-    if config.reasoning_parser is not None:
+    # enable_in_reasoning: no markers, so the constraint covers the reasoning too.
+    if config.reasoning_parser is not None and not config.structured_outputs_enable_in_reasoning:
         from actorllm.reasoning import get_reasoning_parser
 
         parser = get_reasoning_parser(config.reasoning_parser)
@@ -126,6 +138,7 @@ def structured_outputs_for(config: Any, tokenizer: Any, model: Any) -> Structure
         stop_token_ids=list(model.eos_token_ids),
         backend=config.structured_outputs_backend,
         disable_any_whitespace=config.structured_outputs_disable_any_whitespace,
+        disable_additional_properties=config.structured_outputs_disable_additional_properties,
         reasoning_markers=markers,
     )
 

@@ -24,7 +24,11 @@ from typing import Any, final
 
 import msgspec
 
-from actorllm.core.structured_outputs_params import GrammarKey, StructuredOutputsError
+from actorllm.core.structured_outputs_params import (
+    GrammarKey,
+    StructuredOutputsError,
+    StructuredOutputsParams,
+)
 from actorllm.structured_output.backend import (
     BACKEND_CHOICES,
     BackendChoice,
@@ -49,6 +53,7 @@ class GrammarCompiler:
         stop_token_ids: list[int] | None = None,
         backend: BackendChoice = "auto",
         disable_any_whitespace: bool = False,
+        disable_additional_properties: bool = False,
         max_workers: int = 2,
         cache_size: int = 512,
     ) -> None:
@@ -61,10 +66,9 @@ class GrammarCompiler:
         # Engine-wide: JSON without optional whitespace for every request (vLLM's
         # structured_outputs_config.disable_any_whitespace).
         self.disable_any_whitespace = disable_any_whitespace
+        # ... and objects without additionalProperties closed, for every JSON request.
+        self.disable_additional_properties = disable_additional_properties
         self._pool = ThreadPoolExecutor(max_workers, thread_name_prefix="grammar-compile")
-        # Bitmask fills run here, beside the step's forward pass (one thread: fills are
-        # short and ordered; compiles never delay them).
-        self.fill_pool = ThreadPoolExecutor(1, thread_name_prefix="grammar-fill")
         self._lock = threading.Lock()
         # {(key, backend choice): future of the compiled grammar}, LRU order.
         self._cache: OrderedDict[CacheKey, Future[CompiledGrammar]] = OrderedDict()
@@ -73,11 +77,26 @@ class GrammarCompiler:
         self.hits = 0
         self.misses = 0
 
-    def submit(self, key: GrammarKey, backend: BackendChoice | None) -> Future[CompiledGrammar]:
-        """The compiled grammar for ``key``, compiling in the pool on a cache miss."""
+    def submit_for(self, so: StructuredOutputsParams) -> Future[CompiledGrammar]:
+        """The compiled grammar of a request's constraint (its backend, its fallback)."""
+        return self.submit(so.key, so.backend, fallback=not so.disable_fallback)
+
+    def submit(
+        self, key: GrammarKey, backend: BackendChoice | None, *, fallback: bool = True
+    ) -> Future[CompiledGrammar]:
+        """The compiled grammar for ``key``, compiling in the pool on a cache miss.
+        ``fallback=False``: ``auto`` means xgrammar alone (vLLM's ``disable_fallback``)."""
         choice = backend or self.default_backend
+        if choice == "auto" and not fallback:
+            choice = "xgrammar"
         if self.disable_any_whitespace and key.any_whitespace:
             key = msgspec.structs.replace(key, any_whitespace=False)
+        if (
+            self.disable_additional_properties
+            and key.kind in ("json", "json_object")
+            and not key.disable_additional_properties
+        ):
+            key = msgspec.structs.replace(key, disable_additional_properties=True)
         ck = (key, choice)
         with self._lock:
             fut = self._cache.get(ck)
@@ -97,7 +116,6 @@ class GrammarCompiler:
 
     def shutdown(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
-        self.fill_pool.shutdown(wait=False, cancel_futures=True)
 
     def statistics(self) -> dict[str, int]:
         with self._lock:

@@ -60,13 +60,15 @@ class GuidanceBackend:
             grammar = self._serialize(key)
         except (ValueError, KeyError, TypeError) as exc:
             raise StructuredOutputsError(
-                f"{key.kind} cannot be compiled (guidance): {exc}"
+                f"cannot be compiled (guidance): {exc}", param=key.param
             ) from exc
         error = llguidance.LLMatcher.validate_grammar(grammar, self._tokenizer)
         if error:
             if "unsupported" in error.lower() or "not supported" in error.lower():
-                raise UnsupportedFeatureError(f"{key.kind} is not supported by guidance: {error}")
-            raise StructuredOutputsError(f"{key.kind} cannot be compiled (guidance): {error}")
+                raise UnsupportedFeatureError(
+                    f"is not supported by guidance: {error}", param=key.param
+                )
+            raise StructuredOutputsError(f"cannot be compiled (guidance): {error}", param=key.param)
         return GuidanceCompiled(grammar)
 
     def _serialize(self, key: GrammarKey) -> str:
@@ -84,7 +86,7 @@ class GuidanceBackend:
             return llguidance.grammar_from("choice", key.spec)
         if key.kind == "grammar":
             return llguidance.grammar_from("grammar", key.spec)
-        raise UnsupportedFeatureError("structural_tag is not supported by guidance here.")
+        raise UnsupportedFeatureError("is not supported by guidance.", param=key.param)
 
     def matcher(self, compiled: Any) -> GuidanceMatcher:
         return GuidanceMatcher(self._tokenizer, compiled)

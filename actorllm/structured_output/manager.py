@@ -9,6 +9,18 @@ the crash, so that is a cache hit and a replay of tokens.
 ``on_ready`` is called (from a compile thread) when a grammar that was not cached finishes
 compiling, so the owner can wake its scheduler.
 
+Async scheduling: the scheduler may plan a request's next step while the token of its
+previous one is still in flight (its output placeholder). That step's row then depends on
+the token: :meth:`bitmask` is told how many output tokens each row follows (``after``), and
+the fill, on this manager's fill thread, waits until :meth:`accept` has fed that many —
+the scheduler applies step N's tokens while step N+1's forward pass runs, so the wait
+is hidden behind the forward instead of costing the request every other step. A request
+removed meanwhile, or :meth:`close` (the scheduler incarnation is gone), ends the wait.
+
+Threads: the event loop calls everything but the fill; the fill thread reads matcher
+state only after its row's tokens are fed, and no row's matcher is advanced again before
+the step it was filled for comes back. ``_cond`` guards the bookkeeping between them.
+
 Reasoning models (``reasoning``: the token ids that open and close the reasoning block,
 from ``--reasoning-parser``): the constraint applies to the answer only, as in vLLM. A
 request whose reasoning is open gets all-allowed rows and its tokens are not fed to the
@@ -22,8 +34,10 @@ completion prompt) the output is constrained from its first token.
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from collections.abc import Callable
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import final
 
 import numpy as np
@@ -35,6 +49,10 @@ from actorllm.structured_output.backend import CompiledGrammar, Matcher, bitmask
 from actorllm.structured_output.compiler import GrammarCompiler
 
 log = logging.getLogger(__name__)
+
+# How long a fill waits for an in-flight token before failing its step (a broken pipeline,
+# never a normal wait: the token is one loop turn away).
+FILL_TIMEOUT_S = 60.0
 
 
 @final
@@ -56,11 +74,19 @@ class StructuredOutputManager:
         self._pending: dict[str, Future[CompiledGrammar]] = {}  # {req_id: compile}
         self._matchers: dict[str, Matcher] = {}  # {req_id: matcher}, ready requests
         self._terminated: set[str] = set()  # req_ids whose grammar completed
+        # {req_id: output tokens given to accept (reasoning ones too)}; under _cond.
+        self._fed: dict[str, int] = {}
+        self._cond = threading.Condition()
+        self._closed = False  # under _cond
+        # Bitmask fills run here, beside the step's forward pass. One thread per manager:
+        # fills are short and ordered, and one replica's wait for its token never holds
+        # up another replica's fill.
+        self._fill_pool = ThreadPoolExecutor(1, thread_name_prefix="grammar-fill")
 
     def add(self, request: Request) -> None:
         so = request.sampling_params.structured_outputs
         assert so is not None
-        fut = self.compiler.submit(so.key, so.backend)
+        fut = self.compiler.submit_for(so)
         self._pending[request.request_id] = fut
         if not fut.done() and self.on_ready is not None:
             on_ready = self.on_ready
@@ -79,7 +105,9 @@ class StructuredOutputManager:
         except StructuredOutputsError:
             raise
         except Exception as exc:  # a backend bug: still this request's error, not a crash
-            raise StructuredOutputsError(f"cannot be compiled: {exc!r}") from exc
+            so = request.sampling_params.structured_outputs
+            param = so.key.param if so is not None else "structured_outputs"
+            raise StructuredOutputsError(f"cannot be compiled: {exc!r}", param=param) from exc
         self._matchers[rid] = self.compiler.matcher(compiled)
         if self.reasoning is not None:
             start, end = self.reasoning
@@ -87,6 +115,8 @@ class StructuredOutputManager:
                 self._reasoning_tail[rid] = []
             elif len(start) == 1:
                 self._may_open.add(rid)
+        with self._cond:
+            self._fed[rid] = 0
         # Rebuild from tokens: a resumed (or recovered) request's outputs so far.
         if not self.accept(rid, list(request.output_token_ids), replay=True):
             raise StructuredOutputsError(
@@ -95,6 +125,15 @@ class StructuredOutputManager:
         return True
 
     def accept(self, req_id: str, token_ids: list[int], replay: bool = False) -> bool:
+        try:
+            return self._accept(req_id, token_ids, replay)
+        finally:  # fed even when rejected: a fill waiting on it must not wait forever
+            with self._cond:
+                if req_id in self._fed:
+                    self._fed[req_id] += len(token_ids)
+                    self._cond.notify_all()
+
+    def _accept(self, req_id: str, token_ids: list[int], replay: bool) -> bool:
         if token_ids and req_id in self._may_open:
             self._may_open.discard(req_id)
             assert self.reasoning is not None
@@ -131,45 +170,78 @@ class StructuredOutputManager:
     def is_terminated(self, req_id: str) -> bool:
         return req_id in self._terminated
 
-    def bitmask(self, req_ids: list[str]) -> GrammarBitmask:
-        """The rows of ``req_ids``, filled on the compiler's fill thread while the step's
-        forward pass runs (the worker waits for them just before sampling). Safe: these
-        matchers are not advanced again before this step's tokens come back."""
+    def bitmask(self, req_ids: list[str], after: list[int] | None = None) -> GrammarBitmask:
+        """The rows of ``req_ids``, filled on the fill thread while the step's forward pass
+        runs (the worker waits for them just before sampling). ``after[i]``: the number of
+        output tokens row ``i`` follows, counting tokens still in flight (async
+        scheduling); its fill waits until they are fed. None: all are fed already."""
+        needs = after if after is not None else [0] * len(req_ids)
+        with self._cond:
+            waits = any(self._fed.get(r, n) < n for r, n in zip(req_ids, needs, strict=True))
+        fut = self._fill_pool.submit(self._fill, list(req_ids), needs)
+        return GrammarBitmask(req_ids=list(req_ids), bitmask=fut, waits_for_inflight=waits)
+
+    def _fill(self, req_ids: list[str], needs: list[int]) -> np.ndarray:
+        """On the fill thread: wait for each row's tokens, then fill the rows ([R, W])."""
         mask = np.zeros((len(req_ids), self._width), dtype=np.int32)  # [R, W]
         rows: list[tuple[int, Matcher]] = []
-        for row, rid in enumerate(req_ids):
-            if rid in self._reasoning_tail:
-                mask[row] = -1  # still reasoning: unconstrained
+        opens: list[int] = []  # rows that may also open a reasoning block
+        deadline = time.monotonic() + FILL_TIMEOUT_S
+        with self._cond:
+            for row, (rid, need) in enumerate(zip(req_ids, needs, strict=True)):
+                # A removed request has no entry: nothing to wait for (its row is unused).
+                while self._fed.get(rid, need) < need and not self._closed:
+                    if not self._cond.wait(max(0.0, deadline - time.monotonic())):
+                        raise TimeoutError(f"request {rid}: its in-flight token never came")
+                matcher = self._matchers.get(rid)
+                if matcher is None or rid in self._reasoning_tail:
+                    mask[row] = -1  # still reasoning (or gone): unconstrained
+                    continue
+                rows.append((row, matcher))
+                if rid in self._may_open:
+                    opens.append(row)
+        for row, matcher in rows:
+            if matcher.is_terminated():
+                # Complete, its stop token accepted (ignore_eos went on): only a stop token
+                # may follow, which ends the request. (xgrammar refuses to fill here.)
+                _allow_only(mask, row, self.compiler.stop_token_ids)
             else:
-                rows.append((row, self._matchers[rid]))
-        opener = self.reasoning[0][0] if self.reasoning is not None else -1
-        opens = [row for row, rid in enumerate(req_ids) if rid in self._may_open]
-        if not rows:
-            return GrammarBitmask(req_ids=list(req_ids), bitmask=mask)  # all reasoning
-        fut = self.compiler.fill_pool.submit(_fill, rows, mask, opens, opener)
-        return GrammarBitmask(req_ids=list(req_ids), bitmask=fut)
+                matcher.fill_bitmask(mask, row)
+        if opens:
+            assert self.reasoning is not None
+            opener = self.reasoning[0][0]
+            words = mask.view(np.uint32)  # [R, W]
+            for row in opens:
+                words[row, opener // 32] |= np.uint32(1 << (opener % 32))
+        return mask
 
     def remove(self, req_id: str) -> None:
+        with self._cond:
+            self._fed.pop(req_id, None)
+            self._cond.notify_all()
         self._pending.pop(req_id, None)
         self._matchers.pop(req_id, None)
         self._terminated.discard(req_id)
         self._reasoning_tail.pop(req_id, None)
         self._may_open.discard(req_id)
 
+    def close(self) -> None:
+        """The owning scheduler is gone: end every wait (those steps' results are dropped)
+        and let the fill thread go."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        self._fill_pool.shutdown(wait=False)
+
     def statistics(self) -> dict[str, int]:
         return {"compiling": len(self._pending), "matchers": len(self._matchers)}
 
 
-def _fill(
-    rows: list[tuple[int, Matcher]], mask: np.ndarray, opens: list[int], opener: int
-) -> np.ndarray:
-    """Fill the grammar rows; ``opens``: rows that may also open a reasoning block."""
-    for row, matcher in rows:
-        matcher.fill_bitmask(mask, row)
+def _allow_only(mask: np.ndarray, row: int, token_ids: list[int]) -> None:
     words = mask.view(np.uint32)  # [R, W]
-    for row in opens:
-        words[row, opener // 32] |= np.uint32(1 << (opener % 32))
-    return mask
+    words[row] = 0
+    for t in token_ids:
+        words[row, t // 32] |= np.uint32(1 << (t % 32))
 
 
 def _open_in(prompt: list[int], start: list[int], end: list[int]) -> bool:

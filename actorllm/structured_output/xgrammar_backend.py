@@ -135,14 +135,16 @@ class XgrammarBackend:
 
     def compile(self, key: GrammarKey) -> XgrammarCompiled:
         if key.whitespace_pattern is not None:
-            raise UnsupportedFeatureError("whitespace_pattern is not supported by xgrammar.")
+            raise UnsupportedFeatureError(
+                "is not supported by xgrammar.", param="structured_outputs.whitespace_pattern"
+            )
         try:
             return XgrammarCompiled(self._compile(key))
         except StructuredOutputsError:
             raise
         except (RuntimeError, ValueError, TypeError) as exc:  # xgrammar's parse errors
             raise StructuredOutputsError(
-                f"{key.kind} cannot be compiled (xgrammar): {_first_line(exc)}"
+                f"cannot be compiled (xgrammar): {_first_line(exc)}", param=key.param
             ) from exc
 
     def _compile(self, key: GrammarKey) -> xgr.CompiledGrammar:
@@ -152,7 +154,7 @@ class XgrammarBackend:
             feature = unsupported_json_feature(schema)
             if feature is not None:
                 raise UnsupportedFeatureError(
-                    f"json schema uses {feature}, which xgrammar does not enforce."
+                    f"uses {feature}, which xgrammar does not enforce.", param=key.param
                 )
             spec = json.dumps(bounded_strings_as_patterns(schema))
             return c.compile_json_schema(spec, any_whitespace=key.any_whitespace)

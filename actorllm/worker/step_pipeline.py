@@ -10,8 +10,9 @@ as its result is ready (``done()``: always on CPU, where launching computes the 
 another step is already pending (N+1 is on the device, so N's host copy can be waited for
 without idling the GPU), or when nothing else is queued on the thread (no point waiting).
 Steps resolve in launch order. Any other job on the thread (sleep, reset) must
-call :meth:`flush` first. Runners without ``launch`` (the ScriptedModel, or any plain
-``execute``) run synchronously through the same code.
+call :meth:`flush` first, and so does a step whose grammar bitmask waits for an earlier
+step's tokens (structured outputs under async scheduling). Runners without ``launch``
+(the ScriptedModel, or any plain ``execute``) run synchronously through the same code.
 
 Everything here runs on the worker thread, except the ``post`` callbacks' effect (they hand
 outcomes to the event loop).
@@ -58,6 +59,12 @@ class StepPipeline:
     ) -> None:
         """Launch ``so`` (after ``before``, e.g. KV connector loads), then resolve what
         can be resolved. Every step's outcome is posted exactly once, in order."""
+        grammar = so.grammar_bitmask
+        if grammar is not None and grammar.waits_for_inflight:
+            # Its sampling waits for the scheduler to apply earlier steps' tokens: post
+            # them first. (On CPU they are posted already; on CUDA this gives up the
+            # launch-ahead for such steps, vLLM defers only the sampling instead.)
+            self.flush()
         try:
             if before is not None:
                 before()

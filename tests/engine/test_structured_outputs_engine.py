@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 
 import anyio
 import jsonschema
@@ -15,7 +16,13 @@ import pytest
 from actorllm.core.sampling_params import SamplingParams
 from actorllm.core.structured_outputs_params import StructuredOutputsError
 from actorllm.core.structured_outputs_params import StructuredOutputsParams as SOP
-from actorllm.testing.engine_harness import check_invariants, inject_fault, open_test_engine
+from actorllm.testing.engine_harness import (
+    check_invariants,
+    demo_tokenizer,
+    inject_fault,
+    open_test_engine,
+)
+from actorllm.testing.scripted_model import ScriptedModel
 
 pytestmark = pytest.mark.anyio
 
@@ -75,19 +82,24 @@ async def test_every_finished_output_validates(async_scheduling: bool) -> None:
         assert valid(SPECS[i % len(SPECS)], text), (i, text)
 
 
+@pytest.mark.parametrize("async_scheduling", [False, True])
 @pytest.mark.parametrize("actor", ["scheduler", "executor"])
-async def test_valid_and_identical_after_a_crash(actor: str) -> None:
-    async with open_test_engine(step_delay_s=0.001) as engine:
+async def test_valid_and_identical_after_a_crash(actor: str, async_scheduling: bool) -> None:
+    """Also under async scheduling, where a crash can land while a step's bitmask waits
+    for the token of the step before it."""
+    kw = {"step_delay_s": 0.001, "async_scheduling": async_scheduling}
+    async with open_test_engine(**kw) as engine:
         reference = await run(engine)
-    async with open_test_engine(step_delay_s=0.001) as engine:
+    async with open_test_engine(**kw) as engine:
         inject_fault(engine, actor, at_step=4)
         results = await run(engine)
         await check_invariants(engine)
     assert results == reference
 
 
-async def test_n_min_tokens_and_stop_strings() -> None:
-    async with open_test_engine() as engine:
+@pytest.mark.parametrize("async_scheduling", [False, True])
+async def test_n_min_tokens_and_stop_strings(async_scheduling: bool) -> None:
+    async with open_test_engine(async_scheduling=async_scheduling) as engine:
         spec = SOP(regex=r"[a-z]{3,8}")
         params = SamplingParams(n=3, max_tokens=20, temperature=1.0, seed=3, min_tokens=2,
                                 structured_outputs=spec)  # fmt: skip
@@ -110,7 +122,7 @@ async def test_bad_specs_fail_before_scheduling(spec: SOP) -> None:
         with pytest.raises(StructuredOutputsError) as info:
             async for _ in engine.generate("z", SamplingParams(structured_outputs=spec)):
                 pass
-        assert info.value.param == "structured_outputs"
+        assert info.value.param == spec.key.param  # structured_outputs.regex, .grammar, .json
         assert (await engine.get_stats()).num_running_reqs == 0
         await check_invariants(engine)
 
@@ -149,4 +161,116 @@ async def test_a_slow_compile_holds_up_nobody() -> None:
                 await anyio.sleep(0.01)
             release.set()
         assert order == ["plain", "slow"]
+        await check_invariants(engine)
+
+
+async def test_async_scheduling_advances_a_structured_request_every_step() -> None:
+    """Beside an unconstrained request, a constrained one under async scheduling takes
+    about one engine step per token (it used to sit out every other step: 2x)."""
+    async with open_test_engine(async_scheduling=True, step_delay_s=0.003) as engine:
+        spec = SOP(regex=r"[0-9]{40}")  # ~20 tokens
+        params = SamplingParams(max_tokens=60, structured_outputs=spec)
+        async for _ in engine.generate("warm", params):
+            pass  # compiled and cached
+
+        async def plain() -> None:
+            async for _ in engine.generate("bg", SamplingParams(max_tokens=400, ignore_eos=True)):
+                pass
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(plain)
+            await anyio.sleep(0.02)
+            before = (await engine.get_stats()).steps_done
+            async for out in engine.generate("x", params):
+                last = out
+            steps = (await engine.get_stats()).steps_done - before
+            tg.cancel_scope.cancel()
+        assert re.fullmatch(r"[0-9]{40}", last.outputs[0].text)
+        num_tokens = len(last.outputs[0].token_ids)
+        # Every other step would be about 2 * num_tokens; a few steps of slack for the
+        # request's way in (input processor, router) while the other request steps on.
+        assert num_tokens >= 15 and steps <= 1.3 * num_tokens, (steps, num_tokens)
+        await check_invariants(engine)
+
+
+class _Thinker(ScriptedModel):
+    """Writes a fixed reasoning text after the prompt's ``<think>``, then its usual
+    script (which the grammar bends into the answer)."""
+
+    def __init__(self, start: list[int], thought: list[int], **kw: object) -> None:
+        super().__init__(**kw)  # type: ignore[arg-type]
+        self.start, self.thought = start, thought
+
+    def fresh(self) -> ScriptedModel:
+        raise NotImplementedError  # one replica
+
+    def script(self, context: Sequence[int]) -> int:
+        n = len(self.start)
+        opened = max(
+            (i + n for i in range(len(context) - n + 1) if list(context[i : i + n]) == self.start),
+            default=None,
+        )
+        if opened is not None and len(context) - opened < len(self.thought):
+            return self.thought[len(context) - opened]
+        return super().script(context)
+
+
+@pytest.mark.parametrize("async_scheduling", [False, True])
+async def test_reasoning_is_free_and_only_the_answer_is_constrained(
+    async_scheduling: bool,
+) -> None:
+    """--reasoning-parser deepseek_r1: the prompt opens <think>; the model's reasoning is
+    not held to the regex (it could not be), the answer after </think> is. A prompt that
+    closed the block (enable_thinking: false) is constrained from the first token."""
+    tok = demo_tokenizer()
+    ids = lambda text: tok.encode(text, add_special_tokens=False)  # noqa: E731
+    thought = ids("Let me think about it.</think>")
+    model = _Thinker(ids("<think>"), thought, vocab_size=len(tok), eos_token_id=tok.eos_token_id)
+    spec = SOP(regex=r"[0-9]{3}")
+    params = SamplingParams(max_tokens=40, structured_outputs=spec)
+    async with open_test_engine(
+        model=model, reasoning_parser="deepseek_r1", async_scheduling=async_scheduling
+    ) as engine:
+        async for out in engine.generate("Q: a number?\n<think>", params):
+            last = out
+        text = last.outputs[0].text
+        assert text.startswith("Let me think about it.</think>"), text
+        assert re.fullmatch(r"[0-9]{3}", text.split("</think>", 1)[1]), text
+        async for out in engine.generate("Q: a number?\n<think>\n\n</think>\n\n", params):
+            last = out
+        assert re.fullmatch(r"[0-9]{3}", last.outputs[0].text), last.outputs[0].text
+        await check_invariants(engine)
+
+
+@pytest.mark.parametrize("async_scheduling", [False, True])
+async def test_valid_and_identical_under_preemption(async_scheduling: bool) -> None:
+    """A KV pool too small for the batch preempts requests (recompute): a preempted
+    request keeps its outputs and its matcher, so it resumes where its grammar was."""
+    async with open_test_engine(async_scheduling=async_scheduling, max_num_seqs=24) as engine:
+        reference = await run(engine, n=24)
+    async with open_test_engine(
+        async_scheduling=async_scheduling, num_blocks=21, block_size=4, max_num_seqs=24,
+        max_model_len=80,
+    ) as engine:  # fmt: skip
+        results = await run(engine, n=24)
+        assert (await engine.get_stats()).num_preemptions > 0
+        await check_invariants(engine)
+    assert results == reference
+
+
+@pytest.mark.parametrize("async_scheduling", [False, True])
+async def test_ignore_eos_past_a_complete_grammar_ends_cleanly(async_scheduling: bool) -> None:
+    """With ignore_eos the request goes on after the grammar took its stop token; the next
+    row allows only stop tokens and that token ends it (filling a terminated xgrammar
+    matcher used to crash the step, over and over: a poison request)."""
+    async with open_test_engine(async_scheduling=async_scheduling) as engine:
+        params = SamplingParams(max_tokens=50, ignore_eos=True,
+                                structured_outputs=SOP(regex="[a-z]{5}"))  # fmt: skip
+        for i in range(4):
+            async for out in engine.generate(f"w{i}", params):
+                last = out
+            assert last.outputs[0].finish_reason == "stop"
+            assert re.fullmatch("[a-z]{5}", last.outputs[0].text), last.outputs[0].text
+        stats = await engine.get_stats()
+        assert not any(stats.actor_restarts.values()), stats.actor_restarts
         await check_invariants(engine)

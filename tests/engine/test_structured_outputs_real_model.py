@@ -1,7 +1,7 @@
 """The issue's showcase: a random-weight tiny Llama (nothing but the constraint makes its
 output valid) under 20+ JSON schemas, regexes, choices and an EBNF grammar — every output
 ends by its grammar and validates, on both backends, with async scheduling on and off,
-and across an injected executor crash."""
+and across injected executor and scheduler crashes."""
 
 from __future__ import annotations
 
@@ -53,10 +53,17 @@ async def test_all_specs_validate(tiny_model: str, backend: str, async_schedulin
         await check_invariants(engine)
 
 
-async def test_valid_after_an_executor_crash(tiny_model: str) -> None:
+@pytest.mark.parametrize(
+    ("actor", "backend", "async_scheduling"),
+    [("executor", "xgrammar", False), ("scheduler", "guidance", True)],
+)
+async def test_valid_after_a_crash(
+    tiny_model: str, actor: str, backend: str, async_scheduling: bool
+) -> None:
     async with AsyncEngine.open(
-        tiny_model, max_model_len=256, kv_cache_memory_bytes=8 * 2**20
-    ) as engine:
-        inject_fault(engine, "executor", at_step=6)
+        tiny_model, max_model_len=256, kv_cache_memory_bytes=8 * 2**20,
+        structured_outputs_backend=backend, async_scheduling=async_scheduling,
+    ) as engine:  # fmt: skip
+        inject_fault(engine, actor, at_step=6)
         _check(await _run_all(engine))
         await check_invariants(engine)

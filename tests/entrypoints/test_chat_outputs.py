@@ -54,3 +54,17 @@ def test_stream_without_parsers_passes_text_through() -> None:
     assert p.delta("he").content == "he"
     assert p.delta("hello").content == "llo"
     assert p.delta("hello", final=True).empty
+
+
+def test_parallel_tool_calls_false_keeps_the_first_call() -> None:
+    text = (
+        '<tool_call>{"name": "a", "arguments": {}}</tool_call>'
+        '<tool_call>{"name": "b", "arguments": {"x": 1}}</tool_call>'
+    )
+    m = ChoiceParser(tools=HermesToolParser(), single_call=True).message(text)
+    assert [c.function.name for c in m.tool_calls] == ["a"]
+    assert len(ChoiceParser(tools=HermesToolParser()).message(text).tool_calls) == 2
+    p = ChoiceParser(tools=HermesToolParser(), single_call=True)
+    streamed = [d for cut in range(1, len(text) + 1)
+                for d in p.delta(text[:cut], final=cut == len(text)).tool_calls]  # fmt: skip
+    assert streamed and {d.index for d in streamed} == {0}

@@ -102,8 +102,20 @@ def test_bad_spec_is_a_400(client: openai.OpenAI) -> None:
         client.completions.create(
             model=_model(client), prompt="x", extra_body={"guided_regex": "(unclosed"}
         )
-    assert info.value.body["param"] == "structured_outputs"  # type: ignore[index]
-    assert "regex" in info.value.body["message"]  # type: ignore[index]
+    assert info.value.body["param"] == "guided_regex"  # type: ignore[index]
+    assert info.value.body["message"].startswith("guided_regex ")  # type: ignore[index]
+    for body, param in [
+        ({"structured_outputs": {"regex": "(unclosed"}}, "structured_outputs.regex"),
+        ({"response_format": {"type": "json_schema",
+                              "json_schema": {"name": "x", "schema": {"type": "nope"}}}},
+         "response_format"),
+    ]:  # fmt: skip
+        with pytest.raises(openai.BadRequestError) as info:
+            client.chat.completions.create(
+                model=_model(client), messages=[{"role": "user", "content": "x"}],
+                extra_body=body,
+            )  # fmt: skip
+        assert info.value.body["param"] == param  # type: ignore[index]
     with pytest.raises(openai.BadRequestError):
         client.chat.completions.create(
             model=_model(client), messages=[{"role": "user", "content": "x"}],

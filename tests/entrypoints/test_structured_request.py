@@ -6,16 +6,21 @@ import pytest
 
 from actorllm.core.chat_template import messages_for_template
 from actorllm.core.errors import InvalidRequestError
+from actorllm.core.structured_outputs_params import StructuredOutputsError
 from actorllm.entrypoints.openai.structured_request import (
     ToolSettings,
+    client_error,
     plan_tools,
     structured_outputs_from_body,
+    structured_source,
 )
 from actorllm.entrypoints.openai.tool_parsers import (
     HermesToolParser,
     NamedToolParser,
     RequiredToolParser,
 )
+from actorllm.structured_output import GrammarCompiler
+from tests.helpers.tokenizers import VOCAB_SIZE, hf_demo_tokenizer
 
 SCHEMA = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
 TOOL = {"type": "function", "function": {"name": "f", "parameters": SCHEMA}}
@@ -39,6 +44,10 @@ TOOL = {"type": "function", "function": {"name": "f", "parameters": SCHEMA}}
         ({"guided_choice": ["a", "b"]}, "choice", {}),
         ({"guided_grammar": 'root ::= "x"', "guided_whitespace_pattern": " "}, "grammar",
          {"whitespace_pattern": " "}),
+        ({"structured_outputs": {"regex": "a", "disable_fallback": True}}, "regex",
+         {"disable_fallback": True}),
+        ({"response_format": {"type": "structural_tag", "triggers": ["<f>"], "structures": [
+            {"begin": "<f>", "schema": SCHEMA, "end": "</f>"}]}}, "structural_tag", {}),
     ],
 )  # fmt: skip
 def test_fields_map_to_params(body: dict, kind: str | None, extra: dict) -> None:
@@ -60,7 +69,17 @@ def test_fields_map_to_params(body: dict, kind: str | None, extra: dict) -> None
         ({"response_format": {"type": "json_schema", "json_schema": {"name": "x"}}},
          "response_format"),
         ({"guided_choice": []}, "guided_choice"),
-        ({"structured_outputs": {"regex": "a", "oops": 1}}, "structured_outputs"),
+        ({"guided_choice": "abc"}, "guided_choice"),
+        ({"guided_json": [1]}, "guided_json"),
+        ({"structured_outputs": {"regex": "a", "oops": 1}}, "structured_outputs.oops"),
+        ({"structured_outputs": {"choice": []}}, "structured_outputs.choice"),
+        ({"structured_outputs": {"regex": ""}}, "structured_outputs.regex"),
+        ({"structured_outputs": {"regex": "a", "backend": "x"}}, "structured_outputs.backend"),
+        ({"structured_outputs": {"regex": "a", "grammar": "b"}}, "structured_outputs"),
+        ({"structured_outputs": 3}, "structured_outputs"),
+        ({"response_format": {"type": "json_schema", "json_schema": {"schema": "{no"}}},
+         "response_format"),
+        ({"guided_regex": "a", "guided_whitespace_pattern": 3}, "guided_whitespace_pattern"),
         ({"guided_regex": "a", "guided_decoding_backend": "outlines"}, "guided_decoding_backend"),
         ({"guided_decoding_backend": "xgrammar"}, "guided_decoding_backend"),
     ],
@@ -69,6 +88,36 @@ def test_bad_requests_name_the_field(body: dict, param: str) -> None:
     with pytest.raises(InvalidRequestError) as info:
         structured_outputs_from_body(body)
     assert info.value.param == param
+    assert str(info.value).startswith(param) or param in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("body", "param"),
+    [
+        ({"structured_outputs": {"regex": "(unclosed"}}, "structured_outputs.regex"),
+        ({"structured_outputs": {"grammar": "root ::= ("}}, "structured_outputs.grammar"),
+        ({"guided_regex": "(unclosed"}, "guided_regex"),
+        ({"guided_json": {"type": "nope"}}, "guided_json"),
+        ({"response_format": {"type": "json_schema",
+                              "json_schema": {"name": "x", "schema": {"type": "nope"}}}},
+         "response_format"),
+    ],
+)  # fmt: skip
+def test_compile_errors_name_the_field_the_client_sent(body: dict, param: str) -> None:
+    """The engine's compile error names ``structured_outputs.<field>``; the server renames
+    it to the field of the body it came from."""
+    so = structured_outputs_from_body(body)
+    assert so is not None
+    source = structured_source(body)
+    assert source is not None
+    compiler = GrammarCompiler(hf_demo_tokenizer(), vocab_size=VOCAB_SIZE, max_workers=1)
+    try:
+        with pytest.raises(StructuredOutputsError) as info, client_error(source):
+            compiler.submit(so.key, so.backend).result()
+    finally:
+        compiler.shutdown()
+    assert info.value.param == param
+    assert str(info.value).startswith(param + " ")
 
 
 AUTO = ToolSettings(enable_auto_tool_choice=True, tool_call_parser="hermes")

@@ -84,7 +84,7 @@ def test_rollback_returns_to_an_earlier_state(compiler: GrammarCompiler) -> None
 def test_bad_specs_are_typed_errors(compiler: GrammarCompiler, so: SOP) -> None:
     with pytest.raises(StructuredOutputsError) as info:
         compiler.submit(so.key, None).result()
-    assert info.value.param == "structured_outputs"
+    assert info.value.param == so.key.param  # structured_outputs.regex, ...json, ...
     # Cached: the same spec fails again at once, from the same future.
     assert compiler.submit(so.key, None).done()
 
@@ -109,6 +109,9 @@ def test_auto_falls_back_to_guidance_for_unenforced_features() -> None:
             c.submit(ws.key, "xgrammar").result()
         with pytest.raises(StructuredOutputsError, match="xgrammar"):
             c.submit(SOP(regex="(a").key, None).result()  # both fail: xgrammar's error
+        # disable_fallback (vLLM's): auto is xgrammar alone, its refusal is the answer.
+        with pytest.raises(StructuredOutputsError, match="multipleOf"):
+            c.submit_for(SOP(json=schema, disable_fallback=True)).result()
     finally:
         c.shutdown()
 

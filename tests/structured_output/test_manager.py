@@ -9,7 +9,7 @@ from actorllm.core.sampling_params import SamplingParams
 from actorllm.core.structured_outputs_params import StructuredOutputsParams as SOP
 from actorllm.structured_output import GrammarCompiler, StructuredOutputManager
 from actorllm.structured_output.backend import allowed_tokens
-from tests.helpers.tokenizers import VOCAB_SIZE, hf_demo_tokenizer
+from tests.helpers.tokenizers import ENDOFTEXT_ID, VOCAB_SIZE, hf_demo_tokenizer
 
 
 def _req(rid: str, outputs: list[int] = ()) -> Request:  # type: ignore[assignment]
@@ -82,3 +82,51 @@ def test_a_single_token_opener_lets_the_model_choose_to_think(compiler: GrammarC
     assert m.accept(plain.request_id, _ids("al"))  # no opener: constrained at once
     nxt = allowed_tokens(m.bitmask([thinker.request_id]).array()[0], VOCAB_SIZE)
     assert opener not in nxt and _ids("alpha")[0] in nxt
+
+
+def test_a_row_after_an_inflight_token_waits_for_it(compiler: GrammarCompiler) -> None:
+    """Async scheduling: the next step's row is asked for before the scheduler has fed the
+    token in flight; the fill waits for it, then reflects it."""
+    m = StructuredOutputManager(compiler)
+    r = _req(f"w-{compiler.default_backend}")
+    m.add(r)
+    compiler.submit(r.sampling_params.structured_outputs.key, None).result()  # type: ignore[union-attr]
+    assert m.poll(r)
+    mask = m.bitmask([r.request_id], after=[1])  # one token in flight
+    assert mask.waits_for_inflight
+    assert not mask.bitmask.done()
+    assert m.accept(r.request_id, _ids("b"))
+    nxt = allowed_tokens(mask.array()[0], VOCAB_SIZE)
+    assert _ids("eta")[0] in nxt and _ids("alpha")[0] not in nxt
+    assert not m.bitmask([r.request_id], after=[1]).waits_for_inflight
+    m.close()
+
+
+def test_remove_and_close_end_a_wait(compiler: GrammarCompiler) -> None:
+    m = StructuredOutputManager(compiler)
+    a, b = _req(f"x-{compiler.default_backend}"), _req(f"y-{compiler.default_backend}")
+    for r in (a, b):
+        m.add(r)
+        compiler.submit(r.sampling_params.structured_outputs.key, None).result()  # type: ignore[union-attr]
+        assert m.poll(r)
+    first = m.bitmask([a.request_id], after=[3])
+    m.remove(a.request_id)  # finished meanwhile: its row is never read
+    assert first.array().shape[0] == 1
+    second = m.bitmask([b.request_id], after=[1])
+    m.close()  # the scheduler was replaced: that step's result is dropped
+    assert second.array().shape[0] == 1
+
+
+def test_a_terminated_grammar_allows_only_stop_tokens(compiler: GrammarCompiler) -> None:
+    """ignore_eos: the grammar took its stop token and the request goes on; the next row
+    allows only stop tokens (xgrammar itself refuses to fill a terminated matcher)."""
+    m = StructuredOutputManager(compiler)
+    r = _req(f"t-{compiler.default_backend}")
+    m.add(r)
+    compiler.submit(r.sampling_params.structured_outputs.key, None).result()  # type: ignore[union-attr]
+    assert m.poll(r)
+    assert m.accept(r.request_id, [*_ids("beta"), ENDOFTEXT_ID])
+    assert m.is_terminated(r.request_id)
+    row = m.bitmask([r.request_id]).array()[0]
+    assert allowed_tokens(row, VOCAB_SIZE) == [ENDOFTEXT_ID]
+    m.close()

@@ -1,7 +1,7 @@
 """The worker-thread step pipeline: launch-ahead on a device, no hold-back on CPU."""
 
 from actorllm.core.model_runner_output import ModelRunnerOutput
-from actorllm.core.scheduler_output import SchedulerOutput
+from actorllm.core.scheduler_output import GrammarBitmask, SchedulerOutput
 from actorllm.worker.step_pipeline import StepPipeline
 
 
@@ -58,6 +58,22 @@ def test_a_queued_step_is_launched_before_the_previous_result_is_read():
     run(pipeline, [0, 1, 2], posted)
     assert runner.events == ["launch 0", "launch 1", "result 0", "launch 2", "result 1", "result 2"]
     assert posted == [0, 1, 2] and pipeline.max_pending_seen == 2
+
+
+def test_a_step_whose_bitmask_waits_for_earlier_tokens_posts_them_first():
+    """Structured outputs under async scheduling: step 1's bitmask is filled only once the
+    scheduler has step 0's tokens, so step 0 is posted before step 1 is launched."""
+    import msgspec
+
+    runner = DeviceLikeRunner()
+    pipeline = StepPipeline(runner, lambda: True)
+    posted: list[int] = []
+    pipeline.run_step(SchedulerOutput.empty(0), lambda o: posted.append(o.unwrap().step_id))
+    assert posted == []  # held back: a step is queued behind it
+    mask = GrammarBitmask(req_ids=["r"], bitmask=None, waits_for_inflight=True)
+    so = msgspec.structs.replace(SchedulerOutput.empty(1), grammar_bitmask=mask)
+    pipeline.run_step(so, lambda o: posted.append(o.unwrap().step_id))
+    assert runner.events[:3] == ["launch 0", "result 0", "launch 1"] and posted[0] == 0
 
 
 def test_nothing_is_held_back_when_no_step_is_queued():

@@ -8,7 +8,9 @@ grammars in a thread pool and keeps one matcher per request. The scheduler only 
 * :meth:`GrammarTracker.poll` says whether it is ready — building the matcher and feeding
   it the request's outputs so far, which is how a request resumed after a crash finds its
   place in the grammar again — or raises the spec's ``StructuredOutputsError``;
-* :meth:`GrammarTracker.bitmask` gives the allowed-token rows of a step's sampling requests;
+* :meth:`GrammarTracker.bitmask` gives the allowed-token rows of a step's sampling requests
+  (under async scheduling, rows that follow a token still in flight are filled once
+  :meth:`GrammarTracker.accept` has it);
 * :meth:`GrammarTracker.accept` advances a matcher by the tokens a step sampled.
 """
 
@@ -38,8 +40,14 @@ class GrammarTracker(Protocol):
         """The grammar is complete and its stop token was accepted: nothing may follow."""
         ...
 
-    def bitmask(self, req_ids: list[str]) -> GrammarBitmask:
-        """Allowed next tokens, one row per id (in order)."""
+    def bitmask(self, req_ids: list[str], after: list[int] | None = None) -> GrammarBitmask:
+        """Allowed next tokens, one row per id (in order); row ``i`` follows the request's
+        first ``after[i]`` output tokens, some of them maybe still in flight (None: all
+        fed already)."""
         ...
 
     def remove(self, req_id: str) -> None: ...
+
+    def close(self) -> None:
+        """The scheduler is dropped (crash, sleep): end any wait for its tokens."""
+        ...

@@ -37,8 +37,9 @@ Structured outputs (``grammar.py``): a request with a constraint waits in
 ``waiting_for_fsm`` until its grammar is compiled (no seat, no blocks), then joins the
 waiting queue. Each step carries the allowed-token bitmask rows of the structured requests
 that sample in it, and their sampled tokens advance their matchers. Under async scheduling
-a structured request is not scheduled while its previous token is in flight: its next
-bitmask depends on that token (so it advances every other step of the 2-step pipeline).
+a structured request runs every step like any other: its row follows the token still in
+flight, so the tracker fills it once this scheduler has applied that token (while the
+step's forward pass runs).
 A completed grammar allows only stop tokens, and the next token ends the request
 (``FINISHED_STOPPED``) even if the stop token is ignored.
 """
@@ -201,6 +202,12 @@ class Scheduler:
         failures, self._grammar_failures = self._grammar_failures, []
         return failures
 
+    def close(self) -> None:
+        """This scheduler is being replaced (a crash, sleep): release what its grammar
+        tracker holds (a step's fill waiting for a token this scheduler will never apply)."""
+        if self.grammar is not None:
+            self.grammar.close()
+
     def finish_requests(self, req_ids: Iterable[str], status: RequestStatus) -> list[str]:
         """Finish requests from outside (abort, stop string, error); their blocks are freed now.
 
@@ -276,8 +283,8 @@ class Scheduler:
             if req.status is not _RUNNING:
                 continue  # preempted earlier in this step
             pending = req.num_output_placeholders
-            if pending and (reached_limit_in_flight(req, max_len) or req.use_structured_output):
-                continue  # a structured request's next bitmask needs its token in flight
+            if pending and reached_limit_in_flight(req, max_len):
+                continue
             computed = req.num_computed_tokens
             num_new = len(req.all_token_ids) + pending - computed
             if 0 < threshold < num_new:
@@ -395,13 +402,17 @@ class Scheduler:
         grammar_bitmask = None
         if self.grammar is not None:
             sampling = [
-                r.request_id
+                r
                 for r in (*plan.new_reqs, *plan.cached_reqs)
                 if r.use_structured_output
                 and r.num_computed_tokens + plan.num_scheduled_tokens[r.request_id] >= r.num_tokens
             ]
             if sampling:
-                grammar_bitmask = self.grammar.bitmask(sampling)
+                # Each row follows the outputs so far and those still in flight.
+                grammar_bitmask = self.grammar.bitmask(
+                    [r.request_id for r in sampling],
+                    [len(r.output_token_ids) + r.num_output_placeholders for r in sampling],
+                )
         return SchedulerOutput(
             step_id=self._step_id,
             scheduled_new_reqs=new_reqs,

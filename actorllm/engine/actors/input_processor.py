@@ -118,10 +118,10 @@ class InputProcessorActor(Actor[InputMsg]):
         so = params.structured_outputs
         if structured is None or so is None:
             return True
-        fut = structured.compiler.submit(so.key, so.backend)
+        fut = structured.compiler.submit_for(so)
         if not fut.done():
             ref = self.ctx.refs.input_processor
             structured.when_done(fut, lambda: ref.send_nowait(msg))
             return False
-        structured.result(fut)
+        structured.result(fut, so.key.param)
         return True

@@ -44,10 +44,16 @@ class ChoiceParser:
     """Stateful for streaming: one per choice."""
 
     def __init__(
-        self, reasoning: ReasoningParser | None = None, tools: ToolParser | None = None
+        self,
+        reasoning: ReasoningParser | None = None,
+        tools: ToolParser | None = None,
+        single_call: bool = False,
     ) -> None:
         self.reasoning = reasoning
         self.tools = tools
+        # parallel_tool_calls: false — only the first call is returned (vLLM's filter;
+        # forced calls are held to one by their schema instead).
+        self.single_call = single_call
         self._reasoning_stream = ReasoningStreamer(reasoning) if reasoning else None
         self._tool_stream = ToolCallStreamer(tools) if tools else None
         self._answer = ""  # the answer text seen so far (after the reasoning)
@@ -68,7 +74,7 @@ class ChoiceParser:
         return Message(
             content=extracted.content if extracted.tools_called else (answer or None),
             reasoning_content=reasoning,
-            tool_calls=extracted.tool_calls,
+            tool_calls=extracted.tool_calls[:1] if self.single_call else extracted.tool_calls,
         )
 
     def delta(self, text: str, final: bool = False) -> Delta:
@@ -87,5 +93,5 @@ class ChoiceParser:
             return out
         t = self._tool_stream.update(self._answer, final)
         out.content = t.content
-        out.tool_calls = t.tool_calls
+        out.tool_calls = [c for c in t.tool_calls if c.index == 0 or not self.single_call]
         return out

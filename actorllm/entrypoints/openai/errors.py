@@ -84,6 +84,10 @@ def bad_request(message: str, param: str | None = None) -> APIError:
     return APIError(400, message, param)
 
 
+# Objects whose errors name the field inside them (vLLM's structured_outputs.<field>).
+_NESTED = frozenset(["structured_outputs"])
+
+
 def from_validation_error(exc: msgspec.DecodeError) -> APIError:
     """A msgspec decode failure as a 400 naming the top-level field at fault.
 
@@ -92,8 +96,12 @@ def from_validation_error(exc: msgspec.DecodeError) -> APIError:
     """
     text = str(exc)
     param = None
-    if (at := re.search(r"`\$\.(\w+)", text)) is not None:  # `$.a[0].b` or `key` in `$.a`
+    if (at := re.search(r"`\$\.(\w+)(\.\w+)?", text)) is not None:  # `$.a[0].b`, `key` in `$.a`
         param = at.group(1)
+        if param in _NESTED:  # name the field inside: structured_outputs.regex
+            unknown = re.match(r"Object contains unknown field `(\w+)`", text)
+            inner = f".{unknown.group(1)}" if unknown else at.group(2)
+            param += inner or ""
     elif text.startswith("Object missing required field `"):
         param = text.split("`")[1]
     if not isinstance(exc, msgspec.ValidationError):

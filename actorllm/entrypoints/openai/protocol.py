@@ -73,11 +73,27 @@ class JsonSchemaResponseFormat(msgspec.Struct, kw_only=True, tag_field="type", t
     json_schema: JsonSchemaFormat
 
 
-ResponseFormat = TextFormat | JsonObjectFormat | JsonSchemaResponseFormat
+class StructuralTagResponseFormat(
+    msgspec.Struct, kw_only=True, tag_field="type", tag="structural_tag", omit_defaults=True
+):
+    """vLLM's structural tag: ``structures`` (begin, JSON schema, end) entered after one of
+    the ``triggers``; or xgrammar's newer ``format`` object."""
+
+    structures: list[dict[str, Any]] | None = None
+    triggers: list[str] | None = None
+    format: dict[str, Any] | None = None
 
 
-class StructuredOutputsField(msgspec.Struct, kw_only=True, omit_defaults=True):
-    """vLLM's ``structured_outputs`` body field: one constraint plus options."""
+ResponseFormat = (
+    TextFormat | JsonObjectFormat | JsonSchemaResponseFormat | StructuralTagResponseFormat
+)
+
+
+class StructuredOutputsField(
+    msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unknown_fields=True
+):
+    """vLLM's ``structured_outputs`` body field: one constraint plus options (an unknown
+    key is a 400 naming it, never dropped)."""
 
     json: dict[str, Any] | str | None = None
     json_object: bool | None = None
@@ -88,6 +104,7 @@ class StructuredOutputsField(msgspec.Struct, kw_only=True, omit_defaults=True):
     disable_any_whitespace: bool = False
     disable_additional_properties: bool = False
     whitespace_pattern: str | None = None
+    disable_fallback: bool = False
     backend: Literal["auto", "xgrammar", "guidance"] | None = None
 
 

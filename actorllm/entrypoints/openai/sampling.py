@@ -16,7 +16,11 @@ from actorllm.entrypoints.openai.protocol import (
     CompletionRequest,
     SamplingFields,
 )
-from actorllm.entrypoints.openai.structured_request import structured_outputs_from_body
+from actorllm.entrypoints.openai.structured_request import (
+    client_error,
+    structured_outputs_from_body,
+    structured_source,
+)
 
 # The body fields that carry a structured-outputs constraint (at most one may be set).
 STRUCTURED_FIELDS = (
@@ -31,14 +35,24 @@ STRUCTURED_FIELDS = (
 )
 
 
-def structured_outputs(req: SamplingFields) -> StructuredOutputsParams | None:
-    """The request's output constraint from any of its spellings (a 400 for two)."""
-    body: dict[str, Any] = {
+def _structured_body(req: SamplingFields) -> dict[str, Any]:
+    return {
         name: msgspec.to_builtins(getattr(req, name))
         for name in STRUCTURED_FIELDS
         if getattr(req, name) is not None
     }
+
+
+def structured_outputs(req: SamplingFields) -> StructuredOutputsParams | None:
+    """The request's output constraint from any of its spellings (a 400 for two)."""
+    body = _structured_body(req)
     return structured_outputs_from_body(body) if body else None
+
+
+def constraint_field(req: SamplingFields, forced_tool: bool = False) -> str | None:
+    """The body field a compile error of the request's constraint names: the one the
+    client sent it in, or ``tools`` for the schema a forced tool call compiles."""
+    return "tools" if forced_tool else structured_source(_structured_body(req))
 
 
 def check_model(requested: str | None, served: Sequence[str]) -> None:
@@ -155,7 +169,10 @@ def chat_params(
                 "response_format / structured outputs.",
                 "tool_choice",
             )
-        structured = StructuredOutputsParams(json=forced_tool_schema, disable_any_whitespace=True)
+        with client_error("tools"):  # a function's parameters that are not a schema
+            structured = StructuredOutputsParams(
+                json=forced_tool_schema, disable_any_whitespace=True
+            )
     params = _params(
         req,
         max_tokens=max_tokens,

@@ -50,6 +50,7 @@ from actorllm.entrypoints.openai.sampling import (
     chat_max_tokens,
     chat_params,
     check_model,
+    constraint_field,
     new_request_id,
 )
 from actorllm.entrypoints.openai.serving_common import (
@@ -61,7 +62,7 @@ from actorllm.entrypoints.openai.serving_common import (
 )
 from actorllm.entrypoints.openai.sse import Emit, SSEResponse
 from actorllm.entrypoints.openai.streams import PrimedStream, prime_all, pump, unless_disconnected
-from actorllm.entrypoints.openai.structured_request import ToolPlan, plan_tools
+from actorllm.entrypoints.openai.structured_request import ToolPlan, client_error, plan_tools
 from actorllm.entrypoints.openai.tool_parsers import NamedToolParser
 
 
@@ -104,7 +105,9 @@ async def create_chat_completion(
     it = engine.generate(
         prompt.engine_input(req.cache_salt), params, request_id=rid, priority=req.priority
     )
-    streams = await unless_disconnected(receive, lambda: prime_all([it]))
+    # A spec that does not compile is a 400 naming the field the client sent it in.
+    with client_error(constraint_field(req, tool_plan.forced_schema is not None)):
+        streams = await unless_disconnected(receive, lambda: prime_all([it]))
     last = req.messages[-1]
     state = _ChatState(
         req=req,
@@ -147,7 +150,7 @@ def _parser_factory(ctx: ServingContext, plan: ToolPlan, prompt: str) -> Callabl
 
     def new() -> ChoiceParser:  # tool parsers are stateless; the streamers are per choice
         reasoning = reasoning_cls(ctx.engine.tokenizer).begin(prompt) if reasoning_cls else None
-        return ChoiceParser(reasoning, tools)
+        return ChoiceParser(reasoning, tools, single_call=not plan.parallel)
 
     return new
 

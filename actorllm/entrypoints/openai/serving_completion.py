@@ -27,6 +27,7 @@ from actorllm.entrypoints.openai.protocol import (
 from actorllm.entrypoints.openai.sampling import (
     check_model,
     completion_params,
+    constraint_field,
     new_request_id,
 )
 from actorllm.entrypoints.openai.serving_common import (
@@ -38,6 +39,7 @@ from actorllm.entrypoints.openai.serving_common import (
 )
 from actorllm.entrypoints.openai.sse import Emit, SSEResponse
 from actorllm.entrypoints.openai.streams import PrimedStream, prime_all, pump, unless_disconnected
+from actorllm.entrypoints.openai.structured_request import client_error
 
 
 async def create_completion(ctx: ServingContext, req: CompletionRequest, receive: Any) -> Response:
@@ -76,7 +78,9 @@ async def create_completion(ctx: ServingContext, req: CompletionRequest, receive
         )
         for i, p in enumerate(prompts)
     ]
-    streams = await unless_disconnected(receive, lambda: prime_all(iters))
+    # A spec that does not compile is a 400 naming the field the client sent it in.
+    with client_error(constraint_field(req)):
+        streams = await unless_disconnected(receive, lambda: prime_all(iters))
     state = _CompletionState(
         req=req,
         id=rid,

@@ -8,6 +8,10 @@ offline ``LLM.chat`` share them:
   ``guided_decoding_backend`` and ``guided_whitespace_pattern``), and OpenAI's
   ``response_format`` (``text``, ``json_object``, ``json_schema`` with ``strict``) ->
   one :class:`StructuredOutputsParams` or None. Asking for two constraints is a 400.
+* :func:`structured_source` / :func:`client_error`: the body field the constraint came
+  from, and an engine's ``StructuredOutputsError`` (``param="structured_outputs.regex"``)
+  renamed to the field the client sent (``guided_regex``, ``response_format``...), so a
+  spec that does not compile is a 400 naming what the client wrote.
 * :func:`plan_tools`: ``tools`` / ``tool_choice`` / ``parallel_tool_calls`` -> the tools
   for the chat template, the parser that reads calls out of the output, and (for
   ``required`` and a named function) the JSON schema that forces valid arguments.
@@ -15,7 +19,10 @@ offline ``LLM.chat`` share them:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+import re
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,6 +46,53 @@ _GUIDED = {
     "guided_choice": "choice",
     "guided_grammar": "grammar",
 }
+
+
+def structured_source(body: Mapping[str, Any]) -> str | None:
+    """The body field that carries the request's constraint (after
+    :func:`structured_outputs_from_body` accepted it), or None."""
+    if body.get("structured_outputs") is not None:
+        return "structured_outputs"
+    for name in _GUIDED:
+        if body.get(name) is not None:
+            return name
+    rf = body.get("response_format")
+    if isinstance(rf, Mapping) and rf.get("type") not in (None, "text"):
+        return "response_format"
+    return None
+
+
+def client_param(param: str | None, source: str) -> str:
+    """``param`` of a structured-outputs error (``structured_outputs[.<field>]``) as the
+    field the client sent the constraint in (``source``).
+
+    >>> client_param("structured_outputs.regex", "structured_outputs")
+    'structured_outputs.regex'
+    >>> client_param("structured_outputs.regex", "guided_regex")
+    'guided_regex'
+    >>> client_param("structured_outputs.backend", "guided_json")
+    'guided_decoding_backend'
+    >>> client_param("structured_outputs.json", "response_format")
+    'response_format'
+    """
+    param = param or "structured_outputs"
+    if source == "structured_outputs":
+        return param
+    option = param.partition(".")[2]
+    if source in _GUIDED and option in ("backend", "whitespace_pattern"):
+        return "guided_decoding_backend" if option == "backend" else "guided_whitespace_pattern"
+    return source
+
+
+@contextmanager
+def client_error(source: str | None) -> Iterator[None]:
+    """Rename a ``StructuredOutputsError`` raised inside to the client's field."""
+    try:
+        yield
+    except StructuredOutputsError as exc:
+        if source is None:
+            raise
+        raise exc.renamed(client_param(exc.param, source)) from None
 
 
 def structured_outputs_from_body(body: Mapping[str, Any]) -> StructuredOutputsParams | None:
@@ -87,10 +141,15 @@ def structured_outputs_from_body(body: Mapping[str, Any]) -> StructuredOutputsPa
     if body.get("guided_whitespace_pattern") is not None:
         fields.setdefault("whitespace_pattern", body["guided_whitespace_pattern"])
     try:
-        return StructuredOutputsParams(**fields)
-    except StructuredOutputsError as exc:
-        raise StructuredOutputsError(str(exc).split(" ", 1)[1], param=param) from None
+        with client_error(param):
+            return StructuredOutputsParams(**fields)
     except TypeError as exc:  # an unknown field name inside structured_outputs
+        unknown = re.search(r"argument '(\w+)'", str(exc))
+        if unknown is not None and param == "structured_outputs":
+            field = f"structured_outputs.{unknown.group(1)}"
+            raise InvalidRequestError(
+                f"{field} is not a structured outputs field.", param=field
+            ) from None
         raise InvalidRequestError(f"{param}: {exc}", param=param) from None
 
 
@@ -117,8 +176,11 @@ def _response_format(rf: Any) -> dict[str, Any] | None:
         if spec.get("strict"):  # type: ignore[union-attr]
             fields["disable_additional_properties"] = True
         return fields
+    if kind == "structural_tag":  # as vLLM: the whole object is the tag
+        return {"structural_tag": json.dumps(dict(rf))}
     raise InvalidRequestError(
-        f"response_format.type must be text, json_object or json_schema, got {kind!r}.",
+        "response_format.type must be text, json_object, json_schema or structural_tag, "
+        f"got {kind!r}.",
         param="response_format",
     )
 

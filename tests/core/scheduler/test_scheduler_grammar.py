@@ -1,6 +1,7 @@
 """The scheduler with structured outputs, against a fake tracker: WAITING_FOR_FSM holds no
 seat or blocks; bitmask rows only for sampling structured requests; matchers advance and
-end requests; async scheduling never runs a structured request ahead of its token."""
+end requests; under async scheduling a structured request runs every step, its row
+following the token still in flight."""
 
 from __future__ import annotations
 
@@ -25,6 +26,8 @@ class FakeTracker:
         self.failed: dict[str, str] = {}
         self.accepted: dict[str, list[int]] = {}
         self.masks_for: list[list[str]] = []
+        self.after: list[list[int] | None] = []  # each bitmask call's ``after``
+        self.closed = False
 
     def add(self, request: Request) -> None:
         self.accepted[request.request_id] = []
@@ -47,12 +50,16 @@ class FakeTracker:
     def is_terminated(self, req_id: str) -> bool:
         return len(self.accepted[req_id]) >= 3
 
-    def bitmask(self, req_ids: list[str]) -> GrammarBitmask:
+    def bitmask(self, req_ids: list[str], after: list[int] | None = None) -> GrammarBitmask:
         self.masks_for.append(list(req_ids))
+        self.after.append(after)
         return GrammarBitmask(req_ids=req_ids, bitmask=np.zeros((len(req_ids), 1), np.int32))
 
     def remove(self, req_id: str) -> None:
         self.accepted.pop(req_id, None)
+
+    def close(self) -> None:
+        self.closed = True
 
 
 def _sched(tracker: FakeTracker, **kw: object) -> Scheduler:
@@ -150,19 +157,26 @@ def test_abort_while_waiting_for_fsm() -> None:
     assert not s.waiting_for_fsm and "g" not in t.accepted
 
 
-def test_async_scheduling_waits_for_the_structured_token() -> None:
+def test_async_scheduling_runs_a_structured_request_every_step() -> None:
+    """Step 2 is planned while step 1's token is in flight: its row follows that token
+    (``after`` counts it), so the request does not skip every other step."""
     t = FakeTracker()
     t.ready.add("g")
     s = _sched(t, async_scheduling=True)
     s.add_request(_structured("g"))
     s.add_request(make_request("plain", [1, 2, 3]))
     so1 = s.schedule()
-    so2 = s.schedule()  # step 1 in flight: plain runs ahead, g waits for its token
-    assert "plain" in so2.num_scheduled_tokens and "g" not in so2.num_scheduled_tokens
+    so2 = s.schedule()  # step 1 in flight
+    assert {"plain", "g"} <= set(so2.num_scheduled_tokens)
+    assert t.masks_for == [["g"], ["g"]] and t.after == [[0], [1]]
     _step(s, so1)
+    assert t.accepted["g"] == [4]
+    _step(s, so2)
     so3 = s.schedule()
-    assert "g" in so3.num_scheduled_tokens
-    assert so3.grammar_bitmask is not None and t.accepted["g"] == [4]
+    assert t.after[-1] == [2] and t.accepted["g"] == [4, 4]
+    _step(s, so3)  # the third token completes the grammar
+    s.close()
+    assert t.closed
 
 
 def test_recovered_request_rebuilds_its_matcher_from_outputs() -> None:
