@@ -155,7 +155,10 @@ class OutputProcessor:
             request_output = user.make_output(children)
             if request_output is not None:
                 result.request_outputs.append((user_id, request_output))
-            if user.finished:
+                finished = request_output.finished
+            else:
+                finished = user.finished
+            if finished:
                 result.finished_ids.append(user_id)
                 self._forget(user, eco.timestamp)
         return result

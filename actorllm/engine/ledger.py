@@ -195,7 +195,11 @@ class RequestLedger:
         processor aborts the request and ends the stream with ``SlowConsumerError``).
         """
         entry = self._entries.get(request_id)
-        if entry is None or entry.closed:
+        return entry is not None and self.deliver_to(entry, item)
+
+    def deliver_to(self, entry: LedgerEntry, item: StreamItem) -> bool:
+        """:meth:`deliver` to an entry the caller already looked up (open or closed)."""
+        if entry.closed:
             return False
         backlog = self.max_backlog
         if backlog is not None and len(entry.stream) >= backlog:
