@@ -79,6 +79,9 @@ class UserRequest:
         self.prompt_logprobs = PromptLogprobsState(params.prompt_logprobs, decode_token)
         self._prompt_logprobs_from: int | None = None  # child index whose chunks are kept
         self.num_cached_tokens: int | None = None  # first value a child reported
+        # One DELTA sample, no prompt logprobs: each step's output is its child's delta.
+        self.plain = self.n == 1 and self.kind == RequestOutputKind.DELTA
+        self.plain = self.plain and params.prompt_logprobs is None
 
     @property
     def finished(self) -> bool:
@@ -138,6 +141,25 @@ class UserRequest:
             num_cached_tokens=self.num_cached_tokens or 0,
             metrics=self._metrics(finished),
             error=error,
+        )
+
+    def plain_output(self, child: RequestState) -> RequestOutput:
+        """:meth:`make_output` for a ``plain`` request whose ``plain`` child changed and
+        did not finish (the same output, built directly)."""
+        return RequestOutput(
+            request_id=self.request_id,
+            prompt=self.prompt,
+            prompt_token_ids=self.prompt_token_ids,
+            prompt_logprobs=None,
+            outputs=[child.plain_delta()],
+            finished=False,
+            num_cached_tokens=self.num_cached_tokens or 0,
+            metrics=RequestMetrics(
+                arrival_time=self.arrival_time,
+                first_scheduled_time=child.scheduled_time,
+                first_token_time=child.first_token_time,
+                last_token_time=child.last_token_time,
+            ),
         )
 
     def finished_stats(self, now: float) -> FinishedRequest:
