@@ -158,9 +158,10 @@ class OutputProcessorActor(Actor[OutputMsg]):
         for entry in touched.values():
             entry.last_step = stamp
         slow: list[str] = []
+        deliver_to = ledger.deliver_to
         for rid, request_output in result.request_outputs:
-            entry = touched.get(rid) or ledger.get(rid)
-            if entry is not None and not ledger.deliver_to(entry, request_output) and entry.slow:
+            entry = touched[rid]  # every output is of a request this step touched
+            if not deliver_to(entry, request_output) and entry.slow:
                 slow.append(rid)
         for rid in slow:
             self._drop_slow_consumer(rid)
