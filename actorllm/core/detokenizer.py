@@ -93,7 +93,10 @@ class IncrementalDetokenizer:
     def decode_next(self, token_id: int) -> str:
         """Feed one id; return the text it completes ('' while a character is incomplete)."""
         self._ids.append(token_id)
-        text = self._step(token_id)
+        try:  # DecodeStream.step inline: this runs once per token of every request
+            text = self._stream.step(self._tokenizer, token_id)
+        except Exception as exc:
+            text = self._restart(token_id, exc)
         if self._added:
             content = self._added.get(token_id)
             if content is not None and self._last_added:
@@ -120,15 +123,12 @@ class IncrementalDetokenizer:
         self._text_len += len(rest)
         return rest
 
-    def _step(self, token_id: int) -> str | None:
-        try:
-            return self._stream.step(self._tokenizer, token_id)
-        except Exception as exc:
-            if _INVALID_PREFIX not in str(exc):
-                raise
-            # The stream's state is broken: start a fresh one at this token, as vLLM does.
-            self._stream = DecodeStream(skip_special_tokens=self._skip)
-            return self._stream.step(self._tokenizer, token_id)
+    def _restart(self, token_id: int, exc: Exception) -> str | None:
+        if _INVALID_PREFIX not in str(exc):
+            raise exc
+        # The stream's state is broken: start a fresh one at this token, as vLLM does.
+        self._stream = DecodeStream(skip_special_tokens=self._skip)
+        return self._stream.step(self._tokenizer, token_id)
 
 
 @final

@@ -79,10 +79,18 @@ class UserRequest:
         self.prompt_logprobs = PromptLogprobsState(params.prompt_logprobs, decode_token)
         self._prompt_logprobs_from: int | None = None  # child index whose chunks are kept
         self.num_cached_tokens: int | None = None  # first value a child reported
+        # One DELTA sample, no prompt logprobs: each step's output is its child's delta.
+        self.plain = self.n == 1 and self.kind == RequestOutputKind.DELTA
+        self.plain = self.plain and params.prompt_logprobs is None
 
     @property
     def finished(self) -> bool:
-        return len(self.children) == self.n and all(c.finished for c in self.children.values())
+        children = self.children
+        if len(children) != self.n:
+            return False
+        if len(children) == 1:  # n == 1, the common case: no generator per step
+            return children[next(iter(children))].finish_reason is not None
+        return all(c.finish_reason is not None for c in children.values())
 
     def unfinished_children(self) -> list[RequestState]:
         return [c for _, c in sorted(self.children.items()) if not c.finished]
@@ -104,16 +112,21 @@ class UserRequest:
     ) -> RequestOutput | None:
         """The output for this step, given the children that changed; None when there is
         nothing to report (FINAL_ONLY before the end, or nothing changed)."""
-        if self.kind == RequestOutputKind.FINAL_ONLY:
-            if not self.finished:
+        finished = self.finished
+        kind = self.kind
+        if kind == RequestOutputKind.FINAL_ONLY:
+            if not finished:
                 return None
             changed = list(self.children.values())
         if not changed:
             return None
-        ordered = sorted(changed, key=lambda c: c.index)
-        return self._build([c.completion(self.kind) for c in ordered], error)
+        if len(changed) > 1:
+            changed = sorted(changed, key=_by_index)
+        return self._build([c.completion(kind) for c in changed], error, finished)
 
-    def _build(self, completions: list[CompletionOutput], error: str | None) -> RequestOutput:
+    def _build(
+        self, completions: list[CompletionOutput], error: str | None, finished: bool
+    ) -> RequestOutput:
         if self.kind == RequestOutputKind.DELTA:
             prompt_logprobs = self.prompt_logprobs.pop_new()
         else:
@@ -124,10 +137,29 @@ class UserRequest:
             prompt_token_ids=self.prompt_token_ids,
             prompt_logprobs=prompt_logprobs,
             outputs=completions,
-            finished=self.finished,
+            finished=finished,
             num_cached_tokens=self.num_cached_tokens or 0,
-            metrics=self._metrics(),
+            metrics=self._metrics(finished),
             error=error,
+        )
+
+    def plain_output(self, child: RequestState) -> RequestOutput:
+        """:meth:`make_output` for a ``plain`` request whose ``plain`` child changed and
+        did not finish (the same output, built directly)."""
+        return RequestOutput(
+            request_id=self.request_id,
+            prompt=self.prompt,
+            prompt_token_ids=self.prompt_token_ids,
+            prompt_logprobs=None,
+            outputs=[child.plain_delta()],
+            finished=False,
+            num_cached_tokens=self.num_cached_tokens or 0,
+            metrics=RequestMetrics(
+                arrival_time=self.arrival_time,
+                first_scheduled_time=child.scheduled_time,
+                first_token_time=child.first_token_time,
+                last_token_time=child.last_token_time,
+            ),
         )
 
     def finished_stats(self, now: float) -> FinishedRequest:
@@ -136,7 +168,7 @@ class UserRequest:
         lens = [len(c.token_ids) for c in children]
         first_child = self.children.get(0) or (children[0] if children else None)
         reason = first_child.finish_reason if first_child is not None else None
-        rm = self._metrics()
+        rm = self._metrics(self.finished)
         return FinishedRequest(
             finish_reason=str(reason or FinishReason.ABORT),
             arrival_time=self.arrival_time,
@@ -151,7 +183,16 @@ class UserRequest:
             max_tokens=self.max_tokens,
         )
 
-    def _metrics(self) -> RequestMetrics:
+    def _metrics(self, finished: bool) -> RequestMetrics:
+        if len(self.children) == 1:  # n == 1, the common case: no lists to build
+            (c,) = self.children.values()
+            return RequestMetrics(
+                arrival_time=self.arrival_time,
+                first_scheduled_time=c.scheduled_time,
+                first_token_time=c.first_token_time,
+                last_token_time=c.last_token_time,
+                finished_time=c.finished_time if finished else None,
+            )
         children = list(self.children.values())
         first = [c.first_token_time for c in children if c.first_token_time is not None]
         last = [c.last_token_time for c in children if c.last_token_time is not None]
@@ -162,5 +203,9 @@ class UserRequest:
             first_scheduled_time=min(scheduled, default=None),
             first_token_time=min(first, default=None),
             last_token_time=max(last, default=None),
-            finished_time=max(done) if self.finished and done else None,
+            finished_time=max(done) if finished and done else None,
         )
+
+
+def _by_index(child: RequestState) -> int:
+    return child.index

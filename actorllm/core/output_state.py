@@ -74,6 +74,8 @@ class RequestState:
         self._sent_text = 0  # characters of text
         self._sent_tokens = 0  # token ids
         self._sent_logprobs = 0  # positions of logprobs
+        # The plain lane (update_plain, plain_delta): nothing to search or score per token.
+        self.plain = not self._stops and params.logprobs is None
 
     @property
     def finished(self) -> bool:
@@ -107,6 +109,23 @@ class RequestState:
         if out.finish_reason is not None:
             self._finish(out.finish_reason, out.stop_reason, now)
         return False
+
+    def update_plain(self, out: EngineCoreOutput, now: float) -> None:
+        """:meth:`update` for the common decode step, with less work per token: a
+        ``plain`` request (no stop strings, no logprobs) gets one token and does not
+        finish. The caller checks those conditions; the state ends up as ``update``
+        leaves it (``_searched`` is only read when there are stop strings)."""
+        if out.num_cached_tokens:
+            self.num_cached_tokens = out.num_cached_tokens
+        if self.scheduled_time is None:
+            self.scheduled_time = out.scheduled_time
+        if self.first_token_time is None:
+            self.first_token_time = now
+        self.last_token_time = now
+        token_id = out.new_token_ids[0]
+        self.token_ids.append(token_id)
+        if self._detok is not None:
+            self.text += self._detok.decode_next(token_id)
 
     def _detokenize(self, new: list[int], finish_reason: FinishReason | None) -> str | None:
         """Append ``new`` to token_ids and text; return the stop string that hit, if any."""
@@ -175,3 +194,13 @@ class RequestState:
             finish_reason=None if self.finish_reason is None else str(self.finish_reason),
             stop_reason=self.stop_reason,
         )
+
+    def plain_delta(self) -> CompletionOutput:
+        """:meth:`completion` for DELTA of an unfinished ``plain`` request (no stop string
+        holds text back, no logprobs)."""
+        text = self.text
+        piece = text[self._sent_text :] if len(text) > self._sent_text else ""
+        self._sent_text = max(self._sent_text, len(text))
+        token_ids = self.token_ids[self._sent_tokens :]
+        self._sent_tokens = len(self.token_ids)
+        return CompletionOutput(index=self.index, text=piece, token_ids=token_ids)

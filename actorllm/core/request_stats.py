@@ -132,6 +132,15 @@ class RequestStats:
             gap = max(0.0, since_previous_s) / count
             self._snap.histograms["inter_token_latency_seconds"].observe(gap, count)
 
+    def next_tokens(self, since_previous_s: float, sequences: int) -> None:
+        """One new token in each of ``sequences`` sequences, each ``since_previous_s``
+        after that sequence's previous token: ``tokens(1, since_previous_s)`` for each
+        of them, in one call."""
+        self._snap.generation_tokens += sequences
+        self._snap.histograms["inter_token_latency_seconds"].observe(
+            max(0.0, since_previous_s), sequences
+        )
+
     def finished(self, r: FinishedRequest) -> None:
         snap, h = self._snap, self._snap.histograms
         snap.request_success[r.finish_reason] = snap.request_success.get(r.finish_reason, 0) + 1

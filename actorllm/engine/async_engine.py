@@ -19,7 +19,6 @@ request fails with ``EngineDeadError`` and the ``async with`` block raises it.
 
 from __future__ import annotations
 
-import gc
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -32,6 +31,7 @@ from actorllm.engine.config import EngineConfig
 from actorllm.engine.control_plane import ACTORS, ControlPlane
 from actorllm.engine.dead_letters import DeadLetterPolicy
 from actorllm.engine.errors import EngineClosedError, EngineDeadError
+from actorllm.engine.gc_tuning import engine_gc
 from actorllm.engine.request_api import RequestAPI
 from actorllm.engine.startup import RunnerFactory, default_runner_factory
 from actorllm.engine.structured_outputs_config import structured_outputs_config_kwargs
@@ -131,17 +131,14 @@ class AsyncEngine(ControlPlane, RequestAPI):
             ) as sup:
                 self._supervisor = sup
                 await start_actors(sup, self._parts)
-                if ctx.config.freeze_gc_at_start:
-                    gc.collect()
-                    gc.freeze()
-                try:
-                    yield self
-                finally:
-                    self._closing = True
-                    if ctx.config.freeze_gc_at_start:
-                        # Give the frozen heap back to the collector: the engine's objects
-                        # must be freed normally once it is gone (and at interpreter exit).
-                        gc.unfreeze()
+                with engine_gc(
+                    freeze=ctx.config.freeze_gc_at_start,
+                    gen0_threshold=ctx.config.gc_gen0_threshold,
+                ):
+                    try:
+                        yield self
+                    finally:
+                        self._closing = True
         except SupervisorEscalation as exc:
             self._die(exc)
             raise EngineDeadError(f"the engine died: {exc}") from exc

@@ -132,6 +132,11 @@ class EngineConfig(msgspec.Struct, kw_only=True):
     tokenizer, modules) to a permanent GC generation that is never scanned again, as vLLM
     does: the per-step cost of the cyclic GC no longer grows with that heap. Process-wide
     (gc.freeze); turn it off if the embedding application relies on GC of older cycles."""
+    gc_gen0_threshold: int | None = 50_000
+    """While the engine runs, the cyclic GC's generation-0 threshold is at least this many
+    allocations (CPython's default: 700), so a busy step triggers a few young collections
+    instead of dozens (engine/gc_tuning.py). Process-wide, restored when the last engine
+    closes. None (or 700 from the command line): leave the GC's thresholds alone."""
     restart_backoff_s: float = 0.0
     """Delay (seconds) before restarting a crashed actor, growing exponentially from this,
     with jitter; 0: at once."""
@@ -256,6 +261,8 @@ class EngineConfig(msgspec.Struct, kw_only=True):
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise EngineConfigError(name, f"must be at least 1 or None, got {value}.")
+        if self.gc_gen0_threshold is not None and self.gc_gen0_threshold < 1:
+            raise EngineConfigError("gc_gen0_threshold", "must be at least 1 or None.")
         if self.shutdown_timeout < 0:
             raise EngineConfigError("shutdown_timeout", "must be non-negative.")
 

@@ -20,24 +20,22 @@ The ledger is the recovery record, not the data path: messages carry what each a
 needs (engine/messages.py); an actor reads the ledger only to rebuild after a restart, to
 check that a request is still open, or to find the children of a request it aborts.
 
-The ledger holds the caller's send stream, so whoever notices a failure can end that one
-request with an error. It is plain data with no I/O: actors run on one event loop, so no
-locks are needed.
+The ledger holds the caller's stream (engine/request_stream.py), so whoever notices a
+failure can end that one request with an error. It is plain data with no I/O: actors run on
+one event loop, so no locks are needed.
 """
 
 from __future__ import annotations
 
 import contextlib
-import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import msgspec
-from anyio import create_memory_object_stream
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from actorllm.core.outputs import RequestOutput
 from actorllm.core.sampling_params import SamplingParams
+from actorllm.engine.request_stream import RequestStream
 
 # The caller's stream carries outputs, or the exception that ends the request.
 StreamItem = RequestOutput | BaseException
@@ -60,7 +58,7 @@ class LedgerEntry:
     params: SamplingParams
     priority: int
     arrival_time: float
-    stream: MemoryObjectSendStream[StreamItem]
+    stream: RequestStream[StreamItem]  # the caller reads it; the engine writes it
     prompt_token_ids: list[int] | None = None  # None until the input processor ran
     prompt_text: str | None = None  # the rendered prompt (after the chat template)
     eos_token_id: int | None = None
@@ -102,25 +100,23 @@ class RequestLedger:
         params: SamplingParams,
         priority: int,
         arrival_time: float,
-    ) -> MemoryObjectReceiveStream[StreamItem]:
-        """Register a request; returns the receive side of its output stream.
+    ) -> RequestStream[StreamItem]:
+        """Register a request; returns its output stream (the caller reads it).
 
         Raises ``ValueError`` when ``request_id`` is already open.
         """
         if request_id in self._entries:
             raise ValueError(f"request id {request_id!r} is already in use.")
-        # One slot beyond the backlog: room for the error that ends a slow consumer's stream.
-        size = math.inf if self.max_backlog is None else self.max_backlog + 1
-        send, receive = create_memory_object_stream[StreamItem](size)
+        stream: RequestStream[StreamItem] = RequestStream()
         self._entries[request_id] = LedgerEntry(
             request_id=request_id,
             prompt=prompt,
             params=params,
             priority=priority,
             arrival_time=arrival_time,
-            stream=send,
+            stream=stream,
         )
-        return receive
+        return stream
 
     def get(self, request_id: str) -> LedgerEntry | None:
         return self._entries.get(request_id)
@@ -202,10 +198,14 @@ class RequestLedger:
         processor aborts the request and ends the stream with ``SlowConsumerError``).
         """
         entry = self._entries.get(request_id)
-        if entry is None or entry.closed:
+        return entry is not None and self.deliver_to(entry, item)
+
+    def deliver_to(self, entry: LedgerEntry, item: StreamItem) -> bool:
+        """:meth:`deliver` to an entry the caller already looked up (open or closed)."""
+        if entry.closed:
             return False
         backlog = self.max_backlog
-        if backlog is not None and entry.stream.statistics().current_buffer_used >= backlog:
+        if backlog is not None and len(entry.stream) >= backlog:
             entry.slow = True
             return False
         try:

@@ -24,7 +24,7 @@ from actorllm.core.request_stats import RequestStats
 from actorllm.core.sampling_params import SamplingParams
 from actorllm.engine.context import EngineContext
 from actorllm.engine.errors import RequestFailedError, SlowConsumerError
-from actorllm.engine.ledger import LedgerEntry
+from actorllm.engine.ledger import ChildState, LedgerEntry
 from actorllm.engine.messages import (
     AbortRequest,
     EndRequest,
@@ -124,28 +124,32 @@ class OutputProcessorActor(Actor[OutputMsg]):
         ledger = self.ctx.ledger
         stamp = (epoch, eco.step_id)
         fresh: list[EngineCoreOutput] = []
+        children: list[ChildState] = []  # fresh[i]'s ledger record
         touched: dict[str, LedgerEntry] = {}
         for out in eco.outputs:
             entry = ledger.entry_of_child(out.req_id)
             if entry is None or entry.last_step >= stamp:
                 continue  # closed, or this step was applied before a crash
             fresh.append(out)
+            children.append(entry.children[out.req_id])
             touched[entry.request_id] = entry
         if not fresh:
             return
         now = time.monotonic()
         result = self.core.process_outputs(
-            EngineCoreOutputs(
-                step_id=eco.step_id, outputs=fresh, stats=eco.stats, timestamp=eco.timestamp or now
+            eco
+            if len(fresh) == len(eco.outputs) and eco.timestamp
+            else EngineCoreOutputs(
+                step_id=eco.step_id,
+                outputs=fresh,
+                stats=eco.stats,
+                timestamp=eco.timestamp or now,
             )
         )
         # Ledger first, then delivery: no await between them.
-        for out in fresh:
-            entry = ledger.entry_of_child(out.req_id)
-            assert entry is not None
-            child = entry.children[out.req_id]
+        for out, child in zip(fresh, children, strict=True):
             child.emitted.extend(out.new_token_ids)
-            if out.finished:
+            if out.finish_reason is not None:
                 child.finished = True
         for child_id in result.reqs_to_abort:
             entry = ledger.entry_of_child(child_id)
@@ -154,8 +158,10 @@ class OutputProcessorActor(Actor[OutputMsg]):
         for entry in touched.values():
             entry.last_step = stamp
         slow: list[str] = []
+        deliver_to = ledger.deliver_to
         for rid, request_output in result.request_outputs:
-            if not ledger.deliver(rid, request_output) and (e := ledger.get(rid)) and e.slow:
+            entry = touched[rid]  # every output is of a request this step touched
+            if not deliver_to(entry, request_output) and entry.slow:
                 slow.append(rid)
         for rid in slow:
             self._drop_slow_consumer(rid)

@@ -1,0 +1,79 @@
+"""The output processor's plain lane builds exactly what the general path builds."""
+
+from __future__ import annotations
+
+import random
+
+from actorllm.core.engine_core_output import EngineCoreOutput, EngineCoreOutputs, FinishReason
+from actorllm.core.output_processor import OutputProcessor, ProcessedOutputs
+from actorllm.core.request_stats import RequestStats
+from actorllm.core.sampling_params import RequestOutputKind, SamplingParams
+from tests.helpers.tokenizers import demo_tokenizer
+
+DELTA = RequestOutputKind.DELTA
+
+
+def _processor(lane: bool) -> tuple[OutputProcessor, RequestStats]:
+    stats = RequestStats(4096)
+    op = OutputProcessor(demo_tokenizer(), stats=stats)
+    kinds = [
+        SamplingParams(output_kind=DELTA),  # plain
+        SamplingParams(output_kind=DELTA, detokenize=False),  # plain, no text
+        SamplingParams(output_kind=DELTA, stop=["e t"]),  # stop strings: general path
+        SamplingParams(output_kind=DELTA, n=2, seed=1),  # two samples: general path
+        SamplingParams(output_kind=RequestOutputKind.CUMULATIVE),  # general path
+    ]
+    for i, params in enumerate(kinds * 3):
+        op.add_request(f"r{i}", "p", [274, 324, 5 + i], params, arrival_time=0.25 * i)
+    if not lane:
+        for user in op._users.values():
+            user.plain = False
+    return op, stats
+
+
+def _script(seed: int) -> list[EngineCoreOutputs]:
+    """Random steps: some requests skip a step, some start with cached tokens, one in
+    three finishes at a random step (stop or length), the first output of each carries
+    its scheduled time."""
+    rng = random.Random(seed)
+    engine_ids = [f"r{i}" for i in range(15) if i % 5 != 3]
+    engine_ids += [f"{k}_r{i}" for i in range(15) if i % 5 == 3 for k in range(2)]
+    ends = {rid: rng.randrange(3, 12) for rid in engine_ids if rng.random() < 0.33}
+    seen: set[str] = set()
+    steps = []
+    for step in range(14):
+        outs = []
+        for rid in engine_ids:
+            if (rid in ends and step > ends[rid]) or rng.random() < 0.2:
+                continue
+            finish = None
+            if ends.get(rid) == step:
+                finish = rng.choice([FinishReason.STOP, FinishReason.LENGTH])
+            first = rid not in seen
+            seen.add(rid)
+            outs.append(
+                EngineCoreOutput(
+                    req_id=rid,
+                    new_token_ids=[rng.randrange(3, 4000)],
+                    finish_reason=finish,
+                    num_cached_tokens=16 if first and rng.random() < 0.5 else 0,
+                    scheduled_time=0.1 * step if first else None,
+                )
+            )
+        steps.append(EngineCoreOutputs(step_id=step, outputs=outs, timestamp=1.0 + step))
+    return steps
+
+
+def test_the_plain_lane_matches_the_general_path() -> None:
+    for seed in range(5):
+        (fast, fast_stats), (slow, slow_stats) = _processor(True), _processor(False)
+        for eco in _script(seed):
+            a: ProcessedOutputs = fast.process_outputs(eco)
+            b: ProcessedOutputs = slow.process_outputs(eco)
+            assert a == b
+        assert fast.statistics() == slow.statistics()
+        sa, sb = fast_stats.snapshot(), slow_stats.snapshot()
+        assert sa.generation_tokens == sb.generation_tokens
+        assert sa.prompt_tokens == sb.prompt_tokens
+        itl = "inter_token_latency_seconds"
+        assert sa.histograms[itl].counts == sb.histograms[itl].counts

@@ -1,0 +1,67 @@
+"""RequestStream: the caller's stream keeps the memory-object-stream contract it replaced."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+
+from actorllm.engine.request_stream import RequestStream
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_items_then_the_end_in_order() -> None:
+    stream: RequestStream[int] = RequestStream()
+    for i in range(3):
+        stream.send_nowait(i)
+    stream.close()
+    assert [x async for x in stream] == [0, 1, 2]
+    with pytest.raises(anyio.EndOfStream):
+        await stream.receive()
+
+
+async def test_a_parked_reader_wakes_for_each_item_and_for_the_end() -> None:
+    stream: RequestStream[int] = RequestStream()
+    got: list[int] = []
+
+    async def read() -> None:
+        async for x in stream:
+            got.append(x)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(read)
+        await anyio.wait_all_tasks_blocked()
+        assert stream.statistics().reader_waiting
+        stream.send_nowait(1)
+        await anyio.wait_all_tasks_blocked()
+        stream.send_nowait(2)
+        stream.send_nowait(3)
+        await anyio.wait_all_tasks_blocked()
+        stream.close()
+    assert got == [1, 2, 3]
+
+
+async def test_cancelling_a_parked_reader_loses_nothing() -> None:
+    stream: RequestStream[str] = RequestStream()
+    with anyio.move_on_after(0.01):
+        await stream.receive()
+    assert not stream.statistics().reader_waiting
+    stream.send_nowait("a")
+    assert await stream.receive() == "a"
+
+
+async def test_a_reader_that_left_breaks_the_writer() -> None:
+    stream: RequestStream[int] = RequestStream()
+    async with stream:
+        stream.send_nowait(1)
+    with pytest.raises(anyio.BrokenResourceError):
+        stream.send_nowait(2)
+    assert len(stream) == 0
+
+
+async def test_sending_after_close_raises() -> None:
+    stream: RequestStream[int] = RequestStream()
+    stream.close()
+    stream.close()  # idempotent
+    with pytest.raises(anyio.ClosedResourceError):
+        stream.send_nowait(1)
