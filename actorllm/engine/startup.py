@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import anyio.to_thread
 
 from actorllm.core.scheduler import SchedulerConfig
-from actorllm.engine.config import EngineConfig
+from actorllm.engine.config import EngineConfig, EngineConfigError
 from actorllm.engine.context import ModelInfo
 from actorllm.worker.worker_thread import WorkerThread
 
@@ -88,8 +88,18 @@ def _build_rank0(config: EngineConfig, factory: RunnerFactory) -> tuple[Any, int
     rank 0's)."""
     group = None
     if config.tensor_parallel_size > 1:
+        from actorllm.models.config import ModelConfig
+        from actorllm.models.parallel import check_tensor_parallel
         from actorllm.worker.tp_group import TPGroup  # torch.distributed: only when used
 
+        if config.resolved_device() != "cpu":
+            raise EngineConfigError(
+                "tensor_parallel_size", "> 1 runs on CPU (gloo) only so far; NCCL is not built."
+            )
+        # Refused before any rank process is spawned.
+        check_tensor_parallel(
+            ModelConfig.from_pretrained(config.resolved_model()), config.tensor_parallel_size
+        )
         group = TPGroup(config)
     try:
         if group is not None:
