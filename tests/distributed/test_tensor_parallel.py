@@ -12,6 +12,7 @@ import shutil
 import signal
 import time
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -25,12 +26,12 @@ from tests.helpers.models import make_tiny_checkpoint
 # Prompts of assorted lengths (one spans several blocks: a chunked, cached prefill).
 PROMPTS = [[5 + i for i in range(40)], [30, 31, 32], [7] * 9, [100 + 3 * i for i in range(17)]]
 GREEDY = SamplingParams(max_tokens=12, temperature=0.0, ignore_eos=True)
-ENGINE = {"dtype": "float32", "block_size": 8, "max_num_batched_tokens": 32}
+ENGINE: dict[str, Any] = {"dtype": "float32", "block_size": 8, "max_num_batched_tokens": 32}
 
 
 def _checkpoint(directory: Path, family: str) -> str:
     # vocab 4093: not divisible by 2, so the last rank's vocabulary shard is padded.
-    path = make_tiny_checkpoint(directory, family, vocab_size=4093, eos_token_id=0)  # type: ignore[arg-type]
+    path = make_tiny_checkpoint(directory, family, vocab_size=4093, eos_token_id=0)
     for f in demo_tokenizer_path().iterdir():
         shutil.copy(f, path / f.name)
     return str(path)
