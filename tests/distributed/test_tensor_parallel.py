@@ -21,7 +21,8 @@ from actorllm import LLM, SamplingParams
 from actorllm.demo import demo_tokenizer_path
 from actorllm.engine import AsyncEngine
 from actorllm.engine.config import EngineConfigError
-from tests.helpers.models import make_tiny_checkpoint
+from actorllm.worker.tp_group import TPGroup
+from tests.helpers.models import Family, make_tiny_checkpoint
 
 # Prompts of assorted lengths (one spans several blocks: a chunked, cached prefill).
 PROMPTS = [[5 + i for i in range(40)], [30, 31, 32], [7] * 9, [100 + 3 * i for i in range(17)]]
@@ -29,7 +30,7 @@ GREEDY = SamplingParams(max_tokens=12, temperature=0.0, ignore_eos=True)
 ENGINE: dict[str, Any] = {"dtype": "float32", "block_size": 8, "max_num_batched_tokens": 32}
 
 
-def _checkpoint(directory: Path, family: str) -> str:
+def _checkpoint(directory: Path, family: Family) -> str:
     # vocab 4093: not divisible by 2, so the last rank's vocabulary shard is padded.
     path = make_tiny_checkpoint(directory, family, vocab_size=4093, eos_token_id=0)
     for f in demo_tokenizer_path().iterdir():
@@ -49,7 +50,7 @@ def _generate(model: str, tp: int) -> list[list[int]]:
 
 
 @pytest.mark.parametrize("family", ["qwen3", "qwen3_moe"])
-def test_tp2_gives_tp1_greedy_tokens(tmp_path: Path, family: str) -> None:
+def test_tp2_gives_tp1_greedy_tokens(tmp_path: Path, family: Family) -> None:
     model = _checkpoint(tmp_path, family)
     assert _generate(model, 2) == _generate(model, 1)
 
@@ -80,7 +81,7 @@ def _kv_allocated(worker: object) -> bool:
     return bool(worker.model_runner.kv_caches)  # type: ignore[attr-defined]
 
 
-def _group(engine: AsyncEngine):  # type: ignore[no-untyped-def]
+def _group(engine: AsyncEngine) -> TPGroup:
     tp = engine._parts.replicas[0].worker.tp
     assert tp is not None
     return tp
