@@ -36,7 +36,7 @@ from typing import Any, final
 import msgspec
 import torch
 
-from actorllm.distributed.comm import CommStatistics, GlooComm, host_store
+from actorllm.distributed.comm import GlooComm, host_store
 from actorllm.distributed.launcher import RankLauncher
 from actorllm.distributed.mp_launcher import MpRankGroup
 from actorllm.distributed.step_channel import Op, StepChannel
@@ -56,7 +56,6 @@ class TPGroupStatistics(msgspec.Struct, frozen=True, kw_only=True):
     ranks: object  # the launcher's statistics (where ranks 1..N-1 run)
     frames: int  # step-channel messages sent
     overflows: int  # messages whose payload needed a second broadcast
-    comm: CommStatistics | None
 
 
 @final
@@ -200,5 +199,4 @@ class TPGroup:
             ranks=launcher.statistics() if launcher is not None else None,
             frames=channel.frames if channel is not None else 0,
             overflows=channel.overflows if channel is not None else 0,
-            comm=self.comm.statistics() if self.comm is not None else None,
         )

@@ -54,6 +54,7 @@ class WorkerStatistics(msgspec.Struct, frozen=True, kw_only=True):
     profiling: bool
     runner: dict[str, Any]
     tensor_parallel: Any = None  # TPGroupStatistics (tensor parallel, rank 0)
+    comm: Any = None  # CommStatistics: this rank's collectives (tensor parallel)
 
 
 class Worker:
@@ -202,6 +203,7 @@ class Worker:
 
     def statistics(self) -> WorkerStatistics:
         runner_stats = getattr(self.model_runner, "statistics", None)
+        comm = getattr(self.model_runner, "comm", None)
         return WorkerStatistics(
             rank=self.rank,
             pending_steps=self.pipeline.pending,
@@ -209,4 +211,5 @@ class Worker:
             profiling=self.profiler.running,
             runner=dict(runner_stats()) if runner_stats is not None else {},
             tensor_parallel=self.tp.statistics() if self.tp is not None else None,
+            comm=comm.statistics() if comm is not None else None,
         )
