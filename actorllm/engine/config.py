@@ -108,9 +108,9 @@ class EngineConfig(msgspec.Struct, kw_only=True):
     """Tensor-parallel ranks: the model's heads, MLP columns and vocabulary split over this
     many ranks (rank 0 on the worker thread, the others in processes; CPU, gloo;
     docs/distributed.md)."""
-    distributed_executor_backend: Literal["mp"] | None = None
+    distributed_executor_backend: Literal["mp", "ray"] | None = None
     """How ranks 1..N-1 of tensor parallel are started: mp (multiprocessing spawn, this
-    node; the default when tensor_parallel_size > 1)."""
+    node; the default). ray is refused until its launcher is wired in."""
     tp_collective_timeout_s: float = 60.0
     """Tensor parallel: a collective (all-reduce, logits gather) that does not complete in
     this many seconds (a hung rank) fails the step, which restarts the rank group."""
@@ -268,6 +268,13 @@ class EngineConfig(msgspec.Struct, kw_only=True):
         if tp > 1 and self.device == "cuda":
             raise EngineConfigError(
                 "tensor_parallel_size", "> 1 runs on CPU (gloo) only so far; NCCL is not built."
+            )
+        backend = self.distributed_executor_backend
+        if backend not in (None, "mp"):
+            raise EngineConfigError(
+                "distributed_executor_backend",
+                f"only mp starts tensor-parallel ranks so far, got {backend!r} (the Ray rank "
+                "launcher, distributed/ray_ranks.py, is not wired to the engine yet).",
             )
         if self.tp_collective_timeout_s <= 0:
             raise EngineConfigError("tp_collective_timeout_s", "must be positive.")
