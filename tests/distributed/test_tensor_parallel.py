@@ -43,16 +43,28 @@ def llama(tmp_path_factory: pytest.TempPathFactory) -> str:
     return _checkpoint(tmp_path_factory.mktemp("tp-llama"), "llama")
 
 
-def _generate(model: str, tp: int) -> list[list[int]]:
+def _generate(model: str, tp: int, params: SamplingParams = GREEDY) -> list[Any]:
     with LLM(model, tensor_parallel_size=tp, **ENGINE) as llm:
-        outs = llm.generate([{"prompt_token_ids": p} for p in PROMPTS], GREEDY, use_tqdm=False)
-    return [list(o.outputs[0].token_ids) for o in outs]
+        outs = llm.generate([{"prompt_token_ids": p} for p in PROMPTS], params, use_tqdm=False)
+    if params is GREEDY:
+        return [list(o.outputs[0].token_ids) for o in outs]
+    return outs
+
+
+def _prompt_logprobs(out: Any) -> list[float]:
+    return [lp[t].logprob for lp, t in zip(out.prompt_logprobs[1:], PROMPTS[0][1:], strict=True)]
 
 
 @pytest.mark.parametrize("family", ["qwen3", "qwen3_moe"])
 def test_tp2_gives_tp1_greedy_tokens(tmp_path: Path, family: Family) -> None:
+    """Logprobs and prompt logprobs too: every compute_logits is a gather both ranks join."""
     model = _checkpoint(tmp_path, family)
-    assert _generate(model, 2) == _generate(model, 1)
+    params = SamplingParams(
+        max_tokens=12, temperature=0.0, ignore_eos=True, logprobs=2, prompt_logprobs=1
+    )
+    tp2, tp1 = _generate(model, 2, params), _generate(model, 1, params)
+    assert [o.outputs[0].token_ids for o in tp2] == [o.outputs[0].token_ids for o in tp1]
+    assert _prompt_logprobs(tp2[0]) == pytest.approx(_prompt_logprobs(tp1[0]), abs=1e-4)
 
 
 async def _batch(
