@@ -90,7 +90,7 @@ class MpRankGroup:
             if not ready or self._stopping.is_set():
                 continue
             rank, proc = by_sentinel[ready[0]]
-            proc.join(0)
+            proc.join(1.0)  # reaped at once: its exit code for the report
             self.exited = rank
             on_exit(rank, f"tensor-parallel rank {rank} (pid {proc.pid}) exited: {proc.exitcode}")
             return  # one report per group: the supervisor replaces the whole group

@@ -30,6 +30,7 @@ import contextlib
 import os
 import pickle
 import threading
+import time
 from collections.abc import Callable, Mapping
 from typing import Any, final
 
@@ -44,6 +45,8 @@ from actorllm.worker.step_inputs import StepInputs
 from actorllm.worker.tp_errors import RankGroupError
 from actorllm.worker.tp_rank import rank_main
 from actorllm.worker.tp_step import pack_step
+
+LOAD_TIMEOUT_S = 600.0  # ranks 1..N-1 spawned, loaded and joined
 
 # notify(generation, why): the group of that generation broke (any thread).
 Notify = Callable[[int, str], None]
@@ -89,11 +92,29 @@ class TPGroup:
 
     def connect(self, runner: Any) -> GlooComm:
         """Join the group as rank 0 (blocks until every rank has loaded and joined) and
-        hook ``runner``'s model and forward to it."""
+        hook ``runner``'s model and forward to it. Raises :class:`RankGroupError` when a
+        rank dies before it has loaded, or none has after ``LOAD_TIMEOUT_S``."""
+        self._wait_loaded()
         comm = GlooComm(self._store, 0, self.world_size, self.config.tp_collective_timeout_s)
         self.comm, self.channel = comm, StepChannel(comm)
         runner.attach_tp(comm, self.send_step)
         return comm
+
+    def _wait_loaded(self) -> None:
+        """Poll the store for every rank's "loaded" key, failing fast when the monitor
+        reports a rank's death (a gloo rendezvous would wait out its whole timeout)."""
+        keys = [f"loaded/{r}" for r in range(1, self.world_size)]
+        deadline = time.monotonic() + LOAD_TIMEOUT_S
+        while not self._store.check(keys):
+            if self.broken is not None:
+                raise RankGroupError(
+                    f"a tensor-parallel rank failed to start ({self.broken}); its error is "
+                    "on stderr. A script that opens a tensor-parallel engine at import time "
+                    "needs `if __name__ == '__main__':` (spawn imports the main module)."
+                )
+            if time.monotonic() > deadline:
+                raise RankGroupError(f"tensor-parallel ranks not loaded after {LOAD_TIMEOUT_S}s")
+            time.sleep(0.05)
 
     def agree_blocks(self, blocks: int) -> int:
         """The KV block count every rank can hold (the minimum of each rank's)."""

@@ -41,6 +41,7 @@ def rank_main(rank: int, world_size: int, port: int, config: Any, parent_pid: in
     runner = default_runner_factory(config, rank=rank)
     runner.load_model()
     store = join_store(port, world_size)
+    store.set(f"loaded/{rank}", "1")  # rank 0 waits for every rank's, watching them live
     comm = GlooComm(store, rank, world_size, config.tp_collective_timeout_s)
     runner.attach_tp(comm, None)
     blocks = comm.min_int(num_kv_blocks(config, runner))
