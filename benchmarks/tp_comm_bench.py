@@ -7,9 +7,10 @@ and time, after a barrier each round (so that skew between the ranks is not coun
   prefill-sized T (a step makes ``2 * num_layers + 1`` of them);
 * the logits gather, ``[N, V/2]`` per rank;
 * the step channel: a frame of ``INLINE`` int64 (one broadcast, what a decode step costs)
-  against a frame plus an exact-size second broadcast (a payload larger than the frame),
-  and against broadcasting only the exact payload (what one broadcast per step would cost
-  with a known size).
+  against broadcasting only an exact-size payload;
+* one-way latency of a step's inputs, send start on rank 0 to usable on rank 1: the gloo
+  broadcast against a shared-memory ring that rank 1 spins on (the ring is measured here
+  only; the engine uses the broadcast).
 
 The median of ``--repeats`` rounds is reported, in microseconds.
 
@@ -20,13 +21,16 @@ The median of ``--repeats`` rounds is reported, in microseconds.
 from __future__ import annotations
 
 import argparse
+import json
 import multiprocessing
 import os
 import statistics
 import time
 from collections.abc import Callable
+from multiprocessing import shared_memory
 from typing import Any
 
+import numpy as np
 import torch
 
 from actorllm.bench.machine import result_document, write_json
@@ -70,9 +74,62 @@ def measure(comm: GlooComm, repeats: int) -> dict[str, float]:
     return medians
 
 
+def one_way(comm: GlooComm, repeats: int) -> dict[str, float] | None:
+    """Step inputs, send start on rank 0 -> usable on rank 1 (perf_counter is one
+    monotonic clock for both processes): the gloo frame broadcast against a shared-memory
+    ring (rank 0 writes the payload, then a sequence number; rank 1 spins on it). Rank 1
+    returns the medians in microseconds; rank 0 returns None."""
+    store = comm.store
+    size = 1 + 16384
+    if comm.rank == 0:
+        shm = shared_memory.SharedMemory(create=True, size=8 * size)
+        store.set("shm", shm.name)
+    else:
+        shm = shared_memory.SharedMemory(name=store.get("shm").decode())
+    ring = np.ndarray((size,), dtype=np.int64, buffer=shm.buf)  # [seq, payload ...]
+    barrier = torch.zeros(1)
+    medians: dict[str, float] = {}
+    seq = 0
+    for n in (1024, 16384):  # a decode step's payload, a prefill's
+        frame = torch.zeros(max(INLINE, n), dtype=torch.int64)
+        payload = np.zeros(n, dtype=np.int64)
+        for how in ("gloo broadcast", "shm ring (spin)"):
+            lat = []
+            for _ in range(repeats + 5):
+                comm.all_reduce(barrier)
+                seq += 1
+                if comm.rank == 0:
+                    if how == "gloo broadcast":
+                        frame[0] = time.perf_counter_ns()
+                        comm.broadcast(frame)
+                    else:
+                        payload[0] = time.perf_counter_ns()
+                        ring[1 : 1 + n] = payload
+                        ring[0] = seq  # last: x86 keeps the stores in order
+                elif how == "gloo broadcast":
+                    comm.broadcast(frame)
+                    lat.append(time.perf_counter_ns() - int(frame[0]))
+                else:
+                    while ring[0] != seq:
+                        pass
+                    got = ring[1 : 1 + n].copy()
+                    lat.append(time.perf_counter_ns() - int(got[0]))
+            if comm.rank == 1:
+                medians[f"{how} [{n}] i64, one way"] = statistics.median(lat[5:]) / 1e3
+    comm.all_reduce(barrier)
+    del ring
+    shm.close()
+    if comm.rank == 0:
+        shm.unlink()
+        return None
+    return medians
+
+
 def _rank1(port: int, repeats: int) -> None:
     comm = GlooComm(join_store(port, 2), 1, 2, 60.0)
     measure(comm, repeats)
+    medians = one_way(comm, repeats)
+    comm.store.set("one_way", json.dumps(medians))
     comm.close()
 
 
@@ -90,6 +147,10 @@ def main() -> None:
     comm = GlooComm(store, 0, 2, 60.0)
     figures: dict[str, Any] = {"load_average_before": list(os.getloadavg())}
     medians = measure(comm, args.repeats)
+    one_way(comm, args.repeats)
+    figures["one_way_us_rank1"] = json.loads(store.get("one_way"))
+    for name, us in figures["one_way_us_rank1"].items():
+        print(f"{name:45s} {us:9.1f} us")
     comm.close()
     proc.join(30)
     figures["median_us_rank0"] = medians
