@@ -110,6 +110,7 @@ async def _run_actorllm(
         async for _ in engine.generate({"prompt_token_ids": reqs[0].prompt_token_ids[:16]}, warm):
             pass
         stats0 = await engine.get_stats()
+        comm0 = await _comm_stats(engine)
         loop_prof, worker_prof = cProfile.Profile(), cProfile.Profile()
         if profile_dir:  # cProfile follows one thread: enable it on the worker's too
             await engine.collective_rpc(lambda _worker: worker_prof.enable())
@@ -139,6 +140,7 @@ async def _run_actorllm(
             await engine.collective_rpc(lambda _worker: worker_prof.disable())
             _dump_profiles(Path(profile_dir), loop_prof, worker_prof)
         stats1 = await engine.get_stats()
+        comm1 = await _comm_stats(engine)
     wrong = [i for i, r in enumerate(reqs) if produced[i] != r.output_len]
     if wrong:
         i = wrong[0]
@@ -148,7 +150,35 @@ async def _run_actorllm(
     )
     fig["steps"] = stats1.steps_done - stats0.steps_done
     fig["preemptions"] = stats1.num_preemptions - stats0.num_preemptions
+    if comm1:
+        fig["tensor_parallel"] = _comm_per_step(comm0, comm1, fig["steps"], elapsed)
     return fig
+
+
+async def _comm_stats(engine: Any) -> list[Any]:
+    """Each rank's collective counters (tensor parallel), else []."""
+    if engine.config.tensor_parallel_size == 1:
+        return []
+    return [s.comm for s in await engine.collective_rpc("statistics")]
+
+
+def _comm_per_step(before: list[Any], after: list[Any], steps: int, elapsed: float) -> dict:
+    """Per rank: time inside collectives (all-reduce + logits gather) and inside the step
+    broadcast, per step and as a share of the run."""
+    ranks = []
+    for b, a in zip(before, after, strict=True):
+        coll, bcast = a.collective_s - b.collective_s, a.broadcast_s - b.broadcast_s
+        ranks.append(
+            {
+                "rank": a.rank,
+                "all_reduces_per_step": (a.all_reduces - b.all_reduces) / max(1, steps),
+                "collective_ms_per_step": 1e3 * coll / max(1, steps),
+                "broadcast_ms_per_step": 1e3 * bcast / max(1, steps),
+                "collective_share": coll / elapsed,
+                "broadcast_share": bcast / elapsed,
+            }
+        )
+    return {"ranks": ranks}
 
 
 # -- command line ----------------------------------------------------------------------------

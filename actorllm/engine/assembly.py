@@ -107,7 +107,7 @@ async def build_replica(
 ) -> tuple[Worker, ModelInfo, Callable[[], KVConnectorBase] | None]:
     """Build replica ``index``'s runner on its worker thread; returns its Worker, the model
     info and the connector factory of its cores."""
-    runner, info = await build_runner(config, thread, factory)
+    runner, info, tp_group = await build_runner(config, thread, factory)
     store = None
     if connector_factory is None and config.kv_connector == "offload":
         from actorllm.engine.kv_offload import make_offload_connector
@@ -120,6 +120,7 @@ async def build_replica(
         offload_store=store,
         profiler_dir=config.profiler_dir,
         cuda=config.resolved_device() == "cuda",
+        tp=tp_group,
     )
     return worker, info, connector_factory
 

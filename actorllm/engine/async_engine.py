@@ -113,6 +113,8 @@ class AsyncEngine(ControlPlane, RequestAPI):
             finally:
                 if parts.structured is not None:
                     parts.structured.shutdown()
+                for replica in parts.replicas:  # after the steps queued before it
+                    replica.thread.submit(replica.worker.shutdown)  # tensor parallel: ranks
         finally:
             for thread in threads:
                 thread.stop(timeout=30.0)

@@ -107,7 +107,15 @@ class EngineConfig(msgspec.Struct, kw_only=True):
     type has its own table and sliding layers free blocks behind their window)."""
     # -- ParallelConfig ---------------------------------------------------------------------
     tensor_parallel_size: int = 1
-    """Tensor-parallel ranks; only 1 is built so far."""
+    """Tensor-parallel ranks: the model's heads, MLP columns and vocabulary split over this
+    many ranks (rank 0 on the worker thread, the others in processes; CPU, gloo;
+    docs/distributed.md)."""
+    distributed_executor_backend: Literal["mp", "ray"] | None = None
+    """How ranks 1..N-1 of tensor parallel are started: mp (multiprocessing spawn, this
+    node; the default). ray is refused until its launcher is wired in."""
+    tp_collective_timeout_s: float = 60.0
+    """Tensor parallel: a collective (all-reduce, logits gather) that does not complete in
+    this many seconds (a hung rank) fails the step, which restarts the rank group."""
     pipeline_parallel_size: int = 1
     """Pipeline-parallel stages; only 1 is built so far."""
     data_parallel_size: int = 1
@@ -234,12 +242,7 @@ class EngineConfig(msgspec.Struct, kw_only=True):
             raise EngineConfigError("served_model_name", "names must be non-empty strings.")
         if self.data_parallel_size < 1:
             raise EngineConfigError("data_parallel_size", "must be at least 1.")
-        for name in ("tensor_parallel_size", "pipeline_parallel_size"):
-            size = getattr(self, name)
-            if size != 1:
-                raise EngineConfigError(
-                    name, f"only 1 is supported so far (one worker, one replica), got {size}."
-                )
+        self._check_parallel()
         if self.enable_auto_tool_choice and not self.tool_call_parser:
             raise EngineConfigError(
                 "enable_auto_tool_choice", "needs tool_call_parser (which format to parse)."
@@ -265,6 +268,34 @@ class EngineConfig(msgspec.Struct, kw_only=True):
             raise EngineConfigError("gc_gen0_threshold", "must be at least 1 or None.")
         if self.shutdown_timeout < 0:
             raise EngineConfigError("shutdown_timeout", "must be non-negative.")
+
+    def _check_parallel(self) -> None:
+        if self.pipeline_parallel_size != 1:
+            raise EngineConfigError(
+                "pipeline_parallel_size",
+                f"only 1 is supported so far, got {self.pipeline_parallel_size}.",
+            )
+        tp = self.tensor_parallel_size
+        if tp < 1:
+            raise EngineConfigError("tensor_parallel_size", f"must be at least 1, got {tp}.")
+        if tp > 1 and self.data_parallel_size > 1:
+            raise EngineConfigError(
+                "data_parallel_size",
+                "tensor_parallel_size > 1 runs one replica so far (data_parallel_size 1).",
+            )
+        if tp > 1 and self.device == "cuda":
+            raise EngineConfigError(
+                "tensor_parallel_size", "> 1 runs on CPU (gloo) only so far; NCCL is not built."
+            )
+        backend = self.distributed_executor_backend
+        if backend not in (None, "mp"):
+            raise EngineConfigError(
+                "distributed_executor_backend",
+                f"only mp starts tensor-parallel ranks so far, got {backend!r} (the Ray rank "
+                "launcher, distributed/ray_ranks.py, is not wired to the engine yet).",
+            )
+        if self.tp_collective_timeout_s <= 0:
+            raise EngineConfigError("tp_collective_timeout_s", "must be positive.")
 
     # -- resolved views -------------------------------------------------------------------
 

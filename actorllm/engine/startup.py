@@ -4,22 +4,26 @@ cache. Everything slow runs off the event loop."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
 
 from actorllm.core.scheduler import SchedulerConfig
-from actorllm.engine.config import EngineConfig
+from actorllm.engine.config import EngineConfig, EngineConfigError
 from actorllm.engine.context import ModelInfo
 from actorllm.worker.worker_thread import WorkerThread
+
+if TYPE_CHECKING:
+    from actorllm.worker.tp_group import TPGroup
 
 DEFAULT_CPU_KV_BYTES = 256 * 2**20
 
 RunnerFactory = Callable[[EngineConfig], Any]
 
 
-def default_runner_factory(config: EngineConfig) -> Any:
-    """The real model runner (called on the worker thread)."""
+def default_runner_factory(config: EngineConfig, rank: int = 0) -> Any:
+    """The real model runner (called on the worker thread; tensor parallel: rank ``rank``'s,
+    in its own process for ranks 1..N-1)."""
     from actorllm.worker.model_runner import ModelRunner
     from actorllm.worker.omp_spin import park_openmp_team
 
@@ -38,6 +42,8 @@ def default_runner_factory(config: EngineConfig) -> Any:
         max_num_batched_tokens=config.max_num_batched_tokens or 2048,
         enforce_eager=config.enforce_eager,
         hybrid_kv_cache=not config.disable_hybrid_kv_cache_manager,
+        tp_rank=rank,
+        tp_size=config.tensor_parallel_size,
     )
 
 
@@ -72,10 +78,48 @@ def num_kv_blocks(config: EngineConfig, runner: Any) -> int:
 
 
 def _build_on_worker(config: EngineConfig, factory: RunnerFactory) -> tuple[Any, ModelInfo]:
-    runner = factory(config)
-    runner.load_model()
-    blocks = num_kv_blocks(config, runner)
-    runner.initialize_kv_cache(blocks)
+    runner, blocks, _ = _build_rank0(config, factory)
+    return runner, _model_info(config, runner, blocks)
+
+
+def _build_rank0(config: EngineConfig, factory: RunnerFactory) -> tuple[Any, int, TPGroup | None]:
+    """The runner, loaded, with its KV cache of the returned block count; tensor parallel:
+    and its rank group, started (ranks 1..N-1 load their shards while this thread loads
+    rank 0's)."""
+    group = None
+    if config.tensor_parallel_size > 1:
+        from actorllm.models.config import ModelConfig
+        from actorllm.models.parallel import check_tensor_parallel
+        from actorllm.worker.tp_group import TPGroup  # torch.distributed: only when used
+
+        if config.resolved_device() != "cpu":
+            raise EngineConfigError(
+                "tensor_parallel_size", "> 1 runs on CPU (gloo) only so far; NCCL is not built."
+            )
+        # Refused before any rank process is spawned.
+        check_tensor_parallel(
+            ModelConfig.from_pretrained(config.resolved_model()), config.tensor_parallel_size
+        )
+        group = TPGroup(config)
+    try:
+        if group is not None:
+            group.launch()
+        runner = factory(config)
+        runner.load_model()
+        blocks = num_kv_blocks(config, runner)
+        if group is not None:
+            group.connect(runner)
+            blocks = group.agree_blocks(blocks)  # each rank's cache holds its heads
+        runner.initialize_kv_cache(blocks)
+    except BaseException:
+        if group is not None:
+            group.mark_broken("start-up failed")
+            group.stop(grace_s=0.0)
+        raise
+    return runner, blocks, group
+
+
+def _model_info(config: EngineConfig, runner: Any, blocks: int) -> ModelInfo:
     mc = runner.model_config
     max_len = int(getattr(mc, "max_model_len", 0) or config.max_model_len or 2048)
     if config.max_model_len is not None:
@@ -88,13 +132,19 @@ def _build_on_worker(config: EngineConfig, factory: RunnerFactory) -> tuple[Any,
         # Scripted test models have no windows (one full-attention group).
         kv_group_windows=tuple(getattr(runner, "kv_group_windows", (None,))),
     )
-    return runner, info
+    return info
 
 
 async def build_runner(
     config: EngineConfig, worker: WorkerThread, factory: RunnerFactory
-) -> tuple[Any, ModelInfo]:
-    return await worker.call(lambda: _build_on_worker(config, factory))
+) -> tuple[Any, ModelInfo, TPGroup | None]:
+    """Build the runner on ``worker`` (and, tensor parallel, its rank group)."""
+
+    def build() -> tuple[Any, ModelInfo, TPGroup | None]:
+        runner, blocks, group = _build_rank0(config, factory)
+        return runner, _model_info(config, runner, blocks), group
+
+    return await worker.call(build)
 
 
 async def build_tokenizer(config: EngineConfig, tokenizer: Any = None) -> Any:

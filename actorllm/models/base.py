@@ -14,6 +14,7 @@ from torch import nn
 
 from actorllm.models.attention import AttentionMetadata
 from actorllm.models.config import ModelConfig
+from actorllm.models.parallel import TensorParallelError, TPComm
 
 KVCaches = list[tuple[torch.Tensor, torch.Tensor]]
 
@@ -36,6 +37,11 @@ class CausalLM(nn.Module):
         """Share the LM head with the embedding again (after weights were replaced)."""
         if self.config.tie_word_embeddings:
             self.lm_head.weight = self.input_embeddings().weight
+
+    def bind_comm(self, comm: TPComm) -> None:
+        """Run as one rank of a tensor-parallel group (models/parallel.py); a family
+        without tensor-parallel layers refuses."""
+        raise TensorParallelError(f"{type(self).__name__} has no tensor-parallel layers")
 
     def checkpoint_name(self, name: str) -> str | None:
         """A checkpoint tensor's name in this model's naming (None: not a weight we use)."""

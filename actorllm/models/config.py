@@ -124,6 +124,11 @@ class ModelConfig(msgspec.Struct, frozen=True, kw_only=True):
     # Per layer: True where the MLP is the sparse MoE block (Qwen MoE's mlp_only_layers and
     # decoder_sparse_step make some layers dense).
     moe_layers: list[bool] = []
+    # -- tensor parallel (models/parallel.py's shard_config sets them on a rank's config) ---
+    tp_rank: int = 0
+    tp_size: int = 1  # 1: the whole model; >1: head and intermediate counts are per rank
+    full_num_heads: int = 0  # the checkpoint's counts (0: not sharded, see num_heads)
+    full_num_kv_heads: int = 0
 
     def __post_init__(self) -> None:
         if self.max_model_len <= 0:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from actorllm.kernels.ops import Ops
@@ -28,6 +29,7 @@ from actorllm.models.base import CausalLM, KVCaches
 from actorllm.models.config import ModelConfig
 from actorllm.models.layers import MLP, RMSNorm
 from actorllm.models.moe import STACKED_NAMES, SparseMoeBlock
+from actorllm.models.parallel import TPComm, vocab_shard
 
 __all__ = ["PACKED_MODULES", "KVCaches", "LlamaForCausalLM", "RMSNorm"]
 
@@ -81,6 +83,7 @@ class Attention(nn.Module):
         self.k_norm = RMSNorm(ops, k_size, eps, off) if cfg.qk_norm else None
         self.clip = cfg.clip_qkv
         self.rot_dim = int(self.d * cfg.partial_rotary_factor)
+        self.comm: TPComm | None = None  # tensor parallel: sums the ranks' o_proj outputs
         window = cfg.sliding_windows[layer_idx]
         self.attn = PagedAttention(
             ops, self.hq, self.hk, self.d, window,
@@ -115,7 +118,8 @@ class Attention(nn.Module):
             qr, kr = self.ops.apply_rotary(positions, q[..., :r], k[..., :r], cos_sin)
             q, k = torch.cat([qr, q[..., r:]], dim=-1), torch.cat([kr, k[..., r:]], dim=-1)
         o = self.attn(q, k, v, kv_cache, meta)  # [T, Hq, D]
-        return self.o_proj(o.reshape(t, self.hq * self.d))
+        out = self.o_proj(o.reshape(t, self.hq * self.d))  # [T, H], this rank's heads only
+        return out if self.comm is None else self.comm.all_reduce(out)
 
 
 def _enter(
@@ -139,6 +143,7 @@ class DecoderLayer(nn.Module):
         moe = bool(cfg.moe_layers) and cfg.moe_layers[layer_idx]
         self.mlp: nn.Module = SparseMoeBlock(cfg, ops) if moe else MLP(cfg, ops)
         self.residual_multiplier = cfg.residual_multiplier
+        self.comm: TPComm | None = None  # tensor parallel: sums the ranks' MLP outputs
         self.norm_names = _NORMS[cfg.norm_layout]
         for name in self.norm_names.values():
             if name is not None:
@@ -165,7 +170,10 @@ class DecoderLayer(nn.Module):
         x = self.self_attn(positions, h, cos_sin, kv_cache, meta)
         x = self._finish(self._norm("post_attn"), x)
         h, residual = _enter(self._norm("pre_mlp"), x, residual)
-        x = self._finish(self._norm("post_mlp"), self.mlp(h))
+        m = self.mlp(h)  # [T, H]; under tensor parallel, this rank's columns only
+        if self.comm is not None:
+            m = self.comm.all_reduce(m)
+        x = self._finish(self._norm("post_mlp"), m)
         return x, residual
 
     def _finish(self, norm: RMSNorm | None, x: torch.Tensor) -> torch.Tensor:
@@ -177,10 +185,35 @@ class DecoderLayer(nn.Module):
         return x
 
 
+class VocabParallelEmbedding(nn.Module):
+    """This rank's ``ceil(V / N)`` rows of the embedding; ids outside them embed to zeros,
+    and the all-reduce sums the ranks' rows into the full lookup."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        rows = vocab_shard(cfg)
+        self.start = cfg.tp_rank * rows
+        self.weight = nn.Parameter(torch.empty(rows, cfg.hidden_size))  # [V/N, H]
+        self.comm: TPComm | None = None  # set with the model's (bind_comm)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        """ids: [T] int64 -> [T, H]."""
+        local = ids - self.start  # [T]
+        mine = (local >= 0) & (local < self.weight.shape[0])
+        x = F.embedding(local.clamp(0, self.weight.shape[0] - 1), self.weight)  # [T, H]
+        x = x * mine.unsqueeze(-1).to(x.dtype)
+        assert self.comm is not None, "a sharded embedding runs with its ranks"
+        return self.comm.all_reduce(x)
+
+
 class DecoderModel(nn.Module):
     def __init__(self, cfg: ModelConfig, ops: Ops) -> None:
         super().__init__()
-        self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
+        self.embed_tokens: nn.Embedding | VocabParallelEmbedding = (
+            nn.Embedding(cfg.vocab_size, cfg.hidden_size)
+            if cfg.tp_size == 1
+            else VocabParallelEmbedding(cfg)
+        )
         self.layers = nn.ModuleList(DecoderLayer(cfg, ops, i) for i in range(cfg.num_layers))
         self.norm = RMSNorm(ops, cfg.hidden_size, cfg.rms_norm_eps, cfg.norm_offset)
 
@@ -199,7 +232,10 @@ class LlamaForCausalLM(CausalLM):
         self.config = cfg
         self.ops = ops
         self.model = DecoderModel(cfg, ops)
-        self.lm_head = nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
+        # Tensor parallel: this rank's vocabulary rows (models/parallel.py).
+        vocab = cfg.vocab_size if cfg.tp_size == 1 else vocab_shard(cfg)
+        self.lm_head = nn.Linear(cfg.hidden_size, vocab, bias=False)
+        self.comm: TPComm | None = None  # gathers the ranks' logits (bind_comm)
         if cfg.tie_word_embeddings:
             self.lm_head.weight = self.model.embed_tokens.weight
         # [max_positions, rot_dim] cos | sin, float32; filled by init_rotary on the device.
@@ -226,7 +262,14 @@ class LlamaForCausalLM(CausalLM):
         self.embed_scale = float(torch.tensor(cfg.embedding_multiplier, dtype=dtype))
 
     def input_embeddings(self) -> nn.Embedding:
-        return self.model.embed_tokens
+        return self.model.embed_tokens  # type: ignore[return-value]  # or its vocab shard
+
+    def bind_comm(self, comm: TPComm) -> None:
+        """Run as one rank of a tensor-parallel group: every module that sums or gathers
+        across ranks gets ``comm``."""
+        for module in self.modules():
+            if hasattr(module, "comm"):
+                setattr(module, "comm", comm)  # noqa: B010 (nn.Module's typed __setattr__)
 
     def checkpoint_name(self, name: str) -> str | None:
         # Mixtral calls its MoE MLP block_sparse_moe; transformers 5 stacks experts itself.
@@ -257,8 +300,14 @@ class LlamaForCausalLM(CausalLM):
         return x
 
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        """hidden: [N, H] -> logits [N, V] float32 (Granite's scale, Gemma 2's soft cap)."""
-        logits = self.lm_head(hidden)
+        """hidden: [N, H] -> logits [N, V] float32 (Granite's scale, Gemma 2's soft cap).
+        Tensor parallel: a collective; rank 0 gets the logits, the other ranks [N, 0]."""
+        logits = self.lm_head(hidden)  # [N, V] (tensor parallel: [N, V/N], this rank's)
+        if self.comm is not None:
+            gathered = self.comm.gather_last_dim(logits)  # rank 0: [N, N_ranks * V/N]
+            if gathered is None:
+                return logits[:, :0]
+            logits = gathered[:, : self.config.vocab_size]  # the last rank's padding cut
         if self.config.logits_multiplier != 1.0:
             logits = logits * self.config.logits_multiplier
         logits = logits.float()

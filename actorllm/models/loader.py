@@ -18,7 +18,7 @@ import logging
 import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 from safetensors import safe_open
@@ -28,6 +28,7 @@ from actorllm.kernels.ops import Ops, get_ops
 from actorllm.models.base import CausalLM
 from actorllm.models.config import ModelConfig
 from actorllm.models.moe import EXPERT_SLOTS, FusedExperts
+from actorllm.models.parallel import rank_piece
 from actorllm.models.registry import resolve_model_class
 
 log = logging.getLogger(__name__)
@@ -109,9 +110,11 @@ def safetensors_files(path: str | Path) -> list[Path]:
 
 
 def iter_checkpoint(
-    files: list[Path], progress: bool | None = None
-) -> Iterator[tuple[str, torch.Tensor]]:
-    """Yield (name, CPU tensor) for every tensor, one at a time (memory-mapped reads)."""
+    files: list[Path], progress: bool | None = None, lazy: bool = False
+) -> Iterator[tuple[str, Any]]:
+    """Yield (name, CPU tensor) for every tensor, one at a time (memory-mapped reads).
+    ``lazy``: yield safetensors slices instead (``get_slice``; valid until the next item),
+    so a tensor-parallel rank reads only its part."""
     keys: list[tuple[Path, str]] = []
     for f in files:
         with safe_open(str(f), framework="pt", device="cpu") as h:
@@ -122,7 +125,7 @@ def iter_checkpoint(
         for f in files:
             with safe_open(str(f), framework="pt", device="cpu") as h:
                 for k in h.keys():  # noqa: SIM118
-                    yield k, h.get_tensor(k)
+                    yield k, h.get_slice(k) if lazy else h.get_tensor(k)
                     bar.update(1)
 
 
@@ -171,7 +174,8 @@ def load_weights(model: CausalLM, files: list[Path], progress: bool | None = Non
     written: dict[str, set[ShardKey]] = {}
     saw_lm_head = False
     with torch.no_grad():
-        for hf_name, tensor in iter_checkpoint(files, progress):
+        lazy = model.config.tp_size > 1  # each rank reads only its slices
+        for hf_name, tensor in iter_checkpoint(files, progress, lazy=lazy):
             name = _copy_one(model, params, hf_name, tensor, written, strict=False)
             saw_lm_head = saw_lm_head or name == "lm_head.weight"
     if not saw_lm_head and not model.config.tie_word_embeddings:
@@ -200,7 +204,7 @@ def _copy_one(
     model: CausalLM,
     params: dict[str, torch.nn.Parameter],
     hf_name: str,
-    tensor: torch.Tensor,
+    tensor: Any,
     written: dict[str, set[ShardKey]],
     *,
     strict: bool,
@@ -222,8 +226,9 @@ def _copy_one(
             raise WeightLoadError(f"{hf_name}: the model has no such parameter")
         log.warning("ignoring checkpoint tensor %s (no such parameter)", hf_name)
         return name
-    tensor = model.checkpoint_tensor(name, tensor)
     dst = param.data if shard is None else _shard_view(model, param.data, target, shard)
+    # Tensor parallel: this rank's slice (read alone from a lazy safetensors slice).
+    tensor = model.checkpoint_tensor(name, rank_piece(model.config, name, dst.shape, tensor))
     if tuple(dst.shape) != tuple(tensor.shape):
         raise WeightLoadError(
             f"{hf_name}: checkpoint shape {tuple(tensor.shape)} != expected {tuple(dst.shape)}"

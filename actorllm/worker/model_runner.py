@@ -36,6 +36,7 @@ from actorllm.kernels.ops import get_ops, resolve_backend
 from actorllm.models.base import CausalLM
 from actorllm.models.config import ModelConfig
 from actorllm.models.loader import LoadFormat, load_model, resolve_dtype
+from actorllm.models.parallel import TPComm, shard_config
 from actorllm.worker.cuda_graphs import DecodeGraphs, graph_batch_sizes
 from actorllm.worker.device_streams import CudaStreams
 from actorllm.worker.input_batch import InputBatch
@@ -55,7 +56,7 @@ from actorllm.worker.step_inputs import (
     SchedulerProtocolError,
     plan_step,
 )
-from actorllm.worker.step_launch import StepLauncher
+from actorllm.worker.step_launch import BeforeForward, StepLauncher
 from actorllm.worker.step_output import (
     LaunchedStep,
     PendingStep,
@@ -101,10 +102,13 @@ class ModelRunner:
         staged_inputs: bool | None = None,
         max_graph_batch: int = 512,
         hybrid_kv_cache: bool = True,
+        tp_rank: int = 0,
+        tp_size: int = 1,
     ) -> None:
         self.model_path = Path(model_path)
         self.device = torch.device(device)
-        cfg = ModelConfig.from_pretrained(self.model_path)
+        # Tensor parallel: this rank's config (its heads, its columns; models/parallel.py).
+        cfg = shard_config(ModelConfig.from_pretrained(self.model_path), tp_rank, tp_size)
         limit = cfg.max_position_embeddings
         if max_model_len is not None and not 0 < max_model_len <= limit:
             raise ValueError(
@@ -138,6 +142,15 @@ class ModelRunner:
             staged=staged,
         )
         self._inflight: deque[LaunchedStep] = deque()  # launched, not yet resolved
+        self.comm: TPComm | None = None  # tensor parallel: the group's collectives
+
+    def attach_tp(self, comm: TPComm, before_forward: BeforeForward | None) -> None:
+        """Run as one rank of a tensor-parallel group: the model's collectives go through
+        ``comm``; rank 0 passes ``before_forward`` (it sends each step to the others)."""
+        self.comm = comm
+        self.launcher.before_forward = before_forward
+        if self.model is not None:
+            self.model.bind_comm(comm)
 
     @property
     def max_model_len(self) -> int:
@@ -159,6 +172,8 @@ class ModelRunner:
             max_positions=self.max_model_len,
         )
         bind_kv_groups(self.model, self.kv_groups, self.model_config.num_layers)
+        if self.comm is not None:
+            self.model.bind_comm(self.comm)  # reloaded (wake_up)
         self.sampler.sample_seeded = ops.sample_seeded  # Triton: noise drawn in the kernel
         self.sampler.apply_token_bitmask = ops.apply_token_bitmask
 

@@ -13,6 +13,7 @@ path, the reference kernels' own planning syncs.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -28,6 +29,10 @@ from actorllm.worker.sampling_metadata import build_sampling_metadata
 from actorllm.worker.staging import StepBuffers
 from actorllm.worker.step_inputs import InputPlan, PromptLogprobsPlan, StepInputs, plan_to_device
 from actorllm.worker.step_output import LaunchedStep, logprobs_to_host
+
+# Called with the step's final device inputs just before the forward, and the rows whose
+# logits the step computes, in order (tensor parallel: rank 0 sends them to the others).
+BeforeForward = Callable[[StepInputs, list[torch.Tensor]], None]
 
 
 class StepLauncher:
@@ -55,6 +60,7 @@ class StepLauncher:
         )
         self.token_feed = TokenFeed(max_num_seqs, device)
         self.graphs: DecodeGraphs | None = None  # set by the runner after capture
+        self.before_forward: BeforeForward | None = None  # tensor parallel, rank 0
         # Pinned host buffers for sampled ids, one per step that can be in flight.
         pin = device.type == "cuda"
         self._sampled_host = [
@@ -104,6 +110,8 @@ class StepLauncher:
             hidden = self.graphs.replay(step)[: plan.num_tokens]  # [T, H]
             self.num_graph_steps += 1
         else:
+            if self.before_forward is not None:
+                self.before_forward(step, _logit_rows(plan, step))
             hidden = model(step.input_ids, step.positions, step.attn_metadata, kv_caches)  # [T, H]
         sample_slots = plan.slots[plan.sample_mask]  # [N]
         sampled, lp = self._sample(model, hidden, step, batch, sampler, sample_slots, grammar)
@@ -189,6 +197,14 @@ class StepLauncher:
             "graphs": self.graphs.statistics() if self.graphs else None,
             "token_feed": self.token_feed.statistics(),
         }
+
+
+def _logit_rows(plan: InputPlan, step: StepInputs) -> list[torch.Tensor]:
+    """The hidden rows of each compute_logits call the step makes, in call order: the
+    sampled rows (when any request samples), then each prompt-logprobs request's rows."""
+    rows = [step.sample_hidden_rows] if plan.sample_mask.any() else []
+    rows += [torch.from_numpy(p.hidden_rows) for p in plan.prompt_logprobs if len(p.hidden_rows)]
+    return rows
 
 
 def _prompt_logprobs(

@@ -12,7 +12,12 @@ as ``fn(worker, *args, **kwargs)``. The useful surface, as in vLLM:
 * :meth:`load_weights` — copy tensors into the model in place (RLHF weight sync), by
   checkpoint name (Hugging Face names; q/k/v and gate/up are packed as when loading);
 * :meth:`sleep` / :meth:`wake_up`, :meth:`reset_requests`, :meth:`statistics`;
-* :attr:`model_runner`, :attr:`model_config`, :attr:`rank` (0: one worker today).
+* :attr:`model_runner`, :attr:`model_config`, :attr:`rank` (0 on the worker thread;
+  tensor parallel: ranks 1..N-1 run a Worker each in their own process, worker/tp_rank.py).
+
+Tensor parallel: rank 0's Worker owns the :class:`~actorllm.worker.tp_group.TPGroup`.
+The executor calls the ``*_group`` methods, which reach every rank; a failed step marks
+the group broken, and :meth:`reset_requests` (the first job of a new core) replaces it.
 
     worker = Worker(runner, has_queued_jobs=lambda: False)
     worker.collective_rpc("get_model")         # on the worker thread only
@@ -26,8 +31,10 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from actorllm.core.errors import InvalidRequestError
+from actorllm.core.model_runner_output import ModelRunnerOutput
 from actorllm.worker.profiler import TorchProfiler
 from actorllm.worker.step_pipeline import Post, StepPipeline
+from actorllm.worker.worker_thread import Outcome
 
 if TYPE_CHECKING:
     import torch
@@ -35,6 +42,7 @@ if TYPE_CHECKING:
     from actorllm.core.scheduler.kv_connector import KVConnectorMetadata
     from actorllm.core.scheduler_output import SchedulerOutput
     from actorllm.engine.kv_offload.store import OffloadStore
+    from actorllm.worker.tp_group import TPGroup
 
 Weights = Mapping[str, "torch.Tensor"] | Iterable[tuple[str, "torch.Tensor"]]
 
@@ -45,12 +53,13 @@ class WorkerStatistics(msgspec.Struct, frozen=True, kw_only=True):
     max_pending_seen: int  # 2 means steps really overlapped
     profiling: bool
     runner: dict[str, Any]
+    tensor_parallel: Any = None  # TPGroupStatistics (tensor parallel, rank 0)
+    comm: Any = None  # CommStatistics: this rank's collectives (tensor parallel)
 
 
 class Worker:
-    """Owns the runner, the launch pipeline, the KV offload store and the profiler."""
-
-    rank = 0
+    """Owns the runner, the launch pipeline, the KV offload store, the profiler and (tensor
+    parallel, rank 0) the rank group."""
 
     def __init__(
         self,
@@ -60,7 +69,11 @@ class Worker:
         offload_store: OffloadStore | None = None,
         profiler_dir: str | None = None,
         cuda: bool = False,
+        rank: int = 0,
+        tp: TPGroup | None = None,
     ) -> None:
+        self.rank = rank
+        self.tp = tp  # rank 0 of a tensor-parallel group: ranks 1..N-1
         self.model_runner = runner  # ModelRunner, or a ScriptedModel in tests
         self.pipeline = StepPipeline(runner, has_queued_jobs)
         self.offload_store = offload_store
@@ -82,12 +95,60 @@ class Worker:
             if meta is not None and store is not None:
                 store.apply(runner, meta)  # saves first, then loads, before the forward
 
-        self.pipeline.run_step(so, post, before)
+        tp = self.tp
+        if tp is None:
+            self.pipeline.run_step(so, post, before)
+            return
+
+        def post_tp(outcome: Outcome[ModelRunnerOutput]) -> None:
+            if outcome.error is not None:  # the ranks may be anywhere in the step: replace them
+                tp.mark_broken(f"a step failed on rank 0: {outcome.error!r}")
+            post(outcome)
+
+        self.pipeline.run_step(so, post_tp, before)
 
     def reset_requests(self) -> None:
-        """A new core starts: forget every request (after the pending steps resolve)."""
+        """A new core starts: forget every request (after the pending steps resolve);
+        replace a broken tensor-parallel group."""
         self.pipeline.flush()
         self.model_runner.reset_requests()
+        if self.tp is not None and self.tp.broken is not None:
+            self.tp.restart(self.model_runner)
+
+    def shutdown(self) -> None:
+        """The engine closes: stop ranks 1..N-1 (tensor parallel)."""
+        if self.tp is not None:
+            self.pipeline.flush()
+            self.tp.stop()
+
+    # -- control reaching every rank (the executor's calls) ---------------------------------
+
+    def collective_rpc_group(
+        self,
+        method: str | Callable[..., Any],
+        args: tuple[Any, ...] = (),
+        kwargs: Mapping[str, Any] | None = None,
+    ) -> list[Any]:
+        """:meth:`collective_rpc` on every rank; one result per rank, rank 0 first."""
+        if self.tp is None:
+            return [self.collective_rpc(method, args, kwargs)]
+        self.pipeline.flush()
+        seq = self.tp.start_rpc(method, args, kwargs)  # the ranks run it meanwhile
+        try:
+            mine = self.collective_rpc(method, args, kwargs)
+        finally:
+            others = self.tp.rpc_results(seq)  # waited for even when rank 0's call raised
+        return [mine, *others]
+
+    def sleep_group(self, level: int = 1) -> None:
+        self.sleep(level)
+        if self.tp is not None:
+            self.tp.sleep(level)
+
+    def wake_up_group(self) -> None:
+        self.wake_up()
+        if self.tp is not None:
+            self.tp.wake_up()
 
     # -- control (between steps) ------------------------------------------------------------
 
@@ -142,10 +203,13 @@ class Worker:
 
     def statistics(self) -> WorkerStatistics:
         runner_stats = getattr(self.model_runner, "statistics", None)
+        comm = getattr(self.model_runner, "comm", None)
         return WorkerStatistics(
             rank=self.rank,
             pending_steps=self.pipeline.pending,
             max_pending_seen=self.pipeline.max_pending_seen,
             profiling=self.profiler.running,
             runner=dict(runner_stats()) if runner_stats is not None else {},
+            tensor_parallel=self.tp.statistics() if self.tp is not None else None,
+            comm=comm.statistics() if comm is not None else None,
         )

@@ -205,7 +205,8 @@ def test_a_vllm_launch_line_parses_and_warns_once_per_ignored_flag() -> None:
 @pytest.mark.parametrize(
     ("argv", "named"),
     [
-        (["--tensor-parallel-size", "2"], "--tensor-parallel-size"),
+        (["--tensor-parallel-size", "2", "-dp", "2"], "--data-parallel-size"),
+        (["--tensor-parallel-size", "0"], "--tensor-parallel-size"),
         (["-pp", "4"], "--pipeline-parallel-size"),
         (["--quantization", "awq"], "--quantization awq"),
         (["--enable-lora"], "--enable-lora"),

@@ -37,6 +37,7 @@ from actorllm.engine.messages import (
     WakeWorker,
 )
 from actorllm.engine.step_clock import StepClock
+from actorllm.worker.tp_errors import RankGroupError
 from actorllm.worker.worker import Worker
 from actorllm.worker.worker_thread import LoopPoster, Outcome, WorkerThread
 
@@ -85,10 +86,28 @@ class ExecutorActor(Actor[ExecutorMsg]):
             worker.reset_requests()
 
         self.thread.submit(reset)
+        self._watch_ranks(send)
         self.task_group.start_soon(self._forward, receive)
         if clock is not None:
             clock.waiting_for_thread()
             self.task_group.start_soon(clock.run)  # raises StepTimeout: a crash
+
+    def _watch_ranks(self, results: MemoryObjectSendStream[_Result]) -> None:
+        """Tensor parallel: a rank group that breaks while this incarnation runs crashes
+        it (the core restarts; its reset job replaces the group). A group already broken
+        when it started is being replaced by its own reset job: that report is ignored."""
+        tp, poster = self.worker.tp, self.poster
+        if tp is None or poster is None:
+            return
+        start_gen, broken_at_start = tp.generation, tp.broken is not None
+
+        def crash(generation: int, why: str) -> None:  # on the loop
+            if generation < start_gen or (generation == start_gen and broken_at_start):
+                return
+            with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+                results.send_nowait((-1, -1, Outcome(error=RankGroupError(why))))
+
+        tp.notify = lambda generation, why: poster.post(crash, generation, why)
 
     async def on_stop(self) -> None:
         if self.results is not None:
@@ -114,12 +133,12 @@ class ExecutorActor(Actor[ExecutorMsg]):
             case ExecuteStep():
                 self._submit(msg)
             case SleepWorker(level=level, reply=reply):
-                self._call(reply, lambda: w.sleep(level))
+                self._call(reply, lambda: w.sleep_group(level))
             case WakeWorker(reply=reply):
-                self._call(reply, w.wake_up)
+                self._call(reply, w.wake_up_group)
             case CollectiveRPC(method=method, args=args, kwargs=kwargs, reply=reply):
-                # One result per rank (one rank today).
-                self._call(reply, lambda: [w.collective_rpc(method, args, kwargs)])
+                # One result per rank (tensor parallel: rank 0's first).
+                self._call(reply, lambda: w.collective_rpc_group(method, args, kwargs))
             case StartProfile(reply=reply):
                 self._call(reply, w.start_profile)
             case StopProfile(reply=reply):

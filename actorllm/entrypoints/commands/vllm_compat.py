@@ -77,8 +77,7 @@ FOREIGN: list[Foreign] = [
     _i("--max-parallel-loading-workers", why="weights load in one worker"),
     _i("--enable-sleep-mode", value=False, why="sleep/wake_up are always built in (dev mode)"),
     # ParallelConfig
-    _i("--distributed-executor-backend", why="one process: nothing is distributed"),
-    _i("--disable-custom-all-reduce", value=False, why="there is no tensor-parallel all-reduce"),
+    _i("--disable-custom-all-reduce", value=False, why="the CPU all-reduce is gloo's own"),
     _i("--ray-workers-use-nsight", value=False, why="there are no Ray workers"),
     _i("--data-parallel-address", "-dpa", why=_ONE_NODE),
     _i("--data-parallel-rpc-port", "-dpp", why=_ONE_NODE),

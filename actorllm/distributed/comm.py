@@ -1,0 +1,148 @@
+"""The collectives of one tensor-parallel group, on gloo process groups of its own.
+
+Theory of operation
+-------------------
+A group is made from a rendezvous (a ``TCPStore`` that rank 0 hosts on a free port) and
+holds two gloo process groups over it, built directly (``ProcessGroupGloo``), never through
+``torch.distributed.init_process_group``: nothing is process-global, so a group can be
+dropped and a new one made after a failure, and several can live in one process.
+
+* ``steps``: rank 0 broadcasts each step's packed inputs and control ops on it. A rank
+  waits on it for as long as the engine is idle, so its timeout is long (a day): a dead
+  peer is still seen at once, because gloo fails a collective whose TCP pair closes.
+* ``compute``: the model's all-reduces and logits gathers, and start-up agreement. Its
+  timeout (``collective_timeout_s``) is what turns a *hung* rank (alive, not answering)
+  into an error on rank 0: the step fails, and the executor treats it as a crash.
+
+Every call blocks the calling thread until the collective completes on this rank
+(``work.wait()``); on CPU that is the only kind of completion gloo has.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import time
+from typing import Any, final
+
+import msgspec
+import torch
+import torch.distributed as dist
+
+STEP_TIMEOUT = datetime.timedelta(days=1)  # ranks idle on the step channel between steps
+RENDEZVOUS_TIMEOUT = datetime.timedelta(seconds=120)  # spawning and loading included
+
+
+class CommStatistics(msgspec.Struct, frozen=True, kw_only=True):
+    rank: int
+    world_size: int
+    all_reduces: int
+    gathers: int
+    broadcasts: int
+    collective_s: float  # time spent inside all-reduces and gathers (this rank)
+    broadcast_s: float  # time spent inside step-channel broadcasts (this rank)
+
+
+def host_store(world_size: int) -> dist.TCPStore:
+    """Rank 0: a rendezvous store on a free port of 127.0.0.1 (``store.port``)."""
+    return dist.TCPStore(
+        "127.0.0.1",
+        0,
+        world_size,
+        is_master=True,
+        timeout=RENDEZVOUS_TIMEOUT,
+        wait_for_workers=False,
+    )
+
+
+def join_store(port: int, world_size: int) -> dist.TCPStore:
+    return dist.TCPStore("127.0.0.1", port, world_size, is_master=False, timeout=RENDEZVOUS_TIMEOUT)
+
+
+@final
+class GlooComm:
+    """One rank's side of a group. Blocks until every rank has joined (the rendezvous)."""
+
+    def __init__(
+        self, store: dist.Store, rank: int, world_size: int, collective_timeout_s: float
+    ) -> None:
+        self.store = store  # also the side channel for rare control payloads (RPC)
+        self.rank = rank
+        self.world_size = world_size
+        timeout = datetime.timedelta(seconds=collective_timeout_s)
+        # Any: torch's stubs lack the process groups' own collective methods.
+        self._steps: Any = dist.ProcessGroupGloo(
+            dist.PrefixStore("steps", store), rank, world_size, STEP_TIMEOUT
+        )
+        self._compute: Any = dist.ProcessGroupGloo(
+            dist.PrefixStore("compute", store), rank, world_size, timeout
+        )
+        self._root = dist.BroadcastOptions()
+        self._root.rootRank = 0
+        self._gather = dist.GatherOptions()
+        self._gather.rootRank = 0
+        self.all_reduces = 0
+        self.gathers = 0
+        self.broadcasts = 0
+        self.collective_s = 0.0
+        self.broadcast_s = 0.0
+
+    # -- the model's collectives (models/parallel.py's TPComm) ------------------------------
+
+    def all_reduce(self, x: torch.Tensor) -> torch.Tensor:
+        """Sum ``x`` over the ranks in place (contiguous), returns it."""
+        t0 = time.perf_counter()
+        x = x.contiguous()
+        self._compute.allreduce([x]).wait()  # deliberate: the next layer needs the sum
+        self.all_reduces += 1
+        self.collective_s += time.perf_counter() - t0
+        return x
+
+    def gather_last_dim(self, x: torch.Tensor) -> torch.Tensor | None:
+        """x: [N, V/R] on every rank -> rank 0: [N, V/R * R]; other ranks: None."""
+        t0 = time.perf_counter()
+        x = x.contiguous()
+        if self.rank == 0:
+            parts = [torch.empty_like(x) for _ in range(self.world_size)]
+            self._compute.gather([parts], [x], self._gather).wait()  # deliberate: sampling next
+            out: torch.Tensor | None = torch.cat(parts, dim=-1)
+        else:
+            self._compute.gather([], [x], self._gather).wait()
+            out = None
+        self.gathers += 1
+        self.collective_s += time.perf_counter() - t0
+        return out
+
+    def min_int(self, value: int) -> int:
+        """The minimum of ``value`` over the ranks (start-up: the KV block count)."""
+        t = torch.tensor([value], dtype=torch.int64)
+        opts = dist.AllreduceOptions()
+        opts.reduceOp = dist.ReduceOp.MIN  # type: ignore[assignment]  # stubs: RedOpType
+        self._compute.allreduce([t], opts).wait()
+        return int(t.item())
+
+    # -- the step channel -------------------------------------------------------------------
+
+    def broadcast(self, buf: torch.Tensor) -> None:
+        """Rank 0 sends ``buf`` (int64, contiguous), the others receive into it."""
+        t0 = time.perf_counter()
+        self._steps.broadcast([buf], self._root).wait()  # deliberate: receivers act on it
+        self.broadcasts += 1
+        self.broadcast_s += time.perf_counter() - t0
+
+    def close(self) -> None:
+        """Drop the process groups (their pairs close: a peer still waiting fails)."""
+        for pg in (self._steps, self._compute):
+            with contextlib.suppress(Exception):  # a broken group may refuse: dropped anyway
+                pg.abort()
+
+    def statistics(self) -> CommStatistics:
+        return CommStatistics(
+            rank=self.rank,
+            world_size=self.world_size,
+            all_reduces=self.all_reduces,
+            gathers=self.gathers,
+            broadcasts=self.broadcasts,
+            collective_s=self.collective_s,
+            broadcast_s=self.broadcast_s,
+        )

@@ -1,0 +1,193 @@
+"""Tensor parallelism inside the model: which slice of each weight a rank holds, and the
+collectives that put the slices' results back together.
+
+Theory of operation
+-------------------
+With ``tp_size = N`` every rank builds the same decoder from a *rank-local* config
+(:func:`shard_config`): ``num_heads / N`` query heads, ``max(1, num_kv_heads / N)`` KV
+heads (a KV head is replicated when there are fewer than N; rank r then uses head
+``r * Hk // N``), ``intermediate_size / N`` MLP columns and, for MoE, ``moe_intermediate_size
+/ N`` columns of *every* expert (the router and the expert choice stay replicated, so no
+tokens move between ranks). So the code of ``models/llama.py`` runs unchanged on shards:
+
+* column-parallel (output rows split): q/k/v, gate/up, each expert's gate/up;
+* row-parallel (input columns split): o_proj, down_proj, each expert's down; their partial
+  outputs are summed by one **all-reduce** after attention and one after the MLP (the MoE
+  block's routed and shared experts are summed first, so still one); a row-parallel bias is
+  held by rank 0 only (zeros elsewhere), so it is counted once;
+* vocab-parallel: the embedding and the LM head hold ``ceil(V / N)`` vocabulary rows each
+  (the last rank's tail is zero padding); a token outside a rank's rows embeds to zeros
+  there and the all-reduce completes it; each rank's logits ``[N, V/N]`` are **gathered**
+  on rank 0, concatenated and cut to ``V``.
+
+Everything else (norms, the router, the shared expert's gate) is replicated. The loader
+(``models/loader.py``) asks :func:`rank_piece` for each checkpoint tensor's slice and reads
+only that slice from the safetensors file.
+
+    >>> from actorllm.models.config import ModelConfig
+    >>> cfg = ModelConfig.from_dict({"architectures": ["LlamaForCausalLM"], "vocab_size": 30,
+    ...     "hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 1,
+    ...     "num_attention_heads": 4, "num_key_value_heads": 1})
+    >>> local = shard_config(cfg, rank=1, size=2)
+    >>> local.num_heads, local.num_kv_heads, local.intermediate_size, vocab_shard(local)
+    (2, 1, 16, 15)
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Protocol
+
+import msgspec
+import torch
+
+from actorllm.models.config import ModelConfig
+
+
+class TensorParallelError(ValueError):
+    """The model cannot be split over ``tensor_parallel_size`` ranks."""
+
+    param = "tensor_parallel_size"
+
+
+class TPComm(Protocol):
+    """The collectives a sharded model calls (worker/tp_comm.py implements them on gloo)."""
+
+    rank: int
+    world_size: int
+
+    def all_reduce(self, x: torch.Tensor) -> torch.Tensor:
+        """Sum ``x`` over the ranks, in place; returns it."""
+        ...
+
+    def gather_last_dim(self, x: torch.Tensor) -> torch.Tensor | None:
+        """Rank 0: every rank's ``x`` concatenated along the last dim; others: None."""
+        ...
+
+
+def check_tensor_parallel(cfg: ModelConfig, size: int) -> None:
+    """Raise :class:`TensorParallelError` unless ``cfg`` splits over ``size`` ranks."""
+    if size == 1:
+        return
+    problems = []
+    if cfg.architecture == "GPT2LMHeadModel":
+        problems.append("GPT-2 has no tensor-parallel layers")
+    if cfg.model_type == "phi3":
+        problems.append("Phi-3's fused qkv_proj / gate_up_proj checkpoints are not split")
+    if cfg.qk_norm and not cfg.qk_norm_per_head:
+        problems.append(f"{cfg.model_type}'s q/k norm over the whole projection is not split")
+    if cfg.num_heads % size:
+        problems.append(f"num_attention_heads {cfg.num_heads} is not divisible by {size}")
+    hk = cfg.num_kv_heads
+    if (hk >= size and hk % size) or (hk < size and size % hk):
+        problems.append(f"num_key_value_heads {hk} and {size} do not divide one another")
+    for name in ("intermediate_size", "moe_intermediate_size", "shared_expert_intermediate_size"):
+        value = getattr(cfg, name)
+        if value % size:
+            problems.append(f"{name} {value} is not divisible by {size}")
+    if problems:
+        raise TensorParallelError(
+            f"tensor_parallel_size: cannot split {cfg.architecture} over {size} ranks: "
+            + "; ".join(problems)
+        )
+
+
+def shard_config(cfg: ModelConfig, rank: int, size: int) -> ModelConfig:
+    """The rank-local config: local head and intermediate counts; ``vocab_size`` stays the
+    full vocabulary (the sampler's), :func:`vocab_shard` gives the rank's rows."""
+    check_tensor_parallel(cfg, size)
+    if size == 1:
+        return cfg
+    return msgspec.structs.replace(
+        cfg,
+        num_heads=cfg.num_heads // size,
+        num_kv_heads=max(1, cfg.num_kv_heads // size),
+        intermediate_size=cfg.intermediate_size // size,
+        moe_intermediate_size=cfg.moe_intermediate_size // size,
+        shared_expert_intermediate_size=cfg.shared_expert_intermediate_size // size,
+        tp_rank=rank,
+        tp_size=size,
+        full_num_heads=cfg.num_heads,
+        full_num_kv_heads=cfg.num_kv_heads,
+    )
+
+
+def vocab_shard(cfg: ModelConfig) -> int:
+    """Vocabulary rows each rank holds: ``ceil(V / N)``."""
+    return math.ceil(cfg.vocab_size / cfg.tp_size)
+
+
+# How a checkpoint tensor is split, by the name fragment of its (unpacked) projection.
+_COLUMN = (".q_proj.", ".gate_proj.", ".up_proj.", ".w1.", ".w3.")
+_KV = (".k_proj.", ".v_proj.")
+_ROW = (".o_proj.", ".down_proj.", ".w2.")
+_VOCAB = ("embed_tokens.weight", "lm_head.weight")
+
+
+def rank_piece(cfg: ModelConfig, name: str, local_shape: tuple[int, ...], source: Any) -> Any:
+    """This rank's part of checkpoint tensor ``name`` (our naming, before packing), read
+    from ``source``: a tensor, or a safetensors slice (``get_slice``: only the part is read).
+    ``local_shape`` is the shape of the parameter (or packed shard) it goes into."""
+    if cfg.tp_size == 1:
+        return source[...] if not isinstance(source, torch.Tensor) else source
+    r, n = cfg.tp_rank, cfg.tp_size
+    shape = _shape(source)
+    if name.endswith(_VOCAB):
+        rows = local_shape[0]
+        start, stop = r * rows, min((r + 1) * rows, shape[0])
+        part = _read(source, 0, start, max(0, stop - start))
+        if part.shape[0] < rows:  # the last rank's padding rows
+            pad = torch.zeros((rows - part.shape[0], *part.shape[1:]), dtype=part.dtype)
+            part = torch.cat([part, pad])
+        return part
+    if name.endswith((".experts.w13", ".experts.w2")):
+        return _stacked_experts(name, shape, source, r, local_shape)
+    if any(f in name for f in _KV):
+        rows, hk = local_shape[0], cfg.full_num_kv_heads  # rows: local heads * head_dim
+        # Fewer KV heads than ranks: rank r replicates head r * Hk // N (its query heads').
+        start = ((r * hk) // n) * rows if hk < n else r * rows
+        return _read(source, 0, start, rows)
+    if any(f in name for f in _COLUMN):
+        rows = local_shape[0]
+        return _read(source, 0, r * rows, rows)
+    if any(f in name for f in _ROW):
+        if name.endswith(".bias"):  # summed by the all-reduce: rank 0 adds it once
+            full = _read(source, 0, 0, shape[0])
+            return full if r == 0 else torch.zeros_like(full)
+        cols = local_shape[-1]
+        return _read(source, len(shape) - 1, r * cols, cols)
+    return _full(source)  # replicated: norms, the router, the shared expert's gate
+
+
+def _stacked_experts(
+    name: str, shape: tuple[int, ...], source: Any, r: int, local: tuple[int, ...]
+) -> torch.Tensor:
+    """transformers 5's stacked experts (loaded as our w13 / w2): gate_up [E, 2I, H] (gate
+    rows, then up rows) and down [E, H, I]."""
+    full = _full(source)
+    if name.endswith(".w2"):
+        i = local[-1]
+        return full[..., r * i : (r + 1) * i]
+    i, whole = local[1] // 2, shape[1] // 2
+    gate = full[:, r * i : (r + 1) * i]
+    up = full[:, whole + r * i : whole + (r + 1) * i]
+    return torch.cat([gate, up], dim=1)
+
+
+def _shape(source: Any) -> tuple[int, ...]:
+    if isinstance(source, torch.Tensor):
+        return tuple(source.shape)
+    return tuple(source.get_shape())
+
+
+def _full(source: Any) -> torch.Tensor:
+    return source if isinstance(source, torch.Tensor) else source[...]
+
+
+def _read(source: Any, dim: int, start: int, length: int) -> torch.Tensor:
+    """``source`` narrowed on ``dim`` to ``[start, start + length)``; a safetensors slice
+    reads only those bytes."""
+    if isinstance(source, torch.Tensor):
+        return source.narrow(dim, start, length)
+    index = tuple([slice(None)] * dim + [slice(start, start + length)])
+    return source[index]

@@ -1,0 +1,223 @@
+"""Rank 0's side of a tensor-parallel group: it starts the other ranks, sends them every
+step and control call, and is replaced whole when one of them fails.
+
+Theory of operation
+-------------------
+Rank 0 is the engine's worker thread (its :class:`~actorllm.worker.worker.Worker` owns
+this group); ranks 1..N-1 are processes a launcher starts (``distributed/launcher.py``;
+``mp`` today) running :func:`~actorllm.worker.tp_rank.rank_main`. Every method here runs
+on the worker thread, except :meth:`_on_exit` (the launcher's monitor thread).
+
+* **Start** (:meth:`launch`, then :meth:`connect` once rank 0's runner is loaded): rank 0
+  hosts the rendezvous store, the launcher spawns the ranks (they load their shards in
+  parallel with rank 0), and every rank joins the gloo groups (``distributed/comm.py``).
+* **Each step**: the runner calls :meth:`send_step` just before its forward: one
+  broadcast of the packed inputs (``distributed/step_channel.py``). The forward's
+  all-reduces and the logits gather then run in lockstep on every rank.
+* **Failure**: a rank that dies is seen by the launcher's monitor (its sentinel) or by
+  rank 0's next collective (gloo fails at once when a peer's connection closes; a *hung*
+  peer fails it after ``tp_collective_timeout_s``). Either way the group is marked
+  :attr:`broken` (with why) and ``notify(generation, why)`` tells the executor, which
+  crashes like after any failed step: the core restarts and its new incarnation's first
+  job, ``Worker.reset_requests``, calls :meth:`restart`: stop every rank, start a new group
+  (``generation + 1``), agree on the same KV block count. Requests are rebuilt from the
+  ledger as after any executor crash.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pickle
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, final
+
+import msgspec
+import torch
+
+from actorllm.distributed.comm import GlooComm, host_store
+from actorllm.distributed.launcher import RankLauncher
+from actorllm.distributed.mp_launcher import MpRankGroup
+from actorllm.distributed.step_channel import Op, StepChannel
+from actorllm.worker.step_inputs import StepInputs
+from actorllm.worker.tp_errors import RankGroupError
+from actorllm.worker.tp_rank import rank_main
+from actorllm.worker.tp_step import pack_step
+
+LOAD_TIMEOUT_S = 600.0  # ranks 1..N-1 spawned, loaded and joined
+
+# notify(generation, why): the group of that generation broke (any thread).
+Notify = Callable[[int, str], None]
+
+
+class TPGroupStatistics(msgspec.Struct, frozen=True, kw_only=True):
+    world_size: int
+    generation: int  # 0 for the first group, +1 per restart
+    broken: str | None  # why the current group is broken, if it is
+    ranks: object  # the launcher's statistics (where ranks 1..N-1 run)
+    frames: int  # step-channel messages sent
+    overflows: int  # messages whose payload needed a second broadcast
+
+
+@final
+class TPGroup:
+    def __init__(self, config: Any) -> None:
+        self.config = config  # the EngineConfig the ranks build from
+        self.world_size = int(config.tensor_parallel_size)
+        self.generation = 0
+        self.broken: str | None = None  # written by the worker thread or the monitor
+        self.notify: Notify | None = None  # set by each executor incarnation
+        self.comm: GlooComm | None = None
+        self.channel: StepChannel | None = None
+        self._store: Any = None
+        self._launcher: RankLauncher | None = None
+        self._rpc_seq = 0
+        self._lock = threading.Lock()  # broken / notify, between the two threads
+
+    # -- lifecycle (worker thread) ----------------------------------------------------------
+
+    def launch(self) -> None:
+        """Host the rendezvous and start ranks 1..N-1 (they load while rank 0 does)."""
+        self._store = host_store(self.world_size)
+        port, gen, config = self._store.port, self.generation, self.config
+        launcher = MpRankGroup(self.world_size)
+        self._launcher = launcher
+        launcher.start(
+            rank_main,
+            lambda rank: (rank, self.world_size, port, config, os.getpid()),
+            lambda rank, why: self._on_exit(gen, why),
+        )
+
+    def connect(self, runner: Any) -> GlooComm:
+        """Join the group as rank 0 (blocks until every rank has loaded and joined) and
+        hook ``runner``'s model and forward to it. Raises :class:`RankGroupError` when a
+        rank dies before it has loaded, or none has after ``LOAD_TIMEOUT_S``."""
+        self._wait_loaded()
+        comm = GlooComm(self._store, 0, self.world_size, self.config.tp_collective_timeout_s)
+        self.comm, self.channel = comm, StepChannel(comm)
+        runner.attach_tp(comm, self.send_step)
+        return comm
+
+    def _wait_loaded(self) -> None:
+        """Poll the store for every rank's "loaded" key, failing fast when the monitor
+        reports a rank's death (a gloo rendezvous would wait out its whole timeout)."""
+        keys = [f"loaded/{r}" for r in range(1, self.world_size)]
+        deadline = time.monotonic() + LOAD_TIMEOUT_S
+        while not self._store.check(keys):
+            if self.broken is not None:
+                raise RankGroupError(
+                    f"a tensor-parallel rank failed to start ({self.broken}); its error is "
+                    "on stderr. A script that opens a tensor-parallel engine at import time "
+                    "needs `if __name__ == '__main__':` (spawn imports the main module)."
+                )
+            if time.monotonic() > deadline:
+                raise RankGroupError(f"tensor-parallel ranks not loaded after {LOAD_TIMEOUT_S}s")
+            time.sleep(0.05)
+
+    def agree_blocks(self, blocks: int) -> int:
+        """The KV block count every rank can hold (the minimum of each rank's)."""
+        assert self.comm is not None
+        return self.comm.min_int(blocks)
+
+    def restart(self, runner: Any) -> None:
+        """Replace a broken group by a new one with the same KV block count."""
+        self.stop(grace_s=0.0)
+        with self._lock:
+            self.generation += 1
+            self.broken = None
+        self.launch()
+        self.connect(runner)
+        blocks = self.agree_blocks(runner.num_blocks)
+        if blocks != runner.num_blocks:
+            self.mark_broken(
+                f"the restarted ranks hold {blocks} KV blocks, not {runner.num_blocks}"
+            )
+            raise RankGroupError(self.broken)
+
+    def stop(self, grace_s: float = 5.0) -> None:
+        """Tell the ranks to return (when the group is healthy), then end them."""
+        if self.channel is not None and self.broken is None:
+            with contextlib.suppress(Exception):  # stopping anyway
+                self.channel.send(Op.STOP)
+        if self._launcher is not None:
+            self._launcher.stop(grace_s)
+        if self.comm is not None:
+            self.comm.close()
+        self.comm = self.channel = self._launcher = self._store = None
+
+    # -- failure ----------------------------------------------------------------------------
+
+    def mark_broken(self, why: str) -> None:
+        """The current group can no longer step (any thread); tells the executor once."""
+        with self._lock:
+            if self.broken is not None:
+                return
+            self.broken = why
+            notify, gen = self.notify, self.generation
+        if notify is not None:
+            notify(gen, why)
+
+    def _on_exit(self, generation: int, why: str) -> None:  # the launcher's monitor thread
+        if generation == self.generation:
+            self.mark_broken(why)
+
+    def _check(self) -> StepChannel:
+        if self.broken is not None or self.channel is None:
+            raise RankGroupError(f"the tensor-parallel group is broken: {self.broken}")
+        return self.channel
+
+    # -- per step and control (worker thread) -----------------------------------------------
+
+    def send_step(self, step: StepInputs, logit_rows: list[torch.Tensor]) -> None:
+        """The runner's ``before_forward``: broadcast the step's inputs to the ranks."""
+        meta = step.attn_metadata
+        self._check().send(Op.STEP, 0, pack_step(step.input_ids, step.positions, meta, logit_rows))
+
+    def sleep(self, level: int) -> None:
+        self._check().send(Op.SLEEP, level)
+
+    def wake_up(self) -> None:
+        self._check().send(Op.WAKE)
+
+    def start_rpc(
+        self,
+        method: str | Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: Mapping[str, Any] | None,
+    ) -> int:
+        """Send a collective_rpc to ranks 1..N-1 (``method`` and its arguments must
+        pickle); returns the call's number for :meth:`rpc_results`."""
+        channel = self._check()
+        self._rpc_seq += 1
+        self._store.set(f"rpc/{self._rpc_seq}", pickle.dumps((method, args, dict(kwargs or {}))))
+        channel.send(Op.RPC, self._rpc_seq)
+        return self._rpc_seq
+
+    def rpc_results(self, seq: int) -> list[Any]:
+        """Ranks 1..N-1's results of call ``seq`` (blocks until each has answered); a
+        rank's exception is raised here."""
+        results = []
+        for rank in range(1, self.world_size):
+            ok, value = pickle.loads(self._store.get(f"rpc/{seq}/{rank}"))
+            if not ok:
+                raise value
+            results.append(value)
+        return results
+
+    def rank_pid(self, rank: int) -> int:
+        """The process id of rank ``rank`` (>= 1; tests kill it)."""
+        assert isinstance(self._launcher, MpRankGroup)
+        return self._launcher.pid(rank)
+
+    def statistics(self) -> TPGroupStatistics:
+        channel, launcher = self.channel, self._launcher
+        return TPGroupStatistics(
+            world_size=self.world_size,
+            generation=self.generation,
+            broken=self.broken,
+            ranks=launcher.statistics() if launcher is not None else None,
+            frames=channel.frames if channel is not None else 0,
+            overflows=channel.overflows if channel is not None else 0,
+        )

@@ -1,0 +1,110 @@
+"""Ranks 1..N-1 of a tensor-parallel group: a process that runs the same forward as rank 0.
+
+:func:`rank_main` is the entry a launcher starts (``distributed/mp_launcher.py``). It
+builds this rank's model runner (its shards of the weights, its heads' KV cache), joins
+the group, agrees on the KV block count with the others (the minimum), then serves rank
+0's messages (``distributed/step_channel.py``) until told to stop:
+
+* STEP: unpack the step's inputs (worker/tp_step.py), run the forward and every
+  ``compute_logits`` rank 0 makes (each is a collective it must join); nothing is sampled
+  here and no request state is kept: the KV cache is written at the slots rank 0 sent;
+* SLEEP / WAKE: free and restore the KV cache (and weights at level 2), like rank 0;
+* RPC: read the call from the store, run it on this rank's :class:`Worker`, store the
+  result (or the exception) for rank 0 to collect;
+* STOP: return (the process exits).
+
+A failed collective (rank 0 died, the group was dropped) raises out of the loop and the
+process exits; so does a parent that is gone (a thread watches it).
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import threading
+import time
+from typing import Any
+
+import torch
+
+from actorllm.distributed.comm import GlooComm, join_store
+from actorllm.distributed.step_channel import Op, StepChannel
+from actorllm.worker.tp_step import unpack_step
+
+
+def rank_main(rank: int, world_size: int, port: int, config: Any, parent_pid: int) -> None:
+    """The process entry of rank ``rank`` (``config``: the engine's EngineConfig)."""
+    _watch_parent(parent_pid)
+    from actorllm.engine.startup import default_runner_factory, num_kv_blocks
+    from actorllm.worker.worker import Worker
+
+    runner = default_runner_factory(config, rank=rank)
+    runner.load_model()
+    store = join_store(port, world_size)
+    store.set(f"loaded/{rank}", "1")  # rank 0 waits for every rank's, watching them live
+    comm = GlooComm(store, rank, world_size, config.tp_collective_timeout_s)
+    runner.attach_tp(comm, None)
+    blocks = comm.min_int(num_kv_blocks(config, runner))
+    runner.initialize_kv_cache(blocks)
+    worker = Worker(runner, lambda: False, rank=rank)
+    try:
+        serve(StepChannel(comm), runner, worker, store, rank)
+    finally:
+        comm.close()
+
+
+def serve(channel: StepChannel, runner: Any, worker: Any, store: Any, rank: int) -> None:
+    """Answer rank 0's messages until STOP."""
+    while True:
+        op, arg, payload = channel.recv()
+        if op is Op.STEP:
+            assert payload is not None
+            _step(runner, payload)
+        elif op is Op.SLEEP:
+            runner.sleep(arg)
+        elif op is Op.WAKE:
+            runner.wake_up()
+        elif op is Op.RPC:
+            _rpc(worker, store, arg, rank)
+        elif op is Op.STOP:
+            return
+
+
+def _step(runner: Any, packed: torch.Tensor) -> None:
+    """The forward and the logits gathers of one step (rank 0 samples)."""
+    model = runner._ready_model()
+    input_ids, positions, meta, logit_rows = unpack_step(packed)
+    with torch.inference_mode():
+        hidden = model(input_ids, positions, meta, runner.kv_caches)  # [T, H]
+        for rows in logit_rows:
+            model.compute_logits(hidden.index_select(0, rows))  # joins rank 0's gather
+
+
+def _rpc(worker: Any, store: Any, seq: int, rank: int) -> None:
+    method, args, kwargs = pickle.loads(store.get(f"rpc/{seq}"))
+    try:
+        result: tuple[bool, Any] = (True, worker.collective_rpc(method, args, kwargs))
+        blob = pickle.dumps(result)
+    except Exception as exc:  # the call's failure goes back to the caller, the rank serves on
+        blob = pickle.dumps((False, _picklable(exc)))
+    store.set(f"rpc/{seq}/{rank}", blob)
+
+
+def _picklable(exc: Exception) -> Exception:
+    try:
+        pickle.dumps(exc)
+        return exc
+    except Exception:
+        return RuntimeError(f"{type(exc).__name__}: {exc}")
+
+
+def _watch_parent(parent_pid: int) -> None:
+    """Exit when the engine process is gone (killed without a chance to stop us)."""
+
+    def watch() -> None:
+        while True:
+            time.sleep(0.5)
+            if os.getppid() != parent_pid:
+                os._exit(1)
+
+    threading.Thread(target=watch, name="actorllm-tp-parent", daemon=True).start()

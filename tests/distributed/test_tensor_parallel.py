@@ -1,0 +1,171 @@
+"""Tensor parallel over gloo on CPU (worker/tp_group.py, worker/tp_rank.py, models/parallel.py):
+TP=2 gives TP=1's greedy tokens; a rank killed (or hung) mid-run is replaced and no request
+is lost; control calls reach every rank.
+
+Each TP=2 engine spawns one rank process (a few seconds on a loaded 2-core box), so the
+tests share engines where they can."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from actorllm import LLM, SamplingParams
+from actorllm.demo import demo_tokenizer_path
+from actorllm.engine import AsyncEngine
+from actorllm.engine.config import EngineConfigError
+from actorllm.worker.tp_group import TPGroup
+from tests.helpers.models import Family, make_tiny_checkpoint
+
+# Prompts of assorted lengths (one spans several blocks: a chunked, cached prefill).
+PROMPTS = [[5 + i for i in range(40)], [30, 31, 32], [7] * 9, [100 + 3 * i for i in range(17)]]
+GREEDY = SamplingParams(max_tokens=12, temperature=0.0, ignore_eos=True)
+ENGINE: dict[str, Any] = {"dtype": "float32", "block_size": 8, "max_num_batched_tokens": 32}
+
+
+def _checkpoint(directory: Path, family: Family) -> str:
+    # vocab 4093: not divisible by 2, so the last rank's vocabulary shard is padded.
+    path = make_tiny_checkpoint(directory, family, vocab_size=4093, eos_token_id=0)
+    for f in demo_tokenizer_path().iterdir():
+        shutil.copy(f, path / f.name)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def llama(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return _checkpoint(tmp_path_factory.mktemp("tp-llama"), "llama")
+
+
+def _generate(model: str, tp: int, params: SamplingParams = GREEDY) -> list[Any]:
+    with LLM(model, tensor_parallel_size=tp, **ENGINE) as llm:
+        outs = llm.generate([{"prompt_token_ids": p} for p in PROMPTS], params, use_tqdm=False)
+    if params is GREEDY:
+        return [list(o.outputs[0].token_ids) for o in outs]
+    return outs
+
+
+def _prompt_logprobs(out: Any) -> list[float]:
+    return [lp[t].logprob for lp, t in zip(out.prompt_logprobs[1:], PROMPTS[0][1:], strict=True)]
+
+
+@pytest.mark.parametrize("family", ["qwen3", "qwen3_moe"])
+def test_tp2_gives_tp1_greedy_tokens(tmp_path: Path, family: Family) -> None:
+    """Logprobs and prompt logprobs too: every compute_logits is a gather both ranks join."""
+    model = _checkpoint(tmp_path, family)
+    params = SamplingParams(
+        max_tokens=12, temperature=0.0, ignore_eos=True, logprobs=2, prompt_logprobs=1
+    )
+    tp2, tp1 = _generate(model, 2, params), _generate(model, 1, params)
+    assert [o.outputs[0].token_ids for o in tp2] == [o.outputs[0].token_ids for o in tp1]
+    assert _prompt_logprobs(tp2[0]) == pytest.approx(_prompt_logprobs(tp1[0]), abs=1e-4)
+
+
+async def _batch(
+    engine: AsyncEngine, tag: str, progress: list[int] | None = None
+) -> list[list[int]]:
+    """Run PROMPTS at once; ``progress``: [tokens seen, requests finished], kept current."""
+    results: dict[int, list[int]] = {}
+    progress = progress if progress is not None else [0, 0]
+
+    async def one(i: int) -> None:
+        async for out in engine.generate(
+            {"prompt_token_ids": PROMPTS[i]}, GREEDY, request_id=f"{tag}{i}"
+        ):
+            results[i] = list(out.outputs[0].token_ids)
+            progress[0] += 1
+        progress[1] += 1
+
+    async with anyio.create_task_group() as tg:
+        for i in range(len(PROMPTS)):
+            tg.start_soon(one, i)
+    return [results[i] for i in range(len(PROMPTS))]
+
+
+def _kv_allocated(worker: object) -> bool:
+    """collective_rpc callables go to the other ranks by pickle: module-level functions."""
+    return bool(worker.model_runner.kv_caches)  # type: ignore[attr-defined]
+
+
+def _group(engine: AsyncEngine) -> TPGroup:
+    tp = engine._parts.replicas[0].worker.tp
+    assert tp is not None
+    return tp
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["trio"])  # the rank machinery is loop-agnostic
+async def test_llama_tp2_matches_tp1_survives_a_killed_and_a_hung_rank(
+    llama: str, anyio_backend: str
+) -> None:
+    reference = await anyio.to_thread.run_sync(_generate, llama, 1)
+    async with AsyncEngine.open(
+        llama, tensor_parallel_size=2, tp_collective_timeout_s=2.0, **ENGINE
+    ) as engine:
+        assert await _batch(engine, "a") == reference
+
+        # collective_rpc reaches both ranks: one result per rank, in rank order.
+        stats = await engine.collective_rpc("statistics")
+        assert [s.rank for s in stats] == [0, 1]
+
+        # kill -9 of rank 1 while a batch runs: detected within a second, group replaced,
+        # every request finishes with the tokens it would have had.
+        group = _group(engine)
+        done: list[list[list[int]]] = []
+
+        async def run(tag: str, progress: list[int]) -> None:
+            done.append(await _batch(engine, tag, progress))
+
+        async def mid_run(tag: str) -> list[int]:
+            """Start a batch in ``tg`` and return once it has produced tokens."""
+            progress = [0, 0]
+            tg.start_soon(run, tag, progress)
+            while progress[0] == 0:
+                await anyio.sleep(0.002)
+            return progress
+
+        pid = group.rank_pid(1)
+        async with anyio.create_task_group() as tg:
+            progress = await mid_run("b")
+            os.kill(pid, signal.SIGKILL)
+            killed = time.monotonic()
+            assert progress[1] < len(PROMPTS)  # requests in flight when the rank died
+            while group.broken is None and group.generation == 0:
+                await anyio.sleep(0.01)
+            assert time.monotonic() - killed < 1.0
+        assert done == [reference]
+        assert group.generation == 1 and group.rank_pid(1) != pid
+
+        # A hung rank (stopped, alive): rank 0's all-reduce times out, the step fails and
+        # the group is replaced the same way.
+        pid = group.rank_pid(1)
+        async with anyio.create_task_group() as tg:
+            progress = await mid_run("c")
+            os.kill(pid, signal.SIGSTOP)
+            assert progress[1] < len(PROMPTS)
+        assert done[-1] == reference
+        assert group.generation == 2
+
+        # sleep / wake_up reach rank 1 too (its KV cache is freed and re-allocated).
+        for level in (1, 2):
+            await engine.sleep(level)
+            kv = await engine.collective_rpc(_kv_allocated)
+            assert kv == [False, False]
+            await engine.wake_up()
+            assert await engine.collective_rpc(_kv_allocated) == [True, True]
+            assert await _batch(engine, f"s{level}") == reference
+
+
+def test_what_tensor_parallel_cannot_do_is_refused(llama: str, tmp_path: Path) -> None:
+    with pytest.raises(EngineConfigError, match="data_parallel_size"):
+        LLM(llama, tensor_parallel_size=2, data_parallel_size=2)
+    with pytest.raises(EngineConfigError, match="distributed_executor_backend"):
+        LLM(llama, tensor_parallel_size=2, distributed_executor_backend="ray")
+    with pytest.raises(ValueError, match=r"tensor_parallel_size.*num_attention_heads 4"):
+        LLM(llama, tensor_parallel_size=3, **ENGINE)
