@@ -144,8 +144,8 @@ def guided_decoding_backend(text: str) -> dict[str, Any]:
 def structured_outputs_config(text: str) -> dict[str, Any]:
     """vLLM's ``--structured-outputs-config`` JSON -> EngineConfig kwargs, e.g.
     ``{"backend": "xgrammar", "disable_any_whitespace": true}``. A key we cannot honour is
-    an ``argparse.ArgumentTypeError`` naming it (the keys: ``structured_outputs_config``'s
-    module)."""
+    an ``argparse.ArgumentTypeError`` naming it (the keys:
+    ``engine/structured_outputs_config.py``)."""
     from actorllm.engine.structured_outputs_config import structured_outputs_config_kwargs
 
     try:
@@ -162,6 +162,101 @@ def structured_outputs_config(text: str) -> dict[str, Any]:
 
 def _add_vllm_spellings(parser: argparse.ArgumentParser, groups: Groups) -> None:
     """vLLM's other forms of settings that are EngineConfig fields here."""
+    so = groups.get("StructuredOutputsConfig") or parser.add_argument_group(
+        "StructuredOutputsConfig"
+    )
+    so.add_argument(
+        "--structured-outputs-config",
+        type=structured_outputs_config,
+        default=argparse.SUPPRESS,
+        metavar="JSON",
+        help='vLLM\'s form: \'{"backend": "xgrammar", "disable_any_whitespace": true, '
+        '"disable_fallback": false, "reasoning_parser": "qwen3"}\' (every key of vLLM\'s '
+        "StructuredOutputsConfig)",
+    )
+    so.add_argument(
+        "--guided-decoding-backend",
+        type=guided_decoding_backend,
+        default=argparse.SUPPRESS,
+        metavar="BACKEND",
+        help="vLLM's older name of --structured-outputs-backend (xgrammar:disable-any-whitespace "
+        "and no-fallback options too)",
+    )
+    so.add_argument(
+        "--guided-decoding-disable-any-whitespace",
+        type=lambda v: {"structured_outputs_disable_any_whitespace": _flag_bool(v)},
+        nargs="?",
+        const="true",
+        default=argparse.SUPPRESS,
+        metavar="BOOL",
+        help="vLLM's older name of --structured-outputs-disable-any-whitespace",
+    )
+    so.add_argument(
+        "--guided-decoding-disable-fallback",
+        type=_disable_fallback,
+        nargs="?",
+        const="true",
+        default=argparse.SUPPRESS,
+        metavar="BOOL",
+        help="auto: use xgrammar alone, never falling back to guidance",
+    )
+    parallel = groups.get("ParallelConfig") or parser.add_argument_group("ParallelConfig")
+    parallel.add_argument(
+        "--data-parallel-size-local",
+        "-dpl",
+        type=int,
+        default=argparse.SUPPRESS,
+        metavar="N",
+        help="vLLM's replicas on this node: every replica runs here, so it must equal "
+        "--data-parallel-size (which it sets when that is not given)",
+    )
+    model = groups.get("ModelConfig") or parser.add_argument_group("ModelConfig")
+    model.add_argument(
+        "--hf-token",
+        nargs="?",
+        const=True,
+        default=argparse.SUPPRESS,
+        metavar="TOKEN",
+        help="the Hugging Face token hub downloads use (sets HF_TOKEN); without a value, "
+        "the token saved by `hf auth login` (huggingface_hub's default)",
+    )
+
+
+def add_engine_arguments(parser: argparse.ArgumentParser, *, model_positional: bool = True) -> None:
+    groups: Groups = {}
+    if model_positional:
+        parser.add_argument(
+            "model_tag",
+            nargs="?",
+            default=None,
+            metavar="MODEL",
+            help="a model directory or hub id (same as --model; default: the demo model)",
+        )
+    add_struct_flags(parser, EngineConfig, groups=groups, aliases=_SHORT)
+    _add_vllm_spellings(parser, groups)
+    kv = groups.get("KVTransferConfig") or parser.add_argument_group("KVTransferConfig")
+    kv.add_argument(
+        "--kv-transfer-config",
+        type=kv_transfer_config,
+        default=argparse.SUPPRESS,
+        metavar="JSON",
+        help="vLLM's KV connector form: "
+        '\'{"kv_connector": "OffloadingConnector", "kv_role": "kv_both", '
+        '"kv_connector_extra_config": {"host_bytes": "1GiB", "disk_dir": "/tmp/kv"}}\'',
+    )
+    kv.add_argument(
+        "--kv-offloading-size",
+        type=_gib,
+        default=argparse.SUPPRESS,
+        metavar="GIB",
+        help="vLLM's offloading size in GiB: the offload connector with this much host memory",
+    )
+    kv.add_argument(
+        "--kv-offloading-backend",
+        choices=("native",),
+        default=argparse.SUPPRESS,
+        help="vLLM's offloading backend: native is the built-in host/disk tier",
+    )
 
 
 def engine_kwargs(args: argparse.Namespace) -> dict[str, Any]:
