@@ -114,7 +114,10 @@ def test_foreign_switches_also_take_vllm_no_form() -> None:
     [
         (["--speculative-config", '{"method": "ngram"}'], "--speculative-config"),
         (["--guided-decoding-backend", "outlines"], "--guided-decoding-backend"),
-        (["--structured-outputs-config", '{"backend": "xgrammar", "x": 1}'], "'x'"),
+        (
+            ["--structured-outputs-config", '{"backend": "xgrammar", "x": 1}'],
+            "structured_outputs_config.x",
+        ),
         (["--kv-cache-dtype", "fp8"], "--kv-cache-dtype fp8"),
         (["-dp", "2", "-dpl", "1"], "--data-parallel-size-local 1"),
         (["--middleware", "no.such.module.Thing"], "--middleware no.such.module.Thing"),
