@@ -362,7 +362,7 @@ def test_generation_config_defaults(tmp_path: Path) -> None:
     import json
 
     (tmp_path / "generation_config.json").write_text(
-        json.dumps({"temperature": 0.25, "top_p": 0.5, "do_sample": True, "eos_token_id": 0})
+        json.dumps({"temperature": 0.25, "top_p": 0.5, "max_new_tokens": 3, "do_sample": True})
     )
     fake = FakeEngine()
     srv = start_server(
@@ -378,6 +378,10 @@ def test_generation_config_defaults(tmp_path: Path) -> None:
         assert httpx.post(srv.url + "/v1/chat/completions", json=own).status_code == 200
         params = fake.last_request[1] if fake.last_request else None
         assert params is not None and (params.temperature, params.top_p) == (0.25, 0.9)
+        del own["max_tokens"]  # none given: the room left, capped by max_new_tokens
+        assert httpx.post(srv.url + "/v1/chat/completions", json=own).status_code == 200
+        params = fake.last_request[1] if fake.last_request else None
+        assert params is not None and params.max_tokens == 3
     finally:
         srv.stop()
     plain = FakeEngine()
@@ -389,4 +393,4 @@ def test_generation_config_defaults(tmp_path: Path) -> None:
     finally:
         srv.stop()
     with pytest.raises(RuntimeError):  # a key that is no sampling field: start-up fails
-        start_server(FakeEngine(), override_generation_config={"max_new_tokens": 5})
+        start_server(FakeEngine(), override_generation_config={"do_sample": True})
