@@ -345,6 +345,18 @@ def test_server_wide_request_defaults(engine: FakeEngine) -> None:
         srv.stop()
 
 
+def test_tokenizer_info_only_when_enabled(server: ServerThread, engine: FakeEngine) -> None:
+    assert httpx.get(server.url + "/tokenizer_info").status_code == 404
+    srv = start_server(engine, enable_tokenizer_info_endpoint=True)
+    try:
+        info = httpx.get(srv.url + "/tokenizer_info").json()
+        assert info["tokenizer_class"] == type(engine.tokenizer).__name__
+        assert info["chat_template"] == engine.tokenizer.chat_template
+        assert "/tokenizer_info" in httpx.get(srv.url + "/openapi.json").json()["paths"]
+    finally:
+        srv.stop()
+
+
 def test_invocations_routes_by_body(server: ServerThread) -> None:
     """SageMaker's POST /invocations (with /ping): chat with messages, completion with prompt."""
     chat = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
