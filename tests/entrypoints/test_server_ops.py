@@ -345,6 +345,18 @@ def test_server_wide_request_defaults(engine: FakeEngine) -> None:
         srv.stop()
 
 
+def test_tokenizer_info_only_when_enabled(server: ServerThread, engine: FakeEngine) -> None:
+    assert httpx.get(server.url + "/tokenizer_info").status_code == 404
+    srv = start_server(engine, enable_tokenizer_info_endpoint=True)
+    try:
+        info = httpx.get(srv.url + "/tokenizer_info").json()
+        assert info["tokenizer_class"] == type(engine.tokenizer).__name__
+        assert info["chat_template"] == engine.tokenizer.chat_template
+        assert "/tokenizer_info" in httpx.get(srv.url + "/openapi.json").json()["paths"]
+    finally:
+        srv.stop()
+
+
 def test_invocations_routes_by_body(server: ServerThread) -> None:
     """SageMaker's POST /invocations (with /ping): chat with messages, completion with prompt."""
     chat = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
@@ -362,7 +374,7 @@ def test_generation_config_defaults(tmp_path: Path) -> None:
     import json
 
     (tmp_path / "generation_config.json").write_text(
-        json.dumps({"temperature": 0.25, "top_p": 0.5, "do_sample": True, "eos_token_id": 0})
+        json.dumps({"temperature": 0.25, "top_p": 0.5, "max_new_tokens": 3, "do_sample": True})
     )
     fake = FakeEngine()
     srv = start_server(
@@ -378,6 +390,10 @@ def test_generation_config_defaults(tmp_path: Path) -> None:
         assert httpx.post(srv.url + "/v1/chat/completions", json=own).status_code == 200
         params = fake.last_request[1] if fake.last_request else None
         assert params is not None and (params.temperature, params.top_p) == (0.25, 0.9)
+        del own["max_tokens"]  # none given: the room left, capped by max_new_tokens
+        assert httpx.post(srv.url + "/v1/chat/completions", json=own).status_code == 200
+        params = fake.last_request[1] if fake.last_request else None
+        assert params is not None and params.max_tokens == 3
     finally:
         srv.stop()
     plain = FakeEngine()
@@ -389,4 +405,4 @@ def test_generation_config_defaults(tmp_path: Path) -> None:
     finally:
         srv.stop()
     with pytest.raises(RuntimeError):  # a key that is no sampling field: start-up fails
-        start_server(FakeEngine(), override_generation_config={"max_new_tokens": 5})
+        start_server(FakeEngine(), override_generation_config={"do_sample": True})

@@ -25,7 +25,6 @@ REFUSED = {
     "--lora-modules",
     "--enable-ssl-refresh",
     "--tool-server",
-    "--enable-tokenizer-info-endpoint",
     "--hf-config-path",
     "--rope-theta",
     "--skip-tokenizer-init",

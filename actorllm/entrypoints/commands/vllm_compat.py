@@ -263,7 +263,6 @@ FOREIGN: list[Foreign] = [
     ),
     _r("--tool-server", why="built-in tool servers are not supported"),
     _r("--enable-ssl-refresh", value=False, why="certificates are read once at start-up"),
-    _r("--enable-tokenizer-info-endpoint", value=False, why="there is no /tokenizer_info"),
     _r("--enable-per-request-metrics", value=False, why="responses carry no per-request timing"),
     _r("--tokens-only", value=False, why="there is no tokens-in/tokens-out-only mode"),
 ]

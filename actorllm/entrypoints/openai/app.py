@@ -103,6 +103,9 @@ class AppSettings(msgspec.Struct, kw_only=True):
     exclude_tools_when_tool_choice_none: bool = False
     """With tool_choice "none", leave the request's tools out of the prompt (by default
     the chat template still shows them to the model)."""
+    enable_tokenizer_info_endpoint: bool = False
+    """Serve GET /tokenizer_info: the tokenizer's class, settings and chat template (it
+    shows the template to anyone who can reach the server)."""
     trust_request_chat_template: bool = False
     """Accept a request's own chat_template (chat completions, /tokenize); without it such
     a request is refused (400). A template runs with the server's rights: trust the
@@ -227,6 +230,22 @@ async def tokenize_route(state: AppState, request: Request) -> Response:
     return json_response(tokenize(state.serving, await _decode(request, p.TokenizeRequest)))
 
 
+async def tokenizer_info(state: AppState, request: Request) -> Response:
+    """vLLM's /tokenizer_info: the tokenizer's class, its JSON-able settings, the template."""
+    tok = state.serving.engine.tokenizer
+    settings = {
+        k: v
+        for k, v in (getattr(tok, "init_kwargs", None) or {}).items()
+        if isinstance(v, str | int | float | bool) or v is None
+    }
+    body = {
+        **settings,
+        "tokenizer_class": type(tok).__name__,
+        "chat_template": getattr(tok, "chat_template", None),
+    }
+    return json_response(body)
+
+
 async def detokenize_route(state: AppState, request: Request) -> Response:
     return json_response(detokenize(state.serving, await _decode(request, p.DetokenizeRequest)))
 
@@ -263,6 +282,7 @@ async def openapi(state: AppState, request: Request) -> Response:
         engine.vocab_size,
         engine.config.scheduling_policy,
         trust_request_chat_template=state.settings.trust_request_chat_template,
+        tokenizer_info=state.settings.enable_tokenizer_info_endpoint,
     )
     settings = state.settings
     doc = openapi_document(
@@ -476,6 +496,8 @@ def build_app(engine_factory: EngineFactory, settings: AppSettings | None = None
     routes = [Route(path, _endpoint(fn), methods=[m]) for path, fn, m in _ROUTES]
     if settings.dev_mode:
         routes += [Route(path, _endpoint(fn), methods=[m]) for path, fn, m in _DEV_ROUTES]
+    if settings.enable_tokenizer_info_endpoint:
+        routes.append(Route("/tokenizer_info", _endpoint(tokenizer_info), methods=["GET"]))
     middleware = _middleware(settings)
     app = Starlette(
         routes=routes,

@@ -17,8 +17,9 @@ from typing import Any
 
 logger = logging.getLogger("actorllm.server")
 
-# The generation_config.json fields vLLM takes as request defaults.
-SAMPLING_KEYS = ("repetition_penalty", "temperature", "top_k", "top_p", "min_p")
+# The generation_config.json fields vLLM takes as request defaults; max_new_tokens caps
+# the output of a request that gives no max_tokens (served as "max_tokens").
+SAMPLING_KEYS = ("repetition_penalty", "temperature", "top_k", "top_p", "min_p", "max_new_tokens")
 
 
 def _read(directory: Path) -> dict[str, Any]:
@@ -56,6 +57,8 @@ def sampling_defaults(
         if not isinstance(value, int | float) or isinstance(value, bool):
             raise ValueError(f"--override-generation-config: {key} must be a number.")
         out[key] = value
+    if "max_new_tokens" in out:
+        out["max_tokens"] = int(out.pop("max_new_tokens"))
     if out:
         logger.info("default sampling parameters (requests' own win): %s", out)
     return out

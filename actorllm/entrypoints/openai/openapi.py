@@ -37,6 +37,7 @@ class Served:
     vocab_size: int
     scheduling_policy: str
     trust_request_chat_template: bool = False  # a request's chat_template is accepted
+    tokenizer_info: bool = False  # GET /tokenizer_info exists (--enable-tokenizer-info-endpoint)
 
 
 _GENERATION_RULES = (
@@ -273,6 +274,12 @@ def openapi_document(*, dev_mode: bool, api_key: bool, served: Served) -> dict[s
             op = {"summary": summary, "tags": ["dev"], "responses": {"200": {"description": "OK"}}}
             _responses(op, error, [400, 409, 500, 503] if method == "post" else [500, 503])
             paths.setdefault(path, {})[method] = op
+    if served.tokenizer_info:
+        info = {"description": "OK", **_json({"type": "object"})}
+        op = {"summary": "The tokenizer's class, settings and chat template.", "tags": ["tokens"]}
+        op["responses"] = {"200": info}
+        _responses(op, error, [500, 503])
+        paths["/tokenizer_info"] = {"get": op}
     doc: dict[str, Any] = {
         "openapi": "3.1.0",
         "info": {"title": "actorllm OpenAI-compatible API", "version": actorllm.__version__},

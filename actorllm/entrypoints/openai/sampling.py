@@ -86,7 +86,7 @@ def _params(
     (vLLM's generation-config defaults); then OpenAI's."""
     d = defaults or {}
 
-    def pick(given: float | None, name: str, openai_default: float) -> Any:
+    def pick(given: float | None, name: str, openai_default: float) -> Any:  # not max_tokens
         return given if given is not None else d.get(name, openai_default)
 
     return SamplingParams(

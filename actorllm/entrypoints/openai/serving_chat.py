@@ -90,9 +90,10 @@ async def create_chat_completion(
     )
     ids = encode(engine.tokenizer, text, add_special_tokens=req.add_special_tokens)
     prompt = truncate(Prompt(text, ids), req.truncate_prompt_tokens, engine.max_model_len)
-    max_tokens = fit_max_tokens(
-        len(prompt.token_ids), chat_max_tokens(req), engine.max_model_len, "messages"
-    )
+    asked = chat_max_tokens(req)
+    max_tokens = fit_max_tokens(len(prompt.token_ids), asked, engine.max_model_len, "messages")
+    if asked is None and "max_tokens" in ctx.defaults.sampling:  # generation config's cap
+        max_tokens = min(max_tokens, int(ctx.defaults.sampling["max_tokens"]))
     params = chat_params(
         req,
         max_tokens=max_tokens,

@@ -59,10 +59,13 @@ async def create_completion(ctx: ServingContext, req: CompletionRequest, receive
             vocab_size=engine.vocab_size,
         )
     ]
+    cap = ctx.defaults.sampling.get("max_tokens") if req.max_tokens is None else None
     params = [
         completion_params(
             req,
-            max_tokens=fit_max_tokens(len(p.token_ids), req.max_tokens, max_len, "prompt"),
+            max_tokens=_capped(
+                fit_max_tokens(len(p.token_ids), req.max_tokens, max_len, "prompt"), cap
+            ),
             output_kind=kind,
             defaults=ctx.defaults.sampling,
         )
@@ -96,6 +99,11 @@ async def create_completion(ctx: ServingContext, req: CompletionRequest, receive
     await unless_disconnected(receive, lambda: pump(streams, state.collect))
     ctx.defaults.log_outputs_of(rid, state.choices)
     return json_response(state.response())
+
+
+def _capped(max_tokens: int, cap: float | None) -> int:
+    """The room left, capped by the generation config's max_new_tokens (max_tokens omitted)."""
+    return max_tokens if cap is None else min(max_tokens, int(cap))
 
 
 @dataclass(slots=True)
