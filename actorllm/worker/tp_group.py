@@ -137,8 +137,11 @@ class TPGroup:
             raise RankGroupError(self.broken)
 
     def stop(self, grace_s: float = 5.0) -> None:
-        """Tell the ranks to return (when the group is healthy), then end them."""
-        if self.channel is not None and self.broken is None:
+        """Tell the ranks to return (when the group is healthy), then end them. Marks the
+        group broken first, silently: the ranks' exits are not failures to report."""
+        with self._lock:
+            healthy, self.broken = self.broken is None, self.broken or "stopped"
+        if self.channel is not None and healthy:
             with contextlib.suppress(Exception):  # stopping anyway
                 self.channel.send(Op.STOP)
         if self._launcher is not None:
