@@ -188,6 +188,15 @@ def _core_factory(
     make_connector: Callable[[], KVConnectorBase] | None,
 ) -> Callable[[], Scheduler]:
     sched_config = build_scheduler_config(config, info)
+    if make_connector is not None and len(info.kv_group_windows) > 1:
+        # Refused here, at start, with the flags' names: the Scheduler would refuse it too,
+        # but from inside the scheduler actor, as a crash the supervisor keeps restarting.
+        raise ValueError(
+            f"kv_connector: a KV connector keys blocks by one block table; this model has "
+            f"{len(info.kv_group_windows)} KV cache groups (sliding-window and full-attention "
+            "layers). Start it without --kv-transfer-config, or with "
+            "--disable-hybrid-kv-cache-manager."
+        )
 
     def wake_scheduler() -> None:  # on the loop, when a grammar finished compiling
         with contextlib.suppress(Exception):  # full mailbox: it pumps soon anyway

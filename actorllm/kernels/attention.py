@@ -22,6 +22,9 @@ How the CPU runs it fast
 * **Decode rows in groups of similar context length.** One batched SDPA per group, each
   row padded to its group's longest context; the grouping minimises padded work plus a
   fixed cost per group (:func:`group_decode_rows`).
+* **Decode rows natively.** Where the host's C compiler built ``csrc/paged_decode.c``
+  (``kernels/native.py``), all decode rows go through it in one call: each block read
+  once, no padded float32 copy of the context. Otherwise they run in groups as above.
 * **Head-major caches** (``worker/kv_cache.py`` allocates them so on the reference path):
   a cache stored ``[Hk, NB, BS, D]`` and viewed ``[NB, BS, Hk, D]`` gathers straight into
   the contiguous ``[Hk, N, S, D]`` SDPA reads fastest. A plain ``[NB, BS, Hk, D]`` cache
@@ -35,6 +38,8 @@ from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
+
+from actorllm.kernels import paged_decode as native_decode
 
 # Fixed cost of one decode group per layer, in padded (row x context token) units: what an
 # extra gather + SDPA call costs against the per-token work it saves (measured on CPU).
@@ -68,7 +73,16 @@ def paged_attention(
             plan_cache["torch"] = plan
     out = torch.empty_like(q)
     hk, d = k_cache.shape[2], k_cache.shape[3]
-    for g in plan.decode_groups:
+    decode_groups = plan.decode_groups
+    if plan.decodes is not None and native_decode.supports(k_cache):
+        rows, lens, table = plan.decodes
+        o = native_decode.paged_decode(
+            q.index_select(0, rows), k_cache, v_cache, lens, table, scale, sliding_window, softcap
+        )  # [N, Hq, D] float32
+        if o is not None:
+            out.index_copy_(0, rows, o.to(q.dtype))
+            decode_groups = []
+    for g in decode_groups:
         n = g.q_rows.shape[0]
         qg = q.index_select(0, g.q_rows).float().view(n, hk, -1, d).transpose(0, 1)  # [Hk,N,G,D]
         k = plan.gather(0, k_cache, g.blocks, n, g.max_len)  # [Hk, N, S, D]
@@ -181,6 +195,9 @@ def _causal_mask(q_pos: torch.Tensor, length: int, window: int | None) -> torch.
 class AttentionPlan:
     decode_groups: list[DecodeGroup]
     prefills: list[Prefill]
+    # Every decode row at once, for the native kernel: q rows [N] int64, context lengths
+    # [N] int32, block tables [N, max_blocks] int32; None without decode rows.
+    decodes: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
     # Gather destinations (K, V), reused by every group and layer of the step: the same
     # memory, warm in cache, instead of a fresh multi-MB allocation per gather.
     _buffers: list[torch.Tensor | None] = field(default_factory=lambda: [None, None])
@@ -242,7 +259,14 @@ class AttentionPlan:
             for i in range(len(lens))
             if qsl[i + 1] - qsl[i] > 1
         ]
-        return cls(groups, prefills)
+        decode_rows = None
+        if decodes:
+            decode_rows = (
+                torch.tensor([qsl[i] for i in decodes]),
+                torch.tensor([lens[i] for i in decodes], dtype=torch.int32),
+                block_table.index_select(0, torch.tensor(decodes)).to(torch.int32),
+            )
+        return cls(groups, prefills, decode_rows)
 
 
 def group_decode_rows(

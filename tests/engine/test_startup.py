@@ -111,3 +111,19 @@ async def test_engine_serves_a_hybrid_model_with_and_without_hybrid_tables(
         ) as eng:  # fmt: skip
             results.append(await _generate_all(eng, PROMPTS, 40))
     assert results[0] == results[1] and all(len(o) == 40 for o in results[0].values())
+
+
+@pytest.mark.anyio
+async def test_a_kv_connector_on_a_hybrid_model_is_refused_at_start(tmp_path: Path) -> None:
+    """A connector keys blocks by one table: refused before any actor starts, naming the
+    flags, instead of a scheduler that crashes on every restart."""
+    path = _tiny(tmp_path, "gemma2")
+    with pytest.raises(ValueError, match=r"kv_connector.*disable-hybrid-kv-cache-manager"):
+        async with AsyncEngine.open(path, max_model_len=64, block_size=4, kv_connector="offload"):
+            pass
+    async with AsyncEngine.open(
+        path, max_model_len=64, block_size=4, kv_connector="offload",
+        disable_hybrid_kv_cache_manager=True,
+    ) as eng:  # fmt: skip
+        outs = await _generate_all(eng, PROMPTS[:1], 4)
+    assert all(len(o) == 4 for o in outs.values())

@@ -10,10 +10,22 @@ import math
 import pytest
 import torch
 
+from actorllm.kernels import paged_decode as native_decode
 from actorllm.kernels.attention import AttentionPlan, group_decode_rows, paged_attention
 from actorllm.kernels.kv_cache import write_kv_cache
 
 BS = 4
+
+
+@pytest.fixture(autouse=True, params=["native", "torch"])
+def decode_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test runs decode rows through the native kernel and through the torch
+    grouping (the fallback where no C compiler is found)."""
+    if request.param == "torch":
+        monkeypatch.setattr(native_decode, "supports", lambda cache: False)
+    elif not native_decode.supports(torch.empty(1, 1, 1, 1)):
+        pytest.skip("the native kernel did not build here (see actorllm.kernels.native)")
+    return str(request.param)
 
 
 def _oracle(

@@ -1,0 +1,98 @@
+"""Native CPU kernels: C sources in ``kernels/csrc/``, built on first use with the host's C
+compiler for the host's ISA (``-march=native``: detected, never assumed) and loaded with
+ctypes. Calls release the GIL (ctypes does), so the event loop runs while a kernel does.
+
+Built once per (source, compiler, CPU) into ``$ACTORLLM_CACHE_DIR/native`` (default
+``~/.cache/actorllm/native``); concurrent builders race harmlessly (each writes a private
+file and renames it into place). Where no compiler is found or the build fails, every caller
+falls back to its torch path, with one log line saying why. ``ACTORLLM_NATIVE_KERNELS=0``
+turns them off.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import logging
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+from importlib import resources
+from pathlib import Path
+
+from actorllm.kernels.cpu_features import cpu_flags
+
+logger = logging.getLogger(__name__)
+
+_FLAGS = ["-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", "-std=c11", "-fno-math-errno"]
+
+
+def enabled() -> bool:
+    return os.environ.get("ACTORLLM_NATIVE_KERNELS", "1") not in ("0", "false", "no")
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("ACTORLLM_CACHE_DIR") or os.path.join(
+        os.path.expanduser("~"), ".cache", "actorllm"
+    )
+    return Path(root) / "native"
+
+
+@functools.cache
+def library(name: str) -> ctypes.CDLL | None:
+    """``csrc/<name>.c`` built and loaded, or None (disabled, no compiler, failed build)."""
+    if not enabled():
+        return None
+    if platform.system() != "Linux":
+        logger.info("native kernels: built on Linux only; using the torch path")
+        return None
+    compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        logger.info("native kernels: no C compiler found; using the torch path")
+        return None
+    source = resources.files("actorllm.kernels").joinpath("csrc", f"{name}.c").read_bytes()
+    key = hashlib.sha256()
+    for part in (source, compiler.encode(), " ".join(_FLAGS).encode(), _cpu_key().encode()):
+        key.update(part)
+    out = cache_dir() / f"{name}-{key.hexdigest()[:16]}.so"
+    if not out.exists() and not _build(compiler, source, out):
+        return None
+    try:
+        return ctypes.CDLL(str(out))
+    except OSError as exc:
+        logger.warning("native kernels: could not load %s (%s); using the torch path", out, exc)
+        return None
+
+
+def _cpu_key() -> str:
+    """What -march=native depends on: the machine and its ISA flags."""
+    return platform.machine() + " " + " ".join(sorted(cpu_flags()))
+
+
+def _build(compiler: str, source: bytes, out: Path) -> bool:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
+        src = Path(tmp) / "kernel.c"
+        src.write_bytes(source)
+        lib = Path(tmp) / "kernel.so"
+        try:
+            subprocess.run(
+                [compiler, *_FLAGS, str(src), "-o", str(lib), "-lm"],
+                check=True,
+                capture_output=True,
+                timeout=120,
+            )
+        except (OSError, subprocess.SubprocessError) as exc:
+            detail = getattr(exc, "stderr", b"") or b""
+            logger.warning(
+                "native kernels: building %s failed (%s %s); using the torch path",
+                out.name,
+                exc,
+                detail.decode(errors="replace")[-500:],
+            )
+            return False
+        os.replace(lib, out)  # atomic: a concurrent builder's copy is identical
+    return True

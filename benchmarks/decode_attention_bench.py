@@ -1,0 +1,121 @@
+"""Paged decode attention on CPU, one layer: the native kernel (kernels/csrc/paged_decode.c)
+against the torch reference (padded float32 gather + SDPA per group of similar lengths),
+float32 and bfloat16 caches.
+
+The shape is the 75M Qwen3 preset's layer (12 query heads, 4 KV heads, head_dim 64, block
+16) with a batch of decoding requests whose contexts are drawn from U[lo, hi]. Each figure is
+the median of ``--repeats`` calls after warm-up; the two paths alternate call by call, so
+other load on the machine hits both alike.
+
+    python benchmarks/decode_attention_bench.py
+    python benchmarks/decode_attention_bench.py \
+        --output-json benchmarks/results/decode_attention_cpu.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import statistics
+import sys
+import time
+from typing import Any
+from unittest import mock
+
+import torch
+
+from actorllm.bench.machine import result_document, write_json
+from actorllm.kernels import paged_decode as native_decode
+from actorllm.kernels.attention import paged_attention
+
+HQ, HK, D, BS = 12, 4, 64, 16
+
+
+def _inputs(
+    batch: int, lo: int, hi: int, dtype: torch.dtype
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(0)
+    lens = torch.randint(lo, hi + 1, (batch,), generator=g, dtype=torch.int32)
+    per = -(-int(lens.max()) // BS)
+    nb = batch * per + 1
+    # head-major storage, viewed [NB, BS, Hk, D], as worker/kv_cache.py allocates it
+    k = torch.randn(HK, nb, BS, D, generator=g).to(dtype).permute(1, 2, 0, 3)
+    v = torch.randn(HK, nb, BS, D, generator=g).to(dtype).permute(1, 2, 0, 3)
+    table = (torch.randperm(nb - 1, generator=g)[: batch * per] + 1).view(batch, per).int()
+    q = torch.randn(batch, HQ, D, generator=g).to(dtype)
+    qsl = torch.arange(batch + 1, dtype=torch.int32)
+    return q, k, v, qsl, lens, table
+
+
+def bench(batch: int, lo: int, hi: int, dtype: torch.dtype, repeats: int) -> dict[str, Any]:
+    q, k, v, qsl, lens, table = _inputs(batch, lo, hi, dtype)
+
+    def run(native: bool) -> float:
+        off = mock.patch.object(native_decode, "supports", lambda cache: False)
+        with contextlib.nullcontext() if native else off:
+            t0 = time.perf_counter()
+            paged_attention(q, k, v, qsl, lens, table, D**-0.5, plan_cache={})
+            return time.perf_counter() - t0
+
+    times: dict[bool, list[float]] = {True: [], False: []}
+    for i in range(repeats + 3):
+        for native in (True, False):
+            t = run(native)
+            if i >= 3:  # warm-up
+                times[native].append(t)
+    torch_ms = statistics.median(times[False]) * 1e3
+    native_ms = statistics.median(times[True]) * 1e3
+    return {
+        "dtype": str(dtype).removeprefix("torch."),
+        "batch": batch,
+        "context": [lo, hi],
+        "torch_ms": round(torch_ms, 3),
+        "native_ms": round(native_ms, 3),
+        "speedup": round(torch_ms / native_ms, 2),
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--batches", type=int, nargs="+", default=[16, 128])
+    p.add_argument("--context", type=int, nargs=2, default=[64, 512], metavar=("LO", "HI"))
+    p.add_argument("--repeats", type=int, default=15)
+    p.add_argument("--output-json", default=None)
+    args = p.parse_args(argv)
+    if not native_decode.supports(torch.empty(1, 1, 1, 1)):
+        sys.exit("the native kernel did not build here (see actorllm/kernels/native.py)")
+    rows = []
+    for dtype in (torch.float32, torch.bfloat16):
+        for batch in args.batches:
+            row = bench(batch, args.context[0], args.context[1], dtype, args.repeats)
+            rows.append(row)
+            print(
+                f"{row['dtype']:8s} batch {batch:4d}  torch {row['torch_ms']:8.2f} ms  "
+                f"native {row['native_ms']:8.2f} ms  x{row['speedup']:.2f}"
+            )
+    if args.output_json:
+        doc = result_document(
+            "decode_attention_bench",
+            figures={"results": rows},
+            config={
+                "heads": HQ,
+                "kv_heads": HK,
+                "head_dim": D,
+                "block_size": BS,
+                "torch_threads": torch.get_num_threads(),
+                # Others' jobs share the CPU: the load says how noisy the figures are.
+                "load_average_1m": os.getloadavg()[0],
+            },
+            args=args,
+            argv=[
+                "python",
+                "benchmarks/decode_attention_bench.py",
+                *(sys.argv[1:] if argv is None else argv),
+            ],
+        )
+        write_json(args.output_json, doc)
+
+
+if __name__ == "__main__":
+    main()
