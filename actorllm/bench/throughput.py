@@ -359,6 +359,11 @@ def workload_from_args(args: argparse.Namespace, backends: tuple[str, ...]) -> W
         reqs = p.requests()
         temperature = p.temperature
         cfg = {"preset": p.name, "description": p.description, "temperature": temperature}
+    if args.profile and config.tensor_parallel_size > 1:
+        raise ValueError(
+            "--profile: cProfile follows the engine process's threads only; run it with "
+            "--tensor-parallel-size 1"
+        )
     cfg |= {
         "engine": config_dict(config),
         "dtype_resolved": resolved_dtype_name(config),

@@ -287,6 +287,12 @@ class EngineConfig(msgspec.Struct, kw_only=True):
             raise EngineConfigError(
                 "tensor_parallel_size", "> 1 runs on CPU (gloo) only so far; NCCL is not built."
             )
+        if tp > 1 and self.kv_connector is not None:
+            raise EngineConfigError(
+                "kv_connector",
+                "the offload connector saves and loads rank 0's KV cache only; it is not "
+                "built for tensor_parallel_size > 1.",
+            )
         backend = self.distributed_executor_backend
         if backend not in (None, "mp"):
             raise EngineConfigError(

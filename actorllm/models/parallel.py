@@ -164,14 +164,13 @@ def _stacked_experts(
 ) -> torch.Tensor:
     """transformers 5's stacked experts (loaded as our w13 / w2): gate_up [E, 2I, H] (gate
     rows, then up rows) and down [E, H, I]."""
-    full = _full(source)
     if name.endswith(".w2"):
         i = local[-1]
-        return full[..., r * i : (r + 1) * i]
+        return _read(source, 2, r * i, i)  # [E, H, I/N]
     i, whole = local[1] // 2, shape[1] // 2
-    gate = full[:, r * i : (r + 1) * i]
-    up = full[:, whole + r * i : whole + (r + 1) * i]
-    return torch.cat([gate, up], dim=1)
+    gate = _read(source, 1, r * i, i)  # [E, I/N, H]
+    up = _read(source, 1, whole + r * i, i)
+    return torch.cat([gate, up], dim=1)  # [E, 2I/N, H]
 
 
 def _shape(source: Any) -> tuple[int, ...]:

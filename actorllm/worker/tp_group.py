@@ -37,6 +37,7 @@ from typing import Any, final
 import msgspec
 import torch
 
+from actorllm.core.errors import InvalidRequestError
 from actorllm.distributed.comm import GlooComm, host_store
 from actorllm.distributed.launcher import RankLauncher
 from actorllm.distributed.mp_launcher import MpRankGroup
@@ -137,8 +138,11 @@ class TPGroup:
             raise RankGroupError(self.broken)
 
     def stop(self, grace_s: float = 5.0) -> None:
-        """Tell the ranks to return (when the group is healthy), then end them."""
-        if self.channel is not None and self.broken is None:
+        """Tell the ranks to return (when the group is healthy), then end them. Marks the
+        group broken first, silently: the ranks' exits are not failures to report."""
+        with self._lock:
+            healthy, self.broken = self.broken is None, self.broken or "stopped"
+        if self.channel is not None and healthy:
             with contextlib.suppress(Exception):  # stopping anyway
                 self.channel.send(Op.STOP)
         if self._launcher is not None:
@@ -190,8 +194,17 @@ class TPGroup:
         """Send a collective_rpc to ranks 1..N-1 (``method`` and its arguments must
         pickle); returns the call's number for :meth:`rpc_results`."""
         channel = self._check()
+        try:
+            call = pickle.dumps((method, args, dict(kwargs or {})))
+        except (pickle.PicklingError, AttributeError, TypeError) as e:
+            raise InvalidRequestError(
+                "collective_rpc under tensor parallel sends the call to every rank by "
+                f"pickle, and this one does not pickle ({e}): pass a method name or a "
+                "module-level function.",
+                param="method",
+            ) from e
         self._rpc_seq += 1
-        self._store.set(f"rpc/{self._rpc_seq}", pickle.dumps((method, args, dict(kwargs or {}))))
+        self._store.set(f"rpc/{self._rpc_seq}", call)
         channel.send(Op.RPC, self._rpc_seq)
         return self._rpc_seq
 

@@ -18,6 +18,7 @@ import anyio
 import pytest
 
 from actorllm import LLM, SamplingParams
+from actorllm.core.errors import InvalidRequestError
 from actorllm.demo import demo_tokenizer_path
 from actorllm.engine import AsyncEngine
 from actorllm.engine.config import EngineConfigError
@@ -113,6 +114,8 @@ async def test_llama_tp2_matches_tp1_survives_a_killed_and_a_hung_rank(
         # collective_rpc reaches both ranks: one result per rank, in rank order.
         stats = await engine.collective_rpc("statistics")
         assert [s.rank for s in stats] == [0, 1]
+        with pytest.raises(InvalidRequestError, match="pickle"):
+            await engine.collective_rpc(lambda worker: worker.rank)
 
         # kill -9 of rank 1 while a batch runs: detected within a second, group replaced,
         # every request finishes with the tokens it would have had.
@@ -165,6 +168,8 @@ async def test_llama_tp2_matches_tp1_survives_a_killed_and_a_hung_rank(
 def test_what_tensor_parallel_cannot_do_is_refused(llama: str, tmp_path: Path) -> None:
     with pytest.raises(EngineConfigError, match="data_parallel_size"):
         LLM(llama, tensor_parallel_size=2, data_parallel_size=2)
+    with pytest.raises(EngineConfigError, match="kv_connector"):
+        LLM(llama, tensor_parallel_size=2, kv_connector="offload")
     with pytest.raises(EngineConfigError, match="distributed_executor_backend"):
         LLM(llama, tensor_parallel_size=2, distributed_executor_backend="ray")
     with pytest.raises(ValueError, match=r"tensor_parallel_size.*num_attention_heads 4"):

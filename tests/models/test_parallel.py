@@ -84,3 +84,35 @@ def test_what_cannot_be_split_is_refused(family: str, extra: dict, named: str | 
         return
     with pytest.raises(TensorParallelError, match=named):
         check_tensor_parallel(cfg, 4)
+
+
+def test_stacked_experts_split_per_expert_from_a_lazy_slice(tmp_path: Path) -> None:
+    """transformers 5's stacked experts (gate_up [E, 2I, H], down [E, H, I]), read as
+    safetensors slices: each rank gets its I/N columns of gate and of up, of every expert."""
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    from actorllm.models.parallel import rank_piece
+
+    e, i, h = 3, 8, 5
+    gate_up, down = torch.randn(e, 2 * i, h), torch.randn(e, h, i)
+    save_file({"gu": gate_up, "d": down}, str(tmp_path / "x.safetensors"))
+    raw = tiny_config_dict("llama")
+    cfg = ModelConfig.from_dict(raw)
+    for rank in (0, 1):
+        local = shard_config(cfg, rank, 2)
+        lo, hi = rank * i // 2, (rank + 1) * i // 2
+        with safe_open(str(tmp_path / "x.safetensors"), framework="pt") as f:
+            w13 = rank_piece(local, "mlp.experts.w13", (e, i, h), f.get_slice("gu"))
+            w2 = rank_piece(local, "mlp.experts.w2", (e, h, i // 2), f.get_slice("d"))
+        want = torch.cat([gate_up[:, lo:hi], gate_up[:, i + lo : i + hi]], dim=1)
+        torch.testing.assert_close(w13, want)
+        torch.testing.assert_close(w2, down[..., lo:hi])
+
+
+def tiny_config_dict(family: str) -> dict:
+    from tests.helpers.models import tiny_config
+
+    raw = tiny_config(family).to_dict()  # type: ignore[arg-type]
+    raw["architectures"] = [ARCHS[family]]
+    return raw

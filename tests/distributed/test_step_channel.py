@@ -1,0 +1,50 @@
+"""The step channel (distributed/step_channel.py) and the gloo group under it
+(distributed/comm.py), with both ranks as threads of this process: payloads that fit the
+frame take one broadcast, larger ones a second of their exact size."""
+
+from __future__ import annotations
+
+import threading
+
+import torch
+
+from actorllm.distributed.comm import GlooComm, host_store, join_store
+from actorllm.distributed.step_channel import Op, StepChannel
+
+
+def test_frames_and_overflows_arrive_in_order() -> None:
+    store = host_store(2)
+    comms: dict[int, GlooComm] = {}
+
+    def join(rank: int) -> None:
+        s = store if rank == 0 else join_store(store.port, 2)
+        comms[rank] = GlooComm(s, rank, 2, collective_timeout_s=30.0)
+
+    joiner = threading.Thread(target=join, args=(1,))
+    joiner.start()
+    join(0)
+    joiner.join()
+    sent = [(Op.STEP, 0, torch.arange(5)), (Op.SLEEP, 2, None), (Op.STEP, 0, torch.arange(100))]
+    got: list[tuple[Op, int, torch.Tensor | None]] = []
+
+    def receive() -> None:
+        channel = StepChannel(comms[1], inline=16)
+        got.extend(channel.recv() for _ in sent)
+        assert comms[1].min_int(7) == 3
+
+    receiver = threading.Thread(target=receive)
+    receiver.start()
+    channel = StepChannel(comms[0], inline=16)
+    for op, arg, payload in sent:
+        channel.send(op, arg, payload)
+    assert comms[0].min_int(3) == 3
+    receiver.join(30)
+    assert [(op, arg) for op, arg, _ in got] == [(op, arg) for op, arg, _ in sent]
+    assert got[1][2] is None
+    for (_, _, mine), (_, _, theirs) in zip(sent[::2], got[::2], strict=True):
+        assert theirs is not None and mine is not None and theirs.tolist() == mine.tolist()
+    assert (channel.frames, channel.overflows) == (3, 1)  # 100 elements did not fit 16
+    stats = comms[0].statistics()
+    assert stats.broadcasts == 4 and stats.rank == 0
+    for comm in comms.values():
+        comm.close()
