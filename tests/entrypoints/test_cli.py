@@ -79,6 +79,16 @@ def test_every_command_registered_from_the_table() -> None:
     assert parse("generate", "hi", "--max-tokens", "3").max_tokens == 3
 
 
+@pytest.mark.parametrize("seed", [[], ["--seed", "3"]], ids=["no-seed", "seed"])
+def test_generate_runs_on_the_demo_model(
+    seed: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`actorllm generate` end to end, with and without --seed (a flag left out is absent
+    from the parsed args: the command must not read it)."""
+    assert cli.main(["generate", "--max-tokens", "3", "--temperature", "0", *seed, "Hello"]) == 0
+    assert capsys.readouterr().out.strip()
+
+
 def test_engine_startup_failure_exits_1_with_one_clear_line(
     caplog: pytest.LogCaptureFixture,
 ) -> None:

@@ -31,7 +31,9 @@ def sampling_params(args: argparse.Namespace) -> Any:
         top_p=args.top_p,
         top_k=args.top_k,
         stop=args.stop,
-        seed=args.seed,
+        # --seed is the engine's (EngineConfig.seed, which seeds requests without their own);
+        # a flag left out is absent from args, so EngineConfig's default applies.
+        seed=getattr(args, "seed", None),
         output_kind=RequestOutputKind.DELTA,
     )
 
