@@ -97,8 +97,10 @@ def _step(runner: Any, packed: torch.Tensor) -> None:
 
 
 def _rpc(worker: Any, store: Any, seq: int, rank: int) -> None:
-    method, args, kwargs = pickle.loads(store.get(f"rpc/{seq}"))
     try:
+        # Unpickled inside the try: a callable this rank cannot import (a script's __main__
+        # under Ray, whose workers do not run the script) fails the call, not the rank.
+        method, args, kwargs = pickle.loads(store.get(f"rpc/{seq}"))
         result: tuple[bool, Any] = (True, worker.collective_rpc(method, args, kwargs))
         blob = pickle.dumps(result)
     except Exception as exc:  # the call's failure goes back to the caller, the rank serves on

@@ -98,6 +98,10 @@ def _group(engine: AsyncEngine) -> TPGroup:
     return tp
 
 
+def _rank_of(worker: object) -> int:
+    return int(worker.rank)  # type: ignore[attr-defined]
+
+
 def _kill_rank1(group: TPGroup) -> None:
     """kill -9 of rank 1's process (mp), ``ray.kill`` of its actor (ray)."""
     if group.backend == "ray":
@@ -130,6 +134,11 @@ async def test_llama_tp2_matches_tp1_survives_a_killed_and_a_hung_rank(
         assert await _batch(engine, "a") == reference
         if cluster is not None:  # rank 1 is an actor of the session's cluster
             assert _group(engine).rank_pid(1) in cluster.processes()
+            # This module is not importable in a Ray worker (pytest imports it from a path
+            # only this process has): the call fails with the rank's error, the rank lives.
+            with pytest.raises(Exception, match="No module named"):
+                await engine.collective_rpc(_rank_of)
+            assert _group(engine).generation == 0 and _group(engine).broken is None
 
         # collective_rpc reaches both ranks: one result per rank, in rank order.
         stats = await engine.collective_rpc("statistics")
