@@ -137,8 +137,9 @@ class TPGroup:
         while not self._store.check(keys):
             if self.broken is not None:
                 hint = (
-                    "its error is in the Ray worker's log on its node (the session's "
-                    "logs/worker-*.err); every node needs actorllm installed"
+                    "Ray's report above carries its traceback (its output is in the Ray "
+                    "session's worker logs on its node); every node of the cluster needs "
+                    "actorllm, and the model at the same path"
                     if self.backend == "ray"
                     else "its error is on stderr. A script that opens a tensor-parallel "
                     "engine at import time needs `if __name__ == '__main__':` (spawn "
