@@ -232,6 +232,14 @@ def test_what_we_cannot_do_is_refused_naming_the_flag(
     assert named in caplog.text
 
 
+def test_the_ray_backend_flag_reaches_the_engine_config() -> None:
+    args = parse("serve", "/models/tiny", "-tp", "2", "--distributed-executor-backend", "ray")
+    kwargs = engine_kwargs(args)
+    assert kwargs["distributed_executor_backend"] == "ray"
+    assert kwargs["tensor_parallel_size"] == 2
+    assert engine_config(args).distributed_executor_backend == "ray"  # validates: accepted
+
+
 def test_both_log_request_spellings() -> None:
     assert server_settings(parse("serve", "--enable-log-requests")).app.enable_log_requests
     assert not server_settings(parse("serve", "--no-enable-log-requests")).app.enable_log_requests
