@@ -217,3 +217,14 @@ def test_strict_tools_under_auto(client: openai.OpenAI) -> None:
             tools=[strict], response_format={"type": "json_object"},  # type: ignore[list-item]
         )  # fmt: skip
     assert info.value.body["param"] == "tools"  # type: ignore[index]
+
+
+def test_stream_with_a_pydantic_model(client: openai.OpenAI) -> None:
+    """The client's streaming helper parses the streamed answer into the model."""
+    with client.chat.completions.stream(
+        model=_model(client), messages=[{"role": "user", "content": "Plan a trip."}],
+        response_format=Trip, max_tokens=200, seed=0,
+        extra_body={"chat_template_kwargs": {"enable_thinking": False}},
+    ) as stream:  # fmt: skip
+        final = stream.get_final_completion()
+    assert isinstance(final.choices[0].message.parsed, Trip)
