@@ -316,28 +316,3 @@ def test_return_token_ids(http: httpx.Client, fake: FakeEngine) -> None:
     assert len(streamed) == 6
     plain = post(http, "/v1/completions", {"prompt": "a", "max_tokens": 1})["choices"][0]
     assert plain["token_ids"] is None and plain["prompt_token_ids"] is None
-
-
-@pytest.mark.parametrize(
-    ("body", "param"),
-    [
-        ({"structured_outputs": {"regex": "a", "disable_fallbak": True}},
-         "structured_outputs.disable_fallbak"),  # a typo is refused, never dropped
-        ({"structured_outputs": {"regex": 5}}, "structured_outputs.regex"),
-        ({"structured_outputs": {"choice": []}}, "structured_outputs.choice"),
-        ({"guided_choice": []}, "guided_choice"),
-        ({"response_format": {"type": "xml"}}, "response_format"),
-    ],
-)  # fmt: skip
-def test_structured_outputs_errors_name_the_field_inside(
-    http: httpx.Client, body: dict, param: str
-) -> None:
-    err = post(http, "/v1/completions", {"prompt": "x", **body}, 400)["error"]
-    assert err["param"] == param, err
-
-
-def test_structured_outputs_options_reach_the_engine(http: httpx.Client, fake: FakeEngine) -> None:
-    post(http, "/v1/completions", {"prompt": "x", "structured_outputs": {
-        "regex": "a+", "disable_fallback": True, "backend": "auto"}})  # fmt: skip
-    so = asked(fake)[1].structured_outputs
-    assert so is not None and so.regex == "a+" and so.disable_fallback
