@@ -11,12 +11,18 @@ from collections.abc import Iterator
 from typing import Any
 
 import httpx
+import msgspec
 import pytest
 
 from actorllm.core.sampling_params import SamplingParams
 from actorllm.entrypoints.openai.fields import UNSUPPORTED
 from actorllm.entrypoints.openai.preprocess import messages_for_template, render_chat
-from actorllm.entrypoints.openai.protocol import AssistantMessage, FunctionCall, ToolCall
+from actorllm.entrypoints.openai.protocol import (
+    AssistantMessage,
+    ChatMessage,
+    FunctionCall,
+    ToolCall,
+)
 from tests.entrypoints.conftest import start_server
 from tests.entrypoints.fake_engine import FakeEngine
 from tests.entrypoints.server_thread import ServerThread
@@ -316,3 +322,12 @@ def test_return_token_ids(http: httpx.Client, fake: FakeEngine) -> None:
     assert len(streamed) == 6
     plain = post(http, "/v1/completions", {"prompt": "a", "max_tokens": 1})["choices"][0]
     assert plain["token_ids"] is None and plain["prompt_token_ids"] is None
+
+
+@pytest.mark.parametrize("field", ["reasoning_content", "reasoning"])
+def test_an_earlier_turns_reasoning_reaches_the_chat_template(field: str) -> None:
+    """Both of vLLM's names for an assistant turn's reasoning arrive as reasoning_content,
+    the name Qwen3's and DeepSeek-R1's templates read (not dropped as an unknown field)."""
+    msg = msgspec.convert({"role": "assistant", "content": "4", field: "2 + 2"}, ChatMessage)
+    (entry,) = messages_for_template([msg])
+    assert entry == {"role": "assistant", "content": "4", "reasoning_content": "2 + 2"}

@@ -207,6 +207,11 @@ class AssistantMessage(msgspec.Struct, kw_only=True, tag_field="role", tag="assi
     content: Content | None = None
     name: str | None = None
     tool_calls: list[ToolCall] | None = None  # passed to the chat template
+    # An earlier turn's reasoning, as this server returns it (vLLM's two names): passed to
+    # the chat template as ``reasoning_content`` (Qwen3's and DeepSeek-R1's templates read
+    # it; others ignore it).
+    reasoning_content: str | None = None
+    reasoning: str | None = None
 
 
 class ToolMessage(msgspec.Struct, kw_only=True, tag_field="role", tag="tool"):
