@@ -10,6 +10,8 @@ dropped and a new one made after a failure, and several can live in one process.
 * ``steps``: rank 0 broadcasts each step's packed inputs and control ops on it. A rank
   waits on it for as long as the engine is idle, so its timeout is long (a day): a dead
   peer is still seen at once, because gloo fails a collective whose TCP pair closes.
+  Rank 0's own wait is bounded by ``collective_timeout_s``: a hung rank stops reading,
+  and the sender must fail rather than block.
 * ``compute``: the model's all-reduces and logits gathers, and start-up agreement. Its
   timeout (``collective_timeout_s``) is what turns a *hung* rank (alive, not answering)
   into an error on rank 0: the step fails, and the executor treats it as a crash.
@@ -93,6 +95,7 @@ class GlooComm:
         self.rank = rank
         self.world_size = world_size
         timeout = datetime.timedelta(seconds=collective_timeout_s)
+        self._send_timeout = timeout  # rank 0's wait on a step broadcast (see broadcast)
         # Any: torch's stubs lack the process groups' own collective methods.
         self._steps: Any = _gloo(
             dist.PrefixStore("steps", store), rank, world_size, STEP_TIMEOUT, host
@@ -147,9 +150,18 @@ class GlooComm:
     # -- the step channel -------------------------------------------------------------------
 
     def broadcast(self, buf: torch.Tensor) -> None:
-        """Rank 0 sends ``buf`` (int64, contiguous), the others receive into it."""
+        """Rank 0 sends ``buf`` (int64, contiguous), the others receive into it.
+
+        Receivers wait as long as the engine is idle; rank 0 waits at most the collective
+        timeout: a hung receiver (alive, not reading) fills the socket buffers and would
+        block the sender for the step group's day-long timeout — and the worker thread with
+        it — where the executor needs the step to fail."""
         t0 = time.perf_counter()
-        self._steps.broadcast([buf], self._root).wait()  # deliberate: receivers act on it
+        work = self._steps.broadcast([buf], self._root)
+        if self.rank == 0:
+            work.wait(self._send_timeout)  # deliberate: raises when a rank stopped reading
+        else:
+            work.wait()  # deliberate: the rank acts on what it received
         self.broadcasts += 1
         self.broadcast_s += time.perf_counter() - t0
 

@@ -5,7 +5,10 @@ default device and with one bound to an explicit address (what the Ray backend d
 
 from __future__ import annotations
 
+import multiprocessing
 import threading
+import time
+from typing import Any
 
 import pytest
 import torch
@@ -51,3 +54,33 @@ def test_frames_and_overflows_arrive_in_order(host: str | None) -> None:
     assert stats.broadcasts == 4 and stats.rank == 0
     for comm in comms.values():
         comm.close()
+
+
+def _join_and_stop_reading(port: int, joined: Any) -> None:  # rank 1, a spawned process
+    comm = GlooComm(join_store("127.0.0.1", port, 2), 1, 2, collective_timeout_s=1.0)
+    joined.set()
+    time.sleep(600)
+    comm.close()  # alive, never reading: what a SIGSTOPped rank looks like to rank 0
+
+
+def test_a_receiver_that_stops_reading_fails_the_sender_within_the_timeout() -> None:
+    """A hung rank (alive, not reading) fills the socket buffers: rank 0's send must fail
+    after the collective timeout, not block the worker thread for the step group's day.
+    Rank 1 is a process, so killing it closes the pair the stuck send is writing to."""
+    ctx = multiprocessing.get_context("spawn")
+    store = host_store(2)
+    joined = ctx.Event()
+    rank1 = ctx.Process(target=_join_and_stop_reading, args=(store.port, joined), daemon=True)
+    rank1.start()
+    try:
+        comm = GlooComm(store, 0, 2, collective_timeout_s=1.0)
+        assert joined.wait(60)
+        big = torch.zeros(16_000_000, dtype=torch.int64)  # 128 MB: more than any socket buffer
+        t0 = time.monotonic()
+        with pytest.raises(RuntimeError, match="timed out"):
+            comm.broadcast(big)
+        assert time.monotonic() - t0 < 20
+    finally:
+        rank1.kill()
+        rank1.join(10)
+    comm.close()
