@@ -376,10 +376,11 @@ def test_generation_config_defaults(tmp_path: Path) -> None:
     (tmp_path / "generation_config.json").write_text(
         json.dumps({"temperature": 0.25, "top_p": 0.5, "max_new_tokens": 3, "do_sample": True})
     )
-    fake = FakeEngine()
-    srv = start_server(
-        fake, generation_config=str(tmp_path), override_generation_config={"top_k": 7}
+    fake = FakeEngine()  # the fields are the engine's (EngineConfig), as vLLM's ModelConfig
+    fake.config = fake.config.replace(
+        generation_config=str(tmp_path), override_generation_config={"top_k": 7}
     )
+    srv = start_server(fake)
     try:
         body: dict[str, Any] = {"prompt": "hi", "max_tokens": 1}
         assert httpx.post(srv.url + "/v1/completions", json=body).status_code == 200
@@ -397,12 +398,15 @@ def test_generation_config_defaults(tmp_path: Path) -> None:
     finally:
         srv.stop()
     plain = FakeEngine()
-    srv = start_server(plain, generation_config="vllm")
+    plain.config = plain.config.replace(generation_config="vllm")
+    srv = start_server(plain)
     try:
         httpx.post(srv.url + "/v1/completions", json={"prompt": "hi", "max_tokens": 1})
         params = plain.last_request[1] if plain.last_request else None
         assert params is not None and (params.temperature, params.top_p) == (1.0, 1.0)
     finally:
         srv.stop()
-    with pytest.raises(RuntimeError):  # a key that is no sampling field: start-up fails
-        start_server(FakeEngine(), override_generation_config={"do_sample": True})
+    bad = FakeEngine()
+    bad.config = bad.config.replace(generation_config=str(tmp_path / "none"))
+    with pytest.raises(RuntimeError):  # no such directory: start-up fails
+        start_server(bad)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
-from pathlib import Path
 from typing import Any, ClassVar, TypeVar, final
 
 import anyio
@@ -33,7 +32,6 @@ from actorllm.entrypoints.openai import protocol as p
 from actorllm.entrypoints.openai.engine_client import EngineClient
 from actorllm.entrypoints.openai.errors import APIError, bad_request, to_api_error
 from actorllm.entrypoints.openai.fields import decode_request
-from actorllm.entrypoints.openai.generation_defaults import sampling_defaults
 from actorllm.entrypoints.openai.middleware import (
     APIKeyMiddleware,
     BodyLimitMiddleware,
@@ -125,14 +123,6 @@ class AppSettings(msgspec.Struct, kw_only=True):
     metrics_prefix: str = "actorllm:"
     """Prometheus metric name prefix; vllm makes an existing vLLM Grafana dashboard work
     unchanged."""
-    # -- ModelConfig ------------------------------------------------------------------------
-    generation_config: str = "auto"
-    """Where requests' default sampling parameters (temperature, top_p, top_k, min_p,
-    repetition_penalty) come from: auto, the model's generation_config.json (as vLLM);
-    vllm, none (OpenAI's defaults); or a directory holding a generation_config.json. A
-    request's own values always win."""
-    override_generation_config: dict[str, Any] | None = None
-    """Default sampling parameters over generation_config's, e.g. '{"temperature": 0.6}'."""
 
     def __post_init__(self) -> None:
         if self.enable_log_outputs and not self.enable_log_requests:
@@ -423,12 +413,6 @@ def _middleware(settings: AppSettings) -> list[Middleware]:
     return stack
 
 
-def _model_dir(engine: EngineClient) -> Path | None:
-    """The served model's directory, for its generation_config.json (None if unknown)."""
-    resolve = getattr(engine.config, "resolved_model", None)
-    return Path(resolve()) if resolve is not None else None
-
-
 def serving_defaults(
     settings: AppSettings, sampling: dict[str, float] | None = None
 ) -> ServingDefaults:
@@ -464,11 +448,9 @@ def build_app(engine_factory: EngineFactory, settings: AppSettings | None = None
                 )
                 try:
                     chat = ChatSetup.from_config(engine.config)
-                    sampling = sampling_defaults(
-                        settings.generation_config,
-                        settings.override_generation_config,
-                        _model_dir(engine),
-                    )
+                    # The engine's generation_config / override_generation_config
+                    # (engine/generation_config.py, shared with LLM and AsyncEngine).
+                    sampling = engine.config.get_diff_sampling_param()
                 except Exception as exc:  # a bad parser, plugin or generation config
                     state.startup_error = exc
                     raise
