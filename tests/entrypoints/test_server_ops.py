@@ -410,3 +410,34 @@ def test_generation_config_defaults(tmp_path: Path) -> None:
     bad.config = bad.config.replace(generation_config=str(tmp_path / "none"))
     with pytest.raises(RuntimeError):  # no such directory: start-up fails
         start_server(bad)
+
+
+def test_server_load_tracking_counts_requests_in_flight() -> None:
+    """--enable-server-load-tracking: GET /load counts generation requests until their
+    response (a stream's last chunk) is sent; without the flag it stays 0, as vLLM."""
+    fake = FakeEngine(token_delay_s=0.2)
+    srv = start_server(fake, enable_server_load_tracking=True)
+    try:
+        assert httpx.get(srv.url + "/load").json() == {"server_load": 0}
+        body = {"prompt": "hi", "max_tokens": 3, "stream": True}
+        with httpx.stream("POST", srv.url + "/v1/completions", json=body) as r:
+            lines = r.iter_lines()  # one iterator: dropping one closes the stream
+            assert next(lines).startswith("data: ")  # the stream is open
+            assert httpx.get(srv.url + "/load").json() == {"server_load": 1}
+            for _ in lines:
+                pass
+        assert httpx.post(srv.url + "/v1/completions", json={"prompt": "hi", "max_tokens": 1})
+        bad = httpx.post(srv.url + "/v1/completions", json={"prompt": "hi", "top_p": 7})
+        assert bad.status_code == 400  # refused requests are counted out too
+        assert httpx.get(srv.url + "/load").json() == {"server_load": 0}
+    finally:
+        srv.stop()
+    plain = start_server(FakeEngine(token_delay_s=0.2))
+    try:
+        body = {"prompt": "hi", "max_tokens": 3, "stream": True}
+        with httpx.stream("POST", plain.url + "/v1/completions", json=body) as r:
+            lines = r.iter_lines()
+            assert next(lines).startswith("data: ")
+            assert httpx.get(plain.url + "/load").json() == {"server_load": 0}
+    finally:
+        plain.stop()

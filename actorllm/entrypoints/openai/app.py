@@ -23,7 +23,8 @@ from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
-from starlette.routing import Route
+from starlette.routing import Route, request_response
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 import actorllm
 from actorllm.entrypoints.metrics import CONTENT_TYPE, ServerMetrics, log_stats_forever
@@ -123,6 +124,10 @@ class AppSettings(msgspec.Struct, kw_only=True):
     metrics_prefix: str = "actorllm:"
     """Prometheus metric name prefix; vllm makes an existing vLLM Grafana dashboard work
     unchanged."""
+    enable_server_load_tracking: bool = False
+    """Count the requests in flight on /v1/completions, /v1/chat/completions and
+    /invocations (a stream counts until it ends); GET /load answers {"server_load": N}
+    (without this flag always 0, as vLLM)."""
 
     def __post_init__(self) -> None:
         if self.enable_log_outputs and not self.enable_log_requests:
@@ -138,6 +143,8 @@ class AppState:
         self.ctx: ServingContext | None = None  # set once the engine is up
         self.startup_error: BaseException | None = None  # why the engine failed to start
         self.draining = False  # shutting down: /health says 503 so traffic goes elsewhere
+        # Generation requests in flight (--enable-server-load-tracking), for GET /load.
+        self.server_load = 0
 
     @property
     def serving(self) -> ServingContext:
@@ -152,6 +159,28 @@ def _state(request: Request) -> AppState:
 
 
 Handler = Callable[[AppState, Request], Awaitable[Response]]
+
+
+@final
+class _LoadTracked:
+    """An ASGI route app that counts itself in ``AppState.server_load`` from the request's
+    arrival until its response is sent (a stream's last chunk; a disconnect), as vLLM's
+    ``load_aware_call``."""
+
+    def __init__(self, app: ASGIApp, state: AppState) -> None:
+        self.app = app
+        self.state = state
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        self.state.server_load += 1
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.state.server_load -= 1
+
+
+# The routes that run the engine: what --enable-server-load-tracking counts.
+_LOAD_TRACKED = frozenset({"/v1/completions", "/v1/chat/completions", "/invocations"})
 
 
 def _endpoint(fn: Handler) -> Callable[[Request], Awaitable[Response]]:
@@ -261,6 +290,12 @@ async def metrics(state: AppState, request: Request) -> Response:
     return Response(ctx.metrics.render(), media_type=CONTENT_TYPE)
 
 
+async def load(state: AppState, request: Request) -> Response:
+    """vLLM's ``GET /load``: generation requests in flight (0 unless the server runs with
+    --enable-server-load-tracking)."""
+    return json_response(p.LoadResponse(server_load=state.server_load))
+
+
 async def version(state: AppState, request: Request) -> Response:
     return json_response(p.VersionResponse(version=actorllm.__version__))
 
@@ -353,6 +388,7 @@ _ROUTES: list[tuple[str, Handler, str]] = [
     ("/invocations", invocations, "POST"),  # SageMaker's inference route
     ("/metrics", metrics, "GET"),
     ("/version", version, "GET"),
+    ("/load", load, "GET"),
     ("/openapi.json", openapi, "GET"),
 ]
 _DEV_ROUTES: list[tuple[str, Handler, str]] = [
@@ -428,6 +464,14 @@ def serving_defaults(
     )
 
 
+def _tracked(path: str, fn: Handler, state: AppState, settings: AppSettings) -> Any:
+    """The route's endpoint; counted in the server load when tracking is on."""
+    endpoint = _endpoint(fn)
+    if settings.enable_server_load_tracking and path in _LOAD_TRACKED:
+        return _LoadTracked(request_response(endpoint), state)
+    return endpoint
+
+
 def build_app(engine_factory: EngineFactory, settings: AppSettings | None = None) -> Starlette:
     """The ASGI app. ``engine_factory()`` is entered in the lifespan; if it raises, startup
     fails (``app.state.actorllm.startup_error`` holds why) and the server exits."""
@@ -475,7 +519,9 @@ def build_app(engine_factory: EngineFactory, settings: AppSettings | None = None
             # /health already said so; shutting down is all that is left to do.
             logger.error("the engine stopped with an error: %s", exc)
 
-    routes = [Route(path, _endpoint(fn), methods=[m]) for path, fn, m in _ROUTES]
+    routes = [
+        Route(path, _tracked(path, fn, state, settings), methods=[m]) for path, fn, m in _ROUTES
+    ]
     if settings.dev_mode:
         routes += [Route(path, _endpoint(fn), methods=[m]) for path, fn, m in _DEV_ROUTES]
     if settings.enable_tokenizer_info_endpoint:

@@ -90,6 +90,14 @@ _ENDPOINTS: list[tuple[str, str, type | None, type | None, str, str]] = [
     ("get", "/health", None, None, "200 while the engine is alive, 503 once it is dead.", "ops"),
     ("get", "/metrics", None, None, "Prometheus metrics (text exposition format).", "ops"),
     ("get", "/version", None, p.VersionResponse, "Server version.", "ops"),
+    (
+        "get",
+        "/load",
+        None,
+        p.LoadResponse,
+        "Generation requests in flight (0 without --enable-server-load-tracking).",
+        "ops",
+    ),
 ]
 _DEV_ENDPOINTS: list[tuple[str, str, str]] = [
     ("post", "/sleep", "Put the engine to sleep (query: level)."),
