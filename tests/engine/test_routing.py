@@ -99,7 +99,7 @@ def test_table_is_bounded() -> None:
 
 
 def test_keys_are_the_prefix_caches_block_hashes() -> None:
-    from actorllm.core.kv_cache.block_hash import BlockHash, BlockHasher
+    from actorllm.core.kv_cache.block_hash import BlockHasher
 
     r = ReplicaRouter(2, block_size=4)
     tokens = list(range(10))
