@@ -19,6 +19,7 @@ request fails with ``EngineDeadError`` and the ``async with`` block raises it.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -40,6 +41,8 @@ from actorllm.engine.structured_outputs_config import structured_outputs_config_
 from actorllm.worker.worker_thread import WorkerThread
 
 __all__ = ["ACTORS", "AsyncEngine"]
+
+logger = logging.getLogger("actorllm.engine")
 
 
 def _as_config(
@@ -102,6 +105,8 @@ class AsyncEngine(ControlPlane, RequestAPI):
         """
         config = _as_config(model_or_config, kwargs)
         sampling_defaults = config.get_diff_sampling_param()  # a bad file fails before loading
+        if sampling_defaults:
+            logger.info("default sampling parameters (a request's own win): %s", sampling_defaults)
         threads: list[WorkerThread] = []
         try:
             for _ in range(config.data_parallel_size):

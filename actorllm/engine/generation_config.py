@@ -14,14 +14,11 @@ out; ``LLM.generate``/``chat`` and ``AsyncEngine.generate``/``chat`` given no
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from actorllm.core.sampling_params import SamplingParams
-
-logger = logging.getLogger("actorllm.engine")
 
 # The generation_config.json fields vLLM takes as request defaults; max_new_tokens caps
 # the output of a request that gives no max_tokens (returned as "max_tokens").
@@ -83,8 +80,6 @@ def sampling_defaults(
     out.update(override or {})
     if "max_new_tokens" in out:
         out["max_tokens"] = int(out.pop("max_new_tokens"))
-    if out:
-        logger.info("default sampling parameters (a request's own win): %s", out)
     return out
 
 
