@@ -126,7 +126,7 @@ def one_way(comm: GlooComm, repeats: int) -> dict[str, float] | None:
 
 
 def _rank1(port: int, repeats: int) -> None:
-    comm = GlooComm(join_store(port, 2), 1, 2, 60.0)
+    comm = GlooComm(join_store("127.0.0.1", port, 2), 1, 2, 60.0)
     measure(comm, repeats)
     medians = one_way(comm, repeats)
     comm.store.set("one_way", json.dumps(medians))

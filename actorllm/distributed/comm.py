@@ -44,7 +44,8 @@ class CommStatistics(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def host_store(world_size: int) -> dist.TCPStore:
-    """Rank 0: a rendezvous store on a free port of 127.0.0.1 (``store.port``)."""
+    """Rank 0: a rendezvous store on a free port (``store.port``). The server listens on
+    every interface, so ranks on other nodes (the Ray backend) reach it at this node's IP."""
     return dist.TCPStore(
         "127.0.0.1",
         0,
@@ -55,27 +56,49 @@ def host_store(world_size: int) -> dist.TCPStore:
     )
 
 
-def join_store(port: int, world_size: int) -> dist.TCPStore:
-    return dist.TCPStore("127.0.0.1", port, world_size, is_master=False, timeout=RENDEZVOUS_TIMEOUT)
+def join_store(host: str, port: int, world_size: int) -> dist.TCPStore:
+    """Ranks 1..N-1: the store rank 0 hosts at ``host:port`` (127.0.0.1 for ``mp``)."""
+    return dist.TCPStore(host, port, world_size, is_master=False, timeout=RENDEZVOUS_TIMEOUT)
+
+
+def _gloo(
+    store: dist.Store, rank: int, world_size: int, timeout: datetime.timedelta, host: str | None
+) -> Any:
+    if host is None:
+        return dist.ProcessGroupGloo(store, rank, world_size, timeout)
+    gloo: Any = dist.ProcessGroupGloo  # the stubs lack _Options
+    opts = gloo._Options()
+    opts._devices = [gloo.create_device(hostname=host)]
+    opts._timeout = timeout
+    return dist.ProcessGroupGloo(store, rank, world_size, opts)
 
 
 @final
 class GlooComm:
-    """One rank's side of a group. Blocks until every rank has joined (the rendezvous)."""
+    """One rank's side of a group. Blocks until every rank has joined (the rendezvous).
+
+    ``host``: the address this rank's gloo pairs bind to (the Ray backend passes the node's
+    IP, so peers on other nodes can connect); None: gloo's default device (the hostname's
+    address; fine on one node)."""
 
     def __init__(
-        self, store: dist.Store, rank: int, world_size: int, collective_timeout_s: float
+        self,
+        store: dist.Store,
+        rank: int,
+        world_size: int,
+        collective_timeout_s: float,
+        host: str | None = None,
     ) -> None:
         self.store = store  # also the side channel for rare control payloads (RPC)
         self.rank = rank
         self.world_size = world_size
         timeout = datetime.timedelta(seconds=collective_timeout_s)
         # Any: torch's stubs lack the process groups' own collective methods.
-        self._steps: Any = dist.ProcessGroupGloo(
-            dist.PrefixStore("steps", store), rank, world_size, STEP_TIMEOUT
+        self._steps: Any = _gloo(
+            dist.PrefixStore("steps", store), rank, world_size, STEP_TIMEOUT, host
         )
-        self._compute: Any = dist.ProcessGroupGloo(
-            dist.PrefixStore("compute", store), rank, world_size, timeout
+        self._compute: Any = _gloo(
+            dist.PrefixStore("compute", store), rank, world_size, timeout, host
         )
         self._root = dist.BroadcastOptions()
         self._root.rootRank = 0

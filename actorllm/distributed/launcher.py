@@ -2,8 +2,10 @@
 
 A launcher owns the rank *processes* and nothing else: which entry they run, how they
 meet (the rendezvous) and what they exchange belong to the group (worker/tp_group.py).
-``mp`` (``distributed/mp_launcher.py``: ``multiprocessing`` spawn on this node) implements
-it; ``distributed/ray_ranks.py``'s :class:`RayRankGroup` has the same shape for Ray.
+``mp`` (``distributed/mp_launcher.py``: ``multiprocessing`` spawn on this node) and
+``ray`` (``distributed/ray_ranks.py``'s :class:`RayRankGroup`: Ray actors in one placement
+group, on any node of an existing cluster) implement it; ``worker/tp_group.py`` picks one
+by ``distributed_executor_backend``.
 
 Contract: :meth:`start` blocks until every rank process is running ``entry(*args_for(r))``
 (not until the entries return: they serve for the group's life); ``on_exit(rank, why)`` is
@@ -34,6 +36,10 @@ class RankLauncher(Protocol):
 
     def stop(self, grace_s: float = 5.0) -> None:
         """Give the ranks ``grace_s`` to return, then kill what is left."""
+        ...
+
+    def pid(self, rank: int) -> int:
+        """Rank ``rank``'s process id (on its node)."""
         ...
 
     def statistics(self) -> object: ...

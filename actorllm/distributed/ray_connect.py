@@ -18,8 +18,11 @@ import threading
 from types import ModuleType
 
 
-class RayClusterError(RuntimeError):
-    """The Ray backend cannot run: Ray is not installed, or no cluster is reachable."""
+class RayClusterError(ValueError):
+    """The Ray backend cannot run: Ray is not installed, or no cluster is reachable (or it
+    cannot place the ranks). A ``ValueError``, like a refused configuration: the value
+    ``"ray"`` of ``distributed_executor_backend`` cannot be honoured here, and the CLI
+    reports it as one line (exit 2) rather than a traceback."""
 
     param = "distributed_executor_backend"
 

@@ -164,6 +164,14 @@ class RayRankGroup:
             rank = index + 1
             self._runs[actor.run.remote(entry, tuple(args_for(rank)))] = rank
 
+    def pid(self, rank: int) -> int:
+        """Rank ``rank``'s process id on its node."""
+        return self.placements[rank - 1].pid
+
+    def actor(self, rank: int) -> Any:
+        """Rank ``rank``'s Ray actor handle (``ray.kill`` it to fail the rank)."""
+        return self._actors[rank - 1]
+
     def _watch(self, pending: dict[Any, int], on_exit: OnExit) -> None:
         """Monitor thread: report the first rank whose run() ends while not stopping.
         ``pending`` ({run ref: rank}) is this thread's own copy."""

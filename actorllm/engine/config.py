@@ -9,6 +9,7 @@ raise :class:`EngineConfigError` (a ``ValueError``) naming the field.
 
 from __future__ import annotations
 
+import importlib.util
 import re
 from pathlib import Path
 from typing import Any, Literal
@@ -127,7 +128,9 @@ class EngineConfig(msgspec.Struct, kw_only=True):
     docs/distributed.md)."""
     distributed_executor_backend: Literal["mp", "ray"] | None = None
     """How ranks 1..N-1 of tensor parallel are started: mp (multiprocessing spawn, this
-    node; the default). ray is refused until its launcher is wired in."""
+    node; the default) or ray (Ray actors placed by a placement group on an existing Ray
+    cluster, any of its nodes: ray.init(address="auto") / RAY_ADDRESS; needs the ray
+    extra)."""
     tp_collective_timeout_s: float = 60.0
     """Tensor parallel: a collective (all-reduce, logits gather) that does not complete in
     this many seconds (a hung rank) fails the step, which restarts the rank group."""
@@ -313,11 +316,14 @@ class EngineConfig(msgspec.Struct, kw_only=True):
                 "built for tensor_parallel_size > 1.",
             )
         backend = self.distributed_executor_backend
-        if backend not in (None, "mp"):
+        if backend not in (None, "mp", "ray"):
+            raise EngineConfigError(
+                "distributed_executor_backend", f"must be mp or ray, got {backend!r}."
+            )
+        if tp > 1 and backend == "ray" and importlib.util.find_spec("ray") is None:
             raise EngineConfigError(
                 "distributed_executor_backend",
-                f"only mp starts tensor-parallel ranks so far, got {backend!r} (the Ray rank "
-                "launcher, distributed/ray_ranks.py, is not wired to the engine yet).",
+                "ray needs Ray, which is not installed: pip install 'actorllm[ray]'.",
             )
         if self.tp_collective_timeout_s <= 0:
             raise EngineConfigError("tp_collective_timeout_s", "must be positive.")

@@ -27,8 +27,9 @@ request whose reasoning is open gets all-allowed rows and its tokens are not fed
 matcher; the tokens after the closing sequence are. Reasoning is open when the prompt left
 a block open (DeepSeek-R1 templates, Qwen3 thinking templates), or when the output's first
 token opens one: a single-token opener is allowed beside the grammar at the first
-position, so a model may choose to think. Otherwise (``enable_thinking: false``, a plain
-completion prompt) the output is constrained from its first token.
+position, so a model may choose to think — unless the prompt ends with a closed block
+(``enable_thinking: false``). Otherwise (that, a plain completion prompt) the output is
+constrained from its first token.
 """
 
 from __future__ import annotations
@@ -111,9 +112,12 @@ class StructuredOutputManager:
         self._matchers[rid] = self.compiler.matcher(compiled)
         if self.reasoning is not None:
             start, end = self.reasoning
-            if _open_in(request.prompt_token_ids, start, end):
+            prompt = request.prompt_token_ids
+            if _open_in(prompt, start, end):
                 self._reasoning_tail[rid] = []
-            elif len(start) == 1:
+            elif len(start) == 1 and not _closed_at_end(prompt, end):
+                # (A prompt that ends with a closed block has thinking switched off:
+                # Qwen3's enable_thinking false. The answer starts at once, as in vLLM.)
                 self._may_open.add(rid)
         with self._cond:
             self._fed[rid] = 0
@@ -249,6 +253,13 @@ def _open_in(prompt: list[int], start: list[int], end: list[int]) -> bool:
     last ``end``)."""
     last_start = _rfind(prompt, start)
     return last_start >= 0 and last_start > _rfind(prompt, end)
+
+
+def _closed_at_end(prompt: list[int], end: list[int], slack: int = 3) -> bool:
+    """Whether the prompt ends with a reasoning block's end marker (and at most ``slack``
+    tokens after it, the template's newlines)."""
+    last_end = _rfind(prompt, end)
+    return last_end >= 0 and last_end + len(end) >= len(prompt) - slack
 
 
 def _rfind(seq: list[int], sub: list[int]) -> int:

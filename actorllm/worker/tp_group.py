@@ -4,13 +4,16 @@ step and control call, and is replaced whole when one of them fails.
 Theory of operation
 -------------------
 Rank 0 is the engine's worker thread (its :class:`~actorllm.worker.worker.Worker` owns
-this group); ranks 1..N-1 are processes a launcher starts (``distributed/launcher.py``;
-``mp`` today) running :func:`~actorllm.worker.tp_rank.rank_main`. Every method here runs
-on the worker thread, except :meth:`_on_exit` (the launcher's monitor thread).
+this group); ranks 1..N-1 are processes a launcher starts (``distributed/launcher.py``:
+``mp``, spawned on this node, or ``ray``, Ray actors placed by a placement group on the
+cluster) running :func:`~actorllm.worker.tp_rank.rank_main`. Every method here runs on
+the worker thread, except :meth:`_on_exit` (the launcher's monitor thread).
 
 * **Start** (:meth:`launch`, then :meth:`connect` once rank 0's runner is loaded): rank 0
-  hosts the rendezvous store, the launcher spawns the ranks (they load their shards in
-  parallel with rank 0), and every rank joins the gloo groups (``distributed/comm.py``).
+  hosts the rendezvous store (at 127.0.0.1 for ``mp``; at its node's IP for ``ray``, with
+  every rank's gloo pairs bound to its own node's IP, so ranks may be on other nodes),
+  the launcher starts the ranks (they load their shards in parallel with rank 0), and
+  every rank joins the gloo groups (``distributed/comm.py``).
 * **Each step**: the runner calls :meth:`send_step` just before its forward: one
   broadcast of the packed inputs (``distributed/step_channel.py``). The forward's
   all-reduces and the logits gather then run in lockstep on every rank.
@@ -74,20 +77,44 @@ class TPGroup:
         self.channel: StepChannel | None = None
         self._store: Any = None
         self._launcher: RankLauncher | None = None
+        self._gloo_host: str | None = None  # Ray: this node's IP
         self._rpc_seq = 0
         self._lock = threading.Lock()  # broken / notify, between the two threads
 
     # -- lifecycle (worker thread) ----------------------------------------------------------
 
+    @property
+    def backend(self) -> str:
+        return self.config.distributed_executor_backend or "mp"
+
+    @property
+    def launcher(self) -> RankLauncher | None:
+        """The current group's launcher (MpRankGroup or RayRankGroup), None when stopped."""
+        return self._launcher
+
     def launch(self) -> None:
-        """Host the rendezvous and start ranks 1..N-1 (they load while rank 0 does)."""
+        """Host the rendezvous and start ranks 1..N-1 (they load while rank 0 does).
+        Ray: raises :class:`~actorllm.distributed.ray_connect.RayClusterError` when no
+        cluster is reachable or it cannot place the ranks."""
+        launcher: RankLauncher
+        if self.backend == "ray":
+            from actorllm.distributed.ray_connect import connect
+            from actorllm.distributed.ray_ranks import RayRankGroup
+
+            # The store's address as the other nodes see this one (the server listens on
+            # every interface); each rank binds its gloo pairs to its own node's IP.
+            host = connect().util.get_node_ip_address()
+            self._gloo_host = host
+            launcher, parent = RayRankGroup(self.world_size, bundle={"CPU": 1}), None
+        else:
+            host, parent = "127.0.0.1", os.getpid()
+            launcher = MpRankGroup(self.world_size)
         self._store = host_store(self.world_size)
         port, gen, config = self._store.port, self.generation, self.config
-        launcher = MpRankGroup(self.world_size)
         self._launcher = launcher
         launcher.start(
             rank_main,
-            lambda rank: (rank, self.world_size, port, config, os.getpid()),
+            lambda rank: (rank, self.world_size, host, port, config, parent),
             lambda rank, why: self._on_exit(gen, why),
         )
 
@@ -96,7 +123,8 @@ class TPGroup:
         hook ``runner``'s model and forward to it. Raises :class:`RankGroupError` when a
         rank dies before it has loaded, or none has after ``LOAD_TIMEOUT_S``."""
         self._wait_loaded()
-        comm = GlooComm(self._store, 0, self.world_size, self.config.tp_collective_timeout_s)
+        timeout = self.config.tp_collective_timeout_s
+        comm = GlooComm(self._store, 0, self.world_size, timeout, self._gloo_host)
         self.comm, self.channel = comm, StepChannel(comm)
         runner.attach_tp(comm, self.send_step)
         return comm
@@ -108,10 +136,17 @@ class TPGroup:
         deadline = time.monotonic() + LOAD_TIMEOUT_S
         while not self._store.check(keys):
             if self.broken is not None:
+                hint = (
+                    "Ray's report above carries its traceback (its output is in the Ray "
+                    "session's worker logs on its node); every node of the cluster needs "
+                    "actorllm, and the model at the same path"
+                    if self.backend == "ray"
+                    else "its error is on stderr. A script that opens a tensor-parallel "
+                    "engine at import time needs `if __name__ == '__main__':` (spawn "
+                    "imports the main module)"
+                )
                 raise RankGroupError(
-                    f"a tensor-parallel rank failed to start ({self.broken}); its error is "
-                    "on stderr. A script that opens a tensor-parallel engine at import time "
-                    "needs `if __name__ == '__main__':` (spawn imports the main module)."
+                    f"a tensor-parallel rank failed to start ({self.broken}); {hint}."
                 )
             if time.monotonic() > deadline:
                 raise RankGroupError(f"tensor-parallel ranks not loaded after {LOAD_TIMEOUT_S}s")
@@ -220,8 +255,8 @@ class TPGroup:
         return results
 
     def rank_pid(self, rank: int) -> int:
-        """The process id of rank ``rank`` (>= 1; tests kill it)."""
-        assert isinstance(self._launcher, MpRankGroup)
+        """The process id of rank ``rank`` (>= 1; tests kill it; Ray: on its node)."""
+        assert self._launcher is not None
         return self._launcher.pid(rank)
 
     def statistics(self) -> TPGroupStatistics:

@@ -1,6 +1,7 @@
 """Ranks 1..N-1 of a tensor-parallel group: a process that runs the same forward as rank 0.
 
-:func:`rank_main` is the entry a launcher starts (``distributed/mp_launcher.py``). It
+:func:`rank_main` is the entry a launcher starts (``distributed/mp_launcher.py``: a spawned
+process; ``distributed/ray_ranks.py``: a Ray actor's ``run`` call, on any node). It
 builds this rank's model runner (its shards of the weights, its heads' KV cache), joins
 the group, agrees on the KV block count with the others (the minimum), then serves rank
 0's messages (``distributed/step_channel.py``) until told to stop:
@@ -14,7 +15,8 @@ the group, agrees on the KV block count with the others (the minimum), then serv
 * STOP: return (the process exits).
 
 A failed collective (rank 0 died, the group was dropped) raises out of the loop and the
-process exits; so does a parent that is gone (a thread watches it).
+process exits; so does a parent that is gone (a thread watches it; under Ray the actor's
+owner is the engine process, and Ray kills the actor when its owner dies).
 """
 
 from __future__ import annotations
@@ -32,17 +34,22 @@ from actorllm.distributed.step_channel import Op, StepChannel
 from actorllm.worker.tp_step import unpack_step
 
 
-def rank_main(rank: int, world_size: int, port: int, config: Any, parent_pid: int) -> None:
-    """The process entry of rank ``rank`` (``config``: the engine's EngineConfig)."""
-    _watch_parent(parent_pid)
+def rank_main(
+    rank: int, world_size: int, host: str, port: int, config: Any, parent_pid: int | None
+) -> None:
+    """The entry of rank ``rank`` (``config``: the engine's EngineConfig; ``host:port``:
+    rank 0's rendezvous store; ``parent_pid``: the engine process to watch, None under
+    Ray, whose actors fate-share with their owner)."""
+    if parent_pid is not None:
+        _watch_parent(parent_pid)
     from actorllm.engine.startup import default_runner_factory, num_kv_blocks
     from actorllm.worker.worker import Worker
 
     runner = default_runner_factory(config, rank=rank)
     runner.load_model()
-    store = join_store(port, world_size)
+    store = join_store(host, port, world_size)
     store.set(f"loaded/{rank}", "1")  # rank 0 waits for every rank's, watching them live
-    comm = GlooComm(store, rank, world_size, config.tp_collective_timeout_s)
+    comm = GlooComm(store, rank, world_size, config.tp_collective_timeout_s, _gloo_host(config))
     runner.attach_tp(comm, None)
     blocks = comm.min_int(num_kv_blocks(config, runner))
     runner.initialize_kv_cache(blocks)
@@ -51,6 +58,15 @@ def rank_main(rank: int, world_size: int, port: int, config: Any, parent_pid: in
         serve(StepChannel(comm), runner, worker, store, rank)
     finally:
         comm.close()
+
+
+def _gloo_host(config: Any) -> str | None:
+    """Ray: bind this rank's gloo pairs to its node's IP (peers may be on other nodes)."""
+    if config.distributed_executor_backend != "ray":
+        return None
+    import ray
+
+    return str(ray.util.get_node_ip_address())
 
 
 def serve(channel: StepChannel, runner: Any, worker: Any, store: Any, rank: int) -> None:
@@ -81,8 +97,10 @@ def _step(runner: Any, packed: torch.Tensor) -> None:
 
 
 def _rpc(worker: Any, store: Any, seq: int, rank: int) -> None:
-    method, args, kwargs = pickle.loads(store.get(f"rpc/{seq}"))
     try:
+        # Unpickled inside the try: a callable this rank cannot import (a script's __main__
+        # under Ray, whose workers do not run the script) fails the call, not the rank.
+        method, args, kwargs = pickle.loads(store.get(f"rpc/{seq}"))
         result: tuple[bool, Any] = (True, worker.collective_rpc(method, args, kwargs))
         blob = pickle.dumps(result)
     except Exception as exc:  # the call's failure goes back to the caller, the rank serves on

@@ -1,24 +1,27 @@
 """The step channel (distributed/step_channel.py) and the gloo group under it
 (distributed/comm.py), with both ranks as threads of this process: payloads that fit the
-frame take one broadcast, larger ones a second of their exact size."""
+frame take one broadcast, larger ones a second of their exact size. Both with gloo's
+default device and with one bound to an explicit address (what the Ray backend does)."""
 
 from __future__ import annotations
 
 import threading
 
+import pytest
 import torch
 
 from actorllm.distributed.comm import GlooComm, host_store, join_store
 from actorllm.distributed.step_channel import Op, StepChannel
 
 
-def test_frames_and_overflows_arrive_in_order() -> None:
+@pytest.mark.parametrize("host", [None, "127.0.0.1"])
+def test_frames_and_overflows_arrive_in_order(host: str | None) -> None:
     store = host_store(2)
     comms: dict[int, GlooComm] = {}
 
     def join(rank: int) -> None:
-        s = store if rank == 0 else join_store(store.port, 2)
-        comms[rank] = GlooComm(s, rank, 2, collective_timeout_s=30.0)
+        s = store if rank == 0 else join_store("127.0.0.1", store.port, 2)
+        comms[rank] = GlooComm(s, rank, 2, collective_timeout_s=30.0, host=host)
 
     joiner = threading.Thread(target=join, args=(1,))
     joiner.start()

@@ -68,3 +68,17 @@ def test_parallel_tool_calls_false_keeps_the_first_call() -> None:
     streamed = [d for cut in range(1, len(text) + 1)
                 for d in p.delta(text[:cut], final=cut == len(text)).tool_calls]  # fmt: skip
     assert streamed and {d.index for d in streamed} == {0}
+
+
+def test_reasoning_goes_out_under_both_names() -> None:
+    """vLLM renamed reasoning_content to reasoning; clients of either version find it."""
+    import msgspec
+
+    from actorllm.entrypoints.openai.protocol import ChatResponseMessage, DeltaMessage
+
+    body = msgspec.json.decode(msgspec.json.encode(ChatResponseMessage(reasoning_content="r")))
+    assert body["reasoning_content"] == body["reasoning"] == "r"
+    assert msgspec.to_builtins(DeltaMessage(reasoning_content="r")) == {
+        "reasoning_content": "r", "reasoning": "r",
+    }  # fmt: skip
+    assert msgspec.to_builtins(DeltaMessage(content="c")) == {"content": "c"}

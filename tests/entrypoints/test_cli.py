@@ -79,6 +79,16 @@ def test_every_command_registered_from_the_table() -> None:
     assert parse("generate", "hi", "--max-tokens", "3").max_tokens == 3
 
 
+@pytest.mark.parametrize("seed", [[], ["--seed", "3"]], ids=["no-seed", "seed"])
+def test_generate_runs_on_the_demo_model(
+    seed: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`actorllm generate` end to end, with and without --seed (a flag left out is absent
+    from the parsed args: the command must not read it)."""
+    assert cli.main(["generate", "--max-tokens", "3", "--temperature", "0", *seed, "Hello"]) == 0
+    assert capsys.readouterr().out.strip()
+
+
 def test_engine_startup_failure_exits_1_with_one_clear_line(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -220,6 +230,14 @@ def test_what_we_cannot_do_is_refused_naming_the_flag(
     with caplog.at_level(logging.ERROR):
         assert cli.main(["serve", *argv]) == 2
     assert named in caplog.text
+
+
+def test_the_ray_backend_flag_reaches_the_engine_config() -> None:
+    args = parse("serve", "/models/tiny", "-tp", "2", "--distributed-executor-backend", "ray")
+    kwargs = engine_kwargs(args)
+    assert kwargs["distributed_executor_backend"] == "ray"
+    assert kwargs["tensor_parallel_size"] == 2
+    assert engine_config(args).distributed_executor_backend == "ray"  # validates: accepted
 
 
 def test_both_log_request_spellings() -> None:

@@ -11,12 +11,18 @@ from collections.abc import Iterator
 from typing import Any
 
 import httpx
+import msgspec
 import pytest
 
 from actorllm.core.sampling_params import SamplingParams
 from actorllm.entrypoints.openai.fields import UNSUPPORTED
 from actorllm.entrypoints.openai.preprocess import messages_for_template, render_chat
-from actorllm.entrypoints.openai.protocol import AssistantMessage, FunctionCall, ToolCall
+from actorllm.entrypoints.openai.protocol import (
+    AssistantMessage,
+    ChatMessage,
+    FunctionCall,
+    ToolCall,
+)
 from tests.entrypoints.conftest import start_server
 from tests.entrypoints.fake_engine import FakeEngine
 from tests.entrypoints.server_thread import ServerThread
@@ -318,26 +324,10 @@ def test_return_token_ids(http: httpx.Client, fake: FakeEngine) -> None:
     assert plain["token_ids"] is None and plain["prompt_token_ids"] is None
 
 
-@pytest.mark.parametrize(
-    ("body", "param"),
-    [
-        ({"structured_outputs": {"regex": "a", "disable_fallbak": True}},
-         "structured_outputs.disable_fallbak"),  # a typo is refused, never dropped
-        ({"structured_outputs": {"regex": 5}}, "structured_outputs.regex"),
-        ({"structured_outputs": {"choice": []}}, "structured_outputs.choice"),
-        ({"guided_choice": []}, "guided_choice"),
-        ({"response_format": {"type": "xml"}}, "response_format"),
-    ],
-)  # fmt: skip
-def test_structured_outputs_errors_name_the_field_inside(
-    http: httpx.Client, body: dict, param: str
-) -> None:
-    err = post(http, "/v1/completions", {"prompt": "x", **body}, 400)["error"]
-    assert err["param"] == param, err
-
-
-def test_structured_outputs_options_reach_the_engine(http: httpx.Client, fake: FakeEngine) -> None:
-    post(http, "/v1/completions", {"prompt": "x", "structured_outputs": {
-        "regex": "a+", "disable_fallback": True, "backend": "auto"}})  # fmt: skip
-    so = asked(fake)[1].structured_outputs
-    assert so is not None and so.regex == "a+" and so.disable_fallback
+@pytest.mark.parametrize("field", ["reasoning_content", "reasoning"])
+def test_an_earlier_turns_reasoning_reaches_the_chat_template(field: str) -> None:
+    """Both of vLLM's names for an assistant turn's reasoning arrive as reasoning_content,
+    the name Qwen3's and DeepSeek-R1's templates read (not dropped as an unknown field)."""
+    msg = msgspec.convert({"role": "assistant", "content": "4", field: "2 + 2"}, ChatMessage)
+    (entry,) = messages_for_template([msg])
+    assert entry == {"role": "assistant", "content": "4", "reasoning_content": "2 + 2"}

@@ -196,3 +196,35 @@ def test_tool_messages_reach_the_template(client: openai.OpenAI, server: ServerT
         max_tokens=2,
     )  # fmt: skip
     assert out.choices[0].message.tool_calls in (None, [])
+
+
+def test_strict_tools_under_auto(client: openai.OpenAI) -> None:
+    """``"strict": true`` (the OpenAI Agents SDK's default) is honoured under auto: any
+    call the model makes validates; beside response_format it is a 400 naming tools."""
+    strict = {**WEATHER, "function": {**WEATHER["function"], "strict": True}}
+    for seed in range(2):
+        r = client.chat.completions.create(
+            model=_model(client), messages=[{"role": "user", "content": "Weather?"}],
+            tools=[strict], max_tokens=40, seed=seed,  # type: ignore[list-item]
+            extra_body={"chat_template_kwargs": {"enable_thinking": False}},
+        )  # fmt: skip
+        for call in r.choices[0].message.tool_calls or []:
+            jsonschema.validate(json.loads(call.function.arguments),
+                                WEATHER["function"]["parameters"])  # fmt: skip
+    with pytest.raises(openai.BadRequestError) as info:
+        client.chat.completions.create(
+            model=_model(client), messages=[{"role": "user", "content": "x"}],
+            tools=[strict], response_format={"type": "json_object"},  # type: ignore[list-item]
+        )  # fmt: skip
+    assert info.value.body["param"] == "tools"  # type: ignore[index]
+
+
+def test_stream_with_a_pydantic_model(client: openai.OpenAI) -> None:
+    """The client's streaming helper parses the streamed answer into the model."""
+    with client.chat.completions.stream(
+        model=_model(client), messages=[{"role": "user", "content": "Plan a trip."}],
+        response_format=Trip, max_tokens=200, seed=0,
+        extra_body={"chat_template_kwargs": {"enable_thinking": False}},
+    ) as stream:  # fmt: skip
+        final = stream.get_final_completion()
+    assert isinstance(final.choices[0].message.parsed, Trip)

@@ -6,21 +6,16 @@ import pytest
 
 from actorllm.core.chat_template import messages_for_template
 from actorllm.core.errors import InvalidRequestError
-from actorllm.core.structured_outputs_params import StructuredOutputsError
 from actorllm.entrypoints.openai.structured_request import (
     ToolSettings,
-    client_error,
     plan_tools,
     structured_outputs_from_body,
-    structured_source,
 )
 from actorllm.entrypoints.openai.tool_parsers import (
     HermesToolParser,
     NamedToolParser,
     RequiredToolParser,
 )
-from actorllm.structured_output import GrammarCompiler
-from tests.helpers.tokenizers import VOCAB_SIZE, hf_demo_tokenizer
 
 SCHEMA = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
 TOOL = {"type": "function", "function": {"name": "f", "parameters": SCHEMA}}
@@ -89,35 +84,6 @@ def test_bad_requests_name_the_field(body: dict, param: str) -> None:
         structured_outputs_from_body(body)
     assert info.value.param == param
     assert str(info.value).startswith(param) or param in str(info.value)
-
-
-@pytest.mark.parametrize(
-    ("body", "param"),
-    [
-        ({"structured_outputs": {"regex": "(unclosed"}}, "structured_outputs.regex"),
-        ({"structured_outputs": {"grammar": "root ::= ("}}, "structured_outputs.grammar"),
-        ({"guided_regex": "(unclosed"}, "guided_regex"),
-        ({"guided_json": {"type": "nope"}}, "guided_json"),
-        ({"response_format": {"type": "json_schema",
-                              "json_schema": {"name": "x", "schema": {"type": "nope"}}}},
-         "response_format"),
-    ],
-)  # fmt: skip
-def test_compile_errors_name_the_field_the_client_sent(body: dict, param: str) -> None:
-    """The engine's compile error names ``structured_outputs.<field>``; the server renames
-    it to the field of the body it came from."""
-    so = structured_outputs_from_body(body)
-    assert so is not None
-    source = structured_source(body)
-    assert source is not None
-    compiler = GrammarCompiler(hf_demo_tokenizer(), vocab_size=VOCAB_SIZE, max_workers=1)
-    try:
-        with pytest.raises(StructuredOutputsError) as info, client_error(source):
-            compiler.submit(so.key, so.backend).result()
-    finally:
-        compiler.shutdown()
-    assert info.value.param == param
-    assert str(info.value).startswith(param + " ")
 
 
 AUTO = ToolSettings(enable_auto_tool_choice=True, tool_call_parser="hermes")

@@ -1,4 +1,6 @@
-"""Trivial rank entries for the Ray launcher's tests (importable by Ray worker processes)."""
+"""Rank-side functions for the distributed tests, importable by rank processes: spawned
+ones and Ray workers alike (a test module is not: pytest imports it as
+``distributed.test_...`` from a path only the test process has)."""
 
 from __future__ import annotations
 
@@ -32,3 +34,8 @@ def sleep_forever(rank: int) -> None:
 
     while True:
         time.sleep(1)
+
+
+def kv_allocated(worker: object) -> bool:
+    """For ``collective_rpc``: whether this rank's KV cache is allocated."""
+    return bool(worker.model_runner.kv_caches)  # type: ignore[attr-defined]

@@ -70,8 +70,9 @@ def test_a_single_token_opener_lets_the_model_choose_to_think(compiler: GrammarC
     m = StructuredOutputManager(compiler, reasoning=([opener], [closer]))
     params = SamplingParams(structured_outputs=SOP(choice=["alpha", "beta"]))
     compiler.submit(params.structured_outputs.key, None).result()  # type: ignore[union-attr]
-    thinker = Request(f"t-{compiler.default_backend}", [5], params)
-    plain = Request(f"p-{compiler.default_backend}", [5], params)
+    prompt = _ids("Question:")  # ("#", the closer, is token 5)
+    thinker = Request(f"t-{compiler.default_backend}", prompt, params)
+    plain = Request(f"p-{compiler.default_backend}", prompt, params)
     for r in (thinker, plain):
         m.add(r)
         assert m.poll(r)
@@ -129,4 +130,22 @@ def test_a_terminated_grammar_allows_only_stop_tokens(compiler: GrammarCompiler)
     assert m.is_terminated(r.request_id)
     row = m.bitmask([r.request_id]).array()[0]
     assert allowed_tokens(row, VOCAB_SIZE) == [ENDOFTEXT_ID]
+    m.close()
+
+
+def test_thinking_switched_off_in_the_prompt_cannot_be_reopened(
+    compiler: GrammarCompiler,
+) -> None:
+    """Qwen3's enable_thinking false ends the prompt with a closed block: the answer starts
+    at once and the single-token opener is not offered beside the grammar (vLLM: the
+    reasoning ended in the prompt)."""
+    opener, closer = _ids("@")[0], _ids("#")[0]
+    m = StructuredOutputManager(compiler, reasoning=([opener], [closer]))
+    params = SamplingParams(structured_outputs=SOP(choice=["alpha", "beta"]))
+    compiler.submit(params.structured_outputs.key, None).result()  # type: ignore[union-attr]
+    off = Request(f"off-{compiler.default_backend}", [*_ids("Q"), opener, closer, 9], params)
+    m.add(off)
+    assert m.poll(off)
+    first = allowed_tokens(m.bitmask([off.request_id]).array()[0], VOCAB_SIZE)
+    assert opener not in first and _ids("alpha")[0] in first
     m.close()

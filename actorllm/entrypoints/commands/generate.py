@@ -45,7 +45,9 @@ def sampling_params(args: argparse.Namespace, defaults: Mapping[str, float]) -> 
     return SamplingParams(
         **fields,
         stop=args.stop,
-        seed=getattr(args, "seed", None),  # engine flags are absent unless given
+        # --seed is the engine's (EngineConfig.seed, which seeds requests without their own);
+        # a flag left out is absent from args, so EngineConfig's default applies.
+        seed=getattr(args, "seed", None),
         output_kind=RequestOutputKind.DELTA,
     )
 

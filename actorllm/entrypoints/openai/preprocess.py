@@ -130,8 +130,14 @@ def messages_for_template(messages: Sequence[ChatMessage]) -> list[dict[str, Any
             entry["tool_call_id"] = msg.tool_call_id
         elif msg.name is not None:
             entry["name"] = msg.name
-        if isinstance(msg, AssistantMessage) and msg.tool_calls:
-            entry["tool_calls"] = [_tool_call(c) for c in msg.tool_calls]
+        if isinstance(msg, AssistantMessage):
+            if msg.tool_calls:
+                entry["tool_calls"] = [_tool_call(c) for c in msg.tool_calls]
+            reasoning = (
+                msg.reasoning_content if msg.reasoning_content is not None else msg.reasoning
+            )
+            if reasoning is not None:
+                entry["reasoning_content"] = reasoning
         out.append(entry)
     return out
 

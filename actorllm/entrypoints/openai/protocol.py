@@ -207,6 +207,11 @@ class AssistantMessage(msgspec.Struct, kw_only=True, tag_field="role", tag="assi
     content: Content | None = None
     name: str | None = None
     tool_calls: list[ToolCall] | None = None  # passed to the chat template
+    # An earlier turn's reasoning, as this server returns it (vLLM's two names): passed to
+    # the chat template as ``reasoning_content`` (Qwen3's and DeepSeek-R1's templates read
+    # it; others ignore it).
+    reasoning_content: str | None = None
+    reasoning: str | None = None
 
 
 class ToolMessage(msgspec.Struct, kw_only=True, tag_field="role", tag="tool"):
@@ -357,7 +362,14 @@ class ChatResponseMessage(msgspec.Struct, kw_only=True):
     role: str = "assistant"
     content: str | None = None
     reasoning_content: str | None = None  # with --reasoning-parser
+    # The same text under vLLM's newer name (vLLM renamed reasoning_content to reasoning
+    # in late 2025): clients of either version find it.
+    reasoning: str | None = None
     tool_calls: list[ToolCall] = msgspec.field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.reasoning is None:
+            self.reasoning = self.reasoning_content
 
 
 class ChatChoice(msgspec.Struct, kw_only=True):
@@ -400,7 +412,12 @@ class DeltaMessage(msgspec.Struct, kw_only=True, omit_defaults=True):
     role: str | None = None
     content: str | None = None
     reasoning_content: str | None = None
+    reasoning: str | None = None  # the same, vLLM's newer name (ChatResponseMessage)
     tool_calls: list[DeltaToolCall] | None = None
+
+    def __post_init__(self) -> None:
+        if self.reasoning is None:
+            self.reasoning = self.reasoning_content
 
 
 class ChatChunkChoice(msgspec.Struct, kw_only=True):

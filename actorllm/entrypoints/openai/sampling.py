@@ -153,12 +153,15 @@ def chat_params(
     max_tokens: int,
     output_kind: RequestOutputKind,
     forced_tool_schema: dict[str, Any] | None = None,
+    strict_tools_tag: str | None = None,
     keep_special_tokens: bool = False,
     defaults: Mapping[str, float] | None = None,
 ) -> SamplingParams:
     """``forced_tool_schema``: the JSON schema that ``tool_choice`` required / named forces
-    (compact JSON: arguments are for programs); ``keep_special_tokens``: the tool parser
-    reads special tokens (Mistral's ``[TOOL_CALLS]``)."""
+    (compact JSON: arguments are for programs); ``strict_tools_tag``: the structural tag
+    that holds tool_choice auto's calls to strict functions' parameters;
+    ``keep_special_tokens``: the tool parser reads special tokens (Mistral's
+    ``[TOOL_CALLS]``)."""
     if req.top_logprobs is not None and not req.logprobs:
         raise bad_request("top_logprobs requires logprobs to be true.", "top_logprobs")
     structured = structured_outputs(req)
@@ -173,6 +176,15 @@ def chat_params(
             structured = StructuredOutputsParams(
                 json=forced_tool_schema, disable_any_whitespace=True
             )
+    elif strict_tools_tag is not None:
+        if structured is not None:
+            raise bad_request(
+                'tools with "strict": true cannot be combined with response_format / '
+                "structured outputs.",
+                "tools",
+            )
+        with client_error("tools"):
+            structured = StructuredOutputsParams(structural_tag=strict_tools_tag)
     params = _params(
         req,
         max_tokens=max_tokens,

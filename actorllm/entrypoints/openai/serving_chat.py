@@ -99,6 +99,7 @@ async def create_chat_completion(
         max_tokens=max_tokens,
         output_kind=kind,
         forced_tool_schema=tool_plan.forced_schema,
+        strict_tools_tag=tool_plan.strict_tag,
         keep_special_tokens=tool_plan.parser is not None and tool_plan.parser.keeps_special_tokens,
         defaults=ctx.defaults.sampling,
     )
@@ -107,7 +108,8 @@ async def create_chat_completion(
         prompt.engine_input(req.cache_salt), params, request_id=rid, priority=req.priority
     )
     # A spec that does not compile is a 400 naming the field the client sent it in.
-    with client_error(constraint_field(req, tool_plan.forced_schema is not None)):
+    forced = tool_plan.forced_schema is not None or tool_plan.strict_tag is not None
+    with client_error(constraint_field(req, forced)):
         streams = await unless_disconnected(receive, lambda: prime_all([it]))
     last = req.messages[-1]
     state = _ChatState(

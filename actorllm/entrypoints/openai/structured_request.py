@@ -37,6 +37,7 @@ from actorllm.entrypoints.openai.tool_parsers import (
     RequiredToolParser,
     ToolParser,
     get_tool_parser,
+    strict_tools_tag,
     tool_choice_schema,
 )
 
@@ -193,6 +194,9 @@ class ToolPlan:
     parser: ToolParser | None  # reads calls out of the output (None: plain content)
     forced_schema: dict[str, Any] | None  # JSON schema forcing the calls' arguments
     parallel: bool  # several calls allowed in one answer
+    # tool_choice auto with strict functions: the structural tag (JSON) that holds the
+    # calls the model chooses to make to their functions' parameters.
+    strict_tag: str | None = None
 
 
 @dataclass(frozen=True)
@@ -230,7 +234,16 @@ def plan_tools(body: Mapping[str, Any], settings: ToolSettings, tokenizer: Any =
                 param="tool_choice",
             )
         parser = get_tool_parser(settings.tool_call_parser)(tokenizer, tools=tools)
-        return ToolPlan(tools, parser, None, parallel)
+        try:
+            tag = strict_tools_tag(parser, tools)
+        except ValueError:
+            raise InvalidRequestError(
+                f'tools with "strict": true cannot be enforced with --tool-call-parser '
+                f"{settings.tool_call_parser} under tool_choice auto (hermes and llama3_json "
+                "can); send strict false, or force the call with tool_choice.",
+                param="tools",
+            ) from None
+        return ToolPlan(tools, parser, None, parallel, strict_tag=tag)
     if choice == "required":
         schema = tool_choice_schema(tools, "required")
         assert schema is not None

@@ -27,6 +27,7 @@ from actorllm.entrypoints.openai.tool_parsers.base import (
 from actorllm.entrypoints.openai.tool_parsers.forced import (
     NamedToolParser,
     RequiredToolParser,
+    strict_tools_tag,
     tool_choice_schema,
 )
 from actorllm.entrypoints.openai.tool_parsers.hermes import HermesToolParser
@@ -53,6 +54,7 @@ __all__ = [
     "get_tool_parser",
     "load_tool_parser_plugin",
     "register_tool_parser",
+    "strict_tools_tag",
     "tool_choice_schema",
 ]
 

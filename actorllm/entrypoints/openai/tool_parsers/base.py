@@ -104,6 +104,14 @@ class ToolParser(ABC):
         """Cut ``text`` into content and calls. ``final``: the text is complete (calls that
         do not parse are then content); otherwise the last call may be cut short."""
 
+    def strict_call_tag(self, name: str) -> tuple[str, str, str] | None:
+        """How a call of ``name`` is written, as (trigger, begin, end) around its JSON
+        arguments: structured outputs force a strict function's arguments (``"strict":
+        true`` under tool_choice auto) once the model starts a call. None: this format
+        cannot be forced that way, and strict functions are refused."""
+        del name
+        return None
+
     def new_call_id(self) -> str:
         return make_call_id()
 

@@ -11,6 +11,7 @@ against the function's parameters.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from actorllm.entrypoints.openai.tool_parsers.base import Parsed, PartialCall, ToolParser
@@ -42,6 +43,29 @@ def tool_choice_schema(tools: list[dict[str, Any]], tool_choice: Any) -> dict[st
         for fn in (t.get("function") or {} for t in tools)
     ]
     return {"type": "array", "minItems": 1, "items": {"anyOf": items}}
+
+
+def strict_tools_tag(parser: ToolParser, tools: list[dict[str, Any]]) -> str | None:
+    """The structural tag (xgrammar's ``{structures, triggers}``, as JSON) that holds the
+    calls of a tool_choice auto answer to their functions' parameters when some function
+    is ``"strict": true`` (OpenAI's strict function calling; vLLM does the same). The
+    model may still answer in text; once it starts a call, the call must be one of the
+    tools with valid arguments (a tool that is not strict: any JSON object). None: no
+    strict tool. Raises ``ValueError`` if ``parser``'s format cannot be forced."""
+    functions = [t.get("function") or {} for t in tools]
+    if not any(fn.get("strict") is True for fn in functions):
+        return None
+    structures, triggers = [], []
+    for fn in functions:
+        tag = parser.strict_call_tag(str(fn.get("name")))
+        if tag is None:
+            raise ValueError(type(parser).__name__)
+        trigger, begin, end = tag
+        schema = _parameters(fn) if fn.get("strict") is True else {"type": "object"}
+        structures.append({"begin": begin, "schema": schema, "end": end})
+        if trigger not in triggers:
+            triggers.append(trigger)
+    return json.dumps({"structures": structures, "triggers": triggers})
 
 
 def _parameters(fn: dict[str, Any]) -> dict[str, Any]:

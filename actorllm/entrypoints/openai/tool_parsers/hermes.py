@@ -8,6 +8,8 @@
 
 from __future__ import annotations
 
+import json
+
 from actorllm.entrypoints.openai.tool_parsers.base import Parsed, ToolParser
 from actorllm.entrypoints.openai.tool_parsers.json_calls import call_object
 
@@ -16,6 +18,10 @@ OPEN, CLOSE = "<tool_call>", "</tool_call>"
 
 class HermesToolParser(ToolParser):
     markers = (OPEN,)
+
+    def strict_call_tag(self, name: str) -> tuple[str, str, str]:
+        # The templates' own layout: <tool_call>, a newline, the object, a newline.
+        return OPEN, f'{OPEN}\n{{"name": {json.dumps(name)}, "arguments": ', "}\n" + CLOSE
 
     def parse(self, text: str, final: bool) -> Parsed:
         first = text.find(OPEN)

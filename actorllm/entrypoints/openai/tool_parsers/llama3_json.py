@@ -6,6 +6,8 @@
 
 from __future__ import annotations
 
+import json
+
 from actorllm.entrypoints.openai.tool_parsers.base import Parsed, ToolParser
 from actorllm.entrypoints.openai.tool_parsers.json_calls import call_object
 from actorllm.entrypoints.openai.tool_parsers.json_scan import skip_ws
@@ -15,6 +17,9 @@ PYTHON_TAG = "<|python_tag|>"
 
 class Llama3JsonToolParser(ToolParser):
     markers = (PYTHON_TAG,)
+
+    def strict_call_tag(self, name: str) -> tuple[str, str, str]:
+        return '{"name": ', f'{{"name": {json.dumps(name)}, "parameters": ', "}"
 
     def parse(self, text: str, final: bool) -> Parsed:
         pos = skip_ws(text, 0)
