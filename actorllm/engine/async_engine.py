@@ -19,12 +19,14 @@ request fails with ``EngineDeadError`` and the ``async with`` block raises it.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 from actorllm.actors import Strategy, Supervisor, SupervisorEscalation, open_supervisor
+from actorllm.core.sampling_params import SamplingParams
 from actorllm.core.scheduler.kv_connector import KVConnectorBase
 from actorllm.engine.assembly import EngineParts, backoff_of, build_engine, start_actors
 from actorllm.engine.config import EngineConfig
@@ -32,12 +34,15 @@ from actorllm.engine.control_plane import ACTORS, ControlPlane
 from actorllm.engine.dead_letters import DeadLetterPolicy
 from actorllm.engine.errors import EngineClosedError, EngineDeadError
 from actorllm.engine.gc_tuning import engine_gc
+from actorllm.engine.generation_config import default_sampling_params
 from actorllm.engine.request_api import RequestAPI
 from actorllm.engine.startup import RunnerFactory, default_runner_factory
 from actorllm.engine.structured_outputs_config import structured_outputs_config_kwargs
 from actorllm.worker.worker_thread import WorkerThread
 
 __all__ = ["ACTORS", "AsyncEngine"]
+
+logger = logging.getLogger("actorllm.engine")
 
 
 def _as_config(
@@ -55,8 +60,13 @@ def _as_config(
 class AsyncEngine(ControlPlane, RequestAPI):
     """The engine's async API. Build it with :meth:`open`, never directly."""
 
-    def __init__(self, parts: EngineParts) -> None:
+    def __init__(
+        self, parts: EngineParts, sampling_defaults: dict[str, float] | None = None
+    ) -> None:
         self._parts = parts
+        # Requests' default sampling fields (generation_config): what generate/chat use
+        # when given no sampling_params, and what the server fills in.
+        self._sampling_defaults = dict(sampling_defaults or {})
         self._ctx = parts.ctx  # the first replica's context: the shared ledger and refs
         first = parts.replicas[0]
         self._thread = first.thread  # the first replica's worker thread, for its whole life
@@ -94,6 +104,9 @@ class AsyncEngine(ControlPlane, RequestAPI):
         connector of each new core.
         """
         config = _as_config(model_or_config, kwargs)
+        sampling_defaults = config.get_diff_sampling_param()  # a bad file fails before loading
+        if sampling_defaults:
+            logger.info("default sampling parameters (a request's own win): %s", sampling_defaults)
         threads: list[WorkerThread] = []
         try:
             for _ in range(config.data_parallel_size):
@@ -106,7 +119,7 @@ class AsyncEngine(ControlPlane, RequestAPI):
                 tokenizer,
                 connector_factory,
             )
-            engine = cls(parts)
+            engine = cls(parts, sampling_defaults)
             try:
                 async with engine._run() as running:
                     yield running
@@ -173,6 +186,12 @@ class AsyncEngine(ControlPlane, RequestAPI):
     @property
     def tokenizer(self) -> Any:
         return self._tokenizer
+
+    def get_default_sampling_params(self) -> SamplingParams:
+        """What ``generate``/``chat`` use without ``sampling_params``: ``SamplingParams``
+        with the model's generation_config defaults (``generation_config``,
+        ``override_generation_config``) on top, as vLLM's ``LLM``."""
+        return default_sampling_params(self._sampling_defaults)
 
     @property
     def max_model_len(self) -> int:

@@ -16,6 +16,12 @@ from typing import Any, Literal
 
 import msgspec
 
+from actorllm.engine.generation_config import (
+    GenerationConfigError,
+    check_override,
+    sampling_defaults,
+)
+
 Device = Literal["auto", "cpu", "cuda"]
 AttentionBackend = Literal["auto", "torch", "triton"]
 SchedulingPolicy = Literal["fcfs", "priority"]
@@ -64,6 +70,15 @@ class EngineConfig(msgspec.Struct, kw_only=True):
     written inline."""
     enforce_eager: bool = False
     """Never capture or replay CUDA graphs (CPU never uses them)."""
+    generation_config: str = "auto"
+    """Where requests' default sampling parameters (temperature, top_p, top_k, min_p,
+    repetition_penalty; max_new_tokens as the max_tokens of a request that gives none) come
+    from: auto, the model's generation_config.json (as vLLM); vllm, none (SamplingParams'
+    and OpenAI's defaults); or a directory holding a generation_config.json. A request's
+    own values always win; LLM.generate and AsyncEngine.generate without sampling_params
+    use these (LLM.get_default_sampling_params())."""
+    override_generation_config: dict[str, Any] | None = None
+    """Default sampling parameters over generation_config's, e.g. '{"temperature": 0.6}'."""
     cpu_omp_short_spin: bool = True
     """CPU: keep one parked OpenMP team so libgomp always short-spins (worker/omp_spin.py):
     the engine's speed no longer depends on whether the host ran torch work before."""
@@ -237,6 +252,10 @@ class EngineConfig(msgspec.Struct, kw_only=True):
             raise EngineConfigError("long_prefill_token_threshold", "must be non-negative.")
         if self.max_restarts < 0 or self.restart_window_s <= 0:
             raise EngineConfigError("max_restarts", "must be non-negative, with a positive window.")
+        try:
+            check_override(self.override_generation_config)
+        except GenerationConfigError as exc:
+            raise EngineConfigError(exc.param, exc.detail) from None
         if self.chat_template is not None:
             self.resolved_chat_template()  # fail at configuration, not at the first chat
         if isinstance(self.served_model_name, list) and not all(
@@ -322,6 +341,14 @@ class EngineConfig(msgspec.Struct, kw_only=True):
         from actorllm.models.hub import resolve_model
 
         return resolve_model(self.model, revision=self.revision, cache_dir=self.download_dir)
+
+    def get_diff_sampling_param(self) -> dict[str, float]:
+        """Requests' default sampling fields (``generation_config`` with
+        ``override_generation_config`` on top; ``max_tokens`` for max_new_tokens), as
+        vLLM's ``ModelConfig.get_diff_sampling_param``. Reads the model's
+        generation_config.json under ``auto``; raises ``GenerationConfigError``."""
+        model_dir = self.resolved_model() if self.generation_config == "auto" else None
+        return sampling_defaults(self.generation_config, self.override_generation_config, model_dir)
 
     def resolved_tokenizer(self) -> Path:
         if not self.tokenizer:

@@ -43,6 +43,14 @@ class LLM(SyncFacade):
 
     # -- generation -----------------------------------------------------------------------
 
+    def get_default_sampling_params(self) -> SamplingParams:
+        """What ``generate``/``chat`` use without ``sampling_params``: the model's
+        generation_config.json defaults (temperature, top_p, top_k, min_p,
+        repetition_penalty, max_new_tokens as max_tokens) over ``SamplingParams()``'s, as
+        vLLM. ``LLM(..., generation_config="vllm")`` ignores the file;
+        ``override_generation_config={...}`` goes on top."""
+        return self.engine.get_default_sampling_params()
+
     def generate(
         self,
         prompts: Prompt | Sequence[Prompt],
@@ -55,7 +63,8 @@ class LLM(SyncFacade):
 
         A prompt is a str, ``{"prompt": str}`` or ``{"prompt_token_ids": [...]}``;
         ``prompts`` is one of them or a list mixing them. ``sampling_params`` is one
-        ``SamplingParams`` for all prompts or a list with one per prompt; ``priority`` a
+        ``SamplingParams`` for all prompts or a list with one per prompt (None:
+        :meth:`get_default_sampling_params`); ``priority`` a
         list with one per prompt (lower runs first under ``scheduling_policy="priority"``).
 
         Unsupported prompt forms raise ``InvalidRequestError`` before anything runs. Each
@@ -117,7 +126,8 @@ class LLM(SyncFacade):
         is_chat: bool,
         options: dict[str, Any] | None = None,
     ) -> list[RequestOutput]:
-        params = per_prompt(sampling_params, len(items), SamplingParams(), "sampling params")
+        default = self.get_default_sampling_params()  # for sampling_params=None
+        params = per_prompt(sampling_params, len(items), default, "sampling params")
         prios = per_prompt(priority, len(items), 0, "priorities")
         for prio in prios:
             check_priority(prio, self.engine.config)

@@ -32,6 +32,9 @@ class RequestAPI:
 
     _cores: Callable[[], list[Any]]  # every live replica's scheduler core
 
+    def get_default_sampling_params(self) -> SamplingParams:  # AsyncEngine's
+        raise NotImplementedError
+
     @property
     def is_dead(self) -> bool:
         return self._dead is not None
@@ -52,8 +55,9 @@ class RequestAPI:
         convention; default: now): it orders the waiting queue and starts the queue-time
         and latency metrics.
 
-        Invalid input raises ``InvalidRequestError`` (a ``ValueError``) on the first
-        iteration; a dead engine raises ``EngineDeadError``.
+        Without ``sampling_params``: :meth:`get_default_sampling_params` (the model's
+        generation_config defaults). Invalid input raises ``InvalidRequestError`` (a
+        ``ValueError``) on the first iteration; a dead engine raises ``EngineDeadError``.
         """
         return self._request(
             prompt, sampling_params, request_id, priority, chat=None, arrival_time=arrival_time
@@ -95,7 +99,8 @@ class RequestAPI:
         ctx = self._ctx
         check_priority(priority, ctx.config)
         check_waiting_bound(ctx.ledger, self._cores(), ctx.config.max_waiting_requests)
-        params = params or SamplingParams()
+        if params is None:  # the model's generation_config defaults, as vLLM
+            params = self.get_default_sampling_params()
         rid = request_id or uuid.uuid4().hex
         now = monotonic_arrival(arrival_time)
         try:

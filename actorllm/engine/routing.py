@@ -9,7 +9,9 @@ is far busier than another should not get it just for the cache.
 
 * **Affinity.** The router hashes the prompt's first full blocks (at most
   ``MAX_AFFINITY_BLOCKS``) with the prefix cache's own chained block hash
-  (core/kv_cache/block_hash.py), so a key means "this exact prefix". It remembers, for the
+  (core/kv_cache/block_hash.py), with the request's ``cache_salt`` mixed into the first
+  block exactly as there, so a key means "this exact prefix, under this salt": salted
+  requests are not drawn to a replica by a cache they could not use. It remembers, for the
   most recent ``table_size`` keys, the replica it last sent that prefix to. A new request
   goes to the replica of its *longest* remembered prefix: two requests sharing a system
   prompt land on the same replica, whose prefix cache holds it.
@@ -86,21 +88,27 @@ class ReplicaRouter:
         self._hits = 0
         self._overridden = 0
 
-    def prefix_keys(self, token_ids: Sequence[int]) -> list[BlockHash]:
-        """Chained hashes of the prompt's first full blocks (the prefix cache's keys)."""
+    def prefix_keys(
+        self, token_ids: Sequence[int], cache_salt: str | None = None
+    ) -> list[BlockHash]:
+        """Chained hashes of the prompt's first full blocks (the prefix cache's keys, with
+        ``cache_salt`` in the first as there)."""
         bs = self._hasher.block_size
         n = min(len(token_ids) // bs, MAX_AFFINITY_BLOCKS)
         keys: list[BlockHash] = []
-        self._hasher.extend(keys, token_ids[: n * bs], None)
+        self._hasher.extend(keys, token_ids[: n * bs], cache_salt)
         return keys
 
-    def route(self, token_ids: Sequence[int], loads: Sequence[int]) -> Decision:
-        """Pick the replica for a prompt, given each replica's load; remember the choice.
+    def route(
+        self, token_ids: Sequence[int], loads: Sequence[int], cache_salt: str | None = None
+    ) -> Decision:
+        """Pick the replica for a prompt (with its ``cache_salt``, vLLM's request field),
+        given each replica's load; remember the choice.
 
         Raises ``LookupError`` when no replica is live."""
         if not self.live:
             raise LookupError("no engine replica is alive")
-        keys = self.prefix_keys(token_ids)
+        keys = self.prefix_keys(token_ids, cache_salt)
         target = self._longest_match(keys)
         least = self._least_loaded(loads)
         if target is not None and loads[target] - loads[least] <= max(MIN_GAP, loads[least]):

@@ -29,6 +29,27 @@ def test_shared_prefix_lands_on_one_replica() -> None:
         assert decision == (first, True)
 
 
+def test_cache_salt_keys_the_affinity_like_the_prefix_cache() -> None:
+    """Salted requests share a replica's prefix only under the same salt: the router's keys
+    are the prefix cache's block hashes, salt included."""
+    from actorllm.core.kv_cache.block_hash import BlockHash, BlockHasher
+
+    r = ReplicaRouter(2, block_size=4)
+    system = [7, 7, 7, 7, 8, 8, 8, 8]
+    expected: list[BlockHash] = []
+    BlockHasher(4, "xxh3_128").extend(expected, system, "tenant-a")
+    assert r.prefix_keys(system, "tenant-a") == expected
+    assert r.prefix_keys(system, "tenant-a") != r.prefix_keys(system, "tenant-b")
+    assert r.prefix_keys(system) != r.prefix_keys(system, "tenant-a")
+    a = r.route([*system, 1], [0, 0], "tenant-a")
+    assert a == (0, False)
+    # Same prompt, another salt (or none): no affinity to tenant a's replica.
+    assert r.route([*system, 2], [1, 0], "tenant-b") == (1, False)
+    assert r.route([*system, 3], [1, 1]) == (0, False)  # round robin, not affinity
+    # The same salt again follows its own prefix, even onto the busier replica.
+    assert r.route([*system, 4], [2, 1], "tenant-a") == (0, True)
+
+
 def test_longest_prefix_wins() -> None:
     r = ReplicaRouter(2, block_size=2)
     assert r.route([1, 1], [0, 0]).replica == 0

@@ -66,6 +66,8 @@ _SEMANTIC = (*STRUCTURED_FIELDS, "tools", "tool_choice")
 def filter_case(context: Any, case: Any) -> bool:
     """Applied in every phase (the coverage phase does not run body hooks)."""
     path, body = case.operation.path, case.body
+    if path == "/invocations" and isinstance(body, dict):  # routed by the body, as served
+        path = "/v1/chat/completions" if "messages" in body else "/v1/completions"
     if path not in ("/v1/completions", "/v1/chat/completions") or not isinstance(body, dict):
         return True
     if any(body.get(name) is not None for name in _SEMANTIC):

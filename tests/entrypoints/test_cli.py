@@ -318,3 +318,27 @@ def test_chat_template_inline_or_file(tmp_path: Any) -> None:
     path.write_text(inline)
     config = engine_config(parse("serve", "--chat-template", str(path)))
     assert config.resolved_chat_template() == inline
+
+
+def test_generate_and_chat_sampling_flags_over_the_generation_config() -> None:
+    """`actorllm generate/chat`: a sampling flag given wins; one left out takes the model's
+    generation_config default (--override-generation-config here), else the command's own
+    (greedy, --max-tokens 64) -- the generation-config flags are never silently ignored."""
+    from actorllm.entrypoints.commands.generate import sampling_params
+
+    def params(*flags: str) -> Any:
+        args = parse("generate", "hi", *flags)
+        return sampling_params(args, engine_config(args).get_diff_sampling_param())
+
+    own = params("--generation-config", "vllm")
+    assert (own.temperature, own.top_p, own.max_tokens) == (0.0, 1.0, 64)
+    over = [
+        "--override-generation-config",
+        '{"temperature": 0.7, "top_p": 0.9, "max_new_tokens": 9}',
+    ]
+    p = params("--generation-config", "vllm", *over)
+    assert (p.temperature, p.top_p, p.max_tokens) == (0.7, 0.9, 9)
+    p = params("--generation-config", "vllm", *over, "--temperature", "0.2", "--max-tokens", "3")
+    assert (p.temperature, p.top_p, p.max_tokens) == (0.2, 0.9, 3)
+    chat = parse("chat", "--generation-config", "vllm")
+    assert sampling_params(chat, {}).max_tokens == 256

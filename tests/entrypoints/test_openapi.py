@@ -62,5 +62,10 @@ def test_an_api_key_is_documented_where_it_is_enforced() -> None:
     completions = doc["paths"]["/v1/completions"]["post"]
     assert completions["security"] == [{"bearer": []}] and "401" in completions["responses"]
     assert "security" not in doc["paths"]["/health"]["get"]
+    invocations = doc["paths"]["/invocations"]["post"]  # guarded here (vLLM leaves it open)
+    assert invocations["security"] == [{"bearer": []}] and "401" in invocations["responses"]
+    body = invocations["requestBody"]["content"]["application/json"]["schema"]["anyOf"]
+    assert body[0] == {"$ref": "#/components/schemas/ChatCompletionRequest"}
+    assert body[1]["properties"] == {"messages": False}  # else it is a chat request
     priority = doc["components"]["schemas"]["CompletionRequest"]["properties"]["priority"]
     assert priority["minimum"] < 0 < priority["maximum"]  # the priority policy takes any

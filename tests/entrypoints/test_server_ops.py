@@ -376,10 +376,11 @@ def test_generation_config_defaults(tmp_path: Path) -> None:
     (tmp_path / "generation_config.json").write_text(
         json.dumps({"temperature": 0.25, "top_p": 0.5, "max_new_tokens": 3, "do_sample": True})
     )
-    fake = FakeEngine()
-    srv = start_server(
-        fake, generation_config=str(tmp_path), override_generation_config={"top_k": 7}
+    fake = FakeEngine()  # the fields are the engine's (EngineConfig), as vLLM's ModelConfig
+    fake.config = fake.config.replace(
+        generation_config=str(tmp_path), override_generation_config={"top_k": 7}
     )
+    srv = start_server(fake)
     try:
         body: dict[str, Any] = {"prompt": "hi", "max_tokens": 1}
         assert httpx.post(srv.url + "/v1/completions", json=body).status_code == 200
@@ -397,12 +398,46 @@ def test_generation_config_defaults(tmp_path: Path) -> None:
     finally:
         srv.stop()
     plain = FakeEngine()
-    srv = start_server(plain, generation_config="vllm")
+    plain.config = plain.config.replace(generation_config="vllm")
+    srv = start_server(plain)
     try:
         httpx.post(srv.url + "/v1/completions", json={"prompt": "hi", "max_tokens": 1})
         params = plain.last_request[1] if plain.last_request else None
         assert params is not None and (params.temperature, params.top_p) == (1.0, 1.0)
     finally:
         srv.stop()
-    with pytest.raises(RuntimeError):  # a key that is no sampling field: start-up fails
-        start_server(FakeEngine(), override_generation_config={"do_sample": True})
+    bad = FakeEngine()
+    bad.config = bad.config.replace(generation_config=str(tmp_path / "none"))
+    with pytest.raises(RuntimeError):  # no such directory: start-up fails
+        start_server(bad)
+
+
+def test_server_load_tracking_counts_requests_in_flight() -> None:
+    """--enable-server-load-tracking: GET /load counts generation requests until their
+    response (a stream's last chunk) is sent; without the flag it stays 0, as vLLM."""
+    fake = FakeEngine(token_delay_s=0.2)
+    srv = start_server(fake, enable_server_load_tracking=True)
+    try:
+        assert httpx.get(srv.url + "/load").json() == {"server_load": 0}
+        body = {"prompt": "hi", "max_tokens": 3, "stream": True}
+        with httpx.stream("POST", srv.url + "/v1/completions", json=body) as r:
+            lines = r.iter_lines()  # one iterator: dropping one closes the stream
+            assert next(lines).startswith("data: ")  # the stream is open
+            assert httpx.get(srv.url + "/load").json() == {"server_load": 1}
+            for _ in lines:
+                pass
+        assert httpx.post(srv.url + "/v1/completions", json={"prompt": "hi", "max_tokens": 1})
+        bad = httpx.post(srv.url + "/v1/completions", json={"prompt": "hi", "top_p": 7})
+        assert bad.status_code == 400  # refused requests are counted out too
+        assert httpx.get(srv.url + "/load").json() == {"server_load": 0}
+    finally:
+        srv.stop()
+    plain = start_server(FakeEngine(token_delay_s=0.2))
+    try:
+        body = {"prompt": "hi", "max_tokens": 3, "stream": True}
+        with httpx.stream("POST", plain.url + "/v1/completions", json=body) as r:
+            lines = r.iter_lines()
+            assert next(lines).startswith("data: ")
+            assert httpx.get(plain.url + "/load").json() == {"server_load": 0}
+    finally:
+        plain.stop()

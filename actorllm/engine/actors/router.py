@@ -72,7 +72,9 @@ class RouterActor(Actor[RouterMsg]):
         while self.routing.live:
             replica = entry.replica  # set: a redelivered Route (the scheduler drops doubles)
             if replica is None or replica not in self.routing.live:
-                replica = self.routing.route(request.prompt_token_ids, self._loads()).replica
+                replica = self.routing.route(
+                    request.prompt_token_ids, self._loads(), request.cache_salt
+                ).replica
                 ledger.assign(rid, replica)
             try:
                 await self.ctx.refs.cores[replica].scheduler.send(AddRequest(request=request))
@@ -95,7 +97,7 @@ class RouterActor(Actor[RouterMsg]):
             if entry.ending:
                 continue  # its end is on its way to the output processor
             assert entry.prompt_token_ids is not None  # routed: processed
-            to = self.routing.route(entry.prompt_token_ids, self._loads()).replica
+            to = self.routing.route(entry.prompt_token_ids, self._loads(), entry.cache_salt).replica
             ledger.assign(entry.request_id, to)
             moved.setdefault(to, []).append(entry.request_id)
         for to, request_ids in moved.items():

@@ -60,7 +60,8 @@ async def chat_loop(engine: Any, params: Any, system: str | None, interactive: b
 
 def run(args: argparse.Namespace) -> int:
     try:
-        config, params = engine_config(args), sampling_params(args)
+        config = engine_config(args)
+        params = sampling_params(args, config.get_diff_sampling_param())
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

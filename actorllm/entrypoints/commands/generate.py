@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 import anyio
@@ -13,23 +14,36 @@ from actorllm.entrypoints.commands.engine_args import add_engine_arguments, engi
 HELP = "generate a completion for one prompt and print it as it streams"
 
 
+# A sampling flag left out takes the model's generation_config default (--generation-config,
+# --override-generation-config), else this command's own: greedy, no top-p/top-k cut.
+_OWN_DEFAULTS = {"temperature": 0.0, "top_p": 1.0, "top_k": 0}
+
+
 def add_sampling_arguments(parser: argparse.ArgumentParser, *, max_tokens: int) -> None:
-    group = parser.add_argument_group("sampling")
-    group.add_argument("--max-tokens", type=int, default=max_tokens)
-    group.add_argument("--temperature", type=float, default=0.0, help="0: greedy (default)")
-    group.add_argument("--top-p", type=float, default=1.0)
-    group.add_argument("--top-k", type=int, default=0)
+    group = parser.add_argument_group(
+        "sampling (a flag left out: the model's generation_config default, else the one shown)"
+    )
+    group.add_argument("--max-tokens", type=int, default=None, help=f"default: {max_tokens}")
+    group.add_argument("--temperature", type=float, default=None, help="default: 0, greedy")
+    group.add_argument("--top-p", type=float, default=None, help="default: 1.0")
+    group.add_argument("--top-k", type=int, default=None, help="default: 0 (no cut)")
     group.add_argument("--stop", action="append", default=None, help="stop string (repeatable)")
+    parser.set_defaults(_own_max_tokens=max_tokens)
 
 
-def sampling_params(args: argparse.Namespace) -> Any:
+def sampling_params(args: argparse.Namespace, defaults: Mapping[str, float]) -> Any:
+    """The flags given, over ``defaults`` (``EngineConfig.get_diff_sampling_param()``: the
+    model's generation_config), over this command's own defaults."""
     from actorllm.core.sampling_params import RequestOutputKind, SamplingParams
 
+    fields: dict[str, Any] = {**_OWN_DEFAULTS, "max_tokens": args._own_max_tokens}
+    fields.update(defaults)
+    for name in ("max_tokens", "temperature", "top_p", "top_k"):
+        given = getattr(args, name)
+        if given is not None:
+            fields[name] = given
     return SamplingParams(
-        max_tokens=args.max_tokens,
-        temperature=args.temperature,
-        top_p=args.top_p,
-        top_k=args.top_k,
+        **fields,
         stop=args.stop,
         # --seed is the engine's (EngineConfig.seed, which seeds requests without their own);
         # a flag left out is absent from args, so EngineConfig's default applies.
@@ -46,7 +60,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        config, params = engine_config(args), sampling_params(args)
+        config = engine_config(args)
+        params = sampling_params(args, config.get_diff_sampling_param())
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

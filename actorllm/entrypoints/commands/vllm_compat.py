@@ -141,7 +141,6 @@ FOREIGN: list[Foreign] = [
         value=False,
         why="server errors (500) are always logged with their stack; client errors are not",
     ),
-    _i("--enable-server-load-tracking", value=False, why="there is no /load endpoint"),
     # Frontend
     _i(
         "--disable-frontend-multiprocessing",

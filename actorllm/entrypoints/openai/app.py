@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
-from pathlib import Path
 from typing import Any, ClassVar, TypeVar, final
 
 import anyio
@@ -24,7 +23,8 @@ from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
-from starlette.routing import Route
+from starlette.routing import Route, request_response
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 import actorllm
 from actorllm.entrypoints.metrics import CONTENT_TYPE, ServerMetrics, log_stats_forever
@@ -33,7 +33,6 @@ from actorllm.entrypoints.openai import protocol as p
 from actorllm.entrypoints.openai.engine_client import EngineClient
 from actorllm.entrypoints.openai.errors import APIError, bad_request, to_api_error
 from actorllm.entrypoints.openai.fields import decode_request
-from actorllm.entrypoints.openai.generation_defaults import sampling_defaults
 from actorllm.entrypoints.openai.middleware import (
     APIKeyMiddleware,
     BodyLimitMiddleware,
@@ -125,14 +124,10 @@ class AppSettings(msgspec.Struct, kw_only=True):
     metrics_prefix: str = "actorllm:"
     """Prometheus metric name prefix; vllm makes an existing vLLM Grafana dashboard work
     unchanged."""
-    # -- ModelConfig ------------------------------------------------------------------------
-    generation_config: str = "auto"
-    """Where requests' default sampling parameters (temperature, top_p, top_k, min_p,
-    repetition_penalty) come from: auto, the model's generation_config.json (as vLLM);
-    vllm, none (OpenAI's defaults); or a directory holding a generation_config.json. A
-    request's own values always win."""
-    override_generation_config: dict[str, Any] | None = None
-    """Default sampling parameters over generation_config's, e.g. '{"temperature": 0.6}'."""
+    enable_server_load_tracking: bool = False
+    """Count the requests in flight on /v1/completions, /v1/chat/completions and
+    /invocations (a stream counts until it ends); GET /load answers {"server_load": N}
+    (without this flag always 0, as vLLM)."""
 
     def __post_init__(self) -> None:
         if self.enable_log_outputs and not self.enable_log_requests:
@@ -148,6 +143,8 @@ class AppState:
         self.ctx: ServingContext | None = None  # set once the engine is up
         self.startup_error: BaseException | None = None  # why the engine failed to start
         self.draining = False  # shutting down: /health says 503 so traffic goes elsewhere
+        # Generation requests in flight (--enable-server-load-tracking), for GET /load.
+        self.server_load = 0
 
     @property
     def serving(self) -> ServingContext:
@@ -162,6 +159,28 @@ def _state(request: Request) -> AppState:
 
 
 Handler = Callable[[AppState, Request], Awaitable[Response]]
+
+
+@final
+class _LoadTracked:
+    """An ASGI route app that counts itself in ``AppState.server_load`` from the request's
+    arrival until its response is sent (a stream's last chunk; a disconnect), as vLLM's
+    ``load_aware_call``."""
+
+    def __init__(self, app: ASGIApp, state: AppState) -> None:
+        self.app = app
+        self.state = state
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        self.state.server_load += 1
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.state.server_load -= 1
+
+
+# The routes that run the engine: what --enable-server-load-tracking counts.
+_LOAD_TRACKED = frozenset({"/v1/completions", "/v1/chat/completions", "/invocations"})
 
 
 def _endpoint(fn: Handler) -> Callable[[Request], Awaitable[Response]]:
@@ -271,6 +290,12 @@ async def metrics(state: AppState, request: Request) -> Response:
     return Response(ctx.metrics.render(), media_type=CONTENT_TYPE)
 
 
+async def load(state: AppState, request: Request) -> Response:
+    """vLLM's ``GET /load``: generation requests in flight (0 unless the server runs with
+    --enable-server-load-tracking)."""
+    return json_response(p.LoadResponse(server_load=state.server_load))
+
+
 async def version(state: AppState, request: Request) -> Response:
     return json_response(p.VersionResponse(version=actorllm.__version__))
 
@@ -363,6 +388,7 @@ _ROUTES: list[tuple[str, Handler, str]] = [
     ("/invocations", invocations, "POST"),  # SageMaker's inference route
     ("/metrics", metrics, "GET"),
     ("/version", version, "GET"),
+    ("/load", load, "GET"),
     ("/openapi.json", openapi, "GET"),
 ]
 _DEV_ROUTES: list[tuple[str, Handler, str]] = [
@@ -423,12 +449,6 @@ def _middleware(settings: AppSettings) -> list[Middleware]:
     return stack
 
 
-def _model_dir(engine: EngineClient) -> Path | None:
-    """The served model's directory, for its generation_config.json (None if unknown)."""
-    resolve = getattr(engine.config, "resolved_model", None)
-    return Path(resolve()) if resolve is not None else None
-
-
 def serving_defaults(
     settings: AppSettings, sampling: dict[str, float] | None = None
 ) -> ServingDefaults:
@@ -442,6 +462,14 @@ def serving_defaults(
         log_outputs=settings.enable_log_outputs,
         max_log_len=settings.max_log_len,
     )
+
+
+def _tracked(path: str, fn: Handler, state: AppState, settings: AppSettings) -> Any:
+    """The route's endpoint; counted in the server load when tracking is on."""
+    endpoint = _endpoint(fn)
+    if settings.enable_server_load_tracking and path in _LOAD_TRACKED:
+        return _LoadTracked(request_response(endpoint), state)
+    return endpoint
 
 
 def build_app(engine_factory: EngineFactory, settings: AppSettings | None = None) -> Starlette:
@@ -464,11 +492,9 @@ def build_app(engine_factory: EngineFactory, settings: AppSettings | None = None
                 )
                 try:
                     chat = ChatSetup.from_config(engine.config)
-                    sampling = sampling_defaults(
-                        settings.generation_config,
-                        settings.override_generation_config,
-                        _model_dir(engine),
-                    )
+                    # The engine's generation_config / override_generation_config
+                    # (engine/generation_config.py, shared with LLM and AsyncEngine).
+                    sampling = engine.config.get_diff_sampling_param()
                 except Exception as exc:  # a bad parser, plugin or generation config
                     state.startup_error = exc
                     raise
@@ -493,7 +519,9 @@ def build_app(engine_factory: EngineFactory, settings: AppSettings | None = None
             # /health already said so; shutting down is all that is left to do.
             logger.error("the engine stopped with an error: %s", exc)
 
-    routes = [Route(path, _endpoint(fn), methods=[m]) for path, fn, m in _ROUTES]
+    routes = [
+        Route(path, _tracked(path, fn, state, settings), methods=[m]) for path, fn, m in _ROUTES
+    ]
     if settings.dev_mode:
         routes += [Route(path, _endpoint(fn), methods=[m]) for path, fn, m in _DEV_ROUTES]
     if settings.enable_tokenizer_info_endpoint:

@@ -90,6 +90,14 @@ _ENDPOINTS: list[tuple[str, str, type | None, type | None, str, str]] = [
     ("get", "/health", None, None, "200 while the engine is alive, 503 once it is dead.", "ops"),
     ("get", "/metrics", None, None, "Prometheus metrics (text exposition format).", "ops"),
     ("get", "/version", None, p.VersionResponse, "Server version.", "ops"),
+    (
+        "get",
+        "/load",
+        None,
+        p.LoadResponse,
+        "Generation requests in flight (0 without --enable-server-load-tracking).",
+        "ops",
+    ),
 ]
 _DEV_ENDPOINTS: list[tuple[str, str, str]] = [
     ("post", "/sleep", "Put the engine to sleep (query: level)."),
@@ -230,6 +238,36 @@ def _responses(op: dict[str, Any], error: dict[str, Any], statuses: list[int]) -
         op["responses"][str(status)] = {**error, "description": reasons[status]}
 
 
+def _invocations(ref: dict[type, Any], error: dict[str, Any], api_key: bool) -> dict[str, Any]:
+    """SageMaker's ``POST /invocations``: a chat completion request (it has ``messages``)
+    or a completion request (it has none), answered as that route answers."""
+    completion = {"allOf": [ref[p.CompletionRequest]], "properties": {"messages": False}}
+    body = {"anyOf": [ref[p.ChatCompletionRequest], completion]}
+    ok = {
+        "description": "OK",
+        **_json({"anyOf": [ref[p.ChatCompletionResponse], ref[p.CompletionResponse]]}),
+    }
+    chunks = {"anyOf": [ref[p.ChatCompletionChunk], ref[p.CompletionResponse]]}
+    ok["content"]["text/event-stream"] = {"schema": _event(chunks, ref[p.ErrorResponse])}
+    summary = (
+        "SageMaker's inference route: a chat completion when the body has messages, "
+        "else a completion."
+    )
+    op: dict[str, Any] = {
+        "summary": summary,
+        "description": summary + _GENERATION_RULES,
+        "tags": ["openai"],
+        "requestBody": {"required": True, **_json(body)},
+        "responses": {"200": ok},
+    }
+    statuses = [400, 404, 413, 500, 503]
+    if api_key:
+        statuses.append(401)
+        op["security"] = [{"bearer": []}]
+    _responses(op, error, sorted(statuses))
+    return op
+
+
 def openapi_document(*, dev_mode: bool, api_key: bool, served: Served) -> dict[str, Any]:
     structs = [t for _, _, req, resp, _, _ in _ENDPOINTS for t in (req, resp) if t is not None]
     everything = [*structs, p.ChatCompletionChunk, p.ErrorResponse]
@@ -269,6 +307,7 @@ def openapi_document(*, dev_mode: bool, api_key: bool, served: Served) -> dict[s
             op["security"] = [{"bearer": []}]
         _responses(op, error, sorted(statuses))
         paths.setdefault(path, {})[method] = op
+    paths["/invocations"] = {"post": _invocations(ref, error, api_key)}
     if dev_mode:
         for method, path, summary in _DEV_ENDPOINTS:
             op = {"summary": summary, "tags": ["dev"], "responses": {"200": {"description": "OK"}}}

@@ -470,6 +470,12 @@ class VersionResponse(msgspec.Struct, kw_only=True):
     version: str
 
 
+class LoadResponse(msgspec.Struct, kw_only=True):
+    """``GET /load``: generation requests in flight (``--enable-server-load-tracking``)."""
+
+    server_load: int
+
+
 class ErrorInfo(msgspec.Struct, kw_only=True):
     message: str
     type: str
