@@ -31,7 +31,7 @@ from actorllm.engine.config import EngineConfig
 from actorllm.engine.control_plane import ACTORS, ControlPlane
 from actorllm.engine.dead_letters import DeadLetterPolicy
 from actorllm.engine.errors import EngineClosedError, EngineDeadError
-from actorllm.engine.gc_tuning import engine_gc
+from actorllm.engine.interpreter_settings import engine_interpreter_settings
 from actorllm.engine.request_api import RequestAPI
 from actorllm.engine.startup import RunnerFactory, default_runner_factory
 from actorllm.worker.worker_thread import WorkerThread
@@ -127,9 +127,10 @@ class AsyncEngine(ControlPlane, RequestAPI):
             ) as sup:
                 self._supervisor = sup
                 await start_actors(sup, self._parts)
-                with engine_gc(
+                with engine_interpreter_settings(
                     freeze=ctx.config.freeze_gc_at_start,
                     gen0_threshold=ctx.config.gc_gen0_threshold,
+                    switch_interval_s=ctx.config.switch_interval_s,
                 ):
                     try:
                         yield self
