@@ -136,10 +136,11 @@ class OutputProcessor:
         At most one ``RequestOutput`` per user request per call, holding every child that
         changed in this step.
 
-        Most outputs of a step are the plain case (a DELTA request with one sample, no
-        stop strings or logprobs, one new token, not finished): those take a short lane
-        that builds the same output with less work per request; the others are folded
-        per child and rendered per user request once the step is folded.
+        Most outputs of a step are the plain case (a DELTA or FINAL_ONLY request with one
+        sample, no stop strings or logprobs, one new token, not finished): those take a
+        short lane that builds the same output (DELTA; FINAL_ONLY has none yet) with less
+        work per request; the others are folded per child and rendered per user request
+        once the step is folded.
         """
         result = ProcessedOutputs()
         outputs = result.request_outputs
@@ -170,7 +171,8 @@ class OutputProcessor:
                         gaps[previous] = gaps.get(previous, 0) + 1
                     else:
                         self._record_tokens(user, 1, previous, now)
-                outputs.append((user.request_id, user.plain_output(state)))
+                if not user.silent:
+                    outputs.append((user.request_id, user.plain_output(state)))
                 continue
             if state.update(out, now):
                 result.reqs_to_abort.append(out.req_id)
