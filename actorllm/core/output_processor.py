@@ -34,7 +34,7 @@ import msgspec
 from tokenizers import Tokenizer
 
 from actorllm.core.detokenizer import TokenDecoder
-from actorllm.core.engine_core_output import EngineCoreOutputs, FinishReason
+from actorllm.core.engine_core_output import EngineCoreOutput, EngineCoreOutputs, FinishReason
 from actorllm.core.output_parent import UserRequest, child_params, fan_out
 from actorllm.core.output_state import RequestState
 from actorllm.core.outputs import RequestOutput
@@ -174,21 +174,7 @@ class OutputProcessor:
                 if not user.silent:
                     outputs.append((user.request_id, user.plain_output(state)))
                 continue
-            if state.update(out, now):
-                result.reqs_to_abort.append(out.req_id)
-            if out.new_token_ids and record:
-                self._record_tokens(user, len(out.new_token_ids), previous, now)
-            user.add_prompt_logprobs(state, out.new_prompt_logprobs)
-            user.note_cached_tokens(state)
-            if out.new_token_ids or state.finished:
-                slot = changed.get(user.request_id)
-                if slot is None:
-                    changed[user.request_id] = (len(outputs), [state])
-                    outputs.append(_PENDING)
-                else:
-                    slot[1].append(state)
-            if state.finished:
-                del self._engine[out.req_id]
+            self._fold(out, state, user, result, changed, record, now)
         if gaps:
             assert self._stats is not None
             for previous, count in gaps.items():
@@ -196,6 +182,35 @@ class OutputProcessor:
         if changed:
             self._render(changed, result, now)
         return result
+
+    def _fold(
+        self,
+        out: EngineCoreOutput,
+        state: RequestState,
+        user: UserRequest,
+        result: ProcessedOutputs,
+        changed: dict[str, tuple[int, list[RequestState]]],
+        record: bool,
+        now: float,
+    ) -> None:
+        """The general path: fold ``out`` into its child; a changed child's user request
+        gets a slot in the step's outputs, rendered by :meth:`_render`."""
+        previous = state.last_token_time
+        if state.update(out, now):
+            result.reqs_to_abort.append(out.req_id)
+        if out.new_token_ids and record:
+            self._record_tokens(user, len(out.new_token_ids), previous, now)
+        user.add_prompt_logprobs(state, out.new_prompt_logprobs)
+        user.note_cached_tokens(state)
+        if out.new_token_ids or state.finished:
+            slot = changed.get(user.request_id)
+            if slot is None:
+                changed[user.request_id] = (len(result.request_outputs), [state])
+                result.request_outputs.append(_PENDING)
+            else:
+                slot[1].append(state)
+        if state.finished:
+            del self._engine[out.req_id]
 
     def _render(
         self,
