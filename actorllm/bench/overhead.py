@@ -24,8 +24,9 @@ import argparse
 import contextlib
 import functools
 import gc
+import statistics
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import anyio
@@ -88,9 +89,11 @@ async def engine_step_ms(
     output_kind: str = "delta",
     async_scheduling: bool = False,
     gc_freeze: bool = False,
+    window: Callable[[], contextlib.AbstractContextManager[Any]] | None = None,
 ) -> dict[str, Any]:
     """The actor engine on the ScriptedModel; must run inside an event loop (trio or
-    asyncio). Returns once the timed window is over (the requests are then cancelled)."""
+    asyncio). Returns once the timed window is over (the requests are then cancelled).
+    ``window()``, when given, is entered around the timed window (e.g. a profiler)."""
     from actorllm.core.sampling_params import RequestOutputKind, SamplingParams
     from actorllm.testing.engine_harness import engine_context, open_test_engine
 
@@ -120,7 +123,8 @@ async def engine_step_ms(
                     break
                 await anyio.sleep(0.01)
             await _wait_steps(ctx, ctx.admission.steps_done + 10)
-            with _frozen_gc(gc_freeze):
+            around = window() if window is not None else contextlib.nullcontext()
+            with _frozen_gc(gc_freeze), around:
                 s0, c0, t0 = ctx.admission.steps_done, time.process_time(), time.perf_counter()
                 await _wait_steps(ctx, s0 + steps)
                 s1, c1, t1 = ctx.admission.steps_done, time.process_time(), time.perf_counter()
@@ -158,35 +162,52 @@ def run_overhead(
     async_scheduling: bool = False,
     backend: str = "trio",
     gc_freeze: bool = False,
+    repeat: int = 1,
 ) -> list[dict[str, Any]]:
-    """One row per size: engine and core figures and their ratio (engine / core)."""
+    """One row per size: engine and core figures and their ratio (engine / core).
+
+    ``repeat`` > 1 runs engine and core in turn that many times per size (interleaved, so
+    a shared machine's load weighs on both alike) and reports medians, with every run's
+    figures beside them."""
     rows = []
     for n in sizes:
-        eng: dict[str, Any] = anyio.run(
-            functools.partial(
-                engine_step_ms,
-                n,
-                steps,
-                output_kind=output_kind,
-                async_scheduling=async_scheduling,
-                gc_freeze=gc_freeze,
-            ),
-            backend=backend,
-        )
-        core = core_step_ms(n, steps, gc_freeze=gc_freeze)
-        rows.append(
-            {
-                "num_running": n,
-                "engine_step_ms": eng["step_ms"],
-                "engine_cpu_ms_per_step": eng["cpu_ms_per_step"],
-                "engine_steps": eng["steps"],
-                "core_step_ms": core["step_ms"],
-                "core_cpu_ms_per_step": core["cpu_ms_per_step"],
-                "core_steps": core["steps"],
-                "ratio": eng["step_ms"] / core["step_ms"],
-                "engine_us_per_request_step": eng["step_ms"] / n * 1e3,
-            }
-        )
+        engines: list[dict[str, Any]] = []
+        cores: list[dict[str, Any]] = []
+        for _ in range(repeat):
+            engines.append(
+                anyio.run(
+                    functools.partial(
+                        engine_step_ms,
+                        n,
+                        steps,
+                        output_kind=output_kind,
+                        async_scheduling=async_scheduling,
+                        gc_freeze=gc_freeze,
+                    ),
+                    backend=backend,
+                )
+            )
+            cores.append(core_step_ms(n, steps, gc_freeze=gc_freeze))
+        eng = {k: statistics.median(e[k] for e in engines) for k in engines[0]}
+        core = {k: statistics.median(c[k] for c in cores) for k in cores[0]}
+        row = {
+            "num_running": n,
+            "engine_step_ms": eng["step_ms"],
+            "engine_cpu_ms_per_step": eng["cpu_ms_per_step"],
+            "engine_steps": int(eng["steps"]),
+            "core_step_ms": core["step_ms"],
+            "core_cpu_ms_per_step": core["cpu_ms_per_step"],
+            "core_steps": int(core["steps"]),
+            "ratio": eng["step_ms"] / core["step_ms"],
+            "cpu_ratio": eng["cpu_ms_per_step"] / core["cpu_ms_per_step"],
+            "engine_us_per_request_step": eng["step_ms"] / n * 1e3,
+        }
+        if repeat > 1:
+            row["engine_step_ms_runs"] = [e["step_ms"] for e in engines]
+            row["core_step_ms_runs"] = [c["step_ms"] for c in cores]
+            row["engine_cpu_ms_runs"] = [e["cpu_ms_per_step"] for e in engines]
+            row["core_cpu_ms_runs"] = [c["cpu_ms_per_step"] for c in cores]
+        rows.append(row)
     return rows
 
 
@@ -199,6 +220,7 @@ _COLUMNS = [
     ("core_step_ms", "core ms/step", ".3f"),
     ("core_cpu_ms_per_step", "core cpu ms", ".3f"),
     ("ratio", "engine/core", ".1f"),
+    ("cpu_ratio", "cpu ratio", ".1f"),
     ("engine_us_per_request_step", "engine us/req", ".1f"),
 ]
 
@@ -218,6 +240,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="gc.freeze() over the timed window on both sides (shows what GC costs)",
     )
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="interleaved engine/core runs per size; medians reported (a shared machine)",
+    )
+    parser.add_argument(
+        "--profile-top",
+        type=int,
+        default=0,
+        metavar="N",
+        help="then cProfile the engine's event loop at the largest size over one timed "
+        "window and keep the top N functions by own time",
+    )
     add_output_argument(parser)
 
 
@@ -233,8 +269,18 @@ def main(args: argparse.Namespace) -> int:
         async_scheduling=args.async_scheduling,
         backend=args.event_loop,
         gc_freeze=args.gc_freeze,
+        repeat=args.repeat,
     )
     print(format_table(rows, _COLUMNS))
+    figures: dict[str, Any] = {"rows": rows}
+    if args.profile_top:
+        from actorllm.bench.overhead_profile import profile_engine_loop
+
+        figures["profile"] = profile_engine_loop(
+            max(sizes), args.steps, top=args.profile_top, backend=args.event_loop
+        )
+        for entry in figures["profile"]["top"]:
+            print(f"{entry['own_percent']:5.1f}%  {entry['function']}")
     if args.output_json:
         config = {
             "num_running": sizes,
@@ -244,9 +290,10 @@ def main(args: argparse.Namespace) -> int:
             "async_scheduling": args.async_scheduling,
             "event_loop": args.event_loop,
             "gc_freeze": args.gc_freeze,
+            "repeat": args.repeat,
         }
         write_json(
             args.output_json,
-            result_document("overhead", figures={"rows": rows}, config=config, args=args),
+            result_document("overhead", figures=figures, config=config, args=args),
         )
     return 0

@@ -79,9 +79,11 @@ class UserRequest:
         self.prompt_logprobs = PromptLogprobsState(params.prompt_logprobs, decode_token)
         self._prompt_logprobs_from: int | None = None  # child index whose chunks are kept
         self.num_cached_tokens: int | None = None  # first value a child reported
-        # One DELTA sample, no prompt logprobs: each step's output is its child's delta.
-        self.plain = self.n == 1 and self.kind == RequestOutputKind.DELTA
-        self.plain = self.plain and params.prompt_logprobs is None
+        # One sample and no prompt logprobs: an unfinished step's output is the child's
+        # delta (DELTA) or nothing at all (FINAL_ONLY). The output processor's plain lane.
+        self.plain = self.n == 1 and params.prompt_logprobs is None
+        self.plain = self.plain and self.kind != RequestOutputKind.CUMULATIVE
+        self.silent = self.kind == RequestOutputKind.FINAL_ONLY  # no output until the end
 
     @property
     def finished(self) -> bool:

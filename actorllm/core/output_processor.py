@@ -34,7 +34,7 @@ import msgspec
 from tokenizers import Tokenizer
 
 from actorllm.core.detokenizer import TokenDecoder
-from actorllm.core.engine_core_output import EngineCoreOutputs, FinishReason
+from actorllm.core.engine_core_output import EngineCoreOutput, EngineCoreOutputs, FinishReason
 from actorllm.core.output_parent import UserRequest, child_params, fan_out
 from actorllm.core.output_state import RequestState
 from actorllm.core.outputs import RequestOutput
@@ -136,10 +136,11 @@ class OutputProcessor:
         At most one ``RequestOutput`` per user request per call, holding every child that
         changed in this step.
 
-        Most outputs of a step are the plain case (a DELTA request with one sample, no
-        stop strings or logprobs, one new token, not finished): those take a short lane
-        that builds the same output with less work per request; the others are folded
-        per child and rendered per user request once the step is folded.
+        Most outputs of a step are the plain case (a DELTA or FINAL_ONLY request with one
+        sample, no stop strings or logprobs, one new token, not finished): those take a
+        short lane that builds the same output (DELTA; FINAL_ONLY has none yet) with less
+        work per request; the others are folded per child and rendered per user request
+        once the step is folded.
         """
         result = ProcessedOutputs()
         outputs = result.request_outputs
@@ -170,23 +171,10 @@ class OutputProcessor:
                         gaps[previous] = gaps.get(previous, 0) + 1
                     else:
                         self._record_tokens(user, 1, previous, now)
-                outputs.append((user.request_id, user.plain_output(state)))
+                if not user.silent:
+                    outputs.append((user.request_id, user.plain_output(state)))
                 continue
-            if state.update(out, now):
-                result.reqs_to_abort.append(out.req_id)
-            if out.new_token_ids and record:
-                self._record_tokens(user, len(out.new_token_ids), previous, now)
-            user.add_prompt_logprobs(state, out.new_prompt_logprobs)
-            user.note_cached_tokens(state)
-            if out.new_token_ids or state.finished:
-                slot = changed.get(user.request_id)
-                if slot is None:
-                    changed[user.request_id] = (len(outputs), [state])
-                    outputs.append(_PENDING)
-                else:
-                    slot[1].append(state)
-            if state.finished:
-                del self._engine[out.req_id]
+            self._fold(out, state, user, result, changed, record, now)
         if gaps:
             assert self._stats is not None
             for previous, count in gaps.items():
@@ -194,6 +182,35 @@ class OutputProcessor:
         if changed:
             self._render(changed, result, now)
         return result
+
+    def _fold(
+        self,
+        out: EngineCoreOutput,
+        state: RequestState,
+        user: UserRequest,
+        result: ProcessedOutputs,
+        changed: dict[str, tuple[int, list[RequestState]]],
+        record: bool,
+        now: float,
+    ) -> None:
+        """The general path: fold ``out`` into its child; a changed child's user request
+        gets a slot in the step's outputs, rendered by :meth:`_render`."""
+        previous = state.last_token_time
+        if state.update(out, now):
+            result.reqs_to_abort.append(out.req_id)
+        if out.new_token_ids and record:
+            self._record_tokens(user, len(out.new_token_ids), previous, now)
+        user.add_prompt_logprobs(state, out.new_prompt_logprobs)
+        user.note_cached_tokens(state)
+        if out.new_token_ids or state.finished:
+            slot = changed.get(user.request_id)
+            if slot is None:
+                changed[user.request_id] = (len(result.request_outputs), [state])
+                result.request_outputs.append(_PENDING)
+            else:
+                slot[1].append(state)
+        if state.finished:
+            del self._engine[out.req_id]
 
     def _render(
         self,

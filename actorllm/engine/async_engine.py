@@ -33,8 +33,8 @@ from actorllm.engine.config import EngineConfig
 from actorllm.engine.control_plane import ACTORS, ControlPlane
 from actorllm.engine.dead_letters import DeadLetterPolicy
 from actorllm.engine.errors import EngineClosedError, EngineDeadError
-from actorllm.engine.gc_tuning import engine_gc
 from actorllm.engine.generation_config import default_sampling_params
+from actorllm.engine.interpreter_settings import engine_interpreter_settings
 from actorllm.engine.request_api import RequestAPI
 from actorllm.engine.startup import RunnerFactory, default_runner_factory
 from actorllm.engine.structured_outputs_config import structured_outputs_config_kwargs
@@ -146,9 +146,10 @@ class AsyncEngine(ControlPlane, RequestAPI):
             ) as sup:
                 self._supervisor = sup
                 await start_actors(sup, self._parts)
-                with engine_gc(
+                with engine_interpreter_settings(
                     freeze=ctx.config.freeze_gc_at_start,
                     gen0_threshold=ctx.config.gc_gen0_threshold,
+                    switch_interval_s=ctx.config.switch_interval_s,
                 ):
                     try:
                         yield self

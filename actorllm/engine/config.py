@@ -161,8 +161,14 @@ class EngineConfig(msgspec.Struct, kw_only=True):
     gc_gen0_threshold: int | None = 50_000
     """While the engine runs, the cyclic GC's generation-0 threshold is at least this many
     allocations (CPython's default: 700), so a busy step triggers a few young collections
-    instead of dozens (engine/gc_tuning.py). Process-wide, restored when the last engine
-    closes. None (or 700 from the command line): leave the GC's thresholds alone."""
+    instead of dozens (engine/interpreter_settings.py). Process-wide, restored when the
+    last engine closes. None (or 700 from the command line): leave the GC alone."""
+    switch_interval_s: float | None = 0.0005
+    """While the engine runs, a thread holding the GIL hands it over after at most this
+    many seconds when another thread waits (``sys.setswitchinterval``; CPython's default
+    0.005), so the worker thread, back from a torch call, is not kept waiting while the
+    event loop processes a step's outputs. Process-wide, restored when the last engine
+    closes. None (or 0.005 from the command line): leave it alone."""
     restart_backoff_s: float = 0.0
     """Delay (seconds) before restarting a crashed actor, growing exponentially from this,
     with jitter; 0: at once."""
@@ -288,6 +294,8 @@ class EngineConfig(msgspec.Struct, kw_only=True):
                 raise EngineConfigError(name, f"must be at least 1 or None, got {value}.")
         if self.gc_gen0_threshold is not None and self.gc_gen0_threshold < 1:
             raise EngineConfigError("gc_gen0_threshold", "must be at least 1 or None.")
+        if self.switch_interval_s is not None and not self.switch_interval_s > 0:
+            raise EngineConfigError("switch_interval_s", "must be positive or None.")
         if self.shutdown_timeout < 0:
             raise EngineConfigError("shutdown_timeout", "must be non-negative.")
 

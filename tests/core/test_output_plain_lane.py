@@ -22,6 +22,7 @@ def _processor(lane: bool) -> tuple[OutputProcessor, RequestStats]:
         SamplingParams(output_kind=DELTA, stop=["e t"]),  # stop strings: general path
         SamplingParams(output_kind=DELTA, n=2, seed=1),  # two samples: general path
         SamplingParams(output_kind=RequestOutputKind.CUMULATIVE),  # general path
+        SamplingParams(output_kind=RequestOutputKind.FINAL_ONLY),  # plain, silent
     ]
     for i, params in enumerate(kinds * 3):
         op.add_request(f"r{i}", "p", [274, 324, 5 + i], params, arrival_time=0.25 * i)
@@ -36,8 +37,8 @@ def _script(seed: int) -> list[EngineCoreOutputs]:
     three finishes at a random step (stop or length), the first output of each carries
     its scheduled time."""
     rng = random.Random(seed)
-    engine_ids = [f"r{i}" for i in range(15) if i % 5 != 3]
-    engine_ids += [f"{k}_r{i}" for i in range(15) if i % 5 == 3 for k in range(2)]
+    engine_ids = [f"r{i}" for i in range(18) if i % 6 != 3]
+    engine_ids += [f"{k}_r{i}" for i in range(18) if i % 6 == 3 for k in range(2)]
     ends = {rid: rng.randrange(3, 12) for rid in engine_ids if rng.random() < 0.33}
     seen: set[str] = set()
     steps = []
