@@ -51,19 +51,22 @@ static void attend(const float *q, float *out, const void *k_cache, const void *
                    float *acc) {
     int start = (window > 0 && len > window) ? len - window : 0;
     int n = len - start;
-    /* scores[gi * n + j] = q_gi . k_(start + j) */
-    for (int t = start; t < len; t++) {
-        int64_t off = (int64_t)table[t / block_size] * s_block +
-                      (int64_t)(t % block_size) * s_slot + (int64_t)head * s_head;
-        const float *k = kv_row(k_cache, kv_bf16, off, d, row);
-        for (int gi = 0; gi < g; gi++) {
-            const float *qg = q + (int64_t)gi * d;
-            float s = 0.0f;
+    /* scores[gi * n + j] = q_gi . k_(start + j), block by block (no division per token) */
+    for (int b = start / block_size; b * block_size < len; b++) {
+        int64_t base = (int64_t)table[b] * s_block + (int64_t)head * s_head;
+        int t0 = b * block_size;
+        int lo = t0 < start ? start : t0, hi = t0 + block_size < len ? t0 + block_size : len;
+        for (int t = lo; t < hi; t++) {
+            const float *k = kv_row(k_cache, kv_bf16, base + (int64_t)(t - t0) * s_slot, d, row);
+            for (int gi = 0; gi < g; gi++) {
+                const float *qg = q + (int64_t)gi * d;
+                float s = 0.0f;
 #pragma omp simd reduction(+ : s)
-            for (int e = 0; e < d; e++) s += qg[e] * k[e];
-            s *= scale;
-            if (softcap > 0.0f) s = softcap * tanhf(s / softcap);
-            scores[(int64_t)gi * n + (t - start)] = s;
+                for (int e = 0; e < d; e++) s += qg[e] * k[e];
+                s *= scale;
+                if (softcap > 0.0f) s = softcap * tanhf(s / softcap);
+                scores[(int64_t)gi * n + (t - start)] = s;
+            }
         }
     }
     /* softmax per query head, float32; the normaliser is applied at the end */
@@ -80,15 +83,18 @@ static void attend(const float *q, float *out, const void *k_cache, const void *
         sums[gi] = sum;
     }
     memset(acc, 0, sizeof(float) * (size_t)g * (size_t)d);
-    for (int t = start; t < len; t++) {
-        int64_t off = (int64_t)table[t / block_size] * s_block +
-                      (int64_t)(t % block_size) * s_slot + (int64_t)head * s_head;
-        const float *v = kv_row(v_cache, kv_bf16, off, d, row);
-        for (int gi = 0; gi < g; gi++) {
-            float p = scores[(int64_t)gi * n + (t - start)];
-            float *a = acc + (int64_t)gi * d;
+    for (int b = start / block_size; b * block_size < len; b++) {
+        int64_t base = (int64_t)table[b] * s_block + (int64_t)head * s_head;
+        int t0 = b * block_size;
+        int lo = t0 < start ? start : t0, hi = t0 + block_size < len ? t0 + block_size : len;
+        for (int t = lo; t < hi; t++) {
+            const float *v = kv_row(v_cache, kv_bf16, base + (int64_t)(t - t0) * s_slot, d, row);
+            for (int gi = 0; gi < g; gi++) {
+                float p = scores[(int64_t)gi * n + (t - start)];
+                float *a = acc + (int64_t)gi * d;
 #pragma omp simd
-            for (int e = 0; e < d; e++) a[e] += p * v[e];
+                for (int e = 0; e < d; e++) a[e] += p * v[e];
+            }
         }
     }
     for (int gi = 0; gi < g; gi++) {
