@@ -33,6 +33,7 @@ How the CPU runs it fast
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 
@@ -73,16 +74,16 @@ def paged_attention(
             plan_cache["torch"] = plan
     out = torch.empty_like(q)
     hk, d = k_cache.shape[2], k_cache.shape[3]
-    decode_groups = plan.decode_groups
-    if plan.decodes is not None and native_decode.supports(k_cache):
+    decoded = False  # by the native kernel
+    if native_decode.supports(k_cache) and plan.decodes is not None:
         rows, lens, table = plan.decodes
         o = native_decode.paged_decode(
             q.index_select(0, rows), k_cache, v_cache, lens, table, scale, sliding_window, softcap
         )  # [N, Hq, D] float32
         if o is not None:
             out.index_copy_(0, rows, o.to(q.dtype))
-            decode_groups = []
-    for g in decode_groups:
+            decoded = True
+    for g in [] if decoded else plan.decode_groups:
         n = g.q_rows.shape[0]
         qg = q.index_select(0, g.q_rows).float().view(n, hk, -1, d).transpose(0, 1)  # [Hk,N,G,D]
         k = plan.gather(0, k_cache, g.blocks, n, g.max_len)  # [Hk, N, S, D]
@@ -193,14 +194,49 @@ def _causal_mask(q_pos: torch.Tensor, length: int, window: int | None) -> torch.
 
 @dataclass
 class AttentionPlan:
-    decode_groups: list[DecodeGroup]
     prefills: list[Prefill]
-    # Every decode row at once, for the native kernel: q rows [N] int64, context lengths
-    # [N] int32, block tables [N, max_blocks] int32; None without decode rows.
-    decodes: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
+    # What the decode rows' plans are built from, on first use: a step goes one way (the
+    # native kernel or the grouped SDPA), so only that way's plan is ever built.
+    _qsl: list[int]
+    _lens: list[int]
+    _decode_idx: list[int]  # indices of the requests with one query token
+    _block_table: torch.Tensor  # [B, max_blocks] int32
+    _block_size: int
     # Gather destinations (K, V), reused by every group and layer of the step: the same
     # memory, warm in cache, instead of a fresh multi-MB allocation per gather.
     _buffers: list[torch.Tensor | None] = field(default_factory=lambda: [None, None])
+
+    @functools.cached_property
+    def decode_groups(self) -> list[DecodeGroup]:
+        """The decode rows in groups of similar context length (the grouped SDPA path)."""
+        qsl, lens = self._qsl, self._lens
+        groups = []
+        for rows in group_decode_rows(self._decode_idx, lens):
+            max_len = max(lens[i] for i in rows)
+            nb = -(-max_len // self._block_size)
+            idx = torch.tensor(rows)
+            groups.append(
+                DecodeGroup(
+                    q_rows=torch.tensor([qsl[i] for i in rows]),
+                    blocks=self._block_table.index_select(0, idx)[:, :nb].flatten().long(),
+                    lens=[lens[i] for i in rows],
+                    max_len=max_len,
+                )
+            )
+        return groups
+
+    @functools.cached_property
+    def decodes(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
+        """Every decode row at once, for the native kernel: q rows [N] int64, context
+        lengths [N] int32, block tables [N, max_blocks] int32; None without decode rows."""
+        rows = self._decode_idx
+        if not rows:
+            return None
+        return (
+            torch.tensor([self._qsl[i] for i in rows]),
+            torch.tensor([self._lens[i] for i in rows], dtype=torch.int32),
+            self._block_table.index_select(0, torch.tensor(rows)).to(torch.int32),
+        )
 
     def gather(
         self, which: int, cache: torch.Tensor, blocks: torch.Tensor, n: int, length: int
@@ -236,19 +272,6 @@ class AttentionPlan:
         qsl = query_start_loc.tolist()
         lens = seq_lens.tolist()
         decodes = [i for i in range(len(lens)) if qsl[i + 1] - qsl[i] == 1]
-        groups = []
-        for rows in group_decode_rows(decodes, lens):
-            max_len = max(lens[i] for i in rows)
-            nb = -(-max_len // block_size)
-            idx = torch.tensor(rows)
-            groups.append(
-                DecodeGroup(
-                    q_rows=torch.tensor([qsl[i] for i in rows]),
-                    blocks=block_table.index_select(0, idx)[:, :nb].flatten().long(),
-                    lens=[lens[i] for i in rows],
-                    max_len=max_len,
-                )
-            )
         prefills = [
             Prefill(
                 start=qsl[i],
@@ -259,14 +282,7 @@ class AttentionPlan:
             for i in range(len(lens))
             if qsl[i + 1] - qsl[i] > 1
         ]
-        decode_rows = None
-        if decodes:
-            decode_rows = (
-                torch.tensor([qsl[i] for i in decodes]),
-                torch.tensor([lens[i] for i in decodes], dtype=torch.int32),
-                block_table.index_select(0, torch.tensor(decodes)).to(torch.int32),
-            )
-        return cls(groups, prefills, decode_rows)
+        return cls(prefills, qsl, lens, decodes, block_table, block_size)
 
 
 def group_decode_rows(
