@@ -25,7 +25,7 @@ from actorllm.engine.errors import (
     RequestFailedError,
     SlowConsumerError,
 )
-from actorllm.entrypoints.openai.protocol import ErrorInfo, ErrorResponse
+from actorllm.entrypoints.openai.protocol.error_body import ErrorInfo, ErrorResponse
 
 logger = logging.getLogger("actorllm.server")
 

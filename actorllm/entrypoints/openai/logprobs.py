@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from actorllm.core.outputs import Logprob, PromptLogprobs
-from actorllm.entrypoints.openai.protocol import (
+from actorllm.entrypoints.openai.protocol.logprobs import (
     ChatLogProbs,
     ChatTokenLogprob,
     ChatTopLogprob,

@@ -136,7 +136,7 @@ def digits_below(n: int) -> str:
 
 
 def _fill_served(node: Any, served: Served) -> None:
-    """Fill the ``x-served`` bounds in place (see protocol.py)."""
+    """Fill the ``x-served`` bounds in place (see protocol/bounds.py)."""
     if isinstance(node, list):
         for item in node:
             _fill_served(item, served)

@@ -21,13 +21,13 @@ from typing import Any
 
 from actorllm.core.chat_template import render_chat as core_render_chat
 from actorllm.entrypoints.openai.errors import bad_request
-from actorllm.entrypoints.openai.protocol import (
+from actorllm.entrypoints.openai.protocol.chat_request import (
     AssistantMessage,
     ChatMessage,
     Content,
     ToolMessage,
-    prompt_batch,
 )
+from actorllm.entrypoints.openai.protocol.completion import prompt_batch
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,11 +11,9 @@ import msgspec
 from actorllm.core.sampling_params import RequestOutputKind, SamplingParams
 from actorllm.core.structured_outputs_params import StructuredOutputsParams
 from actorllm.entrypoints.openai.errors import APIError, bad_request
-from actorllm.entrypoints.openai.protocol import (
-    ChatCompletionRequest,
-    CompletionRequest,
-    SamplingFields,
-)
+from actorllm.entrypoints.openai.protocol.chat_request import ChatCompletionRequest
+from actorllm.entrypoints.openai.protocol.completion import CompletionRequest
+from actorllm.entrypoints.openai.protocol.sampling_fields import SamplingFields
 from actorllm.entrypoints.openai.structured_request import (
     client_error,
     structured_outputs_from_body,

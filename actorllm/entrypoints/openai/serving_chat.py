@@ -32,20 +32,21 @@ from actorllm.entrypoints.openai.preprocess import (
     render_chat,
     truncate,
 )
-from actorllm.entrypoints.openai.protocol import (
+from actorllm.entrypoints.openai.protocol.chat_request import (
     AssistantMessage,
+    ChatCompletionRequest,
+    ToolCall,
+)
+from actorllm.entrypoints.openai.protocol.chat_response import (
     ChatChoice,
     ChatChunkChoice,
     ChatCompletionChunk,
-    ChatCompletionRequest,
     ChatCompletionResponse,
-    ChatLogProbs,
     ChatResponseMessage,
     DeltaMessage,
     DeltaToolCall,
-    PromptLogprobsOut,
-    ToolCall,
 )
+from actorllm.entrypoints.openai.protocol.logprobs import ChatLogProbs, PromptLogprobsOut
 from actorllm.entrypoints.openai.sampling import (
     chat_max_tokens,
     chat_params,

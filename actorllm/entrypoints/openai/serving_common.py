@@ -14,7 +14,8 @@ from actorllm.core.outputs import RequestOutput
 from actorllm.entrypoints.metrics import ServerMetrics
 from actorllm.entrypoints.openai.engine_client import EngineClient
 from actorllm.entrypoints.openai.errors import APIError
-from actorllm.entrypoints.openai.protocol import PromptTokensDetails, StreamOptions, UsageInfo
+from actorllm.entrypoints.openai.protocol.sampling_fields import StreamOptions
+from actorllm.entrypoints.openai.protocol.usage import PromptTokensDetails, UsageInfo
 from actorllm.entrypoints.openai.tool_setup import NO_SETUP, ChatSetup
 
 _encoder = msgspec.json.Encoder()

@@ -17,13 +17,12 @@ from actorllm.core.sampling_params import RequestOutputKind
 from actorllm.engine.request_fields import check_priority
 from actorllm.entrypoints.openai.logprobs import TokenText, completion_logprobs, prompt_logprobs
 from actorllm.entrypoints.openai.preprocess import completion_prompts, fit_max_tokens, truncate
-from actorllm.entrypoints.openai.protocol import (
+from actorllm.entrypoints.openai.protocol.completion import (
     CompletionChoice,
-    CompletionLogProbs,
     CompletionRequest,
     CompletionResponse,
-    PromptLogprobsOut,
 )
+from actorllm.entrypoints.openai.protocol.logprobs import CompletionLogProbs, PromptLogprobsOut
 from actorllm.entrypoints.openai.sampling import (
     check_model,
     completion_params,

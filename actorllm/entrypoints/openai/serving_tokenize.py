@@ -6,7 +6,7 @@ import msgspec
 
 from actorllm.entrypoints.openai.errors import bad_request
 from actorllm.entrypoints.openai.preprocess import encode, render_chat
-from actorllm.entrypoints.openai.protocol import (
+from actorllm.entrypoints.openai.protocol.tokenize import (
     DetokenizeRequest,
     DetokenizeResponse,
     TokenizeRequest,

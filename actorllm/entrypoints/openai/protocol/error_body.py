@@ -1,0 +1,16 @@
+"""OpenAI's error body, the one every failure answers with (``errors.py`` builds it)."""
+
+from __future__ import annotations
+
+import msgspec
+
+
+class ErrorInfo(msgspec.Struct, kw_only=True):
+    message: str
+    type: str
+    param: str | None = None
+    code: int
+
+
+class ErrorResponse(msgspec.Struct, kw_only=True):
+    error: ErrorInfo

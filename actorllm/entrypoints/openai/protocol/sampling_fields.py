@@ -1,0 +1,80 @@
+"""The request fields that completions and chat completions share: sampling, stopping,
+streaming, scheduling and structured outputs (OpenAI's and vLLM's extensions)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+import msgspec
+
+from actorllm.entrypoints.openai.protocol.bounds import (
+    MAX_I32,
+    Bias,
+    NonEmptyStr,
+    NumLogprobs,
+    NumSamples,
+    Penalty,
+    Seed,
+    TokenId,
+    TokenIdKey,
+)
+from actorllm.entrypoints.openai.protocol.response_format import (
+    ResponseFormat,
+    StructuredOutputsField,
+)
+
+
+class StreamOptions(msgspec.Struct, kw_only=True):
+    include_usage: bool = False
+    continuous_usage_stats: bool = False  # usage on every chunk (vLLM)
+
+
+class SamplingFields(msgspec.Struct, kw_only=True):
+    """Fields common to both request kinds (OpenAI's and vLLM's extensions)."""
+
+    model: str | None = None
+    n: NumSamples = 1
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    stop: NonEmptyStr | list[NonEmptyStr] | None = None
+    seed: Seed | None = None
+    temperature: Annotated[float, msgspec.Meta(ge=0.0)] | None = None
+    top_p: Annotated[float, msgspec.Meta(gt=0.0, le=1.0)] | None = None
+    presence_penalty: Penalty = 0.0
+    frequency_penalty: Penalty = 0.0
+    logit_bias: dict[TokenIdKey, Bias] | None = None
+    user: str | None = None  # the end user's id, for the caller's own tracking: asks nothing of us
+    # vLLM extensions
+    top_k: Annotated[int, msgspec.Meta(ge=-1, le=MAX_I32)] | None = None
+    min_p: Annotated[float, msgspec.Meta(ge=0.0, le=1.0)] | None = None
+    repetition_penalty: Annotated[float, msgspec.Meta(gt=0.0, le=2.0**31)] | None = None
+    min_tokens: Annotated[
+        int, msgspec.Meta(ge=0, le=MAX_I32, extra_json_schema={"x-served": "max_tokens"})
+    ] = 0
+    ignore_eos: bool = False
+    stop_token_ids: list[TokenId] | None = None
+    include_stop_str_in_output: bool = False
+    skip_special_tokens: bool = True
+    spaces_between_special_tokens: bool = True
+    allowed_token_ids: Annotated[list[TokenId], msgspec.Meta(min_length=1)] | None = None
+    bad_words: list[NonEmptyStr] | None = None
+    prompt_logprobs: NumLogprobs | None = None
+    # -1: the last max_model_len - 1 tokens; k >= 1: the last k (0 is refused).
+    truncate_prompt_tokens: Annotated[int, msgspec.Meta(ge=-1, le=MAX_I32)] | None = None
+    return_tokens_as_token_ids: bool = False
+    return_token_ids: bool = False  # the response carries prompt and output token ids
+    # Only requests with the same salt share prefix-cache blocks (tenant isolation).
+    cache_salt: NonEmptyStr | None = None
+    priority: Annotated[
+        int, msgspec.Meta(ge=-MAX_I32, le=MAX_I32, extra_json_schema={"x-served": "priority"})
+    ] = 0
+    request_id: Annotated[str, msgspec.Meta(min_length=1, max_length=256)] | None = None
+    # Structured outputs (docs/structured_outputs.md): one of these at most.
+    response_format: ResponseFormat | None = None
+    structured_outputs: StructuredOutputsField | None = None
+    guided_json: dict[str, Any] | str | None = None
+    guided_regex: str | None = None
+    guided_choice: Annotated[list[str], msgspec.Meta(min_length=1)] | None = None
+    guided_grammar: NonEmptyStr | None = None
+    guided_decoding_backend: Literal["auto", "xgrammar", "guidance"] | None = None
+    guided_whitespace_pattern: str | None = None

@@ -1,0 +1,16 @@
+"""The token counts a response reports (``usage``)."""
+
+from __future__ import annotations
+
+import msgspec
+
+
+class PromptTokensDetails(msgspec.Struct, kw_only=True):
+    cached_tokens: int = 0
+
+
+class UsageInfo(msgspec.Struct, kw_only=True):
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+    prompt_tokens_details: PromptTokensDetails | None = None
