@@ -27,7 +27,10 @@ import anyio
 import msgspec
 from hypercorn.config import Config
 
-from actorllm.entrypoints.openai.app import AppSettings, EngineFactory, app_state, build_app
+from actorllm.entrypoints.openai.app.build import build_app
+from actorllm.entrypoints.openai.app.lifespan import EngineFactory
+from actorllm.entrypoints.openai.app.settings import AppSettings
+from actorllm.entrypoints.openai.app.state import app_state
 
 logger = logging.getLogger("actorllm.server")
 

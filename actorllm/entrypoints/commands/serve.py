@@ -25,7 +25,7 @@ from actorllm.entrypoints.commands.engine_args import (
     engine_config,
 )
 from actorllm.entrypoints.commands.struct_flags import Groups, add_struct_flags, given
-from actorllm.entrypoints.openai.app import AppSettings
+from actorllm.entrypoints.openai.app.settings import AppSettings
 from actorllm.entrypoints.openai.middleware import load_middleware
 from actorllm.entrypoints.server import ServerSettings
 

@@ -1,0 +1,91 @@
+"""The engine's lifetime: opened when the server starts, closed when it stops.
+
+If the engine (or the chat setup, or the generation config) fails to start, startup fails
+and ``AppState.startup_error`` holds why; if the engine dies while serving, ``/health``
+has said so already and shutting down is all that is left.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+
+import anyio
+from starlette.applications import Starlette
+
+from actorllm.entrypoints.metrics import ServerMetrics, log_stats_forever
+from actorllm.entrypoints.openai.app.settings import AppSettings
+from actorllm.entrypoints.openai.app.state import AppState
+from actorllm.entrypoints.openai.engine_client import EngineClient
+from actorllm.entrypoints.openai.serving_common import ServingContext, ServingDefaults
+from actorllm.entrypoints.openai.tool_setup import ChatSetup
+
+logger = logging.getLogger("actorllm.server")
+
+EngineFactory = Callable[[], AbstractAsyncContextManager[EngineClient]]
+Lifespan = Callable[[Starlette], AbstractAsyncContextManager[None]]
+
+
+def serving_defaults(
+    settings: AppSettings, sampling: dict[str, float] | None = None
+) -> ServingDefaults:
+    return ServingDefaults(
+        sampling=dict(sampling or {}),
+        return_tokens_as_token_ids=settings.return_tokens_as_token_ids,
+        force_include_usage=settings.enable_force_include_usage,
+        chat_template_kwargs=dict(settings.default_chat_template_kwargs or {}),
+        exclude_tools_when_tool_choice_none=settings.exclude_tools_when_tool_choice_none,
+        trust_request_chat_template=settings.trust_request_chat_template,
+        log_outputs=settings.enable_log_outputs,
+        max_log_len=settings.max_log_len,
+    )
+
+
+def engine_lifespan(engine_factory: EngineFactory, state: AppState) -> Lifespan:
+    """The app's lifespan: enters ``engine_factory()`` and sets ``state.ctx`` while the
+    server runs (with the stats logger beside it)."""
+    settings = state.settings
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        try:
+            async with AsyncExitStack() as stack:
+                try:
+                    engine = await stack.enter_async_context(engine_factory())
+                except Exception as exc:
+                    state.startup_error = exc
+                    raise
+                metrics = ServerMetrics(
+                    engine.model_name, prefix=settings.metrics_prefix, cache_config=engine.config
+                )
+                try:
+                    chat = ChatSetup.from_config(engine.config)
+                    # The engine's generation_config / override_generation_config
+                    # (engine/generation_config.py, shared with LLM and AsyncEngine).
+                    sampling = engine.config.get_diff_sampling_param()
+                except Exception as exc:  # a bad parser, plugin or generation config
+                    state.startup_error = exc
+                    raise
+                state.ctx = ServingContext(
+                    engine=engine,
+                    metrics=metrics,
+                    chat=chat,
+                    response_role=settings.response_role,
+                    defaults=serving_defaults(settings, sampling),
+                )
+                async with anyio.create_task_group() as tg:
+                    if settings.log_interval_s > 0:
+                        tg.start_soon(log_stats_forever, engine, settings.log_interval_s)
+                    try:
+                        yield
+                    finally:
+                        tg.cancel_scope.cancel()
+        except Exception as exc:
+            if state.startup_error is not None:
+                raise
+            # The engine died while serving (its context manager re-raises that on exit):
+            # /health already said so; shutting down is all that is left to do.
+            logger.error("the engine stopped with an error: %s", exc)
+
+    return lifespan

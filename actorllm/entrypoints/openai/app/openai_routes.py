@@ -1,0 +1,84 @@
+"""The OpenAI (and vLLM) API routes: generation, models, tokenizer."""
+
+from __future__ import annotations
+
+import msgspec
+from starlette.requests import Request
+from starlette.responses import Response
+
+from actorllm.entrypoints.openai.app.endpoint import S, decode_body
+from actorllm.entrypoints.openai.app.state import AppState
+from actorllm.entrypoints.openai.errors import bad_request
+from actorllm.entrypoints.openai.middleware import request_id_of
+from actorllm.entrypoints.openai.protocol.chat_request import ChatCompletionRequest
+from actorllm.entrypoints.openai.protocol.completion import CompletionRequest
+from actorllm.entrypoints.openai.protocol.server_info import ModelCard, ModelList
+from actorllm.entrypoints.openai.protocol.tokenize import DetokenizeRequest, TokenizeRequest
+from actorllm.entrypoints.openai.serving_chat import create_chat_completion
+from actorllm.entrypoints.openai.serving_common import json_response
+from actorllm.entrypoints.openai.serving_completion import create_completion
+from actorllm.entrypoints.openai.serving_tokenize import detokenize, tokenize
+
+
+def _with_header_id(request: Request, req: S) -> S:
+    """``X-Request-Id``, when sent, is the request's id (over the body's ``request_id``)."""
+    given = request_id_of(request.scope)
+    return msgspec.structs.replace(req, request_id=given) if given else req
+
+
+async def completions(state: AppState, request: Request) -> Response:
+    req = _with_header_id(request, await decode_body(request, CompletionRequest))
+    return await create_completion(state.serving, req, request.receive)
+
+
+async def chat_completions(state: AppState, request: Request) -> Response:
+    req = _with_header_id(request, await decode_body(request, ChatCompletionRequest))
+    return await create_chat_completion(state.serving, req, request.receive)
+
+
+async def invocations(state: AppState, request: Request) -> Response:
+    """SageMaker's (and vLLM's) ``POST /invocations``: a chat request when the body has
+    ``messages``, a completion request when it has ``prompt``."""
+    try:
+        raw = msgspec.json.decode(await request.body())
+    except msgspec.DecodeError:
+        raw = None
+    if isinstance(raw, dict) and "messages" in raw:
+        return await chat_completions(state, request)
+    if isinstance(raw, dict) and "prompt" in raw:
+        return await completions(state, request)
+    raise bad_request("/invocations takes a chat request (messages) or a completion (prompt).")
+
+
+async def models(state: AppState, request: Request) -> Response:
+    engine = state.serving.engine
+    # One card per served name, as vLLM lists --served-model-name's aliases.
+    cards = [
+        ModelCard(id=name, created=0, root=engine.model_name, max_model_len=engine.max_model_len)
+        for name in engine.model_names
+    ]
+    return json_response(ModelList(data=cards))
+
+
+async def tokenize_route(state: AppState, request: Request) -> Response:
+    return json_response(tokenize(state.serving, await decode_body(request, TokenizeRequest)))
+
+
+async def tokenizer_info(state: AppState, request: Request) -> Response:
+    """vLLM's /tokenizer_info: the tokenizer's class, its JSON-able settings, the template."""
+    tok = state.serving.engine.tokenizer
+    settings = {
+        k: v
+        for k, v in (getattr(tok, "init_kwargs", None) or {}).items()
+        if isinstance(v, str | int | float | bool) or v is None
+    }
+    body = {
+        **settings,
+        "tokenizer_class": type(tok).__name__,
+        "chat_template": getattr(tok, "chat_template", None),
+    }
+    return json_response(body)
+
+
+async def detokenize_route(state: AppState, request: Request) -> Response:
+    return json_response(detokenize(state.serving, await decode_body(request, DetokenizeRequest)))

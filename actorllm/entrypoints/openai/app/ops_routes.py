@@ -1,0 +1,62 @@
+"""The operations routes: health, metrics, load, version, and the OpenAPI document."""
+
+from __future__ import annotations
+
+import logging
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+import actorllm
+from actorllm.entrypoints.metrics import CONTENT_TYPE
+from actorllm.entrypoints.openai.app.state import AppState
+from actorllm.entrypoints.openai.errors import APIError
+from actorllm.entrypoints.openai.openapi import Served, openapi_document
+from actorllm.entrypoints.openai.protocol.server_info import LoadResponse, VersionResponse
+from actorllm.entrypoints.openai.serving_common import json_response
+
+logger = logging.getLogger("actorllm.server")
+
+
+async def health(state: AppState, request: Request) -> Response:
+    if state.ctx is None or state.ctx.is_dead():
+        raise APIError(503, "The engine is dead.")
+    if state.draining:
+        raise APIError(503, "The server is shutting down.")
+    return Response(status_code=200)
+
+
+async def metrics(state: AppState, request: Request) -> Response:
+    ctx = state.serving
+    if not ctx.is_dead():
+        try:
+            ctx.metrics.update_from_stats(await ctx.engine.get_stats())
+        except Exception as exc:  # still serve what we have: a scrape must not fail
+            logger.warning("could not read engine stats for /metrics: %s", exc)
+    return Response(ctx.metrics.render(), media_type=CONTENT_TYPE)
+
+
+async def load(state: AppState, request: Request) -> Response:
+    """vLLM's ``GET /load``: generation requests in flight (0 unless the server runs with
+    --enable-server-load-tracking)."""
+    return json_response(LoadResponse(server_load=state.server_load))
+
+
+async def version(state: AppState, request: Request) -> Response:
+    return json_response(VersionResponse(version=actorllm.__version__))
+
+
+async def openapi(state: AppState, request: Request) -> Response:
+    engine = state.serving.engine
+    served = Served(
+        engine.max_model_len,
+        engine.vocab_size,
+        engine.config.scheduling_policy,
+        trust_request_chat_template=state.settings.trust_request_chat_template,
+        tokenizer_info=state.settings.enable_tokenizer_info_endpoint,
+    )
+    settings = state.settings
+    doc = openapi_document(
+        dev_mode=settings.dev_mode, api_key=bool(settings.api_key), served=served
+    )
+    return json_response(doc)

@@ -1,0 +1,61 @@
+"""The route table: every path the server answers, its handler and its method.
+
+``openapi.py`` documents these routes; ``tests/entrypoints/test_openapi.py`` checks that
+the two agree.
+"""
+
+from __future__ import annotations
+
+from starlette.routing import Route
+
+from actorllm.entrypoints.openai.app import dev_routes as dev
+from actorllm.entrypoints.openai.app import openai_routes as api
+from actorllm.entrypoints.openai.app import ops_routes as ops
+from actorllm.entrypoints.openai.app.endpoint import as_endpoint
+from actorllm.entrypoints.openai.app.load_tracking import tracked_endpoint
+from actorllm.entrypoints.openai.app.state import AppState, Handler
+
+ROUTES: list[tuple[str, Handler, str]] = [
+    ("/v1/completions", api.completions, "POST"),
+    ("/v1/chat/completions", api.chat_completions, "POST"),
+    ("/v1/models", api.models, "GET"),
+    ("/tokenize", api.tokenize_route, "POST"),
+    ("/detokenize", api.detokenize_route, "POST"),
+    ("/health", ops.health, "GET"),
+    ("/ping", ops.health, "GET"),  # vLLM's (SageMaker's) liveness probe, GET and POST
+    ("/ping", ops.health, "POST"),
+    ("/invocations", api.invocations, "POST"),  # SageMaker's inference route
+    ("/metrics", ops.metrics, "GET"),
+    ("/version", ops.version, "GET"),
+    ("/load", ops.load, "GET"),
+    ("/openapi.json", ops.openapi, "GET"),
+]
+# Only with dev mode (otherwise 404).
+DEV_ROUTES: list[tuple[str, Handler, str]] = [
+    ("/sleep", dev.sleep, "POST"),
+    ("/wake_up", dev.wake_up, "POST"),
+    ("/is_sleeping", dev.is_sleeping, "GET"),
+    ("/reset_prefix_cache", dev.reset_prefix_cache, "POST"),
+    ("/kv_connector/toggle", dev.kv_connector_toggle, "POST"),
+    ("/kv_connector/enabled", dev.kv_connector_enabled, "GET"),
+    ("/collective_rpc", dev.collective_rpc, "POST"),
+    ("/start_profile", dev.start_profile, "POST"),
+    ("/stop_profile", dev.stop_profile, "POST"),
+]
+# Only with --enable-tokenizer-info-endpoint.
+TOKENIZER_INFO_ROUTE: tuple[str, Handler, str] = ("/tokenizer_info", api.tokenizer_info, "GET")
+
+
+def routes(state: AppState) -> list[Route]:
+    """The routes this app's settings switch on."""
+    settings = state.settings
+    table = [
+        Route(path, tracked_endpoint(path, fn, state, settings), methods=[m])
+        for path, fn, m in ROUTES
+    ]
+    if settings.dev_mode:
+        table += [Route(path, as_endpoint(fn), methods=[m]) for path, fn, m in DEV_ROUTES]
+    if settings.enable_tokenizer_info_endpoint:
+        path, fn, m = TOKENIZER_INFO_ROUTE
+        table.append(Route(path, as_endpoint(fn), methods=[m]))
+    return table

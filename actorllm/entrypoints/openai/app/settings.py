@@ -1,0 +1,82 @@
+"""The HTTP side's settings (the engine's are in ``EngineConfig``)."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import msgspec
+
+
+class AppSettings(msgspec.Struct, kw_only=True):
+    """HTTP-side settings (the engine's are in ``EngineConfig``). ``actorllm serve``'s flags
+    for them are generated from these fields and docstrings."""
+
+    CLI_APPEND: ClassVar[frozenset[str]] = frozenset({"middleware"})  # one value per flag
+
+    # -- Frontend ---------------------------------------------------------------------------
+    api_key: str | list[str] | None = None
+    """Require ``Authorization: Bearer KEY`` on /v1/* (default: $ACTORLLM_API_KEY or
+    $VLLM_API_KEY); several keys (``--api-key a b``): any one of them is accepted."""
+    max_body_bytes: int = 16 * 2**20
+    """Requests with a larger body are refused with 413."""
+    dev_mode: bool = False
+    """Expose /sleep, /wake_up, /reset_prefix_cache, /kv_connector/* without
+    authentication (unsafe; also on with ACTORLLM_SERVER_DEV_MODE=1)."""
+    log_interval_s: float = 10.0
+    """Seconds between stats log lines; 0: none (same as --disable-log-stats)."""
+    root_path: str | None = None
+    """The path prefix a reverse proxy serves the API under (e.g. /llm): requests come with
+    or without it."""
+    allowed_origins: list[str] = msgspec.field(default_factory=list)
+    """CORS: origins allowed to call the API from a browser, e.g. '["https://a.example"]'
+    or '*'. Default: none (no cross-origin access)."""
+    allowed_methods: list[str] = msgspec.field(default_factory=lambda: ["*"])
+    """CORS: HTTP methods allowed cross-origin (when allowed_origins is set)."""
+    allowed_headers: list[str] = msgspec.field(default_factory=lambda: ["*"])
+    """CORS: request headers allowed cross-origin (when allowed_origins is set)."""
+    allow_credentials: bool = False
+    """CORS: allow cookies and Authorization on cross-origin requests."""
+    response_role: str = "assistant"
+    """The role of the messages chat completions return."""
+    return_tokens_as_token_ids: bool = False
+    """Logprob tokens as 'token_id:N' for every request (as if each set the request field
+    return_tokens_as_token_ids)."""
+    enable_force_include_usage: bool = False
+    """Every stream ends with a usage chunk, whether or not the request asked for one with
+    stream_options.include_usage."""
+    default_chat_template_kwargs: dict[str, Any] | None = None
+    """Chat template variables for every chat request, e.g. '{"enable_thinking": false}'; a
+    request's own chat_template_kwargs win."""
+    exclude_tools_when_tool_choice_none: bool = False
+    """With tool_choice "none", leave the request's tools out of the prompt (by default
+    the chat template still shows them to the model)."""
+    enable_tokenizer_info_endpoint: bool = False
+    """Serve GET /tokenizer_info: the tokenizer's class, settings and chat template (it
+    shows the template to anyone who can reach the server)."""
+    trust_request_chat_template: bool = False
+    """Accept a request's own chat_template (chat completions, /tokenize); without it such
+    a request is refused (400). A template runs with the server's rights: trust the
+    clients."""
+    enable_log_requests: bool = False
+    """Log each request as it arrives (id, method, path, body up to max_log_len) and as it
+    ends (status); --disable-log-requests turns it off."""
+    max_log_len: int | None = None
+    """Log at most this many characters of a request body, or of an output (default: all)."""
+    enable_log_outputs: bool = False
+    """Also log each completion's output text and finish reason when it is done (needs
+    enable_log_requests)."""
+    middleware: list[str] = msgspec.field(default_factory=list)
+    """Extra ASGI middleware, outermost, by import path (repeat the flag for several): a
+    class is built as cls(app); an async function f(request, call_next) wraps each HTTP
+    request."""
+    metrics_prefix: str = "actorllm:"
+    """Prometheus metric name prefix; vllm makes an existing vLLM Grafana dashboard work
+    unchanged."""
+    enable_server_load_tracking: bool = False
+    """Count the requests in flight on /v1/completions, /v1/chat/completions and
+    /invocations (a stream counts until it ends); GET /load answers {"server_load": N}
+    (without this flag always 0, as vLLM)."""
+
+    def __post_init__(self) -> None:
+        if self.enable_log_outputs and not self.enable_log_requests:
+            raise ValueError("--enable-log-outputs needs --enable-log-requests.")
