@@ -43,6 +43,7 @@ def main(args: argparse.Namespace) -> int:
     from actorllm.bench.machine import result_document, write_json
     from actorllm.bench.presets import get_preset
     from actorllm.bench.report import format_table
+    from actorllm.bench.throughput_workload import workload_from_args
 
     names = [n.strip() for n in args.presets.split(",") if n.strip()]
     for n in names:
@@ -58,7 +59,7 @@ def main(args: argparse.Namespace) -> int:
         argv += ["--async-scheduling"] if args.async_scheduling else []
         targs = sub.parse_args(argv)
         load0 = os.getloadavg()
-        workload = throughput.workload_from_args(targs, ("actorllm", "vllm"))
+        workload = workload_from_args(targs, ("actorllm", "vllm"))
         figures = throughput.run_interleaved(workload, ("actorllm", "vllm"), targs)
         a = figures["actorllm"]["median_output_tokens_per_s"]
         v = figures["vllm"]["median_output_tokens_per_s"]

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from actorllm.bench.datasets import BenchRequest
-from actorllm.bench.throughput import throughput_figures
+from actorllm.bench.throughput_run import throughput_figures
 
 _TORCH_DTYPES = {"float32": "float32", "float": "float32", "bfloat16": "bfloat16"}
 _TORCH_DTYPES |= {"float16": "float16", "half": "float16"}

@@ -142,7 +142,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     from actorllm.bench.machine import result_document, write_json
     from actorllm.bench.report import format_table
-    from actorllm.bench.throughput import config_dict
+    from actorllm.bench.throughput_workload import config_dict
     from actorllm.entrypoints.commands.engine_args import engine_config
 
     config = engine_config(args)

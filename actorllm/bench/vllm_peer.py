@@ -27,7 +27,7 @@ from types import TracebackType
 from typing import IO, Any
 
 from actorllm.bench.datasets import BenchRequest
-from actorllm.bench.throughput import throughput_figures
+from actorllm.bench.throughput_run import throughput_figures
 
 SETUP_SCRIPT = "benchmarks/peers/setup_vllm_cpu.sh"
 KV_CACHE_SPACE_GIB = 2  # VLLM_CPU_KVCACHE_SPACE; actorllm gets the same bytes

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from actorllm.bench.throughput import structured_workload
+from actorllm.bench.throughput_run import structured_workload
 
 
 def test_structured_workload() -> None:
