@@ -5,17 +5,18 @@ therefore their mailboxes) that runs *incarnations*, like an actor. One incarnat
 
 1. starts every child in order, each in its own task of the incarnation's task group,
    waiting for each to be started (``on_start`` returned) before the next;
-2. runs an event loop over an internal queue: ``_Exit`` (a child ended on its own),
-   ``_RestartDue`` (a backoff timer fired) and ``_StopAll``; one event at a time, under
+2. runs an event loop over an internal queue: ``ChildExit`` (a child ended on its own),
+   ``RestartDue`` (a backoff timer fired) and ``StopAll``; one event at a time, under
    ``_lock`` (which ``start_child``/``stop_child`` also take);
-3. ends after ``_StopAll`` (children stopped in reverse order) or by raising
+3. ends after ``StopAll`` (children stopped in reverse order) or by raising
    :class:`SupervisorEscalation` when the restart intensity is exceeded (children stopped
    first). A parent supervisor sees that as this child's crash.
 
-A child task never lets an ordinary exception out (it becomes an ``_Exit`` event), so one
+A child task never lets an ordinary exception out (it becomes a ``ChildExit`` event), so one
 child's crash never cancels its siblings; cancellation, KeyboardInterrupt and SystemExit
 do propagate. Stale events (from an incarnation that was since stopped or replaced) are
-recognised by a per-slot generation number and ignored.
+recognised by a per-slot generation number and ignored. The slots and the events are
+``supervisor_slots.py``.
 """
 
 from __future__ import annotations
@@ -25,8 +26,7 @@ import logging
 import math
 import random
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, TypeAlias, TypeVar, final, overload
+from typing import Any, TypeVar, final, overload
 
 import anyio
 import msgspec
@@ -46,9 +46,9 @@ from actorllm.actors.lifecycle import ActorState, LifecycleEvent, next_state
 from actorllm.actors.policy import RestartIntensity, restart_group
 from actorllm.actors.ref import ActorRef
 from actorllm.actors.spec import ChildSpec, DeadLetterHook, Restart, SupervisorSpec
+from actorllm.actors.supervisor_slots import ChildExit, LoopEvent, Node, RestartDue, Slot, StopAll
 
 M = TypeVar("M")
-Node: TypeAlias = "ActorCell[Any] | Supervisor"
 
 log = logging.getLogger("actorllm.actors")
 
@@ -69,41 +69,6 @@ class SupervisorStatistics(msgspec.Struct, frozen=True, kw_only=True, tag="super
     children: tuple[ActorStatistics | SupervisorStatistics, ...]
 
 
-@dataclass(eq=False)
-class _Slot:
-    """The supervisor's bookkeeping for one child."""
-
-    node: Node
-    generation: int = 0  # bumped at every start; events carry it
-    done: anyio.Event | None = None  # set when the current incarnation's task ends
-    stop_requested: bool = False  # the supervisor stopped it (its end is not an _Exit)
-    restart_token: int = 0  # the pending restart that owns this slot (see _RestartDue)
-    attempt: int = 0  # consecutive restarts, for backoff
-    started_at: float = -math.inf
-
-
-@dataclass(frozen=True)
-class _Exit:
-    slot: _Slot
-    generation: int
-    exc: BaseException | None
-
-
-@dataclass(frozen=True)
-class _RestartDue:
-    group: tuple[_Slot, ...]
-    token: int
-    cause: BaseException | None
-
-
-@dataclass(frozen=True)
-class _StopAll:
-    pass
-
-
-_Event = _Exit | _RestartDue | _StopAll
-
-
 @final
 class Supervisor:
     """A supervisor node. Get one from ``open_supervisor`` or ``start_child(SupervisorSpec)``."""
@@ -120,7 +85,7 @@ class Supervisor:
         self.incarnation = 0
         self.child_restarts = 0
         self._activity = activity if activity is not None else Activity()
-        self._slots: list[_Slot] = [_Slot(self._make_node(c)) for c in spec.children]
+        self._slots: list[Slot] = [Slot(self._make_node(c)) for c in spec.children]
         self._intensity = RestartIntensity(spec.max_restarts, spec.within)
         self._rng = random.Random()
         self._lock = anyio.Lock()
@@ -128,8 +93,8 @@ class Supervisor:
         self._timers = 0  # backoff timers pending
         # Per incarnation:
         self._group: TaskGroup | None = None
-        self._events: MemoryObjectSendStream[_Event] | None = None
-        self._events_recv: MemoryObjectReceiveStream[_Event] | None = None
+        self._events: MemoryObjectSendStream[LoopEvent] | None = None
+        self._events_recv: MemoryObjectReceiveStream[LoopEvent] | None = None
         self._hard_scope: anyio.CancelScope | None = None
         self._ended = anyio.Event()  # set when an incarnation ends (replaced at each start)
 
@@ -165,7 +130,7 @@ class Supervisor:
                 raise ActorStopped(self.name, "is not running")
             if any(s.node.name == spec.name for s in self._slots):
                 raise ValueError(f"{self.name!r} already has a child named {spec.name!r}")
-            slot = _Slot(self._make_node(spec))
+            slot = Slot(self._make_node(spec))
             self._slots.append(slot)
             try:
                 await self._start_slot(slot, None)
@@ -216,7 +181,7 @@ class Supervisor:
         if self.state is _S.RUNNING:
             self.transition(_E.STOP)
         if self._events is not None:
-            self._post(_StopAll())
+            self._post(StopAll())
         scope, timeout = self._hard_scope, self.shutdown_timeout
         if scope is not None and timeout is not None:
             scope.deadline = min(scope.deadline, anyio.current_time() + timeout)
@@ -274,7 +239,7 @@ class Supervisor:
             if slot.node.state is _S.EXITED:
                 slot.node.transition(_E.TERMINATE)
         self._ended = anyio.Event()
-        send, recv = anyio.create_memory_object_stream[_Event](math.inf)
+        send, recv = anyio.create_memory_object_stream[LoopEvent](math.inf)
         self._events, self._events_recv = send, recv
         try:
             with anyio.CancelScope() as self._hard_scope, send, recv:
@@ -310,20 +275,20 @@ class Supervisor:
                 await self._stop_all()
                 raise
 
-    async def _loop(self, events: MemoryObjectReceiveStream[_Event]) -> None:
+    async def _loop(self, events: MemoryObjectReceiveStream[LoopEvent]) -> None:
         async for event in events:
             async with self._lock:
-                if isinstance(event, _StopAll):
+                if isinstance(event, StopAll):
                     await self._stop_all()
                     return
-                if isinstance(event, _Exit):
+                if isinstance(event, ChildExit):
                     await self._on_exit(event)
                 else:
                     self._timers -= 1
                     await self._restart_now(event.group, event.token, event.cause)
             self._activity.poke()
 
-    def _post(self, event: _Event) -> None:
+    def _post(self, event: LoopEvent) -> None:
         if self._events is not None:
             # Closed: the incarnation is over; nothing is left to act on the event.
             with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
@@ -331,7 +296,7 @@ class Supervisor:
 
     # -- starting and stopping children -----------------------------------------------------
 
-    async def _start_slot(self, slot: _Slot, cause: BaseException | None) -> None:
+    async def _start_slot(self, slot: Slot, cause: BaseException | None) -> None:
         """Start one incarnation of ``slot``'s child; return once started.
 
         Raises ``StartFailed`` if it ended before it finished starting.
@@ -352,7 +317,7 @@ class Supervisor:
 
     async def _child_task(
         self,
-        slot: _Slot,
+        slot: Slot,
         generation: int,
         started: anyio.Event,
         failure: list[BaseException],
@@ -382,9 +347,9 @@ class Supervisor:
             return
         if exc is not None:
             log.error("child %r of %r crashed", slot.node.name, self.name, exc_info=exc)
-        self._post(_Exit(slot, generation, exc))
+        self._post(ChildExit(slot, generation, exc))
 
-    async def _stop_slot(self, slot: _Slot) -> None:
+    async def _stop_slot(self, slot: Slot) -> None:
         """Stop ``slot``'s child gracefully if it is live; wait for its task to end."""
         if slot.node.state in _LIVE and slot.done is not None:
             slot.stop_requested = True
@@ -398,7 +363,7 @@ class Supervisor:
         for slot in self._slots:
             slot.node.transition(_E.TERMINATE)
 
-    def _remove(self, slot: _Slot) -> None:
+    def _remove(self, slot: Slot) -> None:
         """Forget a child that is not running: close its mailbox(es) for good."""
         if slot.node.state is not _S.STOPPED:
             slot.node.transition(_E.TERMINATE)
@@ -412,7 +377,7 @@ class Supervisor:
         for slot in self._slots:
             slot.node.close()
 
-    def _slot(self, name: str) -> _Slot:
+    def _slot(self, name: str) -> Slot:
         for slot in self._slots:
             if slot.node.name == name:
                 return slot
@@ -420,7 +385,7 @@ class Supervisor:
 
     # -- restart policy ------------------------------------------------------------------------
 
-    async def _on_exit(self, event: _Exit) -> None:
+    async def _on_exit(self, event: ChildExit) -> None:
         slot, exc = event.slot, event.exc
         if slot not in self._slots or slot.generation != event.generation:
             return  # stale: that incarnation was replaced or the child removed
@@ -448,35 +413,25 @@ class Supervisor:
         for other in group:
             other.restart_token = self._next_token
             other.node.transition(_E.RESTART)
-        delay = self._backoff_delay(slot)
+        delay = slot.next_backoff(self.spec.backoff, anyio.current_time(), self._rng)
         if delay > 0:
             self._timers += 1
             self._group_start_timer(tuple(group), self._next_token, exc, delay)
         else:
             await self._restart_now(tuple(group), self._next_token, exc)
 
-    def _backoff_delay(self, slot: _Slot) -> float:
-        backoff = self.spec.backoff
-        if backoff is None:
-            return 0.0
-        if anyio.current_time() - slot.started_at >= backoff.reset_after:
-            slot.attempt = 0
-        delay = backoff.delay(slot.attempt, self._rng)
-        slot.attempt += 1
-        return delay
-
     def _group_start_timer(
-        self, group: tuple[_Slot, ...], token: int, cause: BaseException | None, delay: float
+        self, group: tuple[Slot, ...], token: int, cause: BaseException | None, delay: float
     ) -> None:
         async def timer() -> None:
             await anyio.sleep(delay)
-            self._post(_RestartDue(group, token, cause))
+            self._post(RestartDue(group, token, cause))
 
         assert self._group is not None
         self._group.start_soon(timer, name=f"backoff {group[0].node.name}")
 
     async def _restart_now(
-        self, group: tuple[_Slot, ...], token: int, cause: BaseException | None
+        self, group: tuple[Slot, ...], token: int, cause: BaseException | None
     ) -> None:
         """Start the group's slots in order (those still owned by this restart)."""
         for slot in group:
@@ -489,5 +444,5 @@ class Supervisor:
                 await self._start_slot(slot, cause)
             except StartFailed as failed:
                 log.error("restart of %r failed", slot.node.name, exc_info=failed.cause)
-                self._post(_Exit(slot, slot.generation, failed.cause))
+                self._post(ChildExit(slot, slot.generation, failed.cause))
                 return
