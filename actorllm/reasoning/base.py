@@ -5,7 +5,8 @@ Each family implements :meth:`ReasoningParser.split` on the text so far; the rea
 grows until the answer starts, so :class:`ReasoningStreamer` emits ``delta.reasoning_content``
 then ``delta.content`` by diffing, holding back text that may be the start of a marker.
 Families with a single-token end marker (``</think>``) also name it
-(``end_marker``): the engine applies structured outputs only after it.
+(``end_marker``), families with plain-text markers name those (``start_texts``,
+``end_texts``): the engine applies structured outputs only after the reasoning ends.
 """
 
 from __future__ import annotations
@@ -30,6 +31,11 @@ class ReasoningParser(ABC):
     # The text that ends the reasoning (structured outputs start after it), if any.
     start_marker: ClassVar[str | None] = None
     end_marker: ClassVar[str | None] = None
+    # Plain-text markers (no special tokens): reasoning is on when the prompt holds one of
+    # ``start_texts`` (the template asked for it); structured outputs start after the
+    # output writes one of ``end_texts``.
+    start_texts: ClassVar[tuple[str, ...]] = ()
+    end_texts: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, tokenizer: Any = None) -> None:
         self.tokenizer = tokenizer

@@ -1,0 +1,82 @@
+"""Where the answer starts, from tokens alone: special-token markers (``<think>``) and
+Granite's plain-text markers, however the tokenizer splits or merges them."""
+
+from __future__ import annotations
+
+import pytest
+
+from actorllm.reasoning import GraniteReasoningParser
+from actorllm.structured_output.reasoning_gate import TextMarkers, TokenMarkers
+from tests.helpers.tokenizers import hf_demo_tokenizer
+
+
+def _ids(text: str) -> list[int]:
+    return list(hf_demo_tokenizer().encode(text, add_special_tokens=False))
+
+
+def _granite() -> TextMarkers:
+    p = GraniteReasoningParser
+    return TextMarkers(hf_demo_tokenizer(), p.start_texts, p.end_texts)
+
+
+def _end_index(gate: TextMarkers, tokens: list[int]) -> int | None:
+    """The index of the token that ends the reasoning, fed one token at a time."""
+    tail: list[int] = []
+    for i, tok in enumerate(tokens):
+        tail.append(tok)
+        if gate.ends(tail):
+            return i
+        del tail[: max(0, len(tail) - gate.window)]
+    return None
+
+
+@pytest.mark.parametrize(
+    "before",
+    ["", " ", "\n", "\n\n", "so 4.", "so 4. ", "so 4.\n\n", "a: b\n"],
+)
+@pytest.mark.parametrize("marker", ["Here is my response:", "Here's my response:"])
+def test_the_answer_starts_after_the_token_that_completes_the_marker(
+    before: str, marker: str
+) -> None:
+    gate = _granite()
+    thought = "Here is my thought process:\nFirst: think. Here is a plan: none.\n" + before
+    head = _ids(thought + marker)
+    tokens = _ids(thought + marker + '{"a": 1}')
+    assert tokens[: len(head)] == head  # (the marker's ':' does not merge with '{')
+    assert _end_index(gate, tokens) == len(head) - 1
+
+
+def test_a_merged_last_token_still_ends_it() -> None:
+    """'::' is one token of the demo vocabulary: the marker ends inside it."""
+    gate = _granite()
+    tokens = [*_ids("Here is my thought process: hm. Here is my response"), _ids("::")[0]]
+    assert len(_ids("::")) == 1
+    assert _end_index(gate, tokens) == len(tokens) - 1
+
+
+def test_no_end_marker_no_end() -> None:
+    gate = _granite()
+    text = "Here is my thought process: Here is my thought. Here is my respon se: x"
+    assert _end_index(gate, _ids(text)) is None
+
+
+def test_prompt_state_follows_the_template() -> None:
+    gate = _granite()
+    asked = _ids(
+        "System: Write your thoughts after 'Here is my thought process:' and your response "
+        "after 'Here is my response:'.\nUser: hi\nAssistant:\n"
+    )
+    assert gate.prompt_state(asked) == "open"  # Granite's thinking: true
+    assert gate.prompt_state(_ids("User: hi\nAssistant:\n")) == "closed"  # thinking off
+    done = _ids("Here is my thought process: x\nHere is my response:\n")
+    assert gate.prompt_state(done) == "closed"  # the prompt ended the reasoning itself
+    assert gate.opener is None
+
+
+def test_token_markers() -> None:
+    start, end = _ids("<think>"), _ids("</think>")
+    gate = TokenMarkers(start, end)
+    assert gate.prompt_state([5, *start, 9]) == "open"
+    assert gate.prompt_state([*start, 9, *end, 7]) == "closed"
+    assert gate.prompt_state([5, 6]) == ("may_open" if len(start) == 1 else "closed")
+    assert gate.ends([9, *end]) and not gate.ends([*end, 9])
