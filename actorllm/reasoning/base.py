@@ -36,6 +36,8 @@ class ReasoningParser(ABC):
     # output writes one of ``end_texts``.
     start_texts: ClassVar[tuple[str, ...]] = ()
     end_texts: ClassVar[tuple[str, ...]] = ()
+    # The markers are special tokens the detokenizer would drop (Mistral's [THINK]).
+    keeps_special_tokens: ClassVar[bool] = False
 
     def __init__(self, tokenizer: Any = None) -> None:
         self.tokenizer = tokenizer

@@ -80,3 +80,33 @@ def test_token_markers() -> None:
     assert gate.prompt_state([*start, 9, *end, 7]) == "closed"
     assert gate.prompt_state([5, 6]) == ("may_open" if len(start) == 1 else "closed")
     assert gate.ends([9, *end]) and not gate.ends([*end, 9])
+
+
+@pytest.mark.parametrize(
+    ("name", "kind"),
+    [("deepseek_r1", TokenMarkers), ("mistral", TokenMarkers), ("seed_oss", TokenMarkers),
+     ("minimax_m2_append_think", TokenMarkers), ("granite", TextMarkers)],
+)  # fmt: skip
+def test_every_parser_gets_a_gate(name: str, kind: type) -> None:
+    """The engine builds the gate from the parser's markers, so structured outputs start
+    after the reasoning for every family (and cover it all with enable_in_reasoning)."""
+    from types import SimpleNamespace
+
+    from actorllm.engine.structured_outputs import structured_outputs_for
+
+    config = SimpleNamespace(
+        reasoning_parser=name,
+        structured_outputs_enable_in_reasoning=False,
+        structured_outputs_backend="xgrammar",
+        structured_outputs_disable_any_whitespace=False,
+        structured_outputs_disable_additional_properties=False,
+    )
+    model = SimpleNamespace(vocab_size=4096, eos_token_ids=[0])
+    so = structured_outputs_for(config, hf_demo_tokenizer(), model)
+    try:
+        so.compiler  # noqa: B018  (built on first use, with the gate)
+        assert isinstance(so._reasoning, kind)
+        config.structured_outputs_enable_in_reasoning = True
+        assert structured_outputs_for(config, hf_demo_tokenizer(), model).reasoning_markers is None
+    finally:
+        so.shutdown()
