@@ -20,7 +20,12 @@ import anyio
 from actorllm.core.sampling_params import SamplingParams
 from actorllm.core.structured_outputs_params import BackendChoice, StructuredOutputsError
 from actorllm.structured_output import GrammarCompiler, StructuredOutputManager
-from actorllm.structured_output.reasoning_gate import ReasoningGate, TextMarkers, TokenMarkers
+from actorllm.structured_output.reasoning_gate import (
+    ReasoningGate,
+    TextMarkers,
+    TextRule,
+    TokenMarkers,
+)
 from actorllm.worker.worker_thread import LoopPoster
 
 T = TypeVar("T")
@@ -40,7 +45,7 @@ class StructuredOutputs:
         disable_any_whitespace: bool = False,
         disable_additional_properties: bool = False,
         reasoning_markers: tuple[str, str] | None = None,
-        reasoning_texts: tuple[tuple[str, ...], tuple[str, ...]] | None = None,
+        reasoning_texts: tuple[tuple[str, ...], tuple[str, ...], TextRule] | None = None,
     ) -> None:
         self.tokenizer = tokenizer
         self.vocab_size = vocab_size
@@ -48,8 +53,8 @@ class StructuredOutputs:
         self.backend: BackendChoice = backend
         self.disable_any_whitespace = disable_any_whitespace
         self.disable_additional_properties = disable_additional_properties
-        # From the reasoning parser: (start, end) special-token text, or (starts, ends)
-        # plain-text markers.
+        # From the reasoning parser: (start, end) special-token text, or (starts, ends,
+        # rule) plain-text markers.
         self.reasoning_markers = reasoning_markers
         self.reasoning_texts = reasoning_texts
         self._compiler: GrammarCompiler | None = None
@@ -140,7 +145,7 @@ def structured_outputs_for(config: Any, tokenizer: Any, model: Any) -> Structure
         if parser.start_marker is not None and parser.end_marker is not None:
             markers = (parser.start_marker, parser.end_marker)
         elif parser.end_texts:
-            texts = (parser.start_texts, parser.end_texts)
+            texts = (parser.start_texts, parser.end_texts, parser.text_rule)
     return StructuredOutputs(
         tokenizer,
         vocab_size=model.vocab_size,

@@ -10,6 +10,7 @@ from actorllm.reasoning.base import (
 )
 from actorllm.reasoning.granite import GraniteReasoningParser
 from actorllm.reasoning.mistral import MistralReasoningParser
+from actorllm.reasoning.olmo3 import Olmo3ReasoningParser
 from actorllm.reasoning.seed_oss import SeedOssReasoningParser
 from actorllm.reasoning.think_tags import (
     DeepSeekR1ReasoningParser,
@@ -35,7 +36,7 @@ __all__ = [
 ]
 
 # vLLM's --reasoning-parser names. Not here (refused by name at start-up): gpt_oss /
-# openai_gptoss (harmony channels), hunyuan_a13b, kimi_k2, olmo3 and the rest.
+# openai_gptoss (harmony channels), hunyuan_a13b, kimi_k2 and the rest.
 REASONING_PARSERS: dict[str, type[ReasoningParser]] = {
     "deepseek_r1": DeepSeekR1ReasoningParser,
     "deepseek_v3": DeepSeekV3ReasoningParser,
@@ -45,6 +46,7 @@ REASONING_PARSERS: dict[str, type[ReasoningParser]] = {
     "minimax_m2": MiniMaxM2ReasoningParser,
     "minimax_m2_append_think": MiniMaxM2AppendThinkReasoningParser,
     "mistral": MistralReasoningParser,
+    "olmo3": Olmo3ReasoningParser,
     "qwen3": Qwen3ReasoningParser,
     "seed_oss": SeedOssReasoningParser,
     "step3": Step3ReasoningParser,

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from actorllm.core.marker_text import hold_back
 
@@ -31,11 +31,14 @@ class ReasoningParser(ABC):
     # The text that ends the reasoning (structured outputs start after it), if any.
     start_marker: ClassVar[str | None] = None
     end_marker: ClassVar[str | None] = None
-    # Plain-text markers (no special tokens): reasoning is on when the prompt holds one of
-    # ``start_texts`` (the template asked for it); structured outputs start after the
-    # output writes one of ``end_texts``.
+    # Plain-text markers (no special tokens): structured outputs start after the output
+    # writes one of ``end_texts``. Whether the output starts in reasoning is
+    # ``text_rule``'s (structured_output/reasoning_gate.py): "asked" (the prompt holds one
+    # of ``start_texts``: the template asked for it) or "unless_closed" (unless the prompt
+    # closed a block after its last start).
     start_texts: ClassVar[tuple[str, ...]] = ()
     end_texts: ClassVar[tuple[str, ...]] = ()
+    text_rule: ClassVar[Literal["asked", "unless_closed"]] = "asked"
     # The markers are special tokens the detokenizer would drop (Mistral's [THINK]).
     keeps_special_tokens: ClassVar[bool] = False
 

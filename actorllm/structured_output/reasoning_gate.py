@@ -9,11 +9,14 @@ Two kinds of markers:
   single-token opener may still be chosen by the model at the first position.
 * :class:`TextMarkers`: plain-text markers the tokenizer splits and merges with their
   neighbours in many ways (Granite 3.2's ``Here is my thought process:`` …
-  ``Here is my response:``). Reasoning is on when the prompt asks for it (its text holds
-  a start marker: Granite's ``thinking`` template writes them into the system prompt)
-  and the prompt does not already end with an end marker; the answer starts after the
-  output token that completes an end marker, found in the detokenized text of the last
-  tokens (with or without a space or newline before it, whatever tokens it took).
+  ``Here is my response:``; Olmo 3's plain-text ``<think>`` … ``</think>``). Where the
+  output starts is the ``rule``'s: ``asked``: reasoning is on when the prompt's text holds
+  a start marker (Granite's ``thinking`` template writes both markers into the system
+  prompt) and does not end with an end marker; ``unless_closed``: reasoning is on unless
+  the prompt closed a block after its last start marker (as vLLM's olmo3: the template may
+  open the block, or the model does). The answer starts after the output token that
+  completes an end marker, found in the detokenized text of the last tokens (with or
+  without a space or newline before it, whatever tokens it took).
 
 Both are pure functions of the request's tokens, so a preempted request, or one rebuilt
 after a crash by replaying its outputs, finds the same boundary.
@@ -26,6 +29,7 @@ from typing import Any, Literal, Protocol
 # open: the output starts inside the reasoning; may_open: its first token may open it
 # (``opener``); closed: the output is the answer from its first token.
 PromptState = Literal["open", "may_open", "closed"]
+TextRule = Literal["asked", "unless_closed"]
 
 
 class ReasoningGate(Protocol):
@@ -74,9 +78,15 @@ class TokenMarkers:
 
 
 class TextMarkers:
-    def __init__(self, tokenizer: Any, starts: tuple[str, ...], ends: tuple[str, ...]) -> None:
+    def __init__(
+        self,
+        tokenizer: Any,
+        starts: tuple[str, ...],
+        ends: tuple[str, ...],
+        rule: TextRule = "asked",
+    ) -> None:
         self.tokenizer = tokenizer
-        self.starts, self.end_texts = starts, ends
+        self.starts, self.end_texts, self.rule = starts, ends, rule
         # Every token decodes to at least one character (a byte, for a byte-level piece of
         # a character): an end marker and the token before it fit in this many.
         self._window = max(len(e) for e in ends) + 2
@@ -93,6 +103,10 @@ class TextMarkers:
 
     def prompt_state(self, prompt: list[int]) -> PromptState:
         text = self.tokenizer.decode(prompt)
+        if self.rule == "unless_closed":
+            last_start = max(text.rfind(s) for s in self.starts)
+            closed = any(text.find(e, last_start + 1) >= 0 for e in self.end_texts)
+            return "closed" if closed else "open"
         if not any(s in text for s in self.starts):
             return "closed"  # reasoning not asked for (Granite: thinking off)
         if text.rstrip().endswith(self.end_texts):

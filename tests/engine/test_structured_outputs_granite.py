@@ -123,3 +123,24 @@ def test_llm_chat_with_the_thinking_switch() -> None:
         check_answer(_answer(text))
         for kwargs in ({}, {"enable_thinking": False}, {"enable_thinking": True}):
             check_answer(chat(chat_template_kwargs=kwargs))
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("async_scheduling", [False, True])
+async def test_olmo3_plain_text_think_tags(async_scheduling: bool) -> None:
+    """--reasoning-parser olmo3: <think>…</think> as plain text; the template opened the
+    block, the answer after '</think>' (merged with the '.' before it or not) validates.
+    A prompt that closed an empty block is constrained from the first token."""
+    tok = demo_tokenizer()
+    thought = "The user wants a pet.</think>\n"
+    opener = "<|im_start|>assistant\n<think>"
+    model = GraniteThinker(tok, thought=thought, opener=opener)
+    async with open_test_engine(
+        model=model, reasoning_parser="olmo3", async_scheduling=async_scheduling
+    ) as engine:
+        text = await _text(engine, "<|im_start|>user\nA pet?<|im_end|>\n" + opener)
+        assert text.startswith("The user wants a pet.</think>"), text
+        check_answer(text.split("</think>", 1)[1])
+        closed = "<|im_start|>user\nA pet?<|im_end|>\n" + opener + "</think>\n"
+        check_answer(await _text(engine, closed))
+        await check_invariants(engine)

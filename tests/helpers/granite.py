@@ -51,16 +51,22 @@ def check_answer(text: str) -> None:
 
 
 class GraniteThinker(ScriptedModel):
-    """Writes ``thought`` right after the last ``<|im_start|>assistant\\n`` of the prompt,
+    """Writes ``thought`` right after the prompt's last ``opener``,
     then its usual script. Under a grammar from the first token (thinking off), the grammar
     bends the thought away like any other script."""
 
-    def __init__(self, tokenizer: Any, **kw: Any) -> None:
+    def __init__(
+        self,
+        tokenizer: Any,
+        thought: str = THOUGHT,
+        opener: str = "<|im_start|>assistant\n",
+        **kw: Any,
+    ) -> None:
         kw.setdefault("vocab_size", len(tokenizer))
         kw.setdefault("eos_token_id", tokenizer.eos_token_id)
         super().__init__(**kw)
-        self.opener = list(tokenizer.encode("<|im_start|>assistant\n", add_special_tokens=False))
-        self.thought = list(tokenizer.encode(THOUGHT, add_special_tokens=False))
+        self.opener = list(tokenizer.encode(opener, add_special_tokens=False))
+        self.thought = list(tokenizer.encode(thought, add_special_tokens=False))
 
     def fresh(self) -> ScriptedModel:
         raise NotImplementedError  # one replica

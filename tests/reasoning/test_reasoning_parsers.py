@@ -44,6 +44,9 @@ CASES = [
      "The answer is 4."),
     ("mistral", "The answer is 4.", None, "The answer is 4."),
     ("mistral", "[THINK]cut off", "cut off", None),
+    # Olmo 3: plain-text tags; the template may open the block.
+    ("olmo3", "<think>Plan it.</think>Answer", "Plan it.", "Answer"),
+    ("olmo3", "Plan it.</think>\n\nAnswer", "Plan it.", "\n\nAnswer"),
 ]  # fmt: skip
 
 

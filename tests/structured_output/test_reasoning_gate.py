@@ -85,7 +85,8 @@ def test_token_markers() -> None:
 @pytest.mark.parametrize(
     ("name", "kind"),
     [("deepseek_r1", TokenMarkers), ("mistral", TokenMarkers), ("seed_oss", TokenMarkers),
-     ("minimax_m2_append_think", TokenMarkers), ("granite", TextMarkers)],
+     ("minimax_m2_append_think", TokenMarkers), ("granite", TextMarkers),
+     ("olmo3", TextMarkers)],
 )  # fmt: skip
 def test_every_parser_gets_a_gate(name: str, kind: type) -> None:
     """The engine builds the gate from the parser's markers, so structured outputs start
@@ -110,3 +111,22 @@ def test_every_parser_gets_a_gate(name: str, kind: type) -> None:
         assert structured_outputs_for(config, hf_demo_tokenizer(), model).reasoning_markers is None
     finally:
         so.shutdown()
+
+
+def test_olmo3_text_tags() -> None:
+    """Olmo 3: reasoning unless the prompt closed a block after its last <think>; the end
+    is '</think>' in the text, whatever tokens it took."""
+    from actorllm.reasoning import get_reasoning_parser
+
+    p = get_reasoning_parser("olmo3")
+    gate = TextMarkers(hf_demo_tokenizer(), p.start_texts, p.end_texts, p.text_rule)
+    assert gate.prompt_state(_ids("user: hi\nassistant: <think>")) == "open"
+    assert gate.prompt_state(_ids("user: hi\nassistant:")) == "open"  # the model may open it
+    assert gate.prompt_state(_ids("assistant: <think></think>\n")) == "closed"
+    earlier = "assistant: <think>a</think>b\nuser: hi\nassistant: <think>"
+    assert gate.prompt_state(_ids(earlier)) == "open"
+    for text in ("Done.</think>{", "Done. </think>\n{", "Done.\n</think>{"):
+        head = _ids(text[: text.index("</think>") + len("</think>")])
+        tokens = _ids(text)
+        assert tokens[: len(head)] == head
+        assert _end_index(gate, tokens) == len(head) - 1, text
