@@ -64,6 +64,24 @@ async def test_the_thought_is_free_and_the_answer_is_constrained(async_schedulin
         await check_invariants(engine)
 
 
+PROMPTS = [_prompt(i % 2 == 0, f"Pet {i} as JSON?") for i in range(6)]  # thinking: even
+
+
+async def _run_all(engine: AsyncEngine) -> list[str]:
+    """Every prompt at once; each output checked (the thinking ones after the thought)."""
+    results = [""] * len(PROMPTS)
+
+    async def one(i: int) -> None:
+        results[i] = await _text(engine, PROMPTS[i], request_id=f"g{i}")
+
+    async with anyio.create_task_group() as tg:
+        for i in range(len(PROMPTS)):
+            tg.start_soon(one, i)
+    for i, text in enumerate(results):
+        check_answer(_answer(text) if i % 2 == 0 else text)
+    return results
+
+
 @pytest.mark.anyio
 @pytest.mark.parametrize("at_step", [8, 40])  # inside the thought; in the answer
 @pytest.mark.parametrize("actor", ["scheduler", "executor"])
@@ -76,26 +94,29 @@ async def test_identical_after_a_crash(actor: str, at_step: int) -> None:
         "async_scheduling": True,
         "step_delay_s": 0.001,
     }
-    prompts = [_prompt(i % 2 == 0, f"Pet {i} as JSON?") for i in range(6)]
-
-    async def run(engine: AsyncEngine) -> list[str]:
-        results = [""] * len(prompts)
-
-        async def one(i: int) -> None:
-            results[i] = await _text(engine, prompts[i], request_id=f"g{i}")
-
-        async with anyio.create_task_group() as tg:
-            for i in range(len(prompts)):
-                tg.start_soon(one, i)
-        for i, text in enumerate(results):
-            check_answer(_answer(text) if i % 2 == 0 else text)
-        return results
-
     async with open_test_engine(model=GraniteThinker(tok), **kw) as engine:
-        reference = await run(engine)
+        reference = await _run_all(engine)
     async with open_test_engine(model=GraniteThinker(tok), **kw) as engine:
         inject_fault(engine, actor, at_step=at_step)
-        results = await run(engine)
+        results = await _run_all(engine)
+        await check_invariants(engine)
+    assert results == reference
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("async_scheduling", [False, True])
+async def test_identical_under_preemption(async_scheduling: bool) -> None:
+    """A KV pool too small for the batch preempts requests mid-thought or mid-answer; each
+    keeps its outputs, its gate state and its matcher."""
+    tok = demo_tokenizer()
+    kw: dict[str, Any] = {"reasoning_parser": "granite", "async_scheduling": async_scheduling}
+    async with open_test_engine(model=GraniteThinker(tok), **kw) as engine:
+        reference = await _run_all(engine)
+    async with open_test_engine(
+        model=GraniteThinker(tok), num_blocks=62, block_size=4, max_model_len=240, **kw
+    ) as engine:
+        results = await _run_all(engine)
+        assert (await engine.get_stats()).num_preemptions > 0
         await check_invariants(engine)
     assert results == reference
 
