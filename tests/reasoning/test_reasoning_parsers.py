@@ -103,3 +103,31 @@ def test_only_mistral_keeps_special_tokens() -> None:
 
     keep = {n for n, p in REASONING_PARSERS.items() if p.keeps_special_tokens}
     assert keep == {"mistral"}
+
+
+# vLLM 0.11's --reasoning-parser names: those taken here, and those refused by name.
+VLLM_TAKEN = [
+    "deepseek_r1",
+    "deepseek_v3",
+    "ernie45",
+    "glm45",
+    "granite",
+    "minimax_m2",
+    "minimax_m2_append_think",
+    "mistral",
+    "olmo3",
+    "qwen3",
+    "seed_oss",
+    "step3",
+]
+VLLM_REFUSED = ["gpt_oss", "openai_gptoss", "hunyuan_a13b", "kimi_k2"]  # fmt: skip
+
+
+def test_vllm_launch_lines_config() -> None:
+    from actorllm.engine.config import EngineConfig, EngineConfigError
+
+    for name in VLLM_TAKEN:
+        assert EngineConfig(reasoning_parser=name).reasoning_parser == name
+    for name in VLLM_REFUSED:
+        with pytest.raises(EngineConfigError, match="reasoning_parser"):
+            EngineConfig(reasoning_parser=name)
