@@ -220,8 +220,9 @@ class EngineConfig(msgspec.Struct, kw_only=True):
     structured_outputs_enable_in_reasoning: bool = False
     """With a reasoning_parser: constrain the reasoning too, not only the answer after it."""
     reasoning_parser: str | None = None
-    """Split a reasoning model's thinking into reasoning_content: deepseek_r1, qwen3 or
-    granite. Structured outputs then constrain the answer only (after the reasoning)."""
+    """Split a reasoning model's thinking into reasoning_content (vLLM's names: deepseek_r1,
+    qwen3, granite, ... see actorllm.reasoning.REASONING_PARSERS). Structured outputs then
+    constrain the answer only (after the reasoning)."""
     # -- Frontend ---------------------------------------------------------------------------
     enable_auto_tool_choice: bool = False
     """Let the model decide to call tools (tool_choice auto, the default when tools are

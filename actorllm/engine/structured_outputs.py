@@ -20,6 +20,12 @@ import anyio
 from actorllm.core.sampling_params import SamplingParams
 from actorllm.core.structured_outputs_params import BackendChoice, StructuredOutputsError
 from actorllm.structured_output import GrammarCompiler, StructuredOutputManager
+from actorllm.structured_output.reasoning_gate import (
+    ReasoningGate,
+    TextMarkers,
+    TextRule,
+    TokenMarkers,
+)
 from actorllm.worker.worker_thread import LoopPoster
 
 T = TypeVar("T")
@@ -39,6 +45,7 @@ class StructuredOutputs:
         disable_any_whitespace: bool = False,
         disable_additional_properties: bool = False,
         reasoning_markers: tuple[str, str] | None = None,
+        reasoning_texts: tuple[tuple[str, ...], tuple[str, ...], TextRule] | None = None,
     ) -> None:
         self.tokenizer = tokenizer
         self.vocab_size = vocab_size
@@ -46,9 +53,12 @@ class StructuredOutputs:
         self.backend: BackendChoice = backend
         self.disable_any_whitespace = disable_any_whitespace
         self.disable_additional_properties = disable_additional_properties
-        self.reasoning_markers = reasoning_markers  # (start, end) text, from the reasoning parser
+        # From the reasoning parser: (start, end) special-token text, or (starts, ends,
+        # rule) plain-text markers.
+        self.reasoning_markers = reasoning_markers
+        self.reasoning_texts = reasoning_texts
         self._compiler: GrammarCompiler | None = None
-        self._reasoning_ids: tuple[list[int], list[int]] | None = None
+        self._reasoning: ReasoningGate | None = None
         # Every scheduler incarnation's tracker still alive, closed at shutdown.
         self._trackers: weakref.WeakSet[StructuredOutputManager] = weakref.WeakSet()
 
@@ -65,7 +75,9 @@ class StructuredOutputs:
             )
             if self.reasoning_markers is not None:
                 start, end = self.reasoning_markers
-                self._reasoning_ids = (self._ids(start), self._ids(end))
+                self._reasoning = TokenMarkers(self._ids(start), self._ids(end))
+            elif self.reasoning_texts is not None:
+                self._reasoning = TextMarkers(self.tokenizer, *self.reasoning_texts)
         return self._compiler
 
     def _ids(self, text: str) -> list[int]:
@@ -110,7 +122,7 @@ class StructuredOutputs:
         compiler = self.compiler
         poster = LoopPoster()
         tracker = StructuredOutputManager(
-            compiler, on_ready=lambda: poster.post(wake), reasoning=self._reasoning_ids
+            compiler, on_ready=lambda: poster.post(wake), reasoning=self._reasoning
         )
         self._trackers.add(tracker)
         return tracker
@@ -124,7 +136,7 @@ class StructuredOutputs:
 
 def structured_outputs_for(config: Any, tokenizer: Any, model: Any) -> StructuredOutputs:
     """The engine's service from its config (backend, reasoning parser) and model info."""
-    markers = None
+    markers = texts = None
     # enable_in_reasoning: no markers, so the constraint covers the reasoning too.
     if config.reasoning_parser is not None and not config.structured_outputs_enable_in_reasoning:
         from actorllm.reasoning import get_reasoning_parser
@@ -132,6 +144,8 @@ def structured_outputs_for(config: Any, tokenizer: Any, model: Any) -> Structure
         parser = get_reasoning_parser(config.reasoning_parser)
         if parser.start_marker is not None and parser.end_marker is not None:
             markers = (parser.start_marker, parser.end_marker)
+        elif parser.end_texts:
+            texts = (parser.start_texts, parser.end_texts, parser.text_rule)
     return StructuredOutputs(
         tokenizer,
         vocab_size=model.vocab_size,
@@ -140,6 +154,7 @@ def structured_outputs_for(config: Any, tokenizer: Any, model: Any) -> Structure
         disable_any_whitespace=config.structured_outputs_disable_any_whitespace,
         disable_additional_properties=config.structured_outputs_disable_additional_properties,
         reasoning_markers=markers,
+        reasoning_texts=texts,
     )
 
 

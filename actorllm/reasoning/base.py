@@ -5,14 +5,15 @@ Each family implements :meth:`ReasoningParser.split` on the text so far; the rea
 grows until the answer starts, so :class:`ReasoningStreamer` emits ``delta.reasoning_content``
 then ``delta.content`` by diffing, holding back text that may be the start of a marker.
 Families with a single-token end marker (``</think>``) also name it
-(``end_marker``): the engine applies structured outputs only after it.
+(``end_marker``), families with plain-text markers name those (``start_texts``,
+``end_texts``): the engine applies structured outputs only after the reasoning ends.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from actorllm.core.marker_text import hold_back
 
@@ -30,6 +31,16 @@ class ReasoningParser(ABC):
     # The text that ends the reasoning (structured outputs start after it), if any.
     start_marker: ClassVar[str | None] = None
     end_marker: ClassVar[str | None] = None
+    # Plain-text markers (no special tokens): structured outputs start after the output
+    # writes one of ``end_texts``. Whether the output starts in reasoning is
+    # ``text_rule``'s (structured_output/reasoning_gate.py): "asked" (the prompt holds one
+    # of ``start_texts``: the template asked for it) or "unless_closed" (unless the prompt
+    # closed a block after its last start).
+    start_texts: ClassVar[tuple[str, ...]] = ()
+    end_texts: ClassVar[tuple[str, ...]] = ()
+    text_rule: ClassVar[Literal["asked", "unless_closed"]] = "asked"
+    # The markers are special tokens the detokenizer would drop (Mistral's [THINK]).
+    keeps_special_tokens: ClassVar[bool] = False
 
     def __init__(self, tokenizer: Any = None) -> None:
         self.tokenizer = tokenizer

@@ -12,12 +12,9 @@ _RESPONSE = re.compile(r"Here(?:'s| is) my response:")
 
 
 class GraniteReasoningParser(ReasoningParser):
-    markers = (
-        "Here is my thought process:",
-        "Here's my thought process:",
-        "Here is my response:",
-        "Here's my response:",
-    )
+    start_texts = ("Here is my thought process:", "Here's my thought process:")
+    end_texts = ("Here is my response:", "Here's my response:")
+    markers = start_texts + end_texts
 
     def split(self, text: str, final: bool) -> Split:
         m = _THOUGHT.match(text)

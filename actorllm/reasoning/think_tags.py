@@ -15,13 +15,13 @@ from actorllm.reasoning.base import ReasoningParser, Split
 START, END = "<think>", "</think>"
 
 
-def _split_think(text: str) -> Split:
-    """Reasoning up to ``</think>`` (a leading ``<think>`` dropped), then the answer."""
+def split_think(text: str, start: str = START, end: str = END) -> Split:
+    """Reasoning up to ``end`` (a leading ``start`` dropped), then the answer."""
     stripped = text.lstrip()
-    body = stripped[len(START) :] if stripped.startswith(START) else text
-    if END not in body:
+    body = stripped[len(start) :] if stripped.startswith(start) else text
+    if end not in body:
         return Split(reasoning=body, content="", reasoning_done=False)
-    reasoning, content = body.split(END, 1)
+    reasoning, content = body.split(end, 1)
     return Split(reasoning=reasoning, content=content, reasoning_done=True)
 
 
@@ -30,7 +30,7 @@ class DeepSeekR1ReasoningParser(ReasoningParser):
     start_marker, end_marker = START, END
 
     def split(self, text: str, final: bool) -> Split:
-        return _split_think(text)
+        return split_think(text)
 
 
 class Qwen3ReasoningParser(ReasoningParser):
@@ -40,7 +40,7 @@ class Qwen3ReasoningParser(ReasoningParser):
     def split(self, text: str, final: bool) -> Split:
         stripped = text.lstrip()
         if stripped.startswith(START) or self.prompt_opened:
-            return _split_think(text)
+            return split_think(text)
         if not final and START.startswith(stripped):
             return Split(reasoning=None, content="", reasoning_done=False)  # may open one
         return Split(reasoning=None, content=text, reasoning_done=True)

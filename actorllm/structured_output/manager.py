@@ -21,15 +21,14 @@ Threads: the event loop calls everything but the fill; the fill thread reads mat
 state only after its row's tokens are fed, and no row's matcher is advanced again before
 the step it was filled for comes back. ``_cond`` guards the bookkeeping between them.
 
-Reasoning models (``reasoning``: the token ids that open and close the reasoning block,
-from ``--reasoning-parser``): the constraint applies to the answer only, as in vLLM. A
-request whose reasoning is open gets all-allowed rows and its tokens are not fed to the
-matcher; the tokens after the closing sequence are. Reasoning is open when the prompt left
-a block open (DeepSeek-R1 templates, Qwen3 thinking templates), or when the output's first
-token opens one: a single-token opener is allowed beside the grammar at the first
-position, so a model may choose to think — unless the prompt ends with a closed block
-(``enable_thinking: false``). Otherwise (that, a plain completion prompt) the output is
-constrained from its first token.
+Reasoning models (``reasoning``: a :class:`~.reasoning_gate.ReasoningGate` from
+``--reasoning-parser``): the constraint applies to the answer only, as in vLLM. A request
+whose reasoning is open gets all-allowed rows and its tokens are not fed to the matcher;
+the tokens after the reasoning ends are. Where the reasoning is open at the start (the
+prompt left a ``<think>`` open; Granite's thinking prompt), where the model may open it
+with its first token (a single-token opener, allowed beside the grammar there) and where
+it ends are the gate's to say, from tokens alone: a rebuilt matcher replays to the same
+place.
 """
 
 from __future__ import annotations
@@ -48,6 +47,7 @@ from actorllm.core.scheduler_output import GrammarBitmask
 from actorllm.core.structured_outputs_params import StructuredOutputsError
 from actorllm.structured_output.backend import CompiledGrammar, Matcher, bitmask_width
 from actorllm.structured_output.compiler import GrammarCompiler
+from actorllm.structured_output.reasoning_gate import ReasoningGate
 
 log = logging.getLogger(__name__)
 
@@ -62,11 +62,11 @@ class StructuredOutputManager:
         self,
         compiler: GrammarCompiler,
         on_ready: Callable[[], None] | None = None,
-        reasoning: tuple[list[int], list[int]] | None = None,
+        reasoning: ReasoningGate | None = None,
     ) -> None:
         self.compiler = compiler
         self.on_ready = on_ready
-        self.reasoning = reasoning  # (start ids, end ids) or None
+        self.reasoning = reasoning
         # {req_id: the last tokens seen while reasoning (to find a multi-token end)}.
         self._reasoning_tail: dict[str, list[int]] = {}
         # Requests whose first output token may still open a reasoning block.
@@ -111,13 +111,10 @@ class StructuredOutputManager:
             raise StructuredOutputsError(f"cannot be compiled: {exc!r}", param=param) from exc
         self._matchers[rid] = self.compiler.matcher(compiled)
         if self.reasoning is not None:
-            start, end = self.reasoning
-            prompt = request.prompt_token_ids
-            if _open_in(prompt, start, end):
+            state = self.reasoning.prompt_state(list(request.prompt_token_ids))
+            if state == "open":
                 self._reasoning_tail[rid] = []
-            elif len(start) == 1 and not _closed_at_end(prompt, end):
-                # (A prompt that ends with a closed block has thinking switched off:
-                # Qwen3's enable_thinking false. The answer starts at once, as in vLLM.)
+            elif state == "may_open":
                 self._may_open.add(rid)
         with self._cond:
             self._fed[rid] = 0
@@ -141,7 +138,7 @@ class StructuredOutputManager:
         if token_ids and req_id in self._may_open:
             self._may_open.discard(req_id)
             assert self.reasoning is not None
-            if token_ids[0] == self.reasoning[0][0]:  # the model chose to think first
+            if token_ids[0] == self.reasoning.opener:  # the model chose to think first
                 self._reasoning_tail[req_id] = []
                 token_ids = token_ids[1:]
         tail = self._reasoning_tail.get(req_id)
@@ -162,13 +159,13 @@ class StructuredOutputManager:
     def _past_reasoning(self, req_id: str, tail: list[int], token_ids: list[int]) -> list[int]:
         """The tokens after the reasoning closes (none while it stays open)."""
         assert self.reasoning is not None
-        end = self.reasoning[1]
+        gate = self.reasoning
         for i, tok in enumerate(token_ids):
             tail.append(tok)
-            if tail[-len(end) :] == end:
+            if gate.ends(tail):
                 del self._reasoning_tail[req_id]
                 return token_ids[i + 1 :]
-        del tail[: max(0, len(tail) - len(end))]
+        del tail[: max(0, len(tail) - gate.window)]
         return []
 
     def is_terminated(self, req_id: str) -> bool:
@@ -212,8 +209,8 @@ class StructuredOutputManager:
             else:
                 matcher.fill_bitmask(mask, row)
         if opens:
-            assert self.reasoning is not None
-            opener = self.reasoning[0][0]
+            opener = self.reasoning.opener if self.reasoning is not None else None
+            assert opener is not None
             words = mask.view(np.uint32)  # [R, W]
             for row in opens:
                 words[row, opener // 32] |= np.uint32(1 << (opener % 32))
@@ -246,25 +243,3 @@ def _allow_only(mask: np.ndarray, row: int, token_ids: list[int]) -> None:
     words[row] = 0
     for t in token_ids:
         words[row, t // 32] |= np.uint32(1 << (t % 32))
-
-
-def _open_in(prompt: list[int], start: list[int], end: list[int]) -> bool:
-    """Whether the prompt leaves a reasoning block open (its last ``start`` comes after its
-    last ``end``)."""
-    last_start = _rfind(prompt, start)
-    return last_start >= 0 and last_start > _rfind(prompt, end)
-
-
-def _closed_at_end(prompt: list[int], end: list[int], slack: int = 3) -> bool:
-    """Whether the prompt ends with a reasoning block's end marker (and at most ``slack``
-    tokens after it, the template's newlines)."""
-    last_end = _rfind(prompt, end)
-    return last_end >= 0 and last_end + len(end) >= len(prompt) - slack
-
-
-def _rfind(seq: list[int], sub: list[int]) -> int:
-    n = len(sub)
-    for i in range(len(seq) - n, -1, -1):
-        if seq[i : i + n] == sub:
-            return i
-    return -1

@@ -9,6 +9,7 @@ from actorllm.core.sampling_params import SamplingParams
 from actorllm.core.structured_outputs_params import StructuredOutputsParams as SOP
 from actorllm.structured_output import GrammarCompiler, StructuredOutputManager
 from actorllm.structured_output.backend import allowed_tokens
+from actorllm.structured_output.reasoning_gate import TokenMarkers
 from tests.helpers.tokenizers import ENDOFTEXT_ID, VOCAB_SIZE, hf_demo_tokenizer
 
 
@@ -47,7 +48,7 @@ def test_compile_wakes_owner_and_matcher_tracks_tokens(compiler: GrammarCompiler
 
 def test_reasoning_is_unconstrained_until_it_closes(compiler: GrammarCompiler) -> None:
     start, end = _ids("<think>"), _ids("</think>")
-    m = StructuredOutputManager(compiler, reasoning=(start, end))
+    m = StructuredOutputManager(compiler, reasoning=TokenMarkers(start, end))
     params = SamplingParams(structured_outputs=SOP(choice=["alpha", "beta"]))
     r = Request(f"r-{compiler.default_backend}", [5, *start], params)
     m.add(r)
@@ -67,7 +68,7 @@ def test_reasoning_is_unconstrained_until_it_closes(compiler: GrammarCompiler) -
 
 def test_a_single_token_opener_lets_the_model_choose_to_think(compiler: GrammarCompiler) -> None:
     opener, closer = _ids("@")[0], _ids("#")[0]
-    m = StructuredOutputManager(compiler, reasoning=([opener], [closer]))
+    m = StructuredOutputManager(compiler, reasoning=TokenMarkers([opener], [closer]))
     params = SamplingParams(structured_outputs=SOP(choice=["alpha", "beta"]))
     compiler.submit(params.structured_outputs.key, None).result()  # type: ignore[union-attr]
     prompt = _ids("Question:")  # ("#", the closer, is token 5)
@@ -140,7 +141,7 @@ def test_thinking_switched_off_in_the_prompt_cannot_be_reopened(
     at once and the single-token opener is not offered beside the grammar (vLLM: the
     reasoning ended in the prompt)."""
     opener, closer = _ids("@")[0], _ids("#")[0]
-    m = StructuredOutputManager(compiler, reasoning=([opener], [closer]))
+    m = StructuredOutputManager(compiler, reasoning=TokenMarkers([opener], [closer]))
     params = SamplingParams(structured_outputs=SOP(choice=["alpha", "beta"]))
     compiler.submit(params.structured_outputs.key, None).result()  # type: ignore[union-attr]
     off = Request(f"off-{compiler.default_backend}", [*_ids("Q"), opener, closer, 9], params)
@@ -149,3 +150,41 @@ def test_thinking_switched_off_in_the_prompt_cannot_be_reopened(
     first = allowed_tokens(m.bitmask([off.request_id]).array()[0], VOCAB_SIZE)
     assert opener not in first and _ids("alpha")[0] in first
     m.close()
+
+
+def test_plain_text_markers_gate_the_answer_and_survive_a_rebuild(
+    compiler: GrammarCompiler,
+) -> None:
+    """Granite: the prompt asks for thinking, so the output is free text until it writes
+    'Here is my response:' (in whatever tokens); a restarted scheduler's new manager
+    replays the outputs to the same place. Without the ask, the output is constrained."""
+    from actorllm.reasoning import GraniteReasoningParser as G
+    from actorllm.structured_output.reasoning_gate import TextMarkers
+
+    gate = TextMarkers(hf_demo_tokenizer(), G.start_texts, G.end_texts)
+    m = StructuredOutputManager(compiler, reasoning=gate)
+    params = SamplingParams(structured_outputs=SOP(choice=["alpha", "beta"]))
+    compiler.submit(params.structured_outputs.key, None).result()  # type: ignore[union-attr]
+    prompt = _ids("Write your thoughts after 'Here is my thought process:'. Q: a or b?\n")
+    r = Request(f"g-{compiler.default_backend}", prompt, params)
+    m.add(r)
+    assert m.poll(r)
+    free = len(allowed_tokens(m.bitmask([r.request_id]).array()[0], VOCAB_SIZE))
+    assert free == VOCAB_SIZE
+    thought = _ids("Here is my thought process: Here is my answer: zzz.\nHere is my response:")
+    assert m.accept(r.request_id, thought[:-1])  # still free text
+    assert len(allowed_tokens(m.bitmask([r.request_id]).array()[0], VOCAB_SIZE)) == VOCAB_SIZE
+    assert m.accept(r.request_id, [thought[-1], *_ids("al")])
+    nxt = allowed_tokens(m.bitmask([r.request_id]).array()[0], VOCAB_SIZE)
+    assert _ids("pha")[0] in nxt and len(nxt) < 10
+    m2 = StructuredOutputManager(compiler, reasoning=gate)  # a restarted scheduler's
+    r2 = Request(r.request_id, prompt, params, output_token_ids=[*thought, *_ids("al")])
+    m2.add(r2)
+    assert m2.poll(r2)
+    assert allowed_tokens(m2.bitmask([r2.request_id]).array()[0], VOCAB_SIZE) == nxt
+    off = Request(f"off-{compiler.default_backend}", _ids("Q: a or b?\n"), params)
+    m.add(off)
+    assert m.poll(off)
+    assert len(allowed_tokens(m.bitmask([off.request_id]).array()[0], VOCAB_SIZE)) < 10
+    m.close()
+    m2.close()

@@ -101,7 +101,13 @@ async def create_chat_completion(
         output_kind=kind,
         forced_tool_schema=tool_plan.forced_schema,
         strict_tools_tag=tool_plan.strict_tag,
-        keep_special_tokens=tool_plan.parser is not None and tool_plan.parser.keeps_special_tokens,
+        keep_special_tokens=(
+            (tool_plan.parser is not None and tool_plan.parser.keeps_special_tokens)
+            or (
+                ctx.chat.reasoning_parser is not None
+                and ctx.chat.reasoning_parser.keeps_special_tokens
+            )
+        ),
         defaults=ctx.defaults.sampling,
     )
     rid = new_request_id("chatcmpl", req.request_id)

@@ -1,0 +1,80 @@
+"""More ``<think>…</think>`` families, as vLLM's ``--reasoning-parser`` names them.
+
+* ``deepseek_v3`` (DeepSeek-V3.1): reasoning only when the template opened ``<think>`` in
+  the prompt (V3.1's does with ``thinking: true``); otherwise (the template closes it)
+  the output is all answer.
+* ``glm45`` (GLM-4.5/4.6): as ``qwen3``: reasoning when the output opens ``<think>``;
+  ``enable_thinking: false`` makes the template close an empty block in the prompt.
+* ``step3``, ``minimax_m2``: as ``deepseek_r1``: the template opens the block, the output
+  is reasoning up to ``</think>``.
+* ``minimax_m2_append_think``: no split: the whole output is the answer, with the
+  ``<think>`` the template opened put back in front of it (structured outputs still start
+  after ``</think>``).
+* ``ernie45`` (ERNIE-4.5 thinking): as ``deepseek_r1``; the answer after ``</think>`` may
+  be wrapped in ``<response>…</response>``, which is dropped.
+"""
+
+from __future__ import annotations
+
+from actorllm.reasoning.base import ReasoningParser, Split
+from actorllm.reasoning.think_tags import (
+    END,
+    START,
+    DeepSeekR1ReasoningParser,
+    Qwen3ReasoningParser,
+    split_think,
+)
+
+
+class DeepSeekV3ReasoningParser(ReasoningParser):
+    markers = (START, END)
+    start_marker, end_marker = START, END
+
+    def split(self, text: str, final: bool) -> Split:
+        if self.prompt_opened:  # thinking on
+            return split_think(text)
+        return Split(reasoning=None, content=text, reasoning_done=True)
+
+
+class Glm45ReasoningParser(Qwen3ReasoningParser):
+    pass
+
+
+class Step3ReasoningParser(DeepSeekR1ReasoningParser):
+    pass
+
+
+class MiniMaxM2ReasoningParser(DeepSeekR1ReasoningParser):
+    pass
+
+
+class MiniMaxM2AppendThinkReasoningParser(ReasoningParser):
+    markers = ()
+    start_marker, end_marker = START, END  # the constraint starts after </think>
+
+    def split(self, text: str, final: bool) -> Split:
+        return Split(reasoning=None, content=START + text, reasoning_done=True)
+
+
+RESPONSE_START, RESPONSE_END = "<response>", "</response>"
+
+
+class Ernie45ReasoningParser(ReasoningParser):
+    markers = (START, END, RESPONSE_START, RESPONSE_END)
+    start_marker, end_marker = START, END
+
+    def split(self, text: str, final: bool) -> Split:
+        s = split_think(text)
+        if not s.reasoning_done:
+            return s
+        content = s.content.lstrip("\n")
+        if content.startswith(RESPONSE_START):
+            content = content[len(RESPONSE_START) :]
+            end = content.rfind(RESPONSE_END)
+            if end >= 0:
+                content = content[:end]
+        elif not final and RESPONSE_START.startswith(content):
+            content = ""  # may still open <response>
+        else:
+            content = s.content
+        return Split(reasoning=s.reasoning, content=content, reasoning_done=True)
