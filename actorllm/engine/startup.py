@@ -3,6 +3,7 @@ cache. Everything slow runs off the event loop."""
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -148,7 +149,15 @@ async def build_runner(
 
 
 async def build_tokenizer(config: EngineConfig, tokenizer: Any = None) -> Any:
+    """The engine's tokenizer: ``tokenizer`` when the caller passed one, else loaded from the
+    config. ``chat_template`` replaces the template either way; a passed tokenizer is copied
+    first, so the caller's object keeps its own."""
     if tokenizer is not None:
+        template = config.resolved_chat_template()
+        if template is None:
+            return tokenizer
+        tokenizer = copy.copy(tokenizer)
+        tokenizer.chat_template = template
         return tokenizer
     return await anyio.to_thread.run_sync(load_tokenizer, config)
 

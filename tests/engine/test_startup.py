@@ -127,3 +127,21 @@ async def test_a_kv_connector_on_a_hybrid_model_is_refused_at_start(tmp_path: Pa
     ) as eng:  # fmt: skip
         outs = await _generate_all(eng, PROMPTS[:1], 4)
     assert all(len(o) == 4 for o in outs.values())
+
+
+@pytest.mark.anyio
+async def test_a_passed_tokenizer_gets_the_configured_chat_template() -> None:
+    """``chat_template`` is honoured for a tokenizer the caller passes too, on a copy: the
+    caller's object keeps its own template."""
+    from transformers import AutoTokenizer
+
+    from actorllm.engine.startup import build_tokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(demo_tokenizer_path()))
+    own = tok.chat_template
+    template = "{% for m in messages %}<<{{ m['content'] }}>>{% endfor %}"
+    got = await build_tokenizer(EngineConfig(model="demo", chat_template=template), tok)
+    assert got.chat_template == template
+    assert tok.chat_template == own
+    assert got.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=False) == "<<hi>>"
+    assert await build_tokenizer(EngineConfig(model="demo"), tok) is tok
