@@ -22,6 +22,7 @@ from typing import Any
 import msgspec
 
 import actorllm
+from actorllm.entrypoints.openai import dev_rpc
 from actorllm.entrypoints.openai import protocol as p
 from actorllm.entrypoints.openai.fields import UNSUPPORTED
 from actorllm.entrypoints.openai.preprocess import reserved_template_kwargs
@@ -88,6 +89,8 @@ _ENDPOINTS: list[tuple[str, str, type | None, type | None, str, str]] = [
         "tokenizer",
     ),
     ("get", "/health", None, None, "200 while the engine is alive, 503 once it is dead.", "ops"),
+    ("get", "/ping", None, None, "Liveness probe (SageMaker's name): as /health.", "ops"),
+    ("post", "/ping", None, None, "Liveness probe (SageMaker's name): as /health.", "ops"),
     ("get", "/metrics", None, None, "Prometheus metrics (text exposition format).", "ops"),
     ("get", "/version", None, p.VersionResponse, "Server version.", "ops"),
     (
@@ -106,6 +109,9 @@ _DEV_ENDPOINTS: list[tuple[str, str, str]] = [
     ("post", "/reset_prefix_cache", "Drop every cached prefix block."),
     ("post", "/kv_connector/toggle", "Switch the KV connector (query: enabled=true|false)."),
     ("get", "/kv_connector/enabled", "Whether the KV connector is switched on."),
+    ("post", "/collective_rpc", "Call a worker method on every rank; one result per rank."),
+    ("post", "/start_profile", "Start the torch profiler on every rank."),
+    ("post", "/stop_profile", "Stop the profiler and write its traces."),
 ]
 
 
@@ -309,8 +315,14 @@ def openapi_document(*, dev_mode: bool, api_key: bool, served: Served) -> dict[s
         paths.setdefault(path, {})[method] = op
     paths["/invocations"] = {"post": _invocations(ref, error, api_key)}
     if dev_mode:
+        rpc = (dev_rpc.CollectiveRPCRequest, dev_rpc.CollectiveRPCResponse)
+        (rpc_body, rpc_result), rpc_schemas = msgspec.json.schema_components(rpc, ref_template=_REF)
+        components.update(rpc_schemas)
         for method, path, summary in _DEV_ENDPOINTS:
             op = {"summary": summary, "tags": ["dev"], "responses": {"200": {"description": "OK"}}}
+            if path == "/collective_rpc":
+                op["requestBody"] = {"required": True, **_json(rpc_body)}
+                op["responses"]["200"].update(_json(rpc_result))
             _responses(op, error, [400, 409, 500, 503] if method == "post" else [500, 503])
             paths.setdefault(path, {})[method] = op
     if served.tokenizer_info:

@@ -46,15 +46,29 @@ DEV_ROUTES: list[tuple[str, Handler, str]] = [
 TOKENIZER_INFO_ROUTE: tuple[str, Handler, str] = ("/tokenizer_info", api.tokenizer_info, "GET")
 
 
+def _by_path(table: list[tuple[str, Handler, str]]) -> list[tuple[str, Handler, list[str]]]:
+    """One entry per path with all its methods, so a 405 lists every method in ``Allow``
+    (two starlette Routes for one path would each claim only their own)."""
+    merged: dict[str, tuple[Handler, list[str]]] = {}
+    for path, fn, method in table:
+        handler, methods = merged.setdefault(path, (fn, []))
+        assert handler is fn, f"{path}: one handler serves all its methods"
+        methods.append(method)
+    return [(path, fn, methods) for path, (fn, methods) in merged.items()]
+
+
 def routes(state: AppState) -> list[Route]:
     """The routes this app's settings switch on."""
     settings = state.settings
     table = [
-        Route(path, tracked_endpoint(path, fn, state, settings), methods=[m])
-        for path, fn, m in ROUTES
+        Route(path, tracked_endpoint(path, fn, state, settings), methods=methods)
+        for path, fn, methods in _by_path(ROUTES)
     ]
     if settings.dev_mode:
-        table += [Route(path, as_endpoint(fn), methods=[m]) for path, fn, m in DEV_ROUTES]
+        table += [
+            Route(path, as_endpoint(fn), methods=methods)
+            for path, fn, methods in _by_path(DEV_ROUTES)
+        ]
     if settings.enable_tokenizer_info_endpoint:
         path, fn, m = TOKENIZER_INFO_ROUTE
         table.append(Route(path, as_endpoint(fn), methods=[m]))
