@@ -107,7 +107,7 @@ async def build_replica(
 ) -> tuple[Worker, ModelInfo, Callable[[], KVConnectorBase] | None]:
     """Build replica ``index``'s runner on its worker thread; returns its Worker, the model
     info and the connector factory of its cores."""
-    runner, info, tp_group = await build_runner(config, thread, factory)
+    runner, info, tp_group = await build_runner(config, thread, factory, index)
     store = None
     if connector_factory is None and config.kv_connector == "offload":
         from actorllm.engine.kv_offload import make_offload_connector

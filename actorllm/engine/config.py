@@ -308,11 +308,6 @@ class EngineConfig(msgspec.Struct, kw_only=True):
         tp = self.tensor_parallel_size
         if tp < 1:
             raise EngineConfigError("tensor_parallel_size", f"must be at least 1, got {tp}.")
-        if tp > 1 and self.data_parallel_size > 1:
-            raise EngineConfigError(
-                "data_parallel_size",
-                "tensor_parallel_size > 1 runs one replica so far (data_parallel_size 1).",
-            )
         if tp > 1 and self.device == "cuda":
             raise EngineConfigError(
                 "tensor_parallel_size", "> 1 runs on CPU (gloo) only so far; NCCL is not built."

@@ -1,0 +1,122 @@
+"""Tensor parallel inside data parallel (``tensor_parallel_size=2, data_parallel_size=2``):
+each replica owns its own rank group (engine/assembly.py, worker/tp_group.py).
+
+DP=2 x TP=2 gives DP=1 x TP=1's greedy tokens with both replicas taking work; control calls
+reach every rank of every replica; a rank of replica 1 killed mid-run restarts only
+replica 1's group and no request is lost. Two rank processes per engine on a 2-core box:
+the ranks run one OpenMP thread each (``OMP_NUM_THREADS=1``, inherited at spawn)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+
+from actorllm import LLM
+from actorllm.engine import AsyncEngine
+from actorllm.worker.tp_group import TPGroup
+from tests.distributed.test_tensor_parallel import (
+    ENGINE,
+    GREEDY,
+    PROMPTS,
+    _batch,
+    _generate,
+    llama,
+)
+from tests.entrypoints.serve_process import ServeProcess
+from tests.helpers.ray_ranks import kv_allocated
+
+__all__ = ["llama"]  # the module-scoped checkpoint fixture, shared with the TP tests
+
+
+@pytest.fixture
+def one_thread_ranks(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+
+
+@pytest.fixture(scope="module")
+def reference(llama: str) -> list[list[int]]:
+    return _generate(llama, 1)
+
+
+def _groups(engine: AsyncEngine) -> list[TPGroup]:
+    groups = [replica.worker.tp for replica in engine._parts.replicas]
+    assert all(g is not None for g in groups)
+    return groups  # type: ignore[return-value]
+
+
+def test_llm_dp2_tp2_gives_dp1_tp1_tokens_and_both_replicas_work(
+    llama: str, reference: list[list[int]], one_thread_ranks: None
+) -> None:
+    with LLM(llama, tensor_parallel_size=2, data_parallel_size=2, **ENGINE) as llm:
+        outs = llm.generate([{"prompt_token_ids": p} for p in PROMPTS], GREEDY, use_tqdm=False)
+        stats = llm.get_stats()
+    assert [list(o.outputs[0].token_ids) for o in outs] == reference
+    assert [e.engine for e in stats.engines] == [0, 1]
+    assert all(e.steps_done > 0 for e in stats.engines)  # both replicas took work
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["trio"])  # the rank machinery is loop-agnostic
+async def test_a_killed_rank_of_one_replica_restarts_only_its_group(
+    llama: str, reference: list[list[int]], anyio_backend: str, one_thread_ranks: None
+) -> None:
+    async with AsyncEngine.open(
+        llama, tensor_parallel_size=2, data_parallel_size=2, **ENGINE
+    ) as engine:
+        g0, g1 = _groups(engine)
+        assert g0.replica == 0 and g1.replica == 1
+        assert g0.rank_pid(1) != g1.rank_pid(1)
+        assert g0.statistics().world_size == g1.statistics().world_size == 2
+
+        # Control calls reach every rank of every replica: replica 0's ranks first.
+        stats = await engine.collective_rpc("statistics")
+        assert [s.rank for s in stats] == [0, 1, 0, 1]
+        await engine.sleep(1)
+        assert await engine.collective_rpc(kv_allocated) == [False] * 4
+        await engine.wake_up()
+        assert await engine.collective_rpc(kv_allocated) == [True] * 4
+
+        # kill -9 of replica 1's rank 1 while both replicas hold requests.
+        ledger = engine._ctx.ledger
+        done: list[list[list[int]]] = []
+        progress = [0, 0]
+
+        async def run() -> None:
+            done.append(await _batch(engine, "k", progress))
+
+        pid0, pid1 = g0.rank_pid(1), g1.rank_pid(1)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run)
+            while progress[0] == 0:
+                await anyio.sleep(0.002)
+            assert ledger.load(1) > 0  # replica 1 has requests in flight
+            os.kill(pid1, signal.SIGKILL)
+            killed = time.monotonic()
+            while g1.broken is None and g1.generation == 0:
+                await anyio.sleep(0.01)
+            assert time.monotonic() - killed < 1.0
+        assert done == [reference]
+        assert g1.generation == 1 and g1.rank_pid(1) != pid1
+        assert g0.generation == 0 and g0.rank_pid(1) == pid0 and g0.broken is None
+        assert await _batch(engine, "after") == reference
+        restarts: Any = [e.actor_restarts for e in (await engine.get_stats()).engines]
+        assert restarts[0] == 0 and restarts[1] > 0
+
+
+@pytest.mark.slow  # a server process and four rank processes: about 20 s on a loaded box
+def test_serve_tp2_dp2_answers(llama: str) -> None:
+    """``actorllm serve MODEL -tp 2 -dp 2`` starts (two replicas, a rank process each) and
+    serves; the two replicas' schedulers are on /metrics as engine 0 and 1."""
+    with ServeProcess([llama, "-tp", "2", "-dp", "2", "--max-model-len", "256"]) as srv:
+        body = {"model": llama, "prompt": "Once upon a time", "max_tokens": 4}
+        reply = httpx.post(srv.url + "/v1/completions", json=body, timeout=60.0)
+        assert reply.status_code == 200, reply.text
+        assert reply.json()["usage"]["completion_tokens"] == 4
+        metrics = httpx.get(srv.url + "/metrics", timeout=10.0).text
+    assert 'engine="1"' in metrics
