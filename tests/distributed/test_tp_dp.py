@@ -19,6 +19,7 @@ import pytest
 
 from actorllm import LLM
 from actorllm.engine import AsyncEngine
+from actorllm.engine.config import EngineConfig, EngineConfigError
 from actorllm.worker.tp_group import TPGroup
 from tests.distributed.test_tensor_parallel import (
     ENGINE,
@@ -29,6 +30,7 @@ from tests.distributed.test_tensor_parallel import (
     llama,
 )
 from tests.entrypoints.serve_process import ServeProcess
+from tests.helpers.ray_cluster import LocalRayCluster
 from tests.helpers.ray_ranks import kv_allocated
 
 __all__ = ["llama"]  # the module-scoped checkpoint fixture, shared with the TP tests
@@ -120,3 +122,63 @@ def test_serve_tp2_dp2_answers(llama: str) -> None:
         assert reply.json()["usage"]["completion_tokens"] == 4
         metrics = httpx.get(srv.url + "/metrics", timeout=10.0).text
     assert 'engine="1"' in metrics
+
+
+@pytest.mark.slow  # two Ray placement groups on the session's local head: about 20 s
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["trio"])
+async def test_data_parallel_backend_ray_gives_each_replica_a_placement_group(
+    llama: str,
+    reference: list[list[int]],
+    anyio_backend: str,
+    ray_cluster: LocalRayCluster,
+) -> None:
+    """``data_parallel_backend="ray"``: each replica's rank 1 is a Ray actor in a placement
+    group of its own; ``ray.kill`` of replica 1's restarts only replica 1's group."""
+    from actorllm.distributed.ray_connect import connect
+    from actorllm.distributed.ray_ranks import RayRankGroup
+
+    async with AsyncEngine.open(
+        llama, tensor_parallel_size=2, data_parallel_size=2, data_parallel_backend="ray", **ENGINE
+    ) as engine:
+        assert engine.config.distributed_executor_backend == "ray"
+        g0, g1 = _groups(engine)
+        launchers = [g0.launcher, g1.launcher]
+        assert all(isinstance(launcher, RayRankGroup) for launcher in launchers)
+        names = [launcher.name for launcher in launchers]  # type: ignore[union-attr]
+        assert names[0].startswith("actorllm-dp0-tp-") and names[1].startswith("actorllm-dp1-tp-")
+        ray = connect()
+        table = ray.util.placement_group_table()
+        live = {pg["name"] for pg in table.values() if pg["state"] == "CREATED"}
+        assert set(names) <= live
+        assert {g0.rank_pid(1), g1.rank_pid(1)} <= set(ray_cluster.processes())
+        assert await _batch(engine, "a") == reference
+
+        progress = [0, 0]
+        done: list[list[list[int]]] = []
+
+        async def run() -> None:
+            done.append(await _batch(engine, "k", progress))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run)
+            while progress[0] == 0:
+                await anyio.sleep(0.002)
+            ray.kill(g1.launcher.actor(1), no_restart=True)  # type: ignore[union-attr]
+        assert done == [reference]
+        assert g1.generation == 1 and g0.generation == 0
+        assert g1.launcher.name not in names  # type: ignore[union-attr]
+
+
+def test_data_parallel_backend_ray_needs_ranks_to_place(llama: str) -> None:
+    """With TP 1 a replica is rank 0 alone, in this process: Ray would place nothing."""
+    with pytest.raises(EngineConfigError, match="tensor_parallel_size 1") as info:
+        EngineConfig(model=llama, data_parallel_size=2, data_parallel_backend="ray")
+    assert info.value.param == "data_parallel_backend"
+    with pytest.raises(EngineConfigError, match="distributed_executor_backend is mp"):
+        EngineConfig(
+            model=llama,
+            tensor_parallel_size=2,
+            data_parallel_backend="ray",
+            distributed_executor_backend="mp",
+        )
