@@ -20,6 +20,7 @@ import pytest
 from actorllm import LLM
 from actorllm.engine import AsyncEngine
 from actorllm.engine.config import EngineConfig, EngineConfigError
+from actorllm.worker.tp_errors import RankGroupError
 from actorllm.worker.tp_group import TPGroup
 from tests.distributed.test_tensor_parallel import (
     ENGINE,
@@ -182,3 +183,24 @@ def test_data_parallel_backend_ray_needs_ranks_to_place(llama: str) -> None:
             data_parallel_backend="ray",
             distributed_executor_backend="mp",
         )
+
+
+def test_a_replica_that_fails_to_start_stops_the_groups_already_started(
+    llama: str, monkeypatch: pytest.MonkeyPatch, one_thread_ranks: None
+) -> None:
+    """Replica 1's group fails at start: the engine fails, and replica 0's rank process,
+    already serving, does not outlive it (the embedding process lives on)."""
+    groups: list[TPGroup] = []
+    connect = TPGroup.connect
+
+    def failing_connect(self: TPGroup, runner: Any) -> Any:
+        groups.append(self)
+        if self.replica == 1:
+            raise RankGroupError("replica 1's ranks did not come up (test)")
+        return connect(self, runner)
+
+    monkeypatch.setattr(TPGroup, "connect", failing_connect)
+    with pytest.raises(RankGroupError, match="test"):
+        LLM(llama, tensor_parallel_size=2, data_parallel_size=2, **ENGINE)
+    assert [g.replica for g in groups] == [0, 1]
+    assert all(g.launcher is None for g in groups)  # both stopped: their ranks joined
