@@ -294,6 +294,9 @@ def _on_replica_exit(replica: Replica, live: set[int]) -> Callable[[BaseExceptio
 
     def gone(exc: BaseException | None) -> None:
         live.discard(replica.index)
+        # Its worker never steps again: stop its rank group now (tensor parallel), so its
+        # processes or Ray bundles are not held until the engine closes.
+        replica.thread.submit(replica.worker.shutdown)
         config = replica.ctx.config
         if not live:
             raise SupervisorEscalation(

@@ -204,3 +204,34 @@ def test_a_replica_that_fails_to_start_stops_the_groups_already_started(
         LLM(llama, tensor_parallel_size=2, data_parallel_size=2, **ENGINE)
     assert [g.replica for g in groups] == [0, 1]
     assert all(g.launcher is None for g in groups)  # both stopped: their ranks joined
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["trio"])
+async def test_a_replica_that_gives_up_hands_its_requests_over_and_stops_its_ranks(
+    llama: str, reference: list[list[int]], anyio_backend: str, one_thread_ranks: None
+) -> None:
+    """No restarts allowed: replica 1's rank dies, its core gives up, replica 0 finishes
+    its requests with the same tokens, and replica 1's rank group is stopped at once."""
+    async with AsyncEngine.open(
+        llama, tensor_parallel_size=2, data_parallel_size=2, max_restarts=0, **ENGINE
+    ) as engine:
+        g0, g1 = _groups(engine)
+        progress = [0, 0]
+        done: list[list[list[int]]] = []
+
+        async def run() -> None:
+            done.append(await _batch(engine, "k", progress))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run)
+            while progress[0] == 0:
+                await anyio.sleep(0.002)
+            os.kill(g1.rank_pid(1), signal.SIGKILL)
+        assert done == [reference]
+        assert engine._parts.live == {0}
+        with anyio.fail_after(10):
+            while g1.launcher is not None:  # stopped on its worker thread
+                await anyio.sleep(0.01)
+        assert g0.generation == 0 and g0.broken is None
+        assert await _batch(engine, "after") == reference
