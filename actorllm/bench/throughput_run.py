@@ -148,7 +148,11 @@ async def _run_actorllm(
     fig["steps"] = stats1.steps_done - stats0.steps_done
     fig["preemptions"] = stats1.num_preemptions - stats0.num_preemptions
     if comm1:
-        fig["tensor_parallel"] = _comm_per_step(comm0, comm1, fig["steps"], elapsed)
+        steps = [
+            e1.steps_done - e0.steps_done
+            for e0, e1 in zip(stats0.engines, stats1.engines, strict=True)
+        ]
+        fig["tensor_parallel"] = _comm_per_step(comm0, comm1, steps, elapsed)
     return fig
 
 
@@ -159,18 +163,23 @@ async def _comm_stats(engine: Any) -> list[Any]:
     return [s.comm for s in await engine.collective_rpc("statistics")]
 
 
-def _comm_per_step(before: list[Any], after: list[Any], steps: int, elapsed: float) -> dict:
+def _comm_per_step(before: list[Any], after: list[Any], steps: list[int], elapsed: float) -> dict:
     """Per rank: time inside collectives (all-reduce + logits gather) and inside the step
-    broadcast, per step and as a share of the run."""
+    broadcast, per step of its replica and as a share of the run. ``after`` holds every
+    replica's ranks, replica 0's first (collective_rpc's order); ``steps``, each replica's
+    steps."""
     ranks = []
-    for b, a in zip(before, after, strict=True):
+    world = max(1, len(after) // max(1, len(steps)))
+    for i, (b, a) in enumerate(zip(before, after, strict=True)):
         coll, bcast = a.collective_s - b.collective_s, a.broadcast_s - b.broadcast_s
+        n = max(1, steps[min(i // world, len(steps) - 1)])
         ranks.append(
             {
+                "replica": i // world,
                 "rank": a.rank,
-                "all_reduces_per_step": (a.all_reduces - b.all_reduces) / max(1, steps),
-                "collective_ms_per_step": 1e3 * coll / max(1, steps),
-                "broadcast_ms_per_step": 1e3 * bcast / max(1, steps),
+                "all_reduces_per_step": (a.all_reduces - b.all_reduces) / n,
+                "collective_ms_per_step": 1e3 * coll / n,
+                "broadcast_ms_per_step": 1e3 * bcast / n,
                 "collective_share": coll / elapsed,
                 "broadcast_share": bcast / elapsed,
             }

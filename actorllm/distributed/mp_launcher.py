@@ -47,10 +47,11 @@ class MpRankGroup:
     >>> group.stop(grace_s=5.0)  # doctest: +SKIP
     """
 
-    def __init__(self, world_size: int) -> None:
+    def __init__(self, world_size: int, name: str = "actorllm-tp") -> None:
         if world_size < 2:
             raise ValueError(f"a rank group needs world_size >= 2, got {world_size}")
         self.world_size = world_size
+        self.name = name  # the processes are named <name>-rank<r>
         self._procs: dict[int, Any] = {}  # {rank: multiprocessing.Process}
         self.exited: int | None = None  # the rank the monitor reported (written once)
         self._stopping = threading.Event()
@@ -65,13 +66,13 @@ class MpRankGroup:
         ctx = multiprocessing.get_context("spawn")
         for rank in range(1, self.world_size):
             proc = ctx.Process(
-                target=entry, args=tuple(args_for(rank)), name=f"actorllm-tp-rank{rank}",
+                target=entry, args=tuple(args_for(rank)), name=f"{self.name}-rank{rank}",
                 daemon=True,  # multiprocessing kills it when the engine process exits
             )  # fmt: skip
             proc.start()
             self._procs[rank] = proc
         self._monitor = threading.Thread(
-            target=self._watch, args=(on_exit,), name="actorllm-mp-ranks", daemon=True
+            target=self._watch, args=(on_exit,), name=f"{self.name}-monitor", daemon=True
         )
         self._monitor.start()
         return self.placements

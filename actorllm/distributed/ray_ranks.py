@@ -27,6 +27,7 @@ the whole group instead, as it does for the ``mp`` backend.
 
 from __future__ import annotations
 
+import secrets
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any, final
@@ -63,6 +64,7 @@ class RankHost:
 
 
 class RayRankGroupStatistics(msgspec.Struct, frozen=True, kw_only=True):
+    placement_group: str  # its name (`ray list placement-groups`)
     ranks: list[RankPlacement]  # ranks 1..N-1, where they run
     exited: int | None  # the rank reported dead, if any
     stopping: bool
@@ -85,10 +87,14 @@ class RayRankGroup:
         bundle: dict[str, float],
         strategy: str = "PACK",
         ready_timeout_s: float = READY_TIMEOUT_S,
+        name: str = "actorllm-tp",
     ) -> None:
         if world_size < 2:
             raise ValueError(f"a rank group needs world_size >= 2, got {world_size}")
         self.world_size = world_size
+        # Placement-group names are unique in a Ray namespace, and a restarted group's
+        # reservation may be asked for before the old one is gone: a random suffix.
+        self.name = f"{name}-{secrets.token_hex(4)}"
         self.bundle = bundle
         self.strategy = strategy
         self.ready_timeout_s = ready_timeout_s
@@ -114,13 +120,15 @@ class RayRankGroup:
         from ray.util.placement_group import placement_group
 
         n = self.world_size - 1
-        self._pg = placement_group([dict(self.bundle) for _ in range(n)], strategy=self.strategy)
+        bundles = [dict(self.bundle) for _ in range(n)]
+        self._pg = placement_group(bundles, strategy=self.strategy, name=self.name)
         ready, _ = ray.wait([self._pg.ready()], timeout=self.ready_timeout_s)
         if not ready:
             self.stop(grace_s=0.0)
             raise RayClusterError(
                 f"the Ray cluster did not grant {n} bundle(s) of {self.bundle} "
-                f"({self.strategy}) within {self.ready_timeout_s:.0f}s; "
+                f"({self.strategy}, placement group {self.name}) within "
+                f"{self.ready_timeout_s:.0f}s; "
                 f"it has {ray.available_resources()} free (see `ray status`)"
             )
         try:
@@ -214,6 +222,7 @@ class RayRankGroup:
 
     def statistics(self) -> RayRankGroupStatistics:
         return RayRankGroupStatistics(
+            placement_group=self.name,
             ranks=list(self.placements),
             exited=self.exited,
             stopping=self._stopping.is_set(),

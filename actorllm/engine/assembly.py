@@ -107,7 +107,7 @@ async def build_replica(
 ) -> tuple[Worker, ModelInfo, Callable[[], KVConnectorBase] | None]:
     """Build replica ``index``'s runner on its worker thread; returns its Worker, the model
     info and the connector factory of its cores."""
-    runner, info, tp_group = await build_runner(config, thread, factory)
+    runner, info, tp_group = await build_runner(config, thread, factory, index)
     store = None
     if connector_factory is None and config.kv_connector == "offload":
         from actorllm.engine.kv_offload import make_offload_connector
@@ -139,26 +139,40 @@ async def build_engine(
     structured: StructuredOutputs | None = None
     replicas: list[Replica] = []
     info: ModelInfo | None = None
-    for index, thread in enumerate(threads):
-        worker, info, make_connector = await build_replica(
-            index, config, thread, factory, connector_factory
-        )
-        if structured is None and tok is not None:
-            structured = structured_outputs_for(config, tok, info)
-        refs = EngineRefs(cores=shared_cores)
-        admission = Admission(
-            ledger,
-            blame,
-            make_core=_core_factory(config, info, refs, structured, make_connector),
-            max_inflight=2 if config.async_scheduling else 1,
-            has_connector=make_connector is not None,
-            kv_connector_enabled=config.kv_connector_enabled,
-            replica=None if len(threads) == 1 else index,
-        )
-        ctx = EngineContext(
-            config=config, model=info, ledger=ledger, refs=refs, blame=blame, admission=admission
-        )
-        replicas.append(Replica(index, ctx, thread, worker))
+    built: list[tuple[WorkerThread, Worker]] = []
+    try:
+        for index, thread in enumerate(threads):
+            worker, info, make_connector = await build_replica(
+                index, config, thread, factory, connector_factory
+            )
+            built.append((thread, worker))
+            if structured is None and tok is not None:
+                structured = structured_outputs_for(config, tok, info)
+            refs = EngineRefs(cores=shared_cores)
+            admission = Admission(
+                ledger,
+                blame,
+                make_core=_core_factory(config, info, refs, structured, make_connector),
+                max_inflight=2 if config.async_scheduling else 1,
+                has_connector=make_connector is not None,
+                kv_connector_enabled=config.kv_connector_enabled,
+                replica=None if len(threads) == 1 else index,
+            )
+            ctx = EngineContext(
+                config=config,
+                model=info,
+                ledger=ledger,
+                refs=refs,
+                blame=blame,
+                admission=admission,
+            )
+            replicas.append(Replica(index, ctx, thread, worker))
+    except BaseException:
+        # The replicas built so far never start: stop their rank groups (tensor parallel),
+        # queued on their threads, which run it before they exit.
+        for done_thread, done_worker in built:
+            done_thread.submit(done_worker.shutdown)
+        raise
     assert info is not None  # at least one replica
     inputs = InputProcessor(
         tok,
@@ -280,6 +294,9 @@ def _on_replica_exit(replica: Replica, live: set[int]) -> Callable[[BaseExceptio
 
     def gone(exc: BaseException | None) -> None:
         live.discard(replica.index)
+        # Its worker never steps again: stop its rank group now (tensor parallel), so its
+        # processes or Ray bundles are not held until the engine closes.
+        replica.thread.submit(replica.worker.shutdown)
         config = replica.ctx.config
         if not live:
             raise SupervisorEscalation(

@@ -139,6 +139,11 @@ class EngineConfig(msgspec.Struct, kw_only=True):
     data_parallel_size: int = 1
     """Data-parallel engine replicas (each its own scheduler, KV cache and worker thread,
     behind one router; docs/distributed.md)."""
+    data_parallel_backend: Literal["mp", "ray"] = "mp"
+    """Where the replicas run. Every replica's scheduler and rank 0 run in this process
+    either way; ray: each replica's tensor-parallel ranks 1..N-1 are Ray actors in a
+    placement group of that replica's own (it sets distributed_executor_backend to ray).
+    Refused with tensor_parallel_size 1, where Ray would place nothing."""
     # -- DeviceConfig -----------------------------------------------------------------------
     device: Device = "auto"
     """Where the model runs; auto: CUDA when available, else CPU."""
@@ -309,11 +314,6 @@ class EngineConfig(msgspec.Struct, kw_only=True):
         tp = self.tensor_parallel_size
         if tp < 1:
             raise EngineConfigError("tensor_parallel_size", f"must be at least 1, got {tp}.")
-        if tp > 1 and self.data_parallel_size > 1:
-            raise EngineConfigError(
-                "data_parallel_size",
-                "tensor_parallel_size > 1 runs one replica so far (data_parallel_size 1).",
-            )
         if tp > 1 and self.device == "cuda":
             raise EngineConfigError(
                 "tensor_parallel_size", "> 1 runs on CPU (gloo) only so far; NCCL is not built."
@@ -324,6 +324,7 @@ class EngineConfig(msgspec.Struct, kw_only=True):
                 "the offload connector saves and loads rank 0's KV cache only; it is not "
                 "built for tensor_parallel_size > 1.",
             )
+        self._check_data_parallel_backend()
         backend = self.distributed_executor_backend
         if backend not in (None, "mp", "ray"):
             raise EngineConfigError(
@@ -336,6 +337,32 @@ class EngineConfig(msgspec.Struct, kw_only=True):
             )
         if self.tp_collective_timeout_s <= 0:
             raise EngineConfigError("tp_collective_timeout_s", "must be positive.")
+
+    def _check_data_parallel_backend(self) -> None:
+        """data_parallel_backend="ray" is distributed_executor_backend="ray" for every
+        replica's ranks 1..N-1 (set here, so one field says where ranks run)."""
+        dp_backend = self.data_parallel_backend
+        if dp_backend not in ("mp", "ray"):
+            raise EngineConfigError(
+                "data_parallel_backend", f"must be mp or ray, got {dp_backend!r}."
+            )
+        if dp_backend == "mp":
+            return
+        if self.tensor_parallel_size == 1:
+            raise EngineConfigError(
+                "data_parallel_backend",
+                "ray places each replica's tensor-parallel ranks 1..N-1; with "
+                "tensor_parallel_size 1 a replica is rank 0 alone, which runs in this process "
+                "(replicas on other nodes are not built): nothing would go to Ray. Use mp, or "
+                "tensor_parallel_size > 1.",
+            )
+        if self.distributed_executor_backend == "mp":
+            raise EngineConfigError(
+                "data_parallel_backend",
+                "ray places each replica's ranks with Ray, and distributed_executor_backend "
+                "is mp: give one of them.",
+            )
+        self.distributed_executor_backend = "ray"
 
     # -- resolved views -------------------------------------------------------------------
 

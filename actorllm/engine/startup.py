@@ -83,10 +83,12 @@ def _build_on_worker(config: EngineConfig, factory: RunnerFactory) -> tuple[Any,
     return runner, _model_info(config, runner, blocks)
 
 
-def _build_rank0(config: EngineConfig, factory: RunnerFactory) -> tuple[Any, int, TPGroup | None]:
+def _build_rank0(
+    config: EngineConfig, factory: RunnerFactory, replica: int = 0
+) -> tuple[Any, int, TPGroup | None]:
     """The runner, loaded, with its KV cache of the returned block count; tensor parallel:
-    and its rank group, started (ranks 1..N-1 load their shards while this thread loads
-    rank 0's)."""
+    and its rank group (data-parallel replica ``replica``'s own), started (ranks 1..N-1
+    load their shards while this thread loads rank 0's)."""
     group = None
     if config.tensor_parallel_size > 1:
         from actorllm.models.config import ModelConfig
@@ -101,7 +103,7 @@ def _build_rank0(config: EngineConfig, factory: RunnerFactory) -> tuple[Any, int
         check_tensor_parallel(
             ModelConfig.from_pretrained(config.resolved_model()), config.tensor_parallel_size
         )
-        group = TPGroup(config)
+        group = TPGroup(config, replica)
     try:
         if group is not None:
             group.launch()
@@ -137,12 +139,13 @@ def _model_info(config: EngineConfig, runner: Any, blocks: int) -> ModelInfo:
 
 
 async def build_runner(
-    config: EngineConfig, worker: WorkerThread, factory: RunnerFactory
+    config: EngineConfig, worker: WorkerThread, factory: RunnerFactory, replica: int = 0
 ) -> tuple[Any, ModelInfo, TPGroup | None]:
-    """Build the runner on ``worker`` (and, tensor parallel, its rank group)."""
+    """Build the runner on ``worker`` (and, tensor parallel, replica ``replica``'s rank
+    group)."""
 
     def build() -> tuple[Any, ModelInfo, TPGroup | None]:
-        runner, blocks, group = _build_rank0(config, factory)
+        runner, blocks, group = _build_rank0(config, factory, replica)
         return runner, _model_info(config, runner, blocks), group
 
     return await worker.call(build)

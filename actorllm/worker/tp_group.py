@@ -57,6 +57,7 @@ Notify = Callable[[int, str], None]
 
 
 class TPGroupStatistics(msgspec.Struct, frozen=True, kw_only=True):
+    replica: int  # the data-parallel replica whose group this is
     world_size: int
     generation: int  # 0 for the first group, +1 per restart
     broken: str | None  # why the current group is broken, if it is
@@ -67,8 +68,9 @@ class TPGroupStatistics(msgspec.Struct, frozen=True, kw_only=True):
 
 @final
 class TPGroup:
-    def __init__(self, config: Any) -> None:
+    def __init__(self, config: Any, replica: int = 0) -> None:
         self.config = config  # the EngineConfig the ranks build from
+        self.replica = replica  # data parallel: each replica owns a group of its own
         self.world_size = int(config.tensor_parallel_size)
         self.generation = 0
         self.broken: str | None = None  # written by the worker thread or the monitor
@@ -105,10 +107,11 @@ class TPGroup:
             # every interface); each rank binds its gloo pairs to its own node's IP.
             host = connect().util.get_node_ip_address()
             self._gloo_host = host
-            launcher, parent = RayRankGroup(self.world_size, bundle={"CPU": 1}), None
+            launcher = RayRankGroup(self.world_size, bundle={"CPU": 1}, name=self._name)
+            parent = None
         else:
             host, parent = "127.0.0.1", os.getpid()
-            launcher = MpRankGroup(self.world_size)
+            launcher = MpRankGroup(self.world_size, name=self._name)
         self._store = host_store(self.world_size)
         port, gen, config = self._store.port, self.generation, self.config
         self._launcher = launcher
@@ -117,6 +120,13 @@ class TPGroup:
             lambda rank: (rank, self.world_size, host, port, config, parent),
             lambda rank, why: self._on_exit(gen, why),
         )
+
+    @property
+    def _name(self) -> str:
+        """How the group's processes are named (``ps``, Ray's placement group)."""
+        if self.config.data_parallel_size > 1:
+            return f"actorllm-dp{self.replica}-tp"
+        return "actorllm-tp"
 
     def connect(self, runner: Any) -> GlooComm:
         """Join the group as rank 0 (blocks until every rank has loaded and joined) and
@@ -200,6 +210,8 @@ class TPGroup:
 
     def _on_exit(self, generation: int, why: str) -> None:  # the launcher's monitor thread
         if generation == self.generation:
+            if self.config.data_parallel_size > 1:
+                why = f"data-parallel replica {self.replica}: {why}"
             self.mark_broken(why)
 
     def _check(self) -> StepChannel:
@@ -262,6 +274,7 @@ class TPGroup:
     def statistics(self) -> TPGroupStatistics:
         channel, launcher = self.channel, self._launcher
         return TPGroupStatistics(
+            replica=self.replica,
             world_size=self.world_size,
             generation=self.generation,
             broken=self.broken,

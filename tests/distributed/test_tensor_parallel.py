@@ -199,8 +199,6 @@ async def test_llama_tp2_matches_tp1_survives_a_killed_and_a_hung_rank(
 
 
 def test_what_tensor_parallel_cannot_do_is_refused(llama: str, tmp_path: Path) -> None:
-    with pytest.raises(EngineConfigError, match="data_parallel_size"):
-        LLM(llama, tensor_parallel_size=2, data_parallel_size=2)
     with pytest.raises(EngineConfigError, match="kv_connector"):
         LLM(llama, tensor_parallel_size=2, kv_connector="offload")
     with pytest.raises(ValueError, match=r"tensor_parallel_size.*num_attention_heads 4"):

@@ -215,7 +215,6 @@ def test_a_vllm_launch_line_parses_and_warns_once_per_ignored_flag() -> None:
 @pytest.mark.parametrize(
     ("argv", "named"),
     [
-        (["--tensor-parallel-size", "2", "-dp", "2"], "--data-parallel-size"),
         (["--tensor-parallel-size", "0"], "--tensor-parallel-size"),
         (["-pp", "4"], "--pipeline-parallel-size"),
         (["--quantization", "awq"], "--quantization awq"),
@@ -238,6 +237,11 @@ def test_the_ray_backend_flag_reaches_the_engine_config() -> None:
     assert kwargs["distributed_executor_backend"] == "ray"
     assert kwargs["tensor_parallel_size"] == 2
     assert engine_config(args).distributed_executor_backend == "ray"  # validates: accepted
+
+
+def test_tensor_parallel_inside_data_parallel_reaches_the_engine_config() -> None:
+    config = engine_config(parse("serve", "/models/tiny", "-tp", "2", "-dp", "2"))  # validates
+    assert (config.tensor_parallel_size, config.data_parallel_size) == (2, 2)
 
 
 def test_both_log_request_spellings() -> None:

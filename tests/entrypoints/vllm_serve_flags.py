@@ -154,7 +154,7 @@ VLLM_SERVE_FLAGS: list[list[str]] = [
     ["-dpa", "127.0.0.1"],
     ["--data-parallel-rpc-port", "13345"],
     ["-dpp", "13345"],
-    ["--data-parallel-backend", "mp"],
+    ["--data-parallel-backend", "mp"],  # a setting; ray: each replica's TP ranks on Ray
     ["-dpb", "mp"],
     ["--data-parallel-hybrid-lb"],
     ["--enable-expert-parallel"],

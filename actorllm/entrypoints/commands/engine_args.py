@@ -5,7 +5,8 @@ They are generated from ``EngineConfig`` (fields, types, docstrings, section com
 the few spellings vLLM uses for the same settings:
 
 * ``MODEL`` positional (``serve``) or ``--model``;
-* ``-tp`` / ``-pp`` / ``-dp`` for the parallel sizes;
+* ``-tp`` / ``-pp`` / ``-dp`` for the parallel sizes, ``-dpb`` for
+  ``--data-parallel-backend``;
 * ``--kv-transfer-config JSON`` (vLLM's KV connector form) and ``--kv-offloading-size GIB``
   set the ``kv_connector`` / ``kv_offload_*`` fields;
 * ``--structured-outputs-config JSON`` and the older ``--guided-decoding-backend``,
@@ -34,6 +35,7 @@ _SHORT = {
     "tensor_parallel_size": ("-tp",),
     "pipeline_parallel_size": ("-pp",),
     "data_parallel_size": ("-dp",),
+    "data_parallel_backend": ("-dpb",),
 }
 # vLLM's connector names that mean our host/disk offload tier.
 _OFFLOAD_CONNECTORS = ("offload", "OffloadingConnector")

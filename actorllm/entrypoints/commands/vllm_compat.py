@@ -228,7 +228,6 @@ FOREIGN: list[Foreign] = [
     _r("--headless", value=False, why="multi-node data parallelism is not supported"),
     _r("--data-parallel-rank", "-dpn", why="external data-parallel load balancing is not built"),
     _r("--data-parallel-start-rank", "-dpr", why=_ONE_NODE, same=("0",)),
-    _r("--data-parallel-backend", "-dpb", why=_ONE_NODE, same=("mp",)),
     _r("--data-parallel-hybrid-lb", value=False, why=_ONE_NODE),
     _r("--data-parallel-external-lb", value=False, why=_ONE_NODE),
     _r("--decode-context-parallel-size", "-dcp", why="one worker per replica", same=("1",)),
