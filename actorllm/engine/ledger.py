@@ -28,6 +28,7 @@ one event loop, so no locks are needed.
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -224,21 +225,14 @@ class RequestLedger:
         """:meth:`deliver` each ``(request_id, output)`` of one step (every id open); return
         the ids whose caller left ``max_backlog`` outputs unread (``slow`` is set)."""
         entries = self._entries
-        backlog = self.max_backlog
+        limit = math.inf if self.max_backlog is None else self.max_backlog
         slow: list[str] = []
         for rid, item in outputs:
             entry = entries[rid]
-            if entry.closed:
-                continue
-            stream = entry.stream
-            if backlog is not None and len(stream) >= backlog:
+            # (None: the caller closed its end; nothing to do)
+            if not entry.closed and entry.stream.offer(item, limit) is False:
                 entry.slow = True
                 slow.append(rid)
-                continue
-            try:
-                stream.send_nowait(item)
-            except Exception:  # the caller closed its end
-                continue
         return slow
 
     def close(self, request_id: str, error: BaseException | None = None) -> None:

@@ -95,6 +95,25 @@ class RequestStream(Generic[T]):
             elif not waiter.done():
                 waiter.set_result(None)
 
+    def offer(self, item: T, limit: float) -> bool | None:
+        """:meth:`send_nowait` unless ``limit`` items are unread (then False: nothing
+        sent); None when the reader went away or the stream is closed. One call per
+        delivery on the engine's hot path (``RequestLedger.deliver_step``)."""
+        if self._reader_gone or self._closed:
+            return None
+        items = self._items
+        if len(items) >= limit:
+            return False
+        items.append(item)
+        waiter = self._waiter
+        if waiter is not None:
+            self._waiter = None
+            if self._trio:
+                _reschedule(waiter)
+            elif not waiter.done():
+                waiter.set_result(None)
+        return True
+
     def close(self) -> None:
         """End the stream: the reader gets what is buffered, then the end. Idempotent."""
         self._closed = True
