@@ -277,7 +277,12 @@ def main(args: argparse.Namespace) -> int:
         from actorllm.bench.overhead_profile import profile_engine_loop
 
         figures["profile"] = profile_engine_loop(
-            max(sizes), args.steps, top=args.profile_top, backend=args.event_loop
+            max(sizes),
+            args.steps,
+            top=args.profile_top,
+            backend=args.event_loop,
+            output_kind=args.output_kind,
+            async_scheduling=args.async_scheduling,
         )
         for entry in figures["profile"]["top"]:
             print(f"{entry['own_percent']:5.1f}%  {entry['function']}")

@@ -20,9 +20,16 @@ import anyio
 
 
 def profile_engine_loop(
-    num_running: int, steps: int, *, top: int = 15, backend: str = "trio"
+    num_running: int,
+    steps: int,
+    *,
+    top: int = 15,
+    backend: str = "trio",
+    output_kind: str = "delta",
+    async_scheduling: bool = False,
 ) -> dict[str, Any]:
-    """The top ``top`` functions by own time, with their share of the profiled time."""
+    """The top ``top`` functions by own time, with their share of the profiled time (the
+    engine run as the table's: same output kind and scheduling)."""
     from actorllm.bench.overhead import engine_step_ms
 
     profiler = cProfile.Profile()
@@ -36,7 +43,15 @@ def profile_engine_loop(
             profiler.disable()
 
     run = anyio.run(
-        functools.partial(engine_step_ms, num_running, steps, window=window), backend=backend
+        functools.partial(
+            engine_step_ms,
+            num_running,
+            steps,
+            output_kind=output_kind,
+            async_scheduling=async_scheduling,
+            window=window,
+        ),
+        backend=backend,
     )
     stats = pstats.Stats(profiler)
     total = stats.total_tt  # type: ignore[attr-defined]
@@ -55,6 +70,7 @@ def profile_engine_loop(
         )
     return {
         "num_running": num_running,
+        "output_kind": output_kind,
         "steps": run["steps"],
         "profiled_step_ms": run["step_ms"],
         "profiled_total_s": total,

@@ -21,6 +21,10 @@ added token as its raw content, dropping any separator the tokenizer's decoder p
 it (vLLM's behaviour); ``True`` (the default) keeps the decoder's output. Byte-level decoders
 insert no separators, so for them both settings give the same text.
 
+Deferred (``deferred=True``, for outputs nobody reads before the end): ``decode_next`` only
+holds the ids, and ``flush`` feeds them to the stream in one ``DecodeStream.step`` call,
+which gives the same text as feeding them one at a time (a test checks it).
+
 The detokenizer does no I/O and holds no locks; one instance serves one request.
 """
 
@@ -76,6 +80,7 @@ class IncrementalDetokenizer:
         *,
         skip_special_tokens: bool = True,
         spaces_between_special_tokens: bool = True,
+        deferred: bool = False,
     ) -> None:
         self._tokenizer = tokenizer
         self._skip = skip_special_tokens
@@ -89,9 +94,16 @@ class IncrementalDetokenizer:
         if not (skip_special_tokens or spaces_between_special_tokens):
             self._added = {i: t.content for i, t in tokenizer.get_added_tokens_decoder().items()}
         self._last_added = False
+        # Deferred: ids are only held, and decoded in one call at flush() (same text).
+        self.deferred = deferred and not self._added
+        self._held: list[int] = []
 
     def decode_next(self, token_id: int) -> str:
-        """Feed one id; return the text it completes ('' while a character is incomplete)."""
+        """Feed one id; return the text it completes ('' while a character is incomplete,
+        and always when deferred)."""
+        if self.deferred:
+            self._held.append(token_id)
+            return ""
         self._ids.append(token_id)
         try:  # DecodeStream.step inline: this runs once per token of every request
             text = self._stream.step(self._tokenizer, token_id)
@@ -111,9 +123,11 @@ class IncrementalDetokenizer:
 
     def flush(self) -> str:
         """Text still held by the stream (an incomplete character at the end), rendered as a
-        full decode renders it (U+FFFD). Call once, when the request finishes."""
+        full decode renders it (U+FFFD); when deferred, all the text. Call once, when the
+        request finishes."""
+        text = self._catch_up() if self._held else ""
         if not self._pending:
-            return ""
+            return text
         self._pending = 0
         context = self._tokenizer.decode(self._context, skip_special_tokens=self._skip)
         full = self._tokenizer.decode(self._context + self._ids, skip_special_tokens=self._skip)
@@ -121,7 +135,27 @@ class IncrementalDetokenizer:
             return ""
         rest = full[len(context) + self._text_len :]
         self._text_len += len(rest)
-        return rest
+        return text + rest
+
+    def _catch_up(self) -> str:
+        """Decode the held ids in one ``DecodeStream.step`` (as many steps of one id each
+        would); on the stream's invalid-prefix error, replay them one at a time."""
+        held, self._held = self._held, []
+        try:
+            text = self._stream.step(self._tokenizer, held)
+        except Exception as exc:
+            if _INVALID_PREFIX not in str(exc):
+                raise
+            self._stream = DecodeStream(self._context or None, skip_special_tokens=self._skip)
+            self.deferred = False  # (nothing was fed before: _ids is empty)
+            return "".join([self.decode_next(token_id) for token_id in held])
+        self._ids += held
+        if text is None:
+            self._pending += len(held)
+            return ""
+        self._pending = 0
+        self._text_len += len(text)
+        return text
 
     def _restart(self, token_id: int, exc: Exception) -> str | None:
         if _INVALID_PREFIX not in str(exc):

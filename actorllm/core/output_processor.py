@@ -70,7 +70,8 @@ class OutputProcessor:
         self._stats = stats  # the engine's request statistics (outlives this object)
         self._decode = None if tokenizer is None else TokenDecoder(tokenizer)
         self._users: dict[str, UserRequest] = {}  # {user id: request}
-        self._engine: dict[str, RequestState] = {}  # {engine id: unfinished child}
+        # {engine id: (unfinished child, its user request, whether both are plain)}
+        self._engine: dict[str, tuple[RequestState, UserRequest, bool]] = {}
         self._owner: dict[str, UserRequest] = {}  # {engine id: its user request}
 
     # -- registration ---------------------------------------------------------------------
@@ -124,7 +125,7 @@ class OutputProcessor:
                 self._decode,
             )
             user.children[child_index] = state
-            self._engine[engine_id] = state
+            self._engine[engine_id] = (state, user, state.plain and user.plain)
             self._owner[engine_id] = user
         return engine_reqs
 
@@ -150,15 +151,15 @@ class OutputProcessor:
         changed: dict[str, tuple[int, list[RequestState]]] = {}
         # {a sequence's previous token time: sequences}: the plain lane's token counts.
         gaps: dict[float, int] = {}
+        engine = self._engine
         for out in eco.outputs:
-            state = self._engine.get(out.req_id)
-            if state is None:
+            found = engine.get(out.req_id)
+            if found is None:
                 continue
-            user = self._owner[out.req_id]
+            state, user, plain = found
             previous = state.last_token_time
             if (
-                state.plain
-                and user.plain
+                plain
                 and out.finish_reason is None
                 and len(out.new_token_ids) == 1
                 and out.new_prompt_logprobs is None

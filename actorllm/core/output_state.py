@@ -16,6 +16,9 @@ Text rules (vLLM's):
 * Stop strings are not searched in the text of the first ``min_tokens`` tokens.
 * Without a tokenizer or with ``detokenize=False`` the text is ``""`` and stop strings are
   not applied.
+* A FINAL_ONLY request without stop strings is detokenized once, when it ends
+  (``IncrementalDetokenizer(deferred=True)``): the same text, one tokenizer call instead of
+  one per token.
 """
 
 from __future__ import annotations
@@ -56,6 +59,10 @@ class RequestState:
                 prompt_token_ids,
                 skip_special_tokens=params.skip_special_tokens,
                 spaces_between_special_tokens=params.spaces_between_special_tokens,
+                # Nobody reads a FINAL_ONLY request's text before it ends, unless stop
+                # strings search it: decode it once, at the end, not one token a step.
+                deferred=params.output_kind == RequestOutputKind.FINAL_ONLY
+                and not params.stop_strings,
             )
         stops = params.stop_strings if detokenize else []
         self._stops = StopChecker(stops, include_in_output=params.include_stop_str_in_output)

@@ -28,6 +28,7 @@ one event loop, so no locks are needed.
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -84,7 +85,8 @@ class RequestLedger:
         # Outputs a caller may leave unread before deliver() refuses more (None: no bound).
         self.max_backlog = max_backlog
         self._entries: dict[str, LedgerEntry] = {}  # {request_id: entry}
-        self._by_child: dict[str, str] = {}  # {child_id: request_id}
+        # {child_id: (its open entry, its state)}: one lookup per output on the hot path.
+        self._by_child: dict[str, tuple[LedgerEntry, ChildState]] = {}
         # The core epoch: grows whenever a replica's scheduler rebuilds its state from this
         # ledger (new_epoch, called by the replica's Admission only). Epochs are unique
         # across replicas; outputs of an epoch that is no longer some replica's current one
@@ -181,14 +183,19 @@ class RequestLedger:
         entry.eos_token_id = eos_token_id
         entry.cache_salt = cache_salt
         for child_id, params in children:
-            if child_id not in entry.children:
-                entry.children[child_id] = ChildState(child_id=child_id, params=params)
-            self._by_child[child_id] = request_id
+            child = entry.children.get(child_id)
+            if child is None:
+                child = entry.children[child_id] = ChildState(child_id=child_id, params=params)
+            self._by_child[child_id] = (entry, child)
         entry.prompt_token_ids = prompt_token_ids  # set last: marks it processed
 
     def entry_of_child(self, child_id: str) -> LedgerEntry | None:
-        request_id = self._by_child.get(child_id)
-        return None if request_id is None else self._entries.get(request_id)
+        found = self._by_child.get(child_id)
+        return None if found is None else found[0]
+
+    def child(self, child_id: str) -> tuple[LedgerEntry, ChildState] | None:
+        """The open entry a child belongs to and the child's state (one dict lookup)."""
+        return self._by_child.get(child_id)
 
     def deliver(self, request_id: str, item: StreamItem) -> bool:
         """Put an output (or the exception ending the request) on the caller's stream.
@@ -213,6 +220,20 @@ class RequestLedger:
         except Exception:  # the caller closed its end (BrokenResourceError/ClosedResourceError)
             return False
         return True
+
+    def deliver_step(self, outputs: list[tuple[str, RequestOutput]]) -> list[str]:
+        """:meth:`deliver` each ``(request_id, output)`` of one step (every id open); return
+        the ids whose caller left ``max_backlog`` outputs unread (``slow`` is set)."""
+        entries = self._entries
+        limit = math.inf if self.max_backlog is None else self.max_backlog
+        slow: list[str] = []
+        for rid, item in outputs:
+            entry = entries[rid]
+            # (None: the caller closed its end; nothing to do)
+            if not entry.closed and entry.stream.offer(item, limit) is False:
+                entry.slow = True
+                slow.append(rid)
+        return slow
 
     def close(self, request_id: str, error: BaseException | None = None) -> None:
         """End a request: optionally deliver ``error``, close the stream, forget the entry."""

@@ -49,6 +49,10 @@ import trio
 
 T = TypeVar("T")
 
+_reschedule = trio.lowlevel.reschedule
+_current_task = trio.lowlevel.current_task
+_wait_task_rescheduled = trio.lowlevel.wait_task_rescheduled
+
 
 class RequestStreamStatistics(msgspec.Struct, frozen=True, kw_only=True):
     current_buffer_used: int  # items delivered, not read yet
@@ -83,8 +87,32 @@ class RequestStream(Generic[T]):
         if self._closed:
             raise anyio.ClosedResourceError
         self._items.append(item)
-        if self._waiter is not None:
-            self._wake()
+        waiter = self._waiter
+        if waiter is not None:  # _wake(), written out: this runs once per output
+            self._waiter = None
+            if self._trio:
+                _reschedule(waiter)
+            elif not waiter.done():
+                waiter.set_result(None)
+
+    def offer(self, item: T, limit: float) -> bool | None:
+        """:meth:`send_nowait` unless ``limit`` items are unread (then False: nothing
+        sent); None when the reader went away or the stream is closed. One call per
+        delivery on the engine's hot path (``RequestLedger.deliver_step``)."""
+        if self._reader_gone or self._closed:
+            return None
+        items = self._items
+        if len(items) >= limit:
+            return False
+        items.append(item)
+        waiter = self._waiter
+        if waiter is not None:
+            self._waiter = None
+            if self._trio:
+                _reschedule(waiter)
+            elif not waiter.done():
+                waiter.set_result(None)
+        return True
 
     def close(self) -> None:
         """End the stream: the reader gets what is buffered, then the end. Idempotent."""
@@ -117,11 +145,15 @@ class RequestStream(Generic[T]):
         return self
 
     async def __anext__(self) -> T:
-        # receive(), written out: one coroutine frame less per output.
+        # receive() and trio's _park(), written out: two coroutine frames less per output.
         if self._items:
             await anyio.lowlevel.checkpoint()
         elif not self._closed and not self._reader_gone:
-            await self._park()
+            if self._trio:
+                self._waiter = _current_task()
+                await _wait_task_rescheduled(self._abort)
+            else:
+                await self._park()
         if self._items:
             return self._items.popleft()
         if self._reader_gone:

@@ -117,6 +117,34 @@ def test_spaces_between_special_tokens_false_drops_the_separator() -> None:
     assert "".join(stream(tight, ids)) == " b <s></s> b"
 
 
+@settings(max_examples=150, deadline=None)
+@given(
+    prompt=st.lists(st.integers(0, VOCAB_SIZE - 1), max_size=8),
+    ids=st.lists(st.one_of(st.integers(0, VOCAB_SIZE - 1), st.integers(3, 258)), max_size=24),
+    skip=st.booleans(),
+    spaces=st.booleans(),
+    word=st.booleans(),
+)
+def test_deferred_gives_the_streamed_text(
+    prompt: list[int], ids: list[int], skip: bool, spaces: bool, word: bool
+) -> None:
+    # Deferred (FINAL_ONLY): one decode at flush(), the same text as token by token.
+    tok = _word_tokenizer() if word else demo_tokenizer()
+    if word:
+        prompt, ids = [i % 4 for i in prompt], [i % 4 for i in ids]
+    kwargs = {"skip_special_tokens": skip, "spaces_between_special_tokens": spaces}
+    streamed = IncrementalDetokenizer(tok, prompt, **kwargs)
+    expected = "".join(stream(streamed, ids)) + streamed.flush()
+    deferred = IncrementalDetokenizer(tok, prompt, deferred=True, **kwargs)
+    # (Dropping separators between added tokens needs the stream: never deferred.)
+    assert deferred.deferred == (skip or spaces)
+    pieces = stream(deferred, ids)
+    if deferred.deferred:
+        assert pieces == [""] * len(ids)
+    assert "".join(pieces) + deferred.flush() == expected
+    assert deferred.flush() == ""
+
+
 def test_token_decoder_keeps_special_tokens_and_caches() -> None:
     tok = demo_tokenizer()
     decode = TokenDecoder(tok)

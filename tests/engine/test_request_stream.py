@@ -65,3 +65,26 @@ async def test_sending_after_close_raises() -> None:
     stream.close()  # idempotent
     with pytest.raises(anyio.ClosedResourceError):
         stream.send_nowait(1)
+
+
+async def test_offer_wakes_the_reader_and_refuses_past_the_limit() -> None:
+    stream: RequestStream[int] = RequestStream()
+    got: list[int] = []
+
+    async def read_one() -> None:
+        got.append(await stream.receive())
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(read_one)
+        await anyio.wait_all_tasks_blocked()
+        assert stream.offer(1, 2) is True
+    assert got == [1]
+    assert stream.offer(2, 2) is True
+    assert stream.offer(3, 2) is True
+    assert stream.offer(4, 2) is False  # two unread: nothing sent
+    assert len(stream) == 2
+    stream.close()
+    assert stream.offer(5, 2) is None  # closed
+    reader_gone: RequestStream[int] = RequestStream()
+    reader_gone.close_reader()
+    assert reader_gone.offer(1, 2) is None

@@ -108,6 +108,8 @@ class KVCacheManager:
         self._main = self.groups[0]
         self._sliding = [g for g in self.groups if g.window is not None]
         # What a step that needs no new block gets (shared: callers never mutate it).
+        # What allocate_slots returns when a running request needs no new block (shared:
+        # read-only; ``is`` tells it apart).
         self._nothing_new: GroupBlocks = tuple([] for _ in self.groups)
         # Cumulative prefix-cache statistics, in tokens.
         self.prefix_cache_queries = 0
@@ -198,6 +200,11 @@ class KVCacheManager:
         self.prefix_cache_queries += request.num_tokens
         self.prefix_cache_hits += n * self.block_size
         return tuple(g.hit_blocks(hashes, n) for g in self.groups), n * self.block_size
+
+    @property
+    def nothing_new(self) -> GroupBlocks:
+        """The value :meth:`allocate_slots` returns when no block was added (the hot path)."""
+        return self._nothing_new
 
     # -- allocation -----------------------------------------------------------------------
 

@@ -390,10 +390,15 @@ class Scheduler:
             for r in plan.new_reqs
         ]
         new_blocks = plan.new_blocks
+        nothing_new = kv.nothing_new
+        # Most running requests get no new block: one shared (read-only) empty value.
+        no_ids: tuple[list[int], ...] = tuple([] for _ in nothing_new)
         cached_reqs = [
             CachedRequestData(
                 req_id=r.request_id,
-                new_block_ids=tuple([b.block_id for b in g] for g in new_blocks[r.request_id]),
+                new_block_ids=no_ids
+                if (blocks := new_blocks[r.request_id]) is nothing_new
+                else tuple([b.block_id for b in g] for g in blocks),
                 num_computed_tokens=r.num_computed_tokens,
             )
             for r in plan.cached_reqs
@@ -454,6 +459,7 @@ class Scheduler:
         logprobs = runner_output.logprobs
         prompt_logprobs = runner_output.prompt_logprobs
         any_finished = False
+        grammar = self.grammar
         for rid, tokens in zip(runner_output.req_ids, runner_output.sampled_token_ids, strict=True):
             req = requests.get(rid)
             if req is None:
@@ -471,7 +477,7 @@ class Scheduler:
             for i, tok in enumerate(tokens):
                 req.append_output_token_ids(tok)
                 status = check_stop(req, max_len)
-                if req.use_structured_output and self.grammar is not None:
+                if grammar is not None and req.use_structured_output:
                     status = self._advance_grammar(req, tok, status)
                 if status is not None:
                     tokens = tokens[: i + 1]

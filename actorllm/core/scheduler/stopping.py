@@ -23,17 +23,20 @@ def check_stop(request: Request, max_model_len: int) -> RequestStatus | None:
 
     Sets ``request.stop_reason`` when a stop token fires.
     """
-    last = request.all_token_ids[-1]
-    params = request.sampling_params
-    if last in request.stop_token_ids and request.num_output_tokens > params.min_tokens:
-        explicit = params.stop_token_ids or ()
-        request.stop_reason = (
-            None if last == request.eos_token_id and last not in explicit else last
-        )
-        return RequestStatus.FINISHED_STOPPED
-    if request.max_tokens is not None and request.num_output_tokens >= request.max_tokens:
+    tokens = request.all_token_ids  # (runs once per token: no property twice)
+    last = tokens[-1]
+    if last in request.stop_token_ids:
+        params = request.sampling_params
+        if request.num_output_tokens > params.min_tokens:
+            explicit = params.stop_token_ids or ()
+            request.stop_reason = (
+                None if last == request.eos_token_id and last not in explicit else last
+            )
+            return RequestStatus.FINISHED_STOPPED
+    max_tokens = request.max_tokens
+    if max_tokens is not None and request.num_output_tokens >= max_tokens:
         return RequestStatus.FINISHED_LENGTH_CAPPED
-    if request.num_tokens >= max_model_len:
+    if len(tokens) >= max_model_len:
         return RequestStatus.FINISHED_LENGTH_CAPPED
     return None
 

@@ -24,7 +24,7 @@ from actorllm.core.request_stats import RequestStats
 from actorllm.core.sampling_params import SamplingParams
 from actorllm.engine.context import EngineContext
 from actorllm.engine.errors import RequestFailedError, SlowConsumerError
-from actorllm.engine.ledger import ChildState, LedgerEntry
+from actorllm.engine.ledger import LedgerEntry
 from actorllm.engine.messages import (
     AbortRequest,
     EndRequest,
@@ -123,22 +123,26 @@ class OutputProcessorActor(Actor[OutputMsg]):
     def _apply(self, epoch: int, eco: EngineCoreOutputs) -> None:
         ledger = self.ctx.ledger
         stamp = (epoch, eco.step_id)
-        fresh: list[EngineCoreOutput] = []
-        children: list[ChildState] = []  # fresh[i]'s ledger record
-        touched: dict[str, LedgerEntry] = {}
-        for out in eco.outputs:
-            entry = ledger.entry_of_child(out.req_id)
-            if entry is None or entry.last_step >= stamp:
-                continue  # closed, or this step was applied before a crash
-            fresh.append(out)
-            children.append(entry.children[out.req_id])
-            touched[entry.request_id] = entry
+        child_of = ledger.child
+        outputs = eco.outputs
+        # Each output's (entry, child) in the ledger; None: closed. A step applied to a
+        # request before a crash (its last_step covers it) is skipped.
+        found = [child_of(out.req_id) for out in outputs]
+        records = [f for f in found if f is not None and f[0].last_step < stamp]
+        fresh = outputs
+        if len(records) != len(outputs):
+            pairs = [
+                (o, f)
+                for o, f in zip(outputs, found, strict=True)
+                if f is not None and f[0].last_step < stamp
+            ]
+            fresh = [o for o, _ in pairs]
         if not fresh:
             return
         now = time.monotonic()
         result = self.core.process_outputs(
             eco
-            if len(fresh) == len(eco.outputs) and eco.timestamp
+            if fresh is outputs and eco.timestamp
             else EngineCoreOutputs(
                 step_id=eco.step_id,
                 outputs=fresh,
@@ -147,23 +151,15 @@ class OutputProcessorActor(Actor[OutputMsg]):
             )
         )
         # Ledger first, then delivery: no await between them.
-        for out, child in zip(fresh, children, strict=True):
-            child.emitted.extend(out.new_token_ids)
+        for out, (entry, child) in zip(fresh, records, strict=True):
+            child.emitted += out.new_token_ids
+            entry.last_step = stamp
             if out.finish_reason is not None:
                 child.finished = True
         for child_id in result.reqs_to_abort:
-            entry = ledger.entry_of_child(child_id)
-            if entry is not None:
-                entry.children[child_id].finished = True
-        for entry in touched.values():
-            entry.last_step = stamp
-        slow: list[str] = []
-        deliver_to = ledger.deliver_to
-        for rid, request_output in result.request_outputs:
-            entry = touched[rid]  # every output is of a request this step touched
-            if not deliver_to(entry, request_output) and entry.slow:
-                slow.append(rid)
-        for rid in slow:
+            if (stopped := child_of(child_id)) is not None:
+                stopped[1].finished = True
+        for rid in ledger.deliver_step(result.request_outputs):
             self._drop_slow_consumer(rid)
         for rid in result.finished_ids:
             ledger.close(rid)  # (a slow consumer's entry is gone already)
