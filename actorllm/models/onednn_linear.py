@@ -21,10 +21,14 @@ Where it applies is detected, never assumed: oneDNN built into torch, the ops pr
 float32 always, bfloat16 only where the CPU has native bf16 dot products
 (``kernels/cpu_features.native_bf16``); elsewhere the model keeps ``F.linear``.
 Costs memory: the packed copies sit beside the original weights (tied embeddings keep
-their table for the lookup).
+their table for the lookup), so nothing is packed where the copies would take over half
+of the memory available at load.
 """
 
 from __future__ import annotations
+
+import logging
+import os
 
 import torch
 import torch.nn.functional as F
@@ -32,6 +36,10 @@ from torch import nn
 
 from actorllm.kernels.cpu_features import native_bf16
 
+logger = logging.getLogger(__name__)
+# The packed copies sit beside the weights: skip packing where they would take more than
+# this share of the memory free at load (a big fp32 model on a small host).
+MAX_FREE_MEMORY_SHARE = 0.5
 # Rows a decode step of the default batch runs: the layout oneDNN picks for this M.
 BATCH_HINT = 128
 
@@ -84,9 +92,10 @@ def _version(w: torch.Tensor) -> tuple[int, int]:
 
 def prepack_linears(model: nn.Module) -> int:
     """Make every CPU linear of ``model`` with a supported dtype a :class:`OneDNNLinear`
-    (packed now). Returns how many; 0 where this host has no oneDNN path."""
+    (packed now). Returns how many; 0 where this host has no oneDNN path, or where the
+    packed copies would take more than :data:`MAX_FREE_MEMORY_SHARE` of the free memory."""
     dtypes = supported_dtypes()
-    count = 0
+    chosen = []
     for module in model.modules():
         if type(module) is not nn.Linear:
             continue
@@ -95,9 +104,37 @@ def prepack_linears(model: nn.Module) -> int:
             continue
         if module.bias is not None and module.bias.dtype != w.dtype:
             continue
+        chosen.append(module)
+    extra = sum(m.weight.numel() * m.weight.element_size() for m in chosen)
+    free = _free_memory_bytes()
+    if free is not None and extra > MAX_FREE_MEMORY_SHARE * free:
+        logger.info(
+            "CPU linears stay on F.linear: packed copies (%.1f GB) would take over %d%% of "
+            "the free memory (%.1f GB)",
+            extra / 1e9, int(MAX_FREE_MEMORY_SHARE * 100), free / 1e9,
+        )  # fmt: skip
+        return 0
+    count = 0
+    for module in chosen:
         module.__class__ = OneDNNLinear
         assert isinstance(module, OneDNNLinear)
         with torch.no_grad():
             module._pack()
         count += 1
     return count
+
+
+def _free_memory_bytes() -> int | None:
+    """Memory available now: /proc/meminfo's MemAvailable (page cache counts as free),
+    else free physical pages; None where the OS says neither."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024  # kB
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None

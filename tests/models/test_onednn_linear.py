@@ -40,3 +40,12 @@ def test_repacks_after_an_in_place_write() -> None:
     with torch.no_grad():
         lin.weight.copy_(torch.randn(16, 32))  # a reload / weight update
     torch.testing.assert_close(lin(x), F.linear(x, lin.weight), atol=1e-5, rtol=1e-5)
+
+
+def test_skips_when_the_copies_would_not_fit(monkeypatch: pytest.MonkeyPatch) -> None:
+    from actorllm.models import onednn_linear
+
+    monkeypatch.setattr(onednn_linear, "_free_memory_bytes", lambda: 1000)
+    lin = nn.Linear(32, 16)  # 2 KB of fp32 weight > half of 1000 bytes
+    assert prepack_linears(lin) == 0
+    assert type(lin) is nn.Linear
