@@ -36,6 +36,7 @@ from actorllm.kernels.ops import get_ops, resolve_backend
 from actorllm.models.base import CausalLM
 from actorllm.models.config import ModelConfig
 from actorllm.models.loader import LoadFormat, load_model, resolve_dtype
+from actorllm.models.onednn_linear import prepack_linears
 from actorllm.models.parallel import TPComm, shard_config
 from actorllm.worker.cuda_graphs import DecodeGraphs, graph_batch_sizes
 from actorllm.worker.device_streams import CudaStreams
@@ -171,6 +172,8 @@ class ModelRunner:
             seed=self.seed,
             max_positions=self.max_model_len,
         )
+        if self.device.type == "cpu":
+            prepack_linears(self.model)  # oneDNN matmuls (models/onednn_linear.py)
         bind_kv_groups(self.model, self.kv_groups, self.model_config.num_layers)
         if self.comm is not None:
             self.model.bind_comm(self.comm)  # reloaded (wake_up)

@@ -1,0 +1,240 @@
+"""Per-op breakdown of one model step on CPU (issue #17): a decode step of N rows and a
+prefill chunk, on the ``qwen3-75m`` bench shape with dummy weights, through the same
+model, sampler and kernels the engine runs (not the engine loop: its overhead is
+``actorllm bench throughput --profile``'s business).
+
+    PYTHONPATH=$PWD python benchmarks/step_profile.py --dtype bfloat16 --rows 128
+
+Prints milliseconds per step for each part (each linear by its weight shape, attention,
+norms, rotary, activation, LM head, sampler), from ``torch.profiler`` op totals averaged
+over ``--iters`` steps.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from actorllm.bench.presets import get_preset, preset_model_dir
+from actorllm.kernels.ops import Ops
+from actorllm.kernels.sampling import sample_from_logits
+from actorllm.models.attention import AttentionMetadata
+from actorllm.models.config import ModelConfig
+from actorllm.models.loader import load_model
+from actorllm.models.onednn_linear import prepack_linears
+from actorllm.worker.kv_cache import allocate_kv_caches
+from actorllm.worker.omp_spin import park_openmp_team
+
+BLOCK = 16
+
+
+def decode_meta(ctx: list[int], first_block: int) -> tuple[AttentionMetadata, torch.Tensor]:
+    """One decode row per request with context ``ctx[b]`` (this token included)."""
+    n = len(ctx)
+    nb = max(-(-c // BLOCK) for c in ctx)
+    table = torch.zeros(n, nb, dtype=torch.int32)  # [B, NB]
+    slots, start = [], first_block
+    for b, c in enumerate(ctx):
+        k = -(-c // BLOCK)
+        table[b, :k] = torch.arange(start, start + k, dtype=torch.int32)
+        slots.append(int(table[b, (c - 1) // BLOCK]) * BLOCK + (c - 1) % BLOCK)
+        start += k
+    meta = AttentionMetadata(
+        query_start_loc=torch.arange(n + 1, dtype=torch.int32),
+        seq_lens=torch.tensor(ctx, dtype=torch.int32),
+        block_table=table,
+        slot_mapping=torch.tensor(slots, dtype=torch.int64),
+        query_start_loc_cpu=list(range(n + 1)),
+        seq_lens_cpu=list(ctx),
+        max_query_len=1,
+        max_seq_len=max(ctx),
+    )
+    return meta, torch.tensor([c - 1 for c in ctx])
+
+
+def prefill_meta(lens: list[int]) -> tuple[AttentionMetadata, torch.Tensor]:
+    """Whole prompts of ``lens`` tokens, one chunk."""
+    qsl = [0]
+    for n in lens:
+        qsl.append(qsl[-1] + n)
+    nb = max(-(-n // BLOCK) for n in lens)
+    table = torch.zeros(len(lens), nb, dtype=torch.int32)
+    slots, pos, start = [], [], 1
+    for b, n in enumerate(lens):
+        k = -(-n // BLOCK)
+        table[b, :k] = torch.arange(start, start + k, dtype=torch.int32)
+        slots += [int(table[b, i // BLOCK]) * BLOCK + i % BLOCK for i in range(n)]
+        pos += list(range(n))
+        start += k
+    meta = AttentionMetadata(
+        query_start_loc=torch.tensor(qsl, dtype=torch.int32),
+        seq_lens=torch.tensor(lens, dtype=torch.int32),
+        block_table=table,
+        slot_mapping=torch.tensor(slots, dtype=torch.int64),
+        query_start_loc_cpu=qsl,
+        seq_lens_cpu=list(lens),
+        max_query_len=max(lens),
+        max_seq_len=max(lens),
+    )
+    return meta, torch.tensor(pos)
+
+
+def classify(name: str, shapes: list[list[int]], cfg: ModelConfig) -> str:
+    """A profiler op (by name and input shapes) -> the part of the step it belongs to."""
+    if name in (
+        "aten::linear",
+        "aten::addmm",
+        "aten::mm",
+        "aten::matmul",
+        "mkldnn::_linear_pointwise",
+    ):
+        w = shapes[1] if len(shapes) > 1 else []
+        h, hq, hk, d = cfg.hidden_size, cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
+        rows = w[0] if w else -1
+        table = {
+            (hq + 2 * hk) * d: "linear qkv",
+            2 * cfg.intermediate_size: "linear gate_up",
+            cfg.vocab_size: "linear lm_head",
+        }
+        if rows in table:
+            return table[rows]
+        if rows == h and w[1] == hq * d:
+            return "linear o_proj"
+        if rows == h and w[1] == cfg.intermediate_size:
+            return "linear down"
+        return f"linear {w}"
+    return name
+
+
+def _ranged(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+    def wrapped(*a: Any, **kw: Any) -> Any:
+        with torch.profiler.record_function(name):
+            return fn(*a, **kw)
+
+    return wrapped
+
+
+def add_ranges(model: nn.Module) -> None:
+    """Wrap the model's kernels and norms in ``part:`` profiler ranges (this script only:
+    the engine runs without them)."""
+    ops: Ops = next(getattr(m, "ops") for m in model.modules() if hasattr(m, "ops"))  # noqa: B009
+    names = ("rms_norm", "fused_add_rms_norm", "apply_rotary", "silu_and_mul")
+    parts = {n: "part:norms" if "norm" in n else f"part:{n}" for n in names}
+    parts |= {"write_kv_cache": "part:kv_write", "paged_attention": "part:attention"}
+    wrapped: dict[str, Any] = {n: _ranged(p, getattr(ops, n)) for n, p in parts.items()}
+    ranged = dataclasses.replace(ops, **wrapped)
+    for m in model.modules():
+        if hasattr(m, "ops"):
+            setattr(m, "ops", ranged)  # noqa: B010
+
+
+def profile_step(
+    fn: Callable[[], None], iters: int, cfg: ModelConfig
+) -> tuple[float, dict[str, float]]:
+    for _ in range(3):
+        fn()
+    t0 = time.perf_counter()
+    for _ in range(iters):
+        fn()
+    wall = (time.perf_counter() - t0) / iters * 1e3
+    with torch.profiler.profile(record_shapes=True) as prof:
+        for _ in range(iters):
+            fn()
+    parts: dict[str, float] = defaultdict(float)
+    for ev in prof.key_averages(group_by_input_shape=True):
+        key = ev.key
+        if key.startswith("part:"):
+            parts[key] += ev.cpu_time_total / iters / 1e3
+            continue
+    # Leaf-level (self time) attribution of the aten ops, by op and shape.
+    ops: dict[str, float] = defaultdict(float)
+    for ev in prof.key_averages(group_by_input_shape=True):
+        if ev.key.startswith("part:"):
+            continue
+        label = classify(ev.key, ev.input_shapes or [], cfg)
+        # linear: total time (its children are addmm/mm); others: self time.
+        if label.startswith("linear"):
+            if ev.key in ("aten::linear", "mkldnn::_linear_pointwise"):
+                ops[label] += ev.cpu_time_total / iters / 1e3
+        elif ev.key not in ("aten::addmm", "aten::mm", "aten::matmul"):
+            ops[label] += ev.self_cpu_time_total / iters / 1e3
+    return wall, {**parts, **dict(sorted(ops.items(), key=lambda kv: -kv[1]))}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--dtype", default="bfloat16")
+    ap.add_argument("--rows", type=int, default=128)
+    ap.add_argument("--ctx", type=int, default=240, help="decode rows' mean context")
+    ap.add_argument("--prefill", default="160,160,160,160,160,160,160,160,160,160,160,160")
+    ap.add_argument("--iters", type=int, default=5)
+    ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--top", type=int, default=14)
+    ap.add_argument("--json", default=None)
+    ap.add_argument("--onednn", action=argparse.BooleanOptionalAction, default=True)
+    args = ap.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    park_openmp_team()  # the engine's OpenMP wait regime (worker/omp_spin.py)
+    preset = get_preset("qwen3-75m-bf16")
+    path = preset_model_dir(preset.model_name, preset.model_config)
+    cfg = ModelConfig.from_dict(json.loads((Path(path) / "config.json").read_text()))
+    model = load_model(path, cfg, dtype=args.dtype, load_format="dummy")
+    if args.onednn:
+        print("prepacked linears:", prepack_linears(model))
+    add_ranges(model)
+    g = torch.Generator().manual_seed(0)
+    ctx = (torch.randint(-40, 41, (args.rows,), generator=g) + args.ctx).tolist()
+    lens = [int(x) for x in args.prefill.split(",")]
+    blocks = sum(-(-c // BLOCK) for c in ctx) + sum(-(-n // BLOCK) for n in lens) + 2
+    caches = allocate_kv_caches(cfg, blocks, BLOCK, getattr(torch, args.dtype), "cpu")
+    for kc, vc in caches:  # a real cache holds keys/values, not allocation garbage
+        kc.normal_(generator=g)
+        vc.normal_(generator=g)
+    dmeta, dpos = decode_meta(ctx, 1)
+    pmeta, ppos = prefill_meta(lens)
+    ids_d = torch.randint(0, cfg.vocab_size, (args.rows,), generator=g)
+    ids_p = torch.randint(0, cfg.vocab_size, (len(ppos),), generator=g)
+    temp = torch.full((args.rows,), 0.6)
+    top_k = torch.zeros(args.rows, dtype=torch.int32)
+    top_p, min_p = torch.ones(args.rows), torch.zeros(args.rows)
+    last = torch.tensor(pmeta.query_start_loc_cpu[1:]) - 1
+
+    def decode() -> None:
+        with torch.inference_mode():
+            dmeta.plan_cache.clear()
+            hidden = model(ids_d, dpos, dmeta, caches)  # [N, H]
+            with torch.profiler.record_function("part:lm_head"):
+                logits = model.compute_logits(hidden)  # [N, V] fp32
+            with torch.profiler.record_function("part:sampler"):
+                u = torch.rand(args.rows, generator=g)
+                sample_from_logits(logits, temp, top_k, top_p, min_p, None, u)
+
+    def prefill() -> None:
+        with torch.inference_mode():
+            pmeta.plan_cache.clear()
+            hidden = model(ids_p, ppos, pmeta, caches)  # [T, H]
+            model.compute_logits(hidden[last])
+
+    out = {}
+    for name, fn in (("decode", decode), ("prefill", prefill)):
+        wall, parts = profile_step(fn, args.iters, cfg)
+        print(f"== {name} ({args.dtype}): {wall:.2f} ms per step (unprofiled wall)")
+        for k, v in list(parts.items())[: args.top]:
+            print(f"  {k:<40} {v:8.2f} ms")
+        out[name] = {"wall_ms": wall, "parts_ms": parts}
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,51 @@
+"""oneDNN-prepacked CPU linears: same results as F.linear, repacked when the weight is
+rewritten, plain nn.Linear behaviour (state dict, isinstance) kept."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from actorllm.models.onednn_linear import OneDNNLinear, prepack_linears, supported_dtypes
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("rows", [1, 7, 128, 300])
+def test_matches_f_linear(dtype: torch.dtype, rows: int) -> None:
+    if dtype not in supported_dtypes():
+        pytest.skip(f"no oneDNN {dtype} path on this host")
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(96, 160, bias=False), nn.Linear(160, 48)).to(dtype)
+    x = torch.randn(rows, 96).to(dtype)
+    want = model(x)
+    assert prepack_linears(model) == 2
+    assert all(isinstance(m, OneDNNLinear) for m in model)
+    with torch.inference_mode():
+        got = model(x)
+        got3 = model(x.view(1, rows, 96))  # leading dims kept
+    tol = 1e-5 if dtype == torch.float32 else 1e-2
+    torch.testing.assert_close(got, want, atol=tol, rtol=tol)
+    torch.testing.assert_close(got3[0], got, atol=0, rtol=0)
+    assert set(model.state_dict()) == {"0.weight", "1.weight", "1.bias"}
+
+
+def test_repacks_after_an_in_place_write() -> None:
+    if torch.float32 not in supported_dtypes():
+        pytest.skip("no oneDNN on this host")
+    lin = nn.Linear(32, 16, bias=False)
+    prepack_linears(lin)
+    x = torch.randn(4, 32)
+    with torch.no_grad():
+        lin.weight.copy_(torch.randn(16, 32))  # a reload / weight update
+    torch.testing.assert_close(lin(x), F.linear(x, lin.weight), atol=1e-5, rtol=1e-5)
+
+
+def test_skips_when_the_copies_would_not_fit(monkeypatch: pytest.MonkeyPatch) -> None:
+    from actorllm.models import onednn_linear
+
+    monkeypatch.setattr(onednn_linear, "_free_memory_bytes", lambda: 1000)
+    lin = nn.Linear(32, 16)  # 2 KB of fp32 weight > half of 1000 bytes
+    assert prepack_linears(lin) == 0
+    assert type(lin) is nn.Linear
