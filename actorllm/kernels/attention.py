@@ -77,12 +77,21 @@ def paged_attention(
     decoded = False  # by the native kernel
     if native_decode.supports(k_cache) and plan.decodes is not None:
         rows, lens, table = plan.decodes
-        o = native_decode.paged_decode(
-            q.index_select(0, rows), k_cache, v_cache, lens, table, scale, sliding_window, softcap
-        )  # [N, Hq, D] float32
-        if o is not None:
-            out.index_copy_(0, rows, o.to(q.dtype))
-            decoded = True
+        if q.dtype in (torch.float32, torch.bfloat16) and q.is_contiguous():
+            # q read and out written in place, at the decode rows: no per-layer copies
+            o = native_decode.paged_decode(
+                q, k_cache, v_cache, lens, table, scale, sliding_window, softcap,
+                rows=rows, out=out,
+            )  # fmt: skip
+            decoded = o is not None
+        else:
+            o = native_decode.paged_decode(
+                q.index_select(0, rows), k_cache, v_cache, lens, table, scale,
+                sliding_window, softcap,
+            )  # [N, Hq, D] float32  # fmt: skip
+            if o is not None:
+                out.index_copy_(0, rows, o.to(q.dtype))
+                decoded = True
     for g in [] if decoded else plan.decode_groups:
         n = g.q_rows.shape[0]
         qg = q.index_select(0, g.q_rows).float().view(n, hk, -1, d).transpose(0, 1)  # [Hk,N,G,D]

@@ -16,10 +16,14 @@ import torch
 from actorllm.kernels import native
 
 _KV_DTYPES = {torch.float32: 0, torch.bfloat16: 1}
+# Extra compiler flags of the build paged_decode() calls: tests set ("-mno-avx512f",) to run
+# the portable C path on an AVX-512 host.
+_BUILD_FLAGS: tuple[str, ...] = ()
 
 _P, _I64, _I32, _F32 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int, ctypes.c_float
 _ARGTYPES: list[Any] = [
-    _P, _P, _P, _P, _I32,  # q, out, k_cache, v_cache, kv_bf16
+    _P, _I32, _P, _I32, _P,  # q, q_bf16, out, out_bf16, rows
+    _P, _P, _I32,  # k_cache, v_cache, kv_bf16
     _I64, _I64, _I64,  # cache strides: block, slot, head
     _P, _P, _I64,  # seq_lens, block_table, table stride
     _I32, _I32, _I32, _I32, _I32,  # n, hq, hk, d, block_size
@@ -28,8 +32,8 @@ _ARGTYPES: list[Any] = [
 
 
 @functools.cache
-def _kernel() -> Callable[..., Any] | None:
-    lib = native.library("paged_decode")
+def _kernel(extra_flags: tuple[str, ...] = ()) -> Callable[..., Any] | None:
+    lib = native.library("paged_decode", extra_flags)
     if lib is None:
         return None
     fn = lib.paged_decode
@@ -58,27 +62,40 @@ def paged_decode(
     scale: float,
     sliding_window: int | None = None,
     softcap: float | None = None,
+    *,
+    rows: torch.Tensor | None = None,
+    out: torch.Tensor | None = None,
 ) -> torch.Tensor | None:
-    """One query token per request -> [N, Hq, D] float32, or None where the kernel cannot
-    run (check :func:`supports` first; None then means it ran out of memory).
+    """One query token per request -> ``out``, or None where the kernel cannot run (check
+    :func:`supports` first; None then means it ran out of memory).
 
-    q: [N, Hq, D] (any float dtype), k_cache/v_cache: [NB, BS, Hk, D] (same strides),
-    seq_lens: [N] (context length including this token, already in the cache),
-    block_table: [N, max_blocks] (int32)."""
-    fn = _kernel()
+    q: [T, Hq, D] (any float dtype; float32 and bfloat16 read in place), k_cache/v_cache:
+    [NB, BS, Hk, D] (same strides), seq_lens: [N] (context length including this token,
+    already in the cache), block_table: [N, max_blocks] (int32). ``rows`` ([N] int64): the
+    rows of q (and out) that decode, in request order; None: all T (N = T). ``out``: [T, Hq,
+    D] float32 or bfloat16, only ``rows`` written; None: a new float32 tensor."""
+    fn = _kernel(_BUILD_FLAGS)
     assert fn is not None and k_cache.stride() == v_cache.stride()
-    n, hq, d = q.shape
+    _, hq, d = q.shape
     _, bs, hk, _ = k_cache.shape
-    qf = q.to(torch.float32).contiguous()  # [N, Hq, D]
-    out = torch.empty_like(qf)
+    if q.dtype not in _KV_DTYPES or not q.is_contiguous():
+        q = q.to(torch.float32).contiguous()  # [T, Hq, D]
+    if out is None:
+        out = torch.empty(q.shape, dtype=torch.float32)
+    assert out.dtype in _KV_DTYPES and out.is_contiguous() and out.shape == q.shape
+    if rows is not None:
+        rows = rows.to(torch.int64).contiguous()  # [N]
+    n = q.shape[0] if rows is None else rows.shape[0]
     lens = seq_lens.to(torch.int32).contiguous()  # [N]
     table = block_table.to(torch.int32)
     if table.stride(-1) != 1:
         table = table.contiguous()  # [N, max_blocks]
     s_block, s_slot, s_head, _ = k_cache.stride()
     rc = fn(
-        qf.data_ptr(), out.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(),
-        _KV_DTYPES[k_cache.dtype], s_block, s_slot, s_head,
+        q.data_ptr(), _KV_DTYPES[q.dtype], out.data_ptr(), _KV_DTYPES[out.dtype],
+        None if rows is None else rows.data_ptr(),
+        k_cache.data_ptr(), v_cache.data_ptr(), _KV_DTYPES[k_cache.dtype],
+        s_block, s_slot, s_head,
         lens.data_ptr(), table.data_ptr(), table.stride(0),
         n, hq, hk, d, bs,
         scale, sliding_window or 0, softcap or 0.0, torch.get_num_threads(),
