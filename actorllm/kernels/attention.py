@@ -24,7 +24,8 @@ How the CPU runs it fast
   fixed cost per group (:func:`group_decode_rows`).
 * **Decode rows natively.** Where the host's C compiler built ``csrc/paged_decode.c``
   (``kernels/native.py``), all decode rows go through it in one call: each block read
-  once, no padded float32 copy of the context. Otherwise they run in groups as above.
+  once, q read and the output written in place, no padded float32 copy of the context.
+  Otherwise they run in groups as above.
 * **Head-major caches** (``worker/kv_cache.py`` allocates them so on the reference path):
   a cache stored ``[Hk, NB, BS, D]`` and viewed ``[NB, BS, Hk, D]`` gathers straight into
   the contiguous ``[Hk, N, S, D]`` SDPA reads fastest. A plain ``[NB, BS, Hk, D]`` cache

@@ -1,8 +1,9 @@
 """Decode rows of paged attention through the native CPU kernel (``csrc/paged_decode.c``):
-each request's keys and values read from their blocks once, a bfloat16 cache converted a
-row at a time, softmax in float32 — instead of the reference path's padded float32 copy of
-every context. Same results as :func:`actorllm.kernels.attention.paged_attention` to
-float32 rounding (tests/kernels/test_paged_decode.py)."""
+each request's keys and values read from their blocks once, in one pass with an online
+softmax, float32 math (a bfloat16 cache widened exactly), q read and the output written in
+place at the decode rows — instead of the reference path's padded float32 copy of every
+context. Same results as :func:`actorllm.kernels.attention.paged_attention` to float32
+rounding (tests/kernels/test_paged_decode.py)."""
 
 from __future__ import annotations
 
