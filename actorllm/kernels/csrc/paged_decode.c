@@ -272,7 +272,8 @@ static inline __attribute__((always_inline)) void attend_tile(const task_t *t,
                 }
                 float bm = _mm512_mask_reduce_max_ps(valid, s);
                 float mx = bm > m[gi] ? bm : m[gi];
-                float alpha = expf(m[gi] - mx); /* 0 on the first tile (m = -inf) */
+                /* the max rarely moves once a few tiles are in: skip the exp then */
+                float alpha = mx == m[gi] ? 1.0f : m[gi] == -INFINITY ? 0.0f : expf(m[gi] - mx);
                 __m512 p = _mm512_maskz_mov_ps(valid, exp512(_mm512_sub_ps(s, _mm512_set1_ps(mx))));
                 l[gi] = l[gi] * alpha + _mm512_reduce_add_ps(p);
                 m[gi] = mx;
