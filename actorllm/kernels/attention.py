@@ -78,7 +78,7 @@ def paged_attention(
     decoded = False  # by the native kernel
     if native_decode.supports(k_cache) and plan.decodes is not None:
         rows, lens, table = plan.decodes
-        if q.dtype in (torch.float32, torch.bfloat16) and q.is_contiguous():
+        if native_decode.rows_readable(q) and native_decode.rows_readable(out):
             # q read and out written in place, at the decode rows: no per-layer copies
             o = native_decode.paged_decode(
                 q, k_cache, v_cache, lens, table, scale, sliding_window, softcap,

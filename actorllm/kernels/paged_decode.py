@@ -23,7 +23,7 @@ _BUILD_FLAGS: tuple[str, ...] = ()
 
 _P, _I64, _I32, _F32 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int, ctypes.c_float
 _ARGTYPES: list[Any] = [
-    _P, _I32, _P, _I32, _P,  # q, q_bf16, out, out_bf16, rows
+    _P, _I32, _I64, _P, _I32, _I64, _P,  # q, q_bf16, q row stride, out, ..., rows
     _P, _P, _I32,  # k_cache, v_cache, kv_bf16
     _I64, _I64, _I64,  # cache strides: block, slot, head
     _P, _P, _I64,  # seq_lens, block_table, table stride
@@ -54,6 +54,13 @@ def supports(cache: torch.Tensor) -> bool:
     )
 
 
+def rows_readable(x: torch.Tensor) -> bool:
+    """Whether the kernel reads (or writes) ``x`` [T, Hq, D] in place: float32 or bfloat16,
+    each row's [Hq, D] contiguous (rows may be apart, e.g. q as a view of a fused qkv)."""
+    heads_packed = x.stride(1) == x.shape[2] or x.shape[1] == 1
+    return x.dtype in _KV_DTYPES and (x.stride(2) == 1 or x.shape[2] == 1) and heads_packed
+
+
 def paged_decode(
     q: torch.Tensor,
     k_cache: torch.Tensor,
@@ -70,20 +77,20 @@ def paged_decode(
     """One query token per request -> ``out``, or None where the kernel cannot run (check
     :func:`supports` first; None then means it ran out of memory).
 
-    q: [T, Hq, D] (any float dtype; float32 and bfloat16 read in place), k_cache/v_cache:
+    q: [T, Hq, D] (any float dtype; read in place where :func:`rows_readable`), k_cache/v_cache:
     [NB, BS, Hk, D] (same strides), seq_lens: [N] (context length including this token,
     already in the cache), block_table: [N, max_blocks] (int32). ``rows`` ([N] int64): the
     rows of q (and out) that decode, in request order; None: all T (N = T). ``out``: [T, Hq,
-    D] float32 or bfloat16, only ``rows`` written; None: a new float32 tensor."""
+    D] (:func:`rows_readable`), only ``rows`` written; None: a new float32 tensor."""
     fn = _kernel(_BUILD_FLAGS)
     assert fn is not None and k_cache.stride() == v_cache.stride()
     _, hq, d = q.shape
     _, bs, hk, _ = k_cache.shape
-    if q.dtype not in _KV_DTYPES or not q.is_contiguous():
+    if not rows_readable(q):
         q = q.to(torch.float32).contiguous()  # [T, Hq, D]
     if out is None:
         out = torch.empty(q.shape, dtype=torch.float32)
-    assert out.dtype in _KV_DTYPES and out.is_contiguous() and out.shape == q.shape
+    assert rows_readable(out) and out.shape == q.shape
     if rows is not None:
         rows = rows.to(torch.int64).contiguous()  # [N]
     n = q.shape[0] if rows is None else rows.shape[0]
@@ -93,7 +100,8 @@ def paged_decode(
         table = table.contiguous()  # [N, max_blocks]
     s_block, s_slot, s_head, _ = k_cache.stride()
     rc = fn(
-        q.data_ptr(), _KV_DTYPES[q.dtype], out.data_ptr(), _KV_DTYPES[out.dtype],
+        q.data_ptr(), _KV_DTYPES[q.dtype], q.stride(0),
+        out.data_ptr(), _KV_DTYPES[out.dtype], out.stride(0),
         None if rows is None else rows.data_ptr(),
         k_cache.data_ptr(), v_cache.data_ptr(), _KV_DTYPES[k_cache.dtype],
         s_block, s_slot, s_head,

@@ -156,3 +156,28 @@ def test_reads_and_writes_the_decode_rows_in_place(dtype: torch.dtype) -> None:
     assert got is out and want is not None and n == rows.shape[0]
     assert torch.equal(out[rows], want.to(dtype))
     assert (out[[2, 4]] == 7.0).all()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+def test_q_as_a_view_of_fused_qkv_is_read_in_place(
+    dtype: torch.dtype, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """q sliced out of a fused qkv projection (rows apart, heads packed) goes to the kernel
+    as it is, no copy, and gives the contiguous q's result."""
+    _, kc, vc, lens, table = _case(dtype, True, 6, 2, seed=5)
+    n, hq, d = len(lens), 6, 16
+    qkv = torch.randn(n, (hq + 4) * d).to(dtype)  # [T, (Hq + 2 Hk) * D]
+    q = qkv[:, : hq * d].view(n, hq, d)  # [T, Hq, D], row stride (Hq + 2 Hk) * D
+    seen = []
+    real = native_decode.paged_decode
+
+    def spy(q_arg: torch.Tensor, *args: object, **kwargs: object) -> object:
+        seen.append(q_arg.data_ptr() == q.data_ptr())
+        return real(q_arg, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(native_decode, "paged_decode", spy)
+    qsl = torch.arange(n + 1, dtype=torch.int32)
+    got = paged_attention(q, kc, vc, qsl, lens, table, 0.25)
+    want = paged_attention(q.contiguous(), kc, vc, qsl, lens, table, 0.25)
+    assert seen == [True, False] and got.dtype == dtype
+    torch.testing.assert_close(got, want, atol=0, rtol=0)

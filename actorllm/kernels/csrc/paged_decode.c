@@ -13,8 +13,9 @@
  * Elsewhere the same walk in portable C.
  *
  * Layouts (element strides; the last dimension is contiguous):
- *   q, out       [T, Hq, D] float32 or bfloat16 (each its own flag), contiguous; decode row
- *                i reads and writes row rows[i] (rows == NULL: row i)
+ *   q, out       [T, Hq, D] float32 or bfloat16 (each its own flag), rows q_stride and
+ *                out_stride elements apart, each row's [Hq, D] contiguous; decode row i
+ *                reads and writes row rows[i] (rows == NULL: row i)
  *   k/v cache    [NB, BS, Hk, D] viewed through strides (s_block, s_slot, s_head): the
  *                worker stores it head-major ([Hk, NB, BS, D]) on the reference path
  *   seq_lens     [N] int32: context length including this step's token (already written)
@@ -350,7 +351,8 @@ static int attend_fast(const task_t *t, const float *q, float *out) {
 #endif
 
 /* Returns 0, or -1 when scratch memory could not be allocated. */
-int paged_decode(const void *q, int q_bf16, void *out, int out_bf16, const int64_t *rows,
+int paged_decode(const void *q, int q_bf16, int64_t q_stride, void *out, int out_bf16,
+                 int64_t out_stride, const int64_t *rows,
                  const void *k_cache, const void *v_cache, int kv_bf16, int64_t s_block,
                  int64_t s_slot, int64_t s_head, const int32_t *seq_lens,
                  const int32_t *block_table, int64_t table_stride, int n, int hq, int hk,
@@ -370,7 +372,8 @@ int paged_decode(const void *q, int q_bf16, void *out, int out_bf16, const int64
         for (int64_t w = 0; w < (int64_t)n * hk; w++) {
             if (!ok) continue;
             int i = (int)(w / hk), head = (int)(w % hk);
-            int64_t qo = (((rows ? rows[i] : i) * hq) + (int64_t)head * g) * d;
+            int64_t r = rows ? rows[i] : i, h0 = (int64_t)head * g * d;
+            int64_t qo = r * q_stride + h0, oo = r * out_stride + h0;
             load_row(qf, q, q_bf16, qo, g * d);
             for (int e = 0; e < g * d; e++) qf[e] *= scale;
             task_t t = {k_cache, v_cache, kv_bf16, s_block, s_slot, s_head,
@@ -381,7 +384,7 @@ int paged_decode(const void *q, int q_bf16, void *out, int out_bf16, const int64
             done = attend_fast(&t, qf, of);
 #endif
             if (!done) attend_portable(&t, qf, of, row, acc);
-            store_row(out, out_bf16, qo, of, g * d);
+            store_row(out, out_bf16, oo, of, g * d);
         }
         free(qf);
     }
