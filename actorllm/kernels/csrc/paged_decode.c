@@ -365,7 +365,8 @@ int paged_decode(const void *q, int q_bf16, int64_t q_stride, void *out, int out
         /* qf [G, D], of [G, D], row [D], acc [G, D] */
         float *qf = malloc(sizeof(float) * (size_t)d * (size_t)(3 * g + 1));
         int ok = qf != NULL;
-        float *of = qf + (int64_t)g * d, *row = of + (int64_t)g * d, *acc = row + d;
+        float *of = ok ? qf + (int64_t)g * d : NULL; /* no arithmetic on a NULL qf */
+        float *row = ok ? of + (int64_t)g * d : NULL, *acc = ok ? row + d : NULL;
         failed |= !ok;
         /* every thread takes part in the worksharing loop; one without scratch skips work */
 #pragma omp for schedule(dynamic, 1)
