@@ -24,7 +24,8 @@ How the CPU runs it fast
   fixed cost per group (:func:`group_decode_rows`).
 * **Decode rows natively.** Where the host's C compiler built ``csrc/paged_decode.c``
   (``kernels/native.py``), all decode rows go through it in one call: each block read
-  once, no padded float32 copy of the context. Otherwise they run in groups as above.
+  once, q read and the output written in place, no padded float32 copy of the context.
+  Otherwise they run in groups as above.
 * **Head-major caches** (``worker/kv_cache.py`` allocates them so on the reference path):
   a cache stored ``[Hk, NB, BS, D]`` and viewed ``[NB, BS, Hk, D]`` gathers straight into
   the contiguous ``[Hk, N, S, D]`` SDPA reads fastest. A plain ``[NB, BS, Hk, D]`` cache
@@ -77,12 +78,21 @@ def paged_attention(
     decoded = False  # by the native kernel
     if native_decode.supports(k_cache) and plan.decodes is not None:
         rows, lens, table = plan.decodes
-        o = native_decode.paged_decode(
-            q.index_select(0, rows), k_cache, v_cache, lens, table, scale, sliding_window, softcap
-        )  # [N, Hq, D] float32
-        if o is not None:
-            out.index_copy_(0, rows, o.to(q.dtype))
-            decoded = True
+        if native_decode.rows_readable(q) and native_decode.rows_readable(out):
+            # q read and out written in place, at the decode rows: no per-layer copies
+            o = native_decode.paged_decode(
+                q, k_cache, v_cache, lens, table, scale, sliding_window, softcap,
+                rows=rows, out=out,
+            )  # fmt: skip
+            decoded = o is not None
+        else:
+            o = native_decode.paged_decode(
+                q.index_select(0, rows), k_cache, v_cache, lens, table, scale,
+                sliding_window, softcap,
+            )  # [N, Hq, D] float32  # fmt: skip
+            if o is not None:
+                out.index_copy_(0, rows, o.to(q.dtype))
+                decoded = True
     for g in [] if decoded else plan.decode_groups:
         n = g.q_rows.shape[0]
         qg = q.index_select(0, g.q_rows).float().view(n, hk, -1, d).transpose(0, 1)  # [Hk,N,G,D]

@@ -42,8 +42,11 @@ def cache_dir() -> Path:
 
 
 @functools.cache
-def library(name: str) -> ctypes.CDLL | None:
-    """``csrc/<name>.c`` built and loaded, or None (disabled, no compiler, failed build)."""
+def library(name: str, extra_flags: tuple[str, ...] = ()) -> ctypes.CDLL | None:
+    """``csrc/<name>.c`` built and loaded, or None (disabled, no compiler, failed build).
+
+    ``extra_flags`` go after the usual ones (tests build a kernel's portable path with
+    ``("-mno-avx512f",)``); each set is its own cached build."""
     if not enabled():
         return None
     if platform.system() != "Linux":
@@ -55,10 +58,11 @@ def library(name: str) -> ctypes.CDLL | None:
         return None
     source = resources.files("actorllm.kernels").joinpath("csrc", f"{name}.c").read_bytes()
     key = hashlib.sha256()
-    for part in (source, compiler.encode(), " ".join(_FLAGS).encode(), _cpu_key().encode()):
+    flags = [*_FLAGS, *extra_flags]
+    for part in (source, compiler.encode(), " ".join(flags).encode(), _cpu_key().encode()):
         key.update(part)
     out = cache_dir() / f"{name}-{key.hexdigest()[:16]}.so"
-    if not out.exists() and not _build(compiler, source, out):
+    if not out.exists() and not _build(compiler, flags, source, out):
         return None
     try:
         return ctypes.CDLL(str(out))
@@ -72,7 +76,7 @@ def _cpu_key() -> str:
     return platform.machine() + " " + " ".join(sorted(cpu_flags()))
 
 
-def _build(compiler: str, source: bytes, out: Path) -> bool:
+def _build(compiler: str, flags: list[str], source: bytes, out: Path) -> bool:
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
         src = Path(tmp) / "kernel.c"
@@ -80,7 +84,7 @@ def _build(compiler: str, source: bytes, out: Path) -> bool:
         lib = Path(tmp) / "kernel.so"
         try:
             subprocess.run(
-                [compiler, *_FLAGS, str(src), "-o", str(lib), "-lm"],
+                [compiler, *flags, str(src), "-o", str(lib), "-lm"],
                 check=True,
                 capture_output=True,
                 timeout=120,

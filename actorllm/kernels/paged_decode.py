@@ -1,8 +1,9 @@
 """Decode rows of paged attention through the native CPU kernel (``csrc/paged_decode.c``):
-each request's keys and values read from their blocks once, a bfloat16 cache converted a
-row at a time, softmax in float32 — instead of the reference path's padded float32 copy of
-every context. Same results as :func:`actorllm.kernels.attention.paged_attention` to
-float32 rounding (tests/kernels/test_paged_decode.py)."""
+each request's keys and values read from their blocks once, in one pass with an online
+softmax, float32 math (a bfloat16 cache widened exactly), q read and the output written in
+place at the decode rows — instead of the reference path's padded float32 copy of every
+context. Same results as :func:`actorllm.kernels.attention.paged_attention` to float32
+rounding (tests/kernels/test_paged_decode.py)."""
 
 from __future__ import annotations
 
@@ -16,10 +17,14 @@ import torch
 from actorllm.kernels import native
 
 _KV_DTYPES = {torch.float32: 0, torch.bfloat16: 1}
+# Extra compiler flags of the build paged_decode() calls: tests set ("-mno-avx512f",) to run
+# the portable C path on an AVX-512 host.
+_BUILD_FLAGS: tuple[str, ...] = ()
 
 _P, _I64, _I32, _F32 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int, ctypes.c_float
 _ARGTYPES: list[Any] = [
-    _P, _P, _P, _P, _I32,  # q, out, k_cache, v_cache, kv_bf16
+    _P, _I32, _I64, _P, _I32, _I64, _P,  # q, q_bf16, q row stride, out, ..., rows
+    _P, _P, _I32,  # k_cache, v_cache, kv_bf16
     _I64, _I64, _I64,  # cache strides: block, slot, head
     _P, _P, _I64,  # seq_lens, block_table, table stride
     _I32, _I32, _I32, _I32, _I32,  # n, hq, hk, d, block_size
@@ -28,8 +33,8 @@ _ARGTYPES: list[Any] = [
 
 
 @functools.cache
-def _kernel() -> Callable[..., Any] | None:
-    lib = native.library("paged_decode")
+def _kernel(extra_flags: tuple[str, ...] = ()) -> Callable[..., Any] | None:
+    lib = native.library("paged_decode", extra_flags)
     if lib is None:
         return None
     fn = lib.paged_decode
@@ -49,6 +54,13 @@ def supports(cache: torch.Tensor) -> bool:
     )
 
 
+def rows_readable(x: torch.Tensor) -> bool:
+    """Whether the kernel reads (or writes) ``x`` [T, Hq, D] in place: float32 or bfloat16,
+    each row's [Hq, D] contiguous (rows may be apart, e.g. q as a view of a fused qkv)."""
+    heads_packed = x.stride(1) == x.shape[2] or x.shape[1] == 1
+    return x.dtype in _KV_DTYPES and (x.stride(2) == 1 or x.shape[2] == 1) and heads_packed
+
+
 def paged_decode(
     q: torch.Tensor,
     k_cache: torch.Tensor,
@@ -58,27 +70,41 @@ def paged_decode(
     scale: float,
     sliding_window: int | None = None,
     softcap: float | None = None,
+    *,
+    rows: torch.Tensor | None = None,
+    out: torch.Tensor | None = None,
 ) -> torch.Tensor | None:
-    """One query token per request -> [N, Hq, D] float32, or None where the kernel cannot
-    run (check :func:`supports` first; None then means it ran out of memory).
+    """One query token per request -> ``out``, or None where the kernel cannot run (check
+    :func:`supports` first; None then means it ran out of memory).
 
-    q: [N, Hq, D] (any float dtype), k_cache/v_cache: [NB, BS, Hk, D] (same strides),
-    seq_lens: [N] (context length including this token, already in the cache),
-    block_table: [N, max_blocks] (int32)."""
-    fn = _kernel()
+    q: [T, Hq, D] (any float dtype; read in place where :func:`rows_readable`), k_cache/v_cache:
+    [NB, BS, Hk, D] (same strides), seq_lens: [N] (context length including this token,
+    already in the cache), block_table: [N, max_blocks] (int32). ``rows`` ([N] int64): the
+    rows of q (and out) that decode, in request order; None: all T (N = T). ``out``: [T, Hq,
+    D] (:func:`rows_readable`), only ``rows`` written; None: a new float32 tensor."""
+    fn = _kernel(_BUILD_FLAGS)
     assert fn is not None and k_cache.stride() == v_cache.stride()
-    n, hq, d = q.shape
+    _, hq, d = q.shape
     _, bs, hk, _ = k_cache.shape
-    qf = q.to(torch.float32).contiguous()  # [N, Hq, D]
-    out = torch.empty_like(qf)
+    if not rows_readable(q):
+        q = q.to(torch.float32).contiguous()  # [T, Hq, D]
+    if out is None:
+        out = torch.empty(q.shape, dtype=torch.float32)
+    assert rows_readable(out) and out.shape == q.shape
+    if rows is not None:
+        rows = rows.to(torch.int64).contiguous()  # [N]
+    n = q.shape[0] if rows is None else rows.shape[0]
     lens = seq_lens.to(torch.int32).contiguous()  # [N]
     table = block_table.to(torch.int32)
     if table.stride(-1) != 1:
         table = table.contiguous()  # [N, max_blocks]
     s_block, s_slot, s_head, _ = k_cache.stride()
     rc = fn(
-        qf.data_ptr(), out.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(),
-        _KV_DTYPES[k_cache.dtype], s_block, s_slot, s_head,
+        q.data_ptr(), _KV_DTYPES[q.dtype], q.stride(0),
+        out.data_ptr(), _KV_DTYPES[out.dtype], out.stride(0),
+        None if rows is None else rows.data_ptr(),
+        k_cache.data_ptr(), v_cache.data_ptr(), _KV_DTYPES[k_cache.dtype],
+        s_block, s_slot, s_head,
         lens.data_ptr(), table.data_ptr(), table.stride(0),
         n, hq, hk, d, bs,
         scale, sliding_window or 0, softcap or 0.0, torch.get_num_threads(),

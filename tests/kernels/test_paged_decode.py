@@ -19,17 +19,18 @@ pytestmark = pytest.mark.skipif(
 
 
 def _case(
-    dtype: torch.dtype, head_major: bool, hq: int, hk: int, seed: int = 0
-) -> tuple[torch.Tensor, ...]:
+    dtype: torch.dtype, head_major: bool, hq: int, hk: int, seed: int = 0, d: int = 16,
+    bs: int = BS, lens: tuple[int, ...] = (1, 5, 17, 40, 63),
+) -> tuple[torch.Tensor, ...]:  # fmt: skip
     g = torch.Generator().manual_seed(seed)
-    d, nb, lens = 16, 96, [1, 5, 17, 40, 63]
-    shape = (hk, nb, BS, d) if head_major else (nb, BS, hk, d)
+    max_blocks = -(-max(lens) // bs)
+    nb = len(lens) * max_blocks + 1
+    shape = (hk, nb, bs, d) if head_major else (nb, bs, hk, d)
 
     def cache() -> torch.Tensor:
         c = torch.randn(shape, generator=g).to(dtype)
         return c.permute(1, 2, 0, 3) if head_major else c  # [NB, BS, Hk, D]
 
-    max_blocks = -(-max(lens) // BS)
     table = (torch.randperm(nb - 1, generator=g)[: len(lens) * max_blocks] + 1).view(
         len(lens), max_blocks
     )
@@ -48,6 +49,18 @@ def _reference(
     return out.float()
 
 
+@pytest.fixture(params=["host", "portable"])
+def build(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The kernel as built for this host (AVX-512 tiles where it has them) and its portable C
+    path (built without AVX-512; the same build on a host without it)."""
+    if request.param == "portable":
+        monkeypatch.setattr(native_decode, "_BUILD_FLAGS", ("-mno-avx512f",))
+        if native_decode._kernel(("-mno-avx512f",)) is None:
+            pytest.skip("the compiler does not take -mno-avx512f")
+    return str(request.param)
+
+
+@pytest.mark.usefixtures("build")
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
 @pytest.mark.parametrize("head_major", [True, False], ids=["head-major", "plain"])
 @pytest.mark.parametrize(("hq", "hk"), [(4, 4), (6, 2), (4, 1)])
@@ -82,3 +95,89 @@ def test_bf16_layer_output_goes_through_the_kernel(monkeypatch: pytest.MonkeyPat
     qsl = torch.arange(len(lens) + 1, dtype=torch.int32)
     out = paged_attention(q, kc, vc, qsl, lens, table, 0.25)
     assert calls == [1] and out.dtype == torch.bfloat16
+
+
+@pytest.mark.usefixtures("build")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+@pytest.mark.parametrize(
+    ("d", "bs", "hq", "hk"),
+    [
+        (64, 16, 12, 4),  # the 75M preset's layer: a specialised tile kernel
+        (48, 4, 6, 1),  # G = 6, D = 48: the unspecialised AVX-512 tile kernel
+        (32, 32, 4, 2),  # 32-token blocks: two 16-key tiles per block
+        (256, 16, 2, 1),  # D = 256: past the tiles' registers, the portable path
+    ],
+)
+@pytest.mark.parametrize("window", [None, 20])
+def test_native_decode_shapes(
+    dtype: torch.dtype, d: int, bs: int, hq: int, hk: int, window: int | None,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """Every code path the kernel dispatches to, on long contexts whose running max moves
+    (the online softmax rescales), partial first (window) and last blocks."""
+    lens = (1, 16, 17, 130, 200)
+    q, kc, vc, lens_t, table = _case(dtype, True, hq, hk, seed=1, d=d, bs=bs, lens=lens)
+    q = q * 4  # larger scores: the max moves tile to tile
+    got = native_decode.paged_decode(q, kc, vc, lens_t, table, 0.25, window, None)
+    want = _reference(q, kc, vc, lens_t, table, window, None, monkeypatch)
+    tol = 2e-5 if dtype == torch.float32 else 8e-3
+    assert got is not None
+    torch.testing.assert_close(got.to(dtype).float(), want, atol=tol, rtol=tol)
+
+
+@pytest.mark.usefixtures("build")
+def test_garbage_past_the_context_is_never_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Slots past a request's length (the rest of its last block) may hold anything, NaN
+    included: they must not reach the output."""
+    q, kc, vc, lens, table = _case(torch.float32, True, 6, 2, seed=2, bs=16)
+    want = _reference(q, kc, vc, lens, table, None, None, monkeypatch)
+    for cache in (kc, vc):
+        for i, n in enumerate(lens.tolist()):
+            last = int(table[i, (n - 1) // 16])
+            cache[last, n % 16 or 16 :] = float("nan")
+    got = native_decode.paged_decode(q, kc, vc, lens, table, 0.25)
+    assert got is not None
+    torch.testing.assert_close(got, want, atol=2e-5, rtol=2e-5)
+
+
+@pytest.mark.usefixtures("build")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+def test_reads_and_writes_the_decode_rows_in_place(dtype: torch.dtype) -> None:
+    """With ``rows`` and ``out`` the kernel reads q's decode rows where they are and writes
+    the results (rounded to out's dtype as torch rounds) into those rows of out only."""
+    q, kc, vc, lens, table = _case(dtype, True, 6, 2, seed=4)
+    n = len(lens)
+    rows = torch.tensor([5, 0, 3, 6, 1])  # decode i is row rows[i] of a 7-row step
+    q_step = torch.randn(7, *q.shape[1:]).to(dtype)
+    q_step[rows] = q
+    out = torch.full_like(q_step, 7.0)
+    got = native_decode.paged_decode(q_step, kc, vc, lens, table, 0.25, rows=rows, out=out)
+    want = native_decode.paged_decode(q, kc, vc, lens, table, 0.25)  # [N, Hq, D] float32
+    assert got is out and want is not None and n == rows.shape[0]
+    assert torch.equal(out[rows], want.to(dtype))
+    assert (out[[2, 4]] == 7.0).all()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+def test_q_as_a_view_of_fused_qkv_is_read_in_place(
+    dtype: torch.dtype, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """q sliced out of a fused qkv projection (rows apart, heads packed) goes to the kernel
+    as it is, no copy, and gives the contiguous q's result."""
+    _, kc, vc, lens, table = _case(dtype, True, 6, 2, seed=5)
+    n, hq, d = len(lens), 6, 16
+    qkv = torch.randn(n, (hq + 4) * d).to(dtype)  # [T, (Hq + 2 Hk) * D]
+    q = qkv[:, : hq * d].view(n, hq, d)  # [T, Hq, D], row stride (Hq + 2 Hk) * D
+    seen = []
+    real = native_decode.paged_decode
+
+    def spy(q_arg: torch.Tensor, *args: object, **kwargs: object) -> object:
+        seen.append(q_arg.data_ptr() == q.data_ptr())
+        return real(q_arg, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(native_decode, "paged_decode", spy)
+    qsl = torch.arange(n + 1, dtype=torch.int32)
+    got = paged_attention(q, kc, vc, qsl, lens, table, 0.25)
+    want = paged_attention(q.contiguous(), kc, vc, qsl, lens, table, 0.25)
+    assert seen == [True, False] and got.dtype == dtype
+    torch.testing.assert_close(got, want, atol=0, rtol=0)
