@@ -15,6 +15,7 @@ callback, and an exception in one fails only that call.
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 from collections.abc import Callable
 from typing import Any
@@ -41,6 +42,8 @@ from actorllm.worker.tp_errors import RankGroupError
 from actorllm.worker.worker import Worker
 from actorllm.worker.worker_thread import LoopPoster, Outcome, WorkerThread
 
+logger = logging.getLogger(__name__)
+
 # (epoch, step id, outcome) of a step, posted by the worker thread.
 _Result = tuple[int, int, Outcome[ModelRunnerOutput]]
 
@@ -58,6 +61,11 @@ class ExecutorActor(Actor[ExecutorMsg]):
     def __init__(self, ctx: EngineContext, thread: WorkerThread, worker: Worker) -> None:
         super().__init__()
         self.refs = ctx.refs
+        self.ledger = ctx.ledger
+        # Steps of an epoch below this were scheduled by a core incarnation before this one
+        # (set in on_start; the core's scheduler starts after its executor and then begins
+        # a newer epoch).
+        self.first_epoch = 0
         timeout = ctx.config.step_timeout_s
         # The step timeout; a stuck thread gets ten timeouts to come back after a restart.
         self.clock = StepClock(timeout, 10 * timeout) if timeout is not None else None
@@ -73,6 +81,7 @@ class ExecutorActor(Actor[ExecutorMsg]):
         )
 
     async def on_start(self) -> None:
+        self.first_epoch = self.ledger.epoch + 1
         self.poster = LoopPoster()
         send, receive = anyio.create_memory_object_stream[_Result](math.inf)
         self.results = send
@@ -130,6 +139,13 @@ class ExecutorActor(Actor[ExecutorMsg]):
     async def handle(self, msg: ExecutorMsg) -> None:
         w = self.worker
         match msg:
+            case ExecuteStep(epoch=epoch) if epoch < self.first_epoch:
+                # Stale: queued in the mailbox while the core restarted. The worker's request
+                # state was reset for the new epoch, so running it would fail on requests the
+                # worker no longer knows; its scheduler is gone and nobody waits for it.
+                logger.debug(
+                    "executor: dropped step %d of old epoch %d", msg.scheduler_output.step_id, epoch
+                )
             case ExecuteStep():
                 self._submit(msg)
             case SleepWorker(level=level, reply=reply):
