@@ -110,9 +110,10 @@ class Sampler:
             )
         else:
             uniform = self._uniforms(meta, logits.shape[0])
-            sampled = sample_from_logits(
-                logits, meta.temperature, meta.top_k, meta.top_p, meta.min_p, None, uniform
-            )
+            sampled = sample_from_logits(  # logits are ours (consumed): overwritten
+                logits, meta.temperature, meta.top_k, meta.top_p, meta.min_p, None, uniform,
+                consume=True,
+            )  # fmt: skip
         lp = None
         if raw_logprobs is not None and k is not None:
             lp = compute_logprobs(raw_logprobs, sampled, k)
