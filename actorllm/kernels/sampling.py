@@ -166,22 +166,35 @@ def apply_penalties(
     presence: torch.Tensor,
     frequency: torch.Tensor,
     repetition: torch.Tensor,
+    consume: bool = False,
 ) -> torch.Tensor:
-    """vLLM's penalties, out of place.
+    """vLLM's penalties; out of place unless ``consume`` (then ``logits`` is overwritten).
 
     logits: [B, V] float32; prompt_mask: [B, V] bool (token in the prompt);
     output_counts: [B, V] int (occurrences among the outputs); presence, frequency,
     repetition: [B] float32. Repetition divides positive logits (multiplies negative ones)
     of tokens seen in prompt *or* outputs; frequency subtracts ``f * count`` and presence
     ``p * (count > 0)``, over the outputs only.
+
+    Each penalty no row uses is skipped, and the rest update one buffer in place: the same
+    values bit for bit as the where/subtract form (an unpenalised token is divided or
+    multiplied by exactly 1), without its nine [B, V] float32 temporaries.
     """
-    seen_out = output_counts > 0
-    rep = repetition.unsqueeze(1)  # [B, 1]
-    seen = prompt_mask | seen_out
-    penalized = torch.where(logits > 0, logits / rep, logits * rep)
-    logits = torch.where(seen, penalized, logits)
-    logits = logits - frequency.unsqueeze(1) * output_counts.to(logits.dtype)
-    return logits - presence.unsqueeze(1) * seen_out.to(logits.dtype)
+    x = logits if consume else logits.clone()  # [B, V]
+    seen_out = output_counts > 0  # [B, V] bool
+    # Host syncs: one per penalty kind, to skip the [B, V] passes of kinds nobody uses.
+    if bool((repetition != 1.0).any()):
+        rep = repetition.unsqueeze(1)  # [B, 1]
+        one = torch.ones((), dtype=x.dtype, device=x.device)
+        seen = prompt_mask | seen_out  # [B, V]
+        pos = x > 0  # [B, V], before either pass changes x
+        x.div_(torch.where(seen & pos, rep, one))  # seen positives / rep
+        x.mul_(torch.where(seen & ~pos, rep, one))  # seen non-positives * rep
+    if bool((frequency != 0.0).any()):
+        x.sub_(output_counts.to(x.dtype).mul_(frequency.unsqueeze(1)))  # f * count
+    if bool((presence != 0.0).any()):
+        x.sub_(seen_out.to(x.dtype).mul_(presence.unsqueeze(1)))  # p * (count > 0)
+    return x
 
 
 def token_counts(token_ids: torch.Tensor, vocab_size: int) -> torch.Tensor:

@@ -100,8 +100,8 @@ class Sampler:
             v = self.vocab_size
             prompt_mask = token_counts(p.prompt_token_ids, v) > 0
             out_counts = token_counts(p.output_token_ids, v)
-            logits = apply_penalties(
-                logits, prompt_mask, out_counts, p.presence, p.frequency, p.repetition
+            logits = apply_penalties(  # logits are ours: penalised in place
+                logits, prompt_mask, out_counts, p.presence, p.frequency, p.repetition, True
             )
         if self.sample_seeded is not None:
             seeds, positions = self._seeds(meta)
