@@ -29,7 +29,12 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from actorllm.kernels.sampling import apply_penalties, sample_from_logits, token_counts
+from actorllm.kernels.sampling import (
+    apply_penalties,
+    sample_from_logits,
+    token_counts,
+    token_mask,
+)
 from actorllm.kernels.token_bitmask import apply_token_bitmask
 from actorllm.worker.device_streams import to_device
 from actorllm.worker.sampling_metadata import SamplingMetadata
@@ -98,7 +103,7 @@ class Sampler:
         if meta.penalties is not None:
             p = meta.penalties
             v = self.vocab_size
-            prompt_mask = token_counts(p.prompt_token_ids, v) > 0
+            prompt_mask = token_mask(p.prompt_token_ids, v)  # [N, V] bool
             out_counts = token_counts(p.output_token_ids, v)
             logits = apply_penalties(  # logits are ours: penalised in place
                 logits, prompt_mask, out_counts, p.presence, p.frequency, p.repetition, True

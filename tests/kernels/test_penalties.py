@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from actorllm.kernels.sampling import apply_penalties, token_counts
+from actorllm.kernels.sampling import apply_penalties, token_counts, token_mask
 
 B, V = 6, 500
 
@@ -46,3 +46,11 @@ def test_in_place_penalties_match_the_reference_bit_for_bit(kinds: str) -> None:
     assert torch.equal(logits, before)  # out of place by default
     got = apply_penalties(logits, *args, consume=True)
     assert torch.equal(got, want) and got.data_ptr() == logits.data_ptr()
+
+
+def test_token_mask_is_counts_above_zero() -> None:
+    g = torch.Generator().manual_seed(9)
+    ids = torch.randint(0, V + 1, (B, 80), generator=g)  # V: padding
+    ids[0] = V  # a row of padding only
+    assert torch.equal(token_mask(ids, V), token_counts(ids, V) > 0)
+    assert not token_mask(ids, V)[0].any()
