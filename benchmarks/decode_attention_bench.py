@@ -29,28 +29,38 @@ import torch
 from actorllm.bench.machine import result_document, write_json
 from actorllm.kernels import paged_decode as native_decode
 from actorllm.kernels.attention import paged_attention
+from actorllm.worker.huge_pages import zeros_on_huge_pages
 
 HQ, HK, D, BS = 12, 4, 64, 16
 
 
 def _inputs(
-    batch: int, lo: int, hi: int, dtype: torch.dtype
+    batch: int, lo: int, hi: int, dtype: torch.dtype, huge_pages: bool = False
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     g = torch.Generator().manual_seed(0)
     lens = torch.randint(lo, hi + 1, (batch,), generator=g, dtype=torch.int32)
     per = -(-int(lens.max()) // BS)
     nb = batch * per + 1
     # head-major storage, viewed [NB, BS, Hk, D], as worker/kv_cache.py allocates it
-    k = torch.randn(HK, nb, BS, D, generator=g).to(dtype).permute(1, 2, 0, 3)
-    v = torch.randn(HK, nb, BS, D, generator=g).to(dtype).permute(1, 2, 0, 3)
+    k = _store(torch.randn(HK, nb, BS, D, generator=g).to(dtype), huge_pages)
+    v = _store(torch.randn(HK, nb, BS, D, generator=g).to(dtype), huge_pages)
     table = (torch.randperm(nb - 1, generator=g)[: batch * per] + 1).view(batch, per).int()
     q = torch.randn(batch, HQ, D, generator=g).to(dtype)
     qsl = torch.arange(batch + 1, dtype=torch.int32)
     return q, k, v, qsl, lens, table
 
 
-def bench(batch: int, lo: int, hi: int, dtype: torch.dtype, repeats: int) -> dict[str, Any]:
-    q, k, v, qsl, lens, table = _inputs(batch, lo, hi, dtype)
+def _store(x: torch.Tensor, huge_pages: bool) -> torch.Tensor:
+    """[Hk, NB, BS, D] -> the [NB, BS, Hk, D] view of a fresh copy; with ``huge_pages``
+    on the 2 MiB pages worker/kv_cache.py asks for (where the OS offers them)."""
+    dst = zeros_on_huge_pages(tuple(x.shape), x.dtype) if huge_pages else torch.empty_like(x)
+    return dst.copy_(x).permute(1, 2, 0, 3)
+
+
+def bench(
+    batch: int, lo: int, hi: int, dtype: torch.dtype, repeats: int, huge_pages: bool = False
+) -> dict[str, Any]:
+    q, k, v, qsl, lens, table = _inputs(batch, lo, hi, dtype, huge_pages)
 
     def run(native: bool) -> float:
         off = mock.patch.object(native_decode, "supports", lambda cache: False)
@@ -87,13 +97,21 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--context", type=int, nargs=2, default=[64, 512], metavar=("LO", "HI"))
     p.add_argument("--repeats", type=int, default=15)
     p.add_argument("--output-json", default=None)
+    p.add_argument(
+        "--huge-pages",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="cache on transparent huge pages where the OS offers them, as the engine does",
+    )
     args = p.parse_args(argv)
     if not native_decode.supports(torch.empty(1, 1, 1, 1)):
         sys.exit("the native kernel did not build here (see actorllm/kernels/native.py)")
     rows = []
     for dtype in (torch.float32, torch.bfloat16):
         for batch in args.batches:
-            row = bench(batch, args.context[0], args.context[1], dtype, args.repeats)
+            row = bench(
+                batch, args.context[0], args.context[1], dtype, args.repeats, args.huge_pages
+            )
             rows.append(row)
             print(
                 f"{row['dtype']:8s} batch {batch:4d}  torch {row['torch_ms']:8.2f} ms  "

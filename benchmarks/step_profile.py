@@ -217,7 +217,8 @@ def main() -> None:
                 logits = model.compute_logits(hidden)  # [N, V] fp32
             with torch.profiler.record_function("part:sampler"):
                 u = torch.rand(args.rows, generator=g)
-                sample_from_logits(logits, temp, top_k, top_p, min_p, None, u)
+                # consume: the Sampler hands over its own logits (worker/sampler.py)
+                sample_from_logits(logits, temp, top_k, top_p, min_p, None, u, consume=True)
 
     def prefill() -> None:
         with torch.inference_mode():

@@ -29,6 +29,7 @@ def sample_from_logits(
     min_p: torch.Tensor,
     noise: torch.Tensor | None,
     uniform: torch.Tensor | None = None,
+    consume: bool = False,
 ) -> torch.Tensor:
     """Pick one token per row.
 
@@ -39,6 +40,8 @@ def sample_from_logits(
     ``argmax(probs / noise)``; or ``uniform``: [B] float32 in [0, 1), one draw per row,
     sampled by inverse CDF (the same distribution, 18x cheaper on CPU than drawing V
     exponentials per row). Exactly one of the two is given.
+    ``consume``: ``logits`` may be overwritten (the uniform path then allocates no [B, V]
+    tensor of its own when no filter is on).
     Returns [B] int64. Order as vLLM: temperature, then min-p, then top-k, then top-p.
     """
     greedy = temperature < GREEDY_EPS  # [B]
@@ -50,21 +53,46 @@ def sample_from_logits(
     t = temperature
     if any_greedy:
         t = torch.where(greedy, torch.ones_like(temperature), temperature)
-    x = logits / t.unsqueeze(1)  # [B, V]
-    x = apply_min_p(x, min_p)
-    x = apply_top_k_top_p(x, top_k, top_p)
     if uniform is not None:
-        # The inverse CDF takes unnormalised rows: exp(x - max) in place on our own
-        # temporary (x is never the caller's logits here), no softmax division pass.
-        probs = x.sub_(x.amax(dim=-1, keepdim=True)).exp_()  # [B, V], masked tokens 0
-        random_tokens = sample_inverse_cdf(probs, uniform)
+        random_tokens = sample_inverse_cdf(
+            _tempered_weights(logits, t, min_p, top_k, top_p, consume), uniform
+        )
     else:
+        # The exponential race keeps the division: the Triton kernel matches it bit for bit.
         assert noise is not None, "sample_from_logits needs noise or uniform"
+        x = logits / t.unsqueeze(1)  # [B, V]
+        x = apply_top_k_top_p(apply_min_p(x, min_p), top_k, top_p)
         probs = x.softmax(dim=-1)  # [B, V], masked tokens exactly 0
         random_tokens = (probs / noise).argmax(dim=-1)
     if greedy_tokens is None:
         return random_tokens
     return torch.where(greedy, greedy_tokens, random_tokens)
+
+
+def _tempered_weights(
+    logits: torch.Tensor,
+    t: torch.Tensor,
+    min_p: torch.Tensor,
+    top_k: torch.Tensor,
+    top_p: torch.Tensor,
+    consume: bool,
+) -> torch.Tensor:
+    """Unnormalised sampling weights ``exp((x - max x) / t)`` [B, V] (filtered tokens 0)
+    for the inverse CDF. logits: [B, V]; t: [B] > 0. Temperature is a multiply by the
+    reciprocal, and the max is taken on the raw logits (t > 0 keeps it the max): no
+    division pass and no [B, V] temporary beyond the result, which is ``logits`` itself
+    with ``consume``."""
+    rt = t.reciprocal().unsqueeze(1)  # [B, 1]
+    out = logits if consume else torch.empty_like(logits)  # [B, V]
+    # Host sync: one check for all three filters; unfiltered rows never need the scaled
+    # logits, so the shift and the scale share one pass.
+    if not bool((min_p > 0).any() | (top_k > 0).any() | (top_p < 1.0).any()):
+        shift = logits.amax(dim=-1, keepdim=True).mul_(rt).neg_()  # [B, 1]: -max / t
+        return torch.addcmul(shift, logits, rt, out=out).exp_()  # x / t - max / t
+    x = torch.mul(logits, rt, out=out)  # [B, V]
+    x = apply_top_k_top_p(apply_min_p(x, min_p), top_k, top_p)
+    # Our own temporary (never the caller's logits unless consumed): exp in place.
+    return x.sub_(x.amax(dim=-1, keepdim=True)).exp_()  # masked tokens 0
 
 
 def sample_inverse_cdf(probs: torch.Tensor, uniform: torch.Tensor) -> torch.Tensor:
@@ -138,22 +166,35 @@ def apply_penalties(
     presence: torch.Tensor,
     frequency: torch.Tensor,
     repetition: torch.Tensor,
+    consume: bool = False,
 ) -> torch.Tensor:
-    """vLLM's penalties, out of place.
+    """vLLM's penalties; out of place unless ``consume`` (then ``logits`` is overwritten).
 
     logits: [B, V] float32; prompt_mask: [B, V] bool (token in the prompt);
     output_counts: [B, V] int (occurrences among the outputs); presence, frequency,
     repetition: [B] float32. Repetition divides positive logits (multiplies negative ones)
     of tokens seen in prompt *or* outputs; frequency subtracts ``f * count`` and presence
     ``p * (count > 0)``, over the outputs only.
+
+    Each penalty no row uses is skipped, and the rest update one buffer in place: the same
+    values bit for bit as the where/subtract form (an unpenalised token is divided or
+    multiplied by exactly 1), without its nine [B, V] float32 temporaries.
     """
-    seen_out = output_counts > 0
-    rep = repetition.unsqueeze(1)  # [B, 1]
-    seen = prompt_mask | seen_out
-    penalized = torch.where(logits > 0, logits / rep, logits * rep)
-    logits = torch.where(seen, penalized, logits)
-    logits = logits - frequency.unsqueeze(1) * output_counts.to(logits.dtype)
-    return logits - presence.unsqueeze(1) * seen_out.to(logits.dtype)
+    x = logits if consume else logits.clone()  # [B, V]
+    seen_out = output_counts > 0  # [B, V] bool
+    # Host syncs: one per penalty kind, to skip the [B, V] passes of kinds nobody uses.
+    if bool((repetition != 1.0).any()):
+        rep = repetition.unsqueeze(1)  # [B, 1]
+        one = torch.ones((), dtype=x.dtype, device=x.device)
+        seen = prompt_mask | seen_out  # [B, V]
+        pos = x > 0  # [B, V], before either pass changes x
+        x.div_(torch.where(seen & pos, rep, one))  # seen positives / rep
+        x.mul_(torch.where(seen & ~pos, rep, one))  # seen non-positives * rep
+    if bool((frequency != 0.0).any()):
+        x.sub_(output_counts.to(x.dtype).mul_(frequency.unsqueeze(1)))  # f * count
+    if bool((presence != 0.0).any()):
+        x.sub_(seen_out.to(x.dtype).mul_(presence.unsqueeze(1)))  # p * (count > 0)
+    return x
 
 
 def token_counts(token_ids: torch.Tensor, vocab_size: int) -> torch.Tensor:
@@ -163,3 +204,13 @@ def token_counts(token_ids: torch.Tensor, vocab_size: int) -> torch.Tensor:
     )
     counts.scatter_add_(1, token_ids, torch.ones_like(token_ids, dtype=torch.int32))
     return counts[:, :vocab_size]
+
+
+def token_mask(token_ids: torch.Tensor, vocab_size: int) -> torch.Tensor:
+    """token_ids: [B, L] int64 padded with ``vocab_size`` -> [B, V] bool, the token occurs:
+    ``token_counts(...) > 0`` without the int32 counts (a quarter of the bytes, no add)."""
+    mask = torch.zeros(
+        token_ids.shape[0], vocab_size + 1, dtype=torch.bool, device=token_ids.device
+    )  # [B, V + 1]: the last column catches the padding
+    mask.scatter_(1, token_ids, True)
+    return mask[:, :vocab_size]

@@ -312,6 +312,6 @@ class LlamaForCausalLM(CausalLM):
             logits = logits * self.config.logits_multiplier
         logits = logits.float()
         cap = self.config.final_logit_softcap
-        if cap is not None:
-            logits = torch.tanh(logits / cap) * cap
+        if cap is not None:  # in place: logits is this call's own fresh tensor
+            logits = logits.div_(cap).tanh_().mul_(cap)
         return logits

@@ -29,7 +29,12 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from actorllm.kernels.sampling import apply_penalties, sample_from_logits, token_counts
+from actorllm.kernels.sampling import (
+    apply_penalties,
+    sample_from_logits,
+    token_counts,
+    token_mask,
+)
 from actorllm.kernels.token_bitmask import apply_token_bitmask
 from actorllm.worker.device_streams import to_device
 from actorllm.worker.sampling_metadata import SamplingMetadata
@@ -98,10 +103,10 @@ class Sampler:
         if meta.penalties is not None:
             p = meta.penalties
             v = self.vocab_size
-            prompt_mask = token_counts(p.prompt_token_ids, v) > 0
+            prompt_mask = token_mask(p.prompt_token_ids, v)  # [N, V] bool
             out_counts = token_counts(p.output_token_ids, v)
-            logits = apply_penalties(
-                logits, prompt_mask, out_counts, p.presence, p.frequency, p.repetition
+            logits = apply_penalties(  # logits are ours: penalised in place
+                logits, prompt_mask, out_counts, p.presence, p.frequency, p.repetition, True
             )
         if self.sample_seeded is not None:
             seeds, positions = self._seeds(meta)
@@ -110,9 +115,10 @@ class Sampler:
             )
         else:
             uniform = self._uniforms(meta, logits.shape[0])
-            sampled = sample_from_logits(
-                logits, meta.temperature, meta.top_k, meta.top_p, meta.min_p, None, uniform
-            )
+            sampled = sample_from_logits(  # logits are ours (consumed): overwritten
+                logits, meta.temperature, meta.top_k, meta.top_p, meta.min_p, None, uniform,
+                consume=True,
+            )  # fmt: skip
         lp = None
         if raw_logprobs is not None and k is not None:
             lp = compute_logprobs(raw_logprobs, sampled, k)
