@@ -1,0 +1,200 @@
+/* Fused element-wise CPU kernels: RMSNorm (optionally after the residual add), NeoX rotary
+ * on q and k, SiLU-and-mul. Each replaces a chain of torch ops (dtype conversions, pow,
+ * mean, rsqrt, mul, cat...) with one pass over the rows, float32 math, results rounded to
+ * the output dtype where the torch reference rounds (bfloat16: round to nearest even).
+ *
+ * Element types: float32 or bfloat16 (flag bf16), one type per call. Rows: the last
+ * dimension is contiguous; leading dimensions are passed as (n0, s0) x (n1, s1) in elements
+ * so q/k views of a fused qkv output are read in place. Outputs are contiguous.
+ *
+ * Portable C written for the auto-vectoriser (-O3 -march=native: whatever SIMD the host
+ * has); no intrinsics. Strict IEEE order (-std=c11 leaves -ffp-contract off): no FMA
+ * contraction, so rotary and the bf16 roundings match torch's separate mul / add ops.
+ *
+ * Threads: OpenMP over rows, the libgomp torch already loaded (same soname), only when a
+ * call has enough work to pay for waking the team.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#define PAR_MIN_ELEMS (1 << 16) /* below this a call runs on the calling thread */
+
+static inline float bf16_to_f32(uint16_t x) {
+    uint32_t u = (uint32_t)x << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* Round to nearest even, NaN to torch's quiet NaN (c10::BFloat16). */
+static inline uint16_t f32_to_bf16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    return (u & 0x7fffffffu) > 0x7f800000u ? (uint16_t)0x7fc0 : (uint16_t)r;
+}
+
+/* A float through bfloat16 and back: the value torch holds after a bf16 op's rounding. */
+static inline float round_bf16(float f) { return bf16_to_f32(f32_to_bf16(f)); }
+
+static inline void load_row(float *dst, const void *base, int bf16, int64_t off, int n) {
+    if (!bf16) {
+        memcpy(dst, (const float *)base + off, sizeof(float) * (size_t)n);
+        return;
+    }
+    const uint16_t *s = (const uint16_t *)base + off;
+#pragma omp simd
+    for (int e = 0; e < n; e++) dst[e] = bf16_to_f32(s[e]);
+}
+
+static inline void store_row(void *base, int bf16, int64_t off, const float *src, int n) {
+    if (!bf16) {
+        memcpy((float *)base + off, src, sizeof(float) * (size_t)n);
+        return;
+    }
+    uint16_t *o = (uint16_t *)base + off;
+#pragma omp simd
+    for (int e = 0; e < n; e++) o[e] = f32_to_bf16(src[e]);
+}
+
+#define ROW_MAX 8192
+#define CH 1024 /* silu_and_mul's chunk of a row */ /* widest row a call takes (python checks) */
+
+/* RMSNorm over rows of d: x [n0, n1, d] (strides xs0, xs1), optional residual r (same
+ * shape, strides rs0, rs1; NULL: none) -> out [n0 * n1, d] contiguous and, with r, the new
+ * residual res_out [n0 * n1, d] = x + r (rounded to the dtype, then normed, as torch does).
+ *
+ * mode 0 (Llama / HF LlamaRMSNorm): bf16 rounds the normed row, then w * it rounds again;
+ * float32 computes x * rsqrt(mean(x^2) + eps) * w. mode 1 (Gemma): (x * rsqrt(...)) *
+ * (offset + w) in float32, rounded once. */
+int rms_norm(const void *x, int64_t xs0, int64_t xs1, const void *r, int64_t rs0, int64_t rs1,
+             void *res_out, void *out, const void *w, int bf16, int64_t n0, int64_t n1, int d,
+             float eps, int mode, float offset, int num_threads) {
+    if (d <= 0 || d > ROW_MAX) return -1;
+    int64_t rows = n0 * n1;
+    float wf[ROW_MAX];
+    load_row(wf, w, bf16, 0, d);
+    if (mode == 1)
+        for (int e = 0; e < d; e++) wf[e] += offset;
+    int threads = rows * d >= PAR_MIN_ELEMS ? num_threads : 1;
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int64_t i = 0; i < rows; i++) {
+        float buf[ROW_MAX];
+        int64_t a = i / n1, b = i % n1;
+        load_row(buf, x, bf16, a * xs0 + b * xs1, d);
+        if (r != NULL) {
+            float rb[ROW_MAX];
+            load_row(rb, r, bf16, a * rs0 + b * rs1, d);
+#pragma omp simd
+            for (int e = 0; e < d; e++) {
+                float s = buf[e] + rb[e];
+                buf[e] = bf16 ? round_bf16(s) : s;
+            }
+            store_row(res_out, bf16, i * d, buf, d);
+        }
+        float ss = 0.0f;
+#pragma omp simd reduction(+ : ss)
+        for (int e = 0; e < d; e++) ss += buf[e] * buf[e];
+        float inv = 1.0f / sqrtf(ss / (float)d + eps);
+        if (bf16 && mode == 0) {
+#pragma omp simd
+            for (int e = 0; e < d; e++) buf[e] = round_bf16(buf[e] * inv) * wf[e];
+        } else {
+#pragma omp simd
+            for (int e = 0; e < d; e++) buf[e] = buf[e] * inv * wf[e];
+        }
+        store_row(out, bf16, i * d, buf, d);
+    }
+    return 0;
+}
+
+/* NeoX (rotate-half) rotary: q [t, hq, d] (strides qs0, qs1), k [t, hk, d] (ks0, ks1),
+ * cos_sin [P, d] float32 (cos | sin halves, row stride cs) looked up at pos [t] ->
+ * out [t, hq + hk, d] contiguous: [x1 | x2] -> [x1 cos - x2 sin | x2 cos + x1 sin].
+ * Returns -1 (nothing defined written) if a position is outside [0, P). */
+int rotary_neox(const int64_t *pos, const float *cos_sin, int64_t cs, int64_t num_pos,
+                const void *q, int64_t qs0, int64_t qs1, int hq, const void *k, int64_t ks0,
+                int64_t ks1, int hk, void *out, int bf16, int64_t t, int d, int num_threads) {
+    if (d <= 0 || d % 2 != 0 || d > ROW_MAX) return -1;
+    for (int64_t i = 0; i < t; i++)
+        if (pos[i] < 0 || pos[i] >= num_pos) return -1;
+    int half = d / 2, heads = hq + hk;
+    int threads = t * heads * d >= PAR_MIN_ELEMS ? num_threads : 1;
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int64_t i = 0; i < t; i++) {
+        const float *cosv = cos_sin + pos[i] * cs, *sinv = cosv + half;
+        float buf[ROW_MAX], o[ROW_MAX];
+        for (int h = 0; h < heads; h++) {
+            if (h < hq)
+                load_row(buf, q, bf16, i * qs0 + h * qs1, d);
+            else
+                load_row(buf, k, bf16, i * ks0 + (h - hq) * ks1, d);
+#pragma omp simd
+            for (int e = 0; e < half; e++) {
+                float x1 = buf[e], x2 = buf[e + half];
+                o[e] = x1 * cosv[e] + x2 * -sinv[e];
+                o[e + half] = x2 * cosv[e] + x1 * sinv[e];
+            }
+            store_row(out, bf16, (i * heads + h) * (int64_t)d, o, d);
+        }
+    }
+    return 0;
+}
+
+/* a * b + c: fused where the target has FMA (a single instruction, one rounding), else two
+ * operations (fmaf would be a slow library call there). Only exp_f32 uses it. */
+#ifdef __FMA__
+#define MADD(a, b, c) fmaf((a), (b), (c))
+#else
+#define MADD(a, b, c) ((a) * (b) + (c))
+#endif
+
+/* exp(x) for float32: Cody-Waite reduction and Cephes' degree-6 polynomial (about 1 ulp),
+ * branch-free so loops over it vectorise (fminf / floorf would not: comparisons and the
+ * 1.5 * 2^23 round-to-nearest trick do). Inputs clamped to the finite range; NaN passes. */
+static inline float exp_f32(float x) {
+    x = x < -87.3f ? -87.3f : x;
+    x = x > 88.7f ? 88.7f : x;
+    float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f; /* round(x / ln 2) */
+    float r = MADD(n, -0.693359375f, x);
+    r = MADD(n, 2.12194440e-4f, r);
+    float p = 1.9875691500e-4f;
+    p = MADD(p, r, 1.3981999507e-3f);
+    p = MADD(p, r, 8.3334519073e-3f);
+    p = MADD(p, r, 4.1665795894e-2f);
+    p = MADD(p, r, 1.6666665459e-1f);
+    p = MADD(p, r, 5.0000001201e-1f);
+    p = MADD(p * r, r, r) + 1.0f;
+    int32_t bits = ((int32_t)n + 127) << 23;
+    float scale;
+    memcpy(&scale, &bits, sizeof scale);
+    return p * scale;
+}
+
+static inline float silu_f32(float g) { return g / (1.0f + exp_f32(-g)); }
+
+/* silu(gate) * up: x [n, 2 * d] (row stride xs, gate | up) -> out [n, d] contiguous.
+ * bf16 rounds silu's result before the multiply, as torch's silu then mul_ do. One fused
+ * loop per row, no staging buffers. */
+int silu_and_mul(const void *x, int64_t xs, void *out, int bf16, int64_t n, int d,
+                 int num_threads) {
+    if (d <= 0) return -1;
+    int threads = n * d >= PAR_MIN_ELEMS ? num_threads : 1;
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int64_t i = 0; i < n; i++) {
+        if (bf16) {
+            const uint16_t *g = (const uint16_t *)x + i * xs, *u = g + d;
+            uint16_t *o = (uint16_t *)out + i * (int64_t)d;
+#pragma omp simd
+            for (int e = 0; e < d; e++)
+                o[e] = f32_to_bf16(round_bf16(silu_f32(bf16_to_f32(g[e]))) * bf16_to_f32(u[e]));
+        } else {
+            const float *g = (const float *)x + i * xs, *u = g + d;
+            float *o = (float *)out + i * (int64_t)d;
+#pragma omp simd
+            for (int e = 0; e < d; e++) o[e] = silu_f32(g[e]) * u[e];
+        }
+    }
+    return 0;
+}
