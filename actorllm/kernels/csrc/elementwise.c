@@ -61,6 +61,61 @@ static inline void store_row(void *base, int bf16, int64_t off, const float *src
 #define ROW_MAX 8192
 #define CH 1024 /* silu_and_mul's chunk of a row */ /* widest row a call takes (python checks) */
 
+/* One row of RMSNorm, float32 in and out: pass 1 sums squares (writing x + r to res_out
+ * first when r), pass 2 scales. No staging copies: rows are often short (head_dim 64). */
+static inline void norm_row_f32(const float *x, const float *r, float *res_out, float *out,
+                                const float *restrict wf, int d, float eps) {
+    float ss = 0.0f;
+    if (r != NULL) {
+#pragma omp simd reduction(+ : ss)
+        for (int e = 0; e < d; e++) {
+            float v = x[e] + r[e];
+            res_out[e] = v;
+            ss += v * v;
+        }
+        x = res_out;
+    } else {
+#pragma omp simd reduction(+ : ss)
+        for (int e = 0; e < d; e++) ss += x[e] * x[e];
+    }
+    float inv = 1.0f / sqrtf(ss / (float)d + eps);
+#pragma omp simd
+    for (int e = 0; e < d; e++) out[e] = x[e] * inv * wf[e];
+}
+
+/* The same for bfloat16: x + r rounded before it is squared and normed; mode 0 rounds the
+ * normed value and then w * it, mode 1 rounds once. */
+static inline void norm_row_bf16(const uint16_t *x, const uint16_t *r, uint16_t *res_out,
+                                 uint16_t *out, const float *restrict wf, int d, float eps,
+                                 int mode) {
+    float ss = 0.0f;
+    if (r != NULL) {
+#pragma omp simd reduction(+ : ss)
+        for (int e = 0; e < d; e++) {
+            uint16_t h = f32_to_bf16(bf16_to_f32(x[e]) + bf16_to_f32(r[e]));
+            res_out[e] = h;
+            float v = bf16_to_f32(h);
+            ss += v * v;
+        }
+        x = res_out;
+    } else {
+#pragma omp simd reduction(+ : ss)
+        for (int e = 0; e < d; e++) {
+            float v = bf16_to_f32(x[e]);
+            ss += v * v;
+        }
+    }
+    float inv = 1.0f / sqrtf(ss / (float)d + eps);
+    if (mode == 0) {
+#pragma omp simd
+        for (int e = 0; e < d; e++)
+            out[e] = f32_to_bf16(round_bf16(bf16_to_f32(x[e]) * inv) * wf[e]);
+    } else {
+#pragma omp simd
+        for (int e = 0; e < d; e++) out[e] = f32_to_bf16(bf16_to_f32(x[e]) * inv * wf[e]);
+    }
+}
+
 /* RMSNorm over rows of d: x [n0, n1, d] (strides xs0, xs1), optional residual r (same
  * shape, strides rs0, rs1; NULL: none) -> out [n0 * n1, d] contiguous and, with r, the new
  * residual res_out [n0 * n1, d] = x + r (rounded to the dtype, then normed, as torch does).
@@ -72,39 +127,38 @@ int rms_norm(const void *x, int64_t xs0, int64_t xs1, const void *r, int64_t rs0
              void *res_out, void *out, const void *w, int bf16, int64_t n0, int64_t n1, int d,
              float eps, int mode, float offset, int num_threads) {
     if (d <= 0 || d > ROW_MAX) return -1;
-    int64_t rows = n0 * n1;
     float wf[ROW_MAX];
     load_row(wf, w, bf16, 0, d);
     if (mode == 1)
         for (int e = 0; e < d; e++) wf[e] += offset;
-    int threads = rows * d >= PAR_MIN_ELEMS ? num_threads : 1;
-#pragma omp parallel for num_threads(threads) schedule(static)
-    for (int64_t i = 0; i < rows; i++) {
-        float buf[ROW_MAX];
-        int64_t a = i / n1, b = i % n1;
-        load_row(buf, x, bf16, a * xs0 + b * xs1, d);
-        if (r != NULL) {
-            float rb[ROW_MAX];
-            load_row(rb, r, bf16, a * rs0 + b * rs1, d);
-#pragma omp simd
-            for (int e = 0; e < d; e++) {
-                float s = buf[e] + rb[e];
-                buf[e] = bf16 ? round_bf16(s) : s;
+    int threads = n0 * n1 * d >= PAR_MIN_ELEMS ? num_threads : 1;
+#pragma omp parallel for collapse(2) num_threads(threads) schedule(static)
+    for (int64_t a = 0; a < n0; a++) {
+        for (int64_t b = 0; b < n1; b++) {
+            int64_t xo = a * xs0 + b * xs1, ro = a * rs0 + b * rs1, oo = (a * n1 + b) * d;
+            if (bf16) {
+                const uint16_t *rr = r != NULL ? (const uint16_t *)r + ro : NULL;
+                const uint16_t *xx = (const uint16_t *)x + xo;
+                uint16_t *ro16 = (uint16_t *)res_out + oo, *o16 = (uint16_t *)out + oo;
+                /* head_dim rows (q/k norms): a constant trip count, no loop peeling */
+                if (d == 64)
+                    norm_row_bf16(xx, rr, ro16, o16, wf, 64, eps, mode);
+                else if (d == 128)
+                    norm_row_bf16(xx, rr, ro16, o16, wf, 128, eps, mode);
+                else
+                    norm_row_bf16(xx, rr, ro16, o16, wf, d, eps, mode);
+            } else {
+                const float *rr = r != NULL ? (const float *)r + ro : NULL;
+                const float *xx = (const float *)x + xo;
+                float *ro32 = (float *)res_out + oo, *o32 = (float *)out + oo;
+                if (d == 64)
+                    norm_row_f32(xx, rr, ro32, o32, wf, 64, eps);
+                else if (d == 128)
+                    norm_row_f32(xx, rr, ro32, o32, wf, 128, eps);
+                else
+                    norm_row_f32(xx, rr, ro32, o32, wf, d, eps);
             }
-            store_row(res_out, bf16, i * d, buf, d);
         }
-        float ss = 0.0f;
-#pragma omp simd reduction(+ : ss)
-        for (int e = 0; e < d; e++) ss += buf[e] * buf[e];
-        float inv = 1.0f / sqrtf(ss / (float)d + eps);
-        if (bf16 && mode == 0) {
-#pragma omp simd
-            for (int e = 0; e < d; e++) buf[e] = round_bf16(buf[e] * inv) * wf[e];
-        } else {
-#pragma omp simd
-            for (int e = 0; e < d; e++) buf[e] = buf[e] * inv * wf[e];
-        }
-        store_row(out, bf16, i * d, buf, d);
     }
     return 0;
 }
