@@ -129,6 +129,9 @@ def test_silu_and_mul(dtype: torch.dtype, n: int, inter: int) -> None:
     _close(elementwise.cpu_silu_and_mul(wide), activation.silu_and_mul(wide))
     edge = torch.tensor([[0.0, -100.0, 100.0, float("nan"), 1.0, 1.0, 1.0, 1.0]], dtype=dtype)
     _close(elementwise.cpu_silu_and_mul(edge), activation.silu_and_mul(edge))
+    # exp overflows to inf as torch's does: silu(-100) is -0, never a denormal-making tiny
+    tails = torch.tensor([[-100.0, -95.0, -89.0, 0.5, 0.5, 0.5]], dtype=dtype)
+    assert torch.equal(elementwise.cpu_silu_and_mul(tails), torch.zeros(1, 3, dtype=dtype))
 
 
 def test_the_torch_path_when_off_or_unbuilt(monkeypatch: pytest.MonkeyPatch) -> None:

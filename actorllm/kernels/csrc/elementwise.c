@@ -22,6 +22,27 @@
  * ([128, 768]) take ~20 us on one core, less than waking the team costs on a loaded box. */
 #define PAR_MIN_ELEMS (1 << 18)
 
+/* Runs the body (the last argument; it reads lo, hi: a range of rows; no pragmas in it)
+ * over [0, n): on the calling thread when work < PAR_MIN_ELEMS, else split evenly across an
+ * OpenMP team of num_threads. A small call
+ * never enters a parallel region at all: a region of another team size would make libgomp
+ * release and recreate torch's pool threads and recount them, which changes its spin
+ * regime (worker/omp_spin.py) and made the float32 linears after the kernels 2x slower. */
+#define FOR_ROW_RANGES(n, work, num_threads, ...)                                      \
+    do {                                                                              \
+        int nt_ = (work) >= PAR_MIN_ELEMS && (num_threads) > 1 ? (num_threads) : 1;   \
+        if (nt_ == 1) {                                                               \
+            int64_t lo = 0, hi = (n);                                                 \
+            __VA_ARGS__;                                                              \
+        } else {                                                                      \
+            _Pragma("omp parallel for num_threads(nt_) schedule(static)")             \
+            for (int c_ = 0; c_ < nt_; c_++) {                                        \
+                int64_t lo = (n) * c_ / nt_, hi = (n) * (c_ + 1) / nt_;               \
+                __VA_ARGS__;                                                          \
+            }                                                                         \
+        }                                                                             \
+    } while (0)
+
 static inline float bf16_to_f32(uint16_t x) {
     uint32_t u = (uint32_t)x << 16;
     float f;
@@ -133,11 +154,11 @@ int rms_norm(const void *x, int64_t xs0, int64_t xs1, const void *r, int64_t rs0
     load_row(wf, w, bf16, 0, d);
     if (mode == 1)
         for (int e = 0; e < d; e++) wf[e] += offset;
-    int threads = n0 * n1 * d >= PAR_MIN_ELEMS ? num_threads : 1;
-#pragma omp parallel for collapse(2) num_threads(threads) schedule(static)
-    for (int64_t a = 0; a < n0; a++) {
-        for (int64_t b = 0; b < n1; b++) {
-            int64_t xo = a * xs0 + b * xs1, ro = a * rs0 + b * rs1, oo = (a * n1 + b) * d;
+    FOR_ROW_RANGES(n0 * n1, n0 * n1 * d, num_threads, {
+        int64_t a = lo / n1, b = lo % n1;
+        for (int64_t i = lo; i < hi; i++) {
+            int64_t xo = a * xs0 + b * xs1, ro = a * rs0 + b * rs1, oo = i * d;
+            if (++b == n1) b = 0, a++;
             if (bf16) {
                 const uint16_t *rr = r != NULL ? (const uint16_t *)r + ro : NULL;
                 const uint16_t *xx = (const uint16_t *)x + xo;
@@ -161,8 +182,40 @@ int rms_norm(const void *x, int64_t xs0, int64_t xs1, const void *r, int64_t rs0
                     norm_row_f32(xx, rr, ro32, o32, wf, d, eps);
             }
         }
-    }
+    });
     return 0;
+}
+
+/* One head of NeoX rotary, float32: [x1 | x2] -> [x1 cos - x2 sin | x2 cos + x1 sin]. */
+static inline void rotate_half(const float *restrict x, float *restrict o,
+                               const float *restrict cosv, const float *restrict sinv,
+                               int half) {
+#pragma omp simd
+    for (int e = 0; e < half; e++) {
+        float x1 = x[e], x2 = x[e + half];
+        o[e] = x1 * cosv[e] + x2 * -sinv[e];
+        o[e + half] = x2 * cosv[e] + x1 * sinv[e];
+    }
+}
+
+/* Rotary rows [lo, hi) of rotary_neox. */
+static void rotary_rows(const int64_t *pos, const float *cos_sin, int64_t cs, const void *q,
+                        int64_t qs0, int64_t qs1, int hq, const void *k, int64_t ks0,
+                        int64_t ks1, int hk, void *out, int bf16, int d, int64_t lo,
+                        int64_t hi) {
+    int half = d / 2, heads = hq + hk;
+    float buf[ROW_MAX], o[ROW_MAX];
+    for (int64_t i = lo; i < hi; i++) {
+        const float *cosv = cos_sin + pos[i] * cs, *sinv = cosv + half;
+        for (int h = 0; h < heads; h++) {
+            if (h < hq)
+                load_row(buf, q, bf16, i * qs0 + h * qs1, d);
+            else
+                load_row(buf, k, bf16, i * ks0 + (h - hq) * ks1, d);
+            rotate_half(buf, o, cosv, sinv, half);
+            store_row(out, bf16, (i * heads + h) * (int64_t)d, o, d);
+        }
+    }
 }
 
 /* NeoX (rotate-half) rotary: q [t, hq, d] (strides qs0, qs1), k [t, hk, d] (ks0, ks1),
@@ -175,26 +228,9 @@ int rotary_neox(const int64_t *pos, const float *cos_sin, int64_t cs, int64_t nu
     if (d <= 0 || d % 2 != 0 || d > ROW_MAX) return -1;
     for (int64_t i = 0; i < t; i++)
         if (pos[i] < 0 || pos[i] >= num_pos) return -1;
-    int half = d / 2, heads = hq + hk;
-    int threads = t * heads * d >= PAR_MIN_ELEMS ? num_threads : 1;
-#pragma omp parallel for num_threads(threads) schedule(static)
-    for (int64_t i = 0; i < t; i++) {
-        const float *cosv = cos_sin + pos[i] * cs, *sinv = cosv + half;
-        float buf[ROW_MAX], o[ROW_MAX];
-        for (int h = 0; h < heads; h++) {
-            if (h < hq)
-                load_row(buf, q, bf16, i * qs0 + h * qs1, d);
-            else
-                load_row(buf, k, bf16, i * ks0 + (h - hq) * ks1, d);
-#pragma omp simd
-            for (int e = 0; e < half; e++) {
-                float x1 = buf[e], x2 = buf[e + half];
-                o[e] = x1 * cosv[e] + x2 * -sinv[e];
-                o[e + half] = x2 * cosv[e] + x1 * sinv[e];
-            }
-            store_row(out, bf16, (i * heads + h) * (int64_t)d, o, d);
-        }
-    }
+    FOR_ROW_RANGES(t, t * (hq + hk) * d, num_threads,
+                   rotary_rows(pos, cos_sin, cs, q, qs0, qs1, hq, k, ks0, ks1, hk, out, bf16,
+                               d, lo, hi));
     return 0;
 }
 
@@ -208,9 +244,9 @@ int rotary_neox(const int64_t *pos, const float *cos_sin, int64_t cs, int64_t nu
 
 /* exp(x) for float32: Cody-Waite reduction and Cephes' degree-6 polynomial (about 1 ulp),
  * branch-free so loops over it vectorise (fminf / floorf would not: comparisons and the
- * 1.5 * 2^23 round-to-nearest trick do). Inputs clamped to the finite range; NaN passes. */
-static inline float exp_f32(float x) {
-    x = x < -87.3f ? -87.3f : x;
+ * 1.5 * 2^23 round-to-nearest trick do). Overflow gives inf, underflow 0; NaN passes. */
+static inline float exp_f32(float x_in) {
+    float x = x_in < -87.3f ? -87.3f : x_in;
     x = x > 88.7f ? 88.7f : x;
     float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f; /* round(x / ln 2) */
     float r = MADD(n, -0.693359375f, x);
@@ -225,20 +261,19 @@ static inline float exp_f32(float x) {
     int32_t bits = ((int32_t)n + 127) << 23;
     float scale;
     memcpy(&scale, &bits, sizeof scale);
-    return p * scale;
+    /* Overflow to inf and underflow to 0 as expf does: silu(-100) must be -0 like torch's,
+     * not a tiny value whose product with up is a denormal (float32 GEMMs slow down 2x on
+     * those). */
+    p = x_in > 88.72283f ? INFINITY : p * scale;
+    return x_in < -87.33654f ? 0.0f : p;
 }
 
 static inline float silu_f32(float g) { return g / (1.0f + exp_f32(-g)); }
 
-/* silu(gate) * up: x [n, 2 * d] (row stride xs, gate | up) -> out [n, d] contiguous.
- * bf16 rounds silu's result before the multiply, as torch's silu then mul_ do. One fused
- * loop per row, no staging buffers. */
-int silu_and_mul(const void *x, int64_t xs, void *out, int bf16, int64_t n, int d,
-                 int num_threads) {
-    if (d <= 0) return -1;
-    int threads = n * d >= PAR_MIN_ELEMS ? num_threads : 1;
-#pragma omp parallel for num_threads(threads) schedule(static)
-    for (int64_t i = 0; i < n; i++) {
+/* silu(gate) * up for rows [lo, hi) of silu_and_mul. */
+static void silu_rows(const void *x, int64_t xs, void *out, int bf16, int d, int64_t lo,
+                      int64_t hi) {
+    for (int64_t i = lo; i < hi; i++) {
         if (bf16) {
             const uint16_t *g = (const uint16_t *)x + i * xs, *u = g + d;
             uint16_t *o = (uint16_t *)out + i * (int64_t)d;
@@ -252,5 +287,14 @@ int silu_and_mul(const void *x, int64_t xs, void *out, int bf16, int64_t n, int 
             for (int e = 0; e < d; e++) o[e] = silu_f32(g[e]) * u[e];
         }
     }
+}
+
+/* silu(gate) * up: x [n, 2 * d] (row stride xs, gate | up) -> out [n, d] contiguous.
+ * bf16 rounds silu's result before the multiply, as torch's silu then mul_ do. One fused
+ * loop per row, no staging buffers. */
+int silu_and_mul(const void *x, int64_t xs, void *out, int bf16, int64_t n, int d,
+                 int num_threads) {
+    if (d <= 0) return -1;
+    FOR_ROW_RANGES(n, n * d, num_threads, silu_rows(x, xs, out, bf16, d, lo, hi));
     return 0;
 }
