@@ -29,12 +29,10 @@ from typing import Any, Literal
 import torch
 
 from actorllm.kernels import (
-    activation,
     attention,
+    elementwise,
     kv_cache,
-    layernorm,
     moe,
-    rotary,
     token_bitmask,
 )
 
@@ -80,10 +78,12 @@ class Ops:
 
 TORCH_OPS = Ops(
     name="torch",
-    rms_norm=layernorm.rms_norm,
-    fused_add_rms_norm=layernorm.fused_add_rms_norm,
-    apply_rotary=rotary.apply_rotary,
-    silu_and_mul=activation.silu_and_mul,
+    # Native CPU kernels where they take the call (kernels/elementwise.py), else the torch
+    # references in layernorm / rotary / activation.
+    rms_norm=elementwise.cpu_rms_norm,
+    fused_add_rms_norm=elementwise.cpu_fused_add_rms_norm,
+    apply_rotary=elementwise.cpu_apply_rotary,
+    silu_and_mul=elementwise.cpu_silu_and_mul,
     write_kv_cache=kv_cache.write_kv_cache,
     paged_attention=attention.paged_attention,
     fused_moe=moe.fused_moe,

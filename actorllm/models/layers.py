@@ -7,6 +7,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from actorllm.kernels import elementwise
 from actorllm.kernels.moe import gated_activation
 from actorllm.kernels.ops import Ops
 from actorllm.models.config import ModelConfig
@@ -28,6 +29,9 @@ class RMSNorm(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.offset:
+            native = elementwise.rms_norm(x, self.weight, self.eps, offset=self.offset)
+            if native is not None:  # CPU: one pass, the same single rounding
+                return native[0]
             normed = F.rms_norm(x.float(), (x.shape[-1],), eps=self.eps)
             return (normed * (self.offset + self.weight.float())).to(x.dtype)
         return self.ops.rms_norm(x, self.weight, self.eps)
@@ -37,6 +41,9 @@ class RMSNorm(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """(rms_norm(x + residual), x + residual)."""
         if self.offset:
+            native = elementwise.rms_norm(x, self.weight, self.eps, residual, self.offset)
+            if native is not None and native[1] is not None:
+                return native[0], native[1]
             residual = x + residual
             return self(residual), residual
         return self.ops.fused_add_rms_norm(x, residual, self.weight, self.eps)

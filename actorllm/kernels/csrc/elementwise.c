@@ -1,0 +1,300 @@
+/* Fused element-wise CPU kernels: RMSNorm (optionally after the residual add), NeoX rotary
+ * on q and k, SiLU-and-mul. Each replaces a chain of torch ops (dtype conversions, pow,
+ * mean, rsqrt, mul, cat...) with one pass over the rows, float32 math, results rounded to
+ * the output dtype where the torch reference rounds (bfloat16: round to nearest even).
+ *
+ * Element types: float32 or bfloat16 (flag bf16), one type per call. Rows: the last
+ * dimension is contiguous; leading dimensions are passed as (n0, s0) x (n1, s1) in elements
+ * so q/k views of a fused qkv output are read in place. Outputs are contiguous.
+ *
+ * Portable C written for the auto-vectoriser (-O3 -march=native: whatever SIMD the host
+ * has); no intrinsics. Strict IEEE order (-std=c11 leaves -ffp-contract off): no FMA
+ * contraction, so rotary and the bf16 roundings match torch's separate mul / add ops.
+ *
+ * Threads: OpenMP over rows, the libgomp torch already loaded (same soname), only when a
+ * call has enough work to pay for waking the team.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+/* Below this many elements a call runs on the calling thread: a decode step's norms
+ * ([128, 768]) take ~20 us on one core, less than waking the team costs on a loaded box. */
+#define PAR_MIN_ELEMS (1 << 18)
+
+/* Runs the body (the last argument; it reads lo, hi: a range of rows; no pragmas in it)
+ * over [0, n): on the calling thread when work < PAR_MIN_ELEMS, else split evenly across an
+ * OpenMP team of num_threads. A small call
+ * never enters a parallel region at all: a region of another team size would make libgomp
+ * release and recreate torch's pool threads and recount them, which changes its spin
+ * regime (worker/omp_spin.py) and made the float32 linears after the kernels 2x slower. */
+#define FOR_ROW_RANGES(n, work, num_threads, ...)                                      \
+    do {                                                                              \
+        int nt_ = (work) >= PAR_MIN_ELEMS && (num_threads) > 1 ? (num_threads) : 1;   \
+        if (nt_ == 1) {                                                               \
+            int64_t lo = 0, hi = (n);                                                 \
+            __VA_ARGS__;                                                              \
+        } else {                                                                      \
+            _Pragma("omp parallel for num_threads(nt_) schedule(static)")             \
+            for (int c_ = 0; c_ < nt_; c_++) {                                        \
+                int64_t lo = (n) * c_ / nt_, hi = (n) * (c_ + 1) / nt_;               \
+                __VA_ARGS__;                                                          \
+            }                                                                         \
+        }                                                                             \
+    } while (0)
+
+static inline float bf16_to_f32(uint16_t x) {
+    uint32_t u = (uint32_t)x << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* Round to nearest even, NaN to torch's quiet NaN (c10::BFloat16). */
+static inline uint16_t f32_to_bf16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    return (u & 0x7fffffffu) > 0x7f800000u ? (uint16_t)0x7fc0 : (uint16_t)r;
+}
+
+/* A float through bfloat16 and back: the value torch holds after a bf16 op's rounding. */
+static inline float round_bf16(float f) { return bf16_to_f32(f32_to_bf16(f)); }
+
+static inline void load_row(float *dst, const void *base, int bf16, int64_t off, int n) {
+    if (!bf16) {
+        memcpy(dst, (const float *)base + off, sizeof(float) * (size_t)n);
+        return;
+    }
+    const uint16_t *s = (const uint16_t *)base + off;
+#pragma omp simd
+    for (int e = 0; e < n; e++) dst[e] = bf16_to_f32(s[e]);
+}
+
+static inline void store_row(void *base, int bf16, int64_t off, const float *src, int n) {
+    if (!bf16) {
+        memcpy((float *)base + off, src, sizeof(float) * (size_t)n);
+        return;
+    }
+    uint16_t *o = (uint16_t *)base + off;
+#pragma omp simd
+    for (int e = 0; e < n; e++) o[e] = f32_to_bf16(src[e]);
+}
+
+#define ROW_MAX 8192
+#define CH 1024 /* silu_and_mul's chunk of a row */ /* widest row a call takes (python checks) */
+
+/* One row of RMSNorm, float32 in and out: pass 1 sums squares (writing x + r to res_out
+ * first when r), pass 2 scales. No staging copies: rows are often short (head_dim 64). */
+static inline void norm_row_f32(const float *x, const float *r, float *res_out, float *out,
+                                const float *restrict wf, int d, float eps) {
+    float ss = 0.0f;
+    if (r != NULL) {
+#pragma omp simd reduction(+ : ss)
+        for (int e = 0; e < d; e++) {
+            float v = x[e] + r[e];
+            res_out[e] = v;
+            ss += v * v;
+        }
+        x = res_out;
+    } else {
+#pragma omp simd reduction(+ : ss)
+        for (int e = 0; e < d; e++) ss += x[e] * x[e];
+    }
+    float inv = 1.0f / sqrtf(ss / (float)d + eps);
+#pragma omp simd
+    for (int e = 0; e < d; e++) out[e] = x[e] * inv * wf[e];
+}
+
+/* The same for bfloat16: x + r rounded before it is squared and normed; mode 0 rounds the
+ * normed value and then w * it, mode 1 rounds once. */
+static inline void norm_row_bf16(const uint16_t *x, const uint16_t *r, uint16_t *res_out,
+                                 uint16_t *out, const float *restrict wf, int d, float eps,
+                                 int mode) {
+    float ss = 0.0f;
+    if (r != NULL) {
+#pragma omp simd reduction(+ : ss)
+        for (int e = 0; e < d; e++) {
+            uint16_t h = f32_to_bf16(bf16_to_f32(x[e]) + bf16_to_f32(r[e]));
+            res_out[e] = h;
+            float v = bf16_to_f32(h);
+            ss += v * v;
+        }
+        x = res_out;
+    } else {
+#pragma omp simd reduction(+ : ss)
+        for (int e = 0; e < d; e++) {
+            float v = bf16_to_f32(x[e]);
+            ss += v * v;
+        }
+    }
+    float inv = 1.0f / sqrtf(ss / (float)d + eps);
+    if (mode == 0) {
+#pragma omp simd
+        for (int e = 0; e < d; e++)
+            out[e] = f32_to_bf16(round_bf16(bf16_to_f32(x[e]) * inv) * wf[e]);
+    } else {
+#pragma omp simd
+        for (int e = 0; e < d; e++) out[e] = f32_to_bf16(bf16_to_f32(x[e]) * inv * wf[e]);
+    }
+}
+
+/* RMSNorm over rows of d: x [n0, n1, d] (strides xs0, xs1), optional residual r (same
+ * shape, strides rs0, rs1; NULL: none) -> out [n0 * n1, d] contiguous and, with r, the new
+ * residual res_out [n0 * n1, d] = x + r (rounded to the dtype, then normed, as torch does).
+ *
+ * mode 0 (Llama / HF LlamaRMSNorm): bf16 rounds the normed row, then w * it rounds again;
+ * float32 computes x * rsqrt(mean(x^2) + eps) * w. mode 1 (Gemma): (x * rsqrt(...)) *
+ * (offset + w) in float32, rounded once. */
+int rms_norm(const void *x, int64_t xs0, int64_t xs1, const void *r, int64_t rs0, int64_t rs1,
+             void *res_out, void *out, const void *w, int bf16, int64_t n0, int64_t n1, int d,
+             float eps, int mode, float offset, int num_threads) {
+    if (d <= 0 || d > ROW_MAX) return -1;
+    float wf[ROW_MAX];
+    load_row(wf, w, bf16, 0, d);
+    if (mode == 1)
+        for (int e = 0; e < d; e++) wf[e] += offset;
+    FOR_ROW_RANGES(n0 * n1, n0 * n1 * d, num_threads, {
+        int64_t a = lo / n1, b = lo % n1;
+        for (int64_t i = lo; i < hi; i++) {
+            int64_t xo = a * xs0 + b * xs1, ro = a * rs0 + b * rs1, oo = i * d;
+            if (++b == n1) b = 0, a++;
+            if (bf16) {
+                const uint16_t *rr = r != NULL ? (const uint16_t *)r + ro : NULL;
+                const uint16_t *xx = (const uint16_t *)x + xo;
+                uint16_t *ro16 = (uint16_t *)res_out + oo, *o16 = (uint16_t *)out + oo;
+                /* head_dim rows (q/k norms): a constant trip count, no loop peeling */
+                if (d == 64)
+                    norm_row_bf16(xx, rr, ro16, o16, wf, 64, eps, mode);
+                else if (d == 128)
+                    norm_row_bf16(xx, rr, ro16, o16, wf, 128, eps, mode);
+                else
+                    norm_row_bf16(xx, rr, ro16, o16, wf, d, eps, mode);
+            } else {
+                const float *rr = r != NULL ? (const float *)r + ro : NULL;
+                const float *xx = (const float *)x + xo;
+                float *ro32 = (float *)res_out + oo, *o32 = (float *)out + oo;
+                if (d == 64)
+                    norm_row_f32(xx, rr, ro32, o32, wf, 64, eps);
+                else if (d == 128)
+                    norm_row_f32(xx, rr, ro32, o32, wf, 128, eps);
+                else
+                    norm_row_f32(xx, rr, ro32, o32, wf, d, eps);
+            }
+        }
+    });
+    return 0;
+}
+
+/* One head of NeoX rotary, float32: [x1 | x2] -> [x1 cos - x2 sin | x2 cos + x1 sin]. */
+static inline void rotate_half(const float *restrict x, float *restrict o,
+                               const float *restrict cosv, const float *restrict sinv,
+                               int half) {
+#pragma omp simd
+    for (int e = 0; e < half; e++) {
+        float x1 = x[e], x2 = x[e + half];
+        o[e] = x1 * cosv[e] + x2 * -sinv[e];
+        o[e + half] = x2 * cosv[e] + x1 * sinv[e];
+    }
+}
+
+/* Rotary rows [lo, hi) of rotary_neox. */
+static void rotary_rows(const int64_t *pos, const float *cos_sin, int64_t cs, const void *q,
+                        int64_t qs0, int64_t qs1, int hq, const void *k, int64_t ks0,
+                        int64_t ks1, int hk, void *out, int bf16, int d, int64_t lo,
+                        int64_t hi) {
+    int half = d / 2, heads = hq + hk;
+    float buf[ROW_MAX], o[ROW_MAX];
+    for (int64_t i = lo; i < hi; i++) {
+        const float *cosv = cos_sin + pos[i] * cs, *sinv = cosv + half;
+        for (int h = 0; h < heads; h++) {
+            if (h < hq)
+                load_row(buf, q, bf16, i * qs0 + h * qs1, d);
+            else
+                load_row(buf, k, bf16, i * ks0 + (h - hq) * ks1, d);
+            rotate_half(buf, o, cosv, sinv, half);
+            store_row(out, bf16, (i * heads + h) * (int64_t)d, o, d);
+        }
+    }
+}
+
+/* NeoX (rotate-half) rotary: q [t, hq, d] (strides qs0, qs1), k [t, hk, d] (ks0, ks1),
+ * cos_sin [P, d] float32 (cos | sin halves, row stride cs) looked up at pos [t] ->
+ * out [t, hq + hk, d] contiguous: [x1 | x2] -> [x1 cos - x2 sin | x2 cos + x1 sin].
+ * Returns -1 (nothing defined written) if a position is outside [0, P). */
+int rotary_neox(const int64_t *pos, const float *cos_sin, int64_t cs, int64_t num_pos,
+                const void *q, int64_t qs0, int64_t qs1, int hq, const void *k, int64_t ks0,
+                int64_t ks1, int hk, void *out, int bf16, int64_t t, int d, int num_threads) {
+    if (d <= 0 || d % 2 != 0 || d > ROW_MAX) return -1;
+    for (int64_t i = 0; i < t; i++)
+        if (pos[i] < 0 || pos[i] >= num_pos) return -1;
+    FOR_ROW_RANGES(t, t * (hq + hk) * d, num_threads,
+                   rotary_rows(pos, cos_sin, cs, q, qs0, qs1, hq, k, ks0, ks1, hk, out, bf16,
+                               d, lo, hi));
+    return 0;
+}
+
+/* a * b + c: fused where the target has FMA (a single instruction, one rounding), else two
+ * operations (fmaf would be a slow library call there). Only exp_f32 uses it. */
+#ifdef __FMA__
+#define MADD(a, b, c) fmaf((a), (b), (c))
+#else
+#define MADD(a, b, c) ((a) * (b) + (c))
+#endif
+
+/* exp(x) for float32: Cody-Waite reduction and Cephes' degree-6 polynomial (about 1 ulp),
+ * branch-free so loops over it vectorise (fminf / floorf would not: comparisons and the
+ * 1.5 * 2^23 round-to-nearest trick do). Overflow gives inf, underflow 0; NaN passes. */
+static inline float exp_f32(float x_in) {
+    float x = x_in < -87.3f ? -87.3f : x_in;
+    x = x > 88.7f ? 88.7f : x;
+    float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f; /* round(x / ln 2) */
+    float r = MADD(n, -0.693359375f, x);
+    r = MADD(n, 2.12194440e-4f, r);
+    float p = 1.9875691500e-4f;
+    p = MADD(p, r, 1.3981999507e-3f);
+    p = MADD(p, r, 8.3334519073e-3f);
+    p = MADD(p, r, 4.1665795894e-2f);
+    p = MADD(p, r, 1.6666665459e-1f);
+    p = MADD(p, r, 5.0000001201e-1f);
+    p = MADD(p * r, r, r) + 1.0f;
+    int32_t bits = ((int32_t)n + 127) << 23;
+    float scale;
+    memcpy(&scale, &bits, sizeof scale);
+    /* Overflow to inf and underflow to 0 as expf does: silu(-100) must be -0 like torch's,
+     * not a tiny value whose product with up is a denormal (float32 GEMMs slow down 2x on
+     * those). */
+    p = x_in > 88.72283f ? INFINITY : p * scale;
+    return x_in < -87.33654f ? 0.0f : p;
+}
+
+static inline float silu_f32(float g) { return g / (1.0f + exp_f32(-g)); }
+
+/* silu(gate) * up for rows [lo, hi) of silu_and_mul. */
+static void silu_rows(const void *x, int64_t xs, void *out, int bf16, int d, int64_t lo,
+                      int64_t hi) {
+    for (int64_t i = lo; i < hi; i++) {
+        if (bf16) {
+            const uint16_t *g = (const uint16_t *)x + i * xs, *u = g + d;
+            uint16_t *o = (uint16_t *)out + i * (int64_t)d;
+#pragma omp simd
+            for (int e = 0; e < d; e++)
+                o[e] = f32_to_bf16(round_bf16(silu_f32(bf16_to_f32(g[e]))) * bf16_to_f32(u[e]));
+        } else {
+            const float *g = (const float *)x + i * xs, *u = g + d;
+            float *o = (float *)out + i * (int64_t)d;
+#pragma omp simd
+            for (int e = 0; e < d; e++) o[e] = silu_f32(g[e]) * u[e];
+        }
+    }
+}
+
+/* silu(gate) * up: x [n, 2 * d] (row stride xs, gate | up) -> out [n, d] contiguous.
+ * bf16 rounds silu's result before the multiply, as torch's silu then mul_ do. One fused
+ * loop per row, no staging buffers. */
+int silu_and_mul(const void *x, int64_t xs, void *out, int bf16, int64_t n, int d,
+                 int num_threads) {
+    if (d <= 0) return -1;
+    FOR_ROW_RANGES(n, n * d, num_threads, silu_rows(x, xs, out, bf16, d, lo, hi));
+    return 0;
+}

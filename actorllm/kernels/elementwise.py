@@ -1,0 +1,187 @@
+"""RMSNorm, rotary and SiLU-and-mul through the native CPU kernels (``csrc/elementwise.c``):
+one pass over the rows in float32, rounded where the torch references round, instead of
+their chains of conversions and small ops. Each entry returns None where the kernel does not
+take the call (not CPU, another dtype, a layout it does not read, the build failed or
+``ACTORLLM_NATIVE_KERNELS=0``); the reference in ``layernorm`` / ``rotary`` / ``activation``
+then runs its torch path. Parity: tests/kernels/test_elementwise.py."""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+from typing import Any
+
+import torch
+
+from actorllm.kernels import activation, layernorm, native, rotary
+
+_BF16 = {torch.float32: 0, torch.bfloat16: 1}
+_ROW_MAX = 8192  # csrc/elementwise.c's ROW_MAX
+# Extra compiler flags of the build the entries call (tests: ("-mno-avx512f",)).
+_BUILD_FLAGS: tuple[str, ...] = ()
+
+_P, _I64, _I32, _F32 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int, ctypes.c_float
+_SIGNATURES: dict[str, list[Any]] = {
+    "rms_norm": [
+        _P, _I64, _I64, _P, _I64, _I64,  # x, strides; residual, strides
+        _P, _P, _P, _I32,  # res_out, out, weight, bf16
+        _I64, _I64, _I32, _F32, _I32, _F32, _I32,  # n0, n1, d, eps, mode, offset, threads
+    ],
+    "rotary_neox": [
+        _P, _P, _I64, _I64,  # positions, cos_sin, its row stride, its rows
+        _P, _I64, _I64, _I32, _P, _I64, _I64, _I32,  # q, strides, hq; k, strides, hk
+        _P, _I32, _I64, _I32, _I32,  # out, bf16, t, d, threads
+    ],
+    "silu_and_mul": [_P, _I64, _P, _I32, _I64, _I32, _I32],  # x, row stride, out, bf16, n, d
+}  # fmt: skip
+
+
+@functools.cache
+def _lib(extra_flags: tuple[str, ...] = ()) -> ctypes.CDLL | None:
+    lib = native.library("elementwise", extra_flags)
+    if lib is None:
+        return None
+    for name, argtypes in _SIGNATURES.items():
+        fn = getattr(lib, name)
+        fn.argtypes = argtypes
+        fn.restype = ctypes.c_int
+    return lib
+
+
+def _fn(name: str) -> Any:
+    lib = _lib(_BUILD_FLAGS)
+    return None if lib is None else getattr(lib, name)
+
+
+def _rows3(x: torch.Tensor) -> tuple[int, int, int, int] | None:
+    """x as [n0, n1, d] rows with the last dim contiguous: (n0, s0, n1, s1), or None."""
+    if x.dim() == 0 or (x.stride(-1) != 1 and x.shape[-1] > 1):
+        return None
+    if x.dim() == 1:
+        return 1, 0, 1, 0
+    if x.dim() == 2:
+        return x.shape[0], x.stride(0), 1, 0
+    lead = x.shape[:-2]
+    try:
+        flat = x.view(-1, x.shape[-2], x.shape[-1]) if len(lead) != 1 else x
+    except RuntimeError:
+        return None
+    return flat.shape[0], flat.stride(0), flat.shape[1], flat.stride(1)
+
+
+def _takes(*ts: torch.Tensor) -> bool:
+    dtype = ts[0].dtype
+    return all(t.device.type == "cpu" and t.dtype == dtype for t in ts) and dtype in _BF16
+
+
+def rms_norm(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    eps: float,
+    residual: torch.Tensor | None = None,
+    offset: float | None = None,
+) -> tuple[torch.Tensor, torch.Tensor | None] | None:
+    """(norm(x [+ residual]), x + residual or None) for x: [..., H], weight: [H]; None where
+    the kernel does not take it. ``offset``: Gemma's ``(offset + w)`` rounded once."""
+    fn = _fn("rms_norm")
+    d = x.shape[-1]
+    extra = (residual,) if residual is not None else ()
+    if fn is None or not _takes(x, weight, *extra) or d > _ROW_MAX or weight.shape != (d,):
+        return None
+    if residual is not None and residual.shape != x.shape:
+        return None
+    rx = _rows3(x)
+    rr = _rows3(residual) if residual is not None else (0, 0, 0, 0)
+    if rx is None or rr is None or (residual is not None and rr[0::2] != rx[0::2]):
+        return None
+    weight = weight.contiguous()
+    out = torch.empty(x.shape, dtype=x.dtype)  # [..., H]
+    res_out = torch.empty(x.shape, dtype=x.dtype) if residual is not None else None
+    n0, s0, n1, s1 = rx
+    rc = fn(
+        x.data_ptr(), s0, s1,
+        residual.data_ptr() if residual is not None else None, rr[1], rr[3],
+        res_out.data_ptr() if res_out is not None else None, out.data_ptr(),
+        weight.data_ptr(), _BF16[x.dtype], n0, n1, d, eps,
+        0 if offset is None else 1, offset or 0.0, torch.get_num_threads(),
+    )  # fmt: skip
+    return (out, res_out) if rc == 0 else None
+
+
+def rotary_neox(
+    positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor, cos_sin_cache: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """Rotated (q, k) as views of one [T, Hq + Hk, D] tensor, or None where the kernel does
+    not take it. positions: [T]; q: [T, Hq, D]; k: [T, Hk, D]; cos_sin_cache: [P, D]."""
+    fn = _fn("rotary_neox")
+    if fn is None or q.dim() != 3 or k.dim() != 3 or not _takes(q, k):
+        return None
+    t, hq, d = q.shape
+    if k.shape[0] != t or k.shape[2] != d or cos_sin_cache.shape[-1] != d or d > _ROW_MAX:
+        return None
+    if cos_sin_cache.dtype != torch.float32 or cos_sin_cache.device.type != "cpu":
+        return None
+    if d % 2 or q.stride(2) != 1 or k.stride(2) != 1 or positions.shape != (t,):
+        return None
+    hk = k.shape[1]
+    cache = cos_sin_cache if cos_sin_cache.stride(-1) == 1 else cos_sin_cache.contiguous()
+    pos = positions.to(torch.int64).contiguous()  # [T]
+    out = torch.empty((t, hq + hk, d), dtype=q.dtype)  # [T, Hq + Hk, D]
+    rc = fn(
+        pos.data_ptr(), cache.data_ptr(), cache.stride(0), cache.shape[0],
+        q.data_ptr(), q.stride(0), q.stride(1), hq,
+        k.data_ptr(), k.stride(0), k.stride(1), hk,
+        out.data_ptr(), _BF16[q.dtype], t, d, torch.get_num_threads(),
+    )  # fmt: skip
+    if rc != 0:
+        raise IndexError("rotary: a position is outside the cos/sin cache")
+    return out[:, :hq], out[:, hq:]
+
+
+def silu_and_mul(x: torch.Tensor) -> torch.Tensor | None:
+    """x: [..., 2 * I] (gate | up) -> [..., I], or None where the kernel does not take it."""
+    fn = _fn("silu_and_mul")
+    if fn is None or not _takes(x) or x.dim() == 0 or x.shape[-1] % 2 or x.shape[-1] == 0:
+        return None
+    x2 = x.reshape(-1, x.shape[-1]) if x.dim() != 2 else x  # [N, 2I]; a view when it can be
+    if x2.stride(-1) != 1:
+        return None
+    n, d = x2.shape[0], x2.shape[1] // 2
+    out = torch.empty((*x.shape[:-1], d), dtype=x.dtype)  # [..., I]
+    rc = fn(x2.data_ptr(), x2.stride(0), out.data_ptr(), _BF16[x.dtype], n, d,
+            torch.get_num_threads())  # fmt: skip
+    return out if rc == 0 else None
+
+
+# The torch backend's entries (kernels/ops.py): the native kernel where it takes the call,
+# else the torch reference (which stays bit-identical to HF: tests/kernels/test_reference_ops).
+
+
+def cpu_rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """:func:`actorllm.kernels.layernorm.rms_norm`, natively where it can."""
+    got = rms_norm(x, weight, eps)
+    return got[0] if got is not None else layernorm.rms_norm(x, weight, eps)
+
+
+def cpu_fused_add_rms_norm(
+    x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`actorllm.kernels.layernorm.fused_add_rms_norm`, natively where it can."""
+    got = rms_norm(x, weight, eps, residual=residual)
+    if got is None or got[1] is None:
+        return layernorm.fused_add_rms_norm(x, residual, weight, eps)
+    return got[0], got[1]
+
+
+def cpu_apply_rotary(
+    positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor, cos_sin_cache: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`actorllm.kernels.rotary.apply_rotary`, natively where it can."""
+    got = rotary_neox(positions, q, k, cos_sin_cache)
+    return got if got is not None else rotary.apply_rotary(positions, q, k, cos_sin_cache)
+
+
+def cpu_silu_and_mul(x: torch.Tensor) -> torch.Tensor:
+    """:func:`actorllm.kernels.activation.silu_and_mul`, natively where it can."""
+    got = silu_and_mul(x)
+    return got if got is not None else activation.silu_and_mul(x)

@@ -1,0 +1,167 @@
+"""The native element-wise kernels (kernels/csrc/elementwise.c) against the torch references:
+RMSNorm (plain, after the residual add, per head on a qkv view, Gemma's 1 + w), rotary and
+SiLU-and-mul, float32 and bfloat16, odd sizes, strided views, 1 and 0 rows; and the torch
+path where the kernel is off or did not build."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from actorllm.kernels import activation, elementwise, layernorm, native, rotary
+
+pytestmark = pytest.mark.skipif(
+    elementwise._lib() is None,
+    reason="the native kernels did not build here (see actorllm.kernels.native)",
+)
+DTYPES = [torch.float32, torch.bfloat16]
+
+
+@pytest.fixture(params=["host", "portable"])
+def build(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The kernels as built for this host and built without AVX-512 (narrower vectors)."""
+    if request.param == "portable":
+        monkeypatch.setattr(elementwise, "_BUILD_FLAGS", ("-mno-avx512f",))
+        if elementwise._lib(("-mno-avx512f",)) is None:
+            pytest.skip("the compiler does not take -mno-avx512f")
+    return str(request.param)
+
+
+def _close(got: torch.Tensor, want: torch.Tensor) -> None:
+    """float32: a few ulp (the kernel sums squares in another order); bfloat16: equal but
+    for rare one-ulp ties the float32 differences can tip."""
+    assert got.dtype == want.dtype and got.shape == want.shape
+    if got.dtype == torch.float32:
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6, equal_nan=True)
+    else:
+        torch.testing.assert_close(got.float(), want.float(), rtol=8e-3, atol=1e-6, equal_nan=True)
+        differ = (got != want) & ~(got.isnan() & want.isnan())
+        assert differ.sum().item() <= max(1, got.numel() // 1000)
+
+
+def _randn(*shape: int, dtype: torch.dtype, seed: int = 0) -> torch.Tensor:
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed)).to(dtype)
+
+
+@pytest.mark.usefixtures("build")
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("rows,h", [(0, 768), (1, 768), (7, 33), (130, 768), (3, 5000)])
+def test_rms_norm_and_fused_add(dtype: torch.dtype, rows: int, h: int) -> None:
+    x, r = _randn(rows, h, dtype=dtype), _randn(rows, h, dtype=dtype, seed=1)
+    w = _randn(h, dtype=dtype, seed=2)
+    _close(elementwise.cpu_rms_norm(x, w, 1e-6), layernorm.rms_norm(x, w, 1e-6))
+    got, got_res = elementwise.cpu_fused_add_rms_norm(x, r, w, 1e-5)
+    want, want_res = layernorm.fused_add_rms_norm(x, r, w, 1e-5)
+    assert torch.equal(got_res, want_res)  # one rounding of x + r, as torch
+    _close(got, want)
+
+
+@pytest.mark.usefixtures("build")
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("t", [0, 1, 9])
+def test_per_head_norm_on_a_qkv_view(dtype: torch.dtype, t: int) -> None:
+    """Qwen3's q/k norm over head_dim: [T, H, D] views of the fused projection, read in
+    place (rows and heads strided), and a strided residual."""
+    qkv = _randn(t, (6 + 2 + 2) * 64, dtype=dtype)
+    q = qkv[:, : 6 * 64].view(t, 6, 64)  # [T, 6, 64], row stride 640
+    k = qkv[:, 6 * 64 : 8 * 64].view(t, 2, 64)
+    w = _randn(64, dtype=dtype, seed=3)
+    for x in (q, k):
+        _close(elementwise.cpu_rms_norm(x, w, 1e-6), layernorm.rms_norm(x, w, 1e-6))
+    wide = _randn(t, 2 * 96, dtype=dtype, seed=4)
+    x, r = wide[:, :96], wide[:, 96:]  # both strided
+    w96 = _randn(96, dtype=dtype, seed=5)
+    got, got_res = elementwise.cpu_fused_add_rms_norm(x, r, w96, 1e-6)
+    want, want_res = layernorm.fused_add_rms_norm(x, r, w96, 1e-6)
+    assert torch.equal(got_res, want_res)
+    _close(got, want)
+
+
+@pytest.mark.usefixtures("build")
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_gemma_offset_rounds_once(dtype: torch.dtype) -> None:
+    x, w = _randn(5, 48, dtype=dtype), _randn(48, dtype=dtype, seed=1)
+    got = elementwise.rms_norm(x, w, 1e-6, offset=1.0)
+    assert got is not None
+    want = (F.rms_norm(x.float(), (48,), eps=1e-6) * (1.0 + w.float())).to(dtype)
+    _close(got[0], want)
+
+
+@pytest.mark.usefixtures("build")
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("t,hq,hk,d", [(0, 12, 4, 64), (1, 12, 4, 64), (17, 3, 1, 10)])
+def test_rotary_matches_bit_for_bit(dtype: torch.dtype, t: int, hq: int, hk: int, d: int) -> None:
+    """Same float32 ops in the same order (no FMA): identical, both for q | k adjacent in a
+    fused qkv and for separate, strided tensors."""
+    cache = rotary.build_cos_sin_cache(100, rotary.rope_inv_freq(d, 10000.0))
+    pos = torch.randint(0, 100, (t,), generator=torch.Generator().manual_seed(0))
+    qkv = _randn(t, (hq + 2 * hk) * d, dtype=dtype)
+    before = qkv.clone()
+    q = qkv[:, : hq * d].view(t, hq, d)
+    k = qkv[:, hq * d : (hq + hk) * d].view(t, hk, d)
+    for qq, kk in ((q, k), (q.clone(), _randn(t, hk, 2 * d, dtype=dtype)[..., :d])):
+        got = elementwise.cpu_apply_rotary(pos, qq, kk, cache)
+        want = rotary.apply_rotary(pos, qq, kk, cache)
+        assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+    assert torch.equal(qkv, before)  # out of place
+
+
+@pytest.mark.usefixtures("build")
+def test_partial_rotary_and_bad_positions() -> None:
+    cache = rotary.build_cos_sin_cache(8, rotary.rope_inv_freq(16, 10000.0))
+    q, k = _randn(3, 2, 64, dtype=torch.float32), _randn(3, 1, 64, dtype=torch.float32)
+    pos = torch.tensor([0, 7, 3])
+    got = elementwise.cpu_apply_rotary(pos, q[..., :16], k[..., :16], cache)
+    want = rotary.apply_rotary(pos, q[..., :16], k[..., :16], cache)
+    assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+    with pytest.raises(IndexError):
+        elementwise.cpu_apply_rotary(torch.tensor([0, 8, 1]), q, k, cache[:, :64])
+
+
+@pytest.mark.usefixtures("build")
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("n,inter", [(0, 64), (1, 2048), (5, 1500), (3, 7)])
+def test_silu_and_mul(dtype: torch.dtype, n: int, inter: int) -> None:
+    x = _randn(n, 2 * inter, dtype=dtype) * 6  # well into both tails of the sigmoid
+    _close(elementwise.cpu_silu_and_mul(x), activation.silu_and_mul(x))
+    wide = _randn(n, 2 * inter + 5, dtype=dtype)[:, : 2 * inter]  # strided rows
+    _close(elementwise.cpu_silu_and_mul(wide), activation.silu_and_mul(wide))
+    edge = torch.tensor([[0.0, -100.0, 100.0, float("nan"), 1.0, 1.0, 1.0, 1.0]], dtype=dtype)
+    _close(elementwise.cpu_silu_and_mul(edge), activation.silu_and_mul(edge))
+    # exp overflows to inf as torch's does: silu(-100) is -0, never a denormal-making tiny
+    tails = torch.tensor([[-100.0, -95.0, -89.0, 0.5, 0.5, 0.5]], dtype=dtype)
+    assert torch.equal(elementwise.cpu_silu_and_mul(tails), torch.zeros(1, 3, dtype=dtype))
+
+
+def test_the_torch_path_when_off_or_unbuilt(monkeypatch: pytest.MonkeyPatch) -> None:
+    """ACTORLLM_NATIVE_KERNELS=0 or a failed build: every entry is the torch reference,
+    bit for bit; so is a dtype the kernels do not take."""
+    x, w = _randn(4, 32, dtype=torch.float32), _randn(32, dtype=torch.float32, seed=1)
+    cache = rotary.build_cos_sin_cache(8, rotary.rope_inv_freq(8, 10000.0))
+    q, k, pos = (
+        _randn(4, 2, 8, dtype=torch.float32),
+        _randn(4, 1, 8, dtype=torch.float32),
+        torch.arange(4),
+    )
+    for how in ("env", "build"):
+        with monkeypatch.context() as m:
+            elementwise._lib.cache_clear()
+            native.library.cache_clear()
+            if how == "env":
+                m.setenv("ACTORLLM_NATIVE_KERNELS", "0")
+            else:
+                m.setattr(native, "_build", lambda *a: False)
+                m.setenv("ACTORLLM_CACHE_DIR", "/nonexistent-actorllm-test")
+            assert elementwise.rms_norm(x, w, 1e-6) is None
+            assert torch.equal(elementwise.cpu_rms_norm(x, w, 1e-6), layernorm.rms_norm(x, w, 1e-6))
+            got = elementwise.cpu_fused_add_rms_norm(x, x, w, 1e-6)
+            assert torch.equal(got[0], layernorm.fused_add_rms_norm(x, x, w, 1e-6)[0])
+            assert torch.equal(elementwise.cpu_apply_rotary(pos, q, k, cache)[0],
+                               rotary.apply_rotary(pos, q, k, cache)[0])  # fmt: skip
+            assert torch.equal(elementwise.cpu_silu_and_mul(x), activation.silu_and_mul(x))
+    elementwise._lib.cache_clear()
+    native.library.cache_clear()
+    half = x.half()
+    assert elementwise.silu_and_mul(half) is None
+    assert torch.equal(elementwise.cpu_silu_and_mul(half), activation.silu_and_mul(half))
