@@ -28,6 +28,7 @@ from actorllm.kernels.ops import Ops, get_ops
 from actorllm.models.base import CausalLM
 from actorllm.models.config import ModelConfig
 from actorllm.models.moe import EXPERT_SLOTS, FusedExperts
+from actorllm.models.onednn_linear import invalidate_packed
 from actorllm.models.parallel import rank_piece
 from actorllm.models.registry import resolve_model_class
 
@@ -194,9 +195,12 @@ def copy_weights(model: CausalLM, named: Iterable[tuple[str, torch.Tensor]]) -> 
     :class:`WeightLoadError` for an unknown name or a shape mismatch."""
     params = dict(model.named_parameters(remove_duplicate=False))
     written: dict[str, set[ShardKey]] = {}
-    with torch.no_grad():
-        for hf_name, tensor in named:
-            _copy_one(model, params, hf_name, tensor, written, strict=True)
+    try:
+        with torch.no_grad():
+            for hf_name, tensor in named:
+                _copy_one(model, params, hf_name, tensor, written, strict=True)
+    finally:
+        invalidate_packed(model)  # even a partial write makes the packed copies stale
     return sorted(written)
 
 

@@ -81,6 +81,15 @@ class OneDNNLinear(nn.Linear):
         return out.view(*x.shape[:-1], out.shape[-1])  # [..., O]
 
 
+def invalidate_packed(model: nn.Module) -> None:
+    """Weights were written (a weight update): every packed copy is rebuilt at its next
+    forward. The version check alone misses writes through ``.data`` or into a tied
+    weight's other owner."""
+    for module in model.modules():
+        if isinstance(module, OneDNNLinear):
+            module.packed = None
+
+
 def _version(w: torch.Tensor) -> tuple[int, int]:
     """(storage address, in-place write count): changes when the weight is rewritten."""
     try:
