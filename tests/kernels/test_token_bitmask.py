@@ -85,3 +85,31 @@ def test_triton_rejects_bad_shapes(dev_dtype: DevDtype) -> None:
         tk.apply_token_bitmask(logits, mask, torch.zeros(3, dtype=torch.int64, device=dev))
     with pytest.raises(ValueError, match="int32"):
         tk.apply_token_bitmask(logits, mask.long(), torch.zeros(2, dtype=torch.int64, device=dev))
+
+
+@pytest.mark.parametrize("vocab", [40, 64, 1000])
+def test_the_native_cpu_path_matches_the_torch_path(vocab: int) -> None:
+    """CPU float32 logits go through xgrammar's packed-word kernel; the result equals the
+    unpack-and-fill reference, rows mapped through ``rows`` and unconstrained rows kept."""
+    torch.manual_seed(vocab)
+    logits = torch.randn(5, vocab)
+    adjust = torch.randn(5, vocab)
+    mask = _pack(torch.rand(3, vocab) < 0.4)
+    rows = torch.tensor([2, -1, 0, 2, -1])
+    assert ref._fits_native(logits, mask) and ref._xgrammar_cpu_apply() is not None
+    want = logits + adjust
+    allowed = ref.unpack_bitmask(mask, vocab)
+    for i, r in enumerate(rows.tolist()):
+        if r >= 0:
+            want[i][~allowed[r]] = float("-inf")
+    got = ref.apply_token_bitmask(logits.clone(), mask, rows, adjust)
+    assert torch.equal(got, want)
+
+
+def test_a_bitmask_narrower_than_the_logits_stays_on_torch() -> None:
+    """Tokens past 32 * W are forbidden here; xgrammar would leave them open."""
+    logits = torch.zeros(1, 70)
+    mask = torch.full((1, 2), -1, dtype=torch.int32)  # tokens 0..63 allowed
+    assert not ref._fits_native(logits, mask)
+    out = ref.apply_token_bitmask(logits, mask, torch.tensor([0]))
+    assert torch.isfinite(out[0]).nonzero().flatten().tolist() == list(range(64))
