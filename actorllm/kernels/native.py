@@ -56,13 +56,18 @@ def library(name: str, extra_flags: tuple[str, ...] = ()) -> ctypes.CDLL | None:
     if compiler is None:
         logger.info("native kernels: no C compiler found; using the torch path")
         return None
-    source = resources.files("actorllm.kernels").joinpath("csrc", f"{name}.c").read_bytes()
+    csrc = resources.files("actorllm.kernels").joinpath("csrc")
+    source = csrc.joinpath(f"{name}.c").read_bytes()
+    headers = _headers()
     key = hashlib.sha256()
     flags = [*_FLAGS, *extra_flags]
     for part in (source, compiler.encode(), " ".join(flags).encode(), _cpu_key().encode()):
         key.update(part)
+    for header, text in headers.items():  # a changed shared header rebuilds every kernel
+        key.update(header.encode())
+        key.update(text)
     out = cache_dir() / f"{name}-{key.hexdigest()[:16]}.so"
-    if not out.exists() and not _build(compiler, flags, source, out):
+    if not out.exists() and not _build(compiler, flags, source, headers, out):
         return None
     try:
         return ctypes.CDLL(str(out))
@@ -76,11 +81,26 @@ def _cpu_key() -> str:
     return platform.machine() + " " + " ".join(sorted(cpu_flags()))
 
 
-def _build(compiler: str, flags: list[str], source: bytes, out: Path) -> bool:
+@functools.cache
+def _headers() -> dict[str, bytes]:
+    """``csrc/*.h`` by name: shared by the kernels (``#include "x.h"``), so each build
+    gets them beside its source."""
+    csrc = resources.files("actorllm.kernels").joinpath("csrc")
+    return {
+        f.name: f.read_bytes() for f in sorted(csrc.iterdir(), key=lambda f: f.name)
+        if f.name.endswith(".h")
+    }  # fmt: skip
+
+
+def _build(
+    compiler: str, flags: list[str], source: bytes, headers: dict[str, bytes], out: Path
+) -> bool:
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
         src = Path(tmp) / "kernel.c"
         src.write_bytes(source)
+        for header, text in headers.items():
+            (Path(tmp) / header).write_bytes(text)
         lib = Path(tmp) / "kernel.so"
         try:
             subprocess.run(

@@ -18,6 +18,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "bf16_rows.h"
+
 /* Below this many elements a call runs on the calling thread: a decode step's norms
  * ([128, 768]) take ~20 us on one core, less than waking the team costs on a loaded box. */
 #define PAR_MIN_ELEMS (1 << 18)
@@ -43,43 +45,8 @@
         }                                                                             \
     } while (0)
 
-static inline float bf16_to_f32(uint16_t x) {
-    uint32_t u = (uint32_t)x << 16;
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
-/* Round to nearest even, NaN to torch's quiet NaN (c10::BFloat16). */
-static inline uint16_t f32_to_bf16(float f) {
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-    return (u & 0x7fffffffu) > 0x7f800000u ? (uint16_t)0x7fc0 : (uint16_t)r;
-}
-
 /* A float through bfloat16 and back: the value torch holds after a bf16 op's rounding. */
 static inline float round_bf16(float f) { return bf16_to_f32(f32_to_bf16(f)); }
-
-static inline void load_row(float *dst, const void *base, int bf16, int64_t off, int n) {
-    if (!bf16) {
-        memcpy(dst, (const float *)base + off, sizeof(float) * (size_t)n);
-        return;
-    }
-    const uint16_t *s = (const uint16_t *)base + off;
-#pragma omp simd
-    for (int e = 0; e < n; e++) dst[e] = bf16_to_f32(s[e]);
-}
-
-static inline void store_row(void *base, int bf16, int64_t off, const float *src, int n) {
-    if (!bf16) {
-        memcpy((float *)base + off, src, sizeof(float) * (size_t)n);
-        return;
-    }
-    uint16_t *o = (uint16_t *)base + off;
-#pragma omp simd
-    for (int e = 0; e < n; e++) o[e] = f32_to_bf16(src[e]);
-}
 
 #define ROW_MAX 8192
 #define CH 1024 /* silu_and_mul's chunk of a row */ /* widest row a call takes (python checks) */

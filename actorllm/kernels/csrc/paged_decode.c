@@ -31,6 +31,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bf16_rows.h"
+
 /* One (request, KV head) task's inputs. */
 typedef struct {
     const void *k_cache, *v_cache;
@@ -41,41 +43,6 @@ typedef struct {
     float scale, softcap;
     int window;
 } task_t;
-
-static inline float bf16_to_f32(uint16_t x) {
-    uint32_t u = (uint32_t)x << 16;
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
-/* Round to nearest even, NaN to torch's quiet NaN (c10::BFloat16). */
-static inline uint16_t f32_to_bf16(float f) {
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fc0;
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
-
-static void load_row(float *dst, const void *src, int bf16, int64_t offset, int n) {
-    if (!bf16) {
-        memcpy(dst, (const float *)src + offset, sizeof(float) * (size_t)n);
-        return;
-    }
-    const uint16_t *s = (const uint16_t *)src + offset;
-#pragma omp simd
-    for (int e = 0; e < n; e++) dst[e] = bf16_to_f32(s[e]);
-}
-
-static void store_row(void *dst, int bf16, int64_t offset, const float *src, int n) {
-    if (!bf16) {
-        memcpy((float *)dst + offset, src, sizeof(float) * (size_t)n);
-        return;
-    }
-    uint16_t *o = (uint16_t *)dst + offset;
-    for (int e = 0; e < n; e++) o[e] = f32_to_bf16(src[e]);
-}
 
 /* The portable walk: q [G, D] float32 (already scaled) -> out [G, D] float32. Scratch:
  * row [D], acc [G, D]. */
