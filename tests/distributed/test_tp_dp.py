@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -35,6 +36,25 @@ from tests.helpers.ray_cluster import LocalRayCluster
 from tests.helpers.ray_ranks import kv_allocated
 
 __all__ = ["llama"]  # the module-scoped checkpoint fixture, shared with the TP tests
+
+
+async def _batch_killing(
+    engine: AsyncEngine, kill: Callable[[], Awaitable[None]]
+) -> list[list[int]]:
+    """The "k" batch, with ``kill`` awaited once it has produced tokens, inside the batch's
+    task group; returns the batch's outputs."""
+    progress = [0, 0]
+    done: list[list[list[int]]] = []
+
+    async def run() -> None:
+        done.append(await _batch(engine, "k", progress))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run)
+        while progress[0] == 0:
+            await anyio.sleep(0.002)
+        await kill()
+    return done[0]
 
 
 @pytest.fixture
@@ -87,24 +107,17 @@ async def test_a_killed_rank_of_one_replica_restarts_only_its_group(
 
         # kill -9 of replica 1's rank 1 while both replicas hold requests.
         ledger = engine._ctx.ledger
-        done: list[list[list[int]]] = []
-        progress = [0, 0]
-
-        async def run() -> None:
-            done.append(await _batch(engine, "k", progress))
-
         pid0, pid1 = g0.rank_pid(1), g1.rank_pid(1)
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(run)
-            while progress[0] == 0:
-                await anyio.sleep(0.002)
+
+        async def kill() -> None:
             assert ledger.load(1) > 0  # replica 1 has requests in flight
             os.kill(pid1, signal.SIGKILL)
             killed = time.monotonic()
             while g1.broken is None and g1.generation == 0:
                 await anyio.sleep(0.01)
             assert time.monotonic() - killed < 1.0
-        assert done == [reference]
+
+        assert await _batch_killing(engine, kill) == reference
         assert g1.generation == 1 and g1.rank_pid(1) != pid1
         assert g0.generation == 0 and g0.rank_pid(1) == pid0 and g0.broken is None
         assert await _batch(engine, "after") == reference
@@ -155,18 +168,10 @@ async def test_data_parallel_backend_ray_gives_each_replica_a_placement_group(
         assert {g0.rank_pid(1), g1.rank_pid(1)} <= set(ray_cluster.processes())
         assert await _batch(engine, "a") == reference
 
-        progress = [0, 0]
-        done: list[list[list[int]]] = []
-
-        async def run() -> None:
-            done.append(await _batch(engine, "k", progress))
-
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(run)
-            while progress[0] == 0:
-                await anyio.sleep(0.002)
+        async def kill() -> None:
             ray.kill(g1.launcher.actor(1), no_restart=True)  # type: ignore[union-attr]
-        assert done == [reference]
+
+        assert await _batch_killing(engine, kill) == reference
         assert g1.generation == 1 and g0.generation == 0
         assert g1.launcher.name not in names  # type: ignore[union-attr]
 
@@ -217,18 +222,11 @@ async def test_a_replica_that_gives_up_hands_its_requests_over_and_stops_its_ran
         llama, tensor_parallel_size=2, data_parallel_size=2, max_restarts=0, **ENGINE
     ) as engine:
         g0, g1 = _groups(engine)
-        progress = [0, 0]
-        done: list[list[list[int]]] = []
 
-        async def run() -> None:
-            done.append(await _batch(engine, "k", progress))
-
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(run)
-            while progress[0] == 0:
-                await anyio.sleep(0.002)
+        async def kill() -> None:
             os.kill(g1.rank_pid(1), signal.SIGKILL)
-        assert done == [reference]
+
+        assert await _batch_killing(engine, kill) == reference
         assert engine._parts.live == {0}
         with anyio.fail_after(10):
             while g1.launcher is not None:  # stopped on its worker thread
