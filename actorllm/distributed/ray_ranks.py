@@ -20,6 +20,11 @@ crashed, its node lost (Ray then raises ``ActorDiedError``) or its entry raised 
 to its owner in milliseconds on one node; the monitor polls its stop flag every
 ``POLL_S``, so stopping takes at most that long.
 
+With a remote rank 0 (``distributed/ray_worker.py``) the replica's placement group is made
+by the engine with a bundle for every rank; rank 0's host runs in bundle 0 and passes the
+group here (``placement_group``), so ranks 1..N-1 take bundles 1..N-1 of it and the group
+is neither reserved nor removed here.
+
 Actors are created with ``max_restarts=0``: a rank's state (its shard of the KV cache, its
 place in the collective) cannot be recovered alone, so the executor's supervisor restarts
 the whole group instead, as it does for the ``mp`` backend.
@@ -88,6 +93,7 @@ class RayRankGroup:
         strategy: str = "PACK",
         ready_timeout_s: float = READY_TIMEOUT_S,
         name: str = "actorllm-tp",
+        placement_group: Any = None,
     ) -> None:
         if world_size < 2:
             raise ValueError(f"a rank group needs world_size >= 2, got {world_size}")
@@ -102,6 +108,9 @@ class RayRankGroup:
         self._actors: list[Any] = []  # Ray actor handles, index = rank - 1
         self._runs: dict[Any, int] = {}  # {run() ref: rank}, for stop's grace wait
         self.exited: int | None = None  # the rank the monitor reported (written once)
+        # A placement group reserved by the caller (bundle 0: rank 0's host): use bundles
+        # 1..N-1 of it, never remove it.
+        self._shared_pg = placement_group
         self._pg: Any = None
         self._stopping = threading.Event()
         self._monitor: threading.Thread | None = None
@@ -120,9 +129,12 @@ class RayRankGroup:
         from ray.util.placement_group import placement_group
 
         n = self.world_size - 1
-        bundles = [dict(self.bundle) for _ in range(n)]
-        self._pg = placement_group(bundles, strategy=self.strategy, name=self.name)
-        ready, _ = ray.wait([self._pg.ready()], timeout=self.ready_timeout_s)
+        if self._shared_pg is not None:
+            self.name = self._shared_pg_name()
+        else:
+            bundles = [dict(self.bundle) for _ in range(n)]
+            self._pg = placement_group(bundles, strategy=self.strategy, name=self.name)
+        ready, _ = ray.wait([self._placement().ready()], timeout=self.ready_timeout_s)
         if not ready:
             self.stop(grace_s=0.0)
             raise RayClusterError(
@@ -145,15 +157,24 @@ class RayRankGroup:
         self._monitor.start()
         return self.placements
 
+    def _placement(self) -> Any:
+        return self._shared_pg if self._shared_pg is not None else self._pg
+
+    def _shared_pg_name(self) -> str:
+        from ray.util.placement_group import placement_group_table
+
+        return str(placement_group_table(self._shared_pg).get("name") or self.name)
+
     def _launch(
         self, ray: Any, entry: Callable[..., object], args_for: Callable[[int], Sequence[Any]]
     ) -> None:
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
         host = ray.remote(RankHost)
+        first = 1 if self._shared_pg is not None else 0  # bundle 0 of a shared group: rank 0
         for index in range(self.world_size - 1):
             strategy = PlacementGroupSchedulingStrategy(
-                placement_group=self._pg, placement_group_bundle_index=index
+                placement_group=self._placement(), placement_group_bundle_index=first + index
             )
             self._actors.append(
                 host.options(

@@ -106,7 +106,20 @@ async def build_replica(
     connector_factory: Callable[[], KVConnectorBase] | None,
 ) -> tuple[Worker, ModelInfo, Callable[[], KVConnectorBase] | None]:
     """Build replica ``index``'s runner on its worker thread; returns its Worker, the model
-    info and the connector factory of its cores."""
+    info and the connector factory of its cores. The Ray backend builds it in a Ray actor
+    instead, driven from the thread (distributed/ray_worker.py)."""
+    if config.distributed_executor_backend == "ray":
+        if connector_factory is not None:
+            raise ValueError(
+                "kv_connector: a KV connector works on the KV cache beside the scheduler; "
+                "with distributed_executor_backend ray the cache is in a Ray actor."
+            )
+        from actorllm.distributed.ray_worker import RemoteWorker
+
+        remote, info = await thread.call(
+            lambda: RemoteWorker.start(config, index, factory, thread.has_queued_jobs)
+        )
+        return remote, info, None
     runner, info, tp_group = await build_runner(config, thread, factory, index)
     store = None
     if connector_factory is None and config.kv_connector == "offload":

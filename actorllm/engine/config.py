@@ -127,10 +127,10 @@ class EngineConfig(msgspec.Struct, kw_only=True):
     many ranks (rank 0 on the worker thread, the others in processes; CPU, gloo;
     docs/distributed.md)."""
     distributed_executor_backend: Literal["mp", "ray"] | None = None
-    """How ranks 1..N-1 of tensor parallel are started: mp (multiprocessing spawn, this
-    node; the default) or ray (Ray actors placed by a placement group on an existing Ray
-    cluster, any of its nodes: ray.init(address="auto") / RAY_ADDRESS; needs the ray
-    extra)."""
+    """Where the model's ranks run: mp (rank 0 on the engine's worker thread, ranks 1..N-1
+    spawned on this node; the default) or ray (every rank, rank 0 included, a Ray actor
+    placed by a placement group per replica on an existing Ray cluster, any of its nodes:
+    ray.init(address="auto") / RAY_ADDRESS; needs the ray extra; docs/distributed.md)."""
     tp_collective_timeout_s: float = 60.0
     """Tensor parallel: a collective (all-reduce, logits gather) that does not complete in
     this many seconds (a hung rank) fails the step, which restarts the rank group."""
@@ -140,10 +140,10 @@ class EngineConfig(msgspec.Struct, kw_only=True):
     """Data-parallel engine replicas (each its own scheduler, KV cache and worker thread,
     behind one router; docs/distributed.md)."""
     data_parallel_backend: Literal["mp", "ray"] = "mp"
-    """Where the replicas run. Every replica's scheduler and rank 0 run in this process
-    either way; ray: each replica's tensor-parallel ranks 1..N-1 are Ray actors in a
-    placement group of that replica's own (it sets distributed_executor_backend to ray).
-    Refused with tensor_parallel_size 1, where Ray would place nothing."""
+    """Where the replicas run. mp: every replica's worker (rank 0) in this process; ray:
+    each replica's worker and its tensor-parallel ranks are Ray actors in a placement group
+    of that replica's own, on any node (it sets distributed_executor_backend to ray).
+    Every replica's scheduler stays in this process either way."""
     # -- DeviceConfig -----------------------------------------------------------------------
     device: Device = "auto"
     """Where the model runs; auto: CUDA when available, else CPU."""
@@ -330,17 +330,24 @@ class EngineConfig(msgspec.Struct, kw_only=True):
             raise EngineConfigError(
                 "distributed_executor_backend", f"must be mp or ray, got {backend!r}."
             )
-        if tp > 1 and backend == "ray" and importlib.util.find_spec("ray") is None:
+        if backend == "ray" and importlib.util.find_spec("ray") is None:
             raise EngineConfigError(
                 "distributed_executor_backend",
                 "ray needs Ray, which is not installed: pip install 'actorllm[ray]'.",
+            )
+        if backend == "ray" and self.kv_connector is not None:
+            raise EngineConfigError(
+                "kv_connector",
+                "the offload connector's store works beside the scheduler, on the KV cache "
+                "of this process; with distributed_executor_backend ray every replica's "
+                "worker (and its KV cache) is a Ray actor. It is not built for ray.",
             )
         if self.tp_collective_timeout_s <= 0:
             raise EngineConfigError("tp_collective_timeout_s", "must be positive.")
 
     def _check_data_parallel_backend(self) -> None:
         """data_parallel_backend="ray" is distributed_executor_backend="ray" for every
-        replica's ranks 1..N-1 (set here, so one field says where ranks run)."""
+        replica's ranks (set here, so one field says where ranks run)."""
         dp_backend = self.data_parallel_backend
         if dp_backend not in ("mp", "ray"):
             raise EngineConfigError(
@@ -348,14 +355,6 @@ class EngineConfig(msgspec.Struct, kw_only=True):
             )
         if dp_backend == "mp":
             return
-        if self.tensor_parallel_size == 1:
-            raise EngineConfigError(
-                "data_parallel_backend",
-                "ray places each replica's tensor-parallel ranks 1..N-1; with "
-                "tensor_parallel_size 1 a replica is rank 0 alone, which runs in this process "
-                "(replicas on other nodes are not built): nothing would go to Ray. Use mp, or "
-                "tensor_parallel_size > 1.",
-            )
         if self.distributed_executor_backend == "mp":
             raise EngineConfigError(
                 "data_parallel_backend",

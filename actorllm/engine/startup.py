@@ -84,11 +84,12 @@ def _build_on_worker(config: EngineConfig, factory: RunnerFactory) -> tuple[Any,
 
 
 def _build_rank0(
-    config: EngineConfig, factory: RunnerFactory, replica: int = 0
+    config: EngineConfig, factory: RunnerFactory, replica: int = 0, placement_group: Any = None
 ) -> tuple[Any, int, TPGroup | None]:
     """The runner, loaded, with its KV cache of the returned block count; tensor parallel:
     and its rank group (data-parallel replica ``replica``'s own), started (ranks 1..N-1
-    load their shards while this thread loads rank 0's)."""
+    load their shards while this thread loads rank 0's). ``placement_group``: rank 0 runs
+    in a Ray actor of that group (distributed/ray_worker.py), ranks 1..N-1 go beside it."""
     group = None
     if config.tensor_parallel_size > 1:
         from actorllm.models.config import ModelConfig
@@ -103,7 +104,7 @@ def _build_rank0(
         check_tensor_parallel(
             ModelConfig.from_pretrained(config.resolved_model()), config.tensor_parallel_size
         )
-        group = TPGroup(config, replica)
+        group = TPGroup(config, replica, placement_group)
     try:
         if group is not None:
             group.launch()

@@ -68,9 +68,12 @@ class TPGroupStatistics(msgspec.Struct, frozen=True, kw_only=True):
 
 @final
 class TPGroup:
-    def __init__(self, config: Any, replica: int = 0) -> None:
+    def __init__(self, config: Any, replica: int = 0, placement_group: Any = None) -> None:
         self.config = config  # the EngineConfig the ranks build from
         self.replica = replica  # data parallel: each replica owns a group of its own
+        # Ray, rank 0 remote (distributed/ray_worker.py): the replica's placement group,
+        # bundle 0 holding rank 0; ranks 1..N-1 take the others.
+        self.placement_group = placement_group
         self.world_size = int(config.tensor_parallel_size)
         self.generation = 0
         self.broken: str | None = None  # written by the worker thread or the monitor
@@ -107,7 +110,12 @@ class TPGroup:
             # every interface); each rank binds its gloo pairs to its own node's IP.
             host = connect().util.get_node_ip_address()
             self._gloo_host = host
-            launcher = RayRankGroup(self.world_size, bundle={"CPU": 1}, name=self._name)
+            launcher = RayRankGroup(
+                self.world_size,
+                bundle={"CPU": 1},
+                name=self._name,
+                placement_group=self.placement_group,
+            )
             parent = None
         else:
             host, parent = "127.0.0.1", os.getpid()

@@ -55,6 +55,7 @@ class WorkerStatistics(msgspec.Struct, frozen=True, kw_only=True):
     runner: dict[str, Any]
     tensor_parallel: Any = None  # TPGroupStatistics (tensor parallel, rank 0)
     comm: Any = None  # CommStatistics: this rank's collectives (tensor parallel)
+    remote: Any = None  # RemoteWorkerStatistics: rank 0 in a Ray actor (the driver's view)
 
 
 class Worker:

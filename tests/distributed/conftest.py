@@ -9,10 +9,13 @@ import pytest
 
 from tests.helpers.ray_cluster import LocalRayCluster, is_running
 
+NUM_CPUS = 4  # Ray's logical CPUs: what placement groups may reserve, not cores
+
 
 @pytest.fixture(scope="session")
 def ray_cluster() -> Iterator[LocalRayCluster]:
-    """A `ray start --head` cluster with 2 CPUs, its address exported as ``RAY_ADDRESS`` so
+    """A `ray start --head` cluster with 4 (logical) CPUs, a bundle for each rank of a
+    ``-tp 2 -dp 2`` engine, its address exported as ``RAY_ADDRESS`` so
     ``ray.init(address="auto")`` finds it; stopped (driver disconnected first) at session end,
     whatever the tests did; its teardown fails if a process of the cluster outlives it.
     Skipped only where the ``ray`` extra is not installed; the dev extra (what ``make test``
@@ -20,7 +23,7 @@ def ray_cluster() -> Iterator[LocalRayCluster]:
     pytest.importorskip("ray", reason="the ray extra is not installed (pip install actorllm[ray])")
     import ray
 
-    cluster = LocalRayCluster(num_cpus=2)
+    cluster = LocalRayCluster(num_cpus=NUM_CPUS)
     cluster.start()
     saved = os.environ.get("RAY_ADDRESS")
     os.environ["RAY_ADDRESS"] = cluster.address

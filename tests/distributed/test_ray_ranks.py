@@ -81,9 +81,10 @@ def test_killed_rank_is_reported_within_a_second() -> None:
 def test_stop_kills_ranks_and_releases_the_bundles(ray_cluster: LocalRayCluster) -> None:
     ray = connect()
     exits, on_exit = _exits()
-    group = RayRankGroup(world_size=3, bundle={"CPU": 1})  # the cluster's 2 CPUs
+    group = RayRankGroup(world_size=3, bundle={"CPU": 1})
     placed = group.start(ray_ranks.sleep_forever, lambda rank: (rank,), on_exit)
     assert sorted(p.rank for p in placed) == [1, 2]
+    cpus = ray_cluster.num_cpus
     group.stop(grace_s=0)
     deadline = time.monotonic() + 10
     while any(is_running(p.pid) for p in placed) and time.monotonic() < deadline:
@@ -91,14 +92,15 @@ def test_stop_kills_ranks_and_releases_the_bundles(ray_cluster: LocalRayCluster)
     assert not any(is_running(p.pid) for p in placed)
     assert exits.empty()  # a stop is not a death
     deadline = time.monotonic() + 10
-    while ray.available_resources().get("CPU", 0) < 2 and time.monotonic() < deadline:
+    while ray.available_resources().get("CPU", 0) < cpus and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert ray.available_resources().get("CPU", 0) == 2
+    assert ray.available_resources().get("CPU", 0) == cpus
 
 
-def test_more_ranks_than_the_cluster_holds_is_refused() -> None:
-    group = RayRankGroup(world_size=4, bundle={"CPU": 1}, ready_timeout_s=1.0)
-    with pytest.raises(RayClusterError, match=r"did not grant 3 bundle\(s\)"):
+def test_more_ranks_than_the_cluster_holds_is_refused(ray_cluster: LocalRayCluster) -> None:
+    world = ray_cluster.num_cpus + 2  # one bundle more than the cluster's CPUs
+    group = RayRankGroup(world_size=world, bundle={"CPU": 1}, ready_timeout_s=1.0)
+    with pytest.raises(RayClusterError, match=rf"did not grant {world - 1} bundle\(s\)"):
         group.start(ray_ranks.sleep_forever, lambda rank: (rank,), lambda rank, why: None)
 
 

@@ -32,7 +32,6 @@ from tests.distributed.test_tensor_parallel import (
     llama,
 )
 from tests.entrypoints.serve_process import ServeProcess
-from tests.helpers.ray_cluster import LocalRayCluster
 from tests.helpers.ray_ranks import kv_allocated
 
 __all__ = ["llama"]  # the module-scoped checkpoint fixture, shared with the TP tests
@@ -138,56 +137,17 @@ def test_serve_tp2_dp2_answers(llama: str) -> None:
     assert 'engine="1"' in metrics
 
 
-@pytest.mark.slow  # two Ray placement groups on the session's local head: about 20 s
-@pytest.mark.anyio
-@pytest.mark.parametrize("anyio_backend", ["trio"])
-async def test_data_parallel_backend_ray_gives_each_replica_a_placement_group(
-    llama: str,
-    reference: list[list[int]],
-    anyio_backend: str,
-    ray_cluster: LocalRayCluster,
-) -> None:
-    """``data_parallel_backend="ray"``: each replica's rank 1 is a Ray actor in a placement
-    group of its own; ``ray.kill`` of replica 1's restarts only replica 1's group."""
-    from actorllm.distributed.ray_connect import connect
-    from actorllm.distributed.ray_ranks import RayRankGroup
-
-    async with AsyncEngine.open(
-        llama, tensor_parallel_size=2, data_parallel_size=2, data_parallel_backend="ray", **ENGINE
-    ) as engine:
-        assert engine.config.distributed_executor_backend == "ray"
-        g0, g1 = _groups(engine)
-        launchers = [g0.launcher, g1.launcher]
-        assert all(isinstance(launcher, RayRankGroup) for launcher in launchers)
-        names = [launcher.name for launcher in launchers]  # type: ignore[union-attr]
-        assert names[0].startswith("actorllm-dp0-tp-") and names[1].startswith("actorllm-dp1-tp-")
-        ray = connect()
-        table = ray.util.placement_group_table()
-        live = {pg["name"] for pg in table.values() if pg["state"] == "CREATED"}
-        assert set(names) <= live
-        assert {g0.rank_pid(1), g1.rank_pid(1)} <= set(ray_cluster.processes())
-        assert await _batch(engine, "a") == reference
-
-        async def kill() -> None:
-            ray.kill(g1.launcher.actor(1), no_restart=True)  # type: ignore[union-attr]
-
-        assert await _batch_killing(engine, kill) == reference
-        assert g1.generation == 1 and g0.generation == 0
-        assert g1.launcher.name not in names  # type: ignore[union-attr]
-
-
-def test_data_parallel_backend_ray_needs_ranks_to_place(llama: str) -> None:
-    """With TP 1 a replica is rank 0 alone, in this process: Ray would place nothing."""
-    with pytest.raises(EngineConfigError, match="tensor_parallel_size 1") as info:
-        EngineConfig(model=llama, data_parallel_size=2, data_parallel_backend="ray")
-    assert info.value.param == "data_parallel_backend"
-    with pytest.raises(EngineConfigError, match="distributed_executor_backend is mp"):
+def test_data_parallel_backend_ray_conflicting_with_mp_is_refused(llama: str) -> None:
+    """``-dpb ray`` puts every replica's ranks on Ray (tests/distributed/test_ray_worker.py);
+    an explicit mp executor backend contradicts it."""
+    with pytest.raises(EngineConfigError, match="distributed_executor_backend is mp") as info:
         EngineConfig(
             model=llama,
             tensor_parallel_size=2,
             data_parallel_backend="ray",
             distributed_executor_backend="mp",
         )
+    assert info.value.param == "data_parallel_backend"
 
 
 def test_a_replica_that_fails_to_start_stops_the_groups_already_started(

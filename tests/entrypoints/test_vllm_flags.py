@@ -119,7 +119,6 @@ def test_foreign_switches_also_take_vllm_no_form() -> None:
         ),
         (["--kv-cache-dtype", "fp8"], "--kv-cache-dtype fp8"),
         (["-dp", "2", "-dpl", "1"], "--data-parallel-size-local 1"),
-        (["-dp", "2", "-dpb", "ray"], "--data-parallel-backend"),  # TP 1: nothing to place
         (
             ["-tp", "2", "-dpb", "ray", "--distributed-executor-backend", "mp"],
             "--data-parallel-backend",
@@ -140,6 +139,8 @@ def test_data_parallel_backend_ray_places_each_replicas_ranks_with_ray() -> None
     config = engine_config(parse("-tp", "2", "-dp", "2", "--data-parallel-backend", "ray"))
     assert (config.data_parallel_backend, config.distributed_executor_backend) == ("ray", "ray")
     assert engine_config(parse("-dp", "2", "-dpb", "mp")).distributed_executor_backend is None
+    # TP 1: each replica's worker (rank 0) is the Ray actor.
+    assert engine_config(parse("-dp", "2", "-dpb", "ray")).distributed_executor_backend == "ray"
 
 
 def test_structured_outputs_flags_map_onto_the_settings() -> None:
