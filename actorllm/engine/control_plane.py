@@ -8,7 +8,8 @@ sleeps (a sleep or wake-up in progress included); ``reset_prefix_cache`` is true
 when every replica reset its cache; ``collective_rpc`` returns every replica's ranks,
 replica 0's first. The torch profiler is one per process: ``start_profile`` runs it on the
 first live replica's worker thread and it records every thread (all replicas' workers and
-the event loop) into one trace.
+the event loop) into one trace; with the Ray backend each replica's worker is a process of
+its own, so each runs its own profiler (one trace per replica, on its node).
 """
 
 from __future__ import annotations
@@ -169,12 +170,24 @@ class ControlPlane:
         """Start the torch profiler (CPU, and CUDA on a GPU) over every thread: all
         replicas' workers and the event loop. Raises ``ProfilerError`` when
         ``EngineConfig.profiler_dir`` is None or a profile is already running."""
+        if self._remote_workers():
+            await self._ask_all("executor", lambda r: StartProfile(reply=r))
+            return
         await self._ask(self._profiled().ctx.refs.executor, lambda r: StartProfile(reply=r))
 
     async def stop_profile(self) -> None:
         """Stop the profiler and write its Chrome trace under ``profiler_dir``. Raises
         ``ProfilerError`` when no profile is running."""
+        if self._remote_workers():
+            await self._ask_all("executor", lambda r: StopProfile(reply=r))
+            return
         await self._ask(self._profiled().ctx.refs.executor, lambda r: StopProfile(reply=r))
+
+    def _remote_workers(self) -> bool:
+        """Ray backend: every replica's worker is a process of its own (a Ray actor), with
+        its own profiler: each is started and stopped, and writes its own trace on its
+        node."""
+        return self._parts.config.distributed_executor_backend == "ray"
 
     def _profiled(self) -> Replica:
         """The replica whose worker thread runs the process's one torch profiler."""

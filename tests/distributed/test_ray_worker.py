@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -58,9 +59,14 @@ async def test_dp2_tp1_replicas_are_ray_actors_and_survive_a_killed_one(
     reference: list[list[int]],
     anyio_backend: str,
     ray_cluster: LocalRayCluster,
+    tmp_path: Path,
 ) -> None:
     async with AsyncEngine.open(
-        llama, data_parallel_size=2, data_parallel_backend="ray", **ENGINE
+        llama,
+        data_parallel_size=2,
+        data_parallel_backend="ray",
+        profiler_dir=str(tmp_path),
+        **ENGINE,
     ) as engine:
         w0, w1 = _remote(engine)
         cluster = set(ray_cluster.processes())
@@ -69,7 +75,11 @@ async def test_dp2_tp1_replicas_are_ray_actors_and_survive_a_killed_one(
         assert w0.host.pg_name.startswith("actorllm-dp0-worker-")
         assert {w0.host.pg_name, w1.host.pg_name} <= _alive_pgs()
 
+        await engine.start_profile()  # each replica's worker runs its own profiler
         assert await _batch(engine, "a") == reference
+        await engine.stop_profile()
+        pids = sorted(int(p.name.split("-")[1]) for p in tmp_path.glob("*.trace.json"))
+        assert pids == sorted([w0.host.placement.pid, w1.host.placement.pid])
         engines = (await engine.get_stats()).engines
         assert all(e.steps_done > 0 for e in engines)  # both replicas took work
 
