@@ -55,6 +55,7 @@ from actorllm.worker.step_pipeline import Post
 from actorllm.worker.worker import Worker, WorkerStatistics
 from actorllm.worker.worker_thread import Outcome
 
+WATCH_S = 0.5  # the monitor's period: an idle host's death is seen within it
 READY_TIMEOUT_S = 120.0  # the cluster granting the placement group
 LOAD_TIMEOUT_S = 600.0  # the host loading its model (and its ranks theirs)
 _ARRAY_EXT = 1  # msgpack extension code of a numpy array (a grammar bitmask)
@@ -155,6 +156,9 @@ class WorkerHost:
         reply = _encoder.encode(outcome.unwrap())
         return reply + _HOST_TIME.pack(time.perf_counter() - start)
 
+    def ping(self) -> None:
+        """The driver's liveness probe (between steps)."""
+
     def call(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """A control call on the Worker (between steps)."""
         assert self.worker is not None
@@ -169,7 +173,7 @@ class RemoteWorkerStatistics(msgspec.Struct, frozen=True, kw_only=True):
     node_ip: str  # where the replica's worker (rank 0) runs
     pid: int  # its process there
     generation: int  # 0 for the first host, +1 per replacement
-    dead: str | None  # why the current host is gone, if it is
+    broken: str | None  # why the current host is gone, if it is
     steps: int  # steps shipped to the host
     max_in_flight: int  # 2: a step was shipped while the previous one ran (async scheduling)
     steps_alone: int  # steps shipped with no other in flight (the ones timed below)
@@ -191,10 +195,15 @@ class RemoteHost:
         self.generation = 0
         self.actor: Any = None  # the WorkerHost handle (``ray.kill`` it to fail the replica)
         self.placement = HostPlacement(node_ip="", pid=0)
-        self.dead: str | None = None  # written by the worker thread or a reply callback
+        self.broken: str | None = None  # why the host is gone (any thread, under _lock)
+        # notify(generation, why): the host of that generation died (set by each executor
+        # incarnation, which crashes on it, as for a tensor-parallel group).
+        self.notify: Callable[[int, str], None] | None = None
         self.info: Any = None  # ModelInfo, from the first build
         self.pg_name = ""
         self._pg: Any = None
+        self._lock = threading.Lock()
+        self._watching: threading.Event | None = None  # set: the monitor thread returns
 
     @property
     def bundle(self) -> dict[str, float]:
@@ -251,11 +260,45 @@ class RemoteHost:
                 f"{self.info.num_blocks}"
             )
         self.info = self.info or info
-        self.dead = None
+        with self._lock:
+            self.broken = None
+        self._watching = threading.Event()
+        threading.Thread(
+            target=self._watch,
+            args=(self.actor, self.generation, self._watching),
+            name=f"actorllm-ray-worker{self.replica}",
+            daemon=True,
+        ).start()
         return info
 
+    def _watch(self, actor: Any, generation: int, stop: threading.Event) -> None:
+        """Monitor thread: a tiny call every ``WATCH_S``, so that a host that dies while its
+        replica is idle is reported at once, not at the next step. (A call runs between
+        steps; one pending while a step runs fails as soon as the actor dies.)"""
+        ray = connect()
+        while not stop.wait(WATCH_S):
+            try:
+                ray.get(actor.ping.remote())
+            except ray.exceptions.RayActorError as e:
+                self.mark_broken(generation, f"the remote worker died: {type(e).__name__}: {e}")
+                return
+            except Exception:  # the connection is going away (engine closing)
+                return
+
+    def mark_broken(self, generation: int, why: str) -> None:
+        """The host of ``generation`` is gone (any thread); tells the executor once."""
+        if self.config.data_parallel_size > 1:
+            why = f"data-parallel replica {self.replica}: {why}"
+        with self._lock:
+            if generation != self.generation or self.broken is not None:
+                return
+            self.broken = why
+            notify = self.notify
+        if notify is not None:
+            notify(generation, why)
+
     def replace(self) -> None:
-        """A new host for a dead one (the old actor killed, its group released)."""
+        """A new host for a broken one (the old actor killed, its group released)."""
         self.stop()
         self.generation += 1
         self.start(blocks=self.info.num_blocks)
@@ -263,6 +306,10 @@ class RemoteHost:
     def stop(self) -> None:
         """Kill the actor (its ranks 1..N-1 die with it: it owns them) and release the
         placement group. Idempotent."""
+        with self._lock:
+            self.broken = self.broken or "stopped"  # its end is not a failure to report
+        if self._watching is not None:
+            self._watching.set()
         if self.actor is None and self._pg is None:
             return
         ray = connect()
@@ -273,19 +320,19 @@ class RemoteHost:
 
             remove_placement_group(self._pg)
         self.actor, self._pg = None, None
-        self.dead = self.dead or "stopped"
 
     def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
         """Run ``Worker.<method>`` on the host and return its result (or raise its error;
-        a dead host: :class:`RemoteWorkerDied`)."""
+        a broken host: :class:`RemoteWorkerDied`)."""
         ray = connect()
-        if self.actor is None or self.dead is not None:
-            raise RemoteWorkerDied(f"the remote worker is gone: {self.dead}")
+        if self.actor is None or self.broken is not None:
+            raise RemoteWorkerDied(f"the remote worker is gone: {self.broken}")
         try:
             return ray.get(self.actor.call.remote(method, args, kwargs))
         except ray.exceptions.RayActorError as e:
-            self.dead = f"{type(e).__name__}: {e}"
-            raise RemoteWorkerDied(f"the remote worker died: {self.dead}") from e
+            why = f"the remote worker died: {type(e).__name__}: {e}"
+            self.mark_broken(self.generation, why)
+            raise RemoteWorkerDied(why) from e
 
 
 class _RemoteStep:
@@ -339,6 +386,10 @@ class RemoteWorker(Worker):
         info = host.start()
         return cls(host, has_queued_jobs), info
 
+    def watched(self) -> RemoteHost:
+        """The executor crashes when the host dies, even between steps."""
+        return self.host
+
     # -- steps ------------------------------------------------------------------------------
 
     def execute_step(self, so: SchedulerOutput, meta: Any, post: Post) -> None:
@@ -347,8 +398,8 @@ class RemoteWorker(Worker):
             if meta is not None:  # refused by the config: kv_connector with ray
                 raise RuntimeError("a KV connector cannot reach a remote worker")
             actor = self.host.actor
-            if actor is None or self.host.dead is not None:
-                raise RemoteWorkerDied(f"the remote worker is gone: {self.host.dead}")
+            if actor is None or self.host.broken is not None:
+                raise RemoteWorkerDied(f"the remote worker is gone: {self.host.broken}")
             payload = encode_step(so)  # waits for a grammar bitmask being filled
             ref = actor.execute.remote(payload)
         except BaseException as exc:  # reported in order, after the steps before it
@@ -376,8 +427,9 @@ class RemoteWorker(Worker):
         try:
             raw: bytes = step.future.result()
         except ray.exceptions.RayActorError as e:
-            self.host.dead = f"{type(e).__name__}: {e}"
-            return Outcome(error=RemoteWorkerDied(f"the remote worker died: {self.host.dead}"))
+            why = f"the remote worker died: {type(e).__name__}: {e}"
+            self.host.mark_broken(self.host.generation, why)
+            return Outcome(error=RemoteWorkerDied(why))
         except BaseException as e:  # the step raised on the host
             return Outcome(error=e)
         (host_s,) = _HOST_TIME.unpack_from(raw, len(raw) - _HOST_TIME.size)
@@ -406,17 +458,17 @@ class RemoteWorker(Worker):
     # -- lifecycle --------------------------------------------------------------------------
 
     def reset_requests(self) -> None:
-        """A new core starts: the host forgets every request; a dead host is replaced."""
+        """A new core starts: the host forgets every request; a broken host is replaced."""
         self.flush()
-        if self.host.dead is None:
+        if self.host.broken is None:
             with contextlib.suppress(RemoteWorkerDied):  # replaced below
                 self.host.call("reset_requests")
-        if self.host.dead is not None:
+        if self.host.broken is not None:
             self.host.replace()
 
     def shutdown(self) -> None:
         self.flush()
-        if self.host.dead is None:
+        if self.host.broken is None:
             with contextlib.suppress(Exception):  # stopping anyway
                 self.host.call("shutdown")  # tensor parallel: STOP to ranks 1..N-1
         self.host.stop()
@@ -488,7 +540,7 @@ class RemoteWorker(Worker):
                 node_ip=self.host.placement.node_ip,
                 pid=self.host.placement.pid,
                 generation=self.host.generation,
-                dead=self.host.dead,
+                broken=self.host.broken,
                 steps=t.steps,
                 max_in_flight=t.max_in_flight,
                 steps_alone=t.alone,

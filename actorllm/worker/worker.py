@@ -26,7 +26,7 @@ the group broken, and :meth:`reset_requests` (the first job of a new core) repla
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
 
@@ -45,6 +45,17 @@ if TYPE_CHECKING:
     from actorllm.worker.tp_group import TPGroup
 
 Weights = Mapping[str, "torch.Tensor"] | Iterable[tuple[str, "torch.Tensor"]]
+
+
+class Watched(Protocol):
+    """What can fail between steps, outside the worker thread (the executor watches it):
+    a tensor-parallel group (TPGroup), a remote worker's host (distributed/ray_worker.py).
+    ``generation`` grows by one per replacement; ``broken`` says why the current one
+    failed; ``notify(generation, why)`` is called, from any thread, when one fails."""
+
+    generation: int
+    broken: str | None
+    notify: Callable[[int, str], None] | None
 
 
 class WorkerStatistics(msgspec.Struct, frozen=True, kw_only=True):
@@ -83,6 +94,10 @@ class Worker:
     @property
     def model_config(self) -> Any:
         return self.model_runner.model_config
+
+    def watched(self) -> Watched | None:
+        """What the executor watches for failures between steps: the rank group."""
+        return self.tp
 
     # -- steps (the executor's jobs) --------------------------------------------------------
 

@@ -102,17 +102,25 @@ async def test_dp2_tp1_replicas_are_ray_actors_and_survive_a_killed_one(
             assert ledger.load(1) > 0
             ray.kill(w1.host.actor, no_restart=True)
             killed = time.monotonic()
-            while w1.host.dead is None and w1.host.generation == 0:
+            while w1.host.broken is None and w1.host.generation == 0:
                 await anyio.sleep(0.01)
             assert time.monotonic() - killed < 2.0
 
         assert await _batch_killing(engine, kill) == reference
         assert w1.host.generation == 1 and w1.host.pg_name != old_pg
-        assert w0.host.generation == 0 and w0.host.dead is None
+        assert w0.host.generation == 0 and w0.host.broken is None
         assert old_pg not in _alive_pgs()
         assert await _batch(engine, "after") == reference
         restarts: Any = [e.actor_restarts for e in (await engine.get_stats()).engines]
         assert restarts[0] == 0 and restarts[1] > 0
+
+        # Killed while idle: the driver's monitor sees it without a step, core0 restarts
+        # and its reset job replaces the host before any request needs it.
+        ray.kill(w0.host.actor, no_restart=True)
+        with anyio.fail_after(120):
+            while w0.host.generation == 0 or w0.host.broken is not None:
+                await anyio.sleep(0.05)
+        assert await _batch(engine, "idle") == reference
         hosts = [w.host for w in (w0, w1)]
     # Closed: both replicas' actors and placement groups are gone.
     assert all(h.actor is None for h in hosts)
@@ -144,7 +152,7 @@ async def test_tp2_with_a_remote_rank0_equals_tp1_and_survives_killed_ranks(
         # this process has): the call fails with the host's error, the host lives on.
         with pytest.raises(Exception, match="No module named"):
             await engine.collective_rpc(_rank_of)
-        assert worker.host.dead is None and worker.host.generation == 0
+        assert worker.host.broken is None and worker.host.generation == 0
 
         # kill -9 of rank 1 (an actor the remote rank 0 owns): the host's group is
         # replaced by the host itself, rank 0 stays.

@@ -103,9 +103,10 @@ class ExecutorActor(Actor[ExecutorMsg]):
 
     def _watch_ranks(self, results: MemoryObjectSendStream[_Result]) -> None:
         """Tensor parallel: a rank group that breaks while this incarnation runs crashes
-        it (the core restarts; its reset job replaces the group). A group already broken
-        when it started is being replaced by its own reset job: that report is ignored."""
-        tp, poster = self.worker.tp, self.poster
+        it (the core restarts; its reset job replaces the group); so does a remote
+        worker's host (Ray backend). A group already broken when it started is being
+        replaced by its own reset job: that report is ignored."""
+        tp, poster = self.worker.watched(), self.poster
         if tp is None or poster is None:
             return
         start_gen, broken_at_start = tp.generation, tp.broken is not None
