@@ -2,9 +2,10 @@
 
 Theory of operation
 -------------------
-Rank 0 stays in the engine process (the executor's worker thread); the other ranks need a
-process each, and with the Ray backend Ray provides them, on whichever nodes of the cluster
-have room. One placement group reserves a bundle per rank (``{"CPU": 1}`` on CPU,
+Rank 0 holds the group (in the engine, a replica's :class:`WorkerHost` actor,
+``distributed/ray_worker.py``); the other ranks need a process each, and with the Ray
+backend Ray provides them, on whichever nodes of the cluster have room. One placement
+group reserves a bundle per rank (``{"CPU": 1}`` on CPU,
 ``{"GPU": 1}`` on CUDA) with the ``PACK`` strategy: all on one node when one node has
 room, spread over as few nodes as possible otherwise. The reservation is atomic, so a
 group either gets every rank's resources or waits (and, past ``ready_timeout_s``, fails

@@ -3,11 +3,12 @@ step and control call, and is replaced whole when one of them fails.
 
 Theory of operation
 -------------------
-Rank 0 is the engine's worker thread (its :class:`~actorllm.worker.worker.Worker` owns
-this group); ranks 1..N-1 are processes a launcher starts (``distributed/launcher.py``:
-``mp``, spawned on this node, or ``ray``, Ray actors placed by a placement group on the
-cluster) running :func:`~actorllm.worker.tp_rank.rank_main`. Every method here runs on
-the worker thread, except :meth:`_on_exit` (the launcher's monitor thread).
+Rank 0 is the engine's worker thread under ``mp`` and a replica's Ray actor under ``ray``
+(``distributed/ray_worker.py``); its :class:`~actorllm.worker.worker.Worker` owns this
+group. Ranks 1..N-1 are processes a launcher starts (``distributed/launcher.py``:
+``mp``, spawned on this node, or ``ray``, Ray actors in rank 0's placement group, on any
+node of the cluster) running :func:`~actorllm.worker.tp_rank.rank_main`. Every method
+here runs on rank 0's thread, except :meth:`_on_exit` (the launcher's monitor thread).
 
 * **Start** (:meth:`launch`, then :meth:`connect` once rank 0's runner is loaded): rank 0
   hosts the rendezvous store (at 127.0.0.1 for ``mp``; at its node's IP for ``ray``, with
