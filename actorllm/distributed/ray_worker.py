@@ -303,6 +303,14 @@ class RemoteHost:
         self.generation += 1
         self.start(blocks=self.info.num_blocks)
 
+    def abandon(self, why: str) -> None:
+        """Give up on a host that does not answer (hung): broken, without a report (the
+        caller replaces it), and killed, so that its pending calls fail at once."""
+        with self._lock:
+            self.broken = self.broken or f"the remote worker hung: {why}"
+        if self.actor is not None:
+            connect().kill(self.actor, no_restart=True)
+
     def stop(self) -> None:
         """Kill the actor (its ranks 1..N-1 die with it: it owns them) and release the
         placement group. Idempotent."""
@@ -321,14 +329,17 @@ class RemoteHost:
             remove_placement_group(self._pg)
         self.actor, self._pg = None, None
 
-    def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+    def call(self, method: str, *args: Any, timeout: float | None = None, **kwargs: Any) -> Any:
         """Run ``Worker.<method>`` on the host and return its result (or raise its error;
-        a broken host: :class:`RemoteWorkerDied`)."""
+        a broken host: :class:`RemoteWorkerDied`; no answer within ``timeout`` seconds:
+        ``TimeoutError``)."""
         ray = connect()
         if self.actor is None or self.broken is not None:
             raise RemoteWorkerDied(f"the remote worker is gone: {self.broken}")
         try:
-            return ray.get(self.actor.call.remote(method, args, kwargs))
+            return ray.get(self.actor.call.remote(method, args, kwargs), timeout=timeout)
+        except ray.exceptions.GetTimeoutError as e:
+            raise TimeoutError(f"the remote worker did not answer {method} in {timeout}s") from e
         except ray.exceptions.RayActorError as e:
             why = f"the remote worker died: {type(e).__name__}: {e}"
             self.mark_broken(self.generation, why)
@@ -445,24 +456,39 @@ class RemoteWorker(Worker):
         except BaseException as e:
             return Outcome(error=e)
 
-    def flush(self) -> None:
-        """Wait until every shipped step's outcome is posted."""
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until every shipped step's outcome is posted; False when ``timeout``
+        seconds passed first."""
+        deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             with self._lock:
                 if not self._steps:
-                    return
+                    return True
                 future = self._steps[0].future
-            futures.wait([future])
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            done, _ = futures.wait([future], timeout=left)
+            if not done:
+                return False
             self._post_ready()
 
     # -- lifecycle --------------------------------------------------------------------------
 
     def reset_requests(self) -> None:
-        """A new core starts: the host forgets every request; a broken host is replaced."""
-        self.flush()
+        """A new core starts: the host forgets every request; a broken host is replaced.
+        With ``step_timeout_s``, a host that does not answer within it (hung: the step
+        timeout is what restarted the core) is killed and replaced too, so a hung actor
+        never holds the worker thread as a hung local step would."""
+        timeout = self.host.config.step_timeout_s
+        if not self.flush(timeout):
+            self.host.abandon(f"its steps did not answer within {timeout}s")
+            self.flush()  # the kill fails them at once
         if self.host.broken is None:
-            with contextlib.suppress(RemoteWorkerDied):  # replaced below
-                self.host.call("reset_requests")
+            try:
+                self.host.call("reset_requests", timeout=timeout)
+            except RemoteWorkerDied:
+                pass  # replaced below
+            except TimeoutError:
+                self.host.abandon(f"reset_requests did not answer within {timeout}s")
         if self.host.broken is not None:
             self.host.replace()
 

@@ -137,7 +137,11 @@ async def test_tp2_with_a_remote_rank0_equals_tp1_and_survives_killed_ranks(
     ray_cluster: LocalRayCluster,
 ) -> None:
     async with AsyncEngine.open(
-        llama, tensor_parallel_size=2, distributed_executor_backend="ray", **ENGINE
+        llama,
+        tensor_parallel_size=2,
+        distributed_executor_backend="ray",
+        step_timeout_s=3.0,
+        **ENGINE,
     ) as engine:
         (worker,) = _remote(engine)
         assert await _batch(engine, "a") == reference
@@ -169,6 +173,14 @@ async def test_tp2_with_a_remote_rank0_equals_tp1_and_survives_killed_ranks(
 
         assert await _batch_killing(engine, kill_rank0) == reference
         assert worker.host.generation == 1
+
+        # rank 0's actor hung (SIGSTOP): the step timeout restarts the core, whose reset
+        # gives the host step_timeout_s more, then kills it and places a new one.
+        async def stop_rank0() -> None:
+            os.kill(worker.host.placement.pid, signal.SIGSTOP)
+
+        assert await _batch_killing(engine, stop_rank0) == reference
+        assert worker.host.generation == 2
         assert [s.rank for s in await engine.collective_rpc("statistics")] == [0, 1]
         assert await _batch(engine, "after") == reference
 
