@@ -141,14 +141,32 @@ def ray_call(batch: int, repeats: int) -> dict[str, float]:
         done.wait()
 
     try:
-        return {
+        figures = {
             f"ray call, decode [{batch}] payload, ray.get us": median_us(with_get, repeats),
             f"ray call, decode [{batch}] payload, future callback us": median_us(
                 with_future, repeats
             ),
         }
+        figures |= compiled_graph(actor, payload, batch, repeats)
+        return figures
     finally:
         ray.kill(actor)
+
+
+def compiled_graph(actor: Any, payload: bytes, batch: int, repeats: int) -> dict[str, float]:
+    """The same call through a Ray compiled graph (shared-memory channels; not what the
+    engine uses: measured to know what it would save). Last: it takes the actor over."""
+    import ray
+    from ray.dag import InputNode
+
+    with InputNode() as inp:
+        dag = actor.execute.bind(inp)
+    compiled = dag.experimental_compile()
+    try:
+        us = median_us(lambda: ray.get(compiled.execute(payload)), repeats)
+    finally:
+        compiled.teardown()
+    return {f"ray compiled graph, decode [{batch}] payload us": us}
 
 
 def engine(
