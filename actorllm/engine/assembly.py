@@ -25,6 +25,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import anyio
+
 from actorllm.actors import (
     ActorStopped,
     Backoff,
@@ -154,11 +156,9 @@ async def build_engine(
     info: ModelInfo | None = None
     built: list[tuple[WorkerThread, Worker]] = []
     try:
+        workers = await _build_workers(config, threads, factory, connector_factory, built)
         for index, thread in enumerate(threads):
-            worker, info, make_connector = await build_replica(
-                index, config, thread, factory, connector_factory
-            )
-            built.append((thread, worker))
+            worker, info, make_connector = workers[index]
             if structured is None and tok is not None:
                 structured = structured_outputs_for(config, tok, info)
             refs = EngineRefs(cores=shared_cores)
@@ -205,6 +205,42 @@ async def build_engine(
         request_stats=RequestStats(info.max_model_len),
         live={r.index for r in replicas},
     )
+
+
+async def _build_workers(
+    config: EngineConfig,
+    threads: list[WorkerThread],
+    factory: RunnerFactory,
+    connector_factory: Callable[[], KVConnectorBase] | None,
+    built: list[tuple[WorkerThread, Worker]],
+) -> list[tuple[Worker, ModelInfo, Callable[[], KVConnectorBase] | None]]:
+    """Every replica's Worker (appended to ``built`` as each is ready). One after the other
+    in this process (the replicas share its cores and its GIL); at once with Ray, where
+    each loads in an actor of its own, on its own node: opening takes one load, not M.
+    A replica that fails raises once every other has finished (so ``built`` holds all
+    that must be stopped)."""
+    if config.distributed_executor_backend != "ray" or len(threads) == 1:
+        results = []
+        for index, thread in enumerate(threads):
+            results.append(await build_replica(index, config, thread, factory, connector_factory))
+            built.append((thread, results[-1][0]))
+        return results
+    outcomes: list[Any] = [None] * len(threads)
+
+    async def one(index: int, thread: WorkerThread) -> None:
+        try:
+            outcomes[index] = await build_replica(index, config, thread, factory, connector_factory)
+            built.append((thread, outcomes[index][0]))
+        except Exception as exc:  # raised below, after the others are built
+            outcomes[index] = exc
+
+    async with anyio.create_task_group() as tg:
+        for index, thread in enumerate(threads):
+            tg.start_soon(one, index, thread)
+    for outcome in outcomes:
+        if isinstance(outcome, Exception):
+            raise outcome
+    return outcomes
 
 
 def _core_factory(

@@ -18,9 +18,10 @@ from typing import Any
 import anyio
 import pytest
 
+from actorllm import LLM
 from actorllm.core.errors import InvalidRequestError
-from actorllm.distributed.ray_connect import connect
-from actorllm.distributed.ray_worker import RemoteWorker, decode_step, encode_step
+from actorllm.distributed.ray_connect import RayClusterError, connect
+from actorllm.distributed.ray_worker import RemoteHost, RemoteWorker, decode_step, encode_step
 from actorllm.engine import AsyncEngine
 from actorllm.engine.config import EngineConfig, EngineConfigError
 from tests.distributed.test_tensor_parallel import ENGINE, _batch, _generate, llama
@@ -247,3 +248,26 @@ def test_the_step_codec_round_trips_a_grammar_bitmask() -> None:
     assert back.scheduled_new_reqs == so.scheduled_new_reqs
     assert back.grammar_bitmask is not None
     np.testing.assert_array_equal(back.grammar_bitmask.bitmask, mask)
+
+
+@pytest.mark.slow
+def test_a_replica_that_fails_to_start_stops_the_others(
+    llama: str, monkeypatch: pytest.MonkeyPatch, ray_cluster: LocalRayCluster
+) -> None:
+    """The replicas are placed and loaded at once; replica 1's failure fails the engine
+    and replica 0's actor and placement group do not outlive it."""
+    hosts: list[RemoteHost] = []
+    start = RemoteHost.start
+
+    def failing_start(self: RemoteHost, blocks: int | None = None) -> Any:
+        hosts.append(self)
+        if self.replica == 1:
+            raise RayClusterError("replica 1 cannot be placed (test)")
+        return start(self, blocks)
+
+    monkeypatch.setattr(RemoteHost, "start", failing_start)
+    with pytest.raises(RayClusterError, match="test"):
+        LLM(llama, data_parallel_size=2, data_parallel_backend="ray", **ENGINE)
+    assert sorted(h.replica for h in hosts) == [0, 1]
+    (host0,) = [h for h in hosts if h.replica == 0]
+    assert host0.actor is None and host0.pg_name not in _alive_pgs()
