@@ -475,20 +475,22 @@ class RemoteWorker(Worker):
 
     def reset_requests(self) -> None:
         """A new core starts: the host forgets every request; a broken host is replaced.
-        With ``step_timeout_s``, a host that does not answer within it (hung: the step
-        timeout is what restarted the core) is killed and replaced too, so a hung actor
-        never holds the worker thread as a hung local step would."""
+        With ``step_timeout_s``, a host whose shipped steps do not answer within it (hung:
+        the step timeout is what restarted the core) is killed and replaced too, so a hung
+        actor never holds the worker thread as a hung local step would."""
         timeout = self.host.config.step_timeout_s
         if not self.flush(timeout):
             self.host.abandon(f"its steps did not answer within {timeout}s")
             self.flush()  # the kill fails them at once
         if self.host.broken is None:
+            # It answered every step: it may now reload its ranks (a dead rank 1), which
+            # takes a model load, not a step.
             try:
-                self.host.call("reset_requests", timeout=timeout)
+                self.host.call("reset_requests", timeout=LOAD_TIMEOUT_S)
             except RemoteWorkerDied:
                 pass  # replaced below
             except TimeoutError:
-                self.host.abandon(f"reset_requests did not answer within {timeout}s")
+                self.host.abandon(f"reset_requests did not answer within {LOAD_TIMEOUT_S}s")
         if self.host.broken is not None:
             self.host.replace()
 
