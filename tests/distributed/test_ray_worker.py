@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx
 import pytest
 
 from actorllm import LLM
@@ -26,6 +27,7 @@ from actorllm.engine import AsyncEngine
 from actorllm.engine.config import EngineConfig, EngineConfigError
 from tests.distributed.test_tensor_parallel import ENGINE, _batch, _generate, llama
 from tests.distributed.test_tp_dp import _batch_killing
+from tests.entrypoints.serve_process import ServeProcess
 from tests.helpers.ray_cluster import LocalRayCluster
 from tests.helpers.ray_ranks import kv_allocated
 
@@ -271,3 +273,19 @@ def test_a_replica_that_fails_to_start_stops_the_others(
     assert sorted(h.replica for h in hosts) == [0, 1]
     (host0,) = [h for h in hosts if h.replica == 0]
     assert host0.actor is None and host0.pg_name not in _alive_pgs()
+
+
+@pytest.mark.slow
+def test_serve_dp2_over_ray_answers(llama: str, ray_cluster: LocalRayCluster) -> None:
+    """``actorllm serve MODEL -dp 2 -dpb ray`` (RAY_ADDRESS from the fixture): both
+    replicas' workers are actors of the cluster, the server answers and shows both
+    replicas' schedulers."""
+    with ServeProcess([llama, "-dp", "2", "-dpb", "ray", "--max-model-len", "256"]) as srv:
+        body = {"model": llama, "prompt": "Once upon a time", "max_tokens": 4}
+        reply = httpx.post(srv.url + "/v1/completions", json=body, timeout=60.0)
+        assert reply.status_code == 200, reply.text
+        assert reply.json()["usage"]["completion_tokens"] == 4
+        metrics = httpx.get(srv.url + "/metrics", timeout=10.0).text
+        assert 'engine="1"' in metrics
+        prefixes = {name.rsplit("-", 1)[0] for name in _alive_pgs()}
+        assert {"actorllm-dp0-worker", "actorllm-dp1-worker"} <= prefixes
