@@ -38,7 +38,7 @@ from actorllm.bench.machine import result_document, write_json
 from actorllm.core.model_runner_output import ModelRunnerOutput
 from actorllm.core.sampling_params import SamplingParams
 from actorllm.core.scheduler_output import CachedRequestData, NewRequestData, SchedulerOutput
-from actorllm.distributed.ray_worker import decode_step, encode_step
+from actorllm.distributed.ray_host import decode_step, encode_step
 
 
 def decode_step_output(batch: int) -> tuple[SchedulerOutput, ModelRunnerOutput]:

@@ -22,7 +22,8 @@ import pytest
 from actorllm import LLM
 from actorllm.core.errors import InvalidRequestError
 from actorllm.distributed.ray_connect import RayClusterError, connect
-from actorllm.distributed.ray_worker import RemoteHost, RemoteWorker, decode_step, encode_step
+from actorllm.distributed.ray_host import RemoteHost, decode_step, encode_step
+from actorllm.distributed.ray_worker import RemoteWorker
 from actorllm.engine import AsyncEngine
 from actorllm.engine.config import EngineConfig, EngineConfigError
 from tests.distributed.test_tensor_parallel import ENGINE, _batch, _generate, llama
