@@ -24,6 +24,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from actorllm.bench.machine import result_document, write_json
 from actorllm.bench.presets import get_preset, preset_model_dir
 from actorllm.kernels.ops import Ops
 from actorllm.kernels.sampling import sample_from_logits
@@ -234,7 +235,7 @@ def main() -> None:
             print(f"  {k:<40} {v:8.2f} ms")
         out[name] = {"wall_ms": wall, "parts_ms": parts}
     if args.json:
-        Path(args.json).write_text(json.dumps(out, indent=1))
+        write_json(args.json, result_document("step_profile", figures=out, args=args))
 
 
 if __name__ == "__main__":
