@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import resource
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -143,10 +144,13 @@ def profile_step(
 ) -> tuple[float, dict[str, float]]:
     for _ in range(3):
         fn()
-    t0 = time.perf_counter()
+    faults0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    t0, c0 = time.perf_counter(), time.process_time()
     for _ in range(iters):
         fn()
     wall = (time.perf_counter() - t0) / iters * 1e3
+    cpu = (time.process_time() - c0) / iters * 1e3
+    faults = (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults0) / iters
     with torch.profiler.profile(record_shapes=True) as prof:
         for _ in range(iters):
             fn()
@@ -168,6 +172,8 @@ def profile_step(
                 ops[label] += ev.cpu_time_total / iters / 1e3
         elif ev.key not in ("aten::addmm", "aten::mm", "aten::matmul"):
             ops[label] += ev.self_cpu_time_total / iters / 1e3
+    parts["page_faults_per_step"] = faults  # a count: fresh pages the step touched
+    parts["cpu_ms"] = cpu  # CPU time of all threads: on a loaded box steadier than wall
     return wall, {**parts, **dict(sorted(ops.items(), key=lambda kv: -kv[1]))}
 
 
@@ -181,6 +187,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--top", type=int, default=14)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--phases", default="decode,prefill", help="which steps to profile")
     ap.add_argument("--onednn", action=argparse.BooleanOptionalAction, default=True)
     args = ap.parse_args()
     if args.threads:
@@ -215,7 +222,7 @@ def main() -> None:
             dmeta.plan_cache.clear()
             hidden = model(ids_d, dpos, dmeta, caches)  # [N, H]
             with torch.profiler.record_function("part:lm_head"):
-                logits = model.compute_logits(hidden)  # [N, V] fp32
+                logits = model.compute_logits(hidden, float32=False)  # [N, V], as the runner
             with torch.profiler.record_function("part:sampler"):
                 u = torch.rand(args.rows, generator=g)
                 # consume: the Sampler hands over its own logits (worker/sampler.py)
@@ -228,12 +235,22 @@ def main() -> None:
             model.compute_logits(hidden[last])
 
     out = {}
-    for name, fn in (("decode", decode), ("prefill", prefill)):
+    phases = args.phases.split(",")
+    for name, fn in [p for p in (("decode", decode), ("prefill", prefill)) if p[0] in phases]:
         wall, parts = profile_step(fn, args.iters, cfg)
-        print(f"== {name} ({args.dtype}): {wall:.2f} ms per step (unprofiled wall)")
+        faults, cpu = parts.pop("page_faults_per_step"), parts.pop("cpu_ms")
+        print(
+            f"== {name} ({args.dtype}): {wall:.2f} ms per step (unprofiled wall), "
+            f"CPU {cpu:.2f} ms, {faults:.0f} page faults per step"
+        )
         for k, v in list(parts.items())[: args.top]:
             print(f"  {k:<40} {v:8.2f} ms")
-        out[name] = {"wall_ms": wall, "parts_ms": parts}
+        out[name] = {
+            "wall_ms": wall,
+            "cpu_ms": cpu,
+            "page_faults_per_step": faults,
+            "parts_ms": parts,
+        }
     if args.json:
         write_json(args.json, result_document("step_profile", figures=out, args=args))
 

@@ -35,7 +35,8 @@ def sample_from_logits(
 ) -> torch.Tensor:
     """Pick one token per row.
 
-    logits: [B, V] float32 (penalties, biases and masks already applied);
+    logits: [B, V] float32 (penalties, biases and masks already applied), or bfloat16
+    (read as its exact float32 widening; widened where a path needs float32 math);
     temperature: [B] float32 (< 1e-5: greedy, ``argmax`` with ties to the lowest id);
     top_k: [B] int32 (0 = off); top_p: [B] float32 (1.0 = off); min_p: [B] float32 (0 = off);
     noise: [B, V] float32, Exp(1) draws (ignored by greedy rows): the exponential race
@@ -60,6 +61,7 @@ def sample_from_logits(
     else:
         # The exponential race keeps the division: the Triton kernel matches it bit for bit.
         assert noise is not None, "sample_from_logits needs noise or uniform"
+        logits = logits.float()  # a no-op on float32
         x = logits / t.unsqueeze(1)  # [B, V]
         x = apply_top_k_top_p(apply_min_p(x, min_p), top_k, top_p)
         probs = x.softmax(dim=-1)  # [B, V], masked tokens exactly 0
@@ -88,6 +90,8 @@ def _sample_tempered(
         got = native_sampling.sample_tempered(logits, t, uniform)
         if got is not None:
             return got
+    if logits.dtype != torch.float32:  # the torch path computes in float32: our own copy
+        logits, consume = logits.float(), True
     return sample_inverse_cdf(
         _tempered_weights(logits, t, min_p, top_k, top_p, consume, filtered), uniform
     )
