@@ -232,3 +232,29 @@ int silu_and_mul(const void *x, int64_t xs, void *out, int bf16, int64_t n, int 
     FOR_ROW_RANGES(n, n * d, num_threads, silu_rows(x, xs, out, bf16, d, lo, hi));
     return 0;
 }
+
+/* The KV-cache write: key, value [t, hk, d] (row strides ks0 / vs0, head strides ks1 / vs1,
+ * in elements) -> k_cache, v_cache at each token's slot s = block * bs + offset, element
+ * (h, e) at block * c_block + offset * c_slot + h * c_head + e (both caches laid out
+ * alike; head-major or not). Slots < 0 (padding) are skipped. esize: 4 (float32) or 2
+ * (bfloat16), one dtype for all four tensors: a copy, bit for bit. Returns -1, having
+ * written nothing, when a slot is past the cache (nslots). */
+int write_kv(const void *key, int64_t ks0, int64_t ks1, const void *value, int64_t vs0,
+             int64_t vs1, void *k_cache, void *v_cache, int64_t c_block, int64_t c_slot,
+             int64_t c_head, int64_t bs, int64_t nslots, const int64_t *slots, int64_t t,
+             int hk, int d, int esize) {
+    for (int64_t i = 0; i < t; i++)
+        if (slots[i] >= nslots) return -1;
+    size_t row = (size_t)d * (size_t)esize;
+    for (int64_t i = 0; i < t; i++) {
+        int64_t s = slots[i];
+        if (s < 0) continue;
+        int64_t base = (s / bs) * c_block + (s % bs) * c_slot;
+        for (int h = 0; h < hk; h++) {
+            int64_t dst = (base + h * c_head) * esize;
+            memcpy((char *)k_cache + dst, (const char *)key + (i * ks0 + h * ks1) * esize, row);
+            memcpy((char *)v_cache + dst, (const char *)value + (i * vs0 + h * vs1) * esize, row);
+        }
+    }
+    return 0;
+}
