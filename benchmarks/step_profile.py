@@ -6,8 +6,10 @@ model, sampler and kernels the engine runs (not the engine loop: its overhead is
     PYTHONPATH=$PWD python benchmarks/step_profile.py --dtype bfloat16 --rows 128
 
 Prints milliseconds per step for each part (each linear by its weight shape, attention,
-norms, rotary, activation, LM head, sampler), from ``torch.profiler`` op totals averaged
-over ``--iters`` steps.
+norms, rotary, activation, LM head, sampler), from ``torch.profiler``: the minimum over
+``--iters`` separately profiled steps; and the unprofiled wall (mean and min), CPU time
+and page faults per step. ``--threads 1`` compares against one core's floors
+(``benchmarks/roofline.py``, docs/cpu_performance.md) and is steadier on a shared box.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import resource
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -24,6 +27,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from actorllm.bench.machine import result_document, write_json
 from actorllm.bench.presets import get_preset, preset_model_dir
 from actorllm.kernels.ops import Ops
 from actorllm.kernels.sampling import sample_from_logits
@@ -140,34 +144,49 @@ def add_ranges(model: nn.Module) -> None:
 def profile_step(
     fn: Callable[[], None], iters: int, cfg: ModelConfig
 ) -> tuple[float, dict[str, float]]:
+    """Mean unprofiled wall per step, and each part's time: the minimum over ``iters``
+    separately profiled steps (on a shared box the minimum is the machine, the rest is
+    the neighbours descheduling us)."""
     for _ in range(3):
         fn()
-    t0 = time.perf_counter()
+    faults0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    walls, cpus = [], []
     for _ in range(iters):
+        t0, c0 = time.perf_counter(), time.process_time()
         fn()
-    wall = (time.perf_counter() - t0) / iters * 1e3
-    with torch.profiler.profile(record_shapes=True) as prof:
-        for _ in range(iters):
+        walls.append((time.perf_counter() - t0) * 1e3)
+        cpus.append((time.process_time() - c0) * 1e3)
+    faults = (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults0) / iters
+    best: dict[str, float] = {}
+    for _ in range(iters):
+        with torch.profiler.profile(record_shapes=True) as prof:
             fn()
-    parts: dict[str, float] = defaultdict(float)
-    for ev in prof.key_averages(group_by_input_shape=True):
-        key = ev.key
-        if key.startswith("part:"):
-            parts[key] += ev.cpu_time_total / iters / 1e3
-            continue
-    # Leaf-level (self time) attribution of the aten ops, by op and shape.
-    ops: dict[str, float] = defaultdict(float)
+        for k, v in _step_parts(prof, cfg).items():
+            best[k] = min(best.get(k, v), v)
+    parts = {k: v for k, v in best.items() if k.startswith("part:")}
+    ops = {k: v for k, v in best.items() if not k.startswith("part:")}
+    parts["page_faults_per_step"] = faults  # a count: fresh pages the step touched
+    parts["cpu_ms"] = sum(cpus) / iters  # all threads' CPU time: steadier than wall
+    parts["min_wall_ms"] = min(walls)
+    return sum(walls) / iters, {**parts, **dict(sorted(ops.items(), key=lambda kv: -kv[1]))}
+
+
+def _step_parts(prof: torch.profiler.profile, cfg: ModelConfig) -> dict[str, float]:
+    """One profiled step -> ms per part (``part:`` ranges) and per op (self time; linears
+    by weight shape, total time)."""
+    out: dict[str, float] = defaultdict(float)
     for ev in prof.key_averages(group_by_input_shape=True):
         if ev.key.startswith("part:"):
+            out[ev.key] += ev.cpu_time_total / 1e3
             continue
         label = classify(ev.key, ev.input_shapes or [], cfg)
         # linear: total time (its children are addmm/mm); others: self time.
         if label.startswith("linear"):
             if ev.key in ("aten::linear", "mkldnn::_linear_pointwise"):
-                ops[label] += ev.cpu_time_total / iters / 1e3
+                out[label] += ev.cpu_time_total / 1e3
         elif ev.key not in ("aten::addmm", "aten::mm", "aten::matmul"):
-            ops[label] += ev.self_cpu_time_total / iters / 1e3
-    return wall, {**parts, **dict(sorted(ops.items(), key=lambda kv: -kv[1]))}
+            out[label] += ev.self_cpu_time_total / 1e3
+    return out
 
 
 def main() -> None:
@@ -180,6 +199,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--top", type=int, default=14)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--phases", default="decode,prefill", help="which steps to profile")
     ap.add_argument("--onednn", action=argparse.BooleanOptionalAction, default=True)
     args = ap.parse_args()
     if args.threads:
@@ -214,7 +234,7 @@ def main() -> None:
             dmeta.plan_cache.clear()
             hidden = model(ids_d, dpos, dmeta, caches)  # [N, H]
             with torch.profiler.record_function("part:lm_head"):
-                logits = model.compute_logits(hidden)  # [N, V] fp32
+                logits = model.compute_logits(hidden, float32=False)  # [N, V], as the runner
             with torch.profiler.record_function("part:sampler"):
                 u = torch.rand(args.rows, generator=g)
                 # consume: the Sampler hands over its own logits (worker/sampler.py)
@@ -227,14 +247,27 @@ def main() -> None:
             model.compute_logits(hidden[last])
 
     out = {}
-    for name, fn in (("decode", decode), ("prefill", prefill)):
+    phases = args.phases.split(",")
+    for name, fn in [p for p in (("decode", decode), ("prefill", prefill)) if p[0] in phases]:
         wall, parts = profile_step(fn, args.iters, cfg)
-        print(f"== {name} ({args.dtype}): {wall:.2f} ms per step (unprofiled wall)")
+        faults, cpu = parts.pop("page_faults_per_step"), parts.pop("cpu_ms")
+        low = parts.pop("min_wall_ms")
+        print(
+            f"== {name} ({args.dtype}): {wall:.2f} ms per step (unprofiled wall; min "
+            f"{low:.2f}), CPU {cpu:.2f} ms, {faults:.0f} page faults per step; parts: "
+            "min over steps"
+        )
         for k, v in list(parts.items())[: args.top]:
             print(f"  {k:<40} {v:8.2f} ms")
-        out[name] = {"wall_ms": wall, "parts_ms": parts}
+        out[name] = {
+            "wall_ms": wall,
+            "min_wall_ms": low,
+            "cpu_ms": cpu,
+            "page_faults_per_step": faults,
+            "parts_ms": parts,
+        }
     if args.json:
-        Path(args.json).write_text(json.dumps(out, indent=1))
+        write_json(args.json, result_document("step_profile", figures=out, args=args))
 
 
 if __name__ == "__main__":

@@ -1,9 +1,10 @@
-"""RMSNorm, rotary and SiLU-and-mul through the native CPU kernels (``csrc/elementwise.c``):
-one pass over the rows in float32, rounded where the torch references round, instead of
-their chains of conversions and small ops. Each entry returns None where the kernel does not
-take the call (not CPU, another dtype, a layout it does not read, the build failed or
-``ACTORLLM_NATIVE_KERNELS=0``); the reference in ``layernorm`` / ``rotary`` / ``activation``
-then runs its torch path. Parity: tests/kernels/test_elementwise.py."""
+"""RMSNorm, rotary, SiLU-and-mul and the KV-cache write through the native CPU kernels
+(``csrc/elementwise.c``): one pass over the rows in float32, rounded where the torch
+references round, instead of their chains of conversions and small ops. Each entry returns
+None (the KV write: False) where the kernel does not take the call (not CPU, another dtype,
+a layout it does not read, the build failed or ``ACTORLLM_NATIVE_KERNELS=0``); the reference
+in ``layernorm`` / ``rotary`` / ``activation`` / ``kv_cache`` then runs its torch path.
+Parity: tests/kernels/test_elementwise.py."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from typing import Any
 
 import torch
 
-from actorllm.kernels import activation, layernorm, native, rotary
+from actorllm.kernels import activation, kv_cache, layernorm, native, rotary
 
 _BF16 = {torch.float32: 0, torch.bfloat16: 1}
 _ROW_MAX = 8192  # csrc/elementwise.c's ROW_MAX
@@ -33,6 +34,11 @@ _SIGNATURES: dict[str, list[Any]] = {
         _P, _I32, _I64, _I32, _I32,  # out, bf16, t, d, threads
     ],
     "silu_and_mul": [_P, _I64, _P, _I32, _I64, _I32, _I32],  # x, row stride, out, bf16, n, d
+    "write_kv": [
+        _P, _I64, _I64, _P, _I64, _I64,  # key, strides; value, strides
+        _P, _P, _I64, _I64, _I64,  # k_cache, v_cache, block / slot / head strides
+        _I64, _I64, _P, _I64, _I32, _I32, _I32,  # bs, nslots, slots, t, hk, d, esize
+    ],
 }  # fmt: skip
 
 
@@ -153,6 +159,38 @@ def silu_and_mul(x: torch.Tensor) -> torch.Tensor | None:
     return out if rc == 0 else None
 
 
+def write_kv(
+    key: torch.Tensor,
+    value: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    slot_mapping: torch.Tensor,
+) -> bool:
+    """Copy key, value [T, Hk, D] into k_cache, v_cache [NB, BS, Hk, D] at slot_mapping [T]
+    (negative: skipped); False where the kernel does not take the call (nothing written)."""
+    fn = _fn("write_kv")
+    if fn is None or not _takes(key, value, k_cache, v_cache) or slot_mapping.device.type != "cpu":
+        return False
+    if key.dim() != 3 or key.shape != value.shape or k_cache.dim() != 4:
+        return False
+    nb, bs, hk, d = k_cache.shape
+    if v_cache.shape != k_cache.shape or v_cache.stride() != k_cache.stride():
+        return False
+    if key.shape[1:] != (hk, d) or key.shape[0] != slot_mapping.shape[0]:
+        return False
+    if key.stride(2) != 1 or value.stride(2) != 1 or k_cache.stride(3) != 1:
+        return False
+    slots = slot_mapping.to(torch.int64).contiguous()  # [T]
+    cs = k_cache.stride()
+    rc = fn(
+        key.data_ptr(), key.stride(0), key.stride(1),
+        value.data_ptr(), value.stride(0), value.stride(1),
+        k_cache.data_ptr(), v_cache.data_ptr(), cs[0], cs[1], cs[2],
+        bs, nb * bs, slots.data_ptr(), key.shape[0], hk, d, key.element_size(),
+    )  # fmt: skip
+    return rc == 0
+
+
 # The torch backend's entries (kernels/ops.py): the native kernel where it takes the call,
 # else the torch reference (which stays bit-identical to HF: tests/kernels/test_reference_ops).
 
@@ -185,3 +223,16 @@ def cpu_silu_and_mul(x: torch.Tensor) -> torch.Tensor:
     """:func:`actorllm.kernels.activation.silu_and_mul`, natively where it can."""
     got = silu_and_mul(x)
     return got if got is not None else activation.silu_and_mul(x)
+
+
+def cpu_write_kv_cache(
+    key: torch.Tensor,
+    value: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    slot_mapping: torch.Tensor,
+) -> None:
+    """:func:`actorllm.kernels.kv_cache.write_kv_cache`, natively where it can (a copy: the
+    same bytes; one call instead of a host sync and two strided ``index_copy_``)."""
+    if not write_kv(key, value, k_cache, v_cache, slot_mapping):
+        kv_cache.write_kv_cache(key, value, k_cache, v_cache, slot_mapping)

@@ -31,7 +31,6 @@ import torch
 from actorllm.kernels import (
     attention,
     elementwise,
-    kv_cache,
     moe,
     token_bitmask,
 )
@@ -84,7 +83,7 @@ TORCH_OPS = Ops(
     fused_add_rms_norm=elementwise.cpu_fused_add_rms_norm,
     apply_rotary=elementwise.cpu_apply_rotary,
     silu_and_mul=elementwise.cpu_silu_and_mul,
-    write_kv_cache=kv_cache.write_kv_cache,
+    write_kv_cache=elementwise.cpu_write_kv_cache,
     paged_attention=attention.paged_attention,
     fused_moe=moe.fused_moe,
 )

@@ -17,6 +17,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from actorllm.kernels import native_sampling
+
 GREEDY_EPS = 1e-5  # temperature below this is greedy (same threshold as SamplingParams)
 CDF_BLOCK = 256  # tokens per block of the two-level inverse CDF
 
@@ -33,7 +35,8 @@ def sample_from_logits(
 ) -> torch.Tensor:
     """Pick one token per row.
 
-    logits: [B, V] float32 (penalties, biases and masks already applied);
+    logits: [B, V] float32 (penalties, biases and masks already applied), or bfloat16
+    (read as its exact float32 widening; widened where a path needs float32 math);
     temperature: [B] float32 (< 1e-5: greedy, ``argmax`` with ties to the lowest id);
     top_k: [B] int32 (0 = off); top_p: [B] float32 (1.0 = off); min_p: [B] float32 (0 = off);
     noise: [B, V] float32, Exp(1) draws (ignored by greedy rows): the exponential race
@@ -54,12 +57,11 @@ def sample_from_logits(
     if any_greedy:
         t = torch.where(greedy, torch.ones_like(temperature), temperature)
     if uniform is not None:
-        random_tokens = sample_inverse_cdf(
-            _tempered_weights(logits, t, min_p, top_k, top_p, consume), uniform
-        )
+        random_tokens = _sample_tempered(logits, t, min_p, top_k, top_p, uniform, consume)
     else:
         # The exponential race keeps the division: the Triton kernel matches it bit for bit.
         assert noise is not None, "sample_from_logits needs noise or uniform"
+        logits = logits.float()  # a no-op on float32
         x = logits / t.unsqueeze(1)  # [B, V]
         x = apply_top_k_top_p(apply_min_p(x, min_p), top_k, top_p)
         probs = x.softmax(dim=-1)  # [B, V], masked tokens exactly 0
@@ -69,6 +71,32 @@ def sample_from_logits(
     return torch.where(greedy, greedy_tokens, random_tokens)
 
 
+def _sample_tempered(
+    logits: torch.Tensor,
+    t: torch.Tensor,
+    min_p: torch.Tensor,
+    top_k: torch.Tensor,
+    top_p: torch.Tensor,
+    uniform: torch.Tensor,
+    consume: bool,
+) -> torch.Tensor:
+    """The inverse-CDF draw of ``sample_from_logits``: logits [B, V]; t: [B] > 0; uniform:
+    [B] -> [B] int64. Without filters on any row, the native kernel where it takes the
+    call (``kernels/native_sampling.py``: two reads of each row, nothing written);
+    else the torch path."""
+    # Host sync: one check for all three filters.
+    filtered = bool((min_p > 0).any() | (top_k > 0).any() | (top_p < 1.0).any())
+    if not filtered:
+        got = native_sampling.sample_tempered(logits, t, uniform)
+        if got is not None:
+            return got
+    if logits.dtype != torch.float32:  # the torch path computes in float32: our own copy
+        logits, consume = logits.float(), True
+    return sample_inverse_cdf(
+        _tempered_weights(logits, t, min_p, top_k, top_p, consume, filtered), uniform
+    )
+
+
 def _tempered_weights(
     logits: torch.Tensor,
     t: torch.Tensor,
@@ -76,17 +104,18 @@ def _tempered_weights(
     top_k: torch.Tensor,
     top_p: torch.Tensor,
     consume: bool,
+    filtered: bool = True,
 ) -> torch.Tensor:
     """Unnormalised sampling weights ``exp((x - max x) / t)`` [B, V] (filtered tokens 0)
     for the inverse CDF. logits: [B, V]; t: [B] > 0. Temperature is a multiply by the
     reciprocal, and the max is taken on the raw logits (t > 0 keeps it the max): no
     division pass and no [B, V] temporary beyond the result, which is ``logits`` itself
-    with ``consume``."""
+    with ``consume``. ``filtered``: some row has min-p, top-k or top-p on."""
     rt = t.reciprocal().unsqueeze(1)  # [B, 1]
     out = logits if consume else torch.empty_like(logits)  # [B, V]
-    # Host sync: one check for all three filters; unfiltered rows never need the scaled
-    # logits, so the shift and the scale share one pass.
-    if not bool((min_p > 0).any() | (top_k > 0).any() | (top_p < 1.0).any()):
+    # Unfiltered rows never need the scaled logits, so the shift and the scale share one
+    # pass.
+    if not filtered:
         shift = logits.amax(dim=-1, keepdim=True).mul_(rt).neg_()  # [B, 1]: -max / t
         return torch.addcmul(shift, logits, rt, out=out).exp_()  # x / t - max / t
     x = torch.mul(logits, rt, out=out)  # [B, V]

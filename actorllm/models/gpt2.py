@@ -141,5 +141,6 @@ class GPT2LMHeadModel(CausalLM):
             x = layer(x, kv_cache, attn_metadata)
         return self.model.norm(x)
 
-    def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        return self.lm_head(hidden).float()  # [N, V]
+    def compute_logits(self, hidden: torch.Tensor, float32: bool = True) -> torch.Tensor:
+        logits = self.lm_head(hidden)  # [N, V]
+        return logits.float() if float32 else logits

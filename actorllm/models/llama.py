@@ -299,8 +299,9 @@ class LlamaForCausalLM(CausalLM):
         x, _ = self.model.norm.forward_residual(x, residual)
         return x
 
-    def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        """hidden: [N, H] -> logits [N, V] float32 (Granite's scale, Gemma 2's soft cap).
+    def compute_logits(self, hidden: torch.Tensor, float32: bool = True) -> torch.Tensor:
+        """hidden: [N, H] -> logits [N, V] float32 (Granite's scale, Gemma 2's soft cap);
+        ``float32=False``: in the LM head's dtype unless the soft cap needs float32.
         Tensor parallel: a collective; rank 0 gets the logits, the other ranks [N, 0]."""
         logits = self.lm_head(hidden)  # [N, V] (tensor parallel: [N, V/N], this rank's)
         if self.comm is not None:
@@ -310,8 +311,10 @@ class LlamaForCausalLM(CausalLM):
             logits = gathered[:, : self.config.vocab_size]  # the last rank's padding cut
         if self.config.logits_multiplier != 1.0:
             logits = logits * self.config.logits_multiplier
-        logits = logits.float()
         cap = self.config.final_logit_softcap
+        if not float32 and cap is None:
+            return logits
+        logits = logits.float()
         if cap is not None:  # in place: logits is this call's own fresh tensor
             logits = logits.div_(cap).tanh_().mul_(cap)
         return logits

@@ -87,7 +87,9 @@ class Sampler:
         self.host_rng = np.random.default_rng(seed)
 
     def __call__(self, logits: torch.Tensor, meta: SamplingMetadata) -> SamplerOutput:
-        """logits: [N, V] float32 (consumed: may be modified in place)."""
+        """logits: [N, V] float32, or the model's dtype (widened here where a stage needs
+        float32); consumed: may be modified in place."""
+        logits = self._widened(logits, meta)
         k = meta.max_num_logprobs
         adjust = meta.logit_adjust
         if meta.grammar_rows is not None:
@@ -123,6 +125,21 @@ class Sampler:
         if raw_logprobs is not None and k is not None:
             lp = compute_logprobs(raw_logprobs, sampled, k)
         return SamplerOutput(sampled_token_ids=sampled, logprobs=lp)
+
+    def _widened(self, logits: torch.Tensor, meta: SamplingMetadata) -> torch.Tensor:
+        """float32 logits unless only ``sample_from_logits``'s plain draw reads them (greedy
+        argmax and the native tempered draw read bfloat16 rows exactly as their float32
+        widening, so the tokens are the same, without a [N, V] float32 copy)."""
+        if logits.dtype == torch.float32:
+            return logits
+        needs = (
+            meta.grammar_rows is not None
+            or meta.max_num_logprobs is not None
+            or meta.logit_adjust is not None
+            or meta.penalties is not None
+            or self.sample_seeded is not None
+        )
+        return logits.float() if needs else logits
 
     def _seeds(self, meta: SamplingMetadata) -> tuple[torch.Tensor, torch.Tensor]:
         """[N] int64 Philox keys and [N] int64 output positions for the seeded kernel."""

@@ -180,7 +180,8 @@ class StepLauncher:
         """Sampled ids [N] (device) and their logprobs (host copies)."""
         if len(sample_slots) == 0:
             return None, None
-        logits = model.compute_logits(hidden.index_select(0, step.sample_hidden_rows))  # [N, V]
+        rows = hidden.index_select(0, step.sample_hidden_rows)
+        logits = model.compute_logits(rows, float32=False)  # [N, V]: the sampler widens
         meta = build_sampling_metadata(
             batch, sample_slots, sampler.vocab_size, self.device, grammar
         )

@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from actorllm.kernels import activation, elementwise, layernorm, native, rotary
+from actorllm.kernels import activation, elementwise, kv_cache, layernorm, native, rotary
 
 pytestmark = pytest.mark.skipif(
     elementwise._lib() is None,
@@ -165,3 +165,31 @@ def test_the_torch_path_when_off_or_unbuilt(monkeypatch: pytest.MonkeyPatch) -> 
     half = x.half()
     assert elementwise.silu_and_mul(half) is None
     assert torch.equal(elementwise.cpu_silu_and_mul(half), activation.silu_and_mul(half))
+
+
+@pytest.mark.usefixtures("build")
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("head_major", [True, False])
+def test_kv_write_is_the_reference_copy(dtype: torch.dtype, head_major: bool) -> None:
+    """The native KV write against kernels/kv_cache.write_kv_cache: the same cache bytes,
+    for strided key/value views (the rotary output and the fused qkv), padding slots, a
+    partial block and both cache layouts; a slot past the cache raises as the reference."""
+    hk, d, nb, bs, t = 3, 24, 7, 4, 9
+    qkv = _randn(t, (2 + 2 * hk) * d, dtype=dtype).view(t, 2 + 2 * hk, d)
+    key, value = qkv[:, 2 : 2 + hk], qkv[:, 2 + hk :]  # [T, Hk, D] views, row stride 8 * D
+
+    def cache() -> torch.Tensor:
+        if head_major:
+            return torch.zeros(hk, nb, bs, d, dtype=dtype).permute(1, 2, 0, 3)
+        return torch.zeros(nb, bs, hk, d, dtype=dtype)
+
+    slots = torch.tensor([5, -1, 6, 7, 8, 27, -1, 12, 0])
+    got_k, got_v, want_k, want_v = cache(), cache(), cache(), cache()
+    elementwise.cpu_write_kv_cache(key, value, got_k, got_v, slots)
+    kv_cache.write_kv_cache(key, value, want_k, want_v, slots)
+    assert elementwise.write_kv(key, value, cache(), cache(), slots)  # the kernel took it
+    assert torch.equal(got_k, want_k) and torch.equal(got_v, want_v)
+    with pytest.raises(IndexError):
+        elementwise.cpu_write_kv_cache(key, value, got_k, got_v, torch.full((t,), nb * bs))
+    # another dtype for the cache than the keys: the reference casts
+    assert not elementwise.write_kv(key.half(), value.half(), got_k, got_v, slots)

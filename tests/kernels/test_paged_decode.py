@@ -181,3 +181,22 @@ def test_q_as_a_view_of_fused_qkv_is_read_in_place(
     want = paged_attention(q.contiguous(), kc, vc, qsl, lens, table, 0.25)
     assert seen == [True, False] and got.dtype == dtype
     torch.testing.assert_close(got, want, atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+@pytest.mark.parametrize("window", [None, 7])
+def test_next_task_prefetch_changes_no_bit(
+    dtype: torch.dtype, window: int | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Prefetching the next task's first blocks (and the chunked schedule that lets a
+    thread know it) is a hint only: the same output as the task-at-a-time build, for
+    tasks whose contexts end mid-block, at a block's end and inside the first blocks."""
+    kw = {"seed": 3, "d": 64, "bs": 16, "lens": (1, 15, 16, 17, 40, 63, 200, 33, 2)}
+    q, kc, vc, lens, table = _case(dtype, True, 12, 4, **kw)  # type: ignore[arg-type]
+    got = native_decode.paged_decode(q, kc, vc, lens, table, 0.125, window, None)
+    off = ("-DNO_NEXT_TASK_PREFETCH", "-DTASK_CHUNK=1")
+    if native_decode._kernel(off) is None:
+        pytest.skip("the compiler did not build the variant")
+    monkeypatch.setattr(native_decode, "_BUILD_FLAGS", off)
+    want = native_decode.paged_decode(q, kc, vc, lens, table, 0.125, window, None)
+    assert got is not None and want is not None and torch.equal(got, want)

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "bf16_rows.h"
+#include "exp_f32.h"
 
 /* Below this many elements a call runs on the calling thread: a decode step's norms
  * ([128, 768]) take ~20 us on one core, less than waking the team costs on a loaded box. */
@@ -201,40 +202,6 @@ int rotary_neox(const int64_t *pos, const float *cos_sin, int64_t cs, int64_t nu
     return 0;
 }
 
-/* a * b + c: fused where the target has FMA (a single instruction, one rounding), else two
- * operations (fmaf would be a slow library call there). Only exp_f32 uses it. */
-#ifdef __FMA__
-#define MADD(a, b, c) fmaf((a), (b), (c))
-#else
-#define MADD(a, b, c) ((a) * (b) + (c))
-#endif
-
-/* exp(x) for float32: Cody-Waite reduction and Cephes' degree-6 polynomial (about 1 ulp),
- * branch-free so loops over it vectorise (fminf / floorf would not: comparisons and the
- * 1.5 * 2^23 round-to-nearest trick do). Overflow gives inf, underflow 0; NaN passes. */
-static inline float exp_f32(float x_in) {
-    float x = x_in < -87.3f ? -87.3f : x_in;
-    x = x > 88.7f ? 88.7f : x;
-    float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f; /* round(x / ln 2) */
-    float r = MADD(n, -0.693359375f, x);
-    r = MADD(n, 2.12194440e-4f, r);
-    float p = 1.9875691500e-4f;
-    p = MADD(p, r, 1.3981999507e-3f);
-    p = MADD(p, r, 8.3334519073e-3f);
-    p = MADD(p, r, 4.1665795894e-2f);
-    p = MADD(p, r, 1.6666665459e-1f);
-    p = MADD(p, r, 5.0000001201e-1f);
-    p = MADD(p * r, r, r) + 1.0f;
-    int32_t bits = ((int32_t)n + 127) << 23;
-    float scale;
-    memcpy(&scale, &bits, sizeof scale);
-    /* Overflow to inf and underflow to 0 as expf does: silu(-100) must be -0 like torch's,
-     * not a tiny value whose product with up is a denormal (float32 GEMMs slow down 2x on
-     * those). */
-    p = x_in > 88.72283f ? INFINITY : p * scale;
-    return x_in < -87.33654f ? 0.0f : p;
-}
-
 static inline float silu_f32(float g) { return g / (1.0f + exp_f32(-g)); }
 
 /* silu(gate) * up for rows [lo, hi) of silu_and_mul. */
@@ -263,5 +230,31 @@ int silu_and_mul(const void *x, int64_t xs, void *out, int bf16, int64_t n, int 
                  int num_threads) {
     if (d <= 0) return -1;
     FOR_ROW_RANGES(n, n * d, num_threads, silu_rows(x, xs, out, bf16, d, lo, hi));
+    return 0;
+}
+
+/* The KV-cache write: key, value [t, hk, d] (row strides ks0 / vs0, head strides ks1 / vs1,
+ * in elements) -> k_cache, v_cache at each token's slot s = block * bs + offset, element
+ * (h, e) at block * c_block + offset * c_slot + h * c_head + e (both caches laid out
+ * alike; head-major or not). Slots < 0 (padding) are skipped. esize: 4 (float32) or 2
+ * (bfloat16), one dtype for all four tensors: a copy, bit for bit. Returns -1, having
+ * written nothing, when a slot is past the cache (nslots). */
+int write_kv(const void *key, int64_t ks0, int64_t ks1, const void *value, int64_t vs0,
+             int64_t vs1, void *k_cache, void *v_cache, int64_t c_block, int64_t c_slot,
+             int64_t c_head, int64_t bs, int64_t nslots, const int64_t *slots, int64_t t,
+             int hk, int d, int esize) {
+    for (int64_t i = 0; i < t; i++)
+        if (slots[i] >= nslots) return -1;
+    size_t row = (size_t)d * (size_t)esize;
+    for (int64_t i = 0; i < t; i++) {
+        int64_t s = slots[i];
+        if (s < 0) continue;
+        int64_t base = (s / bs) * c_block + (s % bs) * c_slot;
+        for (int h = 0; h < hk; h++) {
+            int64_t dst = (base + h * c_head) * esize;
+            memcpy((char *)k_cache + dst, (const char *)key + (i * ks0 + h * ks1) * esize, row);
+            memcpy((char *)v_cache + dst, (const char *)value + (i * vs0 + h * vs1) * esize, row);
+        }
+    }
     return 0;
 }

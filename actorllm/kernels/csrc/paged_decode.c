@@ -33,8 +33,13 @@
 
 #include "bf16_rows.h"
 
+/* Tasks a thread takes at a time from the dynamic schedule (see paged_decode). */
+#ifndef TASK_CHUNK
+#define TASK_CHUNK 4
+#endif
+
 /* One (request, KV head) task's inputs. */
-typedef struct {
+typedef struct task_s {
     const void *k_cache, *v_cache;
     int kv_bf16;
     int64_t s_block, s_slot, s_head;
@@ -42,7 +47,15 @@ typedef struct {
     int len, head, g, d, block_size;
     float scale, softcap;
     int window;
+    /* the task this thread runs next (NULL: none): its first blocks are prefetched while
+     * this one's last blocks are computed */
+    const struct task_s *next;
 } task_t;
+
+/* The first key a task attends to (its window's start). */
+static inline int task_start(const task_t *t) {
+    return (t->window > 0 && t->len > t->window) ? t->len - t->window : 0;
+}
 
 /* The portable walk: q [G, D] float32 (already scaled) -> out [G, D] float32. Scratch:
  * row [D], acc [G, D]. */
@@ -197,6 +210,14 @@ static inline __attribute__((always_inline)) void attend_tile(const task_t *t,
         int lo = b0 < start ? start - b0 : 0, hi = b0 + bs < len ? bs : len - b0;
         if (b == start / bs) /* the task's first blocks; later ones a row per key below */
             for (int a = 0; a < PREFETCH_BLOCKS; a++) prefetch_rows(t, b + a, 0, bs);
+        /* the block PREFETCH_BLOCKS ahead: this task's, or past its end the next task's */
+        const task_t *pt = t;
+        int pb = b + PREFETCH_BLOCKS;
+#ifndef NO_NEXT_TASK_PREFETCH
+        int nblocks = (len + bs - 1) / bs;
+        if (pb >= nblocks && t->next != NULL)
+            pt = t->next, pb = task_start(t->next) / bs + (pb - nblocks);
+#endif
         for (int r0 = lo; r0 < hi; r0 += 16) {
             int nt = hi - r0 < 16 ? hi - r0 : 16; /* keys r0 .. r0 + nt of the block */
             __mmask16 valid = (__mmask16)((1u << nt) - 1u);
@@ -254,7 +275,7 @@ static inline __attribute__((always_inline)) void attend_tile(const task_t *t,
             }
             for (int j = 0; j < nt; j++) { /* acc += p_j v_j, each V row shared by G heads */
                 /* spread over the keys, so the prefetches never queue up behind each other */
-                prefetch_rows(t, b + PREFETCH_BLOCKS, r0 + j, j + 1 < nt ? r0 + j + 1 : bs);
+                prefetch_rows(pt, pb, r0 + j, j + 1 < nt ? r0 + j + 1 : bs);
                 __m512 vv[TILE_MAX_NC];
 #pragma GCC unroll 8
                 for (int c = 0; c < NC; c++)
@@ -335,9 +356,13 @@ int paged_decode(const void *q, int q_bf16, int64_t q_stride, void *out, int out
         float *of = ok ? qf + (int64_t)g * d : NULL; /* no arithmetic on a NULL qf */
         float *row = ok ? of + (int64_t)g * d : NULL, *acc = ok ? row + d : NULL;
         failed |= !ok;
-        /* every thread takes part in the worksharing loop; one without scratch skips work */
-#pragma omp for schedule(dynamic, 1)
-        for (int64_t w = 0; w < (int64_t)n * hk; w++) {
+        /* every thread takes part in the worksharing loop; one without scratch skips work.
+         * Chunks of TASK_CHUNK tasks (a request's KV heads, for 4 of them): a thread knows
+         * its next task inside a chunk and prefetches its first blocks while finishing
+         * this one; dynamic, so a thread sharing its core (the event loop) takes fewer. */
+        int64_t total = (int64_t)n * hk;
+#pragma omp for schedule(dynamic, TASK_CHUNK)
+        for (int64_t w = 0; w < total; w++) {
             if (!ok) continue;
             int i = (int)(w / hk), head = (int)(w % hk);
             int64_t r = rows ? rows[i] : i, h0 = (int64_t)head * g * d;
@@ -346,7 +371,14 @@ int paged_decode(const void *q, int q_bf16, int64_t q_stride, void *out, int out
             for (int e = 0; e < g * d; e++) qf[e] *= scale;
             task_t t = {k_cache, v_cache, kv_bf16, s_block, s_slot, s_head,
                         block_table + (int64_t)i * table_stride, seq_lens[i], head, g, d,
-                        block_size, scale, softcap, window};
+                        block_size, scale, softcap, window, NULL};
+            task_t next = t;
+            if ((w + 1) % TASK_CHUNK != 0 && w + 1 < total) { /* same chunk: this thread's */
+                int ni = (int)((w + 1) / hk);
+                next.table = block_table + (int64_t)ni * table_stride;
+                next.len = seq_lens[ni], next.head = (int)((w + 1) % hk);
+                t.next = &next;
+            }
             int done = 0;
 #ifdef PAGED_DECODE_HAVE_TILE
             done = attend_fast(&t, qf, of);
