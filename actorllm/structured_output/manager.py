@@ -45,7 +45,12 @@ import numpy as np
 from actorllm.core.request import Request
 from actorllm.core.scheduler_output import GrammarBitmask
 from actorllm.core.structured_outputs_params import StructuredOutputsError
-from actorllm.structured_output.backend import CompiledGrammar, Matcher, bitmask_width
+from actorllm.structured_output.backend import (
+    CompiledGrammar,
+    Matcher,
+    bitmask_width,
+    fill_bitmasks,
+)
 from actorllm.structured_output.compiler import GrammarCompiler
 from actorllm.structured_output.reasoning_gate import ReasoningGate
 
@@ -75,10 +80,16 @@ class StructuredOutputManager:
         self._pending: dict[str, Future[CompiledGrammar]] = {}  # {req_id: compile}
         self._matchers: dict[str, Matcher] = {}  # {req_id: matcher}, ready requests
         self._terminated: set[str] = set()  # req_ids whose grammar completed
-        # {req_id: output tokens given to accept (reasoning ones too)}; under _cond.
+        # {req_id: output tokens given to accept (reasoning ones too)}; under _lock.
         self._fed: dict[str, int] = {}
-        self._cond = threading.Condition()
-        self._closed = False  # under _cond
+        # {req_id: output tokens the running fill still waits for}, under _lock: the fill
+        # thread sleeps until it is empty, and the accept (or remove) that empties it wakes
+        # the thread once per step, not once per token (each wake-up takes the GIL from
+        # the loop while it is feeding the step's tokens).
+        self._awaited: dict[str, int] = {}
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
+        self._closed = False  # under _lock
         # Bitmask fills run here, beside the step's forward pass. One thread per manager:
         # fills are short and ordered, and one replica's wait for its token never holds
         # up another replica's fill.
@@ -129,10 +140,16 @@ class StructuredOutputManager:
         try:
             return self._accept(req_id, token_ids, replay)
         finally:  # fed even when rejected: a fill waiting on it must not wait forever
-            with self._cond:
-                if req_id in self._fed:
-                    self._fed[req_id] += len(token_ids)
-                    self._cond.notify_all()
+            with self._lock:
+                fed = self._fed.get(req_id)
+                if fed is not None:
+                    fed += len(token_ids)
+                    self._fed[req_id] = fed
+                    awaited = self._awaited
+                    if awaited and awaited.get(req_id, fed + 1) <= fed:
+                        del awaited[req_id]
+                        if not awaited:
+                            self._cond.notify_all()
 
     def _accept(self, req_id: str, token_ids: list[int], replay: bool) -> bool:
         if token_ids and req_id in self._may_open:
@@ -144,16 +161,17 @@ class StructuredOutputManager:
         tail = self._reasoning_tail.get(req_id)
         if tail is not None:
             token_ids = self._past_reasoning(req_id, tail, token_ids)
+        if req_id in self._terminated:  # complete: what follows is the scheduler's to judge
+            return True
         matcher = self._matchers[req_id]
         for tok in token_ids:
-            if matcher.is_terminated():
-                break
             if not matcher.accept(tok):
                 if not replay:
                     log.error("request %s: token %d rejected by its grammar", req_id, tok)
                 return False
-        if matcher.is_terminated():
-            self._terminated.add(req_id)
+            if matcher.is_terminated():  # its stop token: the tokens after it are not fed
+                self._terminated.add(req_id)
+                break
         return True
 
     def _past_reasoning(self, req_id: str, tail: list[int], token_ids: list[int]) -> list[int]:
@@ -177,37 +195,34 @@ class StructuredOutputManager:
         output tokens row ``i`` follows, counting tokens still in flight (async
         scheduling); its fill waits until they are fed. None: all are fed already."""
         needs = after if after is not None else [0] * len(req_ids)
-        with self._cond:
+        with self._lock:
             waits = any(self._fed.get(r, n) < n for r, n in zip(req_ids, needs, strict=True))
         fut = self._fill_pool.submit(self._fill, list(req_ids), needs)
         return GrammarBitmask(req_ids=list(req_ids), bitmask=fut, waits_for_inflight=waits)
 
     def _fill(self, req_ids: list[str], needs: list[int]) -> np.ndarray:
-        """On the fill thread: wait for each row's tokens, then fill the rows ([R, W])."""
+        """On the fill thread: wait for the rows' tokens, then fill the rows ([R, W])."""
         mask = np.zeros((len(req_ids), self._width), dtype=np.int32)  # [R, W]
-        rows: list[tuple[int, Matcher]] = []
+        rows: list[int] = []
+        matchers: list[Matcher] = []
         opens: list[int] = []  # rows that may also open a reasoning block
-        deadline = time.monotonic() + FILL_TIMEOUT_S
         with self._cond:
-            for row, (rid, need) in enumerate(zip(req_ids, needs, strict=True)):
-                # A removed request has no entry: nothing to wait for (its row is unused).
-                while self._fed.get(rid, need) < need and not self._closed:
-                    if not self._cond.wait(max(0.0, deadline - time.monotonic())):
-                        raise TimeoutError(f"request {rid}: its in-flight token never came")
+            self._wait_fed(req_ids, needs)
+            for row, rid in enumerate(req_ids):
                 matcher = self._matchers.get(rid)
                 if matcher is None or rid in self._reasoning_tail:
                     mask[row] = -1  # still reasoning (or gone): unconstrained
                     continue
-                rows.append((row, matcher))
+                if rid in self._terminated:
+                    # Complete, its stop token accepted (ignore_eos went on): only a stop
+                    # token may follow, which ends the request. (xgrammar refuses to fill.)
+                    _allow_only(mask, row, self.compiler.stop_token_ids)
+                else:
+                    rows.append(row)
+                    matchers.append(matcher)
                 if rid in self._may_open:
                     opens.append(row)
-        for row, matcher in rows:
-            if matcher.is_terminated():
-                # Complete, its stop token accepted (ignore_eos went on): only a stop token
-                # may follow, which ends the request. (xgrammar refuses to fill here.)
-                _allow_only(mask, row, self.compiler.stop_token_ids)
-            else:
-                matcher.fill_bitmask(mask, row)
+        fill_bitmasks(matchers, mask, rows)
         if opens:
             opener = self.reasoning.opener if self.reasoning is not None else None
             assert opener is not None
@@ -216,10 +231,27 @@ class StructuredOutputManager:
                 words[row, opener // 32] |= np.uint32(1 << (opener % 32))
         return mask
 
+    def _wait_fed(self, req_ids: list[str], needs: list[int]) -> None:
+        """Under ``_cond``: block until every row's tokens are fed (a removed request has
+        no entry: nothing to wait for, its row is unused), or the manager is closed."""
+        fed = self._fed
+        self._awaited = {
+            rid: need for rid, need in zip(req_ids, needs, strict=True) if fed.get(rid, need) < need
+        }
+        deadline = time.monotonic() + FILL_TIMEOUT_S
+        try:
+            while self._awaited and not self._closed:
+                if not self._cond.wait(max(0.0, deadline - time.monotonic())):
+                    rid = next(iter(self._awaited))
+                    raise TimeoutError(f"request {rid}: its in-flight token never came")
+        finally:
+            self._awaited = {}
+
     def remove(self, req_id: str) -> None:
         with self._cond:
             self._fed.pop(req_id, None)
-            self._cond.notify_all()
+            if self._awaited.pop(req_id, None) is not None and not self._awaited:
+                self._cond.notify_all()
         self._pending.pop(req_id, None)
         self._matchers.pop(req_id, None)
         self._terminated.discard(req_id)
