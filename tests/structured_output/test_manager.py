@@ -129,6 +129,38 @@ def test_a_fill_waits_for_every_inflight_row(compiler: GrammarCompiler) -> None:
     m.close()
 
 
+def test_who_runs_a_fill(compiler: GrammarCompiler) -> None:
+    """Rows in flight: the accept that feeds the last one fills them, on its own thread
+    (the loop), before anyone asks. Rows fed: ``start`` (the worker, as the step arrives)
+    hands the fill to the fill thread; never started, the caller of ``result`` fills."""
+    m = StructuredOutputManager(compiler)
+    r = _req(f"o-{compiler.default_backend}")
+    m.add(r)
+    compiler.submit(r.sampling_params.structured_outputs.key, None).result()  # type: ignore[union-attr]
+    assert m.poll(r)
+    rid = r.request_id
+    inflight = m.bitmask([rid], after=[1])
+    inflight.start()  # nothing to do yet: the loop runs it when the token comes
+    assert m.accept(rid, _ids("b"))
+    assert inflight.bitmask.done()  # filled inside accept
+    assert _ids("eta")[0] in allowed_tokens(inflight.array()[0], VOCAB_SIZE)
+    fed = m.bitmask([rid], after=[1])
+    assert not fed.waits_for_inflight
+    fed.start()
+    for _ in range(200):  # the fill thread's
+        if fed.bitmask.done():
+            break
+        time.sleep(0.005)
+    assert fed.bitmask.done()
+    never_started = m.bitmask([rid])
+    assert not never_started.bitmask.done()
+    assert np.array_equal(never_started.array(), fed.array())  # filled by this thread
+    m.close()
+    after_close = m.bitmask([rid])
+    after_close.start()  # the pool is gone: result() fills it
+    assert np.array_equal(after_close.array(), fed.array())
+
+
 def test_the_batched_fill_equals_one_fill_per_row(compiler: GrammarCompiler) -> None:
     """``fill_bitmasks`` (xgrammar: one native call) writes what ``fill_bitmask`` per row
     writes, rows in any order and any subset of the bitmask."""
