@@ -56,11 +56,18 @@ class GrammarBitmask(msgspec.Struct, frozen=True, kw_only=True):
     # [len(req_ids), ceil(vocab_size / 32)] int32 numpy array: bit t % 32 of word t // 32
     # set = token t allowed; or a future of one, still being filled while the step's
     # forward pass runs (vLLM overlaps the two the same way). Typed Any: core/ imports no
-    # numpy. Read it with :meth:`array`.
+    # numpy. Start it with :meth:`start`, read it with :meth:`array`.
     bitmask: Any
     # Some row waits for a token still in flight (async scheduling): the worker must post
     # every earlier step's outcome before it waits for this bitmask, or nobody feeds it.
     waits_for_inflight: bool = False
+
+    def start(self) -> None:
+        """Start a pending fill beside the step's forward pass (worker thread, as the step
+        arrives); without it :meth:`array` fills on the caller's thread."""
+        start = getattr(self.bitmask, "start", None)
+        if start is not None:
+            start()
 
     def array(self) -> Any:
         """The bitmask array; blocks (worker thread) until a pending fill is done."""

@@ -6,6 +6,10 @@ int32, ``W = ceil(V / 32)``, bit ``t % 32`` of word ``t // 32`` set = token ``t`
 ``rows`` maps each logits row to its bitmask row (``-1``: unconstrained), so only the
 structured requests of a batch need bitmask rows.
 
+CPU float32 logits go through the C kernel ``csrc/token_bitmask.c`` (all-allowed words
+skipped: 15 us against xgrammar's kernel's 290 us for 64 rows x 4096 tokens of a JSON
+run's masks); without a build, through xgrammar's CPU kernel; else the torch unpack.
+
     >>> logits = torch.zeros(2, 3)
     >>> mask = torch.tensor([[0b101]], dtype=torch.int32)
     >>> apply_token_bitmask(logits, mask, torch.tensor([-1, 0])).tolist()
@@ -14,11 +18,14 @@ structured requests of a batch need bitmask rows.
 
 from __future__ import annotations
 
+import ctypes
 import functools
 from collections.abc import Callable
 from typing import Any
 
 import torch
+
+from actorllm.kernels import native
 
 
 def unpack_bitmask(bitmask: torch.Tensor, vocab_size: int) -> torch.Tensor:
@@ -48,15 +55,27 @@ def apply_token_bitmask(
     """
     if adjust is not None:
         logits.add_(adjust)
+    kernel = _native_apply()
+    if kernel is not None and _fits_native(logits, bitmask, rows):
+        # One pass in C (csrc/token_bitmask.c) that reads ``rows`` itself and skips
+        # all-allowed words: no gather, no host list, ~10x below xgrammar's kernel.
+        rc = kernel(
+            logits.data_ptr(), logits.stride(0), bitmask.data_ptr(), bitmask.stride(0),
+            bitmask.shape[0], rows.data_ptr(), logits.shape[0], logits.shape[1],
+            bitmask.shape[1],
+        )  # fmt: skip
+        if rc != 0:
+            raise ValueError(f"apply_token_bitmask: a row past the bitmask's {bitmask.shape[0]}")
+        return logits
     constrained = (rows >= 0).nonzero().squeeze(1)  # [C]; host sync on CUDA (reference path)
     if constrained.numel() == 0:
         return logits
-    native = _xgrammar_cpu_apply() if _fits_native(logits, bitmask) else None
-    if native is not None:
+    xgr = _xgrammar_cpu_apply() if _fits_xgrammar(logits, bitmask) else None
+    if xgr is not None:
         # One pass over the packed words (xgrammar's C++ CPU kernel), instead of unpacking
         # [C, V] bools and copying the rows out and back: 5.9 -> 3.6 ms at 64 x 32000.
         full = bitmask.index_select(0, rows.clamp(min=0))  # [N, W]; unconstrained rows unused
-        native(logits, full, vocab_size=logits.shape[1], indices=constrained.tolist())
+        xgr(logits, full, vocab_size=logits.shape[1], indices=constrained.tolist())
         return logits
     allowed = unpack_bitmask(bitmask.index_select(0, rows[constrained]), logits.shape[1])  # [C, V]
     sub = logits.index_select(0, constrained)  # [C, V]
@@ -64,7 +83,39 @@ def apply_token_bitmask(
     return logits
 
 
-def _fits_native(logits: torch.Tensor, bitmask: torch.Tensor) -> bool:
+def _fits_native(logits: torch.Tensor, bitmask: torch.Tensor, rows: torch.Tensor) -> bool:
+    """The C kernel's layouts: CPU float32 logits, int32 bitmask and int64 rows, each row
+    contiguous (tokens past the bitmask's 32 * W it forbids, as here)."""
+    return (
+        logits.device.type == "cpu"
+        and bitmask.device.type == "cpu"
+        and rows.device.type == "cpu"
+        and logits.dtype == torch.float32
+        and bitmask.dtype == torch.int32
+        and rows.dtype == torch.int64
+        and logits.dim() == 2
+        and bitmask.dim() == 2
+        and logits.stride(1) == 1
+        and bitmask.stride(1) == 1
+        and rows.is_contiguous()
+        and rows.shape == (logits.shape[0],)
+    )
+
+
+@functools.cache
+def _native_apply() -> Any:
+    """``csrc/token_bitmask.c``'s ``apply_token_bitmask``, or None (no build)."""
+    lib = native.library("token_bitmask")
+    if lib is None:
+        return None
+    fn = lib.apply_token_bitmask
+    p, i64 = ctypes.c_void_p, ctypes.c_int64
+    fn.argtypes = [p, i64, p, i64, i64, p, i64, i64, i64]
+    fn.restype = ctypes.c_int
+    return fn
+
+
+def _fits_xgrammar(logits: torch.Tensor, bitmask: torch.Tensor) -> bool:
     """xgrammar's CPU kernel takes contiguous float32 logits, and leaves tokens past the
     bitmask's 32 * W unmasked (here they are forbidden): those cases stay on torch."""
     return (

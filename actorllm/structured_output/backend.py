@@ -9,6 +9,7 @@ set means token ``t`` is allowed (the layout both xgrammar and llguidance fill).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Literal, Protocol
 
 import numpy as np
@@ -65,6 +66,24 @@ class GrammarBackend(Protocol):
         ...
 
     def matcher(self, compiled: Any) -> Matcher: ...
+
+
+def fill_bitmasks(matchers: Sequence[Matcher], bitmask: np.ndarray, rows: Sequence[int]) -> None:
+    """``matchers[i].fill_bitmask(bitmask, rows[i])`` for every ``i``; a backend whose
+    matcher class has a ``fill_bitmasks`` static method fills all its rows in one call
+    (xgrammar: one native call that releases the GIL, instead of a Python call per row)."""
+    by_kind: dict[type, tuple[list[Matcher], list[int]]] = {}
+    for matcher, row in zip(matchers, rows, strict=True):
+        group = by_kind.setdefault(type(matcher), ([], []))
+        group[0].append(matcher)
+        group[1].append(row)
+    for kind, (group_matchers, group_rows) in by_kind.items():
+        batch = getattr(kind, "fill_bitmasks", None)
+        if batch is not None:
+            batch(group_matchers, bitmask, group_rows)
+        else:
+            for matcher, row in zip(group_matchers, group_rows, strict=True):
+                matcher.fill_bitmask(bitmask, row)
 
 
 def bitmask_width(vocab_size: int) -> int:

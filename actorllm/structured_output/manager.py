@@ -33,6 +33,7 @@ place.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -45,7 +46,12 @@ import numpy as np
 from actorllm.core.request import Request
 from actorllm.core.scheduler_output import GrammarBitmask
 from actorllm.core.structured_outputs_params import StructuredOutputsError
-from actorllm.structured_output.backend import CompiledGrammar, Matcher, bitmask_width
+from actorllm.structured_output.backend import (
+    CompiledGrammar,
+    Matcher,
+    bitmask_width,
+    fill_bitmasks,
+)
 from actorllm.structured_output.compiler import GrammarCompiler
 from actorllm.structured_output.reasoning_gate import ReasoningGate
 
@@ -75,13 +81,18 @@ class StructuredOutputManager:
         self._pending: dict[str, Future[CompiledGrammar]] = {}  # {req_id: compile}
         self._matchers: dict[str, Matcher] = {}  # {req_id: matcher}, ready requests
         self._terminated: set[str] = set()  # req_ids whose grammar completed
-        # {req_id: output tokens given to accept (reasoning ones too)}; under _cond.
+        # {req_id: output tokens given to accept (reasoning ones too)}; under _lock.
         self._fed: dict[str, int] = {}
-        self._cond = threading.Condition()
-        self._closed = False  # under _cond
-        # Bitmask fills run here, beside the step's forward pass. One thread per manager:
-        # fills are short and ordered, and one replica's wait for its token never holds
-        # up another replica's fill.
+        # Fills whose rows still wait for tokens in flight (async scheduling), oldest
+        # first; under _lock. The accept (or remove) that feeds a fill's last awaited row
+        # runs it at once, on the loop: no thread to wake, nothing to wait for.
+        self._awaiting: list[_Fill] = []
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)  # a fill's awaited rows were fed
+        self._closed = False  # under _lock
+        # Fills whose rows are all fed run here, beside the step's forward pass, once the
+        # worker starts them. One thread per manager: fills are short and ordered. A fill
+        # nobody has begun when the worker asks for its rows is run by the worker itself.
         self._fill_pool = ThreadPoolExecutor(1, thread_name_prefix="grammar-fill")
 
     def add(self, request: Request) -> None:
@@ -129,10 +140,32 @@ class StructuredOutputManager:
         try:
             return self._accept(req_id, token_ids, replay)
         finally:  # fed even when rejected: a fill waiting on it must not wait forever
-            with self._cond:
-                if req_id in self._fed:
-                    self._fed[req_id] += len(token_ids)
-                    self._cond.notify_all()
+            ready = None
+            with self._lock:
+                fed = self._fed.get(req_id)
+                if fed is not None:
+                    fed += len(token_ids)
+                    self._fed[req_id] = fed
+                    if self._awaiting:
+                        ready = self._feed_awaiting(req_id, fed)
+            if ready:
+                for fill in ready:
+                    fill.run()
+
+    def _feed_awaiting(self, req_id: str, fed: int | None) -> list[_Fill]:
+        """Under ``_lock``: ``req_id`` now has ``fed`` tokens (None: removed). The fills
+        whose last awaited row that was (taken off ``_awaiting``, waiters woken)."""
+        ready: list[_Fill] = []
+        for fill in self._awaiting:
+            need = fill.awaited.get(req_id)
+            if need is not None and (fed is None or need <= fed):
+                del fill.awaited[req_id]
+                if not fill.awaited:
+                    ready.append(fill)
+        if ready:
+            self._awaiting = [f for f in self._awaiting if f.awaited]
+            self._cond.notify_all()
+        return ready
 
     def _accept(self, req_id: str, token_ids: list[int], replay: bool) -> bool:
         if token_ids and req_id in self._may_open:
@@ -144,16 +177,17 @@ class StructuredOutputManager:
         tail = self._reasoning_tail.get(req_id)
         if tail is not None:
             token_ids = self._past_reasoning(req_id, tail, token_ids)
+        if req_id in self._terminated:  # complete: what follows is the scheduler's to judge
+            return True
         matcher = self._matchers[req_id]
         for tok in token_ids:
-            if matcher.is_terminated():
-                break
             if not matcher.accept(tok):
                 if not replay:
                     log.error("request %s: token %d rejected by its grammar", req_id, tok)
                 return False
-        if matcher.is_terminated():
-            self._terminated.add(req_id)
+            if matcher.is_terminated():  # its stop token: the tokens after it are not fed
+                self._terminated.add(req_id)
+                break
         return True
 
     def _past_reasoning(self, req_id: str, tail: list[int], token_ids: list[int]) -> list[int]:
@@ -173,41 +207,45 @@ class StructuredOutputManager:
 
     def bitmask(self, req_ids: list[str], after: list[int] | None = None) -> GrammarBitmask:
         """The rows of ``req_ids``, filled on the fill thread while the step's forward pass
-        runs (the worker waits for them just before sampling). ``after[i]``: the number of
-        output tokens row ``i`` follows, counting tokens still in flight (async
-        scheduling); its fill waits until they are fed. None: all are fed already."""
-        needs = after if after is not None else [0] * len(req_ids)
-        with self._cond:
-            waits = any(self._fed.get(r, n) < n for r, n in zip(req_ids, needs, strict=True))
-        fut = self._fill_pool.submit(self._fill, list(req_ids), needs)
-        return GrammarBitmask(req_ids=list(req_ids), bitmask=fut, waits_for_inflight=waits)
+        runs (the worker starts the fill as the step reaches it, and waits for the rows
+        just before sampling). ``after[i]``: the number of output tokens row ``i`` follows,
+        counting tokens still in flight (async scheduling); its fill waits until they are
+        fed. None: all are fed already."""
+        ids = list(req_ids)
+        fill = _Fill(self._fill_pool, self._fill, ids)
+        if after is not None:
+            with self._lock:
+                fed = self._fed
+                fill.awaited = {r: n for r, n in zip(ids, after, strict=True) if fed.get(r, n) < n}
+                if fill.awaited:
+                    self._awaiting.append(fill)
+        waits = bool(fill.awaited)
+        return GrammarBitmask(req_ids=ids, bitmask=fill, waits_for_inflight=waits)
 
-    def _fill(self, req_ids: list[str], needs: list[int]) -> np.ndarray:
-        """On the fill thread: wait for each row's tokens, then fill the rows ([R, W])."""
+    def _fill(self, req_ids: list[str], awaited: dict[str, int]) -> np.ndarray:
+        """Wait for the rows' tokens still in flight (``awaited``, emptied as they are
+        fed), then fill the rows ([R, W]). On the fill thread, the loop or the worker."""
         mask = np.zeros((len(req_ids), self._width), dtype=np.int32)  # [R, W]
-        rows: list[tuple[int, Matcher]] = []
+        rows: list[int] = []
+        matchers: list[Matcher] = []
         opens: list[int] = []  # rows that may also open a reasoning block
-        deadline = time.monotonic() + FILL_TIMEOUT_S
         with self._cond:
-            for row, (rid, need) in enumerate(zip(req_ids, needs, strict=True)):
-                # A removed request has no entry: nothing to wait for (its row is unused).
-                while self._fed.get(rid, need) < need and not self._closed:
-                    if not self._cond.wait(max(0.0, deadline - time.monotonic())):
-                        raise TimeoutError(f"request {rid}: its in-flight token never came")
+            self._wait_fed(awaited)
+            for row, rid in enumerate(req_ids):
                 matcher = self._matchers.get(rid)
                 if matcher is None or rid in self._reasoning_tail:
                     mask[row] = -1  # still reasoning (or gone): unconstrained
                     continue
-                rows.append((row, matcher))
+                if rid in self._terminated:
+                    # Complete, its stop token accepted (ignore_eos went on): only a stop
+                    # token may follow, which ends the request. (xgrammar refuses to fill.)
+                    _allow_only(mask, row, self.compiler.stop_token_ids)
+                else:
+                    rows.append(row)
+                    matchers.append(matcher)
                 if rid in self._may_open:
                     opens.append(row)
-        for row, matcher in rows:
-            if matcher.is_terminated():
-                # Complete, its stop token accepted (ignore_eos went on): only a stop token
-                # may follow, which ends the request. (xgrammar refuses to fill here.)
-                _allow_only(mask, row, self.compiler.stop_token_ids)
-            else:
-                matcher.fill_bitmask(mask, row)
+        fill_bitmasks(matchers, mask, rows)
         if opens:
             opener = self.reasoning.opener if self.reasoning is not None else None
             assert opener is not None
@@ -216,26 +254,98 @@ class StructuredOutputManager:
                 words[row, opener // 32] |= np.uint32(1 << (opener % 32))
         return mask
 
+    def _wait_fed(self, awaited: dict[str, int]) -> None:
+        """Under ``_cond``: block until ``awaited`` is empty (accept and remove empty it),
+        or the manager is closed."""
+        deadline = time.monotonic() + FILL_TIMEOUT_S
+        while awaited and not self._closed:
+            if not self._cond.wait(max(0.0, deadline - time.monotonic())):
+                rid = next(iter(awaited))
+                raise TimeoutError(f"request {rid}: its in-flight token never came")
+
     def remove(self, req_id: str) -> None:
+        """Forget ``req_id``; a fill waiting for its token stops waiting (its row is not
+        read: the request finished meanwhile)."""
         with self._cond:
             self._fed.pop(req_id, None)
-            self._cond.notify_all()
+            ready = self._feed_awaiting(req_id, None) if self._awaiting else []
         self._pending.pop(req_id, None)
         self._matchers.pop(req_id, None)
         self._terminated.discard(req_id)
         self._reasoning_tail.pop(req_id, None)
         self._may_open.discard(req_id)
+        for fill in ready:
+            fill.run()
 
     def close(self) -> None:
         """The owning scheduler is gone: end every wait (those steps' results are dropped)
         and let the fill thread go."""
         with self._cond:
             self._closed = True
+            self._awaiting = []
             self._cond.notify_all()
         self._fill_pool.shutdown(wait=False)
 
     def statistics(self) -> dict[str, int]:
         return {"compiling": len(self._pending), "matchers": len(self._matchers)}
+
+
+@final
+class _Fill:
+    """One step's bitmask fill, run once by whoever comes first: the loop, as it feeds the
+    last token the rows wait for (async scheduling); the fill thread, which the worker
+    starts as the step reaches it (rows fed already); or the worker, asking for the rows
+    before either has begun. Not started when the scheduler builds the step: waking the
+    fill thread there takes the GIL from the loop just before it sends the step (about
+    1 ms a step at 64 rows, the worker idle meanwhile). The ``Future`` part the worker
+    and tests use: ``result()`` and ``done()``."""
+
+    def __init__(
+        self,
+        pool: ThreadPoolExecutor,
+        fn: Callable[[list[str], dict[str, int]], np.ndarray],
+        req_ids: list[str],
+    ) -> None:
+        self._pool = pool
+        self._fn = fn
+        self._req_ids = req_ids
+        # {req_id: output tokens its row follows}, rows whose tokens are still in flight;
+        # emptied by the manager under its lock as they are fed.
+        self.awaited: dict[str, int] = {}
+        self._claim = threading.Lock()  # held by whoever runs the fill, never released
+        self._done = threading.Event()
+        self._value: np.ndarray | None = None
+        self._error: BaseException | None = None
+
+    def start(self) -> None:
+        """Run the fill on the fill thread if its rows are fed (else the loop runs it when
+        they are); a no-op once begun, or after ``close`` (then :meth:`result` runs it)."""
+        if not self._claim.locked() and not self.awaited:
+            with contextlib.suppress(RuntimeError):  # the pool is shut down
+                self._pool.submit(self.run)
+
+    def run(self) -> None:
+        """Fill, unless another thread has begun to."""
+        if not self._claim.acquire(blocking=False):
+            return
+        try:
+            self._value = self._fn(self._req_ids, self.awaited)
+        except BaseException as exc:  # the caller of result() gets it
+            self._error = exc
+        finally:
+            self._done.set()
+
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    def result(self) -> np.ndarray:
+        """The [R, W] rows; filled here if no thread has begun, else waited for."""
+        self.run()
+        self._done.wait()
+        if self._error is not None:
+            raise self._error
+        assert self._value is not None
+        return self._value
 
 
 def _allow_only(mask: np.ndarray, row: int, token_ids: list[int]) -> None:

@@ -60,6 +60,8 @@ class StepPipeline:
         """Launch ``so`` (after ``before``, e.g. KV connector loads), then resolve what
         can be resolved. Every step's outcome is posted exactly once, in order."""
         grammar = so.grammar_bitmask
+        if grammar is not None:
+            grammar.start()  # the rows fill beside this step's forward pass
         if grammar is not None and grammar.waits_for_inflight:
             # Its sampling waits for the scheduler to apply earlier steps' tokens: post
             # them first. (On CPU they are posted already; on CUDA this gives up the

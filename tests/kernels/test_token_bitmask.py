@@ -87,29 +87,79 @@ def test_triton_rejects_bad_shapes(dev_dtype: DevDtype) -> None:
         tk.apply_token_bitmask(logits, mask.long(), torch.zeros(2, dtype=torch.int64, device=dev))
 
 
-@pytest.mark.parametrize("vocab", [40, 64, 1000])
-def test_the_native_cpu_path_matches_the_torch_path(vocab: int) -> None:
-    """CPU float32 logits go through xgrammar's packed-word kernel; the result equals the
-    unpack-and-fill reference, rows mapped through ``rows`` and unconstrained rows kept."""
-    torch.manual_seed(vocab)
-    logits = torch.randn(5, vocab)
-    adjust = torch.randn(5, vocab)
-    mask = _pack(torch.rand(3, vocab) < 0.4)
-    rows = torch.tensor([2, -1, 0, 2, -1])
-    assert ref._fits_native(logits, mask) and ref._xgrammar_cpu_apply() is not None
-    want = logits + adjust
-    allowed = ref.unpack_bitmask(mask, vocab)
+def _want(logits: torch.Tensor, mask: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    """The unpack-and-fill reference, written out."""
+    want = logits.clone()
+    allowed = ref.unpack_bitmask(mask, logits.shape[1])
     for i, r in enumerate(rows.tolist()):
         if r >= 0:
             want[i][~allowed[r]] = float("-inf")
+    return want
+
+
+@pytest.mark.parametrize("vocab", [40, 64, 1000])
+@pytest.mark.parametrize("path", ["native", "xgrammar"])
+def test_the_cpu_kernels_match_the_torch_path(
+    vocab: int, path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """CPU float32 logits go through csrc/token_bitmask.c (or, without a build, xgrammar's
+    packed-word kernel); the result equals the unpack-and-fill reference, rows mapped
+    through ``rows`` and unconstrained rows kept. Words all ones, all zeros and mixed."""
+    if path == "native" and ref._native_apply() is None:
+        pytest.skip("no working C compiler here")
+    if path == "xgrammar":
+        monkeypatch.setattr(ref, "_native_apply", lambda: None)
+        assert ref._xgrammar_cpu_apply() is not None
+    torch.manual_seed(vocab)
+    logits = torch.randn(5, vocab)
+    adjust = torch.randn(5, vocab)
+    allowed = torch.rand(3, vocab) < 0.4
+    allowed[1] = True
+    allowed[1, 33] = False  # one forbidden token in a row of allowed words
+    allowed[2, :32] = False  # an all-zero word
+    allowed[2, 32:] = True
+    mask = _pack(allowed)
+    rows = torch.tensor([2, -1, 0, 1, -1])
+    want = _want(logits + adjust, mask, rows)
+    if path == "xgrammar":
+        assert ref._fits_xgrammar(logits, mask)
     got = ref.apply_token_bitmask(logits.clone(), mask, rows, adjust)
     assert torch.equal(got, want)
 
 
-def test_a_bitmask_narrower_than_the_logits_stays_on_torch() -> None:
+def test_the_native_kernel_forbids_tokens_past_the_words_and_reads_strided_rows() -> None:
+    """Logits wider than 32 * W: the tail is forbidden (xgrammar's kernel would leave it
+    open, so that case never went to it). Rows of a wider buffer are read by stride."""
+    if ref._native_apply() is None:
+        pytest.skip("no working C compiler here")
+    base = torch.randn(3, 80)
+    logits = base[:, :70]  # [3, 70], rows 80 apart
+    mask = torch.full((2, 2), -1, dtype=torch.int32)  # tokens 0..63 allowed
+    mask[1, 0] = 0b1010
+    rows = torch.tensor([0, -1, 1])
+    assert ref._fits_native(logits, mask, rows) and not ref._fits_xgrammar(logits, mask)
+    want = _want(logits, mask, rows)
+    out = ref.apply_token_bitmask(logits, mask, rows)
+    assert torch.equal(out, want) and out.data_ptr() == base.data_ptr()
+    assert torch.isfinite(base[0]).nonzero().flatten().tolist() == [*range(64), *range(70, 80)]
+
+
+def test_the_native_kernel_refuses_a_row_past_the_bitmask() -> None:
+    if ref._native_apply() is None:
+        pytest.skip("no working C compiler here")
+    logits = torch.zeros(1, 40)
+    with pytest.raises(ValueError, match="row past"):
+        ref.apply_token_bitmask(logits, torch.zeros(1, 2, dtype=torch.int32), torch.tensor([1]))
+    assert torch.equal(logits, torch.zeros(1, 40))  # nothing written
+
+
+def test_a_bitmask_narrower_than_the_logits_stays_off_xgrammar(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Tokens past 32 * W are forbidden here; xgrammar would leave them open."""
+    monkeypatch.setattr(ref, "_native_apply", lambda: None)
     logits = torch.zeros(1, 70)
     mask = torch.full((1, 2), -1, dtype=torch.int32)  # tokens 0..63 allowed
-    assert not ref._fits_native(logits, mask)
+    assert not ref._fits_xgrammar(logits, mask)
     out = ref.apply_token_bitmask(logits, mask, torch.tensor([0]))
     assert torch.isfinite(out[0]).nonzero().flatten().tolist() == list(range(64))

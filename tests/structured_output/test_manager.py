@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import threading
+import time
+
+import numpy as np
 
 from actorllm.core.request import Request
 from actorllm.core.sampling_params import SamplingParams
 from actorllm.core.structured_outputs_params import StructuredOutputsParams as SOP
 from actorllm.structured_output import GrammarCompiler, StructuredOutputManager
-from actorllm.structured_output.backend import allowed_tokens
+from actorllm.structured_output.backend import allowed_tokens, fill_bitmasks
 from actorllm.structured_output.reasoning_gate import TokenMarkers
 from tests.helpers.tokenizers import ENDOFTEXT_ID, VOCAB_SIZE, hf_demo_tokenizer
 
@@ -101,6 +104,83 @@ def test_a_row_after_an_inflight_token_waits_for_it(compiler: GrammarCompiler) -
     nxt = allowed_tokens(mask.array()[0], VOCAB_SIZE)
     assert _ids("eta")[0] in nxt and _ids("alpha")[0] not in nxt
     assert not m.bitmask([r.request_id], after=[1]).waits_for_inflight
+    m.close()
+
+
+def test_a_fill_waits_for_every_inflight_row(compiler: GrammarCompiler) -> None:
+    """One wake-up per step: the fill sleeps until the last awaited row is fed (or its
+    request removed), then fills every row from the fed state."""
+    m = StructuredOutputManager(compiler)
+    a, b, c = (_req(f"{x}-{compiler.default_backend}") for x in "fgh")
+    for r in (a, b, c):
+        m.add(r)
+        compiler.submit(r.sampling_params.structured_outputs.key, None).result()  # type: ignore[union-attr]
+        assert m.poll(r)
+    ids = [a.request_id, b.request_id, c.request_id]
+    mask = m.bitmask(ids, after=[1, 1, 1])
+    assert m.accept(a.request_id, _ids("b"))
+    assert m.accept(b.request_id, _ids("a"))
+    time.sleep(0.05)
+    assert not mask.bitmask.done()  # c's token is still in flight
+    m.remove(c.request_id)  # finished meanwhile: no more waiting, its row unused
+    rows = mask.array()
+    assert _ids("eta")[0] in allowed_tokens(rows[0], VOCAB_SIZE)
+    assert _ids("lpha")[0] in allowed_tokens(rows[1], VOCAB_SIZE)
+    m.close()
+
+
+def test_who_runs_a_fill(compiler: GrammarCompiler) -> None:
+    """Rows in flight: the accept that feeds the last one fills them, on its own thread
+    (the loop), before anyone asks. Rows fed: ``start`` (the worker, as the step arrives)
+    hands the fill to the fill thread; never started, the caller of ``result`` fills."""
+    m = StructuredOutputManager(compiler)
+    r = _req(f"o-{compiler.default_backend}")
+    m.add(r)
+    compiler.submit(r.sampling_params.structured_outputs.key, None).result()  # type: ignore[union-attr]
+    assert m.poll(r)
+    rid = r.request_id
+    inflight = m.bitmask([rid], after=[1])
+    inflight.start()  # nothing to do yet: the loop runs it when the token comes
+    assert m.accept(rid, _ids("b"))
+    assert inflight.bitmask.done()  # filled inside accept
+    assert _ids("eta")[0] in allowed_tokens(inflight.array()[0], VOCAB_SIZE)
+    fed = m.bitmask([rid], after=[1])
+    assert not fed.waits_for_inflight
+    fed.start()
+    for _ in range(200):  # the fill thread's
+        if fed.bitmask.done():
+            break
+        time.sleep(0.005)
+    assert fed.bitmask.done()
+    never_started = m.bitmask([rid])
+    assert not never_started.bitmask.done()
+    assert np.array_equal(never_started.array(), fed.array())  # filled by this thread
+    m.close()
+    after_close = m.bitmask([rid])
+    after_close.start()  # the pool is gone: result() fills it
+    assert np.array_equal(after_close.array(), fed.array())
+
+
+def test_the_batched_fill_equals_one_fill_per_row(compiler: GrammarCompiler) -> None:
+    """``fill_bitmasks`` (xgrammar: one native call) writes what ``fill_bitmask`` per row
+    writes, rows in any order and any subset of the bitmask."""
+    m = StructuredOutputManager(compiler)
+    reqs = [_req(f"b{i}-{compiler.default_backend}") for i in range(4)]
+    for r, prefix in zip(reqs, ["", "b", "al", "beta"], strict=True):
+        m.add(r)
+        compiler.submit(r.sampling_params.structured_outputs.key, None).result()  # type: ignore[union-attr]
+        assert m.poll(r)
+        if prefix:
+            assert m.accept(r.request_id, _ids(prefix))
+    matchers = [m._matchers[r.request_id] for r in reqs]
+    width = (VOCAB_SIZE + 31) // 32
+    one = np.zeros((6, width), dtype=np.int32)
+    rows = [4, 0, 5, 2]
+    for matcher, row in zip(matchers, rows, strict=True):
+        matcher.fill_bitmask(one, row)
+    batched = np.zeros((6, width), dtype=np.int32)
+    fill_bitmasks(matchers, batched, rows)
+    assert np.array_equal(one, batched)
     m.close()
 
 

@@ -102,3 +102,36 @@ def test_min_tokens_yields_when_the_grammar_allows_only_stop() -> None:
     p = SamplingParams(temperature=0.0, min_tokens=4)
     out = _run([p], logits, [True], allowed=[33], eos=33)
     assert out.sampled_token_ids.tolist() == [33]  # the grammar is complete: it must end
+
+
+@pytest.mark.parametrize("mode", ["greedy", "seeded", "top_k", "top_p", "bias"])
+def test_the_native_bitmask_kernel_samples_as_mask_then_sample(
+    mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The CPU C kernel (csrc/token_bitmask.c) against the torch unpack-and-fill path: the
+    same tokens and the same logprobs, constrained and unconstrained rows mixed."""
+    from actorllm.kernels import token_bitmask
+
+    if token_bitmask._native_apply() is None:
+        pytest.skip("no working C compiler here")
+    torch.manual_seed(3)
+    logits = torch.randn(8, V) * 4
+    logits[:, 5] = 50.0  # forbidden, and the favourite of the unconstrained rows
+    p = MODES[mode]
+    params = [
+        SamplingParams(
+            temperature=p.temperature, seed=p.seed, top_k=p.top_k, top_p=p.top_p,
+            logit_bias=p.logit_bias, logprobs=4,
+        )
+    ] * 8  # fmt: skip
+    constrained = [True, False, True, True, False, True, True, True]
+    native = _run(params, logits, constrained)
+    monkeypatch.setattr(token_bitmask, "_native_apply", lambda: None)
+    monkeypatch.setattr(token_bitmask, "_xgrammar_cpu_apply", lambda: None)
+    reference = _run(params, logits, constrained)
+    assert torch.equal(native.sampled_token_ids, reference.sampled_token_ids)
+    assert native.logprobs is not None and reference.logprobs is not None
+    assert torch.equal(native.logprobs.token_ids, reference.logprobs.token_ids)
+    assert torch.equal(native.logprobs.logprobs, reference.logprobs.logprobs)
+    rows = [i for i, c in enumerate(constrained) if c]
+    assert set(native.sampled_token_ids[rows].tolist()) <= set(ALLOWED)
