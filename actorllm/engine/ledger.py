@@ -34,12 +34,37 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from actorllm.core.outputs import RequestOutput
-from actorllm.core.sampling_params import SamplingParams
+from actorllm.core.outputs import RequestOutput, merge_outputs
+from actorllm.core.sampling_params import RequestOutputKind, SamplingParams
 from actorllm.engine.request_stream import RequestStream
 
 # The caller's stream carries outputs, or the exception that ends the request.
 StreamItem = RequestOutput | BaseException
+
+
+def _merge_delta(unread: StreamItem, new: StreamItem) -> bool:
+    """A DELTA request's stream: fold ``new`` into the unread output (see RequestStream)."""
+    if type(unread) is RequestOutput and type(new) is RequestOutput and not unread.finished:
+        merge_outputs(unread, new, delta=True)
+        return True
+    return False
+
+
+def _merge_cumulative(unread: StreamItem, new: StreamItem) -> bool:
+    """A CUMULATIVE request's stream: the newer output replaces the unread one's samples."""
+    if type(unread) is RequestOutput and type(new) is RequestOutput and not unread.finished:
+        merge_outputs(unread, new, delta=False)
+        return True
+    return False
+
+
+# How each output kind's stream merges outputs its caller has not read yet (FINAL_ONLY
+# sends one output: nothing to merge).
+_MERGE = {
+    RequestOutputKind.DELTA: _merge_delta,
+    RequestOutputKind.CUMULATIVE: _merge_cumulative,
+    RequestOutputKind.FINAL_ONLY: None,
+}
 
 
 @dataclass
@@ -109,7 +134,7 @@ class RequestLedger:
         """
         if request_id in self._entries:
             raise ValueError(f"request id {request_id!r} is already in use.")
-        stream: RequestStream[StreamItem] = RequestStream()
+        stream: RequestStream[StreamItem] = RequestStream(_MERGE[params.output_kind])
         self._entries[request_id] = LedgerEntry(
             request_id=request_id,
             prompt=prompt,
@@ -212,14 +237,10 @@ class RequestLedger:
         if entry.closed:
             return False
         backlog = self.max_backlog
-        if backlog is not None and len(entry.stream) >= backlog:
+        sent = entry.stream.offer(item, math.inf if backlog is None else backlog)
+        if sent is False:
             entry.slow = True
-            return False
-        try:
-            entry.stream.send_nowait(item)
-        except Exception:  # the caller closed its end (BrokenResourceError/ClosedResourceError)
-            return False
-        return True
+        return bool(sent)  # (None: the caller closed its end)
 
     def deliver_step(self, outputs: list[tuple[str, RequestOutput]]) -> list[str]:
         """:meth:`deliver` each ``(request_id, output)`` of one step (every id open); return
