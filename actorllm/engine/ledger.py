@@ -29,42 +29,30 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import msgspec
 
-from actorllm.core.outputs import RequestOutput, merge_outputs
+from actorllm.core.outputs import RequestOutput
 from actorllm.core.sampling_params import RequestOutputKind, SamplingParams
 from actorllm.engine.request_stream import RequestStream
+from actorllm.engine.step_outputs import merge_outputs
 
 # The caller's stream carries outputs, or the exception that ends the request.
 StreamItem = RequestOutput | BaseException
 
 
-def _merge_delta(unread: StreamItem, new: StreamItem) -> bool:
-    """A DELTA request's stream: fold ``new`` into the unread output (see RequestStream)."""
-    if type(unread) is RequestOutput and type(new) is RequestOutput and not unread.finished:
-        merge_outputs(unread, new, delta=True)
-        return True
-    return False
+def _merger(kind: RequestOutputKind) -> Callable[[StreamItem, StreamItem], StreamItem | None]:
+    """How a ``kind`` request's stream folds an output into the one its caller has not
+    read (see RequestStream): as ``LLMEngine.step`` merges outputs between two calls."""
 
+    def merge(unread: StreamItem, new: StreamItem) -> StreamItem | None:
+        if type(unread) is RequestOutput and type(new) is RequestOutput and not unread.finished:
+            return merge_outputs(unread, new, kind)
+        return None  # an error, or after the final output: queued as it is
 
-def _merge_cumulative(unread: StreamItem, new: StreamItem) -> bool:
-    """A CUMULATIVE request's stream: the newer output replaces the unread one's samples."""
-    if type(unread) is RequestOutput and type(new) is RequestOutput and not unread.finished:
-        merge_outputs(unread, new, delta=False)
-        return True
-    return False
-
-
-# How each output kind's stream merges outputs its caller has not read yet (FINAL_ONLY
-# sends one output: nothing to merge).
-_MERGE = {
-    RequestOutputKind.DELTA: _merge_delta,
-    RequestOutputKind.CUMULATIVE: _merge_cumulative,
-    RequestOutputKind.FINAL_ONLY: None,
-}
+    return merge
 
 
 @dataclass
@@ -134,7 +122,10 @@ class RequestLedger:
         """
         if request_id in self._entries:
             raise ValueError(f"request id {request_id!r} is already in use.")
-        stream: RequestStream[StreamItem] = RequestStream(_MERGE[params.output_kind])
+        # FINAL_ONLY sends one output: nothing to merge.
+        kind = params.output_kind
+        merge = None if kind == RequestOutputKind.FINAL_ONLY else _merger(kind)
+        stream: RequestStream[StreamItem] = RequestStream(merge)
         self._entries[request_id] = LedgerEntry(
             request_id=request_id,
             prompt=prompt,

@@ -23,7 +23,8 @@ Contract (that of anyio's memory object streams, which it replaces here):
 
 Merging (``merge=``, the engine's DELTA and CUMULATIVE requests; vLLM's
 ``RequestOutputCollector``): an ``offer`` that finds one item unread may fold itself into
-it instead of queueing (``merge(unread, new)`` returns True when it did). A caller that
+it instead of queueing (``merge(unread, new)`` returns the item that replaces both, or
+None to queue ``new`` behind). A caller that
 falls behind the engine then wakes once for several steps and reads one output that says
 what they said in turn; the backlog (``len``) still counts every delivery not read.
 
@@ -74,9 +75,9 @@ class RequestStream(Generic[T]):
 
     __slots__ = ("_closed", "_folded", "_items", "_merge", "_reader_gone", "_trio", "_waiter")
 
-    def __init__(self, merge: Callable[[T, T], bool] | None = None) -> None:
+    def __init__(self, merge: Callable[[T, T], T | None] | None = None) -> None:
         self._items: deque[T] = deque()  # delivered, not read yet
-        # Folds an offered item into the one unread item, or says it cannot (False).
+        # Folds an offered item into the one unread item, or says it cannot (None).
         self._merge = merge
         self._folded = 0  # deliveries folded into _items[0] (only ever a lone item)
         self._closed = False  # the writer ended the stream
@@ -117,9 +118,12 @@ class RequestStream(Generic[T]):
             if len(items) + self._folded >= limit:
                 return False
             merge = self._merge
-            if merge is not None and len(items) == 1 and merge(items[0], item):
-                self._folded += 1
-                return True
+            if merge is not None and len(items) == 1:
+                merged = merge(items[0], item)
+                if merged is not None:
+                    items[0] = merged
+                    self._folded += 1
+                    return True
         elif limit < 1:
             return False
         items.append(item)

@@ -90,12 +90,9 @@ async def test_offer_wakes_the_reader_and_refuses_past_the_limit() -> None:
     assert reader_gone.offer(1, 2) is None
 
 
-def _sum(unread: list[int], new: list[int]) -> bool:
+def _sum(unread: list[int], new: list[int]) -> list[int] | None:
     """A merge that folds lists by concatenation, and refuses an empty one."""
-    if not new:
-        return False
-    unread.extend(new)
-    return True
+    return unread + new if new else None
 
 
 async def test_offers_fold_into_the_unread_item_and_wake_the_reader_once() -> None:
