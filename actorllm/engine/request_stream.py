@@ -73,7 +73,16 @@ class RequestStreamStatistics(msgspec.Struct, frozen=True, kw_only=True):
 class RequestStream(Generic[T]):
     """One writer (``send_nowait``, ``close``), one reader (``receive``, ``async for``)."""
 
-    __slots__ = ("_closed", "_folded", "_items", "_merge", "_reader_gone", "_trio", "_waiter")
+    __slots__ = (
+        "_closed",
+        "_folded",
+        "_items",
+        "_loop",
+        "_merge",
+        "_reader_gone",
+        "_trio",
+        "_waiter",
+    )
 
     def __init__(self, merge: Callable[[T, T], T | None] | None = None) -> None:
         self._items: deque[T] = deque()  # delivered, not read yet
@@ -85,6 +94,7 @@ class RequestStream(Generic[T]):
         # The parked reader: a trio Task or an asyncio Future; None when it is not waiting.
         self._waiter: Any = None
         self._trio: bool | None = None  # the reader's backend, learnt at its first wait
+        self._loop: asyncio.AbstractEventLoop | None = None  # the reader's, under asyncio
 
     def __len__(self) -> int:
         """Deliveries not read yet (the backlog), merged ones included."""
@@ -168,13 +178,20 @@ class RequestStream(Generic[T]):
         return self
 
     async def __anext__(self) -> T:
-        # receive() and trio's _park(), written out: two coroutine frames less per output.
+        # receive() and _park(), written out: two coroutine frames less per output.
         if self._items:
             await anyio.lowlevel.checkpoint()
         elif not self._closed and not self._reader_gone:
             if self._trio:
                 self._waiter = _current_task()
                 await _wait_task_rescheduled(self._abort)
+            elif self._loop is not None:  # asyncio, once _park learnt the loop
+                future = self._loop.create_future()
+                self._waiter = future
+                try:
+                    await future
+                finally:
+                    self._waiter = None
             else:
                 await self._park()
         if self._items:
@@ -192,7 +209,8 @@ class RequestStream(Generic[T]):
             self._waiter = trio.lowlevel.current_task()
             await trio.lowlevel.wait_task_rescheduled(self._abort)
         else:
-            future = asyncio.get_running_loop().create_future()
+            self._loop = loop = asyncio.get_running_loop()
+            future = loop.create_future()
             self._waiter = future
             try:
                 await future
