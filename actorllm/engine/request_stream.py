@@ -24,9 +24,9 @@ Contract (that of anyio's memory object streams, which it replaces here):
 Merging (``merge=``, the engine's DELTA and CUMULATIVE requests; vLLM's
 ``RequestOutputCollector``): an ``offer`` that finds one item unread may fold itself into
 it instead of queueing (``merge(unread, new)`` returns the item that replaces both, or
-None to queue ``new`` behind). A caller that
-falls behind the engine then wakes once for several steps and reads one output that says
-what they said in turn; the backlog (``len``) still counts every delivery not read.
+None to queue ``new`` behind). A caller that falls behind the engine then wakes once for
+several steps and reads one output that says what they said in turn; the backlog
+(``len``) still counts every delivery not read.
 
 The stream learns the backend the first time its reader waits; everything else is plain,
 loop-thread-only Python (no locks).
