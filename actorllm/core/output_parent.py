@@ -145,15 +145,18 @@ class UserRequest:
             error=error,
         )
 
-    def plain_output(self, child: RequestState) -> RequestOutput:
+    def plain_output(
+        self, child: RequestState, delta: CompletionOutput | None = None
+    ) -> RequestOutput:
         """:meth:`make_output` for a ``plain`` request whose ``plain`` child changed and
-        did not finish (the same output, built directly)."""
+        did not finish (the same output, built directly); ``delta``: the child's
+        :meth:`~RequestState.plain_step`, when it took one."""
         return RequestOutput(
             request_id=self.request_id,
             prompt=self.prompt,
             prompt_token_ids=self.prompt_token_ids,
             prompt_logprobs=None,
-            outputs=[child.plain_delta()],
+            outputs=[child.plain_delta() if delta is None else delta],
             finished=False,
             num_cached_tokens=self.num_cached_tokens or 0,
             metrics=RequestMetrics(

@@ -164,7 +164,11 @@ class OutputProcessor:
                 and len(out.new_token_ids) == 1
                 and out.new_prompt_logprobs is None
             ):
-                state.update_plain(out, now)
+                silent = user.silent
+                if silent:
+                    state.update_plain(out, now)
+                else:
+                    delta = state.plain_step(out, now)
                 if out.num_cached_tokens:
                     user.note_cached_tokens(state)
                 if record:
@@ -172,8 +176,8 @@ class OutputProcessor:
                         gaps[previous] = gaps.get(previous, 0) + 1
                     else:
                         self._record_tokens(user, 1, previous, now)
-                if not user.silent:
-                    outputs.append((user.request_id, user.plain_output(state)))
+                if not silent:
+                    outputs.append((user.request_id, user.plain_output(state, delta)))
                 continue
             self._fold(out, state, user, result, changed, record, now)
         if gaps:

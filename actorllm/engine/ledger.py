@@ -29,17 +29,30 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import msgspec
 
 from actorllm.core.outputs import RequestOutput
-from actorllm.core.sampling_params import SamplingParams
+from actorllm.core.sampling_params import RequestOutputKind, SamplingParams
 from actorllm.engine.request_stream import RequestStream
+from actorllm.engine.step_outputs import merge_outputs
 
 # The caller's stream carries outputs, or the exception that ends the request.
 StreamItem = RequestOutput | BaseException
+
+
+def _merger(kind: RequestOutputKind) -> Callable[[StreamItem, StreamItem], StreamItem | None]:
+    """How a ``kind`` request's stream folds an output into the one its caller has not
+    read (see RequestStream): as ``LLMEngine.step`` merges outputs between two calls."""
+
+    def merge(unread: StreamItem, new: StreamItem) -> StreamItem | None:
+        if type(unread) is RequestOutput and type(new) is RequestOutput and not unread.finished:
+            return merge_outputs(unread, new, kind)
+        return None  # an error, or after the final output: queued as it is
+
+    return merge
 
 
 @dataclass
@@ -109,7 +122,10 @@ class RequestLedger:
         """
         if request_id in self._entries:
             raise ValueError(f"request id {request_id!r} is already in use.")
-        stream: RequestStream[StreamItem] = RequestStream()
+        # FINAL_ONLY sends one output: nothing to merge.
+        kind = params.output_kind
+        merge = None if kind == RequestOutputKind.FINAL_ONLY else _merger(kind)
+        stream: RequestStream[StreamItem] = RequestStream(merge)
         self._entries[request_id] = LedgerEntry(
             request_id=request_id,
             prompt=prompt,
@@ -212,14 +228,10 @@ class RequestLedger:
         if entry.closed:
             return False
         backlog = self.max_backlog
-        if backlog is not None and len(entry.stream) >= backlog:
+        sent = entry.stream.offer(item, math.inf if backlog is None else backlog)
+        if sent is False:
             entry.slow = True
-            return False
-        try:
-            entry.stream.send_nowait(item)
-        except Exception:  # the caller closed its end (BrokenResourceError/ClosedResourceError)
-            return False
-        return True
+        return bool(sent)  # (None: the caller closed its end)
 
     def deliver_step(self, outputs: list[tuple[str, RequestOutput]]) -> list[str]:
         """:meth:`deliver` each ``(request_id, output)`` of one step (every id open); return

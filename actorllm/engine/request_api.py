@@ -48,7 +48,9 @@ class RequestAPI:
         *,
         arrival_time: float | None = None,
     ) -> AsyncIterator[RequestOutput]:
-        """Outputs of one request as it runs (see ``SamplingParams.output_kind``).
+        """Outputs of one request as it runs (see ``SamplingParams.output_kind``). A caller
+        that falls behind the engine reads the outputs it missed merged into one (DELTA
+        pieces joined, CUMULATIVE the newest), as vLLM's ``AsyncLLM`` does.
 
         ``priority`` (lower runs first) needs ``scheduling_policy="priority"`` unless it is
         0. ``arrival_time`` is when the request arrived, in ``time.time()`` seconds (vLLM's

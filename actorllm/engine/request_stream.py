@@ -21,6 +21,13 @@ Contract (that of anyio's memory object streams, which it replaces here):
 * ``async with stream:`` on the reader's side closes the reader's end on exit.
 * The buffer is unbounded; the ledger enforces the backlog bound (``deliver``).
 
+Merging (``merge=``, the engine's DELTA and CUMULATIVE requests; vLLM's
+``RequestOutputCollector``): an ``offer`` that finds one item unread may fold itself into
+it instead of queueing (``merge(unread, new)`` returns the item that replaces both, or
+None to queue ``new`` behind). A caller that falls behind the engine then wakes once for
+several steps and reads one output that says what they said in turn; the backlog
+(``len``) still counts every delivery not read.
+
 The stream learns the backend the first time its reader waits; everything else is plain,
 loop-thread-only Python (no locks).
 
@@ -39,6 +46,7 @@ from __future__ import annotations
 import asyncio
 import math
 from collections import deque
+from collections.abc import Callable
 from types import TracebackType
 from typing import Any, Generic, TypeVar, final
 
@@ -65,18 +73,32 @@ class RequestStreamStatistics(msgspec.Struct, frozen=True, kw_only=True):
 class RequestStream(Generic[T]):
     """One writer (``send_nowait``, ``close``), one reader (``receive``, ``async for``)."""
 
-    __slots__ = ("_closed", "_items", "_reader_gone", "_trio", "_waiter")
+    __slots__ = (
+        "_closed",
+        "_folded",
+        "_items",
+        "_loop",
+        "_merge",
+        "_reader_gone",
+        "_trio",
+        "_waiter",
+    )
 
-    def __init__(self) -> None:
+    def __init__(self, merge: Callable[[T, T], T | None] | None = None) -> None:
         self._items: deque[T] = deque()  # delivered, not read yet
+        # Folds an offered item into the one unread item, or says it cannot (None).
+        self._merge = merge
+        self._folded = 0  # deliveries folded into _items[0] (only ever a lone item)
         self._closed = False  # the writer ended the stream
         self._reader_gone = False  # the reader closed its end: deliveries fail
         # The parked reader: a trio Task or an asyncio Future; None when it is not waiting.
         self._waiter: Any = None
         self._trio: bool | None = None  # the reader's backend, learnt at its first wait
+        self._loop: asyncio.AbstractEventLoop | None = None  # the reader's, under asyncio
 
     def __len__(self) -> int:
-        return len(self._items)
+        """Deliveries not read yet (the backlog), merged ones included."""
+        return len(self._items) + self._folded
 
     # -- the writer ---------------------------------------------------------------------------
 
@@ -102,7 +124,17 @@ class RequestStream(Generic[T]):
         if self._reader_gone or self._closed:
             return None
         items = self._items
-        if len(items) >= limit:
+        if items:  # the reader is behind (or not scheduled yet): no wake-up needed
+            if len(items) + self._folded >= limit:
+                return False
+            merge = self._merge
+            if merge is not None and len(items) == 1:
+                merged = merge(items[0], item)
+                if merged is not None:
+                    items[0] = merged
+                    self._folded += 1
+                    return True
+        elif limit < 1:
             return False
         items.append(item)
         waiter = self._waiter
@@ -136,6 +168,7 @@ class RequestStream(Generic[T]):
         elif not self._closed and not self._reader_gone:
             await self._park()
         if self._items:
+            self._folded = 0
             return self._items.popleft()
         if self._reader_gone:
             raise anyio.ClosedResourceError
@@ -145,16 +178,24 @@ class RequestStream(Generic[T]):
         return self
 
     async def __anext__(self) -> T:
-        # receive() and trio's _park(), written out: two coroutine frames less per output.
+        # receive() and _park(), written out: two coroutine frames less per output.
         if self._items:
             await anyio.lowlevel.checkpoint()
         elif not self._closed and not self._reader_gone:
             if self._trio:
                 self._waiter = _current_task()
                 await _wait_task_rescheduled(self._abort)
+            elif self._loop is not None:  # asyncio, once _park learnt the loop
+                future = self._loop.create_future()
+                self._waiter = future
+                try:
+                    await future
+                finally:
+                    self._waiter = None
             else:
                 await self._park()
         if self._items:
+            self._folded = 0
             return self._items.popleft()
         if self._reader_gone:
             raise anyio.ClosedResourceError
@@ -168,7 +209,8 @@ class RequestStream(Generic[T]):
             self._waiter = trio.lowlevel.current_task()
             await trio.lowlevel.wait_task_rescheduled(self._abort)
         else:
-            future = asyncio.get_running_loop().create_future()
+            self._loop = loop = asyncio.get_running_loop()
+            future = loop.create_future()
             self._waiter = future
             try:
                 await future
@@ -184,6 +226,7 @@ class RequestStream(Generic[T]):
         """The reader goes away: later deliveries raise ``BrokenResourceError``."""
         self._reader_gone = True
         self._items.clear()
+        self._folded = 0
 
     async def aclose(self) -> None:
         self.close_reader()
@@ -201,7 +244,7 @@ class RequestStream(Generic[T]):
 
     def statistics(self) -> RequestStreamStatistics:
         return RequestStreamStatistics(
-            current_buffer_used=len(self._items),
+            current_buffer_used=len(self._items) + self._folded,
             max_buffer_size=math.inf,
             reader_waiting=self._waiter is not None,
             closed=self._closed,

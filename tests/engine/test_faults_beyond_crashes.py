@@ -87,7 +87,8 @@ async def test_a_slow_consumer_is_aborted_and_its_blocks_freed() -> None:
         stream = engine.generate("never read", SamplingParams(max_tokens=200, ignore_eos=True))
         first = await stream.__anext__()
         assert not first.finished
-        # Stop reading: the engine buffers 4 outputs, then aborts (closes) the request.
+        # Stop reading: the engine buffers 4 outputs (CUMULATIVE, the default: each replaces
+        # the unread one), then aborts (closes) the request.
         with anyio.fail_after(10):
             while len(engine._ctx.ledger):
                 await anyio.sleep(0.01)
@@ -96,7 +97,9 @@ async def test_a_slow_consumer_is_aborted_and_its_blocks_freed() -> None:
         with pytest.raises(SlowConsumerError, match="4 outputs unread"):
             async for out in stream:
                 seen.append(out)
-        assert len(seen) == 4 and not seen[-1].finished
+        assert len(seen) == 1 and not seen[0].finished
+        # One token a step: the newest output holds the first one's and 4 steps' more.
+        assert len(seen[0].outputs[0].token_ids) == len(first.outputs[0].token_ids) + 4
         # A consumer that keeps up is not affected.
         outs = [o async for o in engine.generate("read", SamplingParams(max_tokens=20))]
         assert outs[-1].finished and len(outs[-1].outputs[0].token_ids) == 20

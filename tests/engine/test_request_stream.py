@@ -88,3 +88,39 @@ async def test_offer_wakes_the_reader_and_refuses_past_the_limit() -> None:
     reader_gone: RequestStream[int] = RequestStream()
     reader_gone.close_reader()
     assert reader_gone.offer(1, 2) is None
+
+
+def _sum(unread: list[int], new: list[int]) -> list[int] | None:
+    """A merge that folds lists by concatenation, and refuses an empty one."""
+    return unread + new if new else None
+
+
+async def test_offers_fold_into_the_unread_item_and_wake_the_reader_once() -> None:
+    stream: RequestStream[list[int]] = RequestStream(_sum)
+    got: list[list[int]] = []
+
+    async def read() -> None:
+        async for x in stream:
+            got.append(x)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(read)
+        await anyio.wait_all_tasks_blocked()
+        for i in range(4):  # the reader is woken by the first and runs after the last
+            assert stream.offer([i], 10) is True
+        assert len(stream) == 4 and stream.statistics().current_buffer_used == 4
+        await anyio.wait_all_tasks_blocked()
+        assert got == [[0, 1, 2, 3]] and len(stream) == 0
+        stream.offer([4], 10)
+        stream.offer([], 10)  # refused by merge: queued behind, not folded
+        stream.offer([5], 10)  # two items unread: never folded
+        stream.close()
+    assert got == [[0, 1, 2, 3], [4], [], [5]]
+
+
+async def test_the_backlog_counts_folded_deliveries() -> None:
+    stream: RequestStream[list[int]] = RequestStream(_sum)
+    assert [stream.offer([i], 3) for i in range(4)] == [True, True, True, False]
+    assert len(stream) == 3
+    assert await stream.receive() == [0, 1, 2]
+    assert len(stream) == 0 and stream.offer([9], 3) is True
