@@ -175,9 +175,15 @@ static inline __m512 load16(const void *base, int bf16, int64_t off) {
  * rows of block b + PREFETCH_BLOCKS are asked for while block b is computed, one row per
  * key (all at once, the prefetches queue behind each other and stall the loads). Measured
  * on the 75M preset's shape, 1 thread: distance 1 -> 2 cuts bf16 3.4 -> 2.3 ms, 3+ is
- * slower. (Inline asm: GCC deletes a loop of _mm_prefetch calls as side-effect free.) */
+ * slower. (Inline asm: GCC deletes a loop of _mm_prefetch calls as side-effect free.)
+ * A bfloat16 block is half the bytes, and with q.k on AVX512-BF16 computed faster: 3
+ * blocks ahead there (step_profile, 1 thread, bf16 attention 13.7 -> 12.2 ms; fp32 at 3 is
+ * 1-2 ms slower than at 2). */
 #ifndef PREFETCH_BLOCKS
 #define PREFETCH_BLOCKS 2
+#endif
+#ifndef PREFETCH_BLOCKS_BF16
+#define PREFETCH_BLOCKS_BF16 3
 #endif
 static inline void prefetch_line(const char *p) {
     __asm__ volatile("prefetcht0 %0" : : "m"(*p));
@@ -220,15 +226,16 @@ static inline __attribute__((always_inline)) void attend_tile(const task_t *t,
 #pragma GCC unroll 8
         for (int c = 0; c < NC; c++) acc[gi][c] = _mm512_setzero_ps();
     }
+    const int ahead = bf16 ? PREFETCH_BLOCKS_BF16 : PREFETCH_BLOCKS;
     for (int b = start / bs; b * bs < len; b++) {
         int64_t base = (int64_t)t->table[b] * t->s_block + (int64_t)t->head * t->s_head;
         int b0 = b * bs;
         int lo = b0 < start ? start - b0 : 0, hi = b0 + bs < len ? bs : len - b0;
         if (b == start / bs) /* the task's first blocks; later ones a row per key below */
-            for (int a = 0; a < PREFETCH_BLOCKS; a++) prefetch_rows(t, b + a, 0, bs);
-        /* the block PREFETCH_BLOCKS ahead: this task's, or past its end the next task's */
+            for (int a = 0; a < ahead; a++) prefetch_rows(t, b + a, 0, bs);
+        /* the block `ahead` blocks on: this task's, or past its end the next task's */
         const task_t *pt = t;
-        int pb = b + PREFETCH_BLOCKS;
+        int pb = b + ahead;
 #ifndef NO_NEXT_TASK_PREFETCH
         int nblocks = (len + bs - 1) / bs;
         if (pb >= nblocks && t->next != NULL)
