@@ -200,3 +200,78 @@ def test_next_task_prefetch_changes_no_bit(
     monkeypatch.setattr(native_decode, "_BUILD_FLAGS", off)
     want = native_decode.paged_decode(q, kc, vc, lens, table, 0.125, window, None)
     assert got is not None and want is not None and torch.equal(got, want)
+
+
+def _variant(monkeypatch: pytest.MonkeyPatch, flags: tuple[str, ...]) -> None:
+    if native_decode._kernel(flags) is None:
+        pytest.skip("the compiler did not build the variant")
+    monkeypatch.setattr(native_decode, "_BUILD_FLAGS", flags)
+
+
+@pytest.mark.parametrize(
+    ("d", "bs", "hq", "hk", "lens"),
+    [
+        (64, 16, 12, 4, (1, 15, 16, 17, 40, 63, 200, 33, 2)),  # the 75M preset's layer
+        (32, 32, 6, 2, (3, 31, 32, 33, 97)),  # D = 32: one dot product per key
+        (128, 8, 8, 1, (1, 7, 9, 130)),  # D = 128, G = 8
+        (96, 16, 5, 5, (5, 50, 111)),  # D = 96 (NC = 6, the unspecialised tile), no GQA
+    ],
+)
+@pytest.mark.parametrize(("window", "softcap"), [(None, None), (20, None), (None, 3.0)])
+def test_bf16_dot_products_match_the_float32_walk(
+    d: int, bs: int, hq: int, hk: int, lens: tuple[int, ...], window: int | None,
+    softcap: float | None, monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """A bfloat16 cache with q exact in bfloat16 (bfloat16 q, a power-of-two scale) takes
+    q.k from AVX512-BF16 dot products where the CPU has them: every product is exact, only
+    the order of the float32 sums differs, so the float32 output stays within float32
+    rounding of the widening walk (-DNO_BF16_DOT), and matches the torch reference (bfloat16
+    output) as the walk does, over several block tables."""
+    for seed in (0, 1, 2):
+        q, kc, vc, lens_t, table = _case(
+            torch.bfloat16, True, hq, hk, seed=seed, d=d, bs=bs, lens=lens
+        )
+        q = q * 4  # larger scores: the max moves tile to tile
+        got = native_decode.paged_decode(q, kc, vc, lens_t, table, 0.25, window, softcap)
+        with monkeypatch.context() as m:
+            _variant(m, ("-DNO_BF16_DOT",))
+            walk = native_decode.paged_decode(q, kc, vc, lens_t, table, 0.25, window, softcap)
+        want = _reference(q, kc, vc, lens_t, table, window, softcap, monkeypatch)
+        assert got is not None and walk is not None
+        torch.testing.assert_close(got, walk, atol=2e-6, rtol=2e-5)
+        # the reference rounds its output to q's bfloat16
+        torch.testing.assert_close(got.to(torch.bfloat16).float(), want, atol=8e-3, rtol=8e-3)
+
+
+@pytest.mark.parametrize("case", ["fp32 q", "scale not a power of two"])
+def test_bf16_dot_products_only_where_q_is_exact(
+    case: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """q that bfloat16 would round (a float32 q, or a scale that is not a power of two)
+    keeps the float32 walk: bit for bit the -DNO_BF16_DOT build's output."""
+    kw = {"seed": 4, "d": 64, "bs": 16, "lens": (1, 15, 16, 17, 40, 63, 200, 33, 2)}
+    q, kc, vc, lens, table = _case(torch.bfloat16, True, 12, 4, **kw)  # type: ignore[arg-type]
+    scale = 0.125
+    if case == "fp32 q":
+        q = q.float() + 1e-3
+    else:
+        scale = 0.1
+    got = native_decode.paged_decode(q, kc, vc, lens, table, scale, None, None)
+    _variant(monkeypatch, ("-DNO_BF16_DOT",))
+    want = native_decode.paged_decode(q, kc, vc, lens, table, scale, None, None)
+    assert got is not None and want is not None and torch.equal(got, want)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+def test_head_loop_barrier_changes_no_bit(
+    dtype: torch.dtype, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The compiler barrier in the per-head score loop only changes where K is loaded from."""
+    kw = {"seed": 5, "d": 64, "bs": 16, "lens": (1, 15, 16, 17, 40, 63, 200, 33, 2)}
+    q, kc, vc, lens, table = _case(dtype, True, 12, 4, **kw)  # type: ignore[arg-type]
+    q = q.float() + 1e-3  # not exact in bfloat16: the float32 walk on a bfloat16 cache too
+    _variant(monkeypatch, ("-DNO_BF16_DOT",))
+    got = native_decode.paged_decode(q, kc, vc, lens, table, 0.125, 7, None)
+    _variant(monkeypatch, ("-DNO_BF16_DOT", "-DNO_GI_BARRIER"))
+    want = native_decode.paged_decode(q, kc, vc, lens, table, 0.125, 7, None)
+    assert got is not None and want is not None and torch.equal(got, want)

@@ -10,6 +10,9 @@
  * Where the compiler targets AVX-512 (-march=native on such a host, __AVX512F__) a tile's 16
  * scores come from 16 vertical dot products reduced together (one transpose-add tree), the
  * exp is vectorised, and the accumulators live in registers (specialised per G and D / 16).
+ * Where it also targets AVX512-BF16 (__AVX512BF16__), a bfloat16 cache whose q is exact in
+ * bfloat16 (a bfloat16 model's q times a power-of-two scale) takes q.k from _mm512_dpbf16_ps
+ * on the cache's rows as stored: the same exact products, float32 sums in another order.
  * Elsewhere the same walk in portable C.
  *
  * Layouts (element strides; the last dimension is contiguous):
@@ -47,6 +50,9 @@ typedef struct task_s {
     int len, head, g, d, block_size;
     float scale, softcap;
     int window;
+    /* q [G, D] (scaled) as bfloat16 where that is exact and the cache is bfloat16 and the
+     * CPU has AVX512-BF16 dot products (NULL: the float32 walk) */
+    const uint16_t *qb;
     /* the task this thread runs next (NULL: none): its first blocks are prefetched while
      * this one's last blocks are computed */
     const struct task_s *next;
@@ -109,6 +115,12 @@ static void attend_portable(const task_t *t, const float *q, float *out, float *
     }
 }
 
+/* AVX512-BF16 dot products for q.k where the compiler targets them (-march=native on such
+ * a host) and -DNO_BF16_DOT does not turn them off. */
+#if defined(__AVX512F__) && defined(__AVX512BF16__) && !defined(NO_BF16_DOT)
+#define PAGED_DECODE_BF16_DOT 1
+#endif
+
 #if defined(__AVX512F__)
 /* -- AVX-512 tiles ------------------------------------------------------------------------ */
 #include <immintrin.h>
@@ -163,9 +175,15 @@ static inline __m512 load16(const void *base, int bf16, int64_t off) {
  * rows of block b + PREFETCH_BLOCKS are asked for while block b is computed, one row per
  * key (all at once, the prefetches queue behind each other and stall the loads). Measured
  * on the 75M preset's shape, 1 thread: distance 1 -> 2 cuts bf16 3.4 -> 2.3 ms, 3+ is
- * slower. (Inline asm: GCC deletes a loop of _mm_prefetch calls as side-effect free.) */
+ * slower. (Inline asm: GCC deletes a loop of _mm_prefetch calls as side-effect free.)
+ * A bfloat16 block is half the bytes, and with q.k on AVX512-BF16 computed faster: 3
+ * blocks ahead there (step_profile, 1 thread, bf16 attention 13.7 -> 12.2 ms; fp32 at 3 is
+ * 1-2 ms slower than at 2). */
 #ifndef PREFETCH_BLOCKS
 #define PREFETCH_BLOCKS 2
+#endif
+#ifndef PREFETCH_BLOCKS_BF16
+#define PREFETCH_BLOCKS_BF16 3
 #endif
 static inline void prefetch_line(const char *p) {
     __asm__ volatile("prefetcht0 %0" : : "m"(*p));
@@ -188,10 +206,14 @@ static inline void prefetch_rows(const task_t *t, int b, int r_lo, int r_hi) {
 }
 
 /* One task: q [G, D] float32 (scaled) -> out [G, D] float32, D = 16 * NC. Inlined with
- * constant G and NC, the loops unroll and acc stays in registers. */
+ * constant G and NC, the loops unroll and acc stays in registers. DOT (bfloat16 cache, q
+ * exact in bfloat16 as t->qb, NC even): the scores by _mm512_dpbf16_ps straight from the
+ * cache's bfloat16 K rows, no widening to a float32 tile first. Every product is exact
+ * either way (8-bit mantissas); only the order of the float32 sums differs. */
 static inline __attribute__((always_inline)) void attend_tile(const task_t *t,
                                                              const float *q, float *out,
-                                                             const int G, const int NC) {
+                                                             const int G, const int NC,
+                                                             const int DOT) {
     const int d = 16 * NC, bs = t->block_size, len = t->len, bf16 = t->kv_bf16;
     int start = (t->window > 0 && len > t->window) ? len - t->window : 0;
     __m512 acc[TILE_MAX_G][TILE_MAX_NC];
@@ -204,15 +226,16 @@ static inline __attribute__((always_inline)) void attend_tile(const task_t *t,
 #pragma GCC unroll 8
         for (int c = 0; c < NC; c++) acc[gi][c] = _mm512_setzero_ps();
     }
+    const int ahead = bf16 ? PREFETCH_BLOCKS_BF16 : PREFETCH_BLOCKS;
     for (int b = start / bs; b * bs < len; b++) {
         int64_t base = (int64_t)t->table[b] * t->s_block + (int64_t)t->head * t->s_head;
         int b0 = b * bs;
         int lo = b0 < start ? start - b0 : 0, hi = b0 + bs < len ? bs : len - b0;
         if (b == start / bs) /* the task's first blocks; later ones a row per key below */
-            for (int a = 0; a < PREFETCH_BLOCKS; a++) prefetch_rows(t, b + a, 0, bs);
-        /* the block PREFETCH_BLOCKS ahead: this task's, or past its end the next task's */
+            for (int a = 0; a < ahead; a++) prefetch_rows(t, b + a, 0, bs);
+        /* the block `ahead` blocks on: this task's, or past its end the next task's */
         const task_t *pt = t;
-        int pb = b + PREFETCH_BLOCKS;
+        int pb = b + ahead;
 #ifndef NO_NEXT_TASK_PREFETCH
         int nblocks = (len + bs - 1) / bs;
         if (pb >= nblocks && t->next != NULL)
@@ -224,7 +247,7 @@ static inline __attribute__((always_inline)) void attend_tile(const task_t *t,
             int64_t row0 = base + (int64_t)r0 * t->s_slot;
             const float *kp; /* the tile's K rows, float32, kstride apart */
             int64_t kstride;
-            if (bf16) {
+            if (bf16 && !DOT) {
                 for (int j = 0; j < nt; j++)
 #pragma GCC unroll 8
                     for (int c = 0; c < NC; c++)
@@ -236,7 +259,35 @@ static inline __attribute__((always_inline)) void attend_tile(const task_t *t,
             }
 #pragma GCC unroll 8
             for (int gi = 0; gi < G; gi++) {
+                /* a compiler barrier: without it GCC keeps the tile's K rows, loaded for
+                 * head 0, for the next heads by spilling them to the stack and reading
+                 * them back (more traffic than loading them again from L1) */
+#ifndef NO_GI_BARRIER
+                __asm__ volatile("" ::: "memory");
+#endif
                 __m512 qv[TILE_MAX_NC], part[16];
+#ifdef PAGED_DECODE_BF16_DOT
+                if (DOT) { /* lanes: pairs of q_gi * k_j, summed over D's 32-chunks */
+                    __m512bh qh[TILE_MAX_NC / 2];
+#pragma GCC unroll 4
+                    for (int c = 0; c < NC / 2; c++)
+                        qh[c] = (__m512bh)_mm512_loadu_si512(t->qb + gi * d + 32 * c);
+#pragma GCC unroll 16
+                    for (int j = 0; j < 16; j++) {
+                        if (j < nt) {
+                            const uint16_t *kr = (const uint16_t *)t->k_cache + row0 + j * t->s_slot;
+                            __m512 a = _mm512_setzero_ps();
+#pragma GCC unroll 4
+                            for (int c = 0; c < NC / 2; c++)
+                                a = _mm512_dpbf16_ps(a, qh[c], (__m512bh)_mm512_loadu_si512(kr + 32 * c));
+                            part[j] = a;
+                        } else {
+                            part[j] = _mm512_setzero_ps();
+                        }
+                    }
+                }
+#endif
+                if (!DOT) {
 #pragma GCC unroll 8
                 for (int c = 0; c < NC; c++) qv[c] = _mm512_loadu_ps(q + gi * d + 16 * c);
 #pragma GCC unroll 16
@@ -251,6 +302,7 @@ static inline __attribute__((always_inline)) void attend_tile(const task_t *t,
                     } else {
                         part[j] = _mm512_setzero_ps();
                     }
+                }
                 }
                 __m512 s = reduce16(part); /* [16] scores of head gi */
                 if (t->softcap > 0.0f) {
@@ -297,10 +349,20 @@ static inline __attribute__((always_inline)) void attend_tile(const task_t *t,
     }
 }
 
+#ifdef PAGED_DECODE_BF16_DOT
 #define TILE_FN(G, NC)                                                                      \
     static void attend_tile_##G##_##NC(const task_t *t, const float *q, float *out) {     \
-        attend_tile(t, q, out, G, NC);                                                    \
+        if ((NC) % 2 == 0 && t->qb != NULL)                                               \
+            attend_tile(t, q, out, G, NC, (NC) % 2 == 0);                                 \
+        else                                                                              \
+            attend_tile(t, q, out, G, NC, 0);                                             \
     }
+#else
+#define TILE_FN(G, NC)                                                                      \
+    static void attend_tile_##G##_##NC(const task_t *t, const float *q, float *out) {     \
+        attend_tile(t, q, out, G, NC, 0);                                                 \
+    }
+#endif
 TILE_FN(1, 1) TILE_FN(1, 2) TILE_FN(1, 4) TILE_FN(1, 8)
 TILE_FN(2, 1) TILE_FN(2, 2) TILE_FN(2, 4) TILE_FN(2, 8)
 TILE_FN(3, 1) TILE_FN(3, 2) TILE_FN(3, 4) TILE_FN(3, 8)
@@ -310,7 +372,7 @@ TILE_FN(8, 1) TILE_FN(8, 2) TILE_FN(8, 4) TILE_FN(8, 8)
 /* Any G <= TILE_MAX_G and D <= 16 * TILE_MAX_NC: not unrolled, acc in memory. */
 static __attribute__((noinline)) void attend_tile_any(const task_t *t, const float *q,
                                                       float *out) {
-    attend_tile(t, q, out, t->g, t->d / 16);
+    attend_tile(t, q, out, t->g, t->d / 16, 0);
 }
 #endif /* __AVX512F__ */
 
@@ -350,11 +412,12 @@ int paged_decode(const void *q, int q_bf16, int64_t q_stride, void *out, int out
     int failed = 0;
 #pragma omp parallel num_threads(num_threads) reduction(| : failed)
     {
-        /* qf [G, D], of [G, D], row [D], acc [G, D] */
-        float *qf = malloc(sizeof(float) * (size_t)d * (size_t)(3 * g + 1));
+        /* qf [G, D], of [G, D], row [D], acc [G, D], qb [G, D] bfloat16 (in a float's room) */
+        float *qf = malloc(sizeof(float) * (size_t)d * (size_t)(4 * g + 1));
         int ok = qf != NULL;
         float *of = ok ? qf + (int64_t)g * d : NULL; /* no arithmetic on a NULL qf */
         float *row = ok ? of + (int64_t)g * d : NULL, *acc = ok ? row + d : NULL;
+        uint16_t *qb = ok ? (uint16_t *)(acc + (int64_t)g * d) : NULL;
         failed |= !ok;
         /* every thread takes part in the worksharing loop; one without scratch skips work.
          * Chunks of TASK_CHUNK tasks (a request's KV heads, for 4 of them): a thread knows
@@ -371,7 +434,20 @@ int paged_decode(const void *q, int q_bf16, int64_t q_stride, void *out, int out
             for (int e = 0; e < g * d; e++) qf[e] *= scale;
             task_t t = {k_cache, v_cache, kv_bf16, s_block, s_slot, s_head,
                         block_table + (int64_t)i * table_stride, seq_lens[i], head, g, d,
-                        block_size, scale, softcap, window, NULL};
+                        block_size, scale, softcap, window, NULL, NULL};
+#ifdef PAGED_DECODE_BF16_DOT
+            if (kv_bf16 && d % 32 == 0) { /* q exact in bfloat16 (a bfloat16 q times a power
+                                           * of two): the dot products take it as is */
+                int exact = 1;
+                for (int e = 0; e < g * d; e++) {
+                    uint32_t u;
+                    memcpy(&u, &qf[e], sizeof u);
+                    qb[e] = (uint16_t)(u >> 16);
+                    exact &= (u & 0xffffu) == 0;
+                }
+                if (exact) t.qb = qb;
+            }
+#endif
             task_t next = t;
             if ((w + 1) % TASK_CHUNK != 0 && w + 1 < total) { /* same chunk: this thread's */
                 int ni = (int)((w + 1) / hk);
