@@ -6,9 +6,11 @@ int32, ``W = ceil(V / 32)``, bit ``t % 32`` of word ``t // 32`` set = token ``t`
 ``rows`` maps each logits row to its bitmask row (``-1``: unconstrained), so only the
 structured requests of a batch need bitmask rows.
 
-CPU float32 logits go through the C kernel ``csrc/token_bitmask.c`` (all-allowed words
-skipped: 15 us against xgrammar's kernel's 290 us for 64 rows x 4096 tokens of a JSON
-run's masks); without a build, through xgrammar's CPU kernel; else the torch unpack.
+CPU float32 and bfloat16 logits go through the C kernel ``csrc/token_bitmask.c``
+(all-allowed words skipped: 15 us against xgrammar's kernel's 290 us for 64 rows x 4096
+tokens of a JSON run's masks; bfloat16 in place, so a bf16 model's logits need no float32
+copy for the mask); without a build, float32 through xgrammar's CPU kernel; else the torch
+unpack.
 
     >>> logits = torch.zeros(2, 3)
     >>> mask = torch.tensor([[0b101]], dtype=torch.int32)
@@ -49,14 +51,14 @@ def apply_token_bitmask(
 ) -> torch.Tensor:
     """``logits + adjust``, then -inf where the row's bitmask forbids the token. In place.
 
-    logits: [N, V] float32 (modified and returned); bitmask: [R, W] int32;
+    logits: [N, V] float32 or bfloat16 (modified and returned); bitmask: [R, W] int32;
     rows: [N] int64, the bitmask row of each logits row or -1; adjust: [N, V] float32
     additive (logit_bias, bans) or None.
     """
     if adjust is not None:
         logits.add_(adjust)
-    kernel = _native_apply()
-    if kernel is not None and _fits_native(logits, bitmask, rows):
+    kernel = _native_apply(logits.dtype) if _fits_native(logits, bitmask, rows) else None
+    if kernel is not None:
         # One pass in C (csrc/token_bitmask.c) that reads ``rows`` itself and skips
         # all-allowed words: no gather, no host list, ~10x below xgrammar's kernel.
         rc = kernel(
@@ -83,14 +85,26 @@ def apply_token_bitmask(
     return logits
 
 
+def masks_in_place(logits: torch.Tensor) -> bool:
+    """Whether :func:`apply_token_bitmask` masks these (CPU, row-contiguous) logits in
+    their own dtype with the C kernel: the sampler then needs no float32 copy of bf16
+    logits for the grammar mask."""
+    return (
+        logits.device.type == "cpu"
+        and logits.dim() == 2
+        and logits.stride(1) == 1
+        and _native_apply(logits.dtype) is not None
+    )
+
+
 def _fits_native(logits: torch.Tensor, bitmask: torch.Tensor, rows: torch.Tensor) -> bool:
-    """The C kernel's layouts: CPU float32 logits, int32 bitmask and int64 rows, each row
-    contiguous (tokens past the bitmask's 32 * W it forbids, as here)."""
+    """The C kernel's layouts: CPU float32 or bfloat16 logits, int32 bitmask and int64
+    rows, each row contiguous (tokens past the bitmask's 32 * W it forbids, as here)."""
     return (
         logits.device.type == "cpu"
         and bitmask.device.type == "cpu"
         and rows.device.type == "cpu"
-        and logits.dtype == torch.float32
+        and logits.dtype in (torch.float32, torch.bfloat16)
         and bitmask.dtype == torch.int32
         and rows.dtype == torch.int64
         and logits.dim() == 2
@@ -103,12 +117,14 @@ def _fits_native(logits: torch.Tensor, bitmask: torch.Tensor, rows: torch.Tensor
 
 
 @functools.cache
-def _native_apply() -> Any:
-    """``csrc/token_bitmask.c``'s ``apply_token_bitmask``, or None (no build)."""
-    lib = native.library("token_bitmask")
+def _native_apply(dtype: torch.dtype) -> Any:
+    """``csrc/token_bitmask.c``'s kernel for ``dtype`` logits (float32, bfloat16), or None
+    (another dtype, no build)."""
+    names = {torch.float32: "apply_token_bitmask", torch.bfloat16: "apply_token_bitmask_bf16"}
+    lib = native.library("token_bitmask") if dtype in names else None
     if lib is None:
         return None
-    fn = lib.apply_token_bitmask
+    fn = getattr(lib, names[dtype])
     p, i64 = ctypes.c_void_p, ctypes.c_int64
     fn.argtypes = [p, i64, p, i64, i64, p, i64, i64, i64]
     fn.restype = ctypes.c_int

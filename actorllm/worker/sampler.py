@@ -35,7 +35,7 @@ from actorllm.kernels.sampling import (
     token_counts,
     token_mask,
 )
-from actorllm.kernels.token_bitmask import apply_token_bitmask
+from actorllm.kernels.token_bitmask import apply_token_bitmask, masks_in_place
 from actorllm.worker.device_streams import to_device
 from actorllm.worker.sampling_metadata import SamplingMetadata
 
@@ -133,13 +133,18 @@ class Sampler:
         if logits.dtype == torch.float32:
             return logits
         needs = (
-            meta.grammar_rows is not None
+            (meta.grammar_rows is not None and not self._masks_in_place(logits))
             or meta.max_num_logprobs is not None
             or meta.logit_adjust is not None
             or meta.penalties is not None
             or self.sample_seeded is not None
         )
         return logits.float() if needs else logits
+
+    def _masks_in_place(self, logits: torch.Tensor) -> bool:
+        """The grammar mask needs no float32 copy: the CPU bitmask kernel (the default
+        ``apply_token_bitmask``) writes -inf into bfloat16 rows as they are."""
+        return self.apply_token_bitmask is apply_token_bitmask and masks_in_place(logits)
 
     def _seeds(self, meta: SamplingMetadata) -> tuple[torch.Tensor, torch.Tensor]:
         """[N] int64 Philox keys and [N] int64 output positions for the seeded kernel."""

@@ -105,10 +105,10 @@ def test_the_cpu_kernels_match_the_torch_path(
     """CPU float32 logits go through csrc/token_bitmask.c (or, without a build, xgrammar's
     packed-word kernel); the result equals the unpack-and-fill reference, rows mapped
     through ``rows`` and unconstrained rows kept. Words all ones, all zeros and mixed."""
-    if path == "native" and ref._native_apply() is None:
+    if path == "native" and ref._native_apply(torch.float32) is None:
         pytest.skip("no working C compiler here")
     if path == "xgrammar":
-        monkeypatch.setattr(ref, "_native_apply", lambda: None)
+        monkeypatch.setattr(ref, "_native_apply", lambda dtype: None)
         assert ref._xgrammar_cpu_apply() is not None
     torch.manual_seed(vocab)
     logits = torch.randn(5, vocab)
@@ -130,7 +130,7 @@ def test_the_cpu_kernels_match_the_torch_path(
 def test_the_native_kernel_forbids_tokens_past_the_words_and_reads_strided_rows() -> None:
     """Logits wider than 32 * W: the tail is forbidden (xgrammar's kernel would leave it
     open, so that case never went to it). Rows of a wider buffer are read by stride."""
-    if ref._native_apply() is None:
+    if ref._native_apply(torch.float32) is None:
         pytest.skip("no working C compiler here")
     base = torch.randn(3, 80)
     logits = base[:, :70]  # [3, 70], rows 80 apart
@@ -145,7 +145,7 @@ def test_the_native_kernel_forbids_tokens_past_the_words_and_reads_strided_rows(
 
 
 def test_the_native_kernel_refuses_a_row_past_the_bitmask() -> None:
-    if ref._native_apply() is None:
+    if ref._native_apply(torch.float32) is None:
         pytest.skip("no working C compiler here")
     logits = torch.zeros(1, 40)
     with pytest.raises(ValueError, match="row past"):
@@ -157,9 +157,33 @@ def test_a_bitmask_narrower_than_the_logits_stays_off_xgrammar(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Tokens past 32 * W are forbidden here; xgrammar would leave them open."""
-    monkeypatch.setattr(ref, "_native_apply", lambda: None)
+    monkeypatch.setattr(ref, "_native_apply", lambda dtype: None)
     logits = torch.zeros(1, 70)
     mask = torch.full((1, 2), -1, dtype=torch.int32)  # tokens 0..63 allowed
     assert not ref._fits_xgrammar(logits, mask)
     out = ref.apply_token_bitmask(logits, mask, torch.tensor([0]))
     assert torch.isfinite(out[0]).nonzero().flatten().tolist() == list(range(64))
+
+
+@pytest.mark.parametrize("vocab", [40, 64, 1000])
+def test_the_native_kernel_masks_bfloat16_logits_in_place(vocab: int) -> None:
+    """bf16 logits are masked as they are (no float32 copy): the result equals the float32
+    path's, rounded to bf16, with forbidden tokens -inf and the tail past the words too."""
+    if ref._native_apply(torch.bfloat16) is None:
+        pytest.skip("no working C compiler here")
+    torch.manual_seed(vocab)
+    logits = torch.randn(4, vocab).to(torch.bfloat16)
+    allowed = torch.rand(3, vocab) < 0.4
+    allowed[1] = True
+    allowed[1, vocab - 1] = False
+    allowed[2, :32] = False
+    mask = _pack(allowed)
+    rows = torch.tensor([2, -1, 0, 1])
+    assert ref.masks_in_place(logits)
+    want = _want(logits.float(), mask, rows).to(torch.bfloat16)
+    got = ref.apply_token_bitmask(logits, mask, rows)
+    assert got.data_ptr() == logits.data_ptr() and got.dtype == torch.bfloat16
+    assert torch.equal(got, want)
+    wide = torch.randn(2, vocab + 40).to(torch.bfloat16)  # past 32 * W: forbidden
+    got = ref.apply_token_bitmask(wide.clone(), mask, torch.tensor([1, -1]))
+    assert torch.isinf(got[0, 32 * mask.shape[1] :]).all() and not torch.isinf(got[1]).any()

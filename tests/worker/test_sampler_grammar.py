@@ -112,7 +112,7 @@ def test_the_native_bitmask_kernel_samples_as_mask_then_sample(
     same tokens and the same logprobs, constrained and unconstrained rows mixed."""
     from actorllm.kernels import token_bitmask
 
-    if token_bitmask._native_apply() is None:
+    if token_bitmask._native_apply(torch.float32) is None:
         pytest.skip("no working C compiler here")
     torch.manual_seed(3)
     logits = torch.randn(8, V) * 4
@@ -126,7 +126,7 @@ def test_the_native_bitmask_kernel_samples_as_mask_then_sample(
     ] * 8  # fmt: skip
     constrained = [True, False, True, True, False, True, True, True]
     native = _run(params, logits, constrained)
-    monkeypatch.setattr(token_bitmask, "_native_apply", lambda: None)
+    monkeypatch.setattr(token_bitmask, "_native_apply", lambda dtype: None)
     monkeypatch.setattr(token_bitmask, "_xgrammar_cpu_apply", lambda: None)
     reference = _run(params, logits, constrained)
     assert torch.equal(native.sampled_token_ids, reference.sampled_token_ids)
@@ -135,3 +135,18 @@ def test_the_native_bitmask_kernel_samples_as_mask_then_sample(
     assert torch.equal(native.logprobs.logprobs, reference.logprobs.logprobs)
     rows = [i for i, c in enumerate(constrained) if c]
     assert set(native.sampled_token_ids[rows].tolist()) <= set(ALLOWED)
+
+
+@pytest.mark.parametrize("mode", ["greedy", "random", "top_k", "bias"])
+def test_bfloat16_logits_are_masked_in_place_with_the_float32_tokens(mode: str) -> None:
+    """A bf16 model's logits take the grammar mask without a float32 copy (CPU kernel):
+    the same tokens as the float32 widening of the same logits, all inside the mask."""
+    torch.manual_seed(1)
+    logits = (torch.randn(24, V) * 4).bfloat16()
+    logits[:, 5] = 50.0
+    params = [MODES[mode]] * 24
+    constrained = [i % 3 != 0 for i in range(24)]
+    a = _run(params, logits, constrained).sampled_token_ids.tolist()
+    b = _run(params, logits.float(), constrained).sampled_token_ids.tolist()
+    assert a == b
+    assert all(t in ALLOWED for t, c in zip(a, constrained, strict=True) if c)
