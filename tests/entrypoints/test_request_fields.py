@@ -252,8 +252,8 @@ def test_fields_reach_sampling_params(
 
 @pytest.mark.parametrize("bad", [0, -1, 1.5, "3"])
 def test_an_invalid_stream_interval_is_refused_naming_it(http: httpx.Client, bad: Any) -> None:
-    for path, body in (("/v1/completions", {"prompt": "x"}), ("/v1/chat/completions", {})):
-        body = {"messages": USER, **body, "stream": True, "stream_interval": bad}
+    for path, extra in (("/v1/completions", {"prompt": "x"}), ("/v1/chat/completions", {})):
+        body: dict[str, Any] = {"messages": USER, **extra, "stream": True, "stream_interval": bad}
         err = post(http, path, body, 400)["error"]
         assert err["param"] == "stream_interval", err
 
