@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 
 import msgspec
 
+from actorllm.core.model_runner_output import TokenLogprobs
 from actorllm.core.outputs import RequestOutput
 from actorllm.core.sampling_params import RequestOutputKind, SamplingParams
 from actorllm.engine.request_stream import RequestStream
@@ -68,6 +69,7 @@ class ChildState:
     # without sending them, so they reach the caller once, in its next output.
     emitted: list[int] = field(default_factory=list)
     held: int = 0
+    held_logprobs: list[TokenLogprobs] = field(default_factory=list)  # the held tokens'
     finished: bool = False  # written by the output processor only
 
 

@@ -26,6 +26,7 @@ ENGINE: dict[str, Any] = {
 
 
 def _params(i: int, interval: int | None) -> SamplingParams:
+    # The plain lane, and the general path: two samples (i % 4 == 0), logprobs (== 2).
     return SamplingParams(
         max_tokens=12 + i % 5,
         temperature=0.0 if i % 2 else 0.8,
@@ -33,6 +34,8 @@ def _params(i: int, interval: int | None) -> SamplingParams:
         ignore_eos=True,
         output_kind=DELTA,
         stream_interval=interval,
+        n=2 if i % 4 == 0 else 1,
+        logprobs=1 if i % 4 == 2 else None,
     )
 
 
@@ -51,20 +54,38 @@ async def _batch(engine, interval: int | None) -> dict[int, list[RequestOutput]]
     return results
 
 
-def _concat(outputs: list[RequestOutput]) -> tuple[str, list[int], str | None]:
-    c = [o.outputs[0] for o in outputs]
-    return "".join(x.text for x in c), [t for x in c for t in x.token_ids], c[-1].finish_reason
+Sample = tuple[str, list[int], int, str | None]  # text, ids, logprob positions, finish
+
+
+def _concat(outputs: list[RequestOutput]) -> dict[int, Sample]:
+    """Each sample's pieces concatenated."""
+    got: dict[int, Sample] = {}
+    for out in outputs:
+        for c in out.outputs:
+            text, ids, lps, _ = got.get(c.index, ("", [], 0, None))
+            got[c.index] = (
+                text + c.text,
+                ids + c.token_ids,
+                lps + len(c.logprobs or []),
+                c.finish_reason,
+            )
+    return got
 
 
 def _check_sizes(outputs: list[RequestOutput], interval: int) -> None:
-    """First output after one token, final immediately, every other one >= interval."""
-    sizes = [len(o.outputs[0].token_ids) for o in outputs]
+    """Per sample: first output after one token, final immediately, every other one
+    >= interval."""
     assert outputs[-1].finished and not any(o.finished for o in outputs[:-1])
-    assert all(s >= interval for s in sizes[1:-1]), sizes
+    sizes: dict[int, list[int]] = {}
+    for out in outputs:
+        for c in out.outputs:
+            sizes.setdefault(c.index, []).append(len(c.token_ids))
+    for s in sizes.values():
+        assert s[0] == 1 and all(n >= interval for n in s[1:-1]), sizes
 
 
 @pytest.fixture(scope="module")
-def reference() -> dict[int, tuple[str, list[int], str | None]]:
+def reference() -> dict[int, dict[int, Sample]]:
     async def main():
         async with open_test_engine(**ENGINE) as engine:
             return {i: _concat(o) for i, o in (await _batch(engine, None)).items()}
@@ -77,9 +98,9 @@ async def test_the_request_value_batches_tokens_and_equals_the_per_token_stream(
         results = await _batch(engine, 3)
     for i, outputs in results.items():
         assert _concat(outputs) == reference[i]
-        assert len(outputs[0].outputs[0].token_ids) == 1
         _check_sizes(outputs, 3)
-        assert len(outputs) <= 1 + -(-(len(reference[i][1]) - 1) // 3)
+        if i % 4:  # one sample
+            assert len(outputs) <= 1 + -(-(len(reference[i][0][1]) - 1) // 3)
 
 
 async def test_the_engine_value_applies_and_clamps_the_request_value_up(reference):

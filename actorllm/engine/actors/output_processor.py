@@ -124,7 +124,11 @@ class OutputProcessorActor(Actor[OutputMsg]):
         if seen:
             self.core.process_outputs(EngineCoreOutputs(step_id=-1, outputs=seen))
         held = [
-            EngineCoreOutput(req_id=c.child_id, new_token_ids=c.emitted[len(c.emitted) - c.held :])
+            EngineCoreOutput(
+                req_id=c.child_id,
+                new_token_ids=c.emitted[len(c.emitted) - c.held :],
+                new_logprobs=c.held_logprobs or None,
+            )
             for c in children
             if c.held
         ]
@@ -167,9 +171,16 @@ class OutputProcessorActor(Actor[OutputMsg]):
             entry.last_step = stamp
             if out.finish_reason is not None:
                 child.finished = True
-        for child_id, count in result.held.items():  # stream_interval: not sent yet
-            if (holding := child_of(child_id)) is not None:
-                holding[1].held = count
+        if result.held:  # stream_interval: tokens (and their logprobs) not sent yet
+            fresh_of = {o.req_id: o for o in fresh}
+            for child_id, count in result.held.items():
+                if (holding := child_of(child_id)) is not None:
+                    child = holding[1]
+                    child.held = count
+                    lps = fresh_of[child_id].new_logprobs
+                    child.held_logprobs = (
+                        (child.held_logprobs + lps)[-count:] if lps and count else []
+                    )
         for child_id in result.reqs_to_abort:
             if (stopped := child_of(child_id)) is not None:
                 stopped[1].finished = True
