@@ -166,21 +166,16 @@ class OutputProcessorActor(Actor[OutputMsg]):
             )
         )
         # Ledger first, then delivery: no await between them.
+        held = result.held  # stream_interval: tokens (and their logprobs) not sent yet
         for out, (entry, child) in zip(fresh, records, strict=True):
             child.emitted += out.new_token_ids
             entry.last_step = stamp
             if out.finish_reason is not None:
                 child.finished = True
-        if result.held:  # stream_interval: tokens (and their logprobs) not sent yet
-            fresh_of = {o.req_id: o for o in fresh}
-            for child_id, count in result.held.items():
-                if (holding := child_of(child_id)) is not None:
-                    child = holding[1]
-                    child.held = count
-                    lps = fresh_of[child_id].new_logprobs
-                    child.held_logprobs = (
-                        (child.held_logprobs + lps)[-count:] if lps and count else []
-                    )
+            if held and (count := held.get(out.req_id)) is not None:
+                child.held = count
+                lps = out.new_logprobs
+                child.held_logprobs = (child.held_logprobs + lps)[-count:] if lps and count else []
         for child_id in result.reqs_to_abort:
             if (stopped := child_of(child_id)) is not None:
                 stopped[1].finished = True
