@@ -88,12 +88,15 @@ async def engine_step_ms(
     *,
     output_kind: str = "delta",
     async_scheduling: bool = False,
+    stream_interval: int = 1,
     gc_freeze: bool = False,
     window: Callable[[], contextlib.AbstractContextManager[Any]] | None = None,
 ) -> dict[str, Any]:
     """The actor engine on the ScriptedModel; must run inside an event loop (trio or
     asyncio). Returns once the timed window is over (the requests are then cancelled).
-    ``window()``, when given, is entered around the timed window (e.g. a profiler)."""
+    ``window()``, when given, is entered around the timed window (e.g. a profiler).
+    ``stream_interval``: the engine's (a DELTA stream gets an output every that many
+    tokens)."""
     from actorllm.core.sampling_params import RequestOutputKind, SamplingParams
     from actorllm.testing.engine_harness import engine_context, open_test_engine
 
@@ -105,6 +108,7 @@ async def engine_step_ms(
     async with open_test_engine(
         num_blocks=lim.pop("num_blocks"),
         async_scheduling=async_scheduling,
+        stream_interval=stream_interval,
         mailbox_size=max(1024, 2 * num_running),
         **lim,
     ) as engine:
@@ -160,6 +164,7 @@ def run_overhead(
     steps: int = 100,
     output_kind: str = "delta",
     async_scheduling: bool = False,
+    stream_interval: int = 1,
     backend: str = "trio",
     gc_freeze: bool = False,
     repeat: int = 1,
@@ -182,6 +187,7 @@ def run_overhead(
                         steps,
                         output_kind=output_kind,
                         async_scheduling=async_scheduling,
+                        stream_interval=stream_interval,
                         gc_freeze=gc_freeze,
                     ),
                     backend=backend,
@@ -234,6 +240,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--steps", type=int, default=100, help="timed decode steps per size")
     parser.add_argument("--output-kind", choices=("delta", "final"), default="delta")
     parser.add_argument("--async-scheduling", action="store_true")
+    parser.add_argument(
+        "--stream-interval",
+        type=int,
+        default=1,
+        help="the engine's stream_interval: a DELTA stream gets an output every N tokens",
+    )
     parser.add_argument("--event-loop", choices=("trio", "asyncio"), default="trio")
     parser.add_argument(
         "--gc-freeze",
@@ -267,6 +279,7 @@ def main(args: argparse.Namespace) -> int:
         steps=args.steps,
         output_kind=args.output_kind,
         async_scheduling=args.async_scheduling,
+        stream_interval=args.stream_interval,
         backend=args.event_loop,
         gc_freeze=args.gc_freeze,
         repeat=args.repeat,
@@ -283,6 +296,7 @@ def main(args: argparse.Namespace) -> int:
             backend=args.event_loop,
             output_kind=args.output_kind,
             async_scheduling=args.async_scheduling,
+            stream_interval=args.stream_interval,
         )
         for entry in figures["profile"]["top"]:
             print(f"{entry['own_percent']:5.1f}%  {entry['function']}")
@@ -293,6 +307,7 @@ def main(args: argparse.Namespace) -> int:
             "prompt_len": PROMPT_LEN,
             "output_kind": args.output_kind,
             "async_scheduling": args.async_scheduling,
+            "stream_interval": args.stream_interval,
             "event_loop": args.event_loop,
             "gc_freeze": args.gc_freeze,
             "repeat": args.repeat,

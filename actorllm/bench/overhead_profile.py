@@ -27,6 +27,7 @@ def profile_engine_loop(
     backend: str = "trio",
     output_kind: str = "delta",
     async_scheduling: bool = False,
+    stream_interval: int = 1,
 ) -> dict[str, Any]:
     """The top ``top`` functions by own time, with their share of the profiled time (the
     engine run as the table's: same output kind and scheduling)."""
@@ -49,6 +50,7 @@ def profile_engine_loop(
             steps,
             output_kind=output_kind,
             async_scheduling=async_scheduling,
+            stream_interval=stream_interval,
             window=window,
         ),
         backend=backend,

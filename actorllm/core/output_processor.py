@@ -39,7 +39,7 @@ from actorllm.core.output_parent import UserRequest, child_params, fan_out
 from actorllm.core.output_state import RequestState
 from actorllm.core.outputs import RequestOutput
 from actorllm.core.request_stats import RequestStats
-from actorllm.core.sampling_params import SamplingParams
+from actorllm.core.sampling_params import RequestOutputKind, SamplingParams
 
 
 class ProcessedOutputs(msgspec.Struct, kw_only=True):
@@ -49,6 +49,9 @@ class ProcessedOutputs(msgspec.Struct, kw_only=True):
     reqs_to_abort: list[str] = msgspec.field(default_factory=list)
     # User request ids that finished in this call (their output above has finished=True).
     finished_ids: list[str] = msgspec.field(default_factory=list)
+    # {engine id: output tokens folded in but not sent yet}, for every child with a
+    # stream_interval above 1 that this call changed (0: all sent).
+    held: dict[str, int] = msgspec.field(default_factory=dict)
 
 
 # A slot in ProcessedOutputs.request_outputs kept for an output rendered at the step's end.
@@ -63,15 +66,32 @@ class OutputProcessorStatistics(msgspec.Struct, frozen=True, kw_only=True):
 @final
 class OutputProcessor:
     """Per-request output state for every open request. ``tokenizer=None`` turns
-    detokenization off (text is always ``""``; stop strings do not apply)."""
+    detokenization off (text is always ``""``; stop strings do not apply).
 
-    def __init__(self, tokenizer: Tokenizer | None, stats: RequestStats | None = None) -> None:
+    ``stream_interval`` (vLLM's): a streaming request (DELTA or CUMULATIVE) gets an output
+    once ``max(stream_interval, params.stream_interval)`` new tokens accumulated; its first
+    output and its final one go out at once. Tokens held back are in the next output (DELTA:
+    the held deltas concatenated). FINAL_ONLY is unaffected."""
+
+    def __init__(
+        self,
+        tokenizer: Tokenizer | None,
+        stats: RequestStats | None = None,
+        stream_interval: int = 1,
+    ) -> None:
+        if type(stream_interval) is not int or stream_interval < 1:
+            raise ValueError(
+                f"stream_interval must be an integer of at least 1, got {stream_interval!r}."
+            )
+        self._interval = stream_interval
         self._tokenizer = tokenizer
         self._stats = stats  # the engine's request statistics (outlives this object)
         self._decode = None if tokenizer is None else TokenDecoder(tokenizer)
         self._users: dict[str, UserRequest] = {}  # {user id: request}
         # {engine id: (unfinished child, its user request, whether both are plain)}
         self._engine: dict[str, tuple[RequestState, UserRequest, bool]] = {}
+        # Unfinished engine ids whose stream_interval is above 1 (outputs may be held).
+        self._holding: set[str] = set()
         self._owner: dict[str, UserRequest] = {}  # {engine id: its user request}
 
     # -- registration ---------------------------------------------------------------------
@@ -106,6 +126,9 @@ class OutputProcessor:
         for engine_id, _ in engine_reqs:
             if engine_id in self._engine or engine_id in self._owner:
                 raise ValueError(f"request {engine_id!r} is already open")
+        interval = 1
+        if params.output_kind != RequestOutputKind.FINAL_ONLY:
+            interval = max(self._interval, params.stream_interval or 1)
         user = self._users.get(user_id)
         if user is None:
             user = UserRequest(
@@ -125,6 +148,9 @@ class OutputProcessor:
                 self._decode,
             )
             user.children[child_index] = state
+            if interval > 1:
+                state.interval = interval
+                self._holding.add(engine_id)
             self._engine[engine_id] = (state, user, state.plain and user.plain)
             self._owner[engine_id] = user
         return engine_reqs
@@ -152,6 +178,7 @@ class OutputProcessor:
         # {a sequence's previous token time: sequences}: the plain lane's token counts.
         gaps: dict[float, int] = {}
         engine = self._engine
+        holding = self._holding
         for out in eco.outputs:
             found = engine.get(out.req_id)
             if found is None:
@@ -167,6 +194,11 @@ class OutputProcessor:
                 silent = user.silent
                 if silent:
                     state.update_plain(out, now)
+                elif holding and out.req_id in holding:
+                    state.update_plain(out, now)
+                    silent = not state.due()
+                    result.held[out.req_id] = state.held
+                    delta = None
                 else:
                     delta = state.plain_step(out, now)
                 if out.num_cached_tokens:
@@ -207,7 +239,14 @@ class OutputProcessor:
             self._record_tokens(user, len(out.new_token_ids), previous, now)
         user.add_prompt_logprobs(state, out.new_prompt_logprobs)
         user.note_cached_tokens(state)
-        if out.new_token_ids or state.finished:
+        if self._holding and out.req_id in self._holding:
+            shown = state.finished or (bool(out.new_token_ids) and state.due())
+            result.held[out.req_id] = state.held
+            if state.finished:
+                self._holding.discard(out.req_id)
+        else:
+            shown = bool(out.new_token_ids) or state.finished
+        if shown:
             slot = changed.get(user.request_id)
             if slot is None:
                 changed[user.request_id] = (len(result.request_outputs), [state])
@@ -325,3 +364,4 @@ class OutputProcessor:
         for state in user.children.values():
             self._engine.pop(state.req_id, None)
             self._owner.pop(state.req_id, None)
+            self._holding.discard(state.req_id)

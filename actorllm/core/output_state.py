@@ -83,6 +83,25 @@ class RequestState:
         self._sent_logprobs = 0  # positions of logprobs
         # The plain lane (update_plain, plain_delta): nothing to search or score per token.
         self.plain = not self._stops and params.logprobs is None
+        # stream_interval: an output once this many new tokens accumulated (set by the
+        # output processor; 1: every step). ``shown``: len(token_ids) at the last output.
+        self.interval = 1
+        self.shown = 0
+
+    def due(self) -> bool:
+        """Whether this step's new tokens go out now (stream_interval > 1): the first
+        output, or ``interval`` tokens since the last one; if so, counts them as shown.
+        The caller sends a finished request's output regardless."""
+        n = len(self.token_ids)
+        if self.shown and n - self.shown < self.interval:
+            return False
+        self.shown = n
+        return True
+
+    @property
+    def held(self) -> int:
+        """Output tokens folded in but not sent yet (stream_interval); 0 once finished."""
+        return 0 if self.finished else len(self.token_ids) - self.shown
 
     @property
     def finished(self) -> bool:

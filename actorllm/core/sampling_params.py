@@ -62,6 +62,10 @@ class SamplingParams(msgspec.Struct, kw_only=True):
     # Keep only the last k prompt tokens (-1: the last max_model_len - 1); None: no truncation.
     truncate_prompt_tokens: int | None = None
     output_kind: RequestOutputKind = RequestOutputKind.CUMULATIVE
+    # Streaming (DELTA, CUMULATIVE): batch this many new tokens into each output, raising
+    # the engine's stream_interval (a smaller value is clamped up to it). The first and the
+    # final output are sent at once. None: the engine's value.
+    stream_interval: int | None = None
     # vLLM fields this engine cannot honour yet: accepted only at their "off" values, so a
     # script written for vLLM runs unchanged unless it relies on them (then a clear error).
     best_of: int | None = None  # None or n: one candidate per returned sample
@@ -197,6 +201,12 @@ class SamplingParams(msgspec.Struct, kw_only=True):
         _check(
             not self.extra_args, "extra_args", "are not supported (no custom logits processors)."
         )
+        if self.stream_interval is not None:
+            _check(
+                type(self.stream_interval) is int and self.stream_interval >= 1,
+                "stream_interval",
+                f"must be an integer of at least 1, got {self.stream_interval!r}.",
+            )
         if self.bad_words is not None:
             _check(
                 all(isinstance(w, str) and w for w in self.bad_words),

@@ -115,6 +115,11 @@ class EngineConfig(msgspec.Struct, kw_only=True):
     take a whole step's budget; 0: no cap."""
     scheduling_policy: SchedulingPolicy = "fcfs"
     """fcfs: arrival order; priority: by each request's priority, then arrival."""
+    stream_interval: int = 1
+    """Streaming (DELTA and CUMULATIVE outputs): send a request's output once this many new
+    tokens accumulated (the first and the final output at once); 1 sends every token, a
+    larger value sends fewer, merged outputs (less host work per token). A request's
+    SamplingParams.stream_interval can raise it, not lower it."""
     async_scheduling: bool = False
     """Overlap scheduling the next step with the model running this one."""
     disable_hybrid_kv_cache_manager: bool = False
@@ -250,6 +255,11 @@ class EngineConfig(msgspec.Struct, kw_only=True):
             )
         if self.max_num_seqs < 1:
             raise EngineConfigError("max_num_seqs", f"must be at least 1, got {self.max_num_seqs}.")
+        if type(self.stream_interval) is not int or self.stream_interval < 1:
+            raise EngineConfigError(
+                "stream_interval",
+                f"must be an integer of at least 1, got {self.stream_interval!r}.",
+            )
         if self.max_num_batched_tokens is not None and self.max_num_batched_tokens < 1:
             raise EngineConfigError("max_num_batched_tokens", "must be at least 1.")
         if self.max_model_len is not None and self.max_model_len < 2:

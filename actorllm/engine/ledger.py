@@ -8,7 +8,8 @@ as the request moves:
 
 * input_processor records the processed request (:meth:`RequestLedger.record_processed`:
   ``prompt_token_ids`` and the children, ``n > 1`` fanning out one per sample);
-* output_processor appends each child's tokens as it emits them (``emitted``), marks
+* output_processor appends each child's tokens as it folds them in (``emitted``; the
+  last ``held`` of them not yet sent, see ``stream_interval``), marks
   children finished and closes the request (it is the one owner of a request's end), and
   records the last step it applied (``last_step``), which makes re-applying a step
   idempotent;
@@ -34,6 +35,7 @@ from dataclasses import dataclass, field
 
 import msgspec
 
+from actorllm.core.model_runner_output import TokenLogprobs
 from actorllm.core.outputs import RequestOutput
 from actorllm.core.sampling_params import RequestOutputKind, SamplingParams
 from actorllm.engine.request_stream import RequestStream
@@ -61,7 +63,13 @@ class ChildState:
 
     child_id: str
     params: SamplingParams
-    emitted: list[int] = field(default_factory=list)  # output tokens the caller has seen
+    # Output tokens the output processor folded in: the caller has seen all but the last
+    # ``held`` (stream_interval holds them back for the next output). A rebuilt scheduler
+    # continues after all of them; a rebuilt output processor replays the held ones
+    # without sending them, so they reach the caller once, in its next output.
+    emitted: list[int] = field(default_factory=list)
+    held: int = 0
+    held_logprobs: list[TokenLogprobs] = field(default_factory=list)  # the held tokens'
     finished: bool = False  # written by the output processor only
 
 

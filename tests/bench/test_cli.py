@@ -82,8 +82,12 @@ def test_throughput_random_actorllm_only_with_profiles(tmp_path: Path) -> None:
         assert stats.total_calls > 0, name  # type: ignore[attr-defined]
 
 
-def test_overhead_small(tmp_path: Path) -> None:
-    doc = _bench(tmp_path, "overhead", "--num-running", "8", "--steps", "5")
+@pytest.mark.parametrize("interval", ["1", "3"])
+def test_overhead_small(tmp_path: Path, interval: str) -> None:
+    doc = _bench(
+        tmp_path, "overhead", "--num-running", "8", "--steps", "5", "--stream-interval", interval
+    )
+    assert doc["config"]["stream_interval"] == int(interval)
     (row,) = doc["figures"]["rows"]
     assert row["num_running"] == 8
     assert row["engine_steps"] >= 5 and row["core_steps"] == 5

@@ -113,3 +113,16 @@ def test_request_metrics_reach_offline_users(llm):
     e2e = "e2e_request_latency_seconds"
     assert after.histograms[e2e].count - before.histograms[e2e].count == 2
     assert after.histograms["request_params_max_tokens"].sum >= 6
+
+
+def test_stream_interval_is_an_engine_setting(llm, tiny_model):
+    with pytest.raises(ValueError, match="stream_interval"):
+        LLM(tiny_model, stream_interval=0)
+    params = SamplingParams(temperature=0.0, max_tokens=7, stream_interval=2)
+    with LLM(
+        tiny_model, max_model_len=256, kv_cache_memory_bytes=8 * 2**20, stream_interval=3
+    ) as held:
+        (out,) = held.generate("the same prompt", params, use_tqdm=False)
+    (ref,) = llm.generate("the same prompt", params, use_tqdm=False)
+    assert out.outputs[0].token_ids == ref.outputs[0].token_ids
+    assert len(out.outputs[0].token_ids) == 7

@@ -238,6 +238,7 @@ def test_continue_final_message_excludes_a_generation_prompt(http: httpx.Client)
         ("min_p", 0.1, "min_p"),
         ("stop_token_ids", [7], "stop_token_ids"),
         ("ignore_eos", True, "ignore_eos"),
+        ("stream_interval", 3, "stream_interval"),
     ],
 )
 def test_fields_reach_sampling_params(
@@ -247,6 +248,14 @@ def test_fields_reach_sampling_params(
         body = {"messages": USER, **body, "max_tokens": 3, field: value}
         post(http, path, body)
         assert getattr(asked(fake)[1], attr) == value
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, "3"])
+def test_an_invalid_stream_interval_is_refused_naming_it(http: httpx.Client, bad: Any) -> None:
+    for path, extra in (("/v1/completions", {"prompt": "x"}), ("/v1/chat/completions", {})):
+        body: dict[str, Any] = {"messages": USER, **extra, "stream": True, "stream_interval": bad}
+        err = post(http, path, body, 400)["error"]
+        assert err["param"] == "stream_interval", err
 
 
 def test_a_request_chat_template_needs_the_server_to_trust_it(http: httpx.Client) -> None:

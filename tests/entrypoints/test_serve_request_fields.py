@@ -5,6 +5,7 @@ dropped on the way to the engine."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -262,3 +263,29 @@ def test_cache_salt_separates_prefix_cache_tenants(http: httpx.Client) -> None:
     assert cached("tenant-a") > 0
     assert cached("tenant-b") == 0  # same tokens, another salt: nothing shared
     assert cached(None) == 0  # nor with unsalted requests
+
+
+def test_stream_interval_batches_tokens_into_each_chunk(http: httpx.Client) -> None:
+    body = {
+        "prompt": "Once upon a time",
+        "max_tokens": 10,
+        "ignore_eos": True,
+        "temperature": 0,
+        "return_token_ids": True,
+        "stream": True,
+        "stream_interval": 4,
+    }
+    sizes: list[int] = []
+    text = ""
+    with http.stream("POST", "/v1/completions", json=body) as r:
+        assert r.status_code == 200
+        for line in r.iter_lines():
+            if line.startswith("data: {"):
+                for choice in json.loads(line[6:])["choices"]:
+                    sizes.append(len(choice.get("token_ids") or []))
+                    text += choice["text"]
+    sizes = [s for s in sizes if s]
+    assert sizes[0] == 1 and sum(sizes) == 10 and all(s >= 4 for s in sizes[1:-1]), sizes
+    assert len(sizes) <= 4, sizes  # 1, 4, 4, 1 (fewer if a step's chunks were merged)
+    whole = complete(http, max_tokens=10, ignore_eos=True, temperature=0)["choices"][0]["text"]
+    assert text == whole

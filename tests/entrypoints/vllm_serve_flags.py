@@ -225,6 +225,7 @@ VLLM_SERVE_FLAGS: list[list[str]] = [
     # SchedulerConfig
     ["--max-num-batched-tokens", "8192"],
     ["--max-num-seqs", "128"],
+    ["--stream-interval", "4"],
     ["--max-num-partial-prefills", "1"],
     ["--max-long-partial-prefills", "1"],
     ["--long-prefill-token-threshold", "512"],

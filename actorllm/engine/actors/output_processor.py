@@ -44,7 +44,7 @@ class OutputProcessorActor(Actor[OutputMsg]):
         self.ctx = ctx
         raw = getattr(tokenizer, "backend_tokenizer", None) if tokenizer is not None else None
         # ``stats`` (per-request metrics) outlives this incarnation: the engine reads it.
-        self.core = OutputProcessor(raw, stats=stats)
+        self.core = OutputProcessor(raw, stats=stats, stream_interval=ctx.config.stream_interval)
 
     def report(self) -> OutputProcessorStatistics:
         return self.core.statistics()
@@ -111,14 +111,29 @@ class OutputProcessorActor(Actor[OutputMsg]):
             )
 
     def _replay(self, entry: LedgerEntry) -> None:
-        """Rebuild detokenizer and stop-string state from what the caller already saw."""
-        outputs = [
-            EngineCoreOutput(req_id=child.child_id, new_token_ids=list(child.emitted))
-            for child in entry.children.values()
-            if child.emitted
+        """Rebuild detokenizer and stop-string state from the tokens folded in before the
+        crash: first what the caller already saw (as one output, counted as sent), then
+        the tokens stream_interval held back (fewer than the interval, so held again: the
+        next output sends them)."""
+        children = [c for c in entry.children.values() if c.emitted]
+        seen = [
+            EngineCoreOutput(req_id=c.child_id, new_token_ids=c.emitted[: len(c.emitted) - c.held])
+            for c in children
+            if len(c.emitted) > c.held
         ]
-        if outputs:
-            self.core.process_outputs(EngineCoreOutputs(step_id=-1, outputs=outputs))
+        if seen:
+            self.core.process_outputs(EngineCoreOutputs(step_id=-1, outputs=seen))
+        held = [
+            EngineCoreOutput(
+                req_id=c.child_id,
+                new_token_ids=c.emitted[len(c.emitted) - c.held :],
+                new_logprobs=c.held_logprobs or None,
+            )
+            for c in children
+            if c.held
+        ]
+        if held:
+            self.core.process_outputs(EngineCoreOutputs(step_id=-1, outputs=held))
 
     def _apply(self, epoch: int, eco: EngineCoreOutputs) -> None:
         ledger = self.ctx.ledger
@@ -151,11 +166,16 @@ class OutputProcessorActor(Actor[OutputMsg]):
             )
         )
         # Ledger first, then delivery: no await between them.
+        held = result.held  # stream_interval: tokens (and their logprobs) not sent yet
         for out, (entry, child) in zip(fresh, records, strict=True):
             child.emitted += out.new_token_ids
             entry.last_step = stamp
             if out.finish_reason is not None:
                 child.finished = True
+            if held and (count := held.get(out.req_id)) is not None:
+                child.held = count
+                lps = out.new_logprobs
+                child.held_logprobs = (child.held_logprobs + lps)[-count:] if lps and count else []
         for child_id in result.reqs_to_abort:
             if (stopped := child_of(child_id)) is not None:
                 stopped[1].finished = True

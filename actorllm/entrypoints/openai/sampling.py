@@ -112,6 +112,7 @@ def _params(
         spaces_between_special_tokens=req.spaces_between_special_tokens,
         truncate_prompt_tokens=req.truncate_prompt_tokens,
         output_kind=output_kind,
+        stream_interval=req.stream_interval,
         structured_outputs=structured,
     )
 

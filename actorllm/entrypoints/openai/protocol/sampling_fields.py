@@ -36,6 +36,8 @@ class SamplingFields(msgspec.Struct, kw_only=True):
     n: NumSamples = 1
     stream: bool = False
     stream_options: StreamOptions | None = None
+    # vLLM: batch this many tokens into each streamed chunk (raises --stream-interval).
+    stream_interval: Annotated[int, msgspec.Meta(ge=1, le=MAX_I32)] | None = None
     stop: NonEmptyStr | list[NonEmptyStr] | None = None
     seed: Seed | None = None
     temperature: Annotated[float, msgspec.Meta(ge=0.0)] | None = None
