@@ -31,6 +31,7 @@ from actorllm.core.errors import InvalidRequestError
 from actorllm.core.input_processor import InputProcessor
 from actorllm.core.outputs import RequestOutput
 from actorllm.core.sampling_params import SamplingParams
+from actorllm.engine.arg_utils import EngineArgs
 from actorllm.engine.async_engine import AsyncEngine
 from actorllm.engine.config import EngineConfig
 from actorllm.engine.model_config import ModelConfig
@@ -86,12 +87,36 @@ class LLMEngine(SyncFacade):
         self._runs = 0  # numbers the engine-side id of a request id used again
 
     @classmethod
-    def from_engine_args(cls, engine_args: EngineConfig, **kwargs: Any) -> LLMEngine:
-        """vLLM's constructor by configuration object; ``engine_args`` is an
-        ``EngineConfig`` (this engine's ``EngineArgs``), ``kwargs`` go to ``__init__``."""
+    def from_engine_args(
+        cls,
+        engine_args: EngineArgs | EngineConfig,
+        usage_context: Any = None,
+        stat_loggers: list[Any] | None = None,
+        enable_multiprocessing: bool = False,
+        **kwargs: Any,
+    ) -> LLMEngine:
+        """vLLM's constructor by configuration object: ``engine_args`` is an ``EngineArgs``
+        (vLLM's keyword names; unless ``disable_log_stats``, the engine logs a stats line
+        every 10 s, as vLLM's) or an ``EngineConfig``; ``kwargs`` go to ``__init__``.
+        ``stat_loggers`` and ``enable_multiprocessing=True`` are refused (the engine runs
+        on a thread of this process)."""
+        if stat_loggers:
+            raise NotImplementedError("stat_loggers: custom stat loggers are not supported.")
+        if enable_multiprocessing:
+            raise NotImplementedError(
+                "enable_multiprocessing: the engine runs on a thread of this process."
+            )
+        if isinstance(engine_args, EngineArgs):
+            engine = cls(engine_args.create_engine_config(), **kwargs)
+            if not engine_args.disable_log_stats:
+                from actorllm.entrypoints.metrics import log_stats_forever
+
+                engine._thread.spawn(log_stats_forever, engine.engine, 10.0)
+            return engine
         if not isinstance(engine_args, EngineConfig):
             raise TypeError(
-                f"engine_args must be an EngineConfig, got {type(engine_args).__name__}."
+                "engine_args must be EngineArgs or an EngineConfig, "
+                f"got {type(engine_args).__name__}."
             )
         return cls(engine_args, **kwargs)
 

@@ -1,7 +1,8 @@
 """The prompt forms the synchronous facades accept, as vLLM's ``LLM.generate`` does.
 
-A prompt is a string, ``{"prompt": str}`` or ``{"prompt_token_ids": [int, ...]}`` (both
-keys together: the ids are used and the text is reported back). ``generate`` takes one
+A prompt is a string, ``{"prompt": str}`` (a :class:`TextPrompt`) or
+``{"prompt_token_ids": [int, ...]}`` (a :class:`TokensPrompt`; both keys together: the ids
+are used and the text is reported back). ``generate`` takes one
 prompt or a list mixing those forms. Anything else (a bare list of ints, a key this engine
 does not support such as ``multi_modal_data``) is refused with an ``InvalidRequestError``
 naming ``prompt``, before any request starts.
@@ -15,9 +16,25 @@ naming ``prompt``, before any request starts.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, NotRequired, TypedDict, TypeVar
 
 from actorllm.core.errors import InvalidRequestError
+
+
+class TextPrompt(TypedDict):
+    """vLLM's text prompt: ``{"prompt": str}`` (vLLM's other keys, such as
+    ``multi_modal_data``, are refused)."""
+
+    prompt: str
+
+
+class TokensPrompt(TypedDict):
+    """vLLM's tokenized prompt: ``{"prompt_token_ids": [...]}``, with the text they came
+    from in ``prompt`` when known (reported back as the output's prompt)."""
+
+    prompt_token_ids: list[int]
+    prompt: NotRequired[str]
+
 
 Prompt = str | Mapping[str, Any]
 SUPPORTED_KEYS = frozenset({"prompt", "prompt_token_ids"})

@@ -1,0 +1,108 @@
+"""``EngineArgs`` / ``AsyncEngineArgs``: vLLM's keyword names, each honoured or refused by
+name."""
+
+import warnings
+
+import pytest
+
+from actorllm import AsyncEngineArgs, EngineArgs, EngineConfig, LLMEngine, SamplingParams
+from actorllm.engine.config import EngineConfigError
+
+
+def test_fields_map_onto_the_engine_config():
+    args = EngineArgs(model="/m", max_model_len=256, max_num_seqs=4, tensor_parallel_size=1)
+    assert (args.model, args.max_model_len, args.max_num_seqs) == ("/m", 256, 4)
+    assert args.block_size == EngineConfig().block_size  # not given: the default
+    config = args.create_engine_config()
+    assert isinstance(config, EngineConfig)
+    assert (config.model, config.max_model_len, config.max_num_seqs) == ("/m", 256, 4)
+    assert EngineArgs().create_engine_config().model is None  # the demo model
+    args.max_model_len = 512  # set later: given all the same
+    assert args.create_engine_config().max_model_len == 512
+    with pytest.raises(AttributeError, match="'max_modle_len'"):
+        args.max_modle_len = 512
+
+
+def test_an_unknown_field_is_refused_by_name():
+    with pytest.raises(TypeError, match="'max_modle_len'"):
+        EngineArgs(max_modle_len=256)
+    with pytest.raises(TypeError, match="'enable_log_requests'"):  # AsyncEngineArgs' only
+        EngineArgs(enable_log_requests=True)
+
+
+def test_vllm_features_not_built_are_refused_unless_off():
+    args = EngineArgs(enable_lora=False, quantization=None, kv_cache_dtype="auto", max_logprobs=20)
+    args.create_engine_config()
+    for kwargs in ({"enable_lora": True}, {"quantization": "awq"}, {"kv_cache_dtype": "fp8"}):
+        with pytest.raises(EngineConfigError) as info:
+            EngineArgs(**kwargs)
+        assert info.value.param == next(iter(kwargs))
+
+
+def test_a_field_with_no_meaning_here_warns_naming_it():
+    with pytest.warns(UserWarning, match="trust_remote_code=True has no effect"):
+        EngineArgs(trust_remote_code=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        EngineArgs(trust_remote_code=False)  # asks for nothing: quiet
+
+
+def test_values_are_validated_by_the_engine_config():
+    with pytest.raises(EngineConfigError) as info:
+        EngineArgs(max_num_seqs=0).create_engine_config()
+    assert info.value.param == "max_num_seqs"
+
+
+def test_vllm_spellings_of_engine_settings():
+    config = EngineArgs(
+        structured_outputs_config={"backend": "guidance"},
+        kv_transfer_config={"kv_connector": "OffloadingConnector", "kv_role": "kv_both"},
+    ).create_engine_config()
+    assert config.structured_outputs_backend == "guidance"
+    assert config.kv_connector == "offload"
+    config = EngineArgs(kv_offloading_size=0.5, data_parallel_size_local=1).create_engine_config()
+    assert config.kv_offload_host_bytes == 2**29
+    with pytest.raises(EngineConfigError) as info:
+        EngineArgs(kv_transfer_config={"kv_connector": "NixlConnector"}).create_engine_config()
+    assert info.value.param == "kv_transfer_config"
+
+
+def test_async_engine_args_request_logging():
+    assert AsyncEngineArgs(enable_log_requests=True).enable_log_requests
+    assert not AsyncEngineArgs().enable_log_requests
+    assert not AsyncEngineArgs(disable_log_requests=True).enable_log_requests  # older name
+    assert AsyncEngineArgs(disable_log_stats=True).disable_log_stats
+
+
+def test_llm_engine_from_engine_args(tiny_model):
+    args = EngineArgs(
+        model=tiny_model,
+        max_model_len=128,
+        kv_cache_memory_bytes=4 * 2**20,
+        disable_log_stats=True,
+    )
+    with LLMEngine.from_engine_args(args) as engine:
+        assert engine.get_model_config().max_model_len == 128
+        engine.add_request("a", "Hello", SamplingParams(temperature=0.0, max_tokens=4))
+        outs = []
+        while engine.has_unfinished_requests():
+            outs += engine.step()
+        assert outs[-1].finished and len(outs[-1].outputs[0].token_ids) == 4
+    with pytest.raises(NotImplementedError, match="enable_multiprocessing"):
+        LLMEngine.from_engine_args(args, enable_multiprocessing=True)
+
+
+def test_vllm_command_line_helpers():
+    import argparse
+
+    parser = AsyncEngineArgs.add_cli_args(argparse.ArgumentParser())
+    args = parser.parse_args(
+        ["--model", "/m", "--max-model-len", "256", "--disable-log-stats", "--enable-log-requests"]
+    )
+    engine_args = AsyncEngineArgs.from_cli_args(args)
+    assert (engine_args.model, engine_args.max_model_len) == ("/m", 256)
+    assert engine_args.disable_log_stats and engine_args.enable_log_requests
+    with pytest.warns(UserWarning, match="--trust-remote-code has no effect"):
+        AsyncEngineArgs.from_cli_args(parser.parse_args(["--trust-remote-code"]))
+    with pytest.raises(ValueError, match="--enable-lora"):
+        AsyncEngineArgs.from_cli_args(parser.parse_args(["--enable-lora"]))
