@@ -23,6 +23,11 @@ _LAZY = {
     "LLM": "actorllm.engine.llm",
     "LLMEngine": "actorllm.engine.llm_engine",
     "AsyncEngine": "actorllm.engine.async_engine",
+    "AsyncLLMEngine": "actorllm.engine.async_llm_engine",
+    "EngineArgs": "actorllm.engine.arg_utils",
+    "AsyncEngineArgs": "actorllm.engine.arg_utils",
+    "TextPrompt": "actorllm.engine.offline_prompts",
+    "TokensPrompt": "actorllm.engine.offline_prompts",
     "EngineConfig": "actorllm.engine.config",
     "SamplingParams": "actorllm.core.sampling_params",
     "RequestOutputKind": "actorllm.core.sampling_params",
@@ -37,10 +42,15 @@ if TYPE_CHECKING:  # what type checkers see; at run time __getattr__ loads them
     from actorllm.core.outputs import RequestOutput as RequestOutput
     from actorllm.core.sampling_params import RequestOutputKind as RequestOutputKind
     from actorllm.core.sampling_params import SamplingParams as SamplingParams
+    from actorllm.engine.arg_utils import AsyncEngineArgs as AsyncEngineArgs
+    from actorllm.engine.arg_utils import EngineArgs as EngineArgs
     from actorllm.engine.async_engine import AsyncEngine as AsyncEngine
+    from actorllm.engine.async_llm_engine import AsyncLLMEngine as AsyncLLMEngine
     from actorllm.engine.config import EngineConfig as EngineConfig
     from actorllm.engine.llm import LLM as LLM
     from actorllm.engine.llm_engine import LLMEngine as LLMEngine
+    from actorllm.engine.offline_prompts import TextPrompt as TextPrompt
+    from actorllm.engine.offline_prompts import TokensPrompt as TokensPrompt
 
 
 def __getattr__(name: str) -> Any:

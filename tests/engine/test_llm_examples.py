@@ -40,3 +40,9 @@ def test_engine_loop(tiny_model):
     names = [line.split(" ")[0].rstrip(":") for line in lines]
     assert names[:3] == ["endless", "code", "story"] or names[:3] == ["endless", "story", "code"]
     assert lines[-1].endswith("unfinished: 0")
+
+
+@pytest.mark.timeout(240)
+def test_async_llm_engine(tiny_model):
+    lines = run_example("async_llm_engine.py", tiny_model).splitlines()
+    assert sorted(line.split(":")[0] for line in lines) == ["r1", "r2"]

@@ -1,0 +1,132 @@
+"""``AsyncLLMEngine`` (vLLM's ``AsyncLLM``): the common vLLM asyncio script, renamed."""
+
+import asyncio
+import time
+
+import pytest
+
+from actorllm import (
+    AsyncEngineArgs,
+    AsyncLLMEngine,
+    RequestOutputKind,
+    SamplingParams,
+    TextPrompt,
+    TokensPrompt,
+)
+from actorllm.v1.engine.async_llm import AsyncLLM
+
+GREEDY = SamplingParams(temperature=0.0, max_tokens=12)
+
+
+@pytest.fixture(scope="module")
+def engine(tiny_model):
+    args = AsyncEngineArgs(
+        model=tiny_model,
+        max_model_len=256,
+        kv_cache_memory_bytes=8 * 2**20,
+        disable_log_stats=True,
+        enable_log_requests=True,
+    )
+    eng = AsyncLLMEngine.from_engine_args(args)
+    yield eng
+    eng.shutdown()
+    assert not eng.is_running
+
+
+async def collect(engine, prompt, params, request_id):
+    return [out async for out in engine.generate(prompt, params, request_id=request_id)]
+
+
+def wait_closed(engine, request_id: str) -> None:
+    """Until the engine let go of the request (its abort is asynchronous)."""
+    deadline = time.monotonic() + 10
+    while any(e.request_id.split("#")[0] == request_id for e in engine.engine._ctx.ledger):
+        assert time.monotonic() < deadline, f"{request_id} still open"
+        time.sleep(0.01)
+
+
+def test_the_vllm_script_with_two_concurrent_requests(engine):
+    async def main():
+        delta = GREEDY.clone(output_kind=RequestOutputKind.DELTA)
+        final = GREEDY.clone(output_kind=RequestOutputKind.FINAL_ONLY)
+        return await asyncio.gather(
+            collect(engine, "Hello there", delta, "d"),
+            collect(engine, TextPrompt(prompt="Hello there"), final, "f"),
+            collect(engine, TokensPrompt(prompt_token_ids=[5, 6, 7]), GREEDY, "c"),
+        )
+
+    deltas, finals, cumulative = asyncio.run(main())
+    assert len(finals) == 1 and finals[0].finished
+    assert deltas[-1].finished and len(deltas) > 1
+    text = finals[0].outputs[0].text
+    assert "".join(o.outputs[0].text for o in deltas) == text
+    assert [t for o in deltas for t in o.outputs[0].token_ids] == finals[0].outputs[0].token_ids
+    assert len(cumulative[-1].outputs[0].token_ids) == 12  # CUMULATIVE: the whole answer
+    assert cumulative[-1].prompt_token_ids == [5, 6, 7]
+    assert engine.get_num_unfinished_requests() == 0
+
+
+def test_abort_mid_stream_frees_the_request(engine):
+    long = SamplingParams(temperature=0.0, max_tokens=200, ignore_eos=True)
+
+    async def main():
+        outs = []
+        async for out in engine.generate("Once upon a time", long, "ab"):
+            outs.append(out)
+            if len(outs) == 1:
+                await engine.abort("ab")
+        return outs
+
+    outs = asyncio.run(main())
+    assert outs[-1].finished and outs[-1].outputs[0].finish_reason == "abort"
+    assert len(outs[-1].outputs[0].token_ids) < 200
+    wait_closed(engine, "ab")
+    outs = asyncio.run(collect(engine, "again", GREEDY, "ab"))  # the id is free again
+    assert outs[-1].finished
+
+
+def test_leaving_the_stream_early_aborts_the_request(engine):
+    long = SamplingParams(temperature=0.0, max_tokens=200, ignore_eos=True)
+
+    async def main():
+        stream = engine.generate("Once upon a time", long, "early")
+        async for _ in stream:
+            break
+        await stream.aclose()
+
+    asyncio.run(main())
+    wait_closed(engine, "early")
+    assert engine.get_num_unfinished_requests() == 0
+
+    async def cancelled():
+        task = asyncio.create_task(collect(engine, "Once upon a time", long, "cx"))
+        await asyncio.sleep(0.2)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(cancelled())
+    wait_closed(engine, "cx")
+
+
+def test_unsupported_arguments_are_refused_by_name(engine):
+    async def lora():
+        async for _ in engine.generate("hi", GREEDY, "x", lora_request=object()):
+            pass
+
+    with pytest.raises(NotImplementedError, match="lora_request"):
+        asyncio.run(lora())
+    with pytest.raises(NotImplementedError, match="encode"):
+        asyncio.run(engine.encode("hi"))
+    with pytest.raises(NotImplementedError, match="stat_loggers"):
+        AsyncLLMEngine.from_engine_args(AsyncEngineArgs(), stat_loggers=[object()])
+
+
+def test_model_and_health(engine):
+    assert AsyncLLM is AsyncLLMEngine
+    assert engine.is_running and not engine.errored
+    asyncio.run(engine.check_health())
+    assert engine.get_tokenizer().encode("hello") == engine.engine.tokenizer.encode("hello")
+    assert engine.model_config.max_model_len == 256
+    assert asyncio.run(engine.get_model_config()).max_model_len == 256
+    assert asyncio.run(engine.get_supported_tasks()) == ("generate",)
