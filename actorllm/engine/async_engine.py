@@ -29,7 +29,7 @@ from actorllm.actors import Strategy, Supervisor, SupervisorEscalation, open_sup
 from actorllm.core.sampling_params import SamplingParams
 from actorllm.core.scheduler.kv_connector import KVConnectorBase
 from actorllm.engine.assembly import EngineParts, backoff_of, build_engine, start_actors
-from actorllm.engine.config import EngineConfig
+from actorllm.engine.config import EngineConfig, EngineConfigError
 from actorllm.engine.control_plane import ACTORS, ControlPlane
 from actorllm.engine.dead_letters import DeadLetterPolicy
 from actorllm.engine.errors import EngineClosedError, EngineDeadError
@@ -54,7 +54,20 @@ def _as_config(
     if isinstance(model_or_config, EngineConfig):
         return model_or_config.replace(**kwargs) if kwargs else model_or_config
     model = None if model_or_config is None else str(model_or_config)
-    return EngineConfig(model=model, **kwargs)
+    if all(k in EngineConfig.__struct_fields__ for k in kwargs):
+        return EngineConfig(model=model, **kwargs)
+    # vLLM's other engine arguments (LLM(model, trust_remote_code=True), kv_transfer_config,
+    # ...): classified as EngineArgs classifies them (honoured, refused naming the field,
+    # or warned about as `serve` does); an unknown name is a TypeError naming it.
+    from actorllm.engine.arg_utils import EngineArgs
+
+    if kwargs.get("disable_log_stats", True) is not True:
+        raise EngineConfigError(
+            "disable_log_stats",
+            "periodic stats logging is AsyncLLMEngine's (or `serve`'s); here read "
+            "get_stats() / the metrics instead.",
+        )
+    return EngineArgs(model=model, **kwargs).create_engine_config()
 
 
 class AsyncEngine(ControlPlane, RequestAPI):

@@ -106,3 +106,21 @@ def test_vllm_command_line_helpers():
         AsyncEngineArgs.from_cli_args(parser.parse_args(["--trust-remote-code"]))
     with pytest.raises(ValueError, match="--enable-lora"):
         AsyncEngineArgs.from_cli_args(parser.parse_args(["--enable-lora"]))
+
+
+def test_llm_keywords_take_vllms_engine_arguments_as_engine_args_does():
+    """``LLM(model, **kwargs)`` / ``AsyncEngine.open``: vLLM's engine arguments that are not
+    EngineConfig fields are classified as EngineArgs classifies them."""
+    from actorllm.engine.async_engine import _as_config
+    from actorllm.engine.config import EngineConfigError
+
+    with pytest.warns(UserWarning, match="trust_remote_code=True has no effect"):
+        config = _as_config("/m", {"trust_remote_code": True, "max_model_len": 128})
+    assert (config.model, config.max_model_len) == ("/m", 128)
+    assert _as_config(None, {"disable_log_stats": True}).model is None  # vLLM LLM's default
+    with pytest.raises(EngineConfigError, match="disable_log_stats"):
+        _as_config(None, {"disable_log_stats": False})
+    with pytest.raises(EngineConfigError, match="enable_lora"):
+        _as_config(None, {"enable_lora": True})
+    with pytest.raises(TypeError, match="'no_such_field'"):
+        _as_config(None, {"no_such_field": 1})
