@@ -141,6 +141,30 @@ class RequestState:
         ``plain`` request (no stop strings, no logprobs) gets one token and does not
         finish. The caller checks those conditions; the state ends up as ``update``
         leaves it (``_searched`` is only read when there are stop strings)."""
+        _, piece = self._take_plain(out, now)
+        if piece:
+            self.text += piece
+
+    def plain_step(self, out: EngineCoreOutput, now: float) -> CompletionOutput:
+        """:meth:`update_plain` then :meth:`plain_delta` in one call: the DELTA plain lane,
+        once per request per decode step. When everything before this token was handed
+        out (always, unless a caller mixes lanes), the delta is this token and the text it
+        completes, built without slicing."""
+        token_id, piece = self._take_plain(out, now)
+        text = self.text
+        if self._sent_tokens == len(self.token_ids) - 1 and self._sent_text == len(text):
+            self._sent_tokens += 1
+            if piece:
+                self.text = text + piece
+                self._sent_text += len(piece)
+            return CompletionOutput(index=self.index, text=piece, token_ids=[token_id])
+        if piece:
+            self.text = text + piece
+        return self.plain_delta()
+
+    def _take_plain(self, out: EngineCoreOutput, now: float) -> tuple[int, str]:
+        """The plain lane's bookkeeping for one token: stamps, the token appended; returns
+        it and its text piece (not yet added to ``text``)."""
         if out.num_cached_tokens:
             self.num_cached_tokens = out.num_cached_tokens
         if self.scheduled_time is None:
@@ -150,36 +174,8 @@ class RequestState:
         self.last_token_time = now
         token_id = out.new_token_ids[0]
         self.token_ids.append(token_id)
-        if self._detok is not None:
-            self.text += self._detok.decode_next(token_id)
-
-    def plain_step(self, out: EngineCoreOutput, now: float) -> CompletionOutput:
-        """:meth:`update_plain` then :meth:`plain_delta` in one call: the DELTA plain lane,
-        once per request per decode step. When everything before this token was handed
-        out (always, unless a caller mixes lanes), the delta is this token and the text it
-        completes, built without slicing."""
-        if out.num_cached_tokens:
-            self.num_cached_tokens = out.num_cached_tokens
-        if self.scheduled_time is None:
-            self.scheduled_time = out.scheduled_time
-        if self.first_token_time is None:
-            self.first_token_time = now
-        self.last_token_time = now
-        token_ids = self.token_ids
-        token_id = out.new_token_ids[0]
-        token_ids.append(token_id)
         detok = self._detok
-        piece = "" if detok is None else detok.decode_next(token_id)
-        text = self.text
-        if self._sent_tokens == len(token_ids) - 1 and self._sent_text == len(text):
-            self._sent_tokens += 1
-            if piece:
-                self.text = text + piece
-                self._sent_text += len(piece)
-            return CompletionOutput(index=self.index, text=piece, token_ids=[token_id])
-        if piece:
-            self.text = text + piece
-        return self.plain_delta()
+        return token_id, "" if detok is None else detok.decode_next(token_id)
 
     def _detokenize(self, new: list[int], finish_reason: FinishReason | None) -> str | None:
         """Append ``new`` to token_ids and text; return the stop string that hit, if any."""
