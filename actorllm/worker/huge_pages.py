@@ -7,9 +7,11 @@ allocation never gets them.
 
 How: a private anonymous ``mmap`` (zero-filled by the OS), one huge page larger than
 needed so the tensor can start on a 2 MiB boundary, ``madvise(MADV_HUGEPAGE)`` over it,
-and a tensor viewing it (the tensor keeps the mapping alive). Detected, never assumed:
-Linux with THP not ``never``, Python's mmap exposing ``MADV_HUGEPAGE``; anywhere else,
-or on any error, plain ``torch.zeros`` (same contents, same shape).
+and a tensor viewing it (the tensor keeps the mapping alive). Every page is then touched
+once, as ``torch.zeros`` does, so no decode step pays a page fault for a fresh block.
+Detected, never assumed: Linux with THP not ``never``, Python's mmap exposing
+``MADV_HUGEPAGE``; anywhere else, or on any error, plain ``torch.zeros`` (same contents,
+same shape).
 
     >>> t = zeros_on_huge_pages((4, 8), torch.float32)
     >>> t.shape, t.dtype, float(t.abs().sum())
@@ -69,4 +71,9 @@ def zeros_on_huge_pages(
         logger.info("KV cache on regular pages: huge-page mapping failed (%s)", e)
         return torch.zeros(shape, dtype=dtype)
     skip = -raw.data_ptr() % HUGE_PAGE  # bytes to the first 2 MiB boundary
-    return raw[skip : skip + nbytes].view(dtype).view(shape)
+    out = raw[skip : skip + nbytes]
+    # Fault every page in now, as torch.zeros would: left to first touch, each of the
+    # step's KV writes into a fresh block pays a page fault (and the kernel's zeroing of a
+    # 2 MiB page) inside the timed decode step.
+    out.zero_()
+    return out.view(dtype).view(shape)
