@@ -189,18 +189,22 @@ class EngineArgs:
         )
 
     def __getattr__(self, name: str) -> Any:
-        # Only called for names not set: given fields and spellings, then defaults.
+        # Only called for names not set: given fields and spellings, then defaults (a
+        # spelling not given reads None, as vLLM's unset field).
         given = self.__dict__.get("_given", {})
         if name in given:
             return given[name]
         if name in EngineConfig.__struct_fields__:
             return getattr(EngineConfig(), name)
+        if name in _SPELLINGS:
+            return None
         raise AttributeError(f"{type(self).__name__!s} has no attribute {name!r}")
 
     def create_engine_config(self, usage_context: Any = None) -> EngineConfig:
         """The ``EngineConfig`` these arguments describe. Raises ``EngineConfigError``
         naming the field. (``usage_context``: vLLM's, accepted and unused.)"""
-        given = dict(self._given)
+        # A spelling given as None (``dataclasses.asdict`` of unset arguments) asks nothing.
+        given = {k: v for k, v in self._given.items() if v is not None or k not in _SPELLINGS}
         out: dict[str, Any] = {}
         if "structured_outputs_config" in given:
             from actorllm.engine.structured_outputs_config import (
@@ -274,3 +278,22 @@ class AsyncEngineArgs(EngineArgs):
             action="store_false",
             help="vLLM's older spelling of --no-enable-log-requests",
         )
+
+
+def _dataclass_fields(names: list[str]) -> dict[str, dataclasses.Field[Any]]:
+    """``__dataclass_fields__`` naming ``names``, so ``dataclasses.asdict(args)`` /
+    ``fields`` / ``replace`` work on the arguments as on vLLM's dataclass (its scripts build
+    ``LLM(**dataclasses.asdict(engine_args))``). Taken from a real dataclass's."""
+    shadow = dataclasses.make_dataclass(
+        "_EngineArgsFields", [(n, Any, dataclasses.field(default=None)) for n in names]
+    )
+    return dict(shadow.__dataclass_fields__)  # type: ignore[attr-defined]
+
+
+_FIELD_NAMES = ["model", *(f for f in EngineConfig.__struct_fields__ if f != "model")]
+_FIELD_NAMES += sorted(_SPELLINGS)
+# Set once both classes exist (AsyncEngineArgs has one field more).
+EngineArgs.__dataclass_fields__ = _dataclass_fields([*_FIELD_NAMES, "disable_log_stats"])  # type: ignore[attr-defined]
+AsyncEngineArgs.__dataclass_fields__ = _dataclass_fields(  # type: ignore[attr-defined]
+    [*_FIELD_NAMES, "disable_log_stats", "enable_log_requests"]
+)

@@ -48,9 +48,11 @@ logger = logging.getLogger("actorllm.engine")
 def _as_config(
     model_or_config: str | Path | EngineConfig | None, kwargs: dict[str, Any]
 ) -> EngineConfig:
-    if "structured_outputs_config" in kwargs:  # vLLM's nested form
+    if "structured_outputs_config" in kwargs:  # vLLM's nested form (None: not given)
         kwargs = dict(kwargs)
-        kwargs |= structured_outputs_config_kwargs(kwargs.pop("structured_outputs_config"))
+        nested = kwargs.pop("structured_outputs_config")
+        if nested is not None:  # the flat fields win, as in EngineArgs
+            kwargs = structured_outputs_config_kwargs(nested) | kwargs
     if isinstance(model_or_config, EngineConfig):
         return model_or_config.replace(**kwargs) if kwargs else model_or_config
     model = None if model_or_config is None else str(model_or_config)

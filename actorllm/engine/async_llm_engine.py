@@ -49,11 +49,11 @@ from actorllm.engine.errors import EngineClosedError, EngineDeadError
 from actorllm.engine.model_config import ModelConfig
 from actorllm.engine.offline_prompts import check_prompt
 from actorllm.engine.step_outputs import merge_outputs
+from actorllm.engine.sync_facade import STATS_INTERVAL_S
 from actorllm.worker.worker_thread import LoopPoster
 
 logger = logging.getLogger("actorllm.engine")
 
-STATS_INTERVAL_S = 10.0  # vLLM's VLLM_LOG_STATS_INTERVAL default
 
 _DONE = object()  # posted after a request's last output
 _NOTHING = object()

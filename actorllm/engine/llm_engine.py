@@ -107,12 +107,8 @@ class LLMEngine(SyncFacade):
                 "enable_multiprocessing: the engine runs on a thread of this process."
             )
         if isinstance(engine_args, EngineArgs):
-            engine = cls(engine_args.create_engine_config(), **kwargs)
-            if not engine_args.disable_log_stats:
-                from actorllm.entrypoints.metrics import log_stats_forever
-
-                engine._thread.spawn(log_stats_forever, engine.engine, 10.0)
-            return engine
+            kwargs.setdefault("disable_log_stats", engine_args.disable_log_stats)
+            return cls(engine_args.create_engine_config(), **kwargs)
         if not isinstance(engine_args, EngineConfig):
             raise TypeError(
                 "engine_args must be EngineArgs or an EngineConfig, "

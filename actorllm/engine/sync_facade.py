@@ -18,22 +18,33 @@ from actorllm.engine.config import EngineConfig
 from actorllm.engine.engine_thread import EngineThread
 from actorllm.engine.stats import EngineStats
 
+STATS_INTERVAL_S = 10.0  # vLLM's VLLM_LOG_STATS_INTERVAL default
+
 
 class SyncFacade:
     """An engine driven from synchronous code. ``model`` is a model directory, an
     ``EngineConfig`` or None (the demo model); keyword arguments are ``EngineConfig``
-    fields; ``backend`` is the event loop the engine runs on ("trio" or "asyncio")."""
+    fields (or vLLM's other engine arguments, classified as ``EngineArgs`` does);
+    ``backend`` is the event loop the engine runs on ("trio" or "asyncio").
+
+    ``disable_log_stats=False`` logs a line of the engine's state every 10 s, as vLLM's
+    ``LLM`` / ``LLMEngine`` do with it (vLLM's ``LLM`` defaults it to True: no line)."""
 
     def __init__(
         self,
         model: str | Path | EngineConfig | None = None,
         *,
         backend: str = "trio",
+        disable_log_stats: bool = True,
         **config: Any,
     ) -> None:
         name = f"actorllm-{type(self).__name__.lower()}"
         self._thread = EngineThread(model, config, backend=backend, name=name)
         self.engine: AsyncEngine = self._thread.engine
+        if not disable_log_stats:
+            from actorllm.entrypoints.metrics import log_stats_forever
+
+            self._thread.spawn(log_stats_forever, self.engine, STATS_INTERVAL_S)
         # Dropping the last reference (``del llm``) closes the engine; the thread module
         # closes every engine still open at interpreter exit.
         self._finalizer = weakref.finalize(self, self._thread.close)

@@ -124,3 +124,44 @@ def test_llm_keywords_take_vllms_engine_arguments_as_engine_args_does():
         _as_config(None, {"enable_lora": True})
     with pytest.raises(TypeError, match="'no_such_field'"):
         _as_config(None, {"no_such_field": 1})
+
+
+def test_engine_args_are_a_dataclass_as_vllms():
+    """vLLM scripts build ``LLM(**dataclasses.asdict(engine_args))``."""
+    import dataclasses
+
+    args = EngineArgs(model="/m", max_model_len=256)
+    assert dataclasses.is_dataclass(args) and dataclasses.is_dataclass(AsyncEngineArgs)
+    d = dataclasses.asdict(args)
+    assert (d["model"], d["max_model_len"], d["block_size"]) == ("/m", 256, 16)
+    assert d["structured_outputs_config"] is None and d["disable_log_stats"] is False
+    assert "enable_log_requests" in {f.name for f in dataclasses.fields(AsyncEngineArgs)}
+    again = EngineArgs(**d)  # every field, unset ones at their defaults: the same config
+    assert again.create_engine_config() == args.create_engine_config()
+    changed = dataclasses.replace(args, max_num_seqs=8)
+    assert (changed.max_num_seqs, changed.max_model_len) == (8, 256)
+
+
+def test_llm_takes_the_whole_asdict_and_logs_stats_unless_disabled(tiny_model, monkeypatch, caplog):
+    import dataclasses
+    import logging
+    import time
+
+    from actorllm import LLM
+    from actorllm.engine import sync_facade
+
+    monkeypatch.setattr(sync_facade, "STATS_INTERVAL_S", 0.05)
+    args = EngineArgs(model=tiny_model, max_model_len=128, kv_cache_memory_bytes=4 * 2**20)
+    caplog.set_level(logging.INFO, logger="actorllm")
+    with LLM(**dataclasses.asdict(args)) as llm:  # disable_log_stats=False: a periodic line
+        out = llm.generate(["Hi"], SamplingParams(temperature=0.0, max_tokens=3), use_tqdm=False)
+        assert len(out[0].outputs[0].token_ids) == 3
+        deadline = time.monotonic() + 10
+        while "throughput" not in caplog.text and time.monotonic() < deadline:
+            time.sleep(0.05)
+    assert "throughput" in caplog.text
+    caplog.clear()
+    with LLM(tiny_model, max_model_len=128, kv_cache_memory_bytes=4 * 2**20) as llm:
+        llm.generate(["Hi"], SamplingParams(temperature=0.0, max_tokens=3), use_tqdm=False)
+        time.sleep(0.3)  # vLLM's LLM defaults disable_log_stats to True: no line
+    assert "throughput" not in caplog.text
