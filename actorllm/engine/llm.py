@@ -131,7 +131,10 @@ class LLM(SyncFacade):
         prios = per_prompt(priority, len(items), 0, "priorities")
         for prio in prios:
             check_priority(prio, self.engine.config)
-        final = [p.clone(output_kind=RequestOutputKind.FINAL_ONLY) for p in params]
+        final = [
+            self.with_offline_seed(p.clone(output_kind=RequestOutputKind.FINAL_ONLY))
+            for p in params
+        ]
         return self._thread.call(self._batch, items, final, prios, use_tqdm, is_chat, options or {})
 
     async def _batch(

@@ -144,6 +144,7 @@ class LLMEngine(SyncFacade):
         check_priority(priority, self.engine.config)
         text, ids = self._inputs.tokenize(check_prompt(prompt))
         self._inputs.validate(ids, params)
+        params = self.with_offline_seed(params)
         token = self._outputs.add(request_id, params.output_kind, text, ids, params.n)
         engine_id = request_id
         if request_id in self._used_ids:  # the aborted run may still be winding down

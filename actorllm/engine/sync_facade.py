@@ -13,6 +13,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Self
 
+from actorllm.core.sampling_params import SamplingParams
+from actorllm.core.seeds import mix_seed
 from actorllm.engine.async_engine import AsyncEngine
 from actorllm.engine.config import EngineConfig
 from actorllm.engine.engine_thread import EngineThread
@@ -41,6 +43,7 @@ class SyncFacade:
         name = f"actorllm-{type(self).__name__.lower()}"
         self._thread = EngineThread(model, config, backend=backend, name=name)
         self.engine: AsyncEngine = self._thread.engine
+        self._offline_requests = 0  # requests given a seed by with_offline_seed
         if not disable_log_stats:
             from actorllm.entrypoints.metrics import log_stats_forever
 
@@ -48,6 +51,18 @@ class SyncFacade:
         # Dropping the last reference (``del llm``) closes the engine; the thread module
         # closes every engine still open at interpreter exit.
         self._finalizer = weakref.finalize(self, self._thread.close)
+
+    def with_offline_seed(self, params: SamplingParams) -> SamplingParams:
+        """``params`` with a seed if it samples without one: a mix of the engine's ``seed``
+        and this request's number among this object's requests. So a script's results
+        repeat run after run, as vLLM's offline ones do with ``seed`` (its engine steps
+        after all of ``generate``'s requests are in; here requests reach the loop as they
+        are ready, so the batch a row is drawn in varies)."""
+        self._offline_requests += 1
+        if params.seed is not None or params.temperature == 0.0:
+            return params
+        seed = mix_seed(self.engine.config.seed, self._offline_requests)
+        return params.clone(seed=seed - (1 << 64) if seed >= 1 << 63 else seed)
 
     # -- control plane --------------------------------------------------------------------
 

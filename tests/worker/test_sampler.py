@@ -181,6 +181,19 @@ def test_seed_mixing_separates_seeds_and_positions() -> None:
     assert seed_for_position(-1, 0) != seed_for_position(1, 0)
 
 
+def test_seeded_uniforms_are_the_hash_for_all_rows_at_once() -> None:
+    from actorllm.worker.sampler import _to_int64, seeded_uniforms
+
+    seeds = [0, 1, -1, 2**63 - 1, -(2**63), 2**64 - 1, 12345]
+    positions = [0, 5, 7, 100, 3, 9, 0]
+    u = seeded_uniforms([_to_int64(s) for s in seeds], positions)
+    pairs = zip(seeds, positions, strict=True)
+    want = [(seed_for_position(s, p) >> 40) * 2.0**-24 for s, p in pairs]
+    assert u.dtype == np.float32 and u.tolist() == want  # exact: 24-bit values
+    many = seeded_uniforms(list(range(4096)), [0] * 4096)
+    assert many.min() >= 0.0 and many.max() < 1.0 and abs(float(many.mean()) - 0.5) < 0.02
+
+
 def test_logprobs_are_raw_with_rank() -> None:
     logits = torch.tensor([[0.0, 3.0, 2.5, 1.0, 0, 0, 0, 0]])
     p = SamplingParams(temperature=0.5, logprobs=2, logit_bias={3: 100.0}, seed=5)
