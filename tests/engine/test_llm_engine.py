@@ -169,3 +169,28 @@ def test_from_engine_args(tiny_model):
         assert info.value.param == "priority"
     with pytest.raises(TypeError):
         LLMEngine.from_engine_args({"model": tiny_model})  # type: ignore[arg-type]
+
+
+def test_a_seeded_engine_loop_repeats_and_matches_generate(tiny_model):
+    """Sampled requests without a seed get the same derived seed in LLMEngine (by their
+    number among its requests) as in LLM: the same script repeats, and a step loop gives
+    what generate gives."""
+    sampled = SamplingParams(temperature=1.0, max_tokens=6, ignore_eos=True)
+    prompts = ["The quick brown fox", "Hello"]
+
+    def loop() -> list[list[int]]:
+        with LLMEngine(tiny_model, **CONFIG) as engine:
+            for i, prompt in enumerate(prompts):
+                engine.add_request(str(i), prompt, sampled)
+            done: dict[str, list[int]] = {}
+            while engine.has_unfinished_requests():
+                for out in engine.step():
+                    if out.finished:
+                        done[out.request_id] = out.outputs[0].token_ids
+            return [done[str(i)] for i in range(len(prompts))]
+
+    first = loop()
+    assert loop() == first
+    with LLM(tiny_model, **CONFIG) as llm:
+        outs = llm.generate(prompts, sampled, use_tqdm=False)
+    assert [o.outputs[0].token_ids for o in outs] == first
