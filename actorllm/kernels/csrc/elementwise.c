@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "bf16_rows.h"
+#include "bf16_vec16.h"
 #include "exp_f32.h"
 
 /* Below this many elements a call runs on the calling thread: a decode step's norms
@@ -74,6 +75,17 @@ static inline void norm_row_f32(const float *x, const float *r, float *res_out, 
     for (int e = 0; e < d; e++) out[e] = x[e] * inv * wf[e];
 }
 
+/* norm_row_f32 with head_dim rows (q/k norms) at a constant trip count, no loop peeling. */
+static inline void norm_row_f32_any(const float *x, const float *r, float *res_out, float *out,
+                                    const float *restrict wf, int d, float eps) {
+    if (d == 64)
+        norm_row_f32(x, r, res_out, out, wf, 64, eps);
+    else if (d == 128)
+        norm_row_f32(x, r, res_out, out, wf, 128, eps);
+    else
+        norm_row_f32(x, r, res_out, out, wf, d, eps);
+}
+
 /* The same for bfloat16: x + r rounded before it is squared and normed; mode 0 rounds the
  * normed value and then w * it, mode 1 rounds once. */
 static inline void norm_row_bf16(const uint16_t *x, const uint16_t *r, uint16_t *res_out,
@@ -107,6 +119,59 @@ static inline void norm_row_bf16(const uint16_t *x, const uint16_t *r, uint16_t 
     }
 }
 
+#ifdef BF16_VEC16
+/* norm_row_bf16 for d a multiple of 16, 16 lanes at a time with the hardware conversion:
+ * the squares summed in one vector accumulator, then across its lanes (another order than
+ * the portable loop's: float32 reassociation only). */
+static inline void norm_row_bf16_v16(const uint16_t *x, const uint16_t *r, uint16_t *res_out,
+                                     uint16_t *out, const float *restrict wf, int d, float eps,
+                                     int mode) {
+    __m512 acc = _mm512_setzero_ps();
+    if (r != NULL) {
+        for (int e = 0; e < d; e += 16) {
+            __m512 v = v16_round_bf16(_mm512_add_ps(v16_load_bf16(x + e), v16_load_bf16(r + e)));
+            _mm256_storeu_si256((__m256i *)(res_out + e), v16_to_bf16(v));
+            acc = _mm512_add_ps(acc, _mm512_mul_ps(v, v));
+        }
+        x = res_out;
+    } else {
+        for (int e = 0; e < d; e += 16) {
+            __m512 v = v16_load_bf16(x + e);
+            acc = _mm512_add_ps(acc, _mm512_mul_ps(v, v));
+        }
+    }
+    float inv = 1.0f / sqrtf(_mm512_reduce_add_ps(acc) / (float)d + eps);
+    __m512 vinv = _mm512_set1_ps(inv);
+    for (int e = 0; e < d; e += 16) {
+        __m512 y = _mm512_mul_ps(v16_load_bf16(x + e), vinv);
+        if (mode == 0) y = v16_round_bf16(y);
+        v16_store_bf16(out + e, _mm512_mul_ps(y, _mm512_loadu_ps(wf + e)));
+    }
+}
+#endif
+
+/* One bfloat16 row of RMSNorm: the vector path where there is one and d fits it. */
+static inline void norm_row_bf16_any(const uint16_t *x, const uint16_t *r, uint16_t *res_out,
+                                     uint16_t *out, const float *restrict wf, int d, float eps,
+                                     int mode) {
+#ifdef BF16_VEC16
+    if (d % 16 == 0) {
+        if (d == 64)
+            norm_row_bf16_v16(x, r, res_out, out, wf, 64, eps, mode);
+        else
+            norm_row_bf16_v16(x, r, res_out, out, wf, d, eps, mode);
+        return;
+    }
+#endif
+    /* head_dim rows (q/k norms): a constant trip count, no loop peeling */
+    if (d == 64)
+        norm_row_bf16(x, r, res_out, out, wf, 64, eps, mode);
+    else if (d == 128)
+        norm_row_bf16(x, r, res_out, out, wf, 128, eps, mode);
+    else
+        norm_row_bf16(x, r, res_out, out, wf, d, eps, mode);
+}
+
 /* RMSNorm over rows of d: x [n0, n1, d] (strides xs0, xs1), optional residual r (same
  * shape, strides rs0, rs1; NULL: none) -> out [n0 * n1, d] contiguous and, with r, the new
  * residual res_out [n0 * n1, d] = x + r (rounded to the dtype, then normed, as torch does).
@@ -131,23 +196,12 @@ int rms_norm(const void *x, int64_t xs0, int64_t xs1, const void *r, int64_t rs0
                 const uint16_t *rr = r != NULL ? (const uint16_t *)r + ro : NULL;
                 const uint16_t *xx = (const uint16_t *)x + xo;
                 uint16_t *ro16 = (uint16_t *)res_out + oo, *o16 = (uint16_t *)out + oo;
-                /* head_dim rows (q/k norms): a constant trip count, no loop peeling */
-                if (d == 64)
-                    norm_row_bf16(xx, rr, ro16, o16, wf, 64, eps, mode);
-                else if (d == 128)
-                    norm_row_bf16(xx, rr, ro16, o16, wf, 128, eps, mode);
-                else
-                    norm_row_bf16(xx, rr, ro16, o16, wf, d, eps, mode);
+                norm_row_bf16_any(xx, rr, ro16, o16, wf, d, eps, mode);
             } else {
                 const float *rr = r != NULL ? (const float *)r + ro : NULL;
                 const float *xx = (const float *)x + xo;
                 float *ro32 = (float *)res_out + oo, *o32 = (float *)out + oo;
-                if (d == 64)
-                    norm_row_f32(xx, rr, ro32, o32, wf, 64, eps);
-                else if (d == 128)
-                    norm_row_f32(xx, rr, ro32, o32, wf, 128, eps);
-                else
-                    norm_row_f32(xx, rr, ro32, o32, wf, d, eps);
+                norm_row_f32_any(xx, rr, ro32, o32, wf, d, eps);
             }
         }
     });
@@ -166,22 +220,50 @@ static inline void rotate_half(const float *restrict x, float *restrict o,
     }
 }
 
+#ifdef BF16_VEC16
+/* rotate_half on a bfloat16 head (half a multiple of 16) into a bfloat16 row: the same
+ * float32 products and sums as rotate_half (x2 * -sin added = x2 * sin subtracted). */
+static inline void rotate_half_bf16_v16(const uint16_t *x, uint16_t *o, const float *cosv,
+                                        const float *sinv, int half) {
+    for (int e = 0; e < half; e += 16) {
+        __m512 x1 = v16_load_bf16(x + e), x2 = v16_load_bf16(x + half + e);
+        __m512 c = _mm512_loadu_ps(cosv + e), sn = _mm512_loadu_ps(sinv + e);
+        v16_store_bf16(o + e, _mm512_sub_ps(_mm512_mul_ps(x1, c), _mm512_mul_ps(x2, sn)));
+        v16_store_bf16(o + half + e, _mm512_add_ps(_mm512_mul_ps(x2, c), _mm512_mul_ps(x1, sn)));
+    }
+}
+#endif
+
+/* One head's rotation, row `src` (dtype per bf16) -> row `dst` of out. */
+static inline void rotate_head(const void *src, void *dst, const float *cosv, const float *sinv,
+                               int bf16, int d) {
+    int half = d / 2;
+#ifdef BF16_VEC16
+    if (bf16 && half % 16 == 0) {
+        rotate_half_bf16_v16((const uint16_t *)src, (uint16_t *)dst, cosv, sinv, half);
+        return;
+    }
+#endif
+    float buf[ROW_MAX], o[ROW_MAX];
+    load_row(buf, src, bf16, 0, d);
+    rotate_half(buf, o, cosv, sinv, half);
+    store_row(dst, bf16, 0, o, d);
+}
+
 /* Rotary rows [lo, hi) of rotary_neox. */
 static void rotary_rows(const int64_t *pos, const float *cos_sin, int64_t cs, const void *q,
                         int64_t qs0, int64_t qs1, int hq, const void *k, int64_t ks0,
                         int64_t ks1, int hk, void *out, int bf16, int d, int64_t lo,
                         int64_t hi) {
     int half = d / 2, heads = hq + hk;
-    float buf[ROW_MAX], o[ROW_MAX];
+    size_t es = bf16 ? 2 : 4;
     for (int64_t i = lo; i < hi; i++) {
         const float *cosv = cos_sin + pos[i] * cs, *sinv = cosv + half;
         for (int h = 0; h < heads; h++) {
-            if (h < hq)
-                load_row(buf, q, bf16, i * qs0 + h * qs1, d);
-            else
-                load_row(buf, k, bf16, i * ks0 + (h - hq) * ks1, d);
-            rotate_half(buf, o, cosv, sinv, half);
-            store_row(out, bf16, (i * heads + h) * (int64_t)d, o, d);
+            int64_t off = h < hq ? i * qs0 + h * qs1 : i * ks0 + (h - hq) * ks1;
+            const char *src = (const char *)(h < hq ? q : k) + off * (int64_t)es;
+            char *dst = (char *)out + (i * heads + h) * (int64_t)d * (int64_t)es;
+            rotate_head(src, dst, cosv, sinv, bf16, d);
         }
     }
 }
@@ -199,6 +281,55 @@ int rotary_neox(const int64_t *pos, const float *cos_sin, int64_t cs, int64_t nu
     FOR_ROW_RANGES(t, t * (hq + hk) * d, num_threads,
                    rotary_rows(pos, cos_sin, cs, q, qs0, qs1, hq, k, ks0, ks1, hk, out, bf16,
                                d, lo, hi));
+    return 0;
+}
+
+/* Qwen3's attention prologue for rows [lo, hi): each head of q and k RMSNormed over d
+ * (weights wqf / wkf, float32) as rms_norm rounds it, then rotated as rotary_neox. */
+static void qk_norm_rope_rows(const int64_t *pos, const float *cos_sin, int64_t cs,
+                              const void *q, int64_t qs0, int64_t qs1, int hq, const void *k,
+                              int64_t ks0, int64_t ks1, int hk, const float *wqf,
+                              const float *wkf, float eps, void *out, int bf16, int d,
+                              int64_t lo, int64_t hi) {
+    int heads = hq + hk;
+    size_t es = bf16 ? 2 : 4;
+    float nf[ROW_MAX]; /* one head after the norm: float32, or bfloat16 in nh */
+    uint16_t nh[ROW_MAX];
+    for (int64_t i = lo; i < hi; i++) {
+        const float *cosv = cos_sin + pos[i] * cs, *sinv = cosv + d / 2;
+        for (int h = 0; h < heads; h++) {
+            int64_t off = h < hq ? i * qs0 + h * qs1 : i * ks0 + (h - hq) * ks1;
+            const char *src = (const char *)(h < hq ? q : k) + off * (int64_t)es;
+            const float *wf = h < hq ? wqf : wkf;
+            if (bf16) {
+                norm_row_bf16_any((const uint16_t *)src, NULL, NULL, nh, wf, d, eps, 0);
+            } else {
+                norm_row_f32_any((const float *)src, NULL, NULL, nf, wf, d, eps);
+            }
+            char *dst = (char *)out + (i * heads + h) * (int64_t)d * (int64_t)es;
+            rotate_head(bf16 ? (const void *)nh : (const void *)nf, dst, cosv, sinv, bf16, d);
+        }
+    }
+}
+
+/* rms_norm per head of q [t, hq, d] (weight wq [d]) and k [t, hk, d] (wk), then
+ * rotary_neox of both: out [t, hq + hk, d] contiguous, what rms_norm (mode 0) then
+ * rotary_neox write (bfloat16: bit for bit; float32: up to the order the compiler sums a
+ * head's squares in), in one pass over the heads while they are in L1.
+ * Returns -1 (nothing defined written) if a position is outside [0, num_pos). */
+int qk_norm_rope(const int64_t *pos, const float *cos_sin, int64_t cs, int64_t num_pos,
+                 const void *q, int64_t qs0, int64_t qs1, int hq, const void *k, int64_t ks0,
+                 int64_t ks1, int hk, const void *wq, const void *wk, float eps, void *out,
+                 int bf16, int64_t t, int d, int num_threads) {
+    if (d <= 0 || d % 2 != 0 || d > ROW_MAX) return -1;
+    for (int64_t i = 0; i < t; i++)
+        if (pos[i] < 0 || pos[i] >= num_pos) return -1;
+    float wqf[ROW_MAX], wkf[ROW_MAX];
+    load_row(wqf, wq, bf16, 0, d);
+    load_row(wkf, wk, bf16, 0, d);
+    FOR_ROW_RANGES(t, t * (hq + hk) * d, num_threads,
+                   qk_norm_rope_rows(pos, cos_sin, cs, q, qs0, qs1, hq, k, ks0, ks1, hk, wqf,
+                                     wkf, eps, out, bf16, d, lo, hi));
     return 0;
 }
 
