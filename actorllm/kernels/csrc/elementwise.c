@@ -21,6 +21,9 @@
 #include "bf16_rows.h"
 #include "bf16_vec16.h"
 #include "exp_f32.h"
+#ifdef __AVX512F__
+#include <immintrin.h>
+#endif
 
 /* Below this many elements a call runs on the calling thread: a decode step's norms
  * ([128, 768]) take ~20 us on one core, less than waking the team costs on a loaded box. */
@@ -75,9 +78,46 @@ static inline void norm_row_f32(const float *x, const float *r, float *res_out, 
     for (int e = 0; e < d; e++) out[e] = x[e] * inv * wf[e];
 }
 
-/* norm_row_f32 with head_dim rows (q/k norms) at a constant trip count, no loop peeling. */
+#ifdef __AVX512F__
+/* norm_row_f32 for d a multiple of 16: the squares summed in one 16-lane accumulator, then
+ * across it (float32 reassociation only; the same value for every call with this d). */
+static inline void norm_row_f32_v16(const float *x, const float *r, float *res_out, float *out,
+                                    const float *restrict wf, int d, float eps) {
+    __m512 acc = _mm512_setzero_ps();
+    if (r != NULL) {
+        for (int e = 0; e < d; e += 16) {
+            __m512 v = _mm512_add_ps(_mm512_loadu_ps(x + e), _mm512_loadu_ps(r + e));
+            _mm512_storeu_ps(res_out + e, v);
+            acc = _mm512_add_ps(acc, _mm512_mul_ps(v, v));
+        }
+        x = res_out;
+    } else {
+        for (int e = 0; e < d; e += 16) {
+            __m512 v = _mm512_loadu_ps(x + e);
+            acc = _mm512_add_ps(acc, _mm512_mul_ps(v, v));
+        }
+    }
+    __m512 inv = _mm512_set1_ps(1.0f / sqrtf(_mm512_reduce_add_ps(acc) / (float)d + eps));
+    for (int e = 0; e < d; e += 16) {
+        __m512 y = _mm512_mul_ps(_mm512_loadu_ps(x + e), inv);
+        _mm512_storeu_ps(out + e, _mm512_mul_ps(y, _mm512_loadu_ps(wf + e)));
+    }
+}
+#endif
+
+/* norm_row_f32 with head_dim rows (q/k norms) at a constant trip count, no loop peeling;
+ * 16 lanes at a time where the compiler targets AVX-512 and d is a multiple of 16. */
 static inline void norm_row_f32_any(const float *x, const float *r, float *res_out, float *out,
                                     const float *restrict wf, int d, float eps) {
+#ifdef __AVX512F__
+    if (d % 16 == 0) {
+        if (d == 64)
+            norm_row_f32_v16(x, r, res_out, out, wf, 64, eps);
+        else
+            norm_row_f32_v16(x, r, res_out, out, wf, d, eps);
+        return;
+    }
+#endif
     if (d == 64)
         norm_row_f32(x, r, res_out, out, wf, 64, eps);
     else if (d == 128)
@@ -234,10 +274,29 @@ static inline void rotate_half_bf16_v16(const uint16_t *x, uint16_t *o, const fl
 }
 #endif
 
+#ifdef __AVX512F__
+/* rotate_half 16 lanes at a time (half a multiple of 16): the same products and sums. */
+static inline void rotate_half_v16(const float *x, float *o, const float *cosv,
+                                   const float *sinv, int half) {
+    for (int e = 0; e < half; e += 16) {
+        __m512 x1 = _mm512_loadu_ps(x + e), x2 = _mm512_loadu_ps(x + half + e);
+        __m512 c = _mm512_loadu_ps(cosv + e), sn = _mm512_loadu_ps(sinv + e);
+        _mm512_storeu_ps(o + e, _mm512_sub_ps(_mm512_mul_ps(x1, c), _mm512_mul_ps(x2, sn)));
+        _mm512_storeu_ps(o + half + e, _mm512_add_ps(_mm512_mul_ps(x2, c), _mm512_mul_ps(x1, sn)));
+    }
+}
+#endif
+
 /* One head's rotation, row `src` (dtype per bf16) -> row `dst` of out. */
 static inline void rotate_head(const void *src, void *dst, const float *cosv, const float *sinv,
                                int bf16, int d) {
     int half = d / 2;
+#ifdef __AVX512F__
+    if (!bf16 && half % 16 == 0) {
+        rotate_half_v16((const float *)src, (float *)dst, cosv, sinv, half);
+        return;
+    }
+#endif
 #ifdef BF16_VEC16
     if (bf16 && half % 16 == 0) {
         rotate_half_bf16_v16((const uint16_t *)src, (uint16_t *)dst, cosv, sinv, half);
@@ -335,9 +394,83 @@ int qk_norm_rope(const int64_t *pos, const float *cos_sin, int64_t cs, int64_t n
 
 static inline float silu_f32(float g) { return g / (1.0f + exp_f32(-g)); }
 
+#ifdef __AVX512F__
+#define SILU_V16 1
+/* exp_f32 on 16 lanes: the same operations (clamp, round by 1.5 * 2^23, Cody-Waite,
+ * polynomial, 2^n by the exponent bits, overflow and underflow selects), the same values. */
+static inline __m512 exp_f32_v16(__m512 x_in) {
+    __m512 x = _mm512_min_ps(_mm512_max_ps(x_in, _mm512_set1_ps(-87.3f)), _mm512_set1_ps(88.7f));
+    const __m512 magic = _mm512_set1_ps(12582912.0f);
+    __m512 n = _mm512_sub_ps(_mm512_add_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                           magic), magic);
+#ifdef __FMA__
+#define V16_MADD(a, b, c) _mm512_fmadd_ps((a), (b), (c))
+#else
+#define V16_MADD(a, b, c) _mm512_add_ps(_mm512_mul_ps((a), (b)), (c))
+#endif
+    __m512 r = V16_MADD(n, _mm512_set1_ps(-0.693359375f), x);
+    r = V16_MADD(n, _mm512_set1_ps(2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+    p = V16_MADD(p, r, _mm512_set1_ps(1.3981999507e-3f));
+    p = V16_MADD(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p = V16_MADD(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p = V16_MADD(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p = V16_MADD(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    p = _mm512_add_ps(V16_MADD(_mm512_mul_ps(p, r), r, r), _mm512_set1_ps(1.0f));
+#undef V16_MADD
+    __m512i bits = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvttps_epi32(n),
+                                                      _mm512_set1_epi32(127)), 23);
+    p = _mm512_mul_ps(p, _mm512_castsi512_ps(bits));
+    __mmask16 over = _mm512_cmp_ps_mask(x_in, _mm512_set1_ps(88.72283f), _CMP_GT_OQ);
+    __mmask16 under = _mm512_cmp_ps_mask(x_in, _mm512_set1_ps(-87.33654f), _CMP_LT_OQ);
+    p = _mm512_mask_mov_ps(p, over, _mm512_set1_ps(INFINITY));
+    return _mm512_mask_mov_ps(p, under, _mm512_setzero_ps());
+}
+
+/* silu(g) = g / (1 + exp(-g)), the division as a reciprocal estimate refined by one
+ * Newton step (within ~2 ulp of the quotient; vdivps set the pace of the loop). exp(-g)
+ * overflowing (g < -88.7) gives 0 * g = -0, as the division does. */
+static inline __m512 silu_v16(__m512 g) {
+    __m512 den = _mm512_add_ps(_mm512_set1_ps(1.0f), exp_f32_v16(_mm512_sub_ps(_mm512_setzero_ps(), g)));
+    __m512 r = _mm512_rcp14_ps(den);
+    r = _mm512_fmadd_ps(r, _mm512_fnmadd_ps(den, r, _mm512_set1_ps(1.0f)), r);
+    __mmask16 inf = _mm512_cmp_ps_mask(den, _mm512_set1_ps(INFINITY), _CMP_EQ_OQ);
+    return _mm512_mul_ps(g, _mm512_mask_mov_ps(r, inf, _mm512_setzero_ps()));
+}
+#endif
+
 /* silu(gate) * up for rows [lo, hi) of silu_and_mul. */
 static void silu_rows(const void *x, int64_t xs, void *out, int bf16, int d, int64_t lo,
                       int64_t hi) {
+#ifdef SILU_V16
+#ifdef BF16_VEC16
+    int vec_bf16 = 1;
+#else
+    int vec_bf16 = 0;
+#endif
+    if (d % 16 == 0 && (!bf16 || vec_bf16)) {
+        for (int64_t i = lo; i < hi; i++) {
+#ifdef BF16_VEC16
+            if (bf16) {
+                const uint16_t *g = (const uint16_t *)x + i * xs, *u = g + d;
+                uint16_t *o = (uint16_t *)out + i * (int64_t)d;
+                for (int e = 0; e < d; e += 16) {
+                    __m512 s = v16_round_bf16(silu_v16(v16_load_bf16(g + e)));
+                    v16_store_bf16(o + e, _mm512_mul_ps(s, v16_load_bf16(u + e)));
+                }
+                continue;
+            }
+#endif
+            const float *g = (const float *)x + i * xs, *u = g + d;
+            float *o = (float *)out + i * (int64_t)d;
+            for (int e = 0; e < d; e += 16) {
+                __m512 s = silu_v16(_mm512_loadu_ps(g + e));
+                _mm512_storeu_ps(o + e, _mm512_mul_ps(s, _mm512_loadu_ps(u + e)));
+            }
+        }
+        return;
+    }
+#endif
     for (int64_t i = lo; i < hi; i++) {
         if (bf16) {
             const uint16_t *g = (const uint16_t *)x + i * xs, *u = g + d;
