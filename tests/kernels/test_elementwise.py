@@ -243,3 +243,29 @@ def test_plans_follow_the_shapes() -> None:
     _close(elementwise.cpu_silu_and_mul(gu), activation.silu_and_mul(gu))
     gt = gu.transpose(0, 1)  # [2, 3, 16]: reshaping it copies, so the torch path
     _close(elementwise.cpu_silu_and_mul(gt), activation.silu_and_mul(gt))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_denormals_and_nan_round_within_tolerance(dtype: torch.dtype) -> None:
+    """Where the host has AVX512-BF16 the bf16 kernels round with vcvtneps2bf16: the same
+    bits as torch for every normal value, but denormals flush to zero (off by < 1.2e-38)
+    and a NaN keeps its payload (torch: 0x7fc0)."""
+
+    def near(got: torch.Tensor, want: torch.Tensor) -> None:
+        assert got.dtype == want.dtype and got.shape == want.shape
+        torch.testing.assert_close(got.float(), want.float(), rtol=8e-3, atol=2e-38, equal_nan=True)
+
+    x = _randn(4, 64, dtype=torch.float32) * 1e-38  # squares underflow; rows are denormal
+    x[0, 3] = float("nan")
+    x, w = x.to(dtype), _randn(64, dtype=dtype, seed=1)
+    near(elementwise.cpu_rms_norm(x, w * 1e-35, 1e-6), layernorm.rms_norm(x, w * 1e-35, 1e-6))
+    cache = rotary.build_cos_sin_cache(8, rotary.rope_inv_freq(64, 10000.0))
+    q, k, pos = x.view(4, 1, 64), x.view(4, 1, 64).clone(), torch.arange(4)
+    got, want = (
+        elementwise.cpu_apply_rotary(pos, q, k, cache),
+        rotary.apply_rotary(pos, q, k, cache),
+    )
+    for g, ww in zip(got, want, strict=True):
+        near(g, ww)
+    gu = torch.cat([x, x * 1e30], dim=-1)  # silu(tiny) * up: around the denormal boundary
+    near(elementwise.cpu_silu_and_mul(gu), activation.silu_and_mul(gu))
