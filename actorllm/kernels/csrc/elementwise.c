@@ -8,8 +8,12 @@
  * so q/k views of a fused qkv output are read in place. Outputs are contiguous.
  *
  * Portable C written for the auto-vectoriser (-O3 -march=native: whatever SIMD the host
- * has); no intrinsics. Strict IEEE order (-std=c11 leaves -ffp-contract off): no FMA
- * contraction, so rotary and the bf16 roundings match torch's separate mul / add ops.
+ * has), plus 16-lane AVX-512 paths for rows whose width is a multiple of 16 where the
+ * compiler targets AVX-512 (__AVX512F__; bfloat16 also __AVX512BF16__, bf16_vec16.h):
+ * detected by the build, never assumed; the portable loops serve everything else (tests
+ * build them with -mno-avx512f). Strict IEEE order (-std=c11 leaves -ffp-contract off): no
+ * FMA contraction, so rotary and the bf16 roundings match torch's separate mul / add ops
+ * (the only FMAs are exp_f32's and SiLU's reciprocal step, written out).
  *
  * Threads: OpenMP over rows, the libgomp torch already loaded (same soname), only when a
  * call has enough work to pay for waking the team.
