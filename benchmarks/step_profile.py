@@ -134,6 +134,8 @@ def add_ranges(model: nn.Module) -> None:
     names = ("rms_norm", "fused_add_rms_norm", "apply_rotary", "silu_and_mul")
     parts = {n: "part:norms" if "norm" in n else f"part:{n}" for n in names}
     parts |= {"write_kv_cache": "part:kv_write", "paged_attention": "part:attention"}
+    if ops.qk_norm_rotary is not None:  # q / k norms and rotary fused: one part of its own
+        parts["qk_norm_rotary"] = "part:qk_norm_rotary"
     wrapped: dict[str, Any] = {n: _ranged(p, getattr(ops, n)) for n, p in parts.items()}
     ranged = dataclasses.replace(ops, **wrapped)
     for m in model.modules():

@@ -65,6 +65,10 @@ class Ops:
     paged_attention: Callable[..., torch.Tensor]
     # (x, w13, w2, topk_weights, topk_ids, activation) -> [T, H]: the experts of a MoE MLP.
     fused_moe: Callable[..., torch.Tensor]
+    # (positions, q, k, q_weight, k_weight, eps, cos_sin) -> (q, k): Qwen3's per-head q / k
+    # RMSNorm then NeoX rotary in one call, what rms_norm twice then apply_rotary return;
+    # None: the model makes those three calls.
+    qk_norm_rotary: Callable[..., tuple[torch.Tensor, torch.Tensor]] | None = None
     # paged_attention takes the keyword-only host hints max_query_len= / max_seq_len=.
     attention_hints: bool = False
     # (logits, temperature, top_k, top_p, min_p, seeds, positions) -> [B] int64 tokens,
@@ -84,6 +88,7 @@ TORCH_OPS = Ops(
     apply_rotary=elementwise.cpu_apply_rotary,
     silu_and_mul=elementwise.cpu_silu_and_mul,
     write_kv_cache=elementwise.cpu_write_kv_cache,
+    qk_norm_rotary=elementwise.cpu_qk_norm_rotary,
     paged_attention=attention.paged_attention,
     fused_moe=moe.fused_moe,
 )

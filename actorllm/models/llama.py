@@ -83,6 +83,12 @@ class Attention(nn.Module):
         self.k_norm = RMSNorm(ops, k_size, eps, off) if cfg.qk_norm else None
         self.clip = cfg.clip_qkv
         self.rot_dim = int(self.d * cfg.partial_rotary_factor)
+        # Qwen3: per-head norms without Gemma's offset and full rotary: the backend's one
+        # fused call where it has one (the three calls below otherwise).
+        self.fused_qk = (
+            ops.qk_norm_rotary is not None and cfg.qk_norm and self.per_head
+            and not off and self.rot_dim == self.d
+        )  # fmt: skip
         self.comm: TPComm | None = None  # tensor parallel: sums the ranks' o_proj outputs
         window = cfg.sliding_windows[layer_idx]
         self.attn = PagedAttention(
@@ -109,17 +115,28 @@ class Attention(nn.Module):
         q = q.view(t, self.hq, self.d)  # [T, Hq, D]
         k = k.view(t, self.hk, self.d)  # [T, Hk, D]
         v = v.view(t, self.hk, self.d)
-        if self.q_norm is not None and self.k_norm is not None and self.per_head:
-            q, k = self.q_norm(q), self.k_norm(k)
-        if self.rot_dim == self.d:
-            q, k = self.ops.apply_rotary(positions, q, k, cos_sin)
-        else:  # partial rotary: only the first rot_dim lanes of each head turn
-            r = self.rot_dim
-            qr, kr = self.ops.apply_rotary(positions, q[..., :r], k[..., :r], cos_sin)
-            q, k = torch.cat([qr, q[..., r:]], dim=-1), torch.cat([kr, k[..., r:]], dim=-1)
+        if self.fused_qk:  # Qwen3: both per-head norms and the rotary in one call
+            assert self.q_norm is not None and self.k_norm is not None
+            assert self.ops.qk_norm_rotary is not None
+            qw, kw, eps = self.q_norm.weight, self.k_norm.weight, self.q_norm.eps
+            q, k = self.ops.qk_norm_rotary(positions, q, k, qw, kw, eps, cos_sin)
+        else:
+            if self.q_norm is not None and self.k_norm is not None and self.per_head:
+                q, k = self.q_norm(q), self.k_norm(k)
+            q, k = self._rotate(positions, q, k, cos_sin)
         o = self.attn(q, k, v, kv_cache, meta)  # [T, Hq, D]
         out = self.o_proj(o.reshape(t, self.hq * self.d))  # [T, H], this rank's heads only
         return out if self.comm is None else self.comm.all_reduce(out)
+
+    def _rotate(
+        self, positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor, cos_sin: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """RoPE on q [T, Hq, D] and k [T, Hk, D]: all of each head, or its first rot_dim."""
+        if self.rot_dim == self.d:
+            return self.ops.apply_rotary(positions, q, k, cos_sin)
+        r = self.rot_dim  # partial rotary: only the first rot_dim lanes of each head turn
+        qr, kr = self.ops.apply_rotary(positions, q[..., :r], k[..., :r], cos_sin)
+        return torch.cat([qr, q[..., r:]], dim=-1), torch.cat([kr, k[..., r:]], dim=-1)
 
 
 def _enter(

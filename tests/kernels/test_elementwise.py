@@ -193,3 +193,79 @@ def test_kv_write_is_the_reference_copy(dtype: torch.dtype, head_major: bool) ->
         elementwise.cpu_write_kv_cache(key, value, got_k, got_v, torch.full((t,), nb * bs))
     # another dtype for the cache than the keys: the reference casts
     assert not elementwise.write_kv(key.half(), value.half(), got_k, got_v, slots)
+
+
+@pytest.mark.usefixtures("build")
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(
+    "t,hq,hk,d", [(0, 12, 4, 64), (1, 12, 4, 64), (9, 3, 1, 10), (5, 2, 2, 128)]
+)
+def test_qk_norm_rotary_is_the_three_calls(
+    dtype: torch.dtype, t: int, hq: int, hk: int, d: int
+) -> None:
+    """Qwen3's fused per-head q / k norm + rotary: the native norm twice then the native
+    rotary (bf16: bit for bit, the same roundings; float32: the sum of squares may be added
+    in another order), on q | k views of a fused qkv, and close to the torch references."""
+    cache = rotary.build_cos_sin_cache(50, rotary.rope_inv_freq(d, 10000.0))
+    pos = torch.randint(0, 50, (t,), generator=torch.Generator().manual_seed(0))
+    qkv = _randn(t, (hq + 2 * hk) * d, dtype=dtype) * 3
+    q = qkv[:, : hq * d].view(t, hq, d)
+    k = qkv[:, hq * d : (hq + hk) * d].view(t, hk, d)
+    wq, wk = _randn(d, dtype=dtype, seed=1), _randn(d, dtype=dtype, seed=2)
+    got = elementwise.qk_norm_rotary(pos, q, k, wq, wk, 1e-6, cache)
+    assert got is not None
+    qn, kn = elementwise.cpu_rms_norm(q, wq, 1e-6), elementwise.cpu_rms_norm(k, wk, 1e-6)
+    three = elementwise.cpu_apply_rotary(pos, qn, kn, cache)
+    for g, h in zip(got, three, strict=True):  # bf16: the same roundings, bit for bit
+        _close(g, h) if dtype == torch.float32 else torch.testing.assert_close(g, h, rtol=0, atol=0)
+    ref_q, ref_k = layernorm.rms_norm(q, wq, 1e-6), layernorm.rms_norm(k, wk, 1e-6)
+    want = rotary.apply_rotary(pos, ref_q, ref_k, cache)
+    for g, w in zip(got, want, strict=True):
+        tol = 1e-5 if dtype == torch.float32 else 2e-2  # bf16: the norm's one-ulp ties
+        torch.testing.assert_close(g.float(), w.float(), rtol=tol, atol=tol)
+    if t:
+        with pytest.raises(IndexError):
+            elementwise.cpu_qk_norm_rotary(pos + 50, q, k, wq, wk, 1e-6, cache)
+
+
+def test_plans_follow_the_shapes() -> None:
+    """The entries' per-shape checks are cached: a shape the kernel does not take after one
+    it takes (and back) still gets the right answer."""
+    w = _randn(32, dtype=torch.float32)
+    x = _randn(4, 32, dtype=torch.float32)
+    assert elementwise.rms_norm(x, w, 1e-6) is not None
+    assert elementwise.rms_norm(x.t().contiguous().t(), w, 1e-6) is None  # columns strided
+    assert elementwise.rms_norm(x.half(), w.half(), 1e-6) is None
+    got = elementwise.rms_norm(x, w, 1e-6)
+    assert got is not None
+    _close(got[0], layernorm.rms_norm(x, w, 1e-6))
+    gu = _randn(3, 2, 16, dtype=torch.bfloat16)
+    _close(elementwise.cpu_silu_and_mul(gu), activation.silu_and_mul(gu))
+    gt = gu.transpose(0, 1)  # [2, 3, 16]: reshaping it copies, so the torch path
+    _close(elementwise.cpu_silu_and_mul(gt), activation.silu_and_mul(gt))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_denormals_and_nan_round_within_tolerance(dtype: torch.dtype) -> None:
+    """Where the host has AVX512-BF16 the bf16 kernels round with vcvtneps2bf16: the same
+    bits as torch for every normal value, but denormals flush to zero (off by < 1.2e-38)
+    and a NaN keeps its payload (torch: 0x7fc0)."""
+
+    def near(got: torch.Tensor, want: torch.Tensor) -> None:
+        assert got.dtype == want.dtype and got.shape == want.shape
+        torch.testing.assert_close(got.float(), want.float(), rtol=8e-3, atol=2e-38, equal_nan=True)
+
+    x = _randn(4, 64, dtype=torch.float32) * 1e-38  # squares underflow; rows are denormal
+    x[0, 3] = float("nan")
+    x, w = x.to(dtype), _randn(64, dtype=dtype, seed=1)
+    near(elementwise.cpu_rms_norm(x, w * 1e-35, 1e-6), layernorm.rms_norm(x, w * 1e-35, 1e-6))
+    cache = rotary.build_cos_sin_cache(8, rotary.rope_inv_freq(64, 10000.0))
+    q, k, pos = x.view(4, 1, 64), x.view(4, 1, 64).clone(), torch.arange(4)
+    got, want = (
+        elementwise.cpu_apply_rotary(pos, q, k, cache),
+        rotary.apply_rotary(pos, q, k, cache),
+    )
+    for g, ww in zip(got, want, strict=True):
+        near(g, ww)
+    gu = torch.cat([x, x * 1e30], dim=-1)  # silu(tiny) * up: around the denormal boundary
+    near(elementwise.cpu_silu_and_mul(gu), activation.silu_and_mul(gu))
