@@ -82,6 +82,11 @@ class EngineConfig(msgspec.Struct, kw_only=True):
     cpu_omp_short_spin: bool = True
     """CPU: keep one parked OpenMP team so libgomp always short-spins (worker/omp_spin.py):
     the engine's speed no longer depends on whether the host ran torch work before."""
+    cpu_keep_freed_memory: bool = True
+    """CPU: glibc keeps the memory a step frees for the next one instead of returning it to
+    the OS, which then faults every page back in inside the step (worker/malloc_tuning.py;
+    vLLM's CPU build preloads tcmalloc for the same reason). Process-wide and kept after
+    the engine closes; False leaves malloc as the host set it."""
     # -- LoadConfig -------------------------------------------------------------------------
     load_format: LoadFormat = "auto"
     """How weights load: auto and safetensors read the checkpoint, dummy makes random

@@ -30,6 +30,10 @@ def default_runner_factory(config: EngineConfig, rank: int = 0) -> Any:
 
     if config.cpu_omp_short_spin and config.resolved_device() == "cpu":
         park_openmp_team()
+    if config.cpu_keep_freed_memory and config.resolved_device() == "cpu":
+        from actorllm.worker.malloc_tuning import keep_freed_memory
+
+        keep_freed_memory()
     return ModelRunner(
         config.resolved_model(),
         dtype=config.dtype,
