@@ -41,11 +41,13 @@
 #include "bf16_rows.h"
 #include "exp_f32.h"
 
-/* Query rows of a task: QT tokens x G heads, QT = ROWS_TARGET / G (at least 1). ~64 rows
- * keep a task's q, accumulators and tiles in L1/L2 and pay the K tile transpose over many
- * rows. */
+/* Query rows of a task: QT tokens x G heads, QT = ROWS_TARGET / G (at least 1): enough rows
+ * to pay the K tile's transpose, few enough that q, the accumulators and the tiles stay in
+ * L1/L2 and that little of the causal diagonal is masked work. 4 prompts of 128 tokens, 8
+ * layers of the 75M preset (G = 3), 1 thread, kernel alone, best of 7: 32 / 48 / 64 / 96
+ * rows: bf16 7.7 / 7.3 / 7.6 / 7.9 ms, fp32 10.5 / 9.0 / 9.7 / 8.8-13 ms. */
 #ifndef ROWS_TARGET
-#define ROWS_TARGET 64
+#define ROWS_TARGET 48
 #endif
 #define KT 16 /* keys per tile */
 
@@ -123,59 +125,69 @@ static void scores_portable(const float *qs, const float *kt, float *s, int rows
 #endif
 
 #ifdef PREFILL_AVX512
-/* 8 rows at a time: one K load feeds 8 independent FMA chains. */
-static void scores_avx512(const float *qs, const float *kt, float *s, int rows, int d) {
-    int r = 0;
-    for (; r + 8 <= rows; r += 8) {
-        __m512 a[8];
-        const float *q0 = qs + (int64_t)r * d;
+/* RB rows at a time: one K load feeds RB independent FMA chains. BF16: kt holds bfloat16
+ * pairs [D / 2, 16] and q bfloat16 rows, lane j += q[2e] k_j[2e] + q[2e+1] k_j[2e+1]
+ * (exact products, float32 sums). */
+static inline __attribute__((always_inline)) void scores_block(const void *q, const void *kt,
+                                                              float *s, int d, const int RB,
+                                                              const int BF16) {
+    __m512 a[8];
 #pragma GCC unroll 8
-        for (int i = 0; i < 8; i++) a[i] = _mm512_setzero_ps();
+    for (int i = 0; i < RB; i++) a[i] = _mm512_setzero_ps();
+    if (!BF16) {
+        const float *q0 = q, *k0 = kt;
         for (int e = 0; e < d; e++) {
-            __m512 k = _mm512_load_ps(kt + e * KT);
+            __m512 k = _mm512_load_ps(k0 + e * KT);
 #pragma GCC unroll 8
-            for (int i = 0; i < 8; i++)
+            for (int i = 0; i < RB; i++)
                 a[i] = _mm512_fmadd_ps(_mm512_set1_ps(q0[(int64_t)i * d + e]), k, a[i]);
         }
-#pragma GCC unroll 8
-        for (int i = 0; i < 8; i++) _mm512_store_ps(s + (int64_t)(r + i) * KT, a[i]);
     }
-    for (; r < rows; r++) {
-        __m512 a = _mm512_setzero_ps();
-        const float *qr = qs + (int64_t)r * d;
-        for (int e = 0; e < d; e++)
-            a = _mm512_fmadd_ps(_mm512_set1_ps(qr[e]), _mm512_load_ps(kt + e * KT), a);
-        _mm512_store_ps(s + (int64_t)r * KT, a);
-    }
-}
-#endif
-
 #ifdef PREFILL_BF16_DOT
-/* q.k from bfloat16 pairs: lane j += q[2e] k_j[2e] + q[2e+1] k_j[2e+1] (exact products). */
-static void scores_bf16(const uint16_t *qb, const uint32_t *kp, float *s, int rows, int d) {
-    int half = d / 2, r = 0;
-    for (; r + 8 <= rows; r += 8) {
-        __m512 a[8];
-        const uint32_t *q0 = (const uint32_t *)(qb + (int64_t)r * d);
-#pragma GCC unroll 8
-        for (int i = 0; i < 8; i++) a[i] = _mm512_setzero_ps();
+    if (BF16) {
+        const uint32_t *q0 = q, *k0 = kt;
+        int half = d / 2;
         for (int e = 0; e < half; e++) {
-            __m512bh k = (__m512bh)_mm512_load_si512(kp + e * KT);
+            __m512bh k = (__m512bh)_mm512_load_si512(k0 + e * KT);
 #pragma GCC unroll 8
-            for (int i = 0; i < 8; i++)
+            for (int i = 0; i < RB; i++)
                 a[i] = _mm512_dpbf16_ps(
                     a[i], (__m512bh)_mm512_set1_epi32((int)q0[(int64_t)i * half + e]), k);
         }
-#pragma GCC unroll 8
-        for (int i = 0; i < 8; i++) _mm512_store_ps(s + (int64_t)(r + i) * KT, a[i]);
     }
-    for (; r < rows; r++) {
-        __m512 a = _mm512_setzero_ps();
-        const uint32_t *qr = (const uint32_t *)(qb + (int64_t)r * d);
-        for (int e = 0; e < half; e++)
-            a = _mm512_dpbf16_ps(a, (__m512bh)_mm512_set1_epi32((int)qr[e]),
-                                 (__m512bh)_mm512_load_si512(kp + e * KT));
-        _mm512_store_ps(s + (int64_t)r * KT, a);
+#endif
+#pragma GCC unroll 8
+    for (int i = 0; i < RB; i++) _mm512_store_ps(s + (int64_t)i * KT, a[i]);
+}
+
+#define SCORES_FN(RB, BF16)                                                                 \
+    static void scores_##RB##_##BF16(const void *q, const void *kt, float *s, int d) {    \
+        scores_block(q, kt, s, d, RB, BF16);                                              \
+    }
+SCORES_FN(8, 0) SCORES_FN(4, 0) SCORES_FN(3, 0) SCORES_FN(2, 0) SCORES_FN(1, 0)
+#ifdef PREFILL_BF16_DOT
+SCORES_FN(8, 1) SCORES_FN(4, 1) SCORES_FN(3, 1) SCORES_FN(2, 1) SCORES_FN(1, 1)
+#endif
+
+/* s[r, 0:16] for every row: blocks of 8 (or 4) rows, the last block overlapping the one
+ * before it rather than leaving a tail of single rows (one FMA chain each, latency bound):
+ * an overlapped row is computed again from the same inputs in the same order, the same
+ * bits. q: [rows, D] float32, or bfloat16 (bf16: kt holds the pairs). */
+static void scores_avx512(const void *q, const void *kt, float *s, int rows, int d, int bf16) {
+    int64_t esize = bf16 ? 2 : 4;
+    typedef void (*fn_t)(const void *, const void *, float *, int);
+    fn_t f8 = scores_8_0, f4 = scores_4_0, small[4] = {NULL, scores_1_0, scores_2_0, scores_3_0};
+#ifdef PREFILL_BF16_DOT
+    if (bf16) {
+        f8 = scores_8_1, f4 = scores_4_1;
+        small[1] = scores_1_1, small[2] = scores_2_1, small[3] = scores_3_1;
+    }
+#endif
+    int rb = rows >= 8 ? 8 : rows >= 4 ? 4 : rows;
+    fn_t f = rb == 8 ? f8 : rb == 4 ? f4 : small[rb];
+    for (int r = 0; r < rows; r += rb) {
+        int r0 = r + rb <= rows ? r : rows - rb;
+        f((const char *)q + r0 * d * esize, kt, s + (int64_t)r0 * KT, d);
     }
 }
 #endif
@@ -382,15 +394,13 @@ static void run_task(const args_t *a, int n, int head, int i0, int nq, scratch_t
         for (int k0 = blo; k0 < bhi; k0 += KT) {
             int nt = bhi - k0 < KT ? bhi - k0 : KT;
             pack_tile(a, table, b, k0 - b * bs, nt, head, w, pairs);
-#ifdef PREFILL_BF16_DOT
-            if (pairs)
-                scores_bf16(w->qb, w->kp, w->s, rows, d);
-            else
-#endif
 #ifdef PREFILL_AVX512
-                scores_avx512(w->qs, w->kt, w->s, rows, d);
+            if (pairs)
+                scores_avx512(w->qb, w->kp, w->s, rows, d, 1);
+            else
+                scores_avx512(w->qs, w->kt, w->s, rows, d, 0);
 #else
-                scores_portable(w->qs, w->kt, w->s, rows, d);
+            scores_portable(w->qs, w->kt, w->s, rows, d);
 #endif
             if (a->softcap > 0.0f)
                 for (int64_t e = 0; e < (int64_t)rows * KT; e++)
