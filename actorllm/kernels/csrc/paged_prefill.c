@@ -93,6 +93,14 @@ typedef struct {
     int64_t s_block, s_slot, s_head;
     int hq, hk, g, d, block_size, qt, window;
     float scale, softcap;
+    /* K/V tiles packed once per call (phase 1), read by every query tile (phase 2): request
+     * n, head h, tile t (keys 16 t' .. of block t / tpb, t' = t % tpb) at tile
+     * tile_off[n] + h * ntiles[n] + t, tile_floats apart */
+    float *packed;
+    const int64_t *tile_off;
+    const int32_t *ntiles;
+    int tpb;
+    int64_t tile_floats;
 } args_t;
 
 /* A thread's scratch, for tasks of up to `rows` query rows. */
@@ -101,9 +109,6 @@ typedef struct {
     float *acc;   /* [R, D] */
     float *s;     /* [R, 16] scores, then probabilities */
     float *m, *l, *alpha; /* [R] running max, sum, this tile's rescale */
-    float *kt;    /* [D, 16] K tile, transposed */
-    float *v;     /* [16, D] V tile */
-    uint32_t *kp; /* [D / 2, 16] bfloat16 K pairs, keys in lanes */
     uint16_t *qb; /* [R, D] q rows as bfloat16 (when exact) */
 } scratch_t;
 
@@ -316,33 +321,62 @@ static int pv_avx512(float *acc, const float *p, const float *alpha, const float
 
 /* -- one task ---------------------------------------------------------------------------- */
 
-/* Request n's K and V tile: keys k0 .. k0 + nt of block b (row `slot0` on), for KV head
- * `head`: kt [D, 16] (lanes past nt zero), v [16, D]; kp, when non-NULL, the bfloat16 pairs
- * [D / 2, 16] instead of kt. */
+#ifdef PREFILL_BF16_DOT
+#define PACK_PAIRS 1
+#else
+#define PACK_PAIRS 0
+#endif
+
+/* A packed tile's parts: kt [D, 16] float32, K transposed (keys in lanes, lanes past the
+ * context zero); kp [D / 2, 16] the bfloat16 cache's K as pairs (the same, for the BF16
+ * dot products); v [16, D] float32. */
+static inline float *tile_kt(float *tile, int d) { return (void)d, tile; }
+static inline uint32_t *tile_kp(float *tile, int d) { return (uint32_t *)(tile + KT * d); }
+static inline float *tile_v(float *tile, int d) { return tile + KT * d + KT * d / 2; }
+#define TILE_FLOATS(d) ((int64_t)KT * (d) * 5 / 2)
+
+/* Pack the nt keys of block b from row slot0 on, KV head `head`, into `tile`. */
 static void pack_tile(const args_t *a, const int32_t *table, int b, int slot0, int nt,
-                      int head, scratch_t *w, int pairs) {
+                      int head, float *tile) {
     int d = a->d;
     int64_t base = (int64_t)table[b] * a->s_block + (int64_t)head * a->s_head +
                    (int64_t)slot0 * a->s_slot;
+    float *kt = tile_kt(tile, d), *v = tile_v(tile, d);
+    uint32_t *kp = tile_kp(tile, d);
     if (nt < KT) {
-        if (pairs)
-            memset(w->kp, 0, sizeof(uint32_t) * (size_t)(d / 2) * KT);
-        else
-            memset(w->kt, 0, sizeof(float) * (size_t)d * KT);
+        memset(kt, 0, sizeof(float) * (size_t)d * KT);
+        if (a->kv_bf16 && PACK_PAIRS) memset(kp, 0, sizeof(uint32_t) * (size_t)(d / 2) * KT);
     }
     for (int j = 0; j < nt; j++) {
         int64_t off = base + (int64_t)j * a->s_slot;
-        if (pairs) {
-            const uint32_t *kr = (const uint32_t *)((const uint16_t *)a->k_cache + off);
-            for (int e = 0; e < d / 2; e++) w->kp[e * KT + j] = kr[e];
-        } else if (a->kv_bf16) {
+        if (a->kv_bf16) {
             const uint16_t *kr = (const uint16_t *)a->k_cache + off;
-            for (int e = 0; e < d; e++) w->kt[e * KT + j] = bf16_to_f32(kr[e]);
+            for (int e = 0; e < d; e++) kt[e * KT + j] = bf16_to_f32(kr[e]);
+            for (int e = 0; e < (PACK_PAIRS ? d / 2 : 0); e++) { /* bf16 pairs: one word */
+                uint32_t u;
+                memcpy(&u, kr + 2 * e, sizeof u);
+                kp[e * KT + j] = u;
+            }
         } else {
             const float *kr = (const float *)a->k_cache + off;
-            for (int e = 0; e < d; e++) w->kt[e * KT + j] = kr[e];
+            for (int e = 0; e < d; e++) kt[e * KT + j] = kr[e];
         }
-        load_row(w->v + (int64_t)j * d, a->v_cache, a->kv_bf16, off, d);
+        load_row(v + (int64_t)j * d, a->v_cache, a->kv_bf16, off, d);
+    }
+}
+
+/* Phase 1: request n's tiles for KV head `head` in block b (those any query can see). */
+static void pack_block(const args_t *a, int n, int head, int b) {
+    int bs = a->block_size, len = a->seq_lens[n];
+    int kmin = a->window > 0 ? len - a->q_len[n] - a->window + 1 : 0; /* first key seen */
+    const int32_t *table = a->block_table + (int64_t)n * a->table_stride;
+    if ((int64_t)(b + 1) * bs <= kmin) return;
+    int64_t t0 = a->tile_off[n] + (int64_t)head * a->ntiles[n] + (int64_t)b * a->tpb;
+    for (int i = 0; i < a->tpb; i++) {
+        int slot0 = i * KT, k0 = b * bs + slot0;
+        int nt = bs - slot0 < KT ? bs - slot0 : KT;
+        nt = len - k0 < nt ? len - k0 : nt;
+        if (nt > 0) pack_tile(a, table, b, slot0, nt, head, a->packed + (t0 + i) * a->tile_floats);
     }
 }
 
@@ -364,7 +398,6 @@ static void run_task(const args_t *a, int n, int head, int i0, int nq, scratch_t
     int g = a->g, d = a->d, rows = nq * g, bs = a->block_size;
     int len = a->q_len[n], ctx = a->seq_lens[n];
     int pos0 = ctx - len + i0, pos1 = pos0 + nq - 1; /* positions of the first, last query */
-    const int32_t *table = a->block_table + (int64_t)n * a->table_stride;
     int64_t q0 = (int64_t)a->q_start[n] + i0, h0 = (int64_t)head * g * d;
     for (int i = 0; i < nq; i++) {
         load_row(w->qs + (int64_t)i * g * d, a->q, a->q_bf16, (q0 + i) * a->q_stride + h0,
@@ -388,39 +421,43 @@ static void run_task(const args_t *a, int n, int head, int i0, int nq, scratch_t
     memset(w->acc, 0, sizeof(float) * (size_t)rows * (size_t)d);
     int kstart = a->window > 0 && pos0 - a->window + 1 > 0 ? pos0 - a->window + 1 : 0;
     int kend = pos1 + 1; /* keys past the last query are never read */
-    for (int b = kstart / bs; b * bs < kend; b++) {
-        int blo = b * bs > kstart ? b * bs : kstart;
-        int bhi = (b + 1) * bs < kend ? (b + 1) * bs : kend;
-        for (int k0 = blo; k0 < bhi; k0 += KT) {
-            int nt = bhi - k0 < KT ? bhi - k0 : KT;
-            pack_tile(a, table, b, k0 - b * bs, nt, head, w, pairs);
+    /* key tiles: 16 keys from the start of a block on (a tile never crosses a block); the
+     * first may start before the window and the last past the diagonal: masked there */
+    int tpb = a->tpb, t_first = kstart / bs * tpb + kstart % bs / KT;
+    int t_last = (kend - 1) / bs * tpb + (kend - 1) % bs / KT;
+    float *tiles = a->packed + (a->tile_off[n] + (int64_t)head * a->ntiles[n]) * a->tile_floats;
+    for (int t = t_first; t <= t_last; t++) {
+        int b = t / tpb, slot0 = t % tpb * KT, k0 = b * bs + slot0;
+        int nt = bs - slot0 < KT ? bs - slot0 : KT;
+        nt = kend - k0 < nt ? kend - k0 : nt; /* keys past the last query: never read */
+        float *tile = tiles + (int64_t)t * a->tile_floats;
 #ifdef PREFILL_AVX512
-            if (pairs)
-                scores_avx512(w->qb, w->kp, w->s, rows, d, 1);
-            else
-                scores_avx512(w->qs, w->kt, w->s, rows, d, 0);
+        if (pairs)
+            scores_avx512(w->qb, tile_kp(tile, d), w->s, rows, d, 1);
+        else
+            scores_avx512(w->qs, tile_kt(tile, d), w->s, rows, d, 0);
 #else
-            scores_portable(w->qs, w->kt, w->s, rows, d);
+        (void)pairs;
+        scores_portable(w->qs, tile_kt(tile, d), w->s, rows, d);
 #endif
-            if (a->softcap > 0.0f)
-                for (int64_t e = 0; e < (int64_t)rows * KT; e++)
-                    w->s[e] = a->softcap * tanhf(w->s[e] / a->softcap);
-            /* every query of the tile sees every key: past the diagonal, inside the window */
-            int all = k0 + nt - 1 <= pos0 && (a->window <= 0 || k0 > pos1 - a->window);
-            for (int i = 0; i < nq; i++) {
-                uint32_t valid = all ? (1u << nt) - 1u : visible(pos0 + i, k0, nt, a->window);
-                for (int gi = 0; gi < g; gi++) {
-                    int r = i * g + gi;
-                    softmax_row(w->s + (int64_t)r * KT, w->m + r, w->l + r, w->alpha + r,
-                                valid, nt);
-                }
+        if (a->softcap > 0.0f)
+            for (int64_t e = 0; e < (int64_t)rows * KT; e++)
+                w->s[e] = a->softcap * tanhf(w->s[e] / a->softcap);
+        /* every query of the tile sees every key: past the diagonal, inside the window */
+        int all = k0 + nt - 1 <= pos0 && (a->window <= 0 || k0 > pos1 - a->window);
+        for (int i = 0; i < nq; i++) {
+            uint32_t valid = all ? (1u << nt) - 1u : visible(pos0 + i, k0, nt, a->window);
+            for (int gi = 0; gi < g; gi++) {
+                int r = i * g + gi;
+                softmax_row(w->s + (int64_t)r * KT, w->m + r, w->l + r, w->alpha + r,
+                            valid, nt);
             }
-            int done = 0;
-#ifdef PREFILL_AVX512
-            done = pv_avx512(w->acc, w->s, w->alpha, w->v, rows, d, nt);
-#endif
-            if (!done) pv_portable(w->acc, w->s, w->alpha, w->v, rows, d, nt);
         }
+        int done = 0;
+#ifdef PREFILL_AVX512
+        done = pv_avx512(w->acc, w->s, w->alpha, tile_v(tile, d), rows, d, nt);
+#endif
+        if (!done) pv_portable(w->acc, w->s, w->alpha, tile_v(tile, d), rows, d, nt);
     }
     for (int r = 0; r < rows; r++) { /* every row saw its own key: l > 0 */
         float inv = 1.0f / w->l[r], *ar = w->acc + (int64_t)r * d;
@@ -453,17 +490,14 @@ static int scratch_init(scratch_t *w, int rows, int d) {
     w->acc = alloc64(sizeof(float) * rd);
     w->s = alloc64(sizeof(float) * (size_t)rows * KT);
     w->m = alloc64(sizeof(float) * 3 * (size_t)rows);
-    w->kt = alloc64(sizeof(float) * (size_t)d * KT);
-    w->v = alloc64(sizeof(float) * (size_t)d * KT);
-    w->kp = alloc64(sizeof(uint32_t) * (size_t)(d / 2 + 1) * KT);
     w->qb = alloc64(sizeof(uint16_t) * rd);
     if (w->m != NULL) w->l = w->m + rows, w->alpha = w->m + 2 * rows;
-    return w->qs && w->acc && w->s && w->m && w->kt && w->v && w->kp && w->qb;
+    return w->qs && w->acc && w->s && w->m && w->qb;
 }
 
 static void scratch_free(scratch_t *w) {
     free(w->qs), free(w->acc), free(w->s), free(w->m);
-    free(w->kt), free(w->v), free(w->kp), free(w->qb);
+    free(w->qb);
 }
 
 /* Returns 0, -1 when memory could not be allocated, -2 for arguments it does not take. */
@@ -477,7 +511,7 @@ int paged_prefill(const void *q, int q_bf16, int64_t q_stride, void *out, int ou
     int g = hq / hk, qt = ROWS_TARGET / g > 0 ? ROWS_TARGET / g : 1;
     args_t a = {q, q_bf16, q_stride, out, out_bf16, out_stride, q_start, q_len, seq_lens,
                 block_table, table_stride, k_cache, v_cache, kv_bf16, s_block, s_slot, s_head,
-                hq, hk, g, d, block_size, qt, window, scale, softcap};
+                hq, hk, g, d, block_size, qt, window, scale, softcap, NULL, NULL, NULL, 0, 0};
     int64_t total = 0;
     for (int i = 0; i < n; i++) total += (int64_t)((q_len[i] + qt - 1) / qt) * hk;
     task_t *tasks = malloc(sizeof(task_t) * (size_t)(total > 0 ? total : 1));
@@ -493,9 +527,39 @@ int paged_prefill(const void *q, int q_bf16, int64_t q_stride, void *out, int ou
         }
     }
     qsort(tasks, (size_t)total, sizeof(task_t), by_work_desc);
+    /* the packed K/V tiles: every block of every request and KV head, ceil(BS / 16) tiles
+     * per block */
+    int64_t *tile_off = malloc(sizeof(int64_t) * (size_t)(n + 1));
+    int32_t *ntiles = malloc(sizeof(int32_t) * (size_t)(n > 0 ? n : 1));
+    a.tpb = (block_size + KT - 1) / KT, a.tile_floats = TILE_FLOATS(d);
+    int64_t blocks = 0;
+    if (tile_off != NULL && ntiles != NULL) {
+        tile_off[0] = 0;
+        for (int i = 0; i < n; i++) {
+            int nb = (seq_lens[i] + block_size - 1) / block_size;
+            ntiles[i] = nb * a.tpb, blocks += (int64_t)nb * hk;
+            tile_off[i + 1] = tile_off[i] + (int64_t)ntiles[i] * hk;
+        }
+    }
+    size_t packed_floats = (size_t)(n > 0 && tile_off ? tile_off[n] : 0) * (size_t)a.tile_floats;
+    float *packed = tile_off && ntiles ? alloc64(sizeof(float) * (packed_floats + 1)) : NULL;
+    if (packed == NULL) {
+        free(tasks), free(tile_off), free(ntiles);
+        return -1;
+    }
+    a.packed = packed, a.tile_off = tile_off, a.ntiles = ntiles;
     int failed = 0;
 #pragma omp parallel num_threads(num_threads) reduction(| : failed)
     {
+#pragma omp for schedule(dynamic, 4)
+        for (int64_t x = 0; x < blocks; x++) { /* phase 1: (request, head, block) */
+            int i = 0;
+            int64_t rest = x;
+            while (rest >= (int64_t)ntiles[i] / a.tpb * hk)
+                rest -= (int64_t)ntiles[i++] / a.tpb * hk;
+            int nb = ntiles[i] / a.tpb;
+            pack_block(&a, i, (int)(rest / nb), (int)(rest % nb));
+        } /* (the loop's barrier: every tile packed before phase 2) */
         scratch_t w = {0};
         int ok = scratch_init(&w, qt * g, d);
         failed |= !ok;
@@ -506,6 +570,6 @@ int paged_prefill(const void *q, int q_bf16, int64_t q_stride, void *out, int ou
         }
         scratch_free(&w);
     }
-    free(tasks);
+    free(tasks), free(tile_off), free(ntiles), free(packed);
     return failed ? -1 : 0;
 }
