@@ -108,6 +108,8 @@ def test_mixed_step_matches_the_torch_path(
         (32, 32, 8, 2),  # G = 4, 32-token blocks: two key tiles per block
         (128, 8, 2, 2),  # D = 128, no GQA
         (48, 4, 6, 1),  # G = 6, D = 48: no specialised P.V, the portable one
+        (16, 24, 4, 2),  # 24-token blocks: a 16-key and an 8-key tile per block
+        (256, 16, 2, 1),  # D = 256: past the P.V registers, the portable one
     ],
 )
 @pytest.mark.parametrize("window", [None, 20])

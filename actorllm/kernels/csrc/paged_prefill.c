@@ -11,8 +11,10 @@
  * only key tiles on the diagonal are masked per row. Float32 math throughout (a bfloat16
  * cache is widened exactly).
  *
- * A key tile is packed once per task step, transposed ([D, 16]: keys in lanes) so a query
- * row's 16 scores are D broadcast-FMAs; the tile's V rows [16, D] as float32. Where the
+ * Two phases in one parallel region: first every K/V tile any query can see is packed once
+ * (per request, KV head and block): K transposed ([D, 16]: keys in lanes, so a query row's
+ * 16 scores are D broadcast-FMAs), V rows [16, D] as float32; then the query tiles read the
+ * packed tiles (each read by every query tile at or past it). Where the
  * compiler targets AVX-512 (__AVX512F__: -march=native on such a host) the scores, exp and
  * P.V are 16-lane intrinsics over blocks of rows; where it also targets AVX512-BF16
  * (__AVX512BF16__) a bfloat16 cache whose scaled q is exact in bfloat16 (a bfloat16 model,
@@ -32,6 +34,7 @@
  * Gemma 2's softcap * tanh(score / softcap) before the mask and softmax.
  *
  * Threads: OpenMP over the tasks, the longest first (a dynamic schedule then balances).
+ * Built against the libgomp torch already loaded (same soname): torch's thread pool.
  */
 #include <math.h>
 #include <stdint.h>
