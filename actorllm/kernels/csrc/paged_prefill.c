@@ -11,10 +11,11 @@
  * only key tiles on the diagonal are masked per row. Float32 math throughout (a bfloat16
  * cache is widened exactly).
  *
- * Two phases in one parallel region: first every K/V tile any query can see is packed once
- * (per request, KV head and block): K transposed ([D, 16]: keys in lanes, so a query row's
- * 16 scores are D broadcast-FMAs), V rows [16, D] as float32; then the query tiles read the
- * packed tiles (each read by every query tile at or past it). Where the
+ * Each K/V tile is packed once per call, by the first task that reads it (an atomic state
+ * per tile; no thread waits for another: one that finds a tile being packed packs its own
+ * copy), and read packed by every later query tile of its (request, KV head): K transposed
+ * ([D, 16]: keys in lanes, so a query row's 16 scores are D broadcast-FMAs), V rows [16, D]
+ * as float32. Where the
  * compiler targets AVX-512 (__AVX512F__: -march=native on such a host) the scores, exp and
  * P.V are 16-lane intrinsics over blocks of rows; where it also targets AVX512-BF16
  * (__AVX512BF16__) a bfloat16 cache whose scaled q is exact in bfloat16 (a bfloat16 model,
@@ -96,10 +97,12 @@ typedef struct {
     int64_t s_block, s_slot, s_head;
     int hq, hk, g, d, block_size, qt, window;
     float scale, softcap;
-    /* K/V tiles packed once per call (phase 1), read by every query tile (phase 2): request
-     * n, head h, tile t (keys 16 t' .. of block t / tpb, t' = t % tpb) at tile
-     * tile_off[n] + h * ntiles[n] + t, tile_floats apart */
+    /* K/V tiles packed once per call by the first task that needs them, read by every later
+     * one: request n, head h, tile t (keys 16 t' .. of block t / tpb, t' = t % tpb) at tile
+     * tile_off[n] + h * ntiles[n] + t, tile_floats apart; its state 0 (not packed), 1 (being
+     * packed), 2 (packed) */
     float *packed;
+    int *state;
     const int64_t *tile_off;
     const int32_t *ntiles;
     int tpb;
@@ -113,6 +116,7 @@ typedef struct {
     float *s;     /* [R, 16] scores, then probabilities */
     float *m, *l, *alpha; /* [R] running max, sum, this tile's rescale */
     uint16_t *qb; /* [R, D] q rows as bfloat16 (when exact) */
+    float *tile;  /* a private packed tile, while another thread packs the shared one */
 } scratch_t;
 
 /* -- scores: s[r, 0:16] = q[r] . K tile ------------------------------------------------- */
@@ -368,19 +372,27 @@ static void pack_tile(const args_t *a, const int32_t *table, int b, int slot0, i
     }
 }
 
-/* Phase 1: request n's tiles for KV head `head` in block b (those any query can see). */
-static void pack_block(const args_t *a, int n, int head, int b) {
-    int bs = a->block_size, len = a->seq_lens[n];
-    int kmin = a->window > 0 ? len - a->q_len[n] - a->window + 1 : 0; /* first key seen */
+/* Request n's tile t for KV head `head` (keys k0 .. of block b from row slot0 on), packed:
+ * the shared copy, packed here when no thread has yet (no thread ever waits: while another
+ * packs it, a private copy in scratch). */
+static const float *get_tile(const args_t *a, int n, int head, int t, scratch_t *w) {
+    int bs = a->block_size, b = t / a->tpb, slot0 = t % a->tpb * KT, k0 = b * bs + slot0;
+    int nt = bs - slot0 < KT ? bs - slot0 : KT;
+    nt = a->seq_lens[n] - k0 < nt ? a->seq_lens[n] - k0 : nt; /* all that the context has */
+    int64_t at = a->tile_off[n] + (int64_t)head * a->ntiles[n] + t;
+    float *tile = a->packed + at * a->tile_floats;
+    int *state = a->state + at;
+    if (__atomic_load_n(state, __ATOMIC_ACQUIRE) == 2) return tile;
     const int32_t *table = a->block_table + (int64_t)n * a->table_stride;
-    if ((int64_t)(b + 1) * bs <= kmin) return;
-    int64_t t0 = a->tile_off[n] + (int64_t)head * a->ntiles[n] + (int64_t)b * a->tpb;
-    for (int i = 0; i < a->tpb; i++) {
-        int slot0 = i * KT, k0 = b * bs + slot0;
-        int nt = bs - slot0 < KT ? bs - slot0 : KT;
-        nt = len - k0 < nt ? len - k0 : nt;
-        if (nt > 0) pack_tile(a, table, b, slot0, nt, head, a->packed + (t0 + i) * a->tile_floats);
+    int expect = 0;
+    if (__atomic_compare_exchange_n(state, &expect, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+        pack_tile(a, table, b, slot0, nt, head, tile);
+        __atomic_store_n(state, 2, __ATOMIC_RELEASE);
+        return tile;
     }
+    if (expect == 2) return tile;
+    pack_tile(a, table, b, slot0, nt, head, w->tile);
+    return w->tile;
 }
 
 /* The keys of [k0, k0 + nt) that a query at position `pos` sees, as bits. */
@@ -428,12 +440,11 @@ static void run_task(const args_t *a, int n, int head, int i0, int nq, scratch_t
      * first may start before the window and the last past the diagonal: masked there */
     int tpb = a->tpb, t_first = kstart / bs * tpb + kstart % bs / KT;
     int t_last = (kend - 1) / bs * tpb + (kend - 1) % bs / KT;
-    float *tiles = a->packed + (a->tile_off[n] + (int64_t)head * a->ntiles[n]) * a->tile_floats;
     for (int t = t_first; t <= t_last; t++) {
         int b = t / tpb, slot0 = t % tpb * KT, k0 = b * bs + slot0;
         int nt = bs - slot0 < KT ? bs - slot0 : KT;
         nt = kend - k0 < nt ? kend - k0 : nt; /* keys past the last query: never read */
-        float *tile = tiles + (int64_t)t * a->tile_floats;
+        float *tile = (float *)get_tile(a, n, head, t, w);
 #ifdef PREFILL_AVX512
         if (pairs)
             scores_avx512(w->qb, tile_kp(tile, d), w->s, rows, d, 1);
@@ -494,13 +505,14 @@ static int scratch_init(scratch_t *w, int rows, int d) {
     w->s = alloc64(sizeof(float) * (size_t)rows * KT);
     w->m = alloc64(sizeof(float) * 3 * (size_t)rows);
     w->qb = alloc64(sizeof(uint16_t) * rd);
+    w->tile = alloc64(sizeof(float) * (size_t)TILE_FLOATS(d));
     if (w->m != NULL) w->l = w->m + rows, w->alpha = w->m + 2 * rows;
-    return w->qs && w->acc && w->s && w->m && w->qb;
+    return w->qs && w->acc && w->s && w->m && w->qb && w->tile;
 }
 
 static void scratch_free(scratch_t *w) {
     free(w->qs), free(w->acc), free(w->s), free(w->m);
-    free(w->qb);
+    free(w->qb), free(w->tile);
 }
 
 /* Returns 0, -1 when memory could not be allocated, -2 for arguments it does not take. */
@@ -514,7 +526,8 @@ int paged_prefill(const void *q, int q_bf16, int64_t q_stride, void *out, int ou
     int g = hq / hk, qt = ROWS_TARGET / g > 0 ? ROWS_TARGET / g : 1;
     args_t a = {q, q_bf16, q_stride, out, out_bf16, out_stride, q_start, q_len, seq_lens,
                 block_table, table_stride, k_cache, v_cache, kv_bf16, s_block, s_slot, s_head,
-                hq, hk, g, d, block_size, qt, window, scale, softcap, NULL, NULL, NULL, 0, 0};
+                hq, hk, g, d, block_size, qt, window, scale, softcap,
+                NULL, NULL, NULL, NULL, 0, 0}; /* the packed tiles: below */
     int64_t total = 0;
     for (int i = 0; i < n; i++) total += (int64_t)((q_len[i] + qt - 1) / qt) * hk;
     task_t *tasks = malloc(sizeof(task_t) * (size_t)(total > 0 ? total : 1));
@@ -530,39 +543,30 @@ int paged_prefill(const void *q, int q_bf16, int64_t q_stride, void *out, int ou
         }
     }
     qsort(tasks, (size_t)total, sizeof(task_t), by_work_desc);
-    /* the packed K/V tiles: every block of every request and KV head, ceil(BS / 16) tiles
-     * per block */
+    /* room for the packed K/V tiles of every block of every request and KV head, ceil(BS /
+     * 16) tiles per block; only those a task reads get packed */
     int64_t *tile_off = malloc(sizeof(int64_t) * (size_t)(n + 1));
     int32_t *ntiles = malloc(sizeof(int32_t) * (size_t)(n > 0 ? n : 1));
     a.tpb = (block_size + KT - 1) / KT, a.tile_floats = TILE_FLOATS(d);
-    int64_t blocks = 0;
     if (tile_off != NULL && ntiles != NULL) {
         tile_off[0] = 0;
         for (int i = 0; i < n; i++) {
             int nb = (seq_lens[i] + block_size - 1) / block_size;
-            ntiles[i] = nb * a.tpb, blocks += (int64_t)nb * hk;
+            ntiles[i] = nb * a.tpb;
             tile_off[i + 1] = tile_off[i] + (int64_t)ntiles[i] * hk;
         }
     }
     size_t packed_floats = (size_t)(n > 0 && tile_off ? tile_off[n] : 0) * (size_t)a.tile_floats;
     float *packed = tile_off && ntiles ? alloc64(sizeof(float) * (packed_floats + 1)) : NULL;
-    if (packed == NULL) {
-        free(tasks), free(tile_off), free(ntiles);
+    int *state = packed ? calloc((size_t)tile_off[n] + 1, sizeof(int)) : NULL;
+    if (state == NULL) {
+        free(tasks), free(tile_off), free(ntiles), free(packed);
         return -1;
     }
-    a.packed = packed, a.tile_off = tile_off, a.ntiles = ntiles;
+    a.packed = packed, a.state = state, a.tile_off = tile_off, a.ntiles = ntiles;
     int failed = 0;
 #pragma omp parallel num_threads(num_threads) reduction(| : failed)
     {
-#pragma omp for schedule(dynamic, 4)
-        for (int64_t x = 0; x < blocks; x++) { /* phase 1: (request, head, block) */
-            int i = 0;
-            int64_t rest = x;
-            while (rest >= (int64_t)ntiles[i] / a.tpb * hk)
-                rest -= (int64_t)ntiles[i++] / a.tpb * hk;
-            int nb = ntiles[i] / a.tpb;
-            pack_block(&a, i, (int)(rest / nb), (int)(rest % nb));
-        } /* (the loop's barrier: every tile packed before phase 2) */
         scratch_t w = {0};
         int ok = scratch_init(&w, qt * g, d);
         failed |= !ok;
@@ -573,6 +577,6 @@ int paged_prefill(const void *q, int q_bf16, int64_t q_stride, void *out, int ou
         }
         scratch_free(&w);
     }
-    free(tasks), free(tile_off), free(ntiles), free(packed);
+    free(tasks), free(tile_off), free(ntiles), free(packed), free(state);
     return failed ? -1 : 0;
 }
