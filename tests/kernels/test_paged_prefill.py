@@ -178,3 +178,19 @@ def test_bf16_cache_dot_products(
     walk = torch.empty_like(out)
     assert native_prefill.paged_prefill(*args, out=walk)
     torch.testing.assert_close(out[:110], walk[:110], atol=2e-6, rtol=2e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+def test_threads_change_no_bit(dtype: torch.dtype, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tasks share the K/V tiles the first reader packs (or pack a private copy while another
+    thread packs one): any thread count gives the single thread's output bit for bit."""
+    step = _step(dtype, True, 12, 4, (70, 33, 1, 50), (70, 90, 40, 50), seed=6, d=64, bs=16)
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        want = _attend(step, True, monkeypatch)
+        torch.set_num_threads(6)  # more threads than cores: they race for the tiles
+        for _ in range(3):
+            assert torch.equal(_attend(step, True, monkeypatch), want)
+    finally:
+        torch.set_num_threads(threads)
