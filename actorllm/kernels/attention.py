@@ -26,6 +26,12 @@ How the CPU runs it fast
   (``kernels/native.py``), all decode rows go through it in one call: each block read
   once, q read and the output written in place, no padded float32 copy of the context.
   Otherwise they run in groups as above.
+* **Prefill rows natively, all in one call.** Where ``csrc/paged_prefill.c`` built, every
+  request with more than one query token goes through it in one call per layer: K/V read
+  from their blocks in place, q read and the output written in place, an online softmax
+  over key tiles, keys past a query tile's causal limit never read. Otherwise (or when the
+  kernel declines the call) one SDPA per request on a padded float32 gather with a float
+  causal mask.
 * **Head-major caches** (``worker/kv_cache.py`` allocates them so on the reference path):
   a cache stored ``[Hk, NB, BS, D]`` and viewed ``[NB, BS, Hk, D]`` gathers straight into
   the contiguous ``[Hk, N, S, D]`` SDPA reads fastest. A plain ``[NB, BS, Hk, D]`` cache
