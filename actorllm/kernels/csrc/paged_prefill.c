@@ -49,7 +49,8 @@
  * to pay the K tile's transpose, few enough that q, the accumulators and the tiles stay in
  * L1/L2 and that little of the causal diagonal is masked work. 4 prompts of 128 tokens, 8
  * layers of the 75M preset (G = 3), 1 thread, kernel alone, best of 7: 32 / 48 / 64 / 96
- * rows: bf16 7.7 / 7.3 / 7.6 / 7.9 ms, fp32 10.5 / 9.0 / 9.7 / 8.8-13 ms. */
+ * rows: bf16 7.7 / 7.3 / 7.6 / 7.9 ms, fp32 10.5 / 9.0 / 9.7 / 8.8-13 ms (K tiles then packed
+ * per task). */
 #ifndef ROWS_TARGET
 #define ROWS_TARGET 48
 #endif
