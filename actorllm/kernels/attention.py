@@ -26,6 +26,12 @@ How the CPU runs it fast
   (``kernels/native.py``), all decode rows go through it in one call: each block read
   once, q read and the output written in place, no padded float32 copy of the context.
   Otherwise they run in groups as above.
+* **Prefill rows natively, all in one call.** Where ``csrc/paged_prefill.c`` built, every
+  request with more than one query token goes through it in one call per layer: K/V read
+  from their blocks in place, q read and the output written in place, an online softmax
+  over key tiles, keys past a query tile's causal limit never read. Otherwise (or when the
+  kernel declines the call) one SDPA per request on a padded float32 gather with a float
+  causal mask.
 * **Head-major caches** (``worker/kv_cache.py`` allocates them so on the reference path):
   a cache stored ``[Hk, NB, BS, D]`` and viewed ``[NB, BS, Hk, D]`` gathers straight into
   the contiguous ``[Hk, N, S, D]`` SDPA reads fastest. A plain ``[NB, BS, Hk, D]`` cache
@@ -42,6 +48,7 @@ import torch
 import torch.nn.functional as F
 
 from actorllm.kernels import paged_decode as native_decode
+from actorllm.kernels import paged_prefill as native_prefill
 
 # Fixed cost of one decode group per layer, in padded (row x context token) units: what an
 # extra gather + SDPA call costs against the per-token work it saves (measured on CPU).
@@ -100,7 +107,14 @@ def paged_attention(
         v = plan.gather(1, v_cache, g.blocks, n, g.max_len)
         o = _sdpa(qg, k, v, g.mask(sliding_window), scale, softcap)  # [Hk, N, G, D]
         out.index_copy_(0, g.q_rows, o.transpose(0, 1).reshape(n, -1, d).to(q.dtype))
-    for p in plan.prefills:
+    prefilled = False  # by the native kernel: every prefill of the step in one call
+    if plan.prefills and native_prefill.supports(q, out, k_cache):
+        starts, lens, ctx, table = plan.prefill_args
+        prefilled = native_prefill.paged_prefill(
+            q, k_cache, v_cache, starts, lens, ctx, table, scale, sliding_window, softcap,
+            out=out,
+        )  # fmt: skip
+    for p in [] if prefilled else plan.prefills:
         k = plan.gather(0, k_cache, p.blocks, 1, p.seq_len)  # [Hk, 1, S, D]
         v = plan.gather(1, v_cache, p.blocks, 1, p.seq_len)
         qf = q[p.start : p.end].float().transpose(0, 1)[None]  # [1, Hq, L, D]
@@ -246,6 +260,19 @@ class AttentionPlan:
             torch.tensor([self._qsl[i] for i in rows]),
             torch.tensor([self._lens[i] for i in rows], dtype=torch.int32),
             self._block_table.index_select(0, torch.tensor(rows)).to(torch.int32),
+        )
+
+    @functools.cached_property
+    def prefill_args(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Every prefill at once, for the native kernel: first q rows, query tokens, context
+        lengths [P] int32, block tables [P, max_blocks] int32."""
+        ps, qsl = self.prefills, self._qsl
+        rows = torch.tensor([i for i in range(len(self._lens)) if qsl[i + 1] - qsl[i] > 1])
+        return (
+            torch.tensor([p.start for p in ps], dtype=torch.int32),
+            torch.tensor([p.end - p.start for p in ps], dtype=torch.int32),
+            torch.tensor([p.seq_len for p in ps], dtype=torch.int32),
+            self._block_table.index_select(0, rows).to(torch.int32),
         )
 
     def gather(
