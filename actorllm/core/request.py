@@ -177,8 +177,12 @@ class Request:
         self.stop_token_ids: frozenset[int] = frozenset(
             sampling_params.all_stop_token_ids(eos_token_id)
         )
-        # Prompt logprobs need every prompt position computed, so no prefix-cache hits.
-        self.skip_prefix_cache = sampling_params.prompt_logprobs is not None
+        # No prefix-cache (or connector) hits: skip_reading_prefix_cache, which defaults to
+        # True with prompt logprobs (they need every prompt position computed). The
+        # request's full blocks are still cached for others.
+        self.skip_prefix_cache = bool(
+            sampling_params.skip_reading_prefix_cache or sampling_params.prompt_logprobs is not None
+        )
 
     # -- tokens ---------------------------------------------------------------------------
 

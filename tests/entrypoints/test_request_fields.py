@@ -60,6 +60,8 @@ ASKING: dict[str, Any] = {
     "function_call": "auto",
     "reasoning_effort": "high",
     "thinking_token_budget": 128,
+    "watermarking": True,
+    "routed_experts_prompt_start": 4,
     "best_of": 3,
     "use_beam_search": True,
     "length_penalty": 0.5,
@@ -103,6 +105,9 @@ def test_known_unsupported_fields_are_refused_by_name(http: httpx.Client, name: 
         {"length_penalty": 1.0},
         {"service_tier": "auto"},
         {"modalities": ["text"]},
+        {"thinking_token_budget": -1},
+        {"watermarking": False},
+        {"routed_experts_prompt_start": 0},
     ],
 )
 def test_their_off_values_are_accepted(http: httpx.Client, extra: dict[str, Any]) -> None:

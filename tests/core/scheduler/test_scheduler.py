@@ -286,6 +286,26 @@ def test_prompt_logprobs_requests_skip_prefix_hits() -> None:
     assert so.scheduled_new_reqs[0].num_computed_tokens == 0
 
 
+def test_skip_reading_prefix_cache_takes_no_hits_but_fills_the_cache() -> None:
+    s = sched()
+    w = FakeWorker(4)
+    s.add_request(make_request("a", list(range(1, 13))))
+    run_step(s, w)
+    run_step(s, w)
+    s.add_request(make_request("b", list(range(1, 13)), skip_reading_prefix_cache=True))
+    so, _ = run_step(s, w)
+    assert so.scheduled_new_reqs[0].num_computed_tokens == 0
+    # Its own full blocks go into the cache: a later request with its prefix hits them.
+    s.add_request(make_request("d", list(range(20, 32)), skip_reading_prefix_cache=True))
+    run_step(s, w)
+    run_step(s, w)
+    s.add_request(make_request("e", [*range(20, 28), 99, 98, 97, 96]))
+    so, _ = run_step(s, w)
+    (nd,) = so.scheduled_new_reqs
+    assert nd.num_computed_tokens == 8
+    assert nd.block_ids[0][:2] == s.kv_cache_manager.get_block_ids("d")[0][:2]
+
+
 def test_abort_frees_blocks_at_once_and_reports_next_step() -> None:
     s = sched()
     s.add_request(make_request("a", list(range(1, 10))))
