@@ -92,9 +92,11 @@ class SamplingParams(msgspec.Struct, kw_only=True):
     skip_reading_prefix_cache: bool | None = None
     # Stop early when the output ends in a repeated N-gram (finish_reason "repetition").
     repetition_detection: RepetitionDetectionParams | None = None
+    # Logprobs of exactly these token ids at each output position, besides the sampled
+    # token's (instead of the top-k; ``logprobs``, if set, must equal their number).
+    logprob_token_ids: list[int] | None = None
     # vLLM fields not built here: accepted at their default, refused by name otherwise
     # (see _verify_unbuilt).
-    logprob_token_ids: list[int] | None = None
     flat_logprobs: bool = False
     watermarking: bool | None = None
     thinking_token_budget: int | None = None  # -1: unlimited (vLLM), same as None
@@ -241,6 +243,8 @@ class SamplingParams(msgspec.Struct, kw_only=True):
                 "must not contain empty strings.",
             )
 
+        if self.logprob_token_ids is not None:
+            self._verify_logprob_token_ids(self.logprob_token_ids)
         _check(
             not (self.prompt_logprobs is not None and self.skip_reading_prefix_cache is False),
             "skip_reading_prefix_cache",
@@ -248,10 +252,24 @@ class SamplingParams(msgspec.Struct, kw_only=True):
             "prompt position computed, so such a request reads no cached prefix.",
         )
 
+    def _verify_logprob_token_ids(self, ids: list[int]) -> None:
+        """vLLM's checks and messages (the vocabulary is checked in :meth:`verify_vocab`)."""
+        n = len(ids)
+        _check(
+            n <= MAX_LOGPROB_TOKEN_IDS,
+            "logprob_token_ids",
+            f"of length {n} requested, which is greater than max allowed: {MAX_LOGPROB_TOKEN_IDS}",
+        )
+        _check(
+            self.logprobs is None or self.logprobs == n,
+            "logprob_token_ids",
+            "and logprobs are both set, so logprobs must equal len(logprob_token_ids). "
+            f"Got logprobs={self.logprobs}, len(logprob_token_ids)={n}.",
+        )
+
     def _verify_unbuilt(self) -> None:
         """vLLM fields this engine does not build: only their defaults are accepted."""
         unsupported = "is not supported by this engine"
-        _check(self.logprob_token_ids is None, "logprob_token_ids", f"{unsupported} yet.")
         _check(not self.flat_logprobs, "flat_logprobs", f"{unsupported} yet.")
         rd = self.repetition_detection
         _check(
@@ -280,6 +298,14 @@ class SamplingParams(msgspec.Struct, kw_only=True):
     @property
     def is_greedy(self) -> bool:
         return self.temperature < _GREEDY_EPS
+
+    @property
+    def num_logprobs(self) -> int | None:
+        """Logprobs per output position besides the sampled token's, or None (vLLM's):
+        ``logprobs``, else the number of ``logprob_token_ids``."""
+        if self.logprobs is not None:
+            return self.logprobs
+        return len(self.logprob_token_ids) if self.logprob_token_ids else None
 
     @property
     def stop_strings(self) -> list[str]:
@@ -323,6 +349,11 @@ class SamplingParams(msgspec.Struct, kw_only=True):
         if self.allowed_token_ids and (b := bad(self.allowed_token_ids)):
             raise SamplingParamsError(
                 "allowed_token_ids", f"token ids {b[:5]} are out of vocabulary (size {vocab_size})."
+            )
+        if self.logprob_token_ids and (b := bad(self.logprob_token_ids)):
+            raise SamplingParamsError(
+                "logprob_token_ids",
+                f"contains out-of-vocab token id(s) {b[:5]}. Vocabulary size: {vocab_size}",
             )
         if self.stop_token_ids and (b := bad(self.stop_token_ids)):
             raise SamplingParamsError(

@@ -66,3 +66,16 @@ def test_unbuilt_vllm_fields_accept_their_defaults() -> None:
     )
     assert p.thinking_token_budget is None
     assert SamplingParams(watermarking=None).watermarking is None
+
+
+def test_logprob_token_ids_are_validated_as_vllm() -> None:
+    p = SamplingParams(logprob_token_ids=[3, 5])
+    assert p.num_logprobs == 2 and SamplingParams(logprobs=4).num_logprobs == 4
+    assert SamplingParams().num_logprobs is None
+    assert SamplingParams(logprobs=2, logprob_token_ids=[3, 5]).num_logprobs == 2
+    with pytest.raises(ValueError, match="logprobs must equal len"):
+        SamplingParams(logprobs=1, logprob_token_ids=[3, 5])
+    with pytest.raises(ValueError, match="greater than max allowed: 128"):
+        SamplingParams(logprob_token_ids=list(range(129)))
+    with pytest.raises(ValueError, match=r"^logprob_token_ids contains out-of-vocab .*\[9\]"):
+        SamplingParams(logprob_token_ids=[1, 9]).verify_vocab(8)

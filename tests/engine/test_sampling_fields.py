@@ -1,0 +1,78 @@
+"""vLLM 0.32's newer SamplingParams fields, end to end through the LLM facade on a tiny
+random Llama (the real sampler) and through AsyncEngine on both anyio backends."""
+
+from __future__ import annotations
+
+import pytest
+
+from actorllm import LLM, SamplingParams
+from actorllm.core.errors import InvalidRequestError
+from actorllm.core.outputs import RequestOutput
+from actorllm.testing.engine_harness import open_test_engine
+
+PROMPT = "the quick brown fox jumps over the lazy dog " * 3
+IDS = [5, 17, 300, 4095]
+
+
+@pytest.fixture(scope="module")
+def llm(tiny_model):
+    with LLM(tiny_model, max_model_len=256, kv_cache_memory_bytes=8 * 2**20) as engine:
+        yield engine
+
+
+def _one(llm: LLM, params: SamplingParams) -> RequestOutput:
+    (out,) = llm.generate([PROMPT], params, use_tqdm=False)
+    return out
+
+
+def test_logprob_token_ids_equal_the_full_distribution_at_those_ids(llm):
+    full = _one(llm, SamplingParams(temperature=0.0, max_tokens=3, logprobs=4096))
+    asked = _one(llm, SamplingParams(temperature=0.0, max_tokens=3, logprob_token_ids=IDS))
+    (f,), (a,) = full.outputs, asked.outputs
+    assert a.token_ids == f.token_ids
+    assert a.logprobs is not None and f.logprobs is not None and len(a.logprobs) == 3
+    for tok, fpos, apos in zip(a.token_ids, f.logprobs, a.logprobs, strict=True):
+        assert next(iter(apos)) == tok  # the sampled token first, then exactly the ids asked
+        assert set(apos) == {tok, *IDS}
+        for t, lp in apos.items():
+            assert lp.logprob == pytest.approx(fpos[t].logprob, abs=1e-5)
+        assert apos[tok].rank == fpos[tok].rank
+    assert a.cumulative_logprob == pytest.approx(f.cumulative_logprob, abs=1e-4)
+
+
+def test_logprob_token_ids_out_of_vocab_is_refused_by_name(llm):
+    with pytest.raises(InvalidRequestError, match="logprob_token_ids") as err:
+        llm.generate([PROMPT], SamplingParams(logprob_token_ids=[4096]), use_tqdm=False)
+    assert err.value.param == "logprob_token_ids"
+
+
+def test_skip_reading_prefix_cache_recomputes_the_prompt(llm):
+    greedy = SamplingParams(temperature=0.0, max_tokens=2)
+    first = _one(llm, greedy)
+    cached = _one(llm, greedy)
+    skipped = _one(llm, greedy.clone(skip_reading_prefix_cache=True))
+    assert cached.num_cached_tokens > 0
+    assert skipped.num_cached_tokens == 0
+    assert skipped.outputs[0].token_ids == first.outputs[0].token_ids
+
+
+@pytest.mark.anyio
+async def test_new_fields_survive_the_actor_path_and_n_children(anyio_backend):
+    params = SamplingParams(
+        n=2,
+        temperature=0.8,
+        seed=3,
+        max_tokens=4,
+        ignore_eos=True,
+        logprob_token_ids=[1, 2],
+        skip_reading_prefix_cache=True,
+        skip_clone=True,
+    )
+    async with open_test_engine() as engine:
+        outs = [o async for o in engine.generate("hello there", params, request_id="r")]
+    final = outs[-1]
+    assert final.finished and len(final.outputs) == 2
+    for c in final.outputs:
+        assert c.logprobs is not None and len(c.logprobs) == 4
+        for tok, pos in zip(c.token_ids, c.logprobs, strict=True):
+            assert next(iter(pos)) == tok and {1, 2} <= set(pos)
