@@ -72,6 +72,9 @@ def filter_case(context: Any, case: Any) -> bool:
         return True
     if any(body.get(name) is not None for name in _SEMANTIC):
         return False
+    logprobs = body.get("logprobs")
+    if body.get("logprob_token_ids") and (logprobs is None or logprobs is False):
+        return False  # logprob_token_ids requires logprobs (its description says so)
     default = 16 if path == "/v1/completions" else None
     max_tokens = body.get("max_completion_tokens", body.get("max_tokens", default))
     if path == "/v1/chat/completions" and body.get("max_completion_tokens") is None:

@@ -255,6 +255,33 @@ def test_fields_reach_sampling_params(
         assert getattr(asked(fake)[1], attr) == value
 
 
+def test_logprob_token_ids_reach_sampling_params_and_the_response(
+    http: httpx.Client, fake: FakeEngine
+) -> None:
+    ids = [5, 6]
+    body = {"prompt": "x y", "max_tokens": 2, "logprobs": 0, "logprob_token_ids": ids}
+    choice = post(http, "/v1/completions", body)["choices"][0]
+    params = asked(fake)[1]
+    assert (params.logprob_token_ids, params.logprobs, params.num_logprobs) == (ids, None, 2)
+    assert params.skip_clone  # built for this request alone, as vLLM's server does
+    assert [len(top) for top in choice["logprobs"]["top_logprobs"]] == [3, 3]  # sampled + ids
+    body = {"messages": USER, "max_tokens": 2, "logprobs": True, "logprob_token_ids": ids}
+    content = post(http, "/v1/chat/completions", body)["choices"][0]["logprobs"]["content"]
+    assert [len(c["top_logprobs"]) for c in content] == [3, 3]
+    assert asked(fake)[1].logprob_token_ids == ids
+
+
+def test_logprob_token_ids_need_logprobs_and_fit_vllms_bound(http: httpx.Client) -> None:
+    for path, extra in (("/v1/completions", {"prompt": "x"}), ("/v1/chat/completions", {})):
+        body: dict[str, Any] = {"messages": USER, **extra, "logprob_token_ids": [5]}
+        err = post(http, path, body, 400)["error"]
+        assert err["param"] == "logprob_token_ids" and "logprobs" in err["message"], err
+        body["logprobs"] = 0 if "prompt" in extra else True
+        body["logprob_token_ids"] = list(range(129))
+        err = post(http, path, body, 400)["error"]
+        assert err["param"] == "logprob_token_ids" and "128" in err["message"], err
+
+
 @pytest.mark.parametrize("bad", [0, -1, 1.5, "3"])
 def test_an_invalid_stream_interval_is_refused_naming_it(http: httpx.Client, bad: Any) -> None:
     for path, extra in (("/v1/completions", {"prompt": "x"}), ("/v1/chat/completions", {})):

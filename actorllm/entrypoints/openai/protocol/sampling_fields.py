@@ -61,6 +61,18 @@ class SamplingFields(msgspec.Struct, kw_only=True):
     allowed_token_ids: Annotated[list[TokenId], msgspec.Meta(min_length=1)] | None = None
     bad_words: list[NonEmptyStr] | None = None
     prompt_logprobs: NumLogprobs | None = None
+    # vLLM: these ids' logprobs at each output position (with logprobs set), not the top-k.
+    logprob_token_ids: (
+        Annotated[
+            list[TokenId],
+            msgspec.Meta(
+                max_length=128,
+                description="Logprobs of exactly these token ids at each output position, "
+                "besides the sampled token's (vLLM). Requires `logprobs` to be set.",
+            ),
+        ]
+        | None
+    ) = None
     # -1: the last max_model_len - 1 tokens; k >= 1: the last k (0 is refused).
     truncate_prompt_tokens: Annotated[int, msgspec.Meta(ge=-1, le=MAX_I32)] | None = None
     return_tokens_as_token_ids: bool = False
