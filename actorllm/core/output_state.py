@@ -70,7 +70,7 @@ class RequestState:
         self.text = ""
         self._searched = 0  # text[:_searched] has been searched for stop strings
         self.logprobs = SampleLogprobsState(
-            params.num_logprobs, decode_token if detokenize else None
+            params.num_logprobs, decode_token if detokenize else None, params.flat_logprobs
         )
         self.finish_reason: FinishReason | None = None
         self.stop_reason: int | str | None = None
@@ -236,7 +236,7 @@ class RequestState:
             text = self.text[:visible]
             token_ids = list(self.token_ids)
             logprobs = self.logprobs.logprobs
-            logprobs = None if logprobs is None else list(logprobs)
+            logprobs = None if logprobs is None else logprobs[:]
         return CompletionOutput(
             index=self.index,
             text=text,

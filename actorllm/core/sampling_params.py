@@ -95,9 +95,10 @@ class SamplingParams(msgspec.Struct, kw_only=True):
     # Logprobs of exactly these token ids at each output position, besides the sampled
     # token's (instead of the top-k; ``logprobs``, if set, must equal their number).
     logprob_token_ids: list[int] | None = None
+    # Outputs carry logprobs as a FlatLogprobs (vLLM's; it reads as the list form does).
+    flat_logprobs: bool = False
     # vLLM fields not built here: accepted at their default, refused by name otherwise
     # (see _verify_unbuilt).
-    flat_logprobs: bool = False
     watermarking: bool | None = None
     thinking_token_budget: int | None = None  # -1: unlimited (vLLM), same as None
     trace_decode_token_ids: list[int] | None = None
@@ -270,7 +271,6 @@ class SamplingParams(msgspec.Struct, kw_only=True):
     def _verify_unbuilt(self) -> None:
         """vLLM fields this engine does not build: only their defaults are accepted."""
         unsupported = "is not supported by this engine"
-        _check(not self.flat_logprobs, "flat_logprobs", f"{unsupported} yet.")
         rd = self.repetition_detection
         _check(
             rd is None or rd.max_pattern_size == 0, "repetition_detection", f"{unsupported} yet."

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from actorllm import LLM, SamplingParams
+from actorllm import LLM, RequestOutputKind, SamplingParams
 from actorllm.core.errors import InvalidRequestError
 from actorllm.core.outputs import RequestOutput
+from actorllm.logprobs import FlatLogprobs
 from actorllm.testing.engine_harness import open_test_engine
 
 PROMPT = "the quick brown fox jumps over the lazy dog " * 3
@@ -54,6 +55,46 @@ def test_skip_reading_prefix_cache_recomputes_the_prompt(llm):
     assert cached.num_cached_tokens > 0
     assert skipped.num_cached_tokens == 0
     assert skipped.outputs[0].token_ids == first.outputs[0].token_ids
+
+
+def test_flat_logprobs_carry_the_same_values_as_the_list_form(llm):
+    base = SamplingParams(temperature=0.0, max_tokens=3, logprobs=2, prompt_logprobs=1)
+    listed = _one(llm, base)
+    flat = _one(llm, base.clone(flat_logprobs=True))
+    (lc,), (fc,) = listed.outputs, flat.outputs
+    assert isinstance(fc.logprobs, FlatLogprobs) and isinstance(flat.prompt_logprobs, FlatLogprobs)
+    assert lc.logprobs is not None and not isinstance(lc.logprobs, FlatLogprobs)
+    assert fc.token_ids == lc.token_ids and len(fc.logprobs) == 3
+    assert fc.logprobs == lc.logprobs and fc.logprobs[1:] == lc.logprobs[1:]
+    assert flat.prompt_logprobs[0] == {} and listed.prompt_logprobs is not None  # vLLM's {}
+    assert flat.prompt_logprobs[1:] == listed.prompt_logprobs[1:]
+
+
+@pytest.mark.anyio
+async def test_flat_logprobs_stream_in_delta_pieces(anyio_backend):
+    delta = RequestOutputKind.DELTA
+    async with open_test_engine() as engine:
+        outs = {}
+        for flat in (False, True):
+            params = SamplingParams(
+                n=2, seed=4, max_tokens=5, ignore_eos=True, logprobs=1, prompt_logprobs=0,
+                output_kind=delta, flat_logprobs=flat,
+            )  # fmt: skip
+            outs[flat] = [o async for o in engine.generate("hi", params, request_id=f"r{flat}")]
+    for c_flat, c_list in zip(_pieces(outs[True]), _pieces(outs[False]), strict=True):
+        assert c_flat == c_list
+    pieces = [c.logprobs for o in outs[True] for c in o.outputs if c.logprobs]
+    assert pieces and all(isinstance(p, FlatLogprobs) for p in pieces)
+    assert isinstance(outs[True][0].prompt_logprobs, FlatLogprobs)
+
+
+def _pieces(outs: list[RequestOutput]) -> list[list[object]]:
+    """Per sample, every logprobs position of every DELTA piece, in order."""
+    got: dict[int, list[object]] = {}
+    for o in outs:
+        for c in o.outputs:
+            got.setdefault(c.index, []).extend(c.logprobs or [])
+    return [got[i] for i in sorted(got)]
 
 
 @pytest.mark.anyio
