@@ -17,7 +17,11 @@ import msgspec
 
 
 class RepetitionDetectionParams(msgspec.Struct, kw_only=True):
-    """Detect repetitive N-gram patterns at the end of the output (vLLM's fields)."""
+    """Detect repetitive N-gram patterns at the end of the output (vLLM's fields).
+
+    Rule: sizes >= 0, min_pattern_size <= max_pattern_size, and min_count >= 2 when
+    max_pattern_size > 0 (max_pattern_size 0: off).
+    """
 
     # Largest N-gram checked; 0 disables detection. Needs min_count >= 2.
     max_pattern_size: int = 0

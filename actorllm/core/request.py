@@ -48,6 +48,7 @@ class RequestStatus(enum.IntEnum):
     FINISHED_LENGTH_CAPPED = 5
     FINISHED_ABORTED = 6
     FINISHED_ERROR = 7
+    FINISHED_REPETITION = 8  # repetition_detection found a repeated N-gram (vLLM's)
 
     @property
     def is_finished(self) -> bool:
@@ -59,6 +60,7 @@ _FINISHED = (
     RequestStatus.FINISHED_LENGTH_CAPPED,
     RequestStatus.FINISHED_ABORTED,
     RequestStatus.FINISHED_ERROR,
+    RequestStatus.FINISHED_REPETITION,
 )
 
 # {status: statuses it may move to}. A finished request never moves again.
@@ -79,6 +81,7 @@ FINISH_REASONS: dict[RequestStatus, FinishReason] = {
     RequestStatus.FINISHED_LENGTH_CAPPED: FinishReason.LENGTH,
     RequestStatus.FINISHED_ABORTED: FinishReason.ABORT,
     RequestStatus.FINISHED_ERROR: FinishReason.ERROR,
+    RequestStatus.FINISHED_REPETITION: FinishReason.REPETITION,
 }
 
 

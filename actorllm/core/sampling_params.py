@@ -271,10 +271,6 @@ class SamplingParams(msgspec.Struct, kw_only=True):
     def _verify_unbuilt(self) -> None:
         """vLLM fields this engine does not build: only their defaults are accepted."""
         unsupported = "is not supported by this engine"
-        rd = self.repetition_detection
-        _check(
-            rd is None or rd.max_pattern_size == 0, "repetition_detection", f"{unsupported} yet."
-        )
         _check(
             self.watermarking is not True,
             "watermarking",

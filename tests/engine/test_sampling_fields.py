@@ -8,6 +8,7 @@ import pytest
 from actorllm import LLM, RequestOutputKind, SamplingParams
 from actorllm.core.errors import InvalidRequestError
 from actorllm.core.outputs import RequestOutput
+from actorllm.core.repetition import RepetitionDetectionParams
 from actorllm.logprobs import FlatLogprobs
 from actorllm.testing.engine_harness import open_test_engine
 
@@ -95,6 +96,35 @@ def _pieces(outs: list[RequestOutput]) -> list[list[object]]:
         for c in o.outputs:
             got.setdefault(c.index, []).extend(c.logprobs or [])
     return [got[i] for i in sorted(got)]
+
+
+def test_repetition_detection_stops_a_repeating_output(llm):
+    detect = RepetitionDetectionParams(max_pattern_size=2, min_count=3)
+    one_token = SamplingParams(temperature=0.0, max_tokens=12, allowed_token_ids=[5])
+    (c,) = _one(llm, one_token.clone(repetition_detection=detect)).outputs
+    assert (c.token_ids, c.finish_reason, c.stop_reason) == (
+        [5] * 3,
+        "repetition",
+        "repetition_detected",
+    )
+    (c,) = _one(llm, one_token.clone(repetition_detection=detect, min_tokens=6)).outputs
+    assert (c.token_ids, c.finish_reason) == ([5] * 6, "repetition")
+    (c,) = _one(llm, one_token).outputs
+    assert (len(c.token_ids), c.finish_reason) == (12, "length")
+
+
+@pytest.mark.anyio
+async def test_repetition_detection_through_the_actors(anyio_backend):
+    params = SamplingParams(
+        n=2, seed=1, max_tokens=20, ignore_eos=True, allowed_token_ids=[7, 8],
+        repetition_detection=RepetitionDetectionParams(max_pattern_size=1, min_count=4),
+        output_kind=RequestOutputKind.FINAL_ONLY,
+    )  # fmt: skip
+    async with open_test_engine() as engine:
+        (final,) = [o async for o in engine.generate("hi", params, request_id="r")]
+    for c in final.outputs:
+        assert c.finish_reason == "repetition" and c.stop_reason == "repetition_detected"
+        assert len(set(c.token_ids[-4:])) == 1 and len(c.token_ids) < 20
 
 
 @pytest.mark.anyio

@@ -14,6 +14,7 @@ import httpx
 import msgspec
 import pytest
 
+from actorllm.core.repetition import RepetitionDetectionParams
 from actorllm.core.sampling_params import SamplingParams
 from actorllm.entrypoints.openai.fields import UNSUPPORTED
 from actorllm.entrypoints.openai.preprocess import messages_for_template, render_chat
@@ -269,6 +270,18 @@ def test_logprob_token_ids_reach_sampling_params_and_the_response(
     content = post(http, "/v1/chat/completions", body)["choices"][0]["logprobs"]["content"]
     assert [len(c["top_logprobs"]) for c in content] == [3, 3]
     assert asked(fake)[1].logprob_token_ids == ids
+
+
+def test_repetition_detection_reaches_sampling_params(http: httpx.Client, fake: FakeEngine) -> None:
+    rd = {"max_pattern_size": 4, "min_pattern_size": 2, "min_count": 3}
+    for path, extra in (("/v1/completions", {"prompt": "x"}), ("/v1/chat/completions", {})):
+        post(http, path, {"messages": USER, **extra, "max_tokens": 2, "repetition_detection": rd})
+        assert asked(fake)[1].repetition_detection == RepetitionDetectionParams(**rd)
+        bad = {**rd, "min_count": 1}
+        body = {"messages": USER, **extra, "repetition_detection": bad}
+        err = post(http, path, body, 400)["error"]
+        assert "min_count must be >= 2" in err["message"], err
+        assert (err["param"] or "").startswith("repetition_detection"), err
 
 
 def test_logprob_token_ids_need_logprobs_and_fit_vllms_bound(http: httpx.Client) -> None:

@@ -106,6 +106,7 @@ def _params(
         logprobs=None if req.logprob_token_ids else logprobs,
         prompt_logprobs=prompt_logprobs,
         logprob_token_ids=req.logprob_token_ids or None,
+        repetition_detection=req.repetition_detection,
         logit_bias=_logit_bias(req.logit_bias),
         allowed_token_ids=req.allowed_token_ids,
         bad_words=req.bad_words,

@@ -8,8 +8,10 @@ from sched_helpers import EOS, FakeWorker, check_invariants, make_request, run_s
 from actorllm.core.engine_core_output import FinishReason
 from actorllm.core.errors import DuplicateRequestError, EmptyPromptError, RequestTooLongError
 from actorllm.core.model_runner_output import ModelRunnerOutput
-from actorllm.core.request import Request, RequestStatus
+from actorllm.core.repetition import RepetitionDetectionParams
+from actorllm.core.request import FINISH_REASONS, Request, RequestStatus
 from actorllm.core.scheduler import Scheduler, SchedulerConfig
+from actorllm.core.scheduler.stopping import check_stop
 from actorllm.core.scheduler_output import SchedulerOutput
 
 
@@ -412,3 +414,18 @@ def test_sliding_window_serves_a_request_longer_than_the_pool() -> None:
         assert s.kv_cache_manager.num_held_blocks("a") <= 7 or not s.requests
         out += [t for o in outputs for t in o.new_token_ids]
     assert len(out) == 40 and s.statistics().num_preemptions == 0
+
+
+def test_repetition_detection_finishes_with_its_reason_after_min_tokens() -> None:
+    detect = RepetitionDetectionParams(max_pattern_size=2, min_count=3)
+    req = make_request("a", [1, 2], repetition_detection=detect, min_tokens=7)
+    for n, tok in enumerate([9, 4, 5, 4, 5, 4, 5, 4, 5], 1):
+        req.append_output_token_ids([tok])
+        status = check_stop(req, max_model_len=64)
+        if n < 7:  # the pattern is there from 6 outputs on, but min_tokens holds it
+            assert status is None
+        else:
+            assert status is RequestStatus.FINISHED_REPETITION
+            assert req.stop_reason == "repetition_detected"
+            break
+    assert FINISH_REASONS[RequestStatus.FINISHED_REPETITION] is FinishReason.REPETITION

@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
+from actorllm.core.repetition import RepetitionDetectionParams
 from actorllm.entrypoints.openai.protocol.bounds import (
     MAX_I32,
     Bias,
@@ -61,6 +62,8 @@ class SamplingFields(msgspec.Struct, kw_only=True):
     allowed_token_ids: Annotated[list[TokenId], msgspec.Meta(min_length=1)] | None = None
     bad_words: list[NonEmptyStr] | None = None
     prompt_logprobs: NumLogprobs | None = None
+    # vLLM: stop early when the output ends in a repeated N-gram (finish_reason "repetition").
+    repetition_detection: RepetitionDetectionParams | None = None
     # vLLM: these ids' logprobs at each output position (with logprobs set), not the top-k.
     logprob_token_ids: (
         Annotated[
