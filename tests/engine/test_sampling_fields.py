@@ -3,6 +3,7 @@ random Llama (the real sampler) and through AsyncEngine on both anyio backends."
 
 from __future__ import annotations
 
+import anyio
 import pytest
 
 from actorllm import LLM, RequestOutputKind, SamplingParams
@@ -10,7 +11,7 @@ from actorllm.core.errors import InvalidRequestError
 from actorllm.core.outputs import RequestOutput
 from actorllm.core.repetition import RepetitionDetectionParams
 from actorllm.logprobs import FlatLogprobs
-from actorllm.testing.engine_harness import open_test_engine
+from actorllm.testing.engine_harness import inject_fault, open_test_engine
 
 PROMPT = "the quick brown fox jumps over the lazy dog " * 3
 IDS = [5, 17, 300, 4095]
@@ -147,3 +148,45 @@ async def test_new_fields_survive_the_actor_path_and_n_children(anyio_backend):
         assert c.logprobs is not None and len(c.logprobs) == 4
         for tok, pos in zip(c.token_ids, c.logprobs, strict=True):
             assert next(iter(pos)) == tok and {1, 2} <= set(pos)
+
+
+def _crash_params(i: int) -> SamplingParams:
+    return SamplingParams(
+        n=1 + i % 2, seed=i, max_tokens=12, ignore_eos=True, allowed_token_ids=[7, 8, 9],
+        logprob_token_ids=[1, 2], flat_logprobs=i % 2 == 0, skip_reading_prefix_cache=True,
+        repetition_detection=RepetitionDetectionParams(max_pattern_size=1, min_count=3),
+        output_kind=RequestOutputKind.FINAL_ONLY,  # one output holding every sample
+    )  # fmt: skip
+
+
+async def _crash_batch(engine) -> dict[int, list[tuple[object, ...]]]:
+    results: dict[int, list[tuple[object, ...]]] = {}
+
+    async def one(i: int) -> None:
+        (out,) = [o async for o in engine.generate(f"p {i}", _crash_params(i), request_id=f"r{i}")]
+        results[i] = [
+            (c.token_ids, c.finish_reason, c.stop_reason, type(c.logprobs), list(c.logprobs or []))
+            for c in out.outputs
+        ]
+
+    async with anyio.create_task_group() as tg:
+        for i in range(6):
+            tg.start_soon(one, i)
+    return results
+
+
+@pytest.mark.anyio
+# An output_processor crash is left out: it loses the logprobs of positions emitted before
+# it, with or without these fields (a known gap of the ledger replay, reported).
+@pytest.mark.parametrize(("actor", "step"), [("scheduler", 3), ("executor", 4)])
+async def test_new_fields_survive_a_crash_and_the_ledger_replay(anyio_backend, actor, step):
+    engine_kw = {"step_delay_s": 0.001, "max_num_seqs": 4, "block_size": 8}
+    async with open_test_engine(**engine_kw) as engine:
+        reference = await _crash_batch(engine)
+    async with open_test_engine(**engine_kw) as engine:
+        inject_fault(engine, actor, at_step=step)
+        results = await _crash_batch(engine)
+        restarts = engine._actor_stat("restarts")
+    assert restarts[actor] >= 1
+    assert results == reference
+    assert any(c[1] == "repetition" for cs in results.values() for c in cs)
