@@ -3,6 +3,8 @@ random Llama (the real sampler) and through AsyncEngine on both anyio backends."
 
 from __future__ import annotations
 
+from typing import Any
+
 import anyio
 import pytest
 
@@ -180,7 +182,7 @@ async def _crash_batch(engine) -> dict[int, list[tuple[object, ...]]]:
 # it, with or without these fields (a known gap of the ledger replay, reported).
 @pytest.mark.parametrize(("actor", "step"), [("scheduler", 3), ("executor", 4)])
 async def test_new_fields_survive_a_crash_and_the_ledger_replay(anyio_backend, actor, step):
-    engine_kw = {"step_delay_s": 0.001, "max_num_seqs": 4, "block_size": 8}
+    engine_kw: dict[str, Any] = {"step_delay_s": 0.001, "max_num_seqs": 4, "block_size": 8}
     async with open_test_engine(**engine_kw) as engine:
         reference = await _crash_batch(engine)
     async with open_test_engine(**engine_kw) as engine:
