@@ -325,12 +325,16 @@ class SamplingParams(msgspec.Struct, kw_only=True):
         return prompt_token_ids[-k:] if len(prompt_token_ids) > k else prompt_token_ids
 
     def clone(self, **changes: Any) -> SamplingParams:
-        """A copy with some fields changed (validated again): deep, as vLLM's ``clone()``,
-        or shallow when ``skip_clone`` (the lists are then shared with this one)."""
+        """vLLM's ``clone()``: a deep copy, or a shallow one when ``skip_clone``.
+
+        With ``changes`` (actorllm's): a shallow copy with those fields changed, validated
+        again (the engine's own copies: cheap, and the lists it shares it never mutates).
+        """
+        if not changes:
+            return copy.copy(self) if self.skip_clone else copy.deepcopy(self)
         if "prompt_logprobs" in changes:  # the derived default follows the new value
             changes.setdefault("skip_reading_prefix_cache", None)
-        base = self if self.skip_clone else copy.deepcopy(self)
-        return msgspec.structs.replace(base, **changes)
+        return msgspec.structs.replace(self, **changes)
 
     def verify_vocab(self, vocab_size: int) -> None:
         """Check token ids against the model's vocabulary (called by the input processor)."""

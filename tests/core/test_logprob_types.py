@@ -51,3 +51,11 @@ def test_vllms_constructors() -> None:
     assert create_prompt_logprobs(False) == [None]
     flat_prompt = create_prompt_logprobs(True)
     assert isinstance(flat_prompt, FlatLogprobs) and len(flat_prompt) == 1 and flat_prompt[0] == {}
+
+
+def test_vllms_import_paths() -> None:
+    import actorllm.logprobs
+    import actorllm.outputs
+
+    assert actorllm.logprobs.FlatLogprobs is FlatLogprobs
+    assert actorllm.logprobs.Logprob is actorllm.outputs.Logprob is Logprob

@@ -44,3 +44,9 @@ def test_the_field_survives_clone_and_the_wire() -> None:
     assert params.clone().repetition_detection == params.repetition_detection
     wire = msgspec.msgpack.decode(msgspec.msgpack.encode(params), type=SamplingParams)
     assert wire == params
+
+
+def test_vllms_import_path() -> None:
+    from actorllm.sampling_params import RepetitionDetectionParams as FromVllmPath
+
+    assert FromVllmPath is RepetitionDetectionParams

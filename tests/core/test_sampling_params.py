@@ -3,6 +3,8 @@ when asking for what this engine cannot do (best_of != n, logits processors)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from actorllm.core.sampling_params import SamplingParams
@@ -25,8 +27,10 @@ def test_clone_is_deep_unless_skip_clone() -> None:
     shallow = SamplingParams(stop=["x"], skip_clone=True)
     q = shallow.clone()
     assert q == shallow and q is not shallow and q.skip_clone
-    assert q.logit_bias is shallow.logit_bias
-    assert p.clone(seed=3).seed == 3 and p.seed is None
+    assert q.stop is shallow.stop  # shared: a shallow copy
+    assert p.clone(seed=3).seed == 3 and p.seed is None  # actorllm: fields to change
+    with pytest.raises(ValueError, match="top_p"):
+        p.clone(top_p=0.0)  # validated again
 
 
 def test_skip_reading_prefix_cache_defaults_as_vllm() -> None:
@@ -50,7 +54,7 @@ def test_skip_reading_prefix_cache_defaults_as_vllm() -> None:
         ("routed_experts_prompt_start", 3),
     ],
 )
-def test_unbuilt_vllm_fields_are_refused_by_name(field: str, value: object) -> None:
+def test_unbuilt_vllm_fields_are_refused_by_name(field: str, value: Any) -> None:
     with pytest.raises(ValueError, match=f"^{field} is not supported"):
         SamplingParams(**{field: value})
 
