@@ -214,7 +214,7 @@ def test_logprobs_are_raw_with_rank() -> None:
 def test_logprob_token_ids_are_the_full_log_softmax_at_those_ids() -> None:
     torch.manual_seed(0)
     logits = torch.randn(3, V)
-    rows = [
+    rows: list[tuple[SamplingParams, list[int], list[int]]] = [
         (SamplingParams(temperature=0.0, logprob_token_ids=[6, 0, 2]), [0], []),
         (SamplingParams(temperature=0.0, logprobs=1), [0], []),  # top-k beside it
         (SamplingParams(temperature=0.0, logprobs=1, logprob_token_ids=[5]), [0], []),
