@@ -16,6 +16,7 @@ class FinishReason(enum.StrEnum):
     LENGTH = "length"  # max_tokens or max_model_len
     ABORT = "abort"  # the caller went away or asked to abort
     ERROR = "error"  # the engine failed this request (e.g. a poison request)
+    REPETITION = "repetition"  # the output repeats an N-gram (repetition_detection, vLLM's)
 
 
 class EngineCoreOutput(msgspec.Struct, frozen=True, kw_only=True):

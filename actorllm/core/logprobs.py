@@ -8,6 +8,9 @@ or None when the request does not detokenize.
 
 Prompt logprobs: position 0 has no logprob (None); later positions arrive in chunks (one
 per prefill chunk) and are appended in order.
+
+With ``flat_logprobs`` both are kept as a :class:`FlatLogprobs` (vLLM's), which reads as
+the list does (prompt position 0 then reads ``{}``, as in vLLM).
 """
 
 from __future__ import annotations
@@ -15,8 +18,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import final
 
+from actorllm.core.logprob_types import (
+    FlatLogprobs,
+    Logprob,
+    PromptLogprobs,
+    SampleLogprobs,
+    create_sample_logprobs,
+)
 from actorllm.core.model_runner_output import TokenLogprobs
-from actorllm.core.outputs import Logprob, PromptLogprobs, SampleLogprobs
 
 DecodeFn = Callable[[int], str]
 
@@ -57,9 +66,13 @@ class SampleLogprobsState:
     logprobs (vLLM's convention). Entries stay aligned with the output token ids.
     """
 
-    def __init__(self, num_logprobs: int | None, decode: DecodeFn | None) -> None:
+    def __init__(
+        self, num_logprobs: int | None, decode: DecodeFn | None, flat: bool = False
+    ) -> None:
         self._decode = decode
-        self.logprobs: SampleLogprobs | None = None if num_logprobs is None else []
+        self.logprobs: SampleLogprobs | None = (
+            None if num_logprobs is None else create_sample_logprobs(flat)
+        )
         self.cumulative_logprob: float | None = None if num_logprobs is None else 0.0
 
     def append(self, entries: Sequence[TokenLogprobs] | None) -> None:
@@ -78,11 +91,15 @@ class PromptLogprobsState:
     ``pop_new()`` serves DELTA outputs: the positions not yet handed out.
     """
 
-    def __init__(self, num_prompt_logprobs: int | None, decode: DecodeFn | None) -> None:
+    def __init__(
+        self, num_prompt_logprobs: int | None, decode: DecodeFn | None, flat: bool = False
+    ) -> None:
         self._decode = decode
         # Position 0 is None; it is added with the first chunk so an unfinished prefill with
         # no chunk yet reports [] rather than a lone None.
-        self.logprobs: PromptLogprobs | None = None if num_prompt_logprobs is None else []
+        self.logprobs: PromptLogprobs | None = (
+            None if num_prompt_logprobs is None else FlatLogprobs() if flat else []
+        )
         self._sent = 0  # positions handed out by pop_new()
 
     def append(self, entries: Sequence[TokenLogprobs] | None) -> None:
@@ -94,7 +111,7 @@ class PromptLogprobsState:
 
     def snapshot(self) -> PromptLogprobs | None:
         """Every position so far (a copy), or None when not requested."""
-        return None if self.logprobs is None else list(self.logprobs)
+        return None if self.logprobs is None else self.logprobs[:]
 
     def pop_new(self) -> PromptLogprobs | None:
         """Positions added since the previous ``pop_new()``; None when not requested."""

@@ -76,7 +76,9 @@ class UserRequest:
         self.kind = params.output_kind
         self.arrival_time = arrival_time
         self.children: dict[int, RequestState] = {}  # {index: state}
-        self.prompt_logprobs = PromptLogprobsState(params.prompt_logprobs, decode_token)
+        self.prompt_logprobs = PromptLogprobsState(
+            params.prompt_logprobs, decode_token, params.flat_logprobs
+        )
         self._prompt_logprobs_from: int | None = None  # child index whose chunks are kept
         self.num_cached_tokens: int | None = None  # first value a child reported
         # One sample and no prompt logprobs: an unfinished step's output is the child's

@@ -69,7 +69,9 @@ class RequestState:
         self.token_ids: list[int] = []
         self.text = ""
         self._searched = 0  # text[:_searched] has been searched for stop strings
-        self.logprobs = SampleLogprobsState(params.logprobs, decode_token if detokenize else None)
+        self.logprobs = SampleLogprobsState(
+            params.num_logprobs, decode_token if detokenize else None, params.flat_logprobs
+        )
         self.finish_reason: FinishReason | None = None
         self.stop_reason: int | str | None = None
         self.num_cached_tokens = 0
@@ -82,7 +84,7 @@ class RequestState:
         self._sent_tokens = 0  # token ids
         self._sent_logprobs = 0  # positions of logprobs
         # The plain lane (update_plain, plain_delta): nothing to search or score per token.
-        self.plain = not self._stops and params.logprobs is None
+        self.plain = not self._stops and params.num_logprobs is None
         # stream_interval: an output once this many new tokens accumulated (set by the
         # output processor; 1: every step). ``shown``: len(token_ids) at the last output.
         self.interval = 1
@@ -234,7 +236,7 @@ class RequestState:
             text = self.text[:visible]
             token_ids = list(self.token_ids)
             logprobs = self.logprobs.logprobs
-            logprobs = None if logprobs is None else list(logprobs)
+            logprobs = None if logprobs is None else logprobs[:]
         return CompletionOutput(
             index=self.index,
             text=text,

@@ -8,17 +8,17 @@ from __future__ import annotations
 
 import msgspec
 
+from actorllm.core.logprob_types import FlatLogprobs, Logprob, PromptLogprobs, SampleLogprobs
 
-class Logprob(msgspec.Struct, kw_only=True):
-    logprob: float
-    rank: int | None = None  # 1-based rank in the vocabulary distribution
-    decoded_token: str | None = None
-
-
-# One dict per position: {token_id: Logprob}; the chosen token is always present.
-SampleLogprobs = list[dict[int, Logprob]]
-# Prompt logprobs: position 0 has no logprob (None).
-PromptLogprobs = list[dict[int, Logprob] | None]
+__all__ = [
+    "CompletionOutput",
+    "FlatLogprobs",
+    "Logprob",
+    "PromptLogprobs",
+    "RequestMetrics",
+    "RequestOutput",
+    "SampleLogprobs",
+]
 
 
 class CompletionOutput(msgspec.Struct, kw_only=True):
@@ -27,7 +27,7 @@ class CompletionOutput(msgspec.Struct, kw_only=True):
     token_ids: list[int]
     cumulative_logprob: float | None = None
     logprobs: SampleLogprobs | None = None
-    finish_reason: str | None = None  # "stop" | "length" | "abort" | "error"
+    finish_reason: str | None = None  # "stop" | "length" | "abort" | "error" | "repetition"
     stop_reason: int | str | None = None  # the stop token id or stop string that ended it
 
     def finished(self) -> bool:

@@ -48,6 +48,7 @@ class RequestStatus(enum.IntEnum):
     FINISHED_LENGTH_CAPPED = 5
     FINISHED_ABORTED = 6
     FINISHED_ERROR = 7
+    FINISHED_REPETITION = 8  # repetition_detection found a repeated N-gram (vLLM's)
 
     @property
     def is_finished(self) -> bool:
@@ -59,6 +60,7 @@ _FINISHED = (
     RequestStatus.FINISHED_LENGTH_CAPPED,
     RequestStatus.FINISHED_ABORTED,
     RequestStatus.FINISHED_ERROR,
+    RequestStatus.FINISHED_REPETITION,
 )
 
 # {status: statuses it may move to}. A finished request never moves again.
@@ -79,6 +81,7 @@ FINISH_REASONS: dict[RequestStatus, FinishReason] = {
     RequestStatus.FINISHED_LENGTH_CAPPED: FinishReason.LENGTH,
     RequestStatus.FINISHED_ABORTED: FinishReason.ABORT,
     RequestStatus.FINISHED_ERROR: FinishReason.ERROR,
+    RequestStatus.FINISHED_REPETITION: FinishReason.REPETITION,
 }
 
 
@@ -177,8 +180,12 @@ class Request:
         self.stop_token_ids: frozenset[int] = frozenset(
             sampling_params.all_stop_token_ids(eos_token_id)
         )
-        # Prompt logprobs need every prompt position computed, so no prefix-cache hits.
-        self.skip_prefix_cache = sampling_params.prompt_logprobs is not None
+        # No prefix-cache (or connector) hits: skip_reading_prefix_cache, which defaults to
+        # True with prompt logprobs (they need every prompt position computed). The
+        # request's full blocks are still cached for others.
+        self.skip_prefix_cache = bool(
+            sampling_params.skip_reading_prefix_cache or sampling_params.prompt_logprobs is not None
+        )
 
     # -- tokens ---------------------------------------------------------------------------
 

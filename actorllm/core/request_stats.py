@@ -73,7 +73,7 @@ class Histogram(msgspec.Struct, kw_only=True):
 class FinishedRequest(msgspec.Struct, frozen=True, kw_only=True):
     """One user request as it ended (its samples taken together)."""
 
-    finish_reason: str  # "stop" | "length" | "abort" | "error"
+    finish_reason: str  # "stop" | "length" | "abort" | "error" | "repetition"
     arrival_time: float
     scheduled_time: float | None  # first scheduled; None if it never was
     first_token_time: float | None

@@ -13,16 +13,20 @@ raises a :class:`ValueError` naming the field, so the HTTP layer can turn it int
 
 from __future__ import annotations
 
+import copy
 import enum
 from typing import Any
 
 import msgspec
 
+from actorllm.core.repetition import RepetitionDetectionParams
 from actorllm.core.structured_outputs_params import StructuredOutputsParams
 
 _GREEDY_EPS = 1e-5
 # OpenAI clamps logit_bias to this range; so do we.
 _MAX_LOGIT_BIAS = 100.0
+# vLLM's MAX_LOGPROB_TOKEN_IDS: the most token ids ``logprob_token_ids`` may name.
+MAX_LOGPROB_TOKEN_IDS = 128
 
 
 class RequestOutputKind(enum.IntEnum):
@@ -80,6 +84,27 @@ class SamplingParams(msgspec.Struct, kw_only=True):
     # Filled by the input processor, not by users: bad_words tokenized (each word with and
     # without a leading space), so the sampler needs no tokenizer.
     bad_words_token_ids: list[list[int]] | None = None
+    # clone() makes a shallow copy instead of a deep one (vLLM: the params are this
+    # request's own, so nothing else sees a change).
+    skip_clone: bool = False
+    # Take no prefix-cache hits (the request still fills the cache for others). None: True
+    # when prompt_logprobs is asked (they need every prompt position computed), else False.
+    skip_reading_prefix_cache: bool | None = None
+    # Stop early when the output ends in a repeated N-gram (finish_reason "repetition").
+    repetition_detection: RepetitionDetectionParams | None = None
+    # Logprobs of exactly these token ids at each output position, besides the sampled
+    # token's (instead of the top-k; ``logprobs``, if set, must equal their number).
+    logprob_token_ids: list[int] | None = None
+    # Outputs carry logprobs as a FlatLogprobs (vLLM's; it reads as the list form does).
+    flat_logprobs: bool = False
+    # vLLM fields not built here: accepted at their default, refused by name otherwise
+    # (see _verify_unbuilt).
+    watermarking: bool | None = None
+    thinking_token_budget: int | None = None  # -1: unlimited (vLLM), same as None
+    trace_decode_token_ids: list[int] | None = None
+    prompt_logprob_token_ids: Any = None  # vLLM: [rows, ids] array or nested lists
+    prompt_logprob_start: int | None = None
+    routed_experts_prompt_start: int = 0
 
     def __post_init__(self) -> None:
         if self.guided_decoding is not None:
@@ -100,7 +125,12 @@ class SamplingParams(msgspec.Struct, kw_only=True):
             self.stop_token_ids = list(self.stop_token_ids)
         if self.top_k == -1:
             self.top_k = 0
+        if self.thinking_token_budget == -1:
+            self.thinking_token_budget = None  # vLLM: -1 is "unlimited"
+        if self.skip_reading_prefix_cache is None:
+            self.skip_reading_prefix_cache = self.prompt_logprobs is not None
         self._verify()
+        self._verify_unbuilt()
         if self.temperature < _GREEDY_EPS:
             # Greedy: the truncation parameters cannot change the argmax.
             self.top_p = 1.0
@@ -214,11 +244,64 @@ class SamplingParams(msgspec.Struct, kw_only=True):
                 "must not contain empty strings.",
             )
 
+        if self.logprob_token_ids is not None:
+            self._verify_logprob_token_ids(self.logprob_token_ids)
+        _check(
+            not (self.prompt_logprobs is not None and self.skip_reading_prefix_cache is False),
+            "skip_reading_prefix_cache",
+            "must not be False when prompt_logprobs is set: prompt logprobs need every "
+            "prompt position computed, so such a request reads no cached prefix.",
+        )
+
+    def _verify_logprob_token_ids(self, ids: list[int]) -> None:
+        """vLLM's checks and messages (the vocabulary is checked in :meth:`verify_vocab`)."""
+        n = len(ids)
+        _check(
+            n <= MAX_LOGPROB_TOKEN_IDS,
+            "logprob_token_ids",
+            f"of length {n} requested, which is greater than max allowed: {MAX_LOGPROB_TOKEN_IDS}",
+        )
+        _check(
+            self.logprobs is None or self.logprobs == n,
+            "logprob_token_ids",
+            "and logprobs are both set, so logprobs must equal len(logprob_token_ids). "
+            f"Got logprobs={self.logprobs}, len(logprob_token_ids)={n}.",
+        )
+
+    def _verify_unbuilt(self) -> None:
+        """vLLM fields this engine does not build: only their defaults are accepted."""
+        unsupported = "is not supported by this engine"
+        _check(
+            self.watermarking is not True,
+            "watermarking",
+            f"{unsupported} (no watermark is configured); leave it None or False.",
+        )
+        _check(
+            self.thinking_token_budget is None,
+            "thinking_token_budget",
+            f"{unsupported} (a budget of thinking tokens); leave it None or -1.",
+        )
+        for name in ("trace_decode_token_ids", "prompt_logprob_token_ids", "prompt_logprob_start"):
+            _check(getattr(self, name) is None, name, f"{unsupported}; leave it None.")
+        _check(
+            self.routed_experts_prompt_start == 0,
+            "routed_experts_prompt_start",
+            f"{unsupported} (routed experts are not returned); leave it 0.",
+        )
+
     # -- derived views ------------------------------------------------------------------
 
     @property
     def is_greedy(self) -> bool:
         return self.temperature < _GREEDY_EPS
+
+    @property
+    def num_logprobs(self) -> int | None:
+        """Logprobs per output position besides the sampled token's, or None (vLLM's):
+        ``logprobs``, else the number of ``logprob_token_ids``."""
+        if self.logprobs is not None:
+            return self.logprobs
+        return len(self.logprob_token_ids) if self.logprob_token_ids else None
 
     @property
     def stop_strings(self) -> list[str]:
@@ -242,7 +325,15 @@ class SamplingParams(msgspec.Struct, kw_only=True):
         return prompt_token_ids[-k:] if len(prompt_token_ids) > k else prompt_token_ids
 
     def clone(self, **changes: Any) -> SamplingParams:
-        """A copy with some fields changed (validated again)."""
+        """vLLM's ``clone()``: a deep copy, or a shallow one when ``skip_clone``.
+
+        With ``changes`` (actorllm's): a shallow copy with those fields changed, validated
+        again (the engine's own copies: cheap, and the lists it shares it never mutates).
+        """
+        if not changes:
+            return copy.copy(self) if self.skip_clone else copy.deepcopy(self)
+        if "prompt_logprobs" in changes:  # the derived default follows the new value
+            changes.setdefault("skip_reading_prefix_cache", None)
         return msgspec.structs.replace(self, **changes)
 
     def verify_vocab(self, vocab_size: int) -> None:
@@ -258,6 +349,11 @@ class SamplingParams(msgspec.Struct, kw_only=True):
         if self.allowed_token_ids and (b := bad(self.allowed_token_ids)):
             raise SamplingParamsError(
                 "allowed_token_ids", f"token ids {b[:5]} are out of vocabulary (size {vocab_size})."
+            )
+        if self.logprob_token_ids and (b := bad(self.logprob_token_ids)):
+            raise SamplingParamsError(
+                "logprob_token_ids",
+                f"contains out-of-vocab token id(s) {b[:5]}. Vocabulary size: {vocab_size}",
             )
         if self.stop_token_ids and (b := bad(self.stop_token_ids)):
             raise SamplingParamsError(

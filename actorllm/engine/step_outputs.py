@@ -28,6 +28,7 @@ from typing import final
 import msgspec
 
 from actorllm.core.errors import DuplicateRequestError
+from actorllm.core.logprob_types import concat_logprobs
 from actorllm.core.outputs import CompletionOutput, RequestOutput
 from actorllm.core.sampling_params import RequestOutputKind
 from actorllm.engine.errors import EngineError, RequestFailedError
@@ -41,7 +42,7 @@ def merge_outputs(old: RequestOutput, new: RequestOutput, kind: RequestOutputKin
         by_index[c.index] = c if prev is None or kind != RequestOutputKind.DELTA else _join(prev, c)
     prompt_logprobs = new.prompt_logprobs
     if kind == RequestOutputKind.DELTA and old.prompt_logprobs is not None:
-        prompt_logprobs = old.prompt_logprobs + (new.prompt_logprobs or [])
+        prompt_logprobs = concat_logprobs(old.prompt_logprobs, new.prompt_logprobs)
     return msgspec.structs.replace(
         new, outputs=[by_index[i] for i in sorted(by_index)], prompt_logprobs=prompt_logprobs
     )
@@ -51,7 +52,7 @@ def _join(a: CompletionOutput, b: CompletionOutput) -> CompletionOutput:
     """Two DELTA pieces of one sample, as one piece."""
     logprobs = b.logprobs
     if a.logprobs is not None:
-        logprobs = a.logprobs + (b.logprobs or [])
+        logprobs = concat_logprobs(a.logprobs, b.logprobs)
     return msgspec.structs.replace(
         b, text=a.text + b.text, token_ids=a.token_ids + b.token_ids, logprobs=logprobs
     )

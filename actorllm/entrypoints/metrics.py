@@ -228,7 +228,7 @@ class ServerMetrics:
             p + "request_success", "Count of successfully processed requests.",
             labels=[*names, "finished_reason"],
         )  # fmt: skip
-        for reason in ("stop", "length", "abort", "error"):
+        for reason in ("stop", "length", "abort", "error", "repetition"):
             count = requests.request_success.get(reason, 0) if requests else 0
             success.add_metric([*values, reason], count)
         yield success

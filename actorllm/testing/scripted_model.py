@@ -150,8 +150,10 @@ class ScriptedModel:
             token = self.next_token(state.tokens, state, allowed.get(req_id))
             state.tokens.append(token)
             sampled.append([token])
-            if state.params.logprobs is not None:
-                logprobs[req_id] = self._fake_logprobs(token, state.params.logprobs)
+            if state.params.num_logprobs is not None:
+                logprobs[req_id] = self._fake_logprobs(
+                    token, state.params.num_logprobs, state.params.logprob_token_ids
+                )
         if self.step_delay_s:
             time.sleep(self.step_delay_s)
         self.steps_executed += 1
@@ -217,8 +219,8 @@ class ScriptedModel:
         )[:, :vocab]  # [R, V]
         return {rid: np.flatnonzero(bits[i]).tolist() for i, rid in enumerate(g.req_ids)}
 
-    def _fake_logprobs(self, token: int, k: int) -> TokenLogprobs:
-        top = [(token + i) % self.model_config.vocab_size for i in range(1, k + 1)]
+    def _fake_logprobs(self, token: int, k: int, ids: list[int] | None = None) -> TokenLogprobs:
+        top = ids or [(token + i) % self.model_config.vocab_size for i in range(1, k + 1)]
         return TokenLogprobs(
             token_ids=[token, *top],
             logprobs=[-0.5, *(-1.0 - i for i in range(k))],

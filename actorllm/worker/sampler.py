@@ -107,11 +107,11 @@ class Sampler:
         if meta.grammar_rows is not None:
             # The grammar mask comes first, so logprobs reflect it (vLLM masks before the
             # sampler); without logprobs the adjust is fused into the same pass.
-            fuse = adjust if k is None else None
+            fuse = adjust if not meta.wants_logprobs else None
             logits = self.apply_token_bitmask(logits, meta.grammar_bitmask, meta.grammar_rows, fuse)
             if fuse is not None:
                 adjust = None
-        raw_logprobs = logits.log_softmax(dim=-1) if k is not None else None
+        raw_logprobs = logits.log_softmax(dim=-1) if meta.wants_logprobs else None
         if adjust is not None:
             logits = logits + adjust
         if meta.penalties is not None:
@@ -134,8 +134,10 @@ class Sampler:
                 consume=True,
             )  # fmt: skip
         lp = None
-        if raw_logprobs is not None and k is not None:
-            lp = compute_logprobs(raw_logprobs, sampled, k)
+        if raw_logprobs is not None:
+            lp = compute_logprobs(raw_logprobs, sampled, k or 0)
+            if meta.logprob_token_ids is not None:
+                lp = with_token_logprobs(lp, raw_logprobs, meta.logprob_token_ids)
         return SamplerOutput(sampled_token_ids=sampled, logprobs=lp)
 
     def _widened(self, logits: torch.Tensor, meta: SamplingMetadata) -> torch.Tensor:
@@ -146,7 +148,7 @@ class Sampler:
             return logits
         needs = (
             (meta.grammar_rows is not None and not self._masks_in_place(logits))
-            or meta.max_num_logprobs is not None
+            or meta.wants_logprobs
             or meta.logit_adjust is not None
             or meta.penalties is not None
             or self.sample_seeded is not None
@@ -204,3 +206,31 @@ def compute_logprobs(logprobs: torch.Tensor, chosen: torch.Tensor, k: int) -> Lo
     else:
         ids, lps = chosen.unsqueeze(1), chosen_lp
     return LogprobsTensors(token_ids=ids, logprobs=lps, ranks=ranks)
+
+
+def with_token_logprobs(
+    lp: LogprobsTensors, logprobs: torch.Tensor, token_ids: list[list[int] | None]
+) -> LogprobsTensors:
+    """``lp`` with the rows that name ``token_ids`` replaced by [chosen, those ids] and their
+    logprobs (vLLM's ``logprob_token_ids``); rows are padded to one width (the padding is
+    never read: each row is cut to its own count on the host)."""
+    m = max(len(ids) for ids in token_ids if ids)
+    width = max(m + 1, lp.token_ids.shape[1])
+    n = len(token_ids)
+    asked = torch.zeros((n, m), dtype=torch.int64)
+    rows = [i for i, ids in enumerate(token_ids) if ids]
+    for i in rows:
+        ids = token_ids[i]
+        assert ids is not None
+        asked[i, : len(ids)] = torch.tensor(ids, dtype=torch.int64)
+    asked = asked.to(logprobs.device)
+    ids_out = torch.zeros((n, width), dtype=torch.int64, device=logprobs.device)
+    lps_out = torch.full((n, width), float("-inf"), device=logprobs.device)
+    ids_out[:, : lp.token_ids.shape[1]] = lp.token_ids
+    lps_out[:, : lp.logprobs.shape[1]] = lp.logprobs
+    sel = torch.tensor(rows, dtype=torch.int64, device=logprobs.device)
+    ids_out[sel, 1 : m + 1] = asked[sel]
+    lps_out[sel, 1 : m + 1] = logprobs[sel].gather(1, asked[sel])
+    lps_out[sel, m + 1 :] = float("-inf")
+    ids_out[sel, m + 1 :] = 0
+    return LogprobsTensors(token_ids=ids_out, logprobs=lps_out, ranks=lp.ranks)

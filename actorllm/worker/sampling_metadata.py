@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from actorllm.core.sampling_params import SamplingParams
 from actorllm.core.scheduler_output import GrammarBitmask
 from actorllm.kernels.sampling import GREEDY_EPS
 from actorllm.worker.device_streams import to_device
@@ -43,16 +44,25 @@ class SamplingMetadata:
     random_rows: list[int]  # rows that sample (not greedy), computed on the host
     seeds: list[int | None]  # per row; None = the shared generator
     output_positions: list[int]  # per row: outputs generated so far (the seed's counter)
-    num_logprobs: list[int | None]  # per row: SamplingParams.logprobs
+    num_logprobs: list[int | None]  # per row: top-k logprobs (SamplingParams.logprobs)
     # Structured outputs: [R, W] int32 allowed-token bitmask rows and [N] int64 the row of
     # each logits row (-1: unconstrained); both None when no row is constrained.
     grammar_bitmask: torch.Tensor | None = None
     grammar_rows: torch.Tensor | None = None
+    # Per row: SamplingParams.logprob_token_ids (these ids' logprobs instead of the top-k);
+    # None when no row asks.
+    logprob_token_ids: list[list[int] | None] | None = None
 
     @property
     def max_num_logprobs(self) -> int | None:
+        """The top-k width (vLLM's: rows with logprob_token_ids do not count)."""
         ks = [k for k in self.num_logprobs if k is not None]
         return max(ks) if ks else None
+
+    @property
+    def wants_logprobs(self) -> bool:
+        """Some row asks for logprobs: the top-k or given token ids."""
+        return self.max_num_logprobs is not None or self.logprob_token_ids is not None
 
 
 def build_sampling_metadata(
@@ -86,10 +96,16 @@ def build_sampling_metadata(
         random_rows=np.flatnonzero(temperature >= GREEDY_EPS).tolist(),
         seeds=[p.seed for p in params],  # type: ignore[union-attr]
         output_positions=num_outputs,
-        num_logprobs=[p.logprobs for p in params],  # type: ignore[union-attr]
+        num_logprobs=[None if p.logprob_token_ids else p.logprobs for p in params],  # type: ignore[union-attr]
+        logprob_token_ids=_logprob_token_ids(params),  # type: ignore[arg-type]
         grammar_bitmask=None if bitmask is None else dev(bitmask),
         grammar_rows=None if rows is None else dev(rows),
     )
+
+
+def _logprob_token_ids(params: list[SamplingParams]) -> list[list[int] | None] | None:
+    ids = [p.logprob_token_ids or None for p in params]
+    return ids if any(ids) else None
 
 
 def _grammar_rows(

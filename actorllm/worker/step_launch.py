@@ -141,7 +141,7 @@ class StepLauncher:
             sample_rows=rows,
             sample_gens=gens,
             sampled=sampled_host,
-            num_logprobs=[p.logprobs if p is not None else None for p in params],
+            num_logprobs=[p.num_logprobs if p is not None else None for p in params],
             logprobs=lp,
             prompt_logprobs=prompt,
             t0=t0,

@@ -35,7 +35,7 @@ class LaunchedStep:
     sample_rows: list[int]  # [N] batch row of each sampling request
     sample_gens: list[tuple[str, int]]  # [N] (req_id, generation) that sampled
     sampled: torch.Tensor | None  # [N] int64 on the host (pinned on CUDA) once `event` is done
-    num_logprobs: list[int | None]  # [N] SamplingParams.logprobs
+    num_logprobs: list[int | None]  # [N] SamplingParams.num_logprobs (top-k or given ids)
     logprobs: LogprobsTensors | None  # host copies
     prompt_logprobs: dict[str, LogprobsTensors | None]  # host copies; None: no rows
     t0: float

@@ -3,6 +3,8 @@ when asking for what this engine cannot do (best_of != n, logits processors)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from actorllm.core.sampling_params import SamplingParams
@@ -15,3 +17,69 @@ def test_offline_sampling_params_take_vllms_fields() -> None:
     for bad in ({"best_of": 3}, {"truncate_prompt_tokens": 0}, {"logits_processors": [print]}):
         with pytest.raises(ValueError, match=next(iter(bad))):
             SamplingParams(**bad)
+
+
+def test_clone_is_deep_unless_skip_clone() -> None:
+    p = SamplingParams(stop=["x"], logit_bias={1: 2.0})
+    deep = p.clone()
+    assert deep == p and deep is not p
+    assert deep.stop is not p.stop and deep.logit_bias is not p.logit_bias
+    shallow = SamplingParams(stop=["x"], skip_clone=True)
+    q = shallow.clone()
+    assert q == shallow and q is not shallow and q.skip_clone
+    assert q.stop is shallow.stop  # shared: a shallow copy
+    assert p.clone(seed=3).seed == 3 and p.seed is None  # actorllm: fields to change
+    with pytest.raises(ValueError, match="top_p"):
+        p.clone(top_p=0.0)  # validated again
+
+
+def test_skip_reading_prefix_cache_defaults_as_vllm() -> None:
+    assert SamplingParams().skip_reading_prefix_cache is False
+    assert SamplingParams(prompt_logprobs=0).skip_reading_prefix_cache is True
+    assert SamplingParams(skip_reading_prefix_cache=True).skip_reading_prefix_cache is True
+    with pytest.raises(ValueError, match="skip_reading_prefix_cache"):
+        SamplingParams(prompt_logprobs=1, skip_reading_prefix_cache=False)
+    # A clone that asks for prompt logprobs derives the default again.
+    assert SamplingParams().clone(prompt_logprobs=1).skip_reading_prefix_cache is True
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("watermarking", True),
+        ("thinking_token_budget", 10),
+        ("trace_decode_token_ids", [1, 2]),
+        ("prompt_logprob_token_ids", [[1, 2]]),
+        ("prompt_logprob_start", 0),
+        ("routed_experts_prompt_start", 3),
+    ],
+)
+def test_unbuilt_vllm_fields_are_refused_by_name(field: str, value: Any) -> None:
+    with pytest.raises(ValueError, match=f"^{field} is not supported"):
+        SamplingParams(**{field: value})
+
+
+def test_unbuilt_vllm_fields_accept_their_defaults() -> None:
+    p = SamplingParams(
+        watermarking=False,
+        thinking_token_budget=-1,
+        trace_decode_token_ids=None,
+        prompt_logprob_token_ids=None,
+        prompt_logprob_start=None,
+        routed_experts_prompt_start=0,
+    )
+    assert p.thinking_token_budget is None
+    assert SamplingParams(watermarking=None).watermarking is None
+
+
+def test_logprob_token_ids_are_validated_as_vllm() -> None:
+    p = SamplingParams(logprob_token_ids=[3, 5])
+    assert p.num_logprobs == 2 and SamplingParams(logprobs=4).num_logprobs == 4
+    assert SamplingParams().num_logprobs is None
+    assert SamplingParams(logprobs=2, logprob_token_ids=[3, 5]).num_logprobs == 2
+    with pytest.raises(ValueError, match="logprobs must equal len"):
+        SamplingParams(logprobs=1, logprob_token_ids=[3, 5])
+    with pytest.raises(ValueError, match="greater than max allowed: 128"):
+        SamplingParams(logprob_token_ids=list(range(129)))
+    with pytest.raises(ValueError, match=r"^logprob_token_ids contains out-of-vocab .*\[9\]"):
+        SamplingParams(logprob_token_ids=[1, 9]).verify_vocab(8)

@@ -99,3 +99,24 @@ def test_a_failed_request_ends_as_error_and_a_dead_engine_raises():
     box.fail("b", b, EngineDeadError("the engine died"))
     with pytest.raises(EngineDeadError):
         box.take()
+
+
+def test_delta_pieces_of_flat_logprobs_merge_flat() -> None:
+    from actorllm.core.logprob_types import FlatLogprobs, Logprob
+    from actorllm.core.outputs import CompletionOutput, RequestOutput
+    from actorllm.core.sampling_params import RequestOutputKind
+    from actorllm.engine.step_outputs import merge_outputs
+
+    def piece(tok: int) -> RequestOutput:
+        lps = FlatLogprobs.of([{tok: Logprob(logprob=-1.0, rank=1)}])
+        co = CompletionOutput(index=0, text=str(tok), token_ids=[tok], logprobs=lps)
+        prompt = FlatLogprobs.of([{tok: Logprob(logprob=-2.0)}])
+        return RequestOutput(
+            request_id="r", prompt=None, prompt_token_ids=[1], prompt_logprobs=prompt,
+            outputs=[co], finished=False,
+        )  # fmt: skip
+
+    merged = merge_outputs(piece(3), piece(4), RequestOutputKind.DELTA)
+    (co,) = merged.outputs
+    assert isinstance(co.logprobs, FlatLogprobs) and [list(p) for p in co.logprobs] == [[3], [4]]
+    assert isinstance(merged.prompt_logprobs, FlatLogprobs) and len(merged.prompt_logprobs) == 2

@@ -149,7 +149,7 @@ class FakeEngine:
                     continue
                 word, tid = self._words[(step + s.index) % len(self._words)]
                 piece = " " + word
-                s.add(piece, tid, self._logprobs(tid, sp.logprobs))
+                s.add(piece, tid, self._logprobs(tid, sp.num_logprobs, sp.logprob_token_ids))
                 stop = next((x for x in sp.stop_strings if x in s.text), None)
                 if stop is not None:
                     s.finish, s.stop_reason = "stop", stop
@@ -210,12 +210,14 @@ class FakeEngine:
             )
         )
 
-    def _logprobs(self, tid: int, k: int | None) -> dict[int, Logprob] | None:
+    def _logprobs(
+        self, tid: int, k: int | None, ids: list[int] | None = None
+    ) -> dict[int, Logprob] | None:
         if k is None:
             return None
         entries = {tid: Logprob(logprob=-0.5, rank=1, decoded_token=self.tokenizer.decode([tid]))}
         for r in range(k):
-            other = (tid + 1 + r) % len(self.tokenizer)
+            other = ids[r] if ids else (tid + 1 + r) % len(self.tokenizer)
             entries.setdefault(
                 other,
                 Logprob(logprob=-1.0 - r, rank=2 + r, decoded_token=self.tokenizer.decode([other])),

@@ -62,6 +62,17 @@ def _prompt_lengths(path: str, body: dict[str, Any]) -> list[int] | None:
 _SEMANTIC = (*STRUCTURED_FIELDS, "tools", "tool_choice")
 
 
+def _repetition_rule_holds(rd: Any) -> bool:
+    """RepetitionDetectionParams' rule (its description): sizes >= 0, min <= max, and
+    min_count >= 2 when max_pattern_size > 0."""
+    if not isinstance(rd, dict):
+        return True  # absent, or not an object: the schema decides
+    hi, lo, count = (rd.get(k, 0) for k in ("max_pattern_size", "min_pattern_size", "min_count"))
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (hi, lo, count)):
+        return True
+    return 0 <= lo <= hi and (hi == 0 or count >= 2)
+
+
 @schemathesis.hook
 def filter_case(context: Any, case: Any) -> bool:
     """Applied in every phase (the coverage phase does not run body hooks)."""
@@ -71,6 +82,11 @@ def filter_case(context: Any, case: Any) -> bool:
     if path not in ("/v1/completions", "/v1/chat/completions") or not isinstance(body, dict):
         return True
     if any(body.get(name) is not None for name in _SEMANTIC):
+        return False
+    logprobs = body.get("logprobs")
+    if body.get("logprob_token_ids") and (logprobs is None or logprobs is False):
+        return False  # logprob_token_ids requires logprobs (its description says so)
+    if not _repetition_rule_holds(body.get("repetition_detection")):
         return False
     default = 16 if path == "/v1/completions" else None
     max_tokens = body.get("max_completion_tokens", body.get("max_tokens", default))

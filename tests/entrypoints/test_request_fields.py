@@ -14,6 +14,7 @@ import httpx
 import msgspec
 import pytest
 
+from actorllm.core.repetition import RepetitionDetectionParams
 from actorllm.core.sampling_params import SamplingParams
 from actorllm.entrypoints.openai.fields import UNSUPPORTED
 from actorllm.entrypoints.openai.preprocess import messages_for_template, render_chat
@@ -60,6 +61,8 @@ ASKING: dict[str, Any] = {
     "function_call": "auto",
     "reasoning_effort": "high",
     "thinking_token_budget": 128,
+    "watermarking": True,
+    "routed_experts_prompt_start": 4,
     "best_of": 3,
     "use_beam_search": True,
     "length_penalty": 0.5,
@@ -103,6 +106,9 @@ def test_known_unsupported_fields_are_refused_by_name(http: httpx.Client, name: 
         {"length_penalty": 1.0},
         {"service_tier": "auto"},
         {"modalities": ["text"]},
+        {"thinking_token_budget": -1},
+        {"watermarking": False},
+        {"routed_experts_prompt_start": 0},
     ],
 )
 def test_their_off_values_are_accepted(http: httpx.Client, extra: dict[str, Any]) -> None:
@@ -248,6 +254,45 @@ def test_fields_reach_sampling_params(
         body = {"messages": USER, **body, "max_tokens": 3, field: value}
         post(http, path, body)
         assert getattr(asked(fake)[1], attr) == value
+
+
+def test_logprob_token_ids_reach_sampling_params_and_the_response(
+    http: httpx.Client, fake: FakeEngine
+) -> None:
+    ids = [5, 6]
+    body = {"prompt": "x y", "max_tokens": 2, "logprobs": 0, "logprob_token_ids": ids}
+    choice = post(http, "/v1/completions", body)["choices"][0]
+    params = asked(fake)[1]
+    assert (params.logprob_token_ids, params.logprobs, params.num_logprobs) == (ids, None, 2)
+    assert params.skip_clone  # built for this request alone, as vLLM's server does
+    assert [len(top) for top in choice["logprobs"]["top_logprobs"]] == [3, 3]  # sampled + ids
+    body = {"messages": USER, "max_tokens": 2, "logprobs": True, "logprob_token_ids": ids}
+    content = post(http, "/v1/chat/completions", body)["choices"][0]["logprobs"]["content"]
+    assert [len(c["top_logprobs"]) for c in content] == [3, 3]
+    assert asked(fake)[1].logprob_token_ids == ids
+
+
+def test_repetition_detection_reaches_sampling_params(http: httpx.Client, fake: FakeEngine) -> None:
+    rd = {"max_pattern_size": 4, "min_pattern_size": 2, "min_count": 3}
+    for path, extra in (("/v1/completions", {"prompt": "x"}), ("/v1/chat/completions", {})):
+        post(http, path, {"messages": USER, **extra, "max_tokens": 2, "repetition_detection": rd})
+        assert asked(fake)[1].repetition_detection == RepetitionDetectionParams(**rd)
+        bad = {**rd, "min_count": 1}
+        body = {"messages": USER, **extra, "repetition_detection": bad}
+        err = post(http, path, body, 400)["error"]
+        assert "min_count must be >= 2" in err["message"], err
+        assert (err["param"] or "").startswith("repetition_detection"), err
+
+
+def test_logprob_token_ids_need_logprobs_and_fit_vllms_bound(http: httpx.Client) -> None:
+    for path, extra in (("/v1/completions", {"prompt": "x"}), ("/v1/chat/completions", {})):
+        body: dict[str, Any] = {"messages": USER, **extra, "logprob_token_ids": [5]}
+        err = post(http, path, body, 400)["error"]
+        assert err["param"] == "logprob_token_ids" and "logprobs" in err["message"], err
+        body["logprobs"] = 0 if "prompt" in extra else True
+        body["logprob_token_ids"] = list(range(129))
+        err = post(http, path, body, 400)["error"]
+        assert err["param"] == "logprob_token_ids" and "128" in err["message"], err
 
 
 @pytest.mark.parametrize("bad", [0, -1, 1.5, "3"])

@@ -209,3 +209,38 @@ def test_logprobs_are_raw_with_rank() -> None:
     )
     assert out.logprobs.ranks.tolist() == [3]
     assert math.isclose(sum(raw.exp().tolist()), 1.0, rel_tol=1e-5)
+
+
+def test_logprob_token_ids_are_the_full_log_softmax_at_those_ids() -> None:
+    torch.manual_seed(0)
+    logits = torch.randn(3, V)
+    rows: list[tuple[SamplingParams, list[int], list[int]]] = [
+        (SamplingParams(temperature=0.0, logprob_token_ids=[6, 0, 2]), [0], []),
+        (SamplingParams(temperature=0.0, logprobs=1), [0], []),  # top-k beside it
+        (SamplingParams(temperature=0.0, logprobs=1, logprob_token_ids=[5]), [0], []),
+    ]
+    batch, slots = _batch(rows)
+    meta = build_sampling_metadata(batch, slots, V, CPU)
+    assert meta.max_num_logprobs == 1  # rows with logprob_token_ids take no top-k
+    out = Sampler(V, CPU)(logits.clone(), meta)
+    raw = logits.log_softmax(-1)
+    chosen = raw.argmax(-1).tolist()
+    assert out.sampled_token_ids.tolist() == chosen
+    assert out.logprobs is not None
+    ids, lps = out.logprobs.token_ids.tolist(), out.logprobs.logprobs
+    assert ids[0][:4] == [chosen[0], 6, 0, 2]
+    assert lps[0, :4].tolist() == pytest.approx(raw[0, [chosen[0], 6, 0, 2]].tolist())
+    assert ids[1][:2] == [chosen[1], raw[1].argmax().item()]  # its top-1, unchanged
+    assert ids[2][:2] == [chosen[2], 5]
+    assert lps[2, 1].item() == pytest.approx(raw[2, 5].item())
+    assert out.logprobs.ranks.tolist() == [1, 1, 1]
+
+
+def test_logprob_token_ids_alone_turn_logprobs_on() -> None:
+    logits = torch.tensor([[0.0, 3.0, 2.5, 1.0, 0, 0, 0, 0]])
+    p = SamplingParams(temperature=0.5, logprob_token_ids=[7], seed=1)
+    batch, slots = _batch([(p, [0], [])])
+    out = Sampler(V, CPU)(logits.clone(), build_sampling_metadata(batch, slots, V, CPU))
+    assert out.logprobs is not None
+    assert out.logprobs.token_ids[0, 1].item() == 7
+    assert out.logprobs.logprobs[0, 1].item() == pytest.approx(logits.log_softmax(-1)[0, 7].item())

@@ -181,7 +181,8 @@ class KVCacheManager:
 
         Never covers the last known token (its logits are needed). Takes no references:
         pass the blocks to :meth:`allocate_slots` as ``new_computed_blocks``. No hit when
-        caching is off or the request wants prompt logprobs.
+        caching is off or the request skips reading the cache (skip_reading_prefix_cache,
+        prompt logprobs).
         """
         if not self.enable_caching or request.skip_prefix_cache:
             return tuple([] for _ in self.groups), 0

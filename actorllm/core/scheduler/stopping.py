@@ -7,7 +7,10 @@ Order (the first that applies wins):
    number ``min_tokens + 1``, matching a sampler that masks stop tokens while fewer than
    ``min_tokens`` outputs exist. ``stop_reason`` is the token id, or None for EOS.
 2. ``max_tokens`` outputs (outputs carried by a resumed request count);
-3. ``max_model_len`` tokens in all (prompt + outputs).
+3. ``max_model_len`` tokens in all (prompt + outputs);
+4. once ``min_tokens`` outputs exist, ``repetition_detection``: the outputs end in an
+   N-gram repeated ``min_count`` times (vLLM's rule, ``core/repetition.py``):
+   FINISHED_REPETITION, ``stop_reason`` "repetition_detected".
 
 Stop *strings* are found downstream (the output processor), which then finishes the request
 through ``Scheduler.finish_requests``.
@@ -15,6 +18,7 @@ through ``Scheduler.finish_requests``.
 
 from __future__ import annotations
 
+from actorllm.core.repetition import has_repetition
 from actorllm.core.request import Request, RequestStatus
 
 
@@ -38,6 +42,14 @@ def check_stop(request: Request, max_model_len: int) -> RequestStatus | None:
         return RequestStatus.FINISHED_LENGTH_CAPPED
     if len(tokens) >= max_model_len:
         return RequestStatus.FINISHED_LENGTH_CAPPED
+    detect = request.sampling_params.repetition_detection
+    if detect is not None and detect.max_pattern_size > 0:
+        params = request.sampling_params
+        if request.num_output_tokens >= params.min_tokens and has_repetition(
+            request.output_token_ids, detect
+        ):
+            request.stop_reason = "repetition_detected"
+            return RequestStatus.FINISHED_REPETITION
     return None
 
 

@@ -66,7 +66,10 @@ UNSUPPORTED: dict[str, Refusal] = {
     "function_call": Refusal(_FUNCTIONS, (None, "none")),
     # reasoning effort is a chat-template input of a few models (gpt-oss) we do not serve
     "reasoning_effort": Refusal("reasoning_effort"),
-    "thinking_token_budget": Refusal("a budget of thinking tokens"),
+    "thinking_token_budget": Refusal("a budget of thinking tokens", (None, -1)),
+    # no watermark is configured here; None (vLLM: "the engine's, if any") and False are off
+    "watermarking": Refusal("watermarking (no watermark is configured)", (None, False)),
+    "routed_experts_prompt_start": Refusal("returning routed experts", (0,)),
     # sampling this engine does not do
     "best_of": Refusal("ranking candidates (best_of other than n)", same_as="n"),
     "use_beam_search": Refusal("beam search", _FALSY),

@@ -7,7 +7,7 @@ token with its string, logprob, UTF-8 bytes and a ranked ``top_logprobs`` list.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from actorllm.core.outputs import Logprob, PromptLogprobs
@@ -52,7 +52,7 @@ def _top(entries: dict[int, Logprob], k: int) -> list[tuple[int, Logprob]]:
 
 def completion_logprobs(
     token_ids: Sequence[int],
-    logprobs: Sequence[dict[int, Logprob] | None],
+    logprobs: Iterable[dict[int, Logprob] | None],
     k: int,
     text: TokenText,
     offset: int,
@@ -81,7 +81,7 @@ def completion_logprobs(
 
 def chat_logprobs(
     token_ids: Sequence[int],
-    logprobs: Sequence[dict[int, Logprob]],
+    logprobs: Iterable[dict[int, Logprob]],
     k: int,
     text: TokenText,
 ) -> ChatLogProbs:

@@ -103,8 +103,10 @@ def _params(
         ignore_eos=req.ignore_eos,
         max_tokens=max_tokens,
         min_tokens=req.min_tokens,
-        logprobs=logprobs,
+        logprobs=None if req.logprob_token_ids else logprobs,
         prompt_logprobs=prompt_logprobs,
+        logprob_token_ids=req.logprob_token_ids or None,
+        repetition_detection=req.repetition_detection,
         logit_bias=_logit_bias(req.logit_bias),
         allowed_token_ids=req.allowed_token_ids,
         bad_words=req.bad_words,
@@ -114,6 +116,7 @@ def _params(
         output_kind=output_kind,
         stream_interval=req.stream_interval,
         structured_outputs=structured,
+        skip_clone=True,  # built for this request alone (vLLM's server does the same)
     )
 
 
@@ -130,6 +133,10 @@ def completion_params(
     defaults: Mapping[str, float] | None = None,
 ) -> SamplingParams:
     """Raises SamplingParamsError (400) for invalid combinations."""
+    if req.logprob_token_ids and req.logprobs is None:
+        raise bad_request(
+            "when using `logprob_token_ids`, `logprobs` must be set.", "logprob_token_ids"
+        )
     echo_logprobs = req.logprobs if req.echo else None
     return _params(
         req,
@@ -163,6 +170,11 @@ def chat_params(
     ``[TOOL_CALLS]``)."""
     if req.top_logprobs is not None and not req.logprobs:
         raise bad_request("top_logprobs requires logprobs to be true.", "top_logprobs")
+    if req.logprob_token_ids and not req.logprobs:
+        raise bad_request(
+            "when using `logprob_token_ids`, `logprobs` must be set to true.",
+            "logprob_token_ids",
+        )
     structured = structured_outputs(req)
     if forced_tool_schema is not None:
         if structured is not None:

@@ -195,7 +195,9 @@ class _ChatState:
     def _logprobs(self, co: CompletionOutput) -> ChatLogProbs | None:
         if not self.req.logprobs or co.logprobs is None:
             return None
-        return chat_logprobs(co.token_ids, co.logprobs, self.req.top_logprobs or 0, self.text)
+        ids = self.req.logprob_token_ids  # every entry shown: the sampled token and the ids
+        k = len(ids) + 1 if ids else self.req.top_logprobs or 0
+        return chat_logprobs(co.token_ids, co.logprobs, k, self.text)
 
     def _apply(self, out: RequestOutput, *, delta: bool) -> list[ChatChunkChoice]:
         self.usage.update(0, out, delta=delta)

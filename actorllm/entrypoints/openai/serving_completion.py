@@ -158,7 +158,7 @@ class _CompletionState:
         logprobs = first.logprobs
         if self.req.logprobs is not None and co.logprobs is not None:
             block, choice.offset = completion_logprobs(
-                co.token_ids, co.logprobs, self.req.logprobs, self.text, choice.offset
+                co.token_ids, co.logprobs, self._top_k, self.text, choice.offset
             )
             logprobs = block if logprobs is None else _concat(logprobs, block)
         text = first.text + co.text
@@ -183,6 +183,13 @@ class _CompletionState:
             prompt_token_ids=first.prompt_token_ids,
             token_ids=ids,
         )
+
+    @property
+    def _top_k(self) -> int:
+        """Entries shown per output token: ``logprobs``, or every one with
+        ``logprob_token_ids`` (the sampled token and the ids asked, as vLLM)."""
+        ids = self.req.logprob_token_ids
+        return len(ids) + 1 if ids else self.req.logprobs or 0
 
     def _first(self, choice: _Choice, index: int, out: RequestOutput) -> CompletionChoice:
         """What a choice's first fragment carries: the echoed prompt (text, logprobs), the

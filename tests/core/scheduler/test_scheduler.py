@@ -8,8 +8,10 @@ from sched_helpers import EOS, FakeWorker, check_invariants, make_request, run_s
 from actorllm.core.engine_core_output import FinishReason
 from actorllm.core.errors import DuplicateRequestError, EmptyPromptError, RequestTooLongError
 from actorllm.core.model_runner_output import ModelRunnerOutput
-from actorllm.core.request import Request, RequestStatus
+from actorllm.core.repetition import RepetitionDetectionParams
+from actorllm.core.request import FINISH_REASONS, Request, RequestStatus
 from actorllm.core.scheduler import Scheduler, SchedulerConfig
+from actorllm.core.scheduler.stopping import check_stop
 from actorllm.core.scheduler_output import SchedulerOutput
 
 
@@ -286,6 +288,26 @@ def test_prompt_logprobs_requests_skip_prefix_hits() -> None:
     assert so.scheduled_new_reqs[0].num_computed_tokens == 0
 
 
+def test_skip_reading_prefix_cache_takes_no_hits_but_fills_the_cache() -> None:
+    s = sched()
+    w = FakeWorker(4)
+    s.add_request(make_request("a", list(range(1, 13))))
+    run_step(s, w)
+    run_step(s, w)
+    s.add_request(make_request("b", list(range(1, 13)), skip_reading_prefix_cache=True))
+    so, _ = run_step(s, w)
+    assert so.scheduled_new_reqs[0].num_computed_tokens == 0
+    # Its own full blocks go into the cache: a later request with its prefix hits them.
+    s.add_request(make_request("d", list(range(20, 32)), skip_reading_prefix_cache=True))
+    run_step(s, w)
+    run_step(s, w)
+    s.add_request(make_request("e", [*range(20, 28), 99, 98, 97, 96]))
+    so, _ = run_step(s, w)
+    (nd,) = so.scheduled_new_reqs
+    assert nd.num_computed_tokens == 8
+    assert nd.block_ids[0][:2] == s.kv_cache_manager.get_block_ids("d")[0][:2]
+
+
 def test_abort_frees_blocks_at_once_and_reports_next_step() -> None:
     s = sched()
     s.add_request(make_request("a", list(range(1, 10))))
@@ -392,3 +414,18 @@ def test_sliding_window_serves_a_request_longer_than_the_pool() -> None:
         assert s.kv_cache_manager.num_held_blocks("a") <= 7 or not s.requests
         out += [t for o in outputs for t in o.new_token_ids]
     assert len(out) == 40 and s.statistics().num_preemptions == 0
+
+
+def test_repetition_detection_finishes_with_its_reason_after_min_tokens() -> None:
+    detect = RepetitionDetectionParams(max_pattern_size=2, min_count=3)
+    req = make_request("a", [1, 2], repetition_detection=detect, min_tokens=7)
+    for n, tok in enumerate([9, 4, 5, 4, 5, 4, 5, 4, 5], 1):
+        req.append_output_token_ids([tok])
+        status = check_stop(req, max_model_len=64)
+        if n < 7:  # the pattern is there from 6 outputs on, but min_tokens holds it
+            assert status is None
+        else:
+            assert status is RequestStatus.FINISHED_REPETITION
+            assert req.stop_reason == "repetition_detected"
+            break
+    assert FINISH_REASONS[RequestStatus.FINISHED_REPETITION] is FinishReason.REPETITION

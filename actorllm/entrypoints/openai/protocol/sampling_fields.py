@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
+from actorllm.core.repetition import RepetitionDetectionParams
 from actorllm.entrypoints.openai.protocol.bounds import (
     MAX_I32,
     Bias,
@@ -61,6 +62,20 @@ class SamplingFields(msgspec.Struct, kw_only=True):
     allowed_token_ids: Annotated[list[TokenId], msgspec.Meta(min_length=1)] | None = None
     bad_words: list[NonEmptyStr] | None = None
     prompt_logprobs: NumLogprobs | None = None
+    # vLLM: stop early when the output ends in a repeated N-gram (finish_reason "repetition").
+    repetition_detection: RepetitionDetectionParams | None = None
+    # vLLM: these ids' logprobs at each output position (with logprobs set), not the top-k.
+    logprob_token_ids: (
+        Annotated[
+            list[TokenId],
+            msgspec.Meta(
+                max_length=128,
+                description="Logprobs of exactly these token ids at each output position, "
+                "besides the sampled token's (vLLM). Requires `logprobs` to be set.",
+            ),
+        ]
+        | None
+    ) = None
     # -1: the last max_model_len - 1 tokens; k >= 1: the last k (0 is refused).
     truncate_prompt_tokens: Annotated[int, msgspec.Meta(ge=-1, le=MAX_I32)] | None = None
     return_tokens_as_token_ids: bool = False
