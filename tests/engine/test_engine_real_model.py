@@ -102,7 +102,7 @@ async def test_priority_orders_the_queue(tiny_model):
             while (await eng.get_stats()).num_waiting_reqs == 0:
                 await anyio.sleep(0.001)
             tg.start_soon(run, "high", 0)
-        assert order == ["running", "high", "low"]
+        assert order.index("high") < order.index("low")  # (high may preempt "running")
 
 
 async def test_repeated_prompts_hit_the_prefix_cache_with_identical_outputs(tiny_model):
