@@ -87,20 +87,22 @@ async def test_priority_orders_the_queue(tiny_model):
     async with engine(tiny_model, max_num_seqs=1, scheduling_policy="priority") as eng:
         order: list[str] = []
 
-        async def run(name: str, prio: int) -> None:
-            await final(
-                eng.generate(name, GREEDY.clone(max_tokens=6), request_id=name, priority=prio)
-            )
+        async def run(name: str, prio: int, tokens: int = 6) -> None:
+            params = GREEDY.clone(max_tokens=tokens, ignore_eos=True)
+            await final(eng.generate(name, params, request_id=name, priority=prio))
             order.append(name)
 
         async with anyio.create_task_group() as tg:
-            tg.start_soon(run, "running", 5)
+            # Long enough that both others are queued before it ends (6 tokens could end
+            # within a loaded box's 10 ms sleep, and "low" then ran first).
+            tg.start_soon(run, "running", 5, 200)
             while (await eng.get_stats()).num_running_reqs == 0:
                 await anyio.sleep(0.001)
             tg.start_soon(run, "low", 9)
-            await anyio.sleep(0.01)
+            while (await eng.get_stats()).num_waiting_reqs == 0:
+                await anyio.sleep(0.001)
             tg.start_soon(run, "high", 0)
-        assert order.index("high") < order.index("low")
+        assert order.index("high") < order.index("low")  # (high may preempt "running")
 
 
 async def test_repeated_prompts_hit_the_prefix_cache_with_identical_outputs(tiny_model):
