@@ -21,6 +21,7 @@ Status moves are data, checked on every change:
     FINISHED_LENGTH_CAPPED -> (final)
     FINISHED_ABORTED       -> (final)
     FINISHED_ERROR         -> (final)
+    FINISHED_REPETITION    -> (final)
 
 (``FINISHED_*``: every finished status.) ``WAITING_FOR_FSM``: a structured-outputs request
 whose grammar is still compiling; it holds no batch slot and no KV blocks until it is ready.
