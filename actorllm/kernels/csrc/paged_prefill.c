@@ -65,23 +65,7 @@
 #endif
 
 #ifdef PREFILL_AVX512
-/* Cephes expf, 16 lanes (as csrc/paged_decode.c's exp512): about 1 ulp; -inf and very
- * negative x give 0. */
-static inline __m512 exp512_f32(__m512 x) {
-    x = _mm512_min_ps(_mm512_set1_ps(88.7f), _mm512_max_ps(_mm512_set1_ps(-104.0f), x));
-    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-    __m512 y = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f));
-    return _mm512_scalef_ps(y, n);
-}
+#include "exp512.h"
 #endif
 
 typedef struct {
@@ -219,7 +203,7 @@ static inline void softmax_row(float *s, float *m, float *l, float *alpha, uint3
     __m512 x = _mm512_load_ps(s);
     float mx = _mm512_mask_reduce_max_ps(k, x);
     mx = mx > *m ? mx : *m;
-    __m512 p = _mm512_maskz_mov_ps(k, exp512_f32(_mm512_sub_ps(x, _mm512_set1_ps(mx))));
+    __m512 p = _mm512_maskz_mov_ps(k, exp512(_mm512_sub_ps(x, _mm512_set1_ps(mx))));
     float a = mx == *m ? 1.0f : *m == -INFINITY ? 0.0f : expf(*m - mx);
     *l = *l * a + _mm512_reduce_add_ps(p);
     _mm512_store_ps(s, p);
