@@ -16,7 +16,7 @@ import torch
 
 from actorllm.kernels import native
 
-_KV_DTYPES = {torch.float32: 0, torch.bfloat16: 1}
+KV_DTYPES = {torch.float32: 0, torch.bfloat16: 1}  # the kernels' dtype codes
 # Extra compiler flags of the build paged_decode() calls: tests set ("-mno-avx512f",) to run
 # the portable C path on an AVX-512 host.
 _BUILD_FLAGS: tuple[str, ...] = ()
@@ -44,21 +44,22 @@ def _kernel(extra_flags: tuple[str, ...] = ()) -> Callable[..., Any] | None:
 
 
 def supports(cache: torch.Tensor) -> bool:
-    """Whether the kernel serves this cache (CPU, float32 or bfloat16, rows contiguous) on
-    this machine (it built)."""
-    return (
-        cache.device.type == "cpu"
-        and cache.dtype in _KV_DTYPES
-        and cache.stride(-1) == 1
-        and _kernel() is not None
-    )
+    """Whether the kernel serves this cache (:func:`cache_readable`) on this machine (it
+    built)."""
+    return cache_readable(cache) and _kernel() is not None
+
+
+def cache_readable(cache: torch.Tensor) -> bool:
+    """Whether the native attention kernels (decode and prefill) read this KV cache in
+    place: on the CPU, float32 or bfloat16, each row contiguous."""
+    return cache.device.type == "cpu" and cache.dtype in KV_DTYPES and cache.stride(-1) == 1
 
 
 def rows_readable(x: torch.Tensor) -> bool:
     """Whether the kernel reads (or writes) ``x`` [T, Hq, D] in place: float32 or bfloat16,
     each row's [Hq, D] contiguous (rows may be apart, e.g. q as a view of a fused qkv)."""
     heads_packed = x.stride(1) == x.shape[2] or x.shape[1] == 1
-    return x.dtype in _KV_DTYPES and (x.stride(2) == 1 or x.shape[2] == 1) and heads_packed
+    return x.dtype in KV_DTYPES and (x.stride(2) == 1 or x.shape[2] == 1) and heads_packed
 
 
 def paged_decode(
@@ -100,10 +101,10 @@ def paged_decode(
         table = table.contiguous()  # [N, max_blocks]
     s_block, s_slot, s_head, _ = k_cache.stride()
     rc = fn(
-        q.data_ptr(), _KV_DTYPES[q.dtype], q.stride(0),
-        out.data_ptr(), _KV_DTYPES[out.dtype], out.stride(0),
+        q.data_ptr(), KV_DTYPES[q.dtype], q.stride(0),
+        out.data_ptr(), KV_DTYPES[out.dtype], out.stride(0),
         None if rows is None else rows.data_ptr(),
-        k_cache.data_ptr(), v_cache.data_ptr(), _KV_DTYPES[k_cache.dtype],
+        k_cache.data_ptr(), v_cache.data_ptr(), KV_DTYPES[k_cache.dtype],
         s_block, s_slot, s_head,
         lens.data_ptr(), table.data_ptr(), table.stride(0),
         n, hq, hk, d, bs,

@@ -16,9 +16,8 @@ from typing import Any
 import torch
 
 from actorllm.kernels import native
-from actorllm.kernels.paged_decode import rows_readable
+from actorllm.kernels.paged_decode import KV_DTYPES, cache_readable, rows_readable
 
-_KV_DTYPES = {torch.float32: 0, torch.bfloat16: 1}
 # Extra compiler flags of the build paged_prefill() calls: tests set ("-mno-avx512f",) to run
 # the portable C path on an AVX-512 host.
 _BUILD_FLAGS: tuple[str, ...] = ()
@@ -46,12 +45,10 @@ def _kernel(extra_flags: tuple[str, ...] = ()) -> Callable[..., Any] | None:
 
 
 def supports(q: torch.Tensor, out: torch.Tensor, cache: torch.Tensor) -> bool:
-    """Whether the kernel serves this call: a CPU float32 or bfloat16 cache with contiguous
-    rows, q and out readable in place (:func:`rows_readable`), and it built here."""
+    """Whether the kernel serves this call: the cache readable in place
+    (:func:`cache_readable`), q and out too (:func:`rows_readable`), and it built here."""
     return (
-        cache.device.type == "cpu"
-        and cache.dtype in _KV_DTYPES
-        and cache.stride(-1) == 1
+        cache_readable(cache)
         and rows_readable(q)
         and rows_readable(out)
         and _kernel(_BUILD_FLAGS) is not None
@@ -92,10 +89,10 @@ def paged_prefill(
         table = table.contiguous()  # [N, max_blocks]
     s_block, s_slot, s_head, _ = k_cache.stride()
     rc = fn(
-        q.data_ptr(), _KV_DTYPES[q.dtype], q.stride(0),
-        out.data_ptr(), _KV_DTYPES[out.dtype], out.stride(0),
+        q.data_ptr(), KV_DTYPES[q.dtype], q.stride(0),
+        out.data_ptr(), KV_DTYPES[out.dtype], out.stride(0),
         starts.data_ptr(), lens.data_ptr(), ctx.data_ptr(), table.data_ptr(), table.stride(0),
-        starts.shape[0], k_cache.data_ptr(), v_cache.data_ptr(), _KV_DTYPES[k_cache.dtype],
+        starts.shape[0], k_cache.data_ptr(), v_cache.data_ptr(), KV_DTYPES[k_cache.dtype],
         s_block, s_slot, s_head, hq, hk, d, bs,
         scale, sliding_window or 0, softcap or 0.0, torch.get_num_threads(),
     )  # fmt: skip
