@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -175,6 +176,31 @@ def _rotary_plan(
     return t, hq, k.shape[1], d, _BF16[q.dtype]
 
 
+def _rotate_into_one(
+    fn: Callable[..., int],
+    plan: tuple[int, int, int, int, int],
+    positions: torch.Tensor,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    cache: torch.Tensor,
+    norm_args: tuple[Any, ...] = (),
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The call rotary_neox and qk_norm_rope share (``norm_args``: the latter's q / k
+    weights and eps, between k and out): (q, k) as views of one [T, Hq + Hk, D] tensor."""
+    t, hq, hk, d, bf16 = plan
+    out = torch.empty((t, hq + hk, d), dtype=q.dtype)  # [T, Hq + Hk, D]
+    rc = fn(
+        positions.data_ptr(), cache.data_ptr(), cache.stride(0), cache.shape[0],
+        q.data_ptr(), q.stride(0), q.stride(1), hq,
+        k.data_ptr(), k.stride(0), k.stride(1), hk,
+        *norm_args,
+        out.data_ptr(), bf16, t, d, torch.get_num_threads(),
+    )  # fmt: skip
+    if rc != 0:
+        raise IndexError("rotary: a position is outside the cos/sin cache")
+    return out[:, :hq], out[:, hq:]
+
+
 def _rotary_key(
     name: str, positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor, cache: torch.Tensor
 ) -> tuple[Any, ...]:
@@ -200,18 +226,7 @@ def rotary_neox(
         plan = _remember(key, _rotary_plan(positions, q, k, cos_sin_cache))
     if plan is None:
         return None
-    t, hq, hk, d, bf16 = plan
-    cache = cos_sin_cache
-    out = torch.empty((t, hq + hk, d), dtype=q.dtype)  # [T, Hq + Hk, D]
-    rc = fn(
-        positions.data_ptr(), cache.data_ptr(), cache.stride(0), cache.shape[0],
-        q.data_ptr(), q.stride(0), q.stride(1), hq,
-        k.data_ptr(), k.stride(0), k.stride(1), hk,
-        out.data_ptr(), bf16, t, d, torch.get_num_threads(),
-    )  # fmt: skip
-    if rc != 0:
-        raise IndexError("rotary: a position is outside the cos/sin cache")
-    return out[:, :hq], out[:, hq:]
+    return _rotate_into_one(fn, plan, positions, q, k, cos_sin_cache)
 
 
 def qk_norm_rotary(
@@ -247,19 +262,8 @@ def qk_norm_rotary(
         plan = _remember(key, plan)
     if plan is None:
         return None
-    t, hq, hk, d, bf16 = plan
-    cache = cos_sin_cache
-    out = torch.empty((t, hq + hk, d), dtype=q.dtype)  # [T, Hq + Hk, D]
-    rc = fn(
-        positions.data_ptr(), cache.data_ptr(), cache.stride(0), cache.shape[0],
-        q.data_ptr(), q.stride(0), q.stride(1), hq,
-        k.data_ptr(), k.stride(0), k.stride(1), hk,
-        q_weight.data_ptr(), k_weight.data_ptr(), eps,
-        out.data_ptr(), bf16, t, d, torch.get_num_threads(),
-    )  # fmt: skip
-    if rc != 0:
-        raise IndexError("rotary: a position is outside the cos/sin cache")
-    return out[:, :hq], out[:, hq:]
+    weights = (q_weight.data_ptr(), k_weight.data_ptr(), eps)
+    return _rotate_into_one(fn, plan, positions, q, k, cos_sin_cache, weights)
 
 
 def silu_and_mul(x: torch.Tensor) -> torch.Tensor | None:
