@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from actorllm.entrypoints.commands.argv_forms import rewrite
-from actorllm.entrypoints.commands.config_file import ConfigFileAction
+from actorllm.entrypoints.commands.config_file import add_config_argument
 
 
 class FlexibleArgumentParser(argparse.ArgumentParser):
@@ -40,13 +40,7 @@ class FlexibleArgumentParser(argparse.ArgumentParser):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.add_argument(
-            "--config",
-            action=ConfigFileAction,
-            default=argparse.SUPPRESS,
-            metavar="FILE.yaml",
-            help="read flags from a YAML file of flag: value; the command line wins",
-        )
+        add_config_argument(self)
 
     def parse_known_args(  # type: ignore[override]
         self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None

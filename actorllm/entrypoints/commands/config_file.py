@@ -84,3 +84,14 @@ class ConfigFileAction(argparse.Action):
                 setattr(namespace, name, [*value, *current])  # notes from both places
             elif not hasattr(namespace, name) or current is None:
                 setattr(namespace, name, value)
+
+
+def add_config_argument(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """``--config FILE.yaml`` on ``parser`` (``actorllm serve``, ``FlexibleArgumentParser``)."""
+    parser.add_argument(
+        "--config",
+        action=ConfigFileAction,
+        default=argparse.SUPPRESS,
+        metavar="FILE.yaml",
+        help="read flags from a YAML file of flag: value (vLLM's form); the command line wins",
+    )

@@ -18,7 +18,7 @@ import os
 from typing import Any
 
 from actorllm.entrypoints.commands import vllm_compat
-from actorllm.entrypoints.commands.config_file import ConfigFileAction
+from actorllm.entrypoints.commands.config_file import add_config_argument
 from actorllm.entrypoints.commands.engine_args import (
     add_engine_arguments,
     describe_error,
@@ -59,13 +59,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="no periodic stats log lines (--log-interval 0)",
     )
     add_engine_arguments(parser)
-    frontend.add_argument(
-        "--config",
-        action=ConfigFileAction,
-        default=argparse.SUPPRESS,
-        metavar="FILE.yaml",
-        help="read flags from a YAML file of flag: value (vLLM's form); the command line wins",
-    )
+    add_config_argument(frontend)
     vllm_compat.add_foreign_flags(parser)
 
 
