@@ -61,8 +61,8 @@ class SyncFacade:
         self._offline_requests += 1
         if params.seed is not None or params.temperature == 0.0:
             return params
-        seed = mix_seed(self.engine.config.seed, self._offline_requests)
-        return params.clone(seed=seed - (1 << 64) if seed >= 1 << 63 else seed)
+        # An unsigned 64-bit seed: SamplingParams takes [-2^63, 2^64) as vLLM's does.
+        return params.clone(seed=mix_seed(self.engine.config.seed, self._offline_requests))
 
     # -- control plane --------------------------------------------------------------------
 

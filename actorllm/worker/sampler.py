@@ -40,7 +40,6 @@ from actorllm.kernels.token_bitmask import apply_token_bitmask, masks_in_place
 from actorllm.worker.device_streams import to_device
 from actorllm.worker.sampling_metadata import SamplingMetadata
 
-_MASK64 = MASK64
 # Exp(1) draws of exactly 0 would turn a masked token's 0/0 into NaN (which argmax picks).
 
 
@@ -191,7 +190,7 @@ class Sampler:
 
 def _to_int64(seed: int) -> int:
     """Any Python int -> the signed 64-bit integer with the same low 64 bits."""
-    x = seed & _MASK64
+    x = seed & MASK64
     return x - (1 << 64) if x >= 1 << 63 else x
 
 
