@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 
 import msgspec
 
+from actorllm.core.engine_core_output import FinishReason
 from actorllm.core.model_runner_output import TokenLogprobs
 from actorllm.core.outputs import RequestOutput
 from actorllm.core.sampling_params import RequestOutputKind, SamplingParams
@@ -69,8 +70,14 @@ class ChildState:
     # without sending them, so they reach the caller once, in its next output.
     emitted: list[int] = field(default_factory=list)
     held: int = 0
-    held_logprobs: list[TokenLogprobs] = field(default_factory=list)  # the held tokens'
+    # The emitted tokens' sample logprobs, one per token (a request with ``logprobs``
+    # only): a rebuilt output processor's later outputs still carry every position.
+    logprobs: list[TokenLogprobs] = field(default_factory=list)
     finished: bool = False  # written by the output processor only
+    # How the scheduler ended it (None: not finished, or ended by a stop string, which
+    # the output processor finds again when it replays the tokens).
+    finish_reason: FinishReason | None = None
+    stop_reason: int | str | None = None
 
 
 @dataclass

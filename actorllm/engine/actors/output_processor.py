@@ -17,7 +17,7 @@ import time
 from typing import Any
 
 from actorllm.actors import Actor, ActorRef, ActorStopped, MailboxFull
-from actorllm.core.engine_core_output import EngineCoreOutput, EngineCoreOutputs
+from actorllm.core.engine_core_output import EngineCoreOutput, EngineCoreOutputs, FinishReason
 from actorllm.core.output_processor import OutputProcessor, OutputProcessorStatistics
 from actorllm.core.request import RequestStatus
 from actorllm.core.request_stats import RequestStats
@@ -111,29 +111,50 @@ class OutputProcessorActor(Actor[OutputMsg]):
             )
 
     def _replay(self, entry: LedgerEntry) -> None:
-        """Rebuild detokenizer and stop-string state from the tokens folded in before the
-        crash: first what the caller already saw (as one output, counted as sent), then
-        the tokens stream_interval held back (fewer than the interval, so held again: the
-        next output sends them)."""
-        children = [c for c in entry.children.values() if c.emitted]
-        seen = [
-            EngineCoreOutput(req_id=c.child_id, new_token_ids=c.emitted[: len(c.emitted) - c.held])
+        """Rebuild detokenizer, logprob and stop-string state from the tokens folded in
+        before the crash, in up to three outputs per child, none of them delivered:
+
+        1. what the caller already saw (counted as sent), with the scheduler's finish
+           reason when that is how the child ended;
+        2. the tokens stream_interval held back (fewer than the interval, so held again:
+           the next output sends them);
+        3. for a child the ledger says is finished but whose replay did not end it (a stop
+           string finds itself again in step 1; anything else ends as a stop), the end.
+
+        Without 3, a child that finished before the crash while a sibling (``n > 1``) ran
+        on would stay open here and its request would never end."""
+        children = list(entry.children.values())
+        seen: list[EngineCoreOutput] = []
+        held: list[EngineCoreOutput] = []
+        for c in children:
+            sent = len(c.emitted) - c.held
+            lps = c.logprobs
+            if sent > 0 or (c.finished and c.finish_reason is not None):
+                seen.append(
+                    EngineCoreOutput(
+                        req_id=c.child_id,
+                        new_token_ids=c.emitted[:sent],
+                        new_logprobs=lps[:sent] or None,
+                        finish_reason=c.finish_reason if c.finished else None,
+                        stop_reason=c.stop_reason if c.finished else None,
+                    )
+                )
+            if c.held:
+                held.append(
+                    EngineCoreOutput(
+                        req_id=c.child_id,
+                        new_token_ids=c.emitted[sent:],
+                        new_logprobs=lps[sent:] or None,
+                    )
+                )
+        ended = [
+            EngineCoreOutput(req_id=c.child_id, new_token_ids=[], finish_reason=FinishReason.STOP)
             for c in children
-            if len(c.emitted) > c.held
-        ]
-        if seen:
-            self.core.process_outputs(EngineCoreOutputs(step_id=-1, outputs=seen))
-        held = [
-            EngineCoreOutput(
-                req_id=c.child_id,
-                new_token_ids=c.emitted[len(c.emitted) - c.held :],
-                new_logprobs=c.held_logprobs or None,
-            )
-            for c in children
-            if c.held
-        ]
-        if held:
-            self.core.process_outputs(EngineCoreOutputs(step_id=-1, outputs=held))
+            if c.finished and c.finish_reason is None
+        ]  # (a child the replay already ended is skipped by process_outputs)
+        for outputs in (seen, held, ended):
+            if outputs:
+                self.core.process_outputs(EngineCoreOutputs(step_id=-1, outputs=outputs))
 
     def _apply(self, epoch: int, eco: EngineCoreOutputs) -> None:
         ledger = self.ctx.ledger
@@ -170,12 +191,14 @@ class OutputProcessorActor(Actor[OutputMsg]):
         for out, (entry, child) in zip(fresh, records, strict=True):
             child.emitted += out.new_token_ids
             entry.last_step = stamp
+            if out.new_logprobs:
+                child.logprobs += out.new_logprobs
             if out.finish_reason is not None:
                 child.finished = True
+                child.finish_reason = out.finish_reason
+                child.stop_reason = out.stop_reason
             if held and (count := held.get(out.req_id)) is not None:
                 child.held = count
-                lps = out.new_logprobs
-                child.held_logprobs = (child.held_logprobs + lps)[-count:] if lps and count else []
         for child_id in result.reqs_to_abort:
             if (stopped := child_of(child_id)) is not None:
                 stopped[1].finished = True

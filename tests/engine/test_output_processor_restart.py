@@ -1,0 +1,108 @@
+"""A restarted output processor rebuilds every request from the ledger: a sample (n > 1)
+that ended before the crash stays ended, and every output position keeps its logprobs.
+
+Before this was kept, a request whose first sample ended just before an output-processor
+crash never ended: the rebuilt processor replayed that sample's tokens but not its end, so
+it waited for an end the scheduler had already sent (the hang CI met in
+test_stream_interval.py, seen there only when the timing put the crash in between)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import pytest
+
+from actorllm.core.outputs import RequestOutput
+from actorllm.core.sampling_params import RequestOutputKind, SamplingParams
+from actorllm.testing.engine_harness import (
+    check_invariants,
+    engine_context,
+    inject_fault,
+    open_test_engine,
+)
+
+pytestmark = pytest.mark.anyio
+
+# A 16-token prefill budget against a 20-token prompt: the second sample's prefill ends a
+# step after the first's, so the first sample ends a step earlier.
+ENGINE: dict[str, Any] = {
+    "step_delay_s": 0.001,
+    "max_num_batched_tokens": 16,
+    "block_size": 8,
+    "enable_prefix_caching": False,
+}
+PROMPT = list(range(100, 120))
+KINDS = [RequestOutputKind.DELTA, RequestOutputKind.CUMULATIVE, RequestOutputKind.FINAL_ONLY]
+
+# Per sample: token ids, text, finish reason, the logprobs' chosen tokens, cumulative.
+Sample = tuple[list[int], str, str | None, list[int], float | None]
+
+
+def _params(kind: RequestOutputKind, interval: int | None) -> SamplingParams:
+    return SamplingParams(
+        n=2,
+        max_tokens=9,
+        temperature=0.8,
+        seed=11,
+        logprobs=1,
+        ignore_eos=True,
+        output_kind=kind,
+        stream_interval=interval,
+    )
+
+
+def _fold(outputs: list[RequestOutput], kind: RequestOutputKind) -> dict[int, Sample]:
+    """Each sample as the caller ends up with it: DELTA's pieces concatenated, a streamed
+    sample's last CUMULATIVE output (a streamed output holds the samples that changed, as
+    in vLLM), FINAL_ONLY's one output."""
+    assert outputs and outputs[-1].finished and all(not o.finished for o in outputs[:-1])
+    samples: dict[int, Sample] = {}
+    for out in outputs:
+        for c in out.outputs:
+            ids, text, _, chosen, _ = samples.get(c.index, ([], "", None, [], None))
+            if kind != RequestOutputKind.DELTA:
+                ids, text, chosen = [], "", []
+            picked = [next(iter(p)) for p in c.logprobs or []]
+            samples[c.index] = (
+                ids + c.token_ids,
+                text + c.text,
+                c.finish_reason,
+                chosen + picked,
+                c.cumulative_logprob,
+            )
+    return samples
+
+
+async def _run(kind: RequestOutputKind, interval: int | None, crash: bool) -> dict[int, Sample]:
+    async with open_test_engine(**ENGINE) as engine:
+        if crash:
+            ledger = engine_context(engine).ledger
+
+            def one_sample_ended(_msg: object) -> bool:
+                entry = ledger.get("r")
+                ended = [c.finished for c in entry.children.values()] if entry else []
+                return len(ended) == 2 and any(ended) and not all(ended)
+
+            inject_fault(engine, "output_processor", when=one_sample_ended)
+        with anyio.fail_after(30):  # the defect was a hang
+            outputs = [
+                o
+                async for o in engine.generate(
+                    {"prompt_token_ids": PROMPT}, _params(kind, interval), request_id="r"
+                )
+            ]
+        restarts = engine._actor_stat("restarts")["output_processor"]
+        await check_invariants(engine)
+    assert restarts == (1 if crash else 0), "the crash did not fall between the two ends"
+    return _fold(outputs, kind)
+
+
+@pytest.mark.parametrize("interval", [None, 4], ids=["every-token", "interval-4"])
+@pytest.mark.parametrize("kind", KINDS, ids=[k.name for k in KINDS])
+async def test_a_sample_that_ended_before_the_crash_ends_with_its_request(kind, interval):
+    reference = await _run(kind, interval, crash=False)
+    assert sorted(reference) == [0, 1]
+    for ids, _, finish, chosen, _ in reference.values():
+        assert len(ids) == 9 and finish == "length" and chosen == ids
+    assert await _run(kind, interval, crash=True) == reference
