@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
 import os
+from typing import Any
 
+import anyio
 import pytest
 
 
@@ -28,3 +32,47 @@ pytest_plugins = ["pytester"]
 def anyio_backend(request: pytest.FixtureRequest) -> str:
     """Every ``@pytest.mark.anyio`` test runs once on trio (the reference) and once on asyncio."""
     return str(request.param)
+
+
+# An async test gets this much less than its pytest-timeout limit as an anyio deadline.
+DEADLINE_MARGIN_S = 15.0
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> None:
+    """Run every anyio test under ``anyio.fail_after`` a little inside its timeout.
+
+    pytest-timeout's signal method cannot end a hung trio test: anyio runs trio in guest
+    mode, the alarm's exception lands in the host loop, and the run then waits forever for
+    the guest to finish (seen: one hung test made CI run out its 90 minutes). A deadline
+    inside the test's own event loop cancels it there, so a hang fails that one test and
+    the rest of the suite runs."""
+    limit = _timeout_s(pyfuncitem)
+    test = pyfuncitem.obj
+    if limit is None or not inspect.iscoroutinefunction(test):
+        return
+    if "anyio_backend" not in pyfuncitem.funcargs:
+        return
+    deadline = max(limit - DEADLINE_MARGIN_S, limit * 0.8)
+
+    @functools.wraps(test)
+    async def bounded(*args: Any, **kwargs: Any) -> Any:
+        with anyio.fail_after(deadline):
+            return await test(*args, **kwargs)
+
+    pyfuncitem.obj = bounded  # anyio's own hook (next) runs it
+
+
+def _timeout_s(item: pytest.Function) -> float | None:
+    marker = item.get_closest_marker("timeout")
+    if marker is not None and marker.args:
+        value = marker.args[0]
+    elif marker is not None and "timeout" in marker.kwargs:
+        value = marker.kwargs["timeout"]
+    else:
+        value = item.config.getoption("timeout", None) or item.config.getini("timeout")
+    try:
+        limit = float(value)
+    except (TypeError, ValueError):
+        return None
+    return limit if limit > 0 else None
