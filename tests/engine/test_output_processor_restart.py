@@ -33,7 +33,6 @@ ENGINE: dict[str, Any] = {
     "enable_prefix_caching": False,
 }
 PROMPT = list(range(100, 120))
-KINDS = [RequestOutputKind.DELTA, RequestOutputKind.CUMULATIVE, RequestOutputKind.FINAL_ONLY]
 
 # Per sample: token ids, text, finish reason, the logprobs' chosen tokens, cumulative.
 Sample = tuple[list[int], str, str | None, list[int], float | None]
@@ -74,35 +73,64 @@ def _fold(outputs: list[RequestOutput], kind: RequestOutputKind) -> dict[int, Sa
     return samples
 
 
-async def _run(kind: RequestOutputKind, interval: int | None, crash: bool) -> dict[int, Sample]:
+async def _generate(engine: Any, kind: RequestOutputKind, interval: int | None, rid: str) -> Any:
+    with anyio.fail_after(30):  # the defect was a hang
+        return [
+            o
+            async for o in engine.generate(
+                {"prompt_token_ids": PROMPT}, _params(kind, interval), request_id=rid
+            )
+        ]
+
+
+# Each output kind, and stream_interval 1 and 4 (held tokens at the crash).
+CASES = [
+    (RequestOutputKind.DELTA, None),
+    (RequestOutputKind.DELTA, 4),
+    (RequestOutputKind.CUMULATIVE, None),
+    (RequestOutputKind.FINAL_ONLY, 4),
+]
+
+
+@pytest.fixture(scope="module")
+def reference() -> dict[int, dict[int, Sample]]:
+    """Every case without a crash, in one engine (seeded: the samples do not depend on
+    what else runs)."""
+
+    async def main() -> dict[int, dict[int, Sample]]:
+        got: dict[int, dict[int, Sample]] = {}
+        async with open_test_engine(**ENGINE) as engine:
+
+            async def one(i: int) -> None:
+                kind, interval = CASES[i]
+                got[i] = _fold(await _generate(engine, kind, interval, f"r{i}"), kind)
+
+            async with anyio.create_task_group() as tg:
+                for i in range(len(CASES)):
+                    tg.start_soon(one, i)
+        return got
+
+    return anyio.run(main, backend="trio")
+
+
+@pytest.mark.parametrize("case", range(len(CASES)), ids=[f"{k.name}-{i or 1}" for k, i in CASES])
+async def test_a_sample_that_ended_before_the_crash_ends_with_its_request(case, reference):
+    kind, interval = CASES[case]
+    expected = reference[case]
+    assert sorted(expected) == [0, 1]
+    for ids, _, finish, chosen, _ in expected.values():
+        assert len(ids) == 9 and finish == "length" and chosen == ids
     async with open_test_engine(**ENGINE) as engine:
-        if crash:
-            ledger = engine_context(engine).ledger
+        ledger = engine_context(engine).ledger
 
-            def one_sample_ended(_msg: object) -> bool:
-                entry = ledger.get("r")
-                ended = [c.finished for c in entry.children.values()] if entry else []
-                return len(ended) == 2 and any(ended) and not all(ended)
+        def one_sample_ended(_msg: object) -> bool:
+            entry = ledger.get("r")
+            ended = [c.finished for c in entry.children.values()] if entry else []
+            return len(ended) == 2 and any(ended) and not all(ended)
 
-            inject_fault(engine, "output_processor", when=one_sample_ended)
-        with anyio.fail_after(30):  # the defect was a hang
-            outputs = [
-                o
-                async for o in engine.generate(
-                    {"prompt_token_ids": PROMPT}, _params(kind, interval), request_id="r"
-                )
-            ]
+        inject_fault(engine, "output_processor", when=one_sample_ended)
+        outputs = await _generate(engine, kind, interval, "r")
         restarts = engine._actor_stat("restarts")["output_processor"]
         await check_invariants(engine)
-    assert restarts == (1 if crash else 0), "the crash did not fall between the two ends"
-    return _fold(outputs, kind)
-
-
-@pytest.mark.parametrize("interval", [None, 4], ids=["every-token", "interval-4"])
-@pytest.mark.parametrize("kind", KINDS, ids=[k.name for k in KINDS])
-async def test_a_sample_that_ended_before_the_crash_ends_with_its_request(kind, interval):
-    reference = await _run(kind, interval, crash=False)
-    assert sorted(reference) == [0, 1]
-    for ids, _, finish, chosen, _ in reference.values():
-        assert len(ids) == 9 and finish == "length" and chosen == ids
-    assert await _run(kind, interval, crash=True) == reference
+    assert restarts == 1, "the crash did not fall between the two samples' ends"
+    assert _fold(outputs, kind) == expected
