@@ -132,10 +132,14 @@ class Worker:
             self.tp.restart(self.model_runner)
 
     def shutdown(self) -> None:
-        """The engine closes: stop ranks 1..N-1 (tensor parallel)."""
+        """The engine closes: stop ranks 1..N-1 (tensor parallel), then free the runner's
+        KV cache and weights (``release``, where the runner has one)."""
         if self.tp is not None:
             self.pipeline.flush()
             self.tp.stop()
+        release = getattr(self.model_runner, "release", None)
+        if release is not None:
+            release()
 
     # -- control reaching every rank (the executor's calls) ---------------------------------
 
