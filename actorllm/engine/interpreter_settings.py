@@ -19,8 +19,10 @@ thread that needs the GIL between its torch calls. Three settings (``EngineConfi
 All three are process state. The threshold and the switch interval are set when the first
 engine of the process starts and restored when the last one closes (engines may overlap:
 tests, data-parallel benchmarks); a GC threshold the host set higher, or a switch interval
-it set shorter, is left alone. ``gc.unfreeze`` at close hands the frozen heap back, so the
-engine's objects are collected normally once it is gone.
+it set shorter, is left alone. ``gc.unfreeze`` when the last freezing engine closes hands
+the frozen heap back, so the engines' objects are collected normally once they are gone
+(not at the first close: that would hand a still running engine's start-up heap back to
+the collector).
 """
 
 from __future__ import annotations
@@ -78,6 +80,7 @@ def _put_gen0(gen0: int) -> None:
 
 _GEN0 = _SharedSetting(_get_gen0, _put_gen0, better=lambda new, old: new > old)
 _SWITCH = _SharedSetting(sys.getswitchinterval, sys.setswitchinterval, lambda n, o: n < o)
+_freezers = 0  # running engines that froze the heap at start (freeze_gc_at_start)
 
 
 @contextmanager
@@ -97,13 +100,17 @@ def engine_interpreter_settings(
         held.append(_GEN0)
     if switch_interval_s is not None and _SWITCH.acquire(switch_interval_s):
         held.append(_SWITCH)
+    global _freezers
     if freeze:
         gc.collect()
-        gc.freeze()
+        gc.freeze()  # (cumulative: a second engine freezes its own start-up heap too)
+        _freezers += 1
     try:
         yield
     finally:
         if freeze:
-            gc.unfreeze()
+            _freezers -= 1
+            if _freezers == 0:
+                gc.unfreeze()
         for setting in held:
             setting.release()

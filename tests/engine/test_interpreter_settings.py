@@ -65,3 +65,13 @@ def test_freeze_is_undone_at_close() -> None:
     with settings(freeze=True):
         assert gc.get_freeze_count() > 0
     assert gc.get_freeze_count() == 0
+
+
+def test_overlapping_engines_unfreeze_at_the_last_close() -> None:
+    first, second = settings(freeze=True), settings(freeze=True)
+    first.__enter__()
+    second.__enter__()
+    first.__exit__(None, None, None)
+    assert gc.get_freeze_count() > 0  # the second engine's heap stays out of collections
+    second.__exit__(None, None, None)
+    assert gc.get_freeze_count() == 0
