@@ -291,10 +291,7 @@ class ModelRunner:
         KV cache: 2 GiB in the benchmark presets) stay allocated until the host's next full
         GC collection, and an application that opens a second engine holds both. Steps in
         flight are resolved first; the runner serves nothing afterwards."""
-        self._resolve_all()
-        self.launcher.graphs = None
-        self.kv_caches = []
-        self.input_batch = self._new_batch()
+        self._drop_kv_cache()
         self.model = None
         if self.device.type == "cuda":
             torch.cuda.empty_cache()
@@ -310,10 +307,7 @@ class ModelRunner:
             raise ValueError(f"sleep level must be 1 or 2, got {level}")
         if self.sleep_level:
             raise ModelRunnerStateError(f"already asleep (level {self.sleep_level})")
-        self._resolve_all()
-        self.launcher.graphs = None
-        self.kv_caches = []
-        self.input_batch = self._new_batch()
+        self._drop_kv_cache()
         if level == 2:
             self.model = None
         elif self.model is not None and self.device.type != "cpu":
@@ -323,6 +317,14 @@ class ModelRunner:
         gc.collect()
         if self.device.type == "cuda":
             torch.cuda.empty_cache()
+
+    def _drop_kv_cache(self) -> None:
+        """Steps in flight resolved, then the KV cache, the CUDA graphs over it and the
+        requests' batch state dropped (sleep, release)."""
+        self._resolve_all()
+        self.launcher.graphs = None
+        self.kv_caches = []
+        self.input_batch = self._new_batch()
 
     def wake_up(self) -> None:
         """Restore the weights and re-allocate the KV cache (its contents are lost)."""
