@@ -10,6 +10,9 @@ from typing import Any
 import anyio
 import pytest
 
+# pytest-timeout's own reading of a test's settings (it has no public form).
+from pytest_timeout import _get_item_settings
+
 
 def _set_triton_interpreter() -> None:
     """Triton picks interpreter or compiler when it is first imported, so decide before any
@@ -64,15 +67,7 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> None:
 
 
 def _timeout_s(item: pytest.Function) -> float | None:
-    marker = item.get_closest_marker("timeout")
-    if marker is not None and marker.args:
-        value = marker.args[0]
-    elif marker is not None and "timeout" in marker.kwargs:
-        value = marker.kwargs["timeout"]
-    else:
-        value = item.config.getoption("timeout", None) or item.config.getini("timeout")
-    try:
-        limit = float(value)
-    except (TypeError, ValueError):
-        return None
-    return limit if limit > 0 else None
+    """The test's pytest-timeout limit, as that plugin reads it (marker, ``--timeout``,
+    ``PYTEST_TIMEOUT``, ini); None without one."""
+    limit = _get_item_settings(item).timeout
+    return limit if limit is not None and limit > 0 else None
