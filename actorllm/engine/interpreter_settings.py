@@ -95,12 +95,12 @@ def engine_interpreter_settings(
     ...     gc.get_threshold()[0] == 10**9
     True
     """
+    global _freezers
     held: list[_SharedSetting[Any]] = []
     if gen0_threshold is not None and _GEN0.acquire(gen0_threshold):
         held.append(_GEN0)
     if switch_interval_s is not None and _SWITCH.acquire(switch_interval_s):
         held.append(_SWITCH)
-    global _freezers
     if freeze:
         gc.collect()
         gc.freeze()  # (cumulative: a second engine freezes its own start-up heap too)

@@ -129,14 +129,14 @@ class OutputProcessorActor(Actor[OutputMsg]):
         for c in children:
             sent = len(c.emitted) - c.held
             lps = c.logprobs
-            if sent > 0 or (c.finished and c.finish_reason is not None):
+            if sent > 0 or c.finish_reason is not None:  # (a reason is only set with finished)
                 seen.append(
                     EngineCoreOutput(
                         req_id=c.child_id,
                         new_token_ids=c.emitted[:sent],
                         new_logprobs=lps[:sent] or None,
-                        finish_reason=c.finish_reason if c.finished else None,
-                        stop_reason=c.stop_reason if c.finished else None,
+                        finish_reason=c.finish_reason,
+                        stop_reason=c.stop_reason,
                     )
                 )
             if c.held:
