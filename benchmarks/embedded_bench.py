@@ -7,9 +7,11 @@ the medians of output tokens/s are reported. The host's earlier work is one of:
 * ``thread``: another live thread ran one parallel torch op (it keeps an OpenMP team);
 * ``hf``: transformers ``generate`` on the main thread (what issue 17 reported).
 
-crossed with the engine's ``cpu_omp_short_spin`` on (the default) and off. With it off the
-speed depends on the host (libgomp's spin regime, see actorllm/worker/omp_spin.py); with it
-on, it should not.
+crossed with the engine's ``cpu_omp_short_spin`` off (the default) and on. Off, the
+engine frees the idle OpenMP team the host's earlier work left on the thread that starts
+or calls it, so ``none`` and ``hf`` should read the same, fast; a live ``thread`` keeps its
+team and libgomp's short-spin regime (actorllm/worker/omp_spin.py). On, every case takes
+that regime.
 
     python benchmarks/embedded_bench.py --rounds 3 \
         --output-json benchmarks/results/embedded_cpu.json

@@ -38,6 +38,7 @@ from actorllm.engine.interpreter_settings import engine_interpreter_settings
 from actorllm.engine.request_api import RequestAPI
 from actorllm.engine.startup import RunnerFactory, default_runner_factory
 from actorllm.engine.structured_outputs_config import structured_outputs_config_kwargs
+from actorllm.worker.omp_spin import release_thread_team
 from actorllm.worker.worker_thread import WorkerThread
 
 __all__ = ["ACTORS", "AsyncEngine"]
@@ -120,6 +121,10 @@ class AsyncEngine(ControlPlane, RequestAPI):
         """
         config = _as_config(model_or_config, kwargs)
         sampling_defaults = config.get_diff_sampling_param()  # a bad file fails before loading
+        if config.releases_host_openmp_team():
+            # The host's earlier torch work on this thread left an idle OpenMP team that
+            # would put the worker's team in libgomp's short-spin regime (omp_spin.py).
+            release_thread_team()
         if sampling_defaults:
             logger.info("default sampling parameters (a request's own win): %s", sampling_defaults)
         threads: list[WorkerThread] = []

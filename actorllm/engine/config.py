@@ -79,9 +79,12 @@ class EngineConfig(msgspec.Struct, kw_only=True):
     use these (LLM.get_default_sampling_params())."""
     override_generation_config: dict[str, Any] | None = None
     """Default sampling parameters over generation_config's, e.g. '{"temperature": 0.6}'."""
-    cpu_omp_short_spin: bool = True
+    cpu_omp_short_spin: bool = False
     """CPU: keep one parked OpenMP team so libgomp always short-spins (worker/omp_spin.py):
-    the engine's speed no longer depends on whether the host ran torch work before."""
+    the same, slower speed whatever other threads of the host keep OpenMP teams, and the
+    regime that holds up when other processes keep the cores busy. Off (the default), the
+    engine frees the idle team of the host thread that starts or calls it, so its worker's
+    team keeps libgomp's long spins, as in a fresh process."""
     cpu_keep_freed_memory: bool = True
     """CPU: glibc keeps the memory a step frees for the next one instead of returning it to
     the OS, which then faults every page back in inside the step (worker/malloc_tuning.py;
@@ -442,6 +445,11 @@ class EngineConfig(msgspec.Struct, kw_only=True):
         if isinstance(names, list) and names:
             return list(names)
         return ["actorllm-demo" if self.model is None else self.model]
+
+    def releases_host_openmp_team(self) -> bool:
+        """Whether the engine frees the idle OpenMP team of a host thread that starts it or
+        blocks in one of its calls (worker/omp_spin.py)."""
+        return self.resolved_device() == "cpu" and not self.cpu_omp_short_spin
 
     def resolved_device(self) -> str:
         if self.device != "auto":

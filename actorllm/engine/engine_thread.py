@@ -45,6 +45,7 @@ from anyio.from_thread import BlockingPortal
 from actorllm.engine.async_engine import AsyncEngine
 from actorllm.engine.config import EngineConfig
 from actorllm.engine.errors import EngineClosedError
+from actorllm.worker.omp_spin import release_thread_team
 from actorllm.worker.worker_thread import LoopPoster
 
 T = TypeVar("T")
@@ -109,6 +110,16 @@ class EngineThread:
         except BaseException:
             self.close()
             raise
+        # The caller's thread idles while the engine works: free the OpenMP team its earlier
+        # torch work left, so the worker's team keeps libgomp's long spins (omp_spin.py).
+        self._release_team = self.engine.config.releases_host_openmp_team()
+        self.release_caller_team()
+
+    def release_caller_team(self) -> None:
+        """Free the calling thread's idle OpenMP team (CPU engines, unless
+        ``cpu_omp_short_spin``): call before the thread blocks on the engine."""
+        if self._release_team:
+            release_thread_team()
 
     # -- the loop thread ------------------------------------------------------------------
 
@@ -168,6 +179,7 @@ class EngineThread:
             future = self._portal.start_task_soon(run)
         except RuntimeError as exc:  # "This portal is not running"
             raise EngineClosedError("the engine was closed") from exc
+        self.release_caller_team()
         try:
             return future.result()
         except CancelledError as exc:  # close() from another thread cancelled it

@@ -170,6 +170,7 @@ class LLMEngine(SyncFacade):
         """The outputs of every request that produced something since the last call, one
         per request. Blocks until there is at least one; returns ``[]`` at once when no
         request is unfinished. Raises ``EngineDeadError`` if the engine died."""
+        self._thread.release_caller_team()
         outs = self._outputs.take()
         for out in outs:
             if out.finished:

@@ -1,4 +1,5 @@
-"""The parked OpenMP team: made once per process, alive, and a real team of threads."""
+"""libgomp teams: the host thread's idle team freed, and the parked team (made once per
+process, alive, a real team of threads)."""
 
 from __future__ import annotations
 
@@ -43,3 +44,31 @@ def test_one_torch_thread_needs_no_team(monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setattr(torch, "get_num_threads", lambda: 1)
     assert omp_spin.park_openmp_team() is False
     assert omp_spin._parked is None
+
+
+def test_release_frees_the_calling_threads_team(two_threads: None) -> None:
+    seen: dict[str, int | bool] = {}
+
+    def host() -> None:
+        torch.set_num_threads(2)
+        seen["before"] = _os_threads()
+        torch.empty(1 << 20).fill_(1.0)  # a parallel region: this thread gets a team
+        seen["with_team"] = _os_threads()
+        seen["released"] = omp_spin.release_thread_team()
+        seen["after"] = _os_threads()
+        seen["again"] = omp_spin.release_thread_team()  # no team: nothing to free, no error
+
+    thread = threading.Thread(target=host)
+    thread.start()
+    thread.join()
+    assert seen["released"] is True and seen["again"] is True
+    assert seen["with_team"] > seen["before"]  # the helper thread
+    assert seen["after"] < seen["with_team"]  # gone: it no longer counts against the CPUs
+
+
+def test_cpu_engines_release_the_host_team_unless_short_spin() -> None:
+    from actorllm.engine.config import EngineConfig
+
+    assert EngineConfig(device="cpu").releases_host_openmp_team()
+    assert not EngineConfig(device="cpu", cpu_omp_short_spin=True).releases_host_openmp_team()
+    assert not EngineConfig(device="cuda").releases_host_openmp_team()
