@@ -35,8 +35,8 @@ from actorllm.models.attention import AttentionMetadata
 from actorllm.models.config import ModelConfig
 from actorllm.models.loader import load_model
 from actorllm.models.onednn_linear import prepack_linears
-from actorllm.worker.kv_cache import allocate_kv_caches
-from actorllm.worker.omp_spin import park_openmp_team
+from actorllm.worker.kv_cache import allocate_kv_caches, cpu_kv_layout
+from actorllm.worker.omp_spin import release_thread_team
 
 BLOCK = 16
 
@@ -206,7 +206,7 @@ def main() -> None:
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    park_openmp_team()  # the engine's OpenMP wait regime (worker/omp_spin.py)
+    release_thread_team()  # the engine's OpenMP wait regime (worker/omp_spin.py)
     preset = get_preset("qwen3-75m-bf16")
     path = preset_model_dir(preset.model_name, preset.model_config)
     cfg = ModelConfig.from_dict(json.loads((Path(path) / "config.json").read_text()))
@@ -218,7 +218,9 @@ def main() -> None:
     ctx = (torch.randint(-40, 41, (args.rows,), generator=g) + args.ctx).tolist()
     lens = [int(x) for x in args.prefill.split(",")]
     blocks = sum(-(-c // BLOCK) for c in ctx) + sum(-(-n // BLOCK) for n in lens) + 2
-    caches = allocate_kv_caches(cfg, blocks, BLOCK, getattr(torch, args.dtype), "cpu")
+    caches = allocate_kv_caches(
+        cfg, blocks, BLOCK, getattr(torch, args.dtype), "cpu", layout=cpu_kv_layout()
+    )
     for kc, vc in caches:  # a real cache holds keys/values, not allocation garbage
         kc.normal_(generator=g)
         vc.normal_(generator=g)

@@ -43,6 +43,11 @@ def _kernel(extra_flags: tuple[str, ...] = ()) -> Callable[..., Any] | None:
     return fn
 
 
+def available() -> bool:
+    """Whether the kernel built on this machine (it builds on first call)."""
+    return _kernel() is not None
+
+
 def supports(cache: torch.Tensor) -> bool:
     """Whether the kernel serves this cache (:func:`cache_readable`) on this machine (it
     built)."""

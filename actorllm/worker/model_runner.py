@@ -43,8 +43,10 @@ from actorllm.worker.device_streams import CudaStreams
 from actorllm.worker.input_batch import InputBatch
 from actorllm.worker.kv_cache import (
     KVCaches,
+    KVLayout,
     allocate_kv_caches,
     bind_kv_groups,
+    cpu_kv_layout,
     kv_cache_bytes_per_block,
     kv_cache_groups,
 )
@@ -240,12 +242,16 @@ class ModelRunner:
             self.block_size,
             self.dtype,
             self.device,
-            head_major=self.attention_backend == "torch",
+            layout=self._kv_layout(),
             groups=self.kv_groups,
         )
         self.num_blocks = num_blocks
         if self.graphs_enabled:
             self._capture_graphs()
+
+    def _kv_layout(self) -> KVLayout:
+        """How the KV cache is stored (worker/kv_cache.py); Triton takes the plain layout."""
+        return cpu_kv_layout() if self.attention_backend == "torch" else "contiguous"
 
     @property
     def graphs_enabled(self) -> bool:

@@ -18,18 +18,28 @@ pytestmark = pytest.mark.skipif(
 )
 
 
+# The worker's storage layouts (worker/kv_cache.py): {layout: (the stored shape as an
+# order of (NB, BS, Hk, D); the permutation back to the [NB, BS, Hk, D] view)}.
+LAYOUTS = {
+    "contiguous": ((0, 1, 2, 3), (0, 1, 2, 3)),
+    "head_major": ((2, 0, 1, 3), (1, 2, 0, 3)),
+    "block_major": ((0, 2, 1, 3), (0, 2, 1, 3)),
+}
+
+
 def _case(
-    dtype: torch.dtype, head_major: bool, hq: int, hk: int, seed: int = 0, d: int = 16,
+    dtype: torch.dtype, layout: str, hq: int, hk: int, seed: int = 0, d: int = 16,
     bs: int = BS, lens: tuple[int, ...] = (1, 5, 17, 40, 63),
 ) -> tuple[torch.Tensor, ...]:  # fmt: skip
     g = torch.Generator().manual_seed(seed)
     max_blocks = -(-max(lens) // bs)
     nb = len(lens) * max_blocks + 1
-    shape = (hk, nb, bs, d) if head_major else (nb, bs, hk, d)
+    order, back = LAYOUTS[layout]
+    dims = (nb, bs, hk, d)
+    shape = tuple(dims[i] for i in order)
 
     def cache() -> torch.Tensor:
-        c = torch.randn(shape, generator=g).to(dtype)
-        return c.permute(1, 2, 0, 3) if head_major else c  # [NB, BS, Hk, D]
+        return torch.randn(shape, generator=g).to(dtype).permute(*back)  # [NB, BS, Hk, D]
 
     table = (torch.randperm(nb - 1, generator=g)[: len(lens) * max_blocks] + 1).view(
         len(lens), max_blocks
@@ -62,14 +72,14 @@ def build(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> st
 
 @pytest.mark.usefixtures("build")
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
-@pytest.mark.parametrize("head_major", [True, False], ids=["head-major", "plain"])
+@pytest.mark.parametrize("layout", list(LAYOUTS))
 @pytest.mark.parametrize(("hq", "hk"), [(4, 4), (6, 2), (4, 1)])
 @pytest.mark.parametrize(("window", "softcap"), [(None, None), (7, None), (None, 3.0), (9, 2.0)])
 def test_native_decode_matches_the_torch_path(
-    dtype: torch.dtype, head_major: bool, hq: int, hk: int, window: int | None,
+    dtype: torch.dtype, layout: str, hq: int, hk: int, window: int | None,
     softcap: float | None, monkeypatch: pytest.MonkeyPatch,
 ) -> None:  # fmt: skip
-    q, kc, vc, lens, table = _case(dtype, head_major, hq, hk)
+    q, kc, vc, lens, table = _case(dtype, layout, hq, hk)
     got = native_decode.paged_decode(q, kc, vc, lens, table, 0.25, window, softcap)
     assert got is not None and got.dtype == torch.float32 and got.shape == q.shape
     want = _reference(q, kc, vc, lens, table, window, softcap, monkeypatch)
@@ -83,7 +93,7 @@ def test_native_decode_matches_the_torch_path(
 def test_bf16_layer_output_goes_through_the_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
     """paged_attention on a bf16 cache takes the native path (the torch grouping is never
     asked) and returns q's dtype."""
-    q, kc, vc, lens, table = _case(torch.bfloat16, True, 4, 2, seed=3)
+    q, kc, vc, lens, table = _case(torch.bfloat16, "head_major", 4, 2, seed=3)
     calls = []
     real = native_decode.paged_decode
 
@@ -116,7 +126,7 @@ def test_native_decode_shapes(
     """Every code path the kernel dispatches to, on long contexts whose running max moves
     (the online softmax rescales), partial first (window) and last blocks."""
     lens = (1, 16, 17, 130, 200)
-    q, kc, vc, lens_t, table = _case(dtype, True, hq, hk, seed=1, d=d, bs=bs, lens=lens)
+    q, kc, vc, lens_t, table = _case(dtype, "block_major", hq, hk, seed=1, d=d, bs=bs, lens=lens)
     q = q * 4  # larger scores: the max moves tile to tile
     got = native_decode.paged_decode(q, kc, vc, lens_t, table, 0.25, window, None)
     want = _reference(q, kc, vc, lens_t, table, window, None, monkeypatch)
@@ -129,7 +139,7 @@ def test_native_decode_shapes(
 def test_garbage_past_the_context_is_never_read(monkeypatch: pytest.MonkeyPatch) -> None:
     """Slots past a request's length (the rest of its last block) may hold anything, NaN
     included: they must not reach the output."""
-    q, kc, vc, lens, table = _case(torch.float32, True, 6, 2, seed=2, bs=16)
+    q, kc, vc, lens, table = _case(torch.float32, "block_major", 6, 2, seed=2, bs=16)
     want = _reference(q, kc, vc, lens, table, None, None, monkeypatch)
     for cache in (kc, vc):
         for i, n in enumerate(lens.tolist()):
@@ -145,7 +155,7 @@ def test_garbage_past_the_context_is_never_read(monkeypatch: pytest.MonkeyPatch)
 def test_reads_and_writes_the_decode_rows_in_place(dtype: torch.dtype) -> None:
     """With ``rows`` and ``out`` the kernel reads q's decode rows where they are and writes
     the results (rounded to out's dtype as torch rounds) into those rows of out only."""
-    q, kc, vc, lens, table = _case(dtype, True, 6, 2, seed=4)
+    q, kc, vc, lens, table = _case(dtype, "block_major", 6, 2, seed=4)
     n = len(lens)
     rows = torch.tensor([5, 0, 3, 6, 1])  # decode i is row rows[i] of a 7-row step
     q_step = torch.randn(7, *q.shape[1:]).to(dtype)
@@ -164,7 +174,7 @@ def test_q_as_a_view_of_fused_qkv_is_read_in_place(
 ) -> None:
     """q sliced out of a fused qkv projection (rows apart, heads packed) goes to the kernel
     as it is, no copy, and gives the contiguous q's result."""
-    _, kc, vc, lens, table = _case(dtype, True, 6, 2, seed=5)
+    _, kc, vc, lens, table = _case(dtype, "block_major", 6, 2, seed=5)
     n, hq, d = len(lens), 6, 16
     qkv = torch.randn(n, (hq + 4) * d).to(dtype)  # [T, (Hq + 2 Hk) * D]
     q = qkv[:, : hq * d].view(n, hq, d)  # [T, Hq, D], row stride (Hq + 2 Hk) * D
@@ -192,7 +202,7 @@ def test_next_task_prefetch_changes_no_bit(
     thread know it) is a hint only: the same output as the task-at-a-time build, for
     tasks whose contexts end mid-block, at a block's end and inside the first blocks."""
     kw = {"seed": 3, "d": 64, "bs": 16, "lens": (1, 15, 16, 17, 40, 63, 200, 33, 2)}
-    q, kc, vc, lens, table = _case(dtype, True, 12, 4, **kw)  # type: ignore[arg-type]
+    q, kc, vc, lens, table = _case(dtype, "block_major", 12, 4, **kw)  # type: ignore[arg-type]
     got = native_decode.paged_decode(q, kc, vc, lens, table, 0.125, window, None)
     off = ("-DNO_NEXT_TASK_PREFETCH", "-DTASK_CHUNK=1")
     if native_decode._kernel(off) is None:
@@ -229,7 +239,7 @@ def test_bf16_dot_products_match_the_float32_walk(
     output) as the walk does, over several block tables."""
     for seed in (0, 1, 2):
         q, kc, vc, lens_t, table = _case(
-            torch.bfloat16, True, hq, hk, seed=seed, d=d, bs=bs, lens=lens
+            torch.bfloat16, "block_major", hq, hk, seed=seed, d=d, bs=bs, lens=lens
         )
         q = q * 4  # larger scores: the max moves tile to tile
         got = native_decode.paged_decode(q, kc, vc, lens_t, table, 0.25, window, softcap)
@@ -250,7 +260,7 @@ def test_bf16_dot_products_only_where_q_is_exact(
     """q that bfloat16 would round (a float32 q, or a scale that is not a power of two)
     keeps the float32 walk: bit for bit the -DNO_BF16_DOT build's output."""
     kw = {"seed": 4, "d": 64, "bs": 16, "lens": (1, 15, 16, 17, 40, 63, 200, 33, 2)}
-    q, kc, vc, lens, table = _case(torch.bfloat16, True, 12, 4, **kw)  # type: ignore[arg-type]
+    q, kc, vc, lens, table = _case(torch.bfloat16, "block_major", 12, 4, **kw)  # type: ignore[arg-type]
     scale = 0.125
     if case == "fp32 q":
         q = q.float() + 1e-3
@@ -268,10 +278,26 @@ def test_head_loop_barrier_changes_no_bit(
 ) -> None:
     """The compiler barrier in the per-head score loop only changes where K is loaded from."""
     kw = {"seed": 5, "d": 64, "bs": 16, "lens": (1, 15, 16, 17, 40, 63, 200, 33, 2)}
-    q, kc, vc, lens, table = _case(dtype, True, 12, 4, **kw)  # type: ignore[arg-type]
+    q, kc, vc, lens, table = _case(dtype, "block_major", 12, 4, **kw)  # type: ignore[arg-type]
     q = q.float() + 1e-3  # not exact in bfloat16: the float32 walk on a bfloat16 cache too
     _variant(monkeypatch, ("-DNO_BF16_DOT",))
     got = native_decode.paged_decode(q, kc, vc, lens, table, 0.125, 7, None)
     _variant(monkeypatch, ("-DNO_BF16_DOT", "-DNO_GI_BARRIER"))
     want = native_decode.paged_decode(q, kc, vc, lens, table, 0.125, 7, None)
+    assert got is not None and want is not None and torch.equal(got, want)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+def test_heads_per_task_change_no_bit(
+    dtype: torch.dtype, layout: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A task walks all of its request's KV heads block by block, or, with few requests for
+    the threads, a group of them: each head meets its tiles in the same order either way,
+    so one head per task (-DMIN_TASKS_PER_THREAD past any batch) gives the same bits."""
+    kw = {"seed": 6, "d": 64, "bs": 16, "lens": (1, 15, 16, 17, 40, 63, 200, 33, 2)}
+    q, kc, vc, lens, table = _case(dtype, layout, 12, 4, **kw)  # type: ignore[arg-type]
+    got = native_decode.paged_decode(q, kc, vc, lens, table, 0.125, None, None)
+    _variant(monkeypatch, ("-DMIN_TASKS_PER_THREAD=100000",))
+    want = native_decode.paged_decode(q, kc, vc, lens, table, 0.125, None, None)
     assert got is not None and want is not None and torch.equal(got, want)

@@ -13,7 +13,7 @@ import torch
 from actorllm.models.config import ModelConfig
 from actorllm.worker import huge_pages
 from actorllm.worker.huge_pages import HUGE_PAGE, thp_mode, zeros_on_huge_pages
-from actorllm.worker.kv_cache import allocate_kv_caches
+from actorllm.worker.kv_cache import KVLayout, allocate_kv_caches
 
 SHAPE = (4, 1024, 16, 64)  # [Hk, NB, BS, D]: 8 MiB of bfloat16, four huge pages
 
@@ -75,8 +75,8 @@ def test_pages_are_faulted_in_at_allocation_not_in_the_first_write() -> None:
     assert faults < 16, faults  # untouched: one per huge page at least (64), or 32768
 
 
-@pytest.mark.parametrize("head_major", [False, True])
-def test_cpu_kv_caches_are_zeroed_and_independent(head_major: bool) -> None:
+@pytest.mark.parametrize("layout", ["contiguous", "head_major", "block_major"])
+def test_cpu_kv_caches_are_zeroed_and_independent(layout: KVLayout) -> None:
     cfg = ModelConfig.from_dict(
         {
             "architectures": ["LlamaForCausalLM"],
@@ -89,7 +89,7 @@ def test_cpu_kv_caches_are_zeroed_and_independent(head_major: bool) -> None:
         }
     )
     # 1200 blocks: 4.7 MiB per tensor, past one huge page (the mapped path where THP is on)
-    caches = allocate_kv_caches(cfg, 1200, 16, torch.bfloat16, "cpu", head_major=head_major)
+    caches = allocate_kv_caches(cfg, 1200, 16, torch.bfloat16, "cpu", layout=layout)
     assert len(caches) == 2
     for k, v in caches:
         assert k.shape == v.shape == (1200, 16, 2, 64) and not k.any() and not v.any()

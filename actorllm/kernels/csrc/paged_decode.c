@@ -1,11 +1,19 @@
 /* Paged attention for decode rows on the CPU: one query token per request, its keys and
  * values read straight from the paged KV cache, each block once.
  *
- * One OpenMP task per (request, KV head): its G = Hq / Hk query heads share every key and
- * value row it loads. The context is walked once, in tiles of up to 16 keys (a tile never
- * crosses a block), with an online softmax (flash-decoding): per tile the G x 16 scores, the
- * running max and sum, the accumulator rescaled when the max grows, then P.V. No scores
- * array, K and V read once. Float32 throughout: a bfloat16 cache is widened exactly.
+ * One OpenMP task per request (or, when there are fewer requests than the threads want, per
+ * (request, group of its KV heads)). It walks the context block by block, and in each block
+ * every KV head of the task in turn: G = Hq / Hk query heads share every key and value row
+ * loaded. A block's rows of all heads are read together, so where the cache keeps a block's
+ * heads side by side (the worker's CPU layout, worker/kv_cache.py: K and V of a block in one
+ * run of memory) a task streams long runs instead of one small run per head: on a 2-core
+ * box, random 4 KB runs read at ~16 GB/s and 32 KB runs at ~27. Per head the walk is in
+ * tiles of up to 16 keys (a tile never crosses a block) with an online softmax
+ * (flash-decoding): per tile the G x 16 scores, the running max and sum, the accumulator
+ * rescaled when the max grows, then P.V; each head's state waits in memory while the other
+ * heads take their turn in the block. No scores array, K and V read once. Float32
+ * throughout: a bfloat16 cache is widened exactly. Each head sees its tiles in the same
+ * order whatever the task's grouping, so the results do not depend on it.
  *
  * Where the compiler targets AVX-512 (-march=native on such a host, __AVX512F__) a tile's 16
  * scores come from 16 vertical dot products reduced together (one transpose-add tree), the
@@ -26,8 +34,8 @@
  * window > 0 keeps only the last `window` keys; softcap > 0 applies Gemma 2's
  * softcap * tanh(score / softcap) before the softmax.
  *
- * Threads: OpenMP, over (request, KV head) tasks. Built against the libgomp torch already
- * loaded (same soname), so the kernel shares torch's thread pool instead of a second one.
+ * Threads: OpenMP, over the tasks. Built against the libgomp torch already loaded (same
+ * soname), so the kernel shares torch's thread pool instead of a second one.
  */
 #include <math.h>
 #include <stdint.h>
@@ -38,20 +46,25 @@
 
 /* Tasks a thread takes at a time from the dynamic schedule (see paged_decode). */
 #ifndef TASK_CHUNK
-#define TASK_CHUNK 4
+#define TASK_CHUNK 2
 #endif
 
-/* One (request, KV head) task's inputs. */
+/* Tasks per thread below which a request's KV heads are split over several tasks. */
+#ifndef MIN_TASKS_PER_THREAD
+#define MIN_TASKS_PER_THREAD 4
+#endif
+
+/* One task's inputs: request `table`/`len`, KV heads [head, head + nh). */
 typedef struct task_s {
     const void *k_cache, *v_cache;
     int kv_bf16;
     int64_t s_block, s_slot, s_head;
     const int32_t *table; /* this request's blocks */
-    int len, head, g, d, block_size;
+    int len, head, nh, g, d, block_size;
     float scale, softcap;
     int window;
-    /* q [G, D] (scaled) as bfloat16 where that is exact and the cache is bfloat16 and the
-     * CPU has AVX512-BF16 dot products (NULL: the float32 walk) */
+    /* q [nh, G, D] (scaled) as bfloat16 where that is exact and the cache is bfloat16 and
+     * the CPU has AVX512-BF16 dot products (NULL: the float32 walk) */
     const uint16_t *qb;
     /* the task this thread runs next (NULL: none): its first blocks are prefetched while
      * this one's last blocks are computed */
@@ -63,8 +76,8 @@ static inline int task_start(const task_t *t) {
     return (t->window > 0 && t->len > t->window) ? t->len - t->window : 0;
 }
 
-/* The portable walk: q [G, D] float32 (already scaled) -> out [G, D] float32. Scratch:
- * row [D], acc [G, D]. */
+/* The portable walk of one head (t->head; t->nh is not read): q [G, D] float32 (already
+ * scaled) -> out [G, D] float32. Scratch: row [D], acc [G, D]. */
 static void attend_portable(const task_t *t, const float *q, float *out, float *row,
                             float *acc) {
     int g = t->g, d = t->d, bs = t->block_size, len = t->len;
@@ -156,26 +169,29 @@ static inline __m512 load16(const void *base, int bf16, int64_t off) {
 
 /* Blocks are scattered, so the hardware prefetcher stops at each one's end: the K and V
  * rows of block b + PREFETCH_BLOCKS are asked for while block b is computed, one row per
- * key (all at once, the prefetches queue behind each other and stall the loads). Measured
- * on the 75M preset's shape, 1 thread: distance 1 -> 2 cuts bf16 3.4 -> 2.3 ms, 3+ is
- * slower. (Inline asm: GCC deletes a loop of _mm_prefetch calls as side-effect free.)
- * A bfloat16 block is half the bytes, and with q.k on AVX512-BF16 computed faster: 3
- * blocks ahead there (step_profile, 1 thread, bf16 attention 13.7 -> 12.2 ms; fp32 at 3 is
- * 1-2 ms slower than at 2). */
+ * key (all at once, the prefetches queue behind each other and stall the loads), into L2
+ * (prefetcht1): a task walks all its heads of a block at once, so the blocks in flight
+ * (2 x 16 KB for the 75M preset's float32 heads) are more than L1 holds, and prefetched
+ * into L1 they evicted each other before use. Measured on the 75M preset's layer, 128
+ * rows, 2 threads, 2-core Zen 4 (8 layers, ms): float32 33 -> 24.5, bfloat16 19.5 -> 13
+ * (with the block-major cache; into L1 with this walk: 31 / 21). 1 to 4 blocks ahead
+ * read within noise of 2. (Inline asm: GCC deletes a loop of _mm_prefetch calls as side-
+ * effect free.) */
 #ifndef PREFETCH_BLOCKS
 #define PREFETCH_BLOCKS 2
 #endif
-#ifndef PREFETCH_BLOCKS_BF16
-#define PREFETCH_BLOCKS_BF16 3
+#ifndef PREFETCH_INSN
+#define PREFETCH_INSN "prefetcht1"
 #endif
 static inline void prefetch_line(const char *p) {
-    __asm__ volatile("prefetcht0 %0" : : "m"(*p));
+    __asm__ volatile(PREFETCH_INSN " %0" : : "m"(*p));
 }
 
-/* Rows [r_lo, r_hi) of block b's K and V for this task's head (nothing past the context). */
-static inline void prefetch_rows(const task_t *t, int b, int r_lo, int r_hi) {
+/* Rows [r_lo, r_hi) of block b's K and V for the task's head h (0 <= h < nh; nothing past
+ * the context). */
+static inline void prefetch_rows(const task_t *t, int b, int h, int r_lo, int r_hi) {
     if ((int64_t)b * t->block_size >= t->len) return;
-    int64_t base = (int64_t)t->table[b] * t->s_block + (int64_t)t->head * t->s_head;
+    int64_t base = (int64_t)t->table[b] * t->s_block + (int64_t)(t->head + h) * t->s_head;
     int64_t esize = t->kv_bf16 ? 2 : 4, row_bytes = (int64_t)t->d * esize;
     const char *k = (const char *)t->k_cache + base * esize;
     const char *v = (const char *)t->v_cache + base * esize;
@@ -188,89 +204,76 @@ static inline void prefetch_rows(const task_t *t, int b, int r_lo, int r_hi) {
     }
 }
 
-/* One task: q [G, D] float32 (scaled) -> out [G, D] float32, D = 16 * NC. Inlined with
- * constant G and NC, the loops unroll and acc stays in registers. DOT (bfloat16 cache, q
- * exact in bfloat16 as t->qb, NC even): the scores by _mm512_dpbf16_ps straight from the
- * cache's bfloat16 K rows, no widening to a float32 tile first. Every product is exact
- * either way (8-bit mantissas); only the order of the float32 sums differs. */
-static inline __attribute__((always_inline)) void attend_tile(const task_t *t,
-                                                             const float *q, float *out,
-                                                             const int G, const int NC,
-                                                             const int DOT) {
+/* Block b of one head h of a task: its tiles folded into that head's running state (m, l
+ * [G]; acc [G, D] in memory, in registers for the block), q [G, D] float32 (scaled), qb its
+ * bfloat16 copy (DOT). Inlined with constant G and NC (D = 16 * NC), the loops unroll.
+ * While it computes, it prefetches block pb of task pt (the same head), one row per key.
+ * DOT (bfloat16 cache, q exact in bfloat16, NC even): the scores by _mm512_dpbf16_ps
+ * straight from the cache's bfloat16 K rows, no widening to a float32 tile first. Every
+ * product is exact either way (8-bit mantissas); only the order of the float32 sums
+ * differs. */
+static inline __attribute__((always_inline)) void block_head(
+    const task_t *t, int h, int b, int start, const float *q, const uint16_t *qb,
+    float *accm, float *m, float *l, const task_t *pt, int pb, const int G, const int NC,
+    const int DOT) {
     const int d = 16 * NC, bs = t->block_size, len = t->len, bf16 = t->kv_bf16;
-    int start = (t->window > 0 && len > t->window) ? len - t->window : 0;
     __m512 acc[TILE_MAX_G][TILE_MAX_NC];
-    float m[TILE_MAX_G], l[TILE_MAX_G];
     float pbuf[TILE_MAX_G][16] __attribute__((aligned(64)));
     float kbuf[16 * 16 * TILE_MAX_NC] __attribute__((aligned(64))); /* bf16 K tile [16, D] */
 #pragma GCC unroll 8
-    for (int gi = 0; gi < G; gi++) {
-        m[gi] = -INFINITY, l[gi] = 0.0f;
+    for (int gi = 0; gi < G; gi++)
 #pragma GCC unroll 8
-        for (int c = 0; c < NC; c++) acc[gi][c] = _mm512_setzero_ps();
-    }
-    const int ahead = bf16 ? PREFETCH_BLOCKS_BF16 : PREFETCH_BLOCKS;
-    for (int b = start / bs; b * bs < len; b++) {
-        int64_t base = (int64_t)t->table[b] * t->s_block + (int64_t)t->head * t->s_head;
-        int b0 = b * bs;
-        int lo = b0 < start ? start - b0 : 0, hi = b0 + bs < len ? bs : len - b0;
-        if (b == start / bs) /* the task's first blocks; later ones a row per key below */
-            for (int a = 0; a < ahead; a++) prefetch_rows(t, b + a, 0, bs);
-        /* the block `ahead` blocks on: this task's, or past its end the next task's */
-        const task_t *pt = t;
-        int pb = b + ahead;
-#ifndef NO_NEXT_TASK_PREFETCH
-        int nblocks = (len + bs - 1) / bs;
-        if (pb >= nblocks && t->next != NULL)
-            pt = t->next, pb = task_start(t->next) / bs + (pb - nblocks);
-#endif
-        for (int r0 = lo; r0 < hi; r0 += 16) {
-            int nt = hi - r0 < 16 ? hi - r0 : 16; /* keys r0 .. r0 + nt of the block */
-            __mmask16 valid = (__mmask16)((1u << nt) - 1u);
-            int64_t row0 = base + (int64_t)r0 * t->s_slot;
-            const float *kp; /* the tile's K rows, float32, kstride apart */
-            int64_t kstride;
-            if (bf16 && !DOT) {
-                for (int j = 0; j < nt; j++)
+        for (int c = 0; c < NC; c++) acc[gi][c] = _mm512_loadu_ps(accm + gi * d + 16 * c);
+    int64_t base = (int64_t)t->table[b] * t->s_block + (int64_t)(t->head + h) * t->s_head;
+    int b0 = b * bs;
+    int lo = b0 < start ? start - b0 : 0, hi = b0 + bs < len ? bs : len - b0;
+    for (int r0 = lo; r0 < hi; r0 += 16) {
+        int nt = hi - r0 < 16 ? hi - r0 : 16; /* keys r0 .. r0 + nt of the block */
+        __mmask16 valid = (__mmask16)((1u << nt) - 1u);
+        int64_t row0 = base + (int64_t)r0 * t->s_slot;
+        const float *kp; /* the tile's K rows, float32, kstride apart */
+        int64_t kstride;
+        if (bf16 && !DOT) {
+            for (int j = 0; j < nt; j++)
 #pragma GCC unroll 8
-                    for (int c = 0; c < NC; c++)
-                        _mm512_store_ps(kbuf + j * d + 16 * c,
-                                        load16(t->k_cache, 1, row0 + j * t->s_slot + 16 * c));
-                kp = kbuf, kstride = d;
-            } else {
-                kp = (const float *)t->k_cache + row0, kstride = t->s_slot;
-            }
+                for (int c = 0; c < NC; c++)
+                    _mm512_store_ps(kbuf + j * d + 16 * c,
+                                    load16(t->k_cache, 1, row0 + j * t->s_slot + 16 * c));
+            kp = kbuf, kstride = d;
+        } else {
+            kp = (const float *)t->k_cache + row0, kstride = t->s_slot;
+        }
 #pragma GCC unroll 8
-            for (int gi = 0; gi < G; gi++) {
-                /* a compiler barrier: without it GCC keeps the tile's K rows, loaded for
-                 * head 0, for the next heads by spilling them to the stack and reading
-                 * them back (more traffic than loading them again from L1) */
+        for (int gi = 0; gi < G; gi++) {
+            /* a compiler barrier: without it GCC keeps the tile's K rows, loaded for head 0,
+             * for the next heads by spilling them to the stack and reading them back (more
+             * traffic than loading them again from L1) */
 #ifndef NO_GI_BARRIER
-                __asm__ volatile("" ::: "memory");
+            __asm__ volatile("" ::: "memory");
 #endif
-                __m512 qv[TILE_MAX_NC], part[16];
+            __m512 qv[TILE_MAX_NC], part[16];
 #ifdef PAGED_DECODE_BF16_DOT
-                if (DOT) { /* lanes: pairs of q_gi * k_j, summed over D's 32-chunks */
-                    __m512bh qh[TILE_MAX_NC / 2];
+            if (DOT) { /* lanes: pairs of q_gi * k_j, summed over D's 32-chunks */
+                __m512bh qh[TILE_MAX_NC / 2];
 #pragma GCC unroll 4
-                    for (int c = 0; c < NC / 2; c++)
-                        qh[c] = (__m512bh)_mm512_loadu_si512(t->qb + gi * d + 32 * c);
+                for (int c = 0; c < NC / 2; c++)
+                    qh[c] = (__m512bh)_mm512_loadu_si512(qb + gi * d + 32 * c);
 #pragma GCC unroll 16
-                    for (int j = 0; j < 16; j++) {
-                        if (j < nt) {
-                            const uint16_t *kr = (const uint16_t *)t->k_cache + row0 + j * t->s_slot;
-                            __m512 a = _mm512_setzero_ps();
+                for (int j = 0; j < 16; j++) {
+                    if (j < nt) {
+                        const uint16_t *kr = (const uint16_t *)t->k_cache + row0 + j * t->s_slot;
+                        __m512 a = _mm512_setzero_ps();
 #pragma GCC unroll 4
-                            for (int c = 0; c < NC / 2; c++)
-                                a = _mm512_dpbf16_ps(a, qh[c], (__m512bh)_mm512_loadu_si512(kr + 32 * c));
-                            part[j] = a;
-                        } else {
-                            part[j] = _mm512_setzero_ps();
-                        }
+                        for (int c = 0; c < NC / 2; c++)
+                            a = _mm512_dpbf16_ps(a, qh[c], (__m512bh)_mm512_loadu_si512(kr + 32 * c));
+                        part[j] = a;
+                    } else {
+                        part[j] = _mm512_setzero_ps();
                     }
                 }
+            }
 #endif
-                if (!DOT) {
+            if (!DOT) {
 #pragma GCC unroll 8
                 for (int c = 0; c < NC; c++) qv[c] = _mm512_loadu_ps(q + gi * d + 16 * c);
 #pragma GCC unroll 16
@@ -286,65 +289,96 @@ static inline __attribute__((always_inline)) void attend_tile(const task_t *t,
                         part[j] = _mm512_setzero_ps();
                     }
                 }
-                }
-                __m512 s = reduce16(part); /* [16] scores of head gi */
-                if (t->softcap > 0.0f) {
-                    float tmp[16];
-                    _mm512_storeu_ps(tmp, s);
-                    for (int j = 0; j < nt; j++) tmp[j] = t->softcap * tanhf(tmp[j] / t->softcap);
-                    s = _mm512_loadu_ps(tmp);
-                }
-                float bm = _mm512_mask_reduce_max_ps(valid, s);
-                float mx = bm > m[gi] ? bm : m[gi];
-                /* the max rarely moves once a few tiles are in: skip the exp then */
-                float alpha = mx == m[gi] ? 1.0f : m[gi] == -INFINITY ? 0.0f : expf(m[gi] - mx);
-                __m512 p = _mm512_maskz_mov_ps(valid, exp512(_mm512_sub_ps(s, _mm512_set1_ps(mx))));
-                l[gi] = l[gi] * alpha + _mm512_reduce_add_ps(p);
-                m[gi] = mx;
-                if (alpha != 1.0f) {
-                    __m512 av = _mm512_set1_ps(alpha);
-#pragma GCC unroll 8
-                    for (int c = 0; c < NC; c++) acc[gi][c] = _mm512_mul_ps(acc[gi][c], av);
-                }
-                _mm512_store_ps(pbuf[gi], p);
             }
-            for (int j = 0; j < nt; j++) { /* acc += p_j v_j, each V row shared by G heads */
-                /* spread over the keys, so the prefetches never queue up behind each other */
-                prefetch_rows(pt, pb, r0 + j, j + 1 < nt ? r0 + j + 1 : bs);
-                __m512 vv[TILE_MAX_NC];
+            __m512 s = reduce16(part); /* [16] scores of head gi */
+            if (t->softcap > 0.0f) {
+                float tmp[16];
+                _mm512_storeu_ps(tmp, s);
+                for (int j = 0; j < nt; j++) tmp[j] = t->softcap * tanhf(tmp[j] / t->softcap);
+                s = _mm512_loadu_ps(tmp);
+            }
+            float bm = _mm512_mask_reduce_max_ps(valid, s);
+            float mx = bm > m[gi] ? bm : m[gi];
+            /* the max rarely moves once a few tiles are in: skip the exp then */
+            float alpha = mx == m[gi] ? 1.0f : m[gi] == -INFINITY ? 0.0f : expf(m[gi] - mx);
+            __m512 p = _mm512_maskz_mov_ps(valid, exp512(_mm512_sub_ps(s, _mm512_set1_ps(mx))));
+            l[gi] = l[gi] * alpha + _mm512_reduce_add_ps(p);
+            m[gi] = mx;
+            if (alpha != 1.0f) {
+                __m512 av = _mm512_set1_ps(alpha);
 #pragma GCC unroll 8
-                for (int c = 0; c < NC; c++)
-                    vv[c] = load16(t->v_cache, bf16, row0 + j * t->s_slot + 16 * c);
+                for (int c = 0; c < NC; c++) acc[gi][c] = _mm512_mul_ps(acc[gi][c], av);
+            }
+            _mm512_store_ps(pbuf[gi], p);
+        }
+        for (int j = 0; j < nt; j++) { /* acc += p_j v_j, each V row shared by G heads */
+            /* spread over the keys, so the prefetches never queue up behind each other */
+            prefetch_rows(pt, pb, h, r0 + j, j + 1 < nt ? r0 + j + 1 : bs);
+            __m512 vv[TILE_MAX_NC];
 #pragma GCC unroll 8
-                for (int gi = 0; gi < G; gi++) {
-                    __m512 pj = _mm512_set1_ps(pbuf[gi][j]);
+            for (int c = 0; c < NC; c++)
+                vv[c] = load16(t->v_cache, bf16, row0 + j * t->s_slot + 16 * c);
 #pragma GCC unroll 8
-                    for (int c = 0; c < NC; c++) acc[gi][c] = _mm512_fmadd_ps(pj, vv[c], acc[gi][c]);
-                }
+            for (int gi = 0; gi < G; gi++) {
+                __m512 pj = _mm512_set1_ps(pbuf[gi][j]);
+#pragma GCC unroll 8
+                for (int c = 0; c < NC; c++) acc[gi][c] = _mm512_fmadd_ps(pj, vv[c], acc[gi][c]);
             }
         }
     }
 #pragma GCC unroll 8
-    for (int gi = 0; gi < G; gi++) {
-        __m512 inv = _mm512_set1_ps(1.0f / l[gi]);
+    for (int gi = 0; gi < G; gi++)
 #pragma GCC unroll 8
-        for (int c = 0; c < NC; c++) _mm512_storeu_ps(out + gi * d + 16 * c, _mm512_mul_ps(acc[gi][c], inv));
+        for (int c = 0; c < NC; c++) _mm512_storeu_ps(accm + gi * d + 16 * c, acc[gi][c]);
+}
+
+/* One task: q [nh, G, D] float32 (scaled) -> out [nh, G, D] float32. Scratch: accm [nh, G,
+ * D], ml [2 * nh * G] (the heads' running max and sum). Block by block, each head of the
+ * task in turn (block_head). */
+static inline __attribute__((always_inline)) void attend_tile(const task_t *t, const float *q,
+                                                             float *out, float *accm,
+                                                             float *ml, const int G,
+                                                             const int NC, const int DOT) {
+    const int d = 16 * NC, bs = t->block_size, len = t->len, nh = t->nh;
+    const int start = task_start(t), nblocks = (len + bs - 1) / bs;
+    float *m = ml, *l = ml + nh * G;
+    for (int x = 0; x < nh * G; x++) m[x] = -INFINITY, l[x] = 0.0f;
+    memset(accm, 0, sizeof(float) * (size_t)(nh * G * d));
+    const int ahead = PREFETCH_BLOCKS;
+    for (int a = 0; a < ahead; a++) /* the task's first blocks; later ones a row per key */
+        for (int h = 0; h < nh; h++) prefetch_rows(t, start / bs + a, h, 0, bs);
+    for (int b = start / bs; b < nblocks; b++) {
+        /* the block `ahead` blocks on: this task's, or past its end the next task's */
+        const task_t *pt = t;
+        int pb = b + ahead;
+#ifndef NO_NEXT_TASK_PREFETCH
+        if (pb >= nblocks && t->next != NULL)
+            pt = t->next, pb = task_start(t->next) / bs + (pb - nblocks);
+#endif
+        for (int h = 0; h < nh; h++)
+            block_head(t, h, b, start, q + h * G * d, DOT ? t->qb + h * G * d : NULL,
+                       accm + h * G * d, m + h * G, l + h * G, pt, pb, G, NC, DOT);
+    }
+    for (int x = 0; x < nh * G; x++) {
+        __m512 inv = _mm512_set1_ps(1.0f / l[x]);
+#pragma GCC unroll 8
+        for (int c = 0; c < NC; c++)
+            _mm512_storeu_ps(out + x * d + 16 * c, _mm512_mul_ps(_mm512_loadu_ps(accm + x * d + 16 * c), inv));
     }
 }
 
+#define TILE_ARGS const task_t *t, const float *q, float *out, float *accm, float *ml
 #ifdef PAGED_DECODE_BF16_DOT
 #define TILE_FN(G, NC)                                                                      \
-    static void attend_tile_##G##_##NC(const task_t *t, const float *q, float *out) {     \
+    static void attend_tile_##G##_##NC(TILE_ARGS) {                                       \
         if ((NC) % 2 == 0 && t->qb != NULL)                                               \
-            attend_tile(t, q, out, G, NC, (NC) % 2 == 0);                                 \
+            attend_tile(t, q, out, accm, ml, G, NC, (NC) % 2 == 0);                       \
         else                                                                              \
-            attend_tile(t, q, out, G, NC, 0);                                             \
+            attend_tile(t, q, out, accm, ml, G, NC, 0);                                   \
     }
 #else
 #define TILE_FN(G, NC)                                                                      \
-    static void attend_tile_##G##_##NC(const task_t *t, const float *q, float *out) {     \
-        attend_tile(t, q, out, G, NC, 0);                                                 \
-    }
+    static void attend_tile_##G##_##NC(TILE_ARGS) { attend_tile(t, q, out, accm, ml, G, NC, 0); }
 #endif
 TILE_FN(1, 1) TILE_FN(1, 2) TILE_FN(1, 4) TILE_FN(1, 8)
 TILE_FN(2, 1) TILE_FN(2, 2) TILE_FN(2, 4) TILE_FN(2, 8)
@@ -353,19 +387,18 @@ TILE_FN(4, 1) TILE_FN(4, 2) TILE_FN(4, 4) TILE_FN(4, 8)
 TILE_FN(8, 1) TILE_FN(8, 2) TILE_FN(8, 4) TILE_FN(8, 8)
 
 /* Any G <= TILE_MAX_G and D <= 16 * TILE_MAX_NC: not unrolled, acc in memory. */
-static __attribute__((noinline)) void attend_tile_any(const task_t *t, const float *q,
-                                                      float *out) {
-    attend_tile(t, q, out, t->g, t->d / 16, 0);
+static __attribute__((noinline)) void attend_tile_any(TILE_ARGS) {
+    attend_tile(t, q, out, accm, ml, t->g, t->d / 16, 0);
 }
 #endif /* __AVX512F__ */
 
 #ifdef PAGED_DECODE_HAVE_TILE
 #define TILE_CASE(G, NC)                                                                    \
     case (G) * 64 + (NC):                                                                 \
-        attend_tile_##G##_##NC(t, q, out);                                                \
+        attend_tile_##G##_##NC(t, q, out, accm, ml);                                      \
         return 1;
 /* 1 where a tile kernel served the task. */
-static int attend_fast(const task_t *t, const float *q, float *out) {
+static int attend_fast(TILE_ARGS) {
     switch (t->g * 64 + t->d / 16) {
         TILE_CASE(1, 1) TILE_CASE(1, 2) TILE_CASE(1, 4) TILE_CASE(1, 8)
         TILE_CASE(2, 1) TILE_CASE(2, 2) TILE_CASE(2, 4) TILE_CASE(2, 8)
@@ -376,12 +409,25 @@ static int attend_fast(const task_t *t, const float *q, float *out) {
         break;
     }
     if (t->d % 16 == 0 && t->d <= 16 * TILE_MAX_NC && t->g <= TILE_MAX_G) {
-        attend_tile_any(t, q, out);
+        attend_tile_any(t, q, out, accm, ml);
         return 1;
     }
     return 0;
 }
 #endif
+
+/* KV heads per task: all of a request's, unless that leaves fewer than
+ * MIN_TASKS_PER_THREAD tasks a thread; then the largest divisor of hk that does not. */
+static int heads_per_task(int n, int hk, int num_threads) {
+    int64_t want = (int64_t)MIN_TASKS_PER_THREAD * (num_threads > 1 ? num_threads : 1);
+    int per = hk;
+    while (per > 1 && (int64_t)n * (hk / per) < want) {
+        int p = per - 1;
+        while (hk % p != 0) p--;
+        per = p;
+    }
+    return per;
+}
 
 /* Returns 0, or -1 when scratch memory could not be allocated. */
 int paged_decode(const void *q, int q_bf16, int64_t q_stride, void *out, int out_bf16,
@@ -391,38 +437,41 @@ int paged_decode(const void *q, int q_bf16, int64_t q_stride, void *out, int out
                  const int32_t *block_table, int64_t table_stride, int n, int hq, int hk,
                  int d, int block_size, float scale, int window, float softcap,
                  int num_threads) {
-    int g = hq / hk;
+    int g = hq / hk, nh = heads_per_task(n, hk, num_threads), groups = hk / nh;
+    int64_t span = (int64_t)nh * g * d; /* one task's q / out elements */
     int failed = 0;
 #pragma omp parallel num_threads(num_threads) reduction(| : failed)
     {
-        /* qf [G, D], of [G, D], row [D], acc [G, D], qb [G, D] bfloat16 (in a float's room) */
-        float *qf = malloc(sizeof(float) * (size_t)d * (size_t)(4 * g + 1));
+        /* qf, of, acc [nh, G, D]; row [D]; ml [2, nh, G]; qb [nh, G, D] bfloat16 (in
+         * floats' room) */
+        float *qf = malloc(sizeof(float) * (size_t)(4 * span + d + 2 * nh * g));
         int ok = qf != NULL;
-        float *of = ok ? qf + (int64_t)g * d : NULL; /* no arithmetic on a NULL qf */
-        float *row = ok ? of + (int64_t)g * d : NULL, *acc = ok ? row + d : NULL;
-        uint16_t *qb = ok ? (uint16_t *)(acc + (int64_t)g * d) : NULL;
+        float *of = ok ? qf + span : NULL; /* no arithmetic on a NULL qf */
+        float *acc = ok ? of + span : NULL, *row = ok ? acc + span : NULL;
+        float *ml = ok ? row + d : NULL;
+        uint16_t *qb = ok ? (uint16_t *)(ml + 2 * nh * g) : NULL;
         failed |= !ok;
         /* every thread takes part in the worksharing loop; one without scratch skips work.
-         * Chunks of TASK_CHUNK tasks (a request's KV heads, for 4 of them): a thread knows
-         * its next task inside a chunk and prefetches its first blocks while finishing
-         * this one; dynamic, so a thread sharing its core (the event loop) takes fewer. */
-        int64_t total = (int64_t)n * hk;
+         * Chunks of TASK_CHUNK tasks: a thread knows its next task inside a chunk and
+         * prefetches its first blocks while finishing this one; dynamic, so a thread
+         * sharing its core (the event loop) takes fewer. */
+        int64_t total = (int64_t)n * groups;
 #pragma omp for schedule(dynamic, TASK_CHUNK)
         for (int64_t w = 0; w < total; w++) {
             if (!ok) continue;
-            int i = (int)(w / hk), head = (int)(w % hk);
+            int i = (int)(w / groups), head = (int)(w % groups) * nh;
             int64_t r = rows ? rows[i] : i, h0 = (int64_t)head * g * d;
             int64_t qo = r * q_stride + h0, oo = r * out_stride + h0;
-            load_row(qf, q, q_bf16, qo, g * d);
-            for (int e = 0; e < g * d; e++) qf[e] *= scale;
+            load_row(qf, q, q_bf16, qo, (int)span);
+            for (int64_t e = 0; e < span; e++) qf[e] *= scale;
             task_t t = {k_cache, v_cache, kv_bf16, s_block, s_slot, s_head,
-                        block_table + (int64_t)i * table_stride, seq_lens[i], head, g, d,
+                        block_table + (int64_t)i * table_stride, seq_lens[i], head, nh, g, d,
                         block_size, scale, softcap, window, NULL, NULL};
 #ifdef PAGED_DECODE_BF16_DOT
             if (kv_bf16 && d % 32 == 0) { /* q exact in bfloat16 (a bfloat16 q times a power
                                            * of two): the dot products take it as is */
                 int exact = 1;
-                for (int e = 0; e < g * d; e++) {
+                for (int64_t e = 0; e < span; e++) {
                     uint32_t u;
                     memcpy(&u, &qf[e], sizeof u);
                     qb[e] = (uint16_t)(u >> 16);
@@ -433,17 +482,21 @@ int paged_decode(const void *q, int q_bf16, int64_t q_stride, void *out, int out
 #endif
             task_t next = t;
             if ((w + 1) % TASK_CHUNK != 0 && w + 1 < total) { /* same chunk: this thread's */
-                int ni = (int)((w + 1) / hk);
+                int ni = (int)((w + 1) / groups);
                 next.table = block_table + (int64_t)ni * table_stride;
-                next.len = seq_lens[ni], next.head = (int)((w + 1) % hk);
+                next.len = seq_lens[ni], next.head = (int)((w + 1) % groups) * nh;
                 t.next = &next;
             }
             int done = 0;
 #ifdef PAGED_DECODE_HAVE_TILE
-            done = attend_fast(&t, qf, of);
+            done = attend_fast(&t, qf, of, acc, ml);
 #endif
-            if (!done) attend_portable(&t, qf, of, row, acc);
-            store_row(out, out_bf16, oo, of, g * d);
+            for (int h = 0; !done && h < nh; h++) { /* one head at a time */
+                task_t th = t;
+                th.head = head + h, th.nh = 1;
+                attend_portable(&th, qf + (int64_t)h * g * d, of + (int64_t)h * g * d, row, acc);
+            }
+            store_row(out, out_bf16, oo, of, (int)span);
         }
         free(qf);
     }
