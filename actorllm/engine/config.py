@@ -85,6 +85,10 @@ class EngineConfig(msgspec.Struct, kw_only=True):
     regime that holds up when other processes keep the cores busy. Off (the default), the
     engine frees the idle team of the host thread that starts or calls it, so its worker's
     team keeps libgomp's long spins, as in a fresh process."""
+    cpu_weights_on_huge_pages: bool = True
+    """CPU: after loading, collapse the memory the weights (and their oneDNN-packed copies)
+    took into 2 MiB transparent huge pages, where the kernel offers MADV_COLLAPSE
+    (worker/huge_pages.py): fewer TLB misses as every decode step streams the weights."""
     cpu_keep_freed_memory: bool = True
     """CPU: glibc keeps the memory a step frees for the next one instead of returning it to
     the OS, which then faults every page back in inside the step (worker/malloc_tuning.py;

@@ -49,6 +49,7 @@ def default_runner_factory(config: EngineConfig, rank: int = 0) -> Any:
         hybrid_kv_cache=not config.disable_hybrid_kv_cache_manager,
         tp_rank=rank,
         tp_size=config.tensor_parallel_size,
+        weights_on_huge_pages=config.cpu_weights_on_huge_pages,
     )
 
 

@@ -96,3 +96,83 @@ def test_cpu_kv_caches_are_zeroed_and_independent(layout: KVLayout) -> None:
     caches[0][0][5, 3] = 1.0  # one slot of one tensor: nothing else moves
     assert int(caches[0][0].count_nonzero()) == 2 * 64
     assert not caches[0][1].any() and not caches[1][0].any()
+
+
+MiB = 1 << 20
+
+
+def test_new_windows_are_what_appeared_in_whole_huge_pages() -> None:
+    before = [(0, 10 * MiB), (40 * MiB, 50 * MiB)]
+    after = [
+        (0, 17 * MiB),  # grown: its new end [10, 17) MiB, 2 MiB aligned inwards: [10, 16)
+        (40 * MiB, 50 * MiB),  # unchanged: nothing
+        (61 * MiB, 70 * MiB),  # new: [62, 70)
+        (80 * MiB, 81 * MiB),  # new but no whole huge page in it
+    ]
+    assert huge_pages.new_huge_windows(before, after) == [
+        (10 * MiB, 16 * MiB),
+        (62 * MiB, 70 * MiB),
+    ]
+    assert huge_pages.new_huge_windows(after, after) == []
+
+
+def test_anonymous_ranges_keep_private_writable_memory_without_a_file(tmp_path: Path) -> None:
+    maps = tmp_path / "maps"
+    maps.write_text(
+        "55ff81dcf000-55ff87245000 rw-p 00000000 00:00 0          [heap]\n"
+        "7f0000000000-7f0004000000 rw-p 00000000 00:00 0 \n"
+        "7f0004000000-7f0008000000 ---p 00000000 00:00 0 \n"
+        "7f0010000000-7f0010001000 rw-p 00005000 fe:00 29734      /usr/lib/libx.so\n"
+        "7f0020000000-7f0020200000 rw-s 00000000 00:05 12         /dev/shm/ring\n"
+        "7ffd00000000-7ffd00021000 rw-p 00000000 00:00 0          [stack]\n"
+    )
+    assert huge_pages.anonymous_ranges(maps) == [
+        (0x55FF81DCF000, 0x55FF87245000),
+        (0x7F0000000000, 0x7F0004000000),
+    ]
+
+
+def _anon_huge_kib() -> int:
+    for line in Path("/proc/self/smaps_rollup").read_text().splitlines():
+        if line.startswith("AnonHugePages:"):
+            return int(line.split()[1])
+    return 0
+
+
+@pytest.mark.skipif(
+    not huge_pages.huge_pages_usable() or not Path("/proc/self/smaps_rollup").exists(),
+    reason="no transparent huge pages here",
+)
+def test_memory_mapped_inside_the_block_ends_on_huge_pages() -> None:
+    before = _anon_huge_kib()
+    with huge_pages.new_memory_on_huge_pages():
+        x = torch.ones(96 * MiB // 4)  # [24 Mi] float32: far past malloc's mmap threshold
+    gained = _anon_huge_kib() - before
+    if gained == 0:
+        pytest.skip("the kernel collapsed nothing (no MADV_COLLAPSE before Linux 6.1)")
+    assert gained >= 64 * 1024  # KiB: most of the 96 MiB
+    assert float(x.sum()) == 96 * MiB // 4  # the contents are untouched
+
+
+def test_small_loads_and_the_switch_leave_memory_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[tuple[int, int, int]] = []
+    monkeypatch.setattr(huge_pages, "_libc_madvise", lambda: lambda *a: calls.append(a) or 0)
+    with huge_pages.new_memory_on_huge_pages(enabled=False):
+        big = torch.ones(96 * MiB // 4)
+    with huge_pages.new_memory_on_huge_pages():
+        small = torch.ones(MiB // 4)  # under MIN_COLLAPSE_BYTES
+    assert calls == [] and big.numel() and small.numel()
+
+
+def test_the_engine_setting_reaches_the_runner(monkeypatch: pytest.MonkeyPatch) -> None:
+    from actorllm.engine import startup
+    from actorllm.engine.config import EngineConfig
+
+    seen: list[object] = []
+    monkeypatch.setattr(
+        "actorllm.worker.model_runner.ModelRunner",
+        lambda *a, **k: seen.append(k["weights_on_huge_pages"]),
+    )
+    startup.default_runner_factory(EngineConfig(device="cpu"))
+    startup.default_runner_factory(EngineConfig(device="cpu", cpu_weights_on_huge_pages=False))
+    assert seen == [True, False]
