@@ -143,14 +143,40 @@ def _anon_huge_kib() -> int:
     not huge_pages.huge_pages_usable() or not Path("/proc/self/smaps_rollup").exists(),
     reason="no transparent huge pages here",
 )
-def test_memory_mapped_inside_the_block_ends_on_huge_pages() -> None:
+def test_memory_mapped_inside_the_block_ends_on_huge_pages(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    real = huge_pages._libc_madvise()
+    if real is None:
+        pytest.skip("no libc madvise")
+    calls: list[tuple[int, int, int]] = []
+
+    def recording(addr: int, length: int, advice: int) -> int:
+        calls.append((addr, length, advice))
+        return int(real(addr, length, advice))
+
+    monkeypatch.setattr(huge_pages, "_libc_madvise", lambda: recording)
     before = _anon_huge_kib()
     with huge_pages.new_memory_on_huge_pages():
         x = torch.ones(96 * MiB // 4)  # [24 Mi] float32: far past malloc's mmap threshold
     gained = _anon_huge_kib() - before
+    # What was asked is exact: every whole huge page of the tensor, advised then collapsed.
+    lo, hi = x.data_ptr(), x.data_ptr() + 96 * MiB
+    covered = sum(
+        min(hi, a + n) - max(lo, a)
+        for a, n, advice in calls
+        if advice == huge_pages.MADV_COLLAPSE and a < hi and a + n > lo
+    )
+    assert covered >= 96 * MiB - 2 * huge_pages.HUGE_PAGE
+    assert {advice for _, _, advice in calls} == {
+        huge_pages.MADV_HUGEPAGE,
+        huge_pages.MADV_COLLAPSE,
+    }
+    # What the kernel does is best effort (a window it cannot compact stays on 4 KiB pages;
+    # a busy CI host collapsed 62 of 96 MiB), so only some of it must have happened.
     if gained == 0:
         pytest.skip("the kernel collapsed nothing (no MADV_COLLAPSE before Linux 6.1)")
-    assert gained >= 64 * 1024  # KiB: most of the 96 MiB
+    assert gained >= 2 * 1024  # KiB: one huge page at least
     assert float(x.sum()) == 96 * MiB // 4  # the contents are untouched
 
 
