@@ -132,11 +132,11 @@ def test_anonymous_ranges_keep_private_writable_memory_without_a_file(tmp_path: 
     ]
 
 
-def _anon_huge_kib() -> int:
-    for line in Path("/proc/self/smaps_rollup").read_text().splitlines():
-        if line.startswith("AnonHugePages:"):
-            return int(line.split()[1])
-    return 0
+def test_anon_huge_bytes_reads_smaps_rollup(tmp_path: Path) -> None:
+    rollup = tmp_path / "smaps_rollup"
+    rollup.write_text("Rss:  1052456 kB\nAnonHugePages:  348160 kB\nShmemPmdMapped:  0 kB\n")
+    assert huge_pages.anon_huge_bytes(rollup) == 348160 * 1024
+    assert huge_pages.anon_huge_bytes(tmp_path / "missing") == 0
 
 
 @pytest.mark.skipif(
@@ -156,14 +156,14 @@ def test_memory_mapped_inside_the_block_ends_on_huge_pages(
         return int(real(addr, length, advice))
 
     monkeypatch.setattr(huge_pages, "_libc_madvise", lambda: recording)
-    before = _anon_huge_kib()
+    before = huge_pages.anon_huge_bytes()
     with huge_pages.new_memory_on_huge_pages():
         # A fresh anonymous mapping, as a load's big allocations are: torch.ones could
         # reuse heap kept by malloc_tuning (cpu_keep_freed_memory) in an earlier test.
         buf = mmap.mmap(-1, 96 * MiB, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
         x = torch.frombuffer(buf, dtype=torch.float32)  # [24 Mi]
         x.fill_(1.0)
-    gained = _anon_huge_kib() - before
+    gained = huge_pages.anon_huge_bytes() - before
     # What was asked is exact: every whole huge page of the tensor, advised then collapsed.
     lo, hi = x.data_ptr(), x.data_ptr() + 96 * MiB
     covered = sum(
@@ -180,7 +180,7 @@ def test_memory_mapped_inside_the_block_ends_on_huge_pages(
     # pages), so only some of it must have happened.
     if gained == 0:
         pytest.skip("the kernel collapsed nothing (no MADV_COLLAPSE before Linux 6.1)")
-    assert gained >= 2 * 1024  # KiB: one huge page at least
+    assert gained >= huge_pages.HUGE_PAGE  # one at least
     assert float(x.sum()) == 96 * MiB // 4  # the contents are untouched
 
 
