@@ -89,8 +89,9 @@ def zeros_on_huge_pages(
 
 # -- weights: what a load mapped, collapsed into huge pages afterwards ---------------------
 
-MADV_HUGEPAGE = 14  # <sys/mman.h>, Linux
-MADV_COLLAPSE = 25  # Linux 6.1+: back a range with huge pages now, synchronously
+# Linux 6.1+: back a range with huge pages now, synchronously (<sys/mman.h>; Python 3.11's
+# mmap module does not name it)
+MADV_COLLAPSE = 25
 # Below this much new memory a load is not worth a pass (tests' tiny models).
 MIN_COLLAPSE_BYTES = 64 << 20
 
@@ -165,7 +166,7 @@ def new_memory_on_huge_pages(enabled: bool = True) -> Iterator[None]:
         return
     huge_before, errors = anon_huge_bytes(), set()
     for a, b in windows:
-        madvise(a, b - a, MADV_HUGEPAGE)  # and later growth of the range, too
+        madvise(a, b - a, mmap.MADV_HUGEPAGE)  # and later growth of the range, too
         if madvise(a, b - a, MADV_COLLAPSE) != 0:
             # A window fails as a whole when any of its 2 MiB pages could not be collapsed
             # (EINVAL: e.g. a malloc arena's never-touched tail); the rest still are.

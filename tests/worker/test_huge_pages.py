@@ -173,7 +173,7 @@ def test_memory_mapped_inside_the_block_ends_on_huge_pages(
     )
     assert covered >= 96 * MiB - 2 * huge_pages.HUGE_PAGE
     assert {advice for _, _, advice in calls} == {
-        huge_pages.MADV_HUGEPAGE,
+        mmap.MADV_HUGEPAGE,
         huge_pages.MADV_COLLAPSE,
     }
     # What the kernel does is best effort (a window it cannot compact stays on 4 KiB
