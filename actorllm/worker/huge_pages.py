@@ -28,12 +28,11 @@ import functools
 import logging
 import math
 import mmap
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import torch
+from torch import nn
 
 logger = logging.getLogger(__name__)
 HUGE_PAGE = 2 << 20  # bytes: x86-64 / arm64 (4 KiB granule) PMD size
@@ -87,13 +86,16 @@ def zeros_on_huge_pages(
     return out.view(dtype).view(shape)
 
 
-# -- weights: what a load mapped, collapsed into huge pages afterwards ---------------------
+# -- weights: the model's own memory collapsed into huge pages after a load ---------------
 
 # Linux 6.1+: back a range with huge pages now, synchronously (<sys/mman.h>; Python 3.11's
 # mmap module does not name it)
 MADV_COLLAPSE = 25
-# Below this much new memory a load is not worth a pass (tests' tiny models).
+# Below this much model memory a load is not worth a pass (tests' tiny models).
 MIN_COLLAPSE_BYTES = 64 << 20
+# Storages smaller than this are left out: a norm's weight would pull in a 2 MiB window of
+# whatever else the heap holds around it.
+MIN_SPAN_BYTES = 1 << 20
 
 Ranges = list[tuple[int, int]]
 
@@ -119,61 +121,94 @@ def anonymous_ranges(maps: Path = Path("/proc/self/maps")) -> Ranges:
     return out
 
 
-def new_huge_windows(before: Ranges, after: Ranges) -> Ranges:
-    """The parts of ``after`` not in ``before`` (a grown heap's new end, new mappings),
-    shrunk inwards to 2 MiB boundaries (only whole huge pages can be collapsed)."""
+def huge_windows(spans: Ranges, vmas: Ranges) -> Ranges:
+    """The 2 MiB windows that hold ``spans`` ([start, end) byte ranges), each widened
+    outwards to 2 MiB boundaries but kept inside the anonymous mapping (``vmas``) it lies
+    in (only whole huge pages of one mapping can be collapsed); sorted, overlaps merged.
+    A span outside every mapping (file-backed, e.g. mmapped safetensors) gives nothing."""
+    pieces: Ranges = []
+    for lo, hi in spans:
+        a, b = lo // HUGE_PAGE * HUGE_PAGE, -(-hi // HUGE_PAGE) * HUGE_PAGE
+        for vlo, vhi in vmas:
+            if vlo >= hi or vhi <= lo:
+                continue
+            wa = max(a, -(-vlo // HUGE_PAGE) * HUGE_PAGE)
+            wb = min(b, vhi // HUGE_PAGE * HUGE_PAGE)
+            if wa < wb:
+                pieces.append((wa, wb))
     out: Ranges = []
-    for lo, hi in after:
-        pieces = [(lo, hi)]
-        for blo, bhi in before:
-            pieces = [
-                part
-                for plo, phi in pieces
-                for part in ((plo, min(phi, blo)), (max(plo, bhi), phi))
-                if part[0] < part[1]
-            ]
-        for plo, phi in pieces:
-            a = -(-plo // HUGE_PAGE) * HUGE_PAGE
-            b = phi // HUGE_PAGE * HUGE_PAGE
-            if a < b:
-                out.append((a, b))
+    for a, b in sorted(pieces):
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
     return out
 
 
-@contextmanager
-def new_memory_on_huge_pages(enabled: bool = True) -> Iterator[None]:
-    """Collapse the anonymous memory the block mapped into 2 MiB pages when it ends: the
-    CPU model's weights and oneDNN's packed copies, allocated by torch through malloc,
-    which THP in ``madvise`` mode never backs with huge pages. A decode step streams every
-    weight from DRAM; on 4 KiB pages that is a TLB miss every 4 KiB. The 75M preset's
-    linears of one decode step (128 rows, 2 threads, medians of 15, three process pairs):
-    float32 96.9-103.4 ms -> 94.4-98.9 ms.
+def model_spans(model: nn.Module) -> Ranges:
+    """[start, end) of every CPU storage of at least :data:`MIN_SPAN_BYTES` the model's
+    modules hold: parameters, buffers, and other tensors kept as attributes (oneDNN's
+    packed weights, models/onednn_linear.py); each storage once."""
+    seen: dict[int, int] = {}
+    for module in model.modules():
+        tensors = [*module._parameters.values(), *module._buffers.values()]
+        tensors += [v for v in vars(module).values() if isinstance(v, torch.Tensor)]
+        for t in tensors:
+            if t is None or t.device.type != "cpu":
+                continue
+            start, size = _storage_span(t)
+            if size >= MIN_SPAN_BYTES and start:
+                seen[start] = max(size, seen.get(start, 0))
+    return sorted((start, start + size) for start, size in seen.items())
+
+
+def _storage_span(t: torch.Tensor) -> tuple[int, int]:
+    """(address, bytes) of the memory behind ``t``; (0, 0) where torch does not say. A
+    oneDNN tensor (a prepacked weight) is opaque: its own ops tell."""
+    if not t.is_mkldnn:
+        storage = t.untyped_storage()
+        return storage.data_ptr(), storage.nbytes()
+    try:
+        return int(torch.ops.mkldnn.data_ptr(t)), int(torch.ops.mkldnn._nbytes(t))
+    except (AttributeError, RuntimeError):  # an older torch without these ops
+        return 0, 0
+
+
+def model_on_huge_pages(model: nn.Module) -> None:
+    """Collapse the memory of the model's weights into 2 MiB pages: the 2 MiB windows its
+    own storages occupy (:func:`model_spans`), wherever malloc put them, whether the load
+    mapped them fresh or reused heap an earlier engine of the process freed. torch
+    allocates weights and oneDNN's packed copies through malloc, which THP in ``madvise``
+    mode never backs with huge pages, and a decode step streams every weight from DRAM: on
+    4 KiB pages that is a TLB miss every 4 KiB. The 75M preset's linears of one decode step
+    (128 rows, 2 threads, medians of 15, three process pairs): float32 96.9-103.4 ms ->
+    94.4-98.9 ms.
 
     Detected, never assumed: Linux with THP usable and a kernel with ``MADV_COLLAPSE``
     (6.1+); elsewhere, below :data:`MIN_COLLAPSE_BYTES`, or on any error, the memory stays
-    as it is (one log line). Only memory mapped while the block ran is touched (the load's;
-    a host thread allocating meanwhile may add some), never what the process held before."""
-    before = anonymous_ranges() if enabled and huge_pages_usable() else None
-    yield
-    if before is None:
+    as it is (one log line). A window's other contents (heap around a weight's ends) move
+    to the huge page with it, unchanged."""
+    if not huge_pages_usable():
         return
-    windows = new_huge_windows(before, anonymous_ranges())
-    total = sum(b - a for a, b in windows)
-    if total < MIN_COLLAPSE_BYTES:
+    spans = model_spans(model)
+    if sum(b - a for a, b in spans) < MIN_COLLAPSE_BYTES:
         return
     madvise = _libc_madvise()
     if madvise is None:
         return
+    windows = huge_windows(spans, anonymous_ranges())
     huge_before, errors = anon_huge_bytes(), set()
     for a, b in windows:
-        madvise(a, b - a, mmap.MADV_HUGEPAGE)  # and later growth of the range, too
+        madvise(a, b - a, mmap.MADV_HUGEPAGE)  # and a later refault of the range, too
         if madvise(a, b - a, MADV_COLLAPSE) != 0:
             # A window fails as a whole when any of its 2 MiB pages could not be collapsed
             # (EINVAL: e.g. a malloc arena's never-touched tail); the rest still are.
             errors.add(errno.errorcode.get(ctypes.get_errno(), "?"))
     logger.info(
-        "weights: %.0f MiB mapped by the load, %.0f MiB more of the process on huge pages%s",
-        total / 2**20, (anon_huge_bytes() - huge_before) / 2**20,
+        "weights: %.0f MiB in %d huge-page windows, %.0f MiB more of the process on huge"
+        " pages%s",
+        sum(b - a for a, b in windows) / 2**20, len(windows),
+        (anon_huge_bytes() - huge_before) / 2**20,
         f" (some windows partly: {sorted(errors)})" if errors else "",
     )  # fmt: skip
 

@@ -40,7 +40,7 @@ from actorllm.models.onednn_linear import prepack_linears
 from actorllm.models.parallel import TPComm, shard_config
 from actorllm.worker.cuda_graphs import DecodeGraphs, graph_batch_sizes
 from actorllm.worker.device_streams import CudaStreams
-from actorllm.worker.huge_pages import new_memory_on_huge_pages
+from actorllm.worker.huge_pages import model_on_huge_pages
 from actorllm.worker.input_batch import InputBatch
 from actorllm.worker.kv_cache import (
     KVCaches,
@@ -168,19 +168,20 @@ class ModelRunner:
     def load_model(self) -> None:
         """Build the model and load its weights (blocks for the whole load)."""
         ops = get_ops(self.attention_backend, self.device)
-        with new_memory_on_huge_pages(self.weights_on_huge_pages):
-            self.model = load_model(
-                self.model_path,
-                self.model_config,
-                dtype=self.dtype,
-                device=self.device,
-                ops=ops,
-                load_format=self.load_format,
-                seed=self.seed,
-                max_positions=self.max_model_len,
-            )
-            if self.device.type == "cpu":
-                prepack_linears(self.model)  # oneDNN matmuls (models/onednn_linear.py)
+        self.model = load_model(
+            self.model_path,
+            self.model_config,
+            dtype=self.dtype,
+            device=self.device,
+            ops=ops,
+            load_format=self.load_format,
+            seed=self.seed,
+            max_positions=self.max_model_len,
+        )
+        if self.device.type == "cpu":
+            prepack_linears(self.model)  # oneDNN matmuls (models/onednn_linear.py)
+        if self.weights_on_huge_pages:
+            model_on_huge_pages(self.model)
         bind_kv_groups(self.model, self.kv_groups, self.model_config.num_layers)
         if self.comm is not None:
             self.model.bind_comm(self.comm)  # reloaded (wake_up)

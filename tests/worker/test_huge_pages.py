@@ -101,19 +101,35 @@ def test_cpu_kv_caches_are_zeroed_and_independent(layout: KVLayout) -> None:
 MiB = 1 << 20
 
 
-def test_new_windows_are_what_appeared_in_whole_huge_pages() -> None:
-    before = [(0, 10 * MiB), (40 * MiB, 50 * MiB)]
-    after = [
-        (0, 17 * MiB),  # grown: its new end [10, 17) MiB, 2 MiB aligned inwards: [10, 16)
-        (40 * MiB, 50 * MiB),  # unchanged: nothing
-        (61 * MiB, 70 * MiB),  # new: [62, 70)
-        (80 * MiB, 81 * MiB),  # new but no whole huge page in it
+def test_windows_widen_to_huge_pages_inside_their_mapping_and_merge() -> None:
+    vmas = [(1 * MiB, 21 * MiB), (40 * MiB, 50 * MiB)]
+    spans = [
+        (3 * MiB, 9 * MiB),  # widened to [2, 10)
+        (9 * MiB, 11 * MiB),  # [8, 12): overlaps the first, merged
+        (19 * MiB, 20 * MiB),  # [18, 20); [20, 22) would leave the mapping
+        (41 * MiB, 41 * MiB + 1),  # [40, 42)
+        (60 * MiB, 70 * MiB),  # in no anonymous mapping (a file's): nothing
     ]
-    assert huge_pages.new_huge_windows(before, after) == [
-        (10 * MiB, 16 * MiB),
-        (62 * MiB, 70 * MiB),
+    assert huge_pages.huge_windows(spans, vmas) == [
+        (2 * MiB, 12 * MiB),
+        (18 * MiB, 20 * MiB),
+        (40 * MiB, 42 * MiB),
     ]
-    assert huge_pages.new_huge_windows(after, after) == []
+    assert huge_pages.huge_windows([(1 * MiB, 2 * MiB)], [(1 * MiB, 3 * MiB)]) == []
+
+
+def test_model_spans_are_each_big_storage_once_packed_weights_included() -> None:
+    from actorllm.models.onednn_linear import prepack_linears, supported_dtypes
+
+    model = torch.nn.Sequential(torch.nn.Linear(1024, 512), torch.nn.LayerNorm(512))
+    model.add_module("tied", torch.nn.Linear(1024, 512))
+    model.tied.weight = model[0].weight  # one storage, two owners
+    packed = prepack_linears(model) if torch.float32 in supported_dtypes() else 0
+    spans = huge_pages.model_spans(model)
+    w = model[0].weight.untyped_storage()
+    assert (w.data_ptr(), w.data_ptr() + 2 * MiB) in spans  # [512, 1024] float32, once
+    assert all(b - a >= huge_pages.MIN_SPAN_BYTES for a, b in spans)  # no norm, no bias
+    assert len(spans) == 1 + packed  # each Linear's oneDNN copy is its own storage
 
 
 def test_anonymous_ranges_keep_private_writable_memory_without_a_file(tmp_path: Path) -> None:
@@ -143,9 +159,7 @@ def test_anon_huge_bytes_reads_smaps_rollup(tmp_path: Path) -> None:
     not huge_pages.huge_pages_usable() or not Path("/proc/self/smaps_rollup").exists(),
     reason="no transparent huge pages here",
 )
-def test_memory_mapped_inside_the_block_ends_on_huge_pages(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_a_models_weights_end_on_huge_pages(monkeypatch: pytest.MonkeyPatch) -> None:
     real = huge_pages._libc_madvise()
     if real is None:
         pytest.skip("no libc madvise")
@@ -156,13 +170,15 @@ def test_memory_mapped_inside_the_block_ends_on_huge_pages(
         return int(real(addr, length, advice))
 
     monkeypatch.setattr(huge_pages, "_libc_madvise", lambda: recording)
+    # Fresh private memory the test owns (Python's mmap defaults to MAP_SHARED), as a
+    # model's weight: the windows around it are this mapping's alone.
+    buf = mmap.mmap(-1, 96 * MiB, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    x = torch.frombuffer(buf, dtype=torch.float32)  # [24 Mi]
+    x.fill_(1.0)
+    model = torch.nn.Module()
+    model.weight = torch.nn.Parameter(x, requires_grad=False)
     before = huge_pages.anon_huge_bytes()
-    with huge_pages.new_memory_on_huge_pages():
-        # A fresh anonymous mapping, as a load's big allocations are: torch.ones could
-        # reuse heap kept by malloc_tuning (cpu_keep_freed_memory) in an earlier test.
-        buf = mmap.mmap(-1, 96 * MiB, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-        x = torch.frombuffer(buf, dtype=torch.float32)  # [24 Mi]
-        x.fill_(1.0)
+    huge_pages.model_on_huge_pages(model)
     gained = huge_pages.anon_huge_bytes() - before
     # What was asked is exact: every whole huge page of the tensor, advised then collapsed.
     lo, hi = x.data_ptr(), x.data_ptr() + 96 * MiB
@@ -184,14 +200,11 @@ def test_memory_mapped_inside_the_block_ends_on_huge_pages(
     assert float(x.sum()) == 96 * MiB // 4  # the contents are untouched
 
 
-def test_small_loads_and_the_switch_leave_memory_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_small_models_are_left_alone(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[tuple[int, int, int]] = []
     monkeypatch.setattr(huge_pages, "_libc_madvise", lambda: lambda *a: calls.append(a) or 0)
-    with huge_pages.new_memory_on_huge_pages(enabled=False):
-        big = torch.ones(96 * MiB // 4)
-    with huge_pages.new_memory_on_huge_pages():
-        small = torch.ones(MiB // 4)  # under MIN_COLLAPSE_BYTES
-    assert calls == [] and big.numel() and small.numel()
+    huge_pages.model_on_huge_pages(torch.nn.Linear(2048, 2048))  # 16 MiB: under the minimum
+    assert calls == []
 
 
 def test_the_engine_setting_reaches_the_runner(monkeypatch: pytest.MonkeyPatch) -> None:

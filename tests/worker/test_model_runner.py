@@ -117,3 +117,18 @@ def test_reset_requests_forgets_held_requests(ckpt: Path) -> None:
     assert r.input_batch.req_id_to_index == {}
     with pytest.raises(SchedulerProtocolError, match="a"):
         d.step()  # the driver still thinks the worker holds "a"
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_weights_on_huge_pages_follows_its_switch(
+    ckpt: Path, enabled: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from actorllm.worker import model_runner
+
+    seen: list[object] = []
+    monkeypatch.setattr(model_runner, "model_on_huge_pages", seen.append)
+    r = ModelRunner(
+        ckpt, dtype="float32", block_size=4, max_model_len=32, weights_on_huge_pages=enabled
+    )
+    r.load_model()
+    assert seen == ([r.model] if enabled else [])
