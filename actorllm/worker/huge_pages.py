@@ -151,10 +151,10 @@ def model_spans(model: nn.Module) -> Ranges:
     packed weights, models/onednn_linear.py); each storage once."""
     seen: dict[int, int] = {}
     for module in model.modules():
-        tensors = [*module._parameters.values(), *module._buffers.values()]
+        tensors = [*module.parameters(recurse=False), *module.buffers(recurse=False)]
         tensors += [v for v in vars(module).values() if isinstance(v, torch.Tensor)]
         for t in tensors:
-            if t is None or t.device.type != "cpu":
+            if t.device.type != "cpu":
                 continue
             start, size = _storage_span(t)
             if size >= MIN_SPAN_BYTES and start:
