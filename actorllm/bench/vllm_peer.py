@@ -54,6 +54,30 @@ def omp_bind(threads: int | None) -> str:
     return ",".join(str(c) for c in cpus[: threads or len(cpus)])
 
 
+def peer_env(threads: int | None) -> dict[str, str]:
+    """The environment vLLM's CPU build runs in: ours, with its KV cache size and OpenMP
+    binding (each kept when already set), without our ``PYTHONPATH`` / ``OMP_NUM_THREADS``."""
+    env = {
+        **os.environ,
+        "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", str(KV_CACHE_SPACE_GIB)),
+        "VLLM_CPU_OMP_THREADS_BIND": os.environ.get("VLLM_CPU_OMP_THREADS_BIND", omp_bind(threads)),
+    }
+    for var in ("PYTHONPATH", "OMP_NUM_THREADS"):  # ours, not the peer's
+        env.pop(var, None)
+    return env
+
+
+def require_python(python: str | Path | None) -> Path:
+    """The vLLM environment's Python (``--vllm-python``, default ``.venv-vllm-cpu``), or
+    :class:`PeerUnavailableError` naming the setup script."""
+    path = Path(python) if python else default_vllm_python()
+    if not path.is_file():
+        raise PeerUnavailableError(
+            f"no vLLM CPU environment at {path}: run {SETUP_SCRIPT} (or pass --vllm-python)"
+        )
+    return path
+
+
 class VllmPeer:
     """A warm ``vllm.LLM`` in a child process, one timed round per :meth:`run_round`."""
 
@@ -72,12 +96,7 @@ class VllmPeer:
         python: str | Path | None = None,
     ) -> None:
         self.reqs = reqs
-        self.python = Path(python) if python else default_vllm_python()
-        if not self.python.is_file():
-            raise PeerUnavailableError(
-                f"no vLLM CPU environment at {self.python}: run {SETUP_SCRIPT} "
-                "(or pass --vllm-python)"
-            )
+        self.python = require_python(python)
         longest = max(len(r.prompt_token_ids) + r.output_len for r in reqs)
         self.job = {
             "model": str(model_dir),
@@ -89,17 +108,7 @@ class VllmPeer:
             "max_model_len": max_model_len or longest,
             "requests": [[r.prompt_token_ids, r.output_len] for r in reqs],
         }
-        self.env = {
-            **os.environ,
-            "VLLM_CPU_KVCACHE_SPACE": os.environ.get(
-                "VLLM_CPU_KVCACHE_SPACE", str(KV_CACHE_SPACE_GIB)
-            ),
-            "VLLM_CPU_OMP_THREADS_BIND": os.environ.get(
-                "VLLM_CPU_OMP_THREADS_BIND", omp_bind(threads)
-            ),
-        }
-        for var in ("PYTHONPATH", "OMP_NUM_THREADS"):  # ours, not the peer's
-            self.env.pop(var, None)
+        self.env = peer_env(threads)
         self.info: dict[str, Any] = {}
         self._proc: subprocess.Popen[str] | None = None
         self._log: IO[str] | None = None
