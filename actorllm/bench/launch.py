@@ -38,13 +38,16 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def serve_argv(engine_kwargs: dict[str, Any], port: int) -> list[str]:
+def serve_argv(
+    engine_kwargs: dict[str, Any], port: int, *, worker_class: str = "trio"
+) -> list[str]:
     """The child's command line: ``actorllm serve [MODEL] --host 127.0.0.1 --port P ...``."""
     argv = [sys.executable, "-m", "actorllm.entrypoints.cli", "--log-level", "WARNING", "serve"]
     kwargs = dict(engine_kwargs)
     if kwargs.get("model") is not None:
         argv.append(str(kwargs.pop("model")))
     argv += ["--host", "127.0.0.1", "--port", str(port), "--log-interval", "0"]
+    argv += ["--worker-class", worker_class]
     for key, value in kwargs.items():
         flag = flag_for(key)
         if value is True:
@@ -118,13 +121,17 @@ def launch_process(
 
 @contextmanager
 def launch_server(
-    engine_kwargs: dict[str, Any], *, timeout_s: float = 300.0, stop_timeout_s: float = 30.0
+    engine_kwargs: dict[str, Any],
+    *,
+    worker_class: str = "trio",
+    timeout_s: float = 300.0,
+    stop_timeout_s: float = 30.0,
 ) -> Iterator[ServerProcess]:
     """``actorllm serve`` with these engine settings, in dev mode (``/reset_prefix_cache``,
     which a benchmark's rounds call so that every round computes every prompt; the server
     listens on loopback only)."""
     with launch_process(
-        lambda port: serve_argv(engine_kwargs, port),
+        lambda port: serve_argv(engine_kwargs, port, worker_class=worker_class),
         name="actorllm serve",
         env={**os.environ, "ACTORLLM_SERVER_DEV_MODE": "1"},
         timeout_s=timeout_s,

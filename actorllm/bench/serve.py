@@ -191,6 +191,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="interleaved rounds: the servers in turn N times, each round on a reset prefix "
         "cache; medians kept",
     )
+    parser.add_argument(
+        "--worker-class",
+        choices=("trio", "asyncio"),
+        default=None,
+        help="the event loop of the actorllm server this command starts (default trio, as "
+        "`actorllm serve`)",
+    )
     parser.add_argument("--launch-timeout", type=float, default=300.0, help="seconds to start")
     parser.add_argument(
         "--request-rate", type=float, default=math.inf, help="Poisson arrivals/s (default inf)"
@@ -262,6 +269,8 @@ def _plan(args: argparse.Namespace) -> tuple[tuple[str, ...], bool]:
     if args.rounds < 1:
         raise ValueError(f"--rounds {args.rounds}: at least 1")
     launched = args.launch or "vllm" in backends
+    if not launched and args.worker_class is not None:
+        raise ValueError("--worker-class sets the server this command starts: add --launch")
     if launched and args.base_url is not None:
         why = "--launch" if args.launch else f"--backend {args.backend}"
         raise ValueError(f"--base-url measures a running server, {why} starts its own: drop one")
@@ -287,6 +296,7 @@ def _start(
         return {backends[0]: ExternalServer(args.base_url or DEFAULT_URL)}, {}
     config = engine_config(args)
     kwargs = engine_kwargs(args)
+    worker_class = args.worker_class or "trio"
     servers: dict[str, Any] = {}
     commands: dict[str, list[str]] = {}
     if "vllm" in backends:
@@ -309,9 +319,9 @@ def _start(
         commands["vllm"] = vllm_serve_argv(python, config, dtype, 0)
     if "actorllm" in backends:
         servers["actorllm"] = stack.enter_context(
-            launch_server(kwargs, timeout_s=args.launch_timeout)
+            launch_server(kwargs, worker_class=worker_class, timeout_s=args.launch_timeout)
         )
-        commands["actorllm"] = serve_argv(kwargs, 0)
+        commands["actorllm"] = serve_argv(kwargs, 0, worker_class=worker_class)
     return {name: servers[name] for name in backends}, commands
 
 

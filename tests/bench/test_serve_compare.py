@@ -117,6 +117,8 @@ def test_the_plan_refuses_what_it_cannot_honour() -> None:
         serve._plan(_args("--backend", "both", "--base-url", "http://127.0.0.1:1"))
     with pytest.raises(ValueError, match=r"--base-url .* --launch starts its own"):
         serve._plan(_args("--launch", "--base-url", "http://127.0.0.1:1"))
+    with pytest.raises(ValueError, match="--worker-class sets the server this command starts"):
+        serve._plan(_args("--worker-class", "asyncio"))
     with pytest.raises(ValueError, match="--rounds 0"):
         serve._plan(_args("--rounds", "0"))
     with pytest.raises(ValueError, match="--backend: unknown hf"):
@@ -173,7 +175,7 @@ def test_both_servers_launched_side_by_side(
         "bench", "serve", "--backend", "both", "--rounds", "2", "--vllm-python", str(fake),
         "--load-format", "dummy", "--max-model-len", "128", "--num-prompts", "3",
         "--input-len", "8", "--output-len", "4", "--temperature", "0",
-        "--output-json", str(out),
+        "--worker-class", "asyncio", "--output-json", str(out),
     ]  # fmt: skip
     assert main(argv) == 0
     doc = json.loads(out.read_text())
@@ -192,6 +194,7 @@ def test_both_servers_launched_side_by_side(
     )
     # actorllm got vLLM's KV cache bytes; vLLM got actorllm's settings and its environment
     actorllm_cmd = config["commands"]["actorllm"]
+    assert actorllm_cmd[actorllm_cmd.index("--worker-class") + 1] == "asyncio"
     assert actorllm_cmd[actorllm_cmd.index("--kv-cache-memory-bytes") + 1] == str(2 * 2**30)
     seen = json.loads(record.read_text())
     assert seen["argv"][seen["argv"].index("--max-model-len") + 1] == "128"
