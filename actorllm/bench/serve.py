@@ -313,7 +313,7 @@ def _start(
                 name="vllm serve",
                 env=env,
                 log_path=log_dir / "vllm.log",
-                timeout_s=max(args.launch_timeout, 600.0),  # its start compiles the model
+                timeout_s=args.launch_timeout,
             )
         )
         commands["vllm"] = vllm_serve_argv(python, config, dtype, 0)

@@ -117,6 +117,12 @@ async def _round(url: str, reqs: list[BenchRequest], kwargs: dict[str, Any]) -> 
     from actorllm.bench.serve import run_serve
 
     reset = await reset_prefix_cache(url)
+    if not reset:
+        log.warning(
+            "%s: could not reset the prefix cache (a server not in dev mode?): this round may "
+            "reuse prompts an earlier round cached",
+            url,
+        )
     fig = await run_serve(url, reqs, **kwargs)
     fig["prefix_cache_reset"] = reset
     return fig

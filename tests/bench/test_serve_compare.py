@@ -201,3 +201,24 @@ def test_both_servers_launched_side_by_side(
     assert seen["env"]["VLLM_CPU_KVCACHE_SPACE"] == "2"
     assert seen["env"]["VLLM_SERVER_DEV_MODE"] == "1"
     assert "VLLM_CPU_OMP_THREADS_BIND" in seen["env"] and "PYTHONPATH" not in seen["env"]
+
+
+def test_a_server_without_dev_mode_is_measured_and_the_missed_reset_said(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    srv = ServerThread(build_app(lambda: open_test_engine(), AppSettings(log_interval_s=0)))
+    srv.start()
+    try:
+        with caplog.at_level("WARNING", logger="actorllm.bench.serve_compare"):
+            rounds = run_rounds(
+                {"actorllm": _Recorded("a", srv.url, [])},
+                [BenchRequest([1, 2, 3], 3)],
+                1,
+                warmup=0,
+                temperature=0.0,
+            )
+    finally:
+        srv.stop()
+    (fig,) = rounds["actorllm"]
+    assert fig["completed"] == 1 and fig["prefix_cache_reset"] is False
+    assert "could not reset the prefix cache" in caplog.text
