@@ -21,6 +21,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -77,6 +78,26 @@ class ServerProcess:
     def _signal(self, sig: signal.Signals) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.proc.pid, sig)
+
+
+@contextmanager
+def sigterm_unwinds() -> Iterator[None]:
+    """While inside, SIGTERM raises ``SystemExit(143)`` in the main thread, so the servers
+    started inside are stopped on the way out: each runs in its own session, and one
+    left SIGSTOPped would otherwise outlive this process, stopped. (Off the main thread,
+    where Python cannot install handlers, nothing changes.)"""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def unwind(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, unwind)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 @contextmanager

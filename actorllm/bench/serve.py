@@ -215,6 +215,7 @@ def main(args: argparse.Namespace) -> int:
         requests_from_args,
         temperature_from_args,
     )
+    from actorllm.bench.launch import sigterm_unwinds
     from actorllm.bench.machine import result_document, write_json
     from actorllm.bench.serve_compare import compare, format_compare, run_rounds
     from actorllm.entrypoints.commands.engine_args import engine_config
@@ -230,6 +231,7 @@ def main(args: argparse.Namespace) -> int:
     }
     backends, launched = _plan(args)
     with contextlib.ExitStack() as stack:
+        stack.enter_context(sigterm_unwinds())
         servers, commands = _start(stack, args, backends, launched)
         if len(backends) == 1 and args.rounds == 1:  # one run: the plain figures
             url = servers[backends[0]].url
