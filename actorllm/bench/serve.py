@@ -25,6 +25,7 @@ import math
 import random
 import tempfile
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,6 +48,21 @@ class RequestTiming:
     error: str = ""
 
 
+async def sse_lines(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """The lines of an event stream, split where SSE splits them (CRLF, LF or CR) and
+    nowhere else. (httpx's ``aiter_lines`` splits like ``str.splitlines``, also at U+2028,
+    U+0085 and the like, which both servers write unescaped inside a JSON string when the
+    model samples them: such a chunk came apart and read as a failed request.)"""
+    buf = b""
+    async for chunk in chunks:
+        buf += chunk
+        *lines, buf = buf.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
+        for line in lines:
+            yield line
+    if buf:
+        yield buf
+
+
 async def send_one(
     client: httpx.AsyncClient, model: str, req: BenchRequest, temperature: float
 ) -> RequestTiming:
@@ -67,11 +83,11 @@ async def send_one(
             if resp.status_code != 200:
                 timing.error = f"HTTP {resp.status_code}: {(await resp.aread())[:200]!r}"
                 return timing
-            async for line in resp.aiter_lines():
-                if not line.startswith("data:"):
+            async for line in sse_lines(resp.aiter_bytes()):
+                if not line.startswith(b"data:"):
                     continue
                 data = line[5:].strip()
-                if data == "[DONE]":
+                if data == b"[DONE]":
                     break
                 chunk = json.loads(data)
                 now = time.perf_counter()
