@@ -5,6 +5,8 @@ the medians of output tokens/s are reported. The host's earlier work is one of:
 
 * ``none``: nothing before the engine;
 * ``thread``: another live thread ran one parallel torch op (it keeps an OpenMP team);
+* ``thread-released``: the same, and that thread then called
+  ``actorllm.utils.release_openmp_team()`` (what an embedding application can do);
 * ``hf``: transformers ``generate`` on the main thread (what issue 17 reported).
 
 crossed with the engine's ``cpu_omp_short_spin`` off (the default) and on. Off, the
@@ -29,7 +31,8 @@ import threading
 import time
 from typing import Any
 
-CASES = [(host, spin) for spin in (False, True) for host in ("none", "thread", "hf")]
+HOSTS = ("none", "thread", "thread-released", "hf")
+CASES = [(host, spin) for spin in (False, True) for host in HOSTS]
 
 
 def one_case(host: str, short_spin: bool, num_prompts: int, output_len: int) -> float:
@@ -42,11 +45,15 @@ def one_case(host: str, short_spin: bool, num_prompts: int, output_len: int) -> 
 
     p = PRESETS["llama-4l-256"]
     reqs = p.requests()[:num_prompts]
-    if host == "thread":
+    if host in ("thread", "thread-released"):
+        from actorllm.utils import release_openmp_team
+
         ready = threading.Event()
 
         def hold() -> None:
             torch.randn(512, 512) @ torch.randn(512, 512)
+            if host == "thread-released":
+                release_openmp_team()
             ready.set()
             threading.Event().wait()
 

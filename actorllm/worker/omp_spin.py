@@ -31,7 +31,9 @@ them too). The host's next parallel op makes its team again (~100 us); the count
 over the CPUs while both exist, the right regime when both really compute.
 
 What it cannot free: the team of another live thread that ran torch work (a thread pool's
-worker, say). ``EngineConfig.cpu_omp_short_spin=True`` instead parks a team of its own
+worker, say); only that thread can. The host does it by calling
+``actorllm.utils.release_openmp_team()`` (this module's :func:`release_thread_team`) on that
+thread when its torch work is done. ``EngineConfig.cpu_omp_short_spin=True`` instead parks a team of its own
 (:func:`park_openmp_team`), which keeps libgomp throttled whatever the host does: the same
 speed in every process, the slower one, and the regime that holds up on a box whose cores
 other processes keep busy (a spinning helper there burns the time slice its descheduled
@@ -88,7 +90,11 @@ def _loaded_libgomp() -> str | None:
 def release_thread_team() -> bool:
     """Free the calling thread's idle OpenMP team, if it has one. Returns whether libgomp
     did it (False: no libgomp here, or the thread is inside a parallel region). Cheap
-    when there is no team: a thread-local check inside libgomp."""
+    when there is no team: a thread-local check inside libgomp.
+
+    Public as ``actorllm.utils.release_openmp_team``: an application embedding the engine
+    calls it on any long-lived thread of its own after that thread's torch work (a thread
+    pool's worker), so the engine's team keeps libgomp's long spins (the module's Why)."""
     pause = _pause_all()
     return pause is not None and pause(_OMP_PAUSE_HARD) == 0
 

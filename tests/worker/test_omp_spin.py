@@ -72,3 +72,10 @@ def test_cpu_engines_release_the_host_team_unless_short_spin() -> None:
     assert EngineConfig(device="cpu").releases_host_openmp_team()
     assert not EngineConfig(device="cpu", cpu_omp_short_spin=True).releases_host_openmp_team()
     assert not EngineConfig(device="cuda").releases_host_openmp_team()
+
+
+def test_an_embedding_host_calls_it_as_actorllm_utils_release_openmp_team() -> None:
+    import actorllm.utils
+
+    assert actorllm.utils.release_openmp_team is omp_spin.release_thread_team
+    assert "release_openmp_team" in actorllm.utils.__all__
