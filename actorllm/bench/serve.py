@@ -36,6 +36,8 @@ import httpx
 from actorllm.bench.datasets import BenchRequest
 from actorllm.bench.metrics import summarize
 
+logger = logging.getLogger(__name__)
+
 
 @dataclass
 class RequestTiming:
@@ -307,7 +309,7 @@ def _start(
     from actorllm.bench.serve_compare import ExternalServer
     from actorllm.bench.throughput_workload import resolved_dtype_name
     from actorllm.bench.vllm_peer import peer_env, require_python
-    from actorllm.bench.vllm_server import peer_kv_cache_bytes, vllm_serve_argv
+    from actorllm.bench.vllm_server import actorllm_only, peer_kv_cache_bytes, vllm_serve_argv
     from actorllm.entrypoints.commands.engine_args import engine_config, engine_kwargs
 
     if not launched:
@@ -335,6 +337,12 @@ def _start(
             )
         )
         commands["vllm"] = vllm_serve_argv(python, config, dtype, 0)
+        only = actorllm_only(kwargs)
+        if only:
+            logger.warning(
+                "vLLM's server does not get these settings, actorllm's does: %s",
+                ", ".join(only),
+            )
     if "actorllm" in backends:
         servers["actorllm"] = stack.enter_context(
             launch_server(kwargs, worker_class=worker_class, timeout_s=args.launch_timeout)

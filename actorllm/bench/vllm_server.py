@@ -40,6 +40,21 @@ def model_max_len(model_dir: str) -> int:
     return int(raw.get("max_position_embeddings", 2048))
 
 
+# EngineConfig fields vllm_serve_argv (or the environment) carries over to vLLM.
+MIRRORED = frozenset(
+    {
+        "model", "dtype", "load_format", "seed", "max_model_len", "max_num_seqs",
+        "max_num_batched_tokens", "enable_prefix_caching", "enable_chunked_prefill",
+        "async_scheduling", "kv_cache_memory_bytes",
+    }
+)  # fmt: skip
+
+
+def actorllm_only(engine_kwargs: dict[str, Any]) -> list[str]:
+    """The given engine settings vLLM's server does not get (they shape actorllm's only)."""
+    return sorted(k for k in engine_kwargs if k not in MIRRORED)
+
+
 def vllm_serve_argv(python: Path, engine: EngineConfig, dtype: str, port: int) -> list[str]:
     """vLLM's server on 127.0.0.1:``port`` with actorllm's resolved settings: model, dtype
     (``dtype``: what actorllm resolved ``auto`` to), load format, seed, the scheduler's

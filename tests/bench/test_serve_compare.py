@@ -18,7 +18,12 @@ from actorllm.bench import serve
 from actorllm.bench.datasets import BenchRequest
 from actorllm.bench.serve_compare import compare, format_compare, medians, run_rounds
 from actorllm.bench.vllm_peer import PeerUnavailableError
-from actorllm.bench.vllm_server import peer_kv_cache_bytes, vllm_serve_argv
+from actorllm.bench.vllm_server import (
+    MIRRORED,
+    actorllm_only,
+    peer_kv_cache_bytes,
+    vllm_serve_argv,
+)
 from actorllm.engine.config import EngineConfig
 from actorllm.entrypoints.cli import main
 from actorllm.entrypoints.openai.app import AppSettings, build_app
@@ -148,6 +153,8 @@ def test_vllm_gets_actorllms_resolved_settings(tmp_path: Path) -> None:
     assert "--async-scheduling" in vllm_serve_argv(
         Path("p"), cfg.replace(async_scheduling=True), "float32", 1
     )
+    assert actorllm_only({"block_size": 32, "max_num_seqs": 8, "model": "m"}) == ["block_size"]
+    assert set(MIRRORED) <= set(EngineConfig.__struct_fields__)  # every name a real field
     assert peer_kv_cache_bytes(cfg) == 2 * 2**30
     assert peer_kv_cache_bytes(cfg.replace(kv_cache_memory_bytes=3 * 2**30)) == 3 * 2**30
     with pytest.raises(ValueError, match=r"--kv-cache-memory-bytes .* whole GiB"):
