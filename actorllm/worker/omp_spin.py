@@ -33,11 +33,11 @@ over the CPUs while both exist, the right regime when both really compute.
 What it cannot free: the team of another live thread that ran torch work (a thread pool's
 worker, say); only that thread can. The host does it by calling
 ``actorllm.utils.release_openmp_team()`` (this module's :func:`release_thread_team`) on that
-thread when its torch work is done. ``EngineConfig.cpu_omp_short_spin=True`` instead parks a team of its own
-(:func:`park_openmp_team`), which keeps libgomp throttled whatever the host does: the same
-speed in every process, the slower one, and the regime that holds up on a box whose cores
-other processes keep busy (a spinning helper there burns the time slice its descheduled
-partner needs).
+thread when its torch work is done. ``EngineConfig.cpu_omp_short_spin=True`` instead parks
+a team of its own (:func:`park_openmp_team`), which keeps libgomp throttled whatever the
+host does: the same speed in every process, the slower one, and the regime that holds up
+on a box whose cores other processes keep busy (a spinning helper there burns the time
+slice its descheduled partner needs).
 """
 
 from __future__ import annotations
