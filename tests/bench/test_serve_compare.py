@@ -182,7 +182,8 @@ def test_both_servers_launched_side_by_side(
         "bench", "serve", "--backend", "both", "--rounds", "2", "--vllm-python", str(fake),
         "--load-format", "dummy", "--max-model-len", "128", "--num-prompts", "3",
         "--input-len", "8", "--output-len", "4", "--temperature", "0",
-        "--worker-class", "asyncio", "--output-json", str(out),
+        "--worker-class", "asyncio", "--kv-cache-memory-bytes", "1GiB",
+        "--output-json", str(out),
     ]  # fmt: skip
     assert main(argv) == 0
     doc = json.loads(out.read_text())
@@ -199,13 +200,13 @@ def test_both_servers_launched_side_by_side(
         2,
         "launched",
     )
-    # actorllm got vLLM's KV cache bytes; vLLM got actorllm's settings and its environment
+    # both got the same KV cache bytes; vLLM got actorllm's settings and its environment
     actorllm_cmd = config["commands"]["actorllm"]
     assert actorllm_cmd[actorllm_cmd.index("--worker-class") + 1] == "asyncio"
-    assert actorllm_cmd[actorllm_cmd.index("--kv-cache-memory-bytes") + 1] == str(2 * 2**30)
+    assert actorllm_cmd[actorllm_cmd.index("--kv-cache-memory-bytes") + 1] == str(2**30)
     seen = json.loads(record.read_text())
     assert seen["argv"][seen["argv"].index("--max-model-len") + 1] == "128"
-    assert seen["env"]["VLLM_CPU_KVCACHE_SPACE"] == "2"
+    assert seen["env"]["VLLM_CPU_KVCACHE_SPACE"] == "1"
     assert seen["env"]["VLLM_SERVER_DEV_MODE"] == "1"
     assert "VLLM_CPU_OMP_THREADS_BIND" in seen["env"] and "PYTHONPATH" not in seen["env"]
 
