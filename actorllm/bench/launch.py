@@ -65,15 +65,12 @@ class ServerProcess:
 
     def __init__(self, proc: subprocess.Popen[bytes], url: str, name: str) -> None:
         self.proc, self.url, self.name = proc, url, name
-        self.paused = False
 
     def pause(self) -> None:
         self._signal(signal.SIGSTOP)
-        self.paused = True
 
     def resume(self) -> None:
         self._signal(signal.SIGCONT)
-        self.paused = False
 
     def _signal(self, sig: signal.Signals) -> None:
         with contextlib.suppress(ProcessLookupError):

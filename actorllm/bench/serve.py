@@ -303,9 +303,10 @@ def _start(
     backends: tuple[str, ...],
     launched: bool,
 ) -> tuple[dict[str, Any], dict[str, list[str]]]:
-    """The servers to measure (started on ``stack`` when ``launched``) and their command
-    lines. Beside vLLM, actorllm gets vLLM's KV cache bytes unless the flags set them."""
-    from actorllm.bench.launch import launch_process, launch_server, serve_argv
+    """The servers to measure (started on ``stack`` when ``launched``) and the command
+    lines they were started with. Beside vLLM, actorllm gets vLLM's KV cache bytes unless
+    the flags set them."""
+    from actorllm.bench.launch import launch_process, launch_server
     from actorllm.bench.serve_compare import ExternalServer
     from actorllm.bench.throughput_workload import resolved_dtype_name
     from actorllm.bench.vllm_peer import peer_env, require_python
@@ -318,11 +319,16 @@ def _start(
     kwargs = engine_kwargs(args)
     worker_class = args.worker_class or "trio"
     servers: dict[str, Any] = {}
-    commands: dict[str, list[str]] = {}
     if "vllm" in backends:
         python = require_python(args.vllm_python)
         kv_bytes = peer_kv_cache_bytes(config)
         kwargs.setdefault("kv_cache_memory_bytes", kv_bytes)
+        only = actorllm_only(kwargs)
+        if only:
+            logger.warning(
+                "vLLM's server does not get these settings, actorllm's does: %s",
+                ", ".join(only),
+            )
         env = {**peer_env(None), "VLLM_CPU_KVCACHE_SPACE": str(kv_bytes // 2**30)}
         env["VLLM_SERVER_DEV_MODE"] = "1"  # /reset_prefix_cache between rounds
         dtype = resolved_dtype_name(config)
@@ -336,18 +342,11 @@ def _start(
                 timeout_s=args.launch_timeout,
             )
         )
-        commands["vllm"] = vllm_serve_argv(python, config, dtype, 0)
-        only = actorllm_only(kwargs)
-        if only:
-            logger.warning(
-                "vLLM's server does not get these settings, actorllm's does: %s",
-                ", ".join(only),
-            )
     if "actorllm" in backends:
         servers["actorllm"] = stack.enter_context(
             launch_server(kwargs, worker_class=worker_class, timeout_s=args.launch_timeout)
         )
-        commands["actorllm"] = serve_argv(kwargs, 0, worker_class=worker_class)
+    commands = {name: [str(a) for a in server.proc.args] for name, server in servers.items()}
     return {name: servers[name] for name in backends}, commands
 
 

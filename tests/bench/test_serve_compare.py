@@ -205,6 +205,7 @@ def test_both_servers_launched_side_by_side(
     assert actorllm_cmd[actorllm_cmd.index("--worker-class") + 1] == "asyncio"
     assert actorllm_cmd[actorllm_cmd.index("--kv-cache-memory-bytes") + 1] == str(2**30)
     seen = json.loads(record.read_text())
+    assert config["commands"]["vllm"][1:] == seen["argv"]  # the command line it really ran
     assert seen["argv"][seen["argv"].index("--max-model-len") + 1] == "128"
     assert seen["env"]["VLLM_CPU_KVCACHE_SPACE"] == "1"
     assert seen["env"]["VLLM_SERVER_DEV_MODE"] == "1"
