@@ -20,13 +20,13 @@ import select
 import signal
 import subprocess
 import tempfile
-import threading
 import time
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
 from actorllm.bench.datasets import BenchRequest
+from actorllm.bench.launch import sigterm_unwinds
 from actorllm.bench.throughput_run import throughput_figures
 
 SETUP_SCRIPT = "benchmarks/peers/setup_vllm_cpu.sh"
@@ -113,6 +113,7 @@ class VllmPeer:
         self._proc: subprocess.Popen[str] | None = None
         self._log: IO[str] | None = None
         self._tmp = tempfile.TemporaryDirectory(prefix="actorllm-vllm-")
+        self._unwind = contextlib.ExitStack()  # SIGTERM's handler while the peer runs
 
     def __enter__(self) -> VllmPeer:
         self.start()
@@ -124,10 +125,17 @@ class VllmPeer:
         self.close()
 
     def start(self) -> None:
-        """Start the runner and wait until its engine is warm (then pause it). SIGTERM to
-        this process then stops the peer too (it would sit stopped forever otherwise)."""
-        if threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGTERM, self._on_sigterm)
+        """Start the runner and wait until its engine is warm (then pause it). Until
+        :meth:`close`, SIGTERM to this process unwinds into ``close`` (the peer would sit
+        stopped forever otherwise); a start that fails closes the peer at once."""
+        self._unwind.enter_context(sigterm_unwinds())
+        try:
+            self._launch()
+        except BaseException:
+            self.close()
+            raise
+
+    def _launch(self) -> None:
         job_path = Path(self._tmp.name) / "job.json"
         job_path.write_text(json.dumps(self.job))
         self._log = open(Path(self._tmp.name) / "vllm.log", "w+")  # noqa: SIM115 (closed in close)
@@ -158,10 +166,6 @@ class VllmPeer:
         prompt = sum(len(r.prompt_token_ids) for r in self.reqs)
         return throughput_figures(len(self.reqs), prompt, res["output_tokens"], res["elapsed_s"])
 
-    def _on_sigterm(self, signum: int, frame: object) -> None:
-        self.close()
-        raise SystemExit(128 + signum)
-
     def close(self) -> None:
         proc, self._proc = self._proc, None
         if proc is not None:
@@ -183,6 +187,7 @@ class VllmPeer:
             self._log.close()
             self._log = None
         self._tmp.cleanup()
+        self._unwind.close()
 
     def _require(self) -> subprocess.Popen[str]:
         if self._proc is None:

@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import os
+import signal
+import stat
+import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from actorllm.bench import vllm_peer
 from actorllm.bench.datasets import BenchRequest
 from actorllm.bench.throughput import parse_backends
 from actorllm.bench.vllm_peer import PeerUnavailableError, VllmPeer, omp_bind
@@ -43,3 +49,28 @@ def test_every_backend_gets_actorllms_resolved_dtype(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(cpu_features, "native_bf16", lambda flags=None: False)
     assert resolved_dtype_name(cfg) == "float32"
     assert resolved_dtype_name(EngineConfig(device="cpu", dtype="float32")) == "float32"
+
+
+def test_a_start_that_fails_stops_the_runner_and_restores_sigterm(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = tmp_path / "python"  # a runner that never reports ready, and quits when told
+    fake.write_text(f'#!/bin/sh\nexec "{sys.executable}" -c "import sys; sys.stdin.readline()"\n')
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setattr(vllm_peer, "_START_TIMEOUT_S", 0.5)
+    started: list[subprocess.Popen[str]] = []
+    popen = subprocess.Popen
+
+    def recording_popen(*args: Any, **kwargs: Any) -> subprocess.Popen[str]:
+        started.append(popen(*args, **kwargs))
+        return started[-1]
+
+    monkeypatch.setattr(subprocess, "Popen", recording_popen)
+    before = signal.getsignal(signal.SIGTERM)
+    reqs = [BenchRequest([1, 2], 2)]
+    peer = VllmPeer(reqs, tmp_path, dtype="float32", temperature=0.6, python=fake)
+    with pytest.raises(PeerUnavailableError, match="the vLLM runner failed"):
+        peer.start()
+    (proc,) = started
+    assert proc.poll() is not None  # stopped, not left running as an orphan
+    assert signal.getsignal(signal.SIGTERM) is before
