@@ -31,8 +31,10 @@ from typing import Any
 
 import anyio
 
+from actorllm.engine.config import CPU_BLOCK_SIZE
+
 PROMPT_LEN = 32
-BLOCK_SIZE = 16
+BLOCK_SIZE = CPU_BLOCK_SIZE  # both sides at the engine's CPU default
 
 
 def _limits(num_running: int, steps: int) -> dict[str, Any]:

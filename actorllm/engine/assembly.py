@@ -193,7 +193,7 @@ async def build_engine(
         max_model_len=info.max_model_len,
         eos_token_ids=info.eos_token_ids,
     )
-    routing = ReplicaRouter(len(threads), block_size=config.block_size)
+    routing = ReplicaRouter(len(threads), block_size=config.resolved_block_size())
     return EngineParts(
         config=config,
         info=info,

@@ -251,6 +251,9 @@ class ServerMetrics:
         p, stats = self.prefix, self._stats
         if self._cache_config is not None:
             info = {k: str(getattr(self._cache_config, k, None)) for k in _CACHE_CONFIG}
+            resolve = getattr(self._cache_config, "resolved_block_size", None)
+            if resolve is not None:  # the size in use (None: the device's default)
+                info["block_size"] = str(resolve())
             info.update(num_gpu_blocks="0", engine="0")
             family = GaugeMetricFamily(
                 p + "cache_config_info", "Information of the engine's cache config.",

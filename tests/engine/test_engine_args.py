@@ -133,7 +133,7 @@ def test_engine_args_are_a_dataclass_as_vllms():
     args = EngineArgs(model="/m", max_model_len=256)
     assert dataclasses.is_dataclass(args) and dataclasses.is_dataclass(AsyncEngineArgs)
     d = dataclasses.asdict(args)
-    assert (d["model"], d["max_model_len"], d["block_size"]) == ("/m", 256, 16)
+    assert (d["model"], d["max_model_len"], d["block_size"]) == ("/m", 256, None)  # as vLLM
     assert d["structured_outputs_config"] is None and d["disable_log_stats"] is False
     assert "enable_log_requests" in {f.name for f in dataclasses.fields(AsyncEngineArgs)}
     again = EngineArgs(**d)  # every field, unset ones at their defaults: the same config

@@ -15,7 +15,7 @@ from actorllm.core.repetition import RepetitionDetectionParams
 from actorllm.logprobs import FlatLogprobs
 from actorllm.testing.engine_harness import inject_fault, open_test_engine
 
-PROMPT = "the quick brown fox jumps over the lazy dog " * 3
+PROMPT = "the quick brown fox jumps over the lazy dog " * 6  # two 32-token blocks and more
 IDS = [5, 17, 300, 4095]
 
 

@@ -145,3 +145,19 @@ async def test_a_passed_tokenizer_gets_the_configured_chat_template() -> None:
     assert tok.chat_template == own
     assert got.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=False) == "<<hi>>"
     assert await build_tokenizer(EngineConfig(model="demo"), tok) is tok
+
+
+def test_the_block_size_defaults_by_device_and_a_given_one_is_kept(tmp_path: Path) -> None:
+    """No block_size: 32 on CPU (vLLM's CPU backend also takes multiples of 32), 16 on
+    CUDA; the scheduler and the model runner get the same resolved size."""
+    assert EngineConfig(device="cpu").resolved_block_size() == 32
+    assert EngineConfig(device="cuda").resolved_block_size() == 16
+    assert EngineConfig(device="cpu", block_size=16).resolved_block_size() == 16
+    path = make_tiny_checkpoint(tmp_path / "llama", "llama")
+    config = EngineConfig(
+        model=str(path), device="cpu", max_model_len=64, kv_cache_memory_bytes=2**20
+    )
+    runner = default_runner_factory(config)
+    assert runner.block_size == 32
+    _, info = _build_on_worker(config, default_runner_factory)
+    assert build_scheduler_config(config, info).block_size == 32

@@ -126,7 +126,7 @@ def test_every_dashboard_metric_under_the_vllm_prefix() -> None:
     info = re.search(r"^vllm:cache_config_info\{([^}]*)\} 1\.0$", text, re.M)
     assert info is not None
     labels = dict(re.findall(r'(\w+)="([^"]*)"', info.group(1)))
-    assert labels["block_size"] == str(EngineConfig().block_size)
+    assert labels["block_size"] == str(EngineConfig().resolved_block_size())  # 32 on CPU
     assert labels["num_gpu_blocks"] == "100" and labels["engine"] == "0"
 
 

@@ -51,7 +51,7 @@ def make_offload_connector(
     index = OffloadIndex(host_blocks, disk_blocks)
     # Lost hashes cross from the worker thread (report_lost is thread-safe: a deque append).
     store = OffloadStore(config.kv_offload_disk_dir, on_lost=index.report_lost)
-    block_size = config.block_size
+    block_size = config.resolved_block_size()
     if write_through is None:
         write_through = config.kv_offload_write_through
 
