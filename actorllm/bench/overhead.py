@@ -61,6 +61,7 @@ def core_step_ms(num_running: int, steps: int, *, gc_freeze: bool = False) -> di
     from actorllm.core.scheduler import Scheduler, SchedulerConfig
     from actorllm.testing.scripted_model import ScriptedModel
 
+    gc.collect()  # the garbage of what ran before (an engine side: ~34K cycles) is not ours
     lim = _limits(num_running, steps)
     sched = Scheduler(SchedulerConfig(**lim))
     model = ScriptedModel(vocab_size=4096, eos_token_id=0, max_model_len=lim["max_model_len"])
@@ -102,6 +103,7 @@ async def engine_step_ms(
     from actorllm.core.sampling_params import RequestOutputKind, SamplingParams
     from actorllm.testing.engine_harness import engine_context, open_test_engine
 
+    gc.collect()  # the garbage of what ran before (a core side) is not the engine's
     lim = _limits(num_running, steps)
     kind = RequestOutputKind.DELTA if output_kind == "delta" else RequestOutputKind.FINAL_ONLY
     params = SamplingParams(
