@@ -146,3 +146,26 @@ def test_seeded_engine_repeats_sampled_batches(tiny_model):
     assert run(3) == [first] and first != second  # the next call draws afresh
     assert run(4) != [first]
     assert sampled.seed is None  # the caller's params are not changed
+
+
+def test_greedy_outputs_do_not_depend_on_the_block_size(tiny_model):
+    """16, the CPU default (32) and 128 (vLLM's CPU default): the same greedy tokens, on
+    prompts around a block's edge and again from the prefix cache, which then serves
+    exactly the prompts' whole blocks."""
+    lengths = (5, 31, 32, 33, 70, 130)
+    prompts = [{"prompt_token_ids": [3 + (7 * i + n) % 4000 for i in range(n)]} for n in lengths]
+    params = SamplingParams(temperature=0.0, max_tokens=40, ignore_eos=True)
+    tokens, cached = {}, {}
+    for bs in (16, None, 128):
+        with LLM(
+            tiny_model, max_model_len=256, kv_cache_memory_bytes=8 * 2**20, block_size=bs
+        ) as engine:
+            first = engine.generate(prompts, params, use_tqdm=False)
+            again = engine.generate(prompts, params, use_tqdm=False)
+        tokens[bs] = [o.outputs[0].token_ids for o in first + again]
+        cached[bs] = [o.num_cached_tokens for o in again]
+    assert tokens[None] == tokens[16] and tokens[128] == tokens[16]
+    # every whole block of each prompt but a block-aligned prompt's last (its last token
+    # is always computed, so the first output has logits)
+    for bs, size in ((16, 16), (None, 32), (128, 128)):
+        assert cached[bs] == [(n - 1) // size * size for n in lengths], bs
