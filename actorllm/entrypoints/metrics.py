@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterator
-from typing import Any, final
+from typing import TYPE_CHECKING, Any, final
 
 import anyio
 from prometheus_client import CollectorRegistry, generate_latest
@@ -41,6 +41,9 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
 
 from actorllm.core.request_stats import Histogram, RequestStatsSnapshot
+
+if TYPE_CHECKING:
+    from actorllm.engine.config import EngineConfig
 
 logger = logging.getLogger("actorllm.metrics")
 
@@ -127,7 +130,11 @@ class ServerMetrics:
     """The server's Prometheus metrics; ``render()`` is the /metrics body."""
 
     def __init__(
-        self, model_name: str, *, prefix: str = DEFAULT_PREFIX, cache_config: Any = None
+        self,
+        model_name: str,
+        *,
+        prefix: str = DEFAULT_PREFIX,
+        cache_config: EngineConfig | None = None,
     ) -> None:
         self.model_name = model_name
         self.prefix = normalize_prefix(prefix)
@@ -250,10 +257,8 @@ class ServerMetrics:
     ) -> Iterator[Metric]:
         p, stats = self.prefix, self._stats
         if self._cache_config is not None:
-            info = {k: str(getattr(self._cache_config, k, None)) for k in _CACHE_CONFIG}
-            resolve = getattr(self._cache_config, "resolved_block_size", None)
-            if resolve is not None:  # the size in use (None: the device's default)
-                info["block_size"] = str(resolve())
+            info = {k: str(getattr(self._cache_config, k)) for k in _CACHE_CONFIG}
+            info["block_size"] = str(self._cache_config.resolved_block_size())  # in use
             info.update(num_gpu_blocks="0", engine="0")
             family = GaugeMetricFamily(
                 p + "cache_config_info", "Information of the engine's cache config.",

@@ -157,7 +157,6 @@ def test_the_block_size_defaults_by_device_and_a_given_one_is_kept(tmp_path: Pat
     config = EngineConfig(
         model=str(path), device="cpu", max_model_len=64, kv_cache_memory_bytes=2**20
     )
-    runner = default_runner_factory(config)
+    runner, info = _build_on_worker(config, default_runner_factory)
     assert runner.block_size == 32
-    _, info = _build_on_worker(config, default_runner_factory)
     assert build_scheduler_config(config, info).block_size == 32
