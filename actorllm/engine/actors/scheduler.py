@@ -3,7 +3,10 @@
 The step loop is event-driven, with no background task: after every message the actor
 launches steps while ``Admission.next_step`` gives one (under the in-flight cap). This is
 the per-step scheduling hook: a step leaves here as ``ExecuteStep`` and comes back as
-``StepDone``; its outputs go on to the output processor.
+``StepDone``; its outputs go on to the output processor. The next step is launched before
+they are sent on, so the worker computes it while the output processor works on them (sent
+after, the output processor could run first, with the worker idle: ~5 % of an
+overhead-bound run's throughput).
 
 Deadlock rule: the scheduler awaits sends to the executor (whose mailbox holds at most the
 in-flight cap of steps plus control calls) and to the output processor. Nobody on a path
@@ -81,6 +84,9 @@ class SchedulerActor(Actor[SchedulerMsg]):
                 pass  # _pump admits the requests whose grammar is ready
             case StepDone(epoch=epoch, step_id=step_id, output=output):
                 outputs = adm.step_done(epoch, step_id, output)
+                # The next step goes to the executor first: the worker computes it while
+                # the output processor handles this one (else the two run in turn).
+                await self._pump()
                 if outputs is not None and outputs.outputs:
                     await self.refs.output_processor.send(StepOutputs(epoch=epoch, outputs=outputs))
                 if self.sleep_waiters and not adm.inflight:
