@@ -16,6 +16,8 @@ input can be gathered on the device; :meth:`resolve_pending` later writes it on 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from actorllm.core.sampling_params import SamplingParams
@@ -125,6 +127,18 @@ class InputBatch:
         self.num_computed_tokens[idx] = cached.num_computed_tokens
         return idx
 
+    def update_cached_many(self, cached: Sequence[CachedRequestData]) -> None:
+        """:meth:`update_cached` for a step's held requests at once (every id known): one
+        array write for the computed counts, blocks appended only where some arrived."""
+        if not cached:
+            return
+        index = self.req_id_to_index
+        slots = [index[c.req_id] for c in cached]
+        self.num_computed_tokens[slots] = [c.num_computed_tokens for c in cached]
+        for idx, c in zip(slots, cached, strict=True):
+            if c.new_block_ids[0]:
+                self._append_blocks(idx, c.new_block_ids)
+
     def remove_request(self, req_id: str) -> int | None:
         """Free a request's slot (leaves a hole until :meth:`condense`); None if unknown."""
         idx = self.req_id_to_index.pop(req_id, None)
@@ -176,6 +190,27 @@ class InputBatch:
         self.num_pending[idx] -= 1
         self.append_token(idx, token)
         return True
+
+    def resolve_pending_many(
+        self, slots: list[int], generations: list[int], tokens: list[int]
+    ) -> None:
+        """:meth:`resolve_pending` for distinct occupied ``slots`` at once: each slot that
+        still holds its ``generations`` entry gets its ``tokens`` entry appended."""
+        if not slots:
+            return
+        idx = np.asarray(slots, dtype=np.int64)  # [N]
+        same = self.generation[idx] == np.asarray(generations, dtype=np.int64)  # [N] bool
+        tok = np.asarray(tokens, dtype=np.int64)  # [N]
+        if not same.all():
+            idx, tok = idx[same], tok[same]
+        n = self.num_tokens[idx]  # [N] where each token goes
+        full = n >= self.max_model_len
+        if full.any():
+            slot = int(idx[full.argmax()])
+            raise InputBatchFullError(f"request {self.req_ids[slot]} reached max_model_len")
+        self.num_pending[idx] -= 1
+        self.token_ids[idx, n] = tok
+        self.num_tokens[idx] = n + 1
 
     def output_token_ids(self, idx: int) -> np.ndarray:
         """[num_outputs] int64 view of the request's sampled tokens."""

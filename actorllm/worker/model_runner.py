@@ -437,12 +437,12 @@ class ModelRunner:
             batch.remove_request(req_id)
         for new in so.scheduled_new_reqs:
             batch.add_request(new)
-        for cached in so.scheduled_cached_reqs:
-            if cached.req_id not in batch.req_id_to_index:
-                raise SchedulerProtocolError(
-                    f"cached request {cached.req_id} is unknown to the worker"
-                )
-            batch.update_cached(cached)
+        cached = so.scheduled_cached_reqs
+        index = batch.req_id_to_index
+        if not all(c.req_id in index for c in cached):
+            unknown = next(c.req_id for c in cached if c.req_id not in index)
+            raise SchedulerProtocolError(f"cached request {unknown} is unknown to the worker")
+        batch.update_cached_many(cached)
         batch.condense()
 
     def _new_batch(self) -> InputBatch:

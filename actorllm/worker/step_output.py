@@ -73,17 +73,23 @@ def resolve(step: LaunchedStep, batch: InputBatch) -> ModelRunnerOutput:
     if step.logprobs is not None:  # one conversion for all rows
         lp = step.logprobs
         lp_host = (lp.token_ids.tolist(), lp.logprobs.tolist(), lp.ranks.tolist())
+    index = batch.req_id_to_index
+    slots: list[int] = []  # of the requests the batch still holds, with their gens and tokens
+    gens: list[int] = []
+    live: list[int] = []
     for i, (b, (req_id, gen)) in enumerate(zip(step.sample_rows, step.sample_gens, strict=True)):
-        slot = batch.req_id_to_index.get(req_id)
+        slot = index.get(req_id)
         if slot is not None:
-            batch.resolve_pending(slot, gen, tokens[i])
+            slots.append(slot)
+            gens.append(gen)
+            live.append(tokens[i])
         sampled[b] = [tokens[i]]
-        k = step.num_logprobs[i]
-        if k is not None and lp_host is not None:
+        if lp_host is not None and (k := step.num_logprobs[i]) is not None:
             ids, lps, ranks = lp_host
             logprobs[req_id] = TokenLogprobs(
                 token_ids=ids[i][: k + 1], logprobs=lps[i][: k + 1], rank=ranks[i]
             )
+    batch.resolve_pending_many(slots, gens, live)
     step.output = ModelRunnerOutput(
         step_id=step.step_id,
         req_ids=step.req_ids,

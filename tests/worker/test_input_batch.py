@@ -64,3 +64,54 @@ def test_limits() -> None:
     with pytest.raises(InputBatchFullError, match="max_model_len"):
         b.append_token(0, 5)
     assert b.remove_request("zzz") is None
+
+
+def _three(max_model_len: int = 16) -> InputBatch:
+    b = InputBatch(max_num_seqs=4, max_model_len=max_model_len, block_size=4)
+    for k, rid in enumerate("abc"):
+        b.add_request(_new(rid, [k + 1] * (k + 2), blocks=[k + 1]))
+    return b
+
+
+def _state(b: InputBatch) -> list[np.ndarray]:
+    return [b.token_ids, b.num_tokens, b.num_pending, b.num_computed_tokens, b.block_table]
+
+
+def test_a_steps_cached_updates_at_once_match_them_one_by_one() -> None:
+    cached = [
+        CachedRequestData(req_id="c", new_block_ids=([9, 10],), num_computed_tokens=4),
+        CachedRequestData(req_id="a", new_block_ids=([],), num_computed_tokens=2),
+        CachedRequestData(req_id="b", new_block_ids=([11],), num_computed_tokens=3),
+    ]
+    one, many = _three(), _three()
+    for c in cached:
+        one.update_cached(c)
+    many.update_cached_many(cached)
+    many.update_cached_many([])
+    for x, y in zip(_state(one), _state(many), strict=True):
+        assert np.array_equal(x, y)
+    assert many.block_table[many.req_id_to_index["c"], :3].tolist() == [3, 9, 10]
+
+
+def test_a_steps_tokens_resolved_at_once_match_them_one_by_one() -> None:
+    one, many = _three(), _three()
+    for b in (one, many):
+        b.add_pending(np.arange(3), np.arange(3))
+    slots = [one.req_id_to_index[r] for r in "cab"]
+    gens = [int(one.generation[s]) for s in slots]
+    gens[1] += 7  # "a" was re-added since it sampled: its token is dropped
+    tokens = [30, 10, 20]
+    done = [one.resolve_pending(s, g, t) for s, g, t in zip(slots, gens, tokens, strict=True)]
+    assert done == [True, False, True]
+    many.resolve_pending_many(slots, gens, tokens)
+    many.resolve_pending_many([], [], [])
+    for x, y in zip(_state(one), _state(many), strict=True):
+        assert np.array_equal(x, y)
+    assert many.output_token_ids(many.req_id_to_index["c"]).tolist() == [30]
+
+
+def test_resolving_past_max_model_len_names_the_request() -> None:
+    b = _three(max_model_len=4)  # "c" holds 4 prompt tokens already
+    slots = [b.req_id_to_index[r] for r in "ac"]
+    with pytest.raises(InputBatchFullError, match="request c reached max_model_len"):
+        b.resolve_pending_many(slots, [int(b.generation[s]) for s in slots], [5, 6])
