@@ -92,12 +92,7 @@ class PendingInputError(SchedulerProtocolError):
 def plan_step(batch: InputBatch, num_scheduled: dict[str, int]) -> InputPlan:
     """Plan the step on the host; raises :class:`SchedulerProtocolError` on an inconsistent
     schedule and :class:`PendingInputError` when an older pending token is needed."""
-    try:
-        slots = np.array(sorted(batch.req_id_to_index[r] for r in num_scheduled), dtype=np.int64)
-    except KeyError as e:
-        raise SchedulerProtocolError(f"scheduled request {e} is unknown to the worker") from None
-    req_ids = [r for r in (batch.req_ids[s] for s in slots.tolist()) if r is not None]
-    n = np.array([num_scheduled[r] for r in req_ids], dtype=np.int64)
+    slots, req_ids, n = _scheduled_rows(batch, num_scheduled)
     start = batch.num_computed_tokens[slots]
     end = start + n
     on_host = batch.num_tokens[slots]
@@ -155,6 +150,30 @@ def plan_step(batch: InputBatch, num_scheduled: dict[str, int]) -> InputPlan:
             t[rep_slots, block_idx].astype(np.int64) * bs + offset for t in others
         ),  # each [T]
     )
+
+
+def _scheduled_rows(
+    batch: InputBatch, num_scheduled: dict[str, int]
+) -> tuple[np.ndarray, list[str], np.ndarray]:
+    """The scheduled requests' [B] slots (ascending: batch order), ids and token counts."""
+    count = batch.num_reqs
+    if len(num_scheduled) == count == len(batch.req_id_to_index):
+        # The common decode step: every request the (condensed) batch holds is scheduled,
+        # so the batch is its slots in order, with no lookup or sort per request.
+        held = [r for r in batch.req_ids[:count] if r is not None]
+        try:
+            n = [num_scheduled[r] for r in held]
+        except KeyError:
+            pass  # not that case after all: another request is scheduled
+        else:
+            if len(held) == count:  # (no hole)
+                return np.arange(count, dtype=np.int64), held, np.array(n, dtype=np.int64)
+    try:
+        slots = np.array(sorted(batch.req_id_to_index[r] for r in num_scheduled), dtype=np.int64)
+    except KeyError as e:
+        raise SchedulerProtocolError(f"scheduled request {e} is unknown to the worker") from None
+    ids = [r for r in (batch.req_ids[s] for s in slots.tolist()) if r is not None]
+    return slots, ids, np.array([num_scheduled[r] for r in ids], dtype=np.int64)
 
 
 def step_inputs_from_tensors(
