@@ -121,15 +121,14 @@ class InputBatch:
         return idx
 
     def update_cached(self, cached: CachedRequestData) -> int:
-        """Append a held request's new blocks and take the scheduler's computed count."""
-        idx = self.req_id_to_index[cached.req_id]
-        self._append_blocks(idx, cached.new_block_ids)
-        self.num_computed_tokens[idx] = cached.num_computed_tokens
-        return idx
+        """Append a held request's new blocks and take the scheduler's computed count;
+        returns its slot (:meth:`update_cached_many` for one request)."""
+        self.update_cached_many([cached])
+        return self.req_id_to_index[cached.req_id]
 
     def update_cached_many(self, cached: Sequence[CachedRequestData]) -> None:
-        """:meth:`update_cached` for a step's held requests at once (every id known): one
-        array write for the computed counts, blocks appended only where some arrived."""
+        """A step's held requests (every id known): one array write for the computed
+        counts, blocks appended only where some arrived."""
         if not cached:
             return
         index = self.req_id_to_index
@@ -187,15 +186,15 @@ class InputBatch:
         the incarnation ``generation`` that sampled it; returns whether it did."""
         if self.req_ids[idx] is None or self.generation[idx] != generation:
             return False
-        self.num_pending[idx] -= 1
-        self.append_token(idx, token)
+        self.resolve_pending_many([idx], [generation], [token])
         return True
 
     def resolve_pending_many(
         self, slots: list[int], generations: list[int], tokens: list[int]
     ) -> None:
-        """:meth:`resolve_pending` for distinct occupied ``slots`` at once: each slot that
-        still holds its ``generations`` entry gets its ``tokens`` entry appended."""
+        """Write the oldest pending token of each of the distinct occupied ``slots`` on the
+        host, where the slot still holds its ``generations`` entry (the incarnation that
+        sampled it)."""
         if not slots:
             return
         idx = np.asarray(slots, dtype=np.int64)  # [N]

@@ -439,8 +439,8 @@ class ModelRunner:
             batch.add_request(new)
         cached = so.scheduled_cached_reqs
         index = batch.req_id_to_index
-        if not all(c.req_id in index for c in cached):
-            unknown = next(c.req_id for c in cached if c.req_id not in index)
+        unknown = next((c.req_id for c in cached if c.req_id not in index), None)
+        if unknown is not None:
             raise SchedulerProtocolError(f"cached request {unknown} is unknown to the worker")
         batch.update_cached_many(cached)
         batch.condense()

@@ -90,7 +90,11 @@ def test_a_steps_cached_updates_at_once_match_them_one_by_one() -> None:
     many.update_cached_many([])
     for x, y in zip(_state(one), _state(many), strict=True):
         assert np.array_equal(x, y)
-    assert many.block_table[many.req_id_to_index["c"], :3].tolist() == [3, 9, 10]
+    rows = {r: many.req_id_to_index[r] for r in "abc"}
+    assert many.block_table[rows["c"], :3].tolist() == [3, 9, 10]
+    assert many.block_table[rows["b"], :3].tolist() == [2, 11, 0]
+    assert many.block_table[rows["a"], :3].tolist() == [1, 0, 0]
+    assert [int(many.num_computed_tokens[rows[r]]) for r in "abc"] == [2, 3, 4]
 
 
 def test_a_steps_tokens_resolved_at_once_match_them_one_by_one() -> None:
@@ -108,6 +112,9 @@ def test_a_steps_tokens_resolved_at_once_match_them_one_by_one() -> None:
     for x, y in zip(_state(one), _state(many), strict=True):
         assert np.array_equal(x, y)
     assert many.output_token_ids(many.req_id_to_index["c"]).tolist() == [30]
+    rows = {r: many.req_id_to_index[r] for r in "abc"}
+    assert [many.output_token_ids(rows[r]).tolist() for r in "abc"] == [[], [20], [30]]
+    assert [int(many.num_pending[rows[r]]) for r in "abc"] == [1, 0, 0]
 
 
 def test_resolving_past_max_model_len_names_the_request() -> None:
