@@ -77,8 +77,9 @@ class ActorStatistics(msgspec.Struct, frozen=True, kw_only=True, tag="actor"):
 class Inbox(Generic[M]):
     """``async for msg in self.inbox``: the actor's messages, one at a time.
 
-    Each step finishes the previous message (reply check) and checkpoints; it waits while
-    the mailbox is empty and ends (``StopAsyncIteration``) once a stop was requested.
+    Each step finishes the previous message (reply check) and checkpoints (yields before
+    taking a waiting message, or waits while the mailbox is empty); it ends
+    (``StopAsyncIteration``) once a stop was requested.
     """
 
     __slots__ = ("_cell",)
@@ -236,7 +237,9 @@ class ActorCell(Generic[M]):
         """Finish the message in hand and take the next one (see :class:`Inbox`)."""
         self._finish_current()
         mailbox = self.mailbox
-        await checkpoint()
+        if mailbox.depth:  # a message is waiting: let the other tasks run first
+            await checkpoint()
+        # (else the wait below is the checkpoint: no task step spent on a yield before it)
         while True:
             if self.stopping:
                 raise StopAsyncIteration

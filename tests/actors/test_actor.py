@@ -163,3 +163,64 @@ def test_lifecycle_is_a_printable_table() -> None:
     text = format_transitions()
     assert "RUNNING    --STOP--> STOPPING" in text
     assert len(text.splitlines()) == sum(len(m) for m in TRANSITIONS.values())
+
+
+class Journal(Actor[Add]):
+    """Appends each Add's n to a list the test holds (read without a message)."""
+
+    def __init__(self, handled: list[int]) -> None:
+        self.handled = handled
+
+    async def handle(self, msg: Add) -> None:
+        self.handled.append(msg.n)
+
+
+async def test_the_inbox_yields_between_waiting_messages() -> None:
+    """An actor with a backlog lets the other tasks run between two of its messages."""
+    handled: list[int] = []
+    spec = ChildSpec("j", Journal, args=(handled,), mailbox_size=64)
+    async with open_supervisor(children=[spec]) as sup:
+        ref = sup.ref("j")
+        seen: list[int] = []  # how many the actor had handled, each time the other task ran
+
+        async def watch() -> None:
+            while len(handled) < 20:
+                seen.append(len(handled))
+                await anyio.lowlevel.checkpoint()
+
+        async with anyio.create_task_group() as tg:
+            for n in range(20):
+                ref.send_nowait(Add(n))  # the backlog, before the actor runs again
+            tg.start_soon(watch)
+        assert handled == list(range(20))
+        # The other task saw the backlog being worked through, not only before and after.
+        assert len({k for k in seen if 0 < k < 20}) >= 10, seen
+
+
+@pytest.mark.parametrize("anyio_backend", ["trio"])
+async def test_an_idle_actor_takes_a_message_in_one_task_step(anyio_backend: str) -> None:
+    """No yield before the wait when the mailbox is empty: woken, handle, park again (the
+    engine's actors take a few messages per model step; each extra task step is loop time)."""
+    import trio
+
+    handled: list[int] = []
+    steps: list[str] = []
+
+    class Steps(trio.abc.Instrument):
+        def before_task_step(self, task: trio.lowlevel.Task) -> None:
+            steps.append(task.name)
+
+    spec = ChildSpec("journal", Journal, args=(handled,))
+    async with open_supervisor(children=[spec]) as sup:
+        ref = sup.ref("journal")
+        await until(sup.is_idle)  # started and parked
+        instrument = Steps()
+        trio.lowlevel.add_instrument(instrument)
+        try:
+            for n in range(10):
+                ref.send_nowait(Add(n))
+                await until(lambda k=n + 1: len(handled) == k and sup.is_idle())
+        finally:
+            trio.lowlevel.remove_instrument(instrument)
+    assert handled == list(range(10))
+    assert sum(1 for name in steps if name.endswith("journal")) == 10, set(steps)
