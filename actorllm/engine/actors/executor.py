@@ -2,14 +2,16 @@
 
 It never runs torch itself and never waits for a step: ``ExecuteStep`` queues the step on
 the dedicated worker thread and returns at once, so the next step can be queued behind it
-(async scheduling). The thread posts each outcome to the loop, into this incarnation's own
-result stream (unbounded, but never holding more than the in-flight cap of steps: the
-scheduler launches no more), and a task of this incarnation forwards it to the scheduler as
-``StepDone``; a worker exception is re-raised there, crashing the executor and, with it, the
-core subtree; so does a step still running after ``step_timeout_s`` (engine/step_clock.py).
-Control calls (sleep, wake-up, collective_rpc, profiling) are queued on the
-same thread, so they run between steps; their replies are answered from the thread's
-callback, and an exception in one fails only that call.
+(async scheduling). The thread posts each outcome to the loop. A step that succeeded goes
+straight into the scheduler's mailbox as ``StepDone`` from that callback, when nothing is
+queued ahead of it and the mailbox has room (no task switch on the hot path). Otherwise
+the outcome goes into this incarnation's own result stream (unbounded, but never holding
+more than the in-flight cap of steps: the scheduler launches no more), and a task of this
+incarnation forwards it, waiting for room; a worker exception is re-raised there,
+crashing the executor and, with it, the core subtree; so does a step still running after
+``step_timeout_s`` (engine/step_clock.py). Control calls (sleep, wake-up, collective_rpc,
+profiling) are queued on the same thread, so they run between steps; their replies are
+answered from the thread's callback, and an exception in one fails only that call.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import anyio
 import msgspec
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from actorllm.actors import Actor, Reply
+from actorllm.actors import Actor, ActorStopped, MailboxFull, Reply
 from actorllm.core.model_runner_output import ModelRunnerOutput
 from actorllm.engine.context import EngineContext
 from actorllm.engine.messages import (
@@ -73,6 +75,10 @@ class ExecutorActor(Actor[ExecutorMsg]):
         self.worker = worker  # touched on the worker thread only
         self.poster: LoopPoster | None = None  # made on the loop, in on_start
         self.results: MemoryObjectSendStream[_Result] | None = None  # owner: this incarnation
+        # Outcomes put in ``results`` and not yet in the scheduler's mailbox: while any is,
+        # later ones queue behind it (the scheduler gets the steps in order).
+        self.forwarding = 0
+        self.open = False  # this incarnation takes outcomes (from on_start to on_stop)
 
     def report(self) -> ExecutorReport:
         buffered = self.results.statistics().current_buffer_used if self.results else 0
@@ -85,6 +91,7 @@ class ExecutorActor(Actor[ExecutorMsg]):
         self.poster = LoopPoster()
         send, receive = anyio.create_memory_object_stream[_Result](math.inf)
         self.results = send
+        self.open = True
         # A new core is starting: whatever per-request state the worker holds is stale.
         # Queued behind any step still running, ahead of every step of the new epoch.
         poster, clock, worker = self.poster, self.clock, self.worker
@@ -120,6 +127,7 @@ class ExecutorActor(Actor[ExecutorMsg]):
         tp.notify = lambda generation, why: poster.post(crash, generation, why)
 
     async def on_stop(self) -> None:
+        self.open = False
         if self.results is not None:
             self.results.close()  # outcomes still to come are dropped (stale or shut down)
 
@@ -136,6 +144,7 @@ class ExecutorActor(Actor[ExecutorMsg]):
                 await self.refs.scheduler.send(
                     StepDone(epoch=epoch, step_id=step_id, output=outcome.value)
                 )
+                self.forwarding -= 1
 
     async def handle(self, msg: ExecutorMsg) -> None:
         w = self.worker
@@ -161,6 +170,24 @@ class ExecutorActor(Actor[ExecutorMsg]):
             case StopProfile(reply=reply):
                 self._call(reply, w.stop_profile)
 
+    def _hand_over(self, epoch: int, step_id: int, outcome: Outcome[ModelRunnerOutput]) -> bool:
+        """A successful step's ``StepDone`` straight into the scheduler's mailbox, on the
+        loop, without the forwarding task; False when it must take that path instead (an
+        error to raise, outcomes queued ahead, a full mailbox) or be dropped (this
+        incarnation ended)."""
+        if outcome.error is not None or self.forwarding or not self.open:
+            return False
+        assert outcome.value is not None  # no error: the step produced its output
+        try:
+            self.refs.scheduler.send_nowait(
+                StepDone(epoch=epoch, step_id=step_id, output=outcome.value)
+            )
+        except (MailboxFull, ActorStopped):
+            return False
+        if self.clock is not None:
+            self.clock.done(step_id)
+        return True
+
     def _call(self, reply: Reply[Any], fn: Callable[[], Any]) -> None:
         """Queue ``fn`` on the worker thread (between steps); answer ``reply`` with its
         result or exception. The executor goes on meanwhile."""
@@ -180,9 +207,12 @@ class ExecutorActor(Actor[ExecutorMsg]):
         epoch, so = msg.epoch, msg.scheduler_output
 
         def done(outcome: Outcome[ModelRunnerOutput]) -> None:  # runs on the event loop
+            if self._hand_over(epoch, so.step_id, outcome):
+                return
             # Closed: this incarnation ended (its epoch is stale) or the engine stopped.
             with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
                 results.send_nowait((epoch, so.step_id, outcome))
+                self.forwarding += 1
 
         def post(outcome: Outcome[ModelRunnerOutput]) -> None:  # runs on the worker thread
             poster.post(done, outcome)  # never waits for the loop: the thread goes on
