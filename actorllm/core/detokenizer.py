@@ -97,6 +97,8 @@ class IncrementalDetokenizer:
         # Deferred: ids are only held, and decoded in one call at flush() (same text).
         self.deferred = deferred and not self._added
         self._held: list[int] = []
+        # Deferred: hold one id for the decode at flush() (decode_next without its checks).
+        self.hold = self._held.append
 
     def decode_next(self, token_id: int) -> str:
         """Feed one id; return the text it completes ('' while a character is incomplete,
@@ -140,7 +142,8 @@ class IncrementalDetokenizer:
     def _catch_up(self) -> str:
         """Decode the held ids in one ``DecodeStream.step`` (as many steps of one id each
         would); on the stream's invalid-prefix error, replay them one at a time."""
-        held, self._held = self._held, []
+        held = self._held[:]
+        self._held.clear()  # (the same list: ``hold`` appends to it)
         try:
             text = self._stream.step(self._tokenizer, held)
         except Exception as exc:

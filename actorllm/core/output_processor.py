@@ -57,6 +57,11 @@ class ProcessedOutputs(msgspec.Struct, kw_only=True):
 # A slot in ProcessedOutputs.request_outputs kept for an output rendered at the step's end.
 _PENDING: tuple[str, RequestOutput] = ("", cast(RequestOutput, None))
 
+# An engine request's lane through process_outputs (fixed at registration). Plain: one
+# sample, no stop strings, logprobs or prompt logprobs, DELTA or FINAL_ONLY. Silent: plain,
+# FINAL_ONLY, and its text decoded once at the end (no output and no decoding per step).
+_GENERAL, _PLAIN, _SILENT = 0, 1, 2
+
 
 class OutputProcessorStatistics(msgspec.Struct, frozen=True, kw_only=True):
     num_unfinished: int  # user requests
@@ -88,8 +93,8 @@ class OutputProcessor:
         self._stats = stats  # the engine's request statistics (outlives this object)
         self._decode = None if tokenizer is None else TokenDecoder(tokenizer)
         self._users: dict[str, UserRequest] = {}  # {user id: request}
-        # {engine id: (unfinished child, its user request, whether both are plain)}
-        self._engine: dict[str, tuple[RequestState, UserRequest, bool]] = {}
+        # {engine id: (unfinished child, its user request, its lane in process_outputs)}
+        self._engine: dict[str, tuple[RequestState, UserRequest, int]] = {}
         # Unfinished engine ids whose stream_interval is above 1 (outputs may be held).
         self._holding: set[str] = set()
         self._owner: dict[str, UserRequest] = {}  # {engine id: its user request}
@@ -151,7 +156,10 @@ class OutputProcessor:
             if interval > 1:
                 state.interval = interval
                 self._holding.add(engine_id)
-            self._engine[engine_id] = (state, user, state.plain and user.plain)
+            lane = _GENERAL
+            if state.plain and user.plain:
+                lane = _SILENT if user.silent and state.text_deferred else _PLAIN
+            self._engine[engine_id] = (state, user, lane)
             self._owner[engine_id] = user
         return engine_reqs
 
@@ -183,16 +191,18 @@ class OutputProcessor:
             found = engine.get(out.req_id)
             if found is None:
                 continue
-            state, user, plain = found
+            state, user, lane = found
             previous = state.last_token_time
             if (
-                plain
+                lane
                 and out.finish_reason is None
                 and len(out.new_token_ids) == 1
                 and out.new_prompt_logprobs is None
             ):
                 silent = user.silent
-                if silent:
+                if lane == _SILENT:  # the token and its stamps, nothing else
+                    state.take_silent(out, now)
+                elif silent:
                     state.update_plain(out, now)
                 elif holding and out.req_id in holding:
                     state.update_plain(out, now)

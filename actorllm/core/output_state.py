@@ -164,9 +164,29 @@ class RequestState:
             self.text = text + piece
         return self.plain_delta()
 
+    @property
+    def text_deferred(self) -> bool:
+        """Whether the text is decoded once, at the end (no text per step to make)."""
+        return self._detok is None or self._detok.deferred
+
+    def take_silent(self, out: EngineCoreOutput, now: float) -> None:
+        """:meth:`update_plain` for a ``plain`` request whose text is deferred
+        (:attr:`text_deferred`, FINAL_ONLY): the stamps and the token, held for the
+        decode at the end. The silent lane of the output processor, once per request per
+        decode step."""
+        token_id = self._take(out, now)
+        if self._detok is not None:
+            self._detok.hold(token_id)
+
     def _take_plain(self, out: EngineCoreOutput, now: float) -> tuple[int, str]:
         """The plain lane's bookkeeping for one token: stamps, the token appended; returns
         it and its text piece (not yet added to ``text``)."""
+        token_id = self._take(out, now)
+        detok = self._detok
+        return token_id, "" if detok is None else detok.decode_next(token_id)
+
+    def _take(self, out: EngineCoreOutput, now: float) -> int:
+        """Stamps and the one new token appended (the plain and silent lanes); returns it."""
         if out.num_cached_tokens:
             self.num_cached_tokens = out.num_cached_tokens
         if self.scheduled_time is None:
@@ -176,8 +196,7 @@ class RequestState:
         self.last_token_time = now
         token_id = out.new_token_ids[0]
         self.token_ids.append(token_id)
-        detok = self._detok
-        return token_id, "" if detok is None else detok.decode_next(token_id)
+        return token_id
 
     def _detokenize(self, new: list[int], finish_reason: FinishReason | None) -> str | None:
         """Append ``new`` to token_ids and text; return the stop string that hit, if any."""

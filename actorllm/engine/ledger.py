@@ -115,6 +115,9 @@ class RequestLedger:
         self._entries: dict[str, LedgerEntry] = {}  # {request_id: entry}
         # {child_id: (its open entry, its state)}: one lookup per output on the hot path.
         self._by_child: dict[str, tuple[LedgerEntry, ChildState]] = {}
+        # child(), as the dict's own bound ``get``: no Python frame per output on the hot
+        # path (RequestLedger.child's contract; _by_child is never rebound).
+        self.child = self._by_child.get
         # The core epoch: grows whenever a replica's scheduler rebuilds its state from this
         # ledger (new_epoch, called by the replica's Admission only). Epochs are unique
         # across replicas; outputs of an epoch that is no longer some replica's current one
@@ -223,10 +226,6 @@ class RequestLedger:
     def entry_of_child(self, child_id: str) -> LedgerEntry | None:
         found = self._by_child.get(child_id)
         return None if found is None else found[0]
-
-    def child(self, child_id: str) -> tuple[LedgerEntry, ChildState] | None:
-        """The open entry a child belongs to and the child's state (one dict lookup)."""
-        return self._by_child.get(child_id)
 
     def deliver(self, request_id: str, item: StreamItem) -> bool:
         """Put an output (or the exception ending the request) on the caller's stream.

@@ -1,4 +1,5 @@
-"""The output processor's plain lane builds exactly what the general path builds."""
+"""The output processor's plain and silent lanes build exactly what the general path
+builds."""
 
 from __future__ import annotations
 
@@ -13,22 +14,33 @@ from tests.helpers.tokenizers import demo_tokenizer
 DELTA = RequestOutputKind.DELTA
 
 
+FINAL = RequestOutputKind.FINAL_ONLY
+KINDS = [
+    SamplingParams(output_kind=DELTA),  # plain
+    SamplingParams(output_kind=DELTA, detokenize=False),  # plain, no text
+    SamplingParams(output_kind=DELTA, stop=["e t"]),  # stop strings: general path
+    SamplingParams(output_kind=DELTA, n=2, seed=1),  # two samples: general path
+    SamplingParams(output_kind=RequestOutputKind.CUMULATIVE),  # general path
+    SamplingParams(output_kind=FINAL),  # silent: text decoded at the end
+    SamplingParams(output_kind=FINAL, detokenize=False),  # silent, no text
+    # Plain but not silent: the separators between added tokens need a decode per token.
+    SamplingParams(
+        output_kind=FINAL, skip_special_tokens=False, spaces_between_special_tokens=False
+    ),
+]
+NUM_REQUESTS = 3 * len(KINDS)
+
+
 def _processor(lane: bool) -> tuple[OutputProcessor, RequestStats]:
     stats = RequestStats(4096)
     op = OutputProcessor(demo_tokenizer(), stats=stats)
-    kinds = [
-        SamplingParams(output_kind=DELTA),  # plain
-        SamplingParams(output_kind=DELTA, detokenize=False),  # plain, no text
-        SamplingParams(output_kind=DELTA, stop=["e t"]),  # stop strings: general path
-        SamplingParams(output_kind=DELTA, n=2, seed=1),  # two samples: general path
-        SamplingParams(output_kind=RequestOutputKind.CUMULATIVE),  # general path
-        SamplingParams(output_kind=RequestOutputKind.FINAL_ONLY),  # plain, silent
-    ]
-    for i, params in enumerate(kinds * 3):
+    for i in range(NUM_REQUESTS):
+        params = KINDS[i % len(KINDS)]
         op.add_request(f"r{i}", "p", [274, 324, 5 + i], params, arrival_time=0.25 * i)
-    if not lane:
-        for user in op._users.values():
-            user.plain = False
+    lanes = {rid: lane for rid, (_, _, lane) in op._engine.items()}
+    assert set(lanes.values()) == {0, 1, 2}  # every lane is in the test
+    if not lane:  # every request down the general path
+        op._engine = {rid: (state, user, 0) for rid, (state, user, _) in op._engine.items()}
     return op, stats
 
 
@@ -37,8 +49,9 @@ def _script(seed: int) -> list[EngineCoreOutputs]:
     three finishes at a random step (stop or length), the first output of each carries
     its scheduled time."""
     rng = random.Random(seed)
-    engine_ids = [f"r{i}" for i in range(18) if i % 6 != 3]
-    engine_ids += [f"{k}_r{i}" for i in range(18) if i % 6 == 3 for k in range(2)]
+    two = [i for i in range(NUM_REQUESTS) if KINDS[i % len(KINDS)].n == 2]
+    engine_ids = [f"r{i}" for i in range(NUM_REQUESTS) if i not in two]
+    engine_ids += [f"{k}_r{i}" for i in two for k in range(2)]
     ends = {rid: rng.randrange(3, 12) for rid in engine_ids if rng.random() < 0.33}
     seen: set[str] = set()
     steps = []
@@ -62,16 +75,28 @@ def _script(seed: int) -> list[EngineCoreOutputs]:
                 )
             )
         steps.append(EngineCoreOutputs(step_id=step, outputs=outs, timestamp=1.0 + step))
+    # Then every request ends, so the FINAL_ONLY ones show their text.
+    outs = [
+        EngineCoreOutput(
+            req_id=rid, new_token_ids=[rng.randrange(3, 4000)], finish_reason=FinishReason.LENGTH
+        )
+        for rid in engine_ids
+        if rid not in ends
+    ]
+    steps.append(EngineCoreOutputs(step_id=len(steps), outputs=outs, timestamp=20.0))
     return steps
 
 
 def test_the_plain_lane_matches_the_general_path() -> None:
     for seed in range(5):
         (fast, fast_stats), (slow, slow_stats) = _processor(True), _processor(False)
+        finals = 0
         for eco in _script(seed):
             a: ProcessedOutputs = fast.process_outputs(eco)
             b: ProcessedOutputs = slow.process_outputs(eco)
             assert a == b
+            finals += sum(1 for _, out in a.request_outputs if out.finished and out.outputs[0].text)
+        assert finals >= 6  # finished outputs with text, silent ones among them
         assert fast.statistics() == slow.statistics()
         sa, sb = fast_stats.snapshot(), slow_stats.snapshot()
         assert sa.generation_tokens == sb.generation_tokens
