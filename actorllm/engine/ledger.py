@@ -115,8 +115,9 @@ class RequestLedger:
         self._entries: dict[str, LedgerEntry] = {}  # {request_id: entry}
         # {child_id: (its open entry, its state)}: one lookup per output on the hot path.
         self._by_child: dict[str, tuple[LedgerEntry, ChildState]] = {}
-        # child(), as the dict's own bound ``get``: no Python frame per output on the hot
-        # path (RequestLedger.child's contract; _by_child is never rebound).
+        # child(child_id): the open entry a child belongs to and the child's state, or None.
+        # The dict's own bound ``get``: no Python frame per output on the hot path
+        # (``_by_child`` is never rebound).
         self.child = self._by_child.get
         # The core epoch: grows whenever a replica's scheduler rebuilds its state from this
         # ledger (new_epoch, called by the replica's Admission only). Epochs are unique

@@ -20,7 +20,7 @@ without blocking (or from a background task).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TypeVar
 
 import msgspec
 from anyio.lowlevel import checkpoint
@@ -49,6 +49,8 @@ from actorllm.engine.messages import (
     WakeUp,
     WakeWorker,
 )
+
+M = TypeVar("M")
 
 
 class SchedulerReport(msgspec.Struct, frozen=True, kw_only=True):
@@ -145,7 +147,7 @@ class SchedulerActor(Actor[SchedulerMsg]):
         return launched
 
     @staticmethod
-    async def _send(ref: ActorRef[Any], msg: Any) -> None:
+    async def _send(ref: ActorRef[M], msg: M) -> None:
         """Without a yield when the mailbox has room (a task switch per step saved on the
         hot path); else wait for room."""
         try:
