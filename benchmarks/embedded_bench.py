@@ -7,7 +7,11 @@ the medians of output tokens/s are reported. The host's earlier work is one of:
 * ``thread``: another live thread ran one parallel torch op (it keeps an OpenMP team);
 * ``thread-released``: the same, and that thread then called
   ``actorllm.utils.release_openmp_team()`` (what an embedding application can do);
-* ``hf``: transformers ``generate`` on the main thread (what issue 17 reported).
+* ``hf``: transformers ``generate`` on the main thread (what issue 17 reported);
+* ``engine``: another actorllm engine, of the same model in bfloat16 (so another set of
+  weights, packed linears and KV cache), ran a few requests and was closed (a test harness
+  that builds one engine after another; docs/cpu_performance.md, "the engine after another
+  model's engine").
 
 crossed with the engine's ``cpu_omp_short_spin`` off (the default) and on. Off, the
 engine frees the idle OpenMP team the host's earlier work left on the thread that starts
@@ -31,7 +35,7 @@ import threading
 import time
 from typing import Any
 
-HOSTS = ("none", "thread", "thread-released", "hf")
+HOSTS = ("none", "thread", "thread-released", "hf", "engine")
 CASES = [(host, spin) for spin in (False, True) for host in HOSTS]
 
 
@@ -65,6 +69,19 @@ def one_case(host: str, short_spin: bool, num_prompts: int, output_len: int) -> 
         model = load_hf_model(p.model_dir(), dtype="float32", load_format="dummy")
         run_hf(reqs[:4], model, batch_size=4, temperature=0.6)
         del model
+    elif host == "engine":
+        other = LLM(
+            str(p.model_dir()),
+            dtype="bfloat16",
+            load_format="dummy",
+            max_model_len=p.max_model_len(),
+            kv_cache_memory_bytes=256 * 2**20,
+        )
+        try:
+            warm = [{"prompt_token_ids": r.prompt_token_ids} for r in reqs[:4]]
+            other.generate(warm, SamplingParams(max_tokens=16, ignore_eos=True), use_tqdm=False)
+        finally:
+            other.close()
     llm = LLM(
         str(p.model_dir()),
         dtype="float32",
@@ -96,6 +113,10 @@ def main() -> int:
     ap.add_argument("--num-prompts", type=int, default=8)
     ap.add_argument("--output-len", type=int, default=32)
     ap.add_argument("--output-json", default=None)
+    ap.add_argument("--hosts", default=",".join(HOSTS), help="comma list of host cases to run")
+    ap.add_argument(
+        "--short-spin", choices=("both", "off", "on"), default="both", help="engine setting"
+    )
     ap.add_argument("--case", default=None, help=argparse.SUPPRESS)  # child: host,spin
     args = ap.parse_args()
     if args.case:
@@ -103,8 +124,14 @@ def main() -> int:
         print(json.dumps(one_case(host, spin == "on", args.num_prompts, args.output_len)))
         return 0
     runs: dict[str, list[float]] = {}
+    hosts = args.hosts.split(",")
+    unknown = sorted(set(hosts) - set(HOSTS))
+    if unknown:
+        ap.error(f"--hosts: unknown case(s) {unknown}; known: {list(HOSTS)}")
+    spins = {"both": (False, True), "off": (False,), "on": (True,)}[args.short_spin]
+    cases = [(host, spin) for host, spin in CASES if host in hosts and spin in spins]
     for _ in range(args.rounds):
-        for host, spin in CASES:
+        for host, spin in cases:
             key = f"host={host} short_spin={'on' if spin else 'off'}"
             cmd = [sys.executable, __file__, "--case", f"{host},{'on' if spin else 'off'}"]
             cmd += ["--num-prompts", str(args.num_prompts), "--output-len", str(args.output_len)]
