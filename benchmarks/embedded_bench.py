@@ -45,7 +45,6 @@ def one_case(host: str, short_spin: bool, num_prompts: int, output_len: int) -> 
 
     from actorllm.bench.presets import PRESETS
     from actorllm.core.sampling_params import SamplingParams
-    from actorllm.engine.llm import LLM
 
     p = PRESETS["llama-4l-256"]
     reqs = p.requests()[:num_prompts]
@@ -70,26 +69,13 @@ def one_case(host: str, short_spin: bool, num_prompts: int, output_len: int) -> 
         run_hf(reqs[:4], model, batch_size=4, temperature=0.6)
         del model
     elif host == "engine":
-        other = LLM(
-            str(p.model_dir()),
-            dtype="bfloat16",
-            load_format="dummy",
-            max_model_len=p.max_model_len(),
-            kv_cache_memory_bytes=256 * 2**20,
-        )
+        other = _preset_llm(p, "bfloat16")
         try:
             warm = [{"prompt_token_ids": r.prompt_token_ids} for r in reqs[:4]]
             other.generate(warm, SamplingParams(max_tokens=16, ignore_eos=True), use_tqdm=False)
         finally:
             other.close()
-    llm = LLM(
-        str(p.model_dir()),
-        dtype="float32",
-        load_format="dummy",
-        max_model_len=p.max_model_len(),
-        kv_cache_memory_bytes=256 * 2**20,
-        cpu_omp_short_spin=short_spin,
-    )
+    llm = _preset_llm(p, "float32", cpu_omp_short_spin=short_spin)
     try:
         prompts: list[Any] = [{"prompt_token_ids": r.prompt_token_ids} for r in reqs]
         params = [
@@ -105,6 +91,20 @@ def one_case(host: str, short_spin: bool, num_prompts: int, output_len: int) -> 
     finally:
         llm.close()
     return sum(len(o.outputs[0].token_ids) for o in outs) / elapsed
+
+
+def _preset_llm(preset: Any, dtype: str, **config: Any) -> Any:
+    """An ``LLM`` on the preset's model with dummy weights and a 256 MiB KV cache."""
+    from actorllm.engine.llm import LLM
+
+    return LLM(
+        str(preset.model_dir()),
+        dtype=dtype,
+        load_format="dummy",
+        max_model_len=preset.max_model_len(),
+        kv_cache_memory_bytes=256 * 2**20,
+        **config,
+    )
 
 
 def main() -> int:
