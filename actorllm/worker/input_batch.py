@@ -169,10 +169,16 @@ class InputBatch:
 
     def append_token(self, idx: int, token: int) -> None:
         """Record a token the worker sampled for the request in slot ``idx``."""
-        n = int(self.num_tokens[idx])
-        if n >= self.max_model_len:
-            raise InputBatchFullError(f"request {self.req_ids[idx]} reached max_model_len")
-        self.token_ids[idx, n] = token
+        self._append_tokens(np.array([idx], dtype=np.int64), np.array([token], dtype=np.int64))
+
+    def _append_tokens(self, idx: np.ndarray, tokens: np.ndarray) -> None:
+        """Append one token to each of the distinct slots ``idx`` ([N] int64 each)."""
+        n = self.num_tokens[idx]  # [N] where each token goes
+        full = n >= self.max_model_len
+        if full.any():
+            slot = int(idx[full.argmax()])
+            raise InputBatchFullError(f"request {self.req_ids[slot]} reached max_model_len")
+        self.token_ids[idx, n] = tokens
         self.num_tokens[idx] = n + 1
 
     def add_pending(self, idx: int | np.ndarray, device_slot: int | np.ndarray) -> None:
@@ -202,14 +208,8 @@ class InputBatch:
         tok = np.asarray(tokens, dtype=np.int64)  # [N]
         if not same.all():
             idx, tok = idx[same], tok[same]
-        n = self.num_tokens[idx]  # [N] where each token goes
-        full = n >= self.max_model_len
-        if full.any():
-            slot = int(idx[full.argmax()])
-            raise InputBatchFullError(f"request {self.req_ids[slot]} reached max_model_len")
+        self._append_tokens(idx, tok)  # (raises before anything is written)
         self.num_pending[idx] -= 1
-        self.token_ids[idx, n] = tok
-        self.num_tokens[idx] = n + 1
 
     def output_token_ids(self, idx: int) -> np.ndarray:
         """[num_outputs] int64 view of the request's sampled tokens."""
