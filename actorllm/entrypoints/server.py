@@ -181,6 +181,9 @@ async def serve(
     if settings.worker_class == "trio":
         from hypercorn.trio import serve as trio_serve
 
+        from actorllm.entrypoints.trio_send import install
+
+        install()  # a streamed chunk without two task switches (trio_send.py)
         await trio_serve(app, config, shutdown_trigger=trigger)
     else:
         from hypercorn.asyncio import serve as asyncio_serve
