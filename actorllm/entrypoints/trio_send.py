@@ -17,7 +17,9 @@ holds, TLS streams and any error take hypercorn's own path, unchanged, so chunks
 order and a broken connection is reported as hypercorn reports it. A task still checkpoints
 once per token where it waits for the next output (``RequestStream``).
 
-:func:`install` puts the class where ``hypercorn.trio.serve`` builds its connections; it
+:func:`install` puts the class where ``hypercorn.trio.serve`` builds its connections, so
+every hypercorn trio server of the process gets it (an application embedding ``serve()``
+beside a hypercorn server of its own too: the same bytes, in the same order, sooner); it
 leaves hypercorn alone (and says so) when its layout is not the one this was written for.
 """
 
