@@ -5,11 +5,13 @@ bytes in order and the close reported (trio only: it is hypercorn's trio connect
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import socket
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import hypercorn.trio.run as hypercorn_run
 import pytest
 import trio
@@ -18,6 +20,8 @@ from hypercorn.events import Closed, Event, RawData
 from hypercorn.trio.tcp_server import TCPServer
 
 from actorllm.entrypoints.trio_send import FastSendTCPServer, install
+from tests.entrypoints.conftest import start_server
+from tests.entrypoints.fake_engine import FakeEngine
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(30)]  # a lost chunk hangs a read
 
@@ -148,3 +152,44 @@ def test_install_swaps_hypercorn_s_connection_class_once(
         assert not install()
     assert hypercorn_run.TCPServer is object
     assert "hypercorn's trio worker changed layout" in caplog.text
+
+
+def _stream_text(url: str) -> str:
+    body = {"model": "fake-model", "prompt": "hi", "max_tokens": 9, "stream": True}
+    text = []
+    with httpx.stream("POST", url + "/v1/completions", json=body, timeout=20) as r:
+        assert r.status_code == 200
+        for line in r.iter_lines():
+            if line.startswith("data: ") and line != "data: [DONE]":
+                text.append(json.loads(line[6:])["choices"][0]["text"])
+            elif line == "data: [DONE]":
+                text.append("[DONE]")
+    return "".join(text)
+
+
+def test_a_trio_server_streams_through_the_fast_send(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``serve()`` on trio installs the class (with hypercorn's own in place before it), its
+    connections send the chunks, and the stream reads as the asyncio server's does."""
+    monkeypatch.setattr(hypercorn_run, "TCPServer", TCPServer)
+    sends: list[int] = []
+    protocol_send = FastSendTCPServer.protocol_send
+
+    async def counted(self: FastSendTCPServer, event: Event) -> None:
+        sends.append(1)
+        await protocol_send(self, event)
+
+    monkeypatch.setattr(FastSendTCPServer, "protocol_send", counted)
+    engine = FakeEngine()
+    streamed = {}
+    for worker_class in ("trio", "asyncio"):
+        srv = start_server(engine, worker_class=worker_class)
+        try:
+            streamed[worker_class] = _stream_text(srv.url)
+        finally:
+            srv.stop()
+        assert srv.error is None
+        if worker_class == "trio":
+            assert hypercorn_run.TCPServer is FastSendTCPServer
+            assert len(sends) >= 10  # the response start, nine tokens' chunks, the end
+    assert streamed["trio"] == streamed["asyncio"]
+    assert streamed["trio"].endswith("[DONE]") and len(streamed["trio"]) > len("[DONE]")
