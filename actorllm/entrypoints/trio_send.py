@@ -41,10 +41,13 @@ class FastSendTCPServer(TCPServer):
 
     async def protocol_send(self, event: Event) -> None:
         lock = self.send_lock
-        if type(event) is not RawData or type(self.stream) is not trio.SocketStream:
-            await super().protocol_send(event)  # TLS, close and idle events: hypercorn's
-            return
-        if lock.locked():  # another chunk is mid-send: queue behind it, in order
+        # hypercorn's own path for close and idle events, TLS streams, and a chunk behind
+        # another one that is mid-send (it queues on the lock, in order)
+        if (
+            type(event) is not RawData
+            or type(self.stream) is not trio.SocketStream
+            or lock.locked()
+        ):
             await super().protocol_send(event)
             return
         data = event.data
