@@ -5,7 +5,11 @@ Theory of operation: each request owns an :class:`IncrementalDetokenizer` wrappi
 ``tokenizers`` library. The stream keeps a small window of recent ids and returns text only
 once it decodes to valid text (no trailing U+FFFD), so a character whose UTF-8 bytes are
 split across byte-level tokens is emitted whole, when its last byte arrives. Work per token
-is proportional to that window, not to the output length.
+is proportional to that window, not to the output length. A byte-level tokenizer whose
+table checks out (``core/byte_level.py``: every token a fixed run of bytes) skips the
+stream: a token's text is a table lookup, and bytes that end inside a character wait until
+it completes, which gives the same deltas at the same tokens (a test checks it step by
+step) without a tokenizer call.
 
 Contract (what :meth:`IncrementalDetokenizer.flush` guarantees): the concatenation of every
 :meth:`~IncrementalDetokenizer.decode_next` result plus the final ``flush()`` equals
@@ -35,6 +39,8 @@ from typing import final
 
 from tokenizers import Tokenizer
 from tokenizers.decoders import DecodeStream
+
+from actorllm.core.byte_level import byte_level_table
 
 _REPLACEMENT = "\ufffd"
 # How many prompt tokens may prime the stream (vLLM's choice): enough context for spacing,
@@ -84,16 +90,25 @@ class IncrementalDetokenizer:
     ) -> None:
         self._tokenizer = tokenizer
         self._skip = skip_special_tokens
-        self._context = _prompt_context(tokenizer, prompt_token_ids, skip_special_tokens)
-        self._stream = DecodeStream(self._context or None, skip_special_tokens=skip_special_tokens)
-        self._ids: list[int] = []  # every id fed, in order
-        self._text_len = 0  # characters returned so far
-        self._pending = 0  # ids fed since the stream last returned text
         # {token_id: content} of added tokens, only when their separators must be dropped.
         self._added: dict[int, str] = {}
         if not (skip_special_tokens or spaces_between_special_tokens):
             self._added = {i: t.content for i, t in tokenizer.get_added_tokens_decoder().items()}
         self._last_added = False
+        # A byte-level tokenizer's table (core/byte_level.py): a token's text is a lookup,
+        # its bytes wait in _pend while they end inside a character; no DecodeStream call
+        # and no prompt context (byte-level text does not depend on it).
+        table = None if self._added else byte_level_table(tokenizer, skip_special_tokens)
+        self._texts = None if table is None else table.token_text
+        self._bytes: list[bytes] = [] if table is None else table.token_bytes
+        self._pend = b""  # bytes fed since the last text returned (table only)
+        self._context: list[int] = []
+        if table is None:
+            self._context = _prompt_context(tokenizer, prompt_token_ids, skip_special_tokens)
+        self._stream = DecodeStream(self._context or None, skip_special_tokens=skip_special_tokens)
+        self._ids: list[int] = []  # every id fed, in order (DecodeStream only)
+        self._text_len = 0  # characters returned so far (DecodeStream only)
+        self._pending = 0  # ids fed since the stream last returned text (DecodeStream only)
         # Deferred: ids are only held, and decoded in one call at flush() (same text).
         self.deferred = deferred and not self._added
         self._held: list[int] = []
@@ -106,6 +121,16 @@ class IncrementalDetokenizer:
         if self.deferred:
             self._held.append(token_id)
             return ""
+        texts = self._texts
+        if texts is not None:  # the table: a whole token after whole text is a lookup
+            if not self._pend:
+                try:
+                    text = texts[token_id]
+                except IndexError:  # past the vocabulary: no text, as in a full decode
+                    text = ""
+                if text is not None:
+                    return text
+            return self._next_bytes(token_id)
         self._ids.append(token_id)
         try:  # DecodeStream.step inline: this runs once per token of every request
             text = self._stream.step(self._tokenizer, token_id)
@@ -127,6 +152,12 @@ class IncrementalDetokenizer:
         """Text still held by the stream (an incomplete character at the end), rendered as a
         full decode renders it (U+FFFD); when deferred, all the text. Call once, when the
         request finishes."""
+        if self._texts is not None:  # the table: what is pending, and every held id
+            bytes_ = self._bytes
+            held = b"".join([bytes_[i] for i in self._held if i < len(bytes_)])
+            data, self._pend = self._pend + held, b""
+            self._held.clear()
+            return data.decode("utf-8", "replace")
         text = self._catch_up() if self._held else ""
         if not self._pending:
             return text
@@ -138,6 +169,19 @@ class IncrementalDetokenizer:
         rest = full[len(context) + self._text_len :]
         self._text_len += len(rest)
         return text + rest
+
+    def _next_bytes(self, token_id: int) -> str:
+        """The table's slow case: bytes pending, or a token that ends inside a character.
+        Text once the pending bytes decode to text that does not end in U+FFFD (when
+        ``DecodeStream`` returns text), else '' and the bytes wait."""
+        bytes_ = self._bytes
+        data = self._pend + (bytes_[token_id] if token_id < len(bytes_) else b"")
+        text = data.decode("utf-8", "replace")
+        if not text or text[-1] == _REPLACEMENT:
+            self._pend = data
+            return ""
+        self._pend = b""
+        return text
 
     def _catch_up(self) -> str:
         """Decode the held ids in one ``DecodeStream.step`` (as many steps of one id each

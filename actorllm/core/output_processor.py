@@ -33,6 +33,7 @@ from typing import cast, final
 import msgspec
 from tokenizers import Tokenizer
 
+from actorllm.core.byte_level import byte_level_table
 from actorllm.core.detokenizer import TokenDecoder
 from actorllm.core.engine_core_output import EngineCoreOutput, EngineCoreOutputs, FinishReason
 from actorllm.core.output_parent import UserRequest, child_params, fan_out
@@ -92,6 +93,8 @@ class OutputProcessor:
         self._tokenizer = tokenizer
         self._stats = stats  # the engine's request statistics (outlives this object)
         self._decode = None if tokenizer is None else TokenDecoder(tokenizer)
+        if tokenizer is not None:  # a byte-level table now, not at the first request
+            byte_level_table(tokenizer, True)  # (~0.5 s for 150K ids; None: not byte-level)
         self._users: dict[str, UserRequest] = {}  # {user id: request}
         # {engine id: (unfinished child, its user request, its lane in process_outputs)}
         self._engine: dict[str, tuple[RequestState, UserRequest, int]] = {}
