@@ -52,6 +52,11 @@ M = TypeVar("M")
 
 log = logging.getLogger("actorllm.actors")
 
+# An actor with a backlog takes this many messages per turn of the event loop before it
+# lets the other tasks run. One per turn throttled a busy engine: under load a turn is about
+# one engine step, so a burst of new requests crossed the input processor and the router
+# one request per step (tests/engine/test_admission_under_load.py).
+BACKLOG_RUN = 32
 _S = ActorState
 _E = LifecycleEvent
 
@@ -77,8 +82,9 @@ class ActorStatistics(msgspec.Struct, frozen=True, kw_only=True, tag="actor"):
 class Inbox(Generic[M]):
     """``async for msg in self.inbox``: the actor's messages, one at a time.
 
-    Each step finishes the previous message (reply check) and checkpoints (yields before
-    taking a waiting message, or waits while the mailbox is empty); it ends
+    Each step finishes the previous message (reply check) and takes the next one: it waits
+    while the mailbox is empty (the checkpoint); from a backlog it takes up to
+    :data:`BACKLOG_RUN` messages in a row, then yields to the other tasks. It ends
     (``StopAsyncIteration``) once a stop was requested.
     """
 
@@ -122,6 +128,7 @@ class ActorCell(Generic[M]):
         self._current: Envelope[M] | None = None  # taken, not finished
         self._deferred: set[Reply[Any]] = set()  # deferred, still open
         self._waiting = False  # asleep on an empty mailbox
+        self._run = 0  # messages taken from a backlog since the last yield
         self._hard_scope: anyio.CancelScope | None = None
         self._instance: Actor[M] | None = None  # the running incarnation, for report()
         self._watchdog: Watchdog | None = None  # with spec.message_deadline only
@@ -237,9 +244,13 @@ class ActorCell(Generic[M]):
         """Finish the message in hand and take the next one (see :class:`Inbox`)."""
         self._finish_current()
         mailbox = self.mailbox
-        if mailbox.depth:  # a message is waiting: let the other tasks run first
-            await checkpoint()
-        # (else the wait below is the checkpoint: no task step spent on a yield before it)
+        if mailbox.depth:  # a backlog: let the other tasks run every BACKLOG_RUN messages
+            self._run += 1
+            if self._run >= BACKLOG_RUN:
+                self._run = 0
+                await checkpoint()
+        else:  # the wait below is the checkpoint: no task step spent on a yield before it
+            self._run = 0
         while True:
             if self.stopping:
                 raise StopAsyncIteration

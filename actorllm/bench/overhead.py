@@ -129,6 +129,13 @@ async def engine_step_ms(
                 stats = await engine.get_stats()
                 if stats.num_running_reqs == num_running and not stats.num_waiting_reqs:
                     break
+                if ctx.admission.steps_done + 10 + steps >= lim["max_model_len"] - PROMPT_LEN:
+                    # (a poll that never ends otherwise: requests start finishing)
+                    raise RuntimeError(
+                        f"{num_running} requests were not all decoding after "
+                        f"{ctx.admission.steps_done} steps: the first ones would finish "
+                        "inside the timed window"
+                    )
                 await anyio.sleep(0.01)
             await _wait_steps(ctx, ctx.admission.steps_done + 10)
             around = window() if window is not None else contextlib.nullcontext()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import anyio
 import msgspec
 import pytest
@@ -17,6 +19,7 @@ from actorllm.actors import (
     format_transitions,
     open_supervisor,
 )
+from actorllm.actors.cell import BACKLOG_RUN
 from actorllm.actors.lifecycle import LifecycleError, next_state
 
 from .support import Add, Counter, get, until
@@ -175,26 +178,35 @@ class Journal(Actor[Add]):
         self.handled.append(msg.n)
 
 
-async def test_the_inbox_yields_between_waiting_messages() -> None:
-    """An actor with a backlog lets the other tasks run between two of its messages."""
+async def test_the_inbox_yields_within_a_backlog() -> None:
+    """An actor with a backlog takes BACKLOG_RUN messages in a row, then lets the other
+    tasks run (not one message per turn of the loop: under load a turn is an engine step)."""
     handled: list[int] = []
-    spec = ChildSpec("j", Journal, args=(handled,), mailbox_size=64)
+    total = 5 * BACKLOG_RUN
+    spec = ChildSpec("j", Journal, args=(handled,), mailbox_size=2 * total)
     async with open_supervisor(children=[spec]) as sup:
         ref = sup.ref("j")
         seen: list[int] = []  # how many the actor had handled, each time the other task ran
 
         async def watch() -> None:
-            while len(handled) < 20:
+            while len(handled) < total:
                 seen.append(len(handled))
                 await anyio.lowlevel.checkpoint()
 
         async with anyio.create_task_group() as tg:
-            for n in range(20):
+            for n in range(total):
                 ref.send_nowait(Add(n))  # the backlog, before the actor runs again
             tg.start_soon(watch)
-        assert handled == list(range(20))
-        # The other task saw the backlog being worked through, not only before and after.
-        assert len({k for k in seen if 0 < k < 20}) >= 10, seen
+        assert handled == list(range(total))
+        # The other task saw the backlog being worked through, not only before and after:
+        # at most one run of the actor between two of its turns (two when the loop ran the
+        # tasks of one turn in the other order than those of the next), and a run is more
+        # than one message.
+        inside = sorted({k for k in seen if 0 < k < total})
+        assert len(inside) >= 3, seen
+        steps = [b - a for a, b in itertools.pairwise([0, *inside, total])]
+        assert max(steps) <= 2 * BACKLOG_RUN, seen
+        assert min(b - a for a, b in itertools.pairwise(inside)) > 1, seen
 
 
 @pytest.mark.parametrize("anyio_backend", ["trio"])

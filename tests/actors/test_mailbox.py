@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import anyio
 import pytest
 
@@ -38,6 +40,34 @@ async def test_send_waits_when_full_and_send_nowait_raises() -> None:
         assert await get(ref) == 1 + 2 + 8
         stats = ref.statistics().mailbox
         assert (stats.capacity, stats.peak_depth, stats.depth, stats.sent) == (2, 2, 0, 5)
+
+
+async def test_send_without_checkpoint_yields_only_to_wait_for_room() -> None:
+    """``send(msg, checkpoint=False)``: enqueued without a yield while there is room (the
+    engine's hot paths), and waits for room like ``send`` when the mailbox is full."""
+    async with open_supervisor(children=[ChildSpec("c", Counter, mailbox_size=2)]) as sup:
+        ref = sup.ref("c")
+        gate = anyio.Event()
+        await ref.send(Wait(gate))
+        await until(lambda: ref.statistics().mailbox.taken == 1)  # busy in handle()
+        ran: list[int] = []
+
+        async def mark() -> None:
+            ran.append(1)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(mark)  # runs at the parent's next yield
+            await ref.send(Add(1), checkpoint=False)
+            await ref.send(Add(2), checkpoint=False)  # the mailbox is now full
+            assert ran == []  # no yield so far
+            with anyio.move_on_after(0.05) as scope:
+                await ref.send(Add(4), checkpoint=False)
+            assert scope.cancelled_caught  # no room: it waited (backpressure)
+            assert ran == [1]
+            tg.start_soon(functools.partial(ref.send, Add(8), checkpoint=False))
+            await until(lambda: ref.statistics().mailbox.senders_waiting == 1)
+            gate.set()
+        assert await get(ref) == 1 + 2 + 8
 
 
 async def test_queued_messages_survive_a_restart() -> None:

@@ -94,7 +94,8 @@ class InputProcessorActor(Actor[InputMsg]):
                 params=msg.params,
                 arrival_time=msg.arrival_time,
                 child_ids=[c.child_id for c in children],
-            )
+            ),
+            checkpoint=False,  # (both sends: no turn of the loop each, see the router's)
         )
         await self.ctx.refs.router.send(
             Route(
@@ -107,7 +108,8 @@ class InputProcessorActor(Actor[InputMsg]):
                     children=children,
                     cache_salt=processed.cache_salt,
                 )
-            )
+            ),
+            checkpoint=False,
         )
 
     def _grammar_ready(self, msg: Generate, params: SamplingParams) -> bool:

@@ -77,7 +77,11 @@ class RouterActor(Actor[RouterMsg]):
                 ).replica
                 ledger.assign(rid, replica)
             try:
-                await self.ctx.refs.cores[replica].scheduler.send(AddRequest(request=request))
+                # No yield when there is room: one turn of the loop per request admitted
+                # would throttle admission to a few requests per engine step under load.
+                await self.ctx.refs.cores[replica].scheduler.send(
+                    AddRequest(request=request), checkpoint=False
+                )
                 return
             except ActorStopped:  # it died before its ReplicaDown reached us
                 await self._replica_down(replica)

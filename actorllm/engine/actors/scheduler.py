@@ -20,12 +20,10 @@ without blocking (or from a background task).
 
 from __future__ import annotations
 
-from typing import TypeVar
-
 import msgspec
 from anyio.lowlevel import checkpoint
 
-from actorllm.actors import Actor, ActorRef, MailboxFull, Reply
+from actorllm.actors import Actor, Reply
 from actorllm.engine.admission import Admission, AdmissionStatistics, Failure
 from actorllm.engine.context import EngineContext
 from actorllm.engine.messages import (
@@ -49,8 +47,6 @@ from actorllm.engine.messages import (
     WakeUp,
     WakeWorker,
 )
-
-M = TypeVar("M")
 
 
 class SchedulerReport(msgspec.Struct, frozen=True, kw_only=True):
@@ -98,8 +94,8 @@ class SchedulerActor(Actor[SchedulerMsg]):
                 if outputs is not None and outputs.outputs:
                     if launched:  # the executor runs before the output processor is woken
                         await checkpoint()
-                    await self._send(
-                        self.refs.output_processor, StepOutputs(epoch=epoch, outputs=outputs)
+                    await self.refs.output_processor.send(
+                        StepOutputs(epoch=epoch, outputs=outputs), checkpoint=False
                     )
                 if self.sleep_waiters and not adm.inflight:
                     await self._sleep_now()
@@ -142,18 +138,10 @@ class SchedulerActor(Actor[SchedulerMsg]):
                 scheduler_output=step.scheduler_output,
                 connector_meta=step.connector_meta,
             )
-            await self._send(self.refs.executor, msg)
+            # no yield when there is room: a task switch per step saved on the hot path
+            await self.refs.executor.send(msg, checkpoint=False)
             launched += 1
         return launched
-
-    @staticmethod
-    async def _send(ref: ActorRef[M], msg: M) -> None:
-        """Without a yield when the mailbox has room (a task switch per step saved on the
-        hot path); else wait for room."""
-        try:
-            ref.send_nowait(msg)
-        except MailboxFull:
-            await ref.send(msg)
 
     async def _end(self, failures: list[Failure]) -> None:
         """Fail requests for their callers (the output processor closes them)."""
