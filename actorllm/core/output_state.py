@@ -34,6 +34,9 @@ from actorllm.core.outputs import CompletionOutput
 from actorllm.core.sampling_params import RequestOutputKind, SamplingParams
 from actorllm.core.stop_checker import StopChecker
 
+# The plain lane joins a request's text pieces once this many accumulated (RequestState.text).
+PIECES_PER_JOIN = 256
+
 
 @final
 class RequestState:
@@ -67,7 +70,11 @@ class RequestState:
         stops = params.stop_strings if detokenize else []
         self._stops = StopChecker(stops, include_in_output=params.include_stop_str_in_output)
         self.token_ids: list[int] = []
-        self.text = ""
+        # The text: _joined, then the plain lane's pieces not joined yet (``text`` joins
+        # them): a long stream appending to one string copied all of it every token.
+        self._joined = ""
+        self._pieces: list[str] = []
+        self._text_len = 0  # len(text)
         self._searched = 0  # text[:_searched] has been searched for stop strings
         self.logprobs = SampleLogprobsState(
             params.num_logprobs, decode_token if detokenize else None, params.flat_logprobs
@@ -89,6 +96,30 @@ class RequestState:
         # output processor; 1: every step). ``shown``: len(token_ids) at the last output.
         self.interval = 1
         self.shown = 0
+
+    @property
+    def text(self) -> str:
+        """The text so far (stop strings' truncation applied)."""
+        if self._pieces:
+            self._joined += "".join(self._pieces)
+            self._pieces.clear()
+        return self._joined
+
+    @text.setter
+    def text(self, value: str) -> None:
+        self._joined = value
+        self._pieces.clear()
+        self._text_len = len(value)
+
+    def _append(self, piece: str) -> None:
+        """The plain lane's text append: O(1) per token; every PIECES_PER_JOIN pieces are
+        joined (amortised, so a long text is copied once per that many tokens, not each)."""
+        pieces = self._pieces
+        pieces.append(piece)
+        self._text_len += len(piece)
+        if len(pieces) >= PIECES_PER_JOIN:
+            self._joined += "".join(pieces)
+            pieces.clear()
 
     def due(self) -> bool:
         """Whether this step's new tokens go out now (stream_interval > 1): the first
@@ -145,7 +176,7 @@ class RequestState:
         leaves it (``_searched`` is only read when there are stop strings)."""
         _, piece = self._take_plain(out, now)
         if piece:
-            self.text += piece
+            self._append(piece)
 
     def plain_step(self, out: EngineCoreOutput, now: float) -> CompletionOutput:
         """:meth:`update_plain` then :meth:`plain_delta` in one call: the DELTA plain lane,
@@ -153,15 +184,14 @@ class RequestState:
         out (always, unless a caller mixes lanes), the delta is this token and the text it
         completes, built without slicing."""
         token_id, piece = self._take_plain(out, now)
-        text = self.text
-        if self._sent_tokens == len(self.token_ids) - 1 and self._sent_text == len(text):
+        if self._sent_tokens == len(self.token_ids) - 1 and self._sent_text == self._text_len:
             self._sent_tokens += 1
             if piece:
-                self.text = text + piece
+                self._append(piece)
                 self._sent_text += len(piece)
             return CompletionOutput(index=self.index, text=piece, token_ids=[token_id])
         if piece:
-            self.text = text + piece
+            self._append(piece)
         return self.plain_delta()
 
     @property

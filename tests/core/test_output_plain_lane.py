@@ -7,6 +7,7 @@ import random
 
 from actorllm.core.engine_core_output import EngineCoreOutput, EngineCoreOutputs, FinishReason
 from actorllm.core.output_processor import OutputProcessor, ProcessedOutputs
+from actorllm.core.output_state import PIECES_PER_JOIN
 from actorllm.core.request_stats import RequestStats
 from actorllm.core.sampling_params import RequestOutputKind, SamplingParams
 from tests.helpers.tokenizers import demo_tokenizer
@@ -103,3 +104,39 @@ def test_the_plain_lane_matches_the_general_path() -> None:
         assert sa.prompt_tokens == sb.prompt_tokens
         itl = "inter_token_latency_seconds"
         assert sa.histograms[itl].counts == sb.histograms[itl].counts
+
+
+def test_a_long_stream_matches_the_general_path() -> None:
+    """Past PIECES_PER_JOIN tokens (the plain lane joins its text pieces every that many):
+    the same deltas as the general path, and a final text equal to the full decode."""
+    tok = demo_tokenizer()
+    steps = 2 * PIECES_PER_JOIN + 37
+    rng = random.Random(7)
+    ids = [rng.randrange(3, 4000) for _ in range(steps)]
+    params = [SamplingParams(output_kind=DELTA), SamplingParams(output_kind=FINAL)]
+    ops = [OutputProcessor(tok), OutputProcessor(tok)]
+    for op in ops:
+        for i, p in enumerate(params):
+            op.add_request(f"r{i}", "p", [274, 324], p, arrival_time=0.0)
+    fast, slow = ops
+    slow._engine = {rid: (state, user, 0) for rid, (state, user, _) in slow._engine.items()}
+    deltas: list[str] = []
+    final = ""
+    for step, token in enumerate(ids):
+        finish = FinishReason.LENGTH if step == steps - 1 else None
+        eco = EngineCoreOutputs(
+            step_id=step,
+            outputs=[
+                EngineCoreOutput(req_id=f"r{i}", new_token_ids=[token], finish_reason=finish)
+                for i in range(len(params))
+            ],
+            timestamp=1.0 + step,
+        )
+        a, b = fast.process_outputs(eco), slow.process_outputs(eco)
+        assert a == b
+        for rid, out in a.request_outputs:
+            if rid == "r0":
+                deltas.append(out.outputs[0].text)
+            else:
+                final = out.outputs[0].text
+    assert "".join(deltas) == tok.decode(ids) == final
