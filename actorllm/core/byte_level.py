@@ -145,9 +145,13 @@ def _build(tokenizer: Tokenizer, skip: bool) -> ByteLevelTable | None:
 
 
 def _byte_level_decoder(tokenizer: Tokenizer) -> bool:
+    # The decoder's own JSON (its pickle state), not the whole tokenizer's (megabytes).
+    component = tokenizer.decoder
+    if component is None:
+        return False
     try:
-        decoder = json.loads(tokenizer.to_str()).get("decoder")
-    except (ValueError, TypeError):
+        decoder = json.loads(component.__getstate__())
+    except (ValueError, TypeError, AttributeError):
         return False
     while isinstance(decoder, dict) and decoder.get("type") == "Sequence":
         parts = decoder.get("decoders") or []
