@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from time import perf_counter
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast, final
 
 import anyio
@@ -57,6 +58,9 @@ log = logging.getLogger("actorllm.actors")
 # one engine step, so a burst of new requests crossed the input processor and the router
 # one request per step (tests/engine/test_admission_under_load.py).
 BACKLOG_RUN = 32
+# ... or as many as it takes this long (seconds) from the run's first one, if fewer: slow
+# messages (a long prompt to tokenize) do not hold the loop for 32 of them.
+BACKLOG_RUN_S = 0.002
 _S = ActorState
 _E = LifecycleEvent
 
@@ -84,7 +88,8 @@ class Inbox(Generic[M]):
 
     Each step finishes the previous message (reply check) and takes the next one: it waits
     while the mailbox is empty (the checkpoint); from a backlog it takes up to
-    :data:`BACKLOG_RUN` messages in a row, then yields to the other tasks. It ends
+    :data:`BACKLOG_RUN` messages in a row (fewer when they took :data:`BACKLOG_RUN_S`),
+    then yields to the other tasks. It ends
     (``StopAsyncIteration``) once a stop was requested.
     """
 
@@ -128,7 +133,8 @@ class ActorCell(Generic[M]):
         self._current: Envelope[M] | None = None  # taken, not finished
         self._deferred: set[Reply[Any]] = set()  # deferred, still open
         self._waiting = False  # asleep on an empty mailbox
-        self._run = 0  # messages taken from a backlog since the last yield
+        self._run = 0  # messages taken since the last checkpoint (a yield or a wait)
+        self._run_start = 0.0  # perf_counter() at that checkpoint
         self._hard_scope: anyio.CancelScope | None = None
         self._instance: Actor[M] | None = None  # the running incarnation, for report()
         self._watchdog: Watchdog | None = None  # with spec.message_deadline only
@@ -244,13 +250,12 @@ class ActorCell(Generic[M]):
         """Finish the message in hand and take the next one (see :class:`Inbox`)."""
         self._finish_current()
         mailbox = self.mailbox
-        if mailbox.depth:  # a backlog: let the other tasks run every BACKLOG_RUN messages
-            self._run += 1
-            if self._run >= BACKLOG_RUN:
-                self._run = 0
-                await checkpoint()
-        else:  # the wait below is the checkpoint: no task step spent on a yield before it
-            self._run = 0
+        if mailbox.depth and (  # a backlog: a run of messages, then the other tasks
+            self._run >= BACKLOG_RUN or perf_counter() - self._run_start > BACKLOG_RUN_S
+        ):
+            await checkpoint()
+            self._run, self._run_start = 0, perf_counter()
+        # (else the wait below is the checkpoint: no task step spent on a yield before it)
         while True:
             if self.stopping:
                 raise StopAsyncIteration
@@ -263,6 +268,8 @@ class ActorCell(Generic[M]):
                 await mailbox.wait_nonempty()
             finally:
                 self._waiting = False
+            self._run, self._run_start = 0, perf_counter()  # the wait was a checkpoint
+        self._run += 1
         self._current = envelope
         if self._watchdog is not None:
             self._watchdog.taken(envelope[0])

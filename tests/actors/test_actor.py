@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import time
 
 import anyio
 import msgspec
@@ -19,7 +20,7 @@ from actorllm.actors import (
     format_transitions,
     open_supervisor,
 )
-from actorllm.actors.cell import BACKLOG_RUN
+from actorllm.actors.cell import BACKLOG_RUN, BACKLOG_RUN_S
 from actorllm.actors.lifecycle import LifecycleError, next_state
 
 from .support import Add, Counter, get, until
@@ -182,7 +183,7 @@ async def test_the_inbox_yields_within_a_backlog() -> None:
     """An actor with a backlog takes BACKLOG_RUN messages in a row, then lets the other
     tasks run (not one message per turn of the loop: under load a turn is an engine step)."""
     handled: list[int] = []
-    total = 5 * BACKLOG_RUN
+    total = 10 * BACKLOG_RUN
     spec = ChildSpec("j", Journal, args=(handled,), mailbox_size=2 * total)
     async with open_supervisor(children=[spec]) as sup:
         ref = sup.ref("j")
@@ -207,6 +208,44 @@ async def test_the_inbox_yields_within_a_backlog() -> None:
         steps = [b - a for a, b in itertools.pairwise([0, *inside, total])]
         assert max(steps) <= 2 * BACKLOG_RUN, seen
         assert min(b - a for a, b in itertools.pairwise(inside)) > 1, seen
+
+
+class SlowJournal(Actor[Add]):
+    """A Journal whose messages each hold the thread past BACKLOG_RUN_S (no await)."""
+
+    def __init__(self, handled: list[int]) -> None:
+        self.handled = handled
+
+    async def handle(self, msg: Add) -> None:
+        time.sleep(1.5 * BACKLOG_RUN_S)
+        self.handled.append(msg.n)
+
+
+async def test_a_backlog_of_slow_messages_yields_after_each_run_of_time() -> None:
+    """Messages that take long are not taken BACKLOG_RUN at a time: the run also ends once
+    BACKLOG_RUN_S passed, so the other tasks wait at most about that long."""
+    handled: list[int] = []
+    total = 12
+    spec = ChildSpec("j", SlowJournal, args=(handled,), mailbox_size=2 * total)
+    async with open_supervisor(children=[spec]) as sup:
+        ref = sup.ref("j")
+        seen: list[int] = []
+
+        async def watch() -> None:
+            while len(handled) < total:
+                seen.append(len(handled))
+                await anyio.lowlevel.checkpoint()
+
+        async with anyio.create_task_group() as tg:
+            for n in range(total):
+                ref.send_nowait(Add(n))
+            tg.start_soon(watch)
+        assert handled == list(range(total))
+        inside = sorted({k for k in seen if 0 < k < total})
+        steps = [b - a for a, b in itertools.pairwise([0, *inside, total])]
+        # A run is at most two slow messages (the second starts before the time is up);
+        # two runs at most between two turns of the watcher (see the test above).
+        assert max(steps) <= 4, seen
 
 
 @pytest.mark.parametrize("anyio_backend", ["trio"])
