@@ -179,15 +179,15 @@ class Journal(Actor[Add]):
         self.handled.append(msg.n)
 
 
-async def test_the_inbox_yields_within_a_backlog() -> None:
-    """An actor with a backlog takes BACKLOG_RUN messages in a row, then lets the other
-    tasks run (not one message per turn of the loop: under load a turn is an engine step)."""
+async def _work_through_backlog(actor: type[Actor[Add]], total: int) -> tuple[list[int], list[int]]:
+    """Queue ``total`` Adds before ``actor`` runs; returns how many it had handled each time
+    another task ran while it worked through them, and the steps between those counts
+    (from 0 to ``total``)."""
     handled: list[int] = []
-    total = 10 * BACKLOG_RUN
-    spec = ChildSpec("j", Journal, args=(handled,), mailbox_size=2 * total)
+    spec = ChildSpec("j", actor, args=(handled,), mailbox_size=2 * total)
     async with open_supervisor(children=[spec]) as sup:
         ref = sup.ref("j")
-        seen: list[int] = []  # how many the actor had handled, each time the other task ran
+        seen: list[int] = []
 
         async def watch() -> None:
             while len(handled) < total:
@@ -198,16 +198,22 @@ async def test_the_inbox_yields_within_a_backlog() -> None:
             for n in range(total):
                 ref.send_nowait(Add(n))  # the backlog, before the actor runs again
             tg.start_soon(watch)
-        assert handled == list(range(total))
-        # The other task saw the backlog being worked through, not only before and after:
-        # at most one run of the actor between two of its turns (two when the loop ran the
-        # tasks of one turn in the other order than those of the next), and a run is more
-        # than one message.
-        inside = sorted({k for k in seen if 0 < k < total})
-        assert len(inside) >= 3, seen
-        steps = [b - a for a, b in itertools.pairwise([0, *inside, total])]
-        assert max(steps) <= 2 * BACKLOG_RUN, seen
-        assert min(b - a for a, b in itertools.pairwise(inside)) > 1, seen
+    assert handled == list(range(total))
+    inside = sorted({k for k in seen if 0 < k < total})
+    return inside, [b - a for a, b in itertools.pairwise([0, *inside, total])]
+
+
+async def test_the_inbox_yields_within_a_backlog() -> None:
+    """An actor with a backlog takes BACKLOG_RUN messages in a row, then lets the other
+    tasks run (not one message per turn of the loop: under load a turn is an engine step)."""
+    inside, steps = await _work_through_backlog(Journal, 10 * BACKLOG_RUN)
+    # The other task saw the backlog being worked through, not only before and after: at
+    # most one run of the actor between two of its turns (two when the loop ran the tasks
+    # of one turn in the other order than those of the next), and a run is more than one
+    # message.
+    assert len(inside) >= 3, inside
+    assert max(steps) <= 2 * BACKLOG_RUN, inside
+    assert min(b - a for a, b in itertools.pairwise(inside)) > 1, inside
 
 
 class SlowJournal(Actor[Add]):
@@ -224,28 +230,10 @@ class SlowJournal(Actor[Add]):
 async def test_a_backlog_of_slow_messages_yields_after_each_run_of_time() -> None:
     """Messages that take long are not taken BACKLOG_RUN at a time: the run also ends once
     BACKLOG_RUN_S passed, so the other tasks wait at most about that long."""
-    handled: list[int] = []
-    total = 12
-    spec = ChildSpec("j", SlowJournal, args=(handled,), mailbox_size=2 * total)
-    async with open_supervisor(children=[spec]) as sup:
-        ref = sup.ref("j")
-        seen: list[int] = []
-
-        async def watch() -> None:
-            while len(handled) < total:
-                seen.append(len(handled))
-                await anyio.lowlevel.checkpoint()
-
-        async with anyio.create_task_group() as tg:
-            for n in range(total):
-                ref.send_nowait(Add(n))
-            tg.start_soon(watch)
-        assert handled == list(range(total))
-        inside = sorted({k for k in seen if 0 < k < total})
-        steps = [b - a for a, b in itertools.pairwise([0, *inside, total])]
-        # A run is at most two slow messages (the second starts before the time is up);
-        # two runs at most between two turns of the watcher (see the test above).
-        assert max(steps) <= 4, seen
+    inside, steps = await _work_through_backlog(SlowJournal, 12)
+    # A run is at most two slow messages (the second starts before the time is up); two
+    # runs at most between two turns of the watcher (see the test above).
+    assert max(steps) <= 4, inside
 
 
 @pytest.mark.parametrize("anyio_backend", ["trio"])
