@@ -74,8 +74,13 @@ class StepOutputs:
     """Outputs waiting for ``step()``, per request; safe to use from two threads."""
 
     def __init__(self) -> None:
-        self._cond = threading.Condition()
-        # All guarded by _cond's lock.
+        # Taken as ``with self._lock`` (the C lock's own enter and exit), not ``with
+        # self._cond``: Condition's __enter__/__exit__ are Python frames, and a Ctrl-C that
+        # lands in one leaves the lock held (seen: the caller's thread interrupted inside
+        # num_unfinished's exit, then the loop thread's put() blocked forever on it).
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)  # take()'s wait for outputs
+        # All guarded by _lock.
         self._open: dict[str, _Open] = {}  # {request_id: state}, in order of addition
         self._ready: dict[str, RequestOutput] = {}  # {request_id: merged outputs}
         self._fatal: BaseException | None = None  # the engine died: step() raises this
@@ -92,7 +97,7 @@ class StepOutputs:
         n: int,
     ) -> int:
         """Open a request; returns its token. Raises ``DuplicateRequestError``."""
-        with self._cond:
+        with self._lock:
             if request_id in self._open:
                 raise DuplicateRequestError(
                     f"request id {request_id!r} is already in use.", param="request_id"
@@ -103,7 +108,7 @@ class StepOutputs:
 
     def abort(self, request_ids: Iterable[str]) -> list[str]:
         """Forget these requests (and their pending outputs); returns those that were open."""
-        with self._cond:
+        with self._lock:
             found = [rid for rid in request_ids if self._open.pop(rid, None) is not None]
             for rid in found:
                 self._ready.pop(rid, None)
@@ -113,7 +118,7 @@ class StepOutputs:
         """Every request's merged outputs since the last call; blocks until there is at
         least one, or returns ``[]`` at once when no request is unfinished. Raises the
         error that killed the engine."""
-        with self._cond:
+        with self._lock:
             while not self._ready and self._open and self._fatal is None:
                 self._cond.wait()
             if self._fatal is not None:
@@ -126,14 +131,14 @@ class StepOutputs:
             return outs
 
     def num_unfinished(self) -> int:
-        with self._cond:
+        with self._lock:
             return len(self._open)
 
     # -- the loop thread ------------------------------------------------------------------
 
     def put(self, request_id: str, token: int, out: RequestOutput) -> None:
         """An output of the request opened with ``token``; dropped once it was aborted."""
-        with self._cond:
+        with self._lock:
             state = self._open.get(request_id)
             if state is None or state.token != token:
                 return
@@ -146,7 +151,7 @@ class StepOutputs:
     def fail(self, request_id: str, token: int, exc: BaseException) -> None:
         """The request's stream raised ``exc``. An engine failure ends every ``step()``;
         a failure of this request alone becomes its final output, ``finish_reason="error"``."""
-        with self._cond:
+        with self._lock:
             state = self._open.get(request_id)
             if state is None or state.token != token:
                 return
