@@ -83,11 +83,14 @@ class ByteLevelTable:
         self.token_bytes = token_bytes
         self.token_text: list[str | None] = [_whole_text(b) for b in token_bytes]
 
+    def bytes_of(self, ids: list[int]) -> bytes:
+        """The bytes of ``ids`` (ids past the vocabulary: none, as the tokenizer decodes)."""
+        token_bytes, n = self.token_bytes, len(self.token_bytes)
+        return b"".join([token_bytes[i] for i in ids if 0 <= i < n])
+
     def decode(self, ids: list[int]) -> str:
         """The text of ``ids`` (what ``tokenizer.decode`` gives)."""
-        n = len(self.token_bytes)
-        data = b"".join([self.token_bytes[i] for i in ids if 0 <= i < n])
-        return data.decode("utf-8", "replace")
+        return self.bytes_of(ids).decode("utf-8", "replace")
 
 
 def _whole_text(data: bytes) -> str | None:

@@ -99,8 +99,8 @@ class IncrementalDetokenizer:
         # its bytes wait in _pend while they end inside a character; no DecodeStream call
         # and no prompt context (byte-level text does not depend on it).
         table = None if self._added else byte_level_table(tokenizer, skip_special_tokens)
+        self._table = table
         self._texts = None if table is None else table.token_text
-        self._bytes: list[bytes] = [] if table is None else table.token_bytes
         self._pend = b""  # bytes fed since the last text returned (table only)
         self._context: list[int] = []
         if table is None:
@@ -152,10 +152,8 @@ class IncrementalDetokenizer:
         """Text still held by the stream (an incomplete character at the end), rendered as a
         full decode renders it (U+FFFD); when deferred, all the text. Call once, when the
         request finishes."""
-        if self._texts is not None:  # the table: what is pending, and every held id
-            bytes_ = self._bytes
-            held = b"".join([bytes_[i] for i in self._held if i < len(bytes_)])
-            data, self._pend = self._pend + held, b""
+        if self._table is not None:  # the table: what is pending, and every held id
+            data, self._pend = self._pend + self._table.bytes_of(self._held), b""
             self._held.clear()
             return data.decode("utf-8", "replace")
         text = self._catch_up() if self._held else ""
@@ -174,8 +172,9 @@ class IncrementalDetokenizer:
         """The table's slow case: bytes pending, or a token that ends inside a character.
         Text once the pending bytes decode to text that does not end in U+FFFD (when
         ``DecodeStream`` returns text), else '' and the bytes wait."""
-        bytes_ = self._bytes
-        data = self._pend + (bytes_[token_id] if token_id < len(bytes_) else b"")
+        assert self._table is not None
+        token_bytes = self._table.token_bytes  # (bytes_of for one id, without its list)
+        data = self._pend + (token_bytes[token_id] if token_id < len(token_bytes) else b"")
         text = data.decode("utf-8", "replace")
         if not text or text[-1] == _REPLACEMENT:
             self._pend = data

@@ -101,8 +101,7 @@ class RequestState:
     def text(self) -> str:
         """The text so far (stop strings' truncation applied)."""
         if self._pieces:
-            self._joined += "".join(self._pieces)
-            self._pieces.clear()
+            self._join_pieces()
         return self._joined
 
     @text.setter
@@ -118,8 +117,11 @@ class RequestState:
         pieces.append(piece)
         self._text_len += len(piece)
         if len(pieces) >= PIECES_PER_JOIN:
-            self._joined += "".join(pieces)
-            pieces.clear()
+            self._join_pieces()
+
+    def _join_pieces(self) -> None:
+        self._joined += "".join(self._pieces)
+        self._pieces.clear()
 
     def due(self) -> bool:
         """Whether this step's new tokens go out now (stream_interval > 1): the first
