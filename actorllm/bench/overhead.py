@@ -15,6 +15,12 @@ it). The ratio engine / core is what the actor pipeline costs per step on top of
 work; with a real model it hides behind the model's own step time (or overlaps with it
 under ``async_scheduling``).
 
+A DELTA row also measures the **wake floor** (:mod:`actorllm.bench.wake_floor`): waking
+``num_running`` parked tasks once, with the event loop's own primitive and nothing else.
+Every DELTA caller is a task that each step wakes, so ``(core + wake floor) / core`` (the
+``floor ratio``) is the least engine/core ratio an engine with a task per caller can
+reach on that loop. FINAL_ONLY callers are woken once per request, not per step.
+
     >>> rows = run_overhead([64], steps=50)  # doctest: +SKIP
 """
 
@@ -188,10 +194,13 @@ def run_overhead(
     ``repeat`` > 1 runs engine and core in turn that many times per size (interleaved, so
     a shared machine's load weighs on both alike) and reports medians, with every run's
     figures beside them."""
+    from actorllm.bench.wake_floor import wake_floor_ms
+
     rows = []
     for n in sizes:
         engines: list[dict[str, Any]] = []
         cores: list[dict[str, Any]] = []
+        floors: list[float] = []
         for _ in range(repeat):
             engines.append(
                 anyio.run(
@@ -208,6 +217,9 @@ def run_overhead(
                 )
             )
             cores.append(core_step_ms(n, steps, gc_freeze=gc_freeze))
+            if output_kind == "delta":  # a FINAL_ONLY caller is not woken per step
+                floor = anyio.run(wake_floor_ms, n, steps, backend=backend)
+                floors.append(floor["step_ms"] / stream_interval)
         eng = {k: statistics.median(e[k] for e in engines) for k in engines[0]}
         core = {k: statistics.median(c[k] for c in cores) for k in cores[0]}
         row = {
@@ -221,12 +233,17 @@ def run_overhead(
             "ratio": eng["step_ms"] / core["step_ms"],
             "cpu_ratio": eng["cpu_ms_per_step"] / core["cpu_ms_per_step"],
             "engine_us_per_request_step": eng["step_ms"] / n * 1e3,
+            # Waking every DELTA caller's task once per step (bench/wake_floor.py), and
+            # the least engine/core ratio that leaves (core + wake floor) / core.
+            "wake_floor_ms": statistics.median(floors) if floors else 0.0,
         }
+        row["floor_ratio"] = (core["step_ms"] + row["wake_floor_ms"]) / core["step_ms"]
         if repeat > 1:
             row["engine_step_ms_runs"] = [e["step_ms"] for e in engines]
             row["core_step_ms_runs"] = [c["step_ms"] for c in cores]
             row["engine_cpu_ms_runs"] = [e["cpu_ms_per_step"] for e in engines]
             row["core_cpu_ms_runs"] = [c["cpu_ms_per_step"] for c in cores]
+            row["wake_floor_ms_runs"] = floors
         rows.append(row)
     return rows
 
@@ -242,6 +259,8 @@ _COLUMNS = [
     ("ratio", "engine/core", ".1f"),
     ("cpu_ratio", "cpu ratio", ".1f"),
     ("engine_us_per_request_step", "engine us/req", ".1f"),
+    ("wake_floor_ms", "wake floor ms", ".3f"),
+    ("floor_ratio", "floor ratio", ".2f"),
 ]
 
 

@@ -93,6 +93,18 @@ def test_overhead_small(tmp_path: Path, interval: str) -> None:
     assert row["engine_steps"] >= 5 and row["core_steps"] == 5
     assert row["engine_step_ms"] > 0 and row["core_step_ms"] > 0
     assert row["ratio"] == pytest.approx(row["engine_step_ms"] / row["core_step_ms"])
+    # DELTA callers are woken every step: the floor ratio counts that, per stream interval
+    assert row["wake_floor_ms"] > 0
+    floor = (row["core_step_ms"] + row["wake_floor_ms"]) / row["core_step_ms"]
+    assert row["floor_ratio"] == pytest.approx(floor)
+
+
+def test_overhead_final_only_has_no_wake_floor(tmp_path: Path) -> None:
+    doc = _bench(
+        tmp_path, "overhead", "--num-running", "8", "--steps", "5", "--output-kind", "final"
+    )
+    (row,) = doc["figures"]["rows"]
+    assert row["wake_floor_ms"] == 0.0 and row["floor_ratio"] == 1.0
 
 
 def test_latency_small(tmp_path: Path) -> None:
