@@ -19,7 +19,8 @@ removed meanwhile, or :meth:`close` (the scheduler incarnation is gone), ends th
 
 Threads: the event loop calls everything but the fill; the fill thread reads matcher
 state only after its row's tokens are fed, and no row's matcher is advanced again before
-the step it was filled for comes back. ``_cond`` guards the bookkeeping between them.
+the step it was filled for comes back. ``_lock`` guards the bookkeeping between them
+(``_cond`` waits on it).
 
 Reasoning models (``reasoning``: a :class:`~.reasoning_gate.ReasoningGate` from
 ``--reasoning-parser``): the constraint applies to the answer only, as in vLLM. A request
@@ -87,6 +88,9 @@ class StructuredOutputManager:
         # first; under _lock. The accept (or remove) that feeds a fill's last awaited row
         # runs it at once, on the loop: no thread to wake, nothing to wait for.
         self._awaiting: list[_Fill] = []
+        # Taken as ``with self._lock`` (the C lock's own enter and exit), never ``with
+        # self._cond``: Condition's __enter__/__exit__ are Python frames, and a Ctrl-C
+        # landing in one leaves the lock held for good (engine/step_outputs.py).
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)  # a fill's awaited rows were fed
         self._closed = False  # under _lock
@@ -127,7 +131,7 @@ class StructuredOutputManager:
                 self._reasoning_tail[rid] = []
             elif state == "may_open":
                 self._may_open.add(rid)
-        with self._cond:
+        with self._lock:
             self._fed[rid] = 0
         # Rebuild from tokens: a resumed (or recovered) request's outputs so far.
         if not self.accept(rid, list(request.output_token_ids), replay=True):
@@ -229,7 +233,7 @@ class StructuredOutputManager:
         rows: list[int] = []
         matchers: list[Matcher] = []
         opens: list[int] = []  # rows that may also open a reasoning block
-        with self._cond:
+        with self._lock:
             self._wait_fed(awaited)
             for row, rid in enumerate(req_ids):
                 matcher = self._matchers.get(rid)
@@ -255,7 +259,7 @@ class StructuredOutputManager:
         return mask
 
     def _wait_fed(self, awaited: dict[str, int]) -> None:
-        """Under ``_cond``: block until ``awaited`` is empty (accept and remove empty it),
+        """Under ``_lock``: block until ``awaited`` is empty (accept and remove empty it),
         or the manager is closed."""
         deadline = time.monotonic() + FILL_TIMEOUT_S
         while awaited and not self._closed:
@@ -266,7 +270,7 @@ class StructuredOutputManager:
     def remove(self, req_id: str) -> None:
         """Forget ``req_id``; a fill waiting for its token stops waiting (its row is not
         read: the request finished meanwhile)."""
-        with self._cond:
+        with self._lock:
             self._fed.pop(req_id, None)
             ready = self._feed_awaiting(req_id, None) if self._awaiting else []
         self._pending.pop(req_id, None)
@@ -280,7 +284,7 @@ class StructuredOutputManager:
     def close(self) -> None:
         """The owning scheduler is gone: end every wait (those steps' results are dropped)
         and let the fill thread go."""
-        with self._cond:
+        with self._lock:
             self._closed = True
             self._awaiting = []
             self._cond.notify_all()
