@@ -34,7 +34,7 @@ from actorllm.core.outputs import CompletionOutput
 from actorllm.core.sampling_params import RequestOutputKind, SamplingParams
 from actorllm.core.stop_checker import StopChecker
 
-# The plain lane joins a request's text pieces once this many accumulated (RequestState.text).
+# A request's text pieces are joined once this many accumulated (RequestState.text).
 PIECES_PER_JOIN = 256
 
 
@@ -70,12 +70,16 @@ class RequestState:
         stops = params.stop_strings if detokenize else []
         self._stops = StopChecker(stops, include_in_output=params.include_stop_str_in_output)
         self.token_ids: list[int] = []
-        # The text: _joined, then the plain lane's pieces not joined yet (``text`` joins
-        # them): a long stream appending to one string copied all of it every token.
+        # The text: _joined, then the pieces not joined yet (``text`` joins them; the
+        # per-step readers take only a tail, ``_text_from``): a long stream appending to
+        # one string copied all of it every token.
         self._joined = ""
         self._pieces: list[str] = []
         self._text_len = 0  # len(text)
         self._searched = 0  # text[:_searched] has been searched for stop strings
+        # With stop strings, the text's last characters (_detokenize): the longest stop
+        # string's length - 1 before the last step, and the last step's text.
+        self._recent = ""
         self.logprobs = SampleLogprobsState(
             params.num_logprobs, decode_token if detokenize else None, params.flat_logprobs
         )
@@ -109,10 +113,11 @@ class RequestState:
         self._joined = value
         self._pieces.clear()
         self._text_len = len(value)
+        self._recent = ""  # (no longer the text's tail)
 
     def _append(self, piece: str) -> None:
-        """The plain lane's text append: O(1) per token; every PIECES_PER_JOIN pieces are
-        joined (amortised, so a long text is copied once per that many tokens, not each)."""
+        """Append to the text: O(1) per step; every PIECES_PER_JOIN pieces are joined
+        (amortised, so a long text is copied once per that many steps, not each)."""
         pieces = self._pieces
         pieces.append(piece)
         self._text_len += len(piece)
@@ -122,6 +127,27 @@ class RequestState:
     def _join_pieces(self) -> None:
         self._joined += "".join(self._pieces)
         self._pieces.clear()
+
+    def _text_from(self, start: int) -> str:
+        """``text[start:]`` without joining the whole text: it copies the result and the
+        last pieces that hold it (the per-step readers ask for a few tokens' worth)."""
+        need = self._text_len - start
+        if need <= 0:
+            return ""
+        pieces = self._pieces
+        if pieces and len(pieces[-1]) >= need:  # (the usual case: the newest piece)
+            last = pieces[-1]
+            return last[len(last) - need :]
+        got = 0  # characters in pieces[i:]
+        i = len(pieces)
+        while i and got < need:
+            i -= 1
+            got += len(pieces[i])
+        tail = "".join(pieces[i:])
+        if got >= need:
+            return tail[got - need :]
+        joined = self._joined
+        return joined[len(joined) - (need - got) :] + tail
 
     def due(self) -> bool:
         """Whether this step's new tokens go out now (stream_interval > 1): the first
@@ -231,29 +257,84 @@ class RequestState:
         return token_id
 
     def _detokenize(self, new: list[int], finish_reason: FinishReason | None) -> str | None:
-        """Append ``new`` to token_ids and text; return the stop string that hit, if any."""
-        assert self._detok is not None
+        """Append ``new`` to token_ids and text; return the stop string that hit, if any.
+
+        A step adds its text as one piece (:meth:`_append`) and searches the stop strings
+        in that piece and the ``longest - 1`` characters before it (``_recent``), so it
+        costs what it adds, not the length of the text so far."""
+        detok = self._detok
+        assert detok is not None
         min_tokens = self.params.min_tokens
         # The scheduler's stop token is kept out of the text (see module doc).
         skip_last = (
             finish_reason == FinishReason.STOP and not self.params.include_stop_str_in_output
         )
-        for i, token_id in enumerate(new):
-            self.token_ids.append(token_id)
-            if skip_last and i == len(new) - 1:
-                break
-            self.text += self._detok.decode_next(token_id)
-            if len(self.token_ids) <= min_tokens:
-                self._searched = len(self.text)
+        before = self._text_len
+        token_ids = self.token_ids
+        if len(new) == 1 and not skip_last:  # (a decode step: one token)
+            token_ids.append(new[0])
+            text = detok.decode_next(new[0])
+            if len(token_ids) <= min_tokens:
+                self._searched = before + len(text)
+        else:
+            pieces: list[str] = []
+            added = 0
+            for i, token_id in enumerate(new):
+                token_ids.append(token_id)
+                if skip_last and i == len(new) - 1:
+                    break
+                piece = detok.decode_next(token_id)
+                pieces.append(piece)
+                added += len(piece)
+                if len(token_ids) <= min_tokens:
+                    self._searched = before + added
+            text = "".join(pieces)
         if finish_reason is not None:
-            self.text += self._detok.flush()
-        match = None
-        if self._stops and len(self.token_ids) > min_tokens:
-            match = self._stops.check(self.text, self._searched)
-            if match is not None:
-                self.text = self.text[: match.truncate_to]
-        self._searched = len(self.text)
-        return None if match is None else match.stop
+            text += detok.flush()
+        stops = self._stops
+        if not stops:
+            if text:
+                self._append(text)
+            self._searched = self._text_len
+            return None
+        # _recent: the text's last characters, the longest - 1 before this step (every
+        # match that ends in the new text starts there or later) and the step's own;
+        # completion() reads what the caller has not been sent from it too.
+        keep = stops.longest - 1
+        recent = self._recent
+        held = len(recent)
+        if held > keep:
+            recent = recent[held - keep :]
+        elif held < keep and held < before:  # (reset by finish or the text setter)
+            recent = self._text_from(before - keep if before > keep else 0)
+        if text:
+            self._append(text)
+            recent += text
+        self._recent = recent
+        end = self._text_len
+        searched = self._searched
+        self._searched = end
+        if searched >= end or len(token_ids) <= min_tokens:
+            return None
+        offset = end - len(recent)  # where recent starts in the text
+        start = searched - keep
+        if start > offset:
+            window = recent[start - offset :]
+        else:
+            window, start = recent, offset
+        found = stops.check(window, searched - start)
+        if found is None:
+            return None
+        self.text = self.text[: found.truncate_to + start]
+        return found.stop
+
+    def _unsent(self, sent: int) -> str:
+        """``text[sent:]``: from ``_recent`` when it holds it, else the text's tail."""
+        recent = self._recent
+        offset = self._text_len - len(recent)
+        if sent >= offset:
+            return recent[sent - offset :]
+        return self._text_from(sent)
 
     def _finish(self, reason: FinishReason, stop_reason: int | str | None, now: float) -> None:
         self.finish_reason = reason
@@ -265,7 +346,10 @@ class RequestState:
         if self.finished:
             return
         if self._detok is not None:
-            self.text += self._detok.flush()
+            piece = self._detok.flush()
+            if piece:
+                self._append(piece)
+                self._recent = ""  # (no longer the text's tail)
         self._finish(reason, None, now)
 
     def completion(self, kind: RequestOutputKind) -> CompletionOutput:
@@ -273,10 +357,11 @@ class RequestState:
 
         Text still held back for stop strings is not shown until the request finishes.
         """
-        visible = self._stops.visible_len(len(self.text), self.finished)
+        visible = self._stops.visible_len(self._text_len, self.finished)
         if kind == RequestOutputKind.DELTA:
-            text = self.text[self._sent_text : visible] if visible > self._sent_text else ""
-            self._sent_text = max(self._sent_text, visible)
+            sent = self._sent_text
+            text = self._unsent(sent)[: visible - sent] if visible > sent else ""
+            self._sent_text = max(sent, visible)
             token_ids = self.token_ids[self._sent_tokens :]
             self._sent_tokens = len(self.token_ids)
             logprobs = self.logprobs.logprobs
@@ -301,9 +386,9 @@ class RequestState:
     def plain_delta(self) -> CompletionOutput:
         """:meth:`completion` for DELTA of an unfinished ``plain`` request (no stop string
         holds text back, no logprobs)."""
-        text = self.text
-        piece = text[self._sent_text :] if len(text) > self._sent_text else ""
-        self._sent_text = max(self._sent_text, len(text))
+        sent = self._sent_text
+        piece = self._text_from(sent) if self._text_len > sent else ""
+        self._sent_text = max(sent, self._text_len)
         token_ids = self.token_ids[self._sent_tokens :]
         self._sent_tokens = len(self.token_ids)
         return CompletionOutput(index=self.index, text=piece, token_ids=token_ids)

@@ -49,6 +49,7 @@ class StopChecker:
         self._stops = sorted(set(stop), key=len, reverse=True)
         self._include = include_in_output
         longest = len(self._stops[0]) if self._stops else 0
+        self.longest = longest  # characters of the longest stop string
         self.hold_back = 0 if include_in_output or not longest else longest - 1
 
     def __bool__(self) -> bool:
