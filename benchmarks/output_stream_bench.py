@@ -20,15 +20,13 @@ runs both trees, each in a fresh process, alternating:
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 from actorllm.bench.machine import result_document, write_json
+from actorllm.bench.tree_probe import run_probe
 
 HERE = Path(__file__).resolve().parent.parent
 
@@ -62,17 +60,7 @@ print(json.dumps({"first_ms": first, "last_ms": last}))
 
 
 def measure(tree: Path, lane: str, args: argparse.Namespace) -> dict[str, float]:
-    argv = [lane, str(args.requests), str(args.steps), str(args.window)]
-    out = subprocess.run(
-        [sys.executable, "-c", _PROBE, *argv],
-        cwd=tree,
-        env=dict(os.environ, PYTHONPATH=str(tree)),
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    result: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
-    return result
+    return run_probe(tree, _PROBE, [lane, str(args.requests), str(args.steps), str(args.window)])
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -15,15 +15,12 @@ and then the bare core loop, in one fresh interpreter of the tree under test.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import statistics
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 from actorllm.bench.machine import result_document, write_json
+from actorllm.bench.tree_probe import run_probe
 
 HERE = Path(__file__).resolve().parent.parent
 
@@ -48,18 +45,8 @@ print(json.dumps({"engine_step_ms": engine["step_ms"],
 
 
 def measure(tree: Path, args: argparse.Namespace) -> dict[str, float]:
-    env = dict(os.environ, PYTHONPATH=str(tree))
     argv = [str(args.num_running), args.output_kind, str(args.steps), args.event_loop]
-    out = subprocess.run(
-        [sys.executable, "-c", _PROBE, *argv],
-        cwd=tree,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    result: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
-    return result
+    return run_probe(tree, _PROBE, argv)
 
 
 def summary(runs: list[dict[str, float]]) -> dict[str, Any]:
