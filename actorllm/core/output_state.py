@@ -129,11 +129,15 @@ class RequestState:
         self._pieces.clear()
 
     def _text_from(self, start: int) -> str:
-        """``text[start:]`` without joining the whole text: it copies the result and the
-        last pieces that hold it (the per-step readers ask for a few tokens' worth)."""
+        """``text[start:]`` without joining the whole text: from ``_recent`` when it holds
+        it, else it copies the result and the last pieces that hold it (the per-step
+        readers ask for a few tokens' worth)."""
         need = self._text_len - start
         if need <= 0:
             return ""
+        recent = self._recent
+        if need <= len(recent):  # (with stop strings: the held-back tail and the step)
+            return recent[len(recent) - need :]
         pieces = self._pieces
         if pieces and len(pieces[-1]) >= need:  # (the usual case: the newest piece)
             last = pieces[-1]
@@ -299,7 +303,7 @@ class RequestState:
             return None
         # _recent: the text's last characters, the longest - 1 before this step (every
         # match that ends in the new text starts there or later) and the step's own;
-        # completion() reads what the caller has not been sent from it too.
+        # _text_from() reads what the caller has not been sent from it too.
         keep = stops.longest - 1
         recent = self._recent
         held = len(recent)
@@ -328,14 +332,6 @@ class RequestState:
         self.text = self.text[: found.truncate_to + start]
         return found.stop
 
-    def _unsent(self, sent: int) -> str:
-        """``text[sent:]``: from ``_recent`` when it holds it, else the text's tail."""
-        recent = self._recent
-        offset = self._text_len - len(recent)
-        if sent >= offset:
-            return recent[sent - offset :]
-        return self._text_from(sent)
-
     def _finish(self, reason: FinishReason, stop_reason: int | str | None, now: float) -> None:
         self.finish_reason = reason
         self.stop_reason = stop_reason
@@ -360,7 +356,7 @@ class RequestState:
         visible = self._stops.visible_len(self._text_len, self.finished)
         if kind == RequestOutputKind.DELTA:
             sent = self._sent_text
-            text = self._unsent(sent)[: visible - sent] if visible > sent else ""
+            text = self._text_from(sent)[: visible - sent] if visible > sent else ""
             self._sent_text = max(sent, visible)
             token_ids = self.token_ids[self._sent_tokens :]
             self._sent_tokens = len(self.token_ids)
