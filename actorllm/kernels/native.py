@@ -27,7 +27,15 @@ from actorllm.kernels.cpu_features import cpu_flags
 
 logger = logging.getLogger(__name__)
 
-_FLAGS = ["-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", "-std=c11", "-fno-math-errno"]
+# -fno-trapping-math: the kernels never read the floating-point exception flags, and without
+# it GCC will not turn a float select (exp_f32's clamps, a NaN check) into a blend, so the
+# portable loops that serve a host without AVX-512 stayed scalar ("control flow in loop"):
+# on a 2-core Zen 3 (AVX2) silu_and_mul over [128, 2 x 2048] float32 took 1.02 ms, 0.14 with
+# it. It allows no reassociation: every value is the same.
+_FLAGS = [
+    "-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", "-std=c11", "-fno-math-errno",
+    "-fno-trapping-math",
+]  # fmt: skip
 
 
 def enabled() -> bool:
