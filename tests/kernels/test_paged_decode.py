@@ -9,6 +9,7 @@ import torch
 
 from actorllm.kernels import paged_decode as native_decode
 from actorllm.kernels.attention import paged_attention
+from tests.helpers.native_builds import BUILDS, use_build
 
 BS = 4
 
@@ -59,14 +60,11 @@ def _reference(
     return out.float()
 
 
-@pytest.fixture(params=["host", "portable"])
+@pytest.fixture(params=list(BUILDS))
 def build(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """The kernel as built for this host (AVX-512 tiles where it has them) and its portable C
-    path (built without AVX-512; the same build on a host without it)."""
-    if request.param == "portable":
-        monkeypatch.setattr(native_decode, "_BUILD_FLAGS", ("-mno-avx512f",))
-        if native_decode._kernel(("-mno-avx512f",)) is None:
-            pytest.skip("the compiler does not take -mno-avx512f")
+    """The kernel as built for this host, its AVX2 tiles and its portable C path
+    (tests/helpers/native_builds.py)."""
+    use_build(native_decode, native_decode._kernel, str(request.param), monkeypatch)
     return str(request.param)
 
 

@@ -21,7 +21,10 @@
  * Where it also targets AVX512-BF16 (__AVX512BF16__), a bfloat16 cache whose q is exact in
  * bfloat16 (a bfloat16 model's q times a power-of-two scale) takes q.k from _mm512_dpbf16_ps
  * on the cache's rows as stored: the same exact products, float32 sums in another order.
- * Elsewhere the same walk in portable C.
+ * Where it targets AVX2 and FMA but not AVX-512 (Zen 2/3, client x86), the same walk on 8
+ * lanes: tiles of up to 8 keys, a hadd tree, exp256.h, P.V a chunk of D at a time (75M
+ * preset, 8 layers x 128 rows, 2 threads, 2-core Zen 3: float32 57-62 -> 26-30 ms,
+ * bfloat16 46-48 -> 19-21 against the portable walk). Elsewhere the same walk in portable C.
  *
  * Layouts (element strides; the last dimension is contiguous):
  *   q, out       [T, Hq, D] float32 or bfloat16 (each its own flag), rows q_stride and
@@ -134,38 +137,22 @@ static void attend_portable(const task_t *t, const float *q, float *out, float *
 #define PAGED_DECODE_BF16_DOT 1
 #endif
 
+/* Which vector path serves the tiles: AVX-512 where the compiler targets it, else AVX2 with
+ * FMA (8 lanes), else none (the portable walk). */
 #if defined(__AVX512F__)
-/* -- AVX-512 tiles ------------------------------------------------------------------------ */
+#define PAGED_DECODE_AVX512 1
+#elif defined(__AVX2__) && defined(__FMA__)
+#define PAGED_DECODE_AVX2 1
+#endif
+
+#if defined(PAGED_DECODE_AVX512) || defined(PAGED_DECODE_AVX2)
 #include <immintrin.h>
 #define PAGED_DECODE_HAVE_TILE 1
 #define TILE_MAX_G 8
-#define TILE_MAX_NC 8 /* D <= 128 */
-
-#include "exp512.h"
-
-/* p[16] -> lane j = sum of p[j]'s lanes: a transpose-add tree (15 adds, 30 shuffles). */
-static inline __m512 reduce16(const __m512 *p) {
-    __m512 a[8], b[4], c[2];
-    for (int i = 0; i < 8; i++) /* per 128-bit lane: p2i at 0 and 2, p2i+1 at 1 and 3 */
-        a[i] = _mm512_add_ps(_mm512_unpacklo_ps(p[2 * i], p[2 * i + 1]),
-                             _mm512_unpackhi_ps(p[2 * i], p[2 * i + 1]));
-    for (int i = 0; i < 4; i++) /* per 128-bit lane: p4i .. p4i+3 */
-        b[i] = _mm512_add_ps(_mm512_shuffle_ps(a[2 * i], a[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
-                             _mm512_shuffle_ps(a[2 * i], a[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
-    for (int i = 0; i < 2; i++) /* 128-bit lanes: b2i halves, b2i+1 halves */
-        c[i] = _mm512_add_ps(
-            _mm512_shuffle_f32x4(b[2 * i], b[2 * i + 1], _MM_SHUFFLE(2, 0, 2, 0)),
-            _mm512_shuffle_f32x4(b[2 * i], b[2 * i + 1], _MM_SHUFFLE(3, 1, 3, 1)));
-    return _mm512_add_ps(_mm512_shuffle_f32x4(c[0], c[1], _MM_SHUFFLE(2, 0, 2, 0)),
-                         _mm512_shuffle_f32x4(c[0], c[1], _MM_SHUFFLE(3, 1, 3, 1)));
-}
-
-/* 16 elements at `off` as float32 (bfloat16 widened exactly: a shift). */
-static inline __m512 load16(const void *base, int bf16, int64_t off) {
-    if (!bf16) return _mm512_loadu_ps((const float *)base + off);
-    __m256i h = _mm256_loadu_si256((const __m256i *)((const uint16_t *)base + off));
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-}
+#define TILE_MAX_NC 8 /* D <= 128: D / 16 */
+/* A tile kernel's arguments: one task; q [nh, G, D] float32 (scaled) -> out [nh, G, D];
+ * scratch accm [nh, G, D], ml [2 * nh * G]. */
+#define TILE_ARGS const task_t *t, const float *q, float *out, float *accm, float *ml
 
 /* Blocks are scattered, so the hardware prefetcher stops at each one's end: the K and V
  * rows of block b + PREFETCH_BLOCKS are asked for while block b is computed, one row per
@@ -202,6 +189,59 @@ static inline void prefetch_rows(const task_t *t, int b, int h, int r_lo, int r_
             prefetch_line(v + at + x);
         }
     }
+}
+
+/* A tile walk's start: the task's heads' running state (m = -inf, l = 0, acc = 0 for its
+ * `rows` = nh * G query heads) and its first blocks prefetched (later ones a row per key). */
+static inline void walk_begin(const task_t *t, float *accm, float *ml, int rows) {
+    const int bs = t->block_size, start = task_start(t);
+    for (int x = 0; x < rows; x++) ml[x] = -INFINITY, ml[rows + x] = 0.0f;
+    memset(accm, 0, sizeof(float) * (size_t)rows * (size_t)t->d);
+    for (int a = 0; a < PREFETCH_BLOCKS; a++)
+        for (int h = 0; h < t->nh; h++) prefetch_rows(t, start / bs + a, h, 0, bs);
+}
+
+/* The block to prefetch while block b of t (nblocks in all) is computed: PREFETCH_BLOCKS
+ * on, in this task or, past its end, the next one; returns its task, *pb its block. */
+static inline const task_t *walk_ahead(const task_t *t, int b, int nblocks, int *pb) {
+    *pb = b + PREFETCH_BLOCKS;
+#ifndef NO_NEXT_TASK_PREFETCH
+    if (*pb >= nblocks && t->next != NULL) {
+        *pb = task_start(t->next) / t->block_size + (*pb - nblocks);
+        return t->next;
+    }
+#endif
+    (void)nblocks;
+    return t;
+}
+#endif /* a vector path */
+
+#ifdef PAGED_DECODE_AVX512
+/* -- AVX-512 tiles ------------------------------------------------------------------------ */
+#include "exp512.h"
+
+/* p[16] -> lane j = sum of p[j]'s lanes: a transpose-add tree (15 adds, 30 shuffles). */
+static inline __m512 reduce16(const __m512 *p) {
+    __m512 a[8], b[4], c[2];
+    for (int i = 0; i < 8; i++) /* per 128-bit lane: p2i at 0 and 2, p2i+1 at 1 and 3 */
+        a[i] = _mm512_add_ps(_mm512_unpacklo_ps(p[2 * i], p[2 * i + 1]),
+                             _mm512_unpackhi_ps(p[2 * i], p[2 * i + 1]));
+    for (int i = 0; i < 4; i++) /* per 128-bit lane: p4i .. p4i+3 */
+        b[i] = _mm512_add_ps(_mm512_shuffle_ps(a[2 * i], a[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm512_shuffle_ps(a[2 * i], a[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    for (int i = 0; i < 2; i++) /* 128-bit lanes: b2i halves, b2i+1 halves */
+        c[i] = _mm512_add_ps(
+            _mm512_shuffle_f32x4(b[2 * i], b[2 * i + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+            _mm512_shuffle_f32x4(b[2 * i], b[2 * i + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+    return _mm512_add_ps(_mm512_shuffle_f32x4(c[0], c[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm512_shuffle_f32x4(c[0], c[1], _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+/* 16 elements at `off` as float32 (bfloat16 widened exactly: a shift). */
+static inline __m512 load16(const void *base, int bf16, int64_t off) {
+    if (!bf16) return _mm512_loadu_ps((const float *)base + off);
+    __m256i h = _mm256_loadu_si256((const __m256i *)((const uint16_t *)base + off));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
 /* Block b of one head h of a task: its tiles folded into that head's running state (m, l
@@ -342,19 +382,10 @@ static inline __attribute__((always_inline)) void attend_tile(const task_t *t, c
     const int d = 16 * NC, bs = t->block_size, len = t->len, nh = t->nh;
     const int start = task_start(t), nblocks = (len + bs - 1) / bs;
     float *m = ml, *l = ml + nh * G;
-    for (int x = 0; x < nh * G; x++) m[x] = -INFINITY, l[x] = 0.0f;
-    memset(accm, 0, sizeof(float) * (size_t)(nh * G * d));
-    const int ahead = PREFETCH_BLOCKS;
-    for (int a = 0; a < ahead; a++) /* the task's first blocks; later ones a row per key */
-        for (int h = 0; h < nh; h++) prefetch_rows(t, start / bs + a, h, 0, bs);
+    walk_begin(t, accm, ml, nh * G);
     for (int b = start / bs; b < nblocks; b++) {
-        /* the block `ahead` blocks on: this task's, or past its end the next task's */
-        const task_t *pt = t;
-        int pb = b + ahead;
-#ifndef NO_NEXT_TASK_PREFETCH
-        if (pb >= nblocks && t->next != NULL)
-            pt = t->next, pb = task_start(t->next) / bs + (pb - nblocks);
-#endif
+        int pb;
+        const task_t *pt = walk_ahead(t, b, nblocks, &pb);
         for (int h = 0; h < nh; h++)
             block_head(t, h, b, start, q + h * G * d, DOT ? t->qb + h * G * d : NULL,
                        accm + h * G * d, m + h * G, l + h * G, pt, pb, G, NC, DOT);
@@ -367,7 +398,6 @@ static inline __attribute__((always_inline)) void attend_tile(const task_t *t, c
     }
 }
 
-#define TILE_ARGS const task_t *t, const float *q, float *out, float *accm, float *ml
 #ifdef PAGED_DECODE_BF16_DOT
 #define TILE_FN(G, NC)                                                                      \
     static void attend_tile_##G##_##NC(TILE_ARGS) {                                       \
@@ -390,7 +420,173 @@ TILE_FN(8, 1) TILE_FN(8, 2) TILE_FN(8, 4) TILE_FN(8, 8)
 static __attribute__((noinline)) void attend_tile_any(TILE_ARGS) {
     attend_tile(t, q, out, accm, ml, t->g, t->d / 16, 0);
 }
-#endif /* __AVX512F__ */
+#endif /* PAGED_DECODE_AVX512 */
+
+#ifdef PAGED_DECODE_AVX2
+/* -- AVX2 tiles --------------------------------------------------------------------------- */
+/* The AVX-512 walk on 8 lanes, for hosts without AVX-512 (Zen 2/3, most client x86): tiles
+ * of up to 8 keys, a tile's 8 scores from 8 vertical dot products reduced together (a hadd
+ * tree), the exp vectorised (exp256.h), and P.V chunk by chunk of D with the G heads'
+ * accumulators in registers (16 ymm registers do not hold G x D / 8 of them for the whole
+ * block, as the AVX-512 walk's 32 zmm do). Each head sees the same tiles in the same order
+ * whatever the grouping, so results do not depend on it. */
+#include "exp256.h"
+
+#define TILE_MAX_NC8 (2 * TILE_MAX_NC) /* D / 8 */
+
+/* p[8] -> lane j = sum of p[j]'s lanes. */
+static inline __m256 reduce8(const __m256 *p) {
+    __m256 t0 = _mm256_hadd_ps(p[0], p[1]), t1 = _mm256_hadd_ps(p[2], p[3]);
+    __m256 t2 = _mm256_hadd_ps(p[4], p[5]), t3 = _mm256_hadd_ps(p[6], p[7]);
+    __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3); /* halves of p0..3, p4..7 */
+    return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20),
+                         _mm256_permute2f128_ps(u0, u1, 0x31));
+}
+
+static inline float hmax8(__m256 v) {
+    __m128 x = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    x = _mm_max_ps(x, _mm_movehl_ps(x, x));
+    return _mm_cvtss_f32(_mm_max_ss(x, _mm_movehdup_ps(x)));
+}
+
+static inline float hsum8(__m256 v) {
+    __m128 x = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    x = _mm_add_ps(x, _mm_movehl_ps(x, x));
+    return _mm_cvtss_f32(_mm_add_ss(x, _mm_movehdup_ps(x)));
+}
+
+/* 8 elements at `off` as float32 (bfloat16 widened exactly: a shift). */
+static inline __m256 load8(const void *base, int bf16, int64_t off) {
+    if (!bf16) return _mm256_loadu_ps((const float *)base + off);
+    __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)base + off));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+/* Block b of head h of a task (block_head's contract, NC = D / 8): its tiles folded into
+ * the head's state (m, l [G]; acc [G, D] in memory). Rows of block pb of task pt are
+ * prefetched while it computes, spread over the tile's chunks of D. */
+static inline __attribute__((always_inline)) void block_head8(
+    const task_t *t, int h, int b, int start, const float *q, float *accm, float *m, float *l,
+    const task_t *pt, int pb, const int G, const int NC) {
+    const int d = 8 * NC, bs = t->block_size, len = t->len, bf16 = t->kv_bf16;
+    float pbuf[TILE_MAX_G][8] __attribute__((aligned(32)));
+    float kbuf[8 * 8 * TILE_MAX_NC8] __attribute__((aligned(32))); /* bf16 K tile [8, D] */
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    int64_t base = (int64_t)t->table[b] * t->s_block + (int64_t)(t->head + h) * t->s_head;
+    int b0 = b * bs;
+    int lo = b0 < start ? start - b0 : 0, hi = b0 + bs < len ? bs : len - b0;
+    for (int r0 = lo; r0 < hi; r0 += 8) {
+        int nt = hi - r0 < 8 ? hi - r0 : 8; /* keys r0 .. r0 + nt of the block */
+        __m256 valid = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(nt), lane));
+        int64_t row0 = base + (int64_t)r0 * t->s_slot;
+        const float *kp; /* the tile's K rows, float32, kstride apart */
+        int64_t kstride;
+        if (bf16) {
+            for (int j = 0; j < nt; j++)
+#pragma GCC unroll 16
+                for (int c = 0; c < NC; c++)
+                    _mm256_store_ps(kbuf + j * d + 8 * c,
+                                    load8(t->k_cache, 1, row0 + j * t->s_slot + 8 * c));
+            kp = kbuf, kstride = d;
+        } else {
+            kp = (const float *)t->k_cache + row0, kstride = t->s_slot;
+        }
+#pragma GCC unroll 8
+        for (int gi = 0; gi < G; gi++) {
+#ifndef NO_GI_BARRIER
+            __asm__ volatile("" ::: "memory"); /* (see block_head) */
+#endif
+            const float *qg = q + gi * d;
+            __m256 part[8];
+#pragma GCC unroll 8
+            for (int j = 0; j < 8; j++) {
+                if (j < nt) { /* lanes of q_gi * k_j, summed over D's 8-chunks */
+                    const float *kr = kp + j * kstride;
+                    __m256 a = _mm256_mul_ps(_mm256_loadu_ps(qg), _mm256_loadu_ps(kr));
+#pragma GCC unroll 16
+                    for (int c = 1; c < NC; c++)
+                        a = _mm256_fmadd_ps(_mm256_loadu_ps(qg + 8 * c), _mm256_loadu_ps(kr + 8 * c), a);
+                    part[j] = a;
+                } else {
+                    part[j] = _mm256_setzero_ps();
+                }
+            }
+            __m256 s = reduce8(part); /* [8] scores of head gi */
+            if (t->softcap > 0.0f) {
+                float tmp[8];
+                _mm256_storeu_ps(tmp, s);
+                for (int j = 0; j < nt; j++) tmp[j] = t->softcap * tanhf(tmp[j] / t->softcap);
+                s = _mm256_loadu_ps(tmp);
+            }
+            float bm = hmax8(_mm256_blendv_ps(_mm256_set1_ps(-INFINITY), s, valid));
+            float mx = bm > m[gi] ? bm : m[gi];
+            float alpha = mx == m[gi] ? 1.0f : m[gi] == -INFINITY ? 0.0f : expf(m[gi] - mx);
+            __m256 p = _mm256_and_ps(valid, exp256(_mm256_sub_ps(s, _mm256_set1_ps(mx))));
+            l[gi] = l[gi] * alpha + hsum8(p);
+            m[gi] = mx;
+            if (alpha != 1.0f) {
+                __m256 av = _mm256_set1_ps(alpha);
+#pragma GCC unroll 16
+                for (int c = 0; c < NC; c++)
+                    _mm256_storeu_ps(accm + gi * d + 8 * c,
+                                     _mm256_mul_ps(_mm256_loadu_ps(accm + gi * d + 8 * c), av));
+            }
+            _mm256_store_ps(pbuf[gi], p);
+        }
+        /* the rows of block pb this tile covers (the block's last tile: up to its end) */
+        int p_hi = r0 + nt < hi ? r0 + nt : bs, p_n = p_hi - r0;
+        for (int c = 0; c < NC; c++) { /* acc[:, chunk c] += p_j v_j[chunk c] */
+            prefetch_rows(pt, pb, h, r0 + p_n * c / NC, r0 + p_n * (c + 1) / NC);
+            __m256 a[TILE_MAX_G];
+#pragma GCC unroll 8
+            for (int gi = 0; gi < G; gi++) a[gi] = _mm256_loadu_ps(accm + gi * d + 8 * c);
+            for (int j = 0; j < nt; j++) {
+                __m256 vv = load8(t->v_cache, bf16, row0 + j * t->s_slot + 8 * c);
+#pragma GCC unroll 8
+                for (int gi = 0; gi < G; gi++)
+                    a[gi] = _mm256_fmadd_ps(_mm256_broadcast_ss(&pbuf[gi][j]), vv, a[gi]);
+            }
+#pragma GCC unroll 8
+            for (int gi = 0; gi < G; gi++) _mm256_storeu_ps(accm + gi * d + 8 * c, a[gi]);
+        }
+    }
+}
+
+/* One task (attend_tile's contract) through block_head8, NC = D / 8. */
+static inline __attribute__((always_inline)) void attend_tile8(TILE_ARGS, const int G,
+                                                              const int NC) {
+    const int d = 8 * NC, bs = t->block_size, len = t->len, nh = t->nh;
+    const int start = task_start(t), nblocks = (len + bs - 1) / bs;
+    float *m = ml, *l = ml + nh * G;
+    walk_begin(t, accm, ml, nh * G);
+    for (int b = start / bs; b < nblocks; b++) {
+        int pb;
+        const task_t *pt = walk_ahead(t, b, nblocks, &pb);
+        for (int h = 0; h < nh; h++)
+            block_head8(t, h, b, start, q + h * G * d, accm + h * G * d, m + h * G, l + h * G,
+                        pt, pb, G, NC);
+    }
+    for (int x = 0; x < nh * G; x++) {
+        __m256 inv = _mm256_set1_ps(1.0f / l[x]);
+#pragma GCC unroll 16
+        for (int c = 0; c < NC; c++)
+            _mm256_storeu_ps(out + x * d + 8 * c, _mm256_mul_ps(_mm256_loadu_ps(accm + x * d + 8 * c), inv));
+    }
+}
+
+/* attend_tile_G_NC with NC = D / 16, as the AVX-512 path names them (one dispatch). */
+#define TILE_FN(G, NC)                                                                      \
+    static void attend_tile_##G##_##NC(TILE_ARGS) { attend_tile8(t, q, out, accm, ml, G, 2 * (NC)); }
+TILE_FN(1, 1) TILE_FN(1, 2) TILE_FN(1, 4) TILE_FN(1, 8)
+TILE_FN(2, 1) TILE_FN(2, 2) TILE_FN(2, 4) TILE_FN(2, 8)
+TILE_FN(3, 1) TILE_FN(3, 2) TILE_FN(3, 4) TILE_FN(3, 8)
+TILE_FN(4, 1) TILE_FN(4, 2) TILE_FN(4, 4) TILE_FN(4, 8)
+TILE_FN(8, 1) TILE_FN(8, 2) TILE_FN(8, 4) TILE_FN(8, 8)
+
+static __attribute__((noinline)) void attend_tile_any(TILE_ARGS) {
+    attend_tile8(t, q, out, accm, ml, t->g, t->d / 8);
+}
+#endif /* PAGED_DECODE_AVX2 */
 
 #ifdef PAGED_DECODE_HAVE_TILE
 #define TILE_CASE(G, NC)                                                                    \
