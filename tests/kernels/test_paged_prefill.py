@@ -10,6 +10,7 @@ import torch
 
 from actorllm.kernels import paged_prefill as native_prefill
 from actorllm.kernels.attention import paged_attention
+from tests.helpers.native_builds import BUILDS, use_build
 
 pytestmark = pytest.mark.skipif(
     native_prefill._kernel() is None,
@@ -68,14 +69,11 @@ def _tol(dtype: torch.dtype) -> float:
     return 2e-5 if dtype == torch.float32 else 8e-3
 
 
-@pytest.fixture(params=["host", "portable"])
+@pytest.fixture(params=list(BUILDS))
 def build(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """The kernel as built for this host (AVX-512 where it has it) and its portable C path
-    (built without AVX-512; the same build on a host without it)."""
-    if request.param == "portable":
-        monkeypatch.setattr(native_prefill, "_BUILD_FLAGS", ("-mno-avx512f",))
-        if native_prefill._kernel(("-mno-avx512f",)) is None:
-            pytest.skip("the compiler does not take -mno-avx512f")
+    """The kernel as built for this host, its AVX2 scores and P.V and its portable C path
+    (tests/helpers/native_builds.py)."""
+    use_build(native_prefill, native_prefill._kernel, str(request.param), monkeypatch)
     return str(request.param)
 
 

@@ -20,8 +20,10 @@
  * P.V are 16-lane intrinsics over blocks of rows; where it also targets AVX512-BF16
  * (__AVX512BF16__) a bfloat16 cache whose scaled q is exact in bfloat16 (a bfloat16 model,
  * power-of-two scale) takes q.k from _mm512_dpbf16_ps on pairs of the cache's values as
- * stored: the same exact products, float32 sums in another order. Elsewhere the same walk in
- * portable C (which the compiler vectorises for its target).
+ * stored: the same exact products, float32 sums in another order. Where it targets AVX2 and
+ * FMA but not AVX-512, the scores and P.V are 8-lane intrinsics over blocks of rows (the
+ * softmax step stays portable C). Elsewhere the same walk in portable C (which the compiler
+ * vectorises for its target).
  *
  * Layouts (element strides; the last dimension is contiguous):
  *   q, out       [T, Hq, D] float32 or bfloat16 (each its own flag), rows q_stride and
@@ -66,6 +68,9 @@
 
 #ifdef PREFILL_AVX512
 #include "exp512.h"
+#elif defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#define PREFILL_AVX2 1 /* 8-lane scores and P.V where the host has AVX2 but not AVX-512 */
 #endif
 
 typedef struct {
@@ -106,7 +111,7 @@ typedef struct {
 
 /* -- scores: s[r, 0:16] = q[r] . K tile ------------------------------------------------- */
 
-#ifndef PREFILL_AVX512
+#if !defined(PREFILL_AVX512) && !defined(PREFILL_AVX2)
 static void scores_portable(const float *qs, const float *kt, float *s, int rows, int d) {
     for (int r = 0; r < rows; r++) {
         float acc[KT] = {0};
@@ -311,6 +316,115 @@ static int pv_avx512(float *acc, const float *p, const float *alpha, const float
 }
 #endif
 
+#ifdef PREFILL_AVX2
+/* scores_block on 8 lanes: RB rows x the tile's 16 keys (two 8-lane halves) in registers,
+ * each K load feeding RB rows (the portable loop runs one row's 16 lanes at a time: two FMA
+ * chains, latency bound). */
+static inline __attribute__((always_inline)) void scores_block8(const float *q, const float *kt,
+                                                               float *s, int d, const int RB) {
+    __m256 a[4][2];
+#pragma GCC unroll 4
+    for (int i = 0; i < RB; i++) a[i][0] = a[i][1] = _mm256_setzero_ps();
+    for (int e = 0; e < d; e++) {
+        __m256 k0 = _mm256_load_ps(kt + e * KT), k1 = _mm256_load_ps(kt + e * KT + 8);
+#pragma GCC unroll 4
+        for (int i = 0; i < RB; i++) {
+            __m256 x = _mm256_broadcast_ss(q + (int64_t)i * d + e);
+            a[i][0] = _mm256_fmadd_ps(x, k0, a[i][0]);
+            a[i][1] = _mm256_fmadd_ps(x, k1, a[i][1]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < RB; i++) {
+        _mm256_store_ps(s + (int64_t)i * KT, a[i][0]);
+        _mm256_store_ps(s + (int64_t)i * KT + 8, a[i][1]);
+    }
+}
+
+#define SCORES8_FN(RB)                                                                      \
+    static void scores8_##RB(const float *q, const float *kt, float *s, int d) {          \
+        scores_block8(q, kt, s, d, RB);                                                   \
+    }
+SCORES8_FN(4) SCORES8_FN(3) SCORES8_FN(2) SCORES8_FN(1)
+
+/* s[r, 0:16] for every row, 4 rows at a time, the last block overlapping the one before it
+ * (scores_avx512's scheme: an overlapped row gets the same bits again). */
+static void scores_avx2(const float *q, const float *kt, float *s, int rows, int d) {
+    typedef void (*fn_t)(const float *, const float *, float *, int);
+    fn_t fns[5] = {NULL, scores8_1, scores8_2, scores8_3, scores8_4};
+    int rb = rows >= 4 ? 4 : rows;
+    for (int r = 0; r < rows; r += rb) {
+        int r0 = r + rb <= rows ? r : rows - rb;
+        fns[rb](q + (int64_t)r0 * d, kt, s + (int64_t)r0 * KT, d);
+    }
+}
+
+/* pv_block on 8 lanes: RB rows x CB 8-lane chunks of acc in registers, D in passes of 8 CB
+ * columns; each V chunk loaded once per RB rows. */
+static inline __attribute__((always_inline)) void pv_block8(float *acc, const float *p,
+                                                           const float *alpha, const float *v,
+                                                           int d, int nt, const int RB,
+                                                           const int CB) {
+    for (int c0 = 0; c0 < d; c0 += 8 * CB) {
+        __m256 a[2][4];
+#pragma GCC unroll 2
+        for (int i = 0; i < RB; i++) {
+            __m256 al = _mm256_set1_ps(alpha[i]);
+#pragma GCC unroll 4
+            for (int c = 0; c < CB; c++)
+                a[i][c] = _mm256_mul_ps(_mm256_loadu_ps(acc + (int64_t)i * d + c0 + 8 * c), al);
+        }
+        for (int j = 0; j < nt; j++) {
+            __m256 vv[4];
+#pragma GCC unroll 4
+            for (int c = 0; c < CB; c++) vv[c] = _mm256_load_ps(v + j * d + c0 + 8 * c);
+#pragma GCC unroll 2
+            for (int i = 0; i < RB; i++) {
+                __m256 pj = _mm256_broadcast_ss(p + i * KT + j);
+#pragma GCC unroll 4
+                for (int c = 0; c < CB; c++) a[i][c] = _mm256_fmadd_ps(pj, vv[c], a[i][c]);
+            }
+        }
+#pragma GCC unroll 2
+        for (int i = 0; i < RB; i++)
+#pragma GCC unroll 4
+            for (int c = 0; c < CB; c++)
+                _mm256_storeu_ps(acc + (int64_t)i * d + c0 + 8 * c, a[i][c]);
+    }
+}
+
+#define PV8_FN(RB, CB)                                                                      \
+    static void pv8_##RB##_##CB(float *acc, const float *p, const float *alpha,           \
+                                const float *v, int d, int nt) {                          \
+        pv_block8(acc, p, alpha, v, d, nt, RB, CB);                                       \
+    }
+PV8_FN(2, 4) PV8_FN(1, 4) PV8_FN(2, 2) PV8_FN(1, 2)
+
+/* 1 where D took the intrinsics (a multiple of 16). */
+static int pv_avx2(float *acc, const float *p, const float *alpha, const float *v, int rows,
+                   int d, int nt) {
+    if (d % 16 != 0) return 0;
+    int wide = d % 32 == 0, r = 0;
+    for (; r + 2 <= rows; r += 2) {
+        float *a = acc + (int64_t)r * d;
+        const float *pr = p + (int64_t)r * KT, *al = alpha + r;
+        if (wide)
+            pv8_2_4(a, pr, al, v, d, nt);
+        else
+            pv8_2_2(a, pr, al, v, d, nt);
+    }
+    if (r < rows) {
+        float *a = acc + (int64_t)r * d;
+        const float *pr = p + (int64_t)r * KT, *al = alpha + r;
+        if (wide)
+            pv8_1_4(a, pr, al, v, d, nt);
+        else
+            pv8_1_2(a, pr, al, v, d, nt);
+    }
+    return 1;
+}
+#endif
+
 /* -- one task ---------------------------------------------------------------------------- */
 
 #ifdef PREFILL_BF16_DOT
@@ -435,6 +549,9 @@ static void run_task(const args_t *a, int n, int head, int i0, int nq, scratch_t
             scores_avx512(w->qb, tile_kp(tile, d), w->s, rows, d, 1);
         else
             scores_avx512(w->qs, tile_kt(tile, d), w->s, rows, d, 0);
+#elif defined(PREFILL_AVX2)
+        (void)pairs;
+        scores_avx2(w->qs, tile_kt(tile, d), w->s, rows, d);
 #else
         (void)pairs;
         scores_portable(w->qs, tile_kt(tile, d), w->s, rows, d);
@@ -455,6 +572,8 @@ static void run_task(const args_t *a, int n, int head, int i0, int nq, scratch_t
         int done = 0;
 #ifdef PREFILL_AVX512
         done = pv_avx512(w->acc, w->s, w->alpha, tile_v(tile, d), rows, d, nt);
+#elif defined(PREFILL_AVX2)
+        done = pv_avx2(w->acc, w->s, w->alpha, tile_v(tile, d), rows, d, nt);
 #endif
         if (!done) pv_portable(w->acc, w->s, w->alpha, tile_v(tile, d), rows, d, nt);
     }
