@@ -33,6 +33,7 @@ SETUP_SCRIPT = "benchmarks/peers/setup_vllm_cpu.sh"
 KV_CACHE_SPACE_GIB = 2  # VLLM_CPU_KVCACHE_SPACE; actorllm gets the same bytes
 _START_TIMEOUT_S = 1800.0  # first start compiles the model (minutes on a loaded box)
 _ROUND_TIMEOUT_S = 3600.0
+_PAUSED_RPC_TIMEOUT_S = 86400  # vLLM's execute_model deadline while paused (peer_env)
 
 
 class PeerUnavailableError(RuntimeError):
@@ -56,11 +57,20 @@ def omp_bind(threads: int | None) -> str:
 
 def peer_env(threads: int | None) -> dict[str, str]:
     """The environment vLLM's CPU build runs in: ours, with its KV cache size and OpenMP
-    binding (each kept when already set), without our ``PYTHONPATH`` / ``OMP_NUM_THREADS``."""
+    binding (each kept when already set), without our ``PYTHONPATH`` / ``OMP_NUM_THREADS``.
+
+    ``VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS`` (vLLM: 300) goes to a day: the peer is paused
+    (SIGSTOP) while actorllm runs its rounds, and an empty step vLLM's engine core left in
+    flight at the pause is timed by the wall clock, so an actorllm round over five minutes
+    (the bf16 row on a host without native bf16) killed the paused engine with "RPC call
+    to execute_model timed out"."""
     env = {
         **os.environ,
         "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", str(KV_CACHE_SPACE_GIB)),
         "VLLM_CPU_OMP_THREADS_BIND": os.environ.get("VLLM_CPU_OMP_THREADS_BIND", omp_bind(threads)),
+        "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS": os.environ.get(
+            "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS", str(_PAUSED_RPC_TIMEOUT_S)
+        ),
     }
     for var in ("PYTHONPATH", "OMP_NUM_THREADS"):  # ours, not the peer's
         env.pop(var, None)

@@ -15,7 +15,7 @@ import pytest
 from actorllm.bench import vllm_peer
 from actorllm.bench.datasets import BenchRequest
 from actorllm.bench.throughput import parse_backends
-from actorllm.bench.vllm_peer import PeerUnavailableError, VllmPeer, omp_bind
+from actorllm.bench.vllm_peer import PeerUnavailableError, VllmPeer, omp_bind, peer_env
 
 
 def test_parse_backends() -> None:
@@ -30,6 +30,18 @@ def test_omp_bind_follows_affinity() -> None:
     cpus = sorted(os.sched_getaffinity(0))
     assert omp_bind(None) == ",".join(map(str, cpus))
     assert omp_bind(1) == str(cpus[0])
+
+
+def test_peer_env_outlasts_a_pause(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The paused peer's in-flight step must not time out while actorllm runs (vLLM's 300 s
+    deadline runs on the wall clock); a value the user set is kept, ours never leak."""
+    monkeypatch.delenv("VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS", raising=False)
+    monkeypatch.setenv("OMP_NUM_THREADS", "7")
+    env = peer_env(None)
+    assert int(env["VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS"]) >= 3600
+    assert "OMP_NUM_THREADS" not in env
+    monkeypatch.setenv("VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS", "42")
+    assert peer_env(None)["VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS"] == "42"
 
 
 def test_missing_venv_names_the_setup_script(tmp_path: Path) -> None:
