@@ -18,11 +18,18 @@ layout is chosen for a batch-size hint; other row counts run on it too (same res
 measured at 7, 128, 512 and 2048 rows).
 
 Where it applies is detected, never assumed: oneDNN built into torch, the ops present,
-float32 always, bfloat16 only where the CPU has native bf16 dot products
-(``kernels/cpu_features.native_bf16``); elsewhere the model keeps ``F.linear``.
-Costs memory: the packed copies sit beside the original weights (tied embeddings keep
-their table for the lookup), so nothing is packed where the copies would take over half
-of the memory available at load.
+float32 always, bfloat16 natively where the CPU has native bf16 dot products
+(``kernels/cpu_features.native_bf16``). On a CPU without them (AVX2 hosts: Zen 2/3, most
+client x86) a bfloat16 GEMM is emulated, ~5x slower than float32 (2-core Zen 3, [128 x 768]
+x [768 x 4096]: 9.6 ms float32, 44.7 ms bfloat16 through ``F.linear``; the 75M preset's
+bf16 decode step spent 1043 of its 1097 ms in the linears), so a bfloat16 linear there is
+**widened**: its weight packed as float32, the bfloat16 input widened (exact), the product
+summed in float32 and rounded to bfloat16 once, at the output: the arithmetic of a bfloat16
+GEMM (exact products, float32 accumulation, one rounding), only in another summation
+order. Elsewhere the model keeps ``F.linear``. Costs memory: the packed copies sit beside
+the original weights (tied embeddings keep their table for the lookup; a widened copy is
+twice the bfloat16 weight), so nothing is packed where the copies would take over half of
+the memory available at load.
 """
 
 from __future__ import annotations
@@ -45,39 +52,58 @@ BATCH_HINT = 128
 
 
 def supported_dtypes() -> frozenset[torch.dtype]:
-    """The weight dtypes this host's torch can prepack with oneDNN (empty: none)."""
+    """The weight dtypes this host's torch can prepack with oneDNN (empty: none): float32,
+    and bfloat16 (natively, or widened: :func:`compute_dtype`)."""
     if not torch.backends.mkldnn.is_available():
         return frozenset()
     ops = torch.ops.mkldnn
     if not (hasattr(ops, "_reorder_linear_weight") and hasattr(ops, "_linear_pointwise")):
         return frozenset()
-    dtypes = {torch.float32}
-    if native_bf16():
-        dtypes.add(torch.bfloat16)
-    return frozenset(dtypes)
+    return frozenset({torch.float32, torch.bfloat16})
+
+
+def compute_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype a packed linear with ``dtype`` weights computes in: its own, but float32
+    for bfloat16 on a CPU without native bf16 (widened, see the module doc)."""
+    if dtype == torch.bfloat16 and not native_bf16():
+        return torch.float32
+    return dtype
 
 
 class OneDNNLinear(nn.Linear):
-    """An :class:`nn.Linear` whose matmul runs on a oneDNN-prepacked copy of its weight."""
+    """An :class:`nn.Linear` whose matmul runs on a oneDNN-prepacked copy of its weight
+    (widened to float32 for a bfloat16 weight where :func:`compute_dtype` says so)."""
 
     packed: torch.Tensor | None = None  # oneDNN's blocked layout of weight
-    packed_version: tuple[int, int] = (0, -1)  # the weight's _version() when packed
+    packed_bias: torch.Tensor | None = None  # bias in the compute dtype (widened: float32)
+    # the weight's and the bias's _version() when packed (a widened bias is a copy too)
+    packed_version: tuple[tuple[int, int], tuple[int, int] | None] = ((0, -1), None)
 
     def _pack(self) -> torch.Tensor:
         w = self.weight.detach()  # [O, I]
-        self.packed = torch.ops.mkldnn._reorder_linear_weight(w, BATCH_HINT)
-        self.packed_version = _version(w)
+        wide = compute_dtype(w.dtype)
+        self.packed = torch.ops.mkldnn._reorder_linear_weight(w.to(wide), BATCH_HINT)
+        bias = self.bias
+        self.packed_bias = None if bias is None else bias.detach().to(wide)
+        self.packed_version = self._versions()
         return self.packed
+
+    def _versions(self) -> tuple[tuple[int, int], tuple[int, int] | None]:
+        return (_version(self.weight), None if self.bias is None else _version(self.bias))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x: [..., I] -> [..., O]."""
         packed = self.packed
-        if packed is None or self.packed_version != _version(self.weight):
-            packed = self._pack()  # first call, or the weight was rewritten in place
+        if packed is None or self.packed_version != self._versions():
+            packed = self._pack()  # first call, or the weight or bias was rewritten in place
         if x.dtype != self.weight.dtype or x.device.type != "cpu":
             return F.linear(x, self.weight, self.bias)
         rows = x.reshape(-1, x.shape[-1])  # [M, I]
-        out = torch.ops.mkldnn._linear_pointwise(rows, packed, self.bias, "none", [], "")
+        if packed.dtype != rows.dtype:  # widened: exact bf16 -> fp32, one rounding back
+            rows = rows.to(packed.dtype)
+        out = torch.ops.mkldnn._linear_pointwise(rows, packed, self.packed_bias, "none", [], "")
+        if out.dtype != x.dtype:
+            out = out.to(x.dtype)  # [M, O]
         return out.view(*x.shape[:-1], out.shape[-1])  # [..., O]
 
 
@@ -114,7 +140,7 @@ def prepack_linears(model: nn.Module) -> int:
         if module.bias is not None and module.bias.dtype != w.dtype:
             continue
         chosen.append(module)
-    extra = sum(m.weight.numel() * m.weight.element_size() for m in chosen)
+    extra = sum(m.weight.numel() * compute_dtype(m.weight.dtype).itemsize for m in chosen)
     free = _free_memory_bytes()
     if free is not None and extra > MAX_FREE_MEMORY_SHARE * free:
         logger.info(

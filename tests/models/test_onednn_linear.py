@@ -8,9 +8,20 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from actorllm.models import onednn_linear
 from actorllm.models.onednn_linear import OneDNNLinear, prepack_linears, supported_dtypes
 
 
+@pytest.fixture(params=["native", "widened"])
+def bf16_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """bfloat16 linears as this host runs them, and widened to float32 (what a host without
+    native bf16 runs; forced here so every host tests it)."""
+    if request.param == "widened":
+        monkeypatch.setattr(onednn_linear, "native_bf16", lambda: False)
+    return str(request.param)
+
+
+@pytest.mark.usefixtures("bf16_mode")
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("rows", [1, 7, 128, 300])
 def test_matches_f_linear(dtype: torch.dtype, rows: int) -> None:
@@ -49,3 +60,27 @@ def test_skips_when_the_copies_would_not_fit(monkeypatch: pytest.MonkeyPatch) ->
     lin = nn.Linear(32, 16)  # 2 KB of fp32 weight > half of 1000 bytes
     assert prepack_linears(lin) == 0
     assert type(lin) is nn.Linear
+
+
+def test_widened_bf16_is_a_bf16_gemm(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Widened (no native bf16): a bfloat16 output within one bfloat16 rounding of the exact
+    float32 product of the same bfloat16 values, bias included; the packed copy is float32
+    and a rewritten bias is picked up."""
+    if torch.bfloat16 not in supported_dtypes():
+        pytest.skip("no oneDNN on this host")
+    monkeypatch.setattr(onednn_linear, "native_bf16", lambda: False)
+    torch.manual_seed(1)
+    lin = nn.Linear(64, 40).to(torch.bfloat16)
+    x = torch.randn(9, 64).to(torch.bfloat16)
+    assert prepack_linears(lin) == 1 and isinstance(lin, OneDNNLinear)
+    assert lin.packed is not None and lin.packed.dtype == torch.float32
+    exact = F.linear(x.double(), lin.weight.double(), lin.bias.double())
+    got = lin(x)
+    assert got.dtype == torch.bfloat16
+    torch.testing.assert_close(got.double(), exact, atol=1e-5, rtol=2**-8)
+    with torch.no_grad():
+        lin.bias.add_(1.0)  # only the bias changes: the widened copy follows
+    torch.testing.assert_close(
+        lin(x).double(), F.linear(x.double(), lin.weight.double(), lin.bias.double()),
+        atol=1e-5, rtol=2**-8,
+    )  # fmt: skip
