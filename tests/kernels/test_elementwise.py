@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from actorllm.kernels import activation, elementwise, kv_cache, layernorm, native, rotary
+from tests.helpers.native_builds import BUILDS, use_build
 
 pytestmark = pytest.mark.skipif(
     elementwise._lib() is None,
@@ -18,13 +19,11 @@ pytestmark = pytest.mark.skipif(
 DTYPES = [torch.float32, torch.bfloat16]
 
 
-@pytest.fixture(params=["host", "portable"])
+@pytest.fixture(params=list(BUILDS))
 def build(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """The kernels as built for this host and built without AVX-512 (narrower vectors)."""
-    if request.param == "portable":
-        monkeypatch.setattr(elementwise, "_BUILD_FLAGS", ("-mno-avx512f",))
-        if elementwise._lib(("-mno-avx512f",)) is None:
-            pytest.skip("the compiler does not take -mno-avx512f")
+    """The kernels as built for this host, without AVX-512 and without AVX2 either
+    (narrower vectors; tests/helpers/native_builds.py)."""
+    use_build(elementwise, elementwise._lib, str(request.param), monkeypatch)
     return str(request.param)
 
 

@@ -12,6 +12,7 @@ import torch
 
 from actorllm.kernels import native_sampling
 from actorllm.kernels.sampling import _tempered_weights, sample_from_logits, sample_inverse_cdf
+from tests.helpers.native_builds import BUILDS, use_build
 
 pytestmark = pytest.mark.skipif(
     native_sampling._lib() is None,
@@ -19,13 +20,11 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-@pytest.fixture(params=["host", "portable"])
+@pytest.fixture(params=list(BUILDS))
 def build(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """The kernel as built for this host and built without AVX-512 (narrower vectors)."""
-    if request.param == "portable":
-        monkeypatch.setattr(native_sampling, "_BUILD_FLAGS", ("-mno-avx512f",))
-        if native_sampling._lib(("-mno-avx512f",)) is None:
-            pytest.skip("the compiler does not take -mno-avx512f")
+    """The kernel as built for this host, without AVX-512 and without AVX2 either
+    (narrower vectors; tests/helpers/native_builds.py)."""
+    use_build(native_sampling, native_sampling._lib, str(request.param), monkeypatch)
     return str(request.param)
 
 
