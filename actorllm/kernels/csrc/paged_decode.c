@@ -153,6 +153,12 @@ static void attend_portable(const task_t *t, const float *q, float *out, float *
 /* A tile kernel's arguments: one task; q [nh, G, D] float32 (scaled) -> out [nh, G, D];
  * scratch accm [nh, G, D], ml [2 * nh * G]. */
 #define TILE_ARGS const task_t *t, const float *q, float *out, float *accm, float *ml
+/* The (G, D / 16) shapes with a kernel of their own (attend_tile_G_NC, loops unrolled), each
+ * ISA section instantiating X = TILE_FN and the dispatch X = TILE_CASE over this one list;
+ * other shapes up to the maxima take attend_tile_any. */
+#define TILE_SHAPES(X)                                                                      \
+    X(1, 1) X(1, 2) X(1, 4) X(1, 8) X(2, 1) X(2, 2) X(2, 4) X(2, 8) X(3, 1) X(3, 2)          \
+    X(3, 4) X(3, 8) X(4, 1) X(4, 2) X(4, 4) X(4, 8) X(8, 1) X(8, 2) X(8, 4) X(8, 8)
 
 /* Blocks are scattered, so the hardware prefetcher stops at each one's end: the K and V
  * rows of block b + PREFETCH_BLOCKS are asked for while block b is computed, one row per
@@ -410,11 +416,7 @@ static inline __attribute__((always_inline)) void attend_tile(const task_t *t, c
 #define TILE_FN(G, NC)                                                                      \
     static void attend_tile_##G##_##NC(TILE_ARGS) { attend_tile(t, q, out, accm, ml, G, NC, 0); }
 #endif
-TILE_FN(1, 1) TILE_FN(1, 2) TILE_FN(1, 4) TILE_FN(1, 8)
-TILE_FN(2, 1) TILE_FN(2, 2) TILE_FN(2, 4) TILE_FN(2, 8)
-TILE_FN(3, 1) TILE_FN(3, 2) TILE_FN(3, 4) TILE_FN(3, 8)
-TILE_FN(4, 1) TILE_FN(4, 2) TILE_FN(4, 4) TILE_FN(4, 8)
-TILE_FN(8, 1) TILE_FN(8, 2) TILE_FN(8, 4) TILE_FN(8, 8)
+TILE_SHAPES(TILE_FN)
 
 /* Any G <= TILE_MAX_G and D <= 16 * TILE_MAX_NC: not unrolled, acc in memory. */
 static __attribute__((noinline)) void attend_tile_any(TILE_ARGS) {
@@ -482,11 +484,7 @@ static inline __attribute__((always_inline)) void block_head8(
         const float *kp; /* the tile's K rows, float32, kstride apart */
         int64_t kstride;
         if (bf16) {
-            for (int j = 0; j < nt; j++)
-#pragma GCC unroll 16
-                for (int c = 0; c < NC; c++)
-                    _mm256_store_ps(kbuf + j * d + 8 * c,
-                                    load8(t->k_cache, 1, row0 + j * t->s_slot + 8 * c));
+            for (int j = 0; j < nt; j++) load_row(kbuf + j * d, t->k_cache, 1, row0 + j * t->s_slot, d);
             kp = kbuf, kstride = d;
         } else {
             kp = (const float *)t->k_cache + row0, kstride = t->s_slot;
@@ -577,11 +575,7 @@ static inline __attribute__((always_inline)) void attend_tile8(TILE_ARGS, const 
 /* attend_tile_G_NC with NC = D / 16, as the AVX-512 path names them (one dispatch). */
 #define TILE_FN(G, NC)                                                                      \
     static void attend_tile_##G##_##NC(TILE_ARGS) { attend_tile8(t, q, out, accm, ml, G, 2 * (NC)); }
-TILE_FN(1, 1) TILE_FN(1, 2) TILE_FN(1, 4) TILE_FN(1, 8)
-TILE_FN(2, 1) TILE_FN(2, 2) TILE_FN(2, 4) TILE_FN(2, 8)
-TILE_FN(3, 1) TILE_FN(3, 2) TILE_FN(3, 4) TILE_FN(3, 8)
-TILE_FN(4, 1) TILE_FN(4, 2) TILE_FN(4, 4) TILE_FN(4, 8)
-TILE_FN(8, 1) TILE_FN(8, 2) TILE_FN(8, 4) TILE_FN(8, 8)
+TILE_SHAPES(TILE_FN)
 
 static __attribute__((noinline)) void attend_tile_any(TILE_ARGS) {
     attend_tile8(t, q, out, accm, ml, t->g, t->d / 8);
@@ -596,11 +590,7 @@ static __attribute__((noinline)) void attend_tile_any(TILE_ARGS) {
 /* 1 where a tile kernel served the task. */
 static int attend_fast(TILE_ARGS) {
     switch (t->g * 64 + t->d / 16) {
-        TILE_CASE(1, 1) TILE_CASE(1, 2) TILE_CASE(1, 4) TILE_CASE(1, 8)
-        TILE_CASE(2, 1) TILE_CASE(2, 2) TILE_CASE(2, 4) TILE_CASE(2, 8)
-        TILE_CASE(3, 1) TILE_CASE(3, 2) TILE_CASE(3, 4) TILE_CASE(3, 8)
-        TILE_CASE(4, 1) TILE_CASE(4, 2) TILE_CASE(4, 4) TILE_CASE(4, 8)
-        TILE_CASE(8, 1) TILE_CASE(8, 2) TILE_CASE(8, 4) TILE_CASE(8, 8)
+        TILE_SHAPES(TILE_CASE)
     default:
         break;
     }
