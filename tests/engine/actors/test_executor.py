@@ -20,8 +20,10 @@ HAND_OVER, STEP_DONE = ExecutorActor._hand_over, Admission.step_done
 async def _run(
     monkeypatch, *, crowd: bool, async_scheduling: bool
 ) -> tuple[list[list[int]], dict[str, int], list[int]]:
-    """24 requests of 6 tokens; ``crowd``: every other step comes back to a full
-    scheduler mailbox (filled with no-op messages just before the hand-over)."""
+    """24 requests of 6 tokens; ``crowd``: mailboxes of 4, and every other step comes
+    back to a full scheduler mailbox (filled with no-op messages just before the
+    hand-over). Otherwise the mailboxes are large enough that the 24 requests' own
+    messages never fill the scheduler's, so every hand-over is direct."""
     paths = {"direct": 0, "forwarded": 0}
     done_steps: list[int] = []
 
@@ -43,7 +45,9 @@ async def _run(
     monkeypatch.setattr(ExecutorActor, "_hand_over", record_hand_over)
     monkeypatch.setattr(Admission, "step_done", record_step_done)
     tokens: list[list[int]] = [[] for _ in range(24)]
-    async with open_test_engine(mailbox_size=4, async_scheduling=async_scheduling) as engine:
+    async with open_test_engine(
+        mailbox_size=4 if crowd else 1024, async_scheduling=async_scheduling
+    ) as engine:
         params = SamplingParams(max_tokens=6, ignore_eos=True)
 
         async def one(i: int) -> None:
