@@ -113,7 +113,8 @@ def test_bf16_layer_output_goes_through_the_kernel(monkeypatch: pytest.MonkeyPat
         (64, 16, 12, 4),  # the 75M preset's layer: a specialised tile kernel
         (48, 4, 6, 1),  # G = 6, D = 48: the unspecialised AVX-512 tile kernel
         (32, 32, 4, 2),  # 32-token blocks: two 16-key tiles per block
-        (256, 16, 2, 1),  # D = 256: past the tiles' registers, the portable path
+        (256, 16, 2, 1),  # D = 256 (Gemma's): the unspecialised tile kernel
+        (256, 8, 8, 1),  # and with G = 8
     ],
 )
 @pytest.mark.parametrize("window", [None, 20])

@@ -105,9 +105,9 @@ def test_mixed_step_matches_the_torch_path(
         (64, 16, 12, 4),  # the 75M preset's layer (G = 3)
         (32, 32, 8, 2),  # G = 4, 32-token blocks: two key tiles per block
         (128, 8, 2, 2),  # D = 128, no GQA
-        (48, 4, 6, 1),  # G = 6, D = 48: no specialised P.V, the portable one
+        (48, 4, 6, 1),  # G = 6, D = 48: AVX-512 has no specialised P.V (portable)
         (16, 24, 4, 2),  # 24-token blocks: a 16-key and an 8-key tile per block
-        (256, 16, 2, 1),  # D = 256: past the P.V registers, the portable one
+        (256, 16, 2, 1),  # D = 256: AVX-512's P.V in passes of 128 columns
     ],
 )
 @pytest.mark.parametrize("window", [None, 20])

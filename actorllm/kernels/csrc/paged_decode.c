@@ -149,7 +149,7 @@ static void attend_portable(const task_t *t, const float *q, float *out, float *
 #include <immintrin.h>
 #define PAGED_DECODE_HAVE_TILE 1
 #define TILE_MAX_G 8
-#define TILE_MAX_NC 8 /* D <= 128: D / 16 */
+#define TILE_MAX_NC 16 /* D <= 256: D / 16 (past 128, attend_tile_any only) */
 /* A tile kernel's arguments: one task; q [nh, G, D] float32 (scaled) -> out [nh, G, D];
  * scratch accm [nh, G, D], ml [2 * nh * G]. */
 #define TILE_ARGS const task_t *t, const float *q, float *out, float *accm, float *ml

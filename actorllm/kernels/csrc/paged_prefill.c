@@ -287,11 +287,23 @@ static inline __attribute__((always_inline)) void pv_block(float *acc, const flo
 PV_FN(4, 1) PV_FN(4, 2) PV_FN(4, 4) PV_FN(2, 8) PV_FN(1, 1) PV_FN(1, 2) PV_FN(1, 4)
 PV_FN(1, 8)
 
-/* 1 where D took the intrinsics (D = 16, 32, 64 or 128). */
+/* 1 where D took the intrinsics (D = 16, 32, 64, or a multiple of 128). A D past 128
+ * (Gemma's 256) is done in passes of 128 columns: acc's and V's rows keep their stride d,
+ * each pass scales only its own columns by alpha. */
 static int pv_avx512(float *acc, const float *p, const float *alpha, const float *v, int rows,
                      int d, int nt) {
     int nc = d / 16, rb = nc == 8 ? 2 : 4, r = 0;
-    if (d % 16 != 0 || (nc != 1 && nc != 2 && nc != 4 && nc != 8)) return 0;
+    if (d % 16 != 0) return 0;
+    if (nc > 8 && nc % 8 == 0) {
+        for (int c0 = 0; c0 < d; c0 += 128) {
+            for (r = 0; r + 2 <= rows; r += 2)
+                pv_2_8(acc + (int64_t)r * d + c0, p + (int64_t)r * KT, alpha + r, v + c0, d, nt);
+            if (r < rows)
+                pv_1_8(acc + (int64_t)r * d + c0, p + (int64_t)r * KT, alpha + r, v + c0, d, nt);
+        }
+        return 1;
+    }
+    if (nc != 1 && nc != 2 && nc != 4 && nc != 8) return 0;
     for (; r + rb <= rows; r += rb) {
         float *a = acc + (int64_t)r * d;
         const float *pr = p + (int64_t)r * KT, *al = alpha + r;
