@@ -294,7 +294,7 @@ async def start_actors(sup: Supervisor, parts: EngineParts) -> None:
             args=args,
             restart=Restart.PERMANENT,
             mailbox_size=config.mailbox_size,
-            shutdown_timeout=5.0,
+            shutdown_timeout=config.actor_shutdown_timeout_s,
             message_deadline=config.actor_message_deadline_s,
         )
 

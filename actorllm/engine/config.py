@@ -207,6 +207,9 @@ class EngineConfig(msgspec.Struct, kw_only=True):
     handler that never returns) is restarted as if it had crashed, and the message is
     retried or failed like any crash's. Includes waiting on full mailboxes, so keep it well
     above the slowest step. None: no watchdog."""
+    actor_shutdown_timeout_s: float = 5.0
+    """How long an engine actor may take to stop when the engine closes (finish its current
+    message, run ``on_stop``) before it is cancelled."""
     step_timeout_s: float | None = None
     """A model step still running after this many seconds is treated as an executor crash:
     the core restarts and its requests are recomputed. None: no timeout."""
@@ -323,6 +326,11 @@ class EngineConfig(msgspec.Struct, kw_only=True):
             value = getattr(self, name)
             if value is not None and not value > 0:
                 raise EngineConfigError(name, f"must be positive or None, got {value}.")
+        if not self.actor_shutdown_timeout_s >= 0:
+            raise EngineConfigError(
+                "actor_shutdown_timeout_s",
+                f"must be non-negative, got {self.actor_shutdown_timeout_s}.",
+            )
         for name in ("max_waiting_requests", "max_stream_backlog"):
             value = getattr(self, name)
             if value is not None and value < 1:

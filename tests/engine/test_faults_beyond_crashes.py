@@ -11,6 +11,7 @@ import anyio
 import pytest
 
 from actorllm.core.sampling_params import SamplingParams
+from actorllm.engine.config import EngineConfig, EngineConfigError
 from actorllm.engine.errors import EngineDeadError, RequestFailedError, SlowConsumerError
 from actorllm.testing.engine_harness import check_invariants, inject_fault, open_test_engine
 
@@ -61,6 +62,25 @@ async def test_a_hung_actor_is_restarted_by_the_watchdog(actor, at, reference) -
         await check_invariants(engine)
     assert results == reference
     assert (actor_stats.hangs, actor_stats.crashes) == (1, 1)
+
+
+@pytest.mark.parametrize("timeout_s", [0.2, 1.5])
+async def test_closing_cancels_a_hung_actor_after_its_shutdown_timeout(timeout_s) -> None:
+    """No watchdog: an actor that holds its message for good is cancelled when the engine
+    closes, ``actor_shutdown_timeout_s`` after the close began, not before and not later."""
+    async with open_test_engine(actor_shutdown_timeout_s=timeout_s, **ENGINE) as engine:
+        inject_fault(engine, "input_processor", at_message=1, stall_s=math.inf)
+        with anyio.move_on_after(0.3):  # the request never gets past the hung actor
+            async for _ in engine.generate("stuck", params(0), request_id="stuck"):
+                pass
+        started = anyio.current_time()
+    took = anyio.current_time() - started
+    assert timeout_s <= took < timeout_s + 1.0, took
+
+
+def test_a_negative_actor_shutdown_timeout_is_refused() -> None:
+    with pytest.raises(EngineConfigError, match="actor_shutdown_timeout_s"):
+        EngineConfig(actor_shutdown_timeout_s=-1.0)
 
 
 async def test_a_hung_model_step_times_out_as_an_executor_crash(reference) -> None:
