@@ -75,7 +75,7 @@ async def test_closing_cancels_a_hung_actor_after_its_shutdown_timeout(timeout_s
                 pass
         started = anyio.current_time()
     took = anyio.current_time() - started
-    assert timeout_s <= took < timeout_s + 1.0, took
+    assert timeout_s <= took < timeout_s + 2.0, took  # (the default was 5 s)
 
 
 def test_a_negative_actor_shutdown_timeout_is_refused() -> None:
