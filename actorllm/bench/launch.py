@@ -68,6 +68,7 @@ class ServerProcess:
 
     def pause(self) -> None:
         self._signal(signal.SIGSTOP)
+        wait_group_stopped(self.proc.pid)
 
     def resume(self) -> None:
         self._signal(signal.SIGCONT)
@@ -75,6 +76,35 @@ class ServerProcess:
     def _signal(self, sig: signal.Signals) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.proc.pid, sig)
+
+
+def wait_group_stopped(pgid: int, timeout_s: float = 2.0) -> bool:
+    """Wait until every process of group ``pgid`` is stopped (or gone); False after
+    ``timeout_s``, or where there is no ``/proc`` to tell. SIGSTOP is delivered
+    asynchronously: a process busy on another core runs on for a moment, so a measurement
+    started right after ``killpg(SIGSTOP)`` could still share the CPU with it."""
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return False
+    deadline = time.monotonic() + timeout_s
+    while True:
+        running = False
+        for entry in proc.iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue  # gone meanwhile
+            # fields: state, ppid, pgrp, ...; T: stopped, t: traced, Z/X: exiting
+            if int(fields[2]) == pgid and fields[0] not in ("T", "t", "Z", "X"):
+                running = True
+                break
+        if not running:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.001)
 
 
 @contextmanager

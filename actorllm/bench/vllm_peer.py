@@ -26,7 +26,7 @@ from types import TracebackType
 from typing import IO, Any
 
 from actorllm.bench.datasets import BenchRequest
-from actorllm.bench.launch import sigterm_unwinds
+from actorllm.bench.launch import sigterm_unwinds, wait_group_stopped
 from actorllm.bench.throughput_run import throughput_figures
 
 SETUP_SCRIPT = "benchmarks/peers/setup_vllm_cpu.sh"
@@ -160,7 +160,7 @@ class VllmPeer:
             start_new_session=True,  # its own process group: SIGSTOP/SIGCONT reach all of it
         )
         self.info = self._read(_START_TIMEOUT_S)
-        self._signal(signal.SIGSTOP)
+        self._pause()
 
     def run_round(self) -> dict[str, Any]:
         """Resume the peer, run the workload once, pause it again; throughput figures."""
@@ -170,7 +170,7 @@ class VllmPeer:
         proc.stdin.write("run\n")
         proc.stdin.flush()
         res = self._read(_ROUND_TIMEOUT_S)
-        self._signal(signal.SIGSTOP)
+        self._pause()
         if "error" in res:
             raise RuntimeError(f"vllm: {res['error']}")
         prompt = sum(len(r.prompt_token_ids) for r in self.reqs)
@@ -203,6 +203,12 @@ class VllmPeer:
         if self._proc is None:
             raise PeerUnavailableError("the vLLM peer is not running")
         return self._proc
+
+    def _pause(self) -> None:
+        """SIGSTOP the peer's group; back once all of it is stopped (the engine core's
+        process too), so it takes no CPU from the round measured next."""
+        self._signal(signal.SIGSTOP)
+        wait_group_stopped(self._require().pid)
 
     def _signal(self, sig: signal.Signals) -> None:
         with contextlib.suppress(ProcessLookupError):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -13,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from actorllm.bench.launch import launch_process, sigterm_unwinds
+from actorllm.bench.launch import launch_process, sigterm_unwinds, wait_group_stopped
 
 _HEALTH_SERVER = """
 import http.server, sys
@@ -40,12 +41,39 @@ def _state(pid: int) -> str:
 def test_pause_stops_the_group_and_exit_stops_the_server(tmp_path: Path) -> None:
     with launch_process(_argv(tmp_path), name="health", timeout_s=60) as server:
         pid = server.proc.pid
-        server.pause()
+        server.pause()  # returns once the group is stopped (SIGSTOP is asynchronous)
         assert _state(pid) == "T"  # stopped: takes no CPU while another server is measured
         server.resume()
         assert httpx.get(server.url + "/health", timeout=5).status_code == 200
         server.pause()  # left paused: leaving must still stop it
     assert server.proc.poll() is not None
+
+
+def test_waiting_for_a_stopped_group_sees_every_process_of_it(tmp_path: Path) -> None:
+    """A busy group of two (a spinning leader and its spinning child) is stopped only
+    once both are; a group left running times out."""
+    spin = "import os, time\nos.fork()\nwhile True: pass\n"
+    proc = subprocess.Popen([sys.executable, "-c", spin], start_new_session=True)
+    try:
+        time.sleep(0.5)  # both spinning
+        assert not wait_group_stopped(proc.pid, timeout_s=0.2)
+        os.killpg(proc.pid, signal.SIGSTOP)
+        assert wait_group_stopped(proc.pid, timeout_s=5.0)
+        members = [
+            p for p in Path("/proc").iterdir()
+            if p.name.isdigit() and _pgrp(p) == proc.pid
+        ]  # fmt: skip
+        assert len(members) == 2 and all(_state(int(p.name)) == "T" for p in members)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def _pgrp(entry: Path) -> int | None:
+    try:
+        return int((entry / "stat").read_text().rsplit(")", 1)[1].split()[2])
+    except (OSError, IndexError):
+        return None
 
 
 def test_a_start_that_fails_names_the_server_and_shows_its_log(tmp_path: Path) -> None:
