@@ -2,21 +2,24 @@
 against the torch reference (padded float32 gather + SDPA per group of similar lengths),
 float32 and bfloat16 caches.
 
-The shape is the 75M Qwen3 preset's layer (12 query heads, 4 KV heads, head_dim 64, block
-16) with a batch of decoding requests whose contexts are drawn from U[lo, hi]. Each figure is
-the median of ``--repeats`` calls after warm-up (and the minimum: on a loaded machine, the
-undisturbed call); the two paths alternate call by call, so other load on the machine hits
-both alike. Run it with another checkout on PYTHONPATH to measure that checkout's kernel.
+The shape is the 75M Qwen3 preset's layer by default (12 query heads, 4 KV heads, head_dim
+64, block 16; ``--heads``, ``--kv-heads``, ``--head-dim`` change it) with a batch of
+decoding requests whose contexts are drawn from U[lo, hi]. Each figure is the median of
+``--repeats`` calls after warm-up (and the minimum: on a loaded machine, the undisturbed
+call); the two paths alternate call by call, so other load on the machine hits both alike.
+Run it with another checkout on PYTHONPATH to measure that checkout's kernel.
 
     python benchmarks/decode_attention_bench.py
     python benchmarks/decode_attention_bench.py \
         --output-json benchmarks/results/decode_attention_cpu.json
+    python benchmarks/decode_attention_bench.py --heads 8 --kv-heads 1 --head-dim 256  # Gemma
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import os
 import statistics
 import sys
@@ -31,12 +34,24 @@ from actorllm.kernels import paged_decode as native_decode
 from actorllm.kernels.attention import paged_attention
 from actorllm.worker.huge_pages import zeros_on_huge_pages
 
-HQ, HK, D, BS = 12, 4, 64, 16
+BS = 16
+
+
+@dataclasses.dataclass(frozen=True)
+class Shape:
+    heads: int = 12  # query heads
+    kv_heads: int = 4
+    head_dim: int = 64
+
+
+Tensors6 = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
 
 
 def _inputs(
-    batch: int, lo: int, hi: int, dtype: torch.dtype, huge_pages: bool = False
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    batch: int, lo: int, hi: int, dtype: torch.dtype, huge_pages: bool = False,
+    shape: Shape = Shape(),
+) -> Tensors6:  # fmt: skip
+    HQ, HK, D = shape.heads, shape.kv_heads, shape.head_dim
     g = torch.Generator().manual_seed(0)
     lens = torch.randint(lo, hi + 1, (batch,), generator=g, dtype=torch.int32)
     per = -(-int(lens.max()) // BS)
@@ -58,9 +73,11 @@ def _store(x: torch.Tensor, huge_pages: bool) -> torch.Tensor:
 
 
 def bench(
-    batch: int, lo: int, hi: int, dtype: torch.dtype, repeats: int, huge_pages: bool = False
-) -> dict[str, Any]:
-    q, k, v, qsl, lens, table = _inputs(batch, lo, hi, dtype, huge_pages)
+    batch: int, lo: int, hi: int, dtype: torch.dtype, repeats: int, huge_pages: bool = False,
+    shape: Shape = Shape(),
+) -> dict[str, Any]:  # fmt: skip
+    q, k, v, qsl, lens, table = _inputs(batch, lo, hi, dtype, huge_pages, shape)
+    D = shape.head_dim
 
     def run(native: bool) -> float:
         off = mock.patch.object(native_decode, "supports", lambda cache: False)
@@ -96,6 +113,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--batches", type=int, nargs="+", default=[16, 128])
     p.add_argument("--context", type=int, nargs=2, default=[64, 512], metavar=("LO", "HI"))
     p.add_argument("--repeats", type=int, default=15)
+    p.add_argument("--heads", type=int, default=Shape.heads, help="query heads")
+    p.add_argument("--kv-heads", type=int, default=Shape.kv_heads)
+    p.add_argument("--head-dim", type=int, default=Shape.head_dim)
     p.add_argument("--output-json", default=None)
     p.add_argument(
         "--huge-pages",
@@ -104,14 +124,18 @@ def main(argv: list[str] | None = None) -> None:
         help="cache on transparent huge pages where the OS offers them, as the engine does",
     )
     args = p.parse_args(argv)
+    shape = Shape(args.heads, args.kv_heads, args.head_dim)
+    if shape.heads % shape.kv_heads:
+        p.error(f"--heads {shape.heads} is not a multiple of --kv-heads {shape.kv_heads}")
     if not native_decode.supports(torch.empty(1, 1, 1, 1)):
         sys.exit("the native kernel did not build here (see actorllm/kernels/native.py)")
     rows = []
     for dtype in (torch.float32, torch.bfloat16):
         for batch in args.batches:
             row = bench(
-                batch, args.context[0], args.context[1], dtype, args.repeats, args.huge_pages
-            )
+                batch, args.context[0], args.context[1], dtype, args.repeats, args.huge_pages,
+                shape,
+            )  # fmt: skip
             rows.append(row)
             print(
                 f"{row['dtype']:8s} batch {batch:4d}  torch {row['torch_ms']:8.2f} ms  "
@@ -123,9 +147,9 @@ def main(argv: list[str] | None = None) -> None:
             "decode_attention_bench",
             figures={"results": rows},
             config={
-                "heads": HQ,
-                "kv_heads": HK,
-                "head_dim": D,
+                "heads": shape.heads,
+                "kv_heads": shape.kv_heads,
+                "head_dim": shape.head_dim,
                 "block_size": BS,
                 "torch_threads": torch.get_num_threads(),
                 # Others' jobs share the CPU: the load says how noisy the figures are.
