@@ -46,6 +46,7 @@
 #include <string.h>
 
 #include "bf16_rows.h"
+#include "online_softmax.h"
 
 /* Tasks a thread takes at a time from the dynamic schedule (see paged_decode). */
 #ifndef TASK_CHUNK
@@ -340,13 +341,12 @@ static inline __attribute__((always_inline)) void block_head(
             if (t->softcap > 0.0f) {
                 float tmp[16];
                 _mm512_storeu_ps(tmp, s);
-                for (int j = 0; j < nt; j++) tmp[j] = t->softcap * tanhf(tmp[j] / t->softcap);
+                softcap_scores(tmp, nt, t->softcap);
                 s = _mm512_loadu_ps(tmp);
             }
             float bm = _mm512_mask_reduce_max_ps(valid, s);
             float mx = bm > m[gi] ? bm : m[gi];
-            /* the max rarely moves once a few tiles are in: skip the exp then */
-            float alpha = mx == m[gi] ? 1.0f : m[gi] == -INFINITY ? 0.0f : expf(m[gi] - mx);
+            float alpha = online_rescale(m[gi], mx);
             __m512 p = _mm512_maskz_mov_ps(valid, exp512(_mm512_sub_ps(s, _mm512_set1_ps(mx))));
             l[gi] = l[gi] * alpha + _mm512_reduce_add_ps(p);
             m[gi] = mx;
@@ -513,12 +513,12 @@ static inline __attribute__((always_inline)) void block_head8(
             if (t->softcap > 0.0f) {
                 float tmp[8];
                 _mm256_storeu_ps(tmp, s);
-                for (int j = 0; j < nt; j++) tmp[j] = t->softcap * tanhf(tmp[j] / t->softcap);
+                softcap_scores(tmp, nt, t->softcap);
                 s = _mm256_loadu_ps(tmp);
             }
             float bm = hmax8(_mm256_blendv_ps(_mm256_set1_ps(-INFINITY), s, valid));
             float mx = bm > m[gi] ? bm : m[gi];
-            float alpha = mx == m[gi] ? 1.0f : m[gi] == -INFINITY ? 0.0f : expf(m[gi] - mx);
+            float alpha = online_rescale(m[gi], mx);
             __m256 p = _mm256_and_ps(valid, exp256(_mm256_sub_ps(s, _mm256_set1_ps(mx))));
             l[gi] = l[gi] * alpha + hsum8(p);
             m[gi] = mx;

@@ -46,6 +46,7 @@
 
 #include "bf16_rows.h"
 #include "exp_f32.h"
+#include "online_softmax.h"
 
 /* Query rows of a task: QT tokens x G heads, QT = ROWS_TARGET / G (at least 1): enough rows
  * to pay the K tile's transpose, few enough that q, the accumulators and the tiles stay in
@@ -209,7 +210,7 @@ static inline void softmax_row(float *s, float *m, float *l, float *alpha, uint3
     float mx = _mm512_mask_reduce_max_ps(k, x);
     mx = mx > *m ? mx : *m;
     __m512 p = _mm512_maskz_mov_ps(k, exp512(_mm512_sub_ps(x, _mm512_set1_ps(mx))));
-    float a = mx == *m ? 1.0f : *m == -INFINITY ? 0.0f : expf(*m - mx);
+    float a = online_rescale(*m, mx);
     *l = *l * a + _mm512_reduce_add_ps(p);
     _mm512_store_ps(s, p);
     (void)nt;
@@ -217,7 +218,7 @@ static inline void softmax_row(float *s, float *m, float *l, float *alpha, uint3
     float mx = *m;
     for (int j = 0; j < nt; j++)
         if ((valid >> j) & 1u) mx = s[j] > mx ? s[j] : mx;
-    float a = mx == *m ? 1.0f : *m == -INFINITY ? 0.0f : expf(*m - mx), sum = 0.0f;
+    float a = online_rescale(*m, mx), sum = 0.0f;
     for (int j = 0; j < KT; j++) {
         float p = j < nt && ((valid >> j) & 1u) ? exp_f32(s[j] - mx) : 0.0f;
         s[j] = p;
@@ -568,9 +569,7 @@ static void run_task(const args_t *a, int n, int head, int i0, int nq, scratch_t
         (void)pairs;
         scores_portable(w->qs, tile_kt(tile, d), w->s, rows, d);
 #endif
-        if (a->softcap > 0.0f)
-            for (int64_t e = 0; e < (int64_t)rows * KT; e++)
-                w->s[e] = a->softcap * tanhf(w->s[e] / a->softcap);
+        if (a->softcap > 0.0f) softcap_scores(w->s, (int64_t)rows * KT, a->softcap);
         /* every query of the tile sees every key: past the diagonal, inside the window */
         int all = k0 + nt - 1 <= pos0 && (a->window <= 0 || k0 > pos1 - a->window);
         for (int i = 0; i < nq; i++) {
