@@ -405,21 +405,21 @@ static inline float silu_f32(float g) { return g / (1.0f + exp_f32(-g)); }
 static inline __m512 exp_f32_v16(__m512 x_in) {
     __m512 x = _mm512_min_ps(_mm512_max_ps(x_in, _mm512_set1_ps(-87.3f)), _mm512_set1_ps(88.7f));
     const __m512 magic = _mm512_set1_ps(12582912.0f);
-    __m512 n = _mm512_sub_ps(_mm512_add_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+    __m512 n = _mm512_sub_ps(_mm512_add_ps(_mm512_mul_ps(x, _mm512_set1_ps(EXP_LOG2E)),
                                            magic), magic);
 #ifdef __FMA__
 #define V16_MADD(a, b, c) _mm512_fmadd_ps((a), (b), (c))
 #else
 #define V16_MADD(a, b, c) _mm512_add_ps(_mm512_mul_ps((a), (b)), (c))
 #endif
-    __m512 r = V16_MADD(n, _mm512_set1_ps(-0.693359375f), x);
-    r = V16_MADD(n, _mm512_set1_ps(2.12194440e-4f), r);
-    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-    p = V16_MADD(p, r, _mm512_set1_ps(1.3981999507e-3f));
-    p = V16_MADD(p, r, _mm512_set1_ps(8.3334519073e-3f));
-    p = V16_MADD(p, r, _mm512_set1_ps(4.1665795894e-2f));
-    p = V16_MADD(p, r, _mm512_set1_ps(1.6666665459e-1f));
-    p = V16_MADD(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    __m512 r = V16_MADD(n, _mm512_set1_ps(-EXP_LN2_HI), x);
+    r = V16_MADD(n, _mm512_set1_ps(-EXP_LN2_LO), r);
+    __m512 p = _mm512_set1_ps(EXP_P0);
+    p = V16_MADD(p, r, _mm512_set1_ps(EXP_P1));
+    p = V16_MADD(p, r, _mm512_set1_ps(EXP_P2));
+    p = V16_MADD(p, r, _mm512_set1_ps(EXP_P3));
+    p = V16_MADD(p, r, _mm512_set1_ps(EXP_P4));
+    p = V16_MADD(p, r, _mm512_set1_ps(EXP_P5));
     p = _mm512_add_ps(V16_MADD(_mm512_mul_ps(p, r), r, r), _mm512_set1_ps(1.0f));
 #undef V16_MADD
     __m512i bits = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvttps_epi32(n),
