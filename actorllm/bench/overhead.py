@@ -19,7 +19,12 @@ A DELTA row also measures the **wake floor** (:mod:`actorllm.bench.wake_floor`):
 ``num_running`` parked tasks once, with the event loop's own primitive and nothing else.
 Every DELTA caller is a task that each step wakes, so ``(core + wake floor) / core`` (the
 ``floor ratio``) is the least engine/core ratio an engine with a task per caller can
-reach on that loop. FINAL_ONLY callers are woken once per request, not per step.
+reach on that loop. It also measures the **output floor**
+(:mod:`actorllm.bench.output_floor`): handing each of ``num_running`` callers one
+``RequestOutput`` through an async generator of ``generate``'s shape, with nothing of the
+engine; ``(core + output floor) / core`` (the ``output floor ratio``) is the least ratio
+any engine serving vLLM's streaming API with a task per caller can reach. FINAL_ONLY
+callers are woken once per request, not per step.
 
     >>> rows = run_overhead([64], steps=50)  # doctest: +SKIP
 """
@@ -194,6 +199,7 @@ def run_overhead(
     ``repeat`` > 1 runs engine and core in turn that many times per size (interleaved, so
     a shared machine's load weighs on both alike) and reports medians, with every run's
     figures beside them."""
+    from actorllm.bench.output_floor import output_floor_ms
     from actorllm.bench.wake_floor import wake_floor_ms
 
     rows = []
@@ -201,6 +207,7 @@ def run_overhead(
         engines: list[dict[str, Any]] = []
         cores: list[dict[str, Any]] = []
         floors: list[float] = []
+        output_floors: list[float] = []
         for _ in range(repeat):
             engines.append(
                 anyio.run(
@@ -220,6 +227,8 @@ def run_overhead(
             if output_kind == "delta":  # a FINAL_ONLY caller is not woken per step
                 floor = anyio.run(wake_floor_ms, n, steps, backend=backend)
                 floors.append(floor["step_ms"] / stream_interval)
+                floor = anyio.run(output_floor_ms, n, steps, backend=backend)
+                output_floors.append(floor["step_ms"] / stream_interval)
         eng = {k: statistics.median(e[k] for e in engines) for k in engines[0]}
         core = {k: statistics.median(c[k] for c in cores) for k in cores[0]}
         row = {
@@ -236,14 +245,19 @@ def run_overhead(
             # Waking every DELTA caller's task once per step (bench/wake_floor.py), and
             # the least engine/core ratio that leaves (core + wake floor) / core.
             "wake_floor_ms": statistics.median(floors) if floors else 0.0,
+            # And building one RequestOutput per caller and reading it through an async
+            # generator (bench/output_floor.py): the floor of the streaming API itself.
+            "output_floor_ms": statistics.median(output_floors) if output_floors else 0.0,
         }
         row["floor_ratio"] = (core["step_ms"] + row["wake_floor_ms"]) / core["step_ms"]
+        row["output_floor_ratio"] = (core["step_ms"] + row["output_floor_ms"]) / core["step_ms"]
         if repeat > 1:
             row["engine_step_ms_runs"] = [e["step_ms"] for e in engines]
             row["core_step_ms_runs"] = [c["step_ms"] for c in cores]
             row["engine_cpu_ms_runs"] = [e["cpu_ms_per_step"] for e in engines]
             row["core_cpu_ms_runs"] = [c["cpu_ms_per_step"] for c in cores]
             row["wake_floor_ms_runs"] = floors
+            row["output_floor_ms_runs"] = output_floors
         rows.append(row)
     return rows
 
@@ -261,6 +275,8 @@ _COLUMNS = [
     ("engine_us_per_request_step", "engine us/req", ".1f"),
     ("wake_floor_ms", "wake floor ms", ".3f"),
     ("floor_ratio", "floor ratio", ".2f"),
+    ("output_floor_ms", "output floor ms", ".3f"),
+    ("output_floor_ratio", "output floor ratio", ".2f"),
 ]
 
 

@@ -36,15 +36,22 @@ WARMUP_STEPS = 20
 async def wake_floor_ms(n: int, steps: int) -> dict[str, Any]:
     """Median wall time of one step that wakes ``n`` parked tasks once (ms), and per task
     (us); must run inside an event loop (trio or asyncio)."""
-    if sniffio.current_async_library() == "trio":
-        times = await _trio_steps(n, steps + WARMUP_STEPS)
-    else:
-        times = await _asyncio_steps(n, steps + WARMUP_STEPS)
-    step_s = statistics.median(times[WARMUP_STEPS:])
+    step_s = await median_step_s(n, steps, _trio_steps, _asyncio_steps)
     return {"steps": steps, "step_ms": step_s * 1e3, "us_per_task": step_s / n * 1e6}
 
 
-async def _timed(
+StepsFn = Callable[[int, int], Awaitable[list[float]]]  # (n, steps) -> each step's seconds
+
+
+async def median_step_s(n: int, steps: int, on_trio: StepsFn, on_asyncio: StepsFn) -> float:
+    """The median step (seconds) of ``steps`` timed after ``WARMUP_STEPS``, by the running
+    loop's implementation."""
+    run = on_trio if sniffio.current_async_library() == "trio" else on_asyncio
+    times = await run(n, steps + WARMUP_STEPS)
+    return statistics.median(times[WARMUP_STEPS:])
+
+
+async def timed_steps(
     steps: int, wake_all: Callable[[], None], wait_done: Callable[[], Awaitable[object]]
 ) -> list[float]:
     """Each step's wall time: wake every parked reader, wait until the last one ran."""
@@ -93,7 +100,7 @@ async def _trio_steps(n: int, steps: int) -> list[float]:
         async def wait_done() -> None:
             await trio.lowlevel.wait_task_rescheduled(abort)
 
-        times = await _timed(steps, wake_all, wait_done)
+        times = await timed_steps(steps, wake_all, wait_done)
         nursery.cancel_scope.cancel()
     return times
 
@@ -127,7 +134,7 @@ async def _asyncio_steps(n: int, steps: int) -> list[float]:
     try:
         await asyncio.sleep(0)  # one pass of the loop: every reader ran to its wait
         assert len(waits) == n
-        return await _timed(steps, wake_all, lambda: done)
+        return await timed_steps(steps, wake_all, lambda: done)
     finally:
         for task in readers:
             task.cancel()

@@ -97,6 +97,10 @@ def test_overhead_small(tmp_path: Path, interval: str) -> None:
     assert row["wake_floor_ms"] > 0
     floor = (row["core_step_ms"] + row["wake_floor_ms"]) / row["core_step_ms"]
     assert row["floor_ratio"] == pytest.approx(floor)
+    # and each gets one RequestOutput per step: the streaming API's own floor
+    assert row["output_floor_ms"] > 0
+    floor = (row["core_step_ms"] + row["output_floor_ms"]) / row["core_step_ms"]
+    assert row["output_floor_ratio"] == pytest.approx(floor)
 
 
 def test_overhead_final_only_has_no_wake_floor(tmp_path: Path) -> None:
@@ -105,6 +109,7 @@ def test_overhead_final_only_has_no_wake_floor(tmp_path: Path) -> None:
     )
     (row,) = doc["figures"]["rows"]
     assert row["wake_floor_ms"] == 0.0 and row["floor_ratio"] == 1.0
+    assert row["output_floor_ms"] == 0.0 and row["output_floor_ratio"] == 1.0
 
 
 def test_latency_small(tmp_path: Path) -> None:
