@@ -31,10 +31,9 @@ from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+from actorllm.bench.overhead import PROMPT_LEN
 from actorllm.bench.wake_floor import median_step_s, timed_steps
 from actorllm.core.outputs import CompletionOutput, RequestMetrics, RequestOutput
-
-PROMPT_LEN = 32  # (bench overhead's)
 
 
 async def output_floor_ms(n: int, steps: int) -> dict[str, Any]:
