@@ -55,3 +55,20 @@ async def test_each_step_runs_each_reader_once(
         # one future per reader wait (the last one is never set) and, for the driver,
         # the first one plus one per step
         assert len(futures) == n * (total + 1) + 1 + total
+
+
+@pytest.mark.anyio
+async def test_the_collector_is_off_while_timed_and_back_on_after(
+    anyio_backend: str,
+) -> None:
+    import gc
+
+    seen: list[bool] = []
+
+    async def steps(n: int, count: int) -> list[float]:
+        seen.append(gc.isenabled())
+        return [0.001] * count
+
+    assert gc.isenabled()
+    step_s = await wake_floor.median_step_s(4, 3, steps, steps)
+    assert seen == [False] and gc.isenabled() and step_s == 0.001
