@@ -58,7 +58,7 @@ async def test_each_step_runs_each_reader_once(
 
 
 @pytest.mark.anyio
-async def test_the_collector_is_off_while_timed_and_back_on_after(
+async def test_the_collector_is_off_while_timed_and_restored_after(
     anyio_backend: str,
 ) -> None:
     import gc
