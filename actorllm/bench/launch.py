@@ -92,11 +92,10 @@ def wait_group_stopped(pgid: int, timeout_s: float = 2.0) -> bool:
         for entry in proc.iterdir():
             if not entry.name.isdigit():
                 continue
-            try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            except (OSError, IndexError):
+            fields = proc_stat(entry.name)
+            if fields is None:
                 continue  # gone meanwhile
-            # fields: state, ppid, pgrp, ...; T: stopped, t: traced, Z/X: exiting
+            # T: stopped, t: traced, Z/X: exiting
             if int(fields[2]) == pgid and fields[0] not in ("T", "t", "Z", "X"):
                 running = True
                 break
@@ -105,6 +104,15 @@ def wait_group_stopped(pgid: int, timeout_s: float = 2.0) -> bool:
         if time.monotonic() >= deadline:
             return False
         time.sleep(0.001)
+
+
+def proc_stat(pid: int | str) -> list[str] | None:
+    """``/proc/PID/stat``'s fields after the command name (state, ppid, pgrp, ...); None
+    once the process is gone (or where there is no ``/proc``)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
 
 
 @contextmanager

@@ -14,7 +14,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from actorllm.bench.launch import launch_process, sigterm_unwinds, wait_group_stopped
+from actorllm.bench.launch import (
+    launch_process,
+    proc_stat,
+    sigterm_unwinds,
+    wait_group_stopped,
+)
 
 _HEALTH_SERVER = """
 import http.server, sys
@@ -34,17 +39,8 @@ def _argv(tmp_path: Path) -> Callable[[int], list[str]]:
     return lambda port: [sys.executable, str(script), str(port)]
 
 
-def _stat(pid: int) -> list[str] | None:
-    """/proc/PID/stat's fields after the command name (state, ppid, pgrp, ...); None once
-    the process is gone."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-
-
 def _state(pid: int) -> str | None:
-    fields = _stat(pid)
+    fields = proc_stat(pid)
     return None if fields is None else fields[0]
 
 
@@ -69,7 +65,7 @@ def test_waiting_for_a_stopped_group_sees_every_process_of_it() -> None:
         assert not wait_group_stopped(proc.pid, timeout_s=0.2)
         os.killpg(proc.pid, signal.SIGSTOP)
         assert wait_group_stopped(proc.pid, timeout_s=5.0)
-        stats = [_stat(int(p.name)) for p in Path("/proc").iterdir() if p.name.isdigit()]
+        stats = [proc_stat(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()]
         states = [f[0] for f in stats if f is not None and int(f[2]) == proc.pid]
         assert states == ["T", "T"]  # the group's two processes, both stopped
     finally:

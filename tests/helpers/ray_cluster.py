@@ -25,6 +25,8 @@ import time
 from pathlib import Path
 from typing import final
 
+from actorllm.bench.launch import proc_stat
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 30.0
@@ -56,9 +58,8 @@ def descendants(pid: int) -> list[int]:
 def _identity(pid: int) -> tuple[int, str] | None:
     """(pid, start time) of a live process, None once it has exited: the start time keeps
     a recycled pid from being taken for the process it once named."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
+    fields = proc_stat(pid)
+    if fields is None:
         return None
     # fields[0] is the state (a zombie has exited, only its parent's wait is missing);
     # fields[19] is field 22 of proc(5), the start time in clock ticks since boot.
