@@ -13,7 +13,9 @@ Text rules (vLLM's):
 * A stop *token* (EOS or one of ``stop_token_ids``; the scheduler finished the request with
   ``FinishReason.STOP``) is kept in ``token_ids`` but not detokenized, unless
   ``include_stop_str_in_output``.
-* Stop strings are not searched in the text of the first ``min_tokens`` tokens.
+* Stop strings are not searched in the text the first ``min_tokens`` tokens completed (as
+  vLLM: a token that ends inside a character adds its text with the token that completes
+  the character, so that text is searched once it is whole).
 * Without a tokenizer or with ``detokenize=False`` the text is ``""`` and stop strings are
   not applied.
 * A FINAL_ONLY request without stop strings is detokenized once, when it ends

@@ -27,11 +27,16 @@ def _reference(
     tokens: list[int], stops: list[str], min_tokens: int, include: bool
 ) -> tuple[str, str | None]:
     """The final text and stop reason from the whole text: the stop string completed first
-    (the smallest end; on a tie the longest) among those ending after the text of the
-    first ``min_tokens`` tokens."""
+    (the smallest end; on a tie the longest) among those ending after the text the first
+    ``min_tokens`` tokens completed. As vLLM's detokenizer counts it, that is the text a
+    stream had emitted by then: a token that ends inside a character emits nothing until
+    the character is whole, so its text (and that character) is later text."""
     tok = demo_tokenizer()
     text = tok.decode(tokens, skip_special_tokens=True)
-    protected = len(tok.decode(tokens[:min_tokens], skip_special_tokens=True))
+    emitted = min(min_tokens, len(tokens))
+    while emitted and tok.decode(tokens[:emitted], skip_special_tokens=True).endswith("\ufffd"):
+        emitted -= 1  # (the stream still held these tokens' text)
+    protected = len(tok.decode(tokens[:emitted], skip_special_tokens=True))
     best: tuple[int, int, str] | None = None  # (end, -len, stop)
     for stop in stops:
         at = text.find(stop, max(0, protected - len(stop) + 1))
@@ -112,6 +117,19 @@ def test_stop_strings_match_a_whole_text_reference(
     if kind == DELTA and not include and want_stop is not None and not min_tokens:
         # the stop string was never sent, not even in the outputs before the last
         assert all(want_stop not in "".join(pieces[: k + 1]) for k in range(len(pieces)))
+
+
+def test_min_tokens_protects_the_text_its_tokens_completed_not_a_held_character() -> None:
+    # "the λόγος ...": token 2 is " " and the first byte of "λ", so the stream emits
+    # nothing at token 2 and " λ" at token 3. With min_tokens=2 that space is text of
+    # token 3 (vLLM's detokenizer moves its stop-check offset only past emitted text), so
+    # the stop " " ends the text there, not at the next space.
+    tokens = demo_tokenizer().encode("the λόγος λόγος λόγος", add_special_tokens=False).ids
+    assert demo_tokenizer().decode(tokens[:2]) == "the \ufffd"  # token 2 ends inside "λ"
+    for kind in (DELTA, CUMULATIVE, FINAL_ONLY):
+        text, stop, _ = _run(tokens, [1], kind, stop=[" "], min_tokens=2)
+        assert (text, stop) == ("the", " ")
+        assert _reference(tokens, [" "], 2, include=False) == ("the", " ")
 
 
 def test_long_stream_text_crosses_piece_joins() -> None:
