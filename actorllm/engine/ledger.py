@@ -126,6 +126,9 @@ class RequestLedger:
         self.epoch = 0
         self._current: dict[int, int] = {}  # {replica: its current epoch}
         self._load: dict[int, int] = {}  # {replica: open requests routed to it}
+        # Outputs folded into an unread one in the streams already closed (their callers
+        # were a step or more behind the engine).
+        self._merged_closed = 0
 
     def open(
         self,
@@ -271,6 +274,7 @@ class RequestLedger:
             self._by_child.pop(child_id, None)
         if entry.replica is not None:
             self._load[entry.replica] -= 1
+        self._merged_closed += entry.stream.merged
         if not entry.closed:
             if error is not None:
                 with contextlib.suppress(Exception):  # the caller already closed its end
@@ -295,6 +299,8 @@ class RequestLedger:
             open_requests=len(self._entries),
             open_children=sum(1 for _ in self.open_children()),
             epoch=self.epoch,
+            merged_outputs=self._merged_closed
+            + sum(e.stream.merged for e in self._entries.values()),
         )
 
 
@@ -302,3 +308,6 @@ class LedgerStatistics(msgspec.Struct, frozen=True, kw_only=True):
     open_requests: int
     open_children: int  # unfinished children of processed requests
     epoch: int
+    # Outputs a caller had not read when the next came, so the two went out as one: a
+    # client that does not keep up (or a loop too busy to run its reader).
+    merged_outputs: int

@@ -67,6 +67,7 @@ class RequestStreamStatistics(msgspec.Struct, frozen=True, kw_only=True):
     max_buffer_size: float  # always math.inf: the ledger bounds the backlog
     reader_waiting: bool
     closed: bool  # the writer ended the stream
+    merged: int  # deliveries folded into an unread one, over the stream's life
 
 
 @final
@@ -79,6 +80,7 @@ class RequestStream(Generic[T]):
         "_items",
         "_loop",
         "_merge",
+        "_merged",
         "_reader_gone",
         "_trio",
         "_waiter",
@@ -89,6 +91,7 @@ class RequestStream(Generic[T]):
         # Folds an offered item into the one unread item, or says it cannot (None).
         self._merge = merge
         self._folded = 0  # deliveries folded into _items[0] (only ever a lone item)
+        self._merged = 0  # deliveries ever folded (the reader was behind for them)
         self._closed = False  # the writer ended the stream
         self._reader_gone = False  # the reader closed its end: deliveries fail
         # The parked reader: a trio Task or an asyncio Future; None when it is not waiting.
@@ -99,6 +102,12 @@ class RequestStream(Generic[T]):
     def __len__(self) -> int:
         """Deliveries not read yet (the backlog), merged ones included."""
         return len(self._items) + self._folded
+
+    @property
+    def merged(self) -> int:
+        """Deliveries folded into an unread one so far: each is a step whose output the
+        reader did not take before the next one came."""
+        return self._merged
 
     # -- the writer ---------------------------------------------------------------------------
 
@@ -133,6 +142,7 @@ class RequestStream(Generic[T]):
                 if merged is not None:
                     items[0] = merged
                     self._folded += 1
+                    self._merged += 1
                     return True
         elif limit < 1:
             return False
@@ -248,4 +258,5 @@ class RequestStream(Generic[T]):
             max_buffer_size=math.inf,
             reader_waiting=self._waiter is not None,
             closed=self._closed,
+            merged=self._merged,
         )

@@ -24,8 +24,12 @@ class ServerThread:
         *,
         worker_class: str = "trio",
         graceful_timeout_s: float = 5.0,
+        send_buffer_bytes: int | None = None,
         **settings: Any,  # more ServerSettings fields (TLS, backlog, ...)
     ) -> None:
+        """``send_buffer_bytes``: the kernel send buffer of every accepted connection (its
+        listener's SO_SNDBUF, which also stops the kernel growing it), so that a client
+        that stops reading fills it within a test."""
         self.app = app
         self._stop = threading.Event()
         self.error: BaseException | None = None
@@ -35,6 +39,8 @@ class ServerThread:
         if self.uds is None:
             sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if send_buffer_bytes is not None:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, send_buffer_bytes)
             sock.bind(("127.0.0.1", 0))
             sock.listen(128)
             self.port: int = sock.getsockname()[1]

@@ -59,6 +59,11 @@ class ChoiceParser:
         self._answer = ""  # the answer text seen so far (after the reasoning)
 
     @property
+    def plain(self) -> bool:
+        """No reasoning and no tool parser: every new token's text is content."""
+        return self.reasoning is None and self.tools is None
+
+    @property
     def tools_called(self) -> bool:
         return self._tool_stream is not None and self._tool_stream.tools_called
 

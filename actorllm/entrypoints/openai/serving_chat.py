@@ -228,6 +228,10 @@ class _ChatState:
             finish = co.finish_reason
             if finish == "stop" and self.calls_finish and choice.parser.tools_called:
                 finish = "tool_calls"
+            if co.token_ids and parsed == DeltaMessage() and choice.parser.plain:
+                # A new token is a chunk even when its text is empty (vLLM's, with no
+                # reasoning or tool parser: those say when they have nothing to send).
+                parsed = DeltaMessage(content="")
             if parsed != DeltaMessage() or finish or logprobs or ids:
                 fragments.append(
                     ChatChunkChoice(

@@ -140,8 +140,11 @@ class _CompletionState:
             choice = self.choices.setdefault(index, _Choice())
             fragment = self._fragment(index, choice, out, co, delta=delta)
             f = fragment
-            if any((f.text, f.finish_reason, f.logprobs, f.token_ids, f.prompt_logprobs,
-                    f.prompt_token_ids)):  # fmt: skip
+            # A new token is a chunk even when its text is empty (a special token, a byte
+            # of an unfinished character, text held back for a stop string): vLLM sends
+            # it, and streaming clients time each token by its chunk.
+            if any((co.token_ids, f.text, f.finish_reason, f.logprobs, f.token_ids,
+                    f.prompt_logprobs, f.prompt_token_ids)):  # fmt: skip
                 fragments.append(fragment)
         return fragments
 
