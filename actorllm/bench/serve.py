@@ -5,14 +5,17 @@ Poisson arrivals at ``request_rate`` per second (``inf``: all at once), at most
 ``max_concurrency`` in flight. Each is streamed with httpx and timed on arrival of each
 SSE chunk:
 
-* TTFT: send -> first chunk with text; E2EL: send -> last chunk;
-* ITL: gaps between consecutive text chunks; TPOT: ``(E2EL - TTFT) / (tokens - 1)``
+* TTFT: send -> first chunk with a choice (its text may be empty, as vLLM's client counts);
+  E2EL: send -> last chunk;
+* ITL: gaps between consecutive such chunks; TPOT: ``(E2EL - TTFT) / (tokens - 1)``
   (tokens from the final ``usage`` chunk).
 
 ``--launch`` starts ``actorllm serve`` (loopback only, a free port) for the duration;
 ``--backend vllm`` or ``both`` also starts vLLM's OpenAI server from its CPU build's
 environment, and ``--rounds N`` measures the servers in turn N times
-(:mod:`actorllm.bench.serve_compare`).
+(:mod:`actorllm.bench.serve_compare`). ``--peer vllm`` starts both servers and measures
+them with vLLM's own serving client instead, at several ``--max-concurrency`` levels
+(:mod:`actorllm.bench.serve_peer`).
 """
 
 from __future__ import annotations
@@ -95,7 +98,8 @@ async def send_one(
                 now = time.perf_counter()
                 if chunk.get("usage"):
                     timing.output_tokens = chunk["usage"]["completion_tokens"]
-                if chunk.get("choices") and chunk["choices"][0].get("text"):
+                # every chunk with a choice, its text empty or not (vLLM's client counts so)
+                if chunk.get("choices"):
                     if timing.ttft_s == 0.0:
                         timing.ttft_s = now - start
                     else:
@@ -220,7 +224,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--request-rate", type=float, default=math.inf, help="Poisson arrivals/s (default inf)"
     )
-    parser.add_argument("--max-concurrency", type=int, default=None)
+    parser.add_argument(
+        "--max-concurrency",
+        type=_levels,
+        default=None,
+        help="requests in flight at most (default: all); with --peer, a comma list of "
+        "levels each measured in turn (default 1,4,16,64)",
+    )
+    parser.add_argument(
+        "--peer",
+        choices=("vllm",),
+        default=None,
+        help="vllm: start actorllm's server and vLLM's (its CPU build, from --vllm-python) "
+        "and measure both with vLLM's own serving client (vllm.benchmarks.serve: random "
+        "dataset, --ignore-eos, interleaved --rounds per --max-concurrency level)",
+    )
     add_engine_arguments(parser, model_positional=False)
     add_dataset_arguments(parser, num_prompts=64)
     add_output_argument(parser)
@@ -239,11 +257,15 @@ def main(args: argparse.Namespace) -> int:
     from actorllm.entrypoints.commands.engine_args import engine_config
 
     logging.getLogger("httpx").setLevel(logging.WARNING)  # no line per request
+    if args.peer is not None:
+        return _main_peer(args)
+    if args.max_concurrency is not None and len(args.max_concurrency) > 1:
+        raise ValueError("--max-concurrency takes one level (several go with --peer)")
     config = engine_config(args)  # validates the flags; the vocabulary comes from the model
     reqs = requests_from_args(args, model_vocab_size(config.resolved_model()))
     kwargs: dict[str, Any] = {
         "request_rate": args.request_rate,
-        "max_concurrency": args.max_concurrency,
+        "max_concurrency": args.max_concurrency[0] if args.max_concurrency else None,
         "temperature": temperature_from_args(args),
         "seed": args.seed,
     }
@@ -269,7 +291,7 @@ def main(args: argparse.Namespace) -> int:
             **dataset_config(args),
             "base_url": "launched" if launched else (args.base_url or DEFAULT_URL),
             "request_rate": args.request_rate if math.isfinite(args.request_rate) else "inf",
-            "max_concurrency": args.max_concurrency,
+            "max_concurrency": args.max_concurrency[0] if args.max_concurrency else None,
             "backends": list(backends),
             "rounds": args.rounds,
             "commands": commands,
@@ -277,6 +299,71 @@ def main(args: argparse.Namespace) -> int:
         write_json(
             args.output_json, result_document("serve", figures=fig, config=run_config, args=args)
         )
+    return 0 if failed == 0 else 1
+
+
+def _levels(text: str) -> list[int]:
+    """``--max-concurrency``: one level or a comma list, each at least 1."""
+    try:
+        levels = [int(x) for x in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: whole numbers, comma separated") from None
+    if not levels or min(levels) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: each level at least 1")
+    return levels
+
+
+def _main_peer(args: argparse.Namespace) -> int:
+    """``--peer vllm``: both servers, vLLM's serving client, every level (serve_peer.py)."""
+    from actorllm.bench.cli_args import dataset_config, temperature_from_args
+    from actorllm.bench.launch import sigterm_unwinds
+    from actorllm.bench.machine import result_document, write_json
+    from actorllm.bench.serve_peer import Workload, compare_levels, format_levels, run_levels
+    from actorllm.bench.vllm_peer import peer_env, require_python
+    from actorllm.entrypoints.commands.engine_args import engine_config
+
+    if args.base_url is not None or args.launch or args.backend != "actorllm":
+        raise ValueError("--peer starts both servers itself: drop --base-url/--launch/--backend")
+    if args.dataset != "random":
+        raise ValueError("--peer runs vLLM's client on its random dataset: drop --dataset")
+    if args.rounds < 1:
+        raise ValueError(f"--rounds {args.rounds}: at least 1")
+    python = require_python(args.vllm_python)
+    config = engine_config(args)
+    workload = Workload(
+        input_len=args.input_len,
+        output_len=args.output_len,
+        range_ratio=args.range_ratio,
+        num_prompts=args.num_prompts,
+        request_rate=args.request_rate,
+        temperature=temperature_from_args(args),
+        seed=args.seed,
+    )
+    levels = args.max_concurrency or [1, 4, 16, 64]
+    args.launch = True
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(sigterm_unwinds())
+        servers, commands = _start(stack, args, ("actorllm", "vllm"), True)
+        runs = run_levels(
+            servers, python, peer_env(None), workload, str(config.resolved_model()), levels,
+            args.rounds,
+        )  # fmt: skip
+    doc = compare_levels(runs)
+    print(format_levels(doc))
+    if args.output_json:
+        run_config = {
+            **dataset_config(args),
+            "client": "vllm.benchmarks.serve (vLLM's own serving client, from the peer)",
+            "request_rate": args.request_rate if math.isfinite(args.request_rate) else "inf",
+            "levels": levels,
+            "rounds": args.rounds,
+            "commands": commands,
+        }
+        write_json(
+            args.output_json,
+            result_document("serve_vs_vllm", figures={"levels": doc}, config=run_config, args=args),
+        )
+    failed = sum(f["failed"] or 0 for row in runs for figs in row["runs"].values() for f in figs)
     return 0 if failed == 0 else 1
 
 
