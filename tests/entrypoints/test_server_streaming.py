@@ -171,3 +171,21 @@ def test_a_client_that_stops_reading_delays_nobody(server: ServerThread) -> None
     events = [e for e in _events(raw) if e["choices"]]
     assert sum(len(e["choices"][0]["logprobs"]["tokens"]) for e in events) == 4 * long
     assert len(events) < 4 * long  # what it did not read was merged, for it alone
+
+
+def test_long_prompts_stream_after_tokenizing_off_the_loop(server: ServerThread) -> None:
+    long = "a fairly long prompt " * 500  # past OFF_LOOP_CHARS: tokenized on a thread
+    jobs = [
+        ("/v1/completions", {"prompt": long, "max_tokens": 8, "truncate_prompt_tokens": 64}),
+        (
+            "/v1/chat/completions",
+            {
+                "messages": [{"role": "user", "content": long}],
+                "max_tokens": 8,
+                "truncate_prompt_tokens": 64,
+            },
+        ),
+    ]
+    completion, chat = _run(server.port, jobs)
+    assert len([e for e in completion if e["choices"]]) == 8
+    assert len([e for e in chat if e["choices"]]) == 1 + 8

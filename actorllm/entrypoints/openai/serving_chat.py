@@ -23,6 +23,7 @@ from actorllm.core.outputs import CompletionOutput, RequestOutput
 from actorllm.core.sampling_params import RequestOutputKind
 from actorllm.engine.request_fields import check_priority
 from actorllm.entrypoints.openai.chat_outputs import ChoiceParser, Delta
+from actorllm.entrypoints.openai.input_work import messages_chars, run_input_work
 from actorllm.entrypoints.openai.logprobs import TokenText, chat_logprobs, prompt_logprobs
 from actorllm.entrypoints.openai.preprocess import (
     Prompt,
@@ -79,17 +80,23 @@ async def create_chat_completion(
     tool_plan = plan_tools(_tool_fields(req), ctx.chat.tools, engine.tokenizer)
     if req.tool_choice == "none" and ctx.defaults.exclude_tools_when_tool_choice_none:
         tool_plan = dataclasses.replace(tool_plan, template_tools=None)
-    text = render_chat(
-        engine.tokenizer,
-        req.messages,
-        add_generation_prompt=req.add_generation_prompt,
-        continue_final_message=req.continue_final_message,
-        documents=req.documents,
-        chat_template_kwargs=ctx.defaults.template_kwargs(req.chat_template_kwargs),
-        tools=tool_plan.template_tools,
-        chat_template=ctx.defaults.request_chat_template(req.chat_template),
-    )
-    ids = encode(engine.tokenizer, text, add_special_tokens=req.add_special_tokens)
+    template = ctx.defaults.request_chat_template(req.chat_template)
+    template_kwargs = ctx.defaults.template_kwargs(req.chat_template_kwargs)
+
+    def render() -> tuple[str, list[int]]:
+        text = render_chat(
+            engine.tokenizer,
+            req.messages,
+            add_generation_prompt=req.add_generation_prompt,
+            continue_final_message=req.continue_final_message,
+            documents=req.documents,
+            chat_template_kwargs=template_kwargs,
+            tools=tool_plan.template_tools,
+            chat_template=template,
+        )
+        return text, encode(engine.tokenizer, text, add_special_tokens=req.add_special_tokens)
+
+    text, ids = await run_input_work(render, messages_chars(req.messages), ctx.input_limiter)
     prompt = truncate(Prompt(text, ids), req.truncate_prompt_tokens, engine.max_model_len)
     asked = chat_max_tokens(req)
     max_tokens = fit_max_tokens(len(prompt.token_ids), asked, engine.max_model_len, "messages")

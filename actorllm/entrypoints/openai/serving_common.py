@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import anyio
 import msgspec
 from starlette.responses import Response
 
@@ -80,6 +81,9 @@ class ServingContext:
     # Tool calling and reasoning options (--tool-call-parser, --reasoning-parser, ...).
     chat: ChatSetup = NO_SETUP
     defaults: ServingDefaults = ServingDefaults()
+    # Long prompts are tokenized (chat templates rendered) on one thread at a time
+    # (input_work.py); made with the context, inside the server's event loop.
+    input_limiter: anyio.CapacityLimiter = field(default_factory=lambda: anyio.CapacityLimiter(1))
 
     def is_dead(self) -> bool:
         return bool(self.engine.is_dead)

@@ -15,6 +15,7 @@ from starlette.responses import Response
 from actorllm.core.outputs import CompletionOutput, Logprob, RequestOutput
 from actorllm.core.sampling_params import RequestOutputKind
 from actorllm.engine.request_fields import check_priority
+from actorllm.entrypoints.openai.input_work import prompt_chars, run_input_work
 from actorllm.entrypoints.openai.logprobs import TokenText, completion_logprobs, prompt_logprobs
 from actorllm.entrypoints.openai.preprocess import completion_prompts, fit_max_tokens, truncate
 from actorllm.entrypoints.openai.protocol.completion import (
@@ -49,15 +50,17 @@ async def create_completion(ctx: ServingContext, req: CompletionRequest, receive
     check_priority(req.priority, engine.config)  # vLLM: non-zero only under the priority policy
     kind = RequestOutputKind.DELTA if req.stream else RequestOutputKind.FINAL_ONLY
     max_len = engine.max_model_len
-    prompts = [
-        truncate(p, req.truncate_prompt_tokens, max_len)
-        for p in completion_prompts(
+    encoded = await run_input_work(
+        lambda: completion_prompts(
             req.prompt,
             engine.tokenizer,
             add_special_tokens=req.add_special_tokens,
             vocab_size=engine.vocab_size,
-        )
-    ]
+        ),
+        prompt_chars(req.prompt),
+        ctx.input_limiter,
+    )
+    prompts = [truncate(p, req.truncate_prompt_tokens, max_len) for p in encoded]
     cap = ctx.defaults.sampling.get("max_tokens") if req.max_tokens is None else None
     params = [
         completion_params(
