@@ -14,14 +14,16 @@ from actorllm.bench.datasets import (
 )
 
 
-def add_dataset_arguments(parser: argparse.ArgumentParser, *, num_prompts: int | None) -> None:
+def add_dataset_arguments(
+    parser: argparse.ArgumentParser, *, num_prompts: int | None, num_prompts_help: str = ""
+) -> None:
     g = parser.add_argument_group("workload")
     g.add_argument("--dataset", choices=("random", "nanovllm"), default="random")
     g.add_argument(
         "--num-prompts",
         type=int,
         default=num_prompts,
-        help=f"requests (default {num_prompts}; nanovllm: 256)",
+        help=num_prompts_help or f"requests (default {num_prompts}; nanovllm: 256)",
     )
     g.add_argument("--input-len", type=int, default=128, help="random: prompt tokens")
     g.add_argument("--output-len", type=int, default=128, help="random: tokens to generate")

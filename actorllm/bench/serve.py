@@ -240,7 +240,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "dataset, --ignore-eos, interleaved --rounds per --max-concurrency level)",
     )
     add_engine_arguments(parser, model_positional=False)
-    add_dataset_arguments(parser, num_prompts=64)
+    add_dataset_arguments(
+        parser,
+        num_prompts=None,
+        num_prompts_help="requests (default: random 64, nanovllm 256; with --peer, each level "
+        "4 per concurrent stream, at least 8)",
+    )
     add_output_argument(parser)
 
 

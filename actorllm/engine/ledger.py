@@ -39,7 +39,7 @@ from actorllm.core.engine_core_output import FinishReason
 from actorllm.core.model_runner_output import TokenLogprobs
 from actorllm.core.outputs import RequestOutput
 from actorllm.core.sampling_params import RequestOutputKind, SamplingParams
-from actorllm.engine.request_stream import RequestStream
+from actorllm.engine.request_stream import RequestStream, WakeCount
 from actorllm.engine.step_outputs import merge_outputs
 
 # The caller's stream carries outputs, or the exception that ends the request.
@@ -129,6 +129,8 @@ class RequestLedger:
         # Outputs folded into an unread one in the streams already closed (their callers
         # were a step or more behind the engine).
         self._merged_closed = 0
+        # Callers woken by a delivery that have not run since (every stream counts here).
+        self.woken_readers = WakeCount()
 
     def open(
         self,
@@ -147,7 +149,7 @@ class RequestLedger:
         # FINAL_ONLY sends one output: nothing to merge.
         kind = params.output_kind
         merge = None if kind == RequestOutputKind.FINAL_ONLY else _merger(kind)
-        stream: RequestStream[StreamItem] = RequestStream(merge)
+        stream: RequestStream[StreamItem] = RequestStream(merge, self.woken_readers)
         self._entries[request_id] = LedgerEntry(
             request_id=request_id,
             prompt=prompt,
@@ -299,9 +301,13 @@ class RequestLedger:
             open_requests=len(self._entries),
             open_children=sum(1 for _ in self.open_children()),
             epoch=self.epoch,
-            merged_outputs=self._merged_closed
-            + sum(e.stream.merged for e in self._entries.values()),
+            merged_outputs=self.merged_outputs(),
         )
+
+    def merged_outputs(self) -> int:
+        """Outputs delivered while the caller had the one before unread, so that the two
+        reached it as one: since start, every request's (open or closed)."""
+        return self._merged_closed + sum(e.stream.merged for e in self._entries.values())
 
 
 class LedgerStatistics(msgspec.Struct, frozen=True, kw_only=True):

@@ -62,6 +62,17 @@ _current_task = trio.lowlevel.current_task
 _wait_task_rescheduled = trio.lowlevel.wait_task_rescheduled
 
 
+@final
+class WakeCount:
+    """How many readers, over a group of streams, a delivery woke that have not run since
+    (the ledger's group: the output processor lets them run before it delivers again)."""
+
+    __slots__ = ("pending",)
+
+    def __init__(self) -> None:
+        self.pending = 0
+
+
 class RequestStreamStatistics(msgspec.Struct, frozen=True, kw_only=True):
     current_buffer_used: int  # items delivered, not read yet
     max_buffer_size: float  # always math.inf: the ledger bounds the backlog
@@ -84,9 +95,13 @@ class RequestStream(Generic[T]):
         "_reader_gone",
         "_trio",
         "_waiter",
+        "_wakes",
+        "_woken",
     )
 
-    def __init__(self, merge: Callable[[T, T], T | None] | None = None) -> None:
+    def __init__(
+        self, merge: Callable[[T, T], T | None] | None = None, wakes: WakeCount | None = None
+    ) -> None:
         self._items: deque[T] = deque()  # delivered, not read yet
         # Folds an offered item into the one unread item, or says it cannot (None).
         self._merge = merge
@@ -98,6 +113,10 @@ class RequestStream(Generic[T]):
         self._waiter: Any = None
         self._trio: bool | None = None  # the reader's backend, learnt at its first wait
         self._loop: asyncio.AbstractEventLoop | None = None  # the reader's, under asyncio
+        # The reader was woken by a delivery and has not run since; ``_wakes`` counts such
+        # readers over the streams that share it (the ledger's).
+        self._woken = False
+        self._wakes = wakes if wakes is not None else WakeCount()
 
     def __len__(self) -> int:
         """Deliveries not read yet (the backlog), merged ones included."""
@@ -121,6 +140,8 @@ class RequestStream(Generic[T]):
         waiter = self._waiter
         if waiter is not None:  # _wake(), written out: this runs once per output
             self._waiter = None
+            self._woken = True
+            self._wakes.pending += 1
             if self._trio:
                 _reschedule(waiter)
             elif not waiter.done():
@@ -150,6 +171,8 @@ class RequestStream(Generic[T]):
         waiter = self._waiter
         if waiter is not None:
             self._waiter = None
+            self._woken = True
+            self._wakes.pending += 1
             if self._trio:
                 _reschedule(waiter)
             elif not waiter.done():
@@ -164,6 +187,8 @@ class RequestStream(Generic[T]):
 
     def _wake(self) -> None:
         waiter, self._waiter = self._waiter, None
+        self._woken = True
+        self._wakes.pending += 1
         if self._trio:
             trio.lowlevel.reschedule(waiter)
         elif not waiter.done():
@@ -194,7 +219,12 @@ class RequestStream(Generic[T]):
         elif not self._closed and not self._reader_gone:
             if self._trio:
                 self._waiter = _current_task()
-                await _wait_task_rescheduled(self._abort)
+                try:
+                    await _wait_task_rescheduled(self._abort)
+                finally:
+                    if self._woken:  # _ran(), written out
+                        self._woken = False
+                        self._wakes.pending -= 1
             elif self._loop is not None:  # asyncio, once _park learnt the loop
                 future = self._loop.create_future()
                 self._waiter = future
@@ -202,6 +232,7 @@ class RequestStream(Generic[T]):
                     await future
                 finally:
                     self._waiter = None
+                    self._ran()
             else:
                 await self._park()
         if self._items:
@@ -217,7 +248,10 @@ class RequestStream(Generic[T]):
             self._trio = sniffio.current_async_library() == "trio"
         if self._trio:
             self._waiter = trio.lowlevel.current_task()
-            await trio.lowlevel.wait_task_rescheduled(self._abort)
+            try:
+                await trio.lowlevel.wait_task_rescheduled(self._abort)
+            finally:
+                self._ran()
         else:
             self._loop = loop = asyncio.get_running_loop()
             future = loop.create_future()
@@ -226,6 +260,13 @@ class RequestStream(Generic[T]):
                 await future
             finally:
                 self._waiter = None
+                self._ran()
+
+    def _ran(self) -> None:
+        """The reader runs again: it is no longer a woken reader waiting for its turn."""
+        if self._woken:
+            self._woken = False
+            self._wakes.pending -= 1
 
     def _abort(self, _: Any) -> trio.lowlevel.Abort:
         """trio cancels the parked reader: forget it (nothing was taken)."""

@@ -53,6 +53,8 @@ class EngineStats(msgspec.Struct, kw_only=True):
     actor_restarts: dict[str, int] = msgspec.field(default_factory=dict)  # {actor: restarts}
     mailbox_depth: dict[str, int] = msgspec.field(default_factory=dict)  # {actor: queued}
     num_gpu_blocks: int = 0  # KV-cache blocks
+    # Streamed outputs a caller had not read when the next came (sent as one), cumulative.
+    stream_outputs_merged: int = 0
     # Per-request statistics since start (core/request_stats.py): latencies, token counts.
     requests: RequestStatsSnapshot | None = None
     engines: list[ReplicaStats] = msgspec.field(default_factory=list)  # in replica order

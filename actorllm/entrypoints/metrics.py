@@ -231,6 +231,12 @@ class ServerMetrics:
             "Number of generation tokens processed.",
             requests.generation_tokens if requests else 0,
         )
+        yield request_counter(
+            "stream_outputs_merged",
+            "Streamed outputs sent together with the next one: the client had not read the "
+            "first when the next was produced.",
+            float(getattr(stats, "stream_outputs_merged", 0)),
+        )
         success = CounterMetricFamily(
             p + "request_success", "Count of successfully processed requests.",
             labels=[*names, "finished_reason"],

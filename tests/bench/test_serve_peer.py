@@ -117,7 +117,8 @@ def test_rounds_alternate_and_only_the_measured_server_runs(
     a = [e.format("actorllm") for e in run]
     v = [e.format("vllm") for e in run]
     assert events == [
-        "resume actorllm", "pause actorllm", "resume vllm", "pause vllm",  # models asked
+        "resume actorllm", "client actorllm", "pause actorllm",  # warm-up
+        "resume vllm", "client vllm", "pause vllm",
         *a, *v, *v, *a,  # level 1: round 2 starts with the other server
         *a, *v, *v, *a,  # level 2
         "resume actorllm", "resume vllm",
@@ -152,7 +153,7 @@ def test_peer_vllm_measures_both_servers_with_vllms_client(
             assert row["median"][name]["completed"] == 2 and row["median"][name]["failed"] == 0
         assert math.isfinite(row["ratios"]["output_throughput"])
     calls = [json.loads(line) for line in (tmp_path / "client.jsonl").read_text().splitlines()]
-    assert len(calls) == 4  # two levels, two servers, one round
+    assert len(calls) == 2 + 4  # a warm-up each, then two levels, two servers, one round
     urls = {c[c.index("--base-url") + 1] for c in calls}
     assert len(urls) == 2 and "--ignore-eos" in calls[0]
     assert doc["config"]["levels"] == [1, 2] and set(doc["config"]["commands"]) == {

@@ -5,7 +5,7 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from actorllm.engine.request_stream import RequestStream
+from actorllm.engine.request_stream import RequestStream, WakeCount
 
 pytestmark = pytest.mark.anyio
 
@@ -124,3 +124,30 @@ async def test_the_backlog_counts_folded_deliveries() -> None:
     assert len(stream) == 3
     assert await stream.receive() == [0, 1, 2]
     assert len(stream) == 0 and stream.offer([9], 3) is True
+
+
+async def test_woken_readers_are_counted_until_they_run() -> None:
+    wakes = WakeCount()
+    streams = [RequestStream[int](wakes=wakes) for _ in range(3)]
+    got: list[int] = []
+
+    async def read(stream: RequestStream[int]) -> None:
+        async for x in stream:
+            got.append(x)
+
+    async with anyio.create_task_group() as tg:
+        for s in streams:
+            tg.start_soon(read, s)
+        await anyio.wait_all_tasks_blocked()
+        for i, s in enumerate(streams[:2]):
+            s.send_nowait(i)  # two parked readers woken, not run yet
+        assert wakes.pending == 2
+        streams[2].send_nowait(2)
+        assert wakes.pending == 3
+        await anyio.wait_all_tasks_blocked()  # they ran (and parked again)
+        assert wakes.pending == 0 and sorted(got) == [0, 1, 2]
+        streams[0].offer(5, 10)  # offer wakes too
+        assert wakes.pending == 1
+        for s in streams:
+            s.close()
+    assert wakes.pending == 0

@@ -7,6 +7,8 @@ its outputs merged (and counted) without changing what the others read.
 
 from __future__ import annotations
 
+import time
+
 import anyio
 import pytest
 
@@ -59,3 +61,26 @@ async def test_a_caller_that_stops_reading_is_merged_alone() -> None:
     assert sum(lagged) == TOKENS and len(lagged) < TOKENS
     # every step the lagging caller did not read was folded into its unread output
     assert stats.ledger.merged_outputs == TOKENS - len(lagged)
+
+
+async def test_callers_read_every_step_after_the_loop_was_held_up() -> None:
+    # A task that blocks the event loop now and then (as a slow handler would): meanwhile
+    # the worker thread finishes the steps in flight, and they reach the output processor
+    # together. The callers still read one output per step.
+    counts: dict[int, list[int]] = {}
+    # two steps in flight: both finish while the loop is held
+    config = {"max_num_seqs": 16, "async_scheduling": True}
+    async with open_test_engine(step_delay_s=0.002, **config) as engine:
+
+        async def hold_up() -> None:
+            while len(counts) < 8:
+                await anyio.sleep(0.004)
+                time.sleep(0.02)  # blocks the loop
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(hold_up)
+            for i in range(8):
+                tg.start_soon(_read, engine, i, counts)
+        stats = engine.statistics()
+    assert all(c == [1] * TOKENS for c in counts.values()), counts
+    assert stats.ledger.merged_outputs == 0

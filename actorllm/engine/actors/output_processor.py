@@ -6,6 +6,10 @@ stretch, so a crash can never deliver a token twice or lose one: a step re-appli
 a crash skips the requests whose ``last_step`` already covers it. A restarted incarnation
 rebuilds its detokenizer state by replaying the ledger's tokens without delivering them.
 
+When a step's outputs come while callers woken by the last delivery have not run yet
+(the loop was held up while the worker went on), it lets them read first, so a caller's
+outputs are merged only when the caller itself does not read.
+
 It is the one owner of a request's end: it marks children finished and closes the ledger
 entry (the caller's stream).
 """
@@ -15,6 +19,8 @@ from __future__ import annotations
 import contextlib
 import time
 from typing import Any
+
+from anyio.lowlevel import checkpoint
 
 from actorllm.actors import Actor, ActorRef, ActorStopped, MailboxFull
 from actorllm.core.engine_core_output import EngineCoreOutput, EngineCoreOutputs, FinishReason
@@ -80,6 +86,8 @@ class OutputProcessorActor(Actor[OutputMsg]):
                     )
             case StepOutputs(epoch=epoch, outputs=eco):
                 if self.ctx.ledger.is_current(epoch):  # older: a rebuilt core's past
+                    if self.ctx.ledger.woken_readers.pending:
+                        await _let_callers_read()
                     self._apply(epoch, eco)
             case EndRequest(request_id=rid, error=error, finish_in_scheduler=tell):
                 if tell and (entry := self.ctx.ledger.get(rid)) is not None:
@@ -265,6 +273,17 @@ class OutputProcessorActor(Actor[OutputMsg]):
             if self.core.has_request(rid):
                 self.core.fail_request(rid, error, time.monotonic())
             ledger.close(rid, RequestFailedError(rid, error))
+
+
+async def _let_callers_read() -> None:
+    """Callers woken by an earlier delivery have not run yet (the loop was held up, or the
+    next step came in the same turn of the loop): they read it before this step's outputs
+    are delivered, so a caller's outputs merge only when the caller itself does not read.
+    Two checkpoints: trio runs the tasks woken together in either order, and one woken
+    before the first checkpoint has run by the end of the second (on asyncio, by the end
+    of the first)."""
+    await checkpoint()
+    await checkpoint()
 
 
 async def _send_unless_stopped(ref: ActorRef[SchedulerMsg], msg: SchedulerMsg) -> None:
