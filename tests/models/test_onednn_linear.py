@@ -84,3 +84,30 @@ def test_widened_bf16_is_a_bf16_gemm(monkeypatch: pytest.MonkeyPatch) -> None:
         lin(x).double(), F.linear(x.double(), lin.weight.double(), lin.bias.double()),
         atol=1e-5, rtol=2**-8,
     )  # fmt: skip
+
+
+def test_widened_bf16_one_row_reads_the_bf16_weight(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One row (a decode step of one request) takes torch's bfloat16 product over the
+    bfloat16 weight (half the bytes of the widened copy); two rows take the widened one.
+    Both are bfloat16 GEMMs of the same values: within one rounding of the exact product."""
+    if torch.bfloat16 not in supported_dtypes():
+        pytest.skip("no oneDNN on this host")
+    monkeypatch.setattr(onednn_linear, "native_bf16", lambda: False)
+    torch.manual_seed(2)
+    lin = nn.Linear(64, 40).to(torch.bfloat16)
+    assert prepack_linears(lin) == 1
+    calls: list[int] = []
+    linear_pointwise = torch.ops.mkldnn._linear_pointwise
+
+    def spy(rows: torch.Tensor, *args: object) -> torch.Tensor:
+        calls.append(rows.shape[0])
+        return linear_pointwise(rows, *args)
+
+    monkeypatch.setattr(torch.ops.mkldnn, "_linear_pointwise", spy)
+    x = torch.randn(2, 64).to(torch.bfloat16)
+    one, two = lin(x[:1]), lin(x)
+    assert calls == [2]  # only the two-row call went to the widened copy
+    assert torch.equal(one, F.linear(x[:1], lin.weight, lin.bias))
+    exact = F.linear(x.double(), lin.weight.double(), lin.bias.double())
+    torch.testing.assert_close(one.double(), exact[:1], atol=1e-5, rtol=2**-8)
+    torch.testing.assert_close(two.double(), exact, atol=1e-5, rtol=2**-8)
