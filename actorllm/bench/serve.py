@@ -263,7 +263,9 @@ def main(args: argparse.Namespace) -> int:
 
     logging.getLogger("httpx").setLevel(logging.WARNING)  # no line per request
     if args.peer is not None:
-        return _main_peer(args)
+        from actorllm.bench.serve_peer import main as main_peer
+
+        return main_peer(args)
     if args.max_concurrency is not None and len(args.max_concurrency) > 1:
         raise ValueError("--max-concurrency takes one level (several go with --peer)")
     config = engine_config(args)  # validates the flags; the vocabulary comes from the model
@@ -277,7 +279,7 @@ def main(args: argparse.Namespace) -> int:
     backends, launched = _plan(args)
     with contextlib.ExitStack() as stack:
         stack.enter_context(sigterm_unwinds())
-        servers, commands = _start(stack, args, backends, launched)
+        servers, commands = start_servers(stack, args, backends, launched)
         if len(backends) == 1 and args.rounds == 1:  # one run: the plain figures
             url = servers[backends[0]].url
             fig: dict[str, Any] = anyio.run(lambda: run_serve(url, reqs, **kwargs), backend="trio")
@@ -318,60 +320,6 @@ def _levels(text: str) -> list[int]:
     return levels
 
 
-def _main_peer(args: argparse.Namespace) -> int:
-    """``--peer vllm``: both servers, vLLM's serving client, every level (serve_peer.py)."""
-    from actorllm.bench.cli_args import dataset_config, temperature_from_args
-    from actorllm.bench.launch import sigterm_unwinds
-    from actorllm.bench.machine import result_document, write_json
-    from actorllm.bench.serve_peer import Workload, compare_levels, format_levels, run_levels
-    from actorllm.bench.vllm_peer import peer_env, require_python
-    from actorllm.entrypoints.commands.engine_args import engine_config
-
-    if args.base_url is not None or args.launch or args.backend != "actorllm":
-        raise ValueError("--peer starts both servers itself: drop --base-url/--launch/--backend")
-    if args.dataset != "random":
-        raise ValueError("--peer runs vLLM's client on its random dataset: drop --dataset")
-    if args.rounds < 1:
-        raise ValueError(f"--rounds {args.rounds}: at least 1")
-    python = require_python(args.vllm_python)
-    config = engine_config(args)
-    workload = Workload(
-        input_len=args.input_len,
-        output_len=args.output_len,
-        range_ratio=args.range_ratio,
-        num_prompts=args.num_prompts,
-        request_rate=args.request_rate,
-        temperature=temperature_from_args(args),
-        seed=args.seed,
-    )
-    levels = args.max_concurrency or [1, 4, 16, 64]
-    args.launch = True
-    with contextlib.ExitStack() as stack:
-        stack.enter_context(sigterm_unwinds())
-        servers, commands = _start(stack, args, ("actorllm", "vllm"), True)
-        runs = run_levels(
-            servers, python, peer_env(None), workload, str(config.resolved_model()), levels,
-            args.rounds,
-        )  # fmt: skip
-    doc = compare_levels(runs)
-    print(format_levels(doc))
-    if args.output_json:
-        run_config = {
-            **dataset_config(args),
-            "client": "vllm.benchmarks.serve (vLLM's own serving client, from the peer)",
-            "request_rate": args.request_rate if math.isfinite(args.request_rate) else "inf",
-            "levels": levels,
-            "rounds": args.rounds,
-            "commands": commands,
-        }
-        write_json(
-            args.output_json,
-            result_document("serve_vs_vllm", figures={"levels": doc}, config=run_config, args=args),
-        )
-    failed = sum(f["failed"] or 0 for row in runs for figs in row["runs"].values() for f in figs)
-    return 0 if failed == 0 else 1
-
-
 def _plan(args: argparse.Namespace) -> tuple[tuple[str, ...], bool]:
     """Which servers to measure, and whether this process starts them."""
     from actorllm.bench.serve_compare import SERVE_ALIASES, SERVE_BACKENDS
@@ -389,7 +337,7 @@ def _plan(args: argparse.Namespace) -> tuple[tuple[str, ...], bool]:
     return backends, launched
 
 
-def _start(
+def start_servers(
     stack: contextlib.ExitStack,
     args: argparse.Namespace,
     backends: tuple[str, ...],

@@ -1,7 +1,7 @@
 """``bench serve --peer vllm``: actorllm's server and vLLM's, measured by vLLM's own client.
 
 Both servers are started on the same model, dtype, limits and KV cache bytes
-(:func:`actorllm.bench.serve._start`), then measured the way vLLM users measure a server:
+(:func:`actorllm.bench.serve.start_servers`), then measured the way vLLM users measure a server:
 ``vllm.benchmarks.serve`` (what ``vllm bench serve`` runs) from the peer's environment,
 random dataset, ``--ignore-eos``, one run per concurrency level and server. The runs are
 interleaved: for each level, each round resumes one server (the other paused with
@@ -21,6 +21,8 @@ vLLM, latencies vLLM / actorllm, so above 1 is better for actorllm on every line
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import json
 import logging
 import math
@@ -233,3 +235,56 @@ def format_levels(doc: list[dict[str, Any]]) -> str:
             lines.append(f"  {label:16}{cells}" + (f"{ratio:>8.2f}x" if ratio else ""))
     lines.append("ratio: throughput actorllm / vllm, latency vllm / actorllm (> 1: better)")
     return "\n".join(lines)
+
+
+def main(args: argparse.Namespace) -> int:
+    """``bench serve --peer vllm``: both servers, vLLM's serving client, every level."""
+    from actorllm.bench.cli_args import dataset_config, temperature_from_args
+    from actorllm.bench.launch import sigterm_unwinds
+    from actorllm.bench.machine import result_document, write_json
+    from actorllm.bench.serve import start_servers
+    from actorllm.bench.vllm_peer import peer_env, require_python
+    from actorllm.entrypoints.commands.engine_args import engine_config
+
+    if args.base_url is not None or args.launch or args.backend != "actorllm":
+        raise ValueError("--peer starts both servers itself: drop --base-url/--launch/--backend")
+    if args.dataset != "random":
+        raise ValueError("--peer runs vLLM's client on its random dataset: drop --dataset")
+    if args.rounds < 1:
+        raise ValueError(f"--rounds {args.rounds}: at least 1")
+    python = require_python(args.vllm_python)
+    config = engine_config(args)
+    workload = Workload(
+        input_len=args.input_len,
+        output_len=args.output_len,
+        range_ratio=args.range_ratio,
+        num_prompts=args.num_prompts,
+        request_rate=args.request_rate,
+        temperature=temperature_from_args(args),
+        seed=args.seed,
+    )
+    levels = args.max_concurrency or [1, 4, 16, 64]
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(sigterm_unwinds())
+        servers, commands = start_servers(stack, args, ("actorllm", "vllm"), True)
+        runs = run_levels(
+            servers, python, peer_env(None), workload, str(config.resolved_model()), levels,
+            args.rounds,
+        )  # fmt: skip
+    doc = compare_levels(runs)
+    print(format_levels(doc))
+    if args.output_json:
+        run_config = {
+            **dataset_config(args),
+            "client": "vllm.benchmarks.serve (vLLM's own serving client, from the peer)",
+            "request_rate": args.request_rate if math.isfinite(args.request_rate) else "inf",
+            "levels": levels,
+            "rounds": args.rounds,
+            "commands": commands,
+        }
+        write_json(
+            args.output_json,
+            result_document("serve_vs_vllm", figures={"levels": doc}, config=run_config, args=args),
+        )
+    failed = sum(f["failed"] or 0 for row in runs for figs in row["runs"].values() for f in figs)
+    return 0 if failed == 0 else 1

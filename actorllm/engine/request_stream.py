@@ -28,6 +28,11 @@ None to queue ``new`` behind). A caller that falls behind the engine then wakes 
 several steps and reads one output that says what they said in turn; the backlog
 (``len``) still counts every delivery not read.
 
+A delivery that wakes a parked reader counts it in a :class:`WakeCount` the streams share
+(the ledger's) until the reader runs again: the output processor, seeing woken readers
+that have not run yet, lets them run before it delivers the next step, so outputs are
+merged only for a reader that is busy elsewhere, never for one merely not scheduled yet.
+
 The stream learns the backend the first time its reader waits; everything else is plain,
 loop-thread-only Python (no locks).
 
