@@ -11,7 +11,7 @@ Run it with another checkout on PYTHONPATH to measure that checkout's kernel.
 
     python benchmarks/decode_attention_bench.py
     python benchmarks/decode_attention_bench.py \
-        --output-json benchmarks/results/decode_attention_cpu.json
+        --output-json benchmarks/results/decode_attention.json
     python benchmarks/decode_attention_bench.py --heads 8 --kv-heads 1 --head-dim 256  # Gemma
 """
 

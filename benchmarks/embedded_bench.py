@@ -20,7 +20,7 @@ team and libgomp's short-spin regime (actorllm/worker/omp_spin.py). On, every ca
 that regime.
 
     python benchmarks/embedded_bench.py --rounds 3 \
-        --output-json benchmarks/results/embedded_cpu.json
+        --output-json benchmarks/results/embedded.json
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ same either way). Reported per mode: blocks and bytes one request holds at the e
 run, the most requests running at once, preemptions and steps.
 
     python benchmarks/hybrid_kv_bench.py
-    python benchmarks/hybrid_kv_bench.py --output-json benchmarks/results/hybrid_kv_cpu.json
+    python benchmarks/hybrid_kv_bench.py --output-json benchmarks/results/hybrid_kv.json
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ K); T tokens per call, from decode-sized batches to a prefill chunk. The median 
 ``--repeats`` timed calls after warm-up is reported per (shape, T, implementation).
 
     python benchmarks/moe_bench.py
-    python benchmarks/moe_bench.py --output-json benchmarks/results/moe_bench_cpu.json
+    python benchmarks/moe_bench.py --output-json benchmarks/results/moe_bench.json
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ runs both trees, each in a fresh process, alternating:
 
     git worktree add /tmp/base HEAD~1
     python benchmarks/output_stream_bench.py --base /tmp/base --lanes stop,n2 --rounds 3 \\
-        --output-json benchmarks/results/output_stream_x.json
+        --output-json benchmarks/results/output_stream.json
 """
 
 from __future__ import annotations

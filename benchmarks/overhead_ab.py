@@ -9,7 +9,7 @@ and then the bare core loop, in one fresh interpreter of the tree under test.
 
     git worktree add /tmp/base HEAD~3
     python benchmarks/overhead_ab.py --base /tmp/base --num-running 256 --output-kind final \\
-        --rounds 10 --output-json benchmarks/results/overhead_ab_x.json
+        --rounds 10 --output-json benchmarks/results/overhead_ab.json
 """
 
 from __future__ import annotations

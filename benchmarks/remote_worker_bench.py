@@ -21,7 +21,7 @@ Needs a Ray cluster: ``RAY_ADDRESS``, or ``--start-cluster`` for a throw-away lo
 
     python benchmarks/remote_worker_bench.py --start-cluster --engine
     python benchmarks/remote_worker_bench.py --start-cluster --engine \\
-        --output-json benchmarks/results/remote_worker_cpu.json
+        --output-json benchmarks/results/remote_worker.json
 """
 
 from __future__ import annotations

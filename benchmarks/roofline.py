@@ -3,7 +3,7 @@ memory bandwidth (large read / copy / write through torch) and oneDNN GEMM throu
 (prepacked, as the engine's linears run) at the ``qwen3-75m`` decode and prefill shapes
 and a big square one, float32 and bfloat16.
 
-    PYTHONPATH=$PWD python benchmarks/roofline.py --json benchmarks/results/roofline_cpu.json
+    PYTHONPATH=$PWD python benchmarks/roofline.py --json benchmarks/results/roofline.json
 
 Every figure is the best of ``--repeats`` timed calls (a shared box: the best is the
 machine, the rest is the neighbours).

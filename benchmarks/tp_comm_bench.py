@@ -15,7 +15,7 @@ and time, after a barrier each round (so that skew between the ranks is not coun
 The median of ``--repeats`` rounds is reported, in microseconds.
 
     python benchmarks/tp_comm_bench.py
-    python benchmarks/tp_comm_bench.py --output-json benchmarks/results/tp_comm_cpu.json
+    python benchmarks/tp_comm_bench.py --output-json benchmarks/results/tp_comm.json
 """
 
 from __future__ import annotations
