@@ -21,7 +21,7 @@ from typing import Any
 
 import msgspec
 
-import actorllm
+from actorllm import __version__
 from actorllm.entrypoints.openai import dev_rpc
 from actorllm.entrypoints.openai import protocol as p
 from actorllm.entrypoints.openai.fields import UNSUPPORTED
@@ -333,7 +333,7 @@ def openapi_document(*, dev_mode: bool, api_key: bool, served: Served) -> dict[s
         paths["/tokenizer_info"] = {"get": op}
     doc: dict[str, Any] = {
         "openapi": "3.1.0",
-        "info": {"title": "actorllm OpenAI-compatible API", "version": actorllm.__version__},
+        "info": {"title": "actorllm OpenAI-compatible API", "version": __version__},
         "paths": paths,
         "components": {"schemas": components},
     }

@@ -7,7 +7,7 @@ import logging
 from starlette.requests import Request
 from starlette.responses import Response
 
-import actorllm
+from actorllm import __version__
 from actorllm.entrypoints.metrics import CONTENT_TYPE
 from actorllm.entrypoints.openai.app.state import AppState
 from actorllm.entrypoints.openai.errors import APIError
@@ -43,7 +43,7 @@ async def load(state: AppState, request: Request) -> Response:
 
 
 async def version(state: AppState, request: Request) -> Response:
-    return json_response(VersionResponse(version=actorllm.__version__))
+    return json_response(VersionResponse(version=__version__))
 
 
 async def openapi(state: AppState, request: Request) -> Response:
