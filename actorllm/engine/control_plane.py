@@ -39,7 +39,7 @@ from actorllm.engine.messages import (
     StopProfile,
     WakeUp,
 )
-from actorllm.engine.stats import EngineStatistics, EngineStats, ReplicaStats
+from actorllm.engine.stats import EngineDebugState, EngineStats, ReplicaStats
 
 T = TypeVar("T")
 M = TypeVar("M")
@@ -241,7 +241,7 @@ class ControlPlane:
         refs = replica.ctx.refs.started()
         return sum(int(refs[n].statistics().restarts) for n in ("scheduler", "executor"))
 
-    def statistics(self) -> EngineStatistics:
+    def statistics(self) -> EngineDebugState:
         """Internal state for debugging: ledger, blame, worker thread, each actor (with its
         own report: the scheduler's steps in flight, probation and sleep state...), the
         router's routing figures and the supervisor tree. Replica ``i > 0``'s scheduler
@@ -250,7 +250,7 @@ class ControlPlane:
         for replica in self._parts.replicas[1:]:
             for name in ("scheduler", "executor"):
                 actors[f"{name}{replica.index}"] = replica.ctx.refs.started()[name].statistics()
-        return EngineStatistics(
+        return EngineDebugState(
             ledger=self._ctx.ledger.statistics(),
             blame=self._ctx.blame.statistics(),
             worker_thread=self._parts.replicas[0].thread.statistics(),
