@@ -53,6 +53,7 @@ from actorllm.engine.admission_states import (
 )
 from actorllm.engine.blame import Blame, poison_message
 from actorllm.engine.inflight import InflightSteps
+from actorllm.engine.messages import ReplicaSchedulerStats
 
 if TYPE_CHECKING:
     from actorllm.core.engine_core_output import EngineCoreOutputs
@@ -153,6 +154,12 @@ class Admission:
         self.steps_done = 0  # lifetime count
         # Tokens scheduled in each recent step, newest last (metrics read the tail).
         self.iteration_tokens: deque[int] = deque(maxlen=4096)
+        # Published for readers outside the scheduler actor (the waiting-queue bound, read
+        # in the caller's task): the child ids running in the core, an immutable tuple the
+        # owner replaces in publish() (the actor calls it after each message). Nothing else
+        # here may be read from outside: ask the actor (GetStats).
+        self.running: tuple[str, ...] = ()
+        self._running_stale = False  # the core's running set may have changed since
 
     # -- admission states -----------------------------------------------------------------
 
@@ -211,6 +218,7 @@ class Admission:
     def _new_epoch(self) -> None:
         self.epoch = self.ledger.new_epoch(self.replica or 0)  # before reading the ledger
         self.core = self._new_core()
+        self._running_stale = True
         for rid in [*self._in_state(AdmissionState.PROBING), *self._in_state(AdmissionState.HELD)]:
             self._move(rid, AdmissionEvent.REBUILD)
         if self.sleep_level:
@@ -386,12 +394,14 @@ class Admission:
         event = AdmissionEvent.ABORT if rid in self.ledger else AdmissionEvent.CLOSE
         old = self._move(rid, event)
         self.core.finish_requests(child_ids, status)
+        self._running_stale = True
         self._forget(rid, old)
 
     def fail(self, rid: str, child_ids: list[str]) -> None:
         """Failed here: finished in the core now, skipped by rebuilds until it is closed."""
         old = self._move(rid, AdmissionEvent.FAIL)
         self.core.finish_requests(child_ids, RequestStatus.FINISHED_ERROR)
+        self._running_stale = True
         self._forget(rid, old)
 
     def poll_grammars(self) -> list[Failure]:
@@ -414,6 +424,7 @@ class Admission:
     def stop(self, child_ids: list[str]) -> None:
         """A stop string matched in these children."""
         self.core.finish_requests(child_ids, RequestStatus.FINISHED_STOPPED)
+        self._running_stale = True
 
     def _forget(self, rid: str, old: AdmissionState) -> None:
         """``rid`` ended here (it was in state ``old``): the next probation group goes when
@@ -433,6 +444,7 @@ class Admission:
         if not (core.has_unfinished_requests() or core.has_finished_requests()):
             return None
         so = core.schedule()
+        self._running_stale = True
         if so.is_empty and not so.finished_req_ids and not so.preempted_req_ids:
             return None  # nothing fits until a step in flight frees blocks
         self.inflight.add(so)
@@ -448,6 +460,7 @@ class Admission:
         if so is None:
             return None
         outputs = self.core.update_from_output(so, output)
+        self._running_stale = True
         self.inflight.pop(step_id)  # after: a crash in update_from_output charges the step
         self.steps_done += 1
         self.iteration_tokens.append(so.total_num_scheduled_tokens)
@@ -487,6 +500,7 @@ class Admission:
         assert not self.inflight, "sleep with steps in flight"
         self.sleep_level = level
         self.core = self._new_core()
+        self._running_stale = True
 
     def wake_up(self) -> None:
         """The worker is awake again: new epoch, rebuilt from the ledger."""
@@ -520,6 +534,23 @@ class Admission:
             sleep_level=self.sleep_level,
             kv_connector_enabled=self.kv_connector_enabled,
             steps_done=self.steps_done,
+        )
+
+    def publish(self) -> None:
+        """Replace :attr:`running` when the core's running set may have changed (after a
+        schedule, a step, a finish or a rebuild); O(running), once per such message."""
+        if self._running_stale:
+            self._running_stale = False
+            self.running = tuple(r.request_id for r in self.core.running)
+
+    def replica_stats(self) -> ReplicaSchedulerStats:
+        """``GetStats``'s answer: the core's figures and this object's own."""
+        return ReplicaSchedulerStats(
+            core=self.core.statistics(),
+            steps_done=self.steps_done,
+            iteration_tokens=list(self.iteration_tokens),
+            is_sleeping=self.sleep_level > 0,
+            kv_connector_enabled=self.kv_connector_enabled,
         )
 
     def waiting_children(self) -> Iterator[str]:

@@ -78,8 +78,8 @@ class PendingOutputs:
     def __init__(self) -> None:
         # Taken as ``with self._lock`` (the C lock's own enter and exit), not ``with
         # self._cond``: Condition's __enter__/__exit__ are Python frames, and a Ctrl-C that
-        # lands in one leaves the lock held (seen: the caller's thread interrupted inside
-        # num_unfinished's exit, then the loop thread's put() blocked forever on it).
+        # lands in one leaves the lock held (a caller's thread interrupted inside
+        # num_unfinished's exit would make the loop thread's next put() block forever).
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)  # take()'s wait for outputs
         # All guarded by _lock.

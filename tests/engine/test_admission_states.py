@@ -100,3 +100,30 @@ def test_aborted_requests_are_forgotten_once_the_ledger_closes_them():
         adm.abort(f"r{i}", [f"r{i}"], RequestStatus.FINISHED_ABORTED)
         ledger.close(f"r{i}")  # the output processor ends it
     assert adm.statistics().tombstones < 100  # pruned as they pile up, not kept forever
+
+
+def test_the_running_set_is_what_the_owner_last_published():
+    adm, ledger = engine()
+    open_request(adm, ledger, "a")
+    assert adm.next_step() is not None
+    assert adm.running == ()  # readers see the last published value, never the core
+    adm.publish()
+    assert adm.running == ("a",)
+    published = adm.running
+    adm.abort("a", ["a"], RequestStatus.FINISHED_ABORTED)
+    assert adm.running is published  # unchanged until the owner publishes again
+    adm.publish()
+    assert adm.running == ()
+
+
+def test_get_stats_answer_carries_the_admission_figures():
+    adm, ledger = engine()
+    open_request(adm, ledger, "a")
+    assert adm.next_step() is not None
+    stats = adm.replica_stats()
+    assert stats.core.num_running_reqs == 1 and stats.steps_done == 0
+    assert (stats.is_sleeping, stats.kv_connector_enabled, stats.iteration_tokens) == (
+        False,
+        False,
+        [],
+    )
