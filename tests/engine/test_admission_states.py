@@ -127,3 +127,60 @@ def test_get_stats_answer_carries_the_admission_figures():
         False,
         [],
     )
+
+
+def _check_invariants(adm) -> None:
+    states = adm._states
+    for state in AdmissionState:
+        if state is not AdmissionState.ADMITTED:
+            assert adm._counts[state] == sum(1 for s in states.values() if s is state)
+    probing = {r for r, s in states.items() if s is AdmissionState.PROBING}
+    if probing:
+        assert probing <= set(adm._groups[0])  # only the front group is probed
+    elif not adm.sleep_level:
+        assert not adm._groups  # awake: a queued group is always being probed
+    kept_out = {r for r, s in states.items() if s in (AdmissionState.SUSPECT, AdmissionState.HELD)}
+    assert not kept_out & set(adm.core.requests)  # suspects and held wait outside the core
+
+
+@pytest.mark.parametrize("seed", range(25))
+def test_random_crashes_aborts_and_sleeps_keep_the_states_consistent(seed):
+    import random
+
+    from tests.core.scheduler.sched_helpers import FakeWorker
+    from tests.engine.test_admission import BLOCK, deliver
+
+    rng = random.Random(seed)
+    adm, ledger = engine(max_inflight=rng.choice([1, 2]))
+    worker, steps, n = FakeWorker(BLOCK), [], 0
+    for _ in range(300):
+        op = rng.random()
+        if op < 0.15 and n < 30:
+            open_request(adm, ledger, f"r{n}", max_tokens=rng.randint(1, 8))
+            n += 1
+        elif op < 0.22:  # a crash: the steps in flight are charged
+            steps.clear()
+            worker = FakeWorker(BLOCK)
+            for failure in adm.restart():
+                ledger.close(failure.request_id)
+        elif op < 0.27 and len(ledger):
+            rid = rng.choice([e.request_id for e in ledger])
+            entry = ledger.get(rid)
+            adm.abort(rid, list(entry.children), RequestStatus.FINISHED_ABORTED)
+            ledger.close(rid)
+        elif op < 0.30 and not adm.inflight and not steps:
+            if adm.sleep_level:
+                adm.wake_up()
+                worker = FakeWorker(BLOCK)
+            else:
+                adm.sleep(1)
+        elif steps and rng.random() < 0.6:
+            step = steps.pop(0)
+            out = adm.step_done(
+                step.epoch, step.scheduler_output.step_id, worker.execute(step.scheduler_output)
+            )
+            if out is not None:
+                deliver(ledger, out)
+        elif (step := adm.next_step()) is not None:
+            steps.append(step)
+        _check_invariants(adm)
