@@ -100,16 +100,14 @@ class AsyncEngine:
         # when given no sampling_params, and what the server fills in.
         self._sampling_defaults = dict(sampling_defaults or {})
         self._ctx = parts.ctx  # the first replica's context: the shared ledger and refs
-        first = parts.replicas[0]
-        self._thread = first.thread  # the first replica's worker thread, for its whole life
-        self._worker = first.worker  # lives on that thread (the executor queues jobs for it)
+        # The first replica's worker thread, for its whole life (tests inspect it).
+        self._thread = parts.replicas[0].thread
         self._tokenizer = parts.tokenizer
         # Grammar compiler + cache for structured outputs: shared by the input processor and
         # every scheduler incarnation (engine/structured_outputs.py); None without a tokenizer.
         self._structured = parts.structured
-        # Per-request statistics (vLLM's request metrics): written by the output processor
-        # (handed to it at start), read by get_stats().
-        self._request_stats = parts.request_stats
+        # Per-request statistics (vLLM's request metrics) live in parts.request_stats:
+        # written by the output processor, read by the control plane's get_stats().
         self._status = EngineStatus()
         self._requests = RequestAPI(parts, self._status, self.get_default_sampling_params)
         self._control = ControlPlane(parts, self._status)
