@@ -28,11 +28,11 @@ from actorllm.core.model_runner_output import ModelRunnerOutput
 from actorllm.core.request import Request
 from actorllm.core.sampling_params import SamplingParams
 from actorllm.core.scheduler import Scheduler, SchedulerConfig
-from actorllm.models.config import ModelConfig
+from actorllm.models.config import CheckpointConfig
 from actorllm.worker.kv_cache import kv_cache_bytes_per_block, kv_cache_groups
 
 
-def gemma2_config(args: argparse.Namespace) -> ModelConfig:
+def gemma2_config(args: argparse.Namespace) -> CheckpointConfig:
     import transformers
 
     hf = transformers.Gemma2Config(
@@ -43,10 +43,10 @@ def gemma2_config(args: argparse.Namespace) -> ModelConfig:
     )  # fmt: skip
     with tempfile.TemporaryDirectory() as d:
         hf.save_pretrained(d)
-        return ModelConfig.from_pretrained(d)
+        return CheckpointConfig.from_pretrained(d)
 
 
-def run(cfg: ModelConfig, hybrid: bool, args: argparse.Namespace) -> dict[str, Any]:
+def run(cfg: CheckpointConfig, hybrid: bool, args: argparse.Namespace) -> dict[str, Any]:
     """Every request through the scheduler; sampled tokens are fixed (no model)."""
     groups = kv_cache_groups(cfg, hybrid)
     per_block = kv_cache_bytes_per_block(cfg, args.block_size, torch.float32, groups)

@@ -32,7 +32,7 @@ from actorllm.bench.presets import get_preset, preset_model_dir
 from actorllm.kernels.ops import Ops
 from actorllm.kernels.sampling import sample_from_logits
 from actorllm.models.attention import AttentionMetadata
-from actorllm.models.config import ModelConfig
+from actorllm.models.config import CheckpointConfig
 from actorllm.models.loader import load_model
 from actorllm.models.onednn_linear import prepack_linears
 from actorllm.worker.kv_cache import allocate_kv_caches, cpu_kv_layout
@@ -92,7 +92,7 @@ def prefill_meta(lens: list[int]) -> tuple[AttentionMetadata, torch.Tensor]:
     return meta, torch.tensor(pos)
 
 
-def classify(name: str, shapes: list[list[int]], cfg: ModelConfig) -> str:
+def classify(name: str, shapes: list[list[int]], cfg: CheckpointConfig) -> str:
     """A profiler op (by name and input shapes) -> the part of the step it belongs to."""
     if name in (
         "aten::linear",
@@ -144,7 +144,7 @@ def add_ranges(model: nn.Module) -> None:
 
 
 def profile_step(
-    fn: Callable[[], None], iters: int, cfg: ModelConfig
+    fn: Callable[[], None], iters: int, cfg: CheckpointConfig
 ) -> tuple[float, dict[str, float]]:
     """Mean unprofiled wall per step, and each part's time: the minimum over ``iters``
     separately profiled steps (on a shared box the minimum is the machine, the rest is
@@ -173,7 +173,7 @@ def profile_step(
     return sum(walls) / iters, {**parts, **dict(sorted(ops.items(), key=lambda kv: -kv[1]))}
 
 
-def _step_parts(prof: torch.profiler.profile, cfg: ModelConfig) -> dict[str, float]:
+def _step_parts(prof: torch.profiler.profile, cfg: CheckpointConfig) -> dict[str, float]:
     """One profiled step -> ms per part (``part:`` ranges) and per op (self time; linears
     by weight shape, total time)."""
     out: dict[str, float] = defaultdict(float)
@@ -209,7 +209,7 @@ def main() -> None:
     release_thread_team()  # the engine's OpenMP wait regime (worker/omp_spin.py)
     preset = get_preset("qwen3-75m-bf16")
     path = preset_model_dir(preset.model_name, preset.model_config)
-    cfg = ModelConfig.from_dict(json.loads((Path(path) / "config.json").read_text()))
+    cfg = CheckpointConfig.from_dict(json.loads((Path(path) / "config.json").read_text()))
     model = load_model(path, cfg, dtype=args.dtype, load_format="dummy")
     if args.onednn:
         print("prepacked linears:", prepack_linears(model))

@@ -20,8 +20,8 @@ from typing import Any
 
 import anyio
 
-from actorllm.bench.metrics import summarize
 from actorllm.engine.config import EngineConfig
+from actorllm.testing.percentiles import summarize
 
 
 async def _one_batch(engine: Any, batch: int, input_len: int, output_len: int) -> dict[str, Any]:

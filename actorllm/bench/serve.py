@@ -37,7 +37,7 @@ import anyio
 import httpx
 
 from actorllm.bench.datasets import BenchRequest
-from actorllm.bench.metrics import summarize
+from actorllm.testing.percentiles import summarize
 
 logger = logging.getLogger(__name__)
 

@@ -86,10 +86,10 @@ def workload_from_args(args: argparse.Namespace, backends: tuple[str, ...]) -> W
 def resolved_dtype_name(config: EngineConfig) -> str:
     """The dtype actorllm runs ``config`` in ("auto" resolved, e.g. bfloat16 on a CPU with
     native bf16), so every backend runs the same one."""
-    from actorllm.models.config import ModelConfig
+    from actorllm.models.config import CheckpointConfig
     from actorllm.models.loader import resolve_dtype
 
-    cfg = ModelConfig.from_pretrained(config.resolved_model())
+    cfg = CheckpointConfig.from_pretrained(config.resolved_model())
     dtype = resolve_dtype(config.dtype, cfg, config.resolved_device())
     return str(dtype).removeprefix("torch.")
 

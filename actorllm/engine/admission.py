@@ -10,39 +10,22 @@ outlives every scheduler incarnation (the engine keeps it):
   async scheduling): handed to the executor, not yet done. After a crash they are exactly
   the requests "in hand", charged with the crash;
 * **admission**: which requests enter the core. Normally all of them, at once. After a core
-  crash, precise blame (engine/blame.py) decides: the charged requests go on *probation* in
-  groups, and while a group is on probation it runs without any other newcomer (the other
-  requests are *held*), so a crash during probation is charged to that group only. A crash
-  of a group splits it in halves (bisection), until a request is replayed alone; if it
-  crashes alone again it is failed as poison. A group is cleared, and the next one
-  admitted, once each of its requests completed a step; the held requests enter when no
-  group is left;
+  crash, precise blame (engine/blame.py) puts the charged requests on *probation*, in
+  groups replayed one at a time while every other request is *held*; a group that crashes
+  again is split in halves, and a request that crashes alone is failed as poison. Each
+  request's admission state (admitted, suspect, probing, held, failed, aborted) and every
+  move between them is data in engine/admission_states.py (``format_transitions()``
+  prints it, with which call fires which event); :meth:`Admission._move` is the only way
+  a state changes, checked against that table;
 * **rebuild**: a new incarnation (:meth:`restart`) or a wake-up starts a new epoch and
   re-adds every open request from the ledger (prompt + the tokens its caller saw),
   recomputed like a preemption;
 * **sleep level** and **the KV connector switch**, which must survive restarts.
 
-=====================================  ====================================================
-call                                   decision
-=====================================  ====================================================
-``restart()`` (new incarnation)        charge the steps in flight (+ a dead letter's
-                                       request) to Blame; poison -> failures; the charged
-                                       -> probation groups (halves of the charged set);
-                                       new epoch, new core, rebuild (unless asleep)
-``add(request)``                       asleep, closed, aborted or failed: nothing (the
-                                       ledger keeps it); on probation: waits for its group;
-                                       probation running: held; else into the core
-``next_step(draining)``                a step when awake, not draining for sleep, under the
-                                       cap, and the core has work (or finished ids to tell
-                                       the worker, even in an empty step)
-``step_done(epoch, step_id, output)``  older epoch: dropped; else update_from_output; the
-                                       step's suspects are cleared; a cleared group lets
-                                       the next group (or the held requests) in
-``abort`` / ``stop``                   finish the children in the core; an abort of a
-                                       request not added yet leaves a tombstone
-``sleep(level)`` / ``wake_up()``       no step in flight: drop the core (the KV cache is
-                                       freed); wake-up: new epoch, rebuild
-=====================================  ====================================================
+Besides admission, a step is launched (:meth:`next_step`) when awake, not draining for
+sleep, under the in-flight cap, and the core has work (or finished ids to tell the worker,
+even in an empty step); a step of an older epoch is dropped when it completes
+(:meth:`step_done`); sleep drops the core (no step in flight: the KV cache is freed).
 
     >>> from actorllm.engine.ledger import RequestLedger
     >>> from actorllm.engine.blame import Blame
@@ -61,8 +44,16 @@ import msgspec
 
 from actorllm.core.errors import InvalidRequestError
 from actorllm.core.request import Request, RequestStatus
+from actorllm.engine.admission_states import (
+    AdmissionError,
+    AdmissionEvent,
+    AdmissionState,
+    format_transitions,
+    next_state,
+)
 from actorllm.engine.blame import Blame, poison_message
 from actorllm.engine.inflight import InflightSteps
+from actorllm.engine.messages import ReplicaSchedulerStats
 
 if TYPE_CHECKING:
     from actorllm.core.engine_core_output import EngineCoreOutputs
@@ -72,6 +63,18 @@ if TYPE_CHECKING:
     from actorllm.core.scheduler_output import SchedulerOutput
     from actorllm.engine.ledger import RequestLedger
     from actorllm.engine.messages import NewRequest
+
+__all__ = [
+    "SCOPE",
+    "Admission",
+    "AdmissionError",
+    "AdmissionEvent",
+    "AdmissionState",
+    "AdmissionStatistics",
+    "Failure",
+    "Step",
+    "format_transitions",
+]
 
 SCOPE = "core"  # Blame scope of the scheduler, executor and model step
 
@@ -95,13 +98,18 @@ class AdmissionStatistics(msgspec.Struct, frozen=True, kw_only=True):
     epoch: int
     inflight_steps: int
     max_inflight_steps: int
-    on_probation: list[str]  # the group being replayed
+    on_probation: list[str]  # the group being replayed (its members not cleared yet)
     probation_groups: int  # groups waiting behind it
     held: int  # requests waiting for probation to end
-    tombstones: int  # aborted before they were added
+    tombstones: int  # aborted, kept out of the core until the ledger closes them
+    # {state name: requests in it}, every state but ADMITTED (the default, not recorded).
+    states: dict[str, int]
     sleep_level: int
     kv_connector_enabled: bool
     steps_done: int
+
+
+_RECORDED = [s for s in AdmissionState if s is not AdmissionState.ADMITTED]
 
 
 @final
@@ -132,15 +140,63 @@ class Admission:
         self._connector_enabled = kv_connector_enabled  # owner: here (survives rebuilds)
         self.epoch = ledger.epoch  # the epoch of self.core (the ledger owns the counter)
         self.core: Scheduler = make_core()
-        self._groups: deque[list[str]] = deque()  # probation: suspects to replay, in order
-        self._probing: set[str] = set()  # the front group's members not yet cleared
-        self._held: list[str] = []  # innocents waiting for probation to end
-        self._failed: set[str] = set()  # failed here, until the ledger closes them
-        self._tombstones: set[str] = set()  # aborted before their AddRequest arrived
+        # {request_id: its admission state}, for every request not simply ADMITTED (the
+        # default, which has no record); changed by _move only. Insertion order is the
+        # order held requests are admitted in.
+        self._states: dict[str, AdmissionState] = {}
+        self._counts = dict.fromkeys(_RECORDED, 0)  # {state: records in it}
+        # The probation queue: groups of suspects in the order they are replayed; the
+        # front one is being probed while some member of it is PROBING. A member whose
+        # state moved on (failed, aborted, cleared) is skipped when its group's turn comes.
+        self._groups: deque[list[str]] = deque()
+        self._prune_at = 64  # records beyond which those the ledger closed are dropped
         self._in_hand: list[str] = []  # a dead letter's requests, charged at restart
         self.steps_done = 0  # lifetime count
         # Tokens scheduled in each recent step, newest last (metrics read the tail).
         self.iteration_tokens: deque[int] = deque(maxlen=4096)
+        # Published for readers outside the scheduler actor (the waiting-queue bound, read
+        # in the caller's task): the child ids running in the core, an immutable tuple the
+        # owner replaces in publish() (the actor calls it after each message). Nothing else
+        # here may be read from outside: ask the actor (GetStats).
+        self.running: tuple[str, ...] = ()
+        self._running_stale = False  # the core's running set may have changed since
+
+    # -- admission states -----------------------------------------------------------------
+
+    def state(self, rid: str) -> AdmissionState:
+        """The admission state of request ``rid`` (ADMITTED when none is recorded)."""
+        return self._states.get(rid, AdmissionState.ADMITTED)
+
+    def _move(self, rid: str, event: AdmissionEvent) -> AdmissionState:
+        """Apply ``event`` to ``rid`` (checked against the table); returns the old state."""
+        states = self._states
+        old = states.get(rid, AdmissionState.ADMITTED)
+        new = next_state(old, event)
+        if new is old:
+            return old
+        if old is not AdmissionState.ADMITTED:
+            self._counts[old] -= 1
+            del states[rid]
+        if new is not AdmissionState.ADMITTED:
+            self._counts[new] += 1
+            states[rid] = new
+            if len(states) > self._prune_at:
+                self._prune()
+        return old
+
+    def _prune(self) -> None:
+        """Drop the records of failed and aborted requests the ledger closed (they stay
+        recorded until then, so that no rebuild or late AddRequest adds them). Amortized:
+        runs when the records doubled since last time. The other states end by themselves
+        (a closed suspect is released at its group's turn, a closed probing member at the
+        next step, a closed held one when probation ends)."""
+        final = (AdmissionState.FAILED, AdmissionState.ABORTED)
+        for rid in [r for r, s in self._states.items() if s in final and r not in self.ledger]:
+            self._move(rid, AdmissionEvent.CLOSE)
+        self._prune_at = 2 * len(self._states) + 64
+
+    def _in_state(self, state: AdmissionState) -> list[str]:
+        return [r for r, s in self._states.items() if s is state]
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -162,23 +218,22 @@ class Admission:
     def _new_epoch(self) -> None:
         self.epoch = self.ledger.new_epoch(self.replica or 0)  # before reading the ledger
         self.core = self._new_core()
-        self._probing = set()
-        self._held = []
+        self._running_stale = True
+        for rid in [*self._in_state(AdmissionState.PROBING), *self._in_state(AdmissionState.HELD)]:
+            self._move(rid, AdmissionEvent.REBUILD)
         if self.sleep_level:
             return  # requests wait in the ledger until wake_up
-        self._failed = {r for r in self._failed if r in self.ledger}
-        self._tombstones = {r for r in self._tombstones if r in self.ledger}
-        waiting = {r for group in self._groups for r in group}
+        self._prune()
         for entry in self.ledger:
             rid = entry.request_id
-            if not entry.processed or rid in self._failed or rid in self._tombstones:
+            if not entry.processed:
                 continue
             if self.replica is not None and entry.replica != self.replica:
                 continue  # another replica's, or not routed yet
-            if rid in waiting:
-                continue
+            if self.state(rid) is not AdmissionState.ADMITTED:
+                continue  # failed, aborted, or waiting for its probation group
             if self._groups:
-                self._held.append(rid)
+                self._move(rid, AdmissionEvent.HOLD)
             else:
                 self._add_from_ledger(rid)
         self._probe_next()
@@ -192,56 +247,74 @@ class Admission:
 
     def _charge(self, in_hand: list[str]) -> list[Failure]:
         poison = self.blame.crash(SCOPE, in_hand)
-        self._failed.update(poison)
-        charged = [r for r in dict.fromkeys(in_hand) if self.blame.is_suspect(SCOPE, r)]
-        charged = [r for r in charged if r in self.ledger]
+        for rid in poison:
+            self._move(rid, AdmissionEvent.FAIL)
+        charged = [
+            r
+            for r in dict.fromkeys(in_hand)
+            if self.blame.is_suspect(SCOPE, r)
+            and r in self.ledger
+            and self.state(r) not in (AdmissionState.FAILED, AdmissionState.ABORTED)
+        ]
         if charged:
             members = set(charged)
             groups = [[r for r in g if r not in members] for g in self._groups]
             half = (len(charged) + 1) // 2
             front = [charged[:half], charged[half:]] if len(charged) > 1 else [charged]
             self._groups = deque(g for g in [*front, *groups] if g)
+            for rid in charged:
+                self._move(rid, AdmissionEvent.CHARGE)
         return [Failure(rid, poison_message("model step, scheduler or executor")) for rid in poison]
 
     def _probe_next(self) -> None:
         """Admit the next probation group alone, or the held requests when none is left."""
-        while self._groups and not self._probing:
-            group = [r for r in self._groups[0] if self._runnable(r)]
+        while self._groups and not self._counts[AdmissionState.PROBING]:
+            group = []
+            for rid in self._groups[0]:
+                if self.state(rid) is not AdmissionState.SUSPECT:
+                    continue  # failed, aborted or closed since it was charged
+                if self._runnable(rid):
+                    group.append(rid)
+                else:
+                    self._move(rid, AdmissionEvent.RELEASE)  # nothing left to replay
             if not group:
                 self._groups.popleft()
                 continue
             self._groups[0] = group
-            self._probing = set(group)
+            for rid in group:
+                self._move(rid, AdmissionEvent.PROBE)
             for rid in group:
                 self._add_from_ledger(rid)
-        if not self._groups and self._held:
-            held, self._held = self._held, []
-            for rid in held:
+        if not self._groups and self._counts[AdmissionState.HELD]:
+            for rid in self._in_state(AdmissionState.HELD):
+                self._move(rid, AdmissionEvent.ADMIT)
                 self._add_from_ledger(rid)
 
     def _runnable(self, rid: str) -> bool:
+        """Processed, still in the ledger, with a child left to run."""
         entry = self.ledger.get(rid)
         return (
             entry is not None
             and entry.processed
-            and rid not in self._failed
             and any(not c.finished for c in entry.children.values())
         )
 
     # -- requests -------------------------------------------------------------------------
 
     def add(self, request: NewRequest) -> Failure | None:
-        """A processed request arrived (AddRequest); returns a failure if the core refused it."""
+        """A processed request arrived (AddRequest); returns a failure if the core refused it.
+
+        Asleep or closed: nothing (the ledger keeps it, a rebuild adds it). Failed or
+        aborted: ignored. A suspect waits for its group (which is added from the ledger);
+        a held request stays held; while a probation group is queued a new one is held;
+        else it enters the core."""
         rid = request.request_id
-        if self.sleep_level or rid not in self.ledger or rid in self._failed:
+        if self.sleep_level or rid not in self.ledger:
             return None
-        if self._tombstones and rid in self._tombstones:
-            return None
-        if any(rid in g for g in self._groups):
-            return None  # on probation: admitted with its group (from the ledger)
+        if self._states and rid in self._states:
+            return None  # suspect, probing, held, failed or aborted: not now
         if self._groups:
-            if rid not in self._held:
-                self._held.append(rid)
+            self._move(rid, AdmissionEvent.HOLD)
             return None
         children = [(c.child_id, c.params, c.emitted) for c in _children_of(request)]
         return self._add(
@@ -260,11 +333,10 @@ class Admission:
         if self.sleep_level:
             return  # the wake-up rebuild adds them (the ledger routes them here)
         for rid in request_ids:
-            if not self._runnable(rid) or rid in self._tombstones:
+            if self.state(rid) is not AdmissionState.ADMITTED or not self._runnable(rid):
                 continue
             if self._groups:
-                if rid not in self._held:
-                    self._held.append(rid)
+                self._move(rid, AdmissionEvent.HOLD)
             else:
                 self._add_from_ledger(rid)
 
@@ -275,7 +347,7 @@ class Admission:
         children = [
             (c.child_id, c.params, c.emitted) for c in entry.children.values() if not c.finished
         ]
-        failure = self._add(
+        self._add(
             rid,
             entry.prompt_token_ids,
             entry.eos_token_id,
@@ -283,9 +355,7 @@ class Admission:
             entry.priority,
             children,
             entry.cache_salt,
-        )
-        if failure is not None:  # validated before: only a changed model could refuse it
-            self._failed.add(rid)
+        )  # validated before: only a changed model could refuse it (then it is FAILED)
 
     def _add(
         self,
@@ -321,16 +391,18 @@ class Admission:
 
     def abort(self, rid: str, child_ids: list[str], status: RequestStatus) -> None:
         """Finish a request's children (abort, failure); a later AddRequest is ignored."""
-        if rid in self.ledger:
-            self._tombstones.add(rid)
+        event = AdmissionEvent.ABORT if rid in self.ledger else AdmissionEvent.CLOSE
+        old = self._move(rid, event)
         self.core.finish_requests(child_ids, status)
-        self._forget(rid)
+        self._running_stale = True
+        self._forget(rid, old)
 
     def fail(self, rid: str, child_ids: list[str]) -> None:
         """Failed here: finished in the core now, skipped by rebuilds until it is closed."""
-        self._failed.add(rid)
+        old = self._move(rid, AdmissionEvent.FAIL)
         self.core.finish_requests(child_ids, RequestStatus.FINISHED_ERROR)
-        self._forget(rid)
+        self._running_stale = True
+        self._forget(rid, old)
 
     def poll_grammars(self) -> list[Failure]:
         """Admit the requests whose structured-outputs grammar compiled; fail those whose
@@ -343,7 +415,7 @@ class Admission:
         failures = []
         for child_id, error in core.take_grammar_failures():
             entry = self.ledger.entry_of_child(child_id)
-            if entry is None or entry.request_id in self._failed:
+            if entry is None or self.state(entry.request_id) is AdmissionState.FAILED:
                 continue
             self.fail(entry.request_id, list(entry.children))
             failures.append(Failure(entry.request_id, error))
@@ -352,16 +424,15 @@ class Admission:
     def stop(self, child_ids: list[str]) -> None:
         """A stop string matched in these children."""
         self.core.finish_requests(child_ids, RequestStatus.FINISHED_STOPPED)
+        self._running_stale = True
 
-    def _forget(self, rid: str) -> None:
+    def _forget(self, rid: str, old: AdmissionState) -> None:
+        """``rid`` ended here (it was in state ``old``): the next probation group goes when
+        it was the last member of its group not cleared yet."""
         self.blame.forget(rid)
-        if rid in self._probing:
-            self._probing.discard(rid)
-            if not self._probing:
-                self._groups.popleft()
-                self._probe_next()
-        if rid in self._held:
-            self._held.remove(rid)
+        if old is AdmissionState.PROBING and not self._counts[AdmissionState.PROBING]:
+            self._groups.popleft()
+            self._probe_next()
 
     # -- steps ----------------------------------------------------------------------------
 
@@ -373,6 +444,7 @@ class Admission:
         if not (core.has_unfinished_requests() or core.has_finished_requests()):
             return None
         so = core.schedule()
+        self._running_stale = True
         if so.is_empty and not so.finished_req_ids and not so.preempted_req_ids:
             return None  # nothing fits until a step in flight frees blocks
         self.inflight.add(so)
@@ -388,19 +460,30 @@ class Admission:
         if so is None:
             return None
         outputs = self.core.update_from_output(so, output)
+        self._running_stale = True
         self.inflight.pop(step_id)  # after: a crash in update_from_output charges the step
         self.steps_done += 1
         self.iteration_tokens.append(so.total_num_scheduled_tokens)
-        if self._probing or self.blame.has_suspects(SCOPE):
+        probing = self._counts[AdmissionState.PROBING]
+        if probing or self.blame.has_suspects(SCOPE):
             ran = self._request_ids(so.num_scheduled_tokens)
             self.blame.cleared(SCOPE, ran)
-            if self._probing:
-                self._probing.difference_update(ran)
-                self._probing = {r for r in self._probing if r in self.ledger}
-                if not self._probing:
-                    self._groups.popleft()
-                    self._probe_next()
+            if probing:
+                self._clear_probing(ran)
         return outputs
+
+    def _clear_probing(self, ran: list[str]) -> None:
+        """Members of the group on probation that completed a step are cleared (and those
+        the ledger closed are forgotten); the next group goes once none is left."""
+        for rid in ran:
+            if self.state(rid) is AdmissionState.PROBING:
+                self._move(rid, AdmissionEvent.CLEAR)
+        for rid in self._in_state(AdmissionState.PROBING):
+            if rid not in self.ledger:
+                self._move(rid, AdmissionEvent.CLOSE)
+        if not self._counts[AdmissionState.PROBING]:
+            self._groups.popleft()
+            self._probe_next()
 
     def _request_ids(self, child_ids: Iterable[str]) -> list[str]:
         ids = []
@@ -417,6 +500,7 @@ class Admission:
         assert not self.inflight, "sleep with steps in flight"
         self.sleep_level = level
         self.core = self._new_core()
+        self._running_stale = True
 
     def wake_up(self) -> None:
         """The worker is awake again: new epoch, rebuilt from the ledger."""
@@ -437,24 +521,44 @@ class Admission:
         self.core.set_kv_connector_enabled(enabled)
 
     def statistics(self) -> AdmissionStatistics:
+        probing = self._in_state(AdmissionState.PROBING)
         return AdmissionStatistics(
             epoch=self.epoch,
             inflight_steps=len(self.inflight),
             max_inflight_steps=self.inflight.cap,
-            on_probation=sorted(self._probing),
-            probation_groups=max(0, len(self._groups) - (1 if self._probing else 0)),
-            held=len(self._held),
-            tombstones=len(self._tombstones),
+            on_probation=sorted(probing),
+            probation_groups=max(0, len(self._groups) - (1 if probing else 0)),
+            held=self._counts[AdmissionState.HELD],
+            tombstones=self._counts[AdmissionState.ABORTED],
+            states={s.name: n for s, n in self._counts.items()},
             sleep_level=self.sleep_level,
             kv_connector_enabled=self.kv_connector_enabled,
             steps_done=self.steps_done,
         )
 
+    def publish(self) -> None:
+        """Replace :attr:`running` when the core's running set may have changed (after a
+        schedule, a step, a finish or a rebuild); O(running), once per such message."""
+        if self._running_stale:
+            self._running_stale = False
+            self.running = tuple(r.request_id for r in self.core.running)
+
+    def replica_stats(self) -> ReplicaSchedulerStats:
+        """``GetStats``'s answer: the core's figures and this object's own."""
+        return ReplicaSchedulerStats(
+            core=self.core.statistics(),
+            steps_done=self.steps_done,
+            iteration_tokens=list(self.iteration_tokens),
+            is_sleeping=self.sleep_level > 0,
+            kv_connector_enabled=self.kv_connector_enabled,
+        )
+
     def waiting_children(self) -> Iterator[str]:
         """Children kept out of the core on purpose (probation queue, held requests)."""
-        for rid in [*(r for g in self._groups for r in g), *self._held]:
+        suspects = [r for g in self._groups for r in g if self.state(r) is AdmissionState.SUSPECT]
+        for rid in [*dict.fromkeys(suspects), *self._in_state(AdmissionState.HELD)]:
             entry = self.ledger.get(rid)
-            if entry is not None and rid not in self._probing:
+            if entry is not None:
                 yield from entry.children
 
 

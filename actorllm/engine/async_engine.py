@@ -23,15 +23,16 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from actorllm.actors import Strategy, Supervisor, SupervisorEscalation, open_supervisor
+from actorllm.actors import Strategy, SupervisorEscalation, open_supervisor
 from actorllm.core.sampling_params import SamplingParams
 from actorllm.core.scheduler.kv_connector import KVConnectorBase
 from actorllm.engine.assembly import EngineParts, backoff_of, build_engine, start_actors
 from actorllm.engine.config import EngineConfig, EngineConfigError
 from actorllm.engine.control_plane import ACTORS, ControlPlane
 from actorllm.engine.dead_letters import DeadLetterPolicy
+from actorllm.engine.engine_status import EngineStatus
 from actorllm.engine.errors import EngineClosedError, EngineDeadError
 from actorllm.engine.generation_config import default_sampling_params
 from actorllm.engine.interpreter_settings import engine_interpreter_settings
@@ -40,6 +41,14 @@ from actorllm.engine.startup import RunnerFactory, default_runner_factory
 from actorllm.engine.structured_outputs_config import structured_outputs_config_kwargs
 from actorllm.worker.omp_spin import release_thread_team
 from actorllm.worker.worker_thread import WorkerThread
+
+if TYPE_CHECKING:  # the delegating methods' signatures
+    from collections.abc import Mapping, Sequence
+
+    from actorllm.core.input_processor import PromptType
+    from actorllm.core.outputs import RequestOutput
+    from actorllm.engine.assembly import Replica
+    from actorllm.engine.stats import EngineDebugState, EngineStats
 
 __all__ = ["ACTORS", "AsyncEngine"]
 
@@ -73,8 +82,15 @@ def _as_config(
     return EngineArgs(model=model, **kwargs).create_engine_config()
 
 
-class AsyncEngine(ControlPlane, RequestAPI):
-    """The engine's async API. Build it with :meth:`open`, never directly."""
+class AsyncEngine:
+    """The engine's async API. Build it with :meth:`open`, never directly.
+
+    Two components do the work, each handed what it needs here: the request side
+    (:class:`RequestAPI`: ``generate``, ``chat``, ``abort``, ``drain``) and the control
+    plane (:class:`ControlPlane`: sleep, prefix cache, KV connector, RPC, profiling,
+    statistics). The one piece of state they share is the :class:`EngineStatus`
+    (dead, closing), which this class writes while the engine runs.
+    """
 
     def __init__(
         self, parts: EngineParts, sampling_defaults: dict[str, float] | None = None
@@ -84,19 +100,17 @@ class AsyncEngine(ControlPlane, RequestAPI):
         # when given no sampling_params, and what the server fills in.
         self._sampling_defaults = dict(sampling_defaults or {})
         self._ctx = parts.ctx  # the first replica's context: the shared ledger and refs
-        first = parts.replicas[0]
-        self._thread = first.thread  # the first replica's worker thread, for its whole life
-        self._worker = first.worker  # lives on that thread (the executor queues jobs for it)
+        # The first replica's worker thread, for its whole life (tests inspect it).
+        self._thread = parts.replicas[0].thread
         self._tokenizer = parts.tokenizer
         # Grammar compiler + cache for structured outputs: shared by the input processor and
         # every scheduler incarnation (engine/structured_outputs.py); None without a tokenizer.
         self._structured = parts.structured
-        # Per-request statistics (vLLM's request metrics): written by the output processor
-        # (handed to it at start), read by get_stats().
-        self._request_stats = parts.request_stats
-        self._supervisor: Supervisor | None = None
-        self._dead: BaseException | None = None
-        self._closing = False
+        # Per-request statistics (vLLM's request metrics) live in parts.request_stats:
+        # written by the output processor, read by the control plane's get_stats().
+        self._status = EngineStatus()
+        self._requests = RequestAPI(parts, self._status, self.get_default_sampling_params)
+        self._control = ControlPlane(parts, self._status)
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -164,7 +178,7 @@ class AsyncEngine(ControlPlane, RequestAPI):
                 dead_letter=DeadLetterPolicy(ctx),
                 backoff=backoff_of(ctx.config),
             ) as sup:
-                self._supervisor = sup
+                self._status.supervisor = sup
                 await start_actors(sup, self._parts)
                 with engine_interpreter_settings(
                     freeze=ctx.config.freeze_gc_at_start,
@@ -174,18 +188,18 @@ class AsyncEngine(ControlPlane, RequestAPI):
                     try:
                         yield self
                     finally:
-                        self._closing = True
+                        self._status.close()
         except SupervisorEscalation as exc:
             self._die(exc)
             raise EngineDeadError(f"the engine died: {exc}") from exc
         finally:
             # Normal exit (or the caller's own error): whoever still waits is told why.
-            if self._dead is None:
-                self._closing = True
+            if self._status.dead is None:
+                self._status.close()
                 ctx.ledger.fail_all(EngineClosedError("the engine was shut down"))
 
     def _die(self, cause: BaseException) -> None:
-        self._dead = cause
+        self._status.die(cause)
         self._ctx.ledger.fail_all(EngineDeadError(f"the engine died: {cause}"))
 
     # -- properties -----------------------------------------------------------------------
@@ -225,3 +239,121 @@ class AsyncEngine(ControlPlane, RequestAPI):
     @property
     def data_parallel_size(self) -> int:
         return len(self._parts.replicas)
+
+    # -- requests (RequestAPI) ------------------------------------------------------------
+
+    @property
+    def is_dead(self) -> bool:
+        return self._status.is_dead
+
+    def generate(
+        self,
+        prompt: PromptType,
+        sampling_params: SamplingParams | None = None,
+        request_id: str | None = None,
+        priority: int = 0,
+        *,
+        arrival_time: float | None = None,
+    ) -> AsyncIterator[RequestOutput]:
+        return self._requests.generate(
+            prompt, sampling_params, request_id, priority, arrival_time=arrival_time
+        )
+
+    generate.__doc__ = RequestAPI.generate.__doc__
+
+    def chat(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        sampling_params: SamplingParams | None = None,
+        request_id: str | None = None,
+        priority: int = 0,
+        *,
+        add_generation_prompt: bool = True,
+        chat_template_kwargs: Mapping[str, Any] | None = None,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+    ) -> AsyncIterator[RequestOutput]:
+        return self._requests.chat(
+            messages,
+            sampling_params,
+            request_id,
+            priority,
+            add_generation_prompt=add_generation_prompt,
+            chat_template_kwargs=chat_template_kwargs,
+            tools=tools,
+        )
+
+    chat.__doc__ = RequestAPI.chat.__doc__
+
+    async def abort(self, request_id: str) -> None:
+        await self._requests.abort(request_id)
+
+    abort.__doc__ = RequestAPI.abort.__doc__
+
+    async def drain(self, timeout_s: float | None = None) -> int:
+        return await self._requests.drain(timeout_s)
+
+    drain.__doc__ = RequestAPI.drain.__doc__
+
+    # -- control (ControlPlane) -----------------------------------------------------------
+
+    async def sleep(self, level: int = 1) -> None:
+        await self._control.sleep(level)
+
+    sleep.__doc__ = ControlPlane.sleep.__doc__
+
+    async def wake_up(self) -> None:
+        await self._control.wake_up()
+
+    async def is_sleeping(self) -> bool:
+        return await self._control.is_sleeping()
+
+    is_sleeping.__doc__ = ControlPlane.is_sleeping.__doc__
+
+    async def reset_prefix_cache(self) -> bool:
+        return await self._control.reset_prefix_cache()
+
+    reset_prefix_cache.__doc__ = ControlPlane.reset_prefix_cache.__doc__
+
+    async def set_kv_connector_enabled(self, enabled: bool) -> None:
+        await self._control.set_kv_connector_enabled(enabled)
+
+    async def is_kv_connector_enabled(self) -> bool:
+        return await self._control.is_kv_connector_enabled()
+
+    async def collective_rpc(
+        self,
+        method: str | Callable[..., Any],
+        timeout: float | None = None,  # noqa: ASYNC109 - vLLM's signature
+        args: tuple = (),
+        kwargs: dict | None = None,
+    ) -> list[Any]:
+        return await self._control.collective_rpc(method, timeout, args, kwargs)
+
+    collective_rpc.__doc__ = ControlPlane.collective_rpc.__doc__
+
+    async def start_profile(self) -> None:
+        await self._control.start_profile()
+
+    start_profile.__doc__ = ControlPlane.start_profile.__doc__
+
+    async def stop_profile(self) -> None:
+        await self._control.stop_profile()
+
+    stop_profile.__doc__ = ControlPlane.stop_profile.__doc__
+
+    async def get_stats(self) -> EngineStats:
+        return await self._control.get_stats()
+
+    get_stats.__doc__ = ControlPlane.get_stats.__doc__
+
+    def statistics(self) -> EngineDebugState:
+        return self._control.statistics()
+
+    statistics.__doc__ = ControlPlane.statistics.__doc__
+
+    # The test harness (actorllm.testing) inspects these.
+    def _live(self) -> list[Replica]:
+        return self._control.live()
+
+    def _actor_stat(self, key: str) -> dict[str, int]:
+        return self._control.actor_stat(key)

@@ -21,6 +21,7 @@ from actorllm.engine.generation_config import (
     check_override,
     sampling_defaults,
 )
+from actorllm.models.hub import ModelNotFoundError as ModelNotFoundError  # re-exported
 
 Device = Literal["auto", "cpu", "cuda"]
 AttentionBackend = Literal["auto", "torch", "triton"]
@@ -490,11 +491,6 @@ class EngineConfig(msgspec.Struct, kw_only=True):
 
     def replace(self, **changes: Any) -> EngineConfig:
         return msgspec.structs.replace(self, **changes)
-
-
-class ModelNotFoundError(FileNotFoundError):
-    """The configured model is neither a local directory with a config.json nor a hub id
-    that can be found (in the cache, or downloaded when the hub may be contacted)."""
 
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?i?B?)?\s*$", re.IGNORECASE)

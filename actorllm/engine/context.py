@@ -48,5 +48,7 @@ class EngineContext:
     # (crashes) and by each actor for its own scope (clearing).
     blame: Blame
     # The scheduler's persistent state: core, steps in flight, probation, sleep level, KV
-    # connector switch. Owner: the scheduler actor.
+    # connector switch. Owner: the scheduler actor; others ask it (GetStats, IsSleeping...)
+    # and read only what it publishes: ``admission.running``, an immutable tuple of the
+    # running child ids, replaced after each of its messages (the waiting-queue bound).
     admission: Admission

@@ -10,27 +10,31 @@ replica 0's first. The torch profiler is one per process: ``start_profile`` runs
 first live replica's worker thread and it records every thread (all replicas' workers and
 the event loop) into one trace; with the Ray backend each replica's worker is a process of
 its own, so each runs its own profiler (one trace per replica, on its node).
+
+:class:`ControlPlane` is a component of ``AsyncEngine`` (which delegates these methods to
+it): it holds the engine's parts and the shared :class:`EngineStatus`, handed to it at
+construction. What it reports about a replica's scheduler comes in the scheduler actor's
+``GetStats`` answer; it reads no actor's state directly.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, final
 
 import anyio
 
 from actorllm.actors import ActorRef, Reply
-from actorllm.core.engine_core_output import SchedulerStats
-from actorllm.core.request_stats import RequestStats
 from actorllm.engine.assembly import EngineParts, Replica
-from actorllm.engine.context import EngineContext
-from actorllm.engine.errors import EngineClosedError, EngineDeadError, InvalidRequestError
+from actorllm.engine.engine_status import EngineStatus, live_replicas
+from actorllm.engine.errors import InvalidRequestError
 from actorllm.engine.messages import (
     CollectiveRPC,
     ExecutorMsg,
     GetStats,
     IsKVConnectorEnabled,
     IsSleeping,
+    ReplicaSchedulerStats,
     ResetPrefixCache,
     SchedulerMsg,
     SetKVConnector,
@@ -39,7 +43,7 @@ from actorllm.engine.messages import (
     StopProfile,
     WakeUp,
 )
-from actorllm.engine.stats import EngineStatistics, EngineStats, ReplicaStats
+from actorllm.engine.stats import EngineDebugState, EngineStats, ReplicaStats
 
 T = TypeVar("T")
 M = TypeVar("M")
@@ -47,22 +51,18 @@ M = TypeVar("M")
 ACTORS = ("router", "input_processor", "scheduler", "executor", "output_processor")
 
 
+@final
 class ControlPlane:
-    """Mixed into ``AsyncEngine`` (which sets these attributes)."""
+    """The control side of one ``AsyncEngine``."""
 
-    _ctx: EngineContext
-    _parts: EngineParts
-    _request_stats: RequestStats
-    _supervisor: Any
-    _dead: BaseException | None
-    _closing: bool
+    def __init__(self, parts: EngineParts, status: EngineStatus) -> None:
+        self._parts = parts
+        self._ctx = parts.ctx  # the first replica's: the shared ledger and refs
+        self._status = status  # shared with the request API; read before every call
 
-    def _live(self) -> list[Replica]:
+    def live(self) -> list[Replica]:
         """The replicas that still take work, in replica order."""
-        return [r for r in self._parts.replicas if r.index in self._parts.live]
-
-    def _cores(self) -> list[Any]:
-        return [r.ctx.admission.core for r in self._live()]
+        return live_replicas(self._parts)
 
     async def _ask(
         self,
@@ -71,10 +71,7 @@ class ControlPlane:
         timeout: float | None = None,  # noqa: ASYNC109 - a documented per-call deadline
     ) -> T:
         """Ask the actor that owns the state a control call touches."""
-        if self._dead is not None:
-            raise EngineDeadError(f"the engine died: {self._dead}")
-        if self._closing:
-            raise EngineClosedError("the engine is shutting down")
+        self._status.check_open()
         return await ref.ask(make, timeout=timeout)
 
     async def _ask_all(
@@ -85,7 +82,7 @@ class ControlPlane:
     ) -> list[T]:
         """Ask every live replica's ``actor`` ("scheduler" or "executor") at once; the
         answers in replica order."""
-        replicas = self._live()
+        replicas = self.live()
         if len(replicas) == 1:
             return [await self._ask(_ref(replicas[0], actor), make, timeout)]
         results: list[Any] = [None] * len(replicas)
@@ -191,13 +188,15 @@ class ControlPlane:
 
     def _profiled(self) -> Replica:
         """The replica whose worker thread runs the process's one torch profiler."""
-        running = [r for r in self._live() if r.worker.profiler.running]
-        return running[0] if running else self._live()[0]
+        running = [r for r in self.live() if r.worker.profiler.running]
+        return running[0] if running else self.live()[0]
 
     async def get_stats(self) -> EngineStats:
         """Figures for metrics: the engine's totals, and each replica's (``engines``)."""
-        replicas = self._live()
-        sched: list[SchedulerStats] = await self._ask_all("scheduler", lambda r: GetStats(reply=r))
+        replicas = self.live()
+        sched: list[ReplicaSchedulerStats] = await self._ask_all(
+            "scheduler", lambda r: GetStats(reply=r)
+        )
         engines = [
             _replica_stats(replica, s, self._actor_restarts(replica))
             for replica, s in zip(replicas, sched, strict=True)
@@ -208,28 +207,28 @@ class ControlPlane:
             kv_cache_usage=sum(e.kv_cache_usage for e in engines) / len(engines),
             prefix_cache_queries=sum(e.prefix_cache_queries for e in engines),
             prefix_cache_hits=sum(e.prefix_cache_hits for e in engines),
-            connector_queries=sum(s.connector_queries for s in sched),
-            connector_hits=sum(s.connector_hits for s in sched),
+            connector_queries=sum(s.core.connector_queries for s in sched),
+            connector_hits=sum(s.core.connector_hits for s in sched),
             num_preemptions=sum(e.num_preemptions for e in engines),
             num_open_requests=len(self._ctx.ledger),
             steps_done=sum(e.steps_done for e in engines),
             # Step sizes in order, for one replica (the cursor contract); else per replica.
             iteration_tokens=engines[0].iteration_tokens if len(engines) == 1 else [],
             is_sleeping=any(e.is_sleeping for e in engines),
-            kv_connector_enabled=all(r.ctx.admission.kv_connector_enabled for r in replicas),
-            actor_restarts=self._actor_stat("restarts"),
-            mailbox_depth=self._actor_stat("depth"),
+            kv_connector_enabled=all(s.kv_connector_enabled for s in sched),
+            actor_restarts=self.actor_stat("restarts"),
+            mailbox_depth=self.actor_stat("depth"),
             num_gpu_blocks=sum(e.num_gpu_blocks for e in engines),
             stream_outputs_merged=self._ctx.ledger.merged_outputs(),
-            requests=self._request_stats.snapshot(),
+            requests=self._parts.request_stats.snapshot(),
             engines=engines,
         )
 
-    def _actor_stat(self, key: str) -> dict[str, int]:
+    def actor_stat(self, key: str) -> dict[str, int]:
         """{actor: restarts} (key "restarts") or {actor: queued messages} (key "depth");
         a replica's scheduler and executor summed over the live replicas."""
         out = dict.fromkeys(ACTORS, 0)
-        for replica in self._live():
+        for replica in self.live():
             for name, ref in replica.ctx.refs.started().items():
                 if replica.index and name not in ("scheduler", "executor"):
                     continue  # shared actors: counted once
@@ -241,7 +240,7 @@ class ControlPlane:
         refs = replica.ctx.refs.started()
         return sum(int(refs[n].statistics().restarts) for n in ("scheduler", "executor"))
 
-    def statistics(self) -> EngineStatistics:
+    def statistics(self) -> EngineDebugState:
         """Internal state for debugging: ledger, blame, worker thread, each actor (with its
         own report: the scheduler's steps in flight, probation and sleep state...), the
         router's routing figures and the supervisor tree. Replica ``i > 0``'s scheduler
@@ -250,12 +249,12 @@ class ControlPlane:
         for replica in self._parts.replicas[1:]:
             for name in ("scheduler", "executor"):
                 actors[f"{name}{replica.index}"] = replica.ctx.refs.started()[name].statistics()
-        return EngineStatistics(
+        return EngineDebugState(
             ledger=self._ctx.ledger.statistics(),
             blame=self._ctx.blame.statistics(),
             worker_thread=self._parts.replicas[0].thread.statistics(),
             actors=actors,
-            supervisor=self._supervisor.statistics() if self._supervisor is not None else None,
+            supervisor=None if (sup := self._status.supervisor) is None else sup.statistics(),
             routing=self._parts.routing.statistics(),
         )
 
@@ -268,20 +267,20 @@ def _ref(replica: Replica, actor: str) -> ActorRef[Any]:
     return ref
 
 
-def _replica_stats(replica: Replica, sched: SchedulerStats, restarts: int) -> ReplicaStats:
-    adm = replica.ctx.admission
+def _replica_stats(replica: Replica, sched: ReplicaSchedulerStats, restarts: int) -> ReplicaStats:
+    core = sched.core
     return ReplicaStats(
         engine=replica.index,
-        num_running_reqs=sched.num_running_reqs,
-        num_waiting_reqs=sched.num_waiting_reqs,
-        kv_cache_usage=sched.kv_cache_usage,
-        prefix_cache_queries=sched.prefix_cache_queries,
-        prefix_cache_hits=sched.prefix_cache_hits,
-        num_preemptions=sched.num_preemptions,
+        num_running_reqs=core.num_running_reqs,
+        num_waiting_reqs=core.num_waiting_reqs,
+        kv_cache_usage=core.kv_cache_usage,
+        prefix_cache_queries=core.prefix_cache_queries,
+        prefix_cache_hits=core.prefix_cache_hits,
+        num_preemptions=core.num_preemptions,
         num_open_requests=replica.ctx.ledger.load(replica.index),
-        steps_done=adm.steps_done,
-        iteration_tokens=list(adm.iteration_tokens),
-        is_sleeping=adm.sleep_level > 0,
+        steps_done=sched.steps_done,
+        iteration_tokens=sched.iteration_tokens,
+        is_sleeping=sched.is_sleeping,
         num_gpu_blocks=replica.ctx.model.num_blocks - 1,  # the null block holds no KV
         actor_restarts=restarts,
     )

@@ -24,14 +24,35 @@ check that a request is still open, or to find the children of a request it abor
 The ledger holds the caller's stream (engine/request_stream.py), so whoever notices a
 failure can end that one request with an error. It is plain data with no I/O: actors run on
 one event loop, so no locks are needed.
+
+An entry's life is data, checked on every change (:func:`format_transitions`):
+
+    >>> print(format_transitions())
+    NEW       --RECORD--> PROCESSED
+    NEW       --END--> ENDING
+    NEW       --CLOSE--> CLOSED
+    PROCESSED --RECORD--> PROCESSED
+    PROCESSED --END--> ENDING
+    PROCESSED --CLOSE--> CLOSED
+    ENDING    --RECORD--> ENDING
+    ENDING    --END--> ENDING
+    ENDING    --CLOSE--> CLOSED
+
+RECORD: the input processor's result (a retry after a crash records it again); END: the
+router ended it (abort or failure): it is routed, or moved off a dead replica, no more;
+CLOSE: the caller's stream is closed and the entry forgotten (CLOSED is final). Which
+replica runs a request (``replica``) and whether its caller reads too slowly (``slow``)
+are facts about it, not steps of its life: they are plain fields beside ``state``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import enum
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Final
 
 import msgspec
 
@@ -44,6 +65,59 @@ from actorllm.engine.step_outputs import merge_outputs
 
 # The caller's stream carries outputs, or the exception that ends the request.
 StreamItem = RequestOutput | BaseException
+
+
+class EntryState(enum.Enum):
+    NEW = "new"  # opened by the caller; the input processor has not recorded it
+    PROCESSED = "processed"  # prompt tokens and children recorded: routable, rebuildable
+    ENDING = "ending"  # aborted or failed: never routed (or moved) again; its end is on its way
+    CLOSED = "closed"  # the caller's stream is closed: nothing more is sent (final)
+
+
+class EntryEvent(enum.Enum):
+    RECORD = "record"  # RequestLedger.record_processed
+    END = "end"  # RequestLedger.end (the router)
+    CLOSE = "close"  # RequestLedger.close
+
+
+S = EntryState
+E = EntryEvent
+
+# {state: {event: next state}}. Only per-request events: none of them runs per token.
+TRANSITIONS: Final[dict[EntryState, dict[EntryEvent, EntryState]]] = {
+    S.NEW: {E.RECORD: S.PROCESSED, E.END: S.ENDING, E.CLOSE: S.CLOSED},
+    S.PROCESSED: {E.RECORD: S.PROCESSED, E.END: S.ENDING, E.CLOSE: S.CLOSED},
+    # Processing may finish after the end: recorded (for the output processor), not routed.
+    S.ENDING: {E.RECORD: S.ENDING, E.END: S.ENDING, E.CLOSE: S.CLOSED},
+    S.CLOSED: {},
+}
+
+del S, E
+
+_CLOSED = EntryState.CLOSED  # (a module global: the delivery hot path compares with it)
+
+
+class LedgerStateError(RuntimeError):
+    """An event arrived in a state that has no transition for it (a bug in the engine)."""
+
+
+def next_state(state: EntryState, event: EntryEvent) -> EntryState:
+    """The state after ``event``; raises :class:`LedgerStateError` if the move is not in
+    the table."""
+    try:
+        return TRANSITIONS[state][event]
+    except KeyError:
+        raise LedgerStateError(f"no ledger transition from {state.name} on {event.name}") from None
+
+
+def format_transitions() -> str:
+    """The table as aligned text, one ``STATE --EVENT--> STATE`` per line."""
+    width = max(len(s.name) for s in EntryState)
+    lines = []
+    for state, moves in TRANSITIONS.items():
+        for event, target in moves.items():
+            lines.append(f"{state.name:<{width}} --{event.name}--> {target.name}")
+    return "\n".join(lines)
 
 
 def _merger(kind: RequestOutputKind) -> Callable[[StreamItem, StreamItem], StreamItem | None]:
@@ -95,15 +169,22 @@ class LedgerEntry:
     children: dict[str, ChildState] = field(default_factory=dict)
     # (core epoch, step id) of the last step the output processor applied to this request.
     last_step: tuple[int, int] = (-1, -1)
-    # The data-parallel replica running it (set by the router; None until routed).
+    # Where it is in its life; changed by RequestLedger only, checked against TRANSITIONS.
+    state: EntryState = EntryState.NEW
+    # The data-parallel replica running it (set by the router; None until routed). Data,
+    # not a state: the router moves it when a replica dies.
     replica: int | None = None
-    ending: bool = False  # aborted or failed before it was routed: never route it
-    closed: bool = False  # the caller's stream is closed: nothing more will be sent
-    slow: bool = False  # the caller left max_backlog outputs unread (a slow consumer)
+    # The caller left max_backlog outputs unread (a slow consumer): a fact about the
+    # caller, found in any state; the output processor then ends the request.
+    slow: bool = False
 
     @property
     def processed(self) -> bool:
+        """The input processor's result is recorded (PROCESSED, or ENDING after it)."""
         return self.prompt_token_ids is not None
+
+    def _move(self, event: EntryEvent) -> None:
+        self.state = next_state(self.state, event)
 
 
 class RequestLedger:
@@ -228,6 +309,15 @@ class RequestLedger:
                 child = entry.children[child_id] = ChildState(child_id=child_id, params=params)
             self._by_child[child_id] = (entry, child)
         entry.prompt_token_ids = prompt_token_ids  # set last: marks it processed
+        entry._move(EntryEvent.RECORD)
+
+    def end(self, request_id: str) -> LedgerEntry | None:
+        """The router ended the request (abort or failure): it is routed, or moved off a
+        dead replica, no more. Returns its entry (None: already closed)."""
+        entry = self._entries.get(request_id)
+        if entry is not None:
+            entry._move(EntryEvent.END)
+        return entry
 
     def entry_of_child(self, child_id: str) -> LedgerEntry | None:
         found = self._by_child.get(child_id)
@@ -245,7 +335,7 @@ class RequestLedger:
 
     def deliver_to(self, entry: LedgerEntry, item: StreamItem) -> bool:
         """:meth:`deliver` to an entry the caller already looked up (open or closed)."""
-        if entry.closed:
+        if entry.state is _CLOSED:
             return False
         backlog = self.max_backlog
         sent = entry.stream.offer(item, math.inf if backlog is None else backlog)
@@ -259,10 +349,11 @@ class RequestLedger:
         entries = self._entries
         limit = math.inf if self.max_backlog is None else self.max_backlog
         slow: list[str] = []
+        closed = _CLOSED
         for rid, item in outputs:
             entry = entries[rid]
             # (None: the caller closed its end; nothing to do)
-            if not entry.closed and entry.stream.offer(item, limit) is False:
+            if entry.state is not closed and entry.stream.offer(item, limit) is False:
                 entry.slow = True
                 slow.append(rid)
         return slow
@@ -277,12 +368,11 @@ class RequestLedger:
         if entry.replica is not None:
             self._load[entry.replica] -= 1
         self._merged_closed += entry.stream.merged
-        if not entry.closed:
-            if error is not None:
-                with contextlib.suppress(Exception):  # the caller already closed its end
-                    entry.stream.send_nowait(error)
-            entry.closed = True
-            entry.stream.close()
+        if error is not None:
+            with contextlib.suppress(Exception):  # the caller already closed its end
+                entry.stream.send_nowait(error)
+        entry._move(EntryEvent.CLOSE)
+        entry.stream.close()
 
     def fail_all(self, error: BaseException) -> None:
         for entry in list(self._entries.values()):
@@ -291,7 +381,7 @@ class RequestLedger:
     def open_children(self) -> Iterator[tuple[LedgerEntry, ChildState]]:
         """Unfinished children of processed requests, oldest request first."""
         for entry in sorted(self._entries.values(), key=lambda e: e.arrival_time):
-            if entry.processed and not entry.closed:
+            if entry.processed:  # (every entry here is open: close() removes it)
                 for child in entry.children.values():
                     if not child.finished:
                         yield entry, child
@@ -300,9 +390,16 @@ class RequestLedger:
         return LedgerStatistics(
             open_requests=len(self._entries),
             open_children=sum(1 for _ in self.open_children()),
+            states=self._state_counts(),
             epoch=self.epoch,
             merged_outputs=self.merged_outputs(),
         )
+
+    def _state_counts(self) -> dict[str, int]:
+        counts = dict.fromkeys((s.name for s in EntryState if s is not _CLOSED), 0)
+        for entry in self._entries.values():
+            counts[entry.state.name] += 1
+        return counts
 
     def merged_outputs(self) -> int:
         """Outputs delivered while the caller had the one before unread, so that the two
@@ -313,7 +410,12 @@ class RequestLedger:
 class LedgerStatistics(msgspec.Struct, frozen=True, kw_only=True):
     open_requests: int
     open_children: int  # unfinished children of processed requests
+    states: dict[str, int]  # {state name: open requests in it} (CLOSED ones are gone)
     epoch: int
     # Outputs a caller had not read when the next came, so the two went out as one: a
     # client that does not keep up (or a loop too busy to run its reader).
     merged_outputs: int
+
+
+if __name__ == "__main__":
+    print(format_transitions())

@@ -37,13 +37,13 @@ from actorllm.engine.config import EngineConfig
 from actorllm.engine.model_config import ModelConfig
 from actorllm.engine.offline_prompts import Prompt, check_prompt
 from actorllm.engine.request_fields import check_arrival_time, check_priority
-from actorllm.engine.step_outputs import StepOutputs
+from actorllm.engine.step_outputs import PendingOutputs
 from actorllm.engine.sync_facade import SyncFacade
 
 
 async def _pump(
     engine: AsyncEngine,
-    outputs: StepOutputs,
+    outputs: PendingOutputs,
     request_id: str,
     engine_id: str,
     token: int,
@@ -81,7 +81,7 @@ class LLMEngine(SyncFacade):
             vocab_size=self.engine.vocab_size,
             max_model_len=self.engine.max_model_len,
         )
-        self._outputs = StepOutputs()
+        self._outputs = PendingOutputs()
         self._pumps: dict[str, Future[Any]] = {}  # {request_id: its task on the loop}
         self._used_ids: set[str] = set()  # ids aborted here: their engine ids stay unique
         self._runs = 0  # numbers the engine-side id of a request id used again

@@ -41,20 +41,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
 
 from actorllm.actors import ActorRef, Reply
-from actorllm.core.engine_core_output import EngineCoreOutputs
+from actorllm.core.engine_core_output import EngineCoreOutputs, SchedulerStats
 from actorllm.core.model_runner_output import ModelRunnerOutput
 from actorllm.core.request import RequestStatus
 from actorllm.core.sampling_params import SamplingParams
 from actorllm.core.scheduler.kv_connector import KVConnectorMetadata
 from actorllm.core.scheduler_output import SchedulerOutput
-
-if TYPE_CHECKING:
-    from actorllm.core.engine_core_output import SchedulerStats
 
 
 class _Msg(msgspec.Struct, frozen=True, kw_only=True):
@@ -193,8 +190,18 @@ class IsKVConnectorEnabled(_Msg, frozen=True, kw_only=True):
     reply: Reply[bool]
 
 
+class ReplicaSchedulerStats(_Msg, frozen=True, kw_only=True):
+    """``GetStats``'s answer: a replica's scheduler figures, from the actor that owns them."""
+
+    core: SchedulerStats  # the core's own (queues, KV usage, prefix cache, preemptions)
+    steps_done: int  # cumulative
+    iteration_tokens: list[int]  # tokens of each recent step, newest last (at most 4096)
+    is_sleeping: bool
+    kv_connector_enabled: bool
+
+
 class GetStats(_Msg, frozen=True, kw_only=True):
-    reply: Reply[SchedulerStats]
+    reply: Reply[ReplicaSchedulerStats]
 
 
 SchedulerControl = (

@@ -10,8 +10,7 @@ request is refused at once with :class:`~actorllm.engine.errors.EngineOverloaded
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Sequence
 
 from actorllm.engine.errors import EngineOverloadedError
 from actorllm.engine.ledger import RequestLedger
@@ -29,13 +28,17 @@ def num_waiting(ledger: RequestLedger, running_child_ids: Iterable[str]) -> int:
     return len(ledger) - len(running)
 
 
-def check_waiting_bound(ledger: RequestLedger, cores: Iterable[Any], bound: int | None) -> None:
-    """Raise ``EngineOverloadedError`` if ``bound`` requests already wait (``cores``: every
-    live replica's scheduler; a request runs when some core runs it)."""
+def check_waiting_bound(
+    ledger: RequestLedger, running: Iterable[Sequence[str]], bound: int | None
+) -> None:
+    """Raise ``EngineOverloadedError`` if ``bound`` requests already wait.
+
+    ``running``: every live replica's running child ids, as its scheduler actor published
+    them (``Admission.running``, an immutable tuple replaced after each of its messages);
+    a request runs when some replica runs one of its samples."""
     if bound is None or len(ledger) < bound:  # cheap exit: fewer open than the bound
         return
-    running = [r.request_id for core in cores for r in core.running]
-    waiting = num_waiting(ledger, running)
+    waiting = num_waiting(ledger, (c for ids in running for c in ids))
     if waiting >= bound:
         raise EngineOverloadedError(
             f"the engine is overloaded: {waiting} requests are already waiting "

@@ -3,41 +3,51 @@
 A request is opened in the ledger (its caller's stream) before any actor sees it, then
 sent to the input processor; its outputs come back on that stream. Cancelling the
 iterating task, or closing the iterator early, aborts the request and frees its KV blocks.
+
+:class:`RequestAPI` is a component of ``AsyncEngine`` (which delegates these methods to
+it): it holds the engine's parts, the shared :class:`EngineStatus`, and how to make the
+default sampling parameters, all handed to it at construction.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, final
 
 import anyio
 
 from actorllm.core.input_processor import PromptType
 from actorllm.core.outputs import RequestOutput
 from actorllm.core.sampling_params import SamplingParams
-from actorllm.engine.context import EngineContext
-from actorllm.engine.errors import EngineClosedError, EngineDeadError, InvalidRequestError
+from actorllm.engine.engine_status import EngineStatus, live_replicas
+from actorllm.engine.errors import EngineDeadError, InvalidRequestError
 from actorllm.engine.messages import Abort, ChatOptions, Generate
 from actorllm.engine.overload import check_waiting_bound
 from actorllm.engine.request_fields import check_priority, monotonic_arrival
 
+if TYPE_CHECKING:
+    from actorllm.engine.assembly import EngineParts
 
+
+@final
 class RequestAPI:
-    """Mixed into ``AsyncEngine`` (which sets these attributes)."""
+    """The request side of one ``AsyncEngine``."""
 
-    _ctx: EngineContext  # the first replica's: the shared ledger and refs
-    _dead: BaseException | None
-    _closing: bool
-
-    _cores: Callable[[], list[Any]]  # every live replica's scheduler core
-
-    def get_default_sampling_params(self) -> SamplingParams:  # AsyncEngine's
-        raise NotImplementedError
+    def __init__(
+        self,
+        parts: EngineParts,
+        status: EngineStatus,
+        default_params: Callable[[], SamplingParams],
+    ) -> None:
+        self._parts = parts
+        self._ctx = parts.ctx  # the first replica's: the shared ledger and refs
+        self._status = status  # shared with the control plane; drain() closes it
+        self._default_params = default_params  # AsyncEngine.get_default_sampling_params
 
     @property
     def is_dead(self) -> bool:
-        return self._dead is not None
+        return self._status.is_dead
 
     def generate(
         self,
@@ -97,12 +107,16 @@ class RequestAPI:
         chat: ChatOptions | None,
         arrival_time: float | None,
     ) -> AsyncIterator[RequestOutput]:
-        self._check_open()
+        self._status.check_open()
         ctx = self._ctx
         check_priority(priority, ctx.config)
-        check_waiting_bound(ctx.ledger, self._cores(), ctx.config.max_waiting_requests)
+        check_waiting_bound(
+            ctx.ledger,
+            (r.ctx.admission.running for r in live_replicas(self._parts)),
+            ctx.config.max_waiting_requests,
+        )
         if params is None:  # the model's generation_config defaults, as vLLM
-            params = self.get_default_sampling_params()
+            params = self._default_params()
         rid = request_id or uuid.uuid4().hex
         now = monotonic_arrival(arrival_time)
         try:
@@ -130,8 +144,8 @@ class RequestAPI:
                     yield item
                     if finished:
                         return
-            if self._dead is not None:
-                raise EngineDeadError(f"the engine died: {self._dead}")
+            if self._status.dead is not None:
+                raise EngineDeadError(f"the engine died: {self._status.dead}")
         finally:
             if not finished:
                 await self._abort_quietly(rid)
@@ -161,7 +175,7 @@ class RequestAPI:
         control calls until its ``async with`` block ends.
         """
         timeout = self._ctx.config.shutdown_timeout if timeout_s is None else timeout_s
-        self._closing = True
+        self._status.close()
         with anyio.move_on_after(timeout):
             await self._until_no_open_request()
         stragglers = [e.request_id for e in self._ctx.ledger]
@@ -175,9 +189,3 @@ class RequestAPI:
         # Shutdown only: a 20 ms poll rather than an event on every ledger close.
         while len(self._ctx.ledger) and not self.is_dead:  # noqa: ASYNC110
             await anyio.sleep(0.02)
-
-    def _check_open(self) -> None:
-        if self._dead is not None:
-            raise EngineDeadError(f"the engine died: {self._dead}")
-        if self._closing:
-            raise EngineClosedError("the engine is shutting down")

@@ -97,7 +97,7 @@ def _build_rank0(
     in a Ray actor of that group (distributed/ray_worker.py), ranks 1..N-1 go beside it."""
     group = None
     if config.tensor_parallel_size > 1:
-        from actorllm.models.config import ModelConfig
+        from actorllm.models.config import CheckpointConfig
         from actorllm.models.parallel import check_tensor_parallel
         from actorllm.worker.tp_group import TPGroup  # torch.distributed: only when used
 
@@ -107,7 +107,7 @@ def _build_rank0(
             )
         # Refused before any rank process is spawned.
         check_tensor_parallel(
-            ModelConfig.from_pretrained(config.resolved_model()), config.tensor_parallel_size
+            CheckpointConfig.from_pretrained(config.resolved_model()), config.tensor_parallel_size
         )
         group = TPGroup(config, replica, placement_group)
     try:

@@ -1,4 +1,10 @@
-"""``EngineStats``: one snapshot of the engine for metrics and ``get_stats()``."""
+"""Two snapshots of the engine, for two readers.
+
+* :class:`EngineStats` (``get_stats()``): figures for metrics, summed over the replicas;
+  what the server's ``/metrics`` and the stats loggers read.
+* :class:`EngineDebugState` (``statistics()``): every component's internal state (ledger,
+  blame, each actor's mailbox and report, the supervisor tree), for debugging and tests.
+"""
 
 from __future__ import annotations
 
@@ -66,7 +72,7 @@ class EngineStats(msgspec.Struct, kw_only=True):
         )
 
 
-class EngineStatistics(msgspec.Struct, frozen=True, kw_only=True):
+class EngineDebugState(msgspec.Struct, frozen=True, kw_only=True):
     """``AsyncEngine.statistics()``: internal state, for debugging and tests."""
 
     ledger: LedgerStatistics

@@ -13,9 +13,11 @@ are merged, per request, into what one output covering that span would have been
 * DELTA: the pieces are concatenated, per sample index (text, token ids, logprobs, prompt
   logprobs); the newest finish reason wins.
 
-:class:`StepOutputs` is the thread-safe mailbox between the loop (``put``/``fail``) and the
-caller (``take``). A request is *unfinished* from ``add`` until ``take`` has returned its
-final output (or until it is aborted), as with vLLM's ``has_unfinished_requests``.
+:class:`PendingOutputs` is the thread-safe mailbox between the loop (``put``/``fail``) and
+the caller (``take``). (``messages.StepOutputs`` is the actor message that carries one
+engine step's outputs to the output processor.) A request is *unfinished* from ``add``
+until ``take`` has returned its final output (or until it is aborted), as with vLLM's
+``has_unfinished_requests``.
 """
 
 from __future__ import annotations
@@ -70,14 +72,14 @@ class _Open:
 
 
 @final
-class StepOutputs:
+class PendingOutputs:
     """Outputs waiting for ``step()``, per request; safe to use from two threads."""
 
     def __init__(self) -> None:
         # Taken as ``with self._lock`` (the C lock's own enter and exit), not ``with
         # self._cond``: Condition's __enter__/__exit__ are Python frames, and a Ctrl-C that
-        # lands in one leaves the lock held (seen: the caller's thread interrupted inside
-        # num_unfinished's exit, then the loop thread's put() blocked forever on it).
+        # lands in one leaves the lock held (a caller's thread interrupted inside
+        # num_unfinished's exit would make the loop thread's next put() block forever).
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)  # take()'s wait for outputs
         # All guarded by _lock.

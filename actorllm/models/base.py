@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from actorllm.models.attention import AttentionMetadata
-from actorllm.models.config import ModelConfig
+from actorllm.models.config import CheckpointConfig
 from actorllm.models.parallel import TensorParallelError, TPComm
 
 KVCaches = list[tuple[torch.Tensor, torch.Tensor]]
@@ -22,7 +22,7 @@ KVCaches = list[tuple[torch.Tensor, torch.Tensor]]
 class CausalLM(nn.Module):
     # HF tensor name fragment -> (our packed param fragment, shard index); see loader.py.
     packed_modules: dict[str, tuple[str, int]] = {}
-    config: ModelConfig
+    config: CheckpointConfig
     lm_head: nn.Linear
 
     def init_rotary(self, device: torch.device | str, max_positions: int | None = None) -> None:

@@ -1,4 +1,6 @@
-"""``ModelConfig``: what the engine needs to know about a checkpoint, parsed from config.json.
+"""``CheckpointConfig``: what the model code needs to know about a checkpoint, parsed from
+config.json. (vLLM's ``ModelConfig``, the engine's view of the model that
+``LLMEngine.get_model_config()`` returns, is :mod:`actorllm.engine.model_config`.)
 
 Both config dialects are accepted:
 
@@ -8,7 +10,7 @@ Both config dialects are accepted:
 ``eos_token_id`` may be an int or a list in either config.json or generation_config.json;
 generation_config.json wins when it has one (that is what ``generate()`` uses).
 
-    >>> cfg = ModelConfig.from_dict({"architectures": ["LlamaForCausalLM"], "vocab_size": 32,
+    >>> cfg = CheckpointConfig.from_dict({"architectures": ["LlamaForCausalLM"], "vocab_size": 32,
     ...     "hidden_size": 8, "intermediate_size": 16, "num_hidden_layers": 1,
     ...     "num_attention_heads": 2, "eos_token_id": [2, 3]})
     >>> cfg.head_dim, cfg.num_kv_heads, cfg.eos_token_ids
@@ -68,7 +70,7 @@ class ModelConfigError(ValueError):
     """config.json is missing or lacks a field the model needs."""
 
 
-class ModelConfig(msgspec.Struct, frozen=True, kw_only=True):
+class CheckpointConfig(msgspec.Struct, frozen=True, kw_only=True):
     architecture: str
     model_type: str
     vocab_size: int
@@ -149,7 +151,7 @@ class ModelConfig(msgspec.Struct, frozen=True, kw_only=True):
         return None
 
     @classmethod
-    def from_pretrained(cls, path: str | Path) -> ModelConfig:
+    def from_pretrained(cls, path: str | Path) -> CheckpointConfig:
         """Read ``config.json`` (and ``generation_config.json`` if present) from ``path``.
 
         Raises :class:`ModelConfigError` if config.json is missing or malformed.
@@ -169,7 +171,7 @@ class ModelConfig(msgspec.Struct, frozen=True, kw_only=True):
     @classmethod
     def from_dict(
         cls, raw: dict[str, Any], generation_config: dict[str, Any] | None = None
-    ) -> ModelConfig:
+    ) -> CheckpointConfig:
         def need(key: str) -> Any:
             if raw.get(key) is None:
                 raise ModelConfigError(f"config.json lacks {key!r}")

@@ -1,4 +1,4 @@
-"""Each family's config.json dialect, read into :class:`ModelConfig`'s per-family switches.
+"""Each family's config.json dialect, read into :class:`CheckpointConfig`'s per-family switches.
 
 The decoder (``models/llama.py``) is one implementation with switches; this module is
 where a family's HF config says which switches it sets. Families by ``model_type``:
@@ -72,7 +72,7 @@ def unsupported_options(raw: dict[str, Any]) -> list[str]:
 
 
 def family_fields(raw: dict[str, Any], num_layers: int, hidden: int) -> dict[str, Any]:
-    """The per-family keyword arguments of :class:`ModelConfig` for this config.json."""
+    """The per-family keyword arguments of :class:`CheckpointConfig` for this config.json."""
     mt = raw.get("model_type", "")
     f: dict[str, Any] = {
         "hidden_act": str(raw.get("hidden_act") or "silu"),

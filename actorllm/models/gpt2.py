@@ -23,7 +23,7 @@ from torch import nn
 from actorllm.kernels.ops import Ops
 from actorllm.models.attention import AttentionMetadata, PagedAttention
 from actorllm.models.base import CausalLM, KVCaches
-from actorllm.models.config import ModelConfig
+from actorllm.models.config import CheckpointConfig
 
 _CONV1D = re.compile(r"\.(c_attn|c_proj|c_fc)\.weight$")
 _RENAMES = (
@@ -44,7 +44,7 @@ def _activation(name: str) -> str:
 
 
 class GPT2Attention(nn.Module):
-    def __init__(self, cfg: ModelConfig, ops: Ops, layer_idx: int) -> None:
+    def __init__(self, cfg: CheckpointConfig, ops: Ops, layer_idx: int) -> None:
         super().__init__()
         self.h, self.d = cfg.num_heads, cfg.head_dim
         hidden = cfg.hidden_size
@@ -63,7 +63,7 @@ class GPT2Attention(nn.Module):
 
 
 class GPT2MLP(nn.Module):
-    def __init__(self, cfg: ModelConfig) -> None:
+    def __init__(self, cfg: CheckpointConfig) -> None:
         super().__init__()
         self.c_fc = nn.Linear(cfg.hidden_size, cfg.intermediate_size)
         self.c_proj = nn.Linear(cfg.intermediate_size, cfg.hidden_size)
@@ -74,7 +74,7 @@ class GPT2MLP(nn.Module):
 
 
 class GPT2Block(nn.Module):
-    def __init__(self, cfg: ModelConfig, ops: Ops, layer_idx: int) -> None:
+    def __init__(self, cfg: CheckpointConfig, ops: Ops, layer_idx: int) -> None:
         super().__init__()
         eps = cfg.rms_norm_eps  # config.py reads layer_norm_epsilon into it for GPT-2
         self.ln_1 = nn.LayerNorm(cfg.hidden_size, eps=eps)
@@ -90,7 +90,7 @@ class GPT2Block(nn.Module):
 
 
 class GPT2Model(nn.Module):
-    def __init__(self, cfg: ModelConfig, ops: Ops) -> None:
+    def __init__(self, cfg: CheckpointConfig, ops: Ops) -> None:
         super().__init__()
         self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
         self.embed_positions = nn.Embedding(cfg.max_position_embeddings, cfg.hidden_size)
@@ -99,7 +99,7 @@ class GPT2Model(nn.Module):
 
 
 class GPT2LMHeadModel(CausalLM):
-    def __init__(self, cfg: ModelConfig, ops: Ops) -> None:
+    def __init__(self, cfg: CheckpointConfig, ops: Ops) -> None:
         super().__init__()
         self.config = cfg
         self.model = GPT2Model(cfg, ops)

@@ -25,12 +25,18 @@ import os
 import re
 from pathlib import Path
 
-from actorllm.engine.config import ModelNotFoundError
-
 # What a model directory needs: configs, weights, tokenizer files, chat templates.
 ALLOW_PATTERNS = ["*.json", "*.safetensors", "*.jinja", "*.txt", "*.model", "*.tiktoken"]
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
 _TRUE = ("1", "on", "yes", "true")
+
+
+class ModelNotFoundError(FileNotFoundError):
+    """The configured model is neither a local directory with a config.json nor a hub id
+    that can be found (in the cache, or downloaded when the hub may be contacted).
+
+    Defined here, where it is raised; ``actorllm.engine.config`` re-exports it.
+    """
 
 
 def looks_like_hub_id(name: str) -> bool:

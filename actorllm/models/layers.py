@@ -10,7 +10,7 @@ from torch import nn
 from actorllm.kernels import elementwise
 from actorllm.kernels.moe import gated_activation
 from actorllm.kernels.ops import Ops
-from actorllm.models.config import ModelConfig
+from actorllm.models.config import CheckpointConfig
 
 
 class RMSNorm(nn.Module):
@@ -52,7 +52,9 @@ class RMSNorm(nn.Module):
 class MLP(nn.Module):
     """down(act(gate(x)) * up(x)); ``gate_up_proj`` packs gate | up rows."""
 
-    def __init__(self, cfg: ModelConfig, ops: Ops, intermediate_size: int | None = None) -> None:
+    def __init__(
+        self, cfg: CheckpointConfig, ops: Ops, intermediate_size: int | None = None
+    ) -> None:
         super().__init__()
         self.ops = ops
         inter = intermediate_size or cfg.intermediate_size

@@ -1,7 +1,7 @@
 """The shared decoder: Llama 2/3/3.x, Mistral, Qwen2/3, Phi-3, Granite, Gemma 1/2/3, OLMo 2,
 and the MoE families (Mixtral, Qwen2/3-MoE, OLMoE).
 
-These families differ only in switches read from :class:`ModelConfig` (set per family in
+These families differ only in switches read from :class:`CheckpointConfig` (set per family in
 ``models/families.py``): bias on the projections, q/k norms (per head, or over the whole
 projection), sliding windows, head_dim, tied embeddings, which norms a layer has
 (``norm_layout``), Gemma's ``(1 + w)`` norms and scaled embeddings, soft-capping,
@@ -26,7 +26,7 @@ from actorllm.kernels.ops import Ops
 from actorllm.kernels.rotary import rope_table
 from actorllm.models.attention import AttentionMetadata, PagedAttention
 from actorllm.models.base import CausalLM, KVCaches
-from actorllm.models.config import ModelConfig
+from actorllm.models.config import CheckpointConfig
 from actorllm.models.layers import MLP, RMSNorm
 from actorllm.models.moe import STACKED_NAMES, SparseMoeBlock
 from actorllm.models.parallel import TPComm, vocab_shard
@@ -67,7 +67,7 @@ _STACKED = re.compile(r"\.experts\.(" + "|".join(STACKED_NAMES) + r")$")
 
 
 class Attention(nn.Module):
-    def __init__(self, cfg: ModelConfig, ops: Ops, layer_idx: int) -> None:
+    def __init__(self, cfg: CheckpointConfig, ops: Ops, layer_idx: int) -> None:
         super().__init__()
         self.ops = ops
         self.hq, self.hk, self.d = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
@@ -153,7 +153,7 @@ def _enter(
 
 
 class DecoderLayer(nn.Module):
-    def __init__(self, cfg: ModelConfig, ops: Ops, layer_idx: int) -> None:
+    def __init__(self, cfg: CheckpointConfig, ops: Ops, layer_idx: int) -> None:
         super().__init__()
         self.is_sliding = cfg.sliding_windows[layer_idx] is not None
         self.self_attn = Attention(cfg, ops, layer_idx)
@@ -206,7 +206,7 @@ class VocabParallelEmbedding(nn.Module):
     """This rank's ``ceil(V / N)`` rows of the embedding; ids outside them embed to zeros,
     and the all-reduce sums the ranks' rows into the full lookup."""
 
-    def __init__(self, cfg: ModelConfig) -> None:
+    def __init__(self, cfg: CheckpointConfig) -> None:
         super().__init__()
         rows = vocab_shard(cfg)
         self.start = cfg.tp_rank * rows
@@ -224,7 +224,7 @@ class VocabParallelEmbedding(nn.Module):
 
 
 class DecoderModel(nn.Module):
-    def __init__(self, cfg: ModelConfig, ops: Ops) -> None:
+    def __init__(self, cfg: CheckpointConfig, ops: Ops) -> None:
         super().__init__()
         self.embed_tokens: nn.Embedding | VocabParallelEmbedding = (
             nn.Embedding(cfg.vocab_size, cfg.hidden_size)
@@ -244,7 +244,7 @@ class LlamaForCausalLM(CausalLM):
 
     packed_modules = PACKED_MODULES
 
-    def __init__(self, cfg: ModelConfig, ops: Ops) -> None:
+    def __init__(self, cfg: CheckpointConfig, ops: Ops) -> None:
         super().__init__()
         self.config = cfg
         self.ops = ops

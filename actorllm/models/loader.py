@@ -8,7 +8,7 @@ tensors are copied into their row ranges of our packed ``qkv_proj`` / ``gate_up_
 Every parameter row range must be written exactly once, or :class:`MissingWeightsError`
 names what the checkpoint lacks.
 
-    model = load_model("/path/to/ckpt", ModelConfig.from_pretrained(p), dtype=torch.float32)
+    model = load_model("/path/to/ckpt", CheckpointConfig.from_pretrained(p), dtype=torch.float32)
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from tqdm.auto import tqdm
 
 from actorllm.kernels.ops import Ops, get_ops
 from actorllm.models.base import CausalLM
-from actorllm.models.config import ModelConfig
+from actorllm.models.config import CheckpointConfig
 from actorllm.models.moe import EXPERT_SLOTS, FusedExperts
 from actorllm.models.onednn_linear import invalidate_packed
 from actorllm.models.parallel import rank_piece
@@ -67,7 +67,7 @@ class MissingWeightsError(WeightLoadError):
 
 
 def resolve_dtype(
-    dtype: str | torch.dtype, cfg: ModelConfig, device: torch.device | str | None = None
+    dtype: str | torch.dtype, cfg: CheckpointConfig, device: torch.device | str | None = None
 ) -> torch.dtype:
     """ "auto" -> the checkpoint's dtype; else a name ("float32", "bfloat16", "float16").
 
@@ -132,7 +132,7 @@ def iter_checkpoint(
 
 def load_model(
     path: str | Path,
-    cfg: ModelConfig,
+    cfg: CheckpointConfig,
     *,
     dtype: str | torch.dtype = "auto",
     device: torch.device | str = "cpu",

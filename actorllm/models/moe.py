@@ -20,7 +20,7 @@ from torch import nn
 
 from actorllm.kernels.moe import route_topk
 from actorllm.kernels.ops import Ops
-from actorllm.models.config import ModelConfig
+from actorllm.models.config import CheckpointConfig
 from actorllm.models.layers import MLP
 
 # HF per-expert projection -> (our stacked parameter, slot within the expert).
@@ -60,7 +60,7 @@ class FusedExperts(nn.Module):
 
 
 class SparseMoeBlock(nn.Module):
-    def __init__(self, cfg: ModelConfig, ops: Ops) -> None:
+    def __init__(self, cfg: CheckpointConfig, ops: Ops) -> None:
         super().__init__()
         self.ops = ops
         self.top_k = cfg.num_experts_per_tok

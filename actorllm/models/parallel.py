@@ -24,8 +24,8 @@ Everything else (norms, the router, the shared expert's gate) is replicated. The
 (``models/loader.py``) asks :func:`rank_piece` for each checkpoint tensor's slice and reads
 only that slice from the safetensors file.
 
-    >>> from actorllm.models.config import ModelConfig
-    >>> cfg = ModelConfig.from_dict({"architectures": ["LlamaForCausalLM"], "vocab_size": 30,
+    >>> from actorllm.models.config import CheckpointConfig
+    >>> cfg = CheckpointConfig.from_dict({"architectures": ["LlamaForCausalLM"], "vocab_size": 30,
     ...     "hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 1,
     ...     "num_attention_heads": 4, "num_key_value_heads": 1})
     >>> local = shard_config(cfg, rank=1, size=2)
@@ -41,7 +41,7 @@ from typing import Any, Protocol
 import msgspec
 import torch
 
-from actorllm.models.config import ModelConfig
+from actorllm.models.config import CheckpointConfig
 
 
 class TensorParallelError(ValueError):
@@ -65,7 +65,7 @@ class TPComm(Protocol):
         ...
 
 
-def check_tensor_parallel(cfg: ModelConfig, size: int) -> None:
+def check_tensor_parallel(cfg: CheckpointConfig, size: int) -> None:
     """Raise :class:`TensorParallelError` unless ``cfg`` splits over ``size`` ranks."""
     if size == 1:
         return
@@ -92,7 +92,7 @@ def check_tensor_parallel(cfg: ModelConfig, size: int) -> None:
         )
 
 
-def shard_config(cfg: ModelConfig, rank: int, size: int) -> ModelConfig:
+def shard_config(cfg: CheckpointConfig, rank: int, size: int) -> CheckpointConfig:
     """The rank-local config: local head and intermediate counts; ``vocab_size`` stays the
     full vocabulary (the sampler's), :func:`vocab_shard` gives the rank's rows."""
     check_tensor_parallel(cfg, size)
@@ -112,7 +112,7 @@ def shard_config(cfg: ModelConfig, rank: int, size: int) -> ModelConfig:
     )
 
 
-def vocab_shard(cfg: ModelConfig) -> int:
+def vocab_shard(cfg: CheckpointConfig) -> int:
     """Vocabulary rows each rank holds: ``ceil(V / N)``."""
     return math.ceil(cfg.vocab_size / cfg.tp_size)
 
@@ -124,7 +124,7 @@ _ROW = (".o_proj.", ".down_proj.", ".w2.")
 _VOCAB = ("embed_tokens.weight", "lm_head.weight")
 
 
-def rank_piece(cfg: ModelConfig, name: str, local_shape: tuple[int, ...], source: Any) -> Any:
+def rank_piece(cfg: CheckpointConfig, name: str, local_shape: tuple[int, ...], source: Any) -> Any:
     """This rank's part of checkpoint tensor ``name`` (our naming, before packing), read
     from ``source``: a tensor, or a safetensors slice (``get_slice``: only the part is read).
     ``local_shape`` is the shape of the parameter (or packed shard) it goes into."""

@@ -22,9 +22,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from actorllm.bench.metrics import percentile
 from actorllm.core.outputs import RequestOutput
 from actorllm.core.sampling_params import RequestOutputKind
+from actorllm.testing.percentiles import percentile
 
 OUTCOMES = ("identical", "changed", "failed", "lost", "hung")
 BROKEN = ("changed", "lost", "hung")  # outcomes that always fail a soak

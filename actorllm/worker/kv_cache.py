@@ -31,8 +31,8 @@ group (every layer alike) ``group_size`` is the number of layers: one pair per l
 Sizing: ``bytes per block = 2 * group_size * block_size * num_kv_heads * head_dim *
 dtype_size`` (the 2 is K and V), so ``num_blocks = budget_bytes // bytes_per_block``.
 
-    >>> from actorllm.models.config import ModelConfig
-    >>> cfg = ModelConfig.from_dict({"architectures": ["LlamaForCausalLM"], "vocab_size": 32,
+    >>> from actorllm.models.config import CheckpointConfig
+    >>> cfg = CheckpointConfig.from_dict({"architectures": ["LlamaForCausalLM"], "vocab_size": 32,
     ...     "hidden_size": 64, "intermediate_size": 16, "num_hidden_layers": 2,
     ...     "num_attention_heads": 4, "num_key_value_heads": 2})
     >>> kv_cache_bytes_per_block(cfg, block_size=16, dtype=torch.float16)
@@ -50,7 +50,7 @@ from torch import nn
 
 from actorllm.core.kv_cache.groups import KVCacheGroup, group_layers, group_size, layer_slots
 from actorllm.models.attention import PagedAttention
-from actorllm.models.config import ModelConfig
+from actorllm.models.config import CheckpointConfig
 from actorllm.worker.huge_pages import huge_pages_usable, thp_mode, zeros_on_huge_pages
 
 logger = logging.getLogger(__name__)
@@ -58,7 +58,7 @@ KVCaches = list[tuple[torch.Tensor, torch.Tensor]]
 KVLayout = Literal["contiguous", "block_major", "head_major"]
 
 
-def kv_cache_groups(cfg: ModelConfig, hybrid: bool = True) -> tuple[KVCacheGroup, ...]:
+def kv_cache_groups(cfg: CheckpointConfig, hybrid: bool = True) -> tuple[KVCacheGroup, ...]:
     """The model's KV cache groups; ``hybrid=False`` keeps one group for a model mixing
     attention types (every layer's blocks kept for the request's life, as full attention)."""
     windows = cfg.sliding_windows
@@ -68,7 +68,7 @@ def kv_cache_groups(cfg: ModelConfig, hybrid: bool = True) -> tuple[KVCacheGroup
 
 
 def kv_cache_bytes_per_block(
-    cfg: ModelConfig,
+    cfg: CheckpointConfig,
     block_size: int,
     dtype: torch.dtype,
     groups: Sequence[KVCacheGroup] | None = None,
@@ -99,7 +99,7 @@ def cpu_kv_layout() -> KVLayout:
 
 
 def allocate_kv_caches(
-    cfg: ModelConfig,
+    cfg: CheckpointConfig,
     num_blocks: int,
     block_size: int,
     dtype: torch.dtype,

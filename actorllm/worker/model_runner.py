@@ -34,7 +34,7 @@ from actorllm.core.model_runner_output import ModelRunnerOutput
 from actorllm.core.scheduler_output import SchedulerOutput
 from actorllm.kernels.ops import get_ops, resolve_backend
 from actorllm.models.base import CausalLM
-from actorllm.models.config import ModelConfig
+from actorllm.models.config import CheckpointConfig
 from actorllm.models.loader import LoadFormat, load_model, resolve_dtype
 from actorllm.models.onednn_linear import prepack_linears
 from actorllm.models.parallel import TPComm, shard_config
@@ -115,7 +115,7 @@ class ModelRunner:
         # CPU: the loaded weights' memory collapsed into huge pages (worker/huge_pages.py).
         self.weights_on_huge_pages = weights_on_huge_pages and self.device.type == "cpu"
         # Tensor parallel: this rank's config (its heads, its columns; models/parallel.py).
-        cfg = shard_config(ModelConfig.from_pretrained(self.model_path), tp_rank, tp_size)
+        cfg = shard_config(CheckpointConfig.from_pretrained(self.model_path), tp_rank, tp_size)
         limit = cfg.max_position_embeddings
         if max_model_len is not None and not 0 < max_model_len <= limit:
             raise ValueError(

@@ -3,8 +3,8 @@ from __future__ import annotations
 import math
 
 from actorllm.bench.bandwidth import bound_ms, device_bandwidth_gbps, model_bytes
-from actorllm.bench.metrics import percentile, summarize
 from actorllm.demo import demo_model_path
+from actorllm.testing.percentiles import percentile, summarize
 
 
 def test_percentile_interpolates_like_numpy() -> None:

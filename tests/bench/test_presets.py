@@ -9,7 +9,7 @@ import pytest
 
 from actorllm.bench.presets import PRESETS, get_preset
 from actorllm.entrypoints.cli import main
-from actorllm.models.config import ModelConfig
+from actorllm.models.config import CheckpointConfig
 
 
 def test_requests_are_seeded_and_in_range() -> None:
@@ -35,7 +35,7 @@ def test_model_dir_loads_as_the_named_shape(
     monkeypatch.setenv("ACTORLLM_CACHE", str(tmp_path))
     d = PRESETS["qwen3-75m-fp32"].model_dir()
     assert d == PRESETS["qwen3-75m-fp32"].model_dir()  # built once
-    cfg = ModelConfig.from_pretrained(d)
+    cfg = CheckpointConfig.from_pretrained(d)
     assert (cfg.hidden_size, cfg.num_layers, cfg.num_heads, cfg.num_kv_heads) == (768, 8, 12, 4)
     assert cfg.vocab_size == 32000 and cfg.qk_norm and cfg.tie_word_embeddings
     assert json.loads((d / "config.json").read_text())["model_type"] == "qwen3"

@@ -10,7 +10,7 @@ import torch
 
 from actorllm.core.sampling_params import SamplingParams
 from actorllm.demo.model import demo_model_path
-from actorllm.models.config import ModelConfig
+from actorllm.models.config import CheckpointConfig
 from actorllm.worker.model_runner import ModelRunner
 from tests.helpers.sched_driver import SchedDriver
 
@@ -53,7 +53,7 @@ def test_transformers_and_actorllm_agree(built: Path) -> None:
 
     tok = transformers.AutoTokenizer.from_pretrained(built)
     hf = transformers.AutoModelForCausalLM.from_pretrained(built, dtype=torch.float32).eval()
-    cfg = ModelConfig.from_pretrained(built)
+    cfg = CheckpointConfig.from_pretrained(built)
     assert cfg.vocab_size == len(tok) and cfg.eos_token_ids == [0, 2]
     ids = tok("Hello, demo world")["input_ids"]
     runner = ModelRunner(built, dtype="float32", max_model_len=256, block_size=16, max_num_seqs=2)

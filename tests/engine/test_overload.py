@@ -1,6 +1,6 @@
-"""Memory pressure and the waiting-queue bound (issue 18): when KV blocks run out the
-scheduler preempts; beyond ``max_waiting_requests`` waiting, new requests are refused at
-once with ``EngineOverloadedError`` (the server's 503 + Retry-After) instead of queueing
+"""Memory pressure and the waiting-queue bound (engine/overload.py): when KV blocks run out
+the scheduler preempts; beyond ``max_waiting_requests`` waiting, new requests are refused
+at once with ``EngineOverloadedError`` (the server's 503 + Retry-After) instead of queueing
 without bound. Accepted requests still finish exactly as without pressure."""
 
 from __future__ import annotations

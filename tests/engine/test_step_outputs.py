@@ -8,7 +8,7 @@ from actorllm.core.errors import DuplicateRequestError
 from actorllm.core.outputs import CompletionOutput, Logprob, RequestOutput
 from actorllm.core.sampling_params import RequestOutputKind
 from actorllm.engine.errors import EngineDeadError, RequestFailedError
-from actorllm.engine.step_outputs import StepOutputs, merge_outputs
+from actorllm.engine.step_outputs import PendingOutputs, merge_outputs
 
 DELTA, CUMULATIVE = RequestOutputKind.DELTA, RequestOutputKind.CUMULATIVE
 
@@ -56,7 +56,7 @@ def test_cumulative_keeps_the_newest_of_each_sample():
 
 
 def test_take_merges_and_forgets_finished_requests():
-    box = StepOutputs()
+    box = PendingOutputs()
     token = box.add("r", DELTA, "p", [1], 1)
     with pytest.raises(DuplicateRequestError):
         box.add("r", DELTA, "p", [1], 1)
@@ -68,7 +68,7 @@ def test_take_merges_and_forgets_finished_requests():
 
 
 def test_aborted_requests_drop_late_outputs_even_under_a_reused_id():
-    box = StepOutputs()
+    box = PendingOutputs()
     old = box.add("r", CUMULATIVE, "p", [1], 1)
     box.put("r", old, out("r", comp(0, "a", [1])))
     assert box.abort(["r", "other"]) == ["r"]
@@ -79,7 +79,7 @@ def test_aborted_requests_drop_late_outputs_even_under_a_reused_id():
 
 
 def test_take_blocks_until_an_output_arrives():
-    box = StepOutputs()
+    box = PendingOutputs()
     token = box.add("r", CUMULATIVE, "p", [1], 1)
     timer = threading.Timer(0.05, box.put, ("r", token, out("r", comp(0, "a", [1]))))
     timer.start()
@@ -88,7 +88,7 @@ def test_take_blocks_until_an_output_arrives():
 
 
 def test_a_failed_request_ends_as_error_and_a_dead_engine_raises():
-    box = StepOutputs()
+    box = PendingOutputs()
     a = box.add("a", DELTA, "p", [1], 2)
     box.put("a", a, out("a", comp(0, "x", [5])))
     box.fail("a", a, RequestFailedError("a", "it crashed the engine twice"))

@@ -30,10 +30,10 @@ def test_auto_dtype_on_cpu_follows_native_bf16(
 ) -> None:
     from pathlib import Path
 
-    from actorllm.models.config import ModelConfig
+    from actorllm.models.config import CheckpointConfig
 
     path = make_tiny_checkpoint(Path(str(tmp_path)) / "m", "llama")
-    cfg = ModelConfig.from_pretrained(path)
+    cfg = CheckpointConfig.from_pretrained(path)
     assert cfg.dtype == "float32"
     monkeypatch.setattr(cpu_features, "native_bf16", lambda flags=None: native)
     want = torch.bfloat16 if native else torch.float32

@@ -10,7 +10,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from actorllm.kernels.rotary import longrope_inv_freq, rope_table
-from actorllm.models.config import ModelConfig, ModelConfigError
+from actorllm.models.config import CheckpointConfig, ModelConfigError
 from actorllm.models.loader import MissingWeightsError, load_model
 from tests.helpers.models import PHI3_LONGROPE, make_tiny_checkpoint, tiny_config
 
@@ -21,7 +21,7 @@ def _raw(family: str) -> dict:  # type: ignore[type-arg]
 
 
 def _load(path: Path) -> torch.nn.Module:
-    return load_model(path, ModelConfig.from_pretrained(path), progress=False)
+    return load_model(path, CheckpointConfig.from_pretrained(path), progress=False)
 
 
 def _rewrite(path: Path, rename: dict[str, torch.Tensor]) -> None:
@@ -98,7 +98,7 @@ def test_phi3_longrope_matches_transformers_tables(max_model_len: int) -> None:
     from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 
     hf_cfg = tiny_config("phi3_longrope", head_dim=16)  # type: ignore[arg-type]
-    cfg = ModelConfig.from_dict({**hf_cfg.to_dict(), "architectures": ["Phi3ForCausalLM"]})
+    cfg = CheckpointConfig.from_dict({**hf_cfg.to_dict(), "architectures": ["Phi3ForCausalLM"]})
     assert cfg.rope_scaling is not None and cfg.rope_scaling["rope_type"] == "longrope"
     seq_len = None if max_model_len <= 64 else 65
     inv_freq, factor = ROPE_INIT_FUNCTIONS["longrope"](hf_cfg, "cpu", seq_len=seq_len)
@@ -118,7 +118,7 @@ def test_phi3_longrope_picks_factors_once_from_max_model_len() -> None:
     cached keys keep one rotation), even positions HF would rotate with the short ones;
     vLLM's short_mscale / long_mscale scale cos and sin when a config gives them."""
     hf_cfg = tiny_config("phi3_longrope", head_dim=16)  # type: ignore[arg-type]
-    cfg = ModelConfig.from_dict({**hf_cfg.to_dict(), "architectures": ["Phi3ForCausalLM"]})
+    cfg = CheckpointConfig.from_dict({**hf_cfg.to_dict(), "architectures": ["Phi3ForCausalLM"]})
     assert cfg.rope_scaling is not None
 
     def table(max_model_len: int, **extra: float) -> torch.Tensor:
@@ -149,28 +149,28 @@ def test_phi3_original_max_position_embeddings_beside_the_scaling_dict() -> None
     )
     raw["rope_scaling"]["type"] = "su"
     raw["original_max_position_embeddings"] = 64
-    cfg = ModelConfig.from_dict(raw)
+    cfg = CheckpointConfig.from_dict(raw)
     assert (
         cfg.rope_scaling is not None and cfg.rope_scaling["original_max_position_embeddings"] == 64
     )
 
 
 def test_family_switches_from_config() -> None:
-    mi = ModelConfig.from_dict({**_raw("mixtral"), "sliding_window": 16})
+    mi = CheckpointConfig.from_dict({**_raw("mixtral"), "sliding_window": 16})
     assert mi.uniform_sliding_window == 16
-    g3 = ModelConfig.from_dict(_raw("gemma3"))
+    g3 = CheckpointConfig.from_dict(_raw("gemma3"))
     assert g3.uniform_sliding_window is None  # hybrid: full layers keep every block
     assert g3.sliding_windows == [8, None] and g3.norm_offset == 1.0 and g3.qk_norm
     assert g3.local_rope_theta == 10000.0 and g3.rope_theta == 100000.0
     assert g3.rope_scaling is not None and g3.rope_scaling["rope_type"] == "linear"
-    q2 = ModelConfig.from_dict(_raw("qwen2_moe"))
+    q2 = CheckpointConfig.from_dict(_raw("qwen2_moe"))
     assert q2.moe_layers == [True, False] and q2.shared_expert_intermediate_size == 48
     assert q2.attention_bias and not q2.o_proj_bias and not q2.norm_topk_prob
-    mx = ModelConfig.from_dict(_raw("mixtral"))
+    mx = CheckpointConfig.from_dict(_raw("mixtral"))
     assert mx.num_experts == 4 and mx.norm_topk_prob and mx.moe_intermediate_size == 128
-    o2 = ModelConfig.from_dict(_raw("olmo2"))
+    o2 = CheckpointConfig.from_dict(_raw("olmo2"))
     assert o2.norm_layout == "post" and o2.qk_norm and not o2.qk_norm_per_head
-    gr = ModelConfig.from_dict(_raw("granite"))
+    gr = CheckpointConfig.from_dict(_raw("granite"))
     assert (gr.embedding_multiplier, gr.residual_multiplier, gr.attention_scale) == (3.0, 0.5, 0.3)
     assert gr.logits_multiplier == 0.5 and gr.o_proj_bias and gr.mlp_bias
 
@@ -179,11 +179,11 @@ def test_unsupported_gpt2_options_are_refused() -> None:
     raw = _raw("gpt2")
     raw["scale_attn_by_inverse_layer_idx"] = True
     with pytest.raises(ModelConfigError, match="scale_attn_by_inverse_layer_idx"):
-        ModelConfig.from_dict(raw)
+        CheckpointConfig.from_dict(raw)
     raw = _raw("gpt2")
     raw["activation_function"] = "relu"
     raw["architectures"] = ["GPT2LMHeadModel"]
-    cfg = ModelConfig.from_dict(raw)
+    cfg = CheckpointConfig.from_dict(raw)
     with pytest.raises(ValueError, match="activation_function 'relu'"):
         load_model("/nonexistent", cfg, load_format="dummy")
 
@@ -198,7 +198,7 @@ def test_gemma3_transformers4_rope_keys() -> None:
         rope_scaling={"rope_type": "linear", "factor": 8.0},
         rope_local_base_freq=10_000.0,
     )
-    cfg = ModelConfig.from_dict(raw)
+    cfg = CheckpointConfig.from_dict(raw)
     assert cfg.rope_theta == 1_000_000.0
     assert cfg.rope_scaling == {"rope_type": "linear", "factor": 8.0}
     assert (cfg.local_rope_theta, cfg.local_rope_scaling) == (10_000.0, None)

@@ -11,7 +11,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from actorllm.kernels.ops import BackendUnavailableError, get_ops, resolve_backend
-from actorllm.models.config import ModelConfig
+from actorllm.models.config import CheckpointConfig
 from actorllm.models.loader import (
     MissingCheckpointError,
     MissingWeightsError,
@@ -28,7 +28,7 @@ def qwen2(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _load(path: Path, **kw: object) -> torch.nn.Module:
-    return load_model(path, ModelConfig.from_pretrained(path), progress=False, **kw)  # type: ignore[arg-type]
+    return load_model(path, CheckpointConfig.from_pretrained(path), progress=False, **kw)  # type: ignore[arg-type]
 
 
 def _same_params(a: torch.nn.Module, b: torch.nn.Module) -> bool:

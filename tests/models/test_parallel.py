@@ -8,14 +8,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from actorllm.models.config import ModelConfig
+from actorllm.models.config import CheckpointConfig
 from actorllm.models.loader import load_model
 from actorllm.models.parallel import TensorParallelError, check_tensor_parallel, shard_config
 from tests.helpers.models import make_tiny_checkpoint
 
 
 def _load(path: Path, rank: int, size: int) -> dict[str, torch.Tensor]:
-    cfg = shard_config(ModelConfig.from_pretrained(path), rank, size)
+    cfg = shard_config(CheckpointConfig.from_pretrained(path), rank, size)
     model = load_model(path, cfg, dtype=torch.float32)
     return {k: v.detach() for k, v in model.state_dict().items()}
 
@@ -78,7 +78,7 @@ def test_what_cannot_be_split_is_refused(family: str, extra: dict, named: str | 
 
     raw = tiny_config(family, **extra).to_dict()  # type: ignore[arg-type]
     raw["architectures"] = [ARCHS[family]]
-    cfg = ModelConfig.from_dict(raw)
+    cfg = CheckpointConfig.from_dict(raw)
     if named is None:
         check_tensor_parallel(cfg, 4)
         return
@@ -98,7 +98,7 @@ def test_stacked_experts_split_per_expert_from_a_lazy_slice(tmp_path: Path) -> N
     gate_up, down = torch.randn(e, 2 * i, h), torch.randn(e, h, i)
     save_file({"gu": gate_up, "d": down}, str(tmp_path / "x.safetensors"))
     raw = tiny_config_dict("llama")
-    cfg = ModelConfig.from_dict(raw)
+    cfg = CheckpointConfig.from_dict(raw)
     for rank in (0, 1):
         local = shard_config(cfg, rank, 2)
         lo, hi = rank * i // 2, (rank + 1) * i // 2

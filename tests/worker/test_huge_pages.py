@@ -10,7 +10,7 @@ from unittest import mock
 import pytest
 import torch
 
-from actorllm.models.config import ModelConfig
+from actorllm.models.config import CheckpointConfig
 from actorllm.worker import huge_pages
 from actorllm.worker.huge_pages import HUGE_PAGE, thp_mode, zeros_on_huge_pages
 from actorllm.worker.kv_cache import KVLayout, allocate_kv_caches
@@ -77,7 +77,7 @@ def test_pages_are_faulted_in_at_allocation_not_in_the_first_write() -> None:
 
 @pytest.mark.parametrize("layout", ["contiguous", "head_major", "block_major"])
 def test_cpu_kv_caches_are_zeroed_and_independent(layout: KVLayout) -> None:
-    cfg = ModelConfig.from_dict(
+    cfg = CheckpointConfig.from_dict(
         {
             "architectures": ["LlamaForCausalLM"],
             "vocab_size": 32,

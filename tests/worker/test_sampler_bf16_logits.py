@@ -10,7 +10,7 @@ import torch
 
 from actorllm.core.sampling_params import SamplingParams
 from actorllm.core.scheduler_output import NewRequestData
-from actorllm.models.config import ModelConfig
+from actorllm.models.config import CheckpointConfig
 from actorllm.models.loader import load_model
 from actorllm.worker.input_batch import InputBatch
 from actorllm.worker.sampler import Sampler
@@ -62,7 +62,7 @@ def test_filters_penalties_and_logprobs_widen_first() -> None:
 
 
 def test_compute_logits_keeps_the_dtype_only_where_asked() -> None:
-    cfg = ModelConfig.from_dict(
+    cfg = CheckpointConfig.from_dict(
         {
             "architectures": ["LlamaForCausalLM"],
             "model_type": "llama",

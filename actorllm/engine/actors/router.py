@@ -16,6 +16,7 @@ import contextlib
 from actorllm.actors import Actor, ActorStopped
 from actorllm.core.request import RequestStatus
 from actorllm.engine.context import EngineContext
+from actorllm.engine.ledger import EntryState
 from actorllm.engine.messages import (
     Abort,
     AbortRequest,
@@ -67,7 +68,7 @@ class RouterActor(Actor[RouterMsg]):
     async def _route(self, request: NewRequest) -> None:
         ledger, rid = self.ctx.ledger, request.request_id
         entry = ledger.get(rid)
-        if entry is None or entry.ending:
+        if entry is None or entry.state is EntryState.ENDING:
             return  # ended while it was processed
         while self.routing.live:
             replica = entry.replica  # set: a redelivered Route (the scheduler drops doubles)
@@ -98,7 +99,7 @@ class RouterActor(Actor[RouterMsg]):
             return  # the engine dies with its last replica
         moved: dict[int, list[str]] = {}
         for entry in ledger.on_replica(replica):
-            if entry.ending:
+            if entry.state is EntryState.ENDING:
                 continue  # its end is on its way to the output processor
             assert entry.prompt_token_ids is not None  # routed: processed
             to = self.routing.route(entry.prompt_token_ids, self._loads(), entry.cache_salt).replica
@@ -114,10 +115,9 @@ class RouterActor(Actor[RouterMsg]):
 async def end_request(ctx: EngineContext, request_id: str, error: str | None) -> None:
     """Abort (``error`` None) or fail a request: its replica's scheduler frees its blocks,
     the output processor ends the caller's stream."""
-    entry = ctx.ledger.get(request_id)
+    entry = ctx.ledger.end(request_id)  # the router routes (or moves) it no more
     if entry is None:
         return
-    entry.ending = True  # the router routes (or moves) it no more
     if entry.replica is not None:
         status = RequestStatus.FINISHED_ABORTED if error is None else RequestStatus.FINISHED_ERROR
         abort = AbortRequest(request_id=request_id, child_ids=list(entry.children), status=status)

@@ -6,9 +6,9 @@ the per-step scheduling hook: a step leaves here as ``ExecuteStep`` and comes ba
 ``StepDone``; its outputs go on to the output processor. The next step is launched before
 they are sent on, and one yield between the two lets the executor hand it to the worker
 before the output processor is woken, so the worker computes it while the output processor
-works on them (the other way round the worker sat idle: ~5 % of an overhead-bound run's
-throughput). Sends do not yield when the mailbox has room: that one yield is the step's
-only task switch here.
+works on them (in the other order the worker waits for the output processor, which costs
+an overhead-bound run about 5 % of its throughput). Sends do not yield when the mailbox
+has room: that one yield is the step's only task switch here.
 
 Deadlock rule: the scheduler waits for room in the executor's mailbox (which holds at most
 the in-flight cap of steps plus control calls) and in the output processor's. Nobody on a
@@ -59,6 +59,9 @@ class SchedulerActor(Actor[SchedulerMsg]):
         super().__init__()
         self.refs = ctx.refs
         self.admission: Admission = ctx.admission
+        # The waiting-queue bound reads the running set the admission publishes: kept up to
+        # date after each message only when that bound is configured (O(running) each).
+        self.publish_running = ctx.config.max_waiting_requests is not None
         # Sleep calls waiting for the steps in flight to drain. Owner: this incarnation
         # (deferred replies fail with it).
         self.sleep_waiters: list[tuple[int, Reply[None]]] = []
@@ -71,6 +74,8 @@ class SchedulerActor(Actor[SchedulerMsg]):
     async def on_start(self) -> None:
         await self._end(self.admission.restart())
         await self._pump()
+        if self.publish_running:
+            self.admission.publish()
 
     async def handle(self, msg: SchedulerMsg) -> None:
         adm = self.admission
@@ -125,8 +130,10 @@ class SchedulerActor(Actor[SchedulerMsg]):
             case IsKVConnectorEnabled(reply=reply):
                 reply.send(adm.kv_connector_enabled)
             case GetStats(reply=reply):
-                reply.send(adm.core.statistics())
+                reply.send(adm.replica_stats())
         await self._pump()
+        if self.publish_running:
+            adm.publish()
 
     async def _pump(self) -> int:
         """Launch steps while the admission gives one; returns how many."""

@@ -1,4 +1,5 @@
-"""Summaries of timing samples: mean, median and percentiles (nearest-rank on sorted data)."""
+"""Summaries of timing samples: mean, median and percentiles (linear interpolation on sorted
+data). Used by the chaos report and by the benchmarks (bench/ sits above testing/)."""
 
 from __future__ import annotations
 
