@@ -110,7 +110,7 @@ class RemoteWorker(Worker):
     every shipped step's reply first, as a local Worker flushes its pipeline."""
 
     def __init__(self, host: RemoteHost, has_queued_jobs: Callable[[], bool]) -> None:
-        super().__init__(None, has_queued_jobs)
+        super().__init__(None, has_queued_jobs)  # type: ignore[arg-type]  # no runner here
         self.host = host
         self._lock = threading.Lock()
         self._steps: deque[_RemoteStep] = deque()  # shipped, reply not posted; send order

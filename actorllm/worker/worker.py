@@ -33,6 +33,7 @@ import msgspec
 from actorllm.core.errors import InvalidRequestError
 from actorllm.core.model_runner_output import ModelRunnerOutput
 from actorllm.worker.profiler import TorchProfiler
+from actorllm.worker.runner import Runner, RunnerModelConfig
 from actorllm.worker.step_pipeline import Post, StepPipeline
 from actorllm.worker.worker_thread import Outcome
 
@@ -41,7 +42,7 @@ if TYPE_CHECKING:
 
     from actorllm.core.scheduler.kv_connector import KVConnectorMetadata
     from actorllm.core.scheduler_output import SchedulerOutput
-    from actorllm.engine.kv_offload.store import OffloadStore
+    from actorllm.worker.offload_store import OffloadStore
     from actorllm.worker.tp_group import TPGroup
 
 Weights = Mapping[str, "torch.Tensor"] | Iterable[tuple[str, "torch.Tensor"]]
@@ -75,7 +76,7 @@ class Worker:
 
     def __init__(
         self,
-        runner: Any,
+        runner: Runner,
         has_queued_jobs: Callable[[], bool],
         *,
         offload_store: OffloadStore | None = None,
@@ -92,7 +93,7 @@ class Worker:
         self.profiler = TorchProfiler(profiler_dir, cuda=cuda)
 
     @property
-    def model_config(self) -> Any:
+    def model_config(self) -> RunnerModelConfig:
         return self.model_runner.model_config
 
     def watched(self) -> Watched | None:
@@ -133,13 +134,11 @@ class Worker:
 
     def shutdown(self) -> None:
         """The engine closes: stop ranks 1..N-1 (tensor parallel), then free the runner's
-        KV cache and weights (``release``, where the runner has one)."""
+        KV cache and weights."""
         if self.tp is not None:
             self.pipeline.flush()
             self.tp.stop()
-        release = getattr(self.model_runner, "release", None)
-        if release is not None:
-            release()
+        self.model_runner.release()
 
     # -- control reaching every rank (the executor's calls) ---------------------------------
 
@@ -196,7 +195,7 @@ class Worker:
         self.model_runner.wake_up()
 
     def get_model(self) -> torch.nn.Module | None:
-        return getattr(self.model_runner, "model", None)
+        return self.model_runner.model
 
     def load_weights(self, weights: Weights) -> list[str]:
         """Copy ``weights`` (checkpoint names -> tensors) into the model in place; returns
@@ -222,14 +221,13 @@ class Worker:
         return str(self.profiler.stop())
 
     def statistics(self) -> WorkerStatistics:
-        runner_stats = getattr(self.model_runner, "statistics", None)
-        comm = getattr(self.model_runner, "comm", None)
+        comm = self.model_runner.comm
         return WorkerStatistics(
             rank=self.rank,
             pending_steps=self.pipeline.pending,
             max_pending_seen=self.pipeline.max_pending_seen,
             profiling=self.profiler.running,
-            runner=dict(runner_stats()) if runner_stats is not None else {},
+            runner=dict(self.model_runner.statistics()),
             tensor_parallel=self.tp.statistics() if self.tp is not None else None,
             comm=comm.statistics() if comm is not None else None,
         )
