@@ -2,7 +2,7 @@
 
 With the Ray backend a replica's Worker is a Ray actor: the driver (the replica's worker
 thread) msgpack-encodes each ``SchedulerOutput``, ships it with one actor call and decodes
-the ``ModelRunnerOutput`` that comes back (distributed/ray_worker.py). Measured here:
+the ``ModelRunnerOutput`` that comes back (worker/remote.py). Measured here:
 
 * **codec**: encode + decode of a decode step's ``SchedulerOutput`` (``--batch`` cached
   requests) and its ``ModelRunnerOutput``, and of a prefill step (4 new requests of 64
@@ -38,7 +38,7 @@ from actorllm.bench.machine import result_document, write_json
 from actorllm.core.model_runner_output import ModelRunnerOutput
 from actorllm.core.sampling_params import SamplingParams
 from actorllm.core.scheduler_output import CachedRequestData, NewRequestData, SchedulerOutput
-from actorllm.distributed.ray_host import decode_step, encode_step
+from actorllm.worker.ray_host import decode_step, encode_step
 
 
 def decode_step_output(batch: int) -> tuple[SchedulerOutput, ModelRunnerOutput]:

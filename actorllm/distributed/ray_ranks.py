@@ -3,7 +3,7 @@
 Theory of operation
 -------------------
 Rank 0 holds the group (in the engine, a replica's :class:`WorkerHost` actor,
-``distributed/ray_worker.py``); the other ranks need a process each, and with the Ray
+``worker/remote.py``); the other ranks need a process each, and with the Ray
 backend Ray provides them, on whichever nodes of the cluster have room. One placement
 group reserves a bundle per rank (``{"CPU": 1}`` on CPU,
 ``{"GPU": 1}`` on CUDA) with the ``PACK`` strategy: all on one node when one node has
@@ -21,7 +21,7 @@ crashed, its node lost (Ray then raises ``ActorDiedError``) or its entry raised 
 to its owner in milliseconds on one node; the monitor polls its stop flag every
 ``POLL_S``, so stopping takes at most that long.
 
-With a remote rank 0 (``distributed/ray_worker.py``) the replica's placement group is made
+With a remote rank 0 (``worker/remote.py``) the replica's placement group is made
 by the engine with a bundle for every rank; rank 0's host runs in bundle 0 and passes the
 group here (``placement_group``), so ranks 1..N-1 take bundles 1..N-1 of it and the group
 is neither reserved nor removed here.

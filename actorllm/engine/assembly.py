@@ -21,6 +21,7 @@ others (``ReplicaDown``), and the engine dies only with its last replica.
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -56,24 +57,26 @@ from actorllm.engine.messages import CoreRefs, EngineRefs, GrammarReady, Replica
 from actorllm.engine.routing import ReplicaRouter
 from actorllm.engine.startup import (
     RunnerFactory,
+    build_remote_worker,
     build_runner,
     build_scheduler_config,
     build_tokenizer,
+    remote_spec,
 )
 from actorllm.engine.structured_outputs import StructuredOutputs, structured_outputs_for
-from actorllm.worker.worker import Worker
+from actorllm.worker.worker import ReplicaWorker, Worker
 from actorllm.worker.worker_thread import WorkerThread
 
 
 @dataclass(eq=False)
 class Replica:
     """One data-parallel engine core: its context (own refs view and Admission), its worker
-    thread and the Worker living on it."""
+    thread and the worker it drives (a local Worker, or a RemoteWorker under Ray)."""
 
     index: int
     ctx: EngineContext
     thread: WorkerThread
-    worker: Worker
+    worker: ReplicaWorker
 
     @property
     def name(self) -> str:
@@ -106,21 +109,23 @@ async def build_replica(
     thread: WorkerThread,
     factory: RunnerFactory,
     connector_factory: Callable[[], KVConnectorBase] | None,
-) -> tuple[Worker, ModelInfo, Callable[[], KVConnectorBase] | None]:
-    """Build replica ``index``'s runner on its worker thread; returns its Worker, the model
+) -> tuple[ReplicaWorker, ModelInfo, Callable[[], KVConnectorBase] | None]:
+    """Build replica ``index``'s runner on its worker thread; returns its worker, the model
     info and the connector factory of its cores. The Ray backend builds it in a Ray actor
-    instead, driven from the thread (distributed/ray_worker.py)."""
+    instead, driven from the thread (worker/remote.py)."""
     if config.distributed_executor_backend == "ray":
         if connector_factory is not None:
             raise ValueError(
                 "kv_connector: a KV connector works on the KV cache beside the scheduler; "
                 "with distributed_executor_backend ray the cache is in a Ray actor."
             )
-        from actorllm.distributed.ray_worker import RemoteWorker
+        from actorllm.worker.remote import RemoteWorker
 
+        build = functools.partial(build_remote_worker, config, factory, index)
         remote, info = await thread.call(
-            lambda: RemoteWorker.start(config, index, factory, thread.has_queued_jobs)
+            lambda: RemoteWorker.start(remote_spec(config, index), build)
         )
+        assert isinstance(info, ModelInfo)
         return remote, info, None
     runner, info, tp_group = await build_runner(config, thread, factory, index)
     store = None
@@ -154,7 +159,7 @@ async def build_engine(
     structured: StructuredOutputs | None = None
     replicas: list[Replica] = []
     info: ModelInfo | None = None
-    built: list[tuple[WorkerThread, Worker]] = []
+    built: list[tuple[WorkerThread, ReplicaWorker]] = []
     try:
         workers = await _build_workers(config, threads, factory, connector_factory, built)
         for index, thread in enumerate(threads):
@@ -212,8 +217,8 @@ async def _build_workers(
     threads: list[WorkerThread],
     factory: RunnerFactory,
     connector_factory: Callable[[], KVConnectorBase] | None,
-    built: list[tuple[WorkerThread, Worker]],
-) -> list[tuple[Worker, ModelInfo, Callable[[], KVConnectorBase] | None]]:
+    built: list[tuple[WorkerThread, ReplicaWorker]],
+) -> list[tuple[ReplicaWorker, ModelInfo, Callable[[], KVConnectorBase] | None]]:
     """Every replica's Worker (appended to ``built`` as each is ready). One after the other
     in this process (the replicas share its cores and its GIL); at once with Ray, where
     each loads in an actor of its own, on its own node: opening takes one load, not M.

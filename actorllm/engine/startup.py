@@ -1,9 +1,15 @@
-"""Engine start-up: load the tokenizer, build the runner on the worker thread, size the KV
-cache. Everything slow runs off the event loop."""
+"""Engine start-up: load the tokenizer, build each replica's worker, size the scheduler.
+Everything slow runs off the event loop.
+
+The worker-level part (one rank's runner, its KV cache size, rank 0's rank group) is in
+``worker/startup.py`` and takes a :class:`~actorllm.worker.startup.RankSpec`;
+:func:`rank_spec` makes it from the engine's configuration, and :func:`_model_info` turns
+what the runner reports into the engine's :class:`~actorllm.engine.context.ModelInfo`."""
 
 from __future__ import annotations
 
 import copy
+import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -12,44 +18,66 @@ import anyio.to_thread
 from actorllm.core.scheduler import SchedulerConfig
 from actorllm.engine.config import EngineConfig, EngineConfigError
 from actorllm.engine.context import ModelInfo
+from actorllm.worker.runner import Runner
+from actorllm.worker.startup import RankSpec, build_model_runner, build_rank0
+from actorllm.worker.worker import Worker
 from actorllm.worker.worker_thread import WorkerThread
 
 if TYPE_CHECKING:
+    from actorllm.worker.model_runner import ModelRunner
+    from actorllm.worker.ray_host import RemoteSpec
     from actorllm.worker.tp_group import TPGroup
 
-DEFAULT_CPU_KV_BYTES = 256 * 2**20
+# runner_factory(config): rank 0's runner (called on the worker thread, or in the replica's
+# Ray actor); a test passes one that returns a ScriptedModel.
+RunnerFactory = Callable[[EngineConfig], Runner]
 
-RunnerFactory = Callable[[EngineConfig], Any]
 
-
-def default_runner_factory(config: EngineConfig, rank: int = 0) -> Any:
-    """The real model runner (called on the worker thread; tensor parallel: rank ``rank``'s,
-    in its own process for ranks 1..N-1)."""
-    from actorllm.worker.model_runner import ModelRunner
-    from actorllm.worker.omp_spin import park_openmp_team
-
-    if config.cpu_omp_short_spin and config.resolved_device() == "cpu":
-        park_openmp_team()
-    if config.cpu_keep_freed_memory and config.resolved_device() == "cpu":
-        from actorllm.worker.malloc_tuning import keep_freed_memory
-
-        keep_freed_memory()
-    return ModelRunner(
-        config.resolved_model(),
-        dtype=config.dtype,
+def rank_spec(config: EngineConfig, rank: int = 0) -> RankSpec:
+    """What rank ``rank`` of a replica needs from ``config`` (model and device resolved)."""
+    return RankSpec(
+        model=str(config.resolved_model()),
         device=config.resolved_device(),
+        dtype=config.dtype,
         attention_backend=config.attention_backend,
         load_format=config.load_format,
         block_size=config.resolved_block_size(),
         max_num_seqs=config.max_num_seqs,
         max_model_len=config.max_model_len,
-        seed=config.seed,
         max_num_batched_tokens=config.max_num_batched_tokens or 2048,
+        seed=config.seed,
         enforce_eager=config.enforce_eager,
         hybrid_kv_cache=not config.disable_hybrid_kv_cache_manager,
-        tp_rank=rank,
-        tp_size=config.tensor_parallel_size,
+        omp_short_spin=config.cpu_omp_short_spin,
+        keep_freed_memory=config.cpu_keep_freed_memory,
         weights_on_huge_pages=config.cpu_weights_on_huge_pages,
+        num_blocks_override=config.num_gpu_blocks_override,
+        gpu_memory_utilization=config.gpu_memory_utilization,
+        kv_cache_bytes=config.kv_cache_memory_bytes,
+        rank=rank,
+        world_size=config.tensor_parallel_size,
+        backend=config.distributed_executor_backend or "mp",
+        collective_timeout_s=config.tp_collective_timeout_s,
+        data_parallel_size=config.data_parallel_size,
+    )
+
+
+def default_runner_factory(config: EngineConfig, rank: int = 0) -> ModelRunner:
+    """The real model runner (called on the worker thread; tensor parallel: rank ``rank``'s,
+    in its own process for ranks 1..N-1)."""
+    return build_model_runner(rank_spec(config, rank))
+
+
+def remote_spec(config: EngineConfig, replica: int) -> RemoteSpec:
+    """How the driver places replica ``replica``'s worker on Ray (worker/ray_host.py)."""
+    from actorllm.worker.ray_host import RemoteSpec
+
+    return RemoteSpec(
+        replica=replica,
+        world_size=config.tensor_parallel_size,
+        data_parallel_size=config.data_parallel_size,
+        gpu=config.device == "cuda",
+        step_timeout_s=config.step_timeout_s,
     )
 
 
@@ -63,98 +91,68 @@ def load_tokenizer(config: EngineConfig) -> Any:
     return tokenizer
 
 
-def _eos_ids(model_config: Any) -> list[int]:
-    eos = getattr(model_config, "eos_token_ids", None)
-    if eos is None:
-        eos = getattr(model_config, "eos_token_id", None)
-    if eos is None:
-        return []
-    return [int(eos)] if isinstance(eos, int) else [int(t) for t in eos]
-
-
-def num_kv_blocks(config: EngineConfig, runner: Any) -> int:
-    """How many KV blocks (null block included) the cache gets."""
-    if config.num_gpu_blocks_override is not None:
-        return config.num_gpu_blocks_override
-    profile = getattr(runner, "profile_num_blocks", None)
-    if profile is not None and config.resolved_device() == "cuda":
-        return int(profile(config.gpu_memory_utilization))
-    budget = config.kv_cache_memory_bytes or DEFAULT_CPU_KV_BYTES
-    return max(2, budget // max(1, runner.kv_cache_bytes_per_block()))
-
-
-def _build_on_worker(config: EngineConfig, factory: RunnerFactory) -> tuple[Any, ModelInfo]:
-    runner, blocks, _ = _build_rank0(config, factory)
-    return runner, _model_info(config, runner, blocks)
+def _build_on_worker(config: EngineConfig, factory: RunnerFactory) -> tuple[Runner, ModelInfo]:
+    runner, info, _ = _build_rank0(config, factory)
+    return runner, info
 
 
 def _build_rank0(
     config: EngineConfig, factory: RunnerFactory, replica: int = 0, placement_group: Any = None
-) -> tuple[Any, int, TPGroup | None]:
-    """The runner, loaded, with its KV cache of the returned block count; tensor parallel:
-    and its rank group (data-parallel replica ``replica``'s own), started (ranks 1..N-1
-    load their shards while this thread loads rank 0's). ``placement_group``: rank 0 runs
-    in a Ray actor of that group (distributed/ray_worker.py), ranks 1..N-1 go beside it."""
-    group = None
-    if config.tensor_parallel_size > 1:
-        from actorllm.models.config import CheckpointConfig
-        from actorllm.models.parallel import check_tensor_parallel
-        from actorllm.worker.tp_group import TPGroup  # torch.distributed: only when used
-
-        if config.resolved_device() != "cpu":
-            raise EngineConfigError(
-                "tensor_parallel_size", "> 1 runs on CPU (gloo) only so far; NCCL is not built."
-            )
-        # Refused before any rank process is spawned.
-        check_tensor_parallel(
-            CheckpointConfig.from_pretrained(config.resolved_model()), config.tensor_parallel_size
+) -> tuple[Runner, ModelInfo, TPGroup | None]:
+    """Rank 0's runner, loaded, with its KV cache, and the model info; tensor parallel: and
+    its rank group, started (worker/startup.py's ``build_rank0``)."""
+    if config.tensor_parallel_size > 1 and config.resolved_device() != "cpu":
+        raise EngineConfigError(
+            "tensor_parallel_size", "> 1 runs on CPU (gloo) only so far; NCCL is not built."
         )
-        group = TPGroup(config, replica, placement_group)
-    try:
-        if group is not None:
-            group.launch()
-        runner = factory(config)
-        runner.load_model()
-        blocks = num_kv_blocks(config, runner)
-        if group is not None:
-            group.connect(runner)
-            blocks = group.agree_blocks(blocks)  # each rank's cache holds its heads
-        runner.initialize_kv_cache(blocks)
-    except BaseException:
-        if group is not None:
-            group.mark_broken("start-up failed")
-            group.stop(grace_s=0.0)
-        raise
-    return runner, blocks, group
+    make_runner = functools.partial(factory, config)
+    runner, blocks, group = build_rank0(rank_spec(config), make_runner, replica, placement_group)
+    return runner, _model_info(config, runner, blocks), group
 
 
-def _model_info(config: EngineConfig, runner: Any, blocks: int) -> ModelInfo:
+def build_remote_worker(
+    config: EngineConfig,
+    factory: RunnerFactory,
+    replica: int,
+    placement_group: Any,
+    num_blocks: int | None,
+) -> tuple[Worker, ModelInfo]:
+    """Replica ``replica``'s Worker, built in its Ray actor (worker/ray_host.py's
+    ``BuildWorker``, bound to the first three arguments); ``num_blocks``: the KV block
+    count a replacement holds."""
+    if num_blocks is not None:
+        config = config.replace(num_gpu_blocks_override=num_blocks)
+    runner, info, group = _build_rank0(config, factory, replica, placement_group)
+    worker = Worker(
+        runner,
+        lambda: False,  # nothing else is ever queued in the actor: resolve each step at once
+        profiler_dir=config.profiler_dir,
+        cuda=config.resolved_device() == "cuda",
+        tp=group,
+    )
+    return worker, info
+
+
+def _model_info(config: EngineConfig, runner: Runner, blocks: int) -> ModelInfo:
     mc = runner.model_config
-    max_len = int(getattr(mc, "max_model_len", 0) or config.max_model_len or 2048)
+    max_len = int(mc.max_model_len or config.max_model_len or 2048)
     if config.max_model_len is not None:
         max_len = min(max_len, config.max_model_len) if max_len else config.max_model_len
-    info = ModelInfo(
+    return ModelInfo(
         vocab_size=int(mc.vocab_size),
         max_model_len=max_len,
-        eos_token_ids=_eos_ids(mc),
+        eos_token_ids=[int(t) for t in mc.eos_token_ids],
         num_blocks=blocks,
-        # Scripted test models have no windows (one full-attention group).
-        kv_group_windows=tuple(getattr(runner, "kv_group_windows", (None,))),
+        kv_group_windows=tuple(runner.kv_group_windows),
     )
-    return info
 
 
 async def build_runner(
     config: EngineConfig, worker: WorkerThread, factory: RunnerFactory, replica: int = 0
-) -> tuple[Any, ModelInfo, TPGroup | None]:
+) -> tuple[Runner, ModelInfo, TPGroup | None]:
     """Build the runner on ``worker`` (and, tensor parallel, replica ``replica``'s rank
     group)."""
-
-    def build() -> tuple[Any, ModelInfo, TPGroup | None]:
-        runner, blocks, group = _build_rank0(config, factory, replica)
-        return runner, _model_info(config, runner, blocks), group
-
-    return await worker.call(build)
+    return await worker.call(lambda: _build_rank0(config, factory, replica))
 
 
 async def build_tokenizer(config: EngineConfig, tokenizer: Any = None) -> Any:

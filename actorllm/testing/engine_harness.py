@@ -24,6 +24,7 @@ from actorllm.engine.async_engine import ACTORS, AsyncEngine
 from actorllm.engine.context import EngineContext
 from actorllm.engine.messages import ExecuteStep
 from actorllm.testing.scripted_model import ScriptedModel
+from actorllm.worker.worker import Worker
 
 
 class InjectedFault(RuntimeError):
@@ -79,7 +80,7 @@ def engine_context(engine: AsyncEngine, replica: int = 0) -> EngineContext:
 
 
 def scripted_model(engine: AsyncEngine, replica: int = 0) -> ScriptedModel:
-    runner = engine._parts.replicas[replica].worker.model_runner
+    runner = _local_worker(engine, replica).model_runner
     assert isinstance(runner, ScriptedModel), "the engine does not run a ScriptedModel"
     return runner
 
@@ -162,13 +163,18 @@ def inject_fault(
 
 def scripted_or_runner(engine: AsyncEngine, replica: int = 0) -> Any:
     """A replica's model runner (scripted or real)."""
-    return engine._parts.replicas[replica].worker.model_runner
+    return _local_worker(engine, replica).model_runner
+
+
+def _local_worker(engine: AsyncEngine, replica: int) -> Worker:
+    worker = engine._parts.replicas[replica].worker
+    assert isinstance(worker, Worker), "the replica's runner is not in this process"
+    return worker
 
 
 def _slow_down_steps(runner: Any, step_ids: set[int], stall_s: float) -> None:
     """Make the runner sleep ``stall_s`` on the worker thread in each step of ``step_ids``."""
-    method = "launch" if hasattr(runner, "launch") else "execute"  # what the pipeline calls
-    step = getattr(runner, method)
+    step = runner.launch  # what the step pipeline calls (worker/runner.py)
 
     def slow(so: Any) -> Any:  # runs on the worker thread
         if so.step_id in step_ids:
@@ -176,7 +182,7 @@ def _slow_down_steps(runner: Any, step_ids: set[int], stall_s: float) -> None:
             time.sleep(stall_s)  # a stuck kernel, a slow device: the loop runs on meanwhile
         return step(so)
 
-    setattr(runner, method, slow)
+    runner.launch = slow
 
 
 async def wait_idle(engine: AsyncEngine, timeout: float = 10.0) -> None:  # noqa: ASYNC109

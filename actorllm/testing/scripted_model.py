@@ -4,11 +4,13 @@ Structured outputs: a step's grammar bitmask is honoured like the real sampler d
 scripted token when the grammar allows it, else an allowed token picked by the same
 context hash (min_tokens removes stop tokens unless the grammar allows nothing else).
 
-It speaks the same protocol as :class:`actorllm.worker.model_runner.ModelRunner`
-(``execute(SchedulerOutput) -> ModelRunnerOutput``) and keeps the same persistent
-per-request state, but the next token is a pure function of the context: the same
-context always yields the same token, whatever the batch, the chunking, a preemption or an
-engine recovery. That makes "the outputs are identical to a fault-free run" a sharp check.
+It satisfies the same :class:`~actorllm.worker.runner.Runner` protocol as
+:class:`actorllm.worker.model_runner.ModelRunner` (``launch`` computes the step at once:
+``execute(SchedulerOutput) -> ModelRunnerOutput``, handed back done), with no device, no
+weights and no KV tensors, and keeps the same persistent per-request state, but the next
+token is a pure function of the context: the same context always yields the same token,
+whatever the batch, the chunking, a preemption or an engine recovery. That makes "the
+outputs are identical to a fault-free run" a sharp check.
 
     model = ScriptedModel(vocab_size=4096, step_delay_s=0.001)
 """
@@ -18,12 +20,19 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from actorllm.core.model_runner_output import ModelRunnerOutput, TokenLogprobs
 from actorllm.core.sampling_params import SamplingParams
 from actorllm.core.scheduler_output import SchedulerOutput
+from actorllm.worker.runner import FinishedStep, KVCacheTensors, Runner
+
+if TYPE_CHECKING:
+    import torch
+
+    from actorllm.distributed.comm import GlooComm
 
 _MIX = 0x9E3779B97F4A7C15
 _MASK = (1 << 64) - 1
@@ -46,6 +55,10 @@ class ScriptedModelConfig:
     vocab_size: int
     eos_token_id: int | None
     max_model_len: int
+
+    @property
+    def eos_token_ids(self) -> list[int]:
+        return [] if self.eos_token_id is None else [self.eos_token_id]
 
 
 class ScriptedModel:
@@ -74,6 +87,11 @@ class ScriptedModel:
         self.sleeping = 0  # sleep level, 0 = awake
         self._reqs: dict[str, _ReqState] = {}  # {req_id: state}
         self.steps_executed = 0
+        # What a real runner has and this one has not (worker/runner.py): no weights, no
+        # KV tensors (the offload store keeps placeholders), no tensor-parallel group.
+        self.model: torch.nn.Module | None = None
+        self.kv_caches: KVCacheTensors | None = None
+        self.comm: GlooComm | None = None
 
     def fresh(self) -> ScriptedModel:
         """A new runner with the same settings and no state (one per data-parallel replica:
@@ -94,8 +112,15 @@ class ScriptedModel:
     def load_model(self) -> None:
         pass
 
+    @property
+    def kv_group_windows(self) -> tuple[int | None, ...]:
+        return (None,)  # one full-attention group
+
     def kv_cache_bytes_per_block(self) -> int:
         return self._kv_bytes_per_block
+
+    def profile_num_blocks(self, gpu_memory_utilization: float) -> None:
+        return None  # no device memory: the byte budget sizes the cache
 
     def initialize_kv_cache(self, num_blocks: int) -> None:
         self.num_blocks = num_blocks
@@ -109,6 +134,16 @@ class ScriptedModel:
 
     def wake_up(self) -> None:
         self.sleeping = 0
+
+    def release(self) -> None:
+        pass  # nothing held: no weights, no KV cache
+
+    def statistics(self) -> dict[str, object]:
+        return {}
+
+    def launch(self, so: SchedulerOutput) -> FinishedStep:
+        """Compute the step now (:meth:`execute`); its handle is done."""
+        return FinishedStep(self.execute(so))
 
     def execute(self, so: SchedulerOutput) -> ModelRunnerOutput:
         if self.sleeping:
@@ -226,3 +261,7 @@ class ScriptedModel:
             logprobs=[-0.5, *(-1.0 - i for i in range(k))],
             rank=1,
         )
+
+
+def _conforms(model: ScriptedModel) -> Runner:
+    return model  # mypy: ScriptedModel satisfies the Runner protocol

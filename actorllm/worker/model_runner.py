@@ -25,6 +25,7 @@ import gc
 import time
 from collections import deque
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import msgspec
 import numpy as np
@@ -37,7 +38,7 @@ from actorllm.models.base import CausalLM
 from actorllm.models.config import CheckpointConfig
 from actorllm.models.loader import LoadFormat, load_model, resolve_dtype
 from actorllm.models.onednn_linear import prepack_linears
-from actorllm.models.parallel import TPComm, shard_config
+from actorllm.models.parallel import shard_config
 from actorllm.worker.cuda_graphs import DecodeGraphs, graph_batch_sizes
 from actorllm.worker.device_streams import CudaStreams
 from actorllm.worker.huge_pages import model_on_huge_pages
@@ -52,6 +53,7 @@ from actorllm.worker.kv_cache import (
     kv_cache_groups,
 )
 from actorllm.worker.memory_profile import KVCacheMemoryError, blocks_from_profile, dummy_forward
+from actorllm.worker.runner import Runner
 from actorllm.worker.sampler import Sampler
 from actorllm.worker.sampling_metadata import needs_token_history
 from actorllm.worker.step_inputs import (
@@ -66,6 +68,9 @@ from actorllm.worker.step_output import (
     PendingStep,
     resolve,
 )
+
+if TYPE_CHECKING:
+    from actorllm.distributed.comm import GlooComm
 
 __all__ = ["KVCacheMemoryError", "ModelRunner", "ModelRunnerStateError", "PendingStep"]
 
@@ -148,10 +153,12 @@ class ModelRunner:
             max_blocks_per_seq=self.input_batch.max_blocks,
             staged=staged,
         )
-        self._inflight: deque[LaunchedStep] = deque()  # launched, not yet resolved
-        self.comm: TPComm | None = None  # tensor parallel: the group's collectives
+        # Steps on the device whose sampled ids are not yet read back into the batch (at
+        # most two: the pinned host buffers alternate); oldest first.
+        self._on_device: deque[LaunchedStep] = deque()
+        self.comm: GlooComm | None = None  # tensor parallel: the group's collectives
 
-    def attach_tp(self, comm: TPComm, before_forward: BeforeForward | None) -> None:
+    def attach_tp(self, comm: GlooComm, before_forward: BeforeForward | None) -> None:
         """Run as one rank of a tensor-parallel group: the model's collectives go through
         ``comm``; rank 0 passes ``before_forward`` (it sends each step to the others)."""
         self.comm = comm
@@ -353,7 +360,7 @@ class ModelRunner:
 
     def statistics(self) -> dict[str, object]:
         return {
-            "inflight_steps": len(self._inflight),
+            "inflight_steps": len(self._on_device),
             "batch": self.input_batch.statistics(),
             **self.launcher.statistics(),
         }
@@ -377,8 +384,8 @@ class ModelRunner:
         """
         t0 = time.perf_counter()
         model = self._ready_model()
-        while len(self._inflight) >= 2:  # the pinned sampled-id buffers are double-buffered
-            resolve(self._inflight.popleft(), self.input_batch)
+        while len(self._on_device) >= 2:  # the pinned sampled-id buffers are double-buffered
+            resolve(self._on_device.popleft(), self.input_batch)
         self._update_states(so)
         if so.is_empty:
             out = ModelRunnerOutput(step_id=so.step_id, req_ids=[], sampled_token_ids=[])
@@ -393,25 +400,25 @@ class ModelRunner:
             grammar=so.grammar_bitmask,
         )  # fmt: skip
         step.t0 = t0
-        self._inflight.append(step)
+        self._on_device.append(step)
         return PendingStep(step, self._resolve_through)
 
     def _resolve_through(self, step: LaunchedStep) -> ModelRunnerOutput:
         """Resolve in launch order up to and including ``step``."""
-        while step.output is None and self._inflight:
-            resolve(self._inflight.popleft(), self.input_batch)
+        while step.output is None and self._on_device:
+            resolve(self._on_device.popleft(), self.input_batch)
         return resolve(step, self.input_batch)
 
     def _resolve_all(self) -> None:
-        while self._inflight:
-            resolve(self._inflight.popleft(), self.input_batch)
+        while self._on_device:
+            resolve(self._on_device.popleft(), self.input_batch)
 
     def _plan(self, so: SchedulerOutput) -> InputPlan:
         """Plan on the host; falls back to resolving in-flight steps (a host wait) when the
         step needs their tokens on the host: penalties / bad_words history, or an input
         token older than the latest sampled one."""
         batch = self.input_batch
-        if self._inflight:
+        if self._on_device:
             slots = np.array([batch.req_id_to_index[r] for r in so.num_scheduled_tokens
                               if r in batch.req_id_to_index], dtype=np.int64)  # fmt: skip
             if len(slots) and batch.num_pending[slots].any() and needs_token_history(batch, slots):
@@ -449,3 +456,7 @@ class ModelRunner:
         return InputBatch(
             self.max_num_seqs, self.max_model_len, self.block_size, len(self.kv_groups)
         )
+
+
+def _conforms(runner: ModelRunner) -> Runner:
+    return runner  # mypy: ModelRunner satisfies the Runner protocol

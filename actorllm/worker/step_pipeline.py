@@ -3,16 +3,16 @@
 Theory of operation
 -------------------
 Under async scheduling the engine queues step N+1 on the worker thread while step N still
-runs. A runner with ``launch(so) -> PendingStep`` (the CUDA path) returns as soon as a
-step's kernels are queued on the device; ``PendingStep.result()`` waits for its sampled ids.
+runs. ``Runner.launch(so)`` (worker/runner.py) returns as soon as a step's kernels are
+queued on the device (the CUDA path); its handle's ``result()`` waits for the sampled ids.
 The pipeline launches each step as it arrives and resolves the oldest pending step as soon
 as its result is ready (``done()``: always on CPU, where launching computes the step), when
 another step is already pending (N+1 is on the device, so N's host copy can be waited for
 without idling the GPU), or when nothing else is queued on the thread (no point waiting).
 Steps resolve in launch order. Any other job on the thread (sleep, reset) must
 call :meth:`flush` first, and so does a step whose grammar bitmask waits for an earlier
-step's tokens (structured outputs under async scheduling). Runners without ``launch``
-(the ScriptedModel, or any plain ``execute``) run synchronously through the same code.
+step's tokens (structured outputs under async scheduling). A runner that computes the step
+at launch (the ScriptedModel, the CPU path) hands back a done handle: it is posted at once.
 
 Everything here runs on the worker thread, except the ``post`` callbacks' effect (they hand
 outcomes to the event loop).
@@ -22,36 +22,21 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
-from typing import Any
 
 from actorllm.core.model_runner_output import ModelRunnerOutput
 from actorllm.core.scheduler_output import SchedulerOutput
+from actorllm.worker.runner import Runner, StepHandle
 from actorllm.worker.worker_thread import Outcome
 
 Post = Callable[[Outcome[ModelRunnerOutput]], None]
 
 
-class _Finished:
-    """A step a runner without ``launch`` already ran."""
-
-    def __init__(self, output: ModelRunnerOutput) -> None:
-        self._output = output
-
-    def result(self) -> ModelRunnerOutput:
-        return self._output
-
-
-def _done(pending: Any) -> bool:
-    """Whether ``pending.result()`` would return at once (no ``done``: it already ran)."""
-    done = getattr(pending, "done", None)
-    return True if done is None else bool(done())
-
-
 class StepPipeline:
-    def __init__(self, runner: Any, has_queued_jobs: Callable[[], bool]) -> None:
+    def __init__(self, runner: Runner, has_queued_jobs: Callable[[], bool]) -> None:
         self._runner = runner
         self._has_queued_jobs = has_queued_jobs
-        self._pending: deque[tuple[Any, Post]] = deque()  # (PendingStep, post), launch order
+        # Steps launched whose outcome is not posted yet: (handle, post), launch order.
+        self._unposted: deque[tuple[StepHandle, Post]] = deque()
         self.max_pending_seen = 0  # statistics: 2 means steps really overlapped
 
     def run_step(
@@ -70,37 +55,36 @@ class StepPipeline:
         try:
             if before is not None:
                 before()
-            launch = getattr(self._runner, "launch", None)
-            pending = launch(so) if launch is not None else _Finished(self._runner.execute(so))
+            handle = self._runner.launch(so)
         except BaseException as exc:  # reported to the loop, never lost on this thread
             self.flush()
             post(Outcome(error=exc))
             return
-        self._pending.append((pending, post))
-        self.max_pending_seen = max(self.max_pending_seen, len(self._pending))
+        self._unposted.append((handle, post))
+        self.max_pending_seen = max(self.max_pending_seen, len(self._unposted))
         # Resolve the oldest step when its result is already there (on CPU, always: the
         # launch computed it), when a newer step is on the device behind it, or when
         # nothing else is queued. Holding a finished result back would only delay the
         # scheduler by a whole step.
-        while self._pending and (
-            len(self._pending) > 1 or _done(self._pending[0][0]) or not self._has_queued_jobs()
+        while self._unposted and (
+            len(self._unposted) > 1 or self._unposted[0][0].done() or not self._has_queued_jobs()
         ):
             self._resolve_oldest()
 
     @property
     def pending(self) -> int:
         """Steps launched whose outcome is not posted yet."""
-        return len(self._pending)
+        return len(self._unposted)
 
     def flush(self) -> None:
         """Resolve every pending step (before any other job touches the runner)."""
-        while self._pending:
+        while self._unposted:
             self._resolve_oldest()
 
     def _resolve_oldest(self) -> None:
-        pending, post = self._pending.popleft()
+        handle, post = self._unposted.popleft()
         try:
-            outcome: Outcome[ModelRunnerOutput] = Outcome(value=pending.result())
+            outcome: Outcome[ModelRunnerOutput] = Outcome(value=handle.result())
         except BaseException as exc:
             outcome = Outcome(error=exc)
         post(outcome)

@@ -4,7 +4,7 @@ step and control call, and is replaced whole when one of them fails.
 Theory of operation
 -------------------
 Rank 0 is the engine's worker thread under ``mp`` and a replica's Ray actor under ``ray``
-(``distributed/ray_worker.py``); its :class:`~actorllm.worker.worker.Worker` owns this
+(``worker/remote.py``); its :class:`~actorllm.worker.worker.Worker` owns this
 group. Ranks 1..N-1 are processes a launcher starts (``distributed/launcher.py``:
 ``mp``, spawned on this node, or ``ray``, Ray actors in rank 0's placement group, on any
 node of the cluster) running :func:`~actorllm.worker.tp_rank.rank_main`. Every method
@@ -36,7 +36,7 @@ import pickle
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, final
+from typing import TYPE_CHECKING, Any, final
 
 import msgspec
 import torch
@@ -46,10 +46,14 @@ from actorllm.distributed.comm import GlooComm, host_store
 from actorllm.distributed.launcher import RankLauncher
 from actorllm.distributed.mp_launcher import MpRankGroup
 from actorllm.distributed.step_channel import Op, StepChannel
+from actorllm.worker.startup import RankSpec
 from actorllm.worker.step_inputs import StepInputs
 from actorllm.worker.tp_errors import RankGroupError
 from actorllm.worker.tp_rank import rank_main
 from actorllm.worker.tp_step import pack_step
+
+if TYPE_CHECKING:
+    from actorllm.worker.model_runner import ModelRunner
 
 LOAD_TIMEOUT_S = 600.0  # ranks 1..N-1 spawned, loaded and joined
 
@@ -69,13 +73,13 @@ class TPGroupStatistics(msgspec.Struct, frozen=True, kw_only=True):
 
 @final
 class TPGroup:
-    def __init__(self, config: Any, replica: int = 0, placement_group: Any = None) -> None:
-        self.config = config  # the EngineConfig the ranks build from
+    def __init__(self, spec: RankSpec, replica: int = 0, placement_group: Any = None) -> None:
+        self.spec = spec  # rank 0's; the ranks build from it with their own rank
         self.replica = replica  # data parallel: each replica owns a group of its own
-        # Ray, rank 0 remote (distributed/ray_worker.py): the replica's placement group,
+        # Ray, rank 0 remote (worker/remote.py): the replica's placement group,
         # bundle 0 holding rank 0; ranks 1..N-1 take the others.
         self.placement_group = placement_group
-        self.world_size = int(config.tensor_parallel_size)
+        self.world_size = spec.world_size
         self.generation = 0
         self.broken: str | None = None  # written by the worker thread or the monitor
         self.notify: Notify | None = None  # set by each executor incarnation
@@ -84,6 +88,7 @@ class TPGroup:
         self._store: Any = None
         self._launcher: RankLauncher | None = None
         self._gloo_host: str | None = None  # Ray: this node's IP
+        self._runner: ModelRunner | None = None  # rank 0's, hooked by connect()
         self._rpc_seq = 0
         self._lock = threading.Lock()  # broken / notify, between the two threads
 
@@ -91,7 +96,7 @@ class TPGroup:
 
     @property
     def backend(self) -> str:
-        return self.config.distributed_executor_backend or "mp"
+        return self.spec.backend
 
     @property
     def launcher(self) -> RankLauncher | None:
@@ -122,29 +127,29 @@ class TPGroup:
             host, parent = "127.0.0.1", os.getpid()
             launcher = MpRankGroup(self.world_size, name=self._name)
         self._store = host_store(self.world_size)
-        port, gen, config = self._store.port, self.generation, self.config
+        port, gen, spec = self._store.port, self.generation, self.spec
         self._launcher = launcher
         launcher.start(
             rank_main,
-            lambda rank: (rank, self.world_size, host, port, config, parent),
+            lambda rank: (rank, host, port, spec, parent),
             lambda rank, why: self._on_exit(gen, why),
         )
 
     @property
     def _name(self) -> str:
         """How the group's processes are named (``ps``, Ray's placement group)."""
-        if self.config.data_parallel_size > 1:
+        if self.spec.data_parallel_size > 1:
             return f"actorllm-dp{self.replica}-tp"
         return "actorllm-tp"
 
-    def connect(self, runner: Any) -> GlooComm:
+    def connect(self, runner: ModelRunner) -> GlooComm:
         """Join the group as rank 0 (blocks until every rank has loaded and joined) and
         hook ``runner``'s model and forward to it. Raises :class:`RankGroupError` when a
         rank dies before it has loaded, or none has after ``LOAD_TIMEOUT_S``."""
         self._wait_loaded()
-        timeout = self.config.tp_collective_timeout_s
+        timeout = self.spec.collective_timeout_s
         comm = GlooComm(self._store, 0, self.world_size, timeout, self._gloo_host)
-        self.comm, self.channel = comm, StepChannel(comm)
+        self.comm, self.channel, self._runner = comm, StepChannel(comm), runner
         runner.attach_tp(comm, self.send_step)
         return comm
 
@@ -176,8 +181,11 @@ class TPGroup:
         assert self.comm is not None
         return self.comm.min_int(blocks)
 
-    def restart(self, runner: Any) -> None:
-        """Replace a broken group by a new one with the same KV block count."""
+    def restart(self) -> None:
+        """Replace a broken group by a new one with the same KV block count (rank 0's
+        runner, the one :meth:`connect` hooked, stays)."""
+        runner = self._runner
+        assert runner is not None, "restart() before connect()"
         self.stop(grace_s=0.0)
         with self._lock:
             self.generation += 1
@@ -219,7 +227,7 @@ class TPGroup:
 
     def _on_exit(self, generation: int, why: str) -> None:  # the launcher's monitor thread
         if generation == self.generation:
-            if self.config.data_parallel_size > 1:
+            if self.spec.data_parallel_size > 1:
                 why = f"data-parallel replica {self.replica}: {why}"
             self.mark_broken(why)
 

@@ -27,31 +27,31 @@ import threading
 import time
 from typing import Any
 
+import msgspec
 import torch
 
 from actorllm.distributed.comm import GlooComm, join_store
 from actorllm.distributed.step_channel import Op, StepChannel
+from actorllm.worker.model_runner import ModelRunner
+from actorllm.worker.startup import RankSpec, build_model_runner, num_kv_blocks
 from actorllm.worker.tp_step import unpack_step
+from actorllm.worker.worker import Worker
 
 
-def rank_main(
-    rank: int, world_size: int, host: str, port: int, config: Any, parent_pid: int | None
-) -> None:
-    """The entry of rank ``rank`` (``config``: the engine's EngineConfig; ``host:port``:
-    rank 0's rendezvous store; ``parent_pid``: the engine process to watch, None under
-    Ray, whose actors fate-share with their owner)."""
+def rank_main(rank: int, host: str, port: int, spec: RankSpec, parent_pid: int | None) -> None:
+    """The entry of rank ``rank`` (``spec``: rank 0's, the group's size in it;
+    ``host:port``: rank 0's rendezvous store; ``parent_pid``: the engine process to watch,
+    None under Ray, whose actors fate-share with their owner)."""
     if parent_pid is not None:
         _watch_parent(parent_pid)
-    from actorllm.engine.startup import default_runner_factory, num_kv_blocks
-    from actorllm.worker.worker import Worker
-
-    runner = default_runner_factory(config, rank=rank)
+    spec = msgspec.structs.replace(spec, rank=rank)
+    runner = build_model_runner(spec)
     runner.load_model()
-    store = join_store(host, port, world_size)
+    store = join_store(host, port, spec.world_size)
     store.set(f"loaded/{rank}", "1")  # rank 0 waits for every rank's, watching them live
-    comm = GlooComm(store, rank, world_size, config.tp_collective_timeout_s, _gloo_host(config))
+    comm = GlooComm(store, rank, spec.world_size, spec.collective_timeout_s, _gloo_host(spec))
     runner.attach_tp(comm, None)
-    blocks = comm.min_int(num_kv_blocks(config, runner))
+    blocks = comm.min_int(num_kv_blocks(spec, runner))
     runner.initialize_kv_cache(blocks)
     worker = Worker(runner, lambda: False, rank=rank)
     try:
@@ -60,16 +60,16 @@ def rank_main(
         comm.close()
 
 
-def _gloo_host(config: Any) -> str | None:
+def _gloo_host(spec: RankSpec) -> str | None:
     """Ray: bind this rank's gloo pairs to its node's IP (peers may be on other nodes)."""
-    if config.distributed_executor_backend != "ray":
+    if spec.backend != "ray":
         return None
     import ray
 
     return str(ray.util.get_node_ip_address())
 
 
-def serve(channel: StepChannel, runner: Any, worker: Any, store: Any, rank: int) -> None:
+def serve(channel: StepChannel, runner: ModelRunner, worker: Worker, store: Any, rank: int) -> None:
     """Answer rank 0's messages until STOP."""
     while True:
         op, arg, payload = channel.recv()
@@ -86,7 +86,7 @@ def serve(channel: StepChannel, runner: Any, worker: Any, store: Any, rank: int)
             return
 
 
-def _step(runner: Any, packed: torch.Tensor) -> None:
+def _step(runner: ModelRunner, packed: torch.Tensor) -> None:
     """The forward and the logits gathers of one step (rank 0 samples)."""
     model = runner._ready_model()
     input_ids, positions, meta, logit_rows = unpack_step(packed)
@@ -96,7 +96,7 @@ def _step(runner: Any, packed: torch.Tensor) -> None:
             model.compute_logits(hidden.index_select(0, rows))  # joins rank 0's gather
 
 
-def _rpc(worker: Any, store: Any, seq: int, rank: int) -> None:
+def _rpc(worker: Worker, store: Any, seq: int, rank: int) -> None:
     try:
         # Unpickled inside the try: a callable this rank cannot import (a script's __main__
         # under Ray, whose workers do not run the script) fails the call, not the rank.

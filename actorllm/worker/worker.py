@@ -19,6 +19,9 @@ Tensor parallel: rank 0's Worker owns the :class:`~actorllm.worker.tp_group.TPGr
 The executor calls the ``*_group`` methods, which reach every rank; a failed step marks
 the group broken, and :meth:`reset_requests` (the first job of a new core) replaces it.
 
+The executor drives any :class:`ReplicaWorker`: this local :class:`Worker`, or a replica's
+worker in a Ray actor driven from the thread (:class:`~actorllm.worker.remote.RemoteWorker`).
+
     worker = Worker(runner, has_queued_jobs=lambda: False)
     worker.collective_rpc("get_model")         # on the worker thread only
 """
@@ -33,6 +36,7 @@ import msgspec
 from actorllm.core.errors import InvalidRequestError
 from actorllm.core.model_runner_output import ModelRunnerOutput
 from actorllm.worker.profiler import TorchProfiler
+from actorllm.worker.runner import Runner, RunnerModelConfig
 from actorllm.worker.step_pipeline import Post, StepPipeline
 from actorllm.worker.worker_thread import Outcome
 
@@ -41,7 +45,7 @@ if TYPE_CHECKING:
 
     from actorllm.core.scheduler.kv_connector import KVConnectorMetadata
     from actorllm.core.scheduler_output import SchedulerOutput
-    from actorllm.engine.kv_offload.store import OffloadStore
+    from actorllm.worker.offload_store import OffloadStore
     from actorllm.worker.tp_group import TPGroup
 
 Weights = Mapping[str, "torch.Tensor"] | Iterable[tuple[str, "torch.Tensor"]]
@@ -49,13 +53,57 @@ Weights = Mapping[str, "torch.Tensor"] | Iterable[tuple[str, "torch.Tensor"]]
 
 class Watched(Protocol):
     """What can fail between steps, outside the worker thread (the executor watches it):
-    a tensor-parallel group (TPGroup), a remote worker's host (distributed/ray_worker.py).
+    a tensor-parallel group (TPGroup), a remote worker's host (worker/ray_host.py).
     ``generation`` grows by one per replacement; ``broken`` says why the current one
     failed; ``notify(generation, why)`` is called, from any thread, when one fails."""
 
     generation: int
     broken: str | None
     notify: Callable[[int, str], None] | None
+
+
+class Profiling(Protocol):
+    """Whether a worker's torch profiler is running (worker/profiler.py)."""
+
+    @property
+    def running(self) -> bool: ...
+
+
+class ReplicaWorker(Protocol):
+    """A replica's worker as the executor drives it, on the replica's worker thread:
+    :class:`Worker` (the runner on this thread) or
+    :class:`~actorllm.worker.remote.RemoteWorker` (the runner in a Ray actor). Steps are
+    posted in order; control calls run between steps and reach every rank of the replica."""
+
+    @property
+    def profiler(self) -> Profiling: ...
+
+    def watched(self) -> Watched | None: ...
+
+    def execute_step(
+        self, so: SchedulerOutput, meta: KVConnectorMetadata | None, post: Post
+    ) -> None: ...
+
+    def reset_requests(self) -> None: ...
+
+    def shutdown(self) -> None: ...
+
+    def collective_rpc_group(
+        self,
+        method: str | Callable[..., Any],
+        args: tuple[Any, ...] = (),
+        kwargs: Mapping[str, Any] | None = None,
+    ) -> list[Any]: ...
+
+    def sleep_group(self, level: int = 1) -> None: ...
+
+    def wake_up_group(self) -> None: ...
+
+    def start_profile(self) -> None: ...
+
+    def stop_profile(self) -> str: ...
+
+    def statistics(self) -> WorkerStatistics: ...
 
 
 class WorkerStatistics(msgspec.Struct, frozen=True, kw_only=True):
@@ -75,7 +123,7 @@ class Worker:
 
     def __init__(
         self,
-        runner: Any,
+        runner: Runner,
         has_queued_jobs: Callable[[], bool],
         *,
         offload_store: OffloadStore | None = None,
@@ -92,7 +140,7 @@ class Worker:
         self.profiler = TorchProfiler(profiler_dir, cuda=cuda)
 
     @property
-    def model_config(self) -> Any:
+    def model_config(self) -> RunnerModelConfig:
         return self.model_runner.model_config
 
     def watched(self) -> Watched | None:
@@ -129,17 +177,15 @@ class Worker:
         self.pipeline.flush()
         self.model_runner.reset_requests()
         if self.tp is not None and self.tp.broken is not None:
-            self.tp.restart(self.model_runner)
+            self.tp.restart()
 
     def shutdown(self) -> None:
         """The engine closes: stop ranks 1..N-1 (tensor parallel), then free the runner's
-        KV cache and weights (``release``, where the runner has one)."""
+        KV cache and weights."""
         if self.tp is not None:
             self.pipeline.flush()
             self.tp.stop()
-        release = getattr(self.model_runner, "release", None)
-        if release is not None:
-            release()
+        self.model_runner.release()
 
     # -- control reaching every rank (the executor's calls) ---------------------------------
 
@@ -196,7 +242,7 @@ class Worker:
         self.model_runner.wake_up()
 
     def get_model(self) -> torch.nn.Module | None:
-        return getattr(self.model_runner, "model", None)
+        return self.model_runner.model
 
     def load_weights(self, weights: Weights) -> list[str]:
         """Copy ``weights`` (checkpoint names -> tensors) into the model in place; returns
@@ -222,14 +268,17 @@ class Worker:
         return str(self.profiler.stop())
 
     def statistics(self) -> WorkerStatistics:
-        runner_stats = getattr(self.model_runner, "statistics", None)
-        comm = getattr(self.model_runner, "comm", None)
+        comm = self.model_runner.comm
         return WorkerStatistics(
             rank=self.rank,
             pending_steps=self.pipeline.pending,
             max_pending_seen=self.pipeline.max_pending_seen,
             profiling=self.profiler.running,
-            runner=dict(runner_stats()) if runner_stats is not None else {},
+            runner=dict(self.model_runner.statistics()),
             tensor_parallel=self.tp.statistics() if self.tp is not None else None,
             comm=comm.statistics() if comm is not None else None,
         )
+
+
+def _conforms(worker: Worker) -> ReplicaWorker:
+    return worker  # mypy: Worker satisfies the ReplicaWorker protocol

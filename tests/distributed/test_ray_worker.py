@@ -1,4 +1,4 @@
-"""A remote rank 0 (distributed/ray_worker.py): with the Ray backend every replica's whole
+"""A remote rank 0 (worker/remote.py): with the Ray backend every replica's whole
 Worker is a Ray actor in its replica's placement group, driven from the worker thread.
 
 ``-dp 2 -dpb ray -tp 1`` gives DP=1's greedy tokens with both replicas working;
@@ -22,10 +22,10 @@ import pytest
 from actorllm import LLM
 from actorllm.core.errors import InvalidRequestError
 from actorllm.distributed.ray_connect import RayClusterError, connect
-from actorllm.distributed.ray_host import RemoteHost, decode_step, encode_step
-from actorllm.distributed.ray_worker import RemoteWorker
 from actorllm.engine import AsyncEngine
 from actorllm.engine.config import EngineConfig, EngineConfigError
+from actorllm.worker.ray_host import RemoteHost, decode_step, encode_step
+from actorllm.worker.remote import RemoteWorker
 from tests.distributed.test_tensor_parallel import ENGINE, _batch, _generate, llama
 from tests.distributed.test_tp_dp import _batch_killing
 from tests.entrypoints.serve_process import ServeProcess

@@ -2,6 +2,7 @@
 
 from actorllm.core.model_runner_output import ModelRunnerOutput
 from actorllm.core.scheduler_output import GrammarBitmask, SchedulerOutput
+from actorllm.worker.runner import FinishedStep
 from actorllm.worker.step_pipeline import StepPipeline
 
 
@@ -35,12 +36,14 @@ class FakePending:
 
 
 class CpuRunner:
+    """launch() computes the step (the CPU path, the ScriptedModel): its handle is done."""
+
     def __init__(self) -> None:
         self.events: list[str] = []
 
-    def execute(self, so: SchedulerOutput) -> ModelRunnerOutput:
+    def launch(self, so: SchedulerOutput) -> FinishedStep:
         self.events.append(f"execute {so.step_id}")
-        return ModelRunnerOutput(step_id=so.step_id, req_ids=[], sampled_token_ids=[])
+        return FinishedStep(ModelRunnerOutput(step_id=so.step_id, req_ids=[], sampled_token_ids=[]))
 
 
 def run(pipeline: StepPipeline, step_ids: list[int], posted: list[int]) -> None:
@@ -85,7 +88,7 @@ def test_nothing_is_held_back_when_no_step_is_queued():
     assert pipeline.max_pending_seen == 1
 
 
-def test_a_runner_without_launch_posts_each_result_at_once():
+def test_a_runner_that_computes_at_launch_posts_each_result_at_once():
     runner = CpuRunner()
     pipeline = StepPipeline(runner, lambda: True)  # even with more steps queued
     posted: list[int] = []

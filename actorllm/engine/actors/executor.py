@@ -41,7 +41,7 @@ from actorllm.engine.messages import (
 )
 from actorllm.engine.step_clock import StepClock
 from actorllm.worker.tp_errors import RankGroupError
-from actorllm.worker.worker import Worker
+from actorllm.worker.worker import ReplicaWorker
 from actorllm.worker.worker_thread import LoopPoster, Outcome, WorkerThread
 
 logger = logging.getLogger(__name__)
@@ -60,7 +60,7 @@ class ExecutorReport(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class ExecutorActor(Actor[ExecutorMsg]):
-    def __init__(self, ctx: EngineContext, thread: WorkerThread, worker: Worker) -> None:
+    def __init__(self, ctx: EngineContext, thread: WorkerThread, worker: ReplicaWorker) -> None:
         super().__init__()
         self.refs = ctx.refs
         self.ledger = ctx.ledger

@@ -7,8 +7,9 @@ Two halves, one per side of the step hand-off (docs/kv_connector.md has the whol
   it decides and emits ops) and :class:`OffloadConnector` (the core ``Scheduler``'s
   ``KVConnectorBase``; turns callbacks into index decisions, hands ops over per step as
   :class:`OffloadMetadata`);
-* worker side, torch — :class:`OffloadStore` (executes the ops against the runner's KV
-  tensors, on the worker thread, before the step's forward).
+* worker side, torch — :class:`OffloadStore` (``worker/offload_store.py``: executes the
+  ops, ``worker/offload_ops.py``, against the runner's KV tensors, on the worker thread,
+  before the step's forward).
 
 :func:`make_offload_connector` builds both for an engine.
 """
@@ -16,8 +17,8 @@ Two halves, one per side of the step hand-off (docs/kv_connector.md has the whol
 from actorllm.engine.kv_offload.connector import OffloadConnector, OffloadConnectorStats
 from actorllm.engine.kv_offload.factory import DEFAULT_DISK_BYTES, make_offload_connector
 from actorllm.engine.kv_offload.index import OffloadIndex, OffloadIndexStats
-from actorllm.engine.kv_offload.ops import OffloadMetadata, OffloadOp, OpKind, Tier
-from actorllm.engine.kv_offload.store import (
+from actorllm.worker.offload_ops import OffloadMetadata, OffloadOp, OpKind, Tier
+from actorllm.worker.offload_store import (
     OffloadMissError,
     OffloadStateError,
     OffloadStore,

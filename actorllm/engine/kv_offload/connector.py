@@ -46,7 +46,7 @@ from actorllm.core.kv_cache.block_hash import BlockHash
 from actorllm.core.scheduler.kv_connector import KVConnectorBase
 from actorllm.core.scheduler_output import SchedulerOutput
 from actorllm.engine.kv_offload.index import OffloadIndex
-from actorllm.engine.kv_offload.ops import OffloadMetadata
+from actorllm.worker.offload_ops import OffloadMetadata
 
 if TYPE_CHECKING:
     from actorllm.core.kv_cache.free_queue import KVCacheBlock

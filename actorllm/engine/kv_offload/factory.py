@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from actorllm.engine.config import EngineConfig
 from actorllm.engine.kv_offload.connector import OffloadConnector
 from actorllm.engine.kv_offload.index import OffloadIndex
-from actorllm.engine.kv_offload.store import OffloadStore
+from actorllm.worker.offload_store import OffloadStore
 
 # Disk tier size when the config names a directory but no size (EngineConfig has no field
 # for it yet; ``kv_offload_disk_bytes`` is read if it appears).

@@ -5,7 +5,7 @@ Theory of operation
 The index is pure bookkeeping (no torch): ``{block_hash: tier}`` with one LRU order per
 tier and a capacity in blocks per tier. Every decision it makes — store this block, spill
 that one to disk, drop another — is *also* appended to an ordered list of
-:class:`~actorllm.engine.kv_offload.ops.OffloadOp` that the worker-side store executes
+:class:`~actorllm.worker.offload_ops.OffloadOp` that the worker-side store executes
 before the next forward. The index therefore describes the store's contents as they will be
 once the ops handed out so far have run (the worker runs steps, and their ops, in order).
 
@@ -42,7 +42,7 @@ from typing import final
 import msgspec
 
 from actorllm.core.kv_cache.block_hash import BlockHash
-from actorllm.engine.kv_offload.ops import OffloadOp, OpKind, Tier
+from actorllm.worker.offload_ops import OffloadOp, OpKind, Tier
 
 
 class OffloadIndexStats(msgspec.Struct, frozen=True, kw_only=True):

@@ -2,18 +2,19 @@
 
 Theory of operation
 -------------------
-The store executes the index's ops (``ops.py``) against the runner's paged KV cache, in
+The store executes the index's ops (``offload_ops.py``) against the runner's paged KV cache, in
 order, on the worker thread, before the step's forward (:meth:`OffloadStore.apply`). One
 stored block is one host tensor ``[num_layers, 2, block_size, num_kv_heads, head_dim]``
 (2 = K, V) in the cache's dtype, pinned when CUDA is available; spilled, it is the file
 ``<disk_dir>/<hash hex>.safetensors`` (one tensor named ``kv``).
 
-Runners: :func:`runner_kv_caches` is the one place that knows the runner. A runner with a
-``kv_caches`` attribute (``ModelRunner``: per layer ``(k_cache, v_cache)``, each
-``[num_blocks, block_size, num_kv_heads, head_dim]``) gets real copies. A runner without one
-(``ScriptedModel``) has no KV to copy: the store keeps a one-byte placeholder per hash
-instead, so hits, loads, spills and drops are exercised end to end and only the bytes are
-fake. A placeholder is never loaded into real tensors (``OffloadStateError``).
+Runners: :func:`runner_kv_caches` is the one place that knows the runner. A runner whose
+``kv_caches`` are tensors (``ModelRunner``: per layer ``(k_cache, v_cache)``, each
+``[num_blocks, block_size, num_kv_heads, head_dim]``) gets real copies. A runner whose
+``kv_caches`` is None (``ScriptedModel``) has no KV to copy: the store keeps a one-byte
+placeholder per hash instead, so hits, loads, spills and drops are exercised end to end
+and only the bytes are fake. A placeholder is never loaded into real tensors
+(``OffloadStateError``).
 
 Streams and syncs (CUDA): saves and loads are queued on the current stream, the stream the
 forward runs on, so a save reads a block before the forward overwrites it and a load lands
@@ -37,7 +38,7 @@ import os
 import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, final
+from typing import final
 
 import msgspec
 import torch
@@ -45,7 +46,8 @@ from safetensors.torch import load_file, save_file
 
 from actorllm.core.kv_cache.block_hash import BlockHash
 from actorllm.core.scheduler.kv_connector import KVConnectorMetadata
-from actorllm.engine.kv_offload.ops import OffloadMetadata, OffloadOp
+from actorllm.worker.offload_ops import OffloadMetadata, OffloadOp
+from actorllm.worker.runner import Runner
 
 KVCaches = Sequence[tuple[torch.Tensor, torch.Tensor]]
 _FILE = re.compile(r"[0-9a-f]{32}|[0-9a-f]{64}")  # 16- or 32-byte hashes, hex
@@ -72,15 +74,15 @@ class OffloadStoreStats(msgspec.Struct, frozen=True, kw_only=True):
     num_disk_errors: int
 
 
-def runner_kv_caches(runner: Any) -> KVCaches | None:
+def runner_kv_caches(runner: Runner) -> KVCaches | None:
     """The runner's per-layer ``(k_cache, v_cache)``, or None for a runner without KV tensors.
 
     Raises :class:`OffloadStateError` when the runner has KV tensors but none allocated
     (asleep, or before ``initialize_kv_cache``).
     """
-    if not hasattr(runner, "kv_caches"):
+    caches = runner.kv_caches
+    if caches is None:
         return None
-    caches: KVCaches = runner.kv_caches
     if not caches:
         raise OffloadStateError("the runner has no KV cache allocated (asleep or not started).")
     return caches
@@ -120,8 +122,8 @@ class OffloadStore:
     def __contains__(self, block_hash: object) -> bool:
         return block_hash in self._host or block_hash in self._disk
 
-    def apply(self, runner: Any, meta: KVConnectorMetadata) -> None:
-        """Run the step's ops in order. Call on the worker thread before ``runner.execute``.
+    def apply(self, runner: Runner, meta: KVConnectorMetadata) -> None:
+        """Run the step's ops in order. Call on the worker thread before ``runner.launch``.
 
         Plain ``KVConnectorMetadata`` (not :class:`OffloadMetadata`) runs its saves, then its
         loads. Raises :class:`OffloadMissError` / :class:`OffloadStateError` (see module doc).

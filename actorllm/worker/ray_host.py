@@ -1,8 +1,12 @@
 """A replica's worker in a Ray actor: the actor (:class:`WorkerHost`), the step codec, and
 the driver's handle on the actor and its placement group (:class:`RemoteHost`: placing,
-building, probing, replacing). The driver itself, the ``Worker`` on the replica's worker
-thread that ships the steps, is :class:`~actorllm.distributed.ray_worker.RemoteWorker`;
+building, probing, replacing). The driver itself, the replica worker on the replica's
+worker thread that ships the steps, is :class:`~actorllm.worker.remote.RemoteWorker`;
 its module docstring tells the whole story.
+
+The host does not know how the engine builds a Worker: the engine hands it a
+:data:`BuildWorker` (picklable: Ray ships it to the actor), called there with the
+replica's placement group and, for a replacement, the KV block count to hold.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ import struct
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, final
+from typing import Any, Protocol, final
 
 import msgspec
 
@@ -86,6 +90,29 @@ def decode_reply(raw: bytes) -> tuple[ModelRunnerOutput, float]:
 # -- the remote side ------------------------------------------------------------------------
 
 
+class BuiltInfo(Protocol):
+    """What the host reads off the engine's description of the model it built."""
+
+    @property
+    def num_blocks(self) -> int: ...
+
+
+# build(placement_group, num_blocks): the replica's Worker, built in the actor (ranks
+# 1..N-1 started in the placement group's other bundles), and the engine's ModelInfo;
+# ``num_blocks``: the KV block count a replacement must hold, None for the first build.
+BuildWorker = Callable[[Any, int | None], tuple[Worker, BuiltInfo]]
+
+
+class RemoteSpec(msgspec.Struct, frozen=True, kw_only=True):
+    """What the driver needs to place and watch a replica's remote worker."""
+
+    replica: int  # the data-parallel replica
+    world_size: int  # tensor parallel: a placement-group bundle per rank
+    data_parallel_size: int = 1  # names (placement groups, errors) per replica when > 1
+    gpu: bool = False  # bundles of {"GPU": 1}, else {"CPU": 1}
+    step_timeout_s: float | None = None  # a host whose steps take longer is replaced
+
+
 class HostPlacement(msgspec.Struct, frozen=True, kw_only=True):
     node_ip: str  # the node the replica's worker runs on
     pid: int  # its process there
@@ -99,24 +126,16 @@ class WorkerHost:
         self.worker: Worker | None = None
 
     def build(
-        self, config: Any, replica: int, factory: Callable[..., Any], placement_group: Any
-    ) -> tuple[Any, HostPlacement]:
-        """Load the model (and start ranks 1..N-1 beside this one); returns the ModelInfo
-        and where this host runs."""
+        self, build: BuildWorker, placement_group: Any, num_blocks: int | None
+    ) -> tuple[BuiltInfo, HostPlacement]:
+        """Load the model (and start ranks 1..N-1 beside this one); returns the engine's
+        ModelInfo and where this host runs. The Worker resolves each step at once:
+        nothing else is ever queued here."""
         import ray
 
-        from actorllm.engine.startup import _build_rank0, _model_info
-
-        runner, blocks, group = _build_rank0(config, factory, replica, placement_group)
-        self.worker = Worker(
-            runner,
-            lambda: False,  # nothing else is ever queued here: resolve each step at once
-            profiler_dir=config.profiler_dir,
-            cuda=config.resolved_device() == "cuda",
-            tp=group,
-        )
+        self.worker, info = build(placement_group, num_blocks)
         where = HostPlacement(node_ip=ray.util.get_node_ip_address(), pid=os.getpid())
-        return _model_info(config, runner, blocks), where
+        return info, where
 
     def execute(self, payload: bytes) -> bytes:
         """One step: msgpack ``SchedulerOutput`` in, msgpack ``ModelRunnerOutput`` out
@@ -146,10 +165,10 @@ class RemoteHost:
     """The replica's placement group and its :class:`WorkerHost` actor, seen from the
     driver; every method blocks and runs on the replica's worker thread."""
 
-    def __init__(self, config: Any, replica: int, factory: Callable[..., Any]) -> None:
-        self.config = config
-        self.replica = replica
-        self.factory = factory
+    def __init__(self, spec: RemoteSpec, build: BuildWorker) -> None:
+        self.spec = spec
+        self.replica = spec.replica
+        self.build = build
         self.generation = 0
         self.actor: Any = None  # the WorkerHost handle (``ray.kill`` it to fail the replica)
         self.placement = HostPlacement(node_ip="", pid=0)
@@ -157,7 +176,7 @@ class RemoteHost:
         # notify(generation, why): the host of that generation died (set by each executor
         # incarnation, which crashes on it, as for a tensor-parallel group).
         self.notify: Callable[[int, str], None] | None = None
-        self.info: Any = None  # ModelInfo, from the first build
+        self.info: BuiltInfo | None = None  # the engine's ModelInfo, from the first build
         self.pg_name = ""
         self._pg: Any = None
         self._lock = threading.Lock()
@@ -165,9 +184,9 @@ class RemoteHost:
 
     @property
     def bundle(self) -> dict[str, float]:
-        return {"GPU": 1.0} if self.config.device == "cuda" else {"CPU": 1.0}
+        return {"GPU": 1.0} if self.spec.gpu else {"CPU": 1.0}
 
-    def start(self, blocks: int | None = None) -> Any:
+    def start(self, blocks: int | None = None) -> BuiltInfo:
         """Reserve the placement group (a bundle per rank) and build the Worker in an actor
         in bundle 0; ``blocks``: the KV block count to hold (a replacement). Returns the
         ModelInfo. Raises :class:`RayClusterError` when the cluster cannot place it."""
@@ -175,8 +194,8 @@ class RemoteHost:
         from ray.util.placement_group import placement_group
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-        n, bundle = int(self.config.tensor_parallel_size), self.bundle
-        dp = f"dp{self.replica}-" if self.config.data_parallel_size > 1 else ""
+        n, bundle = self.spec.world_size, self.bundle
+        dp = f"dp{self.replica}-" if self.spec.data_parallel_size > 1 else ""
         self.pg_name = f"actorllm-{dp}worker-{secrets.token_hex(4)}"  # unique while replaced
         self._pg = placement_group([dict(bundle) for _ in range(n)], "PACK", name=self.pg_name)
         try:
@@ -201,12 +220,9 @@ class RemoteHost:
                 )
                 .remote()
             )
-            config = self.config
-            if blocks is not None:  # a replacement holds the scheduler's block count
-                config = msgspec.structs.replace(config, num_gpu_blocks_override=blocks)
+            # A replacement (``blocks``) holds the scheduler's block count.
             info, self.placement = ray.get(
-                self.actor.build.remote(config, self.replica, self.factory, self._pg),
-                timeout=LOAD_TIMEOUT_S,
+                self.actor.build.remote(self.build, self._pg, blocks), timeout=LOAD_TIMEOUT_S
             )
         except BaseException:
             self.stop()
@@ -245,7 +261,7 @@ class RemoteHost:
 
     def mark_broken(self, generation: int, why: str) -> None:
         """The host of ``generation`` is gone (any thread); tells the executor once."""
-        if self.config.data_parallel_size > 1:
+        if self.spec.data_parallel_size > 1:
             why = f"data-parallel replica {self.replica}: {why}"
         with self._lock:
             if generation != self.generation or self.broken is not None:
@@ -257,6 +273,7 @@ class RemoteHost:
 
     def replace(self) -> None:
         """A new host for a broken one (the old actor killed, its group released)."""
+        assert self.info is not None, "replace() before start()"
         self.stop()
         self.generation += 1
         self.start(blocks=self.info.num_blocks)

@@ -5,22 +5,23 @@ Theory of operation
 With ``distributed_executor_backend="ray"`` (or ``data_parallel_backend="ray"``) no rank
 runs in the engine process. Each data-parallel replica reserves one placement group with a
 bundle per rank (``{"CPU": 1}``, ``PACK``); bundle 0 holds a
-:class:`~actorllm.distributed.ray_host.WorkerHost` actor,
+:class:`~actorllm.worker.ray_host.WorkerHost` actor,
 which builds the replica's :class:`~actorllm.worker.worker.Worker` exactly as the worker
 thread does under ``mp`` (model runner, batch state, sampler, async-scheduling
 placeholders, profiler and, for tensor parallel, the rank group, whose ranks 1..N-1 it
 starts in bundles 1..N-1 of the same placement group).
 
-The replica's worker thread keeps a :class:`RemoteWorker`: a ``Worker`` with no runner of
-its own. Each step it msgpack-encodes the ``SchedulerOutput`` (a msgspec struct from
-``core/``; a grammar bitmask travels as raw int32 bytes), sends it with one actor call
+The replica's worker thread keeps a :class:`RemoteWorker`: a
+:class:`~actorllm.worker.worker.ReplicaWorker` with no runner of its own. Each step it
+msgpack-encodes the ``SchedulerOutput`` (a msgspec struct from ``core/``; a grammar
+bitmask travels as raw int32 bytes), sends it with one actor call
 (``WorkerHost.execute(bytes)``) and later gets the ``ModelRunnerOutput`` back as bytes: no
 pickle per step (Ray passes ``bytes`` through its object store as they are). The call
-returns a Ray object ref at once and the reply is posted to the executor from its
-future's callback, in step order: the thread never waits for a step, so under async
-scheduling step N+1 is shipped while step N is still on the remote worker (Ray runs one
-caller's calls on an actor in order), which hides the round trip behind the step.
-:class:`~actorllm.distributed.ray_host.RemoteHost` places, builds, probes and replaces
+returns a Ray object ref at once and the reply is posted to the executor from its future's
+callback, in step order: the thread never waits for a step, so under async scheduling step
+N+1 is shipped while step N is still on the remote worker (Ray runs one caller's calls on
+an actor in order), which hides the round trip behind the step.
+:class:`~actorllm.worker.ray_host.RemoteHost` places, builds, probes and replaces
 the actor.
 
 Failure: an actor that dies (``ray.kill``, its process or node lost) fails every pending
@@ -51,16 +52,20 @@ from typing import Any
 import msgspec
 
 from actorllm.core.model_runner_output import ModelRunnerOutput
+from actorllm.core.scheduler.kv_connector import KVConnectorMetadata
 from actorllm.core.scheduler_output import SchedulerOutput
-from actorllm.distributed.ray_host import (
+from actorllm.worker.ray_host import (
     LOAD_TIMEOUT_S,
+    BuildWorker,
+    BuiltInfo,
     RemoteHost,
+    RemoteSpec,
     RemoteWorkerDied,
     decode_reply,
     encode_step,
 )
 from actorllm.worker.step_pipeline import Post
-from actorllm.worker.worker import Worker, WorkerStatistics
+from actorllm.worker.worker import ReplicaWorker, WorkerStatistics
 from actorllm.worker.worker_thread import Outcome
 
 
@@ -100,35 +105,37 @@ class _Timing:
         self.last_bytes = (0, 0)
 
 
-class RemoteWorker(Worker):
-    """The driver: a :class:`Worker` on the replica's worker thread whose runner, request
-    state and control all live in the replica's :class:`WorkerHost` actor; the executor
-    uses it exactly as a local Worker.
+class _RemoteProfiling:
+    """The host's profiler as the driver last set it (its trace is on the host's node)."""
+
+    def __init__(self) -> None:
+        self.running = False
+
+
+class RemoteWorker:
+    """The driver: a :class:`~actorllm.worker.worker.ReplicaWorker` on the replica's worker
+    thread whose runner, request state and control all live in the replica's
+    :class:`WorkerHost` actor; the executor uses it exactly as a local Worker.
 
     Steps never block the thread: each is shipped at once and its reply posted (to the
     executor, in step order) from the callback of its Ray future. Control calls wait for
     every shipped step's reply first, as a local Worker flushes its pipeline."""
 
-    def __init__(self, host: RemoteHost, has_queued_jobs: Callable[[], bool]) -> None:
-        super().__init__(None, has_queued_jobs)
+    def __init__(self, host: RemoteHost) -> None:
         self.host = host
+        self.profiler = _RemoteProfiling()
         self._lock = threading.Lock()
-        self._steps: deque[_RemoteStep] = deque()  # shipped, reply not posted; send order
+        # Steps shipped to the host whose reply is not posted yet, in send order.
+        self._shipped: deque[_RemoteStep] = deque()
         self._timing = _Timing()
 
     @classmethod
-    def start(
-        cls,
-        config: Any,
-        replica: int,
-        factory: Callable[..., Any],
-        has_queued_jobs: Callable[[], bool],
-    ) -> tuple[RemoteWorker, Any]:
-        """Place and build replica ``replica``'s worker (on its worker thread); returns the
-        driver and the ModelInfo."""
-        host = RemoteHost(config, replica, factory)
+    def start(cls, spec: RemoteSpec, build: BuildWorker) -> tuple[RemoteWorker, BuiltInfo]:
+        """Place and build replica ``spec.replica``'s worker (on its worker thread);
+        returns the driver and the engine's ModelInfo."""
+        host = RemoteHost(spec, build)
         info = host.start()
-        return cls(host, has_queued_jobs), info
+        return cls(host), info
 
     def watched(self) -> RemoteHost:
         """The executor crashes when the host dies, even between steps."""
@@ -136,7 +143,9 @@ class RemoteWorker(Worker):
 
     # -- steps ------------------------------------------------------------------------------
 
-    def execute_step(self, so: SchedulerOutput, meta: Any, post: Post) -> None:
+    def execute_step(
+        self, so: SchedulerOutput, meta: KVConnectorMetadata | None, post: Post
+    ) -> None:
         """Ship ``so``; its outcome is posted when the reply comes (or the host dies)."""
         try:
             if meta is not None:  # refused by the config: kv_connector with ray
@@ -152,17 +161,17 @@ class RemoteWorker(Worker):
             return
         with self._lock:
             t = self._timing
-            step = _RemoteStep(ref, post, alone=not self._steps, request_bytes=len(payload))
-            self._steps.append(step)
+            step = _RemoteStep(ref, post, alone=not self._shipped, request_bytes=len(payload))
+            self._shipped.append(step)
             t.steps += 1
-            t.max_in_flight = max(t.max_in_flight, len(self._steps))
+            t.max_in_flight = max(t.max_in_flight, len(self._shipped))
         step.future.add_done_callback(lambda _: self._post_ready())
 
     def _post_ready(self) -> None:
         """Post every finished step at the head of the queue, in order (any thread)."""
         with self._lock:
-            while self._steps and self._steps[0].future.done():
-                step = self._steps.popleft()
+            while self._shipped and self._shipped[0].future.done():
+                step = self._shipped.popleft()
                 step.post(self._outcome(step))
 
     def _outcome(self, step: _RemoteStep) -> Outcome[ModelRunnerOutput]:
@@ -195,9 +204,9 @@ class RemoteWorker(Worker):
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             with self._lock:
-                if not self._steps:
+                if not self._shipped:
                     return True
-                future = self._steps[0].future
+                future = self._shipped[0].future
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
             done, _ = futures.wait([future], timeout=left)
             if not done:
@@ -211,7 +220,7 @@ class RemoteWorker(Worker):
         With ``step_timeout_s``, a host whose shipped steps do not answer within it (hung:
         the step timeout is what restarted the core) is killed and replaced too, so a hung
         actor never holds the worker thread as a hung local step would."""
-        timeout = self.host.config.step_timeout_s
+        timeout = self.host.spec.step_timeout_s
         if not self.flush(timeout):
             self.host.abandon(f"its steps did not answer within {timeout}s")
             self.flush()  # the kill fails them at once
@@ -266,27 +275,17 @@ class RemoteWorker(Worker):
         self.flush()
         self.host.call("wake_up_group")
 
-    def sleep(self, level: int = 1) -> None:
-        self.sleep_group(level)
-
-    def wake_up(self) -> None:
-        self.wake_up_group()
-
-    def get_model(self) -> Any:
-        return self.collective_rpc("get_model")
-
-    def load_weights(self, weights: Any) -> list[str]:
-        result: list[str] = self.collective_rpc("load_weights", (weights,))
-        return result
-
     def start_profile(self) -> None:
         """The host's torch profiler (its trace is written on its node, under
         ``profiler_dir``)."""
         self.host.call("start_profile")
+        self.profiler.running = True
 
     def stop_profile(self) -> str:
         self.flush()
-        return str(self.host.call("stop_profile"))
+        trace = str(self.host.call("stop_profile"))
+        self.profiler.running = False
+        return trace
 
     def statistics(self) -> WorkerStatistics:
         return self._with_driver(self.host.call("statistics"))
@@ -294,7 +293,7 @@ class RemoteWorker(Worker):
     def _with_driver(self, stats: WorkerStatistics) -> WorkerStatistics:
         """The host's figures, with this driver's steps in flight and round trips."""
         with self._lock:
-            pending, t = len(self._steps), self._timing
+            pending, t = len(self._shipped), self._timing
             alone = max(1, t.alone)
             remote = RemoteWorkerStatistics(
                 placement_group=self.host.pg_name,
@@ -313,3 +312,7 @@ class RemoteWorker(Worker):
         return msgspec.structs.replace(
             stats, pending_steps=pending, max_pending_seen=t.max_in_flight, remote=remote
         )
+
+
+def _conforms(worker: RemoteWorker) -> ReplicaWorker:
+    return worker  # mypy: RemoteWorker satisfies the ReplicaWorker protocol

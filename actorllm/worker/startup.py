@@ -1,0 +1,148 @@
+"""Worker start-up: build one rank's runner, size its KV cache, start rank 0's rank group.
+
+Everything here blocks and runs on the thread (or process) that will own the runner: the
+engine's worker thread, a replica's Ray actor (worker/ray_host.py) or a tensor-parallel
+rank's process (worker/tp_rank.py). What a rank needs is one :class:`RankSpec`, made from
+the engine's configuration by the engine (``engine/startup.py``'s ``rank_spec``); ranks
+1..N-1 get rank 0's with their own ``rank``.
+
+    spec = RankSpec(model="/models/llama", device="cpu", block_size=32)
+    runner, blocks, group = build_rank0(spec, lambda: build_model_runner(spec))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Literal
+
+import msgspec
+
+from actorllm.models.loader import LoadFormat
+from actorllm.worker.runner import Runner
+
+if TYPE_CHECKING:
+    from actorllm.worker.model_runner import ModelRunner
+    from actorllm.worker.tp_group import TPGroup
+
+DEFAULT_CPU_KV_BYTES = 256 * 2**20
+
+
+class RankSpec(msgspec.Struct, frozen=True, kw_only=True):
+    """What one rank of a replica needs to build its runner and its KV cache."""
+
+    model: str  # the model directory (resolved by the engine)
+    device: str  # "cpu" or "cuda" (resolved)
+    dtype: str = "auto"
+    attention_backend: str = "auto"
+    load_format: LoadFormat = "auto"
+    block_size: int = 16
+    max_num_seqs: int = 256
+    max_model_len: int | None = None
+    max_num_batched_tokens: int = 2048
+    seed: int = 0
+    enforce_eager: bool = False
+    hybrid_kv_cache: bool = True
+    # CPU tuning (worker/omp_spin.py, worker/malloc_tuning.py, worker/huge_pages.py)
+    omp_short_spin: bool = False
+    keep_freed_memory: bool = False
+    weights_on_huge_pages: bool = True
+    # KV cache size: a fixed block count, else the device's memory share (CUDA), else bytes
+    num_blocks_override: int | None = None
+    gpu_memory_utilization: float = 0.9
+    kv_cache_bytes: int | None = None  # None: DEFAULT_CPU_KV_BYTES
+    # Tensor parallel: this rank, the group's size, how ranks 1..N-1 are launched
+    rank: int = 0
+    world_size: int = 1
+    backend: Literal["mp", "ray"] = "mp"
+    collective_timeout_s: float = 60.0
+    data_parallel_size: int = 1  # names the group's processes per replica when > 1
+
+
+def build_model_runner(spec: RankSpec) -> ModelRunner:
+    """The real model runner of rank ``spec.rank`` (its shards of the weights)."""
+    from actorllm.worker.model_runner import ModelRunner
+    from actorllm.worker.omp_spin import park_openmp_team
+
+    if spec.omp_short_spin and spec.device == "cpu":
+        park_openmp_team()
+    if spec.keep_freed_memory and spec.device == "cpu":
+        from actorllm.worker.malloc_tuning import keep_freed_memory
+
+        keep_freed_memory()
+    return ModelRunner(
+        spec.model,
+        dtype=spec.dtype,
+        device=spec.device,
+        attention_backend=spec.attention_backend,
+        load_format=spec.load_format,
+        block_size=spec.block_size,
+        max_num_seqs=spec.max_num_seqs,
+        max_model_len=spec.max_model_len,
+        seed=spec.seed,
+        max_num_batched_tokens=spec.max_num_batched_tokens,
+        enforce_eager=spec.enforce_eager,
+        hybrid_kv_cache=spec.hybrid_kv_cache,
+        tp_rank=spec.rank,
+        tp_size=spec.world_size,
+        weights_on_huge_pages=spec.weights_on_huge_pages,
+    )
+
+
+def num_kv_blocks(spec: RankSpec, runner: Runner) -> int:
+    """How many KV blocks (null block included) the cache gets."""
+    if spec.num_blocks_override is not None:
+        return spec.num_blocks_override
+    if spec.device == "cuda":
+        profiled = runner.profile_num_blocks(spec.gpu_memory_utilization)
+        if profiled is not None:
+            return int(profiled)
+    budget = spec.kv_cache_bytes or DEFAULT_CPU_KV_BYTES
+    return max(2, budget // max(1, runner.kv_cache_bytes_per_block()))
+
+
+def build_rank0(
+    spec: RankSpec,
+    make_runner: Callable[[], Runner],
+    replica: int = 0,
+    placement_group: Any = None,
+) -> tuple[Runner, int, TPGroup | None]:
+    """The runner, loaded, with its KV cache of the returned block count; tensor parallel:
+    and its rank group (data-parallel replica ``replica``'s own), started (ranks 1..N-1
+    load their shards while this thread loads rank 0's). ``placement_group``: rank 0 runs
+    in a Ray actor of that group (worker/ray_host.py), ranks 1..N-1 go beside it."""
+    group = None
+    if spec.world_size > 1:
+        from actorllm.models.config import CheckpointConfig
+        from actorllm.models.parallel import check_tensor_parallel
+        from actorllm.worker.tp_group import TPGroup  # torch.distributed: only when used
+
+        # Refused before any rank process is spawned.
+        check_tensor_parallel(CheckpointConfig.from_pretrained(spec.model), spec.world_size)
+        group = TPGroup(spec, replica, placement_group)
+    try:
+        if group is not None:
+            group.launch()
+        runner = make_runner()
+        runner.load_model()
+        blocks = num_kv_blocks(spec, runner)
+        if group is not None:
+            group.connect(_model_runner(runner))
+            blocks = group.agree_blocks(blocks)  # each rank's cache holds its heads
+        runner.initialize_kv_cache(blocks)
+    except BaseException:
+        if group is not None:
+            group.mark_broken("start-up failed")
+            group.stop(grace_s=0.0)
+        raise
+    return runner, blocks, group
+
+
+def _model_runner(runner: Runner) -> ModelRunner:
+    """Tensor parallel shards a real model: rank 0's runner must be a ModelRunner."""
+    from actorllm.worker.model_runner import ModelRunner
+
+    if not isinstance(runner, ModelRunner):
+        raise TypeError(
+            f"tensor_parallel_size > 1 needs the model runner, not {type(runner).__name__}"
+        )
+    return runner
