@@ -43,7 +43,7 @@ class EngineConfig(msgspec.Struct, kw_only=True):
     """Every knob of the engine. ``actorllm serve``'s engine flags are generated from these
     fields: the ``# -- Name`` section comments are the ``--help`` groups (vLLM's config
     class names), each field's docstring is its help text (see
-    ``actorllm.entrypoints.commands.struct_flags``)."""
+    ``actorllm.compat.vllm.struct_flags``)."""
 
     # -- ModelConfig ------------------------------------------------------------------------
     model: str | None = None

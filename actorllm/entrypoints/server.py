@@ -39,7 +39,7 @@ WorkerClass = Literal["trio", "asyncio"]
 
 class ServerSettings(msgspec.Struct, kw_only=True):
     """The HTTP server's settings. ``actorllm serve``'s server flags are generated from these
-    fields and their docstrings (see ``actorllm.entrypoints.commands.struct_flags``); the
+    fields and their docstrings (see ``actorllm.compat.vllm.struct_flags``); the
     fields in ``CLI_EXCLUDE`` are for tests and embedding only."""
 
     CLI_EXCLUDE: ClassVar[frozenset[str]] = frozenset({"fd", "startup_timeout_s", "app"})

@@ -14,7 +14,8 @@ from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontext
 import anyio
 from starlette.applications import Starlette
 
-from actorllm.entrypoints.metrics import ServerMetrics, log_stats_forever
+from actorllm.engine.stats_logger import log_stats_forever
+from actorllm.entrypoints.metrics import ServerMetrics
 from actorllm.entrypoints.openai.app.settings import AppSettings
 from actorllm.entrypoints.openai.app.state import AppState
 from actorllm.entrypoints.openai.engine_client import EngineClient
