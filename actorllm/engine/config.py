@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import importlib.util
 import re
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import msgspec
 
+from actorllm.engine.config_help import ENGINE_CONFIG_HELP
 from actorllm.engine.generation_config import (
     GenerationConfigError,
     check_override,
@@ -40,10 +42,11 @@ class EngineConfigError(ValueError):
 
 
 class EngineConfig(msgspec.Struct, kw_only=True):
-    """Every knob of the engine. ``actorllm serve``'s engine flags are generated from these
-    fields: the ``# -- Name`` section comments are the ``--help`` groups (vLLM's config
-    class names), each field's docstring is its help text (see
-    ``actorllm.compat.vllm.struct_flags``)."""
+    """Every knob of the engine, in sections named after vLLM's config classes. The command
+    line has one flag per field; its ``--help`` text is :data:`CLI_HELP`
+    (``engine/config_help.py``), the user documentation of each setting."""
+
+    CLI_HELP: ClassVar[Mapping[str, Mapping[str, str]]] = ENGINE_CONFIG_HELP
 
     # -- ModelConfig ------------------------------------------------------------------------
     model: str | None = None
@@ -107,10 +110,9 @@ class EngineConfig(msgspec.Struct, kw_only=True):
     # -- CacheConfig ------------------------------------------------------------------------
     block_size: int | None = None
     """KV-cache block size in tokens (a power of two up to 128; default: 32 on CPU, 16 on
-    CUDA). CPU takes 32 as vLLM's CPU backend takes multiples of 32: the native decode
-    kernel reads twice as long runs per block, and the scheduler allocates half as many
-    blocks (measured against 16 on a 2-core Zen 4: 75M float32 +2.3 %, the 1024-request
-    row +9 %, bfloat16 and the 4-layer row within noise; docs/cpu_performance.md)."""
+    CUDA). CPU takes multiples of 32 as vLLM's CPU backend does: the native decode kernel
+    reads longer runs per block, and the scheduler allocates half as many blocks
+    (docs/cpu_performance.md has the measurements)."""
     enable_prefix_caching: bool = True
     """Reuse the KV blocks of prompt prefixes seen before."""
     gpu_memory_utilization: float = 0.9

@@ -1,8 +1,8 @@
 """The engine's command-line flags, shared by ``serve`` / ``generate`` / ``chat`` / ``bench``
 and ``EngineArgs.add_cli_args``.
 
-One flag per ``EngineConfig`` field (see :mod:`struct_flags`), and beside them the spellings
-vLLM uses for the same settings:
+One flag per ``EngineConfig`` field (see :mod:`struct_flags`; the help text is
+``EngineConfig.CLI_HELP``), and beside them the spellings vLLM uses for the same settings:
 
 * ``MODEL`` positional (``serve``) or ``--model``;
 * ``-tp`` / ``-pp`` / ``-dp`` for the parallel sizes, ``-dpb`` for

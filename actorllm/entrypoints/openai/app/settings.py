@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import msgspec
 
+from actorllm.entrypoints.openai.app.settings_help import APP_SETTINGS_HELP
+
 
 class AppSettings(msgspec.Struct, kw_only=True):
-    """HTTP-side settings (the engine's are in ``EngineConfig``). ``actorllm serve``'s flags
-    for them are generated from these fields and docstrings."""
+    """HTTP-side settings (the engine's are in ``EngineConfig``). ``actorllm serve`` has a
+    flag for each field; its ``--help`` text is :data:`CLI_HELP` (``settings_help.py``)."""
 
     CLI_APPEND: ClassVar[frozenset[str]] = frozenset({"middleware"})  # one value per flag
+    CLI_HELP: ClassVar[Mapping[str, Mapping[str, str]]] = APP_SETTINGS_HELP
 
     # -- Frontend ---------------------------------------------------------------------------
     api_key: str | list[str] | None = None
