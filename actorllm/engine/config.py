@@ -257,15 +257,6 @@ class EngineConfig(msgspec.Struct, kw_only=True):
     """Split a reasoning model's thinking into reasoning_content (vLLM's names: deepseek_r1,
     qwen3, granite, ... see actorllm.reasoning.REASONING_PARSERS). Structured outputs then
     constrain the answer only (after the reasoning)."""
-    # -- Frontend ---------------------------------------------------------------------------
-    enable_auto_tool_choice: bool = False
-    """Let the model decide to call tools (tool_choice auto, the default when tools are
-    given); needs tool_call_parser."""
-    tool_call_parser: str | None = None
-    """How to read tool calls out of the model's text: hermes, llama3_json, mistral,
-    qwen3_coder (qwen3_xml), pythonic, or a name a tool_parser_plugin registers."""
-    tool_parser_plugin: str | None = None
-    """A Python file that registers extra tool call parsers (register_tool_parser)."""
     # -- ProfilerConfig ---------------------------------------------------------------------
     profiler_dir: str | None = None
     """Directory for torch-profiler traces written by start_profile()/stop_profile() (Chrome
@@ -311,10 +302,6 @@ class EngineConfig(msgspec.Struct, kw_only=True):
         if self.data_parallel_size < 1:
             raise EngineConfigError("data_parallel_size", "must be at least 1.")
         self._check_parallel()
-        if self.enable_auto_tool_choice and not self.tool_call_parser:
-            raise EngineConfigError(
-                "enable_auto_tool_choice", "needs tool_call_parser (which format to parse)."
-            )
         if self.reasoning_parser is not None:
             from actorllm.reasoning import REASONING_PARSERS
 

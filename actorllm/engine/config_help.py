@@ -265,19 +265,6 @@ ENGINE_CONFIG_HELP: Mapping[str, Mapping[str, str]] = {
             "Structured outputs then constrain the answer only (after the reasoning)."
         ),
     },
-    "Frontend": {
-        "enable_auto_tool_choice": (
-            "Let the model decide to call tools (tool_choice auto, the default when tools are "
-            "given); needs tool_call_parser."
-        ),
-        "tool_call_parser": (
-            "How to read tool calls out of the model's text: hermes, llama3_json, mistral, "
-            "qwen3_coder (qwen3_xml), pythonic, or a name a tool_parser_plugin registers."
-        ),
-        "tool_parser_plugin": (
-            "A Python file that registers extra tool call parsers (register_tool_parser)."
-        ),
-    },
     "ProfilerConfig": {
         "profiler_dir": (
             "Directory for torch-profiler traces written by start_profile()/stop_profile() "

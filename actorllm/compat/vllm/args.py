@@ -13,6 +13,9 @@ Every name is one of:
 * a vLLM spelling of some fields (:data:`SPELLINGS`): ``structured_outputs_config``,
   ``guided_decoding_*``, ``kv_transfer_config``, ``kv_offloading_size`` /
   ``kv_offloading_backend``, ``data_parallel_size_local``;
+* a tool-calling setting of the server (:data:`FRONTEND`): accepted as before (an
+  ``EngineArgs`` carries it), checked, and left out of ``EngineConfig``: the server's
+  ``AppSettings`` holds these, the engine never reads them;
 * ``hf_token``: not an engine setting but the process's Hugging Face token. It never
   reaches ``EngineConfig``; whoever starts an engine passes it to :func:`export_hf_token`
   (the bridge under ``LLM``/``AsyncLLM``, the command line before a command runs);
@@ -204,6 +207,13 @@ SPELLINGS: dict[str, Callable[[Any], dict[str, Any]]] = {
     "data_parallel_size_local": _data_parallel_size_local,
 }
 HF_TOKEN = "hf_token"
+# The server's tool-calling settings, with their defaults: accepted among vLLM's keywords,
+# never part of an EngineConfig.
+FRONTEND: Mapping[str, Any] = {
+    "enable_auto_tool_choice": False,
+    "tool_call_parser": None,
+    "tool_parser_plugin": None,
+}
 
 
 def spelling(name: str, value: Any) -> dict[str, Any]:
@@ -238,6 +248,10 @@ def _merge(pieces: list[dict[str, Any]], given: Mapping[str, Any]) -> dict[str, 
         )
     if out.get("model") is not None:
         out["model"] = str(out["model"])
+    if given.get("enable_auto_tool_choice") and not given.get("tool_call_parser"):
+        raise EngineConfigError(
+            "enable_auto_tool_choice", "needs tool_call_parser (which format to parse)."
+        )
     return out
 
 
@@ -266,10 +280,11 @@ def check_foreign(name: str, value: Any, entry: Foreign, stacklevel: int = 2) ->
 
 
 def classify(name: str, value: Any, owner: str, error: type[Exception] = TypeError) -> bool:
-    """True when ``name`` is a field, a spelling or ``hf_token`` (to be kept); False for a
+    """True when ``name`` is a field, a spelling, a :data:`FRONTEND` setting or ``hf_token``
+    (to be kept); False for a
     foreign argument (checked by :func:`check_foreign`, then dropped). Raises ``error``
     naming anything else."""
-    if name in FIELDS or name in SPELLINGS or name == HF_TOKEN:
+    if name in FIELDS or name in SPELLINGS or name in FRONTEND or name == HF_TOKEN:
         return True
     entry = foreign_arguments().get(name)
     if entry is None:

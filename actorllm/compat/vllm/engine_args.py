@@ -85,7 +85,7 @@ class EngineArgs:
             warnings.warn(note, UserWarning, stacklevel=2)
         values = vars(args)
         kwargs = vllm_args.namespace_kwargs(args)  # the flags, translated as parsed
-        for name in (vllm_args.HF_TOKEN, *cls._EXTRA):
+        for name in (*vllm_args.FRONTEND, vllm_args.HF_TOKEN, *cls._EXTRA):
             if name in values:
                 kwargs[name] = values[name]
         return cls(**kwargs)
@@ -98,6 +98,8 @@ class EngineArgs:
             return given[name]
         if name in vllm_args.FIELDS:
             return getattr(EngineConfig(), name)
+        if name in vllm_args.FRONTEND:
+            return vllm_args.FRONTEND[name]
         if name in vllm_args.SPELLINGS or name == vllm_args.HF_TOKEN:
             return None
         raise AttributeError(f"{type(self).__name__!s} has no attribute {name!r}")
@@ -157,7 +159,7 @@ def _dataclass_fields(names: list[str]) -> dict[str, dataclasses.Field[Any]]:
 
 
 _FIELD_NAMES = ["model", *(f for f in EngineConfig.__struct_fields__ if f != "model")]
-_FIELD_NAMES += sorted([*vllm_args.SPELLINGS, vllm_args.HF_TOKEN])
+_FIELD_NAMES += sorted([*vllm_args.FRONTEND, *vllm_args.SPELLINGS, vllm_args.HF_TOKEN])
 # Set once both classes exist (AsyncEngineArgs has one field more).
 EngineArgs.__dataclass_fields__ = _dataclass_fields([*_FIELD_NAMES, "disable_log_stats"])  # type: ignore[attr-defined]
 AsyncEngineArgs.__dataclass_fields__ = _dataclass_fields(  # type: ignore[attr-defined]

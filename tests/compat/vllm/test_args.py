@@ -104,6 +104,15 @@ def test_the_hf_token_is_exported_by_its_one_function_never_by_a_config(monkeypa
     assert os.environ["HF_TOKEN"] == "hf_secret"
 
 
+def test_tool_calling_settings_are_accepted_and_left_to_the_server() -> None:
+    engine_args = EngineArgs(enable_auto_tool_choice=True, tool_call_parser="hermes")
+    assert engine_args.tool_call_parser == "hermes"
+    assert not hasattr(engine_args.create_engine_config(), "tool_call_parser")
+    assert EngineArgs().tool_call_parser is None
+    with pytest.raises(EngineConfigError, match="tool_call_parser"):
+        _keywords(enable_auto_tool_choice=True)
+
+
 def test_the_native_door_takes_engine_config_fields_only() -> None:
     assert _as_config(None, {"max_num_seqs": 8}).max_num_seqs == 8
     nested = _as_config(None, {"structured_outputs_config": {"backend": "guidance"}})

@@ -85,5 +85,16 @@ APP_SETTINGS_HELP: Mapping[str, Mapping[str, str]] = {
             "/invocations (a stream counts until it ends); GET /load answers "
             '{"server_load": N} (without this flag always 0, as vLLM).'
         ),
+        "enable_auto_tool_choice": (
+            "Let the model decide to call tools (tool_choice auto, the default when tools are "
+            "given); needs --tool-call-parser."
+        ),
+        "tool_call_parser": (
+            "How to read tool calls out of the model's text: hermes, llama3_json, mistral, "
+            "qwen3_coder (qwen3_xml), pythonic, or a name a --tool-parser-plugin registers."
+        ),
+        "tool_parser_plugin": (
+            "A Python file that registers extra tool call parsers (register_tool_parser)."
+        ),
     },
 }
