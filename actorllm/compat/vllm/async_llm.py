@@ -34,6 +34,7 @@ from concurrent.futures import Future
 from typing import Any, Self
 
 import anyio
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from actorllm.compat.vllm.bridge import Bridge
 from actorllm.compat.vllm.caller_loop import call_on_engine, put, read_outputs
@@ -70,6 +71,17 @@ _NOT_BUILT = {
 
 def _refuse(name: str, why: str) -> None:
     raise NotImplementedError(f"{name}: {why}.")
+
+
+def _check_options(sampling_params: object, **options: Any) -> None:
+    """``generate``'s vLLM options that are not built refuse any value but None."""
+    for name, value in options.items():
+        if value is not None:
+            _refuse(f"generate({name}=...)", "not supported by actorllm")
+    if not isinstance(sampling_params, SamplingParams):
+        raise TypeError(
+            f"sampling_params must be SamplingParams, got {type(sampling_params).__name__}."
+        )
 
 
 class AsyncLLM:
@@ -181,37 +193,18 @@ class AsyncLLM:
         CUMULATIVE or FINAL_ONLY). ``prompt`` is a str, a ``TextPrompt`` or a
         ``TokensPrompt``. Iterate it on an asyncio loop. Invalid requests
         raise ``InvalidRequestError`` (a ``ValueError``) on the first iteration."""
-        for name, value in {
-            "prompt_text": prompt_text,
-            "lora_request": lora_request,
-            "tokenization_kwargs": tokenization_kwargs or None,
-            "trace_headers": trace_headers or None,
-            "data_parallel_rank": data_parallel_rank,
+        _check_options(
+            sampling_params,
+            prompt_text=prompt_text,
+            lora_request=lora_request,
+            tokenization_kwargs=tokenization_kwargs or None,
+            trace_headers=trace_headers or None,
+            data_parallel_rank=data_parallel_rank,
             **kwargs,
-        }.items():
-            if value is not None:
-                _refuse(f"generate({name}=...)", "not supported by actorllm")
-        if not isinstance(sampling_params, SamplingParams):
-            raise TypeError(
-                f"sampling_params must be SamplingParams, got {type(sampling_params).__name__}."
-            )
-        prompt = check_prompt(prompt)
-        poster = LoopPoster()  # the caller's loop
-        send, receive = anyio.create_memory_object_stream[object](math.inf)
-
-        def deliver(item: object) -> None:  # on the engine's thread
-            poster.post(put, send, item)
-
-        try:
-            pump, engine_id = self._bridge.submit(
-                request_id, prompt, sampling_params, deliver, priority=priority
-            )
-        except BaseException:  # the engine was shut down
-            send.close()
-            receive.close()
-            raise
-        self._requests[request_id] = pump
-        self._engine_ids[request_id] = engine_id
+        )
+        pump, send, receive = self._submit(
+            request_id, check_prompt(prompt), sampling_params, priority
+        )
         if self.log_requests:
             logger.info("Added request %s.", request_id)
         finished = False
@@ -236,6 +229,29 @@ class AsyncLLM:
                 pump.cancel()  # its stream closes on the engine loop: the engine aborts it
                 if self.log_requests:
                     logger.info("Aborted request %s.", request_id)
+
+    def _submit(
+        self, request_id: str, prompt: Any, params: SamplingParams, priority: int
+    ) -> tuple[Future[Any], MemoryObjectSendStream[object], MemoryObjectReceiveStream[object]]:
+        """Start the request on the engine's loop, its outputs posted into a new stream on
+        the caller's loop; returns its pump and the stream's two ends."""
+        poster = LoopPoster()  # the caller's loop
+        send, receive = anyio.create_memory_object_stream[object](math.inf)
+
+        def deliver(item: object) -> None:  # on the engine's thread
+            poster.post(put, send, item)
+
+        try:
+            pump, engine_id = self._bridge.submit(
+                request_id, prompt, params, deliver, priority=priority
+            )
+        except BaseException:  # the engine was shut down
+            send.close()
+            receive.close()
+            raise
+        self._requests[request_id] = pump
+        self._engine_ids[request_id] = engine_id
+        return pump, send, receive
 
     async def abort(self, request_id: str | Iterable[str], internal: bool = False) -> None:
         """Abort requests; each one's ``generate`` ends with a last output whose

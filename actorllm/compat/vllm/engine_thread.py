@@ -1,4 +1,4 @@
-"""``EngineThread``: an :class:`AsyncEngine` on its own event loop, for the sync facades.
+"""``EngineThread``: an :class:`AsyncEngine` on its own event loop, for vLLM's front doors.
 
     thread = EngineThread(EngineConfig(model="/path/to/model", max_num_seqs=8), backend="trio")
     outs = thread.call(some_coroutine_function, thread.engine, ...)   # blocks this thread
@@ -7,9 +7,9 @@
 Theory of operation
 -------------------
 vLLM's front doors run outside the engine's loop; the engine is async. Each owns one
-EngineThread (through its :class:`~actorllm.compat.vllm.bridge.Bridge`):
-a thread whose event loop (trio by default) opens the engine, then a ``BlockingPortal``
-through which the owner's thread runs coroutines on the loop, then waits to be stopped.
+EngineThread (through its :class:`~actorllm.compat.vllm.bridge.Bridge`): a thread whose
+event loop (trio by default) opens the engine, then a ``BlockingPortal`` through which the
+owner's thread runs coroutines on the loop, then waits to be stopped.
 
 A script can end in many ways and each must end the process promptly: the engine is never
 closed (a module-level ``llm = LLM(...)``), dropped (``del llm``), closed by ``with``, or the
@@ -18,9 +18,9 @@ script dies of an exception or of Ctrl-C. So:
 * the loop runs on a **non-daemon** thread we own, and a hook registered with
   ``threading._register_atexit`` closes every live EngineThread at interpreter shutdown.
   Those hooks run *before* the interpreter joins non-daemon threads, while every thread still
-  runs. (anyio's ``start_blocking_portal`` runs the loop on a daemon thread and stops it from
-  its context manager's exit; for a never-closed ``LLM`` that exit ran while the interpreter
-  was finalizing, after daemon threads were frozen, and waited for them forever.)
+  runs. (Not anyio's ``start_blocking_portal``: it runs the loop on a daemon thread and stops
+  it from its context manager's exit, which for a never-closed ``LLM`` runs while the
+  interpreter finalizes, after daemon threads are frozen, and waits for them forever.)
 * The bridge registers ``weakref.finalize(bridge, thread.close)``: dropping the last
   reference to the ``LLM`` closes its engine.
 * :meth:`call` waits for its task on the caller's thread. When that wait is interrupted
