@@ -1,11 +1,10 @@
 """``actorllm serve [MODEL]``: the OpenAI-compatible HTTP server, with vLLM's flags.
 
 Every flag is generated from a settings struct (``EngineConfig``, ``ServerSettings``,
-``AppSettings``: fields, types and docstrings, grouped in ``--help`` by vLLM's config names);
-vLLM's flags with no setting here are in :mod:`actorllm.compat.vllm.foreign_flags` (ignored
-with a warning, or
-refused when they ask for something missing). So a launch line written for ``vllm serve``
-starts this server:
+``AppSettings``: each field a flag, its help text and ``--help`` group from the struct's
+``CLI_HELP`` table, grouped by vLLM's config names); vLLM's flags with no setting here are
+in :mod:`actorllm.compat.vllm.foreign_flags` (ignored with a warning, or refused when they
+ask for something missing). So a launch line written for ``vllm serve`` starts this server:
 
     $ actorllm serve Qwen/Qwen3-0.6B --dtype auto --api-key token-abc123 \\
         --max-model-len 4096 --enable-chunked-prefill --disable-log-requests
