@@ -20,14 +20,14 @@ __version__ = "0.1.0"
 
 # {public name: module that defines it}
 _LAZY = {
-    "LLM": "actorllm.engine.llm",
-    "LLMEngine": "actorllm.engine.llm_engine",
+    "LLM": "actorllm.compat.vllm.llm",
+    "LLMEngine": "actorllm.compat.vllm.llm_engine",
     "AsyncEngine": "actorllm.engine.async_engine",
-    "AsyncLLMEngine": "actorllm.engine.async_llm_engine",
-    "EngineArgs": "actorllm.engine.arg_utils",
-    "AsyncEngineArgs": "actorllm.engine.arg_utils",
-    "TextPrompt": "actorllm.engine.offline_prompts",
-    "TokensPrompt": "actorllm.engine.offline_prompts",
+    "AsyncLLMEngine": "actorllm.compat.vllm.async_llm",
+    "EngineArgs": "actorllm.compat.vllm.engine_args",
+    "AsyncEngineArgs": "actorllm.compat.vllm.engine_args",
+    "TextPrompt": "actorllm.compat.vllm.offline_prompts",
+    "TokensPrompt": "actorllm.compat.vllm.offline_prompts",
     "EngineConfig": "actorllm.engine.config",
     "SamplingParams": "actorllm.core.sampling_params",
     "RequestOutputKind": "actorllm.core.sampling_params",
@@ -38,19 +38,19 @@ _LAZY = {
 __all__ = [*_LAZY, "__version__"]
 
 if TYPE_CHECKING:  # what type checkers see; at run time __getattr__ loads them
+    from actorllm.compat.vllm.async_llm import AsyncLLMEngine as AsyncLLMEngine
+    from actorllm.compat.vllm.engine_args import AsyncEngineArgs as AsyncEngineArgs
+    from actorllm.compat.vllm.engine_args import EngineArgs as EngineArgs
+    from actorllm.compat.vllm.llm import LLM as LLM
+    from actorllm.compat.vllm.llm_engine import LLMEngine as LLMEngine
+    from actorllm.compat.vllm.offline_prompts import TextPrompt as TextPrompt
+    from actorllm.compat.vllm.offline_prompts import TokensPrompt as TokensPrompt
     from actorllm.core.outputs import CompletionOutput as CompletionOutput
     from actorllm.core.outputs import RequestOutput as RequestOutput
     from actorllm.core.sampling_params import RequestOutputKind as RequestOutputKind
     from actorllm.core.sampling_params import SamplingParams as SamplingParams
-    from actorllm.engine.arg_utils import AsyncEngineArgs as AsyncEngineArgs
-    from actorllm.engine.arg_utils import EngineArgs as EngineArgs
     from actorllm.engine.async_engine import AsyncEngine as AsyncEngine
-    from actorllm.engine.async_llm_engine import AsyncLLMEngine as AsyncLLMEngine
     from actorllm.engine.config import EngineConfig as EngineConfig
-    from actorllm.engine.llm import LLM as LLM
-    from actorllm.engine.llm_engine import LLMEngine as LLMEngine
-    from actorllm.engine.offline_prompts import TextPrompt as TextPrompt
-    from actorllm.engine.offline_prompts import TokensPrompt as TokensPrompt
 
 
 def __getattr__(name: str) -> Any:

@@ -95,7 +95,7 @@ def one_case(host: str, short_spin: bool, num_prompts: int, output_len: int) -> 
 
 def _preset_llm(preset: Any, dtype: str, **config: Any) -> Any:
     """An ``LLM`` on the preset's model with dummy weights and a 256 MiB KV cache."""
-    from actorllm.engine.llm import LLM
+    from actorllm import LLM
 
     return LLM(
         str(preset.model_dir()),

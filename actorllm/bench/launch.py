@@ -30,7 +30,7 @@ from typing import IO, Any
 
 import httpx
 
-from actorllm.entrypoints.commands.struct_flags import flag_for
+from actorllm.compat.vllm.struct_flags import flag_for
 
 
 def free_port() -> int:

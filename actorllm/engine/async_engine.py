@@ -29,7 +29,7 @@ from actorllm.actors import Strategy, SupervisorEscalation, open_supervisor
 from actorllm.core.sampling_params import SamplingParams
 from actorllm.core.scheduler.kv_connector import KVConnectorBase
 from actorllm.engine.assembly import EngineParts, backoff_of, build_engine, start_actors
-from actorllm.engine.config import EngineConfig, EngineConfigError
+from actorllm.engine.config import EngineConfig
 from actorllm.engine.control_plane import ACTORS, ControlPlane
 from actorllm.engine.dead_letters import DeadLetterPolicy
 from actorllm.engine.engine_status import EngineStatus
@@ -58,28 +58,28 @@ logger = logging.getLogger("actorllm.engine")
 def _as_config(
     model_or_config: str | Path | EngineConfig | None, kwargs: dict[str, Any]
 ) -> EngineConfig:
-    if "structured_outputs_config" in kwargs:  # vLLM's nested form (None: not given)
-        kwargs = dict(kwargs)
-        nested = kwargs.pop("structured_outputs_config")
-        if nested is not None:  # the flat fields win, as in EngineArgs
-            kwargs = structured_outputs_config_kwargs(nested) | kwargs
+    """``open``'s arguments as one ``EngineConfig``: ``EngineConfig`` fields, plus the
+    nested ``structured_outputs_config`` (whose flat fields win over it). With an
+    ``EngineConfig``, the keywords replace its fields. Any other name raises ``TypeError``."""
+    unknown = sorted(k for k in kwargs if k not in _OPEN_NAMES)
+    if unknown:
+        raise TypeError(
+            f"AsyncEngine.open: {unknown[0]!r} is not an EngineConfig field. vLLM's "
+            "engine-argument spellings go through actorllm.compat.vllm: LLM(...), "
+            "AsyncLLM.from_engine_args(...), or actorllm.compat.vllm.args.engine_config(...) "
+            "to build the EngineConfig to pass here."
+        )
+    kwargs = dict(kwargs)
+    nested = kwargs.pop("structured_outputs_config", None)
+    if nested is not None:
+        kwargs = structured_outputs_config_kwargs(nested) | kwargs
     if isinstance(model_or_config, EngineConfig):
         return model_or_config.replace(**kwargs) if kwargs else model_or_config
     model = None if model_or_config is None else str(model_or_config)
-    if all(k in EngineConfig.__struct_fields__ for k in kwargs):
-        return EngineConfig(model=model, **kwargs)
-    # vLLM's other engine arguments (LLM(model, trust_remote_code=True), kv_transfer_config,
-    # ...): classified as EngineArgs classifies them (honoured, refused naming the field,
-    # or warned about as `serve` does); an unknown name is a TypeError naming it.
-    from actorllm.engine.arg_utils import EngineArgs
+    return EngineConfig(model=model, **kwargs)
 
-    if kwargs.get("disable_log_stats", True) is not True:
-        raise EngineConfigError(
-            "disable_log_stats",
-            "periodic stats logging is AsyncLLMEngine's (or `serve`'s); here read "
-            "get_stats() / the metrics instead.",
-        )
-    return EngineArgs(model=model, **kwargs).create_engine_config()
+
+_OPEN_NAMES = frozenset({*EngineConfig.__struct_fields__, "structured_outputs_config"})
 
 
 class AsyncEngine:

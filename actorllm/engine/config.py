@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import importlib.util
 import re
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import msgspec
 
+from actorllm.engine.config_help import ENGINE_CONFIG_HELP
 from actorllm.engine.generation_config import (
     GenerationConfigError,
     check_override,
@@ -41,10 +43,11 @@ class EngineConfigError(ValueError):
 
 
 class EngineConfig(msgspec.Struct, kw_only=True):
-    """Every knob of the engine. ``actorllm serve``'s engine flags are generated from these
-    fields: the ``# -- Name`` section comments are the ``--help`` groups (vLLM's config
-    class names), each field's docstring is its help text (see
-    ``actorllm.entrypoints.commands.struct_flags``)."""
+    """Every knob of the engine, in sections named after vLLM's config classes. The command
+    line has one flag per field; its ``--help`` text is :data:`CLI_HELP`
+    (``engine/config_help.py``), the user documentation of each setting."""
+
+    CLI_HELP: ClassVar[Mapping[str, Mapping[str, str]]] = ENGINE_CONFIG_HELP
 
     # -- ModelConfig ------------------------------------------------------------------------
     model: str | None = None
@@ -108,10 +111,9 @@ class EngineConfig(msgspec.Struct, kw_only=True):
     # -- CacheConfig ------------------------------------------------------------------------
     block_size: int | None = None
     """KV-cache block size in tokens (a power of two up to 128; default: 32 on CPU, 16 on
-    CUDA). CPU takes 32 as vLLM's CPU backend takes multiples of 32: the native decode
-    kernel reads twice as long runs per block, and the scheduler allocates half as many
-    blocks (measured against 16 on a 2-core Zen 4: 75M float32 +2.3 %, the 1024-request
-    row +9 %, bfloat16 and the 4-layer row within noise; docs/cpu_performance.md)."""
+    CUDA). CPU takes multiples of 32 as vLLM's CPU backend does: the native decode kernel
+    reads longer runs per block, and the scheduler allocates half as many blocks
+    (docs/cpu_performance.md has the measurements)."""
     enable_prefix_caching: bool = True
     """Reuse the KV blocks of prompt prefixes seen before."""
     gpu_memory_utilization: float = 0.9
@@ -256,15 +258,6 @@ class EngineConfig(msgspec.Struct, kw_only=True):
     """Split a reasoning model's thinking into reasoning_content (vLLM's names: deepseek_r1,
     qwen3, granite, ... see actorllm.reasoning.REASONING_PARSERS). Structured outputs then
     constrain the answer only (after the reasoning)."""
-    # -- Frontend ---------------------------------------------------------------------------
-    enable_auto_tool_choice: bool = False
-    """Let the model decide to call tools (tool_choice auto, the default when tools are
-    given); needs tool_call_parser."""
-    tool_call_parser: str | None = None
-    """How to read tool calls out of the model's text: hermes, llama3_json, mistral,
-    qwen3_coder (qwen3_xml), pythonic, or a name a tool_parser_plugin registers."""
-    tool_parser_plugin: str | None = None
-    """A Python file that registers extra tool call parsers (register_tool_parser)."""
     # -- ProfilerConfig ---------------------------------------------------------------------
     profiler_dir: str | None = None
     """Directory for torch-profiler traces written by start_profile()/stop_profile() (Chrome
@@ -310,10 +303,6 @@ class EngineConfig(msgspec.Struct, kw_only=True):
         if self.data_parallel_size < 1:
             raise EngineConfigError("data_parallel_size", "must be at least 1.")
         self._check_parallel()
-        if self.enable_auto_tool_choice and not self.tool_call_parser:
-            raise EngineConfigError(
-                "enable_auto_tool_choice", "needs tool_call_parser (which format to parse)."
-            )
         if self.reasoning_parser is not None:
             from actorllm.reasoning import REASONING_PARSERS
 

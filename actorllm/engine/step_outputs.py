@@ -139,13 +139,12 @@ class PendingOutputs:
     # -- the loop thread ------------------------------------------------------------------
 
     def put(self, request_id: str, token: int, out: RequestOutput) -> None:
-        """An output of the request opened with ``token``; dropped once it was aborted."""
+        """An output of the request opened with ``token`` (under the caller's id: the bridge
+        renames it); dropped once it was aborted."""
         with self._lock:
             state = self._open.get(request_id)
             if state is None or state.token != token:
                 return
-            if out.request_id != request_id:  # the engine ran it under another id
-                out = msgspec.structs.replace(out, request_id=request_id)
             prev = self._ready.get(request_id)
             self._ready[request_id] = out if prev is None else merge_outputs(prev, out, state.kind)
             self._cond.notify_all()

@@ -16,7 +16,8 @@ import importlib
 import logging
 import sys
 
-from actorllm.entrypoints.commands.argv_forms import FlexibleParser
+from actorllm.compat.vllm.args import export_hf_token
+from actorllm.compat.vllm.argv_forms import FlexibleParser
 
 COMMANDS: dict[str, str] = {
     "serve": "actorllm.entrypoints.commands.serve",
@@ -51,6 +52,8 @@ def main(argv: list[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         datefmt="%H:%M:%S",
     )
+    # Not an engine setting: the process's token for hub downloads, whatever the command.
+    export_hf_token(getattr(args, "hf_token", None))
     try:
         return int(args._run(args))
     except KeyboardInterrupt:

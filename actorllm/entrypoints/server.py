@@ -20,7 +20,7 @@ import logging
 import logging.config
 import signal
 import ssl
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, ClassVar, Literal
 
 import anyio
@@ -31,6 +31,7 @@ from actorllm.entrypoints.openai.app.build import build_app
 from actorllm.entrypoints.openai.app.lifespan import EngineFactory
 from actorllm.entrypoints.openai.app.settings import AppSettings
 from actorllm.entrypoints.openai.app.state import app_state
+from actorllm.entrypoints.server_help import SERVER_SETTINGS_HELP
 
 logger = logging.getLogger("actorllm.server")
 
@@ -38,11 +39,12 @@ WorkerClass = Literal["trio", "asyncio"]
 
 
 class ServerSettings(msgspec.Struct, kw_only=True):
-    """The HTTP server's settings. ``actorllm serve``'s server flags are generated from these
-    fields and their docstrings (see ``actorllm.entrypoints.commands.struct_flags``); the
-    fields in ``CLI_EXCLUDE`` are for tests and embedding only."""
+    """The HTTP server's settings. ``actorllm serve`` has a flag for each field but those in
+    ``CLI_EXCLUDE`` (for tests and embedding only); the ``--help`` text is :data:`CLI_HELP`
+    (``server_help.py``)."""
 
     CLI_EXCLUDE: ClassVar[frozenset[str]] = frozenset({"fd", "startup_timeout_s", "app"})
+    CLI_HELP: ClassVar[Mapping[str, Mapping[str, str]]] = SERVER_SETTINGS_HELP
 
     # -- Frontend ---------------------------------------------------------------------------
     host: str = "127.0.0.1"

@@ -31,8 +31,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from actorllm.entrypoints.commands.argv_forms import rewrite
-from actorllm.entrypoints.commands.config_file import add_config_argument
+from actorllm.compat.vllm.argv_forms import rewrite
+from actorllm.compat.vllm.config_file import add_config_argument
 
 
 class FlexibleArgumentParser(argparse.ArgumentParser):

@@ -112,8 +112,8 @@ def test_every_settings_field_is_a_documented_flag() -> None:
     """One source of truth: each field of the settings structs is a flag with help text."""
     import msgspec
 
+    from actorllm.compat.vllm.struct_flags import field_docs, flag_for
     from actorllm.engine.config import EngineConfig
-    from actorllm.entrypoints.commands.struct_flags import field_docs, flag_for
     from actorllm.entrypoints.openai.app import AppSettings
 
     parser = cli.build_parser()
@@ -187,7 +187,7 @@ VLLM_LAUNCH = [
 
 
 def test_a_vllm_launch_line_parses_and_warns_once_per_ignored_flag() -> None:
-    from actorllm.entrypoints.commands import vllm_compat
+    from actorllm.compat.vllm import foreign_flags as vllm_compat
 
     args = parse(*VLLM_LAUNCH, "--trust-remote-code")
     kwargs = engine_kwargs(args)

@@ -17,7 +17,8 @@ from actorllm.core.request_stats import (
     buckets_1_2_5,
 )
 from actorllm.engine.config import EngineConfig
-from actorllm.entrypoints.metrics import ServerMetrics, log_stats_forever
+from actorllm.engine.stats_logger import log_stats_forever
+from actorllm.entrypoints.metrics import ServerMetrics
 from tests.entrypoints.conftest import start_server
 from tests.entrypoints.fake_engine import FakeEngine, FakeStats
 

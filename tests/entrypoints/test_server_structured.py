@@ -45,11 +45,11 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerThread]:
     app = build_app(
         lambda: AsyncEngine.open(
             str(path), max_model_len=512, kv_cache_memory_bytes=8 * 2**20,
-            enable_auto_tool_choice=True, tool_call_parser="hermes", reasoning_parser="qwen3",
+            reasoning_parser="qwen3",
             # A random model pads JSON with whitespace forever otherwise.
             structured_outputs_disable_any_whitespace=True,
         ),
-        AppSettings(log_interval_s=0),
+        AppSettings(log_interval_s=0, enable_auto_tool_choice=True, tool_call_parser="hermes"),
     )  # fmt: skip
     srv = ServerThread(app).start(timeout_s=240)
     yield srv

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
+from actorllm.compat.vllm import foreign_flags as vllm_compat
 from actorllm.entrypoints import cli
-from actorllm.entrypoints.commands import vllm_compat
 from actorllm.entrypoints.commands.engine_args import engine_config, engine_kwargs
 from actorllm.entrypoints.commands.serve import server_settings
 from tests.entrypoints.vllm_serve_flags import VLLM_SERVE_FLAGS

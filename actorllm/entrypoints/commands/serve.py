@@ -1,10 +1,10 @@
 """``actorllm serve [MODEL]``: the OpenAI-compatible HTTP server, with vLLM's flags.
 
 Every flag is generated from a settings struct (``EngineConfig``, ``ServerSettings``,
-``AppSettings``: fields, types and docstrings, grouped in ``--help`` by vLLM's config names);
-vLLM's flags with no setting here are in :mod:`vllm_compat` (ignored with a warning, or
-refused when they ask for something missing). So a launch line written for ``vllm serve``
-starts this server:
+``AppSettings``: each field a flag, its help text and ``--help`` group from the struct's
+``CLI_HELP`` table, grouped by vLLM's config names); vLLM's flags with no setting here are
+in :mod:`actorllm.compat.vllm.foreign_flags` (ignored with a warning, or refused when they
+ask for something missing). So a launch line written for ``vllm serve`` starts this server:
 
     $ actorllm serve Qwen/Qwen3-0.6B --dtype auto --api-key token-abc123 \\
         --max-model-len 4096 --enable-chunked-prefill --disable-log-requests
@@ -17,14 +17,14 @@ import logging
 import os
 from typing import Any
 
-from actorllm.entrypoints.commands import vllm_compat
-from actorllm.entrypoints.commands.config_file import add_config_argument
+from actorllm.compat.vllm import foreign_flags
+from actorllm.compat.vllm.config_file import add_config_argument
+from actorllm.compat.vllm.struct_flags import Groups, add_struct_flags, given
 from actorllm.entrypoints.commands.engine_args import (
     add_engine_arguments,
     describe_error,
     engine_config,
 )
-from actorllm.entrypoints.commands.struct_flags import Groups, add_struct_flags, given
 from actorllm.entrypoints.openai.app.settings import AppSettings
 from actorllm.entrypoints.openai.middleware import load_middleware
 from actorllm.entrypoints.server import ServerSettings
@@ -60,7 +60,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_engine_arguments(parser)
     add_config_argument(frontend)
-    vllm_compat.add_foreign_flags(parser)
+    foreign_flags.add_foreign_flags(parser)
 
 
 def _env_true(name: str) -> bool:
@@ -78,7 +78,7 @@ def server_settings(args: argparse.Namespace) -> ServerSettings:
 
 def _startup_notes(args: argparse.Namespace, device: str) -> list[str]:
     """One warning per given flag that has no effect here."""
-    notes = vllm_compat.notes(args)
+    notes = foreign_flags.notes(args)
     values = vars(args)
     if device == "cpu":
         for name, why in _CUDA_ONLY.items():

@@ -1,6 +1,6 @@
-"""``AsyncLLM``, where vLLM keeps it (``vllm.v1.engine.async_llm``); defined in
-:mod:`actorllm.engine.async_llm_engine`."""
+"""vLLM's import path (``vllm.v1.engine.async_llm``); the code is in
+:mod:`actorllm.compat.vllm.async_llm`."""
 
-from actorllm.engine.async_llm_engine import AsyncLLM
+from actorllm.compat.vllm.async_llm import AsyncLLM as AsyncLLM
 
 __all__ = ["AsyncLLM"]

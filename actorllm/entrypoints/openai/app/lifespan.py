@@ -14,12 +14,13 @@ from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontext
 import anyio
 from starlette.applications import Starlette
 
-from actorllm.entrypoints.metrics import ServerMetrics, log_stats_forever
+from actorllm.engine.stats_logger import log_stats_forever
+from actorllm.entrypoints.metrics import ServerMetrics
 from actorllm.entrypoints.openai.app.settings import AppSettings
 from actorllm.entrypoints.openai.app.state import AppState
 from actorllm.entrypoints.openai.engine_client import EngineClient
 from actorllm.entrypoints.openai.serving_common import ServingContext, ServingDefaults
-from actorllm.entrypoints.openai.tool_setup import ChatSetup
+from actorllm.entrypoints.openai.tool_setup import ChatOptions, ChatSetup
 
 logger = logging.getLogger("actorllm.server")
 
@@ -60,7 +61,14 @@ def engine_lifespan(engine_factory: EngineFactory, state: AppState) -> Lifespan:
                     engine.model_name, prefix=settings.metrics_prefix, cache_config=engine.config
                 )
                 try:
-                    chat = ChatSetup.from_config(engine.config)
+                    chat = ChatSetup.from_config(
+                        ChatOptions(
+                            tool_parser_plugin=settings.tool_parser_plugin,
+                            tool_call_parser=settings.tool_call_parser,
+                            enable_auto_tool_choice=settings.enable_auto_tool_choice,
+                            reasoning_parser=engine.config.reasoning_parser,
+                        )
+                    )
                     # The engine's generation_config / override_generation_config
                     # (engine/generation_config.py, shared with LLM and AsyncEngine).
                     sampling = engine.config.get_diff_sampling_param()

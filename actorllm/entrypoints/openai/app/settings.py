@@ -1,17 +1,22 @@
-"""The HTTP side's settings (the engine's are in ``EngineConfig``)."""
+"""The HTTP side's settings (the engine's are in ``EngineConfig``), tool calling included:
+the engine never parses tool calls, the server does."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import msgspec
 
+from actorllm.entrypoints.openai.app.settings_help import APP_SETTINGS_HELP
+
 
 class AppSettings(msgspec.Struct, kw_only=True):
-    """HTTP-side settings (the engine's are in ``EngineConfig``). ``actorllm serve``'s flags
-    for them are generated from these fields and docstrings."""
+    """HTTP-side settings (the engine's are in ``EngineConfig``). ``actorllm serve`` has a
+    flag for each field; its ``--help`` text is :data:`CLI_HELP` (``settings_help.py``)."""
 
     CLI_APPEND: ClassVar[frozenset[str]] = frozenset({"middleware"})  # one value per flag
+    CLI_HELP: ClassVar[Mapping[str, Mapping[str, str]]] = APP_SETTINGS_HELP
 
     # -- Frontend ---------------------------------------------------------------------------
     api_key: str | list[str] | None = None
@@ -77,6 +82,19 @@ class AppSettings(msgspec.Struct, kw_only=True):
     /invocations (a stream counts until it ends); GET /load answers {"server_load": N}
     (without this flag always 0, as vLLM)."""
 
+    enable_auto_tool_choice: bool = False
+    """Let the model decide to call tools (tool_choice auto, the default when tools are
+    given); needs tool_call_parser."""
+    tool_call_parser: str | None = None
+    """How to read tool calls out of the model's text: hermes, llama3_json, mistral,
+    qwen3_coder (qwen3_xml), pythonic, or a name a tool_parser_plugin registers."""
+    tool_parser_plugin: str | None = None
+    """A Python file that registers extra tool call parsers (register_tool_parser)."""
+
     def __post_init__(self) -> None:
         if self.enable_log_outputs and not self.enable_log_requests:
             raise ValueError("--enable-log-outputs needs --enable-log-requests.")
+        if self.enable_auto_tool_choice and not self.tool_call_parser:
+            raise ValueError(
+                "--enable-auto-tool-choice needs --tool-call-parser (which format to parse)."
+            )

@@ -1,7 +1,7 @@
-"""Command-line flags generated from a msgspec ``Struct``: one source of truth.
+"""Command-line flags generated from a msgspec ``Struct``: one flag per field.
 
 Theory of operation: a settings struct (``EngineConfig``, ``ServerSettings``,
-``AppSettings``) is read three ways, all at parser-building time:
+``AppSettings``) is read two ways, at parser-building time:
 
 * its fields and types (``msgspec.structs.fields``) give each flag's name, parser and
   choices: ``bool`` -> ``--x`` / ``--no-x``; ``Literal`` -> choices; ``int`` fields named
@@ -10,10 +10,8 @@ Theory of operation: a settings struct (``EngineConfig``, ``ServerSettings``,
   ``str | list[str]`` takes several values (``--api-key a b``, vLLM's form) and repeats;
   ``dict[str, Any]`` takes a JSON object; ``X | None`` parses as ``X``. Other types cannot
   be flags: name them in ``exclude``;
-* the string literal written under a field (a field docstring, as in vLLM's configs) is the
-  flag's help text, read with ``ast`` from the class source;
-* a section comment ``# -- Name ---`` opens the ``--help`` group ``Name`` (vLLM's config
-  class names: ModelConfig, CacheConfig, ...) for the fields after it.
+* its ``CLI_HELP`` table, ``{group title: {field: help text}}``, gives each flag's
+  ``--help`` text and group (vLLM's config class names: ModelConfig, CacheConfig, ...).
 
 The flag of a field is ``--`` + its name with dashes, less a ``_s`` suffix (seconds):
 ``restart_window_s`` -> ``--restart-window``. Flags default to *absent*
@@ -31,11 +29,7 @@ own defaults (shown in the help) apply to the rest.
 from __future__ import annotations
 
 import argparse
-import ast
-import inspect
 import json
-import re
-import textwrap
 import types
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
@@ -46,41 +40,25 @@ import msgspec
 from actorllm.engine.config import parse_size
 
 Groups = dict[str, Any]  # {title: argparse argument group}, shared by several structs
-
-_SECTION = re.compile(r"^\s*# -- (\w+)")
+HelpTable = Mapping[str, Mapping[str, str]]  # {group title: {field: help text}}
 
 
 @dataclass(frozen=True)
 class FieldDoc:
-    group: str  # the section the field sits in ("" before any section comment)
-    help: str  # the field's docstring, dedented ("" when it has none)
+    group: str  # the --help group of the field's flag ("" when the table has no entry)
+    help: str  # its help text ("" when the table has no entry)
 
 
 def field_docs(cls: type) -> dict[str, FieldDoc]:
-    """{field name: its section and docstring}, read from the class source."""
-    lines, _ = inspect.getsourcelines(cls)
-    source = textwrap.dedent("".join(lines))
-    headers = [
-        (lineno, m.group(1))
-        for lineno, line in enumerate(source.splitlines(), start=1)
-        if (m := _SECTION.match(line))
-    ]
-    body = ast.parse(source).body[0]
-    assert isinstance(body, ast.ClassDef)
-    out: dict[str, FieldDoc] = {}
-    for node, after in zip(body.body, [*body.body[1:], None], strict=True):
-        if not (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)):
-            continue
-        doc = ""
-        if (
-            isinstance(after, ast.Expr)
-            and isinstance(after.value, ast.Constant)
-            and isinstance(after.value.value, str)
-        ):
-            doc = inspect.cleandoc(after.value.value)
-        group = next((name for line, name in reversed(headers) if line < node.lineno), "")
-        out[node.target.id] = FieldDoc(group=group, help=doc)
-    return out
+    """{field name: its group and help text}, from the struct's ``CLI_HELP`` table."""
+    table: HelpTable | None = getattr(cls, "CLI_HELP", None)
+    if table is None:
+        raise TypeError(f"{cls.__name__} has no CLI_HELP table: its flags need help text.")
+    return {
+        name: FieldDoc(group=group, help=text)
+        for group, fields in table.items()
+        for name, text in fields.items()
+    }
 
 
 def flag_for(field: str) -> str:
@@ -168,7 +146,7 @@ def add_struct_flags(
     default_group: str = "options",
 ) -> None:
     """Add one flag per field of ``cls`` (less ``exclude``) to ``parser``, in the groups of
-    the struct's section comments. ``aliases`` adds extra option strings (``-tp``)."""
+    the struct's ``CLI_HELP``. ``aliases`` adds extra option strings (``-tp``)."""
     docs = field_docs(cls)
     append: Collection[str] = getattr(cls, "CLI_APPEND", frozenset())
     for info in flag_fields(cls, exclude):

@@ -111,7 +111,11 @@ def test_vllm_command_line_helpers():
 def test_llm_keywords_take_vllms_engine_arguments_as_engine_args_does():
     """``LLM(model, **kwargs)`` / ``AsyncEngine.open``: vLLM's engine arguments that are not
     EngineConfig fields are classified as EngineArgs classifies them."""
-    from actorllm.engine.async_engine import _as_config
+    from actorllm.compat.vllm.args import engine_config
+
+    def _as_config(model, kwargs):  # LLM(model, **kwargs) translates its keywords so
+        return engine_config(model, **kwargs)
+
     from actorllm.engine.config import EngineConfigError
 
     with pytest.warns(UserWarning, match="trust_remote_code=True has no effect"):
@@ -148,9 +152,9 @@ def test_llm_takes_the_whole_asdict_and_logs_stats_unless_disabled(tiny_model, m
     import time
 
     from actorllm import LLM
-    from actorllm.engine import sync_facade
+    from actorllm.compat.vllm import bridge
 
-    monkeypatch.setattr(sync_facade, "STATS_INTERVAL_S", 0.05)
+    monkeypatch.setattr(bridge, "STATS_INTERVAL_S", 0.05)
     args = EngineArgs(model=tiny_model, max_model_len=128, kv_cache_memory_bytes=4 * 2**20)
     caplog.set_level(logging.INFO, logger="actorllm")
     with LLM(**dataclasses.asdict(args)) as llm:  # disable_log_stats=False: a periodic line

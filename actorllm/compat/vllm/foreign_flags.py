@@ -1,7 +1,9 @@
-"""vLLM's ``serve`` flags that have no field here, so that vLLM launch scripts start.
+"""vLLM's engine arguments and ``serve`` flags that have no setting here, so that vLLM
+scripts and launch lines start.
 
 Every flag ``actorllm serve`` honours is generated from a settings struct
-(:mod:`struct_flags`); this table holds only vLLM's other flags, each with what we do:
+(:mod:`struct_flags`); this table holds only vLLM's other flags, each with what we do (as
+a flag here, as a keyword in :mod:`args`):
 
 * ``ignore``: it has no meaning here (the reason says why). Accepted, with one warning
   naming it, so a launch script starts and its author still learns the flag did nothing.
@@ -9,9 +11,9 @@ Every flag ``actorllm serve`` honours is generated from a settings struct
   actorllm does anyway (``--kv-cache-dtype auto``, ``--api-server-count 1``) and are
   accepted quietly; any other value stops the launch with an error naming the flag.
 
-Renamed spellings that map onto a real setting (``--disable-log-requests``,
-``--disable-log-stats``, ``--kv-transfer-config``, ...) are in ``engine_args`` and
-``serve``, beside the setting they change.
+vLLM's spellings that map onto a real setting (``--kv-transfer-config``,
+``--structured-outputs-config``, ...) are translated in :mod:`args`; the front-end ones
+(``--disable-log-requests``, ``--disable-log-stats``) in ``entrypoints/commands/serve.py``.
 """
 
 from __future__ import annotations
@@ -36,6 +38,23 @@ class Foreign:
     @property
     def switch(self) -> bool:
         return self.nargs == 0
+
+    def asks_nothing(self, value: Any) -> bool:
+        """The value asks for what actorllm does anyway (vLLM's default, or off)."""
+        if value is None or value is False or value == {} or value == []:
+            return True
+        if str(value) in self.same:
+            return True
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return any(_number(s) == value for s in self.same)
+        return False
+
+
+def _number(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None
 
 
 def _i(*flags: str, why: str, value: bool = True, nargs: str | None = None) -> Foreign:

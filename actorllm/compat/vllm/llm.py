@@ -7,7 +7,7 @@
     print(outs[0].outputs[0].text)
 
 It runs an :class:`AsyncEngine` on its own event loop (trio) in a background thread (see
-:mod:`actorllm.engine.engine_thread`) and blocks the calling thread until the batch is done.
+:mod:`actorllm.compat.vllm.bridge`) and blocks the calling thread until the batch is done.
 Results come back in input order. Use it from synchronous code only (not from inside an
 event loop).
 
@@ -24,11 +24,11 @@ from typing import Any
 import anyio
 from tqdm.auto import tqdm
 
+from actorllm.compat.vllm.offline_prompts import Prompt, as_prompt_list, per_prompt
+from actorllm.compat.vllm.sync_facade import SyncFacade
 from actorllm.core.outputs import RequestOutput
 from actorllm.core.sampling_params import RequestOutputKind, SamplingParams
-from actorllm.engine.offline_prompts import Prompt, as_prompt_list, per_prompt
 from actorllm.engine.request_fields import check_priority
-from actorllm.engine.sync_facade import SyncFacade
 
 Conversation = Sequence[Mapping[str, Any]]
 

@@ -1,32 +1,29 @@
-"""What ``LLM`` and ``LLMEngine`` share: an engine on its own thread, its lifetime, and the
-control plane as blocking calls.
+"""What ``LLM`` and ``LLMEngine`` share: a :class:`Bridge` to the engine, and the control
+plane as blocking calls.
 
 Closing is optional: ``close()``, ``with``, ``del`` and the end of the script all stop the
-engine and its threads (see :mod:`actorllm.engine.engine_thread`).
+engine and its threads (see :mod:`actorllm.compat.vllm.engine_thread`).
 """
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable, Mapping
 from functools import partial
 from pathlib import Path
 from typing import Any, Self
 
+from actorllm.compat.vllm.bridge import Bridge
 from actorllm.core.sampling_params import SamplingParams
 from actorllm.core.seeds import mix_seed
 from actorllm.engine.async_engine import AsyncEngine
 from actorllm.engine.config import EngineConfig
-from actorllm.engine.engine_thread import EngineThread
 from actorllm.engine.stats import EngineStats
-
-STATS_INTERVAL_S = 10.0  # vLLM's VLLM_LOG_STATS_INTERVAL default
 
 
 class SyncFacade:
     """An engine driven from synchronous code. ``model`` is a model directory, an
     ``EngineConfig`` or None (the demo model); keyword arguments are ``EngineConfig``
-    fields (or vLLM's other engine arguments, classified as ``EngineArgs`` does);
+    fields or vLLM's other engine arguments (:mod:`actorllm.compat.vllm.args`);
     ``backend`` is the event loop the engine runs on ("trio" or "asyncio").
 
     ``disable_log_stats=False`` logs a line of the engine's state every 10 s, as vLLM's
@@ -41,16 +38,12 @@ class SyncFacade:
         **config: Any,
     ) -> None:
         name = f"actorllm-{type(self).__name__.lower()}"
-        self._thread = EngineThread(model, config, backend=backend, name=name)
-        self.engine: AsyncEngine = self._thread.engine
+        self._bridge = Bridge(
+            model, config, backend=backend, name=name, log_stats=not disable_log_stats
+        )
+        self._thread = self._bridge.thread
+        self.engine: AsyncEngine = self._bridge.engine
         self._offline_requests = 0  # requests given a seed by with_offline_seed
-        if not disable_log_stats:
-            from actorllm.entrypoints.metrics import log_stats_forever
-
-            self._thread.spawn(log_stats_forever, self.engine, STATS_INTERVAL_S)
-        # Dropping the last reference (``del llm``) closes the engine; the thread module
-        # closes every engine still open at interpreter exit.
-        self._finalizer = weakref.finalize(self, self._thread.close)
 
     def with_offline_seed(self, params: SamplingParams) -> SamplingParams:
         """``params`` with a seed if it samples without one: a mix of the engine's ``seed``
@@ -125,7 +118,7 @@ class SyncFacade:
 
     def close(self) -> None:
         """Stop the engine and its threads (idempotent)."""
-        self._finalizer()
+        self._bridge.close()
 
     def __enter__(self) -> Self:
         return self

@@ -2,8 +2,8 @@
 
 import pytest
 
+from actorllm.compat.vllm.offline_prompts import as_prompt_list, per_prompt
 from actorllm.core.errors import InvalidRequestError
-from actorllm.engine.offline_prompts import as_prompt_list, per_prompt
 
 
 def test_every_vllm_form_and_a_mix():

@@ -1,14 +1,15 @@
-"""``EngineThread``: an :class:`AsyncEngine` on its own event loop, for the sync facades.
+"""``EngineThread``: an :class:`AsyncEngine` on its own event loop, for vLLM's front doors.
 
-    thread = EngineThread(backend="trio", model="/path/to/model", config={"max_num_seqs": 8})
+    thread = EngineThread(EngineConfig(model="/path/to/model", max_num_seqs=8), backend="trio")
     outs = thread.call(some_coroutine_function, thread.engine, ...)   # blocks this thread
     thread.close()                                                     # idempotent
 
 Theory of operation
 -------------------
-``LLM`` and ``LLMEngine`` are synchronous; the engine is async. Each owns one EngineThread:
-a thread whose event loop (trio by default) opens the engine, then a ``BlockingPortal``
-through which the owner's thread runs coroutines on the loop, then waits to be stopped.
+vLLM's front doors run outside the engine's loop; the engine is async. Each owns one
+EngineThread (through its :class:`~actorllm.compat.vllm.bridge.Bridge`): a thread whose
+event loop (trio by default) opens the engine, then a ``BlockingPortal`` through which the
+owner's thread runs coroutines on the loop, then waits to be stopped.
 
 A script can end in many ways and each must end the process promptly: the engine is never
 closed (a module-level ``llm = LLM(...)``), dropped (``del llm``), closed by ``with``, or the
@@ -17,11 +18,11 @@ script dies of an exception or of Ctrl-C. So:
 * the loop runs on a **non-daemon** thread we own, and a hook registered with
   ``threading._register_atexit`` closes every live EngineThread at interpreter shutdown.
   Those hooks run *before* the interpreter joins non-daemon threads, while every thread still
-  runs. (anyio's ``start_blocking_portal`` runs the loop on a daemon thread and stops it from
-  its context manager's exit; for a never-closed ``LLM`` that exit ran while the interpreter
-  was finalizing, after daemon threads were frozen, and waited for them forever.)
-* Owners register ``weakref.finalize(owner, thread.close)``: dropping the last reference to
-  the ``LLM`` closes its engine.
+  runs. (Not anyio's ``start_blocking_portal``: it runs the loop on a daemon thread and stops
+  it from its context manager's exit, which for a never-closed ``LLM`` runs while the
+  interpreter finalizes, after daemon threads are frozen, and waits for them forever.)
+* The bridge registers ``weakref.finalize(bridge, thread.close)``: dropping the last
+  reference to the ``LLM`` closes its engine.
 * :meth:`call` waits for its task on the caller's thread. When that wait is interrupted
   (Ctrl-C raises ``KeyboardInterrupt`` in the main thread), the task is cancelled on the
   loop, which aborts its requests, and the exception goes on after a short grace period.
@@ -36,7 +37,6 @@ import threading
 import weakref
 from collections.abc import Awaitable, Callable
 from concurrent.futures import CancelledError, Future
-from pathlib import Path
 from typing import Any, TypeVar, final
 
 import anyio
@@ -82,14 +82,8 @@ class EngineThread:
     """
 
     def __init__(
-        self,
-        model: str | Path | EngineConfig | None,
-        config: dict[str, Any],
-        *,
-        backend: str = "trio",
-        name: str = "actorllm-engine",
+        self, config: EngineConfig, *, backend: str = "trio", name: str = "actorllm-engine"
     ) -> None:
-        self._model = model
         self._config = config
         self._backend = backend
         self._lock = threading.Lock()
@@ -142,7 +136,7 @@ class EngineThread:
                 if self._closing:
                     return
             async with (
-                AsyncEngine.open(self._model, **self._config) as engine,
+                AsyncEngine.open(self._config) as engine,
                 BlockingPortal() as portal,
             ):
                 self._ready.set_result((engine, portal))

@@ -1,0 +1,411 @@
+"""``AsyncLLMEngine`` (vLLM's ``AsyncLLM``): the engine for an asyncio application.
+
+    import asyncio
+    from actorllm import AsyncEngineArgs, AsyncLLMEngine, SamplingParams
+
+    async def main():
+        engine = AsyncLLMEngine.from_engine_args(AsyncEngineArgs(max_model_len=256))
+        async for out in engine.generate("Hello", SamplingParams(max_tokens=8), "r1"):
+            print(out.outputs[0].text)
+        engine.shutdown()
+
+    asyncio.run(main())
+
+The engine runs on its own thread and event loop (:mod:`actorllm.compat.vllm.bridge`,
+as under ``LLM``); the caller's asyncio loop (asyncio only, as vLLM's) is never blocked
+by it, only by the constructor (the model loads) and :meth:`shutdown` (the engine stops),
+as in vLLM. ``generate`` is an async generator on the caller's loop: a task on the
+engine's loop reads the request's outputs and posts each one to the caller's loop
+(``LoopPoster``: ``call_soon_threadsafe``) into a memory stream. A caller that falls behind
+reads the outputs it missed merged into one (DELTA pieces joined, CUMULATIVE the newest),
+as vLLM's. Cancelling the caller's task, or closing its generator early, aborts the
+request and frees its KV blocks.
+
+actorllm's native async API (structured concurrency, trio or asyncio, in the caller's own
+loop) is :class:`actorllm.AsyncEngine`.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import AsyncGenerator, Callable, Iterable, Mapping
+from concurrent.futures import Future
+from typing import Any, Self
+
+import anyio
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from actorllm.compat.vllm.bridge import Bridge
+from actorllm.compat.vllm.caller_loop import call_on_engine, put, read_outputs
+from actorllm.compat.vllm.engine_args import AsyncEngineArgs, EngineArgs
+from actorllm.compat.vllm.offline_prompts import check_prompt
+from actorllm.core.outputs import RequestOutput
+from actorllm.core.sampling_params import SamplingParams
+from actorllm.engine.async_engine import AsyncEngine
+from actorllm.engine.config import EngineConfig
+from actorllm.engine.errors import EngineDeadError
+from actorllm.engine.model_config import ModelConfig
+from actorllm.worker.worker_thread import LoopPoster
+
+logger = logging.getLogger("actorllm.engine")
+
+
+# vLLM AsyncLLM methods for features actorllm does not have: calling one raises
+# NotImplementedError naming it (with why).
+_NOT_BUILT = {
+    "encode": "pooling models are not supported (text generation only)",
+    "add_lora": "LoRA adapters are not supported",
+    "remove_lora": "LoRA adapters are not supported",
+    "pin_lora": "LoRA adapters are not supported",
+    "reset_mm_cache": "there are no multimodal inputs",
+    "reset_encoder_cache": "there are no multimodal inputs",
+    "pause_generation": "pausing generation is not built (see sleep/wake_up)",
+    "resume_generation": "pausing generation is not built (see sleep/wake_up)",
+    "scale_elastic_ep": "elastic expert parallelism is not supported",
+    "init_weight_transfer_engine": "weight transfer engines are not supported",
+    "update_weights": "weight transfer engines are not supported (see collective_rpc)",
+    "notify_kv_transfer_request_rejected": "disaggregated KV transfer is not supported",
+}
+
+
+def _refuse(name: str, why: str) -> None:
+    raise NotImplementedError(f"{name}: {why}.")
+
+
+def _check_options(sampling_params: object, **options: Any) -> None:
+    """``generate``'s vLLM options that are not built refuse any value but None."""
+    for name, value in options.items():
+        if value is not None:
+            _refuse(f"generate({name}=...)", "not supported by actorllm")
+    if not isinstance(sampling_params, SamplingParams):
+        raise TypeError(
+            f"sampling_params must be SamplingParams, got {type(sampling_params).__name__}."
+        )
+
+
+class AsyncLLM:
+    """vLLM's ``AsyncLLM``/``AsyncLLMEngine``. Build it with :meth:`from_engine_args` (or
+    :meth:`from_vllm_config` with an ``EngineConfig``)."""
+
+    def __init__(
+        self,
+        config: EngineConfig,
+        *,
+        log_requests: bool = False,
+        log_stats: bool = True,
+        backend: str = "trio",
+        hf_token: str | bool | None = None,
+    ) -> None:
+        self._bridge = Bridge(
+            config,
+            {"hf_token": hf_token},
+            backend=backend,
+            name="actorllm-asyncllm",
+            log_stats=log_stats,
+        )
+        self._thread = self._bridge.thread
+        self.engine: AsyncEngine = self._bridge.engine
+        self.log_requests = log_requests
+        self.log_stats = log_stats
+        self._requests: dict[str, Future[Any]] = {}  # {request id: its pump on the engine loop}
+        self._engine_ids: dict[str, str] = {}  # {open request id: its engine-side id}
+
+    @classmethod
+    def from_engine_args(
+        cls,
+        engine_args: EngineArgs | EngineConfig,
+        start_engine_loop: bool = True,
+        usage_context: Any = None,
+        stat_loggers: list[Any] | None = None,
+    ) -> Self:
+        """The engine ``engine_args`` describe (``AsyncEngineArgs``, ``EngineArgs`` or an
+        ``EngineConfig``). Blocks until the model is loaded. ``stat_loggers`` (custom stat
+        logger factories) and ``start_engine_loop=False`` are refused."""
+        if stat_loggers:
+            _refuse("stat_loggers", "custom stat loggers are not supported")
+        if not start_engine_loop:
+            _refuse("start_engine_loop", "the engine always starts at once (on its own thread)")
+        if isinstance(engine_args, EngineConfig):
+            return cls(engine_args)
+        if not isinstance(engine_args, EngineArgs):
+            raise TypeError(
+                "engine_args must be AsyncEngineArgs, EngineArgs or an EngineConfig, "
+                f"got {type(engine_args).__name__}."
+            )
+        return cls(
+            engine_args.create_engine_config(),
+            log_requests=getattr(engine_args, "enable_log_requests", False),
+            log_stats=not engine_args.disable_log_stats,
+            hf_token=engine_args.hf_token,
+        )
+
+    @classmethod
+    def from_vllm_config(
+        cls,
+        vllm_config: EngineConfig,
+        start_engine_loop: bool = True,
+        usage_context: Any = None,
+        stat_loggers: list[Any] | None = None,
+        enable_log_requests: bool = False,
+        disable_log_stats: bool = False,
+        **kwargs: Any,
+    ) -> Self:
+        """vLLM's constructor by config object; here ``vllm_config`` is an ``EngineConfig``."""
+        if not isinstance(vllm_config, EngineConfig):
+            raise TypeError(f"vllm_config must be an EngineConfig, got {type(vllm_config)}.")
+        defaults = {
+            "aggregate_engine_logging": False,
+            "client_addresses": None,
+            "client_count": 1,
+            "client_index": 0,
+        }
+        for name, value in kwargs.items():
+            if name == "aggregate_engine_logging":
+                continue  # the stats line is always aggregated over replicas here
+            if name not in defaults:
+                raise TypeError(f"from_vllm_config got an unexpected keyword argument {name!r}.")
+            if value != defaults[name]:
+                _refuse(name, "only one in-process client is supported")
+        if stat_loggers:
+            _refuse("stat_loggers", "custom stat loggers are not supported")
+        if not start_engine_loop:
+            _refuse("start_engine_loop", "the engine always starts at once (on its own thread)")
+        return cls(vllm_config, log_requests=enable_log_requests, log_stats=not disable_log_stats)
+
+    # -- requests -------------------------------------------------------------------------
+
+    async def generate(
+        self,
+        prompt: Any,
+        sampling_params: SamplingParams,
+        request_id: str,
+        *,
+        prompt_text: str | None = None,
+        lora_request: Any = None,
+        tokenization_kwargs: Mapping[str, Any] | None = None,
+        trace_headers: Mapping[str, str] | None = None,
+        priority: int = 0,
+        data_parallel_rank: int | None = None,
+        **kwargs: Any,
+    ) -> AsyncGenerator[RequestOutput, None]:
+        """The outputs of one request as it runs (``sampling_params.output_kind``: DELTA,
+        CUMULATIVE or FINAL_ONLY). ``prompt`` is a str, a ``TextPrompt`` or a
+        ``TokensPrompt``. Iterate it on an asyncio loop. Invalid requests
+        raise ``InvalidRequestError`` (a ``ValueError``) on the first iteration."""
+        _check_options(
+            sampling_params,
+            prompt_text=prompt_text,
+            lora_request=lora_request,
+            tokenization_kwargs=tokenization_kwargs or None,
+            trace_headers=trace_headers or None,
+            data_parallel_rank=data_parallel_rank,
+            **kwargs,
+        )
+        pump, send, receive = self._submit(
+            request_id, check_prompt(prompt), sampling_params, priority
+        )
+        if self.log_requests:
+            logger.info("Added request %s.", request_id)
+        finished = False
+        try:
+            with send, receive:  # later posts (the caller left) are dropped
+                try:
+                    async for out in read_outputs(receive, sampling_params.output_kind):
+                        finished = out.finished
+                        yield out
+                except Exception:  # the request's error ended it
+                    finished = True
+                    raise
+                finished = True
+            if self.log_requests:
+                logger.info("Finished request %s.", request_id)
+        finally:
+            if self._requests.get(request_id) is pump:
+                del self._requests[request_id]
+                del self._engine_ids[request_id]
+            if not finished:
+                self._bridge.retire(request_id)
+                pump.cancel()  # its stream closes on the engine loop: the engine aborts it
+                if self.log_requests:
+                    logger.info("Aborted request %s.", request_id)
+
+    def _submit(
+        self, request_id: str, prompt: Any, params: SamplingParams, priority: int
+    ) -> tuple[Future[Any], MemoryObjectSendStream[object], MemoryObjectReceiveStream[object]]:
+        """Start the request on the engine's loop, its outputs posted into a new stream on
+        the caller's loop; returns its pump and the stream's two ends."""
+        poster = LoopPoster()  # the caller's loop
+        send, receive = anyio.create_memory_object_stream[object](math.inf)
+
+        def deliver(item: object) -> None:  # on the engine's thread
+            poster.post(put, send, item)
+
+        try:
+            pump, engine_id = self._bridge.submit(
+                request_id, prompt, params, deliver, priority=priority
+            )
+        except BaseException:  # the engine was shut down
+            send.close()
+            receive.close()
+            raise
+        self._requests[request_id] = pump
+        self._engine_ids[request_id] = engine_id
+        return pump, send, receive
+
+    async def abort(self, request_id: str | Iterable[str], internal: bool = False) -> None:
+        """Abort requests; each one's ``generate`` ends with a last output whose
+        ``finish_reason`` is ``"abort"``. Unknown or finished ids are ignored."""
+        ids = [request_id] if isinstance(request_id, str) else list(request_id)
+        for rid in ids:
+            engine_id = self._engine_ids.get(rid)
+            if engine_id is not None:
+                self._bridge.retire(rid)
+                await self._call(self.engine.abort, engine_id)
+        if self.log_requests:
+            logger.info("Aborted request(s) %s.", ",".join(ids))
+
+    def get_num_unfinished_requests(self) -> int:
+        return len(self._requests)
+
+    # -- the model ------------------------------------------------------------------------
+
+    @property
+    def tokenizer(self) -> Any:
+        return self.engine.tokenizer
+
+    def get_tokenizer(self) -> Any:
+        """The Hugging Face tokenizer (synchronous, as in vLLM 0.11+)."""
+        return self.engine.tokenizer
+
+    @property
+    def model_config(self) -> ModelConfig:
+        return ModelConfig.of(
+            self.engine.config,
+            max_model_len=self.engine.max_model_len,
+            vocab_size=self.engine.vocab_size,
+        )
+
+    async def get_model_config(self) -> ModelConfig:
+        """vLLM's older async accessor of :attr:`model_config`."""
+        return self.model_config
+
+    @property
+    def vllm_config(self) -> EngineConfig:
+        """The engine's configuration (an ``EngineConfig`` here)."""
+        return self.engine.config
+
+    async def get_vllm_config(self) -> EngineConfig:
+        return self.engine.config
+
+    async def get_supported_tasks(self) -> tuple[str, ...]:
+        return ("generate",)
+
+    def get_default_sampling_params(self) -> SamplingParams:
+        return self.engine.get_default_sampling_params()
+
+    # -- control plane --------------------------------------------------------------------
+
+    async def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """``await fn(*args)`` on the engine's loop, awaited on the caller's; cancelling the
+        caller cancels it."""
+        return await call_on_engine(self._thread, fn, *args)
+
+    async def sleep(self, level: int = 1) -> None:
+        await self._call(self.engine.sleep, level)
+
+    async def wake_up(self, tags: list[str] | None = None) -> bool:
+        if tags:
+            _refuse("wake_up(tags=...)", "the engine wakes whole (weights and KV cache)")
+        await self._call(self.engine.wake_up)
+        return True
+
+    async def is_sleeping(self) -> bool:
+        return bool(await self._call(self.engine.is_sleeping))
+
+    async def reset_prefix_cache(self, *args: Any, **kwargs: Any) -> bool:
+        if args or any(kwargs.values()):
+            _refuse("reset_prefix_cache(...)", "it takes no options here")
+        return bool(await self._call(self.engine.reset_prefix_cache))
+
+    async def start_profile(self) -> None:
+        await self._call(self.engine.start_profile)
+
+    async def stop_profile(self) -> None:
+        await self._call(self.engine.stop_profile)
+
+    async def collective_rpc(
+        self,
+        method: str | Callable[..., Any],
+        timeout: float | None = None,  # noqa: ASYNC109 (vLLM's signature)
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> list[Any]:
+        async def run() -> list[Any]:
+            return await self.engine.collective_rpc(
+                method, timeout=timeout, args=tuple(args), kwargs=dict(kwargs or {})
+            )
+
+        result: list[Any] = await self._call(run)
+        return result
+
+    async def list_loras(self) -> set[int]:
+        return set()  # LoRA adapters are not supported: none is ever loaded
+
+    async def is_tracing_enabled(self) -> bool:
+        return False
+
+    async def do_log_stats(self) -> None:
+        """Log one line of the engine's state now (the periodic line: ``disable_log_stats``)."""
+        stats = await self._call(self.engine.get_stats)
+        logger.info(
+            "Running: %d reqs, Waiting: %d reqs, GPU KV cache usage: %.1f%%",
+            getattr(stats, "num_running_reqs", 0),
+            getattr(stats, "num_waiting_reqs", 0),
+            100.0 * getattr(stats, "kv_cache_usage", 0.0),
+        )
+
+    async def get_stats(self) -> Any:
+        return await self._call(self.engine.get_stats)
+
+    # -- health and lifetime --------------------------------------------------------------
+
+    @property
+    def errored(self) -> bool:
+        return self.engine.is_dead or self._thread.failure is not None
+
+    @property
+    def is_stopped(self) -> bool:
+        return self.errored
+
+    @property
+    def is_running(self) -> bool:
+        return not self._thread.closed and not self.errored
+
+    @property
+    def dead_error(self) -> BaseException:
+        return EngineDeadError("the engine died")
+
+    async def check_health(self) -> None:
+        if self.errored:
+            raise self.dead_error
+
+    def shutdown(self, timeout: float | None = None) -> None:
+        """Stop the engine and its threads (idempotent); open ``generate`` calls end with
+        ``EngineClosedError``. Blocks until the engine stopped."""
+        self._bridge.close()
+
+    def __getattr__(self, name: str) -> Any:
+        why = _NOT_BUILT.get(name)
+        if why is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+        async def not_built(*args: Any, **kwargs: Any) -> Any:
+            _refuse(f"AsyncLLM.{name}", why)
+
+        return not_built
+
+
+AsyncLLMEngine = AsyncLLM
+
+__all__ = ["AsyncEngineArgs", "AsyncLLM", "AsyncLLMEngine"]

@@ -1,0 +1,276 @@
+"""``--help`` text of the engine's settings (``EngineConfig``): the user documentation of
+each flag, grouped under vLLM's config class names as ``vllm serve --help`` groups them.
+
+Each entry says what the setting does, its unit and, where the default is not evident, the
+default; ``struct_flags`` appends ``(default: ...)`` to an entry that does not name it.
+Why a default was chosen belongs in the code's comments and in docs/, not here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+ENGINE_CONFIG_HELP: Mapping[str, Mapping[str, str]] = {
+    "ModelConfig": {
+        "model": (
+            "A local directory with config.json and safetensors weights, or a Hugging Face hub "
+            "id (``org/name``) resolved through the local hub cache (downloaded when allowed). "
+            "None: the embedded demo model."
+        ),
+        "revision": ("The hub revision (branch, tag or commit) of ``model``; default ``main``."),
+        "tokenizer": "The tokenizer's directory or hub id (default: the model's).",
+        "tokenizer_revision": (
+            "The hub revision of ``tokenizer`` (default: ``revision`` when the tokenizer is the "
+            "model's, else ``main``)."
+        ),
+        "served_model_name": (
+            "The model name clients send and see (default: ``model``; the demo: actorllm-demo). "
+            "Several names (``--served-model-name a b``) are aliases: requests may use any of "
+            "them, responses and metrics carry the first."
+        ),
+        "dtype": "Weights and activations dtype; auto: the checkpoint's.",
+        "seed": ("Seed of the sampler for requests without their own seed, and of dummy weights."),
+        "max_model_len": (
+            "Context length: prompt plus output tokens (default: the model's "
+            "max_position_embeddings)."
+        ),
+        "chat_template": (
+            "A Jinja chat template replacing the tokenizer's: a file path, or the template "
+            "itself written inline."
+        ),
+        "enforce_eager": "Never capture or replay CUDA graphs (CPU never uses them).",
+        "generation_config": (
+            "Where requests' default sampling parameters (temperature, top_p, top_k, min_p, "
+            "repetition_penalty; max_new_tokens as the max_tokens of a request that gives none) "
+            "come from: auto, the model's generation_config.json (as vLLM); vllm, none "
+            "(SamplingParams' and OpenAI's defaults); or a directory holding a "
+            "generation_config.json. A request's own values always win; LLM.generate and "
+            "AsyncEngine.generate without sampling_params use these "
+            "(LLM.get_default_sampling_params())."
+        ),
+        "override_generation_config": (
+            "Default sampling parameters over generation_config's, e.g. '{\"temperature\": 0.6}'."
+        ),
+        "cpu_omp_short_spin": (
+            "CPU: keep one parked OpenMP team so libgomp always short-spins: a steady speed "
+            "whatever other threads of the host keep OpenMP teams, and one that holds up when "
+            "other processes keep the cores busy. Off (the default), the engine frees the idle "
+            "team of the host thread that starts or calls it, so its worker's team keeps "
+            "libgomp's long spins, as in a fresh process."
+        ),
+        "cpu_weights_on_huge_pages": (
+            "CPU: after loading, collapse the memory the weights (and their oneDNN-packed "
+            "copies) take into 2 MiB transparent huge pages, where the kernel offers "
+            "MADV_COLLAPSE: fewer TLB misses as every decode step streams the weights."
+        ),
+        "cpu_keep_freed_memory": (
+            "CPU: glibc keeps the memory a step frees for the next step instead of returning it "
+            "to the OS (which would fault every page back in). Process-wide and kept after the "
+            "engine closes; --no-cpu-keep-freed-memory leaves malloc as the host set it."
+        ),
+    },
+    "LoadConfig": {
+        "load_format": (
+            "How weights load: auto and safetensors read the checkpoint, dummy makes random "
+            "weights (for benchmarks)."
+        ),
+        "download_dir": (
+            "Where hub models are cached and downloaded (default: huggingface_hub's cache, "
+            "``$HF_HUB_CACHE`` or ``$HF_HOME/hub``)."
+        ),
+    },
+    "CacheConfig": {
+        "block_size": (
+            "KV-cache block size in tokens: a power of two up to 128 (default: 32 on CPU, 16 on "
+            "CUDA)."
+        ),
+        "enable_prefix_caching": "Reuse the KV blocks of prompt prefixes seen before.",
+        "gpu_memory_utilization": (
+            "CUDA: the fraction of GPU memory the engine may use (weights, activations, KV "
+            "cache); the KV cache gets what the profiled step leaves. Unused on CPU."
+        ),
+        "num_gpu_blocks_override": (
+            "Exactly this many KV blocks (the null block included), instead of sizing the cache "
+            "from memory."
+        ),
+        "kv_cache_memory_bytes": (
+            "Bytes for the KV cache, e.g. 512MiB (CPU default 256MiB; on CUDA it replaces the "
+            "gpu_memory_utilization sizing)."
+        ),
+    },
+    "SchedulerConfig": {
+        "enable_chunked_prefill": (
+            "Split long prompts across steps so decodes keep running beside them."
+        ),
+        "max_num_seqs": "The most requests in one step.",
+        "max_num_batched_tokens": (
+            "Token budget of one step (default: 2048 with chunked prefill, else max_model_len)."
+        ),
+        "long_prefill_token_threshold": (
+            "A prefill chunk longer than this many tokens is cut to it, so one long prompt "
+            "cannot take a whole step's budget; 0: no cap."
+        ),
+        "scheduling_policy": (
+            "fcfs: arrival order; priority: by each request's priority, then arrival."
+        ),
+        "stream_interval": (
+            "Streaming (DELTA and CUMULATIVE outputs): send a request's output once this many "
+            "new tokens accumulated (the first and the final output at once); 1 sends every "
+            "token, a larger value sends fewer, merged outputs (less host work per token). A "
+            "request's SamplingParams.stream_interval can raise it, not lower it."
+        ),
+        "async_scheduling": ("Overlap scheduling the next step with the model running this one."),
+        "disable_hybrid_kv_cache_manager": (
+            "Models mixing sliding-window and full-attention layers (Gemma 2/3) keep one block "
+            "table for all layers, so sliding layers hold every block too (by default each "
+            "attention type has its own table and sliding layers free blocks behind their "
+            "window)."
+        ),
+    },
+    "ParallelConfig": {
+        "tensor_parallel_size": (
+            "Tensor-parallel ranks: the model's heads, MLP columns and vocabulary split over "
+            "this many ranks (rank 0 on the worker thread, the others in processes; CPU, gloo)."
+        ),
+        "distributed_executor_backend": (
+            "Where the model's ranks run: mp (rank 0 on the engine's worker thread, ranks "
+            "1..N-1 spawned on this node; the default) or ray (every rank, rank 0 included, "
+            "a Ray actor placed by a placement group per replica on an existing Ray "
+            'cluster, any of its nodes: ray.init(address="auto") / RAY_ADDRESS; needs the '
+            "ray extra; docs/distributed.md)."
+        ),
+        "tp_collective_timeout_s": (
+            "Tensor parallel: a collective (all-reduce, logits gather) that does not complete "
+            "in this many seconds (a hung rank) fails the step, which restarts the rank group."
+        ),
+        "pipeline_parallel_size": "Pipeline-parallel stages; only 1 is built so far.",
+        "data_parallel_size": (
+            "Data-parallel engine replicas (each its own scheduler, KV cache and worker thread, "
+            "behind one router; docs/distributed.md)."
+        ),
+        "data_parallel_backend": (
+            "Where the replicas run. mp: every replica's worker (rank 0) in this process; ray: "
+            "each replica's worker and its tensor-parallel ranks are Ray actors in a placement "
+            "group of that replica's own, on any node (it sets distributed_executor_backend to "
+            "ray). Every replica's scheduler stays in this process either way."
+        ),
+    },
+    "DeviceConfig": {
+        "device": "Where the model runs; auto: CUDA when available, else CPU.",
+    },
+    "AttentionConfig": {
+        "attention_backend": (
+            "Attention kernels: torch (reference), triton, or auto (triton on CUDA)."
+        ),
+    },
+    "ActorConfig": {
+        "max_restarts": (
+            "Restart intensity: more than this many actor crashes within restart_window_s stops "
+            "the engine."
+        ),
+        "restart_window_s": "The window (seconds) of max_restarts.",
+        "mailbox_size": (
+            "Capacity of each actor's mailbox (messages); a full mailbox is backpressure."
+        ),
+        "freeze_gc_at_start": (
+            "After start-up, collect once and move every live object (weights' Python objects, "
+            "tokenizer, modules) to a permanent GC generation that is never scanned again, as "
+            "vLLM does: the per-step cost of the cyclic GC no longer grows with that heap. "
+            "Process-wide (gc.freeze); turn it off if the embedding application relies on GC of "
+            "older cycles."
+        ),
+        "gc_gen0_threshold": (
+            "While the engine runs, the cyclic GC's generation-0 threshold is at least this "
+            "many allocations (CPython's default: 700), so a busy step triggers a few young "
+            "collections instead of dozens. Process-wide, restored when the last engine closes. "
+            "None (or 700 from the command line): leave the GC alone."
+        ),
+        "switch_interval_s": (
+            "While the engine runs, a thread holding the GIL hands it over after at most this "
+            "many seconds when another thread waits (``sys.setswitchinterval``; CPython's "
+            "default 0.005), so the worker thread, back from a torch call, is not kept waiting "
+            "while the event loop processes a step's outputs. Process-wide, restored when the "
+            "last engine closes. None (or 0.005 from the command line): leave it alone."
+        ),
+        "restart_backoff_s": (
+            "Delay (seconds) before restarting a crashed actor, growing exponentially from "
+            "this, with jitter; 0: at once."
+        ),
+    },
+    "FaultConfig": {
+        "actor_message_deadline_s": (
+            "Watchdog: an engine actor that holds one message longer than this many seconds (a "
+            "handler that never returns) is restarted as if it had crashed, and the message is "
+            "retried or failed like any crash's. Includes waiting on full mailboxes, so keep it "
+            "well above the slowest step. None: no watchdog."
+        ),
+        "actor_shutdown_timeout_s": (
+            "How long an engine actor may take to stop when the engine closes (finish its "
+            "current message, run ``on_stop``) before it is cancelled."
+        ),
+        "step_timeout_s": (
+            "A model step still running after this many seconds is treated as an executor "
+            "crash: the core restarts and its requests are recomputed. None: no timeout."
+        ),
+        "max_waiting_requests": (
+            "Refuse new requests (``EngineOverloadedError``, HTTP 503 with ``Retry-After``) "
+            "while this many are already waiting: accepted but not running (queued, being "
+            "tokenized, or preempted). None: no bound."
+        ),
+        "max_stream_backlog": (
+            "Outputs a caller may leave unread on a request's stream. Beyond this the caller is "
+            "a slow consumer: the request is aborted (its KV blocks freed) and its stream ends "
+            "with ``SlowConsumerError``. None: unbounded."
+        ),
+        "shutdown_timeout": (
+            "``AsyncEngine.drain()`` (and the server on SIGTERM): seconds open requests may run "
+            "to completion after new ones are refused, before the rest are aborted."
+        ),
+    },
+    "KVTransferConfig": {
+        "kv_connector": (
+            "offload: keep evicted prefix blocks in a host-memory (and optional disk) tier and "
+            "load them back on a hit."
+        ),
+        "kv_connector_enabled": ("Start with the connector switched on (when one is configured)."),
+        "kv_offload_host_bytes": "Host-memory size of the offload tier, e.g. 1GiB.",
+        "kv_offload_disk_dir": (
+            "Directory of the offload tier's disk level (default: no disk level)."
+        ),
+        "kv_offload_disk_bytes": "Size of the offload tier's disk level.",
+        "kv_offload_write_through": (
+            "Also save finished requests' blocks to the tier, not only evicted ones."
+        ),
+    },
+    "StructuredOutputsConfig": {
+        "structured_outputs_backend": (
+            "Grammar backend for structured outputs (JSON schema, regex, choice, grammar): "
+            "xgrammar, guidance (llguidance), or auto: xgrammar, falling back to guidance for "
+            "schema features xgrammar does not enforce. A request's own backend wins."
+        ),
+        "structured_outputs_disable_any_whitespace": (
+            "Generate JSON without optional whitespace for every request (models that pad JSON "
+            "with whitespace can otherwise run to max_tokens inside an unfinished object)."
+        ),
+        "structured_outputs_disable_additional_properties": (
+            "JSON schemas take only their listed properties for every request "
+            "(additionalProperties false wherever a schema does not say)."
+        ),
+        "structured_outputs_enable_in_reasoning": (
+            "With a reasoning_parser: constrain the reasoning too, not only the answer after it."
+        ),
+        "reasoning_parser": (
+            "Split a reasoning model's thinking into reasoning_content (vLLM's names: "
+            "deepseek_r1, qwen3, granite, ... see actorllm.reasoning.REASONING_PARSERS). "
+            "Structured outputs then constrain the answer only (after the reasoning)."
+        ),
+    },
+    "ProfilerConfig": {
+        "profiler_dir": (
+            "Directory for torch-profiler traces written by start_profile()/stop_profile() "
+            "(Chrome trace JSON, CPU activities, CUDA too on a GPU; the worker thread and the "
+            "event loop). None: profiling is disabled and start_profile() raises ProfilerError "
+            "naming this field."
+        ),
+    },
+}

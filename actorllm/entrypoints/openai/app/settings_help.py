@@ -1,0 +1,100 @@
+"""``actorllm serve --help`` text of the HTTP side's settings (``AppSettings``): what each
+flag does, its unit and default."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+APP_SETTINGS_HELP: Mapping[str, Mapping[str, str]] = {
+    "Frontend": {
+        "api_key": (
+            "Require ``Authorization: Bearer KEY`` on /v1/* (default: $ACTORLLM_API_KEY or "
+            "$VLLM_API_KEY); several keys (``--api-key a b``): any one of them is accepted."
+        ),
+        "max_body_bytes": "Requests with a larger body are refused with 413.",
+        "dev_mode": (
+            "Expose /sleep, /wake_up, /reset_prefix_cache, /kv_connector/* without "
+            "authentication (unsafe; also on with ACTORLLM_SERVER_DEV_MODE=1)."
+        ),
+        "log_interval_s": (
+            "Seconds between stats log lines; 0: none (same as --disable-log-stats)."
+        ),
+        "root_path": (
+            "The path prefix a reverse proxy serves the API under (e.g. /llm): requests "
+            "come with or without it."
+        ),
+        "allowed_origins": (
+            "CORS: origins allowed to call the API from a browser, e.g. "
+            "'[\"https://a.example\"]' or '*'. Default: none (no cross-origin access)."
+        ),
+        "allowed_methods": (
+            "CORS: HTTP methods allowed cross-origin (when allowed_origins is set)."
+        ),
+        "allowed_headers": (
+            "CORS: request headers allowed cross-origin (when allowed_origins is set)."
+        ),
+        "allow_credentials": ("CORS: allow cookies and Authorization on cross-origin requests."),
+        "response_role": "The role of the messages chat completions return.",
+        "return_tokens_as_token_ids": (
+            "Logprob tokens as 'token_id:N' for every request (as if each set the request "
+            "field return_tokens_as_token_ids)."
+        ),
+        "enable_force_include_usage": (
+            "Every stream ends with a usage chunk, whether or not the request asked for one "
+            "with stream_options.include_usage."
+        ),
+        "default_chat_template_kwargs": (
+            'Chat template variables for every chat request, e.g. \'{"enable_thinking": '
+            "false}'; a request's own chat_template_kwargs win."
+        ),
+        "exclude_tools_when_tool_choice_none": (
+            'With tool_choice "none", leave the request\'s tools out of the prompt (by '
+            "default the chat template still shows them to the model)."
+        ),
+        "enable_tokenizer_info_endpoint": (
+            "Serve GET /tokenizer_info: the tokenizer's class, settings and chat template "
+            "(it shows the template to anyone who can reach the server)."
+        ),
+        "trust_request_chat_template": (
+            "Accept a request's own chat_template (chat completions, /tokenize); without it "
+            "such a request is refused (400). A template runs with the server's rights: "
+            "trust the clients."
+        ),
+        "enable_log_requests": (
+            "Log each request as it arrives (id, method, path, body up to max_log_len) and "
+            "as it ends (status); --disable-log-requests turns it off."
+        ),
+        "max_log_len": (
+            "Log at most this many characters of a request body, or of an output (default: all)."
+        ),
+        "enable_log_outputs": (
+            "Also log each completion's output text and finish reason when it is done "
+            "(needs enable_log_requests)."
+        ),
+        "middleware": (
+            "Extra ASGI middleware, outermost, by import path (repeat the flag for "
+            "several): a class is built as cls(app); an async function f(request, "
+            "call_next) wraps each HTTP request."
+        ),
+        "metrics_prefix": (
+            "Prometheus metric name prefix; vllm makes an existing vLLM Grafana dashboard "
+            "work unchanged."
+        ),
+        "enable_server_load_tracking": (
+            "Count the requests in flight on /v1/completions, /v1/chat/completions and "
+            "/invocations (a stream counts until it ends); GET /load answers "
+            '{"server_load": N} (without this flag always 0, as vLLM).'
+        ),
+        "enable_auto_tool_choice": (
+            "Let the model decide to call tools (tool_choice auto, the default when tools are "
+            "given); needs --tool-call-parser."
+        ),
+        "tool_call_parser": (
+            "How to read tool calls out of the model's text: hermes, llama3_json, mistral, "
+            "qwen3_coder (qwen3_xml), pythonic, or a name a --tool-parser-plugin registers."
+        ),
+        "tool_parser_plugin": (
+            "A Python file that registers extra tool call parsers (register_tool_parser)."
+        ),
+    },
+}
