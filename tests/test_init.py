@@ -8,9 +8,11 @@ from pathlib import Path
 import actorllm
 import actorllm.outputs
 import actorllm.sampling_params
+from actorllm.compat.vllm.llm import LLM
+from actorllm.compat.vllm.llm_engine import LLMEngine
 from actorllm.core import outputs as core_outputs
 from actorllm.core import sampling_params as core_params
-from actorllm.engine import LLM, AsyncEngine, EngineConfig, LLMEngine
+from actorllm.engine import AsyncEngine, EngineConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -24,11 +24,11 @@ from actorllm.engine.generation_config import (
     sampling_defaults,
 )
 from actorllm.models.hub import ModelNotFoundError as ModelNotFoundError  # re-exported
+from actorllm.models.load_format import LoadFormat
 
 Device = Literal["auto", "cpu", "cuda"]
 AttentionBackend = Literal["auto", "torch", "triton"]
 SchedulingPolicy = Literal["fcfs", "priority"]
-LoadFormat = Literal["auto", "safetensors", "dummy"]
 DType = Literal["auto", "float32", "bfloat16", "float16", "half", "float"]
 StructuredOutputsBackend = Literal["auto", "xgrammar", "guidance"]
 # Default KV-cache block sizes per device (EngineConfig.block_size None).

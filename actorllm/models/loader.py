@@ -18,7 +18,7 @@ import logging
 import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import torch
 from safetensors import safe_open
@@ -27,14 +27,13 @@ from tqdm.auto import tqdm
 from actorllm.kernels.ops import Ops, get_ops
 from actorllm.models.base import CausalLM
 from actorllm.models.config import CheckpointConfig
+from actorllm.models.load_format import LoadFormat as LoadFormat
 from actorllm.models.moe import EXPERT_SLOTS, FusedExperts
 from actorllm.models.onednn_linear import invalidate_packed
 from actorllm.models.parallel import rank_piece
 from actorllm.models.registry import resolve_model_class
 
 log = logging.getLogger(__name__)
-
-LoadFormat = Literal["auto", "safetensors", "dummy"]
 
 _DTYPES = {
     "float32": torch.float32,

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
 
-from actorllm.models.loader import LoadFormat
+from actorllm.models.load_format import LoadFormat
 from actorllm.worker.runner import Runner
 
 if TYPE_CHECKING:
