@@ -22,13 +22,13 @@ __version__ = "0.1.0"
 _LAZY = {
     "LLM": "actorllm.compat.vllm.llm",
     "LLMEngine": "actorllm.compat.vllm.llm_engine",
-    "AsyncEngine": "actorllm.engine.async_engine",
+    "AsyncEngine": "actorllm.engine.api.async_engine",
     "AsyncLLMEngine": "actorllm.compat.vllm.async_llm",
     "EngineArgs": "actorllm.compat.vllm.engine_args",
     "AsyncEngineArgs": "actorllm.compat.vllm.engine_args",
     "TextPrompt": "actorllm.compat.vllm.offline_prompts",
     "TokensPrompt": "actorllm.compat.vllm.offline_prompts",
-    "EngineConfig": "actorllm.engine.config",
+    "EngineConfig": "actorllm.engine.config.engine_config",
     "SamplingParams": "actorllm.core.sampling_params",
     "RequestOutputKind": "actorllm.core.sampling_params",
     "RequestOutput": "actorllm.core.outputs",
@@ -49,8 +49,8 @@ if TYPE_CHECKING:  # what type checkers see; at run time __getattr__ loads them
     from actorllm.core.outputs import RequestOutput as RequestOutput
     from actorllm.core.sampling_params import RequestOutputKind as RequestOutputKind
     from actorllm.core.sampling_params import SamplingParams as SamplingParams
-    from actorllm.engine.async_engine import AsyncEngine as AsyncEngine
-    from actorllm.engine.config import EngineConfig as EngineConfig
+    from actorllm.engine.api.async_engine import AsyncEngine as AsyncEngine
+    from actorllm.engine.config.engine_config import EngineConfig as EngineConfig
 
 
 def __getattr__(name: str) -> Any:

@@ -56,7 +56,7 @@ log = logging.getLogger("actorllm.actors")
 # An actor with a backlog takes this many messages per turn of the event loop before it
 # lets the other tasks run. One per turn throttled a busy engine: under load a turn is about
 # one engine step, so a burst of new requests crossed the input processor and the router
-# one request per step (tests/engine/test_admission_under_load.py).
+# one request per step (tests/engine/recovery/test_admission_under_load.py).
 BACKLOG_RUN = 32
 # ... or as many as it takes this long (seconds) from the run's first one, if fewer: slow
 # messages (a long prompt to tokenize) do not hold the loop for 32 of them.

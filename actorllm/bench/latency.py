@@ -20,7 +20,7 @@ from typing import Any
 
 import anyio
 
-from actorllm.engine.config import EngineConfig
+from actorllm.engine.config.engine_config import EngineConfig
 from actorllm.testing.percentiles import summarize
 
 

@@ -42,7 +42,7 @@ from typing import Any
 
 import anyio
 
-from actorllm.engine.config import CPU_BLOCK_SIZE
+from actorllm.engine.config.engine_config import CPU_BLOCK_SIZE
 
 PROMPT_LEN = 32
 BLOCK_SIZE = CPU_BLOCK_SIZE  # both sides at the engine's CPU default

@@ -27,7 +27,7 @@ from typing import Any
 import anyio
 
 from actorllm.bench.datasets import BenchRequest
-from actorllm.engine.config import EngineConfig
+from actorllm.engine.config.engine_config import EngineConfig
 
 
 def throughput_figures(

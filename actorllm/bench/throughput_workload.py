@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from actorllm.bench.datasets import BenchRequest
-from actorllm.engine.config import EngineConfig
+from actorllm.engine.config.engine_config import EngineConfig
 
 
 @dataclass

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from actorllm.bench.presets import KV_CACHE_BYTES
-from actorllm.engine.config import EngineConfig
+from actorllm.engine.config.engine_config import EngineConfig
 
 _GIB = 2**30
 

@@ -4,10 +4,10 @@ vLLM's front doors over it (``LLM``, ``LLMEngine``, ``AsyncLLM``) are in
 :mod:`actorllm.compat.vllm`, one layer up, and exported by the top-level package.
 """
 
-from actorllm.engine.async_engine import AsyncEngine
-from actorllm.engine.config import EngineConfig
+from actorllm.engine.api.async_engine import AsyncEngine
+from actorllm.engine.api.stats import EngineStats
+from actorllm.engine.config.engine_config import EngineConfig
 from actorllm.engine.errors import EngineDeadError, InvalidRequestError, RequestFailedError
-from actorllm.engine.stats import EngineStats
 
 __all__ = [
     "AsyncEngine",

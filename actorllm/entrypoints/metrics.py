@@ -41,7 +41,7 @@ from prometheus_client.registry import Collector
 from actorllm.core.request_stats import Histogram, RequestStatsSnapshot
 
 if TYPE_CHECKING:
-    from actorllm.engine.config import EngineConfig
+    from actorllm.engine.config.engine_config import EngineConfig
 
 logger = logging.getLogger("actorllm.metrics")
 

@@ -1,6 +1,6 @@
 """``CheckpointConfig``: what the model code needs to know about a checkpoint, parsed from
 config.json. (vLLM's ``ModelConfig``, the engine's view of the model that
-``LLMEngine.get_model_config()`` returns, is :mod:`actorllm.engine.model_config`.)
+``LLMEngine.get_model_config()`` returns, is :mod:`actorllm.engine.config.model_config`.)
 
 Both config dialects are accepted:
 

@@ -35,7 +35,7 @@ class ModelNotFoundError(FileNotFoundError):
     """The configured model is neither a local directory with a config.json nor a hub id
     that can be found (in the cache, or downloaded when the hub may be contacted).
 
-    Defined here, where it is raised; ``actorllm.engine.config`` re-exports it.
+    Defined here, where it is raised; ``actorllm.engine.config.engine_config`` re-exports it.
     """
 
 

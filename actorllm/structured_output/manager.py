@@ -90,7 +90,7 @@ class StructuredOutputManager:
         self._awaiting: list[_Fill] = []
         # Taken as ``with self._lock`` (the C lock's own enter and exit), never ``with
         # self._cond``: Condition's __enter__/__exit__ are Python frames, and a Ctrl-C
-        # landing in one leaves the lock held for good (engine/step_outputs.py).
+        # landing in one leaves the lock held for good (engine/api/step_outputs.py).
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)  # a fill's awaited rows were fed
         self._closed = False  # under _lock

@@ -41,7 +41,7 @@ def inject_fault(target: Any, *args: Any, **kwargs: Any) -> Any:
       when=None)``: one of the engine's actors ("router", "input_processor",
       "scheduler", "executor", "output_processor", or "worker" for the model step).
     """
-    from actorllm.engine.async_engine import AsyncEngine
+    from actorllm.engine.api.async_engine import AsyncEngine
 
     if isinstance(target, AsyncEngine):
         return engine_harness.inject_fault(target, *args, **kwargs)
@@ -50,7 +50,7 @@ def inject_fault(target: Any, *args: Any, **kwargs: Any) -> Any:
 
 async def wait_idle(target: Any, **kwargs: Any) -> None:
     """Wait until the supervisor's actors (or the engine) have nothing left to do."""
-    from actorllm.engine.async_engine import AsyncEngine
+    from actorllm.engine.api.async_engine import AsyncEngine
 
     if isinstance(target, AsyncEngine):
         await engine_harness.wait_idle(target, **kwargs)

@@ -37,7 +37,7 @@ import anyio
 import sniffio
 
 from actorllm.core.sampling_params import SamplingParams
-from actorllm.engine.async_engine import AsyncEngine
+from actorllm.engine.api.async_engine import AsyncEngine
 from actorllm.engine.errors import EngineDeadError
 from actorllm.testing.chaos_plan import ACTOR_NAMES, ChaosPlanner, CrashPoint, Trigger
 from actorllm.testing.chaos_report import (

@@ -20,9 +20,9 @@ from typing import Any
 import anyio
 
 from actorllm.actors import attach_probe
-from actorllm.engine.async_engine import ACTORS, AsyncEngine
-from actorllm.engine.context import EngineContext
-from actorllm.engine.messages import ExecuteStep
+from actorllm.engine.actors.context import EngineContext
+from actorllm.engine.actors.messages import ExecuteStep
+from actorllm.engine.api.async_engine import ACTORS, AsyncEngine
 from actorllm.testing.scripted_model import ScriptedModel
 from actorllm.worker.worker import Worker
 

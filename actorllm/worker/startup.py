@@ -3,7 +3,7 @@
 Everything here blocks and runs on the thread (or process) that will own the runner: the
 engine's worker thread, a replica's Ray actor (worker/ray_host.py) or a tensor-parallel
 rank's process (worker/tp_rank.py). What a rank needs is one :class:`RankSpec`, made from
-the engine's configuration by the engine (``engine/startup.py``'s ``rank_spec``); ranks
+the engine's configuration by the engine (``engine/actors/startup.py``'s ``rank_spec``); ranks
 1..N-1 get rank 0's with their own ``rank``.
 
     spec = RankSpec(model="/models/llama", device="cpu", block_size=32)

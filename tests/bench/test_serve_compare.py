@@ -24,7 +24,7 @@ from actorllm.bench.vllm_server import (
     peer_kv_cache_bytes,
     vllm_serve_argv,
 )
-from actorllm.engine.config import EngineConfig
+from actorllm.engine.config.engine_config import EngineConfig
 from actorllm.entrypoints.cli import main
 from actorllm.entrypoints.openai.app import AppSettings, build_app
 from actorllm.testing.engine_harness import open_test_engine

@@ -52,7 +52,7 @@ def test_missing_venv_names_the_setup_script(tmp_path: Path) -> None:
 
 def test_every_backend_gets_actorllms_resolved_dtype(monkeypatch: pytest.MonkeyPatch) -> None:
     from actorllm.bench.throughput_workload import resolved_dtype_name
-    from actorllm.engine.config import EngineConfig
+    from actorllm.engine.config.engine_config import EngineConfig
     from actorllm.kernels import cpu_features
 
     cfg = EngineConfig(device="cpu")  # the demo model: a float32 checkpoint

@@ -23,7 +23,7 @@ from actorllm import LLM
 from actorllm.core.errors import InvalidRequestError
 from actorllm.distributed.ray_connect import RayClusterError, connect
 from actorllm.engine import AsyncEngine
-from actorllm.engine.config import EngineConfig, EngineConfigError
+from actorllm.engine.config.engine_config import EngineConfig, EngineConfigError
 from actorllm.worker.ray_host import RemoteHost, decode_step, encode_step
 from actorllm.worker.remote import RemoteWorker
 from tests.distributed.test_tensor_parallel import ENGINE, _batch, _generate, llama

@@ -23,7 +23,7 @@ from actorllm.core.errors import InvalidRequestError
 from actorllm.demo import demo_tokenizer_path
 from actorllm.distributed.ray_connect import RayClusterError
 from actorllm.engine import AsyncEngine
-from actorllm.engine.config import EngineConfigError
+from actorllm.engine.config.engine_config import EngineConfigError
 from actorllm.worker.tp_group import TPGroup
 from tests.helpers.models import Family, make_tiny_checkpoint
 from tests.helpers.ray_ranks import kv_allocated

@@ -1,5 +1,5 @@
 """Tensor parallel inside data parallel (``tensor_parallel_size=2, data_parallel_size=2``):
-each replica owns its own rank group (engine/assembly.py, worker/tp_group.py).
+each replica owns its own rank group (engine/actors/assembly.py, worker/tp_group.py).
 
 DP=2 x TP=2 gives DP=1 x TP=1's greedy tokens with both replicas taking work; control calls
 reach every rank of every replica; a rank of replica 1 killed mid-run restarts only
@@ -20,7 +20,7 @@ import pytest
 
 from actorllm import LLM
 from actorllm.engine import AsyncEngine
-from actorllm.engine.config import EngineConfig, EngineConfigError
+from actorllm.engine.config.engine_config import EngineConfig, EngineConfigError
 from actorllm.worker.tp_errors import RankGroupError
 from actorllm.worker.tp_group import TPGroup
 from tests.distributed.test_tensor_parallel import (

@@ -1,5 +1,5 @@
-"""Data parallel (``data_parallel_size=2``): replicas behind one router (engine/assembly.py,
-engine/actors/router.py, engine/routing.py)."""
+"""Data parallel (``data_parallel_size=2``): replicas behind one router (engine/actors/assembly.py,
+engine/actors/router.py, engine/scheduling/routing.py)."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ import anyio
 import pytest
 
 from actorllm.core.sampling_params import SamplingParams
-from actorllm.engine.config import EngineConfig, EngineConfigError
+from actorllm.engine.config.engine_config import EngineConfig, EngineConfigError
 from actorllm.engine.errors import EngineDeadError, RequestFailedError, SlowConsumerError
 from actorllm.testing.engine_harness import check_invariants, inject_fault, open_test_engine
 

@@ -18,7 +18,7 @@ from actorllm.core.request import Request
 from actorllm.core.sampling_params import SamplingParams
 from actorllm.core.scheduler import Scheduler, SchedulerConfig
 from actorllm.core.scheduler_output import SchedulerOutput
-from actorllm.engine.config import EngineConfig
+from actorllm.engine.config.engine_config import EngineConfig
 from actorllm.engine.kv_offload import (
     OffloadConnector,
     OffloadIndex,

@@ -10,7 +10,7 @@ import pytest
 
 from actorllm.core.outputs import RequestOutput
 from actorllm.core.sampling_params import RequestOutputKind, SamplingParams
-from actorllm.engine.config import EngineConfig, EngineConfigError
+from actorllm.engine.config.engine_config import EngineConfig, EngineConfigError
 from actorllm.testing.engine_harness import check_invariants, inject_fault, open_test_engine
 
 pytestmark = pytest.mark.anyio

@@ -22,7 +22,7 @@ from actorllm.core.outputs import CompletionOutput, Logprob, RequestMetrics, Req
 from actorllm.core.request_stats import FinishedRequest, RequestStats, RequestStatsSnapshot
 from actorllm.core.sampling_params import RequestOutputKind, SamplingParams
 from actorllm.demo import demo_tokenizer_path
-from actorllm.engine.config import EngineConfig
+from actorllm.engine.config.engine_config import EngineConfig
 from actorllm.engine.errors import EngineDeadError, InvalidRequestError
 
 SCRIPT = [

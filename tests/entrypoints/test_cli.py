@@ -113,7 +113,7 @@ def test_every_settings_field_is_a_documented_flag() -> None:
     import msgspec
 
     from actorllm.compat.vllm.struct_flags import field_docs, flag_for
-    from actorllm.engine.config import EngineConfig
+    from actorllm.engine.config.engine_config import EngineConfig
     from actorllm.entrypoints.openai.app import AppSettings
 
     parser = cli.build_parser()

@@ -16,8 +16,8 @@ from actorllm.core.request_stats import (
     TTFT_BUCKETS,
     buckets_1_2_5,
 )
-from actorllm.engine.config import EngineConfig
-from actorllm.engine.stats_logger import log_stats_forever
+from actorllm.engine.api.stats_logger import log_stats_forever
+from actorllm.engine.config.engine_config import EngineConfig
 from actorllm.entrypoints.metrics import ServerMetrics
 from tests.entrypoints.conftest import start_server
 from tests.entrypoints.fake_engine import FakeEngine, FakeStats
@@ -164,7 +164,7 @@ def test_iteration_tokens_are_observed_once_across_scrapes() -> None:
 
 
 def test_data_parallel_engines_get_their_own_series() -> None:
-    from actorllm.engine.stats import EngineStats, ReplicaStats
+    from actorllm.engine.api.stats import EngineStats, ReplicaStats
 
     engines = [
         ReplicaStats(engine=0, num_running_reqs=2, prefix_cache_queries=10, steps_done=2,

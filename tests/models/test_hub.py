@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from actorllm.demo import demo_tokenizer_path
-from actorllm.engine.config import EngineConfig, ModelNotFoundError
+from actorllm.engine.config.engine_config import EngineConfig, ModelNotFoundError
 from actorllm.models.hub import hub_cache_dir, looks_like_hub_id, resolve_model
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"

@@ -124,7 +124,7 @@ VLLM_REFUSED = ["gpt_oss", "openai_gptoss", "hunyuan_a13b", "kimi_k2"]  # fmt: s
 
 
 def test_vllm_launch_lines_config() -> None:
-    from actorllm.engine.config import EngineConfig, EngineConfigError
+    from actorllm.engine.config.engine_config import EngineConfig, EngineConfigError
 
     for name in VLLM_TAKEN:
         assert EngineConfig(reasoning_parser=name).reasoning_parser == name

@@ -93,7 +93,7 @@ def test_every_parser_gets_a_gate(name: str, kind: type) -> None:
     after the reasoning for every family (and cover it all with enable_in_reasoning)."""
     from types import SimpleNamespace
 
-    from actorllm.engine.structured_outputs import structured_outputs_for
+    from actorllm.engine.scheduling.structured_outputs import structured_outputs_for
 
     config = SimpleNamespace(
         reasoning_parser=name,

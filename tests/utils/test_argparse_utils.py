@@ -43,7 +43,7 @@ def test_config_file_and_the_command_line_wins(tmp_path):
 
 def test_the_parsed_namespace_is_valid_engine_arguments():
     """vLLM's generate.py: ``LLM(**vars(parser.parse_args()))`` after popping its own."""
-    from actorllm.engine.async_engine import _as_config
+    from actorllm.engine.api.async_engine import _as_config
 
     values = vars(_parser().parse_args(["--max-model-len", "128", "--seed", "5"]))
     values.pop("max_tokens")

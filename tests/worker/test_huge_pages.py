@@ -208,8 +208,8 @@ def test_small_models_are_left_alone(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_the_engine_setting_reaches_the_runner(monkeypatch: pytest.MonkeyPatch) -> None:
-    from actorllm.engine import startup
-    from actorllm.engine.config import EngineConfig
+    from actorllm.engine.actors import startup
+    from actorllm.engine.config.engine_config import EngineConfig
 
     seen: list[object] = []
     monkeypatch.setattr(

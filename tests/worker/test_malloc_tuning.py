@@ -46,8 +46,8 @@ def test_other_c_libraries_are_left_alone(monkeypatch: pytest.MonkeyPatch) -> No
 
 
 def test_the_engine_setting_turns_it_off(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
-    from actorllm.engine import startup
-    from actorllm.engine.config import EngineConfig
+    from actorllm.engine.actors import startup
+    from actorllm.engine.config.engine_config import EngineConfig
 
     calls: list[int] = []
     monkeypatch.setattr(malloc_tuning, "keep_freed_memory", lambda: calls.append(1) or True)

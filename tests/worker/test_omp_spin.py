@@ -76,7 +76,7 @@ def test_release_frees_the_calling_threads_team(two_threads: None) -> None:
 
 
 def test_cpu_engines_release_the_host_team_unless_short_spin() -> None:
-    from actorllm.engine.config import EngineConfig
+    from actorllm.engine.config.engine_config import EngineConfig
 
     assert EngineConfig(device="cpu").releases_host_openmp_team()
     assert not EngineConfig(device="cpu", cpu_omp_short_spin=True).releases_host_openmp_team()

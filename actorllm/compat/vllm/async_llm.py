@@ -42,10 +42,10 @@ from actorllm.compat.vllm.engine_args import AsyncEngineArgs, EngineArgs
 from actorllm.compat.vllm.offline_prompts import check_prompt
 from actorllm.core.outputs import RequestOutput
 from actorllm.core.sampling_params import SamplingParams
-from actorllm.engine.async_engine import AsyncEngine
-from actorllm.engine.config import EngineConfig
+from actorllm.engine.api.async_engine import AsyncEngine
+from actorllm.engine.config.engine_config import EngineConfig
+from actorllm.engine.config.model_config import ModelConfig
 from actorllm.engine.errors import EngineDeadError
-from actorllm.engine.model_config import ModelConfig
 from actorllm.worker.worker_thread import LoopPoster
 
 logger = logging.getLogger("actorllm.engine")

@@ -31,10 +31,10 @@ from actorllm.compat.vllm import args
 from actorllm.compat.vllm.engine_thread import EngineThread
 from actorllm.core.outputs import RequestOutput
 from actorllm.core.sampling_params import SamplingParams
-from actorllm.engine.async_engine import AsyncEngine
-from actorllm.engine.config import EngineConfig
+from actorllm.engine.api.async_engine import AsyncEngine
+from actorllm.engine.api.stats_logger import log_stats_forever
+from actorllm.engine.config.engine_config import EngineConfig
 from actorllm.engine.errors import EngineClosedError
-from actorllm.engine.stats_logger import log_stats_forever
 
 STATS_INTERVAL_S = 10.0  # vLLM's VLLM_LOG_STATS_INTERVAL default
 
@@ -96,11 +96,17 @@ async def pump(
         deliver(last)
 
 
+# AsyncEngine.open's keywords that are not engine settings: passed through as they are.
+OPEN_OPTIONS = ("runner_factory", "tokenizer", "connector_factory")
+
+
 @final
 class Bridge:
     """One engine on its own thread, for one front door. ``model`` is a model directory,
     an ``EngineConfig`` or None (the demo model); ``config`` holds vLLM's engine keywords
-    (see :mod:`args`), ``hf_token`` among them. Blocks until the engine is up."""
+    (see :mod:`args`), ``hf_token`` among them, and may hold ``AsyncEngine.open``'s own
+    options (:data:`OPEN_OPTIONS`: a scripted runner, a loaded tokenizer, for tests and
+    embedders). Blocks until the engine is up."""
 
     def __init__(
         self,
@@ -113,7 +119,10 @@ class Bridge:
     ) -> None:
         kwargs = dict(config)
         args.export_hf_token(kwargs.pop(args.HF_TOKEN, None))
-        self.thread = EngineThread(args.engine_config(model, **kwargs), backend=backend, name=name)
+        options = {k: kwargs.pop(k) for k in OPEN_OPTIONS if k in kwargs}
+        self.thread = EngineThread(
+            args.engine_config(model, **kwargs), backend=backend, name=name, **options
+        )
         self.engine: AsyncEngine = self.thread.engine
         self.ids = RequestIds()
         if log_stats:

@@ -20,7 +20,7 @@ from actorllm.compat.vllm.bridge import END
 from actorllm.compat.vllm.engine_thread import EngineThread
 from actorllm.core.outputs import RequestOutput
 from actorllm.core.sampling_params import RequestOutputKind
-from actorllm.engine.step_outputs import merge_outputs
+from actorllm.engine.api.step_outputs import merge_outputs
 from actorllm.worker.worker_thread import LoopPoster
 
 _NOTHING = object()

@@ -29,7 +29,7 @@ from typing import Any
 
 from actorllm.compat.vllm import args as vllm_args
 from actorllm.compat.vllm.struct_flags import Groups, add_struct_flags, flag_for, json_object
-from actorllm.engine.config import EngineConfig, EngineConfigError
+from actorllm.engine.config.engine_config import EngineConfig, EngineConfigError
 
 _SHORT = {
     "tensor_parallel_size": ("-tp",),

@@ -23,7 +23,7 @@ import warnings
 from typing import Any, Self
 
 from actorllm.compat.vllm import args as vllm_args
-from actorllm.engine.config import EngineConfig, EngineConfigError
+from actorllm.engine.config.engine_config import EngineConfig, EngineConfigError
 
 
 class EngineArgs:

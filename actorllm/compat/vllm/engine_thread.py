@@ -33,6 +33,7 @@ script dies of an exception or of Ctrl-C. So:
 
 from __future__ import annotations
 
+import functools
 import threading
 import weakref
 from collections.abc import Awaitable, Callable
@@ -42,8 +43,8 @@ from typing import Any, TypeVar, final
 import anyio
 from anyio.from_thread import BlockingPortal
 
-from actorllm.engine.async_engine import AsyncEngine
-from actorllm.engine.config import EngineConfig
+from actorllm.engine.api.async_engine import AsyncEngine
+from actorllm.engine.config.engine_config import EngineConfig
 from actorllm.engine.errors import EngineClosedError
 from actorllm.worker.omp_spin import release_thread_team
 from actorllm.worker.worker_thread import LoopPoster
@@ -82,9 +83,15 @@ class EngineThread:
     """
 
     def __init__(
-        self, config: EngineConfig, *, backend: str = "trio", name: str = "actorllm-engine"
+        self,
+        config: EngineConfig,
+        *,
+        backend: str = "trio",
+        name: str = "actorllm-engine",
+        **open_options: Any,
     ) -> None:
         self._config = config
+        self._open_options = open_options  # AsyncEngine.open's other keywords
         self._backend = backend
         self._lock = threading.Lock()
         # Guarded by _lock: set once by close(); the loop's poster, once the loop runs.
@@ -136,7 +143,7 @@ class EngineThread:
                 if self._closing:
                     return
             async with (
-                AsyncEngine.open(self._config) as engine,
+                AsyncEngine.open(self._config, **self._open_options) as engine,
                 BlockingPortal() as portal,
             ):
                 self._ready.set_result((engine, portal))
@@ -162,10 +169,11 @@ class EngineThread:
         Raises ``EngineClosedError`` once :meth:`close` was called.
         """
         done = threading.Event()
+        job = _one_shot(fn, args)
 
         async def run() -> T:
             try:
-                return await fn(*args)
+                return await job()
             finally:
                 done.set()
 
@@ -187,7 +195,7 @@ class EngineThread:
     def spawn(self, fn: Callable[..., Awaitable[object]], *args: Any) -> Future[Any]:
         """Start ``fn(*args)`` on the loop without waiting; cancel the future to cancel it."""
         try:
-            return self._portal.start_task_soon(fn, *args)
+            return self._portal.start_task_soon(_one_shot(fn, args))
         except RuntimeError as exc:
             raise EngineClosedError("the engine was closed") from exc
 
@@ -213,3 +221,18 @@ class EngineThread:
             "closing": self._closing,
             "failure": repr(self.failure) if self.failure is not None else None,
         }
+
+
+def _one_shot(fn: Callable[..., Awaitable[T]], args: tuple[Any, ...]) -> Callable[[], Awaitable[T]]:
+    """``fn(*args)`` as a call that lets go of ``fn`` and ``args`` before its result is
+    published. The portal keeps the function it ran until after it has set the caller's
+    future; were that ``fn`` itself (often a front door's bound method), the loop thread
+    would still hold the front door when the caller, woken, drops its last reference, and
+    the door's finalizer would then run on the loop thread, which cannot join itself: a
+    script's ``del llm`` would leave the engine's threads running."""
+    job: list[Callable[[], Awaitable[T]]] = [functools.partial(fn, *args)]
+
+    async def run() -> T:
+        return await job.pop()()
+
+    return run

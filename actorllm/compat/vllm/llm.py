@@ -28,7 +28,7 @@ from actorllm.compat.vllm.offline_prompts import Prompt, as_prompt_list, per_pro
 from actorllm.compat.vllm.sync_facade import SyncFacade
 from actorllm.core.outputs import RequestOutput
 from actorllm.core.sampling_params import RequestOutputKind, SamplingParams
-from actorllm.engine.request_fields import check_priority
+from actorllm.engine.api.request_fields import check_priority
 
 Conversation = Sequence[Mapping[str, Any]]
 

@@ -15,7 +15,7 @@ and keeps stepping while the caller does something else. ``add_request`` tokeniz
 validates on the caller's thread, as vLLM does, so a bad request raises there; the request
 then runs as it would under ``LLM.generate`` (same scheduler, same sampling), so the tokens
 are the same. ``step()`` returns, per request, what it produced since the previous call
-(merged; see :mod:`actorllm.engine.step_outputs`), blocking until something is there.
+(merged; see :mod:`actorllm.engine.api.step_outputs`), blocking until something is there.
 Aborted requests produce no further output.
 """
 
@@ -35,10 +35,10 @@ from actorllm.core.errors import InvalidRequestError
 from actorllm.core.input_processor import InputProcessor
 from actorllm.core.outputs import RequestOutput
 from actorllm.core.sampling_params import SamplingParams
-from actorllm.engine.config import EngineConfig
-from actorllm.engine.model_config import ModelConfig
-from actorllm.engine.request_fields import check_arrival_time, check_priority
-from actorllm.engine.step_outputs import PendingOutputs
+from actorllm.engine.api.request_fields import check_arrival_time, check_priority
+from actorllm.engine.api.step_outputs import PendingOutputs
+from actorllm.engine.config.engine_config import EngineConfig
+from actorllm.engine.config.model_config import ModelConfig
 
 
 def _step_sink(outputs: PendingOutputs, request_id: str, token: int) -> Deliver:

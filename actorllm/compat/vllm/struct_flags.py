@@ -19,7 +19,7 @@ The flag of a field is ``--`` + its name with dashes, less a ``_s`` suffix (seco
 own defaults (shown in the help) apply to the rest.
 
     >>> import argparse
-    >>> from actorllm.engine.config import EngineConfig
+    >>> from actorllm.engine.config.engine_config import EngineConfig
     >>> parser = argparse.ArgumentParser()
     >>> add_struct_flags(parser, EngineConfig, groups={})
     >>> given(parser.parse_args(["--max-num-seqs", "8"]), EngineConfig)
@@ -37,7 +37,7 @@ from typing import Any, Literal, Union, get_args, get_origin
 
 import msgspec
 
-from actorllm.engine.config import parse_size
+from actorllm.engine.config.engine_config import parse_size
 
 Groups = dict[str, Any]  # {title: argparse argument group}, shared by several structs
 HelpTable = Mapping[str, Mapping[str, str]]  # {group title: {field: help text}}

@@ -15,9 +15,9 @@ from typing import Any, Self
 from actorllm.compat.vllm.bridge import Bridge
 from actorllm.core.sampling_params import SamplingParams
 from actorllm.core.seeds import mix_seed
-from actorllm.engine.async_engine import AsyncEngine
-from actorllm.engine.config import EngineConfig
-from actorllm.engine.stats import EngineStats
+from actorllm.engine.api.async_engine import AsyncEngine
+from actorllm.engine.api.stats import EngineStats
+from actorllm.engine.config.engine_config import EngineConfig
 
 
 class SyncFacade:

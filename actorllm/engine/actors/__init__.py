@@ -1,1 +1,3 @@
-"""The engine's five actors; each is a thin switchboard over one core object."""
+"""The actor tree: the five actors (thin switchboards over one core object each), the
+messages between them (messages.py), what they share (context.py), and how a replica is
+built and the tree started (startup.py, assembly.py)."""

@@ -9,7 +9,7 @@ the outcome goes into this incarnation's own result stream (unbounded, but never
 more than the in-flight cap of steps: the scheduler launches no more), and a task of this
 incarnation forwards it, waiting for room; a worker exception is re-raised there,
 crashing the executor and, with it, the core subtree; so does a step still running after
-``step_timeout_s`` (engine/step_clock.py). Control calls (sleep, wake-up, collective_rpc,
+``step_timeout_s`` (engine/scheduling/step_clock.py). Control calls (sleep, wake-up, collective_rpc,
 profiling) are queued on the same thread, so they run between steps; their replies are
 answered from the thread's callback, and an exception in one fails only that call.
 """
@@ -28,8 +28,8 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from actorllm.actors import Actor, ActorStopped, MailboxFull, Reply
 from actorllm.core.model_runner_output import ModelRunnerOutput
-from actorllm.engine.context import EngineContext
-from actorllm.engine.messages import (
+from actorllm.engine.actors.context import EngineContext
+from actorllm.engine.actors.messages import (
     CollectiveRPC,
     ExecuteStep,
     ExecutorMsg,
@@ -39,7 +39,7 @@ from actorllm.engine.messages import (
     StopProfile,
     WakeWorker,
 )
-from actorllm.engine.step_clock import StepClock
+from actorllm.engine.scheduling.step_clock import StepClock
 from actorllm.worker.tp_errors import RankGroupError
 from actorllm.worker.worker import ReplicaWorker
 from actorllm.worker.worker_thread import LoopPoster, Outcome, WorkerThread

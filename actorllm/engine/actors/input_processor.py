@@ -20,9 +20,8 @@ from actorllm.actors import Actor
 from actorllm.core.errors import InvalidRequestError
 from actorllm.core.input_processor import InputProcessor
 from actorllm.core.sampling_params import SamplingParams, SamplingParamsError
-from actorllm.engine.actors.router import end_request
-from actorllm.engine.context import EngineContext
-from actorllm.engine.messages import (
+from actorllm.engine.actors.context import EngineContext
+from actorllm.engine.actors.messages import (
     Child,
     FailRequest,
     Generate,
@@ -31,6 +30,7 @@ from actorllm.engine.messages import (
     RegisterRequest,
     Route,
 )
+from actorllm.engine.actors.router import end_request
 
 SCOPE = "input_processor"
 
@@ -40,7 +40,9 @@ class InputProcessorActor(Actor[InputMsg]):
         super().__init__()
         self.ctx = ctx
         self.inputs = inputs
-        self.structured = structured  # StructuredOutputs (engine/structured_outputs.py) or None
+        self.structured = (
+            structured  # StructuredOutputs (engine/scheduling/structured_outputs.py) or None
+        )
 
     async def handle(self, msg: InputMsg) -> None:
         match msg:

@@ -28,10 +28,8 @@ from actorllm.core.output_processor import OutputProcessor, OutputProcessorStati
 from actorllm.core.request import RequestStatus
 from actorllm.core.request_stats import RequestStats
 from actorllm.core.sampling_params import SamplingParams
-from actorllm.engine.context import EngineContext
-from actorllm.engine.errors import RequestFailedError, SlowConsumerError
-from actorllm.engine.ledger import LedgerEntry
-from actorllm.engine.messages import (
+from actorllm.engine.actors.context import EngineContext
+from actorllm.engine.actors.messages import (
     AbortRequest,
     EndRequest,
     OutputMsg,
@@ -40,6 +38,8 @@ from actorllm.engine.messages import (
     StepOutputs,
     StopChildren,
 )
+from actorllm.engine.errors import RequestFailedError, SlowConsumerError
+from actorllm.engine.recovery.ledger import LedgerEntry
 
 SCOPE = "output_processor"
 

@@ -1,6 +1,6 @@
 """The router: sends each processed request to a data-parallel replica, and ends requests.
 
-Routing decisions are :class:`~actorllm.engine.routing.ReplicaRouter`'s (prefix affinity
+Routing decisions are :class:`~actorllm.engine.scheduling.routing.ReplicaRouter`'s (prefix affinity
 balanced with load); the router owns the assignment (``ledger.assign``) and sends the
 request to that replica's scheduler. When a replica gives up for good (``ReplicaDown``), the
 router moves its open requests to the live ones (``AdoptRequests``): they are rebuilt there
@@ -15,9 +15,8 @@ import contextlib
 
 from actorllm.actors import Actor, ActorStopped
 from actorllm.core.request import RequestStatus
-from actorllm.engine.context import EngineContext
-from actorllm.engine.ledger import EntryState
-from actorllm.engine.messages import (
+from actorllm.engine.actors.context import EngineContext
+from actorllm.engine.actors.messages import (
     Abort,
     AbortRequest,
     AddRequest,
@@ -29,7 +28,8 @@ from actorllm.engine.messages import (
     Route,
     RouterMsg,
 )
-from actorllm.engine.routing import ReplicaRouter
+from actorllm.engine.recovery.ledger import EntryState
+from actorllm.engine.scheduling.routing import ReplicaRouter
 
 SCOPE = "router"
 

@@ -1,4 +1,4 @@
-"""The scheduler actor: a switchboard over :class:`~actorllm.engine.admission.Admission`.
+"""The scheduler actor: a switchboard over :class:`~actorllm.engine.recovery.admission.Admission`.
 
 The step loop is event-driven, with no background task: after every message the actor
 launches steps while ``Admission.next_step`` gives one (under the in-flight cap). This is
@@ -24,9 +24,8 @@ import msgspec
 from anyio.lowlevel import checkpoint
 
 from actorllm.actors import Actor, Reply
-from actorllm.engine.admission import Admission, AdmissionStatistics, Failure
-from actorllm.engine.context import EngineContext
-from actorllm.engine.messages import (
+from actorllm.engine.actors.context import EngineContext
+from actorllm.engine.actors.messages import (
     AbortRequest,
     AddRequest,
     AdoptRequests,
@@ -47,6 +46,7 @@ from actorllm.engine.messages import (
     WakeUp,
     WakeWorker,
 )
+from actorllm.engine.recovery.admission import Admission, AdmissionStatistics, Failure
 
 
 class SchedulerReport(msgspec.Struct, frozen=True, kw_only=True):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from actorllm.engine.config import EngineConfig
+from actorllm.engine.config.engine_config import EngineConfig
 from actorllm.engine.kv_offload.connector import OffloadConnector
 from actorllm.engine.kv_offload.index import OffloadIndex
 from actorllm.worker.offload_store import OffloadStore

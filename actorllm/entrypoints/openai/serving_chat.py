@@ -21,7 +21,7 @@ from starlette.responses import Response
 
 from actorllm.core.outputs import CompletionOutput, RequestOutput
 from actorllm.core.sampling_params import RequestOutputKind
-from actorllm.engine.request_fields import check_priority
+from actorllm.engine.api.request_fields import check_priority
 from actorllm.entrypoints.openai.chat_outputs import ChoiceParser, Delta
 from actorllm.entrypoints.openai.input_work import messages_chars, run_input_work
 from actorllm.entrypoints.openai.logprobs import TokenText, chat_logprobs, prompt_logprobs

@@ -14,7 +14,7 @@ from starlette.responses import Response
 
 from actorllm.core.outputs import CompletionOutput, Logprob, RequestOutput
 from actorllm.core.sampling_params import RequestOutputKind
-from actorllm.engine.request_fields import check_priority
+from actorllm.engine.api.request_fields import check_priority
 from actorllm.entrypoints.openai.input_work import prompt_chars, run_input_work
 from actorllm.entrypoints.openai.logprobs import TokenText, completion_logprobs, prompt_logprobs
 from actorllm.entrypoints.openai.preprocess import completion_prompts, fit_max_tokens, truncate

@@ -13,8 +13,8 @@ import pytest
 from actorllm import EngineArgs, EngineConfig
 from actorllm.compat.vllm import args
 from actorllm.compat.vllm.cli_args import add_engine_arguments, engine_config
-from actorllm.engine.async_engine import _as_config
-from actorllm.engine.config import EngineConfigError
+from actorllm.engine.api.async_engine import _as_config
+from actorllm.engine.config.engine_config import EngineConfigError
 
 
 def _keywords(**kw: Any) -> EngineConfig:

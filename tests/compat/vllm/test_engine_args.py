@@ -6,7 +6,7 @@ import warnings
 import pytest
 
 from actorllm import AsyncEngineArgs, EngineArgs, EngineConfig, LLMEngine, SamplingParams
-from actorllm.engine.config import EngineConfigError
+from actorllm.engine.config.engine_config import EngineConfigError
 
 
 def test_fields_map_onto_the_engine_config():
@@ -116,7 +116,7 @@ def test_llm_keywords_take_vllms_engine_arguments_as_engine_args_does():
     def _as_config(model, kwargs):  # LLM(model, **kwargs) translates its keywords so
         return engine_config(model, **kwargs)
 
-    from actorllm.engine.config import EngineConfigError
+    from actorllm.engine.config.engine_config import EngineConfigError
 
     with pytest.warns(UserWarning, match="trust_remote_code=True has no effect"):
         config = _as_config("/m", {"trust_remote_code": True, "max_model_len": 128})

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from actorllm import LLM, SamplingParams
-from actorllm.engine.config import ModelNotFoundError
+from actorllm.engine.config.engine_config import ModelNotFoundError
 from actorllm.engine.errors import EngineClosedError
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -7,7 +7,7 @@ import pytest
 
 from actorllm import LLM, LLMEngine, RequestOutputKind, SamplingParams
 from actorllm.core.errors import DuplicateRequestError, InvalidRequestError, RequestTooLongError
-from actorllm.engine.config import EngineConfig
+from actorllm.engine.config.engine_config import EngineConfig
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=12)
 # One sequence at a time: what waits is ordered by the scheduling policy.

@@ -8,8 +8,8 @@ import pytest
 from actorllm.actors import MailboxFull
 from actorllm.core.sampling_params import SamplingParams
 from actorllm.engine.actors.executor import ExecutorActor
-from actorllm.engine.admission import Admission
-from actorllm.engine.messages import GrammarReady
+from actorllm.engine.actors.messages import GrammarReady
+from actorllm.engine.recovery.admission import Admission
 from actorllm.testing.engine_harness import check_invariants, open_test_engine
 
 pytestmark = pytest.mark.anyio

@@ -14,7 +14,7 @@ from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontext
 import anyio
 from starlette.applications import Starlette
 
-from actorllm.engine.stats_logger import log_stats_forever
+from actorllm.engine.api.stats_logger import log_stats_forever
 from actorllm.entrypoints.metrics import ServerMetrics
 from actorllm.entrypoints.openai.app.settings import AppSettings
 from actorllm.entrypoints.openai.app.state import AppState
@@ -70,7 +70,7 @@ def engine_lifespan(engine_factory: EngineFactory, state: AppState) -> Lifespan:
                         )
                     )
                     # The engine's generation_config / override_generation_config
-                    # (engine/generation_config.py, shared with LLM and AsyncEngine).
+                    # (engine/config/generation_config.py, shared with LLM and AsyncEngine).
                     sampling = engine.config.get_diff_sampling_param()
                 except Exception as exc:  # a bad parser, plugin or generation config
                     state.startup_error = exc

@@ -1,0 +1,187 @@
+"""Engine start-up: load the tokenizer, build each replica's worker, size the scheduler.
+Everything slow runs off the event loop.
+
+The worker-level part (one rank's runner, its KV cache size, rank 0's rank group) is in
+``worker/startup.py`` and takes a :class:`~actorllm.worker.startup.RankSpec`;
+:func:`rank_spec` makes it from the engine's configuration, and :func:`_model_info` turns
+what the runner reports into the engine's :class:`~actorllm.engine.actors.context.ModelInfo`."""
+
+from __future__ import annotations
+
+import copy
+import functools
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import anyio.to_thread
+
+from actorllm.core.scheduler import SchedulerConfig
+from actorllm.engine.actors.context import ModelInfo
+from actorllm.engine.config.engine_config import EngineConfig, EngineConfigError
+from actorllm.worker.runner import Runner
+from actorllm.worker.startup import RankSpec, build_model_runner, build_rank0
+from actorllm.worker.worker import Worker
+from actorllm.worker.worker_thread import WorkerThread
+
+if TYPE_CHECKING:
+    from actorllm.worker.model_runner import ModelRunner
+    from actorllm.worker.ray_host import RemoteSpec
+    from actorllm.worker.tp_group import TPGroup
+
+# runner_factory(config): rank 0's runner (called on the worker thread, or in the replica's
+# Ray actor); a test passes one that returns a ScriptedModel.
+RunnerFactory = Callable[[EngineConfig], Runner]
+
+
+def rank_spec(config: EngineConfig, rank: int = 0) -> RankSpec:
+    """What rank ``rank`` of a replica needs from ``config`` (model and device resolved)."""
+    return RankSpec(
+        model=str(config.resolved_model()),
+        device=config.resolved_device(),
+        dtype=config.dtype,
+        attention_backend=config.attention_backend,
+        load_format=config.load_format,
+        block_size=config.resolved_block_size(),
+        max_num_seqs=config.max_num_seqs,
+        max_model_len=config.max_model_len,
+        max_num_batched_tokens=config.max_num_batched_tokens or 2048,
+        seed=config.seed,
+        enforce_eager=config.enforce_eager,
+        hybrid_kv_cache=not config.disable_hybrid_kv_cache_manager,
+        omp_short_spin=config.cpu_omp_short_spin,
+        keep_freed_memory=config.cpu_keep_freed_memory,
+        weights_on_huge_pages=config.cpu_weights_on_huge_pages,
+        num_blocks_override=config.num_gpu_blocks_override,
+        gpu_memory_utilization=config.gpu_memory_utilization,
+        kv_cache_bytes=config.kv_cache_memory_bytes,
+        rank=rank,
+        world_size=config.tensor_parallel_size,
+        backend=config.distributed_executor_backend or "mp",
+        collective_timeout_s=config.tp_collective_timeout_s,
+        data_parallel_size=config.data_parallel_size,
+    )
+
+
+def default_runner_factory(config: EngineConfig, rank: int = 0) -> ModelRunner:
+    """The real model runner (called on the worker thread; tensor parallel: rank ``rank``'s,
+    in its own process for ranks 1..N-1)."""
+    return build_model_runner(rank_spec(config, rank))
+
+
+def remote_spec(config: EngineConfig, replica: int) -> RemoteSpec:
+    """How the driver places replica ``replica``'s worker on Ray (worker/ray_host.py)."""
+    from actorllm.worker.ray_host import RemoteSpec
+
+    return RemoteSpec(
+        replica=replica,
+        world_size=config.tensor_parallel_size,
+        data_parallel_size=config.data_parallel_size,
+        gpu=config.device == "cuda",
+        step_timeout_s=config.step_timeout_s,
+    )
+
+
+def load_tokenizer(config: EngineConfig) -> Any:
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(config.resolved_tokenizer()))
+    template = config.resolved_chat_template()
+    if template is not None:
+        tokenizer.chat_template = template  # --chat-template replaces the tokenizer's own
+    return tokenizer
+
+
+def _build_on_worker(config: EngineConfig, factory: RunnerFactory) -> tuple[Runner, ModelInfo]:
+    runner, info, _ = _build_rank0(config, factory)
+    return runner, info
+
+
+def _build_rank0(
+    config: EngineConfig, factory: RunnerFactory, replica: int = 0, placement_group: Any = None
+) -> tuple[Runner, ModelInfo, TPGroup | None]:
+    """Rank 0's runner, loaded, with its KV cache, and the model info; tensor parallel: and
+    its rank group, started (worker/startup.py's ``build_rank0``)."""
+    if config.tensor_parallel_size > 1 and config.resolved_device() != "cpu":
+        raise EngineConfigError(
+            "tensor_parallel_size", "> 1 runs on CPU (gloo) only so far; NCCL is not built."
+        )
+    make_runner = functools.partial(factory, config)
+    runner, blocks, group = build_rank0(rank_spec(config), make_runner, replica, placement_group)
+    return runner, _model_info(config, runner, blocks), group
+
+
+def build_remote_worker(
+    config: EngineConfig,
+    factory: RunnerFactory,
+    replica: int,
+    placement_group: Any,
+    num_blocks: int | None,
+) -> tuple[Worker, ModelInfo]:
+    """Replica ``replica``'s Worker, built in its Ray actor (worker/ray_host.py's
+    ``BuildWorker``, bound to the first three arguments); ``num_blocks``: the KV block
+    count a replacement holds."""
+    if num_blocks is not None:
+        config = config.replace(num_gpu_blocks_override=num_blocks)
+    runner, info, group = _build_rank0(config, factory, replica, placement_group)
+    worker = Worker(
+        runner,
+        lambda: False,  # nothing else is ever queued in the actor: resolve each step at once
+        profiler_dir=config.profiler_dir,
+        cuda=config.resolved_device() == "cuda",
+        tp=group,
+    )
+    return worker, info
+
+
+def _model_info(config: EngineConfig, runner: Runner, blocks: int) -> ModelInfo:
+    mc = runner.model_config
+    max_len = int(mc.max_model_len or config.max_model_len or 2048)
+    if config.max_model_len is not None:
+        max_len = min(max_len, config.max_model_len) if max_len else config.max_model_len
+    return ModelInfo(
+        vocab_size=int(mc.vocab_size),
+        max_model_len=max_len,
+        eos_token_ids=[int(t) for t in mc.eos_token_ids],
+        num_blocks=blocks,
+        kv_group_windows=tuple(runner.kv_group_windows),
+    )
+
+
+async def build_runner(
+    config: EngineConfig, worker: WorkerThread, factory: RunnerFactory, replica: int = 0
+) -> tuple[Runner, ModelInfo, TPGroup | None]:
+    """Build the runner on ``worker`` (and, tensor parallel, replica ``replica``'s rank
+    group)."""
+    return await worker.call(lambda: _build_rank0(config, factory, replica))
+
+
+async def build_tokenizer(config: EngineConfig, tokenizer: Any = None) -> Any:
+    """The engine's tokenizer: ``tokenizer`` when the caller passed one, else loaded from the
+    config. ``chat_template`` replaces the template either way; a passed tokenizer is copied
+    first, so the caller's object keeps its own."""
+    if tokenizer is not None:
+        template = config.resolved_chat_template()
+        if template is None:
+            return tokenizer
+        tokenizer = copy.copy(tokenizer)
+        tokenizer.chat_template = template
+        return tokenizer
+    return await anyio.to_thread.run_sync(load_tokenizer, config)
+
+
+def build_scheduler_config(config: EngineConfig, model: ModelInfo) -> SchedulerConfig:
+    max_len = model.max_model_len
+    return SchedulerConfig(
+        max_num_seqs=config.max_num_seqs,
+        max_num_batched_tokens=config.resolved_max_num_batched_tokens(max_len),
+        max_model_len=max_len,
+        block_size=config.resolved_block_size(),
+        num_blocks=model.num_blocks,
+        enable_prefix_caching=config.enable_prefix_caching,
+        enable_chunked_prefill=config.enable_chunked_prefill,
+        long_prefill_token_threshold=config.long_prefill_token_threshold,
+        policy=config.scheduling_policy,
+        async_scheduling=config.async_scheduling,
+        sliding_window=model.sliding_window,
+        kv_group_windows=model.kv_group_windows if len(model.kv_group_windows) > 1 else None,
+    )

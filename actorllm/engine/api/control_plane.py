@@ -1,0 +1,286 @@
+"""The control plane of ``AsyncEngine``: sleep, wake-up, prefix cache, KV connector,
+``collective_rpc``, profiling, statistics.
+
+Each call is a typed ask straight to the actor that owns the state (a replica's scheduler
+or executor), sent to every live data-parallel replica at once; results come back in
+replica order. How replicas' answers combine: ``is_sleeping`` is true while any replica
+sleeps (a sleep or wake-up in progress included); ``reset_prefix_cache`` is true only
+when every replica reset its cache; ``collective_rpc`` returns every replica's ranks,
+replica 0's first. The torch profiler is one per process: ``start_profile`` runs it on the
+first live replica's worker thread and it records every thread (all replicas' workers and
+the event loop) into one trace; with the Ray backend each replica's worker is a process of
+its own, so each runs its own profiler (one trace per replica, on its node).
+
+:class:`ControlPlane` is a component of ``AsyncEngine`` (which delegates these methods to
+it): it holds the engine's parts and the shared :class:`EngineStatus`, handed to it at
+construction. What it reports about a replica's scheduler comes in the scheduler actor's
+``GetStats`` answer; it reads no actor's state directly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar, final
+
+import anyio
+
+from actorllm.actors import ActorRef, Reply
+from actorllm.engine.actors.assembly import EngineParts, Replica
+from actorllm.engine.actors.messages import (
+    CollectiveRPC,
+    ExecutorMsg,
+    GetStats,
+    IsKVConnectorEnabled,
+    IsSleeping,
+    ReplicaSchedulerStats,
+    ResetPrefixCache,
+    SchedulerMsg,
+    SetKVConnector,
+    Sleep,
+    StartProfile,
+    StopProfile,
+    WakeUp,
+)
+from actorllm.engine.api.engine_status import EngineStatus, live_replicas
+from actorllm.engine.api.stats import EngineDebugState, EngineStats, ReplicaStats
+from actorllm.engine.errors import InvalidRequestError
+
+T = TypeVar("T")
+M = TypeVar("M")
+
+ACTORS = ("router", "input_processor", "scheduler", "executor", "output_processor")
+
+
+@final
+class ControlPlane:
+    """The control side of one ``AsyncEngine``."""
+
+    def __init__(self, parts: EngineParts, status: EngineStatus) -> None:
+        self._parts = parts
+        self._ctx = parts.ctx  # the first replica's: the shared ledger and refs
+        self._status = status  # shared with the request API; read before every call
+
+    def live(self) -> list[Replica]:
+        """The replicas that still take work, in replica order."""
+        return live_replicas(self._parts)
+
+    async def _ask(
+        self,
+        ref: ActorRef[M],
+        make: Callable[[Reply[T]], M],
+        timeout: float | None = None,  # noqa: ASYNC109 - a documented per-call deadline
+    ) -> T:
+        """Ask the actor that owns the state a control call touches."""
+        self._status.check_open()
+        return await ref.ask(make, timeout=timeout)
+
+    async def _ask_all(
+        self,
+        actor: str,
+        make: Callable[[Reply[T]], Any],
+        timeout: float | None = None,  # noqa: ASYNC109 - a documented per-call deadline
+    ) -> list[T]:
+        """Ask every live replica's ``actor`` ("scheduler" or "executor") at once; the
+        answers in replica order."""
+        replicas = self.live()
+        if len(replicas) == 1:
+            return [await self._ask(_ref(replicas[0], actor), make, timeout)]
+        results: list[Any] = [None] * len(replicas)
+        errors: list[BaseException] = []
+
+        async def one(i: int, replica: Replica) -> None:
+            try:
+                results[i] = await self._ask(_ref(replica, actor), make, timeout)
+            except Exception as exc:  # raised below, after every replica answered
+                errors.append(exc)
+
+        async with anyio.create_task_group() as tg:
+            for i, replica in enumerate(replicas):
+                tg.start_soon(one, i, replica)
+        if errors:
+            raise errors[0]
+        return results
+
+    async def sleep(self, level: int = 1) -> None:
+        """Free the KV cache (level 1: keep weights in host memory; level 2: drop them) of
+        every replica. Running requests are recomputed after ``wake_up``; new ones wait."""
+        if level not in (1, 2):
+            raise InvalidRequestError(f"sleep level must be 1 or 2, got {level}.", param="level")
+        await self._ask_all("scheduler", lambda r: Sleep(level=level, reply=r))
+
+    async def wake_up(self) -> None:
+        await self._ask_all("scheduler", lambda r: WakeUp(reply=r))
+
+    async def is_sleeping(self) -> bool:
+        """Whether any replica sleeps (or is going to sleep)."""
+        flags: list[bool] = await self._ask_all("scheduler", lambda r: IsSleeping(reply=r))
+        return any(flags)
+
+    async def reset_prefix_cache(self) -> bool:
+        """Drop every cached block of every replica; False when some replica refused
+        (a block of it is in use)."""
+        done: list[bool] = await self._ask_all("scheduler", lambda r: ResetPrefixCache(reply=r))
+        return all(done)
+
+    async def set_kv_connector_enabled(self, enabled: bool) -> None:
+        await self._ask_all("scheduler", lambda r: SetKVConnector(enabled=bool(enabled), reply=r))
+
+    async def is_kv_connector_enabled(self) -> bool:
+        flags: list[bool] = await self._ask_all(
+            "scheduler", lambda r: IsKVConnectorEnabled(reply=r)
+        )
+        return all(flags)
+
+    async def collective_rpc(
+        self,
+        method: str | Callable[..., Any],
+        timeout: float | None = None,  # noqa: ASYNC109 - vLLM's signature
+        args: tuple = (),
+        kwargs: dict | None = None,
+    ) -> list[Any]:
+        """Run ``method`` on every worker (rank) of every replica between steps; one result
+        per rank, replica 0's ranks first.
+
+        ``method`` is the name of a :class:`~actorllm.worker.worker.Worker` method
+        (``"load_weights"``, ``"get_model"``, ...) or a callable called as
+        ``method(worker, *args, **kwargs)``; it runs on the worker threads, after the steps
+        already launched and before the next one. ``timeout`` (seconds) raises
+        ``TimeoutError``: the engine stays healthy, and the method still runs to its end on
+        the worker thread (its result is dropped). An exception raised by the method is
+        raised here; no actor crashes. After changing weights, call
+        :meth:`reset_prefix_cache`: cached prefixes hold KV computed with the old weights.
+        """
+        if not (callable(method) or isinstance(method, str)):
+            raise InvalidRequestError(
+                "method must be a worker method name or a callable.", param="method"
+            )
+        per_replica: list[list[Any]] = await self._ask_all(
+            "executor",
+            lambda r: CollectiveRPC(
+                method=method, args=tuple(args), kwargs=dict(kwargs or {}), reply=r
+            ),
+            timeout=timeout,
+        )
+        return [result for ranks in per_replica for result in ranks]
+
+    async def start_profile(self) -> None:
+        """Start the torch profiler (CPU, and CUDA on a GPU) over every thread: all
+        replicas' workers and the event loop. Raises ``ProfilerError`` when
+        ``EngineConfig.profiler_dir`` is None or a profile is already running."""
+        if self._remote_workers():
+            await self._ask_all("executor", lambda r: StartProfile(reply=r))
+            return
+        await self._ask(self._profiled().ctx.refs.executor, lambda r: StartProfile(reply=r))
+
+    async def stop_profile(self) -> None:
+        """Stop the profiler and write its Chrome trace under ``profiler_dir``. Raises
+        ``ProfilerError`` when no profile is running."""
+        if self._remote_workers():
+            await self._ask_all("executor", lambda r: StopProfile(reply=r))
+            return
+        await self._ask(self._profiled().ctx.refs.executor, lambda r: StopProfile(reply=r))
+
+    def _remote_workers(self) -> bool:
+        """Ray backend: every replica's worker is a process of its own (a Ray actor), with
+        its own profiler: each is started and stopped, and writes its own trace on its
+        node."""
+        return self._parts.config.distributed_executor_backend == "ray"
+
+    def _profiled(self) -> Replica:
+        """The replica whose worker thread runs the process's one torch profiler."""
+        running = [r for r in self.live() if r.worker.profiler.running]
+        return running[0] if running else self.live()[0]
+
+    async def get_stats(self) -> EngineStats:
+        """Figures for metrics: the engine's totals, and each replica's (``engines``)."""
+        replicas = self.live()
+        sched: list[ReplicaSchedulerStats] = await self._ask_all(
+            "scheduler", lambda r: GetStats(reply=r)
+        )
+        engines = [
+            _replica_stats(replica, s, self._actor_restarts(replica))
+            for replica, s in zip(replicas, sched, strict=True)
+        ]
+        return EngineStats(
+            num_running_reqs=sum(e.num_running_reqs for e in engines),
+            num_waiting_reqs=sum(e.num_waiting_reqs for e in engines),
+            kv_cache_usage=sum(e.kv_cache_usage for e in engines) / len(engines),
+            prefix_cache_queries=sum(e.prefix_cache_queries for e in engines),
+            prefix_cache_hits=sum(e.prefix_cache_hits for e in engines),
+            connector_queries=sum(s.core.connector_queries for s in sched),
+            connector_hits=sum(s.core.connector_hits for s in sched),
+            num_preemptions=sum(e.num_preemptions for e in engines),
+            num_open_requests=len(self._ctx.ledger),
+            steps_done=sum(e.steps_done for e in engines),
+            # Step sizes in order, for one replica (the cursor contract); else per replica.
+            iteration_tokens=engines[0].iteration_tokens if len(engines) == 1 else [],
+            is_sleeping=any(e.is_sleeping for e in engines),
+            kv_connector_enabled=all(s.kv_connector_enabled for s in sched),
+            actor_restarts=self.actor_stat("restarts"),
+            mailbox_depth=self.actor_stat("depth"),
+            num_gpu_blocks=sum(e.num_gpu_blocks for e in engines),
+            stream_outputs_merged=self._ctx.ledger.merged_outputs(),
+            requests=self._parts.request_stats.snapshot(),
+            engines=engines,
+        )
+
+    def actor_stat(self, key: str) -> dict[str, int]:
+        """{actor: restarts} (key "restarts") or {actor: queued messages} (key "depth");
+        a replica's scheduler and executor summed over the live replicas."""
+        out = dict.fromkeys(ACTORS, 0)
+        for replica in self.live():
+            for name, ref in replica.ctx.refs.started().items():
+                if replica.index and name not in ("scheduler", "executor"):
+                    continue  # shared actors: counted once
+                stats = ref.statistics()
+                out[name] += int(stats.mailbox.depth if key == "depth" else stats.restarts)
+        return out
+
+    def _actor_restarts(self, replica: Replica) -> int:
+        refs = replica.ctx.refs.started()
+        return sum(int(refs[n].statistics().restarts) for n in ("scheduler", "executor"))
+
+    def statistics(self) -> EngineDebugState:
+        """Internal state for debugging: ledger, blame, worker thread, each actor (with its
+        own report: the scheduler's steps in flight, probation and sleep state...), the
+        router's routing figures and the supervisor tree. Replica ``i > 0``'s scheduler
+        and executor appear as ``scheduler<i>`` / ``executor<i>``."""
+        actors = {name: ref.statistics() for name, ref in self._ctx.refs.started().items()}
+        for replica in self._parts.replicas[1:]:
+            for name in ("scheduler", "executor"):
+                actors[f"{name}{replica.index}"] = replica.ctx.refs.started()[name].statistics()
+        return EngineDebugState(
+            ledger=self._ctx.ledger.statistics(),
+            blame=self._ctx.blame.statistics(),
+            worker_thread=self._parts.replicas[0].thread.statistics(),
+            actors=actors,
+            supervisor=None if (sup := self._status.supervisor) is None else sup.statistics(),
+            routing=self._parts.routing.statistics(),
+        )
+
+
+def _ref(replica: Replica, actor: str) -> ActorRef[Any]:
+    refs = replica.ctx.refs
+    ref: ActorRef[SchedulerMsg] | ActorRef[ExecutorMsg] = (
+        refs.scheduler if actor == "scheduler" else refs.executor
+    )
+    return ref
+
+
+def _replica_stats(replica: Replica, sched: ReplicaSchedulerStats, restarts: int) -> ReplicaStats:
+    core = sched.core
+    return ReplicaStats(
+        engine=replica.index,
+        num_running_reqs=core.num_running_reqs,
+        num_waiting_reqs=core.num_waiting_reqs,
+        kv_cache_usage=core.kv_cache_usage,
+        prefix_cache_queries=core.prefix_cache_queries,
+        prefix_cache_hits=core.prefix_cache_hits,
+        num_preemptions=core.num_preemptions,
+        num_open_requests=replica.ctx.ledger.load(replica.index),
+        steps_done=sched.steps_done,
+        iteration_tokens=sched.iteration_tokens,
+        is_sleeping=sched.is_sleeping,
+        num_gpu_blocks=replica.ctx.model.num_blocks - 1,  # the null block holds no KV
+        actor_restarts=restarts,
+    )

@@ -1,0 +1,512 @@
+"""``EngineConfig``: every knob of the engine, with vLLM's names, validated in one place.
+
+Configuration flows in through this object only (no globals). Fields a user can get wrong
+raise :class:`EngineConfigError` (a ``ValueError``) naming the field.
+
+    >>> EngineConfig(model="/models/tiny", max_num_seqs=8).max_num_seqs
+    8
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+import msgspec
+
+from actorllm.engine.config.cli_help import ENGINE_CONFIG_HELP
+from actorllm.engine.config.generation_config import (
+    GenerationConfigError,
+    check_override,
+    sampling_defaults,
+)
+from actorllm.models.hub import ModelNotFoundError as ModelNotFoundError  # re-exported
+from actorllm.models.load_format import LoadFormat
+
+Device = Literal["auto", "cpu", "cuda"]
+AttentionBackend = Literal["auto", "torch", "triton"]
+SchedulingPolicy = Literal["fcfs", "priority"]
+DType = Literal["auto", "float32", "bfloat16", "float16", "half", "float"]
+StructuredOutputsBackend = Literal["auto", "xgrammar", "guidance"]
+# Default KV-cache block sizes per device (EngineConfig.block_size None).
+CPU_BLOCK_SIZE = 32
+CUDA_BLOCK_SIZE = 16
+
+
+class EngineConfigError(ValueError):
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.param = field
+
+
+class EngineConfig(msgspec.Struct, kw_only=True):
+    """Every knob of the engine, in sections named after vLLM's config classes. The command
+    line has one flag per field; its ``--help`` text is :data:`CLI_HELP`
+    (``engine/config/cli_help.py``), the user documentation of each setting."""
+
+    CLI_HELP: ClassVar[Mapping[str, Mapping[str, str]]] = ENGINE_CONFIG_HELP
+
+    # -- ModelConfig ------------------------------------------------------------------------
+    model: str | None = None
+    """A local directory with config.json and safetensors weights, or a Hugging Face hub id
+    (``org/name``) resolved through the local hub cache (downloaded when allowed). None: the
+    embedded demo model."""
+    revision: str | None = None
+    """The hub revision (branch, tag or commit) of ``model``; default ``main``."""
+    tokenizer: str | None = None
+    """The tokenizer's directory or hub id (default: the model's)."""
+    tokenizer_revision: str | None = None
+    """The hub revision of ``tokenizer`` (default: ``revision`` when the tokenizer is the
+    model's, else ``main``)."""
+    served_model_name: str | list[str] | None = None
+    """The model name clients send and see (default: ``model``; the demo: actorllm-demo).
+    Several names (``--served-model-name a b``) are aliases: requests may use any of them,
+    responses and metrics carry the first."""
+    dtype: DType = "auto"
+    """Weights and activations dtype; auto: the checkpoint's."""
+    seed: int = 0
+    """Seed of the sampler for requests without their own seed, and of dummy weights."""
+    max_model_len: int | None = None
+    """Context length: prompt plus output tokens (default: the model's
+    max_position_embeddings)."""
+    chat_template: str | None = None
+    """A Jinja chat template replacing the tokenizer's: a file path, or the template itself
+    written inline."""
+    enforce_eager: bool = False
+    """Never capture or replay CUDA graphs (CPU never uses them)."""
+    generation_config: str = "auto"
+    """Where requests' default sampling parameters (temperature, top_p, top_k, min_p,
+    repetition_penalty; max_new_tokens as the max_tokens of a request that gives none) come
+    from: auto, the model's generation_config.json (as vLLM); vllm, none (SamplingParams'
+    and OpenAI's defaults); or a directory holding a generation_config.json. A request's
+    own values always win; LLM.generate and AsyncEngine.generate without sampling_params
+    use these (LLM.get_default_sampling_params())."""
+    override_generation_config: dict[str, Any] | None = None
+    """Default sampling parameters over generation_config's, e.g. '{"temperature": 0.6}'."""
+    cpu_omp_short_spin: bool = False
+    """CPU: keep one parked OpenMP team so libgomp always short-spins (worker/omp_spin.py):
+    the same, slower speed whatever other threads of the host keep OpenMP teams, and the
+    regime that holds up when other processes keep the cores busy. Off (the default), the
+    engine frees the idle team of the host thread that starts or calls it, so its worker's
+    team keeps libgomp's long spins, as in a fresh process."""
+    cpu_weights_on_huge_pages: bool = True
+    """CPU: after loading, collapse the memory the weights (and their oneDNN-packed copies)
+    took into 2 MiB transparent huge pages, where the kernel offers MADV_COLLAPSE
+    (worker/huge_pages.py): fewer TLB misses as every decode step streams the weights."""
+    cpu_keep_freed_memory: bool = True
+    """CPU: glibc keeps the memory a step frees for the next one instead of returning it to
+    the OS, which then faults every page back in inside the step (worker/malloc_tuning.py;
+    vLLM's CPU build preloads tcmalloc for the same reason). Process-wide and kept after
+    the engine closes; False leaves malloc as the host set it."""
+    # -- LoadConfig -------------------------------------------------------------------------
+    load_format: LoadFormat = "auto"
+    """How weights load: auto and safetensors read the checkpoint, dummy makes random
+    weights (for benchmarks)."""
+    download_dir: str | None = None
+    """Where hub models are cached and downloaded (default: huggingface_hub's cache,
+    ``$HF_HUB_CACHE`` or ``$HF_HOME/hub``)."""
+    # -- CacheConfig ------------------------------------------------------------------------
+    block_size: int | None = None
+    """KV-cache block size in tokens (a power of two up to 128; default: 32 on CPU, 16 on
+    CUDA). CPU takes multiples of 32 as vLLM's CPU backend does: the native decode kernel
+    reads longer runs per block, and the scheduler allocates half as many blocks
+    (docs/cpu_performance.md has the measurements)."""
+    enable_prefix_caching: bool = True
+    """Reuse the KV blocks of prompt prefixes seen before."""
+    gpu_memory_utilization: float = 0.9
+    """CUDA: the fraction of GPU memory the engine may use (weights, activations, KV cache);
+    the KV cache gets what the profiled step leaves. Unused on CPU."""
+    num_gpu_blocks_override: int | None = None
+    """Exactly this many KV blocks (the null block included), instead of sizing the cache
+    from memory."""
+    kv_cache_memory_bytes: int | None = None
+    """Bytes for the KV cache, e.g. 512MiB (CPU default 256MiB; on CUDA it replaces the
+    gpu_memory_utilization sizing)."""
+    # -- SchedulerConfig --------------------------------------------------------------------
+    enable_chunked_prefill: bool = True
+    """Split long prompts across steps so decodes keep running beside them."""
+    max_num_seqs: int = 256
+    """The most requests in one step."""
+    max_num_batched_tokens: int | None = None
+    """Token budget of one step (default: 2048 with chunked prefill, else max_model_len)."""
+    long_prefill_token_threshold: int = 0
+    """A prefill chunk longer than this many tokens is cut to it, so one long prompt cannot
+    take a whole step's budget; 0: no cap."""
+    scheduling_policy: SchedulingPolicy = "fcfs"
+    """fcfs: arrival order; priority: by each request's priority, then arrival."""
+    stream_interval: int = 1
+    """Streaming (DELTA and CUMULATIVE outputs): send a request's output once this many new
+    tokens accumulated (the first and the final output at once); 1 sends every token, a
+    larger value sends fewer, merged outputs (less host work per token). A request's
+    SamplingParams.stream_interval can raise it, not lower it."""
+    async_scheduling: bool = False
+    """Overlap scheduling the next step with the model running this one."""
+    disable_hybrid_kv_cache_manager: bool = False
+    """Models mixing sliding-window and full-attention layers (Gemma 2/3) keep one block
+    table for all layers, so sliding layers hold every block too (by default each attention
+    type has its own table and sliding layers free blocks behind their window)."""
+    # -- ParallelConfig ---------------------------------------------------------------------
+    tensor_parallel_size: int = 1
+    """Tensor-parallel ranks: the model's heads, MLP columns and vocabulary split over this
+    many ranks (rank 0 on the worker thread, the others in processes; CPU, gloo;
+    docs/distributed.md)."""
+    distributed_executor_backend: Literal["mp", "ray"] | None = None
+    """Where the model's ranks run: mp (rank 0 on the engine's worker thread, ranks 1..N-1
+    spawned on this node; the default) or ray (every rank, rank 0 included, a Ray actor
+    placed by a placement group per replica on an existing Ray cluster, any of its nodes:
+    ray.init(address="auto") / RAY_ADDRESS; needs the ray extra; docs/distributed.md)."""
+    tp_collective_timeout_s: float = 60.0
+    """Tensor parallel: a collective (all-reduce, logits gather) that does not complete in
+    this many seconds (a hung rank) fails the step, which restarts the rank group."""
+    pipeline_parallel_size: int = 1
+    """Pipeline-parallel stages; only 1 is built so far."""
+    data_parallel_size: int = 1
+    """Data-parallel engine replicas (each its own scheduler, KV cache and worker thread,
+    behind one router; docs/distributed.md)."""
+    data_parallel_backend: Literal["mp", "ray"] = "mp"
+    """Where the replicas run. mp: every replica's worker (rank 0) in this process; ray:
+    each replica's worker and its tensor-parallel ranks are Ray actors in a placement group
+    of that replica's own, on any node (it sets distributed_executor_backend to ray).
+    Every replica's scheduler stays in this process either way."""
+    # -- DeviceConfig -----------------------------------------------------------------------
+    device: Device = "auto"
+    """Where the model runs; auto: CUDA when available, else CPU."""
+    # -- AttentionConfig --------------------------------------------------------------------
+    attention_backend: AttentionBackend = "auto"
+    """Attention kernels: torch (reference), triton, or auto (triton on CUDA)."""
+    # -- ActorConfig ------------------------------------------------------------------------
+    max_restarts: int = 3
+    """Restart intensity: more than this many actor crashes within restart_window_s stops
+    the engine."""
+    restart_window_s: float = 30.0
+    """The window (seconds) of max_restarts."""
+    mailbox_size: int = 1024
+    """Capacity of each actor's mailbox (messages); a full mailbox is backpressure."""
+    freeze_gc_at_start: bool = True
+    """After start-up, collect once and move every live object (weights' Python objects,
+    tokenizer, modules) to a permanent GC generation that is never scanned again, as vLLM
+    does: the per-step cost of the cyclic GC no longer grows with that heap. Process-wide
+    (gc.freeze); turn it off if the embedding application relies on GC of older cycles."""
+    gc_gen0_threshold: int | None = 50_000
+    """While the engine runs, the cyclic GC's generation-0 threshold is at least this many
+    allocations (CPython's default: 700), so a busy step triggers a few young collections
+    instead of dozens (engine/config/interpreter_settings.py). Process-wide, restored when the
+    last engine closes. None (or 700 from the command line): leave the GC alone."""
+    switch_interval_s: float | None = 0.0005
+    """While the engine runs, a thread holding the GIL hands it over after at most this
+    many seconds when another thread waits (``sys.setswitchinterval``; CPython's default
+    0.005), so the worker thread, back from a torch call, is not kept waiting while the
+    event loop processes a step's outputs. Process-wide, restored when the last engine
+    closes. None (or 0.005 from the command line): leave it alone."""
+    restart_backoff_s: float = 0.0
+    """Delay (seconds) before restarting a crashed actor, growing exponentially from this,
+    with jitter; 0: at once."""
+    # -- FaultConfig -------------------------------------------------------------------------
+    actor_message_deadline_s: float | None = None
+    """Watchdog: an engine actor that holds one message longer than this many seconds (a
+    handler that never returns) is restarted as if it had crashed, and the message is
+    retried or failed like any crash's. Includes waiting on full mailboxes, so keep it well
+    above the slowest step. None: no watchdog."""
+    actor_shutdown_timeout_s: float = 5.0
+    """How long an engine actor may take to stop when the engine closes (finish its current
+    message, run ``on_stop``) before it is cancelled."""
+    step_timeout_s: float | None = None
+    """A model step still running after this many seconds is treated as an executor crash:
+    the core restarts and its requests are recomputed. None: no timeout."""
+    max_waiting_requests: int | None = None
+    """Refuse new requests (``EngineOverloadedError``, HTTP 503 with ``Retry-After``) while
+    this many are already waiting: accepted but not running (queued, being tokenized, or
+    preempted). None: no bound."""
+    max_stream_backlog: int | None = 4096
+    """Outputs a caller may leave unread on a request's stream. Beyond this the caller is a
+    slow consumer: the request is aborted (its KV blocks freed) and its stream ends with
+    ``SlowConsumerError``. None: unbounded."""
+    shutdown_timeout: float = 30.0
+    """``AsyncEngine.drain()`` (and the server on SIGTERM): seconds open requests may run
+    to completion after new ones are refused, before the rest are aborted."""
+    # -- KVTransferConfig -------------------------------------------------------------------
+    kv_connector: Literal["offload"] | None = None
+    """offload: keep evicted prefix blocks in a host-memory (and optional disk) tier and
+    load them back on a hit."""
+    kv_connector_enabled: bool = True
+    """Start with the connector switched on (when one is configured)."""
+    kv_offload_host_bytes: int = 256 * 2**20
+    """Host-memory size of the offload tier, e.g. 1GiB."""
+    kv_offload_disk_dir: str | None = None
+    """Directory of the offload tier's disk level (default: no disk level)."""
+    kv_offload_disk_bytes: int = 8 * 2**30
+    """Size of the offload tier's disk level."""
+    kv_offload_write_through: bool = False
+    """Also save finished requests' blocks to the tier, not only evicted ones."""
+    # -- StructuredOutputsConfig ------------------------------------------------------------
+    structured_outputs_backend: StructuredOutputsBackend = "auto"
+    """Grammar backend for structured outputs (JSON schema, regex, choice, grammar):
+    xgrammar, guidance (llguidance), or auto: xgrammar, falling back to guidance for schema
+    features xgrammar does not enforce. A request's own backend wins."""
+    structured_outputs_disable_any_whitespace: bool = False
+    """Generate JSON without optional whitespace for every request (models that pad JSON
+    with whitespace can otherwise run to max_tokens inside an unfinished object)."""
+    structured_outputs_disable_additional_properties: bool = False
+    """JSON schemas take only their listed properties for every request (additionalProperties
+    false wherever a schema does not say)."""
+    structured_outputs_enable_in_reasoning: bool = False
+    """With a reasoning_parser: constrain the reasoning too, not only the answer after it."""
+    reasoning_parser: str | None = None
+    """Split a reasoning model's thinking into reasoning_content (vLLM's names: deepseek_r1,
+    qwen3, granite, ... see actorllm.reasoning.REASONING_PARSERS). Structured outputs then
+    constrain the answer only (after the reasoning)."""
+    # -- ProfilerConfig ---------------------------------------------------------------------
+    profiler_dir: str | None = None
+    """Directory for torch-profiler traces written by start_profile()/stop_profile() (Chrome
+    trace JSON, CPU activities, CUDA too on a GPU; the worker thread and the event loop).
+    None: profiling is disabled and start_profile() raises ProfilerError naming this field."""
+
+    def __post_init__(self) -> None:
+        if self.block_size is not None and self.block_size not in (1, 2, 4, 8, 16, 32, 64, 128):
+            raise EngineConfigError(
+                "block_size", f"must be a power of two up to 128, got {self.block_size}."
+            )
+        if self.max_num_seqs < 1:
+            raise EngineConfigError("max_num_seqs", f"must be at least 1, got {self.max_num_seqs}.")
+        if type(self.stream_interval) is not int or self.stream_interval < 1:
+            raise EngineConfigError(
+                "stream_interval",
+                f"must be an integer of at least 1, got {self.stream_interval!r}.",
+            )
+        if self.max_num_batched_tokens is not None and self.max_num_batched_tokens < 1:
+            raise EngineConfigError("max_num_batched_tokens", "must be at least 1.")
+        if self.max_model_len is not None and self.max_model_len < 2:
+            raise EngineConfigError("max_model_len", "must be at least 2.")
+        if not 0.0 < self.gpu_memory_utilization <= 1.0:
+            raise EngineConfigError("gpu_memory_utilization", "must be in (0, 1].")
+        if self.num_gpu_blocks_override is not None and self.num_gpu_blocks_override < 2:
+            raise EngineConfigError(
+                "num_gpu_blocks_override", "must be at least 2 (block 0 is the null block)."
+            )
+        if self.long_prefill_token_threshold < 0:
+            raise EngineConfigError("long_prefill_token_threshold", "must be non-negative.")
+        if self.max_restarts < 0 or self.restart_window_s <= 0:
+            raise EngineConfigError("max_restarts", "must be non-negative, with a positive window.")
+        try:
+            check_override(self.override_generation_config)
+        except GenerationConfigError as exc:
+            raise EngineConfigError(exc.param, exc.detail) from None
+        if self.chat_template is not None:
+            self.resolved_chat_template()  # fail at configuration, not at the first chat
+        if isinstance(self.served_model_name, list) and not all(
+            isinstance(n, str) and n for n in self.served_model_name
+        ):
+            raise EngineConfigError("served_model_name", "names must be non-empty strings.")
+        if self.data_parallel_size < 1:
+            raise EngineConfigError("data_parallel_size", "must be at least 1.")
+        self._check_parallel()
+        if self.reasoning_parser is not None:
+            from actorllm.reasoning import REASONING_PARSERS
+
+            if self.reasoning_parser not in REASONING_PARSERS:
+                raise EngineConfigError(
+                    "reasoning_parser",
+                    f"must be one of {', '.join(sorted(REASONING_PARSERS))}, "
+                    f"got {self.reasoning_parser!r}.",
+                )
+        for name in ("actor_message_deadline_s", "step_timeout_s"):
+            value = getattr(self, name)
+            if value is not None and not value > 0:
+                raise EngineConfigError(name, f"must be positive or None, got {value}.")
+        if not self.actor_shutdown_timeout_s >= 0:
+            raise EngineConfigError(
+                "actor_shutdown_timeout_s",
+                f"must be non-negative, got {self.actor_shutdown_timeout_s}.",
+            )
+        for name in ("max_waiting_requests", "max_stream_backlog"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise EngineConfigError(name, f"must be at least 1 or None, got {value}.")
+        if self.gc_gen0_threshold is not None and self.gc_gen0_threshold < 1:
+            raise EngineConfigError("gc_gen0_threshold", "must be at least 1 or None.")
+        if self.switch_interval_s is not None and not self.switch_interval_s > 0:
+            raise EngineConfigError("switch_interval_s", "must be positive or None.")
+        if self.shutdown_timeout < 0:
+            raise EngineConfigError("shutdown_timeout", "must be non-negative.")
+
+    def _check_parallel(self) -> None:
+        if self.pipeline_parallel_size != 1:
+            raise EngineConfigError(
+                "pipeline_parallel_size",
+                f"only 1 is supported so far, got {self.pipeline_parallel_size}.",
+            )
+        tp = self.tensor_parallel_size
+        if tp < 1:
+            raise EngineConfigError("tensor_parallel_size", f"must be at least 1, got {tp}.")
+        if tp > 1 and self.device == "cuda":
+            raise EngineConfigError(
+                "tensor_parallel_size", "> 1 runs on CPU (gloo) only so far; NCCL is not built."
+            )
+        if tp > 1 and self.kv_connector is not None:
+            raise EngineConfigError(
+                "kv_connector",
+                "the offload connector saves and loads rank 0's KV cache only; it is not "
+                "built for tensor_parallel_size > 1.",
+            )
+        self._check_data_parallel_backend()
+        backend = self.distributed_executor_backend
+        if backend not in (None, "mp", "ray"):
+            raise EngineConfigError(
+                "distributed_executor_backend", f"must be mp or ray, got {backend!r}."
+            )
+        if backend == "ray" and importlib.util.find_spec("ray") is None:
+            raise EngineConfigError(
+                "distributed_executor_backend",
+                "ray needs Ray, which is not installed: pip install 'actorllm[ray]'.",
+            )
+        if backend == "ray" and self.kv_connector is not None:
+            raise EngineConfigError(
+                "kv_connector",
+                "the offload connector's store works beside the scheduler, on the KV cache "
+                "of this process; with distributed_executor_backend ray every replica's "
+                "worker (and its KV cache) is a Ray actor. It is not built for ray.",
+            )
+        if self.tp_collective_timeout_s <= 0:
+            raise EngineConfigError("tp_collective_timeout_s", "must be positive.")
+
+    def _check_data_parallel_backend(self) -> None:
+        """data_parallel_backend="ray" is distributed_executor_backend="ray" for every
+        replica's ranks (set here, so one field says where ranks run)."""
+        dp_backend = self.data_parallel_backend
+        if dp_backend not in ("mp", "ray"):
+            raise EngineConfigError(
+                "data_parallel_backend", f"must be mp or ray, got {dp_backend!r}."
+            )
+        if dp_backend == "mp":
+            return
+        if self.distributed_executor_backend == "mp":
+            raise EngineConfigError(
+                "data_parallel_backend",
+                "ray places each replica's ranks with Ray, and distributed_executor_backend "
+                "is mp: give one of them.",
+            )
+        self.distributed_executor_backend = "ray"
+
+    # -- resolved views -------------------------------------------------------------------
+
+    def resolved_model(self) -> Path:
+        """The model directory: the demo model when ``model`` is None (built on first use),
+        a local directory, or a hub id resolved through the hub cache (see
+        :func:`actorllm.models.hub.resolve_model`). Raises :class:`ModelNotFoundError`."""
+        if self.model is None:
+            from actorllm.demo import demo_model_path
+
+            return demo_model_path()
+        from actorllm.models.hub import resolve_model
+
+        return resolve_model(self.model, revision=self.revision, cache_dir=self.download_dir)
+
+    def get_diff_sampling_param(self) -> dict[str, float]:
+        """Requests' default sampling fields (``generation_config`` with
+        ``override_generation_config`` on top; ``max_tokens`` for max_new_tokens), as
+        vLLM's ``ModelConfig.get_diff_sampling_param``. Reads the model's
+        generation_config.json under ``auto``; raises ``GenerationConfigError``."""
+        model_dir = self.resolved_model() if self.generation_config == "auto" else None
+        return sampling_defaults(self.generation_config, self.override_generation_config, model_dir)
+
+    def resolved_tokenizer(self) -> Path:
+        if not self.tokenizer:
+            return self.resolved_model()
+        from actorllm.models.hub import resolve_model
+
+        return resolve_model(
+            self.tokenizer,
+            revision=self.tokenizer_revision,
+            cache_dir=self.download_dir,
+            required_file=None,
+        )
+
+    def resolved_chat_template(self) -> str | None:
+        """The text of ``chat_template``: the file it names, or itself when written inline
+        (it contains Jinja's ``{{`` or ``{%``). None: the tokenizer's own template."""
+        raw = self.chat_template
+        if raw is None:
+            return None
+        if "{{" in raw or "{%" in raw:
+            return raw
+        path = Path(raw).expanduser()
+        try:
+            return path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise EngineConfigError(
+                "chat_template",
+                f"{raw!r} is neither a readable file ({exc.strerror}) nor an inline Jinja "
+                "template (one containing {{ or {%).",
+            ) from exc
+
+    def model_name(self) -> str:
+        """The name responses and metrics carry: the first served name."""
+        return self.model_names()[0]
+
+    def model_names(self) -> list[str]:
+        """Every name requests may use for the model (``served_model_name``'s aliases)."""
+        names = self.served_model_name
+        if isinstance(names, str) and names:
+            return [names]
+        if isinstance(names, list) and names:
+            return list(names)
+        return ["actorllm-demo" if self.model is None else self.model]
+
+    def releases_host_openmp_team(self) -> bool:
+        """Whether the engine frees the idle OpenMP team of a host thread that starts it or
+        blocks in one of its calls (worker/omp_spin.py)."""
+        return self.resolved_device() == "cpu" and not self.cpu_omp_short_spin
+
+    def resolved_device(self) -> str:
+        if self.device != "auto":
+            return self.device
+        import torch
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
+
+    def resolved_block_size(self) -> int:
+        """The KV-cache block size: the given one, else 32 on CPU and 16 on CUDA."""
+        if self.block_size is not None:
+            return self.block_size
+        return CPU_BLOCK_SIZE if self.resolved_device() == "cpu" else CUDA_BLOCK_SIZE
+
+    def resolved_max_num_batched_tokens(self, max_model_len: int) -> int:
+        if self.max_num_batched_tokens is not None:
+            return self.max_num_batched_tokens
+        return 2048 if self.enable_chunked_prefill else max(2048, max_model_len)
+
+    def replace(self, **changes: Any) -> EngineConfig:
+        return msgspec.structs.replace(self, **changes)
+
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?i?B?)?\s*$", re.IGNORECASE)
+_UNITS = {
+    "": 1,
+    "B": 1,
+    "K": 10**3,
+    "KB": 10**3,
+    "KIB": 2**10,
+    "M": 10**6,
+    "MB": 10**6,
+    "MIB": 2**20,
+    "G": 10**9,
+    "GB": 10**9,
+    "GIB": 2**30,
+    "T": 10**12,
+    "TB": 10**12,
+    "TIB": 2**40,
+}
+
+
+def parse_size(text: str | int) -> int:
+    """``"512MiB"`` -> 536870912; plain integers are bytes."""
+    if isinstance(text, int):
+        return text
+    m = _SIZE.match(text)
+    unit = (m.group(2) or "").upper() if m else None
+    if m is None or unit not in _UNITS:
+        raise ValueError(f"not a size: {text!r} (try 512MiB or 2GiB)")
+    return int(float(m.group(1)) * _UNITS[unit])

@@ -1,0 +1,166 @@
+"""Engine start-up: what the loaded model tells the scheduler (here: its sliding window),
+and an engine serving a sliding-window model end to end."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import anyio
+import pytest
+
+from actorllm.core.sampling_params import SamplingParams
+from actorllm.demo import demo_tokenizer_path
+from actorllm.engine import AsyncEngine
+from actorllm.engine.actors.startup import (
+    _build_on_worker,
+    build_scheduler_config,
+    default_runner_factory,
+)
+from actorllm.engine.config.engine_config import EngineConfig
+from actorllm.testing.engine_harness import check_invariants
+from tests.helpers.models import make_tiny_checkpoint
+
+
+@pytest.mark.parametrize(
+    ("family", "groups", "hybrid"),
+    [
+        ("mistral", (8,), True),
+        ("gemma2", (None, 8), True),
+        ("gemma2", (None,), False),
+        ("llama", (None,), True),
+    ],
+)
+def test_the_scheduler_gets_the_kv_cache_groups(
+    tmp_path: Path, family: str, groups: tuple[int | None, ...], hybrid: bool
+) -> None:
+    """Mistral (every layer sliding): one windowed group. Gemma 2 mixes full layers: a full
+    and a sliding group, or one full group with disable_hybrid_kv_cache_manager."""
+    path = make_tiny_checkpoint(tmp_path / family, family, sliding_window=8)  # type: ignore[arg-type]
+    config = EngineConfig(
+        model=str(path), max_model_len=64, kv_cache_memory_bytes=2**20,
+        disable_hybrid_kv_cache_manager=not hybrid,
+    )  # fmt: skip
+    _, info = _build_on_worker(config, default_runner_factory)
+    assert info.kv_group_windows == groups
+    sched = build_scheduler_config(config, info)
+    assert sched.group_windows == groups
+    assert sched.sliding_window == (groups[0] if len(groups) == 1 else None)
+
+
+def _served(path: Path) -> str:
+    """A checkpoint directory with the demo tokenizer beside it, for the engine."""
+    for f in demo_tokenizer_path().iterdir():
+        shutil.copy(f, path / f.name)
+    return str(path)
+
+
+def _tiny(tmp_path: Path, family: str) -> str:
+    return _served(
+        make_tiny_checkpoint(
+            tmp_path / family, family, vocab_size=4096, eos_token_id=0,  # type: ignore[arg-type]
+            sliding_window=8, max_position_embeddings=256,
+        )
+    )  # fmt: skip
+
+
+async def _generate_all(eng: AsyncEngine, prompts: tuple[str, ...], max_tokens: int) -> dict:  # type: ignore[type-arg]
+    """Greedy tokens of every prompt, all in flight at once; then the engine's invariants."""
+    greedy = SamplingParams(temperature=0.0, max_tokens=max_tokens, ignore_eos=True)
+    outs: dict[str, list[int]] = {}
+
+    async def one(prompt: str) -> None:
+        last = None
+        async for out in eng.generate(prompt, greedy):
+            last = out
+        assert last is not None
+        outs[prompt] = list(last.outputs[0].token_ids)
+
+    async with anyio.create_task_group() as tg:
+        for prompt in prompts:
+            tg.start_soon(one, prompt)
+    await check_invariants(eng)
+    return outs
+
+
+PROMPTS = ("The quick brown fox", "Hello there", "Sliding windows")
+
+
+@pytest.mark.anyio
+async def test_engine_serves_past_the_window_in_a_pool_smaller_than_one_request(
+    tmp_path: Path,
+) -> None:
+    """24 usable blocks of 4 (96 positions) serve 3 requests of 100+ tokens at once: only
+    the window (and the chunk being written) stays allocated."""
+    async with AsyncEngine.open(
+        _tiny(tmp_path, "mistral"), max_model_len=256, block_size=4,
+        num_gpu_blocks_override=25, max_num_batched_tokens=16,
+    ) as eng:  # fmt: skip
+        outs = await _generate_all(eng, PROMPTS, 90)
+    assert len(outs) == 3 and all(len(o) == 90 for o in outs.values())
+
+
+@pytest.mark.anyio
+async def test_engine_serves_a_hybrid_model_with_and_without_hybrid_tables(
+    tmp_path: Path,
+) -> None:
+    """Gemma 2 end to end: the same greedy tokens whether sliding layers get their own
+    block table or share the full layers' one, and no block is left held."""
+    path = _tiny(tmp_path, "gemma2")
+    results = []
+    for disable in (False, True):
+        async with AsyncEngine.open(
+            path, max_model_len=256, block_size=4, max_num_batched_tokens=16,
+            disable_hybrid_kv_cache_manager=disable,
+        ) as eng:  # fmt: skip
+            results.append(await _generate_all(eng, PROMPTS, 40))
+    assert results[0] == results[1] and all(len(o) == 40 for o in results[0].values())
+
+
+@pytest.mark.anyio
+async def test_a_kv_connector_on_a_hybrid_model_is_refused_at_start(tmp_path: Path) -> None:
+    """A connector keys blocks by one table: refused before any actor starts, naming the
+    flags, instead of a scheduler that crashes on every restart."""
+    path = _tiny(tmp_path, "gemma2")
+    with pytest.raises(ValueError, match=r"kv_connector.*disable-hybrid-kv-cache-manager"):
+        async with AsyncEngine.open(path, max_model_len=64, block_size=4, kv_connector="offload"):
+            pass
+    async with AsyncEngine.open(
+        path, max_model_len=64, block_size=4, kv_connector="offload",
+        disable_hybrid_kv_cache_manager=True,
+    ) as eng:  # fmt: skip
+        outs = await _generate_all(eng, PROMPTS[:1], 4)
+    assert all(len(o) == 4 for o in outs.values())
+
+
+@pytest.mark.anyio
+async def test_a_passed_tokenizer_gets_the_configured_chat_template() -> None:
+    """``chat_template`` is honoured for a tokenizer the caller passes too, on a copy: the
+    caller's object keeps its own template."""
+    from transformers import AutoTokenizer
+
+    from actorllm.engine.actors.startup import build_tokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(demo_tokenizer_path()))
+    own = tok.chat_template
+    template = "{% for m in messages %}<<{{ m['content'] }}>>{% endfor %}"
+    got = await build_tokenizer(EngineConfig(model="demo", chat_template=template), tok)
+    assert got.chat_template == template
+    assert tok.chat_template == own
+    assert got.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=False) == "<<hi>>"
+    assert await build_tokenizer(EngineConfig(model="demo"), tok) is tok
+
+
+def test_the_block_size_defaults_by_device_and_a_given_one_is_kept(tmp_path: Path) -> None:
+    """No block_size: 32 on CPU (vLLM's CPU backend also takes multiples of 32), 16 on
+    CUDA; the scheduler and the model runner get the same resolved size."""
+    assert EngineConfig(device="cpu").resolved_block_size() == 32
+    assert EngineConfig(device="cuda").resolved_block_size() == 16
+    assert EngineConfig(device="cpu", block_size=16).resolved_block_size() == 16
+    path = make_tiny_checkpoint(tmp_path / "llama", "llama")
+    config = EngineConfig(
+        model=str(path), device="cpu", max_model_len=64, kv_cache_memory_bytes=2**20
+    )
+    runner, info = _build_on_worker(config, default_runner_factory)
+    assert runner.block_size == 32
+    assert build_scheduler_config(config, info).block_size == 32
