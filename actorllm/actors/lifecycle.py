@@ -16,6 +16,8 @@ from __future__ import annotations
 import enum
 from typing import Final
 
+from actorllm.core.transitions import format_table, lookup
+
 
 class ActorState(enum.Enum):
     NEW = "new"  # declared, mailbox exists, never started
@@ -59,20 +61,12 @@ class LifecycleError(RuntimeError):
 
 def next_state(state: ActorState, event: LifecycleEvent) -> ActorState:
     """The state after ``event``; raises :class:`LifecycleError` if the move is not in the table."""
-    try:
-        return TRANSITIONS[state][event]
-    except KeyError:
-        raise LifecycleError(f"no transition from {state.name} on {event.name}") from None
+    return lookup(TRANSITIONS, state, event, LifecycleError, "lifecycle")
 
 
 def format_transitions() -> str:
     """The table as aligned text, one ``STATE --EVENT--> STATE`` per line."""
-    width = max(len(s.name) for s in ActorState)
-    lines = []
-    for state, moves in TRANSITIONS.items():
-        for event, target in moves.items():
-            lines.append(f"{state.name:<{width}} --{event.name}--> {target.name}")
-    return "\n".join(lines)
+    return format_table(TRANSITIONS)
 
 
 if __name__ == "__main__":

@@ -45,10 +45,10 @@ async def open_supervisor(
             ref = await sup.start_child(ChildSpec("counter", Counter))
             await ref.send(Add(n=1))
     """
-    spec = SupervisorSpec(
+    spec = ChildSpec.supervisor(
         name,
         strategy=strategy,
-        children=tuple(children),
+        children=children,
         max_restarts=max_restarts,
         within=within,
         backoff=backoff,

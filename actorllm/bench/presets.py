@@ -1,4 +1,4 @@
-"""Named workloads for the side-by-side CPU table against vLLM (issue 17's rows).
+"""Named workloads for the side-by-side CPU table against vLLM (benchmarks/README.md).
 
 A :class:`Preset` fixes everything a row depends on: the model's shape (a transformers
 config written to a cache directory, weights ``dummy`` on both engines: speed does not

@@ -1,6 +1,6 @@
 """64-bit seed mixing (splitmix64's finaliser), for draws that must be a pure function of
 their inputs: a seeded row's uniform at an output position (``worker/sampler.py``), and the
-seed an offline request without one is given (``engine/sync_facade.py``).
+seed an offline request without one is given (``compat/vllm/sync_facade.py``).
 
     >>> mix_seed(0, 0) == mix_seed(0, 0) != mix_seed(0, 1)
     True

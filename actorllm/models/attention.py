@@ -8,6 +8,7 @@ are packed one after another in the token dimension; ``T`` is the step's token c
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 from torch import nn
@@ -103,21 +104,12 @@ class PagedAttention(nn.Module):
         if self.kv_group:
             meta = meta.other_groups[self.kv_group - 1]
         self.ops.write_kv_cache(k, v, k_cache, v_cache, meta.slot_mapping)
+        hints: dict[str, Any]
         if self.ops.attention_hints:
             # Host ints the runner already has: split-KV can trigger, and nothing syncs.
-            return self.ops.paged_attention(
-                q,
-                k_cache,
-                v_cache,
-                meta.query_start_loc,
-                meta.seq_lens,
-                meta.block_table,
-                self.scale,
-                self.sliding_window,
-                **self.extra,
-                max_query_len=meta.max_query_len,
-                max_seq_len=meta.max_seq_len,
-            )
+            hints = {"max_query_len": meta.max_query_len, "max_seq_len": meta.max_seq_len}
+        else:
+            hints = {"plan_cache": meta.plan_cache}
         return self.ops.paged_attention(
             q,
             k_cache,
@@ -128,5 +120,5 @@ class PagedAttention(nn.Module):
             self.scale,
             self.sliding_window,
             **self.extra,
-            plan_cache=meta.plan_cache,
+            **hints,
         )

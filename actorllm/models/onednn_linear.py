@@ -1,4 +1,4 @@
-"""CPU linears through oneDNN with weights prepacked at load time (issue #17).
+"""CPU linears through oneDNN with weights prepacked at load time.
 
 Why: torch's CPU wheels send float32 ``F.linear`` to MKL's sgemm, which on non-Intel CPUs
 (MKL dispatches on the vendor string) runs far below the ISA's speed: on a 2-core AMD EPYC

@@ -51,7 +51,7 @@ class TensorParallelError(ValueError):
 
 
 class TPComm(Protocol):
-    """The collectives a sharded model calls (worker/tp_comm.py implements them on gloo)."""
+    """The collectives a sharded model calls (distributed/comm.py implements them on gloo)."""
 
     rank: int
     world_size: int

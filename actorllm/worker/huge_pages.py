@@ -1,5 +1,5 @@
 """Transparent huge pages for the CPU: zeroed tensors for the KV cache, and the weights'
-memory collapsed after a load (issue #17).
+memory collapsed after a load.
 
 Why: decode attention gathers blocks scattered over a cache of hundreds of MB; on 4 KiB
 pages every block costs TLB misses. With the kernel's THP in ``madvise`` mode (a common

@@ -16,8 +16,8 @@ small parallel op 46 against 102 us.
 
 Which regime the engine's team gets depended on the host: transformers ``generate`` (or
 any parallel torch op) on the host's thread leaves that thread an idle team, which pushes
-the count over the CPUs. That was issue 17's finding (the same ``LLM.generate`` 27% slower
-after an HF ``generate`` in the process).
+the count over the CPUs (measured: the same ``LLM.generate`` 27% slower after an HF
+``generate`` in the process).
 
 What
 ----

@@ -12,8 +12,10 @@ path, the reference kernels' own planning syncs.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
+from typing import Concatenate, ParamSpec
 
 import numpy as np
 import torch
@@ -33,6 +35,24 @@ from actorllm.worker.step_output import LaunchedStep, logprobs_to_host
 # Called with the step's final device inputs just before the forward, and the rows whose
 # logits the step computes, in order (tensor parallel: rank 0 sends them to the others).
 BeforeForward = Callable[[StepInputs, list[torch.Tensor]], None]
+
+
+P = ParamSpec("P")
+
+
+def _on_compute_stream(
+    launch: Callable[Concatenate[StepLauncher, P], LaunchedStep],
+) -> Callable[Concatenate[StepLauncher, P], LaunchedStep]:
+    """``launch`` run on the compute stream under ``inference_mode``, and counted."""
+
+    @functools.wraps(launch)
+    def on_stream(self: StepLauncher, /, *args: P.args, **kwargs: P.kwargs) -> LaunchedStep:
+        with self.streams.compute_scope(), torch.inference_mode():
+            step = launch(self, *args, **kwargs)
+        self.num_launched += 1
+        return step
+
+    return on_stream
 
 
 class StepLauncher:
@@ -69,6 +89,7 @@ class StepLauncher:
         self.num_launched = 0
         self.num_graph_steps = 0
 
+    @_on_compute_stream
     def launch(
         self,
         model: CausalLM,
@@ -83,22 +104,6 @@ class StepLauncher:
         tokens); return what the host will read once the step's event completes.
         ``grammar``: the structured-outputs requests' allowed-token rows for this step."""
         t0 = time.perf_counter()
-        with self.streams.compute_scope(), torch.inference_mode():
-            step = self._launch(model, kv_caches, batch, sampler, plan, step_id, t0, grammar)
-        self.num_launched += 1
-        return step
-
-    def _launch(
-        self,
-        model: CausalLM,
-        kv_caches: KVCaches,
-        batch: InputBatch,
-        sampler: Sampler,
-        plan: InputPlan,
-        step_id: int,
-        t0: float,
-        grammar: GrammarBitmask | None,
-    ) -> LaunchedStep:
         size = None
         if self.graphs is not None and plan.is_decode:
             size = self.graphs.size_for(len(plan.req_ids))

@@ -80,24 +80,25 @@ def _add_vllm_spellings(parser: argparse.ArgumentParser, groups: Groups) -> None
         help="vLLM's older name of --structured-outputs-backend (xgrammar:disable-any-whitespace "
         "and no-fallback options too)",
     )
-    so.add_argument(
-        "--guided-decoding-disable-any-whitespace",
-        type=_translated("guided_decoding_disable_any_whitespace"),
-        nargs="?",
-        const="true",
-        default=argparse.SUPPRESS,
-        metavar="BOOL",
-        help="vLLM's older name of --structured-outputs-disable-any-whitespace",
-    )
-    so.add_argument(
-        "--guided-decoding-disable-fallback",
-        type=_translated("guided_decoding_disable_fallback"),
-        nargs="?",
-        const="true",
-        default=argparse.SUPPRESS,
-        metavar="BOOL",
-        help="auto: use xgrammar alone, never falling back to guidance",
-    )
+    for field, help_text in (
+        (
+            "guided_decoding_disable_any_whitespace",
+            "vLLM's older name of --structured-outputs-disable-any-whitespace",
+        ),
+        (
+            "guided_decoding_disable_fallback",
+            "auto: use xgrammar alone, never falling back to guidance",
+        ),
+    ):
+        so.add_argument(
+            "--" + field.replace("_", "-"),
+            type=_translated(field),
+            nargs="?",
+            const="true",
+            default=argparse.SUPPRESS,
+            metavar="BOOL",
+            help=help_text,
+        )
     parallel = groups.get("ParallelConfig") or parser.add_argument_group("ParallelConfig")
     parallel.add_argument(
         "--data-parallel-size-local",

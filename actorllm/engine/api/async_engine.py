@@ -23,7 +23,7 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 from actorllm.actors import Strategy, SupervisorEscalation, open_supervisor
 from actorllm.core.sampling_params import SamplingParams
@@ -43,12 +43,7 @@ from actorllm.worker.omp_spin import release_thread_team
 from actorllm.worker.worker_thread import WorkerThread
 
 if TYPE_CHECKING:  # the delegating methods' signatures
-    from collections.abc import Mapping, Sequence
-
-    from actorllm.core.input_processor import PromptType
-    from actorllm.core.outputs import RequestOutput
     from actorllm.engine.actors.assembly import Replica
-    from actorllm.engine.api.stats import EngineDebugState, EngineStats
 
 __all__ = ["ACTORS", "AsyncEngine"]
 
@@ -80,6 +75,27 @@ def _as_config(
 
 
 _OPEN_NAMES = frozenset({*EngineConfig.__struct_fields__, "structured_outputs_config"})
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
+C = TypeVar("C")
+
+
+def _forward(
+    component: str, method: Callable[Concatenate[C, P], R]
+) -> Callable[Concatenate[Any, P], R]:
+    """``method`` of the component held in attribute ``component``, as a method of the
+    engine: same signature (mypy checks calls against it), name and docstring."""
+    name = method.__name__
+
+    def call(self: Any, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        return getattr(getattr(self, component), name)(*args, **kwargs)
+
+    call.__name__ = call.__qualname__ = name
+    call.__doc__ = method.__doc__
+    call.__wrapped__ = method  # type: ignore[attr-defined]  # inspect.signature follows it
+    return call
 
 
 class AsyncEngine:
@@ -241,116 +257,29 @@ class AsyncEngine:
     def data_parallel_size(self) -> int:
         return len(self._parts.replicas)
 
-    # -- requests (RequestAPI) ------------------------------------------------------------
+    # -- requests (RequestAPI) and control (ControlPlane): the components' own methods,
+    # signatures and docstrings, reached through this engine ----------------------------
 
     @property
     def is_dead(self) -> bool:
         return self._status.is_dead
 
-    def generate(
-        self,
-        prompt: PromptType,
-        sampling_params: SamplingParams | None = None,
-        request_id: str | None = None,
-        priority: int = 0,
-        *,
-        arrival_time: float | None = None,
-    ) -> AsyncIterator[RequestOutput]:
-        return self._requests.generate(
-            prompt, sampling_params, request_id, priority, arrival_time=arrival_time
-        )
+    generate = _forward("_requests", RequestAPI.generate)
+    chat = _forward("_requests", RequestAPI.chat)
+    abort = _forward("_requests", RequestAPI.abort)
+    drain = _forward("_requests", RequestAPI.drain)
 
-    generate.__doc__ = RequestAPI.generate.__doc__
-
-    def chat(
-        self,
-        messages: Sequence[Mapping[str, Any]],
-        sampling_params: SamplingParams | None = None,
-        request_id: str | None = None,
-        priority: int = 0,
-        *,
-        add_generation_prompt: bool = True,
-        chat_template_kwargs: Mapping[str, Any] | None = None,
-        tools: Sequence[Mapping[str, Any]] | None = None,
-    ) -> AsyncIterator[RequestOutput]:
-        return self._requests.chat(
-            messages,
-            sampling_params,
-            request_id,
-            priority,
-            add_generation_prompt=add_generation_prompt,
-            chat_template_kwargs=chat_template_kwargs,
-            tools=tools,
-        )
-
-    chat.__doc__ = RequestAPI.chat.__doc__
-
-    async def abort(self, request_id: str) -> None:
-        await self._requests.abort(request_id)
-
-    abort.__doc__ = RequestAPI.abort.__doc__
-
-    async def drain(self, timeout_s: float | None = None) -> int:
-        return await self._requests.drain(timeout_s)
-
-    drain.__doc__ = RequestAPI.drain.__doc__
-
-    # -- control (ControlPlane) -----------------------------------------------------------
-
-    async def sleep(self, level: int = 1) -> None:
-        await self._control.sleep(level)
-
-    sleep.__doc__ = ControlPlane.sleep.__doc__
-
-    async def wake_up(self) -> None:
-        await self._control.wake_up()
-
-    async def is_sleeping(self) -> bool:
-        return await self._control.is_sleeping()
-
-    is_sleeping.__doc__ = ControlPlane.is_sleeping.__doc__
-
-    async def reset_prefix_cache(self) -> bool:
-        return await self._control.reset_prefix_cache()
-
-    reset_prefix_cache.__doc__ = ControlPlane.reset_prefix_cache.__doc__
-
-    async def set_kv_connector_enabled(self, enabled: bool) -> None:
-        await self._control.set_kv_connector_enabled(enabled)
-
-    async def is_kv_connector_enabled(self) -> bool:
-        return await self._control.is_kv_connector_enabled()
-
-    async def collective_rpc(
-        self,
-        method: str | Callable[..., Any],
-        timeout: float | None = None,  # noqa: ASYNC109 - vLLM's signature
-        args: tuple = (),
-        kwargs: dict | None = None,
-    ) -> list[Any]:
-        return await self._control.collective_rpc(method, timeout, args, kwargs)
-
-    collective_rpc.__doc__ = ControlPlane.collective_rpc.__doc__
-
-    async def start_profile(self) -> None:
-        await self._control.start_profile()
-
-    start_profile.__doc__ = ControlPlane.start_profile.__doc__
-
-    async def stop_profile(self) -> None:
-        await self._control.stop_profile()
-
-    stop_profile.__doc__ = ControlPlane.stop_profile.__doc__
-
-    async def get_stats(self) -> EngineStats:
-        return await self._control.get_stats()
-
-    get_stats.__doc__ = ControlPlane.get_stats.__doc__
-
-    def statistics(self) -> EngineDebugState:
-        return self._control.statistics()
-
-    statistics.__doc__ = ControlPlane.statistics.__doc__
+    sleep = _forward("_control", ControlPlane.sleep)
+    wake_up = _forward("_control", ControlPlane.wake_up)
+    is_sleeping = _forward("_control", ControlPlane.is_sleeping)
+    reset_prefix_cache = _forward("_control", ControlPlane.reset_prefix_cache)
+    set_kv_connector_enabled = _forward("_control", ControlPlane.set_kv_connector_enabled)
+    is_kv_connector_enabled = _forward("_control", ControlPlane.is_kv_connector_enabled)
+    collective_rpc = _forward("_control", ControlPlane.collective_rpc)
+    start_profile = _forward("_control", ControlPlane.start_profile)
+    stop_profile = _forward("_control", ControlPlane.stop_profile)
+    get_stats = _forward("_control", ControlPlane.get_stats)
+    statistics = _forward("_control", ControlPlane.statistics)
 
     # The test harness (actorllm.testing) inspects these.
     def _live(self) -> list[Replica]:

@@ -8,14 +8,23 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Protocol
 
 import anyio
+
+if TYPE_CHECKING:
+    from actorllm.engine.api.stats import EngineStats
 
 logger = logging.getLogger("actorllm.metrics")  # the name vLLM users filter on
 
 
-async def log_stats_forever(engine: Any, interval_s: float) -> None:
+class StatsSource(Protocol):
+    """What the logger reads: ``AsyncEngine`` (or a test's stand-in)."""
+
+    async def get_stats(self) -> EngineStats: ...
+
+
+async def log_stats_forever(engine: StatsSource, interval_s: float) -> None:
     """Every ``interval_s``, log vLLM's throughput / queue / cache line. Runs until cancelled.
 
     A failing ``get_stats`` (engine dying) is logged and retried next interval.
@@ -31,12 +40,12 @@ async def log_stats_forever(engine: Any, interval_s: float) -> None:
             continue
         now = time.monotonic()
         dt = max(now - last_t, 1e-9)
-        requests = getattr(stats, "requests", None)
+        requests = stats.requests
         current = (
             float(requests.prompt_tokens if requests else 0),
             float(requests.generation_tokens if requests else 0),
-            float(getattr(stats, "prefix_cache_queries", 0)),
-            float(getattr(stats, "prefix_cache_hits", 0)),
+            float(stats.prefix_cache_queries),
+            float(stats.prefix_cache_hits),
         )
         # A counter that went down was reset by an engine restart: count from zero.
         dp, dg, dq, dh = (c - p if c >= p else c for c, p in zip(current, last, strict=True))
@@ -46,9 +55,9 @@ async def log_stats_forever(engine: Any, interval_s: float) -> None:
             "Prefix cache hit rate: %.1f%%",
             dp / dt,
             dg / dt,
-            getattr(stats, "num_running_reqs", 0),
-            getattr(stats, "num_waiting_reqs", 0),
-            100.0 * getattr(stats, "kv_cache_usage", 0.0),
+            stats.num_running_reqs,
+            stats.num_waiting_reqs,
+            100.0 * stats.kv_cache_usage,
             100.0 * dh / dq if dq > 0 else 0.0,
         )
         last_t, last = now, current

@@ -40,6 +40,8 @@ from __future__ import annotations
 import enum
 from typing import Final
 
+from actorllm.core.transitions import format_table, lookup
+
 
 class AdmissionState(enum.Enum):
     # The default: enters the core when it arrives. No record is kept in this state.
@@ -119,20 +121,12 @@ class AdmissionError(RuntimeError):
 def next_state(state: AdmissionState, event: AdmissionEvent) -> AdmissionState:
     """The state after ``event``; raises :class:`AdmissionError` if the move is not in the
     table."""
-    try:
-        return TRANSITIONS[state][event]
-    except KeyError:
-        raise AdmissionError(f"no admission transition from {state.name} on {event.name}") from None
+    return lookup(TRANSITIONS, state, event, AdmissionError, "admission")
 
 
 def format_transitions() -> str:
     """The table as aligned text, one ``STATE --EVENT--> STATE`` per line."""
-    width = max(len(s.name) for s in AdmissionState)
-    lines = []
-    for state, moves in TRANSITIONS.items():
-        for event, target in moves.items():
-            lines.append(f"{state.name:<{width}} --{event.name}--> {target.name}")
-    return "\n".join(lines)
+    return format_table(TRANSITIONS)
 
 
 if __name__ == "__main__":

@@ -60,6 +60,7 @@ from actorllm.core.engine_core_output import FinishReason
 from actorllm.core.model_runner_output import TokenLogprobs
 from actorllm.core.outputs import RequestOutput
 from actorllm.core.sampling_params import RequestOutputKind, SamplingParams
+from actorllm.core.transitions import format_table, lookup
 from actorllm.engine.api.request_stream import RequestStream, WakeCount
 from actorllm.engine.api.step_outputs import merge_outputs
 
@@ -104,20 +105,12 @@ class LedgerStateError(RuntimeError):
 def next_state(state: EntryState, event: EntryEvent) -> EntryState:
     """The state after ``event``; raises :class:`LedgerStateError` if the move is not in
     the table."""
-    try:
-        return TRANSITIONS[state][event]
-    except KeyError:
-        raise LedgerStateError(f"no ledger transition from {state.name} on {event.name}") from None
+    return lookup(TRANSITIONS, state, event, LedgerStateError, "ledger")
 
 
 def format_transitions() -> str:
     """The table as aligned text, one ``STATE --EVENT--> STATE`` per line."""
-    width = max(len(s.name) for s in EntryState)
-    lines = []
-    for state, moves in TRANSITIONS.items():
-        for event, target in moves.items():
-            lines.append(f"{state.name:<{width}} --{event.name}--> {target.name}")
-    return "\n".join(lines)
+    return format_table(TRANSITIONS)
 
 
 def _merger(kind: RequestOutputKind) -> Callable[[StreamItem, StreamItem], StreamItem | None]:

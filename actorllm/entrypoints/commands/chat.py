@@ -8,12 +8,19 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING
 
 import anyio
 
-from actorllm.entrypoints.commands.engine_args import add_engine_arguments, engine_config
-from actorllm.entrypoints.commands.generate import add_sampling_arguments, sampling_params
+from actorllm.entrypoints.commands.engine_args import add_engine_arguments
+from actorllm.entrypoints.commands.generate import (
+    add_sampling_arguments,
+    run_engine,
+)
+
+if TYPE_CHECKING:
+    from actorllm.core.sampling_params import SamplingParams
+    from actorllm.engine import AsyncEngine
 
 HELP = "chat with a model in the terminal (streaming)"
 
@@ -31,7 +38,9 @@ def _read_line(prompt: str) -> str | None:
         return None
 
 
-async def chat_loop(engine: Any, params: Any, system: str | None, interactive: bool) -> None:
+async def chat_loop(
+    engine: AsyncEngine, params: SamplingParams, system: str | None, interactive: bool
+) -> None:
     history: list[dict[str, str]] = [{"role": "system", "content": system}] if system else []
     while True:
         line = await anyio.to_thread.run_sync(_read_line, "> " if interactive else "")
@@ -59,18 +68,7 @@ async def chat_loop(engine: Any, params: Any, system: str | None, interactive: b
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        config = engine_config(args)
-        params = sampling_params(args, config.get_diff_sampling_param())
-    except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    async def session(engine: AsyncEngine, params: SamplingParams) -> None:
+        await chat_loop(engine, params, args.system, sys.stdin.isatty())
 
-    async def main() -> None:
-        from actorllm.engine import AsyncEngine
-
-        async with AsyncEngine.open(config) as engine:
-            await chat_loop(engine, params, args.system, sys.stdin.isatty())
-
-    anyio.run(main, backend="trio")
-    return 0
+    return run_engine(args, session)

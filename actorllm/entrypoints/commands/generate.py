@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from actorllm.entrypoints.commands.engine_args import add_engine_arguments, engine_config
+
+if TYPE_CHECKING:
+    from actorllm.core.sampling_params import SamplingParams
+    from actorllm.engine import AsyncEngine
 
 HELP = "generate a completion for one prompt and print it as it streams"
 
@@ -59,6 +63,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    async def session(engine: AsyncEngine, params: SamplingParams) -> None:
+        async for out in engine.generate(args.prompt, params):
+            for co in out.outputs:
+                sys.stdout.write(co.text)
+                sys.stdout.flush()
+        sys.stdout.write("\n")
+
+    return run_engine(args, session)
+
+
+def run_engine(
+    args: argparse.Namespace, session: Callable[[AsyncEngine, SamplingParams], Awaitable[None]]
+) -> int:
+    """Build the engine the flags describe and run ``session`` on it (trio); a bad flag
+    or request is exit status 2 with its message, as argparse's usage errors."""
     try:
         config = engine_config(args)
         params = sampling_params(args, config.get_diff_sampling_param())
@@ -70,11 +89,7 @@ def run(args: argparse.Namespace) -> int:
         from actorllm.engine import AsyncEngine
 
         async with AsyncEngine.open(config) as engine:
-            async for out in engine.generate(args.prompt, params):
-                for co in out.outputs:
-                    sys.stdout.write(co.text)
-                    sys.stdout.flush()
-        sys.stdout.write("\n")
+            await session(engine, params)
 
     try:
         anyio.run(main, backend="trio")
