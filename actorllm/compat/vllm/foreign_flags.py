@@ -311,13 +311,14 @@ class _Record(argparse.Action):
         setattr(namespace, NOTES_DEST, notes)
 
 
-def add_foreign_flags(parser: argparse.ArgumentParser) -> None:
-    """Add vLLM's other flags (those no setting of ours already defines) in one group."""
+def add_foreign_flags(parser: argparse.ArgumentParser, extra: Sequence[Foreign] = ()) -> None:
+    """Add vLLM's other flags (those no setting of ours already defines) in one group;
+    ``extra``: a command's own (``run-batch``'s metrics server flags)."""
     taken = set(parser._option_string_actions)
     group = parser.add_argument_group(
         "vLLM compatibility", "vLLM flags with no setting here: see each one's note."
     )
-    for foreign in FOREIGN:
+    for foreign in [*extra, *FOREIGN]:
         flags = [f for f in foreign.flags if f not in taken]
         if not flags:
             continue

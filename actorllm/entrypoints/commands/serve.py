@@ -42,7 +42,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_struct_flags(parser, ServerSettings, groups=groups, exclude=ServerSettings.CLI_EXCLUDE)
     add_struct_flags(parser, AppSettings, groups=groups)
     frontend = groups["Frontend"]
-    # vLLM's other spellings of two logging settings.
+    add_log_spellings(frontend)
+    add_engine_arguments(parser)
+    add_config_argument(frontend)
+    foreign_flags.add_foreign_flags(parser)
+
+
+def add_log_spellings(frontend: argparse._ArgumentGroup) -> None:
+    """vLLM's other spellings of two logging settings (``serve``, ``run-batch``)."""
     frontend.add_argument(
         "--disable-log-requests",
         dest="enable_log_requests",
@@ -58,9 +65,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=argparse.SUPPRESS,
         help="no periodic stats log lines (--log-interval 0)",
     )
-    add_engine_arguments(parser)
-    add_config_argument(frontend)
-    foreign_flags.add_foreign_flags(parser)
 
 
 def _env_true(name: str) -> bool:

@@ -43,6 +43,32 @@ def serving_defaults(
     )
 
 
+def serving_context(engine: EngineClient, settings: AppSettings) -> ServingContext:
+    """What the handlers serve with, for ``engine`` and the frontend ``settings``: the
+    server's lifespan and ``actorllm run-batch`` build it here, so both answer a body alike.
+    Raises for a bad tool parser, parser plugin or generation config."""
+    chat = ChatSetup.from_config(
+        ChatOptions(
+            tool_parser_plugin=settings.tool_parser_plugin,
+            tool_call_parser=settings.tool_call_parser,
+            enable_auto_tool_choice=settings.enable_auto_tool_choice,
+            reasoning_parser=engine.config.reasoning_parser,
+        )
+    )
+    # The engine's generation_config / override_generation_config
+    # (engine/config/generation_config.py, shared with LLM and AsyncEngine).
+    sampling = engine.config.get_diff_sampling_param()
+    return ServingContext(
+        engine=engine,
+        metrics=ServerMetrics(
+            engine.model_name, prefix=settings.metrics_prefix, cache_config=engine.config
+        ),
+        chat=chat,
+        response_role=settings.response_role,
+        defaults=serving_defaults(settings, sampling),
+    )
+
+
 def engine_lifespan(engine_factory: EngineFactory, state: AppState) -> Lifespan:
     """The app's lifespan: enters ``engine_factory()`` and sets ``state.ctx`` while the
     server runs (with the stats logger beside it)."""
@@ -57,31 +83,11 @@ def engine_lifespan(engine_factory: EngineFactory, state: AppState) -> Lifespan:
                 except Exception as exc:
                     state.startup_error = exc
                     raise
-                metrics = ServerMetrics(
-                    engine.model_name, prefix=settings.metrics_prefix, cache_config=engine.config
-                )
                 try:
-                    chat = ChatSetup.from_config(
-                        ChatOptions(
-                            tool_parser_plugin=settings.tool_parser_plugin,
-                            tool_call_parser=settings.tool_call_parser,
-                            enable_auto_tool_choice=settings.enable_auto_tool_choice,
-                            reasoning_parser=engine.config.reasoning_parser,
-                        )
-                    )
-                    # The engine's generation_config / override_generation_config
-                    # (engine/config/generation_config.py, shared with LLM and AsyncEngine).
-                    sampling = engine.config.get_diff_sampling_param()
+                    state.ctx = serving_context(engine, settings)
                 except Exception as exc:  # a bad parser, plugin or generation config
                     state.startup_error = exc
                     raise
-                state.ctx = ServingContext(
-                    engine=engine,
-                    metrics=metrics,
-                    chat=chat,
-                    response_role=settings.response_role,
-                    defaults=serving_defaults(settings, sampling),
-                )
                 async with anyio.create_task_group() as tg:
                     if settings.log_interval_s > 0:
                         tg.start_soon(log_stats_forever, engine, settings.log_interval_s)
