@@ -39,8 +39,8 @@ def rewrite(parser: argparse.ArgumentParser, args: Sequence[str]) -> list[str]:
     while i < len(args):
         arg = args[i]
         i += 1
-        if not arg.startswith("-") or arg == "--" or (arg[1] != "-" and "." not in arg):
-            out.append(arg)  # a value, or a short option (-tp 2, -O3)
+        if not arg.startswith("-") or arg in ("-", "--") or (arg[1] != "-" and "." not in arg):
+            out.append(arg)  # a value ("-": stdin / stdout), or a short option (-tp 2, -O3)
             continue
         name, eq, value = arg.partition("=")
         base, dot, path = name.partition(".")
