@@ -24,6 +24,7 @@ COMMANDS: dict[str, str] = {
     "generate": "actorllm.entrypoints.commands.generate",
     "chat": "actorllm.entrypoints.commands.chat",
     "bench": "actorllm.entrypoints.commands.bench",
+    "run-batch": "actorllm.entrypoints.commands.run_batch",
 }
 
 
