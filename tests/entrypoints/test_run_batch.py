@@ -5,6 +5,7 @@ an overloaded engine is retried."""
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -35,8 +36,11 @@ async def run(
     engine: FakeEngine, lines: list[bytes], limit: int = 64, **settings: Any
 ) -> list[Any]:
     written: list[bytes] = []
-    ctx = serving_context(engine, AppSettings(log_interval_s=0, **settings))
-    summary = await run_batch(ctx, lines, written.append, limit=limit)
+    app = AppSettings(log_interval_s=0, **settings)
+    log = app.enable_log_requests
+    summary = await run_batch(
+        serving_context(engine, app), lines, written.append, limit=limit, log_requests=log
+    )
     assert all(w.endswith(b"\n") and w.count(b"\n") == 1 for w in written)
     outputs = [json.loads(w) for w in written]
     assert summary.lines == len(outputs)
@@ -233,3 +237,16 @@ async def test_response_role_and_frontend_settings_apply() -> None:
     lines = [line("c", "/v1/chat/completions", CHAT)]
     (out,) = await run(FakeEngine(), lines, response_role="robot")
     assert out["response"]["body"]["choices"][0]["message"]["role"] == "robot"
+
+
+async def test_log_requests_logs_each_line_and_its_status(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="actorllm.requests")
+    lines = [line("a", "/v1/completions", COMPLETION), b"nope"]
+    ok, bad = await run(FakeEngine(), lines, enable_log_requests=True, max_log_len=20)
+    ids = ok["response"]["request_id"], bad["response"]["request_id"]
+    text = caplog.text
+    assert (
+        f"request {ids[0]}: line 1 " + line("a", "/v1/completions", COMPLETION).decode()[:20]
+        in text
+    )
+    assert f"request {ids[0]}: status 200" in text and f"request {ids[1]}: status 400" in text

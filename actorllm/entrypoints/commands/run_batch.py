@@ -182,7 +182,14 @@ async def _batch(
         # file's other lines wait here, not in the engine's queue.
         limit = 2 * config.max_num_seqs * config.data_parallel_size
         with tqdm(total=total, desc="Running batch", unit="req", file=sys.stderr) as bar:
-            summary = await run_batch(ctx, lines, write, limit=limit, on_done=bar.update)
+            summary = await run_batch(
+                ctx,
+                lines,
+                write,
+                limit=limit,
+                on_done=bar.update,
+                log_requests=settings.enable_log_requests,
+            )
         tg.cancel_scope.cancel()
     return summary
 

@@ -42,7 +42,7 @@ from actorllm.entrypoints.openai.serving_chat import create_chat_completion
 from actorllm.entrypoints.openai.serving_common import ServingContext
 from actorllm.entrypoints.openai.serving_completion import create_completion
 
-logger = logging.getLogger("actorllm.batch")
+request_log = logging.getLogger("actorllm.requests")  # the server's request log
 
 # A serving function as the routes call it: (context, request, ASGI receive) -> response.
 Serve = Callable[[ServingContext, Any, Any], Awaitable[Response]]
@@ -120,9 +120,24 @@ def _route(item: BatchRequestInput) -> tuple[type[msgspec.Struct], Serve]:
     return ROUTES[item.url]
 
 
-async def serve_line(ctx: ServingContext, line: bytes, number: int) -> BatchRequestOutput:
-    """One line's output; never raises for anything the line or the engine did."""
+async def serve_line(
+    ctx: ServingContext, line: bytes, number: int, *, log_requests: bool = False
+) -> BatchRequestOutput:
+    """One line's output; never raises for anything the line or the engine did.
+    ``log_requests`` (``--enable-log-requests``): logged as the server logs a request."""
     request_id = f"batch-req-{uuid.uuid4().hex}"
+    if log_requests:
+        text = line.decode("utf-8", "replace")[: ctx.defaults.max_log_len]
+        request_log.info("request %s: line %d %s", request_id, number, text)
+    output = await _output_of(ctx, line, number, request_id)
+    if log_requests and output.response is not None:
+        request_log.info("request %s: status %d", request_id, output.response.status_code)
+    return output
+
+
+async def _output_of(
+    ctx: ServingContext, line: bytes, number: int, request_id: str
+) -> BatchRequestOutput:
     custom_id: str | None = None
     try:
         item = _parse(line, number)
@@ -188,6 +203,7 @@ async def run_batch(
     *,
     limit: int,
     on_done: Callable[[], None] = lambda: None,
+    log_requests: bool = False,
 ) -> BatchSummary:
     """Serve ``lines`` (blank ones skipped) concurrently, at most ``limit`` at once, and
     ``write`` each output line (with its newline) in input order; ``on_done`` after each
@@ -201,7 +217,7 @@ async def run_batch(
     async def one(index: int, number: int, line: bytes) -> None:
         nonlocal failed
         try:
-            result = await serve_line(ctx, line, number)
+            result = await serve_line(ctx, line, number, log_requests=log_requests)
         finally:
             slots.release()
         failed += result.error is not None
@@ -213,3 +229,11 @@ async def run_batch(
             await slots.acquire()  # before the task starts: at most `limit` tasks at a time
             tg.start_soon(one, index, number, line)
     return BatchSummary(lines=len(todo), failed=failed)
+
+
+if __name__ == "__main__":  # vLLM's older form: python -m vllm.entrypoints.openai.run_batch
+    import sys
+
+    from actorllm.entrypoints.cli import main
+
+    sys.exit(main(["run-batch", *sys.argv[1:]]))
