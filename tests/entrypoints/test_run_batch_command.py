@@ -15,8 +15,9 @@ import httpx
 import pytest
 
 from actorllm.engine import AsyncEngine
+from actorllm.engine.config.engine_config import EngineConfig
 from actorllm.entrypoints import cli
-from actorllm.entrypoints.commands.run_batch import local_path
+from actorllm.entrypoints.commands.run_batch import line_limit, local_path
 from actorllm.entrypoints.openai.app import AppSettings, build_app
 from tests.entrypoints.server_thread import ServerThread
 
@@ -60,6 +61,12 @@ def test_vllm_run_batch_flags_parse() -> None:
     )
     assert args.response_role == "bot" and args.max_log_len == 10
     assert args.enable_force_include_usage and args.log_interval_s == 0.0
+
+
+def test_lines_in_flight_follow_the_engine_admission() -> None:
+    assert line_limit(EngineConfig(max_num_seqs=8)) == 16  # vLLM's 2 x max_num_seqs
+    assert line_limit(EngineConfig(max_num_seqs=8, data_parallel_size=2)) == 32
+    assert line_limit(EngineConfig(max_num_seqs=8, max_waiting_requests=3)) == 11
 
 
 def test_dash_is_stdin_and_stdout() -> None:

@@ -178,20 +178,29 @@ async def _batch(
         ctx = serving_context(engine, settings)
         if settings.log_interval_s > 0:
             tg.start_soon(log_stats_forever, engine, settings.log_interval_s)
-        # vLLM's bound: twice what the scheduler runs at once keeps it full while the
-        # file's other lines wait here, not in the engine's queue.
-        limit = 2 * config.max_num_seqs * config.data_parallel_size
         with tqdm(total=total, desc="Running batch", unit="req", file=sys.stderr) as bar:
             summary = await run_batch(
                 ctx,
                 lines,
                 write,
-                limit=limit,
+                limit=line_limit(config),
                 on_done=bar.update,
                 log_requests=settings.enable_log_requests,
             )
         tg.cancel_scope.cancel()
     return summary
+
+
+def line_limit(config: EngineConfig) -> int:
+    """Lines in flight at once. vLLM's bound, twice what the schedulers run, keeps them full
+    while the file's other lines wait here, not in the engine's queue; with
+    ``--max-waiting-requests``, no more than the engine admits (a line of several prompts
+    can still be refused, and is retried)."""
+    running = config.max_num_seqs * config.data_parallel_size
+    limit = 2 * running
+    if config.max_waiting_requests is not None:
+        limit = min(limit, running + config.max_waiting_requests)
+    return limit
 
 
 @contextlib.contextmanager
