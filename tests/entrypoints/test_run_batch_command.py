@@ -17,7 +17,7 @@ import pytest
 from actorllm.engine import AsyncEngine
 from actorllm.engine.config.engine_config import EngineConfig
 from actorllm.entrypoints import cli
-from actorllm.entrypoints.commands.run_batch import line_limit, local_path
+from actorllm.entrypoints.commands.run_batch import line_limit, local_path, output_writer
 from actorllm.entrypoints.openai.app import AppSettings, build_app
 from tests.entrypoints.server_thread import ServerThread
 
@@ -136,3 +136,19 @@ def test_stdin_to_stdout(real: ServerThread, monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(out))
     assert cli.main(["run-batch", "-i", "-", "-o", "-", *DEMO]) == 0
     check([json.loads(x) for x in out.getvalue().decode().splitlines()], real)
+
+
+def test_a_file_output_appears_only_when_the_batch_is_done(tmp_path: Path) -> None:
+    scratch, target = tmp_path / "scratch", tmp_path / "out" / "results.jsonl"
+    scratch.mkdir()
+    target.parent.mkdir()
+    with output_writer(str(target), str(scratch)) as write:
+        write(b"{}\n")
+        assert not target.exists() and len(list(scratch.iterdir())) == 1
+    assert target.read_bytes() == b"{}\n" and not list(scratch.iterdir())
+    assert target.stat().st_mode & 0o044  # readable as any file made under the umask
+    with pytest.raises(RuntimeError), output_writer(str(tmp_path / "failed.jsonl"), None) as write:
+        write(b"half")
+        raise RuntimeError("the engine died")
+    assert not (tmp_path / "failed.jsonl").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "scratch"]

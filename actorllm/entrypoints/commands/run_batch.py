@@ -143,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
         logger.error("cannot read --input-file %s: %s", args.input_file, exc)
         return 2
     try:
-        with _output(target, args.output_tmp_dir) as write:
+        with output_writer(target, args.output_tmp_dir) as write:
             summary = anyio.run(_batch, config, settings, lines.splitlines(), write, backend="trio")
     except OSError as exc:
         logger.error("cannot write --output-file %s: %s", args.output_file, exc)
@@ -204,7 +204,7 @@ def line_limit(config: EngineConfig) -> int:
 
 
 @contextlib.contextmanager
-def _output(target: str, tmp_dir: str | None) -> Iterator[Callable[[bytes], object]]:
+def output_writer(target: str, tmp_dir: str | None) -> Iterator[Callable[[bytes], object]]:
     """A writer of output lines: stdout line by line, or a temporary file moved to
     ``target`` once the batch is done (removed if it fails)."""
     if target == "-":
