@@ -12,12 +12,12 @@ A line's body goes through :func:`decode_request` and ``create_completion`` /
 bytes ``POST url`` answers (only ids and ``created`` differ). A line that fails, however it
 fails (not JSON, an unknown ``url``, a 400 body, a dead engine), gets the status and the
 error body the server would give, with ``"body": null``; the other lines run on. The
-output's ``request_id`` is also the engine's request id (``cmpl-batch-req-…``), as a
-server request's ``X-Request-Id``, unless the body names its own ``request_id``.
+output's ``request_id`` names the engine request too (``cmpl-batch-req-…``, as a server
+request's ``X-Request-Id`` does), unless the body names its own ``request_id``.
 
 :func:`run_batch` runs every line concurrently on one engine (at most ``limit`` at once,
-so a large file neither floods the waiting queue nor holds every result in memory; a line
-the engine refuses as overloaded waits its ``Retry-After`` and tries again).
+so a large file does not flood the engine's waiting queue; a line the engine refuses as
+overloaded anyway waits its ``Retry-After`` and tries again).
 """
 
 from __future__ import annotations
