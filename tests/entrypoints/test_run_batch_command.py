@@ -63,6 +63,16 @@ def test_vllm_run_batch_flags_parse() -> None:
     assert args.enable_force_include_usage and args.log_interval_s == 0.0
 
 
+def test_enable_metrics_is_refused_by_name(tmp_path, caplog) -> None:
+    src = tmp_path / "in.jsonl"
+    src.write_text("")
+    args = cli.build_parser().parse_args(
+        ["run-batch", "-i", str(src), "-o", str(tmp_path / "out.jsonl"), "--enable-metrics"]
+    )
+    assert args._run(args) == 2
+    assert "--enable-metrics" in caplog.text
+
+
 def test_lines_in_flight_follow_the_engine_admission() -> None:
     assert line_limit(EngineConfig(max_num_seqs=8)) == 16  # vLLM's 2 x max_num_seqs
     assert line_limit(EngineConfig(max_num_seqs=8, data_parallel_size=2)) == 32

@@ -66,9 +66,11 @@ _HTTP_ONLY = frozenset(
     }
 )
 _NO_ENDPOINT = "run-batch has no HTTP endpoints; the progress bar and stats log show progress"
-# vLLM's run-batch flags with nothing to do here: accepted with a warning naming them.
+# vLLM's run-batch flags: --enable-metrics asks for a Prometheus endpoint during the run,
+# which run-batch does not serve (refused, naming it); the others only place that
+# endpoint or others it lacks (accepted with a warning naming them).
 _BATCH_FOREIGN = [
-    Foreign(("--enable-metrics",), "ignore", _NO_ENDPOINT, nargs=0),
+    Foreign(("--enable-metrics",), "refuse", _NO_ENDPOINT, nargs=0),
     Foreign(("--url",), "ignore", _NO_ENDPOINT),
     Foreign(("--host",), "ignore", _NO_ENDPOINT),
     Foreign(("--port",), "ignore", _NO_ENDPOINT),
