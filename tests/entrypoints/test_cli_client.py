@@ -9,11 +9,13 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 from actorllm.engine.config.engine_config import EngineConfig
 from actorllm.entrypoints import cli
+from actorllm.entrypoints.commands.server_client import print_stream
 from tests.entrypoints.conftest import start_server
 from tests.entrypoints.fake_engine import FakeEngine
 from tests.entrypoints.server_thread import ServerThread
@@ -157,3 +159,21 @@ def test_wrong_key_in_a_real_process_is_no_traceback(keyed: ServerThread) -> Non
     assert done.stderr.strip().endswith(
         "error: the server answered 401: Invalid or missing API key."
     )
+
+
+def test_reasoning_is_printed_between_think_tags(capsys: pytest.CaptureFixture[str]) -> None:
+    """As vLLM prints a reasoning model's stream; the answer alone joins the conversation."""
+
+    def delta(**fields: str) -> dict[str, Any]:
+        return {"choices": [{"index": 0, "delta": fields}]}
+
+    chunks = [
+        delta(role="assistant"),
+        delta(reasoning="Let me "),
+        delta(reasoning_content="think."),  # the older field name
+        delta(content="Hi"),
+        delta(content="!"),
+        {"choices": [], "usage": {"completion_tokens": 5}},
+    ]
+    assert print_stream(iter(chunks), stats=False) == "Hi!"
+    assert capsys.readouterr().out == "<think>\nLet me think.\n</think>\nHi!\n"

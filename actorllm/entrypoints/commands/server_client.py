@@ -33,7 +33,7 @@ class ServerError(Exception):
 
 
 def add_query_options(parser: argparse.ArgumentParser) -> None:
-    """vLLM's ``--url``, ``--model-name``, ``--api-key``, with its defaults."""
+    """vLLM's ``--url``, ``--model-name``, ``--api-key`` and ``--stats``, with its defaults."""
     parser.add_argument(
         "--url",
         default="http://localhost:8000/v1",
@@ -111,9 +111,10 @@ class ServerClient:
                     if data == "[DONE]":
                         return
                     chunk = json.loads(data)
-                    if "error" in chunk:
-                        error = chunk["error"]
-                        raise ServerError(int(error.get("code") or 500), str(error["message"]))
+                    if "error" in chunk:  # OpenAI's error body, its code the HTTP status
+                        error, status = chunk["error"], chunk["error"].get("code")
+                        status = status if isinstance(status, int) else 500
+                        raise ServerError(status, str(error.get("message", error)))
                     yield chunk
             except (OSError, http.client.HTTPException) as exc:
                 raise ServerError(0, f"the stream from {self.base_url} broke: {exc!r}") from None
