@@ -19,7 +19,7 @@ from actorllm.entrypoints.commands.server_client import (
     read_message,
 )
 
-HELP = "Generate chat completions via the running API server."
+HELP = "chat with the model of a running server (as vllm chat)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -19,7 +19,7 @@ from actorllm.entrypoints.commands.server_client import (
     read_message,
 )
 
-HELP = "Generate text completions based on the given prompt via the running API server."
+HELP = "complete prompts with the model of a running server (as vllm complete)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
