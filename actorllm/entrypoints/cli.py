@@ -6,7 +6,7 @@ A command module defines ``HELP`` (one line), ``add_arguments(parser)`` and
 
     $ actorllm serve                 # the embedded demo model on 127.0.0.1:8000
     $ actorllm generate "Once upon a time" --max-tokens 32
-    $ actorllm chat
+    $ actorllm chat -q "Hello"       # a client of a running server, as `vllm chat`
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ COMMANDS: dict[str, str] = {
     "serve": "actorllm.entrypoints.commands.serve",
     "generate": "actorllm.entrypoints.commands.generate",
     "chat": "actorllm.entrypoints.commands.chat",
+    "complete": "actorllm.entrypoints.commands.complete",
     "bench": "actorllm.entrypoints.commands.bench",
     "run-batch": "actorllm.entrypoints.commands.run_batch",
 }

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import io
 import logging
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -87,6 +89,28 @@ def test_generate_runs_on_the_demo_model(
     from the parsed args: the command must not read it)."""
     assert cli.main(["generate", "--max-tokens", "3", "--temperature", "0", *seed, "Hello"]) == 0
     assert capsys.readouterr().out.strip()
+
+
+def test_generate_interactive_chats_on_the_demo_model(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The local-engine REPL: a reply per message, /reset forgets, /exit quits (the line
+    after it is never read). Piped stdin: no prompts, the replies only."""
+    monkeypatch.setattr(sys, "stdin", io.StringIO("Hello\n/reset\nHi\n/exit\nnever\n"))
+    argv = ["generate", "--interactive", "--system", "Be brief.", "--max-tokens", "3"]
+    assert cli.main(argv) == 0
+    assert capsys.readouterr().out.strip()
+    assert sys.stdin.read() == "never\n"
+
+
+def test_generate_takes_a_prompt_or_interactive(capsys: pytest.CaptureFixture[str]) -> None:
+    for argv in (
+        ["generate"],
+        ["generate", "hi", "--interactive"],
+        ["generate", "hi", "--system", "s"],
+    ):
+        assert cli.main(argv) == 2
+        assert capsys.readouterr().err.startswith("error: ")
 
 
 def test_engine_startup_failure_exits_1_with_one_clear_line(
@@ -325,9 +349,10 @@ def test_chat_template_inline_or_file(tmp_path: Any) -> None:
 
 
 def test_generate_and_chat_sampling_flags_over_the_generation_config() -> None:
-    """`actorllm generate/chat`: a sampling flag given wins; one left out takes the model's
-    generation_config default (--override-generation-config here), else the command's own
-    (greedy, --max-tokens 64) -- the generation-config flags are never silently ignored."""
+    """`actorllm generate [--interactive]`: a sampling flag given wins; one left out takes
+    the model's generation_config default (--override-generation-config here), else the
+    command's own (greedy, --max-tokens 64, 256 interactive) -- the generation-config flags
+    are never silently ignored."""
     from actorllm.entrypoints.commands.generate import sampling_params
 
     def params(*flags: str) -> Any:
@@ -344,5 +369,5 @@ def test_generate_and_chat_sampling_flags_over_the_generation_config() -> None:
     assert (p.temperature, p.top_p, p.max_tokens) == (0.7, 0.9, 9)
     p = params("--generation-config", "vllm", *over, "--temperature", "0.2", "--max-tokens", "3")
     assert (p.temperature, p.top_p, p.max_tokens) == (0.2, 0.9, 3)
-    chat = parse("chat", "--generation-config", "vllm")
+    chat = parse("generate", "--interactive", "--generation-config", "vllm")
     assert sampling_params(chat, {}).max_tokens == 256

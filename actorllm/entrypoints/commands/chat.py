@@ -1,74 +1,76 @@
-"""``actorllm chat``: an interactive chat in the terminal, replies streamed as they come.
+"""``actorllm chat``: chat with a running server's model, as ``vllm chat`` does (flags,
+defaults and output are vLLM's): ``-q MESSAGE`` asks once, otherwise one message a line
+until end of input. The local-engine REPL is ``actorllm generate --interactive``.
 
-Reads lines from stdin (``/exit`` or end of input quits, ``/reset`` forgets the history);
-the engine keeps running between turns, so later turns reuse the cached prefix.
+    $ actorllm chat --url http://localhost:8000/v1 -q "Hello"
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING
+from typing import Any
 
-import anyio
-
-from actorllm.entrypoints.commands.engine_args import add_engine_arguments
-from actorllm.entrypoints.commands.generate import (
-    add_sampling_arguments,
-    run_engine,
+from actorllm.entrypoints.commands.server_client import (
+    ServerError,
+    add_query_options,
+    connect,
+    print_stream,
+    read_message,
 )
 
-if TYPE_CHECKING:
-    from actorllm.core.sampling_params import SamplingParams
-    from actorllm.engine import AsyncEngine
-
-HELP = "chat with a model in the terminal (streaming)"
+HELP = "chat with the model of a running server (as vllm chat)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--system", default=None, help="a system prompt")
-    add_sampling_arguments(parser, max_tokens=256)
-    add_engine_arguments(parser, model_positional=False)
-
-
-def _read_line(prompt: str) -> str | None:
-    try:
-        return input(prompt)
-    except EOFError:
-        return None
-
-
-async def chat_loop(
-    engine: AsyncEngine, params: SamplingParams, system: str | None, interactive: bool
-) -> None:
-    history: list[dict[str, str]] = [{"role": "system", "content": system}] if system else []
-    while True:
-        line = await anyio.to_thread.run_sync(_read_line, "> " if interactive else "")
-        if line is None or line.strip() == "/exit":
-            return
-        if line.strip() == "/reset":
-            del history[1 if system else 0 :]
-            continue
-        if not line.strip():
-            continue
-        history.append({"role": "user", "content": line})
-        reply = []
-        try:
-            async for out in engine.chat(history, params):
-                for co in out.outputs:
-                    reply.append(co.text)
-                    sys.stdout.write(co.text)
-                    sys.stdout.flush()
-        except ValueError as exc:  # e.g. the conversation outgrew max_model_len
-            print(f"\nerror: {exc} (try /reset)", file=sys.stderr)
-            history.pop()
-            continue
-        sys.stdout.write("\n")
-        history.append({"role": "assistant", "content": "".join(reply)})
+    add_query_options(parser)
+    parser.add_argument(
+        "--system-prompt",
+        default=None,
+        help="The system prompt to be added to the chat template, used for models that "
+        "support system prompts.",
+    )
+    parser.add_argument(
+        "-q",
+        "--quick",
+        metavar="MESSAGE",
+        default=None,
+        help="Send a single prompt as MESSAGE and print the response, then exit.",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
-    async def session(engine: AsyncEngine, params: SamplingParams) -> None:
-        await chat_loop(engine, params, args.system, sys.stdin.isatty())
-
-    return run_engine(args, session)
+    try:
+        model, client = connect(args)
+        conversation: list[dict[str, str]] = []
+        if args.system_prompt is not None:
+            conversation.append({"role": "system", "content": args.system_prompt})
+        body: dict[str, Any] = {"model": model}
+        if args.stats:
+            body["stream_options"] = {"include_usage": True}
+        if args.quick is not None:
+            conversation.append({"role": "user", "content": args.quick})
+            print_stream(
+                client.stream("/chat/completions", {**body, "messages": conversation}), args.stats
+            )
+            return 0
+        print("Please enter a message for the chat model:")
+        while (message := read_message()) is not None:
+            conversation.append({"role": "user", "content": message})
+            try:
+                chunks = client.stream("/chat/completions", {**body, "messages": conversation})
+                reply = print_stream(chunks, args.stats)
+            except ServerError as exc:
+                if exc.status != 400:
+                    raise
+                # A refused message (e.g. the conversation outgrew the context): drop it, go on.
+                print(f"error: {exc}", file=sys.stderr)
+                conversation.pop()
+                continue
+            conversation.append({"role": "assistant", "content": reply})
+    except ServerError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:  # Ctrl-C ends the chat, as in vLLM (exit 0)
+        print()
+    return 0

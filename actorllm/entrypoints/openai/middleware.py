@@ -7,6 +7,7 @@ request costs no parsing and never reaches the engine.
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import importlib
 import inspect
@@ -24,29 +25,62 @@ Scope = dict[str, Any]
 logger = logging.getLogger("actorllm.requests")
 
 
-class APIKeyMiddleware:
-    """401 unless ``Authorization: Bearer <key>`` matches one of the keys, on ``/v1/*`` and
-    ``/invocations`` (the inference routes; unlike vLLM, which leaves /invocations open).
-    /health, /metrics, /version and the dev endpoints stay open for probes and scrapers.
+# Behind --api-key: vLLM's guarded prefixes (its OpenAI API and its other inference APIs;
+# a bare prefix test, so /v1anything is guarded too) and SageMaker's /invocations, which
+# vLLM leaves open. Everything else (health, metrics, version, load, tokenize, the
+# OpenAPI document, the dev routes) stays open for probes and scrapers.
+GUARDED_PREFIXES = ("/v1", "/v2", "/inference", "/cohere")
+GUARDED_PATHS = frozenset({"/invocations"})
 
-    Each comparison is constant-time (``hmac.compare_digest``), and every key is compared,
-    so the time taken does not tell which key came close.
+
+def route_path(scope: Mapping[str, Any]) -> str:
+    """The path the router matches: ``path`` less ``root_path`` when it carries it
+    (starlette's rule, ``starlette._utils.get_route_path``). A guard must judge this path,
+    not ``path``: under ``--root-path /llm`` the request ``/llm/v1/models`` reaches the
+    ``/v1/models`` route."""
+    path: str = scope["path"]
+    root_path: str = scope.get("root_path", "")
+    if not root_path or not path.startswith(root_path):
+        return path
+    if path == root_path:
+        return ""
+    return path[len(root_path) :] if path[len(root_path)] == "/" else path
+
+
+def is_guarded(path: str) -> bool:
+    """Whether a route path needs the API key (when the server has one)."""
+    return path.startswith(GUARDED_PREFIXES) or path in GUARDED_PATHS
+
+
+class APIKeyMiddleware:
+    """401 unless ``Authorization: Bearer <key>`` matches one of the keys, on the guarded
+    routes (:func:`is_guarded`, judged on :func:`route_path`). Preflights (OPTIONS) pass:
+    browsers send no credentials there. Put it inside :class:`RootPathMiddleware`, which
+    sets the ``root_path`` it reads.
+
+    The scheme is case-insensitive (``bearer`` too, as vLLM). Keys are compared as SHA-256
+    digests, each in constant time and all of them every time, so the time taken tells
+    neither which key came close nor how long a key is.
     """
 
     def __init__(self, app: Any, api_key: str | Sequence[str]) -> None:
         self.app = app
         keys = [api_key] if isinstance(api_key, str) else list(api_key)
-        self._expected = [f"Bearer {key}".encode() for key in keys]
+        self._digests = [hashlib.sha256(key.encode()).digest() for key in keys]
 
-    def _accepts(self, given: bytes) -> bool:
-        results = [hmac.compare_digest(given, expected) for expected in self._expected]
+    def _accepts(self, authorization: bytes) -> bool:
+        scheme, _, token = authorization.partition(b" ")
+        if scheme.lower() != b"bearer":
+            return False
+        digest = hashlib.sha256(token).digest()
+        results = [hmac.compare_digest(digest, expected) for expected in self._digests]
         return any(results)
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         if (
             scope["type"] == "http"
-            and (scope["path"].startswith("/v1") or scope["path"] == "/invocations")
             and scope["method"] != "OPTIONS"
+            and is_guarded(route_path(scope))
         ):
             given = dict(scope["headers"]).get(b"authorization", b"")
             if not self._accepts(given):

@@ -25,6 +25,7 @@ from actorllm import __version__
 from actorllm.entrypoints.openai import dev_rpc
 from actorllm.entrypoints.openai import protocol as p
 from actorllm.entrypoints.openai.fields import UNSUPPORTED
+from actorllm.entrypoints.openai.middleware import is_guarded
 from actorllm.entrypoints.openai.preprocess import reserved_template_kwargs
 
 _REF = "#/components/schemas/{name}"
@@ -308,7 +309,7 @@ def openapi_document(*, dev_mode: bool, api_key: bool, served: Served) -> dict[s
         if req is not None:
             op["requestBody"] = {"required": True, **_json(ref[req])}
             statuses += [400, 404, 413]
-        if path.startswith("/v1") and api_key:
+        if is_guarded(path) and api_key:
             statuses.append(401)
             op["security"] = [{"bearer": []}]
         _responses(op, error, sorted(statuses))
