@@ -20,8 +20,9 @@ class AppSettings(msgspec.Struct, kw_only=True):
 
     # -- Frontend ---------------------------------------------------------------------------
     api_key: str | list[str] | None = None
-    """Require ``Authorization: Bearer KEY`` on /v1/* (default: $ACTORLLM_API_KEY or
-    $VLLM_API_KEY); several keys (``--api-key a b``): any one of them is accepted."""
+    """Require ``Authorization: Bearer KEY`` on /v1/*, /v2/*, /inference/*, /cohere/* and
+    /invocations, under --root-path too (default: $ACTORLLM_API_KEY or $VLLM_API_KEY);
+    several keys (``--api-key a b``): any one of them is accepted."""
     max_body_bytes: int = 16 * 2**20
     """Requests with a larger body are refused with 413."""
     dev_mode: bool = False

@@ -8,7 +8,8 @@ from collections.abc import Mapping
 APP_SETTINGS_HELP: Mapping[str, Mapping[str, str]] = {
     "Frontend": {
         "api_key": (
-            "Require ``Authorization: Bearer KEY`` on /v1/* (default: $ACTORLLM_API_KEY or "
+            "Require ``Authorization: Bearer KEY`` on /v1/*, /v2/*, /inference/*, /cohere/* "
+            "and /invocations, under --root-path too (default: $ACTORLLM_API_KEY or "
             "$VLLM_API_KEY); several keys (``--api-key a b``): any one of them is accepted."
         ),
         "max_body_bytes": "Requests with a larger body are refused with 413.",
