@@ -125,6 +125,8 @@ class SamplingParams(msgspec.Struct, kw_only=True):
             self.stop_token_ids = list(self.stop_token_ids)
         if self.top_k == -1:
             self.top_k = 0
+        if self.seed == -1:
+            self.seed = None  # vLLM: -1 is "no seed" (a fresh random stream per request)
         if self.thinking_token_budget == -1:
             self.thinking_token_budget = None  # vLLM: -1 is "unlimited"
         if self.skip_reading_prefix_cache is None:
@@ -343,8 +345,9 @@ class SamplingParams(msgspec.Struct, kw_only=True):
             return [t for t in ids if not 0 <= t < vocab_size]
 
         if self.logit_bias and (b := bad(self.logit_bias)):
-            raise SamplingParamsError(
-                "logit_bias", f"token ids {b[:5]} are out of vocabulary (size {vocab_size})."
+            raise SamplingParamsError(  # vLLM's words, naming the keys
+                "logit_bias",
+                f"contains out-of-vocab token id(s) {b[:5]}. Vocabulary size: {vocab_size}",
             )
         if self.allowed_token_ids and (b := bad(self.allowed_token_ids)):
             raise SamplingParamsError(
