@@ -123,6 +123,7 @@ async def create_chat_completion(
             )
         ),
         defaults=ctx.defaults.sampling,
+        logprob_limits=(engine.config.max_logprobs, engine.vocab_size),
     )
     rid = new_request_id("chatcmpl", req.request_id)
     it = engine.generate(

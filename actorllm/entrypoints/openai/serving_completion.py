@@ -72,6 +72,7 @@ async def create_completion(ctx: ServingContext, req: CompletionRequest, receive
             ),
             output_kind=kind,
             defaults=ctx.defaults.sampling,
+            logprob_limits=(engine.config.max_logprobs, engine.vocab_size),
         )
         for p in prompts
     ]
