@@ -60,9 +60,10 @@ def fake() -> FakeEngine:
     return FakeEngine(max_model_len=64)
 
 
-@pytest.fixture(scope="module")
-def http(fake: FakeEngine) -> Iterator[httpx.Client]:
-    srv = start_server(fake, trust_request_chat_template=True)
+# Both anyio backends: the handlers are backend-neutral, hypercorn runs either.
+@pytest.fixture(scope="module", params=["trio", "asyncio"])
+def http(fake: FakeEngine, request: pytest.FixtureRequest) -> Iterator[httpx.Client]:
+    srv = start_server(fake, request.param, trust_request_chat_template=True)
     with httpx.Client(base_url=srv.url, timeout=30) as c:
         yield c
     srv.stop()
