@@ -113,3 +113,11 @@ def test_the_document_states_the_limit(
         prop = doc["components"]["schemas"]["CompletionRequest"]["properties"]["logprobs"]
         bound = next(p for p in prop["anyOf"] if p.get("type") == "integer")
         assert (bound["minimum"], bound["maximum"]) == bounds
+
+
+def test_top_logprobs_needs_logprobs_unless_zero(default: tuple[httpx.Client, FakeEngine]) -> None:
+    http, _ = default
+    err = chat(http, 400, top_logprobs=2)["error"]
+    assert err["message"] == "when using `top_logprobs`, `logprobs` must be set to true."
+    assert err["param"] == "top_logprobs"
+    chat(http, top_logprobs=0)  # vLLM: 0 asks for nothing, so it needs nothing

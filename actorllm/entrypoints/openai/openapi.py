@@ -205,9 +205,9 @@ def _cross_field_rules(components: dict[str, Any]) -> None:
         kwargs = schema["properties"]["chat_template_kwargs"]
         kwargs["anyOf"][0].update(reserved)
     chat = components["ChatCompletionRequest"]
-    chat["allOf"].append(
-        {"if": _if_set("top_logprobs"), "then": _if_set("logprobs", True)}  # needs logprobs
-    )
+    asks_top = _if_set("top_logprobs")
+    asks_top["properties"]["top_logprobs"] = {"not": {"enum": [None, 0]}}  # 0 asks nothing
+    chat["allOf"].append({"if": asks_top, "then": _if_set("logprobs", True)})  # needs logprobs
     components["TokenizeRequest"]["oneOf"] = [{"required": ["prompt"]}, {"required": ["messages"]}]
     for name in (
         "CompletionRequest",

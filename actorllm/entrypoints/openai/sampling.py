@@ -177,8 +177,10 @@ def chat_params(
     that holds tool_choice auto's calls to strict functions' parameters;
     ``keep_special_tokens``: the tool parser reads special tokens (Mistral's
     ``[TOOL_CALLS]``)."""
-    if req.top_logprobs is not None and not req.logprobs:
-        raise bad_request("top_logprobs requires logprobs to be true.", "top_logprobs")
+    if req.top_logprobs not in (None, 0) and not req.logprobs:  # vLLM: 0 asks nothing
+        raise bad_request(
+            "when using `top_logprobs`, `logprobs` must be set to true.", "top_logprobs"
+        )
     if req.logprob_token_ids and not req.logprobs:
         raise bad_request(
             "when using `logprob_token_ids`, `logprobs` must be set to true.",
