@@ -49,10 +49,12 @@ class InputProcessor:
         vocab_size: int,
         max_model_len: int,
         eos_token_ids: Sequence[int] = (),
+        max_logprobs: int = 20,
     ) -> None:
         self.tokenizer = tokenizer
         self.vocab_size = vocab_size
         self.max_model_len = max_model_len
+        self.max_logprobs = max_logprobs  # EngineConfig.max_logprobs; -1: the vocabulary
         # The first EOS is the request's eos_token_id; the others (Llama 3 lists several,
         # the demo's chat end token) stop generation like stop_token_ids do.
         self.eos_token_id = eos_token_ids[0] if eos_token_ids else None
@@ -156,6 +158,7 @@ class InputProcessor:
             )
         try:
             params.verify_vocab(self.vocab_size)
+            params.verify_logprobs(self.max_logprobs, self.vocab_size)
         except SamplingParamsError as exc:
             raise InvalidRequestError(str(exc), param=exc.param) from exc
 
@@ -168,6 +171,8 @@ class InputProcessor:
         ]
 
     def _internal_params(self, params: SamplingParams) -> SamplingParams:
+        # logprobs=-1 is the vocabulary size from here on: the sampler takes a top-k.
+        params = params.verify_logprobs(self.max_logprobs, self.vocab_size)
         changes: dict[str, Any] = {}
         if params.bad_words and params.bad_words_token_ids is None:
             changes["bad_words_token_ids"] = self._bad_words_ids(params.bad_words)

@@ -125,6 +125,8 @@ class SamplingParams(msgspec.Struct, kw_only=True):
             self.stop_token_ids = list(self.stop_token_ids)
         if self.top_k == -1:
             self.top_k = 0
+        if self.seed == -1:
+            self.seed = None  # vLLM: -1 is "no seed" (a fresh random stream per request)
         if self.thinking_token_budget == -1:
             self.thinking_token_budget = None  # vLLM: -1 is "unlimited"
         if self.skip_reading_prefix_cache is None:
@@ -177,13 +179,16 @@ class SamplingParams(msgspec.Struct, kw_only=True):
                 "min_tokens",
                 f"must be at most max_tokens={self.max_tokens}, got {self.min_tokens}.",
             )
+        # -1: the whole vocabulary (vLLM), resolved by verify_logprobs.
         if self.logprobs is not None:
-            _check(self.logprobs >= 0, "logprobs", f"must be non-negative, got {self.logprobs}.")
+            _check(
+                self.logprobs >= -1, "logprobs", f"must be non-negative or -1, got {self.logprobs}."
+            )
         if self.prompt_logprobs is not None:
             _check(
-                self.prompt_logprobs >= 0,
+                self.prompt_logprobs >= -1,
                 "prompt_logprobs",
-                f"must be non-negative, got {self.prompt_logprobs}.",
+                f"must be non-negative or -1, got {self.prompt_logprobs}.",
             )
         assert isinstance(self.stop, list)
         _check(
@@ -336,6 +341,27 @@ class SamplingParams(msgspec.Struct, kw_only=True):
             changes.setdefault("skip_reading_prefix_cache", None)
         return msgspec.structs.replace(self, **changes)
 
+    def verify_logprobs(self, max_logprobs: int, vocab_size: int) -> SamplingParams:
+        """These params with a logprobs count of -1 made the vocabulary size; raises
+        SamplingParamsError (vLLM's message) for more than ``max_logprobs`` (the engine's
+        ``--max-logprobs``; -1: the vocabulary size). Called by the input processor."""
+        limit = vocab_size if max_logprobs == -1 else max_logprobs
+        changes: dict[str, int] = {}
+        for name, kind in (("logprobs", "sample"), ("prompt_logprobs", "prompt")):
+            k = getattr(self, name)
+            if not k:
+                continue
+            k = vocab_size if k == -1 else k
+            if k > limit:
+                raise SamplingParamsError(
+                    name,
+                    f"Requested {kind} logprobs of {k}, which is greater than max allowed: {limit}",
+                    named=False,
+                )
+            if k != getattr(self, name):
+                changes[name] = k
+        return self.clone(**changes) if changes else self
+
     def verify_vocab(self, vocab_size: int) -> None:
         """Check token ids against the model's vocabulary (called by the input processor)."""
 
@@ -343,8 +369,9 @@ class SamplingParams(msgspec.Struct, kw_only=True):
             return [t for t in ids if not 0 <= t < vocab_size]
 
         if self.logit_bias and (b := bad(self.logit_bias)):
-            raise SamplingParamsError(
-                "logit_bias", f"token ids {b[:5]} are out of vocabulary (size {vocab_size})."
+            raise SamplingParamsError(  # vLLM's words, naming the keys
+                "logit_bias",
+                f"contains out-of-vocab token id(s) {b[:5]}. Vocabulary size: {vocab_size}",
             )
         if self.allowed_token_ids and (b := bad(self.allowed_token_ids)):
             raise SamplingParamsError(
@@ -364,8 +391,9 @@ class SamplingParams(msgspec.Struct, kw_only=True):
 class SamplingParamsError(ValueError):
     """An invalid sampling parameter; ``param`` names the field (OpenAI's error ``param``)."""
 
-    def __init__(self, param: str, message: str) -> None:
-        super().__init__(f"{param} {message}")
+    def __init__(self, param: str, message: str, *, named: bool = True) -> None:
+        # named=False: the message is vLLM's own sentence, which does not start with the field
+        super().__init__(f"{param} {message}" if named else message)
         self.param = param
 
 

@@ -97,3 +97,14 @@ def test_cache_salt_comes_with_the_prompt_mapping(inputs):
     with pytest.raises(InvalidRequestError) as info:
         inputs.process("c", {"prompt_token_ids": [5], "cache_salt": ""}, SamplingParams())
     assert info.value.param == "cache_salt"
+
+
+def test_logprobs_minus_one_is_the_vocabulary_within_max_logprobs():
+    tok = demo_tokenizer()
+    unlimited = InputProcessor(tok, vocab_size=4096, max_model_len=32, max_logprobs=-1)
+    (child,) = unlimited.process("r", "hello", SamplingParams(logprobs=-1)).children
+    assert child.params.logprobs == 4096
+    limited = InputProcessor(tok, vocab_size=4096, max_model_len=32)  # vLLM's default, 20
+    with pytest.raises(InvalidRequestError, match="greater than max allowed: 20") as info:
+        limited.process("r", "hello", SamplingParams(logprobs=21))
+    assert info.value.param == "logprobs"

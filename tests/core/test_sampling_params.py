@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from actorllm.core.sampling_params import SamplingParams
+from actorllm.core.sampling_params import SamplingParams, SamplingParamsError
 
 
 def test_offline_sampling_params_take_vllms_fields() -> None:
@@ -83,3 +83,21 @@ def test_logprob_token_ids_are_validated_as_vllm() -> None:
         SamplingParams(logprob_token_ids=list(range(129)))
     with pytest.raises(ValueError, match=r"^logprob_token_ids contains out-of-vocab .*\[9\]"):
         SamplingParams(logprob_token_ids=[1, 9]).verify_vocab(8)
+
+
+def test_seed_minus_one_means_unseeded() -> None:
+    # vLLM's SamplingParams: seed == -1 is None (a fresh random stream per request).
+    assert SamplingParams(seed=-1).seed is None
+    assert SamplingParams(seed=0).seed == 0
+
+
+def test_verify_logprobs_resolves_minus_one_and_checks_the_limit() -> None:
+    p = SamplingParams(logprobs=-1, prompt_logprobs=-1).verify_logprobs(-1, 100)
+    assert (p.logprobs, p.prompt_logprobs) == (100, 100)
+    assert SamplingParams(logprobs=5).verify_logprobs(20, 100).logprobs == 5
+    with pytest.raises(SamplingParamsError, match=r"^Requested sample logprobs of 21, which"):
+        SamplingParams(logprobs=21).verify_logprobs(20, 100)
+    with pytest.raises(SamplingParamsError, match=r"prompt logprobs of 100, .* allowed: 20$"):
+        SamplingParams(prompt_logprobs=-1).verify_logprobs(20, 100)
+    with pytest.raises(SamplingParamsError, match="logprobs must be non-negative or -1"):
+        SamplingParams(logprobs=-2)

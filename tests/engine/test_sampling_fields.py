@@ -21,7 +21,9 @@ IDS = [5, 17, 300, 4095]
 
 @pytest.fixture(scope="module")
 def llm(tiny_model):
-    with LLM(tiny_model, max_model_len=256, kv_cache_memory_bytes=8 * 2**20) as engine:
+    # max_logprobs=-1: the comparison below asks every token's logprob (vLLM's limit is 20).
+    config = {"max_model_len": 256, "kv_cache_memory_bytes": 8 * 2**20, "max_logprobs": -1}
+    with LLM(tiny_model, **config) as engine:
         yield engine
 
 

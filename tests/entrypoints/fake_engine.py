@@ -76,6 +76,7 @@ class FakeEngine:
         token_delay_s: float = 0.0,
         max_model_len: int = 64,
         scheduling_policy: str = "fcfs",
+        max_logprobs: int = 20,
     ) -> None:
         self.model_name = "fake-model"
         self.model_names = [self.model_name]
@@ -83,7 +84,10 @@ class FakeEngine:
         self.tokenizer = demo_tokenizer()
         self.vocab_size = len(self.tokenizer)
         self.stats = RequestStats(max_model_len)  # what the engine's output path records
-        self.config = EngineConfig(scheduling_policy=scheduling_policy)  # type: ignore[arg-type]
+        self.config = EngineConfig(
+            scheduling_policy=scheduling_policy,  # type: ignore[arg-type]
+            max_logprobs=max_logprobs,
+        )
         # What the last generate() was asked: (prompt, params, priority).
         self.last_request: tuple[str | dict[str, Any], SamplingParams, int] | None = None
         self.token_delay_s = token_delay_s

@@ -59,7 +59,6 @@ def asked(fake: FakeEngine) -> tuple[Any, SamplingParams, int]:
 ASKING: dict[str, Any] = {
     "functions": [{"name": "f"}],
     "function_call": "auto",
-    "reasoning_effort": "high",
     "thinking_token_budget": 128,
     "watermarking": True,
     "routed_experts_prompt_start": 4,
@@ -77,6 +76,7 @@ ASKING: dict[str, Any] = {
     "prediction": {"type": "content", "content": "x"},
     "web_search_options": {},
     "kv_transfer_params": {"do_remote_decode": True},
+    "ec_transfer_params": {"x": 1},
     "store": True,
     "metadata": {"k": "v"},
     "service_tier": "flex",
@@ -109,6 +109,7 @@ def test_known_unsupported_fields_are_refused_by_name(http: httpx.Client, name: 
         {"thinking_token_budget": -1},
         {"watermarking": False},
         {"routed_experts_prompt_start": 0},
+        {"prompt_embeds": []},
     ],
 )
 def test_their_off_values_are_accepted(http: httpx.Client, extra: dict[str, Any]) -> None:

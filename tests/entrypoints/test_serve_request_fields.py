@@ -21,7 +21,9 @@ MAX_LEN = 256
 
 @pytest.fixture(scope="module")
 def srv() -> Iterator[ServeProcess]:
-    with ServeProcess(["--max-model-len", str(MAX_LEN), "--metrics-prefix", "vllm"]) as proc:
+    # --max-logprobs above vLLM's default 20: the server starts and serves up to it.
+    argv = ["--max-model-len", str(MAX_LEN), "--metrics-prefix", "vllm", "--max-logprobs", "30"]
+    with ServeProcess(argv) as proc:
         yield proc
 
 
@@ -219,10 +221,10 @@ def test_known_unsupported_field_is_refused(client: openai.OpenAI) -> None:
         client.chat.completions.create(
             model="actorllm-demo",
             messages=[{"role": "user", "content": "hi"}],
-            extra_body={"reasoning_effort": "high"},
+            extra_body={"use_beam_search": True},
         )
     assert info.value.body is not None
-    assert info.value.body["param"] == "reasoning_effort"  # type: ignore[index]
+    assert info.value.body["param"] == "use_beam_search"  # type: ignore[index]
 
 
 def test_engine_request_metrics_under_the_vllm_prefix(http: httpx.Client) -> None:
@@ -289,3 +291,27 @@ def test_stream_interval_batches_tokens_into_each_chunk(http: httpx.Client) -> N
     assert len(sizes) <= 4, sizes  # 1, 4, 4, 1 (fewer if a step's chunks were merged)
     whole = complete(http, max_tokens=10, ignore_eos=True, temperature=0)["choices"][0]["text"]
     assert text == whole
+
+
+def test_max_logprobs_above_twenty(http: httpx.Client) -> None:
+    out = complete(http, max_tokens=2, logprobs=25)
+    assert all(len(top) >= 25 for top in out["choices"][0]["logprobs"]["top_logprobs"])
+    r = http.post("/v1/completions", json={"prompt": "x", "max_tokens": 1, "logprobs": 31})
+    assert r.status_code == 400
+    assert r.json()["error"]["message"] == (
+        "Requested sample logprobs of 31, which is greater than max allowed: 30"
+    )
+
+
+def test_reasoning_effort_and_prompt_text_on_the_real_engine(http: httpx.Client) -> None:
+    body = {
+        "messages": [{"role": "user", "content": "hi"}],
+        "max_tokens": 2,
+        "reasoning_effort": "low",
+        "return_prompt_text": True,
+        "seed": -1,
+        "temperature": 1.0,
+    }
+    r = http.post("/v1/chat/completions", json=body)
+    assert r.status_code == 200, r.text
+    assert "hi" in r.json()["prompt_text"]

@@ -99,6 +99,8 @@ VLLM_SERVE_FLAGS: list[list[str]] = [
     ["-q", "None"],
     ["--enforce-eager"],
     ["--max-logprobs", "20"],
+    ["--max-logprobs", "50"],
+    ["--max-logprobs", "-1"],
     ["--logprobs-mode", "raw_logprobs"],
     ["--disable-sliding-window"],
     ["--disable-cascade-attn"],

@@ -39,6 +39,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from actorllm.compat.vllm.bridge import Bridge
 from actorllm.compat.vllm.caller_loop import call_on_engine, put, read_outputs
 from actorllm.compat.vllm.engine_args import AsyncEngineArgs, EngineArgs
+from actorllm.compat.vllm.not_built import ASYNC_LLM_NOT_BUILT, check_options, not_built, refuse
 from actorllm.compat.vllm.offline_prompts import check_prompt
 from actorllm.core.outputs import RequestOutput
 from actorllm.core.sampling_params import SamplingParams
@@ -51,33 +52,9 @@ from actorllm.worker.worker_thread import LoopPoster
 logger = logging.getLogger("actorllm.engine")
 
 
-# vLLM AsyncLLM methods for features actorllm does not have: calling one raises
-# NotImplementedError naming it (with why).
-_NOT_BUILT = {
-    "encode": "pooling models are not supported (text generation only)",
-    "add_lora": "LoRA adapters are not supported",
-    "remove_lora": "LoRA adapters are not supported",
-    "pin_lora": "LoRA adapters are not supported",
-    "reset_mm_cache": "there are no multimodal inputs",
-    "reset_encoder_cache": "there are no multimodal inputs",
-    "pause_generation": "pausing generation is not built (see sleep/wake_up)",
-    "resume_generation": "pausing generation is not built (see sleep/wake_up)",
-    "scale_elastic_ep": "elastic expert parallelism is not supported",
-    "init_weight_transfer_engine": "weight transfer engines are not supported",
-    "update_weights": "weight transfer engines are not supported (see collective_rpc)",
-    "notify_kv_transfer_request_rejected": "disaggregated KV transfer is not supported",
-}
-
-
-def _refuse(name: str, why: str) -> None:
-    raise NotImplementedError(f"{name}: {why}.")
-
-
 def _check_options(sampling_params: object, **options: Any) -> None:
     """``generate``'s vLLM options that are not built refuse any value but None."""
-    for name, value in options.items():
-        if value is not None:
-            _refuse(f"generate({name}=...)", "not supported by actorllm")
+    check_options("AsyncLLM.generate", **options)
     if not isinstance(sampling_params, SamplingParams):
         raise TypeError(
             f"sampling_params must be SamplingParams, got {type(sampling_params).__name__}."
@@ -123,9 +100,9 @@ class AsyncLLM:
         ``EngineConfig``). Blocks until the model is loaded. ``stat_loggers`` (custom stat
         logger factories) and ``start_engine_loop=False`` are refused."""
         if stat_loggers:
-            _refuse("stat_loggers", "custom stat loggers are not supported")
+            refuse("stat_loggers", "custom stat loggers are not supported")
         if not start_engine_loop:
-            _refuse("start_engine_loop", "the engine always starts at once (on its own thread)")
+            refuse("start_engine_loop", "the engine always starts at once (on its own thread)")
         if isinstance(engine_args, EngineConfig):
             return cls(engine_args)
         if not isinstance(engine_args, EngineArgs):
@@ -166,11 +143,11 @@ class AsyncLLM:
             if name not in defaults:
                 raise TypeError(f"from_vllm_config got an unexpected keyword argument {name!r}.")
             if value != defaults[name]:
-                _refuse(name, "only one in-process client is supported")
+                refuse(name, "only one in-process client is supported")
         if stat_loggers:
-            _refuse("stat_loggers", "custom stat loggers are not supported")
+            refuse("stat_loggers", "custom stat loggers are not supported")
         if not start_engine_loop:
-            _refuse("start_engine_loop", "the engine always starts at once (on its own thread)")
+            refuse("start_engine_loop", "the engine always starts at once (on its own thread)")
         return cls(vllm_config, log_requests=enable_log_requests, log_stats=not disable_log_stats)
 
     # -- requests -------------------------------------------------------------------------
@@ -316,7 +293,7 @@ class AsyncLLM:
 
     async def wake_up(self, tags: list[str] | None = None) -> bool:
         if tags:
-            _refuse("wake_up(tags=...)", "the engine wakes whole (weights and KV cache)")
+            refuse("wake_up(tags=...)", "the engine wakes whole (weights and KV cache)")
         await self._call(self.engine.wake_up)
         return True
 
@@ -325,7 +302,7 @@ class AsyncLLM:
 
     async def reset_prefix_cache(self, *args: Any, **kwargs: Any) -> bool:
         if args or any(kwargs.values()):
-            _refuse("reset_prefix_cache(...)", "it takes no options here")
+            refuse("reset_prefix_cache(...)", "it takes no options here")
         return bool(await self._call(self.engine.reset_prefix_cache))
 
     async def start_profile(self) -> None:
@@ -396,14 +373,8 @@ class AsyncLLM:
         self._bridge.close()
 
     def __getattr__(self, name: str) -> Any:
-        why = _NOT_BUILT.get(name)
-        if why is None:
-            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-
-        async def not_built(*args: Any, **kwargs: Any) -> Any:
-            _refuse(f"AsyncLLM.{name}", why)
-
-        return not_built
+        # vLLM's methods for features not built here refuse by name (not_built.py).
+        return not_built(self, name, ASYNC_LLM_NOT_BUILT, is_async=True)
 
 
 AsyncLLMEngine = AsyncLLM

@@ -264,7 +264,6 @@ FOREIGN: list[Foreign] = [
     _r("--preemption-mode", why="preemption always recomputes", same=("recompute",)),
     _r("--cpu-offload-gb", why="weights cannot be offloaded to CPU", same=("0",)),
     _r("--num-lookahead-slots", why="speculative decoding is not supported", same=("0",)),
-    _r("--max-logprobs", why="at most 20 logprobs per token (OpenAI's limit)", same=("20",)),
     _r("--logits-processor-pattern", why="custom logits processors are not supported"),
     _r("--logits-processors", why="custom logits processors are not supported"),
     _r("--kv-events-config", why="KV cache events are not published", same=_EMPTY),

@@ -24,6 +24,7 @@ from typing import Any
 import anyio
 from tqdm.auto import tqdm
 
+from actorllm.compat.vllm.not_built import LLM_NOT_BUILT, check_options, not_built
 from actorllm.compat.vllm.offline_prompts import Prompt, as_prompt_list, per_prompt
 from actorllm.compat.vllm.sync_facade import SyncFacade
 from actorllm.core.outputs import RequestOutput
@@ -57,7 +58,10 @@ class LLM(SyncFacade):
         sampling_params: SamplingParams | Sequence[SamplingParams] | None = None,
         *,
         use_tqdm: bool = True,
+        lora_request: Any = None,
         priority: Sequence[int] | None = None,
+        tokenization_kwargs: Mapping[str, Any] | None = None,
+        mm_processor_kwargs: Mapping[str, Any] | None = None,
     ) -> list[RequestOutput]:
         """Generate for every prompt; one output per prompt, in input order. Blocks.
 
@@ -70,7 +74,15 @@ class LLM(SyncFacade):
         Unsupported prompt forms raise ``InvalidRequestError`` before anything runs. Each
         request is then validated by the engine; the first invalid one's error
         (``InvalidRequestError``) is raised once the rest of the batch has finished.
+        ``lora_request``, ``tokenization_kwargs`` and ``mm_processor_kwargs`` (vLLM's) must
+        be None: anything else raises ``NotImplementedError`` naming it.
         """
+        check_options(
+            "LLM.generate",
+            lora_request=lora_request,
+            tokenization_kwargs=tokenization_kwargs or None,
+            mm_processor_kwargs=mm_processor_kwargs or None,
+        )
         items = as_prompt_list(prompts)
         return self._run(items, sampling_params, use_tqdm, priority, is_chat=False)
 
@@ -80,6 +92,7 @@ class LLM(SyncFacade):
         sampling_params: SamplingParams | Sequence[SamplingParams] | None = None,
         *,
         use_tqdm: bool = True,
+        lora_request: Any = None,
         add_generation_prompt: bool = True,
         continue_final_message: bool = False,
         chat_template: str | None = None,
@@ -91,7 +104,9 @@ class LLM(SyncFacade):
         instead of starting a new one; ``chat_template`` replaces the tokenizer's template.
         ``tools`` (OpenAI function tools) go to the chat template; constrain the reply with
         ``SamplingParams.structured_outputs`` to force a call's arguments.
+        ``lora_request`` must be None (``NotImplementedError`` naming it otherwise).
         """
+        check_options("LLM.chat", lora_request=lora_request)
         if messages and isinstance(messages[0], Mapping):
             conversations: list[Any] = [messages]
         else:
@@ -115,6 +130,10 @@ class LLM(SyncFacade):
         return self._run(
             conversations, sampling_params, use_tqdm, None, is_chat=True, options=options
         )
+
+    def __getattr__(self, name: str) -> Any:
+        # vLLM's methods for features not built here refuse by name (not_built.py).
+        return not_built(self, name, LLM_NOT_BUILT)
 
     def _run(
         self,

@@ -22,13 +22,14 @@ Aborted requests produce no further output.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
 from actorllm.compat.vllm.bridge import Deliver
 from actorllm.compat.vllm.engine_args import EngineArgs
+from actorllm.compat.vllm.not_built import LLM_ENGINE_NOT_BUILT, check_options, not_built
 from actorllm.compat.vllm.offline_prompts import Prompt, check_prompt
 from actorllm.compat.vllm.sync_facade import SyncFacade
 from actorllm.core.errors import InvalidRequestError
@@ -70,6 +71,7 @@ class LLMEngine(SyncFacade):
             self.engine.tokenizer,
             vocab_size=self.engine.vocab_size,
             max_model_len=self.engine.max_model_len,
+            max_logprobs=self.engine.config.max_logprobs,
         )
         self._outputs = PendingOutputs()
         self._pumps: dict[str, Future[Any]] = {}  # {request_id: its task on the loop}
@@ -113,6 +115,9 @@ class LLMEngine(SyncFacade):
         prompt: Prompt,
         params: SamplingParams,
         arrival_time: float | None = None,
+        lora_request: Any = None,
+        tokenization_kwargs: Mapping[str, Any] | None = None,
+        trace_headers: Mapping[str, str] | None = None,
         priority: int = 0,
     ) -> None:
         """Queue a request. ``prompt`` is a str, ``{"prompt": str}`` or
@@ -122,8 +127,16 @@ class LLMEngine(SyncFacade):
         first) and must be 0 otherwise.
 
         Raises ``InvalidRequestError`` (a ``ValueError``; ``DuplicateRequestError`` for an
-        id already in use, ``RequestTooLongError``, ...) without queueing anything.
+        id already in use, ``RequestTooLongError``, ...) without queueing anything;
+        ``NotImplementedError`` for a ``lora_request``, ``tokenization_kwargs`` or
+        ``trace_headers`` other than None (vLLM's options not built here).
         """
+        check_options(
+            "LLMEngine.add_request",
+            lora_request=lora_request,
+            tokenization_kwargs=tokenization_kwargs or None,
+            trace_headers=trace_headers or None,
+        )
         if not isinstance(request_id, str) or not request_id:
             raise InvalidRequestError("request_id must be a non-empty string.", param="request_id")
         if not isinstance(params, SamplingParams):
@@ -146,6 +159,10 @@ class LLMEngine(SyncFacade):
             priority=priority,
             arrival_time=arrival,
         )
+
+    def __getattr__(self, name: str) -> Any:
+        # vLLM's methods for features not built here refuse by name (not_built.py).
+        return not_built(self, name, LLM_ENGINE_NOT_BUILT)
 
     def step(self) -> list[RequestOutput]:
         """The outputs of every request that produced something since the last call, one

@@ -197,6 +197,7 @@ async def build_engine(
         vocab_size=info.vocab_size,
         max_model_len=info.max_model_len,
         eos_token_ids=info.eos_token_ids,
+        max_logprobs=config.max_logprobs,
     )
     routing = ReplicaRouter(len(threads), block_size=config.resolved_block_size())
     return EngineParts(

@@ -34,6 +34,10 @@ ENGINE_CONFIG_HELP: Mapping[str, Mapping[str, str]] = {
             "Context length: prompt plus output tokens (default: the model's "
             "max_position_embeddings)."
         ),
+        "max_logprobs": (
+            "The most logprobs a request may ask for per token (logprobs, top_logprobs, "
+            "prompt_logprobs); -1: the whole vocabulary (a request's -1 asks for it)."
+        ),
         "chat_template": (
             "A Jinja chat template replacing the tokenizer's: a file path, or the template "
             "itself written inline."

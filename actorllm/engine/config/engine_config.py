@@ -72,6 +72,9 @@ class EngineConfig(msgspec.Struct, kw_only=True):
     max_model_len: int | None = None
     """Context length: prompt plus output tokens (default: the model's
     max_position_embeddings)."""
+    max_logprobs: int = 20
+    """The most logprobs a request may ask for per token (logprobs, top_logprobs,
+    prompt_logprobs); -1: the whole vocabulary. vLLM's default, 20."""
     chat_template: str | None = None
     """A Jinja chat template replacing the tokenizer's: a file path, or the template itself
     written inline."""
@@ -280,6 +283,10 @@ class EngineConfig(msgspec.Struct, kw_only=True):
             raise EngineConfigError("max_num_batched_tokens", "must be at least 1.")
         if self.max_model_len is not None and self.max_model_len < 2:
             raise EngineConfigError("max_model_len", "must be at least 2.")
+        if type(self.max_logprobs) is not int or self.max_logprobs < -1:
+            raise EngineConfigError(
+                "max_logprobs", f"must be -1 (no limit) or non-negative, got {self.max_logprobs!r}."
+            )
         if not 0.0 < self.gpu_memory_utilization <= 1.0:
             raise EngineConfigError("gpu_memory_utilization", "must be in (0, 1].")
         if self.num_gpu_blocks_override is not None and self.num_gpu_blocks_override < 2:

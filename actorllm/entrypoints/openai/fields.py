@@ -5,11 +5,13 @@ honour yet, and the warning for fields nobody knows.
 
 1. the JSON is parsed, and integral floats (``1.0``) become ints, as JSON Schema's
    ``integer`` (and vLLM's pydantic) accept them;
-2. a field of :data:`UNSUPPORTED` set to anything but its "off" value is a 400 naming it
+2. vLLM's checks of the raw body (``request_rules.py``: stream_options without stream,
+   an empty prompt, logit_bias keys), with vLLM's messages;
+3. a field of :data:`UNSUPPORTED` set to anything but its "off" value is a 400 naming it
    (``param``);
-3. fields no struct and no table knows are ignored with one warning naming them (vLLM's
+4. fields no struct and no table knows are ignored with one warning naming them (vLLM's
    behaviour: clients send extras);
-4. the rest is validated against the struct (types, ranges; a 400 naming the field).
+5. the rest is validated against the struct (types, ranges; a 400 naming the field).
 
     >>> from actorllm.entrypoints.openai.protocol import CompletionRequest
     >>> decode_request(b'{"prompt": "hi", "max_tokens": 2.0}', CompletionRequest).max_tokens
@@ -25,6 +27,8 @@ from typing import Any, TypeVar
 import msgspec
 
 from actorllm.entrypoints.openai.errors import bad_request
+from actorllm.entrypoints.openai.protocol.completion import CompletionRequest
+from actorllm.entrypoints.openai.request_rules import check_raw_body
 
 logger = logging.getLogger("actorllm.server")
 S = TypeVar("S", bound=msgspec.Struct)
@@ -64,8 +68,6 @@ UNSUPPORTED: dict[str, Refusal] = {
     # OpenAI's deprecated function-calling fields (use tools / tool_choice)
     "functions": Refusal(_FUNCTIONS, _FALSY),
     "function_call": Refusal(_FUNCTIONS, (None, "none")),
-    # reasoning effort is a chat-template input of a few models (gpt-oss) we do not serve
-    "reasoning_effort": Refusal("reasoning_effort"),
     "thinking_token_budget": Refusal("a budget of thinking tokens", (None, -1)),
     # no watermark is configured here; None (vLLM: "the engine's, if any") and False are off
     "watermarking": Refusal("watermarking (no watermark is configured)", (None, False)),
@@ -78,7 +80,7 @@ UNSUPPORTED: dict[str, Refusal] = {
     "vllm_xargs": Refusal("custom logits processors"),
     "suffix": Refusal("suffix (fill-in-the-middle)", (None, "")),
     # inputs and plumbing this server does not have
-    "prompt_embeds": Refusal("prompt embeddings"),
+    "prompt_embeds": Refusal("prompt embeddings", (None, [])),
     "mm_processor_kwargs": Refusal(_TEXT_ONLY, _FALSY),
     "media_io_kwargs": Refusal(_TEXT_ONLY, _FALSY),
     "audio": Refusal(_TEXT_ONLY),
@@ -86,6 +88,7 @@ UNSUPPORTED: dict[str, Refusal] = {
     "prediction": Refusal("predicted outputs"),
     "web_search_options": Refusal("web search"),
     "kv_transfer_params": Refusal("per-request KV transfer"),
+    "ec_transfer_params": Refusal("per-request encoder-cache transfer"),
     "store": Refusal("stored completions", _FALSY),
     "metadata": Refusal("stored completions"),
     "service_tier": Refusal("service tiers", (None, "auto", "default")),
@@ -119,8 +122,9 @@ def decode_request(body: bytes, kind: type[S]) -> S:
     if not isinstance(raw, dict):
         raise bad_request("The request body must be a JSON object.")
     raw = _ints(raw)
-    refuse_unsupported(raw)
     known = set(kind.__struct_fields__)
+    check_raw_body(raw, is_completion=issubclass(kind, CompletionRequest))
+    refuse_unsupported(raw)
     unknown = sorted(k for k in raw if k not in known and k not in UNSUPPORTED)
     if unknown:
         logger.warning("ignoring unknown request fields: %s", ", ".join(unknown))

@@ -47,7 +47,7 @@ def _top(entries: dict[int, Logprob], k: int) -> list[tuple[int, Logprob]]:
     ranked = sorted(entries.items(), key=lambda kv: (kv[1].rank or 0, -kv[1].logprob))
     if all(lp.rank is None for _, lp in ranked):
         ranked = sorted(entries.items(), key=lambda kv: -kv[1].logprob)
-    return ranked[:k]
+    return ranked if k < 0 else ranked[:k]  # -1: every entry (the whole vocabulary)
 
 
 def completion_logprobs(

@@ -39,6 +39,7 @@ class Served:
     vocab_size: int
     scheduling_policy: str
     trust_request_chat_template: bool = False  # a request's chat_template is accepted
+    max_logprobs: int = 20  # --max-logprobs; -1: the vocabulary size
     tokenizer_info: bool = False  # GET /tokenizer_info exists (--enable-tokenizer-info-endpoint)
 
 
@@ -157,6 +158,10 @@ def _fill_served(node: Any, served: Served) -> None:
         node["pattern"] = digits_below(served.vocab_size)
     elif kind == "max_tokens":
         node["maximum"] = served.max_model_len - 1  # the prompt takes at least one token
+    elif kind == "logprobs":  # -1 is the vocabulary size: within the limit or not
+        limit = served.vocab_size if served.max_logprobs == -1 else served.max_logprobs
+        node["maximum"] = limit
+        node["minimum"] = -1 if served.vocab_size <= limit else 0
     elif kind == "priority" and served.scheduling_policy != "priority":
         node["minimum"] = node["maximum"] = 0
     for value in node.values():
@@ -201,9 +206,9 @@ def _cross_field_rules(components: dict[str, Any]) -> None:
         kwargs = schema["properties"]["chat_template_kwargs"]
         kwargs["anyOf"][0].update(reserved)
     chat = components["ChatCompletionRequest"]
-    chat["allOf"].append(
-        {"if": _if_set("top_logprobs"), "then": _if_set("logprobs", True)}  # needs logprobs
-    )
+    asks_top = _if_set("top_logprobs")
+    asks_top["properties"]["top_logprobs"] = {"not": {"enum": [None, 0]}}  # 0 asks nothing
+    chat["allOf"].append({"if": asks_top, "then": _if_set("logprobs", True)})  # needs logprobs
     components["TokenizeRequest"]["oneOf"] = [{"required": ["prompt"]}, {"required": ["messages"]}]
     for name in (
         "CompletionRequest",
@@ -214,9 +219,16 @@ def _cross_field_rules(components: dict[str, Any]) -> None:
         props = components[name]["properties"]
         for field, refusal in UNSUPPORTED.items():
             props.setdefault(field, refusal.schema())
+    # vLLM: stream_options (a non-empty one) only with stream: true.
+    no_options = {"anyOf": [{"type": "null"}, {"type": "object", "maxProperties": 0}]}
+    options_need_stream = {
+        "if": {"not": _if_set("stream", True)},
+        "then": {"properties": {"stream_options": no_options}},
+    }
     for name in ("CompletionRequest", "ChatCompletionRequest"):
         truncate = components[name]["properties"]["truncate_prompt_tokens"]["anyOf"][0]
         truncate["not"] = {"const": 0}  # -1 or at least 1
+        components[name].setdefault("allOf", []).append(options_need_stream)
 
 
 def _event(chunk: dict[str, Any], error: dict[str, Any]) -> dict[str, Any]:

@@ -60,8 +60,14 @@ def encode(tokenizer: Any, text: str, *, add_special_tokens: bool) -> list[int]:
     return _ids(tokenizer.encode(text, add_special_tokens=add_special_tokens))
 
 
-def truncate(prompt: Prompt, k: int | None, max_model_len: int) -> Prompt:
-    """``truncate_prompt_tokens``: keep the last ``k`` tokens (-1: max_model_len - 1)."""
+def truncate(prompt: Prompt, k: int | None, max_model_len: int, side: str | None = None) -> Prompt:
+    """``truncate_prompt_tokens``: keep ``k`` tokens (-1: max_model_len - 1), the last ones,
+    or with ``truncation_side="right"`` the first ones (vLLM's ``TokenizeParams``; None is
+    the generating tokenizer's default, "left").
+
+        >>> truncate(Prompt("abc", [1, 2, 3]), 2, 64, "right").token_ids
+        [1, 2]
+    """
     if k is None:
         return prompt
     if k == 0:
@@ -70,7 +76,8 @@ def truncate(prompt: Prompt, k: int | None, max_model_len: int) -> Prompt:
     keep = max_model_len - 1 if k == -1 else k
     if len(prompt.token_ids) <= keep:
         return prompt
-    return Prompt(text=None, token_ids=prompt.token_ids[-keep:])
+    ids = prompt.token_ids[:keep] if side == "right" else prompt.token_ids[-keep:]
+    return Prompt(text=None, token_ids=ids)
 
 
 def completion_prompts(
@@ -176,6 +183,29 @@ def render_chat(
         tools=tools,
         chat_template=chat_template,
     )
+
+
+def effort_kwargs(
+    template_kwargs: dict[str, Any] | None,
+    effort: str | None,
+    asked: dict[str, Any] | None = None,
+) -> dict[str, Any] | None:
+    """``reasoning_effort`` as vLLM passes it (``build_chat_params``): a template variable
+    over ``template_kwargs``, and ``enable_thinking`` (effort other than "none") unless the
+    request's own ``chat_template_kwargs`` (``asked``) set it, so templates that need
+    thinking switched on (Gemma 4, Qwen 3) follow the effort.
+
+        >>> effort_kwargs({"enable_thinking": False}, "high", {"enable_thinking": False})
+        {'enable_thinking': False, 'reasoning_effort': 'high'}
+        >>> effort_kwargs(None, "none")
+        {'reasoning_effort': 'none', 'enable_thinking': False}
+    """
+    if effort is None:
+        return template_kwargs
+    out = {**(template_kwargs or {}), "reasoning_effort": effort}
+    if "enable_thinking" not in (asked or {}):
+        out["enable_thinking"] = effort != "none"
+    return out
 
 
 def fit_max_tokens(prompt_len: int, max_tokens: int | None, max_model_len: int, param: str) -> int:

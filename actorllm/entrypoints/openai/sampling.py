@@ -79,15 +79,18 @@ def _params(
     output_kind: RequestOutputKind,
     structured: StructuredOutputsParams | None = None,
     defaults: Mapping[str, float] | None = None,
+    logprob_limits: tuple[int, int] | None = None,
 ) -> SamplingParams:
     """``defaults``: the server's sampling defaults for the fields the request left out
-    (vLLM's generation-config defaults); then OpenAI's."""
+    (vLLM's generation-config defaults); then OpenAI's. ``logprob_limits``: the engine's
+    (``max_logprobs``, vocabulary size): more logprobs are a 400 with vLLM's message, and
+    -1 (the whole vocabulary) becomes the vocabulary size."""
     d = defaults or {}
 
     def pick(given: float | None, name: str, openai_default: float) -> Any:  # not max_tokens
         return given if given is not None else d.get(name, openai_default)
 
-    return SamplingParams(
+    params = SamplingParams(
         n=req.n,
         presence_penalty=req.presence_penalty,
         frequency_penalty=req.frequency_penalty,
@@ -118,10 +121,13 @@ def _params(
         structured_outputs=structured,
         skip_clone=True,  # built for this request alone (vLLM's server does the same)
     )
+    return params.verify_logprobs(*logprob_limits) if logprob_limits else params
 
 
 def _max_of(*ks: int | None) -> int | None:
     given = [k for k in ks if k is not None]
+    if -1 in given:
+        return -1  # the whole vocabulary: more than any count
     return max(given) if given else None
 
 
@@ -131,6 +137,7 @@ def completion_params(
     max_tokens: int,
     output_kind: RequestOutputKind,
     defaults: Mapping[str, float] | None = None,
+    logprob_limits: tuple[int, int] | None = None,
 ) -> SamplingParams:
     """Raises SamplingParamsError (400) for invalid combinations."""
     if req.logprob_token_ids and req.logprobs is None:
@@ -146,6 +153,7 @@ def completion_params(
         output_kind=output_kind,
         structured=structured_outputs(req),
         defaults=defaults,
+        logprob_limits=logprob_limits,
     )
 
 
@@ -162,14 +170,17 @@ def chat_params(
     strict_tools_tag: str | None = None,
     keep_special_tokens: bool = False,
     defaults: Mapping[str, float] | None = None,
+    logprob_limits: tuple[int, int] | None = None,
 ) -> SamplingParams:
     """``forced_tool_schema``: the JSON schema that ``tool_choice`` required / named forces
     (compact JSON: arguments are for programs); ``strict_tools_tag``: the structural tag
     that holds tool_choice auto's calls to strict functions' parameters;
     ``keep_special_tokens``: the tool parser reads special tokens (Mistral's
     ``[TOOL_CALLS]``)."""
-    if req.top_logprobs is not None and not req.logprobs:
-        raise bad_request("top_logprobs requires logprobs to be true.", "top_logprobs")
+    if req.top_logprobs not in (None, 0) and not req.logprobs:  # vLLM: 0 asks nothing
+        raise bad_request(
+            "when using `top_logprobs`, `logprobs` must be set to true.", "top_logprobs"
+        )
     if req.logprob_token_ids and not req.logprobs:
         raise bad_request(
             "when using `logprob_token_ids`, `logprobs` must be set to true.",
@@ -204,5 +215,6 @@ def chat_params(
         output_kind=output_kind,
         structured=structured,
         defaults=defaults,
+        logprob_limits=logprob_limits,
     )
     return params.clone(skip_special_tokens=False) if keep_special_tokens else params

@@ -28,6 +28,7 @@ from actorllm.entrypoints.openai.logprobs import TokenText, chat_logprobs, promp
 from actorllm.entrypoints.openai.preprocess import (
     Prompt,
     content_text,
+    effort_kwargs,
     encode,
     fit_max_tokens,
     render_chat,
@@ -81,7 +82,11 @@ async def create_chat_completion(
     if req.tool_choice == "none" and ctx.defaults.exclude_tools_when_tool_choice_none:
         tool_plan = dataclasses.replace(tool_plan, template_tools=None)
     template = ctx.defaults.request_chat_template(req.chat_template)
-    template_kwargs = ctx.defaults.template_kwargs(req.chat_template_kwargs)
+    template_kwargs = effort_kwargs(
+        ctx.defaults.template_kwargs(req.chat_template_kwargs),
+        req.reasoning_effort,
+        req.chat_template_kwargs,
+    )
 
     def render() -> tuple[str, list[int]]:
         text = render_chat(
@@ -97,7 +102,9 @@ async def create_chat_completion(
         return text, encode(engine.tokenizer, text, add_special_tokens=req.add_special_tokens)
 
     text, ids = await run_input_work(render, messages_chars(req.messages), ctx.input_limiter)
-    prompt = truncate(Prompt(text, ids), req.truncate_prompt_tokens, engine.max_model_len)
+    prompt = truncate(
+        Prompt(text, ids), req.truncate_prompt_tokens, engine.max_model_len, req.truncation_side
+    )
     asked = chat_max_tokens(req)
     max_tokens = fit_max_tokens(len(prompt.token_ids), asked, engine.max_model_len, "messages")
     if asked is None and "max_tokens" in ctx.defaults.sampling:  # generation config's cap
@@ -116,6 +123,7 @@ async def create_chat_completion(
             )
         ),
         defaults=ctx.defaults.sampling,
+        logprob_limits=(engine.config.max_logprobs, engine.vocab_size),
     )
     rid = new_request_id("chatcmpl", req.request_id)
     it = engine.generate(
@@ -135,6 +143,7 @@ async def create_chat_completion(
         # vLLM's chat echo: the last message's content leads the reply when it has its role.
         echo=content_text(last.content) if req.echo and isinstance(last, AssistantMessage) else "",
         prompt_token_ids=prompt.token_ids if req.return_token_ids else None,
+        prompt_text=text if req.return_prompt_text else None,
         role=ctx.response_role,
         new_parser=_parser_factory(ctx, tool_plan, text),
         # OpenAI: "tool_calls" when the model called tools, "stop" for a forced named call.
@@ -191,6 +200,7 @@ class _ChatState:
     role: str  # --response-role
     echo: str  # prepended to every choice's content
     prompt_token_ids: list[int] | None  # return_token_ids: sent once
+    prompt_text: str | None  # return_prompt_text: the rendered template, sent once
     new_parser: Callable[[], ChoiceParser]  # reasoning / tool-call parsing, one per choice
     defaults: ServingDefaults  # the server-wide options (--enable-force-include-usage, ...)
     calls_finish: bool  # a choice that called tools finishes with "tool_calls"
@@ -272,7 +282,8 @@ class _ChatState:
         for j in range(self.req.n):
             delta = DeltaMessage(role=self.role, content=self.echo)
             chunk = self._chunk([ChatChunkChoice(index=j, delta=delta)])
-            chunk.prompt_token_ids = self.prompt_token_ids if j == 0 else None
+            if j == 0:
+                chunk.prompt_token_ids, chunk.prompt_text = self.prompt_token_ids, self.prompt_text
             await emit(chunk)
 
         async def on_output(_i: int, out: RequestOutput) -> None:
@@ -333,4 +344,5 @@ class _ChatState:
             usage=self.usage.info(),
             prompt_logprobs=self.prompt_logprobs,
             prompt_token_ids=self.prompt_token_ids,
+            prompt_text=self.prompt_text,
         )

@@ -60,7 +60,9 @@ async def create_completion(ctx: ServingContext, req: CompletionRequest, receive
         prompt_chars(req.prompt),
         ctx.input_limiter,
     )
-    prompts = [truncate(p, req.truncate_prompt_tokens, max_len) for p in encoded]
+    prompts = [
+        truncate(p, req.truncate_prompt_tokens, max_len, req.truncation_side) for p in encoded
+    ]
     cap = ctx.defaults.sampling.get("max_tokens") if req.max_tokens is None else None
     params = [
         completion_params(
@@ -70,6 +72,7 @@ async def create_completion(ctx: ServingContext, req: CompletionRequest, receive
             ),
             output_kind=kind,
             defaults=ctx.defaults.sampling,
+            logprob_limits=(engine.config.max_logprobs, engine.vocab_size),
         )
         for p in prompts
     ]

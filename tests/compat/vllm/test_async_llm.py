@@ -114,8 +114,17 @@ def test_unsupported_arguments_are_refused_by_name(engine):
         async for _ in engine.generate("hi", GREEDY, "x", lora_request=object()):
             pass
 
-    with pytest.raises(NotImplementedError, match="lora_request"):
+    with pytest.raises(
+        NotImplementedError,
+        match=r"^AsyncLLM.generate\(lora_request=...\): LoRA adapters are not supported.$",
+    ):
         asyncio.run(lora())
+
+    async def no_adapter() -> int:  # lora_request=None is no adapter, as in vLLM
+        outs = [o async for o in engine.generate("hi", GREEDY, "nolora", lora_request=None)]
+        return len(outs)
+
+    assert asyncio.run(no_adapter()) >= 1
     with pytest.raises(NotImplementedError, match="encode"):
         asyncio.run(engine.encode("hi"))
     with pytest.raises(NotImplementedError, match="stat_loggers"):

@@ -169,3 +169,45 @@ def test_greedy_outputs_do_not_depend_on_the_block_size(tiny_model):
     # is always computed, so the first output has logits)
     for bs, size in ((16, 16), (None, 32), (128, 128)):
         assert cached[bs] == [(n - 1) // size * size for n in lengths], bs
+
+
+def test_logprobs_limit_and_the_whole_vocabulary(llm, tiny_model):
+    # vLLM: --max-logprobs (20) bounds a request; -1 asks the whole vocabulary, which
+    # max_logprobs=-1 allows (sampling_params.py, _validate_logprobs).
+    with pytest.raises(InvalidRequestError, match="greater than max allowed: 20"):
+        llm.generate("hi", SamplingParams(logprobs=21, max_tokens=1), use_tqdm=False)
+    with LLM(
+        tiny_model, max_model_len=64, kv_cache_memory_bytes=4 * 2**20, max_logprobs=-1
+    ) as whole:
+        params = SamplingParams(logprobs=-1, prompt_logprobs=-1, max_tokens=1, temperature=0.0)
+        (out,) = whole.generate("hi there", params, use_tqdm=False)
+        vocab = whole.get_tokenizer().vocab_size
+        (position,) = out.outputs[0].logprobs
+        assert len(position) >= vocab - 1  # every token (the sampled one merged in)
+        assert all(p is None or len(p) >= vocab - 1 for p in out.prompt_logprobs)
+
+
+@pytest.mark.parametrize(
+    "name", ["beam_search", "encode", "embed", "classify", "score", "reward", "enqueue"]
+)
+def test_methods_not_built_are_refused_by_name(llm, name):
+    # As AsyncLLM does (compat/vllm/not_built.py): not an AttributeError.
+    with pytest.raises(NotImplementedError, match=rf"^LLM\.{name}: "):
+        getattr(llm, name)(["hi"])
+    with pytest.raises(AttributeError, match="no_such_method"):
+        llm.no_such_method  # noqa: B018
+
+
+def test_lora_request_none_is_no_adapter_and_an_adapter_is_refused(llm):
+    (out,) = llm.generate("hi", GREEDY, use_tqdm=False, lora_request=None)
+    assert len(out.outputs[0].token_ids) == 4
+    (out,) = llm.chat(
+        [{"role": "user", "content": "hi"}], GREEDY, use_tqdm=False, lora_request=None
+    )
+    assert out.finished
+    with pytest.raises(NotImplementedError, match=r"^LLM\.generate\(lora_request=...\): LoRA"):
+        llm.generate("hi", GREEDY, use_tqdm=False, lora_request=object())
+    with pytest.raises(NotImplementedError, match=r"^LLM\.chat\(lora_request=...\): LoRA"):
+        llm.chat([{"role": "user", "content": "hi"}], GREEDY, lora_request=object())
+    with pytest.raises(NotImplementedError, match="tokenization_kwargs"):
+        llm.generate("hi", GREEDY, use_tqdm=False, tokenization_kwargs={"truncation": True})

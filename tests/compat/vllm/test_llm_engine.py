@@ -194,3 +194,15 @@ def test_a_seeded_engine_loop_repeats_and_matches_generate(tiny_model):
     with LLM(tiny_model, **CONFIG) as llm:
         outs = llm.generate(prompts, sampled, use_tqdm=False)
     assert [o.outputs[0].token_ids for o in outs] == first
+
+
+def test_lora_request_and_methods_not_built(engine):
+    # vLLM's add_request order: arrival_time, lora_request, tokenization_kwargs, ...
+    engine.add_request("lora-none", "hi", GREEDY, None, None)
+    while engine.has_unfinished_requests():
+        engine.step()
+    with pytest.raises(NotImplementedError, match=r"^LLMEngine\.add_request\(lora_request"):
+        engine.add_request("lora-x", "hi", GREEDY, lora_request=object())
+    assert not engine.has_unfinished_requests()  # nothing was queued
+    with pytest.raises(NotImplementedError, match=r"^LLMEngine\.add_lora: LoRA"):
+        engine.add_lora(object())

@@ -52,6 +52,7 @@ async def openapi(state: AppState, request: Request) -> Response:
         engine.max_model_len,
         engine.vocab_size,
         engine.config.scheduling_policy,
+        max_logprobs=engine.config.max_logprobs,
         trust_request_chat_template=state.settings.trust_request_chat_template,
         tokenizer_info=state.settings.enable_tokenizer_info_endpoint,
     )

@@ -29,7 +29,6 @@ the whole protocol from one place:
 """
 
 from actorllm.entrypoints.openai.protocol.bounds import (
-    MAX_LOGPROBS,
     MAX_N,
     Bias,
     MaxTokens,
@@ -120,7 +119,6 @@ from actorllm.entrypoints.openai.protocol.usage import (
 )
 
 __all__ = [
-    "MAX_LOGPROBS",
     "MAX_N",
     "AssistantMessage",
     "Bias",

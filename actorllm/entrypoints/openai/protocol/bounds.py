@@ -12,7 +12,6 @@ from typing import Annotated
 import msgspec
 
 MAX_N = 128
-MAX_LOGPROBS = 20
 MAX_I32 = 2**31 - 1
 
 # ``x-served`` marks bounds that depend on the served model: openapi.py fills them in
@@ -22,7 +21,11 @@ MaxTokens = Annotated[
     int, msgspec.Meta(ge=1, le=MAX_I32, extra_json_schema={"x-served": "max_tokens"})
 ]
 NumSamples = Annotated[int, msgspec.Meta(ge=1, le=MAX_N)]
-NumLogprobs = Annotated[int, msgspec.Meta(ge=0, le=MAX_LOGPROBS)]
+# -1: the whole vocabulary; the engine's --max-logprobs bounds them (vLLM's message), and
+# the OpenAPI document states that bound.
+NumLogprobs = Annotated[
+    int, msgspec.Meta(ge=-1, le=MAX_I32, extra_json_schema={"x-served": "logprobs"})
+]
 NonEmptyStr = Annotated[str, msgspec.Meta(min_length=1)]
 Penalty = Annotated[float, msgspec.Meta(ge=-2.0, le=2.0)]
 Seed = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]

@@ -92,6 +92,10 @@ class NamedToolChoice(msgspec.Struct, kw_only=True):
     function: NamedFunction
 
 
+# vLLM's values (chat_completion/protocol.py); "max" is DeepSeek V4's, not OpenAI's.
+ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"]
+
+
 class ChatCompletionRequest(SamplingFields, kw_only=True):
     messages: Messages
     # Tool calling (docs/tool_calling.md).
@@ -100,6 +104,9 @@ class ChatCompletionRequest(SamplingFields, kw_only=True):
     parallel_tool_calls: bool | None = None
     # Reasoning models (--reasoning-parser): False leaves reasoning_content out.
     include_reasoning: bool = True
+    # A chat-template variable (gpt-oss's, the Agents SDK sets it); "none" also turns the
+    # template's enable_thinking off, any other value on (preprocess.effort_kwargs).
+    reasoning_effort: ReasoningEffort | None = None
     # How messages become a prompt (vLLM's chat-template extensions; see TokenizeRequest).
     add_generation_prompt: bool = True
     continue_final_message: bool = False
@@ -114,3 +121,6 @@ class ChatCompletionRequest(SamplingFields, kw_only=True):
     echo: bool = False
     # A Jinja template replacing the model's for this request (--trust-request-chat-template).
     chat_template: NonEmptyStr | None = None
+    # vLLM: the response carries the rendered chat template as ``prompt_text`` (streamed:
+    # on the first chunk).
+    return_prompt_text: bool | None = None

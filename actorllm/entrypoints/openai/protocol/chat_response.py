@@ -45,6 +45,7 @@ class ChatCompletionResponse(msgspec.Struct, kw_only=True):
     system_fingerprint: str | None = None
     prompt_logprobs: PromptLogprobsOut | None = None
     prompt_token_ids: list[int] | None = None  # return_token_ids (vLLM)
+    prompt_text: str | None = None  # return_prompt_text (vLLM): the rendered chat template
 
 
 class DeltaFunctionCall(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -93,3 +94,4 @@ class ChatCompletionChunk(msgspec.Struct, kw_only=True):
     system_fingerprint: str | None = None
     prompt_logprobs: PromptLogprobsOut | None = None  # on the first chunk, when asked for
     prompt_token_ids: list[int] | None = None  # return_token_ids: on the first chunk
+    prompt_text: str | None = None  # return_prompt_text: on the first chunk

@@ -78,6 +78,9 @@ class SamplingFields(msgspec.Struct, kw_only=True):
     ) = None
     # -1: the last max_model_len - 1 tokens; k >= 1: the last k (0 is refused).
     truncate_prompt_tokens: Annotated[int, msgspec.Meta(ge=-1, le=MAX_I32)] | None = None
+    # Which end truncate_prompt_tokens cuts: "left" keeps the last k (None: the same),
+    # "right" the first k (vLLM).
+    truncation_side: Literal["left", "right"] | None = None
     return_tokens_as_token_ids: bool = False
     return_token_ids: bool = False  # the response carries prompt and output token ids
     # Only requests with the same salt share prefix-cache blocks (tenant isolation).
@@ -86,6 +89,14 @@ class SamplingFields(msgspec.Struct, kw_only=True):
         int, msgspec.Meta(ge=-MAX_I32, le=MAX_I32, extra_json_schema={"x-served": "priority"})
     ] = 0
     request_id: Annotated[str, msgspec.Meta(min_length=1, max_length=256)] | None = None
+    # vLLM: a conversation's id, used only to label the KV cache events it publishes
+    # (--kv-events-config); this server publishes none, so like ``user`` it asks nothing.
+    session_id: str | None = None
+    # vLLM's render endpoints' options (/v1/*/render); vLLM ignores them on the generation
+    # endpoints, and so does this server, which has no render endpoints.
+    return_token_offsets: bool | None = False
+    mm_payload: Literal["tensors", "none"] = "tensors"
+    return_mm_kwargs: bool | None = None
     # Structured outputs (docs/structured_outputs.md): one of these at most.
     response_format: ResponseFormat | None = None
     structured_outputs: StructuredOutputsField | None = None

@@ -1,0 +1,104 @@
+"""vLLM's front-door methods and options that actorllm has not built, refused by name in
+one way for ``LLM``, ``LLMEngine`` and ``AsyncLLM``: a script that calls one gets a
+``NotImplementedError`` saying which and why, never an ``AttributeError`` or a bare
+``TypeError`` that reads like its own bug.
+
+    >>> check_options("LLM.generate", lora_request=None)  # None: no adapter, fine
+    >>> check_options("LLM.generate", lora_request=object())
+    Traceback (most recent call last):
+    ...
+    NotImplementedError: LLM.generate(lora_request=...): LoRA adapters are not supported.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, NoReturn
+
+_LORA = "LoRA adapters are not supported"
+_POOLING = "pooling models are not supported (text generation only)"
+_MM = "there are no multimodal inputs"
+
+# vLLM AsyncLLM methods not built here: {name: why}.
+ASYNC_LLM_NOT_BUILT: Mapping[str, str] = {
+    "encode": _POOLING,
+    "add_lora": _LORA,
+    "remove_lora": _LORA,
+    "pin_lora": _LORA,
+    "reset_mm_cache": _MM,
+    "reset_encoder_cache": _MM,
+    "pause_generation": "pausing generation is not built (see sleep/wake_up)",
+    "resume_generation": "pausing generation is not built (see sleep/wake_up)",
+    "scale_elastic_ep": "elastic expert parallelism is not supported",
+    "init_weight_transfer_engine": "weight transfer engines are not supported",
+    "update_weights": "weight transfer engines are not supported (see collective_rpc)",
+    "notify_kv_transfer_request_rejected": "disaggregated KV transfer is not supported",
+}
+
+# vLLM LLM methods not built here (vllm/entrypoints/llm.py and its mixins:
+# beam_search/offline.py, pooling/offline.py; ``reward`` is older vLLM's).
+LLM_NOT_BUILT: Mapping[str, str] = {
+    "beam_search": "beam search is not supported",
+    "encode": _POOLING,
+    "embed": _POOLING,
+    "classify": _POOLING,
+    "score": _POOLING,
+    "reward": _POOLING,
+    "apply_model": "the model runs on the engine's worker (see collective_rpc)",
+    "enqueue": "queueing without waiting is not built (use generate, or LLMEngine)",
+    "enqueue_chat": "queueing without waiting is not built (use chat, or LLMEngine)",
+    "wait_for_completion": "queueing without waiting is not built (use generate)",
+    "get_metrics": "Prometheus metrics are the server's (see get_stats)",
+    "reset_mm_cache": _MM,
+    "release_kv_cache_memory": "releasing the KV cache is not built (see sleep)",
+}
+
+# vLLM LLMEngine methods not built here (vllm/v1/engine/llm_engine.py).
+LLM_ENGINE_NOT_BUILT: Mapping[str, str] = {
+    "add_lora": _LORA,
+    "remove_lora": _LORA,
+    "list_loras": _LORA,
+    "pin_lora": _LORA,
+    "reset_mm_cache": _MM,
+    "reset_encoder_cache": _MM,
+    "apply_model": "the model runs on the engine's worker (see collective_rpc)",
+    "get_metrics": "Prometheus metrics are the server's (see get_stats)",
+    "release_kv_cache_memory": "releasing the KV cache is not built (see sleep)",
+}
+
+# Why an option of a request method is refused when given (anything but None).
+_OPTION_WHY: Mapping[str, str] = {
+    "lora_request": _LORA,
+    "mm_processor_kwargs": _MM,
+}
+
+
+def refuse(name: str, why: str) -> NoReturn:
+    raise NotImplementedError(f"{name}: {why}.")
+
+
+def check_options(method: str, **options: Any) -> None:
+    """Options of a request method that are not built refuse any value but None (their
+    "off" value: ``lora_request=None`` is no adapter, as in vLLM)."""
+    for name, value in options.items():
+        if value is not None:
+            refuse(f"{method}({name}=...)", _OPTION_WHY.get(name, "not supported by actorllm"))
+
+
+def not_built(
+    owner: object, name: str, table: Mapping[str, str], *, is_async: bool = False
+) -> Callable[..., Any]:
+    """For ``__getattr__``: a method named in ``table`` that refuses when called (a
+    coroutine function when ``is_async``); any other name is the usual AttributeError."""
+    cls = type(owner).__name__
+    if name not in table:
+        raise AttributeError(f"{cls!r} object has no attribute {name!r}")
+    why, qualified = table[name], f"{cls}.{name}"
+
+    def sync_refusal(*args: Any, **kwargs: Any) -> Any:
+        refuse(qualified, why)
+
+    async def async_refusal(*args: Any, **kwargs: Any) -> Any:
+        refuse(qualified, why)
+
+    return async_refusal if is_async else sync_refusal
