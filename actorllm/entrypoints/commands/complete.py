@@ -14,9 +14,11 @@ from typing import Any
 from actorllm.entrypoints.commands.server_client import (
     ServerError,
     add_query_options,
+    add_quick_option,
     connect,
     print_stream,
     read_message,
+    run_session,
 )
 
 HELP = "complete prompts with the model of a running server (as vllm complete)"
@@ -30,37 +32,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="Maximum number of tokens to generate per output sequence.",
     )
-    parser.add_argument(
-        "-q",
-        "--quick",
-        metavar="PROMPT",
-        default=None,
-        help="Send a single prompt and print the completion output, then exit.",
+    add_quick_option(
+        parser, "PROMPT", "Send a single prompt and print the completion output, then exit."
     )
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        model, client = connect(args)
-        body: dict[str, Any] = {"model": model}
-        if args.max_tokens is not None:
-            body["max_tokens"] = args.max_tokens
-        if args.stats:
-            body["stream_options"] = {"include_usage": True}
-        if args.quick is not None:
-            print_stream(client.stream("/completions", {**body, "prompt": args.quick}), args.stats)
-            return 0
-        print("Please enter prompt to complete:")
-        while (prompt := read_message()) is not None:
-            try:
-                print_stream(client.stream("/completions", {**body, "prompt": prompt}), args.stats)
-            except ServerError as exc:
-                if exc.status != 400:
-                    raise
-                print(f"error: {exc}", file=sys.stderr)  # a refused prompt: go on
-    except ServerError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:  # Ctrl-C ends the session, as in vLLM (exit 0)
-        print()
-    return 0
+    return run_session(lambda: _complete(args))
+
+
+def _complete(args: argparse.Namespace) -> None:
+    model, client = connect(args)
+    body: dict[str, Any] = {"model": model}
+    if args.max_tokens is not None:
+        body["max_tokens"] = args.max_tokens
+    if args.stats:
+        body["stream_options"] = {"include_usage": True}
+    if args.quick is not None:
+        print_stream(client.stream("/completions", {**body, "prompt": args.quick}), args.stats)
+        return
+    print("Please enter prompt to complete:")
+    while (prompt := read_message()) is not None:
+        try:
+            print_stream(client.stream("/completions", {**body, "prompt": prompt}), args.stats)
+        except ServerError as exc:
+            if exc.status != 400:
+                raise
+            print(f"error: {exc}", file=sys.stderr)  # a refused prompt: go on

@@ -14,10 +14,11 @@ import argparse
 import http.client
 import json
 import os
+import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, final
 
 # As the openai client's default: a long generation can keep a stream quiet for minutes.
@@ -54,6 +55,24 @@ def add_query_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--stats", action="store_true", help="Print TTFT and TPS statistics after each response."
     )
+
+
+def add_quick_option(parser: argparse.ArgumentParser, metavar: str, help_text: str) -> None:
+    """vLLM's ``-q/--quick``: one message, its answer, exit."""
+    parser.add_argument("-q", "--quick", metavar=metavar, default=None, help=help_text)
+
+
+def run_session(session: Callable[[], None]) -> int:
+    """Run a client session: a server error ends it with one ``error:`` line and exit
+    status 1; Ctrl-C ends it with 0, as in vLLM."""
+    try:
+        session()
+    except ServerError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print()
+    return 0
 
 
 def _error_message(body: bytes) -> str:
