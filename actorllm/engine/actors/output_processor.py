@@ -85,9 +85,12 @@ class OutputProcessorActor(Actor[OutputMsg]):
                         msg.child_ids,
                     )
             case StepOutputs(epoch=epoch, outputs=eco):
+                if self.ctx.ledger.woken_readers.pending:
+                    await _let_callers_read()
+                # After the wait, in one synchronous stretch with the apply: a core rebuilt
+                # meanwhile re-added these requests from the ledger, so a step of its old
+                # epoch applied now would reach the callers twice (once recomputed).
                 if self.ctx.ledger.is_current(epoch):  # older: a rebuilt core's past
-                    if self.ctx.ledger.woken_readers.pending:
-                        await _let_callers_read()
                     self._apply(epoch, eco)
             case EndRequest(request_id=rid, error=error, finish_in_scheduler=tell):
                 if tell and (entry := self.ctx.ledger.get(rid)) is not None:
