@@ -124,7 +124,8 @@ def decode_request(body: bytes, kind: type[S]) -> S:
     raw = _ints(raw)
     known = set(kind.__struct_fields__)
     check_raw_body(raw, is_completion=issubclass(kind, CompletionRequest))
-    refuse_unsupported(raw)
+    # A field the struct declares is served by it (the Responses API's store, metadata).
+    refuse_unsupported({k: v for k, v in raw.items() if k not in known})
     unknown = sorted(k for k in raw if k not in known and k not in UNSUPPORTED)
     if unknown:
         logger.warning("ignoring unknown request fields: %s", ", ".join(unknown))
