@@ -114,8 +114,8 @@ async def start_chat(
     request_id: str | None = None,
 ) -> tuple[ChatState, list[PrimedStream], SamplingParams]:
     """Render, tokenize and submit a chat request; the state that reads its outputs, the
-    primed engine streams and the sampling parameters sent. ``request_id``: the engine request's id (default: a new
-    ``chatcmpl-`` one)."""
+    primed engine streams and the sampling parameters sent. ``request_id``: the engine
+    request's id (default: a new ``chatcmpl-`` one)."""
     engine = ctx.engine
     check_model(req.model, engine.model_names)
     check_priority(req.priority, engine.config)  # vLLM: non-zero only under the priority policy

@@ -156,7 +156,8 @@ Include = Literal[
     "message.output_text.logprobs",
     "reasoning.encrypted_content",
 ]
-Metadata = Annotated[dict[str, Annotated[str, msgspec.Meta(max_length=512)]], msgspec.Meta(max_length=16)]
+MetadataValue = Annotated[str, msgspec.Meta(max_length=512)]
+Metadata = Annotated[dict[str, MetadataValue], msgspec.Meta(max_length=16)]
 TopLogprobs = Annotated[int, msgspec.Meta(ge=0, le=20)]
 
 # -- the request --------------------------------------------------------------------------

@@ -98,16 +98,17 @@ def _earlier_messages(store: ResponseStore, response_id: str) -> list[ChatMessag
     if found is None:
         raise not_found(response_id)
     messages = [copy.copy(m) for m in found.messages]  # the next turn may add to them
-    answer = AssistantMessage()
+    text: str | None = None
+    calls: list[ToolCall] = []
     for item in found.response.output:
         if isinstance(item, OutputMessage):
-            answer.content = (answer.content or "") + "".join(p.text for p in item.content)
+            text = (text or "") + "".join(p.text for p in item.content)
         elif isinstance(item, FunctionCallOutput):
-            call = ToolCall(id=item.call_id, function=FunctionCall(item.name, item.arguments))
-            answer.tool_calls = [*(answer.tool_calls or []), call]
+            fn = FunctionCall(name=item.name, arguments=item.arguments)
+            calls.append(ToolCall(id=item.call_id, function=fn))
         # Reasoning is not carried to the next turn (as vLLM; templates drop it too).
-    if answer.content is not None or answer.tool_calls:
-        messages.append(answer)
+    if text is not None or calls:
+        messages.append(AssistantMessage(content=text, tool_calls=calls or None))
     return messages
 
 
@@ -156,7 +157,7 @@ class _Run:
             instructions=req.instructions,
             metadata=req.metadata,
             model=ctx.engine.model_name,
-            parallel_tool_calls=True if req.parallel_tool_calls is None else req.parallel_tool_calls,
+            parallel_tool_calls=req.parallel_tool_calls is not False,
             temperature=temperature,
             tool_choice=req.tool_choice,
             tools=req.tools,
@@ -286,9 +287,7 @@ async def create_response(
     chat = chat_request(req, earlier, truncate_to=truncate_to)
     rid = req.request_id or new_id("resp")
     budget = OutputBudget(asked=req.max_output_tokens, param="input")
-    state, streams, params = await start_chat(
-        ctx, chat, receive, budget=budget, request_id=rid
-    )
+    state, streams, params = await start_chat(ctx, chat, receive, budget=budget, request_id=rid)
     run = _Run(
         ctx,
         store,

@@ -98,9 +98,7 @@ def refuse_unserved(body: dict[str, Any]) -> None:
     if body.get("enable_response_messages"):
         _refuse("enable_response_messages", "raw input/output messages", "enable_response_messages")
     if body.get("previous_input_messages") is not None:
-        _refuse(
-            "previous_input_messages", "harmony (gpt-oss) messages", "previous_input_messages"
-        )
+        _refuse("previous_input_messages", "harmony (gpt-oss) messages", "previous_input_messages")
     tier = body.get("service_tier")
     if tier not in (None, "auto", "default"):
         _refuse(f"service_tier {tier!r}", "it has one service tier", "service_tier")
@@ -147,7 +145,8 @@ def items_to_messages(items: Sequence[InputItem], messages: list[ChatMessage]) -
             else:
                 messages.append(UserMessage(content=_parts(item.content)))
         elif isinstance(item, FunctionCallItem):
-            call = ToolCall(id=item.call_id, function=FunctionCall(item.name, item.arguments))
+            fn = FunctionCall(name=item.name, arguments=item.arguments)
+            call = ToolCall(id=item.call_id, function=fn)
             if prev is not None:
                 prev.tool_calls = [*(prev.tool_calls or []), call]
             else:
