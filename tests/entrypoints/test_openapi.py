@@ -42,7 +42,7 @@ def test_schemathesis_finds_nothing(srv: ServerThread, tmp_path: Path) -> None:
     cmd = [str(schemathesis), "run", srv.url + "/openapi.json", "--checks", "all"]
     cmd += ["--max-examples", "20", "--seed", "1", "--no-color", "--workers", "1"]
     # cwd: schemathesis keeps a cache of its findings there, outside the repository.
-    run = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=240)
+    run = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=480)
     assert run.returncode == 0, run.stdout[-8000:] + run.stderr[-2000:]
 
 

@@ -27,6 +27,11 @@ from actorllm.entrypoints.openai import protocol as p
 from actorllm.entrypoints.openai.fields import UNSUPPORTED
 from actorllm.entrypoints.openai.middleware import is_guarded
 from actorllm.entrypoints.openai.preprocess import reserved_template_kwargs
+from actorllm.entrypoints.openai.responses.openapi import (
+    RESPONSES_STRUCTS,
+    responses_paths,
+    responses_rules,
+)
 
 _REF = "#/components/schemas/{name}"
 
@@ -203,18 +208,21 @@ def _cross_field_rules(components: dict[str, Any]) -> None:
     for name in ("ChatCompletionRequest", "TokenizeRequest"):
         schema = components[name]
         schema.setdefault("allOf", []).append(not_both)
-        kwargs = schema["properties"]["chat_template_kwargs"]
+    for name in ("ChatCompletionRequest", "TokenizeRequest", "ResponsesRequest"):
+        kwargs = components[name]["properties"]["chat_template_kwargs"]
         kwargs["anyOf"][0].update(reserved)
     chat = components["ChatCompletionRequest"]
     asks_top = _if_set("top_logprobs")
     asks_top["properties"]["top_logprobs"] = {"not": {"enum": [None, 0]}}  # 0 asks nothing
     chat["allOf"].append({"if": asks_top, "then": _if_set("logprobs", True)})  # needs logprobs
     components["TokenizeRequest"]["oneOf"] = [{"required": ["prompt"]}, {"required": ["messages"]}]
+    responses_rules(components)
     for name in (
         "CompletionRequest",
         "ChatCompletionRequest",
         "TokenizeRequest",
         "DetokenizeRequest",
+        "ResponsesRequest",
     ):
         props = components[name]["properties"]
         for field, refusal in UNSUPPORTED.items():
@@ -247,7 +255,7 @@ def _responses(op: dict[str, Any], error: dict[str, Any], statuses: list[int]) -
     reasons = {
         400: "Invalid request (the body says which field: `param`).",
         401: "Missing or wrong API key.",
-        404: "Unknown model.",
+        404: "Unknown model (or response id).",
         409: "Conflict (the prefix cache is in use).",
         413: "Request body too large.",
         500: "Server error.",
@@ -289,7 +297,7 @@ def _invocations(ref: dict[type, Any], error: dict[str, Any], api_key: bool) -> 
 
 def openapi_document(*, dev_mode: bool, api_key: bool, served: Served) -> dict[str, Any]:
     structs = [t for _, _, req, resp, _, _ in _ENDPOINTS for t in (req, resp) if t is not None]
-    everything = [*structs, p.ChatCompletionChunk, p.ErrorResponse]
+    everything = [*structs, p.ChatCompletionChunk, p.ErrorResponse, *RESPONSES_STRUCTS]
     refs, components = msgspec.json.schema_components(everything, ref_template=_REF)
     ref = dict(zip(everything, refs, strict=True))
     _fill_served(components, served)
@@ -327,6 +335,10 @@ def openapi_document(*, dev_mode: bool, api_key: bool, served: Served) -> dict[s
         _responses(op, error, sorted(statuses))
         paths.setdefault(path, {})[method] = op
     paths["/invocations"] = {"post": _invocations(ref, error, api_key)}
+    for path, ops in responses_paths(ref, api_key).items():
+        for method, (op, statuses) in ops.items():
+            _responses(op, error, statuses)
+            paths.setdefault(path, {})[method] = op
     if dev_mode:
         rpc = (dev_rpc.CollectiveRPCRequest, dev_rpc.CollectiveRPCResponse)
         (rpc_body, rpc_result), rpc_schemas = msgspec.json.schema_components(rpc, ref_template=_REF)

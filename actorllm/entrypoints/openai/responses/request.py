@@ -91,7 +91,7 @@ class ReasoningItem(msgspec.Struct, kw_only=True, tag_field="type", tag="reasoni
     id: str | None = None
     summary: list[SummaryText] = msgspec.field(default_factory=list)
     content: list[ReasoningText] | None = None
-    encrypted_content: str | None = None
+    encrypted_content: None = None  # refused when set, with vLLM's words (to_chat)
     status: ItemStatus | None = None
 
 
@@ -134,7 +134,7 @@ TextFormat = TextFormatText | TextFormatJsonObject | TextFormatJsonSchema
 
 class TextConfig(msgspec.Struct, kw_only=True):
     format: TextFormat | None = None
-    verbosity: Literal["low", "medium", "high"] | None = None
+    verbosity: None = None  # refused when set (to_chat)
 
 
 ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh"]
@@ -148,14 +148,10 @@ class Reasoning(msgspec.Struct, kw_only=True):
     generate_summary: SummaryKind | None = None
 
 
-Include = Literal[
-    "code_interpreter_call.outputs",
-    "computer_call_output.output.image_url",
-    "file_search_call.results",
-    "message.input_image.image_url",
-    "message.output_text.logprobs",
-    "reasoning.encrypted_content",
-]
+# The includes served: logprobs, and encrypted reasoning, which asks nothing here (reasoning
+# items carry their text in the clear; Codex sends it). OpenAI's others name outputs of
+# built-in tools and image inputs, which this server lacks: refused by name (to_chat).
+Include = Literal["message.output_text.logprobs", "reasoning.encrypted_content"]
 MetadataValue = Annotated[str, msgspec.Meta(max_length=512)]
 Metadata = Annotated[dict[str, MetadataValue], msgspec.Meta(max_length=16)]
 TopLogprobs = Annotated[int, msgspec.Meta(ge=0, le=20)]
@@ -168,7 +164,7 @@ class ResponsesRequest(msgspec.Struct, kw_only=True):
 
     background: bool | None = False
     include: list[Include] | None = None
-    input: str | list[InputItem]
+    input: str | Annotated[list[InputItem], msgspec.Meta(min_length=1)]
     instructions: str | None = None
     max_output_tokens: MaxTokens | None = None
     # Built-in tool calls only (OpenAI); this server has no built-in tools: echoed.

@@ -70,7 +70,8 @@ def _refuse(what: str, why: str, param: str) -> None:
 
 def refuse_unserved(body: dict[str, Any]) -> None:
     """400 naming the first thing in the raw body the chat path cannot serve."""
-    for tool in body.get("tools") or []:
+    tools = body.get("tools")
+    for tool in tools if isinstance(tools, list) else []:
         kind = tool.get("type") if isinstance(tool, dict) else None
         if kind is not None and kind != "function":
             _refuse(f"The {kind!r} tool", _BUILT_IN, "tools")
@@ -88,6 +89,8 @@ def refuse_unserved(body: dict[str, Any]) -> None:
                 "it serves message, function_call, function_call_output and reasoning items",
                 "input",
             )
+        if kind == "reasoning" and item.get("encrypted_content"):
+            raise bad_request("Encrypted content is not supported.", "input")  # vLLM's words
         content = item.get("content")
         for part in content if kind == "message" and isinstance(content, list) else []:
             part_kind = part.get("type") if isinstance(part, dict) else None
@@ -102,7 +105,8 @@ def refuse_unserved(body: dict[str, Any]) -> None:
     tier = body.get("service_tier")
     if tier not in (None, "auto", "default"):
         _refuse(f"service_tier {tier!r}", "it has one service tier", "service_tier")
-    for name in body.get("include") or []:
+    include = body.get("include")
+    for name in include if isinstance(include, list) else []:
         if isinstance(name, str) and name not in _INCLUDES:
             _refuse(f"include {name!r}", "it needs an input or tool this server lacks", "include")
     text = body.get("text")
@@ -155,8 +159,6 @@ def items_to_messages(items: Sequence[InputItem], messages: list[ChatMessage]) -
             output = item.output if isinstance(item.output, str) else _parts(item.output)
             messages.append(ToolMessage(content=output, tool_call_id=item.call_id))
         elif isinstance(item, ReasoningItem):
-            if item.encrypted_content:
-                raise bad_request("Encrypted content is not supported.", "input")  # vLLM's
             text = ""
             if item.content:
                 text = item.content[0].text
@@ -169,15 +171,16 @@ def items_to_messages(items: Sequence[InputItem], messages: list[ChatMessage]) -
 
 
 def _continues(items: str | Sequence[InputItem]) -> bool:
-    """vLLM: a last assistant message (or reasoning) still in progress is continued."""
+    """vLLM: a last assistant message still in progress is continued (vLLM continues a
+    reasoning item too; with no answer text there is nothing here to continue)."""
     if isinstance(items, str) or not items:
         return False
     last = items[-1]
-    if isinstance(last, MessageItem | ReasoningItem):
-        return last.status in ("in_progress", "incomplete") and (
-            not isinstance(last, MessageItem) or last.role == "assistant"
-        )
-    return False
+    return (
+        isinstance(last, MessageItem)
+        and last.role == "assistant"
+        and last.status in ("in_progress", "incomplete")
+    )
 
 
 def _format(req: ResponsesRequest) -> ResponseFormat | None:
