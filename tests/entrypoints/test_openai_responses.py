@@ -16,6 +16,8 @@ import httpx
 import openai
 import pytest
 
+from actorllm.entrypoints.openai.fields import UNSUPPORTED
+from actorllm.entrypoints.openai.responses.request import ResponsesRequest
 from tests.entrypoints.conftest import start_server
 from tests.entrypoints.fake_engine import SCRIPT, FakeEngine
 from tests.entrypoints.server_thread import ServerThread
@@ -385,3 +387,53 @@ def test_a_prompt_that_fills_the_context_names_input(client: openai.OpenAI) -> N
     assert err.value.body["param"] == "input"  # type: ignore[index]
     r = client.responses.create(model=MODEL, input="word " * 400, truncation="auto")
     assert r.status in ("completed", "incomplete")  # the prompt's start was cut
+
+
+# -- every field of vLLM's ResponsesRequest ---------------------------------------------------
+
+# vLLM 0.32's ``ResponsesRequest.model_fields`` (vllm/entrypoints/openai/responses/protocol.py).
+VLLM_RESPONSES_FIELDS = """
+background cache_salt chat_template_kwargs ec_transfer_params enable_response_messages
+frequency_penalty ignore_eos include include_reasoning include_stop_str_in_output input
+instructions kv_transfer_params logit_bias max_output_tokens max_tool_calls
+media_io_kwargs metadata min_p mm_payload mm_processor_kwargs model parallel_tool_calls
+presence_penalty previous_input_messages previous_response_id priority prompt
+prompt_cache_key reasoning repetition_penalty request_id return_mm_kwargs seed
+service_tier session_id skip_special_tokens stop stop_token_ids store stream
+structured_outputs temperature text tool_choice tools top_k top_logprobs top_p truncation
+user vllm_xargs watermarking
+""".split()  # noqa: SIM905
+
+
+def test_every_vllm_field_is_known() -> None:
+    """None falls through to "unknown field, one warning": declared, or refused by name."""
+    known = set(ResponsesRequest.__struct_fields__) | set(UNSUPPORTED)
+    assert [f for f in VLLM_RESPONSES_FIELDS if f not in known] == []
+
+
+def test_sampling_fields_reach_the_engine(client: openai.OpenAI, engine: FakeEngine) -> None:
+    client.responses.create(
+        model=MODEL,
+        input="x",
+        max_output_tokens=2,
+        extra_body={
+            "top_k": 5,
+            "min_p": 0.1,
+            "repetition_penalty": 1.2,
+            "presence_penalty": 0.5,
+            "frequency_penalty": 0.25,
+            "seed": 7,
+            "stop_token_ids": [3],
+            "ignore_eos": True,
+            "logit_bias": {"5": 1.0},
+            "skip_special_tokens": False,
+            "include_stop_str_in_output": True,
+            "prompt_cache_key": "k",
+            "session_id": "s",
+        },
+    )
+    p = engine.last_request[1]  # type: ignore[index]
+    assert (p.top_k, p.min_p, p.repetition_penalty, p.seed) == (5, 0.1, 1.2, 7)
+    assert (p.presence_penalty, p.frequency_penalty) == (0.5, 0.25)
+    assert p.stop_token_ids == [3] and p.ignore_eos and p.logit_bias == {5: 1.0}
+    assert not p.skip_special_tokens and p.include_stop_str_in_output
