@@ -85,6 +85,17 @@ def filter_case(context: Any, case: Any) -> bool:
         return False  # tools: semantic (the served template must render them), as above
     if path == "/v1/responses" and isinstance(body, dict):
         return _responses_case(body)
+    if path == "/v1/chat/completions/batch" and isinstance(body, dict):
+        conversations = body.get("messages")
+        if not isinstance(conversations, list) or not conversations:
+            return True  # a negative case: the server must refuse it
+        # Each conversation is a chat request of its own: the chat rules hold for each.
+        chat = "/v1/chat/completions"
+        return all(_generation_case(chat, {**body, "messages": c}) for c in conversations)
+    return _generation_case(path, body)
+
+
+def _generation_case(path: str, body: Any) -> bool:
     if path not in ("/v1/completions", "/v1/chat/completions") or not isinstance(body, dict):
         return True
     if any(body.get(name) is not None for name in _SEMANTIC):

@@ -32,8 +32,10 @@ from actorllm.entrypoints.openai.responses.openapi import (
     responses_paths,
     responses_rules,
 )
+from actorllm.entrypoints.openai.serving_chat_batch import BatchChatCompletionRequest
 
 _REF = "#/components/schemas/{name}"
+_BATCH = "BatchChatCompletionRequest"
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +78,15 @@ _ENDPOINTS: list[tuple[str, str, type | None, type | None, str, str]] = [
         p.ChatCompletionRequest,
         p.ChatCompletionResponse,
         "Create a chat completion (SSE of ChatCompletionChunk when stream=true).",
+        "openai",
+    ),
+    (
+        "post",
+        "/v1/chat/completions/batch",
+        BatchChatCompletionRequest,
+        p.ChatCompletionResponse,
+        "Chat completions of several conversations (vLLM's): choice i answers "
+        "conversation i; no streaming, tools or n > 1.",
         "openai",
     ),
     ("get", "/v1/models", None, p.ModelList, "List the served model.", "openai"),
@@ -205,16 +216,21 @@ def _cross_field_rules(components: dict[str, Any]) -> None:
         "then": _if_set("add_generation_prompt", False),
     }
     reserved = {"propertyNames": {"not": {"enum": sorted(reserved_template_kwargs())}}}
-    for name in ("ChatCompletionRequest", "TokenizeRequest"):
+    for name in ("ChatCompletionRequest", "TokenizeRequest", _BATCH):
         schema = components[name]
         schema.setdefault("allOf", []).append(not_both)
-    for name in ("ChatCompletionRequest", "TokenizeRequest", "ResponsesRequest"):
+    for name in ("ChatCompletionRequest", "TokenizeRequest", "ResponsesRequest", _BATCH):
         kwargs = components[name]["properties"]["chat_template_kwargs"]
         kwargs["anyOf"][0].update(reserved)
-    chat = components["ChatCompletionRequest"]
     asks_top = _if_set("top_logprobs")
     asks_top["properties"]["top_logprobs"] = {"not": {"enum": [None, 0]}}  # 0 asks nothing
-    chat["allOf"].append({"if": asks_top, "then": _if_set("logprobs", True)})  # needs logprobs
+    for name in ("ChatCompletionRequest", _BATCH):  # top_logprobs needs logprobs
+        components[name]["allOf"].append({"if": asks_top, "then": _if_set("logprobs", True)})
+    batch = components[_BATCH]["properties"]  # vLLM's batch limits
+    batch["stream"] = {"const": False, "default": False, "description": "Not supported."}
+    batch["n"] = {"const": 1, "default": 1, "description": "Not supported: n > 1."}
+    batch["tools"] = {"type": "null", "default": None, "description": "Not supported."}
+    batch["tool_choice"] = {"enum": ["none", None], "default": None}
     components["TokenizeRequest"]["oneOf"] = [{"required": ["prompt"]}, {"required": ["messages"]}]
     responses_rules(components)
     for name in (
@@ -223,6 +239,7 @@ def _cross_field_rules(components: dict[str, Any]) -> None:
         "TokenizeRequest",
         "DetokenizeRequest",
         "ResponsesRequest",
+        _BATCH,
     ):
         props = components[name]["properties"]
         for field, refusal in UNSUPPORTED.items():
@@ -233,7 +250,7 @@ def _cross_field_rules(components: dict[str, Any]) -> None:
         "if": {"not": _if_set("stream", True)},
         "then": {"properties": {"stream_options": no_options}},
     }
-    for name in ("CompletionRequest", "ChatCompletionRequest"):
+    for name in ("CompletionRequest", "ChatCompletionRequest", _BATCH):
         truncate = components[name]["properties"]["truncate_prompt_tokens"]["anyOf"][0]
         truncate["not"] = {"const": 0}  # -1 or at least 1
         components[name].setdefault("allOf", []).append(options_need_stream)
@@ -303,7 +320,7 @@ def openapi_document(*, dev_mode: bool, api_key: bool, served: Served) -> dict[s
     _fill_served(components, served)
     _cross_field_rules(components)
     if not served.trust_request_chat_template:
-        for name in ("ChatCompletionRequest", "TokenizeRequest"):
+        for name in ("ChatCompletionRequest", "TokenizeRequest", _BATCH):
             components[name]["properties"]["chat_template"] = {
                 "type": "null",
                 "description": "Refused: the server was not started with "
@@ -318,6 +335,8 @@ def openapi_document(*, dev_mode: bool, api_key: bool, served: Served) -> dict[s
             ok.update(_json(ref[resp]))
         if path == "/metrics":
             ok["content"] = {"text/plain": {"schema": {"type": "string"}}}
+        if path == "/v1/chat/completions/batch":
+            op["description"] = summary + _GENERATION_RULES + " Each conversation alone."
         if path in ("/v1/completions", "/v1/chat/completions"):
             chunk = ref[
                 p.CompletionResponse if req is p.CompletionRequest else p.ChatCompletionChunk

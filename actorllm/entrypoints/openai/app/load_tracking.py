@@ -17,6 +17,7 @@ LOAD_TRACKED = frozenset(
     {
         "/v1/completions",
         "/v1/chat/completions",
+        "/v1/chat/completions/batch",
         "/invocations",
         # vLLM counts its Responses routes, retrieval and cancel included.
         "/v1/responses",

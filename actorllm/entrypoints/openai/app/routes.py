@@ -19,6 +19,7 @@ from actorllm.entrypoints.openai.app.state import AppState, Handler
 ROUTES: list[tuple[str, Handler, str]] = [
     ("/v1/completions", api.completions, "POST"),
     ("/v1/chat/completions", api.chat_completions, "POST"),
+    ("/v1/chat/completions/batch", api.chat_completions_batch, "POST"),
     ("/v1/responses", responses.create, "POST"),
     ("/v1/responses/{response_id}", responses.retrieve, "GET"),
     ("/v1/responses/{response_id}/cancel", responses.cancel, "POST"),

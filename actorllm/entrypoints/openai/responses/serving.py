@@ -18,6 +18,7 @@ import msgspec
 from starlette.responses import Response
 
 from actorllm.core.outputs import RequestOutput
+from actorllm.core.structured_outputs_params import StructuredOutputsError
 from actorllm.entrypoints.openai.errors import APIError, bad_request, to_api_error
 from actorllm.entrypoints.openai.fields import decode_request
 from actorllm.entrypoints.openai.protocol.chat_request import (
@@ -287,7 +288,13 @@ async def create_response(
     chat = chat_request(req, earlier, truncate_to=truncate_to)
     rid = req.request_id or new_id("resp")
     budget = OutputBudget(asked=req.max_output_tokens, param="input")
-    state, streams, params = await start_chat(ctx, chat, receive, budget=budget, request_id=rid)
+    try:
+        state, streams, params = await start_chat(ctx, chat, receive, budget=budget, request_id=rid)
+    except StructuredOutputsError as exc:  # chat's response_format is text.format here
+        if exc.param == "response_format":
+            raise exc.renamed("text") from None
+        raise
+
     run = _Run(
         ctx,
         store,
