@@ -71,8 +71,8 @@ def responses_paths(
         },
     }
     ok = {"description": "OK", **response}
-    created = {"description": "OK", "content": {**response["content"]}}
-    created["content"]["text/event-stream"] = {"schema": event}
+    content: dict[str, Any] = {**response["content"], "text/event-stream": {"schema": event}}
+    created = {"description": "OK", "content": content}
     summary = (
         "Create a model response (SSE of response.* events, each named by `event:`, when "
         "stream=true)."
