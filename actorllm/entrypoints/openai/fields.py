@@ -96,10 +96,11 @@ UNSUPPORTED: dict[str, Refusal] = {
 }
 
 
-def refuse_unsupported(body: dict[str, Any]) -> None:
-    """400 naming the first field of :data:`UNSUPPORTED` that asks for something."""
+def refuse_unsupported(body: dict[str, Any], served: frozenset[str] = frozenset()) -> None:
+    """400 naming the first field of :data:`UNSUPPORTED` that asks for something;
+    ``served``: fields the request kind declares, so serves itself (not refused)."""
     for name, value in body.items():
-        rule = UNSUPPORTED.get(name)
+        rule = None if name in served else UNSUPPORTED.get(name)
         if rule is not None and not rule.accepts(value, body):
             raise bad_request(f"`{name}` is not supported by this server yet: {rule.why}.", name)
 
@@ -125,7 +126,7 @@ def decode_request(body: bytes, kind: type[S]) -> S:
     known = set(kind.__struct_fields__)
     check_raw_body(raw, is_completion=issubclass(kind, CompletionRequest))
     # A field the struct declares is served by it (the Responses API's store, metadata).
-    refuse_unsupported({k: v for k, v in raw.items() if k not in known})
+    refuse_unsupported(raw, frozenset(known))
     unknown = sorted(k for k in raw if k not in known and k not in UNSUPPORTED)
     if unknown:
         logger.warning("ignoring unknown request fields: %s", ", ".join(unknown))
