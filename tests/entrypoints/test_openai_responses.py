@@ -117,6 +117,7 @@ def test_create_text_input(client: openai.OpenAI, engine: FakeEngine) -> None:
     assert r.incomplete_details.reason == "max_output_tokens"
     assert (r.temperature, r.top_p, r.max_output_tokens) == (0.5, 0.9, 4)
     assert r.metadata == {"k": "v"} and r.user == "u-1" and r.instructions == "Be brief."
+    assert r.tool_choice == "none" and r.tools == []  # vLLM's echo: "auto" without tools
     assert r.usage is not None and r.usage.output_tokens == 4
     assert r.usage.total_tokens == r.usage.input_tokens + 4
     assert r.usage.input_tokens_details.cached_tokens == 2

@@ -160,7 +160,8 @@ class _Run:
             model=ctx.engine.model_name,
             parallel_tool_calls=req.parallel_tool_calls is not False,
             temperature=temperature,
-            tool_choice=req.tool_choice,
+            # vLLM's validator makes "auto" without tools "none", and echoes that.
+            tool_choice="none" if not req.tools and req.tool_choice == "auto" else req.tool_choice,
             tools=req.tools,
             top_p=top_p,
             background=bool(req.background),
