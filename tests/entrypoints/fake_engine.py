@@ -77,7 +77,12 @@ class FakeEngine:
         max_model_len: int = 64,
         scheduling_policy: str = "fcfs",
         max_logprobs: int = 20,
+        script: str | None = None,
+        reasoning_parser: str | None = None,
     ) -> None:
+        """``script``: every sample's text, one token per step, finishing with "stop" at
+        its end (instead of the words below, cycled); ``reasoning_parser``: the engine
+        config's (the server reads it)."""
         self.model_name = "fake-model"
         self.model_names = [self.model_name]
         self.max_model_len = max_model_len
@@ -87,6 +92,7 @@ class FakeEngine:
         self.config = EngineConfig(
             scheduling_policy=scheduling_policy,  # type: ignore[arg-type]
             max_logprobs=max_logprobs,
+            reasoning_parser=reasoning_parser,
         )
         # What the last generate() was asked: (prompt, params, priority).
         self.last_request: tuple[str | dict[str, Any], SamplingParams, int] | None = None
@@ -98,7 +104,14 @@ class FakeEngine:
         self.sleeping = False
         self.kv_connector = True
         self.prefix_queries = 0
-        self._words = [(w, self.tokenizer.encode(" " + w)[0]) for w in SCRIPT]
+        self._words = [(" " + w, self.tokenizer.encode(" " + w)[0]) for w in SCRIPT]
+        self._scripted = script is not None
+        if script is not None:
+            ids = self.tokenizer.encode(script, add_special_tokens=False)
+            self._words = [
+                (self.tokenizer.decode(ids[: i + 1])[len(self.tokenizer.decode(ids[:i])) :], t)
+                for i, t in enumerate(ids)
+            ]
 
     # -- generation ---------------------------------------------------------------------
 
@@ -151,8 +164,7 @@ class FakeEngine:
             for s in states:
                 if s.finish:
                     continue
-                word, tid = self._words[(step + s.index) % len(self._words)]
-                piece = " " + word
+                piece, tid = self._words[(step + s.index) % len(self._words)]
                 s.add(piece, tid, self._logprobs(tid, sp.num_logprobs, sp.logprob_token_ids))
                 stop = next((x for x in sp.stop_strings if x in s.text), None)
                 if stop is not None:
@@ -160,6 +172,8 @@ class FakeEngine:
                     cut = s.text.index(stop) + (len(stop) if sp.include_stop_str_in_output else 0)
                     piece = piece[: max(0, len(piece) - (len(s.text) - cut))]
                     s.text = s.text[:cut]
+                elif self._scripted and len(s.tokens) >= len(self._words):
+                    s.finish = "stop"
                 elif len(s.tokens) >= max_tokens:
                     s.finish = "length"
                 s.pending_text += piece

@@ -19,6 +19,8 @@ import schemathesis
 from actorllm.entrypoints.openai import protocol as p
 from actorllm.entrypoints.openai.fields import decode_request
 from actorllm.entrypoints.openai.preprocess import encode, render_chat
+from actorllm.entrypoints.openai.responses.serving import decode_responses_request
+from actorllm.entrypoints.openai.responses.to_chat import chat_request
 from actorllm.entrypoints.openai.sampling import STRUCTURED_FIELDS
 from tests.entrypoints.fake_engine import demo_tokenizer
 
@@ -81,6 +83,21 @@ def filter_case(context: Any, case: Any) -> bool:
         path = "/v1/chat/completions" if "messages" in body else "/v1/completions"
     if path == "/tokenize" and isinstance(body, dict) and body.get("tools") is not None:
         return False  # tools: semantic (the served template must render them), as above
+    if path == "/v1/responses" and isinstance(body, dict):
+        return _responses_case(body)
+    if path == "/v1/chat/completions/batch" and isinstance(body, dict):
+        conversations = body.get("messages")
+        if not isinstance(conversations, list) or not conversations:
+            return True  # a negative case: the server must refuse it
+        # Each conversation is a chat request of its own: the chat rules hold for each.
+        # tool_choice "none" (the one the batch takes) asks for no tool.
+        one = {k: v for k, v in body.items() if not (k == "tool_choice" and v == "none")}
+        chat = "/v1/chat/completions"
+        return all(_generation_case(chat, {**one, "messages": c}) for c in conversations)
+    return _generation_case(path, body)
+
+
+def _generation_case(path: str, body: Any) -> bool:
     if path not in ("/v1/completions", "/v1/chat/completions") or not isinstance(body, dict):
         return True
     if any(body.get(name) is not None for name in _SEMANTIC):
@@ -107,3 +124,30 @@ def filter_case(context: Any, case: Any) -> bool:
         if room < 1 or want > room or min_tokens > want:
             return False
     return True
+
+
+# /v1/responses: fields whose validity is semantic (a constraint that compiles, tools the
+# server parses, a stored response's id), as for the chat fields above.
+_RESPONSES_SEMANTIC = ("text", "structured_outputs", "tools", "tool_choice", "previous_response_id")
+
+
+def _responses_case(body: dict[str, Any]) -> bool:
+    """Generated unless semantic, or the input leaves no room for an output token."""
+    if any(body.get(name) is not None for name in _RESPONSES_SEMANTIC):
+        return False
+    if body.get("truncation") == "auto":
+        return True  # the input's start is cut to fit
+    try:
+        req = decode_responses_request(msgspec.json.encode(body))
+        chat = chat_request(req, [], truncate_to=None)
+        text = render_chat(
+            demo_tokenizer(),
+            chat.messages,
+            add_generation_prompt=chat.add_generation_prompt,
+            continue_final_message=chat.continue_final_message,
+            chat_template_kwargs=chat.chat_template_kwargs,
+        )
+        n = len(encode(demo_tokenizer(), text, add_special_tokens=False))
+    except Exception:
+        return True  # a negative case: the server must refuse it
+    return n < MAX_MODEL_LEN

@@ -147,3 +147,68 @@ def test_streaming_clients_survive_repeated_crashes(server: ServerThread) -> Non
         for a in ("router", "input_processor", "scheduler", "executor", "output_processor")
     )
     assert restarts >= len(CRASHES)
+
+
+# -- /v1/responses: supervised like every generation ----------------------------------------
+
+RESPONSES_CRASHES = [
+    CrashPoint(actor, at)
+    for actor, at in [("scheduler", 4), ("worker", 6), ("output_processor", 9), ("router", 2)]
+]
+
+
+async def respond_one(client: httpx.AsyncClient, i: int) -> dict[str, Any]:
+    """One streamed response: its text and status from response.completed, or the error."""
+    body = {"input": f"client {i} asks", "max_output_tokens": 6, "temperature": 0, "stream": True}
+    out: dict[str, Any] = {"text": None, "status": None, "error": None}
+    async with client.stream("POST", "/v1/responses", json=body) as r:
+        if r.status_code != 200:
+            out["error"] = json.loads(await r.aread())["error"]
+            return out
+        async for line in r.aiter_lines():
+            if not line.startswith("data: "):
+                continue
+            event = json.loads(line[len("data: ") :])
+            if event["type"] == "error":
+                out["error"] = event
+            elif event["type"] == "response.completed":
+                resp = event["response"]
+                parts = [c["text"] for item in resp["output"] for c in item["content"]]
+                out["text"], out["status"] = "".join(parts), resp["status"]
+    return out
+
+
+def test_streamed_responses_survive_crashes(server: ServerThread) -> None:
+    backend = server._settings.worker_class
+
+    async def run_all() -> list[dict[str, Any]]:
+        results: list[dict[str, Any]] = [{} for _ in range(4)]
+        async with httpx.AsyncClient(base_url=server.url, timeout=60.0) as client:
+
+            async def one(i: int) -> None:
+                results[i] = await respond_one(client, i)
+
+            async with anyio.create_task_group() as tg:
+                for i in range(4):
+                    tg.start_soon(one, i)
+        return results
+
+    async def rounds() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        reference = await run_all()
+        engine = app_state(server.app).ctx.engine
+        triggers = [Trigger(p) for p in RESPONSES_CRASHES]
+        for t in triggers:
+            inject_fault(engine, t.point.actor, when=t)
+        chaos = await run_all()
+        while not all(t.fired for t in triggers):
+            chaos += await run_all()
+        return reference, chaos
+
+    reference, chaos = anyio.run(rounds, backend=backend)
+    assert all(r["error"] is None and r["status"] == "incomplete" for r in reference)
+    for i, got in enumerate(chaos):
+        if got["error"] is not None:  # a typed error, never a broken stream
+            assert {"message", "code"} <= set(got["error"])
+        else:
+            assert (got["text"], got["status"]) == (reference[i % 4]["text"], "incomplete")
+    assert any(r["error"] is None for r in chaos)  # recovered, not merely failed cleanly

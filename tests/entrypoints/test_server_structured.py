@@ -9,6 +9,7 @@ import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import jsonschema
 import openai
@@ -228,3 +229,49 @@ def test_stream_with_a_pydantic_model(client: openai.OpenAI) -> None:
     ) as stream:  # fmt: skip
         final = stream.get_final_completion()
     assert isinstance(final.choices[0].message.parsed, Trip)
+
+
+# -- the Responses API on the same path --------------------------------------------------------
+
+
+def test_responses_text_format_json_schema_validates(client: openai.OpenAI) -> None:
+    fmt = {
+        "type": "json_schema",
+        "name": "trip",
+        "schema": Trip.model_json_schema(),
+        "strict": True,
+    }
+    for seed in range(2):
+        r = client.responses.create(
+            model=_model(client), input="Plan a trip.", max_output_tokens=200,
+            text={"format": fmt},  # type: ignore[typeddict-item]
+            extra_body={"seed": seed, "chat_template_kwargs": {"enable_thinking": False}},
+        )  # fmt: skip
+        assert r.status == "completed", r
+        Trip.model_validate_json(r.output_text)
+    with pytest.raises(openai.BadRequestError) as info:  # a schema that does not compile
+        client.responses.create(
+            model=_model(client), input="x",
+            text={"format": {"type": "json_schema", "name": "x", "schema": {"type": "nope"}}},
+        )  # fmt: skip
+    assert info.value.body["param"] == "text"  # type: ignore[index]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_responses_forced_function_call_validates(client: openai.OpenAI, stream: bool) -> None:
+    flat = {"type": "function", **WEATHER["function"]}
+    kwargs: dict[str, Any] = {
+        "model": _model(client), "input": "Weather?", "tools": [flat],
+        "tool_choice": {"type": "function", "name": "get_weather"}, "max_output_tokens": 200,
+        "extra_body": {"chat_template_kwargs": {"enable_thinking": False}},
+    }  # fmt: skip
+    if stream:
+        with client.responses.stream(**kwargs) as s:
+            kinds = [e.type for e in s]
+            r = s.get_final_response()
+        assert "response.function_call_arguments.delta" in kinds
+    else:
+        r = client.responses.create(**kwargs)
+    calls = [o for o in r.output if o.type == "function_call"]
+    assert [c.name for c in calls] == ["get_weather"]
+    jsonschema.validate(json.loads(calls[0].arguments), WEATHER["function"]["parameters"])

@@ -51,15 +51,23 @@ class APIError(Exception):
         param: str | None = None,
         *,
         retry_after_s: float | None = None,
+        kind: str | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
         self.param = param
         self.retry_after_s = retry_after_s  # sent as a Retry-After header (whole seconds)
+        # The body's ``type`` where vLLM sends another than the status's (the Responses
+        # API's "invalid_request_error", OpenAI's own).
+        self.kind = kind
 
     def body(self) -> ErrorResponse:
-        kind = _TYPES.get(self.status) or HTTPStatus(self.status).phrase.replace(" ", "") + "Error"
+        kind = (
+            self.kind
+            or _TYPES.get(self.status)
+            or HTTPStatus(self.status).phrase.replace(" ", "") + "Error"
+        )
         return ErrorResponse(
             error=ErrorInfo(message=self.message, type=kind, param=self.param, code=self.status)
         )

@@ -96,10 +96,11 @@ UNSUPPORTED: dict[str, Refusal] = {
 }
 
 
-def refuse_unsupported(body: dict[str, Any]) -> None:
-    """400 naming the first field of :data:`UNSUPPORTED` that asks for something."""
+def refuse_unsupported(body: dict[str, Any], served: frozenset[str] = frozenset()) -> None:
+    """400 naming the first field of :data:`UNSUPPORTED` that asks for something;
+    ``served``: fields the request kind declares, so serves itself (not refused)."""
     for name, value in body.items():
-        rule = UNSUPPORTED.get(name)
+        rule = None if name in served else UNSUPPORTED.get(name)
         if rule is not None and not rule.accepts(value, body):
             raise bad_request(f"`{name}` is not supported by this server yet: {rule.why}.", name)
 
@@ -124,7 +125,8 @@ def decode_request(body: bytes, kind: type[S]) -> S:
     raw = _ints(raw)
     known = set(kind.__struct_fields__)
     check_raw_body(raw, is_completion=issubclass(kind, CompletionRequest))
-    refuse_unsupported(raw)
+    # A field the struct declares is served by it (the Responses API's store, metadata).
+    refuse_unsupported(raw, frozenset(known))
     unknown = sorted(k for k in raw if k not in known and k not in UNSUPPORTED)
     if unknown:
         logger.warning("ignoring unknown request fields: %s", ", ".join(unknown))

@@ -27,8 +27,15 @@ from actorllm.entrypoints.openai import protocol as p
 from actorllm.entrypoints.openai.fields import UNSUPPORTED
 from actorllm.entrypoints.openai.middleware import is_guarded
 from actorllm.entrypoints.openai.preprocess import reserved_template_kwargs
+from actorllm.entrypoints.openai.responses.openapi import (
+    RESPONSES_STRUCTS,
+    responses_paths,
+    responses_rules,
+)
+from actorllm.entrypoints.openai.serving_chat_batch import BatchChatCompletionRequest
 
 _REF = "#/components/schemas/{name}"
+_BATCH = "BatchChatCompletionRequest"
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +78,15 @@ _ENDPOINTS: list[tuple[str, str, type | None, type | None, str, str]] = [
         p.ChatCompletionRequest,
         p.ChatCompletionResponse,
         "Create a chat completion (SSE of ChatCompletionChunk when stream=true).",
+        "openai",
+    ),
+    (
+        "post",
+        "/v1/chat/completions/batch",
+        BatchChatCompletionRequest,
+        p.ChatCompletionResponse,
+        "Chat completions of several conversations (vLLM's): choice i answers "
+        "conversation i; no streaming, tools or n > 1.",
         "openai",
     ),
     ("get", "/v1/models", None, p.ModelList, "List the served model.", "openai"),
@@ -200,21 +216,30 @@ def _cross_field_rules(components: dict[str, Any]) -> None:
         "then": _if_set("add_generation_prompt", False),
     }
     reserved = {"propertyNames": {"not": {"enum": sorted(reserved_template_kwargs())}}}
-    for name in ("ChatCompletionRequest", "TokenizeRequest"):
+    for name in ("ChatCompletionRequest", "TokenizeRequest", _BATCH):
         schema = components[name]
         schema.setdefault("allOf", []).append(not_both)
-        kwargs = schema["properties"]["chat_template_kwargs"]
+    for name in ("ChatCompletionRequest", "TokenizeRequest", "ResponsesRequest", _BATCH):
+        kwargs = components[name]["properties"]["chat_template_kwargs"]
         kwargs["anyOf"][0].update(reserved)
-    chat = components["ChatCompletionRequest"]
     asks_top = _if_set("top_logprobs")
     asks_top["properties"]["top_logprobs"] = {"not": {"enum": [None, 0]}}  # 0 asks nothing
-    chat["allOf"].append({"if": asks_top, "then": _if_set("logprobs", True)})  # needs logprobs
+    for name in ("ChatCompletionRequest", _BATCH):  # top_logprobs needs logprobs
+        components[name]["allOf"].append({"if": asks_top, "then": _if_set("logprobs", True)})
+    batch = components[_BATCH]["properties"]  # vLLM's batch limits
+    batch["stream"] = {"const": False, "default": False, "description": "Not supported."}
+    batch["n"] = {"const": 1, "default": 1, "description": "Not supported: n > 1."}
+    batch["tools"] = {"type": "null", "default": None, "description": "Not supported."}
+    batch["tool_choice"] = {"enum": ["none", None], "default": None}
     components["TokenizeRequest"]["oneOf"] = [{"required": ["prompt"]}, {"required": ["messages"]}]
+    responses_rules(components)
     for name in (
         "CompletionRequest",
         "ChatCompletionRequest",
         "TokenizeRequest",
         "DetokenizeRequest",
+        "ResponsesRequest",
+        _BATCH,
     ):
         props = components[name]["properties"]
         for field, refusal in UNSUPPORTED.items():
@@ -225,7 +250,7 @@ def _cross_field_rules(components: dict[str, Any]) -> None:
         "if": {"not": _if_set("stream", True)},
         "then": {"properties": {"stream_options": no_options}},
     }
-    for name in ("CompletionRequest", "ChatCompletionRequest"):
+    for name in ("CompletionRequest", "ChatCompletionRequest", _BATCH):
         truncate = components[name]["properties"]["truncate_prompt_tokens"]["anyOf"][0]
         truncate["not"] = {"const": 0}  # -1 or at least 1
         components[name].setdefault("allOf", []).append(options_need_stream)
@@ -247,7 +272,7 @@ def _responses(op: dict[str, Any], error: dict[str, Any], statuses: list[int]) -
     reasons = {
         400: "Invalid request (the body says which field: `param`).",
         401: "Missing or wrong API key.",
-        404: "Unknown model.",
+        404: "Unknown model (or response id).",
         409: "Conflict (the prefix cache is in use).",
         413: "Request body too large.",
         500: "Server error.",
@@ -289,13 +314,13 @@ def _invocations(ref: dict[type, Any], error: dict[str, Any], api_key: bool) -> 
 
 def openapi_document(*, dev_mode: bool, api_key: bool, served: Served) -> dict[str, Any]:
     structs = [t for _, _, req, resp, _, _ in _ENDPOINTS for t in (req, resp) if t is not None]
-    everything = [*structs, p.ChatCompletionChunk, p.ErrorResponse]
+    everything = [*structs, p.ChatCompletionChunk, p.ErrorResponse, *RESPONSES_STRUCTS]
     refs, components = msgspec.json.schema_components(everything, ref_template=_REF)
     ref = dict(zip(everything, refs, strict=True))
     _fill_served(components, served)
     _cross_field_rules(components)
     if not served.trust_request_chat_template:
-        for name in ("ChatCompletionRequest", "TokenizeRequest"):
+        for name in ("ChatCompletionRequest", "TokenizeRequest", _BATCH):
             components[name]["properties"]["chat_template"] = {
                 "type": "null",
                 "description": "Refused: the server was not started with "
@@ -310,6 +335,8 @@ def openapi_document(*, dev_mode: bool, api_key: bool, served: Served) -> dict[s
             ok.update(_json(ref[resp]))
         if path == "/metrics":
             ok["content"] = {"text/plain": {"schema": {"type": "string"}}}
+        if path == "/v1/chat/completions/batch":
+            op["description"] = summary + _GENERATION_RULES + " Each conversation alone."
         if path in ("/v1/completions", "/v1/chat/completions"):
             chunk = ref[
                 p.CompletionResponse if req is p.CompletionRequest else p.ChatCompletionChunk
@@ -327,6 +354,10 @@ def openapi_document(*, dev_mode: bool, api_key: bool, served: Served) -> dict[s
         _responses(op, error, sorted(statuses))
         paths.setdefault(path, {})[method] = op
     paths["/invocations"] = {"post": _invocations(ref, error, api_key)}
+    for path, ops in responses_paths(ref, api_key).items():
+        for method, (op, statuses) in ops.items():
+            _responses(op, error, statuses)
+            paths.setdefault(path, {})[method] = op
     if dev_mode:
         rpc = (dev_rpc.CollectiveRPCRequest, dev_rpc.CollectiveRPCResponse)
         (rpc_body, rpc_result), rpc_schemas = msgspec.json.schema_components(rpc, ref_template=_REF)

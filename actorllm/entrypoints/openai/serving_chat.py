@@ -20,9 +20,10 @@ import msgspec
 from starlette.responses import Response
 
 from actorllm.core.outputs import CompletionOutput, RequestOutput
-from actorllm.core.sampling_params import RequestOutputKind
+from actorllm.core.sampling_params import RequestOutputKind, SamplingParams
 from actorllm.engine.api.request_fields import check_priority
 from actorllm.entrypoints.openai.chat_outputs import ChoiceParser, Delta
+from actorllm.entrypoints.openai.errors import APIError
 from actorllm.entrypoints.openai.input_work import messages_chars, run_input_work
 from actorllm.entrypoints.openai.logprobs import TokenText, chat_logprobs, prompt_logprobs
 from actorllm.entrypoints.openai.preprocess import (
@@ -74,6 +75,47 @@ async def create_chat_completion(
 ) -> Response:
     """Serve one chat request. Raises APIError / ValueError for bad input (400/404),
     ClientDisconnected if the client leaves before the first output."""
+    state, streams, _ = await start_chat(ctx, req, receive)
+    if req.stream:
+        return SSEResponse(lambda emit: state.stream(streams, emit), is_dead=ctx.is_dead)
+    await unless_disconnected(receive, lambda: pump(streams, state.collect))
+    ctx.defaults.log_outputs_of(state.id, state.choices)
+    return json_response(state.response())
+
+
+@dataclass(frozen=True, slots=True)
+class OutputBudget:
+    """How another API on the chat path (``/v1/responses``) sizes the output, as vLLM's
+    does there: a prompt that fills the context is a 400 naming ``param`` (vLLM's words),
+    and the asked ``max_tokens`` is cut to the room the prompt leaves."""
+
+    asked: int | None
+    param: str
+
+
+def _clamped(budget: OutputBudget, prompt_len: int, max_model_len: int) -> int:
+    if prompt_len >= max_model_len:
+        raise APIError(
+            400,
+            f"The engine prompt length {prompt_len} exceeds the max_model_len "
+            f"{max_model_len}. Please reduce prompt.",
+            budget.param,
+        )
+    room = max_model_len - prompt_len
+    return room if budget.asked is None else min(budget.asked, room)
+
+
+async def start_chat(
+    ctx: ServingContext,
+    req: ChatCompletionRequest,
+    receive: Any,
+    *,
+    budget: OutputBudget | None = None,
+    request_id: str | None = None,
+) -> tuple[ChatState, list[PrimedStream], SamplingParams]:
+    """Render, tokenize and submit a chat request; the state that reads its outputs, the
+    primed engine streams and the sampling parameters sent. ``request_id``: the engine
+    request's id (default: a new ``chatcmpl-`` one)."""
     engine = ctx.engine
     check_model(req.model, engine.model_names)
     check_priority(req.priority, engine.config)  # vLLM: non-zero only under the priority policy
@@ -105,8 +147,11 @@ async def create_chat_completion(
     prompt = truncate(
         Prompt(text, ids), req.truncate_prompt_tokens, engine.max_model_len, req.truncation_side
     )
-    asked = chat_max_tokens(req)
-    max_tokens = fit_max_tokens(len(prompt.token_ids), asked, engine.max_model_len, "messages")
+    asked = chat_max_tokens(req) if budget is None else budget.asked
+    if budget is not None:
+        max_tokens = _clamped(budget, len(prompt.token_ids), engine.max_model_len)
+    else:
+        max_tokens = fit_max_tokens(len(prompt.token_ids), asked, engine.max_model_len, "messages")
     if asked is None and "max_tokens" in ctx.defaults.sampling:  # generation config's cap
         max_tokens = min(max_tokens, int(ctx.defaults.sampling["max_tokens"]))
     params = chat_params(
@@ -125,7 +170,7 @@ async def create_chat_completion(
         defaults=ctx.defaults.sampling,
         logprob_limits=(engine.config.max_logprobs, engine.vocab_size),
     )
-    rid = new_request_id("chatcmpl", req.request_id)
+    rid = request_id or new_request_id("chatcmpl", req.request_id)
     it = engine.generate(
         prompt.engine_input(req.cache_salt), params, request_id=rid, priority=req.priority
     )
@@ -134,7 +179,7 @@ async def create_chat_completion(
     with client_error(constraint_field(req, forced)):
         streams = await unless_disconnected(receive, lambda: prime_all([it]))
     last = req.messages[-1]
-    state = _ChatState(
+    state = ChatState(
         req=req,
         id=rid,
         model=engine.model_name,
@@ -150,11 +195,7 @@ async def create_chat_completion(
         calls_finish=tool_plan.parser is not None
         and not isinstance(tool_plan.parser, NamedToolParser),
     )
-    if req.stream:
-        return SSEResponse(lambda emit: state.stream(streams, emit), is_dead=ctx.is_dead)
-    await unless_disconnected(receive, lambda: pump(streams, state.collect))
-    ctx.defaults.log_outputs_of(rid, state.choices)
-    return json_response(state.response())
+    return state, streams, params
 
 
 def _as_ids(ctx: ServingContext, asked: bool) -> bool:
@@ -182,7 +223,9 @@ def _parser_factory(ctx: ServingContext, plan: ToolPlan, prompt: str) -> Callabl
 
 
 @dataclass(slots=True)
-class _Choice:
+class ChatChoiceState:
+    """One choice's text so far, its parser and how it finished."""
+
     parser: ChoiceParser
     text: str = ""
     finish_reason: str | None = None
@@ -192,7 +235,10 @@ class _Choice:
 
 
 @dataclass(slots=True)
-class _ChatState:
+class ChatState:
+    """One chat request's outputs as they come: :meth:`apply` folds each engine output
+    in (and returns the stream's fragments), :meth:`response` builds the answer."""
+
     req: ChatCompletionRequest
     id: str
     model: str
@@ -207,7 +253,7 @@ class _ChatState:
     prompt_logprobs: PromptLogprobsOut | None = None
     created: int = field(default_factory=lambda: int(time.time()))
     usage: UsageTracker = field(default_factory=UsageTracker)
-    choices: dict[int, _Choice] = field(default_factory=dict)
+    choices: dict[int, ChatChoiceState] = field(default_factory=dict)
 
     def _logprobs(self, co: CompletionOutput) -> ChatLogProbs | None:
         if not self.req.logprobs or co.logprobs is None:
@@ -216,7 +262,7 @@ class _ChatState:
         k = len(ids) + 1 if ids else self.req.top_logprobs or 0
         return chat_logprobs(co.token_ids, co.logprobs, k, self.text)
 
-    def _apply(self, out: RequestOutput, *, delta: bool) -> list[ChatChunkChoice]:
+    def apply(self, out: RequestOutput, *, delta: bool) -> list[ChatChunkChoice]:
         self.usage.update(0, out, delta=delta)
         if self.req.prompt_logprobs is not None and out.prompt_logprobs:
             self.prompt_logprobs = prompt_logprobs(out.prompt_logprobs, self.text)
@@ -224,7 +270,7 @@ class _ChatState:
         for co in out.outputs:
             choice = self.choices.get(co.index)
             if choice is None:
-                choice = self.choices[co.index] = _Choice(self.new_parser())
+                choice = self.choices[co.index] = ChatChoiceState(self.new_parser())
             logprobs = self._logprobs(co)
             ids = list(co.token_ids) if self.req.return_token_ids else None
             if delta:
@@ -273,7 +319,7 @@ class _ChatState:
         )
 
     async def collect(self, _i: int, out: RequestOutput) -> None:
-        self._apply(out, delta=False)
+        self.apply(out, delta=False)
 
     async def stream(self, streams: list[PrimedStream], emit: Emit) -> None:
         final_usage, every_chunk = usage_options(
@@ -287,7 +333,7 @@ class _ChatState:
             await emit(chunk)
 
         async def on_output(_i: int, out: RequestOutput) -> None:
-            fragments = self._apply(out, delta=True)
+            fragments = self.apply(out, delta=True)
             fresh = self.prompt_logprobs if out.prompt_logprobs else None  # first chunk only
             for fragment in fragments:
                 await emit(self._chunk([fragment], usage=every_chunk, prompt_logprobs=fresh))
@@ -298,7 +344,7 @@ class _ChatState:
         if final_usage:
             await emit(self._chunk([], usage=True))
 
-    def _choice(self, index: int, c: _Choice) -> ChatChoice:
+    def _choice(self, index: int, c: ChatChoiceState) -> ChatChoice:
         m = c.parser.message(c.text)
         content = self.echo + m.content if m.content is not None else (self.echo or None)
         calls = [msgspec.convert(msgspec.to_builtins(t), ToolCall) for t in m.tool_calls]

@@ -40,10 +40,19 @@ class SSEResponse(Response):
 
     media_type = "text/event-stream"
 
-    def __init__(self, producer: Producer, *, is_dead: Callable[[], bool] = lambda: False) -> None:
+    def __init__(
+        self,
+        producer: Producer,
+        *,
+        is_dead: Callable[[], bool] = lambda: False,
+        named: bool = False,
+    ) -> None:
         super().__init__(status_code=200)
         self._producer = producer
         self._is_dead = is_dead
+        # The Responses API's form (vLLM's): ``event: <payload's type>`` before each
+        # ``data:``, and no ``[DONE]`` (``response.completed`` ends the stream).
+        self._named = named
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         await send(
@@ -59,9 +68,10 @@ class SSEResponse(Response):
         )
 
         async def emit(payload: Any) -> None:
-            await send(
-                {"type": "http.response.body", "body": sse_event(payload), "more_body": True}
-            )
+            body = sse_event(payload)
+            if self._named and isinstance(payload, dict) and "type" in payload:
+                body = b"event: " + str(payload["type"]).encode() + b"\n" + body
+            await send({"type": "http.response.body", "body": body, "more_body": True})
 
         disconnected = False
 
@@ -82,4 +92,5 @@ class SSEResponse(Response):
         # it (a `Connection: close` client), which reports http.disconnect: sent inside the
         # task group, the watcher's cancel interrupted that close and leaked the socket.
         if not disconnected:
-            await send({"type": "http.response.body", "body": DONE, "more_body": False})
+            last = b"" if self._named else DONE
+            await send({"type": "http.response.body", "body": last, "more_body": False})

@@ -13,7 +13,18 @@ from actorllm.entrypoints.openai.app.settings import AppSettings
 from actorllm.entrypoints.openai.app.state import AppState, Handler
 
 # The routes that run the engine: what --enable-server-load-tracking counts.
-LOAD_TRACKED = frozenset({"/v1/completions", "/v1/chat/completions", "/invocations"})
+LOAD_TRACKED = frozenset(
+    {
+        "/v1/completions",
+        "/v1/chat/completions",
+        "/v1/chat/completions/batch",
+        "/invocations",
+        # vLLM counts its Responses routes, retrieval and cancel included.
+        "/v1/responses",
+        "/v1/responses/{response_id}",
+        "/v1/responses/{response_id}/cancel",
+    }
+)
 
 
 @final

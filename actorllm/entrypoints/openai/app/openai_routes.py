@@ -15,6 +15,10 @@ from actorllm.entrypoints.openai.protocol.completion import CompletionRequest
 from actorllm.entrypoints.openai.protocol.server_info import ModelCard, ModelList
 from actorllm.entrypoints.openai.protocol.tokenize import DetokenizeRequest, TokenizeRequest
 from actorllm.entrypoints.openai.serving_chat import create_chat_completion
+from actorllm.entrypoints.openai.serving_chat_batch import (
+    BatchChatCompletionRequest,
+    create_batch_chat_completion,
+)
 from actorllm.entrypoints.openai.serving_common import json_response
 from actorllm.entrypoints.openai.serving_completion import create_completion
 from actorllm.entrypoints.openai.serving_tokenize import detokenize, tokenize
@@ -34,6 +38,12 @@ async def completions(state: AppState, request: Request) -> Response:
 async def chat_completions(state: AppState, request: Request) -> Response:
     req = _with_header_id(request, await decode_body(request, ChatCompletionRequest))
     return await create_chat_completion(state.serving, req, request.receive)
+
+
+async def chat_completions_batch(state: AppState, request: Request) -> Response:
+    """vLLM's ``/v1/chat/completions/batch``: one choice per conversation."""
+    req = _with_header_id(request, await decode_body(request, BatchChatCompletionRequest))
+    return await create_batch_chat_completion(state.serving, req, request.receive)
 
 
 async def invocations(state: AppState, request: Request) -> Response:

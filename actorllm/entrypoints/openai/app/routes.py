@@ -11,6 +11,7 @@ from starlette.routing import Route
 from actorllm.entrypoints.openai.app import dev_routes as dev
 from actorllm.entrypoints.openai.app import openai_routes as api
 from actorllm.entrypoints.openai.app import ops_routes as ops
+from actorllm.entrypoints.openai.app import responses_routes as responses
 from actorllm.entrypoints.openai.app.endpoint import as_endpoint
 from actorllm.entrypoints.openai.app.load_tracking import tracked_endpoint
 from actorllm.entrypoints.openai.app.state import AppState, Handler
@@ -18,6 +19,10 @@ from actorllm.entrypoints.openai.app.state import AppState, Handler
 ROUTES: list[tuple[str, Handler, str]] = [
     ("/v1/completions", api.completions, "POST"),
     ("/v1/chat/completions", api.chat_completions, "POST"),
+    ("/v1/chat/completions/batch", api.chat_completions_batch, "POST"),
+    ("/v1/responses", responses.create, "POST"),
+    ("/v1/responses/{response_id}", responses.retrieve, "GET"),
+    ("/v1/responses/{response_id}/cancel", responses.cancel, "POST"),
     ("/v1/models", api.models, "GET"),
     ("/tokenize", api.tokenize_route, "POST"),
     ("/detokenize", api.detokenize_route, "POST"),

@@ -10,6 +10,7 @@ from starlette.responses import Response
 
 from actorllm.entrypoints.openai.app.settings import AppSettings
 from actorllm.entrypoints.openai.errors import APIError
+from actorllm.entrypoints.openai.responses.store import ResponseStore
 from actorllm.entrypoints.openai.serving_common import ServingContext
 
 
@@ -24,6 +25,8 @@ class AppState:
         self.draining = False  # shutting down: /health says 503 so traffic goes elsewhere
         # Generation requests in flight (--enable-server-load-tracking), for GET /load.
         self.server_load = 0
+        # /v1/responses' store (on with ACTORLLM_ENABLE_RESPONSES_API_STORE=1, as vLLM's).
+        self.responses_store = ResponseStore.from_env()
 
     @property
     def serving(self) -> ServingContext:

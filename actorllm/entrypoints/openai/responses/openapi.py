@@ -1,0 +1,128 @@
+"""The Responses API's part of the OpenAPI document (``openapi.py`` assembles it)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from actorllm.entrypoints.openai.protocol.error_body import ErrorResponse
+from actorllm.entrypoints.openai.responses.request import ResponsesRequest
+from actorllm.entrypoints.openai.responses.response import ResponsesResponse
+
+RESPONSES_STRUCTS: list[type] = [ResponsesRequest, ResponsesResponse]
+
+_RULES = (
+    " The input (with `instructions` and the stored conversation of "
+    "`previous_response_id`) must leave room in the context for one output token "
+    '(`truncation: "auto"` cuts its start instead); `max_output_tokens` is cut to the '
+    'room left. Function `tools` with `tool_choice` "auto" (the default) need the server '
+    "started with `--enable-auto-tool-choice` and a chat template that renders tools; "
+    "`text.format` and `structured_outputs` must compile (one of the two). "
+    "`previous_response_id` names a stored response (store on: "
+    "`ACTORLLM_ENABLE_RESPONSES_API_STORE=1`), else 404. Built-in tools, image and file "
+    "inputs, prompt templates and background mode are refused (400, naming them)."
+)
+
+
+def responses_rules(components: dict[str, Any]) -> None:
+    """What the structs cannot say: a message item may leave ``type`` out (OpenAI's easy
+    input message); background mode is refused."""
+    components["MessageItem"]["required"].remove("type")
+    req = components["ResponsesRequest"]["properties"]
+    del req["input"]["anyOf"][1]["items"]["discriminator"]  # a message's type is optional
+    req["background"] = {
+        "enum": [False, None],
+        "default": False,
+        "description": "Not supported yet: background mode (a response runs while its "
+        "request does).",
+    }
+
+
+def _id_param() -> dict[str, Any]:
+    return {"name": "response_id", "in": "path", "required": True, "schema": {"type": "string"}}
+
+
+def responses_paths(
+    ref: dict[type, Any], api_key: bool
+) -> dict[str, dict[str, tuple[dict[str, Any], list[int]]]]:
+    """{path: {method: (operation, its error statuses)}}."""
+    response = {"content": {"application/json": {"schema": ref[ResponsesResponse]}}}
+    event = {
+        "type": "object",
+        "required": ["event", "data"],
+        "properties": {
+            "event": {"type": "string"},
+            "data": {
+                "type": "string",
+                "contentMediaType": "application/json",
+                "contentSchema": {
+                    "anyOf": [
+                        {
+                            "type": "object",
+                            "required": ["type", "sequence_number"],
+                            "properties": {
+                                "type": {"type": "string"},
+                                "sequence_number": {"type": "integer", "minimum": 0},
+                            },
+                        },
+                        ref[ErrorResponse],
+                    ]
+                },
+            },
+        },
+    }
+    ok = {"description": "OK", **response}
+    content: dict[str, Any] = {**response["content"], "text/event-stream": {"schema": event}}
+    created = {"description": "OK", "content": content}
+    summary = (
+        "Create a model response (SSE of response.* events, each named by `event:`, when "
+        "stream=true)."
+    )
+    create: dict[str, Any] = {
+        "summary": summary,
+        "description": summary + _RULES,
+        "tags": ["openai"],
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": ref[ResponsesRequest]}},
+        },
+        "responses": {"200": created},
+    }
+    retrieve: dict[str, Any] = {
+        "summary": "A stored response (404 unless the store is on and holds it).",
+        "tags": ["openai"],
+        "parameters": [
+            _id_param(),
+            {
+                "name": "stream",
+                "in": "query",
+                "required": False,
+                "schema": {"const": False, "default": False},
+                "description": "Not supported yet: replaying a background response's events.",
+            },
+            {
+                "name": "starting_after",
+                "in": "query",
+                "required": False,
+                "schema": {"type": "integer"},
+            },
+        ],
+        "responses": {"200": ok},
+    }
+    cancel: dict[str, Any] = {
+        "summary": "Cancel a background response (a stored response here is finished: 400).",
+        "tags": ["openai"],
+        "parameters": [_id_param()],
+        "responses": {"200": ok},
+    }
+    paths = {
+        "/v1/responses": {"post": (create, [400, 404, 413, 500, 503])},
+        "/v1/responses/{response_id}": {"get": (retrieve, [400, 404, 500, 503])},
+        "/v1/responses/{response_id}/cancel": {"post": (cancel, [400, 404, 500, 503])},
+    }
+    if api_key:
+        for ops in paths.values():
+            for op, statuses in ops.values():
+                op["security"] = [{"bearer": []}]
+                statuses.append(401)
+                statuses.sort()
+    return paths

@@ -1,0 +1,336 @@
+"""``POST /v1/responses``, ``GET /v1/responses/{id}``, ``POST /v1/responses/{id}/cancel``.
+
+A request runs on the chat path (``serving_chat.start_chat``): its input becomes chat
+messages (``to_chat``), the chat state parses reasoning, text and tool calls, and this
+module shapes them as output items, whole or as the stream's events (``events``).
+
+Background mode is refused (400 naming ``background``): a response runs while its
+request does. So a stored response is always finished, and cancelling it is vLLM's
+"Cannot cancel a synchronous response." (400).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import msgspec
+from starlette.responses import Response
+
+from actorllm.core.outputs import RequestOutput
+from actorllm.core.structured_outputs_params import StructuredOutputsError
+from actorllm.entrypoints.openai.errors import APIError, bad_request, to_api_error
+from actorllm.entrypoints.openai.fields import decode_request
+from actorllm.entrypoints.openai.protocol.chat_request import (
+    AssistantMessage,
+    ChatMessage,
+    FunctionCall,
+    ToolCall,
+)
+from actorllm.entrypoints.openai.protocol.logprobs import ChatLogProbs
+from actorllm.entrypoints.openai.responses.events import EventWriter, Sequencer, new_id
+from actorllm.entrypoints.openai.responses.request import ResponsesRequest, normalize_input
+from actorllm.entrypoints.openai.responses.response import (
+    FunctionCallOutput,
+    IncompleteDetails,
+    InputTokensDetails,
+    OutputItem,
+    OutputMessage,
+    OutputTextPart,
+    OutputTokensDetails,
+    ReasoningOutput,
+    ReasoningTextPart,
+    ResponsesResponse,
+    ResponseUsage,
+    Status,
+    TokenLogprob,
+    TopLogprob,
+)
+from actorllm.entrypoints.openai.responses.store import ResponseStore
+from actorllm.entrypoints.openai.responses.to_chat import chat_request, refuse_unserved
+from actorllm.entrypoints.openai.serving_chat import ChatState, OutputBudget, start_chat
+from actorllm.entrypoints.openai.serving_common import ServingContext, json_response
+from actorllm.entrypoints.openai.sse import Emit, SSEResponse
+from actorllm.entrypoints.openai.streams import pump, unless_disconnected
+
+_NO_STORE_BACKGROUND = (
+    "This vLLM engine does not support `store=True` and therefore does not support the "
+    "background mode. To enable these features, set the environment variable "
+    "`VLLM_ENABLE_RESPONSES_API_STORE=1` when launching the vLLM server."
+)  # vLLM's words (ACTORLLM_ENABLE_RESPONSES_API_STORE=1 too)
+
+
+def not_found(response_id: str) -> APIError:
+    return APIError(
+        404,
+        f"Response with id '{response_id}' not found.",
+        "response_id",
+        kind="invalid_request_error",
+    )
+
+
+def decode_responses_request(body: bytes) -> ResponsesRequest:
+    """The body as a :class:`ResponsesRequest`; what cannot be served is a 400 naming it."""
+    raw = msgspec.json.decode(body)
+    if isinstance(raw, dict):
+        refuse_unserved(raw)
+        normalize_input(raw)
+        body = msgspec.json.encode(raw)
+    return decode_request(body, ResponsesRequest)
+
+
+def _check_background(req: ResponsesRequest, store: ResponseStore) -> None:
+    if not req.background:
+        return
+    if req.store is False:
+        raise bad_request("background can only be used when `store` is true", "background")
+    if not store.enabled:
+        raise bad_request(_NO_STORE_BACKGROUND, "background")
+    raise bad_request(
+        "`background` is not supported by this server yet: a response runs while its "
+        "request does (send background false).",
+        "background",
+    )
+
+
+def _earlier_messages(store: ResponseStore, response_id: str) -> list[ChatMessage]:
+    """The conversation before ``previous_response_id``, its answer included."""
+    found = store.get(response_id) if store.enabled else None
+    if found is None:
+        raise not_found(response_id)
+    messages = [copy.copy(m) for m in found.messages]  # the next turn may add to them
+    text: str | None = None
+    calls: list[ToolCall] = []
+    for item in found.response.output:
+        if isinstance(item, OutputMessage):
+            text = (text or "") + "".join(p.text for p in item.content)
+        elif isinstance(item, FunctionCallOutput):
+            fn = FunctionCall(name=item.name, arguments=item.arguments)
+            calls.append(ToolCall(id=item.call_id, function=fn))
+        # Reasoning is not carried to the next turn (as vLLM; templates drop it too).
+    if text is not None or calls:
+        messages.append(AssistantMessage(content=text, tool_calls=calls or None))
+    return messages
+
+
+def _logprobs(lps: ChatLogProbs | None) -> list[TokenLogprob]:
+    if lps is None or not lps.content:
+        return []
+
+    def as_bytes(token: str, given: list[int] | None) -> list[int]:
+        return given if given is not None else list(token.encode("utf-8", errors="replace"))
+
+    return [
+        TokenLogprob(
+            token=e.token,
+            logprob=max(e.logprob, -9999.0),
+            bytes=as_bytes(e.token, e.bytes),
+            top_logprobs=[
+                TopLogprob(
+                    token=t.token, logprob=max(t.logprob, -9999.0), bytes=as_bytes(t.token, t.bytes)
+                )
+                for t in e.top_logprobs
+            ],
+        )
+        for e in lps.content
+    ]
+
+
+class _Run:
+    """One Responses request on the chat path: its skeleton response and its outputs."""
+
+    def __init__(
+        self,
+        ctx: ServingContext,
+        store: ResponseStore,
+        req: ResponsesRequest,
+        rid: str,
+        state: ChatState,
+        max_tokens: int,
+        temperature: float,
+        top_p: float,
+        messages: list[ChatMessage],
+    ) -> None:
+        self.ctx, self.store, self.req, self.state = ctx, store, req, state
+        self.messages = messages
+        self.base = ResponsesResponse(
+            id=rid,
+            instructions=req.instructions,
+            metadata=req.metadata,
+            model=ctx.engine.model_name,
+            parallel_tool_calls=req.parallel_tool_calls is not False,
+            temperature=temperature,
+            # vLLM's validator makes "auto" without tools "none", and echoes that.
+            tool_choice="none" if not req.tools and req.tool_choice == "auto" else req.tool_choice,
+            tools=req.tools,
+            top_p=top_p,
+            background=bool(req.background),
+            max_output_tokens=max_tokens,
+            max_tool_calls=req.max_tool_calls,
+            previous_response_id=req.previous_response_id,
+            reasoning=req.reasoning,
+            service_tier=req.service_tier,
+            status="in_progress",
+            text=req.text,
+            top_logprobs=req.top_logprobs if state.req.logprobs else None,
+            truncation=req.truncation or "disabled",
+            user=req.user,
+            presence_penalty=req.presence_penalty,
+            frequency_penalty=req.frequency_penalty,
+        )
+
+    def _choice(self) -> Any:
+        return self.state.choices.get(0)
+
+    def whole_output(self) -> list[OutputItem]:
+        """The output items of a finished, non-streamed response (vLLM's
+        ``build_response_output_items``)."""
+        c = self._choice()
+        if c is None:
+            return []
+        m = c.parser.message(c.text)
+        items: list[OutputItem] = []
+        lps = _logprobs(c.logprobs) or None
+        if c.parser.plain:  # no parser: one message, empty or not
+            parts = [OutputTextPart(text=c.text, logprobs=lps)] if c.text else []
+            return [OutputMessage(id=new_id("msg"), content=parts)]
+        reasoning = m.reasoning_content if self.req.include_reasoning else None
+        if reasoning:
+            items.append(
+                ReasoningOutput(id=new_id("rs"), content=[ReasoningTextPart(text=reasoning)])
+            )
+        if m.content:
+            part = OutputTextPart(text=m.content, logprobs=lps)
+            items.append(OutputMessage(id=new_id("msg"), content=[part]))
+        for call in m.tool_calls:
+            items.append(
+                FunctionCallOutput(
+                    id=new_id("fc"),
+                    call_id=call.id,
+                    name=call.function.name,
+                    arguments=call.function.arguments,
+                )
+            )
+        return items
+
+    def finish(self, output: list[OutputItem]) -> ResponsesResponse:
+        c = self._choice()
+        status: Status = "completed"
+        details = None
+        if c is not None and c.finish_reason == "length":
+            status, details = "incomplete", IncompleteDetails(reason="max_output_tokens")
+        usage = self.state.usage.info()
+        reasoning_tokens = 0
+        if c is not None and self.ctx.chat.reasoning_parser is not None:
+            thought = c.parser.message(c.text).reasoning_content
+            tok = self.ctx.engine.tokenizer
+            reasoning_tokens = len(tok.encode(thought, add_special_tokens=False)) if thought else 0
+        cached = usage.prompt_tokens_details.cached_tokens if usage.prompt_tokens_details else 0
+        response = msgspec.structs.replace(
+            self.base,
+            output=output,
+            status=status,
+            incomplete_details=details,
+            usage=ResponseUsage(
+                input_tokens=usage.prompt_tokens,
+                input_tokens_details=InputTokensDetails(cached_tokens=cached),
+                output_tokens=usage.completion_tokens,
+                output_tokens_details=OutputTokensDetails(
+                    reasoning_tokens=min(reasoning_tokens, usage.completion_tokens)
+                ),
+                total_tokens=usage.total_tokens,
+            ),
+        )
+        self.ctx.defaults.log_outputs_of(response.id, self.state.choices)
+        if self.req.store:
+            self.store.put(response, self.messages)
+        return response
+
+    async def stream(self, streams: Any, emit: Emit) -> None:
+        seq = Sequencer(emit)
+        first = msgspec.to_builtins(self.base)
+        await seq.send({"type": "response.created", "response": first})
+        await seq.send({"type": "response.in_progress", "response": first})
+        writer = EventWriter()
+
+        async def on_output(_i: int, out: RequestOutput) -> None:
+            for fragment in self.state.apply(out, delta=True):
+                lps = _logprobs(fragment.logprobs)
+                for event in writer.feed(fragment.delta, lps):
+                    await seq.send(event)
+
+        try:
+            await pump(streams, on_output)
+        except Exception as exc:  # the engine failed mid-stream: OpenAI's error event
+            err = to_api_error(exc, engine_dead=self.ctx.is_dead()).body().error
+            await seq.send(
+                {"type": "error", "code": str(err.code), "message": err.message, "param": err.param}
+            )
+            return
+        for event in writer.close():
+            await seq.send(event)
+        final = self.finish(writer.output)
+        await seq.send({"type": "response.completed", "response": msgspec.to_builtins(final)})
+
+
+async def create_response(
+    ctx: ServingContext, store: ResponseStore, req: ResponsesRequest, receive: Any
+) -> Response:
+    _check_background(req, store)
+    earlier = (
+        _earlier_messages(store, req.previous_response_id)
+        if req.previous_response_id is not None
+        else []
+    )
+    max_len = ctx.engine.max_model_len
+    truncate_to = None
+    if req.truncation == "auto":  # keep the prompt's last tokens, room for the answer
+        truncate_to = max(1, max_len - (req.max_output_tokens or 1))
+    chat = chat_request(req, earlier, truncate_to=truncate_to)
+    rid = req.request_id or new_id("resp")
+    budget = OutputBudget(asked=req.max_output_tokens, param="input")
+    try:
+        state, streams, params = await start_chat(ctx, chat, receive, budget=budget, request_id=rid)
+    except StructuredOutputsError as exc:  # chat's response_format is text.format here
+        if exc.param == "response_format":
+            raise exc.renamed("text") from None
+        raise
+
+    run = _Run(
+        ctx,
+        store,
+        req,
+        rid,
+        state,
+        max_tokens=params.max_tokens or 0,
+        temperature=params.temperature,
+        top_p=params.top_p,
+        messages=list(chat.messages),
+    )
+    if req.stream:
+        return SSEResponse(lambda emit: run.stream(streams, emit), is_dead=ctx.is_dead, named=True)
+    await unless_disconnected(receive, lambda: pump(streams, state.collect))
+    return json_response(run.finish(run.whole_output()))
+
+
+def retrieve_response(store: ResponseStore, response_id: str, stream: bool) -> Response:
+    found = store.get(response_id) if store.enabled else None
+    if found is None:
+        raise not_found(response_id)
+    if stream:
+        raise bad_request(
+            "`stream` is not supported by this server yet on a stored response: it replays "
+            "background responses' events, and background mode is not supported.",
+            "stream",
+        )
+    return json_response(found.response)
+
+
+def cancel_response(store: ResponseStore, response_id: str) -> Response:
+    found = store.get(response_id) if store.enabled else None
+    if found is None:
+        raise not_found(response_id)
+    # Only background responses can be cancelled, and every stored one here is finished.
+    raise APIError(
+        400, "Cannot cancel a synchronous response.", "response_id", kind="invalid_request_error"
+    )
