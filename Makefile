@@ -12,7 +12,9 @@ STAMP := $(VENV)/.installed
 TORCH_PIN ?= torch==2.13.0
 # Two worker processes (pytest-xdist): 1003 -> 590 s on a 2-core host, where much of the
 # suite waits on subprocesses, servers and timeouts. PYTEST_ARGS= runs it serially.
-PYTEST_ARGS ?= -n 2
+# --durations: the slowest tests are named at the end of every run, so a suite that grows
+# past its budget (~25 min on CI's 2 cores) shows where the time went.
+PYTEST_ARGS ?= -n 2 --durations=30
 
 .PHONY: install serve test lint typecheck check bench clean
 
