@@ -35,6 +35,7 @@ class RankSpec(msgspec.Struct, frozen=True, kw_only=True):
     dtype: str = "auto"
     attention_backend: str = "auto"
     load_format: LoadFormat = "auto"
+    quantization: str | None = None  # vLLM's --quantization (None: the checkpoint's)
     block_size: int = 16
     max_num_seqs: int = 256
     max_model_len: int | None = None
@@ -85,6 +86,7 @@ def build_model_runner(spec: RankSpec) -> ModelRunner:
         tp_rank=spec.rank,
         tp_size=spec.world_size,
         weights_on_huge_pages=spec.weights_on_huge_pages,
+        quantization=spec.quantization,
     )
 
 
