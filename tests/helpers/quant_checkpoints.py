@@ -127,11 +127,12 @@ def write_quantized(
     desc_act: bool = False,
     scale_error: float = 1.0,
     seed: int = 0,
+    **config: Any,
 ) -> tuple[Path, Path]:
     """(reference checkpoint, quantized checkpoint) under ``directory``. ``method``: gptq,
     awq, w4a16 (compressed-tensors pack-quantized) or w8a8 (compressed-tensors int8).
     ``scale_error`` multiplies one stored scale tensor (a deliberately wrong checkpoint)."""
-    base = make_tiny_checkpoint(directory / "base", family, seed=seed)  # type: ignore[arg-type]
+    base = make_tiny_checkpoint(directory / "base", family, seed=seed, **config)  # type: ignore[arg-type]
     raw = load_file(str(base / "model.safetensors"))
     cfg = json.loads((base / "config.json").read_text())
     ref: dict[str, torch.Tensor] = {}

@@ -41,6 +41,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from actorllm.kernels.int8_gemm import int8_linear
+from actorllm.kernels.quant_gemm import MAX_ROWS, wq_linear
 from actorllm.models.quant.spec import QuantSpec
 
 # Weights dequantized per tile: bounds the transient float copy (1 Mi elements).
@@ -83,6 +84,9 @@ class PackedLinear(nn.Module):
     w_scales: torch.Tensor  # [O, G]
     w_zeros: torch.Tensor  # [O, G]
     in_perm: torch.Tensor | None  # [I] or None
+    native_scales: torch.Tensor  # float32 [O, G] (w_scales itself for a float32 model)
+    native_zeros: torch.Tensor
+    native_bias: torch.Tensor | None
 
     def __init__(
         self,
@@ -198,6 +202,12 @@ class PackedLinear(nn.Module):
         self.register_buffer("w_scales", scales.contiguous())  # [O, G]
         self.register_buffer("w_zeros", zeros.contiguous())  # [O, G]
         self.register_buffer("in_perm", perm)  # [I] or None
+        # float32 views or copies for the native kernel (1 / group_size of the weights'
+        # count), buffers so that the runner's weight accounting counts them.
+        self.register_buffer("native_scales", self.w_scales.float().contiguous(), False)
+        self.register_buffer("native_zeros", self.w_zeros.float().contiguous(), False)
+        bias = None if self.bias is None else self.bias.detach().float()
+        self.register_buffer("native_bias", bias, False)
         self.tile_rows = max(1, min(o, TILE_ELEMENTS // i))
         self.groups = i // gs
         self.finished = True
@@ -241,6 +251,14 @@ class PackedLinear(nn.Module):
         if self.in_perm is not None:
             rows = rows[:, self.in_perm]  # groups contiguous, as the weight's columns
         o, t = self.out_features, self.tile_rows
+        if rows.shape[0] <= MAX_ROWS and rows.device.type == "cpu":
+            # Few rows (decode): the native kernel reads the packed weight once.
+            native = wq_linear(
+                rows.float().contiguous(), self.w_packed, self.bits, self.native_scales,
+                self.native_zeros, self.group_size, self.native_bias,
+            )  # fmt: skip
+            if native is not None:
+                return native.to(x.dtype).view(*x.shape[:-1], o)
         if t >= o:
             out = F.linear(rows, self.dequantized(0, o).to(rows.dtype), self.bias)
         else:
