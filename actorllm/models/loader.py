@@ -260,6 +260,8 @@ def _copy_one(
     dst = param.data if shard is None else _shard_view(model, param.data, target, shard)
     # Tensor parallel: this rank's slice (read alone from a lazy safetensors slice).
     tensor = model.checkpoint_tensor(name, rank_piece(model.config, name, dst.shape, tensor))
+    if tensor.numel() == 1 == dst.numel():  # a scalar scale stored as [] or [1]
+        tensor = tensor.reshape(dst.shape)
     if tuple(dst.shape) != tuple(tensor.shape):
         raise WeightLoadError(
             f"{hf_name}: checkpoint shape {tuple(tensor.shape)} != expected {tuple(dst.shape)}"

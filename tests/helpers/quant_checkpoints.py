@@ -127,6 +127,7 @@ def write_quantized(
     desc_act: bool = False,
     scale_error: float = 1.0,
     seed: int = 0,
+    block: tuple[int, int] | None = None,
     **config: Any,
 ) -> tuple[Path, Path]:
     """(reference checkpoint, quantized checkpoint) under ``directory``. ``method``: gptq,
@@ -146,6 +147,14 @@ def write_quantized(
             ref[name] = quant[name] = w
             continue
         i = w.shape[1]
+        if method == "fp8":
+            w8, scale = _fp8(w, block)
+            ref[name] = w8.float() * _expand(scale, w.shape, block)
+            quant[name] = w8
+            key = "weight_scale" if block is None else "weight_scale_inv"
+            quant[f"{module}.{key}"] = scale * (scale_error if not wrong_done else 1.0)
+            wrong_done = True
+            continue
         if method == "w8a8":
             s = (w.abs().amax(dim=1, keepdim=True) / 127).clamp(min=1e-8)  # [O, 1] float32
             q8 = torch.round(w / s).clamp(-128, 127).to(torch.int8)
@@ -188,7 +197,7 @@ def write_quantized(
     ref_dir, quant_dir = directory / "reference", directory / method
     for d, tensors, qc in (
         (ref_dir, ref, None),
-        (quant_dir, quant, _qconfig(method, bits, group_size, sym, desc_act)),
+        (quant_dir, quant, _qconfig(method, bits, group_size, sym, desc_act, block)),
     ):
         d.mkdir(parents=True, exist_ok=True)
         save_file({k: v.contiguous() for k, v in tensors.items()}, str(d / "model.safetensors"))
@@ -199,7 +208,38 @@ def write_quantized(
     return ref_dir, quant_dir
 
 
-def _qconfig(method: str, bits: int, group_size: int, sym: bool, desc_act: bool) -> dict[str, Any]:
+def _fp8(w: torch.Tensor, block: tuple[int, int] | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """w [O, I] -> (e4m3 weight, scale: a 0-d tensor, or [O / bo, I / bi] per block)."""
+    top = torch.finfo(torch.float8_e4m3fn).max  # 448
+    if block is None:
+        scale = (w.abs().max() / top).clamp(min=1e-8)
+        return (w / scale).to(torch.float8_e4m3fn), scale.reshape(())
+    bo, bi = block
+    o, i = w.shape
+    blocks = w.view(o // bo, bo, i // bi, bi)
+    scale = (blocks.abs().amax(dim=(1, 3)) / top).clamp(min=1e-8)  # [O / bo, I / bi]
+    return (w / _expand(scale, w.shape, block)).to(torch.float8_e4m3fn), scale
+
+
+def _expand(scale: torch.Tensor, shape: torch.Size, block: tuple[int, int] | None) -> torch.Tensor:
+    if block is None:
+        return scale
+    full = scale.repeat_interleave(block[0], 0).repeat_interleave(block[1], 1)
+    return full[: shape[0], : shape[1]]
+
+
+def _qconfig(
+    method: str,
+    bits: int,
+    group_size: int,
+    sym: bool,
+    desc_act: bool,
+    block: tuple[int, int] | None = None,
+) -> dict[str, Any]:
+    if method == "fp8":
+        return {"quant_method": "fp8", "activation_scheme": "dynamic", "fmt": "e4m3",
+                "weight_block_size": None if block is None else list(block),
+                "ignored_layers": ["lm_head"]}  # fmt: skip
     if method == "gptq":
         return {"quant_method": "gptq", "bits": bits, "group_size": group_size,
                 "desc_act": desc_act, "sym": sym, "checkpoint_format": "gptq"}  # fmt: skip

@@ -320,7 +320,97 @@ class Int8Linear(nn.Module):
         return out.view(*x.shape[:-1], self.out_features)
 
 
-QUANT_LINEARS = (PackedLinear, Int8Linear)
+class Fp8Linear(nn.Module):
+    """fp8 (e4m3) weights with a scale per tensor (per fused shard) or per block
+    (``weight_scale_inv [ceil(O / bo), ceil(I / bi)]``): ``x [..., I] -> [..., O]``.
+
+    CPUs have no fp8 GEMM: the weight stays fp8 in memory (1 byte per value) and each tile
+    of output rows is widened and scaled in the forward. Activations stay in the model
+    dtype (vLLM's dynamic scheme quantizes them to fp8 for its fp8 GEMMs; here they are
+    not rounded at all).
+    """
+
+    row_scale: torch.Tensor  # float32 [O, 1], per-tensor scales (set by finish_loading)
+
+    def __init__(
+        self,
+        in_features: int,
+        out_features: int,
+        bias: bool,
+        spec: QuantSpec,
+        dtype: torch.dtype,
+        shard_sizes: list[int] | None = None,
+    ) -> None:
+        super().__init__()
+        self.in_features, self.out_features = in_features, out_features
+        self.spec, self.shard_sizes = spec, shard_sizes
+        self.optional_params: tuple[str, ...] = ()
+        self.weight = _param((out_features, in_features), torch.float8_e4m3fn)  # [O, I]
+        self.block = spec.block
+        if spec.block is None:
+            n = len(shard_sizes) if shard_sizes else 0
+            self.weight_scale = _param((n,) if n else (), torch.float32)
+        else:
+            bo, bi = spec.block
+            if any(s % bo for s in shard_sizes or []):
+                raise _refuse(spec, f"fused output sizes {shard_sizes} with blocks of {bo} rows")
+            rows, cols = -(-out_features // bo), -(-in_features // bi)
+            self.weight_scale_inv = _param((rows, cols), torch.float32)
+        self.bias = _param((out_features,), dtype) if bias else None
+        self.finished = False
+
+    def extra_repr(self) -> str:
+        return f"in={self.in_features}, out={self.out_features}, fp8 block={self.block}"
+
+    def shard_view(self, leaf: str, data: torch.Tensor, shard: int) -> torch.Tensor:
+        sizes = self.shard_sizes
+        assert sizes is not None
+        if leaf == "weight_scale":
+            return data[shard]
+        start, size = sum(sizes[:shard]), sizes[shard]
+        if leaf == "weight_scale_inv":
+            assert self.block is not None
+            bo = self.block[0]
+            return data.narrow(0, start // bo, -(-size // bo))
+        return data.narrow(0, start, size)
+
+    @torch.no_grad()
+    def finish_loading(self, absent: frozenset[str] = frozenset()) -> None:
+        """Per-tensor scales -> one per output row; block scales stay as they are."""
+        if self.block is None:
+            scale = self.weight_scale.data.reshape(-1)  # [S] or [1]
+            sizes = torch.tensor(self.shard_sizes or [self.out_features])
+            rows = torch.repeat_interleave(scale, sizes.to(scale.device))  # [O]
+            del self.weight_scale
+            self.register_buffer("row_scale", rows.unsqueeze(1).contiguous())  # [O, 1]
+        bo = self.block[0] if self.block else 1
+        self.tile_rows = max(bo, (TILE_ELEMENTS // self.in_features) // bo * bo)
+        self.finished = True
+
+    def dequantized(self, start: int, stop: int) -> torch.Tensor:
+        """Output rows ``[start, stop)`` of the weight, float32 ``[stop - start, I]``."""
+        w = self.weight[start:stop].float()  # [t, I]
+        if self.block is None:
+            return w * self.row_scale[start:stop]
+        bo, bi = self.block
+        s = self.weight_scale_inv[start // bo : -(-stop // bo)]  # [tb, ceil(I / bi)]
+        s = s.repeat_interleave(bo, 0)[: stop - start].repeat_interleave(bi, 1)
+        return w * s[:, : self.in_features]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x: [..., I] -> [..., O]."""
+        rows = x.reshape(-1, self.in_features)  # [M, I]
+        o, t = self.out_features, self.tile_rows
+        out = torch.empty(rows.shape[0], o, dtype=rows.dtype, device=rows.device)
+        for start in range(0, o, t):
+            stop = min(o, start + t)
+            out[:, start:stop] = rows @ self.dequantized(start, stop).to(rows.dtype).t()
+        if self.bias is not None:
+            out += self.bias
+        return out.view(*x.shape[:-1], o)
+
+
+QUANT_LINEARS = (PackedLinear, Int8Linear, Fp8Linear)
 
 
 def _refuse(spec: QuantSpec, what: str) -> NotImplementedError:

@@ -24,16 +24,18 @@ from typing import Any, Literal
 
 import msgspec
 
-Scheme = Literal["gptq", "awq", "w8a8_int8", "pack_quantized"]
+Scheme = Literal["gptq", "awq", "w8a8_int8", "pack_quantized", "fp8"]
 RUN_HERE = (
     "gptq (4/8-bit), awq (4-bit GEMM), compressed-tensors (W8A8 int8 with dynamic per-token "
-    "activations; W4A16/W8A16 pack-quantized)"
+    "activations; W4A16/W8A16 pack-quantized), fp8 (per-tensor or block scales, dynamic "
+    "activations)"
 )
 # vLLM's spellings of ``--quantization`` that mean the checkpoint's own method.
 ALIASES: dict[str, tuple[str, ...]] = {
     "gptq": ("gptq", "gptq_marlin", "auto_gptq", "marlin"),
     "awq": ("awq", "awq_marlin", "auto_awq"),
     "compressed-tensors": ("compressed-tensors", "compressed_tensors"),
+    "fp8": ("fp8",),
 }
 # vLLM's --quantization choices (QUANTIZATION_METHODS, v0.32): a name outside them is
 # unknown; inside them, it must be the checkpoint's method.
@@ -69,6 +71,8 @@ class QuantSpec(msgspec.Struct, frozen=True, kw_only=True):
     ignore: tuple[str, ...] = ()
     # GPTQ's modules_in_block_to_quantize: only these (name suffixes) are quantized.
     only: tuple[str, ...] = ()
+    # fp8: the weight_block_size [rows, columns] of weight_scale_inv (None: per tensor).
+    block: tuple[int, int] | None = None
 
     def quantizes(self, hf_module: str) -> bool:
         """Whether the linear ``hf_module`` (HF name, no ``.weight``) is stored quantized."""
@@ -76,7 +80,9 @@ class QuantSpec(msgspec.Struct, frozen=True, kw_only=True):
             if pattern.startswith("re:"):
                 if re.match(pattern[3:], hf_module):
                     return False
-            elif hf_module == pattern or hf_module.endswith("." + pattern):
+            elif hf_module == pattern or (
+                self.method != "fp8" and hf_module.endswith("." + pattern)
+            ):  # fp8's ignored_layers match exactly, as vLLM's
                 return False
         if self.only:
             return any(hf_module.endswith("." + s) for s in self.only)
@@ -113,6 +119,8 @@ def resolve_quantization(raw: dict[str, Any] | None, requested: str | None) -> Q
         return _awq(raw)
     if method == "compressed-tensors":
         return _compressed_tensors(raw)
+    if method == "fp8":
+        return _fp8(raw)
     raise QuantizationError(
         f"quantization method {method!r} (config.json quantization_config.quant_method) is "
         f"not supported; actorllm runs {RUN_HERE}"
@@ -173,6 +181,30 @@ def _awq(raw: dict[str, Any]) -> QuantSpec:
         group_size=_group_size("awq", group),
         sym=not zero_point,
         ignore=tuple(raw.get("modules_to_not_convert") or ()),
+    )
+
+
+def _fp8(raw: dict[str, Any]) -> QuantSpec:
+    scheme = raw.get("activation_scheme")
+    if scheme != "dynamic":
+        raise _refuse("fp8", f"activation_scheme={scheme!r} (static input scales; dynamic runs)")
+    fmt = str(raw.get("fmt") or "e4m3")
+    if fmt != "e4m3":
+        raise _refuse("fp8", f"fmt={fmt!r} (e4m3 weights run)")
+    if raw.get("store_dtype"):
+        raise _refuse("fp8", f"store_dtype={raw.get('store_dtype')!r}")
+    block = raw.get("weight_block_size")
+    if block is not None and (len(block) != 2 or min(int(b) for b in block) < 1):
+        raise _refuse("fp8", f"weight_block_size={block!r}")
+    ignore = raw.get("ignored_layers") or raw.get("modules_to_not_convert") or ()
+    return QuantSpec(
+        method="fp8",
+        scheme="fp8",
+        bits=8,
+        group_size=-1,
+        sym=True,
+        ignore=tuple(str(m) for m in ignore),
+        block=None if block is None else (int(block[0]), int(block[1])),
     )
 
 

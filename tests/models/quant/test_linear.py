@@ -29,6 +29,8 @@ WEIGHT_ONLY = [
     ("gptq", dict(bits=4, sym=True, family="llama")),
     ("awq", dict()),
     ("w4a16", dict()),  # compressed-tensors pack-quantized
+    ("fp8", dict()),  # per-tensor scales
+    ("fp8", dict(block=(32, 32))),  # block scales (weight_scale_inv)
 ]
 
 

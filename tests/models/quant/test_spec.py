@@ -51,7 +51,7 @@ def test_int8_weights_without_a_quantization_config_are_refused(tmp_path: Path) 
     ("qc", "named"),
     [
         ({"quant_method": "bitsandbytes"}, "quantization method 'bitsandbytes'"),
-        ({"quant_method": "fp8", "activation_scheme": "dynamic"}, "quantization method 'fp8'"),
+        ({"quant_method": "fp8", "activation_scheme": "static"}, "activation_scheme='static'"),
         (GPTQ | {"bits": 3}, r"'gptq': bits=3"),
         (GPTQ | {"group_size": 48}, r"'gptq': group_size=48"),
         (GPTQ | {"lm_head": True}, "quantized lm_head"),
