@@ -7,9 +7,10 @@ product ``x_q @ w_q.T`` is accumulated exactly in int32 and scaled back by
 
 Where the CPU has int8 dot products (``cpu_features.native_int8``: VNNI or AMX-INT8, read
 from the OS) the GEMM is ``torch._int_mm`` (oneDNN's u8s8/s8s8 kernels). Elsewhere int8
-GEMMs are emulated and slower than float32, so the same integers are multiplied in float32
-one weight tile at a time: exact while ``I * 127 * 128 < 2 ** 24`` (I < 1032), beyond that
-rounded like any float32 GEMM.
+GEMMs are emulated: up to ``quant_gemm.MAX_ROWS`` rows (decode) the native ``i8_gemm``
+sums exact int32 products with the host's SIMD; above, the same integers are multiplied in
+float32 one weight tile at a time: exact while ``I * 127 * 128 < 2 ** 24`` (I < 1032),
+beyond that rounded like any float32 GEMM.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import torch
 
 from actorllm.kernels.cpu_features import native_int8
+from actorllm.kernels.quant_gemm import i8_gemm
 
 # Weight rows widened to float32 at a time on the fallback path.
 FALLBACK_TILE_ELEMENTS = 1 << 20
@@ -57,6 +59,9 @@ def int8_matmul(q: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     same integers on the fallback path)."""
     if int8_gemm_available(q.device):
         return torch._int_mm(q, w.t())  # w.t(): a column-major [I, O] view, no copy
+    native = i8_gemm(q, w)  # few rows: exact int32 dot products in C (csrc/wq_gemm.c)
+    if native is not None:
+        return native
     qf = q.float()
     o, i = w.shape
     tile = max(1, min(o, FALLBACK_TILE_ELEMENTS // i))

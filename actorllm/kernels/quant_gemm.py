@@ -25,14 +25,33 @@ _ARGS: list[Any] = [_P, _I64, _I64, _P, _I64, _I32, _P, _P, _I64, _P, _P, _I32]
 
 
 @functools.cache
-def _fn() -> Any:
+def _lib() -> Any:
     lib = native.library("wq_gemm")
     if lib is None:
         return None
-    fn = lib.wq_linear
-    fn.argtypes = _ARGS
-    fn.restype = ctypes.c_int
-    return fn
+    lib.wq_linear.argtypes = _ARGS
+    lib.wq_linear.restype = ctypes.c_int
+    lib.i8_gemm.argtypes = [_P, _I64, _I64, _P, _I64, _P, _I32]
+    lib.i8_gemm.restype = ctypes.c_int
+    return lib
+
+
+def _fn() -> Any:
+    lib = _lib()
+    return None if lib is None else lib.wq_linear
+
+
+def i8_gemm(q: torch.Tensor, w: torch.Tensor) -> torch.Tensor | None:
+    """q: int8 [M, I], w: int8 [O, I] (both contiguous, CPU) -> int32 [M, O] = q @ w.T,
+    or None (no native build, or more than :data:`MAX_ROWS` rows)."""
+    lib = _lib()
+    if lib is None or q.shape[0] > MAX_ROWS or q.device.type != "cpu":
+        return None
+    q, w = q.contiguous(), w.contiguous()
+    out = torch.empty(q.shape[0], w.shape[0], dtype=torch.int32)  # [M, O]
+    lib.i8_gemm(q.data_ptr(), q.shape[0], q.shape[1], w.data_ptr(), w.shape[0],
+                out.data_ptr(), torch.get_num_threads())  # fmt: skip
+    return out
 
 
 def wq_linear(

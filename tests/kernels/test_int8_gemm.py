@@ -9,11 +9,13 @@ import torch
 from actorllm.kernels import int8_gemm
 
 
-@pytest.mark.parametrize("native", [True, False])
-def test_both_paths_give_the_exact_integer_product(
-    monkeypatch: pytest.MonkeyPatch, native: bool
+@pytest.mark.parametrize("path", ["int_mm", "i8_gemm", "float32"])
+def test_every_path_gives_the_exact_integer_product(
+    monkeypatch: pytest.MonkeyPatch, path: str
 ) -> None:
-    monkeypatch.setattr(int8_gemm, "native_int8", lambda: native)
+    monkeypatch.setattr(int8_gemm, "native_int8", lambda: path == "int_mm")
+    if path == "float32":
+        monkeypatch.setattr(int8_gemm, "i8_gemm", lambda q, w: None)
     g = torch.Generator().manual_seed(0)
     for m in (1, 7, 33):
         q = torch.randint(-128, 128, (m, 96), dtype=torch.int8, generator=g)

@@ -81,3 +81,24 @@ int wq_linear(const float *x, int64_t m_rows, int64_t in, const uint8_t *packed,
     }
     return 0;
 }
+
+/* W8A8 for few rows on a host without int8 dot-product instructions (no VNNI / AMX-INT8,
+ * where oneDNN's int8 GEMM is emulated): out[m, o] = sum_i xq[m, i] * w[o, i], exact in
+ * int32 (integer sums may be reordered freely, so the auto-vectoriser runs the dot
+ * products as SIMD multiply-adds). xq int8 [M, I], w int8 [O, I], out int32 [M, O]. */
+int i8_gemm(const int8_t *xq, int64_t m_rows, int64_t in, const int8_t *w, int64_t out_n,
+            int32_t *out, int num_threads) {
+    int64_t work = out_n * in;
+    int nt = work >= PAR_MIN_WORK && num_threads > 1 ? num_threads : 1;
+#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
+    for (int64_t o = 0; o < out_n; o++) {
+        const int8_t *wr = w + o * in;
+        for (int64_t m = 0; m < m_rows; m++) {
+            const int8_t *xr = xq + m * in;
+            int32_t acc = 0;
+            for (int64_t i = 0; i < in; i++) acc += (int32_t)xr[i] * (int32_t)wr[i];
+            out[m * out_n + o] = acc;
+        }
+    }
+    return 0;
+}
