@@ -147,6 +147,14 @@ def write_quantized(
             ref[name] = quant[name] = w
             continue
         i = w.shape[1]
+        if method == "ct_fp8":  # compressed-tensors FP8_DYNAMIC: a scale per output row
+            scale = (w.abs().amax(dim=1, keepdim=True) / 448).clamp(min=1e-8)  # [O, 1]
+            w8 = (w / scale).to(torch.float8_e4m3fn)
+            ref[name] = w8.float() * scale
+            quant[name] = w8
+            quant[f"{module}.weight_scale"] = scale * (scale_error if not wrong_done else 1.0)
+            wrong_done = True
+            continue
         if method == "fp8":
             w8, scale = _fp8(w, block)
             ref[name] = w8.float() * _expand(scale, w.shape, block)
@@ -246,6 +254,13 @@ def _qconfig(
     if method == "awq":
         return {"quant_method": "awq", "bits": 4, "group_size": group_size,
                 "zero_point": True, "version": "gemm", "modules_to_not_convert": None}  # fmt: skip
+    if method == "ct_fp8":
+        weights = {"num_bits": 8, "type": "float", "symmetric": True, "strategy": "channel",
+                   "dynamic": False}  # fmt: skip
+        acts = {"num_bits": 8, "type": "float", "symmetric": True, "strategy": "token",
+                "dynamic": True}  # fmt: skip
+        return _compressed({"targets": ["Linear"], "weights": weights,
+                            "input_activations": acts}, "float-quantized")  # fmt: skip
     if method == "w4a16":
         weights = {"num_bits": bits, "type": "int", "symmetric": True, "strategy": "group",
                    "group_size": group_size, "dynamic": False, "actorder": None}  # fmt: skip

@@ -347,7 +347,10 @@ class Fp8Linear(nn.Module):
         self.optional_params: tuple[str, ...] = ()
         self.weight = _param((out_features, in_features), torch.float8_e4m3fn)  # [O, I]
         self.block = spec.block
-        if spec.block is None:
+        self.channel = spec.fp8_channel
+        if self.channel:  # compressed-tensors: one scale per output row
+            self.weight_scale = _param((out_features, 1), torch.float32)
+        elif spec.block is None:
             n = len(shard_sizes) if shard_sizes else 0
             self.weight_scale = _param((n,) if n else (), torch.float32)
         else:
@@ -365,7 +368,7 @@ class Fp8Linear(nn.Module):
     def shard_view(self, leaf: str, data: torch.Tensor, shard: int) -> torch.Tensor:
         sizes = self.shard_sizes
         assert sizes is not None
-        if leaf == "weight_scale":
+        if leaf == "weight_scale" and not self.channel:
             return data[shard]
         start, size = sum(sizes[:shard]), sizes[shard]
         if leaf == "weight_scale_inv":
@@ -377,7 +380,11 @@ class Fp8Linear(nn.Module):
     @torch.no_grad()
     def finish_loading(self, absent: frozenset[str] = frozenset()) -> None:
         """Per-tensor scales -> one per output row; block scales stay as they are."""
-        if self.block is None:
+        if self.channel:
+            rows = self.weight_scale.data.float()
+            del self.weight_scale
+            self.register_buffer("row_scale", rows.contiguous())  # [O, 1]
+        elif self.block is None:
             scale = self.weight_scale.data.reshape(-1)  # [S] or [1]
             sizes = torch.tensor(self.shard_sizes or [self.out_features])
             rows = torch.repeat_interleave(scale, sizes.to(scale.device))  # [O]

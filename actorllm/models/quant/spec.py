@@ -73,6 +73,7 @@ class QuantSpec(msgspec.Struct, frozen=True, kw_only=True):
     only: tuple[str, ...] = ()
     # fp8: the weight_block_size [rows, columns] of weight_scale_inv (None: per tensor).
     block: tuple[int, int] | None = None
+    fp8_channel: bool = False  # fp8 with one scale per output row (compressed-tensors)
 
     def quantizes(self, hf_module: str) -> bool:
         """Whether the linear ``hf_module`` (HF name, no ``.weight``) is stored quantized."""
@@ -227,11 +228,13 @@ def _compressed_tensors(raw: dict[str, Any]) -> QuantSpec:
     acts = group.get("input_activations")
     if group.get("output_activations"):
         raise _refuse(m, "output_activations")
-    if weights.get("type", "int") != "int":
-        raise _refuse(m, f"weights of type {weights.get('type')!r} (fp8 weights)")
     bits, strategy = int(weights.get("num_bits", 0)), weights.get("strategy")
     fmt = str(raw.get("format", ""))
     ignore = tuple(str(p) for p in raw.get("ignore") or ())
+    if weights.get("type", "int") == "float":
+        return _compressed_fp8(weights, acts, fmt, ignore)
+    if weights.get("type", "int") != "int":
+        raise _refuse(m, f"weights of type {weights.get('type')!r}")
     if weights.get("dynamic") or weights.get("actorder"):
         raise _refuse(m, "dynamic or activation-ordered weights")
     if acts is not None:
@@ -266,6 +269,34 @@ def _compressed_tensors(raw: dict[str, Any]) -> QuantSpec:
         sym=bool(weights.get("symmetric", True)),
         ignore=ignore,
     )
+
+
+def _compressed_fp8(
+    weights: dict[str, Any], acts: dict[str, Any] | None, fmt: str, ignore: tuple[str, ...]
+) -> QuantSpec:
+    """FP8_DYNAMIC / W8A16-FP8: e4m3 weights with a scale per tensor or per output row;
+    activations dynamic per token (or none)."""
+    m = "compressed-tensors"
+    ok_w = (
+        int(weights.get("num_bits", 0)) == 8 and weights.get("strategy") in ("channel", "tensor")
+        and weights.get("symmetric", True)
+    )  # fmt: skip
+    ok_a = acts is None or (
+        acts.get("type") == "float" and int(acts.get("num_bits", 0)) == 8
+        and acts.get("dynamic") is True and acts.get("strategy") == "token"
+    )  # fmt: skip
+    if not (ok_w and ok_a) or fmt != "float-quantized":
+        shown = None if acts is None else _brief(acts)
+        raise _refuse(
+            m,
+            f"the fp8 scheme weights={_brief(weights)}, input_activations={shown}, "
+            f"format={fmt!r} (run: float-quantized e4m3 weights per channel or tensor, "
+            "dynamic per-token or no activation quantization)",
+        )
+    return QuantSpec(
+        method=m, scheme="fp8", bits=8, group_size=-1, sym=True, ignore=ignore,
+        fp8_channel=weights.get("strategy") == "channel",
+    )  # fmt: skip
 
 
 def _scheme_key(group: dict[str, Any]) -> dict[str, Any]:

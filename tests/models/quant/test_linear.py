@@ -31,6 +31,7 @@ WEIGHT_ONLY = [
     ("w4a16", dict()),  # compressed-tensors pack-quantized
     ("fp8", dict()),  # per-tensor scales
     ("fp8", dict(block=(32, 32))),  # block scales (weight_scale_inv)
+    ("ct_fp8", dict()),  # compressed-tensors FP8_DYNAMIC (activations stay unrounded)
 ]
 
 

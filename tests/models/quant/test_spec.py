@@ -86,8 +86,8 @@ def test_compressed_tensors_schemes_not_run_are_named() -> None:
         resolve_quantization(raw, None)
     fp8 = dict(raw, config_groups={"g": {"targets": ["Linear"], "weights": weights | {
         "type": "float"}, "input_activations": None}})  # fmt: skip
-    with pytest.raises(QuantizationError, match="fp8 weights"):
-        resolve_quantization(fp8, None)
+    with pytest.raises(QuantizationError, match="the fp8 scheme"):
+        resolve_quantization(fp8, None)  # weight-only fp8 without format float-quantized
     with pytest.raises(QuantizationError, match="kv_cache_scheme"):
         resolve_quantization(raw | {"kv_cache_scheme": {"num_bits": 8}}, None)
 
