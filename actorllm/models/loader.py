@@ -38,7 +38,7 @@ from actorllm.models.quant.apply import (
     quantize_linears,
 )
 from actorllm.models.quant.linear import QUANT_LINEARS
-from actorllm.models.quant.spec import QuantizationError
+from actorllm.models.quant.spec import QuantizationError as QuantizationError
 from actorllm.models.registry import resolve_model_class
 
 log = logging.getLogger(__name__)
@@ -162,11 +162,6 @@ def load_model(
     cls = resolve_model_class(cfg.architecture)
     torch_dtype = resolve_dtype(dtype, cfg)
     spec = checkpoint_quantization(cfg, quantization)
-    if spec is not None and load_format == "dummy":
-        raise QuantizationError(
-            f"load_format='dummy' with a {spec.method!r} quantized checkpoint is not "
-            "supported (random weights are not generated in packed layouts)"
-        )
     ops = ops or get_ops("auto", device)
     with torch.device("meta"):
         model = cls(cfg, ops)
@@ -177,6 +172,12 @@ def load_model(
     model.tie_weights()
     if load_format == "dummy":
         init_dummy_weights(model, seed)
+        if spec is not None:  # random weights in the packed layouts, then repacked
+            gen = torch.Generator().manual_seed(seed)
+            for module in model.modules():
+                if isinstance(module, QUANT_LINEARS):
+                    module.init_dummy(gen)
+            finish_quantized(model, {})
     elif load_format in ("auto", "safetensors"):
         load_weights(model, safetensors_files(path), progress=progress)
     else:

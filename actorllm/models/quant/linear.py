@@ -132,6 +132,22 @@ class PackedLinear(nn.Module):
         self.bias = _param((o,), dtype) if bias else None
         self.finished = False
 
+    @torch.no_grad()
+    def init_dummy(self, gen: torch.Generator) -> None:
+        """Random packed weights (load_format=dummy): values uniform over the bit range,
+        scales giving weights of std ~0.02, as the float dummy weights."""
+        scale = 0.02 / (0.4 * 2**self.bits)  # (q - zero) has std ~0.4 * 2^bits
+        for name, p in self.named_parameters():
+            if name == "bias":
+                p.zero_()
+            elif p.dtype == torch.int32:
+                p.copy_(torch.randint(-(2**31), 2**31, p.shape, dtype=torch.int64, generator=gen))
+            elif name == "weight_shape":
+                sizes = self.shard_sizes or [self.out_features]
+                p.copy_(torch.tensor([[s, self.in_features] for s in sizes]).view(p.shape))
+            else:
+                p.fill_(scale)
+
     def extra_repr(self) -> str:
         s = self.spec
         return (
@@ -302,6 +318,14 @@ class Int8Linear(nn.Module):
         self.bias = _param((out_features,), dtype) if bias else None
         self.finished = False
 
+    @torch.no_grad()
+    def init_dummy(self, gen: torch.Generator) -> None:
+        """Random int8 weights (load_format=dummy) of std ~0.02 once scaled."""
+        self.weight.copy_(torch.randint(-127, 128, self.weight.shape, generator=gen))
+        self.weight_scale.fill_(0.02 / 73.0)  # uniform int8 has std ~73
+        if self.bias is not None:
+            self.bias.zero_()
+
     def extra_repr(self) -> str:
         return f"in={self.in_features}, out={self.out_features}, w8a8 int8"
 
@@ -361,6 +385,17 @@ class Fp8Linear(nn.Module):
             self.weight_scale_inv = _param((rows, cols), torch.float32)
         self.bias = _param((out_features,), dtype) if bias else None
         self.finished = False
+
+    @torch.no_grad()
+    def init_dummy(self, gen: torch.Generator) -> None:
+        """Random e4m3 weights (load_format=dummy) of std ~0.02 once scaled."""
+        w = torch.empty(self.weight.shape).normal_(0.0, 1.0, generator=gen)
+        self.weight.copy_(w.to(torch.float8_e4m3fn))
+        for name, p in self.named_parameters():
+            if name == "bias":
+                p.zero_()
+            elif name != "weight":
+                p.fill_(0.02)
 
     def extra_repr(self) -> str:
         return f"in={self.in_features}, out={self.out_features}, fp8 block={self.block}"

@@ -102,3 +102,11 @@ def test_w8a8_runs_int8_linears(tmp_path: Path) -> None:
     assert runner.model is not None
     linears = [m for m in runner.model.modules() if isinstance(m, Int8Linear)]
     assert len(linears) == 8 and all(m.weight.dtype == torch.int8 for m in linears)
+
+
+@pytest.mark.parametrize("method", ["gptq", "awq", "w4a16", "w8a8", "fp8"])
+def test_dummy_weights_in_packed_layouts_run(tmp_path: Path, method: str) -> None:
+    """load_format=dummy with a quantized config.json (benchmarks): random packed weights."""
+    _ref, quant = write_quantized(tmp_path, method, block=(32, 32) if method == "fp8" else None)
+    driver = run_greedy(quant, load_format="dummy")
+    assert all(len(r.outputs) > 0 for r in driver.reqs.values())
