@@ -25,9 +25,9 @@ FALLBACK_TILE_ELEMENTS = 1 << 20
 
 
 def int8_gemm_available(device: torch.device) -> bool:
-    """Whether ``torch._int_mm`` is the GEMM here (CPU with VNNI/AMX-INT8, or CUDA)."""
-    if device.type == "cuda":
-        return True
+    """Whether ``torch._int_mm`` is the GEMM here: a CPU with VNNI/AMX-INT8. (CUDA's
+    ``_int_mm`` wants more than 16 rows, multiples of 8: a decode step has fewer; CUDA
+    takes the float32 path.)"""
     return device.type == "cpu" and native_int8() and hasattr(torch, "_int_mm")
 
 
