@@ -116,10 +116,14 @@ def build_rank0(
     if spec.world_size > 1:
         from actorllm.models.config import CheckpointConfig
         from actorllm.models.parallel import check_tensor_parallel
+        from actorllm.models.quant.apply import checkpoint_quantization
         from actorllm.worker.tp_group import TPGroup  # torch.distributed: only when used
 
-        # Refused before any rank process is spawned.
-        check_tensor_parallel(CheckpointConfig.from_pretrained(spec.model), spec.world_size)
+        # Refused before any rank process is spawned (quantized weights are not split).
+        cfg = CheckpointConfig.from_pretrained(spec.model)
+        check_tensor_parallel(cfg, spec.world_size)
+        tp_cfg = msgspec.structs.replace(cfg, tp_size=spec.world_size)
+        checkpoint_quantization(tp_cfg, spec.quantization)
         group = TPGroup(spec, replica, placement_group)
     try:
         if group is not None:

@@ -120,3 +120,14 @@ def test_quantize_config_json_is_read(tmp_path: Path, gptq: Path) -> None:
     (path / "quantize_config.json").write_text(json.dumps(qc))
     spec = checkpoint_quantization(CheckpointConfig.from_pretrained(path), None)
     assert spec is not None and spec.method == "gptq" and spec.group_size == 32
+
+
+def test_tensor_parallel_start_refuses_before_spawning_ranks(gptq: Path) -> None:
+    from actorllm.worker.startup import RankSpec, build_rank0
+
+    def never() -> Any:
+        raise AssertionError("no runner may be built")
+
+    spec = RankSpec(model=str(gptq), device="cpu", world_size=2)
+    with pytest.raises(QuantizationError, match="tensor_parallel_size=2"):
+        build_rank0(spec, never)
