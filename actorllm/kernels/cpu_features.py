@@ -29,3 +29,13 @@ def cpu_flags() -> frozenset[str]:
 def native_bf16(flags: frozenset[str] | None = None) -> bool:
     flags = cpu_flags() if flags is None else flags
     return any(f in flags for f in BF16_FLAGS)
+
+
+# int8 dot products in hardware: AVX512-VNNI / AVX-VNNI (Cascade Lake, Zen 4, Alder Lake)
+# and AMX-INT8 (Sapphire Rapids): oneDNN's int8 GEMMs run on them.
+INT8_FLAGS = ("avx512_vnni", "avx_vnni", "amx_int8")
+
+
+def native_int8(flags: frozenset[str] | None = None) -> bool:
+    flags = cpu_flags() if flags is None else flags
+    return any(f in flags for f in INT8_FLAGS)

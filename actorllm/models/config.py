@@ -131,6 +131,9 @@ class CheckpointConfig(msgspec.Struct, frozen=True, kw_only=True):
     tp_size: int = 1  # 1: the whole model; >1: head and intermediate counts are per rank
     full_num_heads: int = 0  # the checkpoint's counts (0: not sharded, see num_heads)
     full_num_kv_heads: int = 0
+    # config.json's quantization_config (or AutoGPTQ's quantize_config.json), as written;
+    # models/quant/spec.py reads it (None: an unquantized checkpoint).
+    quantization_config: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if self.max_model_len <= 0:
@@ -164,6 +167,11 @@ class CheckpointConfig(msgspec.Struct, frozen=True, kw_only=True):
             raw = json.loads(cfg_file.read_text())
         except json.JSONDecodeError as e:
             raise ModelConfigError(f"{cfg_file} is not valid JSON: {e}") from e
+        quant_file = path / "quantize_config.json"  # AutoGPTQ's own file (vLLM reads it)
+        if raw.get("quantization_config") is None and quant_file.is_file():
+            raw["quantization_config"] = {"quant_method": "gptq"} | json.loads(
+                quant_file.read_text()
+            )
         gen_file = path / "generation_config.json"
         gen = json.loads(gen_file.read_text()) if gen_file.is_file() else {}
         return cls.from_dict(raw, generation_config=gen)
@@ -213,8 +221,18 @@ class CheckpointConfig(msgspec.Struct, frozen=True, kw_only=True):
             dtype=str(dtype).removeprefix("torch."),
             eos_token_ids=eos,
             bos_token_id=raw.get("bos_token_id"),
+            quantization_config=_quantization_config(raw),
             **family_fields(raw, num_layers, hidden),
         )
+
+
+def _quantization_config(raw: dict[str, Any]) -> dict[str, Any] | None:
+    value = raw.get("quantization_config")
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise ModelConfigError(f"config.json quantization_config is not an object: {value!r}")
+    return dict(value)
 
 
 def _rope(raw: dict[str, Any]) -> tuple[float, dict[str, Any] | None]:

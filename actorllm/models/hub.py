@@ -75,6 +75,11 @@ def resolve_model(
     in. Blocks while downloading (call it off the event loop).
     """
     local = Path(name).expanduser()
+    if local.suffix.lower() == ".gguf":
+        raise ModelNotFoundError(
+            f"model {name!r}: GGUF files are not supported (quantized safetensors checkpoints "
+            "are: GPTQ, AWQ, compressed-tensors, fp8; docs/quantization.md)"
+        )
     if local.exists() or not looks_like_hub_id(name):
         if local.is_dir() and (required_file is None or (local / required_file).is_file()):
             return local

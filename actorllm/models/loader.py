@@ -31,6 +31,14 @@ from actorllm.models.load_format import LoadFormat as LoadFormat
 from actorllm.models.moe import EXPERT_SLOTS, FusedExperts
 from actorllm.models.onednn_linear import invalidate_packed
 from actorllm.models.parallel import rank_piece
+from actorllm.models.quant.apply import (
+    checkpoint_quantization,
+    finish_quantized,
+    optional_param,
+    quantize_linears,
+)
+from actorllm.models.quant.linear import QUANT_LINEARS
+from actorllm.models.quant.spec import QuantizationError as QuantizationError
 from actorllm.models.registry import resolve_model_class
 
 log = logging.getLogger(__name__)
@@ -140,23 +148,36 @@ def load_model(
     seed: int = 0,
     max_positions: int | None = None,
     progress: bool | None = None,
+    quantization: str | None = None,
 ) -> CausalLM:
     """Build ``cfg.architecture`` on ``device`` in ``dtype`` and fill its weights.
 
     ``load_format="dummy"`` fills random weights from ``seed`` (same weights on any device)
     and reads nothing but config.json. ``progress=None`` shows a bar only for big
     checkpoints. Raises :class:`UnsupportedArchitectureError`, :class:`MissingCheckpointError`
-    or :class:`MissingWeightsError`.
+    or :class:`MissingWeightsError`; a ``quantization_config`` (or ``quantization``, vLLM's
+    ``--quantization``) builds quantized linears (``models/quant/``) or raises
+    :class:`QuantizationError` naming what is not run.
     """
     cls = resolve_model_class(cfg.architecture)
     torch_dtype = resolve_dtype(dtype, cfg)
+    spec = checkpoint_quantization(cfg, quantization)
     ops = ops or get_ops("auto", device)
     with torch.device("meta"):
         model = cls(cfg, ops)
-    model = model.to(dtype=torch_dtype).to_empty(device=device)
+    model = model.to(dtype=torch_dtype)
+    if spec is not None:
+        quantize_linears(model, spec, torch_dtype)  # packed layers, still on meta
+    model = model.to_empty(device=device)
     model.tie_weights()
     if load_format == "dummy":
         init_dummy_weights(model, seed)
+        if spec is not None:  # random weights in the packed layouts, then repacked
+            gen = torch.Generator().manual_seed(seed)
+            for module in model.modules():
+                if isinstance(module, QUANT_LINEARS):
+                    module.init_dummy(gen)
+            finish_quantized(model, {})
     elif load_format in ("auto", "safetensors"):
         load_weights(model, safetensors_files(path), progress=progress)
     else:
@@ -173,10 +194,11 @@ def load_weights(model: CausalLM, files: list[Path], progress: bool | None = Non
     # {param name: set of shard keys written} (None = the whole tensor).
     written: dict[str, set[ShardKey]] = {}
     saw_lm_head = False
+    quantized = any(isinstance(m, QUANT_LINEARS) for m in model.modules())
     with torch.no_grad():
         lazy = model.config.tp_size > 1  # each rank reads only its slices
         for hf_name, tensor in iter_checkpoint(files, progress, lazy=lazy):
-            name = _copy_one(model, params, hf_name, tensor, written, strict=False)
+            name = _copy_one(model, params, hf_name, tensor, written, strict=quantized)
             saw_lm_head = saw_lm_head or name == "lm_head.weight"
     if not saw_lm_head and not model.config.tie_word_embeddings:
         # No head in the checkpoint: the embedding doubles as the head (tied).
@@ -186,12 +208,19 @@ def load_weights(model: CausalLM, files: list[Path], progress: bool | None = Non
     missing = _missing(model, params, written)
     if missing:
         raise MissingWeightsError(missing)
+    if quantized:
+        finish_quantized(model, written)  # repack for the forward, drop the disk layouts
 
 
 def copy_weights(model: CausalLM, named: Iterable[tuple[str, torch.Tensor]]) -> list[str]:
     """Copy some checkpoint tensors (Hugging Face names) into ``model`` in place — a weight
     update, e.g. from an RLHF trainer. Returns the parameter names written. Raises
     :class:`WeightLoadError` for an unknown name or a shape mismatch."""
+    if any(isinstance(m, QUANT_LINEARS) for m in model.modules()):
+        raise NotImplementedError(
+            "weight updates into a quantized model are not supported (its linears hold "
+            "repacked quantized weights)"
+        )
     params = dict(model.named_parameters(remove_duplicate=False))
     written: dict[str, set[ShardKey]] = {}
     try:
@@ -232,9 +261,18 @@ def _copy_one(
     dst = param.data if shard is None else _shard_view(model, param.data, target, shard)
     # Tensor parallel: this rank's slice (read alone from a lazy safetensors slice).
     tensor = model.checkpoint_tensor(name, rank_piece(model.config, name, dst.shape, tensor))
+    if tensor.numel() == 1 == dst.numel():  # a scalar scale stored as [] or [1]
+        tensor = tensor.reshape(dst.shape)
     if tuple(dst.shape) != tuple(tensor.shape):
         raise WeightLoadError(
             f"{hf_name}: checkpoint shape {tuple(tensor.shape)} != expected {tuple(dst.shape)}"
+        )
+    if _changes_kind(tensor.dtype, dst.dtype):
+        # Integer or 8-bit float values read as plain numbers would run silently wrong.
+        raise WeightLoadError(
+            f"{hf_name}: a {tensor.dtype} checkpoint tensor cannot fill a {dst.dtype} "
+            "parameter (a quantized tensor the config.json's quantization_config does not "
+            "describe?)"
         )
     dst.copy_(tensor)
     written.setdefault(target, set()).add(shard)
@@ -259,9 +297,23 @@ def _packed_target(model: CausalLM, name: str) -> tuple[str, ShardKey]:
     return name, None
 
 
+def _changes_kind(src: torch.dtype, dst: torch.dtype) -> bool:
+    """Copying ``src`` values into ``dst`` would change what they mean: integers into
+    floats (or back), or 8-bit floats (fp8 codes) into wider ones."""
+    if src == dst:
+        return False
+    if src.is_floating_point != dst.is_floating_point:
+        return True
+    return src.is_floating_point and src.itemsize == 1
+
+
 def _shard_view(model: CausalLM, data: torch.Tensor, target: str, shard: ShardKey) -> torch.Tensor:
     """The part of packed ``data`` that shard ``shard`` owns."""
     owner, leaf = target.rsplit(".", 1)
+    linear = model.get_submodule(owner)
+    if isinstance(linear, QUANT_LINEARS):  # packed layouts split along their own dims
+        assert isinstance(shard, int)
+        return linear.shard_view(leaf, data, shard)
     if isinstance(shard, tuple):
         experts = model.get_submodule(owner)
         assert isinstance(experts, FusedExperts)
@@ -286,6 +338,8 @@ def _missing(
             continue
         got = written.get(name, set())
         if None in got:
+            continue
+        if not got and optional_param(model, name):
             continue
         owner, leaf = name.rsplit(".", 1)
         module = model.get_submodule(owner)

@@ -39,6 +39,7 @@ from actorllm.models.config import CheckpointConfig
 from actorllm.models.loader import LoadFormat, load_model, resolve_dtype
 from actorllm.models.onednn_linear import prepack_linears
 from actorllm.models.parallel import shard_config
+from actorllm.models.quant.apply import checkpoint_quantization, weight_bytes
 from actorllm.worker.cuda_graphs import DecodeGraphs, graph_batch_sizes
 from actorllm.worker.device_streams import CudaStreams
 from actorllm.worker.huge_pages import model_on_huge_pages
@@ -114,6 +115,7 @@ class ModelRunner:
         tp_rank: int = 0,
         tp_size: int = 1,
         weights_on_huge_pages: bool = True,
+        quantization: str | None = None,
     ) -> None:
         self.model_path = Path(model_path)
         self.device = torch.device(device)
@@ -129,6 +131,9 @@ class ModelRunner:
         self.model_config = msgspec.structs.replace(cfg, max_model_len=max_model_len or limit)
         self.kv_groups = kv_cache_groups(self.model_config, hybrid_kv_cache)
         self.dtype = resolve_dtype(dtype, cfg, self.device)
+        # Refused here, at start, if the checkpoint's quantization cannot run (models/quant).
+        self.quant_spec = checkpoint_quantization(cfg, quantization)
+        self.quantization = quantization
         self.attention_backend = resolve_backend(attention_backend, self.device)
         self.load_format: LoadFormat = load_format
         self.block_size = block_size
@@ -139,6 +144,7 @@ class ModelRunner:
         self.enforce_eager = enforce_eager
         self.max_graph_batch = max_graph_batch
         self.model: CausalLM | None = None
+        self.weight_bytes = 0  # resident bytes of the loaded weights (after load_model)
         self.kv_caches: KVCaches = []
         self.num_blocks = 0
         self.sleep_level = 0  # 0 = awake
@@ -184,7 +190,9 @@ class ModelRunner:
             load_format=self.load_format,
             seed=self.seed,
             max_positions=self.max_model_len,
+            quantization=self.quantization,
         )
+        self.weight_bytes = weight_bytes(self.model)  # quantized linears at packed size
         if self.device.type == "cpu":
             prepack_linears(self.model)  # oneDNN matmuls (models/onednn_linear.py)
         if self.weights_on_huge_pages:

@@ -35,6 +35,7 @@ class RankSpec(msgspec.Struct, frozen=True, kw_only=True):
     dtype: str = "auto"
     attention_backend: str = "auto"
     load_format: LoadFormat = "auto"
+    quantization: str | None = None  # vLLM's --quantization (None: the checkpoint's)
     block_size: int = 16
     max_num_seqs: int = 256
     max_model_len: int | None = None
@@ -85,6 +86,7 @@ def build_model_runner(spec: RankSpec) -> ModelRunner:
         tp_rank=spec.rank,
         tp_size=spec.world_size,
         weights_on_huge_pages=spec.weights_on_huge_pages,
+        quantization=spec.quantization,
     )
 
 
@@ -114,10 +116,14 @@ def build_rank0(
     if spec.world_size > 1:
         from actorllm.models.config import CheckpointConfig
         from actorllm.models.parallel import check_tensor_parallel
+        from actorllm.models.quant.apply import checkpoint_quantization
         from actorllm.worker.tp_group import TPGroup  # torch.distributed: only when used
 
-        # Refused before any rank process is spawned.
-        check_tensor_parallel(CheckpointConfig.from_pretrained(spec.model), spec.world_size)
+        # Refused before any rank process is spawned (quantized weights are not split).
+        cfg = CheckpointConfig.from_pretrained(spec.model)
+        check_tensor_parallel(cfg, spec.world_size)
+        tp_cfg = msgspec.structs.replace(cfg, tp_size=spec.world_size)
+        checkpoint_quantization(tp_cfg, spec.quantization)
         group = TPGroup(spec, replica, placement_group)
     try:
         if group is not None:

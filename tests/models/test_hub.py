@@ -101,3 +101,10 @@ def test_engine_config_resolves_model_and_tokenizer_from_the_hub(offline: Path) 
     shutil.rmtree(offline / "models--org--chat")
     with pytest.raises(ModelNotFoundError, match="org/chat"):
         config.resolved_model()
+
+
+def test_a_gguf_file_is_refused_by_name(tmp_path: Path) -> None:
+    gguf = tmp_path / "model.Q4_K_M.gguf"
+    gguf.write_bytes(b"GGUF")
+    with pytest.raises(ModelNotFoundError, match="GGUF files are not supported"):
+        resolve_model(str(gguf))

@@ -33,6 +33,7 @@ from actorllm.engine.config.engine_config import EngineConfig, EngineConfigError
 
 _SHORT = {
     "tensor_parallel_size": ("-tp",),
+    "quantization": ("-q",),
     "pipeline_parallel_size": ("-pp",),
     "data_parallel_size": ("-dp",),
     "data_parallel_backend": ("-dpb",),

@@ -231,7 +231,6 @@ FOREIGN: list[Foreign] = [
     _r("--mamba-cache-dtype", why="no supported model has Mamba layers", same=("auto",)),
     _r("--mamba-ssm-cache-dtype", why="no supported model has Mamba layers", same=("auto",)),
     _r("--override-attention-dtype", why="attention runs in the model's dtype"),
-    _r("--quantization", "-q", why="quantized models are not supported", same=("None", "none")),
     _r("--model-loader-extra-config", why="there are no model loader options", same=_EMPTY),
     _r("--task", why=_TEXT, same=("auto", "generate")),
     _r("--runner", why=_TEXT, same=("auto", "generate")),

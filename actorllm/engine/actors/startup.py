@@ -41,6 +41,7 @@ def rank_spec(config: EngineConfig, rank: int = 0) -> RankSpec:
         dtype=config.dtype,
         attention_backend=config.attention_backend,
         load_format=config.load_format,
+        quantization=config.quantization,
         block_size=config.resolved_block_size(),
         max_num_seqs=config.max_num_seqs,
         max_model_len=config.max_model_len,

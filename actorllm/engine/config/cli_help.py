@@ -74,6 +74,11 @@ ENGINE_CONFIG_HELP: Mapping[str, Mapping[str, str]] = {
         ),
     },
     "LoadConfig": {
+        "quantization": (
+            "The checkpoint's quantization method, as vLLM's --quantization: unset reads it "
+            "from config.json's quantization_config; a method that contradicts the "
+            "checkpoint's is refused (gptq, awq, compressed-tensors run)."
+        ),
         "load_format": (
             "How weights load: auto and safetensors read the checkpoint, dummy makes random "
             "weights (for benchmarks)."

@@ -25,6 +25,7 @@ from actorllm.engine.config.generation_config import (
 )
 from actorllm.models.hub import ModelNotFoundError as ModelNotFoundError  # re-exported
 from actorllm.models.load_format import LoadFormat
+from actorllm.models.quant.spec import VLLM_METHODS
 
 Device = Literal["auto", "cpu", "cuda"]
 AttentionBackend = Literal["auto", "torch", "triton"]
@@ -105,6 +106,10 @@ class EngineConfig(msgspec.Struct, kw_only=True):
     vLLM's CPU build preloads tcmalloc for the same reason). Process-wide and kept after
     the engine closes; False leaves malloc as the host set it."""
     # -- LoadConfig -------------------------------------------------------------------------
+    quantization: str | None = None
+    """The checkpoint's quantization method, as vLLM's --quantization: None reads it from
+    config.json's quantization_config; a method that contradicts the checkpoint's is
+    refused (gptq, awq, compressed-tensors run; docs/quantization.md)."""
     load_format: LoadFormat = "auto"
     """How weights load: auto and safetensors read the checkpoint, dummy makes random
     weights (for benchmarks)."""
@@ -286,6 +291,12 @@ class EngineConfig(msgspec.Struct, kw_only=True):
         if type(self.max_logprobs) is not int or self.max_logprobs < -1:
             raise EngineConfigError(
                 "max_logprobs", f"must be -1 (no limit) or non-negative, got {self.max_logprobs!r}."
+            )
+        q = self.quantization
+        if q is not None and q.lower() != "none" and q not in VLLM_METHODS:
+            raise EngineConfigError(  # vLLM's message; the checkpoint is checked at load
+                "quantization",
+                f"Unknown quantization method: {q}. Must be one of {list(VLLM_METHODS)}.",
             )
         if not 0.0 < self.gpu_memory_utilization <= 1.0:
             raise EngineConfigError("gpu_memory_utilization", "must be in (0, 1].")

@@ -33,10 +33,16 @@ def test_an_unknown_field_is_refused_by_name():
 def test_vllm_features_not_built_are_refused_unless_off():
     args = EngineArgs(enable_lora=False, quantization=None, kv_cache_dtype="auto", max_logprobs=20)
     args.create_engine_config()
-    for kwargs in ({"enable_lora": True}, {"quantization": "awq"}, {"kv_cache_dtype": "fp8"}):
+    for kwargs in ({"enable_lora": True}, {"kv_cache_dtype": "fp8"}):
         with pytest.raises(EngineConfigError) as info:
             EngineArgs(**kwargs)
         assert info.value.param == next(iter(kwargs))
+
+
+def test_an_unknown_quantization_method_is_refused_with_vllms_message():
+    with pytest.raises(EngineConfigError, match="Unknown quantization method: bogus") as info:
+        EngineArgs(quantization="bogus").create_engine_config()
+    assert info.value.param == "quantization"
 
 
 def test_a_field_with_no_meaning_here_warns_naming_it():

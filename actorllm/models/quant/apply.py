@@ -1,0 +1,127 @@
+"""Choose the quantized linears at load: which of a model's linears the checkpoint stores
+quantized (``QuantSpec.quantizes``), built in place of their ``nn.Linear`` before any
+weight is read, and repacked for the forward once every tensor is in.
+
+What is not built is refused here by name: quantized MoE experts, GPT-2, Phi-3's fused
+checkpoints, a quantized ``lm_head``, fused projections whose parts disagree on being
+quantized, and tensor parallelism over quantized weights.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import torch
+from torch import nn
+
+from actorllm.models.base import CausalLM
+from actorllm.models.config import CheckpointConfig
+from actorllm.models.quant.linear import QUANT_LINEARS, Fp8Linear, Int8Linear, PackedLinear
+from actorllm.models.quant.spec import QuantizationError, QuantSpec, resolve_quantization
+
+
+def checkpoint_quantization(cfg: CheckpointConfig, requested: str | None) -> QuantSpec | None:
+    """The checkpoint's quantization with the ``quantization`` argument, checked against
+    what this model can run; raises :class:`QuantizationError` naming what is not."""
+    spec = resolve_quantization(cfg.quantization_config, requested)
+    if spec is None:
+        return None
+    problems = []
+    if cfg.architecture == "GPT2LMHeadModel":
+        problems.append("GPT-2")
+    if cfg.model_type == "phi3":
+        problems.append("Phi-3's fused qkv_proj / gate_up_proj checkpoints")
+    if cfg.num_experts:
+        problems.append(f"MoE experts ({cfg.architecture}, {cfg.num_experts} experts)")
+    if spec.method == "compressed-tensors" and spec.quantizes("lm_head"):
+        problems.append("a quantized lm_head (not in the checkpoint's ignore list)")
+    if cfg.tp_size > 1:
+        problems.append(
+            f"tensor_parallel_size={cfg.tp_size} (quantized weights are not split over ranks)"
+        )
+    if problems:
+        raise QuantizationError(
+            f"quantization method {spec.method!r} is not supported with " + "; ".join(problems)
+        )
+    return spec
+
+
+def quantize_linears(model: CausalLM, spec: QuantSpec, dtype: torch.dtype) -> int:
+    """Replace (on the meta device, before loading) every linear the checkpoint stores
+    quantized with its quantized layer; returns how many."""
+    fused: dict[str, list[str]] = {}
+    for frag, (packed, _shard) in model.packed_modules.items():
+        fused.setdefault(packed, []).append(frag)
+    count = 0
+    for owner_name, owner in list(model.named_modules()):
+        for child_name, child in list(owner.named_children()):
+            if type(child) is not nn.Linear or child_name == "lm_head":
+                continue
+            prefix = f"{owner_name}.{child_name}".removeprefix(".")
+            frags = fused.get(child_name)
+            hf = [f"{owner_name}.{f}" for f in frags] if frags else [prefix]
+            flags = {spec.quantizes(h) for h in hf}
+            if len(flags) > 1:
+                raise QuantizationError(
+                    f"quantization method {spec.method!r}: {', '.join(hf)} are fused into "
+                    f"{prefix} but only some of them are quantized; that is not supported"
+                )
+            if not flags.pop():
+                continue
+            sizes: list[int] | None = getattr(owner, "shard_sizes", None) if frags else None
+            cls = {"w8a8_int8": Int8Linear, "fp8": Fp8Linear}.get(spec.scheme, PackedLinear)
+            with torch.device("meta"):
+                layer = cls(
+                    child.in_features, child.out_features, child.bias is not None,
+                    spec, dtype, list(sizes) if sizes else None,
+                )  # fmt: skip
+            setattr(owner, child_name, layer)
+            count += 1
+    if count == 0:
+        raise QuantizationError(
+            f"quantization method {spec.method!r}: the quantization_config quantizes none "
+            "of the model's linears"
+        )
+    return count
+
+
+def finish_quantized(model: nn.Module, written: Mapping[str, object]) -> None:
+    """Repack every quantized linear for its forward (after all tensors were copied)."""
+    for name, module in model.named_modules():
+        if isinstance(module, QUANT_LINEARS):
+            absent = frozenset(p for p in module.optional_params if f"{name}.{p}" not in written)
+            module.finish_loading(absent)
+
+
+def weight_bytes(model: nn.Module) -> int:
+    """Bytes of the model's parameters and buffers (each storage once): what the weights
+    hold resident, quantized linears at their packed size."""
+    seen: set[int] = set()
+    total = 0
+    tensors = list(model.parameters()) + [b for b in model.buffers() if b is not None]
+    for t in tensors:
+        if t.device.type == "meta":
+            continue
+        ptr = t.untyped_storage().data_ptr()
+        if ptr in seen:
+            continue
+        seen.add(ptr)
+        total += t.untyped_storage().nbytes()
+    return total
+
+
+def optional_param(model: nn.Module, name: str) -> bool:
+    """Whether parameter ``name`` may be absent from the checkpoint (GPTQ's ``g_idx``)."""
+    owner, _, leaf = name.rpartition(".")
+    module = model.get_submodule(owner) if owner else model
+    return leaf in getattr(module, "optional_params", ())
+
+
+__all__ = [
+    "QuantizationError",
+    "checkpoint_quantization",
+    "finish_quantized",
+    "optional_param",
+    "quantize_linears",
+    "weight_bytes",
+]

@@ -1,0 +1,459 @@
+"""Quantized linears: the checkpoint's packed tensors are loaded as they are on disk, then
+(:meth:`finish_loading`) repacked once into the layout the forward reads; they stay packed.
+
+Weight-only (:class:`PackedLinear`: GPTQ, AWQ, compressed-tensors pack-quantized) keeps
+``w_packed`` uint8 ``[O, I * bits / 8]`` (4-bit: input column ``2k`` in the low nibble of
+byte ``k``, ``2k + 1`` in the high one), ``w_scales`` / ``w_zeros`` ``[O, G]`` in the model
+dtype (``w = (q - zero) * scale``, ``G = I / group_size``) and, for GPTQ's activation order
+(``desc_act``, a ``g_idx`` that is not ``i // group_size``), ``in_perm`` ``[I]``: the input
+columns sorted by group, so each group is contiguous (the inputs are permuted the same way
+in the forward). The forward dequantizes one tile of output rows at a time
+(:data:`TILE_ELEMENTS` weights) and multiplies it, so no full-precision copy of a weight
+ever exists beyond one tile.
+
+W8A8 int8 (:class:`Int8Linear`, compressed-tensors): int8 ``weight [O, I]`` with a float32
+scale per output row; each call quantizes its input rows to int8 with one scale per row
+(dynamic per-token, symmetric) and runs an int8 GEMM (``kernels/int8_gemm.py``).
+
+Fused projections (``qkv_proj``, ``gate_up_proj``) are built here too: the loader writes
+each of q/k/v (gate/up) into its output columns through :meth:`shard_view`, which knows
+along which dimension (and with which packing factor) each checkpoint tensor is split.
+
+Checkpoint layouts (as vLLM and the quantizers write them; ``pf = 32 / bits``):
+
+* GPTQ: ``qweight`` int32 ``[I / pf, O]`` (input row ``r * pf + j`` in bits ``j * bits``
+  of row ``r``), ``qzeros`` int32 ``[G, O / pf]`` (packed along columns, the same way),
+  stored as ``zero - 1`` (v1 format; ``checkpoint_format: gptq_v2`` stores ``zero``),
+  ``scales [G, O]``, ``g_idx`` int32 ``[I]``. Symmetric: the zero is ``2 ** (bits - 1)``
+  whatever ``qzeros`` holds, as vLLM's kernels read it.
+* AWQ (GEMM): ``qweight`` int32 ``[I, O / 8]`` and ``qzeros`` int32 ``[G, O / 8]``, packed
+  along output columns with nibble ``k`` holding column ``[0, 2, 4, 6, 1, 3, 5, 7][k]`` of
+  its 8; ``scales [G, O]``.
+* compressed-tensors pack-quantized: ``weight_packed`` int32 ``[O, I / pf]`` (along the
+  input, like GPTQ's but transposed), values offset by ``2 ** (bits - 1)``,
+  ``weight_scale [O, G]``, ``weight_shape`` int64 ``[2]``.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from actorllm.kernels.int8_gemm import int8_linear
+from actorllm.kernels.quant_gemm import MAX_ROWS, wq_linear
+from actorllm.models.quant.spec import QuantSpec
+
+# Weights dequantized per tile: bounds the transient float copy (1 Mi elements).
+TILE_ELEMENTS = 1 << 20
+AWQ_ORDER = (0, 2, 4, 6, 1, 3, 5, 7)  # nibble k of an AWQ int32 holds column AWQ_ORDER[k]
+
+
+class QuantLoadError(RuntimeError):
+    """The checkpoint's quantized tensors are inconsistent (e.g. fused shards disagree)."""
+
+
+def _param(shape: tuple[int, ...], dtype: torch.dtype) -> nn.Parameter:
+    return nn.Parameter(torch.empty(shape, dtype=dtype), requires_grad=False)
+
+
+def unpack_int32(packed: torch.Tensor, bits: int, dim: int) -> torch.Tensor:
+    """int32 values holding ``32 / bits`` fields each, low bits first -> the fields as
+    uint8, the packed ``dim`` grown ``32 / bits`` times (field ``j`` of element ``k`` at
+    ``k * pf + j``)."""
+    pf = 32 // bits
+    shifts = torch.arange(0, 32, bits, dtype=torch.int32, device=packed.device)  # [pf]
+    moved = packed.movedim(dim, -1).unsqueeze(-1)  # [..., N, 1]
+    fields = (moved >> shifts) & ((1 << bits) - 1)  # [..., N, pf]
+    out = fields.reshape(*moved.shape[:-2], moved.shape[-2] * pf).to(torch.uint8)
+    return out.movedim(-1, dim)
+
+
+def pack_rows(q: torch.Tensor, bits: int) -> torch.Tensor:
+    """uint8 values ``[O, I]`` -> the forward's layout ``[O, I * bits / 8]``."""
+    if bits == 8:
+        return q.contiguous()
+    return (q[:, 0::2] | (q[:, 1::2] << 4)).contiguous()
+
+
+class PackedLinear(nn.Module):
+    """A 4/8-bit group-quantized linear (weight-only); ``x [..., I] -> [..., O]``."""
+
+    # The forward's layout (buffers, set by finish_loading; see the module doc).
+    w_packed: torch.Tensor  # uint8 [O, I * bits / 8]
+    w_scales: torch.Tensor  # [O, G]
+    w_zeros: torch.Tensor  # [O, G]
+    in_perm: torch.Tensor | None  # [I] or None
+    native_scales: torch.Tensor  # float32 [O, G] (w_scales itself for a float32 model)
+    native_zeros: torch.Tensor
+    native_bias: torch.Tensor | None
+
+    def __init__(
+        self,
+        in_features: int,
+        out_features: int,
+        bias: bool,
+        spec: QuantSpec,
+        dtype: torch.dtype,
+        shard_sizes: list[int] | None = None,
+    ) -> None:
+        super().__init__()
+        self.in_features, self.out_features = in_features, out_features
+        self.spec, self.bits = spec, spec.bits
+        self.group_size = in_features if spec.group_size == -1 else spec.group_size
+        self.shard_sizes = shard_sizes  # the fused projection's output sizes (None: one)
+        pf = 32 // self.bits
+        i, o, g = in_features, out_features, in_features // self.group_size
+        sizes = shard_sizes or [o]
+        if i % self.group_size or i % pf:
+            raise _refuse(spec, f"an input size of {i} with group_size {spec.group_size}")
+        if spec.scheme in ("gptq", "awq") and any(s % pf for s in sizes):
+            raise _refuse(spec, f"output sizes {sizes} not divisible by {pf}")
+        self.optional_params: tuple[str, ...] = ()
+        if spec.scheme == "gptq":
+            self.qweight = _param((i // pf, o), torch.int32)
+            self.qzeros = _param((g, o // pf), torch.int32)
+            self.scales = _param((g, o), dtype)
+            n = len(shard_sizes) if shard_sizes else 0
+            self.g_idx = _param((n, i) if n else (i,), torch.int32)
+            self.optional_params = ("g_idx",)  # absent: i // group_size
+        elif spec.scheme == "awq":
+            self.qweight = _param((i, o // pf), torch.int32)
+            if not spec.sym:
+                self.qzeros = _param((g, o // pf), torch.int32)
+            self.scales = _param((g, o), dtype)
+        else:  # pack_quantized
+            if not spec.sym:
+                raise _refuse(spec, "asymmetric pack-quantized weights (weight_zero_point)")
+            self.weight_packed = _param((o, i // pf), torch.int32)
+            self.weight_scale = _param((o, g), dtype)
+            n = len(shard_sizes) if shard_sizes else 0
+            self.weight_shape = _param((n, 2) if n else (2,), torch.int64)
+        self.bias = _param((o,), dtype) if bias else None
+        self.finished = False
+
+    @torch.no_grad()
+    def init_dummy(self, gen: torch.Generator) -> None:
+        """Random packed weights (load_format=dummy): values uniform over the bit range,
+        scales giving weights of std ~0.02, as the float dummy weights."""
+        scale = 0.02 / (0.4 * 2**self.bits)  # (q - zero) has std ~0.4 * 2^bits
+        for name, p in self.named_parameters():
+            if name == "bias":
+                p.zero_()
+            elif p.dtype == torch.int32:
+                p.copy_(torch.randint(-(2**31), 2**31, p.shape, dtype=torch.int64, generator=gen))
+            elif name == "weight_shape":
+                sizes = self.shard_sizes or [self.out_features]
+                p.copy_(torch.tensor([[s, self.in_features] for s in sizes]).view(p.shape))
+            else:
+                p.fill_(scale)
+
+    def extra_repr(self) -> str:
+        s = self.spec
+        return (
+            f"in={self.in_features}, out={self.out_features}, {s.method} {s.bits}-bit, "
+            f"group_size={s.group_size}"
+        )
+
+    # -- loading ------------------------------------------------------------------------
+
+    def shard_view(self, leaf: str, data: torch.Tensor, shard: int) -> torch.Tensor:
+        """The part of checkpoint-layout parameter ``leaf`` that fused shard ``shard``
+        (q/k/v, gate/up) fills."""
+        sizes = self.shard_sizes
+        assert sizes is not None
+        if leaf in ("g_idx", "weight_shape"):
+            return data[shard]
+        start, size = sum(sizes[:shard]), sizes[shard]
+        pf = 32 // self.bits
+        if self.spec.scheme == "pack_quantized" or leaf == "bias":
+            return data.narrow(0, start, size)
+        if leaf == "scales":
+            return data.narrow(1, start, size)
+        if self.spec.scheme == "gptq" and leaf == "qweight":
+            return data.narrow(1, start, size)
+        return data.narrow(1, start // pf, size // pf)  # packed along columns
+
+    @torch.no_grad()
+    def finish_loading(self, absent: frozenset[str] = frozenset()) -> None:
+        """Repack the checkpoint's tensors into the forward's layout and drop them;
+        ``absent``: the optional ones the checkpoint did not have."""
+        s, bits = self.spec, self.bits
+        i, o, gs = self.in_features, self.out_features, self.group_size
+        half = float(1 << (bits - 1))
+        perm: torch.Tensor | None = None
+        if s.scheme == "gptq":
+            q = unpack_int32(self.qweight.data, bits, 0).t()  # [O, I]
+            scales = self.scales.data.t()  # [O, G]
+            if s.sym:
+                zeros = torch.full_like(scales, half)
+            else:
+                zeros = (unpack_int32(self.qzeros.data, bits, 1).t() + s.zero_offset).to(
+                    scales.dtype
+                )  # [O, G]
+            perm = self._gptq_perm(self.g_idx.data, "g_idx" in absent)
+            if perm is not None:
+                q = q[:, perm]
+            del self.qweight, self.qzeros, self.scales, self.g_idx
+        elif s.scheme == "awq":
+            q = _awq_columns(unpack_int32(self.qweight.data, bits, 1)).t()  # [O, I]
+            scales = self.scales.data.t()  # [O, G]
+            if s.sym:
+                zeros = torch.full_like(scales, half)
+            else:
+                zeros = _awq_columns(unpack_int32(self.qzeros.data, bits, 1)).t().to(scales.dtype)
+                del self.qzeros
+            del self.qweight, self.scales
+        else:
+            shapes = self.weight_shape.data.reshape(-1, 2)
+            expect = [[size, i] for size in (self.shard_sizes or [o])]
+            if shapes.tolist() != expect:
+                raise QuantLoadError(f"weight_shape {shapes.tolist()} != expected {expect}")
+            q = unpack_int32(self.weight_packed.data, bits, 1)  # [O, I]
+            scales = self.weight_scale.data  # [O, G]
+            zeros = torch.full_like(scales, half)
+            del self.weight_packed, self.weight_scale, self.weight_shape
+        assert tuple(q.shape) == (o, i), (q.shape, o, i)
+        self.register_buffer("w_packed", pack_rows(q, bits))  # [O, I * bits / 8]
+        self.register_buffer("w_scales", scales.contiguous())  # [O, G]
+        self.register_buffer("w_zeros", zeros.contiguous())  # [O, G]
+        self.register_buffer("in_perm", perm)  # [I] or None
+        # float32 views or copies for the native kernel (1 / group_size of the weights'
+        # count), buffers so that the runner's weight accounting counts them.
+        self.register_buffer("native_scales", self.w_scales.float().contiguous(), False)
+        self.register_buffer("native_zeros", self.w_zeros.float().contiguous(), False)
+        bias = None if self.bias is None else self.bias.detach().float()
+        self.register_buffer("native_bias", bias, False)
+        self.tile_rows = max(1, min(o, TILE_ELEMENTS // i))
+        self.groups = i // gs
+        self.finished = True
+
+    def _gptq_perm(self, g_idx: torch.Tensor, absent: bool) -> torch.Tensor | None:
+        """GPTQ's ``g_idx`` -> the input permutation that makes groups contiguous (None:
+        already in order). Fused shards must agree (they quantize the same input)."""
+        if absent:
+            return None
+        rows = g_idx.reshape(-1, self.in_features).long()  # [S, I]
+        if not bool((rows == rows[0]).all()):
+            raise QuantLoadError("the fused projection's shards have different g_idx")
+        g = rows[0]
+        natural = torch.arange(self.in_features) // self.group_size
+        if torch.equal(g, natural):
+            return None
+        perm = torch.argsort(g, stable=True)
+        if not torch.equal(g[perm], natural):
+            raise QuantLoadError(f"g_idx does not give every group {self.group_size} input rows")
+        return perm
+
+    # -- forward ------------------------------------------------------------------------
+
+    def dequantized(self, start: int, stop: int) -> torch.Tensor:
+        """Output rows ``[start, stop)`` of the weight, ``[stop - start, I]`` in the
+        model dtype (input columns in ``in_perm`` order)."""
+        p = self.w_packed[start:stop]  # [t, I * bits / 8]
+        if self.bits == 4:
+            q = torch.stack((p & 0xF, p >> 4), dim=-1).view(p.shape[0], -1)  # [t, I]
+        else:
+            q = p
+        s = self.w_scales[start:stop].unsqueeze(-1)  # [t, G, 1]
+        z = self.w_zeros[start:stop].unsqueeze(-1)
+        w = (q.view(q.shape[0], self.groups, -1).to(s.dtype) - z) * s  # [t, G, gs]
+        return w.view(q.shape[0], self.in_features)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x: [..., I] -> [..., O]."""
+        assert self.finished, "finish_loading() before the forward"
+        rows = x.reshape(-1, self.in_features)  # [M, I]
+        if self.in_perm is not None:
+            rows = rows[:, self.in_perm]  # groups contiguous, as the weight's columns
+        o, t = self.out_features, self.tile_rows
+        if rows.shape[0] <= MAX_ROWS and rows.device.type == "cpu":
+            # Few rows (decode): the native kernel reads the packed weight once.
+            native = wq_linear(
+                rows.float().contiguous(), self.w_packed, self.bits, self.native_scales,
+                self.native_zeros, self.group_size, self.native_bias,
+            )  # fmt: skip
+            if native is not None:
+                return native.to(x.dtype).view(*x.shape[:-1], o)
+        if t >= o:
+            out = F.linear(rows, self.dequantized(0, o).to(rows.dtype), self.bias)
+        else:
+            out = torch.empty(rows.shape[0], o, dtype=rows.dtype, device=rows.device)
+            for start in range(0, o, t):
+                stop = min(o, start + t)
+                w = self.dequantized(start, stop).to(rows.dtype)  # [t, I]
+                out[:, start:stop] = rows @ w.t()  # [M, t]
+            if self.bias is not None:
+                out += self.bias
+        return out.view(*x.shape[:-1], o)
+
+
+def _awq_columns(fields: torch.Tensor) -> torch.Tensor:
+    """Unpacked AWQ fields ``[R, O]`` in nibble order -> columns in order."""
+    r, o = fields.shape
+    order = torch.tensor(AWQ_ORDER)
+    inverse = torch.argsort(order)  # column c sits in nibble inverse[c]
+    return fields.view(r, o // 8, 8)[:, :, inverse].reshape(r, o)
+
+
+class Int8Linear(nn.Module):
+    """W8A8 int8 (compressed-tensors): ``x [..., I] -> [..., O]`` through an int8 GEMM."""
+
+    def __init__(
+        self,
+        in_features: int,
+        out_features: int,
+        bias: bool,
+        spec: QuantSpec,
+        dtype: torch.dtype,
+        shard_sizes: list[int] | None = None,
+    ) -> None:
+        super().__init__()
+        self.in_features, self.out_features = in_features, out_features
+        self.spec = spec
+        self.shard_sizes = shard_sizes
+        self.optional_params: tuple[str, ...] = ()
+        self.weight = _param((out_features, in_features), torch.int8)  # [O, I]
+        self.weight_scale = _param((out_features, 1), torch.float32)  # [O, 1]
+        self.bias = _param((out_features,), dtype) if bias else None
+        self.finished = False
+
+    @torch.no_grad()
+    def init_dummy(self, gen: torch.Generator) -> None:
+        """Random int8 weights (load_format=dummy) of std ~0.02 once scaled."""
+        self.weight.copy_(torch.randint(-127, 128, self.weight.shape, generator=gen))
+        self.weight_scale.fill_(0.02 / 73.0)  # uniform int8 has std ~73
+        if self.bias is not None:
+            self.bias.zero_()
+
+    def extra_repr(self) -> str:
+        return f"in={self.in_features}, out={self.out_features}, w8a8 int8"
+
+    def shard_view(self, leaf: str, data: torch.Tensor, shard: int) -> torch.Tensor:
+        sizes = self.shard_sizes
+        assert sizes is not None
+        return data.narrow(0, sum(sizes[:shard]), sizes[shard])
+
+    def finish_loading(self, absent: frozenset[str] = frozenset()) -> None:
+        self.finished = True
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x: [..., I] -> [..., O]."""
+        rows = x.reshape(-1, self.in_features)  # [M, I]
+        out = int8_linear(rows, self.weight, self.weight_scale, self.bias)  # [M, O]
+        return out.view(*x.shape[:-1], self.out_features)
+
+
+class Fp8Linear(nn.Module):
+    """fp8 (e4m3) weights with a scale per tensor (per fused shard) or per block
+    (``weight_scale_inv [ceil(O / bo), ceil(I / bi)]``): ``x [..., I] -> [..., O]``.
+
+    CPUs have no fp8 GEMM: the weight stays fp8 in memory (1 byte per value) and each tile
+    of output rows is widened and scaled in the forward. Activations stay in the model
+    dtype (vLLM's dynamic scheme quantizes them to fp8 for its fp8 GEMMs; here they are
+    not rounded at all).
+    """
+
+    row_scale: torch.Tensor  # float32 [O, 1], per-tensor scales (set by finish_loading)
+
+    def __init__(
+        self,
+        in_features: int,
+        out_features: int,
+        bias: bool,
+        spec: QuantSpec,
+        dtype: torch.dtype,
+        shard_sizes: list[int] | None = None,
+    ) -> None:
+        super().__init__()
+        self.in_features, self.out_features = in_features, out_features
+        self.spec, self.shard_sizes = spec, shard_sizes
+        self.optional_params: tuple[str, ...] = ()
+        self.weight = _param((out_features, in_features), torch.float8_e4m3fn)  # [O, I]
+        self.block = spec.block
+        self.channel = spec.fp8_channel
+        if self.channel:  # compressed-tensors: one scale per output row
+            self.weight_scale = _param((out_features, 1), torch.float32)
+        elif spec.block is None:
+            n = len(shard_sizes) if shard_sizes else 0
+            self.weight_scale = _param((n,) if n else (), torch.float32)
+        else:
+            bo, bi = spec.block
+            if any(s % bo for s in shard_sizes or []):
+                raise _refuse(spec, f"fused output sizes {shard_sizes} with blocks of {bo} rows")
+            rows, cols = -(-out_features // bo), -(-in_features // bi)
+            self.weight_scale_inv = _param((rows, cols), torch.float32)
+        self.bias = _param((out_features,), dtype) if bias else None
+        self.finished = False
+
+    @torch.no_grad()
+    def init_dummy(self, gen: torch.Generator) -> None:
+        """Random e4m3 weights (load_format=dummy) of std ~0.02 once scaled."""
+        w = torch.empty(self.weight.shape).normal_(0.0, 1.0, generator=gen)
+        self.weight.copy_(w.to(torch.float8_e4m3fn))
+        for name, p in self.named_parameters():
+            if name == "bias":
+                p.zero_()
+            elif name != "weight":
+                p.fill_(0.02)
+
+    def extra_repr(self) -> str:
+        return f"in={self.in_features}, out={self.out_features}, fp8 block={self.block}"
+
+    def shard_view(self, leaf: str, data: torch.Tensor, shard: int) -> torch.Tensor:
+        sizes = self.shard_sizes
+        assert sizes is not None
+        if leaf == "weight_scale" and not self.channel:
+            return data[shard]
+        start, size = sum(sizes[:shard]), sizes[shard]
+        if leaf == "weight_scale_inv":
+            assert self.block is not None
+            bo = self.block[0]
+            return data.narrow(0, start // bo, -(-size // bo))
+        return data.narrow(0, start, size)
+
+    @torch.no_grad()
+    def finish_loading(self, absent: frozenset[str] = frozenset()) -> None:
+        """Per-tensor scales -> one per output row; block scales stay as they are."""
+        if self.channel:
+            rows = self.weight_scale.data.float()
+            del self.weight_scale
+            self.register_buffer("row_scale", rows.contiguous())  # [O, 1]
+        elif self.block is None:
+            scale = self.weight_scale.data.reshape(-1)  # [S] or [1]
+            sizes = torch.tensor(self.shard_sizes or [self.out_features])
+            rows = torch.repeat_interleave(scale, sizes.to(scale.device))  # [O]
+            del self.weight_scale
+            self.register_buffer("row_scale", rows.unsqueeze(1).contiguous())  # [O, 1]
+        bo = self.block[0] if self.block else 1
+        self.tile_rows = max(bo, (TILE_ELEMENTS // self.in_features) // bo * bo)
+        self.finished = True
+
+    def dequantized(self, start: int, stop: int) -> torch.Tensor:
+        """Output rows ``[start, stop)`` of the weight, float32 ``[stop - start, I]``."""
+        w = self.weight[start:stop].float()  # [t, I]
+        if self.block is None:
+            return w * self.row_scale[start:stop]
+        bo, bi = self.block
+        s = self.weight_scale_inv[start // bo : -(-stop // bo)]  # [tb, ceil(I / bi)]
+        s = s.repeat_interleave(bo, 0)[: stop - start].repeat_interleave(bi, 1)
+        return w * s[:, : self.in_features]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x: [..., I] -> [..., O]."""
+        rows = x.reshape(-1, self.in_features)  # [M, I]
+        o, t = self.out_features, self.tile_rows
+        out = torch.empty(rows.shape[0], o, dtype=rows.dtype, device=rows.device)
+        for start in range(0, o, t):
+            stop = min(o, start + t)
+            out[:, start:stop] = rows @ self.dequantized(start, stop).to(rows.dtype).t()
+        if self.bias is not None:
+            out += self.bias
+        return out.view(*x.shape[:-1], o)
+
+
+QUANT_LINEARS = (PackedLinear, Int8Linear, Fp8Linear)
+
+
+def _refuse(spec: QuantSpec, what: str) -> NotImplementedError:
+    return NotImplementedError(f"quantization method {spec.method!r}: {what} is not supported")

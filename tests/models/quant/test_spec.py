@@ -1,0 +1,133 @@
+"""Every quantization_config runs or is refused at start by name; so is --quantization."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+from actorllm.models.config import CheckpointConfig
+from actorllm.models.loader import WeightLoadError
+from actorllm.models.quant.apply import checkpoint_quantization
+from actorllm.models.quant.spec import QuantizationError, resolve_quantization
+from actorllm.worker.model_runner import ModelRunner
+from tests.helpers.quant_checkpoints import write_quantized
+
+GPTQ = {"quant_method": "gptq", "bits": 4, "group_size": 32, "desc_act": False, "sym": True}
+
+
+@pytest.fixture(scope="module")
+def gptq(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_quantized(tmp_path_factory.mktemp("gptq"), "gptq", bits=4)[1]
+
+
+def _with_config(src: Path, dst: Path, qc: dict[str, Any] | None) -> Path:
+    dst.mkdir()
+    (dst / "model.safetensors").symlink_to(src / "model.safetensors")
+    cfg = json.loads((src / "config.json").read_text())
+    cfg.pop("quantization_config", None)
+    if qc is not None:
+        cfg["quantization_config"] = qc
+    (dst / "config.json").write_text(json.dumps(cfg))
+    return dst
+
+
+def test_int8_weights_without_a_quantization_config_are_refused(tmp_path: Path) -> None:
+    """The silent failure: int8 weights read as plain numbers. Now refused by name."""
+    _ref, w8a8 = write_quantized(tmp_path, "w8a8")
+    bare = _with_config(w8a8, tmp_path / "bare", None)
+    runner = ModelRunner(bare, dtype="float32", max_model_len=64)
+    with pytest.raises(
+        WeightLoadError,
+        match=r"_proj\.weight: a torch\.int8 checkpoint tensor cannot fill a torch\.float32",
+    ):
+        runner.load_model()
+
+
+@pytest.mark.parametrize(
+    ("qc", "named"),
+    [
+        ({"quant_method": "bitsandbytes"}, "quantization method 'bitsandbytes'"),
+        ({"quant_method": "fp8", "activation_scheme": "static"}, "activation_scheme='static'"),
+        (GPTQ | {"bits": 3}, r"'gptq': bits=3"),
+        (GPTQ | {"group_size": 48}, r"'gptq': group_size=48"),
+        (GPTQ | {"lm_head": True}, "quantized lm_head"),
+        (
+            {
+                "quant_method": "awq",
+                "bits": 4,
+                "group_size": 32,
+                "version": "gemv",
+                "zero_point": True,
+            },
+            "version='gemv'",
+        ),
+    ],
+)
+def test_what_is_not_run_is_refused_at_start_by_name(
+    tmp_path: Path, gptq: Path, qc: dict[str, Any], named: str
+) -> None:
+    path = _with_config(gptq, tmp_path / "ckpt", qc)
+    with pytest.raises(QuantizationError, match=named):
+        ModelRunner(path, dtype="float32", max_model_len=64)
+
+
+def test_compressed_tensors_schemes_not_run_are_named() -> None:
+    acts = {"num_bits": 8, "type": "int", "symmetric": True, "strategy": "tensor",
+            "dynamic": False}  # fmt: skip
+    weights = {"num_bits": 8, "type": "int", "symmetric": True, "strategy": "channel"}
+    raw = {"quant_method": "compressed-tensors", "format": "int-quantized",
+           "config_groups": {"g": {"targets": ["Linear"], "weights": weights,
+                                   "input_activations": acts}}}  # fmt: skip
+    with pytest.raises(QuantizationError, match=r"strategy='tensor', dynamic=False"):
+        resolve_quantization(raw, None)
+    fp8 = dict(raw, config_groups={"g": {"targets": ["Linear"], "weights": weights | {
+        "type": "float"}, "input_activations": None}})  # fmt: skip
+    with pytest.raises(QuantizationError, match="the fp8 scheme"):
+        resolve_quantization(fp8, None)  # weight-only fp8 without format float-quantized
+    with pytest.raises(QuantizationError, match="kv_cache_scheme"):
+        resolve_quantization(raw | {"kv_cache_scheme": {"num_bits": 8}}, None)
+
+
+def test_quantization_argument_must_match_the_checkpoint(gptq: Path) -> None:
+    for alias in ("gptq", "gptq_marlin", "auto_gptq", "none", None):
+        ModelRunner(gptq, dtype="float32", max_model_len=64, quantization=alias)
+    with pytest.raises(QuantizationError, match=r"model config \(gptq\) does not match .* \(awq\)"):
+        ModelRunner(gptq, dtype="float32", max_model_len=64, quantization="awq")
+    with pytest.raises(QuantizationError, match="Unknown quantization method: int3"):
+        ModelRunner(gptq, dtype="float32", max_model_len=64, quantization="int3")
+
+
+def test_quantization_argument_on_an_unquantized_checkpoint_is_refused(tmp_path: Path) -> None:
+    ref, _quant = write_quantized(tmp_path, "gptq")
+    with pytest.raises(QuantizationError, match="quantization='fp8': the checkpoint has no"):
+        ModelRunner(ref, dtype="float32", max_model_len=64, quantization="fp8")
+
+
+def test_tensor_parallel_over_quantized_weights_is_refused(gptq: Path) -> None:
+    cfg = CheckpointConfig.from_pretrained(gptq)
+    with pytest.raises(QuantizationError, match="tensor_parallel_size=2"):
+        checkpoint_quantization(msgspec.structs.replace(cfg, tp_size=2), None)
+
+
+def test_quantize_config_json_is_read(tmp_path: Path, gptq: Path) -> None:
+    """AutoGPTQ's own quantize_config.json (no quantization_config in config.json)."""
+    path = _with_config(gptq, tmp_path / "old", None)
+    qc = {k: v for k, v in GPTQ.items() if k != "quant_method"}
+    (path / "quantize_config.json").write_text(json.dumps(qc))
+    spec = checkpoint_quantization(CheckpointConfig.from_pretrained(path), None)
+    assert spec is not None and spec.method == "gptq" and spec.group_size == 32
+
+
+def test_tensor_parallel_start_refuses_before_spawning_ranks(gptq: Path) -> None:
+    from actorllm.worker.startup import RankSpec, build_rank0
+
+    def never() -> Any:
+        raise AssertionError("no runner may be built")
+
+    spec = RankSpec(model=str(gptq), device="cpu", world_size=2)
+    with pytest.raises(QuantizationError, match="tensor_parallel_size=2"):
+        build_rank0(spec, never)
