@@ -56,6 +56,8 @@ from actorllm.worker.memory_profile import KVCacheMemoryError, blocks_from_profi
 from actorllm.worker.runner import Runner
 from actorllm.worker.sampler import Sampler
 from actorllm.worker.sampling_metadata import needs_token_history
+from actorllm.worker.spec_decode.ngram import NgramProposer
+from actorllm.worker.spec_decode.propose import propose_drafts
 from actorllm.worker.step_inputs import (
     InputPlan,
     PendingInputError,
@@ -114,6 +116,9 @@ class ModelRunner:
         tp_rank: int = 0,
         tp_size: int = 1,
         weights_on_huge_pages: bool = True,
+        num_speculative_tokens: int = 0,
+        prompt_lookup_min: int = 5,
+        prompt_lookup_max: int = 5,
     ) -> None:
         self.model_path = Path(model_path)
         self.device = torch.device(device)
@@ -157,6 +162,12 @@ class ModelRunner:
         # most two: the pinned host buffers alternate); oldest first.
         self._on_device: deque[LaunchedStep] = deque()
         self.comm: GlooComm | None = None  # tensor parallel: the group's collectives
+        # Speculative decoding (method ngram): drafts proposed after each step resolves.
+        self.proposer = (
+            NgramProposer(num_speculative_tokens, prompt_lookup_min, prompt_lookup_max)
+            if num_speculative_tokens > 0
+            else None
+        )
 
     def attach_tp(self, comm: GlooComm, before_forward: BeforeForward | None) -> None:
         """Run as one rank of a tensor-parallel group: the model's collectives go through
@@ -384,9 +395,14 @@ class ModelRunner:
         """
         t0 = time.perf_counter()
         model = self._ready_model()
-        while len(self._on_device) >= 2:  # the pinned sampled-id buffers are double-buffered
-            resolve(self._on_device.popleft(), self.input_batch)
+        # The pinned sampled-id buffers are double-buffered; a speculative runner resolves
+        # every step first (drafts come from the tokens the last step accepted).
+        limit = 1 if self.proposer is not None else 2
+        while len(self._on_device) >= limit:
+            self._resolve(self._on_device.popleft())
         self._update_states(so)
+        for req_id, drafts in so.scheduled_spec_decode_tokens.items():
+            self.input_batch.write_drafts(self.input_batch.req_id_to_index[req_id], drafts)
         if so.is_empty:
             out = ModelRunnerOutput(step_id=so.step_id, req_ids=[], sampled_token_ids=[])
             done = LaunchedStep(
@@ -397,7 +413,7 @@ class ModelRunner:
         plan = self._plan(so)
         step = self.launcher.launch(
             model, self.kv_caches, self.input_batch, self.sampler, plan, so.step_id,
-            grammar=so.grammar_bitmask,
+            grammar=so.grammar_bitmask, drafts=so.scheduled_spec_decode_tokens or None,
         )  # fmt: skip
         step.t0 = t0
         self._on_device.append(step)
@@ -406,12 +422,19 @@ class ModelRunner:
     def _resolve_through(self, step: LaunchedStep) -> ModelRunnerOutput:
         """Resolve in launch order up to and including ``step``."""
         while step.output is None and self._on_device:
-            resolve(self._on_device.popleft(), self.input_batch)
-        return resolve(step, self.input_batch)
+            self._resolve(self._on_device.popleft())
+        return self._resolve(step)
 
     def _resolve_all(self) -> None:
         while self._on_device:
-            resolve(self._on_device.popleft(), self.input_batch)
+            self._resolve(self._on_device.popleft())
+
+    def _resolve(self, step: LaunchedStep) -> ModelRunnerOutput:
+        return resolve(step, self.input_batch, self._propose if self.proposer else None)
+
+    def _propose(self, batch: InputBatch, slots: list[int]) -> dict[str, list[int]]:
+        assert self.proposer is not None
+        return propose_drafts(self.proposer, batch, slots)
 
     def _plan(self, so: SchedulerOutput) -> InputPlan:
         """Plan on the host; falls back to resolving in-flight steps (a host wait) when the
@@ -423,11 +446,12 @@ class ModelRunner:
                               if r in batch.req_id_to_index], dtype=np.int64)  # fmt: skip
             if len(slots) and batch.num_pending[slots].any() and needs_token_history(batch, slots):
                 self._resolve_all()
+        spec = so.scheduled_spec_decode_tokens or None
         try:
-            return plan_step(batch, so.num_scheduled_tokens)
+            return plan_step(batch, so.num_scheduled_tokens, spec)
         except PendingInputError:
             self._resolve_all()
-            return plan_step(batch, so.num_scheduled_tokens)
+            return plan_step(batch, so.num_scheduled_tokens, spec)
 
     def _ready_model(self) -> CausalLM:
         if self.sleep_level:
