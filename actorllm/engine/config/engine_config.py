@@ -349,8 +349,6 @@ class EngineConfig(msgspec.Struct, kw_only=True):
         self._check_speculative()
 
     def _check_speculative(self) -> None:
-        if self.speculative_config is None:
-            return
         spec = self.speculative()  # raises naming the key at fault
         if spec is not None and self.async_scheduling:
             raise EngineConfigError(
@@ -369,8 +367,8 @@ class EngineConfig(msgspec.Struct, kw_only=True):
             )
 
     def speculative(self) -> SpeculativeConfig | None:
-        """The parsed ``speculative_config`` (None: no speculation)."""
-        if self.speculative_config is None:
+        """The parsed ``speculative_config`` (None: no speculation; ``{}`` asks for none)."""
+        if not self.speculative_config:
             return None
         from actorllm.engine.config.speculative import parse_speculative_config
 

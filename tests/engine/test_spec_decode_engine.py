@@ -1,0 +1,108 @@
+"""Speculative decoding (ngram) in the actor engine on a tiny real Llama: greedy and
+seeded outputs equal the engine's without speculation, drafts are counted, a stop string
+inside an accepted run cuts exactly, and a crash during a speculative step changes
+nothing."""
+
+import shutil
+
+import pytest
+
+from actorllm.core.sampling_params import SamplingParams
+from actorllm.demo import demo_tokenizer_path
+from actorllm.engine import AsyncEngine
+from actorllm.testing import inject_fault
+from actorllm.testing.engine_harness import check_invariants
+from tests.helpers.models import make_tiny_checkpoint
+
+pytestmark = pytest.mark.anyio
+
+SPEC = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 1,
+        "prompt_lookup_max": 3}  # fmt: skip
+# Token ids of a 128-token vocabulary: the first repeats (lookups hit; so does the tiny
+# model's own output, which loops), the second does not.
+PROMPTS: list = [
+    {"prompt_token_ids": [5, 9, 17, 33, 5, 9, 17, 33, 5, 9, 17, 33, 5, 9]},
+    {"prompt_token_ids": [3, 14, 15, 92, 65, 35, 89, 79, 32, 38]},
+]
+GREEDY = SamplingParams(temperature=0.0, max_tokens=24, ignore_eos=True)
+SEEDED = SamplingParams(temperature=1.0, top_p=0.9, seed=11, max_tokens=16, ignore_eos=True)
+
+
+def engine(small_vocab_model: str, **kw):
+    kw.setdefault("max_model_len", 256)
+    kw.setdefault("kv_cache_memory_bytes", 4 * 2**20)
+    return AsyncEngine.open(small_vocab_model, **kw)
+
+
+async def run_all(eng, params) -> list[list[int]]:
+    outs = []
+    for p in PROMPTS:
+        last = None
+        async for out in eng.generate(p, params):
+            last = out
+        outs.append(last.outputs[0].token_ids)
+    return outs
+
+
+@pytest.fixture(scope="module")
+def anyio_backend():
+    return "trio"
+
+
+@pytest.fixture(scope="module")
+def small_vocab_model(tmp_path_factory) -> str:
+    """A tiny random Llama with 128 tokens (its greedy output soon loops) and the demo
+    tokenizer (whose first 128 ids decode)."""
+    path = make_tiny_checkpoint(
+        tmp_path_factory.mktemp("spec-llama"), "llama", vocab_size=128, eos_token_id=0,
+        max_position_embeddings=1024,
+    )  # fmt: skip
+    for f in demo_tokenizer_path().iterdir():
+        shutil.copy(f, path / f.name)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+async def reference(small_vocab_model):
+    async with engine(small_vocab_model) as eng:
+        return await run_all(eng, GREEDY), await run_all(eng, SEEDED)
+
+
+async def test_equal_outputs_and_counted_drafts(small_vocab_model, reference):
+    async with engine(small_vocab_model, speculative_config=SPEC) as eng:
+        assert await run_all(eng, GREEDY) == reference[0]
+        assert await run_all(eng, SEEDED) == reference[1]
+        stats = await eng.get_stats()
+        assert stats.spec_decode_num_draft_tokens > 0
+        assert 0 < stats.spec_decode_num_accepted_tokens <= stats.spec_decode_num_draft_tokens
+        assert sum(stats.spec_decode_num_accepted_tokens_per_pos) == (
+            stats.spec_decode_num_accepted_tokens
+        )
+        await check_invariants(eng)
+
+
+async def test_a_crash_in_a_speculative_step_changes_nothing(small_vocab_model, reference):
+    async with engine(small_vocab_model, speculative_config=SPEC) as eng:
+        inject_fault(eng, "worker", when=lambda so: bool(so.scheduled_spec_decode_tokens))
+        assert await run_all(eng, GREEDY) == reference[0]
+        inject_fault(eng, "worker", when=lambda so: bool(so.scheduled_spec_decode_tokens))
+        assert await run_all(eng, SEEDED) == reference[1]
+        stats = await eng.get_stats()
+        assert stats.actor_restarts["executor"] >= 2
+        await check_invariants(eng)
+
+
+async def test_stop_string_inside_an_accepted_run(small_vocab_model, reference):
+    async with engine(small_vocab_model) as eng:
+        free = None
+        async for out in eng.generate(PROMPTS[0], GREEDY):
+            free = out.outputs[0]
+    stop = next(free.text[i : i + 3] for i in range(6, len(free.text) - 3)
+                if free.text[i : i + 3].strip())  # fmt: skip
+    want_text = free.text[: free.text.index(stop)]
+    async with engine(small_vocab_model, speculative_config=SPEC) as eng:
+        got = None
+        async for out in eng.generate(PROMPTS[0], GREEDY.clone(stop=[stop])):
+            got = out.outputs[0]
+        assert got.text == want_text and got.finish_reason == "stop"
+        await check_invariants(eng)
