@@ -3,27 +3,17 @@ seeded outputs equal the engine's without speculation, drafts are counted, a sto
 inside an accepted run cuts exactly, and a crash during a speculative step changes
 nothing."""
 
-import shutil
-
 import pytest
 
 from actorllm.core.sampling_params import SamplingParams
-from actorllm.demo import demo_tokenizer_path
 from actorllm.engine import AsyncEngine
 from actorllm.testing import inject_fault
 from actorllm.testing.engine_harness import check_invariants
-from tests.helpers.models import make_tiny_checkpoint
+from tests.helpers.spec_model import PROMPT_IDS, SPEC, small_vocab_llama
 
 pytestmark = pytest.mark.anyio
 
-SPEC = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 1,
-        "prompt_lookup_max": 3}  # fmt: skip
-# Token ids of a 128-token vocabulary: the first repeats (lookups hit; so does the tiny
-# model's own output, which loops), the second does not.
-PROMPTS: list = [
-    {"prompt_token_ids": [5, 9, 17, 33, 5, 9, 17, 33, 5, 9, 17, 33, 5, 9]},
-    {"prompt_token_ids": [3, 14, 15, 92, 65, 35, 89, 79, 32, 38]},
-]
+PROMPTS = [{"prompt_token_ids": ids} for ids in PROMPT_IDS]
 GREEDY = SamplingParams(temperature=0.0, max_tokens=24, ignore_eos=True)
 SEEDED = SamplingParams(temperature=1.0, top_p=0.9, seed=11, max_tokens=16, ignore_eos=True)
 
@@ -51,15 +41,7 @@ def anyio_backend():
 
 @pytest.fixture(scope="module")
 def small_vocab_model(tmp_path_factory) -> str:
-    """A tiny random Llama with 128 tokens (its greedy output soon loops) and the demo
-    tokenizer (whose first 128 ids decode)."""
-    path = make_tiny_checkpoint(
-        tmp_path_factory.mktemp("spec-llama"), "llama", vocab_size=128, eos_token_id=0,
-        max_position_embeddings=1024,
-    )  # fmt: skip
-    for f in demo_tokenizer_path().iterdir():
-        shutil.copy(f, path / f.name)
-    return str(path)
+    return small_vocab_llama(tmp_path_factory.mktemp("spec-llama"))
 
 
 @pytest.fixture(scope="module")
