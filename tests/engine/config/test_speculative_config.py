@@ -36,15 +36,36 @@ def test_ngram_defaults_as_vllm() -> None:
         ({"method": "eagle3", "num_speculative_tokens": 2, "model": "/x"}, "EAGLE-3"),
         ({"method": "draft_model", "model": "/x", "num_speculative_tokens": 2}, "draft model"),
         ({"model": "/x", "num_speculative_tokens": 2}, "draft model"),
-        ({"method": "ngram", "num_speculative_tokens": 2, "draft_sample_method":
-          "probabilistic"}, "draft_sample_method"),  # fmt: skip
-        ({"method": "ngram", "num_speculative_tokens": 2, "rejection_sample_method":
-          "synthetic"}, "rejection_sample_method"),  # fmt: skip
+        (
+            {
+                "method": "ngram",
+                "num_speculative_tokens": 2,
+                "draft_sample_method": "probabilistic",
+            },
+            "draft_sample_method",
+        ),
+        (
+            {
+                "method": "ngram",
+                "num_speculative_tokens": 2,
+                "rejection_sample_method": "synthetic",
+            },
+            "rejection_sample_method",
+        ),
         ({"method": "ngram", "num_speculative_tokens": 2, "bogus": 1}, "'bogus'"),
-        ({"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_min": 4,
-          "prompt_lookup_max": 2}, "prompt_lookup_min=4"),  # fmt: skip
-        ({"method": "ngram", "num_speculative_tokens": 2, "draft_tensor_parallel_size": 2},
-         "draft_tensor_parallel_size"),  # fmt: skip
+        (
+            {
+                "method": "ngram",
+                "num_speculative_tokens": 2,
+                "prompt_lookup_min": 4,
+                "prompt_lookup_max": 2,
+            },
+            "prompt_lookup_min=4",
+        ),
+        (
+            {"method": "ngram", "num_speculative_tokens": 2, "draft_tensor_parallel_size": 2},
+            "draft_tensor_parallel_size",
+        ),
     ],
 )
 def test_refused_by_name(value: dict, names: str) -> None:
