@@ -88,3 +88,32 @@ async def test_stop_string_inside_an_accepted_run(small_vocab_model, reference):
             got = out.outputs[0]
         assert got.text == want_text and got.finish_reason == "stop"
         await check_invariants(eng)
+
+
+async def test_structured_outputs_stay_valid_beside_speculation(tiny_model):
+    """Structured requests (no drafts: their grammar advances one token a step) share steps
+    with speculative ones and stay valid."""
+    import anyio
+
+    from tests.helpers.structured_specs import all_specs, is_valid
+
+    specs = all_specs()[:6]
+    results: dict[int, tuple[str, str | None]] = {}
+    async with engine(tiny_model, speculative_config=SPEC) as eng:
+
+        async def one(i: int) -> None:
+            params = SamplingParams(max_tokens=60, temperature=0.0, structured_outputs=specs[i])
+            async for out in eng.generate(f"Answer {i}:", params):
+                results[i] = (out.outputs[0].text, out.outputs[0].finish_reason)
+
+        async def free() -> None:
+            async for _ in eng.generate("one two one two one two", GREEDY):
+                pass
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(free)
+            for i in range(len(specs)):
+                tg.start_soon(one, i)
+        await check_invariants(eng)
+    bad = [(i, t, r) for i, (t, r) in results.items() if r != "stop" or not is_valid(specs[i], t)]
+    assert not bad, bad

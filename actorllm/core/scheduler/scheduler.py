@@ -29,6 +29,14 @@ Async scheduling: a request whose step samples a token gets an output placeholde
 replaces placeholders with tokens; tokens for requests finished meanwhile are discarded, and
 a request whose in-flight tokens reach its length limit is not scheduled again.
 
+Speculative decoding (``docs/speculative.md``): the worker returns draft tokens for a
+request's next step (``ModelRunnerOutput.draft_token_ids``), kept in
+``request.spec_token_ids``. The next ``schedule()`` computes them as extra positions of the
+request's decode (their KV slots allocated with the rest; drafts that the budget or the
+context length cut are dropped) and sends them in ``scheduled_spec_decode_tokens``; the
+step returns the accepted drafts plus one token, and ``num_computed_tokens`` steps back
+over the rejected ones (their KV is void; the slots stay with the request).
+
 ``update_from_output`` appends sampled tokens, checks stop conditions (``stopping.py``),
 frees finished requests' blocks at once and reports their ids in the next step's
 ``finished_req_ids``.
