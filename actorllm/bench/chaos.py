@@ -102,7 +102,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--speculative-config",
         type=json_object,
         default=None,
-        help="vLLM's JSON, e.g. '{\"method\": \"ngram\", \"num_speculative_tokens\": 3}' "
+        help='vLLM\'s JSON, e.g. \'{"method": "ngram", "num_speculative_tokens": 3}\' '
         "(needs --model: the scripted model proposes no drafts)",
     )
     parser.add_argument("--output-json", default=None, help="write the result document here")
