@@ -56,8 +56,9 @@ from actorllm.worker.memory_profile import KVCacheMemoryError, blocks_from_profi
 from actorllm.worker.runner import Runner
 from actorllm.worker.sampler import Sampler
 from actorllm.worker.sampling_metadata import needs_token_history
+from actorllm.worker.spec_decode.draft_model import DraftModelError, DraftModelProposer
 from actorllm.worker.spec_decode.ngram import NgramProposer
-from actorllm.worker.spec_decode.propose import propose_drafts
+from actorllm.worker.spec_decode.propose import Proposer, propose_drafts
 from actorllm.worker.step_inputs import (
     InputPlan,
     PendingInputError,
@@ -119,6 +120,7 @@ class ModelRunner:
         num_speculative_tokens: int = 0,
         prompt_lookup_min: int = 5,
         prompt_lookup_max: int = 5,
+        draft_model: str | None = None,
     ) -> None:
         self.model_path = Path(model_path)
         self.device = torch.device(device)
@@ -163,11 +165,20 @@ class ModelRunner:
         self._on_device: deque[LaunchedStep] = deque()
         self.comm: GlooComm | None = None  # tensor parallel: the group's collectives
         # Speculative decoding (method ngram): drafts proposed after each step resolves.
-        self.proposer = (
-            NgramProposer(num_speculative_tokens, prompt_lookup_min, prompt_lookup_max)
-            if num_speculative_tokens > 0
-            else None
-        )
+        # (method draft_model: a draft model on this thread, its KV cache beside ours).
+        self.proposer: Proposer | None = None
+        if num_speculative_tokens > 0 and draft_model is not None:
+            self.proposer = DraftModelProposer(
+                draft_model, num_speculative_tokens, target=cfg, dtype=self.dtype,
+                device=self.device, attention_backend=self.attention_backend,
+                block_size=block_size, max_model_len=self.max_model_len, seed=seed,
+            )  # fmt: skip
+            if len(self.kv_groups) > 1:
+                raise DraftModelError("a draft model for a hybrid-attention target is not built.")
+        elif num_speculative_tokens > 0:
+            self.proposer = NgramProposer(
+                num_speculative_tokens, prompt_lookup_min, prompt_lookup_max
+            )
 
     def attach_tp(self, comm: GlooComm, before_forward: BeforeForward | None) -> None:
         """Run as one rank of a tensor-parallel group: the model's collectives go through
@@ -203,6 +214,8 @@ class ModelRunner:
         bind_kv_groups(self.model, self.kv_groups, self.model_config.num_layers)
         if self.comm is not None:
             self.model.bind_comm(self.comm)  # reloaded (wake_up)
+        if isinstance(self.proposer, DraftModelProposer):
+            self.proposer.load()
         self.sampler.sample_seeded = ops.sample_seeded  # Triton: noise drawn in the kernel
         self.sampler.apply_token_bitmask = ops.apply_token_bitmask
 
@@ -214,9 +227,12 @@ class ModelRunner:
     def kv_cache_bytes_per_block(self) -> int:
         """``2 * group_size * block_size * num_kv_heads * head_dim * dtype_size`` (group_size
         = num_layers unless the model is hybrid)."""
-        return kv_cache_bytes_per_block(
+        own = kv_cache_bytes_per_block(
             self.model_config, self.block_size, self.dtype, self.kv_groups
         )
+        if isinstance(self.proposer, DraftModelProposer):
+            own += self.proposer.bytes_per_block()  # the draft's cache shares the blocks
+        return own
 
     def profile_num_blocks(self, gpu_memory_utilization: float) -> int:
         """CUDA only: how many KV blocks fit in ``gpu_memory_utilization`` of the GPU.
@@ -270,6 +286,8 @@ class ModelRunner:
             groups=self.kv_groups,
         )
         self.num_blocks = num_blocks
+        if isinstance(self.proposer, DraftModelProposer):
+            self.proposer.allocate(num_blocks, self._kv_layout())
         if self.graphs_enabled:
             self._capture_graphs()
 
@@ -313,6 +331,8 @@ class ModelRunner:
         """
         self._resolve_all()
         self.input_batch = self._new_batch()
+        if isinstance(self.proposer, DraftModelProposer):
+            self.proposer.reset()
 
     def release(self) -> None:
         """The engine closed: drop the KV cache and the weights now.
@@ -323,6 +343,8 @@ class ModelRunner:
         flight are resolved first; the runner serves nothing afterwards."""
         self._drop_kv_cache()
         self.model = None
+        if isinstance(self.proposer, DraftModelProposer):
+            self.proposer.model = None
         if self.device.type == "cuda":
             torch.cuda.empty_cache()
 
@@ -355,6 +377,8 @@ class ModelRunner:
         self.launcher.graphs = None
         self.kv_caches = []
         self.input_batch = self._new_batch()
+        if isinstance(self.proposer, DraftModelProposer):
+            self.proposer.release()
 
     def wake_up(self) -> None:
         """Restore the weights and re-allocate the KV cache (its contents are lost)."""

@@ -60,6 +60,7 @@ class RankSpec(msgspec.Struct, frozen=True, kw_only=True):
     num_speculative_tokens: int = 0
     prompt_lookup_min: int = 5
     prompt_lookup_max: int = 5
+    draft_model: str | None = None  # method draft_model: the draft's directory
 
 
 def build_model_runner(spec: RankSpec) -> ModelRunner:
@@ -92,6 +93,7 @@ def build_model_runner(spec: RankSpec) -> ModelRunner:
         num_speculative_tokens=spec.num_speculative_tokens,
         prompt_lookup_min=spec.prompt_lookup_min,
         prompt_lookup_max=spec.prompt_lookup_max,
+        draft_model=spec.draft_model,
     )
 
 

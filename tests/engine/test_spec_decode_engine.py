@@ -117,3 +117,19 @@ async def test_structured_outputs_stay_valid_beside_speculation(tiny_model):
         await check_invariants(eng)
     bad = [(i, t, r) for i, (t, r) in results.items() if r != "stop" or not is_valid(specs[i], t)]
     assert not bad, bad
+
+
+async def test_draft_model_equal_to_the_target(small_vocab_model, reference):
+    """method draft_model with the target as its own draft: outputs unchanged, every draft
+    accepted under greedy, and a crash in a speculative step changes nothing (the draft's
+    cache is rebuilt from the ledger's tokens like the target's)."""
+    spec = {"method": "draft_model", "model": small_vocab_model, "num_speculative_tokens": 3}
+    async with engine(small_vocab_model, speculative_config=spec) as eng:
+        assert await run_all(eng, GREEDY) == reference[0]
+        stats = await eng.get_stats()
+        assert stats.spec_decode_num_draft_tokens >= 20
+        assert stats.spec_decode_num_accepted_tokens == stats.spec_decode_num_draft_tokens
+        inject_fault(eng, "worker", when=lambda so: bool(so.scheduled_spec_decode_tokens))
+        assert await run_all(eng, SEEDED) == reference[1]
+        assert (await eng.get_stats()).actor_restarts["executor"] >= 1
+        await check_invariants(eng)

@@ -289,6 +289,7 @@ class Scheduler:
         if not self.config.enable_chunked_prefill:
             threshold = 0
         allocate = self.kv_cache_manager.allocate_slots
+        lookahead = self.config.num_lookahead_tokens
         for req in list(self.running):
             budget = plan.token_budget
             if budget <= 0:
@@ -309,13 +310,14 @@ class Scheduler:
                 num_new = max_len - 1 - computed
             if num_new <= 0:
                 continue
-            new_blocks = allocate(req, num_new)
+            ahead = min(lookahead, max_len - computed - num_new) if lookahead else 0
+            new_blocks = allocate(req, num_new, num_lookahead_tokens=ahead)
             while new_blocks is None:
                 victim = pick_victim(self.running, self.config.policy)
                 self._preempt(victim, plan)
                 if victim is req:
                     break
-                new_blocks = allocate(req, num_new)
+                new_blocks = allocate(req, num_new, num_lookahead_tokens=ahead)
             if new_blocks is not None:
                 plan.add_cached(req, num_new, new_blocks)
                 if spec:
@@ -356,7 +358,8 @@ class Scheduler:
         if not self.config.enable_chunked_prefill and num_new > plan.token_budget:
             return False
         num_new = self._chunk(num_new, plan.token_budget)
-        while kv.allocate_slots(req, num_new, num_computed, hit_blocks) is None:
+        ahead = min(self.config.num_lookahead_tokens, self.config.max_model_len - req.num_tokens)
+        while kv.allocate_slots(req, num_new, num_computed, hit_blocks, ahead) is None:
             if not self._preempt_for(req, plan):
                 return False
         req.num_computed_tokens = num_computed

@@ -63,6 +63,7 @@ def rank_spec(config: EngineConfig, rank: int = 0) -> RankSpec:
         num_speculative_tokens=spec.num_speculative_tokens if spec is not None else 0,
         prompt_lookup_min=spec.prompt_lookup_min if spec is not None else 5,
         prompt_lookup_max=spec.prompt_lookup_max if spec is not None else 5,
+        draft_model=config.resolved_draft_model(),
     )
 
 
@@ -188,4 +189,9 @@ def build_scheduler_config(config: EngineConfig, model: ModelInfo) -> SchedulerC
         async_scheduling=config.async_scheduling,
         sliding_window=model.sliding_window,
         kv_group_windows=model.kv_group_windows if len(model.kv_group_windows) > 1 else None,
+        num_lookahead_tokens=(
+            spec.num_speculative_tokens
+            if (spec := config.speculative()) is not None and spec.method == "draft_model"
+            else 0
+        ),
     )

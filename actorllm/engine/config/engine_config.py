@@ -454,6 +454,16 @@ class EngineConfig(msgspec.Struct, kw_only=True):
         model_dir = self.resolved_model() if self.generation_config == "auto" else None
         return sampling_defaults(self.generation_config, self.override_generation_config, model_dir)
 
+    def resolved_draft_model(self) -> str | None:
+        """The draft model's directory (``speculative_config`` method draft_model), resolved
+        as ``model`` is; None for other methods."""
+        spec = self.speculative()
+        if spec is None or spec.model is None:
+            return None
+        from actorllm.models.hub import resolve_model
+
+        return str(resolve_model(spec.model, cache_dir=self.download_dir))
+
     def resolved_tokenizer(self) -> Path:
         if not self.tokenizer:
             return self.resolved_model()

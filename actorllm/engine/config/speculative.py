@@ -4,10 +4,11 @@
 Every key of vLLM 0.32's ``SpeculativeConfig`` is honoured or refused with an error that
 names it; none is dropped. Built: ``method: "ngram"`` (prompt lookup on the host,
 ``prompt_lookup_min`` / ``prompt_lookup_max``, vLLM's defaults: both 5 when neither is
-given, the other one's value when one is). Refused by name: every other method (the draft
-model, EAGLE / EAGLE-3, MTP, suffix decoding, medusa, ...), and every tuning key at a value
-other than vLLM's default (``draft_sample_method: "probabilistic"``,
-``rejection_sample_method: "synthetic"``, ...).
+given, the other one's value when one is) and ``method: "draft_model"`` (``model``: a
+smaller model of the same vocabulary; a ``model`` without a method means it, as in vLLM).
+Refused by name: every other method (EAGLE / EAGLE-3, MTP, suffix decoding, medusa, ...),
+and every tuning key at a value other than vLLM's default (``draft_sample_method:
+"probabilistic"``, ``rejection_sample_method: "synthetic"``, ...).
 
     >>> c = parse_speculative_config({"method": "ngram", "num_speculative_tokens": 4})
     >>> c.num_speculative_tokens, c.prompt_lookup_min, c.prompt_lookup_max
@@ -24,10 +25,9 @@ import msgspec
 from actorllm.engine.config.engine_config import EngineConfigError
 
 FIELD = "speculative_config"
-BUILT_METHODS = ("ngram",)
+BUILT_METHODS = ("ngram", "draft_model")
 # vLLM's methods that are not built here: refused by name, never swapped for another.
 _NOT_BUILT = {
-    "draft_model": "a separate draft model is not built yet",
     "eagle": "EAGLE heads are not built yet",
     "eagle3": "EAGLE-3 heads are not built yet",
     "extract_hidden_states": "hidden-state extraction is not built",
@@ -76,6 +76,7 @@ _DEFAULTS: dict[str, Any] = {
     "draft_model_config": None,
     "draft_parallel_config": None,
 }
+_BUILT = "'ngram', 'draft_model'"
 _OWN = ("method", "num_speculative_tokens", "model", "prompt_lookup_min", "prompt_lookup_max",
         "draft_tensor_parallel_size")  # fmt: skip
 
@@ -84,10 +85,11 @@ class SpeculativeConfig(msgspec.Struct, frozen=True, kw_only=True):
     """What speculation the engine runs (validated: build it with
     :func:`parse_speculative_config`)."""
 
-    method: Literal["ngram"]
+    method: Literal["ngram", "draft_model"]
     num_speculative_tokens: int  # k: draft tokens proposed per request per step
-    prompt_lookup_min: int  # the shortest suffix n-gram the proposer matches
-    prompt_lookup_max: int  # the longest
+    prompt_lookup_min: int = 0  # ngram: the shortest suffix n-gram the proposer matches
+    prompt_lookup_max: int = 0  # ngram: the longest
+    model: str | None = None  # draft_model: the draft's directory or hub id
 
 
 def parse_speculative_config(value: Mapping[str, Any]) -> SpeculativeConfig:
@@ -112,14 +114,16 @@ def parse_speculative_config(value: Mapping[str, Any]) -> SpeculativeConfig:
     if method is None:
         if model is None:
             raise _error("give a method (e.g. 'ngram') or a draft model.")
-        raise _error(f"model={model!r}: {_NOT_BUILT['draft_model']}; use method 'ngram'.")
+        method = "eagle" if "eagle" in str(model).lower() else "draft_model"  # vLLM's guess
     if method in _NOT_BUILT or (isinstance(method, str) and method.endswith("_mtp")):
         why = _NOT_BUILT.get(method, _NOT_BUILT["mtp"])
-        raise _error(f"method {method!r} is not supported: {why}. Built: 'ngram'.")
+        raise _error(f"method {method!r} is not supported: {why}. Built: {_BUILT}.")
     if method not in BUILT_METHODS:
-        raise _error(f"unknown method {method!r}; built: 'ngram'.")
-    if model not in (None, "ngram", "[ngram]"):
+        raise _error(f"unknown method {method!r}; built: {_BUILT}.")
+    if method == "ngram" and model not in (None, "ngram", "[ngram]"):
         raise _error(f"model={model!r}: method 'ngram' takes no draft model.")
+    if method == "draft_model" and (not isinstance(model, str) or not model):
+        raise _error("method 'draft_model' needs model: the draft model's path or hub id.")
     k = d.get("num_speculative_tokens")
     if k is None:
         raise _error("num_speculative_tokens is required (the draft tokens per step).")
@@ -128,9 +132,14 @@ def parse_speculative_config(value: Mapping[str, Any]) -> SpeculativeConfig:
     tp = d.get("draft_tensor_parallel_size")
     if tp not in (None, 1):
         raise _error(
-            f"draft_tensor_parallel_size={tp!r}: the n-gram proposer runs on the host "
-            "(only 1 or unset)."
+            f"draft_tensor_parallel_size={tp!r}: proposers run on the worker thread, "
+            "unsharded (only 1 or unset)."
         )
+    if method == "draft_model":
+        for key in ("prompt_lookup_min", "prompt_lookup_max"):
+            if d.get(key) is not None:
+                raise _error(f"{key} is an ngram setting; method 'draft_model' has none.")
+        return SpeculativeConfig(method="draft_model", num_speculative_tokens=k, model=model)
     lo, hi = d.get("prompt_lookup_min"), d.get("prompt_lookup_max")
     for name, n in (("prompt_lookup_min", lo), ("prompt_lookup_max", hi)):
         if n is not None and (type(n) is not int or n < 1):

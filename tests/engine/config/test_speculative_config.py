@@ -34,8 +34,9 @@ def test_ngram_defaults_as_vllm() -> None:
         ({"method": "mtp", "num_speculative_tokens": 2}, "method 'mtp'"),
         ({"method": "deepseek_mtp", "num_speculative_tokens": 2}, "method 'deepseek_mtp'"),
         ({"method": "eagle3", "num_speculative_tokens": 2, "model": "/x"}, "EAGLE-3"),
-        ({"method": "draft_model", "model": "/x", "num_speculative_tokens": 2}, "draft model"),
-        ({"model": "/x", "num_speculative_tokens": 2}, "draft model"),
+        ({"method": "draft_model", "num_speculative_tokens": 2}, "needs model"),
+        ({"model": "/x/eagle-head", "num_speculative_tokens": 2}, "method 'eagle'"),
+        ({"model": "/x", "num_speculative_tokens": 2, "prompt_lookup_max": 3}, "ngram setting"),
         (
             {
                 "method": "ngram",
@@ -72,6 +73,16 @@ def test_refused_by_name(value: dict, names: str) -> None:
     with pytest.raises(EngineConfigError, match="speculative_config") as info:
         EngineConfig(speculative_config=value)
     assert names in str(info.value)
+
+
+def test_draft_model_as_vllm() -> None:
+    c = parse_speculative_config({"model": "/d", "num_speculative_tokens": 2})
+    assert (c.method, c.model, c.num_speculative_tokens) == ("draft_model", "/d", 2)
+    c = parse_speculative_config(
+        {"method": "draft_model", "model": "/d", "num_speculative_tokens": 4,
+         "draft_tensor_parallel_size": 1}
+    )  # fmt: skip
+    assert (c.method, c.model) == ("draft_model", "/d")
 
 
 def test_async_scheduling_with_speculation_is_refused() -> None:

@@ -22,10 +22,11 @@ def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_tiny_checkpoint(tmp_path_factory.mktemp("ckpt"), "qwen3", num_kv_heads=2)
 
 
-def _runner(checkpoint: Path, k: int) -> ModelRunner:
+def _runner(checkpoint: Path, k: int, draft: Path | None = None) -> ModelRunner:
     runner = ModelRunner(
         checkpoint, dtype="float32", block_size=BS, max_num_seqs=8, max_model_len=MAX_LEN,
         num_speculative_tokens=k, prompt_lookup_min=1, prompt_lookup_max=3,
+        draft_model=None if draft is None else str(draft),
     )  # fmt: skip
     runner.load_model()
     runner.initialize_kv_cache(BLOCKS)
@@ -116,3 +117,24 @@ def test_chunked_prefill_preemption_and_budget(plain: ModelRunner, spec: ModelRu
     got, sched = _generate(spec, prompts, params, **cfg)
     assert got == want
     assert sched.statistics().spec_num_accepted_tokens > 0
+
+
+def test_draft_model_equal_to_target_is_accepted(checkpoint: Path, plain: ModelRunner) -> None:
+    """A draft equal to the target proposes the target's own greedy tokens: all accepted
+    (a verifier that accepted anything, or nothing, would fail one of the two checks)."""
+    k = 3
+    runner = _runner(checkpoint, k, draft=checkpoint)
+    prompts = {"rep": REPEATS, "miss": NO_REPEAT}
+    params = SamplingParams(temperature=0.0, max_tokens=30, ignore_eos=True)
+    want, _ = _generate(plain, prompts, params)
+    got, sched = _generate(runner, prompts, params, num_lookahead_tokens=k)
+    assert got == want
+    st = sched.statistics()
+    assert st.spec_num_draft_tokens >= 2 * 20
+    assert st.spec_num_accepted_tokens == st.spec_num_draft_tokens  # float32: exact
+
+
+def test_draft_model_of_another_vocabulary_is_refused(tmp_path: Path, checkpoint: Path) -> None:
+    other = make_tiny_checkpoint(tmp_path, "qwen3", vocab_size=96, num_kv_heads=2)
+    with pytest.raises(ValueError, match="speculative_config: the draft model's vocabulary"):
+        _runner(checkpoint, 2, draft=other)
