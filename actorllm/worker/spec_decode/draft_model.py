@@ -123,8 +123,8 @@ class DraftModelProposer:
         if self.model is None or not self.kv_caches:
             return [[] for _ in slots]
         live = set(batch.req_id_to_index)
-        for rid in [r for r in self._seen if r not in live]:
-            del self._seen[rid]
+        for gone in [r for r in self._seen if r not in live]:
+            del self._seen[gone]
         bs = batch.block_size
         # How many drafts each can take: its room, and the slots its blocks hold (the
         # draft writes positions n .. n + k - 2).
