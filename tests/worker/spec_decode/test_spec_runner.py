@@ -36,9 +36,8 @@ def _runner(checkpoint: Path, k: int, draft: Path | None = None) -> ModelRunner:
 def _generate(
     runner: ModelRunner, prompts: dict[str, list[int]], params: SamplingParams, **cfg: int
 ) -> tuple[dict[str, list[int]], Scheduler]:
-    sched = Scheduler(
-        SchedulerConfig(max_model_len=MAX_LEN, num_blocks=BLOCKS, block_size=BS, **cfg)
-    )
+    cfg.setdefault("num_blocks", BLOCKS)
+    sched = Scheduler(SchedulerConfig(max_model_len=MAX_LEN, block_size=BS, **cfg))
     for rid, p in prompts.items():
         sched.add_request(Request(rid, p, params))
     out: dict[str, list[int]] = {}
@@ -49,7 +48,7 @@ def _generate(
         for o in sched.update_from_output(so, runner.execute(so)).outputs:
             out.setdefault(o.req_id, []).extend(o.new_token_ids)
     assert not sched.has_unfinished_requests()
-    assert sched.kv_cache_manager.num_free_blocks == BLOCKS - 1  # nothing leaked
+    assert sched.kv_cache_manager.num_free_blocks == sched.config.num_blocks - 1  # no leak
     return out, sched
 
 
@@ -112,11 +111,12 @@ def test_chunked_prefill_preemption_and_budget(plain: ModelRunner, spec: ModelRu
     """A token budget that cuts drafts and a small pool that preempts."""
     prompts = {f"r{i}": REPEATS[i:] + NO_REPEAT[:i] for i in range(5)}
     params = SamplingParams(temperature=0.0, max_tokens=30, ignore_eos=True)
-    cfg = {"max_num_batched_tokens": 12, "long_prefill_token_threshold": 6}
+    cfg = {"max_num_batched_tokens": 12, "long_prefill_token_threshold": 6, "num_blocks": 32}
     want, _ = _generate(plain, prompts, params, **cfg)
     got, sched = _generate(spec, prompts, params, **cfg)
     assert got == want
     assert sched.statistics().spec_num_accepted_tokens > 0
+    assert sched.statistics().num_preemptions > 0
 
 
 def test_draft_model_equal_to_target_is_accepted(checkpoint: Path, plain: ModelRunner) -> None:
@@ -132,6 +132,16 @@ def test_draft_model_equal_to_target_is_accepted(checkpoint: Path, plain: ModelR
     st = sched.statistics()
     assert st.spec_num_draft_tokens >= 2 * 20
     assert st.spec_num_accepted_tokens == st.spec_num_draft_tokens  # float32: exact
+    # Chunked prefill, a budget that cuts drafts, a pool that preempts: still equal, and
+    # the draft (recomputing a resumed request from its tokens) still agrees.
+    prompts = {f"r{i}": REPEATS[i:] + NO_REPEAT[:i] for i in range(5)}
+    cfg = {"max_num_batched_tokens": 12, "long_prefill_token_threshold": 6, "num_blocks": 32}
+    want, _ = _generate(plain, prompts, params, **cfg)
+    got, sched = _generate(runner, prompts, params, num_lookahead_tokens=k, **cfg)
+    assert got == want
+    st = sched.statistics()
+    assert st.spec_num_accepted_tokens == st.spec_num_draft_tokens > 0
+    assert st.num_preemptions > 0
 
 
 def test_draft_model_of_another_vocabulary_is_refused(tmp_path: Path, checkpoint: Path) -> None:
