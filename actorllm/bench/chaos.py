@@ -26,6 +26,7 @@ import anyio
 
 from actorllm.bench.machine import result_document, write_json
 from actorllm.bench.report import format_table
+from actorllm.compat.vllm.struct_flags import json_object
 from actorllm.testing.chaos_plan import ACTOR_NAMES, CrashPoint
 from actorllm.testing.chaos_report import OUTCOMES, ChaosReport
 
@@ -97,6 +98,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     e.add_argument("--block-size", type=int, default=8)
     e.add_argument("--num-blocks", type=int, default=1024, help="scripted model: KV blocks")
     e.add_argument("--async-scheduling", action="store_true")
+    e.add_argument(
+        "--speculative-config",
+        type=json_object,
+        default=None,
+        help='vLLM\'s JSON, e.g. \'{"method": "ngram", "num_speculative_tokens": 3}\' '
+        "(needs --model: the scripted model proposes no drafts)",
+    )
     parser.add_argument("--output-json", default=None, help="write the result document here")
     parser.add_argument(
         "--show-crash-logs", action="store_true", help="log every injected crash's traceback"
@@ -117,6 +125,10 @@ def engine_opener(args: argparse.Namespace) -> Any:
     if args.hangs > 0 or any(p.hang for p in args.points or ()):
         config["actor_message_deadline_s"] = args.watchdog
         config["step_timeout_s"] = args.watchdog
+    if args.speculative_config:
+        if args.model is None:
+            raise SystemExit("--speculative-config needs --model (a real model proposes drafts)")
+        config["speculative_config"] = args.speculative_config
     if args.model is None:
         from actorllm.testing import open_test_engine
 

@@ -21,7 +21,7 @@ class FinishReason(enum.StrEnum):
 
 class EngineCoreOutput(msgspec.Struct, frozen=True, kw_only=True):
     req_id: str
-    # Tokens accepted this step (0 or 1 today; a list so speculative decoding fits later).
+    # Tokens accepted this step: 0 or 1, or with speculative decoding up to k + 1.
     new_token_ids: list[int]
     new_logprobs: list[TokenLogprobs] | None = None
     new_prompt_logprobs: list[TokenLogprobs] | None = None
@@ -48,6 +48,12 @@ class SchedulerStats(msgspec.Struct, kw_only=True):
     connector_hits: int = 0
     num_preemptions: int = 0  # cumulative
     num_scheduled_tokens: int = 0  # this step
+    # Speculative decoding, cumulative (vLLM's SpecDecodingStats): requests' steps that
+    # verified drafts, draft tokens verified, drafts accepted, and accepted per position.
+    spec_num_drafts: int = 0
+    spec_num_draft_tokens: int = 0
+    spec_num_accepted_tokens: int = 0
+    spec_accepted_per_pos: list[int] = msgspec.field(default_factory=list)
 
 
 class EngineCoreOutputs(msgspec.Struct, frozen=True, kw_only=True):

@@ -26,7 +26,8 @@ class ModelRunnerOutput(msgspec.Struct, frozen=True, kw_only=True):
     # Every request scheduled this step, in the worker's batch order.
     req_ids: list[str]
     # Per request: [] when the step ended inside its prompt (a partial prefill chunk),
-    # else the one sampled token.
+    # else the sampled token; with speculative decoding, the accepted drafts and then the
+    # target's own token (1 to k + 1 tokens).
     sampled_token_ids: list[list[int]]
     # {req_id: logprobs of the sampled token}, only for requests that asked (logprobs=k).
     logprobs: dict[str, TokenLogprobs] = msgspec.field(default_factory=dict)
@@ -35,3 +36,8 @@ class ModelRunnerOutput(msgspec.Struct, frozen=True, kw_only=True):
     prompt_logprobs: dict[str, list[TokenLogprobs]] = msgspec.field(default_factory=dict)
     # Seconds the worker spent on the step (model + sampling), for metrics.
     execute_time_s: float = 0.0
+    # Speculative decoding: {req_id: logprobs of each token in sampled_token_ids[req]} for
+    # the requests that asked and verified drafts (their ``logprobs`` entry is the first's).
+    spec_logprobs: dict[str, list[TokenLogprobs]] = msgspec.field(default_factory=dict)
+    # Speculative decoding: {req_id: draft tokens proposed for its next step}.
+    draft_token_ids: dict[str, list[int]] = msgspec.field(default_factory=dict)

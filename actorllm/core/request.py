@@ -133,6 +133,7 @@ class Request:
         "request_id",
         "sampling_params",
         "skip_prefix_cache",
+        "spec_token_ids",
         "status",
         "stop_reason",
         "stop_token_ids",
@@ -168,6 +169,9 @@ class Request:
         self.first_scheduled_time: float | None = None  # monotonic; rides on the first output
         # Sampled tokens of steps in flight, not yet appended (async scheduling).
         self.num_output_placeholders = 0
+        # Draft tokens proposed for the next step (speculative decoding); the scheduler
+        # moves them into its next SchedulerOutput and clears them.
+        self.spec_token_ids: list[int] = []
         self.num_preemptions = 0
         # Whether the scheduler reported an output yet (num_cached_tokens rides on the first).
         self.emitted_first_output = False

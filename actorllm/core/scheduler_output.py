@@ -86,6 +86,10 @@ class SchedulerOutput(msgspec.Struct, frozen=True, kw_only=True):
     preempted_req_ids: list[str] = msgspec.field(default_factory=list)
     # Rows for the structured-outputs requests that sample this step; None if there are none.
     grammar_bitmask: GrammarBitmask | None = None
+    # Speculative decoding: {req_id: draft tokens} of the requests that verify drafts this
+    # step. Their scheduled tokens end with these drafts (positions after the last known
+    # token), and they sample at every draft position plus one.
+    scheduled_spec_decode_tokens: dict[str, list[int]] = msgspec.field(default_factory=dict)
 
     @property
     def is_empty(self) -> bool:

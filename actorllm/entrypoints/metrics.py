@@ -47,6 +47,12 @@ logger = logging.getLogger("actorllm.metrics")
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 DEFAULT_PREFIX = "actorllm:"
+# Speculative decoding counters (vLLM's names under our prefix): {stats field: help}.
+_SPEC_COUNTERS = {
+    "spec_decode_num_drafts": "Number of spec decoding drafts.",
+    "spec_decode_num_draft_tokens": "Number of draft tokens.",
+    "spec_decode_num_accepted_tokens": "Number of accepted tokens.",
+}
 _ITERATION_BUCKETS = (1.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 2048.0, 4096.0,
                       8192.0, 16384.0)  # fmt: skip
 
@@ -164,8 +170,12 @@ class ServerMetrics:
         """Take an ``EngineStats`` (attributes read leniently: fields may be added)."""
         self._stats = stats
         for engine, figures in _engines(stats):
-            for key in ("prefix_cache_queries", "prefix_cache_hits", "num_preemptions"):
+            for key in ("prefix_cache_queries", "prefix_cache_hits", "num_preemptions",
+                        *_SPEC_COUNTERS):  # fmt: skip
                 self._total(f"{key}:{engine}", float(getattr(figures, key, 0)))
+            per_pos = getattr(figures, "spec_decode_num_accepted_tokens_per_pos", None) or ()
+            for pos, n in enumerate(per_pos):
+                self._total(f"spec_pos:{pos}:{engine}", float(n))
             # The engine keeps the token counts of its recent steps; observe only the tail
             # this registry has not seen yet (steps_done is the cursor).
             recent = list(getattr(figures, "iteration_tokens", None) or ())
@@ -212,6 +222,17 @@ class ServerMetrics:
         )
         yield counter("prefix_cache_hits", "Prefix cache hits, in tokens.", "prefix_cache_hits")
         yield counter("num_preemptions", "Cumulative number of preemptions.", "num_preemptions")
+        for key, doc in _SPEC_COUNTERS.items():
+            yield counter(key, doc, key)
+        per_pos = CounterMetricFamily(
+            p + "spec_decode_num_accepted_tokens_per_pos",
+            "Accepted draft tokens, per draft position.", labels=[*names, "position"],
+        )  # fmt: skip
+        for key, (last, base) in sorted(self._counters.items()):
+            if key.startswith("spec_pos:"):
+                _, pos, engine = key.split(":")
+                per_pos.add_metric([self.model_name, engine, pos], last + base)
+        yield per_pos
         requests: RequestStatsSnapshot | None = getattr(stats, "requests", None)
 
         def request_counter(name: str, doc: str, value: float) -> Metric:

@@ -211,6 +211,29 @@ class InputBatch:
         self._append_tokens(idx, tok)  # (raises before anything is written)
         self.num_pending[idx] -= 1
 
+    def resolve_pending_runs(
+        self, slots: list[int], generations: list[int], runs: list[list[int]]
+    ) -> None:
+        """Speculative decoding: like :meth:`resolve_pending_many`, but each slot's pending
+        sample is a run of tokens (accepted drafts, then the target's token)."""
+        for idx, gen, run in zip(slots, generations, runs, strict=True):
+            if self.generation[idx] != gen:
+                continue
+            n = int(self.num_tokens[idx])
+            if n + len(run) > self.max_model_len:
+                raise InputBatchFullError(f"request {self.req_ids[idx]} reached max_model_len")
+            self.token_ids[idx, n : n + len(run)] = run
+            self.num_tokens[idx] = n + len(run)
+            self.num_pending[idx] -= 1
+
+    def write_drafts(self, idx: int, drafts: list[int]) -> None:
+        """Place draft tokens after the request's known tokens (inputs of a speculative
+        step; not counted as tokens until accepted)."""
+        n = int(self.num_tokens[idx])
+        if n + len(drafts) > self.max_model_len:
+            raise InputBatchFullError(f"request {self.req_ids[idx]}: drafts past max_model_len")
+        self.token_ids[idx, n : n + len(drafts)] = drafts
+
     def output_token_ids(self, idx: int) -> np.ndarray:
         """[num_outputs] int64 view of the request's sampled tokens."""
         return self.token_ids[idx, self.num_prompt_tokens[idx] : self.num_tokens[idx]]

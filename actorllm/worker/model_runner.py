@@ -57,6 +57,9 @@ from actorllm.worker.memory_profile import KVCacheMemoryError, blocks_from_profi
 from actorllm.worker.runner import Runner
 from actorllm.worker.sampler import Sampler
 from actorllm.worker.sampling_metadata import needs_token_history
+from actorllm.worker.spec_decode.draft_model import DraftModelError, DraftModelProposer
+from actorllm.worker.spec_decode.ngram import NgramProposer
+from actorllm.worker.spec_decode.propose import Proposer, propose_drafts
 from actorllm.worker.step_inputs import (
     InputPlan,
     PendingInputError,
@@ -116,6 +119,10 @@ class ModelRunner:
         tp_size: int = 1,
         weights_on_huge_pages: bool = True,
         quantization: str | None = None,
+        num_speculative_tokens: int = 0,
+        prompt_lookup_min: int = 5,
+        prompt_lookup_max: int = 5,
+        draft_model: str | None = None,
     ) -> None:
         self.model_path = Path(model_path)
         self.device = torch.device(device)
@@ -163,6 +170,21 @@ class ModelRunner:
         # most two: the pinned host buffers alternate); oldest first.
         self._on_device: deque[LaunchedStep] = deque()
         self.comm: GlooComm | None = None  # tensor parallel: the group's collectives
+        # Speculative decoding (method ngram): drafts proposed after each step resolves.
+        # (method draft_model: a draft model on this thread, its KV cache beside ours).
+        self.proposer: Proposer | None = None
+        if num_speculative_tokens > 0 and draft_model is not None:
+            self.proposer = DraftModelProposer(
+                draft_model, num_speculative_tokens, target=cfg, dtype=self.dtype,
+                device=self.device, attention_backend=self.attention_backend,
+                block_size=block_size, max_model_len=self.max_model_len, seed=seed,
+            )  # fmt: skip
+            if len(self.kv_groups) > 1:
+                raise DraftModelError("a draft model for a hybrid-attention target is not built.")
+        elif num_speculative_tokens > 0:
+            self.proposer = NgramProposer(
+                num_speculative_tokens, prompt_lookup_min, prompt_lookup_max
+            )
 
     def attach_tp(self, comm: GlooComm, before_forward: BeforeForward | None) -> None:
         """Run as one rank of a tensor-parallel group: the model's collectives go through
@@ -200,6 +222,8 @@ class ModelRunner:
         bind_kv_groups(self.model, self.kv_groups, self.model_config.num_layers)
         if self.comm is not None:
             self.model.bind_comm(self.comm)  # reloaded (wake_up)
+        if isinstance(self.proposer, DraftModelProposer):
+            self.proposer.load()
         self.sampler.sample_seeded = ops.sample_seeded  # Triton: noise drawn in the kernel
         self.sampler.apply_token_bitmask = ops.apply_token_bitmask
 
@@ -211,9 +235,12 @@ class ModelRunner:
     def kv_cache_bytes_per_block(self) -> int:
         """``2 * group_size * block_size * num_kv_heads * head_dim * dtype_size`` (group_size
         = num_layers unless the model is hybrid)."""
-        return kv_cache_bytes_per_block(
+        own = kv_cache_bytes_per_block(
             self.model_config, self.block_size, self.dtype, self.kv_groups
         )
+        if isinstance(self.proposer, DraftModelProposer):
+            own += self.proposer.bytes_per_block()  # the draft's cache shares the blocks
+        return own
 
     def profile_num_blocks(self, gpu_memory_utilization: float) -> int:
         """CUDA only: how many KV blocks fit in ``gpu_memory_utilization`` of the GPU.
@@ -267,6 +294,8 @@ class ModelRunner:
             groups=self.kv_groups,
         )
         self.num_blocks = num_blocks
+        if isinstance(self.proposer, DraftModelProposer):
+            self.proposer.allocate(num_blocks, self._kv_layout())
         if self.graphs_enabled:
             self._capture_graphs()
 
@@ -310,6 +339,8 @@ class ModelRunner:
         """
         self._resolve_all()
         self.input_batch = self._new_batch()
+        if isinstance(self.proposer, DraftModelProposer):
+            self.proposer.reset()
 
     def release(self) -> None:
         """The engine closed: drop the KV cache and the weights now.
@@ -320,6 +351,8 @@ class ModelRunner:
         flight are resolved first; the runner serves nothing afterwards."""
         self._drop_kv_cache()
         self.model = None
+        if isinstance(self.proposer, DraftModelProposer):
+            self.proposer.model = None
         if self.device.type == "cuda":
             torch.cuda.empty_cache()
 
@@ -352,6 +385,8 @@ class ModelRunner:
         self.launcher.graphs = None
         self.kv_caches = []
         self.input_batch = self._new_batch()
+        if isinstance(self.proposer, DraftModelProposer):
+            self.proposer.release()
 
     def wake_up(self) -> None:
         """Restore the weights and re-allocate the KV cache (its contents are lost)."""
@@ -392,9 +427,14 @@ class ModelRunner:
         """
         t0 = time.perf_counter()
         model = self._ready_model()
-        while len(self._on_device) >= 2:  # the pinned sampled-id buffers are double-buffered
-            resolve(self._on_device.popleft(), self.input_batch)
+        # The pinned sampled-id buffers are double-buffered; a speculative runner resolves
+        # every step first (drafts come from the tokens the last step accepted).
+        limit = 1 if self.proposer is not None else 2
+        while len(self._on_device) >= limit:
+            self._resolve(self._on_device.popleft())
         self._update_states(so)
+        for req_id, drafts in so.scheduled_spec_decode_tokens.items():
+            self.input_batch.write_drafts(self.input_batch.req_id_to_index[req_id], drafts)
         if so.is_empty:
             out = ModelRunnerOutput(step_id=so.step_id, req_ids=[], sampled_token_ids=[])
             done = LaunchedStep(
@@ -405,7 +445,7 @@ class ModelRunner:
         plan = self._plan(so)
         step = self.launcher.launch(
             model, self.kv_caches, self.input_batch, self.sampler, plan, so.step_id,
-            grammar=so.grammar_bitmask,
+            grammar=so.grammar_bitmask, drafts=so.scheduled_spec_decode_tokens or None,
         )  # fmt: skip
         step.t0 = t0
         self._on_device.append(step)
@@ -414,12 +454,19 @@ class ModelRunner:
     def _resolve_through(self, step: LaunchedStep) -> ModelRunnerOutput:
         """Resolve in launch order up to and including ``step``."""
         while step.output is None and self._on_device:
-            resolve(self._on_device.popleft(), self.input_batch)
-        return resolve(step, self.input_batch)
+            self._resolve(self._on_device.popleft())
+        return self._resolve(step)
 
     def _resolve_all(self) -> None:
         while self._on_device:
-            resolve(self._on_device.popleft(), self.input_batch)
+            self._resolve(self._on_device.popleft())
+
+    def _resolve(self, step: LaunchedStep) -> ModelRunnerOutput:
+        return resolve(step, self.input_batch, self._propose if self.proposer else None)
+
+    def _propose(self, batch: InputBatch, slots: list[int]) -> dict[str, list[int]]:
+        assert self.proposer is not None
+        return propose_drafts(self.proposer, batch, slots)
 
     def _plan(self, so: SchedulerOutput) -> InputPlan:
         """Plan on the host; falls back to resolving in-flight steps (a host wait) when the
@@ -431,11 +478,12 @@ class ModelRunner:
                               if r in batch.req_id_to_index], dtype=np.int64)  # fmt: skip
             if len(slots) and batch.num_pending[slots].any() and needs_token_history(batch, slots):
                 self._resolve_all()
+        spec = so.scheduled_spec_decode_tokens or None
         try:
-            return plan_step(batch, so.num_scheduled_tokens)
+            return plan_step(batch, so.num_scheduled_tokens, spec)
         except PendingInputError:
             self._resolve_all()
-            return plan_step(batch, so.num_scheduled_tokens)
+            return plan_step(batch, so.num_scheduled_tokens, spec)
 
     def _ready_model(self) -> CausalLM:
         if self.sleep_level:

@@ -71,14 +71,23 @@ def build_sampling_metadata(
     vocab_size: int,
     device: torch.device,
     grammar: GrammarBitmask | None = None,
+    offsets: np.ndarray | None = None,
 ) -> SamplingMetadata:
     """Gather sampling inputs for ``slots`` ([N] slot indices, in logits order);
-    ``grammar``: the step's structured-outputs bitmask rows, by request id."""
+    ``grammar``: the step's structured-outputs bitmask rows, by request id.
+
+    ``offsets`` (speculative decoding): [N] int64, how many of the request's drafts
+    (written in ``batch.token_ids`` after its known tokens) precede each row; a slot
+    repeats once per verified position. Every per-position input (output count: seeds,
+    min_tokens; output history: penalties, bad_words) then reads the outputs as if those
+    drafts were accepted, which they are whenever that row's token is emitted."""
     params = [batch.params[int(i)] for i in slots]
     assert all(p is not None for p in params)
     temperature = batch.temperature[slots]
     # Pending tokens (still on the device under async scheduling) count as outputs.
     known = batch.num_tokens[slots] + batch.num_pending[slots]
+    if offsets is not None:
+        known = known + offsets
     num_outputs = (known - batch.num_prompt_tokens[slots]).tolist()
 
     def dev(a: np.ndarray) -> torch.Tensor:
@@ -92,7 +101,7 @@ def build_sampling_metadata(
         min_p=dev(batch.min_p[slots]),
         all_greedy=bool((temperature < GREEDY_EPS).all()),
         logit_adjust=_logit_adjust(batch, slots, num_outputs, vocab_size, device, rows),
-        penalties=_penalties(batch, slots, vocab_size, dev),
+        penalties=_penalties(batch, slots, vocab_size, dev, offsets),
         random_rows=np.flatnonzero(temperature >= GREEDY_EPS).tolist(),
         seeds=[p.seed for p in params],  # type: ignore[union-attr]
         output_positions=num_outputs,
@@ -146,7 +155,11 @@ def needs_token_history(batch: InputBatch, slots: np.ndarray) -> bool:
 
 
 def _penalties(
-    batch: InputBatch, slots: np.ndarray, vocab_size: int, dev: Callable[[np.ndarray], torch.Tensor]
+    batch: InputBatch,
+    slots: np.ndarray,
+    vocab_size: int,
+    dev: Callable[[np.ndarray], torch.Tensor],
+    offsets: np.ndarray | None = None,
 ) -> Penalties | None:
     presence = batch.presence_penalty[slots]
     frequency = batch.frequency_penalty[slots]
@@ -155,6 +168,8 @@ def _penalties(
         return None
     n_prompt = batch.num_prompt_tokens[slots]
     n_out = batch.num_tokens[slots] - n_prompt
+    if offsets is not None:
+        n_out = n_out + offsets  # the drafts before each row count as outputs
     prompt = _padded(batch, slots, np.zeros_like(n_prompt), n_prompt, vocab_size)
     output = _padded(batch, slots, n_prompt, n_out, vocab_size)
     return Penalties(
@@ -196,7 +211,10 @@ def _logit_adjust(
         if p.min_tokens and num_outputs[row] < p.min_tokens and not constrained:
             ban += sorted(p.all_stop_token_ids(batch.eos_token_id[slot]))
         if p.bad_words_token_ids:
-            ban += _bad_word_bans(p.bad_words_token_ids, batch.output_token_ids(slot))
+            n_out = num_outputs[row] - int(batch.num_pending[slot])  # on the host (+ drafts)
+            start = int(batch.num_prompt_tokens[slot])
+            outputs = batch.token_ids[slot, start : start + n_out]
+            ban += _bad_word_bans(p.bad_words_token_ids, outputs)
         if not (ban or p.allowed_token_ids or p.logit_bias):
             continue
         if adjust is None:

@@ -110,6 +110,7 @@ class StepBuffers:
             not plan.group_block_tables
             and plan.num_tokens <= self.max_num_tokens
             and len(plan.seq_lens) <= self.max_num_seqs
+            and len(plan.sample_hidden_rows) <= self.max_num_seqs  # drafts add rows
             and plan.block_table.shape[1] <= self.max_blocks_per_seq
         )
 

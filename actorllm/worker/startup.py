@@ -57,6 +57,11 @@ class RankSpec(msgspec.Struct, frozen=True, kw_only=True):
     backend: Literal["mp", "ray"] = "mp"
     collective_timeout_s: float = 60.0
     data_parallel_size: int = 1  # names the group's processes per replica when > 1
+    # Speculative decoding (method ngram; 0: off): drafts per step and the n-gram sizes
+    num_speculative_tokens: int = 0
+    prompt_lookup_min: int = 5
+    prompt_lookup_max: int = 5
+    draft_model: str | None = None  # method draft_model: the draft's directory
 
 
 def build_model_runner(spec: RankSpec) -> ModelRunner:
@@ -87,6 +92,10 @@ def build_model_runner(spec: RankSpec) -> ModelRunner:
         tp_size=spec.world_size,
         weights_on_huge_pages=spec.weights_on_huge_pages,
         quantization=spec.quantization,
+        num_speculative_tokens=spec.num_speculative_tokens,
+        prompt_lookup_min=spec.prompt_lookup_min,
+        prompt_lookup_max=spec.prompt_lookup_max,
+        draft_model=spec.draft_model,
     )
 
 

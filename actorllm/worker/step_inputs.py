@@ -61,6 +61,9 @@ class InputPlan:
     # KV cache group after the first (block_table / slot_mapping above are group 0's).
     group_block_tables: tuple[np.ndarray, ...] = ()
     group_slot_mappings: tuple[np.ndarray, ...] = ()
+    # Speculative decoding: [N] logits rows of each sampling request (its drafts + 1), whose
+    # rows in ``sample_hidden_rows`` are consecutive; None: one row each.
+    sample_counts: np.ndarray | None = None
 
     @property
     def num_tokens(self) -> int:
@@ -89,14 +92,28 @@ class PendingInputError(SchedulerProtocolError):
     must resolve pending tokens to the host and plan again."""
 
 
-def plan_step(batch: InputBatch, num_scheduled: dict[str, int]) -> InputPlan:
+def plan_step(
+    batch: InputBatch,
+    num_scheduled: dict[str, int],
+    spec: dict[str, list[int]] | None = None,
+) -> InputPlan:
     """Plan the step on the host; raises :class:`SchedulerProtocolError` on an inconsistent
-    schedule and :class:`PendingInputError` when an older pending token is needed."""
+    schedule and :class:`PendingInputError` when an older pending token is needed.
+
+    ``spec``: {req_id: drafts} (speculative decoding), already written into
+    ``batch.token_ids`` after each request's known tokens; such a request's scheduled range
+    ends with its drafts, and it samples at its last known token and at every draft."""
     slots, req_ids, n = _scheduled_rows(batch, num_scheduled)
     start = batch.num_computed_tokens[slots]
     end = start + n
     on_host = batch.num_tokens[slots]
     known = on_host + batch.num_pending[slots]
+    num_spec = None
+    if spec:
+        num_spec = np.array([len(spec.get(r, ())) for r in req_ids], dtype=np.int64)  # [B]
+        if (batch.num_pending[slots][num_spec > 0] > 0).any():
+            raise PendingInputError("drafts follow a token still pending on the device")
+        known = known + num_spec
     bs = batch.block_size
     if (end > known).any() or (n <= 0).any():
         b = int(np.flatnonzero((end > known) | (n <= 0))[0])
@@ -117,9 +134,10 @@ def plan_step(batch: InputBatch, num_scheduled: dict[str, int]) -> InputPlan:
     input_ids = batch.token_ids[rep_slots, positions]  # [T]
     fill_rows = np.empty(0, dtype=np.int64)
     fill_src = fill_rows
-    if (end > on_host).any():  # some input tokens are still on the device
+    pending = batch.num_pending[slots]
+    if (pending > 0).any() and (end > on_host).any():  # some inputs are still on the device
         rows = np.flatnonzero(positions >= np.repeat(on_host, n))
-        if (positions[rows] != np.repeat(known - 1, n)[rows]).any():
+        if (positions[rows] != np.repeat(on_host + pending - 1, n)[rows]).any():
             raise PendingInputError("an input token older than the latest is still pending")
         fill_rows, fill_src = rows, batch.sampled_slot[rep_slots[rows]]
     block_idx, offset = positions // bs, positions % bs  # [T], [T]
@@ -128,6 +146,14 @@ def plan_step(batch: InputBatch, num_scheduled: dict[str, int]) -> InputPlan:
     nb = -(-max_seq_len // bs)
     others = batch.block_tables[1:]  # hybrid models only
     sample_mask = end >= known
+    sample_hidden_rows = qsl[1:][sample_mask] - 1  # [N]
+    sample_counts = None
+    if num_spec is not None:
+        sample_counts = num_spec[sample_mask] + 1  # [N]
+        first = sample_hidden_rows - sample_counts + 1  # [N] each request's first row
+        group_start = np.cumsum(sample_counts) - sample_counts  # [N]
+        within = np.arange(int(sample_counts.sum())) - np.repeat(group_start, sample_counts)
+        sample_hidden_rows = np.repeat(first, sample_counts) + within  # [R]
     return InputPlan(
         req_ids=req_ids,
         slots=slots,
@@ -139,7 +165,7 @@ def plan_step(batch: InputBatch, num_scheduled: dict[str, int]) -> InputPlan:
         seq_lens=end.astype(np.int32),
         block_table=batch.block_table[slots, :nb],  # [B, nb]
         sample_mask=sample_mask,
-        sample_hidden_rows=qsl[1:][sample_mask] - 1,
+        sample_hidden_rows=sample_hidden_rows,
         fill_rows=fill_rows,
         fill_src=fill_src,
         prompt_logprobs=_plan_prompt_logprobs(batch, slots, req_ids, start, end, qsl),
@@ -149,6 +175,7 @@ def plan_step(batch: InputBatch, num_scheduled: dict[str, int]) -> InputPlan:
         group_slot_mappings=tuple(
             t[rep_slots, block_idx].astype(np.int64) * bs + offset for t in others
         ),  # each [T]
+        sample_counts=sample_counts,
     )
 
 

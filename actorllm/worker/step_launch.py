@@ -30,7 +30,7 @@ from actorllm.worker.sampler import LogprobsTensors, Sampler, compute_logprobs
 from actorllm.worker.sampling_metadata import build_sampling_metadata
 from actorllm.worker.staging import StepBuffers
 from actorllm.worker.step_inputs import InputPlan, PromptLogprobsPlan, StepInputs, plan_to_device
-from actorllm.worker.step_output import LaunchedStep, logprobs_to_host
+from actorllm.worker.step_output import LaunchedStep, logprobs_to_host, to_host
 
 # Called with the step's final device inputs just before the forward, and the rows whose
 # logits the step computes, in order (tensor parallel: rank 0 sends them to the others).
@@ -99,10 +99,12 @@ class StepLauncher:
         plan: InputPlan,
         step_id: int,
         grammar: GrammarBitmask | None = None,
+        drafts: dict[str, list[int]] | None = None,
     ) -> LaunchedStep:
         """Enqueue the step on the compute stream; update ``batch`` (computed counts, pending
         tokens); return what the host will read once the step's event completes.
-        ``grammar``: the structured-outputs requests' allowed-token rows for this step."""
+        ``grammar``: the structured-outputs requests' allowed-token rows for this step.
+        ``drafts``: the speculative requests' drafts (the plan's ``sample_counts``)."""
         t0 = time.perf_counter()
         size = None
         if self.graphs is not None and plan.is_decode:
@@ -119,15 +121,22 @@ class StepLauncher:
                 self.before_forward(step, _logit_rows(plan, step))
             hidden = model(step.input_ids, step.positions, step.attn_metadata, kv_caches)  # [T, H]
         sample_slots = plan.slots[plan.sample_mask]  # [N]
-        sampled, lp = self._sample(model, hidden, step, batch, sampler, sample_slots, grammar)
+        counts = plan.sample_counts  # [N] rows per sampling request (speculative), or None
+        row_slots, offsets = sample_slots, None
+        if counts is not None:
+            row_slots = np.repeat(sample_slots, counts)  # [R]
+            offsets = np.arange(len(row_slots)) - np.repeat(np.cumsum(counts) - counts, counts)
+        sampled, lp = self._sample(model, hidden, step, batch, sampler, row_slots, grammar, offsets)
         prompt = {p.req_id: _prompt_logprobs(model, hidden, p) for p in plan.prompt_logprobs}
         if self.buffers is not None and buffer_set is not None:
             # Every read of this set's device inputs is enqueued: its next upload may follow.
             self.buffers.mark_consumed(buffer_set, self.streams.record_compute())
         sampled_host = None
-        if sampled is not None:
+        if sampled is not None and counts is None:
             self.token_feed.record(to_device(sample_slots, self.device), sampled)
             sampled_host = self._download(sampled)
+        elif sampled is not None:  # a run per request: its tokens are known on the host only
+            sampled_host = to_host(sampled)
         event = self.streams.record_compute()  # covers every device -> host copy above
         batch.num_computed_tokens[plan.slots] += plan.num_scheduled
         rows = np.flatnonzero(plan.sample_mask).tolist()
@@ -151,6 +160,8 @@ class StepLauncher:
             prompt_logprobs=prompt,
             t0=t0,
             event=event,
+            sample_counts=None if counts is None else counts.tolist(),
+            drafts=None if drafts is None else [drafts.get(plan.req_ids[b], []) for b in rows],
         )
 
     def _inputs(self, plan: InputPlan) -> tuple[StepInputs, torch.Tensor, torch.Tensor, int | None]:
@@ -181,14 +192,16 @@ class StepLauncher:
         sampler: Sampler,
         sample_slots: np.ndarray,
         grammar: GrammarBitmask | None,
+        offsets: np.ndarray | None = None,
     ) -> tuple[torch.Tensor | None, LogprobsTensors | None]:
-        """Sampled ids [N] (device) and their logprobs (host copies)."""
+        """Sampled ids [N] (device) and their logprobs (host copies); speculative: [R], a
+        row per verified position (``offsets``: the drafts before each)."""
         if len(sample_slots) == 0:
             return None, None
         rows = hidden.index_select(0, step.sample_hidden_rows)
         logits = model.compute_logits(rows, float32=False)  # [N, V]: the sampler widens
         meta = build_sampling_metadata(
-            batch, sample_slots, sampler.vocab_size, self.device, grammar
+            batch, sample_slots, sampler.vocab_size, self.device, grammar, offsets
         )
         out = sampler(logits, meta)
         lp = logprobs_to_host(out.logprobs) if out.logprobs is not None else None

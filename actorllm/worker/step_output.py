@@ -24,6 +24,7 @@ from actorllm.core.model_runner_output import ModelRunnerOutput, TokenLogprobs
 from actorllm.worker.device_streams import DONE, Event
 from actorllm.worker.input_batch import InputBatch
 from actorllm.worker.sampler import LogprobsTensors
+from actorllm.worker.spec_decode.verify import accept_runs
 
 
 @dataclass
@@ -41,6 +42,10 @@ class LaunchedStep:
     t0: float
     event: Event = DONE
     output: ModelRunnerOutput | None = None  # set once resolved
+    # Speculative decoding: [N] rows of each sampling request (drafts + 1) in `sampled`
+    # (then [R]) and `logprobs`, and [N] its drafts; None: one row each, no drafts.
+    sample_counts: list[int] | None = None
+    drafts: list[list[int]] | None = None
 
 
 def to_host(t: torch.Tensor) -> torch.Tensor:
@@ -56,16 +61,25 @@ def logprobs_to_host(t: LogprobsTensors) -> LogprobsTensors:
     return LogprobsTensors(to_host(t.token_ids), to_host(t.logprobs), to_host(t.ranks))
 
 
-def resolve(step: LaunchedStep, batch: InputBatch) -> ModelRunnerOutput:
+# Drafts for the next step of the requests in the given slots (speculative decoding).
+Propose = Callable[[InputBatch, list[int]], dict[str, list[int]]]
+
+
+def resolve(
+    step: LaunchedStep, batch: InputBatch, propose: Propose | None = None
+) -> ModelRunnerOutput:
     """Wait for the step's copies, append its tokens to ``batch``, build its output.
 
     A request finished, preempted or re-added since the launch gets no token written (its
     slot no longer holds the incarnation that sampled it); its output still carries it.
+    ``propose``: drafts for the requests that sampled, once their tokens are in ``batch``.
     """
     if step.output is not None:
         return step.output
     # Deliberate host wait on this step's device->host copies only (tokens go to the host).
     step.event.synchronize()
+    if step.sample_counts is not None:
+        return _resolve_runs(step, batch, propose)
     tokens = step.sampled.tolist() if step.sampled is not None else []
     sampled: list[list[int]] = [[] for _ in step.req_ids]
     logprobs: dict[str, TokenLogprobs] = {}
@@ -97,6 +111,59 @@ def resolve(step: LaunchedStep, batch: InputBatch) -> ModelRunnerOutput:
         logprobs=logprobs,
         prompt_logprobs={r: _prompt_rows(t) for r, t in step.prompt_logprobs.items()},
         execute_time_s=time.perf_counter() - step.t0,
+        draft_token_ids=propose(batch, slots) if propose is not None and slots else {},
+    )
+    return step.output
+
+
+def _resolve_runs(
+    step: LaunchedStep, batch: InputBatch, propose: Propose | None
+) -> ModelRunnerOutput:
+    """:func:`resolve` of a speculative step: each sampling request verified its drafts
+    (``spec_decode/verify.py``) and emits a run of 1..k+1 tokens."""
+    assert step.sample_counts is not None and step.drafts is not None
+    counts = step.sample_counts
+    tokens = step.sampled.tolist() if step.sampled is not None else []  # [R]
+    runs = accept_runs(tokens, counts, step.drafts)  # [N]
+    sampled: list[list[int]] = [[] for _ in step.req_ids]
+    logprobs: dict[str, TokenLogprobs] = {}
+    spec_logprobs: dict[str, list[TokenLogprobs]] = {}
+    lp_host = None
+    if step.logprobs is not None:
+        lp = step.logprobs
+        lp_host = (lp.token_ids.tolist(), lp.logprobs.tolist(), lp.ranks.tolist())
+    index = batch.req_id_to_index
+    slots: list[int] = []
+    gens: list[int] = []
+    live: list[list[int]] = []
+    r0 = 0
+    for i, (b, (req_id, gen)) in enumerate(zip(step.sample_rows, step.sample_gens, strict=True)):
+        run = runs[i]
+        slot = index.get(req_id)
+        if slot is not None:
+            slots.append(slot)
+            gens.append(gen)
+            live.append(run)
+        sampled[b] = run
+        if lp_host is not None and (k := step.num_logprobs[i]) is not None:
+            ids, lps, ranks = lp_host
+            rows = [
+                TokenLogprobs(token_ids=ids[r][: k + 1], logprobs=lps[r][: k + 1], rank=ranks[r])
+                for r in range(r0, r0 + len(run))
+            ]
+            logprobs[req_id] = rows[0]
+            spec_logprobs[req_id] = rows
+        r0 += counts[i]
+    batch.resolve_pending_runs(slots, gens, live)
+    step.output = ModelRunnerOutput(
+        step_id=step.step_id,
+        req_ids=step.req_ids,
+        sampled_token_ids=sampled,
+        logprobs=logprobs,
+        prompt_logprobs={r: _prompt_rows(t) for r, t in step.prompt_logprobs.items()},
+        execute_time_s=time.perf_counter() - step.t0,
+        spec_logprobs=spec_logprobs,
+        draft_token_ids=propose(batch, slots) if propose is not None and slots else {},
     )
     return step.output
 

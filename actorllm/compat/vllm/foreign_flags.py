@@ -72,7 +72,7 @@ _NO_EP = "experts are not sharded: each replica holds every expert of a MoE mode
 _ONE_NODE = "data-parallel replicas all run in this process (--data-parallel-size)"
 _NO_GRAPH_SIZES = "the CUDA-graph batch sizes are fixed"
 _NO_TRACES = "OpenTelemetry tracing is not supported"
-_SPEC_SIZING = "speculative decoding is not supported (--speculative-model is refused)"
+_SPEC_SIZING = "vLLM's pre-V1 speculative flags are not read: give --speculative-config"
 _NO_REMOTE = "actorllm runs only its own model code"
 _EMPTY = ("{}", "null", "None")
 
@@ -215,7 +215,7 @@ FOREIGN: list[Foreign] = [
     _i("--typical-acceptance-sampler-posterior-alpha", why=_SPEC_SIZING),
     _i("--disable-logprobs-during-spec-decoding", why=_SPEC_SIZING),
     # -- features not built: the default value is fine, anything else is refused ------------
-    _r("--speculative-model", why="speculative decoding is not supported"),
+    _r("--speculative-model", why="give the draft through --speculative-config"),
     _r("--enable-prompt-adapter", value=False, why="prompt adapters are not supported"),
     _r("--prompt-adapters", why="prompt adapters are not supported"),
     _r("--worker-use-ray", value=False, why="there are no Ray workers"),
@@ -240,7 +240,6 @@ FOREIGN: list[Foreign] = [
     _r("--io-processor-plugin", why=_TEXT),
     _r("--enable-lora", value=False, why="LoRA adapters are not supported"),
     _r("--lora-modules", why="LoRA adapters are not supported"),
-    _r("--speculative-config", why="speculative decoding is not supported", same=_EMPTY),
     _r("--otlp-traces-endpoint", why=_NO_TRACES),
     _r("--collect-detailed-traces", why=_NO_TRACES),
     _r("--headless", value=False, why="multi-node data parallelism is not supported"),
@@ -262,7 +261,7 @@ FOREIGN: list[Foreign] = [
     _r("--max-long-partial-prefills", why="one partial prefill at a time", same=("1",)),
     _r("--preemption-mode", why="preemption always recomputes", same=("recompute",)),
     _r("--cpu-offload-gb", why="weights cannot be offloaded to CPU", same=("0",)),
-    _r("--num-lookahead-slots", why="speculative decoding is not supported", same=("0",)),
+    _r("--num-lookahead-slots", why="speculative_config sizes the lookahead", same=("0",)),
     _r("--logits-processor-pattern", why="custom logits processors are not supported"),
     _r("--logits-processors", why="custom logits processors are not supported"),
     _r("--kv-events-config", why="KV cache events are not published", same=_EMPTY),

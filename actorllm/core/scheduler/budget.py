@@ -22,6 +22,7 @@ class StepBudget:
         "new_reqs",
         "num_scheduled_tokens",
         "preempted",
+        "spec_tokens",
         "token_budget",
     )
 
@@ -33,6 +34,7 @@ class StepBudget:
         # {req_id: blocks added, one list per KV cache group}, cached reqs
         self.new_blocks: dict[str, GroupBlocks] = {}
         self.preempted: dict[str, Request] = {}  # {req_id: request} preempted this step
+        self.spec_tokens: dict[str, list[int]] = {}  # {req_id: drafts verified this step}
 
     def add_cached(self, req: Request, num_tokens: int, new_blocks: GroupBlocks) -> None:
         self.cached_reqs.append(req)
@@ -51,6 +53,7 @@ class StepBudget:
         if n is None:
             return
         self.token_budget += n
+        self.spec_tokens.pop(req.request_id, None)
         if self.new_blocks.pop(req.request_id, None) is not None:
             self.cached_reqs.remove(req)
         else:

@@ -42,6 +42,9 @@ class SchedulerConfig(msgspec.Struct, frozen=True, kw_only=True):
     # A hybrid model's KV cache groups (core/kv_cache/groups.py): each group's window (None:
     # full attention), one block table per group. None: one group, ``sliding_window``.
     kv_group_windows: tuple[int | None, ...] | None = None
+    # Speculative decoding with a draft model: KV slots past each step's tokens where the
+    # draft writes its proposals (num_speculative_tokens; 0 otherwise).
+    num_lookahead_tokens: int = 0
 
     @property
     def group_windows(self) -> tuple[int | None, ...]:

@@ -29,6 +29,14 @@ Async scheduling: a request whose step samples a token gets an output placeholde
 replaces placeholders with tokens; tokens for requests finished meanwhile are discarded, and
 a request whose in-flight tokens reach its length limit is not scheduled again.
 
+Speculative decoding (``docs/speculative.md``): the worker returns draft tokens for a
+request's next step (``ModelRunnerOutput.draft_token_ids``), kept in
+``request.spec_token_ids``. The next ``schedule()`` computes them as extra positions of the
+request's decode (their KV slots allocated with the rest; drafts that the budget or the
+context length cut are dropped) and sends them in ``scheduled_spec_decode_tokens``; the
+step returns the accepted drafts plus one token, and ``num_computed_tokens`` steps back
+over the rejected ones (their KV is void; the slots stay with the request).
+
 ``update_from_output`` appends sampled tokens, checks stop conditions (``stopping.py``),
 frees finished requests' blocks at once and reports their ids in the next step's
 ``finished_req_ids``.
@@ -113,6 +121,11 @@ class Scheduler:
         self._finished_req_ids: list[str] = []  # finished since the last schedule()
         self._step_id = 0
         self._num_preemptions = 0  # cumulative
+        # Speculative decoding, cumulative: verifications, drafts, accepted (per position).
+        self._spec_num_drafts = 0
+        self._spec_num_draft_tokens = 0
+        self._spec_num_accepted_tokens = 0
+        self._spec_accepted_per_pos: list[int] = []
         self._last_num_scheduled_tokens = 0
         self._connector = kv_connector
         self._connector_enabled = kv_connector is not None
@@ -276,6 +289,7 @@ class Scheduler:
         if not self.config.enable_chunked_prefill:
             threshold = 0
         allocate = self.kv_cache_manager.allocate_slots
+        lookahead = self.config.num_lookahead_tokens
         for req in list(self.running):
             budget = plan.token_budget
             if budget <= 0:
@@ -286,7 +300,8 @@ class Scheduler:
             if pending and reached_limit_in_flight(req, max_len):
                 continue
             computed = req.num_computed_tokens
-            num_new = len(req.all_token_ids) + pending - computed
+            spec = req.spec_token_ids
+            num_new = len(req.all_token_ids) + pending + len(spec) - computed
             if 0 < threshold < num_new:
                 num_new = threshold
             if num_new > budget:
@@ -295,15 +310,27 @@ class Scheduler:
                 num_new = max_len - 1 - computed
             if num_new <= 0:
                 continue
-            new_blocks = allocate(req, num_new)
+            ahead = min(lookahead, max_len - computed - num_new) if lookahead else 0
+            new_blocks = allocate(req, num_new, num_lookahead_tokens=ahead)
             while new_blocks is None:
                 victim = pick_victim(self.running, self.config.policy)
                 self._preempt(victim, plan)
                 if victim is req:
                     break
-                new_blocks = allocate(req, num_new)
+                new_blocks = allocate(req, num_new, num_lookahead_tokens=ahead)
             if new_blocks is not None:
                 plan.add_cached(req, num_new, new_blocks)
+                if spec:
+                    self._schedule_drafts(req, num_new, plan)
+
+    def _schedule_drafts(self, req: Request, num_new: int, plan: StepBudget) -> None:
+        """Move ``req``'s drafts into the step: those the ``num_new`` scheduled tokens reach
+        (the budget or the context length may cut the run); their lookahead slots are
+        allocated with the rest."""
+        spec, req.spec_token_ids = req.spec_token_ids, []
+        fit = num_new - (req.num_tokens - req.num_computed_tokens)
+        if fit > 0:
+            plan.spec_tokens[req.request_id] = spec[:fit]
 
     def _schedule_waiting(self, plan: StepBudget) -> None:
         skipped: list[Request] = []
@@ -331,7 +358,8 @@ class Scheduler:
         if not self.config.enable_chunked_prefill and num_new > plan.token_budget:
             return False
         num_new = self._chunk(num_new, plan.token_budget)
-        while kv.allocate_slots(req, num_new, num_computed, hit_blocks) is None:
+        ahead = min(self.config.num_lookahead_tokens, self.config.max_model_len - req.num_tokens)
+        while kv.allocate_slots(req, num_new, num_computed, hit_blocks, ahead) is None:
             if not self._preempt_for(req, plan):
                 return False
         req.num_computed_tokens = num_computed
@@ -370,6 +398,7 @@ class Scheduler:
         self.running.remove(victim)
         victim.transition(RequestStatus.PREEMPTED)
         victim.num_computed_tokens = 0
+        victim.spec_token_ids = []  # proposed for the blocks it just lost
         victim.num_preemptions += 1
         self._num_preemptions += 1
         plan.preempted[victim.request_id] = victim
@@ -427,6 +456,7 @@ class Scheduler:
             finished_req_ids=finished,
             preempted_req_ids=list(plan.preempted),
             grammar_bitmask=grammar_bitmask,
+            scheduled_spec_decode_tokens=plan.spec_tokens,
         )
 
     def _advance(self, plan: StepBudget) -> None:
@@ -460,10 +490,15 @@ class Scheduler:
         prompt_logprobs = runner_output.prompt_logprobs
         any_finished = False
         grammar = self.grammar
+        spec = scheduler_output.scheduled_spec_decode_tokens
+        drafts = runner_output.draft_token_ids
+        spec_logprobs = runner_output.spec_logprobs
         for rid, tokens in zip(runner_output.req_ids, runner_output.sampled_token_ids, strict=True):
             req = requests.get(rid)
             if req is None:
                 continue  # finished (or aborted) while this step was in flight: discard
+            if spec and tokens and rid in spec:
+                self._verified(req, len(spec[rid]), len(tokens) - 1)
             plp = prompt_logprobs.get(rid) if prompt_logprobs else None
             if not tokens:
                 if plp:
@@ -483,6 +518,9 @@ class Scheduler:
                     tokens = tokens[: i + 1]
                     break
             lp = logprobs.get(rid) if logprobs else None
+            lps = [lp] if lp is not None else None
+            if spec_logprobs and rid in spec_logprobs:
+                lps = spec_logprobs[rid][: len(tokens)]
             cached, scheduled = 0, None
             if not req.emitted_first_output:
                 req.emitted_first_output = True
@@ -491,7 +529,7 @@ class Scheduler:
                 EngineCoreOutput(
                     req_id=rid,
                     new_token_ids=tokens,
-                    new_logprobs=[lp] if lp is not None else None,
+                    new_logprobs=lps,
                     new_prompt_logprobs=plp,
                     finish_reason=None if status is None else FINISH_REASONS[status],
                     stop_reason=req.stop_reason if status is not None else None,
@@ -505,6 +543,8 @@ class Scheduler:
                 else:
                     self.waiting.remove(req)  # preempted while its last token was in flight
                 self._finish(req, status)
+            elif drafts and rid in drafts and req.status is _RUNNING:
+                req.spec_token_ids = drafts[rid]
         if any_finished:
             self.running = [r for r in self.running if r.status is _RUNNING]
         return EngineCoreOutputs(
@@ -513,6 +553,20 @@ class Scheduler:
             stats=self.statistics(),
             timestamp=time.monotonic(),
         )
+
+    def _verified(self, req: Request, num_drafts: int, num_accepted: int) -> None:
+        """``req`` verified ``num_drafts`` drafts and accepted the first ``num_accepted``:
+        the rejected positions' KV is void, so ``num_computed_tokens`` steps back over them
+        (their slots stay the request's, written again by its next step)."""
+        req.num_computed_tokens -= num_drafts - num_accepted
+        self._spec_num_drafts += 1
+        self._spec_num_draft_tokens += num_drafts
+        self._spec_num_accepted_tokens += num_accepted
+        per_pos = self._spec_accepted_per_pos
+        if len(per_pos) < num_drafts:
+            per_pos.extend([0] * (num_drafts - len(per_pos)))
+        for i in range(num_accepted):
+            per_pos[i] += 1
 
     def _advance_grammar(
         self, req: Request, token: int, status: RequestStatus | None
@@ -583,4 +637,8 @@ class Scheduler:
             connector_hits=self._connector_hits,
             num_preemptions=self._num_preemptions,
             num_scheduled_tokens=self._last_num_scheduled_tokens,
+            spec_num_drafts=self._spec_num_drafts,
+            spec_num_draft_tokens=self._spec_num_draft_tokens,
+            spec_num_accepted_tokens=self._spec_num_accepted_tokens,
+            spec_accepted_per_pos=list(self._spec_accepted_per_pos),
         )

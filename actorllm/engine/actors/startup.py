@@ -35,6 +35,7 @@ RunnerFactory = Callable[[EngineConfig], Runner]
 
 def rank_spec(config: EngineConfig, rank: int = 0) -> RankSpec:
     """What rank ``rank`` of a replica needs from ``config`` (model and device resolved)."""
+    spec = config.speculative()
     return RankSpec(
         model=str(config.resolved_model()),
         device=config.resolved_device(),
@@ -60,6 +61,10 @@ def rank_spec(config: EngineConfig, rank: int = 0) -> RankSpec:
         backend=config.distributed_executor_backend or "mp",
         collective_timeout_s=config.tp_collective_timeout_s,
         data_parallel_size=config.data_parallel_size,
+        num_speculative_tokens=spec.num_speculative_tokens if spec is not None else 0,
+        prompt_lookup_min=spec.prompt_lookup_min if spec is not None else 5,
+        prompt_lookup_max=spec.prompt_lookup_max if spec is not None else 5,
+        draft_model=config.resolved_draft_model(),
     )
 
 
@@ -185,4 +190,9 @@ def build_scheduler_config(config: EngineConfig, model: ModelInfo) -> SchedulerC
         async_scheduling=config.async_scheduling,
         sliding_window=model.sliding_window,
         kv_group_windows=model.kv_group_windows if len(model.kv_group_windows) > 1 else None,
+        num_lookahead_tokens=(
+            spec.num_speculative_tokens
+            if (spec := config.speculative()) is not None and spec.method == "draft_model"
+            else 0
+        ),
     )

@@ -222,6 +222,12 @@ class ControlPlane:
             stream_outputs_merged=self._ctx.ledger.merged_outputs(),
             requests=self._parts.request_stats.snapshot(),
             engines=engines,
+            spec_decode_num_drafts=sum(e.spec_decode_num_drafts for e in engines),
+            spec_decode_num_draft_tokens=sum(e.spec_decode_num_draft_tokens for e in engines),
+            spec_decode_num_accepted_tokens=sum(e.spec_decode_num_accepted_tokens for e in engines),
+            spec_decode_num_accepted_tokens_per_pos=_sum_positions(
+                [e.spec_decode_num_accepted_tokens_per_pos for e in engines]
+            ),
         )
 
     def actor_stat(self, key: str) -> dict[str, int]:
@@ -283,4 +289,17 @@ def _replica_stats(replica: Replica, sched: ReplicaSchedulerStats, restarts: int
         is_sleeping=sched.is_sleeping,
         num_gpu_blocks=replica.ctx.model.num_blocks - 1,  # the null block holds no KV
         actor_restarts=restarts,
+        spec_decode_num_drafts=core.spec_num_drafts,
+        spec_decode_num_draft_tokens=core.spec_num_draft_tokens,
+        spec_decode_num_accepted_tokens=core.spec_num_accepted_tokens,
+        spec_decode_num_accepted_tokens_per_pos=list(core.spec_accepted_per_pos),
     )
+
+
+def _sum_positions(rows: list[list[int]]) -> list[int]:
+    """Per-position counts of several replicas, added position by position."""
+    out = [0] * max((len(r) for r in rows), default=0)
+    for r in rows:
+        for i, n in enumerate(r):
+            out[i] += n
+    return out

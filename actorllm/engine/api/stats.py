@@ -34,6 +34,11 @@ class ReplicaStats(msgspec.Struct, kw_only=True):
     is_sleeping: bool = False
     num_gpu_blocks: int = 0
     actor_restarts: int = 0  # its scheduler's and executor's
+    # Speculative decoding, cumulative (vLLM's spec_decode_* counters)
+    spec_decode_num_drafts: int = 0
+    spec_decode_num_draft_tokens: int = 0
+    spec_decode_num_accepted_tokens: int = 0
+    spec_decode_num_accepted_tokens_per_pos: list[int] = msgspec.field(default_factory=list)
 
 
 class EngineStats(msgspec.Struct, kw_only=True):
@@ -61,6 +66,12 @@ class EngineStats(msgspec.Struct, kw_only=True):
     num_gpu_blocks: int = 0  # KV-cache blocks
     # Streamed outputs a caller had not read when the next came (sent as one), cumulative.
     stream_outputs_merged: int = 0
+    # Speculative decoding, cumulative, summed over the replicas: requests' steps that
+    # verified drafts, draft tokens verified, drafts accepted, accepted per draft position.
+    spec_decode_num_drafts: int = 0
+    spec_decode_num_draft_tokens: int = 0
+    spec_decode_num_accepted_tokens: int = 0
+    spec_decode_num_accepted_tokens_per_pos: list[int] = msgspec.field(default_factory=list)
     # Per-request statistics since start (core/request_stats.py): latencies, token counts.
     requests: RequestStatsSnapshot | None = None
     engines: list[ReplicaStats] = msgspec.field(default_factory=list)  # in replica order

@@ -13,7 +13,7 @@ import importlib.util
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import msgspec
 
@@ -26,6 +26,9 @@ from actorllm.engine.config.generation_config import (
 from actorllm.models.hub import ModelNotFoundError as ModelNotFoundError  # re-exported
 from actorllm.models.load_format import LoadFormat
 from actorllm.models.quant.spec import VLLM_METHODS
+
+if TYPE_CHECKING:
+    from actorllm.engine.config.speculative import SpeculativeConfig
 
 Device = Literal["auto", "cpu", "cuda"]
 AttentionBackend = Literal["auto", "torch", "triton"]
@@ -152,6 +155,11 @@ class EngineConfig(msgspec.Struct, kw_only=True):
     SamplingParams.stream_interval can raise it, not lower it."""
     async_scheduling: bool = False
     """Overlap scheduling the next step with the model running this one."""
+    # -- SpeculativeConfig ------------------------------------------------------------------
+    speculative_config: dict[str, Any] | None = None
+    """vLLM's speculative_config, e.g. '{"method": "ngram", "num_speculative_tokens": 4}'
+    (engine/config/speculative.py reads it; docs/speculative.md). Runs with
+    async_scheduling off."""
     disable_hybrid_kv_cache_manager: bool = False
     """Models mixing sliding-window and full-attention layers (Gemma 2/3) keep one block
     table for all layers, so sliding layers hold every block too (by default each attention
@@ -349,6 +357,33 @@ class EngineConfig(msgspec.Struct, kw_only=True):
             raise EngineConfigError("switch_interval_s", "must be positive or None.")
         if self.shutdown_timeout < 0:
             raise EngineConfigError("shutdown_timeout", "must be non-negative.")
+        self._check_speculative()
+
+    def _check_speculative(self) -> None:
+        spec = self.speculative()  # raises naming the key at fault
+        if spec is not None and self.async_scheduling:
+            raise EngineConfigError(
+                "async_scheduling",
+                "is not supported with speculative_config: a speculative step needs the "
+                "previous step's accepted tokens on the host to propose drafts. Leave "
+                "async_scheduling off (the default).",
+            )
+        if spec is not None and self.tensor_parallel_size > 1:
+            raise EngineConfigError(
+                "speculative_config", "is not built for tensor_parallel_size > 1 yet."
+            )
+        if spec is not None and self.distributed_executor_backend == "ray":
+            raise EngineConfigError(
+                "speculative_config", "is not built for distributed_executor_backend ray yet."
+            )
+
+    def speculative(self) -> SpeculativeConfig | None:
+        """The parsed ``speculative_config`` (None: no speculation; ``{}`` asks for none)."""
+        if not self.speculative_config:
+            return None
+        from actorllm.engine.config.speculative import parse_speculative_config
+
+        return parse_speculative_config(self.speculative_config)
 
     def _check_parallel(self) -> None:
         if self.pipeline_parallel_size != 1:
@@ -429,6 +464,16 @@ class EngineConfig(msgspec.Struct, kw_only=True):
         generation_config.json under ``auto``; raises ``GenerationConfigError``."""
         model_dir = self.resolved_model() if self.generation_config == "auto" else None
         return sampling_defaults(self.generation_config, self.override_generation_config, model_dir)
+
+    def resolved_draft_model(self) -> str | None:
+        """The draft model's directory (``speculative_config`` method draft_model), resolved
+        as ``model`` is; None for other methods."""
+        spec = self.speculative()
+        if spec is None or spec.model is None:
+            return None
+        from actorllm.models.hub import resolve_model
+
+        return str(resolve_model(spec.model, cache_dir=self.download_dir))
 
     def resolved_tokenizer(self) -> Path:
         if not self.tokenizer:

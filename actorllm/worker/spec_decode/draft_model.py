@@ -1,0 +1,205 @@
+"""Drafts from a separate, smaller model (vLLM's ``draft_model`` method), on the worker
+thread, with its own KV cache over the target's blocks.
+
+The draft model's cache has one tensor per draft layer with the *same* block count and
+block size as the target's, and is addressed through the target's block tables: a block id
+the scheduler gives a request holds that request's positions in both caches, so the draft
+needs no block manager of its own and its memory is part of each block's size (the engine
+sizes the pool with both). The scheduler allocates ``k`` lookahead slots past every step,
+where the draft writes the KV of its own proposals.
+
+After a step resolves, for each request that sampled: the draft computes the positions it
+has not seen (``[seen, n)``: the whole prompt the first time, afterwards the accepted tokens
+of the last step) and takes the argmax of the last one as draft 1, then runs ``k - 1``
+single-token steps on its own drafts. Its positions past ``n`` hold its own proposals, so
+``seen`` stays ``n``: the next call recomputes from there. Drafts are greedy (vLLM's
+``draft_sample_method="greedy"``): the verifier treats them as one-hot.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import msgspec
+import numpy as np
+import torch
+
+from actorllm.kernels.ops import get_ops
+from actorllm.models.attention import AttentionMetadata
+from actorllm.models.base import CausalLM
+from actorllm.models.config import CheckpointConfig
+from actorllm.models.loader import load_model, resolve_dtype
+from actorllm.worker.device_streams import to_device
+from actorllm.worker.input_batch import InputBatch
+from actorllm.worker.kv_cache import (
+    KVCaches,
+    KVLayout,
+    allocate_kv_caches,
+    bind_kv_groups,
+    kv_cache_bytes_per_block,
+    kv_cache_groups,
+)
+
+
+class DraftModelError(ValueError):
+    """The draft model cannot serve this target (named as ``speculative_config``)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(f"speculative_config: {message}")
+
+
+class DraftModelProposer:
+    """Greedy drafts from a draft model. Worker thread only."""
+
+    def __init__(
+        self,
+        path: str | Path,
+        k: int,
+        *,
+        target: CheckpointConfig,
+        dtype: torch.dtype,
+        device: torch.device,
+        attention_backend: str,
+        block_size: int,
+        max_model_len: int,
+        seed: int = 0,
+    ) -> None:
+        cfg = CheckpointConfig.from_pretrained(Path(path))
+        if cfg.vocab_size != target.vocab_size:
+            raise DraftModelError(
+                f"the draft model's vocabulary ({cfg.vocab_size} tokens) differs from the "
+                f"target's ({target.vocab_size}): draft tokens must be the target's tokens."
+            )
+        if cfg.max_position_embeddings < max_model_len:
+            raise DraftModelError(
+                f"the draft model holds {cfg.max_position_embeddings} positions, fewer than "
+                f"max_model_len {max_model_len}."
+            )
+        self.groups = kv_cache_groups(cfg, hybrid=False)  # one table: the target's first
+        self.path = Path(path)
+        self.k = k
+        self.model_config = msgspec.structs.replace(cfg, max_model_len=max_model_len)
+        self.dtype = resolve_dtype(str(dtype).removeprefix("torch."), cfg, device)
+        self.device = device
+        self.attention_backend = attention_backend
+        self.block_size = block_size
+        self.seed = seed
+        self.model: CausalLM | None = None
+        self.kv_caches: KVCaches = []
+        # {req_id: (generation, positions whose draft KV is valid)}
+        self._seen: dict[str, tuple[int, int]] = {}
+
+    def load(self) -> None:
+        ops = get_ops(self.attention_backend, self.device)
+        self.model = load_model(
+            self.path, self.model_config, dtype=self.dtype, device=self.device, ops=ops,
+            seed=self.seed, max_positions=self.model_config.max_model_len,
+        )  # fmt: skip
+        bind_kv_groups(self.model, self.groups, self.model_config.num_layers)
+
+    def bytes_per_block(self) -> int:
+        return kv_cache_bytes_per_block(self.model_config, self.block_size, self.dtype, self.groups)
+
+    def allocate(self, num_blocks: int, layout: KVLayout) -> None:
+        self.kv_caches = allocate_kv_caches(
+            self.model_config, num_blocks, self.block_size, self.dtype, self.device,
+            layout=layout, groups=self.groups,
+        )  # fmt: skip
+        self._seen.clear()
+
+    def release(self) -> None:
+        self.kv_caches = []
+        self._seen.clear()
+
+    def reset(self) -> None:
+        """The batch was rebuilt: every request is new to the draft again."""
+        self._seen.clear()
+
+    # -- proposing -------------------------------------------------------------------
+
+    def propose(self, batch: InputBatch, slots: list[int], room: list[int]) -> list[list[int]]:
+        """Greedy drafts for the requests in ``slots`` ([N]; at most ``room[i]`` each,
+        >= 1), their tokens all in ``batch``."""
+        if self.model is None or not self.kv_caches:
+            return [[] for _ in slots]
+        live = set(batch.req_id_to_index)
+        for gone in [r for r in self._seen if r not in live]:
+            del self._seen[gone]
+        bs = batch.block_size
+        # How many drafts each can take: its room, and the slots its blocks hold (the
+        # draft writes positions n .. n + k - 2).
+        n_all = batch.num_tokens[slots]  # [N]
+        cap = np.minimum(np.asarray(room), batch.num_blocks[slots] * bs - n_all + 1)
+        out: list[list[int]] = [[] for _ in slots]
+        keep = np.flatnonzero(cap >= 1)  # the newest token's slot exists
+        if len(keep) == 0:
+            return out
+        slots = [slots[i] for i in keep.tolist()]
+        n = n_all[keep]
+        ks = np.minimum(cap[keep], self.k)  # [N']
+        starts = []
+        for slot in slots:
+            rid = batch.req_ids[slot]
+            gen = int(batch.generation[slot])
+            seen = self._seen.get(rid or "", (gen, 0))
+            starts.append(seen[1] if seen[0] == gen else 0)
+        with torch.inference_mode():
+            # Catch up on the unseen tokens; the last row's argmax is draft 1.
+            rows = [
+                (slot, s, batch.token_ids[slot, s:nn])
+                for slot, s, nn in zip(slots, starts, n.tolist(), strict=True)
+            ]
+            drafts = [[t] for t in self._forward(batch, rows)]
+            for slot, nn in zip(slots, n.tolist(), strict=True):
+                rid = batch.req_ids[slot]
+                if rid is not None:
+                    self._seen[rid] = (int(batch.generation[slot]), nn)
+            for j in range(1, int(ks.max(initial=0))):
+                idx = [i for i in range(len(slots)) if ks[i] > j]
+                rows = [
+                    (slots[i], int(n[i]) + j - 1, np.array([drafts[i][-1]], dtype=np.int64))
+                    for i in idx
+                ]
+                for i, t in zip(idx, self._forward(batch, rows), strict=True):
+                    drafts[i].append(t)
+        for i, d, kk in zip(keep.tolist(), drafts, ks.tolist(), strict=True):
+            out[i] = d[:kk]
+        return out
+
+    def _forward(self, batch: InputBatch, rows: list[tuple[int, int, np.ndarray]]) -> list[int]:
+        """One draft forward: request ``slot`` computes ``tokens`` at positions ``start..``;
+        returns the argmax after each request's last token."""
+        assert self.model is not None
+        bs = batch.block_size
+        lens = np.array([len(t) for _, _, t in rows], dtype=np.int64)  # [B]
+        slots = np.array([s for s, _, _ in rows], dtype=np.int64)  # [B]
+        starts = np.array([st for _, st, _ in rows], dtype=np.int64)  # [B]
+        qsl = np.zeros(len(rows) + 1, dtype=np.int64)
+        np.cumsum(lens, out=qsl[1:])
+        total = int(qsl[-1])
+        positions = np.repeat(starts - qsl[:-1], lens) + np.arange(total)  # [T]
+        input_ids = np.concatenate([t for _, _, t in rows]).astype(np.int64)  # [T]
+        rep = np.repeat(slots, lens)  # [T]
+        slot_mapping = batch.block_table[rep, positions // bs].astype(np.int64) * bs + (
+            positions % bs
+        )  # [T]
+        seq_lens = (starts + lens).astype(np.int32)  # [B]
+        nb = -(-int(seq_lens.max()) // bs)
+        dev = self.device
+        meta = AttentionMetadata(
+            query_start_loc=to_device(qsl.astype(np.int32), dev),
+            seq_lens=to_device(seq_lens, dev),
+            block_table=to_device(np.ascontiguousarray(batch.block_table[slots, :nb]), dev),
+            slot_mapping=to_device(slot_mapping, dev),
+            query_start_loc_cpu=qsl.tolist(),
+            seq_lens_cpu=seq_lens.tolist(),
+            max_query_len=int(lens.max()),
+            max_seq_len=int(seq_lens.max()),
+        )
+        hidden = self.model(
+            to_device(input_ids, dev), to_device(positions, dev), meta, self.kv_caches
+        )  # [T, H]
+        last = to_device(qsl[1:] - 1, dev)  # [B]
+        logits = self.model.compute_logits(hidden.index_select(0, last))  # [B, V]
+        # Deliberate host sync: the next draft step's input is this argmax.
+        return logits.argmax(dim=-1).tolist()

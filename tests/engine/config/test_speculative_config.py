@@ -1,0 +1,113 @@
+"""speculative_config: vLLM's keys and defaults; everything not built is refused by name,
+from EngineConfig, LLM-style keywords and the command line."""
+
+from __future__ import annotations
+
+import pytest
+
+from actorllm.compat.vllm.args import engine_config
+from actorllm.engine.config.engine_config import EngineConfig, EngineConfigError
+from actorllm.engine.config.speculative import parse_speculative_config
+
+
+def test_ngram_defaults_as_vllm() -> None:
+    c = parse_speculative_config({"method": "ngram", "num_speculative_tokens": 4})
+    assert (c.prompt_lookup_min, c.prompt_lookup_max) == (5, 5)
+    c = parse_speculative_config(
+        {"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_max": 3}
+    )
+    assert (c.prompt_lookup_min, c.prompt_lookup_max) == (3, 3)
+    c = parse_speculative_config({"model": "[ngram]", "num_speculative_tokens": 2,
+                                  "prompt_lookup_min": 2, "prompt_lookup_max": 4})  # fmt: skip
+    assert (c.method, c.prompt_lookup_min, c.prompt_lookup_max) == ("ngram", 2, 4)
+    assert EngineConfig(speculative_config={}).speculative() is None  # asks for nothing
+
+
+@pytest.mark.parametrize(
+    ("value", "names"),
+    [
+        ({"method": "nonsense", "num_speculative_tokens": 2}, "unknown method 'nonsense'"),
+        ({"method": "ngram", "num_speculative_tokens": 0}, "num_speculative_tokens"),
+        ({"method": "ngram", "num_speculative_tokens": -1}, "num_speculative_tokens"),
+        ({"method": "ngram"}, "num_speculative_tokens is required"),
+        ({"method": "suffix", "num_speculative_tokens": 2}, "suffix decoding"),
+        ({"method": "mtp", "num_speculative_tokens": 2}, "method 'mtp'"),
+        ({"method": "deepseek_mtp", "num_speculative_tokens": 2}, "method 'deepseek_mtp'"),
+        ({"method": "eagle3", "num_speculative_tokens": 2, "model": "/x"}, "EAGLE-3"),
+        ({"method": "draft_model", "num_speculative_tokens": 2}, "needs model"),
+        ({"model": "/x/eagle-head", "num_speculative_tokens": 2}, "method 'eagle'"),
+        ({"model": "/x", "num_speculative_tokens": 2, "prompt_lookup_max": 3}, "ngram setting"),
+        (
+            {
+                "method": "ngram",
+                "num_speculative_tokens": 2,
+                "draft_sample_method": "probabilistic",
+            },
+            "draft_sample_method",
+        ),
+        (
+            {
+                "method": "ngram",
+                "num_speculative_tokens": 2,
+                "rejection_sample_method": "synthetic",
+            },
+            "rejection_sample_method",
+        ),
+        ({"method": "ngram", "num_speculative_tokens": 2, "bogus": 1}, "'bogus'"),
+        (
+            {
+                "method": "ngram",
+                "num_speculative_tokens": 2,
+                "prompt_lookup_min": 4,
+                "prompt_lookup_max": 2,
+            },
+            "prompt_lookup_min=4",
+        ),
+        (
+            {"method": "ngram", "num_speculative_tokens": 2, "draft_tensor_parallel_size": 2},
+            "draft_tensor_parallel_size",
+        ),
+    ],
+)
+def test_refused_by_name(value: dict, names: str) -> None:
+    with pytest.raises(EngineConfigError, match="speculative_config") as info:
+        EngineConfig(speculative_config=value)
+    assert names in str(info.value)
+
+
+def test_draft_model_as_vllm() -> None:
+    c = parse_speculative_config({"model": "/d", "num_speculative_tokens": 2})
+    assert (c.method, c.model, c.num_speculative_tokens) == ("draft_model", "/d", 2)
+    c = parse_speculative_config(
+        {"method": "draft_model", "model": "/d", "num_speculative_tokens": 4,
+         "draft_tensor_parallel_size": 1}
+    )  # fmt: skip
+    assert (c.method, c.model) == ("draft_model", "/d")
+
+
+def test_async_scheduling_with_speculation_is_refused() -> None:
+    spec = {"method": "ngram", "num_speculative_tokens": 2}
+    with pytest.raises(EngineConfigError, match="async_scheduling"):
+        EngineConfig(speculative_config=spec, async_scheduling=True)
+    with pytest.raises(EngineConfigError, match="tensor_parallel_size"):
+        EngineConfig(speculative_config=spec, tensor_parallel_size=2)
+
+
+def test_llm_keywords_and_json_text() -> None:
+    c = engine_config("/m", speculative_config={"method": "ngram", "num_speculative_tokens": 3})
+    assert c.speculative() is not None and c.speculative().num_speculative_tokens == 3  # type: ignore[union-attr]
+
+
+def test_command_line_flag() -> None:
+    import argparse
+
+    from actorllm.compat.vllm.args import namespace_kwargs
+    from actorllm.compat.vllm.cli_args import add_engine_arguments
+
+    parser = argparse.ArgumentParser()
+    add_engine_arguments(parser)
+    args = parser.parse_args(
+        ["--speculative-config", '{"method": "ngram", "num_speculative_tokens": 4}']
+    )
+    config = EngineConfig(**namespace_kwargs(args))
+    assert config.speculative() is not None
