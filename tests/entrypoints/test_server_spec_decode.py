@@ -75,4 +75,4 @@ def test_openai_client_with_ngram_speculation(server: ServerThread, model: str) 
                 counts[key] = float(line.rsplit(" ", 1)[1])
     assert counts["num_drafts"] > 0
     assert 0 < counts["num_accepted_tokens"] <= counts["num_draft_tokens"]
-    assert 'actorllm:spec_decode_num_accepted_tokens_per_pos_total{' in metrics
+    assert "actorllm:spec_decode_num_accepted_tokens_per_pos_total{" in metrics
