@@ -22,6 +22,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from actorllm.models.pooler import PoolerSpec, read_pooler_spec
+
 ENCODER_ARCHITECTURES: dict[str, tuple[str, bool]] = {
     # architecture: (family, has a sequence-classification head)
     "BertModel": ("bert", False),
@@ -290,3 +292,18 @@ def load_encoder(
             f"{sorted(missing)[:5]}, unexpected {sorted(unexpected)[:5]}"
         )
     return model.to(device=device, dtype=dtype).eval()
+
+
+def encoder_pooler_spec(
+    path: str | Path, config: EncoderConfig, overrides: dict[str, Any] | None
+) -> PoolerSpec:
+    """An encoder's pooling: its sentence-transformers files, else CLS (BERT's own), with
+    ``--pooler-config`` on top."""
+    return read_pooler_spec(
+        path,
+        default_type="CLS",
+        default_normalize=False,
+        num_labels=config.num_labels if config.classifier else 0,
+        problem_type=config.problem_type,
+        overrides=overrides,
+    )

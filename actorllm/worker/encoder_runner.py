@@ -23,8 +23,13 @@ import torch
 from actorllm.core.model_runner_output import ModelRunnerOutput
 from actorllm.core.pooling_params import PoolingParams
 from actorllm.core.scheduler_output import SchedulerOutput
-from actorllm.models.bert import EncoderConfig, EncoderModel, load_encoder, read_encoder_config
-from actorllm.models.pooler import PoolerSpec, read_pooler_spec
+from actorllm.models.bert import (
+    EncoderConfig,
+    EncoderModel,
+    encoder_pooler_spec,
+    load_encoder,
+    read_encoder_config,
+)
 from actorllm.worker.pooling_head import PoolingHead
 from actorllm.worker.runner import FinishedStep, Runner
 from actorllm.worker.step_inputs import SchedulerProtocolError
@@ -33,21 +38,6 @@ if TYPE_CHECKING:
     from actorllm.distributed.comm import GlooComm
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-
-
-def encoder_pooler_spec(
-    path: str | Path, config: EncoderConfig, overrides: dict[str, Any] | None
-) -> PoolerSpec:
-    """An encoder's pooling: its sentence-transformers files, else CLS (BERT's own), with
-    ``--pooler-config`` on top."""
-    return read_pooler_spec(
-        path,
-        default_type="CLS",
-        default_normalize=False,
-        num_labels=config.num_labels if config.classifier else 0,
-        problem_type=config.problem_type,
-        overrides=overrides,
-    )
 
 
 class EncoderRunner:
