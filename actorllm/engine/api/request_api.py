@@ -155,6 +155,13 @@ class RequestAPI:
         )
         if params is None:  # the model's generation_config defaults, as vLLM
             params = self._default_params()
+        if params.pooling_params is None and ctx.model.pooling is not None:
+            raise InvalidRequestError(
+                f"The model {ctx.config.model_name()!r} is a pooling model (runner "
+                "'pooling'): it does not generate text. Use its embed, classify or score "
+                "endpoints.",
+                param="model",
+            )
         rid = request_id or uuid.uuid4().hex
         now = monotonic_arrival(arrival_time)
         try:
