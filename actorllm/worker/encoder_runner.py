@@ -153,12 +153,12 @@ class EncoderRunner:
         for rid in (*so.finished_req_ids, *so.preempted_req_ids):
             self._reqs.pop(rid, None)
         for new in so.scheduled_new_reqs:
-            params = new.sampling_params.pooling_params
-            if params is None:
+            pooling = new.sampling_params.pooling_params
+            if pooling is None:
                 raise SchedulerProtocolError(
                     f"request {new.req_id} is not a pooling request: an encoder model only pools"
                 )
-            self._reqs[new.req_id] = (new.prompt_token_ids, params)
+            self._reqs[new.req_id] = (new.prompt_token_ids, pooling)
         req_ids = list(so.num_scheduled_tokens)
         if not req_ids:
             return ModelRunnerOutput(step_id=so.step_id, req_ids=[], sampled_token_ids=[])

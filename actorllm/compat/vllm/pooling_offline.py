@@ -54,7 +54,7 @@ class PoolingMethods:
         items = as_prompt_list(prompts)
         params = per_prompt(pooling_params, len(items), PoolingParams(), "pooling params")
         if pooling_task is not None:
-            params = [p.clone(task=pooling_task) for p in params]  # type: ignore[arg-type]
+            params = [p.clone(task=pooling_task) for p in params]
         jobs = list(zip(items, params, strict=True))
         return self._thread.call(self._encode_all, jobs, truncate)
 

@@ -130,9 +130,8 @@ class RequestAPI:
         ):
             if out.finished:
                 if out.pooled is None:  # ended without a result (aborted, failed)
-                    raise RequestFailedError(
-                        out.error or "the pooling request ended without a result"
-                    )
+                    reason = out.error or "it ended without a result"
+                    raise RequestFailedError(out.request_id, reason)
                 yield PoolingRequestOutput.from_request_output(out)
 
     async def _request(

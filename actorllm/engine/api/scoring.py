@@ -13,8 +13,8 @@ Inputs pair up ``1 -> 1``, ``1 -> N`` (the one query against every document) or 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncIterator, Sequence
+from typing import Any, Protocol
 
 import anyio
 import torch.nn.functional as F
@@ -28,9 +28,30 @@ from actorllm.engine.api.pooling_outputs import (
     ScoringRequestOutput,
 )
 from actorllm.engine.api.pooling_requests import pair_prompt
+from actorllm.engine.config.pooling_model import PoolingModel
 
-if TYPE_CHECKING:
-    from actorllm.engine.api.async_engine import AsyncEngine
+
+class PoolingEngine(Protocol):
+    """What scoring needs from an engine (``AsyncEngine``, the server's engine client)."""
+
+    @property
+    def model_name(self) -> str: ...
+
+    @property
+    def pooling_model(self) -> PoolingModel | None: ...
+
+    @property
+    def tokenizer(self) -> Any: ...
+
+    def encode(
+        self,
+        prompt: Any,
+        pooling_params: PoolingParams | None = None,
+        request_id: str | None = None,
+        priority: int = 0,
+        *,
+        truncate_prompt_tokens: int | None = None,
+    ) -> AsyncIterator[PoolingRequestOutput[PoolingOutput]]: ...
 
 
 def pair_up(data_1: Sequence[Any], data_2: Sequence[Any]) -> list[tuple[Any, Any]]:
@@ -44,7 +65,7 @@ def pair_up(data_1: Sequence[Any], data_2: Sequence[Any]) -> list[tuple[Any, Any
     return list(zip(data_1, data_2, strict=True))
 
 
-def check_scoring_model(engine: AsyncEngine) -> str:
+def check_scoring_model(engine: PoolingEngine) -> str:
     """ "cross" or "bi": how this model scores; a refusal for the others."""
     pm = engine.pooling_model
     name = engine.model_name
@@ -64,7 +85,7 @@ def check_scoring_model(engine: AsyncEngine) -> str:
 
 
 async def encode_one(
-    engine: AsyncEngine, prompt: Any, params: PoolingParams, **kw: Any
+    engine: PoolingEngine, prompt: Any, params: PoolingParams, **kw: Any
 ) -> PoolingRequestOutput[PoolingOutput]:
     """``engine.encode``'s one result."""
     result = None
@@ -75,7 +96,7 @@ async def encode_one(
 
 
 async def encode_many(
-    engine: AsyncEngine, jobs: Sequence[tuple[Any, PoolingParams]], **kw: Any
+    engine: PoolingEngine, jobs: Sequence[tuple[Any, PoolingParams]], **kw: Any
 ) -> list[PoolingRequestOutput[PoolingOutput]]:
     """Every (prompt, params) concurrently (the scheduler batches them); results in job
     order. The first error is raised once the others are done."""
@@ -97,7 +118,7 @@ async def encode_many(
 
 
 async def score(
-    engine: AsyncEngine,
+    engine: PoolingEngine,
     data_1: Sequence[str],
     data_2: Sequence[str],
     *,

@@ -52,6 +52,7 @@ from actorllm.entrypoints.openai.protocol.logprobs import ChatLogProbs, PromptLo
 from actorllm.entrypoints.openai.sampling import (
     chat_max_tokens,
     chat_params,
+    check_generative,
     check_model,
     constraint_field,
     new_request_id,
@@ -76,6 +77,7 @@ async def create_chat_completion(
     ClientDisconnected if the client leaves before the first output."""
     engine = ctx.engine
     check_model(req.model, engine.model_names)
+    check_generative(engine)
     check_priority(req.priority, engine.config)  # vLLM: non-zero only under the priority policy
     kind = RequestOutputKind.DELTA if req.stream else RequestOutputKind.FINAL_ONLY
     tool_plan = plan_tools(_tool_fields(req), ctx.chat.tools, engine.tokenizer)
