@@ -23,13 +23,8 @@ import torch
 from actorllm.core.model_runner_output import ModelRunnerOutput
 from actorllm.core.pooling_params import PoolingParams
 from actorllm.core.scheduler_output import SchedulerOutput
-from actorllm.models.bert import (
-    EncoderConfig,
-    EncoderModel,
-    encoder_pooler_spec,
-    load_encoder,
-    read_encoder_config,
-)
+from actorllm.models.bert import EncoderModel, load_encoder
+from actorllm.models.encoder_config import EncoderConfig, encoder_pooler_spec, read_encoder_config
 from actorllm.worker.pooling_head import PoolingHead
 from actorllm.worker.runner import FinishedStep, Runner
 from actorllm.worker.step_inputs import SchedulerProtocolError

@@ -13,12 +13,8 @@ from dataclasses import dataclass, field
 import torch
 
 from actorllm.core.pooling_params import PooledData, PoolingParams
-from actorllm.models.pooler import (
-    PoolerSpec,
-    finish_classification,
-    finish_embedding,
-    pool_rows,
-)
+from actorllm.models.pooler import finish_classification, finish_embedding, pool_rows
+from actorllm.models.pooler_spec import PoolerSpec
 
 # Classifier over pooled rows: [N, H] -> [N, num_labels]; None: the model has none.
 Classifier = Callable[[torch.Tensor], torch.Tensor] | None

@@ -494,7 +494,7 @@ class EngineConfig(msgspec.Struct, kw_only=True):
         if runner != "pooling":
             return None
         from actorllm.engine.config.pooling_model import pooling_model
-        from actorllm.models.pooler import PoolerConfigError
+        from actorllm.models.pooler_spec import PoolerConfigError
 
         try:
             return pooling_model(self.resolved_model(), convert, self.pooler_config)  # type: ignore[arg-type]

@@ -17,12 +17,12 @@ from typing import Any, Literal
 
 import msgspec
 
-from actorllm.models.bert import (
+from actorllm.models.encoder_config import (
     encoder_pooler_spec,
     is_encoder_architecture,
     read_encoder_config,
 )
-from actorllm.models.pooler import PoolerSpec, is_sentence_transformer, read_pooler_spec
+from actorllm.models.pooler_spec import PoolerSpec, is_sentence_transformer, read_pooler_spec
 
 RunnerType = Literal["generate", "pooling"]
 ConvertType = Literal["none", "embed", "classify"]
