@@ -152,3 +152,35 @@ def apply_overrides(spec: PoolerSpec, overrides: dict[str, Any]) -> PoolerSpec:
     if changes.get("logit_sigma") == 0:
         raise PoolerConfigError("logit_sigma", "logit_sigma cannot be 0 (division by zero)")
     return msgspec.structs.replace(spec, **changes)
+
+
+def causal_architecture(architecture: str) -> str:
+    """The generative class a decoder pooling checkpoint builds on: ``Qwen3ForSequence-
+    Classification`` -> ``Qwen3ForCausalLM`` (the same body; the score head is the
+    pooler's)."""
+    return architecture.replace("ForSequenceClassification", "ForCausalLM")
+
+
+def decoder_labels(path: str | Path) -> tuple[int, dict[int, str], str | None]:
+    """A decoder classifier's (num_labels, id2label, problem_type) from config.json."""
+    raw = json.loads((Path(path) / "config.json").read_text())
+    id2label = {int(k): str(v) for k, v in (raw.get("id2label") or {}).items()}
+    num_labels = int(raw.get("num_labels") or len(id2label) or 2)
+    return num_labels, id2label, raw.get("problem_type")
+
+
+def decoder_pooler_spec(
+    path: str | Path, convert: str, overrides: dict[str, Any] | None
+) -> PoolerSpec:
+    """A decoder served as a pooling model (``--convert embed|classify``): last-token
+    pooling, normalized embeddings (vLLM's defaults), unless its sentence-transformers
+    files or ``--pooler-config`` say otherwise."""
+    num_labels, _, problem_type = decoder_labels(path) if convert == "classify" else (0, {}, None)
+    return read_pooler_spec(
+        path,
+        default_type="LAST",
+        default_normalize=True,
+        num_labels=num_labels,
+        problem_type=problem_type,
+        overrides=overrides,
+    )

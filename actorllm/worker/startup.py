@@ -110,6 +110,7 @@ def build_model_runner(spec: RankSpec) -> ModelRunner:
         tp_rank=spec.rank,
         tp_size=spec.world_size,
         weights_on_huge_pages=spec.weights_on_huge_pages,
+        pooling=(spec.convert, spec.pooler_config) if spec.runner == "pooling" else None,
     )
 
 

@@ -22,7 +22,12 @@ from actorllm.models.encoder_config import (
     is_encoder_architecture,
     read_encoder_config,
 )
-from actorllm.models.pooler_spec import PoolerSpec, is_sentence_transformer, read_pooler_spec
+from actorllm.models.pooler_spec import (
+    PoolerSpec,
+    decoder_labels,
+    decoder_pooler_spec,
+    is_sentence_transformer,
+)
 
 RunnerType = Literal["generate", "pooling"]
 ConvertType = Literal["none", "embed", "classify"]
@@ -127,19 +132,10 @@ def _pooling_model(path: Path, convert: ConvertType, overrides_json: str) -> Poo
             id2label=cfg.id2label,
         )
     raw = json.loads((path / "config.json").read_text())
-    num_labels = 0
-    id2label: dict[int, str] = {}
+    num_labels, id2label = 0, {}
     if convert == "classify":
-        id2label = {int(k): str(v) for k, v in (raw.get("id2label") or {}).items()}
-        num_labels = int(raw.get("num_labels") or len(id2label) or 2)
-    spec = read_pooler_spec(
-        path,
-        default_type="LAST",
-        default_normalize=True,
-        num_labels=num_labels,
-        problem_type=raw.get("problem_type"),
-        overrides=overrides,
-    )
+        num_labels, id2label, _ = decoder_labels(path)
+    spec = decoder_pooler_spec(path, convert, overrides)
     return PoolingModel(
         architecture=arch,
         encoder=False,
