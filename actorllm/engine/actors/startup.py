@@ -67,6 +67,10 @@ def _pooling_spec(config: EngineConfig) -> dict[str, Any]:
     pm = config.pooling_model()
     if pm is None:
         return {}
+    if config.tensor_parallel_size > 1:
+        raise EngineConfigError(
+            "tensor_parallel_size", "> 1 is not built for pooling models (runner 'pooling')."
+        )
     return {
         "runner": "pooling",
         "convert": pm.convert,
