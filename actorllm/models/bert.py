@@ -13,6 +13,7 @@ Module names follow transformers' own, so a checkpoint loads with ``load_state_d
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -38,9 +39,19 @@ class _Embeddings(nn.Module):
         self.LayerNorm = nn.LayerNorm(c.hidden_size, eps=c.layer_norm_eps)
 
     def forward(self, ids: torch.Tensor, pos: torch.Tensor, types: torch.Tensor) -> torch.Tensor:
-        # ids, pos, types: [B, S] -> [B, S, H]
+        # ids, pos, types: [T] -> [T, H]
         x = self.word_embeddings(ids) + self.position_embeddings(pos)
         return self.LayerNorm(x + self.token_type_embeddings(types))
+
+
+@dataclass(frozen=True)
+class _Padding:
+    """Where a step's packed rows sit in the padded [B, S] attention layout."""
+
+    b: int
+    s: int
+    rows: torch.Tensor  # [T] int64, row t's index in the flat [B * S] layout
+    mask: torch.Tensor | None  # [B, 1, 1, S] bool (True: a real key); None: no padding
 
 
 class _SelfAttention(nn.Module):
@@ -68,17 +79,24 @@ class _Attention(nn.Module):
         self.output = _DenseNorm(c.hidden_size, c)
         self.num_heads = c.num_heads
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        # x: [B, S, H]; mask: [B, 1, 1, S] bool, True = a real key
-        b, s, h = x.shape
-        nh = self.num_heads
+    def forward(self, x: torch.Tensor, pad: _Padding) -> torch.Tensor:
+        # x: [T, H] packed rows; projections run packed (no padding), only the attention
+        # itself runs padded to [B, nh, S, D]
+        h = x.shape[1]
+        nh, b, s = self.num_heads, pad.b, pad.s
 
-        def heads(t: torch.Tensor) -> torch.Tensor:
-            return t.view(b, s, nh, h // nh).transpose(1, 2)  # [B, nh, S, D]
+        def heads(y: torch.Tensor) -> torch.Tensor:
+            if pad.mask is None:  # one layout: no scatter
+                return y.view(b, s, nh, h // nh).transpose(1, 2)
+            padded = y.new_zeros(b * s, h).index_copy_(0, pad.rows, y)  # [B*S, H]
+            return padded.view(b, s, nh, h // nh).transpose(1, 2)  # [B, nh, S, D]
 
         q, k, v = heads(self.self.query(x)), heads(self.self.key(x)), heads(self.self.value(x))
-        o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # [B, nh, S, D]
-        return self.output(o.transpose(1, 2).reshape(b, s, h), x)
+        o = F.scaled_dot_product_attention(q, k, v, attn_mask=pad.mask)  # [B, nh, S, D]
+        o = o.transpose(1, 2).reshape(b * s, h)
+        if pad.mask is not None:
+            o = o.index_select(0, pad.rows)  # [T, H]
+        return self.output(o, x)
 
 
 class _Intermediate(nn.Module):
@@ -98,8 +116,8 @@ class _Layer(nn.Module):
         self.intermediate = _Intermediate(c)
         self.output = _DenseNorm(c.intermediate_size, c)
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        x = self.attention(x, mask)
+    def forward(self, x: torch.Tensor, pad: _Padding) -> torch.Tensor:
+        x = self.attention(x, pad)
         return self.output(self.intermediate(x), x)
 
 
@@ -155,21 +173,22 @@ class EncoderModel(nn.Module):
     def forward(
         self, input_ids: torch.Tensor, token_types: torch.Tensor, seq_lens: list[int]
     ) -> torch.Tensor:
+        """input_ids, token_types: [T] (the sequences back to back) -> hidden [T, H]."""
         device = input_ids.device
         b, s = len(seq_lens), max(seq_lens)
         lens = torch.tensor(seq_lens, device=device)  # [B]
-        ar = torch.arange(s, device=device)  # [S]
-        valid = ar[None, :] < lens[:, None]  # [B, S]
-        ids = torch.full((b, s), self.config.pad_token_id, dtype=input_ids.dtype, device=device)
-        types = torch.zeros((b, s), dtype=token_types.dtype, device=device)
-        ids[valid] = input_ids
-        types[valid] = token_types
-        pos = (ar + self.config.position_offset)[None, :].expand(b, s)
-        x = self.embeddings(ids, pos, types)  # [B, S, H]
-        mask = valid[:, None, None, :]  # [B, 1, 1, S]
+        starts = torch.cumsum(lens, 0) - lens  # [B]
+        seq_of_row = torch.repeat_interleave(torch.arange(b, device=device), lens)  # [T]
+        pos_in_seq = torch.arange(input_ids.shape[0], device=device) - starts[seq_of_row]
+        mask = None
+        if min(seq_lens) != s:  # some padding: keys past a sequence's end are masked
+            valid = torch.arange(s, device=device)[None, :] < lens[:, None]  # [B, S]
+            mask = valid[:, None, None, :]
+        pad = _Padding(b=b, s=s, rows=seq_of_row * s + pos_in_seq, mask=mask)
+        x = self.embeddings(input_ids, pos_in_seq + self.config.position_offset, token_types)
         for layer in self.encoder.layer:
-            x = layer(x, mask)
-        return x[valid]  # [T, H], the sequences' rows in order
+            x = layer(x, pad)
+        return x  # [T, H]
 
     def classify(self, cls_rows: torch.Tensor) -> torch.Tensor:
         if self.classifier is None:

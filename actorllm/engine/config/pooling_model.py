@@ -132,7 +132,7 @@ def _pooling_model(path: Path, convert: ConvertType, overrides_json: str) -> Poo
             id2label=cfg.id2label,
         )
     raw = json.loads((path / "config.json").read_text())
-    num_labels, id2label = 0, {}
+    num_labels, id2label = 0, dict[int, str]()
     if convert == "classify":
         num_labels, id2label, _ = decoder_labels(path)
     spec = decoder_pooler_spec(path, convert, overrides)
