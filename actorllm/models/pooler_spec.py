@@ -51,6 +51,7 @@ class PoolerSpec(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def _st_modules(path: Path) -> list[dict[str, Any]]:
+    """sentence-transformers' module list (``modules.json``); [] when there is none."""
     f = path / "modules.json"
     return json.loads(f.read_text()) if f.is_file() else []
 

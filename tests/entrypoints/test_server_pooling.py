@@ -56,7 +56,7 @@ def reference() -> torch.Tensor:
 def srv() -> Iterator[ServerThread]:
     app = build_app(
         lambda: AsyncEngine.open(MODEL, dtype="float32", served_model_name="minilm"),
-        AppSettings(log_interval_s=0),
+        AppSettings(log_interval_s=0, trust_request_chat_template=True),
     )
     server = ServerThread(app).start(timeout_s=240)
     yield server
@@ -137,10 +137,18 @@ def test_bad_inputs_are_400_naming_the_field(srv: ServerThread) -> None:
 
 
 def test_chat_style_embedding_input(srv: ServerThread) -> None:
-    body = {"messages": [{"role": "user", "content": "hello"}]}
-    r = httpx.post(srv.url + "/v1/embeddings", json=body)
-    # all-MiniLM's tokenizer has no chat template: a 400 naming the messages, never a 500
-    assert r.status_code in (200, 400), r.text
+    messages = [{"role": "user", "content": "hello world"}]
+    # all-MiniLM's tokenizer has no chat template: a 400 naming the messages
+    r = httpx.post(srv.url + "/v1/embeddings", json={"messages": messages})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "messages"
+    body = {
+        "messages": messages,
+        "chat_template": "{% for m in messages %}{{ m['content'] }}{% endfor %}",
+        "add_special_tokens": True,
+    }
+    chat = httpx.post(srv.url + "/v1/embeddings", json=body).json()["data"][0]["embedding"]
+    text = httpx.post(srv.url + "/v1/embeddings", json={"input": "hello world"}).json()
+    assert np.allclose(chat, text["data"][0]["embedding"], atol=1e-6)
 
 
 def test_openapi_lists_pooling_routes(srv: ServerThread) -> None:

@@ -66,7 +66,11 @@ class PoolingModel(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def _arch(path: Path) -> str:
-    raw = json.loads((path / "config.json").read_text())
+    """config.json's first architecture; "" without one (another format's loader decides)."""
+    cfg = path / "config.json"
+    if not cfg.is_file():
+        return ""
+    raw = json.loads(cfg.read_text())
     archs = raw.get("architectures") or []
     return str(archs[0]) if archs else ""
 
