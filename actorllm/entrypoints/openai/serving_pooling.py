@@ -29,6 +29,7 @@ from actorllm.entrypoints.openai.preprocess import (
     completion_prompts,
     encode,
     render_chat,
+    reserved_template_kwargs,
 )
 from actorllm.entrypoints.openai.protocol import pooling as pp
 from actorllm.entrypoints.openai.protocol.usage import UsageInfo
@@ -54,6 +55,12 @@ def _pooling_model(ctx: ServingContext) -> Any:
 async def _prompts(ctx: ServingContext, req: pp._InputFields) -> list[Prompt]:
     """The request's prompts: its ``input`` forms, or its ``messages`` rendered."""
     engine = ctx.engine
+    reserved = sorted(set(req.chat_template_kwargs or {}) & reserved_template_kwargs())
+    if reserved:  # refused with input too, as the document states
+        raise bad_request(
+            f"chat_template_kwargs may not set {reserved[0]!r} (the template renderer's own).",
+            "chat_template_kwargs",
+        )
     has_input = not isinstance(req.input, msgspec.UnsetType)
     if has_input == (not isinstance(req.messages, msgspec.UnsetType)):
         raise bad_request("Give exactly one of `input` and `messages`.", "input")
