@@ -46,6 +46,7 @@ class Served:
     # The document lists the routes that serve this model: generation or pooling ones.
     pooling_tasks: tuple[str, ...] = ()
     cross_encoder: bool = False  # a one-label classifier: /score and /rerank read pairs
+    has_chat_template: bool = True  # the tokenizer has one: pooling requests take messages
 
 
 _GENERATION_RULES = (
@@ -114,6 +115,10 @@ _GENERATION_PATHS = frozenset({"/v1/completions", "/v1/chat/completions", "/invo
 _POOLING_RULES = (
     " Exactly one of `input` and `messages`. Every prompt must fit the context length "
     "(this model's `max_model_len`, see /v1/models) unless `truncate_prompt_tokens` cuts it."
+)
+_SCORE_RULES = (
+    " The two sides pair up 1:1, 1:N (one query against every document) or N:N; every pair "
+    "must fit the context length."
 )
 # (path, request, response, summary, what the model must offer): served for a pooling model
 _POOLING_ENDPOINTS: list[tuple[str, type, type, str, str]] = [
@@ -361,6 +366,13 @@ def openapi_document(*, dev_mode: bool, api_key: bool, served: Served) -> dict[s
                 "description": "Refused: the server was not started with "
                 "--trust-request-chat-template.",
             }
+    if not served.has_chat_template and not served.trust_request_chat_template:
+        for name in ("EmbeddingRequest", "PoolingRequest", "ClassificationRequest"):
+            components[name]["properties"]["messages"] = {
+                "not": {},
+                "description": "Refused: the tokenizer has no chat template.",
+            }
+            components[name]["oneOf"] = [{"required": ["input"]}]
     error = {"description": "Error", **_json(ref[p.ErrorResponse])}
     paths: dict[str, dict[str, Any]] = {}
     pooling = bool(served.pooling_tasks)
@@ -372,8 +384,9 @@ def openapi_document(*, dev_mode: bool, api_key: bool, served: Served) -> dict[s
     ]
     for method, path, req, resp, summary, tag in endpoints:
         op: dict[str, Any] = {"summary": summary, "tags": [tag], "responses": {}}
-        if tag == "pooling" and req is not pp.ScoreRequest and req is not pp.RerankRequest:
-            op["description"] = summary + _POOLING_RULES
+        if tag == "pooling":
+            scoring = req is pp.ScoreRequest or req is pp.RerankRequest
+            op["description"] = summary + (_SCORE_RULES if scoring else _POOLING_RULES)
         ok: dict[str, Any] = {"description": "OK"}
         if resp is not None:
             ok.update(_json(ref[resp]))

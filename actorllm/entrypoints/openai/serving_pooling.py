@@ -61,6 +61,7 @@ async def _prompts(ctx: ServingContext, req: pp._InputFields) -> list[Prompt]:
             f"chat_template_kwargs may not set {reserved[0]!r} (the template renderer's own).",
             "chat_template_kwargs",
         )
+    template = ctx.defaults.request_chat_template(req.chat_template)  # refused with input too
     has_input = not isinstance(req.input, msgspec.UnsetType)
     if has_input == (not isinstance(req.messages, msgspec.UnsetType)):
         raise bad_request("Give exactly one of `input` and `messages`.", "input")
@@ -83,7 +84,7 @@ async def _prompts(ctx: ServingContext, req: pp._InputFields) -> list[Prompt]:
         continue_final_message=req.continue_final_message,
         documents=None,
         chat_template_kwargs=ctx.defaults.template_kwargs(req.chat_template_kwargs),
-        chat_template=ctx.defaults.request_chat_template(req.chat_template),
+        chat_template=template,
         tools=None,
     )
     special = bool(req.add_special_tokens)  # the template holds the special tokens it wants
@@ -223,11 +224,6 @@ async def _score(
     _pooling_model(ctx)
     check_priority(req.priority, engine.config)
     pair_up(first, second)  # the pairing's 400 before any work
-    if req.truncation_side == "right":
-        raise bad_request(
-            "truncation_side 'right' is not supported for scoring (pairs keep their last tokens).",
-            "truncation_side",
-        )
     return await score(
         engine,
         first,

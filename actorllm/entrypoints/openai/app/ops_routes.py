@@ -57,6 +57,7 @@ async def openapi(state: AppState, request: Request) -> Response:
         tokenizer_info=state.settings.enable_tokenizer_info_endpoint,
         pooling_tasks=tuple(pm.tasks) if (pm := engine.pooling_model) is not None else (),
         cross_encoder=pm is not None and pm.is_cross_encoder,
+        has_chat_template=bool(getattr(engine.tokenizer, "chat_template", None)),
     )
     settings = state.settings
     doc = openapi_document(

@@ -68,6 +68,7 @@ class ClassificationRequest(_InputFields, kw_only=True):
 
 
 class _ScoringFields(_PoolingFields, kw_only=True):
+    truncation_side: Literal["left"] | None = None  # a pair keeps its last tokens
     use_activation: bool | None = None
     # vLLM's per-side truncation and score templates are not built: 0 / None only
     max_tokens_per_query: Annotated[int, msgspec.Meta(ge=0, le=0)] = 0
