@@ -47,6 +47,8 @@ class Served:
     pooling_tasks: tuple[str, ...] = ()
     cross_encoder: bool = False  # a one-label classifier: /score and /rerank read pairs
     has_chat_template: bool = True  # the tokenizer has one: pooling requests take messages
+    matryoshka: bool = False  # embeddings may be cut (`dimensions`)
+    embedding_size: int = 0
 
 
 _GENERATION_RULES = (
@@ -131,6 +133,25 @@ _POOLING_ENDPOINTS: list[tuple[str, type, type, str, str]] = [
     ("/v1/rerank", pp.RerankRequest, pp.RerankResponse, "Rerank documents.", "score"),
     ("/v2/rerank", pp.RerankRequest, pp.RerankResponse, "Rerank documents.", "score"),
 ]
+
+
+def _served_pooling(components: dict[str, Any], served: Served) -> None:
+    """The pooling fields whose values depend on the served model: the tasks it has, and
+    ``dimensions`` (matryoshka models only, up to the embedding size)."""
+    tasks = [t for t in ("embed", "classify", "token_embed") if t in served.pooling_tasks]
+    components["PoolingRequest"]["properties"]["task"] = {
+        "anyOf": [{"enum": tasks}, {"type": "null"}],
+        "default": None,
+    }
+    for name in ("EmbeddingRequest", "PoolingRequest"):
+        props = components[name]["properties"]
+        if served.matryoshka:
+            props["dimensions"]["anyOf"][0]["maximum"] = served.embedding_size
+        else:
+            props["dimensions"] = {
+                "type": "null",
+                "description": "Refused: the model has no matryoshka embeddings.",
+            }
 
 
 def _pooling_served(needs: str, served: Served) -> bool:
@@ -366,6 +387,8 @@ def openapi_document(*, dev_mode: bool, api_key: bool, served: Served) -> dict[s
                 "description": "Refused: the server was not started with "
                 "--trust-request-chat-template.",
             }
+    if served.pooling_tasks:
+        _served_pooling(components, served)
     if not served.has_chat_template and not served.trust_request_chat_template:
         for name in ("EmbeddingRequest", "PoolingRequest", "ClassificationRequest"):
             components[name]["properties"]["messages"] = {
