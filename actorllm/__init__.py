@@ -33,6 +33,11 @@ _LAZY = {
     "RequestOutputKind": "actorllm.core.sampling_params",
     "RequestOutput": "actorllm.core.outputs",
     "CompletionOutput": "actorllm.core.outputs",
+    "PoolingParams": "actorllm.core.pooling_params",
+    "PoolingRequestOutput": "actorllm.engine.api.pooling_outputs",
+    "EmbeddingRequestOutput": "actorllm.engine.api.pooling_outputs",
+    "ClassificationRequestOutput": "actorllm.engine.api.pooling_outputs",
+    "ScoringRequestOutput": "actorllm.engine.api.pooling_outputs",
 }
 
 __all__ = [*_LAZY, "__version__"]
@@ -47,9 +52,18 @@ if TYPE_CHECKING:  # what type checkers see; at run time __getattr__ loads them
     from actorllm.compat.vllm.offline_prompts import TokensPrompt as TokensPrompt
     from actorllm.core.outputs import CompletionOutput as CompletionOutput
     from actorllm.core.outputs import RequestOutput as RequestOutput
+    from actorllm.core.pooling_params import PoolingParams as PoolingParams
     from actorllm.core.sampling_params import RequestOutputKind as RequestOutputKind
     from actorllm.core.sampling_params import SamplingParams as SamplingParams
     from actorllm.engine.api.async_engine import AsyncEngine as AsyncEngine
+    from actorllm.engine.api.pooling_outputs import (
+        ClassificationRequestOutput as ClassificationRequestOutput,
+    )
+    from actorllm.engine.api.pooling_outputs import (
+        EmbeddingRequestOutput as EmbeddingRequestOutput,
+    )
+    from actorllm.engine.api.pooling_outputs import PoolingRequestOutput as PoolingRequestOutput
+    from actorllm.engine.api.pooling_outputs import ScoringRequestOutput as ScoringRequestOutput
     from actorllm.engine.config.engine_config import EngineConfig as EngineConfig
 
 

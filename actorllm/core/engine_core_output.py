@@ -7,6 +7,7 @@ import enum
 import msgspec
 
 from actorllm.core.model_runner_output import TokenLogprobs
+from actorllm.core.pooling_params import PooledData
 
 
 class FinishReason(enum.StrEnum):
@@ -32,6 +33,8 @@ class EngineCoreOutput(msgspec.Struct, frozen=True, kw_only=True):
     num_cached_tokens: int = 0
     # When the request was first scheduled (time.monotonic(); first output only): metrics.
     scheduled_time: float | None = None
+    # A pooling request's result (its only output, which finishes it).
+    pooled: PooledData | None = None
 
     @property
     def finished(self) -> bool:

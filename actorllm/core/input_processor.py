@@ -128,7 +128,10 @@ class InputProcessor:
             prompt_text, ids = self.tokenize(text, add_special_tokens=False)
         else:
             prompt_text, ids = self.tokenize(prompt)  # type: ignore[arg-type]
-        kept = params.truncate_prompt(ids, self.max_model_len)
+        if params.pooling_params is not None and params.truncate_prompt_tokens == -1:
+            kept = ids[-self.max_model_len :]  # no output token to leave room for
+        else:
+            kept = params.truncate_prompt(ids, self.max_model_len)
         if len(kept) != len(ids):  # the text no longer matches the ids: decode them if needed
             prompt_text, ids = None, kept
         self.validate(ids, params)
@@ -143,7 +146,15 @@ class InputProcessor:
     def validate(self, ids: list[int], params: SamplingParams) -> None:
         if not ids:
             raise EmptyPromptError("the prompt must not be empty.", param="prompt")
-        if len(ids) >= self.max_model_len:
+        if params.pooling_params is not None:
+            if len(ids) > self.max_model_len:  # vLLM's message for pooling inputs
+                raise RequestTooLongError(
+                    f"This model's maximum context length is {self.max_model_len} tokens. "
+                    f"However, you requested {len(ids)} tokens in the input for embedding "
+                    "generation. Please reduce the length of the input.",
+                    param="input",
+                )
+        elif len(ids) >= self.max_model_len:
             raise RequestTooLongError(
                 f"the prompt is {len(ids)} tokens long, but this model's maximum context length "
                 f"is {self.max_model_len} tokens (the prompt must be shorter, to leave room for "

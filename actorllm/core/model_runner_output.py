@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import msgspec
 
+from actorllm.core.pooling_params import PooledData
+
 
 class TokenLogprobs(msgspec.Struct, frozen=True, kw_only=True, array_like=True):
     """Logprobs at one position.
@@ -34,6 +36,9 @@ class ModelRunnerOutput(msgspec.Struct, frozen=True, kw_only=True):
     # {req_id: logprobs of the prompt positions computed this step}; position 0 of a prompt
     # has none, so the first chunk yields len(chunk) - 1 entries.
     prompt_logprobs: dict[str, list[TokenLogprobs]] = msgspec.field(default_factory=dict)
+    # {req_id: pooled result}, for the pooling requests whose last prompt chunk ran this
+    # step (they have no sampled token).
+    pooled: dict[str, PooledData] = msgspec.field(default_factory=dict)
     # Seconds the worker spent on the step (model + sampling), for metrics.
     execute_time_s: float = 0.0
     # Speculative decoding: {req_id: logprobs of each token in sampled_token_ids[req]} for

@@ -145,6 +145,7 @@ class UserRequest:
             num_cached_tokens=self.num_cached_tokens or 0,
             metrics=self._metrics(finished),
             error=error,
+            pooled=self.children[0].pooled if self.children else None,
         )
 
     def plain_output(

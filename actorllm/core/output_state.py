@@ -33,6 +33,7 @@ from actorllm.core.detokenizer import IncrementalDetokenizer
 from actorllm.core.engine_core_output import EngineCoreOutput, FinishReason
 from actorllm.core.logprobs import DecodeFn, SampleLogprobsState
 from actorllm.core.outputs import CompletionOutput
+from actorllm.core.pooling_params import PooledData
 from actorllm.core.sampling_params import RequestOutputKind, SamplingParams
 from actorllm.core.stop_checker import StopChecker
 
@@ -87,6 +88,7 @@ class RequestState:
         )
         self.finish_reason: FinishReason | None = None
         self.stop_reason: int | str | None = None
+        self.pooled: PooledData | None = None  # a pooling request's result
         self.num_cached_tokens = 0
         self.scheduled_time: float | None = None  # first scheduled (from the scheduler)
         self.first_token_time: float | None = None
@@ -191,6 +193,8 @@ class RequestState:
                 self.first_token_time = now
             self.last_token_time = now
         self.logprobs.append(out.new_logprobs)
+        if out.pooled is not None:
+            self.pooled = out.pooled
         if self._detok is None:
             self.token_ids.extend(new)
             stop = None

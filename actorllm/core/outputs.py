@@ -9,6 +9,7 @@ from __future__ import annotations
 import msgspec
 
 from actorllm.core.logprob_types import FlatLogprobs, Logprob, PromptLogprobs, SampleLogprobs
+from actorllm.core.pooling_params import PooledData
 
 __all__ = [
     "CompletionOutput",
@@ -53,3 +54,6 @@ class RequestOutput(msgspec.Struct, kw_only=True):
     metrics: RequestMetrics | None = None
     # Set when finish_reason == "error": a human-readable reason.
     error: str | None = None
+    # A pooling request's result (``AsyncEngine.encode`` turns it into a
+    # ``PoolingRequestOutput``); None for generation.
+    pooled: PooledData | None = None

@@ -36,6 +36,7 @@ from collections.abc import Sequence
 from actorllm.core.engine_core_output import FinishReason
 from actorllm.core.errors import InvalidStatusTransitionError
 from actorllm.core.kv_cache.block_hash import BlockHash, BlockHasher
+from actorllm.core.pooling_params import PoolingParams
 from actorllm.core.sampling_params import SamplingParams
 
 
@@ -128,6 +129,7 @@ class Request:
         "num_computed_tokens",
         "num_output_placeholders",
         "num_preemptions",
+        "pooling",
         "priority",
         "prompt_token_ids",
         "request_id",
@@ -191,6 +193,11 @@ class Request:
         self.skip_prefix_cache = bool(
             sampling_params.skip_reading_prefix_cache or sampling_params.prompt_logprobs is not None
         )
+        # A pooling request: prefill-only, finished by its pooled output after the last
+        # prompt chunk (it never samples, and holds no KV block after that step).
+        self.pooling: PoolingParams | None = sampling_params.pooling_params
+        if self.pooling is not None and self.pooling.skip_reading_prefix_cache:
+            self.skip_prefix_cache = True
 
     # -- tokens ---------------------------------------------------------------------------
 

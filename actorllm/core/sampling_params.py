@@ -19,6 +19,7 @@ from typing import Any
 
 import msgspec
 
+from actorllm.core.pooling_params import PoolingParams
 from actorllm.core.repetition import RepetitionDetectionParams
 from actorllm.core.structured_outputs_params import StructuredOutputsParams
 
@@ -105,6 +106,10 @@ class SamplingParams(msgspec.Struct, kw_only=True):
     prompt_logprob_token_ids: Any = None  # vLLM: [rows, ids] array or nested lists
     prompt_logprob_start: int | None = None
     routed_experts_prompt_start: int = 0
+    # Set by the engine's encode path, not by users: this is a pooling request
+    # (prefill-only; the runner returns a pooled vector instead of sampling; see
+    # core/pooling_params.py). The other fields are then the engine's fixed ones.
+    pooling_params: PoolingParams | None = None
 
     def __post_init__(self) -> None:
         if self.guided_decoding is not None:

@@ -25,7 +25,7 @@ import gc
 import time
 from collections import deque
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 import numpy as np
@@ -40,7 +40,9 @@ from actorllm.models.loader import LoadFormat, load_model, resolve_dtype
 from actorllm.models.onednn_linear import prepack_linears
 from actorllm.models.parallel import shard_config
 from actorllm.models.quant.apply import checkpoint_quantization, weight_bytes
+from actorllm.models.pooler_spec import causal_architecture
 from actorllm.worker.cuda_graphs import DecodeGraphs, graph_batch_sizes
+from actorllm.worker.decoder_pooling import decoder_pooling_head, run_pooling_step
 from actorllm.worker.device_streams import CudaStreams
 from actorllm.worker.huge_pages import model_on_huge_pages
 from actorllm.worker.input_batch import InputBatch
@@ -54,6 +56,7 @@ from actorllm.worker.kv_cache import (
     kv_cache_groups,
 )
 from actorllm.worker.memory_profile import KVCacheMemoryError, blocks_from_profile, dummy_forward
+from actorllm.worker.pooling_head import PoolingHead
 from actorllm.worker.runner import Runner
 from actorllm.worker.sampler import Sampler
 from actorllm.worker.sampling_metadata import needs_token_history
@@ -123,6 +126,7 @@ class ModelRunner:
         prompt_lookup_min: int = 5,
         prompt_lookup_max: int = 5,
         draft_model: str | None = None,
+        pooling: tuple[str, dict[str, Any] | None] | None = None,
     ) -> None:
         self.model_path = Path(model_path)
         self.device = torch.device(device)
@@ -130,6 +134,12 @@ class ModelRunner:
         self.weights_on_huge_pages = weights_on_huge_pages and self.device.type == "cpu"
         # Tensor parallel: this rank's config (its heads, its columns; models/parallel.py).
         cfg = shard_config(CheckpointConfig.from_pretrained(self.model_path), tp_rank, tp_size)
+        # A pooling model (--runner pooling --convert embed|classify): (convert, vLLM's
+        # pooler config); its steps pool instead of sampling (worker/decoder_pooling.py).
+        self.pooling = pooling
+        self.pooling_head: PoolingHead | None = None
+        if pooling is not None:
+            cfg = msgspec.structs.replace(cfg, architecture=causal_architecture(cfg.architecture))
         limit = cfg.max_position_embeddings
         if max_model_len is not None and not 0 < max_model_len <= limit:
             raise ValueError(
@@ -224,6 +234,11 @@ class ModelRunner:
             self.model.bind_comm(self.comm)  # reloaded (wake_up)
         if isinstance(self.proposer, DraftModelProposer):
             self.proposer.load()
+        if self.pooling is not None:
+            convert, overrides = self.pooling
+            self.pooling_head = decoder_pooling_head(
+                self.model_path, convert, overrides, self.dtype, self.device
+            )
         self.sampler.sample_seeded = ops.sample_seeded  # Triton: noise drawn in the kernel
         self.sampler.apply_token_bitmask = ops.apply_token_bitmask
 
@@ -341,6 +356,8 @@ class ModelRunner:
         self.input_batch = self._new_batch()
         if isinstance(self.proposer, DraftModelProposer):
             self.proposer.reset()
+        if self.pooling_head is not None:
+            self.pooling_head.reset()
 
     def release(self) -> None:
         """The engine closed: drop the KV cache and the weights now.
@@ -443,6 +460,17 @@ class ModelRunner:
             )  # fmt: skip
             return PendingStep(done, self._resolve_through)
         plan = self._plan(so)
+        if self.pooling_head is not None:  # pools at once: nothing stays on the device
+            out = run_pooling_step(
+                model, self.kv_caches, self.input_batch, self.pooling_head, plan, so.step_id,
+                self.device,
+            )  # fmt: skip
+            done = LaunchedStep(
+                step_id=so.step_id, req_ids=out.req_ids, sample_rows=[], sample_gens=[],
+                sampled=None, num_logprobs=[], logprobs=None, prompt_logprobs={}, t0=t0,
+                output=out,
+            )  # fmt: skip
+            return PendingStep(done, self._resolve_through)
         step = self.launcher.launch(
             model, self.kv_caches, self.input_batch, self.sampler, plan, so.step_id,
             grammar=so.grammar_bitmask, drafts=so.scheduled_spec_decode_tokens or None,
@@ -498,6 +526,8 @@ class ModelRunner:
         batch = self.input_batch
         for req_id in (*so.finished_req_ids, *so.preempted_req_ids):
             batch.remove_request(req_id)
+            if self.pooling_head is not None:
+                self.pooling_head.forget(req_id)
         for new in so.scheduled_new_reqs:
             batch.add_request(new)
         cached = so.scheduled_cached_reqs

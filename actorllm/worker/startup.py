@@ -62,6 +62,31 @@ class RankSpec(msgspec.Struct, frozen=True, kw_only=True):
     prompt_lookup_min: int = 5
     prompt_lookup_max: int = 5
     draft_model: str | None = None  # method draft_model: the draft's directory
+    # Pooling (engine/config/pooling_model.py): "generate", or "pooling" with its convert
+    # ("none": an encoder model) and vLLM's pooler config
+    runner: str = "generate"
+    convert: str = "none"
+    pooler_config: dict[str, Any] | None = None
+    encoder: bool = False  # an encoder-only pooling model (EncoderRunner)
+
+
+def build_rank_runner(spec: RankSpec) -> Runner:
+    """Rank 0's runner: :func:`build_model_runner`, or an encoder pooling model's
+    :class:`EncoderRunner`."""
+    if not spec.encoder:
+        return build_model_runner(spec)
+    from actorllm.worker.encoder_runner import EncoderRunner
+
+    if spec.world_size > 1:
+        raise ValueError("tensor_parallel_size > 1 is not built for encoder models")
+    return EncoderRunner(
+        spec.model,
+        dtype=spec.dtype,
+        device=spec.device,
+        max_model_len=spec.max_model_len,
+        pooler_config=spec.pooler_config,
+        block_size=spec.block_size,
+    )
 
 
 def build_model_runner(spec: RankSpec) -> ModelRunner:
@@ -96,6 +121,7 @@ def build_model_runner(spec: RankSpec) -> ModelRunner:
         prompt_lookup_min=spec.prompt_lookup_min,
         prompt_lookup_max=spec.prompt_lookup_max,
         draft_model=spec.draft_model,
+        pooling=(spec.convert, spec.pooler_config) if spec.runner == "pooling" else None,
     )
 
 

@@ -98,6 +98,7 @@ class FakeEngine:
         self.last_request: tuple[str | dict[str, Any], SamplingParams, int] | None = None
         self.token_delay_s = token_delay_s
         self.is_dead = False
+        self.pooling_model = None  # a generative model: the pooling routes answer 400
         self.open: set[str] = set()
         self.aborted: list[str] = []
         self.finished: list[str] = []

@@ -97,8 +97,22 @@ _UNDOCUMENTED = {("/openapi.json", "GET")}  # FastAPI leaves its own route out t
 def test_the_document_lists_the_route_table() -> None:
     """Every route the app can serve is documented (or named in _UNDOCUMENTED), and the
     document names no route the app lacks."""
-    served = Served(64, 100, "fcfs", tokenizer_info=True)
-    doc = openapi_document(dev_mode=True, api_key=False, served=served)
-    documented = {(path, method.upper()) for path, ops in doc["paths"].items() for method in ops}
+    documented = set()
+    # A generative model's document, an embedding model's and a cross-encoder's: each lists
+    # the routes that serve that model (the others answer 400).
+    for tasks, cross in (((), False), (("embed", "token_embed"), False), (("classify",), True)):
+        served = Served(64, 100, "fcfs", tokenizer_info=True, pooling_tasks=tasks,
+                        cross_encoder=cross)  # fmt: skip
+        doc = openapi_document(dev_mode=True, api_key=False, served=served)
+        documented |= {(path, m.upper()) for path, ops in doc["paths"].items() for m in ops}
     table = {(path, method) for path, _, method in [*ROUTES, *DEV_ROUTES, TOKENIZER_INFO_ROUTE]}
     assert documented == table - _UNDOCUMENTED
+
+
+def test_a_pooling_model_documents_pooling_routes_only() -> None:
+    embed = Served(64, 100, "fcfs", pooling_tasks=("embed", "token_embed"))
+    paths = openapi_document(dev_mode=False, api_key=False, served=embed)["paths"]
+    assert "/v1/embeddings" in paths and "/score" in paths and "/classify" not in paths
+    assert "/v1/completions" not in paths and "/invocations" not in paths
+    generative = openapi_document(dev_mode=False, api_key=False, served=Served(64, 100, "fcfs"))
+    assert "/v1/embeddings" not in generative["paths"]

@@ -42,8 +42,10 @@ from actorllm.compat.vllm.engine_args import AsyncEngineArgs, EngineArgs
 from actorllm.compat.vllm.not_built import ASYNC_LLM_NOT_BUILT, check_options, not_built, refuse
 from actorllm.compat.vllm.offline_prompts import check_prompt
 from actorllm.core.outputs import RequestOutput
+from actorllm.core.pooling_params import PoolingParams
 from actorllm.core.sampling_params import SamplingParams
 from actorllm.engine.api.async_engine import AsyncEngine
+from actorllm.engine.api.pooling_outputs import PoolingOutput, PoolingRequestOutput
 from actorllm.engine.config.engine_config import EngineConfig
 from actorllm.engine.config.model_config import ModelConfig
 from actorllm.engine.errors import EngineDeadError
@@ -206,6 +208,40 @@ class AsyncLLM:
                 pump.cancel()  # its stream closes on the engine loop: the engine aborts it
                 if self.log_requests:
                     logger.info("Aborted request %s.", request_id)
+
+    async def encode(
+        self,
+        prompt: Any,
+        pooling_params: PoolingParams,
+        request_id: str,
+        lora_request: Any = None,
+        trace_headers: Mapping[str, str] | None = None,
+        priority: int = 0,
+        truncate_prompt_tokens: int | None = None,
+        tokenization_kwargs: Mapping[str, Any] | None = None,
+    ) -> AsyncGenerator[PoolingRequestOutput[PoolingOutput], None]:
+        """A pooling model's result for one prompt (vLLM's ``AsyncLLM.encode``): one
+        ``PoolingRequestOutput``. Cancelling the caller aborts the request."""
+        check_options(
+            "AsyncLLM.encode",
+            lora_request=lora_request,
+            trace_headers=trace_headers or None,
+            tokenization_kwargs=tokenization_kwargs or None,
+        )
+        prompt = check_prompt(prompt)
+        engine = self.engine
+
+        async def run() -> PoolingRequestOutput[PoolingOutput]:
+            result = None
+            async for out in engine.encode(
+                prompt, pooling_params, request_id, priority,
+                truncate_prompt_tokens=truncate_prompt_tokens,
+            ):  # fmt: skip
+                result = out
+            assert result is not None
+            return result
+
+        yield await self._call(run)
 
     def _submit(
         self, request_id: str, prompt: Any, params: SamplingParams, priority: int

@@ -65,7 +65,6 @@ def _r(*flags: str, why: str, value: bool = True, same: tuple[str, ...] = ()) ->
     return Foreign(flags, "refuse", why, nargs=None if value else 0, same=same)
 
 
-_TEXT = "actorllm serves text-generation models only"
 _NO_MM = "there are no multimodal inputs"
 _NO_LORA = "LoRA adapters are not supported (--enable-lora is refused)"
 _NO_EP = "experts are not sharded: each replica holds every expert of a MoE model"
@@ -179,7 +178,7 @@ FOREIGN: list[Foreign] = [
     # newer vLLM frontends
     _i("--enable-offline-docs", value=False, why="there is no docs UI (/openapi.json only)"),
     _i("--enable-log-deltas", value=False, why="outputs are logged once, when complete"),
-    _i("--enable-flash-late-interaction", value=False, why="there is no pooling / scoring"),
+    _i("--enable-flash-late-interaction", value=False, why="there is no late-interaction scoring"),
     _i("--cohere-is-reasoning-model", value=False, why="there are no Cohere endpoints"),
     _i("--cohere-format", why="there are no Cohere endpoints"),
     _i("--fingerprint-mode", why="system_fingerprint is always null"),
@@ -232,12 +231,9 @@ FOREIGN: list[Foreign] = [
     _r("--mamba-ssm-cache-dtype", why="no supported model has Mamba layers", same=("auto",)),
     _r("--override-attention-dtype", why="attention runs in the model's dtype"),
     _r("--model-loader-extra-config", why="there are no model loader options", same=_EMPTY),
-    _r("--task", why=_TEXT, same=("auto", "generate")),
-    _r("--runner", why=_TEXT, same=("auto", "generate")),
-    _r("--convert", why=_TEXT, same=("auto", "none")),
-    _r("--pooler-config", why=_TEXT, same=_EMPTY),
-    _r("--override-pooler-config", why=_TEXT, same=_EMPTY),
-    _r("--io-processor-plugin", why=_TEXT),
+    _r("--task", why="vLLM's old spelling: use --runner and --convert", same=("auto", "generate")),
+    _r("--override-pooler-config", why="vLLM removed it: use --pooler-config", same=_EMPTY),
+    _r("--io-processor-plugin", why="pooling IO-processor plugins are not supported"),
     _r("--enable-lora", value=False, why="LoRA adapters are not supported"),
     _r("--lora-modules", why="LoRA adapters are not supported"),
     _r("--otlp-traces-endpoint", why=_NO_TRACES),

@@ -26,6 +26,7 @@ from tqdm.auto import tqdm
 
 from actorllm.compat.vllm.not_built import LLM_NOT_BUILT, check_options, not_built
 from actorllm.compat.vllm.offline_prompts import Prompt, as_prompt_list, per_prompt
+from actorllm.compat.vllm.pooling_offline import PoolingMethods
 from actorllm.compat.vllm.sync_facade import SyncFacade
 from actorllm.core.outputs import RequestOutput
 from actorllm.core.sampling_params import RequestOutputKind, SamplingParams
@@ -38,7 +39,7 @@ class _ProgressBar(tqdm):
     monitor_interval = 0  # no "tqdm_monitor" thread outliving the batch
 
 
-class LLM(SyncFacade):
+class LLM(PoolingMethods, SyncFacade):
     """An engine for offline batches. ``model`` is a model directory, an ``EngineConfig``
     or None (the demo model); keyword arguments are ``EngineConfig`` fields."""
 

@@ -16,12 +16,11 @@ from collections.abc import Callable, Mapping
 from typing import Any, NoReturn
 
 _LORA = "LoRA adapters are not supported"
-_POOLING = "pooling models are not supported (text generation only)"
+_POOLING = "reward models are not supported (embed, classify and score are)"
 _MM = "there are no multimodal inputs"
 
 # vLLM AsyncLLM methods not built here: {name: why}.
 ASYNC_LLM_NOT_BUILT: Mapping[str, str] = {
-    "encode": _POOLING,
     "add_lora": _LORA,
     "remove_lora": _LORA,
     "pin_lora": _LORA,
@@ -39,10 +38,6 @@ ASYNC_LLM_NOT_BUILT: Mapping[str, str] = {
 # beam_search/offline.py, pooling/offline.py; ``reward`` is older vLLM's).
 LLM_NOT_BUILT: Mapping[str, str] = {
     "beam_search": "beam search is not supported",
-    "encode": _POOLING,
-    "embed": _POOLING,
-    "classify": _POOLING,
-    "score": _POOLING,
     "reward": _POOLING,
     "apply_model": "the model runs on the engine's worker (see collective_rpc)",
     "enqueue": "queueing without waiting is not built (use generate, or LLMEngine)",

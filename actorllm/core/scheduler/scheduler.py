@@ -68,6 +68,7 @@ from actorllm.core.errors import (
 from actorllm.core.kv_cache import KVCacheManager
 from actorllm.core.kv_cache.block_hash import BlockHash
 from actorllm.core.model_runner_output import ModelRunnerOutput
+from actorllm.core.pooling_params import PooledData
 from actorllm.core.request import FINISH_REASONS, Request, RequestStatus
 from actorllm.core.scheduler.budget import StepBudget
 from actorllm.core.scheduler.config import SchedulerConfig
@@ -154,7 +155,13 @@ class Scheduler:
         if request.num_prompt_tokens == 0:
             raise EmptyPromptError("the prompt must contain at least one token.", param="prompt")
         max_len = self.config.max_model_len
-        if request.num_tokens >= max_len:
+        if request.pooling is not None and request.num_tokens > max_len:
+            raise RequestTooLongError(
+                f"the prompt has {request.num_tokens} tokens; this model's maximum context "
+                f"length is {max_len} tokens.",
+                param="prompt",
+            )
+        if request.pooling is None and request.num_tokens >= max_len:
             raise RequestTooLongError(
                 f"the request has {request.num_tokens} tokens ({request.num_prompt_tokens} in the "
                 f"prompt); this model's maximum context length is {max_len} tokens, including at "
@@ -306,8 +313,10 @@ class Scheduler:
                 num_new = threshold
             if num_new > budget:
                 num_new = budget
-            if num_new > max_len - 1 - computed:
-                num_new = max_len - 1 - computed
+            # (a pooling request computes its whole prompt and no output token)
+            room = max_len - computed - (req.pooling is None)
+            if num_new > room:
+                num_new = room
             if num_new <= 0:
                 continue
             ahead = min(lookahead, max_len - computed - num_new) if lookahead else 0
@@ -493,10 +502,14 @@ class Scheduler:
         spec = scheduler_output.scheduled_spec_decode_tokens
         drafts = runner_output.draft_token_ids
         spec_logprobs = runner_output.spec_logprobs
+        pooled = runner_output.pooled
         for rid, tokens in zip(runner_output.req_ids, runner_output.sampled_token_ids, strict=True):
             req = requests.get(rid)
             if req is None:
                 continue  # finished (or aborted) while this step was in flight: discard
+            if pooled and rid in pooled:
+                any_finished |= self._finish_pooled(req, pooled[rid], outputs)
+                continue
             if spec and tokens and rid in spec:
                 self._verified(req, len(spec[rid]), len(tokens) - 1)
             plp = prompt_logprobs.get(rid) if prompt_logprobs else None
@@ -567,6 +580,28 @@ class Scheduler:
             per_pos.extend([0] * (num_drafts - len(per_pos)))
         for i in range(num_accepted):
             per_pos[i] += 1
+
+    def _finish_pooled(
+        self, req: Request, data: PooledData, outputs: list[EngineCoreOutput]
+    ) -> bool:
+        """A pooling request's last chunk ran: report its result and finish it (its blocks
+        are freed now). Returns whether it was running (the caller prunes ``running``)."""
+        outputs.append(
+            EngineCoreOutput(
+                req_id=req.request_id,
+                new_token_ids=[],
+                finish_reason=FINISH_REASONS[RequestStatus.FINISHED_STOPPED],
+                num_cached_tokens=max(req.num_cached_tokens, 0),
+                scheduled_time=req.first_scheduled_time,
+                pooled=data,
+            )
+        )
+        req.num_output_placeholders = 0
+        was_running = req.status is _RUNNING
+        if not was_running:
+            self.waiting.remove(req)  # preempted while its pooled step was in flight
+        self._finish(req, RequestStatus.FINISHED_STOPPED)
+        return was_running
 
     def _advance_grammar(
         self, req: Request, token: int, status: RequestStatus | None

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from actorllm.engine.actors.messages import EngineRefs
 from actorllm.engine.config.engine_config import EngineConfig
+from actorllm.engine.config.pooling_model import PoolingModel
 from actorllm.engine.recovery.admission import Admission
 from actorllm.engine.recovery.blame import Blame
 from actorllm.engine.recovery.ledger import RequestLedger
@@ -28,6 +29,8 @@ class ModelInfo:
     # Each KV cache group's window (None: full attention): one group unless the model mixes
     # attention types (Gemma 2/3). The scheduler hands blocks behind a window back.
     kv_group_windows: tuple[int | None, ...] = (None,)
+    # A pooling model (its tasks, pooling and sizes); None: a generative model.
+    pooling: PoolingModel | None = None
 
     @property
     def sliding_window(self) -> int | None:

@@ -19,12 +19,11 @@ from actorllm.core.scheduler import SchedulerConfig
 from actorllm.engine.actors.context import ModelInfo
 from actorllm.engine.config.engine_config import EngineConfig, EngineConfigError
 from actorllm.worker.runner import Runner
-from actorllm.worker.startup import RankSpec, build_model_runner, build_rank0
+from actorllm.worker.startup import RankSpec, build_rank0, build_rank_runner
 from actorllm.worker.worker import Worker
 from actorllm.worker.worker_thread import WorkerThread
 
 if TYPE_CHECKING:
-    from actorllm.worker.model_runner import ModelRunner
     from actorllm.worker.ray_host import RemoteSpec
     from actorllm.worker.tp_group import TPGroup
 
@@ -65,13 +64,35 @@ def rank_spec(config: EngineConfig, rank: int = 0) -> RankSpec:
         prompt_lookup_min=spec.prompt_lookup_min if spec is not None else 5,
         prompt_lookup_max=spec.prompt_lookup_max if spec is not None else 5,
         draft_model=config.resolved_draft_model(),
+        **_pooling_spec(config),
     )
 
 
-def default_runner_factory(config: EngineConfig, rank: int = 0) -> ModelRunner:
+def _pooling_spec(config: EngineConfig) -> dict[str, Any]:
+    """The RankSpec fields of a pooling model (none for a generative one)."""
+    pm = config.pooling_model()
+    if pm is None:
+        return {}
+    if config.tensor_parallel_size > 1:
+        raise EngineConfigError(
+            "tensor_parallel_size", "> 1 is not built for pooling models (runner 'pooling')."
+        )
+    if config.speculative() is not None:  # a pooling step samples nothing to verify
+        raise EngineConfigError(
+            "speculative_config", "does not apply to pooling models (runner 'pooling')."
+        )
+    return {
+        "runner": "pooling",
+        "convert": pm.convert,
+        "pooler_config": config.pooler_config,
+        "encoder": pm.encoder,
+    }
+
+
+def default_runner_factory(config: EngineConfig, rank: int = 0) -> Runner:
     """The real model runner (called on the worker thread; tensor parallel: rank ``rank``'s,
     in its own process for ranks 1..N-1)."""
-    return build_model_runner(rank_spec(config, rank))
+    return build_rank_runner(rank_spec(config, rank))
 
 
 def remote_spec(config: EngineConfig, replica: int) -> RemoteSpec:
@@ -150,6 +171,7 @@ def _model_info(config: EngineConfig, runner: Runner, blocks: int) -> ModelInfo:
         eos_token_ids=[int(t) for t in mc.eos_token_ids],
         num_blocks=blocks,
         kv_group_windows=tuple(runner.kv_group_windows),
+        pooling=config.pooling_model(),
     )
 
 
@@ -177,14 +199,17 @@ async def build_tokenizer(config: EngineConfig, tokenizer: Any = None) -> Any:
 
 def build_scheduler_config(config: EngineConfig, model: ModelInfo) -> SchedulerConfig:
     max_len = model.max_model_len
+    # An encoder sees whole prompts: no chunks, no prefix-cache hits (vLLM does the same).
+    encoder = model.pooling is not None and model.pooling.encoder
+    budget = config.resolved_max_num_batched_tokens(max_len)
     return SchedulerConfig(
         max_num_seqs=config.max_num_seqs,
-        max_num_batched_tokens=config.resolved_max_num_batched_tokens(max_len),
+        max_num_batched_tokens=max(budget, max_len) if encoder else budget,
         max_model_len=max_len,
         block_size=config.resolved_block_size(),
         num_blocks=model.num_blocks,
-        enable_prefix_caching=config.enable_prefix_caching,
-        enable_chunked_prefill=config.enable_chunked_prefill,
+        enable_prefix_caching=config.enable_prefix_caching and not encoder,
+        enable_chunked_prefill=config.enable_chunked_prefill and not encoder,
         long_prefill_token_threshold=config.long_prefill_token_threshold,
         policy=config.scheduling_policy,
         async_scheduling=config.async_scheduling,

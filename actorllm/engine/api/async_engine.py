@@ -44,6 +44,7 @@ from actorllm.worker.worker_thread import WorkerThread
 
 if TYPE_CHECKING:  # the delegating methods' signatures
     from actorllm.engine.actors.assembly import Replica
+    from actorllm.engine.config.pooling_model import PoolingModel
 
 __all__ = ["ACTORS", "AsyncEngine"]
 
@@ -254,6 +255,11 @@ class AsyncEngine:
         return self._ctx.model.vocab_size
 
     @property
+    def pooling_model(self) -> PoolingModel | None:
+        """What the pooling model offers (tasks, pooling, sizes); None: text generation."""
+        return self._ctx.model.pooling
+
+    @property
     def data_parallel_size(self) -> int:
         return len(self._parts.replicas)
 
@@ -266,6 +272,7 @@ class AsyncEngine:
 
     generate = _forward("_requests", RequestAPI.generate)
     chat = _forward("_requests", RequestAPI.chat)
+    encode = _forward("_requests", RequestAPI.encode)
     abort = _forward("_requests", RequestAPI.abort)
     drain = _forward("_requests", RequestAPI.drain)
 

@@ -19,12 +19,15 @@ import anyio
 
 from actorllm.core.input_processor import PromptType
 from actorllm.core.outputs import RequestOutput
+from actorllm.core.pooling_params import PoolingParams
 from actorllm.core.sampling_params import SamplingParams
 from actorllm.engine.actors.messages import Abort, ChatOptions, Generate
 from actorllm.engine.api.engine_status import EngineStatus, live_replicas
 from actorllm.engine.api.overload import check_waiting_bound
+from actorllm.engine.api.pooling_outputs import PoolingOutput, PoolingRequestOutput
+from actorllm.engine.api.pooling_requests import check_pooling, pooling_sampling_params
 from actorllm.engine.api.request_fields import check_priority, monotonic_arrival
-from actorllm.engine.errors import EngineDeadError, InvalidRequestError
+from actorllm.engine.errors import EngineDeadError, InvalidRequestError, RequestFailedError
 
 if TYPE_CHECKING:
     from actorllm.engine.actors.assembly import EngineParts
@@ -97,6 +100,40 @@ class RequestAPI:
             list(messages), sampling_params, request_id, priority, chat=options, arrival_time=None
         )
 
+    async def encode(
+        self,
+        prompt: PromptType,
+        pooling_params: PoolingParams | None = None,
+        request_id: str | None = None,
+        priority: int = 0,
+        *,
+        truncate_prompt_tokens: int | None = None,
+        arrival_time: float | None = None,
+    ) -> AsyncIterator[PoolingRequestOutput[PoolingOutput]]:
+        """A pooling model's result for one prompt (vLLM's ``AsyncLLM.encode``): one
+        ``PoolingRequestOutput`` (``outputs.data``: the embedding, the class
+        probabilities, or one row per token for ``token_embed``).
+
+        ``pooling_params.task`` picks what to compute (default: the model's first task:
+        ``embed`` for an embedding model, ``classify`` for a classifier). A generative
+        model, a task the model lacks, ``dimensions`` on a model without matryoshka
+        embeddings, an empty or too long prompt raise ``InvalidRequestError`` naming the
+        field (on the first iteration).
+        """
+        ctx = self._ctx
+        params = check_pooling(
+            ctx.model.pooling, pooling_params or PoolingParams(), ctx.config.model_name()
+        )
+        sampling = pooling_sampling_params(params, truncate_prompt_tokens)
+        async for out in self._request(
+            prompt, sampling, request_id, priority, chat=None, arrival_time=arrival_time
+        ):
+            if out.finished:
+                if out.pooled is None:  # ended without a result (aborted, failed)
+                    reason = out.error or "it ended without a result"
+                    raise RequestFailedError(out.request_id, reason)
+                yield PoolingRequestOutput.from_request_output(out)
+
     async def _request(
         self,
         prompt: Any,
@@ -117,6 +154,13 @@ class RequestAPI:
         )
         if params is None:  # the model's generation_config defaults, as vLLM
             params = self._default_params()
+        if params.pooling_params is None and ctx.model.pooling is not None:
+            raise InvalidRequestError(
+                f"The model {ctx.config.model_name()!r} is a pooling model (runner "
+                "'pooling'): it does not generate text. Use its embed, classify or score "
+                "endpoints.",
+                param="model",
+            )
         rid = request_id or uuid.uuid4().hex
         now = monotonic_arrival(arrival_time)
         try:

@@ -34,6 +34,19 @@ ENGINE_CONFIG_HELP: Mapping[str, Mapping[str, str]] = {
             "Context length: prompt plus output tokens (default: the model's "
             "max_position_embeddings)."
         ),
+        "runner": (
+            "generate (text) or pooling (embeddings, classification, scores; prefill-only "
+            "requests); auto: pooling for encoder and sentence-transformers checkpoints, as vLLM."
+        ),
+        "convert": (
+            "Serve a decoder checkpoint as a pooling model: embed (last-token pooling, "
+            "normalized) or classify (its score head over the last token); auto: from the "
+            "architecture."
+        ),
+        "pooler_config": (
+            "vLLM's pooler config for pooling models (JSON): pooling_type (CLS, LAST, MEAN), "
+            "use_activation, dimensions, logit_mean, logit_sigma."
+        ),
         "max_logprobs": (
             "The most logprobs a request may ask for per token (logprobs, top_logprobs, "
             "prompt_logprobs); -1: the whole vocabulary (a request's -1 asks for it)."

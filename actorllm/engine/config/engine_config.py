@@ -30,6 +30,9 @@ from actorllm.models.quant.spec import VLLM_METHODS
 if TYPE_CHECKING:
     from actorllm.engine.config.speculative import SpeculativeConfig
 
+if TYPE_CHECKING:
+    from actorllm.engine.config.pooling_model import PoolingModel
+
 Device = Literal["auto", "cpu", "cuda"]
 AttentionBackend = Literal["auto", "torch", "triton"]
 SchedulingPolicy = Literal["fcfs", "priority"]
@@ -82,6 +85,15 @@ class EngineConfig(msgspec.Struct, kw_only=True):
     chat_template: str | None = None
     """A Jinja chat template replacing the tokenizer's: a file path, or the template itself
     written inline."""
+    runner: Literal["auto", "generate", "pooling"] = "auto"
+    """generate (text) or pooling (embeddings, classification, scores; prefill-only
+    requests); auto: pooling for encoder and sentence-transformers checkpoints, as vLLM."""
+    convert: Literal["auto", "none", "embed", "classify"] = "auto"
+    """Serve a decoder checkpoint as a pooling model: embed (last-token pooling, normalized)
+    or classify (its score head over the last token); auto: from the architecture."""
+    pooler_config: dict[str, Any] | None = None
+    """vLLM's pooler config for pooling models: pooling_type (CLS, LAST, MEAN),
+    use_activation, dimensions, logit_mean, logit_sigma."""
     enforce_eager: bool = False
     """Never capture or replay CUDA graphs (CPU never uses them)."""
     generation_config: str = "auto"
@@ -522,6 +534,28 @@ class EngineConfig(msgspec.Struct, kw_only=True):
         """Whether the engine frees the idle OpenMP team of a host thread that starts it or
         blocks in one of its calls (worker/omp_spin.py)."""
         return self.resolved_device() == "cpu" and not self.cpu_omp_short_spin
+
+    def resolved_runner(self) -> tuple[str, str]:
+        """(runner, convert) with ``auto`` resolved from the checkpoint, as vLLM does."""
+        from actorllm.engine.config.pooling_model import resolve_runner
+
+        try:
+            return resolve_runner(self.resolved_model(), self.runner, self.convert)
+        except ValueError as exc:
+            raise EngineConfigError("runner", str(exc)) from None
+
+    def pooling_model(self) -> PoolingModel | None:
+        """What the pooling model offers (tasks, pooling, sizes); None: a generative model."""
+        runner, convert = self.resolved_runner()
+        if runner != "pooling":
+            return None
+        from actorllm.engine.config.pooling_model import pooling_model
+        from actorllm.models.pooler_spec import PoolerConfigError
+
+        try:
+            return pooling_model(self.resolved_model(), convert, self.pooler_config)  # type: ignore[arg-type]
+        except PoolerConfigError as exc:
+            raise EngineConfigError("pooler_config", str(exc)) from None
 
     def resolved_device(self) -> str:
         if self.device != "auto":

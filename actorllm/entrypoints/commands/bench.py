@@ -1,4 +1,5 @@
-"""``actorllm bench throughput|serve|latency|overhead|chaos``: reproducible performance figures.
+"""``actorllm bench throughput|serve|latency|overhead|chaos|embed``: reproducible performance
+figures.
 
 Each benchmark lives in ``actorllm.bench.<name>`` with ``add_arguments(parser)`` and
 ``main(args) -> int``; this module only routes to them (see benchmarks/README.md).
@@ -8,6 +9,7 @@ Each benchmark lives in ``actorllm.bench.<name>`` with ``add_arguments(parser)``
     $ actorllm bench latency --batch-sizes 1,4,16,64
     $ actorllm bench overhead --num-running 64,256,1024
     $ actorllm bench chaos --crashes 1000 --backend both
+    $ actorllm bench embed --num-texts 1000
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "latency": ("actorllm.bench.latency", "decode step latency over batch sizes"),
     "overhead": ("actorllm.bench.overhead", "actor engine per-step cost vs the bare core loop"),
     "chaos": ("actorllm.bench.chaos", "crash actors while requests stream: nothing lost"),
+    "embed": ("actorllm.bench.embed", "embedding texts/s, actorllm vs sentence-transformers"),
     "cpu-vs-vllm": ("actorllm.bench.cpu_vs_vllm", "every preset row, actorllm vs vLLM's CPU build"),
 }
 

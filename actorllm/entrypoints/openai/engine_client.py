@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 from typing import Any, Protocol
 
 from actorllm.core.outputs import RequestOutput
+from actorllm.core.pooling_params import PoolingParams
 from actorllm.core.sampling_params import SamplingParams
 
 # What `generate` accepts as a prompt: text, or {"prompt_token_ids": [...], "prompt": text}
@@ -46,6 +47,19 @@ class EngineClient(Protocol):
         request_id: str | None = None,
         priority: int = 0,
     ) -> AsyncIterator[RequestOutput]: ...
+
+    @property
+    def pooling_model(self) -> Any: ...  # PoolingModel, or None for a generative model
+
+    def encode(
+        self,
+        prompt: EnginePrompt,
+        pooling_params: PoolingParams | None = None,
+        request_id: str | None = None,
+        priority: int = 0,
+        *,
+        truncate_prompt_tokens: int | None = None,
+    ) -> AsyncIterator[Any]: ...  # PoolingRequestOutput
 
     async def abort(self, request_id: str) -> None: ...
     async def drain(self, timeout_s: float | None = None) -> int: ...

@@ -33,6 +33,7 @@ from actorllm.entrypoints.openai.responses.openapi import (
     responses_rules,
 )
 from actorllm.entrypoints.openai.serving_chat_batch import BatchChatCompletionRequest
+from actorllm.entrypoints.openai.protocol import pooling as pp
 
 _REF = "#/components/schemas/{name}"
 _BATCH = "BatchChatCompletionRequest"
@@ -48,6 +49,13 @@ class Served:
     trust_request_chat_template: bool = False  # a request's chat_template is accepted
     max_logprobs: int = 20  # --max-logprobs; -1: the vocabulary size
     tokenizer_info: bool = False  # GET /tokenizer_info exists (--enable-tokenizer-info-endpoint)
+    # A pooling model's tasks (embed, classify, token_embed); empty: a generative model.
+    # The document lists the routes that serve this model: generation or pooling ones.
+    pooling_tasks: tuple[str, ...] = ()
+    cross_encoder: bool = False  # a one-label classifier: /score and /rerank read pairs
+    has_chat_template: bool = True  # the tokenizer has one: pooling requests take messages
+    matryoshka: bool = False  # embeddings may be cut (`dimensions`)
+    embedding_size: int = 0
 
 
 _GENERATION_RULES = (
@@ -120,6 +128,57 @@ _ENDPOINTS: list[tuple[str, str, type | None, type | None, str, str]] = [
         "ops",
     ),
 ]
+# Generation routes: a pooling model answers 400 (the document leaves them out for it).
+_GENERATION_PATHS = frozenset({"/v1/completions", "/v1/chat/completions", "/invocations"})
+_POOLING_RULES = (
+    " Exactly one of `input` and `messages`. Every prompt must fit the context length "
+    "(this model's `max_model_len`, see /v1/models) unless `truncate_prompt_tokens` cuts it."
+)
+_SCORE_RULES = (
+    " The two sides pair up 1:1, 1:N (one query against every document) or N:N; every pair "
+    "must fit the context length."
+)
+# (path, request, response, summary, what the model must offer): served for a pooling model
+_POOLING_ENDPOINTS: list[tuple[str, type, type, str, str]] = [
+    ("/v1/embeddings", pp.EmbeddingRequest, pp.EmbeddingResponse, "Create embeddings.", "embed"),
+    ("/pooling", pp.PoolingRequest, pp.PoolingResponse, "Pooled outputs (any task).", "any"),
+    ("/classify", pp.ClassificationRequest, pp.ClassificationResponse, "Classify.", "classify"),
+    ("/score", pp.ScoreRequest, pp.ScoreResponse, "Score text pairs.", "score"),
+    ("/v1/score", pp.ScoreRequest, pp.ScoreResponse, "Score text pairs.", "score"),
+    ("/rerank", pp.RerankRequest, pp.RerankResponse, "Rerank documents.", "score"),
+    ("/v1/rerank", pp.RerankRequest, pp.RerankResponse, "Rerank documents.", "score"),
+    ("/v2/rerank", pp.RerankRequest, pp.RerankResponse, "Rerank documents.", "score"),
+]
+
+
+def _served_pooling(components: dict[str, Any], served: Served) -> None:
+    """The pooling fields whose values depend on the served model: the tasks it has, and
+    ``dimensions`` (matryoshka models only, up to the embedding size)."""
+    tasks = [t for t in ("embed", "classify", "token_embed") if t in served.pooling_tasks]
+    components["PoolingRequest"]["properties"]["task"] = {
+        "anyOf": [{"enum": tasks}, {"type": "null"}],
+        "default": None,
+    }
+    for name in ("EmbeddingRequest", "PoolingRequest"):
+        props = components[name]["properties"]
+        if served.matryoshka:
+            props["dimensions"]["anyOf"][0]["maximum"] = served.embedding_size
+        else:
+            props["dimensions"] = {
+                "type": "null",
+                "description": "Refused: the model has no matryoshka embeddings.",
+            }
+
+
+def _pooling_served(needs: str, served: Served) -> bool:
+    tasks = served.pooling_tasks
+    if needs == "any":
+        return bool(tasks)
+    if needs == "score":  # a cross-encoder, or a bi-encoder's cosine
+        return served.cross_encoder or "embed" in tasks
+    return needs in tasks
+
+
 _DEV_ENDPOINTS: list[tuple[str, str, str]] = [
     ("post", "/sleep", "Put the engine to sleep (query: level)."),
     ("post", "/wake_up", "Wake the engine up."),
@@ -254,6 +313,30 @@ def _cross_field_rules(components: dict[str, Any]) -> None:
         truncate = components[name]["properties"]["truncate_prompt_tokens"]["anyOf"][0]
         truncate["not"] = {"const": 0}  # -1 or at least 1
         components[name].setdefault("allOf", []).append(options_need_stream)
+    _pooling_rules(components, reserved)
+
+
+def _pooling_rules(components: dict[str, Any], reserved: dict[str, Any]) -> None:
+    """The pooling requests' rules between fields (see _cross_field_rules)."""
+    inputs = ("EmbeddingRequest", "PoolingRequest", "ClassificationRequest")
+    for name in (*inputs, "ScoreRequest", "RerankRequest"):
+        schema = components[name]
+        props = schema["properties"]
+        props["truncate_prompt_tokens"]["anyOf"][0]["not"] = {"const": 0}
+        for field, refusal in UNSUPPORTED.items():
+            props.setdefault(field, refusal.schema())
+    for name in inputs:
+        schema = components[name]
+        schema["properties"]["input"] = components["CompletionRequest"]["properties"]["prompt"]
+        schema["oneOf"] = [{"required": ["input"]}, {"required": ["messages"]}]
+        schema["properties"]["chat_template_kwargs"]["anyOf"][0].update(reserved)
+        schema.setdefault("allOf", []).append(
+            {"if": _if_set("continue_final_message", True),
+             "then": _if_set("add_generation_prompt", False)}
+        )  # fmt: skip
+    pairs = [("text_1", "text_2"), ("queries", "documents"), ("queries", "items"),
+             ("data_1", "data_2")]  # fmt: skip
+    components["ScoreRequest"]["oneOf"] = [{"required": list(pair)} for pair in pairs]
 
 
 def _event(chunk: dict[str, Any], error: dict[str, Any]) -> dict[str, Any]:
@@ -314,22 +397,44 @@ def _invocations(ref: dict[type, Any], error: dict[str, Any], api_key: bool) -> 
 
 def openapi_document(*, dev_mode: bool, api_key: bool, served: Served) -> dict[str, Any]:
     structs = [t for _, _, req, resp, _, _ in _ENDPOINTS for t in (req, resp) if t is not None]
+    structs += [t for _, req, resp, _, _ in _POOLING_ENDPOINTS for t in (req, resp)]
+    structs = list(dict.fromkeys(structs))
     everything = [*structs, p.ChatCompletionChunk, p.ErrorResponse, *RESPONSES_STRUCTS]
     refs, components = msgspec.json.schema_components(everything, ref_template=_REF)
     ref = dict(zip(everything, refs, strict=True))
     _fill_served(components, served)
     _cross_field_rules(components)
     if not served.trust_request_chat_template:
-        for name in ("ChatCompletionRequest", "TokenizeRequest", _BATCH):
+        for name in ("ChatCompletionRequest", "TokenizeRequest", _BATCH, "EmbeddingRequest",
+                     "PoolingRequest", "ClassificationRequest"):  # fmt: skip
             components[name]["properties"]["chat_template"] = {
                 "type": "null",
                 "description": "Refused: the server was not started with "
                 "--trust-request-chat-template.",
             }
+    if served.pooling_tasks:
+        _served_pooling(components, served)
+    if not served.has_chat_template and not served.trust_request_chat_template:
+        for name in ("EmbeddingRequest", "PoolingRequest", "ClassificationRequest"):
+            components[name]["properties"]["messages"] = {
+                "not": {},
+                "description": "Refused: the tokenizer has no chat template.",
+            }
+            components[name]["oneOf"] = [{"required": ["input"]}]
     error = {"description": "Error", **_json(ref[p.ErrorResponse])}
     paths: dict[str, dict[str, Any]] = {}
-    for method, path, req, resp, summary, tag in _ENDPOINTS:
+    pooling = bool(served.pooling_tasks)
+    endpoints = [e for e in _ENDPOINTS if not (pooling and e[1] in _GENERATION_PATHS)]
+    endpoints += [
+        ("post", path, req, resp, summary, "pooling")
+        for path, req, resp, summary, needs in _POOLING_ENDPOINTS
+        if _pooling_served(needs, served)
+    ]
+    for method, path, req, resp, summary, tag in endpoints:
         op: dict[str, Any] = {"summary": summary, "tags": [tag], "responses": {}}
+        if tag == "pooling":
+            scoring = req is pp.ScoreRequest or req is pp.RerankRequest
+            op["description"] = summary + (_SCORE_RULES if scoring else _POOLING_RULES)
         ok: dict[str, Any] = {"description": "OK"}
         if resp is not None:
             ok.update(_json(ref[resp]))
@@ -353,11 +458,12 @@ def openapi_document(*, dev_mode: bool, api_key: bool, served: Served) -> dict[s
             op["security"] = [{"bearer": []}]
         _responses(op, error, sorted(statuses))
         paths.setdefault(path, {})[method] = op
-    paths["/invocations"] = {"post": _invocations(ref, error, api_key)}
-    for path, ops in responses_paths(ref, api_key).items():
-        for method, (op, statuses) in ops.items():
-            _responses(op, error, statuses)
-            paths.setdefault(path, {})[method] = op
+    if not pooling:  # a pooling model serves none of the generation routes
+        paths["/invocations"] = {"post": _invocations(ref, error, api_key)}
+        for path, ops in responses_paths(ref, api_key).items():
+            for method, (op, statuses) in ops.items():
+                _responses(op, error, statuses)
+                paths.setdefault(path, {})[method] = op
     if dev_mode:
         rpc = (dev_rpc.CollectiveRPCRequest, dev_rpc.CollectiveRPCResponse)
         (rpc_body, rpc_result), rpc_schemas = msgspec.json.schema_components(rpc, ref_template=_REF)

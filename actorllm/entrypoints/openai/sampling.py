@@ -60,6 +60,18 @@ def check_model(requested: str | None, served: Sequence[str]) -> None:
         raise APIError(404, f"The model `{requested}` does not exist.", "model")
 
 
+def check_generative(engine: Any) -> None:
+    """400 naming ``model`` for a generation request to a pooling model (vLLM serves a
+    model one way: ``--runner generate`` or ``pooling``)."""
+    if engine.pooling_model is not None:
+        raise APIError(
+            400,
+            f"The model `{engine.model_name}` is a pooling model (runner 'pooling'): it does "
+            "not generate text. Use /v1/embeddings, /pooling, /classify, /score or /rerank.",
+            "model",
+        )
+
+
 def new_request_id(prefix: str, user_id: str | None) -> str:
     return f"{prefix}-{user_id}" if user_id else f"{prefix}-{uuid.uuid4().hex}"
 

@@ -53,6 +53,7 @@ from actorllm.entrypoints.openai.protocol.logprobs import ChatLogProbs, PromptLo
 from actorllm.entrypoints.openai.sampling import (
     chat_max_tokens,
     chat_params,
+    check_generative,
     check_model,
     constraint_field,
     new_request_id,
@@ -118,6 +119,7 @@ async def start_chat(
     request's id (default: a new ``chatcmpl-`` one)."""
     engine = ctx.engine
     check_model(req.model, engine.model_names)
+    check_generative(engine)
     check_priority(req.priority, engine.config)  # vLLM: non-zero only under the priority policy
     kind = RequestOutputKind.DELTA if req.stream else RequestOutputKind.FINAL_ONLY
     tool_plan = plan_tools(_tool_fields(req), ctx.chat.tools, engine.tokenizer)

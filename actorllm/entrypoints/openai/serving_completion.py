@@ -25,6 +25,7 @@ from actorllm.entrypoints.openai.protocol.completion import (
 )
 from actorllm.entrypoints.openai.protocol.logprobs import CompletionLogProbs, PromptLogprobsOut
 from actorllm.entrypoints.openai.sampling import (
+    check_generative,
     check_model,
     completion_params,
     constraint_field,
@@ -47,6 +48,7 @@ async def create_completion(ctx: ServingContext, req: CompletionRequest, receive
     ClientDisconnected if the client leaves before the first outputs."""
     engine = ctx.engine
     check_model(req.model, engine.model_names)
+    check_generative(engine)
     check_priority(req.priority, engine.config)  # vLLM: non-zero only under the priority policy
     kind = RequestOutputKind.DELTA if req.stream else RequestOutputKind.FINAL_ONLY
     max_len = engine.max_model_len

@@ -13,6 +13,8 @@ from actorllm import (
     TextPrompt,
     TokensPrompt,
 )
+from actorllm.core.errors import InvalidRequestError
+from actorllm.core.pooling_params import PoolingParams
 from actorllm.v1.engine.async_llm import AsyncLLM
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=12)
@@ -125,8 +127,14 @@ def test_unsupported_arguments_are_refused_by_name(engine):
         return len(outs)
 
     assert asyncio.run(no_adapter()) >= 1
-    with pytest.raises(NotImplementedError, match="encode"):
-        asyncio.run(engine.encode("hi"))
+
+    async def encode() -> None:  # a generative model does not pool: a 400 naming it
+        async for _ in engine.encode("hi", PoolingParams(), "enc"):
+            pass
+
+    with pytest.raises(InvalidRequestError) as info:
+        asyncio.run(encode())
+    assert info.value.param == "model"
     with pytest.raises(NotImplementedError, match="stat_loggers"):
         AsyncLLMEngine.from_engine_args(AsyncEngineArgs(), stat_loggers=[object()])
 

@@ -187,9 +187,7 @@ def test_logprobs_limit_and_the_whole_vocabulary(llm, tiny_model):
         assert all(p is None or len(p) >= vocab - 1 for p in out.prompt_logprobs)
 
 
-@pytest.mark.parametrize(
-    "name", ["beam_search", "encode", "embed", "classify", "score", "reward", "enqueue"]
-)
+@pytest.mark.parametrize("name", ["beam_search", "reward", "enqueue"])
 def test_methods_not_built_are_refused_by_name(llm, name):
     # As AsyncLLM does (compat/vllm/not_built.py): not an AttributeError.
     with pytest.raises(NotImplementedError, match=rf"^LLM\.{name}: "):
@@ -211,3 +209,10 @@ def test_lora_request_none_is_no_adapter_and_an_adapter_is_refused(llm):
         llm.chat([{"role": "user", "content": "hi"}], GREEDY, lora_request=object())
     with pytest.raises(NotImplementedError, match="tokenization_kwargs"):
         llm.generate("hi", GREEDY, use_tqdm=False, tokenization_kwargs={"truncation": True})
+
+
+@pytest.mark.parametrize("name", ["encode", "embed", "classify"])
+def test_pooling_methods_on_a_generative_model_name_the_model(llm, name):
+    with pytest.raises(InvalidRequestError) as info:
+        getattr(llm, name)(["hi"])
+    assert info.value.param == "model"

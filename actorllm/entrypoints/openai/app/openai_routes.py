@@ -6,10 +6,12 @@ import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 
+from actorllm.entrypoints.openai import serving_pooling as pooling
 from actorllm.entrypoints.openai.app.endpoint import S, decode_body
 from actorllm.entrypoints.openai.app.state import AppState
 from actorllm.entrypoints.openai.errors import bad_request
 from actorllm.entrypoints.openai.middleware import request_id_of
+from actorllm.entrypoints.openai.protocol import pooling as pp
 from actorllm.entrypoints.openai.protocol.chat_request import ChatCompletionRequest
 from actorllm.entrypoints.openai.protocol.completion import CompletionRequest
 from actorllm.entrypoints.openai.protocol.server_info import ModelCard, ModelList
@@ -92,3 +94,28 @@ async def tokenizer_info(state: AppState, request: Request) -> Response:
 
 async def detokenize_route(state: AppState, request: Request) -> Response:
     return json_response(detokenize(state.serving, await decode_body(request, DetokenizeRequest)))
+
+
+async def embeddings(state: AppState, request: Request) -> Response:
+    req = _with_header_id(request, await decode_body(request, pp.EmbeddingRequest))
+    return await pooling.create_embedding(state.serving, req)
+
+
+async def pooling_route(state: AppState, request: Request) -> Response:
+    req = _with_header_id(request, await decode_body(request, pp.PoolingRequest))
+    return await pooling.create_pooling(state.serving, req)
+
+
+async def classify(state: AppState, request: Request) -> Response:
+    req = _with_header_id(request, await decode_body(request, pp.ClassificationRequest))
+    return await pooling.create_classify(state.serving, req)
+
+
+async def score(state: AppState, request: Request) -> Response:
+    req = _with_header_id(request, await decode_body(request, pp.ScoreRequest))
+    return await pooling.create_score(state.serving, req)
+
+
+async def rerank(state: AppState, request: Request) -> Response:
+    req = _with_header_id(request, await decode_body(request, pp.RerankRequest))
+    return await pooling.create_rerank(state.serving, req)

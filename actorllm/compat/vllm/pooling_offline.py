@@ -1,0 +1,140 @@
+"""``LLM``'s pooling methods (vLLM's ``pooling/offline.py``): ``encode``, ``embed``,
+``classify`` and ``score`` on a pooling model, each blocking until the batch is done and
+returning vLLM's output types in input order.
+
+    llm = LLM("/models/all-MiniLM-L6-v2")            # runner "pooling", found from the model
+    [e.outputs.embedding for e in llm.embed(["a", "b"])]
+    llm.score("query", ["doc 1", "doc 2"])            # cosine (bi-encoder) or cross-encoder
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from actorllm.compat.vllm.not_built import check_options
+from actorllm.compat.vllm.offline_prompts import Prompt, as_prompt_list, per_prompt
+from actorllm.core.pooling_params import PoolingParams
+from actorllm.engine.api.pooling_outputs import (
+    ClassificationRequestOutput,
+    EmbeddingRequestOutput,
+    PoolingOutput,
+    PoolingRequestOutput,
+    ScoringRequestOutput,
+)
+from actorllm.engine.api.scoring import encode_many, score
+
+if TYPE_CHECKING:
+    from actorllm.compat.vllm.engine_thread import EngineThread
+    from actorllm.engine.api.async_engine import AsyncEngine
+
+
+class PoolingMethods:
+    """Mixed into ``LLM``: needs its ``engine`` and its engine ``_thread``."""
+
+    engine: AsyncEngine
+    _thread: EngineThread
+
+    def encode(
+        self,
+        prompts: Prompt | Sequence[Prompt],
+        pooling_params: PoolingParams | Sequence[PoolingParams] | None = None,
+        *,
+        use_tqdm: Any = True,
+        lora_request: Any = None,
+        pooling_task: str | None = None,
+        tokenization_kwargs: Mapping[str, Any] | None = None,
+    ) -> list[PoolingRequestOutput[PoolingOutput]]:
+        """The pooled result of every prompt (``pooling_task``: embed, classify,
+        token_embed; default the model's first). ``lora_request`` and
+        ``tokenization_kwargs`` (other than ``truncate_prompt_tokens``) must be None."""
+        kwargs = dict(tokenization_kwargs or {})
+        truncate = kwargs.pop("truncate_prompt_tokens", None)
+        check_options("LLM.encode", lora_request=lora_request, tokenization_kwargs=kwargs or None)
+        items = as_prompt_list(prompts)
+        params = per_prompt(pooling_params, len(items), PoolingParams(), "pooling params")
+        if pooling_task is not None:
+            params = [p.clone(task=pooling_task) for p in params]
+        jobs = list(zip(items, params, strict=True))
+        return self._thread.call(self._encode_all, jobs, truncate)
+
+    async def _encode_all(
+        self, jobs: list[tuple[Any, PoolingParams]], truncate: int | None
+    ) -> list[PoolingRequestOutput[PoolingOutput]]:
+        return await encode_many(self.engine, jobs, truncate_prompt_tokens=truncate)
+
+    def embed(
+        self,
+        prompts: Prompt | Sequence[Prompt],
+        *,
+        use_tqdm: Any = True,
+        pooling_params: PoolingParams | Sequence[PoolingParams] | None = None,
+        lora_request: Any = None,
+        tokenization_kwargs: Mapping[str, Any] | None = None,
+    ) -> list[EmbeddingRequestOutput]:
+        """One embedding per prompt (``outputs.embedding``)."""
+        outs = self.encode(
+            prompts, pooling_params, use_tqdm=use_tqdm, lora_request=lora_request,
+            pooling_task="embed", tokenization_kwargs=tokenization_kwargs,
+        )  # fmt: skip
+        return [EmbeddingRequestOutput.from_base(o) for o in outs]
+
+    def classify(
+        self,
+        prompts: Prompt | Sequence[Prompt],
+        *,
+        pooling_params: PoolingParams | Sequence[PoolingParams] | None = None,
+        use_tqdm: Any = True,
+        lora_request: Any = None,
+        tokenization_kwargs: Mapping[str, Any] | None = None,
+    ) -> list[ClassificationRequestOutput]:
+        """Class probabilities per prompt (``outputs.probs``)."""
+        outs = self.encode(
+            prompts, pooling_params, use_tqdm=use_tqdm, lora_request=lora_request,
+            pooling_task="classify", tokenization_kwargs=tokenization_kwargs,
+        )  # fmt: skip
+        return [ClassificationRequestOutput.from_base(o) for o in outs]
+
+    def score(
+        self,
+        data_1: str | Sequence[str],
+        data_2: str | Sequence[str],
+        /,
+        *,
+        use_tqdm: Any = True,
+        pooling_params: PoolingParams | None = None,
+        lora_request: Any = None,
+        tokenization_kwargs: Mapping[str, Any] | None = None,
+        chat_template: str | None = None,
+    ) -> list[ScoringRequestOutput]:
+        """One score per pair (1:1, 1:N, N:N): a cross-encoder's probability, or the cosine
+        of two embeddings. Text inputs only (vLLM's multimodal score inputs are refused)."""
+        kwargs = dict(tokenization_kwargs or {})
+        truncate = kwargs.pop("truncate_prompt_tokens", None)
+        check_options(
+            "LLM.score",
+            lora_request=lora_request,
+            tokenization_kwargs=kwargs or None,
+            chat_template=chat_template,
+        )
+        if pooling_params is not None and (pooling_params.dimensions is not None):
+            raise ValueError("LLM.score: pooling_params.dimensions is not supported for scoring")
+        first = [data_1] if isinstance(data_1, str) else list(data_1)
+        second = [data_2] if isinstance(data_2, str) else list(data_2)
+        use_activation = pooling_params.use_activation if pooling_params else None
+        return self._thread.call(self._score, first, second, use_activation, truncate)
+
+    async def _score(
+        self,
+        first: list[str],
+        second: list[str],
+        use_activation: bool | None,
+        truncate: int | None,
+    ) -> list[ScoringRequestOutput]:
+        return await score(
+            self.engine,
+            first,
+            second,
+            use_activation=use_activation,
+            truncate_prompt_tokens=truncate,
+        )

