@@ -39,8 +39,8 @@ from actorllm.models.config import CheckpointConfig
 from actorllm.models.loader import LoadFormat, load_model, resolve_dtype
 from actorllm.models.onednn_linear import prepack_linears
 from actorllm.models.parallel import shard_config
-from actorllm.models.quant.apply import checkpoint_quantization, weight_bytes
 from actorllm.models.pooler_spec import causal_architecture
+from actorllm.models.quant.apply import checkpoint_quantization, weight_bytes
 from actorllm.worker.cuda_graphs import DecodeGraphs, graph_batch_sizes
 from actorllm.worker.decoder_pooling import decoder_pooling_head, run_pooling_step
 from actorllm.worker.device_streams import CudaStreams

@@ -27,13 +27,13 @@ from actorllm.entrypoints.openai import protocol as p
 from actorllm.entrypoints.openai.fields import UNSUPPORTED
 from actorllm.entrypoints.openai.middleware import is_guarded
 from actorllm.entrypoints.openai.preprocess import reserved_template_kwargs
+from actorllm.entrypoints.openai.protocol import pooling as pp
 from actorllm.entrypoints.openai.responses.openapi import (
     RESPONSES_STRUCTS,
     responses_paths,
     responses_rules,
 )
 from actorllm.entrypoints.openai.serving_chat_batch import BatchChatCompletionRequest
-from actorllm.entrypoints.openai.protocol import pooling as pp
 
 _REF = "#/components/schemas/{name}"
 _BATCH = "BatchChatCompletionRequest"
