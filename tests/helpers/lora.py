@@ -7,7 +7,7 @@ tokens = peft_greedy(base, sql, [1, 5, 9], max_tokens=6)
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -51,22 +51,36 @@ def make_adapter(
 
 
 def peft_greedy(
-    base: str | Path, adapter: str | Path | None, prompt: Sequence[int], max_tokens: int
-) -> list[int]:
-    """Greedy tokens of ``base`` (+ ``adapter``: peft's own implementation), float32."""
+    base: str | Path, rows: Mapping[str, tuple[str | Path | None, Sequence[int]]], max_tokens: int
+) -> dict[str, list[int]]:
+    """{row: greedy tokens} of ``base`` with each row's adapter (None: the base model), in
+    peft's own implementation, float32; the base model is loaded once."""
     import peft
     import transformers
 
     model: Any = transformers.AutoModelForCausalLM.from_pretrained(
         base, dtype=torch.float32, attn_implementation="eager"
     )
-    if adapter is not None:
-        model = peft.PeftModel.from_pretrained(model, str(adapter))
+    paths = sorted({str(a) for a, _ in rows.values() if a is not None})
+    names = {p: f"adapter{i}" for i, p in enumerate(paths)}
+    for p in paths:
+        if not isinstance(model, peft.PeftModel):
+            model = peft.PeftModel.from_pretrained(model, p, adapter_name=names[p])
+        else:
+            model.load_adapter(p, adapter_name=names[p])
     model.eval()
-    ids = torch.tensor([list(prompt)])
-    with torch.no_grad():
-        out = model.generate(
-            input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_tokens,
-            do_sample=False, eos_token_id=None, pad_token_id=0,
-        )  # fmt: skip
-    return out[0, len(prompt) :].tolist()
+    out: dict[str, list[int]] = {}
+    for row, (adapter, prompt) in rows.items():
+        ids = torch.tensor([list(prompt)])
+        kw = dict(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_tokens,
+                  do_sample=False, eos_token_id=None, pad_token_id=0)  # fmt: skip
+        with torch.no_grad():
+            if adapter is None and isinstance(model, peft.PeftModel):
+                with model.disable_adapter():
+                    gen = model.generate(**kw)
+            else:
+                if adapter is not None:
+                    model.set_adapter(names[str(adapter)])
+                gen = model.generate(**kw)
+        out[row] = gen[0, len(prompt) :].tolist()
+    return out

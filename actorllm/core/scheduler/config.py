@@ -42,6 +42,9 @@ class SchedulerConfig(msgspec.Struct, frozen=True, kw_only=True):
     # A hybrid model's KV cache groups (core/kv_cache/groups.py): each group's window (None:
     # full attention), one block table per group. None: one group, ``sliding_window``.
     kv_group_windows: tuple[int | None, ...] | None = None
+    # LoRA: the most distinct adapters in one step (vLLM's max_loras); 0: LoRA is off and
+    # requests naming an adapter are refused.
+    max_loras: int = 0
 
     @property
     def group_windows(self) -> tuple[int | None, ...]:
@@ -82,6 +85,8 @@ class SchedulerConfig(msgspec.Struct, frozen=True, kw_only=True):
                     f"kv_group_windows needs one or more groups, each window at least 1; "
                     f"got {self.kv_group_windows}."
                 )
+        if self.max_loras < 0:
+            raise ValueError(f"max_loras must be non-negative, got {self.max_loras}.")
         if self.long_prefill_token_threshold < 0:
             raise ValueError("long_prefill_token_threshold must be non-negative.")
         if self.policy not in ("fcfs", "priority"):
