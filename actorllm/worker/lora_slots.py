@@ -21,7 +21,6 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Sequence
 
-import msgspec
 import numpy as np
 import torch
 
@@ -30,17 +29,9 @@ from actorllm.kernels.lora import RowGroup
 from actorllm.models.base import CausalLM
 from actorllm.models.lora_adapter import LoRAWeights, read_adapter
 from actorllm.models.lora_layers import LoRAState, attach_lora
+from actorllm.worker.lora_settings import LoRASettings
 
 __all__ = ["LoRASettings", "LoRASlots", "TooManyAdaptersError"]
-
-
-class LoRASettings(msgspec.Struct, frozen=True, kw_only=True):
-    """``EngineConfig``'s LoRA fields, as the worker needs them."""
-
-    max_loras: int = 1
-    max_lora_rank: int = 16
-    max_cpu_loras: int | None = None  # None: max_loras
-    lora_dtype: str = "auto"  # "auto": the model's dtype
 
 
 class TooManyAdaptersError(RuntimeError):

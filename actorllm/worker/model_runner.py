@@ -53,7 +53,8 @@ from actorllm.worker.kv_cache import (
     kv_cache_bytes_per_block,
     kv_cache_groups,
 )
-from actorllm.worker.lora_slots import LoRASettings, LoRASlots
+from actorllm.worker.lora_settings import LoRASettings
+from actorllm.worker.lora_slots import LoRASlots
 from actorllm.worker.memory_profile import KVCacheMemoryError, blocks_from_profile, dummy_forward
 from actorllm.worker.runner import Runner
 from actorllm.worker.sampler import Sampler

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import msgspec
 
 from actorllm.models.load_format import LoadFormat
+from actorllm.worker.lora_settings import LoRASettings
 from actorllm.worker.runner import Runner
 
 if TYPE_CHECKING:
@@ -56,6 +57,7 @@ class RankSpec(msgspec.Struct, frozen=True, kw_only=True):
     backend: Literal["mp", "ray"] = "mp"
     collective_timeout_s: float = 60.0
     data_parallel_size: int = 1  # names the group's processes per replica when > 1
+    lora: LoRASettings | None = None  # None: LoRA is off
 
 
 def build_model_runner(spec: RankSpec) -> ModelRunner:
@@ -85,6 +87,7 @@ def build_model_runner(spec: RankSpec) -> ModelRunner:
         tp_rank=spec.rank,
         tp_size=spec.world_size,
         weights_on_huge_pages=spec.weights_on_huge_pages,
+        lora=spec.lora,
     )
 
 

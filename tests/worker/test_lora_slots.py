@@ -13,7 +13,8 @@ from actorllm.core.request import Request
 from actorllm.core.sampling_params import SamplingParams
 from actorllm.core.scheduler import Scheduler
 from actorllm.core.scheduler.config import SchedulerConfig
-from actorllm.worker.lora_slots import LoRASettings, TooManyAdaptersError
+from actorllm.worker.lora_settings import LoRASettings
+from actorllm.worker.lora_slots import TooManyAdaptersError
 from actorllm.worker.model_runner import ModelRunner
 from tests.helpers.lora import ALL_PROJ, ATTN_PROJ, make_adapter, peft_greedy
 from tests.helpers.models import make_tiny_checkpoint

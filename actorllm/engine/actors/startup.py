@@ -18,6 +18,7 @@ import anyio.to_thread
 from actorllm.core.scheduler import SchedulerConfig
 from actorllm.engine.actors.context import ModelInfo
 from actorllm.engine.config.engine_config import EngineConfig, EngineConfigError
+from actorllm.worker.lora_settings import LoRASettings
 from actorllm.worker.runner import Runner
 from actorllm.worker.startup import RankSpec, build_model_runner, build_rank0
 from actorllm.worker.worker import Worker
@@ -59,6 +60,14 @@ def rank_spec(config: EngineConfig, rank: int = 0) -> RankSpec:
         backend=config.distributed_executor_backend or "mp",
         collective_timeout_s=config.tp_collective_timeout_s,
         data_parallel_size=config.data_parallel_size,
+        lora=LoRASettings(
+            max_loras=config.max_loras,
+            max_lora_rank=config.max_lora_rank,
+            max_cpu_loras=config.max_cpu_loras,
+            lora_dtype=config.lora_dtype,
+        )
+        if config.enable_lora
+        else None,
     )
 
 
@@ -184,4 +193,5 @@ def build_scheduler_config(config: EngineConfig, model: ModelInfo) -> SchedulerC
         async_scheduling=config.async_scheduling,
         sliding_window=model.sliding_window,
         kv_group_windows=model.kv_group_windows if len(model.kv_group_windows) > 1 else None,
+        max_loras=config.max_loras if config.enable_lora else 0,
     )
