@@ -15,7 +15,7 @@ from actorllm.core.errors import InvalidRequestError
 from actorllm.core.lora import LoRARequest
 from actorllm.core.sampling_params import SamplingParams
 from actorllm.engine import AsyncEngine
-from actorllm.testing.engine_harness import check_invariants
+from actorllm.testing.engine_harness import check_invariants, inject_fault
 from tests.helpers.lora import ATTN_PROJ, make_adapter, peft_greedy
 
 pytestmark = pytest.mark.anyio
@@ -48,26 +48,65 @@ async def _tokens(eng: AsyncEngine, lora: LoRARequest | None, prompt: list[int])
     return list(last.outputs[0].token_ids)
 
 
-async def test_mixed_adapters_equal_peft(tiny_model: str, adapters: dict[str, Path]) -> None:
+Rows = dict[str, LoRARequest | None]
+
+
+def _rows(adapters: dict[str, Path]) -> Rows:
     loras = {n: LoRARequest(n, i + 1, str(p)) for i, (n, p) in enumerate(adapters.items())}
-    rows: dict[str, LoRARequest | None] = {"base": None, "base2": None, **loras}
-    got: dict[str, list[int]] = {}
-    async with _open(tiny_model, enable_lora=True, max_loras=2, max_lora_rank=16) as eng:
+    return {"base": None, "base2": None, **loras}
 
-        async def one(row: str) -> None:
-            got[row] = await _tokens(eng, rows[row], PROMPT)
 
-        async with anyio.create_task_group() as tg:
-            for row in rows:
-                tg.start_soon(one, row)
-        assert {r.lora_name for r in eng.list_loras()} == set(loras)
-        await check_invariants(eng)
-    want = peft_greedy(
+@pytest.fixture(scope="module")
+def expected(tiny_model: str, adapters: dict[str, Path]) -> dict[str, list[int]]:
+    """peft's greedy tokens of every row."""
+    rows = _rows(adapters)
+    return peft_greedy(
         tiny_model, {r: (None if lo is None else lo.lora_path, PROMPT) for r, lo in rows.items()},
         GREEDY.max_tokens or 0,
     )  # fmt: skip
-    assert got == want
+
+
+async def _run_rows(eng: AsyncEngine, rows: Rows) -> dict[str, list[int]]:
+    got: dict[str, list[int]] = {}
+
+    async def one(row: str) -> None:
+        got[row] = await _tokens(eng, rows[row], PROMPT)
+
+    async with anyio.create_task_group() as tg:
+        for row in rows:
+            tg.start_soon(one, row)
+    return got
+
+
+async def test_mixed_adapters_equal_peft(
+    tiny_model: str, adapters: dict[str, Path], expected: dict[str, list[int]]
+) -> None:
+    rows = _rows(adapters)
+    async with _open(tiny_model, enable_lora=True, max_loras=2, max_lora_rank=16) as eng:
+        got = await _run_rows(eng, rows)
+        assert {r.lora_name for r in eng.list_loras()} == set(adapters)
+        await check_invariants(eng)
+    assert got == expected
     assert len({tuple(t) for t in got.values()}) == 4  # every adapter changes the output
+
+
+@pytest.mark.parametrize("actor", ["worker", "scheduler", "input_processor", "output_processor"])
+async def test_a_crash_during_a_mixed_adapter_batch_changes_nothing(
+    tiny_model: str, adapters: dict[str, Path], expected: dict[str, list[int]], actor: str
+) -> None:
+    """The adapters ride in the ledger: the replayed requests run with their own adapter."""
+    async with _open(tiny_model, enable_lora=True, max_loras=2, max_lora_rank=16) as eng:
+        for name, path in adapters.items():  # loaded before the batch: the fault hits it
+            await eng.add_lora(LoRARequest(name, len(name), str(path)))
+        if actor == "input_processor":  # it sees only the arrivals: crash at the third
+            inject_fault(eng, actor, at_message=3)
+        else:
+            inject_fault(eng, actor, at_step=3)
+        got = await _run_rows(eng, _rows(adapters))
+        await check_invariants(eng)
+        restarts = eng._actor_stat("restarts")
+    assert restarts["executor" if actor == "worker" else actor] >= 1, restarts
+    assert got == expected
 
 
 async def test_bad_adapters_are_refused_by_name(
