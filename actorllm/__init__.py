@@ -33,6 +33,7 @@ _LAZY = {
     "RequestOutputKind": "actorllm.core.sampling_params",
     "RequestOutput": "actorllm.core.outputs",
     "CompletionOutput": "actorllm.core.outputs",
+    "LoRARequest": "actorllm.core.lora",
 }
 
 __all__ = [*_LAZY, "__version__"]
@@ -45,6 +46,7 @@ if TYPE_CHECKING:  # what type checkers see; at run time __getattr__ loads them
     from actorllm.compat.vllm.llm_engine import LLMEngine as LLMEngine
     from actorllm.compat.vllm.offline_prompts import TextPrompt as TextPrompt
     from actorllm.compat.vllm.offline_prompts import TokensPrompt as TokensPrompt
+    from actorllm.core.lora import LoRARequest as LoRARequest
     from actorllm.core.outputs import CompletionOutput as CompletionOutput
     from actorllm.core.outputs import RequestOutput as RequestOutput
     from actorllm.core.sampling_params import RequestOutputKind as RequestOutputKind

@@ -286,6 +286,7 @@ class AsyncEngine:
     add_lora = _forward("_loras", LoRAAdapters.add_lora)
     remove_lora = _forward("_loras", LoRAAdapters.remove_lora)
     list_loras = _forward("_loras", LoRAAdapters.list_loras)
+    check_lora_request = _forward("_loras", LoRAAdapters.check)
     statistics = _forward("_control", ControlPlane.statistics)
 
     # The test harness (actorllm.testing) inspects these.

@@ -13,6 +13,7 @@ from actorllm import (
     TextPrompt,
     TokensPrompt,
 )
+from actorllm.core.errors import InvalidRequestError
 from actorllm.v1.engine.async_llm import AsyncLLM
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=12)
@@ -114,10 +115,7 @@ def test_unsupported_arguments_are_refused_by_name(engine):
         async for _ in engine.generate("hi", GREEDY, "x", lora_request=object()):
             pass
 
-    with pytest.raises(
-        NotImplementedError,
-        match=r"^AsyncLLM.generate\(lora_request=...\): LoRA adapters are not supported.$",
-    ):
+    with pytest.raises(InvalidRequestError, match="lora_request must be a LoRARequest"):
         asyncio.run(lora())
 
     async def no_adapter() -> int:  # lora_request=None is no adapter, as in vLLM
