@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import msgspec
 
 from actorllm.core.sampling_params import RequestOutputKind, SamplingParams
 from actorllm.core.structured_outputs_params import StructuredOutputsParams
-from actorllm.entrypoints.openai.errors import APIError, bad_request
+from actorllm.entrypoints.openai.errors import bad_request
 from actorllm.entrypoints.openai.protocol.chat_request import ChatCompletionRequest
 from actorllm.entrypoints.openai.protocol.completion import CompletionRequest
 from actorllm.entrypoints.openai.protocol.sampling_fields import SamplingFields
@@ -51,13 +51,6 @@ def constraint_field(req: SamplingFields, forced_tool: bool = False) -> str | No
     """The body field a compile error of the request's constraint names: the one the
     client sent it in, or ``tools`` for the schema a forced tool call compiles."""
     return "tools" if forced_tool else structured_source(_structured_body(req))
-
-
-def check_model(requested: str | None, served: Sequence[str]) -> None:
-    """404 for a model this server does not serve (``None`` means the served one);
-    ``served``: every name of the served model (``--served-model-name a b``)."""
-    if requested is not None and requested not in served:
-        raise APIError(404, f"The model `{requested}` does not exist.", "model")
 
 
 def new_request_id(prefix: str, user_id: str | None) -> str:
