@@ -48,8 +48,6 @@ _PREFIX = "base_model.model."
 _REFUSED_KEYS: dict[str, str] = {
     "use_dora": "DoRA (use_dora=true) is not supported",
     "modules_to_save": "modules_to_save (fully trained extra modules) is not supported",
-    "rank_pattern": "per-module ranks (rank_pattern) are not supported",
-    "alpha_pattern": "per-module alphas (alpha_pattern) are not supported",
     "fan_in_fan_out": "fan_in_fan_out=true (Conv1D layers) is not supported",
     "trainable_token_indices": "trainable_token_indices is not supported",
     "use_qalora": "QA-LoRA (use_qalora=true) is not supported",
@@ -80,8 +78,8 @@ class LoRAWeights:
     """An adapter read and checked against one model: ready to copy into a slot."""
 
     name: str
-    rank: int
-    scaling: float
+    rank: int  # the largest of its modules' ranks
+    scaling: float  # the last module's (every module's unless rank/alpha patterns differ)
     # {our Linear's module name: its adapted slices}
     modules: dict[str, list[LoRASlice]] = field(default_factory=dict)
 
@@ -95,17 +93,21 @@ def read_adapter(
     """Read and check the adapter at local directory ``path`` against ``model``; raises
     :class:`LoRAAdapterError`."""
     cfg = _read_config(name, Path(path))
-    rank = int(cfg.get("r", 8))
-    if rank > max_rank:
-        raise LoRAAdapterError(
-            name, f"rank {rank} is above max_lora_rank={max_rank} (start with a larger one)"
-        )
-    alpha = float(cfg.get("lora_alpha", 8))
-    scaling = alpha / math.sqrt(rank) if cfg.get("use_rslora") else alpha / rank
+    default_rank = int(cfg.get("r", 8))
+    default_alpha = float(cfg.get("lora_alpha", 8))
     tensors = _read_tensors(name, Path(path))
     pairs = _pair(name, tensors)
-    out = LoRAWeights(name=name, rank=rank, scaling=scaling)
+    out = LoRAWeights(name=name, rank=0, scaling=0.0)
     for hf_module, (a, b) in sorted(pairs.items()):
+        # PEFT's per-module overrides: the first pattern matching the module's name.
+        rank = int(_pattern(cfg.get("rank_pattern"), hf_module, default_rank))
+        alpha = float(_pattern(cfg.get("alpha_pattern"), hf_module, default_alpha))
+        if rank > max_rank:
+            raise LoRAAdapterError(
+                name, f"rank {rank} is above max_lora_rank={max_rank} (start with a larger one)"
+            )
+        scaling = alpha / math.sqrt(rank) if cfg.get("use_rslora") else alpha / rank
+        out.rank, out.scaling = max(out.rank, rank), scaling
         target, shard, linear, out_size = _target(name, model, hf_module)
         if a.dim() != 2 or b.dim() != 2 or a.shape[0] != rank or b.shape[1] != rank:
             raise LoRAAdapterError(
@@ -124,6 +126,17 @@ def read_adapter(
     if not out.modules:
         raise LoRAAdapterError(name, f"{WEIGHTS_FILE} holds no lora_A / lora_B tensors")
     return out
+
+
+def _pattern(patterns: object, module: str, default: float) -> float:
+    """PEFT's rank_pattern / alpha_pattern lookup: a key matches the module's name or any
+    dotted suffix of it (as a regular expression)."""
+    if not isinstance(patterns, dict):
+        return default
+    for key, value in patterns.items():
+        if re.match(rf"(.*\.)?({key})$", module):
+            return float(value)
+    return default
 
 
 def _read_config(name: str, path: Path) -> dict[str, Any]:
