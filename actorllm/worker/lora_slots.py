@@ -90,7 +90,7 @@ class LoRASlots:
             self.slot_names[slot] = None
         return found
 
-    def list(self) -> list[str]:
+    def names(self) -> list[str]:
         """The adapters added and not removed, oldest first."""
         return list(self.known)
 

@@ -402,7 +402,7 @@ class ModelRunner:
         return self._lora_slots().remove(name)
 
     def list_loras(self) -> list[str]:
-        return self.lora.list() if self.lora is not None else []
+        return self.lora.names() if self.lora is not None else []
 
     def _lora_slots(self) -> LoRASlots:
         if self.lora is None:
