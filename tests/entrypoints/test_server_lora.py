@@ -17,7 +17,7 @@ import pytest
 from actorllm.engine import AsyncEngine
 from actorllm.entrypoints.openai.app import AppSettings, build_app
 from actorllm.entrypoints.openai.lora_models import parse_lora_modules
-from tests.engine.conftest import tiny_model as tiny_model_fixture  # noqa: F401 (as tiny_model)
+from tests.engine.conftest import _tiny_llama
 from tests.entrypoints.conftest import start_server
 from tests.entrypoints.fake_engine import FakeEngine
 from tests.entrypoints.server_thread import ServerThread
@@ -29,27 +29,33 @@ MAX_TOKENS = 5
 
 
 @pytest.fixture(scope="module")
-def adapters(tiny_model: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+def base_model(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A tiny random Llama with the demo tokenizer (tests/engine's tiny_model)."""
+    return _tiny_llama(tmp_path_factory.mktemp("tiny-llama"), seed=0)
+
+
+@pytest.fixture(scope="module")
+def adapters(base_model: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     d = tmp_path_factory.mktemp("http-lora")
     return {
-        "sql": make_adapter(tiny_model, d / "sql", r=8, seed=11),
-        "chat": make_adapter(tiny_model, d / "chat", targets=ATTN_PROJ, r=4, seed=12),
+        "sql": make_adapter(base_model, d / "sql", r=8, seed=11),
+        "chat": make_adapter(base_model, d / "chat", targets=ATTN_PROJ, r=4, seed=12),
     }
 
 
 @pytest.fixture(scope="module")
-def want(tiny_model: str, adapters: dict[str, Path]) -> dict[str, list[int]]:
+def want(base_model: str, adapters: dict[str, Path]) -> dict[str, list[int]]:
     rows = {n: (p, PROMPT) for n, p in adapters.items()}
-    return peft_greedy(tiny_model, {"base": (None, PROMPT), **rows}, MAX_TOKENS)
+    return peft_greedy(base_model, {"base": (None, PROMPT), **rows}, MAX_TOKENS)
 
 
 @pytest.fixture(scope="module")
-def server(tiny_model: str, adapters: dict[str, Path]) -> Iterator[ServerThread]:
+def server(base_model: str, adapters: dict[str, Path]) -> Iterator[ServerThread]:
     os.environ["ACTORLLM_ALLOW_RUNTIME_LORA_UPDATING"] = "true"  # read as the app is built
     try:
         app = build_app(
             lambda: AsyncEngine.open(
-                tiny_model, served_model_name="base", max_model_len=128,
+                base_model, served_model_name="base", max_model_len=128,
                 kv_cache_memory_bytes=2 * 2**20, enable_lora=True, max_loras=2,
             ),
             AppSettings(log_interval_s=0, api_key=KEY, lora_modules=[
