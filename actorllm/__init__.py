@@ -38,6 +38,7 @@ _LAZY = {
     "EmbeddingRequestOutput": "actorllm.engine.api.pooling_outputs",
     "ClassificationRequestOutput": "actorllm.engine.api.pooling_outputs",
     "ScoringRequestOutput": "actorllm.engine.api.pooling_outputs",
+    "LoRARequest": "actorllm.core.lora",
 }
 
 __all__ = [*_LAZY, "__version__"]
@@ -50,6 +51,7 @@ if TYPE_CHECKING:  # what type checkers see; at run time __getattr__ loads them
     from actorllm.compat.vllm.llm_engine import LLMEngine as LLMEngine
     from actorllm.compat.vllm.offline_prompts import TextPrompt as TextPrompt
     from actorllm.compat.vllm.offline_prompts import TokensPrompt as TokensPrompt
+    from actorllm.core.lora import LoRARequest as LoRARequest
     from actorllm.core.outputs import CompletionOutput as CompletionOutput
     from actorllm.core.outputs import RequestOutput as RequestOutput
     from actorllm.core.pooling_params import PoolingParams as PoolingParams

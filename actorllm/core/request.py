@@ -36,6 +36,7 @@ from collections.abc import Sequence
 from actorllm.core.engine_core_output import FinishReason
 from actorllm.core.errors import InvalidStatusTransitionError
 from actorllm.core.kv_cache.block_hash import BlockHash, BlockHasher
+from actorllm.core.lora import LoRARequest
 from actorllm.core.pooling_params import PoolingParams
 from actorllm.core.sampling_params import SamplingParams
 
@@ -124,6 +125,8 @@ class Request:
         "emitted_first_output",
         "eos_token_id",
         "first_scheduled_time",
+        "hash_salt",
+        "lora_request",
         "max_tokens",
         "num_cached_tokens",
         "num_computed_tokens",
@@ -152,6 +155,7 @@ class Request:
         priority: int = 0,
         output_token_ids: Sequence[int] = (),
         cache_salt: str | None = None,
+        lora_request: LoRARequest | None = None,
     ) -> None:
         self.request_id = request_id
         self.prompt_token_ids: list[int] = list(prompt_token_ids)
@@ -162,6 +166,10 @@ class Request:
         self.arrival_time = time.monotonic() if arrival_time is None else arrival_time
         self.priority = priority  # lower value = served first (vLLM's convention)
         self.cache_salt = cache_salt
+        self.lora_request = lora_request  # None: the base model
+        # Mixed into the first block's hash: the cache salt and the adapter (vLLM's
+        # extra_keys), so blocks computed under different adapters are never shared.
+        self.hash_salt = _hash_salt(cache_salt, lora_request)
         self.status = RequestStatus.WAITING
         # Tokens whose KV is in the cache (or being computed by a step in flight).
         self.num_computed_tokens = 0
@@ -235,14 +243,14 @@ class Request:
         if hasher is not None and len(self._all_token_ids) >= (
             (len(self.block_hashes) + 1) * hasher.block_size
         ):
-            hasher.extend(self.block_hashes, self._all_token_ids, self.cache_salt)
+            hasher.extend(self.block_hashes, self._all_token_ids, self.hash_salt)
 
     def attach_block_hasher(self, hasher: BlockHasher) -> None:
         """Hash the full blocks known so far and keep hashing as tokens arrive."""
         if self._block_hasher is not None and self._block_hasher.block_size != hasher.block_size:
             self.block_hashes.clear()
         self._block_hasher = hasher
-        hasher.extend(self.block_hashes, self._all_token_ids, self.cache_salt)
+        hasher.extend(self.block_hashes, self._all_token_ids, self.hash_salt)
 
     # -- status ---------------------------------------------------------------------------
 
@@ -271,3 +279,10 @@ class Request:
             f"Request({self.request_id!r}, {self.status.name}, tokens={self.num_tokens}, "
             f"computed={self.num_computed_tokens}, placeholders={self.num_output_placeholders})"
         )
+
+
+def _hash_salt(cache_salt: str | None, lora: LoRARequest | None) -> str | None:
+    """The extra key of a request's first block: its salt and its adapter's name."""
+    if lora is None:
+        return cache_salt
+    return f"{cache_salt or ''}\x00lora:{lora.lora_name}"

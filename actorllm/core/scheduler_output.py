@@ -26,6 +26,7 @@ from typing import Any
 
 import msgspec
 
+from actorllm.core.lora import LoRARequest
 from actorllm.core.sampling_params import SamplingParams
 
 
@@ -41,6 +42,9 @@ class NewRequestData(msgspec.Struct, frozen=True, kw_only=True):
     # Tokens whose KV is already in the cache (prefix-cache / connector hit).
     num_computed_tokens: int
     eos_token_id: int | None = None
+    # The LoRA adapter its rows run with (None: the base model); the worker loads it from
+    # ``lora_path`` when it does not hold it.
+    lora_request: LoRARequest | None = None
 
 
 class CachedRequestData(msgspec.Struct, frozen=True, kw_only=True):

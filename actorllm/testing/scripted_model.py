@@ -20,10 +20,12 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from actorllm.core.lora import LoRARequest
 from actorllm.core.model_runner_output import ModelRunnerOutput, TokenLogprobs
 from actorllm.core.sampling_params import SamplingParams
 from actorllm.core.scheduler_output import SchedulerOutput
@@ -46,6 +48,7 @@ class _ReqState:
     eos_token_id: int | None
     num_computed: int = 0
     block_ids: list[int] = field(default_factory=list)
+    lora_id: int = 0  # the adapter's lora_int_id (0: the base model)
 
 
 @dataclass(frozen=True)
@@ -92,6 +95,9 @@ class ScriptedModel:
         self.model: torch.nn.Module | None = None
         self.kv_caches: KVCacheTensors | None = None
         self.comm: GlooComm | None = None
+        # LoRA: an adapter shifts the scripted tokens by its lora_int_id, so a test sees
+        # which adapter each row ran with.
+        self.loras: dict[str, LoRARequest] = {}
 
     def fresh(self) -> ScriptedModel:
         """A new runner with the same settings and no state (one per data-parallel replica:
@@ -141,6 +147,21 @@ class ScriptedModel:
     def statistics(self) -> dict[str, object]:
         return {}
 
+    def add_lora(self, request: LoRARequest) -> bool:
+        if not Path(request.lora_path).is_dir():
+            raise ValueError(
+                f"LoRA adapter {request.lora_name!r}: {request.lora_path!r} is not a directory"
+            )
+        added = request.lora_name not in self.loras
+        self.loras[request.lora_name] = request
+        return added
+
+    def remove_lora(self, name: str) -> bool:
+        return self.loras.pop(name, None) is not None
+
+    def list_loras(self) -> list[str]:
+        return list(self.loras)
+
     def launch(self, so: SchedulerOutput) -> FinishedStep:
         """Compute the step now (:meth:`execute`); its handle is done."""
         return FinishedStep(self.execute(so))
@@ -159,6 +180,7 @@ class ScriptedModel:
                 eos_token_id=new.eos_token_id,
                 num_computed=new.num_computed_tokens,
                 block_ids=list(new.block_ids[0]),
+                lora_id=0 if new.lora_request is None else new.lora_request.lora_int_id,
             )
         for cached in so.scheduled_cached_reqs:
             state = self._reqs[cached.req_id]
@@ -225,6 +247,9 @@ class ScriptedModel:
         grammar_allowed: list[int] | None = None,
     ) -> int:
         token = self.script(context)
+        if state is not None and state.lora_id:
+            span = self.model_config.vocab_size - self.first_token_id
+            token = self.first_token_id + (token - self.first_token_id + 7 * state.lora_id) % span
         if state is not None:
             params = state.params
             num_outputs = len(context) - state.prompt_len

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 import torch
 
+from actorllm.core.lora import LoRARequest
 from actorllm.core.model_runner_output import ModelRunnerOutput
 from actorllm.core.pooling_params import PoolingParams
 from actorllm.core.scheduler_output import SchedulerOutput
@@ -134,6 +135,18 @@ class EncoderRunner:
     def release(self) -> None:
         self._model = None
         self._reqs.clear()
+
+    def add_lora(self, request: LoRARequest) -> bool:
+        """Encoder models take no adapters (the engine refuses enable_lora for them)."""
+        raise ValueError(
+            f"LoRA adapter {request.lora_name!r}: adapters are not built for encoder models"
+        )
+
+    def remove_lora(self, name: str) -> bool:
+        return False  # none is ever loaded
+
+    def list_loras(self) -> list[str]:
+        return []
 
     def statistics(self) -> dict[str, object]:
         return {"steps": self.num_steps, "requests": len(self._reqs)}

@@ -31,6 +31,7 @@ import msgspec
 import numpy as np
 import torch
 
+from actorllm.core.lora import LoRARequest
 from actorllm.core.model_runner_output import ModelRunnerOutput
 from actorllm.core.scheduler_output import SchedulerOutput
 from actorllm.kernels.ops import get_ops, resolve_backend
@@ -55,6 +56,8 @@ from actorllm.worker.kv_cache import (
     kv_cache_bytes_per_block,
     kv_cache_groups,
 )
+from actorllm.worker.lora_settings import LoRASettings
+from actorllm.worker.lora_slots import LoRASlots
 from actorllm.worker.memory_profile import KVCacheMemoryError, blocks_from_profile, dummy_forward
 from actorllm.worker.pooling_head import PoolingHead
 from actorllm.worker.runner import Runner
@@ -99,6 +102,8 @@ class ModelRunner:
     ``hybrid_kv_cache``: a model mixing sliding-window and full-attention layers (Gemma 2/3)
     gets one block table per KV cache group, so sliding layers hand back out-of-window
     blocks (``core/kv_cache/groups.py``); False keeps one table (every block kept).
+    ``lora``: serve LoRA adapters beside the base model (``worker/lora_slots.py``); decode
+    steps then run eagerly (no CUDA graphs).
     """
 
     def __init__(
@@ -127,6 +132,7 @@ class ModelRunner:
         prompt_lookup_max: int = 5,
         draft_model: str | None = None,
         pooling: tuple[str, dict[str, Any] | None] | None = None,
+        lora: LoRASettings | None = None,
     ) -> None:
         self.model_path = Path(model_path)
         self.device = torch.device(device)
@@ -195,6 +201,19 @@ class ModelRunner:
             self.proposer = NgramProposer(
                 num_speculative_tokens, prompt_lookup_min, prompt_lookup_max
             )
+        if lora is not None and tp_size > 1:
+            raise NotImplementedError(
+                "enable_lora with tensor_parallel_size > 1: LoRA adapters are not sharded "
+                "across tensor-parallel ranks yet"
+            )
+        if lora is not None and self.quant_spec is not None:
+            raise NotImplementedError(
+                f"enable_lora with a quantized checkpoint ({self.quant_spec.method}): LoRA "
+                "on quantized linears is not built yet"
+            )
+        self.lora_settings = lora
+        self.lora: LoRASlots | None = None  # built with the model (load_model)
+        self._req_lora: dict[str, LoRARequest] = {}  # {req_id: its adapter}, LoRA requests
 
     def attach_tp(self, comm: GlooComm, before_forward: BeforeForward | None) -> None:
         """Run as one rank of a tensor-parallel group: the model's collectives go through
@@ -239,6 +258,13 @@ class ModelRunner:
             self.pooling_head = decoder_pooling_head(
                 self.model_path, convert, overrides, self.dtype, self.device
             )
+        if self.lora_settings is not None:  # after prepacking: it replaces the linears
+            ldt = self.lora_settings.lora_dtype
+            dtype = self.dtype if ldt == "auto" else resolve_dtype(ldt, self.model_config)
+            if self.lora is None:
+                self.lora = LoRASlots(self.lora_settings, self.model, dtype)
+            else:
+                self.lora.reattach(self.model)
         self.sampler.sample_seeded = ops.sample_seeded  # Triton: noise drawn in the kernel
         self.sampler.apply_token_bitmask = ops.apply_token_bitmask
 
@@ -327,6 +353,7 @@ class ModelRunner:
             and not self.enforce_eager
             and self.attention_backend == "triton"
             and self.launcher.buffers is not None
+            and self.lora is None  # graphs would freeze one step's adapter rows
         )
 
     def _capture_graphs(self) -> None:
@@ -358,6 +385,7 @@ class ModelRunner:
             self.proposer.reset()
         if self.pooling_head is not None:
             self.pooling_head.reset()
+        self._req_lora.clear()
 
     def release(self) -> None:
         """The engine closed: drop the KV cache and the weights now.
@@ -404,6 +432,7 @@ class ModelRunner:
         self.input_batch = self._new_batch()
         if isinstance(self.proposer, DraftModelProposer):
             self.proposer.release()
+        self._req_lora.clear()
 
     def wake_up(self) -> None:
         """Restore the weights and re-allocate the KV cache (its contents are lost)."""
@@ -423,7 +452,28 @@ class ModelRunner:
             "inflight_steps": len(self._on_device),
             "batch": self.input_batch.statistics(),
             **self.launcher.statistics(),
+            **(self.lora.statistics() if self.lora is not None else {}),
         }
+
+    # -- LoRA adapters (between steps) ---------------------------------------------------
+
+    def add_lora(self, request: LoRARequest) -> bool:
+        """Read and check an adapter into the host cache (raises ``LoRAAdapterError``, a
+        ``ValueError`` naming it); False if it was already loaded."""
+        return self._lora_slots().add(request)
+
+    def remove_lora(self, name: str) -> bool:
+        """Forget adapter ``name``; False if it was not loaded."""
+        return self._lora_slots().remove(name)
+
+    def list_loras(self) -> list[str]:
+        return self.lora.names() if self.lora is not None else []
+
+    def _lora_slots(self) -> LoRASlots:
+        if self.lora is None:
+            raise ValueError("LoRA is not enabled in this engine (start it with enable_lora)")
+        self._resolve_all()  # an adapter's slot may change under the steps in flight
+        return self.lora
 
     # -- the step --------------------------------------------------------------------
 
@@ -471,6 +521,9 @@ class ModelRunner:
                 output=out,
             )  # fmt: skip
             return PendingStep(done, self._resolve_through)
+        if self.lora is not None:  # each row's adapter slot (base rows: none)
+            adapters = [self._req_lora.get(r) for r in plan.req_ids]
+            self.lora.prepare(adapters, plan.num_scheduled, self.device)
         step = self.launcher.launch(
             model, self.kv_caches, self.input_batch, self.sampler, plan, so.step_id,
             grammar=so.grammar_bitmask, drafts=so.scheduled_spec_decode_tokens or None,
@@ -528,8 +581,16 @@ class ModelRunner:
             batch.remove_request(req_id)
             if self.pooling_head is not None:
                 self.pooling_head.forget(req_id)
+            self._req_lora.pop(req_id, None)
         for new in so.scheduled_new_reqs:
             batch.add_request(new)
+            if new.lora_request is not None:
+                if self.lora is None:
+                    raise SchedulerProtocolError(
+                        f"request {new.req_id} names LoRA adapter "
+                        f"{new.lora_request.lora_name!r}, but this runner serves no LoRA"
+                    )
+                self._req_lora[new.req_id] = new.lora_request
         cached = so.scheduled_cached_reqs
         index = batch.req_id_to_index
         unknown = next((c.req_id for c in cached if c.req_id not in index), None)

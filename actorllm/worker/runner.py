@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol, final, runtime_checkable
 
+from actorllm.core.lora import LoRARequest
 from actorllm.core.model_runner_output import ModelRunnerOutput
 from actorllm.core.scheduler_output import SchedulerOutput
 
@@ -130,3 +131,15 @@ class Runner(Protocol):
         ...
 
     def statistics(self) -> Mapping[str, object]: ...
+
+    def add_lora(self, request: LoRARequest) -> bool:
+        """Load a LoRA adapter (raises ``ValueError`` naming it); False: already loaded."""
+        ...
+
+    def remove_lora(self, name: str) -> bool:
+        """Forget a LoRA adapter; False: it was not loaded."""
+        ...
+
+    def list_loras(self) -> list[str]:
+        """The LoRA adapters loaded, oldest first."""
+        ...

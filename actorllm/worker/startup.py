@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import msgspec
 
 from actorllm.models.load_format import LoadFormat
+from actorllm.worker.lora_settings import LoRASettings
 from actorllm.worker.runner import Runner
 
 if TYPE_CHECKING:
@@ -68,6 +69,7 @@ class RankSpec(msgspec.Struct, frozen=True, kw_only=True):
     convert: str = "none"
     pooler_config: dict[str, Any] | None = None
     encoder: bool = False  # an encoder-only pooling model (EncoderRunner)
+    lora: LoRASettings | None = None  # None: LoRA is off
 
 
 def build_rank_runner(spec: RankSpec) -> Runner:
@@ -122,6 +124,7 @@ def build_model_runner(spec: RankSpec) -> ModelRunner:
         prompt_lookup_max=spec.prompt_lookup_max,
         draft_model=spec.draft_model,
         pooling=(spec.convert, spec.pooler_config) if spec.runner == "pooling" else None,
+        lora=spec.lora,
     )
 
 

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import msgspec
 
 from actorllm.core.errors import InvalidRequestError
+from actorllm.core.lora import LoRARequest
 from actorllm.core.model_runner_output import ModelRunnerOutput
 from actorllm.worker.profiler import TorchProfiler
 from actorllm.worker.runner import Runner, RunnerModelConfig
@@ -259,6 +260,18 @@ class Worker:
         self.pipeline.flush()
         items = weights.items() if isinstance(weights, Mapping) else weights
         return copy_weights(model, items)  # type: ignore[arg-type]  # a LlamaForCausalLM
+
+    def add_lora(self, request: LoRARequest) -> bool:
+        """Load a LoRA adapter into the host cache (``ValueError`` naming a bad one)."""
+        self.pipeline.flush()
+        return self.model_runner.add_lora(request)
+
+    def remove_lora(self, name: str) -> bool:
+        self.pipeline.flush()
+        return self.model_runner.remove_lora(name)
+
+    def list_loras(self) -> list[str]:
+        return self.model_runner.list_loras()
 
     def start_profile(self) -> None:
         self.profiler.start()

@@ -114,6 +114,17 @@ class FakeEngine:
                 for i, t in enumerate(ids)
             ]
 
+    # -- LoRA: none served -------------------------------------------------------------
+
+    def list_loras(self) -> list[Any]:
+        return []
+
+    async def add_lora(self, request: Any) -> bool:
+        raise InvalidRequestError("LoRA is not enabled (fake engine)", param="lora_request")
+
+    async def remove_lora(self, name: str) -> bool:
+        return False
+
     # -- generation ---------------------------------------------------------------------
 
     async def generate(
@@ -122,7 +133,11 @@ class FakeEngine:
         sampling_params: SamplingParams,
         request_id: str | None = None,
         priority: int = 0,
+        *,
+        lora_request: Any = None,
     ) -> AsyncIterator[RequestOutput]:
+        if lora_request is not None:
+            raise InvalidRequestError("LoRA is not enabled (fake engine)", param="lora_request")
         if self.is_dead:
             raise EngineDeadError("the fake engine is dead")
         rid = request_id or f"fake-{time.monotonic_ns()}"

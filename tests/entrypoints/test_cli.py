@@ -242,7 +242,7 @@ def test_a_vllm_launch_line_parses_and_warns_once_per_ignored_flag() -> None:
         (["--tensor-parallel-size", "0"], "--tensor-parallel-size"),
         (["-pp", "4"], "--pipeline-parallel-size"),
         (["--quantization", "bogus"], "--quantization"),
-        (["--enable-lora"], "--enable-lora"),
+        (["--enable-lora-bias"], "--enable-lora-bias"),
         (["--kv-cache-dtype", "fp8"], "--kv-cache-dtype fp8"),
         (["--chat-template", "/no/such/template.jinja"], "--chat-template"),
     ],

@@ -22,7 +22,8 @@ from tests.entrypoints.vllm_serve_flags import VLLM_SERVE_FLAGS
 # The flags of the list that ask for something actorllm does not have.
 REFUSED = {
     "--headless",
-    "--lora-modules",
+    "--enable-lora-bias",
+    "--long-lora-scaling-factors",
     "--enable-ssl-refresh",
     "--tool-server",
     "--hf-config-path",
@@ -36,7 +37,6 @@ REFUSED = {
     "--data-parallel-rank",
     "-dpn",
     "--data-parallel-hybrid-lb",
-    "--enable-lora",
     "--otlp-traces-endpoint",
     "--collect-detailed-traces",
     "--scheduler-cls",
@@ -235,10 +235,10 @@ def test_the_api_server_module_is_serve(tmp_path: Path) -> None:
 
     root = Path(__file__).resolve().parents[2]
     done = subprocess.run(
-        [sys.executable, "-m", "actorllm.entrypoints.openai.api_server", "--enable-lora"],
+        [sys.executable, "-m", "actorllm.entrypoints.openai.api_server", "--enable-lora-bias"],
         capture_output=True,
         text=True,
         timeout=120,
         env={**os.environ, "PYTHONPATH": str(root)},
     )
-    assert done.returncode == 2 and "--enable-lora" in done.stderr
+    assert done.returncode == 2 and "--enable-lora-bias" in done.stderr

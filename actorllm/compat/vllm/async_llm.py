@@ -41,6 +41,8 @@ from actorllm.compat.vllm.caller_loop import call_on_engine, put, read_outputs
 from actorllm.compat.vllm.engine_args import AsyncEngineArgs, EngineArgs
 from actorllm.compat.vllm.not_built import ASYNC_LLM_NOT_BUILT, check_options, not_built, refuse
 from actorllm.compat.vllm.offline_prompts import check_prompt
+from actorllm.compat.vllm.sync_facade import lora_name_of
+from actorllm.core.lora import LoRARequest
 from actorllm.core.outputs import RequestOutput
 from actorllm.core.pooling_params import PoolingParams
 from actorllm.core.sampling_params import SamplingParams
@@ -161,7 +163,7 @@ class AsyncLLM:
         request_id: str,
         *,
         prompt_text: str | None = None,
-        lora_request: Any = None,
+        lora_request: LoRARequest | None = None,
         tokenization_kwargs: Mapping[str, Any] | None = None,
         trace_headers: Mapping[str, str] | None = None,
         priority: int = 0,
@@ -175,14 +177,13 @@ class AsyncLLM:
         _check_options(
             sampling_params,
             prompt_text=prompt_text,
-            lora_request=lora_request,
             tokenization_kwargs=tokenization_kwargs or None,
             trace_headers=trace_headers or None,
             data_parallel_rank=data_parallel_rank,
             **kwargs,
         )
         pump, send, receive = self._submit(
-            request_id, check_prompt(prompt), sampling_params, priority
+            request_id, check_prompt(prompt), sampling_params, priority, lora_request
         )
         if self.log_requests:
             logger.info("Added request %s.", request_id)
@@ -244,7 +245,12 @@ class AsyncLLM:
         yield await self._call(run)
 
     def _submit(
-        self, request_id: str, prompt: Any, params: SamplingParams, priority: int
+        self,
+        request_id: str,
+        prompt: Any,
+        params: SamplingParams,
+        priority: int,
+        lora_request: LoRARequest | None = None,
     ) -> tuple[Future[Any], MemoryObjectSendStream[object], MemoryObjectReceiveStream[object]]:
         """Start the request on the engine's loop, its outputs posted into a new stream on
         the caller's loop; returns its pump and the stream's two ends."""
@@ -256,7 +262,7 @@ class AsyncLLM:
 
         try:
             pump, engine_id = self._bridge.submit(
-                request_id, prompt, params, deliver, priority=priority
+                request_id, prompt, params, deliver, priority=priority, lora_request=lora_request
             )
         except BaseException:  # the engine was shut down
             send.close()
@@ -362,8 +368,19 @@ class AsyncLLM:
         result: list[Any] = await self._call(run)
         return result
 
+    async def add_lora(self, lora_request: LoRARequest) -> bool:
+        """Load an adapter on every worker; False if one of its name was loaded. A bad one
+        raises ``InvalidRequestError`` naming it."""
+        return bool(await self._call(self.engine.add_lora, lora_request))
+
+    async def remove_lora(self, lora_id: int) -> bool:
+        """Forget the adapter of ``lora_int_id`` ``lora_id``; False if none is loaded."""
+        name = lora_name_of(self.engine.list_loras(), lora_id)
+        return name is not None and bool(await self._call(self.engine.remove_lora, name))
+
     async def list_loras(self) -> set[int]:
-        return set()  # LoRA adapters are not supported: none is ever loaded
+        """The ``lora_int_id`` of every adapter loaded."""
+        return {r.lora_int_id for r in self.engine.list_loras()}
 
     async def is_tracing_enabled(self) -> bool:
         return False

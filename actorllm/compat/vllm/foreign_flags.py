@@ -66,7 +66,7 @@ def _r(*flags: str, why: str, value: bool = True, same: tuple[str, ...] = ()) ->
 
 
 _NO_MM = "there are no multimodal inputs"
-_NO_LORA = "LoRA adapters are not supported (--enable-lora is refused)"
+_NO_LORA_TP = "LoRA adapters are served on one tensor-parallel rank (not sharded)"
 _NO_EP = "experts are not sharded: each replica holds every expert of a MoE model"
 _ONE_NODE = "data-parallel replicas all run in this process (--data-parallel-size)"
 _NO_GRAPH_SIZES = "the CUDA-graph batch sizes are fixed"
@@ -134,14 +134,10 @@ FOREIGN: list[Foreign] = [
     _i("--skip-mm-profiling", value=False, why=_NO_MM),
     _i("--video-pruning-rate", why=_NO_MM),
     _i("--disable-chunked-mm-input", value=False, why=_NO_MM),
-    # LoRAConfig: only with --enable-lora, which is refused
-    _i("--max-loras", why=_NO_LORA),
-    _i("--max-lora-rank", why=_NO_LORA),
-    _i("--lora-extra-vocab-size", why=_NO_LORA),
-    _i("--lora-dtype", why=_NO_LORA),
-    _i("--max-cpu-loras", why=_NO_LORA),
-    _i("--fully-sharded-loras", value=False, why=_NO_LORA),
-    _i("--default-mm-loras", why=_NO_LORA),
+    # LoRAConfig: --enable-lora, --max-loras, ... are EngineConfig fields
+    _i("--lora-extra-vocab-size", why="adapters with extra vocabulary are refused at load"),
+    _i("--fully-sharded-loras", value=False, why=_NO_LORA_TP),
+    _i("--default-mm-loras", why=_NO_MM),
     # CompilationConfig / VllmConfig
     _i("--compilation-config", "-O", why="there is no torch.compile; see --enforce-eager"),
     _i("--cuda-graph-sizes", why=_NO_GRAPH_SIZES, nargs="+"),
@@ -197,8 +193,6 @@ FOREIGN: list[Foreign] = [
     _i("--quantization-param-path", why="the KV cache is not quantized"),
     _i("--intial-incremental-detokenization-offset", why="detokenization is exact"),
     _i("--override-neuron-config", why="there is no Neuron support"),
-    _i("--enable-lora-bias", value=False, why=_NO_LORA),
-    _i("--long-lora-scaling-factors", why=_NO_LORA),
     _i("--max-prompt-adapters", why="prompt adapters are not supported"),
     _i("--max-prompt-adapter-token", why="prompt adapters are not supported"),
     _i("--num-speculative-tokens", why=_SPEC_SIZING),
@@ -234,8 +228,8 @@ FOREIGN: list[Foreign] = [
     _r("--task", why="vLLM's old spelling: use --runner and --convert", same=("auto", "generate")),
     _r("--override-pooler-config", why="vLLM removed it: use --pooler-config", same=_EMPTY),
     _r("--io-processor-plugin", why="pooling IO-processor plugins are not supported"),
-    _r("--enable-lora", value=False, why="LoRA adapters are not supported"),
-    _r("--lora-modules", why="LoRA adapters are not supported"),
+    _r("--enable-lora-bias", value=False, why="LoRA biases are not supported"),
+    _r("--long-lora-scaling-factors", why="long-context LoRA scaling is not supported"),
     _r("--otlp-traces-endpoint", why=_NO_TRACES),
     _r("--collect-detailed-traces", why=_NO_TRACES),
     _r("--headless", value=False, why="multi-node data parallelism is not supported"),

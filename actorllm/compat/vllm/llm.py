@@ -28,6 +28,7 @@ from actorllm.compat.vllm.not_built import LLM_NOT_BUILT, check_options, not_bui
 from actorllm.compat.vllm.offline_prompts import Prompt, as_prompt_list, per_prompt
 from actorllm.compat.vllm.pooling_offline import PoolingMethods
 from actorllm.compat.vllm.sync_facade import SyncFacade
+from actorllm.core.lora import LoRARequest
 from actorllm.core.outputs import RequestOutput
 from actorllm.core.sampling_params import RequestOutputKind, SamplingParams
 from actorllm.engine.api.request_fields import check_priority
@@ -59,7 +60,7 @@ class LLM(PoolingMethods, SyncFacade):
         sampling_params: SamplingParams | Sequence[SamplingParams] | None = None,
         *,
         use_tqdm: bool = True,
-        lora_request: Any = None,
+        lora_request: LoRARequest | Sequence[LoRARequest | None] | None = None,
         priority: Sequence[int] | None = None,
         tokenization_kwargs: Mapping[str, Any] | None = None,
         mm_processor_kwargs: Mapping[str, Any] | None = None,
@@ -75,17 +76,20 @@ class LLM(PoolingMethods, SyncFacade):
         Unsupported prompt forms raise ``InvalidRequestError`` before anything runs. Each
         request is then validated by the engine; the first invalid one's error
         (``InvalidRequestError``) is raised once the rest of the batch has finished.
-        ``lora_request``, ``tokenization_kwargs`` and ``mm_processor_kwargs`` (vLLM's) must
-        be None: anything else raises ``NotImplementedError`` naming it.
+        ``lora_request``: a ``LoRARequest`` for all prompts or a list with one per prompt
+        (None: the base model; needs ``enable_lora``). ``tokenization_kwargs`` and
+        ``mm_processor_kwargs`` (vLLM's) must be None: anything else raises
+        ``NotImplementedError`` naming it.
         """
         check_options(
             "LLM.generate",
-            lora_request=lora_request,
             tokenization_kwargs=tokenization_kwargs or None,
             mm_processor_kwargs=mm_processor_kwargs or None,
         )
         items = as_prompt_list(prompts)
-        return self._run(items, sampling_params, use_tqdm, priority, is_chat=False)
+        return self._run(
+            items, sampling_params, use_tqdm, priority, is_chat=False, lora_request=lora_request
+        )
 
     def chat(
         self,
@@ -93,7 +97,7 @@ class LLM(PoolingMethods, SyncFacade):
         sampling_params: SamplingParams | Sequence[SamplingParams] | None = None,
         *,
         use_tqdm: bool = True,
-        lora_request: Any = None,
+        lora_request: LoRARequest | Sequence[LoRARequest | None] | None = None,
         add_generation_prompt: bool = True,
         continue_final_message: bool = False,
         chat_template: str | None = None,
@@ -105,9 +109,8 @@ class LLM(PoolingMethods, SyncFacade):
         instead of starting a new one; ``chat_template`` replaces the tokenizer's template.
         ``tools`` (OpenAI function tools) go to the chat template; constrain the reply with
         ``SamplingParams.structured_outputs`` to force a call's arguments.
-        ``lora_request`` must be None (``NotImplementedError`` naming it otherwise).
+        ``lora_request``: one ``LoRARequest`` for all conversations or one per conversation.
         """
-        check_options("LLM.chat", lora_request=lora_request)
         if messages and isinstance(messages[0], Mapping):
             conversations: list[Any] = [messages]
         else:
@@ -129,8 +132,9 @@ class LLM(PoolingMethods, SyncFacade):
         if tools:
             options["tools"] = [dict(t) for t in tools]
         return self._run(
-            conversations, sampling_params, use_tqdm, None, is_chat=True, options=options
-        )
+            conversations, sampling_params, use_tqdm, None, is_chat=True, options=options,
+            lora_request=lora_request,
+        )  # fmt: skip
 
     def __getattr__(self, name: str) -> Any:
         # vLLM's methods for features not built here refuse by name (not_built.py).
@@ -145,23 +149,31 @@ class LLM(PoolingMethods, SyncFacade):
         *,
         is_chat: bool,
         options: dict[str, Any] | None = None,
+        lora_request: LoRARequest | Sequence[LoRARequest | None] | None = None,
     ) -> list[RequestOutput]:
         default = self.get_default_sampling_params()  # for sampling_params=None
         params = per_prompt(sampling_params, len(items), default, "sampling params")
         prios = per_prompt(priority, len(items), 0, "priorities")
+        loras = per_prompt(lora_request, len(items), None, "LoRA requests")
+        for lora in loras:  # before anything runs, as the prompts and priorities
+            if lora is not None:
+                self.engine.check_lora_request(lora)
         for prio in prios:
             check_priority(prio, self.engine.config)
         final = [
             self.with_offline_seed(p.clone(output_kind=RequestOutputKind.FINAL_ONLY))
             for p in params
         ]
-        return self._thread.call(self._batch, items, final, prios, use_tqdm, is_chat, options or {})
+        return self._thread.call(
+            self._batch, items, final, prios, loras, use_tqdm, is_chat, options or {}
+        )
 
     async def _batch(
         self,
         items: list[Any],
         params: list[SamplingParams],
         prios: list[int],
+        loras: list[LoRARequest | None],
         use_tqdm: bool,
         is_chat: bool,
         options: dict[str, Any],
@@ -174,10 +186,15 @@ class LLM(PoolingMethods, SyncFacade):
 
         async def one(i: int) -> None:
             try:
+                lora = loras[i]
                 if is_chat:
-                    stream = self.engine.chat(items[i], params[i], priority=prios[i], **options)
+                    stream = self.engine.chat(
+                        items[i], params[i], priority=prios[i], lora_request=lora, **options
+                    )
                 else:
-                    stream = self.engine.generate(items[i], params[i], priority=prios[i])
+                    stream = self.engine.generate(
+                        items[i], params[i], priority=prios[i], lora_request=lora
+                    )
                 async for out in stream:
                     results[i] = out
             except Exception as exc:  # kept: the other requests of the batch go on

@@ -34,6 +34,7 @@ from actorllm.compat.vllm.offline_prompts import Prompt, check_prompt
 from actorllm.compat.vllm.sync_facade import SyncFacade
 from actorllm.core.errors import InvalidRequestError
 from actorllm.core.input_processor import InputProcessor
+from actorllm.core.lora import LoRARequest
 from actorllm.core.outputs import RequestOutput
 from actorllm.core.sampling_params import SamplingParams
 from actorllm.engine.api.request_fields import check_arrival_time, check_priority
@@ -115,7 +116,7 @@ class LLMEngine(SyncFacade):
         prompt: Prompt,
         params: SamplingParams,
         arrival_time: float | None = None,
-        lora_request: Any = None,
+        lora_request: LoRARequest | None = None,
         tokenization_kwargs: Mapping[str, Any] | None = None,
         trace_headers: Mapping[str, str] | None = None,
         priority: int = 0,
@@ -128,12 +129,12 @@ class LLMEngine(SyncFacade):
 
         Raises ``InvalidRequestError`` (a ``ValueError``; ``DuplicateRequestError`` for an
         id already in use, ``RequestTooLongError``, ...) without queueing anything;
-        ``NotImplementedError`` for a ``lora_request``, ``tokenization_kwargs`` or
-        ``trace_headers`` other than None (vLLM's options not built here).
+        ``NotImplementedError`` for ``tokenization_kwargs`` or ``trace_headers`` other than
+        None (vLLM's options not built here). ``lora_request``: the request's LoRA adapter
+        (``enable_lora``), loaded first if new: a bad one raises ``InvalidRequestError``.
         """
         check_options(
             "LLMEngine.add_request",
-            lora_request=lora_request,
             tokenization_kwargs=tokenization_kwargs or None,
             trace_headers=trace_headers or None,
         )
@@ -144,6 +145,10 @@ class LLMEngine(SyncFacade):
         arrival = check_arrival_time(arrival_time)
         arrival = time.time() if arrival is None else arrival  # now, not when the loop runs it
         check_priority(priority, self.engine.config)
+        if lora_request is not None:  # a bad adapter is refused here, before anything queues
+            lora_request = self.engine.check_lora_request(lora_request)
+            if lora_request.lora_name not in {r.lora_name for r in self.engine.list_loras()}:
+                self.add_lora(lora_request)
         text, ids = self._inputs.tokenize(check_prompt(prompt))
         self._inputs.validate(ids, params)
         params = self.with_offline_seed(params)
@@ -158,6 +163,7 @@ class LLMEngine(SyncFacade):
             _step_sink(self._outputs, request_id, token),
             priority=priority,
             arrival_time=arrival,
+            lora_request=lora_request,
         )
 
     def __getattr__(self, name: str) -> Any:

@@ -3,11 +3,11 @@ one way for ``LLM``, ``LLMEngine`` and ``AsyncLLM``: a script that calls one get
 ``NotImplementedError`` saying which and why, never an ``AttributeError`` or a bare
 ``TypeError`` that reads like its own bug.
 
-    >>> check_options("LLM.generate", lora_request=None)  # None: no adapter, fine
-    >>> check_options("LLM.generate", lora_request=object())
+    >>> check_options("LLM.generate", mm_processor_kwargs=None)  # None: nothing asked, fine
+    >>> check_options("LLM.generate", mm_processor_kwargs={"a": 1})
     Traceback (most recent call last):
     ...
-    NotImplementedError: LLM.generate(lora_request=...): LoRA adapters are not supported.
+    NotImplementedError: LLM.generate(mm_processor_kwargs=...): there are no multimodal inputs.
 """
 
 from __future__ import annotations
@@ -15,15 +15,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, NoReturn
 
-_LORA = "LoRA adapters are not supported"
+_PIN_LORA = "pinning LoRA adapters is not built (the host cache is least recently used)"
 _POOLING = "reward models are not supported (embed, classify and score are)"
 _MM = "there are no multimodal inputs"
 
 # vLLM AsyncLLM methods not built here: {name: why}.
 ASYNC_LLM_NOT_BUILT: Mapping[str, str] = {
-    "add_lora": _LORA,
-    "remove_lora": _LORA,
-    "pin_lora": _LORA,
+    "pin_lora": _PIN_LORA,
     "reset_mm_cache": _MM,
     "reset_encoder_cache": _MM,
     "pause_generation": "pausing generation is not built (see sleep/wake_up)",
@@ -50,10 +48,7 @@ LLM_NOT_BUILT: Mapping[str, str] = {
 
 # vLLM LLMEngine methods not built here (vllm/v1/engine/llm_engine.py).
 LLM_ENGINE_NOT_BUILT: Mapping[str, str] = {
-    "add_lora": _LORA,
-    "remove_lora": _LORA,
-    "list_loras": _LORA,
-    "pin_lora": _LORA,
+    "pin_lora": _PIN_LORA,
     "reset_mm_cache": _MM,
     "reset_encoder_cache": _MM,
     "apply_model": "the model runs on the engine's worker (see collective_rpc)",
@@ -63,7 +58,6 @@ LLM_ENGINE_NOT_BUILT: Mapping[str, str] = {
 
 # Why an option of a request method is refused when given (anything but None).
 _OPTION_WHY: Mapping[str, str] = {
-    "lora_request": _LORA,
     "mm_processor_kwargs": _MM,
 }
 
@@ -74,7 +68,7 @@ def refuse(name: str, why: str) -> NoReturn:
 
 def check_options(method: str, **options: Any) -> None:
     """Options of a request method that are not built refuse any value but None (their
-    "off" value: ``lora_request=None`` is no adapter, as in vLLM)."""
+    "off" value, as in vLLM)."""
     for name, value in options.items():
         if value is not None:
             refuse(f"{method}({name}=...)", _OPTION_WHY.get(name, "not supported by actorllm"))

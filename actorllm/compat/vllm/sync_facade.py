@@ -7,12 +7,13 @@ engine and its threads (see :mod:`actorllm.compat.vllm.engine_thread`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from functools import partial
 from pathlib import Path
 from typing import Any, Self
 
 from actorllm.compat.vllm.bridge import Bridge
+from actorllm.core.lora import LoRARequest
 from actorllm.core.sampling_params import SamplingParams
 from actorllm.core.seeds import mix_seed
 from actorllm.engine.api.async_engine import AsyncEngine
@@ -101,6 +102,22 @@ class SyncFacade:
         )
         return self._thread.call(call)
 
+    # -- LoRA adapters (vLLM's LLMEngine methods: adapters by lora_int_id) ------------------
+
+    def add_lora(self, lora_request: LoRARequest) -> bool:
+        """Load an adapter on every worker; False if one of its name was loaded. A bad one
+        raises ``InvalidRequestError`` naming it (the engine goes on)."""
+        return self._thread.call(self.engine.add_lora, lora_request)
+
+    def remove_lora(self, lora_id: int) -> bool:
+        """Forget the adapter of ``lora_int_id`` ``lora_id``; False if none is loaded."""
+        name = lora_name_of(self.engine.list_loras(), lora_id)
+        return name is not None and self._thread.call(self.engine.remove_lora, name)
+
+    def list_loras(self) -> set[int]:
+        """The ``lora_int_id`` of every adapter loaded."""
+        return {r.lora_int_id for r in self.engine.list_loras()}
+
     def start_profile(self) -> None:
         """Start the torch profiler (needs ``profiler_dir`` in the engine's config)."""
         self._thread.call(self.engine.start_profile)
@@ -125,3 +142,8 @@ class SyncFacade:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def lora_name_of(loaded: Iterable[LoRARequest], lora_id: int) -> str | None:
+    """The name of the loaded adapter whose ``lora_int_id`` is ``lora_id`` (vLLM's key)."""
+    return next((r.lora_name for r in loaded if r.lora_int_id == lora_id), None)

@@ -45,6 +45,9 @@ class SchedulerConfig(msgspec.Struct, frozen=True, kw_only=True):
     # Speculative decoding with a draft model: KV slots past each step's tokens where the
     # draft writes its proposals (num_speculative_tokens; 0 otherwise).
     num_lookahead_tokens: int = 0
+    # LoRA: the most distinct adapters in one step (vLLM's max_loras); 0: LoRA is off and
+    # requests naming an adapter are refused.
+    max_loras: int = 0
 
     @property
     def group_windows(self) -> tuple[int | None, ...]:
@@ -85,6 +88,8 @@ class SchedulerConfig(msgspec.Struct, frozen=True, kw_only=True):
                     f"kv_group_windows needs one or more groups, each window at least 1; "
                     f"got {self.kv_group_windows}."
                 )
+        if self.max_loras < 0:
+            raise ValueError(f"max_loras must be non-negative, got {self.max_loras}.")
         if self.long_prefill_token_threshold < 0:
             raise ValueError("long_prefill_token_threshold must be non-negative.")
         if self.policy not in ("fcfs", "priority"):

@@ -174,6 +174,12 @@ class Scheduler:
                 f"{request.max_tokens}.",
                 param="max_tokens",
             )
+        if request.lora_request is not None and not self.config.max_loras:
+            raise InvalidRequestError(
+                f"LoRA adapter {request.lora_request.lora_name!r} requested, but LoRA is not "
+                "enabled in this engine (start it with enable_lora).",
+                param="lora_request",
+            )
         if request.status is not RequestStatus.WAITING:
             raise ValueError(f"request {rid!r} is {request.status.name}, not WAITING.")
         ready = True
@@ -343,10 +349,14 @@ class Scheduler:
 
     def _schedule_waiting(self, plan: StepBudget) -> None:
         skipped: list[Request] = []
+        adapters = _LoRAGate(self.running, self.config.max_loras)
         while len(self.waiting) and plan.token_budget > 0:
             req = self.waiting.pop()
             if req.num_output_placeholders or req.request_id in plan.preempted:
                 skipped.append(req)  # tokens of an earlier step still in flight, or just preempted
+                continue
+            if not adapters.admits(req):
+                skipped.append(req)  # its adapter would exceed max_loras: it waits its turn
                 continue
             if not self._admit(req, plan):
                 self.waiting.prepend(req)
@@ -424,6 +434,7 @@ class Scheduler:
                 block_ids=kv.get_block_ids(r.request_id),
                 num_computed_tokens=r.num_computed_tokens,
                 eos_token_id=r.eos_token_id,
+                lora_request=r.lora_request,
             )
             for r in plan.new_reqs
         ]
@@ -677,3 +688,31 @@ class Scheduler:
             spec_num_accepted_tokens=self._spec_num_accepted_tokens,
             spec_accepted_per_pos=list(self._spec_accepted_per_pos),
         )
+
+
+class _LoRAGate:
+    """vLLM's rule: at most ``max_loras`` distinct adapters among the running requests (so
+    in any step). Without starvation: once a waiting request is held back because its
+    adapter would be one too many, no adapter request queued behind it starts in this
+    step (not even one of a running adapter), so the running adapters drain and the held
+    request gets its slot; base-model requests never wait for adapters."""
+
+    __slots__ = ("adapters", "held", "max_loras")
+
+    def __init__(self, running: list[Request], max_loras: int) -> None:
+        self.max_loras = max_loras
+        self.adapters = {r.lora_request.lora_name for r in running if r.lora_request is not None}
+        self.held = False  # an adapter request was held back in this step
+
+    def admits(self, req: Request) -> bool:
+        """Whether ``req`` may start now (then its adapter counts as running)."""
+        lora = req.lora_request
+        if lora is None:
+            return True
+        if self.held or (
+            lora.lora_name not in self.adapters and len(self.adapters) >= self.max_loras
+        ):
+            self.held = True
+            return False
+        self.adapters.add(lora.lora_name)
+        return True

@@ -109,6 +109,7 @@ class InputProcessorActor(Actor[InputMsg]):
                     priority=msg.priority,
                     children=children,
                     cache_salt=processed.cache_salt,
+                    lora_request=msg.lora_request,
                 )
             ),
             checkpoint=False,

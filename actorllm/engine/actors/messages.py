@@ -47,6 +47,7 @@ import msgspec
 
 from actorllm.actors import ActorRef, Reply
 from actorllm.core.engine_core_output import EngineCoreOutputs, SchedulerStats
+from actorllm.core.lora import LoRARequest
 from actorllm.core.model_runner_output import ModelRunnerOutput
 from actorllm.core.request import RequestStatus
 from actorllm.core.sampling_params import SamplingParams
@@ -85,6 +86,7 @@ class NewRequest(_Msg, frozen=True, kw_only=True):
     priority: int
     children: list[Child]
     cache_salt: str | None = None  # mixed into the prefix-cache hashes (vLLM's cache_salt)
+    lora_request: LoRARequest | None = None  # the adapter its rows run with (None: base)
 
 
 # -- router ------------------------------------------------------------------------------
@@ -99,6 +101,7 @@ class Generate(_Msg, frozen=True, kw_only=True):
     priority: int = 0
     arrival_time: float
     chat: ChatOptions | None = None  # set: ``prompt`` is a conversation
+    lora_request: LoRARequest | None = None  # the adapter (None: the base model)
 
 
 class Route(_Msg, frozen=True, kw_only=True):

@@ -18,6 +18,7 @@ import anyio.to_thread
 from actorllm.core.scheduler import SchedulerConfig
 from actorllm.engine.actors.context import ModelInfo
 from actorllm.engine.config.engine_config import EngineConfig, EngineConfigError
+from actorllm.worker.lora_settings import LoRASettings
 from actorllm.worker.runner import Runner
 from actorllm.worker.startup import RankSpec, build_rank0, build_rank_runner
 from actorllm.worker.worker import Worker
@@ -65,6 +66,14 @@ def rank_spec(config: EngineConfig, rank: int = 0) -> RankSpec:
         prompt_lookup_max=spec.prompt_lookup_max if spec is not None else 5,
         draft_model=config.resolved_draft_model(),
         **_pooling_spec(config),
+        lora=LoRASettings(
+            max_loras=config.max_loras,
+            max_lora_rank=config.max_lora_rank,
+            max_cpu_loras=config.max_cpu_loras,
+            lora_dtype=config.lora_dtype,
+        )
+        if config.enable_lora
+        else None,
     )
 
 
@@ -76,6 +85,10 @@ def _pooling_spec(config: EngineConfig) -> dict[str, Any]:
     if config.tensor_parallel_size > 1:
         raise EngineConfigError(
             "tensor_parallel_size", "> 1 is not built for pooling models (runner 'pooling')."
+        )
+    if config.enable_lora:  # adapters hook the generation runner's projections only
+        raise EngineConfigError(
+            "enable_lora", "is not built for pooling models (runner 'pooling')."
         )
     if config.speculative() is not None:  # a pooling step samples nothing to verify
         raise EngineConfigError(
@@ -220,4 +233,5 @@ def build_scheduler_config(config: EngineConfig, model: ModelInfo) -> SchedulerC
             if (spec := config.speculative()) is not None and spec.method == "draft_model"
             else 0
         ),
+        max_loras=config.max_loras if config.enable_lora else 0,
     )

@@ -32,6 +32,7 @@ from actorllm.engine.actors.assembly import EngineParts, backoff_of, build_engin
 from actorllm.engine.actors.startup import RunnerFactory, default_runner_factory
 from actorllm.engine.api.control_plane import ACTORS, ControlPlane
 from actorllm.engine.api.engine_status import EngineStatus
+from actorllm.engine.api.lora_api import LoRAAdapters
 from actorllm.engine.api.request_api import RequestAPI
 from actorllm.engine.config.engine_config import EngineConfig
 from actorllm.engine.config.generation_config import default_sampling_params
@@ -127,8 +128,11 @@ class AsyncEngine:
         # Per-request statistics (vLLM's request metrics) live in parts.request_stats:
         # written by the output processor, read by the control plane's get_stats().
         self._status = EngineStatus()
-        self._requests = RequestAPI(parts, self._status, self.get_default_sampling_params)
         self._control = ControlPlane(parts, self._status)
+        self._loras = LoRAAdapters(parts.ctx.config, self._control)
+        self._requests = RequestAPI(
+            parts, self._status, self.get_default_sampling_params, self._loras
+        )
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -286,6 +290,10 @@ class AsyncEngine:
     start_profile = _forward("_control", ControlPlane.start_profile)
     stop_profile = _forward("_control", ControlPlane.stop_profile)
     get_stats = _forward("_control", ControlPlane.get_stats)
+    add_lora = _forward("_loras", LoRAAdapters.add_lora)
+    remove_lora = _forward("_loras", LoRAAdapters.remove_lora)
+    list_loras = _forward("_loras", LoRAAdapters.list_loras)
+    check_lora_request = _forward("_loras", LoRAAdapters.check)
     statistics = _forward("_control", ControlPlane.statistics)
 
     # The test harness (actorllm.testing) inspects these.

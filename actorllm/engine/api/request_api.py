@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, final
 import anyio
 
 from actorllm.core.input_processor import PromptType
+from actorllm.core.lora import LoRARequest
 from actorllm.core.outputs import RequestOutput
 from actorllm.core.pooling_params import PoolingParams
 from actorllm.core.sampling_params import SamplingParams
@@ -31,6 +32,7 @@ from actorllm.engine.errors import EngineDeadError, InvalidRequestError, Request
 
 if TYPE_CHECKING:
     from actorllm.engine.actors.assembly import EngineParts
+    from actorllm.engine.api.lora_api import LoRAAdapters
 
 
 @final
@@ -42,11 +44,13 @@ class RequestAPI:
         parts: EngineParts,
         status: EngineStatus,
         default_params: Callable[[], SamplingParams],
+        loras: LoRAAdapters,
     ) -> None:
         self._parts = parts
         self._ctx = parts.ctx  # the first replica's: the shared ledger and refs
         self._status = status  # shared with the control plane; drain() closes it
         self._default_params = default_params  # AsyncEngine.get_default_sampling_params
+        self._loras = loras  # the adapters requests may name
 
     @property
     def is_dead(self) -> bool:
@@ -60,6 +64,7 @@ class RequestAPI:
         priority: int = 0,
         *,
         arrival_time: float | None = None,
+        lora_request: LoRARequest | None = None,
     ) -> AsyncIterator[RequestOutput]:
         """Outputs of one request as it runs (see ``SamplingParams.output_kind``). A caller
         that falls behind the engine reads the outputs it missed merged into one (DELTA
@@ -70,13 +75,17 @@ class RequestAPI:
         convention; default: now): it orders the waiting queue and starts the queue-time
         and latency metrics.
 
+        ``lora_request``: run with that LoRA adapter (``enable_lora``); one not added yet is
+        added first (a bad one raises ``InvalidRequestError`` naming it).
+
         Without ``sampling_params``: :meth:`get_default_sampling_params` (the model's
         generation_config defaults). Invalid input raises ``InvalidRequestError`` (a
         ``ValueError``) on the first iteration; a dead engine raises ``EngineDeadError``.
         """
         return self._request(
-            prompt, sampling_params, request_id, priority, chat=None, arrival_time=arrival_time
-        )
+            prompt, sampling_params, request_id, priority, chat=None, arrival_time=arrival_time,
+            lora_request=lora_request,
+        )  # fmt: skip
 
     def chat(
         self,
@@ -88,6 +97,7 @@ class RequestAPI:
         add_generation_prompt: bool = True,
         chat_template_kwargs: Mapping[str, Any] | None = None,
         tools: Sequence[Mapping[str, Any]] | None = None,
+        lora_request: LoRARequest | None = None,
     ) -> AsyncIterator[RequestOutput]:
         """Like :meth:`generate`, for a conversation rendered with the chat template
         (``tools``: OpenAI function tools, handed to the template)."""
@@ -97,8 +107,9 @@ class RequestAPI:
             tools=[dict(t) for t in tools] if tools else None,
         )
         return self._request(
-            list(messages), sampling_params, request_id, priority, chat=options, arrival_time=None
-        )
+            list(messages), sampling_params, request_id, priority, chat=options,
+            arrival_time=None, lora_request=lora_request,
+        )  # fmt: skip
 
     async def encode(
         self,
@@ -143,9 +154,12 @@ class RequestAPI:
         *,
         chat: ChatOptions | None,
         arrival_time: float | None,
+        lora_request: LoRARequest | None = None,
     ) -> AsyncIterator[RequestOutput]:
         self._status.check_open()
         ctx = self._ctx
+        if lora_request is not None:
+            lora_request = await self._loras.ensure(lora_request)
         check_priority(priority, ctx.config)
         check_waiting_bound(
             ctx.ledger,
@@ -164,7 +178,7 @@ class RequestAPI:
         rid = request_id or uuid.uuid4().hex
         now = monotonic_arrival(arrival_time)
         try:
-            receive = ctx.ledger.open(rid, prompt, params, priority, now)
+            receive = ctx.ledger.open(rid, prompt, params, priority, now, lora_request)
         except ValueError as exc:
             raise InvalidRequestError(str(exc), param="request_id") from exc
         finished = False
@@ -178,6 +192,7 @@ class RequestAPI:
                         priority=priority,
                         arrival_time=now,
                         chat=chat,
+                        lora_request=lora_request,
                     )
                 )
                 async for item in receive:

@@ -297,6 +297,20 @@ ENGINE_CONFIG_HELP: Mapping[str, Mapping[str, str]] = {
             "Structured outputs then constrain the answer only (after the reasoning)."
         ),
     },
+    "LoRAConfig": {
+        "enable_lora": (
+            "Serve LoRA adapters (PEFT's adapter_config.json + adapter_model.safetensors) "
+            "beside the base model; a request names its adapter (lora_request, or the "
+            "OpenAI model field)."
+        ),
+        "max_loras": "The most distinct adapters in one step (slots held on the device).",
+        "max_lora_rank": "The largest adapter rank served; adapters of higher rank are refused.",
+        "max_cpu_loras": (
+            "Adapters kept loaded in host memory (least recently used evicted and read again "
+            "when requested); default: max_loras."
+        ),
+        "lora_dtype": "The adapters' dtype: auto (the model's), float16, bfloat16, float32.",
+    },
     "ProfilerConfig": {
         "profiler_dir": (
             "Directory for torch-profiler traces written by start_profile()/stop_profile() "

@@ -286,6 +286,18 @@ class EngineConfig(msgspec.Struct, kw_only=True):
     """Split a reasoning model's thinking into reasoning_content (vLLM's names: deepseek_r1,
     qwen3, granite, ... see actorllm.reasoning.REASONING_PARSERS). Structured outputs then
     constrain the answer only (after the reasoning)."""
+    # -- LoRAConfig -------------------------------------------------------------------------
+    enable_lora: bool = False
+    """Serve LoRA adapters (PEFT's format) beside the base model; requests name one."""
+    max_loras: int = 1
+    """The most distinct adapters in one step (slots held on the device)."""
+    max_lora_rank: int = 16
+    """The largest adapter rank served; adapters of higher rank are refused."""
+    max_cpu_loras: int | None = None
+    """Adapters kept loaded in host memory (least recently used evicted, read again when
+    requested); None: max_loras."""
+    lora_dtype: str = "auto"
+    """The adapters' dtype on the device: auto (the model's), float16, bfloat16, float32."""
     # -- ProfilerConfig ---------------------------------------------------------------------
     profiler_dir: str | None = None
     """Directory for torch-profiler traces written by start_profile()/stop_profile() (Chrome
@@ -341,6 +353,7 @@ class EngineConfig(msgspec.Struct, kw_only=True):
         if self.data_parallel_size < 1:
             raise EngineConfigError("data_parallel_size", "must be at least 1.")
         self._check_parallel()
+        self._check_lora()
         if self.reasoning_parser is not None:
             from actorllm.reasoning import REASONING_PARSERS
 
@@ -396,6 +409,30 @@ class EngineConfig(msgspec.Struct, kw_only=True):
         from actorllm.engine.config.speculative import parse_speculative_config
 
         return parse_speculative_config(self.speculative_config)
+
+    def _check_lora(self) -> None:
+        if self.max_loras < 1:
+            raise EngineConfigError("max_loras", f"must be at least 1, got {self.max_loras}.")
+        if self.max_lora_rank < 1:
+            raise EngineConfigError(
+                "max_lora_rank", f"must be at least 1, got {self.max_lora_rank}."
+            )
+        if self.max_cpu_loras is not None and self.max_cpu_loras < self.max_loras:
+            raise EngineConfigError(
+                "max_cpu_loras",
+                f"({self.max_cpu_loras}) must be >= max_loras ({self.max_loras}).",
+            )
+        if self.lora_dtype not in ("auto", "float16", "half", "bfloat16", "float32", "float"):
+            raise EngineConfigError(
+                "lora_dtype",
+                f"must be auto, float16, bfloat16 or float32, got {self.lora_dtype!r}.",
+            )
+        if self.enable_lora and self.tensor_parallel_size > 1:
+            raise EngineConfigError(
+                "enable_lora",
+                "LoRA adapters are not sharded across tensor-parallel ranks yet: use "
+                "tensor_parallel_size=1 (data parallel replicas each serve every adapter).",
+            )
 
     def _check_parallel(self) -> None:
         if self.pipeline_parallel_size != 1:

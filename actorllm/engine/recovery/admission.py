@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, final
 import msgspec
 
 from actorllm.core.errors import InvalidRequestError
+from actorllm.core.lora import LoRARequest
 from actorllm.core.request import Request, RequestStatus
 from actorllm.engine.actors.messages import ReplicaSchedulerStats
 from actorllm.engine.recovery.admission_states import (
@@ -325,6 +326,7 @@ class Admission:
             request.priority,
             children,
             request.cache_salt,
+            request.lora_request,
         )
 
     def adopt(self, request_ids: Iterable[str]) -> None:
@@ -355,6 +357,7 @@ class Admission:
             entry.priority,
             children,
             entry.cache_salt,
+            entry.lora_request,
         )  # validated before: only a changed model could refuse it (then it is FAILED)
 
     def _add(
@@ -366,6 +369,7 @@ class Admission:
         priority: int,
         children: list[tuple[str, Any, list[int]]],
         cache_salt: str | None = None,
+        lora_request: LoRARequest | None = None,
     ) -> Failure | None:
         core = self.core
         for child_id, params, emitted in children:
@@ -382,6 +386,7 @@ class Admission:
                         priority=priority,
                         output_token_ids=emitted,
                         cache_salt=cache_salt,
+                        lora_request=lora_request,
                     )
                 )
             except InvalidRequestError as exc:

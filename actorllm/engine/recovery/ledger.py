@@ -57,6 +57,7 @@ from typing import Final
 import msgspec
 
 from actorllm.core.engine_core_output import FinishReason
+from actorllm.core.lora import LoRARequest
 from actorllm.core.model_runner_output import TokenLogprobs
 from actorllm.core.outputs import RequestOutput
 from actorllm.core.sampling_params import RequestOutputKind, SamplingParams
@@ -159,6 +160,7 @@ class LedgerEntry:
     prompt_text: str | None = None  # the rendered prompt (after the chat template)
     eos_token_id: int | None = None
     cache_salt: str | None = None  # the prompt's prefix-cache salt (kept for replays)
+    lora_request: LoRARequest | None = None  # its adapter (kept for replays; None: base)
     children: dict[str, ChildState] = field(default_factory=dict)
     # (core epoch, step id) of the last step the output processor applied to this request.
     last_step: tuple[int, int] = (-1, -1)
@@ -213,6 +215,7 @@ class RequestLedger:
         params: SamplingParams,
         priority: int,
         arrival_time: float,
+        lora_request: LoRARequest | None = None,
     ) -> RequestStream[StreamItem]:
         """Register a request; returns its output stream (the caller reads it).
 
@@ -231,6 +234,7 @@ class RequestLedger:
             priority=priority,
             arrival_time=arrival_time,
             stream=stream,
+            lora_request=lora_request,
         )
         return stream
 

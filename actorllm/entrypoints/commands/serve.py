@@ -26,6 +26,7 @@ from actorllm.entrypoints.commands.engine_args import (
     engine_config,
 )
 from actorllm.entrypoints.openai.app.settings import AppSettings
+from actorllm.entrypoints.openai.lora_models import parse_lora_modules
 from actorllm.entrypoints.openai.middleware import load_middleware
 from actorllm.entrypoints.server import ServerSettings
 
@@ -95,6 +96,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         settings = server_settings(args)
         load_middleware(settings.app.middleware)  # an import error stops the launch now
+        parse_lora_modules(settings.app.lora_modules)  # a malformed entry stops it now too
         config = engine_config(args)
         notes = _startup_notes(args, config.resolved_device())
     except ValueError as exc:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any, Protocol
 
+from actorllm.core.lora import LoRARequest
 from actorllm.core.outputs import RequestOutput
 from actorllm.core.pooling_params import PoolingParams
 from actorllm.core.sampling_params import SamplingParams
@@ -46,6 +47,8 @@ class EngineClient(Protocol):
         sampling_params: SamplingParams,
         request_id: str | None = None,
         priority: int = 0,
+        *,
+        lora_request: LoRARequest | None = None,
     ) -> AsyncIterator[RequestOutput]: ...
 
     @property
@@ -60,6 +63,9 @@ class EngineClient(Protocol):
         *,
         truncate_prompt_tokens: int | None = None,
     ) -> AsyncIterator[Any]: ...  # PoolingRequestOutput
+    def list_loras(self) -> list[LoRARequest]: ...
+    async def add_lora(self, request: LoRARequest) -> bool: ...
+    async def remove_lora(self, name: str) -> bool: ...
 
     async def abort(self, request_id: str) -> None: ...
     async def drain(self, timeout_s: float | None = None) -> int: ...

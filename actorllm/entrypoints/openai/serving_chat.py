@@ -26,6 +26,7 @@ from actorllm.entrypoints.openai.chat_outputs import ChoiceParser, Delta
 from actorllm.entrypoints.openai.errors import APIError
 from actorllm.entrypoints.openai.input_work import messages_chars, run_input_work
 from actorllm.entrypoints.openai.logprobs import TokenText, chat_logprobs, prompt_logprobs
+from actorllm.entrypoints.openai.lora_models import lora_options, resolve_model
 from actorllm.entrypoints.openai.preprocess import (
     Prompt,
     content_text,
@@ -54,7 +55,6 @@ from actorllm.entrypoints.openai.sampling import (
     chat_max_tokens,
     chat_params,
     check_generative,
-    check_model,
     constraint_field,
     new_request_id,
 )
@@ -118,7 +118,7 @@ async def start_chat(
     primed engine streams and the sampling parameters sent. ``request_id``: the engine
     request's id (default: a new ``chatcmpl-`` one)."""
     engine = ctx.engine
-    check_model(req.model, engine.model_names)
+    lora = resolve_model(req.model, engine)  # 404 for a name not served
     check_generative(engine)
     check_priority(req.priority, engine.config)  # vLLM: non-zero only under the priority policy
     kind = RequestOutputKind.DELTA if req.stream else RequestOutputKind.FINAL_ONLY
@@ -174,8 +174,9 @@ async def start_chat(
     )
     rid = request_id or new_request_id("chatcmpl", req.request_id)
     it = engine.generate(
-        prompt.engine_input(req.cache_salt), params, request_id=rid, priority=req.priority
-    )
+        prompt.engine_input(req.cache_salt), params, request_id=rid, priority=req.priority,
+        **lora_options(lora),
+    )  # fmt: skip
     # A spec that does not compile is a 400 naming the field the client sent it in.
     forced = tool_plan.forced_schema is not None or tool_plan.strict_tag is not None
     with client_error(constraint_field(req, forced)):
@@ -184,7 +185,7 @@ async def start_chat(
     state = ChatState(
         req=req,
         id=rid,
-        model=engine.model_name,
+        model=engine.model_name if lora is None else lora.lora_name,
         text=TokenText(engine.tokenizer, as_ids=_as_ids(ctx, req.return_tokens_as_token_ids)),
         defaults=ctx.defaults,
         # vLLM's chat echo: the last message's content leads the reply when it has its role.

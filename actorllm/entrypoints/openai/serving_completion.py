@@ -17,6 +17,7 @@ from actorllm.core.sampling_params import RequestOutputKind
 from actorllm.engine.api.request_fields import check_priority
 from actorllm.entrypoints.openai.input_work import prompt_chars, run_input_work
 from actorllm.entrypoints.openai.logprobs import TokenText, completion_logprobs, prompt_logprobs
+from actorllm.entrypoints.openai.lora_models import lora_options, resolve_model
 from actorllm.entrypoints.openai.preprocess import completion_prompts, fit_max_tokens, truncate
 from actorllm.entrypoints.openai.protocol.completion import (
     CompletionChoice,
@@ -26,7 +27,6 @@ from actorllm.entrypoints.openai.protocol.completion import (
 from actorllm.entrypoints.openai.protocol.logprobs import CompletionLogProbs, PromptLogprobsOut
 from actorllm.entrypoints.openai.sampling import (
     check_generative,
-    check_model,
     completion_params,
     constraint_field,
     new_request_id,
@@ -47,7 +47,7 @@ async def create_completion(ctx: ServingContext, req: CompletionRequest, receive
     """Serve one completion request. Raises APIError / ValueError for bad input (400/404),
     ClientDisconnected if the client leaves before the first outputs."""
     engine = ctx.engine
-    check_model(req.model, engine.model_names)
+    lora = resolve_model(req.model, engine)  # 404 for a name not served
     check_generative(engine)
     check_priority(req.priority, engine.config)  # vLLM: non-zero only under the priority policy
     kind = RequestOutputKind.DELTA if req.stream else RequestOutputKind.FINAL_ONLY
@@ -85,6 +85,7 @@ async def create_completion(ctx: ServingContext, req: CompletionRequest, receive
             params[i],
             request_id=rid if len(prompts) == 1 else f"{rid}-{i}",
             priority=req.priority,
+            **lora_options(lora),
         )
         for i, p in enumerate(prompts)
     ]
@@ -94,7 +95,7 @@ async def create_completion(ctx: ServingContext, req: CompletionRequest, receive
     state = _CompletionState(
         req=req,
         id=rid,
-        model=engine.model_name,
+        model=engine.model_name if lora is None else lora.lora_name,
         text=TokenText(
             engine.tokenizer,
             as_ids=req.return_tokens_as_token_ids or ctx.defaults.return_tokens_as_token_ids,

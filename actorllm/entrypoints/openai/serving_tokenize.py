@@ -5,6 +5,7 @@ from __future__ import annotations
 import msgspec
 
 from actorllm.entrypoints.openai.errors import bad_request
+from actorllm.entrypoints.openai.lora_models import resolve_model
 from actorllm.entrypoints.openai.preprocess import encode, render_chat
 from actorllm.entrypoints.openai.protocol.tokenize import (
     DetokenizeRequest,
@@ -12,14 +13,13 @@ from actorllm.entrypoints.openai.protocol.tokenize import (
     TokenizeRequest,
     TokenizeResponse,
 )
-from actorllm.entrypoints.openai.sampling import check_model
 from actorllm.entrypoints.openai.serving_common import ServingContext
 
 
 def tokenize(ctx: ServingContext, req: TokenizeRequest) -> TokenizeResponse:
     """Exactly one of ``prompt`` / ``messages``; raises APIError(400/404) otherwise."""
     engine = ctx.engine
-    check_model(req.model, engine.model_names)
+    resolve_model(req.model, engine)  # the base model or an adapter: one tokenizer
     tok = engine.tokenizer
     if isinstance(req.messages, msgspec.UnsetType) == isinstance(req.prompt, msgspec.UnsetType):
         raise bad_request("Give exactly one of `prompt` and `messages`.", "prompt")
@@ -47,7 +47,7 @@ def tokenize(ctx: ServingContext, req: TokenizeRequest) -> TokenizeResponse:
 
 def detokenize(ctx: ServingContext, req: DetokenizeRequest) -> DetokenizeResponse:
     engine = ctx.engine
-    check_model(req.model, engine.model_names)
+    resolve_model(req.model, engine)  # the base model or an adapter: one tokenizer
     vocab = engine.vocab_size
     bad = [t for t in req.tokens if t >= vocab]
     if bad:

@@ -33,7 +33,8 @@ def test_an_unknown_field_is_refused_by_name():
 def test_vllm_features_not_built_are_refused_unless_off():
     args = EngineArgs(enable_lora=False, quantization=None, kv_cache_dtype="auto", max_logprobs=20)
     args.create_engine_config()
-    for kwargs in ({"enable_lora": True}, {"kv_cache_dtype": "fp8"}):
+    assert EngineArgs(enable_lora=True, max_loras=2).create_engine_config().max_loras == 2
+    for kwargs in ({"kv_cache_dtype": "fp8"},):
         with pytest.raises(EngineConfigError) as info:
             EngineArgs(**kwargs)
         assert info.value.param == next(iter(kwargs))
@@ -110,8 +111,10 @@ def test_vllm_command_line_helpers():
     assert engine_args.disable_log_stats and engine_args.enable_log_requests
     with pytest.warns(UserWarning, match="--trust-remote-code has no effect"):
         AsyncEngineArgs.from_cli_args(parser.parse_args(["--trust-remote-code"]))
-    with pytest.raises(ValueError, match="--enable-lora"):
-        AsyncEngineArgs.from_cli_args(parser.parse_args(["--enable-lora"]))
+    lora = AsyncEngineArgs.from_cli_args(parser.parse_args(["--enable-lora", "--max-loras", "3"]))
+    assert lora.enable_lora and lora.max_loras == 3
+    with pytest.raises(ValueError, match="--enable-lora-bias"):
+        AsyncEngineArgs.from_cli_args(parser.parse_args(["--enable-lora-bias"]))
 
 
 def test_llm_keywords_take_vllms_engine_arguments_as_engine_args_does():
@@ -130,8 +133,9 @@ def test_llm_keywords_take_vllms_engine_arguments_as_engine_args_does():
     assert _as_config(None, {"disable_log_stats": True}).model is None  # vLLM LLM's default
     with pytest.raises(EngineConfigError, match="disable_log_stats"):
         _as_config(None, {"disable_log_stats": False})
-    with pytest.raises(EngineConfigError, match="enable_lora"):
-        _as_config(None, {"enable_lora": True})
+    assert _as_config(None, {"enable_lora": True, "max_lora_rank": 64}).max_lora_rank == 64
+    with pytest.raises(EngineConfigError, match="max_cpu_loras"):
+        _as_config(None, {"enable_lora": True, "max_loras": 4, "max_cpu_loras": 2})
     with pytest.raises(TypeError, match="'no_such_field'"):
         _as_config(None, {"no_such_field": 1})
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from actorllm import LLM, SamplingParams
+from actorllm import LLM, LoRARequest, SamplingParams
 from actorllm.core.errors import InvalidRequestError, RequestTooLongError
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=4)
@@ -196,17 +196,18 @@ def test_methods_not_built_are_refused_by_name(llm, name):
         llm.no_such_method  # noqa: B018
 
 
-def test_lora_request_none_is_no_adapter_and_an_adapter_is_refused(llm):
+def test_lora_request_none_is_no_adapter_and_an_adapter_needs_enable_lora(llm):
     (out,) = llm.generate("hi", GREEDY, use_tqdm=False, lora_request=None)
     assert len(out.outputs[0].token_ids) == 4
     (out,) = llm.chat(
         [{"role": "user", "content": "hi"}], GREEDY, use_tqdm=False, lora_request=None
     )
     assert out.finished
-    with pytest.raises(NotImplementedError, match=r"^LLM\.generate\(lora_request=...\): LoRA"):
+    with pytest.raises(InvalidRequestError, match="must be a LoRARequest"):
         llm.generate("hi", GREEDY, use_tqdm=False, lora_request=object())
-    with pytest.raises(NotImplementedError, match=r"^LLM\.chat\(lora_request=...\): LoRA"):
-        llm.chat([{"role": "user", "content": "hi"}], GREEDY, lora_request=object())
+    adapter = LoRARequest("sql", 1, "/adapters/sql")
+    with pytest.raises(InvalidRequestError, match="'sql' requested, but LoRA is not enabled"):
+        llm.chat([{"role": "user", "content": "hi"}], GREEDY, lora_request=adapter)
     with pytest.raises(NotImplementedError, match="tokenization_kwargs"):
         llm.generate("hi", GREEDY, use_tqdm=False, tokenization_kwargs={"truncation": True})
 

@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from actorllm import LLM, LLMEngine, RequestOutputKind, SamplingParams
+from actorllm import LLM, LLMEngine, LoRARequest, RequestOutputKind, SamplingParams
 from actorllm.core.errors import DuplicateRequestError, InvalidRequestError, RequestTooLongError
 from actorllm.engine.config.engine_config import EngineConfig
 
@@ -201,8 +201,14 @@ def test_lora_request_and_methods_not_built(engine):
     engine.add_request("lora-none", "hi", GREEDY, None, None)
     while engine.has_unfinished_requests():
         engine.step()
-    with pytest.raises(NotImplementedError, match=r"^LLMEngine\.add_request\(lora_request"):
+    with pytest.raises(InvalidRequestError, match="lora_request must be a LoRARequest"):
         engine.add_request("lora-x", "hi", GREEDY, lora_request=object())
+    adapter = LoRARequest("sql", 1, "/adapters/sql")
+    with pytest.raises(InvalidRequestError, match="LoRA is not enabled"):
+        engine.add_request("lora-y", "hi", GREEDY, lora_request=adapter)
     assert not engine.has_unfinished_requests()  # nothing was queued
-    with pytest.raises(NotImplementedError, match=r"^LLMEngine\.add_lora: LoRA"):
-        engine.add_lora(object())
+    with pytest.raises(InvalidRequestError, match="LoRA is not enabled"):
+        engine.add_lora(adapter)
+    assert engine.list_loras() == set() and not engine.remove_lora(1)
+    with pytest.raises(NotImplementedError, match=r"^LLMEngine\.pin_lora: pinning"):
+        engine.pin_lora(1)

@@ -19,6 +19,7 @@ from actorllm.entrypoints.metrics import ServerMetrics
 from actorllm.entrypoints.openai.app.settings import AppSettings
 from actorllm.entrypoints.openai.app.state import AppState
 from actorllm.entrypoints.openai.engine_client import EngineClient
+from actorllm.entrypoints.openai.lora_models import load_adapter, parse_lora_modules
 from actorllm.entrypoints.openai.serving_common import ServingContext, ServingDefaults
 from actorllm.entrypoints.openai.tool_setup import ChatOptions, ChatSetup
 
@@ -69,6 +70,13 @@ def serving_context(engine: EngineClient, settings: AppSettings) -> ServingConte
     )
 
 
+async def load_static_loras(engine: EngineClient, settings: AppSettings) -> None:
+    """``--lora-modules``: loaded before the server takes requests; a bad one stops it."""
+    for m in parse_lora_modules(settings.lora_modules):
+        await load_adapter(engine, m.name, m.path, base_model_name=m.base_model_name)
+        logger.info("serving LoRA adapter %r from %s", m.name, m.path)
+
+
 def engine_lifespan(engine_factory: EngineFactory, state: AppState) -> Lifespan:
     """The app's lifespan: enters ``engine_factory()`` and sets ``state.ctx`` while the
     server runs (with the stats logger beside it)."""
@@ -85,7 +93,8 @@ def engine_lifespan(engine_factory: EngineFactory, state: AppState) -> Lifespan:
                     raise
                 try:
                     state.ctx = serving_context(engine, settings)
-                except Exception as exc:  # a bad parser, plugin or generation config
+                    await load_static_loras(engine, settings)
+                except Exception as exc:  # a bad parser, plugin, generation config, adapter
                     state.startup_error = exc
                     raise
                 async with anyio.create_task_group() as tg:

@@ -4,12 +4,19 @@ from __future__ import annotations
 
 import msgspec
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import PlainTextResponse, Response
 
 from actorllm.entrypoints.openai import serving_pooling as pooling
 from actorllm.entrypoints.openai.app.endpoint import S, decode_body
 from actorllm.entrypoints.openai.app.state import AppState
 from actorllm.entrypoints.openai.errors import bad_request
+from actorllm.entrypoints.openai.lora_models import (
+    LoadLoRAAdapterRequest,
+    UnloadLoRAAdapterRequest,
+    adapter_cards,
+    load_adapter,
+    unload_adapter,
+)
 from actorllm.entrypoints.openai.middleware import request_id_of
 from actorllm.entrypoints.openai.protocol import pooling as pp
 from actorllm.entrypoints.openai.protocol.chat_request import ChatCompletionRequest
@@ -69,7 +76,22 @@ async def models(state: AppState, request: Request) -> Response:
         ModelCard(id=name, created=0, root=engine.model_name, max_model_len=engine.max_model_len)
         for name in engine.model_names
     ]
+    # Then the LoRA adapters, their parent the base model (vLLM's listing).
+    cards += [ModelCard(created=0, **card) for card in adapter_cards(engine)]
     return json_response(ModelList(data=cards))
+
+
+async def load_lora_adapter(state: AppState, request: Request) -> Response:
+    """vLLM's runtime adapter loading (only with ACTORLLM_ALLOW_RUNTIME_LORA_UPDATING)."""
+    req = msgspec.json.decode(await request.body(), type=LoadLoRAAdapterRequest)
+    engine = state.serving.engine
+    text = await load_adapter(engine, req.lora_name, req.lora_path, load_inplace=req.load_inplace)
+    return PlainTextResponse(text)
+
+
+async def unload_lora_adapter(state: AppState, request: Request) -> Response:
+    req = msgspec.json.decode(await request.body(), type=UnloadLoRAAdapterRequest)
+    return PlainTextResponse(await unload_adapter(state.serving.engine, req.lora_name))
 
 
 async def tokenize_route(state: AppState, request: Request) -> Response:

@@ -15,6 +15,7 @@ from actorllm.entrypoints.openai.app import responses_routes as responses
 from actorllm.entrypoints.openai.app.endpoint import as_endpoint
 from actorllm.entrypoints.openai.app.load_tracking import tracked_endpoint
 from actorllm.entrypoints.openai.app.state import AppState, Handler
+from actorllm.entrypoints.openai.lora_models import runtime_updating_allowed
 
 ROUTES: list[tuple[str, Handler, str]] = [
     ("/v1/completions", api.completions, "POST"),
@@ -55,6 +56,11 @@ DEV_ROUTES: list[tuple[str, Handler, str]] = [
     ("/start_profile", dev.start_profile, "POST"),
     ("/stop_profile", dev.stop_profile, "POST"),
 ]
+# Only with ACTORLLM_ALLOW_RUNTIME_LORA_UPDATING (or vLLM's VLLM_ name) true: else 404.
+LORA_ROUTES: list[tuple[str, Handler, str]] = [
+    ("/v1/load_lora_adapter", api.load_lora_adapter, "POST"),
+    ("/v1/unload_lora_adapter", api.unload_lora_adapter, "POST"),
+]
 # Only with --enable-tokenizer-info-endpoint.
 TOKENIZER_INFO_ROUTE: tuple[str, Handler, str] = ("/tokenizer_info", api.tokenizer_info, "GET")
 
@@ -81,6 +87,11 @@ def routes(state: AppState) -> list[Route]:
         table += [
             Route(path, as_endpoint(fn), methods=methods)
             for path, fn, methods in _by_path(DEV_ROUTES)
+        ]
+    if runtime_updating_allowed():
+        table += [
+            Route(path, as_endpoint(fn), methods=methods)
+            for path, fn, methods in _by_path(LORA_ROUTES)
         ]
     if settings.enable_tokenizer_info_endpoint:
         path, fn, m = TOKENIZER_INFO_ROUTE

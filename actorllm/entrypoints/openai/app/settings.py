@@ -71,6 +71,9 @@ class AppSettings(msgspec.Struct, kw_only=True):
     enable_log_outputs: bool = False
     """Also log each completion's output text and finish reason when it is done (needs
     enable_log_requests)."""
+    lora_modules: str | list[str] | None = None
+    """LoRA adapters to serve from the start (needs --enable-lora): name=path, or JSON
+    '{"name": ..., "path": ..., "base_model_name": ...}'; requests name them in 'model'."""
     middleware: list[str] = msgspec.field(default_factory=list)
     """Extra ASGI middleware, outermost, by import path (repeat the flag for several): a
     class is built as cls(app); an async function f(request, call_next) wraps each HTTP

@@ -72,6 +72,13 @@ APP_SETTINGS_HELP: Mapping[str, Mapping[str, str]] = {
             "Also log each completion's output text and finish reason when it is done "
             "(needs enable_log_requests)."
         ),
+        "lora_modules": (
+            "LoRA adapters to serve from the start (needs --enable-lora): name=path, or JSON "
+            '\'{"name": ..., "path": ..., "base_model_name": ...}\'; several values allowed. '
+            "Requests name an adapter in 'model'; /v1/models lists them. Loading and "
+            "unloading at run time (POST /v1/load_lora_adapter, /v1/unload_lora_adapter) needs "
+            "ACTORLLM_ALLOW_RUNTIME_LORA_UPDATING=true (or VLLM_ALLOW_RUNTIME_LORA_UPDATING)."
+        ),
         "middleware": (
             "Extra ASGI middleware, outermost, by import path (repeat the flag for "
             "several): a class is built as cls(app); an async function f(request, "

@@ -11,6 +11,7 @@ class ModelCard(msgspec.Struct, kw_only=True):
     created: int
     owned_by: str = "actorllm"
     root: str | None = None
+    parent: str | None = None  # a LoRA adapter's base model (vLLM's)
     max_model_len: int | None = None
 
 

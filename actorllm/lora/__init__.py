@@ -1,0 +1,1 @@
+"""vLLM's ``vllm.lora`` import paths (``from actorllm.lora.request import LoRARequest``)."""

@@ -1,0 +1,228 @@
+"""Read a LoRA adapter in PEFT's format and map it onto our model's projections.
+
+Theory of operation
+-------------------
+PEFT saves ``adapter_config.json`` (``r``, ``lora_alpha``, ``use_rslora``, ...) and
+``adapter_model.safetensors`` with, for every adapted ``nn.Linear`` ``W`` [out, in], two
+tensors ``<module>.lora_A.weight`` ``A`` [r, in] and ``<module>.lora_B.weight`` ``B``
+[out, r]; the adapted layer computes ``x W^T + s * (x A^T) B^T`` with ``s = alpha / r``
+(``alpha / sqrt(r)`` under rsLoRA). The module names are HF's
+(``base_model.model.model.layers.0.self_attn.q_proj``); ours fuse q|k|v into ``qkv_proj``
+and gate|up into ``gate_up_proj`` (``models/llama.py``), so an adapter of ``k_proj`` becomes
+*slice 1* of ``qkv_proj``: its own ``A``, and a ``B`` whose rows land in k's output columns.
+``s`` is folded into ``B`` once, here.
+
+Everything an adapter asks that we do not apply is refused by name
+(:class:`LoRAAdapterError`, a ``ValueError`` naming the adapter and the reason): a
+directory without the two files, a rank above ``max_lora_rank``, DoRA, LoRA biases,
+``modules_to_save`` / embedding adapters, MoE expert adapters, per-module rank or alpha
+patterns, modules our model lacks, and shapes of another base model.
+
+    w = read_adapter("sql", "/adapters/sql", model, max_rank=16, dtype=torch.float32)
+    w.modules["model.layers.0.self_attn.qkv_proj"]  # [LoRASlice(shard=0, ...), ...]
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import load_file
+from torch import nn
+
+from actorllm.models.base import CausalLM
+
+CONFIG_FILE = "adapter_config.json"
+WEIGHTS_FILE = "adapter_model.safetensors"
+# Our projections an adapter may target (after packing): attention and MLP.
+TARGETABLE = ("qkv_proj", "o_proj", "gate_up_proj", "down_proj")
+_TENSOR = re.compile(r"^(?P<module>.+)\.lora_(?P<ab>A|B)\.weight$")
+_EXPERT = re.compile(r"\.experts\.")
+_PREFIX = "base_model.model."
+# adapter_config.json keys whose non-default values we would otherwise ignore.
+_REFUSED_KEYS: dict[str, str] = {
+    "use_dora": "DoRA (use_dora=true) is not supported",
+    "modules_to_save": "modules_to_save (fully trained extra modules) is not supported",
+    "fan_in_fan_out": "fan_in_fan_out=true (Conv1D layers) is not supported",
+    "trainable_token_indices": "trainable_token_indices is not supported",
+    "use_qalora": "QA-LoRA (use_qalora=true) is not supported",
+    "lora_bias": "LoRA biases (lora_bias=true) are not supported",
+}
+
+
+class LoRAAdapterError(ValueError):
+    """An adapter that cannot be served; the message names the adapter and the reason."""
+
+    def __init__(self, name: str, reason: str) -> None:
+        self.adapter = name
+        self.reason = reason
+        super().__init__(f"LoRA adapter {name!r}: {reason}")
+
+
+@dataclass(frozen=True)
+class LoRASlice:
+    """One adapted piece of a (possibly packed) projection."""
+
+    shard: int | None  # index into the owner's shard_sizes (q/k/v, gate/up); None: all
+    a: torch.Tensor  # [r, in]
+    b: torch.Tensor  # [out_shard, r], the scaling folded in
+
+
+@dataclass
+class LoRAWeights:
+    """An adapter read and checked against one model: ready to copy into a slot."""
+
+    name: str
+    rank: int  # the largest of its modules' ranks
+    scaling: float  # the last module's (every module's unless rank/alpha patterns differ)
+    # {our Linear's module name: its adapted slices}
+    modules: dict[str, list[LoRASlice]] = field(default_factory=dict)
+
+    def nbytes(self) -> int:
+        return sum(s.a.nbytes + s.b.nbytes for sl in self.modules.values() for s in sl)
+
+
+def read_adapter(
+    name: str, path: str | Path, model: CausalLM, *, max_rank: int, dtype: torch.dtype
+) -> LoRAWeights:
+    """Read and check the adapter at local directory ``path`` against ``model``; raises
+    :class:`LoRAAdapterError`."""
+    cfg = _read_config(name, Path(path))
+    default_rank = int(cfg.get("r", 8))
+    default_alpha = float(cfg.get("lora_alpha", 8))
+    tensors = _read_tensors(name, Path(path))
+    pairs = _pair(name, tensors)
+    out = LoRAWeights(name=name, rank=0, scaling=0.0)
+    for hf_module, (a, b) in sorted(pairs.items()):
+        # PEFT's per-module overrides: the first pattern matching the module's name.
+        rank = int(_pattern(cfg.get("rank_pattern"), hf_module, default_rank))
+        alpha = float(_pattern(cfg.get("alpha_pattern"), hf_module, default_alpha))
+        if rank > max_rank:
+            raise LoRAAdapterError(
+                name, f"rank {rank} is above max_lora_rank={max_rank} (start with a larger one)"
+            )
+        scaling = alpha / math.sqrt(rank) if cfg.get("use_rslora") else alpha / rank
+        out.rank, out.scaling = max(out.rank, rank), scaling
+        target, shard, linear, out_size = _target(name, model, hf_module)
+        if a.dim() != 2 or b.dim() != 2 or a.shape[0] != rank or b.shape[1] != rank:
+            raise LoRAAdapterError(
+                name, f"{hf_module}: lora_A {tuple(a.shape)} / lora_B {tuple(b.shape)} "
+                f"do not have rank r={rank}"
+            )  # fmt: skip
+        if a.shape[1] != linear.in_features or b.shape[0] != out_size:
+            raise LoRAAdapterError(
+                name,
+                f"{hf_module}: adapter shapes A {tuple(a.shape)}, B {tuple(b.shape)} do not "
+                f"fit this model's [{out_size}, {linear.in_features}] projection (an adapter "
+                "for another base model?)",
+            )
+        sl = LoRASlice(shard=shard, a=a.to(dtype), b=(b.float() * scaling).to(dtype))
+        out.modules.setdefault(target, []).append(sl)
+    if not out.modules:
+        raise LoRAAdapterError(name, f"{WEIGHTS_FILE} holds no lora_A / lora_B tensors")
+    return out
+
+
+def _pattern(patterns: object, module: str, default: float) -> float:
+    """PEFT's rank_pattern / alpha_pattern lookup: a key matches the module's name or any
+    dotted suffix of it (as a regular expression)."""
+    if not isinstance(patterns, dict):
+        return default
+    for key, value in patterns.items():
+        if re.match(rf"(.*\.)?({key})$", module):
+            return float(value)
+    return default
+
+
+def _read_config(name: str, path: Path) -> dict[str, Any]:
+    if not path.is_dir():
+        raise LoRAAdapterError(name, f"{str(path)!r} is not a local directory")
+    cfg_file = path / CONFIG_FILE
+    if not cfg_file.is_file() or not (path / WEIGHTS_FILE).is_file():
+        raise LoRAAdapterError(
+            name, f"{str(path)!r} is not a PEFT adapter directory ({CONFIG_FILE} and "
+            f"{WEIGHTS_FILE} expected)"
+        )  # fmt: skip
+    try:
+        cfg = json.loads(cfg_file.read_text())
+    except (OSError, ValueError) as exc:
+        raise LoRAAdapterError(name, f"unreadable {CONFIG_FILE}: {exc}") from None
+    if not isinstance(cfg, dict):
+        raise LoRAAdapterError(name, f"{CONFIG_FILE} is not a JSON object")
+    peft_type = str(cfg.get("peft_type", "LORA")).upper()
+    if peft_type != "LORA":
+        raise LoRAAdapterError(name, f"peft_type {peft_type} is not LoRA")
+    for key, reason in _REFUSED_KEYS.items():
+        if cfg.get(key):
+            raise LoRAAdapterError(name, reason)
+    if cfg.get("bias", "none") != "none":
+        raise LoRAAdapterError(name, f"bias={cfg['bias']!r}: LoRA biases are not supported")
+    return cfg
+
+
+def _read_tensors(name: str, path: Path) -> dict[str, torch.Tensor]:
+    try:
+        return load_file(str(path / WEIGHTS_FILE), device="cpu")
+    except Exception as exc:  # a corrupt or truncated file: safetensors' own errors
+        raise LoRAAdapterError(name, f"unreadable {WEIGHTS_FILE}: {exc}") from None
+
+
+def _pair(name: str, tensors: dict[str, torch.Tensor]) -> dict[str, tuple[torch.Tensor, ...]]:
+    """{HF module name: (A, B)}; any other tensor refused by name."""
+    a_of: dict[str, torch.Tensor] = {}
+    b_of: dict[str, torch.Tensor] = {}
+    for key, t in tensors.items():
+        if "lora_embedding_" in key:
+            raise LoRAAdapterError(name, f"embedding adapters are not supported ({key})")
+        if "lora_magnitude_vector" in key:
+            raise LoRAAdapterError(name, f"DoRA is not supported ({key})")
+        m = _TENSOR.match(key)
+        if m is None:
+            raise LoRAAdapterError(
+                name, f"tensor {key} is not a lora_A / lora_B weight (modules_to_save, "
+                "biases and trained embeddings are not supported)"
+            )  # fmt: skip
+        module = m.group("module").removeprefix(_PREFIX)
+        (a_of if m.group("ab") == "A" else b_of)[module] = t
+    unpaired = sorted(set(a_of) ^ set(b_of))
+    if unpaired:
+        raise LoRAAdapterError(name, f"lora_A without lora_B (or back) for {unpaired[0]}")
+    return {m: (a_of[m], b_of[m]) for m in a_of}
+
+
+def _target(name: str, model: CausalLM, hf_module: str) -> tuple[str, int | None, nn.Linear, int]:
+    """HF module name -> (our Linear's name, shard or None, the Linear, rows it adapts)."""
+    ours = model.checkpoint_name(hf_module + ".weight")
+    if ours is None or _EXPERT.search(ours):
+        raise LoRAAdapterError(
+            name, f"{hf_module}: MoE expert adapters are not supported (attention only)"
+        )
+    target, shard = ours.removesuffix(".weight"), None
+    for frag, (packed, idx) in model.packed_modules.items():
+        if target.endswith(f".{frag}"):
+            target, shard = target.removesuffix(frag) + packed, idx
+            break
+    leaf = target.rsplit(".", 1)[-1]
+    try:
+        linear = model.get_submodule(target)
+    except AttributeError:
+        raise LoRAAdapterError(
+            name,
+            f"target module {hf_module}: this model has no such module (an adapter "
+            "for another base model?)",
+        ) from None
+    if leaf not in TARGETABLE or not isinstance(linear, nn.Linear):
+        raise LoRAAdapterError(
+            name, f"target module {hf_module} is not an attention or MLP projection of this "
+            f"model (adaptable: {', '.join(TARGETABLE)} and their unfused q/k/v, gate/up)"
+        )  # fmt: skip
+    if shard is None:
+        return target, None, linear, linear.out_features
+    owner = model.get_submodule(target.rsplit(".", 1)[0])
+    sizes: list[int] = owner.shard_sizes  # type: ignore[assignment]
+    return target, shard, linear, sizes[shard]

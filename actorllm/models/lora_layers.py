@@ -1,0 +1,104 @@
+"""LoRA beside the model's projections: per-projection slot buffers and the forward hook.
+
+:func:`attach_lora` gives every attention and MLP projection (``qkv_proj``, ``o_proj``,
+``gate_up_proj``, ``down_proj``) a :class:`LoRALayer`: ``max_loras`` *slots* of stacked,
+zero-padded A and B (``kernels/lora.py`` has the layout), and a forward hook that adds
+each row group's adapter to the projection's output. The worker decides which adapter
+sits in which slot and which rows use which slot (``worker/lora_slots.py``) and tells the
+returned :class:`LoRAState`; the model code itself is unchanged. A slot holding nothing
+for a projection (an adapter that does not target it) costs that projection nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from torch import nn
+
+from actorllm.kernels.lora import RowGroup, add_lora
+from actorllm.models.lora_adapter import TARGETABLE, LoRASlice, LoRAWeights
+
+
+class LoRALayer:
+    """One projection's ``max_loras`` slots."""
+
+    def __init__(
+        self,
+        linear: nn.Linear,
+        shard_sizes: Sequence[int] | None,
+        slots: int,
+        max_rank: int,
+        dtype: torch.dtype,
+    ) -> None:
+        device = linear.weight.device
+        sizes = list(shard_sizes) if shard_sizes else [linear.out_features]
+        self.rank = max_rank
+        # [S, n_slices * R, K]: slice i's A in rank rows [i * R, i * R + r)
+        self.a = torch.zeros(slots, len(sizes) * max_rank, linear.in_features, dtype=dtype,
+                             device=device)  # fmt: skip
+        # slice i: [S, N_i, R], its output columns from col_starts[i]
+        self.b = [torch.zeros(slots, n, max_rank, dtype=dtype, device=device) for n in sizes]
+        self.col_starts = [sum(sizes[:i]) for i in range(len(sizes))]
+        self.active: set[int] = set()  # slots holding an adapter of this projection
+
+    def fill(self, slot: int, slices: Sequence[LoRASlice]) -> None:
+        """Put an adapter's slices in ``slot`` (empty: the slot holds nothing here)."""
+        self.a[slot].zero_()
+        for b in self.b:
+            b[slot].zero_()
+        r0 = self.rank
+        for s in slices:
+            r = s.a.shape[0]
+            # A whole packed projection (Phi-3's own qkv_proj): its A in every slice, its
+            # B rows cut at the slices' columns.
+            pieces = range(len(self.b)) if s.shard is None else (s.shard,)
+            for i in pieces:
+                c0 = 0 if s.shard is not None else self.col_starts[i]
+                self.a[slot, i * r0 : i * r0 + r].copy_(s.a)  # [r, K]
+                self.b[i][slot, :, :r].copy_(s.b[c0 : c0 + self.b[i].shape[1]])  # [N_i, r]
+        if slices:
+            self.active.add(slot)
+        else:
+            self.active.discard(slot)
+
+
+class LoRAState:
+    """The model's LoRA layers and this step's row groups (set by the worker per step)."""
+
+    def __init__(self, layers: dict[str, LoRALayer]) -> None:
+        self.layers = layers  # {projection module name: its slots}
+        self.groups: list[RowGroup] = []  # this step's; empty: a base-only step
+
+    def fill(self, slot: int, weights: LoRAWeights | None) -> None:
+        """Load ``weights`` into ``slot`` of every projection (None: empty the slot)."""
+        modules = {} if weights is None else weights.modules
+        for name, layer in self.layers.items():
+            layer.fill(slot, modules.get(name, ()))
+
+    def hook(self, layer: LoRALayer) -> Any:
+        def add(_module: nn.Module, args: tuple[torch.Tensor, ...], out: torch.Tensor) -> None:
+            groups = [g for g in self.groups if g[0] in layer.active]
+            if groups:  # in place: ``out`` is the projection's fresh output
+                add_lora(out, args[0], layer.a, layer.b, layer.col_starts, groups)
+
+        return add
+
+
+def attach_lora(model: nn.Module, slots: int, max_rank: int, dtype: torch.dtype) -> LoRAState:
+    """Give every targetable projection of ``model`` its slots and hook; returns the state
+    the worker drives. Call after any pass that replaces modules (oneDNN prepacking)."""
+    layers: dict[str, LoRALayer] = {}
+    for name, module in model.named_modules():
+        leaf = name.rsplit(".", 1)[-1]
+        if leaf not in TARGETABLE or not isinstance(module, nn.Linear):
+            continue
+        owner = model.get_submodule(name.rsplit(".", 1)[0])
+        packed = leaf in ("qkv_proj", "gate_up_proj")
+        sizes = getattr(owner, "shard_sizes", None) if packed else None
+        layers[name] = LoRALayer(module, sizes, slots, max_rank, dtype)
+    state = LoRAState(layers)
+    for name, layer in layers.items():
+        model.get_submodule(name).register_forward_hook(state.hook(layer))
+    return state

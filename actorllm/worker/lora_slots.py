@@ -1,0 +1,178 @@
+"""The worker's LoRA adapters: a host cache, the step slots, and each step's row groups.
+
+Theory of operation
+-------------------
+* **Host cache** (``max_cpu_loras``, least recently used evicted): adapters read and checked
+  (``models/lora_adapter.py``) and kept in host memory, ready to copy into a slot. An
+  evicted adapter is read again from its path when a request names it again (every request
+  carries its :class:`LoRARequest`), so eviction is transparent.
+* **Step slots** (``max_loras``): the adapters the model's projections hold right now
+  (``models/lora_layers.py``). A step may use at most ``max_loras`` distinct adapters (the
+  scheduler's rule); one that is not resident takes a free slot, or the least recently
+  used slot that this step does not use.
+* **Row groups**: each token row of the step gets its request's slot; rows of base-model
+  requests get *no* slot (they are in no group), so they never see an adapter.
+
+Worker thread only; every method blocks.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+from actorllm.core.lora import LoRARequest
+from actorllm.kernels.lora import RowGroup
+from actorllm.models.base import CausalLM
+from actorllm.models.lora_adapter import LoRAWeights, read_adapter
+from actorllm.models.lora_layers import LoRAState, attach_lora
+from actorllm.worker.lora_settings import LoRASettings
+
+__all__ = ["LoRASettings", "LoRASlots", "TooManyAdaptersError"]
+
+
+class TooManyAdaptersError(RuntimeError):
+    """A step names more adapters than there are slots (a scheduler bug)."""
+
+
+class LoRASlots:
+    """Host cache + step slots of one model. Worker thread only."""
+
+    def __init__(self, settings: LoRASettings, model: CausalLM, dtype: torch.dtype) -> None:
+        self.settings = settings
+        self.dtype = dtype
+        self.max_cpu = max(settings.max_cpu_loras or settings.max_loras, settings.max_loras)
+        self.state: LoRAState = attach_lora(model, settings.max_loras, settings.max_lora_rank,
+                                            dtype)  # fmt: skip
+        self.model = model
+        self.known: dict[str, LoRARequest] = {}  # {name: request}, every adapter added
+        self.host: OrderedDict[str, LoRAWeights] = OrderedDict()  # LRU: oldest first
+        self.slot_names: list[str | None] = [None] * settings.max_loras
+        self.slot_order: list[int] = list(range(settings.max_loras))  # LRU: oldest first
+        self.num_loads = 0  # adapters read from disk (cumulative)
+        self.num_slot_fills = 0  # adapters copied into a slot (cumulative)
+
+    def reattach(self, model: CausalLM) -> None:
+        """The model was rebuilt (a reload): new hooks, slots emptied."""
+        self.model = model
+        self.state = attach_lora(model, self.settings.max_loras, self.settings.max_lora_rank,
+                                 self.dtype)  # fmt: skip
+        self.slot_names = [None] * self.settings.max_loras
+
+    # -- the control plane ------------------------------------------------------------------
+
+    def add(self, request: LoRARequest) -> bool:
+        """Read and check ``request``'s adapter into the host cache (raises
+        ``LoRAAdapterError``); False if it was already loaded (and not ``load_inplace``)."""
+        name = request.lora_name
+        old = self.known.get(name)
+        same = old is not None and old.lora_path == request.lora_path
+        if same and name in self.host and not request.load_inplace:
+            self.host.move_to_end(name)
+            return False
+        weights = self._read(request)
+        self.known[name] = request
+        self._keep(name, weights)
+        if name in self.slot_names:  # reloaded in place: the resident copy too
+            self._fill(self.slot_names.index(name), weights)
+        return True
+
+    def remove(self, name: str) -> bool:
+        """Forget adapter ``name`` (its slot emptied); False if it was not loaded."""
+        found = self.known.pop(name, None) is not None
+        self.host.pop(name, None)
+        if name in self.slot_names:
+            slot = self.slot_names.index(name)
+            self.state.fill(slot, None)
+            self.slot_names[slot] = None
+        return found
+
+    def names(self) -> list[str]:
+        """The adapters added and not removed, oldest first."""
+        return list(self.known)
+
+    # -- one step ---------------------------------------------------------------------------
+
+    def prepare(
+        self,
+        adapters: Sequence[LoRARequest | None],
+        num_scheduled: np.ndarray,
+        device: torch.device,
+    ) -> None:
+        """Make the step's adapters resident and set its row groups. ``adapters``: [B] each
+        scheduled request's adapter (None: the base model); ``num_scheduled``: [B] its
+        rows."""
+        wanted = list(dict.fromkeys(a.lora_name for a in adapters if a is not None))
+        if not wanted:
+            self.state.groups = []
+            return
+        if len(wanted) > len(self.slot_names):
+            raise TooManyAdaptersError(
+                f"a step uses {len(wanted)} adapters; max_loras={len(self.slot_names)}"
+            )
+        by_name = {a.lora_name: a for a in adapters if a is not None}
+        slot_of = {n: self._resident(by_name[n], wanted) for n in wanted}
+        req_slots = np.array(
+            [-1 if a is None else slot_of[a.lora_name] for a in adapters], dtype=np.int64
+        )  # [B]; -1: base model, in no group
+        row_slots = np.repeat(req_slots, num_scheduled)  # [T]
+        total = len(row_slots)
+        groups: list[RowGroup] = []
+        for slot in slot_of.values():
+            rows = np.flatnonzero(row_slots == slot)  # [G]
+            groups.append((slot, None if len(rows) == total else torch.from_numpy(rows).to(device)))
+        self.state.groups = groups
+
+    def _resident(self, request: LoRARequest, step: list[str]) -> int:
+        """The slot holding ``request``'s adapter, filled now if it is not resident."""
+        name = request.lora_name
+        if name in self.slot_names:
+            slot = self.slot_names.index(name)
+        else:
+            slot = next(
+                s for s in self.slot_order
+                if self.slot_names[s] is None or self.slot_names[s] not in step
+            )  # fmt: skip
+            self._fill(slot, self._weights(request))
+        self.slot_order.remove(slot)
+        self.slot_order.append(slot)
+        return slot
+
+    def _weights(self, request: LoRARequest) -> LoRAWeights:
+        name = request.lora_name
+        weights = self.host.get(name)
+        if weights is None:  # evicted from the host cache (or never added here): read again
+            weights = self._read(self.known.get(name, request))
+            self.known.setdefault(name, request)
+            self._keep(name, weights)
+        self.host.move_to_end(name)
+        return weights
+
+    def _read(self, request: LoRARequest) -> LoRAWeights:
+        self.num_loads += 1
+        return read_adapter(
+            request.lora_name, request.lora_path, self.model,
+            max_rank=self.settings.max_lora_rank, dtype=self.dtype,
+        )  # fmt: skip
+
+    def _keep(self, name: str, weights: LoRAWeights) -> None:
+        self.host[name] = weights
+        self.host.move_to_end(name)
+        while len(self.host) > self.max_cpu:
+            self.host.popitem(last=False)
+
+    def _fill(self, slot: int, weights: LoRAWeights) -> None:
+        self.state.fill(slot, weights)
+        self.slot_names[slot] = weights.name
+        self.num_slot_fills += 1
+
+    def statistics(self) -> dict[str, object]:
+        return {
+            "lora_slots": list(self.slot_names),
+            "lora_host_cache": list(self.host),
+            "lora_loads": self.num_loads,
+            "lora_slot_fills": self.num_slot_fills,
+        }

@@ -1,0 +1,144 @@
+"""LoRA over HTTP on a tiny real Llama, with the ``openai`` client: ``--lora-modules``
+adapters in ``/v1/models`` (``parent`` the base model) and in the ``model`` field (tokens
+equal peft's); an unknown model is a 404 with OpenAI's body; adapters loaded and unloaded
+at run time (``ACTORLLM_ALLOW_RUNTIME_LORA_UPDATING``), under ``--api-key``; a bad adapter
+is a 400 naming it and the server keeps serving; without the switch the routes are 404."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import openai
+import pytest
+
+from actorllm.engine import AsyncEngine
+from actorllm.entrypoints.openai.app import AppSettings, build_app
+from actorllm.entrypoints.openai.lora_models import parse_lora_modules
+from tests.engine.conftest import _tiny_llama
+from tests.entrypoints.conftest import start_server
+from tests.entrypoints.fake_engine import FakeEngine
+from tests.entrypoints.server_thread import ServerThread
+from tests.helpers.lora import ATTN_PROJ, make_adapter, peft_greedy
+
+KEY = "sk-lora"
+PROMPT = [11, 42, 97, 300, 5]
+MAX_TOKENS = 5
+
+
+@pytest.fixture(scope="module")
+def base_model(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A tiny random Llama with the demo tokenizer (tests/engine's tiny_model)."""
+    return _tiny_llama(tmp_path_factory.mktemp("tiny-llama"), seed=0)
+
+
+@pytest.fixture(scope="module")
+def adapters(base_model: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    d = tmp_path_factory.mktemp("http-lora")
+    return {
+        "sql": make_adapter(base_model, d / "sql", r=8, seed=11),
+        "chat": make_adapter(base_model, d / "chat", targets=ATTN_PROJ, r=4, seed=12),
+    }
+
+
+@pytest.fixture(scope="module")
+def want(base_model: str, adapters: dict[str, Path]) -> dict[str, list[int]]:
+    rows = {n: (p, PROMPT) for n, p in adapters.items()}
+    return peft_greedy(base_model, {"base": (None, PROMPT), **rows}, MAX_TOKENS)
+
+
+@pytest.fixture(scope="module")
+def server(base_model: str, adapters: dict[str, Path]) -> Iterator[ServerThread]:
+    os.environ["ACTORLLM_ALLOW_RUNTIME_LORA_UPDATING"] = "true"  # read as the app is built
+    try:
+        app = build_app(
+            lambda: AsyncEngine.open(
+                base_model, served_model_name="base", max_model_len=128,
+                kv_cache_memory_bytes=2 * 2**20, enable_lora=True, max_loras=2,
+            ),
+            AppSettings(log_interval_s=0, api_key=KEY, lora_modules=[
+                f"sql={adapters['sql']}",
+            ]),
+        )  # fmt: skip
+    finally:
+        del os.environ["ACTORLLM_ALLOW_RUNTIME_LORA_UPDATING"]
+    srv = ServerThread(app).start(timeout_s=240)
+    yield srv
+    srv.stop()
+    assert srv.error is None
+
+
+def _tokens(client: openai.OpenAI, model: str) -> list[int]:
+    r = client.completions.create(
+        model=model, prompt=PROMPT, max_tokens=MAX_TOKENS, temperature=0, logprobs=0,
+        extra_body={"ignore_eos": True, "return_tokens_as_token_ids": True},
+    )  # fmt: skip
+    assert r.model == model
+    lp = r.choices[0].logprobs
+    assert lp is not None and lp.tokens is not None
+    return [int(t.removeprefix("token_id:")) for t in lp.tokens]
+
+
+def test_served_adapters_listed_and_used(server: ServerThread, want: dict[str, list[int]]) -> None:
+    with openai.OpenAI(base_url=server.url + "/v1", api_key=KEY, max_retries=0) as client:
+        cards = {m.id: m for m in client.models.list().data}
+        assert set(cards) == {"base", "sql"}
+        assert cards["sql"].model_extra is not None and cards["sql"].model_extra["parent"] == "base"
+        assert _tokens(client, "sql") == want["sql"]
+        assert _tokens(client, "base") == want["base"]
+        with pytest.raises(openai.NotFoundError) as info:
+            client.completions.create(model="nope", prompt="hi", max_tokens=1)
+        assert info.value.status_code == 404
+        body = info.value.body
+        assert isinstance(body, dict)
+        assert body["message"] == "The model `nope` does not exist." and body["param"] == "model"
+        assert body["type"] == "NotFoundError"
+
+
+def test_load_and_unload_at_run_time(
+    server: ServerThread, adapters: dict[str, Path], want: dict[str, list[int]], tmp_path: Path
+) -> None:
+    auth = {"Authorization": f"Bearer {KEY}"}
+    load = server.url + "/v1/load_lora_adapter"
+    unload = server.url + "/v1/unload_lora_adapter"
+    body = {"lora_name": "chat", "lora_path": str(adapters["chat"])}
+    assert httpx.post(load, json=body).status_code == 401  # covered by --api-key
+    r = httpx.post(load, json=body, headers=auth)
+    assert r.status_code == 200 and r.text == "Success: LoRA adapter 'chat' added successfully."
+    again = httpx.post(load, json=body, headers=auth)
+    assert again.status_code == 400 and "already been loaded" in again.json()["error"]["message"]
+    bad = httpx.post(load, json={"lora_name": "bad", "lora_path": str(tmp_path)}, headers=auth)
+    assert bad.status_code == 400
+    assert "'bad'" in bad.json()["error"]["message"]
+    assert "not a PEFT adapter directory" in bad.json()["error"]["message"]
+    with openai.OpenAI(base_url=server.url + "/v1", api_key=KEY, max_retries=0) as client:
+        assert {m.id for m in client.models.list().data} == {"base", "sql", "chat"}
+        assert _tokens(client, "chat") == want["chat"]  # the server kept serving
+        r = httpx.post(unload, json={"lora_name": "chat"}, headers=auth)
+        assert r.status_code == 200 and r.text.endswith("removed successfully.")
+        assert httpx.post(unload, json={"lora_name": "chat"}, headers=auth).status_code == 404
+        with pytest.raises(openai.NotFoundError):
+            _tokens(client, "chat")
+        assert _tokens(client, "sql") == want["sql"]
+
+
+def test_runtime_routes_are_404_without_the_switch() -> None:
+    assert "ACTORLLM_ALLOW_RUNTIME_LORA_UPDATING" not in os.environ
+    srv = start_server(FakeEngine())
+    try:
+        r = httpx.post(srv.url + "/v1/load_lora_adapter", json={"lora_name": "a"})
+        assert r.status_code == 404
+    finally:
+        srv.stop()
+
+
+def test_lora_modules_spellings() -> None:
+    (a, b) = parse_lora_modules(
+        ["sql=/a/sql", '{"name": "chat", "path": "/a/chat", "base_model_name": "m"}']
+    )
+    assert (a.name, a.path, a.base_model_name) == ("sql", "/a/sql", None)
+    assert (b.name, b.path, b.base_model_name) == ("chat", "/a/chat", "m")
+    with pytest.raises(ValueError, match="--lora-modules: invalid entry 'sql'"):
+        parse_lora_modules(["sql"])

@@ -1,0 +1,137 @@
+"""Reading PEFT adapters onto our fused projections: q/k/v and gate/up slices land in their
+columns; scaling is alpha/r (rsLoRA alpha/sqrt(r)); whatever we would not apply is refused
+by name (a ValueError naming the adapter and the reason)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from actorllm.models.base import CausalLM
+from actorllm.models.config import CheckpointConfig
+from actorllm.models.loader import load_model
+from actorllm.models.lora_adapter import LoRAAdapterError, read_adapter
+from actorllm.models.lora_layers import attach_lora
+from tests.helpers.lora import make_adapter
+from tests.helpers.models import make_tiny_checkpoint
+
+
+def _model(path: Path) -> CausalLM:
+    return load_model(path, CheckpointConfig.from_pretrained(path), dtype=torch.float32)
+
+
+@pytest.fixture(scope="module")
+def llama(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, CausalLM]:
+    base = make_tiny_checkpoint(tmp_path_factory.mktemp("llama"), "llama")
+    return base, _model(base)
+
+
+@pytest.mark.parametrize("rslora", [False, True])
+def test_slices_land_in_their_columns_with_peft_scaling(
+    llama: tuple[Path, CausalLM], tmp_path: Path, rslora: bool
+) -> None:
+    import peft
+    import transformers
+
+    base, model = llama
+    path = make_adapter(base, tmp_path / "a", r=4, alpha=8, use_rslora=rslora, seed=2)
+    state = attach_lora(model, 2, 8, torch.float32)
+    w = read_adapter("a", path, model, max_rank=8, dtype=torch.float32)
+    assert w.scaling == (8 / 2 if rslora else 8 / 4)
+    state.fill(1, w)
+    hf = transformers.AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
+    layer = peft.PeftModel.from_pretrained(hf, str(path)).base_model.model.model.layers[1]
+    x = torch.randn(5, 64)
+    rows = torch.tensor([0, 3])
+    state.groups = [(1, rows)]
+    try:
+        ours = model.model.layers[1].self_attn.qkv_proj(x)  # type: ignore[union-attr, index]
+        mlp = model.model.layers[1].mlp(x)  # type: ignore[union-attr, index]
+    finally:
+        state.groups = []
+    a = layer.self_attn
+    ref = torch.cat([a.q_proj(x), a.k_proj(x), a.v_proj(x)], -1)
+    plain = torch.cat([a.q_proj.base_layer(x), a.k_proj.base_layer(x), a.v_proj.base_layer(x)], -1)
+    torch.testing.assert_close(ours[rows], ref[rows])
+    torch.testing.assert_close(ours[[1, 2, 4]], plain[[1, 2, 4]])  # rows in no group: base
+    torch.testing.assert_close(mlp[rows], layer.mlp(x)[rows])
+    state.fill(1, None)
+
+
+def _edit_config(path: Path, **changes: object) -> Path:
+    cfg = json.loads((path / "adapter_config.json").read_text())
+    (path / "adapter_config.json").write_text(json.dumps({**cfg, **changes}))
+    return path
+
+
+def test_refusals_name_the_adapter_and_the_reason(
+    llama: tuple[Path, CausalLM], tmp_path: Path
+) -> None:
+    base, model = llama
+    good = make_adapter(base, tmp_path / "good", r=8, seed=3)
+    cases: dict[str, tuple[Path, str]] = {
+        "rank": (good, "rank 8 is above max_lora_rank=4"),
+        "empty": (tmp_path, "not a PEFT adapter directory"),
+        "dora": (_edit_config(make_adapter(base, tmp_path / "d", seed=3), use_dora=True), "DoRA"),
+        "save": (
+            _edit_config(make_adapter(base, tmp_path / "s", seed=3), modules_to_save=["lm_head"]),
+            "modules_to_save",
+        ),
+        "bias": (_edit_config(make_adapter(base, tmp_path / "b", seed=3), bias="all"), "bias"),
+        "head": (make_adapter(base, tmp_path / "h", targets=["lm_head"], seed=3), "lm_head"),
+        "embed": (
+            make_adapter(base, tmp_path / "e", targets=["embed_tokens"], seed=3),
+            "embed_tokens",
+        ),
+    }
+    for name, (path, reason) in cases.items():
+        max_rank = 4 if name == "rank" else 16
+        with pytest.raises(LoRAAdapterError, match=reason) as info:
+            read_adapter(name, path, model, max_rank=max_rank, dtype=torch.float32)
+        assert str(info.value).startswith(f"LoRA adapter {name!r}: ")
+
+
+def test_an_adapter_of_another_base_model_is_refused(
+    llama: tuple[Path, CausalLM], tmp_path: Path
+) -> None:
+    _, model = llama
+    other = make_tiny_checkpoint(tmp_path / "other", "llama", hidden_size=32, num_heads=2,
+                                 num_kv_heads=1, intermediate_size=64)  # fmt: skip
+    path = make_adapter(other, tmp_path / "a", seed=4)
+    with pytest.raises(LoRAAdapterError, match="another base model"):
+        read_adapter("x", path, model, max_rank=16, dtype=torch.float32)
+    deeper = make_tiny_checkpoint(tmp_path / "deeper", "llama", num_layers=3)
+    with pytest.raises(LoRAAdapterError, match=r"layers\.2\..*no such module"):
+        read_adapter("y", make_adapter(deeper, tmp_path / "b", seed=4), model,
+                     max_rank=16, dtype=torch.float32)  # fmt: skip
+
+
+def test_moe_expert_adapters_are_refused(tmp_path: Path) -> None:
+    base = make_tiny_checkpoint(tmp_path / "moe", "qwen3_moe")
+    model = _model(base)
+    path = make_adapter(base, tmp_path / "a", targets=["gate_proj", "up_proj"], seed=5)
+    with pytest.raises(LoRAAdapterError, match="MoE expert adapters"):
+        read_adapter("moe", path, model, max_rank=16, dtype=torch.float32)
+
+
+def test_phi3_fused_qkv_adapter_is_split_over_the_slices(tmp_path: Path) -> None:
+    """Phi-3's checkpoints fuse qkv_proj / gate_up_proj themselves: a PEFT adapter of the
+    whole projection gives every slice its A and that slice's rows of B."""
+    import peft
+    import transformers
+
+    base = make_tiny_checkpoint(tmp_path / "phi3", "phi3")
+    model = _model(base)
+    path = make_adapter(base, tmp_path / "a", targets=["qkv_proj", "gate_up_proj"], seed=6)
+    state = attach_lora(model, 1, 16, torch.float32)
+    state.fill(0, read_adapter("phi", path, model, max_rank=16, dtype=torch.float32))
+    hf = transformers.AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
+    layer = peft.PeftModel.from_pretrained(hf, str(path)).base_model.model.model.layers[0]
+    x = torch.randn(3, 64)
+    state.groups = [(0, None)]
+    ours = model.model.layers[0].self_attn.qkv_proj(x)  # type: ignore[union-attr, index]
+    state.groups = []
+    torch.testing.assert_close(ours, layer.self_attn.qkv_proj(x))

@@ -1,0 +1,96 @@
+"""LoRA on the model runner: a mixed batch (base rows + 3 adapters, ``max_loras=2``, so
+slots are evicted and refilled) gives peft's greedy tokens row by row, on Llama, Qwen3 and
+a MoE family (attention adapters); base rows never see an adapter."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from actorllm.core.lora import LoRARequest
+from actorllm.core.request import Request
+from actorllm.core.sampling_params import SamplingParams
+from actorllm.core.scheduler import Scheduler
+from actorllm.core.scheduler.config import SchedulerConfig
+from actorllm.worker.lora_settings import LoRASettings
+from actorllm.worker.lora_slots import TooManyAdaptersError
+from actorllm.worker.model_runner import ModelRunner
+from tests.helpers.lora import ALL_PROJ, ATTN_PROJ, make_adapter, peft_greedy
+from tests.helpers.models import make_tiny_checkpoint
+
+PROMPTS = {"base": [1, 5, 9, 13, 17], "a1": [1, 5, 9, 13, 17], "a2": [4, 8, 2, 7],
+           "a3": [1, 5, 9, 13, 17], "base2": [4, 8, 2, 7]}  # fmt: skip
+MAX_TOKENS = 6
+
+
+Loras = dict[str, LoRARequest | None]
+
+
+def _serve(base: Path, loras: Loras, max_loras: int) -> dict[str, list[int]]:
+    runner = ModelRunner(
+        base, dtype="float32", max_model_len=128, max_num_batched_tokens=256,
+        lora=LoRASettings(max_loras=max_loras, max_lora_rank=16, max_cpu_loras=2),
+    )  # fmt: skip
+    runner.load_model()
+    runner.initialize_kv_cache(64)
+    sched = Scheduler(SchedulerConfig(max_model_len=128, num_blocks=64, max_loras=max_loras,
+                                      max_num_batched_tokens=256))  # fmt: skip
+    for rid, lora in loras.items():
+        params = SamplingParams(max_tokens=MAX_TOKENS, temperature=0.0, ignore_eos=True)
+        sched.add_request(Request(rid, PROMPTS[rid], params, lora_request=lora))
+    out: dict[str, list[int]] = {rid: [] for rid in loras}
+    for _ in range(100):
+        if not sched.has_unfinished_requests():
+            break
+        so = sched.schedule()
+        adapters = {lo.lora_name for r in so.num_scheduled_tokens if (lo := loras[r]) is not None}
+        assert len(adapters) <= max_loras
+        for o in sched.update_from_output(so, runner.execute(so)).outputs:
+            out[o.req_id] += o.new_token_ids
+    return out
+
+
+@pytest.mark.parametrize(
+    ("family", "targets"),
+    [("llama", ALL_PROJ), ("qwen3", ALL_PROJ), ("qwen3_moe", ATTN_PROJ)],
+)
+def test_mixed_batch_equals_peft_row_by_row(
+    tmp_path: Path, family: str, targets: tuple[str, ...]
+) -> None:
+    base = make_tiny_checkpoint(tmp_path / "base", family)  # type: ignore[arg-type]
+    adapters = {
+        f"a{i}": make_adapter(
+            base, tmp_path / f"a{i}", targets=targets, r=4 * i, seed=i, use_rslora=i == 2
+        )
+        for i in (1, 2, 3)
+    }
+    loras: dict[str, LoRARequest | None] = {"base": None, "base2": None}
+    loras.update({n: LoRARequest(n, i + 1, str(p)) for i, (n, p) in enumerate(adapters.items())})
+    got = _serve(base, loras, max_loras=2)
+    rows = {r: (None if lo is None else lo.lora_path, PROMPTS[r]) for r, lo in loras.items()}
+    assert got == peft_greedy(base, rows, MAX_TOKENS)
+    assert got["base"] != got["a1"]  # the adapters really change the outputs
+
+
+def test_base_rows_get_no_adapter_when_slots_are_full(tmp_path: Path) -> None:
+    """vLLM's CPU ops index slot -1 for base rows (the last slot): ours adds nothing."""
+    base = make_tiny_checkpoint(tmp_path / "base", "llama")
+    a1 = make_adapter(base, tmp_path / "a1", seed=3)
+    loras: dict[str, LoRARequest | None] = {"a1": LoRARequest("a1", 1, str(a1)), "base": None}
+    got = _serve(base, loras, max_loras=1)  # the only (= last) slot holds a1
+    assert got["base"] == peft_greedy(base, {"b": (None, PROMPTS["base"])}, MAX_TOKENS)["b"]
+
+
+def test_more_adapters_than_slots_in_one_step_is_refused(tmp_path: Path) -> None:
+    base = make_tiny_checkpoint(tmp_path / "base", "llama")
+    a1 = make_adapter(base, tmp_path / "a1", seed=3)
+    runner = ModelRunner(base, dtype="float32", max_model_len=64,
+                         lora=LoRASettings(max_loras=1))  # fmt: skip
+    runner.load_model()
+    assert runner.lora is not None
+    import numpy as np
+
+    two = [LoRARequest("x", 1, str(a1)), LoRARequest("y", 2, str(a1))]
+    with pytest.raises(TooManyAdaptersError):
+        runner.lora.prepare(two, np.array([1, 1]), runner.device)
