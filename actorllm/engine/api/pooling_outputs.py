@@ -8,17 +8,21 @@ carries the values as :class:`~actorllm.core.pooling_params.PooledData`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import numpy as np
-import torch
 
 from actorllm.core.outputs import RequestOutput
 from actorllm.core.pooling_params import PooledData
 
+if TYPE_CHECKING:  # torch loads with the first pooled result (LLM's import stays light)
+    import torch
+
 
 def pooled_tensor(data: PooledData) -> torch.Tensor:
     """The core's float32 bytes as a host tensor of their shape."""
+    import torch
+
     arr = np.frombuffer(data.data, dtype="<f4").reshape(data.shape)
     return torch.from_numpy(arr.copy())
 

@@ -17,7 +17,6 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any, Protocol
 
 import anyio
-import torch.nn.functional as F
 
 from actorllm.core.errors import InvalidRequestError
 from actorllm.core.pooling_params import PoolingParams
@@ -158,6 +157,8 @@ async def score(
         engine, [(t, params) for t in texts], truncate_prompt_tokens=truncate_prompt_tokens
     )
     by_text: dict[str, PoolingRequestOutput[PoolingOutput]] = dict(zip(texts, embs, strict=True))
+    import torch.nn.functional as F  # (loaded already: the pooled tensors are torch's)
+
     results = []
     for i, (a, b) in enumerate(pairs):
         ea, eb = by_text[a], by_text[b]
