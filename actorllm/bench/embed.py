@@ -157,6 +157,8 @@ def main(args: argparse.Namespace) -> int:
         print(f"speedup vs sentence-transformers: {result['speedup_vs_st']:.2f}x, "
               f"min cosine {result['min_cosine_vs_st']:.6f}")  # fmt: skip
     if args.output:
+        from actorllm.bench.machine import result_document
+
         with open(args.output, "w") as f:
-            json.dump(result, f, indent=2)
+            json.dump(result_document("embed", figures=result, args=args), f, indent=2)
     return 0
