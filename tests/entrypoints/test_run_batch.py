@@ -113,8 +113,7 @@ async def test_a_bad_line_is_an_error_entry_and_the_others_run() -> None:
     assert status(by_id["badfield"]) == (400, "max_tokens")
     assert status(by_id["unknown-url"]) == (404, None)
     assert by_id["unknown-url"]["error"]["error"]["message"] == "Not found: /v1/edits"
-    assert status(by_id["embed"]) == (404, None)
-    assert "/v1/embeddings is not served yet" in by_id["embed"]["error"]["error"]["message"]
+    assert status(by_id["embed"]) == (400, "model")  # a generative model: no embeddings
     assert status(by_id["get"]) == (405, None)
     assert status(by_id["stream"]) == (400, "stream")
     assert status(by_id["model"]) == (404, "model")

@@ -7,8 +7,9 @@ Each input line is ``{"custom_id", "method", "url", "body"}``; each output line 
      "response": {"status_code": 200, "request_id": "batch-req-…", "body": {...}},
      "error": null}
 
-A line's body goes through :func:`decode_request` and ``create_completion`` /
-``create_chat_completion`` with the server's :class:`ServingContext`, so ``body`` is the
+A line's body goes through :func:`decode_request` and the route's serving function
+(completions, chat, and on a pooling model embeddings, score and rerank) with the
+server's :class:`ServingContext`, so ``body`` is the
 bytes ``POST url`` answers (only ids and ``created`` differ). A line that fails, however it
 fails (not JSON, an unknown ``url``, a 400 body, a dead engine), gets the status and the
 error body the server would give, with ``"body": null``; the other lines run on. The
@@ -33,8 +34,10 @@ import msgspec
 from starlette.responses import Response
 
 from actorllm.engine.errors import EngineOverloadedError
+from actorllm.entrypoints.openai import serving_pooling as pooling
 from actorllm.entrypoints.openai.errors import APIError, from_validation_error, to_api_error
 from actorllm.entrypoints.openai.fields import decode_request
+from actorllm.entrypoints.openai.protocol import pooling as pp
 from actorllm.entrypoints.openai.protocol.chat_request import ChatCompletionRequest
 from actorllm.entrypoints.openai.protocol.completion import CompletionRequest
 from actorllm.entrypoints.openai.protocol.error_body import ErrorResponse
@@ -47,16 +50,24 @@ request_log = logging.getLogger("actorllm.requests")  # the server's request log
 # A serving function as the routes call it: (context, request, ASGI receive) -> response.
 Serve = Callable[[ServingContext, Any, Any], Awaitable[Response]]
 
-# {url: (request struct, serving function)}: the server's generation routes.
+
+def _pooling(serve: Callable[[ServingContext, Any], Awaitable[Response]]) -> Serve:
+    """A pooling route's serving function (it reads no ``receive``: nothing streams)."""
+    return lambda ctx, req, _receive: serve(ctx, req)
+
+
+# {url: (request struct, serving function)}: the server's routes vLLM's run-batch takes.
+# A pooling URL on a generative model (or the reverse) is the server's 400 naming `model`.
 ROUTES: dict[str, tuple[type[msgspec.Struct], Serve]] = {
     "/v1/completions": (CompletionRequest, create_completion),
     "/v1/chat/completions": (ChatCompletionRequest, create_chat_completion),
+    "/v1/embeddings": (pp.EmbeddingRequest, _pooling(pooling.create_embedding)),
+    **dict.fromkeys(["/score", "/v1/score"], (pp.ScoreRequest, _pooling(pooling.create_score))),
+    **dict.fromkeys(
+        ["/rerank", "/v1/rerank", "/v2/rerank"],
+        (pp.RerankRequest, _pooling(pooling.create_rerank)),
+    ),
 }
-# {url: why}: vLLM's batch endpoints with no route here (the server's 404 today).
-_POOLING = "it needs a pooling model, which actorllm does not serve yet"
-NOT_SERVED = dict.fromkeys(
-    ["/v1/embeddings", "/score", "/v1/score", "/rerank", "/v1/rerank", "/v2/rerank"], _POOLING
-)
 
 
 class BatchRequestInput(msgspec.Struct):
@@ -111,8 +122,6 @@ def _parse(line: bytes, number: int) -> BatchRequestInput:
 
 def _route(item: BatchRequestInput) -> tuple[type[msgspec.Struct], Serve]:
     """The route the server would take, or the error it would answer (404, 405)."""
-    if item.url in NOT_SERVED:
-        raise APIError(404, f"{item.url} is not served yet: {NOT_SERVED[item.url]}.")
     if item.url not in ROUTES:
         raise APIError(404, f"Not found: {item.url}")
     if item.method.upper() != "POST":
@@ -144,7 +153,7 @@ async def _output_of(
         custom_id = item.custom_id
         kind, serve = _route(item)
         req: Any = decode_request(item.body, kind)
-        if req.stream:  # vLLM's words: a batch line has nobody to stream to
+        if getattr(req, "stream", False):  # vLLM's words: a batch line has nobody to stream to
             raise APIError(400, "Request must not be sent in stream mode.", "stream")
         if req.request_id is None:
             req = msgspec.structs.replace(req, request_id=request_id)
