@@ -63,8 +63,6 @@ ASKING: dict[str, Any] = {
     "watermarking": True,
     "routed_experts_prompt_start": 4,
     "best_of": 3,
-    "use_beam_search": True,
-    "length_penalty": 0.5,
     "logits_processors": ["x"],
     "vllm_xargs": {"a": 1},
     "suffix": "end",

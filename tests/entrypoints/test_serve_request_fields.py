@@ -221,10 +221,62 @@ def test_known_unsupported_field_is_refused(client: openai.OpenAI) -> None:
         client.chat.completions.create(
             model="actorllm-demo",
             messages=[{"role": "user", "content": "hi"}],
-            extra_body={"use_beam_search": True},
+            extra_body={"logits_processors": ["x"]},
         )
     assert info.value.body is not None
-    assert info.value.body["param"] == "use_beam_search"  # type: ignore[index]
+    assert info.value.body["param"] == "logits_processors"  # type: ignore[index]
+
+
+def test_beam_search_on_completions(http: httpx.Client) -> None:
+    out = complete(
+        http, n=3, use_beam_search=True, max_tokens=5, ignore_eos=True, logprobs=2,
+        return_token_ids=True, temperature=0,
+    )  # fmt: skip
+    choices = out["choices"]
+    assert [c["index"] for c in choices] == [0, 1, 2]
+    beams = [tuple(c["token_ids"]) for c in choices]
+    assert len(set(beams)) == 3 and all(len(b) == 5 for b in beams)
+    sums = [sum(c["logprobs"]["token_logprobs"]) for c in choices]
+    assert sums == sorted(sums, reverse=True)  # best beam first
+    assert out["usage"]["completion_tokens"] == 15
+    # The best beam scores at least the greedy sequence (beam search explores more).
+    greedy = complete(http, max_tokens=5, ignore_eos=True, logprobs=0, temperature=0)
+    assert sums[0] >= sum(greedy["choices"][0]["logprobs"]["token_logprobs"]) - 1e-4
+
+
+def test_beam_search_on_chat_streams_its_beams(client: openai.OpenAI) -> None:
+    stream = client.chat.completions.create(
+        model="actorllm-demo",
+        messages=[{"role": "user", "content": "hi"}],
+        n=2,
+        max_tokens=4,
+        stream=True,
+        extra_body={"use_beam_search": True, "length_penalty": 0.5, "ignore_eos": True},
+    )
+    finished = {c.index: c.finish_reason for chunk in stream for c in chunk.choices}
+    assert finished == {0: "length", 1: "length"}
+
+
+@pytest.mark.parametrize(
+    ("body", "param"),
+    [
+        ({"stop": ["x"]}, "stop"),
+        ({"seed": 3}, "seed"),
+        ({"top_p": 0.5}, "top_p"),
+        ({"response_format": {"type": "json_object"}}, "response_format"),
+        ({"n": 16}, "n"),  # 32 logprobs a step, above --max-logprobs 30
+        ({"echo": True, "logprobs": 1}, "echo"),
+    ],
+)
+def test_beam_search_refuses_what_it_cannot_honour(
+    http: httpx.Client, body: dict[str, Any], param: str
+) -> None:
+    r = http.post(
+        "/v1/completions",
+        json={"prompt": "hi", "use_beam_search": True, "max_tokens": 2, **body},
+    )
+    assert r.status_code == 400, r.text
+    assert r.json()["error"]["param"] == param, r.text
 
 
 def test_engine_request_metrics_under_the_vllm_prefix(http: httpx.Client) -> None:

@@ -24,6 +24,7 @@ from typing import Any
 import anyio
 from tqdm.auto import tqdm
 
+from actorllm.compat.vllm.beam_search_offline import BeamSearchMethods
 from actorllm.compat.vllm.not_built import LLM_NOT_BUILT, check_options, not_built
 from actorllm.compat.vllm.offline_prompts import Prompt, as_prompt_list, per_prompt
 from actorllm.compat.vllm.pooling_offline import PoolingMethods
@@ -40,7 +41,7 @@ class _ProgressBar(tqdm):
     monitor_interval = 0  # no "tqdm_monitor" thread outliving the batch
 
 
-class LLM(PoolingMethods, SyncFacade):
+class LLM(BeamSearchMethods, PoolingMethods, SyncFacade):
     """An engine for offline batches. ``model`` is a model directory, an ``EngineConfig``
     or None (the demo model); keyword arguments are ``EngineConfig`` fields."""
 

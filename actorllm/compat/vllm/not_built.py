@@ -35,7 +35,6 @@ ASYNC_LLM_NOT_BUILT: Mapping[str, str] = {
 # vLLM LLM methods not built here (vllm/entrypoints/llm.py and its mixins:
 # beam_search/offline.py, pooling/offline.py; ``reward`` is older vLLM's).
 LLM_NOT_BUILT: Mapping[str, str] = {
-    "beam_search": "beam search is not supported",
     "reward": _POOLING,
     "apply_model": "the model runs on the engine's worker (see collective_rpc)",
     "enqueue": "queueing without waiting is not built (use generate, or LLMEngine)",

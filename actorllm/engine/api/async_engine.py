@@ -20,16 +20,20 @@ request fails with ``EngineDeadError`` and the ``async with`` block raises it.
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 from actorllm.actors import Strategy, SupervisorEscalation, open_supervisor
+from actorllm.core.beam_search import BeamSearchParams
+from actorllm.core.outputs import RequestOutput
 from actorllm.core.sampling_params import SamplingParams
 from actorllm.core.scheduler.kv_connector import KVConnectorBase
 from actorllm.engine.actors.assembly import EngineParts, backoff_of, build_engine, start_actors
 from actorllm.engine.actors.startup import RunnerFactory, default_runner_factory
+from actorllm.engine.api.beam_search import beam_search
 from actorllm.engine.api.control_plane import ACTORS, ControlPlane
 from actorllm.engine.api.engine_status import EngineStatus
 from actorllm.engine.api.lora_api import LoRAAdapters
@@ -279,6 +283,25 @@ class AsyncEngine:
     encode = _forward("_requests", RequestAPI.encode)
     abort = _forward("_requests", RequestAPI.abort)
     drain = _forward("_requests", RequestAPI.drain)
+
+    def beam_search(
+        self,
+        prompt: Any,
+        params: BeamSearchParams,
+        request_id: str | None = None,
+        *,
+        lora_request: Any = None,
+        priority: int = 0,
+        logprobs: int | None = None,
+    ) -> AsyncIterator[RequestOutput]:
+        """Beam search for one prompt (vLLM's online beam search): yields one finished
+        ``RequestOutput`` holding the best ``params.beam_width`` beams, best first. Each
+        step's beams run as ordinary one-token requests (see
+        :mod:`actorllm.engine.api.beam_search`)."""
+        return beam_search(
+            self.generate, self.tokenizer, prompt, params, request_id or uuid.uuid4().hex,
+            lora_request=lora_request, priority=priority, logprobs=logprobs,
+        )  # fmt: skip
 
     sleep = _forward("_control", ControlPlane.sleep)
     wake_up = _forward("_control", ControlPlane.wake_up)

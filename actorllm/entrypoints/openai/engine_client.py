@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any, Protocol
 
+from actorllm.core.beam_search import BeamSearchParams
 from actorllm.core.lora import LoRARequest
 from actorllm.core.outputs import RequestOutput
 from actorllm.core.pooling_params import PoolingParams
@@ -49,6 +50,17 @@ class EngineClient(Protocol):
         priority: int = 0,
         *,
         lora_request: LoRARequest | None = None,
+    ) -> AsyncIterator[RequestOutput]: ...
+
+    def beam_search(
+        self,
+        prompt: EnginePrompt,
+        params: BeamSearchParams,
+        request_id: str | None = None,
+        *,
+        lora_request: LoRARequest | None = None,
+        priority: int = 0,
+        logprobs: int | None = None,
     ) -> AsyncIterator[RequestOutput]: ...
 
     @property

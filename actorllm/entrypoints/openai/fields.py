@@ -74,8 +74,6 @@ UNSUPPORTED: dict[str, Refusal] = {
     "routed_experts_prompt_start": Refusal("returning routed experts", (0,)),
     # sampling this engine does not do
     "best_of": Refusal("ranking candidates (best_of other than n)", same_as="n"),
-    "use_beam_search": Refusal("beam search", _FALSY),
-    "length_penalty": Refusal("length_penalty (beam search)", (None, 1)),
     "logits_processors": Refusal("custom logits processors", _FALSY),
     "vllm_xargs": Refusal("custom logits processors"),
     "suffix": Refusal("suffix (fill-in-the-middle)", (None, "")),

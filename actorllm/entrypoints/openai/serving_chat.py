@@ -22,6 +22,7 @@ from starlette.responses import Response
 from actorllm.core.outputs import CompletionOutput, RequestOutput
 from actorllm.core.sampling_params import RequestOutputKind, SamplingParams
 from actorllm.engine.api.request_fields import check_priority
+from actorllm.entrypoints.openai.beam_request import beam_params
 from actorllm.entrypoints.openai.chat_outputs import ChoiceParser, Delta
 from actorllm.entrypoints.openai.errors import APIError
 from actorllm.entrypoints.openai.input_work import messages_chars, run_input_work
@@ -173,12 +174,22 @@ async def start_chat(
         logprob_limits=(engine.config.max_logprobs, engine.vocab_size),
     )
     rid = request_id or new_request_id("chatcmpl", req.request_id)
-    it = engine.generate(
-        prompt.engine_input(req.cache_salt), params, request_id=rid, priority=req.priority,
-        **lora_options(lora),
-    )  # fmt: skip
     # A spec that does not compile is a 400 naming the field the client sent it in.
     forced = tool_plan.forced_schema is not None or tool_plan.strict_tag is not None
+    if req.use_beam_search:
+        beams = beam_params(
+            req, params, constraint_field=constraint_field(req, forced),
+            max_logprobs=engine.config.max_logprobs,
+        )  # fmt: skip
+        it = engine.beam_search(
+            prompt.engine_input(req.cache_salt), beams, rid, priority=req.priority,
+            logprobs=params.logprobs, lora_request=lora,
+        )  # fmt: skip
+    else:
+        it = engine.generate(
+            prompt.engine_input(req.cache_salt), params, request_id=rid, priority=req.priority,
+            **lora_options(lora),
+        )  # fmt: skip
     with client_error(constraint_field(req, forced)):
         streams = await unless_disconnected(receive, lambda: prime_all([it]))
     last = req.messages[-1]

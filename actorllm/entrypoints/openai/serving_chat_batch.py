@@ -48,6 +48,12 @@ def _check(req: BatchChatCompletionRequest) -> None:
         )
     if req.tools or req.tool_choice not in (None, "none"):
         raise bad_request("Batch chat completions do not support tools.", "tools")
+    if req.use_beam_search:
+        raise bad_request(
+            "Batch chat completions do not support beam search. "
+            "Please set `use_beam_search` to False.",
+            "use_beam_search",
+        )
 
 
 def _one(req: BatchChatCompletionRequest, messages: Any) -> ChatCompletionRequest:

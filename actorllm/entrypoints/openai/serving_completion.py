@@ -7,14 +7,18 @@ outputs and sends one chunk per choice fragment; non-streaming uses FINAL_ONLY.
 from __future__ import annotations
 
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from starlette.responses import Response
 
+from actorllm.core.lora import LoRARequest
 from actorllm.core.outputs import CompletionOutput, Logprob, RequestOutput
-from actorllm.core.sampling_params import RequestOutputKind
+from actorllm.core.sampling_params import RequestOutputKind, SamplingParams
 from actorllm.engine.api.request_fields import check_priority
+from actorllm.entrypoints.openai.beam_request import beam_params
+from actorllm.entrypoints.openai.errors import bad_request
 from actorllm.entrypoints.openai.input_work import prompt_chars, run_input_work
 from actorllm.entrypoints.openai.logprobs import TokenText, completion_logprobs, prompt_logprobs
 from actorllm.entrypoints.openai.lora_models import lora_options, resolve_model
@@ -79,16 +83,17 @@ async def create_completion(ctx: ServingContext, req: CompletionRequest, receive
         for p in prompts
     ]
     rid = new_request_id("cmpl", req.request_id)
-    iters = [
-        engine.generate(
-            p.engine_input(req.cache_salt),
-            params[i],
-            request_id=rid if len(prompts) == 1 else f"{rid}-{i}",
-            priority=req.priority,
-            **lora_options(lora),
+    if req.use_beam_search and req.echo and req.logprobs is not None:  # vLLM's check
+        raise bad_request(
+            "`echo` with `logprobs` is not supported with beam search because beam search "
+            "does not compute prompt logprobs.",
+            "echo",
         )
+    iters = [
+        _start(ctx, req, p.engine_input(req.cache_salt), params[i],
+               rid if len(prompts) == 1 else f"{rid}-{i}", lora)
         for i, p in enumerate(prompts)
-    ]
+    ]  # fmt: skip
     # A spec that does not compile is a 400 naming the field the client sent it in.
     with client_error(constraint_field(req)):
         streams = await unless_disconnected(receive, lambda: prime_all(iters))
@@ -107,6 +112,29 @@ async def create_completion(ctx: ServingContext, req: CompletionRequest, receive
     await unless_disconnected(receive, lambda: pump(streams, state.collect))
     ctx.defaults.log_outputs_of(rid, state.choices)
     return json_response(state.response())
+
+
+def _start(
+    ctx: ServingContext,
+    req: CompletionRequest,
+    prompt: dict[str, Any],
+    params: SamplingParams,
+    request_id: str,
+    lora: LoRARequest | None,
+) -> AsyncIterator[RequestOutput]:
+    """One prompt's engine request: sampled, or a beam search (``use_beam_search``)."""
+    engine = ctx.engine
+    if not req.use_beam_search:
+        return engine.generate(
+            prompt, params, request_id=request_id, priority=req.priority, **lora_options(lora)
+        )
+    beams = beam_params(
+        req, params, constraint_field=constraint_field(req),
+        max_logprobs=engine.config.max_logprobs,
+    )  # fmt: skip
+    return engine.beam_search(
+        prompt, beams, request_id, priority=req.priority, logprobs=req.logprobs, lora_request=lora
+    )
 
 
 def _capped(max_tokens: int, cap: float | None) -> int:

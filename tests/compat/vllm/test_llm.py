@@ -187,13 +187,28 @@ def test_logprobs_limit_and_the_whole_vocabulary(llm, tiny_model):
         assert all(p is None or len(p) >= vocab - 1 for p in out.prompt_logprobs)
 
 
-@pytest.mark.parametrize("name", ["beam_search", "reward", "enqueue"])
+@pytest.mark.parametrize("name", ["apply_model", "reward", "enqueue"])
 def test_methods_not_built_are_refused_by_name(llm, name):
     # As AsyncLLM does (compat/vllm/not_built.py): not an AttributeError.
     with pytest.raises(NotImplementedError, match=rf"^LLM\.{name}: "):
         getattr(llm, name)(["hi"])
     with pytest.raises(AttributeError, match="no_such_method"):
         llm.no_such_method  # noqa: B018
+
+
+def test_beam_search_returns_the_best_beams_with_their_prompt(llm):
+    from actorllm.sampling_params import BeamSearchParams
+
+    prompts = [{"prompt": "hi"}, {"prompt_token_ids": [5, 6, 7]}]
+    outs = llm.beam_search(prompts, BeamSearchParams(beam_width=2, max_tokens=3, ignore_eos=True))
+    assert len(outs) == 2 and all(len(o.sequences) == 2 for o in outs)
+    first, second = outs
+    assert second.sequences[0].tokens[:3] == [5, 6, 7]
+    assert all(len(s.tokens) == 3 + 3 for s in second.sequences)
+    assert first.sequences[0].cum_logprob >= first.sequences[1].cum_logprob
+    assert first.sequences[0].text == llm.get_tokenizer().decode(first.sequences[0].tokens)
+    with pytest.raises(TypeError, match="BeamSearchParams"):
+        llm.beam_search(prompts, GREEDY)
 
 
 def test_lora_request_none_is_no_adapter_and_an_adapter_needs_enable_lora(llm):

@@ -55,6 +55,10 @@ class SamplingFields(msgspec.Struct, kw_only=True):
         int, msgspec.Meta(ge=0, le=MAX_I32, extra_json_schema={"x-served": "max_tokens"})
     ] = 0
     ignore_eos: bool = False
+    # vLLM: beam search with ``n`` beams, ranked by logprob / length ** length_penalty
+    # (entrypoints/openai/beam_request.py).
+    use_beam_search: bool = False
+    length_penalty: float = 1.0
     stop_token_ids: list[TokenId] | None = None
     include_stop_str_in_output: bool = False
     skip_special_tokens: bool = True
