@@ -6,7 +6,7 @@ Every error a caller can cause is an :class:`InvalidRequestError` (HTTP 400) nam
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,8 +50,12 @@ class InputProcessor:
         max_model_len: int,
         eos_token_ids: Sequence[int] = (),
         max_logprobs: int = 20,
+        param_checks: Sequence[Callable[[SamplingParams], None]] = (),
     ) -> None:
         self.tokenizer = tokenizer
+        # The custom logits processors' validate_params (none: none configured, and then
+        # a request's extra_args have no reader).
+        self.param_checks = list(param_checks)
         self.vocab_size = vocab_size
         self.max_model_len = max_model_len
         self.max_logprobs = max_logprobs  # EngineConfig.max_logprobs; -1: the vocabulary
@@ -172,6 +176,17 @@ class InputProcessor:
             params.verify_logprobs(self.max_logprobs, self.vocab_size)
         except SamplingParamsError as exc:
             raise InvalidRequestError(str(exc), param=exc.param) from exc
+        if params.extra_args and not self.param_checks:
+            raise InvalidRequestError(
+                "extra_args (vllm_xargs over HTTP) are arguments for custom logits "
+                "processors, and none is configured (--logits-processors).",
+                param="extra_args",
+            )
+        for check in self.param_checks:
+            try:
+                check(params)
+            except ValueError as exc:  # the processor's own words (vLLM: a 400)
+                raise InvalidRequestError(str(exc), param="extra_args") from exc
 
     def fan_out(self, request_id: str, params: SamplingParams) -> list[ChildRequest]:
         """One child per sample, with the output processor's ids and seeds (seed + index)."""

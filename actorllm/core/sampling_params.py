@@ -236,10 +236,9 @@ class SamplingParams(msgspec.Struct, kw_only=True):
         _check(
             not self.logits_processors,
             "logits_processors",
-            "are not supported by this engine.",
-        )
-        _check(
-            not self.extra_args, "extra_args", "are not supported (no custom logits processors)."
+            "(per-request callables) are not supported, as in vLLM V1: configure batch-level "
+            "LogitsProcessor classes with --logits-processors and pass them arguments in "
+            "extra_args.",
         )
         if self.stream_interval is not None:
             _check(

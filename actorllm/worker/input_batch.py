@@ -17,11 +17,15 @@ input can be gathered on the device; :meth:`resolve_pending` later writes it on 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from actorllm.core.sampling_params import SamplingParams
 from actorllm.core.scheduler_output import CachedRequestData, NewRequestData
+
+if TYPE_CHECKING:
+    from actorllm.worker.logitsprocs.state import BatchProcessors
 
 
 class InputBatchFullError(RuntimeError):
@@ -74,6 +78,8 @@ class InputBatch:
         self.repetition_penalty = np.ones(s, dtype=np.float32)
         self.params: list[SamplingParams | None] = [None] * s
         self.eos_token_id: list[int | None] = [None] * s
+        # Custom logits processors, told of every slot change (None: none configured).
+        self.logitsprocs: BatchProcessors | None = None
 
     # -- membership ------------------------------------------------------------------
 
@@ -118,6 +124,8 @@ class InputBatch:
         self.repetition_penalty[idx] = sp.repetition_penalty
         self.params[idx] = sp
         self.eos_token_id[idx] = new.eos_token_id
+        if self.logitsprocs is not None:
+            self.logitsprocs.added(idx, sp, list(new.prompt_token_ids), list(new.output_token_ids))
         return idx
 
     def update_cached(self, cached: CachedRequestData) -> int:
@@ -146,6 +154,8 @@ class InputBatch:
         self.req_ids[idx] = None
         self.params[idx] = None
         self.num_pending[idx] = 0
+        if self.logitsprocs is not None:
+            self.logitsprocs.removed(idx)
         return idx
 
     def condense(self) -> list[tuple[int, int]]:
@@ -308,3 +318,5 @@ class InputBatch:
         self.num_pending[src] = 0  # a free slot holds nothing pending
         self.eos_token_id[dst] = self.eos_token_id[src]
         self.req_id_to_index[req_id] = dst
+        if self.logitsprocs is not None:
+            self.logitsprocs.moved(src, dst)

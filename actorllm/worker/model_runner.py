@@ -56,6 +56,7 @@ from actorllm.worker.kv_cache import (
     kv_cache_bytes_per_block,
     kv_cache_groups,
 )
+from actorllm.worker.logitsprocs.state import BatchProcessors
 from actorllm.worker.lora_settings import LoRASettings
 from actorllm.worker.lora_slots import LoRASlots
 from actorllm.worker.memory_profile import KVCacheMemoryError, blocks_from_profile, dummy_forward
@@ -133,6 +134,7 @@ class ModelRunner:
         draft_model: str | None = None,
         pooling: tuple[str, dict[str, Any] | None] | None = None,
         lora: LoRASettings | None = None,
+        logits_processors: BatchProcessors | None = None,
     ) -> None:
         self.model_path = Path(model_path)
         self.device = torch.device(device)
@@ -171,6 +173,8 @@ class ModelRunner:
         self.kv_caches: KVCaches = []
         self.num_blocks = 0
         self.sleep_level = 0  # 0 = awake
+        # Custom logits processors (worker/logitsprocs/), told of each batch change.
+        self.logitsprocs = logits_processors
         self.input_batch = self._new_batch()
         self.sampler = Sampler(cfg.vocab_size, self.device, seed)
         staged = self.device.type == "cuda" if staged_inputs is None else staged_inputs
@@ -503,6 +507,8 @@ class ModelRunner:
         for req_id, drafts in so.scheduled_spec_decode_tokens.items():
             self.input_batch.write_drafts(self.input_batch.req_id_to_index[req_id], drafts)
         if so.is_empty:
+            if self.logitsprocs is not None:
+                self.logitsprocs.flush(self.input_batch)
             out = ModelRunnerOutput(step_id=so.step_id, req_ids=[], sampled_token_ids=[])
             done = LaunchedStep(
                 step_id=so.step_id, req_ids=[], sample_rows=[], sample_gens=[], sampled=None,
@@ -510,6 +516,8 @@ class ModelRunner:
             )  # fmt: skip
             return PendingStep(done, self._resolve_through)
         plan = self._plan(so)
+        if self.logitsprocs is not None:  # the step's batch changes, before its forward
+            self.logitsprocs.flush(self.input_batch)
         if self.pooling_head is not None:  # pools at once: nothing stays on the device
             out = run_pooling_step(
                 model, self.kv_caches, self.input_batch, self.pooling_head, plan, so.step_id,
@@ -600,9 +608,13 @@ class ModelRunner:
         batch.condense()
 
     def _new_batch(self) -> InputBatch:
-        return InputBatch(
+        batch = InputBatch(
             self.max_num_seqs, self.max_model_len, self.block_size, len(self.kv_groups)
         )
+        if self.logitsprocs is not None:
+            self.logitsprocs.reset()
+            batch.logitsprocs = self.logitsprocs
+        return batch
 
 
 def _conforms(runner: ModelRunner) -> Runner:

@@ -113,6 +113,8 @@ class Sampler:
         raw_logprobs = logits.log_softmax(dim=-1) if meta.wants_logprobs else None
         if adjust is not None:
             logits = logits + adjust
+        if meta.custom is not None:  # custom logits processors, after vLLM's built-in masks
+            logits = meta.custom(logits, meta.all_greedy)
         if meta.penalties is not None:
             p = meta.penalties
             v = self.vocab_size
@@ -150,6 +152,7 @@ class Sampler:
             or meta.wants_logprobs
             or meta.logit_adjust is not None
             or meta.penalties is not None
+            or meta.custom is not None
             or self.sample_seeded is not None
         )
         return logits.float() if needs else logits

@@ -52,6 +52,9 @@ class SamplingMetadata:
     # Per row: SamplingParams.logprob_token_ids (these ids' logprobs instead of the top-k);
     # None when no row asks.
     logprob_token_ids: list[list[int] | None] | None = None
+    # Custom logits processors (worker/logitsprocs/): f(logits [N, V] float32, all_greedy)
+    # -> logits; None when none are configured.
+    custom: Callable[[torch.Tensor, bool], torch.Tensor] | None = None
 
     @property
     def max_num_logprobs(self) -> int | None:
@@ -109,7 +112,17 @@ def build_sampling_metadata(
         logprob_token_ids=_logprob_token_ids(params),  # type: ignore[arg-type]
         grammar_bitmask=None if bitmask is None else dev(bitmask),
         grammar_rows=None if rows is None else dev(rows),
+        custom=_custom(batch, slots),
     )
+
+
+def _custom(
+    batch: InputBatch, slots: np.ndarray
+) -> Callable[[torch.Tensor, bool], torch.Tensor] | None:
+    procs = batch.logitsprocs
+    if procs is None:
+        return None
+    return lambda logits, all_greedy: procs.apply(logits, slots, all_greedy)
 
 
 def _logprob_token_ids(params: list[SamplingParams]) -> list[list[int] | None] | None:
@@ -147,7 +160,10 @@ def _grammar_rows(
 
 def needs_token_history(batch: InputBatch, slots: np.ndarray) -> bool:
     """Whether sampling ``slots`` reads their output token ids on the host (penalties,
-    bad_words): then tokens still pending on the device must be resolved first."""
+    bad_words, custom logits processors): then tokens still pending on the device must be
+    resolved first."""
+    if batch.logitsprocs is not None:
+        return True
     if ((batch.presence_penalty[slots] != 0).any() or (batch.frequency_penalty[slots] != 0).any()
             or (batch.repetition_penalty[slots] != 1).any()):  # fmt: skip
         return True

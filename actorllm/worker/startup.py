@@ -70,6 +70,8 @@ class RankSpec(msgspec.Struct, frozen=True, kw_only=True):
     pooler_config: dict[str, Any] | None = None
     encoder: bool = False  # an encoder-only pooling model (EncoderRunner)
     lora: LoRASettings | None = None  # None: LoRA is off
+    # Custom logits processors, as module:Class names (worker/logitsprocs/)
+    logits_processors: tuple[str, ...] = ()
 
 
 def build_rank_runner(spec: RankSpec) -> Runner:
@@ -102,6 +104,9 @@ def build_model_runner(spec: RankSpec) -> ModelRunner:
         from actorllm.worker.malloc_tuning import keep_freed_memory
 
         keep_freed_memory()
+    from actorllm.worker.logitsprocs.state import build_processors
+
+    procs = build_processors(spec.logits_processors, spec, torch_device(spec.device))
     return ModelRunner(
         spec.model,
         dtype=spec.dtype,
@@ -125,7 +130,14 @@ def build_model_runner(spec: RankSpec) -> ModelRunner:
         draft_model=spec.draft_model,
         pooling=(spec.convert, spec.pooler_config) if spec.runner == "pooling" else None,
         lora=spec.lora,
+        logits_processors=procs,
     )
+
+
+def torch_device(name: str) -> Any:
+    import torch
+
+    return torch.device(name)
 
 
 def num_kv_blocks(spec: RankSpec, runner: Runner) -> int:

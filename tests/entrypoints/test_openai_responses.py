@@ -356,7 +356,6 @@ def test_store_is_off_by_default_as_vllm(engine: FakeEngine) -> None:
         ({"text": {"verbosity": "low"}}, "text", "verbosity"),
         ({"temperature": -1}, "temperature", "temperature"),
         ({"tool_choice": "required"}, "tool_choice", "'required' must be specified with 'tools'"),
-        ({"vllm_xargs": {"a": 1}}, "vllm_xargs", "vllm_xargs"),
         (
             {"tools": [WEATHER], "tool_choice": {"type": "function", "name": "nope"}},
             "tool_choice",

@@ -64,7 +64,6 @@ ASKING: dict[str, Any] = {
     "routed_experts_prompt_start": 4,
     "best_of": 3,
     "logits_processors": ["x"],
-    "vllm_xargs": {"a": 1},
     "suffix": "end",
     "prompt_embeds": "AAAA",
     "mm_processor_kwargs": {"a": 1},

@@ -227,6 +227,13 @@ def test_known_unsupported_field_is_refused(client: openai.OpenAI) -> None:
     assert info.value.body["param"] == "logits_processors"  # type: ignore[index]
 
 
+def test_vllm_xargs_reach_the_engine(http: httpx.Client) -> None:
+    # This server runs no custom logits processor: the engine refuses the arguments.
+    r = http.post("/v1/completions", json={"prompt": "hi", "vllm_xargs": {"ban": 3}})
+    assert r.status_code == 400, r.text
+    assert "vllm_xargs" in r.json()["error"]["message"]
+
+
 def test_beam_search_on_completions(http: httpx.Client) -> None:
     out = complete(
         http, n=3, use_beam_search=True, max_tokens=5, ignore_eos=True, logprobs=2,

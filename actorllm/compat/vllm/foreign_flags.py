@@ -252,8 +252,11 @@ FOREIGN: list[Foreign] = [
     _r("--preemption-mode", why="preemption always recomputes", same=("recompute",)),
     _r("--cpu-offload-gb", why="weights cannot be offloaded to CPU", same=("0",)),
     _r("--num-lookahead-slots", why="speculative_config sizes the lookahead", same=("0",)),
-    _r("--logits-processor-pattern", why="custom logits processors are not supported"),
-    _r("--logits-processors", why="custom logits processors are not supported"),
+    _r(
+        "--logits-processor-pattern",
+        why="per-request logits processors are not supported (as in vLLM V1; use "
+        "--logits-processors)",
+    ),
     _r("--kv-events-config", why="KV cache events are not published", same=_EMPTY),
     _r(
         "--guided-decoding-disable-additional-properties",

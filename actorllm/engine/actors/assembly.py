@@ -103,6 +103,18 @@ class EngineParts:
         return self.replicas[0].ctx
 
 
+def logits_processor_checks(config: EngineConfig) -> list[Any]:
+    """The custom logits processors' ``validate_params`` (plugins included); loaded only
+    when some are configured or installed."""
+    from actorllm.worker.logitsprocs.loader import plugin_classes
+
+    if not config.logits_processors and not plugin_classes():
+        return []
+    from actorllm.worker.logitsprocs.state import param_checks
+
+    return param_checks(config.logits_processors or ())
+
+
 async def build_replica(
     index: int,
     config: EngineConfig,
@@ -198,6 +210,7 @@ async def build_engine(
         max_model_len=info.max_model_len,
         eos_token_ids=info.eos_token_ids,
         max_logprobs=config.max_logprobs,
+        param_checks=logits_processor_checks(config),
     )
     routing = ReplicaRouter(len(threads), block_size=config.resolved_block_size())
     return EngineParts(

@@ -74,7 +74,23 @@ def rank_spec(config: EngineConfig, rank: int = 0) -> RankSpec:
         )
         if config.enable_lora
         else None,
+        logits_processors=_logits_processors(config),
     )
+
+
+def _logits_processors(config: EngineConfig) -> tuple[str, ...]:
+    """The custom logits processors' names, refused where vLLM refuses them (its words)."""
+    names = tuple(config.logits_processors or ())
+    if names and config.speculative() is not None:
+        raise EngineConfigError(
+            "logits_processors",
+            "Custom logits processors are not supported when speculative decoding is enabled.",
+        )
+    if names and config.pooling_model() is not None:
+        raise EngineConfigError(
+            "logits_processors", "Pooling models do not support custom logits processors."
+        )
+    return names
 
 
 def _pooling_spec(config: EngineConfig) -> dict[str, Any]:

@@ -12,6 +12,12 @@ from collections.abc import Mapping
 
 ENGINE_CONFIG_HELP: Mapping[str, Mapping[str, str]] = {
     "ModelConfig": {
+        "logits_processors": (
+            "Custom logits processors: vLLM's V1 LogitsProcessor classes as module:Class "
+            "(classes too, offline), applied to every step's logits; installed plugins "
+            "(entry points actorllm.logits_processors, vllm.logits_processors) load too. "
+            "Requests pass them arguments in SamplingParams.extra_args (vllm_xargs over HTTP)."
+        ),
         "model": (
             "A local directory with config.json and safetensors weights, or a Hugging Face hub "
             "id (``org/name``) resolved through the local hub cache (downloaded when allowed). "

@@ -72,6 +72,10 @@ class EngineConfig(msgspec.Struct, kw_only=True):
     """The model name clients send and see (default: ``model``; the demo: actorllm-demo).
     Several names (``--served-model-name a b``) are aliases: requests may use any of them,
     responses and metrics carry the first."""
+    logits_processors: str | list[str] | None = None
+    """Custom logits processors: vLLM's V1 ``LogitsProcessor`` classes, as ``module:Class``
+    strings (classes too, offline), applied to every step's logits; installed plugins
+    (entry points ``actorllm.logits_processors``, ``vllm.logits_processors``) load too."""
     dtype: DType = "auto"
     """Weights and activations dtype; auto: the checkpoint's."""
     seed: int = 0
@@ -305,6 +309,14 @@ class EngineConfig(msgspec.Struct, kw_only=True):
     None: profiling is disabled and start_profile() raises ProfilerError naming this field."""
 
     def __post_init__(self) -> None:
+        if self.logits_processors:
+            # torch-free until a processor is configured (the interface imports torch)
+            from actorllm.worker.logitsprocs.loader import as_names as logits_processor_names
+
+            try:  # FQCN strings from here on (they travel to every rank); each must load
+                self.logits_processors = list(logits_processor_names(self.logits_processors))
+            except ValueError as exc:
+                raise EngineConfigError("logits_processors", str(exc)) from None
         if self.block_size is not None and self.block_size not in (1, 2, 4, 8, 16, 32, 64, 128):
             raise EngineConfigError(
                 "block_size", f"must be a power of two up to 128, got {self.block_size}."

@@ -32,6 +32,7 @@ _NOT_WITH_BEAMS: dict[str, tuple[Any, ...]] = {
     "min_tokens": (0,),
     "prompt_logprobs": (None,),
     "repetition_detection": (None,),
+    "vllm_xargs": (None, {}),
 }
 
 

@@ -74,8 +74,11 @@ UNSUPPORTED: dict[str, Refusal] = {
     "routed_experts_prompt_start": Refusal("returning routed experts", (0,)),
     # sampling this engine does not do
     "best_of": Refusal("ranking candidates (best_of other than n)", same_as="n"),
-    "logits_processors": Refusal("custom logits processors", _FALSY),
-    "vllm_xargs": Refusal("custom logits processors"),
+    "logits_processors": Refusal(
+        "per-request logits processors (as in vLLM V1: the server's --logits-processors "
+        "classes read vllm_xargs)",
+        _FALSY,
+    ),
     "suffix": Refusal("suffix (fill-in-the-middle)", (None, "")),
     # inputs and plumbing this server does not have
     "prompt_embeds": Refusal("prompt embeddings", (None, [])),

@@ -131,6 +131,7 @@ def _params(
         output_kind=output_kind,
         stream_interval=req.stream_interval,
         structured_outputs=structured,
+        extra_args=req.vllm_xargs or None,
         skip_clone=True,  # built for this request alone (vLLM's server does the same)
     )
     return params.verify_logprobs(*logprob_limits) if logprob_limits else params

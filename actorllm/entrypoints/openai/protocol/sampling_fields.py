@@ -59,6 +59,8 @@ class SamplingFields(msgspec.Struct, kw_only=True):
     # (entrypoints/openai/beam_request.py).
     use_beam_search: bool = False
     length_penalty: float = 1.0
+    # vLLM: arguments for the custom logits processors (SamplingParams.extra_args).
+    vllm_xargs: dict[str, str | int | float | list[str | int | float]] | None = None
     stop_token_ids: list[TokenId] | None = None
     include_stop_str_in_output: bool = False
     skip_special_tokens: bool = True

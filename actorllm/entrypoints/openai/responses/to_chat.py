@@ -284,4 +284,5 @@ def chat_request(
         truncate_prompt_tokens=truncate_to,
         response_format=_format(req),
         structured_outputs=req.structured_outputs,
+        vllm_xargs=req.vllm_xargs,
     )

@@ -1,0 +1,1 @@
+"""vLLM's ``vllm.v1.sample`` path (its logits-processor interface lives below)."""
