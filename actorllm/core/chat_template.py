@@ -50,6 +50,12 @@ def reserved_template_kwargs(tokenizer: Any) -> frozenset[str]:
     return frozenset(params) - {"self", "kwargs"} | {"messages"}
 
 
+def renders_tools(template: Any) -> bool:
+    """Whether a chat template reads the ``tools`` variable (a model shown no tools can
+    still be forced to call one by a grammar: ``tool_choice`` required or named)."""
+    return template is not None and "tools" in str(template)
+
+
 def render_chat(
     tokenizer: Any,
     messages: Sequence[Mapping[str, Any]],
@@ -88,7 +94,7 @@ def render_chat(
     if documents is not None:
         options["documents"] = documents
     if tools:
-        if "tools" not in str(template):
+        if not renders_tools(template):
             raise InvalidRequestError(
                 "This model's chat template does not render tools; it cannot be offered tools.",
                 param="tools",

@@ -50,7 +50,10 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerThread]:
             # A random model pads JSON with whitespace forever otherwise.
             structured_outputs_disable_any_whitespace=True,
         ),
-        AppSettings(log_interval_s=0, enable_auto_tool_choice=True, tool_call_parser="hermes"),
+        AppSettings(
+            log_interval_s=0, enable_auto_tool_choice=True, tool_call_parser="hermes",
+            trust_request_chat_template=True,
+        ),
     )  # fmt: skip
     srv = ServerThread(app).start(timeout_s=240)
     yield srv
@@ -160,6 +163,28 @@ def _tool_calls(client: openai.OpenAI, tool_choice: object, seed: int,
             elif d.function is not None and d.function.arguments:
                 calls[d.index][1] += d.function.arguments
     return [(name, args) for _, (name, args) in sorted(calls.items())]
+
+
+PLAIN_TEMPLATE = "{% for m in messages %}{{ m['content'] }}\n{% endfor %}"  # shows no tools
+
+
+def test_forced_tool_call_on_a_template_without_tools(client: openai.OpenAI) -> None:
+    # vLLM serves it: the grammar forces the call although the prompt cannot show tools.
+    r = client.chat.completions.create(
+        model=_model(client), messages=[{"role": "user", "content": "Weather?"}],
+        tools=[WEATHER], tool_choice={"type": "function", "function": {"name": "get_weather"}},
+        max_tokens=200, extra_body={"chat_template": PLAIN_TEMPLATE},
+    )  # type: ignore[call-overload]  # fmt: skip
+    (call,) = r.choices[0].message.tool_calls or []
+    assert call.function.name == "get_weather"
+    jsonschema.validate(json.loads(call.function.arguments), WEATHER["function"]["parameters"])
+    # Under auto the model would have to choose tools it is never shown: refused by name.
+    with pytest.raises(openai.BadRequestError) as info:
+        client.chat.completions.create(
+            model=_model(client), messages=[{"role": "user", "content": "Weather?"}],
+            tools=[WEATHER], tool_choice="auto", extra_body={"chat_template": PLAIN_TEMPLATE},
+        )  # type: ignore[call-overload]  # fmt: skip
+    assert info.value.body["param"] == "tools"  # type: ignore[index]
 
 
 def test_auto_tool_choice_and_reasoning(client: openai.OpenAI) -> None:

@@ -19,6 +19,7 @@ from typing import Any
 import msgspec
 from starlette.responses import Response
 
+from actorllm.core.chat_template import renders_tools
 from actorllm.core.outputs import CompletionOutput, RequestOutput
 from actorllm.core.sampling_params import RequestOutputKind, SamplingParams
 from actorllm.engine.api.request_fields import check_priority
@@ -127,6 +128,12 @@ async def start_chat(
     if req.tool_choice == "none" and ctx.defaults.exclude_tools_when_tool_choice_none:
         tool_plan = dataclasses.replace(tool_plan, template_tools=None)
     template = ctx.defaults.request_chat_template(req.chat_template)
+    if tool_plan.forced_schema is not None and not renders_tools(
+        template or getattr(engine.tokenizer, "chat_template", None)
+    ):
+        # A template that cannot show tools (vLLM serves this too): the grammar alone
+        # forces the call, so the tools stay out of the prompt instead of being refused.
+        tool_plan = dataclasses.replace(tool_plan, template_tools=None)
     template_kwargs = effort_kwargs(
         ctx.defaults.template_kwargs(req.chat_template_kwargs),
         req.reasoning_effort,
