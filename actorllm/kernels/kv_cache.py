@@ -28,5 +28,11 @@ def write_kv_cache(
     if slot_mapping.numel() and int(slot_mapping.min()) < 0:
         valid = slot_mapping >= 0
         slot_mapping, key, value = slot_mapping[valid], key[valid], value[valid]
-    k_cache.view(nb * bs, hk, d).index_copy_(0, slot_mapping, key.to(k_cache.dtype))
-    v_cache.view(nb * bs, hk, d).index_copy_(0, slot_mapping, value.to(v_cache.dtype))
+    if k_cache.is_contiguous() and v_cache.is_contiguous():
+        k_cache.view(nb * bs, hk, d).index_copy_(0, slot_mapping, key.to(k_cache.dtype))
+        v_cache.view(nb * bs, hk, d).index_copy_(0, slot_mapping, value.to(v_cache.dtype))
+        return
+    # A permuted view (the CPU's head- or block-major storage): index block and offset.
+    blocks, offsets = slot_mapping // bs, slot_mapping % bs
+    k_cache[blocks, offsets] = key.to(k_cache.dtype)
+    v_cache[blocks, offsets] = value.to(v_cache.dtype)
