@@ -19,6 +19,7 @@ temperature above 0 it may lie outside the top ``2 * beam_width``).
 from __future__ import annotations
 
 import heapq
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -122,7 +123,9 @@ def beam_score(
     seq_len = len(tokens)
     if tokens and eos_token_id is not None and tokens[-1] == eos_token_id:
         seq_len -= 1
-    return cum_logprob / (max(seq_len, 1) ** length_penalty)
+    # len ** penalty in log space, clamped: any float penalty ranks without overflowing.
+    exponent = min(max(length_penalty * math.log(max(seq_len, 1)), -700.0), 700.0)
+    return cum_logprob / math.exp(exponent)
 
 
 class BeamSearchState:

@@ -18,10 +18,12 @@ import anyio
 import msgspec
 from transformers import AutoTokenizer
 
+from actorllm.core.beam_search import BeamSearchParams
 from actorllm.core.outputs import CompletionOutput, Logprob, RequestMetrics, RequestOutput
 from actorllm.core.request_stats import FinishedRequest, RequestStats, RequestStatsSnapshot
 from actorllm.core.sampling_params import RequestOutputKind, SamplingParams
 from actorllm.demo import demo_tokenizer_path
+from actorllm.engine.api.beam_search import beam_search
 from actorllm.engine.config.engine_config import EngineConfig
 from actorllm.engine.errors import EngineDeadError, InvalidRequestError
 
@@ -126,6 +128,22 @@ class FakeEngine:
         return False
 
     # -- generation ---------------------------------------------------------------------
+
+    def beam_search(
+        self,
+        prompt: str | dict[str, Any],
+        params: BeamSearchParams,
+        request_id: str | None = None,
+        *,
+        lora_request: Any = None,
+        priority: int = 0,
+        logprobs: int | None = None,
+    ) -> AsyncIterator[RequestOutput]:
+        """The engine's own beam search, over this engine's generate."""
+        return beam_search(
+            self.generate, self.tokenizer, prompt, params, request_id or "beam",
+            lora_request=lora_request, priority=priority, logprobs=logprobs,
+        )  # fmt: skip
 
     async def generate(
         self,

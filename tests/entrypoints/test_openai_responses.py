@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -304,6 +305,44 @@ def test_cancel(client: openai.OpenAI) -> None:
         client.responses.cancel("resp_missing")
 
 
+def _until(client: openai.OpenAI, rid: str, statuses: set[str]) -> Any:
+    for _ in range(500):  # bounded: 5 s
+        r = client.responses.retrieve(rid)
+        if r.status in statuses:
+            return r
+        time.sleep(0.01)
+    raise AssertionError(f"{rid} never reached {statuses}: {r.status}")
+
+
+def test_background_runs_beside_the_server(client: openai.OpenAI) -> None:
+    r = client.responses.create(model=MODEL, input="x", max_output_tokens=5, background=True)
+    assert r.status == "queued" and r.background and r.output == []
+    done = _until(client, r.id, {"completed", "incomplete"})
+    assert done.output_text and done.usage is not None and done.usage.output_tokens == 5
+    with pytest.raises(openai.BadRequestError, match="Cannot cancel a synchronous response"):
+        client.responses.cancel(r.id)  # finished: nothing to cancel
+    with pytest.raises(openai.BadRequestError) as info:
+        client.responses.create(model=MODEL, input="x", background=True, stream=True)
+    assert info.value.body["param"] == "stream"  # type: ignore[index]
+
+
+def test_cancel_stops_a_background_run_and_aborts_its_request() -> None:
+    engine = FakeEngine(token_delay_s=0.05, max_model_len=256)  # 200 tokens: 10 s
+    with store_env("1"):
+        server = start_server(engine)
+    try:
+        with _client(server) as c:
+            r = c.responses.create(model=MODEL, input="x", max_output_tokens=200, background=True)
+            _until(c, r.id, {"in_progress"})
+            cancelled = c.responses.cancel(r.id)
+            assert cancelled.status == "cancelled"
+            assert c.responses.retrieve(r.id).status == "cancelled"
+            assert engine.aborted == [r.id] and not engine.open
+    finally:
+        server.stop()
+    assert server.error is None
+
+
 def test_unknown_ids_are_404_with_openais_body(client: openai.OpenAI) -> None:
     with pytest.raises(openai.NotFoundError) as err:
         client.responses.retrieve("resp_missing")
@@ -350,7 +389,6 @@ def test_store_is_off_by_default_as_vllm(engine: FakeEngine) -> None:
             "input_image",
         ),
         ({"prompt": {"id": "p"}}, "prompt", "prompt template is not supported"),
-        ({"background": True}, "background", "background"),
         ({"include": ["file_search_call.results"]}, "include", "file_search_call.results"),
         ({"service_tier": "flex"}, "service_tier", "flex"),
         ({"text": {"verbosity": "low"}}, "text", "verbosity"),

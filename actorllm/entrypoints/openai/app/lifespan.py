@@ -100,9 +100,11 @@ def engine_lifespan(engine_factory: EngineFactory, state: AppState) -> Lifespan:
                 async with anyio.create_task_group() as tg:
                     if settings.log_interval_s > 0:
                         tg.start_soon(log_stats_forever, engine, settings.log_interval_s)
+                    state.background.attach(tg)  # background responses run here
                     try:
                         yield
                     finally:
+                        state.background.attach(None)
                         tg.cancel_scope.cancel()
         except Exception as exc:
             if state.startup_error is not None:

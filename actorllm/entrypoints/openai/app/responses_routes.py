@@ -21,7 +21,9 @@ async def create(state: AppState, request: Request) -> Response:
     given = request_id_of(request.scope)  # X-Request-Id, when sent, is the response's id
     if given:
         req.request_id = given
-    return await create_response(state.serving, state.responses_store, req, request.receive)
+    return await create_response(
+        state.serving, state.responses_store, req, request.receive, state.background
+    )
 
 
 def _flag(request: Request, name: str) -> bool:
@@ -44,4 +46,6 @@ async def retrieve(state: AppState, request: Request) -> Response:
 
 async def cancel(state: AppState, request: Request) -> Response:
     state.serving  # noqa: B018 - 503 while the engine is not running, as every route
-    return cancel_response(state.responses_store, request.path_params["response_id"])
+    return await cancel_response(
+        state.responses_store, request.path_params["response_id"], state.background
+    )

@@ -10,6 +10,7 @@ from starlette.responses import Response
 
 from actorllm.entrypoints.openai.app.settings import AppSettings
 from actorllm.entrypoints.openai.errors import APIError
+from actorllm.entrypoints.openai.responses.background import BackgroundRuns
 from actorllm.entrypoints.openai.responses.store import ResponseStore
 from actorllm.entrypoints.openai.serving_common import ServingContext
 
@@ -27,6 +28,8 @@ class AppState:
         self.server_load = 0
         # /v1/responses' store (on with ACTORLLM_ENABLE_RESPONSES_API_STORE=1, as vLLM's).
         self.responses_store = ResponseStore.from_env()
+        # Background responses, run in the lifespan's task group.
+        self.background = BackgroundRuns(self.responses_store)
 
     @property
     def serving(self) -> ServingContext:

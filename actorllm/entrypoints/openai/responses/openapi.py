@@ -19,21 +19,23 @@ _RULES = (
     "`text.format` and `structured_outputs` must compile (one of the two). "
     "`previous_response_id` names a stored response (store on: "
     "`ACTORLLM_ENABLE_RESPONSES_API_STORE=1`), else 404. Built-in tools, image and file "
-    "inputs, prompt templates and background mode are refused (400, naming them)."
+    "inputs, prompt templates and streamed background responses are refused (400, naming "
+    "them). `background: true` (store on) answers the queued response at once; poll it "
+    "with GET, stop it with cancel."
 )
 
 
 def responses_rules(components: dict[str, Any]) -> None:
     """What the structs cannot say: a message item may leave ``type`` out (OpenAI's easy
-    input message); background mode is refused."""
+    input message)."""
     components["MessageItem"]["required"].remove("type")
     req = components["ResponsesRequest"]["properties"]
     del req["input"]["anyOf"][1]["items"]["discriminator"]  # a message's type is optional
     req["background"] = {
-        "enum": [False, None],
+        "type": ["boolean", "null"],
         "default": False,
-        "description": "Not supported yet: background mode (a response runs while its "
-        "request does).",
+        "description": "Run beside the server: the answer is the queued response (store "
+        "on; not with stream).",
     }
 
 
@@ -109,7 +111,7 @@ def responses_paths(
         "responses": {"200": ok},
     }
     cancel: dict[str, Any] = {
-        "summary": "Cancel a background response (a stored response here is finished: 400).",
+        "summary": "Cancel a running background response (a finished one: 400).",
         "tags": ["openai"],
         "parameters": [_id_param()],
         "responses": {"200": ok},

