@@ -40,6 +40,7 @@ from actorllm.models.config import CheckpointConfig
 from actorllm.models.loader import LoadFormat, load_model, resolve_dtype
 from actorllm.models.onednn_linear import prepack_linears
 from actorllm.models.parallel import shard_config
+from actorllm.models.pipeline import stage_config, stage_kv_config
 from actorllm.models.pooler_spec import causal_architecture
 from actorllm.models.quant.apply import checkpoint_quantization, weight_bytes
 from actorllm.worker.cuda_graphs import DecodeGraphs, graph_batch_sizes
@@ -125,6 +126,9 @@ class ModelRunner:
         hybrid_kv_cache: bool = True,
         tp_rank: int = 0,
         tp_size: int = 1,
+        pp_rank: int = 0,
+        pp_size: int = 1,
+        pp_partition: str | None = None,
         weights_on_huge_pages: bool = True,
         quantization: str | None = None,
         num_speculative_tokens: int = 0,
@@ -140,6 +144,18 @@ class ModelRunner:
         self.weights_on_huge_pages = weights_on_huge_pages and self.device.type == "cpu"
         # Tensor parallel: this rank's config (its heads, its columns; models/parallel.py).
         cfg = shard_config(CheckpointConfig.from_pretrained(self.model_path), tp_rank, tp_size)
+        # Pipeline parallel: this rank's stage's layers (models/pipeline.py; rank 0 holds
+        # the last stage, distributed/pipe.py).
+        self.pp_size = pp_size
+        if pp_size > 1:
+            from actorllm.distributed.pipe import rank_stage
+
+            _refuse_with_pipeline(
+                tp_size=tp_size, pooling=pooling, lora=lora, quantization=quantization,
+                speculative=num_speculative_tokens > 0,
+                quantized_checkpoint=cfg.quantization_config is not None,
+            )  # fmt: skip
+            cfg = stage_config(cfg, rank_stage(pp_rank, pp_size), pp_size, pp_partition)
         # A pooling model (--runner pooling --convert embed|classify): (convert, vLLM's
         # pooler config); its steps pool instead of sampling (worker/decoder_pooling.py).
         self.pooling = pooling
@@ -152,7 +168,9 @@ class ModelRunner:
                 f"max_model_len must be in [1, {limit}] for this model, got {max_model_len}"
             )
         self.model_config = msgspec.structs.replace(cfg, max_model_len=max_model_len or limit)
-        self.kv_groups = kv_cache_groups(self.model_config, hybrid_kv_cache)
+        # The layers this runner's KV cache holds (pipeline parallel: its stage's only).
+        self.kv_config = stage_kv_config(self.model_config)
+        self.kv_groups = kv_cache_groups(self.kv_config, hybrid_kv_cache)
         self.dtype = resolve_dtype(dtype, cfg, self.device)
         # Refused here, at start, if the checkpoint's quantization cannot run (models/quant).
         self.quant_spec = checkpoint_quantization(cfg, quantization)
@@ -216,11 +234,21 @@ class ModelRunner:
         self._req_lora: dict[str, LoRARequest] = {}  # {req_id: its adapter}, LoRA requests
 
     def attach_tp(self, comm: GlooComm, before_forward: BeforeForward | None) -> None:
-        """Run as one rank of a tensor-parallel group: the model's collectives go through
-        ``comm``; rank 0 passes ``before_forward`` (it sends each step to the others)."""
+        """Run as one rank of a tensor-parallel group (pipeline parallel: one stage of the
+        pipeline): the model's collectives (its stage-to-stage sends) go through ``comm``;
+        rank 0 passes ``before_forward`` (it sends each step to the others)."""
         self.comm = comm
         self.launcher.before_forward = before_forward
         if self.model is not None:
+            self._bind(comm)
+
+    def _bind(self, comm: GlooComm) -> None:
+        assert self.model is not None
+        if self.pp_size > 1:
+            from actorllm.distributed.pipe import StageLink
+
+            self.model.bind_pipe(StageLink(comm, self.pp_size))
+        else:
             self.model.bind_comm(comm)
 
     @property
@@ -248,9 +276,9 @@ class ModelRunner:
             prepack_linears(self.model)  # oneDNN matmuls (models/onednn_linear.py)
         if self.weights_on_huge_pages:
             model_on_huge_pages(self.model)
-        bind_kv_groups(self.model, self.kv_groups, self.model_config.num_layers)
+        bind_kv_groups(self.model, self.kv_groups, self.kv_config.num_layers)
         if self.comm is not None:
-            self.model.bind_comm(self.comm)  # reloaded (wake_up)
+            self._bind(self.comm)  # reloaded (wake_up)
         if isinstance(self.proposer, DraftModelProposer):
             self.proposer.load()
         if self.pooling is not None:
@@ -276,9 +304,7 @@ class ModelRunner:
     def kv_cache_bytes_per_block(self) -> int:
         """``2 * group_size * block_size * num_kv_heads * head_dim * dtype_size`` (group_size
         = num_layers unless the model is hybrid)."""
-        own = kv_cache_bytes_per_block(
-            self.model_config, self.block_size, self.dtype, self.kv_groups
-        )
+        own = kv_cache_bytes_per_block(self.kv_config, self.block_size, self.dtype, self.kv_groups)
         if isinstance(self.proposer, DraftModelProposer):
             own += self.proposer.bytes_per_block()  # the draft's cache shares the blocks
         return own
@@ -326,7 +352,7 @@ class ModelRunner:
         Triton backend, not ``enforce_eager``) capture the decode CUDA graphs over it."""
         self.launcher.graphs = None  # graphs hold the old cache's addresses
         self.kv_caches = allocate_kv_caches(
-            self.model_config,
+            self.kv_config,
             num_blocks,
             self.block_size,
             self.dtype,
@@ -603,6 +629,28 @@ class ModelRunner:
         return InputBatch(
             self.max_num_seqs, self.max_model_len, self.block_size, len(self.kv_groups)
         )
+
+
+def _refuse_with_pipeline(
+    *,
+    tp_size: int,
+    pooling: object,
+    lora: object,
+    quantization: str | None,
+    speculative: bool,
+    quantized_checkpoint: bool,
+) -> None:
+    """What pipeline_parallel_size > 1 is not built with: refused by name."""
+    refused = [
+        (tp_size > 1, "tensor_parallel_size > 1 (a stage split over tensor-parallel ranks)"),
+        (pooling is not None, "a pooling model (runner 'pooling')"),
+        (lora is not None, "enable_lora"),
+        (speculative, "speculative_config"),
+        (quantization is not None or quantized_checkpoint, "a quantized checkpoint"),
+    ]
+    for hit, what in refused:
+        if hit:
+            raise NotImplementedError(f"pipeline_parallel_size > 1 with {what} is not built yet")
 
 
 def _conforms(runner: ModelRunner) -> Runner:

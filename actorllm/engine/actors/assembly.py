@@ -171,7 +171,10 @@ async def build_engine(
                 ledger,
                 blame,
                 make_core=_core_factory(config, info, refs, structured, make_connector),
-                max_inflight=2 if config.async_scheduling else 1,
+                # Pipeline parallel: a batch per stage (vLLM's max_concurrent_batches).
+                max_inflight=max(
+                    config.pipeline_parallel_size, 2 if config.async_scheduling else 1
+                ),
                 has_connector=make_connector is not None,
                 kv_connector_enabled=config.kv_connector_enabled,
                 replica=None if len(threads) == 1 else index,
