@@ -350,10 +350,8 @@ class LlamaForCausalLM(CausalLM):
                 x = x * self.embed_scale
         else:  # pipeline parallel: the previous stage's residual stream
             assert self.pipe is not None, "a later pipeline stage runs with its link"
-            h = self.config.hidden_size
-            dtype = next(self.parameters()).dtype
-            stream = torch.empty((2, input_ids.shape[0], h), dtype=dtype, device=input_ids.device)
-            self.pipe.recv_stage(stream)
+            shape = (2, int(input_ids.shape[0]), self.config.hidden_size)
+            stream = self.pipe.recv_stage(shape, next(self.parameters()).dtype)  # [2, T, H]
             x, residual = stream[0], stream[1]
         local = self.cos_sin_cache_local
         layers = self.model.layers[self.stage_start : self.stage_end]

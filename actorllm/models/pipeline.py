@@ -48,8 +48,8 @@ class PipeLink(Protocol):
         """Send ``x`` ([2, T, H]: hidden, residual) to the next stage."""
         ...
 
-    def recv_stage(self, x: torch.Tensor) -> None:
-        """Receive the previous stage's ``[2, T, H]`` into ``x``."""
+    def recv_stage(self, shape: tuple[int, int, int], dtype: torch.dtype) -> torch.Tensor:
+        """The previous stage's ``[2, T, H]`` (``shape``) for this step."""
         ...
 
 

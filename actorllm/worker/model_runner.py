@@ -82,6 +82,7 @@ from actorllm.worker.step_output import (
 
 if TYPE_CHECKING:
     from actorllm.distributed.comm import GlooComm
+    from actorllm.distributed.pipe import StageLink
 
 __all__ = ["KVCacheMemoryError", "ModelRunner", "ModelRunnerStateError", "PendingStep"]
 
@@ -204,6 +205,7 @@ class ModelRunner:
         # most two: the pinned host buffers alternate); oldest first.
         self._on_device: deque[LaunchedStep] = deque()
         self.comm: GlooComm | None = None  # tensor parallel: the group's collectives
+        self._link: StageLink | None = None  # pipeline parallel: this stage's link
         # Speculative decoding (method ngram): drafts proposed after each step resolves.
         # (method draft_model: a draft model on this thread, its KV cache beside ours).
         self.proposer: Proposer | None = None
@@ -243,13 +245,20 @@ class ModelRunner:
             self._bind(comm)
 
     def _bind(self, comm: GlooComm) -> None:
-        assert self.model is not None
-        if self.pp_size > 1:
-            from actorllm.distributed.pipe import StageLink
+        model = self.model
+        assert model is not None
+        if self.pp_size == 1:
+            model.bind_comm(comm)
+            return
+        from actorllm.distributed.pipe import StageLink
 
-            self.model.bind_pipe(StageLink(comm, self.pp_size))
-        else:
-            self.model.bind_comm(comm)
+        if self._link is not None:
+            self._link.close()  # the previous group's receiver thread
+        link = self._link = StageLink(comm, self.pp_size)
+        model.bind_pipe(link)
+        if self.launcher.before_forward is not None:  # rank 0, the last stage: deferred
+            hidden, dtype = self.model_config.hidden_size, self.dtype
+            self.launcher.prefetch = lambda t: link.prefetch((2, t, hidden), dtype)
 
     @property
     def max_model_len(self) -> int:
@@ -522,7 +531,8 @@ class ModelRunner:
         model = self._ready_model()
         # The pinned sampled-id buffers are double-buffered; a speculative runner resolves
         # every step first (drafts come from the tokens the last step accepted).
-        limit = 1 if self.proposer is not None else 2
+        # Pipeline parallel: a step per stage (each stage works on one of them).
+        limit = 1 if self.proposer is not None else max(2, self.pp_size)
         while len(self._on_device) >= limit:
             self._resolve(self._on_device.popleft())
         self._update_states(so)
@@ -583,7 +593,9 @@ class ModelRunner:
         if self._on_device:
             slots = np.array([batch.req_id_to_index[r] for r in so.num_scheduled_tokens
                               if r in batch.req_id_to_index], dtype=np.int64)  # fmt: skip
-            if len(slots) and batch.num_pending[slots].any() and needs_token_history(batch, slots):
+            pending = len(slots) and batch.num_pending[slots].any()
+            # Pipeline parallel: a step in flight records its tokens only when it resolves.
+            if pending and (self.pp_size > 1 or needs_token_history(batch, slots)):
                 self._resolve_all()
         spec = so.scheduled_spec_decode_tokens or None
         try:

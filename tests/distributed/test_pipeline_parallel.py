@@ -105,6 +105,9 @@ async def test_pp2_stages_overlap_count_their_bytes_and_survive_a_killed_and_a_h
         sent, received = stats[1].comm.pipe_bytes_sent, stats[0].comm.pipe_bytes_received
         assert sent == received > 0  # [2, T, H] float32 per step, stage 0 -> stage 1
         assert stats[1].comm.pipe_sends == stats[0].comm.pipe_recvs
+        # Two steps were in flight at once (the stages overlapped): the prompts' chunks
+        # fill a second batch while the first is still in the pipeline.
+        assert stats[0].max_pending_seen == 2
 
         # kill -9 of the first stage mid-batch: the group is replaced, nothing is lost.
         group = _group(engine)
