@@ -19,6 +19,7 @@ import pytest
 
 from actorllm import LLM, SamplingParams
 from actorllm.demo import demo_tokenizer_path
+from actorllm.distributed.ray_connect import connect
 from actorllm.engine import AsyncEngine
 from actorllm.engine.config.engine_config import EngineConfig, EngineConfigError
 from actorllm.models.pipeline import PARTITION_ENV
@@ -133,18 +134,31 @@ async def test_pp2_stages_overlap_count_their_bytes_and_survive_a_killed_and_a_h
 async def test_pp2_over_ray_equals_one_worker(
     llama4: str, reference: list[list[int]], anyio_backend: str, ray_cluster: LocalRayCluster
 ) -> None:
-    """Both stages are Ray actors of the replica's placement group; the store and the
-    gloo pairs are bound to the address Ray gives the node (what crosses hosts)."""
+    """Rank 0 (the last stage) stays on the engine's worker thread, so that it sends the
+    next step out while the stages work; stage 0 is a Ray actor of the cluster, and the
+    store and every gloo pair are bound to the address Ray gives the node (what crosses
+    hosts), not loopback."""
     async with AsyncEngine.open(
         llama4, pipeline_parallel_size=2, distributed_executor_backend="ray", **ENGINE
     ) as engine:
         assert await _batch(engine, "r") == reference
         stats = await engine.collective_rpc("statistics")
         assert [s.rank for s in stats] == [0, 1]
-        (rank1,) = stats[0].tensor_parallel.ranks.ranks
+        ranks = stats[0].tensor_parallel.ranks
+        assert ranks.placement_group.startswith("actorllm-pp-")
+        (rank1,) = ranks.ranks
         assert rank1.pid in set(ray_cluster.processes())
+        assert rank1.node_ip == connect().util.get_node_ip_address()
+        assert _group(engine)._gloo_host == rank1.node_ip
         assert stats[1].comm.pipe_bytes_sent == stats[0].comm.pipe_bytes_received > 0
+        assert stats[0].max_pending_seen == 2  # the stages overlapped
         assert await engine.collective_rpc(kv_layers) == [2, 2]
+
+        async def kill_stage0() -> None:
+            os.kill(rank1.pid, signal.SIGKILL)
+
+        assert await _batch_killing(engine, kill_stage0) == reference
+        assert _group(engine).generation == 1
 
 
 def test_what_pipeline_parallel_is_not_built_with_is_refused_by_name(tmp_path: Path) -> None:
