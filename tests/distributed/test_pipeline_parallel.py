@@ -1,6 +1,6 @@
 """Pipeline parallel over gloo on CPU (models/pipeline.py, distributed/pipe.py): ``-pp 2``
-gives the single worker's greedy tokens (even and uneven splits, tied heads, dense and
-MoE), each stage holds the KV cache of its layers only, the hidden states crossing stages
+and ``-pp 3`` give the single worker's greedy tokens (even and uneven splits, tied heads,
+dense and MoE), each stage holds the KV cache of its layers only, the hidden states crossing stages
 are counted, a stage killed (or hung) mid-batch is replaced with no request lost; the
 Ray backend (every stage a Ray actor, gloo bound to the node's address); what PP is not
 built with is refused by name.
@@ -70,24 +70,26 @@ def reference(llama4: str) -> list[list[int]]:
 
 
 @pytest.mark.parametrize(
-    ("family", "layers", "partition"),
-    [("qwen3", 3, None), ("llama", 4, "3,1"), ("qwen3_moe", 2, None)],
+    ("family", "layers", "partition", "pp"),
+    [("qwen3", 3, None, 2), ("llama", 4, "3,1", 2), ("qwen3_moe", 3, None, 3)],
 )
-def test_pp2_gives_the_single_worker_tokens(
+def test_pp_gives_the_single_worker_tokens(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     family: Family,
     layers: int,
     partition: str | None,
+    pp: int,
 ) -> None:
-    """3 layers: vLLM's uneven split (2, 1); 4 layers under VLLM_PP_LAYER_PARTITION=3,1.
+    """3 layers over 2 stages: vLLM's uneven split (2, 1); 4 layers under
+    VLLM_PP_LAYER_PARTITION=3,1; 3 stages (a middle one that receives and sends on).
     Logprobs and prompt logprobs come from the last stage's logits, as on one worker."""
     if partition is not None:
         monkeypatch.setenv(PARTITION_ENV, partition)
     model = _checkpoint(tmp_path, family, num_hidden_layers=layers)
-    pp2, pp1 = _run(model, 2, PARAMS), _run(model, 1, PARAMS)
-    assert [o.outputs[0].token_ids for o in pp2] == [o.outputs[0].token_ids for o in pp1]
-    assert _prompt_logprobs(pp2[0]) == pytest.approx(_prompt_logprobs(pp1[0]), abs=1e-4)
+    pp_n, pp1 = _run(model, pp, PARAMS), _run(model, 1, PARAMS)
+    assert [o.outputs[0].token_ids for o in pp_n] == [o.outputs[0].token_ids for o in pp1]
+    assert _prompt_logprobs(pp_n[0]) == pytest.approx(_prompt_logprobs(pp1[0]), abs=1e-4)
 
 
 @pytest.mark.anyio
