@@ -193,7 +193,8 @@ class EngineConfig(msgspec.Struct, kw_only=True):
     """Pipeline-parallel stages: the decoder's layers split over this many ranks (vLLM's
     split; VLLM_PP_LAYER_PARTITION sets it by hand), each with the KV cache of its own
     layers, up to this many batches in flight so the stages overlap (CPU, gloo; rank 0
-    holds the last stage; docs/distributed.md)."""
+    holds the last stage and stays in the engine process, under ray too, where the other
+    stages are Ray actors; docs/distributed.md)."""
     data_parallel_size: int = 1
     """Data-parallel engine replicas (each its own scheduler, KV cache and worker thread,
     behind one router; docs/distributed.md)."""
