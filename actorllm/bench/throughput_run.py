@@ -152,15 +152,42 @@ async def _run_actorllm(
             e1.steps_done - e0.steps_done
             for e0, e1 in zip(stats0.engines, stats1.engines, strict=True)
         ]
-        fig["tensor_parallel"] = _comm_per_step(comm0, comm1, steps, elapsed)
+        if engine.config.pipeline_parallel_size > 1:
+            fig["pipeline_parallel"] = _pipe_per_step(comm0, comm1, steps[0], elapsed)
+        else:
+            fig["tensor_parallel"] = _comm_per_step(comm0, comm1, steps, elapsed)
     return fig
 
 
 async def _comm_stats(engine: Any) -> list[Any]:
-    """Each rank's collective counters (tensor parallel), else []."""
-    if engine.config.tensor_parallel_size == 1:
+    """Each rank's collective counters (tensor or pipeline parallel), else []."""
+    if engine.config.tensor_parallel_size == 1 and engine.config.pipeline_parallel_size == 1:
         return []
     return [s.comm for s in await engine.collective_rpc("statistics")]
+
+
+def _pipe_per_step(before: list[Any], after: list[Any], steps: int, elapsed: float) -> dict:
+    """Pipeline parallel: the bytes each stage sent on (its ``[2, T, H]`` hidden states
+    and residual, counted at each send) and the time inside sends and receives, per step;
+    ``bytes_between_stages_per_step``: the sum over the stages (what crosses hosts when
+    the stages are on different hosts). Rank r holds stage (r - 1) % P."""
+    n = max(1, steps)
+    ranks = []
+    for b, a in zip(before, after, strict=True):
+        pipe_s = a.pipe_s - b.pipe_s
+        ranks.append(
+            {
+                "rank": a.rank,
+                "stage": (a.rank - 1) % len(after),
+                "bytes_sent_per_step": (a.pipe_bytes_sent - b.pipe_bytes_sent) / n,
+                "bytes_received_per_step": (a.pipe_bytes_received - b.pipe_bytes_received) / n,
+                "sends": a.pipe_sends - b.pipe_sends,
+                "pipe_ms_per_step": 1e3 * pipe_s / n,
+                "pipe_share": pipe_s / elapsed,
+            }
+        )
+    total = sum(r["bytes_sent_per_step"] for r in ranks)
+    return {"steps": steps, "bytes_between_stages_per_step": total, "ranks": ranks}
 
 
 def _comm_per_step(before: list[Any], after: list[Any], steps: list[int], elapsed: float) -> dict:

@@ -71,6 +71,11 @@ def workload_from_args(args: argparse.Namespace, backends: tuple[str, ...]) -> W
             "--profile: cProfile follows the engine process's threads only; run it with "
             "--tensor-parallel-size 1"
         )
+    if args.profile and config.pipeline_parallel_size > 1:
+        raise ValueError(
+            "--profile: cProfile follows the engine process's threads only; run it with "
+            "--pipeline-parallel-size 1"
+        )
     cfg |= {
         "engine": config_dict(config),
         "dtype_resolved": resolved_dtype_name(config),

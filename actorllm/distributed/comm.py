@@ -15,6 +15,9 @@ dropped and a new one made after a failure, and several can live in one process.
 * ``compute``: the model's all-reduces and logits gathers, and start-up agreement. Its
   timeout (``collective_timeout_s``) is what turns a *hung* rank (alive, not answering)
   into an error on rank 0: the step fails, and the executor treats it as a crash.
+* ``pipe`` (pipeline parallel only): point-to-point sends of the residual stream from one
+  stage to the next (``distributed/pipe.py``), with the same timeout; the bytes sent and
+  received are counted (what crosses between stages, and hosts, per step).
 
 Every call blocks the calling thread until the collective completes on this rank
 (``work.wait()``); on CPU that is the only kind of completion gloo has.
@@ -43,6 +46,12 @@ class CommStatistics(msgspec.Struct, frozen=True, kw_only=True):
     broadcasts: int
     collective_s: float  # time spent inside all-reduces and gathers (this rank)
     broadcast_s: float  # time spent inside step-channel broadcasts (this rank)
+    # pipeline parallel: stage-to-stage transfers of this rank
+    pipe_sends: int = 0
+    pipe_bytes_sent: int = 0
+    pipe_recvs: int = 0
+    pipe_bytes_received: int = 0
+    pipe_s: float = 0.0  # time spent inside sends and receives (a receive waits for its stage)
 
 
 def host_store(world_size: int) -> dist.TCPStore:
@@ -90,6 +99,7 @@ class GlooComm:
         world_size: int,
         collective_timeout_s: float,
         host: str | None = None,
+        pipeline: bool = False,
     ) -> None:
         self.store = store  # also the side channel for rare control payloads (RPC)
         self.rank = rank
@@ -103,6 +113,16 @@ class GlooComm:
         self._compute: Any = _gloo(
             dist.PrefixStore("compute", store), rank, world_size, timeout, host
         )
+        # Pipeline parallel: stage-to-stage sends (every rank makes it or none does).
+        self._pipe: Any = (
+            _gloo(dist.PrefixStore("pipe", store), rank, world_size, timeout, host)
+            if pipeline
+            else None
+        )
+        self._timeout = timeout
+        self.pipe_sends = self.pipe_recvs = 0
+        self.pipe_bytes_sent = self.pipe_bytes_received = 0
+        self.pipe_s = 0.0
         self._root = dist.BroadcastOptions()
         self._root.rootRank = 0
         self._gather = dist.GatherOptions()
@@ -147,6 +167,25 @@ class GlooComm:
         self._compute.allreduce([t], opts).wait()
         return int(t.item())
 
+    # -- pipeline parallel: stage to stage ----------------------------------------------------
+
+    def send(self, x: torch.Tensor, dst: int) -> None:
+        """Send ``x`` (contiguous) to rank ``dst``; returns once gloo has sent it."""
+        t0 = time.perf_counter()
+        self._pipe.send([x], dst, 0).wait(self._timeout)  # deliberate: x is reused after
+        self.pipe_sends += 1
+        self.pipe_bytes_sent += x.numel() * x.element_size()
+        self.pipe_s += time.perf_counter() - t0
+
+    def recv(self, x: torch.Tensor, src: int) -> None:
+        """Receive into ``x`` (contiguous, its shape known to both sides) from rank ``src``.
+        Fails after ``collective_timeout_s`` (a hung stage) or when ``src``'s pair closes."""
+        t0 = time.perf_counter()
+        self._pipe.recv([x], src, 0).wait(self._timeout)  # deliberate: the layers need x
+        self.pipe_recvs += 1
+        self.pipe_bytes_received += x.numel() * x.element_size()
+        self.pipe_s += time.perf_counter() - t0
+
     # -- the step channel -------------------------------------------------------------------
 
     def broadcast(self, buf: torch.Tensor) -> None:
@@ -167,7 +206,9 @@ class GlooComm:
 
     def close(self) -> None:
         """Drop the process groups (their pairs close: a peer still waiting fails)."""
-        for pg in (self._steps, self._compute):
+        for pg in (self._steps, self._compute, self._pipe):
+            if pg is None:
+                continue
             with contextlib.suppress(Exception):  # a broken group may refuse: dropped anyway
                 pg.abort()
 
@@ -180,4 +221,9 @@ class GlooComm:
             broadcasts=self.broadcasts,
             collective_s=self.collective_s,
             broadcast_s=self.broadcast_s,
+            pipe_sends=self.pipe_sends,
+            pipe_bytes_sent=self.pipe_bytes_sent,
+            pipe_recvs=self.pipe_recvs,
+            pipe_bytes_received=self.pipe_bytes_received,
+            pipe_s=self.pipe_s,
         )

@@ -15,6 +15,7 @@ from torch import nn
 from actorllm.models.attention import AttentionMetadata
 from actorllm.models.config import CheckpointConfig
 from actorllm.models.parallel import TensorParallelError, TPComm
+from actorllm.models.pipeline import PipelineParallelError, PipeLink
 
 KVCaches = list[tuple[torch.Tensor, torch.Tensor]]
 
@@ -42,6 +43,11 @@ class CausalLM(nn.Module):
         """Run as one rank of a tensor-parallel group (models/parallel.py); a family
         without tensor-parallel layers refuses."""
         raise TensorParallelError(f"{type(self).__name__} has no tensor-parallel layers")
+
+    def bind_pipe(self, pipe: PipeLink) -> None:
+        """Run as one stage of a pipeline (models/pipeline.py); a family without
+        pipeline stages refuses."""
+        raise PipelineParallelError(f"{type(self).__name__} has no pipeline stages")
 
     def checkpoint_name(self, name: str) -> str | None:
         """A checkpoint tensor's name in this model's naming (None: not a weight we use)."""

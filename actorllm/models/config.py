@@ -131,6 +131,9 @@ class CheckpointConfig(msgspec.Struct, frozen=True, kw_only=True):
     tp_size: int = 1  # 1: the whole model; >1: head and intermediate counts are per rank
     full_num_heads: int = 0  # the checkpoint's counts (0: not sharded, see num_heads)
     full_num_kv_heads: int = 0
+    # -- pipeline parallel (models/pipeline.py's stage_config sets it on a stage's config) --
+    # [start, end): the decoder layers this stage holds (None: every layer, one stage).
+    pp_layers: tuple[int, int] | None = None
     # config.json's quantization_config (or AutoGPTQ's quantize_config.json), as written;
     # models/quant/spec.py reads it (None: an unquantized checkpoint).
     quantization_config: dict[str, Any] | None = None

@@ -30,6 +30,13 @@ from actorllm.models.config import CheckpointConfig
 from actorllm.models.layers import MLP, RMSNorm
 from actorllm.models.moe import STACKED_NAMES, SparseMoeBlock
 from actorllm.models.parallel import TPComm, vocab_shard
+from actorllm.models.pipeline import (
+    PipeLink,
+    PPMissingLayer,
+    is_first_stage,
+    is_last_stage,
+    stage_layers,
+)
 
 __all__ = ["PACKED_MODULES", "KVCaches", "LlamaForCausalLM", "RMSNorm"]
 
@@ -224,15 +231,30 @@ class VocabParallelEmbedding(nn.Module):
 
 
 class DecoderModel(nn.Module):
+    """Pipeline parallel (``cfg.pp_layers``): the layers, embedding and norm of other
+    stages are :class:`PPMissingLayer` (models/pipeline.py); the embedding stays on the last
+    stage too when the LM head is tied to it."""
+
     def __init__(self, cfg: CheckpointConfig, ops: Ops) -> None:
         super().__init__()
-        self.embed_tokens: nn.Embedding | VocabParallelEmbedding = (
-            nn.Embedding(cfg.vocab_size, cfg.hidden_size)
-            if cfg.tp_size == 1
-            else VocabParallelEmbedding(cfg)
+        first, last = is_first_stage(cfg), is_last_stage(cfg)
+        self.embed_tokens: nn.Embedding | VocabParallelEmbedding | PPMissingLayer
+        if not first and not (last and cfg.tie_word_embeddings):
+            self.embed_tokens = PPMissingLayer()
+        elif cfg.tp_size == 1:
+            self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
+        else:
+            self.embed_tokens = VocabParallelEmbedding(cfg)
+        start, end = stage_layers(cfg)
+        self.layers = nn.ModuleList(
+            DecoderLayer(cfg, ops, i) if start <= i < end else PPMissingLayer()
+            for i in range(cfg.num_layers)
         )
-        self.layers = nn.ModuleList(DecoderLayer(cfg, ops, i) for i in range(cfg.num_layers))
-        self.norm = RMSNorm(ops, cfg.hidden_size, cfg.rms_norm_eps, cfg.norm_offset)
+        self.norm: RMSNorm | PPMissingLayer = (
+            RMSNorm(ops, cfg.hidden_size, cfg.rms_norm_eps, cfg.norm_offset)
+            if last
+            else PPMissingLayer()
+        )
 
 
 class LlamaForCausalLM(CausalLM):
@@ -252,9 +274,14 @@ class LlamaForCausalLM(CausalLM):
         # Tensor parallel: this rank's vocabulary rows (models/parallel.py).
         vocab = cfg.vocab_size if cfg.tp_size == 1 else vocab_shard(cfg)
         self.lm_head = nn.Linear(cfg.hidden_size, vocab, bias=False)
+        if not is_last_stage(cfg):  # pipeline parallel: the last stage's
+            self.lm_head = PPMissingLayer()  # type: ignore[assignment]
         self.comm: TPComm | None = None  # gathers the ranks' logits (bind_comm)
-        if cfg.tie_word_embeddings:
-            self.lm_head.weight = self.model.embed_tokens.weight
+        # Pipeline parallel: the link to the neighbouring stages (bind_pipe).
+        self.pipe: PipeLink | None = None
+        self.first_stage, self.last_stage = is_first_stage(cfg), is_last_stage(cfg)
+        self.stage_start, self.stage_end = stage_layers(cfg)
+        self.tie_weights()
         # [max_positions, rot_dim] cos | sin, float32; filled by init_rotary on the device.
         self.cos_sin_cache = torch.empty(0)
         # Gemma 3's sliding layers: their own RoPE base (None: they use cos_sin_cache).
@@ -275,11 +302,23 @@ class LlamaForCausalLM(CausalLM):
         if cfg.local_rope_theta is not None:
             local = rope_table(rot_dim, cfg.local_rope_theta, cfg.local_rope_scaling, n, **limits)
             self.cos_sin_cache_local = local.to(device)
-        dtype = self.model.embed_tokens.weight.dtype
+        dtype = next(self.parameters()).dtype
         self.embed_scale = float(torch.tensor(cfg.embedding_multiplier, dtype=dtype))
 
     def input_embeddings(self) -> nn.Embedding:
         return self.model.embed_tokens  # type: ignore[return-value]  # or its vocab shard
+
+    def tie_weights(self) -> None:
+        """A tied head shares the embedding (on a stage that holds both)."""
+        embed = self.model.embed_tokens
+        head = self.lm_head
+        tied = self.config.tie_word_embeddings
+        if tied and not isinstance(embed, PPMissingLayer) and not isinstance(head, PPMissingLayer):
+            head.weight = embed.weight
+
+    def bind_pipe(self, pipe: PipeLink) -> None:
+        """Run as one stage of a pipeline: hidden states come from and go to ``pipe``."""
+        self.pipe = pipe
 
     def bind_comm(self, comm: TPComm) -> None:
         """Run as one rank of a tensor-parallel group: every module that sums or gathers
@@ -304,16 +343,29 @@ class LlamaForCausalLM(CausalLM):
         kv_caches: KVCaches,
     ) -> torch.Tensor:
         """input_ids, positions: [T] int64 -> hidden states [T, H] (final norm applied)."""
-        x = self.model.embed_tokens(input_ids)  # [T, H]
-        if self.embed_scale != 1.0:
-            x = x * self.embed_scale
         residual: torch.Tensor | None = None
+        if self.first_stage:
+            x = self.model.embed_tokens(input_ids)  # [T, H]
+            if self.embed_scale != 1.0:
+                x = x * self.embed_scale
+        else:  # pipeline parallel: the previous stage's residual stream
+            assert self.pipe is not None, "a later pipeline stage runs with its link"
+            shape = (2, int(input_ids.shape[0]), self.config.hidden_size)
+            stream = self.pipe.recv_stage(shape, next(self.parameters()).dtype)  # [2, T, H]
+            x, residual = stream[0], stream[1]
         local = self.cos_sin_cache_local
-        for layer, kv_cache in zip(self.model.layers, kv_caches, strict=True):
+        layers = self.model.layers[self.stage_start : self.stage_end]
+        for layer, kv_cache in zip(layers, kv_caches, strict=True):
             cos_sin = local if local is not None and layer.is_sliding else self.cos_sin_cache
             x, residual = layer(positions, x, residual, cos_sin, kv_cache, attn_metadata)
         assert residual is not None
-        x, _ = self.model.norm.forward_residual(x, residual)
+        if not self.last_stage:
+            assert self.pipe is not None, "an earlier pipeline stage runs with its link"
+            self.pipe.send_stage(torch.stack([x, residual]))  # [2, T, H]
+            return x
+        norm = self.model.norm
+        assert isinstance(norm, RMSNorm)  # the last stage's
+        x, _ = norm.forward_residual(x, residual)
         return x
 
     def compute_logits(self, hidden: torch.Tensor, float32: bool = True) -> torch.Tensor:

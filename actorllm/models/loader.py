@@ -31,6 +31,7 @@ from actorllm.models.load_format import LoadFormat as LoadFormat
 from actorllm.models.moe import EXPERT_SLOTS, FusedExperts
 from actorllm.models.onednn_linear import invalidate_packed
 from actorllm.models.parallel import rank_piece
+from actorllm.models.pipeline import PPMissingLayer, owns_weight
 from actorllm.models.quant.apply import (
     checkpoint_quantization,
     finish_quantized,
@@ -196,11 +197,18 @@ def load_weights(model: CausalLM, files: list[Path], progress: bool | None = Non
     saw_lm_head = False
     quantized = any(isinstance(m, QUANT_LINEARS) for m in model.modules())
     with torch.no_grad():
-        lazy = model.config.tp_size > 1  # each rank reads only its slices
+        # Tensor parallel: each rank reads only its slices; pipeline parallel: each stage
+        # only its layers' tensors.
+        lazy = model.config.tp_size > 1 or model.config.pp_layers is not None
         for hf_name, tensor in iter_checkpoint(files, progress, lazy=lazy):
             name = _copy_one(model, params, hf_name, tensor, written, strict=quantized)
             saw_lm_head = saw_lm_head or name == "lm_head.weight"
-    if not saw_lm_head and not model.config.tie_word_embeddings:
+    if (
+        not saw_lm_head
+        and not model.config.tie_word_embeddings
+        and _holds(model.lm_head)
+        and _holds(model.input_embeddings())
+    ):
         # No head in the checkpoint: the embedding doubles as the head (tied).
         log.info("lm_head.weight absent from the checkpoint: tying it to embed_tokens")
         model.lm_head.weight = model.input_embeddings().weight
@@ -251,6 +259,8 @@ def _copy_one(
         return None
     if name == "lm_head.weight" and model.config.tie_word_embeddings:
         return name  # the embedding is the head
+    if not owns_weight(model.config, name):
+        return name  # pipeline parallel: another stage's tensor (not read)
     target, shard = _packed_target(model, name)
     param = params.get(target)
     if param is None:
@@ -329,8 +339,10 @@ def _missing(
     params: dict[str, torch.nn.Parameter],
     written: dict[str, set[ShardKey]],
 ) -> list[str]:
-    tied = (
-        model.config.tie_word_embeddings or model.lm_head.weight is model.input_embeddings().weight
+    tied = model.config.tie_word_embeddings or (
+        _holds(model.lm_head)
+        and _holds(model.input_embeddings())
+        and model.lm_head.weight is model.input_embeddings().weight
     )
     missing: list[str] = []
     for name in params:
@@ -356,6 +368,11 @@ def _missing(
         else:
             missing.append(name)
     return missing
+
+
+def _holds(module: torch.nn.Module) -> bool:
+    """Pipeline parallel: whether this stage holds ``module`` (not another stage's)."""
+    return not isinstance(module, PPMissingLayer)
 
 
 def _packed_name(frag: str, model: CausalLM) -> str:

@@ -40,6 +40,7 @@ from actorllm.models.config import CheckpointConfig
 from actorllm.models.loader import LoadFormat, load_model, resolve_dtype
 from actorllm.models.onednn_linear import prepack_linears
 from actorllm.models.parallel import shard_config
+from actorllm.models.pipeline import stage_config, stage_kv_config
 from actorllm.models.pooler_spec import causal_architecture
 from actorllm.models.quant.apply import checkpoint_quantization, weight_bytes
 from actorllm.worker.cuda_graphs import DecodeGraphs, graph_batch_sizes
@@ -82,6 +83,7 @@ from actorllm.worker.step_output import (
 
 if TYPE_CHECKING:
     from actorllm.distributed.comm import GlooComm
+    from actorllm.distributed.pipe import StageLink
 
 __all__ = ["KVCacheMemoryError", "ModelRunner", "ModelRunnerStateError", "PendingStep"]
 
@@ -126,6 +128,9 @@ class ModelRunner:
         hybrid_kv_cache: bool = True,
         tp_rank: int = 0,
         tp_size: int = 1,
+        pp_rank: int = 0,
+        pp_size: int = 1,
+        pp_partition: str | None = None,
         weights_on_huge_pages: bool = True,
         quantization: str | None = None,
         num_speculative_tokens: int = 0,
@@ -142,6 +147,18 @@ class ModelRunner:
         self.weights_on_huge_pages = weights_on_huge_pages and self.device.type == "cpu"
         # Tensor parallel: this rank's config (its heads, its columns; models/parallel.py).
         cfg = shard_config(CheckpointConfig.from_pretrained(self.model_path), tp_rank, tp_size)
+        # Pipeline parallel: this rank's stage's layers (models/pipeline.py; rank 0 holds
+        # the last stage, distributed/pipe.py).
+        self.pp_size = pp_size
+        if pp_size > 1:
+            from actorllm.distributed.pipe import rank_stage
+
+            _refuse_with_pipeline(
+                tp_size=tp_size, pooling=pooling, lora=lora, quantization=quantization,
+                speculative=num_speculative_tokens > 0,
+                quantized_checkpoint=cfg.quantization_config is not None,
+            )  # fmt: skip
+            cfg = stage_config(cfg, rank_stage(pp_rank, pp_size), pp_size, pp_partition)
         # A pooling model (--runner pooling --convert embed|classify): (convert, vLLM's
         # pooler config); its steps pool instead of sampling (worker/decoder_pooling.py).
         self.pooling = pooling
@@ -154,7 +171,9 @@ class ModelRunner:
                 f"max_model_len must be in [1, {limit}] for this model, got {max_model_len}"
             )
         self.model_config = msgspec.structs.replace(cfg, max_model_len=max_model_len or limit)
-        self.kv_groups = kv_cache_groups(self.model_config, hybrid_kv_cache)
+        # The layers this runner's KV cache holds (pipeline parallel: its stage's only).
+        self.kv_config = stage_kv_config(self.model_config)
+        self.kv_groups = kv_cache_groups(self.kv_config, hybrid_kv_cache)
         self.dtype = resolve_dtype(dtype, cfg, self.device)
         # Refused here, at start, if the checkpoint's quantization cannot run (models/quant).
         self.quant_spec = checkpoint_quantization(cfg, quantization)
@@ -190,6 +209,7 @@ class ModelRunner:
         # most two: the pinned host buffers alternate); oldest first.
         self._on_device: deque[LaunchedStep] = deque()
         self.comm: GlooComm | None = None  # tensor parallel: the group's collectives
+        self._link: StageLink | None = None  # pipeline parallel: this stage's link
         # Speculative decoding (method ngram): drafts proposed after each step resolves.
         # (method draft_model: a draft model on this thread, its KV cache beside ours).
         self.proposer: Proposer | None = None
@@ -220,12 +240,29 @@ class ModelRunner:
         self._req_lora: dict[str, LoRARequest] = {}  # {req_id: its adapter}, LoRA requests
 
     def attach_tp(self, comm: GlooComm, before_forward: BeforeForward | None) -> None:
-        """Run as one rank of a tensor-parallel group: the model's collectives go through
-        ``comm``; rank 0 passes ``before_forward`` (it sends each step to the others)."""
+        """Run as one rank of a tensor-parallel group (pipeline parallel: one stage of the
+        pipeline): the model's collectives (its stage-to-stage sends) go through ``comm``;
+        rank 0 passes ``before_forward`` (it sends each step to the others)."""
         self.comm = comm
         self.launcher.before_forward = before_forward
         if self.model is not None:
-            self.model.bind_comm(comm)
+            self._bind(comm)
+
+    def _bind(self, comm: GlooComm) -> None:
+        model = self.model
+        assert model is not None
+        if self.pp_size == 1:
+            model.bind_comm(comm)
+            return
+        from actorllm.distributed.pipe import StageLink
+
+        if self._link is not None:
+            self._link.close()  # the previous group's receiver thread
+        link = self._link = StageLink(comm, self.pp_size)
+        model.bind_pipe(link)
+        if self.launcher.before_forward is not None:  # rank 0, the last stage: deferred
+            hidden, dtype = self.model_config.hidden_size, self.dtype
+            self.launcher.prefetch = lambda t: link.prefetch((2, t, hidden), dtype)
 
     @property
     def max_model_len(self) -> int:
@@ -252,9 +289,9 @@ class ModelRunner:
             prepack_linears(self.model)  # oneDNN matmuls (models/onednn_linear.py)
         if self.weights_on_huge_pages:
             model_on_huge_pages(self.model)
-        bind_kv_groups(self.model, self.kv_groups, self.model_config.num_layers)
+        bind_kv_groups(self.model, self.kv_groups, self.kv_config.num_layers)
         if self.comm is not None:
-            self.model.bind_comm(self.comm)  # reloaded (wake_up)
+            self._bind(self.comm)  # reloaded (wake_up)
         if isinstance(self.proposer, DraftModelProposer):
             self.proposer.load()
         if self.pooling is not None:
@@ -280,9 +317,7 @@ class ModelRunner:
     def kv_cache_bytes_per_block(self) -> int:
         """``2 * group_size * block_size * num_kv_heads * head_dim * dtype_size`` (group_size
         = num_layers unless the model is hybrid)."""
-        own = kv_cache_bytes_per_block(
-            self.model_config, self.block_size, self.dtype, self.kv_groups
-        )
+        own = kv_cache_bytes_per_block(self.kv_config, self.block_size, self.dtype, self.kv_groups)
         if isinstance(self.proposer, DraftModelProposer):
             own += self.proposer.bytes_per_block()  # the draft's cache shares the blocks
         return own
@@ -330,7 +365,7 @@ class ModelRunner:
         Triton backend, not ``enforce_eager``) capture the decode CUDA graphs over it."""
         self.launcher.graphs = None  # graphs hold the old cache's addresses
         self.kv_caches = allocate_kv_caches(
-            self.model_config,
+            self.kv_config,
             num_blocks,
             self.block_size,
             self.dtype,
@@ -500,7 +535,8 @@ class ModelRunner:
         model = self._ready_model()
         # The pinned sampled-id buffers are double-buffered; a speculative runner resolves
         # every step first (drafts come from the tokens the last step accepted).
-        limit = 1 if self.proposer is not None else 2
+        # Pipeline parallel: a step per stage (each stage works on one of them).
+        limit = 1 if self.proposer is not None else max(2, self.pp_size)
         while len(self._on_device) >= limit:
             self._resolve(self._on_device.popleft())
         self._update_states(so)
@@ -565,7 +601,9 @@ class ModelRunner:
         if self._on_device:
             slots = np.array([batch.req_id_to_index[r] for r in so.num_scheduled_tokens
                               if r in batch.req_id_to_index], dtype=np.int64)  # fmt: skip
-            if len(slots) and batch.num_pending[slots].any() and needs_token_history(batch, slots):
+            pending = len(slots) and batch.num_pending[slots].any()
+            # Pipeline parallel: a step in flight records its tokens only when it resolves.
+            if pending and (self.pp_size > 1 or needs_token_history(batch, slots)):
                 self._resolve_all()
         spec = so.scheduled_spec_decode_tokens or None
         try:
@@ -615,6 +653,28 @@ class ModelRunner:
             self.logitsprocs.reset()
             batch.logitsprocs = self.logitsprocs
         return batch
+
+
+def _refuse_with_pipeline(
+    *,
+    tp_size: int,
+    pooling: object,
+    lora: object,
+    quantization: str | None,
+    speculative: bool,
+    quantized_checkpoint: bool,
+) -> None:
+    """What pipeline_parallel_size > 1 is not built with: refused by name."""
+    refused = [
+        (tp_size > 1, "tensor_parallel_size > 1 (a stage split over tensor-parallel ranks)"),
+        (pooling is not None, "a pooling model (runner 'pooling')"),
+        (lora is not None, "enable_lora"),
+        (speculative, "speculative_config"),
+        (quantization is not None or quantized_checkpoint, "a quantized checkpoint"),
+    ]
+    for hit, what in refused:
+        if hit:
+            raise NotImplementedError(f"pipeline_parallel_size > 1 with {what} is not built yet")
 
 
 def _conforms(runner: ModelRunner) -> Runner:

@@ -55,6 +55,12 @@ class RankSpec(msgspec.Struct, frozen=True, kw_only=True):
     # Tensor parallel: this rank, the group's size, how ranks 1..N-1 are launched
     rank: int = 0
     world_size: int = 1
+    # Pipeline parallel: the stages (the group's ranks are the stages: world_size == this;
+    # rank 0 holds the last stage, worker/tp_group.py)
+    pipeline_parallel_size: int = 1
+    # VLLM_PP_LAYER_PARTITION as the engine's process read it (every rank applies the
+    # same split, wherever it runs; None: vLLM's even split)
+    pp_layer_partition: str | None = None
     backend: Literal["mp", "ray"] = "mp"
     collective_timeout_s: float = 60.0
     data_parallel_size: int = 1  # names the group's processes per replica when > 1
@@ -120,8 +126,11 @@ def build_model_runner(spec: RankSpec) -> ModelRunner:
         max_num_batched_tokens=spec.max_num_batched_tokens,
         enforce_eager=spec.enforce_eager,
         hybrid_kv_cache=spec.hybrid_kv_cache,
-        tp_rank=spec.rank,
-        tp_size=spec.world_size,
+        tp_rank=0 if spec.pipeline_parallel_size > 1 else spec.rank,
+        tp_size=spec.world_size // spec.pipeline_parallel_size,
+        pp_rank=spec.rank if spec.pipeline_parallel_size > 1 else 0,
+        pp_size=spec.pipeline_parallel_size,
+        pp_partition=spec.pp_layer_partition,
         weights_on_huge_pages=spec.weights_on_huge_pages,
         quantization=spec.quantization,
         num_speculative_tokens=spec.num_speculative_tokens,
@@ -171,9 +180,14 @@ def build_rank0(
 
         # Refused before any rank process is spawned (quantized weights are not split).
         cfg = CheckpointConfig.from_pretrained(spec.model)
-        check_tensor_parallel(cfg, spec.world_size)
-        tp_cfg = msgspec.structs.replace(cfg, tp_size=spec.world_size)
-        checkpoint_quantization(tp_cfg, spec.quantization)
+        if spec.pipeline_parallel_size > 1:
+            from actorllm.models.pipeline import check_pipeline_parallel
+
+            check_pipeline_parallel(cfg, spec.pipeline_parallel_size, spec.pp_layer_partition)
+        else:
+            check_tensor_parallel(cfg, spec.world_size)
+            tp_cfg = msgspec.structs.replace(cfg, tp_size=spec.world_size)
+            checkpoint_quantization(tp_cfg, spec.quantization)
         group = TPGroup(spec, replica, placement_group)
     try:
         if group is not None:

@@ -13,9 +13,10 @@ path, the reference kernels' own planning syncs.
 from __future__ import annotations
 
 import functools
+import threading
 import time
 from collections.abc import Callable
-from typing import Concatenate, ParamSpec
+from typing import Concatenate, ParamSpec, Protocol
 
 import numpy as np
 import torch
@@ -35,6 +36,31 @@ from actorllm.worker.step_output import LaunchedStep, logprobs_to_host, to_host
 # Called with the step's final device inputs just before the forward, and the rows whose
 # logits the step computes, in order (tensor parallel: rank 0 sends them to the others).
 BeforeForward = Callable[[StepInputs, list[torch.Tensor]], None]
+# Pipeline parallel, rank 0 (the last stage): post the receive of a step's hidden states
+# from the stage before, given its token count; returns what says they have arrived.
+Prefetch = Callable[[int], "Arrival"]
+
+
+class Arrival(Protocol):
+    arrived: threading.Event
+
+
+class DeferredForward:
+    """The event of a step whose forward waits for the previous pipeline stage: ready
+    (``query``) once that stage's hidden states have arrived; ``synchronize`` runs this
+    stage's forward and sampling (once), on the worker thread, in launch order."""
+
+    def __init__(self, arrival: Arrival, finish: Callable[[], None]) -> None:
+        self._arrival = arrival
+        self._finish: Callable[[], None] | None = finish
+
+    def query(self) -> bool:
+        return self._finish is None or self._arrival.arrived.is_set()
+
+    def synchronize(self) -> None:
+        finish, self._finish = self._finish, None
+        if finish is not None:
+            finish()  # raises what the receive raised (a stage died or hung)
 
 
 P = ParamSpec("P")
@@ -81,6 +107,7 @@ class StepLauncher:
         self.token_feed = TokenFeed(max_num_seqs, device)
         self.graphs: DecodeGraphs | None = None  # set by the runner after capture
         self.before_forward: BeforeForward | None = None  # tensor parallel, rank 0
+        self.prefetch: Prefetch | None = None  # pipeline parallel, rank 0: steps deferred
         # Pinned host buffers for sampled ids, one per step that can be in flight.
         pin = device.type == "cuda"
         self._sampled_host = [
@@ -119,6 +146,10 @@ class StepLauncher:
         else:
             if self.before_forward is not None:
                 self.before_forward(step, _logit_rows(plan, step))
+            if self.prefetch is not None and drafts is None:
+                return self._launch_deferred(
+                    model, kv_caches, batch, sampler, plan, step, step_id, grammar, t0
+                )
             hidden = model(step.input_ids, step.positions, step.attn_metadata, kv_caches)  # [T, H]
         sample_slots = plan.slots[plan.sample_mask]  # [N]
         counts = plan.sample_counts  # [N] rows per sampling request (speculative), or None
@@ -163,6 +194,67 @@ class StepLauncher:
             sample_counts=None if counts is None else counts.tolist(),
             drafts=None if drafts is None else [drafts.get(plan.req_ids[b], []) for b in rows],
         )
+
+    def _launch_deferred(
+        self,
+        model: CausalLM,
+        kv_caches: KVCaches,
+        batch: InputBatch,
+        sampler: Sampler,
+        plan: InputPlan,
+        step: StepInputs,
+        step_id: int,
+        grammar: GrammarBitmask | None,
+        t0: float,
+    ) -> LaunchedStep:
+        """Pipeline parallel, the last stage: the step is out to the first stage; what
+        needs this batch's state (the sampling inputs, the bookkeeping) is taken now, and
+        the forward and sampling run when the step resolves (:class:`DeferredForward`),
+        once the previous stage's hidden states are here, so the next step can go out to
+        the first stage meanwhile. The next steps hold other requests (the scheduler
+        keeps a request out until its token is back), so nothing they change is read."""
+        arrival = self.prefetch(int(step.input_ids.shape[0])) if self.prefetch else None
+        assert arrival is not None
+        sample_slots = plan.slots[plan.sample_mask]  # [N]
+        meta = None
+        if len(sample_slots):
+            meta = build_sampling_metadata(
+                batch, sample_slots, sampler.vocab_size, self.device, grammar, None
+            )
+        feed_slots = to_device(sample_slots, self.device)
+        rows = np.flatnonzero(plan.sample_mask).tolist()
+        gens = list(
+            zip(
+                [plan.req_ids[b] for b in rows],
+                batch.generation[sample_slots].tolist(),
+                strict=True,
+            )
+        )
+        params = [batch.params[s] for s in sample_slots.tolist()]
+        launched = LaunchedStep(
+            step_id=step_id, req_ids=plan.req_ids, sample_rows=rows, sample_gens=gens,
+            sampled=None, num_logprobs=[p.num_logprobs if p is not None else None for p in params],
+            logprobs=None, prompt_logprobs={}, t0=t0,
+        )  # fmt: skip
+
+        def finish() -> None:
+            with self.streams.compute_scope(), torch.inference_mode():
+                hidden = model(step.input_ids, step.positions, step.attn_metadata, kv_caches)
+                if meta is not None:
+                    rows_h = hidden.index_select(0, step.sample_hidden_rows)  # [N, H]
+                    out = sampler(model.compute_logits(rows_h, float32=False), meta)
+                    self.token_feed.record(feed_slots, out.sampled_token_ids)
+                    launched.sampled = out.sampled_token_ids  # [N] (CPU: on the host)
+                    if out.logprobs is not None:
+                        launched.logprobs = logprobs_to_host(out.logprobs)
+                launched.prompt_logprobs = {
+                    p.req_id: _prompt_logprobs(model, hidden, p) for p in plan.prompt_logprobs
+                }
+
+        launched.event = DeferredForward(arrival, finish)
+        batch.num_computed_tokens[plan.slots] += plan.num_scheduled
+        batch.add_pending(sample_slots, sample_slots)  # the feed holds each at its own slot
+        return launched
 
     def _inputs(self, plan: InputPlan) -> tuple[StepInputs, torch.Tensor, torch.Tensor, int | None]:
         """The plan's tensors on the device: staged (pinned + copy stream) or plain copies

@@ -14,12 +14,18 @@ call :meth:`flush` first, and so does a step whose grammar bitmask waits for an 
 step's tokens (structured outputs under async scheduling). A runner that computes the step
 at launch (the ScriptedModel, the CPU path) hands back a done handle: it is posted at once.
 
+Pipeline parallel (``depth`` = the stages): a step's handle is ready once the previous
+stage's hidden states are here; up to ``depth`` steps stay pending, and while the oldest is
+not ready the thread waits for it *or* for the next job, whichever comes first, so the next
+step goes out to the first stage while the later stages still work on this one.
+
 Everything here runs on the worker thread, except the ``post`` callbacks' effect (they hand
 outcomes to the event loop).
 """
 
 from __future__ import annotations
 
+import time
 from collections import deque
 from collections.abc import Callable
 
@@ -30,11 +36,15 @@ from actorllm.worker.worker_thread import Outcome
 
 Post = Callable[[Outcome[ModelRunnerOutput]], None]
 
+POLL_S = 0.0002  # pipeline parallel: how often a wait for the oldest step looks for a job
+
 
 class StepPipeline:
-    def __init__(self, runner: Runner, has_queued_jobs: Callable[[], bool]) -> None:
+    def __init__(self, runner: Runner, has_queued_jobs: Callable[[], bool], depth: int = 1) -> None:
         self._runner = runner
         self._has_queued_jobs = has_queued_jobs
+        # Pipeline parallel: the stages (steps pending at most); 1: not pipelined.
+        self.depth = depth
         # Steps launched whose outcome is not posted yet: (handle, post), launch order.
         self._unposted: deque[tuple[StepHandle, Post]] = deque()
         self.max_pending_seen = 0  # statistics: 2 means steps really overlapped
@@ -66,10 +76,24 @@ class StepPipeline:
         # launch computed it), when a newer step is on the device behind it, or when
         # nothing else is queued. Holding a finished result back would only delay the
         # scheduler by a whole step.
+        if self.depth > 1:
+            self._drain_pipelined()
+            return
         while self._unposted and (
             len(self._unposted) > 1 or self._unposted[0][0].done() or not self._has_queued_jobs()
         ):
             self._resolve_oldest()
+
+    def _drain_pipelined(self) -> None:
+        """Resolve the oldest step when ``depth`` are pending or it is ready; otherwise
+        wait until it is ready or another job is queued (then return to launch it)."""
+        while self._unposted:
+            if len(self._unposted) >= self.depth or self._unposted[0][0].done():
+                self._resolve_oldest()
+                continue
+            if self._has_queued_jobs():
+                return
+            time.sleep(POLL_S)  # deliberate: the previous stage or the next step, first
 
     @property
     def pending(self) -> int:

@@ -138,9 +138,10 @@ class TPGroup:
     @property
     def _name(self) -> str:
         """How the group's processes are named (``ps``, Ray's placement group)."""
+        kind = "pp" if self.spec.pipeline_parallel_size > 1 else "tp"
         if self.spec.data_parallel_size > 1:
-            return f"actorllm-dp{self.replica}-tp"
-        return "actorllm-tp"
+            return f"actorllm-dp{self.replica}-{kind}"
+        return f"actorllm-{kind}"
 
     def connect(self, runner: ModelRunner) -> GlooComm:
         """Join the group as rank 0 (blocks until every rank has loaded and joined) and
@@ -148,7 +149,8 @@ class TPGroup:
         rank dies before it has loaded, or none has after ``LOAD_TIMEOUT_S``."""
         self._wait_loaded()
         timeout = self.spec.collective_timeout_s
-        comm = GlooComm(self._store, 0, self.world_size, timeout, self._gloo_host)
+        pipeline = self.spec.pipeline_parallel_size > 1
+        comm = GlooComm(self._store, 0, self.world_size, timeout, self._gloo_host, pipeline)
         self.comm, self.channel, self._runner = comm, StepChannel(comm), runner
         runner.attach_tp(comm, self.send_step)
         return comm

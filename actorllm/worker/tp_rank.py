@@ -49,7 +49,9 @@ def rank_main(rank: int, host: str, port: int, spec: RankSpec, parent_pid: int |
     runner.load_model()
     store = join_store(host, port, spec.world_size)
     store.set(f"loaded/{rank}", "1")  # rank 0 waits for every rank's, watching them live
-    comm = GlooComm(store, rank, spec.world_size, spec.collective_timeout_s, _gloo_host(spec))
+    pipeline = spec.pipeline_parallel_size > 1
+    bind = _gloo_host(spec)
+    comm = GlooComm(store, rank, spec.world_size, spec.collective_timeout_s, bind, pipeline)
     runner.attach_tp(comm, None)
     blocks = comm.min_int(num_kv_blocks(spec, runner))
     runner.initialize_kv_cache(blocks)
@@ -87,11 +89,16 @@ def serve(channel: StepChannel, runner: ModelRunner, worker: Worker, store: Any,
 
 
 def _step(runner: ModelRunner, packed: torch.Tensor) -> None:
-    """The forward and the logits gathers of one step (rank 0 samples)."""
+    """The forward and the logits gathers of one step (rank 0 samples). Pipeline
+    parallel: this rank's stage of the forward (it receives the previous stage's hidden
+    states and sends its own on, models/llama.py); rank 0 holds the last stage and the
+    logits."""
     model = runner._ready_model()
     input_ids, positions, meta, logit_rows = unpack_step(packed)
     with torch.inference_mode():
         hidden = model(input_ids, positions, meta, runner.kv_caches)  # [T, H]
+        if runner.pp_size > 1:
+            return
         for rows in logit_rows:
             model.compute_logits(hidden.index_select(0, rows))  # joins rank 0's gather
 

@@ -136,7 +136,8 @@ class Worker:
         self.rank = rank
         self.tp = tp  # rank 0 of a tensor-parallel group: ranks 1..N-1
         self.model_runner = runner  # ModelRunner, or a ScriptedModel in tests
-        self.pipeline = StepPipeline(runner, has_queued_jobs)
+        # Pipeline parallel: a step pending per stage (worker/step_pipeline.py).
+        self.pipeline = StepPipeline(runner, has_queued_jobs, getattr(runner, "pp_size", 1))
         self.offload_store = offload_store
         self.profiler = TorchProfiler(profiler_dir, cuda=cuda)
 

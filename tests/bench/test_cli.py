@@ -82,6 +82,24 @@ def test_throughput_random_actorllm_only_with_profiles(tmp_path: Path) -> None:
         assert stats.total_calls > 0, name  # type: ignore[attr-defined]
 
 
+def test_throughput_pp2_reports_the_bytes_between_stages(tmp_path: Path) -> None:
+    """-pp 2 reaches the engine; every step's [2, T, H] float32 from stage 0 is counted."""
+    doc = _bench(
+        tmp_path, "throughput", "--num-prompts", "2", "--input-len", "8", "--output-len", "4",
+        "-pp", "2", *TINY_ENGINE,
+    )  # fmt: skip
+    ours = doc["figures"]["actorllm"]
+    assert ours["output_tokens"] == 8
+    pp = ours["pipeline_parallel"]
+    stage0, last = sorted(pp["ranks"], key=lambda r: r["stage"])
+    assert (stage0["rank"], last["rank"]) == (1, 0)  # rank 0 holds the last stage
+    tokens = 2 * 8 + 2 * 3  # prompts, then one token per decode step but the last
+    hidden = 256  # the demo model's
+    assert stage0["bytes_sent_per_step"] * pp["steps"] == 2 * tokens * hidden * 4
+    assert last["bytes_received_per_step"] == stage0["bytes_sent_per_step"]
+    assert pp["bytes_between_stages_per_step"] == stage0["bytes_sent_per_step"]
+
+
 @pytest.mark.parametrize("interval", ["1", "3"])
 def test_overhead_small(tmp_path: Path, interval: str) -> None:
     doc = _bench(

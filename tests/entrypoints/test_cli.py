@@ -240,7 +240,8 @@ def test_a_vllm_launch_line_parses_and_warns_once_per_ignored_flag() -> None:
     ("argv", "named"),
     [
         (["--tensor-parallel-size", "0"], "--tensor-parallel-size"),
-        (["-pp", "4"], "--pipeline-parallel-size"),
+        (["-pp", "0"], "--pipeline-parallel-size"),
+        (["-pp", "2", "-tp", "2"], "--tensor-parallel-size"),
         (["--quantization", "bogus"], "--quantization"),
         (["--enable-lora-bias"], "--enable-lora-bias"),
         (["--kv-cache-dtype", "fp8"], "--kv-cache-dtype fp8"),

@@ -39,3 +39,9 @@ def sleep_forever(rank: int) -> None:
 def kv_allocated(worker: object) -> bool:
     """For ``collective_rpc``: whether this rank's KV cache is allocated."""
     return bool(worker.model_runner.kv_caches)  # type: ignore[attr-defined]
+
+
+def kv_layers(worker: object) -> int:
+    """For ``collective_rpc``: how many layers this rank's KV cache holds (pipeline
+    parallel: its stage's)."""
+    return len(worker.model_runner.kv_caches)  # type: ignore[attr-defined]

@@ -109,3 +109,41 @@ def test_errors_are_posted_in_order_after_the_pending_steps():
     for step_id in (0, 1):
         pipeline.run_step(SchedulerOutput.empty(step_id), outcomes.append)
     assert [o.value.step_id if o.error is None else "error" for o in outcomes] == [0, "error"]
+
+
+class StageRunner:
+    """Pipeline parallel's last stage: a step is ready once the previous stage's hidden
+    states arrive (``arrive`` marks them), not when the next step launches."""
+
+    def __init__(self) -> None:
+        self.events: list[str] = []
+        self.launched: dict[int, FakePending] = {}
+
+    def launch(self, so: SchedulerOutput) -> FakePending:
+        self.events.append(f"launch {so.step_id}")
+        self.launched[so.step_id] = FakePending(self, so.step_id)  # type: ignore[arg-type]
+        return self.launched[so.step_id]
+
+
+def test_pipelined_waits_for_the_oldest_or_the_next_job_and_keeps_depth_pending():
+    """depth 2: with nothing queued, step 0 is waited for; when step 1 is queued meanwhile
+    the wait ends and step 1 is launched first (the stages overlap); then, two pending,
+    step 0 is resolved, and step 1 is waited for until its hidden states arrive."""
+    runner = StageRunner()
+    polls = [0]
+
+    def has_queued_jobs() -> bool:
+        polls[0] += 1
+        if polls[0] == 3 and 1 not in runner.launched:
+            return True  # step 1 arrives while step 0 is in the earlier stage
+        if polls[0] > 5 and 1 in runner.launched:
+            runner.launched[1].finished = True  # its hidden states arrive
+        return False
+
+    pipeline = StepPipeline(runner, has_queued_jobs, depth=2)  # type: ignore[arg-type]
+    posted: list[int] = []
+    run(pipeline, [0], posted)
+    assert runner.events == ["launch 0"] and posted == []  # returned to launch step 1
+    run(pipeline, [1], posted)
+    assert runner.events == ["launch 0", "launch 1", "result 0", "result 1"]
+    assert posted == [0, 1] and pipeline.max_pending_seen == 2

@@ -35,6 +35,9 @@ class SchedulerConfig(msgspec.Struct, frozen=True, kw_only=True):
     long_prefill_token_threshold: int = 0  # 0 = off; else the largest chunk per request
     policy: Policy = "fcfs"
     async_scheduling: bool = False
+    # Pipeline parallel: up to this many steps in flight, each of different requests (a
+    # request whose token is still in the pipeline waits; vLLM's max_concurrent_batches).
+    pipeline_parallel_size: int = 1
     prefix_caching_hash_algo: HashAlgo = "xxh3_128"
     # The window every attention layer shares (Mistral), or None (full attention anywhere):
     # blocks behind every running request's window go back to the pool.

@@ -28,6 +28,9 @@ Async scheduling: a request whose step samples a token gets an output placeholde
 ``schedule()`` computes one more position against that unknown token. ``update_from_output``
 replaces placeholders with tokens; tokens for requests finished meanwhile are discarded, and
 a request whose in-flight tokens reach its length limit is not scheduled again.
+Pipeline parallel reuses the placeholders with one difference: a request with one is not
+scheduled again until its token is back (the first stage needs it as an input id), so the
+steps in flight hold different requests and the stages work on them at once.
 
 Speculative decoding (``docs/speculative.md``): the worker returns draft tokens for a
 request's next step (``ModelRunnerOutput.draft_token_ids``), kept in
@@ -303,6 +306,7 @@ class Scheduler:
             threshold = 0
         allocate = self.kv_cache_manager.allocate_slots
         lookahead = self.config.num_lookahead_tokens
+        pipelined = self.config.pipeline_parallel_size > 1
         for req in list(self.running):
             budget = plan.token_budget
             if budget <= 0:
@@ -310,8 +314,8 @@ class Scheduler:
             if req.status is not _RUNNING:
                 continue  # preempted earlier in this step
             pending = req.num_output_placeholders
-            if pending and reached_limit_in_flight(req, max_len):
-                continue
+            if pending and (pipelined or reached_limit_in_flight(req, max_len)):
+                continue  # pipeline parallel: its token is still in the pipeline
             computed = req.num_computed_tokens
             spec = req.spec_token_ids
             num_new = len(req.all_token_ids) + pending + len(spec) - computed
@@ -481,7 +485,7 @@ class Scheduler:
 
     def _advance(self, plan: StepBudget) -> None:
         """Move ``num_computed_tokens`` past this step; add placeholders for its samples."""
-        async_sched = self.config.async_scheduling
+        async_sched = self.config.async_scheduling or self.config.pipeline_parallel_size > 1
         requests = self.requests
         for rid, n in plan.num_scheduled_tokens.items():
             req = requests[rid]

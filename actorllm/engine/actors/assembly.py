@@ -124,8 +124,11 @@ async def build_replica(
 ) -> tuple[ReplicaWorker, ModelInfo, Callable[[], KVConnectorBase] | None]:
     """Build replica ``index``'s runner on its worker thread; returns its worker, the model
     info and the connector factory of its cores. The Ray backend builds it in a Ray actor
-    instead, driven from the thread (worker/remote.py)."""
-    if config.distributed_executor_backend == "ray":
+    instead, driven from the thread (worker/remote.py); except under pipeline parallel,
+    where rank 0 (the last stage, which samples) stays on the thread so that it can send
+    the next step to the first stage while the stages work (a Ray actor runs one call at
+    a time), and only the earlier stages are Ray actors (worker/tp_group.py)."""
+    if config.distributed_executor_backend == "ray" and config.pipeline_parallel_size == 1:
         if connector_factory is not None:
             raise ValueError(
                 "kv_connector: a KV connector works on the KV cache beside the scheduler; "
@@ -183,7 +186,10 @@ async def build_engine(
                 ledger,
                 blame,
                 make_core=_core_factory(config, info, refs, structured, make_connector),
-                max_inflight=2 if config.async_scheduling else 1,
+                # Pipeline parallel: a batch per stage (vLLM's max_concurrent_batches).
+                max_inflight=max(
+                    config.pipeline_parallel_size, 2 if config.async_scheduling else 1
+                ),
                 has_connector=make_connector is not None,
                 kv_connector_enabled=config.kv_connector_enabled,
                 replica=None if len(threads) == 1 else index,

@@ -57,7 +57,9 @@ def rank_spec(config: EngineConfig, rank: int = 0) -> RankSpec:
         gpu_memory_utilization=config.gpu_memory_utilization,
         kv_cache_bytes=config.kv_cache_memory_bytes,
         rank=rank,
-        world_size=config.tensor_parallel_size,
+        world_size=config.tensor_parallel_size * config.pipeline_parallel_size,
+        pipeline_parallel_size=config.pipeline_parallel_size,
+        pp_layer_partition=_pp_partition(config),
         backend=config.distributed_executor_backend or "mp",
         collective_timeout_s=config.tp_collective_timeout_s,
         data_parallel_size=config.data_parallel_size,
@@ -93,6 +95,18 @@ def _logits_processors(config: EngineConfig) -> tuple[str, ...]:
     return names
 
 
+def _pp_partition(config: EngineConfig) -> str | None:
+    """VLLM_PP_LAYER_PARTITION of this (the engine's) process: Ray's workers do not
+    inherit its environment, so the ranks get it in their spec."""
+    if config.pipeline_parallel_size == 1:
+        return None
+    import os
+
+    from actorllm.models.pipeline import PARTITION_ENV
+
+    return os.environ.get(PARTITION_ENV)
+
+
 def _pooling_spec(config: EngineConfig) -> dict[str, Any]:
     """The RankSpec fields of a pooling model (none for a generative one)."""
     pm = config.pooling_model()
@@ -101,6 +115,10 @@ def _pooling_spec(config: EngineConfig) -> dict[str, Any]:
     if config.tensor_parallel_size > 1:
         raise EngineConfigError(
             "tensor_parallel_size", "> 1 is not built for pooling models (runner 'pooling')."
+        )
+    if config.pipeline_parallel_size > 1:
+        raise EngineConfigError(
+            "pipeline_parallel_size", "> 1 is not built for pooling models (runner 'pooling')."
         )
     if config.enable_lora:  # adapters hook the generation runner's projections only
         raise EngineConfigError(
@@ -130,7 +148,7 @@ def remote_spec(config: EngineConfig, replica: int) -> RemoteSpec:
 
     return RemoteSpec(
         replica=replica,
-        world_size=config.tensor_parallel_size,
+        world_size=config.tensor_parallel_size * config.pipeline_parallel_size,
         data_parallel_size=config.data_parallel_size,
         gpu=config.device == "cuda",
         step_timeout_s=config.step_timeout_s,
@@ -160,6 +178,10 @@ def _build_rank0(
     if config.tensor_parallel_size > 1 and config.resolved_device() != "cpu":
         raise EngineConfigError(
             "tensor_parallel_size", "> 1 runs on CPU (gloo) only so far; NCCL is not built."
+        )
+    if config.pipeline_parallel_size > 1 and config.resolved_device() != "cpu":
+        raise EngineConfigError(
+            "pipeline_parallel_size", "> 1 runs on CPU (gloo) only so far; NCCL is not built."
         )
     make_runner = functools.partial(factory, config)
     runner, blocks, group = build_rank0(rank_spec(config), make_runner, replica, placement_group)
@@ -242,6 +264,7 @@ def build_scheduler_config(config: EngineConfig, model: ModelInfo) -> SchedulerC
         long_prefill_token_threshold=config.long_prefill_token_threshold,
         policy=config.scheduling_policy,
         async_scheduling=config.async_scheduling,
+        pipeline_parallel_size=config.pipeline_parallel_size,
         sliding_window=model.sliding_window,
         kv_group_windows=model.kv_group_windows if len(model.kv_group_windows) > 1 else None,
         num_lookahead_tokens=(

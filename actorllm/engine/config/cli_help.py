@@ -181,7 +181,14 @@ ENGINE_CONFIG_HELP: Mapping[str, Mapping[str, str]] = {
             "Tensor parallel: a collective (all-reduce, logits gather) that does not complete "
             "in this many seconds (a hung rank) fails the step, which restarts the rank group."
         ),
-        "pipeline_parallel_size": "Pipeline-parallel stages; only 1 is built so far.",
+        "pipeline_parallel_size": (
+            "Pipeline-parallel stages: the decoder's layers split over this many ranks "
+            "(vLLM's split; VLLM_PP_LAYER_PARTITION sets it by hand), each with the KV cache "
+            "of its own layers, up to this many batches in flight so the stages overlap "
+            "(CPU, gloo; rank 0 holds the last stage and stays in the engine process, under "
+            "ray too, where the other stages are Ray actors; not with tensor parallel, LoRA, "
+            "speculative decoding, pooling or quantized checkpoints yet; docs/distributed.md)."
+        ),
         "data_parallel_size": (
             "Data-parallel engine replicas (each its own scheduler, KV cache and worker thread, "
             "behind one router; docs/distributed.md)."

@@ -194,7 +194,11 @@ class EngineConfig(msgspec.Struct, kw_only=True):
     """Tensor parallel: a collective (all-reduce, logits gather) that does not complete in
     this many seconds (a hung rank) fails the step, which restarts the rank group."""
     pipeline_parallel_size: int = 1
-    """Pipeline-parallel stages; only 1 is built so far."""
+    """Pipeline-parallel stages: the decoder's layers split over this many ranks (vLLM's
+    split; VLLM_PP_LAYER_PARTITION sets it by hand), each with the KV cache of its own
+    layers, up to this many batches in flight so the stages overlap (CPU, gloo; rank 0
+    holds the last stage and stays in the engine process, under ray too, where the other
+    stages are Ray actors; docs/distributed.md)."""
     data_parallel_size: int = 1
     """Data-parallel engine replicas (each its own scheduler, KV cache and worker thread,
     behind one router; docs/distributed.md)."""
@@ -447,11 +451,7 @@ class EngineConfig(msgspec.Struct, kw_only=True):
             )
 
     def _check_parallel(self) -> None:
-        if self.pipeline_parallel_size != 1:
-            raise EngineConfigError(
-                "pipeline_parallel_size",
-                f"only 1 is supported so far, got {self.pipeline_parallel_size}.",
-            )
+        self._check_pipeline()
         tp = self.tensor_parallel_size
         if tp < 1:
             raise EngineConfigError("tensor_parallel_size", f"must be at least 1, got {tp}.")
@@ -485,6 +485,34 @@ class EngineConfig(msgspec.Struct, kw_only=True):
             )
         if self.tp_collective_timeout_s <= 0:
             raise EngineConfigError("tp_collective_timeout_s", "must be positive.")
+
+    def _check_pipeline(self) -> None:
+        """pipeline_parallel_size, and what it is not built with (refused by name)."""
+        pp = self.pipeline_parallel_size
+        if pp < 1:
+            raise EngineConfigError("pipeline_parallel_size", f"must be at least 1, got {pp}.")
+        if pp == 1:
+            return
+        not_built = [
+            ("tensor_parallel_size", self.tensor_parallel_size > 1, "> 1"),
+            ("data_parallel_size", self.data_parallel_size > 1, "> 1"),
+            ("device", self.device == "cuda", "cuda (NCCL is not built)"),
+            ("enable_lora", self.enable_lora, "on"),
+            ("speculative_config", bool(self.speculative_config), "set"),
+            ("kv_connector", self.kv_connector is not None, "set"),
+            ("quantization", self.quantization is not None, "set"),
+            (
+                "async_scheduling",
+                self.async_scheduling,
+                "on (the pipeline keeps pipeline_parallel_size batches of different "
+                "requests in flight instead)",
+            ),
+        ]
+        for name, hit, what in not_built:
+            if hit:
+                raise EngineConfigError(
+                    name, f"{what} is not built with pipeline_parallel_size > 1 yet."
+                )
 
     def _check_data_parallel_backend(self) -> None:
         """data_parallel_backend="ray" is distributed_executor_backend="ray" for every

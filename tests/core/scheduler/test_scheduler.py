@@ -367,6 +367,26 @@ def test_placeholders_let_two_steps_be_in_flight() -> None:
     check_invariants(s)
 
 
+def test_pipeline_keeps_a_request_out_of_new_steps_until_its_token_is_back() -> None:
+    """Pipeline parallel: steps in flight hold different requests (the first stage needs
+    a request's last token as an input id); a request preempted meanwhile waits too."""
+    s = sched(pipeline_parallel_size=2)
+    w = FakeWorker(4, fixed_token=9)
+    s.add_request(make_request("a", [1, 2, 3], max_tokens=5))
+    so1 = s.schedule()
+    r = s.get_request("a")
+    assert r is not None and r.num_output_placeholders == 1
+    s.add_request(make_request("b", [4, 5], max_tokens=5))
+    so2 = s.schedule()  # "a" is in the pipeline: only "b" goes
+    assert so2.num_scheduled_tokens == {"b": 2}
+    assert s.schedule().num_scheduled_tokens == {}  # both in flight: nothing to do
+    s.update_from_output(so1, w.execute(so1))
+    assert r.output_token_ids == [9] and r.num_output_placeholders == 0
+    assert s.schedule().num_scheduled_tokens == {"a": 1}  # its token is back
+    s.update_from_output(so2, w.execute(so2))
+    check_invariants(s)
+
+
 def test_tokens_for_a_request_finished_meanwhile_are_discarded() -> None:
     s = sched(async_scheduling=True)
     w = FakeWorker(4, fixed_token=EOS)

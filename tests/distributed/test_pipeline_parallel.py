@@ -1,0 +1,182 @@
+"""Pipeline parallel over gloo on CPU (models/pipeline.py, distributed/pipe.py): ``-pp 2``
+and ``-pp 3`` give the single worker's greedy tokens (even and uneven splits, tied heads,
+dense and MoE), each stage holds the KV cache of its layers only, the hidden states crossing stages
+are counted, a stage killed (or hung) mid-batch is replaced with no request lost; the
+Ray backend (every stage a Ray actor, gloo bound to the node's address); what PP is not
+built with is refused by name.
+
+Each ``-pp 2`` engine spawns one rank process: the tests share engines where they can."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from actorllm import LLM, SamplingParams
+from actorllm.demo import demo_tokenizer_path
+from actorllm.distributed.ray_connect import connect
+from actorllm.engine import AsyncEngine
+from actorllm.engine.config.engine_config import EngineConfig, EngineConfigError
+from actorllm.models.pipeline import PARTITION_ENV
+from tests.distributed.test_tensor_parallel import (
+    ENGINE,
+    PROMPTS,
+    _batch,
+    _group,
+    _prompt_logprobs,
+)
+from tests.distributed.test_tp_dp import _batch_killing
+from tests.helpers.models import Family, make_tiny_checkpoint
+from tests.helpers.ray_cluster import LocalRayCluster
+from tests.helpers.ray_ranks import kv_layers
+
+PARAMS = SamplingParams(
+    max_tokens=10, temperature=0.0, ignore_eos=True, logprobs=2, prompt_logprobs=1
+)
+GREEDY = SamplingParams(max_tokens=12, temperature=0.0, ignore_eos=True)
+
+
+def _checkpoint(directory: Path, family: Family, **config: Any) -> str:
+    path = make_tiny_checkpoint(directory, family, vocab_size=512, eos_token_id=0, **config)
+    for f in demo_tokenizer_path().iterdir():
+        shutil.copy(f, path / f.name)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def llama4(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """4 layers, a tied head: the last stage keeps the embedding."""
+    return _checkpoint(
+        tmp_path_factory.mktemp("pp-llama"), "llama", num_hidden_layers=4, tie_word_embeddings=True
+    )
+
+
+def _run(model: str, pp: int, params: SamplingParams = GREEDY, **kwargs: Any) -> list[Any]:
+    with LLM(model, pipeline_parallel_size=pp, **ENGINE, **kwargs) as llm:
+        outs = llm.generate([{"prompt_token_ids": p} for p in PROMPTS], params, use_tqdm=False)
+    if params is GREEDY:
+        return [list(o.outputs[0].token_ids) for o in outs]
+    return outs
+
+
+@pytest.fixture(scope="module")
+def reference(llama4: str) -> list[list[int]]:
+    return _run(llama4, 1)
+
+
+@pytest.mark.parametrize(
+    ("family", "layers", "partition", "pp"),
+    [("qwen3", 3, None, 2), ("llama", 4, "3,1", 2), ("qwen3_moe", 3, None, 3)],
+)
+def test_pp_gives_the_single_worker_tokens(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    family: Family,
+    layers: int,
+    partition: str | None,
+    pp: int,
+) -> None:
+    """3 layers over 2 stages: vLLM's uneven split (2, 1); 4 layers under
+    VLLM_PP_LAYER_PARTITION=3,1; 3 stages (a middle one that receives and sends on).
+    Logprobs and prompt logprobs come from the last stage's logits, as on one worker."""
+    if partition is not None:
+        monkeypatch.setenv(PARTITION_ENV, partition)
+    model = _checkpoint(tmp_path, family, num_hidden_layers=layers)
+    pp_n, pp1 = _run(model, pp, PARAMS), _run(model, 1, PARAMS)
+    assert [o.outputs[0].token_ids for o in pp_n] == [o.outputs[0].token_ids for o in pp1]
+    assert _prompt_logprobs(pp_n[0]) == pytest.approx(_prompt_logprobs(pp1[0]), abs=1e-4)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["trio"])  # the rank machinery is loop-agnostic
+async def test_pp2_stages_overlap_count_their_bytes_and_survive_a_killed_and_a_hung_stage(
+    llama4: str, reference: list[list[int]], anyio_backend: str
+) -> None:
+    async with AsyncEngine.open(
+        llama4, pipeline_parallel_size=2, tp_collective_timeout_s=2.0, **ENGINE
+    ) as engine:
+        assert await _batch(engine, "a") == reference
+        stats = await engine.collective_rpc("statistics")
+        assert [s.rank for s in stats] == [0, 1]
+        # rank 1 holds stage 0 (layers 0-1), rank 0 the last stage (layers 2-3).
+        assert await engine.collective_rpc(kv_layers) == [2, 2]
+        sent, received = stats[1].comm.pipe_bytes_sent, stats[0].comm.pipe_bytes_received
+        assert sent == received > 0  # [2, T, H] float32 per step, stage 0 -> stage 1
+        assert stats[1].comm.pipe_sends == stats[0].comm.pipe_recvs
+        # Two steps were in flight at once (the stages overlapped): the prompts' chunks
+        # fill a second batch while the first is still in the pipeline.
+        assert stats[0].max_pending_seen == 2
+
+        # kill -9 of the first stage mid-batch: the group is replaced, nothing is lost.
+        group = _group(engine)
+
+        async def kill_stage0() -> None:
+            os.kill(group.rank_pid(1), signal.SIGKILL)
+
+        assert await _batch_killing(engine, kill_stage0) == reference
+        assert group.generation == 1
+        # A hung stage (stopped, alive): rank 0's receive times out, the group is replaced.
+
+        async def stop_stage0() -> None:
+            os.kill(group.rank_pid(1), signal.SIGSTOP)
+
+        assert await _batch_killing(engine, stop_stage0) == reference
+        assert group.generation == 2
+        assert await _batch(engine, "after") == reference
+
+
+@pytest.mark.slow
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["trio"])
+async def test_pp2_over_ray_equals_one_worker(
+    llama4: str, reference: list[list[int]], anyio_backend: str, ray_cluster: LocalRayCluster
+) -> None:
+    """Rank 0 (the last stage) stays on the engine's worker thread, so that it sends the
+    next step out while the stages work; stage 0 is a Ray actor of the cluster, and the
+    store and every gloo pair are bound to the address Ray gives the node (what crosses
+    hosts), not loopback."""
+    async with AsyncEngine.open(
+        llama4, pipeline_parallel_size=2, distributed_executor_backend="ray", **ENGINE
+    ) as engine:
+        assert await _batch(engine, "r") == reference
+        stats = await engine.collective_rpc("statistics")
+        assert [s.rank for s in stats] == [0, 1]
+        ranks = stats[0].tensor_parallel.ranks
+        assert ranks.placement_group.startswith("actorllm-pp-")
+        (rank1,) = ranks.ranks
+        assert rank1.pid in set(ray_cluster.processes())
+        assert rank1.node_ip == connect().util.get_node_ip_address()
+        assert _group(engine)._gloo_host == rank1.node_ip
+        assert stats[1].comm.pipe_bytes_sent == stats[0].comm.pipe_bytes_received > 0
+        assert stats[0].max_pending_seen == 2  # the stages overlapped
+        assert await engine.collective_rpc(kv_layers) == [2, 2]
+
+        async def kill_stage0() -> None:
+            os.kill(rank1.pid, signal.SIGKILL)
+
+        assert await _batch_killing(engine, kill_stage0) == reference
+        assert _group(engine).generation == 1
+
+
+def test_what_pipeline_parallel_is_not_built_with_is_refused_by_name(tmp_path: Path) -> None:
+    for field, value in [
+        ("tensor_parallel_size", 2),
+        ("data_parallel_size", 2),
+        ("enable_lora", True),
+        ("speculative_config", {"method": "ngram", "num_speculative_tokens": 2}),
+        ("async_scheduling", True),
+        ("kv_connector", "offload"),
+    ]:
+        with pytest.raises(EngineConfigError) as err:
+            EngineConfig(pipeline_parallel_size=2, **{field: value})
+        assert err.value.param == field, field
+    with pytest.raises(EngineConfigError, match="at least 1"):
+        EngineConfig(pipeline_parallel_size=0)
+    gpt2 = make_tiny_checkpoint(tmp_path, "gpt2", vocab_size=128)
+    with pytest.raises(ValueError, match=r"pipeline_parallel_size.*GPT-2"):
+        LLM(str(gpt2), pipeline_parallel_size=2, **ENGINE)
