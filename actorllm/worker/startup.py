@@ -70,6 +70,7 @@ class RankSpec(msgspec.Struct, frozen=True, kw_only=True):
     pooler_config: dict[str, Any] | None = None
     encoder: bool = False  # an encoder-only pooling model (EncoderRunner)
     lora: LoRASettings | None = None  # None: LoRA is off
+    worker_extension_cls: str = ""  # a class mixed into every rank's Worker (worker/extension.py)
 
 
 def build_rank_runner(spec: RankSpec) -> Runner:

@@ -28,7 +28,7 @@ worker in a Ray actor driven from the thread (:class:`~actorllm.worker.remote.Re
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
@@ -98,7 +98,7 @@ class ReplicaWorker(Protocol):
 
     def sleep_group(self, level: int = 1) -> None: ...
 
-    def wake_up_group(self) -> None: ...
+    def wake_up_group(self, tags: Sequence[str] | None = None) -> None: ...
 
     def start_profile(self) -> None: ...
 
@@ -120,7 +120,17 @@ class WorkerStatistics(msgspec.Struct, frozen=True, kw_only=True):
 
 class Worker:
     """Owns the runner, the launch pipeline, the KV offload store, the profiler and (tensor
-    parallel, rank 0) the rank group."""
+    parallel, rank 0) the rank group. A ``worker_extension_cls`` is mixed into a subclass
+    (worker/extension.py); the attributes below are what its methods may read on ``self``
+    (and the names it may not redefine)."""
+
+    rank: int  # this worker's tensor-parallel rank (0: the engine's worker thread)
+    tp: TPGroup | None
+    model_runner: Runner
+    pipeline: StepPipeline
+    offload_store: OffloadStore | None
+    profiler: TorchProfiler
+    device_name: str  # "cpu" or "cuda" (resolved): see :attr:`device`
 
     def __init__(
         self,
@@ -132,8 +142,10 @@ class Worker:
         cuda: bool = False,
         rank: int = 0,
         tp: TPGroup | None = None,
+        device: str = "cpu",
     ) -> None:
         self.rank = rank
+        self.device_name = device
         self.tp = tp  # rank 0 of a tensor-parallel group: ranks 1..N-1
         self.model_runner = runner  # ModelRunner, or a ScriptedModel in tests
         self.pipeline = StepPipeline(runner, has_queued_jobs)
@@ -143,6 +155,13 @@ class Worker:
     @property
     def model_config(self) -> RunnerModelConfig:
         return self.model_runner.model_config
+
+    @property
+    def device(self) -> torch.device:
+        """The torch device the model runs on (vLLM's ``Worker.device``)."""
+        import torch
+
+        return torch.device(self.device_name)
 
     def watched(self) -> Watched | None:
         """What the executor watches for failures between steps: the rank group."""
@@ -212,10 +231,10 @@ class Worker:
         if self.tp is not None:
             self.tp.sleep(level)
 
-    def wake_up_group(self) -> None:
-        self.wake_up()
+    def wake_up_group(self, tags: Sequence[str] | None = None) -> None:
+        self.wake_up(tags)
         if self.tp is not None:
-            self.tp.wake_up()
+            self.tp.wake_up(tags)
 
     # -- control (between steps) ------------------------------------------------------------
 
@@ -238,9 +257,10 @@ class Worker:
         self.pipeline.flush()
         self.model_runner.sleep(level)
 
-    def wake_up(self) -> None:
+    def wake_up(self, tags: Sequence[str] | None = None) -> None:
+        """Restore what ``tags`` name ("weights", "kv_cache"; None: both)."""
         self.pipeline.flush()
-        self.model_runner.wake_up()
+        self.model_runner.wake_up(tags)
 
     def get_model(self) -> torch.nn.Module | None:
         return self.model_runner.model

@@ -64,8 +64,10 @@ class SyncFacade:
         """Free the KV cache (level 2: the weights too) until :meth:`wake_up`."""
         self._thread.call(self.engine.sleep, level)
 
-    def wake_up(self) -> None:
-        self._thread.call(self.engine.wake_up)
+    def wake_up(self, tags: list[str] | None = None) -> bool:
+        """Restore ``tags`` (``["weights"]``, ``["kv_cache"]``; None: both); returns whether
+        the engine is fully awake (it generates again only then)."""
+        return bool(self._thread.call(self.engine.wake_up, tags))
 
     def is_sleeping(self) -> bool:
         return self._thread.call(self.engine.is_sleeping)
