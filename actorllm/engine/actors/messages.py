@@ -342,7 +342,14 @@ class EndRequest(_Msg, frozen=True, kw_only=True):
     finish_in_scheduler: bool = False
 
 
-OutputMsg = RegisterRequest | StepOutputs | EndRequest
+class FlushOutputs(_Msg, frozen=True, kw_only=True):
+    """Answered once every output sent to the output processor before it has reached its
+    callers' streams (``pause_generation`` returns after the last in-flight tokens)."""
+
+    reply: Reply[None]
+
+
+OutputMsg = RegisterRequest | StepOutputs | EndRequest | FlushOutputs
 
 # -- the refs ----------------------------------------------------------------------------
 

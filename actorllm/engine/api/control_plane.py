@@ -32,6 +32,7 @@ from actorllm.engine.actors.messages import (
     AwaitPaused,
     CollectiveRPC,
     ExecutorMsg,
+    FlushOutputs,
     GetStats,
     IsKVConnectorEnabled,
     IsPaused,
@@ -173,7 +174,9 @@ class ControlPlane:
             except ActorCrashed:  # the new incarnation is still paused: ask it again
                 if attempt == 2:
                     raise
-        # Their callers get the last output (finish_reason "abort") before this returns.
+        # The last in-flight tokens, and the aborted requests' last outputs (finish_reason
+        # "abort"), are in their callers' streams before this returns.
+        await self._ask(self._ctx.refs.output_processor, lambda r: FlushOutputs(reply=r))
         with anyio.move_on_after(5.0):
             while any(rid in ledger for rid in aborted) and not self._status.is_dead:  # noqa: ASYNC110
                 await anyio.sleep(0.005)

@@ -632,9 +632,9 @@ class Admission:
         """Children kept out of the core on purpose (probation queue, held requests,
         requests parked while paused: all of them after a rebuild while paused)."""
         if self.pause.rebuilt:
-            for entry in self.ledger:
-                if entry.processed and self.replica in (None, entry.replica):
-                    yield from entry.children
+            for open_entry in self.ledger:
+                if open_entry.processed and self.replica in (None, open_entry.replica):
+                    yield from open_entry.children
             return
         suspects = [r for g in self._groups for r in g if self.state(r) is AdmissionState.SUSPECT]
         held = self._in_state(AdmissionState.HELD)

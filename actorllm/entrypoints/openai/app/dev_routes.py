@@ -5,6 +5,8 @@ Bodies and query parameters are vLLM's (its entrypoints/serve/dev and entrypoint
 
 from __future__ import annotations
 
+from typing import Literal
+
 import anyio
 import msgspec
 from starlette.requests import Request
@@ -72,9 +74,8 @@ async def server_info(state: AppState, request: Request) -> Response:
             f"query parameter `config_format` must be text or json, got {config_format!r}.",
             "config_format",
         )
-    info = await anyio.to_thread.run_sync(
-        server_info_payload, state.serving.engine.config, config_format
-    )
+    fmt: Literal["text", "json"] = "json" if config_format == "json" else "text"
+    info = await anyio.to_thread.run_sync(server_info_payload, state.serving.engine.config, fmt)
     return json_response(info)
 
 
