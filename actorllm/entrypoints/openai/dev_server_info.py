@@ -68,8 +68,8 @@ def system_env() -> dict[str, Any]:
     cuda = torch.cuda.is_available()
     return {
         "actorllm_version": __version__,
-        "torch_version": torch.__version__,
-        "transformers_version": transformers.__version__,
+        "torch_version": str(torch.__version__),
+        "transformers_version": str(transformers.__version__),
         "python_version": sys.version.split()[0],
         "python_platform": platform.platform(),
         "os": platform.system(),
