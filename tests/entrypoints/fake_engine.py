@@ -295,7 +295,7 @@ class FakeEngine:
                 await anyio.sleep(0.01)
         return len(self.open)
 
-    async def sleep(self, level: int = 1) -> None:
+    async def sleep(self, level: int = 1, mode: str = "keep") -> None:
         self.sleeping = True
 
     async def wake_up(self, tags: list[str] | None = None) -> bool:

@@ -91,13 +91,15 @@ def test_bad_pause_parameters_are_400(dev: ServerThread) -> None:
     error_of(httpx.post(dev.url + "/pause", params={"clear_cache": "maybe"}), 400, "clear_cache")
     assert httpx.get(dev.url + "/is_paused").json() == {"is_paused": False}
     error_of(httpx.post(dev.url + "/wake_up", params={"tags": "gpu"}), 400, "tags")
+    error_of(httpx.post(dev.url + "/sleep", params={"mode": "nap"}), 400, "mode")
     error_of(httpx.get(dev.url + "/server_info", params={"config_format": "yaml"}), 400,
              "config_format")  # fmt: skip
 
 
 def test_sleep_and_wake_up_by_tags(dev: ServerThread) -> None:
     url = dev.url
-    assert httpx.post(url + "/sleep", params={"level": "1"}, timeout=60).status_code == 200
+    r = httpx.post(url + "/sleep", params={"level": "1", "mode": "keep"}, timeout=60)
+    assert r.status_code == 200 and r.json() == {"status": "sleeping", "level": 1}
     assert httpx.get(url + "/is_sleeping").json() == {"is_sleeping": True}
     r = httpx.post(url + "/wake_up", params={"tags": "weights"}, timeout=60)
     assert r.json() == {"status": "sleeping", "tags": ["weights"]}

@@ -332,8 +332,10 @@ class AsyncLLM:
         caller cancels it."""
         return await call_on_engine(self._thread, fn, *args)
 
-    async def sleep(self, level: int = 1) -> None:
-        await self._call(self.engine.sleep, level)
+    async def sleep(self, level: int = 1, mode: PauseMode = "abort") -> None:
+        """vLLM's sleep: ``mode`` (default abort) says what happens to the requests in
+        flight; see ``AsyncEngine.sleep``."""
+        await self._call(self.engine.sleep, level, mode)
 
     async def wake_up(self, tags: list[str] | None = None) -> bool:
         """Restore ``tags`` (``["weights"]``, ``["kv_cache"]``; None: both); whether the

@@ -110,12 +110,26 @@ class ControlPlane:
             raise errors[0]
         return results
 
-    async def sleep(self, level: int = 1) -> None:
+    async def sleep(self, level: int = 1, mode: PauseMode = "keep") -> None:
         """Free the KV cache (level 1: keep weights in host memory; level 2: drop them) of
-        every replica. Running requests are recomputed after ``wake_up``; new ones wait."""
+        every replica; new requests wait for ``wake_up``. ``mode`` says what happens to the
+        requests in flight, as vLLM's ``sleep(level, mode)`` (its default is ``"abort"``;
+        the vLLM front doors pass it): ``"keep"`` (here the default) recomputes them after
+        ``wake_up``, ``"abort"`` ends them (``finish_reason="abort"``), ``"wait"`` lets
+        those that have started finish first (see :meth:`pause_generation`)."""
         if level not in (1, 2):
             raise InvalidRequestError(f"sleep level must be 1 or 2, got {level}.", param="level")
-        await self._ask_all("scheduler", lambda r: Sleep(level=level, reply=r))
+        mode = check_mode(mode)
+        # A pause of the caller's own stays on; one taken here only for the sleep is lifted
+        # once asleep (what arrives then waits for wake_up anyway).
+        lift = mode != "keep" and not await self.is_paused()
+        if mode != "keep":
+            await self.pause_generation(mode=mode)
+        try:
+            await self._ask_all("scheduler", lambda r: Sleep(level=level, reply=r))
+        finally:
+            if lift:
+                await self.resume_generation()
 
     async def wake_up(self, tags: list[str] | None = None) -> bool:
         """Restore what ``tags`` names on every replica: ``"weights"``, ``"kv_cache"``

@@ -180,7 +180,7 @@ def _pooling_served(needs: str, served: Served) -> bool:
 
 
 _DEV_ENDPOINTS: list[tuple[str, str, str]] = [
-    ("post", "/sleep", "Put the engine to sleep (query: level)."),
+    ("post", "/sleep", "Put the engine to sleep (query: level, mode=abort|wait|keep)."),
     ("post", "/wake_up", "Wake the engine up (query: tags=weights|kv_cache, repeatable)."),
     ("get", "/is_sleeping", "Whether the engine sleeps."),
     ("post", "/pause", "Pause generation (query: mode=abort|wait|keep, clear_cache)."),

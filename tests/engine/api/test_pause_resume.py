@@ -137,6 +137,32 @@ async def test_a_scheduler_crash_while_paused_loses_nothing_and_keeps_the_pause(
         await check_invariants(engine)
 
 
+async def test_sleep_modes_as_vllms_sleep_level_mode() -> None:
+    """sleep(level, mode): abort ends the requests in flight, wait lets them finish, keep
+    (our default) recomputes them after wake_up; a pause of the caller's own stays on."""
+    params = SamplingParams(max_tokens=40, ignore_eos=True)
+    async with open_test_engine(step_delay_s=0.002) as engine:
+        for mode, reason in [("abort", "abort"), ("wait", "length"), ("keep", "length")]:
+            async with anyio.create_task_group() as tg:
+                stream = Stream()
+                tg.start_soon(stream.run, engine, f"sleep {mode}", params)
+                await started([stream])
+                await engine.sleep(1, mode=mode)
+                assert await engine.is_sleeping() and not await engine.is_paused()
+                assert stream.done.is_set() == (mode != "keep")
+                assert await engine.wake_up() is True
+            assert stream.finish_reason == reason
+            assert reason == "abort" or len(stream.tokens) == 40
+        await engine.pause_generation(mode="keep")
+        await engine.sleep(2, mode="abort")
+        await engine.wake_up()
+        assert await engine.is_paused()  # the caller's pause: lifted by resume only
+        await engine.resume_generation()
+        with pytest.raises(InvalidRequestError, match="Invalid pause mode"):
+            await engine.sleep(1, mode="later")  # type: ignore[arg-type]
+        await check_invariants(engine)
+
+
 # -- a tiny real model ---------------------------------------------------------------------
 
 

@@ -12,7 +12,7 @@ import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 
-from actorllm.engine.recovery.pause import PAUSE_MODES, check_mode
+from actorllm.engine.recovery.pause import PAUSE_MODES, PauseMode, check_mode
 from actorllm.entrypoints.openai import dev_rpc
 from actorllm.entrypoints.openai.app.state import AppState
 from actorllm.entrypoints.openai.dev_server_info import server_info_payload
@@ -30,11 +30,22 @@ def _query_bool(request: Request, name: str, default: bool | None = None) -> boo
 
 
 async def sleep(state: AppState, request: Request) -> Response:
+    """``POST /sleep?level=1|2&mode=abort|wait|keep`` (vLLM's default mode: abort)."""
     raw = request.query_params.get("level", "1")
     if raw not in ("1", "2"):
         raise bad_request("query parameter `level` must be 1 or 2.", "level")
-    await state.serving.engine.sleep(int(raw))
-    return Response(status_code=200)
+    await state.serving.engine.sleep(int(raw), _pause_mode(request))
+    return json_response({"status": "sleeping", "level": int(raw)})
+
+
+def _pause_mode(request: Request) -> PauseMode:
+    mode = request.query_params.get("mode", "abort")
+    if mode not in PAUSE_MODES:
+        raise bad_request(
+            f"query parameter `mode` must be one of {', '.join(PAUSE_MODES)}, got {mode!r}.",
+            "mode",
+        )
+    return check_mode(mode)
 
 
 async def wake_up(state: AppState, request: Request) -> Response:
@@ -46,14 +57,9 @@ async def wake_up(state: AppState, request: Request) -> Response:
 
 async def pause(state: AppState, request: Request) -> Response:
     """``POST /pause?mode=abort|wait|keep&clear_cache=true``."""
-    mode = request.query_params.get("mode", "abort")
-    if mode not in PAUSE_MODES:
-        raise bad_request(
-            f"query parameter `mode` must be one of {', '.join(PAUSE_MODES)}, got {mode!r}.",
-            "mode",
-        )
+    mode = _pause_mode(request)
     clear_cache = _query_bool(request, "clear_cache", default=True)
-    await state.serving.engine.pause_generation(mode=check_mode(mode), clear_cache=clear_cache)
+    await state.serving.engine.pause_generation(mode=mode, clear_cache=clear_cache)
     return json_response({"status": "paused"})
 
 
