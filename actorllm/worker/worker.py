@@ -11,9 +11,14 @@ as ``fn(worker, *args, **kwargs)``. The useful surface, as in vLLM:
 * :meth:`get_model` — the ``torch.nn.Module`` (None for a runner without weights);
 * :meth:`load_weights` — copy tensors into the model in place (RLHF weight sync), by
   checkpoint name (Hugging Face names; q/k/v and gate/up are packed as when loading);
-* :meth:`sleep` / :meth:`wake_up`, :meth:`reset_requests`, :meth:`statistics`;
-* :attr:`model_runner`, :attr:`model_config`, :attr:`rank` (0 on the worker thread;
-  tensor parallel: ranks 1..N-1 run a Worker each in their own process, worker/tp_rank.py).
+* :meth:`sleep` / :meth:`wake_up` (by tags: worker/sleep_tags.py), :meth:`reset_requests`,
+  :meth:`statistics`;
+* :attr:`model_runner`, :attr:`model_config`, :attr:`device`, :attr:`rank` (0 on the worker
+  thread; tensor parallel: ranks 1..N-1 run a Worker each in their own process,
+  worker/tp_rank.py).
+
+A ``worker_extension_cls`` (worker/extension.py) is mixed into a subclass of this class on
+every rank: its methods are called by name the same way, with ``self`` the worker.
 
 Tensor parallel: rank 0's Worker owns the :class:`~actorllm.worker.tp_group.TPGroup`.
 The executor calls the ``*_group`` methods, which reach every rank; a failed step marks
