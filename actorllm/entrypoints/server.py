@@ -217,7 +217,8 @@ def run_server(
     app = build_app(engine_factory, settings.app)
     if settings.app.dev_mode:
         logger.warning(
-            "dev mode is on: /sleep, /wake_up, /reset_prefix_cache, /kv_connector/*, "
+            "dev mode is on: /sleep, /wake_up, /pause, /resume, /server_info, "
+            "/reset_prefix_cache, /kv_connector/*, "
             "/collective_rpc and /start_profile, /stop_profile are "
             "exposed without authentication; do not use it in production."
         )

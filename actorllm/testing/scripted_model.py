@@ -30,6 +30,7 @@ from actorllm.core.model_runner_output import ModelRunnerOutput, TokenLogprobs
 from actorllm.core.sampling_params import SamplingParams
 from actorllm.core.scheduler_output import SchedulerOutput
 from actorllm.worker.runner import FinishedStep, KVCacheTensors, Runner
+from actorllm.worker.sleep_tags import SLEEP_TAGS, to_wake
 
 if TYPE_CHECKING:
     import torch
@@ -88,6 +89,7 @@ class ScriptedModel:
         self._first_token_id = first_token_id
         self.num_blocks = 0
         self.sleeping = 0  # sleep level, 0 = awake
+        self.asleep: frozenset[str] = frozenset()  # sleep tags still asleep
         self._reqs: dict[str, _ReqState] = {}  # {req_id: state}
         self.steps_executed = 0
         # What a real runner has and this one has not (worker/runner.py): no weights, no
@@ -136,10 +138,16 @@ class ScriptedModel:
 
     def sleep(self, level: int) -> None:
         self.sleeping = level
+        self.asleep = frozenset(SLEEP_TAGS)
         self._reqs.clear()
 
-    def wake_up(self) -> None:
-        self.sleeping = 0
+    def wake_up(self, tags: Sequence[str] | None = None) -> None:
+        """Tags as the model runner's: asleep until both the weights and the KV cache woke."""
+        if not self.sleeping:
+            return
+        self.asleep -= to_wake(self.asleep, tags)
+        if not self.asleep:
+            self.sleeping = 0
 
     def release(self) -> None:
         pass  # nothing held: no weights, no KV cache

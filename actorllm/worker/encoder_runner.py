@@ -14,6 +14,7 @@ over its sequences and returns their pooled results (``ModelRunnerOutput.pooled`
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +29,7 @@ from actorllm.models.bert import EncoderModel, load_encoder
 from actorllm.models.encoder_config import EncoderConfig, encoder_pooler_spec, read_encoder_config
 from actorllm.worker.pooling_head import PoolingHead
 from actorllm.worker.runner import FinishedStep, Runner
+from actorllm.worker.sleep_tags import SLEEP_TAGS, WEIGHTS, to_wake
 from actorllm.worker.step_inputs import SchedulerProtocolError
 
 if TYPE_CHECKING:
@@ -127,10 +129,13 @@ class EncoderRunner:
             self._model = None
         self.sleep_level = level
 
-    def wake_up(self) -> None:
-        if self.sleep_level == 2:
-            self.load_model()
-        self.sleep_level = 0
+    def wake_up(self, tags: Sequence[str] | None = None) -> None:
+        """An encoder keeps no KV cache: waking "kv_cache" alone changes nothing, the
+        weights (reloaded at level 2) are what ``tags`` must name (None: everything)."""
+        if self.sleep_level and WEIGHTS in to_wake(frozenset(SLEEP_TAGS), tags):
+            if self.sleep_level == 2:
+                self.load_model()
+            self.sleep_level = 0
 
     def release(self) -> None:
         self._model = None

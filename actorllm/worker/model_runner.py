@@ -24,6 +24,7 @@ from __future__ import annotations
 import gc
 import time
 from collections import deque
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -65,6 +66,7 @@ from actorllm.worker.pooling_head import PoolingHead
 from actorllm.worker.runner import Runner
 from actorllm.worker.sampler import Sampler
 from actorllm.worker.sampling_metadata import needs_token_history
+from actorllm.worker.sleep_tags import KV_CACHE, SLEEP_TAGS, WEIGHTS, to_wake
 from actorllm.worker.spec_decode.draft_model import DraftModelError, DraftModelProposer
 from actorllm.worker.spec_decode.ngram import NgramProposer
 from actorllm.worker.spec_decode.propose import Proposer, propose_drafts
@@ -194,6 +196,7 @@ class ModelRunner:
         self.sleep_level = 0  # 0 = awake
         # Custom logits processors (worker/logitsprocs/), told of each batch change.
         self.logitsprocs = logits_processors
+        self.asleep: frozenset[str] = frozenset()  # sleep tags still asleep (sleep_tags.py)
         self.input_batch = self._new_batch()
         self.sampler = Sampler(cfg.vocab_size, self.device, seed)
         staged = self.device.type == "cuda" if staged_inputs is None else staged_inputs
@@ -360,9 +363,10 @@ class ModelRunner:
         n = min(self.max_num_batched_tokens, self.max_model_len)
         return dummy_forward(model, n, self.max_num_seqs, self.block_size)
 
-    def initialize_kv_cache(self, num_blocks: int) -> None:
+    def initialize_kv_cache(self, num_blocks: int, *, capture: bool = True) -> None:
         """Allocate ``num_blocks`` blocks per layer (block 0 is the null block), then (CUDA,
-        Triton backend, not ``enforce_eager``) capture the decode CUDA graphs over it."""
+        Triton backend, not ``enforce_eager``, ``capture``) capture the decode CUDA graphs
+        over it."""
         self.launcher.graphs = None  # graphs hold the old cache's addresses
         self.kv_caches = allocate_kv_caches(
             self.kv_config,
@@ -376,7 +380,7 @@ class ModelRunner:
         self.num_blocks = num_blocks
         if isinstance(self.proposer, DraftModelProposer):
             self.proposer.allocate(num_blocks, self._kv_layout())
-        if self.graphs_enabled:
+        if capture and self.graphs_enabled:
             self._capture_graphs()
 
     def _kv_layout(self) -> KVLayout:
@@ -458,6 +462,7 @@ class ModelRunner:
             for p in self.model.parameters():
                 p.data = p.data.to("cpu").pin_memory()
         self.sleep_level = level
+        self.asleep = frozenset(SLEEP_TAGS)
         gc.collect()
         if self.device.type == "cuda":
             torch.cuda.empty_cache()
@@ -473,18 +478,29 @@ class ModelRunner:
             self.proposer.release()
         self._req_lora.clear()
 
-    def wake_up(self) -> None:
-        """Restore the weights and re-allocate the KV cache (its contents are lost)."""
+    def wake_up(self, tags: Sequence[str] | None = None) -> None:
+        """Restore what ``tags`` names (worker/sleep_tags.py; None: everything): the weights
+        (reloaded at level 2), the KV cache (re-allocated, its contents lost). Steps are
+        refused until both are back."""
         if not self.sleep_level:
             return
-        if self.sleep_level == 2:
-            self.load_model()
-        elif self.model is not None and self.device.type != "cpu":
-            for p in self.model.parameters():
-                p.data = p.data.to(self.device)
-        self.sleep_level = 0
-        if self.num_blocks:
-            self.initialize_kv_cache(self.num_blocks)
+        wake = to_wake(self.asleep, tags)
+        if WEIGHTS in wake:
+            if self.sleep_level == 2:
+                self.load_model()
+            elif self.model is not None and self.device.type != "cpu":
+                for p in self.model.parameters():
+                    p.data = p.data.to(self.device)
+            self.asleep -= {WEIGHTS}
+            if KV_CACHE not in self.asleep and self.graphs_enabled:
+                self._capture_graphs()  # the cache came back first: capture over it now
+        if KV_CACHE in wake:
+            self.asleep -= {KV_CACHE}
+            if self.num_blocks:
+                # CUDA graphs need the weights on the device: captured when they come back.
+                self.initialize_kv_cache(self.num_blocks, capture=WEIGHTS not in self.asleep)
+        if not self.asleep:
+            self.sleep_level = 0
 
     def statistics(self) -> dict[str, object]:
         return {

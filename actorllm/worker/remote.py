@@ -45,7 +45,7 @@ import contextlib
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent import futures
 from typing import Any
 
@@ -271,9 +271,9 @@ class RemoteWorker:
         self.flush()
         self.host.call("sleep_group", level)
 
-    def wake_up_group(self) -> None:
+    def wake_up_group(self, tags: Sequence[str] | None = None) -> None:
         self.flush()
-        self.host.call("wake_up_group")
+        self.host.call("wake_up_group", tags)
 
     def start_profile(self) -> None:
         """The host's torch profiler (its trace is written on its node, under

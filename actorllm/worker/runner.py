@@ -124,7 +124,10 @@ class Runner(Protocol):
 
     def sleep(self, level: int) -> None: ...
 
-    def wake_up(self) -> None: ...
+    def wake_up(self, tags: Sequence[str] | None = None) -> None:
+        """Restore what ``tags`` names ("weights", "kv_cache": worker/sleep_tags.py; None:
+        both); steps are refused until both are back."""
+        ...
 
     def release(self) -> None:
         """The engine closed: free the KV cache and the weights now."""

@@ -78,6 +78,7 @@ class RankSpec(msgspec.Struct, frozen=True, kw_only=True):
     lora: LoRASettings | None = None  # None: LoRA is off
     # Custom logits processors, as module:Class names (worker/logitsprocs/)
     logits_processors: tuple[str, ...] = ()
+    worker_extension_cls: str = ""  # a class mixed into every rank's Worker (worker/extension.py)
 
 
 def build_rank_runner(spec: RankSpec) -> Runner:

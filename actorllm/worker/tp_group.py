@@ -35,9 +35,10 @@ import os
 import pickle
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, final
 
+import cloudpickle
 import msgspec
 import torch
 
@@ -46,6 +47,7 @@ from actorllm.distributed.comm import GlooComm, host_store
 from actorllm.distributed.launcher import RankLauncher
 from actorllm.distributed.mp_launcher import MpRankGroup
 from actorllm.distributed.step_channel import Op, StepChannel
+from actorllm.worker.sleep_tags import tag_bits
 from actorllm.worker.startup import RankSpec
 from actorllm.worker.step_inputs import StepInputs
 from actorllm.worker.tp_errors import RankGroupError
@@ -248,8 +250,8 @@ class TPGroup:
     def sleep(self, level: int) -> None:
         self._check().send(Op.SLEEP, level)
 
-    def wake_up(self) -> None:
-        self._check().send(Op.WAKE)
+    def wake_up(self, tags: Sequence[str] | None = None) -> None:
+        self._check().send(Op.WAKE, tag_bits(tags))
 
     def start_rpc(
         self,
@@ -257,16 +259,16 @@ class TPGroup:
         args: tuple[Any, ...],
         kwargs: Mapping[str, Any] | None,
     ) -> int:
-        """Send a collective_rpc to ranks 1..N-1 (``method`` and its arguments must
-        pickle); returns the call's number for :meth:`rpc_results`."""
+        """Send a collective_rpc to ranks 1..N-1 (by cloudpickle, as vLLM: lambdas and
+        closures travel by value, importable functions by reference); returns the call's
+        number for :meth:`rpc_results`."""
         channel = self._check()
         try:
-            call = pickle.dumps((method, args, dict(kwargs or {})))
-        except (pickle.PicklingError, AttributeError, TypeError) as e:
+            call = cloudpickle.dumps((method, args, dict(kwargs or {})))
+        except Exception as e:
             raise InvalidRequestError(
                 "collective_rpc under tensor parallel sends the call to every rank by "
-                f"pickle, and this one does not pickle ({e}): pass a method name or a "
-                "module-level function.",
+                f"cloudpickle, and this one does not pickle ({type(e).__name__}: {e}).",
                 param="method",
             ) from e
         self._rpc_seq += 1

@@ -32,7 +32,9 @@ import torch
 
 from actorllm.distributed.comm import GlooComm, join_store
 from actorllm.distributed.step_channel import Op, StepChannel
+from actorllm.worker.extension import worker_class
 from actorllm.worker.model_runner import ModelRunner
+from actorllm.worker.sleep_tags import tags_of
 from actorllm.worker.startup import RankSpec, build_model_runner, num_kv_blocks
 from actorllm.worker.tp_step import unpack_step
 from actorllm.worker.worker import Worker
@@ -55,7 +57,9 @@ def rank_main(rank: int, host: str, port: int, spec: RankSpec, parent_pid: int |
     runner.attach_tp(comm, None)
     blocks = comm.min_int(num_kv_blocks(spec, runner))
     runner.initialize_kv_cache(blocks)
-    worker = Worker(runner, lambda: False, rank=rank)
+    worker = worker_class(spec.worker_extension_cls)(
+        runner, lambda: False, rank=rank, device=spec.device
+    )
     try:
         serve(StepChannel(comm), runner, worker, store, rank)
     finally:
@@ -81,7 +85,7 @@ def serve(channel: StepChannel, runner: ModelRunner, worker: Worker, store: Any,
         elif op is Op.SLEEP:
             runner.sleep(arg)
         elif op is Op.WAKE:
-            runner.wake_up()
+            runner.wake_up(tags_of(arg))
         elif op is Op.RPC:
             _rpc(worker, store, arg, rank)
         elif op is Op.STOP:

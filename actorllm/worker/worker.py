@@ -11,9 +11,14 @@ as ``fn(worker, *args, **kwargs)``. The useful surface, as in vLLM:
 * :meth:`get_model` — the ``torch.nn.Module`` (None for a runner without weights);
 * :meth:`load_weights` — copy tensors into the model in place (RLHF weight sync), by
   checkpoint name (Hugging Face names; q/k/v and gate/up are packed as when loading);
-* :meth:`sleep` / :meth:`wake_up`, :meth:`reset_requests`, :meth:`statistics`;
-* :attr:`model_runner`, :attr:`model_config`, :attr:`rank` (0 on the worker thread;
-  tensor parallel: ranks 1..N-1 run a Worker each in their own process, worker/tp_rank.py).
+* :meth:`sleep` / :meth:`wake_up` (by tags: worker/sleep_tags.py), :meth:`reset_requests`,
+  :meth:`statistics`;
+* :attr:`model_runner`, :attr:`model_config`, :attr:`device`, :attr:`rank` (0 on the worker
+  thread; tensor parallel: ranks 1..N-1 run a Worker each in their own process,
+  worker/tp_rank.py).
+
+A ``worker_extension_cls`` (worker/extension.py) is mixed into a subclass of this class on
+every rank: its methods are called by name the same way, with ``self`` the worker.
 
 Tensor parallel: rank 0's Worker owns the :class:`~actorllm.worker.tp_group.TPGroup`.
 The executor calls the ``*_group`` methods, which reach every rank; a failed step marks
@@ -28,7 +33,7 @@ worker in a Ray actor driven from the thread (:class:`~actorllm.worker.remote.Re
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
@@ -98,7 +103,7 @@ class ReplicaWorker(Protocol):
 
     def sleep_group(self, level: int = 1) -> None: ...
 
-    def wake_up_group(self) -> None: ...
+    def wake_up_group(self, tags: Sequence[str] | None = None) -> None: ...
 
     def start_profile(self) -> None: ...
 
@@ -120,7 +125,17 @@ class WorkerStatistics(msgspec.Struct, frozen=True, kw_only=True):
 
 class Worker:
     """Owns the runner, the launch pipeline, the KV offload store, the profiler and (tensor
-    parallel, rank 0) the rank group."""
+    parallel, rank 0) the rank group. A ``worker_extension_cls`` is mixed into a subclass
+    (worker/extension.py); the attributes below are what its methods may read on ``self``
+    (and the names it may not redefine)."""
+
+    rank: int  # this worker's tensor-parallel rank (0: the engine's worker thread)
+    tp: TPGroup | None
+    model_runner: Runner
+    pipeline: StepPipeline
+    offload_store: OffloadStore | None
+    profiler: TorchProfiler
+    device_name: str  # "cpu" or "cuda" (resolved): see :attr:`device`
 
     def __init__(
         self,
@@ -132,8 +147,10 @@ class Worker:
         cuda: bool = False,
         rank: int = 0,
         tp: TPGroup | None = None,
+        device: str = "cpu",
     ) -> None:
         self.rank = rank
+        self.device_name = device
         self.tp = tp  # rank 0 of a tensor-parallel group: ranks 1..N-1
         self.model_runner = runner  # ModelRunner, or a ScriptedModel in tests
         # Pipeline parallel: a step pending per stage (worker/step_pipeline.py).
@@ -144,6 +161,13 @@ class Worker:
     @property
     def model_config(self) -> RunnerModelConfig:
         return self.model_runner.model_config
+
+    @property
+    def device(self) -> torch.device:
+        """The torch device the model runs on (vLLM's ``Worker.device``)."""
+        import torch
+
+        return torch.device(self.device_name)
 
     def watched(self) -> Watched | None:
         """What the executor watches for failures between steps: the rank group."""
@@ -213,10 +237,10 @@ class Worker:
         if self.tp is not None:
             self.tp.sleep(level)
 
-    def wake_up_group(self) -> None:
-        self.wake_up()
+    def wake_up_group(self, tags: Sequence[str] | None = None) -> None:
+        self.wake_up(tags)
         if self.tp is not None:
-            self.tp.wake_up()
+            self.tp.wake_up(tags)
 
     # -- control (between steps) ------------------------------------------------------------
 
@@ -239,9 +263,10 @@ class Worker:
         self.pipeline.flush()
         self.model_runner.sleep(level)
 
-    def wake_up(self) -> None:
+    def wake_up(self, tags: Sequence[str] | None = None) -> None:
+        """Restore what ``tags`` name ("weights", "kv_cache"; None: both)."""
         self.pipeline.flush()
-        self.model_runner.wake_up()
+        self.model_runner.wake_up(tags)
 
     def get_model(self) -> torch.nn.Module | None:
         return self.model_runner.model

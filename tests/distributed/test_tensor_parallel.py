@@ -11,6 +11,7 @@ import os
 import shutil
 import signal
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,9 @@ from actorllm.demo import demo_tokenizer_path
 from actorllm.distributed.ray_connect import RayClusterError
 from actorllm.engine import AsyncEngine
 from actorllm.engine.config.engine_config import EngineConfigError
+from actorllm.worker.extension import WorkerExtensionError
 from actorllm.worker.tp_group import TPGroup
+from tests.helpers import worker_extension as extension
 from tests.helpers.models import Family, make_tiny_checkpoint
 from tests.helpers.ray_ranks import kv_allocated
 
@@ -117,8 +120,12 @@ async def test_llama_tp2_matches_tp1_survives_a_killed_and_a_hung_rank(
         # collective_rpc reaches both ranks: one result per rank, in rank order.
         stats = await engine.collective_rpc("statistics")
         assert [s.rank for s in stats] == [0, 1]
-        with pytest.raises(InvalidRequestError, match="pickle"):
-            await engine.collective_rpc(lambda worker: worker.rank)
+        # A lambda reaches rank 1 by cloudpickle, as in vLLM; an unpicklable argument is
+        # refused by name and the group goes on.
+        assert await engine.collective_rpc(lambda worker: worker.rank) == [0, 1]
+        lock = threading.Lock()
+        with pytest.raises(InvalidRequestError, match="cloudpickle"):
+            await engine.collective_rpc(lambda worker, lock: worker.rank, args=(lock,))
 
         # kill -9 of rank 1 while a batch runs: detected within a second,
         # group replaced, every request finishes with the tokens it would have had.
@@ -165,6 +172,52 @@ async def test_llama_tp2_matches_tp1_survives_a_killed_and_a_hung_rank(
             await engine.wake_up()
             assert await engine.collective_rpc(kv_allocated) == [True, True]
             assert await _batch(engine, f"s{level}") == reference
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["trio"])  # the rank machinery is loop-agnostic
+async def test_worker_extension_methods_and_wake_by_tags_reach_every_rank(
+    llama: str, anyio_backend: str
+) -> None:
+    """worker_extension_cls is mixed into rank 0's worker and rank 1's (its own process):
+    its methods run by name on both, with ``self`` the rank's worker."""
+    async with AsyncEngine.open(
+        llama, tensor_parallel_size=2, worker_extension_cls=extension.PATH, **ENGINE
+    ) as engine:
+        described = await engine.collective_rpc("describe", args=("x",))
+        assert described == [
+            {"tag": "x", "rank": r, "device": "cpu", "has_model": True} for r in (0, 1)
+        ]
+        reference = await _batch(engine, "a")
+        sums = await engine.collective_rpc("weight_sum")
+        assert len(sums) == 2 and sums[0] != sums[1]  # each rank holds its own shards
+        await engine.collective_rpc("scale_weights", args=(0.5,))
+        assert await engine.collective_rpc("weight_sum") == pytest.approx([s / 2 for s in sums])
+        assert await engine.reset_prefix_cache()
+        assert await _batch(engine, "b") != reference
+        await engine.collective_rpc("scale_weights", kwargs={"factor": 2.0})
+        assert await engine.reset_prefix_cache()
+        assert await _batch(engine, "c") == reference
+
+        # Wake by tags reaches rank 1: its KV cache comes back with the second call only.
+        await engine.sleep(1)
+        assert await engine.wake_up(["weights"]) is False
+        assert await engine.collective_rpc(kv_allocated) == [False, False]
+        assert await engine.wake_up(["kv_cache"]) is True
+        assert await engine.collective_rpc(kv_allocated) == [True, True]
+        assert await _batch(engine, "d") == reference
+
+
+def test_a_worker_extension_that_cannot_be_used_is_refused_before_any_rank_starts(
+    llama: str,
+) -> None:
+    for path, match in [
+        ("tests.helpers.worker_extension.ClashingExtension", "load_weights"),
+        ("tests.helpers.no_such_module.Ext", "cannot be imported"),
+    ]:
+        with pytest.raises(WorkerExtensionError, match=match) as err:
+            LLM(llama, tensor_parallel_size=2, worker_extension_cls=path, **ENGINE)
+        assert err.value.param == "worker_extension_cls"
 
 
 def test_what_tensor_parallel_cannot_do_is_refused(llama: str, tmp_path: Path) -> None:

@@ -88,3 +88,18 @@ def test_a_profile_trace_names_the_models_ops(llm, traces):
     names = {e.get("name", "") for e in json.loads(trace.read_text())["traceEvents"]}
     assert {"aten::mm", "aten::addmm", "aten::linear", "mkldnn::_linear_pointwise"} & names
     assert any("embedding" in n for n in names)
+
+
+def test_worker_extension_methods_and_wake_by_tags_through_llm(tiny_model):
+    from tests.helpers import worker_extension
+
+    with LLM(tiny_model, worker_extension_cls=worker_extension.PATH, **SMALL) as llm:
+        assert llm.collective_rpc("describe", args=("t",)) == [
+            {"tag": "t", "rank": 0, "device": "cpu", "has_model": True}
+        ]
+        reference = greedy_tokens(llm)
+        llm.sleep(1)
+        assert llm.wake_up(tags=["weights"]) is False and llm.is_sleeping()
+        assert llm.collective_rpc("weight_sum")[0] != 0.0  # the weights are usable asleep
+        assert llm.wake_up(tags=["kv_cache"]) is True and not llm.is_sleeping()
+        assert greedy_tokens(llm) == reference

@@ -105,6 +105,7 @@ class FakeEngine:
         self.aborted: list[str] = []
         self.finished: list[str] = []
         self.sleeping = False
+        self.paused = False
         self.kv_connector = True
         self.prefix_queries = 0
         self._words = [(" " + w, self.tokenizer.encode(" " + w)[0]) for w in SCRIPT]
@@ -312,11 +313,21 @@ class FakeEngine:
                 await anyio.sleep(0.01)
         return len(self.open)
 
-    async def sleep(self, level: int = 1) -> None:
+    async def sleep(self, level: int = 1, mode: str = "keep") -> None:
         self.sleeping = True
 
-    async def wake_up(self) -> None:
+    async def wake_up(self, tags: list[str] | None = None) -> bool:
         self.sleeping = False
+        return True
+
+    async def pause_generation(self, *, mode: str = "abort", clear_cache: bool = True) -> None:
+        self.paused = True
+
+    async def resume_generation(self) -> None:
+        self.paused = False
+
+    async def is_paused(self) -> bool:
+        return self.paused
 
     async def is_sleeping(self) -> bool:
         return self.sleeping

@@ -31,6 +31,7 @@ import logging
 import math
 from collections.abc import AsyncGenerator, Callable, Iterable, Mapping
 from concurrent.futures import Future
+from functools import partial
 from typing import Any, Self
 
 import anyio
@@ -51,6 +52,7 @@ from actorllm.engine.api.pooling_outputs import PoolingOutput, PoolingRequestOut
 from actorllm.engine.config.engine_config import EngineConfig
 from actorllm.engine.config.model_config import ModelConfig
 from actorllm.engine.errors import EngineDeadError
+from actorllm.engine.recovery.pause import PauseMode
 from actorllm.worker.worker_thread import LoopPoster
 
 logger = logging.getLogger("actorllm.engine")
@@ -330,14 +332,28 @@ class AsyncLLM:
         caller cancels it."""
         return await call_on_engine(self._thread, fn, *args)
 
-    async def sleep(self, level: int = 1) -> None:
-        await self._call(self.engine.sleep, level)
+    async def sleep(self, level: int = 1, mode: PauseMode = "abort") -> None:
+        """vLLM's sleep: ``mode`` (default abort) says what happens to the requests in
+        flight; see ``AsyncEngine.sleep``."""
+        await self._call(self.engine.sleep, level, mode)
 
     async def wake_up(self, tags: list[str] | None = None) -> bool:
-        if tags:
-            refuse("wake_up(tags=...)", "the engine wakes whole (weights and KV cache)")
-        await self._call(self.engine.wake_up)
-        return True
+        """Restore ``tags`` (``["weights"]``, ``["kv_cache"]``; None: both); whether the
+        engine is fully awake."""
+        return bool(await self._call(self.engine.wake_up, tags))
+
+    async def pause_generation(
+        self, *, mode: PauseMode = "abort", clear_cache: bool = True
+    ) -> None:
+        """vLLM's pause: ``mode`` abort (default), wait or keep; see
+        ``AsyncEngine.pause_generation``."""
+        await self._call(partial(self.engine.pause_generation, mode=mode, clear_cache=clear_cache))
+
+    async def resume_generation(self) -> None:
+        await self._call(self.engine.resume_generation)
+
+    async def is_paused(self) -> bool:
+        return bool(await self._call(self.engine.is_paused))
 
     async def is_sleeping(self) -> bool:
         return bool(await self._call(self.engine.is_sleeping))

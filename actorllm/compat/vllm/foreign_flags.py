@@ -239,7 +239,6 @@ FOREIGN: list[Foreign] = [
     _r("--data-parallel-external-lb", value=False, why=_ONE_NODE),
     _r("--decode-context-parallel-size", "-dcp", why="one worker per replica", same=("1",)),
     _r("--worker-cls", why="actorllm's worker is fixed", same=("auto",)),
-    _r("--worker-extension-cls", why="workers cannot be extended", same=("",)),
     _r("--scheduler-cls", why="actorllm's scheduler is fixed"),
     _r("--api-server-count", "-asc", why="one API server process only", same=("1",)),
     _r("--grpc", value=False, why="only the HTTP server is built"),

@@ -24,8 +24,6 @@ ASYNC_LLM_NOT_BUILT: Mapping[str, str] = {
     "pin_lora": _PIN_LORA,
     "reset_mm_cache": _MM,
     "reset_encoder_cache": _MM,
-    "pause_generation": "pausing generation is not built (see sleep/wake_up)",
-    "resume_generation": "pausing generation is not built (see sleep/wake_up)",
     "scale_elastic_ep": "elastic expert parallelism is not supported",
     "init_weight_transfer_engine": "weight transfer engines are not supported",
     "update_weights": "weight transfer engines are not supported (see collective_rpc)",

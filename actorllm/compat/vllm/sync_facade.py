@@ -19,6 +19,7 @@ from actorllm.core.seeds import mix_seed
 from actorllm.engine.api.async_engine import AsyncEngine
 from actorllm.engine.api.stats import EngineStats
 from actorllm.engine.config.engine_config import EngineConfig
+from actorllm.engine.recovery.pause import PauseMode
 
 
 class SyncFacade:
@@ -60,12 +61,16 @@ class SyncFacade:
 
     # -- control plane --------------------------------------------------------------------
 
-    def sleep(self, level: int = 1) -> None:
-        """Free the KV cache (level 2: the weights too) until :meth:`wake_up`."""
-        self._thread.call(self.engine.sleep, level)
+    def sleep(self, level: int = 1, mode: PauseMode = "abort") -> None:
+        """Free the KV cache (level 2: the weights too) until :meth:`wake_up`; ``mode``
+        (vLLM's, default abort) says what happens to requests in flight
+        (``AsyncEngine.sleep``)."""
+        self._thread.call(self.engine.sleep, level, mode)
 
-    def wake_up(self) -> None:
-        self._thread.call(self.engine.wake_up)
+    def wake_up(self, tags: list[str] | None = None) -> bool:
+        """Restore ``tags`` (``["weights"]``, ``["kv_cache"]``; None: both); returns whether
+        the engine is fully awake (it generates again only then)."""
+        return bool(self._thread.call(self.engine.wake_up, tags))
 
     def is_sleeping(self) -> bool:
         return self._thread.call(self.engine.is_sleeping)

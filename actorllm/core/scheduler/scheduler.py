@@ -117,6 +117,9 @@ class Scheduler:
         )
         self.requests: dict[str, Request] = {}  # {req_id: request}, every unfinished request
         self.running: list[Request] = []  # in admission order
+        # False while generation is paused (vLLM's PAUSED_NEW): running requests go on,
+        # queued ones (new or preempted) stay queued. Set by the engine's admission.
+        self.admit_waiting = True
         self.waiting = make_waiting_queue(config.policy)
         self.grammar = grammar  # None: structured outputs are refused
         self.waiting_for_fsm: dict[str, Request] = {}  # {req_id: request}, grammar compiling
@@ -282,7 +285,7 @@ class Scheduler:
             self.poll_grammars()
         plan = StepBudget(self.config.max_num_batched_tokens)
         self._schedule_running(plan)
-        if not plan.preempted:
+        if not plan.preempted and self.admit_waiting:
             self._schedule_waiting(plan)
         out = self._build_output(plan)
         self._advance(plan)

@@ -64,7 +64,8 @@ from actorllm.engine.recovery.dead_letters import DeadLetterPolicy
 from actorllm.engine.recovery.ledger import RequestLedger
 from actorllm.engine.scheduling.routing import ReplicaRouter
 from actorllm.engine.scheduling.structured_outputs import StructuredOutputs, structured_outputs_for
-from actorllm.worker.worker import ReplicaWorker, Worker
+from actorllm.worker.extension import worker_class
+from actorllm.worker.worker import ReplicaWorker
 from actorllm.worker.worker_thread import WorkerThread
 
 
@@ -149,13 +150,14 @@ async def build_replica(
 
         tier = make_offload_connector(config, int(runner.kv_cache_bytes_per_block()))
         connector_factory, store = tier.new_connector, tier.store
-    worker = Worker(
+    worker = worker_class(config.worker_extension_cls)(
         runner,
         thread.has_queued_jobs,
         offload_store=store,
         profiler_dir=config.profiler_dir,
         cuda=config.resolved_device() == "cuda",
         tp=tp_group,
+        device=config.resolved_device(),
     )
     return worker, info, connector_factory
 
@@ -244,6 +246,9 @@ async def _build_workers(
     each loads in an actor of its own, on its own node: opening takes one load, not M.
     A replica that fails raises once every other has finished (so ``built`` holds all
     that must be stopped)."""
+    # A worker_extension_cls that cannot be used stops the start here, before any rank
+    # is spawned or model loaded (each rank resolves it again, in its own process).
+    worker_class(config.worker_extension_cls)
     if config.distributed_executor_backend != "ray" or len(threads) == 1:
         results = []
         for index, thread in enumerate(threads):

@@ -160,8 +160,8 @@ class ExecutorActor(Actor[ExecutorMsg]):
                 self._submit(msg)
             case SleepWorker(level=level, reply=reply):
                 self._call(reply, lambda: w.sleep_group(level))
-            case WakeWorker(reply=reply):
-                self._call(reply, w.wake_up_group)
+            case WakeWorker(tags=tags, reply=reply):
+                self._call(reply, lambda: w.wake_up_group(tags))
             case CollectiveRPC(method=method, args=args, kwargs=kwargs, reply=reply):
                 # One result per rank (tensor parallel: rank 0's first).
                 self._call(reply, lambda: w.collective_rpc_group(method, args, kwargs))

@@ -28,9 +28,9 @@ Ends and aborts are messages too::
     dead-letter policy --FailRequest--> router / input_processor (poison: fail it)
     a replica gives up --ReplicaDown--> router --AdoptRequests--> the other schedulers
 
-Control calls are asks straight to the actor that owns the state (``Sleep`` ... to each
-scheduler, ``CollectiveRPC`` ... to each executor); a scheduler asks its executor for
-``SleepWorker`` / ``WakeWorker``.
+Control calls are asks straight to the actor that owns the state (``Sleep``,
+``PauseGeneration`` ... to each scheduler, ``CollectiveRPC`` ... to each executor); a
+scheduler asks its executor for ``SleepWorker`` / ``WakeWorker``.
 
 Steps are tagged with the core *epoch* (owned by the ledger): it grows whenever the
 scheduler's state is rebuilt from the ledger (a core restart, a wake-up), and messages of an
@@ -53,6 +53,7 @@ from actorllm.core.request import RequestStatus
 from actorllm.core.sampling_params import SamplingParams
 from actorllm.core.scheduler.kv_connector import KVConnectorMetadata
 from actorllm.core.scheduler_output import SchedulerOutput
+from actorllm.engine.recovery.pause import PauseMode
 
 
 class _Msg(msgspec.Struct, frozen=True, kw_only=True):
@@ -173,10 +174,37 @@ class Sleep(_Msg, frozen=True, kw_only=True):
 
 
 class WakeUp(_Msg, frozen=True, kw_only=True):
-    reply: Reply[None]
+    """Restore what ``tags`` names (worker/sleep_tags.py; None: everything); the answer
+    says whether the replica is fully awake (then it schedules again)."""
+
+    tags: list[str] | None = None
+    reply: Reply[bool]
 
 
 class IsSleeping(_Msg, frozen=True, kw_only=True):
+    reply: Reply[bool]
+
+
+class PauseGeneration(_Msg, frozen=True, kw_only=True):
+    """Enter the pause (engine/recovery/pause.py) now: new requests are parked from here."""
+
+    mode: PauseMode
+    reply: Reply[None]
+
+
+class AwaitPaused(_Msg, frozen=True, kw_only=True):
+    """Answered once the pause is complete (no step in flight; under abort and wait,
+    nothing running), after the prefix cache was reset when ``clear_cache``."""
+
+    clear_cache: bool
+    reply: Reply[None]
+
+
+class ResumeGeneration(_Msg, frozen=True, kw_only=True):
+    reply: Reply[None]
+
+
+class IsPaused(_Msg, frozen=True, kw_only=True):
     reply: Reply[bool]
 
 
@@ -211,6 +239,10 @@ SchedulerControl = (
     Sleep
     | WakeUp
     | IsSleeping
+    | PauseGeneration
+    | AwaitPaused
+    | ResumeGeneration
+    | IsPaused
     | ResetPrefixCache
     | SetKVConnector
     | IsKVConnectorEnabled
@@ -256,6 +288,7 @@ class SleepWorker(_Msg, frozen=True, kw_only=True):
 
 
 class WakeWorker(_Msg, frozen=True, kw_only=True):
+    tags: list[str] | None = None  # worker/sleep_tags.py; None: everything
     reply: Reply[None]
 
 
@@ -309,7 +342,14 @@ class EndRequest(_Msg, frozen=True, kw_only=True):
     finish_in_scheduler: bool = False
 
 
-OutputMsg = RegisterRequest | StepOutputs | EndRequest
+class FlushOutputs(_Msg, frozen=True, kw_only=True):
+    """Answered once every output sent to the output processor before it has reached its
+    callers' streams (``pause_generation`` returns after the last in-flight tokens)."""
+
+    reply: Reply[None]
+
+
+OutputMsg = RegisterRequest | StepOutputs | EndRequest | FlushOutputs
 
 # -- the refs ----------------------------------------------------------------------------
 

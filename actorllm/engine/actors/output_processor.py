@@ -32,6 +32,7 @@ from actorllm.engine.actors.context import EngineContext
 from actorllm.engine.actors.messages import (
     AbortRequest,
     EndRequest,
+    FlushOutputs,
     OutputMsg,
     RegisterRequest,
     SchedulerMsg,
@@ -96,6 +97,8 @@ class OutputProcessorActor(Actor[OutputMsg]):
                 if tell and (entry := self.ctx.ledger.get(rid)) is not None:
                     self._abort_in_scheduler(entry, RequestStatus.FINISHED_ERROR)
                 self._end(rid, error)
+            case FlushOutputs(reply=reply):
+                reply.send(None)  # everything before it is delivered
         blame = self.ctx.blame
         if blame.has_suspects(SCOPE):
             blame.cleared(SCOPE, request_ids(self.ctx, msg))
@@ -303,4 +306,6 @@ def request_ids(ctx: EngineContext, msg: OutputMsg) -> list[str]:
             if entry is not None:
                 ids.append(entry.request_id)
         return list(dict.fromkeys(ids))
+    if isinstance(msg, FlushOutputs):
+        return []
     return [msg.request_id]

@@ -29,13 +29,17 @@ from actorllm.engine.actors.messages import (
     AbortRequest,
     AddRequest,
     AdoptRequests,
+    AwaitPaused,
     EndRequest,
     ExecuteStep,
     GetStats,
     GrammarReady,
     IsKVConnectorEnabled,
+    IsPaused,
     IsSleeping,
+    PauseGeneration,
     ResetPrefixCache,
+    ResumeGeneration,
     SchedulerMsg,
     SetKVConnector,
     Sleep,
@@ -52,6 +56,7 @@ from actorllm.engine.recovery.admission import Admission, AdmissionStatistics, F
 class SchedulerReport(msgspec.Struct, frozen=True, kw_only=True):
     admission: AdmissionStatistics  # steps in flight, probation, held, sleep level, epoch
     sleep_waiters: int  # sleep calls waiting for the steps in flight to drain
+    pause_waiters: int  # pause calls waiting for the pause to complete
 
 
 class SchedulerActor(Actor[SchedulerMsg]):
@@ -65,10 +70,16 @@ class SchedulerActor(Actor[SchedulerMsg]):
         # Sleep calls waiting for the steps in flight to drain. Owner: this incarnation
         # (deferred replies fail with it).
         self.sleep_waiters: list[tuple[int, Reply[None]]] = []
+        # Pause calls waiting for the pause to complete: (clear_cache, reply). Owner: this
+        # incarnation (a crash fails them; the control plane asks again, and the new
+        # incarnation, still paused, answers at once).
+        self.pause_waiters: list[tuple[bool, Reply[None]]] = []
 
     def report(self) -> SchedulerReport:
         return SchedulerReport(
-            admission=self.admission.statistics(), sleep_waiters=len(self.sleep_waiters)
+            admission=self.admission.statistics(),
+            sleep_waiters=len(self.sleep_waiters),
+            pause_waiters=len(self.pause_waiters),
         )
 
     async def on_start(self) -> None:
@@ -111,13 +122,25 @@ class SchedulerActor(Actor[SchedulerMsg]):
                     self.sleep_waiters.append((level, reply.defer()))  # once steps drain
                     if not adm.inflight:
                         await self._sleep_now()
-            case WakeUp(reply=reply):
+            case WakeUp(tags=tags, reply=reply):
                 if adm.sleep_level:
-                    await self.refs.executor.ask(lambda r: WakeWorker(reply=r))
-                    adm.wake_up()
-                reply.send(None)
+                    await self.refs.executor.ask(lambda r: WakeWorker(tags=tags, reply=r))
+                reply.send(adm.wake_up(tags))
             case IsSleeping(reply=reply):
                 reply.send(adm.sleep_level > 0 or bool(self.sleep_waiters))
+            case PauseGeneration(mode=mode, reply=reply):
+                adm.pause_generation(mode)
+                reply.send(None)
+            case AwaitPaused(clear_cache=clear_cache, reply=reply):
+                self.pause_waiters.append((clear_cache, reply.defer()))
+            case ResumeGeneration(reply=reply):
+                adm.resume_generation()
+                waiters, self.pause_waiters = self.pause_waiters, []
+                for _, waiter in waiters:
+                    waiter.fail(RuntimeError("generation was resumed before the pause completed"))
+                reply.send(None)
+            case IsPaused(reply=reply):
+                reply.send(adm.pause.paused)
             case ResetPrefixCache(reply=reply):
                 reply.send(adm.core.reset_prefix_cache())
             case SetKVConnector(enabled=enabled, reply=reply):
@@ -132,6 +155,8 @@ class SchedulerActor(Actor[SchedulerMsg]):
             case GetStats(reply=reply):
                 reply.send(adm.replica_stats())
         await self._pump()
+        if self.pause_waiters and adm.pause_complete():
+            self._paused_now()
         if self.publish_running:
             adm.publish()
 
@@ -156,6 +181,22 @@ class SchedulerActor(Actor[SchedulerMsg]):
             await self.refs.output_processor.send(
                 EndRequest(request_id=failure.request_id, error=failure.reason)
             )
+
+    def _paused_now(self) -> None:
+        """The pause is complete: reset the prefix cache when asked (its blocks hold KV of
+        the weights about to change), then answer the waiting pause calls. Under keep the
+        frozen requests' blocks stay (vLLM's route: clear_cache does not apply to keep):
+        the reset happens only when nothing is frozen."""
+        waiters, self.pause_waiters = self.pause_waiters, []
+        cleared = True
+        if any(clear for clear, _ in waiters):
+            cleared = self.admission.core.reset_prefix_cache()
+            cleared = cleared or not self.admission.pause.schedules_running
+        for clear, reply in waiters:
+            if clear and not cleared:
+                reply.fail(RuntimeError("the prefix cache could not be reset after the pause"))
+            else:
+                reply.send(None)
 
     async def _sleep_now(self) -> None:
         """No step is in flight: free the KV cache (and weights) on the worker. Requests

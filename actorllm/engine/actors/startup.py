@@ -18,6 +18,7 @@ import anyio.to_thread
 from actorllm.core.scheduler import SchedulerConfig
 from actorllm.engine.actors.context import ModelInfo
 from actorllm.engine.config.engine_config import EngineConfig, EngineConfigError
+from actorllm.worker.extension import worker_class
 from actorllm.worker.lora_settings import LoRASettings
 from actorllm.worker.runner import Runner
 from actorllm.worker.startup import RankSpec, build_rank0, build_rank_runner
@@ -77,6 +78,7 @@ def rank_spec(config: EngineConfig, rank: int = 0) -> RankSpec:
         if config.enable_lora
         else None,
         logits_processors=_logits_processors(config),
+        worker_extension_cls=config.worker_extension_cls,
     )
 
 
@@ -201,12 +203,13 @@ def build_remote_worker(
     if num_blocks is not None:
         config = config.replace(num_gpu_blocks_override=num_blocks)
     runner, info, group = _build_rank0(config, factory, replica, placement_group)
-    worker = Worker(
+    worker = worker_class(config.worker_extension_cls)(
         runner,
         lambda: False,  # nothing else is ever queued in the actor: resolve each step at once
         profiler_dir=config.profiler_dir,
         cuda=config.resolved_device() == "cuda",
         tp=group,
+        device=config.resolved_device(),
     )
     return worker, info
 

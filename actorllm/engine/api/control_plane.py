@@ -1,10 +1,11 @@
-"""The control plane of ``AsyncEngine``: sleep, wake-up, prefix cache, KV connector,
-``collective_rpc``, profiling, statistics.
+"""The control plane of ``AsyncEngine``: sleep, wake-up (by tags), pause and resume,
+prefix cache, KV connector, ``collective_rpc``, profiling, statistics.
 
 Each call is a typed ask straight to the actor that owns the state (a replica's scheduler
 or executor), sent to every live data-parallel replica at once; results come back in
 replica order. How replicas' answers combine: ``is_sleeping`` is true while any replica
-sleeps (a sleep or wake-up in progress included); ``reset_prefix_cache`` is true only
+sleeps (a sleep or wake-up in progress included); ``wake_up`` is fully awake when every
+replica is; ``is_paused`` is true while any replica is paused; ``reset_prefix_cache`` is true only
 when every replica reset its cache; ``collective_rpc`` returns every replica's ranks,
 replica 0's first. The torch profiler is one per process: ``start_profile`` runs it on the
 first live replica's worker thread and it records every thread (all replicas' workers and
@@ -24,16 +25,22 @@ from typing import Any, TypeVar, final
 
 import anyio
 
-from actorllm.actors import ActorRef, Reply
+from actorllm.actors import ActorCrashed, ActorRef, Reply
 from actorllm.engine.actors.assembly import EngineParts, Replica
 from actorllm.engine.actors.messages import (
+    Abort,
+    AwaitPaused,
     CollectiveRPC,
     ExecutorMsg,
+    FlushOutputs,
     GetStats,
     IsKVConnectorEnabled,
+    IsPaused,
     IsSleeping,
+    PauseGeneration,
     ReplicaSchedulerStats,
     ResetPrefixCache,
+    ResumeGeneration,
     SchedulerMsg,
     SetKVConnector,
     Sleep,
@@ -44,6 +51,8 @@ from actorllm.engine.actors.messages import (
 from actorllm.engine.api.engine_status import EngineStatus, live_replicas
 from actorllm.engine.api.stats import EngineDebugState, EngineStats, ReplicaStats
 from actorllm.engine.errors import InvalidRequestError
+from actorllm.engine.recovery.pause import PauseMode, check_mode
+from actorllm.worker.sleep_tags import check_tags
 
 T = TypeVar("T")
 M = TypeVar("M")
@@ -101,19 +110,100 @@ class ControlPlane:
             raise errors[0]
         return results
 
-    async def sleep(self, level: int = 1) -> None:
+    async def sleep(self, level: int = 1, mode: PauseMode = "keep") -> None:
         """Free the KV cache (level 1: keep weights in host memory; level 2: drop them) of
-        every replica. Running requests are recomputed after ``wake_up``; new ones wait."""
+        every replica; new requests wait for ``wake_up``. ``mode`` says what happens to the
+        requests in flight, as vLLM's ``sleep(level, mode)`` (its default is ``"abort"``;
+        the vLLM front doors pass it): ``"keep"`` (here the default) recomputes them after
+        ``wake_up``, ``"abort"`` ends them (``finish_reason="abort"``), ``"wait"`` lets
+        those that have started finish first (see :meth:`pause_generation`)."""
         if level not in (1, 2):
             raise InvalidRequestError(f"sleep level must be 1 or 2, got {level}.", param="level")
-        await self._ask_all("scheduler", lambda r: Sleep(level=level, reply=r))
+        mode = check_mode(mode)
+        # A pause of the caller's own stays on; one taken here only for the sleep is lifted
+        # once asleep (what arrives then waits for wake_up anyway).
+        lift = mode != "keep" and not await self.is_paused()
+        if mode != "keep":
+            await self.pause_generation(mode=mode)
+        try:
+            await self._ask_all("scheduler", lambda r: Sleep(level=level, reply=r))
+        finally:
+            if lift:
+                await self.resume_generation()
 
-    async def wake_up(self) -> None:
-        await self._ask_all("scheduler", lambda r: WakeUp(reply=r))
+    async def wake_up(self, tags: list[str] | None = None) -> bool:
+        """Restore what ``tags`` names on every replica: ``"weights"``, ``"kv_cache"``
+        (None: both; vLLM's ``"scheduling"`` names nothing here: there is no level-0
+        sleep, scheduling resumes once both are back). Returns whether the engine is fully
+        awake; until it is, new requests wait and nothing is scheduled. Waking the weights
+        first lets a trainer update them (``collective_rpc``, ``load_weights``) before the
+        KV cache takes its memory back."""
+        if tags is not None and not isinstance(tags, str):
+            tags = [t for t in tags if t != "scheduling"]
+            if not tags:
+                return not await self.is_sleeping()
+        try:
+            checked = check_tags(tags)
+        except ValueError as e:
+            raise InvalidRequestError(str(e), param="tags") from None
+        awake: list[bool] = await self._ask_all(
+            "scheduler", lambda r: WakeUp(tags=checked, reply=r)
+        )
+        return all(awake)
 
     async def is_sleeping(self) -> bool:
         """Whether any replica sleeps (or is going to sleep)."""
         flags: list[bool] = await self._ask_all("scheduler", lambda r: IsSleeping(reply=r))
+        return any(flags)
+
+    async def pause_generation(
+        self, *, mode: PauseMode = "abort", clear_cache: bool = True
+    ) -> None:
+        """Pause generation (to update the weights), vLLM's modes (engine/recovery/pause.py):
+
+        * ``"abort"`` (default): every open request ends now, its caller's last output
+          with ``finish_reason="abort"``;
+        * ``"wait"``: the requests that have started run to their end; queued ones wait;
+        * ``"keep"``: running requests are frozen with their KV cache and go on at
+          :meth:`resume_generation` exactly where they stood.
+
+        Requests that arrive while paused queue (nothing fails) and run after resume.
+        Returns once the pause is complete: no step in flight, nothing running (under
+        ``keep``: nothing scheduled). ``clear_cache`` then resets the prefix cache, whose
+        blocks hold KV of the old weights (under ``keep`` only when nothing is frozen).
+        A scheduler that crashes meanwhile comes back still paused; the call still returns
+        once the pause is complete. A bad ``mode`` raises ``InvalidRequestError``."""
+        mode = check_mode(mode)
+        ledger = self._ctx.ledger
+        aborted = [entry.request_id for entry in ledger] if mode == "abort" else []
+        await self._ask_all("scheduler", lambda r: PauseGeneration(mode=mode, reply=r))
+        for rid in aborted:  # those arriving from here on are parked, not aborted
+            await self._ctx.refs.router.send(Abort(request_id=rid))
+        for attempt in range(3):
+            try:
+                await self._ask_all(
+                    "scheduler", lambda r: AwaitPaused(clear_cache=bool(clear_cache), reply=r)
+                )
+                break
+            except ActorCrashed:  # the new incarnation is still paused: ask it again
+                if attempt == 2:
+                    raise
+        # The last in-flight tokens, and the aborted requests' last outputs (finish_reason
+        # "abort"), are in their callers' streams before this returns.
+        await self._ask(self._ctx.refs.output_processor, lambda r: FlushOutputs(reply=r))
+        with anyio.move_on_after(5.0):
+            while any(rid in ledger for rid in aborted) and not self._status.is_dead:  # noqa: ASYNC110
+                await anyio.sleep(0.005)
+
+    async def resume_generation(self) -> None:
+        """Resume after :meth:`pause_generation`: requests that arrived while paused run
+        (in arrival order), frozen ones go on. A pause still in progress ends with an
+        error (it never completed)."""
+        await self._ask_all("scheduler", lambda r: ResumeGeneration(reply=r))
+
+    async def is_paused(self) -> bool:
+        """Whether generation is paused (on any replica)."""
+        flags: list[bool] = await self._ask_all("scheduler", lambda r: IsPaused(reply=r))
         return any(flags)
 
     async def reset_prefix_cache(self) -> bool:

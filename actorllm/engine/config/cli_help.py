@@ -181,6 +181,11 @@ ENGINE_CONFIG_HELP: Mapping[str, Mapping[str, str]] = {
             "Tensor parallel: a collective (all-reduce, logits gather) that does not complete "
             "in this many seconds (a hung rank) fails the step, which restarts the rank group."
         ),
+        "worker_extension_cls": (
+            "A class (dotted path, package.module.Class) mixed into every worker (rank 0 and "
+            "the tensor-parallel ranks, local or on Ray): its methods are callable by name "
+            "through collective_rpc with self the worker (docs/rlhf.md). Empty: none."
+        ),
         "pipeline_parallel_size": (
             "Pipeline-parallel stages: the decoder's layers split over this many ranks "
             "(vLLM's split; VLLM_PP_LAYER_PARTITION sets it by hand), each with the KV cache "

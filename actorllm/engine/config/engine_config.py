@@ -193,6 +193,10 @@ class EngineConfig(msgspec.Struct, kw_only=True):
     tp_collective_timeout_s: float = 60.0
     """Tensor parallel: a collective (all-reduce, logits gather) that does not complete in
     this many seconds (a hung rank) fails the step, which restarts the rank group."""
+    worker_extension_cls: str = ""
+    """A class (dotted path, package.module.Class) mixed into every worker, rank 0 and the
+    tensor-parallel ranks, local or on Ray: its methods are callable by name through
+    collective_rpc with ``self`` the worker (docs/rlhf.md). "": none."""
     pipeline_parallel_size: int = 1
     """Pipeline-parallel stages: the decoder's layers split over this many ranks (vLLM's
     split; VLLM_PP_LAYER_PARTITION sets it by hand), each with the KV cache of its own

@@ -20,7 +20,9 @@ outlives every scheduler incarnation (the engine keeps it):
 * **rebuild**: a new incarnation (:meth:`restart`) or a wake-up starts a new epoch and
   re-adds every open request from the ledger (prompt + the tokens its caller saw),
   recomputed like a preemption;
-* **sleep level** and **the KV connector switch**, which must survive restarts.
+* **sleep level** (and which parts still sleep: wake-up by tags), **the pause**
+  (engine/recovery/pause.py: its mode, the requests parked while paused) and **the KV
+  connector switch**, which must survive restarts.
 
 Besides admission, a step is launched (:meth:`next_step`) when awake, not draining for
 sleep, under the in-flight cap, and the core has work (or finished ids to tell the worker,
@@ -54,7 +56,9 @@ from actorllm.engine.recovery.admission_states import (
     next_state,
 )
 from actorllm.engine.recovery.blame import Blame, poison_message
+from actorllm.engine.recovery.pause import Pause, PauseMode, PauseStatistics
 from actorllm.engine.scheduling.inflight import InflightSteps
+from actorllm.worker.sleep_tags import SLEEP_TAGS, to_wake
 
 if TYPE_CHECKING:
     from actorllm.core.engine_core_output import EngineCoreOutputs
@@ -108,6 +112,8 @@ class AdmissionStatistics(msgspec.Struct, frozen=True, kw_only=True):
     sleep_level: int
     kv_connector_enabled: bool
     steps_done: int
+    asleep: list[str] = []  # sleep tags still asleep (a wake-up by tags restores some)
+    pause: PauseStatistics | None = None
 
 
 _RECORDED = [s for s in AdmissionState if s is not AdmissionState.ADMITTED]
@@ -137,6 +143,8 @@ class Admission:
         self._make_core = make_core
         self.inflight = InflightSteps(max_inflight)  # owner: here
         self.sleep_level = 0  # 0 = awake; owner: here
+        self.asleep: frozenset[str] = frozenset()  # sleep tags still asleep; owner: here
+        self.pause = Pause()  # owner: here (survives restarts)
         self.has_connector = has_connector
         self._connector_enabled = kv_connector_enabled  # owner: here (survives rebuilds)
         self.epoch = ledger.epoch  # the epoch of self.core (the ledger owns the counter)
@@ -224,6 +232,13 @@ class Admission:
             self._move(rid, AdmissionEvent.REBUILD)
         if self.sleep_level:
             return  # requests wait in the ledger until wake_up
+        if self.pause.paused:
+            self.pause.rebuilt = True  # every open request waits for resume
+            return
+        self._add_all()
+
+    def _add_all(self) -> None:
+        """Add every open request of this replica from the ledger (a new epoch)."""
         self._prune()
         for entry in self.ledger:
             rid = entry.request_id
@@ -242,6 +257,7 @@ class Admission:
     def _new_core(self) -> Scheduler:
         self.core.close()  # its steps' results will be dropped: nothing may wait on it
         core = self._make_core()
+        core.admit_waiting = self.pause.admits_waiting
         if self.has_connector:
             core.set_kv_connector_enabled(self._connector_enabled)
         return core
@@ -314,6 +330,9 @@ class Admission:
             return None
         if self._states and rid in self._states:
             return None  # suspect, probing, held, failed or aborted: not now
+        if self.pause.paused:
+            self.pause.park(rid)  # added at resume
+            return None
         if self._groups:
             self._move(rid, AdmissionEvent.HOLD)
             return None
@@ -337,7 +356,9 @@ class Admission:
         for rid in request_ids:
             if self.state(rid) is not AdmissionState.ADMITTED or not self._runnable(rid):
                 continue
-            if self._groups:
+            if self.pause.paused:
+                self.pause.park(rid)
+            elif self._groups:
                 self._move(rid, AdmissionEvent.HOLD)
             else:
                 self._add_from_ledger(rid)
@@ -398,6 +419,7 @@ class Admission:
         """Finish a request's children (abort, failure); a later AddRequest is ignored."""
         event = AdmissionEvent.ABORT if rid in self.ledger else AdmissionEvent.CLOSE
         old = self._move(rid, event)
+        self.pause.forget(rid)
         self.core.finish_requests(child_ids, status)
         self._running_stale = True
         self._forget(rid, old)
@@ -405,6 +427,7 @@ class Admission:
     def fail(self, rid: str, child_ids: list[str]) -> None:
         """Failed here: finished in the core now, skipped by rebuilds until it is closed."""
         old = self._move(rid, AdmissionEvent.FAIL)
+        self.pause.forget(rid)
         self.core.finish_requests(child_ids, RequestStatus.FINISHED_ERROR)
         self._running_stale = True
         self._forget(rid, old)
@@ -446,6 +469,8 @@ class Admission:
         core = self.core
         if self.sleep_level or draining or self.inflight.full:
             return None
+        if not self.pause.schedules_running:
+            return None  # paused with mode keep: every request frozen where it stands
         if not (core.has_unfinished_requests() or core.has_finished_requests()):
             return None
         so = core.schedule()
@@ -504,13 +529,56 @@ class Admission:
         """The worker freed its memory (no step in flight): the core's blocks are gone."""
         assert not self.inflight, "sleep with steps in flight"
         self.sleep_level = level
+        self.asleep = frozenset(SLEEP_TAGS)
         self.core = self._new_core()
         self._running_stale = True
 
-    def wake_up(self) -> None:
-        """The worker is awake again: new epoch, rebuilt from the ledger."""
+    def wake_up(self, tags: list[str] | None = None) -> bool:
+        """The worker restored what ``tags`` names (None: everything); once nothing sleeps
+        any more: new epoch, rebuilt from the ledger. Returns whether it is fully awake."""
+        if not self.sleep_level:
+            return True
+        self.asleep -= to_wake(self.asleep, tags)
+        if self.asleep:
+            return False  # steps wait for the rest (e.g. the KV cache after the weights)
         self.sleep_level = 0
         self._new_epoch()
+        return True
+
+    # -- pause (engine/recovery/pause.py) -------------------------------------------------
+
+    def pause_generation(self, mode: PauseMode) -> None:
+        """Pause: new requests are parked; under ``keep`` no step is launched, else the
+        running ones go on (the control plane aborted every request first for ``abort``)."""
+        self.pause.pause(mode)
+        self.core.admit_waiting = False
+
+    def pause_complete(self) -> bool:
+        """No step in flight and, unless frozen (``keep``), nothing running in the core."""
+        if not self.pause.paused or self.inflight:
+            return False
+        return not self.pause.schedules_running or not self.core.running
+
+    def resume_generation(self) -> None:
+        """Leave the pause: parked requests enter the core in arrival order (the whole
+        ledger when a core epoch began while paused); frozen ones go on."""
+        if not self.pause.paused:
+            return
+        parked, rebuilt = self.pause.resume()
+        self.core.admit_waiting = True
+        self._running_stale = True
+        if self.sleep_level:
+            return  # the wake-up's rebuild adds every request
+        if rebuilt:
+            self._add_all()
+            return
+        for rid in parked:
+            if self.state(rid) is not AdmissionState.ADMITTED or not self._runnable(rid):
+                continue  # ended, or charged/held by a crash since
+            if self._groups:
+                self._move(rid, AdmissionEvent.HOLD)
+            else:
+                self._add_from_ledger(rid)
 
     @property
     def kv_connector_enabled(self) -> bool:
@@ -539,6 +607,8 @@ class Admission:
             sleep_level=self.sleep_level,
             kv_connector_enabled=self.kv_connector_enabled,
             steps_done=self.steps_done,
+            asleep=sorted(self.asleep),
+            pause=self.pause.statistics(),
         )
 
     def publish(self) -> None:
@@ -559,9 +629,16 @@ class Admission:
         )
 
     def waiting_children(self) -> Iterator[str]:
-        """Children kept out of the core on purpose (probation queue, held requests)."""
+        """Children kept out of the core on purpose (probation queue, held requests,
+        requests parked while paused: all of them after a rebuild while paused)."""
+        if self.pause.rebuilt:
+            for open_entry in self.ledger:
+                if open_entry.processed and self.replica in (None, open_entry.replica):
+                    yield from open_entry.children
+            return
         suspects = [r for g in self._groups for r in g if self.state(r) is AdmissionState.SUSPECT]
-        for rid in [*dict.fromkeys(suspects), *self._in_state(AdmissionState.HELD)]:
+        held = self._in_state(AdmissionState.HELD)
+        for rid in [*dict.fromkeys(suspects), *held, *self.pause.parked]:
             entry = self.ledger.get(rid)
             if entry is not None:
                 yield from entry.children

@@ -75,7 +75,7 @@ def _env_true(name: str) -> bool:
 def server_settings(args: argparse.Namespace) -> ServerSettings:
     app: dict[str, Any] = given(args, AppSettings)
     app.setdefault("api_key", os.environ.get("ACTORLLM_API_KEY") or os.environ.get("VLLM_API_KEY"))
-    if _env_true("ACTORLLM_SERVER_DEV_MODE"):
+    if _env_true("ACTORLLM_SERVER_DEV_MODE") or _env_true("VLLM_SERVER_DEV_MODE"):
         app.setdefault("dev_mode", True)
     server = given(args, ServerSettings, ServerSettings.CLI_EXCLUDE)
     return ServerSettings(**server, app=AppSettings(**app))

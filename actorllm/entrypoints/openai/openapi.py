@@ -180,9 +180,13 @@ def _pooling_served(needs: str, served: Served) -> bool:
 
 
 _DEV_ENDPOINTS: list[tuple[str, str, str]] = [
-    ("post", "/sleep", "Put the engine to sleep (query: level)."),
-    ("post", "/wake_up", "Wake the engine up."),
+    ("post", "/sleep", "Put the engine to sleep (query: level, mode=abort|wait|keep)."),
+    ("post", "/wake_up", "Wake the engine up (query: tags=weights|kv_cache, repeatable)."),
     ("get", "/is_sleeping", "Whether the engine sleeps."),
+    ("post", "/pause", "Pause generation (query: mode=abort|wait|keep, clear_cache)."),
+    ("post", "/resume", "Resume generation after a pause."),
+    ("get", "/is_paused", "Whether generation is paused."),
+    ("get", "/server_info", "The engine's configuration and versions (query: config_format)."),
     ("post", "/reset_prefix_cache", "Drop every cached prefix block."),
     ("post", "/kv_connector/toggle", "Switch the KV connector (query: enabled=true|false)."),
     ("get", "/kv_connector/enabled", "Whether the KV connector is switched on."),

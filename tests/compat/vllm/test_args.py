@@ -70,6 +70,12 @@ def test_later_spellings_override_earlier_ones_in_the_documented_order(form) -> 
 
 
 @pytest.mark.parametrize("form", FORMS)
+def test_worker_extension_cls_reaches_the_engine_config_in_every_form(form) -> None:
+    path = "tests.helpers.worker_extension.ProbeExtension"
+    assert form(worker_extension_cls=path).worker_extension_cls == path
+
+
+@pytest.mark.parametrize("form", FORMS)
 def test_kv_offloading_size_is_gib_of_host_memory_in_every_form(form) -> None:
     config = form(kv_offloading_size=2)
     assert (config.kv_connector, config.kv_offload_host_bytes) == ("offload", 2 * 2**30)

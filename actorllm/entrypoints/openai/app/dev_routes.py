@@ -1,36 +1,88 @@
-"""Dev-mode routes (``--dev-mode``): sleep and wake, the prefix cache, the KV connector,
-RPC into the workers, the profiler. Without dev mode they do not exist (404)."""
+"""Dev-mode routes (``--dev-mode``): sleep and wake (by tags), pause and resume, the server's
+configuration, the prefix cache, the KV connector, RPC into the workers, the profiler.
+Without dev mode they do not exist (404), as vLLM's without ``VLLM_SERVER_DEV_MODE``.
+Bodies and query parameters are vLLM's (its entrypoints/serve/dev and entrypoints/rl)."""
 
 from __future__ import annotations
 
+from typing import Literal
+
+import anyio
 import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 
+from actorllm.engine.recovery.pause import PAUSE_MODES, PauseMode, check_mode
 from actorllm.entrypoints.openai import dev_rpc
 from actorllm.entrypoints.openai.app.state import AppState
+from actorllm.entrypoints.openai.dev_server_info import server_info_payload
 from actorllm.entrypoints.openai.errors import APIError, bad_request
 from actorllm.entrypoints.openai.serving_common import json_response
 
 
-def _query_bool(request: Request, name: str) -> bool:
+def _query_bool(request: Request, name: str, default: bool | None = None) -> bool:
     raw = request.query_params.get(name)
+    if raw is None and default is not None:
+        return default
     if raw is None or raw.lower() not in ("true", "false", "1", "0"):
         raise bad_request(f"query parameter `{name}` must be true or false.", name)
     return raw.lower() in ("true", "1")
 
 
 async def sleep(state: AppState, request: Request) -> Response:
+    """``POST /sleep?level=1|2&mode=abort|wait|keep`` (vLLM's default mode: abort)."""
     raw = request.query_params.get("level", "1")
     if raw not in ("1", "2"):
         raise bad_request("query parameter `level` must be 1 or 2.", "level")
-    await state.serving.engine.sleep(int(raw))
-    return Response(status_code=200)
+    await state.serving.engine.sleep(int(raw), _pause_mode(request))
+    return json_response({"status": "sleeping", "level": int(raw)})
+
+
+def _pause_mode(request: Request) -> PauseMode:
+    mode = request.query_params.get("mode", "abort")
+    if mode not in PAUSE_MODES:
+        raise bad_request(
+            f"query parameter `mode` must be one of {', '.join(PAUSE_MODES)}, got {mode!r}.",
+            "mode",
+        )
+    return check_mode(mode)
 
 
 async def wake_up(state: AppState, request: Request) -> Response:
-    await state.serving.engine.wake_up()
-    return Response(status_code=200)
+    """``POST /wake_up?tags=weights&tags=kv_cache`` (no tags: everything)."""
+    tags = request.query_params.getlist("tags") or None
+    fully_awake = await state.serving.engine.wake_up(tags)
+    return json_response({"status": "awake" if fully_awake else "sleeping", "tags": tags})
+
+
+async def pause(state: AppState, request: Request) -> Response:
+    """``POST /pause?mode=abort|wait|keep&clear_cache=true``."""
+    mode = _pause_mode(request)
+    clear_cache = _query_bool(request, "clear_cache", default=True)
+    await state.serving.engine.pause_generation(mode=mode, clear_cache=clear_cache)
+    return json_response({"status": "paused"})
+
+
+async def resume(state: AppState, request: Request) -> Response:
+    await state.serving.engine.resume_generation()
+    return json_response({"status": "resumed"})
+
+
+async def is_paused(state: AppState, request: Request) -> Response:
+    return json_response({"is_paused": await state.serving.engine.is_paused()})
+
+
+async def server_info(state: AppState, request: Request) -> Response:
+    """``GET /server_info?config_format=text|json``: vLLM's three keys."""
+    config_format = request.query_params.get("config_format", "text")
+    if config_format not in ("text", "json"):
+        raise bad_request(
+            f"query parameter `config_format` must be text or json, got {config_format!r}.",
+            "config_format",
+        )
+    fmt: Literal["text", "json"] = "json" if config_format == "json" else "text"
+    info = await anyio.to_thread.run_sync(server_info_payload, state.serving.engine.config, fmt)
+    return json_response(info)
 
 
 async def is_sleeping(state: AppState, request: Request) -> Response:

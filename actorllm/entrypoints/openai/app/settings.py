@@ -26,8 +26,9 @@ class AppSettings(msgspec.Struct, kw_only=True):
     max_body_bytes: int = 16 * 2**20
     """Requests with a larger body are refused with 413."""
     dev_mode: bool = False
-    """Expose /sleep, /wake_up, /reset_prefix_cache, /kv_connector/* without
-    authentication (unsafe; also on with ACTORLLM_SERVER_DEV_MODE=1)."""
+    """Expose /sleep, /wake_up, /pause, /resume, /server_info, /reset_prefix_cache,
+    /kv_connector/*, /collective_rpc without authentication (unsafe; also on with
+    ACTORLLM_SERVER_DEV_MODE=1 or vLLM's VLLM_SERVER_DEV_MODE=1)."""
     log_interval_s: float = 10.0
     """Seconds between stats log lines; 0: none (same as --disable-log-stats)."""
     root_path: str | None = None

@@ -14,8 +14,9 @@ APP_SETTINGS_HELP: Mapping[str, Mapping[str, str]] = {
         ),
         "max_body_bytes": "Requests with a larger body are refused with 413.",
         "dev_mode": (
-            "Expose /sleep, /wake_up, /reset_prefix_cache, /kv_connector/* without "
-            "authentication (unsafe; also on with ACTORLLM_SERVER_DEV_MODE=1)."
+            "Expose /sleep, /wake_up, /pause, /resume, /server_info, /reset_prefix_cache, "
+            "/kv_connector/*, /collective_rpc without authentication (unsafe; also on with "
+            "ACTORLLM_SERVER_DEV_MODE=1 or vLLM's VLLM_SERVER_DEV_MODE=1)."
         ),
         "log_interval_s": (
             "Seconds between stats log lines; 0: none (same as --disable-log-stats)."

@@ -1,0 +1,59 @@
+"""What a sleeping worker can wake separately: vLLM's ``wake_up(tags=...)`` tags.
+
+``sleep(level)`` puts both to sleep: the KV cache (freed; its contents are lost) and the
+weights (level 1: kept in host memory, which on CPU is where they are anyway; level 2:
+dropped, reloaded from the checkpoint). ``wake_up(tags)`` restores those named, so an RL
+trainer sharing the device can bring the weights back, update them, and only then allocate
+the KV cache (``["weights"]``, then ``["kv_cache"]``). Steps run again only once both are
+back.
+
+    >>> sorted(to_wake(frozenset(SLEEP_TAGS), None))
+    ['kv_cache', 'weights']
+    >>> sorted(to_wake(frozenset(SLEEP_TAGS), ["weights"]))
+    ['weights']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+WEIGHTS = "weights"
+KV_CACHE = "kv_cache"
+SLEEP_TAGS = (WEIGHTS, KV_CACHE)
+
+
+def check_tags(tags: Iterable[str] | None) -> list[str] | None:
+    """``tags`` as a list (None: every tag); raises ``ValueError`` naming an unknown one."""
+    if tags is None:
+        return None
+    if isinstance(tags, str):
+        raise ValueError(f"tags must be a list of tags, not the string {tags!r}.")
+    tags = list(tags)
+    unknown = [t for t in tags if t not in SLEEP_TAGS]
+    if unknown:
+        raise ValueError(
+            f"unknown wake_up tag(s) {', '.join(map(repr, unknown))}; the tags are "
+            f"{', '.join(map(repr, SLEEP_TAGS))}."
+        )
+    return tags
+
+
+def to_wake(asleep: frozenset[str], tags: Iterable[str] | None) -> frozenset[str]:
+    """Which of the ``asleep`` parts ``tags`` wakes (None: all of them)."""
+    wanted = set(SLEEP_TAGS) if tags is None else set(tags)
+    return asleep & wanted
+
+
+def tag_bits(tags: Iterable[str] | None) -> int:
+    """``tags`` as an int (tensor parallel's WAKE message): bit i for ``SLEEP_TAGS[i]``,
+    0 for None (every tag)."""
+    if tags is None:
+        return 0
+    return sum(1 << i for i, t in enumerate(SLEEP_TAGS) if t in set(tags))
+
+
+def tags_of(bits: int) -> list[str] | None:
+    """The inverse of :func:`tag_bits`."""
+    if bits == 0:
+        return None
+    return [t for i, t in enumerate(SLEEP_TAGS) if bits >> i & 1]
