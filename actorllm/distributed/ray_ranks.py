@@ -41,6 +41,7 @@ from typing import Any, final
 import msgspec
 
 from actorllm.distributed.ray_connect import RayClusterError, connect
+from actorllm.distributed.ray_nodes import check_capacity
 
 POLL_S = 0.25  # the monitor's stop-flag period (death itself is seen at once)
 READY_TIMEOUT_S = 120.0  # waiting for the cluster to grant the placement group
@@ -130,6 +131,9 @@ class RayRankGroup:
         from ray.util.placement_group import placement_group
 
         n = self.world_size - 1
+        # A shared group whose node was lost is rescheduled by Ray where there is room;
+        # where there is none, it would wait forever: say so at once.
+        check_capacity(ray, n + (self._shared_pg is not None), self.bundle, self.name)
         if self._shared_pg is not None:
             self.name = self._shared_pg_name()
         else:

@@ -39,3 +39,10 @@ def sleep_forever(rank: int) -> None:
 def kv_allocated(worker: object) -> bool:
     """For ``collective_rpc``: whether this rank's KV cache is allocated."""
     return bool(worker.model_runner.kv_caches)  # type: ignore[attr-defined]
+
+
+def node_ip(worker: object) -> str:
+    """For ``collective_rpc``: the IP of the Ray node this rank runs on."""
+    import ray
+
+    return str(ray.util.get_node_ip_address())
