@@ -33,6 +33,7 @@ import msgspec
 
 from actorllm.distributed.ray_connect import RayClusterError
 
+CAPACITY_WAIT_S = 10.0  # a replacement waits this long for free room (resources released)
 CHECK_TIMEOUT_S = 60.0  # a worker process started on each node and the task run
 VERSIONED = ("actorllm", "torch")  # distributions every node must have at the same version
 MAX_FILES = 2000  # a model directory's files compared (size only: reading them is the load)
@@ -176,3 +177,42 @@ def check_capacity(ray: Any, bundles: int, bundle: dict[str, float], who: str) -
         f"{who} needs {bundles} bundle(s) of {bundle} and the Ray cluster's alive nodes "
         f"can hold {fits} ({have or 'no alive node'}): no capacity is left for it"
     )
+
+
+def _free_fits(ray: Any, bundle: dict[str, float]) -> int:
+    free = ray.available_resources()
+    return min(int(free.get(key, 0) // amount) for key, amount in bundle.items())
+
+
+def _describe(resources: dict[str, float], bundle: dict[str, float]) -> str:
+    return ", ".join(f"{resources.get(key, 0):g} {key}" for key in bundle)
+
+
+def wait_for_room(ray: Any, bundles: int, bundle: dict[str, float], who: str) -> None:
+    """A replacement after a loss: raise :class:`RayClusterError` unless ``bundles``
+    bundles of ``bundle`` are free within ``CAPACITY_WAIT_S`` (resources a dead worker
+    held are being released). Where the room is gone — the hosts left are all taken, by
+    the other replicas among others — waiting for it would leave the replica pending, its
+    requests with it: better to say so and let them move."""
+    import time
+
+    check_capacity(ray, bundles, bundle, who)
+    deadline = time.monotonic() + CAPACITY_WAIT_S
+    while (fits := _free_fits(ray, bundle)) < bundles:
+        if time.monotonic() > deadline:
+            raise RayClusterError(
+                f"{who} needs {bundles} bundle(s) of {bundle} and the Ray cluster has room "
+                f"for {fits} (free: {_describe(ray.available_resources(), bundle)}; the "
+                "rest is taken): no capacity is left for it"
+            )
+        time.sleep(0.2)
+
+
+def lost_bundles(ray: Any, pg: Any) -> int:
+    """How many bundles of placement group ``pg`` sit on nodes that are no longer alive
+    (Ray reschedules them where there is room)."""
+    from ray.util.placement_group import placement_group_table
+
+    alive = {n["NodeID"] for n in ray.nodes() if n["Alive"]}
+    placed = placement_group_table(pg).get("bundles_to_node_id", {})
+    return sum(1 for i in range(len(pg.bundle_specs)) if placed.get(i) not in alive)

@@ -41,7 +41,7 @@ from typing import Any, final
 import msgspec
 
 from actorllm.distributed.ray_connect import RayClusterError, connect
-from actorllm.distributed.ray_nodes import check_capacity
+from actorllm.distributed.ray_nodes import check_capacity, lost_bundles, wait_for_room
 
 POLL_S = 0.25  # the monitor's stop-flag period (death itself is seen at once)
 READY_TIMEOUT_S = 120.0  # waiting for the cluster to grant the placement group
@@ -131,12 +131,14 @@ class RayRankGroup:
         from ray.util.placement_group import placement_group
 
         n = self.world_size - 1
-        # A shared group whose node was lost is rescheduled by Ray where there is room;
-        # where there is none, it would wait forever: say so at once.
-        check_capacity(ray, n + (self._shared_pg is not None), self.bundle, self.name)
         if self._shared_pg is not None:
             self.name = self._shared_pg_name()
+            # Bundles on a lost node are rescheduled by Ray where there is room; where
+            # there is none they would wait forever: say so soon.
+            if lost := lost_bundles(ray, self._shared_pg):
+                wait_for_room(ray, lost, self.bundle, f"tensor-parallel group {self.name}")
         else:
+            check_capacity(ray, n, self.bundle, self.name)
             bundles = [dict(self.bundle) for _ in range(n)]
             self._pg = placement_group(bundles, strategy=self.strategy, name=self.name)
         ready, _ = ray.wait([self._placement().ready()], timeout=self.ready_timeout_s)

@@ -24,7 +24,7 @@ import msgspec
 from actorllm.core.model_runner_output import ModelRunnerOutput
 from actorllm.core.scheduler_output import SchedulerOutput
 from actorllm.distributed.ray_connect import RayClusterError, connect
-from actorllm.distributed.ray_nodes import check_capacity, check_nodes
+from actorllm.distributed.ray_nodes import check_capacity, check_nodes, wait_for_room
 from actorllm.worker.worker import Worker
 
 WATCH_S = 0.5  # the monitor's period: an idle host's death is seen within it
@@ -201,7 +201,10 @@ class RemoteHost:
         n, bundle = self.spec.world_size, self.bundle
         dp = f"dp{self.replica}-" if self.spec.data_parallel_size > 1 else ""
         who = f"data-parallel replica {self.replica}" if dp else "the model's worker"
-        check_capacity(ray, n, bundle, who)  # a lost host and no room left: say so now
+        if blocks is None:
+            check_capacity(ray, n, bundle, who)  # never placeable: say so now
+        else:
+            wait_for_room(ray, n, bundle, who)  # a replacement: no room left, say so soon
         self.pg_name = f"actorllm-{dp}worker-{secrets.token_hex(4)}"  # unique while replaced
         self._pg = placement_group([dict(bundle) for _ in range(n)], "PACK", name=self.pg_name)
         try:

@@ -19,6 +19,7 @@ import anyio
 import pytest
 
 from actorllm import LLM
+from actorllm.actors import SupervisorGaveUp
 from actorllm.distributed.ray_connect import RayClusterError, connect
 from actorllm.engine import AsyncEngine
 from actorllm.testing.netns_cluster import REPO_ROOT, HostSpec, NetnsCluster
@@ -102,18 +103,50 @@ async def test_tp2_one_rank_per_host_survives_a_partition_and_a_lost_host(
     await anyio.to_thread.run_sync(cluster.restore, gone)
 
 
+@pytest.mark.slow
 @pytest.mark.anyio
 @pytest.mark.parametrize("anyio_backend", ["trio"])
-async def test_dp2_replicas_on_two_hosts_give_one_worker_tokens(
-    llama: str, reference: list[list[int]], anyio_backend: str, netns_cluster: NetnsCluster
+async def test_dp2_replicas_on_two_hosts_and_a_lost_one_with_no_room_left(
+    llama: str,
+    reference: list[list[int]],
+    anyio_backend: str,
+    netns_cluster: NetnsCluster,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
+    """A replica per host gives one worker's tokens. Then the third host is taken (a
+    placement group of someone else's) and replica 1's host is lost mid-batch: there is
+    no room to replace its worker, so replica 1 gives up at once, saying so, and its
+    requests finish on replica 0 with the same tokens."""
+    cluster = netns_cluster
+    ray = connect()
+    from ray.util.placement_group import placement_group, remove_placement_group
+
     async with AsyncEngine.open(
         llama, data_parallel_size=2, data_parallel_backend="ray", **ENGINE
     ) as engine:
-        hosts = [w.host.placement.node_ip for w in _remote(engine)]
-        assert len(set(hosts)) == 2 and set(hosts) <= _host_ips(netns_cluster)
+        workers = _remote(engine)
+        hosts = [w.host.placement.node_ip for w in workers]
+        assert len(set(hosts)) == 2 and set(hosts) <= _host_ips(cluster)
         assert await _batch(engine, "dp") == reference
         assert all(e.steps_done > 0 for e in (await engine.get_stats()).engines)
+
+        squatter = placement_group([{"CPU": 1}], name="someone-else")
+        assert ray.get(squatter.ready(), timeout=60) is not None
+        gone = cluster.host_of(hosts[1])
+
+        async def lose_host() -> None:
+            await anyio.to_thread.run_sync(cluster.kill_host, gone)
+
+        try:
+            assert await _batch_killing(engine, lose_host) == reference
+            assert [r.index for r in engine._live()] == [0]
+            gave_up = [r.exc_info[1] for r in caplog.records if r.exc_info]
+            assert any(
+                isinstance(e, SupervisorGaveUp) and "no capacity is left" in str(e) for e in gave_up
+            )
+        finally:
+            remove_placement_group(squatter)
+    await anyio.to_thread.run_sync(cluster.restore, gone)
 
 
 def test_start_up_names_the_node_without_the_model_or_with_other_versions(
