@@ -325,6 +325,10 @@ class RemoteHost:
             return ray.get(self.actor.call.remote(method, args, kwargs), timeout=timeout)
         except ray.exceptions.GetTimeoutError as e:
             raise TimeoutError(f"the remote worker did not answer {method} in {timeout}s") from e
+        except ray.exceptions.RayTaskError as e:
+            if isinstance(e.cause, RayClusterError):  # the host's ranks found no room: as is
+                raise e.cause from e
+            raise
         except ray.exceptions.RayActorError as e:
             why = f"the remote worker died: {type(e).__name__}: {e}"
             self.mark_broken(self.generation, why)
