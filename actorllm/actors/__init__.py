@@ -14,6 +14,8 @@ from actorllm.actors.errors import (
     NoReply,
     StartFailed,
     SupervisorEscalation,
+    SupervisorGaveUp,
+    Unrecoverable,
 )
 from actorllm.actors.lifecycle import (
     TRANSITIONS,
@@ -64,8 +66,10 @@ __all__ = [
     "Strategy",
     "Supervisor",
     "SupervisorEscalation",
+    "SupervisorGaveUp",
     "SupervisorSpec",
     "SupervisorStatistics",
+    "Unrecoverable",
     "attach_probe",
     "format_transitions",
     "open_supervisor",

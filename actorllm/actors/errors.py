@@ -118,3 +118,37 @@ def unwrap(exc: BaseException) -> BaseException:
     while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
         exc = exc.exceptions[0]
     return exc
+
+
+class Unrecoverable(ActorError):
+    """Raised by an actor whose failure no restart can fix (what it needs is gone, e.g.
+    the hosts its worker ran on): its supervisor does not restart it but gives up at once
+    (:class:`SupervisorGaveUp`), as when its restart intensity is exceeded, and so does
+    every supervisor that the escalation reaches and would restart. :attr:`cause`: why."""
+
+    def __init__(self, message: str, cause: BaseException | None = None) -> None:
+        super().__init__(message)
+        self.cause = cause
+        self.__cause__ = cause
+
+
+class SupervisorGaveUp(SupervisorEscalation):
+    """A supervisor stopped its children and gave up because one failed
+    :class:`Unrecoverable` (:attr:`cause`)."""
+
+    def __init__(self, name: str, cause: Unrecoverable) -> None:
+        ActorError.__init__(self, f"supervisor {name!r} gave up: {cause}")
+        self.name = name
+        self.cause = cause
+        self.restarts, self.within = 0, 0.0
+        self.__cause__ = cause
+
+
+def unrecoverable(exc: BaseException | None) -> Unrecoverable | None:
+    """The :class:`Unrecoverable` failure ``exc`` is or carries up (a give-up), if any."""
+    exc = unwrap(exc) if exc is not None else None
+    if isinstance(exc, Unrecoverable):
+        return exc
+    if isinstance(exc, SupervisorGaveUp):
+        return exc.cause if isinstance(exc.cause, Unrecoverable) else None
+    return None

@@ -10,7 +10,9 @@ therefore their mailboxes) that runs *incarnations*, like an actor. One incarnat
    ``_lock`` (which ``start_child``/``stop_child`` also take);
 3. ends after ``StopAll`` (children stopped in reverse order) or by raising
    :class:`SupervisorEscalation` when the restart intensity is exceeded (children stopped
-   first). A parent supervisor sees that as this child's crash.
+   first), or :class:`SupervisorGaveUp` at once when a child failed
+   :class:`Unrecoverable`. A parent supervisor sees that as this child's crash (and gives
+   up too on a give-up, unless the child is one it removes rather than restarts).
 
 A child task never lets an ordinary exception out (it becomes a ``ChildExit`` event), so one
 child's crash never cancels its siblings; cancellation, KeyboardInterrupt and SystemExit
@@ -39,7 +41,9 @@ from actorllm.actors.errors import (
     ActorStopped,
     StartFailed,
     SupervisorEscalation,
+    SupervisorGaveUp,
     is_fatal,
+    unrecoverable,
     unwrap,
 )
 from actorllm.actors.lifecycle import ActorState, LifecycleEvent, next_state
@@ -398,6 +402,9 @@ class Supervisor:
             if isinstance(node, Supervisor) and node.spec.on_exit is not None:
                 node.spec.on_exit(exc)
             return
+        if (lost := unrecoverable(exc)) is not None:
+            await self._stop_all()  # a restart cannot fix it: give up now, not after N tries
+            raise SupervisorGaveUp(self.name, lost)
         if self._intensity.record(anyio.current_time()):
             await self._stop_all()
             raise SupervisorEscalation(self.name, exc, self.spec.max_restarts, self.spec.within)

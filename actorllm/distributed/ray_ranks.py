@@ -41,6 +41,7 @@ from typing import Any, final
 import msgspec
 
 from actorllm.distributed.ray_connect import RayClusterError, connect
+from actorllm.distributed.ray_nodes import check_capacity, lost_bundles, wait_for_room
 
 POLL_S = 0.25  # the monitor's stop-flag period (death itself is seen at once)
 READY_TIMEOUT_S = 120.0  # waiting for the cluster to grant the placement group
@@ -132,7 +133,12 @@ class RayRankGroup:
         n = self.world_size - 1
         if self._shared_pg is not None:
             self.name = self._shared_pg_name()
+            # Bundles on a lost node are rescheduled by Ray where there is room; where
+            # there is none they would wait forever: say so soon.
+            if lost := lost_bundles(ray, self._shared_pg):
+                wait_for_room(ray, lost, self.bundle, f"tensor-parallel group {self.name}")
         else:
+            check_capacity(ray, n, self.bundle, self.name)
             bundles = [dict(self.bundle) for _ in range(n)]
             self._pg = placement_group(bundles, strategy=self.strategy, name=self.name)
         ready, _ = ray.wait([self._placement().ready()], timeout=self.ready_timeout_s)

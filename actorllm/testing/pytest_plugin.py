@@ -15,7 +15,9 @@ Every suite that installs actorllm gets:
           return ("trio", {"clock": mock_clock})
 
 * fixtures ``inject_fault`` and ``wait_idle`` (the functions of the same names from
-  :mod:`actorllm.testing.actor_faults`, for tests that prefer fixtures to imports).
+  :mod:`actorllm.testing.actor_faults`, for tests that prefer fixtures to imports);
+* the module-scoped ``netns_cluster`` fixture: a 3-host Ray cluster in network namespaces
+  (:mod:`actorllm.testing.netns_cluster`; root only, skipped elsewhere).
 
 The two markers are applied at collection by adding ``anyio`` / ``usefixtures`` and a
 direct ``parametrize`` of ``anyio_backend``, which takes precedence over any
@@ -106,3 +108,20 @@ def inject_fault_fixture() -> Iterator[Callable[..., actor_faults.Fault]]:
 def wait_idle_fixture() -> Callable[..., Any]:
     """:func:`actorllm.testing.actor_faults.wait_idle`."""
     return actor_faults.wait_idle
+
+
+@pytest.fixture(scope="module", name="netns_cluster")
+def netns_cluster_fixture() -> Iterator[Any]:
+    """A 3-host Ray cluster in network namespaces for the module's tests (one CPU per
+    host, the head in host 0; :class:`actorllm.testing.netns_cluster.NetnsCluster`), this
+    process its driver. Skipped, saying why, where namespaces cannot be made (not root,
+    no ``ip``, no CAP_NET_ADMIN) or Ray is not installed; removed after the module's
+    last test whatever the tests did to it."""
+    from actorllm.testing.netns import unavailable
+    from actorllm.testing.netns_cluster import NetnsCluster
+
+    if (reason := unavailable()) is not None:
+        pytest.skip(reason)
+    pytest.importorskip("ray", reason="the ray extra is not installed (pip install actorllm[ray])")
+    with NetnsCluster(hosts=3) as cluster:
+        yield cluster

@@ -24,6 +24,7 @@ import msgspec
 from actorllm.core.model_runner_output import ModelRunnerOutput
 from actorllm.core.scheduler_output import SchedulerOutput
 from actorllm.distributed.ray_connect import RayClusterError, connect
+from actorllm.distributed.ray_nodes import check_capacity, check_nodes, wait_for_room
 from actorllm.worker.worker import Worker
 
 WATCH_S = 0.5  # the monitor's period: an idle host's death is seen within it
@@ -111,6 +112,9 @@ class RemoteSpec(msgspec.Struct, frozen=True, kw_only=True):
     data_parallel_size: int = 1  # names (placement groups, errors) per replica when > 1
     gpu: bool = False  # bundles of {"GPU": 1}, else {"CPU": 1}
     step_timeout_s: float | None = None  # a host whose steps take longer is replaced
+    # Local directories every node of the placement must hold (the model's), checked
+    # with the versions before the model is loaded there (distributed/ray_nodes.py).
+    model_dirs: tuple[str, ...] = ()
 
 
 class HostPlacement(msgspec.Struct, frozen=True, kw_only=True):
@@ -196,6 +200,11 @@ class RemoteHost:
 
         n, bundle = self.spec.world_size, self.bundle
         dp = f"dp{self.replica}-" if self.spec.data_parallel_size > 1 else ""
+        who = f"data-parallel replica {self.replica}" if dp else "the model's worker"
+        if blocks is None:
+            check_capacity(ray, n, bundle, who)  # never placeable: say so now
+        else:
+            wait_for_room(ray, n, bundle, who)  # a replacement: no room left, say so soon
         self.pg_name = f"actorllm-{dp}worker-{secrets.token_hex(4)}"  # unique while replaced
         self._pg = placement_group([dict(bundle) for _ in range(n)], "PACK", name=self.pg_name)
         try:
@@ -206,6 +215,7 @@ class RemoteHost:
                     f"placement group {self.pg_name}) within {READY_TIMEOUT_S:.0f}s; it has "
                     f"{ray.available_resources()} free (see `ray status`)"
                 )
+            check_nodes(ray, self._pg, self.spec.model_dirs, who)
             strategy = PlacementGroupSchedulingStrategy(
                 placement_group=self._pg, placement_group_bundle_index=0
             )
@@ -315,6 +325,10 @@ class RemoteHost:
             return ray.get(self.actor.call.remote(method, args, kwargs), timeout=timeout)
         except ray.exceptions.GetTimeoutError as e:
             raise TimeoutError(f"the remote worker did not answer {method} in {timeout}s") from e
+        except ray.exceptions.RayTaskError as e:
+            if isinstance(e.cause, RayClusterError):  # the host's ranks found no room: as is
+                raise e.cause from e
+            raise
         except ray.exceptions.RayActorError as e:
             why = f"the remote worker died: {type(e).__name__}: {e}"
             self.mark_broken(self.generation, why)

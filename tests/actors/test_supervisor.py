@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import anyio
+import msgspec
 import pytest
 
 from actorllm.actors import (
@@ -15,6 +16,8 @@ from actorllm.actors import (
     StartFailed,
     Strategy,
     SupervisorEscalation,
+    SupervisorGaveUp,
+    Unrecoverable,
     open_supervisor,
 )
 
@@ -264,3 +267,52 @@ async def test_the_exit_hook_is_not_called_for_a_requested_stop() -> None:
         await sup.start_child(spec)
         await sup.stop_child("core")
     assert exits == []
+
+
+class Lost(msgspec.Struct, frozen=True):
+    """Fail for good: what the actor needs is gone."""
+
+
+class Needy(Counter):
+    async def handle(self, msg: Any) -> Any:
+        if isinstance(msg, Lost):
+            raise Unrecoverable("its host is gone", OSError("no room"))
+        return await super().handle(msg)
+
+
+async def test_an_unrecoverable_crash_gives_up_at_once_through_every_level() -> None:
+    """Restarts left at both levels: neither supervisor restarts anything."""
+    journal: list[tuple[str, str]] = []
+    core = ChildSpec.supervisor(
+        "core",
+        strategy=Strategy.ONE_FOR_ALL,
+        children=[ChildSpec("executor", Needy, kwargs={"journal": journal})],
+        max_restarts=5,
+        within=60.0,
+    )
+    with pytest.raises(SupervisorGaveUp) as info:
+        async with open_supervisor(max_restarts=5, within=60.0, children=[core]) as sup:
+            await sup.ref("core/executor").send(Lost())
+            await anyio.sleep_forever()
+    assert str(info.value) == "supervisor 'root' gave up: its host is gone"
+    assert isinstance(info.value.cause, Unrecoverable)
+    assert journal == [("executor", "start"), ("executor", "stop")]  # never restarted
+
+
+async def test_an_unrecoverable_temporary_replica_is_removed_and_its_hook_told() -> None:
+    exits: list[BaseException | None] = []
+    replica = ChildSpec.supervisor(
+        "core1",
+        strategy=Strategy.ONE_FOR_ALL,
+        children=[ChildSpec("executor", Needy)],
+        max_restarts=5,
+        within=60.0,
+        restart=Restart.TEMPORARY,
+        on_exit=exits.append,
+    )
+    async with open_supervisor(max_restarts=5, within=60.0, children=[replica]) as sup:
+        await sup.ref("core1/executor").send(Lost())
+        await sup.wait_idle()
+        assert sup.children == []
+    (why,) = exits
+    assert isinstance(why, SupervisorGaveUp) and isinstance(why.cause, Unrecoverable)

@@ -45,3 +45,10 @@ def kv_layers(worker: object) -> int:
     """For ``collective_rpc``: how many layers this rank's KV cache holds (pipeline
     parallel: its stage's)."""
     return len(worker.model_runner.kv_caches)  # type: ignore[attr-defined]
+
+
+def node_ip(worker: object) -> str:
+    """For ``collective_rpc``: the IP of the Ray node this rank runs on."""
+    import ray
+
+    return str(ray.util.get_node_ip_address())

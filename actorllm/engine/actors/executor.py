@@ -17,6 +17,7 @@ answered from the thread's callback, and an exception in one fails only that cal
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import math
 from collections.abc import Callable
@@ -26,8 +27,9 @@ import anyio
 import msgspec
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from actorllm.actors import Actor, ActorStopped, MailboxFull, Reply
+from actorllm.actors import Actor, ActorStopped, MailboxFull, Reply, Unrecoverable
 from actorllm.core.model_runner_output import ModelRunnerOutput
+from actorllm.distributed.ray_connect import RayClusterError
 from actorllm.engine.actors.context import EngineContext
 from actorllm.engine.actors.messages import (
     CollectiveRPC,
@@ -101,7 +103,7 @@ class ExecutorActor(Actor[ExecutorMsg]):
                 poster.post(clock.thread_ready)  # the thread is back from older steps
             worker.reset_requests()
 
-        self.thread.submit(reset)
+        self.thread.submit(reset, functools.partial(_reset_done, send))
         self._watch_ranks(send)
         self.task_group.start_soon(self._forward, receive)
         if clock is not None:
@@ -136,6 +138,8 @@ class ExecutorActor(Actor[ExecutorMsg]):
             async for epoch, step_id, outcome in receive:
                 if self.clock is not None:
                     self.clock.done(step_id)
+                if isinstance(outcome.error, Unrecoverable):
+                    raise outcome.error  # the core gives up: see _reset_done
                 if outcome.error is not None:
                     raise WorkerStepError(
                         f"model step {step_id} failed: {outcome.error!r}"
@@ -226,3 +230,18 @@ class ExecutorActor(Actor[ExecutorMsg]):
 
         # Launched ahead of the previous step's result when one is pending (async scheduling).
         self.thread.submit(run)
+
+
+def _reset_done(results: MemoryObjectSendStream[_Result], outcome: Outcome[Any]) -> None:
+    """On the loop, after the reset job: a reset that failed crashes this incarnation. One
+    that found no place for the replica's worker (the Ray cluster lost the hosts it needs
+    and has no others, or the nodes lack the model) is :class:`Unrecoverable`: restarting
+    cannot place it either, so the replica gives up at once (with data parallel its
+    requests move to the live replicas; alone, the engine dies saying why)."""
+    error = outcome.error
+    if error is None:
+        return
+    if isinstance(error, RayClusterError):
+        error = Unrecoverable(f"the replica's worker cannot be replaced: {error}", error)
+    with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+        results.send_nowait((-1, -1, Outcome(error=error)))

@@ -154,7 +154,17 @@ def remote_spec(config: EngineConfig, replica: int) -> RemoteSpec:
         data_parallel_size=config.data_parallel_size,
         gpu=config.device == "cuda",
         step_timeout_s=config.step_timeout_s,
+        model_dirs=_model_dirs(config),
     )
+
+
+def _model_dirs(config: EngineConfig) -> tuple[str, ...]:
+    """The model directories every Ray node must hold: the model's, when one was named
+    (the demo model is built on each node at first use), and a draft model's."""
+    if config.model is None:
+        return ()
+    draft = config.resolved_draft_model()
+    return (str(config.resolved_model()), *([str(draft)] if draft else []))
 
 
 def load_tokenizer(config: EngineConfig) -> Any:

@@ -76,3 +76,26 @@ async def test_outcomes_reach_the_scheduler_in_order_by_either_path(monkeypatch,
     assert roomy_paths["direct"] and not roomy_paths["forwarded"], roomy_paths
     assert roomy_steps == sorted(set(roomy_steps)), roomy_steps
     assert tokens == roomy and all(len(t) == 6 for t in tokens)
+
+
+async def test_a_worker_that_cannot_be_replaced_ends_a_lone_replica_at_once(monkeypatch):
+    """The reset job of the restarted core fails for want of room (a lost Ray host, no
+    other): no futile restarts, the engine dies at once saying why."""
+    from actorllm.distributed.ray_connect import RayClusterError
+    from actorllm.engine.errors import EngineDeadError
+    from actorllm.testing import inject_fault
+
+    resets: list[int] = []
+
+    def no_room() -> None:
+        resets.append(1)
+        raise RayClusterError("the model's worker needs 1 bundle(s): no capacity is left")
+
+    params = SamplingParams(max_tokens=8, ignore_eos=True)
+    with pytest.raises(EngineDeadError, match=r"gave up: .*no capacity is left"):
+        async with open_test_engine() as engine:
+            monkeypatch.setattr(engine._parts.replicas[0].worker, "reset_requests", no_room)
+            inject_fault(engine, "worker", at_step=1)
+            async for _ in engine.generate({"prompt_token_ids": [5] * 8}, params):
+                pass
+    assert resets == [1]
