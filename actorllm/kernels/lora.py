@@ -44,8 +44,9 @@ class LoRASegments:
     # [L] the adapter rows sorted by slot, on the device; None: rows 0..T-1 in order
     perm: torch.Tensor | None
     segments: tuple[tuple[int, int, int], ...]  # (slot, start, end) into the sorted rows
-    # [L] each sorted row's slot, on the device (the Triton kernels' per-row lookup)
-    row_slot: torch.Tensor
+    # [3, G] int32 on the device: each segment's slot, start, length (the Triton kernels')
+    table: torch.Tensor
+    max_len: int  # the longest segment's rows (the Triton grid's bound)
 
     @property
     def num_lora_rows(self) -> int:
@@ -68,12 +69,14 @@ class LoRASegments:
             (int(s), int(b), int(b + n)) for s, b, n in zip(slots, starts, counts, strict=True)
         )
         identity = len(perm) == len(rs) and bool(np.all(perm == np.arange(len(rs))))
+        table = np.stack([slots, starts, counts]).astype(np.int32)  # [3, G]
         # one host->device copy each, per step
         return cls(
             num_rows=len(rs),
             perm=None if identity else torch.from_numpy(perm).to(device),
             segments=segments,
-            row_slot=torch.from_numpy(sorted_slots).to(device),
+            table=torch.from_numpy(table).to(device),
+            max_len=int(counts.max()) if len(counts) else 0,
         )
 
 

@@ -93,13 +93,24 @@ class LoRAState:
             layer.fill(slot, modules.get(name, ()))
 
     def hook(self, layer: LoRALayer) -> Any:
+        impl = lora_impl(layer.a.device)
+
         def add(_module: nn.Module, args: tuple[torch.Tensor, ...], out: torch.Tensor) -> None:
             seg = self.segments
             if seg is not None and layer.active:  # in place: ``out`` is the fresh output
-                add_lora_segments(out, args[0], layer.a, layer.b, layer.col_starts, seg,
-                                  layer.active)  # fmt: skip
+                impl(out, args[0], layer.a, layer.b, layer.col_starts, seg, layer.active)
 
         return add
+
+
+def lora_impl(device: torch.device) -> Any:
+    """The shrink/expand for ``device``: the Triton kernels on CUDA
+    (``kernels/triton/lora.py``), the torch segmented path elsewhere."""
+    if device.type == "cuda":
+        from actorllm.kernels.triton.lora import add_lora_segments as triton_lora
+
+        return triton_lora
+    return add_lora_segments
 
 
 def lora_compute_dtype(dtype: torch.dtype, device: torch.device) -> torch.dtype:

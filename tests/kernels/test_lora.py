@@ -75,5 +75,5 @@ def test_segments_sort_rows_by_slot() -> None:
     seg = LoRASegments.build([2, -1, 0, 2, 0], torch.device("cpu"))
     assert seg.perm is not None and seg.perm.tolist() == [2, 4, 0, 3]
     assert seg.segments == ((0, 0, 2), (2, 2, 4))
-    assert seg.row_slot.tolist() == [0, 0, 2, 2]
+    assert seg.table.tolist() == [[0, 2], [0, 2], [2, 2]] and seg.max_len == 2
     assert LoRASegments.build([1, 1, 1], torch.device("cpu")).perm is None
