@@ -49,6 +49,7 @@ def run_lora_ab(w: Workload, args: argparse.Namespace) -> dict[str, Any]:
                     temperature=w.temperature,
                     detokenize=w.detokenize,
                     loras=loras if kind == "lora" else None,
+                    warmups=n + 1,  # the same warm-up for both
                 )
                 fig["step_ms"] = 1e3 * fig["elapsed_s"] / max(1, fig["steps"])
                 rounds[kind].append(fig)

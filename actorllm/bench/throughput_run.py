@@ -69,6 +69,7 @@ def run_actorllm(
     detokenize: bool = True,
     structured: str | None = None,
     loras: list[Any] | None = None,
+    warmups: int = 1,
 ) -> dict[str, Any]:
     """Run the workload on a fresh engine; blocks until done. Raises ``RuntimeError`` if a
     request produced other than its ``output_len`` tokens.
@@ -100,6 +101,7 @@ async def _run_actorllm(
     detokenize: bool,
     structured: Any = None,
     loras: list[Any] | None = None,
+    warmups: int = 1,
 ) -> dict[str, Any]:
     from actorllm.core.sampling_params import RequestOutputKind, SamplingParams
     from actorllm.engine import AsyncEngine
@@ -108,7 +110,9 @@ async def _run_actorllm(
     async with AsyncEngine.open(config) as engine:
         warm = SamplingParams(max_tokens=4, ignore_eos=True, structured_outputs=structured)
         warm_prompt = {"prompt_token_ids": reqs[0].prompt_token_ids[:16]}
-        for lora in [None, *dict.fromkeys(x for x in lora_of if x is not None)]:
+        warm_loras = [None, *dict.fromkeys(x for x in lora_of if x is not None)]
+        for i in range(max(warmups, len(warm_loras))):
+            lora = warm_loras[i % len(warm_loras)]
             async for _ in engine.generate(warm_prompt, warm, lora_request=lora):
                 pass
         stats0 = await engine.get_stats()
