@@ -5,21 +5,24 @@ A step's rows belong to different adapters. Once per step (``worker/lora_slots.p
 rows of adapters are sorted by their slot into :class:`LoRASegments`: one index tensor
 ``perm`` [L] and the slot of each contiguous segment. Then, per projection:
 
-* **shrink**: the LoRA rows are gathered once (``x[perm]``) and each segment goes through
-  its slot's stacked ``A`` [n_slices * R, K] (every slice of a packed projection, q|k|v or
-  gate|up, at once): one GEMM per segment, written in place into ``h`` [L, n_slices * R];
-* **expand**: each segment's slice i of ``h`` goes through its slot's ``B_i^T`` [R, N_i]
-  into ``d_i`` [L, N_i], added back at the rows and slice i's columns (``index_add_``).
+* **shrink**: the adapter rows are gathered once into segments padded to the longest one
+  (``x[pad_index]`` [G, Gmax, K]) and go through their slots' stacked ``A`` [G, n*R, K]
+  (every slice of a packed projection, q|k|v or gate|up, at once): one ``bmm``;
+* **expand**: ``h`` [G, Gmax, n*R] through the slots' block ``B`` [G, n*R, N] (slice i's
+  B^T in rank rows [i R, (i + 1) R) and its own columns; zero elsewhere): one ``bmm`` for
+  all slices, added back at the rows (one ``index_add_``; padding rows add zero).
 
-Rows of the base model are in no segment and get nothing added. Python loops run over
-segments (at most ``max_loras``), never over rows. Where every row of the step is an
-adapter row already in slot order (one adapter for the whole batch) the gather and the
-scatter are skipped.
+Four or five ops per projection, whatever the number of adapters or rows: on a CPU the
+cost of a small op is mostly its fixed overhead (and, on a loaded host, an OpenMP barrier),
+so few batched ops beat one GEMM pair per adapter. Rows of the base model are in no
+segment and get nothing added; there are no Python loops over rows. Where the whole step is
+one adapter the gather and the scatter are skipped. The per-slice form (no zero blocks)
+is :func:`add_lora`, the reference the fast paths are tested against.
 
     >>> x = torch.ones(3, 4); out = torch.zeros(3, 2)
     >>> a = torch.ones(1, 1, 4); b = torch.ones(1, 1, 2)   # 1 slot, rank 1, one slice
     >>> seg = LoRASegments.build([0, -1, 0], torch.device("cpu"))
-    >>> add_lora_segments(out, x, a, [b], [0], seg)
+    >>> add_lora_segments(out, x, a, b, [0], seg)
     >>> out[:, 0].tolist()
     [4.0, 0.0, 4.0]
 """
@@ -47,6 +50,12 @@ class LoRASegments:
     # [3, G] int32 on the device: each segment's slot, start, length (the Triton kernels')
     table: torch.Tensor
     max_len: int  # the longest segment's rows (the Triton grid's bound)
+    # The torch path's padded layout, every segment padded to ``max_len`` rows: [G * Gmax]
+    # each padded row's token row (padding: row 0, which gets zeros added), [G, Gmax, 1]
+    # 1.0 for a real row (None: no padding), [G] the segments' slots
+    pad_index: torch.Tensor
+    pad_mask: torch.Tensor | None
+    slot_index: torch.Tensor
 
     @property
     def num_lora_rows(self) -> int:
@@ -70,13 +79,23 @@ class LoRASegments:
         )
         identity = len(perm) == len(rs) and bool(np.all(perm == np.arange(len(rs))))
         table = np.stack([slots, starts, counts]).astype(np.int32)  # [3, G]
+        gmax = int(counts.max()) if len(counts) else 0
+        pos = np.arange(gmax)[None, :]  # [1, Gmax]
+        real = pos < counts[:, None]  # [G, Gmax]
+        pad_index = np.where(real, perm[np.minimum(starts[:, None] + pos, len(perm) - 1)], 0)
+        padded = not bool(real.all())
         # one host->device copy each, per step
         return cls(
             num_rows=len(rs),
             perm=None if identity else torch.from_numpy(perm).to(device),
             segments=segments,
             table=torch.from_numpy(table).to(device),
-            max_len=int(counts.max()) if len(counts) else 0,
+            max_len=gmax,
+            pad_index=torch.from_numpy(pad_index.reshape(-1)).to(device),
+            pad_mask=torch.from_numpy(real[:, :, None].astype(np.float32)).to(device)
+            if padded
+            else None,
+            slot_index=torch.from_numpy(slots.astype(np.int64)).to(device),
         )
 
 
@@ -84,40 +103,56 @@ def add_lora_segments(
     out: torch.Tensor,
     x: torch.Tensor,
     a_stack: torch.Tensor,
-    b_stacks: Sequence[torch.Tensor],
+    b_block: torch.Tensor,
     col_starts: Sequence[int],
     seg: LoRASegments,
     active: frozenset[int] | set[int] | None = None,
 ) -> None:
-    """``out[rows, cols_i] += (x[rows] A[slot]^T)[:, ranks_i] B_i[slot]`` for every
-    segment and slice, in place.
+    """``out[rows] += (x[rows] A[slot]^T) B[slot]`` for every segment, in place: a few
+    batched ops per projection, whatever the number of adapters.
 
     out: [T, N] the base projection's output; x: [T, K] its input; a_stack: [S, n*R, K];
-    b_stacks[i]: [S, R, N_i] slice i's B^T (scaling folded in), for the columns from
-    ``col_starts[i]``; the math runs in ``a_stack``'s dtype. ``active``: the slots holding
-    this projection (the others add nothing; None: all)."""
-    segs = [s for s in seg.segments if active is None or s[0] in active]
-    if not segs:
+    b_block: [S, n*R, N] (slice i's B^T in rank rows [i R, (i + 1) R) and its own output
+    columns from ``col_starts[i]``, zero elsewhere; scaling folded in); the math runs in
+    ``a_stack``'s dtype. ``active``: the slots holding this projection (others add
+    nothing; None: all)."""
+    del col_starts  # the block layout holds the columns
+    if active is not None and not all(s in active for s in seg.slots):
+        _add_lora_loop(out, x, a_stack, b_block, seg, active)
         return
-    dt, dev = a_stack.dtype, x.device
-    rank = b_stacks[0].shape[1]
-    xs = x if seg.perm is None else x.index_select(0, seg.perm)  # [L, K]
-    xs = xs.to(dt)
-    n_lora = seg.num_lora_rows
-    # rows of skipped segments must add zero
-    new = torch.empty if len(segs) == len(seg.segments) else torch.zeros
-    h = new(n_lora, a_stack.shape[1], dtype=dt, device=dev)  # [L, n*R]
-    for slot, s0, s1 in segs:  # shrink: every slice at once, one GEMM per segment
-        torch.mm(xs[s0:s1], a_stack[slot].t(), out=h[s0:s1])
-    for i, (b, c0) in enumerate(zip(b_stacks, col_starts, strict=True)):
-        d = new(n_lora, b.shape[2], dtype=dt, device=dev)  # [L, N_i]
-        for slot, s0, s1 in segs:  # expand: one GEMM per segment and slice
-            torch.mm(h[s0:s1, i * rank : (i + 1) * rank], b[slot], out=d[s0:s1])
-        cols = out[:, c0 : c0 + b.shape[2]]  # a view: the adds land in ``out``
-        if seg.perm is None:
-            cols += d.to(out.dtype)
-        else:
-            cols.index_add_(0, seg.perm, d.to(out.dtype))
+    dt = a_stack.dtype
+    g, gmax = len(seg.segments), seg.max_len
+    every_slot = seg.slots == tuple(range(a_stack.shape[0]))
+    a = a_stack if every_slot else a_stack.index_select(0, seg.slot_index)  # [G, n*R, K]
+    b = b_block if every_slot else b_block.index_select(0, seg.slot_index)  # [G, n*R, N]
+    if seg.perm is None and g == 1:  # one adapter, every row in order: no gather/scatter
+        h = x.to(dt) @ a[0].t()  # shrink: [T, n*R]
+        out += (h @ b[0]).to(out.dtype)  # expand: [T, N]
+        return
+    xs = x.index_select(0, seg.pad_index).to(dt).view(g, gmax, x.shape[1])  # [G, Gmax, K]
+    h = torch.bmm(xs, a.transpose(1, 2))  # shrink: [G, Gmax, n*R]
+    if seg.pad_mask is not None:
+        h.mul_(seg.pad_mask.to(dt))  # padding rows add zero
+    d = torch.bmm(h, b)  # expand: [G, Gmax, N]
+    out.index_add_(0, seg.pad_index, d.view(g * gmax, -1).to(out.dtype))
+
+
+def _add_lora_loop(
+    out: torch.Tensor,
+    x: torch.Tensor,
+    a_stack: torch.Tensor,
+    b_block: torch.Tensor,
+    seg: LoRASegments,
+    active: frozenset[int] | set[int],
+) -> None:
+    """Some segments' slots do not hold this projection: one GEMM pair per active one."""
+    dt = a_stack.dtype
+    for slot, s0, s1 in seg.segments:
+        if slot not in active:
+            continue
+        rows = seg.pad_index.view(len(seg.segments), -1)[seg.slots.index(slot), : s1 - s0]
+        d = (x.index_select(0, rows).to(dt) @ a_stack[slot].t()) @ b_block[slot]  # [G, N]
+        out.index_add_(0, rows, d.to(out.dtype))
 
 
 def add_lora(
@@ -147,3 +182,15 @@ def add_lora(
                 cols += d.to(out.dtype)
             else:
                 cols.index_add_(0, rows, d.to(out.dtype))
+
+
+def block_b(
+    b_stacks: Sequence[torch.Tensor], col_starts: Sequence[int], n_out: int
+) -> torch.Tensor:
+    """Per-slice ``B`` stacks [S, N_i, R] as one block ``B`` [S, n*R, N] (slice i's B^T in
+    rank rows [i R, (i + 1) R), columns [c0_i, c0_i + N_i); zero elsewhere)."""
+    s, _, r = b_stacks[0].shape
+    full = b_stacks[0].new_zeros(s, len(b_stacks) * r, n_out)
+    for i, (b, c0) in enumerate(zip(b_stacks, col_starts, strict=True)):
+        full[:, i * r : (i + 1) * r, c0 : c0 + b.shape[1]] = b.transpose(1, 2)
+    return full

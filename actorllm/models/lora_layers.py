@@ -2,7 +2,7 @@
 
 :func:`attach_lora` gives every attention and MLP projection (``qkv_proj``, ``o_proj``,
 ``gate_up_proj``, ``down_proj``) a :class:`LoRALayer`: ``max_loras`` *slots* of stacked,
-zero-padded A and B (``kernels/lora.py`` has the layout), and a forward hook that adds
+zero-padded A and block B (``kernels/lora.py`` has the layout), and a forward hook that adds
 each row segment's adapter to the projection's output. The worker decides which adapter
 sits in which slot and which rows use which slot (``worker/lora_slots.py``) and tells the
 returned :class:`LoRAState`; the model code itself is unchanged. A slot holding nothing
@@ -39,9 +39,10 @@ class LoRALayer:
         # [S, n_slices * R, K]: slice i's A in rank rows [i * R, i * R + r)
         self.a = torch.zeros(slots, len(sizes) * max_rank, linear.in_features, dtype=dtype,
                              device=device)  # fmt: skip
-        # slice i: [S, R, N_i] its B^T (rows past the adapter's rank zero), for the
-        # output columns from col_starts[i]
-        self.b = [torch.zeros(slots, max_rank, n, dtype=dtype, device=device) for n in sizes]
+        # [S, n_slices * R, N]: slice i's B^T in rank rows [i * R, i * R + r) and its
+        # output columns [col_starts[i], col_starts[i] + sizes[i]); zero elsewhere
+        self.b = torch.zeros(slots, len(sizes) * max_rank, linear.out_features, dtype=dtype,
+                             device=device)  # fmt: skip
         self.sizes = sizes
         self.col_starts = [sum(sizes[:i]) for i in range(len(sizes))]
         self.active: set[int] = set()  # slots holding an adapter of this projection
@@ -49,8 +50,7 @@ class LoRALayer:
     def fill(self, slot: int, slices: Sequence[LoRASlice]) -> None:
         """Put an adapter's slices in ``slot`` (empty: the slot holds nothing here)."""
         self.a[slot].zero_()
-        for b in self.b:
-            b[slot].zero_()
+        self.b[slot].zero_()
         r0 = self.rank
         for s in slices:
             r = s.a.shape[0]
@@ -58,10 +58,10 @@ class LoRALayer:
             # B rows cut at the slices' columns.
             pieces = range(len(self.sizes)) if s.shard is None else (s.shard,)
             for i in pieces:
-                n = self.sizes[i]
-                b0 = 0 if s.shard is not None else self.col_starts[i]
+                c0, n = self.col_starts[i], self.sizes[i]
+                b0 = 0 if s.shard is not None else c0
                 self.a[slot, i * r0 : i * r0 + r].copy_(s.a)  # [r, K]
-                self.b[i][slot, :r].copy_(s.b[b0 : b0 + n].T)  # [r, N_i]
+                self.b[slot, i * r0 : i * r0 + r, c0 : c0 + n].copy_(s.b[b0 : b0 + n].T)
         if slices:
             self.active.add(slot)
         else:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from actorllm.kernels.lora import LoRASegments, add_lora, add_lora_segments
+from actorllm.kernels.lora import LoRASegments, add_lora, add_lora_segments, block_b
 
 
 def _case(seed: int, t: int, k: int, sizes: list[int], slots: int, r: int) -> tuple:
@@ -16,7 +16,7 @@ def _case(seed: int, t: int, k: int, sizes: list[int], slots: int, r: int) -> tu
     a = torch.randn(slots, len(sizes) * r, k, generator=g) / k**0.5
     bs = [torch.randn(slots, n, r, generator=g) / r**0.5 for n in sizes]
     starts = [sum(sizes[:i]) for i in range(len(sizes))]
-    return x, a, bs, starts, [b.transpose(1, 2).contiguous() for b in bs]
+    return x, a, bs, starts, block_b(bs, starts, sum(sizes))
 
 
 def _groups(row_slots: list[int]) -> list[tuple[int, torch.Tensor | None]]:
@@ -77,3 +77,10 @@ def test_segments_sort_rows_by_slot() -> None:
     assert seg.segments == ((0, 0, 2), (2, 2, 4))
     assert seg.table.tolist() == [[0, 2], [0, 2], [2, 2]] and seg.max_len == 2
     assert LoRASegments.build([1, 1, 1], torch.device("cpu")).perm is None
+
+
+def test_padded_layout() -> None:
+    seg = LoRASegments.build([2, -1, 0, 2, 0, 2], torch.device("cpu"))
+    assert seg.pad_index.tolist() == [2, 4, 0, 0, 3, 5]  # slot 0 padded with row 0
+    assert seg.pad_mask is not None and seg.pad_mask.flatten().tolist() == [1, 1, 0, 1, 1, 1]
+    assert LoRASegments.build([0, 1, 1, 0], torch.device("cpu")).pad_mask is None

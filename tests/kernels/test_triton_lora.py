@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from actorllm.kernels.lora import LoRASegments, add_lora
+from actorllm.kernels.lora import LoRASegments, add_lora, block_b
 from actorllm.kernels.triton import lora as tk
 from tests.kernels.conftest import atol
 
@@ -46,7 +46,7 @@ def test_matches_reference(
     )
     got = base.clone()
     seg = LoRASegments.build(row_slots, device)
-    tk.add_lora_segments(got, x, a, [b.transpose(1, 2).contiguous() for b in bs], starts, seg)
+    tk.add_lora_segments(got, x, a, block_b(bs, starts, sum(sizes)), starts, seg)
     assert got.dtype == dtype
     torch.testing.assert_close(got.float(), want, atol=atol(dtype) * 4, rtol=1e-2)
     for i, s in enumerate(row_slots):
@@ -66,7 +66,7 @@ def test_inactive_slots_add_nothing(dev_dtype: DevDtype) -> None:
     add_lora(want, x.float(), a.float(), [b.float()], [0], groups)
     got = torch.zeros(6, 8, device=device, dtype=dtype)
     seg = LoRASegments.build(row_slots, device)
-    tk.add_lora_segments(got, x, a, [b.transpose(1, 2).contiguous()], [0], seg, {0, 2})
+    tk.add_lora_segments(got, x, a, block_b([b], [0], 8), [0], seg, {0, 2})
     torch.testing.assert_close(got.float(), want, atol=atol(dtype) * 4, rtol=1e-2)
     assert got[[1, 4]].abs().sum() == 0
 

@@ -126,14 +126,22 @@ def add_lora_segments(
     out: torch.Tensor,
     x: torch.Tensor,
     a_stack: torch.Tensor,
-    b_stacks: Sequence[torch.Tensor],
+    b_block: torch.Tensor,
     col_starts: Sequence[int],
     seg: LoRASegments,
     active: frozenset[int] | set[int] | None = None,
 ) -> None:
     """``out[rows, cols_i] += (x[rows] A[slot]^T)[:, ranks_i] B_i[slot]`` for every segment
-    and slice, in place (shapes as ``kernels/lora.py::add_lora_segments``)."""
-    check_device(out, x, a_stack, *b_stacks)
+    and slice, in place (shapes as ``kernels/lora.py::add_lora_segments``; slice i's
+    ``B_i`` [S, R, N_i] is read in place from the block ``B``, skipping its zeros)."""
+    check_device(out, x, a_stack, b_block)
+    n_slices = len(col_starts)
+    ends = [*col_starts[1:], out.shape[1]]
+    rank = b_block.shape[1] // n_slices
+    b_stacks = [
+        b_block[:, i * rank : (i + 1) * rank, c0:c1]  # [S, R, N_i], a view
+        for i, (c0, c1) in enumerate(zip(col_starts, ends, strict=True))
+    ]
     if out.stride(1) != 1 or x.stride(1) != 1 or not a_stack.is_contiguous():
         raise ValueError("add_lora_segments: out, x and A need unit column strides")
     table = seg.table
@@ -145,7 +153,6 @@ def add_lora_segments(
             table = table[:, keep].contiguous()
     n_lora = seg.num_lora_rows
     nr, k = a_stack.shape[1], a_stack.shape[2]
-    rank = b_stacks[0].shape[1]
     h = torch.zeros(n_lora, nr, dtype=torch.float32, device=x.device)  # [L, n*R]
     # shrink: w[slot, k, n] = A[slot, n, k]
     a_strides = (a_stack.stride(0), a_stack.stride(2), a_stack.stride(1))
