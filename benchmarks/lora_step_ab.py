@@ -51,8 +51,8 @@ def _side(model: str, dtype: str, lora: LoRASettings | None, loras: list[Any], a
     for i in range(args.batch):
         params = SamplingParams(max_tokens=args.steps + 2, temperature=0.0, ignore_eos=True)
         prompt = [(7 * i + j) % 1000 + 1 for j in range(args.prompt_len)]
-        sched.add_request(Request(str(i), prompt, params,
-                                  lora_request=loras[i % len(loras)] if lora else None))  # fmt: skip
+        adapter = loras[i % len(loras)] if lora else None
+        sched.add_request(Request(str(i), prompt, params, lora_request=adapter))
     return runner, sched
 
 
