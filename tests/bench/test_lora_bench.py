@@ -39,3 +39,23 @@ def test_chaos_lora_workload_spreads_over_adapters_and_base() -> None:
     w = lora_workload(default_workload(8), ["/a0", "/a1", "/a2"])
     names = [r.lora_request.lora_name if r.lora_request else None for r in w]
     assert names == ["lora0", "lora1", "lora2", None] * 2
+
+
+def test_throughput_lora_adapters_smoke(tmp_path: Path) -> None:
+    import json
+
+    from actorllm.entrypoints.cli import main
+
+    out = tmp_path / "r.json"
+    argv = ["bench", "throughput", "--num-prompts", "4", "--input-len", "8", "--output-len",
+            "4", "--lora-adapters", "2", "--lora-rank", "4", "--load-format", "dummy",
+            "--max-model-len", "128", "--output-json", str(out)]  # fmt: skip
+    assert main(argv) == 0
+    doc = json.loads(out.read_text())
+    fig = doc["figures"]
+    assert doc["benchmark"] == "throughput_lora" and doc["machine"]["cpu_count"] >= 1
+    assert fig["lora_adapters"] == 2 and fig["lora_rank"] == 4
+    for kind in ("base", "lora"):
+        (run,) = fig[kind]["rounds"]
+        assert run["output_tokens"] == 16 and run["step_ms"] > 0
+    assert fig["step_time_ratio_lora_vs_base"] > 0
