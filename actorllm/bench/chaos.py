@@ -11,6 +11,11 @@ invariant checks. Exit status 1 on any lost, changed or hung request or broken i
     $ actorllm bench chaos --crashes 50 --actors scheduler,worker --model /models/tiny
     $ actorllm bench chaos --points scheduler@3@0,output_processor@40@2:hang
     $ actorllm bench chaos --crashes 200 --hangs 0.1     # hung actors and model steps too
+    $ actorllm bench chaos --model /models/tiny --lora 3  # 3 adapters + base, max_loras 2
+
+With ``--lora N`` the requests are spread over N random adapters of the model and the base
+model, ``max_loras`` below N (slots and the host cache evict under the crashes); after
+every batch each worker must still hold every adapter it held at the previous check.
 """
 
 from __future__ import annotations
@@ -105,6 +110,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help='vLLM\'s JSON, e.g. \'{"method": "ngram", "num_speculative_tokens": 3}\' '
         "(needs --model: the scripted model proposes no drafts)",
     )
+    e.add_argument(
+        "--lora",
+        type=int,
+        default=0,
+        metavar="N",
+        help="spread the requests over N random LoRA adapters of --model and the base model "
+        "(request i: adapter i mod (N+1), N meaning the base); needs --model",
+    )
+    e.add_argument(
+        "--max-loras",
+        type=int,
+        default=None,
+        help="--lora: adapters per step (default N-1, so slots are evicted under the crashes; "
+        "max_cpu_loras the same, so the host cache evicts too)",
+    )
+    e.add_argument("--lora-rank", type=int, default=8, help="--lora: the adapters' rank")
     parser.add_argument("--output-json", default=None, help="write the result document here")
     parser.add_argument(
         "--show-crash-logs", action="store_true", help="log every injected crash's traceback"
@@ -129,6 +150,12 @@ def engine_opener(args: argparse.Namespace) -> Any:
         if args.model is None:
             raise SystemExit("--speculative-config needs --model (a real model proposes drafts)")
         config["speculative_config"] = args.speculative_config
+    if args.lora:
+        if args.model is None:
+            raise SystemExit("--lora needs --model (random adapters of a real model)")
+        max_loras = args.max_loras or max(1, args.lora - 1)
+        config |= {"enable_lora": True, "max_loras": max_loras, "max_cpu_loras": max_loras,
+                   "max_lora_rank": args.lora_rank}  # fmt: skip
     if args.model is None:
         from actorllm.testing import open_test_engine
 
@@ -152,6 +179,8 @@ def run_backend(args: argparse.Namespace, backend: str) -> ChaosReport:
         default_workload(args.requests_per_batch, seed=args.seed + i, max_tokens=args.max_tokens)
         for i in range(args.workloads)
     ]
+    if args.lora:
+        workloads = [lora_workload(w, args.lora_paths) for w in workloads]
     opener = engine_opener(args)
 
     def progress(report: ChaosReport) -> None:
@@ -178,6 +207,19 @@ def run_backend(args: argparse.Namespace, backend: str) -> ChaosReport:
         )
 
     return anyio.run(main, backend=backend)
+
+
+def lora_workload(workload: list[Any], paths: list[str]) -> list[Any]:
+    """``workload`` with request i on adapter i mod (N+1) (N: the base model)."""
+    import dataclasses
+
+    from actorllm.core.lora import LoRARequest
+
+    adapters = [LoRARequest(f"lora{i}", i + 1, p) for i, p in enumerate(paths)]
+    choice = [*adapters, None]
+    return [
+        dataclasses.replace(r, lora_request=choice[i % len(choice)]) for i, r in enumerate(workload)
+    ]
 
 
 def summary_rows(reports: list[ChaosReport]) -> list[dict[str, Any]]:
@@ -227,7 +269,18 @@ def main(args: argparse.Namespace) -> int:
         # Every injected crash logs a traceback; a thousand of them bury the summary.
         logging.getLogger("actorllm.actors").setLevel(logging.CRITICAL)
     backends = ["trio", "asyncio"] if args.backend == "both" else [args.backend]
-    reports = [run_backend(args, b) for b in backends]
+    with contextlib.ExitStack() as stack:
+        args.lora_paths = []
+        if args.lora:
+            import tempfile
+
+            from actorllm.bench.lora_adapters import random_adapters
+
+            tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="actorllm-chaos-lora-"))
+            paths = random_adapters(args.model, tmp, count=args.lora, rank=args.lora_rank,
+                                    seed=args.seed)  # fmt: skip
+            args.lora_paths = [str(p) for p in paths]
+        reports = [run_backend(args, b) for b in backends]
     print(format_table(summary_rows(reports), COLUMNS))
     for r in reports:
         print(f"{r.backend}: crashes by actor {dict(sorted(r.crashes_by_actor.items()))}")
@@ -241,7 +294,7 @@ def main(args: argparse.Namespace) -> int:
         doc = result_document(
             "chaos",
             figures={r.backend: r.to_dict() for r in reports},
-            config={"model": args.model or "scripted"},
+            config={"model": args.model or "scripted", "lora_adapters": args.lora},
             args=args,
         )
         write_json(args.output_json, doc)

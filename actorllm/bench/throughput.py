@@ -103,6 +103,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="none",
         help="constrain every actorllm request with a JSON schema (structured outputs)",
     )
+    parser.add_argument(
+        "--lora-adapters",
+        type=int,
+        default=None,
+        metavar="N",
+        help="serve N random LoRA adapters of the model (requests spread round-robin), timed "
+        "against the base model in interleaved rounds; actorllm only",
+    )
+    parser.add_argument(
+        "--lora-rank", type=int, default=16, help="--lora-adapters: their rank (default 16)"
+    )
     add_engine_arguments(parser, model_positional=False)
     add_dataset_arguments(parser, num_prompts=None)
     add_output_argument(parser)
@@ -118,6 +129,10 @@ def main(args: argparse.Namespace) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     workload = workload_from_args(args, backends)
+    if args.lora_adapters is not None:
+        from actorllm.bench.throughput_lora import lora_main
+
+        return lora_main(workload, backends, args)
     figures = run_interleaved(workload, backends, args)
     rows = [{"backend": b, **figures[b]} for b in ("actorllm", "vllm") if b in figures]
     rows += [{"backend": "hf", **f} for f in figures.get("hf", {}).get("sweep", [])]

@@ -68,6 +68,8 @@ def run_actorllm(
     profile_dir: str | None = None,
     detokenize: bool = True,
     structured: str | None = None,
+    loras: list[Any] | None = None,
+    warmups: int = 1,
 ) -> dict[str, Any]:
     """Run the workload on a fresh engine; blocks until done. Raises ``RuntimeError`` if a
     request produced other than its ``output_len`` tokens.
@@ -98,14 +100,21 @@ async def _run_actorllm(
     profile_dir: str | None,
     detokenize: bool,
     structured: Any = None,
+    loras: list[Any] | None = None,
+    warmups: int = 1,
 ) -> dict[str, Any]:
     from actorllm.core.sampling_params import RequestOutputKind, SamplingParams
     from actorllm.engine import AsyncEngine
 
+    lora_of = loras if loras is not None else [None] * len(reqs)
     async with AsyncEngine.open(config) as engine:
         warm = SamplingParams(max_tokens=4, ignore_eos=True, structured_outputs=structured)
-        async for _ in engine.generate({"prompt_token_ids": reqs[0].prompt_token_ids[:16]}, warm):
-            pass
+        warm_prompt = {"prompt_token_ids": reqs[0].prompt_token_ids[:16]}
+        warm_loras = [None, *dict.fromkeys(x for x in lora_of if x is not None)]
+        for i in range(max(warmups, len(warm_loras))):
+            lora = warm_loras[i % len(warm_loras)]
+            async for _ in engine.generate(warm_prompt, warm, lora_request=lora):
+                pass
         stats0 = await engine.get_stats()
         comm0 = await _comm_stats(engine)
         loop_prof, worker_prof = cProfile.Profile(), cProfile.Profile()
@@ -124,7 +133,7 @@ async def _run_actorllm(
                 structured_outputs=structured,
             )
             prompt = {"prompt_token_ids": reqs[i].prompt_token_ids}
-            async for out in engine.generate(prompt, params):
+            async for out in engine.generate(prompt, params, lora_request=lora_of[i]):
                 produced[i] = len(out.outputs[0].token_ids)
 
         start = time.perf_counter()

@@ -57,6 +57,10 @@ class SchedulerStats(msgspec.Struct, kw_only=True):
     spec_num_draft_tokens: int = 0
     spec_num_accepted_tokens: int = 0
     spec_accepted_per_pos: list[int] = msgspec.field(default_factory=list)
+    # LoRA (vLLM's SchedulerStats): {adapter name: requests} running / waiting; empty
+    # without LoRA.
+    running_lora_adapters: dict[str, int] = msgspec.field(default_factory=dict)
+    waiting_lora_adapters: dict[str, int] = msgspec.field(default_factory=dict)
 
 
 class EngineCoreOutputs(msgspec.Struct, frozen=True, kw_only=True):

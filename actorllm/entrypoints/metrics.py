@@ -25,6 +25,7 @@ turns the snapshot into metric families. One :class:`ServerMetrics` per app, on 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, final
 
@@ -145,6 +146,7 @@ class ServerMetrics:
         self._labels = {"model_name": model_name, "engine": "0"}
         self._cache_config = cache_config  # an EngineConfig (cache_config_info), or None
         self._stats: Any = None  # the last EngineStats
+        self._stats_time = time.time()  # when it was taken (wall clock, for info gauges)
         # Counters the engine keeps cumulatively, made monotonic across engine restarts:
         # {key: (last value seen, total before the last reset)}.
         self._counters: dict[str, tuple[float, float]] = {}
@@ -169,6 +171,7 @@ class ServerMetrics:
     def update_from_stats(self, stats: Any) -> None:
         """Take an ``EngineStats`` (attributes read leniently: fields may be added)."""
         self._stats = stats
+        self._stats_time = time.time()
         for engine, figures in _engines(stats):
             for key in ("prefix_cache_queries", "prefix_cache_hits", "num_preemptions",
                         *_SPEC_COUNTERS):  # fmt: skip
@@ -277,6 +280,21 @@ class ServerMetrics:
         )  # fmt: skip
         yield from self._info_and_actors(names, values, engines)
 
+    def _lora_info(self, stats: Any) -> Metric:
+        """vLLM's ``lora_requests_info``: one series whose labels name the adapters with
+        running and waiting requests (comma-joined) and ``max_lora``; its value the time of
+        the snapshot (vLLM's ``set_to_current_time``)."""
+        assert self._cache_config is not None
+        family = GaugeMetricFamily(
+            self.prefix + "lora_requests_info", "Running stats on lora requests.",
+            labels=["max_lora", "waiting_lora_adapters", "running_lora_adapters"],
+        )  # fmt: skip
+        running = getattr(stats, "running_lora_adapters", None) or {}
+        waiting = getattr(stats, "waiting_lora_adapters", None) or {}
+        labels = [str(self._cache_config.max_loras), ",".join(waiting), ",".join(running)]
+        family.add_metric(labels, self._stats_time)
+        return family
+
     def _info_and_actors(
         self, names: list[str], values: list[str], engines: list[tuple[str, Any]]
     ) -> Iterator[Metric]:
@@ -295,6 +313,8 @@ class ServerMetrics:
                 )
                 family.add_metric(list(info.values()), 1.0)
             yield family
+        if self._cache_config is not None and self._cache_config.enable_lora:
+            yield self._lora_info(stats)
         restarts = CounterMetricFamily(
             p + "actor_restarts", "Actor restarts.", labels=[*names, "actor"]
         )

@@ -2,8 +2,8 @@
 
 :func:`attach_lora` gives every attention and MLP projection (``qkv_proj``, ``o_proj``,
 ``gate_up_proj``, ``down_proj``) a :class:`LoRALayer`: ``max_loras`` *slots* of stacked,
-zero-padded A and B (``kernels/lora.py`` has the layout), and a forward hook that adds
-each row group's adapter to the projection's output. The worker decides which adapter
+zero-padded A and block B (``kernels/lora.py`` has the layout), and a forward hook that adds
+each row segment's adapter to the projection's output. The worker decides which adapter
 sits in which slot and which rows use which slot (``worker/lora_slots.py``) and tells the
 returned :class:`LoRAState`; the model code itself is unchanged. A slot holding nothing
 for a projection (an adapter that does not target it) costs that projection nothing.
@@ -14,10 +14,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 
-from actorllm.kernels.lora import RowGroup, add_lora
+from actorllm.kernels.lora import LoRASegments, add_lora_segments
 from actorllm.models.lora_adapter import TARGETABLE, LoRASlice, LoRAWeights
 
 
@@ -38,26 +39,29 @@ class LoRALayer:
         # [S, n_slices * R, K]: slice i's A in rank rows [i * R, i * R + r)
         self.a = torch.zeros(slots, len(sizes) * max_rank, linear.in_features, dtype=dtype,
                              device=device)  # fmt: skip
-        # slice i: [S, N_i, R], its output columns from col_starts[i]
-        self.b = [torch.zeros(slots, n, max_rank, dtype=dtype, device=device) for n in sizes]
+        # [S, n_slices * R, N]: slice i's B^T in rank rows [i * R, i * R + r) and its
+        # output columns [col_starts[i], col_starts[i] + sizes[i]); zero elsewhere
+        self.b = torch.zeros(slots, len(sizes) * max_rank, linear.out_features, dtype=dtype,
+                             device=device)  # fmt: skip
+        self.sizes = sizes
         self.col_starts = [sum(sizes[:i]) for i in range(len(sizes))]
         self.active: set[int] = set()  # slots holding an adapter of this projection
 
     def fill(self, slot: int, slices: Sequence[LoRASlice]) -> None:
         """Put an adapter's slices in ``slot`` (empty: the slot holds nothing here)."""
         self.a[slot].zero_()
-        for b in self.b:
-            b[slot].zero_()
+        self.b[slot].zero_()
         r0 = self.rank
         for s in slices:
             r = s.a.shape[0]
             # A whole packed projection (Phi-3's own qkv_proj): its A in every slice, its
             # B rows cut at the slices' columns.
-            pieces = range(len(self.b)) if s.shard is None else (s.shard,)
+            pieces = range(len(self.sizes)) if s.shard is None else (s.shard,)
             for i in pieces:
-                c0 = 0 if s.shard is not None else self.col_starts[i]
+                c0, n = self.col_starts[i], self.sizes[i]
+                b0 = 0 if s.shard is not None else c0
                 self.a[slot, i * r0 : i * r0 + r].copy_(s.a)  # [r, K]
-                self.b[i][slot, :, :r].copy_(s.b[c0 : c0 + self.b[i].shape[1]])  # [N_i, r]
+                self.b[slot, i * r0 : i * r0 + r, c0 : c0 + n].copy_(s.b[b0 : b0 + n].T)
         if slices:
             self.active.add(slot)
         else:
@@ -65,11 +69,22 @@ class LoRALayer:
 
 
 class LoRAState:
-    """The model's LoRA layers and this step's row groups (set by the worker per step)."""
+    """The model's LoRA layers and this step's row segments (set by the worker per step)."""
 
     def __init__(self, layers: dict[str, LoRALayer]) -> None:
         self.layers = layers  # {projection module name: its slots}
-        self.groups: list[RowGroup] = []  # this step's; empty: a base-only step
+        self.segments: LoRASegments | None = None  # this step's; None: a base-only step
+
+    def use(
+        self, row_slots: Sequence[int] | np.ndarray | None, device: torch.device | None = None
+    ) -> None:
+        """This step's rows: [T] each row's slot (-1: the base model); None: no adapter."""
+        rs = None if row_slots is None else np.asarray(row_slots, dtype=np.int64)
+        if rs is None or not bool((rs >= 0).any()):
+            self.segments = None  # a base-only step: the hooks add nothing
+            return
+        dev = device if device is not None else next(iter(self.layers.values())).a.device
+        self.segments = LoRASegments.build(rs, dev)
 
     def fill(self, slot: int, weights: LoRAWeights | None) -> None:
         """Load ``weights`` into ``slot`` of every projection (None: empty the slot)."""
@@ -78,18 +93,40 @@ class LoRAState:
             layer.fill(slot, modules.get(name, ()))
 
     def hook(self, layer: LoRALayer) -> Any:
+        impl = lora_impl(layer.a.device)
+
         def add(_module: nn.Module, args: tuple[torch.Tensor, ...], out: torch.Tensor) -> None:
-            groups = [g for g in self.groups if g[0] in layer.active]
-            if groups:  # in place: ``out`` is the projection's fresh output
-                add_lora(out, args[0], layer.a, layer.b, layer.col_starts, groups)
+            seg = self.segments
+            if seg is not None and layer.active:  # in place: ``out`` is the fresh output
+                impl(out, args[0], layer.a, layer.b, layer.col_starts, seg, layer.active)
 
         return add
+
+
+def lora_impl(device: torch.device) -> Any:
+    """The shrink/expand for ``device``: the Triton kernels on CUDA
+    (``kernels/triton/lora.py``), the torch segmented path elsewhere."""
+    if device.type == "cuda":
+        from actorllm.kernels.triton.lora import add_lora_segments as triton_lora
+
+        return triton_lora
+    return add_lora_segments
+
+
+def lora_compute_dtype(dtype: torch.dtype, device: torch.device) -> torch.dtype:
+    """The dtype the slots hold and the shrink/expand run in: ``dtype`` (the adapter's
+    values are rounded to it when read), widened to float32 on CPU, where half-precision
+    GEMMs are emulated on most hosts and the LoRA GEMMs are small (punica's intermediate
+    is float32 too)."""
+    return torch.float32 if device.type == "cpu" else dtype
 
 
 def attach_lora(model: nn.Module, slots: int, max_rank: int, dtype: torch.dtype) -> LoRAState:
     """Give every targetable projection of ``model`` its slots and hook; returns the state
     the worker drives. Call after any pass that replaces modules (oneDNN prepacking)."""
     layers: dict[str, LoRALayer] = {}
+    device = next(model.parameters()).device
+    dtype = lora_compute_dtype(dtype, device)
     for name, module in model.named_modules():
         leaf = name.rsplit(".", 1)[-1]
         if leaf not in TARGETABLE or not isinstance(module, nn.Linear):

@@ -58,6 +58,7 @@ class ChaosRequest:
     name: str
     prompt: Any  # text, or token ids as AsyncEngine.generate takes them
     params: SamplingParams
+    lora_request: Any = None  # a LoRARequest (None: the base model)
 
 
 def default_workload(n: int = 64, *, seed: int = 0, max_tokens: int = 16) -> list[ChaosRequest]:
@@ -161,6 +162,8 @@ class _Soak:
         self.check = check
         self.progress = progress
         self.rearm = False  # a new engine: re-arm the points that have not fired yet
+        # LoRA: the adapters each worker held at the last check (a new engine: none)
+        self.resident: list[set[str]] | None = None
         self.worker_hang_s = 5.0  # how long a hanging model step stalls
 
     @property
@@ -168,6 +171,7 @@ class _Soak:
         return self.planner.exhausted and all(t.fired for t in self.triggers)
 
     async def run(self, engine: AsyncEngine, limit: int) -> None:
+        self.resident = None
         if self.rearm:
             for t in self.triggers:
                 if not t.fired:
@@ -182,6 +186,23 @@ class _Soak:
                 now = (await engine.get_stats()).actor_restarts
                 for actor, n in now.items():
                     self.report.restarts[actor] += n - restarts_at_start.get(actor, 0)
+
+    async def _check_adapters(self, engine: AsyncEngine, batch: int) -> None:
+        """Every adapter a worker held at the last check it still holds (a restarted
+        worker gets the engine's adapters back)."""
+        self.report.invariant_checks += 1
+        try:
+            now = [set(names) for names in await engine.collective_rpc("list_loras")]
+        except Exception as exc:
+            self.report.invariant_violations.append(f"batch {batch}: list_loras: {exc!r}")
+            return
+        if self.resident is not None:
+            for rank, (before, after) in enumerate(zip(self.resident, now, strict=False)):
+                if before - after:
+                    self.report.invariant_violations.append(
+                        f"batch {batch}: worker {rank} lost adapters {sorted(before - after)}"
+                    )
+        self.resident = now
 
     def _arm(self, engine: AsyncEngine, trigger: Trigger) -> None:
         point, stall = trigger.point, None
@@ -204,6 +225,8 @@ class _Soak:
         self.report.batches += 1
         if self.check:
             await _check(engine, batch, self.report)
+            if engine.config.enable_lora:
+                await self._check_adapters(engine, batch)
         # Counted over every trigger: one may fire after its batch's requests ended (while
         # the engine settles), which belongs to no batch's window.
         fired = [t.point for t in self.triggers if t.fired]
@@ -235,8 +258,9 @@ async def _run_workload(
         with anyio.move_on_after(deadline_s) as scope:
             try:
                 async for out in engine.generate(
-                    req.prompt, req.params, request_id=f"b{batch}-{req.name}"
-                ):
+                    req.prompt, req.params, request_id=f"b{batch}-{req.name}",
+                    lora_request=req.lora_request,
+                ):  # fmt: skip
                     run.acc.add(out)
             except Exception as exc:
                 run.error = exc

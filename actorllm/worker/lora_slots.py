@@ -1,4 +1,4 @@
-"""The worker's LoRA adapters: a host cache, the step slots, and each step's row groups.
+"""The worker's LoRA adapters: a host cache, the step slots, and each step's row segments.
 
 Theory of operation
 -------------------
@@ -10,8 +10,9 @@ Theory of operation
   (``models/lora_layers.py``). A step may use at most ``max_loras`` distinct adapters (the
   scheduler's rule); one that is not resident takes a free slot, or the least recently
   used slot that this step does not use.
-* **Row groups**: each token row of the step gets its request's slot; rows of base-model
-  requests get *no* slot (they are in no group), so they never see an adapter.
+* **Row segments**: each token row of the step gets its request's slot; rows of base-model
+  requests get *no* slot (they are in no segment), so they never see an adapter. The rows
+  are sorted by slot once per step (``kernels/lora.py``), for every layer to use.
 
 Worker thread only; every method blocks.
 """
@@ -25,7 +26,6 @@ import numpy as np
 import torch
 
 from actorllm.core.lora import LoRARequest
-from actorllm.kernels.lora import RowGroup
 from actorllm.models.base import CausalLM
 from actorllm.models.lora_adapter import LoRAWeights, read_adapter
 from actorllm.models.lora_layers import LoRAState, attach_lora
@@ -102,12 +102,12 @@ class LoRASlots:
         num_scheduled: np.ndarray,
         device: torch.device,
     ) -> None:
-        """Make the step's adapters resident and set its row groups. ``adapters``: [B] each
+        """Make the step's adapters resident and set its row segments. ``adapters``: [B] each
         scheduled request's adapter (None: the base model); ``num_scheduled``: [B] its
         rows."""
         wanted = list(dict.fromkeys(a.lora_name for a in adapters if a is not None))
         if not wanted:
-            self.state.groups = []
+            self.state.use(None)
             return
         if len(wanted) > len(self.slot_names):
             raise TooManyAdaptersError(
@@ -117,14 +117,8 @@ class LoRASlots:
         slot_of = {n: self._resident(by_name[n], wanted) for n in wanted}
         req_slots = np.array(
             [-1 if a is None else slot_of[a.lora_name] for a in adapters], dtype=np.int64
-        )  # [B]; -1: base model, in no group
-        row_slots = np.repeat(req_slots, num_scheduled)  # [T]
-        total = len(row_slots)
-        groups: list[RowGroup] = []
-        for slot in slot_of.values():
-            rows = np.flatnonzero(row_slots == slot)  # [G]
-            groups.append((slot, None if len(rows) == total else torch.from_numpy(rows).to(device)))
-        self.state.groups = groups
+        )  # [B]; -1: base model, in no segment
+        self.state.use(np.repeat(req_slots, num_scheduled), device)  # [T]
 
     def _resident(self, request: LoRARequest, step: list[str]) -> int:
         """The slot holding ``request``'s adapter, filled now if it is not resident."""

@@ -186,3 +186,24 @@ def test_data_parallel_engines_get_their_own_series() -> None:
     assert one("iteration_tokens_total_count", "0") == 2
     assert one("iteration_tokens_total_sum", "1") == 3
     assert text.count("actorllm:cache_config_info{") == 2
+
+
+def test_lora_requests_info_as_vllm() -> None:
+    from actorllm.engine.api.stats import EngineStats
+
+    stats = EngineStats(running_lora_adapters={"sql": 2, "chat": 1},
+                        waiting_lora_adapters={"x": 1})  # fmt: skip
+    m = ServerMetrics("base", prefix="vllm", cache_config=EngineConfig(enable_lora=True,
+                                                                       max_loras=2))  # fmt: skip
+    m.update_from_stats(stats)
+    text = m.render().decode()
+    assert "# TYPE vllm:lora_requests_info gauge" in text
+    line = re.search(r"^vllm:lora_requests_info\{([^}]*)\} (\S+)$", text, re.M)
+    assert line is not None
+    labels = dict(re.findall(r'(\w+)="([^"]*)"', line.group(1)))
+    assert labels == {"max_lora": "2", "waiting_lora_adapters": "x",
+                      "running_lora_adapters": "sql,chat"}  # fmt: skip
+    assert float(line.group(2)) > 1.7e9  # the time of the snapshot, as vLLM's
+    off = ServerMetrics("base", cache_config=EngineConfig())
+    off.update_from_stats(stats)
+    assert b"lora_requests_info" not in off.render()

@@ -46,12 +46,12 @@ def test_slices_land_in_their_columns_with_peft_scaling(
     layer = peft.PeftModel.from_pretrained(hf, str(path)).base_model.model.model.layers[1]
     x = torch.randn(5, 64)
     rows = torch.tensor([0, 3])
-    state.groups = [(1, rows)]
+    state.use([1, -1, -1, 1, -1])
     try:
         ours = model.model.layers[1].self_attn.qkv_proj(x)  # type: ignore[union-attr, index]
         mlp = model.model.layers[1].mlp(x)  # type: ignore[union-attr, index]
     finally:
-        state.groups = []
+        state.use(None)
     a = layer.self_attn
     ref = torch.cat([a.q_proj(x), a.k_proj(x), a.v_proj(x)], -1)
     plain = torch.cat([a.q_proj.base_layer(x), a.k_proj.base_layer(x), a.v_proj.base_layer(x)], -1)
@@ -131,7 +131,7 @@ def test_phi3_fused_qkv_adapter_is_split_over_the_slices(tmp_path: Path) -> None
     hf = transformers.AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
     layer = peft.PeftModel.from_pretrained(hf, str(path)).base_model.model.model.layers[0]
     x = torch.randn(3, 64)
-    state.groups = [(0, None)]
+    state.use([0, 0, 0])
     ours = model.model.layers[0].self_attn.qkv_proj(x)  # type: ignore[union-attr, index]
-    state.groups = []
+    state.use(None)
     torch.testing.assert_close(ours, layer.self_attn.qkv_proj(x))

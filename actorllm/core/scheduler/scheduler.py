@@ -680,6 +680,11 @@ class Scheduler:
 
     def statistics(self) -> SchedulerStats:
         kv = self.kv_cache_manager
+        running_loras: dict[str, int] = {}
+        waiting_loras: dict[str, int] = {}
+        if self.config.max_loras:  # LoRA on: count each adapter's requests
+            _count_loras(self.running, running_loras)
+            _count_loras([*self.waiting, *self.waiting_for_fsm.values()], waiting_loras)
         return SchedulerStats(
             num_running_reqs=len(self.running),
             num_waiting_reqs=len(self.waiting) + len(self.waiting_for_fsm),
@@ -694,7 +699,16 @@ class Scheduler:
             spec_num_draft_tokens=self._spec_num_draft_tokens,
             spec_num_accepted_tokens=self._spec_num_accepted_tokens,
             spec_accepted_per_pos=list(self._spec_accepted_per_pos),
+            running_lora_adapters=running_loras,
+            waiting_lora_adapters=waiting_loras,
         )
+
+
+def _count_loras(requests: Iterable[Request], into: dict[str, int]) -> None:
+    for r in requests:
+        if r.lora_request is not None:
+            name = r.lora_request.lora_name
+            into[name] = into.get(name, 0) + 1
 
 
 class _LoRAGate:

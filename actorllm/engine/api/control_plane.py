@@ -318,6 +318,8 @@ class ControlPlane:
             spec_decode_num_accepted_tokens_per_pos=_sum_positions(
                 [e.spec_decode_num_accepted_tokens_per_pos for e in engines]
             ),
+            running_lora_adapters=_sum_counts([e.running_lora_adapters for e in engines]),
+            waiting_lora_adapters=_sum_counts([e.waiting_lora_adapters for e in engines]),
         )
 
     def actor_stat(self, key: str) -> dict[str, int]:
@@ -383,7 +385,18 @@ def _replica_stats(replica: Replica, sched: ReplicaSchedulerStats, restarts: int
         spec_decode_num_draft_tokens=core.spec_num_draft_tokens,
         spec_decode_num_accepted_tokens=core.spec_num_accepted_tokens,
         spec_decode_num_accepted_tokens_per_pos=list(core.spec_accepted_per_pos),
+        running_lora_adapters=dict(core.running_lora_adapters),
+        waiting_lora_adapters=dict(core.waiting_lora_adapters),
     )
+
+
+def _sum_counts(rows: list[dict[str, int]]) -> dict[str, int]:
+    """{name: count} of several replicas, added name by name (first seen first)."""
+    out: dict[str, int] = {}
+    for row in rows:
+        for name, n in row.items():
+            out[name] = out.get(name, 0) + n
+    return out
 
 
 def _sum_positions(rows: list[list[int]]) -> list[int]:

@@ -39,6 +39,9 @@ class ReplicaStats(msgspec.Struct, kw_only=True):
     spec_decode_num_draft_tokens: int = 0
     spec_decode_num_accepted_tokens: int = 0
     spec_decode_num_accepted_tokens_per_pos: list[int] = msgspec.field(default_factory=list)
+    # LoRA: {adapter name: requests} running / waiting (vLLM's lora_requests_info)
+    running_lora_adapters: dict[str, int] = msgspec.field(default_factory=dict)
+    waiting_lora_adapters: dict[str, int] = msgspec.field(default_factory=dict)
 
 
 class EngineStats(msgspec.Struct, kw_only=True):
@@ -72,6 +75,9 @@ class EngineStats(msgspec.Struct, kw_only=True):
     spec_decode_num_draft_tokens: int = 0
     spec_decode_num_accepted_tokens: int = 0
     spec_decode_num_accepted_tokens_per_pos: list[int] = msgspec.field(default_factory=list)
+    # LoRA, summed over the replicas: {adapter name: requests} running / waiting
+    running_lora_adapters: dict[str, int] = msgspec.field(default_factory=dict)
+    waiting_lora_adapters: dict[str, int] = msgspec.field(default_factory=dict)
     # Per-request statistics since start (core/request_stats.py): latencies, token counts.
     requests: RequestStatsSnapshot | None = None
     engines: list[ReplicaStats] = msgspec.field(default_factory=list)  # in replica order

@@ -25,6 +25,7 @@ from actorllm import __version__
 from actorllm.entrypoints.openai import dev_rpc
 from actorllm.entrypoints.openai import protocol as p
 from actorllm.entrypoints.openai.fields import UNSUPPORTED
+from actorllm.entrypoints.openai.lora_models import LoadLoRAAdapterRequest, UnloadLoRAAdapterRequest
 from actorllm.entrypoints.openai.middleware import is_guarded
 from actorllm.entrypoints.openai.preprocess import reserved_template_kwargs
 from actorllm.entrypoints.openai.protocol import pooling as pp
@@ -56,6 +57,9 @@ class Served:
     has_chat_template: bool = True  # the tokenizer has one: pooling requests take messages
     matryoshka: bool = False  # embeddings may be cut (`dimensions`)
     embedding_size: int = 0
+    # POST /v1/load_lora_adapter and /v1/unload_lora_adapter exist
+    # (ACTORLLM_ALLOW_RUNTIME_LORA_UPDATING)
+    runtime_lora: bool = False
 
 
 _GENERATION_RULES = (
@@ -399,6 +403,45 @@ def _invocations(ref: dict[type, Any], error: dict[str, Any], api_key: bool) -> 
     return op
 
 
+_LORA_ENDPOINTS = (
+    (
+        "/v1/load_lora_adapter",
+        LoadLoRAAdapterRequest,
+        "Load a LoRA adapter from a local directory (PEFT's format) under `lora_name`; "
+        "400 naming the adapter and the reason for a bad one, or for a name already loaded "
+        "unless `load_inplace`.",
+    ),
+    (
+        "/v1/unload_lora_adapter",
+        UnloadLoRAAdapterRequest,
+        "Unload the LoRA adapter `lora_name`; 404 for one not loaded.",
+    ),
+)
+
+
+def _lora_paths(
+    paths: dict[str, dict[str, Any]], components: dict[str, Any], error: Any, api_key: bool
+) -> None:
+    """The runtime adapter routes (served only with ACTORLLM_ALLOW_RUNTIME_LORA_UPDATING)."""
+    structs = [req for _, req, _ in _LORA_ENDPOINTS]
+    refs, schemas = msgspec.json.schema_components(structs, ref_template=_REF)
+    components.update(schemas)
+    for (path, _, summary), ref in zip(_LORA_ENDPOINTS, refs, strict=True):
+        ok = {"description": "OK", "content": {"text/plain": {"schema": {"type": "string"}}}}
+        op: dict[str, Any] = {
+            "summary": summary,
+            "tags": ["lora"],
+            "requestBody": {"required": True, **_json(ref)},
+            "responses": {"200": ok},
+        }
+        statuses = [400, 404, 500, 503]
+        if is_guarded(path) and api_key:
+            statuses.append(401)
+            op["security"] = [{"bearer": []}]
+        _responses(op, error, sorted(statuses))
+        paths[path] = {"post": op}
+
+
 def openapi_document(*, dev_mode: bool, api_key: bool, served: Served) -> dict[str, Any]:
     structs = [t for _, _, req, resp, _, _ in _ENDPOINTS for t in (req, resp) if t is not None]
     structs += [t for _, req, resp, _, _ in _POOLING_ENDPOINTS for t in (req, resp)]
@@ -479,6 +522,8 @@ def openapi_document(*, dev_mode: bool, api_key: bool, served: Served) -> dict[s
                 op["responses"]["200"].update(_json(rpc_result))
             _responses(op, error, [400, 409, 500, 503] if method == "post" else [500, 503])
             paths.setdefault(path, {})[method] = op
+    if served.runtime_lora:
+        _lora_paths(paths, components, error, api_key)
     if served.tokenizer_info:
         info = {"description": "OK", **_json({"type": "object"})}
         op = {"summary": "The tokenizer's class, settings and chat template.", "tags": ["tokens"]}

@@ -103,3 +103,16 @@ def test_blocks_are_never_shared_between_adapters() -> None:
     so = s.schedule()
     assert so.num_scheduled_tokens["a2"] < 9  # a prefix-cache hit
     assert so.num_scheduled_tokens["c"] == 9  # nothing shared with a, b or the base
+
+
+def test_statistics_count_running_and_waiting_requests_per_adapter() -> None:
+    s = _sched(max_loras=1)
+    _add(s, "a1", A)
+    _add(s, "a2", A)
+    _add(s, "b1", B)
+    _add(s, "base", None)
+    _step(s)
+    stats = s.statistics()
+    assert stats.running_lora_adapters == {"a": 2}
+    assert stats.waiting_lora_adapters == {"b": 1}
+    assert _sched(max_loras=0).statistics().running_lora_adapters == {}

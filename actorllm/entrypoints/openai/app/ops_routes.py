@@ -11,6 +11,7 @@ from actorllm import __version__
 from actorllm.entrypoints.metrics import CONTENT_TYPE
 from actorllm.entrypoints.openai.app.state import AppState
 from actorllm.entrypoints.openai.errors import APIError
+from actorllm.entrypoints.openai.lora_models import runtime_updating_allowed
 from actorllm.entrypoints.openai.openapi import Served, openapi_document
 from actorllm.entrypoints.openai.protocol.server_info import LoadResponse, VersionResponse
 from actorllm.entrypoints.openai.serving_common import json_response
@@ -60,6 +61,7 @@ async def openapi(state: AppState, request: Request) -> Response:
         has_chat_template=bool(getattr(engine.tokenizer, "chat_template", None)),
         matryoshka=pm is not None and pm.spec.is_matryoshka,
         embedding_size=pm.embedding_size if pm is not None else 0,
+        runtime_lora=runtime_updating_allowed(),
     )
     settings = state.settings
     doc = openapi_document(
