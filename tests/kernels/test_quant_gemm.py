@@ -21,18 +21,19 @@ pytestmark = pytest.mark.skipif(
         (8, 64, 128, 24, 16),
         (4, 1024, 2048, 8, 2),
         (8, 96, 96, 8, 3),
+        (8, 16, 256, 8, 1),  # GGUF Q6_K's groups of 16
     ],
 )
 def test_matches_the_dequantized_product(bits: int, gs: int, i: int, o: int, m: int) -> None:
     g = torch.Generator().manual_seed(bits * gs + m)
     q = torch.randint(0, 2**bits, (o, i), dtype=torch.uint8, generator=g)
     scales = torch.rand(o, i // gs, generator=g) * 0.01
-    zeros = torch.randint(0, 2**bits, (o, i // gs), generator=g).float()
+    offsets = -torch.randint(0, 2**bits, (o, i // gs), generator=g).float() * scales
     bias = torch.randn(o, generator=g)
     x = torch.randn(m, i, generator=g)
-    w = (q.view(o, i // gs, gs).float() - zeros[..., None]) * scales[..., None]  # [O, G, gs]
+    w = q.view(o, i // gs, gs).float() * scales[..., None] + offsets[..., None]  # [O, G, gs]
     ref = x @ w.view(o, i).t() + bias
-    out = quant_gemm.wq_linear(x, pack_rows(q, bits), bits, scales, zeros, gs, bias)
+    out = quant_gemm.wq_linear(x, pack_rows(q, bits), bits, scales, offsets, gs, bias)
     assert out is not None
     torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
 

@@ -2,14 +2,15 @@
  * per value, one scale and zero point per group of input columns) and is dequantized one
  * chunk at a time inside the GEMM, so each decode step reads the packed bytes once.
  *
- *   out[m, o] = sum_i x[m, i] * (q[o, i] - zero[o, g(i)]) * scale[o, g(i)]  (+ bias[o])
+ *   out[m, o] = sum_i x[m, i] * (q[o, i] * scale[o, g(i)] + offset[o, g(i)])  (+ bias[o])
+ *
+ * (a zero point z is the offset -z * scale; GGUF's K-quants store offsets directly)
  *
  * Layout (models/quant/linear.py): packed uint8 [O, I * bits / 8] (4-bit: column 2k in the
- * low nibble of byte k, 2k + 1 in the high one), scales and zeros float32 [O, G] with
+ * low nibble of byte k, 2k + 1 in the high one), scales and offsets float32 [O, G] with
  * G = I / gs and groups contiguous; x float32 [M, I] row-major; out float32 [M, O].
  *
- * Each weight value is dequantized as (q - zero) * scale in float32, the same two roundings
- * as the torch path; products are summed in 16 lanes per row (the auto-vectoriser turns
+ * Each weight value is dequantized as q * scale + offset in float32, as the torch path; products are summed in 16 lanes per row (the auto-vectoriser turns
  * the lane loop into SIMD without reassociating anything), lanes summed at the end.
  *
  * Threads: OpenMP over output rows, only when the call has enough work to pay for waking
@@ -25,7 +26,7 @@
 #define PAR_MIN_WORK (1 << 16)
 
 static void one_output_row(const float *x, int64_t m_rows, int64_t in, const uint8_t *prow,
-                           int bits, const float *srow, const float *zrow, int64_t gs,
+                           int bits, const float *srow, const float *brow, int64_t gs,
                            float bias, float *out, int64_t out_stride) {
     float w[CHUNK];
     for (int64_t m0 = 0; m0 < m_rows; m0 += MBLOCK) {
@@ -38,16 +39,16 @@ static void one_output_row(const float *x, int64_t m_rows, int64_t in, const uin
         for (int64_t base = 0; base < in; base += step) {
             int64_t n = in - base < step ? in - base : step;
             int64_t g = base / gs;
-            float s = srow[g], z = zrow[g];
+            float s = srow[g], b = brow[g];
             if (bits == 4) {
                 const uint8_t *p = prow + base / 2;
                 for (int64_t k = 0; k < n / 2; k++) {
-                    w[2 * k] = ((float)(p[k] & 0xF) - z) * s;
-                    w[2 * k + 1] = ((float)(p[k] >> 4) - z) * s;
+                    w[2 * k] = (float)(p[k] & 0xF) * s + b;
+                    w[2 * k + 1] = (float)(p[k] >> 4) * s + b;
                 }
             } else {
                 const uint8_t *p = prow + base;
-                for (int64_t k = 0; k < n; k++) w[k] = ((float)p[k] - z) * s;
+                for (int64_t k = 0; k < n; k++) w[k] = (float)p[k] * s + b;
             }
             for (int64_t mi = 0; mi < mb; mi++) {
                 const float *xr = x + (m0 + mi) * in + base;
@@ -67,7 +68,7 @@ static void one_output_row(const float *x, int64_t m_rows, int64_t in, const uin
 /* Returns 0, or -1 when the shapes are not ones this kernel takes (the caller falls back):
  * I and gs multiples of LANES, gs below CHUNK, a multiple of it, or the whole row. */
 int wq_linear(const float *x, int64_t m_rows, int64_t in, const uint8_t *packed,
-              int64_t out_n, int bits, const float *scales, const float *zeros, int64_t gs,
+              int64_t out_n, int bits, const float *scales, const float *offsets, int64_t gs,
               const float *bias, float *out, int num_threads) {
     if (in % LANES || gs % LANES || (bits != 4 && bits != 8) || in % gs) return -1;
     if (gs > CHUNK && gs % CHUNK && gs != in) return -1;
@@ -77,7 +78,7 @@ int wq_linear(const float *x, int64_t m_rows, int64_t in, const uint8_t *packed,
 #pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
     for (int64_t o = 0; o < out_n; o++) {
         one_output_row(x, m_rows, in, packed + o * row_bytes, bits, scales + o * groups,
-                       zeros + o * groups, gs, bias ? bias[o] : 0.0f, out + o, out_n);
+                       offsets + o * groups, gs, bias ? bias[o] : 0.0f, out + o, out_n);
     }
     return 0;
 }
