@@ -46,3 +46,16 @@ def test_calls_it_does_not_take_return_none() -> None:
     assert (
         quant_gemm.wq_linear(many, torch.zeros(4, 16, dtype=torch.uint8), 4, s, z, 32, None) is None
     )
+
+
+@pytest.mark.parametrize("m", [1, 5, 16])
+def test_i8_gemm_is_exact_for_quantized_rows_and_any_weight(m: int) -> None:
+    """Inputs as quantize_rows makes them (no -128; the SIMD path), weights with -128."""
+    g = torch.Generator().manual_seed(m)
+    q = torch.randint(-127, 128, (m, 160), dtype=torch.int8, generator=g)
+    w = torch.randint(-128, 128, (24, 160), dtype=torch.int8, generator=g)
+    w[0] = -128
+    q[0, :] = -127
+    out = quant_gemm.i8_gemm(q, w)
+    assert out is not None
+    assert torch.equal(out.long(), q.long() @ w.long().t())
