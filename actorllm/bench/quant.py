@@ -13,11 +13,13 @@ not depend on the values); the GGUF files are written once into the bench-model 
 GPTQ / AWQ / W8A8 keep the LM head in bf16 (their checkpoints do); GGUF's head is the
 quantized ``token_embd``.
 
-Each round opens one engine per variant in turn (so a loaded box slows baseline and
-quantized rows alike), warms it up, and for each batch size submits that many requests of
-``--prompt-len`` random tokens and ``--output-len`` outputs together; the decode rate is
-the tokens after each request's first, over the time from the last first token to the last
-token (prefill excluded). The figure per row is the median over rounds.
+Every variant's engine is open at once (each warmed up); each round measures every
+variant in turn, and for each batch size submits that many requests of ``--prompt-len``
+random tokens and ``--output-len`` outputs together: the decode rate is the tokens after
+each request's first, over the time from the last first token to the last token (prefill
+excluded). Rows of one round are seconds apart, so load on a shared machine hits the
+baseline and the quantized rows alike; a row's ratio is the median over rounds of its
+rate over the bf16 rate of the same round. Weight bytes are the runner's own count.
 """
 
 from __future__ import annotations
@@ -156,64 +158,76 @@ def gguf_file(qtype_name: str, shape: dict[str, Any]) -> Path:
     return path
 
 
-async def _measure(
-    model: str, load_format: str, batches: list[int], args: argparse.Namespace
-) -> dict[str, Any]:
-    """One engine: weight bytes, and the decode rate of each batch size."""
+async def _decode_rate(engine: Any, batch: int, args: argparse.Namespace, rng: Any) -> float:
+    """Decode tokens/s of ``batch`` requests submitted together (prefill excluded)."""
     from actorllm.core.sampling_params import RequestOutputKind, SamplingParams
+
+    # Per request: (time of its first token, of its last, tokens produced).
+    seen: list[tuple[float, float, int]] = []
+
+    async def one(seen: list[tuple[float, float, int]]) -> None:
+        params = SamplingParams(
+            max_tokens=args.output_len, ignore_eos=True, temperature=0.0,
+            output_kind=RequestOutputKind.CUMULATIVE, detokenize=False,
+        )  # fmt: skip
+        prompt = [rng.randrange(10, min(4000, args.vocab_size)) for _ in range(args.prompt_len)]
+        first = last = 0.0
+        n = 0
+        async for o in engine.generate({"prompt_token_ids": prompt}, params):
+            now = time.perf_counter()
+            first = first or now
+            last, n = now, len(o.outputs[0].token_ids)
+        seen.append((first, last, n))
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(batch):
+            tg.start_soon(one, seen)
+    counts = [n for _, _, n in seen]
+    if counts != [args.output_len] * batch:
+        raise RuntimeError(f"produced {counts} tokens, not {args.output_len} each")
+    window = max(t for _, t, _ in seen) - max(t for t, _, _ in seen)
+    return batch * (args.output_len - 1) / window
+
+
+async def _run(
+    models: dict[str, tuple[str, str]], batches: list[int], args: argparse.Namespace
+) -> tuple[dict[str, dict[str, list[float]]], dict[str, int]]:
+    """Every variant's engine open at once; each round measures every variant in turn at
+    every batch size. Returns ({variant: {batch: [rate per round]}}, {variant: weight
+    bytes})."""
+    from contextlib import AsyncExitStack
+
+    from actorllm.core.sampling_params import SamplingParams
     from actorllm.demo import demo_tokenizer_path
     from actorllm.engine import AsyncEngine
     from actorllm.engine.config.engine_config import EngineConfig
 
-    config = EngineConfig(
-        model=model, tokenizer=str(demo_tokenizer_path()), load_format=load_format,  # type: ignore[arg-type]
-        dtype="bfloat16", max_model_len=args.prompt_len + args.output_len + 8,
-        max_num_seqs=max(batches), kv_cache_memory_bytes=256 * 2**20, seed=args.seed,
-    )  # fmt: skip
     rng = random.Random(args.seed)
-    out: dict[str, Any] = {}
-    async with AsyncEngine.open(config) as engine:
-        warm = SamplingParams(max_tokens=4, ignore_eos=True, detokenize=False)
-        async for _ in engine.generate({"prompt_token_ids": [1, 2, 3, 4]}, warm):
-            pass
-        for batch in batches:
-            # Per request: (time of its first token, of its last, tokens produced).
-            seen: list[tuple[float, float, int]] = []
-
-            async def one(seen: list[tuple[float, float, int]]) -> None:
-                params = SamplingParams(
-                    max_tokens=args.output_len, ignore_eos=True, temperature=0.0,
-                    output_kind=RequestOutputKind.CUMULATIVE, detokenize=False,
-                )  # fmt: skip
-                prompt = [
-                    rng.randrange(10, min(4000, args.vocab_size)) for _ in range(args.prompt_len)
-                ]
-                first = last = 0.0
-                n = 0
-                async for o in engine.generate({"prompt_token_ids": prompt}, params):
-                    now = time.perf_counter()
-                    first = first or now
-                    last, n = now, len(o.outputs[0].token_ids)
-                seen.append((first, last, n))
-
-            async with anyio.create_task_group() as tg:
-                for _ in range(batch):
-                    tg.start_soon(one, seen)
-            counts = [n for _, _, n in seen]
-            if counts != [args.output_len] * batch:
-                raise RuntimeError(f"{model}: produced {counts} tokens")
-            window = max(t for _, t, _ in seen) - max(t for t, _, _ in seen)
-            out[str(batch)] = batch * (args.output_len - 1) / window
-    return out
-
-
-def _weight_bytes(model: str, load_format: str, args: argparse.Namespace) -> int:
-    """Resident weight bytes as the runner counts them (one load, outside the timing)."""
-    from actorllm.worker.model_runner import ModelRunner
-
-    runner = ModelRunner(model, dtype="bfloat16", load_format=load_format, max_model_len=64)  # type: ignore[arg-type]
-    runner.load_model()
-    return runner.weight_bytes
+    runs: dict[str, dict[str, list[float]]] = {v: {str(b): [] for b in batches} for v in models}
+    weights: dict[str, int] = {}
+    async with AsyncExitStack() as stack:
+        engines = {}
+        for v, (model, load_format) in models.items():
+            config = EngineConfig(
+                model=model, tokenizer=str(demo_tokenizer_path()), load_format=load_format,  # type: ignore[arg-type]
+                dtype="bfloat16", max_model_len=args.prompt_len + args.output_len + 8,
+                max_num_seqs=max(batches), kv_cache_memory_bytes=64 * 2**20, seed=args.seed,
+            )  # fmt: skip
+            engine = await stack.enter_async_context(AsyncEngine.open(config))
+            warm = SamplingParams(max_tokens=4, ignore_eos=True, detokenize=False)
+            async for _ in engine.generate({"prompt_token_ids": [11, 12, 13, 14]}, warm):
+                pass
+            (weights[v],) = await engine.collective_rpc(
+                lambda worker: worker.model_runner.weight_bytes
+            )
+            engines[v] = engine
+        for r in range(args.rounds):
+            for v, engine in engines.items():
+                for b in batches:
+                    runs[v][str(b)].append(await _decode_rate(engine, b, args, rng))
+                shown = "  ".join(f"b{b} {x[-1]:8.1f} tok/s" for b, x in runs[v].items())
+                print(f"round {r} {v:10s} {shown}", flush=True)
+    return runs, weights
 
 
 def main(args: argparse.Namespace) -> int:
@@ -227,22 +241,19 @@ def main(args: argparse.Namespace) -> int:
     batches = [int(b) for b in args.batches.split(",")]
     shape = model_shape(args)
     models = {v: variant_model(v, shape) for v in variants}
-    runs: dict[str, dict[str, list[float]]] = {v: {str(b): [] for b in batches} for v in variants}
-    for r in range(args.rounds):
-        for v in variants:  # interleaved: load on the box hits every variant in each round
-            fig = anyio.run(_measure, *models[v], batches, args, backend="trio")
-            for b, rate in fig.items():
-                runs[v][b].append(rate)
-            print(f"round {r} {v:10s} " + "  ".join(f"b{b} {x:8.1f} tok/s" for b, x in fig.items()))
+    runs, weights = anyio.run(_run, models, batches, args, backend="trio")
     rows: dict[str, dict[str, Any]] = {}
     for v in variants:
         med = {b: statistics.median(x) for b, x in runs[v].items()}
-        ratio = {b: med[b] / statistics.median(runs["bf16"][b]) for b in med}
-        weights = _weight_bytes(*models[v], args)
+        # The ratio of each round's pair (measured seconds apart), then their median.
+        ratio = {
+            b: statistics.median(q / base for q, base in zip(x, runs["bf16"][b], strict=True))
+            for b, x in runs[v].items()
+        }
         rows[v] = {"decode_tokens_per_s": med, "ratio_vs_bf16": ratio, "rounds": runs[v],
-                   "weight_bytes": weights}  # fmt: skip
+                   "weight_bytes": weights[v]}  # fmt: skip
         ratios = "  ".join(f"b{b} {x:.2f}x" for b, x in ratio.items())
-        print(f"{v:10s} {ratios}  weights {weights / 2**20:.0f} MiB")
+        print(f"{v:10s} {ratios}  weights {weights[v] / 2**20:.0f} MiB")
     doc = result_document(
         "quant",
         figures=rows,
