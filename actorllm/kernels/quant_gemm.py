@@ -59,12 +59,13 @@ def wq_linear(
     packed: torch.Tensor,
     bits: int,
     scales: torch.Tensor,
-    zeros: torch.Tensor,
+    offsets: torch.Tensor,
     group_size: int,
     bias: torch.Tensor | None,
 ) -> torch.Tensor | None:
-    """x: float32 [M, I] contiguous; packed uint8 [O, I * bits / 8]; scales, zeros float32
-    [O, G]; bias float32 [O] or None -> float32 [M, O], or None (not taken)."""
+    """x: float32 [M, I] contiguous; packed uint8 [O, I * bits / 8]; scales, offsets
+    float32 [O, G] (``w = q * scale + offset``); bias float32 [O] or None -> float32
+    [M, O], or None (not taken)."""
     if x.device.type != "cpu" or x.shape[0] > MAX_ROWS or x.dtype != torch.float32:
         return None
     fn = _fn()
@@ -74,7 +75,7 @@ def wq_linear(
     o = packed.shape[0]
     out = torch.empty(m, o, dtype=torch.float32)  # [M, O]
     rc = fn(
-        x.data_ptr(), m, i, packed.data_ptr(), o, bits, scales.data_ptr(), zeros.data_ptr(),
+        x.data_ptr(), m, i, packed.data_ptr(), o, bits, scales.data_ptr(), offsets.data_ptr(),
         group_size, 0 if bias is None else bias.data_ptr(), out.data_ptr(),
         torch.get_num_threads(),
     )  # fmt: skip

@@ -163,6 +163,10 @@ class CheckpointConfig(msgspec.Struct, frozen=True, kw_only=True):
         Raises :class:`ModelConfigError` if config.json is missing or malformed.
         """
         path = Path(path)
+        if path.suffix.lower() == ".gguf":  # a GGUF file: its metadata (models/gguf/)
+            from actorllm.models.gguf.config import gguf_config_dict, open_reader
+
+            return cls.from_dict(gguf_config_dict(open_reader(path)))
         cfg_file = path / "config.json"
         if not cfg_file.is_file():
             raise ModelConfigError(f"no config.json in {path}")

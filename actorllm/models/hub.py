@@ -75,10 +75,14 @@ def resolve_model(
     in. Blocks while downloading (call it off the event loop).
     """
     local = Path(name).expanduser()
-    if local.suffix.lower() == ".gguf":
+    if local.suffix.lower() == ".gguf":  # one file holds config and weights (models/gguf/)
+        if required_file is not None and local.is_file():
+            return local
         raise ModelNotFoundError(
-            f"model {name!r}: GGUF files are not supported (quantized safetensors checkpoints "
-            "are: GPTQ, AWQ, compressed-tensors, fp8; docs/quantization.md)"
+            f"model {name!r} is not a GGUF file that exists (GGUF files are read from a "
+            "local path; hub downloads of GGUF files are not supported)."
+            if required_file is not None
+            else f"{name!r} is a GGUF file, not a tokenizer directory."
         )
     if local.exists() or not looks_like_hub_id(name):
         if local.is_dir() and (required_file is None or (local / required_file).is_file()):

@@ -2,6 +2,7 @@
 
 from typing import Literal
 
-# "auto": safetensors files from the model directory; "dummy": random weights of the
-# right shapes (benchmarks, tests), no files read.
-LoadFormat = Literal["auto", "safetensors", "dummy"]
+# "auto": safetensors files from the model directory (or the .gguf file the model names);
+# "dummy": random weights of the right shapes (benchmarks, tests), no files read; "gguf":
+# the model is a GGUF file (vLLM's name; "auto" reads one too).
+LoadFormat = Literal["auto", "safetensors", "dummy", "gguf"]

@@ -27,6 +27,7 @@ from tqdm.auto import tqdm
 from actorllm.kernels.ops import Ops, get_ops
 from actorllm.models.base import CausalLM
 from actorllm.models.config import CheckpointConfig
+from actorllm.models.gguf.config import is_gguf
 from actorllm.models.load_format import LoadFormat as LoadFormat
 from actorllm.models.moe import EXPERT_SLOTS, FusedExperts
 from actorllm.models.onednn_linear import invalidate_packed
@@ -164,9 +165,22 @@ def load_model(
     torch_dtype = resolve_dtype(dtype, cfg)
     spec = checkpoint_quantization(cfg, quantization)
     ops = ops or get_ops("auto", device)
+    if is_gguf(path):  # a .gguf file: its linears keep their blocks (models/gguf/)
+        if load_format not in ("auto", "gguf"):
+            raise ValueError(f"load_format={load_format!r} with a GGUF file (auto or gguf)")
+        from actorllm.models.gguf.load import load_gguf
+
+        return load_gguf(
+            path, cfg, dtype=torch_dtype, device=device, ops=ops, max_positions=max_positions
+        )
     with torch.device("meta"):
         model = cls(cfg, ops)
     model = model.to(dtype=torch_dtype)
+    if spec is not None and spec.scheme == "gguf":
+        raise QuantizationError(
+            "quantization_config quant_method 'gguf' in config.json: GGUF weights are read "
+            "from a .gguf file (give its path as the model)"
+        )
     if spec is not None:
         quantize_linears(model, spec, torch_dtype)  # packed layers, still on meta
     model = model.to_empty(device=device)

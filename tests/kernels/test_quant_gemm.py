@@ -21,18 +21,19 @@ pytestmark = pytest.mark.skipif(
         (8, 64, 128, 24, 16),
         (4, 1024, 2048, 8, 2),
         (8, 96, 96, 8, 3),
+        (8, 16, 256, 8, 1),  # GGUF Q6_K's groups of 16
     ],
 )
 def test_matches_the_dequantized_product(bits: int, gs: int, i: int, o: int, m: int) -> None:
     g = torch.Generator().manual_seed(bits * gs + m)
     q = torch.randint(0, 2**bits, (o, i), dtype=torch.uint8, generator=g)
     scales = torch.rand(o, i // gs, generator=g) * 0.01
-    zeros = torch.randint(0, 2**bits, (o, i // gs), generator=g).float()
+    offsets = -torch.randint(0, 2**bits, (o, i // gs), generator=g).float() * scales
     bias = torch.randn(o, generator=g)
     x = torch.randn(m, i, generator=g)
-    w = (q.view(o, i // gs, gs).float() - zeros[..., None]) * scales[..., None]  # [O, G, gs]
+    w = q.view(o, i // gs, gs).float() * scales[..., None] + offsets[..., None]  # [O, G, gs]
     ref = x @ w.view(o, i).t() + bias
-    out = quant_gemm.wq_linear(x, pack_rows(q, bits), bits, scales, zeros, gs, bias)
+    out = quant_gemm.wq_linear(x, pack_rows(q, bits), bits, scales, offsets, gs, bias)
     assert out is not None
     torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
 
@@ -45,3 +46,16 @@ def test_calls_it_does_not_take_return_none() -> None:
     assert (
         quant_gemm.wq_linear(many, torch.zeros(4, 16, dtype=torch.uint8), 4, s, z, 32, None) is None
     )
+
+
+@pytest.mark.parametrize("m", [1, 5, 16])
+def test_i8_gemm_is_exact_for_quantized_rows_and_any_weight(m: int) -> None:
+    """Inputs as quantize_rows makes them (no -128; the SIMD path), weights with -128."""
+    g = torch.Generator().manual_seed(m)
+    q = torch.randint(-127, 128, (m, 160), dtype=torch.int8, generator=g)
+    w = torch.randint(-128, 128, (24, 160), dtype=torch.int8, generator=g)
+    w[0] = -128
+    q[0, :] = -127
+    out = quant_gemm.i8_gemm(q, w)
+    assert out is not None
+    assert torch.equal(out.long(), q.long() @ w.long().t())

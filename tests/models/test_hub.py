@@ -103,8 +103,11 @@ def test_engine_config_resolves_model_and_tokenizer_from_the_hub(offline: Path) 
         config.resolved_model()
 
 
-def test_a_gguf_file_is_refused_by_name(tmp_path: Path) -> None:
+def test_a_gguf_file_is_the_model_and_a_missing_one_is_named(tmp_path: Path) -> None:
     gguf = tmp_path / "model.Q4_K_M.gguf"
     gguf.write_bytes(b"GGUF")
-    with pytest.raises(ModelNotFoundError, match="GGUF files are not supported"):
-        resolve_model(str(gguf))
+    assert resolve_model(str(gguf)) == gguf  # the loader reads it (models/gguf/)
+    with pytest.raises(ModelNotFoundError, match="not a GGUF file that exists"):
+        resolve_model(str(tmp_path / "absent.gguf"))
+    with pytest.raises(ModelNotFoundError, match="not a tokenizer directory"):
+        resolve_model(str(gguf), required_file=None)

@@ -19,9 +19,9 @@ ENGINE_CONFIG_HELP: Mapping[str, Mapping[str, str]] = {
             "Requests pass them arguments in SamplingParams.extra_args (vllm_xargs over HTTP)."
         ),
         "model": (
-            "A local directory with config.json and safetensors weights, or a Hugging Face hub "
-            "id (``org/name``) resolved through the local hub cache (downloaded when allowed). "
-            "None: the embedded demo model."
+            "A local directory with config.json and safetensors weights, a local ``.gguf`` file "
+            "(with ``tokenizer``), or a Hugging Face hub id (``org/name``) resolved through the "
+            "local hub cache (downloaded when allowed). None: the embedded demo model."
         ),
         "revision": ("The hub revision (branch, tag or commit) of ``model``; default ``main``."),
         "tokenizer": "The tokenizer's directory or hub id (default: the model's).",
@@ -99,8 +99,8 @@ ENGINE_CONFIG_HELP: Mapping[str, Mapping[str, str]] = {
             "checkpoint's is refused (gptq, awq, compressed-tensors run)."
         ),
         "load_format": (
-            "How weights load: auto and safetensors read the checkpoint, dummy makes random "
-            "weights (for benchmarks)."
+            "How weights load: auto and safetensors read the checkpoint (auto and gguf: a .gguf "
+            "file), dummy makes random weights (for benchmarks)."
         ),
         "download_dir": (
             "Where hub models are cached and downloaded (default: huggingface_hub's cache, "

@@ -58,9 +58,9 @@ class EngineConfig(msgspec.Struct, kw_only=True):
 
     # -- ModelConfig ------------------------------------------------------------------------
     model: str | None = None
-    """A local directory with config.json and safetensors weights, or a Hugging Face hub id
-    (``org/name``) resolved through the local hub cache (downloaded when allowed). None: the
-    embedded demo model."""
+    """A local directory with config.json and safetensors weights, a local ``.gguf`` file
+    (with ``tokenizer``), or a Hugging Face hub id (``org/name``) resolved through the local
+    hub cache (downloaded when allowed). None: the embedded demo model."""
     revision: str | None = None
     """The hub revision (branch, tag or commit) of ``model``; default ``main``."""
     tokenizer: str | None = None
@@ -130,8 +130,8 @@ class EngineConfig(msgspec.Struct, kw_only=True):
     config.json's quantization_config; a method that contradicts the checkpoint's is
     refused (gptq, awq, compressed-tensors run; docs/quantization.md)."""
     load_format: LoadFormat = "auto"
-    """How weights load: auto and safetensors read the checkpoint, dummy makes random
-    weights (for benchmarks)."""
+    """How weights load: auto and safetensors read the checkpoint (auto and gguf: a .gguf
+    file), dummy makes random weights (for benchmarks)."""
     download_dir: str | None = None
     """Where hub models are cached and downloaded (default: huggingface_hub's cache,
     ``$HF_HUB_CACHE`` or ``$HF_HOME/hub``)."""
@@ -570,6 +570,13 @@ class EngineConfig(msgspec.Struct, kw_only=True):
 
     def resolved_tokenizer(self) -> Path:
         if not self.tokenizer:
+            if self.model is not None and self.model.lower().endswith(".gguf"):
+                raise EngineConfigError(
+                    "tokenizer",
+                    "a GGUF model needs the tokenizer of the model it was converted from "
+                    "(--tokenizer <HF directory or hub id>); the tokenizer embedded in the "
+                    "GGUF file is not read.",
+                )
             return self.resolved_model()
         from actorllm.models.hub import resolve_model
 

@@ -10,6 +10,7 @@ Each benchmark lives in ``actorllm.bench.<name>`` with ``add_arguments(parser)``
     $ actorllm bench overhead --num-running 64,256,1024
     $ actorllm bench chaos --crashes 1000 --backend both
     $ actorllm bench embed --num-texts 1000
+    $ actorllm bench quant --layers 8 --batches 1,8
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "chaos": ("actorllm.bench.chaos", "crash actors while requests stream: nothing lost"),
     "embed": ("actorllm.bench.embed", "embedding texts/s, actorllm vs sentence-transformers"),
     "cpu-vs-vllm": ("actorllm.bench.cpu_vs_vllm", "every preset row, actorllm vs vLLM's CPU build"),
+    "quant": ("actorllm.bench.quant", "decode tok/s of quantized formats against bf16"),
 }
 
 

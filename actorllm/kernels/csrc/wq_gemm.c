@@ -2,14 +2,15 @@
  * per value, one scale and zero point per group of input columns) and is dequantized one
  * chunk at a time inside the GEMM, so each decode step reads the packed bytes once.
  *
- *   out[m, o] = sum_i x[m, i] * (q[o, i] - zero[o, g(i)]) * scale[o, g(i)]  (+ bias[o])
+ *   out[m, o] = sum_i x[m, i] * (q[o, i] * scale[o, g(i)] + offset[o, g(i)])  (+ bias[o])
+ *
+ * (a zero point z is the offset -z * scale; GGUF's K-quants store offsets directly)
  *
  * Layout (models/quant/linear.py): packed uint8 [O, I * bits / 8] (4-bit: column 2k in the
- * low nibble of byte k, 2k + 1 in the high one), scales and zeros float32 [O, G] with
+ * low nibble of byte k, 2k + 1 in the high one), scales and offsets float32 [O, G] with
  * G = I / gs and groups contiguous; x float32 [M, I] row-major; out float32 [M, O].
  *
- * Each weight value is dequantized as (q - zero) * scale in float32, the same two roundings
- * as the torch path; products are summed in 16 lanes per row (the auto-vectoriser turns
+ * Each weight value is dequantized as q * scale + offset in float32, as the torch path; products are summed in 16 lanes per row (the auto-vectoriser turns
  * the lane loop into SIMD without reassociating anything), lanes summed at the end.
  *
  * Threads: OpenMP over output rows, only when the call has enough work to pay for waking
@@ -25,7 +26,7 @@
 #define PAR_MIN_WORK (1 << 16)
 
 static void one_output_row(const float *x, int64_t m_rows, int64_t in, const uint8_t *prow,
-                           int bits, const float *srow, const float *zrow, int64_t gs,
+                           int bits, const float *srow, const float *brow, int64_t gs,
                            float bias, float *out, int64_t out_stride) {
     float w[CHUNK];
     for (int64_t m0 = 0; m0 < m_rows; m0 += MBLOCK) {
@@ -38,16 +39,16 @@ static void one_output_row(const float *x, int64_t m_rows, int64_t in, const uin
         for (int64_t base = 0; base < in; base += step) {
             int64_t n = in - base < step ? in - base : step;
             int64_t g = base / gs;
-            float s = srow[g], z = zrow[g];
+            float s = srow[g], b = brow[g];
             if (bits == 4) {
                 const uint8_t *p = prow + base / 2;
                 for (int64_t k = 0; k < n / 2; k++) {
-                    w[2 * k] = ((float)(p[k] & 0xF) - z) * s;
-                    w[2 * k + 1] = ((float)(p[k] >> 4) - z) * s;
+                    w[2 * k] = (float)(p[k] & 0xF) * s + b;
+                    w[2 * k + 1] = (float)(p[k] >> 4) * s + b;
                 }
             } else {
                 const uint8_t *p = prow + base;
-                for (int64_t k = 0; k < n; k++) w[k] = ((float)p[k] - z) * s;
+                for (int64_t k = 0; k < n; k++) w[k] = (float)p[k] * s + b;
             }
             for (int64_t mi = 0; mi < mb; mi++) {
                 const float *xr = x + (m0 + mi) * in + base;
@@ -64,23 +65,202 @@ static void one_output_row(const float *x, int64_t m_rows, int64_t in, const uin
     }
 }
 
+
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#include <stdlib.h>
+#define HAVE_AVX2_PATH 1
+
+/* AVX2 + FMA (detected by the compiler's -march=native, never assumed): the scale and
+ * offset come out of the inner loop,
+ *
+ *   out[m, o] = sum_g scale[o, g] * (sum_{i in g} q[o, i] * x[m, i]) + sum_g offset[o, g] * xsum[m, g]
+ *
+ * with xsum[m, g] = sum_{i in g} x[m, i] computed once per call. Per 8 weights the inner
+ * loop widens the codes to float (vpmovzxbd + vcvtdq2ps) and runs one FMA per input row:
+ * the dequantized weight never exists, not even in a register. Groups are whole multiples
+ * of 16 columns; 32 columns (one 16-byte load of 4-bit codes, or 32 bytes of 8-bit ones)
+ * per step where the group allows. */
+
+static inline __m256 u8x8(__m128i v) { return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v)); }
+
+static inline float hsum8(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* The codes of 16 columns starting at column c of a packed row, as two float vectors. */
+static inline void codes16(const uint8_t *prow, int bits, int64_t c, __m256 *a, __m256 *b) {
+    if (bits == 8) {
+        *a = u8x8(_mm_loadl_epi64((const __m128i *)(prow + c)));
+        *b = u8x8(_mm_loadl_epi64((const __m128i *)(prow + c + 8)));
+    } else {
+        /* 8 bytes = 16 columns: low nibbles the even columns, high ones the odd. */
+        __m128i p = _mm_loadl_epi64((const __m128i *)(prow + c / 2));
+        __m128i m = _mm_set1_epi8(0x0F);
+        __m128i lo = _mm_and_si128(p, m), hi = _mm_and_si128(_mm_srli_epi16(p, 4), m);
+        __m128i cols = _mm_unpacklo_epi8(lo, hi);  /* columns c .. c + 15 in order */
+        *a = u8x8(cols);
+        *b = u8x8(_mm_srli_si128(cols, 8));
+    }
+}
+
+/* Up to 4 input rows against one output row. */
+static void row_avx2(const float *x, int64_t mb, int64_t in, const uint8_t *prow, int bits,
+                     const float *srow, const float *brow, int64_t gs, const float *xsum,
+                     int64_t groups, float bias, float *out, int64_t out_stride) {
+    __m256 tot[4], acc[4], acc2[4];
+    for (int mi = 0; mi < 4; mi++) tot[mi] = _mm256_setzero_ps();
+    for (int64_t g = 0; g < groups; g++) {
+        for (int mi = 0; mi < 4; mi++) acc[mi] = acc2[mi] = _mm256_setzero_ps();
+        int64_t base = g * gs;
+        for (int64_t c = base; c < base + gs; c += 16) {
+            __m256 qa, qb;
+            codes16(prow, bits, c, &qa, &qb);
+            for (int mi = 0; mi < mb; mi++) {  /* two chains per row: FMA latency */
+                acc[mi] = _mm256_fmadd_ps(qa, _mm256_loadu_ps(x + mi * in + c), acc[mi]);
+                acc2[mi] = _mm256_fmadd_ps(qb, _mm256_loadu_ps(x + mi * in + c + 8), acc2[mi]);
+            }
+        }
+        __m256 s = _mm256_set1_ps(srow[g]);
+        for (int mi = 0; mi < mb; mi++)
+            tot[mi] = _mm256_fmadd_ps(_mm256_add_ps(acc[mi], acc2[mi]), s, tot[mi]);
+    }
+    for (int mi = 0; mi < mb; mi++) {
+        float off = 0.0f;
+        const float *xs = xsum + mi * groups;
+        for (int64_t g = 0; g < groups; g++) off += brow[g] * xs[g];
+        out[mi * out_stride] = hsum8(tot[mi]) + off + bias;
+    }
+}
+
+/* One input row: four independent chains over 32 columns per step. */
+static float row1_avx2(const float *x, const uint8_t *prow, int bits, const float *srow,
+                       const float *brow, int64_t gs, const float *xsum, int64_t groups) {
+    __m256 tot = _mm256_setzero_ps();
+    float off = 0.0f;
+    for (int64_t g = 0; g < groups; g++) {
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        int64_t base = g * gs, c = base;
+        for (; c + 32 <= base + gs; c += 32) {
+            __m256 q0, q1, q2, q3;
+            codes16(prow, bits, c, &q0, &q1);
+            codes16(prow, bits, c + 16, &q2, &q3);
+            a0 = _mm256_fmadd_ps(q0, _mm256_loadu_ps(x + c), a0);
+            a1 = _mm256_fmadd_ps(q1, _mm256_loadu_ps(x + c + 8), a1);
+            a2 = _mm256_fmadd_ps(q2, _mm256_loadu_ps(x + c + 16), a2);
+            a3 = _mm256_fmadd_ps(q3, _mm256_loadu_ps(x + c + 24), a3);
+        }
+        if (c < base + gs) {  /* a group of 16 (or 48, ...): the last 16 columns */
+            __m256 q0, q1;
+            codes16(prow, bits, c, &q0, &q1);
+            a0 = _mm256_fmadd_ps(q0, _mm256_loadu_ps(x + c), a0);
+            a1 = _mm256_fmadd_ps(q1, _mm256_loadu_ps(x + c + 8), a1);
+        }
+        __m256 sum = _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3));
+        tot = _mm256_fmadd_ps(sum, _mm256_set1_ps(srow[g]), tot);
+        off += brow[g] * xsum[g];
+    }
+    return hsum8(tot) + off;
+}
+
+static int wq_linear_avx2(const float *x, int64_t m_rows, int64_t in, const uint8_t *packed,
+                          int64_t out_n, int bits, const float *scales, const float *offsets,
+                          int64_t gs, const float *bias, float *out, int nt) {
+    int64_t groups = in / gs, row_bytes = in * bits / 8;
+    float *xsum = malloc(sizeof(float) * (size_t)(m_rows * groups));
+    if (!xsum) return -1;
+    for (int64_t m = 0; m < m_rows; m++)
+        for (int64_t g = 0; g < groups; g++) {
+            float s = 0.0f;
+            for (int64_t i = 0; i < gs; i++) s += x[m * in + g * gs + i];
+            xsum[m * groups + g] = s;
+        }
+#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
+    for (int64_t o = 0; o < out_n; o++) {
+        const uint8_t *prow = packed + o * row_bytes;
+        const float *srow = scales + o * groups, *brow = offsets + o * groups;
+        float b = bias ? bias[o] : 0.0f;
+        if (m_rows == 1) {
+            out[o] = row1_avx2(x, prow, bits, srow, brow, gs, xsum, groups) + b;
+            continue;
+        }
+        for (int64_t m0 = 0; m0 < m_rows; m0 += 4) {
+            int64_t mb = m_rows - m0 < 4 ? m_rows - m0 : 4;
+            row_avx2(x + m0 * in, mb, in, prow, bits, srow, brow, gs, xsum + m0 * groups,
+                     groups, b, out + m0 * out_n + o, out_n);
+        }
+    }
+    free(xsum);
+    return 0;
+}
+#endif
+
 /* Returns 0, or -1 when the shapes are not ones this kernel takes (the caller falls back):
  * I and gs multiples of LANES, gs below CHUNK, a multiple of it, or the whole row. */
 int wq_linear(const float *x, int64_t m_rows, int64_t in, const uint8_t *packed,
-              int64_t out_n, int bits, const float *scales, const float *zeros, int64_t gs,
+              int64_t out_n, int bits, const float *scales, const float *offsets, int64_t gs,
               const float *bias, float *out, int num_threads) {
     if (in % LANES || gs % LANES || (bits != 4 && bits != 8) || in % gs) return -1;
     if (gs > CHUNK && gs % CHUNK && gs != in) return -1;
     int64_t groups = in / gs, row_bytes = in * bits / 8;
     int64_t work = out_n * in;
     int nt = work >= PAR_MIN_WORK && num_threads > 1 ? num_threads : 1;
+#ifdef HAVE_AVX2_PATH
+    if (wq_linear_avx2(x, m_rows, in, packed, out_n, bits, scales, offsets, gs, bias, out, nt) == 0)
+        return 0;
+#endif
 #pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
     for (int64_t o = 0; o < out_n; o++) {
         one_output_row(x, m_rows, in, packed + o * row_bytes, bits, scales + o * groups,
-                       zeros + o * groups, gs, bias ? bias[o] : 0.0f, out + o, out_n);
+                       offsets + o * groups, gs, bias ? bias[o] : 0.0f, out + o, out_n);
     }
     return 0;
 }
+
+#ifdef HAVE_AVX2_PATH
+/* AVX2: 32 products per step through vpmaddubsw (unsigned x signed bytes -> int16 pairs):
+ * the unsigned operand is |w| (|-128| = 128 read unsigned), the signed one x with w's sign
+ * moved onto it (vpsignb; exact because |x| <= 127: quantize_rows gives no -128, and an
+ * input holding one takes the scalar loop), so a pair is at most 2 * 128 * 127 = 32512
+ * and never saturates; vpmaddwd with ones widens the pairs to int32. Exact, as the
+ * scalar loop. */
+static int i8_gemm_avx2(const int8_t *xq, int64_t m_rows, int64_t in, const int8_t *w,
+                        int64_t out_n, int32_t *out, int nt) {
+    if (in % 32) return -1;
+    for (int64_t k = 0; k < m_rows * in; k++)
+        if (xq[k] == -128) return -1;
+#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
+    for (int64_t o = 0; o < out_n; o++) {
+        const int8_t *wr = w + o * in;
+        const __m256i ones = _mm256_set1_epi16(1);
+        for (int64_t m0 = 0; m0 < m_rows; m0 += 4) {
+            int64_t mb = m_rows - m0 < 4 ? m_rows - m0 : 4;
+            __m256i acc[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(),
+                              _mm256_setzero_si256(), _mm256_setzero_si256()};
+            for (int64_t i = 0; i < in; i += 32) {
+                __m256i wv = _mm256_loadu_si256((const __m256i *)(wr + i));
+                __m256i aw = _mm256_abs_epi8(wv);
+                for (int64_t mi = 0; mi < mb; mi++) {
+                    __m256i xv = _mm256_loadu_si256((const __m256i *)(xq + (m0 + mi) * in + i));
+                    __m256i p = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(xv, wv));
+                    acc[mi] = _mm256_add_epi32(acc[mi], _mm256_madd_epi16(p, ones));
+                }
+            }
+            for (int64_t mi = 0; mi < mb; mi++) {
+                __m128i s = _mm_add_epi32(_mm256_castsi256_si128(acc[mi]),
+                                          _mm256_extracti128_si256(acc[mi], 1));
+                s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+                s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+                out[(m0 + mi) * out_n + o] = _mm_cvtsi128_si32(s);
+            }
+        }
+    }
+    return 0;
+}
+#endif
 
 /* W8A8 for few rows on a host without int8 dot-product instructions (no VNNI / AMX-INT8,
  * where oneDNN's int8 GEMM is emulated): out[m, o] = sum_i xq[m, i] * w[o, i], exact in
@@ -90,6 +270,9 @@ int i8_gemm(const int8_t *xq, int64_t m_rows, int64_t in, const int8_t *w, int64
             int32_t *out, int num_threads) {
     int64_t work = out_n * in;
     int nt = work >= PAR_MIN_WORK && num_threads > 1 ? num_threads : 1;
+#ifdef HAVE_AVX2_PATH
+    if (i8_gemm_avx2(xq, m_rows, in, w, out_n, out, nt) == 0) return 0;
+#endif
 #pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
     for (int64_t o = 0; o < out_n; o++) {
         const int8_t *wr = w + o * in;

@@ -3,8 +3,9 @@
 
 Weight-only (:class:`PackedLinear`: GPTQ, AWQ, compressed-tensors pack-quantized) keeps
 ``w_packed`` uint8 ``[O, I * bits / 8]`` (4-bit: input column ``2k`` in the low nibble of
-byte ``k``, ``2k + 1`` in the high one), ``w_scales`` / ``w_zeros`` ``[O, G]`` in the model
-dtype (``w = (q - zero) * scale``, ``G = I / group_size``) and, for GPTQ's activation order
+byte ``k``, ``2k + 1`` in the high one), ``w_scales`` / ``w_offsets`` float32 ``[O, G]``
+(``w = q * scale + offset``, the offset ``-zero * scale``, ``G = I / group_size``) and, for
+GPTQ's activation order
 (``desc_act``, a ``g_idx`` that is not ``i // group_size``), ``in_perm`` ``[I]``: the input
 columns sorted by group, so each group is contiguous (the inputs are permuted the same way
 in the forward). The forward dequantizes one tile of output rows at a time
@@ -81,11 +82,9 @@ class PackedLinear(nn.Module):
 
     # The forward's layout (buffers, set by finish_loading; see the module doc).
     w_packed: torch.Tensor  # uint8 [O, I * bits / 8]
-    w_scales: torch.Tensor  # [O, G]
-    w_zeros: torch.Tensor  # [O, G]
+    w_scales: torch.Tensor  # float32 [O, G]
+    w_offsets: torch.Tensor  # float32 [O, G]: -zero * scale (w = q * scale + offset)
     in_perm: torch.Tensor | None  # [I] or None
-    native_scales: torch.Tensor  # float32 [O, G] (w_scales itself for a float32 model)
-    native_zeros: torch.Tensor
     native_bias: torch.Tensor | None
 
     def __init__(
@@ -215,13 +214,12 @@ class PackedLinear(nn.Module):
             del self.weight_packed, self.weight_scale, self.weight_shape
         assert tuple(q.shape) == (o, i), (q.shape, o, i)
         self.register_buffer("w_packed", pack_rows(q, bits))  # [O, I * bits / 8]
-        self.register_buffer("w_scales", scales.contiguous())  # [O, G]
-        self.register_buffer("w_zeros", zeros.contiguous())  # [O, G]
+        # Scales and offsets in float32 (1 / group_size of the weights' count), as the
+        # native kernel reads them; buffers, so the runner's weight accounting counts them.
+        fscales = scales.float()
+        self.register_buffer("w_scales", fscales.contiguous())  # [O, G]
+        self.register_buffer("w_offsets", (-(zeros.float() * fscales)).contiguous())  # [O, G]
         self.register_buffer("in_perm", perm)  # [I] or None
-        # float32 views or copies for the native kernel (1 / group_size of the weights'
-        # count), buffers so that the runner's weight accounting counts them.
-        self.register_buffer("native_scales", self.w_scales.float().contiguous(), False)
-        self.register_buffer("native_zeros", self.w_zeros.float().contiguous(), False)
         bias = None if self.bias is None else self.bias.detach().float()
         self.register_buffer("native_bias", bias, False)
         self.tile_rows = max(1, min(o, TILE_ELEMENTS // i))
@@ -248,16 +246,16 @@ class PackedLinear(nn.Module):
     # -- forward ------------------------------------------------------------------------
 
     def dequantized(self, start: int, stop: int) -> torch.Tensor:
-        """Output rows ``[start, stop)`` of the weight, ``[stop - start, I]`` in the
-        model dtype (input columns in ``in_perm`` order)."""
+        """Output rows ``[start, stop)`` of the weight, float32 ``[stop - start, I]``
+        (input columns in ``in_perm`` order)."""
         p = self.w_packed[start:stop]  # [t, I * bits / 8]
         if self.bits == 4:
             q = torch.stack((p & 0xF, p >> 4), dim=-1).view(p.shape[0], -1)  # [t, I]
         else:
             q = p
         s = self.w_scales[start:stop].unsqueeze(-1)  # [t, G, 1]
-        z = self.w_zeros[start:stop].unsqueeze(-1)
-        w = (q.view(q.shape[0], self.groups, -1).to(s.dtype) - z) * s  # [t, G, gs]
+        b = self.w_offsets[start:stop].unsqueeze(-1)
+        w = q.view(q.shape[0], self.groups, -1).float() * s + b  # [t, G, gs]
         return w.view(q.shape[0], self.in_features)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -270,8 +268,8 @@ class PackedLinear(nn.Module):
         if rows.shape[0] <= MAX_ROWS and rows.device.type == "cpu":
             # Few rows (decode): the native kernel reads the packed weight once.
             native = wq_linear(
-                rows.float().contiguous(), self.w_packed, self.bits, self.native_scales,
-                self.native_zeros, self.group_size, self.native_bias,
+                rows.float().contiguous(), self.w_packed, self.bits, self.w_scales,
+                self.w_offsets, self.group_size, self.native_bias,
             )  # fmt: skip
             if native is not None:
                 return native.to(x.dtype).view(*x.shape[:-1], o)

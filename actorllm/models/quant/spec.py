@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 import msgspec
 
-Scheme = Literal["gptq", "awq", "w8a8_int8", "pack_quantized", "fp8"]
+Scheme = Literal["gptq", "awq", "w8a8_int8", "pack_quantized", "fp8", "gguf"]
 RUN_HERE = (
     "gptq (4/8-bit), awq (4-bit GEMM), compressed-tensors (W8A8 int8 with dynamic per-token "
     "activations; W4A16/W8A16 pack-quantized), fp8 (per-tensor or block scales, dynamic "
@@ -36,6 +36,7 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "awq": ("awq", "awq_marlin", "auto_awq"),
     "compressed-tensors": ("compressed-tensors", "compressed_tensors"),
     "fp8": ("fp8",),
+    "gguf": ("gguf",),  # a .gguf file (models/gguf/); vLLM's name before v0.32 dropped it
 }
 # vLLM's --quantization choices (QUANTIZATION_METHODS, v0.32): a name outside them is
 # unknown; inside them, it must be the checkpoint's method.
@@ -95,7 +96,7 @@ def resolve_quantization(raw: dict[str, Any] | None, requested: str | None) -> Q
     argument (None: the checkpoint's) -> what the linears run, or :class:`QuantizationError`."""
     if requested is not None and requested.lower() == "none":
         requested = None
-    if requested is not None and requested not in VLLM_METHODS:
+    if requested is not None and requested not in VLLM_METHODS and requested != "gguf":
         raise QuantizationError(  # vLLM's message
             f"Unknown quantization method: {requested}. Must be one of {list(VLLM_METHODS)}."
         )
@@ -122,6 +123,8 @@ def resolve_quantization(raw: dict[str, Any] | None, requested: str | None) -> Q
         return _compressed_tensors(raw)
     if method == "fp8":
         return _fp8(raw)
+    if method == "gguf":  # set by models/gguf/config.py for a .gguf file, never on disk
+        return QuantSpec(method="gguf", scheme="gguf", bits=0, group_size=-1, sym=True)
     raise QuantizationError(
         f"quantization method {method!r} (config.json quantization_config.quant_method) is "
         f"not supported; actorllm runs {RUN_HERE}"

@@ -1,0 +1,204 @@
+"""Build a model from a GGUF file: every linear (the LM head too) a :class:`GGUFLinear`
+over the file's blocks repacked at load (``blocks.py``), the rest (embedding, norms,
+biases) read as floats into the model dtype.
+
+Names: llama.cpp's (``blk.N.attn_q.weight``) from the ``gguf`` package's own map of HF
+names (``get_tensor_name_map``), the one its converter writes with. Llama's ``attn_q`` /
+``attn_k`` rows come back in HF's order (the converter's permutation undone on the
+quantized rows: each output row's blocks move whole). A tensor of a type without a kernel
+is refused by name; the token embedding, read by rows and not once per step, is
+dequantized into the model dtype (the one stated fallback, in the load log). Every tensor
+of the file must find its place (and every parameter its tensor), or the load fails
+naming them.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from actorllm.models.base import CausalLM
+from actorllm.models.config import CheckpointConfig
+from actorllm.models.gguf.blocks import FLOAT_TYPES, BlockWeight, check_type, float_rows, repack
+from actorllm.models.gguf.config import PERMUTED_QK, architecture, open_reader
+from actorllm.models.gguf.linear import GGUFLinear, Part
+from actorllm.models.registry import resolve_model_class
+
+log = logging.getLogger(__name__)
+
+
+class GGUFLoadError(RuntimeError):
+    """The GGUF file's tensors do not fit the model its metadata describes."""
+
+
+def _rows_cols(t: Any) -> tuple[int, int]:
+    """A reader tensor's [rows, columns] (GGUF lists dimensions innermost first)."""
+    dims = [int(d) for d in t.shape]
+    if len(dims) == 1:
+        return dims[0], 1
+    if len(dims) != 2:
+        raise GGUFLoadError(f"GGUF tensor {t.name!r}: {len(dims)} dimensions, expected 1 or 2")
+    return dims[1], dims[0]
+
+
+def qk_unpermute(rows: int, n_head: int) -> torch.Tensor:
+    """Row order that undoes llama.cpp's Q/K permutation: ``w_hf = w_gguf[index]``
+    (the converter's ``reshape(n_head, 2, d, ...).swapaxes(1, 2)``, inverted)."""
+    d = rows // n_head // 2
+    return torch.arange(rows).view(n_head, d, 2).transpose(1, 2).reshape(rows)
+
+
+class _File:
+    """The reader's tensors by name, with the ones consumed so far."""
+
+    def __init__(self, path: Path) -> None:
+        self.reader = open_reader(path)
+        self.arch = architecture(self.reader)
+        self.tensors = {t.name: t for t in self.reader.tensors}
+        self.used: set[str] = set()
+
+    def get(self, name: str) -> Any:
+        t = self.tensors.get(name)
+        if t is None:
+            raise GGUFLoadError(f"GGUF file lacks tensor {name!r}")
+        check_type(name, t.tensor_type)
+        self.used.add(name)
+        return t
+
+    def floats(self, name: str, shape: tuple[int, ...]) -> torch.Tensor:
+        """Tensor ``name`` as float32 of ``shape`` (any type the package dequantizes)."""
+        t = self.get(name)
+        rows, cols = _rows_cols(t)
+        if rows * cols != int(torch.Size(shape).numel()):
+            raise GGUFLoadError(f"GGUF tensor {name!r}: shape {(rows, cols)} != expected {shape}")
+        return float_rows(t.data, t.tensor_type, rows, cols).view(shape)
+
+    def part(self, name: str, rows: int, cols: int, dtype: torch.dtype) -> Part:
+        """Weight ``name`` [rows, cols] as a linear's part (blocks stay quantized)."""
+        t = self.get(name)
+        if _rows_cols(t) != (rows, cols):
+            raise GGUFLoadError(
+                f"GGUF tensor {name!r}: shape {_rows_cols(t)} != expected {(rows, cols)}"
+            )
+        if t.tensor_type in FLOAT_TYPES:
+            return float_rows(t.data, t.tensor_type, rows, cols).to(dtype)
+        return repack(t.data, t.tensor_type, rows, cols)
+
+
+def load_gguf(
+    path: str | Path,
+    cfg: CheckpointConfig,
+    *,
+    dtype: torch.dtype,
+    device: torch.device | str,
+    ops: Any,
+    max_positions: int | None,
+) -> CausalLM:
+    """The model of GGUF file ``path`` (whose metadata gave ``cfg``) on ``device``."""
+    f = _File(Path(path))
+    from gguf import MODEL_ARCH_NAMES, get_tensor_name_map
+
+    arch_id = next(k for k, v in MODEL_ARCH_NAMES.items() if v == f.arch)
+    names = get_tensor_name_map(arch_id, cfg.num_layers)
+
+    def gguf_name(hf: str) -> str:
+        found = names.get_name(hf, try_suffixes=(".weight", ".bias"))
+        if found is None:
+            raise GGUFLoadError(f"no GGUF name for {hf!r} ({f.arch})")
+        return str(found)
+
+    with torch.device("meta"):
+        model = resolve_model_class(cfg.architecture)(cfg, ops)
+    model = model.to(dtype=dtype)
+    fused: dict[str, list[str]] = {}
+    for frag, (packed, _shard) in model.packed_modules.items():
+        fused.setdefault(packed, []).append(frag)
+    linears: dict[str, tuple[GGUFLinear, list[str]]] = {}
+    for owner_name, owner in list(model.named_modules()):
+        for child_name, child in list(owner.named_children()):
+            if type(child) is not nn.Linear:
+                continue
+            prefix = f"{owner_name}.{child_name}".removeprefix(".")
+            frags = fused.get(child_name)
+            hf = [f"{owner_name}.{fr}" for fr in frags] if frags else [prefix]
+            layer = GGUFLinear(child.in_features, child.out_features, prefix)
+            setattr(owner, child_name, layer)
+            linears[prefix] = (layer, hf)
+    model = model.to_empty(device=device)
+    types: Counter[str] = Counter()
+    with torch.no_grad():
+        for prefix, (layer, hf) in linears.items():
+            _fill_linear(f, layer, hf, prefix, gguf_name, cfg, dtype, types)
+        for name, p in model.named_parameters():
+            p.copy_(f.floats(gguf_name(name), tuple(p.shape)))
+    unused = sorted(set(f.tensors) - f.used)
+    if unused:
+        raise GGUFLoadError(f"GGUF tensors the model has no place for: {', '.join(unused[:8])}")
+    model.to(device)  # the linears' buffers (built on the CPU) where the model is
+    log.info(
+        "GGUF %s (%s): linears keep their blocks (%s); the token embedding is dequantized "
+        "to %s (read by rows)",
+        Path(path).name, f.arch, ", ".join(f"{k} x{v}" for k, v in sorted(types.items())),
+        str(dtype).removeprefix("torch."),
+    )  # fmt: skip
+    model.init_rotary(device, max_positions)
+    return model.eval()
+
+
+def _fill_linear(
+    f: _File,
+    layer: GGUFLinear,
+    hf: list[str],
+    prefix: str,
+    gguf_name: Any,
+    cfg: CheckpointConfig,
+    dtype: torch.dtype,
+    types: Counter[str],
+) -> None:
+    """Read the parts (fused q/k/v, gate/up: one per HF tensor) and biases of ``layer``."""
+    if prefix == "lm_head" and cfg.tie_word_embeddings:
+        hf = ["model.embed_tokens"]  # no output.weight: the head is the embedding
+    parts: list[Part] = []
+    biases: list[torch.Tensor] = []
+    sizes = _part_rows(cfg, hf, layer.out_features)
+    for name, rows in zip(hf, sizes, strict=True):
+        tname = gguf_name(f"{name}.weight")
+        part = f.part(tname, rows, layer.in_features, dtype)
+        types[part.qtype if isinstance(part, BlockWeight) else str(part.dtype)] += 1
+        perm = _qk_permutation(f.arch, name, rows, cfg)
+        if perm is not None:
+            part = part.take_rows(perm) if isinstance(part, BlockWeight) else part[perm]
+        parts.append(part)
+        bias_name = gguf_name(f"{name}.bias")
+        if bias_name in f.tensors:
+            b = f.floats(bias_name, (rows,))
+            biases.append(b if perm is None else b[perm])
+    if biases and len(biases) != len(hf):
+        raise GGUFLoadError(f"GGUF {prefix}: only some of {hf} have a bias")
+    bias = torch.cat(biases).to(dtype) if biases else None
+    layer.set_weights(parts, bias)
+
+
+def _part_rows(cfg: CheckpointConfig, hf: list[str], out: int) -> list[int]:
+    """Output rows of each HF tensor fused into one linear."""
+    if len(hf) == 1:
+        return [out]
+    if hf[0].endswith("q_proj"):
+        q, kv = cfg.num_heads * cfg.head_dim, cfg.num_kv_heads * cfg.head_dim
+        return [q, kv, kv]
+    return [out // len(hf)] * len(hf)  # gate / up
+
+
+def _qk_permutation(arch: str, hf: str, rows: int, cfg: CheckpointConfig) -> torch.Tensor | None:
+    if arch not in PERMUTED_QK:
+        return None
+    if hf.endswith("self_attn.q_proj"):
+        return qk_unpermute(rows, cfg.num_heads)
+    if hf.endswith("self_attn.k_proj"):
+        return qk_unpermute(rows, cfg.num_kv_heads)
+    return None

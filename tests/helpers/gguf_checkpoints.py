@@ -1,0 +1,153 @@
+"""Tiny GGUF files written with the ``gguf`` package (``GGUFWriter``, ``gguf.quants``) from a
+tiny random Hugging Face model, each with its reference: the same HF model holding the
+weights ``gguf.quants.dequantize`` reads back from the file (so a correct loader gives the
+reference's tokens).
+
+Q8_0 / Q4_0 / Q4_1 / Q5_0 weights are quantized with ``gguf.quants.quantize``; the package
+has no K-quant quantizer, so Q4_K / Q6_K tensors are random valid blocks (the reference is
+their dequantized values). Llama's q/k rows are permuted as llama.cpp's converter writes
+them; the reference undoes it with an inverse computed here (``argsort`` of the forward
+permutation), independently of the loader.
+
+    ref_dir, gguf_file = write_gguf(tmp_path, "qwen3", qtype="Q4_K", overrides={"v_proj": "Q6_K"})
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from tests.helpers.models import make_tiny_checkpoint
+
+LINEARS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+# Sizes the K-quants take (rows of whole 256-value super-blocks).
+SHAPE: dict[str, Any] = dict(
+    hidden_size=256, intermediate_size=512, vocab_size=256, num_heads=4, num_kv_heads=2,
+    head_dim=64, eos_token_id=0,
+)  # fmt: skip
+
+
+def converter_permute(w: np.ndarray, n_head: int) -> np.ndarray:
+    """llama.cpp convert_hf_to_gguf.py's LlamaModel.permute (rows of q / k)."""
+    return (
+        w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:])
+        .swapaxes(1, 2)
+        .reshape(w.shape)
+    )
+
+
+def random_blocks(rows: int, cols: int, qtype: Any, rng: np.random.Generator) -> np.ndarray:
+    """Random valid K-quant blocks ``uint8 [rows, bytes]`` with weights of std ~0.1."""
+    import gguf
+
+    block, size = gguf.GGML_QUANT_SIZES[qtype]
+    nb = cols // block
+    raw = rng.integers(0, 256, (rows, nb, size), dtype=np.uint8)
+
+    def f16(v: np.ndarray) -> np.ndarray:
+        return v.astype(np.float16).view(np.uint8).reshape(rows, nb, 2)
+
+    d = rng.uniform(0.0002, 0.0008, (rows, nb))
+    if qtype == gguf.GGMLQuantizationType.Q4_K:  # d * sc * q - dmin * m, sc, m < 64, q < 16
+        raw[..., 0:2] = f16(d)
+        raw[..., 2:4] = f16(d * 7.5)  # min ~ the mean of d * sc * q: groups centred near 0
+    elif qtype == gguf.GGMLQuantizationType.Q6_K:  # d * sc * (q - 32), sc int8
+        raw[..., 208:210] = f16(d / 6)
+    else:
+        raise ValueError(f"no random blocks for {qtype}")
+    return raw.reshape(rows, nb * size)
+
+
+def write_gguf(
+    directory: Path,
+    family: str = "qwen3",
+    *,
+    qtype: str = "Q8_0",
+    overrides: dict[str, str] | None = None,
+    embed_type: str = "F32",
+    head_type: str | None = None,
+    tie_word_embeddings: bool = False,
+    seed: int = 0,
+    **config: Any,
+) -> tuple[Path, Path]:
+    """(reference HF directory, GGUF file): every linear in ``qtype`` (or ``overrides``
+    ``{"v_proj": "Q6_K"}``), the embedding in ``embed_type``, the head in ``head_type``
+    (default ``qtype``), norms (and biases) in F32."""
+    import gguf
+    import transformers
+
+    T = gguf.GGMLQuantizationType
+    overrides = overrides or {}
+    shape = {**SHAPE, **config, "tie_word_embeddings": tie_word_embeddings}
+    src = make_tiny_checkpoint(directory / "src", family, seed=seed, **shape)  # type: ignore[arg-type]
+    model = transformers.AutoModelForCausalLM.from_pretrained(src, dtype=torch.float32)
+    cfg = model.config
+    arch = {"llama": gguf.MODEL_ARCH.LLAMA, "qwen2": gguf.MODEL_ARCH.QWEN2,
+            "qwen3": gguf.MODEL_ARCH.QWEN3}[family]  # fmt: skip
+    names = gguf.get_tensor_name_map(arch, cfg.num_hidden_layers)
+    path = directory / f"model-{qtype}.gguf"
+    w = gguf.GGUFWriter(str(path), gguf.MODEL_ARCH_NAMES[arch])
+    w.add_context_length(cfg.max_position_embeddings)
+    w.add_embedding_length(cfg.hidden_size)
+    w.add_block_count(cfg.num_hidden_layers)
+    w.add_feed_forward_length(cfg.intermediate_size)
+    w.add_head_count(cfg.num_attention_heads)
+    w.add_head_count_kv(cfg.num_key_value_heads)
+    w.add_key_length(cfg.head_dim)
+    w.add_value_length(cfg.head_dim)
+    w.add_rope_dimension_count(cfg.head_dim)
+    w.add_rope_freq_base(float(cfg.rope_parameters["rope_theta"]))
+    w.add_layer_norm_rms_eps(cfg.rms_norm_eps)
+    w.add_vocab_size(cfg.vocab_size)
+    w.add_eos_token_id(0)
+    rng = np.random.default_rng(seed)
+    state = {k: v for k, v in model.state_dict().items() if not k.endswith("inv_freq")}
+    ref: dict[str, torch.Tensor] = {}
+    for name, tensor in state.items():
+        if name == "lm_head.weight" and cfg.tie_word_embeddings:
+            continue
+        gname = names.get_name(name, try_suffixes=(".weight", ".bias"))
+        a = tensor.numpy().astype(np.float32)
+        if a.ndim == 1:
+            w.add_tensor(gname, a)
+            ref[name] = tensor
+            continue
+        module = name.rsplit(".", 2)[-2]
+        if name == "model.embed_tokens.weight":
+            kind = embed_type
+        elif name == "lm_head.weight":
+            kind = head_type or qtype
+        else:
+            kind = overrides.get(module, qtype)
+        n_head = {"q_proj": cfg.num_attention_heads, "k_proj": cfg.num_key_value_heads}.get(module)
+        permuted = family == "llama" and n_head is not None
+        if permuted:
+            a = converter_permute(a, n_head)
+        t = T[kind]
+        if kind == "F32":
+            data, stored = a, a
+        elif t in (T.Q4_K, T.Q6_K):
+            data = random_blocks(a.shape[0], a.shape[1], t, rng)
+            stored = gguf.quants.dequantize(data, t)
+        else:
+            data = gguf.quants.quantize(a, t)
+            stored = gguf.quants.dequantize(data, t)
+        w.add_tensor(gname, data, raw_dtype=None if kind == "F32" else t)
+        back = torch.from_numpy(np.ascontiguousarray(stored, dtype=np.float32))
+        if permuted:
+            forward = converter_permute(np.arange(a.shape[0]), n_head)
+            back = back[torch.from_numpy(np.argsort(forward))]
+        ref[name] = back
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    if cfg.tie_word_embeddings:
+        ref["lm_head.weight"] = ref["model.embed_tokens.weight"]
+    model.load_state_dict(ref, strict=False)
+    ref_dir = directory / "ref"
+    model.save_pretrained(ref_dir)
+    return ref_dir, path

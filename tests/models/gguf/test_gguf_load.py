@@ -1,0 +1,159 @@
+"""GGUF files written with the ``gguf`` package from tiny random models load with their
+linears quantized and give the tokens (and HF's logprobs) of the reference holding the
+dequantized weights; what is not run is refused by name."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import gguf
+import numpy as np
+import pytest
+from torch import nn
+
+from actorllm.models.config import CheckpointConfig
+from actorllm.models.gguf.blocks import GGUFTypeError
+from actorllm.models.gguf.config import GGUFError
+from actorllm.models.gguf.linear import GGUFLinear
+from tests.helpers.gguf_checkpoints import write_gguf
+from tests.helpers.models import load_hf_model
+from tests.models.test_family_parity import assert_hf_greedy, run_greedy
+
+CASES: list[tuple[str, dict[str, Any]]] = [
+    ("qwen3", dict(qtype="Q8_0")),
+    # Q4_K_M's mix: Q4_K with Q6_K for attn_v / ffn_down (fused qkv of two layouts);
+    # llama: the converter's q/k permutation undone.
+    (
+        "llama",
+        dict(qtype="Q4_K", overrides={"v_proj": "Q6_K", "down_proj": "Q6_K"}, head_type="Q6_K"),
+    ),
+    # qwen2: q/k/v biases; a tied head read from a quantized token_embd.
+    ("qwen2", dict(qtype="Q4_0", embed_type="Q8_0", tie_word_embeddings=True)),
+]
+
+
+def _tokens(path: Path) -> list[list[int]]:
+    return [r.outputs for r in run_greedy(path).reqs.values()]
+
+
+@pytest.mark.parametrize(("family", "kw"), CASES, ids=[f"{f}-{k['qtype']}" for f, k in CASES])
+def test_greedy_tokens_equal_the_dequantized_reference(
+    tmp_path: Path, family: str, kw: dict[str, Any]
+) -> None:
+    ref, path = write_gguf(tmp_path, family, **kw)
+    driver = run_greedy(path)
+    assert [r.outputs for r in driver.reqs.values()] == _tokens(ref)
+    assert_hf_greedy(load_hf_model(ref), driver)  # transformers on the same weights
+
+
+def test_an_undone_permutation_would_show(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The comparison can fail: llama's q/k rows left in llama.cpp's order change tokens."""
+    ref, path = write_gguf(tmp_path, "llama", qtype="Q8_0")
+    monkeypatch.setattr("actorllm.models.gguf.load.PERMUTED_QK", frozenset())
+    assert _tokens(path) != _tokens(ref)
+
+
+def test_linears_stay_quantized(tmp_path: Path) -> None:
+    from actorllm.worker.model_runner import ModelRunner
+
+    _ref, path = write_gguf(tmp_path, "qwen3", qtype="Q4_0")
+    runner = ModelRunner(path, dtype="float32", max_model_len=64)
+    runner.load_model()
+    assert runner.model is not None
+    modules = list(runner.model.modules())
+    assert not any(type(m) is nn.Linear for m in modules)
+    linears = [m for m in modules if isinstance(m, GGUFLinear)]
+    assert len(linears) == 2 * 4 + 1  # qkv, o, gate_up, down per layer; the head
+    weights = sum(m.in_features * m.out_features for m in linears)
+    held = sum(b.numel() * b.element_size() for m in linears for b in m.buffers())
+    # Q4_0: half a byte per weight plus a float32 scale and offset per 32 (0.75 B/weight)
+    # against float32's 4.
+    assert held <= 0.76 * weights
+    assert runner.weight_bytes < 0.5 * 4 * sum(p.numel() for p in load_hf_model(_ref).parameters())
+
+
+def _rewrite(src: Path, dst: Path, *, arch: str | None = None, qtype: Any = None,
+             extra: str | None = None) -> Path:  # fmt: skip
+    """A copy of GGUF ``src``: another architecture name, ffn_down of layer 0 in
+    ``qtype`` (quantized with gguf.quants), or an extra F32 tensor ``extra``."""
+    r = gguf.GGUFReader(str(src))
+    name = arch or str(r.get_field("general.architecture").contents())
+    w = gguf.GGUFWriter(str(dst), name)
+    for f in r.fields.values():
+        if f.name.startswith(("general.architecture", "GGUF.")):
+            continue
+        key = f.name.replace(
+            str(r.get_field("general.architecture").contents()) + ".", name + ".", 1
+        )
+        w.add_key_value(key, f.contents(), f.types[0], f.types[-1] if len(f.types) > 1 else None)
+    for t in r.tensors:
+        if qtype is not None and t.name == "blk.0.ffn_down.weight":
+            floats = gguf.quants.dequantize(t.data, t.tensor_type)
+            w.add_tensor(t.name, gguf.quants.quantize(floats, qtype), raw_dtype=qtype)
+        else:
+            raw = None if t.tensor_type == gguf.GGMLQuantizationType.F32 else t.tensor_type
+            w.add_tensor(t.name, np.array(t.data), raw_dtype=raw)
+    if extra is not None:
+        w.add_tensor(extra, np.ones(32, dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return dst
+
+
+@pytest.fixture(scope="module")
+def q8_pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    return write_gguf(tmp_path_factory.mktemp("gguf"), "qwen3", qtype="Q8_0")
+
+
+@pytest.fixture
+def q8_file(q8_pair: tuple[Path, Path]) -> Path:
+    return q8_pair[1]
+
+
+def test_a_type_without_a_kernel_is_refused_naming_tensor_and_type(
+    q8_file: Path, tmp_path: Path
+) -> None:
+    path = _rewrite(q8_file, tmp_path / "q5.gguf", qtype=gguf.GGMLQuantizationType.Q5_0)
+    with pytest.raises(GGUFTypeError, match=r"'blk.0.ffn_down.weight' has type Q5_0"):
+        run_greedy(path)
+
+
+def test_an_architecture_not_run_is_refused_by_name(q8_file: Path, tmp_path: Path) -> None:
+    path = _rewrite(q8_file, tmp_path / "gemma.gguf", arch="gemma2")
+    with pytest.raises(GGUFError, match="GGUF architecture 'gemma2' is not supported"):
+        CheckpointConfig.from_pretrained(path)
+
+
+def test_rope_factors_are_refused_by_name(q8_file: Path, tmp_path: Path) -> None:
+    path = _rewrite(q8_file, tmp_path / "rope.gguf", extra="rope_freqs.weight")
+    with pytest.raises(GGUFError, match=r"rope_freqs\.weight"):
+        CheckpointConfig.from_pretrained(path)
+
+
+def test_a_corrupt_file_is_refused(q8_file: Path, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(q8_file.read_bytes()[:4096])
+    with pytest.raises(GGUFError, match="not a readable GGUF file"):
+        CheckpointConfig.from_pretrained(bad)
+
+
+def test_llm_runs_a_gguf_file_with_a_tokenizer(q8_pair: tuple[Path, Path]) -> None:
+    from actorllm import LLM, SamplingParams
+    from actorllm.demo import demo_tokenizer_path
+    from actorllm.engine.config.engine_config import EngineConfig, EngineConfigError
+
+    ref, path = q8_pair
+    with pytest.raises(EngineConfigError, match="tokenizer"):
+        EngineConfig(model=str(path)).resolved_tokenizer()
+    greedy = SamplingParams(temperature=0.0, max_tokens=6, ignore_eos=True)
+    tokens = []
+    for model in (path, ref):
+        with LLM(str(model), tokenizer=str(demo_tokenizer_path()), dtype="float32",
+                 max_model_len=64, kv_cache_memory_bytes=4 * 2**20) as llm:  # fmt: skip
+            (out,) = llm.generate({"prompt_token_ids": [5, 17, 42]}, greedy, use_tqdm=False)
+            tokens.append(list(out.outputs[0].token_ids))
+    assert len(tokens[0]) == 6
+    assert tokens[0] == tokens[1]
