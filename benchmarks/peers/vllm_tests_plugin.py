@@ -26,9 +26,9 @@ def _local(name: Any) -> Any:
 
 def pytest_configure(config: Any) -> None:
     import transformers
+    import vllm.tokenizers as vt
 
     import tests.utils as tu
-    import vllm.tokenizers as vt
 
     serve: list[str] = json.loads(os.environ["CONTRACT_SERVE"])
     model = os.environ["CONTRACT_MODEL"]
