@@ -18,7 +18,7 @@ import logging
 import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from safetensors import safe_open
@@ -244,6 +244,65 @@ def _copy_one(
     """Copy one checkpoint tensor into its parameter (or shard); returns our name for it,
     None when the checkpoint tensor has no place in the model. ``strict``: an unknown name
     raises instead of being ignored with a warning."""
+    resolved = _resolve_one(model, params, hf_name, tensor, strict=strict)
+    if resolved is None or isinstance(resolved, str):
+        return resolved
+    dst, staged = resolved
+    dst.copy_(staged.tensor)
+    written.setdefault(staged.target, set()).add(staged.shard)
+    return staged.name
+
+
+class StagedWeight(NamedTuple):
+    """One checkpoint tensor checked against the model and cut to this rank's piece, not
+    written yet (a staged weight update, worker/weight_receiver.py)."""
+
+    hf_name: str
+    name: str  # ours
+    target: str  # the parameter it goes into
+    shard: ShardKey  # its part of a packed parameter (None: all of it)
+    tensor: torch.Tensor  # in the destination's shape; its dtype is cast on apply
+
+
+def stage_weight(model: CausalLM, hf_name: str, tensor: torch.Tensor) -> StagedWeight | None:
+    """Check ``tensor`` (Hugging Face name ``hf_name``, the whole unsharded tensor) against
+    ``model`` and cut this rank's piece of it, without writing anything; None when it has
+    nothing to write (a tied head, an ignored tensor). Raises :class:`WeightLoadError`
+    naming the tensor for an unknown name, a shape or a dtype kind that does not fit."""
+    params = dict(model.named_parameters(remove_duplicate=False))
+    resolved = _resolve_one(model, params, hf_name, tensor, strict=True)
+    if resolved is None or isinstance(resolved, str):
+        return None
+    return resolved[1]
+
+
+def apply_staged(model: CausalLM, staged: Iterable[StagedWeight]) -> list[str]:
+    """Write staged tensors into their parameters in place; returns the parameters written."""
+    params = dict(model.named_parameters(remove_duplicate=False))
+    written: set[str] = set()
+    try:
+        with torch.no_grad():
+            for s in staged:
+                data = params[s.target].data
+                dst = data if s.shard is None else _shard_view(model, data, s.target, s.shard)
+                dst.copy_(s.tensor)
+                written.add(s.target)
+    finally:
+        invalidate_packed(model)  # the packed copies of the written linears are stale
+    return sorted(written)
+
+
+def _resolve_one(
+    model: CausalLM,
+    params: dict[str, torch.nn.Parameter],
+    hf_name: str,
+    tensor: Any,
+    *,
+    strict: bool,
+) -> tuple[torch.Tensor, StagedWeight] | str | None:
+    """Where one checkpoint tensor goes: (the destination view, the checked tensor), or our
+    name when nothing is written (a tied head, an unknown name not ``strict``), or None
+    when it has no place in the model."""
     if hf_name.endswith(_IGNORED_SUFFIXES):
         return None
     name = model.checkpoint_name(hf_name)
@@ -274,9 +333,7 @@ def _copy_one(
             "parameter (a quantized tensor the config.json's quantization_config does not "
             "describe?)"
         )
-    dst.copy_(tensor)
-    written.setdefault(target, set()).add(shard)
-    return name
+    return dst, StagedWeight(hf_name, name, target, shard, tensor)
 
 
 # A packed parameter's shard: an index into shard_sizes (q/k/v, gate/up) or, for stacked

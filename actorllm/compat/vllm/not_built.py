@@ -27,8 +27,6 @@ ASYNC_LLM_NOT_BUILT: Mapping[str, str] = {
     "pause_generation": "pausing generation is not built (see sleep/wake_up)",
     "resume_generation": "pausing generation is not built (see sleep/wake_up)",
     "scale_elastic_ep": "elastic expert parallelism is not supported",
-    "init_weight_transfer_engine": "weight transfer engines are not supported",
-    "update_weights": "weight transfer engines are not supported (see collective_rpc)",
     "notify_kv_transfer_request_rejected": "disaggregated KV transfer is not supported",
 }
 

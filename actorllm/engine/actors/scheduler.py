@@ -29,15 +29,19 @@ from actorllm.engine.actors.messages import (
     AbortRequest,
     AddRequest,
     AdoptRequests,
+    CommitWeights,
     EndRequest,
     ExecuteStep,
+    FinishWeightUpdate,
     GetStats,
+    GetWeightVersion,
     GrammarReady,
     IsKVConnectorEnabled,
     IsSleeping,
     ResetPrefixCache,
     SchedulerMsg,
     SetKVConnector,
+    SetWeightVersion,
     Sleep,
     SleepWorker,
     StepDone,
@@ -131,6 +135,13 @@ class SchedulerActor(Actor[SchedulerMsg]):
                 reply.send(adm.kv_connector_enabled)
             case GetStats(reply=reply):
                 reply.send(adm.replica_stats())
+            case FinishWeightUpdate(weight_version=version, reply=reply):
+                await self._swap_weights(version, reply)
+            case SetWeightVersion(weight_version=version, reply=reply):
+                adm.weight_versions.current = version
+                reply.send(None)
+            case GetWeightVersion(reply=reply):
+                reply.send(adm.weight_versions.current)
         await self._pump()
         if self.publish_running:
             adm.publish()
@@ -156,6 +167,22 @@ class SchedulerActor(Actor[SchedulerMsg]):
             await self.refs.output_processor.send(
                 EndRequest(request_id=failure.request_id, error=failure.reason)
             )
+
+    async def _swap_weights(self, version: str | None, reply: Reply[list[object]]) -> None:
+        """Apply the staged weights at a step boundary, streams going on: the commit is
+        queued on the worker behind the steps already launched (they ran on the old
+        weights and keep their label); no step is launched until it is done, and every
+        later one is labelled ``version``. Cached prefixes hold the old weights' KV: they
+        are forgotten. A failed commit changes nothing (the old weights serve)."""
+        try:
+            written: list[object] = await self.refs.executor.ask(lambda r: CommitWeights(reply=r))
+        except Exception as exc:
+            reply.fail(exc)
+            return
+        self.admission.core.forget_prefix_cache()
+        if version is not None:
+            self.admission.weight_versions.current = version
+        reply.send(written)
 
     async def _sleep_now(self) -> None:
         """No step is in flight: free the KV cache (and weights) on the worker. Requests
