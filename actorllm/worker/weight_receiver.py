@@ -40,7 +40,7 @@ from actorllm.distributed.weight_transfer.broadcast import (
     parse_info,
 )
 from actorllm.distributed.weight_transfer.group import TransferGroup
-from actorllm.models.loader import StagedWeight, apply_staged, stage_weight
+from actorllm.models.loader import StagedWeight, WeightLoadError, apply_staged, stage_weight
 
 if TYPE_CHECKING:
     from actorllm.models.base import CausalLM
@@ -165,8 +165,13 @@ class WeightReceiver:
                 continue  # drained: the trainer's broadcast completes, the group stays usable
             try:
                 staged = stage_weight(model, meta.name, buf)
-            except Exception as e:  # WeightLoadError (it names the tensor), a model's own
+            except WeightLoadError as e:  # it names the tensor
                 misfit = e
+                continue
+            except Exception as e:  # a model's own (a TP slice out of range, ...): name it
+                misfit = WeightLoadError(
+                    f"{meta.name}: shape {tuple(meta.shape)} does not fit the model ({e})"
+                )
                 continue
             if staged is not None:
                 piece = staged.tensor

@@ -254,3 +254,24 @@ def test_transfer_group_is_its_own_and_can_be_made_again():
     assert got[0].tolist() == [1.0, 2.0, 3.0]
     with pytest.raises(ValueError, match="not one of gloo, nccl"):
         TransferGroup.open("ipc", "127.0.0.1", port, 0, 2)
+
+
+def test_tensor_parallel_ranks_each_take_their_shards(tiny_model, new_weights, want):
+    """TP=2 (mp): both ranks receive every tensor by broadcast and keep their slices of
+    q/k/v, gate/up, o/down and the vocabulary; greedy output is the new weights'."""
+    with LLM(
+        tiny_model, tensor_parallel_size=2, weight_transfer_config={"backend": "gloo"}, **SMALL
+    ) as llm:
+        assert llm.get_world_size() == 2
+        before = greedy(llm)
+        trainer = join(llm, new_weights)
+        tensors = dict(new_weights)
+        tensors["model.layers.0.self_attn.q_proj.weight"] = torch.zeros(3, 3)
+        trainer.source = StateDictSource(tensors)
+        with pytest.raises(WeightTransferError, match=r"q_proj\.weight: (checkpoint )?shape"):
+            trainer.send_weights(weight_version="bad")
+        assert greedy(llm) == before
+        trainer.source = StateDictSource(new_weights)
+        trainer.send_weights(weight_version="tp")
+        assert greedy(llm) == want
+        trainer.shutdown()
