@@ -264,34 +264,6 @@ class StagedWeight(NamedTuple):
     tensor: torch.Tensor  # in the destination's shape; its dtype is cast on apply
 
 
-def stage_weight(model: CausalLM, hf_name: str, tensor: torch.Tensor) -> StagedWeight | None:
-    """Check ``tensor`` (Hugging Face name ``hf_name``, the whole unsharded tensor) against
-    ``model`` and cut this rank's piece of it, without writing anything; None when it has
-    nothing to write (a tied head, an ignored tensor). Raises :class:`WeightLoadError`
-    naming the tensor for an unknown name, a shape or a dtype kind that does not fit."""
-    params = dict(model.named_parameters(remove_duplicate=False))
-    resolved = _resolve_one(model, params, hf_name, tensor, strict=True)
-    if resolved is None or isinstance(resolved, str):
-        return None
-    return resolved[1]
-
-
-def apply_staged(model: CausalLM, staged: Iterable[StagedWeight]) -> list[str]:
-    """Write staged tensors into their parameters in place; returns the parameters written."""
-    params = dict(model.named_parameters(remove_duplicate=False))
-    written: set[str] = set()
-    try:
-        with torch.no_grad():
-            for s in staged:
-                data = params[s.target].data
-                dst = data if s.shard is None else _shard_view(model, data, s.target, s.shard)
-                dst.copy_(s.tensor)
-                written.add(s.target)
-    finally:
-        invalidate_packed(model)  # the packed copies of the written linears are stale
-    return sorted(written)
-
-
 def _resolve_one(
     model: CausalLM,
     params: dict[str, torch.nn.Parameter],

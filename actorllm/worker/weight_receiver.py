@@ -6,11 +6,12 @@ Theory of operation
 An update is atomic. ``start_weight_update`` opens it; each ``update_weights`` receives
 its tensors by broadcast from the trainer (rank 0 of the transfer group) on a thread of
 its own, so the worker thread keeps running steps meanwhile; every tensor is checked
-against the model (name, shape, dtype kind: ``models.loader.stage_weight``), cut to this
-rank's tensor-parallel piece as it arrives and kept aside (staged); nothing touches the
-model yet. ``finish_weight_update`` writes the staged tensors into the parameters in
-place, on the worker thread, between two steps: every step runs either wholly on the old
-weights or wholly on the new.
+against the model (name, shape, dtype kind), cut to this rank's tensor-parallel piece as
+it arrives and kept aside in a staging buffer per parameter (``models/weight_staging.py``;
+with one rank a tensor is received straight into its buffer); nothing touches the model
+yet. ``finish_weight_update`` applies the staged parameters (on CPU a whole one replaces
+the parameter's storage, no copy), on the worker thread, between two steps: every step
+runs either wholly on the old weights or wholly on the new.
 
 Failures keep the old weights serving: a tensor that does not fit fails the update with an
 error naming it (the rest of the broadcast is still received and dropped, so the trainer
@@ -40,7 +41,8 @@ from actorllm.distributed.weight_transfer.broadcast import (
     parse_info,
 )
 from actorllm.distributed.weight_transfer.group import TransferGroup
-from actorllm.models.loader import StagedWeight, WeightLoadError, apply_staged, stage_weight
+from actorllm.models.loader import WeightLoadError
+from actorllm.models.weight_staging import StagingArea
 
 if TYPE_CHECKING:
     from actorllm.models.base import CausalLM
@@ -76,7 +78,8 @@ class WeightReceiver:
         self.rank_base = rank_base  # this replica's first worker rank among all workers
         self.group: TransferGroup | None = None
         self.open = False  # between start_weight_update and its finish (or a failure)
-        self.staged: list[StagedWeight] = []  # checked, this rank's pieces, not applied yet
+        self.area: StagingArea | None = None  # checked, this rank's pieces, not applied yet
+        self._scratch = torch.empty(0, dtype=torch.uint8)  # receives what cannot land in place
         self.receipt: Receipt | None = None  # the update_weights call receiving now
         self._thread: threading.Thread | None = None
 
@@ -117,7 +120,7 @@ class WeightReceiver:
                 "start_weight_update called while a weight update is already active. "
                 "Call finish_weight_update first."
             )
-        self.open, self.staged = True, []
+        self.open, self.area = True, None
 
     def begin(self, model: CausalLM, update_info: dict[str, Any]) -> Receipt:
         """Start receiving one ``update_weights`` call's tensors on a thread of their own;
@@ -134,6 +137,8 @@ class WeightReceiver:
             raise
         group = self.group
         assert group is not None  # start checked it
+        if self.area is None:
+            self.area = StagingArea(model)
         receipt = self.receipt = Receipt()
 
         def receive() -> None:  # on the receiving thread
@@ -149,9 +154,17 @@ class WeightReceiver:
         return receipt
 
     def _receive(self, group: TransferGroup, model: CausalLM, metas: list[Any], r: Receipt) -> None:
+        area = self.area
+        assert area is not None  # begin made it
         misfit: Exception | None = None  # the first tensor that does not fit the model
         for i, meta in enumerate(metas):
-            buf = torch.empty(meta.shape, dtype=meta.dtype, device=group.device)  # the whole tensor
+            view = None  # where the tensor lands in its staging buffer (no copy), if it can
+            if misfit is None:
+                try:
+                    view = area.landing(meta.name, meta.shape, meta.dtype)
+                except WeightLoadError as e:
+                    misfit = e
+            buf = view if view is not None else self._scratch_for(meta, group.device)
             try:
                 group.broadcast(buf)
             except Exception as e:
@@ -161,27 +174,27 @@ class WeightReceiver:
                     "(call init_weight_transfer_engine again)."
                 ) from e
             r.received += 1
-            if misfit is not None:
-                continue  # drained: the trainer's broadcast completes, the group stays usable
+            if misfit is not None or view is not None:
+                continue  # staged in place, or drained (the trainer's broadcast completes)
             try:
-                staged = stage_weight(model, meta.name, buf)
+                area.put(meta.name, buf)  # checked, this rank's piece copied into staging
             except WeightLoadError as e:  # it names the tensor
                 misfit = e
-                continue
             except Exception as e:  # a model's own (a TP slice out of range, ...): name it
                 misfit = WeightLoadError(
                     f"{meta.name}: shape {tuple(meta.shape)} does not fit the model ({e})"
                 )
-                continue
-            if staged is not None:
-                piece = staged.tensor
-                if piece.untyped_storage().nbytes() > piece.nbytes:  # a TP slice: own it
-                    staged = staged._replace(tensor=piece.clone())
-                self.staged.append(staged)
         if misfit is not None:
             raise WeightTransferError(
                 f"update_weights refused: {misfit}. The old weights keep serving."
             ) from misfit
+
+    def _scratch_for(self, meta: Any, device: str) -> torch.Tensor:
+        """A receive buffer for ``meta`` in reused memory (fresh pages cost a fault each)."""
+        nbytes = meta.dtype.itemsize * _numel(meta.shape)
+        if self._scratch.numel() < nbytes or str(self._scratch.device) != device:
+            self._scratch = torch.empty(nbytes, dtype=torch.uint8, device=device)
+        return self._scratch[:nbytes].view(meta.dtype).view(meta.shape)
 
     def end(self) -> int:
         """Wait for the receiving thread; returns the tensors received. On a failure the
@@ -208,8 +221,15 @@ class WeightReceiver:
             )
         if self.receipt is not None:
             raise RuntimeError("finish_weight_update called while update_weights is receiving")
-        staged, self.staged, self.open = self.staged, [], False
-        return apply_staged(model, staged)
+        area, self.area, self.open = self.area, None, False
+        return area.commit() if area is not None else []
 
     def _abort(self) -> None:
-        self.open, self.staged = False, []
+        self.open, self.area = False, None
+
+
+def _numel(shape: tuple[int, ...]) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n

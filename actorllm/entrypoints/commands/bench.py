@@ -1,5 +1,5 @@
-"""``actorllm bench throughput|serve|latency|overhead|chaos|embed``: reproducible performance
-figures.
+"""``actorllm bench throughput|serve|latency|overhead|chaos|embed|weight-sync``:
+reproducible performance figures.
 
 Each benchmark lives in ``actorllm.bench.<name>`` with ``add_arguments(parser)`` and
 ``main(args) -> int``; this module only routes to them (see benchmarks/README.md).
@@ -10,6 +10,7 @@ Each benchmark lives in ``actorllm.bench.<name>`` with ``add_arguments(parser)``
     $ actorllm bench overhead --num-running 64,256,1024
     $ actorllm bench chaos --crashes 1000 --backend both
     $ actorllm bench embed --num-texts 1000
+    $ actorllm bench weight-sync --tp 1,2
 """
 
 from __future__ import annotations
@@ -26,6 +27,10 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "overhead": ("actorllm.bench.overhead", "actor engine per-step cost vs the bare core loop"),
     "chaos": ("actorllm.bench.chaos", "crash actors while requests stream: nothing lost"),
     "embed": ("actorllm.bench.embed", "embedding texts/s, actorllm vs sentence-transformers"),
+    "weight-sync": (
+        "actorllm.bench.weight_sync",
+        "seconds to push a model's weights from a trainer, vs a bare gloo broadcast",
+    ),
     "cpu-vs-vllm": ("actorllm.bench.cpu_vs_vllm", "every preset row, actorllm vs vLLM's CPU build"),
 }
 
