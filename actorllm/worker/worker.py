@@ -189,6 +189,8 @@ class Worker:
         if self.tp is not None:
             self.pipeline.flush()
             self.tp.stop()
+        if self.weight_receiver is not None:
+            self.weight_receiver.close()  # a trainer still in the group sees it close
         self.model_runner.release()
 
     # -- control reaching every rank (the executor's calls) ---------------------------------
