@@ -47,6 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tp", default="1,2", help="tensor-parallel sizes, comma-separated")
     parser.add_argument("--repeats", type=int, default=3, help="pushes per size (best kept)")
     parser.add_argument("--output", default=None, help="write the results as JSON here")
+    parser.add_argument("--note", default=None, help="a note kept in the result document")
 
 
 def _free_port() -> int:
@@ -239,7 +240,10 @@ def main(args: argparse.Namespace) -> int:
     if args.output:
         from actorllm.bench.machine import result_document, write_json
 
-        write_json(Path(args.output), result_document("weight-sync", figures=result, args=args))
+        doc = result_document("weight-sync", figures=result, args=args)
+        if args.note:
+            doc["note"] = args.note
+        write_json(Path(args.output), doc)
     else:
         print(json.dumps(result, indent=2))
     return 0
