@@ -36,8 +36,11 @@ from actorllm.models.onednn_linear import invalidate_packed
 
 @final
 class StagingArea:
-    def __init__(self, model: CausalLM) -> None:
+    def __init__(self, model: CausalLM, spares: dict[str, torch.Tensor] | None = None) -> None:
         self.model = model
+        # {target param: storage an earlier commit replaced}: reused as staging buffers,
+        # so a steady stream of updates does not fault in fresh pages for each one (CPU).
+        self.spares = spares if spares is not None else {}
         self.params = dict(model.named_parameters(remove_duplicate=False))
         self.buffers: dict[str, torch.Tensor] = {}  # {target param: staged values, its shape}
         self.written: dict[str, set[ShardKey]] = {}  # {target param: shards staged}
@@ -50,7 +53,15 @@ class StagingArea:
     def _view(self, target: str, shard: ShardKey) -> torch.Tensor:
         buf = self.buffers.get(target)
         if buf is None:
-            buf = self.buffers[target] = torch.empty_like(self.params[target].data)
+            param = self.params[target].data
+            spare = self.spares.pop(target, None)
+            fits = spare is not None and (spare.shape, spare.dtype, spare.device) == (
+                param.shape,
+                param.dtype,
+                param.device,
+            )
+            buf = spare if fits and spare is not None else torch.empty_like(param)
+            self.buffers[target] = buf
         return buf if shard is None else _shard_view(self.model, buf, target, shard)
 
     def landing(
@@ -87,12 +98,16 @@ class StagingArea:
         self.written.setdefault(staged.target, set()).add(staged.shard)
 
     def commit(self) -> list[str]:
-        """Apply every staged parameter (between steps); returns the parameters written."""
+        """Apply every staged parameter (between steps); returns the parameters written.
+        The storage a whole parameter gave up is kept in :attr:`retired` (the next
+        update's spares)."""
+        self.retired: dict[str, torch.Tensor] = {}
         with torch.no_grad():
             for target, buf in self.buffers.items():
                 param, shards = self.params[target], self.written.get(target, set())
                 whole = not _missing(self.model, {target: param}, {target: shards})
                 if whole and param.device.type == "cpu":
+                    self.retired[target] = param.data
                     param.data = buf  # the storage is replaced: no copy
                 else:
                     for shard in shards:

@@ -80,6 +80,9 @@ class WeightReceiver:
         self.open = False  # between start_weight_update and its finish (or a failure)
         self.area: StagingArea | None = None  # checked, this rank's pieces, not applied yet
         self._scratch = torch.empty(0, dtype=torch.uint8)  # receives what cannot land in place
+        # Storage the last commit replaced, reused as the next update's staging buffers
+        # (CPU): one more copy of the updated parameters is held between updates.
+        self._spares: dict[str, torch.Tensor] = {}
         self.receipt: Receipt | None = None  # the update_weights call receiving now
         self._thread: threading.Thread | None = None
 
@@ -99,6 +102,7 @@ class WeightReceiver:
         )  # fmt: skip
 
     def close(self) -> None:
+        self._spares = {}
         if self.group is not None:
             self.group.close()
             self.group = None
@@ -138,7 +142,7 @@ class WeightReceiver:
         group = self.group
         assert group is not None  # start checked it
         if self.area is None:
-            self.area = StagingArea(model)
+            self.area, self._spares = StagingArea(model, self._spares), {}
         receipt = self.receipt = Receipt()
 
         def receive() -> None:  # on the receiving thread
@@ -222,9 +226,15 @@ class WeightReceiver:
         if self.receipt is not None:
             raise RuntimeError("finish_weight_update called while update_weights is receiving")
         area, self.area, self.open = self.area, None, False
-        return area.commit() if area is not None else []
+        if area is None:
+            return []
+        written = area.commit()
+        self._spares = area.retired
+        return written
 
     def _abort(self) -> None:
+        if self.area is not None:  # its buffers hold nothing of value: spares for the next
+            self._spares = {**self.area.spares, **self.area.buffers}
         self.open, self.area = False, None
 
 
