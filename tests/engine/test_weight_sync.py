@@ -275,3 +275,9 @@ def test_tensor_parallel_ranks_each_take_their_shards(tiny_model, new_weights, w
         trainer.send_weights(weight_version="tp")
         assert greedy(llm) == want
         trainer.shutdown()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal without CUDA")
+def test_nccl_without_cuda_is_refused_by_name():
+    with pytest.raises(ValueError, match="'nccl' needs CUDA; use 'gloo' on CPU"):
+        TransferGroup.open("nccl", "127.0.0.1", free_port(), 0, 2)

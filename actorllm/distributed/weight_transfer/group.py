@@ -59,6 +59,8 @@ class TransferGroup:
             )
         if not 0 <= rank < world_size:
             raise ValueError(f"weight transfer rank {rank} is outside world_size {world_size}")
+        if backend == "nccl" and not torch.cuda.is_available():
+            raise ValueError("weight transfer backend 'nccl' needs CUDA; use 'gloo' on CPU")
         timeout = datetime.timedelta(seconds=timeout_s)
         store = dist.TCPStore(
             master_address,
