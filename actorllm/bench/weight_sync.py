@@ -11,7 +11,8 @@ dummy weights of that config. The trainer is a spawned process that drives the e
 through the weight-sync client calls (relayed over a pipe to the benchmark process, which
 holds the engine). A push is timed on the trainer, from the first call to the return of
 ``finish_weight_update`` (the engine has applied the weights); the bare broadcast from the
-first broadcast until every receiver has its last tensor. ``ratio`` = bare seconds / push
+first broadcast until every receiver has its last tensor, into receive buffers allocated
+before the clock starts (the transport alone). ``ratio`` = bare seconds / push
 seconds (1.0: the engine adds nothing to the broadcast; target >= 0.8). Best of
 ``--repeats`` each.
 """
@@ -170,24 +171,25 @@ def push_seconds(shape: str, tp: int, repeats: int) -> list[float]:
 
 
 def _bare(shape: str, port: int, rank: int, world: int, repeats: int, out: Connection | None):
-    """Rank 0 broadcasts every tensor, ranks 1.. receive into fresh buffers (as the
-    engine's receivers do); rank 0 reports the seconds of each round."""
+    """Rank 0 broadcasts every tensor, ranks 1.. receive into buffers allocated (and
+    faulted in) before the clock starts, reused every round: the transport alone. Rank 0
+    reports the seconds of each round."""
     import torch
 
     from actorllm.distributed.weight_transfer import TransferGroup
 
     metas = _shapes(shape)
-    tensors = _tensors(shape) if rank == 0 else None
+    if rank == 0:
+        tensors = _tensors(shape)
+    else:
+        tensors = {n: torch.zeros(s, dtype=torch.bfloat16) for n, s in metas}
     group = TransferGroup.open("gloo", "127.0.0.1", port, rank, world, timeout_s=600)
     seconds = []
     for _ in range(repeats):
         group.barrier()
         t0 = time.perf_counter()
-        for name, s in metas:
-            if tensors is not None:
-                group.broadcast(tensors[name])
-            else:
-                group.broadcast(torch.empty(s, dtype=torch.bfloat16))
+        for name, _ in metas:
+            group.broadcast(tensors[name])
         group.barrier()  # every receiver has its last tensor
         seconds.append(time.perf_counter() - t0)
     group.close()
