@@ -51,9 +51,15 @@ class WeightSync:
         self._lock = anyio.Lock()  # one transfer call at a time
 
     def _check(self) -> str:
-        backend = self._config.weight_transfer_backend
+        cfg = self._config
+        backend = cfg.weight_transfer_backend
         if backend is None:
             raise InvalidRequestError(NOT_CONFIGURED, param="weight_transfer_config")
+        if "ray" in (cfg.distributed_executor_backend, cfg.data_parallel_backend):
+            raise InvalidRequestError(
+                "weight transfer is not built for the ray backend yet (mp only).",
+                param="distributed_executor_backend",
+            )
         return backend
 
     async def _each(
