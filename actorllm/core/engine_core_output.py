@@ -68,3 +68,6 @@ class EngineCoreOutputs(msgspec.Struct, frozen=True, kw_only=True):
     outputs: list[EngineCoreOutput]
     stats: SchedulerStats | None = None
     timestamp: float = 0.0
+    # The version of the weights this step ran on (finish_weight_update's weight_version;
+    # "default" until one is set); None: not known (replays after a restart).
+    weight_version: str | None = None

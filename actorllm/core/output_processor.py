@@ -190,11 +190,14 @@ class OutputProcessor:
         gaps: dict[float, int] = {}
         engine = self._engine
         holding = self._holding
+        version = eco.weight_version
         for out in eco.outputs:
             found = engine.get(out.req_id)
             if found is None:
                 continue
             state, user, lane = found
+            if version is not None and out.new_token_ids:
+                state.note_version(version)
             previous = state.last_token_time
             if (
                 lane

@@ -32,7 +32,7 @@ from tokenizers import Tokenizer
 from actorllm.core.detokenizer import IncrementalDetokenizer
 from actorllm.core.engine_core_output import EngineCoreOutput, FinishReason
 from actorllm.core.logprobs import DecodeFn, SampleLogprobsState
-from actorllm.core.outputs import CompletionOutput
+from actorllm.core.outputs import CompletionOutput, WeightVersionSpan
 from actorllm.core.pooling_params import PooledData
 from actorllm.core.sampling_params import RequestOutputKind, SamplingParams
 from actorllm.core.stop_checker import StopChecker
@@ -104,6 +104,9 @@ class RequestState:
         # output processor; 1: every step). ``shown``: len(token_ids) at the last output.
         self.interval = 1
         self.shown = 0
+        # (weight version, index of its first token) for each run of tokens one version
+        # produced (note_version); token versions and vLLM's spans are read off it.
+        self.version_starts: list[tuple[str, int]] = []
 
     @property
     def text(self) -> str:
@@ -176,6 +179,33 @@ class RequestState:
     def finished(self) -> bool:
         return self.finish_reason is not None
 
+    def note_version(self, version: str) -> None:
+        """The tokens about to be appended were produced by weights ``version``."""
+        starts = self.version_starts
+        if not starts or starts[-1][0] != version:
+            starts.append((version, len(self.token_ids)))
+
+    def token_versions(self, start: int) -> list[str | None] | None:
+        """The weight version of each token from ``start`` on (None: never reported)."""
+        starts, end = self.version_starts, len(self.token_ids)
+        if not starts:
+            return None
+        out: list[str | None] = [None] * max(0, min(starts[0][1], end) - start)
+        for i, (version, first) in enumerate(starts):
+            last = starts[i + 1][1] if i + 1 < len(starts) else end
+            lo, hi = max(first, start), min(last, end)
+            if hi > lo:
+                out += [version] * (hi - lo)
+        return out
+
+    def version_spans(self) -> list[WeightVersionSpan] | None:
+        """vLLM's spans over the output tokens (None when no version was reported)."""
+        starts, end = self.version_starts, len(self.token_ids)
+        if not starts:
+            return None
+        ends = [first for _, first in starts[1:]] + [end]
+        return [WeightVersionSpan(v, s, e) for (v, s), e in zip(starts, ends, strict=True)]
+
     def update(self, out: EngineCoreOutput, now: float) -> bool:
         """Fold in one step's output; ``now`` is the step's timestamp.
 
@@ -227,7 +257,13 @@ class RequestState:
             if piece:
                 self._append(piece)
                 self._sent_text += len(piece)
-            return CompletionOutput(index=self.index, text=piece, token_ids=[token_id])
+            starts = self.version_starts
+            return CompletionOutput(
+                index=self.index,
+                text=piece,
+                token_ids=[token_id],
+                token_weight_versions=[starts[-1][0]] if starts else None,
+            )
         if piece:
             self._append(piece)
         return self.plain_delta()
@@ -360,6 +396,7 @@ class RequestState:
         Text still held back for stop strings is not shown until the request finishes.
         """
         visible = self._stops.visible_len(self._text_len, self.finished)
+        first_token = self._sent_tokens if kind == RequestOutputKind.DELTA else 0
         if kind == RequestOutputKind.DELTA:
             sent = self._sent_text
             text = self._text_from(sent)[: visible - sent] if visible > sent else ""
@@ -383,6 +420,8 @@ class RequestState:
             logprobs=logprobs,
             finish_reason=None if self.finish_reason is None else str(self.finish_reason),
             stop_reason=self.stop_reason,
+            weight_versions=self.version_spans() if self.finished else None,
+            token_weight_versions=self.token_versions(first_token),
         )
 
     def plain_delta(self) -> CompletionOutput:
@@ -391,6 +430,12 @@ class RequestState:
         sent = self._sent_text
         piece = self._text_from(sent) if self._text_len > sent else ""
         self._sent_text = max(sent, self._text_len)
-        token_ids = self.token_ids[self._sent_tokens :]
+        first_token = self._sent_tokens
+        token_ids = self.token_ids[first_token:]
         self._sent_tokens = len(self.token_ids)
-        return CompletionOutput(index=self.index, text=piece, token_ids=token_ids)
+        return CompletionOutput(
+            index=self.index,
+            text=piece,
+            token_ids=token_ids,
+            token_weight_versions=self.token_versions(first_token),
+        )

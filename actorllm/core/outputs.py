@@ -19,7 +19,17 @@ __all__ = [
     "RequestMetrics",
     "RequestOutput",
     "SampleLogprobs",
+    "WeightVersionSpan",
 ]
+
+
+class WeightVersionSpan(msgspec.Struct, frozen=True):
+    """Output tokens ``[start, end)`` were sampled by the weights labelled ``version``
+    (vLLM's; ``finish_weight_update(weight_version=...)`` names versions)."""
+
+    version: str
+    start: int
+    end: int
 
 
 class CompletionOutput(msgspec.Struct, kw_only=True):
@@ -30,6 +40,12 @@ class CompletionOutput(msgspec.Struct, kw_only=True):
     logprobs: SampleLogprobs | None = None
     finish_reason: str | None = None  # "stop" | "length" | "abort" | "error" | "repetition"
     stop_reason: int | str | None = None  # the stop token id or stop string that ended it
+    # vLLM's: contiguous spans of token indexes by weight version; on the final output only.
+    weight_versions: list[WeightVersionSpan] | None = None
+    # Ours: the weight version that produced each of ``token_ids`` (same length; DELTA
+    # outputs: this delta's tokens); None for a token replayed after an output-processor
+    # restart (its version is not known).
+    token_weight_versions: list[str | None] | None = None
 
     def finished(self) -> bool:
         return self.finish_reason is not None

@@ -18,7 +18,7 @@ import logging
 import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from safetensors import safe_open
@@ -266,6 +266,37 @@ def _copy_one(
     """Copy one checkpoint tensor into its parameter (or shard); returns our name for it,
     None when the checkpoint tensor has no place in the model. ``strict``: an unknown name
     raises instead of being ignored with a warning."""
+    resolved = _resolve_one(model, params, hf_name, tensor, strict=strict)
+    if resolved is None or isinstance(resolved, str):
+        return resolved
+    dst, staged = resolved
+    dst.copy_(staged.tensor)
+    written.setdefault(staged.target, set()).add(staged.shard)
+    return staged.name
+
+
+class StagedWeight(NamedTuple):
+    """One checkpoint tensor checked against the model and cut to this rank's piece, not
+    written yet (a staged weight update, worker/weight_receiver.py)."""
+
+    hf_name: str
+    name: str  # ours
+    target: str  # the parameter it goes into
+    shard: ShardKey  # its part of a packed parameter (None: all of it)
+    tensor: torch.Tensor  # in the destination's shape; its dtype is cast on apply
+
+
+def _resolve_one(
+    model: CausalLM,
+    params: dict[str, torch.nn.Parameter],
+    hf_name: str,
+    tensor: Any,
+    *,
+    strict: bool,
+) -> tuple[torch.Tensor, StagedWeight] | str | None:
+    """Where one checkpoint tensor goes: (the destination view, the checked tensor), or our
+    name when nothing is written (a tied head, an unknown name not ``strict``), or None
+    when it has no place in the model."""
     if hf_name.endswith(_IGNORED_SUFFIXES):
         return None
     name = model.checkpoint_name(hf_name)
@@ -298,9 +329,7 @@ def _copy_one(
             "parameter (a quantized tensor the config.json's quantization_config does not "
             "describe?)"
         )
-    dst.copy_(tensor)
-    written.setdefault(target, set()).add(shard)
-    return name
+    return dst, StagedWeight(hf_name, name, target, shard, tensor)
 
 
 # A packed parameter's shard: an index into shard_sizes (q/k/v, gate/up) or, for stacked

@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     from actorllm.core.scheduler_output import SchedulerOutput
     from actorllm.worker.offload_store import OffloadStore
     from actorllm.worker.tp_group import TPGroup
+    from actorllm.worker.weight_receiver import Receipt, WeightReceiver
 
 Weights = Mapping[str, "torch.Tensor"] | Iterable[tuple[str, "torch.Tensor"]]
 
@@ -157,6 +158,8 @@ class Worker:
         self.pipeline = StepPipeline(runner, has_queued_jobs, getattr(runner, "pp_size", 1))
         self.offload_store = offload_store
         self.profiler = TorchProfiler(profiler_dir, cuda=cuda)
+        # This rank's side of a weight transfer from a trainer (worker/weight_receiver.py).
+        self.weight_receiver: WeightReceiver | None = None
 
     @property
     def model_config(self) -> RunnerModelConfig:
@@ -211,6 +214,8 @@ class Worker:
         if self.tp is not None:
             self.pipeline.flush()
             self.tp.stop()
+        if self.weight_receiver is not None:
+            self.weight_receiver.close()  # a trainer still in the group sees it close
         self.model_runner.release()
 
     # -- control reaching every rank (the executor's calls) ---------------------------------
@@ -286,6 +291,95 @@ class Worker:
         self.pipeline.flush()
         items = weights.items() if isinstance(weights, Mapping) else weights
         return copy_weights(model, items)  # type: ignore[arg-type]  # a LlamaForCausalLM
+
+    # -- weight transfer from a trainer (worker/weight_receiver.py; vLLM's names) -----------
+
+    def init_weight_transfer_engine(
+        self, init_info: dict[str, Any], backend: str | None = None, rank_base: int = 0
+    ) -> None:
+        """Join the trainer's transfer group (blocks until every rank joined). ``backend``
+        and ``rank_base`` (this replica's first worker rank) come from the engine's
+        ``weight_transfer_config``: ``LLM.init_weight_transfer_engine`` passes them."""
+        if backend is None:
+            raise RuntimeError(
+                "Weight transfer not configured. "
+                "Please set weight_transfer_config to enable weight transfer."
+            )
+        model = self._transfer_model()
+        from actorllm.models.quant.linear import QUANT_LINEARS
+        from actorllm.worker.weight_receiver import WeightReceiver
+
+        quantized = next((m for m in model.modules() if isinstance(m, QUANT_LINEARS)), None)
+        if quantized is not None:
+            qc = getattr(model.config, "quantization_config", None) or {}
+            method = qc.get("quant_method", type(quantized).__name__)
+            raise NotImplementedError(
+                f"weight transfer into a {method}-quantized model is not supported (its "
+                "linears hold repacked quantized weights); serve the unquantized model"
+            )
+        receiver = self.weight_receiver
+        if receiver is None or (receiver.backend, receiver.rank_base) != (backend, rank_base):
+            if receiver is not None:
+                receiver.shutdown()
+            receiver = self.weight_receiver = WeightReceiver(backend, rank_base)
+        receiver.init(init_info, self.rank)
+
+    def shutdown_weight_transfer_engine(self) -> None:
+        """Leave the transfer group; the engine keeps serving."""
+        if self.weight_receiver is not None:
+            self.weight_receiver.shutdown()
+
+    def start_weight_update(self) -> None:
+        self._receiver().start()
+
+    def update_weights(self, update_info: dict[str, Any] | list[dict[str, Any]]) -> int:
+        """Receive and stage one update's tensors, blocking this thread until they are in
+        (the engine's own ``update_weights`` receives while steps run instead:
+        :meth:`receive_weights_begin`); returns the count received."""
+        self.receive_weights_begin(update_info)
+        return self.receive_weights_end()
+
+    def receive_weights_begin(
+        self, update_info: dict[str, Any] | list[dict[str, Any]]
+    ) -> Receipt | None:
+        """Start receiving on a thread of this rank's own; rank 0 returns the receipt to
+        wait on (the other ranks' would not pickle), then :meth:`receive_weights_end`."""
+        receiver = self._receiver()
+        if isinstance(update_info, list):  # vLLM's form: one per worker rank
+            index = receiver.rank_base + self.rank
+            if index >= len(update_info):
+                raise ValueError(
+                    f"update_info has {len(update_info)} entries; worker rank {index} has none"
+                )
+            update_info = update_info[index]
+        receipt = receiver.begin(self._transfer_model(), update_info)
+        return receipt if self.rank == 0 else None
+
+    def receive_weights_end(self) -> int:
+        return self._receiver().end()
+
+    def finish_weight_update(self) -> list[str]:
+        """Write the staged tensors into the model in place (between steps); returns the
+        parameters written."""
+        self.pipeline.flush()
+        return self._receiver().finish(self._transfer_model())
+
+    def _receiver(self) -> WeightReceiver:
+        if self.weight_receiver is None:
+            raise RuntimeError(
+                "weight transfer not initialized: call init_weight_transfer_engine first"
+            )
+        return self.weight_receiver
+
+    def _transfer_model(self) -> Any:
+        model = self.get_model()
+        if model is None:
+            raise InvalidRequestError(
+                "this engine's runner has no weights to update (it is asleep at level 2, "
+                "or it is not a model runner).",
+                param="method",
+            )
+        return model
 
     def add_lora(self, request: LoRARequest) -> bool:
         """Load a LoRA adapter into the host cache (``ValueError`` naming a bad one)."""

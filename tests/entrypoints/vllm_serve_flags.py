@@ -250,6 +250,7 @@ VLLM_SERVE_FLAGS: list[list[str]] = [
         '{"kv_connector": "OffloadingConnector", "kv_role": "kv_both"}',
     ],
     ["--kv-events-config", "{}"],
+    ["--weight-transfer-config", '{"backend": "gloo"}'],
     ["--compilation-config", '{"level": 3}'],
     ["-O", "3"],
     ["--additional-config", "{}"],

@@ -12,7 +12,7 @@ Every name is one of:
 * an ``EngineConfig`` field: passed on, validated by ``EngineConfig``;
 * a vLLM spelling of some fields (:data:`SPELLINGS`): ``structured_outputs_config``,
   ``guided_decoding_*``, ``kv_transfer_config``, ``kv_offloading_size`` /
-  ``kv_offloading_backend``, ``data_parallel_size_local``;
+  ``kv_offloading_backend``, ``data_parallel_size_local``, ``weight_transfer_config``;
 * a tool-calling setting of the server (:data:`FRONTEND`): accepted as before (an
   ``EngineArgs`` carries it), checked, and left out of ``EngineConfig``: the server's
   ``AppSettings`` holds these, the engine never reads them;
@@ -53,6 +53,7 @@ from typing import Any
 from actorllm.compat.vllm.foreign_flags import FOREIGN, Foreign
 from actorllm.engine.config.engine_config import EngineConfig, EngineConfigError, parse_size
 from actorllm.engine.config.structured_outputs_config import structured_outputs_config_kwargs
+from actorllm.engine.config.weight_transfer import WEIGHT_TRANSFER_BACKENDS
 
 FIELDS = frozenset(EngineConfig.__struct_fields__)
 # vLLM's connector names that mean the host/disk offload tier.
@@ -196,6 +197,23 @@ def _data_parallel_size_local(value: Any) -> dict[str, Any]:
 
 
 # {vLLM name: its translation}, in the order they apply (precedence step 2).
+def _weight_transfer_config(value: Any) -> dict[str, Any]:
+    """vLLM's ``{"backend": "gloo"}`` (or a ``WeightTransferConfig``)."""
+    name = "weight_transfer_config"
+    if not isinstance(value, Mapping | str) and hasattr(value, "backend"):
+        value = {"backend": value.backend}  # a WeightTransferConfig (ours or vLLM's)
+    raw = _as_dict(value, name)
+    backend = raw.pop("backend", "nccl")
+    if raw:
+        raise EngineConfigError(name, f"unknown key(s) {sorted(raw)}: only backend is read.")
+    if backend not in WEIGHT_TRANSFER_BACKENDS:
+        raise EngineConfigError(
+            name,
+            f"backend {backend!r} is not built (use one of {', '.join(WEIGHT_TRANSFER_BACKENDS)}).",
+        )
+    return {"weight_transfer_backend": backend}
+
+
 SPELLINGS: dict[str, Callable[[Any], dict[str, Any]]] = {
     "structured_outputs_config": _structured_outputs_config,
     "guided_decoding_backend": _guided_decoding_backend,
@@ -205,6 +223,7 @@ SPELLINGS: dict[str, Callable[[Any], dict[str, Any]]] = {
     "kv_offloading_size": _kv_offloading_size,
     "kv_offloading_backend": _kv_offloading_backend,
     "data_parallel_size_local": _data_parallel_size_local,
+    "weight_transfer_config": _weight_transfer_config,
 }
 HF_TOKEN = "hf_token"
 # The server's tool-calling settings, with their defaults: accepted among vLLM's keywords,

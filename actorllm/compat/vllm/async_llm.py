@@ -43,6 +43,7 @@ from actorllm.compat.vllm.engine_args import AsyncEngineArgs, EngineArgs
 from actorllm.compat.vllm.not_built import ASYNC_LLM_NOT_BUILT, check_options, not_built, refuse
 from actorllm.compat.vllm.offline_prompts import check_prompt
 from actorllm.compat.vllm.sync_facade import lora_name_of
+from actorllm.compat.vllm.weight_transfer import unwrap
 from actorllm.core.lora import LoRARequest
 from actorllm.core.outputs import RequestOutput
 from actorllm.core.pooling_params import PoolingParams
@@ -368,6 +369,27 @@ class AsyncLLM:
 
     async def stop_profile(self) -> None:
         await self._call(self.engine.stop_profile)
+
+    async def init_weight_transfer_engine(self, request: Any) -> None:
+        await self._call(self.engine.init_weight_transfer_engine, unwrap(request, "init_info"))
+
+    async def shutdown_weight_transfer_engine(self) -> None:
+        await self._call(self.engine.shutdown_weight_transfer_engine)
+
+    async def start_weight_update(self) -> None:
+        await self._call(self.engine.start_weight_update)
+
+    async def update_weights(self, request: Any) -> None:
+        await self._call(self.engine.update_weights, unwrap(request, "update_info"))
+
+    async def finish_weight_update(self, weight_version: str | None = None) -> None:
+        await self._call(self.engine.finish_weight_update, weight_version)
+
+    async def update_weight_version(self, new_version: str) -> None:
+        await self._call(self.engine.update_weight_version, new_version)
+
+    async def get_weight_version(self) -> str:
+        return str(await self._call(self.engine.get_weight_version))
 
     async def collective_rpc(
         self,

@@ -8,6 +8,7 @@ One flag per ``EngineConfig`` field (see :mod:`struct_flags`; the help text is
 * ``-tp`` / ``-pp`` / ``-dp`` for the parallel sizes, ``-dpb`` for
   ``--data-parallel-backend``;
 * ``--kv-transfer-config JSON`` (vLLM's KV connector form) and ``--kv-offloading-size GIB``;
+* ``--weight-transfer-config JSON`` (vLLM's form of ``--weight-transfer-backend``);
 * ``--structured-outputs-config JSON`` and the older ``--guided-decoding-backend``,
   ``--guided-decoding-disable-any-whitespace``, ``--guided-decoding-disable-fallback``;
 * ``--data-parallel-size-local`` (``-dpl``): on one node, the data-parallel size;
@@ -57,6 +58,7 @@ def _translated(name: str, parse: Callable[[str], Any] = str) -> Callable[[str],
 # The flags' argparse types, by the spelling they check.
 structured_outputs_config = _translated("structured_outputs_config", json_object)
 kv_transfer_config = _translated("kv_transfer_config", json_object)
+weight_transfer_config = _translated("weight_transfer_config", json_object)
 
 
 def _add_vllm_spellings(parser: argparse.ArgumentParser, groups: Groups) -> None:
@@ -134,6 +136,14 @@ def add_engine_arguments(parser: argparse.ArgumentParser, *, model_positional: b
         )
     add_struct_flags(parser, EngineConfig, groups=groups, aliases=_SHORT)
     _add_vllm_spellings(parser, groups)
+    wt = groups.get("WeightTransferConfig") or parser.add_argument_group("WeightTransferConfig")
+    wt.add_argument(
+        "--weight-transfer-config",
+        type=weight_transfer_config,
+        default=argparse.SUPPRESS,
+        metavar="JSON",
+        help='vLLM\'s form of --weight-transfer-backend: \'{"backend": "gloo"}\'',
+    )
     kv = groups.get("KVTransferConfig") or parser.add_argument_group("KVTransferConfig")
     kv.add_argument(
         "--kv-transfer-config",

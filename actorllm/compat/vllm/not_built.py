@@ -25,8 +25,6 @@ ASYNC_LLM_NOT_BUILT: Mapping[str, str] = {
     "reset_mm_cache": _MM,
     "reset_encoder_cache": _MM,
     "scale_elastic_ep": "elastic expert parallelism is not supported",
-    "init_weight_transfer_engine": "weight transfer engines are not supported",
-    "update_weights": "weight transfer engines are not supported (see collective_rpc)",
     "notify_kv_transfer_request_rejected": "disaggregated KV transfer is not supported",
 }
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Self
 
 from actorllm.compat.vllm.bridge import Bridge
+from actorllm.compat.vllm.weight_transfer import unwrap
 from actorllm.core.lora import LoRARequest
 from actorllm.core.sampling_params import SamplingParams
 from actorllm.core.seeds import mix_seed
@@ -106,6 +107,43 @@ class SyncFacade:
             kwargs=dict(kwargs or {}),
         )
         return self._thread.call(call)
+
+    # -- weight transfer from a trainer (vLLM's RL methods; docs/rlhf.md) ------------------
+
+    def init_weight_transfer_engine(self, request: Any) -> None:
+        """Join the trainer's transfer group: ``{"init_info": {...}}`` or a
+        ``WeightTransferInitRequest`` (blocks until the trainer and every rank joined)."""
+        self._thread.call(self.engine.init_weight_transfer_engine, unwrap(request, "init_info"))
+
+    def shutdown_weight_transfer_engine(self) -> None:
+        self._thread.call(self.engine.shutdown_weight_transfer_engine)
+
+    def start_weight_update(self) -> None:
+        self._thread.call(self.engine.start_weight_update)
+
+    def update_weights(self, request: Any) -> None:
+        """Receive one batch of tensors by broadcast and stage it: ``{"update_info": {...}}``
+        or a ``WeightTransferUpdateRequest``; generation goes on meanwhile."""
+        self._thread.call(self.engine.update_weights, unwrap(request, "update_info"))
+
+    def finish_weight_update(self, weight_version: str | None = None) -> None:
+        """Apply the staged weights at the next step boundary; later tokens carry
+        ``weight_version``."""
+        self._thread.call(self.engine.finish_weight_update, weight_version)
+
+    def update_weight_version(self, new_version: str) -> None:
+        self._thread.call(self.engine.update_weight_version, new_version)
+
+    def set_weight_version(self, weight_version: str) -> None:
+        """vLLM's ``LLMEngine.set_weight_version`` (``update_weight_version``)."""
+        self._thread.call(self.engine.update_weight_version, weight_version)
+
+    def get_weight_version(self) -> str:
+        return self._thread.call(self.engine.get_weight_version)
+
+    def get_world_size(self, include_dp: bool = True) -> int:
+        """TP x PP worker ranks, times DP when ``include_dp`` (vLLM's)."""
+        return self.engine.get_world_size(include_dp)
 
     # -- LoRA adapters (vLLM's LLMEngine methods: adapters by lora_int_id) ------------------
 

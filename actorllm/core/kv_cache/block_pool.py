@@ -140,6 +140,14 @@ class BlockPool:
                 block.block_hash = h
                 block.group = group
 
+    def forget_hashes(self) -> None:
+        """Forget every hash, blocks in use included: their KV was computed by weights that
+        are gone (a weight update). The blocks stay with their requests."""
+        for cached in self.cached_by_group:
+            for block in cached.values():
+                block.block_hash = None
+            cached.clear()
+
     def reset_prefix_cache(self) -> bool:
         """Forget every hash; refused (False, nothing changed) while any block is in use."""
         if self.free_queue.num_free_blocks != self.num_blocks - 1:

@@ -281,6 +281,10 @@ class KVCacheManager:
         for g in self.groups:
             g.free(request)
 
+    def forget_prefix_cache(self) -> None:
+        """Drop every cached prefix, blocks in use included (new weights: stale KV)."""
+        self.block_pool.forget_hashes()
+
     def reset_prefix_cache(self) -> bool:
         """Forget all cached prefixes; refused (False) while any request holds blocks."""
         return self.block_pool.reset_prefix_cache()

@@ -652,6 +652,10 @@ class Scheduler:
             raise ValueError("this scheduler has no KV connector.")
         self._connector_enabled = enabled
 
+    def forget_prefix_cache(self) -> None:
+        """Drop every cached prefix even while requests hold blocks (a weight update)."""
+        self.kv_cache_manager.forget_prefix_cache()
+
     def reset_prefix_cache(self) -> bool:
         """Forget every cached prefix; refused (False) while any request holds blocks."""
         return self.kv_cache_manager.reset_prefix_cache()

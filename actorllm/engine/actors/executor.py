@@ -33,8 +33,10 @@ from actorllm.distributed.ray_connect import RayClusterError
 from actorllm.engine.actors.context import EngineContext
 from actorllm.engine.actors.messages import (
     CollectiveRPC,
+    CommitWeights,
     ExecuteStep,
     ExecutorMsg,
+    ReceiveWeights,
     SleepWorker,
     StartProfile,
     StepDone,
@@ -169,10 +171,54 @@ class ExecutorActor(Actor[ExecutorMsg]):
             case CollectiveRPC(method=method, args=args, kwargs=kwargs, reply=reply):
                 # One result per rank (tensor parallel: rank 0's first).
                 self._call(reply, lambda: w.collective_rpc_group(method, args, kwargs))
+            case ReceiveWeights(update_info=info, reply=reply):
+                self.task_group.start_soon(self._receive_weights, info, reply.defer())
+            case CommitWeights(reply=reply):
+                self._call(reply, lambda: w.collective_rpc_group("finish_weight_update"))
             case StartProfile(reply=reply):
                 self._call(reply, w.start_profile)
             case StopProfile(reply=reply):
                 self._call(reply, w.stop_profile)
+
+    async def _receive_weights(
+        self, info: dict[str, Any] | list[dict[str, Any]], reply: Reply[int]
+    ) -> None:
+        """A weight update's tensors, received on every rank's receiving thread while the
+        worker thread runs steps: start them (a control call between steps), wait for rank
+        0's off the loop, then collect every rank's outcome (worker/weight_receiver.py)."""
+        w = self.worker
+        try:
+            receipts = await self._on_thread(
+                lambda: w.collective_rpc_group("receive_weights_begin", (info,))
+            )
+        except Exception as exc:
+            with contextlib.suppress(Exception):  # ranks that did start: collect them
+                await self._on_thread(lambda: w.collective_rpc_group("receive_weights_end"))
+            reply.fail(exc)
+            return
+        try:
+            if receipts and receipts[0] is not None:
+                await anyio.to_thread.run_sync(receipts[0].wait, abandon_on_cancel=True)
+            counts = await self._on_thread(lambda: w.collective_rpc_group("receive_weights_end"))
+        except Exception as exc:
+            reply.fail(exc)
+            return
+        reply.send(counts[0])
+
+    async def _on_thread(self, fn: Callable[[], Any]) -> Any:
+        """Run ``fn`` on the worker thread (between steps) and wait for its result."""
+        done = anyio.Event()
+        box: list[Outcome[Any]] = []
+
+        def answer(outcome: Outcome[Any]) -> None:  # on the loop
+            box.append(outcome)
+            done.set()
+
+        self.thread.submit(fn, answer)
+        await done.wait()
+        if box[0].error is not None:
+            raise box[0].error
+        return box[0].value
 
     def _hand_over(self, epoch: int, step_id: int, outcome: Outcome[ModelRunnerOutput]) -> bool:
         """A successful step's ``StepDone`` straight into the scheduler's mailbox, on the

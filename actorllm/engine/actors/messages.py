@@ -32,6 +32,12 @@ Control calls are asks straight to the actor that owns the state (``Sleep``,
 ``PauseGeneration`` ... to each scheduler, ``CollectiveRPC`` ... to each executor); a
 scheduler asks its executor for ``SleepWorker`` / ``WakeWorker``.
 
+A weight update from a trainer (docs/rlhf.md)::
+
+    AsyncEngine.update_weights --ReceiveWeights--> executor[i]  (receiving threads; steps go on)
+    AsyncEngine.finish_weight_update --FinishWeightUpdate--> scheduler[i] (owns the version)
+      --CommitWeights--> executor[i]   queued behind the steps launched: a step boundary
+
 Steps are tagged with the core *epoch* (owned by the ledger): it grows whenever the
 scheduler's state is rebuilt from the ledger (a core restart, a wake-up), and messages of an
 older epoch are dropped, so nothing computed before a rebuild is applied twice.
@@ -235,6 +241,27 @@ class GetStats(_Msg, frozen=True, kw_only=True):
     reply: Reply[ReplicaSchedulerStats]
 
 
+class FinishWeightUpdate(_Msg, frozen=True, kw_only=True):
+    """Apply the staged weight update at the next step boundary (the executor's
+    ``CommitWeights``), then label later steps ``weight_version`` (None: keep the label).
+    The reply: the parameters written on each rank."""
+
+    weight_version: str | None = None
+    reply: Reply[list[Any]]
+
+
+class SetWeightVersion(_Msg, frozen=True, kw_only=True):
+    """Label the steps launched from now on, weights unchanged (vLLM's
+    ``update_weight_version``)."""
+
+    weight_version: str
+    reply: Reply[None]
+
+
+class GetWeightVersion(_Msg, frozen=True, kw_only=True):
+    reply: Reply[str]
+
+
 SchedulerControl = (
     Sleep
     | WakeUp
@@ -247,6 +274,9 @@ SchedulerControl = (
     | SetKVConnector
     | IsKVConnectorEnabled
     | GetStats
+    | FinishWeightUpdate
+    | SetWeightVersion
+    | GetWeightVersion
 )
 
 
@@ -302,6 +332,21 @@ class CollectiveRPC(_Msg, frozen=True, kw_only=True):
     reply: Reply[list[Any]]
 
 
+class ReceiveWeights(_Msg, frozen=True, kw_only=True):
+    """Receive one ``update_weights`` call's tensors from the trainer on every rank, on
+    receiving threads (steps go on); reply once all are staged, or with the error."""
+
+    update_info: dict[str, Any] | list[dict[str, Any]]
+    reply: Reply[int]  # the tensors received
+
+
+class CommitWeights(_Msg, frozen=True, kw_only=True):
+    """Write the staged weights into the model between two steps, on every rank; the reply
+    is each rank's parameters written."""
+
+    reply: Reply[list[Any]]
+
+
 class StartProfile(_Msg, frozen=True, kw_only=True):
     reply: Reply[None]
 
@@ -310,7 +355,15 @@ class StopProfile(_Msg, frozen=True, kw_only=True):
     reply: Reply[str]  # the trace file written
 
 
-ExecutorControl = SleepWorker | WakeWorker | CollectiveRPC | StartProfile | StopProfile
+ExecutorControl = (
+    SleepWorker
+    | WakeWorker
+    | CollectiveRPC
+    | ReceiveWeights
+    | CommitWeights
+    | StartProfile
+    | StopProfile
+)
 ExecutorMsg = ExecuteStep | ExecutorControl
 
 # -- output processor --------------------------------------------------------------------

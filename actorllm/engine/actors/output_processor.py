@@ -198,6 +198,7 @@ class OutputProcessorActor(Actor[OutputMsg]):
                 outputs=fresh,
                 stats=eco.stats,
                 timestamp=eco.timestamp or now,
+                weight_version=eco.weight_version,
             )
         )
         # Ledger first, then delivery: no await between them.

@@ -30,9 +30,12 @@ from actorllm.engine.actors.messages import (
     AddRequest,
     AdoptRequests,
     AwaitPaused,
+    CommitWeights,
     EndRequest,
     ExecuteStep,
+    FinishWeightUpdate,
     GetStats,
+    GetWeightVersion,
     GrammarReady,
     IsKVConnectorEnabled,
     IsPaused,
@@ -42,6 +45,7 @@ from actorllm.engine.actors.messages import (
     ResumeGeneration,
     SchedulerMsg,
     SetKVConnector,
+    SetWeightVersion,
     Sleep,
     SleepWorker,
     StepDone,
@@ -154,6 +158,13 @@ class SchedulerActor(Actor[SchedulerMsg]):
                 reply.send(adm.kv_connector_enabled)
             case GetStats(reply=reply):
                 reply.send(adm.replica_stats())
+            case FinishWeightUpdate(weight_version=version, reply=reply):
+                await self._swap_weights(version, reply)
+            case SetWeightVersion(weight_version=version, reply=reply):
+                adm.weight_versions.current = version
+                reply.send(None)
+            case GetWeightVersion(reply=reply):
+                reply.send(adm.weight_versions.current)
         await self._pump()
         if self.pause_waiters and adm.pause_complete():
             self._paused_now()
@@ -197,6 +208,22 @@ class SchedulerActor(Actor[SchedulerMsg]):
                 reply.fail(RuntimeError("the prefix cache could not be reset after the pause"))
             else:
                 reply.send(None)
+
+    async def _swap_weights(self, version: str | None, reply: Reply[list[object]]) -> None:
+        """Apply the staged weights at a step boundary, streams going on: the commit is
+        queued on the worker behind the steps already launched (they ran on the old
+        weights and keep their label); no step is launched until it is done, and every
+        later one is labelled ``version``. Cached prefixes hold the old weights' KV: they
+        are forgotten. A failed commit changes nothing (the old weights serve)."""
+        try:
+            written: list[object] = await self.refs.executor.ask(lambda r: CommitWeights(reply=r))
+        except Exception as exc:
+            reply.fail(exc)
+            return
+        self.admission.core.forget_prefix_cache()
+        if version is not None:
+            self.admission.weight_versions.current = version
+        reply.send(written)
 
     async def _sleep_now(self) -> None:
         """No step is in flight: free the KV cache (and weights) on the worker. Requests

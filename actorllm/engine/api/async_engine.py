@@ -38,6 +38,7 @@ from actorllm.engine.api.control_plane import ACTORS, ControlPlane
 from actorllm.engine.api.engine_status import EngineStatus
 from actorllm.engine.api.lora_api import LoRAAdapters
 from actorllm.engine.api.request_api import RequestAPI
+from actorllm.engine.api.weight_sync_api import WeightSync
 from actorllm.engine.config.engine_config import EngineConfig
 from actorllm.engine.config.generation_config import default_sampling_params
 from actorllm.engine.config.interpreter_settings import engine_interpreter_settings
@@ -134,6 +135,7 @@ class AsyncEngine:
         self._status = EngineStatus()
         self._control = ControlPlane(parts, self._status)
         self._loras = LoRAAdapters(parts.ctx.config, self._control)
+        self._weights = WeightSync(parts, self._status)
         self._requests = RequestAPI(
             parts, self._status, self.get_default_sampling_params, self._loras
         )
@@ -321,6 +323,16 @@ class AsyncEngine:
     list_loras = _forward("_loras", LoRAAdapters.list_loras)
     check_lora_request = _forward("_loras", LoRAAdapters.check)
     statistics = _forward("_control", ControlPlane.statistics)
+    init_weight_transfer_engine = _forward("_weights", WeightSync.init_weight_transfer_engine)
+    shutdown_weight_transfer_engine = _forward(
+        "_weights", WeightSync.shutdown_weight_transfer_engine
+    )
+    start_weight_update = _forward("_weights", WeightSync.start_weight_update)
+    update_weights = _forward("_weights", WeightSync.update_weights)
+    finish_weight_update = _forward("_weights", WeightSync.finish_weight_update)
+    update_weight_version = _forward("_weights", WeightSync.update_weight_version)
+    get_weight_version = _forward("_weights", WeightSync.get_weight_version)
+    get_world_size = _forward("_weights", WeightSync.get_world_size)
 
     # The test harness (actorllm.testing) inspects these.
     def _live(self) -> list[Replica]:

@@ -277,6 +277,13 @@ ENGINE_CONFIG_HELP: Mapping[str, Mapping[str, str]] = {
             "to completion after new ones are refused, before the rest are aborted."
         ),
     },
+    "WeightTransferConfig": {
+        "weight_transfer_backend": (
+            "Weight transfer from a trainer (RLHF; vLLM's weight_transfer_config backend): "
+            "gloo (CPU) or nccl (CUDA); unset: off (init_weight_transfer_engine is refused). "
+            'vLLM\'s spelling: --weight-transfer-config \'{"backend": "gloo"}\'.'
+        ),
+    },
     "KVTransferConfig": {
         "kv_connector": (
             "offload: keep evicted prefix blocks in a host-memory (and optional disk) tier and "

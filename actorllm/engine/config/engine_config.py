@@ -267,6 +267,10 @@ class EngineConfig(msgspec.Struct, kw_only=True):
     shutdown_timeout: float = 30.0
     """``AsyncEngine.drain()`` (and the server on SIGTERM): seconds open requests may run
     to completion after new ones are refused, before the rest are aborted."""
+    # -- WeightTransferConfig ----------------------------------------------------------------
+    weight_transfer_backend: Literal["gloo", "nccl"] | None = None
+    """Weight transfer from a trainer (RLHF; vLLM's weight_transfer_config backend): gloo
+    (CPU) or nccl (CUDA); None: off (init_weight_transfer_engine is refused). docs/rlhf.md."""
     # -- KVTransferConfig -------------------------------------------------------------------
     kv_connector: Literal["offload"] | None = None
     """offload: keep evicted prefix blocks in a host-memory (and optional disk) tier and

@@ -58,6 +58,7 @@ from actorllm.engine.recovery.admission_states import (
 from actorllm.engine.recovery.blame import Blame, poison_message
 from actorllm.engine.recovery.pause import Pause, PauseMode, PauseStatistics
 from actorllm.engine.scheduling.inflight import InflightSteps
+from actorllm.engine.scheduling.weight_versions import WeightVersions
 from actorllm.worker.sleep_tags import SLEEP_TAGS, to_wake
 
 if TYPE_CHECKING:
@@ -142,6 +143,7 @@ class Admission:
         self.blame = blame
         self._make_core = make_core
         self.inflight = InflightSteps(max_inflight)  # owner: here
+        self.weight_versions = WeightVersions()  # owner: here (each step's weight version)
         self.sleep_level = 0  # 0 = awake; owner: here
         self.asleep: frozenset[str] = frozenset()  # sleep tags still asleep; owner: here
         self.pause = Pause()  # owner: here (survives restarts)
@@ -220,6 +222,7 @@ class Admission:
         )
         in_hand.extend(self._in_hand)
         self._in_hand = []
+        self.weight_versions.drain()
         failures = self._charge(in_hand) if in_hand else []
         self._new_epoch()
         return failures
@@ -478,6 +481,7 @@ class Admission:
         if so.is_empty and not so.finished_req_ids and not so.preempted_req_ids:
             return None  # nothing fits until a step in flight frees blocks
         self.inflight.add(so)
+        self.weight_versions.launched(so.step_id)
         return Step(self.epoch, so, core.take_connector_metadata())
 
     def step_done(
@@ -492,6 +496,9 @@ class Admission:
         outputs = self.core.update_from_output(so, output)
         self._running_stale = True
         self.inflight.pop(step_id)  # after: a crash in update_from_output charges the step
+        version = self.weight_versions.done(step_id)
+        if outputs is not None and outputs.outputs:
+            outputs = msgspec.structs.replace(outputs, weight_version=version)
         self.steps_done += 1
         self.iteration_tokens.append(so.total_num_scheduled_tokens)
         probing = self._counts[AdmissionState.PROBING]

@@ -1,5 +1,5 @@
-"""``actorllm bench throughput|serve|latency|overhead|chaos|embed``: reproducible performance
-figures.
+"""``actorllm bench throughput|serve|latency|overhead|chaos|embed|weight-sync``:
+reproducible performance figures.
 
 Each benchmark lives in ``actorllm.bench.<name>`` with ``add_arguments(parser)`` and
 ``main(args) -> int``; this module only routes to them (see benchmarks/README.md).
@@ -11,6 +11,7 @@ Each benchmark lives in ``actorllm.bench.<name>`` with ``add_arguments(parser)``
     $ actorllm bench chaos --crashes 1000 --backend both
     $ actorllm bench embed --num-texts 1000
     $ actorllm bench quant --layers 8 --batches 1,8
+    $ actorllm bench weight-sync --tp 1,2
 """
 
 from __future__ import annotations
@@ -27,6 +28,10 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "overhead": ("actorllm.bench.overhead", "actor engine per-step cost vs the bare core loop"),
     "chaos": ("actorllm.bench.chaos", "crash actors while requests stream: nothing lost"),
     "embed": ("actorllm.bench.embed", "embedding texts/s, actorllm vs sentence-transformers"),
+    "weight-sync": (
+        "actorllm.bench.weight_sync",
+        "seconds to push a model's weights from a trainer, vs a bare gloo broadcast",
+    ),
     "cpu-vs-vllm": ("actorllm.bench.cpu_vs_vllm", "every preset row, actorllm vs vLLM's CPU build"),
     "quant": ("actorllm.bench.quant", "decode tok/s of quantized formats against bf16"),
 }

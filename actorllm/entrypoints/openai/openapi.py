@@ -197,6 +197,14 @@ _DEV_ENDPOINTS: list[tuple[str, str, str]] = [
     ("post", "/collective_rpc", "Call a worker method on every rank; one result per rank."),
     ("post", "/start_profile", "Start the torch profiler on every rank."),
     ("post", "/stop_profile", "Stop the profiler and write its traces."),
+    ("post", "/init_weight_transfer_engine", "Join a trainer's weight-transfer group."),
+    ("post", "/shutdown_weight_transfer_engine", "Leave the weight-transfer group."),
+    ("post", "/start_weight_update", "Open a weight update."),
+    ("post", "/update_weights", "Receive and stage tensors broadcast by the trainer."),
+    ("post", "/finish_weight_update", "Apply the staged weights at a step boundary."),
+    ("post", "/update_weight_version", "Label later tokens with a new weight version."),
+    ("get", "/weight_info", "The current weight version."),
+    ("get", "/get_world_size", "The engine's worker ranks (query: include_dp)."),
 ]
 
 

@@ -12,6 +12,7 @@ from actorllm.entrypoints.openai.app import dev_routes as dev
 from actorllm.entrypoints.openai.app import openai_routes as api
 from actorllm.entrypoints.openai.app import ops_routes as ops
 from actorllm.entrypoints.openai.app import responses_routes as responses
+from actorllm.entrypoints.openai.app import weight_routes as weights
 from actorllm.entrypoints.openai.app.endpoint import as_endpoint
 from actorllm.entrypoints.openai.app.load_tracking import tracked_endpoint
 from actorllm.entrypoints.openai.app.state import AppState, Handler
@@ -59,6 +60,15 @@ DEV_ROUTES: list[tuple[str, Handler, str]] = [
     ("/collective_rpc", dev.collective_rpc, "POST"),
     ("/start_profile", dev.start_profile, "POST"),
     ("/stop_profile", dev.stop_profile, "POST"),
+    # Weight transfer from a trainer (RLHF; vLLM's RL routes)
+    ("/init_weight_transfer_engine", weights.init_weight_transfer_engine, "POST"),
+    ("/shutdown_weight_transfer_engine", weights.shutdown_weight_transfer_engine, "POST"),
+    ("/start_weight_update", weights.start_weight_update, "POST"),
+    ("/update_weights", weights.update_weights, "POST"),
+    ("/finish_weight_update", weights.finish_weight_update, "POST"),
+    ("/update_weight_version", weights.update_weight_version, "POST"),
+    ("/weight_info", weights.weight_info, "GET"),
+    ("/get_world_size", weights.get_world_size, "GET"),
 ]
 # Only with ACTORLLM_ALLOW_RUNTIME_LORA_UPDATING (or vLLM's VLLM_ name) true: else 404.
 LORA_ROUTES: list[tuple[str, Handler, str]] = [

@@ -1,0 +1,76 @@
+"""Clients of the engine's weight-sync control plane (structural
+:class:`~actorllm.distributed.weight_transfer.base.VLLMWeightSyncClient`s), for the
+trainer side: over HTTP (a server started in dev mode, ``VLLM_SERVER_DEV_MODE=1``) or to
+an ``LLM`` in the same process. Each call blocks until the engine answered; a refusal
+raises (``RuntimeError`` with the server's message over HTTP)."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from typing import Any
+
+from actorllm.distributed.weight_transfer.base import WeightTransferUpdatePayload
+
+
+class HTTPVLLMWeightSyncClient:
+    """The server's routes: ``/init_weight_transfer_engine``, ``/start_weight_update``,
+    ``/update_weights``, ``/finish_weight_update``, ``/shutdown_weight_transfer_engine``."""
+
+    def __init__(self, base_url: str, timeout: float = 300) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.timeout = timeout
+
+    def _post(self, path: str, body: dict[str, Any] | None = None) -> Any:
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(
+            f"{self.base_url}/{path}",
+            data=data if data is not None else b"",
+            headers={"Content-Type": "application/json"},
+            method="POST",
+        )
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+                return json.loads(resp.read() or b"null")
+        except urllib.error.HTTPError as e:
+            raise RuntimeError(f"POST /{path}: HTTP {e.code}: {e.read().decode()}") from None
+
+    def init_weight_transfer_engine(self, init_info: dict[str, Any]) -> None:
+        self._post("init_weight_transfer_engine", {"init_info": init_info})
+
+    def shutdown_weight_transfer_engine(self) -> None:
+        self._post("shutdown_weight_transfer_engine")
+
+    def start_weight_update(self) -> None:
+        self._post("start_weight_update")
+
+    def update_weights(self, update_info: WeightTransferUpdatePayload) -> None:
+        self._post("update_weights", {"update_info": update_info})
+
+    def finish_weight_update(self, weight_version: str | None = None) -> None:
+        body = {"weight_version": weight_version} if weight_version is not None else None
+        self._post("finish_weight_update", body)
+
+
+class LLMWeightSyncClient:
+    """An ``actorllm.LLM`` (or ``LLMEngine``) in this process; its calls are thread-safe,
+    so the trainer engine's ``update_weights`` thread may call it."""
+
+    def __init__(self, llm: Any) -> None:
+        self.llm = llm
+
+    def init_weight_transfer_engine(self, init_info: dict[str, Any]) -> None:
+        self.llm.init_weight_transfer_engine({"init_info": init_info})
+
+    def shutdown_weight_transfer_engine(self) -> None:
+        self.llm.shutdown_weight_transfer_engine()
+
+    def start_weight_update(self) -> None:
+        self.llm.start_weight_update()
+
+    def update_weights(self, update_info: WeightTransferUpdatePayload) -> None:
+        self.llm.update_weights({"update_info": update_info})
+
+    def finish_weight_update(self, weight_version: str | None = None) -> None:
+        self.llm.finish_weight_update(weight_version)

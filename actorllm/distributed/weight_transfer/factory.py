@@ -1,0 +1,44 @@
+"""``WeightTransferTrainerFactory``: the trainer-side engine of a backend, by the
+``backend`` of its init info (vLLM's registry, with our ``gloo`` and ``nccl``)."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from actorllm.distributed.weight_transfer.base import (
+    TrainerInitInfo,
+    TrainerWeightTransferEngine,
+    VLLMWeightSyncClient,
+    WeightSource,
+)
+from actorllm.distributed.weight_transfer.broadcast import GlooTrainerWeightTransferEngine
+
+
+class WeightTransferTrainerFactory:
+    _registry: ClassVar[dict[str, type[TrainerWeightTransferEngine]]] = {
+        "gloo": GlooTrainerWeightTransferEngine,
+        "nccl": GlooTrainerWeightTransferEngine,  # the same broadcast, on NCCL
+    }
+
+    @classmethod
+    def register_engine(cls, name: str, engine_cls: type[TrainerWeightTransferEngine]) -> None:
+        if name in cls._registry:
+            raise ValueError(f"Weight transfer trainer engine '{name}' is already registered.")
+        cls._registry[name] = engine_cls
+
+    @classmethod
+    def trainer_init(
+        cls,
+        init_info: TrainerInitInfo,
+        *,
+        client: VLLMWeightSyncClient,
+        source: WeightSource | None = None,
+    ) -> TrainerWeightTransferEngine:
+        """A trainer engine joined to the inference engine (see ``broadcast.py``)."""
+        backend = init_info.backend
+        if backend not in cls._registry:
+            raise ValueError(
+                f"Invalid weight transfer backend: {backend}. "
+                f"Available trainer engines: {list(cls._registry)}"
+            )
+        return cls._registry[backend].trainer_init(init_info, client=client, source=source)
