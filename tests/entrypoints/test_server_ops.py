@@ -299,6 +299,7 @@ def test_server_wide_request_defaults(engine: FakeEngine) -> None:
             srv, "/v1/completions", {"prompt": "hi", "max_tokens": 2, "stream": True}
         )
         assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["completion_tokens"] == 2
+        assert all(c["usage"] is not None for c in chunks)  # every chunk, as vLLM's
         r = httpx.post(
             srv.url + "/v1/completions", json={"prompt": "hi", "max_tokens": 2, "logprobs": 1}
         )

@@ -32,7 +32,6 @@ REFUSED = {
     "--enable-prompt-embeds",
     "--logits-processor-pattern",
     "--override-attention-dtype",
-    "--logits-processors",
     "--io-processor-plugin",
     "--data-parallel-rank",
     "-dpn",

@@ -118,7 +118,7 @@ VLLM_SERVE_FLAGS: list[list[str]] = [
     ["--enable-sleep-mode"],
     ["--model-impl", "auto"],
     ["--override-attention-dtype", "float16"],
-    ["--logits-processors", "my_module.Processor"],
+    ["--logits-processors", "tests.helpers.logits_procs:BanToken"],
     ["--io-processor-plugin", "my_plugin"],
     # LoadConfig
     ["--load-format", "safetensors"],

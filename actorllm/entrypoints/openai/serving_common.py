@@ -91,10 +91,12 @@ class ServingContext:
 
 def usage_options(options: StreamOptions | None, *, force: bool = False) -> tuple[bool, bool]:
     """(usage chunk at the end, usage on every chunk) for a stream's ``stream_options``;
-    ``force`` (``--enable-force-include-usage``): the usage chunk whatever the request says."""
+    ``force`` (``--enable-force-include-usage``): both, whatever the request says (vLLM's
+    ``should_include_usage``)."""
+    if force:
+        return True, True
     if options is None or not options.include_usage:
-        every = options is not None and options.continuous_usage_stats
-        return force, force and every
+        return False, False
     return True, options.continuous_usage_stats
 
 

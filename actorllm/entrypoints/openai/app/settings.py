@@ -49,8 +49,8 @@ class AppSettings(msgspec.Struct, kw_only=True):
     """Logprob tokens as 'token_id:N' for every request (as if each set the request field
     return_tokens_as_token_ids)."""
     enable_force_include_usage: bool = False
-    """Every stream ends with a usage chunk, whether or not the request asked for one with
-    stream_options.include_usage."""
+    """Every chunk of every stream carries usage, and a usage chunk ends it, whatever the
+    request's stream_options say (vLLM's)."""
     default_chat_template_kwargs: dict[str, Any] | None = None
     """Chat template variables for every chat request, e.g. '{"enable_thinking": false}'; a
     request's own chat_template_kwargs win."""

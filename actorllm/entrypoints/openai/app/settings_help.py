@@ -42,8 +42,8 @@ APP_SETTINGS_HELP: Mapping[str, Mapping[str, str]] = {
             "field return_tokens_as_token_ids)."
         ),
         "enable_force_include_usage": (
-            "Every stream ends with a usage chunk, whether or not the request asked for one "
-            "with stream_options.include_usage."
+            "Every chunk of every stream carries usage, and a usage chunk ends it, whatever "
+            "the request's stream_options say (vLLM's)."
         ),
         "default_chat_template_kwargs": (
             'Chat template variables for every chat request, e.g. \'{"enable_thinking": '
