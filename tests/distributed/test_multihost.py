@@ -11,6 +11,7 @@ files or runs other versions, and a dead head is reported in seconds."""
 
 from __future__ import annotations
 
+import logging
 import time
 from pathlib import Path
 from typing import Any
@@ -125,6 +126,11 @@ async def test_dp2_replicas_on_two_hosts_and_a_lost_one_with_no_room_left(
     ray = connect()
     from ray.util.placement_group import placement_group, remove_placement_group
 
+    # A dictConfig applied in this process by an earlier test (a server's --log-config-file)
+    # disables existing loggers: the give-up record must reach caplog.
+    for name in list(logging.root.manager.loggerDict):
+        if name.startswith("actorllm"):
+            logging.getLogger(name).disabled = False
     async with AsyncEngine.open(
         llama, data_parallel_size=2, data_parallel_backend="ray", **ENGINE
     ) as engine:
