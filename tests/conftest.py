@@ -27,8 +27,31 @@ def _set_triton_interpreter() -> None:
 
 _set_triton_interpreter()
 
+
+def _share_the_cpus_between_workers() -> None:
+    """Each pytest-xdist worker (and every process its tests start) gets its share of the
+    usable CPUs as torch threads, one each on two cores: two workers whose OpenMP teams
+    each take every core spin against each other between parallel regions. The tiny
+    models of the suite gain nothing from a second thread. ``OMP_NUM_THREADS`` set by the
+    caller wins."""
+    from tests.helpers.suite_report import worker_threads
+
+    share = worker_threads(int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
+    if share is None:
+        return
+    os.environ["OMP_NUM_THREADS"] = str(share)
+    import torch
+
+    torch.set_num_threads(share)
+
+
 # pytester: tests/testing runs small suites through the actorllm plugin in-process.
-pytest_plugins = ["pytester"]
+# suite_report: the machine and the time per test file at the end of every run.
+pytest_plugins = ["pytester", "tests.helpers.suite_report"]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    _share_the_cpus_between_workers()  # before any test starts a process
 
 
 @pytest.fixture(params=["trio", "asyncio"])

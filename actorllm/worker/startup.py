@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import msgspec
 
 from actorllm.models.load_format import LoadFormat
+from actorllm.worker.cpu_threads import fit_torch_threads
 from actorllm.worker.lora_settings import LoRASettings
 from actorllm.worker.runner import Runner
 
@@ -88,6 +89,9 @@ def build_rank_runner(spec: RankSpec) -> Runner:
         return build_model_runner(spec)
     from actorllm.worker.encoder_runner import EncoderRunner
 
+    if spec.device == "cpu":
+        fit_torch_threads()
+
     if spec.world_size > 1:
         raise ValueError("tensor_parallel_size > 1 is not built for encoder models")
     return EncoderRunner(
@@ -105,6 +109,8 @@ def build_model_runner(spec: RankSpec) -> ModelRunner:
     from actorllm.worker.model_runner import ModelRunner
     from actorllm.worker.omp_spin import park_openmp_team
 
+    if spec.device == "cpu":
+        fit_torch_threads()  # before the first parallel region makes the worker's team
     if spec.omp_short_spin and spec.device == "cpu":
         park_openmp_team()
     if spec.keep_freed_memory and spec.device == "cpu":

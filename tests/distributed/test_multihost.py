@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,31 @@ def _remote(engine: AsyncEngine) -> list[RemoteWorker]:
     workers = [replica.worker for replica in engine._parts.replicas]
     assert all(isinstance(w, RemoteWorker) for w in workers)
     return workers  # type: ignore[return-value]
+
+
+@pytest.fixture
+def supervisor_records() -> Iterator[list[logging.LogRecord]]:
+    """What the supervisors log, from a handler on their own logger: caplog's sits on the
+    root, which a dictConfig applied in this process by an earlier test (a server's
+    ``--log-config-file``) can cut off (a disabled logger, or one that stops
+    propagating)."""
+    records: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record)
+
+    logger = logging.getLogger("actorllm.actors")
+    handler, was_disabled, was_level = Keep(logging.ERROR), logger.disabled, logger.level
+    logger.disabled = False
+    if logger.getEffectiveLevel() > logging.ERROR:
+        logger.setLevel(logging.ERROR)
+    logger.addHandler(handler)
+    try:
+        yield records
+    finally:
+        logger.removeHandler(handler)
+        logger.disabled, logger.level = was_disabled, was_level
 
 
 def _host_ips(cluster: NetnsCluster) -> set[str]:
@@ -116,21 +142,17 @@ async def test_dp2_replicas_on_two_hosts_and_a_lost_one_with_no_room_left(
     reference: list[list[int]],
     anyio_backend: str,
     netns_cluster: NetnsCluster,
-    caplog: pytest.LogCaptureFixture,
+    supervisor_records: list[logging.LogRecord],
 ) -> None:
     """A replica per host gives one worker's tokens. Then the third host is taken (a
     placement group of someone else's) and replica 1's host is lost mid-batch: there is
     no room to replace its worker, so replica 1 gives up at once, saying so, and its
     requests finish on replica 0 with the same tokens."""
     cluster = netns_cluster
+    records = supervisor_records
     ray = connect()
     from ray.util.placement_group import placement_group, remove_placement_group
 
-    # A dictConfig applied in this process by an earlier test (a server's --log-config-file)
-    # disables existing loggers: the give-up record must reach caplog.
-    for name in list(logging.root.manager.loggerDict):
-        if name.startswith("actorllm"):
-            logging.getLogger(name).disabled = False
     async with AsyncEngine.open(
         llama, data_parallel_size=2, data_parallel_backend="ray", **ENGINE
     ) as engine:
@@ -150,7 +172,7 @@ async def test_dp2_replicas_on_two_hosts_and_a_lost_one_with_no_room_left(
         try:
             assert await _batch_killing(engine, lose_host) == reference
             assert [r.index for r in engine._live()] == [0]
-            gave_up = [r.exc_info[1] for r in caplog.records if r.exc_info]
+            gave_up = [r.exc_info[1] for r in records if r.exc_info]
             assert any(
                 isinstance(e, SupervisorGaveUp) and "no capacity is left" in str(e) for e in gave_up
             )

@@ -1,0 +1,82 @@
+"""The end of every run names the machine and where the suite's time went, by file.
+
+CI shows only the tail of its log; the slowest tests alone did not explain a run three
+times longer than the same suite on a like machine (the time was spread over thousands of
+small tests), so the per-file totals and what bounds the threads are printed there too.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import platform
+
+import pytest
+
+from actorllm.kernels.cpu_features import cpu_flags
+from actorllm.worker.cpu_threads import cgroup_cpu_limit, usable_cpus
+
+TOP_FILES = 15
+_seconds: collections.Counter[str] = collections.Counter()
+_tests: collections.Counter[str] = collections.Counter()
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+def worker_threads(workers: int) -> int | None:
+    """The torch threads of each of ``workers`` pytest-xdist workers (their share of the
+    usable CPUs); None where the default stays: no workers, or ``OMP_NUM_THREADS`` set."""
+    if workers < 2 or os.environ.get("OMP_NUM_THREADS"):
+        return None
+    return max(1, usable_cpus() // workers)
+
+
+def machine_line(workers: int = 0) -> str:
+    import torch
+
+    share = worker_threads(workers)
+    threads = f"{workers} workers of {share} torch threads" if share else "default threads"
+
+    isa = [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_tile") if f in cpu_flags()]
+    return (
+        f"{_cpu_model()}; cpu_count {os.cpu_count()}, usable {usable_cpus()}, "
+        f"cgroup quota {cgroup_cpu_limit()}; {' '.join(isa) or 'no AVX2'}; "
+        f"torch {torch.__version__} ({torch.get_num_threads()} threads here; {threads}; "
+        f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')})"
+    )
+
+
+def _workers(config: pytest.Config) -> int:
+    return int(getattr(config.option, "numprocesses", None) or 0)
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return f"machine: {machine_line(_workers(config))}"
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    path = report.nodeid.split("::", 1)[0]
+    _seconds[path] += report.duration
+    if report.when == "call":
+        _tests[path] += 1
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if not _seconds:
+        return
+    tr = terminalreporter
+    total = sum(_seconds.values())
+    tr.section(f"seconds per test file (top {TOP_FILES} of {total:.0f} s in all workers)")
+    for path, seconds in _seconds.most_common(TOP_FILES):
+        tr.write_line(f"{seconds:8.1f} s  {_tests[path]:4d} tests  {path}")
+    tr.write_line(f"machine: {machine_line(_workers(tr.config))}")
