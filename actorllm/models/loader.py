@@ -29,6 +29,7 @@ from actorllm.models.base import CausalLM
 from actorllm.models.config import CheckpointConfig
 from actorllm.models.gguf.config import is_gguf
 from actorllm.models.load_format import LoadFormat as LoadFormat
+from actorllm.models.meta_init import on_meta
 from actorllm.models.moe import EXPERT_SLOTS, FusedExperts
 from actorllm.models.onednn_linear import invalidate_packed
 from actorllm.models.parallel import rank_piece
@@ -173,7 +174,7 @@ def load_model(
         return load_gguf(
             path, cfg, dtype=torch_dtype, device=device, ops=ops, max_positions=max_positions
         )
-    with torch.device("meta"):
+    with on_meta():
         model = cls(cfg, ops)
     model = model.to(dtype=torch_dtype)
     if spec is not None and spec.scheme == "gguf":

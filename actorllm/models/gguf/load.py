@@ -27,6 +27,7 @@ from actorllm.models.config import CheckpointConfig
 from actorllm.models.gguf.blocks import FLOAT_TYPES, BlockWeight, check_type, float_rows, repack
 from actorllm.models.gguf.config import PERMUTED_QK, architecture, open_reader
 from actorllm.models.gguf.linear import GGUFLinear, Part
+from actorllm.models.meta_init import on_meta
 from actorllm.models.registry import resolve_model_class
 
 log = logging.getLogger(__name__)
@@ -112,7 +113,7 @@ def load_gguf(
             raise GGUFLoadError(f"no GGUF name for {hf!r} ({f.arch})")
         return str(found)
 
-    with torch.device("meta"):
+    with on_meta():
         model = resolve_model_class(cfg.architecture)(cfg, ops)
     model = model.to(dtype=dtype)
     fused: dict[str, list[str]] = {}

@@ -16,6 +16,7 @@ from torch import nn
 
 from actorllm.models.base import CausalLM
 from actorllm.models.config import CheckpointConfig
+from actorllm.models.meta_init import on_meta
 from actorllm.models.quant.linear import QUANT_LINEARS, Fp8Linear, Int8Linear, PackedLinear
 from actorllm.models.quant.spec import QuantizationError, QuantSpec, resolve_quantization
 
@@ -70,7 +71,7 @@ def quantize_linears(model: CausalLM, spec: QuantSpec, dtype: torch.dtype) -> in
                 continue
             sizes: list[int] | None = getattr(owner, "shard_sizes", None) if frags else None
             cls = {"w8a8_int8": Int8Linear, "fp8": Fp8Linear}.get(spec.scheme, PackedLinear)
-            with torch.device("meta"):
+            with on_meta():
                 layer = cls(
                     child.in_features, child.out_features, child.bias is not None,
                     spec, dtype, list(sizes) if sizes else None,
