@@ -46,8 +46,11 @@ def _checked(obj: Any, name: str) -> type[LogitsProcessor]:
     return obj
 
 
-def plugin_classes() -> list[type[LogitsProcessor]]:
-    """The installed plugins' classes (none installed: an empty list)."""
+@lru_cache(maxsize=1)
+def plugin_classes() -> tuple[type[LogitsProcessor], ...]:
+    """The installed plugins' classes (none installed: empty), read once per process as
+    vLLM reads its plugins: scanning every installed distribution's entry points took
+    ~40 ms of each engine start."""
     classes = []
     for group in PLUGIN_GROUPS:
         for ep in entry_points(group=group):
@@ -55,7 +58,7 @@ def plugin_classes() -> list[type[LogitsProcessor]]:
                 classes.append(_checked(ep.load(), ep.value))
             except Exception as exc:
                 raise ValueError(f"logits processor plugin {ep.value!r}: {exc}") from exc
-    return classes
+    return tuple(classes)
 
 
 @lru_cache(maxsize=16)
