@@ -30,16 +30,19 @@ def cpu_model() -> str:
 
 
 def machine_info() -> dict[str, Any]:
-    """CPU model and core count, GPU name (if any), Python / torch / actorllm versions."""
+    """CPU model, core count and cgroup CPU quota, GPU name (if any), Python / torch /
+    actorllm versions."""
     import torch
 
     from actorllm import __version__ as actorllm_version
+    from actorllm.worker.cpu_threads import cgroup_cpu_limit
 
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
     return {
         "cpu_model": cpu_model(),
         "cpu_count": os.cpu_count(),
         "cpu_affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "cgroup_cpu_limit": cgroup_cpu_limit(),
         "gpu": gpu,
         "platform": platform.platform(),
         "python": platform.python_version(),

@@ -9,27 +9,16 @@ from __future__ import annotations
 
 import collections
 import os
-import platform
 
 import pytest
 
+from actorllm.bench.machine import cpu_model
 from actorllm.kernels.cpu_features import cpu_flags
 from actorllm.worker.cpu_threads import cgroup_cpu_limit, usable_cpus
 
 TOP_FILES = 15
 _seconds: collections.Counter[str] = collections.Counter()
 _tests: collections.Counter[str] = collections.Counter()
-
-
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 def worker_threads(workers: int) -> int | None:
@@ -48,7 +37,7 @@ def machine_line(workers: int = 0) -> str:
 
     isa = [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_tile") if f in cpu_flags()]
     return (
-        f"{_cpu_model()}; cpu_count {os.cpu_count()}, usable {usable_cpus()}, "
+        f"{cpu_model()}; cpu_count {os.cpu_count()}, usable {usable_cpus()}, "
         f"cgroup quota {cgroup_cpu_limit()}; {' '.join(isa) or 'no AVX2'}; "
         f"torch {torch.__version__} ({torch.get_num_threads()} threads here; {threads}; "
         f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')})"
