@@ -321,9 +321,79 @@ def test_background_runs_beside_the_server(client: openai.OpenAI) -> None:
     assert done.output_text and done.usage is not None and done.usage.output_tokens == 5
     with pytest.raises(openai.BadRequestError, match="Cannot cancel a synchronous response"):
         client.responses.cancel(r.id)  # finished: nothing to cancel
-    with pytest.raises(openai.BadRequestError) as info:
-        client.responses.create(model=MODEL, input="x", background=True, stream=True)
-    assert info.value.body["param"] == "stream"  # type: ignore[index]
+
+
+def _check_sequence(events: list[Any], first: int = 0) -> None:
+    assert [e.sequence_number for e in events] == list(range(first, first + len(events)))
+
+
+def test_background_stream_is_kept_and_replayed(client: openai.OpenAI) -> None:
+    with client.responses.create(
+        model=MODEL, input="x", max_output_tokens=5, background=True, stream=True
+    ) as stream:
+        events = list(stream)
+    _check_sequence(events)
+    assert events[0].type == "response.created" and events[-1].type == "response.completed"
+    rid = events[0].response.id
+    stored = client.responses.retrieve(rid)
+    assert stored.status == events[-1].response.status == "incomplete"  # max_output_tokens
+    assert stored.background
+    assert stored.output_text == events[-1].response.output_text == words(5)
+    with client.responses.retrieve(rid, stream=True) as again:
+        assert [e.model_dump() for e in again] == [e.model_dump() for e in events]
+    with client.responses.retrieve(rid, stream=True, starting_after=2) as rest:
+        assert [e.model_dump() for e in rest] == [e.model_dump() for e in events[3:]]
+    with client.responses.retrieve(rid, stream=True, starting_after=len(events)) as none:
+        assert list(none) == []
+
+
+def test_what_has_no_events_to_replay_is_refused_by_name(client: openai.OpenAI) -> None:
+    sync = client.responses.create(model=MODEL, input="x", max_output_tokens=1)
+    plain = client.responses.create(model=MODEL, input="x", max_output_tokens=1, background=True)
+    for rid in (sync.id, plain.id):
+        with pytest.raises(openai.BadRequestError, match="no events to stream") as info:
+            client.responses.retrieve(rid, stream=True)
+        assert info.value.body["param"] == "response_id"  # type: ignore[index]
+    for query, param in (
+        ({"starting_after": 1}, "starting_after"),  # without stream
+        ({"stream": True, "starting_after": -1}, "starting_after"),
+        ({"include": ["message.output_text.logprobs"]}, "include"),
+    ):
+        with pytest.raises(openai.BadRequestError) as info:
+            client.responses.retrieve(sync.id, **query)  # type: ignore[call-overload]
+        assert info.value.body["param"] == param  # type: ignore[index]
+    with pytest.raises(openai.NotFoundError):
+        client.responses.retrieve("resp_missing", stream=True)
+
+
+def test_a_reader_that_leaves_changes_nothing_and_a_late_one_follows_the_run() -> None:
+    engine = FakeEngine(token_delay_s=0.02, max_model_len=256)  # 40 tokens: ~0.8 s
+    with store_env("1"):
+        server = start_server(engine)
+    try:
+        with _client(server) as c:
+            with c.responses.create(
+                model=MODEL, input="x", max_output_tokens=40, background=True, stream=True
+            ) as stream:
+                head = [next(stream) for _ in range(4)]  # then the connection closes
+            rid = head[0].response.id
+            with c.responses.retrieve(rid, stream=True, starting_after=3) as rest:
+                tail = list(rest)
+            _check_sequence(head + tail)
+            assert tail[-1].type == "response.completed"
+            assert tail[-1].response.output_text == words(40)
+            assert c.responses.retrieve(rid).status == "incomplete"
+            # Cancelled mid-run: every reader's stream ends, the request is aborted.
+            with c.responses.create(
+                model=MODEL, input="x", max_output_tokens=200, background=True, stream=True
+            ) as stream:
+                first = next(stream)
+                assert c.responses.cancel(first.response.id).status == "cancelled"
+                assert [e.type for e in stream][-1] != "response.completed"
+            assert engine.aborted == [first.response.id] and not engine.open
+    finally:
+        server.stop()
+    assert server.error is None
 
 
 def test_cancel_stops_a_background_run_and_aborts_its_request() -> None:

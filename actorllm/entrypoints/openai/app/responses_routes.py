@@ -35,13 +35,30 @@ def _flag(request: Request, name: str) -> bool:
     raise bad_request(f"{name} must be true or false, got {value!r}.", name)
 
 
+RETRIEVE_QUERY = ("stream", "starting_after")
+
+
 async def retrieve(state: AppState, request: Request) -> Response:
-    starting_after = request.query_params.get("starting_after")
-    if starting_after is not None and not starting_after.lstrip("-").isdigit():
+    for key in request.query_params:
+        name = key.removesuffix("[]")  # an array, as the openai client sends include
+        if name not in RETRIEVE_QUERY:  # OpenAI's include, include_obfuscation, ...
+            raise bad_request(
+                f"{name} is not supported on GET /v1/responses/{{response_id}} by this server "
+                f"(it reads {' and '.join(RETRIEVE_QUERY)}).",
+                name,
+            )
+    after = request.query_params.get("starting_after")
+    if after is not None and not after.strip().lstrip("-").isdigit():
         raise bad_request("starting_after must be an integer.", "starting_after")
-    state.serving  # noqa: B018 - 503 while the engine is not running, as every route
-    stream = _flag(request, "stream")
-    return retrieve_response(state.responses_store, request.path_params["response_id"], stream)
+    serving = state.serving  # 503 while the engine is not running, as every route
+    return retrieve_response(
+        serving,
+        state.responses_store,
+        state.background,
+        request.path_params["response_id"],
+        stream=_flag(request, "stream"),
+        starting_after=None if after is None else int(after),
+    )
 
 
 async def cancel(state: AppState, request: Request) -> Response:

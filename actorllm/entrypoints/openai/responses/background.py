@@ -1,7 +1,9 @@
 """Background responses (``background: true``): the response is stored as ``queued`` and
 returned at once; it runs in the server's task group (``in_progress``, then ``completed``,
 ``incomplete`` or ``failed``), read with ``GET /v1/responses/{id}``, and ``POST
-/v1/responses/{id}/cancel`` stops it (``cancelled``; its engine request is aborted).
+/v1/responses/{id}/cancel`` stops it (``cancelled``; its engine request is aborted). A run
+created with ``stream`` too writes its events to an :class:`EventLog` (``logs``), which
+the creating request and ``GET ...?stream=true`` read.
 
 A run outlives the HTTP request that started it but not the server: the lifespan's task
 group owns every run, so shutting down cancels them.
@@ -18,6 +20,7 @@ import msgspec
 from anyio.abc import TaskGroup
 
 from actorllm.entrypoints.openai.protocol.chat_request import ChatMessage
+from actorllm.entrypoints.openai.responses.event_log import EventLogs
 from actorllm.entrypoints.openai.responses.response import ResponsesResponse, Status
 from actorllm.entrypoints.openai.responses.store import ResponseStore
 
@@ -32,6 +35,7 @@ class BackgroundRuns:
 
     def __init__(self, store: ResponseStore) -> None:
         self.store = store
+        self.logs = EventLogs(store.max_size)  # of the runs created with ``stream``
         self._tg: TaskGroup | None = None
         # {response id: (its run's scope, set when the run has ended)}
         self._scopes: dict[str, tuple[anyio.CancelScope, anyio.Event]] = {}

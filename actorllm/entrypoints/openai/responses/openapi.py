@@ -90,7 +90,11 @@ def responses_paths(
         "responses": {"200": created},
     }
     retrieve: dict[str, Any] = {
-        "summary": "A stored response (404 unless the store is on and holds it).",
+        "summary": (
+            "A stored response (404 unless the store is on and holds it); with stream=true, "
+            "the events of one created with background and stream, replayed, then followed "
+            "until its run ends."
+        ),
         "tags": ["openai"],
         "parameters": [
             _id_param(),
@@ -98,17 +102,17 @@ def responses_paths(
                 "name": "stream",
                 "in": "query",
                 "required": False,
-                "schema": {"const": False, "default": False},
-                "description": "Not supported yet: replaying a background response's events.",
+                "schema": {"type": "boolean", "default": False},
             },
             {
                 "name": "starting_after",
                 "in": "query",
                 "required": False,
-                "schema": {"type": "integer"},
+                "schema": {"type": "integer", "minimum": 0},
+                "description": "With stream=true: the events after this sequence number.",
             },
         ],
-        "responses": {"200": ok},
+        "responses": {"200": created},
     }
     cancel: dict[str, Any] = {
         "summary": "Cancel a running background response (a finished one: 400).",

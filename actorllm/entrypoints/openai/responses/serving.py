@@ -7,13 +7,16 @@ module shapes them as output items, whole or as the stream's events (``events``)
 ``background: true`` (with the store on) runs the response beside the server
 (``background.py``): the answer is the ``queued`` response, ``GET`` reads its progress and
 ``cancel`` stops it. Cancelling a response that is not running is vLLM's "Cannot cancel a
-synchronous response." (400). Streaming a background response (and replaying a stored
-one's events with ``GET ?stream=true``) is refused by name.
+synchronous response." (400). With ``stream`` too, the run's events are kept
+(``event_log.py``): the creating request streams them, and ``GET ?stream=true
+&starting_after=N`` streams them again from sequence number N + 1, following the run until
+it ends; a response created without both has no events to stream (400, as vLLM's).
 """
 
 from __future__ import annotations
 
 import copy
+import functools
 from typing import Any
 
 import msgspec
@@ -31,6 +34,7 @@ from actorllm.entrypoints.openai.protocol.chat_request import (
 )
 from actorllm.entrypoints.openai.protocol.logprobs import ChatLogProbs
 from actorllm.entrypoints.openai.responses.background import BackgroundRuns
+from actorllm.entrypoints.openai.responses.event_log import EventLog
 from actorllm.entrypoints.openai.responses.events import EventWriter, Sequencer, new_id
 from actorllm.entrypoints.openai.responses.request import ResponsesRequest, normalize_input
 from actorllm.entrypoints.openai.responses.response import (
@@ -89,12 +93,6 @@ def _check_background(req: ResponsesRequest, store: ResponseStore) -> None:
         raise bad_request("background can only be used when `store` is true", "background")
     if not store.enabled:
         raise bad_request(_NO_STORE_BACKGROUND, "background")
-    if req.stream:
-        raise bad_request(
-            "`stream` with `background` is not supported by this server yet (it replays "
-            "the stored events of a background response); poll GET /v1/responses/{id}.",
-            "stream",
-        )
 
 
 def _earlier_messages(store: ResponseStore, response_id: str) -> list[ChatMessage]:
@@ -250,7 +248,9 @@ class _Run:
             self.store.put(response, self.messages)
         return response
 
-    async def stream(self, streams: Any, emit: Emit) -> None:
+    async def stream(self, streams: Any, emit: Emit) -> ResponsesResponse | None:
+        """Emit the response's events; the final response, or None when the engine failed
+        the request (an ``error`` event was the last)."""
         seq = Sequencer(emit)
         first = msgspec.to_builtins(self.base)
         await seq.send({"type": "response.created", "response": first})
@@ -270,11 +270,12 @@ class _Run:
             await seq.send(
                 {"type": "error", "code": str(err.code), "message": err.message, "param": err.param}
             )
-            return
+            return None
         for event in writer.close():
             await seq.send(event)
         final = self.finish(writer.output)
         await seq.send({"type": "response.completed", "response": msgspec.to_builtins(final)})
+        return final
 
 
 async def create_response(
@@ -319,8 +320,18 @@ async def create_response(
     )
     if req.background and background is not None:
         queued = msgspec.structs.replace(run.base, status="queued")
+        log = background.logs.open(rid) if req.stream else None
 
         async def work() -> ResponsesResponse:
+            if log is not None:
+                try:
+                    final = await run.stream(streams, log.append)
+                finally:
+                    log.close()  # its readers end, whatever ended the run
+                if final is None:
+                    raise RuntimeError("the engine failed the request mid-stream")
+                return final
+
             async def collect(_i: int, out: RequestOutput) -> None:
                 state.apply(out, delta=True)
 
@@ -332,24 +343,54 @@ async def create_response(
                 await close_quietly(s.rest)
 
         background.start(queued, run.messages, work, abort)
+        if log is not None:
+            replay = functools.partial(_replay, log, None)
+            return SSEResponse(replay, is_dead=ctx.is_dead, named=True)
         return json_response(queued)
     if req.stream:
-        return SSEResponse(lambda emit: run.stream(streams, emit), is_dead=ctx.is_dead, named=True)
+
+        async def produce(emit: Emit) -> None:
+            await run.stream(streams, emit)
+
+        return SSEResponse(produce, is_dead=ctx.is_dead, named=True)
     await unless_disconnected(receive, lambda: pump(streams, state.collect))
     return json_response(run.finish(run.whole_output()))
 
 
-def retrieve_response(store: ResponseStore, response_id: str, stream: bool) -> Response:
+async def _replay(log: EventLog, starting_after: int | None, emit: Emit) -> None:
+    async for event in log.follow(starting_after):
+        await emit(event)
+
+
+def retrieve_response(
+    ctx: ServingContext,
+    store: ResponseStore,
+    background: BackgroundRuns,
+    response_id: str,
+    stream: bool,
+    starting_after: int | None,
+) -> Response:
     found = store.get(response_id) if store.enabled else None
     if found is None:
         raise not_found(response_id)
-    if stream:
+    if starting_after is not None and not stream:
+        raise bad_request("starting_after applies only with stream=true.", "starting_after")
+    if starting_after is not None and starting_after < 0:
         raise bad_request(
-            "`stream` is not supported by this server yet on a stored response (replaying "
-            "a background response's events); read it whole.",
-            "stream",
+            f"starting_after is a sequence number (0 or more), got {starting_after}.",
+            "starting_after",
         )
-    return json_response(found.response)
+    if not stream:
+        return json_response(found.response)
+    log = background.logs.get(response_id)
+    if log is None:
+        raise bad_request(
+            f"Unknown response_id: {response_id} has no events to stream: only a response "
+            "created with background and stream keeps them.",
+            "response_id",
+        )
+    replay = functools.partial(_replay, log, starting_after)
+    return SSEResponse(replay, is_dead=ctx.is_dead, named=True)
 
 
 async def cancel_response(
