@@ -48,7 +48,7 @@ from actorllm.engine.actors.messages import (
     StopProfile,
     WakeUp,
 )
-from actorllm.engine.api.engine_status import EngineStatus, live_replicas
+from actorllm.engine.api.engine_status import EngineStatus, ask_each, live_replicas
 from actorllm.engine.api.stats import EngineDebugState, EngineStats, ReplicaStats
 from actorllm.engine.errors import InvalidRequestError
 from actorllm.engine.recovery.pause import PauseMode, check_mode
@@ -91,24 +91,9 @@ class ControlPlane:
     ) -> list[T]:
         """Ask every live replica's ``actor`` ("scheduler" or "executor") at once; the
         answers in replica order."""
-        replicas = self.live()
-        if len(replicas) == 1:
-            return [await self._ask(_ref(replicas[0], actor), make, timeout)]
-        results: list[Any] = [None] * len(replicas)
-        errors: list[BaseException] = []
-
-        async def one(i: int, replica: Replica) -> None:
-            try:
-                results[i] = await self._ask(_ref(replica, actor), make, timeout)
-            except Exception as exc:  # raised below, after every replica answered
-                errors.append(exc)
-
-        async with anyio.create_task_group() as tg:
-            for i, replica in enumerate(replicas):
-                tg.start_soon(one, i, replica)
-        if errors:
-            raise errors[0]
-        return results
+        return await ask_each(
+            self.live(), lambda replica: self._ask(_ref(replica, actor), make, timeout)
+        )
 
     async def sleep(self, level: int = 1, mode: PauseMode = "keep") -> None:
         """Free the KV cache (level 1: keep weights in host memory; level 2: drop them) of

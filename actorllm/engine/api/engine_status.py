@@ -8,13 +8,18 @@ request and control call reads it first (:meth:`EngineStatus.check_open`).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, final
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, TypeVar, final
+
+import anyio
 
 from actorllm.engine.errors import EngineClosedError, EngineDeadError
 
 if TYPE_CHECKING:
     from actorllm.actors import Supervisor
     from actorllm.engine.actors.assembly import EngineParts, Replica
+
+T = TypeVar("T")
 
 
 @final
@@ -47,3 +52,25 @@ class EngineStatus:
 def live_replicas(parts: EngineParts) -> list[Replica]:
     """The replicas that still take work, in replica order."""
     return [r for r in parts.replicas if r.index in parts.live]
+
+
+async def ask_each(replicas: list[Replica], ask: Callable[[Replica], Awaitable[T]]) -> list[T]:
+    """``await ask(replica)`` for every replica at once; the answers in replica order. The
+    first error is raised once every replica has answered (none is left mid-call)."""
+    if len(replicas) == 1:
+        return [await ask(replicas[0])]
+    results: list[Any] = [None] * len(replicas)
+    errors: list[BaseException] = []
+
+    async def one(i: int, replica: Replica) -> None:
+        try:
+            results[i] = await ask(replica)
+        except Exception as exc:  # raised below, after every replica answered
+            errors.append(exc)
+
+    async with anyio.create_task_group() as tg:
+        for i, replica in enumerate(replicas):
+            tg.start_soon(one, i, replica)
+    if errors:
+        raise errors[0]
+    return results

@@ -29,7 +29,7 @@ from actorllm.engine.actors.messages import (
     ReceiveWeights,
     SetWeightVersion,
 )
-from actorllm.engine.api.engine_status import live_replicas
+from actorllm.engine.api.engine_status import ask_each, live_replicas
 
 if TYPE_CHECKING:
     from actorllm.engine.actors.assembly import EngineParts, Replica
@@ -68,23 +68,12 @@ class WeightSync:
         """Ask every live replica at once; answers in replica order (the first error is
         raised after all answered)."""
         self._status.check_open()
-        replicas = live_replicas(self._parts)
-        results: list[Any] = [None] * len(replicas)
-        errors: list[BaseException] = []
 
-        async def one(i: int, replica: Replica) -> None:
+        async def ask(replica: Replica) -> Any:
             ref, msg = make(replica)
-            try:
-                results[i] = await ref.ask(msg)
-            except Exception as exc:  # raised below, after every replica answered
-                errors.append(exc)
+            return await ref.ask(msg)
 
-        async with anyio.create_task_group() as tg:
-            for i, replica in enumerate(replicas):
-                tg.start_soon(one, i, replica)
-        if errors:
-            raise errors[0]
-        return results
+        return await ask_each(live_replicas(self._parts), ask)
 
     async def _rpc(self, method: str, **kwargs: Any) -> None:
         await self._each(
