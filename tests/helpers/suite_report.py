@@ -2,7 +2,9 @@
 
 CI shows only the tail of its log; the slowest tests alone did not explain a run three
 times longer than the same suite on a like machine (the time was spread over thousands of
-small tests), so the per-file totals and what bounds the threads are printed there too.
+small tests), so the per-file totals (with the highest 1-minute load average seen while
+each file ran), what bounds the threads, and the processes still using the CPU at the end
+(a leaked server or cluster slows every later test) are printed there too.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from actorllm.worker.cpu_threads import cgroup_cpu_limit, usable_cpus
 TOP_FILES = 15
 _seconds: collections.Counter[str] = collections.Counter()
 _tests: collections.Counter[str] = collections.Counter()
+_load: dict[str, float] = {}
 
 
 def worker_threads(workers: int) -> int | None:
@@ -57,6 +60,34 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     _seconds[path] += report.duration
     if report.when == "call":
         _tests[path] += 1
+        _load[path] = max(_load.get(path, 0.0), os.getloadavg()[0])
+
+
+def _by_directory() -> str:
+    dirs: collections.Counter[str] = collections.Counter()
+    for path, seconds in _seconds.items():
+        parts = path.split("/")
+        dirs["/".join(parts[:2]) if len(parts) > 2 else parts[0]] += seconds
+    return ", ".join(f"{d} {s:.0f}" for d, s in dirs.most_common(12))
+
+
+def _busy_processes(top: int = 6) -> list[str]:
+    """The processes that used the most CPU, other than this one: name, pid, CPU seconds
+    and state (R: running now)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    seen = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        if int(pid) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                head, _, rest = f.read().rpartition(")")
+            fields = rest.split()
+            cpu = (int(fields[11]) + int(fields[12])) / tick  # utime + stime
+            seen.append((cpu, f"{head.split('(', 1)[1]}[{pid}] {cpu:.0f} s {fields[0]}"))
+        except (OSError, IndexError, ValueError):
+            continue
+    return [line for _, line in sorted(seen, reverse=True)[:top]]
 
 
 @pytest.hookimpl(trylast=True)
@@ -67,5 +98,8 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     total = sum(_seconds.values())
     tr.section(f"seconds per test file (top {TOP_FILES} of {total:.0f} s in all workers)")
     for path, seconds in _seconds.most_common(TOP_FILES):
-        tr.write_line(f"{seconds:8.1f} s  {_tests[path]:4d} tests  {path}")
+        load = _load.get(path, 0.0)
+        tr.write_line(f"{seconds:8.1f} s  {_tests[path]:4d} tests  load {load:4.1f}  {path}")
+    tr.write_line(f"by directory (s): {_by_directory()}")
+    tr.write_line(f"most CPU at the end: {'; '.join(_busy_processes())}")
     tr.write_line(f"machine: {machine_line(_workers(tr.config))}")
