@@ -10,14 +10,24 @@ them. On one host the ranks share its cores (a 2-core box runs the two stages' p
 on the same two cores as the engine's event loop), so this measures the machinery and the
 bytes, not the speed-up PP gives with a host per stage.
 
+``--hosts N`` (root, Ray installed) first builds an N-host Ray cluster in network
+namespaces (:class:`actorllm.testing.netns_cluster.NetnsCluster`: one Ray CPU per host, so
+each rank or stage is placed on a host of its own, and only the veth addresses route
+between hosts) and runs every configuration with ``--distributed-executor-backend ray``:
+the stages' hidden states and the ranks' all-reduces cross hosts. The namespaces share this
+machine's cores, so the rates remain the machinery's, not a cluster's.
+
     python benchmarks/pipeline_parallel_bench.py
     python benchmarks/pipeline_parallel_bench.py --output-json \\
         benchmarks/results/pipeline_parallel.json --note "the box was loaded by ..."
+    python benchmarks/pipeline_parallel_bench.py --hosts 2 \\
+        --output-json benchmarks/results/pipeline_parallel_hosts.json
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import subprocess
 import sys
@@ -47,17 +57,33 @@ def main() -> int:
     parser.add_argument("--preset", default="llama-4l-256", help="bench throughput's preset")
     parser.add_argument("--runs", default=",".join(RUNS), help="which of pp1,pp2,tp2")
     parser.add_argument("--note", default="", help="what the result document should say")
+    parser.add_argument(
+        "--hosts", type=int, default=0, help="a Ray cluster of this many netns hosts (root)"
+    )
     parser.add_argument("--output-json", default=None)
     args, extra = parser.parse_known_args()
     figures: dict[str, Any] = {}
-    for name in args.runs.split(","):
-        figures[name] = run_one(args.preset, RUNS[name], extra)
-        print(f"{name}: {figures[name]['output_tokens_per_s']:.1f} output tok/s", flush=True)
+    cluster: Any = contextlib.nullcontext()
+    if args.hosts:
+        from actorllm.testing.netns_cluster import NetnsCluster
+
+        cluster = NetnsCluster(hosts=args.hosts)  # exports RAY_ADDRESS to the runs
+        extra = [*extra, "--distributed-executor-backend", "ray"]
+    with cluster as hosts:
+        for name in args.runs.split(","):
+            figures[name] = run_one(args.preset, RUNS[name], extra)
+            print(f"{name}: {figures[name]['output_tokens_per_s']:.1f} output tok/s", flush=True)
+        if args.hosts:
+            figures["hosts"] = sorted(node.ip for node in hosts.hosts.values())
     if "pp2" in figures:
         pp = figures["pp2"]["pipeline_parallel"]
         figures["pp2_bytes_between_stages_per_step"] = pp["bytes_between_stages_per_step"]
         print(f"pp2: {pp['bytes_between_stages_per_step']:.0f} bytes between stages per step")
-    config = {"preset": args.preset, "runs": {k: RUNS[k] for k in figures if k in RUNS}}
+    config: dict[str, Any] = {
+        "preset": args.preset,
+        "runs": {k: RUNS[k] for k in figures if k in RUNS},
+        "hosts": args.hosts or "this process's host",
+    }
     if args.note:
         config["note"] = args.note
     doc = result_document("pipeline_parallel", figures=figures, config=config, args=args)
