@@ -15,21 +15,48 @@ every request with a fault-free run (``actorllm bench chaos`` is its command lin
 
 from __future__ import annotations
 
-from typing import Any
+import importlib
+from typing import TYPE_CHECKING, Any
 
-from actorllm.testing import actor_faults, engine_harness
-from actorllm.testing.actor_faults import Fault
-from actorllm.testing.chaos import ChaosRequest, chaos_soak, default_workload
-from actorllm.testing.chaos_plan import CrashPoint
-from actorllm.testing.chaos_report import ChaosReport
-from actorllm.testing.engine_harness import (
-    InjectedFault,
-    check_invariants,
-    engine_context,
-    open_test_engine,
-    scripted_model,
-)
-from actorllm.testing.scripted_model import ScriptedModel
+if TYPE_CHECKING:
+    from actorllm.testing.actor_faults import Fault
+    from actorllm.testing.chaos import ChaosRequest, chaos_soak, default_workload
+    from actorllm.testing.chaos_plan import CrashPoint
+    from actorllm.testing.chaos_report import ChaosReport
+    from actorllm.testing.engine_harness import (
+        InjectedFault,
+        check_invariants,
+        engine_context,
+        open_test_engine,
+        scripted_model,
+    )
+    from actorllm.testing.scripted_model import ScriptedModel
+
+# The re-exports load on first use: a light submodule (``percentiles``, which the bench
+# clients import) must not pull the whole engine in through this package's import.
+_LAZY = {
+    "Fault": "actor_faults",
+    "ChaosRequest": "chaos",
+    "chaos_soak": "chaos",
+    "default_workload": "chaos",
+    "CrashPoint": "chaos_plan",
+    "ChaosReport": "chaos_report",
+    "InjectedFault": "engine_harness",
+    "check_invariants": "engine_harness",
+    "engine_context": "engine_harness",
+    "open_test_engine": "engine_harness",
+    "scripted_model": "engine_harness",
+    "ScriptedModel": "scripted_model",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
 
 
 def inject_fault(target: Any, *args: Any, **kwargs: Any) -> Any:
@@ -42,6 +69,7 @@ def inject_fault(target: Any, *args: Any, **kwargs: Any) -> Any:
       "scheduler", "executor", "output_processor", or "worker" for the model step).
     """
     from actorllm.engine.api.async_engine import AsyncEngine
+    from actorllm.testing import actor_faults, engine_harness
 
     if isinstance(target, AsyncEngine):
         return engine_harness.inject_fault(target, *args, **kwargs)
@@ -51,6 +79,7 @@ def inject_fault(target: Any, *args: Any, **kwargs: Any) -> Any:
 async def wait_idle(target: Any, **kwargs: Any) -> None:
     """Wait until the supervisor's actors (or the engine) have nothing left to do."""
     from actorllm.engine.api.async_engine import AsyncEngine
+    from actorllm.testing import actor_faults, engine_harness
 
     if isinstance(target, AsyncEngine):
         await engine_harness.wait_idle(target, **kwargs)

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import anyio
 
-from actorllm.entrypoints.openai.app import AppSettings, build_app
-from actorllm.entrypoints.server import ServerSettings, serve
-from actorllm.testing.engine_harness import open_test_engine
+# The peer's environment has no PYTHONPATH (bench drops ours): import the tree under test,
+# not whichever actorllm the interpreter has installed.
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 
 def client(argv: list[str]) -> None:
@@ -75,6 +75,11 @@ def main(argv: list[str]) -> None:
         raise SystemExit(f"not vLLM's server module: {argv[:2]}")
     env = {k: v for k, v in os.environ.items() if k.startswith("VLLM_") or k == "PYTHONPATH"}
     Path(os.environ["FAKE_VLLM_RECORD"]).write_text(json.dumps({"argv": argv, "env": env}))
+    # The server's imports here: the client stand-in (above) starts without them.
+    from actorllm.entrypoints.openai.app import AppSettings, build_app
+    from actorllm.entrypoints.server import ServerSettings, serve
+    from actorllm.testing.engine_harness import open_test_engine
+
     port = int(argv[argv.index("--port") + 1])
     app = build_app(lambda: open_test_engine(), AppSettings(log_interval_s=0, dev_mode=True))
     anyio.run(serve, app, ServerSettings(port=port), backend="trio")
