@@ -17,6 +17,7 @@ import msgspec
 import schemathesis
 
 from actorllm.entrypoints.openai import protocol as p
+from actorllm.entrypoints.openai.beam_request import NOT_WITH_BEAMS, asks_nothing
 from actorllm.entrypoints.openai.fields import decode_request
 from actorllm.entrypoints.openai.preprocess import encode, render_chat
 from actorllm.entrypoints.openai.responses.serving import decode_responses_request
@@ -25,6 +26,7 @@ from actorllm.entrypoints.openai.sampling import STRUCTURED_FIELDS
 from tests.entrypoints.fake_engine import demo_tokenizer
 
 MAX_MODEL_LEN = int(os.environ.get("ACTORLLM_MAX_MODEL_LEN", "0"))
+MAX_LOGPROBS = 20  # the server's --max-logprobs (its default)
 
 
 def _prompt_lengths(path: str, body: dict[str, Any]) -> list[int] | None:
@@ -91,10 +93,25 @@ def filter_case(context: Any, case: Any) -> bool:
             return True  # a negative case: the server must refuse it
         # Each conversation is a chat request of its own: the chat rules hold for each.
         # tool_choice "none" (the one the batch takes) asks for no tool.
+        if body.get("use_beam_search") is True:
+            return False  # the batch takes no beam search (the rules say so)
         one = {k: v for k, v in body.items() if not (k == "tool_choice" and v == "none")}
         chat = "/v1/chat/completions"
         return all(_generation_case(chat, {**one, "messages": c}) for c in conversations)
     return _generation_case(path, body)
+
+
+def _beam_rules_hold(path: str, body: dict[str, Any]) -> bool:
+    """beam_request's rules (the generation rules' words): no sampling field but its 'off'
+    values, no logprob_token_ids, no echo with logprobs, 2 * n within max_logprobs."""
+    if any(name in body and not asks_nothing(name, body[name]) for name in NOT_WITH_BEAMS):
+        return False
+    if body.get("logprob_token_ids"):
+        return False
+    if path == "/v1/completions" and body.get("echo") and body.get("logprobs") is not None:
+        return False
+    n = body.get("n", 1)
+    return not (isinstance(n, int) and 2 * n > MAX_LOGPROBS)
 
 
 def _generation_case(path: str, body: Any) -> bool:
@@ -106,6 +123,8 @@ def _generation_case(path: str, body: Any) -> bool:
     if body.get("logprob_token_ids") and (logprobs is None or logprobs is False):
         return False  # logprob_token_ids requires logprobs (its description says so)
     if not _repetition_rule_holds(body.get("repetition_detection")):
+        return False
+    if body.get("use_beam_search") is True and not _beam_rules_hold(path, body):
         return False
     default = 16 if path == "/v1/completions" else None
     max_tokens = body.get("max_completion_tokens", body.get("max_tokens", default))

@@ -16,7 +16,7 @@ from actorllm.core.sampling_params import SamplingParams
 from actorllm.entrypoints.openai.errors import bad_request
 
 # {field: its values that ask nothing}, for the fields beam search cannot honour.
-_NOT_WITH_BEAMS: dict[str, tuple[Any, ...]] = {
+NOT_WITH_BEAMS: dict[str, tuple[Any, ...]] = {
     "stop": (None, [], ""),
     "stop_token_ids": (None, []),
     "seed": (None,),
@@ -36,6 +36,22 @@ _NOT_WITH_BEAMS: dict[str, tuple[Any, ...]] = {
 }
 
 
+def asks_nothing(name: str, value: Any) -> bool:
+    """Whether ``value`` of :data:`NOT_WITH_BEAMS` field ``name`` is one of its 'off' values."""
+    return any(type(value) is type(v) and value == v for v in NOT_WITH_BEAMS[name])
+
+
+# The OpenAPI document's words for the rules below (openapi.py's generation rules).
+RULES = (
+    " `use_beam_search: true` (`n` is the beam width) takes none of "
+    + ", ".join(f"`{name}`" for name in NOT_WITH_BEAMS)
+    + " (their 'off' values only), no `logprob_token_ids`, no structured output, not"
+    " `echo` with `logprobs` (completions), and needs `2 * n` logprobs per step within"
+    " the server's `--max-logprobs` (20 by default); the batch endpoint takes no beam"
+    " search."
+)
+
+
 def beam_params(
     req: Any,
     params: SamplingParams,
@@ -50,9 +66,8 @@ def beam_params(
         raise bad_request(
             "`logprob_token_ids` is not supported with beam search.", "logprob_token_ids"
         )
-    for name, off in _NOT_WITH_BEAMS.items():
-        value = getattr(req, name, None)
-        if not any(type(value) is type(v) and value == v for v in off):
+    for name in NOT_WITH_BEAMS:
+        if not asks_nothing(name, getattr(req, name, None)):
             raise bad_request(
                 f"`{name}` is not supported with beam search (`use_beam_search`): beam "
                 "search ranks candidates by their raw logprobs.",

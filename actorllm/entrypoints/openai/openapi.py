@@ -24,6 +24,7 @@ import msgspec
 from actorllm import __version__
 from actorllm.entrypoints.openai import dev_rpc
 from actorllm.entrypoints.openai import protocol as p
+from actorllm.entrypoints.openai.beam_request import RULES as BEAM_RULES
 from actorllm.entrypoints.openai.fields import UNSUPPORTED
 from actorllm.entrypoints.openai.lora_models import LoadLoRAAdapterRequest, UnloadLoRAAdapterRequest
 from actorllm.entrypoints.openai.middleware import is_guarded
@@ -71,7 +72,7 @@ _GENERATION_RULES = (
     "a regex or grammar that parses, a JSON schema the grammar backend accepts, "
     "`guided_decoding_backend` / `guided_whitespace_pattern` only beside one; `tools` with "
     '`tool_choice` "auto" (the default) need the server started with '
-    "`--enable-auto-tool-choice`; a named `tool_choice` must name one of `tools`."
+    "`--enable-auto-tool-choice`; a named `tool_choice` must name one of `tools`." + BEAM_RULES
 )
 
 # (method, path, request struct or None, response struct or None, summary, tag)
