@@ -11,11 +11,15 @@ model's ``tie_weights`` decides what is tied again.
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 import torch
 from torch import nn
 
+M = TypeVar("M", bound=nn.Module)
 
-def materialize(model: nn.Module, device: torch.device | str) -> nn.Module:
+
+def materialize(model: M, device: torch.device | str) -> M:
     """``model`` with every meta parameter and buffer allocated (uninitialised) on
     ``device``; tensors already off the meta device are moved there (as ``to_empty``
     would, without their values: callers load or initialise every weight next)."""
