@@ -45,11 +45,6 @@ def _checkpoint(directory: Path, family: Family) -> str:
     return str(path)
 
 
-@pytest.fixture(scope="module")
-def llama(tmp_path_factory: pytest.TempPathFactory) -> str:
-    return _checkpoint(tmp_path_factory.mktemp("tp-llama"), "llama")
-
-
 def _generate(model: str, tp: int, params: SamplingParams = GREEDY) -> list[Any]:
     with LLM(model, tensor_parallel_size=tp, **ENGINE) as llm:
         outs = llm.generate([{"prompt_token_ids": p} for p in PROMPTS], params, use_tqdm=False)
@@ -104,14 +99,13 @@ def _group(engine: AsyncEngine) -> TPGroup:
 @pytest.mark.anyio
 @pytest.mark.parametrize("anyio_backend", ["trio"])  # the rank machinery is loop-agnostic
 async def test_llama_tp2_matches_tp1_survives_a_killed_and_a_hung_rank(
-    llama: str, anyio_backend: str
+    llama: str, reference: list[list[int]], anyio_backend: str
 ) -> None:
     """The mp launcher (spawned processes); the Ray backend, where rank 0 is remote too,
     is tests/distributed/test_ray_worker.py. One engine for all of it (a TP=2 engine's
     rank start is the cost): worker_extension_cls is mixed into rank 0's worker and rank
     1's (its own process, a replaced one too): its methods run by name on every rank,
     with ``self`` the rank's worker."""
-    reference = await anyio.to_thread.run_sync(_generate, llama, 1)
     async with AsyncEngine.open(
         llama,
         tensor_parallel_size=2,

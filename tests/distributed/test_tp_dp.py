@@ -26,13 +26,9 @@ from actorllm.worker.tp_group import TPGroup
 from tests.distributed.test_tensor_parallel import (
     ENGINE,
     _batch,
-    _generate,
-    llama,
 )
 from tests.entrypoints.serve_process import ServeProcess
 from tests.helpers.ray_ranks import kv_allocated
-
-__all__ = ["llama"]  # the module-scoped checkpoint fixture, shared with the TP tests
 
 
 async def _batch_killing(
@@ -57,11 +53,6 @@ async def _batch_killing(
 @pytest.fixture
 def one_thread_ranks(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
-
-
-@pytest.fixture(scope="module")
-def reference(llama: str) -> list[list[int]]:
-    return _generate(llama, 1)
 
 
 def _groups(engine: AsyncEngine) -> list[TPGroup]:
