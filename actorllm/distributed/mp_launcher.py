@@ -9,12 +9,20 @@ A monitor thread waits on the processes' sentinels (``multiprocessing.connection
 a rank that exits or is killed (``kill -9``) is reported within milliseconds; the thread
 polls its stop flag every ``POLL_S``. A rank also watches its parent: when the engine
 process is gone, it exits (worker/tp_rank.py), so no orphan keeps a core busy.
+
+A rank whose entry returns (told to stop) exits with ``os._exit`` once its output is
+flushed: tearing down an interpreter that imported torch takes seconds on a loaded box,
+and the engine's close waits for the rank's exit. A rank that raises exits the ordinary
+way (the traceback on stderr, exit code 1).
 """
 
 from __future__ import annotations
 
+import logging
 import multiprocessing
 import multiprocessing.connection
+import os
+import sys
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any, final
@@ -35,6 +43,18 @@ class MpRankGroupStatistics(msgspec.Struct, frozen=True, kw_only=True):
     ranks: list[RankProcess]  # ranks 1..N-1
     exited: int | None  # the rank reported dead, if any
     stopping: bool
+
+
+def run_then_exit(entry: Callable[..., object], *args: Any) -> None:
+    """A rank process's target: ``entry(*args)``, then exit at once (code 0) with the
+    interpreter's teardown skipped; nothing in a rank needs it (its group is closed by
+    ``entry``, its output is flushed here). An exception propagates (exit code 1)."""
+    entry(*args)
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        if stream is not None:
+            stream.flush()
+    os._exit(0)
 
 
 @final
@@ -66,7 +86,7 @@ class MpRankGroup:
         ctx = multiprocessing.get_context("spawn")
         for rank in range(1, self.world_size):
             proc = ctx.Process(
-                target=entry, args=tuple(args_for(rank)), name=f"{self.name}-rank{rank}",
+                target=run_then_exit, args=(entry, *args_for(rank)), name=f"{self.name}-rank{rank}",
                 daemon=True,  # multiprocessing kills it when the engine process exits
             )  # fmt: skip
             proc.start()

@@ -3,6 +3,9 @@
 A command module defines ``HELP`` (one line), ``add_arguments(parser)`` and
 ``run(args) -> int`` (the exit status), and keeps heavy imports (torch, the engine) inside
 ``run`` so ``actorllm --help`` stays fast. Adding a command is one line in ``COMMANDS``.
+This module's own imports stay light too: a tensor-parallel rank (a ``multiprocessing``
+spawn) imports the parent's main module, this one under ``python -m
+actorllm.entrypoints.cli`` and the ``actorllm`` script.
 
     $ actorllm serve                 # the embedded demo model on 127.0.0.1:8000
     $ actorllm generate "Once upon a time" --max-tokens 32
@@ -16,7 +19,6 @@ import importlib
 import logging
 import sys
 
-from actorllm.compat.vllm.args import export_hf_token
 from actorllm.compat.vllm.argv_forms import FlexibleParser
 
 COMMANDS: dict[str, str] = {
@@ -48,6 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from actorllm.compat.vllm.args import export_hf_token  # the engine's config: heavy
+
     args = build_parser().parse_args(argv)
     logging.basicConfig(
         level=args.log_level.upper(),

@@ -1,7 +1,8 @@
 """Build a model and fill its weights: safetensors (one file or sharded) or dummy.
 
 Theory of operation: the model is built on the ``meta`` device (no memory), cast to the
-target dtype, then materialized empty on the target device with ``to_empty``. Checkpoint
+target dtype, then materialized empty on the target device (``materialize``, ``to_empty``
+without its import cost). Checkpoint
 tensors are read one at a time through ``safe_open`` (memory-mapped, so a shard is never
 read whole into RAM) and copied into their parameters; HF's separate q/k/v and gate/up
 tensors are copied into their row ranges of our packed ``qkv_proj`` / ``gate_up_proj``.
@@ -29,6 +30,7 @@ from actorllm.models.base import CausalLM
 from actorllm.models.config import CheckpointConfig
 from actorllm.models.gguf.config import is_gguf
 from actorllm.models.load_format import LoadFormat as LoadFormat
+from actorllm.models.materialize import materialize
 from actorllm.models.meta_init import on_meta
 from actorllm.models.moe import EXPERT_SLOTS, FusedExperts
 from actorllm.models.onednn_linear import invalidate_packed
@@ -184,7 +186,7 @@ def load_model(
         )
     if spec is not None:
         quantize_linears(model, spec, torch_dtype)  # packed layers, still on meta
-    model = model.to_empty(device=device)
+    model = materialize(model, device)
     model.tie_weights()
     if load_format == "dummy":
         init_dummy_weights(model, seed)

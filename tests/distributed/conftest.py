@@ -1,4 +1,7 @@
-"""Fixtures for the distributed tests: a local single-node Ray cluster for the whole session."""
+"""Fixtures for the distributed tests: a local single-node Ray cluster for the whole
+session, and the tiny llama checkpoint with its single-worker greedy tokens, which the
+TP, TP x DP, Ray-worker and multi-host modules share (built once per session, not once
+per module)."""
 
 from __future__ import annotations
 
@@ -7,9 +10,23 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.distributed.test_tensor_parallel import _checkpoint, _generate
 from tests.helpers.ray_cluster import LocalRayCluster, is_running
 
 NUM_CPUS = 4  # Ray's logical CPUs: what placement groups may reserve, not cores
+
+
+@pytest.fixture(scope="session")
+def llama(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A 2-layer llama, vocabulary 4093 (the last rank's shard is padded); under /tmp, so
+    every host of the multi-host cluster reads it. Tests read it, none writes it."""
+    return _checkpoint(tmp_path_factory.mktemp("tp-llama"), "llama")
+
+
+@pytest.fixture(scope="session")
+def reference(llama: str) -> list[list[int]]:
+    """``llama``'s greedy tokens for PROMPTS on one worker (DP=1, TP=1), in this process."""
+    return _generate(llama, 1)
 
 
 @pytest.fixture(scope="session")

@@ -26,18 +26,11 @@ from actorllm.distributed.ray_connect import RayClusterError, connect
 from actorllm.engine import AsyncEngine
 from actorllm.testing.netns_cluster import REPO_ROOT, HostSpec, NetnsCluster
 from actorllm.worker.remote import RemoteWorker
-from tests.distributed.test_tensor_parallel import ENGINE, _batch, _generate, llama
+from tests.distributed.test_tensor_parallel import ENGINE, _batch
 from tests.distributed.test_tp_dp import _batch_killing
 from tests.helpers.ray_ranks import node_ip
 
-__all__ = ["llama"]  # the module-scoped checkpoint fixture: under /tmp, every host reads it
-
 COLLECTIVE_TIMEOUT_S = 3.0  # a partitioned rank's all-reduce fails after this
-
-
-@pytest.fixture(scope="module")
-def reference(llama: str) -> list[list[int]]:
-    return _generate(llama, 1)  # one worker, in this process
 
 
 def _remote(engine: AsyncEngine) -> list[RemoteWorker]:

@@ -25,18 +25,11 @@ from actorllm.engine import AsyncEngine
 from actorllm.engine.config.engine_config import EngineConfig, EngineConfigError
 from actorllm.worker.ray_host import RemoteHost, decode_step, encode_step
 from actorllm.worker.remote import RemoteWorker
-from tests.distributed.test_tensor_parallel import ENGINE, _batch, _generate, llama
+from tests.distributed.test_tensor_parallel import ENGINE, _batch
 from tests.distributed.test_tp_dp import _batch_killing
 from tests.entrypoints.serve_process import ServeProcess
 from tests.helpers.ray_cluster import LocalRayCluster
 from tests.helpers.ray_ranks import kv_allocated
-
-__all__ = ["llama"]  # the module-scoped checkpoint fixture, shared with the TP tests
-
-
-@pytest.fixture(scope="module")
-def reference(llama: str) -> list[list[int]]:
-    return _generate(llama, 1)  # DP=1, TP=1, in this process
 
 
 def _remote(engine: AsyncEngine) -> list[RemoteWorker]:

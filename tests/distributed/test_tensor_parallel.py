@@ -45,11 +45,6 @@ def _checkpoint(directory: Path, family: Family) -> str:
     return str(path)
 
 
-@pytest.fixture(scope="module")
-def llama(tmp_path_factory: pytest.TempPathFactory) -> str:
-    return _checkpoint(tmp_path_factory.mktemp("tp-llama"), "llama")
-
-
 def _generate(model: str, tp: int, params: SamplingParams = GREEDY) -> list[Any]:
     with LLM(model, tensor_parallel_size=tp, **ENGINE) as llm:
         outs = llm.generate([{"prompt_token_ids": p} for p in PROMPTS], params, use_tqdm=False)
@@ -104,15 +99,18 @@ def _group(engine: AsyncEngine) -> TPGroup:
 @pytest.mark.anyio
 @pytest.mark.parametrize("anyio_backend", ["trio"])  # the rank machinery is loop-agnostic
 async def test_llama_tp2_matches_tp1_survives_a_killed_and_a_hung_rank(
-    llama: str, anyio_backend: str
+    llama: str, reference: list[list[int]], anyio_backend: str
 ) -> None:
     """The mp launcher (spawned processes); the Ray backend, where rank 0 is remote too,
-    is tests/distributed/test_ray_worker.py."""
-    reference = await anyio.to_thread.run_sync(_generate, llama, 1)
+    is tests/distributed/test_ray_worker.py. One engine for all of it (a TP=2 engine's
+    rank start is the cost): worker_extension_cls is mixed into rank 0's worker and rank
+    1's (its own process, a replaced one too): its methods run by name on every rank,
+    with ``self`` the rank's worker."""
     async with AsyncEngine.open(
         llama,
         tensor_parallel_size=2,
         tp_collective_timeout_s=2.0,
+        worker_extension_cls=extension.PATH,
         **ENGINE,
     ) as engine:
         assert await _batch(engine, "a") == reference
@@ -126,6 +124,21 @@ async def test_llama_tp2_matches_tp1_survives_a_killed_and_a_hung_rank(
         lock = threading.Lock()
         with pytest.raises(InvalidRequestError, match="cloudpickle"):
             await engine.collective_rpc(lambda worker, lock: worker.rank, args=(lock,))
+
+        # The extension's methods, by name, on both ranks.
+        described = await engine.collective_rpc("describe", args=("x",))
+        assert described == [
+            {"tag": "x", "rank": r, "device": "cpu", "has_model": True} for r in (0, 1)
+        ]
+        sums = await engine.collective_rpc("weight_sum")
+        assert len(sums) == 2 and sums[0] != sums[1]  # each rank holds its own shards
+        await engine.collective_rpc("scale_weights", args=(0.5,))
+        assert await engine.collective_rpc("weight_sum") == pytest.approx([s / 2 for s in sums])
+        assert await engine.reset_prefix_cache()
+        assert await _batch(engine, "e") != reference
+        await engine.collective_rpc("scale_weights", kwargs={"factor": 2.0})
+        assert await engine.reset_prefix_cache()
+        assert await _batch(engine, "f") == reference
 
         # kill -9 of rank 1 while a batch runs: detected within a second,
         # group replaced, every request finishes with the tokens it would have had.
@@ -163,6 +176,8 @@ async def test_llama_tp2_matches_tp1_survives_a_killed_and_a_hung_rank(
             assert progress[1] < len(PROMPTS)
         assert done[-1] == reference
         assert group.generation == 2
+        # The replaced rank 1 has the extension mixed in too.
+        assert [d["rank"] for d in await engine.collective_rpc("describe")] == [0, 1]
 
         # sleep / wake_up reach rank 1 too (its KV cache is freed and re-allocated).
         for level in (1, 2):
@@ -172,32 +187,6 @@ async def test_llama_tp2_matches_tp1_survives_a_killed_and_a_hung_rank(
             await engine.wake_up()
             assert await engine.collective_rpc(kv_allocated) == [True, True]
             assert await _batch(engine, f"s{level}") == reference
-
-
-@pytest.mark.anyio
-@pytest.mark.parametrize("anyio_backend", ["trio"])  # the rank machinery is loop-agnostic
-async def test_worker_extension_methods_and_wake_by_tags_reach_every_rank(
-    llama: str, anyio_backend: str
-) -> None:
-    """worker_extension_cls is mixed into rank 0's worker and rank 1's (its own process):
-    its methods run by name on both, with ``self`` the rank's worker."""
-    async with AsyncEngine.open(
-        llama, tensor_parallel_size=2, worker_extension_cls=extension.PATH, **ENGINE
-    ) as engine:
-        described = await engine.collective_rpc("describe", args=("x",))
-        assert described == [
-            {"tag": "x", "rank": r, "device": "cpu", "has_model": True} for r in (0, 1)
-        ]
-        reference = await _batch(engine, "a")
-        sums = await engine.collective_rpc("weight_sum")
-        assert len(sums) == 2 and sums[0] != sums[1]  # each rank holds its own shards
-        await engine.collective_rpc("scale_weights", args=(0.5,))
-        assert await engine.collective_rpc("weight_sum") == pytest.approx([s / 2 for s in sums])
-        assert await engine.reset_prefix_cache()
-        assert await _batch(engine, "b") != reference
-        await engine.collective_rpc("scale_weights", kwargs={"factor": 2.0})
-        assert await engine.reset_prefix_cache()
-        assert await _batch(engine, "c") == reference
 
         # Wake by tags reaches rank 1: its KV cache comes back with the second call only.
         await engine.sleep(1)

@@ -25,16 +25,10 @@ from actorllm.worker.tp_errors import RankGroupError
 from actorllm.worker.tp_group import TPGroup
 from tests.distributed.test_tensor_parallel import (
     ENGINE,
-    GREEDY,
-    PROMPTS,
     _batch,
-    _generate,
-    llama,
 )
 from tests.entrypoints.serve_process import ServeProcess
 from tests.helpers.ray_ranks import kv_allocated
-
-__all__ = ["llama"]  # the module-scoped checkpoint fixture, shared with the TP tests
 
 
 async def _batch_killing(
@@ -61,36 +55,27 @@ def one_thread_ranks(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
 
 
-@pytest.fixture(scope="module")
-def reference(llama: str) -> list[list[int]]:
-    return _generate(llama, 1)
-
-
 def _groups(engine: AsyncEngine) -> list[TPGroup]:
     groups = [replica.worker.tp for replica in engine._parts.replicas]
     assert all(g is not None for g in groups)
     return groups  # type: ignore[return-value]
 
 
-def test_llm_dp2_tp2_gives_dp1_tp1_tokens_and_both_replicas_work(
-    llama: str, reference: list[list[int]], one_thread_ranks: None
-) -> None:
-    with LLM(llama, tensor_parallel_size=2, data_parallel_size=2, **ENGINE) as llm:
-        outs = llm.generate([{"prompt_token_ids": p} for p in PROMPTS], GREEDY, use_tqdm=False)
-        stats = llm.get_stats()
-    assert [list(o.outputs[0].token_ids) for o in outs] == reference
-    assert [e.engine for e in stats.engines] == [0, 1]
-    assert all(e.steps_done > 0 for e in stats.engines)  # both replicas took work
-
-
 @pytest.mark.anyio
 @pytest.mark.parametrize("anyio_backend", ["trio"])  # the rank machinery is loop-agnostic
-async def test_a_killed_rank_of_one_replica_restarts_only_its_group(
+async def test_dp2_tp2_gives_dp1_tp1_tokens_and_a_killed_rank_restarts_only_its_group(
     llama: str, reference: list[list[int]], anyio_backend: str, one_thread_ranks: None
 ) -> None:
+    """One DP=2 x TP=2 engine (four rank starts are the cost) for the tokens, the
+    control calls and a killed rank."""
     async with AsyncEngine.open(
         llama, tensor_parallel_size=2, data_parallel_size=2, **ENGINE
     ) as engine:
+        assert await _batch(engine, "a") == reference
+        engines = (await engine.get_stats()).engines
+        assert [e.engine for e in engines] == [0, 1]
+        assert all(e.steps_done > 0 for e in engines)  # both replicas took work
+
         g0, g1 = _groups(engine)
         assert g0.replica == 0 and g1.replica == 1
         assert g0.rank_pid(1) != g1.rank_pid(1)

@@ -372,3 +372,16 @@ def test_generate_and_chat_sampling_flags_over_the_generation_config() -> None:
     assert (p.temperature, p.top_p, p.max_tokens) == (0.2, 0.9, 3)
     chat = parse("generate", "--interactive", "--generation-config", "vllm")
     assert sampling_params(chat, {}).max_tokens == 256
+
+
+def test_the_cli_module_imports_neither_torch_nor_the_engine() -> None:
+    """A tensor-parallel rank (a spawn) imports the parent's main module: under
+    ``actorllm serve`` that is this one, so it must stay light."""
+    import subprocess
+
+    code = (
+        "import sys, actorllm.entrypoints.cli; "
+        "print(sorted(m for m in ('torch', 'transformers', 'actorllm.engine') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stderr

@@ -27,6 +27,7 @@ from actorllm.models.config import CheckpointConfig
 from actorllm.models.gguf.blocks import FLOAT_TYPES, BlockWeight, check_type, float_rows, repack
 from actorllm.models.gguf.config import PERMUTED_QK, architecture, open_reader
 from actorllm.models.gguf.linear import GGUFLinear, Part
+from actorllm.models.materialize import materialize
 from actorllm.models.meta_init import on_meta
 from actorllm.models.registry import resolve_model_class
 
@@ -130,7 +131,7 @@ def load_gguf(
             layer = GGUFLinear(child.in_features, child.out_features, prefix)
             setattr(owner, child_name, layer)
             linears[prefix] = (layer, hf)
-    model = model.to_empty(device=device)
+    model = materialize(model, device)
     types: Counter[str] = Counter()
     with torch.no_grad():
         for prefix, (layer, hf) in linears.items():
