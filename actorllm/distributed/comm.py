@@ -10,8 +10,8 @@ dropped and a new one made after a failure, and several can live in one process.
 * ``steps``: rank 0 broadcasts each step's packed inputs and control ops on it. A rank
   waits on it for as long as the engine is idle, so its timeout is long (a day): a dead
   peer is still seen at once, because gloo fails a collective whose TCP pair closes.
-  Rank 0's own wait is bounded by ``collective_timeout_s``: a hung rank stops reading,
-  and the sender must fail rather than block.
+  Rank 0's side is bounded by ``collective_timeout_s`` (its wait and its group's
+  timeout): a hung rank stops reading, and the sender must fail rather than block.
 * ``compute``: the model's all-reduces and logits gathers, and start-up agreement. Its
   timeout (``collective_timeout_s``) is what turns a *hung* rank (alive, not answering)
   into an error on rank 0: the step fails, and the executor treats it as a crash.
@@ -107,8 +107,14 @@ class GlooComm:
         timeout = datetime.timedelta(seconds=collective_timeout_s)
         self._send_timeout = timeout  # rank 0's wait on a step broadcast (see broadcast)
         # Any: torch's stubs lack the process groups' own collective methods.
+        # Rank 0 only sends on it, and never waits longer than the collective timeout: its
+        # side of the group gets that timeout too, so a send to a host that vanished (no
+        # reset, its packets dropped) ends in gloo's own thread as well. With the day-long
+        # one, that thread kept the dropped group's destructor (run by whichever thread
+        # collected it: the event loop's, say) waiting for a day.
+        steps_timeout = timeout if rank == 0 else STEP_TIMEOUT
         self._steps: Any = _gloo(
-            dist.PrefixStore("steps", store), rank, world_size, STEP_TIMEOUT, host
+            dist.PrefixStore("steps", store), rank, world_size, steps_timeout, host
         )
         self._compute: Any = _gloo(
             dist.PrefixStore("compute", store), rank, world_size, timeout, host

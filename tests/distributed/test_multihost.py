@@ -4,10 +4,11 @@ driver) on the root namespace's address on the same bridge
 (:mod:`actorllm.testing.netns_cluster`). Only the veth addresses are routable between
 hosts, so a rank that used 127.0.0.1 or the wrong interface would fail here.
 
-``-tp 2`` with one rank per host and ``-dp 2`` with a replica per host give the single
-worker's greedy tokens; a partitioned host and a lost host mid-batch cost a restart on
-the remaining host and nothing else; start-up names the node that lacks the model's
-files or runs other versions, and a dead head is reported in seconds."""
+``-tp 2`` with one rank per host, ``-dp 2`` with a replica per host and ``-pp 2`` with a
+stage on a namespace host give the single worker's greedy tokens; a partitioned host and
+a lost host mid-batch cost a restart on the remaining host and nothing else; start-up
+names the node that lacks the model's files or runs other versions, and a dead head is
+reported in seconds."""
 
 from __future__ import annotations
 
@@ -171,6 +172,43 @@ async def test_dp2_replicas_on_two_hosts_and_a_lost_one_with_no_room_left(
             )
         finally:
             remove_placement_group(squatter)
+            await anyio.to_thread.run_sync(cluster.restore, gone)
+
+
+@pytest.mark.slow
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["trio"])
+async def test_pp2_stages_on_two_hosts_and_a_lost_stage_host(
+    llama: str, reference: list[list[int]], anyio_backend: str, netns_cluster: NetnsCluster
+) -> None:
+    """``-pp 2`` over Ray: the last stage stays with the engine on the head host, stage 0
+    is a Ray actor on a namespace host, and the hidden states between them cross the veth
+    network; the single worker's tokens. Stage 0's host lost mid-batch: the pipeline is
+    restarted with stage 0 on the spare host, and no request is lost or changed."""
+    cluster = netns_cluster
+    async with AsyncEngine.open(
+        llama,
+        pipeline_parallel_size=2,
+        distributed_executor_backend="ray",
+        tp_collective_timeout_s=COLLECTIVE_TIMEOUT_S,
+        **ENGINE,
+    ) as engine:
+        assert await _batch(engine, "pp") == reference
+        stats = await engine.collective_rpc("statistics")
+        (stage0,) = stats[0].tensor_parallel.ranks.ranks
+        assert stage0.node_ip in _host_ips(cluster)  # not the head host's
+        assert stats[1].comm.pipe_bytes_sent == stats[0].comm.pipe_bytes_received > 0
+        gone = cluster.host_of(stage0.node_ip)
+
+        async def lose_host() -> None:
+            await anyio.to_thread.run_sync(cluster.kill_host, gone)
+
+        try:
+            assert await _batch_killing(engine, lose_host) == reference
+            stats = await engine.collective_rpc("statistics")
+            (moved,) = stats[0].tensor_parallel.ranks.ranks
+            assert moved.node_ip in _host_ips(cluster) - {gone.ip}
+        finally:
             await anyio.to_thread.run_sync(cluster.restore, gone)
 
 
