@@ -107,15 +107,17 @@ class GlooComm:
         timeout = datetime.timedelta(seconds=collective_timeout_s)
         self._send_timeout = timeout  # rank 0's wait on a step broadcast (see broadcast)
         # Any: torch's stubs lack the process groups' own collective methods.
-        # Rank 0 only sends on it, and never waits longer than the collective timeout: its
-        # side of the group gets that timeout too, so a send to a host that vanished (no
-        # reset, its packets dropped) ends in gloo's own thread as well. With the day-long
-        # one, that thread kept the dropped group's destructor (run by whichever thread
-        # collected it: the event loop's, say) waiting for a day.
-        steps_timeout = timeout if rank == 0 else STEP_TIMEOUT
         self._steps: Any = _gloo(
-            dist.PrefixStore("steps", store), rank, world_size, steps_timeout, host
+            dist.PrefixStore("steps", store), rank, world_size, STEP_TIMEOUT, host
         )
+        if rank == 0:
+            # Rank 0 only sends on it and never waits longer than the collective timeout;
+            # once joined (the rendezvous keeps the long timeout: ranks start slowly), its
+            # side gets that timeout too, so a send to a host that vanished (no reset, its
+            # packets dropped) also ends in gloo's own thread. With the day-long one, that
+            # thread kept the dropped group's destructor (run by whichever thread collected
+            # it: the event loop's, say) waiting for a day.
+            self._steps.set_timeout(timeout)
         self._compute: Any = _gloo(
             dist.PrefixStore("compute", store), rank, world_size, timeout, host
         )
