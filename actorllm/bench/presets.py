@@ -56,6 +56,24 @@ _QWEN3_75M: dict[str, Any] = {
     "intermediate_size": 2048,
     "tie_word_embeddings": True,
 }
+# Qwen3-0.6B: 28 layers of 1024 wide, 16 query / 8 KV heads of 128, tied 151936 embedding
+# (0.6B parameters, 1.2 GB in bf16: decode reads all of it every step).
+_QWEN3_06B: dict[str, Any] = {
+    **_QWEN3_75M,
+    "vocab_size": 151936,
+    "hidden_size": 1024,
+    "num_hidden_layers": 28,
+    "num_attention_heads": 16,
+    "num_key_value_heads": 8,
+    "head_dim": 128,
+    "intermediate_size": 3072,
+}
+# Llama-3.2-1B: 16 layers of 2048 wide, 32 query / 8 KV heads of 64, tied 128256 embedding.
+_LLAMA32_1B: dict[str, Any] = {
+    **_llama(2048, 16, 32, 8, 8192),
+    "vocab_size": 128256,
+    "tie_word_embeddings": True,
+}
 _LLAMA_4L_256 = _llama(256, 4, 4, 2, 768)  # the demo model's shape
 _LLAMA_1L_128 = _llama(128, 1, 4, 2, 384)  # head_dim 32: vLLM CPU's smallest
 
@@ -148,6 +166,50 @@ PRESETS: dict[str, Preset] = {
             128,
             (64, 256),
             (64, 256),
+        ),
+        # Real sizes (issue 45): decode-heavy (all 32 requests running, decode bound by
+        # reading the weights) and prefill-heavy (2,048-token prompts: bound by GEMM).
+        Preset(
+            "qwen3-0.6b-bf16-decode",
+            "Qwen3-0.6B shape (hidden 1024, 28 layers, 16/8 heads of 128, vocab 151936), bf16, "
+            "32 requests, in/out U[64,192]",
+            "qwen3-0.6b",
+            _QWEN3_06B,
+            "bfloat16",
+            32,
+            (64, 192),
+            (64, 192),
+        ),
+        Preset(
+            "qwen3-0.6b-bf16-prefill",
+            "Qwen3-0.6B shape, bf16, 8 requests of 2,048 prompt tokens, 16 output tokens",
+            "qwen3-0.6b",
+            _QWEN3_06B,
+            "bfloat16",
+            8,
+            (2048, 2048),
+            (16, 16),
+        ),
+        Preset(
+            "llama-3.2-1b-bf16-decode",
+            "Llama-3.2-1B shape (hidden 2048, 16 layers, 32/8 heads of 64, vocab 128256), bf16, "
+            "32 requests, in/out U[64,192]",
+            "llama-3.2-1b",
+            _LLAMA32_1B,
+            "bfloat16",
+            32,
+            (64, 192),
+            (64, 192),
+        ),
+        Preset(
+            "llama-3.2-1b-bf16-prefill",
+            "Llama-3.2-1B shape, bf16, 4 requests of 2,048 prompt tokens, 16 output tokens",
+            "llama-3.2-1b",
+            _LLAMA32_1B,
+            "bfloat16",
+            4,
+            (2048, 2048),
+            (16, 16),
         ),
     )
 }
