@@ -7,6 +7,12 @@ between its rounds, and the ratio of the medians (output tokens/s) is the row's 
 One JSON holds every row, the machine (with its ISA and the load average seen during the
 run: the box may be shared).
 
+Each row also gets its roofline (:mod:`actorllm.bench.roofline_model`): the least time this
+machine needs for the row's work, from ``benchmarks/roofline.py``'s figures (``--roofline``,
+by default ``benchmarks/results/roofline.json`` when it exists), and each engine's median
+run as a percentage of it. Figures measured on another CPU, ISA or thread count are not
+used: the JSON says why the roofline was skipped.
+
     actorllm bench cpu-vs-vllm --rounds 3 --output-json benchmarks/results/cpu_vs_vllm.json
 """
 
@@ -16,7 +22,13 @@ import argparse
 import concurrent.futures
 import multiprocessing
 import os
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from actorllm.bench.roofline_model import MachineFigures
+
+DEFAULT_ROOFLINE = Path("benchmarks/results/roofline.json")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -38,6 +50,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="actorllm overlaps scheduling with the model step",
     )
     parser.add_argument("--note", default=None, help="free text stored in the JSON (contention)")
+    parser.add_argument(
+        "--roofline",
+        default=None,
+        metavar="PATH",
+        help="benchmarks/roofline.py's JSON for this machine: each row's floor and each "
+        f"engine's percentage of it (default {DEFAULT_ROOFLINE} if it exists; 'none': off)",
+    )
     add_output_argument(parser)
 
 
@@ -49,6 +68,9 @@ def main(args: argparse.Namespace) -> int:
     names = [n.strip() for n in args.presets.split(",") if n.strip()]
     for n in names:
         get_preset(n)  # unknown names fail before anything runs
+    roofline, roofline_info = load_roofline(args.roofline, args.threads)
+    if roofline is None:
+        print(f"roofline skipped: {roofline_info['skipped']}", flush=True)
     rows: list[dict[str, Any]] = []
     docs: dict[str, Any] = {}
     for name in names:
@@ -73,17 +95,82 @@ def main(args: argparse.Namespace) -> int:
             "actorllm_runs": figures["actorllm"]["runs"],
             "vllm_runs": figures["vllm"]["runs"],
             "loadavg_1m": [load0[0], os.getloadavg()[0]],
+            "roofline": row_roofline(name, figures, roofline, roofline_info),
         }
         rows.append(row)
         docs[name] = {"config": config, "figures": figures}
-        print(format_table([row], _COLUMNS), flush=True)
+        if roofline is not None and "skipped" in row["roofline"]:
+            print(f"{name}: roofline skipped: {row['roofline']['skipped']}", flush=True)
+        print(format_table([_table_row(row)], _COLUMNS), flush=True)
         if args.output_json:  # after every row: a long table interrupted keeps what it has
-            figures_doc = {"rows": rows, "runs": docs, "note": args.note}
+            figures_doc = {"rows": rows, "runs": docs, "note": args.note, "roofline": roofline_info}
             doc = result_document("cpu_vs_vllm", figures=figures_doc, args=args)
             write_json(args.output_json, doc)
     print()
-    print(format_table(rows, _COLUMNS))
+    print(format_table([_table_row(r) for r in rows], _COLUMNS))
     return 0
+
+
+def load_roofline(
+    path: str | None, threads: int | None
+) -> tuple[MachineFigures | None, dict[str, Any]]:
+    """roofline.py's figures if they were measured on this machine (CPU model, ISA, torch
+    threads: ``threads`` or torch's default), else None; and what the JSON records of it
+    (``path``, ``skipped``: why not, or None). An explicit ``path`` that is not a file
+    raises ``ValueError``."""
+    import torch
+
+    from actorllm.bench.machine import cpu_isa, cpu_model
+    from actorllm.bench.roofline_model import RooflineUnavailable, load_machine_figures
+
+    if path == "none":
+        return None, {"path": None, "skipped": "--roofline none"}
+    file = Path(path) if path is not None else DEFAULT_ROOFLINE
+    if not file.is_file():
+        if path is not None:
+            raise ValueError(f"--roofline: no file {path}")
+        return None, {"path": str(file), "skipped": f"no {file} (run benchmarks/roofline.py)"}
+    current = {
+        "cpu_model": cpu_model(),
+        "isa": cpu_isa(),
+        "torch_threads": threads or torch.get_num_threads(),
+    }
+    try:
+        figures = load_machine_figures(file, current)
+    except RooflineUnavailable as e:
+        return None, {"path": str(file), "skipped": str(e)}
+    return figures, {"path": str(file), "skipped": None, "read_gbs": figures.read_gbs}
+
+
+def row_roofline(
+    name: str,
+    figures: dict[str, Any],
+    machine: MachineFigures | None,
+    info: dict[str, Any],
+) -> dict[str, Any]:
+    """A row's floor and each engine's median run as a percentage of it (``figures``: the
+    row's ``run_interleaved`` result), or ``{"skipped": why}``."""
+    from actorllm.bench.presets import get_preset
+    from actorllm.bench.roofline_model import RooflineUnavailable, percent_of_floor, preset_floor
+
+    if machine is None:
+        return {"skipped": info["skipped"]}
+    try:
+        floor = preset_floor(get_preset(name), machine)
+    except RooflineUnavailable as e:
+        return {"skipped": str(e)}
+    out = floor.to_dict()
+    output_tokens = figures["workload"]["output_tokens"]
+    for engine in ("actorllm", "vllm"):
+        runs = figures[engine]["runs"]
+        out[f"{engine}_pct"] = percent_of_floor(floor.floor_s, output_tokens, runs)
+    return out
+
+
+def _table_row(row: dict[str, Any]) -> dict[str, Any]:
+    r = row.get("roofline") or {}
+    keys = ("floor_s", "actorllm_pct", "vllm_pct")
+    return {**row, **{k: r.get(k) for k in keys}}
 
 
 def _measure_row(argv: list[str]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -105,4 +192,7 @@ _COLUMNS = [
     ("actorllm", "actorllm out tok/s", ".1f"),
     ("vllm", "vllm out tok/s", ".1f"),
     ("ratio", "ratio", ".2f"),
+    ("floor_s", "floor s", ".2f"),
+    ("actorllm_pct", "actorllm % of floor", ".0f"),
+    ("vllm_pct", "vllm % of floor", ".0f"),
 ]
