@@ -11,6 +11,44 @@ from actorllm.core.kv_cache.block_hash import HashAlgo
 Policy = Literal["fcfs", "priority"]
 
 
+def blocks_for_one_request(
+    max_model_len: int, block_size: int, chunk: int, windows: tuple[int | None, ...] = (None,)
+) -> int:
+    """The most blocks one request can hold at once, summed over the KV cache groups (one
+    window per group, None: full attention): all of ``max_model_len`` for full attention,
+    or with a sliding window the window behind its largest chunk plus the chunk (a chunk
+    at position p holds positions ``[p - window + 1, p + chunk)``, over at most one block
+    more than their count). ``chunk``: the largest prefill chunk (the step's token budget).
+
+    >>> blocks_for_one_request(100, 16, 2048), blocks_for_one_request(100, 16, 16, (None, 8))
+    (7, 10)
+    """
+    full = -(-max_model_len // block_size)
+    chunk = min(chunk, max_model_len)
+    return sum(
+        full if w is None else min(full, -(-(w - 1 + chunk) // block_size) + 1) for w in windows
+    )
+
+
+def largest_model_len(
+    usable_blocks: int, block_size: int, chunk: int, windows: tuple[int | None, ...] = (None,)
+) -> int:
+    """The largest ``max_model_len`` whose request fits in ``usable_blocks`` blocks (0:
+    not even one token): what to tell a user whose KV cache is too small.
+
+    >>> largest_model_len(10, 16, 2048), largest_model_len(10, 16, 2048, (None, None))
+    (160, 80)
+    """
+    lo, hi = 0, usable_blocks * block_size  # a request of lo fits; one of hi + 1 does not
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if blocks_for_one_request(mid, block_size, chunk, windows) <= usable_blocks:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
 class SchedulerConfig(msgspec.Struct, frozen=True, kw_only=True):
     """What the scheduler may do per step, and the shape of the KV cache it manages.
 
@@ -19,10 +57,10 @@ class SchedulerConfig(msgspec.Struct, frozen=True, kw_only=True):
     request could preempt itself forever), and without chunked prefill one step's token
     budget must hold a whole ``max_model_len`` prompt (else it would wait forever).
 
-    >>> SchedulerConfig(max_model_len=64, num_blocks=4, block_size=16)
+    >>> SchedulerConfig(max_model_len=64, num_blocks=4, block_size=16)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    ValueError: num_blocks=4 (3 usable) x block_size=16 cannot hold max_model_len=64 tokens.
+    ValueError: num_blocks=4 (3 usable) x block_size=16 cannot hold max_model_len=64 tokens; ...
     """
 
     max_num_seqs: int = 256
@@ -61,16 +99,14 @@ class SchedulerConfig(msgspec.Struct, frozen=True, kw_only=True):
 
     @property
     def blocks_for_one_request(self) -> int:
-        """The most blocks one request can hold at once, summed over the KV cache groups:
-        all of ``max_model_len`` for full attention, or with a sliding window the window
-        behind its largest chunk plus the chunk (a chunk at position p holds positions
-        ``[p - window + 1, p + chunk)``, over at most one block more than their count)."""
-        bs = self.block_size
-        full = -(-self.max_model_len // bs)
-        chunk = min(self.max_num_batched_tokens, self.max_model_len)
-        return sum(
-            full if w is None else min(full, -(-(w - 1 + chunk) // bs) + 1)
-            for w in self.group_windows
+        """The most blocks one request can hold at once (:func:`blocks_for_one_request`)."""
+        return blocks_for_one_request(
+            self.max_model_len, self.block_size, self.max_num_batched_tokens, self.group_windows
+        )
+
+    def _largest_model_len(self) -> int:
+        return largest_model_len(
+            self.num_blocks - 1, self.block_size, self.max_num_batched_tokens, self.group_windows
         )
 
     def __post_init__(self) -> None:
@@ -104,10 +140,12 @@ class SchedulerConfig(msgspec.Struct, frozen=True, kw_only=True):
                 f"max_model_len={self.max_model_len} tokens"
                 + (
                     f" with KV cache group windows {self.group_windows} "
-                    f"(needs {self.blocks_for_one_request} blocks)."
+                    f"(needs {self.blocks_for_one_request} blocks)"
                     if self.group_windows != (None,)
-                    else "."
+                    else ""
                 )
+                + "; the largest max_model_len these blocks hold is "
+                + f"{self._largest_model_len()}."
             )
         if not self.enable_chunked_prefill and self.max_num_batched_tokens < self.max_model_len:
             raise ValueError(
