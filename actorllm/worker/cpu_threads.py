@@ -16,30 +16,12 @@ import math
 import os
 from pathlib import Path
 
+from actorllm.worker.cgroup_dirs import CGROUP_ROOT, own_cgroup_dirs
+
 logger = logging.getLogger(__name__)
 
-CGROUP_ROOT = Path("/sys/fs/cgroup")
-
-
-def _own_cgroup_dirs(root: Path) -> list[Path]:
-    """Where this process's CPU controller files may be: its own cgroup (from
-    ``/proc/self/cgroup``) first, then the mount's root (a container's cgroup namespace
-    shows its own group there)."""
-    dirs: list[Path] = []
-    try:
-        lines = Path("/proc/self/cgroup").read_text().splitlines()
-    except OSError:
-        lines = []
-    for line in lines:
-        _, controllers, path = line.split(":", 2)
-        rel = path.lstrip("/")
-        if controllers == "":  # cgroup v2: "0::/path"
-            dirs.append(root / rel)
-        elif "cpu" in controllers.split(","):  # v1: "4:cpu,cpuacct:/path"
-            for mount in ("cpu", "cpu,cpuacct", "cpuacct,cpu"):
-                dirs.append(root / mount / rel)
-    dirs += [root, root / "cpu", root / "cpu,cpuacct"]
-    return dirs
+# The names a cgroup v1 hierarchy holding the CPU controller may be mounted as.
+CPU_MOUNTS = ("cpu", "cpu,cpuacct", "cpuacct,cpu")
 
 
 def cgroup_cpu_limit(root: Path = CGROUP_ROOT) -> float | None:
@@ -47,7 +29,7 @@ def cgroup_cpu_limit(root: Path = CGROUP_ROOT) -> float | None:
 
     cgroup v2 ``cpu.max`` holds "QUOTA PERIOD" ("max PERIOD": none); v1 holds
     ``cpu.cfs_quota_us`` (-1: none) and ``cpu.cfs_period_us``."""
-    for d in _own_cgroup_dirs(root):
+    for d in own_cgroup_dirs(root, "cpu", CPU_MOUNTS):
         try:
             quota, period = (d / "cpu.max").read_text().split()[:2]
             return None if quota == "max" else int(quota) / int(period)
