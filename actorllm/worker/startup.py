@@ -12,13 +12,23 @@ the engine's configuration by the engine (``engine/actors/startup.py``'s ``rank_
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
 
 from actorllm.models.load_format import LoadFormat
+from actorllm.worker.cpu_kv_size import (
+    DEFAULT_CPU_KV_BYTES,
+    KVShape,
+    auto_kv_blocks,
+    effective_max_model_len,
+    explicit_kv_blocks,
+    human_size,
+)
 from actorllm.worker.cpu_threads import fit_torch_threads
+from actorllm.worker.host_memory import host_memory
 from actorllm.worker.lora_settings import LoRASettings
 from actorllm.worker.runner import Runner
 
@@ -26,7 +36,7 @@ if TYPE_CHECKING:
     from actorllm.worker.model_runner import ModelRunner
     from actorllm.worker.tp_group import TPGroup
 
-DEFAULT_CPU_KV_BYTES = 256 * 2**20
+logger = logging.getLogger(__name__)
 
 
 class RankSpec(msgspec.Struct, frozen=True, kw_only=True):
@@ -52,7 +62,9 @@ class RankSpec(msgspec.Struct, frozen=True, kw_only=True):
     # KV cache size: a fixed block count, else the device's memory share (CUDA), else bytes
     num_blocks_override: int | None = None
     gpu_memory_utilization: float = 0.9
-    kv_cache_bytes: int | None = None  # None: DEFAULT_CPU_KV_BYTES
+    # Bytes (explicit, or VLLM_CPU_KVCACHE_SPACE); None: sized from the model and the
+    # memory available on CPU (worker/cpu_kv_size.py), DEFAULT_CPU_KV_BYTES elsewhere
+    kv_cache_bytes: int | None = None
     # Tensor parallel: this rank, the group's size, how ranks 1..N-1 are launched
     rank: int = 0
     world_size: int = 1
@@ -157,15 +169,55 @@ def torch_device(name: str) -> Any:
 
 
 def num_kv_blocks(spec: RankSpec, runner: Runner) -> int:
-    """How many KV blocks (null block included) the cache gets."""
+    """How many KV blocks (null block included) the cache gets: a fixed count, else on CUDA
+    the profiled share of the device, else on CPU :func:`cpu_kv_blocks`. Raises
+    ``KVCacheSizeError`` (a ``ValueError``) when a CPU cache cannot hold one request."""
     if spec.num_blocks_override is not None:
         return spec.num_blocks_override
     if spec.device == "cuda":
         profiled = runner.profile_num_blocks(spec.gpu_memory_utilization)
         if profiled is not None:
             return int(profiled)
-    budget = spec.kv_cache_bytes or DEFAULT_CPU_KV_BYTES
-    return max(2, budget // max(1, runner.kv_cache_bytes_per_block()))
+    if spec.device != "cpu":  # a runner with no device memory to profile
+        budget = spec.kv_cache_bytes or DEFAULT_CPU_KV_BYTES
+        return max(2, budget // max(1, runner.kv_cache_bytes_per_block()))
+    return cpu_kv_blocks(spec, runner)
+
+
+def cpu_kv_blocks(spec: RankSpec, runner: Runner) -> int:
+    """The CPU cache's blocks (``worker/cpu_kv_size.py``): the explicit budget, checked to
+    hold one request of ``max_model_len``, else sized from the model and the memory left
+    once the weights are loaded (call it after ``load_model``), with one log line."""
+    shape = KVShape(
+        bytes_per_block=runner.kv_cache_bytes_per_block(),
+        block_size=spec.block_size,
+        max_model_len=effective_max_model_len(
+            runner.model_config.max_model_len, spec.max_model_len
+        ),
+        chunk=spec.max_num_batched_tokens,
+        windows=tuple(runner.kv_group_windows),
+    )
+    if spec.kv_cache_bytes is not None:
+        return explicit_kv_blocks(shape, spec.kv_cache_bytes)
+    memory = host_memory()
+    # mp: every rank and replica of this engine allocates its cache on this host.
+    share = spec.world_size * spec.data_parallel_size if spec.backend == "mp" else 1
+    size = auto_kv_blocks(
+        shape,
+        max_num_seqs=spec.max_num_seqs,
+        available=None if memory is None else memory.available,
+        share=share,
+        source="" if memory is None else memory.describe(),
+    )
+    logger.info(
+        "Auto set the CPU KV cache to %s (%d blocks of %d tokens): %s. Set "
+        "kv_cache_memory_bytes (--kv-cache-memory-bytes) or VLLM_CPU_KVCACHE_SPACE to choose.",
+        human_size(size.num_blocks * shape.bytes_per_block),
+        size.num_blocks,
+        shape.block_size,
+        size.reason,
+    )
+    return size.num_blocks
 
 
 def build_rank0(

@@ -18,6 +18,7 @@ import anyio.to_thread
 from actorllm.core.scheduler import SchedulerConfig
 from actorllm.engine.actors.context import ModelInfo
 from actorllm.engine.config.engine_config import EngineConfig, EngineConfigError
+from actorllm.worker.cpu_kv_size import effective_max_model_len
 from actorllm.worker.extension import worker_class
 from actorllm.worker.lora_settings import LoRASettings
 from actorllm.worker.runner import Runner
@@ -226,9 +227,7 @@ def build_remote_worker(
 
 def _model_info(config: EngineConfig, runner: Runner, blocks: int) -> ModelInfo:
     mc = runner.model_config
-    max_len = int(mc.max_model_len or config.max_model_len or 2048)
-    if config.max_model_len is not None:
-        max_len = min(max_len, config.max_model_len) if max_len else config.max_model_len
+    max_len = effective_max_model_len(int(mc.max_model_len), config.max_model_len)
     return ModelInfo(
         vocab_size=int(mc.vocab_size),
         max_model_len=max_len,

@@ -3,6 +3,7 @@ and an engine serving a sliding-window model end to end."""
 
 from __future__ import annotations
 
+import logging
 import shutil
 from pathlib import Path
 
@@ -164,3 +165,76 @@ def test_the_block_size_defaults_by_device_and_a_given_one_is_kept(tmp_path: Pat
     runner, info = _build_on_worker(config, default_runner_factory)
     assert runner.block_size == 32
     assert build_scheduler_config(config, info).block_size == 32
+
+
+# -- the CPU KV cache's size -------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_a_long_context_model_starts_with_the_default_kv_cache(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """16 KiB a token (2 layers x 4 KV heads x head_dim 256, float32) and a 16384-token
+    context: one request needs 512 blocks of 32 tokens (256 MiB) plus the null block, more
+    than the old fixed 256 MiB (512 blocks). The default now holds min(max_num_seqs, 4)
+    requests: one here, to keep the test's cache at 256.5 MiB."""
+    path = _served(
+        make_tiny_checkpoint(
+            tmp_path / "long", "llama", vocab_size=4096, eos_token_id=0, num_kv_heads=4,
+            head_dim=256, max_position_embeddings=16384,
+        )
+    )  # fmt: skip
+    with caplog.at_level(logging.INFO, logger="actorllm.worker.startup"):
+        async with AsyncEngine.open(path, device="cpu", dtype="float32", max_num_seqs=1) as eng:
+            outs = await _generate_all(eng, PROMPTS[:1], 4)
+            assert eng.max_model_len == 16384
+            assert (await eng.get_stats()).num_gpu_blocks == 512  # the null block left out
+    assert all(len(o) == 4 for o in outs.values())
+    assert "Auto set the CPU KV cache to 256.5 MiB (513 blocks of 32 tokens): 1 request of" in (
+        caplog.text
+    )
+
+
+def _short_of_memory(monkeypatch: pytest.MonkeyPatch, available: int) -> None:
+    from actorllm.worker import startup
+    from actorllm.worker.host_memory import HostMemory
+
+    memory = HostMemory(available=available, mem_available=available, cgroup_headroom=None)
+    monkeypatch.setattr(startup, "host_memory", lambda: memory)
+
+
+@pytest.mark.anyio
+async def test_memory_short_fails_at_start_naming_the_settings_and_what_fits(
+    tiny_model: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The tiny Llama (512 bytes a token, 16 KiB blocks) with 256 KiB to spare: the cap,
+    80 % of it, holds 12 blocks (11 usable, 352 tokens), not one 1024-token request. The
+    error names the settings; the max_model_len it offers then starts."""
+    _short_of_memory(monkeypatch, 256 * 2**10)
+    with pytest.raises(ValueError) as err:
+        async with AsyncEngine.open(tiny_model, device="cpu", dtype="float32"):
+            pass
+    text = str(err.value)
+    for name in ("max_model_len=1024", "--max-model-len to 352 or less",
+                 "--kv-cache-memory-bytes", "VLLM_CPU_KVCACHE_SPACE"):  # fmt: skip
+        assert name in text, text
+    async with AsyncEngine.open(
+        tiny_model, device="cpu", dtype="float32", max_model_len=352
+    ) as eng:
+        assert (await eng.get_stats()).num_gpu_blocks == 11
+        outs = await _generate_all(eng, PROMPTS[:1], 4)
+    assert all(len(o) == 4 for o in outs.values())
+
+
+def test_an_explicit_kv_cache_too_small_says_what_fits(tiny_model: str) -> None:
+    """256 KiB holds 16 blocks of 16 KiB (15 usable, 480 tokens); 1024 tokens need 33."""
+    from actorllm.worker.cpu_kv_size import KVCacheSizeError
+
+    config = EngineConfig(
+        model=tiny_model, device="cpu", dtype="float32", kv_cache_memory_bytes=2**18
+    )
+    with pytest.raises(KVCacheSizeError) as err:
+        _build_on_worker(config, default_runner_factory)
+    text = str(err.value)
+    assert "--max-model-len to 480 or less" in text, text
+    assert f"to {33 * 2**14} bytes" in text and "--kv-cache-memory-bytes" in text
