@@ -150,8 +150,14 @@ class EngineConfig(msgspec.Struct, kw_only=True):
     """Exactly this many KV blocks (the null block included), instead of sizing the cache
     from memory."""
     kv_cache_memory_bytes: int | None = None
-    """Bytes for the KV cache, e.g. 512MiB (CPU default 256MiB; on CUDA it replaces the
-    gpu_memory_utilization sizing)."""
+    """Bytes for the KV cache, e.g. 4GiB (on CUDA it replaces the gpu_memory_utilization
+    sizing). None on CPU: ``VLLM_CPU_KVCACHE_SPACE`` / ``ACTORLLM_CPU_KVCACHE_SPACE`` (whole
+    GiB) when set (:meth:`resolved_kv_cache_memory_bytes`), else sized from the model and
+    the memory (``worker/cpu_kv_size.py``): at least 256MiB, grown to hold
+    ``min(max_num_seqs, 4)`` requests of ``max_model_len`` tokens, at most 80% of the memory
+    available once the weights are loaded; start-up fails naming the ``max_model_len`` that
+    fits when that cannot hold one request. An explicit size too small for one request
+    fails the same way."""
     # -- SchedulerConfig --------------------------------------------------------------------
     enable_chunked_prefill: bool = True
     """Split long prompts across steps so decodes keep running beside them."""
@@ -335,6 +341,10 @@ class EngineConfig(msgspec.Struct, kw_only=True):
             )
         if self.max_num_seqs < 1:
             raise EngineConfigError("max_num_seqs", f"must be at least 1, got {self.max_num_seqs}.")
+        if self.kv_cache_memory_bytes is not None and self.kv_cache_memory_bytes < 0:
+            raise EngineConfigError(
+                "kv_cache_memory_bytes", f"must be non-negative, got {self.kv_cache_memory_bytes}."
+            )
         if type(self.stream_interval) is not int or self.stream_interval < 1:
             raise EngineConfigError(
                 "stream_interval",
@@ -661,6 +671,19 @@ class EngineConfig(msgspec.Struct, kw_only=True):
         if self.block_size is not None:
             return self.block_size
         return CPU_BLOCK_SIZE if self.resolved_device() == "cpu" else CUDA_BLOCK_SIZE
+
+    def resolved_kv_cache_memory_bytes(self) -> int | None:
+        """The KV cache's bytes: ``kv_cache_memory_bytes``, else on CPU the environment's
+        ``VLLM_CPU_KVCACHE_SPACE`` (``engine/config/kv_cache_space.py``), else None (the
+        engine sizes the cache: from the model and the memory available on CPU, from a
+        profile run on CUDA)."""
+        if self.kv_cache_memory_bytes:  # 0, as VLLM_CPU_KVCACHE_SPACE=0: not given
+            return self.kv_cache_memory_bytes
+        if self.resolved_device() != "cpu":
+            return None
+        from actorllm.engine.config.kv_cache_space import kv_cache_space_bytes
+
+        return kv_cache_space_bytes()
 
     def resolved_max_num_batched_tokens(self, max_model_len: int) -> int:
         if self.max_num_batched_tokens is not None:

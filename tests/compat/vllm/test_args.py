@@ -90,6 +90,23 @@ def test_data_parallel_size_local_sets_or_must_equal_the_size(form) -> None:
     assert info.value.param == "data_parallel_size_local"
 
 
+@pytest.mark.parametrize("form", FORMS)
+def test_vllm_cpu_kvcache_space_reaches_the_worker_under_an_explicit_size(
+    form, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``LLM(...)``, ``EngineArgs`` and ``serve`` flags: the environment's size (whole GiB)
+    reaches the rank's spec unless ``kv_cache_memory_bytes`` is given, as in vLLM."""
+    from actorllm.engine.actors.startup import rank_spec
+
+    monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "2")
+    monkeypatch.delenv("ACTORLLM_CPU_KVCACHE_SPACE", raising=False)
+    assert rank_spec(form(device="cpu")).kv_cache_bytes == 2 * 2**30
+    assert rank_spec(form(device="cpu", kv_cache_memory_bytes=2**29)).kv_cache_bytes == 2**29
+    monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "two")
+    with pytest.raises(EngineConfigError, match="VLLM_CPU_KVCACHE_SPACE"):
+        rank_spec(form(device="cpu"))
+
+
 def test_keywords_with_an_engine_config_replace_its_fields() -> None:
     base = EngineConfig(max_num_seqs=4, max_model_len=128)
     config = args.engine_config(base, max_num_seqs=8, kv_offloading_size=0.5)
