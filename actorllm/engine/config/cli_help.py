@@ -122,8 +122,12 @@ ENGINE_CONFIG_HELP: Mapping[str, Mapping[str, str]] = {
             "from memory."
         ),
         "kv_cache_memory_bytes": (
-            "Bytes for the KV cache, e.g. 512MiB (CPU default 256MiB; on CUDA it replaces the "
-            "gpu_memory_utilization sizing)."
+            "Bytes for the KV cache, e.g. 4GiB (on CUDA it replaces the gpu_memory_utilization "
+            "sizing). CPU default: VLLM_CPU_KVCACHE_SPACE GiB when set, else sized from the "
+            "model: at least 256MiB, grown to hold min(max_num_seqs, 4) requests of "
+            "max_model_len tokens, at most 80% of the memory available once the weights are "
+            "loaded; start-up fails, naming the max_model_len that fits, when that cannot "
+            "hold one request."
         ),
     },
     "SchedulerConfig": {
