@@ -193,6 +193,7 @@ def _step_parts(prof: torch.profiler.profile, cfg: CheckpointConfig) -> dict[str
 
 def main() -> None:
     ap = argparse.ArgumentParser()
+    ap.add_argument("--preset", default="qwen3-75m-bf16", help="the model shape (bench preset)")
     ap.add_argument("--dtype", default="bfloat16")
     ap.add_argument("--rows", type=int, default=128)
     ap.add_argument("--ctx", type=int, default=240, help="decode rows' mean context")
@@ -207,7 +208,7 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     release_thread_team()  # the engine's OpenMP wait regime (worker/omp_spin.py)
-    preset = get_preset("qwen3-75m-bf16")
+    preset = get_preset(args.preset)
     path = preset_model_dir(preset.model_name, preset.model_config)
     cfg = CheckpointConfig.from_dict(json.loads((Path(path) / "config.json").read_text()))
     model = load_model(path, cfg, dtype=args.dtype, load_format="dummy")

@@ -31,6 +31,13 @@ def native_bf16(flags: frozenset[str] | None = None) -> bool:
     return any(f in flags for f in BF16_FLAGS)
 
 
+def amx_bf16(flags: frozenset[str] | None = None) -> bool:
+    """AMX tiles multiply bf16 here (Intel Sapphire Rapids and later): oneDNN's brgemm, and
+    torch's CPU flash attention through it, run bf16 products on them."""
+    flags = cpu_flags() if flags is None else flags
+    return "amx_bf16" in flags
+
+
 # int8 dot products in hardware: AVX512-VNNI / AVX-VNNI (Cascade Lake, Zen 4, Alder Lake)
 # and AMX-INT8 (Sapphire Rapids): oneDNN's int8 GEMMs run on them.
 INT8_FLAGS = ("avx512_vnni", "avx_vnni", "amx_int8")

@@ -10,6 +10,7 @@ import math
 import pytest
 import torch
 
+from actorllm.kernels import attention
 from actorllm.kernels import paged_decode as native_decode
 from actorllm.kernels.attention import AttentionPlan, group_decode_rows, paged_attention
 from actorllm.kernels.kv_cache import write_kv_cache
@@ -198,3 +199,53 @@ def test_grouping_extremes() -> None:
     assert group_decode_rows(list(range(5)), lens, group_cost=10**9) == [[0, 1, 2, 3, 4]]
     # The default splits short from long rows: padding 3 short rows to 510 costs more.
     assert group_decode_rows(list(range(5)), lens) == [[0, 1, 2], [3, 4]]
+
+
+@pytest.mark.parametrize("window", [None, 5])
+@pytest.mark.parametrize("hq,hk", [(4, 4), (4, 2)])
+def test_bf16_prefills_through_sdpa_match_the_oracle(
+    window: int | None, hq: int, hk: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On an AMX host, bf16 prefills of LOW_PRECISION_PREFILL_MIN_TOKENS or more go through
+    bf16 SDPA (a whole prompt causal, a chunk after a prefix through a bool mask): the
+    same attention to bf16 rounding, decode rows still right beside them."""
+    monkeypatch.setattr(attention, "amx_bf16", lambda: True)
+    monkeypatch.setattr(attention, "LOW_PRECISION_PREFILL_MIN_TOKENS", 4)
+    sdpa_calls = []
+    real = attention._prefill_sdpa_low_precision
+    monkeypatch.setattr(
+        attention,
+        "_prefill_sdpa_low_precision",
+        lambda *a: sdpa_calls.append(1) or real(*a),
+    )
+    d, nb = 16, 64
+    q_lens, lens = [1, 6, 1, 5], [9, 6, 30, 21]  # a whole prompt, a chunk after 16 cached
+    q, qsl, table = _step(q_lens, lens, hq, d, nb, seed=7)
+    kc, vc = (c.bfloat16() for c in _caches(nb, hk, d, head_major=True))
+    q = q.bfloat16()
+    qsl_t, lens_t = torch.tensor(qsl, dtype=torch.int32), torch.tensor(lens, dtype=torch.int32)
+    got = paged_attention(q, kc, vc, qsl_t, lens_t, table, d**-0.5, window)
+    assert sdpa_calls == [1] and got.dtype == torch.bfloat16
+    want = _oracle(q, kc, vc, qsl, lens, table, d**-0.5, window)
+    torch.testing.assert_close(got.double(), want, atol=2e-2, rtol=2e-2)
+
+
+def test_short_fp32_or_capped_prefills_keep_their_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """bf16 SDPA takes only bf16 prefills long enough on average, without a softcap, on AMX."""
+    d, hq, hk, nb = 8, 4, 2, 64
+    q, qsl, table = _step([1, 6], [9, 6], hq, d, nb, seed=3)
+    plan = AttentionPlan.build(
+        torch.tensor(qsl, dtype=torch.int32), torch.tensor([9, 6], dtype=torch.int32), table, BS
+    )
+    kc, _ = _caches(nb, hk, d, head_major=True)
+    monkeypatch.setattr(attention, "amx_bf16", lambda: True)
+    monkeypatch.setattr(attention, "LOW_PRECISION_PREFILL_MIN_TOKENS", 6)
+    takes = attention._prefill_in_low_precision
+    assert takes(q.bfloat16(), kc.bfloat16(), plan, None)
+    assert not takes(q, kc, plan, None)  # float32
+    assert not takes(q.bfloat16(), kc.bfloat16(), plan, 30.0)  # softcap
+    monkeypatch.setattr(attention, "LOW_PRECISION_PREFILL_MIN_TOKENS", 7)
+    assert not takes(q.bfloat16(), kc.bfloat16(), plan, None)  # too short
+    monkeypatch.setattr(attention, "LOW_PRECISION_PREFILL_MIN_TOKENS", 6)
+    monkeypatch.setattr(attention, "amx_bf16", lambda: False)
+    assert not takes(q.bfloat16(), kc.bfloat16(), plan, None)  # no AMX
