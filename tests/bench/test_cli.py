@@ -83,10 +83,11 @@ def test_throughput_random_actorllm_only_with_profiles(tmp_path: Path) -> None:
 
 
 def test_throughput_pp2_reports_the_bytes_between_stages(tmp_path: Path) -> None:
-    """-pp 2 reaches the engine; every step's [2, T, H] float32 from stage 0 is counted."""
+    """-pp 2 reaches the engine; every step's [2, T, H] float32 from stage 0 is counted
+    (float32 given: "auto" is bf16 on a host with native bf16)."""
     doc = _bench(
         tmp_path, "throughput", "--num-prompts", "2", "--input-len", "8", "--output-len", "4",
-        "-pp", "2", *TINY_ENGINE,
+        "-pp", "2", "--dtype", "float32", *TINY_ENGINE,
     )  # fmt: skip
     ours = doc["figures"]["actorllm"]
     assert ours["output_tokens"] == 8
