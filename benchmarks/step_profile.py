@@ -29,6 +29,7 @@ from torch import nn
 
 from actorllm.bench.machine import result_document, write_json
 from actorllm.bench.presets import get_preset, preset_model_dir
+from actorllm.kernels import amx_linear
 from actorllm.kernels.ops import Ops
 from actorllm.kernels.sampling import sample_from_logits
 from actorllm.models.attention import AttentionMetadata
@@ -127,7 +128,7 @@ def _ranged(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
     return wrapped
 
 
-def add_ranges(model: nn.Module) -> None:
+def add_ranges(model: nn.Module, cfg: CheckpointConfig) -> None:
     """Wrap the model's kernels and norms in ``part:`` profiler ranges (this script only:
     the engine runs without them)."""
     ops: Ops = next(getattr(m, "ops") for m in model.modules() if hasattr(m, "ops"))  # noqa: B009
@@ -141,6 +142,23 @@ def add_ranges(model: nn.Module) -> None:
     for m in model.modules():
         if hasattr(m, "ops"):
             setattr(m, "ops", ranged)  # noqa: B010
+    _range_amx_linears(cfg)
+
+
+def _range_amx_linears(cfg: CheckpointConfig) -> None:
+    """The AMX kernel (kernels/amx_linear.py) is a ctypes call the profiler does not see:
+    each call gets a range named by its weight's part (``part:linear gate_up``)."""
+    if getattr(amx_linear.linear, "ranged", False):
+        return
+    plain = amx_linear.linear
+
+    def ranged(x: torch.Tensor, packed: torch.Tensor, n: int, bias: Any) -> torch.Tensor:
+        label = classify("aten::linear", [list(x.shape), [n, x.shape[-1]]], cfg)
+        with torch.profiler.record_function(f"part:{label}"):
+            return plain(x, packed, n, bias)
+
+    ranged.ranged = True  # type: ignore[attr-defined]
+    amx_linear.linear = ranged  # type: ignore[assignment]
 
 
 def profile_step(
@@ -214,7 +232,7 @@ def main() -> None:
     model = load_model(path, cfg, dtype=args.dtype, load_format="dummy")
     if args.onednn:
         print("prepacked linears:", prepack_linears(model))
-    add_ranges(model)
+    add_ranges(model, cfg)
     g = torch.Generator().manual_seed(0)
     ctx = (torch.randint(-40, 41, (args.rows,), generator=g) + args.ctx).tolist()
     lens = [int(x) for x in args.prefill.split(",")]

@@ -1,0 +1,103 @@
+"""bfloat16 linears on AMX tiles through the native kernel ``csrc/amx_linear.c``.
+
+Why: a decode step multiplies 1-32 rows by each weight and is bound by reading it once.
+torch's oneDNN linear (prepacked, ``models/onednn_linear.py``) reads bf16 weights at 7-9 of
+the 17 GB/s a 2-core Intel Xeon (AMX) VM streams at M = 32; this kernel streams a weight
+packed in the tiles' order at 13-15 GB/s (gate_up of Llama-3.2-1B, [16384 x 2048]: 7.2 ->
+4.6 ms; its LM head 57 -> 40 ms), and from M = 128 up runs at oneDNN's 550-650 GFLOP/s.
+Products are exact and summed in float32, rounded to bfloat16 once at the output: the
+arithmetic of a bf16 GEMM.
+
+Where it applies is detected, never assumed: an x86 CPU reporting ``amx_bf16`` (and
+AVX512-BF16 for the output rounding), a native build that has the AMX path, and Linux
+granting the process the tile state. Elsewhere :func:`available` is False and callers keep
+oneDNN. Shapes it takes: input width a multiple of 32 (every layer of the supported model
+families); any row count and output width.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+from typing import Any
+
+import torch
+
+from actorllm.kernels import native
+from actorllm.kernels.cpu_features import amx_bf16, cpu_flags
+
+_P, _I64 = ctypes.c_void_p, ctypes.c_int64
+# Weight columns per packed block: two 16-column tiles.
+BLOCK_COLS = 32
+# The input width moves through the tiles 32 values at a time.
+K_STEP = 32
+
+
+@functools.cache
+def _lib() -> Any:
+    if not amx_bf16() or "avx512_bf16" not in cpu_flags():
+        return None
+    lib = native.library("amx_linear")
+    if lib is None:
+        return None
+    lib.amx_init.restype = ctypes.c_int
+    lib.amx_pack.argtypes = [_P, _I64, _I64, _P]
+    lib.amx_pack.restype = None
+    lib.amx_linear.argtypes = [_P, _I64, _I64, _P, _I64, _P, _P, _I64, ctypes.c_int]
+    lib.amx_linear.restype = ctypes.c_int
+    if not lib.amx_init():  # built without AMX, or the OS refused the tile state
+        return None
+    return lib
+
+
+def available() -> bool:
+    """Whether bf16 linears can run on this kernel here."""
+    return _lib() is not None
+
+
+def takes(weight: torch.Tensor) -> bool:
+    """Whether ``weight`` ([O, I] bf16, CPU) can be packed for the kernel."""
+    return (
+        available()
+        and weight.dtype == torch.bfloat16
+        and weight.device.type == "cpu"
+        and weight.dim() == 2
+        and weight.shape[1] % K_STEP == 0
+        and weight.shape[1] >= K_STEP
+    )
+
+
+def pack(weight: torch.Tensor) -> torch.Tensor:
+    """weight: bf16 [O, I] (:func:`takes`) -> bf16 [ceil(O / 32) * 32 * I], the kernel's
+    layout (``csrc/amx_linear.c``); the padding columns are zero."""
+    lib = _lib()
+    assert lib is not None and takes(weight)
+    w = weight.detach().contiguous()
+    o, i = w.shape
+    blocks = -(-o // BLOCK_COLS)
+    packed = torch.empty(blocks * BLOCK_COLS * i, dtype=torch.bfloat16)
+    lib.amx_pack(w.data_ptr(), o, i, packed.data_ptr())
+    return packed
+
+
+def linear(
+    x: torch.Tensor, packed: torch.Tensor, out_features: int, bias: torch.Tensor | None
+) -> torch.Tensor:
+    """x: bf16 [M, I] (CPU); packed from :func:`pack` of a [out_features, I] weight; bias
+    bf16 [out_features] or None -> bf16 [M, out_features] = x @ w.T (+ bias)."""
+    lib = _lib()
+    assert lib is not None
+    x = x.contiguous()  # the kernel reads rows of exactly I values
+    m, i = x.shape
+    out = torch.empty(m, out_features, dtype=torch.bfloat16)  # [M, O]
+    if m == 0:
+        return out
+    b = None if bias is None else bias.detach().contiguous()
+    ok = lib.amx_linear(
+        x.data_ptr(), m, i, packed.data_ptr(), out_features,
+        None if b is None else b.data_ptr(), out.data_ptr(), out_features,
+        torch.get_num_threads(),
+    )  # fmt: skip
+    if not ok:
+        raise ValueError(f"amx_linear does not take an input of shape {tuple(x.shape)}")
+    return out
