@@ -1,6 +1,7 @@
 """This host's floors for the CPU roofline (issue #17, docs/cpu_performance.md): achievable
-memory bandwidth (large read / copy / write through torch) and oneDNN GEMM throughput
-(prepacked, as the engine's linears run) at the ``qwen3-75m`` decode and prefill shapes
+memory bandwidth (large read / copy / write through torch) and GEMM throughput (the
+faster of oneDNN's prepacked linear and, for bf16 on an AMX host, the AMX kernel: the two
+the engine's linears run on) at the ``qwen3-75m`` decode and prefill shapes
 and a big square one, float32 and bfloat16.
 
 ``--shapes`` (default: the real-size presets of ``actorllm bench cpu-vs-vllm``) adds each
@@ -34,6 +35,7 @@ from actorllm.bench.roofline_model import (
     preset_floor,
     record_gemm,
 )
+from actorllm.kernels import amx_linear
 
 # The rows of cpu-vs-vllm at real model sizes: what the roofline percentages are for.
 REAL_SIZE_PRESETS = (
@@ -79,13 +81,23 @@ def bandwidth(mib: int, repeats: int) -> dict[str, float]:
 def gemm(
     m: int, k: int, n: int, dtype: torch.dtype, repeats: int, budget_s: float = float("inf")
 ) -> dict[str, float]:
-    """x [M, K] @ w[N, K]^T through oneDNN's prepacked linear: ms and GFLOP/s."""
+    """x [M, K] @ w[N, K]^T: ms and GFLOP/s of the fastest GEMM this host has for it,
+    oneDNN's prepacked linear or, for bf16 on an AMX host, the AMX kernel
+    (kernels/amx_linear.py); each one's GFLOP/s beside."""
     x = torch.randn(m, k).to(dtype)
     w = torch.randn(n, k).to(dtype)
     packed = torch.ops.mkldnn._reorder_linear_weight(w, m)
     linear = torch.ops.mkldnn._linear_pointwise
     ms = best_ms(lambda: linear(x, packed, None, "none", [], ""), repeats, budget_s)
-    return {"ms": ms, "gflops": 2 * m * k * n / ms / 1e6}
+    out = {"ms": ms, "gflops": 2 * m * k * n / ms / 1e6}
+    out["onednn_gflops"] = out["gflops"]
+    if amx_linear.takes(w):
+        amx = amx_linear.pack(w)
+        amx_ms = best_ms(lambda: amx_linear.linear(x, amx, n, None), repeats, budget_s)
+        out["amx_gflops"] = 2 * m * k * n / amx_ms / 1e6
+        if amx_ms < ms:
+            out["ms"], out["gflops"] = amx_ms, out["amx_gflops"]
+    return out
 
 
 def preset_gemms(

@@ -3,9 +3,10 @@
 Theory of operation. A decoder step reads every linear weight once (and, in decode, every
 running request's K and V) and does ``2 x params`` FLOPs per token in its linears plus its
 attention. Neither can go faster than the machine's measured figures
-(``benchmarks/roofline.py``): the large-read memory bandwidth and oneDNN's prepacked GEMM
-rate at each linear's ``[N, K]`` shape, measured at a ladder of M (rows per call) and
-interpolated between them. So:
+(``benchmarks/roofline.py``): the large-read memory bandwidth and the best measured GEMM
+rate (oneDNN's prepacked linear, or the AMX kernel where it is faster) at each linear's
+``[N, K]`` shape, measured at a ladder of M (rows per call) and interpolated between
+them. So:
 
 * **prefill** costs its FLOPs at the GEMM rates of its chunk (``M = min(max_num_batched_tokens,
   all prompt tokens)``): the linears of every prompt token, causal attention

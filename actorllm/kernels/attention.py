@@ -116,39 +116,26 @@ def paged_attention(
         v = plan.gather(1, v_cache, g.blocks, n, g.max_len)
         o = _sdpa(qg, k, v, g.mask(sliding_window), scale, softcap)  # [Hk, N, G, D]
         out.index_copy_(0, g.q_rows, o.transpose(0, 1).reshape(n, -1, d).to(q.dtype))
-    prefilled = False  # by the native kernel or bf16 SDPA: every prefill of the step
-    if _prefill_in_low_precision(q, k_cache, plan, softcap):
-        _prefill_sdpa_low_precision(q, k_cache, v_cache, plan, out, scale, sliding_window)
-        prefilled = True
-    elif plan.prefills and native_prefill.supports(q, out, k_cache):
+    low_precision = _prefill_in_low_precision(q, k_cache, plan, softcap)
+    prefilled = False  # by the native kernel: every prefill of the step
+    if not low_precision and plan.prefills and native_prefill.supports(q, out, k_cache):
         starts, lens, ctx, table = plan.prefill_args
         prefilled = native_prefill.paged_prefill(
             q, k_cache, v_cache, starts, lens, ctx, table, scale, sliding_window, softcap,
             out=out,
         )  # fmt: skip
-    for p in [] if prefilled else plan.prefills:
-        k = plan.gather(0, k_cache, p.blocks, 1, p.seq_len)  # [Hk, 1, S, D]
-        v = plan.gather(1, v_cache, p.blocks, 1, p.seq_len)
-        qf = q[p.start : p.end].float().transpose(0, 1)[None]  # [1, Hq, L, D]
-        # 4-D inputs and a float mask take CPU SDPA's flash kernel (3-D ones do not);
-        # enable_gqa: query head h reads KV head h // group without materialising repeats.
-        o = _sdpa(
-            qf,
-            k.transpose(0, 1),
-            v.transpose(0, 1),
-            p.mask(sliding_window),
-            scale,
-            softcap,
-            enable_gqa=q.shape[1] != hk,
-        )  # [1, Hq, L, D]
-        out[p.start : p.end] = o[0].transpose(0, 1).to(q.dtype)
+    if not prefilled:
+        _prefill_sdpa(
+            q, k_cache, v_cache, plan, out, scale, sliding_window, softcap,
+            low_precision=low_precision,
+        )  # fmt: skip
     return out
 
 
 def _prefill_in_low_precision(
     q: torch.Tensor, k_cache: torch.Tensor, plan: AttentionPlan, softcap: float | None
 ) -> bool:
-    """Whether this step's prefills run as bf16 SDPA (:func:`_prefill_sdpa_low_precision`):
+    """Whether this step's prefills run as bf16 SDPA (:func:`_prefill_sdpa`):
     bf16 q and cache on a CPU with AMX (measured there only: hosts with AVX512-BF16 alone
     keep the native kernel until measured), no softcap (SDPA cannot cap), and prefills of
     :data:`LOW_PRECISION_PREFILL_MIN_TOKENS` query tokens or more on average."""
@@ -163,7 +150,7 @@ def _prefill_in_low_precision(
     )
 
 
-def _prefill_sdpa_low_precision(
+def _prefill_sdpa(
     q: torch.Tensor,
     k_cache: torch.Tensor,
     v_cache: torch.Tensor,
@@ -171,27 +158,35 @@ def _prefill_sdpa_low_precision(
     out: torch.Tensor,
     scale: float,
     window: int | None,
+    softcap: float | None,
+    *,
+    low_precision: bool,
 ) -> None:
-    """Every prefill of the step through SDPA on bf16 inputs, one call per request: torch's
-    CPU flash kernel multiplies Q.K^T and P.V as bf16 GEMMs (oneDNN, AMX where the CPU
-    has it; softmax and accumulation in float32), where the native kernel and the float32
-    SDPA path multiply in float32. q: [T, Hq, D], out: [T, Hq, D] written at the rows."""
+    """Every prefill of the step through SDPA, one call per request. q: [T, Hq, D], out:
+    [T, Hq, D] written at the prefill rows.
+
+    In float32 by default (inputs widened, an additive mask, ``softcap`` spelled out).
+    ``low_precision`` (:func:`_prefill_in_low_precision`): on the bf16 inputs, where
+    torch's CPU flash kernel multiplies Q.K^T and P.V as bf16 GEMMs (oneDNN, AMX where the
+    CPU has it; softmax and accumulation in float32), a whole prompt as ``is_causal`` and a
+    chunk after a cached prefix through a bool mask."""
     hk = k_cache.shape[2]
+    gqa = q.shape[1] != hk  # query head h reads KV head h // group, not materialised
     for p in plan.prefills:
-        k = plan.gather(0, k_cache, p.blocks, 1, p.seq_len, widen=False)  # [Hk, 1, S, D]
-        v = plan.gather(1, v_cache, p.blocks, 1, p.seq_len, widen=False)
+        k = plan.gather(0, k_cache, p.blocks, 1, p.seq_len, widen=not low_precision)
+        v = plan.gather(1, v_cache, p.blocks, 1, p.seq_len, widen=not low_precision)
+        k, v = k.transpose(0, 1), v.transpose(0, 1)  # [1, Hk, S, D]
         qp = q[p.start : p.end].transpose(0, 1)[None]  # [1, Hq, L, D]
-        fresh = p.seq_len == p.end - p.start and window is None  # no cached prefix
-        o = F.scaled_dot_product_attention(
-            qp,
-            k.transpose(0, 1),  # [1, Hk, S, D]
-            v.transpose(0, 1),
-            attn_mask=None if fresh else p.keep(window),
-            is_causal=fresh,
-            scale=scale,
-            enable_gqa=q.shape[1] != hk,
-        )  # [1, Hq, L, D]
-        out[p.start : p.end] = o[0].transpose(0, 1)
+        if low_precision:
+            fresh = p.seq_len == p.end - p.start and window is None  # no cached prefix
+            o = F.scaled_dot_product_attention(
+                qp, k, v, attn_mask=None if fresh else p.keep(window), is_causal=fresh,
+                scale=scale, enable_gqa=gqa,
+            )  # [1, Hq, L, D]  # fmt: skip
+        else:
+            # 4-D inputs and a float mask take CPU SDPA's flash kernel (3-D ones do not)
+            o = _sdpa(qp.float(), k, v, p.mask(window), scale, softcap, enable_gqa=gqa)
+        out[p.start : p.end] = o[0].transpose(0, 1).to(q.dtype)
 
 
 def _sdpa(

@@ -212,11 +212,11 @@ def test_bf16_prefills_through_sdpa_match_the_oracle(
     monkeypatch.setattr(attention, "amx_bf16", lambda: True)
     monkeypatch.setattr(attention, "LOW_PRECISION_PREFILL_MIN_TOKENS", 4)
     sdpa_calls = []
-    real = attention._prefill_sdpa_low_precision
+    real = attention._prefill_sdpa
     monkeypatch.setattr(
         attention,
-        "_prefill_sdpa_low_precision",
-        lambda *a: sdpa_calls.append(1) or real(*a),
+        "_prefill_sdpa",
+        lambda *a, **kw: sdpa_calls.append(kw["low_precision"]) or real(*a, **kw),
     )
     d, nb = 16, 64
     q_lens, lens = [1, 6, 1, 5], [9, 6, 30, 21]  # a whole prompt, a chunk after 16 cached
@@ -225,7 +225,7 @@ def test_bf16_prefills_through_sdpa_match_the_oracle(
     q = q.bfloat16()
     qsl_t, lens_t = torch.tensor(qsl, dtype=torch.int32), torch.tensor(lens, dtype=torch.int32)
     got = paged_attention(q, kc, vc, qsl_t, lens_t, table, d**-0.5, window)
-    assert sdpa_calls == [1] and got.dtype == torch.bfloat16
+    assert sdpa_calls == [True] and got.dtype == torch.bfloat16
     want = _oracle(q, kc, vc, qsl, lens, table, d**-0.5, window)
     torch.testing.assert_close(got.double(), want, atol=2e-2, rtol=2e-2)
 
