@@ -67,37 +67,13 @@ def build_model(path: str) -> None:
 # -- the trainer process ---------------------------------------------------------------------
 
 
-class PipeClient:
-    """The engine's weight-sync calls, relayed to the process that holds the LLM."""
-
-    def __init__(self, conn: Connection) -> None:
-        self.conn = conn
-
-    def _call(self, name: str, *args: Any) -> None:
-        self.conn.send((name, args))
-        ok, error = self.conn.recv()
-        if not ok:
-            raise RuntimeError(f"the engine refused {name}: {error}")
-
-    def init_weight_transfer_engine(self, init_info: dict[str, Any]) -> None:
-        self._call("init_weight_transfer_engine", {"init_info": init_info})
-
-    def start_weight_update(self) -> None:
-        self._call("start_weight_update")
-
-    def update_weights(self, update_info: Any) -> None:
-        self._call("update_weights", {"update_info": update_info})
-
-    def finish_weight_update(self, weight_version: str | None = None) -> None:
-        self._call("finish_weight_update", weight_version)
-
-
 def trainer(path: str, port: int, world_size: int, cmd: Connection, rpc: Connection) -> None:
     import transformers
 
     from actorllm.distributed.weight_transfer import (
         GlooTrainerInitInfo,
         ModuleSource,
+        PipeWeightSyncClient,
         WeightTransferTrainerFactory,
     )
 
@@ -106,7 +82,7 @@ def trainer(path: str, port: int, world_size: int, cmd: Connection, rpc: Connect
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-2)
     sync = WeightTransferTrainerFactory.trainer_init(
         GlooTrainerInitInfo(master_address="127.0.0.1", master_port=port, world_size=world_size),
-        client=PipeClient(rpc),
+        client=PipeWeightSyncClient(rpc),
         source=ModuleSource(model),
     )
     cmd.send("joined")
@@ -163,25 +139,13 @@ def reward(tokens: list[int]) -> float:
     return sum(t % 2 == 0 for t in tokens) / len(tokens)
 
 
-def serve_calls(llm: Any, cmd: Connection, rpc: Connection) -> Any:
-    """Answer the trainer's engine calls until it answers on ``cmd``."""
-    while not cmd.poll(0.005):
-        if rpc.poll(0.005):
-            name, args = rpc.recv()
-            try:
-                getattr(llm, name)(*args)
-                rpc.send((True, None))
-            except Exception as e:  # relayed: the trainer raises it
-                rpc.send((False, f"{type(e).__name__}: {e}"))
-    return cmd.recv()
-
-
 def greedy_ids(llm: Any, prompts: list[Any], params: Any) -> list[list[int]]:
     return [list(o.outputs[0].token_ids) for o in llm.generate(prompts, params, use_tqdm=False)]
 
 
 def main(steps: int = 3) -> None:
     from actorllm import LLM, SamplingParams
+    from actorllm.distributed.weight_transfer import serve_weight_sync_calls
 
     with tempfile.TemporaryDirectory() as path:
         build_model(path)
@@ -198,7 +162,7 @@ def main(steps: int = 3) -> None:
         world = 1 + llm.get_world_size()  # the trainer is rank 0
         proc = ctx.Process(target=trainer, args=(path, port, world, cmd_child, rpc_child))
         proc.start()
-        assert serve_calls(llm, cmd, rpc) == "joined"
+        assert serve_weight_sync_calls(llm, rpc, until=cmd) == "joined"
 
         greedy = SamplingParams(temperature=0.0, max_tokens=NEW_TOKENS, ignore_eos=True)
         prompts = [{"prompt_token_ids": p} for p in PROMPTS]
@@ -217,7 +181,7 @@ def main(steps: int = 3) -> None:
             cmd.send(("train", groups))
             loss = cmd.recv()
             cmd.send(("sync", f"step-{step}"))
-            assert serve_calls(llm, cmd, rpc) == "synced"
+            assert serve_weight_sync_calls(llm, rpc, until=cmd) == "synced"
             got = [
                 list(o.outputs[0].token_ids) for o in llm.generate(prompts, greedy, use_tqdm=False)
             ]

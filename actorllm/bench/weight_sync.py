@@ -82,34 +82,10 @@ def _tensors(shape: str) -> dict[str, Any]:
 # -- our push: a trainer process and the engine ------------------------------------------------
 
 
-class _PipeClient:
-    """The weight-sync calls, relayed to the benchmark process that holds the engine."""
-
-    def __init__(self, conn: Connection) -> None:
-        self.conn = conn
-
-    def _call(self, name: str, *args: Any) -> None:
-        self.conn.send((name, args))
-        ok, error = self.conn.recv()
-        if not ok:
-            raise RuntimeError(f"{name}: {error}")
-
-    def init_weight_transfer_engine(self, init_info: dict[str, Any]) -> None:
-        self._call("init_weight_transfer_engine", {"init_info": init_info})
-
-    def start_weight_update(self) -> None:
-        self._call("start_weight_update")
-
-    def update_weights(self, update_info: Any) -> None:
-        self._call("update_weights", {"update_info": update_info})
-
-    def finish_weight_update(self, weight_version: str | None = None) -> None:
-        self._call("finish_weight_update", weight_version)
-
-
 def _trainer(shape: str, port: int, world: int, repeats: int, cmd: Connection, rpc: Connection):
     from actorllm.distributed.weight_transfer import (
         GlooTrainerInitInfo,
+        PipeWeightSyncClient,
         StateDictSource,
         WeightTransferTrainerFactory,
     )
@@ -117,7 +93,7 @@ def _trainer(shape: str, port: int, world: int, repeats: int, cmd: Connection, r
     tensors = _tensors(shape)
     sync = WeightTransferTrainerFactory.trainer_init(
         GlooTrainerInitInfo(master_address="127.0.0.1", master_port=port, world_size=world),
-        client=_PipeClient(rpc),
+        client=PipeWeightSyncClient(rpc),
         source=StateDictSource(tensors),
     )
     seconds = []
@@ -129,20 +105,9 @@ def _trainer(shape: str, port: int, world: int, repeats: int, cmd: Connection, r
     cmd.send(seconds)
 
 
-def _serve(llm: Any, cmd: Connection, rpc: Connection) -> Any:
-    while not cmd.poll(0.002):
-        if rpc.poll(0.002):
-            name, args = rpc.recv()
-            try:
-                getattr(llm, name)(*args)
-                rpc.send((True, None))
-            except Exception as e:
-                rpc.send((False, f"{type(e).__name__}: {e}"))
-    return cmd.recv()
-
-
 def push_seconds(shape: str, tp: int, repeats: int) -> list[float]:
     from actorllm import LLM
+    from actorllm.distributed.weight_transfer import serve_weight_sync_calls
 
     with tempfile.TemporaryDirectory() as path:
         import transformers
@@ -161,7 +126,7 @@ def push_seconds(shape: str, tp: int, repeats: int) -> list[float]:
             args = (shape, _free_port(), world, repeats, cmd_child, rpc_child)
             proc = ctx.Process(target=_trainer, args=args)
             proc.start()
-            seconds = _serve(llm, cmd, rpc)
+            seconds = serve_weight_sync_calls(llm, rpc, until=cmd, poll_s=0.002)
             proc.join(60)
             assert llm.get_weight_version() == f"push-{repeats - 1}"
     return list(seconds)

@@ -24,6 +24,8 @@ from actorllm.distributed.weight_transfer.broadcast import (
 from actorllm.distributed.weight_transfer.clients import (
     HTTPVLLMWeightSyncClient,
     LLMWeightSyncClient,
+    PipeWeightSyncClient,
+    serve_weight_sync_calls,
 )
 from actorllm.distributed.weight_transfer.factory import WeightTransferTrainerFactory
 from actorllm.distributed.weight_transfer.group import TransferGroup
@@ -38,6 +40,7 @@ __all__ = [
     "ModuleSource",
     "NCCLTrainerInitInfo",
     "ParamMeta",
+    "PipeWeightSyncClient",
     "StateDictSource",
     "TrainerInitInfo",
     "TrainerWeightTransferEngine",
@@ -47,4 +50,5 @@ __all__ = [
     "WeightTransferInitRequest",
     "WeightTransferTrainerFactory",
     "WeightTransferUpdateRequest",
+    "serve_weight_sync_calls",
 ]

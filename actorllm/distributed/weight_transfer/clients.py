@@ -1,14 +1,16 @@
 """Clients of the engine's weight-sync control plane (structural
 :class:`~actorllm.distributed.weight_transfer.base.VLLMWeightSyncClient`s), for the
-trainer side: over HTTP (a server started in dev mode, ``VLLM_SERVER_DEV_MODE=1``) or to
-an ``LLM`` in the same process. Each call blocks until the engine answered; a refusal
-raises (``RuntimeError`` with the server's message over HTTP)."""
+trainer side: over HTTP (a server started in dev mode, ``VLLM_SERVER_DEV_MODE=1``), to
+an ``LLM`` in the same process, or over a pipe to one in another process. Each call
+blocks until the engine answered; a refusal raises (``RuntimeError`` with the engine's
+message)."""
 
 from __future__ import annotations
 
 import json
 import urllib.error
 import urllib.request
+from multiprocessing.connection import Connection
 from typing import Any
 
 from actorllm.distributed.weight_transfer.base import WeightTransferUpdatePayload
@@ -74,3 +76,52 @@ class LLMWeightSyncClient:
 
     def finish_weight_update(self, weight_version: str | None = None) -> None:
         self.llm.finish_weight_update(weight_version)
+
+
+class PipeWeightSyncClient:
+    """An ``LLM`` in another process, over one end of a ``multiprocessing.Pipe``: each
+    call is sent as ``(method name, args)``; the engine's process answers it with
+    :func:`serve_weight_sync_calls` as ``(True, None)`` or ``(False, message)``, and a
+    refusal raises ``RuntimeError`` here. (A trainer process beside an engine: the RLHF
+    example and ``actorllm bench weight-sync``.)"""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+
+    def _call(self, name: str, *args: Any) -> None:
+        self.conn.send((name, args))
+        ok, error = self.conn.recv()
+        if not ok:
+            raise RuntimeError(f"the engine refused {name}: {error}")
+
+    def init_weight_transfer_engine(self, init_info: dict[str, Any]) -> None:
+        self._call("init_weight_transfer_engine", {"init_info": init_info})
+
+    def shutdown_weight_transfer_engine(self) -> None:
+        self._call("shutdown_weight_transfer_engine")
+
+    def start_weight_update(self) -> None:
+        self._call("start_weight_update")
+
+    def update_weights(self, update_info: WeightTransferUpdatePayload) -> None:
+        self._call("update_weights", {"update_info": update_info})
+
+    def finish_weight_update(self, weight_version: str | None = None) -> None:
+        self._call("finish_weight_update", weight_version)
+
+
+def serve_weight_sync_calls(
+    llm: Any, rpc: Connection, until: Connection, poll_s: float = 0.005
+) -> Any:
+    """The engine side of :class:`PipeWeightSyncClient`: answer the calls arriving on
+    ``rpc`` with ``llm``'s methods until a message arrives on ``until``; returns that
+    message. An exception a call raises is relayed (its type and text), not raised."""
+    while not until.poll(poll_s):
+        if rpc.poll(poll_s):
+            name, args = rpc.recv()
+            try:
+                getattr(llm, name)(*args)
+                rpc.send((True, None))
+            except Exception as e:  # relayed: the trainer raises it
+                rpc.send((False, f"{type(e).__name__}: {e}"))
+    return until.recv()
