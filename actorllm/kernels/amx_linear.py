@@ -31,6 +31,18 @@ _P, _I64 = ctypes.c_void_p, ctypes.c_int64
 BLOCK_COLS = 32
 # The input width moves through the tiles 32 values at a time.
 K_STEP = 32
+# What a profiler trace (start_profile, torch.profiler) calls each product.
+PROFILER_NAME = "actorllm::amx_linear"
+# Set while a profiler that records every thread runs (worker/profiler.py): its thread's
+# torch.autograd._profiler_enabled() is True, the model thread's is not.
+_all_threads_profiled = False
+
+
+def record_ranges(on: bool) -> None:
+    """Whether every product records a profiler range, on any thread (start_profile's
+    profiler runs on another thread than the model)."""
+    global _all_threads_profiled
+    _all_threads_profiled = on
 
 
 @functools.cache
@@ -93,11 +105,17 @@ def linear(
     if m == 0:
         return out
     b = None if bias is None else bias.detach().contiguous()
-    ok = lib.amx_linear(
+    args = (
         x.data_ptr(), m, i, packed.data_ptr(), out_features,
         None if b is None else b.data_ptr(), out.data_ptr(), out_features,
         torch.get_num_threads(),
     )  # fmt: skip
+    # A ctypes call is invisible to torch.profiler: a range names it in traces.
+    if _all_threads_profiled or torch.autograd._profiler_enabled():
+        with torch.profiler.record_function(PROFILER_NAME):
+            ok = lib.amx_linear(*args)
+    else:
+        ok = lib.amx_linear(*args)
     if not ok:
         raise ValueError(f"amx_linear does not take an input of shape {tuple(x.shape)}")
     return out

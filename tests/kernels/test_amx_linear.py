@@ -123,3 +123,13 @@ def test_amx_copy_alone_where_two_would_not_fit(monkeypatch: pytest.MonkeyPatch)
     out = lin(x)
     assert calls == [("amx", AMX_MAX_ROWS + 8)]
     torch.testing.assert_close(out.double(), _exact(x, lin.weight, lin.bias), atol=1e-3, rtol=2**-8)
+
+
+def test_a_profiler_trace_names_the_product() -> None:
+    """A ctypes call is invisible to torch.profiler: each product records a range."""
+    w = torch.randn(32, 64).to(torch.bfloat16)
+    x = torch.randn(2, 64).to(torch.bfloat16)
+    packed = amx_linear.pack(w)
+    with torch.profiler.profile() as prof:
+        amx_linear.linear(x, packed, 32, None)
+    assert amx_linear.PROFILER_NAME in {e.key for e in prof.key_averages()}
