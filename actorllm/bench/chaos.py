@@ -102,7 +102,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     e.add_argument("--max-num-seqs", type=int, default=64)
     e.add_argument("--block-size", type=int, default=8)
     e.add_argument("--num-blocks", type=int, default=1024, help="scripted model: KV blocks")
-    e.add_argument("--async-scheduling", action="store_true")
+    e.add_argument(
+        "--async-scheduling", action=argparse.BooleanOptionalAction, default=None
+    )  # None: the engine's default
     e.add_argument(
         "--speculative-config",
         type=json_object,

@@ -45,9 +45,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--vllm-python", default=None, help="the vLLM CPU venv's python")
     parser.add_argument(
         "--async-scheduling",
-        action="store_true",
+        action=argparse.BooleanOptionalAction,
         default=None,
-        help="actorllm overlaps scheduling with the model step",
+        help="both engines overlap scheduling with the model step (default: each engine's "
+        "own default, on for both)",
     )
     parser.add_argument("--note", default=None, help="free text stored in the JSON (contention)")
     parser.add_argument(
@@ -77,7 +78,8 @@ def main(args: argparse.Namespace) -> int:
         argv = ["--preset", name, "--backend", "actorllm,vllm", "--repeat", str(args.rounds)]
         argv += ["--threads", str(args.threads)] if args.threads else []
         argv += ["--vllm-python", args.vllm_python] if args.vllm_python else []
-        argv += ["--async-scheduling"] if args.async_scheduling else []
+        if args.async_scheduling is not None:
+            argv.append("--async-scheduling" if args.async_scheduling else "--no-async-scheduling")
         load0 = os.getloadavg()
         # Each row in a fresh process, as the vLLM peer is: an engine that ran a previous
         # row's model in this process left state behind that slowed the next (qwen3-75m-bf16

@@ -180,6 +180,7 @@ def run_interleaved(
                 max_num_seqs=e.max_num_seqs,
                 max_num_batched_tokens=e.resolved_max_num_batched_tokens(e.max_model_len or 0),
                 max_model_len=e.max_model_len,
+                async_scheduling=e.resolved_async_scheduling(e.pooling_model() is not None),
                 threads=args.threads,
                 python=args.vllm_python,
             )

@@ -102,6 +102,7 @@ class VllmPeer:
         max_num_seqs: int = 256,
         max_num_batched_tokens: int = 2048,
         max_model_len: int | None = None,
+        async_scheduling: bool = True,
         threads: int | None = None,
         python: str | Path | None = None,
     ) -> None:
@@ -116,6 +117,7 @@ class VllmPeer:
             "max_num_seqs": max_num_seqs,
             "max_num_batched_tokens": max_num_batched_tokens,
             "max_model_len": max_model_len or longest,
+            "async_scheduling": async_scheduling,
             "requests": [[r.prompt_token_ids, r.output_len] for r in reqs],
         }
         self.env = peer_env(threads)

@@ -8,7 +8,8 @@ figures on stdout. Everything else that would print to stdout (vLLM's logs, its 
 processes) goes to stderr, so stdout carries only ``{"ready": ...}`` then the rounds.
 
 Job keys: ``model``, ``dtype``, ``seed``, ``temperature``, ``max_num_seqs``,
-``max_num_batched_tokens``, ``max_model_len``, ``requests`` (``[[prompt ids], output_len]``).
+``max_num_batched_tokens``, ``max_model_len``, ``async_scheduling``, ``requests``
+(``[[prompt ids], output_len]``).
 
 The engine start sits under ``if __name__ == "__main__"``: vLLM's CPU engine core runs in a
 spawned process that re-imports this module.
@@ -38,6 +39,7 @@ def serve(job: dict[str, Any], results: TextIO) -> None:
         max_num_seqs=job["max_num_seqs"],
         max_num_batched_tokens=job["max_num_batched_tokens"],
         max_model_len=job["max_model_len"],
+        async_scheduling=job.get("async_scheduling"),  # None: vLLM's own default
     )
     reqs = job["requests"]
     warm = SamplingParams(max_tokens=4, ignore_eos=True, detokenize=False)

@@ -79,6 +79,7 @@ def vllm_serve_argv(python: Path, engine: EngineConfig, dtype: str, port: int) -
                 "--no-enable-prefix-caching")  # fmt: skip
     argv.append("--enable-chunked-prefill" if engine.enable_chunked_prefill else
                 "--no-enable-chunked-prefill")  # fmt: skip
-    if engine.async_scheduling:
-        argv.append("--async-scheduling")
+    pooling = engine.pooling_model() is not None
+    argv.append("--async-scheduling" if engine.resolved_async_scheduling(pooling) else
+                "--no-async-scheduling")  # fmt: skip
     return argv

@@ -104,7 +104,9 @@ def inject_fault(
     or at its ``at_message``-th message from now (1-based), or whenever ``when(msg)``
     holds; with none of them, at its next message. A "worker" fault fails a model step as
     the executor takes it (``when`` then sees the step's ``SchedulerOutput``), which crashes
-    the executor with the step in flight, as a failing model step does.
+    the executor with the step in flight, as a failing model step does. A step of an older
+    epoch (launched ahead under async scheduling, still queued when the core restarted)
+    never runs on the worker, so it never fails: the executor drops it.
 
     Faults use the actor runtime's probes (:func:`actorllm.actors.attach_probe`): the
     crash happens where a real one would, with the message in hand.
@@ -128,7 +130,7 @@ def inject_fault(
 
     def matches(msg: Any) -> bool:
         if actor == "worker":
-            if not isinstance(msg, ExecuteStep):
+            if not isinstance(msg, ExecuteStep) or msg.epoch != ctx.admission.epoch:
                 return False
             msg = msg.scheduler_output
         n = next(counter)

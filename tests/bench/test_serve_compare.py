@@ -149,9 +149,9 @@ def test_vllm_gets_actorllms_resolved_settings(tmp_path: Path) -> None:
     assert flag("--max-model-len") == str(max_len)
     assert flag("--max-num-batched-tokens") == str(cfg.resolved_max_num_batched_tokens(max_len))
     assert "--no-enable-prefix-caching" in argv and "--enable-chunked-prefill" in argv
-    assert "--async-scheduling" not in argv  # vLLM's own default unless actorllm's is asked for
-    assert "--async-scheduling" in vllm_serve_argv(
-        Path("p"), cfg.replace(async_scheduling=True), "float32", 1
+    assert "--async-scheduling" in argv  # actorllm's resolved default, said explicitly
+    assert "--no-async-scheduling" in vllm_serve_argv(
+        Path("p"), cfg.replace(async_scheduling=False), "float32", 1
     )
     assert actorllm_only({"block_size": 32, "max_num_seqs": 8, "model": "m"}) == ["block_size"]
     assert set(MIRRORED) <= set(EngineConfig.__struct_fields__)  # every name a real field

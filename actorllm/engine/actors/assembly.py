@@ -190,7 +190,8 @@ async def build_engine(
                 make_core=_core_factory(config, info, refs, structured, make_connector),
                 # Pipeline parallel: a batch per stage (vLLM's max_concurrent_batches).
                 max_inflight=max(
-                    config.pipeline_parallel_size, 2 if config.async_scheduling else 1
+                    config.pipeline_parallel_size,
+                    2 if config.resolved_async_scheduling(info.pooling is not None) else 1,
                 ),
                 has_connector=make_connector is not None,
                 kv_connector_enabled=config.kv_connector_enabled,

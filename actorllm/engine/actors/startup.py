@@ -275,7 +275,7 @@ def build_scheduler_config(config: EngineConfig, model: ModelInfo) -> SchedulerC
         enable_chunked_prefill=config.enable_chunked_prefill and not encoder,
         long_prefill_token_threshold=config.long_prefill_token_threshold,
         policy=config.scheduling_policy,
-        async_scheduling=config.async_scheduling,
+        async_scheduling=config.resolved_async_scheduling(model.pooling is not None),
         pipeline_parallel_size=config.pipeline_parallel_size,
         sliding_window=model.sliding_window,
         kv_group_windows=model.kv_group_windows if len(model.kv_group_windows) > 1 else None,

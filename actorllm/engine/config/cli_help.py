@@ -151,7 +151,10 @@ ENGINE_CONFIG_HELP: Mapping[str, Mapping[str, str]] = {
             "token, a larger value sends fewer, merged outputs (less host work per token). A "
             "request's SamplingParams.stream_interval can raise it, not lower it."
         ),
-        "async_scheduling": ("Overlap scheduling the next step with the model running this one."),
+        "async_scheduling": (
+            "Overlap scheduling the next step with the model running this one. Unset: on, "
+            "except with speculative decoding, pipeline parallel or a pooling model."
+        ),
         "disable_hybrid_kv_cache_manager": (
             "Models mixing sliding-window and full-attention layers (Gemma 2/3) keep one block "
             "table for all layers, so sliding layers hold every block too (by default each "

@@ -175,13 +175,16 @@ class EngineConfig(msgspec.Struct, kw_only=True):
     tokens accumulated (the first and the final output at once); 1 sends every token, a
     larger value sends fewer, merged outputs (less host work per token). A request's
     SamplingParams.stream_interval can raise it, not lower it."""
-    async_scheduling: bool = False
-    """Overlap scheduling the next step with the model running this one."""
+    async_scheduling: bool | None = None
+    """Overlap scheduling the next step with the model running this one (two steps in
+    flight). None, the default, turns it on unless the engine cannot overlap steps
+    (speculative decoding, pipeline parallel, a pooling model), as vLLM resolves it; see
+    :meth:`resolved_async_scheduling`."""
     # -- SpeculativeConfig ------------------------------------------------------------------
     speculative_config: dict[str, Any] | None = None
     """vLLM's speculative_config, e.g. '{"method": "ngram", "num_speculative_tokens": 4}'
     (engine/config/speculative.py reads it; docs/speculative.md). Runs with
-    async_scheduling off."""
+    async_scheduling unset or off."""
     disable_hybrid_kv_cache_manager: bool = False
     """Models mixing sliding-window and full-attention layers (Gemma 2/3) keep one block
     table for all layers, so sliding layers hold every block too (by default each attention
@@ -425,7 +428,7 @@ class EngineConfig(msgspec.Struct, kw_only=True):
                 "async_scheduling",
                 "is not supported with speculative_config: a speculative step needs the "
                 "previous step's accepted tokens on the host to propose drafts. Leave "
-                "async_scheduling off (the default).",
+                "async_scheduling unset (the default turns it off here) or set it off.",
             )
         if spec is not None and self.tensor_parallel_size > 1:
             raise EngineConfigError(
@@ -658,6 +661,15 @@ class EngineConfig(msgspec.Struct, kw_only=True):
             return pooling_model(self.resolved_model(), convert, self.pooler_config)  # type: ignore[arg-type]
         except PoolerConfigError as exc:
             raise EngineConfigError("pooler_config", str(exc)) from None
+
+    def resolved_async_scheduling(self, pooling: bool) -> bool:
+        """Whether steps overlap: ``async_scheduling`` when set, else on except where the
+        engine keeps one step in flight (speculative decoding proposes from the previous
+        step's tokens; pipeline parallel keeps a batch per stage instead; a pooling model
+        (``pooling``) has no next token to overlap with), as vLLM 0.32 resolves None."""
+        if self.async_scheduling is not None:
+            return self.async_scheduling
+        return not (pooling or self.speculative_config or self.pipeline_parallel_size > 1)
 
     def resolved_device(self) -> str:
         if self.device != "auto":
