@@ -54,6 +54,31 @@ def machine_info() -> dict[str, Any]:
     }
 
 
+def cpu_times() -> list[int] | None:
+    """The host's aggregate CPU time counters (/proc/stat's ``cpu`` line, in clock ticks:
+    user nice system idle iowait irq softirq steal ...); None where there is no /proc."""
+    try:
+        with open("/proc/stat") as f:
+            fields = f.readline().split()
+    except OSError:
+        return None
+    return [int(x) for x in fields[1:]] if fields and fields[0] == "cpu" else None
+
+
+def steal_share(before: list[int] | None, after: list[int] | None) -> float | None:
+    """The share of the host's CPU time the hypervisor gave to other guests between two
+    :func:`cpu_times` readings (steal: on a shared VM a run's speed moves with it), or None.
+
+    >>> steal_share([100, 0, 0, 100, 0, 0, 0, 0], [150, 0, 0, 130, 0, 0, 0, 20])
+    0.2
+    """
+    if before is None or after is None or len(before) < 8 or len(after) < 8:
+        return None
+    delta = [b - a for a, b in zip(before[:8], after[:8], strict=True)]
+    total = sum(delta)
+    return round(delta[7] / total, 4) if total > 0 else None
+
+
 def command_line(argv: list[str] | None = None) -> str:
     """The command as typed (``actorllm bench ...``), quoted for a shell."""
     args = sys.argv if argv is None else argv

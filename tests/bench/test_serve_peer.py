@@ -125,6 +125,9 @@ def test_rounds_alternate_and_only_the_measured_server_runs(
     ]  # fmt: skip
     assert [lv["max_concurrency"] for lv in levels] == [1, 2]
     assert all(len(figs) == 2 for lv in levels for figs in lv["runs"].values())
+    # each run says how much CPU time the hypervisor took meanwhile (None: not told)
+    steals = [f["host_steal"] for lv in levels for figs in lv["runs"].values() for f in figs]
+    assert all(s is None or 0.0 <= s <= 1.0 for s in steals) and len(steals) == 8
 
 
 def test_peer_vllm_measures_both_servers_with_vllms_client(
