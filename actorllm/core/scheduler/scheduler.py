@@ -77,6 +77,7 @@ from actorllm.core.scheduler.budget import StepBudget
 from actorllm.core.scheduler.config import SchedulerConfig
 from actorllm.core.scheduler.grammar import GrammarTracker
 from actorllm.core.scheduler.kv_connector import KVConnectorBase, KVConnectorMetadata
+from actorllm.core.scheduler.lora_gate import LoRAGate, count_loras
 from actorllm.core.scheduler.policy import make_waiting_queue, pick_victim, pick_victim_for
 from actorllm.core.scheduler.stopping import check_stop, reached_limit_in_flight
 from actorllm.core.scheduler_output import CachedRequestData, NewRequestData, SchedulerOutput
@@ -356,7 +357,7 @@ class Scheduler:
 
     def _schedule_waiting(self, plan: StepBudget) -> None:
         skipped: list[Request] = []
-        adapters = _LoRAGate(self.running, self.config.max_loras)
+        adapters = LoRAGate(self.running, self.config.max_loras)
         while len(self.waiting) and plan.token_budget > 0:
             req = self.waiting.pop()
             if req.num_output_placeholders or req.request_id in plan.preempted:
@@ -687,8 +688,8 @@ class Scheduler:
         running_loras: dict[str, int] = {}
         waiting_loras: dict[str, int] = {}
         if self.config.max_loras:  # LoRA on: count each adapter's requests
-            _count_loras(self.running, running_loras)
-            _count_loras([*self.waiting, *self.waiting_for_fsm.values()], waiting_loras)
+            count_loras(self.running, running_loras)
+            count_loras([*self.waiting, *self.waiting_for_fsm.values()], waiting_loras)
         return SchedulerStats(
             num_running_reqs=len(self.running),
             num_waiting_reqs=len(self.waiting) + len(self.waiting_for_fsm),
@@ -706,38 +707,3 @@ class Scheduler:
             running_lora_adapters=running_loras,
             waiting_lora_adapters=waiting_loras,
         )
-
-
-def _count_loras(requests: Iterable[Request], into: dict[str, int]) -> None:
-    for r in requests:
-        if r.lora_request is not None:
-            name = r.lora_request.lora_name
-            into[name] = into.get(name, 0) + 1
-
-
-class _LoRAGate:
-    """vLLM's rule: at most ``max_loras`` distinct adapters among the running requests (so
-    in any step). Without starvation: once a waiting request is held back because its
-    adapter would be one too many, no adapter request queued behind it starts in this
-    step (not even one of a running adapter), so the running adapters drain and the held
-    request gets its slot; base-model requests never wait for adapters."""
-
-    __slots__ = ("adapters", "held", "max_loras")
-
-    def __init__(self, running: list[Request], max_loras: int) -> None:
-        self.max_loras = max_loras
-        self.adapters = {r.lora_request.lora_name for r in running if r.lora_request is not None}
-        self.held = False  # an adapter request was held back in this step
-
-    def admits(self, req: Request) -> bool:
-        """Whether ``req`` may start now (then its adapter counts as running)."""
-        lora = req.lora_request
-        if lora is None:
-            return True
-        if self.held or (
-            lora.lora_name not in self.adapters and len(self.adapters) >= self.max_loras
-        ):
-            self.held = True
-            return False
-        self.adapters.add(lora.lora_name)
-        return True
