@@ -39,10 +39,14 @@ from actorllm.engine.actors.messages import (
     StepOutputs,
     StopChildren,
 )
+from actorllm.engine.api.request_stream import WakeCount
 from actorllm.engine.errors import RequestFailedError, SlowConsumerError
 from actorllm.engine.recovery.ledger import LedgerEntry
 
 SCOPE = "output_processor"
+# Turns of the loop a step's delivery waits, at most, for callers that have not taken the
+# previous one (one turn to finish writing it out, one to take the next: two to spare).
+UNREAD_TURNS = 4
 
 
 class OutputProcessorActor(Actor[OutputMsg]):
@@ -86,8 +90,9 @@ class OutputProcessorActor(Actor[OutputMsg]):
                         msg.child_ids,
                     )
             case StepOutputs(epoch=epoch, outputs=eco):
-                if self.ctx.ledger.woken_readers.pending:
-                    await _let_callers_read()
+                readers = self.ctx.ledger.woken_readers
+                if readers.pending or readers.unread:
+                    await _let_callers_read(readers)
                 # After the wait, in one synchronous stretch with the apply: a core rebuilt
                 # meanwhile re-added these requests from the ledger, so a step of its old
                 # epoch applied now would reach the callers twice (once recomputed).
@@ -282,15 +287,22 @@ class OutputProcessorActor(Actor[OutputMsg]):
             ledger.close(rid, RequestFailedError(rid, error))
 
 
-async def _let_callers_read() -> None:
+async def _let_callers_read(readers: WakeCount) -> None:
     """Callers woken by an earlier delivery have not run yet (the loop was held up, or the
-    next step came in the same turn of the loop): they read it before this step's outputs
-    are delivered, so a caller's outputs merge only when the caller itself does not read.
-    Two checkpoints: trio runs the tasks woken together in either order, and one woken
-    before the first checkpoint has run by the end of the second (on asyncio, by the end
-    of the first)."""
+    next step came in the same turn of the loop), or have not taken it yet (still writing
+    the one before to their socket: under async scheduling two steps' outputs can come in
+    one turn): they read it before this step's outputs are delivered, so a caller's outputs
+    merge only when the caller itself does not read. Two checkpoints: trio runs the tasks
+    woken together in either order, and one woken before the first checkpoint has run by
+    the end of the second (on asyncio, by the end of the first); then up to
+    :data:`UNREAD_TURNS` more while a delivery is still unread. Bounded: a client that does
+    not read costs these few turns a step, and its outputs merge."""
     await checkpoint()
     await checkpoint()
+    for _ in range(UNREAD_TURNS):
+        if not readers.unread:
+            return
+        await checkpoint()
 
 
 async def _send_unless_stopped(ref: ActorRef[SchedulerMsg], msg: SchedulerMsg) -> None:

@@ -69,13 +69,16 @@ _wait_task_rescheduled = trio.lowlevel.wait_task_rescheduled
 
 @final
 class WakeCount:
-    """How many readers, over a group of streams, a delivery woke that have not run since
-    (the ledger's group: the output processor lets them run before it delivers again)."""
+    """Over a group of streams (the ledger's): ``pending``, the readers a delivery woke that
+    have not run since, and ``unread``, the streams holding a delivery their reader has not
+    taken (a reader busy in its own work, writing the previous output to its socket, say).
+    The output processor gives both a few turns of the loop before it delivers again."""
 
-    __slots__ = ("pending",)
+    __slots__ = ("pending", "unread")
 
     def __init__(self) -> None:
         self.pending = 0
+        self.unread = 0
 
 
 class RequestStreamStatistics(msgspec.Struct, frozen=True, kw_only=True):
@@ -141,6 +144,8 @@ class RequestStream(Generic[T]):
             raise anyio.BrokenResourceError
         if self._closed:
             raise anyio.ClosedResourceError
+        if not self._items:
+            self._wakes.unread += 1
         self._items.append(item)
         waiter = self._waiter
         if waiter is not None:  # _wake(), written out: this runs once per output
@@ -172,6 +177,8 @@ class RequestStream(Generic[T]):
                     return True
         elif limit < 1:
             return False
+        else:
+            self._wakes.unread += 1
         items.append(item)
         waiter = self._waiter
         if waiter is not None:
@@ -209,7 +216,10 @@ class RequestStream(Generic[T]):
             await self._park()
         if self._items:
             self._folded = 0
-            return self._items.popleft()
+            item = self._items.popleft()
+            if not self._items:
+                self._wakes.unread -= 1
+            return item
         if self._reader_gone:
             raise anyio.ClosedResourceError
         raise anyio.EndOfStream
@@ -242,7 +252,10 @@ class RequestStream(Generic[T]):
                 await self._park()
         if self._items:
             self._folded = 0
-            return self._items.popleft()
+            item = self._items.popleft()
+            if not self._items:
+                self._wakes.unread -= 1
+            return item
         if self._reader_gone:
             raise anyio.ClosedResourceError
         raise StopAsyncIteration
@@ -281,6 +294,8 @@ class RequestStream(Generic[T]):
     def close_reader(self) -> None:
         """The reader goes away: later deliveries raise ``BrokenResourceError``."""
         self._reader_gone = True
+        if self._items:
+            self._wakes.unread -= 1
         self._items.clear()
         self._folded = 0
 

@@ -52,7 +52,7 @@ async def test_a_step_whose_epoch_ended_while_callers_read_is_dropped(
     await actor.handle(_step(epoch, 1, 7))
     assert ledger.child("r")[1].emitted == [7]  # type: ignore[index]
 
-    async def rebuilt_while_callers_read() -> None:
+    async def rebuilt_while_callers_read(_readers: object) -> None:
         # The scheduler rebuilds its core meanwhile: it re-adds "r" with the one token the
         # ledger holds, and will compute the next token again in the new epoch.
         ledger.new_epoch()

@@ -151,3 +151,18 @@ async def test_woken_readers_are_counted_until_they_run() -> None:
         for s in streams:
             s.close()
     assert wakes.pending == 0
+
+
+async def test_streams_holding_an_untaken_delivery_are_counted() -> None:
+    wakes = WakeCount()
+    a = RequestStream[list[int]](_sum, wakes)
+    b = RequestStream[list[int]](_sum, wakes)
+    a.send_nowait([1])
+    a.offer([2], 10)  # a second item (or a fold) on the same stream counts once
+    b.offer([3], 10)
+    assert wakes.unread == 2
+    assert await a.receive() == [1, 2]  # folded: taking the lone item empties the stream
+    assert wakes.unread == 1
+    b.close_reader()  # a reader that leaves with a delivery untaken
+    assert wakes.unread == 0
+    assert b.offer([4], 10) is None and wakes.unread == 0
