@@ -80,6 +80,7 @@ def vllm_serve_argv(python: Path, engine: EngineConfig, dtype: str, port: int) -
     argv.append("--enable-chunked-prefill" if engine.enable_chunked_prefill else
                 "--no-enable-chunked-prefill")  # fmt: skip
     pooling = engine.pooling_model() is not None
+    # vLLM's CPU platform overrides this to off (one step at a time); a GPU peer honours it.
     argv.append("--async-scheduling" if engine.resolved_async_scheduling(pooling) else
                 "--no-async-scheduling")  # fmt: skip
     return argv

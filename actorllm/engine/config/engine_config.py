@@ -178,8 +178,9 @@ class EngineConfig(msgspec.Struct, kw_only=True):
     async_scheduling: bool | None = None
     """Overlap scheduling the next step with the model running this one (two steps in
     flight). None, the default, turns it on unless the engine cannot overlap steps
-    (speculative decoding, pipeline parallel, a pooling model), as vLLM resolves it; see
-    :meth:`resolved_async_scheduling`."""
+    (speculative decoding, pipeline parallel, a pooling model), as vLLM resolves it on
+    GPUs; see :meth:`resolved_async_scheduling`. vLLM's CPU platform forces it off; here it
+    stays on on CPU as well: the served loop's turn between steps is hidden by the overlap."""
     # -- SpeculativeConfig ------------------------------------------------------------------
     speculative_config: dict[str, Any] | None = None
     """vLLM's speculative_config, e.g. '{"method": "ngram", "num_speculative_tokens": 4}'
@@ -666,7 +667,8 @@ class EngineConfig(msgspec.Struct, kw_only=True):
         """Whether steps overlap: ``async_scheduling`` when set, else on except where the
         engine keeps one step in flight (speculative decoding proposes from the previous
         step's tokens; pipeline parallel keeps a batch per stage instead; a pooling model
-        (``pooling``) has no next token to overlap with), as vLLM 0.32 resolves None."""
+        (``pooling``) has no next token to overlap with), as vLLM 0.32 resolves None on GPUs
+        (its CPU platform forces False; this one does not, see ``async_scheduling``)."""
         if self.async_scheduling is not None:
             return self.async_scheduling
         return not (pooling or self.speculative_config or self.pipeline_parallel_size > 1)
