@@ -13,6 +13,7 @@ from typing import Any
 from actorllm.core.chat_template import render_chat
 from actorllm.core.errors import EmptyPromptError, InvalidRequestError, RequestTooLongError
 from actorllm.core.output_parent import fan_out
+from actorllm.core.prompt_embeds import PromptEmbeds
 from actorllm.core.sampling_params import SamplingParams, SamplingParamsError
 
 # What generate() accepts: text, or pre-tokenized input.
@@ -37,6 +38,8 @@ class ProcessedRequest:
     # Mixed into the first block's prefix-cache hash: only requests with the same salt
     # share cached blocks (vLLM's cache_salt, given in the prompt mapping).
     cache_salt: str | None = None
+    # The prompt as embeddings (prompt_token_ids then holds placeholders of its length).
+    prompt_embeds: PromptEmbeds | None = None
 
 
 class InputProcessor:
@@ -125,6 +128,9 @@ class InputProcessor:
         is_chat: bool = False,
         chat_options: Mapping[str, Any] | None = None,
     ) -> ProcessedRequest:
+        embeds = prompt.get("prompt_embeds") if isinstance(prompt, Mapping) else None
+        if embeds is not None:
+            return self._process_embeds(request_id, prompt, embeds, params)  # type: ignore[arg-type]
         if is_chat:
             assert isinstance(prompt, Sequence)
             text = self.render_chat(prompt, **dict(chat_options or {}))  # type: ignore[arg-type]
@@ -138,6 +144,17 @@ class InputProcessor:
             kept = params.truncate_prompt(ids, self.max_model_len)
         if len(kept) != len(ids):  # the text no longer matches the ids: decode them if needed
             prompt_text, ids = None, kept
+        return self._processed(request_id, prompt, prompt_text, ids, params)
+
+    def _processed(
+        self,
+        request_id: str,
+        prompt: Any,
+        prompt_text: str | None,
+        ids: list[int],
+        params: SamplingParams,
+        embeds: PromptEmbeds | None = None,
+    ) -> ProcessedRequest:
         self.validate(ids, params)
         return ProcessedRequest(
             prompt_text=prompt_text,
@@ -145,7 +162,34 @@ class InputProcessor:
             eos_token_id=self.eos_token_id,
             children=self.fan_out(request_id, params),
             cache_salt=cache_salt_of(prompt),
+            prompt_embeds=embeds,
         )
+
+    def _process_embeds(
+        self, request_id: str, prompt: Mapping[str, Any], embeds: Any, params: SamplingParams
+    ) -> ProcessedRequest:
+        """A prompt of embeddings (checked and converted by the engine, which refuses it
+        unless ``enable_prompt_embeds``): no text, placeholder ids, no prompt logprobs."""
+        if not isinstance(embeds, PromptEmbeds):
+            raise InvalidRequestError(
+                "prompt_embeds must be a torch.Tensor of shape (seq_len, hidden_size).",
+                param="prompt_embeds",
+            )
+        if params.prompt_logprobs is not None:
+            raise InvalidRequestError(
+                "prompt_logprobs is not compatible with prompt embeds.", param="prompt_logprobs"
+            )
+        if params.pooling_params is not None:
+            raise InvalidRequestError(
+                "prompt_embeds are for generation; pooling takes text or token ids.",
+                param="prompt_embeds",
+            )
+        if params.truncate_prompt_tokens is not None:
+            raise InvalidRequestError(
+                "truncate_prompt_tokens is not supported with prompt_embeds.",
+                param="truncate_prompt_tokens",
+            )
+        return self._processed(request_id, prompt, None, embeds.placeholder_ids(), params, embeds)
 
     def validate(self, ids: list[int], params: SamplingParams) -> None:
         if not ids:

@@ -38,6 +38,7 @@ from actorllm.core.errors import InvalidStatusTransitionError
 from actorllm.core.kv_cache.block_hash import BlockHash, BlockHasher
 from actorllm.core.lora import LoRARequest
 from actorllm.core.pooling_params import PoolingParams
+from actorllm.core.prompt_embeds import EMBEDS_SALT, PromptEmbeds
 from actorllm.core.sampling_params import SamplingParams
 
 
@@ -118,6 +119,7 @@ class Request:
     __slots__ = (
         "_all_token_ids",
         "_block_hasher",
+        "_hash_ids",
         "_output_token_ids",
         "arrival_time",
         "block_hashes",
@@ -134,6 +136,7 @@ class Request:
         "num_preemptions",
         "pooling",
         "priority",
+        "prompt_embeds",
         "prompt_token_ids",
         "request_id",
         "sampling_params",
@@ -156,9 +159,12 @@ class Request:
         output_token_ids: Sequence[int] = (),
         cache_salt: str | None = None,
         lora_request: LoRARequest | None = None,
+        prompt_embeds: PromptEmbeds | None = None,
     ) -> None:
         self.request_id = request_id
         self.prompt_token_ids: list[int] = list(prompt_token_ids)
+        # The prompt as embeddings (prompt_token_ids are then placeholders of its length).
+        self.prompt_embeds = prompt_embeds
         self._output_token_ids: list[int] = list(output_token_ids)
         self._all_token_ids: list[int] = self.prompt_token_ids + self._output_token_ids
         self.sampling_params = sampling_params
@@ -170,6 +176,12 @@ class Request:
         # Mixed into the first block's hash: the cache salt and the adapter (vLLM's
         # extra_keys), so blocks computed under different adapters are never shared.
         self.hash_salt = _hash_salt(cache_salt, lora_request)
+        # What the prefix-cache hashes read: the tokens, except that an embedding prompt's
+        # positions are its rows' digests (core/prompt_embeds.py), under their own salt.
+        self._hash_ids: list[int] = self._all_token_ids
+        if prompt_embeds is not None:
+            self._hash_ids = list(prompt_embeds.hash_ids) + self._output_token_ids
+            self.hash_salt = (self.hash_salt or "") + EMBEDS_SALT
         self.status = RequestStatus.WAITING
         # Tokens whose KV is in the cache (or being computed by a step in flight).
         self.num_computed_tokens = 0
@@ -236,21 +248,25 @@ class Request:
         if isinstance(token_ids, int):
             self._output_token_ids.append(token_ids)
             self._all_token_ids.append(token_ids)
+            if self.prompt_embeds is not None:
+                self._hash_ids.append(token_ids)
         else:
             self._output_token_ids.extend(token_ids)
             self._all_token_ids.extend(token_ids)
+            if self.prompt_embeds is not None:
+                self._hash_ids.extend(token_ids)
         hasher = self._block_hasher
         if hasher is not None and len(self._all_token_ids) >= (
             (len(self.block_hashes) + 1) * hasher.block_size
         ):
-            hasher.extend(self.block_hashes, self._all_token_ids, self.hash_salt)
+            hasher.extend(self.block_hashes, self._hash_ids, self.hash_salt)
 
     def attach_block_hasher(self, hasher: BlockHasher) -> None:
         """Hash the full blocks known so far and keep hashing as tokens arrive."""
         if self._block_hasher is not None and self._block_hasher.block_size != hasher.block_size:
             self.block_hashes.clear()
         self._block_hasher = hasher
-        hasher.extend(self.block_hashes, self._all_token_ids, self.hash_salt)
+        hasher.extend(self.block_hashes, self._hash_ids, self.hash_salt)
 
     # -- status ---------------------------------------------------------------------------
 

@@ -45,6 +45,10 @@ class NewRequestData(msgspec.Struct, frozen=True, kw_only=True):
     # The LoRA adapter its rows run with (None: the base model); the worker loads it from
     # ``lora_path`` when it does not hold it.
     lora_request: LoRARequest | None = None
+    # An embedding prompt's rows, torch.Tensor [num_prompt_tokens, H] (typed Any: core/
+    # imports no torch); the worker feeds them to the model in place of the token
+    # embeddings of the prompt positions.
+    prompt_embeds: Any = None
 
 
 class CachedRequestData(msgspec.Struct, frozen=True, kw_only=True):

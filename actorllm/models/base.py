@@ -25,6 +25,8 @@ class CausalLM(nn.Module):
     packed_modules: dict[str, tuple[str, int]] = {}
     config: CheckpointConfig
     lm_head: nn.Linear
+    # forward takes ``prompt_embeds`` (rows fed as embeddings: --enable-prompt-embeds).
+    supports_prompt_embeds: bool = False
 
     def init_rotary(self, device: torch.device | str, max_positions: int | None = None) -> None:
         """Build device-side tables (RoPE cos/sin, scales) once the weights are in place."""

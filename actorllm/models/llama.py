@@ -265,6 +265,7 @@ class LlamaForCausalLM(CausalLM):
     """
 
     packed_modules = PACKED_MODULES
+    supports_prompt_embeds = True
 
     def __init__(self, cfg: CheckpointConfig, ops: Ops) -> None:
         super().__init__()
@@ -341,13 +342,20 @@ class LlamaForCausalLM(CausalLM):
         positions: torch.Tensor,
         attn_metadata: AttentionMetadata,
         kv_caches: KVCaches,
+        prompt_embeds: tuple[torch.Tensor, torch.Tensor] | None = None,
     ) -> torch.Tensor:
-        """input_ids, positions: [T] int64 -> hidden states [T, H] (final norm applied)."""
+        """input_ids, positions: [T] int64 -> hidden states [T, H] (final norm applied).
+        ``prompt_embeds``: [R] rows and the [R, H] inputs they take instead of their
+        tokens' embeddings (embedding prompts: as the decoder layers see them, after the
+        embedding scale, like HF's ``inputs_embeds``)."""
         residual: torch.Tensor | None = None
         if self.first_stage:
             x = self.model.embed_tokens(input_ids)  # [T, H]
             if self.embed_scale != 1.0:
                 x = x * self.embed_scale
+            if prompt_embeds is not None:
+                rows, values = prompt_embeds  # [R], [R, H]
+                x = x.index_copy(0, rows, values.to(x.dtype))  # [T, H]
         else:  # pipeline parallel: the previous stage's residual stream
             assert self.pipe is not None, "a later pipeline stage runs with its link"
             shape = (2, int(input_ids.shape[0]), self.config.hidden_size)

@@ -101,6 +101,15 @@ class ScriptedModel:
         # which adapter each row ran with.
         self.loras: dict[str, LoRARequest] = {}
 
+    # The width of the embedding prompts it accepts (their rows are not read: the script
+    # decides the tokens), so embedding requests go through the engine like any other.
+    EMBEDS_HIDDEN_SIZE = 8
+
+    def prompt_embeds_spec(self) -> tuple[int, object]:
+        import torch
+
+        return self.EMBEDS_HIDDEN_SIZE, torch.float32
+
     def fresh(self) -> ScriptedModel:
         """A new runner with the same settings and no state (one per data-parallel replica:
         each replica's worker thread needs its own)."""

@@ -17,7 +17,7 @@ input can be gathered on the device; :meth:`resolve_pending` later writes it on 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -80,6 +80,9 @@ class InputBatch:
         self.eos_token_id: list[int | None] = [None] * s
         # Custom logits processors, told of every slot change (None: none configured).
         self.logitsprocs: BatchProcessors | None = None
+        # Embedding prompts' rows, torch.Tensor [num_prompt_tokens, H], by request id (the
+        # prompt positions of these requests take these rows, not their placeholder ids).
+        self.prompt_embeds: dict[str, Any] = {}
 
     # -- membership ------------------------------------------------------------------
 
@@ -124,6 +127,8 @@ class InputBatch:
         self.repetition_penalty[idx] = sp.repetition_penalty
         self.params[idx] = sp
         self.eos_token_id[idx] = new.eos_token_id
+        if new.prompt_embeds is not None:
+            self.prompt_embeds[new.req_id] = new.prompt_embeds
         if self.logitsprocs is not None:
             self.logitsprocs.added(idx, sp, list(new.prompt_token_ids), list(new.output_token_ids))
         return idx
@@ -154,6 +159,7 @@ class InputBatch:
         self.req_ids[idx] = None
         self.params[idx] = None
         self.num_pending[idx] = 0
+        self.prompt_embeds.pop(req_id, None)
         if self.logitsprocs is not None:
             self.logitsprocs.removed(idx)
         return idx

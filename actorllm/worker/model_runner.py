@@ -271,6 +271,14 @@ class ModelRunner:
     def max_model_len(self) -> int:
         return self.model_config.max_model_len
 
+    def prompt_embeds_spec(self) -> tuple[int, torch.dtype] | None:
+        """(hidden size, dtype) of the rows an embedding prompt feeds the model; None when
+        the model's code does not take them."""
+        model_cls = type(self.model) if self.model is not None else None
+        if model_cls is None or not model_cls.supports_prompt_embeds:
+            return None
+        return int(self.model_config.hidden_size), self.dtype
+
     # -- lifecycle -------------------------------------------------------------------
 
     def load_model(self) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -64,6 +65,9 @@ class InputPlan:
     # Speculative decoding: [N] logits rows of each sampling request (its drafts + 1), whose
     # rows in ``sample_hidden_rows`` are consecutive; None: one row each.
     sample_counts: np.ndarray | None = None
+    # Embedding prompts: the [R] rows of the step that are prompt positions of such a
+    # request and the [R, H] embeddings they take instead of their placeholder tokens'.
+    prompt_embeds: tuple[np.ndarray, torch.Tensor] | None = None
 
     @property
     def num_tokens(self) -> int:
@@ -85,6 +89,12 @@ class StepInputs:
     sample_mask: np.ndarray  # [B] bool, request samples this step
     sample_hidden_rows: torch.Tensor  # [N] int64, last row of each sampling request
     prompt_logprobs: list[PromptLogprobsPlan]
+    # [R] int64 rows and their [R, H] embeddings (embedding prompts), on the device.
+    prompt_embeds: tuple[torch.Tensor, torch.Tensor] | None = None
+
+    def model_kwargs(self) -> dict[str, Any]:
+        """The model call's optional arguments: the embedding prompts' rows, if any."""
+        return {} if self.prompt_embeds is None else {"prompt_embeds": self.prompt_embeds}
 
 
 class PendingInputError(SchedulerProtocolError):
@@ -176,7 +186,30 @@ def plan_step(
             t[rep_slots, block_idx].astype(np.int64) * bs + offset for t in others
         ),  # each [T]
         sample_counts=sample_counts,
+        prompt_embeds=_plan_prompt_embeds(batch, req_ids, start, end, qsl)
+        if batch.prompt_embeds
+        else None,
     )
+
+
+def _plan_prompt_embeds(
+    batch: InputBatch, req_ids: list[str], start: np.ndarray, end: np.ndarray, qsl: np.ndarray
+) -> tuple[np.ndarray, torch.Tensor] | None:
+    """The step's rows at embedding-prompt positions and their embeddings (None: none)."""
+    rows: list[np.ndarray] = []
+    parts: list[torch.Tensor] = []
+    for b, rid in enumerate(req_ids):
+        embeds = batch.prompt_embeds.get(rid)
+        if embeds is None:
+            continue
+        lo, hi = int(start[b]), min(int(end[b]), int(embeds.shape[0]))
+        if lo >= hi:
+            continue  # past its prompt: generated tokens embed as usual
+        rows.append(np.arange(hi - lo, dtype=np.int64) + qsl[b])
+        parts.append(embeds[lo:hi])  # [hi - lo, H]
+    if not rows:
+        return None
+    return np.concatenate(rows), torch.cat(parts)  # [R], [R, H]
 
 
 def _scheduled_rows(
@@ -232,6 +265,12 @@ def step_inputs_from_tensors(
             for t, m in group_tables
         )
         meta = dataclasses.replace(meta, other_groups=others)
+    embeds = None
+    if plan.prompt_embeds is not None:
+        rows, values = plan.prompt_embeds
+        # On CUDA a copy from pageable host memory: it waits for the copy (prefill steps of
+        # embedding prompts only; their rows are not staged in the pinned buffers).
+        embeds = (_dev(rows, input_ids.device), values.to(input_ids.device))
     return StepInputs(
         input_ids=input_ids,
         positions=positions,
@@ -241,6 +280,7 @@ def step_inputs_from_tensors(
         sample_mask=plan.sample_mask,
         sample_hidden_rows=sample_hidden_rows,
         prompt_logprobs=plan.prompt_logprobs,
+        prompt_embeds=embeds,
     )
 
 

@@ -134,7 +134,7 @@ class StepLauncher:
         ``drafts``: the speculative requests' drafts (the plan's ``sample_counts``)."""
         t0 = time.perf_counter()
         size = None
-        if self.graphs is not None and plan.is_decode:
+        if self.graphs is not None and plan.is_decode and plan.prompt_embeds is None:
             size = self.graphs.size_for(len(plan.req_ids))
         step, fill_rows, fill_src, buffer_set = self._inputs(
             pad_decode_plan(plan, size) if size is not None else plan
@@ -150,7 +150,9 @@ class StepLauncher:
                 return self._launch_deferred(
                     model, kv_caches, batch, sampler, plan, step, step_id, grammar, t0
                 )
-            hidden = model(step.input_ids, step.positions, step.attn_metadata, kv_caches)  # [T, H]
+            hidden = model(
+                step.input_ids, step.positions, step.attn_metadata, kv_caches, **step.model_kwargs()
+            )  # [T, H]
         sample_slots = plan.slots[plan.sample_mask]  # [N]
         counts = plan.sample_counts  # [N] rows per sampling request (speculative), or None
         row_slots, offsets = sample_slots, None
@@ -239,7 +241,13 @@ class StepLauncher:
 
         def finish() -> None:
             with self.streams.compute_scope(), torch.inference_mode():
-                hidden = model(step.input_ids, step.positions, step.attn_metadata, kv_caches)
+                hidden = model(
+                    step.input_ids,
+                    step.positions,
+                    step.attn_metadata,
+                    kv_caches,
+                    **step.model_kwargs(),
+                )  # [T, H]
                 if meta is not None:
                     rows_h = hidden.index_select(0, step.sample_hidden_rows)  # [N, H]
                     out = sampler(model.compute_logits(rows_h, float32=False), meta)

@@ -6,7 +6,7 @@ Switching the end-to-end tests to the real engine is the one line in ``engine_fa
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import AbstractAsyncContextManager
+from contextlib import AbstractAsyncContextManager, contextmanager
 from typing import Any
 
 import pytest
@@ -24,6 +24,21 @@ def engine_factory(engine: FakeEngine) -> AbstractAsyncContextManager[Any]:
 @pytest.fixture(scope="module")
 def engine() -> FakeEngine:
     return FakeEngine(token_delay_s=0.001)
+
+
+@contextmanager
+def real_server(model: str, **engine_kwargs: Any) -> Iterator[ServerThread]:
+    """``AsyncEngine.open(model, **engine_kwargs)`` served on a thread; on exit it stops,
+    and the server must not have failed."""
+    from actorllm.engine import AsyncEngine
+
+    app = build_app(lambda: AsyncEngine.open(model, **engine_kwargs), AppSettings(log_interval_s=0))
+    srv = ServerThread(app).start(timeout_s=240)
+    try:
+        yield srv
+    finally:
+        srv.stop()
+    assert srv.error is None
 
 
 def start_server(engine: FakeEngine, worker_class: str = "trio", **settings: Any) -> ServerThread:

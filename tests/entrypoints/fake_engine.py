@@ -90,6 +90,7 @@ class FakeEngine:
         self.max_model_len = max_model_len
         self.tokenizer = demo_tokenizer()
         self.vocab_size = len(self.tokenizer)
+        self.prompt_embeds_spec = None  # enable_prompt_embeds off
         self.stats = RequestStats(max_model_len)  # what the engine's output path records
         self.config = EngineConfig(
             scheduling_policy=scheduling_policy,  # type: ignore[arg-type]

@@ -10,8 +10,7 @@ import openai
 import pytest
 
 from actorllm.demo import demo_tokenizer_path
-from actorllm.engine import AsyncEngine
-from actorllm.entrypoints.openai.app import AppSettings, build_app
+from tests.entrypoints.conftest import real_server
 from tests.entrypoints.server_thread import ServerThread
 from tests.helpers.quant_checkpoints import write_quantized
 
@@ -31,17 +30,11 @@ def checkpoints(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 
 @pytest.fixture(scope="module")
 def server(checkpoints: tuple[Path, Path]) -> Iterator[ServerThread]:
-    app = build_app(
-        lambda: AsyncEngine.open(
-            str(checkpoints[1]), max_model_len=64, kv_cache_memory_bytes=4 * 2**20,
-            quantization="gptq", dtype="float32",
-        ),
-        AppSettings(log_interval_s=0),
-    )  # fmt: skip
-    srv = ServerThread(app).start(timeout_s=240)
-    yield srv
-    srv.stop()
-    assert srv.error is None
+    with real_server(
+        str(checkpoints[1]), max_model_len=64, kv_cache_memory_bytes=4 * 2**20,
+        quantization="gptq", dtype="float32",
+    ) as srv:  # fmt: skip
+        yield srv
 
 
 def test_gptq_over_http_matches_the_reference(

@@ -29,7 +29,6 @@ REFUSED = {
     "--hf-config-path",
     "--rope-theta",
     "--skip-tokenizer-init",
-    "--enable-prompt-embeds",
     "--logits-processor-pattern",
     "--override-attention-dtype",
     "--io-processor-plugin",

@@ -219,7 +219,6 @@ FOREIGN: list[Foreign] = [
     _r("--config-format", why="only Hugging Face configs are read", same=("auto", "hf")),
     _r("--model-impl", why="only actorllm's own model code runs", same=("auto",)),
     _r("--logprobs-mode", why="logprobs are the model's raw ones", same=("raw_logprobs",)),
-    _r("--enable-prompt-embeds", value=False, why="prompt embeddings are not supported"),
     _r("--kv-cache-dtype", why="the KV cache uses the model's dtype", same=("auto",)),
     _r("--mamba-cache-dtype", why="no supported model has Mamba layers", same=("auto",)),
     _r("--mamba-ssm-cache-dtype", why="no supported model has Mamba layers", same=("auto",)),

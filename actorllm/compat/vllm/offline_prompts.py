@@ -1,11 +1,12 @@
 """The prompt forms the synchronous facades accept, as vLLM's ``LLM.generate`` does.
 
-A prompt is a string, ``{"prompt": str}`` (a :class:`TextPrompt`) or
+A prompt is a string, ``{"prompt": str}`` (a :class:`TextPrompt`),
 ``{"prompt_token_ids": [int, ...]}`` (a :class:`TokensPrompt`; both keys together: the ids
-are used and the text is reported back). ``generate`` takes one
-prompt or a list mixing those forms. Anything else (a bare list of ints, a key this engine
-does not support such as ``multi_modal_data``) is refused with an ``InvalidRequestError``
-naming ``prompt``, before any request starts.
+are used and the text is reported back) or ``{"prompt_embeds": tensor}`` (vLLM's
+``EmbedsPrompt``, with ``--enable-prompt-embeds``); any of them may carry ``cache_salt``.
+``generate`` takes one prompt or a list mixing those forms. Anything else (a bare list of
+ints, a key this engine does not support such as ``multi_modal_data``) is refused with an
+``InvalidRequestError`` naming ``prompt``, before any request starts.
 
     >>> as_prompt_list(["a", {"prompt_token_ids": [1, 2]}])
     ['a', {'prompt_token_ids': [1, 2]}]
@@ -37,7 +38,7 @@ class TokensPrompt(TypedDict):
 
 
 Prompt = str | Mapping[str, Any]
-SUPPORTED_KEYS = frozenset({"prompt", "prompt_token_ids"})
+SUPPORTED_KEYS = frozenset({"prompt", "prompt_token_ids", "prompt_embeds", "cache_salt"})
 
 T = TypeVar("T")
 
@@ -50,12 +51,18 @@ def check_prompt(prompt: object) -> Prompt:
         unknown = sorted(str(k) for k in prompt if k not in SUPPORTED_KEYS)
         if unknown:
             raise InvalidRequestError(
-                f"prompt keys {unknown} are not supported (only 'prompt' and 'prompt_token_ids').",
+                f"prompt keys {unknown} are not supported (only 'prompt', 'prompt_token_ids', "
+                "'prompt_embeds' and 'cache_salt').",
                 param="prompt",
             )
-        if "prompt_token_ids" not in prompt and not isinstance(prompt.get("prompt"), str):
+        if (
+            "prompt_token_ids" not in prompt
+            and "prompt_embeds" not in prompt
+            and not isinstance(prompt.get("prompt"), str)
+        ):
             raise InvalidRequestError(
-                "a prompt dict needs 'prompt' (a string) or 'prompt_token_ids'.", param="prompt"
+                "a prompt dict needs 'prompt' (a string), 'prompt_token_ids' or 'prompt_embeds'.",
+                param="prompt",
             )
         return prompt
     if isinstance(prompt, int):

@@ -443,6 +443,7 @@ class Scheduler:
                 num_computed_tokens=r.num_computed_tokens,
                 eos_token_id=r.eos_token_id,
                 lora_request=r.lora_request,
+                prompt_embeds=None if r.prompt_embeds is None else r.prompt_embeds.tensor,
             )
             for r in plan.new_reqs
         ]

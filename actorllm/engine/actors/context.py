@@ -9,6 +9,7 @@ the tokenizer, the input processing) is handed to that actor alone through its `
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from actorllm.engine.actors.messages import EngineRefs
 from actorllm.engine.config.engine_config import EngineConfig
@@ -31,6 +32,8 @@ class ModelInfo:
     kv_group_windows: tuple[int | None, ...] = (None,)
     # A pooling model (its tasks, pooling and sizes); None: a generative model.
     pooling: PoolingModel | None = None
+    # With enable_prompt_embeds: (hidden size, torch dtype) of an embedding prompt's rows.
+    prompt_embeds: tuple[int, Any] | None = None
 
     @property
     def sliding_window(self) -> int | None:

@@ -87,6 +87,7 @@ class InputProcessorActor(Actor[InputMsg]):
             eos_token_id=processed.eos_token_id,
             children=[(c.child_id, c.params) for c in children],
             cache_salt=processed.cache_salt,
+            prompt_embeds=processed.prompt_embeds,
         )
         await self.ctx.refs.output_processor.send(
             RegisterRequest(
@@ -110,6 +111,7 @@ class InputProcessorActor(Actor[InputMsg]):
                     children=children,
                     cache_salt=processed.cache_salt,
                     lora_request=msg.lora_request,
+                    prompt_embeds=processed.prompt_embeds,
                 )
             ),
             checkpoint=False,

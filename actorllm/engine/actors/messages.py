@@ -55,6 +55,7 @@ from actorllm.actors import ActorRef, Reply
 from actorllm.core.engine_core_output import EngineCoreOutputs, SchedulerStats
 from actorllm.core.lora import LoRARequest
 from actorllm.core.model_runner_output import ModelRunnerOutput
+from actorllm.core.prompt_embeds import PromptEmbeds
 from actorllm.core.request import RequestStatus
 from actorllm.core.sampling_params import SamplingParams
 from actorllm.core.scheduler.kv_connector import KVConnectorMetadata
@@ -94,6 +95,8 @@ class NewRequest(_Msg, frozen=True, kw_only=True):
     children: list[Child]
     cache_salt: str | None = None  # mixed into the prefix-cache hashes (vLLM's cache_salt)
     lora_request: LoRARequest | None = None  # the adapter its rows run with (None: base)
+    # The prompt as embeddings (prompt_token_ids: placeholders of its length).
+    prompt_embeds: PromptEmbeds | None = None
 
 
 # -- router ------------------------------------------------------------------------------

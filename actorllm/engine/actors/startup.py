@@ -235,7 +235,22 @@ def _model_info(config: EngineConfig, runner: Runner, blocks: int) -> ModelInfo:
         num_blocks=blocks,
         kv_group_windows=tuple(runner.kv_group_windows),
         pooling=config.pooling_model(),
+        prompt_embeds=_prompt_embeds_spec(config, runner),
     )
+
+
+def _prompt_embeds_spec(config: EngineConfig, runner: Runner) -> tuple[int, Any] | None:
+    """The rows an embedding prompt feeds the model, with enable_prompt_embeds; refused
+    by name when the model's code does not take them."""
+    if not config.enable_prompt_embeds:
+        return None
+    spec = getattr(runner, "prompt_embeds_spec", None)
+    found = spec() if spec is not None else None
+    if found is None:
+        raise EngineConfigError(
+            "enable_prompt_embeds", "this model's code does not take prompt embeddings."
+        )
+    return found
 
 
 async def build_runner(

@@ -265,6 +265,12 @@ class AsyncEngine:
         return self._ctx.model.vocab_size
 
     @property
+    def prompt_embeds_spec(self) -> tuple[int, Any] | None:
+        """(hidden size, dtype) of the embedding prompts it takes; None: it takes none
+        (``enable_prompt_embeds`` off)."""
+        return self._ctx.model.prompt_embeds
+
+    @property
     def pooling_model(self) -> PoolingModel | None:
         """What the pooling model offers (tasks, pooling, sizes); None: text generation."""
         return self._ctx.model.pooling

@@ -15,8 +15,10 @@ from typing import Any
 import anyio
 
 from actorllm.core.beam_search import BeamSearchParams, BeamSearchState, StepResult
+from actorllm.core.errors import InvalidRequestError
 from actorllm.core.outputs import CompletionOutput, RequestOutput
 from actorllm.core.sampling_params import SamplingParams
+from actorllm.engine.api.prompt_embeds import has_prompt_embeds
 from actorllm.engine.errors import RequestFailedError
 
 # generate(prompt, params, request_id=..., lora_request=..., priority=...) -> outputs
@@ -50,6 +52,11 @@ async def run_beam_search(
     logprobs per generated position to keep for the caller (at least ``2 * beam_width``
     are computed anyway). A step request that fails raises ``RequestFailedError``; an
     aborted one ends the search with ``"abort"`` beams."""
+    if has_prompt_embeds(prompt):  # the beams continue as token ids: no rows to extend
+        raise InvalidRequestError(
+            "beam search does not take prompt_embeds (its beams are token-id prompts).",
+            param="prompt_embeds",
+        )
     step = params.step_params(logprobs)
     first = await _one(generate, prompt, step, f"{request_id}-beam-0", lora_request, priority)
     if first.error is not None or first.outputs[0].finish_reason == "error":

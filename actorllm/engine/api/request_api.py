@@ -21,12 +21,14 @@ from actorllm.core.input_processor import PromptType
 from actorllm.core.lora import LoRARequest
 from actorllm.core.outputs import RequestOutput
 from actorllm.core.pooling_params import PoolingParams
+from actorllm.core.prompt_embeds import PromptEmbeds
 from actorllm.core.sampling_params import SamplingParams
 from actorllm.engine.actors.messages import Abort, ChatOptions, Generate
 from actorllm.engine.api.engine_status import EngineStatus, live_replicas
 from actorllm.engine.api.overload import check_waiting_bound
 from actorllm.engine.api.pooling_outputs import PoolingOutput, PoolingRequestOutput
 from actorllm.engine.api.pooling_requests import check_pooling, pooling_sampling_params
+from actorllm.engine.api.prompt_embeds import has_prompt_embeds, to_prompt_embeds
 from actorllm.engine.api.request_fields import check_priority, monotonic_arrival
 from actorllm.engine.errors import EngineDeadError, InvalidRequestError, RequestFailedError
 
@@ -161,6 +163,12 @@ class RequestAPI:
         if lora_request is not None:
             lora_request = await self._loras.ensure(lora_request)
         check_priority(priority, ctx.config)
+        if has_prompt_embeds(prompt) and not isinstance(prompt["prompt_embeds"], PromptEmbeds):
+            # checked, cast and fingerprinted off the loop
+            embeds = await anyio.to_thread.run_sync(
+                to_prompt_embeds, prompt["prompt_embeds"], ctx.model.prompt_embeds
+            )
+            prompt = {**prompt, "prompt_embeds": embeds}
         check_waiting_bound(
             ctx.ledger,
             (r.ctx.admission.running for r in live_replicas(self._parts)),

@@ -57,6 +57,10 @@ ENGINE_CONFIG_HELP: Mapping[str, Mapping[str, str]] = {
             "The most logprobs a request may ask for per token (logprobs, top_logprobs, "
             "prompt_logprobs); -1: the whole vocabulary (a request's -1 asks for it)."
         ),
+        "enable_prompt_embeds": (
+            "Accept prompts given as embeddings: {'prompt_embeds': tensor [T, H]} in "
+            "generate, base64 torch.save bytes in a completion's prompt_embeds."
+        ),
         "chat_template": (
             "A Jinja chat template replacing the tokenizer's: a file path, or the template "
             "itself written inline."

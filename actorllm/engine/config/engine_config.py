@@ -86,6 +86,9 @@ class EngineConfig(msgspec.Struct, kw_only=True):
     max_logprobs: int = 20
     """The most logprobs a request may ask for per token (logprobs, top_logprobs,
     prompt_logprobs); -1: the whole vocabulary. vLLM's default, 20."""
+    enable_prompt_embeds: bool = False
+    """Accept prompts given as embeddings ({"prompt_embeds": tensor [T, H]} in generate,
+    base64 torch.save bytes in a completion's prompt_embeds), vLLM's flag."""
     chat_template: str | None = None
     """A Jinja chat template replacing the tokenizer's: a file path, or the template itself
     written inline."""
@@ -421,6 +424,28 @@ class EngineConfig(msgspec.Struct, kw_only=True):
         if self.shutdown_timeout < 0:
             raise EngineConfigError("shutdown_timeout", "must be non-negative.")
         self._check_speculative()
+        self._check_prompt_embeds()
+
+    def _check_prompt_embeds(self) -> None:
+        """Prompt embeddings travel as tensors inside the process: not (yet) to other
+        ranks, replicas or hosts, and not through a draft model's proposer."""
+        if not self.enable_prompt_embeds:
+            return
+        for name, value in (
+            ("tensor_parallel_size", self.tensor_parallel_size),
+            ("pipeline_parallel_size", self.pipeline_parallel_size),
+            ("data_parallel_size", self.data_parallel_size),
+        ):
+            if value > 1:
+                raise EngineConfigError("enable_prompt_embeds", f"is not built for {name} > 1 yet.")
+        if self.distributed_executor_backend == "ray":
+            raise EngineConfigError(
+                "enable_prompt_embeds", "is not built for distributed_executor_backend ray yet."
+            )
+        if self.speculative_config:
+            raise EngineConfigError(
+                "enable_prompt_embeds", "is not built with speculative_config yet."
+            )
 
     def _check_speculative(self) -> None:
         spec = self.speculative()  # raises naming the key at fault

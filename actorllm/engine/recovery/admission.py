@@ -46,6 +46,7 @@ import msgspec
 
 from actorllm.core.errors import InvalidRequestError
 from actorllm.core.lora import LoRARequest
+from actorllm.core.prompt_embeds import PromptEmbeds
 from actorllm.core.request import Request, RequestStatus
 from actorllm.engine.actors.messages import ReplicaSchedulerStats
 from actorllm.engine.recovery.admission_states import (
@@ -349,6 +350,7 @@ class Admission:
             children,
             request.cache_salt,
             request.lora_request,
+            request.prompt_embeds,
         )
 
     def adopt(self, request_ids: Iterable[str]) -> None:
@@ -382,6 +384,7 @@ class Admission:
             children,
             entry.cache_salt,
             entry.lora_request,
+            entry.prompt_embeds,
         )  # validated before: only a changed model could refuse it (then it is FAILED)
 
     def _add(
@@ -394,6 +397,7 @@ class Admission:
         children: list[tuple[str, Any, list[int]]],
         cache_salt: str | None = None,
         lora_request: LoRARequest | None = None,
+        prompt_embeds: PromptEmbeds | None = None,
     ) -> Failure | None:
         core = self.core
         for child_id, params, emitted in children:
@@ -411,6 +415,7 @@ class Admission:
                         output_token_ids=emitted,
                         cache_salt=cache_salt,
                         lora_request=lora_request,
+                        prompt_embeds=prompt_embeds,
                     )
                 )
             except InvalidRequestError as exc:

@@ -60,6 +60,7 @@ from actorllm.core.engine_core_output import FinishReason
 from actorllm.core.lora import LoRARequest
 from actorllm.core.model_runner_output import TokenLogprobs
 from actorllm.core.outputs import RequestOutput
+from actorllm.core.prompt_embeds import PromptEmbeds
 from actorllm.core.sampling_params import RequestOutputKind, SamplingParams
 from actorllm.core.transitions import format_table, lookup
 from actorllm.engine.api.request_stream import RequestStream, WakeCount
@@ -160,6 +161,7 @@ class LedgerEntry:
     prompt_text: str | None = None  # the rendered prompt (after the chat template)
     eos_token_id: int | None = None
     cache_salt: str | None = None  # the prompt's prefix-cache salt (kept for replays)
+    prompt_embeds: PromptEmbeds | None = None  # an embedding prompt (kept for replays)
     lora_request: LoRARequest | None = None  # its adapter (kept for replays; None: base)
     children: dict[str, ChildState] = field(default_factory=dict)
     # (core epoch, step id) of the last step the output processor applied to this request.
@@ -293,6 +295,7 @@ class RequestLedger:
         eos_token_id: int | None,
         children: list[tuple[str, SamplingParams]],
         cache_salt: str | None = None,
+        prompt_embeds: PromptEmbeds | None = None,
     ) -> None:
         """The input processor's result, kept for recovery (idempotent: a retry after a crash
         records the same children again)."""
@@ -300,6 +303,7 @@ class RequestLedger:
         entry.prompt_text = prompt_text
         entry.eos_token_id = eos_token_id
         entry.cache_salt = cache_salt
+        entry.prompt_embeds = prompt_embeds
         for child_id, params in children:
             child = entry.children.get(child_id)
             if child is None:

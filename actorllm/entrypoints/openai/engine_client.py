@@ -38,6 +38,9 @@ class EngineClient(Protocol):
     def vocab_size(self) -> int: ...
 
     @property
+    def prompt_embeds_spec(self) -> tuple[int, Any] | None: ...
+
+    @property
     def config(self) -> Any: ...  # EngineConfig; the serving layer reads scheduling_policy
 
     @property

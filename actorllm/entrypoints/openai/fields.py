@@ -81,7 +81,8 @@ UNSUPPORTED: dict[str, Refusal] = {
     ),
     "suffix": Refusal("suffix (fill-in-the-middle)", (None, "")),
     # inputs and plumbing this server does not have
-    "prompt_embeds": Refusal("prompt embeddings", (None, [])),
+    # completions declare it (--enable-prompt-embeds); chat has no such field in vLLM
+    "prompt_embeds": Refusal("prompt embeddings (a completions field)", (None, [])),
     "mm_processor_kwargs": Refusal(_TEXT_ONLY, _FALSY),
     "media_io_kwargs": Refusal(_TEXT_ONLY, _FALSY),
     "audio": Refusal(_TEXT_ONLY),

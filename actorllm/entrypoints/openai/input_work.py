@@ -53,6 +53,14 @@ def prompt_chars(prompt: Any) -> int:
     return 0
 
 
+def embeds_chars(embeds: str | list[str] | None) -> int:
+    """Characters of a completion's base64 ``prompt_embeds`` (decoded, loaded and hashed:
+    the same order of work per character as tokenizing)."""
+    if embeds is None:
+        return 0
+    return len(embeds) if isinstance(embeds, str) else sum(len(e) for e in embeds)
+
+
 def messages_chars(messages: Sequence[ChatMessage]) -> int:
     """Characters of a chat's messages (what the template renders and the tokenizer reads)."""
     return sum(len(content_text(m.content)) for m in messages)

@@ -58,6 +58,7 @@ class Served:
     has_chat_template: bool = True  # the tokenizer has one: pooling requests take messages
     matryoshka: bool = False  # embeddings may be cut (`dimensions`)
     embedding_size: int = 0
+    prompt_embeds: bool = False  # --enable-prompt-embeds: completions take prompt_embeds
     # POST /v1/load_lora_adapter and /v1/unload_lora_adapter exist
     # (ACTORLLM_ALLOW_RUNTIME_LORA_UPDATING)
     runtime_lora: bool = False
@@ -276,6 +277,43 @@ def _prompt_forms(components: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _completion_prompt_rule(schema: dict[str, Any], embeds: bool) -> None:
+    """A completion needs a non-empty ``prompt`` or, with --enable-prompt-embeds, non-empty
+    ``prompt_embeds`` (then ``prompt`` may be ``""``); without the flag ``prompt_embeds``
+    takes only its off values."""
+    forms = schema["properties"]["prompt"]
+    schema["properties"]["prompt"] = {"anyOf": [*forms["anyOf"], {"type": "null"}]}
+    need = [{"required": ["prompt"], "properties": {"prompt": forms}}]
+    if embeds:
+        item = {"type": "string", "minLength": 1, "contentEncoding": "base64"}
+        schema["properties"]["prompt_embeds"] = {
+            "anyOf": [item, {"type": "array", "items": item}, {"type": "null"}],
+            "description": "base64 of torch.save(tensor [seq_len, hidden_size]), or a list.",
+        }
+        schema["properties"]["prompt"]["anyOf"].append({"const": ""})
+        need.append(
+            {
+                "required": ["prompt_embeds"],
+                "properties": {
+                    "prompt_embeds": {
+                        "anyOf": [item, {"type": "array", "items": item, "minItems": 1}]
+                    }
+                },
+            }
+        )
+    else:
+        schema["properties"]["prompt_embeds"] = {
+            "anyOf": [{"type": "null"}, {"type": "array", "maxItems": 0}],
+            "description": "Refused: the server was not started with --enable-prompt-embeds.",
+        }
+    schema["anyOf"] = need
+    required = [r for r in schema.get("required", []) if r != "prompt"]
+    if required:
+        schema["required"] = required
+    else:
+        schema.pop("required", None)
+
+
 def _if_set(field: str, value: Any = None) -> dict[str, Any]:
     cond: dict[str, Any] = {"required": [field]}
     cond["properties"] = {
@@ -460,6 +498,7 @@ def openapi_document(*, dev_mode: bool, api_key: bool, served: Served) -> dict[s
     ref = dict(zip(everything, refs, strict=True))
     _fill_served(components, served)
     _cross_field_rules(components)
+    _completion_prompt_rule(components["CompletionRequest"], served.prompt_embeds)
     if not served.trust_request_chat_template:
         for name in ("ChatCompletionRequest", "TokenizeRequest", _BATCH, "EmbeddingRequest",
                      "PoolingRequest", "ClassificationRequest"):  # fmt: skip

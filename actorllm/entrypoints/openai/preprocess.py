@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from actorllm.core.chat_template import render_chat as core_render_chat
+from actorllm.core.prompt_embeds import PromptEmbeds
+from actorllm.engine.api.prompt_embeds import decode_prompt_embeds
 from actorllm.entrypoints.openai.errors import bad_request
 from actorllm.entrypoints.openai.protocol.chat_request import (
     AssistantMessage,
@@ -35,10 +37,15 @@ class Prompt:
     """One prompt as the engine will run it."""
 
     text: str | None  # None: only token ids were given (or they were truncated)
-    token_ids: list[int]
+    token_ids: list[int]  # an embedding prompt: placeholders of its length
+    embeds: PromptEmbeds | None = None  # the prompt as embeddings (prompt_embeds)
 
     def engine_input(self, cache_salt: str | None = None) -> dict[str, Any]:
-        out: dict[str, Any] = {"prompt_token_ids": self.token_ids}
+        out: dict[str, Any]
+        if self.embeds is not None:
+            out = {"prompt_embeds": self.embeds}
+        else:
+            out = {"prompt_token_ids": self.token_ids}
         if self.text is not None:
             out["prompt"] = self.text
         if cache_salt is not None:
@@ -80,11 +87,26 @@ def truncate(prompt: Prompt, k: int | None, max_model_len: int, side: str | None
     return Prompt(text=None, token_ids=ids)
 
 
+def embeds_prompts(items: str | list[str] | None, spec: tuple[int, Any] | None) -> list[Prompt]:
+    """A completion's ``prompt_embeds`` as prompts (each base64 of ``torch.save``), which
+    vLLM runs before the text prompts. Errors are a 400 naming ``prompt_embeds``."""
+    if items is None:
+        return []
+    out = []
+    for item in [items] if isinstance(items, str) else items:
+        embeds = decode_prompt_embeds(item, spec)
+        out.append(Prompt(text=None, token_ids=embeds.placeholder_ids(), embeds=embeds))
+    return out
+
+
 def completion_prompts(
     prompt: Any, tokenizer: Any, *, add_special_tokens: bool, vocab_size: int
 ) -> list[Prompt]:
     """A completion's ``prompt`` field as prompts (one per batch entry); token ids must be
-    in the vocabulary (the document says so: ``maximum``)."""
+    in the vocabulary (the document says so: ``maximum``). None or "": none (the request
+    has prompt_embeds: ``request_rules`` refused it otherwise)."""
+    if prompt is None or prompt == "":
+        return []
     try:
         batch = prompt_batch(prompt)
     except ValueError as exc:

@@ -43,6 +43,8 @@ def _check_prompt(raw: dict[str, Any]) -> None:
         raise bad_request(
             "Either prompt or prompt_embeds must be provided and non-empty.", "prompt"
         )
+    if prompt == "":
+        del raw["prompt"]  # beside prompt_embeds "" is no prompt (vLLM's clients send it)
 
 
 def _check_logit_bias_keys(bias: dict[str, Any]) -> None:

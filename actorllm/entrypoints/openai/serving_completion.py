@@ -19,10 +19,15 @@ from actorllm.core.sampling_params import RequestOutputKind, SamplingParams
 from actorllm.engine.api.request_fields import check_priority
 from actorllm.entrypoints.openai.beam_request import beam_params
 from actorllm.entrypoints.openai.errors import bad_request
-from actorllm.entrypoints.openai.input_work import prompt_chars, run_input_work
+from actorllm.entrypoints.openai.input_work import embeds_chars, prompt_chars, run_input_work
 from actorllm.entrypoints.openai.logprobs import TokenText, completion_logprobs, prompt_logprobs
 from actorllm.entrypoints.openai.lora_models import lora_options, resolve_model
-from actorllm.entrypoints.openai.preprocess import completion_prompts, fit_max_tokens, truncate
+from actorllm.entrypoints.openai.preprocess import (
+    completion_prompts,
+    embeds_prompts,
+    fit_max_tokens,
+    truncate,
+)
 from actorllm.entrypoints.openai.protocol.completion import (
     CompletionChoice,
     CompletionRequest,
@@ -56,14 +61,23 @@ async def create_completion(ctx: ServingContext, req: CompletionRequest, receive
     check_priority(req.priority, engine.config)  # vLLM: non-zero only under the priority policy
     kind = RequestOutputKind.DELTA if req.stream else RequestOutputKind.FINAL_ONLY
     max_len = engine.max_model_len
+    if req.prompt_embeds:
+        _check_embeds_options(req)
     encoded = await run_input_work(
-        lambda: completion_prompts(
-            req.prompt,
-            engine.tokenizer,
-            add_special_tokens=req.add_special_tokens,
-            vocab_size=engine.vocab_size,
+        lambda: (
+            (
+                embeds_prompts(req.prompt_embeds, engine.prompt_embeds_spec)
+                if req.prompt_embeds
+                else []
+            )
+            + completion_prompts(
+                req.prompt,
+                engine.tokenizer,
+                add_special_tokens=req.add_special_tokens,
+                vocab_size=engine.vocab_size,
+            )
         ),
-        prompt_chars(req.prompt),
+        prompt_chars(req.prompt) + embeds_chars(req.prompt_embeds),
         ctx.input_limiter,
     )
     prompts = [
@@ -135,6 +149,23 @@ def _start(
     return engine.beam_search(
         prompt, beams, request_id, priority=req.priority, logprobs=req.logprobs, lora_request=lora
     )
+
+
+def _check_embeds_options(req: CompletionRequest) -> None:
+    """What vLLM refuses alongside prompt_embeds, in its words."""
+    if req.echo:
+        raise bad_request("Echo is unsupported with prompt embeds.", "echo")
+    if req.prompt_logprobs is not None:
+        raise bad_request(
+            "prompt_logprobs is not compatible with prompt embeds.", "prompt_logprobs"
+        )
+    if req.truncate_prompt_tokens is not None:
+        raise bad_request(
+            "truncate_prompt_tokens is not supported with prompt_embeds.",
+            "truncate_prompt_tokens",
+        )
+    if req.use_beam_search:
+        raise bad_request("use_beam_search is not supported with prompt_embeds.", "prompt_embeds")
 
 
 def _capped(max_tokens: int, cap: float | None) -> int:

@@ -25,7 +25,10 @@ PromptInput = NonEmptyStr | PromptBatch
 
 
 class CompletionRequest(SamplingFields, kw_only=True):
-    prompt: PromptInput
+    prompt: PromptInput | None = None  # request_rules: this or prompt_embeds
+    # vLLM's: base64 of torch.save(tensor [T, H]), or a list of them (one prompt each, run
+    # before the text prompts), with --enable-prompt-embeds.
+    prompt_embeds: str | list[str] | None = None
     max_tokens: MaxTokens | None = 16
     logprobs: NumLogprobs | None = None
     echo: bool = False

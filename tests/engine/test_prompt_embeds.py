@@ -1,0 +1,126 @@
+"""Embedding prompts (``--enable-prompt-embeds``, vLLM's ``{"prompt_embeds": tensor}``): the
+rows feed the model in place of token embeddings; greedy outputs equal HF transformers'
+``generate(inputs_embeds=...)``; the prefix cache shares blocks only between equal rows; bad
+tensors are refused by name."""
+
+import pytest
+import torch
+import transformers
+
+from actorllm import LLM, SamplingParams
+from actorllm.core.errors import InvalidRequestError
+from actorllm.engine.config import EngineConfig, EngineConfigError
+
+GREEDY = SamplingParams(temperature=0.0, max_tokens=8)
+SMALL = dict(max_model_len=256, kv_cache_memory_bytes=8 * 2**20, dtype="float32")
+IDS = [[5, 17, 300, 42, 7, 9, 11, 1000, 23, 64, 65, 66, 67, 68, 69, 70, 71, 72], [8, 9, 10]]
+
+
+@pytest.fixture(scope="module")
+def hf(tiny_model):
+    return transformers.AutoModelForCausalLM.from_pretrained(tiny_model, dtype=torch.float32)
+
+
+@pytest.fixture(scope="module")
+def llm(tiny_model):
+    with LLM(tiny_model, enable_prompt_embeds=True, block_size=16, **SMALL) as llm:
+        yield llm
+
+
+def _embeds(hf, ids: list[int]) -> torch.Tensor:
+    with torch.no_grad():
+        return hf.get_input_embeddings()(torch.tensor(ids)).clone()  # [T, H]
+
+
+def test_embeddings_of_the_tokens_give_the_tokens_outputs(llm, hf):
+    by_ids = llm.generate([{"prompt_token_ids": ids} for ids in IDS], GREEDY, use_tqdm=False)
+    by_embeds = llm.generate(
+        [{"prompt_embeds": _embeds(hf, ids)} for ids in IDS], GREEDY, use_tqdm=False
+    )
+    for a, b in zip(by_ids, by_embeds, strict=True):
+        assert b.outputs[0].token_ids == a.outputs[0].token_ids
+        assert b.prompt is None and len(b.prompt_token_ids) == len(a.prompt_token_ids)
+
+
+def test_greedy_matches_transformers_on_random_embeddings(llm, hf):
+    torch.manual_seed(0)
+    embeds = torch.randn(12, hf.config.hidden_size) * 0.05  # [T, H]: no token's embedding
+    with torch.no_grad():
+        ref = hf.generate(
+            inputs_embeds=embeds[None],
+            attention_mask=torch.ones(1, 12, dtype=torch.long),
+            max_new_tokens=8,
+            do_sample=False,
+            eos_token_id=None,
+            pad_token_id=0,
+        )[0].tolist()
+    out = llm.generate({"prompt_embeds": embeds[None]}, GREEDY, use_tqdm=False)[0]  # [1, T, H]
+    assert out.outputs[0].token_ids == ref[-8:]
+
+
+def test_the_prefix_cache_shares_equal_rows_only(llm, hf):
+    torch.manual_seed(1)
+    base = torch.randn(40, hf.config.hidden_size) * 0.05
+    first = llm.generate({"prompt_embeds": base}, GREEDY, use_tqdm=False)[0]
+    again = llm.generate({"prompt_embeds": base.clone()}, GREEDY, use_tqdm=False)[0]
+    assert again.num_cached_tokens == 32  # two full blocks of 16
+    assert again.outputs[0].token_ids == first.outputs[0].token_ids
+    changed = base.clone()
+    changed[20] += 1.0  # the second block differs
+    other = llm.generate({"prompt_embeds": changed}, GREEDY, use_tqdm=False)[0]
+    assert other.num_cached_tokens == 16
+    zeros = llm.generate({"prompt_token_ids": [0] * 40}, GREEDY, use_tqdm=False)[0]
+    assert zeros.num_cached_tokens == 0  # placeholder ids never meet an embedding prompt
+
+
+@pytest.mark.parametrize(
+    ("value", "match"),
+    [
+        (torch.zeros(3, 5), "hidden_size 5 does not match the model's hidden_size 64"),
+        (torch.zeros(2, 3, 64), "must be a 2D tensor"),
+        (torch.zeros(3, 64, dtype=torch.int64), "not a floating-point type"),
+        (torch.full((3, 64), float("nan")), "NaN or infinite"),
+        (torch.zeros(0, 64), "non-empty"),
+        ([[0.0] * 64], "must be a torch.Tensor"),
+    ],
+)
+def test_bad_tensors_are_refused_by_name(llm, value, match):
+    with pytest.raises(InvalidRequestError, match=match) as err:
+        llm.generate({"prompt_embeds": value}, GREEDY, use_tqdm=False)
+    assert err.value.param == "prompt_embeds"
+
+
+def test_prompt_logprobs_are_refused_with_embeddings(llm, hf):
+    params = SamplingParams(max_tokens=2, prompt_logprobs=1)
+    with pytest.raises(InvalidRequestError, match="prompt_logprobs is not compatible"):
+        llm.generate({"prompt_embeds": _embeds(hf, [5, 6])}, params, use_tqdm=False)
+
+
+def test_beam_search_refuses_embeddings(llm, hf):
+    from actorllm.sampling_params import BeamSearchParams
+
+    with pytest.raises(InvalidRequestError, match="beam search does not take prompt_embeds"):
+        params = BeamSearchParams(beam_width=2, max_tokens=4)
+        llm.beam_search([{"prompt_embeds": _embeds(hf, [5, 6])}], params)
+
+
+def test_without_the_flag_the_request_names_it(tiny_model, hf):
+    with (
+        LLM(tiny_model, **SMALL) as plain,
+        pytest.raises(InvalidRequestError, match="--enable-prompt-embeds"),
+    ):
+        plain.generate({"prompt_embeds": _embeds(hf, [5, 6])}, GREEDY, use_tqdm=False)
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"tensor_parallel_size": 2},
+        {"pipeline_parallel_size": 2},
+        {"data_parallel_size": 2},
+        {"speculative_config": {"method": "ngram", "num_speculative_tokens": 2}},
+    ],
+)
+def test_distributed_setups_refuse_the_flag_by_name(changes):
+    with pytest.raises(EngineConfigError, match="enable_prompt_embeds"):
+        EngineConfig(model="m", enable_prompt_embeds=True, **changes)
