@@ -12,6 +12,7 @@ invariant checks. Exit status 1 on any lost, changed or hung request or broken i
     $ actorllm bench chaos --points scheduler@3@0,output_processor@40@2:hang
     $ actorllm bench chaos --crashes 200 --hangs 0.1     # hung actors and model steps too
     $ actorllm bench chaos --model /models/tiny --lora 3  # 3 adapters + base, max_loras 2
+    $ actorllm bench chaos --crashes 200 --prompt-embeds   # half the prompts as embeddings
 
 With ``--lora N`` the requests are spread over N random adapters of the model and the base
 model, ``max_loras`` below N (slots and the host cache evict under the crashes); after
@@ -98,6 +99,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     e = parser.add_argument_group("engine")
     e.add_argument("--model", default=None, help="a model directory (default: scripted model)")
+    e.add_argument(
+        "--dtype",
+        default="float32",
+        help="--model: the weights' dtype (default float32: a request recomputed after a crash "
+        "then samples from the same logits; in bfloat16 a prefill and a decode of the same "
+        "tokens differ by ~1e-2 in logprob, so a seeded random sample can differ)",
+    )
     e.add_argument("--step-delay", type=float, default=0.0, help="scripted model: s per step")
     e.add_argument("--max-num-seqs", type=int, default=64)
     e.add_argument("--block-size", type=int, default=8)
@@ -128,6 +136,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "max_cpu_loras the same, so the host cache evicts too)",
     )
     e.add_argument("--lora-rank", type=int, default=8, help="--lora: the adapters' rank")
+    e.add_argument(
+        "--prompt-embeds",
+        action="store_true",
+        help="every other request's prompt as embeddings (random rows, seeded; "
+        "enable_prompt_embeds): recovery must replay them too",
+    )
     parser.add_argument("--output-json", default=None, help="write the result document here")
     parser.add_argument(
         "--show-crash-logs", action="store_true", help="log every injected crash's traceback"
@@ -152,6 +166,8 @@ def engine_opener(args: argparse.Namespace) -> Any:
         if args.model is None:
             raise SystemExit("--speculative-config needs --model (a real model proposes drafts)")
         config["speculative_config"] = args.speculative_config
+    if args.prompt_embeds:
+        config["enable_prompt_embeds"] = True
     if args.lora:
         if args.model is None:
             raise SystemExit("--lora needs --model (random adapters of a real model)")
@@ -168,7 +184,9 @@ def engine_opener(args: argparse.Namespace) -> Any:
 
     @contextlib.asynccontextmanager
     async def open_real() -> AsyncIterator[Any]:
-        async with AsyncEngine.open(args.model, seed=args.seed, **config) as engine:
+        async with AsyncEngine.open(
+            args.model, seed=args.seed, dtype=args.dtype, **config
+        ) as engine:
             yield engine
 
     return open_real
@@ -183,6 +201,9 @@ def run_backend(args: argparse.Namespace, backend: str) -> ChaosReport:
     ]
     if args.lora:
         workloads = [lora_workload(w, args.lora_paths) for w in workloads]
+    if args.prompt_embeds:
+        hidden = embeds_width(args.model)
+        workloads = [embeds_workload(w, hidden, args.seed + i) for i, w in enumerate(workloads)]
     opener = engine_opener(args)
 
     def progress(report: ChaosReport) -> None:
@@ -222,6 +243,36 @@ def lora_workload(workload: list[Any], paths: list[str]) -> list[Any]:
     return [
         dataclasses.replace(r, lora_request=choice[i % len(choice)]) for i, r in enumerate(workload)
     ]
+
+
+def embeds_width(model: str | None) -> int:
+    """The hidden size an embedding prompt needs: the scripted model's, or the model's."""
+    if model is None:
+        from actorllm.testing.scripted_model import ScriptedModel
+
+        return ScriptedModel.EMBEDS_HIDDEN_SIZE
+    import json
+    from pathlib import Path
+
+    cfg = json.loads((Path(model) / "config.json").read_text())
+    return int(cfg.get("text_config", cfg)["hidden_size"])
+
+
+def embeds_workload(workload: list[Any], hidden: int, seed: int) -> list[Any]:
+    """``workload`` with every other request's prompt as 4-23 random embedding rows (fixed
+    by ``seed``: the reference run and the soak send the same tensors)."""
+    import dataclasses
+
+    import torch
+
+    gen = torch.Generator().manual_seed(seed)
+    out = []
+    for i, r in enumerate(workload):
+        if i % 2:
+            rows = torch.randn(4 + i % 20, hidden, generator=gen) * 0.05  # [T, H]
+            r = dataclasses.replace(r, prompt={"prompt_embeds": rows})
+        out.append(r)
+    return out
 
 
 def summary_rows(reports: list[ChaosReport]) -> list[dict[str, Any]]:

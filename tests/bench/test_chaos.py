@@ -83,3 +83,25 @@ def test_chaos_on_a_real_tiny_model(tmp_path: Path) -> None:
     assert doc["config"]["model"] == str(model)
     fig = doc["figures"]["trio"]
     assert fig["crashes"] == 3 and fig["outcomes"]["identical"] == fig["requests"]
+
+
+def test_embedding_prompts_replay_after_core_crashes(tmp_path: Path) -> None:
+    """--prompt-embeds on a real tiny model in float32 (the default with --model): half the
+    prompts are embedding rows, the scheduler and the worker crash, and every request
+    (recomputed from the ledger's rows) ends identical to the fault-free run."""
+    import shutil
+
+    from actorllm.demo import demo_tokenizer_path
+    from tests.helpers.models import make_tiny_checkpoint
+
+    model = make_tiny_checkpoint(
+        tmp_path / "tiny", "llama", vocab_size=4096, eos_token_id=0, max_position_embeddings=512
+    )
+    for f in demo_tokenizer_path().iterdir():
+        shutil.copy(f, model / f.name)
+    out = tmp_path / "chaos.json"
+    argv = ["bench", "chaos", "--model", str(model), "--backend", "trio", "--prompt-embeds"]
+    argv += ["--points", "worker@2@0,scheduler@3@1,worker@5@2,executor@4@3", *TINY]
+    assert main([*argv, "--fail-on-failed", "--output-json", str(out)]) == 0
+    fig = json.loads(out.read_text())["figures"]["trio"]
+    assert fig["crashes"] == 4 and fig["outcomes"]["identical"] == fig["requests"] == 16
