@@ -300,6 +300,13 @@ def test_server_wide_request_defaults(engine: FakeEngine) -> None:
         )
         assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["completion_tokens"] == 2
         assert all(c["usage"] is not None for c in chunks)  # every chunk, as vLLM's
+        chat = _data_lines(
+            srv, "/v1/chat/completions",
+            {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2, "stream": True},
+        )  # fmt: skip
+        assert chat[0]["choices"][0]["delta"]["role"] == "assistant"  # the role chunk too
+        assert chat[0]["usage"]["completion_tokens"] == 0 and chat[0]["usage"]["prompt_tokens"] > 0
+        assert all(c["usage"] is not None for c in chat)
         r = httpx.post(
             srv.url + "/v1/completions", json={"prompt": "hi", "max_tokens": 2, "logprobs": 1}
         )

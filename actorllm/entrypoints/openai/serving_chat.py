@@ -53,6 +53,7 @@ from actorllm.entrypoints.openai.protocol.chat_response import (
     DeltaToolCall,
 )
 from actorllm.entrypoints.openai.protocol.logprobs import ChatLogProbs, PromptLogprobsOut
+from actorllm.entrypoints.openai.protocol.usage import UsageInfo
 from actorllm.entrypoints.openai.sampling import (
     chat_max_tokens,
     chat_params,
@@ -209,6 +210,7 @@ async def start_chat(
         # vLLM's chat echo: the last message's content leads the reply when it has its role.
         echo=content_text(last.content) if req.echo and isinstance(last, AssistantMessage) else "",
         prompt_token_ids=prompt.token_ids if req.return_token_ids else None,
+        num_prompt_tokens=len(prompt.token_ids),
         prompt_text=text if req.return_prompt_text else None,
         role=ctx.response_role,
         new_parser=_parser_factory(ctx, tool_plan, text),
@@ -271,6 +273,7 @@ class ChatState:
     new_parser: Callable[[], ChoiceParser]  # reasoning / tool-call parsing, one per choice
     defaults: ServingDefaults  # the server-wide options (--enable-force-include-usage, ...)
     calls_finish: bool  # a choice that called tools finishes with "tool_calls"
+    num_prompt_tokens: int = 0  # the role chunks' usage, when every chunk carries it
     prompt_logprobs: PromptLogprobsOut | None = None
     created: int = field(default_factory=lambda: int(time.time()))
     usage: UsageTracker = field(default_factory=UsageTracker)
@@ -349,6 +352,9 @@ class ChatState:
         for j in range(self.req.n):
             delta = DeltaMessage(role=self.role, content=self.echo)
             chunk = self._chunk([ChatChunkChoice(index=j, delta=delta)])
+            if every_chunk:  # vLLM's: the prompt counted, nothing generated yet
+                n = self.num_prompt_tokens
+                chunk.usage = UsageInfo(prompt_tokens=n, completion_tokens=0, total_tokens=n)
             if j == 0:
                 chunk.prompt_token_ids, chunk.prompt_text = self.prompt_token_ids, self.prompt_text
             await emit(chunk)
