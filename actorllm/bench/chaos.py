@@ -251,11 +251,9 @@ def embeds_width(model: str | None) -> int:
         from actorllm.testing.scripted_model import ScriptedModel
 
         return ScriptedModel.EMBEDS_HIDDEN_SIZE
-    import json
-    from pathlib import Path
+    from actorllm.models.config import CheckpointConfig
 
-    cfg = json.loads((Path(model) / "config.json").read_text())
-    return int(cfg.get("text_config", cfg)["hidden_size"])
+    return CheckpointConfig.from_pretrained(model).hidden_size
 
 
 def embeds_workload(workload: list[Any], hidden: int, seed: int) -> list[Any]:

@@ -8,8 +8,8 @@ ids would be (under a salt that keeps them apart from token prompts), so two req
 cached blocks exactly where their embeddings agree.
 
 >>> pe = PromptEmbeds(tensor=None, hash_ids=(5, 9))
->>> len(pe), pe.placeholder_ids()
-(2, [0, 0])
+>>> pe.placeholder_ids()
+[0, 0]
 """
 
 from __future__ import annotations
@@ -26,9 +26,6 @@ EMBEDS_SALT = "\x00prompt_embeds"
 class PromptEmbeds:
     tensor: Any  # torch.Tensor [T, H] in the model's dtype, on the CPU, contiguous
     hash_ids: tuple[int, ...]  # [T]: a digest of each row, for the prefix-cache hashes
-
-    def __len__(self) -> int:
-        return len(self.hash_ids)
 
     def placeholder_ids(self) -> list[int]:
         """The token ids the request carries for its embedding positions (vLLM keeps 0s

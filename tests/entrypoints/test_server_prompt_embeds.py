@@ -97,6 +97,7 @@ def test_streamed(client, embeds):
         ({"echo": True}, "echo", "Echo is unsupported with prompt embeds."),
         ({"prompt_logprobs": 1}, "prompt_logprobs", "not compatible with prompt embeds"),
         ({"truncate_prompt_tokens": 3}, "truncate_prompt_tokens", "not supported"),
+        ({"use_beam_search": True}, "prompt_embeds", "beam search does not take prompt_embeds"),
     ],
 )
 def test_bad_requests_name_the_field(client, embeds, body, param, match):

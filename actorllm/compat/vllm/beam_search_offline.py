@@ -20,10 +20,8 @@ from tqdm.auto import tqdm
 
 from actorllm.compat.vllm.offline_prompts import Prompt, as_prompt_list, per_prompt
 from actorllm.core.beam_search import BeamSearchOutput, BeamSearchParams
-from actorllm.core.errors import InvalidRequestError
 from actorllm.core.lora import LoRARequest
-from actorllm.engine.api.beam_search import run_beam_search
-from actorllm.engine.api.prompt_embeds import has_prompt_embeds
+from actorllm.engine.api.beam_search import refuse_prompt_embeds, run_beam_search
 
 if TYPE_CHECKING:
     from actorllm.compat.vllm.engine_thread import EngineThread
@@ -52,11 +50,8 @@ class BeamSearchMethods:
         if concurrency_limit is not None and concurrency_limit < 1:
             raise ValueError(f"concurrency_limit must be at least 1, got {concurrency_limit}")
         items = as_prompt_list(prompts)
-        if any(has_prompt_embeds(p) for p in items):
-            raise InvalidRequestError(
-                "beam search does not take prompt_embeds (its beams are token-id prompts).",
-                param="prompt_embeds",
-            )
+        for item in items:  # before the searches start (inside them it would be a group)
+            refuse_prompt_embeds(item)
         loras = per_prompt(lora_request, len(items), None, "LoRA requests")
         for lora in loras:
             if lora is not None:

@@ -36,6 +36,15 @@ async def beam_search(
     yield _final(request_id, first, state, params, tokenizer)
 
 
+BEAM_EMBEDS_REFUSAL = "beam search does not take prompt_embeds (its beams are token-id prompts)."
+
+
+def refuse_prompt_embeds(prompt: Any) -> None:
+    """The beams continue as token-id prompts: an embedding prompt has no rows to extend."""
+    if has_prompt_embeds(prompt):
+        raise InvalidRequestError(BEAM_EMBEDS_REFUSAL, param="prompt_embeds")
+
+
 async def run_beam_search(
     generate: Generate,
     tokenizer: Any,
@@ -52,11 +61,7 @@ async def run_beam_search(
     logprobs per generated position to keep for the caller (at least ``2 * beam_width``
     are computed anyway). A step request that fails raises ``RequestFailedError``; an
     aborted one ends the search with ``"abort"`` beams."""
-    if has_prompt_embeds(prompt):  # the beams continue as token ids: no rows to extend
-        raise InvalidRequestError(
-            "beam search does not take prompt_embeds (its beams are token-id prompts).",
-            param="prompt_embeds",
-        )
+    refuse_prompt_embeds(prompt)
     step = params.step_params(logprobs)
     first = await _one(generate, prompt, step, f"{request_id}-beam-0", lora_request, priority)
     if first.error is not None or first.outputs[0].finish_reason == "error":

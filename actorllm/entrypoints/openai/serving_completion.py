@@ -16,6 +16,7 @@ from starlette.responses import Response
 from actorllm.core.lora import LoRARequest
 from actorllm.core.outputs import CompletionOutput, Logprob, RequestOutput
 from actorllm.core.sampling_params import RequestOutputKind, SamplingParams
+from actorllm.engine.api.beam_search import BEAM_EMBEDS_REFUSAL
 from actorllm.engine.api.request_fields import check_priority
 from actorllm.entrypoints.openai.beam_request import beam_params
 from actorllm.entrypoints.openai.errors import bad_request
@@ -152,20 +153,18 @@ def _start(
 
 
 def _check_embeds_options(req: CompletionRequest) -> None:
-    """What vLLM refuses alongside prompt_embeds, in its words."""
+    """What the HTTP layer refuses alongside prompt_embeds before it acts on the prompts
+    (echo, truncation, the beam-search path), in vLLM's words where it has them; the
+    engine's input processor refuses prompt_logprobs."""
     if req.echo:
         raise bad_request("Echo is unsupported with prompt embeds.", "echo")
-    if req.prompt_logprobs is not None:
-        raise bad_request(
-            "prompt_logprobs is not compatible with prompt embeds.", "prompt_logprobs"
-        )
     if req.truncate_prompt_tokens is not None:
         raise bad_request(
             "truncate_prompt_tokens is not supported with prompt_embeds.",
             "truncate_prompt_tokens",
         )
     if req.use_beam_search:
-        raise bad_request("use_beam_search is not supported with prompt_embeds.", "prompt_embeds")
+        raise bad_request(BEAM_EMBEDS_REFUSAL, "prompt_embeds")
 
 
 def _capped(max_tokens: int, cap: float | None) -> int:

@@ -62,7 +62,7 @@ async def openapi(state: AppState, request: Request) -> Response:
         matryoshka=pm is not None and pm.spec.is_matryoshka,
         embedding_size=pm.embedding_size if pm is not None else 0,
         runtime_lora=runtime_updating_allowed(),
-        prompt_embeds=getattr(engine, "prompt_embeds_spec", None) is not None,
+        prompt_embeds=engine.prompt_embeds_spec is not None,
     )
     settings = state.settings
     doc = openapi_document(
