@@ -293,12 +293,17 @@ class GrammarReady(_Msg, frozen=True, kw_only=True):
     """A structured-outputs grammar finished compiling: waiting requests may be admitted."""
 
 
+class LaunchDue(_Msg, frozen=True, kw_only=True):
+    """The scheduler's own timer: the step overlapping the one running is due (lookahead)."""
+
+
 SchedulerMsg = (
     AddRequest
     | AbortRequest
     | StopChildren
     | StepDone
     | GrammarReady
+    | LaunchDue
     | AdoptRequests
     | SchedulerControl
 )

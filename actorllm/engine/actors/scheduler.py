@@ -1,12 +1,17 @@
 """The scheduler actor: a switchboard over :class:`~actorllm.engine.recovery.admission.Admission`.
 
-The step loop is event-driven, with no background task: after every message the actor
-launches steps while ``Admission.next_step`` gives one (under the in-flight cap). This is
-the per-step scheduling hook: a step leaves here as ``ExecuteStep`` and comes back as
-``StepDone``; its outputs go on to the output processor. The next step is launched before
-they are sent on, and one yield between the two lets the executor hand it to the worker
-before the output processor is woken, so the worker computes it while the output processor
-works on them (in the other order the worker waits for the output processor, which costs
+The step loop is event-driven: after every message the actor launches steps while
+``Admission.next_step`` gives one (under the in-flight cap). Under async scheduling the
+second step in flight, the one that overlaps the step running, waits until that step is
+predicted to be nearly done (engine/scheduling/lookahead.py), so that requests arriving
+meanwhile join it; the incarnation's one background task is the timer that then sends
+``LaunchDue``.
+
+This is the per-step scheduling hook: a step leaves here as ``ExecuteStep`` and comes back
+as ``StepDone``; its outputs go on to the output processor. A step launched on that result
+is launched before they are sent on, and one yield between the two lets the executor hand
+it to the worker before the output processor is woken, so the worker computes it while the
+output processor works on them (in the other order the worker waits for the output processor, which costs
 an overhead-bound run about 5 % of its throughput). Sends do not yield when the mailbox
 has room: that one yield is the step's only task switch here.
 
@@ -20,10 +25,14 @@ without blocking (or from a background task).
 
 from __future__ import annotations
 
+import contextlib
+import math
+
+import anyio
 import msgspec
 from anyio.lowlevel import checkpoint
 
-from actorllm.actors import Actor, Reply
+from actorllm.actors import Actor, MailboxFull, Reply
 from actorllm.engine.actors.context import EngineContext
 from actorllm.engine.actors.messages import (
     AbortRequest,
@@ -40,6 +49,7 @@ from actorllm.engine.actors.messages import (
     IsKVConnectorEnabled,
     IsPaused,
     IsSleeping,
+    LaunchDue,
     PauseGeneration,
     ResetPrefixCache,
     ResumeGeneration,
@@ -55,12 +65,15 @@ from actorllm.engine.actors.messages import (
     WakeWorker,
 )
 from actorllm.engine.recovery.admission import Admission, AdmissionStatistics, Failure
+from actorllm.engine.scheduling.lookahead import Lookahead
 
 
 class SchedulerReport(msgspec.Struct, frozen=True, kw_only=True):
     admission: AdmissionStatistics  # steps in flight, probation, held, sleep level, epoch
     sleep_waiters: int  # sleep calls waiting for the steps in flight to drain
     pause_waiters: int  # pause calls waiting for the pause to complete
+    lookahead_early: int  # overlapping steps launched while their predecessor ran
+    lookahead_late: int  # ... put off, then launched on its result (its end came early)
 
 
 class SchedulerActor(Actor[SchedulerMsg]):
@@ -78,15 +91,27 @@ class SchedulerActor(Actor[SchedulerMsg]):
         # incarnation (a crash fails them; the control plane asks again, and the new
         # incarnation, still paused, answers at once).
         self.pause_waiters: list[tuple[bool, Reply[None]]] = []
+        # Async scheduling: the overlapping step is launched just before the one running
+        # ends (engine/scheduling/lookahead.py), by this incarnation's timer task. Not with
+        # pipeline parallelism, where the steps in flight run on different stages at once.
+        overlap = self.admission.inflight.cap == 2 and ctx.config.pipeline_parallel_size == 1
+        self.lookahead = Lookahead() if overlap else None
+        self._due: float | None = None  # when the timer sends LaunchDue
+        self._due_moved: anyio.Event | None = None  # wakes the timer; from on_start on
 
     def report(self) -> SchedulerReport:
         return SchedulerReport(
             admission=self.admission.statistics(),
             sleep_waiters=len(self.sleep_waiters),
             pause_waiters=len(self.pause_waiters),
+            lookahead_early=self.lookahead.early if self.lookahead else 0,
+            lookahead_late=self.lookahead.late if self.lookahead else 0,
         )
 
     async def on_start(self) -> None:
+        if self.lookahead is not None:
+            self._due_moved = anyio.Event()
+            self.task_group.start_soon(self._timer)
         await self._end(self.admission.restart())
         await self._pump()
         if self.publish_running:
@@ -106,7 +131,11 @@ class SchedulerActor(Actor[SchedulerMsg]):
                 adm.adopt(ids)
             case GrammarReady():
                 pass  # _pump admits the requests whose grammar is ready
+            case LaunchDue():
+                pass  # _pump launches the overlapping step
             case StepDone(epoch=epoch, step_id=step_id, output=output):
+                if self.lookahead is not None:
+                    self.lookahead.done(step_id, anyio.current_time())
                 outputs = adm.step_done(epoch, step_id, output)
                 # The next step goes to the executor first: the worker computes it while
                 # the output processor handles this one (else the two run in turn).
@@ -175,7 +204,15 @@ class SchedulerActor(Actor[SchedulerMsg]):
         """Launch steps while the admission gives one; returns how many."""
         await self._end(self.admission.poll_grammars())
         launched = 0
-        while step := self.admission.next_step(draining=bool(self.sleep_waiters)):
+        while not self._put_off() and (
+            step := self.admission.next_step(draining=bool(self.sleep_waiters))
+        ):
+            if self.lookahead is not None:
+                so = step.scheduler_output
+                self.lookahead.launched(
+                    so.step_id, so.total_num_scheduled_tokens, anyio.current_time()
+                )
+                self._due = None
             msg = ExecuteStep(
                 epoch=step.epoch,
                 scheduler_output=step.scheduler_output,
@@ -185,6 +222,38 @@ class SchedulerActor(Actor[SchedulerMsg]):
             await self.refs.executor.send(msg, checkpoint=False)
             launched += 1
         return launched
+
+    def _put_off(self) -> bool:
+        """Whether the overlapping step waits for the one running to near its end (then
+        the timer is set for it)."""
+        adm, lookahead = self.admission, self.lookahead
+        if lookahead is None or not adm.inflight or adm.inflight.full:
+            return False
+        if not adm.core.has_unfinished_requests():
+            return False  # nothing to launch: no timer either
+        now = anyio.current_time()
+        at = lookahead.launch_at(now)
+        if at is None or at <= now:
+            return False
+        if self._due != at:
+            self._due = at
+            assert self._due_moved is not None
+            self._due_moved.set()
+        return True
+
+    async def _timer(self) -> None:
+        """Sends ``LaunchDue`` to this actor when ``_due`` passes (lives with the
+        incarnation). A full mailbox needs no wake-up: every message runs ``_pump``."""
+        while True:
+            assert self._due_moved is not None
+            self._due_moved = moved = anyio.Event()
+            due = self._due
+            with anyio.CancelScope(deadline=math.inf if due is None else due):
+                await moved.wait()
+            if self._due is not None and anyio.current_time() >= self._due:
+                self._due = None
+                with contextlib.suppress(MailboxFull):
+                    self.ref.send_nowait(LaunchDue())
 
     async def _end(self, failures: list[Failure]) -> None:
         """Fail requests for their callers (the output processor closes them)."""
