@@ -51,11 +51,12 @@ class Refusal:
         """The values accepted, as JSON Schema (the OpenAPI document states them)."""
         if self.same_as is None:
             return {"enum": list(self.off), "description": f"Not supported yet: {self.why}."}
-        # JSON Schema cannot say "equal to n": the document states the default n's value.
+        # JSON Schema cannot say "equal to n" in a form the fuzzers take: the document
+        # states the off values, and the description the rule.
         return {
-            "enum": [*self.off, 1],
+            "enum": list(self.off),
             "description": f"Not supported yet: {self.why}; accepted when equal to "
-            f"`{self.same_as}` (1 by default).",
+            f"`{self.same_as}` (1 by default), which the schema cannot state.",
         }
 
 
