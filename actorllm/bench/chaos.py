@@ -12,7 +12,7 @@ invariant checks. Exit status 1 on any lost, changed or hung request or broken i
     $ actorllm bench chaos --points scheduler@3@0,output_processor@40@2:hang
     $ actorllm bench chaos --crashes 200 --hangs 0.1     # hung actors and model steps too
     $ actorllm bench chaos --model /models/tiny --lora 3  # 3 adapters + base, max_loras 2
-    $ actorllm bench chaos --crashes 200 --prompt-embeds   # half the prompts as embeddings
+    $ actorllm bench chaos --crashes 200 --prompt-embeds   # half as embeddings, some mixed
 
 With ``--lora N`` the requests are spread over N random adapters of the model and the base
 model, ``max_loras`` below N (slots and the host cache evict under the crashes); after
@@ -257,8 +257,9 @@ def embeds_width(model: str | None) -> int:
 
 
 def embeds_workload(workload: list[Any], hidden: int, seed: int) -> list[Any]:
-    """``workload`` with every other request's prompt as 4-23 random embedding rows (fixed
-    by ``seed``: the reference run and the soak send the same tensors)."""
+    """``workload`` with every other request's prompt as 4-23 random embedding rows, every
+    fourth of those a mixed prompt (3 tokens, the rows, 3 tokens: a chat's ``prompt_embeds``
+    parts), fixed by ``seed``: the reference run and the soak send the same tensors."""
     import dataclasses
 
     import torch
@@ -266,8 +267,16 @@ def embeds_workload(workload: list[Any], hidden: int, seed: int) -> list[Any]:
     gen = torch.Generator().manual_seed(seed)
     out = []
     for i, r in enumerate(workload):
-        if i % 2:
-            rows = torch.randn(4 + i % 20, hidden, generator=gen) * 0.05  # [T, H]
+        n = 4 + i % 20
+        if i % 8 == 7:
+            ids = [1 + (7 * i + 3 * k) % 90 for k in range(n + 6)]
+            rows = torch.zeros(n + 6, hidden)  # [T, H]; the token positions' rows unused
+            rows[3 : n + 3] = torch.randn(n, hidden, generator=gen) * 0.05
+            mask = [k < 3 or k >= n + 3 for k in range(n + 6)]
+            prompt = {"prompt_embeds": rows, "prompt_token_ids": ids, "prompt_is_token_ids": mask}
+            r = dataclasses.replace(r, prompt=prompt)
+        elif i % 2:
+            rows = torch.randn(n, hidden, generator=gen) * 0.05  # [T, H]
             r = dataclasses.replace(r, prompt={"prompt_embeds": rows})
         out.append(r)
     return out

@@ -72,6 +72,17 @@ def render_chat(
     which must render tools; ``chat_template_kwargs`` are extra template variables."""
     if not messages:
         raise InvalidRequestError("messages must not be empty.", param="messages")
+    if any(
+        isinstance(part, Mapping) and part.get("type") == "prompt_embeds"
+        for m in messages
+        if isinstance(m.get("content"), list)
+        for part in m["content"]
+    ):
+        raise InvalidRequestError(
+            "prompt_embeds content parts are taken by /v1/chat/completions only; offline, "
+            "pass {'prompt_embeds': tensor} to generate.",
+            param="messages",
+        )
     if continue_final_message and add_generation_prompt:
         raise InvalidRequestError(
             "Cannot set both `continue_final_message` and `add_generation_prompt` to true.",

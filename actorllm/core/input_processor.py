@@ -131,6 +131,12 @@ class InputProcessor:
         embeds = prompt.get("prompt_embeds") if isinstance(prompt, Mapping) else None
         if embeds is not None:
             return self._process_embeds(request_id, prompt, embeds, params)  # type: ignore[arg-type]
+        if isinstance(prompt, Mapping) and "prompt_is_token_ids" in prompt:
+            raise InvalidRequestError(
+                "prompt_is_token_ids marks the token positions of a prompt_embeds prompt; "
+                "this prompt has no prompt_embeds.",
+                param="prompt_is_token_ids",
+            )
         if is_chat:
             assert isinstance(prompt, Sequence)
             text = self.render_chat(prompt, **dict(chat_options or {}))  # type: ignore[arg-type]
@@ -189,7 +195,15 @@ class InputProcessor:
                 "truncate_prompt_tokens is not supported with prompt_embeds.",
                 param="truncate_prompt_tokens",
             )
-        return self._processed(request_id, prompt, None, embeds.placeholder_ids(), params, embeds)
+        text = prompt.get("prompt")  # vLLM's EmbedsPrompt may carry its text, for outputs
+        return self._processed(
+            request_id,
+            prompt,
+            text if isinstance(text, str) else None,
+            embeds.placeholder_ids(),
+            params,
+            embeds,
+        )
 
     def validate(self, ids: list[int], params: SamplingParams) -> None:
         if not ids:

@@ -49,6 +49,9 @@ class NewRequestData(msgspec.Struct, frozen=True, kw_only=True):
     # imports no torch); the worker feeds them to the model in place of the token
     # embeddings of the prompt positions.
     prompt_embeds: Any = None
+    # A mixed prompt's [num_prompt_tokens] mask of the positions read from those rows (the
+    # rest embed their token ids as usual); None: every prompt position.
+    prompt_embeds_mask: tuple[bool, ...] | None = None
 
 
 class CachedRequestData(msgspec.Struct, frozen=True, kw_only=True):

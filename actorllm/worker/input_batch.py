@@ -80,9 +80,10 @@ class InputBatch:
         self.eos_token_id: list[int | None] = [None] * s
         # Custom logits processors, told of every slot change (None: none configured).
         self.logitsprocs: BatchProcessors | None = None
-        # Embedding prompts' rows, torch.Tensor [num_prompt_tokens, H], by request id (the
-        # prompt positions of these requests take these rows, not their placeholder ids).
-        self.prompt_embeds: dict[str, Any] = {}
+        # Embedding prompts' rows, (torch.Tensor [num_prompt_tokens, H], mask), by request
+        # id: the prompt positions of these requests take these rows, not their placeholder
+        # ids; a mixed prompt's mask ([num_prompt_tokens] bool) says which positions do.
+        self.prompt_embeds: dict[str, tuple[Any, np.ndarray | None]] = {}
 
     # -- membership ------------------------------------------------------------------
 
@@ -128,7 +129,11 @@ class InputBatch:
         self.params[idx] = sp
         self.eos_token_id[idx] = new.eos_token_id
         if new.prompt_embeds is not None:
-            self.prompt_embeds[new.req_id] = new.prompt_embeds
+            mask = new.prompt_embeds_mask
+            self.prompt_embeds[new.req_id] = (
+                new.prompt_embeds,
+                None if mask is None else np.array(mask, dtype=np.bool_),
+            )
         if self.logitsprocs is not None:
             self.logitsprocs.added(idx, sp, list(new.prompt_token_ids), list(new.output_token_ids))
         return idx

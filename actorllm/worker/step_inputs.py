@@ -195,18 +195,26 @@ def plan_step(
 def _plan_prompt_embeds(
     batch: InputBatch, req_ids: list[str], start: np.ndarray, end: np.ndarray, qsl: np.ndarray
 ) -> tuple[np.ndarray, torch.Tensor] | None:
-    """The step's rows at embedding-prompt positions and their embeddings (None: none)."""
+    """The step's rows at embedding-prompt positions and their embeddings (None: none).
+    A mixed prompt's mask keeps only its embedded positions (its tokens embed as usual)."""
     rows: list[np.ndarray] = []
     parts: list[torch.Tensor] = []
     for b, rid in enumerate(req_ids):
-        embeds = batch.prompt_embeds.get(rid)
-        if embeds is None:
+        entry = batch.prompt_embeds.get(rid)
+        if entry is None:
             continue
+        embeds, mask = entry  # [T, H], [T] bool or None
         lo, hi = int(start[b]), min(int(end[b]), int(embeds.shape[0]))
         if lo >= hi:
             continue  # past its prompt: generated tokens embed as usual
-        rows.append(np.arange(hi - lo, dtype=np.int64) + qsl[b])
-        parts.append(embeds[lo:hi])  # [hi - lo, H]
+        if mask is None:
+            rows.append(np.arange(hi - lo, dtype=np.int64) + qsl[b])
+            parts.append(embeds[lo:hi])  # [hi - lo, H]
+            continue
+        picked = np.flatnonzero(mask[lo:hi])  # [R_b], offsets into this step's chunk
+        if picked.size:
+            rows.append(picked + qsl[b])
+            parts.append(embeds[lo:hi].index_select(0, torch.from_numpy(picked)))  # [R_b, H]
     if not rows:
         return None
     return np.concatenate(rows), torch.cat(parts)  # [R], [R, H]

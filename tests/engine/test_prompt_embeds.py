@@ -73,6 +73,76 @@ def test_the_prefix_cache_shares_equal_rows_only(llm, hf):
     assert zeros.num_cached_tokens == 0  # placeholder ids never meet an embedding prompt
 
 
+def _mixed(hf, ids: list[int], embedded: set[int]) -> dict:
+    """vLLM's mixed EmbedsPrompt: the rows at ``embedded`` positions, the tokens elsewhere
+    (their rows are zeros, unused)."""
+    rows = _embeds(hf, ids)
+    mask = [i not in embedded for i in range(len(ids))]
+    rows[torch.tensor(mask)] = 0.0
+    tokens = [0 if i in embedded else t for i, t in enumerate(ids)]
+    return {"prompt_embeds": rows, "prompt_token_ids": tokens, "prompt_is_token_ids": mask}
+
+
+def test_a_mixed_prompt_gives_the_tokens_outputs(llm, hf):
+    ids = IDS[0]
+    ref = llm.generate({"prompt_token_ids": ids}, GREEDY, use_tqdm=False)[0]
+    for embedded in ({0, 1, 2}, {5, 6, 7, 8}, set(range(len(ids))), {len(ids) - 1}):
+        out = llm.generate(_mixed(hf, ids, embedded), GREEDY, use_tqdm=False)[0]
+        assert out.outputs[0].token_ids == ref.outputs[0].token_ids, embedded
+        assert out.prompt_token_ids[0] == (0 if 0 in embedded else ids[0])
+
+
+def test_a_mixed_prompt_chunked_across_steps(tiny_model, hf):
+    # Prefill in chunks of 16 tokens: the embedded span straddles a chunk boundary.
+    ids = [5 + (7 * i) % 900 for i in range(40)]
+    with LLM(tiny_model, enable_prompt_embeds=True, max_num_batched_tokens=16, **SMALL) as chunked:
+        ref = chunked.generate({"prompt_token_ids": ids}, GREEDY, use_tqdm=False)[0]
+        out = chunked.generate(_mixed(hf, ids, set(range(10, 30))), GREEDY, use_tqdm=False)[0]
+    assert out.outputs[0].token_ids == ref.outputs[0].token_ids
+
+
+def test_mixed_prompts_share_cached_blocks_only_where_tokens_and_rows_agree(llm, hf):
+    ids = [5 + (11 * i) % 900 for i in range(40)]
+    first = llm.generate(_mixed(hf, ids, {3, 4}), GREEDY, use_tqdm=False)[0]
+    again = llm.generate(_mixed(hf, ids, {3, 4}), GREEDY, use_tqdm=False)[0]
+    assert again.num_cached_tokens == 32
+    assert again.outputs[0].token_ids == first.outputs[0].token_ids
+    other = list(ids)
+    other[20] += 1  # a token of the second block differs
+    changed = llm.generate(_mixed(hf, other, {3, 4}), GREEDY, use_tqdm=False)[0]
+    assert changed.num_cached_tokens == 16
+
+
+@pytest.mark.parametrize(
+    ("extra", "param", "match"),
+    [
+        ({"prompt_is_token_ids": [True, False]}, "prompt_token_ids", "needs prompt_token_ids"),
+        ({"prompt_token_ids": [1, 2], "prompt_is_token_ids": [True]}, "prompt_is_token_ids",
+         "expected 2, got 1"),
+        ({"prompt_token_ids": [1], "prompt_is_token_ids": [True, False]}, "prompt_token_ids",
+         "expected 2, got 1"),
+        ({"prompt_token_ids": [1, 2], "prompt_is_token_ids": [1, 0]}, "prompt_is_token_ids",
+         "list of booleans"),
+        ({"prompt_token_ids": "ab", "prompt_is_token_ids": [True, False]}, "prompt_token_ids",
+         "list of integers"),
+    ],
+)  # fmt: skip
+def test_bad_mixed_prompts_are_refused_by_name(llm, hf, extra, param, match):
+    with pytest.raises(InvalidRequestError, match=match) as err:
+        llm.generate({"prompt_embeds": _embeds(hf, [5, 6]), **extra}, GREEDY, use_tqdm=False)
+    assert err.value.param == param
+
+
+def test_prompt_is_token_ids_without_embeddings_is_refused(llm):
+    with pytest.raises(InvalidRequestError, match="has no prompt_embeds") as err:
+        llm.generate(
+            {"prompt_token_ids": [5, 6], "prompt_is_token_ids": [True, True]},
+            GREEDY,
+            use_tqdm=False,
+        )
+    assert err.value.param == "prompt_is_token_ids"
+
+
 @pytest.mark.parametrize(
     ("value", "match"),
     [

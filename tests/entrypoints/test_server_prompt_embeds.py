@@ -125,14 +125,119 @@ def test_a_server_without_the_flag_names_it(model, embeds):
     with (
         real_server(model, **ENGINE) as srv,
         openai.OpenAI(base_url=srv.url + "/v1", api_key="x", max_retries=0) as c,
-        pytest.raises(openai.BadRequestError, match="--enable-prompt-embeds"),
     ):
-        _greedy(c, prompt="", prompt_embeds=_b64(embeds))
+        with pytest.raises(openai.BadRequestError, match="--enable-prompt-embeds"):
+            _greedy(c, prompt="", prompt_embeds=_b64(embeds))
+        with pytest.raises(openai.BadRequestError, match="--enable-prompt-embeds") as err:
+            _chat(c, [_user({"type": "prompt_embeds", "data": _b64(embeds)})])
+        assert err.value.body["param"] == "prompt_embeds"  # type: ignore[index]
+        # Without the flag the placeholder is plain text.
+        assert _chat(c, [{"role": "user", "content": "<prompt_embeds>"}]).choices
 
 
-def test_the_openapi_document_states_the_field(server):
+# -- chat: prompt_embeds content parts (vLLM 0.32) -----------------------------------------
+
+
+def _user(*parts: dict) -> dict:
+    return {"role": "user", "content": list(parts)}
+
+
+def _chat(client: openai.OpenAI, messages: list, **body: object):
+    return client.chat.completions.create(
+        model="m", messages=messages, max_tokens=MAX_TOKENS, temperature=0.0, **body
+    )
+
+
+@pytest.fixture(scope="module")
+def text_and_embeds(model: str) -> tuple[str, str]:
+    """A text and the rows of its tokens (no special tokens), base64."""
+    tok = transformers.AutoTokenizer.from_pretrained(model)
+    text = "Hello, my name is"
+    ids = tok(text, add_special_tokens=False).input_ids
+    hf = transformers.AutoModelForCausalLM.from_pretrained(model, dtype=torch.float32)
+    with torch.no_grad():
+        return text, _b64(hf.get_input_embeddings()(torch.tensor(ids)).clone())
+
+
+def test_a_part_of_the_texts_rows_answers_as_the_text(client, text_and_embeds, embeds):
+    text, b64 = text_and_embeds
+    by_text = _chat(client, [{"role": "user", "content": text}])
+    by_rows = _chat(client, [_user({"type": "prompt_embeds", "data": b64})])
+    assert by_rows.choices[0].message.content == by_text.choices[0].message.content
+    assert by_rows.usage.prompt_tokens == by_text.usage.prompt_tokens
+    other = _chat(client, [_user({"type": "prompt_embeds", "data": _b64(embeds)})])
+    assert other.choices[0].message.content != by_text.choices[0].message.content  # rows count
+
+
+def test_parts_mixed_with_text_across_messages(client, text_and_embeds, embeds):
+    text, b64 = text_and_embeds
+    part = {"type": "prompt_embeds", "data": b64}
+    one = _chat(client, [_user(part, {"type": "text", "text": "Continue:"})])
+    assert one.choices[0].message.content
+    # Parts are joined with newlines, as text parts are: rows where the text would be.
+    two = _chat(client, [_user(part, {"type": "text", "text": " and "}, part)])
+    same = _chat(client, [{"role": "user", "content": f"{text}\n and \n{text}"}])
+    assert two.choices[0].message.content == same.choices[0].message.content
+    assert two.usage.prompt_tokens == same.usage.prompt_tokens
+    conversation = [
+        {"role": "system", "content": [{"type": "text", "text": "Be brief."}, part]},
+        _user({"type": "prompt_embeds", "data": _b64(embeds)}, {"type": "text", "text": "Sum up."}),
+    ]
+    many = _chat(client, conversation, extra_body={"return_token_ids": True})
+    assert many.choices[0].message.content
+    assert many.prompt_token_ids.count(0) >= len(IDS)  # placeholders of the rows
+
+
+def test_streamed_as_answered(client, text_and_embeds):
+    _, b64 = text_and_embeds
+    messages = [_user({"type": "prompt_embeds", "data": b64}, {"type": "text", "text": "Go:"})]
+    whole = _chat(client, messages).choices[0].message.content
+    chunks = _chat(client, messages, stream=True)
+    streamed = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert streamed == whole
+
+
+@pytest.mark.parametrize(
+    ("content", "param", "match"),
+    [
+        ([{"type": "prompt_embeds"}], "prompt_embeds", "requires a non-empty `data`"),
+        ([{"type": "prompt_embeds", "data": ""}], "prompt_embeds", "requires a non-empty `data`"),
+        ([{"type": "prompt_embeds", "data": "not_valid_base64!!"}], "prompt_embeds",
+         "not valid base64"),
+        ([{"type": "prompt_embeds", "data": "E"}], "prompt_embeds", "hidden_size 5 does not"),
+        ([{"type": "text", "text": "a <prompt_embeds> b"}], "messages", "reserved placeholder"),
+        ("a <prompt_embeds> b", "messages", "reserved placeholder"),
+        ([{"type": "image_url", "image_url": {"url": "x"}}], None, "image_url"),
+    ],
+)  # fmt: skip
+def test_bad_parts_are_400s_naming_the_field(client, content, param, match):
+    if isinstance(content, list) and content[0].get("data") == "E":
+        content = [{"type": "prompt_embeds", "data": _b64(torch.zeros(2, 5))}]
+    with pytest.raises(openai.BadRequestError) as err:
+        _chat(client, [{"role": "user", "content": content}])
+    assert match in err.value.body["message"]  # type: ignore[index]
+    if param is not None:
+        assert err.value.body["param"] == param  # type: ignore[index]
+
+
+@pytest.mark.parametrize(
+    ("body", "param"),
+    [
+        ({"truncate_prompt_tokens": 4}, "truncate_prompt_tokens"),
+        ({"use_beam_search": True, "n": 2}, "prompt_embeds"),
+        ({"prompt_logprobs": 1}, "prompt_logprobs"),
+    ],
+)
+def test_what_parts_cannot_have_is_refused(client, embeds, body, param):
+    messages = [_user({"type": "prompt_embeds", "data": _b64(embeds)})]
+    with pytest.raises(openai.BadRequestError) as err:
+        _chat(client, messages, extra_body=body)
+    assert err.value.body["param"] == param  # type: ignore[index]
+
+
+def test_other_endpoints_refuse_parts(server, embeds):
+    messages = [_user({"type": "prompt_embeds", "data": _b64(embeds)})]
     with server.client() as c:
-        doc = c.get("/openapi.json").json()
-    schema = doc["components"]["schemas"]["CompletionRequest"]
-    assert [b["required"] for b in schema["anyOf"]] == [["prompt"], ["prompt_embeds"]]
-    assert schema["properties"]["prompt_embeds"]["anyOf"][0]["contentEncoding"] == "base64"
+        r = c.post("/tokenize", json={"model": "m", "messages": messages})
+    assert r.status_code == 400
+    assert "/v1/chat/completions only" in r.json()["error"]["message"]

@@ -38,7 +38,9 @@ class TokensPrompt(TypedDict):
 
 
 Prompt = str | Mapping[str, Any]
-SUPPORTED_KEYS = frozenset({"prompt", "prompt_token_ids", "prompt_embeds", "cache_salt"})
+SUPPORTED_KEYS = frozenset(
+    {"prompt", "prompt_token_ids", "prompt_embeds", "prompt_is_token_ids", "cache_salt"}
+)
 
 T = TypeVar("T")
 
@@ -52,7 +54,7 @@ def check_prompt(prompt: object) -> Prompt:
         if unknown:
             raise InvalidRequestError(
                 f"prompt keys {unknown} are not supported (only 'prompt', 'prompt_token_ids', "
-                "'prompt_embeds' and 'cache_salt').",
+                "'prompt_embeds', 'prompt_is_token_ids' and 'cache_salt').",
                 param="prompt",
             )
         if (

@@ -444,6 +444,9 @@ class Scheduler:
                 eos_token_id=r.eos_token_id,
                 lora_request=r.lora_request,
                 prompt_embeds=None if r.prompt_embeds is None else r.prompt_embeds.tensor,
+                prompt_embeds_mask=None
+                if r.prompt_embeds is None
+                else r.prompt_embeds.embedded_positions(),
             )
             for r in plan.new_reqs
         ]

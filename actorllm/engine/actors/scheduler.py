@@ -11,9 +11,9 @@ This is the per-step scheduling hook: a step leaves here as ``ExecuteStep`` and 
 as ``StepDone``; its outputs go on to the output processor. A step launched on that result
 is launched before they are sent on, and one yield between the two lets the executor hand
 it to the worker before the output processor is woken, so the worker computes it while the
-output processor works on them (in the other order the worker waits for the output processor, which costs
-an overhead-bound run about 5 % of its throughput). Sends do not yield when the mailbox
-has room: that one yield is the step's only task switch here.
+output processor works on them (in the other order the worker waits for the output
+processor, which costs an overhead-bound run about 5 % of its throughput). Sends do not
+yield when the mailbox has room: that one yield is the step's only task switch here.
 
 Deadlock rule: the scheduler waits for room in the executor's mailbox (which holds at most
 the in-flight cap of steps plus control calls) and in the output processor's. Nobody on a

@@ -28,7 +28,7 @@ from actorllm.engine.api.engine_status import EngineStatus, live_replicas
 from actorllm.engine.api.overload import check_waiting_bound
 from actorllm.engine.api.pooling_outputs import PoolingOutput, PoolingRequestOutput
 from actorllm.engine.api.pooling_requests import check_pooling, pooling_sampling_params
-from actorllm.engine.api.prompt_embeds import has_prompt_embeds, to_prompt_embeds
+from actorllm.engine.api.prompt_embeds import has_prompt_embeds, prompt_embeds_of
 from actorllm.engine.api.request_fields import check_priority, monotonic_arrival
 from actorllm.engine.errors import EngineDeadError, InvalidRequestError, RequestFailedError
 
@@ -166,7 +166,7 @@ class RequestAPI:
         if has_prompt_embeds(prompt) and not isinstance(prompt["prompt_embeds"], PromptEmbeds):
             # checked, cast and fingerprinted off the loop
             embeds = await anyio.to_thread.run_sync(
-                to_prompt_embeds, prompt["prompt_embeds"], ctx.model.prompt_embeds
+                prompt_embeds_of, prompt, ctx.model.prompt_embeds
             )
             prompt = {**prompt, "prompt_embeds": embeds}
         check_waiting_bound(

@@ -314,6 +314,39 @@ def _completion_prompt_rule(schema: dict[str, Any], embeds: bool) -> None:
         schema.pop("required", None)
 
 
+def _content_parts_rule(components: dict[str, Any], embeds: bool) -> None:
+    """Chat content parts: ``prompt_embeds`` parts with --enable-prompt-embeds (non-empty
+    base64 ``data``; chat completions only), else text parts alone."""
+    part = components.get("PromptEmbedsContentPart")
+    if part is None:
+        return
+    if embeds:
+        part["properties"]["data"] = {
+            "type": "string",
+            "minLength": 1,
+            "contentEncoding": "base64",
+            "description": "base64 of torch.save(tensor [num_tokens, hidden_size]); "
+            "taken by /v1/chat/completions only.",
+        }
+        part["required"] = ["type", "data"]
+        return
+    del components["PromptEmbedsContentPart"]
+    text = {"$ref": _REF.format(name="TextContentPart")}
+
+    def only_text(node: Any) -> Any:
+        if isinstance(node, dict):
+            mapping = node.get("discriminator", {}).get("mapping", {})
+            if "prompt_embeds" in mapping and "text" in mapping:
+                return text
+            return {k: only_text(v) for k, v in node.items()}
+        if isinstance(node, list):
+            return [only_text(v) for v in node]
+        return node
+
+    for name in list(components):
+        components[name] = only_text(components[name])
+
+
 def _if_set(field: str, value: Any = None) -> dict[str, Any]:
     cond: dict[str, Any] = {"required": [field]}
     cond["properties"] = {
@@ -499,6 +532,7 @@ def openapi_document(*, dev_mode: bool, api_key: bool, served: Served) -> dict[s
     _fill_served(components, served)
     _cross_field_rules(components)
     _completion_prompt_rule(components["CompletionRequest"], served.prompt_embeds)
+    _content_parts_rule(components, served.prompt_embeds)
     if not served.trust_request_chat_template:
         for name in ("ChatCompletionRequest", "TokenizeRequest", _BATCH, "EmbeddingRequest",
                      "PoolingRequest", "ClassificationRequest"):  # fmt: skip

@@ -21,12 +21,14 @@ from typing import Any
 
 from actorllm.core.chat_template import render_chat as core_render_chat
 from actorllm.core.prompt_embeds import PromptEmbeds
-from actorllm.engine.api.prompt_embeds import decode_prompt_embeds
+from actorllm.engine.api.beam_search import BEAM_EMBEDS_REFUSAL
+from actorllm.engine.api.prompt_embeds import CHAT_PLACEHOLDER, decode_prompt_embeds
 from actorllm.entrypoints.openai.errors import bad_request
 from actorllm.entrypoints.openai.protocol.chat_request import (
     AssistantMessage,
     ChatMessage,
     Content,
+    PromptEmbedsContentPart,
     ToolMessage,
 )
 from actorllm.entrypoints.openai.protocol.completion import prompt_batch
@@ -99,6 +101,18 @@ def embeds_prompts(items: str | list[str] | None, spec: tuple[int, Any] | None) 
     return out
 
 
+def refuse_beside_embeds(truncate_prompt_tokens: int | None, use_beam_search: bool) -> None:
+    """What neither a completion's ``prompt_embeds`` nor a chat's ``prompt_embeds`` parts
+    can have: truncation (of rows) and beam search (its beams are token-id prompts)."""
+    if truncate_prompt_tokens is not None:
+        raise bad_request(
+            "truncate_prompt_tokens is not supported with prompt_embeds.",
+            "truncate_prompt_tokens",
+        )
+    if use_beam_search:
+        raise bad_request(BEAM_EMBEDS_REFUSAL, "prompt_embeds")
+
+
 def completion_prompts(
     prompt: Any, tokenizer: Any, *, add_special_tokens: bool, vocab_size: int
 ) -> list[Prompt]:
@@ -126,12 +140,16 @@ def completion_prompts(
 
 def content_text(content: Content | None) -> str:
     """Message content as one string: text parts joined with newlines (vLLM's "string"
-    content format, which every text-only chat template understands)."""
+    content format, which every text-only chat template understands); a ``prompt_embeds``
+    part stands as its placeholder, where its rows are spliced after tokenizing."""
     if content is None:
         return ""
     if isinstance(content, str):
         return content
-    return "\n".join(part.text for part in content)
+    return "\n".join(
+        CHAT_PLACEHOLDER if isinstance(part, PromptEmbedsContentPart) else part.text
+        for part in content
+    )
 
 
 def _tool_call(call: Any) -> dict[str, Any]:
@@ -191,10 +209,22 @@ def render_chat(
     chat_template_kwargs: dict[str, Any] | None,
     tools: list[dict[str, Any]] | None = None,
     chat_template: str | None = None,
+    embeds_parts: bool = False,
 ) -> str:
     """The prompt text the chat template makes of ``messages`` (400 if it cannot), by the
     engine's own renderer (:mod:`actorllm.core.chat_template`, which ``LLM.chat`` uses too);
-    ``tools`` (OpenAI function tools) go to the template, which must render them."""
+    ``tools`` (OpenAI function tools) go to the template, which must render them.
+    ``prompt_embeds`` parts render as their placeholder where the caller splices them
+    (``embeds_parts``, chat completions); elsewhere they are a 400."""
+    if not embeds_parts and any(
+        isinstance(part, PromptEmbedsContentPart)
+        for msg in messages
+        if isinstance(msg.content, list)
+        for part in msg.content
+    ):
+        raise bad_request(
+            "prompt_embeds content parts are taken by /v1/chat/completions only.", "messages"
+        )
     return core_render_chat(
         tokenizer,
         messages_for_template(messages),

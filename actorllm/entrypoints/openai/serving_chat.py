@@ -24,8 +24,9 @@ from actorllm.core.outputs import CompletionOutput, RequestOutput
 from actorllm.core.sampling_params import RequestOutputKind, SamplingParams
 from actorllm.engine.api.request_fields import check_priority
 from actorllm.entrypoints.openai.beam_request import beam_params
+from actorllm.entrypoints.openai.chat_embeds import embeds_parts, spliced_prompt
 from actorllm.entrypoints.openai.chat_outputs import ChoiceParser, Delta
-from actorllm.entrypoints.openai.errors import APIError
+from actorllm.entrypoints.openai.errors import APIError, bad_request
 from actorllm.entrypoints.openai.input_work import messages_chars, run_input_work
 from actorllm.entrypoints.openai.logprobs import TokenText, chat_logprobs, prompt_logprobs
 from actorllm.entrypoints.openai.lora_models import lora_options, resolve_model
@@ -35,12 +36,14 @@ from actorllm.entrypoints.openai.preprocess import (
     effort_kwargs,
     encode,
     fit_max_tokens,
+    refuse_beside_embeds,
     render_chat,
     truncate,
 )
 from actorllm.entrypoints.openai.protocol.chat_request import (
     AssistantMessage,
     ChatCompletionRequest,
+    PromptEmbedsContentPart,
     ToolCall,
 )
 from actorllm.entrypoints.openai.protocol.chat_response import (
@@ -141,7 +144,12 @@ async def start_chat(
         req.chat_template_kwargs,
     )
 
-    def render() -> tuple[str, list[int]]:
+    spec = engine.prompt_embeds_spec
+    parts = embeds_parts(req.messages, spec)  # prompt_embeds content parts, checked
+    if parts:
+        _refuse_beside_parts(req)
+
+    def render() -> tuple[str, Prompt]:
         text = render_chat(
             engine.tokenizer,
             req.messages,
@@ -151,12 +159,19 @@ async def start_chat(
             chat_template_kwargs=template_kwargs,
             tools=tool_plan.template_tools,
             chat_template=template,
+            embeds_parts=True,
         )
-        return text, encode(engine.tokenizer, text, add_special_tokens=req.add_special_tokens)
+        if parts:
+            return text, spliced_prompt(
+                text, parts, spec, engine.tokenizer, add_special_tokens=req.add_special_tokens
+            )
+        ids = encode(engine.tokenizer, text, add_special_tokens=req.add_special_tokens)
+        return text, Prompt(text, ids)
 
-    text, ids = await run_input_work(render, messages_chars(req.messages), ctx.input_limiter)
+    size = messages_chars(req.messages) + sum(len(p.data or "") for p in parts)
+    text, rendered = await run_input_work(render, size, ctx.input_limiter)
     prompt = truncate(
-        Prompt(text, ids), req.truncate_prompt_tokens, engine.max_model_len, req.truncation_side
+        rendered, req.truncate_prompt_tokens, engine.max_model_len, req.truncation_side
     )
     asked = chat_max_tokens(req) if budget is None else budget.asked
     if budget is not None:
@@ -219,6 +234,15 @@ async def start_chat(
         and not isinstance(tool_plan.parser, NamedToolParser),
     )
     return state, streams, params
+
+
+def _refuse_beside_parts(req: ChatCompletionRequest) -> None:
+    """What a chat with ``prompt_embeds`` parts cannot have: a 400 naming the field."""
+    refuse_beside_embeds(req.truncate_prompt_tokens, req.use_beam_search)
+    last = req.messages[-1]
+    echoed = last.content if req.echo and isinstance(last, AssistantMessage) else None
+    if isinstance(echoed, list) and any(isinstance(p, PromptEmbedsContentPart) for p in echoed):
+        raise bad_request("echo cannot repeat a prompt_embeds content part.", "echo")
 
 
 def _as_ids(ctx: ServingContext, asked: bool) -> bool:

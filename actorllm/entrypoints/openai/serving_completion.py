@@ -16,7 +16,6 @@ from starlette.responses import Response
 from actorllm.core.lora import LoRARequest
 from actorllm.core.outputs import CompletionOutput, Logprob, RequestOutput
 from actorllm.core.sampling_params import RequestOutputKind, SamplingParams
-from actorllm.engine.api.beam_search import BEAM_EMBEDS_REFUSAL
 from actorllm.engine.api.request_fields import check_priority
 from actorllm.entrypoints.openai.beam_request import beam_params
 from actorllm.entrypoints.openai.errors import bad_request
@@ -27,6 +26,7 @@ from actorllm.entrypoints.openai.preprocess import (
     completion_prompts,
     embeds_prompts,
     fit_max_tokens,
+    refuse_beside_embeds,
     truncate,
 )
 from actorllm.entrypoints.openai.protocol.completion import (
@@ -158,13 +158,7 @@ def _check_embeds_options(req: CompletionRequest) -> None:
     engine's input processor refuses prompt_logprobs."""
     if req.echo:
         raise bad_request("Echo is unsupported with prompt embeds.", "echo")
-    if req.truncate_prompt_tokens is not None:
-        raise bad_request(
-            "truncate_prompt_tokens is not supported with prompt_embeds.",
-            "truncate_prompt_tokens",
-        )
-    if req.use_beam_search:
-        raise bad_request(BEAM_EMBEDS_REFUSAL, "prompt_embeds")
+    refuse_beside_embeds(req.truncate_prompt_tokens, req.use_beam_search)
 
 
 def _capped(max_tokens: int, cap: float | None) -> int:

@@ -15,14 +15,22 @@ from actorllm.entrypoints.openai.protocol.bounds import MaxTokens, NonEmptyStr, 
 from actorllm.entrypoints.openai.protocol.sampling_fields import SamplingFields
 
 
-class TextContentPart(msgspec.Struct, kw_only=True):
-    type: Literal["text"]
+class TextContentPart(msgspec.Struct, kw_only=True, tag_field="type", tag="text"):
     text: str
 
 
-# The content a message may carry: text, or a list of text parts (this server serves text
+class PromptEmbedsContentPart(msgspec.Struct, kw_only=True, tag_field="type", tag="prompt_embeds"):
+    """vLLM's ``prompt_embeds`` part (``--enable-prompt-embeds``): base64 of
+    ``torch.save(tensor [N, H])``, spliced into the prompt where the part stands."""
+
+    data: str | None = None  # required: its absence is a 400 naming prompt_embeds, as vLLM
+
+
+ContentPart = TextContentPart | PromptEmbedsContentPart
+
+# The content a message may carry: text, or a list of parts (this server serves text
 # models; other part types are refused by the decoder, naming the part).
-Content = str | list[TextContentPart]
+Content = str | list[ContentPart]
 
 
 class FunctionCall(msgspec.Struct, kw_only=True):

@@ -22,6 +22,7 @@ from actorllm.entrypoints.openai.protocol.chat_request import (
     AssistantMessage,
     ChatCompletionRequest,
     ChatMessage,
+    Content,
     DeveloperMessage,
     FunctionCall,
     FunctionDefinition,
@@ -120,10 +121,10 @@ def _text(parts: str | Sequence[ContentPart]) -> str:
     return "".join(p.refusal if isinstance(p, RefusalContent) else p.text for p in parts)
 
 
-def _parts(content: str | Sequence[ContentPart]) -> str | list[TextContentPart]:
+def _parts(content: str | Sequence[ContentPart]) -> Content:
     if isinstance(content, str):
         return content
-    return [TextContentPart(type="text", text=_text([p])) for p in content]
+    return [TextContentPart(text=_text([p])) for p in content]
 
 
 def _last_assistant(messages: list[ChatMessage]) -> AssistantMessage | None:
