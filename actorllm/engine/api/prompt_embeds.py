@@ -127,7 +127,7 @@ def _mixed(tensor: torch.Tensor, token_ids: Any, is_token_ids: Any) -> PromptEmb
     if is_token_ids is None:
         is_token = (False,) * length  # every position from the tensor (vLLM's default)
     else:
-        if isinstance(is_token_ids, (str, bytes)) or not all(
+        if not isinstance(is_token_ids, (list, tuple)) or not all(
             isinstance(t, bool) for t in is_token_ids
         ):
             raise InvalidRequestError(

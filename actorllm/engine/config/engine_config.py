@@ -183,7 +183,9 @@ class EngineConfig(msgspec.Struct, kw_only=True):
     flight). None, the default, turns it on unless the engine cannot overlap steps
     (speculative decoding, pipeline parallel, a pooling model), as vLLM resolves it on
     GPUs; see :meth:`resolved_async_scheduling`. vLLM's CPU platform forces it off; here it
-    stays on on CPU as well: the served loop's turn between steps is hidden by the overlap."""
+    stays on on CPU as well: the served loop's turn between steps is hidden by the overlap.
+    The overlapping step is launched just before the running one is predicted to end
+    (engine/scheduling/lookahead.py), so requests that arrive meanwhile join it."""
     # -- SpeculativeConfig ------------------------------------------------------------------
     speculative_config: dict[str, Any] | None = None
     """vLLM's speculative_config, e.g. '{"method": "ngram", "num_speculative_tokens": 4}'
