@@ -83,6 +83,7 @@ class Lookahead:
         self._launched: dict[int, tuple[int, float]] = {}  # {step_id: (tokens, launched at)}
         self._last_done: float | None = None  # when the last step's result came back
         self._deferred = False  # launch_at put the next launch off
+        self._at: float | None = None  # launch_at's answer until the next launch or result
         self.early = 0  # overlapping steps launched before their predecessor ended
         self.late = 0  # put off, then launched on its predecessor's result (predicted long)
 
@@ -93,15 +94,19 @@ class Lookahead:
             self.late += 1
         self._deferred = False
         self._launched[step_id] = (tokens, now)
+        self._at = None
 
     def done(self, step_id: int, now: float) -> None:
         entry = self._launched.pop(step_id, None)
         if entry is not None:
             tokens, launched_at = entry
-            # The worker starts a step when it is launched or when the one before it ends.
-            started = launched_at if self._last_done is None else max(launched_at, self._last_done)
-            self.model.observe(tokens, now - started)
+            self.model.observe(tokens, now - self._started(launched_at))
         self._last_done = now
+        self._at = None
+
+    def _started(self, launched_at: float) -> float:
+        """When the worker started a step: at its launch, or when the one before it ended."""
+        return launched_at if self._last_done is None else max(launched_at, self._last_done)
 
     def launch_at(self, now: float) -> float | None:
         """When the next step should be launched; None: now (nothing in flight, or no
@@ -109,11 +114,11 @@ class Lookahead:
         most one step ahead."""
         if not self._launched:
             return None
-        tokens, launched_at = next(iter(self._launched.values()))
-        predicted = self.model.predict(tokens)
-        if predicted is None:
-            return None
-        started = launched_at if self._last_done is None else max(launched_at, self._last_done)
-        at = started + predicted * (1.0 - LEAD_FRACTION) - LEAD_S
-        self._deferred = at > now
-        return at
+        if self._at is None:  # once per launch or result, not per scheduler message
+            tokens, launched_at = next(iter(self._launched.values()))
+            predicted = self.model.predict(tokens)
+            if predicted is None:
+                return None
+            self._at = self._started(launched_at) + predicted * (1.0 - LEAD_FRACTION) - LEAD_S
+        self._deferred = self._at > now
+        return self._at
