@@ -5,7 +5,8 @@ RoBERTa / XLM-RoBERTa (``RobertaModel``, ``XLMRobertaModel``, their
 Bidirectional attention over each whole sequence, absolute learned positions, token types,
 post-LayerNorm blocks. Nothing is cached: an encoder runs a request's prompt in one
 forward and keeps no KV. A step's sequences arrive flat (``[T]`` token ids, sequence
-lengths) and are padded to ``[B, S]`` for ``scaled_dot_product_attention`` with a key mask.
+lengths); the linears run on the packed rows, the attention on each long sequence's own
+rows and on the short ones padded together (``_layout``).
 
 Module names follow transformers' own, so a checkpoint loads with ``load_state_dict``
 (a ``bert.`` / ``roberta.`` prefix stripped).
@@ -44,14 +45,58 @@ class _Embeddings(nn.Module):
         return self.LayerNorm(x + self.token_type_embeddings(types))
 
 
+# A sequence at least this long attends alone, on strided views of the packed rows (no
+# copy, no padding); shorter ones are padded together into one call with a key mask. One
+# padded [B, S] batch of uneven lengths spends most of its attention on padding (lengths
+# spread over 8..256 cost 3x the real work), and a call per short sequence costs more in
+# overhead than its padding would.
+ALONE_MIN_LEN = 64
+
+
 @dataclass(frozen=True)
-class _Padding:
-    """Where a step's packed rows sit in the padded [B, S] attention layout."""
+class _Group:
+    """The short sequences of a step, padded to a [B, S] attention layout."""
 
     b: int
     s: int
-    rows: torch.Tensor  # [T] int64, row t's index in the flat [B * S] layout
-    mask: torch.Tensor | None  # [B, 1, 1, S] bool (True: a real key); None: no padding
+    rows: torch.Tensor  # [N] int64, the group's rows in the packed [T] layout
+    slots: torch.Tensor  # [N] int64, the same rows' indices in the flat [B * S] layout
+    mask: torch.Tensor | None  # [B, 1, 1, S] bool (True: a real key); None: equal lengths
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """How a step's sequences meet the attention: each long one alone, the rest grouped."""
+
+    alone: tuple[tuple[int, int], ...]  # (first packed row, length) of each long sequence
+    group: _Group | None
+
+
+def _layout(seq_lens: list[int], device: torch.device) -> _Layout:
+    spans = []  # (first packed row, length) of each sequence
+    start = 0
+    for n in seq_lens:
+        spans.append((start, n))
+        start += n
+    alone = tuple((st, n) for st, n in spans if n >= ALONE_MIN_LEN)
+    short = [(st, n) for st, n in spans if n < ALONE_MIN_LEN]
+    if not short:
+        return _Layout(alone, None)
+    b, s = len(short), max(n for _, n in short)
+    rows = [st + i for st, n in short for i in range(n)]
+    slots = [j * s + i for j, (_, n) in enumerate(short) for i in range(n)]
+    mask = None
+    if any(n != s for _, n in short):  # keys past a sequence's end are masked
+        lens = torch.tensor([n for _, n in short], device=device)  # [B]
+        mask = (torch.arange(s, device=device)[None, :] < lens[:, None])[:, None, None, :]
+    group = _Group(
+        b=b,
+        s=s,
+        rows=torch.tensor(rows, device=device),
+        slots=torch.tensor(slots, device=device),
+        mask=mask,
+    )
+    return _Layout(alone, group)
 
 
 class _SelfAttention(nn.Module):
@@ -79,23 +124,29 @@ class _Attention(nn.Module):
         self.output = _DenseNorm(c.hidden_size, c)
         self.num_heads = c.num_heads
 
-    def forward(self, x: torch.Tensor, pad: _Padding) -> torch.Tensor:
-        # x: [T, H] packed rows; projections run packed (no padding), only the attention
-        # itself runs padded to [B, nh, S, D]
+    def forward(self, x: torch.Tensor, layout: _Layout) -> torch.Tensor:
+        # x: [T, H] packed rows; the projections run packed, the attention per sequence
+        # (long ones) or padded to [B, nh, S, D] (the short ones together)
         h = x.shape[1]
-        nh, b, s = self.num_heads, pad.b, pad.s
+        nh, d = self.num_heads, h // self.num_heads
+        q, k, v = self.self.query(x), self.self.key(x), self.self.value(x)  # [T, H] each
+        o = torch.empty_like(q)  # [T, H]
+        for start, n in layout.alone:
+            # [n, H] -> [1, nh, n, D] views: SDPA takes the strides (4-D; a 3-D [nh, n, D]
+            # view falls off its fast path)
+            qs, ks, vs = (y[start : start + n].view(1, n, nh, d).transpose(1, 2) for y in (q, k, v))
+            out = F.scaled_dot_product_attention(qs, ks, vs)  # [1, nh, n, D]
+            o[start : start + n].view(1, n, nh, d).copy_(out.transpose(1, 2))
+        g = layout.group
+        if g is not None:
 
-        def heads(y: torch.Tensor) -> torch.Tensor:
-            if pad.mask is None:  # one layout: no scatter
-                return y.view(b, s, nh, h // nh).transpose(1, 2)
-            padded = y.new_zeros(b * s, h).index_copy_(0, pad.rows, y)  # [B*S, H]
-            return padded.view(b, s, nh, h // nh).transpose(1, 2)  # [B, nh, S, D]
+            def padded(y: torch.Tensor) -> torch.Tensor:
+                flat = y.new_zeros(g.b * g.s, h).index_copy_(0, g.slots, y.index_select(0, g.rows))
+                return flat.view(g.b, g.s, nh, d).transpose(1, 2)  # [B, nh, S, D]
 
-        q, k, v = heads(self.self.query(x)), heads(self.self.key(x)), heads(self.self.value(x))
-        o = F.scaled_dot_product_attention(q, k, v, attn_mask=pad.mask)  # [B, nh, S, D]
-        o = o.transpose(1, 2).reshape(b * s, h)
-        if pad.mask is not None:
-            o = o.index_select(0, pad.rows)  # [T, H]
+            out = F.scaled_dot_product_attention(padded(q), padded(k), padded(v), attn_mask=g.mask)
+            flat = out.transpose(1, 2).reshape(g.b * g.s, h)  # [B*S, H]
+            o.index_copy_(0, g.rows, flat.index_select(0, g.slots))
         return self.output(o, x)
 
 
@@ -116,8 +167,8 @@ class _Layer(nn.Module):
         self.intermediate = _Intermediate(c)
         self.output = _DenseNorm(c.intermediate_size, c)
 
-    def forward(self, x: torch.Tensor, pad: _Padding) -> torch.Tensor:
-        x = self.attention(x, pad)
+    def forward(self, x: torch.Tensor, layout: _Layout) -> torch.Tensor:
+        x = self.attention(x, layout)
         return self.output(self.intermediate(x), x)
 
 
@@ -175,19 +226,14 @@ class EncoderModel(nn.Module):
     ) -> torch.Tensor:
         """input_ids, token_types: [T] (the sequences back to back) -> hidden [T, H]."""
         device = input_ids.device
-        b, s = len(seq_lens), max(seq_lens)
         lens = torch.tensor(seq_lens, device=device)  # [B]
         starts = torch.cumsum(lens, 0) - lens  # [B]
-        seq_of_row = torch.repeat_interleave(torch.arange(b, device=device), lens)  # [T]
-        pos_in_seq = torch.arange(input_ids.shape[0], device=device) - starts[seq_of_row]
-        mask = None
-        if min(seq_lens) != s:  # some padding: keys past a sequence's end are masked
-            valid = torch.arange(s, device=device)[None, :] < lens[:, None]  # [B, S]
-            mask = valid[:, None, None, :]
-        pad = _Padding(b=b, s=s, rows=seq_of_row * s + pos_in_seq, mask=mask)
+        seq_of_row = torch.repeat_interleave(torch.arange(len(seq_lens), device=device), lens)
+        pos_in_seq = torch.arange(input_ids.shape[0], device=device) - starts[seq_of_row]  # [T]
+        layout = _layout(seq_lens, device)
         x = self.embeddings(input_ids, pos_in_seq + self.config.position_offset, token_types)
         for layer in self.encoder.layer:
-            x = layer(x, pad)
+            x = layer(x, layout)
         return x  # [T, H]
 
     def classify(self, cls_rows: torch.Tensor) -> torch.Tensor:

@@ -25,8 +25,10 @@ from actorllm.core.lora import LoRARequest
 from actorllm.core.model_runner_output import ModelRunnerOutput
 from actorllm.core.pooling_params import PoolingParams
 from actorllm.core.scheduler_output import SchedulerOutput
+from actorllm.kernels.cpu_features import native_bf16
 from actorllm.models.bert import EncoderModel, load_encoder
 from actorllm.models.encoder_config import EncoderConfig, encoder_pooler_spec, read_encoder_config
+from actorllm.models.onednn_linear import prepack_linears
 from actorllm.worker.pooling_head import PoolingHead
 from actorllm.worker.runner import FinishedStep, Runner
 from actorllm.worker.sleep_tags import SLEEP_TAGS, WEIGHTS, to_wake
@@ -67,7 +69,10 @@ class EncoderRunner:
             cfg, max_model_len=max_model_len or limit
         )
         if dtype == "auto":
-            self.dtype = torch.float32 if self.device.type == "cpu" else torch.bfloat16
+            # bfloat16 where it is fast; a CPU without native bf16 dot products keeps float32
+            # (the decoders' rule, models/loader.resolve_dtype)
+            fast = self.device.type != "cpu" or native_bf16()
+            self.dtype = torch.bfloat16 if fast else torch.float32
         elif dtype in _DTYPES:
             self.dtype = _DTYPES[dtype]
         else:
@@ -115,6 +120,8 @@ class EncoderRunner:
     def load_model(self) -> None:
         self._model = load_encoder(self.model_path, self.model_config, self.dtype, self.device)
         model = self._model
+        if self.device.type == "cpu":
+            prepack_linears(model)  # oneDNN matmuls (models/onednn_linear.py)
         self.head = PoolingHead(self.spec, model.classify if model.classifier else None)
 
     def reset_requests(self) -> None:

@@ -1,0 +1,74 @@
+"""The encoder's packed forward against transformers' own, one sequence at a time.
+
+A step mixes long sequences (attended alone, on views of the packed rows) with short ones
+(padded together under a key mask): every mix must give each sequence the hidden states
+transformers gives it alone.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from actorllm.models.bert import ALONE_MIN_LEN, EncoderModel, load_encoder
+from actorllm.models.encoder_config import read_encoder_config
+
+L = ALONE_MIN_LEN
+
+
+@pytest.fixture(scope="module", params=["bert", "roberta"])
+def tiny(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    import transformers
+
+    path = tmp_path_factory.mktemp(request.param)
+    common = {
+        "vocab_size": 97,
+        "hidden_size": 32,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "intermediate_size": 64,
+        "max_position_embeddings": 2 * L + 8,
+    }
+    torch.manual_seed(0)
+    if request.param == "bert":
+        transformers.BertModel(transformers.BertConfig(**common)).save_pretrained(path)
+    else:
+        cfg = transformers.RobertaConfig(**common, pad_token_id=1)
+        transformers.RobertaModel(cfg).save_pretrained(path)
+    return path
+
+
+def _ours(path: Path) -> EncoderModel:
+    return load_encoder(path, read_encoder_config(path), torch.float32, torch.device("cpu"))
+
+
+@pytest.mark.parametrize(
+    "lens",
+    [
+        [5],  # one short sequence
+        [L + 3],  # one long sequence
+        [7, 7, 7],  # short ones of equal length: no mask
+        [3, L + 9, 11, L, 1, 2 * L],  # long and short interleaved, uneven
+        [L - 1, L, L + 1],  # either side of the threshold
+    ],
+)
+def test_each_sequence_gets_what_transformers_gives_it_alone(tiny: Path, lens: list[int]) -> None:
+    import transformers
+
+    hf = transformers.AutoModel.from_pretrained(tiny).eval()
+    ours = _ours(tiny)
+    g = torch.Generator().manual_seed(sum(lens))
+    seqs = [torch.randint(3, 97, (n,), generator=g) for n in lens]
+    types = [torch.randint(0, 2, (n,), generator=g) for n in lens]
+    with torch.inference_mode():
+        got = ours(torch.cat(seqs), torch.cat(types), lens)  # [T, H]
+        want = torch.cat(
+            [
+                hf(input_ids=s[None], token_type_ids=t[None]).last_hidden_state[0]
+                for s, t in zip(seqs, types, strict=True)
+            ]
+        )
+    assert got.shape == want.shape
+    torch.testing.assert_close(got, want, atol=2e-5, rtol=1e-4)
