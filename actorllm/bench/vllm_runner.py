@@ -21,6 +21,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from typing import Any, TextIO
 
 
@@ -75,11 +76,17 @@ def _emit(results: TextIO, doc: dict[str, Any]) -> None:
     results.flush()
 
 
-if __name__ == "__main__":
+def run_script(body: Callable[[dict[str, Any], TextIO], None]) -> None:
+    """A runner script's entry: ``body(job, results)`` with the job read from the JSON file
+    in argv[1]. Results keep the real stdout; fd 1 (this process's and its children's)
+    becomes stderr, so vLLM's logs never mix into the results."""
     with open(sys.argv[1]) as f:
-        job_in = json.load(f)
-    # Results keep the real stdout; fd 1 (this process's and its children's) becomes stderr.
+        job = json.load(f)
     out = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)
     sys.stdout = sys.stderr
-    serve(job_in, out)
+    body(job, out)
+
+
+if __name__ == "__main__":
+    run_script(serve)

@@ -40,6 +40,19 @@ if TYPE_CHECKING:
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
+def encoder_dtype(dtype: str, device: str | torch.device) -> torch.dtype:
+    """The dtype an encoder runs in: ``dtype`` by name, or for "auto" bfloat16 where it is
+    fast, float32 on a CPU without native bf16 dot products (the decoders' rule,
+    ``models/loader.resolve_dtype``; vLLM's "auto" picks float16 for pooling models, which
+    a CPU without AMX-FP16 runs slower than either)."""
+    if dtype == "auto":
+        fast = torch.device(device).type != "cpu" or native_bf16()
+        return torch.bfloat16 if fast else torch.float32
+    if dtype in _DTYPES:
+        return _DTYPES[dtype]
+    raise ValueError(f"dtype {dtype!r} is not supported (auto, {', '.join(_DTYPES)})")
+
+
 class EncoderRunner:
     """Runs an encoder-only model; worker thread only. Satisfies :class:`Runner`."""
 
@@ -68,15 +81,7 @@ class EncoderRunner:
         self.model_config: EncoderConfig = msgspec.structs.replace(
             cfg, max_model_len=max_model_len or limit
         )
-        if dtype == "auto":
-            # bfloat16 where it is fast; a CPU without native bf16 dot products keeps float32
-            # (the decoders' rule, models/loader.resolve_dtype)
-            fast = self.device.type != "cpu" or native_bf16()
-            self.dtype = torch.bfloat16 if fast else torch.float32
-        elif dtype in _DTYPES:
-            self.dtype = _DTYPES[dtype]
-        else:
-            raise ValueError(f"dtype {dtype!r} is not supported (auto, {', '.join(_DTYPES)})")
+        self.dtype = encoder_dtype(dtype, self.device)
         self.block_size = block_size
         self._model: EncoderModel | None = None
         self.head = PoolingHead(self.spec, None)
