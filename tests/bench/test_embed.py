@@ -37,6 +37,10 @@ def test_a_small_run_writes_every_rate_and_the_machine(tmp_path: Path) -> None:
         "vs_sentence_transformers_float32", "vs_sentence_transformers_bfloat16"
     }  # fmt: skip
     assert figures["actorllm"]["min_cosine_vs_st_float32"] > 0.9999
+    assert all(
+        side["host_gemm_ms"] > 0
+        for side in [figures["actorllm"], *figures["sentence_transformers"]]
+    )
 
 
 def test_a_missing_vllm_environment_is_named_before_anything_runs(tmp_path: Path) -> None:

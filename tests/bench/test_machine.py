@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from actorllm.bench.machine import cpu_times, steal_share
+from actorllm.bench.machine import cpu_times, gemm_probe_ms, steal_share
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/stat is Linux's")
@@ -24,3 +24,8 @@ def test_steal_share_is_none_without_counters_or_time() -> None:
     assert steal_share(None, [1] * 8) is None
     assert steal_share([1] * 8, [1] * 8) is None  # no time passed
     assert steal_share([0] * 10, [10, 0, 0, 10, 0, 0, 0, 5, 0, 0]) == 0.2
+
+
+def test_the_gemm_probe_times_one_matmul() -> None:
+    ms = gemm_probe_ms(samples=3)
+    assert isinstance(ms, float) and 0.0 < ms < 10_000
