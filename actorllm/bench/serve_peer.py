@@ -15,8 +15,9 @@ so its ``vllm`` command fails looking up its own version, while the module does 
 Its JSON result (``--save-result``) is read back; the figures kept per run are
 :data:`FIGURES`, ``host_steal`` (the share of the host's CPU time the hypervisor took
 during the run: on a shared VM it moves a run's figures by tens of percent) and
-``host_gemm_ms`` (:func:`~actorllm.bench.machine.gemm_probe_ms` just before the run, both
-servers paused: the host's compute speed, which moves 2-3x with steal near 0), medians over
+``host_gemm_ms`` / ``host_gemm_ms_after`` (:func:`~actorllm.bench.machine.gemm_probe_ms`
+just before and after the run, both servers paused: the host's compute speed, which moves
+2-3x within seconds with steal near 0, so the two only bracket the run), medians over
 rounds per server, and the ratios: throughput actorllm / vLLM, latencies vLLM / actorllm, so
 above 1 is better for actorllm on every line.
 
@@ -189,11 +190,12 @@ def run_levels(
                         fig["host_gemm_ms"] = probe
                     finally:
                         server.pause()
+                    fig["host_gemm_ms_after"] = gemm_probe_ms()
                     log.info(
                         "concurrency %d round %d %s: %.1f output tok/s, median TTFT %.0f ms, "
-                        "host steal %s, host GEMM probe %.2f ms",
+                        "host steal %s, host GEMM probe %.2f ms before, %.2f after",
                         c, r + 1, name, fig["output_throughput"], fig["median_ttft_ms"],
-                        fig["host_steal"], probe,
+                        fig["host_steal"], probe, fig["host_gemm_ms_after"],
                     )  # fmt: skip
                     runs[name].append(fig)
             out.append({"max_concurrency": c, "num_prompts": workload.prompts_at(c), "runs": runs})

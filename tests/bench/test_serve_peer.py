@@ -114,7 +114,7 @@ def test_rounds_alternate_and_only_the_measured_server_runs(
     monkeypatch.setattr(serve_peer, "gemm_probe_ms", lambda: events.append("probe") or 2.5)
     servers: dict[str, Any] = {n: _Recorded(n, events) for n in ("actorllm", "vllm")}
     levels = run_levels(servers, Path("p"), {}, Workload(8, 4), "tok", [1, 2], rounds=2)
-    run = ["probe", "resume {0}", "reset {0}", "client {0}", "pause {0}"]  # probe: both paused
+    run = ["probe", "resume {0}", "reset {0}", "client {0}", "pause {0}", "probe"]  # all paused
     a = [e.format("actorllm") for e in run]
     v = [e.format("vllm") for e in run]
     assert events == [
@@ -130,8 +130,8 @@ def test_rounds_alternate_and_only_the_measured_server_runs(
     steals = [f["host_steal"] for lv in levels for figs in lv["runs"].values() for f in figs]
     assert all(s is None or 0.0 <= s <= 1.0 for s in steals) and len(steals) == 8
     # and the host's compute speed just before it
-    assert all(f["host_gemm_ms"] == 2.5 for lv in levels for figs in lv["runs"].values()
-               for f in figs)  # fmt: skip
+    assert all(f["host_gemm_ms"] == f["host_gemm_ms_after"] == 2.5 for lv in levels
+               for figs in lv["runs"].values() for f in figs)  # fmt: skip
 
 
 def test_peer_vllm_measures_both_servers_with_vllms_client(
