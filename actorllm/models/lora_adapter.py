@@ -10,7 +10,9 @@ tensors ``<module>.lora_A.weight`` ``A`` [r, in] and ``<module>.lora_B.weight`` 
 (``base_model.model.model.layers.0.self_attn.q_proj``); ours fuse q|k|v into ``qkv_proj``
 and gate|up into ``gate_up_proj`` (``models/llama.py``), so an adapter of ``k_proj`` becomes
 *slice 1* of ``qkv_proj``: its own ``A``, and a ``B`` whose rows land in k's output columns.
-``s`` is folded into ``B`` once, here.
+``s`` is folded into ``B`` once, here. Under tensor parallelism each rank keeps its part
+(``models/parallel.py``'s :func:`lora_pair_piece`: B's rows of a column-parallel
+projection, A's columns of a row-parallel one), after checking the whole tensors.
 
 Everything an adapter asks that we do not apply is refused by name
 (:class:`LoRAAdapterError`, a ``ValueError`` naming the adapter and the reason): a
@@ -36,6 +38,7 @@ from safetensors.torch import load_file
 from torch import nn
 
 from actorllm.models.base import CausalLM
+from actorllm.models.parallel import full_weight_shape, lora_pair_piece
 
 CONFIG_FILE = "adapter_config.json"
 WEIGHTS_FILE = "adapter_model.safetensors"
@@ -108,20 +111,24 @@ def read_adapter(
             )
         scaling = alpha / math.sqrt(rank) if cfg.get("use_rslora") else alpha / rank
         out.rank, out.scaling = max(out.rank, rank), scaling
-        target, shard, linear, out_size = _target(name, model, hf_module)
+        ours, target, shard, linear, out_size = _target(name, model, hf_module)
         if a.dim() != 2 or b.dim() != 2 or a.shape[0] != rank or b.shape[1] != rank:
             raise LoRAAdapterError(
                 name, f"{hf_module}: lora_A {tuple(a.shape)} / lora_B {tuple(b.shape)} "
                 f"do not have rank r={rank}"
             )  # fmt: skip
-        if a.shape[1] != linear.in_features or b.shape[0] != out_size:
+        # Tensor parallel: the checkpoint's whole projection is checked, this rank's part kept.
+        full_out, full_in = full_weight_shape(model.config, ours, out_size, linear.in_features)
+        if a.shape[1] != full_in or b.shape[0] != full_out:
             raise LoRAAdapterError(
                 name,
                 f"{hf_module}: adapter shapes A {tuple(a.shape)}, B {tuple(b.shape)} do not "
-                f"fit this model's [{out_size}, {linear.in_features}] projection (an adapter "
+                f"fit this model's [{full_out}, {full_in}] projection (an adapter "
                 "for another base model?)",
             )
-        sl = LoRASlice(shard=shard, a=a.to(dtype), b=(b.float() * scaling).to(dtype))
+        b = b.float() * scaling
+        a, b = lora_pair_piece(model.config, ours, a, b, out_size, linear.in_features)
+        sl = LoRASlice(shard=shard, a=a.to(dtype).contiguous(), b=b.to(dtype).contiguous())
         out.modules.setdefault(target, []).append(sl)
     if not out.modules:
         raise LoRAAdapterError(name, f"{WEIGHTS_FILE} holds no lora_A / lora_B tensors")
@@ -195,8 +202,11 @@ def _pair(name: str, tensors: dict[str, torch.Tensor]) -> dict[str, tuple[torch.
     return {m: (a_of[m], b_of[m]) for m in a_of}
 
 
-def _target(name: str, model: CausalLM, hf_module: str) -> tuple[str, int | None, nn.Linear, int]:
-    """HF module name -> (our Linear's name, shard or None, the Linear, rows it adapts)."""
+def _target(
+    name: str, model: CausalLM, hf_module: str
+) -> tuple[str, str, int | None, nn.Linear, int]:
+    """HF module name -> (our weight's name before packing, our Linear's name, shard or
+    None, the Linear, rows it adapts on this rank)."""
     ours = model.checkpoint_name(hf_module + ".weight")
     if ours is None or _EXPERT.search(ours):
         raise LoRAAdapterError(
@@ -222,7 +232,7 @@ def _target(name: str, model: CausalLM, hf_module: str) -> tuple[str, int | None
             f"model (adaptable: {', '.join(TARGETABLE)} and their unfused q/k/v, gate/up)"
         )  # fmt: skip
     if shard is None:
-        return target, None, linear, linear.out_features
+        return ours, target, None, linear, linear.out_features
     owner = model.get_submodule(target.rsplit(".", 1)[0])
     sizes: list[int] = owner.shard_sizes  # type: ignore[assignment]
-    return target, shard, linear, sizes[shard]
+    return ours, target, shard, linear, sizes[shard]

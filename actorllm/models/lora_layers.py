@@ -74,6 +74,7 @@ class LoRAState:
     def __init__(self, layers: dict[str, LoRALayer]) -> None:
         self.layers = layers  # {projection module name: its slots}
         self.segments: LoRASegments | None = None  # this step's; None: a base-only step
+        self.row_slots: np.ndarray | None = None  # [T] this step's; None: a base-only step
 
     def use(
         self, row_slots: Sequence[int] | np.ndarray | None, device: torch.device | None = None
@@ -81,8 +82,9 @@ class LoRAState:
         """This step's rows: [T] each row's slot (-1: the base model); None: no adapter."""
         rs = None if row_slots is None else np.asarray(row_slots, dtype=np.int64)
         if rs is None or not bool((rs >= 0).any()):
-            self.segments = None  # a base-only step: the hooks add nothing
+            self.segments = self.row_slots = None  # a base-only step: the hooks add nothing
             return
+        self.row_slots = rs
         dev = device if device is not None else next(iter(self.layers.values())).a.device
         self.segments = LoRASegments.build(rs, dev)
 

@@ -159,6 +159,40 @@ def rank_piece(cfg: CheckpointConfig, name: str, local_shape: tuple[int, ...], s
     return _full(source)  # replicated: norms, the router, the shared expert's gate
 
 
+def lora_pair_piece(
+    cfg: CheckpointConfig, name: str, a: torch.Tensor, b: torch.Tensor, out: int, inp: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """This rank's part of a LoRA pair adapting checkpoint weight ``name`` (our naming,
+    before packing): ``a`` [r, in] and ``b`` [out, r] are the adapter's whole tensors,
+    ``out`` / ``inp`` this rank's sizes of the projection (its packed slice's rows).
+
+    Column-parallel (q/k/v, gate/up): ``a`` whole, ``b``'s rows of this rank's outputs.
+    Row-parallel (o, down): ``a``'s columns of this rank's inputs, ``b`` whole; each rank
+    adds ``(x_r a_r^T) b^T`` to its partial output, and the projection's all-reduce sums
+    them to ``(x a^T) b^T``, so no extra collective is needed."""
+    if cfg.tp_size == 1:
+        return a, b
+    r = a.shape[0]
+    if any(f in name for f in _ROW):
+        return rank_piece(cfg, name, (r, inp), a), b
+    return a, rank_piece(cfg, name, (out, r), b)
+
+
+def full_weight_shape(cfg: CheckpointConfig, name: str, out: int, inp: int) -> tuple[int, int]:
+    """The checkpoint's ``[out, in]`` of projection weight ``name`` (our naming, before
+    packing) whose rank-local part is ``[out, inp]``: the inverse of :func:`rank_piece`'s
+    split (a replicated KV head counts once)."""
+    if cfg.tp_size == 1:
+        return out, inp
+    if any(f in name for f in _KV):
+        return out * cfg.full_num_kv_heads // cfg.num_kv_heads, inp
+    if any(f in name for f in _COLUMN):
+        return out * cfg.tp_size, inp
+    if any(f in name for f in _ROW):
+        return out, inp * cfg.tp_size
+    return out, inp
+
+
 def _stacked_experts(
     name: str, shape: tuple[int, ...], source: Any, r: int, local: tuple[int, ...]
 ) -> torch.Tensor:

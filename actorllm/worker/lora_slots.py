@@ -13,6 +13,10 @@ Theory of operation
 * **Row segments**: each token row of the step gets its request's slot; rows of base-model
   requests get *no* slot (they are in no segment), so they never see an adapter. The rows
   are sorted by slot once per step (``kernels/lora.py``), for every layer to use.
+* **Tensor parallel**: every rank holds its part of the same adapters in the same slots.
+  Rank 0 decides; :attr:`LoRASlots.on_fill` tells the group of each slot it fills or
+  empties (``worker/tp_group.py``), and ranks 1..N-1 read their part of the adapter
+  themselves (:meth:`LoRASlots.fill_slot`). Each step's row slots travel with the step.
 
 Worker thread only; every method blocks.
 """
@@ -20,7 +24,7 @@ Worker thread only; every method blocks.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import torch
@@ -54,6 +58,11 @@ class LoRASlots:
         self.slot_order: list[int] = list(range(settings.max_loras))  # LRU: oldest first
         self.num_loads = 0  # adapters read from disk (cumulative)
         self.num_slot_fills = 0  # adapters copied into a slot (cumulative)
+        # Tensor parallel, rank 0: called after each change of a slot with (slot, its adapter
+        # or None, whether to read it again rather than from the ranks' host caches: rank 0
+        # re-read it since, ``load_inplace``), to make the other ranks' slots the same.
+        self.on_fill: Callable[[int, LoRARequest | None, bool], None] | None = None
+        self._reread: set[str] = set()  # adapters re-read here since the ranks last filled
 
     def reattach(self, model: CausalLM) -> None:
         """The model was rebuilt (a reload): new hooks, slots emptied."""
@@ -74,6 +83,8 @@ class LoRASlots:
             self.host.move_to_end(name)
             return False
         weights = self._read(request)
+        if old is not None:
+            self._reread.add(name)
         self.known[name] = request
         self._keep(name, weights)
         if name in self.slot_names:  # reloaded in place: the resident copy too
@@ -85,10 +96,27 @@ class LoRASlots:
         found = self.known.pop(name, None) is not None
         self.host.pop(name, None)
         if name in self.slot_names:
-            slot = self.slot_names.index(name)
+            self.fill_slot(self.slot_names.index(name), None)
+        return found
+
+    def fill_slot(self, slot: int, request: LoRARequest | None, reread: bool = False) -> None:
+        """Put ``request``'s adapter in ``slot`` (None: empty it); ``reread``: from its
+        path, not the host cache. Tensor parallel: how ranks 1..N-1 follow rank 0."""
+        if request is None:
             self.state.fill(slot, None)
             self.slot_names[slot] = None
-        return found
+            if self.on_fill is not None:
+                self.on_fill(slot, None, False)
+            return
+        name = request.lora_name
+        if reread or self.known.get(name, request) != request:
+            self.host.pop(name, None)
+        self.known[name] = request
+        self._fill(slot, self._weights(request))
+
+    def resident(self) -> list[tuple[int, LoRARequest]]:
+        """(slot, adapter) of every filled slot."""
+        return [(s, self.known[n]) for s, n in enumerate(self.slot_names) if n is not None]
 
     def names(self) -> list[str]:
         """The adapters added and not removed, oldest first."""
@@ -162,6 +190,10 @@ class LoRASlots:
         self.state.fill(slot, weights)
         self.slot_names[slot] = weights.name
         self.num_slot_fills += 1
+        if self.on_fill is not None:
+            name = weights.name
+            self.on_fill(slot, self.known[name], name in self._reread)
+            self._reread.discard(name)
 
     def statistics(self) -> dict[str, object]:
         return {

@@ -228,11 +228,6 @@ class ModelRunner:
             self.proposer = NgramProposer(
                 num_speculative_tokens, prompt_lookup_min, prompt_lookup_max
             )
-        if lora is not None and tp_size > 1:
-            raise NotImplementedError(
-                "enable_lora with tensor_parallel_size > 1: LoRA adapters are not sharded "
-                "across tensor-parallel ranks yet"
-            )
         if lora is not None and self.quant_spec is not None:
             raise NotImplementedError(
                 f"enable_lora with a quantized checkpoint ({self.quant_spec.method}): LoRA "

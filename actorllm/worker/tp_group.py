@@ -17,7 +17,9 @@ here runs on rank 0's thread, except :meth:`_on_exit` (the launcher's monitor th
   every rank joins the gloo groups (``distributed/comm.py``).
 * **Each step**: the runner calls :meth:`send_step` just before its forward: one
   broadcast of the packed inputs (``distributed/step_channel.py``). The forward's
-  all-reduces and the logits gather then run in lockstep on every rank.
+  all-reduces and the logits gather then run in lockstep on every rank. LoRA: the step
+  carries each row's adapter slot; a slot rank 0 fills or empties is filled or emptied on
+  every rank first (an RPC, :meth:`_fill_lora`), and again after a restart.
 * **Failure**: a rank that dies is seen by the launcher's monitor (its sentinel) or by
   rank 0's next collective (gloo fails at once when a peer's connection closes; a *hung*
   peer fails it after ``tp_collective_timeout_s``). Either way the group is marked
@@ -51,7 +53,7 @@ from actorllm.worker.sleep_tags import tag_bits
 from actorllm.worker.startup import RankSpec
 from actorllm.worker.step_inputs import StepInputs
 from actorllm.worker.tp_errors import RankGroupError
-from actorllm.worker.tp_rank import rank_main
+from actorllm.worker.tp_rank import fill_lora_slot, rank_main
 from actorllm.worker.tp_step import pack_step
 
 if TYPE_CHECKING:
@@ -155,6 +157,8 @@ class TPGroup:
         comm = GlooComm(self._store, 0, self.world_size, timeout, self._gloo_host, pipeline)
         self.comm, self.channel, self._runner = comm, StepChannel(comm), runner
         runner.attach_tp(comm, self.send_step)
+        if runner.lora is not None:
+            runner.lora.on_fill = self._fill_lora
         return comm
 
     def _wait_loaded(self) -> None:
@@ -202,6 +206,9 @@ class TPGroup:
                 f"the restarted ranks hold {blocks} KV blocks, not {runner.num_blocks}"
             )
             raise RankGroupError(self.broken)
+        if runner.lora is not None:  # the adapters resident before are resident after
+            for slot, request in runner.lora.resident():
+                self._fill_lora(slot, request, False)
 
     def stop(self, grace_s: float = 5.0) -> None:
         """Tell the ranks to return (when the group is healthy), then end them. Marks the
@@ -245,7 +252,19 @@ class TPGroup:
     def send_step(self, step: StepInputs, logit_rows: list[torch.Tensor]) -> None:
         """The runner's ``before_forward``: broadcast the step's inputs to the ranks."""
         meta = step.attn_metadata
-        self._check().send(Op.STEP, 0, pack_step(step.input_ids, step.positions, meta, logit_rows))
+        lora = self._runner.lora if self._runner is not None else None
+        rows = lora.state.row_slots if lora is not None else None  # [T] or None
+        lora_rows = None if rows is None else torch.from_numpy(rows)
+        packed = pack_step(step.input_ids, step.positions, meta, logit_rows, lora_rows)
+        self._check().send(Op.STEP, 0, packed)
+
+    def _fill_lora(self, slot: int, request: Any, reread: bool) -> None:
+        """Rank 0 filled or emptied LoRA ``slot`` (between steps, or while planning one):
+        the ranks do the same, each reading its part of the adapter, before anything else
+        reaches them; raises the first rank's error (an adapter path it cannot read)."""
+        seq = self.start_rpc(fill_lora_slot, (slot, request, reread), None)
+        # Reading a rank's part of an adapter takes well under a collective's timeout.
+        self.rpc_results(seq, timeout_s=self.spec.collective_timeout_s)
 
     def sleep(self, level: int) -> None:
         self._check().send(Op.SLEEP, level)
@@ -276,16 +295,33 @@ class TPGroup:
         channel.send(Op.RPC, self._rpc_seq)
         return self._rpc_seq
 
-    def rpc_results(self, seq: int) -> list[Any]:
+    def rpc_results(self, seq: int, timeout_s: float | None = None) -> list[Any]:
         """Ranks 1..N-1's results of call ``seq`` (blocks until each has answered); a
-        rank's exception is raised here."""
+        rank's exception is raised here. A rank that dies meanwhile (or, with
+        ``timeout_s``, does not answer in time) breaks the group: :class:`RankGroupError`."""
         results = []
-        for rank in range(1, self.world_size):
-            ok, value = pickle.loads(self._store.get(f"rpc/{seq}/{rank}"))
+        keys = [f"rpc/{seq}/{rank}" for rank in range(1, self.world_size)]
+        self._await_keys(keys, timeout_s, f"collective_rpc #{seq}")
+        for key in keys:
+            ok, value = pickle.loads(self._store.get(key))
             if not ok:
                 raise value
             results.append(value)
         return results
+
+    def _await_keys(self, keys: list[str], timeout_s: float | None, what: str) -> None:
+        """Poll the store for ``keys`` (a blocking get would outlive a dead rank by the
+        store's whole timeout), watching :attr:`broken`."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        pause = 0.0002
+        while not self._store.check(keys):
+            if self.broken is not None:
+                raise RankGroupError(f"{what}: the tensor-parallel group broke: {self.broken}")
+            if deadline is not None and time.monotonic() > deadline:
+                self.mark_broken(f"{what}: a rank did not answer in {timeout_s:g} s")
+                raise RankGroupError(self.broken)
+            time.sleep(pause)
+            pause = min(pause * 2, 0.02)
 
     def rank_pid(self, rank: int) -> int:
         """The process id of rank ``rank`` (>= 1; tests kill it; Ray: on its node)."""

@@ -6,22 +6,28 @@ already filled) and the rows whose logits it will compute, in the order it will 
 them (the sampled rows, then each prompt-logprobs request's rows): every
 ``compute_logits`` is a gather the other ranks must join.
 
+LoRA: each token row's adapter slot (-1: the base model), or nothing when no row of the
+step uses an adapter (``worker/lora_slots.py`` keeps every rank's slots the same).
+
 Layout, all int64::
 
-    [T, B, G, L, max_query_len, max_seq_len, nb_0 .. nb_{G-1}, rows_0 .. rows_{L-1}]
+    [T, B, G, L, max_query_len, max_seq_len, A, nb_0 .. nb_{G-1}, rows_0 .. rows_{L-1}]
     input_ids [T], positions [T], query_start_loc [B + 1], seq_lens [B],
     per KV cache group g: block_table [B * nb_g], slot_mapping [T],
-    logits rows: L groups, concatenated
+    logits rows: L groups, concatenated, LoRA row slots [A] (A: the rows, or 0)
 
     >>> import torch
     >>> from actorllm.models.attention import AttentionMetadata
     >>> meta = AttentionMetadata(torch.tensor([0, 2], dtype=torch.int32),
     ...     torch.tensor([2], dtype=torch.int32), torch.tensor([[1]], dtype=torch.int32),
     ...     torch.tensor([16, 17]), [0, 2], [2], 2, 2)
-    >>> packed = pack_step(torch.tensor([5, 6]), torch.tensor([0, 1]), meta, [torch.tensor([1])])
-    >>> ids, pos, meta2, rows = unpack_step(packed)
+    >>> packed = pack_step(torch.tensor([5, 6]), torch.tensor([0, 1]), meta, [torch.tensor([1])],
+    ...     lora_rows=torch.tensor([0, -1]))
+    >>> ids, pos, meta2, rows, lora = unpack_step(packed)
     >>> ids.tolist(), meta2.block_table.tolist(), meta2.seq_lens_cpu, [r.tolist() for r in rows]
     ([5, 6], [[1]], [2], [[1]])
+    >>> lora.tolist()
+    [0, -1]
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ import torch
 
 from actorllm.models.attention import AttentionMetadata
 
-_FIXED = 6
+_FIXED = 7
 
 
 def pack_step(
@@ -40,12 +46,15 @@ def pack_step(
     positions: torch.Tensor,
     meta: AttentionMetadata,
     logit_rows: list[torch.Tensor],
+    lora_rows: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """input_ids, positions: [T]; meta: the step's attention metadata (every KV cache
-    group); logit_rows: [N_i] row indices per compute_logits call -> [P] int64."""
+    group); logit_rows: [N_i] row indices per compute_logits call; lora_rows: [T] each
+    row's adapter slot or None -> [P] int64."""
     groups = [meta, *meta.other_groups]
     t, b = input_ids.numel(), len(meta.seq_lens_cpu)
-    head = [t, b, len(groups), len(logit_rows), meta.max_query_len, meta.max_seq_len]
+    a = 0 if lora_rows is None else lora_rows.numel()
+    head = [t, b, len(groups), len(logit_rows), meta.max_query_len, meta.max_seq_len, a]
     head += [int(g.block_table.shape[1]) for g in groups]
     head += [int(r.numel()) for r in logit_rows]
     parts = [
@@ -58,15 +67,17 @@ def pack_step(
     for g in groups:
         parts += [g.block_table[:b].reshape(-1), g.slot_mapping]
     parts += logit_rows
+    if lora_rows is not None:
+        parts.append(lora_rows)
     return torch.cat([p.to(torch.int64) for p in parts])
 
 
 def unpack_step(
     packed: torch.Tensor,
-) -> tuple[torch.Tensor, torch.Tensor, AttentionMetadata, list[torch.Tensor]]:
+) -> tuple[torch.Tensor, torch.Tensor, AttentionMetadata, list[torch.Tensor], torch.Tensor | None]:
     """The inverse of :func:`pack_step`: (input_ids [T], positions [T], metadata, the
-    logits rows of each compute_logits call)."""
-    t, b, g, n_rows, max_q, max_s = packed[:_FIXED].tolist()
+    logits rows of each compute_logits call, the LoRA row slots [T] or None)."""
+    t, b, g, n_rows, max_q, max_s, a = packed[:_FIXED].tolist()
     nbs = packed[_FIXED : _FIXED + g].tolist()
     lens = packed[_FIXED + g : _FIXED + g + n_rows].tolist()
     at = _FIXED + g + n_rows
@@ -82,6 +93,7 @@ def unpack_step(
     seq_lens = take(b).to(torch.int32)  # [B]
     tables = [(take(b * nb).to(torch.int32).view(b, nb), take(t)) for nb in nbs]
     rows = [take(n) for n in lens]
+    lora_rows = take(a) if a else None
     first = AttentionMetadata(
         query_start_loc=qsl,
         seq_lens=seq_lens,
@@ -107,4 +119,4 @@ def unpack_step(
     )
     if others:
         first = dataclasses.replace(first, other_groups=others)
-    return input_ids, positions, first, rows
+    return input_ids, positions, first, rows, lora_rows

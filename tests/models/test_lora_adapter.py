@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -15,6 +16,7 @@ from actorllm.models.config import CheckpointConfig
 from actorllm.models.loader import load_model
 from actorllm.models.lora_adapter import LoRAAdapterError, read_adapter
 from actorllm.models.lora_layers import attach_lora
+from actorllm.models.parallel import shard_config
 from tests.helpers.lora import make_adapter
 from tests.helpers.models import make_tiny_checkpoint
 
@@ -135,3 +137,56 @@ def test_phi3_fused_qkv_adapter_is_split_over_the_slices(tmp_path: Path) -> None
     ours = model.model.layers[0].self_attn.qkv_proj(x)  # type: ignore[union-attr, index]
     state.use(None)
     torch.testing.assert_close(ours, layer.self_attn.qkv_proj(x))
+
+
+def _ranks(path: Path, size: int) -> list[CausalLM]:
+    cfg = CheckpointConfig.from_pretrained(path)
+    return [load_model(path, shard_config(cfg, r, size), dtype=torch.float32) for r in range(size)]
+
+
+def test_tensor_parallel_ranks_hold_the_adapters_parts(tmp_path: Path) -> None:
+    """Column-parallel q/k/v and gate/up: A whole, B's rows of the rank's outputs (the one
+    KV head replicated on both ranks); row-parallel o/down: A's columns of the rank's
+    inputs, B whole. The ranks' parts put together are the whole adapter."""
+    base = make_tiny_checkpoint(tmp_path / "base", "qwen2", num_kv_heads=1)
+    path = make_adapter(base, tmp_path / "a", r=4, seed=3)
+    whole = read_adapter("a", path, _model(base), max_rank=8, dtype=torch.float32)
+    parts = [read_adapter("a", path, m, max_rank=8, dtype=torch.float32) for m in _ranks(base, 2)]
+
+    def sl(w: Any, module: str, shard: int | None) -> Any:
+        return next(s for s in w.modules[f"model.layers.0.{module}"] if s.shard == shard)
+
+    d = 16  # head_dim: hidden 64 / 4 heads
+    q = [sl(p, "self_attn.qkv_proj", 0) for p in parts]
+    torch.testing.assert_close(torch.cat([q[0].b, q[1].b]), sl(whole, "self_attn.qkv_proj", 0).b)
+    assert q[0].b.shape == (2 * d, 4)
+    for shard in (1, 2):  # k, v: the one KV head on both ranks
+        full = sl(whole, "self_attn.qkv_proj", shard)
+        for p in parts:
+            torch.testing.assert_close(sl(p, "self_attn.qkv_proj", shard).b, full.b)
+            torch.testing.assert_close(sl(p, "self_attn.qkv_proj", shard).a, full.a)
+    up = [sl(p, "mlp.gate_up_proj", 1) for p in parts]
+    torch.testing.assert_close(torch.cat([up[0].b, up[1].b]), sl(whole, "mlp.gate_up_proj", 1).b)
+    torch.testing.assert_close(up[0].a, sl(whole, "mlp.gate_up_proj", 1).a)
+    for module in ("self_attn.o_proj", "mlp.down_proj"):
+        full, rows = sl(whole, module, None), [sl(p, module, None) for p in parts]
+        torch.testing.assert_close(torch.cat([rows[0].a, rows[1].a], dim=1), full.a)
+        torch.testing.assert_close(rows[1].b, full.b)
+        # Each rank's partial delta, summed (the all-reduce), is the whole delta.
+        x = torch.randn(3, full.a.shape[1])
+        half = full.a.shape[1] // 2
+        partial = [x[:, i * half : (i + 1) * half] @ r.a.T @ r.b.T for i, r in enumerate(rows)]
+        torch.testing.assert_close(partial[0] + partial[1], x @ full.a.T @ full.b.T)
+
+
+def test_tensor_parallel_ranks_refuse_another_models_adapter_by_its_whole_shape(
+    tmp_path: Path,
+) -> None:
+    """Checked against the whole projection, not the rank's part: an adapter of a model
+    twice as wide is refused on every rank."""
+    base = make_tiny_checkpoint(tmp_path / "base", "llama")
+    wide = make_tiny_checkpoint(tmp_path / "wide", "llama", intermediate_size=256)
+    path = make_adapter(wide, tmp_path / "a", targets=("up_proj",), r=4)
+    for model in _ranks(base, 2):
+        with pytest.raises(LoRAAdapterError, match=r"\[128, 64\] projection"):
+            read_adapter("a", path, model, max_rank=8, dtype=torch.float32)

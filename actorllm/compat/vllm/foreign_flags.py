@@ -66,7 +66,10 @@ def _r(*flags: str, why: str, value: bool = True, same: tuple[str, ...] = ()) ->
 
 
 _NO_MM = "there are no multimodal inputs"
-_NO_LORA_TP = "LoRA adapters are served on one tensor-parallel rank (not sharded)"
+_NO_LORA_TP = (
+    "LoRA adapters are split across tensor-parallel ranks one way (B's rows of column-"
+    "parallel projections, A's columns of row-parallel ones), with the same output"
+)
 _NO_EP = "experts are not sharded: each replica holds every expert of a MoE model"
 _ONE_NODE = "data-parallel replicas all run in this process (--data-parallel-size)"
 _NO_GRAPH_SIZES = "the CUDA-graph batch sizes are fixed"

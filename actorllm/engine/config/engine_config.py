@@ -492,12 +492,6 @@ class EngineConfig(msgspec.Struct, kw_only=True):
                 "lora_dtype",
                 f"must be auto, float16, bfloat16 or float32, got {self.lora_dtype!r}.",
             )
-        if self.enable_lora and self.tensor_parallel_size > 1:
-            raise EngineConfigError(
-                "enable_lora",
-                "LoRA adapters are not sharded across tensor-parallel ranks yet: use "
-                "tensor_parallel_size=1 (data parallel replicas each serve every adapter).",
-            )
 
     def _check_parallel(self) -> None:
         self._check_pipeline()
