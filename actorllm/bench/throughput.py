@@ -109,7 +109,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="N",
         help="serve N random LoRA adapters of the model (requests spread round-robin), timed "
-        "against the base model in interleaved rounds; actorllm only",
+        "against the base model in interleaved rounds; --backend actorllm,vllm adds vLLM's "
+        "CPU build serving the same adapters",
     )
     parser.add_argument(
         "--lora-rank", type=int, default=16, help="--lora-adapters: their rank (default 16)"
@@ -164,27 +165,12 @@ def run_interleaved(
     import contextlib
 
     from actorllm.bench.datasets import workload_summary
-    from actorllm.bench.vllm_peer import VllmPeer
 
     figures: dict[str, Any] = {"workload": workload_summary(w.reqs)}
     with contextlib.ExitStack() as stack:
         peer = None
         if "vllm" in backends:
-            e = w.engine
-            peer = VllmPeer(
-                w.reqs,
-                e.resolved_model(),
-                dtype=resolved_dtype_name(e),
-                temperature=w.temperature,
-                seed=e.seed,
-                max_num_seqs=e.max_num_seqs,
-                max_num_batched_tokens=e.resolved_max_num_batched_tokens(e.max_model_len or 0),
-                max_model_len=e.max_model_len,
-                async_scheduling=e.resolved_async_scheduling(e.pooling_model() is not None),
-                threads=args.threads,
-                python=args.vllm_python,
-            )
-            stack.enter_context(peer)
+            peer = stack.enter_context(vllm_peer(w, args))
             figures["vllm_info"] = peer.info
         for _ in range(max(1, args.repeat)):
             for b in backends:
@@ -209,6 +195,28 @@ def run_interleaved(
         runs = figures[b]["runs"]
         figures[b]["median_output_tokens_per_s"] = statistics.median(runs)
     return figures
+
+
+def vllm_peer(w: Workload, args: argparse.Namespace, lora: dict[str, Any] | None = None) -> Any:
+    """A :class:`VllmPeer` (not started) for workload ``w`` with our engine's settings;
+    ``lora``: the runner's LoRA job (``bench/vllm_runner.py``)."""
+    from actorllm.bench.vllm_peer import VllmPeer
+
+    e = w.engine
+    return VllmPeer(
+        w.reqs,
+        e.resolved_model(),
+        dtype=resolved_dtype_name(e),
+        temperature=w.temperature,
+        seed=e.seed,
+        max_num_seqs=e.max_num_seqs,
+        max_num_batched_tokens=e.resolved_max_num_batched_tokens(e.max_model_len or 0),
+        max_model_len=e.max_model_len,
+        async_scheduling=e.resolved_async_scheduling(e.pooling_model() is not None),
+        threads=args.threads,
+        python=args.vllm_python,
+        lora=lora,
+    )
 
 
 def _run_hf(w: Workload) -> dict[str, Any]:

@@ -105,7 +105,10 @@ class VllmPeer:
         async_scheduling: bool = True,
         threads: int | None = None,
         python: str | Path | None = None,
+        lora: dict[str, Any] | None = None,
     ) -> None:
+        """``lora``: serve adapters (``{"paths": [...], "max_lora_rank": R}``), request i
+        with adapter ``i mod len(paths)``, as ``bench throughput --lora-adapters`` does."""
         self.reqs = reqs
         self.python = require_python(python)
         longest = max(len(r.prompt_token_ids) + r.output_len for r in reqs)
@@ -119,6 +122,7 @@ class VllmPeer:
             "max_model_len": max_model_len or longest,
             "async_scheduling": async_scheduling,
             "requests": [[r.prompt_token_ids, r.output_len] for r in reqs],
+            "lora": lora,
         }
         self.env = peer_env(threads)
         self.info: dict[str, Any] = {}

@@ -9,7 +9,8 @@ processes) goes to stderr, so stdout carries only ``{"ready": ...}`` then the ro
 
 Job keys: ``model``, ``dtype``, ``seed``, ``temperature``, ``max_num_seqs``,
 ``max_num_batched_tokens``, ``max_model_len``, ``async_scheduling``, ``requests``
-(``[[prompt ids], output_len]``).
+(``[[prompt ids], output_len]``), ``lora`` (None, or ``{"paths": [...], "max_lora_rank":
+R}``: LoRA on, ``max_loras`` = the adapters, request i served by adapter i mod N).
 
 The engine start sits under ``if __name__ == "__main__"``: vLLM's CPU engine core runs in a
 spawned process that re-imports this module.
@@ -31,6 +32,12 @@ def serve(job: dict[str, Any], results: TextIO) -> None:
     from vllm import LLM, SamplingParams
 
     t0 = time.perf_counter()
+    lora = job.get("lora")
+    lora_args: dict[str, Any] = {}
+    if lora:
+        n = len(lora["paths"])
+        lora_args = {"enable_lora": True, "max_loras": n, "max_cpu_loras": n,
+                     "max_lora_rank": lora["max_lora_rank"]}  # fmt: skip
     llm = LLM(
         model=job["model"],
         dtype=job["dtype"],
@@ -41,10 +48,19 @@ def serve(job: dict[str, Any], results: TextIO) -> None:
         max_num_batched_tokens=job["max_num_batched_tokens"],
         max_model_len=job["max_model_len"],
         async_scheduling=job.get("async_scheduling"),  # None: vLLM's own default
+        **lora_args,
     )
     reqs = job["requests"]
+    loras: list[Any] | None = None
+    if lora:
+        from vllm.lora.request import LoRARequest
+
+        adapters = [LoRARequest(f"lora{i}", i + 1, p) for i, p in enumerate(lora["paths"])]
+        loras = [adapters[i % len(adapters)] for i in range(len(reqs))]
     warm = SamplingParams(max_tokens=4, ignore_eos=True, detokenize=False)
-    llm.generate([{"prompt_token_ids": reqs[0][0][:16]}], warm, use_tqdm=False)
+    for lo in [None] if loras is None else adapters:  # every adapter loaded before timing
+        llm.generate([{"prompt_token_ids": reqs[0][0][:16]}], warm, use_tqdm=False,
+                     lora_request=lo)  # fmt: skip
     _emit(results, {"ready": True, "startup_s": time.perf_counter() - t0,
                     "vllm": vllm.__version__, "torch": torch.__version__})  # fmt: skip
     prompts = [{"prompt_token_ids": ids} for ids, _ in reqs]
@@ -59,7 +75,7 @@ def serve(job: dict[str, Any], results: TextIO) -> None:
             break
         llm.reset_prefix_cache()  # every round computes every prompt, as a fresh engine does
         start = time.perf_counter()
-        outs = llm.generate(prompts, params, use_tqdm=False)
+        outs = llm.generate(prompts, params, use_tqdm=False, lora_request=loras)
         elapsed = time.perf_counter() - start
         produced = [len(o.outputs[0].token_ids) for o in outs]
         wrong = [i for i, (_, n) in enumerate(reqs) if produced[i] != n]
