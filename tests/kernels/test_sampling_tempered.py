@@ -1,13 +1,15 @@
 """The inverse-CDF path's fused temperature (``kernels/sampling._tempered_weights``): the
 same distribution and, on random logits, the same tokens as the old divide-then-softmax
-form; the caller's logits untouched unless consumed; greedy rows unaffected by in-place use."""
+form; the caller's logits untouched unless consumed; greedy rows unaffected by in-place use.
+``first_argmax`` (argmax through max) picks argmax's index: ties, NaN, masked rows."""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 
-from actorllm.kernels.sampling import sample_from_logits, sample_inverse_cdf
+from actorllm.kernels.sampling import first_argmax, sample_from_logits, sample_inverse_cdf
 
 P = [0.5, 0.3, 0.15, 0.05]
 
@@ -78,3 +80,14 @@ def test_greedy_rows_keep_argmax_when_consumed() -> None:
     u = torch.rand(6, generator=g)
     got = sample_from_logits(logits.clone(), t, top_k, top_p, min_p, None, u, consume=True)
     assert got[t == 0].tolist() == want[t == 0].tolist()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_first_argmax_is_argmax_ties_nan_and_masked_rows_included(dtype: torch.dtype) -> None:
+    nan, inf = float("nan"), float("inf")
+    x = torch.tensor(
+        [[1.0, 3.0, 3.0, 2.0], [nan, 1.0, nan, 5.0], [-inf] * 4, [0.0, inf, inf, 1.0]]
+    ).to(dtype)
+    assert first_argmax(x).tolist() == x.argmax(dim=-1).tolist() == [1, 0, 0, 1]
+    ties = torch.randint(-3, 3, (16, 4099), generator=torch.Generator().manual_seed(0))
+    assert torch.equal(first_argmax(ties.to(dtype)), ties.to(dtype).argmax(dim=-1))

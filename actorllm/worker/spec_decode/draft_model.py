@@ -25,6 +25,7 @@ import numpy as np
 import torch
 
 from actorllm.kernels.ops import get_ops
+from actorllm.kernels.sampling import first_argmax
 from actorllm.models.attention import AttentionMetadata
 from actorllm.models.base import CausalLM
 from actorllm.models.config import CheckpointConfig
@@ -202,4 +203,4 @@ class DraftModelProposer:
         last = to_device(qsl[1:] - 1, dev)  # [B]
         logits = self.model.compute_logits(hidden.index_select(0, last))  # [B, V]
         # Deliberate host sync: the next draft step's input is this argmax.
-        return logits.argmax(dim=-1).tolist()
+        return first_argmax(logits).tolist()
