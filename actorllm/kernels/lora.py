@@ -19,6 +19,15 @@ segment and get nothing added; there are no Python loops over rows. Where the wh
 one adapter the gather and the scatter are skipped. The per-slice form (no zero blocks)
 is :func:`add_lora`, the reference the fast paths are tested against.
 
+**Dense** (half-precision math, most rows adapted): on a CPU whose bf16 GEMMs run on
+hardware (AMX, AVX512-BF16) the gather, the scatter and the dtype casts around two tiny
+``bmm`` cost more than the GEMMs themselves. Instead every row goes through every step
+slot's A at once (``x`` [T, K] @ [K, G*n*R]), each row keeps its own slot's block (a
+per-step one-hot [T, G], base rows all zero) and one ``addmm_`` expands into ``out``
+through the slots' B stacked [G*n*R, N]: three ops in the model's dtype, no copy of ``x``
+or of the output (1.9 against 2.9 ms per layer of the 75M shape, 128 rows over 4 adapters,
+one thread of an AMX host).
+
     >>> x = torch.ones(3, 4); out = torch.zeros(3, 2)
     >>> a = torch.ones(1, 1, 4); b = torch.ones(1, 1, 2)   # 1 slot, rank 1, one slice
     >>> seg = LoRASegments.build([0, -1, 0], torch.device("cpu"))
@@ -56,6 +65,8 @@ class LoRASegments:
     pad_index: torch.Tensor
     pad_mask: torch.Tensor | None
     slot_index: torch.Tensor
+    # The dense path's [T, G, 1] float32: 1.0 where row t uses the step's g-th slot
+    one_hot: torch.Tensor
 
     @property
     def num_lora_rows(self) -> int:
@@ -84,6 +95,8 @@ class LoRASegments:
         real = pos < counts[:, None]  # [G, Gmax]
         pad_index = np.where(real, perm[np.minimum(starts[:, None] + pos, len(perm) - 1)], 0)
         padded = not bool(real.all())
+        one_hot = np.zeros((len(rs), len(slots), 1), dtype=np.float32)  # [T, G, 1]
+        one_hot[rows, np.searchsorted(slots, rs[rows]), 0] = 1.0
         # one host->device copy each, per step
         return cls(
             num_rows=len(rs),
@@ -96,6 +109,7 @@ class LoRASegments:
             if padded
             else None,
             slot_index=torch.from_numpy(slots.astype(np.int64)).to(device),
+            one_hot=torch.from_numpy(one_hot).to(device),
         )
 
 
@@ -117,6 +131,9 @@ def add_lora_segments(
     ``a_stack``'s dtype. ``active``: the slots holding this projection (others add
     nothing; None: all)."""
     del col_starts  # the block layout holds the columns
+    if a_stack.dtype != torch.float32 and 2 * seg.num_lora_rows >= seg.num_rows:
+        _add_lora_dense(out, x, a_stack, b_block, seg)  # a slot without it adds zeros
+        return
     if active is not None and not all(s in active for s in seg.slots):
         _add_lora_loop(out, x, a_stack, b_block, seg, active)
         return
@@ -135,6 +152,27 @@ def add_lora_segments(
         h.mul_(seg.pad_mask.to(dt))  # padding rows add zero
     d = torch.bmm(h, b)  # expand: [G, Gmax, N]
     out.index_add_(0, seg.pad_index, d.view(g * gmax, -1).to(out.dtype))
+
+
+def _add_lora_dense(
+    out: torch.Tensor,
+    x: torch.Tensor,
+    a_stack: torch.Tensor,
+    b_block: torch.Tensor,
+    seg: LoRASegments,
+) -> None:
+    """Every row through every step slot's A, masked to its own slot, one ``addmm_`` into
+    ``out`` (the module docstring's dense path). Shapes as :func:`add_lora_segments`'; a
+    slot that does not hold this projection is all zeros (``LoRALayer.fill``), so it
+    needs no ``active`` check."""
+    dt = a_stack.dtype
+    g, t = len(seg.segments), x.shape[0]
+    every_slot = seg.slots == tuple(range(a_stack.shape[0]))
+    a = a_stack if every_slot else a_stack.index_select(0, seg.slot_index)  # [G, n*R, K]
+    b = b_block if every_slot else b_block.index_select(0, seg.slot_index)  # [G, n*R, N]
+    h = x.to(dt) @ a.reshape(-1, a.shape[2]).t()  # shrink: [T, G*n*R]
+    h.view(t, g, -1).mul_(seg.one_hot.to(dt))  # each row keeps its own slot's ranks
+    out.addmm_(h, b.reshape(-1, b.shape[2]).to(out.dtype))  # expand: [T, N]
 
 
 def _add_lora_loop(

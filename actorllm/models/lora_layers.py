@@ -18,6 +18,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from actorllm.kernels.cpu_features import native_bf16
 from actorllm.kernels.lora import LoRASegments, add_lora_segments
 from actorllm.models.lora_adapter import TARGETABLE, LoRASlice, LoRAWeights
 
@@ -117,10 +118,13 @@ def lora_impl(device: torch.device) -> Any:
 
 def lora_compute_dtype(dtype: torch.dtype, device: torch.device) -> torch.dtype:
     """The dtype the slots hold and the shrink/expand run in: ``dtype`` (the adapter's
-    values are rounded to it when read), widened to float32 on CPU, where half-precision
-    GEMMs are emulated on most hosts and the LoRA GEMMs are small (punica's intermediate
-    is float32 too)."""
-    return torch.float32 if device.type == "cpu" else dtype
+    values are rounded to it when read), widened to float32 on a CPU without hardware
+    bf16 GEMMs (emulated there; the LoRA GEMMs are small, and punica's intermediate is
+    float32 too). bf16 stays bf16 where AMX / AVX512-BF16 run it (``kernels/lora.py``'s
+    dense path)."""
+    if device.type != "cpu":
+        return dtype
+    return dtype if dtype == torch.bfloat16 and native_bf16() else torch.float32
 
 
 def attach_lora(model: nn.Module, slots: int, max_rank: int, dtype: torch.dtype) -> LoRAState:

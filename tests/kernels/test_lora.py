@@ -71,6 +71,30 @@ def test_bf16_output_with_float32_math() -> None:
     torch.testing.assert_close(got.float(), want, atol=2e-2, rtol=1e-2)
 
 
+@pytest.mark.parametrize(
+    "row_slots",
+    [
+        [0, -1, 2, 1, 0, 3, 2, 2, 1, 3],  # every slot, base rows between
+        [2, 2, 0, -1, 0, 0],  # a subset of the slots, out of order
+    ],
+)
+def test_dense_half_precision_path_equals_the_reference(row_slots: list[int]) -> None:
+    """bf16 math (a CPU with hardware bf16): every row through every step slot's A, each
+    keeping its own slot's block; base rows come out exactly as they went in."""
+    x, a, bs, starts, b = _case(7, len(row_slots), 32, [16, 8, 8], 4, 4)
+    x, a, b = x.bfloat16(), a.bfloat16(), b.bfloat16()
+    bs = [t.bfloat16().float() for t in bs]
+    base = torch.randn(len(row_slots), 32).bfloat16()
+    want = base.float()
+    add_lora(want, x.float(), a.float(), bs, starts, _groups(row_slots))
+    got = base.clone()
+    add_lora_segments(got, x, a, b, starts, LoRASegments.build(row_slots, torch.device("cpu")))
+    torch.testing.assert_close(got.float(), want, atol=3e-2, rtol=2e-2)
+    for i, s in enumerate(row_slots):
+        if s < 0:
+            assert torch.equal(got[i], base[i])
+
+
 def test_segments_sort_rows_by_slot() -> None:
     seg = LoRASegments.build([2, -1, 0, 2, 0], torch.device("cpu"))
     assert seg.perm is not None and seg.perm.tolist() == [2, 4, 0, 3]
