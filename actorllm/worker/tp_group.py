@@ -255,7 +255,10 @@ class TPGroup:
         lora = self._runner.lora if self._runner is not None else None
         rows = lora.state.row_slots if lora is not None else None  # [T] or None
         lora_rows = None if rows is None else torch.from_numpy(rows)
-        packed = pack_step(step.input_ids, step.positions, meta, logit_rows, lora_rows)
+        embeds = step.prompt_embeds
+        if embeds is not None and self._runner is not None:  # as the model will read them
+            embeds = (embeds[0], embeds[1].to(self._runner.dtype))
+        packed = pack_step(step.input_ids, step.positions, meta, logit_rows, lora_rows, embeds)
         self._check().send(Op.STEP, 0, packed)
 
     def _fill_lora(self, slot: int, request: Any, reread: bool) -> None:

@@ -9,8 +9,9 @@ the group, agrees on the KV block count with the others (the minimum), then serv
 * STEP: unpack the step's inputs (worker/tp_step.py), run the forward and every
   ``compute_logits`` rank 0 makes (each is a collective it must join); nothing is sampled
   here and no request state is kept: the KV cache is written at the slots rank 0 sent,
-  and LoRA rows use the adapter slots rank 0 sent (its fills reach this rank as RPCs,
-  :func:`fill_lora_slot`, before the step that needs them);
+  LoRA rows use the adapter slots rank 0 sent (its fills reach this rank as RPCs,
+  :func:`fill_lora_slot`, before the step that needs them), and embedding prompts' rows
+  the embeddings rank 0 sent;
 * SLEEP / WAKE: free and restore the KV cache (and weights at level 2), like rank 0;
 * RPC: read the call from the store, run it on this rank's :class:`Worker`, store the
   result (or the exception) for rank 0 to collect;
@@ -100,14 +101,16 @@ def _step(runner: ModelRunner, packed: torch.Tensor) -> None:
     states and sends its own on, models/llama.py); rank 0 holds the last stage and the
     logits."""
     model = runner._ready_model()
-    input_ids, positions, meta, logit_rows, lora_rows = unpack_step(packed)
+    step = unpack_step(packed, (runner.model_config.hidden_size, runner.dtype))
     if runner.lora is not None:  # rank 0's slots for this step's rows
-        runner.lora.state.use(None if lora_rows is None else lora_rows.numpy(), runner.device)
+        lora_rows = None if step.lora_rows is None else step.lora_rows.numpy()
+        runner.lora.state.use(lora_rows, runner.device)
+    kwargs = {} if step.prompt_embeds is None else {"prompt_embeds": step.prompt_embeds}
     with torch.inference_mode():
-        hidden = model(input_ids, positions, meta, runner.kv_caches)  # [T, H]
-        if runner.pp_size > 1:
+        hidden = model(step.input_ids, step.positions, step.meta, runner.kv_caches, **kwargs)
+        if runner.pp_size > 1:  # [T, H]
             return
-        for rows in logit_rows:
+        for rows in step.logit_rows:
             model.compute_logits(hidden.index_select(0, rows))  # joins rank 0's gather
 
 

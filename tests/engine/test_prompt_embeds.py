@@ -184,15 +184,9 @@ def test_without_the_flag_the_request_names_it(tiny_model, hf):
         plain.generate({"prompt_embeds": _embeds(hf, [5, 6])}, GREEDY, use_tqdm=False)
 
 
-@pytest.mark.parametrize(
-    "changes",
-    [
-        {"tensor_parallel_size": 2},
-        {"pipeline_parallel_size": 2},
-        {"data_parallel_size": 2},
-        {"speculative_config": {"method": "ngram", "num_speculative_tokens": 2}},
-    ],
-)
-def test_distributed_setups_refuse_the_flag_by_name(changes):
+def test_speculative_decoding_refuses_the_flag_by_name():
+    """Parallel setups take embedding prompts (tests/distributed/test_prompt_embeds_parallel.py);
+    a draft model's proposer does not."""
+    spec = {"method": "ngram", "num_speculative_tokens": 2}
     with pytest.raises(EngineConfigError, match="enable_prompt_embeds"):
-        EngineConfig(model="m", enable_prompt_embeds=True, **changes)
+        EngineConfig(model="m", enable_prompt_embeds=True, speculative_config=spec)

@@ -429,21 +429,10 @@ class EngineConfig(msgspec.Struct, kw_only=True):
         self._check_prompt_embeds()
 
     def _check_prompt_embeds(self) -> None:
-        """Prompt embeddings travel as tensors inside the process: not (yet) to other
-        ranks, replicas or hosts, and not through a draft model's proposer."""
+        """Prompt embeddings reach tensor- and pipeline-parallel ranks with each step
+        (worker/tp_step.py); not a draft model's proposer."""
         if not self.enable_prompt_embeds:
             return
-        for name, value in (
-            ("tensor_parallel_size", self.tensor_parallel_size),
-            ("pipeline_parallel_size", self.pipeline_parallel_size),
-            ("data_parallel_size", self.data_parallel_size),
-        ):
-            if value > 1:
-                raise EngineConfigError("enable_prompt_embeds", f"is not built for {name} > 1 yet.")
-        if self.distributed_executor_backend == "ray":
-            raise EngineConfigError(
-                "enable_prompt_embeds", "is not built for distributed_executor_backend ray yet."
-            )
         if self.speculative_config:
             raise EngineConfigError(
                 "enable_prompt_embeds", "is not built with speculative_config yet."
