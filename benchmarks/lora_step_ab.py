@@ -9,7 +9,7 @@ the order alternating, so a load that comes and goes on the host hits both alike
 headline is the median over steps of (LoRA step time / base step time).
 
     python benchmarks/lora_step_ab.py --preset qwen3-75m-fp32 --batch 128 \\
-        --output-json benchmarks/results/lora_throughput.json
+        --output-json benchmarks/results/lora_step_ab.json
 """
 
 from __future__ import annotations
