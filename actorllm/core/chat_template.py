@@ -56,6 +56,29 @@ def renders_tools(template: Any) -> bool:
     return template is not None and "tools" in str(template)
 
 
+def render_chat_options(
+    tokenizer: Any,
+    messages: Sequence[Mapping[str, Any]],
+    *,
+    add_generation_prompt: bool = True,
+    chat_template_kwargs: Mapping[str, Any] | None = None,
+    tools: Sequence[Mapping[str, Any]] | None = None,
+) -> str:
+    """:func:`render_chat` with ``LLM.chat``'s ``continue_final_message``, ``chat_template``
+    and ``documents`` passed inside ``chat_template_kwargs`` (taken out and given by name)."""
+    options = dict(chat_template_kwargs or {})
+    return render_chat(
+        tokenizer,
+        messages,
+        add_generation_prompt=add_generation_prompt,
+        continue_final_message=bool(options.pop("continue_final_message", False)),
+        chat_template=options.pop("chat_template", None),
+        documents=options.pop("documents", None),
+        chat_template_kwargs=options,
+        tools=tools,
+    )
+
+
 def render_chat(
     tokenizer: Any,
     messages: Sequence[Mapping[str, Any]],
@@ -79,8 +102,8 @@ def render_chat(
         for part in m["content"]
     ):
         raise InvalidRequestError(
-            "prompt_embeds content parts are taken by /v1/chat/completions only; offline, "
-            "pass {'prompt_embeds': tensor} to generate.",
+            "prompt_embeds content parts are taken by /v1/chat/completions and the engines' "
+            "chat (LLM.chat, AsyncEngine.chat), not here.",
             param="messages",
         )
     if continue_final_message and add_generation_prompt:

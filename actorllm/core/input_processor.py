@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from actorllm.core.chat_template import render_chat
+from actorllm.core.chat_template import render_chat_options
 from actorllm.core.errors import EmptyPromptError, InvalidRequestError, RequestTooLongError
 from actorllm.core.output_parent import fan_out
 from actorllm.core.prompt_embeds import PromptEmbeds
@@ -81,15 +81,11 @@ class InputProcessor:
         renderer the HTTP server uses too); returns the prompt text. ``LLM.chat`` passes
         ``continue_final_message``, ``chat_template`` and ``documents`` inside
         ``chat_template_kwargs``: they are taken out here and given by name."""
-        options = dict(chat_template_kwargs or {})
-        return render_chat(
+        return render_chat_options(
             self.tokenizer,
             messages,
             add_generation_prompt=add_generation_prompt,
-            continue_final_message=bool(options.pop("continue_final_message", False)),
-            chat_template=options.pop("chat_template", None),
-            documents=options.pop("documents", None),
-            chat_template_kwargs=options,
+            chat_template_kwargs=chat_template_kwargs,
             tools=tools,
         )
 

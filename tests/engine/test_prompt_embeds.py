@@ -190,3 +190,62 @@ def test_speculative_decoding_refuses_the_flag_by_name():
     spec = {"method": "ngram", "num_speculative_tokens": 2}
     with pytest.raises(EngineConfigError, match="enable_prompt_embeds"):
         EngineConfig(model="m", enable_prompt_embeds=True, speculative_config=spec)
+
+
+# -- LLM.chat with prompt_embeds content parts (vLLM's chat parser takes them offline too) --
+
+
+def _b64(tensor: torch.Tensor) -> str:
+    import base64
+    import io
+
+    buf = io.BytesIO()
+    torch.save(tensor, buf)
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+def test_llm_chat_splices_prompt_embeds_parts(llm, hf):
+    text = "Hello, my name is"
+    ids = llm.get_tokenizer()(text, add_special_tokens=False).input_ids
+    part = {"type": "prompt_embeds", "data": _b64(_embeds(hf, ids))}
+    by_text, by_rows, two, same = llm.chat(
+        [
+            [{"role": "user", "content": text}],
+            [{"role": "user", "content": [part]}],
+            [{"role": "user", "content": [part, {"type": "text", "text": " and "}, part]}],
+            [{"role": "user", "content": f"{text}\n and \n{text}"}],
+        ],
+        GREEDY,
+        use_tqdm=False,
+    )
+    # The rows of the text's own tokens answer as the text; parts join with newlines.
+    assert by_rows.outputs[0].token_ids == by_text.outputs[0].token_ids
+    assert len(by_rows.prompt_token_ids) == len(by_text.prompt_token_ids)
+    assert two.outputs[0].token_ids == same.outputs[0].token_ids
+    assert two.prompt_token_ids.count(0) >= 2 * len(ids)  # the rows' placeholders
+    random_rows = {"type": "prompt_embeds", "data": _b64(torch.randn(4, hf.config.hidden_size))}
+    other = llm.chat([{"role": "user", "content": [random_rows]}], GREEDY, use_tqdm=False)[0]
+    assert other.outputs[0].token_ids != by_text.outputs[0].token_ids
+
+
+@pytest.mark.parametrize(
+    ("content", "param", "match"),
+    [
+        ([{"type": "prompt_embeds"}], "prompt_embeds", "non-empty `data`"),
+        ([{"type": "prompt_embeds", "data": "%%%"}], "prompt_embeds", "base64"),
+        ("say <prompt_embeds>", "messages", "reserved placeholder"),
+    ],
+)
+def test_llm_chat_bad_parts_are_refused_by_name(llm, content, param, match):
+    with pytest.raises(InvalidRequestError, match=match) as err:
+        llm.chat([{"role": "user", "content": content}], GREEDY, use_tqdm=False)
+    assert err.value.param == param
+
+
+def test_llm_chat_parts_without_the_flag_name_it(tiny_model, hf):
+    part = {"type": "prompt_embeds", "data": _b64(_embeds(hf, [5, 6]))}
+    with (
+        LLM(tiny_model, **SMALL) as plain,
+        pytest.raises(InvalidRequestError, match="--enable-prompt-embeds"),
+    ):
+        plain.chat([{"role": "user", "content": [part]}], GREEDY, use_tqdm=False)

@@ -11,6 +11,7 @@ default sampling parameters, all handed to it at construction.
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, final
@@ -24,6 +25,7 @@ from actorllm.core.pooling_params import PoolingParams
 from actorllm.core.prompt_embeds import PromptEmbeds
 from actorllm.core.sampling_params import SamplingParams
 from actorllm.engine.actors.messages import Abort, ChatOptions, Generate
+from actorllm.engine.api.chat_embeds import chat_embeds_prompt, has_embeds_parts
 from actorllm.engine.api.engine_status import EngineStatus, live_replicas
 from actorllm.engine.api.overload import check_waiting_bound
 from actorllm.engine.api.pooling_outputs import PoolingOutput, PoolingRequestOutput
@@ -163,6 +165,19 @@ class RequestAPI:
         if lora_request is not None:
             lora_request = await self._loras.ensure(lora_request)
         check_priority(priority, ctx.config)
+        if chat is not None and has_embeds_parts(prompt, ctx.model.prompt_embeds):
+            # rendered and spliced here, off the loop: the engine gets a mixed prompt
+            splice = functools.partial(
+                chat_embeds_prompt,
+                self._parts.tokenizer,
+                prompt,
+                ctx.model.prompt_embeds,
+                add_generation_prompt=chat.add_generation_prompt,
+                chat_template_kwargs=chat.chat_template_kwargs,
+                tools=chat.tools,
+            )
+            prompt = await anyio.to_thread.run_sync(splice)
+            chat = None
         if has_prompt_embeds(prompt) and not isinstance(prompt["prompt_embeds"], PromptEmbeds):
             # checked, cast and fingerprinted off the loop
             embeds = await anyio.to_thread.run_sync(

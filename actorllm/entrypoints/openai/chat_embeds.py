@@ -6,10 +6,8 @@ template's output is cut at the placeholders, each piece tokenized on its own (a
 special placeholder token splits it), and each part's rows take its place. The engine gets a
 mixed prompt: the token ids with a mask of the positions read from the rows
 (``PromptEmbeds.is_token``). Every error is a 400 with vLLM's words, naming
-``prompt_embeds`` (a part) or ``messages`` (the text around it).
-
-    >>> cut_at_placeholders("<a><prompt_embeds>b<prompt_embeds>", 2)
-    ['<a>', 'b', '']
+``prompt_embeds`` (a part) or ``messages`` (the text around it); the splice itself is
+``engine/api/chat_embeds.py``'s, shared with ``LLM.chat``.
 """
 
 from __future__ import annotations
@@ -18,26 +16,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from actorllm.core.prompt_embeds import PromptEmbeds
-from actorllm.engine.api.prompt_embeds import (
-    CHAT_PLACEHOLDER,
-    ENABLE_HINT,
-    decode_prompt_embeds,
-    splice_prompt_embeds,
-)
+from actorllm.engine.api.chat_embeds import MISSING_DATA, RESERVED, splice_rendered_chat
+from actorllm.engine.api.prompt_embeds import CHAT_PLACEHOLDER, ENABLE_HINT, decode_prompt_embeds
 from actorllm.entrypoints.openai.errors import bad_request
 from actorllm.entrypoints.openai.preprocess import Prompt, encode
 from actorllm.entrypoints.openai.protocol.chat_request import (
     ChatMessage,
     PromptEmbedsContentPart,
-)
-
-MISSING_DATA = (
-    "prompt_embeds content part requires a non-empty `data` field with base64-encoded tensor bytes."
-)
-RESERVED = (
-    f"Text content may not contain the reserved placeholder {CHAT_PLACEHOLDER!r}. This "
-    "placeholder is used internally to mark `prompt_embeds` splice positions in the "
-    "tokenized prompt."
 )
 
 
@@ -65,19 +50,6 @@ def embeds_parts(
     return parts
 
 
-def cut_at_placeholders(text: str, expected: int) -> list[str]:
-    """The rendered template split at its placeholders: ``expected + 1`` pieces, or a 400
-    when the template dropped or repeated a part."""
-    pieces = text.split(CHAT_PLACEHOLDER)
-    if len(pieces) != expected + 1:
-        raise bad_request(
-            f"Expected {expected} prompt_embeds placeholder tokens in the rendered prompt, "
-            f"found {len(pieces) - 1}.",
-            "messages",
-        )
-    return pieces
-
-
 def spliced_prompt(
     text: str,
     parts: list[PromptEmbedsContentPart],
@@ -92,12 +64,8 @@ def spliced_prompt(
     for part in parts:
         assert part.data is not None  # embeds_parts checked it
         embeds.append(decode_prompt_embeds(part.data, spec))
-    pieces = cut_at_placeholders(text, len(parts))
-    segments = [
-        encode(tokenizer, piece, add_special_tokens=add_special_tokens and i == 0)
-        if piece or (add_special_tokens and i == 0)
-        else []
-        for i, piece in enumerate(pieces)
-    ]
-    mixed = splice_prompt_embeds(segments, embeds)
+    mixed = splice_rendered_chat(
+        text, embeds, lambda piece, special: encode(tokenizer, piece, add_special_tokens=special),
+        add_special_tokens=add_special_tokens,
+    )  # fmt: skip
     return Prompt(text=text, token_ids=mixed.placeholder_ids(), embeds=mixed)
