@@ -35,6 +35,9 @@ def adapters(tiny_model: str, tmp_path_factory: pytest.TempPathFactory) -> dict[
 
 
 def _open(model: str, **kw: object):  # type: ignore[no-untyped-def]
+    # float32 as peft's reference: "auto" is bf16 on a CPU with hardware bf16, where the
+    # adapters' math is bf16 too and a near tie may flip a greedy token.
+    kw.setdefault("dtype", "float32")
     kw.setdefault("max_model_len", 256)
     kw.setdefault("kv_cache_memory_bytes", 4 * 2**20)
     return AsyncEngine.open(model, **kw)
