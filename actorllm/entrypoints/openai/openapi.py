@@ -62,6 +62,8 @@ class Served:
     # POST /v1/load_lora_adapter and /v1/unload_lora_adapter exist
     # (ACTORLLM_ALLOW_RUNTIME_LORA_UPDATING)
     runtime_lora: bool = False
+    # ACTORLLM_ENABLE_RESPONSES_API_STORE: /v1/responses may store and run in the background
+    responses_store: bool = False
 
 
 _GENERATION_RULES = (
@@ -379,7 +381,6 @@ def _cross_field_rules(components: dict[str, Any]) -> None:
     batch["tools"] = {"type": "null", "default": None, "description": "Not supported."}
     batch["tool_choice"] = {"enum": ["none", None], "default": None}
     components["TokenizeRequest"]["oneOf"] = [{"required": ["prompt"]}, {"required": ["messages"]}]
-    responses_rules(components)
     for name in (
         "CompletionRequest",
         "ChatCompletionRequest",
@@ -531,6 +532,7 @@ def openapi_document(*, dev_mode: bool, api_key: bool, served: Served) -> dict[s
     ref = dict(zip(everything, refs, strict=True))
     _fill_served(components, served)
     _cross_field_rules(components)
+    responses_rules(components, store=served.responses_store)
     _completion_prompt_rule(components["CompletionRequest"], served.prompt_embeds)
     _content_parts_rule(components, served.prompt_embeds)
     if not served.trust_request_chat_template:

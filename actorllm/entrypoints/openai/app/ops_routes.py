@@ -63,6 +63,7 @@ async def openapi(state: AppState, request: Request) -> Response:
         embedding_size=pm.embedding_size if pm is not None else 0,
         runtime_lora=runtime_updating_allowed(),
         prompt_embeds=engine.prompt_embeds_spec is not None,
+        responses_store=state.responses_store.enabled,
     )
     settings = state.settings
     doc = openapi_document(

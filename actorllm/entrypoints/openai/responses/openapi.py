@@ -25,11 +25,13 @@ _RULES = (
 )
 
 
-def responses_rules(components: dict[str, Any]) -> None:
+def responses_rules(components: dict[str, Any], *, store: bool) -> None:
     """What the structs cannot say: a message item may leave ``type`` out (OpenAI's easy
-    input message)."""
+    input message); ``background`` needs the store (``store``: this server has it on) and
+    is not streamed."""
     components["MessageItem"]["required"].remove("type")
-    req = components["ResponsesRequest"]["properties"]
+    request = components["ResponsesRequest"]
+    req = request["properties"]
     del req["input"]["anyOf"][1]["items"]["discriminator"]  # a message's type is optional
     req["background"] = {
         "type": ["boolean", "null"],
@@ -37,6 +39,12 @@ def responses_rules(components: dict[str, Any]) -> None:
         "description": "Run beside the server: the answer is the queued response (store "
         "on; not with stream).",
     }
+    if not store:  # vLLM's 400 without the store
+        req["background"]["enum"] = [False, None]
+        return
+    background = {"properties": {"background": {"const": True}}, "required": ["background"]}
+    streamed = {"properties": {"stream": {"enum": [False, None]}}}
+    request.setdefault("allOf", []).append({"if": background, "then": streamed})
 
 
 def _id_param() -> dict[str, Any]:
