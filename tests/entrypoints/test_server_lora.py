@@ -56,7 +56,7 @@ def server(base_model: str, adapters: dict[str, Path]) -> Iterator[ServerThread]
         app = build_app(
             lambda: AsyncEngine.open(
                 base_model, served_model_name="base", max_model_len=128,
-                kv_cache_memory_bytes=2 * 2**20, enable_lora=True, max_loras=2,
+                kv_cache_memory_bytes=2 * 2**20, enable_lora=True, max_loras=2, dtype="float32",
             ),
             AppSettings(log_interval_s=0, api_key=KEY, lora_modules=[
                 f"sql={adapters['sql']}",

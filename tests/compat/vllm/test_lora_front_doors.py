@@ -19,7 +19,11 @@ from tests.helpers.lora import make_adapter, peft_greedy
 GREEDY = SamplingParams(temperature=0.0, max_tokens=5, ignore_eos=True)
 PROMPT = [11, 42, 97, 300, 5]
 OPTIONS: dict[str, Any] = dict(
-    max_model_len=128, kv_cache_memory_bytes=2 * 2**20, enable_lora=True, max_loras=2
+    max_model_len=128,
+    kv_cache_memory_bytes=2 * 2**20,
+    enable_lora=True,
+    max_loras=2,
+    dtype="float32",  # peft's reference runs float32
 )
 
 
