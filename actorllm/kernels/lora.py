@@ -65,8 +65,9 @@ class LoRASegments:
     pad_index: torch.Tensor
     pad_mask: torch.Tensor | None
     slot_index: torch.Tensor
-    # The dense path's [T, G, 1] float32: 1.0 where row t uses the step's g-th slot
-    one_hot: torch.Tensor
+    # The dense path's [T, G, 1] float32, 1.0 where row t uses the step's g-th slot; None:
+    # the step takes the segmented path (built only for a dense step, see ``build``)
+    one_hot: torch.Tensor | None
 
     @property
     def num_lora_rows(self) -> int:
@@ -77,8 +78,12 @@ class LoRASegments:
         return tuple(s for s, _, _ in self.segments)
 
     @classmethod
-    def build(cls, row_slots: Sequence[int] | np.ndarray, device: torch.device) -> LoRASegments:
-        """``row_slots``: [T] each row's slot, -1 for a base-model row."""
+    def build(
+        cls, row_slots: Sequence[int] | np.ndarray, device: torch.device, half: bool = False
+    ) -> LoRASegments:
+        """``row_slots``: [T] each row's slot, -1 for a base-model row. ``half``: the slots
+        hold half-precision math on the torch path; then a step with at least half its
+        rows adapted takes the dense path (its one-hot is built here, once per step)."""
         rs = np.asarray(row_slots, dtype=np.int64)
         rows = np.flatnonzero(rs >= 0)  # [L]
         order = np.argsort(rs[rows], kind="stable")
@@ -95,8 +100,10 @@ class LoRASegments:
         real = pos < counts[:, None]  # [G, Gmax]
         pad_index = np.where(real, perm[np.minimum(starts[:, None] + pos, len(perm) - 1)], 0)
         padded = not bool(real.all())
-        one_hot = np.zeros((len(rs), len(slots), 1), dtype=np.float32)  # [T, G, 1]
-        one_hot[rows, np.searchsorted(slots, rs[rows]), 0] = 1.0
+        one_hot = None
+        if half and 2 * len(rows) >= len(rs):
+            one_hot = np.zeros((len(rs), len(slots), 1), dtype=np.float32)  # [T, G, 1]
+            one_hot[rows, np.searchsorted(slots, rs[rows]), 0] = 1.0
         # one host->device copy each, per step
         return cls(
             num_rows=len(rs),
@@ -109,7 +116,7 @@ class LoRASegments:
             if padded
             else None,
             slot_index=torch.from_numpy(slots.astype(np.int64)).to(device),
-            one_hot=torch.from_numpy(one_hot).to(device),
+            one_hot=None if one_hot is None else torch.from_numpy(one_hot).to(device),
         )
 
 
@@ -131,8 +138,8 @@ def add_lora_segments(
     ``a_stack``'s dtype. ``active``: the slots holding this projection (others add
     nothing; None: all)."""
     del col_starts  # the block layout holds the columns
-    if a_stack.dtype != torch.float32 and 2 * seg.num_lora_rows >= seg.num_rows:
-        _add_lora_dense(out, x, a_stack, b_block, seg)  # a slot without it adds zeros
+    if seg.one_hot is not None:  # a dense step (``LoRASegments.build``)
+        _add_lora_dense(out, x, a_stack, b_block, seg.one_hot, seg)  # empty slots add zeros
         return
     if active is not None and not all(s in active for s in seg.slots):
         _add_lora_loop(out, x, a_stack, b_block, seg, active)
@@ -159,6 +166,7 @@ def _add_lora_dense(
     x: torch.Tensor,
     a_stack: torch.Tensor,
     b_block: torch.Tensor,
+    one_hot: torch.Tensor,
     seg: LoRASegments,
 ) -> None:
     """Every row through every step slot's A, masked to its own slot, one ``addmm_`` into
@@ -171,7 +179,7 @@ def _add_lora_dense(
     a = a_stack if every_slot else a_stack.index_select(0, seg.slot_index)  # [G, n*R, K]
     b = b_block if every_slot else b_block.index_select(0, seg.slot_index)  # [G, n*R, N]
     h = x.to(dt) @ a.reshape(-1, a.shape[2]).t()  # shrink: [T, G*n*R]
-    h.view(t, g, -1).mul_(seg.one_hot.to(dt))  # each row keeps its own slot's ranks
+    h.view(t, g, -1).mul_(one_hot.to(dt))  # each row keeps its own slot's ranks
     out.addmm_(h, b.reshape(-1, b.shape[2]).to(out.dtype))  # expand: [T, N]
 
 

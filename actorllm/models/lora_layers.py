@@ -86,8 +86,10 @@ class LoRAState:
             self.segments = self.row_slots = None  # a base-only step: the hooks add nothing
             return
         self.row_slots = rs
-        dev = device if device is not None else next(iter(self.layers.values())).a.device
-        self.segments = LoRASegments.build(rs, dev)
+        slots = next(iter(self.layers.values())).a  # every layer's: one device and dtype
+        dev = device if device is not None else slots.device
+        half = dev.type == "cpu" and slots.dtype != torch.float32  # the dense path's dtype
+        self.segments = LoRASegments.build(rs, dev, half)
 
     def fill(self, slot: int, weights: LoRAWeights | None) -> None:
         """Load ``weights`` into ``slot`` of every projection (None: empty the slot)."""

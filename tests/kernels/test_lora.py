@@ -88,7 +88,9 @@ def test_dense_half_precision_path_equals_the_reference(row_slots: list[int]) ->
     want = base.float()
     add_lora(want, x.float(), a.float(), bs, starts, _groups(row_slots))
     got = base.clone()
-    add_lora_segments(got, x, a, b, starts, LoRASegments.build(row_slots, torch.device("cpu")))
+    seg = LoRASegments.build(row_slots, torch.device("cpu"), half=True)
+    assert seg.one_hot is not None  # the dense path
+    add_lora_segments(got, x, a, b, starts, seg)
     torch.testing.assert_close(got.float(), want, atol=3e-2, rtol=2e-2)
     for i, s in enumerate(row_slots):
         if s < 0:
