@@ -237,7 +237,8 @@ class DecodeGroup:
                 self._masks[window] = None
             else:
                 q_pos = torch.tensor(lens) - 1  # [N], each row's query position
-                m = _causal_mask(q_pos, self.max_len, window)  # [N, S]
+                # [N, S], built on the host, kept beside the cache (once per step and window)
+                m = _causal_mask(q_pos, self.max_len, window).to(self.blocks.device)
                 self._masks[window] = m.view(1, len(lens), 1, self.max_len)
         return self._masks[window]
 
@@ -256,13 +257,13 @@ class Prefill:
         """Additive float [L, S] (0 or -inf): query i (position seq_len - L + i) sees keys
         up to itself (and, with a window, none before it)."""
         if window not in self._masks:
-            self._masks[window] = _additive(self.keep(window))
+            self._masks[window] = _additive(self.keep(window)).to(self.blocks.device)
         return self._masks[window]
 
     def keep(self, window: int | None) -> torch.Tensor:
         """Bool [L, S]: True where query i (position seq_len - L + i) sees the key."""
         q_pos = torch.arange(self.seq_len - (self.end - self.start), self.seq_len)  # [L]
-        return _causal_keep(q_pos, self.seq_len, window)
+        return _causal_keep(q_pos, self.seq_len, window).to(self.blocks.device)
 
 
 def _causal_mask(q_pos: torch.Tensor, length: int, window: int | None) -> torch.Tensor:
@@ -282,7 +283,7 @@ def _causal_keep(q_pos: torch.Tensor, length: int, window: int | None) -> torch.
 
 
 def _additive(keep: torch.Tensor) -> torch.Tensor:
-    return torch.zeros(keep.shape).masked_fill_(~keep, -math.inf)
+    return torch.zeros(keep.shape, device=keep.device).masked_fill_(~keep, -math.inf)
 
 
 @dataclass
@@ -307,10 +308,11 @@ class AttentionPlan:
         for rows in group_decode_rows(self._decode_idx, lens):
             max_len = max(lens[i] for i in rows)
             nb = -(-max_len // self._block_size)
-            idx = torch.tensor(rows)
+            dev = self._block_table.device  # index_select wants the index beside the table
+            idx = torch.tensor(rows, device=dev)
             groups.append(
                 DecodeGroup(
-                    q_rows=torch.tensor([qsl[i] for i in rows]),
+                    q_rows=torch.tensor([qsl[i] for i in rows], device=dev),
                     blocks=self._block_table.index_select(0, idx)[:, :nb].flatten().long(),
                     lens=[lens[i] for i in rows],
                     max_len=max_len,
@@ -328,7 +330,9 @@ class AttentionPlan:
         return (
             torch.tensor([self._qsl[i] for i in rows]),
             torch.tensor([self._lens[i] for i in rows], dtype=torch.int32),
-            self._block_table.index_select(0, torch.tensor(rows)).to(torch.int32),
+            self._block_table.index_select(
+                0, torch.tensor(rows, device=self._block_table.device)
+            ).to(torch.int32),
         )
 
     @functools.cached_property
@@ -341,7 +345,10 @@ class AttentionPlan:
         """Every prefill at once, for the native kernel: first q rows, query tokens, context
         lengths [P] int32, block tables [P, max_blocks] int32."""
         ps, qsl = self.prefills, self._qsl
-        rows = torch.tensor([i for i in range(len(self._lens)) if qsl[i + 1] - qsl[i] > 1])
+        rows = torch.tensor(
+            [i for i in range(len(self._lens)) if qsl[i + 1] - qsl[i] > 1],
+            device=self._block_table.device,
+        )
         return (
             torch.tensor([p.start for p in ps], dtype=torch.int32),
             torch.tensor([p.end - p.start for p in ps], dtype=torch.int32),

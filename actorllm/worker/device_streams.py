@@ -138,8 +138,8 @@ class CudaStreams(DeviceStreams):
     def upload(
         self, pairs: Sequence[tuple[torch.Tensor, torch.Tensor]], after: Event | None = None
     ) -> Event:
-        if after is not None:
-            self.copy.wait_event(after)  # type: ignore[arg-type]
+        if isinstance(after, torch.cuda.Event):  # DONE (nothing read the set yet): no wait
+            self.copy.wait_event(after)
         with torch.cuda.stream(self.copy):
             for dst, src in pairs:
                 dst.copy_(src, non_blocking=True)  # pinned host -> device, async
