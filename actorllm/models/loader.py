@@ -122,6 +122,13 @@ def safetensors_files(path: str | Path) -> list[Path]:
     return found
 
 
+def iter_names(path: Path) -> Iterator[str]:
+    """The names of the checkpoint's tensors at ``path`` (headers only, no data read)."""
+    for f in safetensors_files(path):
+        with safe_open(str(f), framework="pt") as handle:
+            yield from handle.keys()
+
+
 def iter_checkpoint(
     files: list[Path], progress: bool | None = None, lazy: bool = False
 ) -> Iterator[tuple[str, Any]]:
@@ -154,8 +161,10 @@ def load_model(
     max_positions: int | None = None,
     progress: bool | None = None,
     quantization: str | None = None,
+    model_class: type[CausalLM] | None = None,
 ) -> CausalLM:
-    """Build ``cfg.architecture`` on ``device`` in ``dtype`` and fill its weights.
+    """Build ``cfg.architecture`` (or ``model_class``: a draft head that is not a model of
+    its own) on ``device`` in ``dtype`` and fill its weights.
 
     ``load_format="dummy"`` fills random weights from ``seed`` (same weights on any device)
     and reads nothing but config.json. ``progress=None`` shows a bar only for big
@@ -164,7 +173,7 @@ def load_model(
     ``--quantization``) builds quantized linears (``models/quant/``) or raises
     :class:`QuantizationError` naming what is not run.
     """
-    cls = resolve_model_class(cfg.architecture)
+    cls = model_class or resolve_model_class(cfg.architecture)
     torch_dtype = resolve_dtype(dtype, cfg)
     spec = checkpoint_quantization(cfg, quantization)
     ops = ops or get_ops("auto", device)

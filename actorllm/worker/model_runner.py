@@ -26,7 +26,7 @@ import time
 from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
 import numpy as np
@@ -68,6 +68,7 @@ from actorllm.worker.sampler import Sampler
 from actorllm.worker.sampling_metadata import needs_token_history
 from actorllm.worker.sleep_tags import KV_CACHE, SLEEP_TAGS, WEIGHTS, to_wake
 from actorllm.worker.spec_decode.draft_model import DraftModelError, DraftModelProposer
+from actorllm.worker.spec_decode.eagle import EagleProposer
 from actorllm.worker.spec_decode.ngram import NgramProposer
 from actorllm.worker.spec_decode.propose import Proposer, propose_drafts
 from actorllm.worker.step_inputs import (
@@ -80,6 +81,7 @@ from actorllm.worker.step_launch import BeforeForward, StepLauncher
 from actorllm.worker.step_output import (
     LaunchedStep,
     PendingStep,
+    TargetHidden,
     resolve,
 )
 
@@ -139,6 +141,7 @@ class ModelRunner:
         prompt_lookup_min: int = 5,
         prompt_lookup_max: int = 5,
         draft_model: str | None = None,
+        draft_method: Literal["draft_model", "eagle"] = "draft_model",
         pooling: tuple[str, dict[str, Any] | None] | None = None,
         lora: LoRASettings | None = None,
         logits_processors: BatchProcessors | None = None,
@@ -217,11 +220,15 @@ class ModelRunner:
         # (method draft_model: a draft model on this thread, its KV cache beside ours).
         self.proposer: Proposer | None = None
         if num_speculative_tokens > 0 and draft_model is not None:
-            self.proposer = DraftModelProposer(
+            # an EAGLE head drafts from our hidden states; a draft model from tokens alone
+            drafter = EagleProposer if draft_method == "eagle" else DraftModelProposer
+            self.proposer = drafter(
                 draft_model, num_speculative_tokens, target=cfg, dtype=self.dtype,
                 device=self.device, attention_backend=self.attention_backend,
                 block_size=block_size, max_model_len=self.max_model_len, seed=seed,
+                load_format=load_format,
             )  # fmt: skip
+            self.launcher.keep_hidden = draft_method == "eagle"
             if len(self.kv_groups) > 1:
                 raise DraftModelError("a draft model for a hybrid-attention target is not built.")
         elif num_speculative_tokens > 0:
@@ -299,7 +306,7 @@ class ModelRunner:
         if self.comm is not None:
             self._bind(self.comm)  # reloaded (wake_up)
         if isinstance(self.proposer, DraftModelProposer):
-            self.proposer.load()
+            self.proposer.load(self.model)
         if self.pooling is not None:
             convert, overrides = self.pooling
             self.pooling_head = decoder_pooling_head(
@@ -608,9 +615,11 @@ class ModelRunner:
     def _resolve(self, step: LaunchedStep) -> ModelRunnerOutput:
         return resolve(step, self.input_batch, self._propose if self.proposer else None)
 
-    def _propose(self, batch: InputBatch, slots: list[int]) -> dict[str, list[int]]:
+    def _propose(
+        self, batch: InputBatch, slots: list[int], hidden: TargetHidden | None
+    ) -> dict[str, list[int]]:
         assert self.proposer is not None
-        return propose_drafts(self.proposer, batch, slots)
+        return propose_drafts(self.proposer, batch, slots, hidden)
 
     def _plan(self, so: SchedulerOutput) -> InputPlan:
         """Plan on the host; falls back to resolving in-flight steps (a host wait) when the

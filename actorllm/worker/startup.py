@@ -81,7 +81,8 @@ class RankSpec(msgspec.Struct, frozen=True, kw_only=True):
     num_speculative_tokens: int = 0
     prompt_lookup_min: int = 5
     prompt_lookup_max: int = 5
-    draft_model: str | None = None  # method draft_model: the draft's directory
+    draft_model: str | None = None  # method draft_model / eagle: the drafter's directory
+    draft_method: Literal["draft_model", "eagle"] = "draft_model"
     # Pooling (engine/config/pooling_model.py): "generate", or "pooling" with its convert
     # ("none": an encoder model) and vLLM's pooler config
     runner: str = "generate"
@@ -156,6 +157,7 @@ def build_model_runner(spec: RankSpec) -> ModelRunner:
         prompt_lookup_min=spec.prompt_lookup_min,
         prompt_lookup_max=spec.prompt_lookup_max,
         draft_model=spec.draft_model,
+        draft_method=spec.draft_method,
         pooling=(spec.convert, spec.pooler_config) if spec.runner == "pooling" else None,
         lora=spec.lora,
         logits_processors=procs,

@@ -31,7 +31,7 @@ from actorllm.worker.sampler import LogprobsTensors, Sampler, compute_logprobs
 from actorllm.worker.sampling_metadata import build_sampling_metadata
 from actorllm.worker.staging import StepBuffers
 from actorllm.worker.step_inputs import InputPlan, PromptLogprobsPlan, StepInputs, plan_to_device
-from actorllm.worker.step_output import LaunchedStep, logprobs_to_host, to_host
+from actorllm.worker.step_output import LaunchedStep, TargetHidden, logprobs_to_host, to_host
 
 # Called with the step's final device inputs just before the forward, and the rows whose
 # logits the step computes, in order (tensor parallel: rank 0 sends them to the others).
@@ -115,6 +115,8 @@ class StepLauncher:
         ]
         self.num_launched = 0
         self.num_graph_steps = 0
+        # An EAGLE head drafts from each step's hidden states: steps keep them.
+        self.keep_hidden = False
 
     @_on_compute_stream
     def launch(
@@ -146,7 +148,7 @@ class StepLauncher:
         else:
             if self.before_forward is not None:
                 self.before_forward(step, _logit_rows(plan, step))
-            if self.prefetch is not None and drafts is None:
+            if self.prefetch is not None and drafts is None and not self.keep_hidden:
                 return self._launch_deferred(
                     model, kv_caches, batch, sampler, plan, step, step_id, grammar, t0
                 )
@@ -182,6 +184,13 @@ class StepLauncher:
             )
         )
         params = [batch.params[s] for s in sample_slots.tolist()]
+        target = None
+        if self.keep_hidden:
+            qsl = plan.query_start_loc.astype(np.int64)
+            target = TargetHidden(
+                hidden=hidden, slots=plan.slots.copy(), gens=batch.generation[plan.slots].copy(),
+                first=plan.positions[qsl[:-1]].copy(), query_start_loc=qsl,
+            )  # fmt: skip
         return LaunchedStep(
             step_id=step_id,
             req_ids=plan.req_ids,
@@ -195,6 +204,7 @@ class StepLauncher:
             event=event,
             sample_counts=None if counts is None else counts.tolist(),
             drafts=None if drafts is None else [drafts.get(plan.req_ids[b], []) for b in rows],
+            target_hidden=target,
         )
 
     def _launch_deferred(

@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 
 from actorllm.core.model_runner_output import ModelRunnerOutput, TokenLogprobs
@@ -25,6 +26,17 @@ from actorllm.worker.device_streams import DONE, Event
 from actorllm.worker.input_batch import InputBatch
 from actorllm.worker.sampler import LogprobsTensors
 from actorllm.worker.spec_decode.verify import accept_runs
+
+
+@dataclass
+class TargetHidden:
+    """A step's final hidden states, kept for an EAGLE head (spec_decode/eagle.py)."""
+
+    hidden: torch.Tensor  # [T, H] on the device
+    slots: np.ndarray  # [B] each request's slot
+    gens: np.ndarray  # [B] its generation at launch (a re-added request is another one)
+    first: np.ndarray  # [B] the position of its first row
+    query_start_loc: np.ndarray  # [B + 1] its rows in `hidden`
 
 
 @dataclass
@@ -46,6 +58,7 @@ class LaunchedStep:
     # (then [R]) and `logprobs`, and [N] its drafts; None: one row each, no drafts.
     sample_counts: list[int] | None = None
     drafts: list[list[int]] | None = None
+    target_hidden: TargetHidden | None = None  # an EAGLE head drafts from it
 
 
 def to_host(t: torch.Tensor) -> torch.Tensor:
@@ -62,7 +75,8 @@ def logprobs_to_host(t: LogprobsTensors) -> LogprobsTensors:
 
 
 # Drafts for the next step of the requests in the given slots (speculative decoding).
-Propose = Callable[[InputBatch, list[int]], dict[str, list[int]]]
+# (batch, slots that sampled, the step's hidden states if kept) -> {req_id: drafts}
+Propose = Callable[[InputBatch, list[int], TargetHidden | None], dict[str, list[int]]]
 
 
 def resolve(
@@ -111,7 +125,7 @@ def resolve(
         logprobs=logprobs,
         prompt_logprobs={r: _prompt_rows(t) for r, t in step.prompt_logprobs.items()},
         execute_time_s=time.perf_counter() - step.t0,
-        draft_token_ids=propose(batch, slots) if propose is not None and slots else {},
+        draft_token_ids=_drafts(step, batch, slots, propose),
     )
     return step.output
 
@@ -163,7 +177,7 @@ def _resolve_runs(
         prompt_logprobs={r: _prompt_rows(t) for r, t in step.prompt_logprobs.items()},
         execute_time_s=time.perf_counter() - step.t0,
         spec_logprobs=spec_logprobs,
-        draft_token_ids=propose(batch, slots) if propose is not None and slots else {},
+        draft_token_ids=_drafts(step, batch, slots, propose),
     )
     return step.output
 
@@ -196,3 +210,13 @@ class PendingStep:
 
     def result(self) -> ModelRunnerOutput:
         return self._resolve(self.step)
+
+
+def _drafts(
+    step: LaunchedStep, batch: InputBatch, slots: list[int], propose: Propose | None
+) -> dict[str, list[int]]:
+    """The next step's drafts. An EAGLE head reads every step's hidden states, the steps
+    that sampled nothing included (a prefill chunk), so it is called for those too."""
+    if propose is None or (not slots and step.target_hidden is None):
+        return {}
+    return propose(batch, slots, step.target_hidden)

@@ -133,3 +133,23 @@ async def test_draft_model_equal_to_the_target(small_vocab_model, reference):
         assert await run_all(eng, SEEDED) == reference[1]
         assert (await eng.get_stats()).actor_restarts["executor"] >= 1
         await check_invariants(eng)
+
+
+async def test_eagle_head(small_vocab_model, reference, tmp_path):
+    """method eagle: outputs unchanged (greedy and seeded), drafts counted, and a crash in a
+    speculative step changes nothing (the head's cache and hidden states are rebuilt from
+    the re-sent requests' prefill)."""
+    from pathlib import Path
+
+    from tests.helpers.eagle import make_eagle_head
+
+    head = make_eagle_head(tmp_path / "eagle", Path(small_vocab_model))
+    spec = {"method": "eagle", "model": str(head), "num_speculative_tokens": 3}
+    async with engine(small_vocab_model, speculative_config=spec) as eng:
+        assert await run_all(eng, GREEDY) == reference[0]
+        stats = await eng.get_stats()
+        assert stats.spec_decode_num_draft_tokens >= 20
+        inject_fault(eng, "worker", when=lambda so: bool(so.scheduled_spec_decode_tokens))
+        assert await run_all(eng, SEEDED) == reference[1]
+        assert (await eng.get_stats()).actor_restarts["executor"] >= 1
+        await check_invariants(eng)

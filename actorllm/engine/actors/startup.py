@@ -69,6 +69,7 @@ def rank_spec(config: EngineConfig, rank: int = 0) -> RankSpec:
         prompt_lookup_min=spec.prompt_lookup_min if spec is not None else 5,
         prompt_lookup_max=spec.prompt_lookup_max if spec is not None else 5,
         draft_model=config.resolved_draft_model(),
+        draft_method="eagle" if spec is not None and spec.method == "eagle" else "draft_model",
         **_pooling_spec(config),
         lora=LoRASettings(
             max_loras=config.max_loras,
@@ -296,7 +297,8 @@ def build_scheduler_config(config: EngineConfig, model: ModelInfo) -> SchedulerC
         kv_group_windows=model.kv_group_windows if len(model.kv_group_windows) > 1 else None,
         num_lookahead_tokens=(
             spec.num_speculative_tokens
-            if (spec := config.speculative()) is not None and spec.method == "draft_model"
+            # a draft model and an EAGLE head write KV past the last token; n-gram lookups not
+            if (spec := config.speculative()) is not None and spec.method != "ngram"
             else 0
         ),
         max_loras=config.max_loras if config.enable_lora else 0,

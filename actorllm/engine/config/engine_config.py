@@ -587,8 +587,8 @@ class EngineConfig(msgspec.Struct, kw_only=True):
         return sampling_defaults(self.generation_config, self.override_generation_config, model_dir)
 
     def resolved_draft_model(self) -> str | None:
-        """The draft model's directory (``speculative_config`` method draft_model), resolved
-        as ``model`` is; None for other methods."""
+        """The draft model's (method draft_model) or EAGLE head's (method eagle) directory,
+        resolved as ``model`` is; None for ngram."""
         spec = self.speculative()
         if spec is None or spec.model is None:
             return None

@@ -25,10 +25,9 @@ import msgspec
 from actorllm.engine.config.engine_config import EngineConfigError
 
 FIELD = "speculative_config"
-BUILT_METHODS = ("ngram", "draft_model")
+BUILT_METHODS = ("ngram", "draft_model", "eagle")
 # vLLM's methods that are not built here: refused by name, never swapped for another.
 _NOT_BUILT = {
-    "eagle": "EAGLE heads are not built yet",
     "eagle3": "EAGLE-3 heads are not built yet",
     "extract_hidden_states": "hidden-state extraction is not built",
     "medusa": "Medusa heads are not built",
@@ -76,7 +75,7 @@ _DEFAULTS: dict[str, Any] = {
     "draft_model_config": None,
     "draft_parallel_config": None,
 }
-_BUILT = "'ngram', 'draft_model'"
+_BUILT = "'ngram', 'draft_model', 'eagle'"
 _OWN = ("method", "num_speculative_tokens", "model", "prompt_lookup_min", "prompt_lookup_max",
         "draft_tensor_parallel_size")  # fmt: skip
 
@@ -85,11 +84,11 @@ class SpeculativeConfig(msgspec.Struct, frozen=True, kw_only=True):
     """What speculation the engine runs (validated: build it with
     :func:`parse_speculative_config`)."""
 
-    method: Literal["ngram", "draft_model"]
+    method: Literal["ngram", "draft_model", "eagle"]
     num_speculative_tokens: int  # k: draft tokens proposed per request per step
     prompt_lookup_min: int = 0  # ngram: the shortest suffix n-gram the proposer matches
     prompt_lookup_max: int = 0  # ngram: the longest
-    model: str | None = None  # draft_model: the draft's directory or hub id
+    model: str | None = None  # draft_model / eagle: the draft's (head's) directory or hub id
 
 
 def parse_speculative_config(value: Mapping[str, Any]) -> SpeculativeConfig:
@@ -114,7 +113,8 @@ def parse_speculative_config(value: Mapping[str, Any]) -> SpeculativeConfig:
     if method is None:
         if model is None:
             raise _error("give a method (e.g. 'ngram') or a draft model.")
-        method = "eagle" if "eagle" in str(model).lower() else "draft_model"  # vLLM's guess
+        name = str(model).lower()  # vLLM's guess from the name
+        method = "eagle3" if "eagle3" in name else "eagle" if "eagle" in name else "draft_model"
     if method in _NOT_BUILT or (isinstance(method, str) and method.endswith("_mtp")):
         why = _NOT_BUILT.get(method, _NOT_BUILT["mtp"])
         raise _error(f"method {method!r} is not supported: {why}. Built: {_BUILT}.")
@@ -124,6 +124,8 @@ def parse_speculative_config(value: Mapping[str, Any]) -> SpeculativeConfig:
         raise _error(f"model={model!r}: method 'ngram' takes no draft model.")
     if method == "draft_model" and (not isinstance(model, str) or not model):
         raise _error("method 'draft_model' needs model: the draft model's path or hub id.")
+    if method == "eagle" and (not isinstance(model, str) or not model):
+        raise _error("method 'eagle' needs model: the EAGLE head's path or hub id.")
     k = d.get("num_speculative_tokens")
     if k is None:
         raise _error("num_speculative_tokens is required (the draft tokens per step).")
@@ -135,11 +137,12 @@ def parse_speculative_config(value: Mapping[str, Any]) -> SpeculativeConfig:
             f"draft_tensor_parallel_size={tp!r}: proposers run on the worker thread, "
             "unsharded (only 1 or unset)."
         )
-    if method == "draft_model":
+    if method in ("draft_model", "eagle"):
         for key in ("prompt_lookup_min", "prompt_lookup_max"):
             if d.get(key) is not None:
-                raise _error(f"{key} is an ngram setting; method 'draft_model' has none.")
-        return SpeculativeConfig(method="draft_model", num_speculative_tokens=k, model=model)
+                raise _error(f"{key} is an ngram setting; method {method!r} has none.")
+        kind: Literal["draft_model", "eagle"] = "eagle" if method == "eagle" else "draft_model"
+        return SpeculativeConfig(method=kind, num_speculative_tokens=k, model=model)
     lo, hi = d.get("prompt_lookup_min"), d.get("prompt_lookup_max")
     for name, n in (("prompt_lookup_min", lo), ("prompt_lookup_max", hi)):
         if n is not None and (type(n) is not int or n < 1):

@@ -26,11 +26,10 @@ import torch
 
 from actorllm.kernels.ops import get_ops
 from actorllm.kernels.sampling import first_argmax
-from actorllm.models.attention import AttentionMetadata
 from actorllm.models.base import CausalLM
 from actorllm.models.config import CheckpointConfig
+from actorllm.models.load_format import LoadFormat
 from actorllm.models.loader import load_model, resolve_dtype
-from actorllm.worker.device_streams import to_device
 from actorllm.worker.input_batch import InputBatch
 from actorllm.worker.kv_cache import (
     KVCaches,
@@ -40,6 +39,7 @@ from actorllm.worker.kv_cache import (
     kv_cache_bytes_per_block,
     kv_cache_groups,
 )
+from actorllm.worker.spec_decode.draft_rows import Row, draft_rows
 
 
 class DraftModelError(ValueError):
@@ -64,8 +64,11 @@ class DraftModelProposer:
         block_size: int,
         max_model_len: int,
         seed: int = 0,
+        load_format: LoadFormat = "auto",
     ) -> None:
-        cfg = CheckpointConfig.from_pretrained(Path(path))
+        # a dummy-loaded target (benchmarks) gets a dummy drafter; else its own files
+        self.load_format: LoadFormat = "dummy" if load_format == "dummy" else "auto"
+        cfg = self.read_config(Path(path), target)
         if cfg.vocab_size != target.vocab_size:
             raise DraftModelError(
                 f"the draft model's vocabulary ({cfg.vocab_size} tokens) differs from the "
@@ -90,11 +93,17 @@ class DraftModelProposer:
         # {req_id: (generation, positions whose draft KV is valid)}
         self._seen: dict[str, tuple[int, int]] = {}
 
-    def load(self) -> None:
+    def read_config(self, path: Path, target: CheckpointConfig) -> CheckpointConfig:
+        """The drafter's checkpoint config (``target``: what it must fit)."""
+        return CheckpointConfig.from_pretrained(path)
+
+    def load(self, target: CausalLM | None = None) -> None:
+        """Build the draft model (``target``: the target model, unused by a draft model)."""
         ops = get_ops(self.attention_backend, self.device)
         self.model = load_model(
             self.path, self.model_config, dtype=self.dtype, device=self.device, ops=ops,
             seed=self.seed, max_positions=self.model_config.max_model_len,
+            load_format=self.load_format,
         )  # fmt: skip
         bind_kv_groups(self.model, self.groups, self.model_config.num_layers)
 
@@ -167,40 +176,12 @@ class DraftModelProposer:
             out[i] = d[:kk]
         return out
 
-    def _forward(self, batch: InputBatch, rows: list[tuple[int, int, np.ndarray]]) -> list[int]:
+    def _forward(self, batch: InputBatch, rows: list[Row]) -> list[int]:
         """One draft forward: request ``slot`` computes ``tokens`` at positions ``start..``;
         returns the argmax after each request's last token."""
         assert self.model is not None
-        bs = batch.block_size
-        lens = np.array([len(t) for _, _, t in rows], dtype=np.int64)  # [B]
-        slots = np.array([s for s, _, _ in rows], dtype=np.int64)  # [B]
-        starts = np.array([st for _, st, _ in rows], dtype=np.int64)  # [B]
-        qsl = np.zeros(len(rows) + 1, dtype=np.int64)
-        np.cumsum(lens, out=qsl[1:])
-        total = int(qsl[-1])
-        positions = np.repeat(starts - qsl[:-1], lens) + np.arange(total)  # [T]
-        input_ids = np.concatenate([t for _, _, t in rows]).astype(np.int64)  # [T]
-        rep = np.repeat(slots, lens)  # [T]
-        slot_mapping = batch.block_table[rep, positions // bs].astype(np.int64) * bs + (
-            positions % bs
-        )  # [T]
-        seq_lens = (starts + lens).astype(np.int32)  # [B]
-        nb = -(-int(seq_lens.max()) // bs)
-        dev = self.device
-        meta = AttentionMetadata(
-            query_start_loc=to_device(qsl.astype(np.int32), dev),
-            seq_lens=to_device(seq_lens, dev),
-            block_table=to_device(np.ascontiguousarray(batch.block_table[slots, :nb]), dev),
-            slot_mapping=to_device(slot_mapping, dev),
-            query_start_loc_cpu=qsl.tolist(),
-            seq_lens_cpu=seq_lens.tolist(),
-            max_query_len=int(lens.max()),
-            max_seq_len=int(seq_lens.max()),
-        )
-        hidden = self.model(
-            to_device(input_ids, dev), to_device(positions, dev), meta, self.kv_caches
-        )  # [T, H]
-        last = to_device(qsl[1:] - 1, dev)  # [B]
-        logits = self.model.compute_logits(hidden.index_select(0, last))  # [B, V]
+        d = draft_rows(batch, rows, self.device)
+        hidden = self.model(d.input_ids, d.positions, d.meta, self.kv_caches)  # [T, H]
+        logits = self.model.compute_logits(hidden.index_select(0, d.last))  # [B, V]
         # Deliberate host sync: the next draft step's input is this argmax.
         return first_argmax(logits).tolist()

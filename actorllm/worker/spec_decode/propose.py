@@ -6,20 +6,26 @@ from collections.abc import Sequence
 
 from actorllm.worker.input_batch import InputBatch
 from actorllm.worker.spec_decode.draft_model import DraftModelProposer
+from actorllm.worker.spec_decode.eagle import EagleProposer
 from actorllm.worker.spec_decode.ngram import NgramProposer
+from actorllm.worker.step_output import TargetHidden
 
-Proposer = NgramProposer | DraftModelProposer
+Proposer = NgramProposer | DraftModelProposer  # EagleProposer is a DraftModelProposer
 
 
 def propose_drafts(
-    proposer: Proposer, batch: InputBatch, slots: Sequence[int]
+    proposer: Proposer,
+    batch: InputBatch,
+    slots: Sequence[int],
+    hidden: TargetHidden | None = None,
 ) -> dict[str, list[int]]:
     """{req_id: drafts} for the requests in ``slots`` (their tokens all on the host).
 
     No drafts for a structured-outputs request (its grammar advances only over tokens the
     scheduler accepted, so each step samples one position under its mask). A draft run is
     cut so that every token the step could emit (the drafts, then one more) stays within
-    ``max_tokens`` and the context length.
+    ``max_tokens`` and the context length. An EAGLE head first catches up on ``hidden``
+    (the step's hidden states) for every request of the step, drafting or not.
     """
     out: dict[str, list[int]] = {}
     todo: list[tuple[int, str, int]] = []  # (slot, req_id, room)
@@ -33,6 +39,9 @@ def propose_drafts(
             room = min(room, p.max_tokens - (n - int(batch.num_prompt_tokens[slot])) - 1)
         if room > 0:
             todo.append((slot, req_id, room))
+    if isinstance(proposer, EagleProposer):
+        runs = proposer.propose_eagle(batch, [t[0] for t in todo], [t[2] for t in todo], hidden)
+        return {rid: run for (_, rid, _), run in zip(todo, runs, strict=True) if run}
     if isinstance(proposer, DraftModelProposer):
         runs = proposer.propose(batch, [t[0] for t in todo], [t[2] for t in todo])
         return {rid: run for (_, rid, _), run in zip(todo, runs, strict=True) if run}

@@ -35,7 +35,8 @@ def test_ngram_defaults_as_vllm() -> None:
         ({"method": "deepseek_mtp", "num_speculative_tokens": 2}, "method 'deepseek_mtp'"),
         ({"method": "eagle3", "num_speculative_tokens": 2, "model": "/x"}, "EAGLE-3"),
         ({"method": "draft_model", "num_speculative_tokens": 2}, "needs model"),
-        ({"model": "/x/eagle-head", "num_speculative_tokens": 2}, "method 'eagle'"),
+        ({"model": "/x/eagle3-head", "num_speculative_tokens": 2}, "method 'eagle3'"),
+        ({"method": "eagle", "num_speculative_tokens": 2}, "needs model: the EAGLE head"),
         ({"model": "/x", "num_speculative_tokens": 2, "prompt_lookup_max": 3}, "ngram setting"),
         (
             {
@@ -78,6 +79,14 @@ def test_refused_by_name(value: dict, names: str) -> None:
 def test_draft_model_as_vllm() -> None:
     c = parse_speculative_config({"model": "/d", "num_speculative_tokens": 2})
     assert (c.method, c.model, c.num_speculative_tokens) == ("draft_model", "/d", 2)
+
+
+def test_eagle_as_vllm() -> None:
+    c = parse_speculative_config({"method": "eagle", "model": "/h", "num_speculative_tokens": 3})
+    assert (c.method, c.model, c.num_speculative_tokens) == ("eagle", "/h", 3)
+    # vLLM's guess from the name when no method is given
+    c = parse_speculative_config({"model": "/x/EAGLE-LLaMA3-8B", "num_speculative_tokens": 2})
+    assert c.method == "eagle"
     c = parse_speculative_config(
         {"method": "draft_model", "model": "/d", "num_speculative_tokens": 4,
          "draft_tensor_parallel_size": 1}

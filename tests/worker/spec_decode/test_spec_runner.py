@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from actorllm.core.request import Request
 from actorllm.core.sampling_params import SamplingParams
-from actorllm.core.scheduler import Scheduler, SchedulerConfig
+from actorllm.core.scheduler import Scheduler
 from actorllm.worker.model_runner import ModelRunner
 from tests.helpers.models import make_tiny_checkpoint
+from tests.helpers.spec_sched import generate_with_drafts
 
 BS, BLOCKS, MAX_LEN = 4, 64, 96
 
@@ -37,18 +37,9 @@ def _generate(
     runner: ModelRunner, prompts: dict[str, list[int]], params: SamplingParams, **cfg: int
 ) -> tuple[dict[str, list[int]], Scheduler]:
     cfg.setdefault("num_blocks", BLOCKS)
-    sched = Scheduler(SchedulerConfig(max_model_len=MAX_LEN, block_size=BS, **cfg))
-    for rid, p in prompts.items():
-        sched.add_request(Request(rid, p, params))
-    out: dict[str, list[int]] = {}
-    for _ in range(400):
-        if not sched.has_unfinished_requests():
-            break
-        so = sched.schedule()
-        for o in sched.update_from_output(so, runner.execute(so)).outputs:
-            out.setdefault(o.req_id, []).extend(o.new_token_ids)
-    assert not sched.has_unfinished_requests()
-    assert sched.kv_cache_manager.num_free_blocks == sched.config.num_blocks - 1  # no leak
+    out, sched, _ = generate_with_drafts(
+        runner, prompts, params, max_model_len=MAX_LEN, block_size=BS, **cfg
+    )
     return out, sched
 
 
