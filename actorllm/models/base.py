@@ -27,6 +27,10 @@ class CausalLM(nn.Module):
     lm_head: nn.Linear
     # forward takes ``prompt_embeds`` (rows fed as embeddings: --enable-prompt-embeds).
     supports_prompt_embeds: bool = False
+    # EAGLE-3 drafting (LlamaForCausalLM): layers whose incoming residual stream a forward
+    # keeps in ``aux_hidden``; empty for every other model.
+    aux_layers: tuple[int, ...] = ()
+    aux_hidden: list[torch.Tensor]
 
     def init_rotary(self, device: torch.device | str, max_positions: int | None = None) -> None:
         """Build device-side tables (RoPE cos/sin, scales) once the weights are in place."""

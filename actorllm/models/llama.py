@@ -289,6 +289,10 @@ class LlamaForCausalLM(CausalLM):
         self.cos_sin_cache_local: torch.Tensor | None = None
         # Gemma / Granite: embeddings times this (Gemma rounds it to the model dtype first).
         self.embed_scale = cfg.embedding_multiplier
+        # EAGLE-3 drafting: the layers whose incoming residual stream each forward keeps in
+        # aux_hidden ([T, H] each, in this order); empty: nothing kept.
+        self.aux_layers: tuple[int, ...] = ()
+        self.aux_hidden: list[torch.Tensor] = []
 
     def init_rotary(self, device: torch.device | str, max_positions: int | None = None) -> None:
         """Build the RoPE tables for positions ``[0, max_positions)`` on ``device``."""
@@ -363,9 +367,15 @@ class LlamaForCausalLM(CausalLM):
             x, residual = stream[0], stream[1]
         local = self.cos_sin_cache_local
         layers = self.model.layers[self.stage_start : self.stage_end]
-        for layer, kv_cache in zip(layers, kv_caches, strict=True):
+        aux = self.aux_layers
+        kept: dict[int, torch.Tensor] = {}
+        for i, (layer, kv_cache) in enumerate(zip(layers, kv_caches, strict=True)):
+            if aux and self.stage_start + i in aux:
+                kept[self.stage_start + i] = x if residual is None else x + residual
             cos_sin = local if local is not None and layer.is_sliding else self.cos_sin_cache
             x, residual = layer(positions, x, residual, cos_sin, kv_cache, attn_metadata)
+        if aux:
+            self.aux_hidden = [kept[i] for i in aux]
         assert residual is not None
         if not self.last_stage:
             assert self.pipe is not None, "an earlier pipeline stage runs with its link"

@@ -141,7 +141,7 @@ class ModelRunner:
         prompt_lookup_min: int = 5,
         prompt_lookup_max: int = 5,
         draft_model: str | None = None,
-        draft_method: Literal["draft_model", "eagle"] = "draft_model",
+        draft_method: Literal["draft_model", "eagle", "eagle3"] = "draft_model",
         pooling: tuple[str, dict[str, Any] | None] | None = None,
         lora: LoRASettings | None = None,
         logits_processors: BatchProcessors | None = None,
@@ -216,19 +216,23 @@ class ModelRunner:
         self._on_device: deque[LaunchedStep] = deque()
         self.comm: GlooComm | None = None  # tensor parallel: the group's collectives
         self._link: StageLink | None = None  # pipeline parallel: this stage's link
-        # Speculative decoding (method ngram): drafts proposed after each step resolves.
-        # (method draft_model: a draft model on this thread, its KV cache beside ours).
+        # Speculative decoding (method ngram): drafts proposed after each step resolves
+        # (method draft_model: a draft model on this thread, its KV cache beside ours;
+        # eagle / eagle3: a head over this model's hidden states, its cache beside ours).
         self.proposer: Proposer | None = None
         if num_speculative_tokens > 0 and draft_model is not None:
-            # an EAGLE head drafts from our hidden states; a draft model from tokens alone
-            drafter = EagleProposer if draft_method == "eagle" else DraftModelProposer
-            self.proposer = drafter(
-                draft_model, num_speculative_tokens, target=cfg, dtype=self.dtype,
-                device=self.device, attention_backend=self.attention_backend,
-                block_size=block_size, max_model_len=self.max_model_len, seed=seed,
-                load_format=load_format,
+            drafter: dict[str, Any] = dict(
+                target=cfg, dtype=self.dtype, device=self.device,
+                attention_backend=self.attention_backend, block_size=block_size,
+                max_model_len=self.max_model_len, seed=seed, load_format=load_format,
             )  # fmt: skip
-            self.launcher.keep_hidden = draft_method == "eagle"
+            if draft_method in ("eagle", "eagle3"):  # a head over our hidden states
+                self.proposer = EagleProposer(
+                    draft_model, num_speculative_tokens, method=draft_method, **drafter
+                )
+                self.launcher.keep_hidden = True
+            else:  # a model of its own, drafting from the tokens
+                self.proposer = DraftModelProposer(draft_model, num_speculative_tokens, **drafter)
             if len(self.kv_groups) > 1:
                 raise DraftModelError("a draft model for a hybrid-attention target is not built.")
         elif num_speculative_tokens > 0:

@@ -82,7 +82,7 @@ class RankSpec(msgspec.Struct, frozen=True, kw_only=True):
     prompt_lookup_min: int = 5
     prompt_lookup_max: int = 5
     draft_model: str | None = None  # method draft_model / eagle: the drafter's directory
-    draft_method: Literal["draft_model", "eagle"] = "draft_model"
+    draft_method: Literal["draft_model", "eagle", "eagle3"] = "draft_model"
     # Pooling (engine/config/pooling_model.py): "generate", or "pooling" with its convert
     # ("none": an encoder model) and vLLM's pooler config
     runner: str = "generate"

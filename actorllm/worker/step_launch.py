@@ -136,7 +136,13 @@ class StepLauncher:
         ``drafts``: the speculative requests' drafts (the plan's ``sample_counts``)."""
         t0 = time.perf_counter()
         size = None
-        if self.graphs is not None and plan.is_decode and plan.prompt_embeds is None:
+        # (an EAGLE-3 head's auxiliary hidden states come from an eager forward only)
+        if (
+            self.graphs is not None
+            and plan.is_decode
+            and plan.prompt_embeds is None
+            and not model.aux_layers
+        ):
             size = self.graphs.size_for(len(plan.req_ids))
         step, fill_rows, fill_src, buffer_set = self._inputs(
             pad_decode_plan(plan, size) if size is not None else plan
@@ -187,8 +193,9 @@ class StepLauncher:
         target = None
         if self.keep_hidden:
             qsl = plan.query_start_loc.astype(np.int64)
+            kept = torch.cat(model.aux_hidden, dim=-1) if model.aux_layers else hidden  # [T, 3H]
             target = TargetHidden(
-                hidden=hidden, slots=plan.slots.copy(), gens=batch.generation[plan.slots].copy(),
+                hidden=kept, slots=plan.slots.copy(), gens=batch.generation[plan.slots].copy(),
                 first=plan.positions[qsl[:-1]].copy(), query_start_loc=qsl,
             )  # fmt: skip
         return LaunchedStep(

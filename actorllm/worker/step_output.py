@@ -30,9 +30,9 @@ from actorllm.worker.spec_decode.verify import accept_runs
 
 @dataclass
 class TargetHidden:
-    """A step's final hidden states, kept for an EAGLE head (spec_decode/eagle.py)."""
+    """A step's hidden states, kept for an EAGLE head (spec_decode/eagle.py)."""
 
-    hidden: torch.Tensor  # [T, H] on the device
+    hidden: torch.Tensor  # [T, H] final (EAGLE) or [T, 3H] auxiliary (EAGLE-3), on the device
     slots: np.ndarray  # [B] each request's slot
     gens: np.ndarray  # [B] its generation at launch (a re-added request is another one)
     first: np.ndarray  # [B] the position of its first row

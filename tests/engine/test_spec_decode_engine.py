@@ -153,3 +153,20 @@ async def test_eagle_head(small_vocab_model, reference, tmp_path):
         assert await run_all(eng, SEEDED) == reference[1]
         assert (await eng.get_stats()).actor_restarts["executor"] >= 1
         await check_invariants(eng)
+
+
+async def test_eagle3_head(small_vocab_model, reference, tmp_path):
+    """method eagle3 (its own draft vocabulary, mapped by d2t): outputs unchanged."""
+    from pathlib import Path
+
+    from tests.helpers.eagle import make_eagle3_head
+
+    head = make_eagle3_head(
+        tmp_path / "eagle3", Path(small_vocab_model), draft_vocab=64, aux_ids=[1, 1, 1]
+    )
+    spec = {"method": "eagle3", "model": str(head), "num_speculative_tokens": 3}
+    async with engine(small_vocab_model, speculative_config=spec) as eng:
+        assert await run_all(eng, GREEDY) == reference[0]
+        assert await run_all(eng, SEEDED) == reference[1]
+        assert (await eng.get_stats()).spec_decode_num_draft_tokens >= 20
+        await check_invariants(eng)

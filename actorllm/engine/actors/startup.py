@@ -69,7 +69,7 @@ def rank_spec(config: EngineConfig, rank: int = 0) -> RankSpec:
         prompt_lookup_min=spec.prompt_lookup_min if spec is not None else 5,
         prompt_lookup_max=spec.prompt_lookup_max if spec is not None else 5,
         draft_model=config.resolved_draft_model(),
-        draft_method="eagle" if spec is not None and spec.method == "eagle" else "draft_model",
+        draft_method=spec.method if spec is not None and spec.method != "ngram" else "draft_model",
         **_pooling_spec(config),
         lora=LoRASettings(
             max_loras=config.max_loras,

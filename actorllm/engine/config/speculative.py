@@ -25,10 +25,9 @@ import msgspec
 from actorllm.engine.config.engine_config import EngineConfigError
 
 FIELD = "speculative_config"
-BUILT_METHODS = ("ngram", "draft_model", "eagle")
+BUILT_METHODS = ("ngram", "draft_model", "eagle", "eagle3")
 # vLLM's methods that are not built here: refused by name, never swapped for another.
 _NOT_BUILT = {
-    "eagle3": "EAGLE-3 heads are not built yet",
     "extract_hidden_states": "hidden-state extraction is not built",
     "medusa": "Medusa heads are not built",
     "mlp_speculator": "MLP speculators are not built",
@@ -75,7 +74,7 @@ _DEFAULTS: dict[str, Any] = {
     "draft_model_config": None,
     "draft_parallel_config": None,
 }
-_BUILT = "'ngram', 'draft_model', 'eagle'"
+_BUILT = "'ngram', 'draft_model', 'eagle', 'eagle3'"
 _OWN = ("method", "num_speculative_tokens", "model", "prompt_lookup_min", "prompt_lookup_max",
         "draft_tensor_parallel_size")  # fmt: skip
 
@@ -84,7 +83,7 @@ class SpeculativeConfig(msgspec.Struct, frozen=True, kw_only=True):
     """What speculation the engine runs (validated: build it with
     :func:`parse_speculative_config`)."""
 
-    method: Literal["ngram", "draft_model", "eagle"]
+    method: Literal["ngram", "draft_model", "eagle", "eagle3"]
     num_speculative_tokens: int  # k: draft tokens proposed per request per step
     prompt_lookup_min: int = 0  # ngram: the shortest suffix n-gram the proposer matches
     prompt_lookup_max: int = 0  # ngram: the longest
@@ -124,8 +123,8 @@ def parse_speculative_config(value: Mapping[str, Any]) -> SpeculativeConfig:
         raise _error(f"model={model!r}: method 'ngram' takes no draft model.")
     if method == "draft_model" and (not isinstance(model, str) or not model):
         raise _error("method 'draft_model' needs model: the draft model's path or hub id.")
-    if method == "eagle" and (not isinstance(model, str) or not model):
-        raise _error("method 'eagle' needs model: the EAGLE head's path or hub id.")
+    if method in ("eagle", "eagle3") and (not isinstance(model, str) or not model):
+        raise _error(f"method {method!r} needs model: the EAGLE head's path or hub id.")
     k = d.get("num_speculative_tokens")
     if k is None:
         raise _error("num_speculative_tokens is required (the draft tokens per step).")
@@ -137,11 +136,13 @@ def parse_speculative_config(value: Mapping[str, Any]) -> SpeculativeConfig:
             f"draft_tensor_parallel_size={tp!r}: proposers run on the worker thread, "
             "unsharded (only 1 or unset)."
         )
-    if method in ("draft_model", "eagle"):
+    if method in ("draft_model", "eagle", "eagle3"):
         for key in ("prompt_lookup_min", "prompt_lookup_max"):
             if d.get(key) is not None:
                 raise _error(f"{key} is an ngram setting; method {method!r} has none.")
-        kind: Literal["draft_model", "eagle"] = "eagle" if method == "eagle" else "draft_model"
+        kind: Literal["draft_model", "eagle", "eagle3"] = (
+            "eagle" if method == "eagle" else "eagle3" if method == "eagle3" else "draft_model"
+        )
         return SpeculativeConfig(method=kind, num_speculative_tokens=k, model=model)
     lo, hi = d.get("prompt_lookup_min"), d.get("prompt_lookup_max")
     for name, n in (("prompt_lookup_min", lo), ("prompt_lookup_max", hi)):

@@ -1,4 +1,6 @@
-"""Drafts from an EAGLE head (vLLM's ``eagle`` method) over the target's hidden states.
+"""Drafts from an EAGLE head (vLLM's ``eagle`` and ``eagle3`` methods) over the target's
+hidden states: its final ones (EAGLE) or the residual stream entering three of its layers,
+concatenated (EAGLE-3, fused by the head's ``fc``).
 
 After every step (sampling or not) the head catches up on the positions the target
 computed and whose next token is known: row ``p`` takes token ``p + 1`` and the target's
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -23,7 +26,8 @@ from actorllm.kernels.ops import get_ops
 from actorllm.kernels.sampling import first_argmax
 from actorllm.models.base import CausalLM
 from actorllm.models.config import CheckpointConfig
-from actorllm.models.eagle import EagleLlamaForCausalLM, eagle_class
+from actorllm.models.eagle import Eagle3LlamaForCausalLM, EagleLlamaForCausalLM, eagle_class
+from actorllm.models.llama import LlamaForCausalLM
 from actorllm.models.loader import load_model
 from actorllm.worker.device_streams import to_device
 from actorllm.worker.input_batch import InputBatch
@@ -32,50 +36,86 @@ from actorllm.worker.spec_decode.draft_model import DraftModelError, DraftModelP
 from actorllm.worker.spec_decode.draft_rows import Row, draft_rows
 from actorllm.worker.step_output import TargetHidden
 
-# config.json names of EAGLE heads; all are read as a Llama decoder layer.
+# config.json names of EAGLE heads (all Llama decoder layers) and of EAGLE-3 heads.
 EAGLE_ARCHITECTURES = ("LlamaForCausalLM", "EagleLlamaForCausalLM", "LlamaForCausalLMEagle")
+EAGLE3_ARCHITECTURES = ("LlamaForCausalLMEagle3", "Eagle3LlamaForCausalLM")
+Method = Literal["eagle", "eagle3"]
 
 
-def eagle_config(path: Path, target: CheckpointConfig) -> CheckpointConfig:
-    """The head's config, checked against the target's (raises :class:`DraftModelError`)."""
+def eagle_config(path: Path, target: CheckpointConfig, method: Method) -> CheckpointConfig:
+    """The head's config, checked against ``method`` and the target's (raises
+    :class:`DraftModelError` naming what does not fit)."""
     raw = json.loads((path / "config.json").read_text())
     arch = (raw.get("architectures") or ["LlamaForCausalLM"])[0]
-    if arch not in EAGLE_ARCHITECTURES:
+    kind = "eagle3" if arch in EAGLE3_ARCHITECTURES else "eagle"
+    if arch not in EAGLE_ARCHITECTURES + EAGLE3_ARCHITECTURES:
         raise DraftModelError(
-            f"method 'eagle': {path} is a {arch}; EAGLE heads here are Llama decoder layers "
-            f"({', '.join(EAGLE_ARCHITECTURES)}). EAGLE-3 heads are not built yet."
+            f"method {method!r}: {path} is a {arch}; EAGLE heads here are Llama decoder "
+            f"layers ({', '.join(EAGLE_ARCHITECTURES + EAGLE3_ARCHITECTURES)})."
+        )
+    if kind != method:
+        raise DraftModelError(
+            f"method {method!r}: {path} is an {'EAGLE-3' if kind == 'eagle3' else 'EAGLE'} "
+            f"head ({arch}): use method {kind!r}."
         )
     raw["architectures"] = ["LlamaForCausalLM"]
     raw.setdefault("vocab_size", target.vocab_size)
     cfg = CheckpointConfig.from_dict(raw)
-    if cfg.hidden_size != target.hidden_size:
+    width = int(raw.get("target_hidden_size") or cfg.hidden_size)
+    if width != target.hidden_size or (kind == "eagle" and cfg.hidden_size != width):
         raise DraftModelError(
-            f"the EAGLE head's hidden size ({cfg.hidden_size}) differs from the target's "
+            f"the EAGLE head's hidden size ({width}) differs from the target's "
             f"({target.hidden_size}): it reads the target's hidden states."
         )
     return cfg
 
 
-class EagleProposer(DraftModelProposer):
-    """Greedy drafts from an EAGLE head. Worker thread only."""
+def aux_layer_ids(path: Path, num_layers: int) -> tuple[int, ...]:
+    """The target layers whose incoming residual stream an EAGLE-3 head reads: the
+    config's ``eagle_aux_hidden_state_layer_ids`` (top level or in ``eagle_config``), else
+    vLLM's default (2, L // 2, L - 3)."""
+    raw = json.loads((path / "config.json").read_text())
+    ids = raw.get("eagle_aux_hidden_state_layer_ids") or (raw.get("eagle_config") or {}).get(
+        "eagle_aux_hidden_state_layer_ids"
+    )
+    out = tuple(int(i) for i in ids) if ids else (2, num_layers // 2, num_layers - 3)
+    if len(out) != 3 or not all(0 < i < num_layers for i in out):
+        raise DraftModelError(
+            f"the EAGLE-3 head reads target layers {list(out)}; the target has {num_layers} "
+            "layers (three ids, each in 1 .. layers - 1)."
+        )
+    return out
 
-    head: EagleLlamaForCausalLM | None = None
+
+class EagleProposer(DraftModelProposer):
+    """Greedy drafts from an EAGLE or EAGLE-3 head. Worker thread only."""
+
+    def __init__(self, path: str | Path, k: int, *, method: Method = "eagle", **kw: Any) -> None:
+        self.method: Method = method
+        super().__init__(path, k, **kw)
+        self.head: EagleLlamaForCausalLM | Eagle3LlamaForCausalLM | None = None
 
     def read_config(self, path: Path, target: CheckpointConfig) -> CheckpointConfig:
-        return eagle_config(path, target)
+        return eagle_config(path, target, self.method)
 
     def load(self, target: CausalLM | None = None) -> None:
-        """Build the head and share ``target``'s embedding and LM head."""
+        """Build the head and share ``target``'s embedding (and EAGLE's, its LM head); an
+        EAGLE-3 head makes the target keep its auxiliary hidden states."""
         assert target is not None, "an EAGLE head needs its target model"
+        eagle3 = self.method == "eagle3"
+        if eagle3:
+            if not isinstance(target, LlamaForCausalLM):
+                raise DraftModelError(f"EAGLE-3 over a {type(target).__name__} is not built.")
+            target.aux_layers = aux_layer_ids(self.path, target.config.num_layers)
         ops = get_ops(self.attention_backend, self.device)
         dummy = self.load_format == "dummy"
         head = load_model(
             self.path, self.model_config, dtype=self.dtype, device=self.device, ops=ops,
             load_format="dummy" if dummy else "auto", seed=self.seed,
             max_positions=self.model_config.max_model_len,
-            model_class=eagle_class(None if dummy else self.path),
+            model_class=eagle_class(None if dummy else self.path, eagle3),
         )  # fmt: skip
-        assert isinstance(head, EagleLlamaForCausalLM)
+        assert isinstance(head, EagleLlamaForCausalLM | Eagle3LlamaForCausalLM)
         head.share(target)
         bind_kv_groups(head, self.groups, self.model_config.num_layers)
         self.model = self.head = head
@@ -97,10 +137,13 @@ class EagleProposer(DraftModelProposer):
             return out
         with torch.inference_mode():
             d = draft_rows(batch, rows, self.device)
-            hidden_in = step.hidden.index_select(0, to_device(hidden_rows, self.device))
-            h = self.head.draft(d.input_ids, d.positions, d.meta, self.kv_caches, hidden_in)
+            target = step.hidden.index_select(0, to_device(hidden_rows, self.device))
+            hidden_in = self.head.combine(target)  # [T, H] (EAGLE-3: fc over [T, 3H])
+            for_logits, h = self.head.draft(
+                d.input_ids, d.positions, d.meta, self.kv_caches, hidden_in
+            )  # [T, H] each
             last_h = h.index_select(0, d.last)  # [B, H]: each request's row at p = n - 2
-            first = self._argmax(last_h)
+            first = self._argmax(for_logits.index_select(0, d.last))
             where = {slot: i for i, (slot, _, _) in enumerate(rows)}
             bs = batch.block_size
             todo: list[tuple[int, int, int, int]] = []  # (i in slots, row, n, k)
@@ -124,10 +167,10 @@ class EagleProposer(DraftModelProposer):
                 ]
                 d = draft_rows(batch, steps, self.device)
                 src = to_device(np.array([j for _, j, _, _ in todo], dtype=np.int64), self.device)
-                h = self.head.draft(
+                for_logits, h = self.head.draft(
                     d.input_ids, d.positions, d.meta, self.kv_caches, prev.index_select(0, src)
-                )  # [B', H]
-                for (i, _, _, _), t in zip(todo, self._argmax(h), strict=True):
+                )  # [B', H] each
+                for (i, _, _, _), t in zip(todo, self._argmax(for_logits), strict=True):
                     out[i].append(t)
                 # the next round's rows follow `todo`'s order: index them by position there
                 prev = h

@@ -33,9 +33,8 @@ def test_ngram_defaults_as_vllm() -> None:
         ({"method": "suffix", "num_speculative_tokens": 2}, "suffix decoding"),
         ({"method": "mtp", "num_speculative_tokens": 2}, "method 'mtp'"),
         ({"method": "deepseek_mtp", "num_speculative_tokens": 2}, "method 'deepseek_mtp'"),
-        ({"method": "eagle3", "num_speculative_tokens": 2, "model": "/x"}, "EAGLE-3"),
+        ({"method": "eagle3", "num_speculative_tokens": 2}, "needs model: the EAGLE head"),
         ({"method": "draft_model", "num_speculative_tokens": 2}, "needs model"),
-        ({"model": "/x/eagle3-head", "num_speculative_tokens": 2}, "method 'eagle3'"),
         ({"method": "eagle", "num_speculative_tokens": 2}, "needs model: the EAGLE head"),
         ({"model": "/x", "num_speculative_tokens": 2, "prompt_lookup_max": 3}, "ngram setting"),
         (
@@ -87,6 +86,8 @@ def test_eagle_as_vllm() -> None:
     # vLLM's guess from the name when no method is given
     c = parse_speculative_config({"model": "/x/EAGLE-LLaMA3-8B", "num_speculative_tokens": 2})
     assert c.method == "eagle"
+    c = parse_speculative_config({"model": "/x/EAGLE3-LLaMA3.1-8B", "num_speculative_tokens": 2})
+    assert (c.method, c.model) == ("eagle3", "/x/EAGLE3-LLaMA3.1-8B")
     c = parse_speculative_config(
         {"method": "draft_model", "model": "/d", "num_speculative_tokens": 4,
          "draft_tensor_parallel_size": 1}

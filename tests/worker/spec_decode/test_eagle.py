@@ -17,7 +17,13 @@ from actorllm.core.sampling_params import SamplingParams
 from actorllm.core.scheduler import Scheduler
 from actorllm.worker.model_runner import ModelRunner
 from actorllm.worker.spec_decode.draft_model import DraftModelError
-from tests.helpers.eagle import EagleReference, make_eagle_head
+from actorllm.worker.spec_decode.eagle import aux_layer_ids
+from tests.helpers.eagle import (
+    Eagle3Reference,
+    EagleReference,
+    make_eagle3_head,
+    make_eagle_head,
+)
 from tests.helpers.models import make_tiny_checkpoint
 from tests.helpers.spec_sched import Proposal, generate_with_drafts
 
@@ -38,11 +44,11 @@ def head(
     return make_eagle_head(tmp_path_factory.mktemp("eagle"), target, bias=not hass, hass=hass)
 
 
-def _runner(target: Path, head: Path | None) -> ModelRunner:
+def _runner(target: Path, head: Path | None, method: str = "eagle") -> ModelRunner:
     runner = ModelRunner(
         target, dtype="float32", block_size=BS, max_num_seqs=8, max_model_len=MAX_LEN,
         num_speculative_tokens=K if head is not None else 0,
-        draft_model=None if head is None else str(head), draft_method="eagle",
+        draft_model=None if head is None else str(head), draft_method=method,  # type: ignore[arg-type]
     )  # fmt: skip
     runner.load_model()
     runner.initialize_kv_cache(BLOCKS)
@@ -58,7 +64,7 @@ def _generate(
     )
 
 
-def _check_drafts(ref: EagleReference, seen: list[Proposal]) -> None:
+def _check_drafts(ref: EagleReference | Eagle3Reference, seen: list[Proposal]) -> None:
     assert seen
     for tokens, drafts in seen:
         assert 1 <= len(drafts) <= K
@@ -66,10 +72,15 @@ def _check_drafts(ref: EagleReference, seen: list[Proposal]) -> None:
 
 
 def test_drafts_match_the_reference_and_greedy_is_unchanged(target: Path, head: Path) -> None:
-    ref = EagleReference(target, head)
+    _check_method(target, head, "eagle", EagleReference(target, head))
+
+
+def _check_method(
+    target: Path, head: Path, method: str, ref: EagleReference | Eagle3Reference
+) -> None:
     params = SamplingParams(temperature=0.0, max_tokens=24, ignore_eos=True)
     want, _, _ = _generate(_runner(target, None), PROMPTS, params)
-    runner = _runner(target, head)
+    runner = _runner(target, head, method)
     got, sched, seen = _generate(runner, PROMPTS, params, num_lookahead_tokens=K)
     assert got == want
     st = sched.statistics()
@@ -94,14 +105,36 @@ def test_a_head_of_another_width_is_refused(target: Path, tmp_path: Path) -> Non
         _runner(target, head)
 
 
-def test_an_eagle3_head_is_refused_by_name(target: Path, tmp_path: Path, head: Path) -> None:
-    import json
-    import shutil
+AUX = [1, 2, 3]
 
-    e3 = tmp_path / "e3"
-    shutil.copytree(head, e3)
-    cfg = json.loads((e3 / "config.json").read_text())
-    cfg["architectures"] = ["LlamaForCausalLMEagle3"]
-    (e3 / "config.json").write_text(json.dumps(cfg))
-    with pytest.raises(DraftModelError, match="EAGLE-3 heads are not built yet"):
-        _runner(target, e3)
+
+@pytest.fixture(scope="module")
+def deep_target(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_tiny_checkpoint(
+        tmp_path_factory.mktemp("deep"), "llama", num_layers=4, num_kv_heads=2
+    )
+
+
+@pytest.mark.parametrize("draft_vocab", [None, 48], ids=["same-vocab", "draft-vocab-48"])
+def test_eagle3_drafts_match_the_reference(
+    deep_target: Path, tmp_path: Path, draft_vocab: int | None
+) -> None:
+    """EAGLE-3: the target keeps the residual stream entering layers 1, 2 and 3; the head
+    fuses them, drafts over its own vocabulary (mapped to the target's by d2t)."""
+    head = make_eagle3_head(tmp_path / "e3", deep_target, draft_vocab=draft_vocab, aux_ids=AUX)
+    _check_method(deep_target, head, "eagle3", Eagle3Reference(deep_target, head, AUX))
+
+
+def test_eagle3_layers_by_default_and_refused(tmp_path: Path) -> None:
+    head = make_eagle3_head(tmp_path / "e3", make_tiny_checkpoint(tmp_path / "t", "llama"))
+    assert aux_layer_ids(head, 32) == (2, 16, 29)  # vLLM's (2, L // 2, L - 3)
+    with pytest.raises(DraftModelError, match="reads target layers \\[2, 1, -1\\]"):
+        aux_layer_ids(head, 2)
+
+
+def test_a_head_of_the_other_kind_is_refused(target: Path, head: Path, tmp_path: Path) -> None:
+    with pytest.raises(DraftModelError, match=r"is an EAGLE head .*use method 'eagle'"):
+        _runner(target, head, "eagle3")
+    e3 = make_eagle3_head(tmp_path / "e3", target)
+    with pytest.raises(DraftModelError, match=r"is an EAGLE-3 head .*use method 'eagle3'"):
+        _runner(target, e3, "eagle")
