@@ -1,61 +1,211 @@
-"""Batch-1 inter-token latency with and without ngram speculation (k=4), on an editing
-workload: the prompt holds the model's own greedy continuation (P + C + P), so lookups can
-hit. Random weights (load_format dummy, bfloat16), a Qwen3 shape.
+"""Batch-1 inter-token latency with speculative decoding, actorllm against vLLM's CPU build,
+both loading the same checkpoint: random weights of a Qwen3 shape saved once as bf16
+safetensors, with a random EAGLE / EAGLE-3 head beside it.
 
-    PYTHONPATH=. python benchmarks/spec_decode_bench.py 0.6b 32   # or 75m
+Workload: editing. The prompt holds the model's own greedy continuation (P + C + P), so
+prompt lookups can hit (vLLM's n-gram use case). Each engine builds the edit prompt from its
+own greedy continuation, then, per round, times ``output_len`` tokens and one token
+(prefix caching off: every round computes the whole prompt): ITL = (t_n - t_1) / (n - 1),
+medians over the rounds. A draft model equal to the target shows the acceptance of a
+perfect drafter (and its cost); random EAGLE heads show the cost of drafting that is never
+right (their acceptance is chance), the floor of what a trained head gains.
+
+    PYTHONPATH=. python benchmarks/spec_decode_bench.py --shape 75m --output-len 48 \\
+        --methods none,ngram,draft_model,eagle,eagle3 --peer vllm \\
+        --vllm-python /work/venv-vllm-cpu/bin/python \\
+        --output-json benchmarks/results/spec_decode_latency.json
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
+import signal
+import statistics
+import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
+from typing import Any
 
-import anyio
+import torch
 
-from actorllm.bench.presets import _QWEN3_75M, preset_model_dir
-from actorllm.core.sampling_params import SamplingParams
-from actorllm.engine import AsyncEngine
+from actorllm.bench.machine import result_document, write_json
+from actorllm.bench.presets import _QWEN3_75M
+from tests.helpers.eagle import make_eagle3_head, make_eagle_head
 
-Q06 = {**_QWEN3_75M, "vocab_size": 151936, "hidden_size": 1024, "num_hidden_layers": 28,
-       "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 128,
-       "intermediate_size": 3072, "tie_word_embeddings": True}  # fmt: skip
-SPEC = {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_min": 2,
-        "prompt_lookup_max": 5}  # fmt: skip
-KW = {"load_format": "dummy", "dtype": "bfloat16", "max_model_len": 1024,
-      "kv_cache_memory_bytes": 256 * 2**20}  # fmt: skip
-
-
-async def _gen(eng: AsyncEngine, ids: list[int], n: int) -> tuple[list[int], float]:
-    """Greedy tokens and seconds per token after the first."""
-    params = SamplingParams(temperature=0, max_tokens=n, ignore_eos=True)
-    first = None
-    async for out in eng.generate({"prompt_token_ids": ids}, params):
-        first = first or time.perf_counter()
-        last = out
-    return list(last.outputs[0].token_ids), (time.perf_counter() - first) / (n - 1)
+SHAPES = {
+    "75m": {k: v for k, v in _QWEN3_75M.items() if k not in ("architectures", "model_type")},
+    "tiny": dict(vocab_size=4096, hidden_size=256, num_hidden_layers=4, num_attention_heads=4,
+                 num_key_value_heads=2, head_dim=64, intermediate_size=512,
+                 tie_word_embeddings=True),
+}  # fmt: skip
+MAX_LEN = 1024
+VLLM_TIMEOUT_S = 600  # one engine start and its rounds
 
 
-async def main(shape_name: str, n: int) -> dict[str, object]:
-    shape = Q06 if shape_name == "0.6b" else _QWEN3_75M
-    model = str(preset_model_dir("spec-" + shape_name, shape))
+def checkpoints(root: Path, shape: str) -> dict[str, Path]:
+    """The target (random Qwen3, bf16 safetensors) and its random EAGLE / EAGLE-3 heads,
+    made once under ``root``."""
+    import transformers
+
+    target = root / f"qwen3-{shape}"
+    if not (target / "model.safetensors").exists():
+        cfg = transformers.Qwen3Config(**SHAPES[shape], max_position_embeddings=MAX_LEN,
+                                       architectures=["Qwen3ForCausalLM"])  # fmt: skip
+        torch.manual_seed(0)
+        model = transformers.AutoModelForCausalLM.from_config(cfg).to(torch.bfloat16)
+        model.save_pretrained(target)
+    layers = SHAPES[shape]["num_hidden_layers"]
+    eagle, eagle3 = root / f"eagle-{shape}", root / f"eagle3-{shape}"
+    if not (eagle / "model.safetensors").exists():
+        make_eagle_head(eagle, target, bias=False)
+    if not (eagle3 / "model.safetensors").exists():
+        make_eagle3_head(eagle3, target, aux_ids=[1, layers // 2, layers - 1])  # distinct
+    return {"target": target, "eagle": eagle, "eagle3": eagle3}
+
+
+def spec_config(method: str, k: int, paths: dict[str, Path]) -> dict[str, Any] | None:
+    if method == "none":
+        return None
+    if method == "ngram":
+        return {"method": "ngram", "num_speculative_tokens": k, "prompt_lookup_min": 2,
+                "prompt_lookup_max": 5}  # fmt: skip
+    model = paths["target"] if method == "draft_model" else paths[method]
+    return {"method": method, "model": str(model), "num_speculative_tokens": k}
+
+
+def run_actorllm(job: dict[str, Any]) -> dict[str, Any]:
+    """The vLLM runner's measurement, through actorllm's own ``LLM``."""
+    from actorllm import LLM, SamplingParams
+
+    llm = LLM(
+        job["model"], dtype=job["dtype"], max_model_len=job["max_model_len"],
+        enable_prefix_caching=False, speculative_config=job["speculative_config"], seed=0,
+    )  # fmt: skip
+    n = job["output_len"]
+
+    def greedy(ids: list[int], tokens: int) -> tuple[list[int], float]:
+        params = SamplingParams(max_tokens=tokens, temperature=0.0, ignore_eos=True,
+                                detokenize=False)  # fmt: skip
+        start = time.perf_counter()
+        out = llm.generate([{"prompt_token_ids": ids}], params, use_tqdm=False)
+        return list(out[0].outputs[0].token_ids), time.perf_counter() - start
+
+    try:
+        prompt = list(job["prompt"])
+        if job["edit"]:
+            prompt = prompt + greedy(prompt, n)[0] + prompt
+        tokens, _ = greedy(prompt, n)  # warm-up
+        full, one = [], []
+        for _ in range(job["rounds"]):
+            one.append(greedy(prompt, 1)[1])
+            full.append(greedy(prompt, n)[1])
+        st = llm.get_stats()
+        counters = {"draft": st.spec_decode_num_draft_tokens,
+                    "accepted": st.spec_decode_num_accepted_tokens}  # fmt: skip
+    finally:
+        llm.close()
+    return {"prompt": prompt, "tokens": tokens, "full_s": full, "one_s": one,
+            "counters": counters}  # fmt: skip
+
+
+def run_vllm(job: dict[str, Any], python: str) -> dict[str, Any]:
+    from actorllm.bench import vllm_spec_runner
+
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump(job, f)
+    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "PYTHONPATH": ""}
+    # its own process group: a hung engine core (seen with draft_model on the 75M shape)
+    # is killed with the runner, not left holding the pipes
+    proc = subprocess.Popen(
+        [python, vllm_spec_runner.__file__, f.name], stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, env=env, start_new_session=True,
+    )  # fmt: skip
+    try:
+        out, err = proc.communicate(timeout=VLLM_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        return {"error": f"no result in {VLLM_TIMEOUT_S} s (killed): " + err[-2000:]}
+    if proc.returncode != 0 or not out.strip():
+        return {"error": err[-3000:]}
+    doc: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
+    c = doc.get("counters", {})
+    doc["counters"] = {
+        "draft": c.get("vllm:spec_decode_num_draft_tokens"),
+        "accepted": c.get("vllm:spec_decode_num_accepted_tokens"),
+    }
+    return doc
+
+
+def summary(doc: dict[str, Any], n: int) -> dict[str, Any]:
+    if "error" in doc:
+        return {"error": doc["error"][-1500:]}
+    one, full = statistics.median(doc["one_s"]), statistics.median(doc["full_s"])
+    itl = (full - one) / (n - 1)
+    c = doc["counters"]
+    rate = c["accepted"] / c["draft"] if c.get("draft") else None
+    return {"itl_ms": round(itl * 1e3, 2), "tok_s": round(1 / itl, 1),
+            "ttft_ms": round(one * 1e3, 1), "draft_tokens": c.get("draft"),
+            "accepted_tokens": c.get("accepted"),
+            "acceptance": None if rate is None else round(rate, 3),
+            "tokens": doc["tokens"], "prompt": doc["prompt"]}  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--shape", choices=sorted(SHAPES), default="75m")
+    p.add_argument("--methods", default="none,ngram,draft_model,eagle,eagle3")
+    p.add_argument("--k", type=int, default=4, help="num_speculative_tokens")
+    p.add_argument("--output-len", type=int, default=48)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--peer", choices=["none", "vllm"], default="none")
+    p.add_argument("--vllm-python", default="/work/venv-vllm-cpu/bin/python")
+    p.add_argument("--models", default=str(Path.home() / ".cache/actorllm/spec-bench"))
+    p.add_argument("--output-json")
+    args = p.parse_args(argv)
+    paths = checkpoints(Path(args.models), args.shape)
     prompt = [100 + (i * 37) % 3000 for i in range(64)]
-    async with AsyncEngine.open(model, **KW) as eng:
-        cont, _ = await _gen(eng, prompt, n)
-        edit = prompt + cont + prompt
-        plain, _ = await _gen(eng, edit, n)
-        _, itl_plain = await _gen(eng, edit, n)  # warm
-    async with AsyncEngine.open(model, speculative_config=SPEC, **KW) as eng:
-        spec, _ = await _gen(eng, edit, n)
-        _, itl_spec = await _gen(eng, edit, n)
-        st = await eng.get_stats()
-    return {
-        "shape": shape_name, "output_len": n, "same_tokens": plain == spec,
-        "itl_plain_ms": itl_plain * 1e3, "itl_spec_ms": itl_spec * 1e3,
-        "ratio": itl_spec / itl_plain, "draft_tokens": st.spec_decode_num_draft_tokens,
-        "accepted_tokens": st.spec_decode_num_accepted_tokens,
-    }  # fmt: skip
+    engines = ["actorllm"] + (["vllm"] if args.peer == "vllm" else [])
+    rows: dict[str, dict[str, Any]] = {}
+    for method in args.methods.split(","):
+        job = {"model": str(paths["target"]), "dtype": "bfloat16", "max_model_len": MAX_LEN,
+               "speculative_config": spec_config(method, args.k, paths), "prompt": prompt,
+               "output_len": args.output_len, "rounds": args.rounds, "edit": True}  # fmt: skip
+        for engine in engines:
+            raw = run_actorllm(job) if engine == "actorllm" else run_vllm(job, args.vllm_python)
+            row = summary(raw, args.output_len)
+            rows.setdefault(method, {})[engine] = row
+            shown = {k: v for k, v in row.items() if k not in ("tokens", "prompt")}
+            print(f"{method:12} {engine:9} {json.dumps(shown)[:400]}", flush=True)
+    figures: dict[str, Any] = {"rows": rows}
+    for method, by in rows.items():
+        ours, base = by["actorllm"], rows.get("none", {}).get("actorllm", {})
+        if "itl_ms" in ours and "itl_ms" in base and method != "none":
+            ours["itl_vs_no_spec"] = round(ours["itl_ms"] / base["itl_ms"], 3)
+            ours["same_tokens_as_no_spec"] = ours["tokens"] == base["tokens"]
+        peer = by.get("vllm", {})
+        if "tok_s" in ours and "tok_s" in peer:
+            ours["tok_s_vs_vllm"] = round(ours["tok_s"] / peer["tok_s"], 2)
+            # same weights, but each engine's bf16 arithmetic: a random model's near-flat
+            # logits make greedy paths (and so the edit prompts) part ways
+            ours["same_edit_prompt_as_vllm"] = ours["prompt"] == peer["prompt"]
+            ours["same_tokens_as_vllm"] = ours["tokens"] == peer["tokens"]
+    for by in rows.values():
+        for row in by.values():
+            row.pop("tokens", None)
+            row.pop("prompt", None)
+    doc = result_document("spec_decode_latency", figures=figures, args=args,
+                          config={"workload": "edit: P + greedy(P) + P, P = 64 ids",
+                                  "dtype": "bfloat16", "batch": 1})  # fmt: skip
+    print(json.dumps(figures, indent=1))
+    if args.output_json:
+        write_json(args.output_json, doc)
+    return 0
 
 
 if __name__ == "__main__":
-    print(json.dumps(anyio.run(main, sys.argv[1], int(sys.argv[2]), backend="trio")))
+    sys.exit(main())

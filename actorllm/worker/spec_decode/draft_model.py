@@ -30,6 +30,7 @@ from actorllm.models.base import CausalLM
 from actorllm.models.config import CheckpointConfig
 from actorllm.models.load_format import LoadFormat
 from actorllm.models.loader import load_model, resolve_dtype
+from actorllm.models.onednn_linear import prepack_linears
 from actorllm.worker.input_batch import InputBatch
 from actorllm.worker.kv_cache import (
     KVCaches,
@@ -105,6 +106,8 @@ class DraftModelProposer:
             seed=self.seed, max_positions=self.model_config.max_model_len,
             load_format=self.load_format,
         )  # fmt: skip
+        if self.device.type == "cpu":
+            prepack_linears(self.model)  # oneDNN matmuls, as the target's
         bind_kv_groups(self.model, self.groups, self.model_config.num_layers)
 
     def bytes_per_block(self) -> int:

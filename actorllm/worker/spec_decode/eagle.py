@@ -29,6 +29,7 @@ from actorllm.models.config import CheckpointConfig
 from actorllm.models.eagle import Eagle3LlamaForCausalLM, EagleLlamaForCausalLM, eagle_class
 from actorllm.models.llama import LlamaForCausalLM
 from actorllm.models.loader import load_model
+from actorllm.models.onednn_linear import prepack_linears
 from actorllm.worker.device_streams import to_device
 from actorllm.worker.input_batch import InputBatch
 from actorllm.worker.kv_cache import bind_kv_groups
@@ -116,6 +117,8 @@ class EagleProposer(DraftModelProposer):
             model_class=eagle_class(None if dummy else self.path, eagle3),
         )  # fmt: skip
         assert isinstance(head, EagleLlamaForCausalLM | Eagle3LlamaForCausalLM)
+        if self.device.type == "cpu":
+            prepack_linears(head)  # oneDNN matmuls; the shared embedding and head are the target's
         head.share(target)
         bind_kv_groups(head, self.groups, self.model_config.num_layers)
         self.model = self.head = head

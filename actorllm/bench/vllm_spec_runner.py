@@ -1,0 +1,64 @@
+"""Batch-1 latency with a speculative config on vLLM's CPU build; executed by the vLLM
+venv's Python, by path (it imports only ``vllm_runner`` beside it, nothing of actorllm).
+
+Job keys: ``model`` (a checkpoint directory: the same weights actorllm loads), ``dtype``,
+``max_model_len``, ``speculative_config`` (vLLM's dict, or None), ``prompt`` (token ids),
+``output_len``, ``rounds``, ``edit`` (true: the prompt becomes prompt + the model's own
+greedy continuation + prompt, so prompt lookups can hit). Prints one JSON document: the
+prompt served, the greedy tokens, each round's seconds for ``output_len`` tokens and for
+one token, and vLLM's draft / accepted counters. Prefix caching is off, so every round
+computes the whole prompt.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, TextIO
+
+
+def measure(job: dict[str, Any], results: TextIO) -> None:
+    import vllm
+    from vllm import LLM, SamplingParams
+    from vllm_runner import _emit  # beside this file (run by path)
+
+    llm = LLM(
+        model=job["model"], dtype=job["dtype"], skip_tokenizer_init=True, seed=0,
+        max_model_len=job["max_model_len"], enable_prefix_caching=False,
+        speculative_config=job["speculative_config"],
+        disable_log_stats=False,  # get_metrics() needs the stat loggers (LLM turns them off)
+    )  # fmt: skip
+    n = job["output_len"]
+
+    def greedy(ids: list[int], tokens: int) -> tuple[list[int], float]:
+        params = SamplingParams(max_tokens=tokens, temperature=0.0, ignore_eos=True,
+                                detokenize=False)  # fmt: skip
+        start = time.perf_counter()
+        out = llm.generate([{"prompt_token_ids": ids}], params, use_tqdm=False)
+        return list(out[0].outputs[0].token_ids), time.perf_counter() - start
+
+    prompt = list(job["prompt"])
+    if job.get("edit"):
+        cont, _ = greedy(prompt, n)
+        prompt = prompt + cont + prompt
+    tokens, _ = greedy(prompt, n)  # warm-up
+    full, one = [], []
+    for _ in range(job["rounds"]):
+        one.append(greedy(prompt, 1)[1])
+        full.append(greedy(prompt, n)[1])
+    counters: dict[str, float] = {}
+    try:
+        for m in llm.get_metrics():
+            if m.name.startswith("vllm:spec_decode_num_") and hasattr(m, "value"):
+                counters[m.name] = m.value
+    except Exception as e:
+        counters["error"] = str(e)  # type: ignore[assignment]
+    _emit(results, {
+        "vllm": vllm.__version__, "prompt": prompt, "tokens": tokens,
+        "full_s": full, "one_s": one, "counters": counters,
+    })  # fmt: skip
+
+
+if __name__ == "__main__":
+    from vllm_runner import run_script
+
+    run_script(measure)
