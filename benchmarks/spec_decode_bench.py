@@ -1,6 +1,8 @@
 """Batch-1 inter-token latency with speculative decoding, actorllm against vLLM's CPU build,
 both loading the same checkpoint: random weights of a Qwen3 shape saved once as bf16
-safetensors, with a random EAGLE / EAGLE-3 head beside it.
+safetensors, with a random EAGLE / EAGLE-3 head beside it; or (``--shape demo``) the
+shipped demo model, a trained one, with an EAGLE head trained for it
+(``scripts/train_demo_eagle.py``, run once into ``--models``).
 
 Workload: editing. The prompt holds the model's own greedy continuation (P + C + P), so
 prompt lookups can hit (vLLM's n-gram use case). Each engine builds the edit prompt from its
@@ -51,6 +53,16 @@ def checkpoints(root: Path, shape: str) -> dict[str, Path]:
     made once under ``root``."""
     import transformers
 
+    if shape == "demo":  # the shipped demo model, a trained EAGLE head (scripts/)
+        from actorllm.demo import demo_model_path
+
+        head = root / "eagle-demo"
+        if not (head / "model.safetensors").exists():
+            sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+            from train_demo_eagle import train
+
+            train(head)
+        return {"target": demo_model_path(), "eagle": head}
     target = root / f"qwen3-{shape}"
     if not (target / "model.safetensors").exists():
         cfg = transformers.Qwen3Config(**SHAPES[shape], max_position_embeddings=MAX_LEN,
@@ -157,7 +169,7 @@ def summary(doc: dict[str, Any], n: int) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--shape", choices=sorted(SHAPES), default="75m")
+    p.add_argument("--shape", choices=[*sorted(SHAPES), "demo"], default="75m")
     p.add_argument("--methods", default="none,ngram,draft_model,eagle,eagle3")
     p.add_argument("--k", type=int, default=4, help="num_speculative_tokens")
     p.add_argument("--output-len", type=int, default=48)
