@@ -35,11 +35,12 @@ from typing import Any
 import torch
 
 from actorllm.bench.machine import result_document, write_json
-from actorllm.bench.presets import _QWEN3_75M
+from actorllm.bench.presets import _QWEN3_06B, _QWEN3_75M
 from tests.helpers.eagle import make_eagle3_head, make_eagle_head
 
 SHAPES = {
     "75m": {k: v for k, v in _QWEN3_75M.items() if k not in ("architectures", "model_type")},
+    "0.6b": {k: v for k, v in _QWEN3_06B.items() if k not in ("architectures", "model_type")},
     "tiny": dict(vocab_size=4096, hidden_size=256, num_hidden_layers=4, num_attention_heads=4,
                  num_key_value_heads=2, head_dim=64, intermediate_size=512,
                  tie_word_embeddings=True),
