@@ -40,7 +40,33 @@ _RENAMES = {
 }
 
 
-class EagleLlamaForCausalLM(LlamaForCausalLM):
+class _DraftHead(LlamaForCausalLM):
+    """What both heads share: no forward of their own (they draft from hidden states), and
+    the target's token embedding, and its model for the LM head, once :meth:`share`d."""
+
+    own_embedding = False  # the checkpoint has embed_tokens (EAGLE-3 only)
+
+    def __init__(self, cfg: CheckpointConfig, ops: Ops) -> None:
+        super().__init__(cfg, ops)
+        if not self.own_embedding:
+            self.model.embed_tokens = PPMissingLayer()  # the target's (share())
+        self._target: tuple[nn.Module, CausalLM] | None = None  # (embedding, model)
+
+    def forward(self, *args: object, **kwargs: object) -> torch.Tensor:
+        raise TypeError(f"{type(self).__name__} drafts from hidden states: call draft()")
+
+    def share(self, target: CausalLM) -> None:
+        """Use ``target``'s token embedding (unless the head has its own) and LM head
+        where the head has none (not copied: the same tensors)."""
+        embed = self.model.embed_tokens if self.own_embedding else target.input_embeddings()
+        self._target = (embed, target)
+
+    def _shared(self) -> tuple[nn.Module, CausalLM]:
+        assert self._target is not None, "share() the target's embedding first"
+        return self._target
+
+
+class EagleLlamaForCausalLM(_DraftHead):
     """An EAGLE head over a target model. Build it with :func:`eagle_class` (which reads
     what the checkpoint holds), load it with ``load_model(model_class=...)``, then
     :meth:`share` the target's embedding and head before :meth:`draft`."""
@@ -51,9 +77,7 @@ class EagleLlamaForCausalLM(LlamaForCausalLM):
     def __init__(self, cfg: CheckpointConfig, ops: Ops) -> None:
         super().__init__(cfg, ops)
         h = cfg.hidden_size
-        # Shared with the target (share()): no weights of its own here.
-        self.model.embed_tokens = PPMissingLayer()
-        self.lm_head = PPMissingLayer()  # type: ignore[assignment]
+        self.lm_head = PPMissingLayer()  # type: ignore[assignment]  # the target's (share())
         self.model.norm = PPMissingLayer()  # EAGLE ends on x + residual, unnormed
         first = self.model.layers[0]
         assert isinstance(first, DecoderLayer)
@@ -63,7 +87,6 @@ class EagleLlamaForCausalLM(LlamaForCausalLM):
         if self.hass:
             self.embedding_layernorm = RMSNorm(ops, h, cfg.rms_norm_eps, cfg.norm_offset)
             self.hidden_states_layernorm = RMSNorm(ops, h, cfg.rms_norm_eps, cfg.norm_offset)
-        self._target: tuple[nn.Module, CausalLM] | None = None  # (embedding, model)
 
     def checkpoint_name(self, name: str) -> str | None:
         name = _RENAMES.get(name, name).removeprefix("model.")
@@ -72,13 +95,6 @@ class EagleLlamaForCausalLM(LlamaForCausalLM):
         if name.startswith("layers."):
             name = "model." + name
         return super().checkpoint_name(name)
-
-    def share(self, target: CausalLM) -> None:
-        """Use ``target``'s token embedding and LM head (not copied: the same tensors)."""
-        self._target = (target.input_embeddings(), target)
-
-    def forward(self, *args: object, **kwargs: object) -> torch.Tensor:
-        raise TypeError("an EAGLE head drafts from hidden states: call draft()")
 
     def draft(
         self,
@@ -91,8 +107,7 @@ class EagleLlamaForCausalLM(LlamaForCausalLM):
         """input_ids, positions: [T]; hidden_states: [T, H] (the target's at each position,
         or the head's own output for a further draft) -> ([T, H] the LM head's input, [T, H]
         the hidden state a further draft takes): for EAGLE both are ``x + residual``."""
-        assert self._target is not None, "share() the target's embedding and head first"
-        embed = self._target[0](input_ids)  # [T, H]
+        embed = self._shared()[0](input_ids)  # [T, H]
         hidden = hidden_states.to(embed.dtype)
         if self.hass:
             embed = self.embedding_layernorm(embed)
@@ -110,11 +125,10 @@ class EagleLlamaForCausalLM(LlamaForCausalLM):
         return target_hidden
 
     def compute_logits(self, hidden: torch.Tensor, float32: bool = True) -> torch.Tensor:
-        assert self._target is not None, "share() the target's embedding and head first"
-        return self._target[1].compute_logits(hidden, float32)
+        return self._shared()[1].compute_logits(hidden, float32)
 
 
-class Eagle3LlamaForCausalLM(LlamaForCausalLM):
+class Eagle3LlamaForCausalLM(_DraftHead):
     """An EAGLE-3 head (vLLM's ``Eagle3LlamaForCausalLM``): drafts from three of the target's
     layers. ``fc`` [3H_t -> H] fuses the target's auxiliary hidden states (the residual
     stream entering those layers); the first layer attends over ``[input_norm(embed);
@@ -124,8 +138,8 @@ class Eagle3LlamaForCausalLM(LlamaForCausalLM):
     the un-normed stream is the next draft's hidden state. Checkpoints name the first layer
     ``midlayer``; an absent ``embed_tokens`` or ``lm_head`` is the target's."""
 
-    # What the checkpoint holds and its config says (eagle_class sets them).
-    own_embedding = False  # embed_tokens
+    # What the checkpoint holds and its config says (eagle_class sets them; own_embedding
+    # as well).
     own_head = True  # lm_head
     has_d2t = False  # d2t: a draft vocabulary smaller than the target's
     draft_vocab = 0  # config draft_vocab_size (0: the target's)
@@ -136,8 +150,6 @@ class Eagle3LlamaForCausalLM(LlamaForCausalLM):
         super().__init__(cfg, ops)
         h = cfg.hidden_size
         draft_vocab = self.draft_vocab or cfg.vocab_size
-        if not self.own_embedding:
-            self.model.embed_tokens = PPMissingLayer()
         self.lm_head = nn.Linear(h, draft_vocab, bias=False) if self.own_head else PPMissingLayer()  # type: ignore[assignment]
         first = self.model.layers[0]
         assert isinstance(first, DecoderLayer)
@@ -152,7 +164,6 @@ class Eagle3LlamaForCausalLM(LlamaForCausalLM):
             if self.has_d2t
             else None
         )
-        self._target: tuple[nn.Module, CausalLM] | None = None
         self._target_ids: torch.Tensor | None = None  # [V_draft] (None: the same ids)
 
     def checkpoint_name(self, name: str) -> str | None:
@@ -169,13 +180,9 @@ class Eagle3LlamaForCausalLM(LlamaForCausalLM):
         return None  # the head's LM head is its own or the target's, never its embedding
 
     def share(self, target: CausalLM) -> None:
-        embed = self.model.embed_tokens if self.own_embedding else target.input_embeddings()
-        self._target = (embed, target)
+        super().share(target)
         if self.d2t is not None:
             self._target_ids = torch.arange(len(self.d2t), device=self.d2t.device) + self.d2t
-
-    def forward(self, *args: object, **kwargs: object) -> torch.Tensor:
-        raise TypeError("an EAGLE-3 head drafts from hidden states: call draft()")
 
     def combine(self, target_hidden: torch.Tensor) -> torch.Tensor:
         """[T, 3H_t] (the target's three auxiliary states, concatenated) -> [T, H]."""
@@ -192,13 +199,12 @@ class Eagle3LlamaForCausalLM(LlamaForCausalLM):
         """input_ids, positions: [T]; hidden_states: [T, H] (:meth:`combine`'s output, or
         the head's own un-normed output) -> ([T, H] normed, for the LM head; [T, H] the
         un-normed stream, the next draft's hidden state)."""
-        assert self._target is not None, "share() the target's embedding first"
         layers = list(self.model.layers)
         first = layers[0]
         assert isinstance(first, DecoderLayer)
         pre, post = first._norm("pre_attn"), first._norm("pre_mlp")  # input / post_attention
         assert pre is not None and post is not None
-        embeds = pre(self._target[0](input_ids))  # [T, H]
+        embeds = pre(self._shared()[0](input_ids))  # [T, H]
         if self.norm_before_residual:
             hidden = self.hidden_norm(hidden_states)
             residual = hidden
@@ -219,8 +225,7 @@ class Eagle3LlamaForCausalLM(LlamaForCausalLM):
     def compute_logits(self, hidden: torch.Tensor, float32: bool = True) -> torch.Tensor:
         """[N, H] -> [N, V] logits over the target's vocabulary: the draft vocabulary's
         placed at their target ids, -inf elsewhere."""
-        assert self._target is not None, "share() the target's embedding first"
-        target = self._target[1]
+        target = self._shared()[1]
         if not self.own_head:
             return target.compute_logits(hidden, float32)
         logits = self.lm_head(hidden).float()  # [N, V_draft]

@@ -41,6 +41,7 @@ from actorllm.worker.kv_cache import (
     kv_cache_groups,
 )
 from actorllm.worker.spec_decode.draft_rows import Row, draft_rows
+from actorllm.worker.step_output import TargetHidden
 
 
 class DraftModelError(ValueError):
@@ -100,15 +101,21 @@ class DraftModelProposer:
 
     def load(self, target: CausalLM | None = None) -> None:
         """Build the draft model (``target``: the target model, unused by a draft model)."""
+        self.model = self._build()
+
+    def _build(self, model_class: type[CausalLM] | None = None) -> CausalLM:
+        """Load the drafter (``model_class``: a head, not a model of its own), its linears
+        prepacked on CPU as the target's, its layers bound to its KV cache groups."""
         ops = get_ops(self.attention_backend, self.device)
-        self.model = load_model(
+        model = load_model(
             self.path, self.model_config, dtype=self.dtype, device=self.device, ops=ops,
             seed=self.seed, max_positions=self.model_config.max_model_len,
-            load_format=self.load_format,
+            load_format=self.load_format, model_class=model_class,
         )  # fmt: skip
         if self.device.type == "cpu":
-            prepack_linears(self.model)  # oneDNN matmuls, as the target's
-        bind_kv_groups(self.model, self.groups, self.model_config.num_layers)
+            prepack_linears(model)  # oneDNN matmuls (a head's shared ones stay the target's)
+        bind_kv_groups(model, self.groups, self.model_config.num_layers)
+        return model
 
     def bytes_per_block(self) -> int:
         return kv_cache_bytes_per_block(self.model_config, self.block_size, self.dtype, self.groups)
@@ -130,9 +137,16 @@ class DraftModelProposer:
 
     # -- proposing -------------------------------------------------------------------
 
-    def propose(self, batch: InputBatch, slots: list[int], room: list[int]) -> list[list[int]]:
+    def propose(
+        self,
+        batch: InputBatch,
+        slots: list[int],
+        room: list[int],
+        hidden: TargetHidden | None = None,
+    ) -> list[list[int]]:
         """Greedy drafts for the requests in ``slots`` ([N]; at most ``room[i]`` each,
-        >= 1), their tokens all in ``batch``."""
+        >= 1), their tokens all in ``batch`` (``hidden``: the step's hidden states, which
+        only an EAGLE head reads)."""
         if self.model is None or not self.kv_caches:
             return [[] for _ in slots]
         live = set(batch.req_id_to_index)

@@ -22,17 +22,13 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
-from actorllm.kernels.ops import get_ops
 from actorllm.kernels.sampling import first_argmax
 from actorllm.models.base import CausalLM
 from actorllm.models.config import CheckpointConfig
 from actorllm.models.eagle import Eagle3LlamaForCausalLM, EagleLlamaForCausalLM, eagle_class
 from actorllm.models.llama import LlamaForCausalLM
-from actorllm.models.loader import load_model
-from actorllm.models.onednn_linear import prepack_linears
 from actorllm.worker.device_streams import to_device
 from actorllm.worker.input_batch import InputBatch
-from actorllm.worker.kv_cache import bind_kv_groups
 from actorllm.worker.spec_decode.draft_model import DraftModelError, DraftModelProposer
 from actorllm.worker.spec_decode.draft_rows import Row, draft_rows
 from actorllm.worker.step_output import TargetHidden
@@ -108,39 +104,30 @@ class EagleProposer(DraftModelProposer):
             if not isinstance(target, LlamaForCausalLM):
                 raise DraftModelError(f"EAGLE-3 over a {type(target).__name__} is not built.")
             target.aux_layers = aux_layer_ids(self.path, target.config.num_layers)
-        ops = get_ops(self.attention_backend, self.device)
-        dummy = self.load_format == "dummy"
-        head = load_model(
-            self.path, self.model_config, dtype=self.dtype, device=self.device, ops=ops,
-            load_format="dummy" if dummy else "auto", seed=self.seed,
-            max_positions=self.model_config.max_model_len,
-            model_class=eagle_class(None if dummy else self.path, eagle3),
-        )  # fmt: skip
+        dummy = self.load_format == "dummy"  # random weights: no checkpoint to read
+        head = self._build(eagle_class(None if dummy else self.path, eagle3))
         assert isinstance(head, EagleLlamaForCausalLM | Eagle3LlamaForCausalLM)
-        if self.device.type == "cpu":
-            prepack_linears(head)  # oneDNN matmuls; the shared embedding and head are the target's
         head.share(target)
-        bind_kv_groups(head, self.groups, self.model_config.num_layers)
         self.model = self.head = head
 
-    def propose_eagle(
+    def propose(
         self,
         batch: InputBatch,
         slots: list[int],
         room: list[int],
-        step: TargetHidden | None,
+        hidden: TargetHidden | None = None,
     ) -> list[list[int]]:
-        """Catch up on ``step``'s hidden states, then greedy drafts for the requests in
+        """Catch up on the step's ``hidden`` states, then greedy drafts for the requests in
         ``slots`` ([N]; at most ``room[i]`` each, >= 1)."""
         out: list[list[int]] = [[] for _ in slots]
-        if self.head is None or not self.kv_caches or step is None:
+        if self.head is None or not self.kv_caches or hidden is None:
             return out
-        rows, hidden_rows = self._catch_up_rows(batch, step)
+        rows, hidden_rows = self._catch_up_rows(batch, hidden)
         if not rows:
             return out
         with torch.inference_mode():
             d = draft_rows(batch, rows, self.device)
-            target = step.hidden.index_select(0, to_device(hidden_rows, self.device))
+            target = hidden.hidden.index_select(0, to_device(hidden_rows, self.device))
             hidden_in = self.head.combine(target)  # [T, H] (EAGLE-3: fc over [T, 3H])
             for_logits, h = self.head.draft(
                 d.input_ids, d.positions, d.meta, self.kv_caches, hidden_in

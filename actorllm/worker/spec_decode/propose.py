@@ -6,7 +6,6 @@ from collections.abc import Sequence
 
 from actorllm.worker.input_batch import InputBatch
 from actorllm.worker.spec_decode.draft_model import DraftModelProposer
-from actorllm.worker.spec_decode.eagle import EagleProposer
 from actorllm.worker.spec_decode.ngram import NgramProposer
 from actorllm.worker.step_output import TargetHidden
 
@@ -39,11 +38,8 @@ def propose_drafts(
             room = min(room, p.max_tokens - (n - int(batch.num_prompt_tokens[slot])) - 1)
         if room > 0:
             todo.append((slot, req_id, room))
-    if isinstance(proposer, EagleProposer):
-        runs = proposer.propose_eagle(batch, [t[0] for t in todo], [t[2] for t in todo], hidden)
-        return {rid: run for (_, rid, _), run in zip(todo, runs, strict=True) if run}
-    if isinstance(proposer, DraftModelProposer):
-        runs = proposer.propose(batch, [t[0] for t in todo], [t[2] for t in todo])
+    if isinstance(proposer, DraftModelProposer):  # a draft model or an EAGLE head
+        runs = proposer.propose(batch, [t[0] for t in todo], [t[2] for t in todo], hidden)
         return {rid: run for (_, rid, _), run in zip(todo, runs, strict=True) if run}
     for slot, req_id, room in todo:
         n = int(batch.num_tokens[slot])
