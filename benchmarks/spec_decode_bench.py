@@ -28,7 +28,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -93,36 +92,20 @@ def spec_config(method: str, k: int, paths: dict[str, Path]) -> dict[str, Any] |
 def run_actorllm(job: dict[str, Any]) -> dict[str, Any]:
     """The vLLM runner's measurement, through actorllm's own ``LLM``."""
     from actorllm import LLM, SamplingParams
+    from actorllm.bench.vllm_spec_runner import timed_rounds
 
     llm = LLM(
         job["model"], dtype=job["dtype"], max_model_len=job["max_model_len"],
         enable_prefix_caching=False, speculative_config=job["speculative_config"], seed=0,
     )  # fmt: skip
-    n = job["output_len"]
-
-    def greedy(ids: list[int], tokens: int) -> tuple[list[int], float]:
-        params = SamplingParams(max_tokens=tokens, temperature=0.0, ignore_eos=True,
-                                detokenize=False)  # fmt: skip
-        start = time.perf_counter()
-        out = llm.generate([{"prompt_token_ids": ids}], params, use_tqdm=False)
-        return list(out[0].outputs[0].token_ids), time.perf_counter() - start
-
     try:
-        prompt = list(job["prompt"])
-        if job["edit"]:
-            prompt = prompt + greedy(prompt, n)[0] + prompt
-        tokens, _ = greedy(prompt, n)  # warm-up
-        full, one = [], []
-        for _ in range(job["rounds"]):
-            one.append(greedy(prompt, 1)[1])
-            full.append(greedy(prompt, n)[1])
+        doc = timed_rounds(llm, SamplingParams, job)
         st = llm.get_stats()
         counters = {"draft": st.spec_decode_num_draft_tokens,
                     "accepted": st.spec_decode_num_accepted_tokens}  # fmt: skip
     finally:
         llm.close()
-    return {"prompt": prompt, "tokens": tokens, "full_s": full, "one_s": one,
-            "counters": counters}  # fmt: skip
+    return {**doc, "counters": counters}
 
 
 def run_vllm(job: dict[str, Any], python: str) -> dict[str, Any]:

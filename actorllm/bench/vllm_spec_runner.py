@@ -1,5 +1,6 @@
 """Batch-1 latency with a speculative config on vLLM's CPU build; executed by the vLLM
-venv's Python, by path (it imports only ``vllm_runner`` beside it, nothing of actorllm).
+venv's Python, by path (it imports only ``vllm_runner`` beside it, nothing of actorllm);
+``timed_rounds`` is the measurement actorllm's side (benchmarks/spec_decode_bench.py) runs too.
 
 Job keys: ``model`` (a checkpoint directory: the same weights actorllm loads), ``dtype``,
 ``max_model_len``, ``speculative_config`` (vLLM's dict, or None), ``prompt`` (token ids),
@@ -16,6 +17,31 @@ import time
 from typing import Any, TextIO
 
 
+def timed_rounds(llm: Any, params_cls: Any, job: dict[str, Any]) -> dict[str, Any]:
+    """The measurement, the same for both engines (``llm``: vLLM's or actorllm's ``LLM``,
+    ``params_cls`` its ``SamplingParams``): the edit prompt built from the model's own
+    greedy continuation, a warm-up, then per round the seconds for one token and for
+    ``output_len``. Returns the prompt served, the greedy tokens, and the round times."""
+    n = job["output_len"]
+
+    def greedy(ids: list[int], tokens: int) -> tuple[list[int], float]:
+        params = params_cls(max_tokens=tokens, temperature=0.0, ignore_eos=True,
+                            detokenize=False)  # fmt: skip
+        start = time.perf_counter()
+        out = llm.generate([{"prompt_token_ids": ids}], params, use_tqdm=False)
+        return list(out[0].outputs[0].token_ids), time.perf_counter() - start
+
+    prompt = list(job["prompt"])
+    if job.get("edit"):
+        prompt = prompt + greedy(prompt, n)[0] + prompt
+    tokens, _ = greedy(prompt, n)  # warm-up
+    full, one = [], []
+    for _ in range(job["rounds"]):
+        one.append(greedy(prompt, 1)[1])
+        full.append(greedy(prompt, n)[1])
+    return {"prompt": prompt, "tokens": tokens, "full_s": full, "one_s": one}
+
+
 def measure(job: dict[str, Any], results: TextIO) -> None:
     import vllm
     from vllm import LLM, SamplingParams
@@ -27,24 +53,7 @@ def measure(job: dict[str, Any], results: TextIO) -> None:
         speculative_config=job["speculative_config"],
         disable_log_stats=False,  # get_metrics() needs the stat loggers (LLM turns them off)
     )  # fmt: skip
-    n = job["output_len"]
-
-    def greedy(ids: list[int], tokens: int) -> tuple[list[int], float]:
-        params = SamplingParams(max_tokens=tokens, temperature=0.0, ignore_eos=True,
-                                detokenize=False)  # fmt: skip
-        start = time.perf_counter()
-        out = llm.generate([{"prompt_token_ids": ids}], params, use_tqdm=False)
-        return list(out[0].outputs[0].token_ids), time.perf_counter() - start
-
-    prompt = list(job["prompt"])
-    if job.get("edit"):
-        cont, _ = greedy(prompt, n)
-        prompt = prompt + cont + prompt
-    tokens, _ = greedy(prompt, n)  # warm-up
-    full, one = [], []
-    for _ in range(job["rounds"]):
-        one.append(greedy(prompt, 1)[1])
-        full.append(greedy(prompt, n)[1])
+    doc = timed_rounds(llm, SamplingParams, job)
     counters: dict[str, float] = {}
     try:
         for m in llm.get_metrics():
@@ -52,10 +61,7 @@ def measure(job: dict[str, Any], results: TextIO) -> None:
                 counters[m.name] = m.value
     except Exception as e:
         counters["error"] = str(e)  # type: ignore[assignment]
-    _emit(results, {
-        "vllm": vllm.__version__, "prompt": prompt, "tokens": tokens,
-        "full_s": full, "one_s": one, "counters": counters,
-    })  # fmt: skip
+    _emit(results, {"vllm": vllm.__version__, **doc, "counters": counters})
 
 
 if __name__ == "__main__":
