@@ -257,7 +257,7 @@ class Prefill:
         """Additive float [L, S] (0 or -inf): query i (position seq_len - L + i) sees keys
         up to itself (and, with a window, none before it)."""
         if window not in self._masks:
-            self._masks[window] = _additive(self.keep(window)).to(self.blocks.device)
+            self._masks[window] = _additive(self.keep(window))  # beside the cache, as keep()
         return self._masks[window]
 
     def keep(self, window: int | None) -> torch.Tensor:

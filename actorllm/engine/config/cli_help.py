@@ -172,9 +172,8 @@ ENGINE_CONFIG_HELP: Mapping[str, Mapping[str, str]] = {
             '\'{"method": "ngram", "num_speculative_tokens": 4}\': each step verifies up '
             "to num_speculative_tokens tokens in one forward, proposed by prompt lookup "
             "(prompt_lookup_min/max, default 5), by a draft model (method draft_model, "
-            "model: its path) or by an EAGLE / EAGLE-3 head (method eagle / eagle3, model: its "
-            "path); greedy "
-            "output is unchanged, sampled output keeps the model's "
+            "model: its path) or by an EAGLE / EAGLE-3 head (method eagle / eagle3, model: "
+            "its path); greedy output is unchanged, sampled output keeps the model's "
             "distribution. Needs async_scheduling off; other methods are refused."
         ),
     },

@@ -587,7 +587,7 @@ class EngineConfig(msgspec.Struct, kw_only=True):
         return sampling_defaults(self.generation_config, self.override_generation_config, model_dir)
 
     def resolved_draft_model(self) -> str | None:
-        """The draft model's (method draft_model) or EAGLE head's (method eagle) directory,
+        """The draft model's (method draft_model) or EAGLE head's (eagle, eagle3) directory,
         resolved as ``model`` is; None for ngram."""
         spec = self.speculative()
         if spec is None or spec.model is None:

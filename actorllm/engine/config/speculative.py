@@ -18,14 +18,15 @@ and every tuning key at a value other than vLLM's default (``draft_sample_method
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import msgspec
 
 from actorllm.engine.config.engine_config import EngineConfigError
 
 FIELD = "speculative_config"
-BUILT_METHODS = ("ngram", "draft_model", "eagle", "eagle3")
+Method = Literal["ngram", "draft_model", "eagle", "eagle3"]
+BUILT_METHODS: tuple[Method, ...] = ("ngram", "draft_model", "eagle", "eagle3")
 # vLLM's methods that are not built here: refused by name, never swapped for another.
 _NOT_BUILT = {
     "extract_hidden_states": "hidden-state extraction is not built",
@@ -83,7 +84,7 @@ class SpeculativeConfig(msgspec.Struct, frozen=True, kw_only=True):
     """What speculation the engine runs (validated: build it with
     :func:`parse_speculative_config`)."""
 
-    method: Literal["ngram", "draft_model", "eagle", "eagle3"]
+    method: Method
     num_speculative_tokens: int  # k: draft tokens proposed per request per step
     prompt_lookup_min: int = 0  # ngram: the shortest suffix n-gram the proposer matches
     prompt_lookup_max: int = 0  # ngram: the longest
@@ -136,13 +137,11 @@ def parse_speculative_config(value: Mapping[str, Any]) -> SpeculativeConfig:
             f"draft_tensor_parallel_size={tp!r}: proposers run on the worker thread, "
             "unsharded (only 1 or unset)."
         )
-    if method in ("draft_model", "eagle", "eagle3"):
+    if method != "ngram":  # a drafter with a model: draft_model, eagle, eagle3
         for key in ("prompt_lookup_min", "prompt_lookup_max"):
             if d.get(key) is not None:
                 raise _error(f"{key} is an ngram setting; method {method!r} has none.")
-        kind: Literal["draft_model", "eagle", "eagle3"] = (
-            "eagle" if method == "eagle" else "eagle3" if method == "eagle3" else "draft_model"
-        )
+        kind = cast(Method, method)  # one of BUILT_METHODS: checked above
         return SpeculativeConfig(method=kind, num_speculative_tokens=k, model=model)
     lo, hi = d.get("prompt_lookup_min"), d.get("prompt_lookup_max")
     for name, n in (("prompt_lookup_min", lo), ("prompt_lookup_max", hi)):
