@@ -8,6 +8,7 @@ from actorllm.reasoning.base import (
     ReasoningStreamer,
     Split,
 )
+from actorllm.reasoning.gptoss import GptOssReasoningParser
 from actorllm.reasoning.granite import GraniteReasoningParser
 from actorllm.reasoning.mistral import MistralReasoningParser
 from actorllm.reasoning.olmo3 import Olmo3ReasoningParser
@@ -35,8 +36,8 @@ __all__ = [
     "get_reasoning_parser",
 ]
 
-# vLLM's --reasoning-parser names. Not here (refused by name at start-up): gpt_oss /
-# openai_gptoss (harmony channels), hunyuan_a13b, kimi_k2 and the rest.
+# vLLM's --reasoning-parser names. Not here (refused by name at start-up): hunyuan_a13b,
+# kimi_k2 and the rest.
 REASONING_PARSERS: dict[str, type[ReasoningParser]] = {
     "deepseek_r1": DeepSeekR1ReasoningParser,
     "deepseek_v3": DeepSeekV3ReasoningParser,
@@ -46,6 +47,7 @@ REASONING_PARSERS: dict[str, type[ReasoningParser]] = {
     "minimax_m2": MiniMaxM2ReasoningParser,
     "minimax_m2_append_think": MiniMaxM2AppendThinkReasoningParser,
     "mistral": MistralReasoningParser,
+    "openai_gptoss": GptOssReasoningParser,
     "olmo3": Olmo3ReasoningParser,
     "qwen3": Qwen3ReasoningParser,
     "seed_oss": SeedOssReasoningParser,

@@ -81,14 +81,17 @@ class FakeEngine:
         max_logprobs: int = 20,
         script: str | None = None,
         reasoning_parser: str | None = None,
+        tokenizer: Any = None,
+        model: str | None = None,
     ) -> None:
         """``script``: every sample's text, one token per step, finishing with "stop" at
         its end (instead of the words below, cycled); ``reasoning_parser``: the engine
-        config's (the server reads it)."""
+        config's (the server reads it); ``tokenizer``: instead of the demo one; ``model``:
+        the engine config's model directory (the server reads its config.json)."""
         self.model_name = "fake-model"
         self.model_names = [self.model_name]
         self.max_model_len = max_model_len
-        self.tokenizer = demo_tokenizer()
+        self.tokenizer = tokenizer if tokenizer is not None else demo_tokenizer()
         self.vocab_size = len(self.tokenizer)
         self.prompt_embeds_spec = None  # enable_prompt_embeds off
         self.stats = RequestStats(max_model_len)  # what the engine's output path records
@@ -96,6 +99,7 @@ class FakeEngine:
             scheduling_policy=scheduling_policy,  # type: ignore[arg-type]
             max_logprobs=max_logprobs,
             reasoning_parser=reasoning_parser,
+            model=model,
         )
         # What the last generate() was asked: (prompt, params, priority).
         self.last_request: tuple[str | dict[str, Any], SamplingParams, int] | None = None
@@ -162,6 +166,7 @@ class FakeEngine:
             raise EngineDeadError("the fake engine is dead")
         rid = request_id or f"fake-{time.monotonic_ns()}"
         self.last_request = (prompt, sampling_params, priority)
+        text: str | None
         if isinstance(prompt, str):
             if not prompt:
                 raise InvalidRequestError("The prompt is empty.", param="prompt")

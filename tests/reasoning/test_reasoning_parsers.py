@@ -98,11 +98,11 @@ def test_deepseek_v3_follows_the_thinking_switch() -> None:
     assert v3().extract("Hello!") == (None, "Hello!")
 
 
-def test_only_mistral_keeps_special_tokens() -> None:
+def test_only_special_token_markers_keep_special_tokens() -> None:
     from actorllm.reasoning import REASONING_PARSERS
 
     keep = {n for n, p in REASONING_PARSERS.items() if p.keeps_special_tokens}
-    assert keep == {"mistral"}
+    assert keep == {"mistral", "openai_gptoss"}  # [THINK]; harmony's channels
 
 
 # vLLM 0.11's --reasoning-parser names: those taken here, and those refused by name.
@@ -116,11 +116,12 @@ VLLM_TAKEN = [
     "minimax_m2_append_think",
     "mistral",
     "olmo3",
+    "openai_gptoss",
     "qwen3",
     "seed_oss",
     "step3",
 ]
-VLLM_REFUSED = ["gpt_oss", "openai_gptoss", "hunyuan_a13b", "kimi_k2"]  # fmt: skip
+VLLM_REFUSED = ["gpt_oss", "hunyuan_a13b", "kimi_k2"]  # fmt: skip
 
 
 def test_vllm_launch_lines_config() -> None:

@@ -23,10 +23,12 @@ from actorllm.core.chat_template import renders_tools
 from actorllm.core.outputs import CompletionOutput, RequestOutput
 from actorllm.core.sampling_params import RequestOutputKind, SamplingParams
 from actorllm.engine.api.request_fields import check_priority
+from actorllm.entrypoints.openai import harmony_chat
 from actorllm.entrypoints.openai.beam_request import beam_params
 from actorllm.entrypoints.openai.chat_embeds import embeds_parts, spliced_prompt
 from actorllm.entrypoints.openai.chat_outputs import ChoiceParser, Delta
 from actorllm.entrypoints.openai.errors import APIError, bad_request
+from actorllm.entrypoints.openai.harmony_outputs import HarmonyChoiceParser
 from actorllm.entrypoints.openai.input_work import messages_chars, run_input_work
 from actorllm.entrypoints.openai.logprobs import TokenText, chat_logprobs, prompt_logprobs
 from actorllm.entrypoints.openai.lora_models import lora_options, resolve_model
@@ -128,12 +130,17 @@ async def start_chat(
     check_generative(engine)
     check_priority(req.priority, engine.config)  # vLLM: non-zero only under the priority policy
     kind = RequestOutputKind.DELTA if req.stream else RequestOutputKind.FINAL_ONLY
+    harmony = ctx.chat.harmony
+    if harmony:
+        harmony_chat.check_request(req)
     tool_plan = plan_tools(_tool_fields(req), ctx.chat.tools, engine.tokenizer)
     if req.tool_choice == "none" and ctx.defaults.exclude_tools_when_tool_choice_none:
         tool_plan = dataclasses.replace(tool_plan, template_tools=None)
     template = ctx.defaults.request_chat_template(req.chat_template)
-    if tool_plan.forced_schema is not None and not renders_tools(
-        template or getattr(engine.tokenizer, "chat_template", None)
+    if (
+        not harmony
+        and tool_plan.forced_schema is not None
+        and not renders_tools(template or getattr(engine.tokenizer, "chat_template", None))
     ):
         # A template that cannot show tools (vLLM serves this too): the grammar alone
         # forces the call, so the tools stay out of the prompt instead of being refused.
@@ -150,6 +157,12 @@ async def start_chat(
         _refuse_beside_parts(req)
 
     def render() -> tuple[str, Prompt]:
+        if harmony:
+            p = harmony_chat.render_prompt(
+                engine.tokenizer, req.messages, tools=tool_plan.template_tools,
+                reasoning_effort=req.reasoning_effort,
+            )  # fmt: skip
+            return p.text or "", p
         text = render_chat(
             engine.tokenizer,
             req.messages,
@@ -187,7 +200,8 @@ async def start_chat(
         forced_tool_schema=tool_plan.forced_schema,
         strict_tools_tag=tool_plan.strict_tag,
         keep_special_tokens=(
-            (tool_plan.parser is not None and tool_plan.parser.keeps_special_tokens)
+            harmony
+            or (tool_plan.parser is not None and tool_plan.parser.keeps_special_tokens)
             or (
                 ctx.chat.reasoning_parser is not None
                 and ctx.chat.reasoning_parser.keeps_special_tokens
@@ -196,6 +210,9 @@ async def start_chat(
         defaults=ctx.defaults.sampling,
         logprob_limits=(engine.config.max_logprobs, engine.vocab_size),
     )
+    if harmony:
+        assert params.stop_token_ids is not None
+        params.stop_token_ids += harmony_chat.stop_token_ids(engine.tokenizer)
     rid = request_id or new_request_id("chatcmpl", req.request_id)
     # A spec that does not compile is a 400 naming the field the client sent it in.
     forced = tool_plan.forced_schema is not None or tool_plan.strict_tag is not None
@@ -261,6 +278,8 @@ def _parser_factory(ctx: ServingContext, plan: ToolPlan, prompt: str) -> Callabl
     """A fresh :class:`ChoiceParser` per choice (streaming parsers hold state)."""
     reasoning_cls = ctx.chat.reasoning_parser
     tools = plan.parser
+    if ctx.chat.harmony:
+        return lambda: HarmonyChoiceParser(tools is not None, single_call=not plan.parallel)
 
     def new() -> ChoiceParser:  # tool parsers are stateless; the streamers are per choice
         reasoning = reasoning_cls(ctx.engine.tokenizer).begin(prompt) if reasoning_cls else None

@@ -41,21 +41,36 @@ class ChatOptions:
 class ChatSetup:
     tools: ToolSettings
     reasoning_parser: type[ReasoningParser] | None
+    # A gpt-oss model: chats are rendered and parsed in harmony (harmony_chat.py).
+    harmony: bool = False
 
     @classmethod
-    def from_config(cls, config: ChatConfig) -> ChatSetup:
+    def from_config(cls, config: ChatConfig, *, harmony: bool = False) -> ChatSetup:
+        """``harmony``: the model is gpt-oss, whose outputs only the ``openai`` tool
+        parser and the ``openai_gptoss`` reasoning parser can read."""
         if config.tool_parser_plugin:
             load_tool_parser_plugin(config.tool_parser_plugin)
         name = config.tool_call_parser
         if name:
             get_tool_parser(name)  # raises UnknownToolParserError
         reasoning = config.reasoning_parser
+        if harmony and name not in (None, "openai"):
+            raise ValueError(
+                f"--tool-call-parser {name} cannot read gpt-oss's harmony output; use "
+                "--tool-call-parser openai"
+            )
+        if harmony and reasoning not in (None, "openai_gptoss"):
+            raise ValueError(
+                f"--reasoning-parser {reasoning} cannot read gpt-oss's harmony output; use "
+                "--reasoning-parser openai_gptoss (or none: the channels are split anyway)"
+            )
         return cls(
             tools=ToolSettings(
                 enable_auto_tool_choice=bool(config.enable_auto_tool_choice),
                 tool_call_parser=name,
             ),
             reasoning_parser=get_reasoning_parser(reasoning) if reasoning else None,
+            harmony=harmony,
         )
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from pathlib import Path
 
 import anyio
 from starlette.applications import Starlette
@@ -19,6 +20,7 @@ from actorllm.entrypoints.metrics import ServerMetrics
 from actorllm.entrypoints.openai.app.settings import AppSettings
 from actorllm.entrypoints.openai.app.state import AppState
 from actorllm.entrypoints.openai.engine_client import EngineClient
+from actorllm.entrypoints.openai.harmony_chat import check_tokenizer, is_harmony_model
 from actorllm.entrypoints.openai.lora_models import load_adapter, parse_lora_modules
 from actorllm.entrypoints.openai.serving_common import ServingContext, ServingDefaults
 from actorllm.entrypoints.openai.tool_setup import ChatOptions, ChatSetup
@@ -48,13 +50,17 @@ def serving_context(engine: EngineClient, settings: AppSettings) -> ServingConte
     """What the handlers serve with, for ``engine`` and the frontend ``settings``: the
     server's lifespan and ``actorllm run-batch`` build it here, so both answer a body alike.
     Raises for a bad tool parser, parser plugin or generation config."""
+    harmony = is_harmony_model(_model_dir(engine))
+    if harmony:
+        check_tokenizer(engine.tokenizer)
     chat = ChatSetup.from_config(
         ChatOptions(
             tool_parser_plugin=settings.tool_parser_plugin,
             tool_call_parser=settings.tool_call_parser,
             enable_auto_tool_choice=settings.enable_auto_tool_choice,
             reasoning_parser=engine.config.reasoning_parser,
-        )
+        ),
+        harmony=harmony,
     )
     # The engine's generation_config / override_generation_config
     # (engine/config/generation_config.py, shared with LLM and AsyncEngine).
@@ -68,6 +74,16 @@ def serving_context(engine: EngineClient, settings: AppSettings) -> ServingConte
         response_role=settings.response_role,
         defaults=serving_defaults(settings, sampling),
     )
+
+
+def _model_dir(engine: EngineClient) -> Path | None:
+    """The served checkpoint's directory, when the engine names one (not the demo)."""
+    if engine.config.model is None:
+        return None
+    try:
+        return Path(engine.config.resolved_model())
+    except Exception:  # a name the hub cache does not hold: no config to read
+        return None
 
 
 async def load_static_loras(engine: EngineClient, settings: AppSettings) -> None:

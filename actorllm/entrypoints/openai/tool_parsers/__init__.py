@@ -33,6 +33,7 @@ from actorllm.entrypoints.openai.tool_parsers.forced import (
 from actorllm.entrypoints.openai.tool_parsers.hermes import HermesToolParser
 from actorllm.entrypoints.openai.tool_parsers.llama3_json import Llama3JsonToolParser
 from actorllm.entrypoints.openai.tool_parsers.mistral import MistralToolParser
+from actorllm.entrypoints.openai.tool_parsers.openai import OpenAIToolParser
 from actorllm.entrypoints.openai.tool_parsers.pythonic import PythonicToolParser
 from actorllm.entrypoints.openai.tool_parsers.qwen3_xml import Qwen3XmlToolParser
 
@@ -43,6 +44,7 @@ __all__ = [
     "ExtractedToolCalls",
     "FunctionCall",
     "NamedToolParser",
+    "OpenAIToolParser",
     "Parsed",
     "PartialCall",
     "RequiredToolParser",
@@ -64,6 +66,7 @@ TOOL_PARSERS: dict[str, type[ToolParser]] = {
     "llama3_json": Llama3JsonToolParser,
     "llama4_json": Llama3JsonToolParser,
     "mistral": MistralToolParser,
+    "openai": OpenAIToolParser,
     "qwen3_coder": Qwen3XmlToolParser,
     "qwen3_xml": Qwen3XmlToolParser,
     "pythonic": PythonicToolParser,
