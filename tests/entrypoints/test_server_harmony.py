@@ -187,6 +187,22 @@ def test_history_with_tool_results_is_replayed_in_harmony(calling: Served) -> No
     )
 
 
+def test_tool_choice_required_bans_the_answer_but_not_the_call(calling: Served) -> None:
+    engine, srv = calling
+    r = chat(
+        srv, messages=[{"role": "user", "content": "Weather?"}], tools=[WEATHER],
+        tool_choice="required", bad_words=["rain"],
+    )  # fmt: skip
+    assert r.status_code == 200, r.text
+    choice = r.json()["choices"][0]
+    assert choice["finish_reason"] == "tool_calls"
+    assert choice["message"]["tool_calls"][0]["function"]["name"] == "get_weather"
+    assert engine.last_request is not None
+    tok, bans = engine.tokenizer, engine.last_request[1].bad_words_token_ids or []
+    assert [tok.convert_tokens_to_ids("<|return|>")] in bans  # no ending the turn
+    assert tok.encode("rain", add_special_tokens=False) in bans  # the request's own
+
+
 def test_responses_api_items(calling: Served) -> None:
     _, srv = calling
     tool = {"type": "function", **WEATHER["function"]}  # type: ignore[dict-item]
@@ -201,7 +217,7 @@ def test_responses_api_items(calling: Served) -> None:
 @pytest.mark.parametrize(
     ("field", "value"),
     [
-        ("tool_choice", "required"),
+        ("tool_choice", {"type": "function", "function": {"name": "get_weather"}}),
         ("chat_template", "{{ 1 }}"),
         ("reasoning_effort", "none"),
         ("echo", True),

@@ -12,6 +12,7 @@ the assistant already answered is dropped (harmony's auto-drop). Sampling stops 
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import json
 import os
@@ -21,8 +22,11 @@ from typing import Any
 
 from actorllm.core.harmony import (
     CALL,
+    CHANNEL,
+    END,
     RETURN,
     SPECIAL_TOKENS,
+    START,
     HarmonyMessage,
     Segment,
     SystemContent,
@@ -40,6 +44,8 @@ from actorllm.entrypoints.openai.protocol.chat_request import (
     SystemMessage,
     ToolMessage,
 )
+from actorllm.entrypoints.openai.structured_request import ToolPlan, ToolSettings, plan_tools
+from actorllm.entrypoints.openai.tool_parsers import OpenAIToolParser
 
 # vLLM's VLLM_SYSTEM_START_DATE (pins the system message's date; default: today).
 START_DATE_ENV = ("ACTORLLM_SYSTEM_START_DATE", "VLLM_SYSTEM_START_DATE")
@@ -74,6 +80,44 @@ def stop_token_ids(tokenizer: Any) -> list[int]:
     return [int(tokenizer.convert_tokens_to_ids(t)) for t in (RETURN, CALL)]
 
 
+# tool_choice "required" (vLLM's OpenAIToolParser): the answer may not start on the final
+# channel nor end with <|return|>, so the turn can only end in a call (<|call|>). Analysis
+# and preambles stay free. Sequences whose words are not single tokens are left out.
+NO_ANSWER = (
+    (END, START, "assistant", CHANNEL, "final"),
+    (END, START, "assistant", CHANNEL, " final"),
+    (END, START, "assistant", CHANNEL, "finally"),
+    (RETURN,),
+)
+
+
+def required_call_bans(tokenizer: Any, bad_words: list[str] | None) -> list[list[int]]:
+    """``bad_words_token_ids`` for tool_choice "required": :data:`NO_ANSWER`, and the
+    request's own ``bad_words`` tokenized as the engine would (with and without a
+    leading space)."""
+    vocab = tokenizer.get_vocab()
+    out: list[list[int]] = []
+    for pattern in NO_ANSWER:
+        ids = [vocab.get(piece) for piece in pattern]
+        if all(i is not None for i in ids):
+            out.append([int(i) for i in ids if i is not None])
+    for word in bad_words or []:
+        for variant in (word, " " + word.lstrip()):
+            ids = list(tokenizer.encode(variant, add_special_tokens=False))
+            if ids and ids not in out:
+                out.append(ids)
+    return out
+
+
+def required_plan(body: dict[str, Any], tokenizer: Any) -> ToolPlan:
+    """tool_choice "required": the tools checked as for any request, read by the harmony
+    parser (no ``--tool-call-parser`` needed, as for "required" on other models)."""
+    base = plan_tools({**body, "tool_choice": "none"}, ToolSettings(), tokenizer)
+    if not base.template_tools:
+        raise bad_request("tool_choice needs tools.", "tool_choice")
+    return dataclasses.replace(base, parser=OpenAIToolParser(tokenizer, tools=base.template_tools))
+
+
 def check_request(req: ChatCompletionRequest) -> None:
     """What harmony prompts have no place for: a 400 naming the field (vLLM's harmony
     path drops these without a word)."""
@@ -92,10 +136,10 @@ def check_request(req: ChatCompletionRequest) -> None:
                 "harmony format, not by a chat template.",
                 name,
             )
-    if req.tool_choice == "required" or not isinstance(req.tool_choice, str | None):
+    if not isinstance(req.tool_choice, str | None):
         raise bad_request(
-            "tool_choice 'required' or a named function is not supported for gpt-oss "
-            "(harmony) models; use 'auto' or 'none'.",
+            "a named function in tool_choice is not supported for gpt-oss (harmony) "
+            "models; use 'auto', 'required' or 'none'.",
             "tool_choice",
         )
     effort = req.reasoning_effort

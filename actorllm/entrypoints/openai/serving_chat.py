@@ -133,7 +133,11 @@ async def start_chat(
     harmony = ctx.chat.harmony
     if harmony:
         harmony_chat.check_request(req)
-    tool_plan = plan_tools(_tool_fields(req), ctx.chat.tools, engine.tokenizer)
+    if harmony and req.tool_choice == "required":
+        # The calls are read from harmony's headers; no argument grammar is forced.
+        tool_plan = harmony_chat.required_plan(_tool_fields(req), engine.tokenizer)
+    else:
+        tool_plan = plan_tools(_tool_fields(req), ctx.chat.tools, engine.tokenizer)
     if req.tool_choice == "none" and ctx.defaults.exclude_tools_when_tool_choice_none:
         tool_plan = dataclasses.replace(tool_plan, template_tools=None)
     template = ctx.defaults.request_chat_template(req.chat_template)
@@ -213,6 +217,10 @@ async def start_chat(
     if harmony:
         assert params.stop_token_ids is not None
         params.stop_token_ids += harmony_chat.stop_token_ids(engine.tokenizer)
+        if req.tool_choice == "required":
+            params.bad_words_token_ids = harmony_chat.required_call_bans(
+                engine.tokenizer, params.bad_words
+            )
     rid = request_id or new_request_id("chatcmpl", req.request_id)
     # A spec that does not compile is a 400 naming the field the client sent it in.
     forced = tool_plan.forced_schema is not None or tool_plan.strict_tag is not None
