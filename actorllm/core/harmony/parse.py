@@ -106,7 +106,10 @@ def _with(m: HarmonyMessage, content: str) -> HarmonyMessage:
 def _header(header: str, role: str | None) -> HarmonyMessage:
     """A finished header's fields, as ``parse_header_from_string``: the last word is the
     content type (or ``to=recipient``), the word before it the recipient."""
-    msg, parts = _author(header, role)
+    msg, rest = _author(header, role)
+    if CONSTRAIN in rest:
+        rest = rest.replace(CONSTRAIN, f" {CONSTRAIN}")
+    parts = rest.split()
     recipient = content_type = None
     if parts:
         last = parts.pop()
@@ -126,13 +129,14 @@ def _header(header: str, role: str | None) -> HarmonyMessage:
 
 
 def _cut_header(header: str, role: str | None) -> HarmonyMessage:
-    """A header that a stop token cut off: its words after the author are the content."""
-    msg, parts = _author(header, role)
-    return _with(msg, " ".join(parts))
+    """A header that a stop token cut off (the model forgot ``<|message|>``): what follows
+    the author and channel is the content, its spacing kept."""
+    msg, rest = _author(header, role)
+    return _with(msg, rest)
 
 
-def _author(header: str, role: str | None) -> tuple[HarmonyMessage, list[str]]:
-    """The channel and the author (role, or a tool's name), and the header's other words."""
+def _author(header: str, role: str | None) -> tuple[HarmonyMessage, str]:
+    """The channel and the author (role, or a tool's name), and the rest of the header."""
     channel = None
     i = header.find(CHANNEL)
     if i >= 0:
@@ -141,18 +145,16 @@ def _author(header: str, role: str | None) -> tuple[HarmonyMessage, list[str]]:
         value = word.group(0) if word else ""
         channel = value or None
         header = header[:i] + after[len(value) :]
-    header = header.strip()
-    if CONSTRAIN in header:
-        header = header.replace(CONSTRAIN, f" {CONSTRAIN}").strip()
-    parts = header.split()
+    rest = header.strip()
+    first, tail = [*rest.split(None, 1), ""][:2] if rest else ("", "")
     name = None
     if role is None:
-        first = parts[0] if parts else "assistant"
-        if first in ROLES:
-            role = first
+        if not first:
+            role = "assistant"
+        elif first in ROLES:
+            role, rest = first, tail
         else:  # a tool's message: the author is the tool's name
-            role, name = "tool", first
-            parts = parts[1:]
-    if parts and parts[0] == role:
-        parts = parts[1:]
-    return HarmonyMessage(role, name=name, channel=channel), parts
+            role, name, rest = "tool", first or None, tail
+    elif first == role:
+        rest = tail
+    return HarmonyMessage(role, name=name, channel=channel), rest.strip()
