@@ -463,6 +463,8 @@ def test_store_is_off_by_default_as_vllm(engine: FakeEngine) -> None:
         ({"service_tier": "flex"}, "service_tier", "flex"),
         ({"text": {"verbosity": "low"}}, "text", "verbosity"),
         ({"temperature": -1}, "temperature", "temperature"),
+        ({"enable_response_messages": True}, "enable_response_messages", "gpt-oss"),
+        ({"previous_input_messages": []}, "previous_input_messages", "gpt-oss"),
         ({"tool_choice": "required"}, "tool_choice", "'required' must be specified with 'tools'"),
         (
             {"tools": [WEATHER], "tool_choice": {"type": "function", "name": "nope"}},

@@ -214,6 +214,46 @@ def test_responses_api_items(calling: Served) -> None:
     assert call.type == "function_call" and json.loads(call.arguments) == {"city": "Paris"}
 
 
+def test_response_messages_round_trip(calling: Served) -> None:
+    engine, srv = calling
+    tool = {"type": "function", **WEATHER["function"]}  # type: ignore[dict-item]
+    body = {"model": "fake-model", "input": "Weather?", "tools": [tool],
+            "enable_response_messages": True}  # fmt: skip
+    r = httpx.post(f"{srv.url}/v1/responses", json=body, timeout=30).json()
+    system, developer, user = r["input_messages"]
+    assert system["role"] == "system" and system["content"][0]["type"] == "system_content"
+    assert system["content"][0]["reasoning_effort"] == "Medium"
+    tools = developer["content"][0]["tools"]["functions"]["tools"]
+    assert [t["name"] for t in tools] == ["get_weather"]
+    assert user == {"role": "user", "name": None, "content": [{"type": "text", "text": "Weather?"}]}
+    think, call = r["output_messages"]
+    assert think["channel"] == "analysis" and think["content"][0]["text"] == "User wants weather."
+    assert (call["recipient"], call["content_type"]) == (
+        "functions.get_weather", "<|constrain|>json",
+    )  # fmt: skip
+    # The next turn continues from them, the tool's answer added.
+    result = {"role": "tool", "name": "functions.get_weather", "recipient": "assistant",
+              "channel": "commentary", "content": [{"type": "text", "text": "sunny"}]}  # fmt: skip
+    history = [user, think, call, result]
+    body = {"model": "fake-model", "input": [], "tools": [tool],
+            "previous_input_messages": history}  # fmt: skip
+    r2 = httpx.post(f"{srv.url}/v1/responses", json={**body, "input": "And now?"}, timeout=30)
+    assert r2.status_code == 200, r2.text
+    prompt = engine.tokenizer.decode(_prompt_ids(engine))
+    assert prompt.endswith(
+        "<|start|>user<|message|>Weather?<|end|>"
+        "<|start|>assistant<|channel|>analysis<|message|>User wants weather.<|end|>"
+        "<|start|>assistant to=functions.get_weather<|channel|>commentary <|constrain|>json"
+        '<|message|>{"city": "Paris"}<|call|>'
+        "<|start|>functions.get_weather to=assistant<|channel|>commentary<|message|>sunny<|end|>"
+        "<|start|>user<|message|>And now?<|end|><|start|>assistant"
+    )
+    bad = httpx.post(f"{srv.url}/v1/responses", timeout=30, json={
+        **body, "input": "x", "previous_input_messages": [{"role": "wizard", "content": "x"}],
+    })  # fmt: skip
+    assert bad.status_code == 400 and bad.json()["error"]["param"] == "previous_input_messages"
+
+
 @pytest.mark.parametrize(
     ("field", "value"),
     [

@@ -17,6 +17,7 @@ import datetime
 import json
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,7 @@ from actorllm.core.harmony import (
     SystemContent,
     render_for_completion,
 )
+from actorllm.core.harmony.dicts import developer_dict, message_dict, message_from_dict, system_dict
 from actorllm.core.harmony.render import EFFORTS, DeveloperContent, FunctionTool, developer_text
 from actorllm.entrypoints.openai.errors import bad_request
 from actorllm.entrypoints.openai.preprocess import Prompt, content_text
@@ -151,14 +153,33 @@ def check_request(req: ChatCompletionRequest) -> None:
         )
 
 
+@dataclass(frozen=True)
+class HarmonyPrompt:
+    """A rendered harmony prompt and the messages it was made of."""
+
+    prompt: Prompt
+    system: SystemContent
+    developer: DeveloperContent | None
+    conversation: list[HarmonyMessage]
+
+    def message_dicts(self) -> list[dict[str, Any]]:
+        """As vLLM's ``input_messages`` (``openai_harmony``'s ``Message.to_dict()``)."""
+        out = [system_dict(self.system)]
+        if self.developer is not None:
+            out.append(developer_dict(self.developer))
+        return out + [message_dict(m) for m in self.conversation]
+
+
 def render_prompt(
     tokenizer: Any,
     messages: Sequence[ChatMessage],
     *,
     tools: list[dict[str, Any]] | None,
     reasoning_effort: str | None,
-) -> Prompt:
-    """The harmony prompt of a chat, as text (special tokens written out) and token ids."""
+    history: Sequence[HarmonyMessage] = (),
+) -> HarmonyPrompt:
+    """The harmony prompt of a chat, as text (special tokens written out) and token ids.
+    ``history``: harmony messages before the chat's own (``previous_input_messages``)."""
     instructions, rest = _peel_instructions(messages)
     function_tools = tuple(_function_tool(t) for t in tools or [])
     system = SystemContent(
@@ -167,8 +188,29 @@ def render_prompt(
     developer = None
     if instructions is not None or function_tools:
         developer = DeveloperContent(instructions=instructions, tools=function_tools)
-    segments = render_for_completion(to_harmony(rest), system, developer)
-    return Prompt("".join(s.text for s in segments), tokenize(tokenizer, segments))
+    conversation = _drop_answered_reasoning([*history, *to_harmony(rest)])
+    segments = render_for_completion(conversation, system, developer)
+    prompt = Prompt("".join(s.text for s in segments), tokenize(tokenizer, segments))
+    return HarmonyPrompt(prompt, system, developer, conversation)
+
+
+def history_from_dicts(raw: Any) -> list[HarmonyMessage]:
+    """``previous_input_messages`` (``Message.to_dict()`` objects) as harmony messages; the
+    system and developer messages are left out, as vLLM does (this request's own settings
+    and tools make them). A 400 naming the field for anything else."""
+    if not isinstance(raw, list):
+        raise bad_request("previous_input_messages must be a list.", "previous_input_messages")
+    out = []
+    for i, item in enumerate(raw):
+        try:
+            msg = message_from_dict(item)
+        except ValueError as exc:
+            raise bad_request(
+                f"previous_input_messages[{i}]: {exc}.", "previous_input_messages"
+            ) from None
+        if msg.role not in ("system", "developer"):
+            out.append(msg)
+    return out
 
 
 def tokenize(tokenizer: Any, segments: Sequence[Segment]) -> list[int]:
@@ -212,7 +254,7 @@ def to_harmony(messages: Sequence[ChatMessage]) -> list[HarmonyMessage]:
             out.append(HarmonyMessage("developer", text))
         else:
             out.append(HarmonyMessage("user", content_text(m.content)))
-    return _drop_answered_reasoning(out)
+    return out
 
 
 def _assistant(m: AssistantMessage) -> list[HarmonyMessage]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +20,7 @@ import msgspec
 from starlette.responses import Response
 
 from actorllm.core.chat_template import renders_tools
+from actorllm.core.harmony import HarmonyMessage
 from actorllm.core.outputs import CompletionOutput, RequestOutput
 from actorllm.core.sampling_params import RequestOutputKind, SamplingParams
 from actorllm.engine.api.request_fields import check_priority
@@ -121,10 +122,13 @@ async def start_chat(
     *,
     budget: OutputBudget | None = None,
     request_id: str | None = None,
+    harmony_history: Sequence[HarmonyMessage] = (),
 ) -> tuple[ChatState, list[PrimedStream], SamplingParams]:
     """Render, tokenize and submit a chat request; the state that reads its outputs, the
     primed engine streams and the sampling parameters sent. ``request_id``: the engine
-    request's id (default: a new ``chatcmpl-`` one)."""
+    request's id (default: a new ``chatcmpl-`` one); ``harmony_history``: on a gpt-oss
+    model, harmony messages before the chat's (the Responses API's
+    ``previous_input_messages``)."""
     engine = ctx.engine
     lora = resolve_model(req.model, engine)  # 404 for a name not served
     check_generative(engine)
@@ -160,13 +164,16 @@ async def start_chat(
     if parts:
         _refuse_beside_parts(req)
 
+    rendered_harmony: list[harmony_chat.HarmonyPrompt] = []
+
     def render() -> tuple[str, Prompt]:
         if harmony:
-            p = harmony_chat.render_prompt(
+            hp = harmony_chat.render_prompt(
                 engine.tokenizer, req.messages, tools=tool_plan.template_tools,
-                reasoning_effort=req.reasoning_effort,
+                reasoning_effort=req.reasoning_effort, history=harmony_history,
             )  # fmt: skip
-            return p.text or "", p
+            rendered_harmony.append(hp)
+            return hp.prompt.text or "", hp.prompt
         text = render_chat(
             engine.tokenizer,
             req.messages,
@@ -257,6 +264,7 @@ async def start_chat(
         # OpenAI: "tool_calls" when the model called tools, "stop" for a forced named call.
         calls_finish=tool_plan.parser is not None
         and not isinstance(tool_plan.parser, NamedToolParser),
+        harmony_prompt=rendered_harmony[0] if rendered_harmony else None,
     )
     return state, streams, params
 
@@ -324,6 +332,8 @@ class ChatState:
     new_parser: Callable[[], ChoiceParser]  # reasoning / tool-call parsing, one per choice
     defaults: ServingDefaults  # the server-wide options (--enable-force-include-usage, ...)
     calls_finish: bool  # a choice that called tools finishes with "tool_calls"
+    # A gpt-oss model's prompt and its messages (the Responses API's input_messages).
+    harmony_prompt: harmony_chat.HarmonyPrompt | None = None
     num_prompt_tokens: int = 0  # the role chunks' usage, when every chunk carries it
     prompt_logprobs: PromptLogprobsOut | None = None
     created: int = field(default_factory=lambda: int(time.time()))

@@ -207,8 +207,10 @@ class ResponsesRequest(msgspec.Struct, kw_only=True):
     mm_payload: Literal["tensors", "none"] = "tensors"  # render endpoints only (as vLLM)
     return_mm_kwargs: bool | None = None
     cache_salt: Annotated[str, msgspec.Meta(min_length=1, max_length=1024)] | None = None
-    enable_response_messages: Literal[False] = False  # refused when true (to_chat)
-    previous_input_messages: None = None  # harmony (gpt-oss) messages: refused (to_chat)
+    # gpt-oss (harmony) only, as vLLM: the response's input_messages / output_messages,
+    # and harmony messages to continue from (serving.py checks both).
+    enable_response_messages: bool = False
+    previous_input_messages: list[Any] | None = None
     structured_outputs: StructuredOutputsField | None = None
     repetition_penalty: Annotated[float, msgspec.Meta(gt=0.0, le=2.0**31)] | None = None
     seed: Seed | None = None

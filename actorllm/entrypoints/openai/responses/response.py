@@ -127,5 +127,6 @@ class ResponsesResponse(msgspec.Struct, kw_only=True):
     frequency_penalty: float | None = None
     kv_transfer_params: None = None
     ec_transfer_params: None = None
-    input_messages: None = None
-    output_messages: None = None
+    # enable_response_messages (gpt-oss): the prompt's and the answer's harmony messages.
+    input_messages: list[dict[str, Any]] | None = None
+    output_messages: list[dict[str, Any]] | None = None

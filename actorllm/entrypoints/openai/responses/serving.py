@@ -22,8 +22,11 @@ from typing import Any
 import msgspec
 from starlette.responses import Response
 
+from actorllm.core.harmony import HarmonyMessage, parse_output
+from actorllm.core.harmony.dicts import message_dict
 from actorllm.core.outputs import RequestOutput
 from actorllm.core.structured_outputs_params import StructuredOutputsError
+from actorllm.entrypoints.openai import harmony_chat
 from actorllm.entrypoints.openai.errors import APIError, bad_request, to_api_error
 from actorllm.entrypoints.openai.fields import decode_request
 from actorllm.entrypoints.openai.protocol.chat_request import (
@@ -93,6 +96,34 @@ def _check_background(req: ResponsesRequest, store: ResponseStore) -> None:
         raise bad_request("background can only be used when `store` is true", "background")
     if not store.enabled:
         raise bad_request(_NO_STORE_BACKGROUND, "background")
+
+
+def _harmony_history(ctx: ServingContext, req: ResponsesRequest) -> list[HarmonyMessage]:
+    """``previous_input_messages`` as harmony messages; with ``enable_response_messages``,
+    both gpt-oss only (vLLM's "non-background and gpt-oss only"): 400s naming them."""
+    asked = [
+        name
+        for name, on in (
+            ("enable_response_messages", req.enable_response_messages),
+            ("previous_input_messages", req.previous_input_messages is not None),
+        )
+        if on
+    ]
+    if asked and not ctx.chat.harmony:
+        raise bad_request(f"{asked[0]} is only supported for gpt-oss (harmony) models.", asked[0])
+    if req.enable_response_messages and req.background:
+        raise bad_request(
+            "enable_response_messages is not supported with background: true.",
+            "enable_response_messages",
+        )
+    if req.previous_input_messages is None:
+        return []
+    if req.previous_response_id is not None:
+        raise bad_request(
+            "previous_input_messages cannot be used with previous_response_id.",
+            "previous_input_messages",
+        )
+    return harmony_chat.history_from_dicts(req.previous_input_messages)
 
 
 def _earlier_messages(store: ResponseStore, response_id: str) -> list[ChatMessage]:
@@ -223,7 +254,8 @@ class _Run:
             status, details = "incomplete", IncompleteDetails(reason="max_output_tokens")
         usage = self.state.usage.info()
         reasoning_tokens = 0
-        if c is not None and self.ctx.chat.reasoning_parser is not None:
+        parses_reasoning = self.ctx.chat.reasoning_parser is not None or self.ctx.chat.harmony
+        if c is not None and parses_reasoning:
             thought = c.parser.message(c.text).reasoning_content
             tok = self.ctx.engine.tokenizer
             reasoning_tokens = len(tok.encode(thought, add_special_tokens=False)) if thought else 0
@@ -242,11 +274,24 @@ class _Run:
                 ),
                 total_tokens=usage.total_tokens,
             ),
+            **self._messages(c),
         )
         self.ctx.defaults.log_outputs_of(response.id, self.state.choices)
         if self.req.store:
             self.store.put(response, self.messages)
         return response
+
+    def _messages(self, c: Any) -> dict[str, Any]:
+        """enable_response_messages: the harmony messages in and out (vLLM's
+        ``Message.to_dict()`` lists)."""
+        hp = self.state.harmony_prompt
+        if not self.req.enable_response_messages or hp is None:
+            return {}
+        out = parse_output(c.text, final=True).messages if c is not None else []
+        return {
+            "input_messages": hp.message_dicts(),
+            "output_messages": [message_dict(m) for m in out],
+        }
 
     async def stream(self, streams: Any, emit: Emit) -> ResponsesResponse | None:
         """Emit the response's events; the final response, or None when the engine failed
@@ -286,6 +331,7 @@ async def create_response(
     background: BackgroundRuns | None = None,
 ) -> Response:
     _check_background(req, store)
+    history = _harmony_history(ctx, req)
     earlier = (
         _earlier_messages(store, req.previous_response_id)
         if req.previous_response_id is not None
@@ -301,7 +347,9 @@ async def create_response(
     rid = req.request_id or new_id("resp")
     budget = OutputBudget(asked=req.max_output_tokens, param="input")
     try:
-        state, streams, params = await start_chat(ctx, chat, receive, budget=budget, request_id=rid)
+        state, streams, params = await start_chat(
+            ctx, chat, receive, budget=budget, request_id=rid, harmony_history=history
+        )
     except StructuredOutputsError as exc:  # chat's response_format is text.format here
         if exc.param == "response_format":
             raise exc.renamed("text") from None

@@ -99,10 +99,6 @@ def refuse_unserved(body: dict[str, Any]) -> None:
                 _refuse(f"{part_kind!r} content", "this server serves text models", "input")
     if body.get("prompt") is not None:
         raise bad_request("prompt template is not supported", "prompt")  # vLLM's words
-    if body.get("enable_response_messages"):
-        _refuse("enable_response_messages", "raw input/output messages", "enable_response_messages")
-    if body.get("previous_input_messages") is not None:
-        _refuse("previous_input_messages", "harmony (gpt-oss) messages", "previous_input_messages")
     tier = body.get("service_tier")
     if tier not in (None, "auto", "default"):
         _refuse(f"service_tier {tier!r}", "it has one service tier", "service_tier")
