@@ -105,7 +105,9 @@ ROUTERS = ("gate", "shared_expert_gate")
 
 
 def _linear_class(spec: QuantSpec) -> type[PackedLinear | Int8Linear | Fp8Linear]:
-    return {"w8a8_int8": Int8Linear, "fp8": Fp8Linear}.get(spec.scheme, PackedLinear)
+    if spec.scheme == "w8a8_int8":
+        return Int8Linear
+    return Fp8Linear if spec.scheme == "fp8" else PackedLinear
 
 
 def _quantize_experts(
