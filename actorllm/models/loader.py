@@ -42,6 +42,7 @@ from actorllm.models.quant.apply import (
     optional_param,
     quantize_linears,
 )
+from actorllm.models.quant.experts import EXPERT_LINEARS, QuantExperts
 from actorllm.models.quant.linear import QUANT_LINEARS
 from actorllm.models.quant.spec import QuantizationError as QuantizationError
 from actorllm.models.registry import resolve_model_class
@@ -322,7 +323,7 @@ def _resolve_one(
     param = params.get(target)
     if param is None:
         if strict:
-            raise WeightLoadError(f"{hf_name}: the model has no such parameter")
+            raise WeightLoadError(f"{hf_name}: the model has no such parameter{_hint(name)}")
         log.warning("ignoring checkpoint tensor %s (no such parameter)", hf_name)
         return name
     dst = param.data if shard is None else _shard_view(model, param.data, target, shard)
@@ -344,22 +345,42 @@ def _resolve_one(
     return dst, StagedWeight(hf_name, name, target, shard, tensor)
 
 
+def _hint(name: str) -> str:
+    """Why a quantized checkpoint's tensor may have no parameter, where that is known."""
+    if re.search(r"\.mlp\.(shared_expert_)?gate\.", name):
+        return " (a quantized MoE router gate is not supported: it runs unquantized, as in vLLM)"
+    return ""
+
+
 # A packed parameter's shard: an index into shard_sizes (q/k/v, gate/up) or, for stacked
 # experts, (expert, slot).
 ShardKey = int | tuple[int, int] | None
-_EXPERT = re.compile(r"\.experts\.(\d+)\.(\w+)\.weight$")
+_EXPERT = re.compile(r"\.experts\.(\d+)\.(\w+)\.(\w+)$")
 
 
 def _packed_target(model: CausalLM, name: str) -> tuple[str, ShardKey]:
     """Our name -> (our param name, shard key or None)."""
     m = _EXPERT.search(name)
     if m is not None and m.group(2) in EXPERT_SLOTS:
-        leaf, slot = EXPERT_SLOTS[m.group(2)]
-        return f"{name[: m.start()]}.experts.{leaf}", (int(m.group(1)), slot)
+        expert, proj, leaf = int(m.group(1)), m.group(2), m.group(3)
+        owner = f"{name[: m.start()]}.experts"
+        if isinstance(_submodule(model, owner), QuantExperts):  # one quantized linear each
+            linear, shard = EXPERT_LINEARS[proj]
+            return f"{owner}.{expert}.{linear}.{leaf}", shard
+        if leaf == "weight":
+            stacked, slot = EXPERT_SLOTS[proj]
+            return f"{owner}.{stacked}", (expert, slot)
     for frag, (packed, shard) in model.packed_modules.items():
         if f".{frag}." in name:
             return name.replace(f".{frag}.", f".{packed}."), shard
     return name, None
+
+
+def _submodule(model: CausalLM, name: str) -> torch.nn.Module | None:
+    try:
+        return model.get_submodule(name)
+    except AttributeError:
+        return None
 
 
 def _changes_kind(src: torch.dtype, dst: torch.dtype) -> bool:

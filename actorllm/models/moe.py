@@ -10,7 +10,7 @@ Expert weights are stacked at load time into ``experts.w13`` [E, 2I, H] (gate | 
 its slot: ``mlp.experts.{e}.gate_proj.weight`` (Mixtral: ``w1``) is rows [0, I) of
 ``w13[e]``, ``up_proj`` (``w3``) rows [I, 2I), ``down_proj`` (``w2``) all of ``w2[e]``.
 transformers 5's own stacked names (``experts.gate_up_proj``, ``experts.down_proj``) load
-whole.
+whole. A quantized checkpoint's experts are not stacked: ``models/quant/experts.py``.
 """
 
 from __future__ import annotations
@@ -67,7 +67,10 @@ class SparseMoeBlock(nn.Module):
         self.renormalize = cfg.norm_topk_prob
         self.activation = cfg.hidden_act
         self.gate = nn.Linear(cfg.hidden_size, cfg.num_experts, bias=False)  # the router
-        self.experts = FusedExperts(cfg.num_experts, cfg.hidden_size, cfg.moe_intermediate_size)
+        # Quantized checkpoints: replaced at load by models/quant/experts.py's QuantExperts.
+        self.experts: nn.Module = FusedExperts(
+            cfg.num_experts, cfg.hidden_size, cfg.moe_intermediate_size
+        )
         self.shared_expert: MLP | None = None
         self.shared_expert_gate: nn.Linear | None = None
         if cfg.shared_expert_intermediate_size:
@@ -77,9 +80,12 @@ class SparseMoeBlock(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x: [T, H] -> [T, H]."""
         weights, ids = route_topk(self.gate(x), self.top_k, self.renormalize)  # [T, K] x2
-        out = self.ops.fused_moe(
-            x, self.experts.w13, self.experts.w2, weights, ids, self.activation
-        )  # [T, H]
+        if isinstance(self.experts, FusedExperts):
+            out = self.ops.fused_moe(
+                x, self.experts.w13, self.experts.w2, weights, ids, self.activation
+            )  # [T, H]
+        else:  # quantized experts: each expert's tokens through its own quantized linears
+            out = self.experts(x, weights, ids, self.activation)  # [T, H]
         if self.shared_expert is not None and self.shared_expert_gate is not None:
             shared = self.shared_expert(x)  # [T, H]
             out = out + torch.sigmoid(self.shared_expert_gate(x)) * shared

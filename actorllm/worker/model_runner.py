@@ -44,6 +44,7 @@ from actorllm.models.parallel import shard_config
 from actorllm.models.pipeline import stage_config, stage_kv_config
 from actorllm.models.pooler_spec import causal_architecture
 from actorllm.models.quant.apply import checkpoint_quantization, weight_bytes
+from actorllm.models.quant.experts import quantized_experts
 from actorllm.worker.cuda_graphs import DecodeGraphs, graph_batch_sizes
 from actorllm.worker.decoder_pooling import decoder_pooling_head, run_pooling_step
 from actorllm.worker.device_streams import CudaStreams
@@ -411,6 +412,8 @@ class ModelRunner:
             and self.attention_backend == "triton"
             and self.launcher.buffers is not None
             and self.lora is None  # graphs would freeze one step's adapter rows
+            # Quantized MoE experts slice each expert's rows on the host: not capturable.
+            and not (self.model is not None and quantized_experts(self.model))
         )
 
     def _capture_graphs(self) -> None:

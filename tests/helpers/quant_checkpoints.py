@@ -19,7 +19,9 @@ from safetensors.torch import load_file, save_file
 
 from tests.helpers.models import make_tiny_checkpoint
 
-LINEARS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+# Quantized linears, MoE experts included (Mixtral's w1 / w3 / w2); routers stay float.
+LINEARS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj",
+           "w1", "w2", "w3")  # fmt: skip
 AWQ_ORDER = (0, 2, 4, 6, 1, 3, 5, 7)
 
 
@@ -126,13 +128,15 @@ def write_quantized(
     sym: bool = False,
     desc_act: bool = False,
     scale_error: float = 1.0,
+    wrong_module: str = "",
     seed: int = 0,
     block: tuple[int, int] | None = None,
     **config: Any,
 ) -> tuple[Path, Path]:
     """(reference checkpoint, quantized checkpoint) under ``directory``. ``method``: gptq,
     awq, w4a16 (compressed-tensors pack-quantized) or w8a8 (compressed-tensors int8).
-    ``scale_error`` multiplies one stored scale tensor (a deliberately wrong checkpoint)."""
+    ``scale_error`` multiplies one stored scale tensor (a deliberately wrong checkpoint):
+    the first of a module whose name contains ``wrong_module``."""
     base = make_tiny_checkpoint(directory / "base", family, seed=seed, **config)  # type: ignore[arg-type]
     raw = load_file(str(base / "model.safetensors"))
     cfg = json.loads((base / "config.json").read_text())
@@ -147,30 +151,28 @@ def write_quantized(
             ref[name] = quant[name] = w
             continue
         i = w.shape[1]
+        err = scale_error if not wrong_done and wrong_module in module else 1.0
+        wrong_done = wrong_done or wrong_module in module
         if method == "ct_fp8":  # compressed-tensors FP8_DYNAMIC: a scale per output row
             scale = (w.abs().amax(dim=1, keepdim=True) / 448).clamp(min=1e-8)  # [O, 1]
             w8 = (w / scale).to(torch.float8_e4m3fn)
             ref[name] = w8.float() * scale
             quant[name] = w8
-            quant[f"{module}.weight_scale"] = scale * (scale_error if not wrong_done else 1.0)
-            wrong_done = True
+            quant[f"{module}.weight_scale"] = scale * err
             continue
         if method == "fp8":
             w8, scale = _fp8(w, block)
             ref[name] = w8.float() * _expand(scale, w.shape, block)
             quant[name] = w8
             key = "weight_scale" if block is None else "weight_scale_inv"
-            quant[f"{module}.{key}"] = scale * (scale_error if not wrong_done else 1.0)
-            wrong_done = True
+            quant[f"{module}.{key}"] = scale * err
             continue
         if method == "w8a8":
             s = (w.abs().amax(dim=1, keepdim=True) / 127).clamp(min=1e-8)  # [O, 1] float32
             q8 = torch.round(w / s).clamp(-128, 127).to(torch.int8)
             ref[name] = q8.float() * s
             quant[name] = q8
-            wrong = scale_error if not wrong_done else 1.0
-            wrong_done = True
-            quant[f"{module}.weight_scale"] = s * wrong
+            quant[f"{module}.weight_scale"] = s * err
             continue
         gs = i if group_size == -1 else group_size
         if desc_act:
@@ -181,6 +183,7 @@ def write_quantized(
                 "k_proj": ".q_proj",
                 "v_proj": ".q_proj",
                 "up_proj": ".gate_proj",
+                "w3": ".w1",
             }.get(leaf, "." + leaf)
             if key not in orders:
                 orders[key] = torch.randperm(i, generator=gen)
@@ -192,9 +195,8 @@ def write_quantized(
         is_sym = sym or method == "w4a16"
         q, scales, zeros = quantize_groups(w, bits, gs, is_sym, g_idx)
         ref[name] = dequantize(q, scales, zeros, g_idx)
-        if not wrong_done and scale_error != 1.0:
-            scales = (scales.float() * scale_error).half()
-            wrong_done = True
+        if err != 1.0:
+            scales = (scales.float() * err).half()
         if method == "gptq":
             parts = gptq_tensors(q, scales, zeros, g_idx, bits)
         elif method == "awq":

@@ -6,7 +6,7 @@ transformers' GGUF integration maps them, except that ``{arch}.attention.key_len
 (the head size) is honoured for every architecture. Architectures run here: llama (also
 what Mistral files say), qwen2, qwen3; others are refused by name, as is what the file
 holds that the model would silently not apply (``rope_freqs``: Llama 3's per-dimension
-rope factors; partial rotary; unknown rope scaling).
+rope factors; partial rotary; unknown rope scaling; MoE experts, ``ffn_*_exps``).
 
     raw = gguf_config_dict(open_reader("model.gguf"))   # then CheckpointConfig.from_dict
 """
@@ -99,6 +99,13 @@ def gguf_config_dict(reader: GGUFReader) -> dict[str, Any]:
     for tensor, what in UNSUPPORTED_TENSORS.items():
         if tensor in names:
             raise GGUFError(f"GGUF tensor {tensor!r} ({what}) is not supported")
+    experts = sorted(n for n in names if "_exps." in n)
+    if key("expert_count") or experts:
+        # Mixtral files say arch llama: their experts are what would not be read.
+        raise GGUFError(
+            f"GGUF MoE experts ({arch}.expert_count={key('expert_count')}, tensors "
+            f"{experts[:3]}) are not supported"
+        )
     hidden = int(need("embedding_length"))
     heads = int(_one(need("attention.head_count"), "attention.head_count"))
     kv_heads = int(_one(key("attention.head_count_kv", heads), "attention.head_count_kv"))

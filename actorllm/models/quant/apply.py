@@ -2,9 +2,13 @@
 quantized (``QuantSpec.quantizes``), built in place of their ``nn.Linear`` before any
 weight is read, and repacked for the forward once every tensor is in.
 
-What is not built is refused here by name: quantized MoE experts, GPT-2, Phi-3's fused
-checkpoints, a quantized ``lm_head``, fused projections whose parts disagree on being
-quantized, and tensor parallelism over quantized weights.
+MoE experts are built as :class:`QuantExperts` (``experts.py``) when the checkpoint
+quantizes every expert's projections; the router (``gate``) and Qwen2-MoE's
+``shared_expert_gate`` always stay unquantized (as vLLM builds them).
+
+What is not built is refused here by name: GPT-2, Phi-3's fused checkpoints, a quantized
+``lm_head``, fused projections whose parts disagree on being quantized, experts of which
+only some are quantized, and tensor parallelism over quantized weights.
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ from torch import nn
 from actorllm.models.base import CausalLM
 from actorllm.models.config import CheckpointConfig
 from actorllm.models.meta_init import on_meta
+from actorllm.models.moe import FusedExperts, SparseMoeBlock
+from actorllm.models.quant.experts import QuantExperts
 from actorllm.models.quant.linear import QUANT_LINEARS, Fp8Linear, Int8Linear, PackedLinear
 from actorllm.models.quant.spec import QuantizationError, QuantSpec, resolve_quantization
 
@@ -32,8 +38,11 @@ def checkpoint_quantization(cfg: CheckpointConfig, requested: str | None) -> Qua
         problems.append("GPT-2")
     if cfg.model_type == "phi3":
         problems.append("Phi-3's fused qkv_proj / gate_up_proj checkpoints")
-    if cfg.num_experts:
-        problems.append(f"MoE experts ({cfg.architecture}, {cfg.num_experts} experts)")
+    if cfg.num_experts and cfg.tp_size > 1:
+        problems.append(
+            f"MoE experts ({cfg.architecture}) with tensor_parallel_size={cfg.tp_size} "
+            "(quantized experts are not split over ranks)"
+        )
     if spec.method == "compressed-tensors" and spec.quantizes("lm_head"):
         problems.append("a quantized lm_head (not in the checkpoint's ignore list)")
     if cfg.tp_size > 1:
@@ -55,8 +64,12 @@ def quantize_linears(model: CausalLM, spec: QuantSpec, dtype: torch.dtype) -> in
         fused.setdefault(packed, []).append(frag)
     count = 0
     for owner_name, owner in list(model.named_modules()):
+        if isinstance(owner, SparseMoeBlock) and isinstance(owner.experts, FusedExperts):
+            count += _quantize_experts(model, owner, owner_name, spec, dtype)
         for child_name, child in list(owner.named_children()):
             if type(child) is not nn.Linear or child_name == "lm_head":
+                continue
+            if isinstance(owner, SparseMoeBlock) and child_name in ROUTERS:
                 continue
             prefix = f"{owner_name}.{child_name}".removeprefix(".")
             frags = fused.get(child_name)
@@ -70,7 +83,7 @@ def quantize_linears(model: CausalLM, spec: QuantSpec, dtype: torch.dtype) -> in
             if not flags.pop():
                 continue
             sizes: list[int] | None = getattr(owner, "shard_sizes", None) if frags else None
-            cls = {"w8a8_int8": Int8Linear, "fp8": Fp8Linear}.get(spec.scheme, PackedLinear)
+            cls = _linear_class(spec)
             with on_meta():
                 layer = cls(
                     child.in_features, child.out_features, child.bias is not None,
@@ -84,6 +97,46 @@ def quantize_linears(model: CausalLM, spec: QuantSpec, dtype: torch.dtype) -> in
             "of the model's linears"
         )
     return count
+
+
+# A MoE block's linears that route rather than compute: never quantized (vLLM builds them
+# with quant_config=None); a checkpoint storing them quantized fails to load, named.
+ROUTERS = ("gate", "shared_expert_gate")
+
+
+def _linear_class(spec: QuantSpec) -> type[PackedLinear | Int8Linear | Fp8Linear]:
+    if spec.scheme == "w8a8_int8":
+        return Int8Linear
+    return Fp8Linear if spec.scheme == "fp8" else PackedLinear
+
+
+def _quantize_experts(
+    model: CausalLM, block: SparseMoeBlock, name: str, spec: QuantSpec, dtype: torch.dtype
+) -> int:
+    """Replace ``block``'s stacked experts by quantized ones when the checkpoint quantizes
+    them (all of them: some quantized, some not is refused); returns the linears built."""
+    experts = block.experts
+    assert isinstance(experts, FusedExperts)
+    hf_block, projs = name, ("gate_proj", "up_proj", "down_proj")
+    if model.config.model_type == "mixtral":  # HF: block_sparse_moe.experts.{e}.w1/w3/w2
+        hf_block, projs = name.replace(".mlp", ".block_sparse_moe"), ("w1", "w3", "w2")
+    names = [f"{hf_block}.experts.{e}.{p}" for e in range(experts.num_experts) for p in projs]
+    flags = [spec.quantizes(n) for n in names]
+    if not any(flags):
+        return 0
+    if not all(flags):
+        plain = [n for n, f in zip(names, flags, strict=True) if not f]
+        raise QuantizationError(
+            f"quantization method {spec.method!r}: MoE experts of which only some are "
+            f"quantized ({', '.join(plain[:3])}{' ...' if len(plain) > 3 else ''} are not) "
+            "are not supported"
+        )
+    hidden = experts.w13.shape[2]
+    with on_meta():
+        block.experts = QuantExperts(
+            experts.num_experts, hidden, experts.inter, spec, dtype, _linear_class(spec)
+        )
+    return 2 * experts.num_experts
 
 
 def finish_quantized(model: nn.Module, written: Mapping[str, object]) -> None:

@@ -133,6 +133,13 @@ def test_rope_factors_are_refused_by_name(q8_file: Path, tmp_path: Path) -> None
         CheckpointConfig.from_pretrained(path)
 
 
+def test_moe_experts_are_refused_by_name(q8_file: Path, tmp_path: Path) -> None:
+    """Mixtral's GGUF files say architecture llama: their 3-D expert tensors name them."""
+    path = _rewrite(q8_file, tmp_path / "moe.gguf", extra="blk.0.ffn_gate_exps.weight")
+    with pytest.raises(GGUFError, match=r"GGUF MoE experts .*blk\.0\.ffn_gate_exps\.weight"):
+        CheckpointConfig.from_pretrained(path)
+
+
 def test_a_corrupt_file_is_refused(q8_file: Path, tmp_path: Path) -> None:
     bad = tmp_path / "bad.gguf"
     bad.write_bytes(q8_file.read_bytes()[:4096])

@@ -1,0 +1,106 @@
+"""Quantized MoE experts: each expert a pair of the quantized linears the dense layers use
+(``linear.py``), kept packed, run on the tokens routed to it.
+
+Quantized MoE checkpoints (GPTQ / AWQ Mixtral and Qwen3-MoE, compressed-tensors from
+llm-compressor, fp8 Qwen3-MoE) store every expert under the dense names:
+``model.layers.0.mlp.experts.3.gate_proj.qweight`` / ``.scales`` / ``.qzeros`` /
+``.g_idx`` (Mixtral: ``block_sparse_moe.experts.3.w1`` / ``w3`` / ``w2``). Expert ``e`` is
+built as ``experts.{e}.gate_up_proj`` (gate | up fused, as the dense MLP's: the
+checkpoint's gate and up tensors fill its two output shards) and ``experts.{e}.down_proj``,
+so the loader writes each tensor through the linear's own ``shard_view`` and
+``finish_loading`` repacks it like any dense quantized linear.
+
+The forward groups the ``T * K`` (token, expert) pairs by expert, as the unquantized
+reference does (``kernels/moe.py::fused_moe``), and runs each active expert's rows through
+its two linears: the low-bit compute is the dense path's (native kernels for up to 16 rows,
+per-tile dequantization above; int8 GEMMs for W8A8). The router (``gate``) and Qwen2-MoE's
+``shared_expert_gate`` stay unquantized, as in vLLM; the shared expert is an ordinary
+dense MLP, quantized like any other.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from actorllm.kernels.moe import gated_activation, sort_by_expert
+from actorllm.models.quant.linear import Fp8Linear, Int8Linear, PackedLinear
+from actorllm.models.quant.spec import QuantSpec
+
+QuantLinear = PackedLinear | Int8Linear | Fp8Linear
+# An HF per-expert projection -> (our linear in the expert, its output shard; None: whole).
+EXPERT_LINEARS: dict[str, tuple[str, int | None]] = {
+    "gate_proj": ("gate_up_proj", 0),
+    "up_proj": ("gate_up_proj", 1),
+    "down_proj": ("down_proj", None),
+    "w1": ("gate_up_proj", 0),  # Mixtral
+    "w3": ("gate_up_proj", 1),
+    "w2": ("down_proj", None),
+}
+
+
+class QuantExpert(nn.Module):
+    """One gated-MLP expert: ``down(act(gate(x)) * up(x))``, ``[n, H] -> [n, H]``."""
+
+    def __init__(
+        self, cls: type[QuantLinear], hidden: int, inter: int, spec: QuantSpec, dtype: torch.dtype
+    ) -> None:
+        super().__init__()
+        self.shard_sizes = [inter, inter]
+        self.gate_up_proj = cls(hidden, 2 * inter, False, spec, dtype, [inter, inter])
+        self.down_proj = cls(inter, hidden, False, spec, dtype, None)
+
+
+class QuantExperts(nn.Module):
+    """E quantized experts, children ``"0"`` .. ``"E-1"`` (the checkpoint's numbering)."""
+
+    def __init__(
+        self,
+        num_experts: int,
+        hidden: int,
+        inter: int,
+        spec: QuantSpec,
+        dtype: torch.dtype,
+        cls: type[QuantLinear],
+    ) -> None:
+        super().__init__()
+        self.num_experts, self.inter = num_experts, inter
+        for e in range(num_experts):
+            self.add_module(str(e), QuantExpert(cls, hidden, inter, spec, dtype))
+
+    def expert(self, e: int) -> QuantExpert:
+        module = self.get_submodule(str(e))
+        assert isinstance(module, QuantExpert)
+        return module
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        topk_weights: torch.Tensor,
+        topk_ids: torch.Tensor,
+        activation: str = "silu",
+    ) -> torch.Tensor:
+        """sum_k topk_weights[t, k] * expert_{topk_ids[t, k]}(x[t]): ``x [T, H]``,
+        ``topk_weights [T, K]`` float32, ``topk_ids [T, K]`` -> ``[T, H]`` in x's dtype."""
+        k = topk_ids.shape[1]
+        act = gated_activation(activation)
+        order, counts = sort_by_expert(topk_ids, self.num_experts)  # [T*K], [E]
+        rows = order // k  # [T*K] token of each sorted pair
+        xs = x.index_select(0, rows)  # [T*K, H], grouped by expert
+        ys = torch.empty_like(xs)
+        # Deliberate host sync: each active expert's run of rows is sliced on the host.
+        start = 0
+        for e, n in enumerate(counts.tolist()):
+            if n:
+                expert = self.expert(e)
+                h = act(expert.gate_up_proj(xs[start : start + n]))  # [n, I]
+                ys[start : start + n] = expert.down_proj(h)  # [n, H]
+                start += n
+        ys.mul_(topk_weights.flatten().index_select(0, order).unsqueeze(1).to(ys.dtype))
+        return torch.zeros_like(x).index_add_(0, rows, ys)  # [T, H]: each token's K rows
+
+
+def quantized_experts(model: nn.Module) -> bool:
+    """Whether ``model`` holds quantized MoE experts (their forward syncs with the host,
+    so decode is not captured in CUDA graphs)."""
+    return any(isinstance(m, QuantExperts) for m in model.modules())
