@@ -109,10 +109,12 @@ def check_quantized_split(cfg: CheckpointConfig, spec: QuantSpec, size: int) -> 
     here, before any rank is started. ``cfg``: the whole checkpoint's config."""
     from actorllm.kernels.ops import TORCH_OPS
     from actorllm.models.meta_init import on_meta
+    from actorllm.models.pooler_spec import causal_architecture
     from actorllm.models.quant.apply import quantize_linears
     from actorllm.models.registry import resolve_model_class
 
     local = shard_config(msgspec.structs.replace(cfg, tp_size=1), 0, size)
+    cls = resolve_model_class(causal_architecture(cfg.architecture))  # a pooling one's body
     with on_meta():
-        model = resolve_model_class(cfg.architecture)(local, TORCH_OPS)
+        model = cls(local, TORCH_OPS)
     quantize_linears(model, spec, torch.float32)
