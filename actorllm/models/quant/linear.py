@@ -198,7 +198,7 @@ class PackedLinear(nn.Module):
         i, o, gs = self.in_features, self.out_features, self.group_size
         half = float(1 << (bits - 1))
         perm: torch.Tensor | None = None
-        col_groups: torch.Tensor | None = None
+        col_groups: torch.Tensor | None = None  # [I]: uneven groups (act-order row shard)
         if s.scheme == "gptq":
             q = unpack_int32(self.qweight.data, bits, 0).t()  # [O, I]
             scales = self.scales.data.t()  # [O, G]
@@ -209,19 +209,9 @@ class PackedLinear(nn.Module):
                     scales.dtype
                 )  # [O, G]
             g = self._gptq_groups(self.g_idx.data, "g_idx" in absent)  # [I]
-            if scales.shape[1] == i // gs:  # this shard's groups only
-                g = g - self.first_group
-            else:  # an act-order row shard, with every group's scales
-                picked = _whole_groups(g, gs)
-                if picked is None:
-                    col_groups = g
-                else:  # its rows are whole groups: keep theirs only
-                    scales, zeros = scales[:, picked], zeros[:, picked]
-                    g = torch.searchsorted(picked, g)
-            if col_groups is None:
-                perm = self._gptq_perm(g)
-                if perm is not None:
-                    q = q[:, perm]
+            scales, zeros, perm, col_groups = self._gptq_order(g, scales, zeros)
+            if perm is not None:
+                q = q[:, perm]
             del self.qweight, self.qzeros, self.scales, self.g_idx
         elif s.scheme == "awq":
             q = _awq_columns(unpack_int32(self.qweight.data, bits, 1)).t()  # [O, I]
@@ -266,6 +256,23 @@ class PackedLinear(nn.Module):
         if not bool((rows == rows[0]).all()):
             raise QuantLoadError("the fused projection's shards have different g_idx")
         return rows[0]
+
+    def _gptq_order(
+        self, g: torch.Tensor, scales: torch.Tensor, zeros: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+        """Each input row's group ``g [I]`` (the layer's numbering) and the loaded
+        ``scales`` / ``zeros`` ``[O, G']`` -> (scales, zeros ``[O, G]``, the input
+        permutation making groups contiguous or None, each column's group when the groups
+        are uneven or None: then no permutation)."""
+        if scales.shape[1] == self.in_features // self.group_size:  # this shard's groups
+            return scales, zeros, self._gptq_perm(g - self.first_group), None
+        # An act-order row shard holding every group's scales.
+        picked = _whole_groups(g, self.group_size)
+        if picked is None:
+            return scales, zeros, None, g
+        # Its rows are whole groups: keep theirs only.
+        g = torch.searchsorted(picked, g)
+        return scales[:, picked], zeros[:, picked], self._gptq_perm(g), None
 
     def _gptq_perm(self, g: torch.Tensor) -> torch.Tensor | None:
         """Each input row's group ``[I]`` -> the input permutation that makes groups

@@ -5,6 +5,7 @@ before any rank starts. The engine over gloo: tests/distributed/test_tensor_para
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -98,9 +99,16 @@ def test_act_order_row_shards_keep_every_groups_scales(tmp_path: Path) -> None:
     assert isinstance(down, PackedLinear) and down.col_groups is not None
     assert tuple(down.w_scales.shape) == (64, 128 // 32)  # [O, G] of the whole layer
     _ref, plain = write_quantized(tmp_path / "in_order", "gptq", bits=4)
-    down = _load(plain, 1, 2).get_submodule("model.layers.0.mlp.down_proj")
-    assert isinstance(down, PackedLinear) and down.col_groups is None
-    assert tuple(down.w_scales.shape) == (64, 64 // 32)
+    config = plain / "config.json"
+    for desc_act in (False, True):  # True: static groups, g_idx in order
+        raw = json.loads(config.read_text())
+        raw["quantization_config"]["desc_act"] = desc_act
+        config.write_text(json.dumps(raw))
+        whole = _load(plain, 0, 1).get_submodule("model.layers.0.mlp.down_proj")
+        down = _load(plain, 1, 2).get_submodule("model.layers.0.mlp.down_proj")
+        assert isinstance(down, PackedLinear) and isinstance(whole, PackedLinear)
+        assert down.col_groups is None
+        torch.testing.assert_close(down.w_scales, whole.w_scales[:, 2:])  # groups 2, 3
 
 
 def test_w8a8_row_shards_keep_the_per_channel_scales(tmp_path: Path) -> None:
