@@ -122,12 +122,43 @@ _COLUMN = (".q_proj.", ".gate_proj.", ".up_proj.", ".w1.", ".w3.")
 _KV = (".k_proj.", ".v_proj.")
 _ROW = (".o_proj.", ".down_proj.", ".w2.")
 _VOCAB = ("embed_tokens.weight", "lm_head.weight")
+# (output dim, input dim) of a projection's checkpoint tensor, by its leaf name; None: it
+# has no such dim. Anything else (weight, weight_packed, weight_scale, weight_scale_inv,
+# bias) holds output rows on dim 0 and input columns on its last dim. GPTQ and AWQ store
+# their packed tensors input-major: qweight [I / pf, O] (AWQ [I, O / 8]), qzeros
+# [G, O / pf], scales [G, O], g_idx [I].
+_LEAF_DIMS: dict[str, tuple[int | None, int | None]] = {
+    "qweight": (1, 0),
+    "qzeros": (1, 0),
+    "scales": (1, 0),
+    "g_idx": (None, 0),
+    "bias": (0, None),
+}
+
+
+def split_kind(name: str) -> str | None:
+    """How projection ``name`` (our naming, before packing, e.g. ``...o_proj`` or
+    ``...o_proj.weight``) is split: ``"column"`` (its outputs), ``"row"`` (its inputs)
+    or None (replicated)."""
+    name += "."
+    if any(f in name for f in _COLUMN + _KV):
+        return "column"
+    if any(f in name for f in _ROW):
+        return "row"
+    return None
 
 
 def rank_piece(cfg: CheckpointConfig, name: str, local_shape: tuple[int, ...], source: Any) -> Any:
     """This rank's part of checkpoint tensor ``name`` (our naming, before packing), read
     from ``source``: a tensor, or a safetensors slice (``get_slice``: only the part is read).
-    ``local_shape`` is the shape of the parameter (or packed shard) it goes into."""
+    ``local_shape`` is the shape of the parameter (or packed shard) it goes into.
+
+    Quantized projections split the same way along their own layouts (:data:`_LEAF_DIMS`):
+    packed weights, group scales and zero points by whole packed words and whole groups
+    (``models/quant/apply.py`` refuses a split that is not whole). A tensor whose split
+    dim is as long here as in the checkpoint is not split: the per-output-row scales of a
+    row-parallel layer, one group over the whole row (``group_size=-1``), a per-tensor
+    scale, the act-order scales every row-parallel rank keeps (GPTQ ``desc_act``)."""
     if cfg.tp_size == 1:
         return source[...] if not isinstance(source, torch.Tensor) else source
     r, n = cfg.tp_rank, cfg.tp_size
@@ -142,21 +173,35 @@ def rank_piece(cfg: CheckpointConfig, name: str, local_shape: tuple[int, ...], s
         return part
     if name.endswith((".experts.w13", ".experts.w2")):
         return _stacked_experts(name, shape, source, r, local_shape)
-    if any(f in name for f in _KV):
-        rows, hk = local_shape[0], cfg.full_num_kv_heads  # rows: local heads * head_dim
+    kind = split_kind(name)
+    if kind is None:
+        return _full(source)  # replicated: norms, the router, the shared expert's gate
+    leaf = name.rsplit(".", 1)[-1]
+    if leaf == "weight_shape":  # compressed-tensors' [O, I] of the weight: this rank's
+        return _local_weight_shape(cfg, name, _full(source))
+    if kind == "row" and leaf == "bias":  # summed by the all-reduce: rank 0 adds it once
+        full = _full(source)
+        return full if r == 0 else torch.zeros_like(full)
+    out_dim, in_dim = _LEAF_DIMS.get(leaf, (0, -1))
+    dim = out_dim if kind == "column" else in_dim
+    if dim is None or not shape or len(shape) != len(local_shape):
+        return _full(source)
+    dim %= len(shape)
+    length = local_shape[dim]
+    if length == shape[dim]:
+        return _full(source)
+    index = r
+    if any(f in name for f in _KV) and cfg.full_num_kv_heads < n:
         # Fewer KV heads than ranks: rank r replicates head r * Hk // N (its query heads').
-        start = ((r * hk) // n) * rows if hk < n else r * rows
-        return _read(source, 0, start, rows)
-    if any(f in name for f in _COLUMN):
-        rows = local_shape[0]
-        return _read(source, 0, r * rows, rows)
-    if any(f in name for f in _ROW):
-        if name.endswith(".bias"):  # summed by the all-reduce: rank 0 adds it once
-            full = _read(source, 0, 0, shape[0])
-            return full if r == 0 else torch.zeros_like(full)
-        cols = local_shape[-1]
-        return _read(source, len(shape) - 1, r * cols, cols)
-    return _full(source)  # replicated: norms, the router, the shared expert's gate
+        index = (r * cfg.full_num_kv_heads) // n
+    return _read(source, dim, index * length, length)
+
+
+def _local_weight_shape(cfg: CheckpointConfig, name: str, full: torch.Tensor) -> torch.Tensor:
+    """A projection's ``[O, I]`` (int64 [2]) -> this rank's part's."""
+    o, i = (int(v) for v in full.tolist())
+    local = full_weight_shape(cfg, name, 1, 1)  # how many times the rank's part fits
+    return torch.tensor([o // local[0], i // local[1]], dtype=full.dtype)
 
 
 def lora_pair_piece(

@@ -239,7 +239,7 @@ def build_rank0(
         from actorllm.models.quant.apply import checkpoint_quantization
         from actorllm.worker.tp_group import TPGroup  # torch.distributed: only when used
 
-        # Refused before any rank process is spawned (quantized weights are not split).
+        # Refused before any rank process is spawned (a quantized split must be whole).
         cfg = CheckpointConfig.from_pretrained(spec.model)
         if spec.pipeline_parallel_size > 1:
             from actorllm.models.pipeline import check_pipeline_parallel
@@ -248,7 +248,11 @@ def build_rank0(
         else:
             check_tensor_parallel(cfg, spec.world_size)
             tp_cfg = msgspec.structs.replace(cfg, tp_size=spec.world_size)
-            checkpoint_quantization(tp_cfg, spec.quantization)
+            quant = checkpoint_quantization(tp_cfg, spec.quantization)
+            if quant is not None:
+                from actorllm.models.quant.shards import check_quantized_split
+
+                check_quantized_split(cfg, quant, spec.world_size)
         group = TPGroup(spec, replica, placement_group)
     try:
         if group is not None:

@@ -52,3 +52,8 @@ def node_ip(worker: object) -> str:
     import ray
 
     return str(ray.util.get_node_ip_address())
+
+
+def weight_bytes(worker: object) -> int:
+    """For ``collective_rpc``: the bytes this rank's weights hold (its shards)."""
+    return int(worker.model_runner.weight_bytes)  # type: ignore[attr-defined]

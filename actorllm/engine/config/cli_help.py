@@ -180,7 +180,10 @@ ENGINE_CONFIG_HELP: Mapping[str, Mapping[str, str]] = {
     "ParallelConfig": {
         "tensor_parallel_size": (
             "Tensor-parallel ranks: the model's heads, MLP columns and vocabulary split over "
-            "this many ranks (rank 0 on the worker thread, the others in processes; CPU, gloo)."
+            "this many ranks (rank 0 on the worker thread, the others in processes; CPU, gloo). "
+            "Quantized checkpoints split by whole groups and blocks (a split that cuts one is "
+            "refused naming the layer; GGUF and quantized MoE experts are refused; "
+            "docs/quantization.md)."
         ),
         "distributed_executor_backend": (
             "Where the model's ranks run: mp (rank 0 on the engine's worker thread, ranks "

@@ -8,7 +8,8 @@ quantizes every expert's projections; the router (``gate``) and Qwen2-MoE's
 
 What is not built is refused here by name: GPT-2, Phi-3's fused checkpoints, a quantized
 ``lm_head``, fused projections whose parts disagree on being quantized, experts of which
-only some are quantized, and tensor parallelism over quantized weights.
+only some are quantized, and, with tensor parallelism, GGUF files, quantized MoE experts
+and splits that cut a scale group, block or packed word (``models/quant/shards.py``).
 """
 
 from __future__ import annotations
@@ -22,8 +23,10 @@ from actorllm.models.base import CausalLM
 from actorllm.models.config import CheckpointConfig
 from actorllm.models.meta_init import on_meta
 from actorllm.models.moe import FusedExperts, SparseMoeBlock
+from actorllm.models.parallel import split_kind
 from actorllm.models.quant.experts import QuantExperts
 from actorllm.models.quant.linear import QUANT_LINEARS, Fp8Linear, Int8Linear, PackedLinear
+from actorllm.models.quant.shards import check_shard_alignment
 from actorllm.models.quant.spec import QuantizationError, QuantSpec, resolve_quantization
 
 
@@ -38,16 +41,17 @@ def checkpoint_quantization(cfg: CheckpointConfig, requested: str | None) -> Qua
         problems.append("GPT-2")
     if cfg.model_type == "phi3":
         problems.append("Phi-3's fused qkv_proj / gate_up_proj checkpoints")
-    if cfg.num_experts and cfg.tp_size > 1:
-        problems.append(
-            f"MoE experts ({cfg.architecture}) with tensor_parallel_size={cfg.tp_size} "
-            "(quantized experts are not split over ranks)"
-        )
     if spec.method == "compressed-tensors" and spec.quantizes("lm_head"):
         problems.append("a quantized lm_head (not in the checkpoint's ignore list)")
-    if cfg.tp_size > 1:
+    if cfg.tp_size > 1 and spec.scheme == "gguf":
         problems.append(
-            f"tensor_parallel_size={cfg.tp_size} (quantized weights are not split over ranks)"
+            f"tensor_parallel_size={cfg.tp_size} with a GGUF file (its blocks are not split "
+            "over ranks)"
+        )
+    if cfg.tp_size > 1 and cfg.num_experts:
+        problems.append(
+            f"tensor_parallel_size={cfg.tp_size} with MoE experts (quantized experts are not "
+            "split over ranks)"
         )
     if problems:
         raise QuantizationError(
@@ -83,12 +87,20 @@ def quantize_linears(model: CausalLM, spec: QuantSpec, dtype: torch.dtype) -> in
             if not flags.pop():
                 continue
             sizes: list[int] | None = getattr(owner, "shard_sizes", None) if frags else None
-            cls = _linear_class(spec)
+            cfg, kind = model.config, split_kind(hf[0])
+            out_sizes = list(sizes or [child.out_features])
+            check_shard_alignment(cfg, spec, prefix, kind, child.in_features, out_sizes)
+            args = (
+                child.in_features, child.out_features, child.bias is not None,
+                spec, dtype, list(sizes) if sizes else None,
+            )  # fmt: skip
             with on_meta():
-                layer = cls(
-                    child.in_features, child.out_features, child.bias is not None,
-                    spec, dtype, list(sizes) if sizes else None,
-                )  # fmt: skip
+                if spec.scheme in ("w8a8_int8", "fp8"):
+                    cls = Int8Linear if spec.scheme == "w8a8_int8" else Fp8Linear
+                    layer: nn.Module = cls(*args)
+                else:
+                    row = kind == "row" and cfg.tp_size > 1
+                    layer = PackedLinear(*args, (cfg.tp_rank, cfg.tp_size) if row else None)
             setattr(owner, child_name, layer)
             count += 1
     if count == 0:

@@ -12,6 +12,12 @@ in the forward). The forward dequantizes one tile of output rows at a time
 (:data:`TILE_ELEMENTS` weights) and multiplies it, so no full-precision copy of a weight
 ever exists beyond one tile.
 
+Tensor parallel, row-parallel GPTQ with activation order: a rank's input rows belong to
+any of the layer's groups, in uneven counts, so (as vLLM) every rank keeps the scales and
+zero points of all ``G`` groups and ``col_groups [I]`` names each input column's group;
+its forward dequantizes through that index (no native kernel). A shard whose rows happen
+to form whole groups keeps only those groups, in the ordinary layout.
+
 W8A8 int8 (:class:`Int8Linear`, compressed-tensors): int8 ``weight [O, I]`` with a float32
 scale per output row; each call quantizes its input rows to int8 with one scale per row
 (dynamic per-token, symmetric) and runs an int8 GEMM (``kernels/int8_gemm.py``).
@@ -85,6 +91,7 @@ class PackedLinear(nn.Module):
     w_scales: torch.Tensor  # float32 [O, G]
     w_offsets: torch.Tensor  # float32 [O, G]: -zero * scale (w = q * scale + offset)
     in_perm: torch.Tensor | None  # [I] or None
+    col_groups: torch.Tensor | None  # int64 [I]: each column's group (uneven groups) or None
     native_bias: torch.Tensor | None
 
     def __init__(
@@ -95,7 +102,10 @@ class PackedLinear(nn.Module):
         spec: QuantSpec,
         dtype: torch.dtype,
         shard_sizes: list[int] | None = None,
+        row_shard: tuple[int, int] | None = None,
     ) -> None:
+        """``row_shard``: (rank, ranks) of a row-parallel layer's input split (tensor
+        parallel), which GPTQ's ``g_idx`` numbers groups across."""
         super().__init__()
         self.in_features, self.out_features = in_features, out_features
         self.spec, self.bits = spec, spec.bits
@@ -103,6 +113,13 @@ class PackedLinear(nn.Module):
         self.shard_sizes = shard_sizes  # the fused projection's output sizes (None: one)
         pf = 32 // self.bits
         i, o, g = in_features, out_features, in_features // self.group_size
+        # GPTQ numbers the groups of the whole layer: this shard's first one, and how many
+        # groups' scales it holds (all of them for an act-order row shard, as vLLM).
+        self.first_group, self.scale_groups = 0, g
+        if row_shard is not None and spec.group_size != -1:
+            self.first_group = row_shard[0] * g
+            if spec.desc_act:
+                self.scale_groups = g * row_shard[1]
         sizes = shard_sizes or [o]
         if i % self.group_size or i % pf:
             raise _refuse(spec, f"an input size of {i} with group_size {spec.group_size}")
@@ -111,8 +128,8 @@ class PackedLinear(nn.Module):
         self.optional_params: tuple[str, ...] = ()
         if spec.scheme == "gptq":
             self.qweight = _param((i // pf, o), torch.int32)
-            self.qzeros = _param((g, o // pf), torch.int32)
-            self.scales = _param((g, o), dtype)
+            self.qzeros = _param((self.scale_groups, o // pf), torch.int32)
+            self.scales = _param((self.scale_groups, o), dtype)
             n = len(shard_sizes) if shard_sizes else 0
             self.g_idx = _param((n, i) if n else (i,), torch.int32)
             self.optional_params = ("g_idx",)  # absent: i // group_size
@@ -181,6 +198,7 @@ class PackedLinear(nn.Module):
         i, o, gs = self.in_features, self.out_features, self.group_size
         half = float(1 << (bits - 1))
         perm: torch.Tensor | None = None
+        col_groups: torch.Tensor | None = None  # [I]: uneven groups (act-order row shard)
         if s.scheme == "gptq":
             q = unpack_int32(self.qweight.data, bits, 0).t()  # [O, I]
             scales = self.scales.data.t()  # [O, G]
@@ -190,7 +208,8 @@ class PackedLinear(nn.Module):
                 zeros = (unpack_int32(self.qzeros.data, bits, 1).t() + s.zero_offset).to(
                     scales.dtype
                 )  # [O, G]
-            perm = self._gptq_perm(self.g_idx.data, "g_idx" in absent)
+            g = self._gptq_groups(self.g_idx.data, "g_idx" in absent)  # [I]
+            scales, zeros, perm, col_groups = self._gptq_order(g, scales, zeros)
             if perm is not None:
                 q = q[:, perm]
             del self.qweight, self.qzeros, self.scales, self.g_idx
@@ -220,21 +239,44 @@ class PackedLinear(nn.Module):
         self.register_buffer("w_scales", fscales.contiguous())  # [O, G]
         self.register_buffer("w_offsets", (-(zeros.float() * fscales)).contiguous())  # [O, G]
         self.register_buffer("in_perm", perm)  # [I] or None
+        self.register_buffer("col_groups", col_groups)  # [I] or None
         bias = None if self.bias is None else self.bias.detach().float()
         self.register_buffer("native_bias", bias, False)
         self.tile_rows = max(1, min(o, TILE_ELEMENTS // i))
         self.groups = i // gs
         self.finished = True
 
-    def _gptq_perm(self, g_idx: torch.Tensor, absent: bool) -> torch.Tensor | None:
-        """GPTQ's ``g_idx`` -> the input permutation that makes groups contiguous (None:
-        already in order). Fused shards must agree (they quantize the same input)."""
+    def _gptq_groups(self, g_idx: torch.Tensor, absent: bool) -> torch.Tensor:
+        """GPTQ's ``g_idx`` (``[S, I]`` for a fused projection: the shards must agree, they
+        quantize the same input) -> each input row's group, int64 ``[I]``, in the layer's
+        numbering (absent: in order)."""
         if absent:
-            return None
+            return self.first_group + torch.arange(self.in_features) // self.group_size
         rows = g_idx.reshape(-1, self.in_features).long()  # [S, I]
         if not bool((rows == rows[0]).all()):
             raise QuantLoadError("the fused projection's shards have different g_idx")
-        g = rows[0]
+        return rows[0]
+
+    def _gptq_order(
+        self, g: torch.Tensor, scales: torch.Tensor, zeros: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+        """Each input row's group ``g [I]`` (the layer's numbering) and the loaded
+        ``scales`` / ``zeros`` ``[O, G']`` -> (scales, zeros ``[O, G]``, the input
+        permutation making groups contiguous or None, each column's group when the groups
+        are uneven or None: then no permutation)."""
+        if scales.shape[1] == self.in_features // self.group_size:  # this shard's groups
+            return scales, zeros, self._gptq_perm(g - self.first_group), None
+        # An act-order row shard holding every group's scales.
+        picked = _whole_groups(g, self.group_size)
+        if picked is None:
+            return scales, zeros, None, g
+        # Its rows are whole groups: keep theirs only.
+        g = torch.searchsorted(picked, g)
+        return scales[:, picked], zeros[:, picked], self._gptq_perm(g), None
+
+    def _gptq_perm(self, g: torch.Tensor) -> torch.Tensor | None:
+        """Each input row's group ``[I]`` -> the input permutation that makes groups
+        contiguous (None: already in order)."""
         natural = torch.arange(self.in_features) // self.group_size
         if torch.equal(g, natural):
             return None
@@ -253,6 +295,10 @@ class PackedLinear(nn.Module):
             q = torch.stack((p & 0xF, p >> 4), dim=-1).view(p.shape[0], -1)  # [t, I]
         else:
             q = p
+        if self.col_groups is not None:  # uneven groups: each column's scale by index
+            s = self.w_scales[start:stop][:, self.col_groups]  # [t, I]
+            b = self.w_offsets[start:stop][:, self.col_groups]
+            return q.float() * s + b
         s = self.w_scales[start:stop].unsqueeze(-1)  # [t, G, 1]
         b = self.w_offsets[start:stop].unsqueeze(-1)
         w = q.view(q.shape[0], self.groups, -1).float() * s + b  # [t, G, gs]
@@ -265,7 +311,7 @@ class PackedLinear(nn.Module):
         if self.in_perm is not None:
             rows = rows[:, self.in_perm]  # groups contiguous, as the weight's columns
         o, t = self.out_features, self.tile_rows
-        if rows.shape[0] <= MAX_ROWS and rows.device.type == "cpu":
+        if rows.shape[0] <= MAX_ROWS and rows.device.type == "cpu" and self.col_groups is None:
             # Few rows (decode): the native kernel reads the packed weight once.
             native = wq_linear(
                 rows.float().contiguous(), self.w_packed, self.bits, self.w_scales,
@@ -284,6 +330,13 @@ class PackedLinear(nn.Module):
             if self.bias is not None:
                 out += self.bias
         return out.view(*x.shape[:-1], o)
+
+
+def _whole_groups(g: torch.Tensor, group_size: int) -> torch.Tensor | None:
+    """The groups (ascending, int64) that rows ``g [I]`` fill, if each of them has exactly
+    ``group_size`` rows; else None."""
+    picked, counts = torch.unique(g, return_counts=True)
+    return picked if bool((counts == group_size).all()) else None
 
 
 def _awq_columns(fields: torch.Tensor) -> torch.Tensor:

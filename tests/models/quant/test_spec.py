@@ -107,10 +107,19 @@ def test_quantization_argument_on_an_unquantized_checkpoint_is_refused(tmp_path:
         ModelRunner(ref, dtype="float32", max_model_len=64, quantization="fp8")
 
 
-def test_tensor_parallel_over_quantized_weights_is_refused(gptq: Path) -> None:
-    cfg = CheckpointConfig.from_pretrained(gptq)
-    with pytest.raises(QuantizationError, match="tensor_parallel_size=2"):
-        checkpoint_quantization(msgspec.structs.replace(cfg, tp_size=2), None)
+def test_tensor_parallel_over_quantized_weights_runs_or_is_refused_by_name(
+    gptq: Path,
+) -> None:
+    """Dense quantized linears split over ranks (tests/models/quant/test_shards.py);
+    quantized MoE experts and GGUF blocks are not split."""
+    cfg = msgspec.structs.replace(CheckpointConfig.from_pretrained(gptq), tp_size=2)
+    assert checkpoint_quantization(cfg, None) is not None
+    moe = msgspec.structs.replace(cfg, num_experts=4)
+    with pytest.raises(QuantizationError, match="tensor_parallel_size=2 with MoE experts"):
+        checkpoint_quantization(moe, None)
+    gguf = msgspec.structs.replace(cfg, quantization_config={"quant_method": "gguf"})
+    with pytest.raises(QuantizationError, match="tensor_parallel_size=2 with a GGUF file"):
+        checkpoint_quantization(gguf, None)
 
 
 def test_quantize_config_json_is_read(tmp_path: Path, gptq: Path) -> None:
@@ -122,12 +131,18 @@ def test_quantize_config_json_is_read(tmp_path: Path, gptq: Path) -> None:
     assert spec is not None and spec.method == "gptq" and spec.group_size == 32
 
 
-def test_tensor_parallel_start_refuses_before_spawning_ranks(gptq: Path) -> None:
+def test_a_misaligned_tensor_parallel_split_is_refused_before_spawning_ranks(
+    tmp_path: Path,
+) -> None:
+    """down_proj's 64 inputs are one GPTQ group of 64: two ranks would cut it."""
+    from actorllm.models.parallel import TensorParallelError
     from actorllm.worker.startup import RankSpec, build_rank0
 
     def never() -> Any:
         raise AssertionError("no runner may be built")
 
-    spec = RankSpec(model=str(gptq), device="cpu", world_size=2)
-    with pytest.raises(QuantizationError, match="tensor_parallel_size=2"):
+    _ref, quant = write_quantized(tmp_path, "gptq", group_size=64, intermediate_size=64)
+    spec = RankSpec(model=str(quant), device="cpu", world_size=2)
+    named = r"tensor_parallel_size=2: model\.layers\.0\.mlp\.down_proj \(gptq\) .* group_size 64"
+    with pytest.raises(TensorParallelError, match=named):
         build_rank0(spec, never)
