@@ -24,6 +24,7 @@ from actorllm.kernels.moe import route_topk
 from actorllm.kernels.ops import Ops
 from actorllm.models.config import CheckpointConfig
 from actorllm.models.layers import MLP
+from actorllm.models.quant.mxfp4 import Mxfp4Experts
 
 # HF per-expert projection -> (our stacked parameter, slot within the expert).
 EXPERT_SLOTS: dict[str, tuple[str, int]] = {
@@ -81,7 +82,8 @@ class SparseMoeBlock(nn.Module):
         if cfg.hidden_act == "swigluoai":
             self.act_args = {"swiglu_limit": cfg.swiglu_limit, "swiglu_alpha": cfg.swiglu_alpha}
         self.gate = nn.Linear(cfg.hidden_size, cfg.num_experts, bias=cfg.moe_bias)  # the router
-        self.experts = FusedExperts(
+        # FusedExperts, or Mxfp4Experts put in its place by the loader (an mxfp4 checkpoint)
+        self.experts: FusedExperts | Mxfp4Experts = FusedExperts(
             cfg.num_experts, cfg.hidden_size, cfg.moe_intermediate_size, cfg.moe_bias
         )
         self.shared_expert: MLP | None = None
@@ -94,10 +96,15 @@ class SparseMoeBlock(nn.Module):
         """x: [T, H] -> [T, H]."""
         weights, ids = route_topk(self.gate(x), self.top_k, self.renormalize)  # [T, K] x2
         ex = self.experts
+        if isinstance(ex, Mxfp4Experts):  # packed: dequantized per routed expert
+            return self._add_shared(x, ex(x, weights, ids, self.activation, **self.act_args))
         bias = {} if ex.w13_bias is None else {"w13_bias": ex.w13_bias, "w2_bias": ex.w2_bias}
         out = self.ops.fused_moe(
             x, ex.w13, ex.w2, weights, ids, self.activation, **bias, **self.act_args
         )  # [T, H]
+        return self._add_shared(x, out)
+
+    def _add_shared(self, x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
         if self.shared_expert is not None and self.shared_expert_gate is not None:
             shared = self.shared_expert(x)  # [T, H]
             out = out + torch.sigmoid(self.shared_expert_gate(x)) * shared

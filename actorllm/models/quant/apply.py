@@ -27,6 +27,8 @@ def checkpoint_quantization(cfg: CheckpointConfig, requested: str | None) -> Qua
     spec = resolve_quantization(cfg.quantization_config, requested)
     if spec is None:
         return None
+    if spec.scheme == "mxfp4":
+        return _check_mxfp4(cfg, spec)
     problems = []
     if cfg.architecture == "GPT2LMHeadModel":
         problems.append("GPT-2")
@@ -43,6 +45,21 @@ def checkpoint_quantization(cfg: CheckpointConfig, requested: str | None) -> Qua
     if problems:
         raise QuantizationError(
             f"quantization method {spec.method!r} is not supported with " + "; ".join(problems)
+        )
+    return spec
+
+
+def _check_mxfp4(cfg: CheckpointConfig, spec: QuantSpec) -> QuantSpec:
+    """mxfp4 quantizes MoE experts only, the layout gpt-oss's checkpoints have."""
+    if cfg.model_type != "gpt_oss":
+        raise QuantizationError(
+            f"quantization method 'mxfp4' is supported for gpt-oss's MoE experts only, "
+            f"not {cfg.architecture}"
+        )
+    if cfg.tp_size > 1:
+        raise QuantizationError(
+            f"quantization method 'mxfp4' is not supported with tensor_parallel_size="
+            f"{cfg.tp_size} (quantized weights are not split over ranks)"
         )
     return spec
 
