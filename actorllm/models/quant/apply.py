@@ -2,7 +2,8 @@
 quantized (``QuantSpec.quantizes``), built in place of their ``nn.Linear`` before any
 weight is read, and repacked for the forward once every tensor is in.
 
-What is not built is refused here by name: quantized MoE experts, GPT-2, Phi-3's fused
+gpt-oss's mxfp4 checkpoints quantize only their MoE experts (``models/quant/mxfp4.py``).
+What is not built is refused here by name: other quantized MoE experts, GPT-2, Phi-3's fused
 checkpoints, a quantized ``lm_head``, fused projections whose parts disagree on being
 quantized, and tensor parallelism over quantized weights.
 """
