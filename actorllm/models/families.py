@@ -73,7 +73,13 @@ def unsupported_options(raw: dict[str, Any]) -> list[str]:
     if raw.get("model_type") == "gemma3_text" and raw.get("use_bidirectional_attention"):
         problems.append("Gemma 3 use_bidirectional_attention=true is not supported")
     if raw.get("model_type") == "gpt_oss":
-        odd = sorted({str(t) for t in raw.get("layer_types") or []} - set(LAYER_TYPES))
+        types = raw.get("layer_types") or []
+        odd = sorted({str(t) for t in types} - set(LAYER_TYPES))
+        if types and len(types) != raw.get("num_hidden_layers"):
+            problems.append(
+                f"gpt-oss layer_types has {len(types)} entries for "
+                f"{raw.get('num_hidden_layers')} num_hidden_layers"
+            )
         if odd:
             known = ", ".join(LAYER_TYPES)
             problems.append(f"gpt-oss layer_types {odd} are not supported ({known})")

@@ -265,6 +265,9 @@ def test_gpt_oss_refusals_name_what_is_not_run() -> None:
     odd = dict(GPT_OSS_20B, layer_types=["sliding_attention", "chunked_attention"] * 2)
     with pytest.raises(ModelConfigError, match=r"layer_types.*chunked_attention"):
         CheckpointConfig.from_dict(odd)
+    short = dict(GPT_OSS_20B, layer_types=["sliding_attention", "full_attention"])
+    with pytest.raises(ModelConfigError, match="layer_types has 2 entries for 4"):
+        CheckpointConfig.from_dict(short)
     with pytest.raises(TensorParallelError, match="gpt-oss"):
         check_tensor_parallel(CheckpointConfig.from_dict(GPT_OSS_20B), 2)
 
