@@ -13,8 +13,8 @@ On disk, per projection (transformers' ``integrations/mxfp4.py`` reads the same)
 splits into gate rows then up rows, still packed), ``down_proj``'s the H outputs: the same
 [E, out, in] as our ``w13`` / ``w2``. The experts stay packed in memory (4.25 bits a
 weight: 4 for the code, 8 per 32 for the scale); each forward dequantizes only the experts
-its tokens route to, one at a time, into the activations' dtype, then runs them as the
-torch reference ``fused_moe`` does.
+its tokens route to, one at a time and ``TILE_ROWS`` output rows at a time, into the
+activations' dtype, and multiplies as it goes (the torch reference ``fused_moe``'s math).
 
     >>> blocks = torch.tensor([[0x21, 0xF9] + [0] * 14], dtype=torch.uint8)  # [1, 16]
     >>> dequantize_mxfp4(blocks, torch.tensor([128], dtype=torch.uint8), torch.float32)[:4].tolist()
@@ -37,6 +37,9 @@ FP4_VALUES = (
 )  # fmt: skip
 BLOCK = 32  # values per scale
 SCALE_BIAS = 127
+# Output rows of an expert weight dequantized at a time: the float copy a forward holds
+# stays ~TILE_ROWS x in (gpt-oss-120b: 1.5 MB in float32), not the whole expert (66 MB).
+TILE_ROWS = 128
 
 
 def dequantize_mxfp4(
@@ -45,7 +48,7 @@ def dequantize_mxfp4(
     """blocks [..., G, 16] uint8, scales [..., G] uint8 -> [..., G * 32] in ``dtype``
     (exact: a code times a power of two fits any float type in range)."""
     lut = torch.tensor(FP4_VALUES, dtype=torch.float32, device=blocks.device)
-    codes = torch.stack([blocks & 0x0F, blocks >> 4], dim=-1).long()  # [..., G, 16, 2]
+    codes = torch.stack([blocks & 0x0F, blocks >> 4], dim=-1).int()  # [..., G, 16, 2]
     values = lut[codes].flatten(-2)  # [..., G, 32]: low nibble first
     exp = scales.to(torch.int32) - SCALE_BIAS  # [..., G]
     return torch.ldexp(values, exp.unsqueeze(-1)).flatten(-2).to(dtype)  # [..., G * 32]
@@ -75,10 +78,21 @@ class Mxfp4Experts(nn.Module):
         self.w2_bias = nn.Parameter(torch.empty(e, hidden, dtype=dtype))  # [E, H]
 
     def weights(self, e: int, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-        """Expert ``e`` dequantized: (w13 [2I, H], w2 [H, I]) in ``dtype``."""
+        """Expert ``e`` dequantized whole: (w13 [2I, H], w2 [H, I]) in ``dtype`` (tests)."""
         w13 = dequantize_mxfp4(self.w13_blocks[e], self.w13_scales[e], dtype)
         w2 = dequantize_mxfp4(self.w2_blocks[e], self.w2_scales[e], dtype)
         return w13, w2
+
+    @staticmethod
+    def _matmul(
+        x: torch.Tensor, blocks: torch.Tensor, scales: torch.Tensor, out: torch.Tensor
+    ) -> torch.Tensor:
+        """out [n, O] = x [n, in] @ W.T for one expert's packed W ([O, in / 32, 16] blocks,
+        [O, in / 32] scales), dequantized ``TILE_ROWS`` rows at a time."""
+        for r0 in range(0, blocks.shape[0], TILE_ROWS):
+            w = dequantize_mxfp4(blocks[r0 : r0 + TILE_ROWS], scales[r0 : r0 + TILE_ROWS], x.dtype)
+            out[:, r0 : r0 + w.shape[0]] = torch.mm(x, w.t())  # [n, rows]
+        return out
 
     def forward(
         self,
@@ -101,10 +115,12 @@ class Mxfp4Experts(nn.Module):
         start = 0
         for e, n in enumerate(counts.tolist()):
             if n:
-                w13, w2 = self.weights(e, x.dtype)  # [2I, H], [H, I]
-                gu = torch.mm(xs[start : start + n], w13.t()).add_(self.w13_bias[e])  # [n, 2I]
-                y = torch.mm(act(gu), w2.t(), out=ys[start : start + n])  # [n, H]
-                y.add_(self.w2_bias[e])
+                xe = xs[start : start + n]  # [n, H]
+                gu = xe.new_empty(n, 2 * self.inter)
+                self._matmul(xe, self.w13_blocks[e], self.w13_scales[e], gu)  # [n, 2I]
+                h = act(gu.add_(self.w13_bias[e]))  # [n, I]
+                y = self._matmul(h, self.w2_blocks[e], self.w2_scales[e], ys[start : start + n])
+                y.add_(self.w2_bias[e])  # [n, H]
                 start += n
         ys.mul_(topk_weights.flatten().index_select(0, order).unsqueeze(1).to(ys.dtype))
         return torch.zeros_like(x).index_add_(0, rows, ys)  # [T, H]
