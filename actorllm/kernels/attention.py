@@ -12,6 +12,8 @@ prefix-cache hit) and decodes (one query token) side by side, packed "varlen":
 Query row i of request b sits at position ``seq_lens[b] - q_len_b + i`` and attends causally
 to keys ``0 ..= position`` (and, with ``sliding_window=w``, only to keys ``> position - w``).
 Heads share KV heads GQA-style: query head h reads KV head ``h // (Hq // Hk)``.
+With ``sinks`` ([Hq], gpt-oss) head h's softmax denominator also holds ``exp(sinks[h])``,
+a logit with no value: ``p_j = exp(s_j) / (sum_i exp(s_i) + exp(sinks[h]))``.
 
 How the CPU runs it fast
 ------------------------
@@ -76,13 +78,16 @@ def paged_attention(
     sliding_window: int | None = None,
     *,
     softcap: float | None = None,
+    sinks: torch.Tensor | None = None,
     plan_cache: dict[str, object] | None = None,
 ) -> torch.Tensor:
     """Reference attention; returns [T, Hq, D] in q's dtype. Softmax in float32.
 
     ``softcap`` (Gemma 2): scores become ``softcap * tanh(score / softcap)`` before the
-    mask and softmax. ``plan_cache``: a dict that lives for one step (the same tensors in
-    every call); the first call stores the step's plan there and later calls reuse it.
+    mask and softmax. ``sinks`` ([Hq], gpt-oss): each head's sink logit joins its softmax
+    denominator (the module docstring). ``plan_cache``: a dict that lives for one step
+    (the same tensors in every call); the first call stores the step's plan there and later
+    calls reuse it.
     """
     plan = plan_cache.get("torch") if plan_cache is not None else None
     if not isinstance(plan, AttentionPlan):
@@ -91,6 +96,8 @@ def paged_attention(
             plan_cache["torch"] = plan
     out = torch.empty_like(q)
     hk, d = k_cache.shape[2], k_cache.shape[3]
+    if sinks is not None:
+        sinks = sinks.float().contiguous()  # [Hq]
     decoded = False  # by the native kernel
     if native_decode.supports(k_cache) and plan.decodes is not None:
         rows, lens, table = plan.decodes
@@ -98,13 +105,13 @@ def paged_attention(
             # q read and out written in place, at the decode rows: no per-layer copies
             o = native_decode.paged_decode(
                 q, k_cache, v_cache, lens, table, scale, sliding_window, softcap,
-                rows=rows, out=out,
+                rows=rows, out=out, sinks=sinks,
             )  # fmt: skip
             decoded = o is not None
         else:
             o = native_decode.paged_decode(
                 q.index_select(0, rows), k_cache, v_cache, lens, table, scale,
-                sliding_window, softcap,
+                sliding_window, softcap, sinks=sinks,
             )  # [N, Hq, D] float32  # fmt: skip
             if o is not None:
                 out.index_copy_(0, rows, o.to(q.dtype))
@@ -114,20 +121,21 @@ def paged_attention(
         qg = q.index_select(0, g.q_rows).float().view(n, hk, -1, d).transpose(0, 1)  # [Hk,N,G,D]
         k = plan.gather(0, k_cache, g.blocks, n, g.max_len)  # [Hk, N, S, D]
         v = plan.gather(1, v_cache, g.blocks, n, g.max_len)
-        o = _sdpa(qg, k, v, g.mask(sliding_window), scale, softcap)  # [Hk, N, G, D]
+        sg = None if sinks is None else sinks.view(hk, 1, -1, 1)  # [Hk, 1, G, 1]
+        o = _sdpa(qg, k, v, g.mask(sliding_window), scale, softcap, sg)  # [Hk, N, G, D]
         out.index_copy_(0, g.q_rows, o.transpose(0, 1).reshape(n, -1, d).to(q.dtype))
-    low_precision = _prefill_in_low_precision(q, k_cache, plan, softcap)
+    low_precision = sinks is None and _prefill_in_low_precision(q, k_cache, plan, softcap)
     prefilled = False  # by the native kernel: every prefill of the step
     if not low_precision and plan.prefills and native_prefill.supports(q, out, k_cache):
         starts, lens, ctx, table = plan.prefill_args
         prefilled = native_prefill.paged_prefill(
             q, k_cache, v_cache, starts, lens, ctx, table, scale, sliding_window, softcap,
-            out=out,
+            out=out, sinks=sinks,
         )  # fmt: skip
     if not prefilled:
         _prefill_sdpa(
             q, k_cache, v_cache, plan, out, scale, sliding_window, softcap,
-            low_precision=low_precision,
+            low_precision=low_precision, sinks=sinks,
         )  # fmt: skip
     return out
 
@@ -137,7 +145,8 @@ def _prefill_in_low_precision(
 ) -> bool:
     """Whether this step's prefills run as bf16 SDPA (:func:`_prefill_sdpa`):
     bf16 q and cache on a CPU with AMX (measured there only: hosts with AVX512-BF16 alone
-    keep the native kernel until measured), no softcap (SDPA cannot cap), and prefills of
+    keep the native kernel until measured), no softcap (SDPA cannot cap) nor sinks (the
+    caller checks those), and prefills of
     :data:`LOW_PRECISION_PREFILL_MIN_TOKENS` query tokens or more on average."""
     return (
         bool(plan.prefills)
@@ -161,6 +170,7 @@ def _prefill_sdpa(
     softcap: float | None,
     *,
     low_precision: bool,
+    sinks: torch.Tensor | None = None,
 ) -> None:
     """Every prefill of the step through SDPA, one call per request. q: [T, Hq, D], out:
     [T, Hq, D] written at the prefill rows.
@@ -172,6 +182,7 @@ def _prefill_sdpa(
     chunk after a cached prefix through a bool mask."""
     hk = k_cache.shape[2]
     gqa = q.shape[1] != hk  # query head h reads KV head h // group, not materialised
+    sp = None if sinks is None else sinks.view(1, -1, 1, 1)  # [1, Hq, 1, 1]
     for p in plan.prefills:
         k = plan.gather(0, k_cache, p.blocks, 1, p.seq_len, widen=not low_precision)
         v = plan.gather(1, v_cache, p.blocks, 1, p.seq_len, widen=not low_precision)
@@ -185,7 +196,7 @@ def _prefill_sdpa(
             )  # [1, Hq, L, D]  # fmt: skip
         else:
             # 4-D inputs and a float mask take CPU SDPA's flash kernel (3-D ones do not)
-            o = _sdpa(qp.float(), k, v, p.mask(window), scale, softcap, enable_gqa=gqa)
+            o = _sdpa(qp.float(), k, v, p.mask(window), scale, softcap, sp, enable_gqa=gqa)
         out[p.start : p.end] = o[0].transpose(0, 1).to(q.dtype)
 
 
@@ -196,12 +207,15 @@ def _sdpa(
     mask: torch.Tensor | None,
     scale: float,
     softcap: float | None,
+    sinks: torch.Tensor | None = None,
     enable_gqa: bool = False,
 ) -> torch.Tensor:
-    """SDPA, or with ``softcap`` the same computation spelled out (SDPA cannot cap).
+    """SDPA, or with ``softcap`` or ``sinks`` the same computation spelled out (SDPA can
+    neither cap nor take a logit without a value).
 
-    q: [..., Hq, L, D], k/v: [..., Hk, S, D], mask: additive, broadcast to [..., L, S]."""
-    if softcap is None:
+    q: [..., Hq, L, D], k/v: [..., Hk, S, D], mask: additive, broadcast to [..., L, S];
+    sinks: float32, broadcast to [..., Hq, L, 1]."""
+    if softcap is None and sinks is None:
         return F.scaled_dot_product_attention(
             q, k, v, attn_mask=mask, scale=scale, enable_gqa=enable_gqa
         )
@@ -209,10 +223,15 @@ def _sdpa(
         group = q.shape[-3] // k.shape[-3]
         k, v = k.repeat_interleave(group, dim=-3), v.repeat_interleave(group, dim=-3)
     s = torch.matmul(q, k.transpose(-1, -2)).mul_(scale)  # [..., Hq, L, S]
-    s = torch.tanh(s.div_(softcap)).mul_(softcap)
+    if softcap is not None:
+        s = torch.tanh(s.div_(softcap)).mul_(softcap)
     if mask is not None:
         s = s + mask
-    return torch.matmul(s.softmax(dim=-1), v)  # [..., Hq, L, D]
+    if sinks is None:
+        return torch.matmul(s.softmax(dim=-1), v)  # [..., Hq, L, D]
+    sink = sinks.expand(*s.shape[:-1], 1)  # [..., Hq, L, 1]
+    lse = torch.logsumexp(torch.cat([s, sink], dim=-1), dim=-1, keepdim=True)
+    return torch.matmul(torch.exp(s - lse), v)  # [..., Hq, L, D]: the sink's share dropped
 
 
 # -- the per-step plan ----------------------------------------------------------------------

@@ -5,7 +5,8 @@ per token. Expert weights are stacked at load time (``models/moe.py``):
 
 * ``w13``: [E, 2I, H], each expert's gate rows then up rows (HF's gate_proj | up_proj,
   Mixtral's w1 | w3);
-* ``w2``: [E, H, I], each expert's down projection.
+* ``w2``: [E, H, I], each expert's down projection;
+* gpt-oss only: ``w13_bias`` [E, 2I] (gate | up, like the rows) and ``w2_bias`` [E, H].
 
 ``fused_moe`` sorts the T*K (token, expert) pairs by expert once, so each expert's tokens
 sit in one contiguous run, and runs the experts as one grouped GEMM over those runs:
@@ -44,16 +45,32 @@ def route_topk(
     return weights, ids
 
 
-def gated_activation(name: str) -> Callable[[torch.Tensor], torch.Tensor]:
-    """``[.., 2I] (gate | up) -> [.., I]`` for an HF ``hidden_act`` name; raises
+def gated_activation(
+    name: str, swiglu_limit: float = 7.0, swiglu_alpha: float = 1.702
+) -> Callable[[torch.Tensor], torch.Tensor]:
+    """``[.., 2I] (gate | up) -> [.., I]`` for an HF ``hidden_act`` name, or vLLM's
+    "swigluoai" (gpt-oss's clamped SwiGLU, with ``swiglu_limit`` / ``swiglu_alpha``); raises
     ``ValueError`` for one the engine does not implement."""
+    if name == "swigluoai":
+        return lambda x: _swigluoai_and_mul(x, swiglu_limit, swiglu_alpha)
     if name in ("silu", "swish"):
         return _silu_and_mul
     if name in ("gelu_pytorch_tanh", "gelu_new", "gelu_tanh", "gelu_fast"):
         return _gelu_tanh_and_mul
     if name == "gelu":
         return _gelu_and_mul
-    raise ValueError(f"unsupported hidden_act {name!r} (supported: silu, gelu, gelu_pytorch_tanh)")
+    raise ValueError(
+        f"unsupported hidden_act {name!r} (supported: silu, gelu, gelu_pytorch_tanh, swigluoai)"
+    )
+
+
+def _swigluoai_and_mul(x: torch.Tensor, limit: float, alpha: float) -> torch.Tensor:
+    """gpt-oss: gate clamped to <= limit, up to [-limit, limit], then
+    ``(up + 1) * gate * sigmoid(alpha * gate)`` (HF's GptOssExperts._apply_gate; its
+    checkpoints interleave gate and up, the loader splits them into gate | up)."""
+    d = x.shape[-1] // 2
+    gate, up = x[..., :d].clamp(max=limit), x[..., d:].clamp(-limit, limit)
+    return (gate * torch.sigmoid(gate * alpha)).mul_(up + 1)
 
 
 def _silu_and_mul(x: torch.Tensor) -> torch.Tensor:
@@ -88,14 +105,21 @@ def fused_moe(
     topk_weights: torch.Tensor,
     topk_ids: torch.Tensor,
     activation: str = "silu",
+    *,
+    w13_bias: torch.Tensor | None = None,
+    w2_bias: torch.Tensor | None = None,
+    swiglu_limit: float = 7.0,
+    swiglu_alpha: float = 1.702,
 ) -> torch.Tensor:
     """sum_k topk_weights[t, k] * expert_{topk_ids[t, k]}(x[t]): [T, H] -> [T, H], x's dtype.
 
     x: [T, H]; w13: [E, 2I, H]; w2: [E, H, I]; topk_weights: [T, K] float32; topk_ids:
     [T, K] int. The grouped GEMM runs each expert's contiguous run of sorted rows.
+    gpt-oss: ``w13_bias`` [E, 2I] / ``w2_bias`` [E, H] added after each projection;
+    ``swiglu_*`` are read by the "swigluoai" activation only.
     """
     k = topk_ids.shape[1]
-    act = gated_activation(activation)
+    act = gated_activation(activation, swiglu_limit, swiglu_alpha)
     order, counts = sort_by_expert(topk_ids, w13.shape[0])
     rows = order // k  # [T*K] token of each sorted pair
     xs = x.index_select(0, rows)  # [T*K, H], grouped by expert
@@ -104,8 +128,11 @@ def fused_moe(
     start = 0
     for e, n in enumerate(counts.tolist()):
         if n:
-            h = act(torch.mm(xs[start : start + n], w13[e].t()))  # [n, I]
-            torch.mm(h, w2[e].t(), out=ys[start : start + n])  # [n, H], in place
+            gu = torch.mm(xs[start : start + n], w13[e].t())  # [n, 2I]
+            h = act(gu if w13_bias is None else gu.add_(w13_bias[e]))  # [n, I]
+            y = torch.mm(h, w2[e].t(), out=ys[start : start + n])  # [n, H], in place
+            if w2_bias is not None:
+                y.add_(w2_bias[e])
             start += n
     ys.mul_(topk_weights.flatten().index_select(0, order).unsqueeze(1).to(ys.dtype))
     out = torch.zeros_like(x)

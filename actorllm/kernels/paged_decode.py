@@ -29,6 +29,7 @@ _ARGTYPES: list[Any] = [
     _P, _P, _I64,  # seq_lens, block_table, table stride
     _I32, _I32, _I32, _I32, _I32,  # n, hq, hk, d, block_size
     _F32, _I32, _F32, _I32,  # scale, window, softcap, threads
+    _P,  # sinks [Hq] float32 (NULL: none)
 ]  # fmt: skip
 
 
@@ -79,6 +80,7 @@ def paged_decode(
     *,
     rows: torch.Tensor | None = None,
     out: torch.Tensor | None = None,
+    sinks: torch.Tensor | None = None,
 ) -> torch.Tensor | None:
     """One query token per request -> ``out``, or None where the kernel cannot run (check
     :func:`supports` first; None then means it ran out of memory).
@@ -87,7 +89,8 @@ def paged_decode(
     [NB, BS, Hk, D] (same strides), seq_lens: [N] (context length including this token,
     already in the cache), block_table: [N, max_blocks] (int32). ``rows`` ([N] int64): the
     rows of q (and out) that decode, in request order; None: all T (N = T). ``out``: [T, Hq,
-    D] (:func:`rows_readable`), only ``rows`` written; None: a new float32 tensor."""
+    D] (:func:`rows_readable`), only ``rows`` written; None: a new float32 tensor. ``sinks``
+    ([Hq], gpt-oss): each head's sink logit in its softmax denominator."""
     fn = _kernel(_BUILD_FLAGS)
     assert fn is not None and k_cache.stride() == v_cache.stride()
     _, hq, d = q.shape
@@ -105,6 +108,9 @@ def paged_decode(
     if table.stride(-1) != 1:
         table = table.contiguous()  # [N, max_blocks]
     s_block, s_slot, s_head, _ = k_cache.stride()
+    if sinks is not None:
+        sinks = sinks.to(torch.float32).contiguous()  # [Hq]
+        assert sinks.shape == (hq,)
     rc = fn(
         q.data_ptr(), KV_DTYPES[q.dtype], q.stride(0),
         out.data_ptr(), KV_DTYPES[out.dtype], out.stride(0),
@@ -114,5 +120,6 @@ def paged_decode(
         lens.data_ptr(), table.data_ptr(), table.stride(0),
         n, hq, hk, d, bs,
         scale, sliding_window or 0, softcap or 0.0, torch.get_num_threads(),
+        None if sinks is None else sinks.data_ptr(),
     )  # fmt: skip
     return out if rc == 0 else None

@@ -30,6 +30,7 @@ _ARGTYPES: list[Any] = [
     _I64, _I64, _I64,  # cache strides: block, slot, head
     _I32, _I32, _I32, _I32,  # hq, hk, d, block_size
     _F32, _I32, _F32, _I32,  # scale, window, softcap, threads
+    _P,  # sinks [Hq] float32 (NULL: none)
 ]  # fmt: skip
 
 
@@ -68,6 +69,7 @@ def paged_prefill(
     softcap: float | None = None,
     *,
     out: torch.Tensor,
+    sinks: torch.Tensor | None = None,
 ) -> bool:
     """Causal attention of N prefill requests, written into their rows of ``out``; False
     where the kernel could not run (out of memory; check :func:`supports` first).
@@ -75,7 +77,8 @@ def paged_prefill(
     q, out: [T, Hq, D] (:func:`rows_readable`; out in any of the two dtypes), k_cache/v_cache:
     [NB, BS, Hk, D] (same strides), q_start / q_len / seq_lens: [N] int32 (request n owns
     rows ``q_start[n] ..< q_start[n] + q_len[n]``, its query i at position ``seq_lens[n] -
-    q_len[n] + i``), block_table: [N, max_blocks] int32, the requests' own rows."""
+    q_len[n] + i``), block_table: [N, max_blocks] int32, the requests' own rows. ``sinks``
+    ([Hq], gpt-oss): each head's sink logit in its softmax denominator."""
     fn = _kernel(_BUILD_FLAGS)
     assert fn is not None and k_cache.stride() == v_cache.stride()
     assert rows_readable(q) and rows_readable(out) and out.shape == q.shape
@@ -88,6 +91,9 @@ def paged_prefill(
     if table.stride(-1) != 1:
         table = table.contiguous()  # [N, max_blocks]
     s_block, s_slot, s_head, _ = k_cache.stride()
+    if sinks is not None:
+        sinks = sinks.to(torch.float32).contiguous()  # [Hq]
+        assert sinks.shape == (hq,)
     rc = fn(
         q.data_ptr(), KV_DTYPES[q.dtype], q.stride(0),
         out.data_ptr(), KV_DTYPES[out.dtype], out.stride(0),
@@ -95,5 +101,6 @@ def paged_prefill(
         starts.shape[0], k_cache.data_ptr(), v_cache.data_ptr(), KV_DTYPES[k_cache.dtype],
         s_block, s_slot, s_head, hq, hk, d, bs,
         scale, sliding_window or 0, softcap or 0.0, torch.get_num_threads(),
+        None if sinks is None else sinks.data_ptr(),
     )  # fmt: skip
     return rc == 0

@@ -2,7 +2,8 @@
 
 The cos/sin table is built once per model: ``cos_sin_cache: [max_positions, rot_dim]`` with
 ``cos`` in the first half of the last dim and ``sin`` in the second. Scaling variants
-(``linear``, ``llama3``) change only the inverse frequencies, so kernels never see them.
+(``linear``, ``llama3``, ``yarn``) change only the inverse frequencies (YaRN and LongRoPE
+also scale cos and sin), so kernels never see them.
 """
 
 from __future__ import annotations
@@ -44,7 +45,8 @@ def rope_inv_freq(
         inv_freq = torch.where(medium, blended, scaled)
     else:
         raise ValueError(
-            f"unsupported rope scaling type {rope_type!r} (supported: default, linear, llama3)"
+            f"unsupported rope scaling type {rope_type!r} "
+            "(supported: default, linear, llama3, yarn, longrope)"
         )
     return inv_freq.float()
 
@@ -86,6 +88,52 @@ def longrope_inv_freq(
     return inv_freq, float(attention_factor)
 
 
+def yarn_inv_freq(
+    rot_dim: int, theta: float, scaling: dict[str, Any], max_position_embeddings: int
+) -> tuple[torch.Tensor, float]:
+    """YaRN (gpt-oss, Qwen long context): (inverse frequencies [rot_dim // 2], cos/sin scale),
+    as transformers' ``_compute_yarn_parameters`` computes them, in float32 like it.
+
+    Frequencies that turn fewer than ``beta_slow`` times over ``original_max_position_
+    embeddings`` are interpolated (divided by ``factor``), those turning more than
+    ``beta_fast`` times kept, a linear ramp between. ``truncate`` (default true; gpt-oss
+    says false) rounds the ramp's ends to whole dimensions. cos and sin are scaled by
+    ``attention_factor``, else ``0.1 * ln(factor) + 1`` (or the ``mscale`` /
+    ``mscale_all_dim`` ratio when both are given).
+    """
+    original = int(scaling.get("original_max_position_embeddings") or max_position_embeddings)
+    factor = scaling.get("factor")
+    factor = float(factor) if factor is not None else max_position_embeddings / original
+    attention_factor = scaling.get("attention_factor")
+    if attention_factor is None:
+        mscale, mscale_all_dim = scaling.get("mscale"), scaling.get("mscale_all_dim")
+        if mscale and mscale_all_dim:
+            attention_factor = _yarn_mscale(factor, mscale) / _yarn_mscale(factor, mscale_all_dim)
+        else:
+            attention_factor = _yarn_mscale(factor)
+    beta_fast = float(scaling.get("beta_fast") or 32)
+    beta_slow = float(scaling.get("beta_slow") or 1)
+
+    def correction_dim(rotations: float) -> float:
+        return rot_dim * math.log(original / (rotations * 2 * math.pi)) / (2 * math.log(theta))
+
+    low, high = correction_dim(beta_fast), correction_dim(beta_slow)
+    if scaling.get("truncate", True):
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, rot_dim - 1)
+    if low == high:
+        high += 0.001  # HF's guard against a zero-width ramp
+    ramp = ((torch.arange(rot_dim // 2, dtype=torch.float32) - low) / (high - low)).clamp(0, 1)
+    pos_freqs = theta ** (torch.arange(0, rot_dim, 2, dtype=torch.float32) / rot_dim)
+    keep = 1 - ramp  # [rot_dim // 2]: 1 where the frequency is kept (HF's arithmetic)
+    inv_freq = (1.0 / (factor * pos_freqs)) * (1 - keep) + (1.0 / pos_freqs) * keep
+    return inv_freq, float(attention_factor)
+
+
+def _yarn_mscale(factor: float, mscale: float = 1.0) -> float:
+    return 1.0 if factor <= 1 else 0.1 * mscale * math.log(factor) + 1.0
+
+
 def rope_table(
     rot_dim: int,
     theta: float,
@@ -97,6 +145,10 @@ def rope_table(
 ) -> torch.Tensor:
     """The cos | sin table [max_positions, rot_dim] for any supported rope type."""
     rope_type = (scaling or {}).get("rope_type", (scaling or {}).get("type", "default"))
+    if rope_type == "yarn":
+        assert scaling is not None
+        inv_freq, mscale = yarn_inv_freq(rot_dim, theta, scaling, max_position_embeddings)
+        return build_cos_sin_cache(max_positions, inv_freq, scale=mscale)
     if rope_type in ("longrope", "su"):
         assert scaling is not None
         long = max_model_len > int(scaling["original_max_position_embeddings"])

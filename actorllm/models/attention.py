@@ -98,8 +98,10 @@ class PagedAttention(nn.Module):
         v: torch.Tensor,
         kv_cache: tuple[torch.Tensor, torch.Tensor],
         meta: AttentionMetadata,
+        sinks: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """q: [T, Hq, D], k/v: [T, Hk, D], kv_cache: ([NB, BS, Hk, D], same) -> [T, Hq, D]."""
+        """q: [T, Hq, D], k/v: [T, Hk, D], kv_cache: ([NB, BS, Hk, D], same) -> [T, Hq, D].
+        ``sinks`` ([Hq], gpt-oss): each head's sink logit, in every softmax denominator."""
         k_cache, v_cache = kv_cache
         if self.kv_group:
             meta = meta.other_groups[self.kv_group - 1]
@@ -110,6 +112,8 @@ class PagedAttention(nn.Module):
             hints = {"max_query_len": meta.max_query_len, "max_seq_len": meta.max_seq_len}
         else:
             hints = {"plan_cache": meta.plan_cache}
+        if sinks is not None:  # like softcap: passed only when set
+            hints["sinks"] = sinks
         return self.ops.paged_attention(
             q,
             k_cache,

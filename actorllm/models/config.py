@@ -117,6 +117,9 @@ class CheckpointConfig(msgspec.Struct, frozen=True, kw_only=True):
     # Gemma 3: sliding layers use their own RoPE base (and scaling).
     local_rope_theta: float | None = None
     local_rope_scaling: dict[str, Any] | None = None
+    # gpt-oss: a learned logit per query head (``self_attn.sinks``) joins every softmax
+    # denominator and contributes no value.
+    attention_sinks: bool = False
     # -- Mixture of Experts (num_experts == 0: dense) ---------------------------------------
     num_experts: int = 0
     num_experts_per_tok: int = 0
@@ -126,6 +129,11 @@ class CheckpointConfig(msgspec.Struct, frozen=True, kw_only=True):
     # Per layer: True where the MLP is the sparse MoE block (Qwen MoE's mlp_only_layers and
     # decoder_sparse_step make some layers dense).
     moe_layers: list[bool] = []
+    moe_bias: bool = False  # gpt-oss: the router and each expert's projections have biases
+    # gpt-oss's clamped SwiGLU (hidden_act "swigluoai"): gate clamped to <= limit, up to
+    # [-limit, limit], out = (up + 1) * gate * sigmoid(alpha * gate).
+    swiglu_limit: float = 7.0
+    swiglu_alpha: float = 1.702
     # -- tensor parallel (models/parallel.py's shard_config sets them on a rank's config) ---
     tp_rank: int = 0
     tp_size: int = 1  # 1: the whole model; >1: head and intermediate counts are per rank
@@ -292,7 +300,7 @@ def _sliding_windows(raw: dict[str, Any], num_layers: int) -> list[int | None]:
     model_type = raw.get("model_type")
     if window is None or model_type in ("llama", "gemma", "granite", "olmo2", "gpt2"):
         return [None] * num_layers
-    if model_type in ("gemma2", "gemma3_text", "gemma3"):
+    if model_type in ("gemma2", "gemma3_text", "gemma3", "gpt_oss"):
         types = raw.get("layer_types") or _gemma_layer_types(raw, num_layers)
         return [int(window) if t == "sliding_attention" else None for t in types]
     if model_type in ("qwen2", "qwen3", "qwen2_moe", "qwen3_moe"):
@@ -309,9 +317,9 @@ def _sliding_windows(raw: dict[str, Any], num_layers: int) -> list[int | None]:
 
 
 def _gemma_layer_types(raw: dict[str, Any], num_layers: int) -> list[str]:
-    """Gemma 2 alternates sliding and full layers; Gemma 3 has one full layer in every
-    ``sliding_window_pattern`` (6 by default)."""
-    if raw.get("model_type") == "gemma2":
+    """Gemma 2 and gpt-oss alternate sliding and full layers (sliding first); Gemma 3 has one
+    full layer in every ``sliding_window_pattern`` (6 by default)."""
+    if raw.get("model_type") in ("gemma2", "gpt_oss"):
         return ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(num_layers)]
     pattern = int(raw.get("sliding_window_pattern") or raw.get("_sliding_window_pattern") or 6)
     return [

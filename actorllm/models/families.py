@@ -11,6 +11,9 @@ where a family's HF config says which switches it sets. Families by ``model_type
   soft-capping (2) and per-head q/k norms with a local RoPE base (3);
 * olmo2: norms after each sublayer instead of before, q/k norm over the whole projection;
 * mixtral, qwen2_moe, qwen3_moe, olmoe: sparse MoE MLPs (``models/moe.py``);
+* gpt_oss: attention sinks, sliding and full layers alternating, q/k/v/o biases, YaRN, and
+  a sparse MoE with biases and a clamped SwiGLU ("swigluoai"); its own stacked expert
+  layout is read by ``models/gpt_oss.py``;
 * gpt2: its own module (``models/gpt2.py``); only the key names are normalised here.
 
     >>> f = family_fields({"model_type": "gemma2", "query_pre_attn_scalar": 16,
@@ -25,7 +28,8 @@ import math
 from typing import Any
 
 GEMMA = ("gemma", "gemma2", "gemma3_text")
-MOE = ("mixtral", "qwen2_moe", "qwen3_moe", "olmoe")
+MOE = ("mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "gpt_oss")
+LAYER_TYPES = ("sliding_attention", "full_attention")
 
 
 def normalize_keys(raw: dict[str, Any]) -> dict[str, Any]:
@@ -68,6 +72,17 @@ def unsupported_options(raw: dict[str, Any]) -> list[str]:
             problems.append("GPT-2 scale_attn_weights=false is not supported")
     if raw.get("model_type") == "gemma3_text" and raw.get("use_bidirectional_attention"):
         problems.append("Gemma 3 use_bidirectional_attention=true is not supported")
+    if raw.get("model_type") == "gpt_oss":
+        types = raw.get("layer_types") or []
+        odd = sorted({str(t) for t in types} - set(LAYER_TYPES))
+        if types and len(types) != raw.get("num_hidden_layers"):
+            problems.append(
+                f"gpt-oss layer_types has {len(types)} entries for "
+                f"{raw.get('num_hidden_layers')} num_hidden_layers"
+            )
+        if odd:
+            known = ", ".join(LAYER_TYPES)
+            problems.append(f"gpt-oss layer_types {odd} are not supported ({known})")
     return problems
 
 
@@ -102,6 +117,11 @@ def family_fields(raw: dict[str, Any], num_layers: int, hidden: int) -> dict[str
         f["residual_multiplier"] = float(raw.get("residual_multiplier", 1.0))
         f["attention_scale"] = float(raw.get("attention_multiplier", 1.0))
         f["logits_multiplier"] = 1.0 / float(raw.get("logits_scaling", 1.0))
+    elif mt == "gpt_oss":
+        f["attention_sinks"] = True
+        f["hidden_act"] = "swigluoai"  # the experts' clamped SwiGLU (config's hidden_act unused)
+        f["swiglu_limit"] = float(raw.get("swiglu_limit", 7.0))
+        f["swiglu_alpha"] = float(raw.get("swiglu_alpha", 1.702))
     if mt in MOE:
         f.update(_moe_fields(raw, num_layers))
     return f
@@ -116,15 +136,17 @@ def _moe_fields(raw: dict[str, Any], num_layers: int) -> dict[str, Any]:
         step = int(raw.get("decoder_sparse_step") or 1)
         layers = [i not in only_dense and (i + 1) % step == 0 for i in range(num_layers)]
         inter = int(raw["moe_intermediate_size"])
-    else:  # Mixtral and OLMoE: every layer is sparse, experts are intermediate_size wide
+    else:  # Mixtral, OLMoE, gpt-oss: every layer is sparse, experts intermediate_size wide
         layers = [True] * num_layers
         inter = int(raw["intermediate_size"])
     return {
         "num_experts": num_experts,
         "num_experts_per_tok": int(raw.get("num_experts_per_tok") or 2),
         "moe_intermediate_size": inter,
-        # Mixtral always renormalises its top-k weights; the others say so in the config.
-        "norm_topk_prob": mt == "mixtral" or bool(raw.get("norm_topk_prob", False)),
+        # Mixtral always renormalises its top-k weights, gpt-oss takes the softmax of the
+        # top-k logits (the same thing); the others say so in the config.
+        "norm_topk_prob": mt in ("mixtral", "gpt_oss") or bool(raw.get("norm_topk_prob", False)),
+        "moe_bias": mt == "gpt_oss",
         "shared_expert_intermediate_size": int(raw.get("shared_expert_intermediate_size") or 0)
         if mt == "qwen2_moe"
         else 0,

@@ -102,6 +102,8 @@ class Attention(nn.Module):
             ops, self.hq, self.hk, self.d, window,
             scale=cfg.attention_scale, softcap=cfg.attn_logit_softcap,
         )  # fmt: skip
+        # gpt-oss: each query head's sink logit [Hq] (the kernels read it as float32).
+        self.sinks = nn.Parameter(torch.empty(self.hq)) if cfg.attention_sinks else None
 
     def forward(
         self,
@@ -131,7 +133,7 @@ class Attention(nn.Module):
             if self.q_norm is not None and self.k_norm is not None and self.per_head:
                 q, k = self.q_norm(q), self.k_norm(k)
             q, k = self._rotate(positions, q, k, cos_sin)
-        o = self.attn(q, k, v, kv_cache, meta)  # [T, Hq, D]
+        o = self.attn(q, k, v, kv_cache, meta, self.sinks)  # [T, Hq, D]
         out = self.o_proj(o.reshape(t, self.hq * self.d))  # [T, H], this rank's heads only
         return out if self.comm is None else self.comm.all_reduce(out)
 

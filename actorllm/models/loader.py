@@ -44,6 +44,7 @@ from actorllm.models.quant.apply import (
 )
 from actorllm.models.quant.experts import EXPERT_LINEARS, QuantExperts
 from actorllm.models.quant.linear import QUANT_LINEARS
+from actorllm.models.quant.mxfp4 import quantize_experts_mxfp4
 from actorllm.models.quant.spec import QuantizationError as QuantizationError
 from actorllm.models.registry import resolve_model_class
 
@@ -194,7 +195,9 @@ def load_model(
             "quantization_config quant_method 'gguf' in config.json: GGUF weights are read "
             "from a .gguf file (give its path as the model)"
         )
-    if spec is not None:
+    if spec is not None and spec.scheme == "mxfp4":  # gpt-oss: the MoE experts only
+        quantize_experts_mxfp4(model, torch_dtype)
+    elif spec is not None:
         quantize_linears(model, spec, torch_dtype)  # packed layers, still on meta
     model = materialize(model, device)
     model.tie_weights()

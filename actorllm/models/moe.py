@@ -1,4 +1,4 @@
-"""The sparse Mixture-of-Experts MLP: Mixtral, Qwen2-MoE, Qwen3-MoE, OLMoE.
+"""The sparse Mixture-of-Experts MLP: Mixtral, Qwen2-MoE, Qwen3-MoE, OLMoE, gpt-oss.
 
 A router (``gate``: [E, H]) scores every expert per token, the top ``K`` are kept (softmax
 then top-k, renormalised where the family says so; ``kernels/moe.py::route_topk``) and
@@ -11,6 +11,9 @@ its slot: ``mlp.experts.{e}.gate_proj.weight`` (Mixtral: ``w1``) is rows [0, I) 
 ``w13[e]``, ``up_proj`` (``w3``) rows [I, 2I), ``down_proj`` (``w2``) all of ``w2[e]``.
 transformers 5's own stacked names (``experts.gate_up_proj``, ``experts.down_proj``) load
 whole. A quantized checkpoint's experts are not stacked: ``models/quant/experts.py``.
+gpt-oss adds a bias to the router and to both expert projections (``w13_bias`` [E, 2I],
+``w2_bias`` [E, H]) and its clamped SwiGLU; its checkpoints' own expert layout is read by
+``models/gpt_oss.py``.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from actorllm.kernels.moe import route_topk
 from actorllm.kernels.ops import Ops
 from actorllm.models.config import CheckpointConfig
 from actorllm.models.layers import MLP
+from actorllm.models.quant.mxfp4 import Mxfp4Experts
 
 # HF per-expert projection -> (our stacked parameter, slot within the expert).
 EXPERT_SLOTS: dict[str, tuple[str, int]] = {
@@ -33,18 +37,26 @@ EXPERT_SLOTS: dict[str, tuple[str, int]] = {
     "w2": ("w2", 0),
 }
 # transformers 5's stacked tensor names -> ours.
-STACKED_NAMES: dict[str, str] = {"gate_up_proj": "w13", "down_proj": "w2"}
+STACKED_NAMES: dict[str, str] = {
+    "gate_up_proj": "w13",
+    "down_proj": "w2",
+    "gate_up_proj_bias": "w13_bias",  # gpt-oss
+    "down_proj_bias": "w2_bias",
+}
 
 
 class FusedExperts(nn.Module):
     """E gated-MLP experts stacked into two tensors."""
 
-    def __init__(self, num_experts: int, hidden: int, inter: int) -> None:
+    def __init__(self, num_experts: int, hidden: int, inter: int, bias: bool = False) -> None:
         super().__init__()
         self.num_experts = num_experts
         self.inter = inter
         self.w13 = nn.Parameter(torch.empty(num_experts, 2 * inter, hidden))  # [E, 2I, H]
         self.w2 = nn.Parameter(torch.empty(num_experts, hidden, inter))  # [E, H, I]
+        # gpt-oss: [E, 2I] (gate | up) and [E, H]
+        self.w13_bias = nn.Parameter(torch.empty(num_experts, 2 * inter)) if bias else None
+        self.w2_bias = nn.Parameter(torch.empty(num_experts, hidden)) if bias else None
 
     def shard_view(self, leaf: str, data: torch.Tensor, key: tuple[int, int]) -> torch.Tensor:
         """The rows of ``data`` (our ``leaf`` parameter) that expert ``key[0]``'s slot
@@ -66,10 +78,15 @@ class SparseMoeBlock(nn.Module):
         self.top_k = cfg.num_experts_per_tok
         self.renormalize = cfg.norm_topk_prob
         self.activation = cfg.hidden_act
-        self.gate = nn.Linear(cfg.hidden_size, cfg.num_experts, bias=False)  # the router
-        # Quantized checkpoints: replaced at load by models/quant/experts.py's QuantExperts.
+        # Keywords fused_moe takes only for the families that need them (like softcap).
+        self.act_args: dict[str, float] = {}
+        if cfg.hidden_act == "swigluoai":
+            self.act_args = {"swiglu_limit": cfg.swiglu_limit, "swiglu_alpha": cfg.swiglu_alpha}
+        self.gate = nn.Linear(cfg.hidden_size, cfg.num_experts, bias=cfg.moe_bias)  # the router
+        # Replaced at load by Mxfp4Experts (an mxfp4 checkpoint) or by
+        # models/quant/experts.py's QuantExperts (other quantized checkpoints).
         self.experts: nn.Module = FusedExperts(
-            cfg.num_experts, cfg.hidden_size, cfg.moe_intermediate_size
+            cfg.num_experts, cfg.hidden_size, cfg.moe_intermediate_size, cfg.moe_bias
         )
         self.shared_expert: MLP | None = None
         self.shared_expert_gate: nn.Linear | None = None
@@ -80,12 +97,18 @@ class SparseMoeBlock(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x: [T, H] -> [T, H]."""
         weights, ids = route_topk(self.gate(x), self.top_k, self.renormalize)  # [T, K] x2
-        if isinstance(self.experts, FusedExperts):
-            out = self.ops.fused_moe(
-                x, self.experts.w13, self.experts.w2, weights, ids, self.activation
-            )  # [T, H]
-        else:  # quantized experts: each expert's tokens through its own quantized linears
-            out = self.experts(x, weights, ids, self.activation)  # [T, H]
+        ex = self.experts
+        if isinstance(ex, Mxfp4Experts):  # packed: dequantized per routed expert
+            return self._add_shared(x, ex(x, weights, ids, self.activation, **self.act_args))
+        if not isinstance(ex, FusedExperts):  # quantized: each expert's own packed linears
+            return self._add_shared(x, ex(x, weights, ids, self.activation))  # [T, H]
+        bias = {} if ex.w13_bias is None else {"w13_bias": ex.w13_bias, "w2_bias": ex.w2_bias}
+        out = self.ops.fused_moe(
+            x, ex.w13, ex.w2, weights, ids, self.activation, **bias, **self.act_args
+        )  # [T, H]
+        return self._add_shared(x, out)
+
+    def _add_shared(self, x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
         if self.shared_expert is not None and self.shared_expert_gate is not None:
             shared = self.shared_expert(x)  # [T, H]
             out = out + torch.sigmoid(self.shared_expert_gate(x)) * shared

@@ -74,6 +74,8 @@ def check_tensor_parallel(cfg: CheckpointConfig, size: int) -> None:
         problems.append("GPT-2 has no tensor-parallel layers")
     if cfg.model_type == "phi3":
         problems.append("Phi-3's fused qkv_proj / gate_up_proj checkpoints are not split")
+    if cfg.model_type == "gpt_oss":
+        problems.append("gpt-oss's attention sinks and expert biases are not split")
     if cfg.qk_norm and not cfg.qk_norm_per_head:
         problems.append(f"{cfg.model_type}'s q/k norm over the whole projection is not split")
     if cfg.num_heads % size:

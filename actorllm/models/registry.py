@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from actorllm.models.base import CausalLM
 from actorllm.models.gpt2 import GPT2LMHeadModel
+from actorllm.models.gpt_oss import GptOssForCausalLM
 from actorllm.models.llama import LlamaForCausalLM
 
 # The decoder families share one implementation; their differences are config switches
@@ -31,6 +32,7 @@ MODEL_REGISTRY: dict[str, type[CausalLM]] = {
     "Qwen2MoeForCausalLM": LlamaForCausalLM,
     "Qwen3MoeForCausalLM": LlamaForCausalLM,
     "OlmoeForCausalLM": LlamaForCausalLM,
+    "GptOssForCausalLM": GptOssForCausalLM,  # the same decoder, its own checkpoint layout
     "GPT2LMHeadModel": GPT2LMHeadModel,
 }
 

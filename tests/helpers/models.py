@@ -17,6 +17,7 @@ Family = Literal[
     "llama", "llama3", "mistral", "qwen2", "qwen3",
     "mixtral", "qwen2_moe", "qwen3_moe", "olmoe",
     "gemma", "gemma2", "gemma3", "phi3", "phi3_longrope", "olmo2", "granite", "gpt2",
+    "gpt_oss",
 ]  # fmt: skip
 
 LLAMA3_ROPE = {
@@ -88,6 +89,19 @@ PHI3_LONGROPE = {
 }
 
 
+# gpt-oss's YaRN (truncate false, as its checkpoints say) at tiny scale: the ramp falls
+# inside head_dim 16's 8 frequency pairs.
+GPT_OSS_YARN = {
+    "rope_type": "yarn",
+    "rope_theta": 150000.0,
+    "factor": 4.0,
+    "beta_fast": 32.0,
+    "beta_slow": 1.0,
+    "truncate": False,
+    "original_max_position_embeddings": 128,  # max_position_embeddings 512 / factor 4
+}
+
+
 def _other_family(family: str, common: dict[str, Any], sliding_window: int | None) -> Any:
     """The families beyond the Llama shape: MoE, Gemma 1-3, Phi-3, OLMo 2, Granite, GPT-2."""
     import transformers
@@ -109,6 +123,12 @@ def _other_family(family: str, common: dict[str, Any], sliding_window: int | Non
     if family == "olmoe":
         common.setdefault("clip_qkv", 3.0)
         return transformers.OlmoeConfig(num_experts=4, **moe, **common)
+    if family == "gpt_oss":  # sliding and full layers alternate; a low limit that clamps
+        common.setdefault("head_dim", 16)
+        return transformers.GptOssConfig(
+            num_local_experts=4, sliding_window=sliding_window or 8, swiglu_limit=3.0,
+            rope_parameters=dict(GPT_OSS_YARN), **moe, **common,
+        )  # fmt: skip
     gemma = dict(
         common, head_dim=common.get("head_dim") or 16, hidden_activation="gelu_pytorch_tanh"
     )

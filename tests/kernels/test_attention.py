@@ -39,8 +39,10 @@ def _oracle(
     scale: float,
     window: int | None,
     softcap: float | None = None,
+    sinks: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """Token by token, in float64, reading the cache's logical [NB, BS, Hk, D] layout."""
+    """Token by token, in float64, reading the cache's logical [NB, BS, Hk, D] layout;
+    ``sinks`` [Hq]: one more logit per head in the softmax, its value dropped."""
     out = torch.zeros(q.shape, dtype=torch.float64)
     hq, hk = q.shape[1], k_cache.shape[2]
     for b in range(len(lens)):
@@ -58,7 +60,10 @@ def _oracle(
                     s = softcap * torch.tanh(s / softcap)
                 if window is not None:
                     s[: max(0, pos + 1 - window)] = -math.inf
-                out[qsl[b] + i, h] = torch.softmax(s, 0) @ vals[: pos + 1, kh]
+                if sinks is not None:
+                    s = torch.cat([s, sinks[h : h + 1].double()])
+                p = torch.softmax(s, 0)[: pos + 1]
+                out[qsl[b] + i, h] = p @ vals[: pos + 1, kh]
     return out
 
 
@@ -124,6 +129,24 @@ def test_softcap_matches_dense_oracle(window: int | None, hq: int, hk: int) -> N
     torch.testing.assert_close(got.double(), want, atol=1e-5, rtol=1e-5)
     uncapped = _oracle(q, kc, vc, qsl, lens, table, d**-0.5, window)
     assert not torch.allclose(want, uncapped, atol=1e-3)  # the cap really changed scores
+
+
+@pytest.mark.parametrize("window", [None, 5])
+@pytest.mark.parametrize("hq,hk", [(4, 4), (4, 2), (6, 2)])
+def test_sinks_match_dense_oracle(window: int | None, hq: int, hk: int) -> None:
+    """gpt-oss's attention sinks: decodes and prefills (after a prefix hit too), GQA, with
+    and without a window; sinks both below and far above the scores."""
+    d, nb = 8, 64
+    q_lens, lens = [1, 3, 1, 6, 1], [9, 7, 30, 6, 1]
+    q, qsl, table = _step(q_lens, lens, hq, d, nb, seed=7)
+    kc, vc = _caches(nb, hk, d, head_major=True)
+    sinks = torch.linspace(-3.0, 40.0, hq)  # 40: the sink outweighs every key
+    qsl_t, lens_t = torch.tensor(qsl, dtype=torch.int32), torch.tensor(lens, dtype=torch.int32)
+    got = paged_attention(q, kc, vc, qsl_t, lens_t, table, d**-0.5, window, sinks=sinks)
+    want = _oracle(q, kc, vc, qsl, lens, table, d**-0.5, window, sinks=sinks)
+    torch.testing.assert_close(got.double(), want, atol=1e-5, rtol=1e-5)
+    plain = _oracle(q, kc, vc, qsl, lens, table, d**-0.5, window)
+    assert not torch.allclose(want, plain, atol=1e-3)  # the sinks really took their share
 
 
 def test_head_major_and_plain_caches_agree_bitwise_on_decode_values() -> None:

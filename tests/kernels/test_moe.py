@@ -34,6 +34,36 @@ def test_fused_moe_matches_naive_loop(t: int, e: int, k: int, activation: str) -
     torch.testing.assert_close(got.double(), want, atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("t,e,k", [(1, 4, 2), (9, 4, 2), (13, 8, 4)])
+def test_gpt_oss_experts_match_hf_loop(t: int, e: int, k: int) -> None:
+    """gpt-oss: biases on both projections and the clamped SwiGLU, against transformers'
+    own expert loop on its layout (gate_up [E, H, 2I] interleaved, down [E, I, H])."""
+    from transformers import GptOssConfig
+    from transformers.models.gpt_oss.modeling_gpt_oss import GptOssExperts
+
+    g = torch.Generator().manual_seed(t + e)
+    h, i, limit, alpha = 16, 12, 1.5, 1.3  # a low limit so the clamps really bite
+    cfg = GptOssConfig(hidden_size=h, intermediate_size=i, num_local_experts=e,
+                       swiglu_limit=limit, swiglu_alpha=alpha)  # fmt: skip
+    hf = GptOssExperts(cfg)
+    with torch.no_grad():
+        for p in hf.parameters():
+            p.copy_(torch.randn(p.shape, generator=g))
+    x = torch.randn(t, h, generator=g)
+    weights, ids = route_topk(torch.randn(t, e, generator=g), k, renormalize=True)
+    want = hf(x, ids, weights)
+    # Our layout: [E, 2I, H] gate rows then up rows; [E, H, I].
+    gu, gub = hf.gate_up_proj.detach().transpose(1, 2), hf.gate_up_proj_bias.detach()
+    w13 = torch.cat([gu[:, 0::2], gu[:, 1::2]], dim=1)
+    b13 = torch.cat([gub[:, 0::2], gub[:, 1::2]], dim=1)
+    w2 = hf.down_proj.detach().transpose(1, 2)
+    got = fused_moe(
+        x, w13, w2, weights, ids, "swigluoai", w13_bias=b13,
+        w2_bias=hf.down_proj_bias.detach(), swiglu_limit=limit, swiglu_alpha=alpha,
+    )  # fmt: skip
+    torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
+
+
 def test_routing_softmax_topk_and_renormalisation() -> None:
     logits = torch.tensor([[2.0, 1.0, 0.0, -1.0], [0.0, 0.0, 3.0, 1.0]])
     w, ids = route_topk(logits, 2, renormalize=False)

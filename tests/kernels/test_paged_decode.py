@@ -88,6 +88,30 @@ def test_native_decode_matches_the_torch_path(
     torch.testing.assert_close(got.to(dtype).float(), want, atol=tol, rtol=tol)
 
 
+@pytest.mark.usefixtures("build")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+@pytest.mark.parametrize(("hq", "hk", "d"), [(4, 4, 16), (6, 2, 16), (8, 2, 64), (4, 1, 8)])
+@pytest.mark.parametrize("window", [None, 7])
+def test_native_decode_with_sinks_matches_the_torch_path(
+    dtype: torch.dtype, hq: int, hk: int, d: int, window: int | None,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """gpt-oss's attention sinks (a logit per head with no value) through the tile walks
+    (d 16 and 64: AVX-512 / AVX2 tiles) and the portable one (d 8), sinks below and far
+    above the scores."""
+    q, kc, vc, lens, table = _case(dtype, "head_major", hq, hk, d=d)
+    sinks = torch.linspace(-2.0, 30.0, hq)
+    qsl = torch.arange(len(lens) + 1, dtype=torch.int32)
+    got = paged_attention(q, kc, vc, qsl, lens, table, 0.25, window, sinks=sinks)
+    with monkeypatch.context() as m:
+        m.setattr(native_decode, "supports", lambda cache: False)
+        want = paged_attention(q, kc, vc, qsl, lens, table, 0.25, window, sinks=sinks)
+        plain = paged_attention(q, kc, vc, qsl, lens, table, 0.25, window)
+    tol = 1e-5 if dtype == torch.float32 else 8e-3
+    torch.testing.assert_close(got.float(), want.float(), atol=tol, rtol=tol)
+    assert not torch.allclose(want.float(), plain.float(), atol=1e-2)
+
+
 def test_bf16_layer_output_goes_through_the_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
     """paged_attention on a bf16 cache takes the native path (the torch grouping is never
     asked) and returns q's dtype."""

@@ -44,9 +44,10 @@ def _step(
 
 def _attend(
     step: Step, native: bool, monkeypatch: pytest.MonkeyPatch, scale: float = 0.25,
-    window: int | None = None, softcap: float | None = None,
+    window: int | None = None, softcap: float | None = None, sinks: torch.Tensor | None = None,
 ) -> torch.Tensor:  # fmt: skip
     q, kc, vc, qsl, lens, table = step
+    extra = {} if sinks is None else {"sinks": sinks}
     calls: list[bool] = []
     real = native_prefill.paged_prefill
 
@@ -58,7 +59,9 @@ def _attend(
         m.setattr(native_prefill, "paged_prefill", spy)
         if not native:
             m.setattr(native_prefill, "supports", lambda *args: False)
-        out = paged_attention(q, kc, vc, qsl, lens, table, scale, window, softcap=softcap)
+        out = paged_attention(
+            q, kc, vc, qsl, lens, table, scale, window, softcap=softcap, **extra
+        )  # fmt: skip
     assert calls == ([True] if native else [])  # one call for every prefill of the step
     return out
 
@@ -95,6 +98,24 @@ def test_mixed_step_matches_the_torch_path(
     want = _attend(step, False, monkeypatch, window=window, softcap=softcap)
     assert got.dtype == dtype
     torch.testing.assert_close(got.float(), want.float(), atol=_tol(dtype), rtol=_tol(dtype))
+
+
+@pytest.mark.usefixtures("build")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+@pytest.mark.parametrize(("hq", "hk"), [(4, 4), (6, 2)])
+@pytest.mark.parametrize("window", [None, 7])
+def test_sinks_match_the_torch_path(
+    dtype: torch.dtype, hq: int, hk: int, window: int | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """gpt-oss's attention sinks (a logit per head with no value), sinks below and far above
+    the scores, in a step of prefills over cached context and decode rows."""
+    step = _step(dtype, True, hq, hk, (5, 1, 23, 2, 17), (5, 9, 40, 2, 30))
+    sinks = torch.linspace(-2.0, 30.0, hq)
+    got = _attend(step, True, monkeypatch, window=window, sinks=sinks)
+    want = _attend(step, False, monkeypatch, window=window, sinks=sinks)
+    torch.testing.assert_close(got.float(), want.float(), atol=_tol(dtype), rtol=_tol(dtype))
+    plain = _attend(step, False, monkeypatch, window=window)
+    assert not torch.allclose(want.float(), plain.float(), atol=1e-2)
 
 
 @pytest.mark.usefixtures("build")

@@ -45,12 +45,14 @@ def _check(
     batch: tuple[torch.Tensor, ...],
     window: int | None = None,
     softcap: float | None = None,
+    sinks: torch.Tensor | None = None,
     **hints: int,
 ) -> None:
     q = batch[0]
     scale = q.shape[-1] ** -0.5
-    got = tk.paged_attention(*batch, scale, window, softcap=softcap, **hints)
-    want = ref.paged_attention(*batch, scale, window, softcap=softcap)
+    extra = {} if sinks is None else {"sinks": sinks}
+    got = tk.paged_attention(*batch, scale, window, softcap=softcap, **extra, **hints)
+    want = ref.paged_attention(*batch, scale, window, softcap=softcap, **extra)
     assert got.shape == q.shape and got.dtype == q.dtype
     torch.testing.assert_close(got, want, atol=atol(q.dtype), rtol=1e-2)
 
@@ -94,6 +96,17 @@ def test_softcap_with_window(dev_dtype: DevDtype, splits: int) -> None:
     torch.manual_seed(11)
     batch = _batch([12, 1, 14, 1], [12, 40, 35, 7], 4, 2, 32, 8, dev_dtype)
     _check((batch[0] * 4, *batch[1:]), 5, softcap=3.0, num_splits=splits)
+
+
+@SPLITS
+@pytest.mark.parametrize("window", [None, 5])
+def test_sinks(dev_dtype: DevDtype, splits: int, window: int | None) -> None:
+    """gpt-oss: a sink logit per head in every softmax denominator, below and far above the
+    scores, in prefills and decodes; split-KV counts it once."""
+    torch.manual_seed(12)
+    batch = _batch([12, 1, 14, 1], [12, 40, 35, 7], 4, 2, 32, 8, dev_dtype)
+    sinks = torch.tensor([-2.0, 0.5, 3.0, 30.0], device=batch[0].device)
+    _check(batch, window, sinks=sinks, num_splits=splits)
 
 
 @SPLITS

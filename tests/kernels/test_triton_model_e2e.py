@@ -1,6 +1,7 @@
 """Tiny models through ModelRunner: the Triton backend (interpreter on CPU) picks the same
 greedy tokens as the torch backend, through chunked prefill and a prefix-cache hit, for a
-Llama, a MoE (the fused-MoE kernel) and Gemma 2 (sliding window and soft-capping)."""
+Llama, a MoE (the fused-MoE kernel), Gemma 2 (sliding window and soft-capping) and gpt-oss
+(attention sinks, sliding window, biased experts with the clamped SwiGLU)."""
 
 from __future__ import annotations
 
@@ -41,13 +42,15 @@ def _greedy_tokens(path: Path, backend: str, device: str) -> dict[str, list[int]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("family", ["llama", "qwen3_moe", "gemma2"])
+@pytest.mark.parametrize("family", ["llama", "qwen3_moe", "gemma2", "gpt_oss"])
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)])
 def test_triton_backend_matches_torch_greedy(tmp_path: Path, device: str, family: str) -> None:
     require_triton_device(device)
     small = dict(num_layers=2, hidden_size=32, intermediate_size=32, vocab_size=64)
-    if family == "qwen3_moe":
+    if family in ("qwen3_moe", "gpt_oss"):
         small["head_dim"] = 16
+    if family == "gpt_oss":
+        small["sliding_window"] = 4  # the prompts pass it
     path = make_tiny_checkpoint(tmp_path / family, family, num_heads=4, num_kv_heads=2, **small)  # type: ignore[arg-type]
     want = _greedy_tokens(path, "torch", device)
     got = _greedy_tokens(path, "triton", device)

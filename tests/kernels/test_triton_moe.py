@@ -31,6 +31,24 @@ def test_matches_reference(dev_dtype: DevDtype, t: int, e: int, k: int, h: int, 
     torch.testing.assert_close(got, want, atol=atol(dtype) * 4, rtol=1e-2)
 
 
+def test_biases_and_swigluoai_match_reference(dev_dtype: DevDtype) -> None:
+    """gpt-oss's experts: biases on both projections and the clamped SwiGLU."""
+    device, dtype = dev_dtype
+    t, e, k, h, i = 9, 4, 2, 32, 16
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(t, h, generator=g)
+    w13 = torch.randn(e, 2 * i, h, generator=g) / h**0.5 * 4
+    w2 = torch.randn(e, h, i, generator=g) / i**0.5
+    b13, b2 = torch.randn(e, 2 * i, generator=g), torch.randn(e, h, generator=g)
+    weights, ids = ref.route_topk(torch.randn(t, e, generator=g), k, renormalize=True)
+    x, w13, w2, b13, b2 = (a.to(device, dtype) for a in (x, w13, w2, b13, b2))
+    kw = dict(w13_bias=b13, w2_bias=b2, swiglu_limit=2.0, swiglu_alpha=1.702)
+    args = (x, w13, w2, weights.to(device), ids.to(device), "swigluoai")
+    got = tk.fused_moe(*args, **kw)  # type: ignore[arg-type]
+    want = ref.fused_moe(*args, **kw)  # type: ignore[arg-type]
+    torch.testing.assert_close(got, want, atol=atol(dtype) * 4, rtol=1e-2)
+
+
 def test_alignment_pads_each_expert_to_whole_tiles() -> None:
     # pairs 0..5; expert 0: pairs 1, 2; expert 1: 5; expert 2: 0, 3, 4
     ids = torch.tensor([[2, 0], [0, 2], [2, 1]], dtype=torch.int32)

@@ -202,3 +202,97 @@ def test_gemma3_transformers4_rope_keys() -> None:
     assert cfg.rope_theta == 1_000_000.0
     assert cfg.rope_scaling == {"rope_type": "linear", "factor": 8.0}
     assert (cfg.local_rope_theta, cfg.local_rope_scaling) == (10_000.0, None)
+
+
+# gpt-oss-20b's config.json as OpenAI ships it (transformers 4.x spelling), layers cut to 4.
+GPT_OSS_20B = {
+    "architectures": ["GptOssForCausalLM"], "model_type": "gpt_oss", "attention_bias": True,
+    "eos_token_id": 200002, "head_dim": 64, "hidden_act": "silu", "hidden_size": 2880,
+    "intermediate_size": 2880, "max_position_embeddings": 131072, "num_attention_heads": 64,
+    "num_experts_per_tok": 4, "num_hidden_layers": 4, "num_key_value_heads": 8,
+    "num_local_experts": 32, "rms_norm_eps": 1e-05, "rope_theta": 150000,
+    "layer_types": ["sliding_attention", "full_attention"] * 2,
+    "rope_scaling": {"beta_fast": 32.0, "beta_slow": 1.0, "factor": 32.0,
+                     "original_max_position_embeddings": 4096, "rope_type": "yarn",
+                     "truncate": False},
+    "sliding_window": 128, "swiglu_limit": 7.0, "tie_word_embeddings": False,
+    "vocab_size": 201088,
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("truncate", [False, True, None])
+@pytest.mark.parametrize("head_dim", [64, 16])
+def test_yarn_matches_transformers_tables(truncate: bool | None, head_dim: int) -> None:
+    """gpt-oss's YaRN (truncate false) and the default (truncate true, or absent): the
+    same inverse frequencies and cos/sin scale as transformers computes."""
+    from transformers import GptOssConfig
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    scaling = dict(GPT_OSS_20B["rope_scaling"], rope_theta=150000.0)  # type: ignore[call-overload]
+    if truncate is None:
+        scaling.pop("truncate")
+    else:
+        scaling["truncate"] = truncate
+    hf_cfg = GptOssConfig(head_dim=head_dim, rope_parameters=scaling)
+    inv_freq, factor = ROPE_INIT_FUNCTIONS["yarn"](hf_cfg, "cpu")
+    assert factor > 1.0
+    t = torch.arange(300, dtype=torch.float32)
+    freqs = torch.outer(t, inv_freq)
+    want = torch.cat([freqs.cos(), freqs.sin()], dim=-1) * factor
+    got = rope_table(
+        head_dim, 150000.0, scaling, 300, max_position_embeddings=131072, max_model_len=131072
+    )
+    torch.testing.assert_close(got, want, atol=0, rtol=0)
+
+
+def test_gpt_oss_switches_from_its_config() -> None:
+    cfg = CheckpointConfig.from_dict(GPT_OSS_20B)
+    assert cfg.sliding_windows == [128, None, 128, None] and cfg.attention_sinks
+    assert cfg.attention_bias and cfg.o_proj_bias and not cfg.tie_word_embeddings
+    assert cfg.rope_theta == 150000.0 and cfg.rope_scaling is not None
+    assert cfg.rope_scaling["rope_type"] == "yarn" and cfg.rope_scaling["truncate"] is False
+    assert (cfg.num_experts, cfg.num_experts_per_tok, cfg.moe_intermediate_size) == (32, 4, 2880)
+    assert cfg.moe_layers == [True] * 4 and cfg.moe_bias and cfg.norm_topk_prob
+    assert (cfg.hidden_act, cfg.swiglu_limit, cfg.swiglu_alpha) == ("swigluoai", 7.0, 1.702)
+    # No layer_types: sliding first, alternating (transformers' default).
+    no_types = {k: v for k, v in GPT_OSS_20B.items() if k != "layer_types"}
+    assert CheckpointConfig.from_dict(no_types).sliding_windows == [128, None, 128, None]
+
+
+def test_gpt_oss_refusals_name_what_is_not_run() -> None:
+    from actorllm.models.parallel import TensorParallelError, check_tensor_parallel
+
+    odd = dict(GPT_OSS_20B, layer_types=["sliding_attention", "chunked_attention"] * 2)
+    with pytest.raises(ModelConfigError, match=r"layer_types.*chunked_attention"):
+        CheckpointConfig.from_dict(odd)
+    short = dict(GPT_OSS_20B, layer_types=["sliding_attention", "full_attention"])
+    with pytest.raises(ModelConfigError, match="layer_types has 2 entries for 4"):
+        CheckpointConfig.from_dict(short)
+    with pytest.raises(TensorParallelError, match="gpt-oss"):
+        check_tensor_parallel(CheckpointConfig.from_dict(GPT_OSS_20B), 2)
+
+
+def test_gpt_oss_experts_load_from_their_interleaved_layout(tmp_path: Path) -> None:
+    """gate_up_proj [E, H, 2I] with gate / up interleaved lands in w13 [E, 2I, H] as gate
+    rows then up rows; down_proj [E, I, H] in w2 [E, H, I]; the router in mlp.gate."""
+    path = make_tiny_checkpoint(tmp_path / "g", "gpt_oss", num_layers=1)
+    sd = load_file(str(path / "model.safetensors"))
+    model = _load(path)
+    params = dict(model.named_parameters())
+    gu = sd["model.layers.0.mlp.experts.gate_up_proj"]  # [E, H, 2I]
+    w13 = params["model.layers.0.mlp.experts.w13"]
+    i = w13.shape[1] // 2
+    torch.testing.assert_close(w13[2, :i], gu[2, :, 0::2].t())  # gate
+    torch.testing.assert_close(w13[2, i:], gu[2, :, 1::2].t())  # up
+    b = sd["model.layers.0.mlp.experts.gate_up_proj_bias"]
+    torch.testing.assert_close(params["model.layers.0.mlp.experts.w13_bias"][1, i:], b[1, 1::2])
+    torch.testing.assert_close(
+        params["model.layers.0.mlp.experts.w2"][3],
+        sd["model.layers.0.mlp.experts.down_proj"][3].t(),
+    )
+    torch.testing.assert_close(
+        params["model.layers.0.mlp.gate.bias"], sd["model.layers.0.mlp.router.bias"]
+    )
+    torch.testing.assert_close(
+        params["model.layers.0.self_attn.sinks"], sd["model.layers.0.self_attn.sinks"]
+    )

@@ -31,6 +31,7 @@ CASES: list[tuple[str, dict[str, Any]]] = [
     ("qwen2_moe", dict(num_kv_heads=2)),
     ("qwen3_moe", dict(num_kv_heads=1, max_shard_size="60KB")),
     ("olmoe", dict(num_kv_heads=4)),
+    ("gpt_oss", dict(num_kv_heads=2)),
     ("gemma", dict(num_kv_heads=1)),
     ("gemma2", dict(num_kv_heads=2)),
     ("gemma3", dict(num_kv_heads=2)),
@@ -81,7 +82,7 @@ def test_greedy_parity_with_hf(tmp_path: Path, family: str, overrides: dict[str,
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("family", ["qwen2_moe", "gemma2"])
+@pytest.mark.parametrize("family", ["qwen2_moe", "gemma2", "gpt_oss"])
 def test_chunked_prefill_and_prefix_hits_match_hf(tmp_path: Path, family: str) -> None:
     """A MoE and a sliding-window family through 7-token chunks and a prefix-cache hit
     (the hit covers more than gemma2's window of 8)."""

@@ -19,4 +19,16 @@ static inline void softcap_scores(float *s, int64_t n, float cap) {
     for (int64_t e = 0; e < n; e++) s[e] = cap * tanhf(s[e] / cap);
 }
 
+/* A row's running state before its first key: max -inf and sum 0, or with an attention sink
+ * (gpt-oss: a logit in the softmax denominator whose value is zero) the sink taken as the
+ * first key: max = sink, sum = exp(sink - sink) = 1, accumulator 0 either way. `sinks` NULL:
+ * none. */
+static inline void online_begin(const float *sinks, int64_t head, float *m, float *l) {
+    if (sinks != NULL) {
+        *m = sinks[head], *l = 1.0f;
+    } else {
+        *m = -INFINITY, *l = 0.0f;
+    }
+}
+
 #endif

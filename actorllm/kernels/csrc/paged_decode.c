@@ -35,7 +35,9 @@
  *   seq_lens     [N] int32: context length including this step's token (already written)
  *   block_table  [N, table_stride] int32: physical blocks in order
  * window > 0 keeps only the last `window` keys; softcap > 0 applies Gemma 2's
- * softcap * tanh(score / softcap) before the softmax.
+ * softcap * tanh(score / softcap) before the softmax. sinks (NULL: none) [Hq] float32:
+ * gpt-oss's per-head sink logits, each in its head's softmax denominator with no value (the
+ * walk starts from it as from a key: online_begin).
  *
  * Threads: OpenMP, over the tasks. Built against the libgomp torch already loaded (same
  * soname), so the kernel shares torch's thread pool instead of a second one.
@@ -73,6 +75,7 @@ typedef struct task_s {
     /* the task this thread runs next (NULL: none): its first blocks are prefetched while
      * this one's last blocks are computed */
     const struct task_s *next;
+    const float *sinks; /* [Hq] sink logits (NULL: none) */
 } task_t;
 
 /* The first key a task attends to (its window's start). */
@@ -87,7 +90,7 @@ static void attend_portable(const task_t *t, const float *q, float *out, float *
     int g = t->g, d = t->d, bs = t->block_size, len = t->len;
     int start = (t->window > 0 && len > t->window) ? len - t->window : 0;
     float m[g], l[g], s[g * 16];
-    for (int gi = 0; gi < g; gi++) m[gi] = -INFINITY, l[gi] = 0.0f;
+    for (int gi = 0; gi < g; gi++) online_begin(t->sinks, (int64_t)t->head * g + gi, m + gi, l + gi);
     memset(acc, 0, sizeof(float) * (size_t)g * (size_t)d);
     for (int b = start / bs; b * bs < len; b++) {
         int64_t base = (int64_t)t->table[b] * t->s_block + (int64_t)t->head * t->s_head;
@@ -198,11 +201,12 @@ static inline void prefetch_rows(const task_t *t, int b, int h, int r_lo, int r_
     }
 }
 
-/* A tile walk's start: the task's heads' running state (m = -inf, l = 0, acc = 0 for its
+/* A tile walk's start: the task's heads' running state (online_begin, acc = 0 for its
  * `rows` = nh * G query heads) and its first blocks prefetched (later ones a row per key). */
 static inline void walk_begin(const task_t *t, float *accm, float *ml, int rows) {
     const int bs = t->block_size, start = task_start(t);
-    for (int x = 0; x < rows; x++) ml[x] = -INFINITY, ml[rows + x] = 0.0f;
+    for (int x = 0; x < rows; x++) /* query head t->head * G + x */
+        online_begin(t->sinks, (int64_t)t->head * t->g + x, ml + x, ml + rows + x);
     memset(accm, 0, sizeof(float) * (size_t)rows * (size_t)t->d);
     for (int a = 0; a < PREFETCH_BLOCKS; a++)
         for (int h = 0; h < t->nh; h++) prefetch_rows(t, start / bs + a, h, 0, bs);
@@ -622,7 +626,7 @@ int paged_decode(const void *q, int q_bf16, int64_t q_stride, void *out, int out
                  int64_t s_slot, int64_t s_head, const int32_t *seq_lens,
                  const int32_t *block_table, int64_t table_stride, int n, int hq, int hk,
                  int d, int block_size, float scale, int window, float softcap,
-                 int num_threads) {
+                 int num_threads, const float *sinks) {
     int g = hq / hk, nh = heads_per_task(n, hk, num_threads), groups = hk / nh;
     int64_t span = (int64_t)nh * g * d; /* one task's q / out elements */
     int failed = 0;
@@ -652,7 +656,7 @@ int paged_decode(const void *q, int q_bf16, int64_t q_stride, void *out, int out
             for (int64_t e = 0; e < span; e++) qf[e] *= scale;
             task_t t = {k_cache, v_cache, kv_bf16, s_block, s_slot, s_head,
                         block_table + (int64_t)i * table_stride, seq_lens[i], head, nh, g, d,
-                        block_size, scale, softcap, window, NULL, NULL};
+                        block_size, scale, softcap, window, NULL, NULL, sinks};
 #ifdef PAGED_DECODE_BF16_DOT
             if (kv_bf16 && d % 32 == 0) { /* q exact in bfloat16 (a bfloat16 q times a power
                                            * of two): the dot products take it as is */

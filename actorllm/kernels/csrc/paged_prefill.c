@@ -34,7 +34,9 @@
  *   block_table  [N, table_stride] int32: its physical blocks in order
  *   k/v cache    [NB, BS, Hk, D] viewed through strides (s_block, s_slot, s_head)
  * window > 0 keeps, for a query at position p, only keys > p - window; softcap > 0 applies
- * Gemma 2's softcap * tanh(score / softcap) before the mask and softmax.
+ * Gemma 2's softcap * tanh(score / softcap) before the mask and softmax. sinks (NULL: none)
+ * [Hq] float32: gpt-oss's per-head sink logits, each in its head's softmax denominator with
+ * no value (a row's walk starts from it as from a key: online_begin).
  *
  * Threads: OpenMP over the tasks, the longest first (a dynamic schedule then balances).
  * Built against the libgomp torch already loaded (same soname): torch's thread pool.
@@ -98,6 +100,7 @@ typedef struct {
     const int32_t *ntiles;
     int tpb;
     int64_t tile_floats;
+    const float *sinks; /* [Hq] sink logits (NULL: none) */
 } args_t;
 
 /* A thread's scratch, for tasks of up to `rows` query rows. */
@@ -544,7 +547,8 @@ static void run_task(const args_t *a, int n, int head, int i0, int nq, scratch_t
         pairs = exact;
     }
 #endif
-    for (int r = 0; r < rows; r++) w->m[r] = -INFINITY, w->l[r] = 0.0f;
+    for (int r = 0; r < rows; r++) /* row r: query head head * G + r % G */
+        online_begin(a->sinks, (int64_t)head * g + r % g, w->m + r, w->l + r);
     memset(w->acc, 0, sizeof(float) * (size_t)rows * (size_t)d);
     int kstart = a->window > 0 && pos0 - a->window + 1 > 0 ? pos0 - a->window + 1 : 0;
     int kend = pos1 + 1; /* keys past the last query are never read */
@@ -636,13 +640,14 @@ int paged_prefill(const void *q, int q_bf16, int64_t q_stride, void *out, int ou
                   const int32_t *seq_lens, const int32_t *block_table, int64_t table_stride,
                   int n, const void *k_cache, const void *v_cache, int kv_bf16,
                   int64_t s_block, int64_t s_slot, int64_t s_head, int hq, int hk, int d,
-                  int block_size, float scale, int window, float softcap, int num_threads) {
+                  int block_size, float scale, int window, float softcap, int num_threads,
+                  const float *sinks) {
     if (hk <= 0 || hq % hk != 0 || d <= 0 || block_size <= 0) return -2;
     int g = hq / hk, qt = ROWS_TARGET / g > 0 ? ROWS_TARGET / g : 1;
     args_t a = {q, q_bf16, q_stride, out, out_bf16, out_stride, q_start, q_len, seq_lens,
                 block_table, table_stride, k_cache, v_cache, kv_bf16, s_block, s_slot, s_head,
                 hq, hk, g, d, block_size, qt, window, scale, softcap,
-                NULL, NULL, NULL, NULL, 0, 0}; /* the packed tiles: below */
+                NULL, NULL, NULL, NULL, 0, 0, sinks}; /* the packed tiles: below */
     int64_t total = 0;
     for (int i = 0; i < n; i++) total += (int64_t)((q_len[i] + qt - 1) / qt) * hk;
     task_t *tasks = malloc(sizeof(task_t) * (size_t)(total > 0 ? total : 1));

@@ -16,7 +16,10 @@ Tiling. A program owns one (query tile, KV head, KV split):
 * keys stream in tiles of ``BLOCK_N`` positions, each position gathering its physical block
   through the block table (any block size); the loop stops at the tile's last query
   position (causal) and starts at its window (sliding window); softmax is online, fp32, in
-  the log2 domain.
+  the log2 domain;
+* attention sinks (gpt-oss, ``USE_SINKS``): a row's running state starts from its head's
+  sink logit as from a key with no value (max = sink, sum = 1), in KV split 0 only, so
+  the combine counts it once.
 
 Split-KV. Long decodes leave the GPU idle with one program per (request, KV head), so the key
 range can be cut into ``num_splits`` parts: each program then writes an unnormalized partial
@@ -54,6 +57,7 @@ def _attention_kernel(
     qsl_ptr,  # [B + 1]
     seq_lens_ptr,  # [B]
     block_table_ptr,  # [B, max_blocks]
+    sinks_ptr,  # [Hq] f32 (USE_SINKS)
     scale_log2,
     cap_in,  # scale / softcap (USE_SOFTCAP)
     cap_out,  # softcap * log2(e) (USE_SOFTCAP)
@@ -81,6 +85,7 @@ def _attention_kernel(
     NUM_SPLITS: tl.constexpr,
     USE_WINDOW: tl.constexpr,
     USE_SOFTCAP: tl.constexpr,
+    USE_SINKS: tl.constexpr,
     DOT_PRECISION: tl.constexpr,
 ):
     qblk = tl.program_id(0)
@@ -132,6 +137,10 @@ def _attention_kernel(
 
     m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+    if USE_SINKS:  # the sink as the first key, value 0: max = sink, sum = exp2(0) = 1
+        sink = tl.load(sinks_ptr + head).to(tl.float32) * 1.4426950408889634  # [M], log2
+        m_i = tl.where(split == 0, sink, m_i)
+        l_i = tl.where(split == 0, 1.0, l_i)
     acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
     cols = tl.arange(0, BLOCK_N)
     for t in range(t_lo, t_hi):
@@ -290,6 +299,7 @@ def paged_attention(
     sliding_window: int | None = None,
     *,
     softcap: float | None = None,
+    sinks: torch.Tensor | None = None,
     max_query_len: int | None = None,
     max_seq_len: int | None = None,
     num_splits: int | None = None,
@@ -300,7 +310,8 @@ def paged_attention(
     v_cache: [NB, BS, Hk, D]; query_start_loc: [B + 1] int32; seq_lens: [B] int32;
     block_table: [B, max_blocks] int32; every request must have at least one query token
     and ``seq_lens[b] >= q_len_b``. This step's K/V must already be in the cache.
-    ``softcap`` (Gemma 2) caps scores to ``softcap * tanh(score / softcap)``.
+    ``softcap`` (Gemma 2) caps scores to ``softcap * tanh(score / softcap)``. ``sinks``
+    ([Hq], gpt-oss): each head's sink logit joins its softmax denominator, with no value.
 
     The keyword-only hints are host ints the caller usually has anyway (the model runner
     builds these tensors on the host); they only steer tiling and never change results:
@@ -319,6 +330,11 @@ def paged_attention(
         raise ValueError(f"sliding_window must be >= 1, got {sliding_window}")
     if softcap is not None and softcap <= 0:
         raise ValueError(f"softcap must be > 0, got {softcap}")
+    if sinks is not None:
+        if sinks.shape != (hq,):
+            raise ValueError(f"sinks {list(sinks.shape)} vs {hq} query heads")
+        check_device(q, sinks)
+        sinks = sinks.to(torch.float32).contiguous()  # [Hq]
     if q.stride(-1) != 1:
         q = q.contiguous()
     out = torch.empty((t, hq, d), dtype=q.dtype, device=q.device)
@@ -345,7 +361,7 @@ def paged_attention(
     grid = (t // block_q + b, hk, num_splits)
     _attention_kernel[grid](
         q, k_cache, v_cache, out, part_acc, part_m, part_l,
-        query_start_loc, seq_lens, block_table,
+        query_start_loc, seq_lens, block_table, sinks if sinks is not None else out,
         scale * _LOG2E, scale / (softcap or 1.0), (softcap or 1.0) * _LOG2E,
         sliding_window or 0, b, hq, d, bs,
         q.stride(0), q.stride(1),
@@ -354,7 +370,7 @@ def paged_attention(
         out.stride(0), out.stride(1), block_table.stride(0),
         G=g, BLOCK_Q=block_q, BLOCK_M=block_m, BLOCK_N=BLOCK_N, BLOCK_D=block_d,
         NUM_SPLITS=num_splits, USE_WINDOW=sliding_window is not None,
-        USE_SOFTCAP=softcap is not None,
+        USE_SOFTCAP=softcap is not None, USE_SINKS=sinks is not None,
         DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
     )  # fmt: skip
     if num_splits > 1:

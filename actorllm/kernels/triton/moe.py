@@ -152,11 +152,17 @@ def fused_moe(
     topk_weights: torch.Tensor,
     topk_ids: torch.Tensor,
     activation: str = "silu",
+    *,
+    w13_bias: torch.Tensor | None = None,
+    w2_bias: torch.Tensor | None = None,
+    swiglu_limit: float = 7.0,
+    swiglu_alpha: float = 1.702,
 ) -> torch.Tensor:
     """sum_k topk_weights[t, k] * expert_{topk_ids[t, k]}(x[t]): [T, H] -> new [T, H].
 
     x: [T, H]; w13: [E, 2I, H]; w2: [E, H, I]; topk_weights: [T, K]; topk_ids: [T, K].
-    Raises ``ValueError`` on inconsistent shapes.
+    gpt-oss's biases (``w13_bias`` [E, 2I], ``w2_bias`` [E, H]) are added by torch ops
+    beside the GEMMs, per pair. Raises ``ValueError`` on inconsistent shapes.
     """
     check_device(x, w13, w2, topk_weights, topk_ids)
     t, h = x.shape
@@ -172,7 +178,12 @@ def fused_moe(
     x, w13, w2 = x.contiguous(), w13.contiguous(), w2.contiguous()
     sorted_pairs, tile_expert = align_by_expert(topk_ids, e)
     inter = _grouped_gemm(x, w13, t * k, sorted_pairs, tile_expert, k, None)  # [T*K, 2I]
-    act = gated_activation(activation)(inter).contiguous()  # [T*K, I]
+    ids = topk_ids.flatten()  # [T*K], pair p's expert
+    if w13_bias is not None:
+        inter.add_(w13_bias.index_select(0, ids))
+    act = gated_activation(activation, swiglu_limit, swiglu_alpha)(inter).contiguous()
     weights = topk_weights.flatten().float().contiguous()
     out = _grouped_gemm(act, w2, t * k, sorted_pairs, tile_expert, 1, weights)  # [T*K, H]
+    if w2_bias is not None:  # the kernel weighted the GEMM rows; the bias takes its weight
+        out.add_((weights.unsqueeze(1) * w2_bias.index_select(0, ids)).to(out.dtype))
     return out.view(t, k, h).sum(dim=1)

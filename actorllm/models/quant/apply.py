@@ -4,7 +4,8 @@ weight is read, and repacked for the forward once every tensor is in.
 
 MoE experts are built as :class:`QuantExperts` (``experts.py``) when the checkpoint
 quantizes every expert's projections; the router (``gate``) and Qwen2-MoE's
-``shared_expert_gate`` always stay unquantized (as vLLM builds them).
+``shared_expert_gate`` always stay unquantized (as vLLM builds them). gpt-oss's mxfp4
+checkpoints quantize only their MoE experts (``models/quant/mxfp4.py``).
 
 What is not built is refused here by name: GPT-2, Phi-3's fused checkpoints, a quantized
 ``lm_head``, fused projections whose parts disagree on being quantized, experts of which
@@ -36,6 +37,8 @@ def checkpoint_quantization(cfg: CheckpointConfig, requested: str | None) -> Qua
     spec = resolve_quantization(cfg.quantization_config, requested)
     if spec is None:
         return None
+    if spec.scheme == "mxfp4":
+        return _check_mxfp4(cfg, spec)
     problems = []
     if cfg.architecture == "GPT2LMHeadModel":
         problems.append("GPT-2")
@@ -56,6 +59,21 @@ def checkpoint_quantization(cfg: CheckpointConfig, requested: str | None) -> Qua
     if problems:
         raise QuantizationError(
             f"quantization method {spec.method!r} is not supported with " + "; ".join(problems)
+        )
+    return spec
+
+
+def _check_mxfp4(cfg: CheckpointConfig, spec: QuantSpec) -> QuantSpec:
+    """mxfp4 quantizes MoE experts only, the layout gpt-oss's checkpoints have."""
+    if cfg.model_type != "gpt_oss":
+        raise QuantizationError(
+            f"quantization method 'mxfp4' is supported for gpt-oss's MoE experts only, "
+            f"not {cfg.architecture}"
+        )
+    if cfg.tp_size > 1:
+        raise QuantizationError(
+            f"quantization method 'mxfp4' is not supported with tensor_parallel_size="
+            f"{cfg.tp_size} (quantized weights are not split over ranks)"
         )
     return spec
 

@@ -24,11 +24,11 @@ from typing import Any, Literal
 
 import msgspec
 
-Scheme = Literal["gptq", "awq", "w8a8_int8", "pack_quantized", "fp8", "gguf"]
+Scheme = Literal["gptq", "awq", "w8a8_int8", "pack_quantized", "fp8", "gguf", "mxfp4"]
 RUN_HERE = (
     "gptq (4/8-bit), awq (4-bit GEMM), compressed-tensors (W8A8 int8 with dynamic per-token "
     "activations; W4A16/W8A16 pack-quantized), fp8 (per-tensor or block scales, dynamic "
-    "activations)"
+    "activations), mxfp4 (gpt-oss's MoE experts)"
 )
 # vLLM's spellings of ``--quantization`` that mean the checkpoint's own method.
 ALIASES: dict[str, tuple[str, ...]] = {
@@ -36,6 +36,7 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "awq": ("awq", "awq_marlin", "auto_awq"),
     "compressed-tensors": ("compressed-tensors", "compressed_tensors"),
     "fp8": ("fp8",),
+    "mxfp4": ("mxfp4", "gpt_oss_mxfp4"),
     "gguf": ("gguf",),  # a .gguf file (models/gguf/); vLLM's name before v0.32 dropped it
 }
 # vLLM's --quantization choices (QUANTIZATION_METHODS, v0.32): a name outside them is
@@ -123,6 +124,11 @@ def resolve_quantization(raw: dict[str, Any] | None, requested: str | None) -> Q
         return _compressed_tensors(raw)
     if method == "fp8":
         return _fp8(raw)
+    if method == "mxfp4":  # gpt-oss: only the MoE experts (models/quant/mxfp4.py)
+        ignore = tuple(str(m) for m in raw.get("modules_to_not_convert") or ())
+        return QuantSpec(
+            method="mxfp4", scheme="mxfp4", bits=4, group_size=32, sym=True, ignore=ignore
+        )
     if method == "gguf":  # set by models/gguf/config.py for a .gguf file, never on disk
         return QuantSpec(method="gguf", scheme="gguf", bits=0, group_size=-1, sym=True)
     raise QuantizationError(
