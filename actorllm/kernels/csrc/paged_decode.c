@@ -589,6 +589,7 @@ static __attribute__((noinline)) void attend_tile_any(TILE_ARGS) {
         return 1;
 /* 1 where a tile kernel served the task. */
 static int attend_fast(TILE_ARGS) {
+    if (t->d % 16 != 0) return 0; /* the tiles take D in whole 16-lane chunks */
     switch (t->g * 64 + t->d / 16) {
         TILE_SHAPES(TILE_CASE)
     default:
