@@ -1,7 +1,9 @@
 """Paged KV cache tensors, allocated by the model runner.
 
 Layout, per layer: a pair ``(k_cache, v_cache)``, each
-``[num_blocks, block_size, num_kv_heads, head_dim]`` in the model's dtype. Token position
+``[num_blocks, block_size, num_kv_heads, head_dim]`` in the model's dtype, or the one
+``kv_cache_dtype`` names (:func:`kv_storage_dtype`: bfloat16, or fp8 at 1 byte an element,
+kernels/kv_quant.py). Token position
 ``p`` of a request lives in block ``block_table[p // block_size]`` at offset
 ``p % block_size`` (slot ``block_id * block_size + offset``). Block 0 is the null block: the
 scheduler never hands it out, and padding points at it.
@@ -43,14 +45,17 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Literal
 
 import torch
 from torch import nn
 
 from actorllm.core.kv_cache.groups import KVCacheGroup, group_layers, group_size, layer_slots
+from actorllm.kernels.kv_quant import cache_dtype, is_fp8
 from actorllm.models.attention import PagedAttention
 from actorllm.models.config import CheckpointConfig
+from actorllm.models.kv_scales import apply_kv_scales
 from actorllm.worker.huge_pages import huge_pages_usable, thp_mode, zeros_on_huge_pages
 
 logger = logging.getLogger(__name__)
@@ -78,6 +83,34 @@ def kv_cache_bytes_per_block(
     dtype_size = torch.empty(0, dtype=dtype).element_size()
     layers = cfg.num_layers if groups is None else group_size(groups)
     return 2 * layers * block_size * cfg.num_kv_heads * cfg.head_dim * dtype_size
+
+
+class KVCacheDtypeError(ValueError):
+    """``kv_cache_dtype`` asks for a cache this backend cannot read."""
+
+    param = "kv_cache_dtype"
+
+
+def kv_storage_dtype(name: str, model_dtype: torch.dtype, backend: str) -> torch.dtype:
+    """The cache's dtype for ``kv_cache_dtype`` ``name`` (auto: the model's); an fp8 cache
+    only on the torch backend (its native CPU kernels and SDPA read it; the Triton kernels
+    do not yet): :class:`KVCacheDtypeError` naming the setting otherwise."""
+    dtype = cache_dtype(name, model_dtype)
+    if is_fp8(dtype) and backend != "torch":
+        raise KVCacheDtypeError(
+            f"kv_cache_dtype={name!r}: the {backend} attention backend does not read an fp8 "
+            "KV cache; use attention_backend='torch' (the native CPU kernels)"
+        )
+    return dtype
+
+
+def load_kv_scales(model: nn.Module, path: Path, load_format: str) -> None:
+    """An fp8 cache's per-layer scales from the checkpoint's safetensors (none: 1.0)."""
+    from actorllm.models.loader import safetensors_files
+
+    if load_format == "dummy" or not path.is_dir():  # random weights, or a .gguf file
+        return
+    apply_kv_scales(model, safetensors_files(path))
 
 
 def bind_kv_groups(model: nn.Module, groups: Sequence[KVCacheGroup], num_layers: int) -> None:
