@@ -52,7 +52,7 @@ import torch
 from torch import nn
 
 from actorllm.core.kv_cache.groups import KVCacheGroup, group_layers, group_size, layer_slots
-from actorllm.kernels.kv_quant import cache_dtype, is_fp8
+from actorllm.kernels.kv_quant import cache_dtype
 from actorllm.models.attention import PagedAttention
 from actorllm.models.config import CheckpointConfig
 from actorllm.models.kv_scales import apply_kv_scales
@@ -85,23 +85,10 @@ def kv_cache_bytes_per_block(
     return 2 * layers * block_size * cfg.num_kv_heads * cfg.head_dim * dtype_size
 
 
-class KVCacheDtypeError(ValueError):
-    """``kv_cache_dtype`` asks for a cache this backend cannot read."""
-
-    param = "kv_cache_dtype"
-
-
-def kv_storage_dtype(name: str, model_dtype: torch.dtype, backend: str) -> torch.dtype:
-    """The cache's dtype for ``kv_cache_dtype`` ``name`` (auto: the model's); an fp8 cache
-    only on the torch backend (its native CPU kernels and SDPA read it; the Triton kernels
-    do not yet): :class:`KVCacheDtypeError` naming the setting otherwise."""
-    dtype = cache_dtype(name, model_dtype)
-    if is_fp8(dtype) and backend != "torch":
-        raise KVCacheDtypeError(
-            f"kv_cache_dtype={name!r}: the {backend} attention backend does not read an fp8 "
-            "KV cache; use attention_backend='torch' (the native CPU kernels)"
-        )
-    return dtype
+def kv_storage_dtype(name: str, model_dtype: torch.dtype) -> torch.dtype:
+    """The cache's dtype for ``kv_cache_dtype`` ``name`` (auto: the model's). Every attention
+    backend reads an fp8 cache (the torch reference, the native CPU kernels, Triton)."""
+    return cache_dtype(name, model_dtype)
 
 
 def load_kv_scales(model: nn.Module, path: Path, load_format: str) -> None:

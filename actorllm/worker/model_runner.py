@@ -189,7 +189,7 @@ class ModelRunner:
         self.quantization = quantization
         self.attention_backend = resolve_backend(attention_backend, self.device)
         # The KV cache's storage (kernels/kv_quant.py): the model's dtype, bf16 or fp8.
-        self.kv_dtype = kv_storage_dtype(kv_cache_dtype, self.dtype, self.attention_backend)
+        self.kv_dtype = kv_storage_dtype(kv_cache_dtype, self.dtype)
         self.load_format: LoadFormat = load_format
         self.block_size = block_size
         self.max_num_seqs = max_num_seqs

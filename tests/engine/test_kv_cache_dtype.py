@@ -138,14 +138,6 @@ def test_other_kv_cache_dtypes_are_refused_by_name(value: str, words: str) -> No
     assert words in str(err.value) and err.value.param == "kv_cache_dtype"
 
 
-def test_the_triton_backend_refuses_an_fp8_cache_at_start(qwen3: Path) -> None:
-    from actorllm.worker.kv_cache import KVCacheDtypeError
-    from actorllm.worker.model_runner import ModelRunner
-
-    with pytest.raises(KVCacheDtypeError, match=r"kv_cache_dtype='fp8'.*triton"):
-        ModelRunner(qwen3, attention_backend="triton", kv_cache_dtype="fp8")
-
-
 def test_a_draft_model_drafts_from_its_own_fp8_cache(qwen3: Path) -> None:
     """method draft_model with the target as its draft, both caches fp8 (the draft's sized
     with the target's blocks): the greedy tokens of the fp8 run without speculation."""

@@ -91,7 +91,7 @@ class DraftModelProposer:
         self.model_config = msgspec.structs.replace(cfg, max_model_len=max_model_len)
         self.dtype = resolve_dtype(str(dtype).removeprefix("torch."), cfg, device)
         # the drafter's own cache in the target's kv_cache_dtype (scales: its checkpoint's)
-        self.kv_dtype = kv_storage_dtype(kv_cache_dtype, self.dtype, attention_backend)
+        self.kv_dtype = kv_storage_dtype(kv_cache_dtype, self.dtype)
         self.device = device
         self.attention_backend = attention_backend
         self.block_size = block_size
