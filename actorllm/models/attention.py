@@ -109,7 +109,7 @@ class PagedAttention(nn.Module):
         if self.kv_group:
             meta = meta.other_groups[self.kv_group - 1]
         scales: dict[str, float] = {}
-        if is_fp8(k_cache.dtype):  # other backends refuse fp8 caches at start
+        if is_fp8(k_cache.dtype):  # every backend's write and attention take the scales
             scales = {"k_scale": self.k_scale, "v_scale": self.v_scale}
         self.ops.write_kv_cache(k, v, k_cache, v_cache, meta.slot_mapping, **scales)
         hints: dict[str, Any]

@@ -2,8 +2,8 @@
 
 Layout, per layer: a pair ``(k_cache, v_cache)``, each
 ``[num_blocks, block_size, num_kv_heads, head_dim]`` in the model's dtype, or the one
-``kv_cache_dtype`` names (:func:`kv_storage_dtype`: bfloat16, or fp8 at 1 byte an element,
-kernels/kv_quant.py). Token position
+``kv_cache_dtype`` names (``kernels/kv_quant.py``'s ``cache_dtype``: bfloat16, or fp8 at
+1 byte an element, read by every attention backend). Token position
 ``p`` of a request lives in block ``block_table[p // block_size]`` at offset
 ``p % block_size`` (slot ``block_id * block_size + offset``). Block 0 is the null block: the
 scheduler never hands it out, and padding points at it.
@@ -52,7 +52,6 @@ import torch
 from torch import nn
 
 from actorllm.core.kv_cache.groups import KVCacheGroup, group_layers, group_size, layer_slots
-from actorllm.kernels.kv_quant import cache_dtype
 from actorllm.models.attention import PagedAttention
 from actorllm.models.config import CheckpointConfig
 from actorllm.models.kv_scales import apply_kv_scales
@@ -83,12 +82,6 @@ def kv_cache_bytes_per_block(
     dtype_size = torch.empty(0, dtype=dtype).element_size()
     layers = cfg.num_layers if groups is None else group_size(groups)
     return 2 * layers * block_size * cfg.num_kv_heads * cfg.head_dim * dtype_size
-
-
-def kv_storage_dtype(name: str, model_dtype: torch.dtype) -> torch.dtype:
-    """The cache's dtype for ``kv_cache_dtype`` ``name`` (auto: the model's). Every attention
-    backend reads an fp8 cache (the torch reference, the native CPU kernels, Triton)."""
-    return cache_dtype(name, model_dtype)
 
 
 def load_kv_scales(model: nn.Module, path: Path, load_format: str) -> None:

@@ -35,7 +35,7 @@ import torch
 from actorllm.core.lora import LoRARequest
 from actorllm.core.model_runner_output import ModelRunnerOutput
 from actorllm.core.scheduler_output import SchedulerOutput
-from actorllm.kernels.kv_quant import is_fp8
+from actorllm.kernels.kv_quant import cache_dtype, is_fp8
 from actorllm.kernels.ops import get_ops, resolve_backend
 from actorllm.models.base import CausalLM
 from actorllm.models.config import CheckpointConfig
@@ -58,7 +58,6 @@ from actorllm.worker.kv_cache import (
     cpu_kv_layout,
     kv_cache_bytes_per_block,
     kv_cache_groups,
-    kv_storage_dtype,
     load_kv_scales,
 )
 from actorllm.worker.logitsprocs.state import BatchProcessors
@@ -189,7 +188,7 @@ class ModelRunner:
         self.quantization = quantization
         self.attention_backend = resolve_backend(attention_backend, self.device)
         # The KV cache's storage (kernels/kv_quant.py): the model's dtype, bf16 or fp8.
-        self.kv_dtype = kv_storage_dtype(kv_cache_dtype, self.dtype)
+        self.kv_dtype = cache_dtype(kv_cache_dtype, self.dtype)
         self.load_format: LoadFormat = load_format
         self.block_size = block_size
         self.max_num_seqs = max_num_seqs

@@ -24,7 +24,7 @@ import msgspec
 import numpy as np
 import torch
 
-from actorllm.kernels.kv_quant import is_fp8
+from actorllm.kernels.kv_quant import cache_dtype, is_fp8
 from actorllm.kernels.ops import get_ops
 from actorllm.kernels.sampling import first_argmax
 from actorllm.models.base import CausalLM
@@ -40,7 +40,6 @@ from actorllm.worker.kv_cache import (
     bind_kv_groups,
     kv_cache_bytes_per_block,
     kv_cache_groups,
-    kv_storage_dtype,
     load_kv_scales,
 )
 from actorllm.worker.spec_decode.draft_rows import Row, draft_rows
@@ -91,7 +90,7 @@ class DraftModelProposer:
         self.model_config = msgspec.structs.replace(cfg, max_model_len=max_model_len)
         self.dtype = resolve_dtype(str(dtype).removeprefix("torch."), cfg, device)
         # the drafter's own cache in the target's kv_cache_dtype (scales: its checkpoint's)
-        self.kv_dtype = kv_storage_dtype(kv_cache_dtype, self.dtype)
+        self.kv_dtype = cache_dtype(kv_cache_dtype, self.dtype)
         self.device = device
         self.attention_backend = attention_backend
         self.block_size = block_size
