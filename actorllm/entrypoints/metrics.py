@@ -302,6 +302,7 @@ class ServerMetrics:
         if self._cache_config is not None:
             info = {k: str(getattr(self._cache_config, k)) for k in _CACHE_CONFIG}
             info["block_size"] = str(self._cache_config.resolved_block_size())  # in use
+            info["cache_dtype"] = self._cache_config.kv_cache_dtype  # vLLM's label name
             info.update(num_gpu_blocks="0", engine="0")
             family = GaugeMetricFamily(
                 p + "cache_config_info", "Information of the engine's cache config.",

@@ -34,6 +34,9 @@ How the CPU runs it fast
   over key tiles, keys past a query tile's causal limit never read. Otherwise (or when the
   kernel declines the call) one SDPA per request on a padded float32 gather with a float
   causal mask.
+* **fp8 caches** (``kernels/kv_quant.py``): both native kernels widen the bytes through a
+  table of each byte's value times the layer's ``k_scale`` / ``v_scale``; the SDPA paths
+  gather the bytes and widen them to float32 times the scale.
 * **Head-major caches** (``worker/kv_cache.py`` allocates them so on the reference path):
   a cache stored ``[Hk, NB, BS, D]`` and viewed ``[NB, BS, Hk, D]`` gathers straight into
   the contiguous ``[Hk, N, S, D]`` SDPA reads fastest. A plain ``[NB, BS, Hk, D]`` cache
@@ -49,6 +52,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
+from actorllm.kernels import kv_quant
 from actorllm.kernels import paged_decode as native_decode
 from actorllm.kernels import paged_prefill as native_prefill
 from actorllm.kernels.cpu_features import amx_bf16
@@ -80,14 +84,17 @@ def paged_attention(
     softcap: float | None = None,
     sinks: torch.Tensor | None = None,
     plan_cache: dict[str, object] | None = None,
+    k_scale: float = 1.0,
+    v_scale: float = 1.0,
 ) -> torch.Tensor:
     """Reference attention; returns [T, Hq, D] in q's dtype. Softmax in float32.
 
     ``softcap`` (Gemma 2): scores become ``softcap * tanh(score / softcap)`` before the
     mask and softmax. ``sinks`` ([Hq], gpt-oss): each head's sink logit joins its softmax
-    denominator (the module docstring). ``plan_cache``: a dict that lives for one step
-    (the same tensors in every call); the first call stores the step's plan there and later
-    calls reuse it.
+    denominator (the module docstring). ``k_scale`` / ``v_scale``: an fp8 cache holds keys
+    and values divided by them (``kernels/kv_quant.py``); ignored for other cache dtypes.
+    ``plan_cache``: a dict that lives for one step (the same tensors in every call); the
+    first call stores the step's plan there and later calls reuse it.
     """
     plan = plan_cache.get("torch") if plan_cache is not None else None
     if not isinstance(plan, AttentionPlan):
@@ -98,6 +105,7 @@ def paged_attention(
     hk, d = k_cache.shape[2], k_cache.shape[3]
     if sinks is not None:
         sinks = sinks.float().contiguous()  # [Hq]
+    scales = (k_scale, v_scale) if kv_quant.is_fp8(k_cache.dtype) else (1.0, 1.0)
     decoded = False  # by the native kernel
     if native_decode.supports(k_cache) and plan.decodes is not None:
         rows, lens, table = plan.decodes
@@ -105,13 +113,13 @@ def paged_attention(
             # q read and out written in place, at the decode rows: no per-layer copies
             o = native_decode.paged_decode(
                 q, k_cache, v_cache, lens, table, scale, sliding_window, softcap,
-                rows=rows, out=out, sinks=sinks,
+                rows=rows, out=out, sinks=sinks, kv_scales=scales,
             )  # fmt: skip
             decoded = o is not None
         else:
             o = native_decode.paged_decode(
                 q.index_select(0, rows), k_cache, v_cache, lens, table, scale,
-                sliding_window, softcap, sinks=sinks,
+                sliding_window, softcap, sinks=sinks, kv_scales=scales,
             )  # [N, Hq, D] float32  # fmt: skip
             if o is not None:
                 out.index_copy_(0, rows, o.to(q.dtype))
@@ -119,8 +127,8 @@ def paged_attention(
     for g in [] if decoded else plan.decode_groups:
         n = g.q_rows.shape[0]
         qg = q.index_select(0, g.q_rows).float().view(n, hk, -1, d).transpose(0, 1)  # [Hk,N,G,D]
-        k = plan.gather(0, k_cache, g.blocks, n, g.max_len)  # [Hk, N, S, D]
-        v = plan.gather(1, v_cache, g.blocks, n, g.max_len)
+        k = plan.gather(0, k_cache, g.blocks, n, g.max_len, scale=scales[0])  # [Hk, N, S, D]
+        v = plan.gather(1, v_cache, g.blocks, n, g.max_len, scale=scales[1])
         sg = None if sinks is None else sinks.view(hk, 1, -1, 1)  # [Hk, 1, G, 1]
         o = _sdpa(qg, k, v, g.mask(sliding_window), scale, softcap, sg)  # [Hk, N, G, D]
         out.index_copy_(0, g.q_rows, o.transpose(0, 1).reshape(n, -1, d).to(q.dtype))
@@ -130,12 +138,12 @@ def paged_attention(
         starts, lens, ctx, table = plan.prefill_args
         prefilled = native_prefill.paged_prefill(
             q, k_cache, v_cache, starts, lens, ctx, table, scale, sliding_window, softcap,
-            out=out, sinks=sinks,
+            out=out, sinks=sinks, kv_scales=scales,
         )  # fmt: skip
     if not prefilled:
         _prefill_sdpa(
             q, k_cache, v_cache, plan, out, scale, sliding_window, softcap,
-            low_precision=low_precision, sinks=sinks,
+            low_precision=low_precision, sinks=sinks, kv_scales=scales,
         )  # fmt: skip
     return out
 
@@ -171,6 +179,7 @@ def _prefill_sdpa(
     *,
     low_precision: bool,
     sinks: torch.Tensor | None = None,
+    kv_scales: tuple[float, float] = (1.0, 1.0),
 ) -> None:
     """Every prefill of the step through SDPA, one call per request. q: [T, Hq, D], out:
     [T, Hq, D] written at the prefill rows.
@@ -184,8 +193,9 @@ def _prefill_sdpa(
     gqa = q.shape[1] != hk  # query head h reads KV head h // group, not materialised
     sp = None if sinks is None else sinks.view(1, -1, 1, 1)  # [1, Hq, 1, 1]
     for p in plan.prefills:
-        k = plan.gather(0, k_cache, p.blocks, 1, p.seq_len, widen=not low_precision)
-        v = plan.gather(1, v_cache, p.blocks, 1, p.seq_len, widen=not low_precision)
+        k_scale, v_scale = kv_scales
+        k = plan.gather(0, k_cache, p.blocks, 1, p.seq_len, widen=not low_precision, scale=k_scale)
+        v = plan.gather(1, v_cache, p.blocks, 1, p.seq_len, widen=not low_precision, scale=v_scale)
         k, v = k.transpose(0, 1), v.transpose(0, 1)  # [1, Hk, S, D]
         qp = q[p.start : p.end].transpose(0, 1)[None]  # [1, Hq, L, D]
         if low_precision:
@@ -384,11 +394,16 @@ class AttentionPlan:
         length: int,
         *,
         widen: bool = True,
+        scale: float = 1.0,
     ) -> torch.Tensor:
         """The first ``length`` context tokens of ``n`` requests whose ``blocks`` ([n * nb]
         int64, request after request) hold them -> [Hk, n, length, D] (float32, or the
         cache's dtype when not ``widen``), in buffer ``which`` (0: K, 1: V; valid until the
-        next gather into the same buffer)."""
+        next gather into the same buffer). An fp8 cache is always widened, times
+        ``scale``."""
+        if kv_quant.is_fp8(cache.dtype):  # torch's CPU gathers take no float8: its bytes
+            kv = self.gather(which, cache.view(torch.uint8), blocks, n, length, widen=False)
+            return kv_quant.dequantize(kv.view(cache.dtype), scale)
         _, bs, hk, d = cache.shape
         nb = blocks.shape[0] // n
         phys = cache.permute(2, 0, 1, 3)  # [Hk, NB, BS, D]

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from actorllm.kernels import activation, kv_cache, layernorm, native, rotary
+from actorllm.kernels import activation, kv_cache, kv_quant, layernorm, native, rotary
 
 _BF16 = {torch.float32: 0, torch.bfloat16: 1}
 _ROW_MAX = 8192  # csrc/elementwise.c's ROW_MAX
@@ -299,7 +299,9 @@ def write_kv(
     """Copy key, value [T, Hk, D] into k_cache, v_cache [NB, BS, Hk, D] at slot_mapping [T]
     (negative: skipped); False where the kernel does not take the call (nothing written)."""
     fn = _fn("write_kv")
-    if fn is None or not _takes(key, value, k_cache, v_cache) or slot_mapping.device.type != "cpu":
+    ts = (key, value, k_cache, v_cache)
+    as_bytes = all(t.device.type == "cpu" and t.dtype == torch.uint8 for t in ts)  # fp8's
+    if fn is None or not (_takes(*ts) or as_bytes) or slot_mapping.device.type != "cpu":
         return False
     if key.dim() != 3 or key.shape != value.shape or k_cache.dim() != 4:
         return False
@@ -379,8 +381,18 @@ def cpu_write_kv_cache(
     k_cache: torch.Tensor,
     v_cache: torch.Tensor,
     slot_mapping: torch.Tensor,
+    k_scale: float = 1.0,
+    v_scale: float = 1.0,
 ) -> None:
     """:func:`actorllm.kernels.kv_cache.write_kv_cache`, natively where it can (a copy: the
-    same bytes; one call instead of a host sync and two strided ``index_copy_``)."""
+    same bytes; one call instead of a host sync and two strided ``index_copy_``). An fp8
+    cache: keys and values quantized first (``kv_quant.quantize``), then copied as bytes."""
+    if kv_quant.is_fp8(k_cache.dtype):
+        kq = kv_quant.quantize(key, k_cache.dtype, k_scale).view(torch.uint8)  # [T, Hk, D]
+        vq = kv_quant.quantize(value, v_cache.dtype, v_scale).view(torch.uint8)
+        kc, vc = k_cache.view(torch.uint8), v_cache.view(torch.uint8)
+        if not write_kv(kq, vq, kc, vc, slot_mapping):
+            kv_cache.write_kv_cache(kq, vq, kc, vc, slot_mapping)
+        return
     if not write_kv(key, value, k_cache, v_cache, slot_mapping):
         kv_cache.write_kv_cache(key, value, k_cache, v_cache, slot_mapping)

@@ -16,7 +16,13 @@ from typing import Any
 import torch
 
 from actorllm.kernels import native
-from actorllm.kernels.paged_decode import KV_DTYPES, cache_readable, rows_readable
+from actorllm.kernels.paged_decode import (
+    KV_DTYPES,
+    ROW_DTYPES,
+    cache_readable,
+    kv_tables,
+    rows_readable,
+)
 
 # Extra compiler flags of the build paged_prefill() calls: tests set ("-mno-avx512f",) to run
 # the portable C path on an AVX-512 host.
@@ -26,7 +32,7 @@ _P, _I64, _I32, _F32 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int, ctypes.c_f
 _ARGTYPES: list[Any] = [
     _P, _I32, _I64, _P, _I32, _I64,  # q, q_bf16, q row stride, out, out_bf16, out row stride
     _P, _P, _P, _P, _I64, _I32,  # q_start, q_len, seq_lens, block_table, table stride, n
-    _P, _P, _I32,  # k_cache, v_cache, kv_bf16
+    _P, _P, _I32, _P, _P,  # k_cache, v_cache, kv dtype, k_lut, v_lut
     _I64, _I64, _I64,  # cache strides: block, slot, head
     _I32, _I32, _I32, _I32,  # hq, hk, d, block_size
     _F32, _I32, _F32, _I32,  # scale, window, softcap, threads
@@ -70,6 +76,7 @@ def paged_prefill(
     *,
     out: torch.Tensor,
     sinks: torch.Tensor | None = None,
+    kv_scales: tuple[float, float] = (1.0, 1.0),
 ) -> bool:
     """Causal attention of N prefill requests, written into their rows of ``out``; False
     where the kernel could not run (out of memory; check :func:`supports` first).
@@ -78,7 +85,8 @@ def paged_prefill(
     [NB, BS, Hk, D] (same strides), q_start / q_len / seq_lens: [N] int32 (request n owns
     rows ``q_start[n] ..< q_start[n] + q_len[n]``, its query i at position ``seq_lens[n] -
     q_len[n] + i``), block_table: [N, max_blocks] int32, the requests' own rows. ``sinks``
-    ([Hq], gpt-oss): each head's sink logit in its softmax denominator."""
+    ([Hq], gpt-oss): each head's sink logit in its softmax denominator. ``kv_scales``:
+    (k_scale, v_scale) of an fp8 cache (ignored for other dtypes)."""
     fn = _kernel(_BUILD_FLAGS)
     assert fn is not None and k_cache.stride() == v_cache.stride()
     assert rows_readable(q) and rows_readable(out) and out.shape == q.shape
@@ -94,11 +102,13 @@ def paged_prefill(
     if sinks is not None:
         sinks = sinks.to(torch.float32).contiguous()  # [Hq]
         assert sinks.shape == (hq,)
+    k_lut, v_lut = kv_tables(k_cache, kv_scales)
     rc = fn(
-        q.data_ptr(), KV_DTYPES[q.dtype], q.stride(0),
-        out.data_ptr(), KV_DTYPES[out.dtype], out.stride(0),
+        q.data_ptr(), ROW_DTYPES[q.dtype], q.stride(0),
+        out.data_ptr(), ROW_DTYPES[out.dtype], out.stride(0),
         starts.data_ptr(), lens.data_ptr(), ctx.data_ptr(), table.data_ptr(), table.stride(0),
         starts.shape[0], k_cache.data_ptr(), v_cache.data_ptr(), KV_DTYPES[k_cache.dtype],
+        k_lut, v_lut,
         s_block, s_slot, s_head, hq, hk, d, bs,
         scale, sliding_window or 0, softcap or 0.0, torch.get_num_threads(),
         None if sinks is None else sinks.data_ptr(),

@@ -13,6 +13,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from actorllm.kernels.kv_quant import is_fp8
 from actorllm.kernels.ops import Ops
 
 
@@ -90,6 +91,10 @@ class PagedAttention(nn.Module):
         # The KV cache group whose block table this layer reads (worker/kv_cache.py's
         # bind_kv_groups sets it for hybrid models).
         self.kv_group = 0
+        # An fp8 KV cache holds k / k_scale and v / v_scale (kernels/kv_quant.py): the
+        # checkpoint's scales where it has them (models/kv_scales.py), else 1.0, as vLLM.
+        self.k_scale = 1.0
+        self.v_scale = 1.0
 
     def forward(
         self,
@@ -105,7 +110,10 @@ class PagedAttention(nn.Module):
         k_cache, v_cache = kv_cache
         if self.kv_group:
             meta = meta.other_groups[self.kv_group - 1]
-        self.ops.write_kv_cache(k, v, k_cache, v_cache, meta.slot_mapping)
+        scales: dict[str, float] = {}
+        if is_fp8(k_cache.dtype):  # every backend's write and attention take the scales
+            scales = {"k_scale": self.k_scale, "v_scale": self.v_scale}
+        self.ops.write_kv_cache(k, v, k_cache, v_cache, meta.slot_mapping, **scales)
         hints: dict[str, Any]
         if self.ops.attention_hints:
             # Host ints the runner already has: split-KV can trigger, and nothing syncs.
@@ -125,4 +133,5 @@ class PagedAttention(nn.Module):
             self.sliding_window,
             **self.extra,
             **hints,
+            **scales,
         )

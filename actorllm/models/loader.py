@@ -29,6 +29,7 @@ from actorllm.kernels.ops import Ops, get_ops
 from actorllm.models.base import CausalLM
 from actorllm.models.config import CheckpointConfig
 from actorllm.models.gguf.config import is_gguf
+from actorllm.models.kv_scales import SCALE_SUFFIXES
 from actorllm.models.load_format import LoadFormat as LoadFormat
 from actorllm.models.materialize import materialize
 from actorllm.models.meta_init import on_meta
@@ -57,8 +58,9 @@ _DTYPES = {
     "float16": torch.float16,
     "half": torch.float16,
 }
-# Tensors some checkpoints carry that we recompute instead.
-_IGNORED_SUFFIXES = ("rotary_emb.inv_freq",)
+# Tensors some checkpoints carry that we recompute instead, and the KV cache scales (read
+# by models/kv_scales.py when the cache is fp8).
+_IGNORED_SUFFIXES = ("rotary_emb.inv_freq", *SCALE_SUFFIXES)
 # Show a progress bar from this many tensors on (or with more than one shard).
 _PROGRESS_MIN_TENSORS = 256
 

@@ -1,7 +1,9 @@
 """Paged KV cache tensors, allocated by the model runner.
 
 Layout, per layer: a pair ``(k_cache, v_cache)``, each
-``[num_blocks, block_size, num_kv_heads, head_dim]`` in the model's dtype. Token position
+``[num_blocks, block_size, num_kv_heads, head_dim]`` in the model's dtype, or the one
+``kv_cache_dtype`` names (``kernels/kv_quant.py``'s ``cache_dtype``: bfloat16, or fp8 at
+1 byte an element, read by every attention backend). Token position
 ``p`` of a request lives in block ``block_table[p // block_size]`` at offset
 ``p % block_size`` (slot ``block_id * block_size + offset``). Block 0 is the null block: the
 scheduler never hands it out, and padding points at it.
@@ -43,6 +45,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Literal
 
 import torch
@@ -51,6 +54,7 @@ from torch import nn
 from actorllm.core.kv_cache.groups import KVCacheGroup, group_layers, group_size, layer_slots
 from actorllm.models.attention import PagedAttention
 from actorllm.models.config import CheckpointConfig
+from actorllm.models.kv_scales import apply_kv_scales
 from actorllm.worker.huge_pages import huge_pages_usable, thp_mode, zeros_on_huge_pages
 
 logger = logging.getLogger(__name__)
@@ -78,6 +82,15 @@ def kv_cache_bytes_per_block(
     dtype_size = torch.empty(0, dtype=dtype).element_size()
     layers = cfg.num_layers if groups is None else group_size(groups)
     return 2 * layers * block_size * cfg.num_kv_heads * cfg.head_dim * dtype_size
+
+
+def load_kv_scales(model: nn.Module, path: Path, load_format: str) -> None:
+    """An fp8 cache's per-layer scales from the checkpoint's safetensors (none: 1.0)."""
+    from actorllm.models.loader import safetensors_files
+
+    if load_format == "dummy" or not path.is_dir():  # random weights, or a .gguf file
+        return
+    apply_kv_scales(model, safetensors_files(path))
 
 
 def bind_kv_groups(model: nn.Module, groups: Sequence[KVCacheGroup], num_layers: int) -> None:

@@ -35,6 +35,7 @@ import torch
 from actorllm.core.lora import LoRARequest
 from actorllm.core.model_runner_output import ModelRunnerOutput
 from actorllm.core.scheduler_output import SchedulerOutput
+from actorllm.kernels.kv_quant import cache_dtype, is_fp8
 from actorllm.kernels.ops import get_ops, resolve_backend
 from actorllm.models.base import CausalLM
 from actorllm.models.config import CheckpointConfig
@@ -58,6 +59,7 @@ from actorllm.worker.kv_cache import (
     cpu_kv_layout,
     kv_cache_bytes_per_block,
     kv_cache_groups,
+    load_kv_scales,
 )
 from actorllm.worker.logitsprocs.state import BatchProcessors
 from actorllm.worker.lora_settings import LoRASettings
@@ -123,6 +125,7 @@ class ModelRunner:
         attention_backend: str = "auto",
         load_format: LoadFormat = "auto",
         block_size: int = 16,
+        kv_cache_dtype: str = "auto",
         max_num_seqs: int = 256,
         max_model_len: int | None = None,
         seed: int = 0,
@@ -185,6 +188,8 @@ class ModelRunner:
         self.quant_spec = checkpoint_quantization(cfg, quantization)
         self.quantization = quantization
         self.attention_backend = resolve_backend(attention_backend, self.device)
+        # The KV cache's storage (kernels/kv_quant.py): the model's dtype, bf16 or fp8.
+        self.kv_dtype = cache_dtype(kv_cache_dtype, self.dtype)
         self.load_format: LoadFormat = load_format
         self.block_size = block_size
         self.max_num_seqs = max_num_seqs
@@ -223,7 +228,7 @@ class ModelRunner:
         self.proposer: Proposer | None = None
         if num_speculative_tokens > 0 and draft_model is not None:
             drafter: dict[str, Any] = dict(
-                target=cfg, dtype=self.dtype, device=self.device,
+                target=cfg, dtype=self.dtype, device=self.device, kv_cache_dtype=kv_cache_dtype,
                 attention_backend=self.attention_backend, block_size=block_size,
                 max_model_len=self.max_model_len, seed=seed, load_format=load_format,
             )  # fmt: skip
@@ -303,6 +308,8 @@ class ModelRunner:
             quantization=self.quantization,
         )
         self.weight_bytes = weight_bytes(self.model)  # quantized linears at packed size
+        if is_fp8(self.kv_dtype):
+            load_kv_scales(self.model, self.model_path, self.load_format)
         if self.device.type == "cpu":
             prepack_linears(self.model)  # oneDNN matmuls (models/onednn_linear.py)
         if self.weights_on_huge_pages:
@@ -335,7 +342,9 @@ class ModelRunner:
     def kv_cache_bytes_per_block(self) -> int:
         """``2 * group_size * block_size * num_kv_heads * head_dim * dtype_size`` (group_size
         = num_layers unless the model is hybrid)."""
-        own = kv_cache_bytes_per_block(self.kv_config, self.block_size, self.dtype, self.kv_groups)
+        own = kv_cache_bytes_per_block(
+            self.kv_config, self.block_size, self.kv_dtype, self.kv_groups
+        )
         if isinstance(self.proposer, DraftModelProposer):
             own += self.proposer.bytes_per_block()  # the draft's cache shares the blocks
         return own
@@ -387,7 +396,7 @@ class ModelRunner:
             self.kv_config,
             num_blocks,
             self.block_size,
-            self.dtype,
+            self.kv_dtype,
             self.device,
             layout=self._kv_layout(),
             groups=self.kv_groups,

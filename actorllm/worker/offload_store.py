@@ -46,6 +46,7 @@ from safetensors.torch import load_file, save_file
 
 from actorllm.core.kv_cache.block_hash import BlockHash
 from actorllm.core.scheduler.kv_connector import KVConnectorMetadata
+from actorllm.kernels.kv_quant import is_fp8
 from actorllm.worker.offload_ops import OffloadMetadata, OffloadOp
 from actorllm.worker.runner import Runner
 
@@ -72,6 +73,12 @@ class OffloadStoreStats(msgspec.Struct, frozen=True, kw_only=True):
     num_drops: int
     num_misses: int
     num_disk_errors: int
+
+
+def _raw(t: torch.Tensor) -> torch.Tensor:
+    """An fp8 cache as its bytes (torch's CPU gathers and index_copy_ take no float8); any
+    other tensor as it is."""
+    return t.view(torch.uint8) if is_fp8(t.dtype) else t
 
 
 def runner_kv_caches(runner: Runner) -> KVCaches | None:
@@ -161,7 +168,9 @@ class OffloadStore:
         k0 = kv[0][0]
         ids = torch.tensor([op.block_id for op in run], device=k0.device)
         # blocks: [n, L, 2, bs, Hkv, D], gathered on the device in one pass per layer
-        blocks = torch.stack([torch.stack((k[ids], v[ids]), dim=1) for k, v in kv], dim=1)
+        blocks = torch.stack(
+            [torch.stack((_raw(k)[ids], _raw(v)[ids]), dim=1) for k, v in kv], dim=1
+        ).view(k0.dtype)
         for i, op in enumerate(run):
             entry = torch.empty(blocks.shape[1:], dtype=k0.dtype, pin_memory=self._pin)
             # Non-blocking D2H on the forward's stream: ordered before the forward writes.
@@ -189,8 +198,8 @@ class OffloadStore:
             dev[i].copy_(e, non_blocking=True)
         ids = torch.tensor([op.block_id for op in run], device=k0.device)
         for layer, (k, v) in enumerate(kv):
-            k.index_copy_(0, ids, dev[:, layer, 0])
-            v.index_copy_(0, ids, dev[:, layer, 1])
+            _raw(k).index_copy_(0, ids, _raw(dev[:, layer, 0]))
+            _raw(v).index_copy_(0, ids, _raw(dev[:, layer, 1]))
 
     def _fetch(self, block_hash: BlockHash) -> torch.Tensor:
         entry = self._host.get(block_hash)

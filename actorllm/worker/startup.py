@@ -65,6 +65,7 @@ class RankSpec(msgspec.Struct, frozen=True, kw_only=True):
     # Bytes (explicit, or VLLM_CPU_KVCACHE_SPACE); None: sized from the model and the
     # memory available on CPU (worker/cpu_kv_size.py), DEFAULT_CPU_KV_BYTES elsewhere
     kv_cache_bytes: int | None = None
+    kv_cache_dtype: str = "auto"  # vLLM's --kv-cache-dtype (worker/kv_cache_dtype.py)
     # Tensor parallel: this rank, the group's size, how ranks 1..N-1 are launched
     rank: int = 0
     world_size: int = 1
@@ -107,6 +108,10 @@ def build_rank_runner(spec: RankSpec) -> Runner:
 
     if spec.world_size > 1:
         raise ValueError("tensor_parallel_size > 1 is not built for encoder models")
+    if spec.kv_cache_dtype != "auto":
+        raise ValueError(
+            f"kv_cache_dtype={spec.kv_cache_dtype!r}: an encoder-only model keeps no KV cache"
+        )
     return EncoderRunner(
         spec.model,
         dtype=spec.dtype,
@@ -140,6 +145,7 @@ def build_model_runner(spec: RankSpec) -> ModelRunner:
         attention_backend=spec.attention_backend,
         load_format=spec.load_format,
         block_size=spec.block_size,
+        kv_cache_dtype=spec.kv_cache_dtype,
         max_num_seqs=spec.max_num_seqs,
         max_model_len=spec.max_model_len,
         seed=spec.seed,

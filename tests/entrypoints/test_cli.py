@@ -225,6 +225,7 @@ def test_a_vllm_launch_line_parses_and_warns_once_per_ignored_flag() -> None:
         "num_gpu_blocks_override": 64,
         "tensor_parallel_size": 1,
         "data_parallel_size": 1,
+        "kv_cache_dtype": "auto",
     }
     settings = server_settings(args)
     assert settings.host == "0.0.0.0" and settings.uvicorn_log_level == "warning"
@@ -244,7 +245,7 @@ def test_a_vllm_launch_line_parses_and_warns_once_per_ignored_flag() -> None:
         (["-pp", "2", "-tp", "2"], "--tensor-parallel-size"),
         (["--quantization", "bogus"], "--quantization"),
         (["--enable-lora-bias"], "--enable-lora-bias"),
-        (["--kv-cache-dtype", "fp8"], "--kv-cache-dtype fp8"),
+        (["--kv-cache-dtype", "fp8_inc"], "--kv-cache-dtype: 'fp8_inc'"),
         (["--chat-template", "/no/such/template.jinja"], "--chat-template"),
     ],
 )

@@ -129,6 +129,7 @@ def test_every_dashboard_metric_under_the_vllm_prefix() -> None:
     labels = dict(re.findall(r'(\w+)="([^"]*)"', info.group(1)))
     assert labels["block_size"] == str(EngineConfig().resolved_block_size())  # 32 on CPU
     assert labels["num_gpu_blocks"] == "100" and labels["engine"] == "0"
+    assert labels["cache_dtype"] == "auto"  # vLLM's name for --kv-cache-dtype
 
 
 def test_cumulative_engine_counters_survive_a_reset() -> None:

@@ -22,6 +22,7 @@ from tests.entrypoints.vllm_serve_flags import VLLM_SERVE_FLAGS
 # The flags of the list that ask for something actorllm does not have.
 REFUSED = {
     "--headless",
+    "--calculate-kv-scales",
     "--enable-lora-bias",
     "--long-lora-scaling-factors",
     "--enable-ssl-refresh",
@@ -115,7 +116,7 @@ def test_foreign_switches_also_take_vllm_no_form() -> None:
             ["--structured-outputs-config", '{"backend": "xgrammar", "x": 1}'],
             "structured_outputs_config.x",
         ),
-        (["--kv-cache-dtype", "fp8"], "--kv-cache-dtype fp8"),
+        (["--kv-cache-dtype", "fp8_inc"], "--kv-cache-dtype: 'fp8_inc'"),
         (["-dp", "2", "-dpl", "1"], "--data-parallel-size-local 1"),
         (
             ["-tp", "2", "-dpb", "ray", "--distributed-executor-backend", "mp"],

@@ -139,6 +139,7 @@ def test_bf16_layer_output_goes_through_the_kernel(monkeypatch: pytest.MonkeyPat
         (32, 32, 4, 2),  # 32-token blocks: two 16-key tiles per block
         (256, 16, 2, 1),  # D = 256 (Gemma's): the unspecialised tile kernel
         (256, 8, 8, 1),  # and with G = 8
+        (24, 16, 3, 1),  # D not a multiple of 16: the portable walk, never a tile kernel
     ],
 )
 @pytest.mark.parametrize("window", [None, 20])

@@ -148,3 +148,32 @@ def test_rejects_inconsistent_shapes(dev_dtype: DevDtype) -> None:
         tk.paged_attention(q[:, :3], kc, vc, qsl, lens, table, 1.0)
     with pytest.raises(ValueError, match="batch"):
         tk.paged_attention(q, kc, vc, qsl[:1], lens, table, 1.0)
+
+
+@SPLITS
+@pytest.mark.parametrize("kv", [torch.float8_e4m3fn, torch.float8_e5m2], ids=["e4m3", "e5m2"])
+def test_an_fp8_cache_matches_the_reference(
+    dev_dtype: DevDtype, splits: int, kv: torch.dtype
+) -> None:
+    """An fp8 cache with scales != 1 (kv_cache_dtype fp8): the Triton write stores what the
+    reference stores (scaled, saturated) and attention agrees with the reference's."""
+    torch.manual_seed(7)
+    q_lens, seq_lens = [6, 1, 9, 1], [30, 33, 25, 16]
+    q, kc, vc, qsl, lens, table = _batch(q_lens, seq_lens, 4, 2, 32, 16, dev_dtype)
+    k8, v8 = torch.zeros_like(kc, dtype=kv), torch.zeros_like(vc, dtype=kv)
+    slots = torch.arange(kc.shape[0] * kc.shape[1], device=kc.device)
+    src_k = kc.reshape(-1, 2, 32) * 600  # past the e4m3 range where the scale is missed
+    src_v = vc.reshape(-1, 2, 32)
+    tk.write_kv_cache(src_k, src_v, k8, v8, slots, 4.0, 0.5)
+    from actorllm.kernels.kv_cache import write_kv_cache
+
+    ref_k, ref_v = torch.zeros_like(k8, device="cpu"), torch.zeros_like(v8, device="cpu")
+    write_kv_cache(src_k.cpu(), src_v.cpu(), ref_k, ref_v, slots.cpu(), 4.0, 0.5)
+    for got_c, want_c in ((k8, ref_k), (v8, ref_v)):  # the same bytes
+        assert torch.equal(got_c.cpu().view(torch.uint8), want_c.view(torch.uint8))
+    assert k8.float().abs().max() == torch.finfo(kv).max or kv == torch.float8_e5m2  # saturated
+    scale = 32**-0.5 / 600
+    got = tk.paged_attention(q, k8, v8, qsl, lens, table, scale, num_splits=splits,
+                             k_scale=4.0, v_scale=0.5)  # fmt: skip
+    want = ref.paged_attention(q, k8, v8, qsl, lens, table, scale, k_scale=4.0, v_scale=0.5)
+    torch.testing.assert_close(got, want, atol=atol(q.dtype), rtol=1e-2)

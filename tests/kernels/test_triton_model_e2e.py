@@ -17,10 +17,12 @@ from tests.helpers.sched_driver import SchedDriver
 from tests.helpers.triton_devices import require_triton_device
 
 
-def _greedy_tokens(path: Path, backend: str, device: str) -> dict[str, list[int]]:
+def _greedy_tokens(
+    path: Path, backend: str, device: str, kv_cache_dtype: str = "auto"
+) -> dict[str, list[int]]:
     runner = ModelRunner(
         path, dtype="float32", device=device, attention_backend=backend,
-        block_size=4, max_num_seqs=4, max_model_len=48,
+        block_size=4, max_num_seqs=4, max_model_len=48, kv_cache_dtype=kv_cache_dtype,
     )  # fmt: skip
     assert runner.attention_backend == backend
     runner.load_model()
@@ -56,3 +58,15 @@ def test_triton_backend_matches_torch_greedy(tmp_path: Path, device: str, family
     got = _greedy_tokens(path, "triton", device)
     assert set(got) == {"a", "b", "c"} and all(len(v) == 4 for v in got.values())
     assert got == want
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)])
+def test_an_fp8_cache_gives_the_torch_backends_greedy_tokens(tmp_path: Path, device: str) -> None:
+    """kv_cache_dtype fp8: both backends store the same bytes and read them in float32."""
+    require_triton_device(device)
+    small = dict(num_layers=2, hidden_size=32, intermediate_size=32, vocab_size=64)
+    path = make_tiny_checkpoint(tmp_path / "llama", "llama", num_heads=4, num_kv_heads=2, **small)  # type: ignore[arg-type]
+    want = _greedy_tokens(path, "torch", device, "fp8")
+    got = _greedy_tokens(path, "triton", device, "fp8")
+    assert set(got) == {"a", "b", "c"} and got == want

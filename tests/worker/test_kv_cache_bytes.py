@@ -44,3 +44,20 @@ def test_the_allocated_cache_is_the_blocks_times_their_bytes(gqa: Path) -> None:
     }
     assert sum(storages.values()) == 5 * runner.kv_cache_bytes_per_block()
     assert all(t.dtype == torch.float32 for pair in runner.kv_caches for t in pair)
+
+
+@pytest.mark.parametrize(("kv_cache_dtype", "size"), [("bfloat16", 2), ("fp8", 1), ("fp8_e5m2", 1)])
+def test_kv_cache_dtype_sets_the_bytes_and_survives_sleep(
+    gqa: Path, kv_cache_dtype: str, size: int
+) -> None:
+    """kv_cache_dtype, not the model's float32, sizes the blocks and the tensors, and the
+    cache re-allocated on wake-up is in it again."""
+    runner = ModelRunner(
+        gqa, dtype="float32", block_size=16, max_model_len=64, kv_cache_dtype=kv_cache_dtype
+    )
+    assert runner.kv_cache_bytes_per_block() == 2 * LAYERS * KV_HEADS * HEAD_DIM * size * 16
+    runner.load_model()
+    runner.initialize_kv_cache(5)
+    runner.sleep(1)
+    runner.wake_up()
+    assert runner.kv_caches and all(t.element_size() == size for p in runner.kv_caches for t in p)

@@ -20,15 +20,17 @@ BS = 4
 class TensorRunner:
     """Just the KV tensors: 2 layers of [num_blocks=8, bs, Hkv=2, D=3]."""
 
-    def __init__(self) -> None:
+    def __init__(self, dtype: torch.dtype = torch.float32) -> None:
         g = torch.Generator().manual_seed(0)
         self.kv_caches = [
-            (torch.randn(8, BS, 2, 3, generator=g), torch.randn(8, BS, 2, 3, generator=g))
+            tuple(torch.randn(8, BS, 2, 3, generator=g).to(dtype) for _ in range(2))
             for _ in range(2)
         ]
 
-    def block(self, b: int) -> torch.Tensor:  # [L, 2, bs, Hkv, D]
-        return torch.stack([torch.stack((k[b], v[b])) for k, v in self.kv_caches])
+    def block(self, b: int) -> torch.Tensor:  # [L, 2, bs, Hkv, D] (fp8: its bytes)
+        raw = [(k.view(torch.uint8), v.view(torch.uint8)) if k.element_size() == 1 else (k, v)
+               for k, v in self.kv_caches]  # fmt: skip
+        return torch.stack([torch.stack((k[b], v[b])) for k, v in raw])
 
 
 def _apply(store: OffloadStore, runner: Any, *ops: OffloadOp) -> None:
@@ -92,3 +94,18 @@ def test_store_placeholders_for_runners_without_tensors(tmp_path: Path) -> None:
     asleep.kv_caches = []
     with pytest.raises(OffloadStateError):
         _apply(store, asleep, OffloadOp("save", b"g", 1))
+
+
+@pytest.mark.parametrize("dtype", [torch.float8_e4m3fn, torch.float8_e5m2], ids=["e4m3", "e5m2"])
+def test_an_fp8_cache_round_trips_through_host_and_disk(tmp_path: Path, dtype: torch.dtype) -> None:
+    """An fp8 KV cache (kv_cache_dtype fp8): its blocks saved, spilled and loaded back bit
+    for bit, at one byte an element."""
+    runner = TensorRunner(dtype)
+    old3 = runner.block(3).clone()
+    store = OffloadStore(tmp_path)
+    _apply(store, runner, OffloadOp("save", b"h", 3), OffloadOp("load", b"h", 5))
+    assert torch.equal(runner.block(5), old3) and store._host[b"h"].dtype == dtype
+    assert store.statistics().host_bytes == old3.numel()
+    _apply(store, runner, OffloadOp("spill", b"h"))
+    _apply(store, runner, OffloadOp("load", b"h", 6))
+    assert torch.equal(runner.block(6), old3)

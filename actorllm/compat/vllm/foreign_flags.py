@@ -8,7 +8,7 @@ a flag here, as a keyword in :mod:`args`):
 * ``ignore``: it has no meaning here (the reason says why). Accepted, with one warning
   naming it, so a launch script starts and its author still learns the flag did nothing.
 * ``refuse``: it asks for a feature actorllm does not have. Values in ``same`` ask for what
-  actorllm does anyway (``--kv-cache-dtype auto``, ``--api-server-count 1``) and are
+  actorllm does anyway (``--api-server-count 1``) and are
   accepted quietly; any other value stops the launch with an error naming the flag.
 
 vLLM's spellings that map onto a real setting (``--kv-transfer-config``,
@@ -119,7 +119,6 @@ FOREIGN: list[Foreign] = [
     # CacheConfig
     _i("--swap-space", why="preempted requests are recomputed, never swapped"),
     _i("--prefix-caching-hash-algo", why="the prefix cache's hash is fixed"),
-    _i("--calculate-kv-scales", value=False, why="the KV cache is not quantized"),
     _i("--kv-sharing-fast-prefill", value=False, why="no supported model shares KV layers"),
     _i("--mamba-block-size", why="no supported model has Mamba layers"),
     # MultiModalConfig
@@ -222,7 +221,12 @@ FOREIGN: list[Foreign] = [
     _r("--config-format", why="only Hugging Face configs are read", same=("auto", "hf")),
     _r("--model-impl", why="only actorllm's own model code runs", same=("auto",)),
     _r("--logprobs-mode", why="logprobs are the model's raw ones", same=("raw_logprobs",)),
-    _r("--kv-cache-dtype", why="the KV cache uses the model's dtype", same=("auto",)),
+    _r(
+        "--calculate-kv-scales",
+        value=False,
+        why="an fp8 KV cache's scales come from the checkpoint (else 1.0); computing them "
+        "from the first batch is not built",
+    ),
     _r("--mamba-cache-dtype", why="no supported model has Mamba layers", same=("auto",)),
     _r("--mamba-ssm-cache-dtype", why="no supported model has Mamba layers", same=("auto",)),
     _r("--override-attention-dtype", why="attention runs in the model's dtype"),

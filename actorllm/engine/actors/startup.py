@@ -58,6 +58,7 @@ def rank_spec(config: EngineConfig, rank: int = 0) -> RankSpec:
         num_blocks_override=config.num_gpu_blocks_override,
         gpu_memory_utilization=config.gpu_memory_utilization,
         kv_cache_bytes=config.resolved_kv_cache_memory_bytes(),
+        kv_cache_dtype=config.kv_cache_dtype,
         rank=rank,
         world_size=config.tensor_parallel_size * config.pipeline_parallel_size,
         pipeline_parallel_size=config.pipeline_parallel_size,

@@ -133,6 +133,13 @@ ENGINE_CONFIG_HELP: Mapping[str, Mapping[str, str]] = {
             "loaded; start-up fails, naming the max_model_len that fits, when that cannot "
             "hold one request."
         ),
+        "kv_cache_dtype": (
+            "The KV cache's storage dtype: auto (the model's dtype), bfloat16, fp8 (= "
+            "fp8_e4m3), fp8_e4m3 or fp8_e5m2. fp8 stores 1 byte an element, so the same "
+            "bytes hold twice the blocks of a bfloat16 cache; keys and values are scaled by "
+            "the checkpoint's per-layer k_scale / v_scale (else 1.0) and saturated to the "
+            "format's range."
+        ),
     },
     "SchedulerConfig": {
         "enable_chunked_prefill": (

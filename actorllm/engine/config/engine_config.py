@@ -38,6 +38,13 @@ AttentionBackend = Literal["auto", "torch", "triton"]
 SchedulingPolicy = Literal["fcfs", "priority"]
 DType = Literal["auto", "float32", "bfloat16", "float16", "half", "float"]
 StructuredOutputsBackend = Literal["auto", "xgrammar", "guidance"]
+# vLLM's --kv-cache-dtype values this engine stores (CacheDType, v0.32); fp8 is e4m3, as
+# vLLM on CUDA. The two others vLLM knows name formats of other hardware and models.
+KV_CACHE_DTYPES = ("auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2")
+_KV_CACHE_DTYPES_REFUSED = {
+    "fp8_inc": "Intel Gaudi's fp8 format",
+    "fp8_ds_mla": "DeepSeek's fp8 MLA cache layout (no supported model has MLA)",
+}
 # Default KV-cache block sizes per device (EngineConfig.block_size None).
 CPU_BLOCK_SIZE = 32
 CUDA_BLOCK_SIZE = 16
@@ -161,6 +168,12 @@ class EngineConfig(msgspec.Struct, kw_only=True):
     available once the weights are loaded; start-up fails naming the ``max_model_len`` that
     fits when that cannot hold one request. An explicit size too small for one request
     fails the same way."""
+    kv_cache_dtype: str = "auto"
+    """The KV cache's storage dtype, vLLM's --kv-cache-dtype: auto (the model's dtype),
+    bfloat16, fp8 (= fp8_e4m3), fp8_e4m3 or fp8_e5m2. fp8 takes 1 byte an element: twice
+    the blocks of a bfloat16 cache in the same bytes. Keys and values are divided by a
+    per-layer scale (the checkpoint's k_scale / v_scale, else 1.0) and saturated to the
+    format's range when written, multiplied back when read (docs/quantization.md)."""
     # -- SchedulerConfig --------------------------------------------------------------------
     enable_chunked_prefill: bool = True
     """Split long prompts across steps so decodes keep running beside them."""
@@ -354,6 +367,7 @@ class EngineConfig(msgspec.Struct, kw_only=True):
             raise EngineConfigError(
                 "kv_cache_memory_bytes", f"must be non-negative, got {self.kv_cache_memory_bytes}."
             )
+        self._check_kv_cache_dtype()
         if type(self.stream_interval) is not int or self.stream_interval < 1:
             raise EngineConfigError(
                 "stream_interval",
@@ -427,6 +441,19 @@ class EngineConfig(msgspec.Struct, kw_only=True):
             raise EngineConfigError("shutdown_timeout", "must be non-negative.")
         self._check_speculative()
         self._check_prompt_embeds()
+
+    def _check_kv_cache_dtype(self) -> None:
+        value = self.kv_cache_dtype
+        if value in _KV_CACHE_DTYPES_REFUSED:
+            raise EngineConfigError(
+                "kv_cache_dtype",
+                f"{value!r} ({_KV_CACHE_DTYPES_REFUSED[value]}) is not supported; use one of "
+                f"{', '.join(KV_CACHE_DTYPES)}.",
+            )
+        if value not in KV_CACHE_DTYPES:
+            raise EngineConfigError(
+                "kv_cache_dtype", f"must be one of {', '.join(KV_CACHE_DTYPES)}, got {value!r}."
+            )
 
     def _check_prompt_embeds(self) -> None:
         """Prompt embeddings reach tensor- and pipeline-parallel ranks with each step

@@ -504,8 +504,9 @@ int silu_and_mul(const void *x, int64_t xs, void *out, int bf16, int64_t n, int 
 /* The KV-cache write: key, value [t, hk, d] (row strides ks0 / vs0, head strides ks1 / vs1,
  * in elements) -> k_cache, v_cache at each token's slot s = block * bs + offset, element
  * (h, e) at block * c_block + offset * c_slot + h * c_head + e (both caches laid out
- * alike; head-major or not). Slots < 0 (padding) are skipped. esize: 4 (float32) or 2
- * (bfloat16), one dtype for all four tensors: a copy, bit for bit. Returns -1, having
+ * alike; head-major or not). Slots < 0 (padding) are skipped. esize: 4 (float32), 2
+ * (bfloat16) or 1 (fp8, quantized by the caller), one dtype for all four tensors: a copy,
+ * bit for bit. Returns -1, having
  * written nothing, when a slot is past the cache (nslots). */
 int write_kv(const void *key, int64_t ks0, int64_t ks1, const void *value, int64_t vs0,
              int64_t vs1, void *k_cache, void *v_cache, int64_t c_block, int64_t c_slot,

@@ -12,7 +12,7 @@
  * (flash-decoding): per tile the G x 16 scores, the running max and sum, the accumulator
  * rescaled when the max grows, then P.V; each head's state waits in memory while the other
  * heads take their turn in the block. No scores array, K and V read once. Float32
- * throughout: a bfloat16 cache is widened exactly. Each head sees its tiles in the same
+ * throughout: a bfloat16 cache is widened exactly, an fp8 one through its table (kv_rows.h). Each head sees its tiles in the same
  * order whatever the task's grouping, so the results do not depend on it.
  *
  * Where the compiler targets AVX-512 (-march=native on such a host, __AVX512F__) a tile's 16
@@ -31,7 +31,8 @@
  *                out_stride elements apart, each row's [Hq, D] contiguous; decode row i
  *                reads and writes row rows[i] (rows == NULL: row i)
  *   k/v cache    [NB, BS, Hk, D] viewed through strides (s_block, s_slot, s_head): the
- *                worker stores it head-major ([Hk, NB, BS, D]) on the reference path
+ *                worker stores it block-major ([NB, Hk, BS, D]); float32, bfloat16 or fp8
+ *                (kv, kv_rows.h: k_lut / v_lut [256] widen its bytes, scales folded in)
  *   seq_lens     [N] int32: context length including this step's token (already written)
  *   block_table  [N, table_stride] int32: physical blocks in order
  * window > 0 keeps only the last `window` keys; softcap > 0 applies Gemma 2's
@@ -48,6 +49,7 @@
 #include <string.h>
 
 #include "bf16_rows.h"
+#include "kv_rows.h"
 #include "online_softmax.h"
 
 /* Tasks a thread takes at a time from the dynamic schedule (see paged_decode). */
@@ -63,7 +65,8 @@
 /* One task's inputs: request `table`/`len`, KV heads [head, head + nh). */
 typedef struct task_s {
     const void *k_cache, *v_cache;
-    int kv_bf16;
+    int kv;                     /* KV_F32, KV_BF16, KV_FP8 (kv_rows.h) */
+    const float *k_lut, *v_lut; /* KV_FP8: each byte's value times the scale [256] */
     int64_t s_block, s_slot, s_head;
     const int32_t *table; /* this request's blocks */
     int len, head, nh, g, d, block_size;
@@ -99,7 +102,7 @@ static void attend_portable(const task_t *t, const float *q, float *out, float *
         for (int r0 = lo; r0 < hi; r0 += 16) {
             int nt = hi - r0 < 16 ? hi - r0 : 16; /* keys r0 .. r0 + nt of the block */
             for (int j = 0; j < nt; j++) {
-                load_row(row, t->k_cache, t->kv_bf16, base + (r0 + j) * t->s_slot, d);
+                load_kv_row(row, t->k_cache, t->kv, t->k_lut, base + (r0 + j) * t->s_slot, d);
                 for (int gi = 0; gi < g; gi++) {
                     const float *qg = q + (int64_t)gi * d;
                     float x = 0.0f;
@@ -120,7 +123,7 @@ static void attend_portable(const task_t *t, const float *q, float *out, float *
                     for (int e = 0; e < d; e++) acc[(int64_t)gi * d + e] *= alpha;
             }
             for (int j = 0; j < nt; j++) {
-                load_row(row, t->v_cache, t->kv_bf16, base + (r0 + j) * t->s_slot, d);
+                load_kv_row(row, t->v_cache, t->kv, t->v_lut, base + (r0 + j) * t->s_slot, d);
                 for (int gi = 0; gi < g; gi++) {
                     float p = s[gi * 16 + j], *a = acc + (int64_t)gi * d;
 #pragma omp simd
@@ -189,7 +192,7 @@ static inline void prefetch_line(const char *p) {
 static inline void prefetch_rows(const task_t *t, int b, int h, int r_lo, int r_hi) {
     if ((int64_t)b * t->block_size >= t->len) return;
     int64_t base = (int64_t)t->table[b] * t->s_block + (int64_t)(t->head + h) * t->s_head;
-    int64_t esize = t->kv_bf16 ? 2 : 4, row_bytes = (int64_t)t->d * esize;
+    int64_t esize = kv_esize(t->kv), row_bytes = (int64_t)t->d * esize;
     const char *k = (const char *)t->k_cache + base * esize;
     const char *v = (const char *)t->v_cache + base * esize;
     for (int r = r_lo; r < r_hi; r++) {
@@ -248,9 +251,14 @@ static inline __m512 reduce16(const __m512 *p) {
                          _mm512_shuffle_f32x4(c[0], c[1], _MM_SHUFFLE(3, 1, 3, 1)));
 }
 
-/* 16 elements at `off` as float32 (bfloat16 widened exactly: a shift). */
-static inline __m512 load16(const void *base, int bf16, int64_t off) {
-    if (!bf16) return _mm512_loadu_ps((const float *)base + off);
+/* 16 elements at `off` as float32 (bfloat16 widened exactly: a shift; fp8: 16 lookups in
+ * lut, one gather). */
+static inline __m512 load16(const void *base, int kv, const float *lut, int64_t off) {
+    if (kv == KV_F32) return _mm512_loadu_ps((const float *)base + off);
+    if (kv == KV_FP8) {
+        __m128i b = _mm_loadu_si128((const __m128i *)((const uint8_t *)base + off));
+        return _mm512_i32gather_ps(_mm512_cvtepu8_epi32(b), lut, 4);
+    }
     __m256i h = _mm256_loadu_si256((const __m256i *)((const uint16_t *)base + off));
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
@@ -267,10 +275,10 @@ static inline __attribute__((always_inline)) void block_head(
     const task_t *t, int h, int b, int start, const float *q, const uint16_t *qb,
     float *accm, float *m, float *l, const task_t *pt, int pb, const int G, const int NC,
     const int DOT) {
-    const int d = 16 * NC, bs = t->block_size, len = t->len, bf16 = t->kv_bf16;
+    const int d = 16 * NC, bs = t->block_size, len = t->len, kv = t->kv;
     __m512 acc[TILE_MAX_G][TILE_MAX_NC];
     float pbuf[TILE_MAX_G][16] __attribute__((aligned(64)));
-    float kbuf[16 * 16 * TILE_MAX_NC] __attribute__((aligned(64))); /* bf16 K tile [16, D] */
+    float kbuf[16 * 16 * TILE_MAX_NC] __attribute__((aligned(64))); /* widened K [16, D] */
 #pragma GCC unroll 8
     for (int gi = 0; gi < G; gi++)
 #pragma GCC unroll 8
@@ -284,12 +292,12 @@ static inline __attribute__((always_inline)) void block_head(
         int64_t row0 = base + (int64_t)r0 * t->s_slot;
         const float *kp; /* the tile's K rows, float32, kstride apart */
         int64_t kstride;
-        if (bf16 && !DOT) {
+        if (kv != KV_F32 && !DOT) {
             for (int j = 0; j < nt; j++)
 #pragma GCC unroll 8
                 for (int c = 0; c < NC; c++)
                     _mm512_store_ps(kbuf + j * d + 16 * c,
-                                    load16(t->k_cache, 1, row0 + j * t->s_slot + 16 * c));
+                                    load16(t->k_cache, kv, t->k_lut, row0 + j * t->s_slot + 16 * c));
             kp = kbuf, kstride = d;
         } else {
             kp = (const float *)t->k_cache + row0, kstride = t->s_slot;
@@ -367,7 +375,7 @@ static inline __attribute__((always_inline)) void block_head(
             __m512 vv[TILE_MAX_NC];
 #pragma GCC unroll 8
             for (int c = 0; c < NC; c++)
-                vv[c] = load16(t->v_cache, bf16, row0 + j * t->s_slot + 16 * c);
+                vv[c] = load16(t->v_cache, kv, t->v_lut, row0 + j * t->s_slot + 16 * c);
 #pragma GCC unroll 8
             for (int gi = 0; gi < G; gi++) {
                 __m512 pj = _mm512_set1_ps(pbuf[gi][j]);
@@ -461,9 +469,14 @@ static inline float hsum8(__m256 v) {
     return _mm_cvtss_f32(_mm_add_ss(x, _mm_movehdup_ps(x)));
 }
 
-/* 8 elements at `off` as float32 (bfloat16 widened exactly: a shift). */
-static inline __m256 load8(const void *base, int bf16, int64_t off) {
-    if (!bf16) return _mm256_loadu_ps((const float *)base + off);
+/* 8 elements at `off` as float32 (bfloat16 widened exactly: a shift; fp8: 8 lookups in
+ * lut, one gather). */
+static inline __m256 load8(const void *base, int kv, const float *lut, int64_t off) {
+    if (kv == KV_F32) return _mm256_loadu_ps((const float *)base + off);
+    if (kv == KV_FP8) {
+        __m128i b = _mm_loadl_epi64((const __m128i *)((const uint8_t *)base + off));
+        return _mm256_i32gather_ps(lut, _mm256_cvtepu8_epi32(b), 4);
+    }
     __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)base + off));
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
 }
@@ -474,9 +487,9 @@ static inline __m256 load8(const void *base, int bf16, int64_t off) {
 static inline __attribute__((always_inline)) void block_head8(
     const task_t *t, int h, int b, int start, const float *q, float *accm, float *m, float *l,
     const task_t *pt, int pb, const int G, const int NC) {
-    const int d = 8 * NC, bs = t->block_size, len = t->len, bf16 = t->kv_bf16;
+    const int d = 8 * NC, bs = t->block_size, len = t->len, kv = t->kv;
     float pbuf[TILE_MAX_G][8] __attribute__((aligned(32)));
-    float kbuf[8 * 8 * TILE_MAX_NC8] __attribute__((aligned(32))); /* bf16 K tile [8, D] */
+    float kbuf[8 * 8 * TILE_MAX_NC8] __attribute__((aligned(32))); /* widened K [8, D] */
     const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     int64_t base = (int64_t)t->table[b] * t->s_block + (int64_t)(t->head + h) * t->s_head;
     int b0 = b * bs;
@@ -487,8 +500,9 @@ static inline __attribute__((always_inline)) void block_head8(
         int64_t row0 = base + (int64_t)r0 * t->s_slot;
         const float *kp; /* the tile's K rows, float32, kstride apart */
         int64_t kstride;
-        if (bf16) {
-            for (int j = 0; j < nt; j++) load_row(kbuf + j * d, t->k_cache, 1, row0 + j * t->s_slot, d);
+        if (kv != KV_F32) {
+            for (int j = 0; j < nt; j++)
+                load_kv_row(kbuf + j * d, t->k_cache, kv, t->k_lut, row0 + j * t->s_slot, d);
             kp = kbuf, kstride = d;
         } else {
             kp = (const float *)t->k_cache + row0, kstride = t->s_slot;
@@ -543,7 +557,7 @@ static inline __attribute__((always_inline)) void block_head8(
 #pragma GCC unroll 8
             for (int gi = 0; gi < G; gi++) a[gi] = _mm256_loadu_ps(accm + gi * d + 8 * c);
             for (int j = 0; j < nt; j++) {
-                __m256 vv = load8(t->v_cache, bf16, row0 + j * t->s_slot + 8 * c);
+                __m256 vv = load8(t->v_cache, kv, t->v_lut, row0 + j * t->s_slot + 8 * c);
 #pragma GCC unroll 8
                 for (int gi = 0; gi < G; gi++)
                     a[gi] = _mm256_fmadd_ps(_mm256_broadcast_ss(&pbuf[gi][j]), vv, a[gi]);
@@ -593,6 +607,7 @@ static __attribute__((noinline)) void attend_tile_any(TILE_ARGS) {
         return 1;
 /* 1 where a tile kernel served the task. */
 static int attend_fast(TILE_ARGS) {
+    if (t->d % 16 != 0) return 0; /* the tiles take D in whole 16-lane chunks */
     switch (t->g * 64 + t->d / 16) {
         TILE_SHAPES(TILE_CASE)
     default:
@@ -622,7 +637,8 @@ static int heads_per_task(int n, int hk, int num_threads) {
 /* Returns 0, or -1 when scratch memory could not be allocated. */
 int paged_decode(const void *q, int q_bf16, int64_t q_stride, void *out, int out_bf16,
                  int64_t out_stride, const int64_t *rows,
-                 const void *k_cache, const void *v_cache, int kv_bf16, int64_t s_block,
+                 const void *k_cache, const void *v_cache, int kv, const float *k_lut,
+                 const float *v_lut, int64_t s_block,
                  int64_t s_slot, int64_t s_head, const int32_t *seq_lens,
                  const int32_t *block_table, int64_t table_stride, int n, int hq, int hk,
                  int d, int block_size, float scale, int window, float softcap,
@@ -654,11 +670,11 @@ int paged_decode(const void *q, int q_bf16, int64_t q_stride, void *out, int out
             int64_t qo = r * q_stride + h0, oo = r * out_stride + h0;
             load_row(qf, q, q_bf16, qo, (int)span);
             for (int64_t e = 0; e < span; e++) qf[e] *= scale;
-            task_t t = {k_cache, v_cache, kv_bf16, s_block, s_slot, s_head,
+            task_t t = {k_cache, v_cache, kv, k_lut, v_lut, s_block, s_slot, s_head,
                         block_table + (int64_t)i * table_stride, seq_lens[i], head, nh, g, d,
                         block_size, scale, softcap, window, NULL, NULL, sinks};
 #ifdef PAGED_DECODE_BF16_DOT
-            if (kv_bf16 && d % 32 == 0) { /* q exact in bfloat16 (a bfloat16 q times a power
+            if (kv == KV_BF16 && d % 32 == 0) { /* q exact in bfloat16 (a bfloat16 q times a power
                                            * of two): the dot products take it as is */
                 int exact = 1;
                 for (int64_t e = 0; e < span; e++) {

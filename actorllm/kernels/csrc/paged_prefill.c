@@ -9,7 +9,8 @@
  * tokens and seq_len context sits at position seq_len - L + i (chunked prefill or a
  * prefix-cache hit: seq_len > L); key tiles past the tile's last query are never read, and
  * only key tiles on the diagonal are masked per row. Float32 math throughout (a bfloat16
- * cache is widened exactly).
+ * cache is widened exactly, an fp8 one through its tables k_lut / v_lut, kv_rows.h, when
+ * the tiles are packed).
  *
  * Each K/V tile is packed once per call, by the first task that reads it (an atomic state
  * per tile; no thread waits for another: one that finds a tile being packed packs its own
@@ -47,6 +48,7 @@
 #include <string.h>
 
 #include "bf16_rows.h"
+#include "kv_rows.h"
 #include "exp_f32.h"
 #include "online_softmax.h"
 
@@ -86,7 +88,8 @@ typedef struct {
     const int32_t *q_start, *q_len, *seq_lens, *block_table;
     int64_t table_stride;
     const void *k_cache, *v_cache;
-    int kv_bf16;
+    int kv;                     /* KV_F32, KV_BF16, KV_FP8 (kv_rows.h) */
+    const float *k_lut, *v_lut; /* KV_FP8: each byte's value times the scale [256] */
     int64_t s_block, s_slot, s_head;
     int hq, hk, g, d, block_size, qt, window;
     float scale, softcap;
@@ -467,11 +470,14 @@ static void pack_tile(const args_t *a, const int32_t *table, int b, int slot0, i
     uint32_t *kp = tile_kp(tile, d);
     if (nt < KT) {
         memset(kt, 0, sizeof(float) * (size_t)d * KT);
-        if (a->kv_bf16 && PACK_PAIRS) memset(kp, 0, sizeof(uint32_t) * (size_t)(d / 2) * KT);
+        if (a->kv == KV_BF16 && PACK_PAIRS) memset(kp, 0, sizeof(uint32_t) * (size_t)(d / 2) * KT);
     }
     for (int j = 0; j < nt; j++) {
         int64_t off = base + (int64_t)j * a->s_slot;
-        if (a->kv_bf16) {
+        if (a->kv == KV_FP8) {
+            const uint8_t *kr = (const uint8_t *)a->k_cache + off;
+            for (int e = 0; e < d; e++) kt[e * KT + j] = a->k_lut[kr[e]];
+        } else if (a->kv == KV_BF16) {
             const uint16_t *kr = (const uint16_t *)a->k_cache + off;
             for (int e = 0; e < d; e++) kt[e * KT + j] = bf16_to_f32(kr[e]);
             for (int e = 0; e < (PACK_PAIRS ? d / 2 : 0); e++) { /* bf16 pairs: one word */
@@ -483,7 +489,7 @@ static void pack_tile(const args_t *a, const int32_t *table, int b, int slot0, i
             const float *kr = (const float *)a->k_cache + off;
             for (int e = 0; e < d; e++) kt[e * KT + j] = kr[e];
         }
-        load_row(v + (int64_t)j * d, a->v_cache, a->kv_bf16, off, d);
+        load_kv_row(v + (int64_t)j * d, a->v_cache, a->kv, a->v_lut, off, d);
     }
 }
 
@@ -536,7 +542,7 @@ static void run_task(const args_t *a, int n, int head, int i0, int nq, scratch_t
     int pairs = 0;
     for (int64_t e = 0; e < (int64_t)rows * d; e++) w->qs[e] *= a->scale;
 #ifdef PREFILL_BF16_DOT
-    if (a->kv_bf16 && d % 32 == 0) { /* q exact in bfloat16: the dot products take it */
+    if (a->kv == KV_BF16 && d % 32 == 0) { /* q exact in bfloat16: the dot products take it */
         int exact = 1;
         for (int64_t e = 0; e < (int64_t)rows * d; e++) {
             uint32_t u;
@@ -638,14 +644,15 @@ static void scratch_free(scratch_t *w) {
 int paged_prefill(const void *q, int q_bf16, int64_t q_stride, void *out, int out_bf16,
                   int64_t out_stride, const int32_t *q_start, const int32_t *q_len,
                   const int32_t *seq_lens, const int32_t *block_table, int64_t table_stride,
-                  int n, const void *k_cache, const void *v_cache, int kv_bf16,
+                  int n, const void *k_cache, const void *v_cache, int kv,
+                  const float *k_lut, const float *v_lut,
                   int64_t s_block, int64_t s_slot, int64_t s_head, int hq, int hk, int d,
                   int block_size, float scale, int window, float softcap, int num_threads,
                   const float *sinks) {
     if (hk <= 0 || hq % hk != 0 || d <= 0 || block_size <= 0) return -2;
     int g = hq / hk, qt = ROWS_TARGET / g > 0 ? ROWS_TARGET / g : 1;
     args_t a = {q, q_bf16, q_stride, out, out_bf16, out_stride, q_start, q_len, seq_lens,
-                block_table, table_stride, k_cache, v_cache, kv_bf16, s_block, s_slot, s_head,
+                block_table, table_stride, k_cache, v_cache, kv, k_lut, v_lut, s_block, s_slot, s_head,
                 hq, hk, g, d, block_size, qt, window, scale, softcap,
                 NULL, NULL, NULL, NULL, 0, 0, sinks}; /* the packed tiles: below */
     int64_t total = 0;

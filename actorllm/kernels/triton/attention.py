@@ -35,6 +35,7 @@ import torch
 import triton
 import triton.language as tl
 
+from actorllm.kernels import kv_quant
 from actorllm.kernels.triton._runtime import check_device, next_pow2
 
 _LOG2E = 1.4426950408889634
@@ -58,9 +59,10 @@ def _attention_kernel(
     seq_lens_ptr,  # [B]
     block_table_ptr,  # [B, max_blocks]
     sinks_ptr,  # [Hq] f32 (USE_SINKS)
-    scale_log2,
-    cap_in,  # scale / softcap (USE_SOFTCAP)
+    scale_log2,  # scale * k_scale * log2(e)
+    cap_in,  # scale * k_scale / softcap (USE_SOFTCAP)
     cap_out,  # softcap * log2(e) (USE_SOFTCAP)
+    v_scale,  # an fp8 cache's value scale (else 1.0), applied to the accumulator
     window,
     num_seqs,
     HQ,
@@ -86,6 +88,7 @@ def _attention_kernel(
     USE_WINDOW: tl.constexpr,
     USE_SOFTCAP: tl.constexpr,
     USE_SINKS: tl.constexpr,
+    KV_FP8: tl.constexpr,  # the cache holds fp8 (widened after the loads)
     DOT_PRECISION: tl.constexpr,
 ):
     qblk = tl.program_id(0)
@@ -160,6 +163,9 @@ def _attention_kernel(
             + kvh * stride_vc_h + dims[None, :],
             mask=kv_mask, other=0.0,
         )  # [N, BD]  # fmt: skip
+        if KV_FP8:  # widened exactly to q's dtype; the scales are folded in outside the dots
+            k = k.to(q.dtype)
+            v = v.to(q.dtype)
         s = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION)  # [M, N]
         if USE_SOFTCAP:  # softcap * tanh(s * scale / softcap), tanh(x) = 2 sigmoid(2x) - 1
             s = cap_out * (2.0 * tl.sigmoid(2.0 * cap_in * s) - 1.0)
@@ -178,6 +184,7 @@ def _attention_kernel(
         acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PRECISION)
         m_i = m_new
 
+    acc = acc * v_scale
     if NUM_SPLITS == 1:
         o = acc / tl.where(l_i > 0.0, l_i, 1.0)[:, None]
         tl.store(
@@ -303,6 +310,8 @@ def paged_attention(
     max_query_len: int | None = None,
     max_seq_len: int | None = None,
     num_splits: int | None = None,
+    k_scale: float = 1.0,
+    v_scale: float = 1.0,
 ) -> torch.Tensor:
     """Attention of a mixed batch over the paged cache; returns a new [T, Hq, D] in q's dtype.
 
@@ -312,6 +321,9 @@ def paged_attention(
     and ``seq_lens[b] >= q_len_b``. This step's K/V must already be in the cache.
     ``softcap`` (Gemma 2) caps scores to ``softcap * tanh(score / softcap)``. ``sinks``
     ([Hq], gpt-oss): each head's sink logit joins its softmax denominator, with no value.
+    An fp8 cache (``kernels/kv_quant.py``) holds keys / ``k_scale`` and values /
+    ``v_scale``: widened to q's dtype in the kernel, ``k_scale`` folded into the score
+    scale and ``v_scale`` into the output (ignored for other cache dtypes).
 
     The keyword-only hints are host ints the caller usually has anyway (the model runner
     builds these tensors on the host); they only steer tiling and never change results:
@@ -359,10 +371,14 @@ def paged_attention(
     else:
         part_acc = part_m = part_l = out  # unused: the kernel writes `out` directly
     grid = (t // block_q + b, hk, num_splits)
+    fp8 = kv_quant.is_fp8(k_cache.dtype)
+    if not fp8:
+        k_scale = v_scale = 1.0
     _attention_kernel[grid](
         q, k_cache, v_cache, out, part_acc, part_m, part_l,
         query_start_loc, seq_lens, block_table, sinks if sinks is not None else out,
-        scale * _LOG2E, scale / (softcap or 1.0), (softcap or 1.0) * _LOG2E,
+        scale * k_scale * _LOG2E, scale * k_scale / (softcap or 1.0),
+        (softcap or 1.0) * _LOG2E, float(v_scale),
         sliding_window or 0, b, hq, d, bs,
         q.stride(0), q.stride(1),
         k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
@@ -370,7 +386,7 @@ def paged_attention(
         out.stride(0), out.stride(1), block_table.stride(0),
         G=g, BLOCK_Q=block_q, BLOCK_M=block_m, BLOCK_N=BLOCK_N, BLOCK_D=block_d,
         NUM_SPLITS=num_splits, USE_WINDOW=sliding_window is not None,
-        USE_SOFTCAP=softcap is not None, USE_SINKS=sinks is not None,
+        USE_SOFTCAP=softcap is not None, USE_SINKS=sinks is not None, KV_FP8=fp8,
         DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
     )  # fmt: skip
     if num_splits > 1:

@@ -3,7 +3,10 @@
 Layout per layer: ``k_cache``/``v_cache`` are [NB, BS, Hk, D]; slot ``s`` is block
 ``s // BS``, offset ``s % BS``. Tiling: one program per token copies its [Hk, D] key and value
 tiles (cast to the cache dtype) into the slot; tokens with a negative slot (padding) store
-nothing.
+nothing. An fp8 cache (``kernels/kv_quant.py``) takes ``key / k_scale`` and ``value / v_scale``
+saturated to the format's finite range: quantized by torch on the device, then copied as
+bytes (Triton's interpreter rounds fp32 -> fp8 wrongly where the rounding carries into the
+exponent: 127.3 became 64).
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import torch
 import triton
 import triton.language as tl
 
+from actorllm.kernels import kv_quant
 from actorllm.kernels.triton._runtime import check_device, next_pow2
 
 
@@ -65,8 +69,11 @@ def write_kv_cache(
     k_cache: torch.Tensor,
     v_cache: torch.Tensor,
     slot_mapping: torch.Tensor,
+    k_scale: float = 1.0,
+    v_scale: float = 1.0,
 ) -> None:
-    """Scatter this step's keys and values into their slots, in place.
+    """Scatter this step's keys and values into their slots, in place (an fp8 cache: divided
+    by ``k_scale`` / ``v_scale`` and saturated, ``kv_quant.quantize``).
 
     key, value: [T, Hk, D] (strided views are fine); k_cache, v_cache: [NB, BS, Hk, D], last
     dim contiguous; slot_mapping: [T] int64, negative entries (padding) are skipped. Slots
@@ -87,6 +94,10 @@ def write_kv_cache(
     key, value = _unit_last(key), _unit_last(value)
     if t == 0:
         return
+    if kv_quant.is_fp8(k_cache.dtype):  # [T, Hk, D] bytes into the caches' bytes
+        key = kv_quant.quantize(key, k_cache.dtype, k_scale).view(torch.uint8)
+        value = kv_quant.quantize(value, v_cache.dtype, v_scale).view(torch.uint8)
+        k_cache, v_cache = k_cache.view(torch.uint8), v_cache.view(torch.uint8)
     _write_kv_kernel[(t,)](
         key, value, k_cache, v_cache, slot_mapping,
         hk, d, bs,

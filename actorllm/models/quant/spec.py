@@ -218,12 +218,17 @@ def _fp8(raw: dict[str, Any]) -> QuantSpec:
     )
 
 
-def _compressed_tensors(raw: dict[str, Any]) -> QuantSpec:
+def _compressed_tensors(raw: dict[str, Any]) -> QuantSpec | None:
     m = "compressed-tensors"
-    for key in ("kv_cache_scheme", "sparsity_config", "transform_config"):
+    for key in ("sparsity_config", "transform_config"):
         if raw.get(key):
             raise _refuse(m, key)
+    kv_scheme = raw.get("kv_cache_scheme")
+    if kv_scheme:
+        _check_kv_cache_scheme(kv_scheme)
     groups = raw.get("config_groups") or {}
+    if not groups and kv_scheme:
+        return None  # only the KV cache's scales: the linears are not quantized
     if not groups:
         raise _refuse(m, "a quantization_config without config_groups")
     schemes = {msgspec.json.encode(_scheme_key(g)) for g in groups.values()}
@@ -278,6 +283,23 @@ def _compressed_tensors(raw: dict[str, Any]) -> QuantSpec:
         sym=bool(weights.get("symmetric", True)),
         ignore=ignore,
     )
+
+
+def _check_kv_cache_scheme(scheme: dict[str, Any]) -> None:
+    """compressed-tensors' ``kv_cache_scheme``: fp8 with one static scale per tensor (the
+    k / v projections' ``output_scale``, read for an fp8 KV cache by models/kv_scales.py)
+    is run; any other is refused by name."""
+    ok = (
+        scheme.get("type") == "float" and int(scheme.get("num_bits", 0)) == 8
+        and scheme.get("strategy") == "tensor" and not scheme.get("dynamic")
+        and scheme.get("symmetric", True)
+    )  # fmt: skip
+    if not ok:
+        raise _refuse(
+            "compressed-tensors",
+            f"kv_cache_scheme={_brief(scheme)} (run: float, 8 bits, strategy tensor, static: "
+            "per-tensor scales for --kv-cache-dtype fp8)",
+        )
 
 
 def _compressed_fp8(

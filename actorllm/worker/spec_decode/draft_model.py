@@ -24,6 +24,7 @@ import msgspec
 import numpy as np
 import torch
 
+from actorllm.kernels.kv_quant import cache_dtype, is_fp8
 from actorllm.kernels.ops import get_ops
 from actorllm.kernels.sampling import first_argmax
 from actorllm.models.base import CausalLM
@@ -39,6 +40,7 @@ from actorllm.worker.kv_cache import (
     bind_kv_groups,
     kv_cache_bytes_per_block,
     kv_cache_groups,
+    load_kv_scales,
 )
 from actorllm.worker.spec_decode.draft_rows import Row, draft_rows
 from actorllm.worker.step_output import TargetHidden
@@ -67,6 +69,7 @@ class DraftModelProposer:
         max_model_len: int,
         seed: int = 0,
         load_format: LoadFormat = "auto",
+        kv_cache_dtype: str = "auto",
     ) -> None:
         # a dummy-loaded target (benchmarks) gets a dummy drafter; else its own files
         self.load_format: LoadFormat = "dummy" if load_format == "dummy" else "auto"
@@ -86,6 +89,8 @@ class DraftModelProposer:
         self.k = k
         self.model_config = msgspec.structs.replace(cfg, max_model_len=max_model_len)
         self.dtype = resolve_dtype(str(dtype).removeprefix("torch."), cfg, device)
+        # the drafter's own cache in the target's kv_cache_dtype (scales: its checkpoint's)
+        self.kv_dtype = cache_dtype(kv_cache_dtype, self.dtype)
         self.device = device
         self.attention_backend = attention_backend
         self.block_size = block_size
@@ -115,14 +120,18 @@ class DraftModelProposer:
         if self.device.type == "cpu":
             prepack_linears(model)  # oneDNN matmuls (a head's shared ones stay the target's)
         bind_kv_groups(model, self.groups, self.model_config.num_layers)
+        if is_fp8(self.kv_dtype):
+            load_kv_scales(model, self.path, self.load_format)
         return model
 
     def bytes_per_block(self) -> int:
-        return kv_cache_bytes_per_block(self.model_config, self.block_size, self.dtype, self.groups)
+        return kv_cache_bytes_per_block(
+            self.model_config, self.block_size, self.kv_dtype, self.groups
+        )
 
     def allocate(self, num_blocks: int, layout: KVLayout) -> None:
         self.kv_caches = allocate_kv_caches(
-            self.model_config, num_blocks, self.block_size, self.dtype, self.device,
+            self.model_config, num_blocks, self.block_size, self.kv_dtype, self.device,
             layout=layout, groups=self.groups,
         )  # fmt: skip
         self._seen.clear()

@@ -34,9 +34,10 @@ def test_vllm_features_not_built_are_refused_unless_off():
     args = EngineArgs(enable_lora=False, quantization=None, kv_cache_dtype="auto", max_logprobs=20)
     args.create_engine_config()
     assert EngineArgs(enable_lora=True, max_loras=2).create_engine_config().max_loras == 2
-    for kwargs in ({"kv_cache_dtype": "fp8"},):
+    assert EngineArgs(kv_cache_dtype="fp8").create_engine_config().kv_cache_dtype == "fp8"
+    for kwargs in ({"kv_cache_dtype": "fp8_inc"}, {"kv_cache_dtype": "fp8_ds_mla"}):
         with pytest.raises(EngineConfigError) as info:
-            EngineArgs(**kwargs)
+            EngineArgs(**kwargs).create_engine_config()
         assert info.value.param == next(iter(kwargs))
 
 

@@ -146,3 +146,22 @@ def test_a_misaligned_tensor_parallel_split_is_refused_before_spawning_ranks(
     named = r"tensor_parallel_size=2: model\.layers\.0\.mlp\.down_proj \(gptq\) .* group_size 64"
     with pytest.raises(TensorParallelError, match=named):
         build_rank0(spec, never)
+
+
+def test_an_fp8_per_tensor_kv_cache_scheme_is_accepted_and_others_are_named() -> None:
+    """compressed-tensors' kv_cache_scheme: fp8 static per-tensor scales (read for an fp8
+    KV cache, models/kv_scales.py) start, with or without quantized linears."""
+    kv = {"num_bits": 8, "type": "float", "strategy": "tensor", "dynamic": False,
+          "symmetric": True}  # fmt: skip
+    only_kv = {"quant_method": "compressed-tensors", "kv_cache_scheme": kv}
+    assert resolve_quantization(only_kv, None) is None  # the linears are not quantized
+    weights = {"num_bits": 8, "type": "int", "symmetric": True, "strategy": "channel"}
+    acts = {"num_bits": 8, "type": "int", "symmetric": True, "strategy": "token",
+            "dynamic": True}  # fmt: skip
+    w8a8 = only_kv | {"format": "int-quantized", "config_groups": {"g": {
+        "targets": ["Linear"], "weights": weights, "input_activations": acts}}}  # fmt: skip
+    spec = resolve_quantization(w8a8, None)
+    assert spec is not None and spec.scheme == "w8a8_int8"
+    for bad in ({"strategy": "channel"}, {"type": "int"}, {"dynamic": True}):
+        with pytest.raises(QuantizationError, match="kv_cache_scheme="):
+            resolve_quantization(only_kv | {"kv_cache_scheme": kv | bad}, None)
