@@ -117,3 +117,26 @@ def test_fp8_caches_go_through_both_native_kernels(
     qsl = torch.tensor([0, 1, 4], dtype=torch.int32)
     paged_attention(torch.randn(4, 6, 32), kc, vc, qsl, lens_t, table, 0.2)
     assert sorted(calls) == ["paged_decode", "paged_prefill"]
+
+
+@native
+@pytest.mark.parametrize("dtype", FP8, ids=IDS)
+def test_sinks_over_an_fp8_cache(dtype: torch.dtype, monkeypatch: pytest.MonkeyPatch) -> None:
+    """gpt-oss's sinks and an fp8 cache together: the native kernels agree with the
+    reference (sinks too) on the dequantized cache."""
+    lens, q_lens = (1, 20, 37), [1, 5, 7]
+    (kf, vf), table, lens_t = _case(dtype, lens)
+    kc, vc = _quantized(kf, dtype, 2.0), _quantized(vf, dtype, 0.5)
+    qsl = torch.tensor([0, *torch.tensor(q_lens).cumsum(0).tolist()], dtype=torch.int32)
+    q = torch.randn(int(qsl[-1]), 6, 32, generator=torch.Generator().manual_seed(2))
+    sinks = torch.randn(6, generator=torch.Generator().manual_seed(3)) * 2
+    got = paged_attention(q, kc, vc, qsl, lens_t, table, 0.2, sinks=sinks, k_scale=2.0,
+                          v_scale=0.5)  # fmt: skip
+    kd, vd = kv_quant.dequantize(kc, 2.0), kv_quant.dequantize(vc, 0.5)
+    with monkeypatch.context() as m:
+        m.setattr(native_decode, "supports", lambda cache: False)
+        m.setattr(native_prefill, "supports", lambda q, out, cache: False)
+        want = paged_attention(q, kd, vd, qsl, lens_t, table, 0.2, sinks=sinks)
+    torch.testing.assert_close(got, want, atol=3e-5, rtol=3e-5)
+    no_sinks = paged_attention(q, kc, vc, qsl, lens_t, table, 0.2, k_scale=2.0, v_scale=0.5)
+    assert (got - no_sinks).abs().max() > 1e-3  # the sinks matter
