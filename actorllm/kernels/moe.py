@@ -118,22 +118,39 @@ def fused_moe(
     gpt-oss: ``w13_bias`` [E, 2I] / ``w2_bias`` [E, H] added after each projection;
     ``swiglu_*`` are read by the "swigluoai" activation only.
     """
-    k = topk_ids.shape[1]
     act = gated_activation(activation, swiglu_limit, swiglu_alpha)
-    order, counts = sort_by_expert(topk_ids, w13.shape[0])
+
+    def expert(e: int, xe: torch.Tensor, ye: torch.Tensor) -> None:
+        gu = torch.mm(xe, w13[e].t())  # [n, 2I]
+        h = act(gu if w13_bias is None else gu.add_(w13_bias[e]))  # [n, I]
+        torch.mm(h, w2[e].t(), out=ye)  # [n, H], in place
+        if w2_bias is not None:
+            ye.add_(w2_bias[e])
+
+    return run_experts(x, topk_weights, topk_ids, w13.shape[0], expert)
+
+
+def run_experts(
+    x: torch.Tensor,
+    topk_weights: torch.Tensor,
+    topk_ids: torch.Tensor,
+    num_experts: int,
+    expert: Callable[[int, torch.Tensor, torch.Tensor], None],
+) -> torch.Tensor:
+    """sum_k topk_weights[t, k] * expert_{topk_ids[t, k]}(x[t]): [T, H] -> [T, H], x's
+    dtype. The (token, expert) pairs are sorted by expert and ``expert(e, xe, ye)`` maps
+    each active expert's run of rows ``xe`` [n, H] into ``ye`` [n, H] (the reference
+    fused_moe, and the quantized experts whose weights only their own code can read)."""
+    k = topk_ids.shape[1]
+    order, counts = sort_by_expert(topk_ids, num_experts)  # [T*K], [E]
     rows = order // k  # [T*K] token of each sorted pair
     xs = x.index_select(0, rows)  # [T*K, H], grouped by expert
     ys = torch.empty_like(xs)
-    # Deliberate host sync: the reference walks the experts' runs on the host.
+    # Deliberate host sync: each active expert's run of rows is sliced on the host.
     start = 0
     for e, n in enumerate(counts.tolist()):
         if n:
-            gu = torch.mm(xs[start : start + n], w13[e].t())  # [n, 2I]
-            h = act(gu if w13_bias is None else gu.add_(w13_bias[e]))  # [n, I]
-            y = torch.mm(h, w2[e].t(), out=ys[start : start + n])  # [n, H], in place
-            if w2_bias is not None:
-                y.add_(w2_bias[e])
+            expert(e, xs[start : start + n], ys[start : start + n])
             start += n
     ys.mul_(topk_weights.flatten().index_select(0, order).unsqueeze(1).to(ys.dtype))
-    out = torch.zeros_like(x)
-    return out.index_add_(0, rows, ys)  # [T, H]: each token's K rows summed
+    return torch.zeros_like(x).index_add_(0, rows, ys)  # [T, H]: each token's K rows

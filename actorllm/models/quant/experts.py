@@ -23,7 +23,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from actorllm.kernels.moe import gated_activation, sort_by_expert
+from actorllm.kernels.moe import gated_activation, run_experts
 from actorllm.models.quant.linear import Fp8Linear, Int8Linear, PackedLinear
 from actorllm.models.quant.spec import QuantSpec
 
@@ -82,22 +82,13 @@ class QuantExperts(nn.Module):
     ) -> torch.Tensor:
         """sum_k topk_weights[t, k] * expert_{topk_ids[t, k]}(x[t]): ``x [T, H]``,
         ``topk_weights [T, K]`` float32, ``topk_ids [T, K]`` -> ``[T, H]`` in x's dtype."""
-        k = topk_ids.shape[1]
         act = gated_activation(activation)
-        order, counts = sort_by_expert(topk_ids, self.num_experts)  # [T*K], [E]
-        rows = order // k  # [T*K] token of each sorted pair
-        xs = x.index_select(0, rows)  # [T*K, H], grouped by expert
-        ys = torch.empty_like(xs)
-        # Deliberate host sync: each active expert's run of rows is sliced on the host.
-        start = 0
-        for e, n in enumerate(counts.tolist()):
-            if n:
-                expert = self.expert(e)
-                h = act(expert.gate_up_proj(xs[start : start + n]))  # [n, I]
-                ys[start : start + n] = expert.down_proj(h)  # [n, H]
-                start += n
-        ys.mul_(topk_weights.flatten().index_select(0, order).unsqueeze(1).to(ys.dtype))
-        return torch.zeros_like(x).index_add_(0, rows, ys)  # [T, H]: each token's K rows
+
+        def expert(e: int, xe: torch.Tensor, ye: torch.Tensor) -> None:
+            linears = self.expert(e)
+            ye.copy_(linears.down_proj(act(linears.gate_up_proj(xe))))  # [n, I] -> [n, H]
+
+        return run_experts(x, topk_weights, topk_ids, self.num_experts, expert)
 
 
 def quantized_experts(model: nn.Module) -> bool:

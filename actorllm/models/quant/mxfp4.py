@@ -28,7 +28,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from actorllm.kernels.moe import gated_activation, sort_by_expert
+from actorllm.kernels.moe import gated_activation, run_experts
 from actorllm.models.meta_init import on_meta
 
 # e2m1 codes 0..15 (sign in bit 3).
@@ -104,26 +104,16 @@ class Mxfp4Experts(nn.Module):
     ) -> torch.Tensor:
         """``kernels/moe.py::fused_moe``'s contract (biases included): x [T, H],
         topk_weights [T, K] float32, topk_ids [T, K] -> [T, H] in x's dtype."""
-        k = topk_ids.shape[1]
         act = gated_activation(activation, **act_args)
-        order, counts = sort_by_expert(topk_ids, self.num_experts)
-        rows = order // k  # [T*K] token of each sorted pair
-        xs = x.index_select(0, rows)  # [T*K, H], grouped by expert
-        ys = torch.empty_like(xs)
-        # Deliberate host sync: the experts' runs are walked on the host, and only the
-        # experts some token routes to are dequantized.
-        start = 0
-        for e, n in enumerate(counts.tolist()):
-            if n:
-                xe = xs[start : start + n]  # [n, H]
-                gu = xe.new_empty(n, 2 * self.inter)
-                self._matmul(xe, self.w13_blocks[e], self.w13_scales[e], gu)  # [n, 2I]
-                h = act(gu.add_(self.w13_bias[e]))  # [n, I]
-                y = self._matmul(h, self.w2_blocks[e], self.w2_scales[e], ys[start : start + n])
-                y.add_(self.w2_bias[e])  # [n, H]
-                start += n
-        ys.mul_(topk_weights.flatten().index_select(0, order).unsqueeze(1).to(ys.dtype))
-        return torch.zeros_like(x).index_add_(0, rows, ys)  # [T, H]
+
+        def expert(e: int, xe: torch.Tensor, ye: torch.Tensor) -> None:
+            # Only the experts some token routes to are dequantized.
+            gu = xe.new_empty(xe.shape[0], 2 * self.inter)
+            self._matmul(xe, self.w13_blocks[e], self.w13_scales[e], gu)  # [n, 2I]
+            h = act(gu.add_(self.w13_bias[e]))  # [n, I]
+            self._matmul(h, self.w2_blocks[e], self.w2_scales[e], ye).add_(self.w2_bias[e])
+
+        return run_experts(x, topk_weights, topk_ids, self.num_experts, expert)  # [T, H]
 
 
 def quantize_experts_mxfp4(model: nn.Module, dtype: torch.dtype) -> int:
