@@ -137,6 +137,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     e.add_argument("--lora-rank", type=int, default=8, help="--lora: the adapters' rank")
     e.add_argument(
+        "--kv-cache-dtype",
+        default=None,
+        help="the KV cache's dtype (vLLM's names: fp8, fp8_e4m3, fp8_e5m2, ...); needs "
+        "--model: recovery replays must rebuild the same quantized cache",
+    )
+    e.add_argument(
         "--prompt-embeds",
         action="store_true",
         help="every other request's prompt as embeddings (random rows, seeded; "
@@ -168,6 +174,10 @@ def engine_opener(args: argparse.Namespace) -> Any:
         config["speculative_config"] = args.speculative_config
     if args.prompt_embeds:
         config["enable_prompt_embeds"] = True
+    if args.kv_cache_dtype:
+        if args.model is None:
+            raise SystemExit("--kv-cache-dtype needs --model (the scripted model has no KV cache)")
+        config["kv_cache_dtype"] = args.kv_cache_dtype
     if args.lora:
         if args.model is None:
             raise SystemExit("--lora needs --model (random adapters of a real model)")
