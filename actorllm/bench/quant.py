@@ -7,7 +7,9 @@ decode tokens/s at batch 1 and batched, ratios against bf16 measured in the same
 Variants (``--variants``): ``bf16`` (the baseline), ``gptq4`` (GPTQ int4, group 128,
 symmetric), ``awq4`` (AWQ int4, group 128, zero points), ``w8a8`` (compressed-tensors
 int8 weights per channel, dynamic per-token int8 activations), ``gguf-q8_0`` and
-``gguf-q4_0`` (GGUF files of random blocks, the tied head quantized too). The safetensors
+``gguf-q4_0`` (GGUF files of random blocks, the tied head quantized too), and
+``bf16-fp8kv`` (the bf16 model with ``kv_cache_dtype="fp8"``: every variant gets the same
+64 MiB KV budget, and each row records the KV blocks it bought). The safetensors
 formats load with ``load_format=dummy`` (random weights in the packed layouts: speed does
 not depend on the values); the GGUF files are written once into the bench-model cache.
 GPTQ / AWQ / W8A8 keep the LM head in bf16 (their checkpoints do); GGUF's head is the
@@ -34,7 +36,10 @@ from typing import Any
 
 import anyio
 
-VARIANTS = ("bf16", "gptq4", "awq4", "w8a8", "gguf-q8_0", "gguf-q4_0")
+VARIANTS = ("bf16", "gptq4", "awq4", "w8a8", "gguf-q8_0", "gguf-q4_0", "bf16-fp8kv")
+# Variants that differ from another's checkpoint only in engine settings.
+_SAME_MODEL = {"bf16-fp8kv": "bf16"}
+_KV_DTYPE = {"bf16-fp8kv": "fp8"}
 _QUANT_CONFIGS: dict[str, dict[str, Any]] = {
     "gptq4": {"quant_method": "gptq", "bits": 4, "group_size": 128, "desc_act": False,
               "sym": True, "checkpoint_format": "gptq"},
@@ -97,6 +102,7 @@ def variant_model(variant: str, shape: dict[str, Any]) -> tuple[str, str]:
     """(model path, load_format) of ``variant`` (built once into the bench-model cache)."""
     from actorllm.bench.presets import preset_model_dir
 
+    variant = _SAME_MODEL.get(variant, variant)
     if variant.startswith("gguf-"):
         return str(gguf_file(variant.removeprefix("gguf-").upper(), shape)), "auto"
     extra = {} if variant == "bf16" else {"quantization_config": _QUANT_CONFIGS[variant]}
@@ -193,8 +199,8 @@ async def _run(
     models: dict[str, tuple[str, str]], batches: list[int], args: argparse.Namespace
 ) -> tuple[dict[str, dict[str, list[float]]], dict[str, int]]:
     """Every variant's engine open at once; each round measures every variant in turn at
-    every batch size. Returns ({variant: {batch: [rate per round]}}, {variant: weight
-    bytes})."""
+    every batch size. Returns ({variant: {batch: [rate per round]}}, {variant: {"weight_bytes",
+    "kv_blocks"}})."""
     from contextlib import AsyncExitStack
 
     from actorllm.core.sampling_params import SamplingParams
@@ -204,7 +210,7 @@ async def _run(
 
     rng = random.Random(args.seed)
     runs: dict[str, dict[str, list[float]]] = {v: {str(b): [] for b in batches} for v in models}
-    weights: dict[str, int] = {}
+    sizes: dict[str, dict[str, int]] = {}
     async with AsyncExitStack() as stack:
         engines = {}
         for v, (model, load_format) in models.items():
@@ -212,14 +218,17 @@ async def _run(
                 model=model, tokenizer=str(demo_tokenizer_path()), load_format=load_format,  # type: ignore[arg-type]
                 dtype="bfloat16", max_model_len=args.prompt_len + args.output_len + 8,
                 max_num_seqs=max(batches), kv_cache_memory_bytes=64 * 2**20, seed=args.seed,
+                kv_cache_dtype=_KV_DTYPE.get(v, "auto"),
             )  # fmt: skip
             engine = await stack.enter_async_context(AsyncEngine.open(config))
             warm = SamplingParams(max_tokens=4, ignore_eos=True, detokenize=False)
             async for _ in engine.generate({"prompt_token_ids": [11, 12, 13, 14]}, warm):
                 pass
-            (weights[v],) = await engine.collective_rpc(
+            (weight_bytes,) = await engine.collective_rpc(
                 lambda worker: worker.model_runner.weight_bytes
             )
+            blocks = (await engine.get_stats()).num_gpu_blocks
+            sizes[v] = {"weight_bytes": weight_bytes, "kv_blocks": blocks}
             engines[v] = engine
         for r in range(args.rounds):
             for v, engine in engines.items():
@@ -227,7 +236,7 @@ async def _run(
                     runs[v][str(b)].append(await _decode_rate(engine, b, args, rng))
                 shown = "  ".join(f"b{b} {x[-1]:8.1f} tok/s" for b, x in runs[v].items())
                 print(f"round {r} {v:10s} {shown}", flush=True)
-    return runs, weights
+    return runs, sizes
 
 
 def main(args: argparse.Namespace) -> int:
@@ -241,7 +250,7 @@ def main(args: argparse.Namespace) -> int:
     batches = [int(b) for b in args.batches.split(",")]
     shape = model_shape(args)
     models = {v: variant_model(v, shape) for v in variants}
-    runs, weights = anyio.run(_run, models, batches, args, backend="trio")
+    runs, sizes = anyio.run(_run, models, batches, args, backend="trio")
     rows: dict[str, dict[str, Any]] = {}
     for v in variants:
         med = {b: statistics.median(x) for b, x in runs[v].items()}
@@ -251,9 +260,10 @@ def main(args: argparse.Namespace) -> int:
             for b, x in runs[v].items()
         }
         rows[v] = {"decode_tokens_per_s": med, "ratio_vs_bf16": ratio, "rounds": runs[v],
-                   "weight_bytes": weights[v]}  # fmt: skip
+                   **sizes[v]}  # fmt: skip
         ratios = "  ".join(f"b{b} {x:.2f}x" for b, x in ratio.items())
-        print(f"{v:10s} {ratios}  weights {weights[v] / 2**20:.0f} MiB")
+        mib, blocks = sizes[v]["weight_bytes"] / 2**20, sizes[v]["kv_blocks"]
+        print(f"{v:10s} {ratios}  weights {mib:.0f} MiB  KV blocks {blocks}")
     doc = result_document(
         "quant",
         figures=rows,
