@@ -197,7 +197,7 @@ async def _decode_rate(engine: Any, batch: int, args: argparse.Namespace, rng: A
 
 async def _run(
     models: dict[str, tuple[str, str]], batches: list[int], args: argparse.Namespace
-) -> tuple[dict[str, dict[str, list[float]]], dict[str, int]]:
+) -> tuple[dict[str, dict[str, list[float]]], dict[str, dict[str, int]]]:
     """Every variant's engine open at once; each round measures every variant in turn at
     every batch size. Returns ({variant: {batch: [rate per round]}}, {variant: {"weight_bytes",
     "kv_blocks"}})."""
