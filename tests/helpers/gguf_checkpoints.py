@@ -79,13 +79,14 @@ def write_gguf(
     overrides: dict[str, str] | None = None,
     embed_type: str = "F32",
     head_type: str | None = None,
+    router_type: str = "F32",
     tie_word_embeddings: bool = False,
     seed: int = 0,
     **config: Any,
 ) -> tuple[Path, Path]:
     """(reference HF directory, GGUF file): every linear in ``qtype`` (or ``overrides``
     ``{"v_proj": "Q6_K"}``), the embedding in ``embed_type``, the head in ``head_type``
-    (default ``qtype``), norms (and biases) in F32."""
+    (default ``qtype``), MoE routers in ``router_type``, norms (and biases) in F32."""
     import gguf
     import transformers
 
@@ -139,7 +140,7 @@ def write_gguf(
         if name == "model.embed_tokens.weight":
             kind = embed_type
         elif module in ROUTERS:
-            kind = "F32"  # as llama.cpp's converter keeps them
+            kind = router_type  # llama.cpp's converter keeps them F32
         elif name == "lm_head.weight":
             kind = head_type or qtype
         else:
@@ -197,7 +198,8 @@ def _write_experts(
             data = random_blocks(e * rows, cols, t, rng).reshape(e, rows, -1)
         else:
             data = gguf.quants.quantize(np.ascontiguousarray(piece), t)
-        w.add_tensor(f"blk.{layer}.{gname}.weight", data, raw_dtype=t)
+        plain = t in (gguf.GGMLQuantizationType.F32, gguf.GGMLQuantizationType.F16)
+        w.add_tensor(f"blk.{layer}.{gname}.weight", data, raw_dtype=None if plain else t)
         back.append(gguf.quants.dequantize(data, t))
     return torch.from_numpy(np.ascontiguousarray(np.concatenate(back, axis=1), dtype=np.float32))
 

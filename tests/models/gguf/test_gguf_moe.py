@@ -14,7 +14,7 @@ from torch import nn
 
 from actorllm.models.config import CheckpointConfig
 from actorllm.models.gguf.blocks import BlockWeight
-from actorllm.models.gguf.config import GGUFError
+from actorllm.models.gguf.config import NORM_TOPK, GGUFError
 from actorllm.models.gguf.experts import GGUFExperts
 from actorllm.models.gguf.linear import GGUFLinear
 from actorllm.models.moe import SparseMoeBlock
@@ -33,6 +33,12 @@ CASES: list[tuple[str, dict[str, Any]]] = [
     # K-quants: experts 256 wide (whole super-blocks), Q4_K gate/up beside Q6_K down is not
     # expressible per expert here, so all experts Q4_K and the dense linears Q6_K.
     ("qwen3_moe", dict(qtype="Q6_K", overrides={"experts": "Q4_K"}, moe_intermediate_size=256)),
+    # F16 experts (float parts); the routers (shared_expert_gate too) quantized: read as
+    # their dequantized floats.
+    (
+        "qwen2_moe",
+        dict(qtype="Q4_0", overrides={"experts": "F16"}, router_type="Q8_0", **QWEN2_MOE),
+    ),
 ]
 
 
@@ -52,6 +58,15 @@ def test_greedy_tokens_equal_the_dequantized_reference(
     driver = run_greedy(path)
     assert [r.outputs for r in driver.reqs.values()] == _tokens(ref)
     assert_hf_greedy(load_hf_model(ref), driver)  # transformers on the same weights
+
+
+def test_routing_other_than_llama_cpp_would_show(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The comparison can fail: Qwen3-MoE's top-k weights left unnormalised change tokens."""
+    ref, path = write_gguf(tmp_path, "qwen3_moe", qtype="Q8_0")
+    monkeypatch.setitem(NORM_TOPK, "qwen3moe", False)
+    assert _tokens(path) != _tokens(ref)
 
 
 def test_experts_stay_in_their_blocks(tmp_path: Path) -> None:
