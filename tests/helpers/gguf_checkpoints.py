@@ -10,6 +10,13 @@ them; the reference undoes it with an inverse computed here (``argsort`` of the 
 permutation), independently of the loader.
 
     ref_dir, gguf_file = write_gguf(tmp_path, "qwen3", qtype="Q4_K", overrides={"v_proj": "Q6_K"})
+
+MoE families (mixtral, qwen3_moe, qwen2_moe) are written as llama.cpp's converter writes
+them: transformers' stacked ``experts.gate_up_proj`` [E, 2I, H] split into
+``blk.N.ffn_gate_exps`` / ``ffn_up_exps`` [E, I, H] and ``down_proj`` into
+``ffn_down_exps`` [E, H, I] (quantized along their rows, ``overrides`` keys ``"experts"``),
+the routers (``ffn_gate_inp``, ``ffn_gate_inp_shexp``) in F32; Mixtral as architecture
+llama with ``llama.expert_count``.
 """
 
 from __future__ import annotations
@@ -22,6 +29,9 @@ import torch
 
 from tests.helpers.models import make_tiny_checkpoint
 
+ARCHS = {"llama": "LLAMA", "qwen2": "QWEN2", "qwen3": "QWEN3", "mixtral": "LLAMA",
+         "qwen3_moe": "QWEN3MOE", "qwen2_moe": "QWEN2MOE"}  # fmt: skip
+ROUTERS = ("gate", "shared_expert_gate")
 LINEARS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 # Sizes the K-quants take (rows of whole 256-value super-blocks).
 SHAPE: dict[str, Any] = dict(
@@ -69,13 +79,14 @@ def write_gguf(
     overrides: dict[str, str] | None = None,
     embed_type: str = "F32",
     head_type: str | None = None,
+    router_type: str = "F32",
     tie_word_embeddings: bool = False,
     seed: int = 0,
     **config: Any,
 ) -> tuple[Path, Path]:
     """(reference HF directory, GGUF file): every linear in ``qtype`` (or ``overrides``
     ``{"v_proj": "Q6_K"}``), the embedding in ``embed_type``, the head in ``head_type``
-    (default ``qtype``), norms (and biases) in F32."""
+    (default ``qtype``), MoE routers in ``router_type``, norms (and biases) in F32."""
     import gguf
     import transformers
 
@@ -85,8 +96,7 @@ def write_gguf(
     src = make_tiny_checkpoint(directory / "src", family, seed=seed, **shape)  # type: ignore[arg-type]
     model = transformers.AutoModelForCausalLM.from_pretrained(src, dtype=torch.float32)
     cfg = model.config
-    arch = {"llama": gguf.MODEL_ARCH.LLAMA, "qwen2": gguf.MODEL_ARCH.QWEN2,
-            "qwen3": gguf.MODEL_ARCH.QWEN3}[family]  # fmt: skip
+    arch = gguf.MODEL_ARCH[ARCHS[family]]
     names = gguf.get_tensor_name_map(arch, cfg.num_hidden_layers)
     path = directory / f"model-{qtype}.gguf"
     w = gguf.GGUFWriter(str(path), gguf.MODEL_ARCH_NAMES[arch])
@@ -103,11 +113,22 @@ def write_gguf(
     w.add_layer_norm_rms_eps(cfg.rms_norm_eps)
     w.add_vocab_size(cfg.vocab_size)
     w.add_eos_token_id(0)
+    experts = getattr(cfg, "num_local_experts", None) or getattr(cfg, "num_experts", None)
+    if experts:
+        w.add_expert_count(experts)
+        w.add_expert_used_count(cfg.num_experts_per_tok)
+        if family != "mixtral":
+            w.add_expert_feed_forward_length(cfg.moe_intermediate_size)
+        if family == "qwen2_moe":
+            w.add_expert_shared_feed_forward_length(cfg.shared_expert_intermediate_size)
     rng = np.random.default_rng(seed)
     state = {k: v for k, v in model.state_dict().items() if not k.endswith("inv_freq")}
     ref: dict[str, torch.Tensor] = {}
     for name, tensor in state.items():
         if name == "lm_head.weight" and cfg.tie_word_embeddings:
+            continue
+        if ".experts." in name:
+            ref[name] = _write_experts(w, name, tensor, T[overrides.get("experts", qtype)], rng)
             continue
         gname = names.get_name(name, try_suffixes=(".weight", ".bias"))
         a = tensor.numpy().astype(np.float32)
@@ -118,12 +139,14 @@ def write_gguf(
         module = name.rsplit(".", 2)[-2]
         if name == "model.embed_tokens.weight":
             kind = embed_type
+        elif module in ROUTERS:
+            kind = router_type  # llama.cpp's converter keeps them F32
         elif name == "lm_head.weight":
             kind = head_type or qtype
         else:
             kind = overrides.get(module, qtype)
         n_head = {"q_proj": cfg.num_attention_heads, "k_proj": cfg.num_key_value_heads}.get(module)
-        permuted = family == "llama" and n_head is not None
+        permuted = ARCHS[family] == "LLAMA" and n_head is not None
         if permuted:
             a = converter_permute(a, n_head)
         t = T[kind]
@@ -151,3 +174,68 @@ def write_gguf(
     ref_dir = directory / "ref"
     model.save_pretrained(ref_dir)
     return ref_dir, path
+
+
+def _write_experts(
+    w: Any, name: str, tensor: torch.Tensor, t: Any, rng: np.random.Generator
+) -> torch.Tensor:
+    """transformers' stacked expert tensor ``name`` -> llama.cpp's 3-D tensors in ``t``
+    (quantized with gguf.quants, K-quants random blocks); returns what the file holds, in
+    ``name``'s layout."""
+    import gguf
+
+    layer = int(name.split(".")[2])
+    a = tensor.numpy().astype(np.float32)  # [E, 2I, H] or [E, H, I]
+    if name.endswith("gate_up_proj"):
+        inter = a.shape[1] // 2
+        pieces = {"ffn_gate_exps": a[:, :inter], "ffn_up_exps": a[:, inter:]}
+    else:
+        pieces = {"ffn_down_exps": a}
+    back = []
+    for gname, piece in pieces.items():
+        if t in (gguf.GGMLQuantizationType.Q4_K, gguf.GGMLQuantizationType.Q6_K):
+            e, rows, cols = piece.shape
+            data = random_blocks(e * rows, cols, t, rng).reshape(e, rows, -1)
+        else:
+            data = gguf.quants.quantize(np.ascontiguousarray(piece), t)
+        plain = t in (gguf.GGMLQuantizationType.F32, gguf.GGMLQuantizationType.F16)
+        w.add_tensor(f"blk.{layer}.{gname}.weight", data, raw_dtype=None if plain else t)
+        back.append(gguf.quants.dequantize(data, t))
+    return torch.from_numpy(np.ascontiguousarray(np.concatenate(back, axis=1), dtype=np.float32))
+
+
+def rewrite_gguf(src: Path, dst: Path, *, arch: str | None = None, qtype: Any = None,
+                 extra: str | None = None, keys: dict[str, int] | None = None,
+                 drop: str | None = None) -> Path:  # fmt: skip
+    """A copy of GGUF ``src``: another architecture name, ffn_down of layer 0 in
+    ``qtype`` (quantized with gguf.quants), an extra F32 tensor ``extra``, uint32 metadata
+    ``keys`` added or replaced, or the metadata key ``drop`` left out."""
+    import gguf
+
+    keys = keys or {}
+    r = gguf.GGUFReader(str(src))
+    name = arch or str(r.get_field("general.architecture").contents())
+    w = gguf.GGUFWriter(str(dst), name)
+    for f in r.fields.values():
+        if f.name.startswith(("general.architecture", "GGUF.")) or f.name in (*keys, drop):
+            continue
+        key = f.name.replace(
+            str(r.get_field("general.architecture").contents()) + ".", name + ".", 1
+        )
+        w.add_key_value(key, f.contents(), f.types[0], f.types[-1] if len(f.types) > 1 else None)
+    for t in r.tensors:
+        if qtype is not None and t.name == "blk.0.ffn_down.weight":
+            floats = gguf.quants.dequantize(t.data, t.tensor_type)
+            w.add_tensor(t.name, gguf.quants.quantize(floats, qtype), raw_dtype=qtype)
+        else:
+            raw = None if t.tensor_type == gguf.GGMLQuantizationType.F32 else t.tensor_type
+            w.add_tensor(t.name, np.array(t.data), raw_dtype=raw)
+    for k, v in keys.items():
+        w.add_uint32(k, v)
+    if extra is not None:
+        w.add_tensor(extra, np.ones(32, dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return dst

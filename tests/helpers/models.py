@@ -111,15 +111,15 @@ def _other_family(family: str, common: dict[str, Any], sliding_window: int | Non
         return transformers.MixtralConfig(
             num_local_experts=4, sliding_window=sliding_window, **moe, **common
         )
-    if family == "qwen2_moe":
-        return transformers.Qwen2MoeConfig(
-            num_experts=4, moe_intermediate_size=32, shared_expert_intermediate_size=48,
-            decoder_sparse_step=1, mlp_only_layers=[1], **moe, **common,
-        )  # fmt: skip
+    if family == "qwen2_moe":  # the defaults below may be overridden
+        common = dict(num_experts=4, moe_intermediate_size=32, shared_expert_intermediate_size=48,
+                      decoder_sparse_step=1, mlp_only_layers=[1], **moe) | common  # fmt: skip
+        return transformers.Qwen2MoeConfig(**common)
     if family == "qwen3_moe":
         common.setdefault("head_dim", 32)
         common.setdefault("norm_topk_prob", True)
-        return transformers.Qwen3MoeConfig(num_experts=6, moe_intermediate_size=32, **moe, **common)
+        common = dict(num_experts=6, moe_intermediate_size=32, **moe) | common
+        return transformers.Qwen3MoeConfig(**common)
     if family == "olmoe":
         common.setdefault("clip_qkv", 3.0)
         return transformers.OlmoeConfig(num_experts=4, **moe, **common)

@@ -4,9 +4,15 @@ llama.cpp writes the model's shape as ``{arch}.*`` keys (``llama.embedding_lengt
 ``qwen3.attention.head_count_kv``, ...); they map onto config.json's names as
 transformers' GGUF integration maps them, except that ``{arch}.attention.key_length``
 (the head size) is honoured for every architecture. Architectures run here: llama (also
-what Mistral files say), qwen2, qwen3; others are refused by name, as is what the file
-holds that the model would silently not apply (``rope_freqs``: Llama 3's per-dimension
-rope factors; partial rotary; unknown rope scaling; MoE experts, ``ffn_*_exps``).
+what Mistral files say, and Mixtral's: llama with ``llama.expert_count``), qwen2, qwen3,
+qwen3moe, qwen2moe; others are refused by name, as is what the file holds that the model
+would silently not apply (``rope_freqs``: Llama 3's per-dimension rope factors; partial
+rotary; unknown rope scaling; a gating function other than softmax, scaled expert
+weights; expert tensors without ``expert_count`` or the reverse).
+
+MoE routing follows llama.cpp's graph for each architecture (vLLM's GGUF models agree):
+Mixtral and Qwen3-MoE renormalise their top-k weights, Qwen2-MoE does not; a file's
+``{arch}.expert_weights_norm`` overrides that default.
 
     raw = gguf_config_dict(open_reader("model.gguf"))   # then CheckpointConfig.from_dict
 """
@@ -24,7 +30,15 @@ ARCHITECTURES = {
     "llama": ("LlamaForCausalLM", "llama"),
     "qwen2": ("Qwen2ForCausalLM", "qwen2"),
     "qwen3": ("Qwen3ForCausalLM", "qwen3"),
+    "qwen3moe": ("Qwen3MoeForCausalLM", "qwen3_moe"),
+    "qwen2moe": ("Qwen2MoeForCausalLM", "qwen2_moe"),
 }
+# A llama file with experts is Mixtral (llama.cpp runs both as arch llama).
+MIXTRAL = ("MixtralForCausalLM", "mixtral")
+MOE_ARCHITECTURES = frozenset({"qwen3moe", "qwen2moe"})
+# llama.cpp's build_moe_ffn norm_w per architecture: renormalise the top-k weights.
+NORM_TOPK = {"llama": True, "qwen3moe": True, "qwen2moe": False}
+GATING_SOFTMAX = 1  # LLAMA_EXPERT_GATING_FUNC_TYPE_SOFTMAX (the only one run here)
 # llama.cpp's converter permutes attn_q / attn_k rows of these (its rotary pairs halves
 # differently); the loader undoes it (transformers' LlamaTensorProcessor does the same).
 PERMUTED_QK = frozenset({"llama"})
@@ -99,13 +113,15 @@ def gguf_config_dict(reader: GGUFReader) -> dict[str, Any]:
     for tensor, what in UNSUPPORTED_TENSORS.items():
         if tensor in names:
             raise GGUFError(f"GGUF tensor {tensor!r} ({what}) is not supported")
-    experts = sorted(n for n in names if "_exps." in n)
-    if key("expert_count") or experts:
-        # Mixtral files say arch llama: their experts are what would not be read.
-        raise GGUFError(
-            f"GGUF MoE experts ({arch}.expert_count={key('expert_count')}, tensors "
-            f"{experts[:3]}) are not supported"
-        )
+    moe = _moe_fields(arch, key, names)
+    if moe and arch == "llama":
+        hf_arch, model_type = MIXTRAL
+    # MoE files may leave out the dense width no layer uses.
+    ffn = (
+        key("feed_forward_length")
+        or moe.get("moe_intermediate_size")
+        or need("feed_forward_length")
+    )
     hidden = int(need("embedding_length"))
     heads = int(_one(need("attention.head_count"), "attention.head_count"))
     kv_heads = int(_one(key("attention.head_count_kv", heads), "attention.head_count_kv"))
@@ -135,7 +151,7 @@ def gguf_config_dict(reader: GGUFReader) -> dict[str, Any]:
         "model_type": model_type,
         "vocab_size": int(vocab),
         "hidden_size": hidden,
-        "intermediate_size": int(_one(need("feed_forward_length"), "feed_forward_length")),
+        "intermediate_size": int(_one(ffn, "feed_forward_length")),
         "num_hidden_layers": int(need("block_count")),
         "num_attention_heads": heads,
         "num_key_value_heads": kv_heads,
@@ -152,7 +168,56 @@ def gguf_config_dict(reader: GGUFReader) -> dict[str, Any]:
         # Activations (and the embedding, norms) run in bfloat16, as vLLM runs GGUF on CPU.
         "dtype": "bfloat16",
         "quantization_config": {"quant_method": "gguf"},
+        **moe,
     }
+
+
+def _moe_fields(arch: str, key: Any, names: set[str]) -> dict[str, Any]:
+    """config.json's MoE keys ({} for a dense file); what would not be applied is refused."""
+    count = int(key("expert_count") or 0)
+    experts = sorted(n for n in names if "_exps." in n)
+    if not count and not experts:
+        if arch in MOE_ARCHITECTURES:
+            raise GGUFError(f"GGUF metadata lacks {arch}.expert_count")
+        return {}
+    if not count or not experts:
+        raise GGUFError(
+            f"GGUF MoE experts ({arch}.expert_count={key('expert_count')}, tensors "
+            f"{experts[:3]}): expert_count and the ffn_*_exps tensors come together; one "
+            "without the other is not supported"
+        )
+    gating = key("expert_gating_func")
+    if gating is not None and int(gating) != GATING_SOFTMAX:
+        raise GGUFError(
+            f"GGUF {arch}.expert_gating_func={gating} is not supported (run: softmax, 1)"
+        )
+    scale = key("expert_weights_scale")
+    if scale is not None and float(scale) != 1.0:
+        raise GGUFError(f"GGUF {arch}.expert_weights_scale={scale} is not supported (run: 1.0)")
+    used = key("expert_used_count")
+    if used is None:
+        raise GGUFError(f"GGUF metadata lacks {arch}.expert_used_count")
+    norm = key("expert_weights_norm")
+    fields: dict[str, Any] = {
+        "num_experts": count,
+        "num_local_experts": count,  # Mixtral's name
+        "num_experts_per_tok": int(used),
+        "norm_topk_prob": NORM_TOPK[arch] if norm is None else bool(norm),
+    }
+    if arch == "llama":  # Mixtral: the experts are feed_forward_length wide
+        if norm is not None and not norm:  # our Mixtral always renormalises
+            raise GGUFError("GGUF llama.expert_weights_norm=false is not supported")
+        return fields
+    inter = key("expert_feed_forward_length")
+    if inter is None:
+        raise GGUFError(f"GGUF metadata lacks {arch}.expert_feed_forward_length")
+    fields.update(moe_intermediate_size=int(inter), decoder_sparse_step=1, mlp_only_layers=[])
+    if arch == "qwen2moe":
+        shared = key("expert_shared_feed_forward_length")
+        if shared is None:
+            raise GGUFError(f"GGUF metadata lacks {arch}.expert_shared_feed_forward_length")
+        fields["shared_expert_intermediate_size"] = int(shared)
+    return fields
 
 
 def _embedding_rows(reader: GGUFReader) -> int:

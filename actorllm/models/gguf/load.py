@@ -1,6 +1,9 @@
 """Build a model from a GGUF file: every linear (the LM head too) a :class:`GGUFLinear`
 over the file's blocks repacked at load (``blocks.py``), the rest (embedding, norms,
-biases) read as floats into the model dtype.
+biases) read as floats into the model dtype. MoE experts (``blk.N.ffn_*_exps``, 3-D) are
+split per expert into :class:`GGUFExperts`' linears, still in their blocks; the routers
+(``ffn_gate_inp``, Qwen2-MoE's ``ffn_gate_inp_shexp``) are read as floats, dequantized if
+the file quantized them (they are [E, H], tiny).
 
 Names: llama.cpp's (``blk.N.attn_q.weight``) from the ``gguf`` package's own map of HF
 names (``get_tensor_name_map``), the one its converter writes with. Llama's ``attn_q`` /
@@ -15,10 +18,12 @@ naming them.
 from __future__ import annotations
 
 import logging
+import re
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -26,9 +31,12 @@ from actorllm.models.base import CausalLM
 from actorllm.models.config import CheckpointConfig
 from actorllm.models.gguf.blocks import FLOAT_TYPES, BlockWeight, check_type, float_rows, repack
 from actorllm.models.gguf.config import PERMUTED_QK, architecture, open_reader
+from actorllm.models.gguf.experts import GGUFExperts
 from actorllm.models.gguf.linear import GGUFLinear, Part
 from actorllm.models.materialize import materialize
 from actorllm.models.meta_init import on_meta
+from actorllm.models.moe import FusedExperts, SparseMoeBlock
+from actorllm.models.quant.apply import ROUTERS
 from actorllm.models.registry import resolve_model_class
 
 log = logging.getLogger(__name__)
@@ -91,6 +99,21 @@ class _File:
             return float_rows(t.data, t.tensor_type, rows, cols).to(dtype)
         return repack(t.data, t.tensor_type, rows, cols)
 
+    def expert_parts(
+        self, name: str, n: int, rows: int, cols: int, dtype: torch.dtype
+    ) -> list[Part]:
+        """3-D expert tensor ``name`` [n, rows, cols] -> one part per expert (blocks stay
+        quantized: expert ``e`` is the ``e``-th slab of whole rows)."""
+        t = self.get(name)
+        dims = tuple(int(d) for d in reversed(t.shape))  # GGUF lists innermost first
+        if dims != (n, rows, cols):
+            raise GGUFLoadError(f"GGUF tensor {name!r}: shape {dims} != expected {(n, rows, cols)}")
+        if t.tensor_type in FLOAT_TYPES:
+            w = float_rows(t.data, t.tensor_type, n * rows, cols).to(dtype).view(n, rows, cols)
+            return [w[e].clone() for e in range(n)]
+        data = np.asarray(t.data).reshape(n, rows, -1)  # [n, rows, bytes per row]
+        return [repack(data[e], t.tensor_type, rows, cols) for e in range(n)]
+
 
 def load_gguf(
     path: str | Path,
@@ -117,6 +140,13 @@ def load_gguf(
     with on_meta():
         model = resolve_model_class(cfg.architecture)(cfg, ops)
     model = model.to(dtype=dtype)
+    moe: dict[int, GGUFExperts] = {}  # layer -> its experts
+    for owner_name, owner in list(model.named_modules()):
+        if isinstance(owner, SparseMoeBlock) and isinstance(owner.experts, FusedExperts):
+            ex = owner.experts
+            owner.experts = GGUFExperts(ex.num_experts, int(ex.w13.shape[2]), ex.inter,
+                                        f"{owner_name}.experts")  # fmt: skip
+            moe[_layer_index(owner_name)] = owner.experts
     fused: dict[str, list[str]] = {}
     for frag, (packed, _shard) in model.packed_modules.items():
         fused.setdefault(packed, []).append(frag)
@@ -125,6 +155,8 @@ def load_gguf(
         for child_name, child in list(owner.named_children()):
             if type(child) is not nn.Linear:
                 continue
+            if isinstance(owner, SparseMoeBlock) and child_name in ROUTERS:
+                continue  # a float parameter, read below
             prefix = f"{owner_name}.{child_name}".removeprefix(".")
             frags = fused.get(child_name)
             hf = [f"{owner_name}.{fr}" for fr in frags] if frags else [prefix]
@@ -136,6 +168,8 @@ def load_gguf(
     with torch.no_grad():
         for prefix, (layer, hf) in linears.items():
             _fill_linear(f, layer, hf, prefix, gguf_name, cfg, dtype, types)
+        for index, experts in moe.items():
+            _fill_experts(f, experts, index, dtype, types)
         for name, p in model.named_parameters():
             p.copy_(f.floats(gguf_name(name), tuple(p.shape)))
     unused = sorted(set(f.tensors) - f.used)
@@ -184,6 +218,31 @@ def _fill_linear(
         raise GGUFLoadError(f"GGUF {prefix}: only some of {hf} have a bias")
     bias = torch.cat(biases).to(dtype) if biases else None
     layer.set_weights(parts, bias)
+
+
+def _layer_index(module: str) -> int:
+    found = re.search(r"layers\.(\d+)\.", module)
+    if found is None:
+        raise GGUFLoadError(f"no layer index in {module!r}")
+    return int(found.group(1))
+
+
+def _fill_experts(
+    f: _File, experts: GGUFExperts, layer: int, dtype: torch.dtype, types: Counter[str]
+) -> None:
+    """Split layer ``layer``'s 3-D expert tensors into ``experts``' linears (expert e's
+    gate and up rows fused into its gate_up_proj)."""
+    n, hidden, inter = experts.num_experts, experts.hidden, experts.inter
+    gate = f.expert_parts(f"blk.{layer}.ffn_gate_exps.weight", n, inter, hidden, dtype)
+    up = f.expert_parts(f"blk.{layer}.ffn_up_exps.weight", n, inter, hidden, dtype)
+    down = f.expert_parts(f"blk.{layer}.ffn_down_exps.weight", n, hidden, inter, dtype)
+    for e in range(n):
+        expert = experts.expert(e)
+        expert.gate_up_proj.set_weights([gate[e], up[e]], None)
+        expert.down_proj.set_weights([down[e]], None)
+    for parts in (gate, up, down):
+        p = parts[0]
+        types[f"{p.qtype if isinstance(p, BlockWeight) else p.dtype} experts"] += 1
 
 
 def _part_rows(cfg: CheckpointConfig, hf: list[str], out: int) -> list[int]:

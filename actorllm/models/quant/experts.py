@@ -92,6 +92,8 @@ class QuantExperts(nn.Module):
 
 
 def quantized_experts(model: nn.Module) -> bool:
-    """Whether ``model`` holds quantized MoE experts (their forward syncs with the host,
-    so decode is not captured in CUDA graphs)."""
-    return any(isinstance(m, QuantExperts) for m in model.modules())
+    """Whether ``model`` holds quantized MoE experts (these, or GGUF's ``host_sync``
+    experts: their forward syncs with the host, so decode is not captured in CUDA graphs)."""
+    return any(
+        isinstance(m, QuantExperts) or getattr(m, "host_sync", False) for m in model.modules()
+    )

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import gguf
-import numpy as np
 import pytest
 from torch import nn
 
@@ -16,6 +15,7 @@ from actorllm.models.config import CheckpointConfig
 from actorllm.models.gguf.blocks import GGUFTypeError
 from actorllm.models.gguf.config import GGUFError
 from actorllm.models.gguf.linear import GGUFLinear
+from tests.helpers.gguf_checkpoints import rewrite_gguf as _rewrite
 from tests.helpers.gguf_checkpoints import write_gguf
 from tests.helpers.models import load_hf_model
 from tests.models.test_family_parity import assert_hf_greedy, run_greedy
@@ -73,36 +73,6 @@ def test_linears_stay_quantized(tmp_path: Path) -> None:
     assert runner.weight_bytes < 0.5 * 4 * sum(p.numel() for p in load_hf_model(_ref).parameters())
 
 
-def _rewrite(src: Path, dst: Path, *, arch: str | None = None, qtype: Any = None,
-             extra: str | None = None) -> Path:  # fmt: skip
-    """A copy of GGUF ``src``: another architecture name, ffn_down of layer 0 in
-    ``qtype`` (quantized with gguf.quants), or an extra F32 tensor ``extra``."""
-    r = gguf.GGUFReader(str(src))
-    name = arch or str(r.get_field("general.architecture").contents())
-    w = gguf.GGUFWriter(str(dst), name)
-    for f in r.fields.values():
-        if f.name.startswith(("general.architecture", "GGUF.")):
-            continue
-        key = f.name.replace(
-            str(r.get_field("general.architecture").contents()) + ".", name + ".", 1
-        )
-        w.add_key_value(key, f.contents(), f.types[0], f.types[-1] if len(f.types) > 1 else None)
-    for t in r.tensors:
-        if qtype is not None and t.name == "blk.0.ffn_down.weight":
-            floats = gguf.quants.dequantize(t.data, t.tensor_type)
-            w.add_tensor(t.name, gguf.quants.quantize(floats, qtype), raw_dtype=qtype)
-        else:
-            raw = None if t.tensor_type == gguf.GGMLQuantizationType.F32 else t.tensor_type
-            w.add_tensor(t.name, np.array(t.data), raw_dtype=raw)
-    if extra is not None:
-        w.add_tensor(extra, np.ones(32, dtype=np.float32))
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    return dst
-
-
 @pytest.fixture(scope="module")
 def q8_pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return write_gguf(tmp_path_factory.mktemp("gguf"), "qwen3", qtype="Q8_0")
@@ -133,10 +103,20 @@ def test_rope_factors_are_refused_by_name(q8_file: Path, tmp_path: Path) -> None
         CheckpointConfig.from_pretrained(path)
 
 
-def test_moe_experts_are_refused_by_name(q8_file: Path, tmp_path: Path) -> None:
-    """Mixtral's GGUF files say architecture llama: their 3-D expert tensors name them."""
+def test_expert_tensors_without_expert_count_are_refused_by_name(
+    q8_file: Path, tmp_path: Path
+) -> None:
+    """Mixtral's GGUF files say architecture llama: expert tensors need llama.expert_count."""
     path = _rewrite(q8_file, tmp_path / "moe.gguf", extra="blk.0.ffn_gate_exps.weight")
     with pytest.raises(GGUFError, match=r"GGUF MoE experts .*blk\.0\.ffn_gate_exps\.weight"):
+        CheckpointConfig.from_pretrained(path)
+
+
+def test_expert_count_without_expert_tensors_is_refused_by_name(
+    q8_file: Path, tmp_path: Path
+) -> None:
+    path = _rewrite(q8_file, tmp_path / "moe.gguf", keys={"qwen3.expert_count": 4})
+    with pytest.raises(GGUFError, match=r"qwen3\.expert_count=4, tensors \[\]"):
         CheckpointConfig.from_pretrained(path)
 
 
