@@ -12,10 +12,9 @@ forward the dense GGUF layers use. The router (``ffn_gate_inp``) stays a float l
 
 from __future__ import annotations
 
-import torch
 from torch import nn
 
-from actorllm.kernels.moe import gated_activation, run_experts
+from actorllm.models.expert_modules import ExpertModules
 from actorllm.models.gguf.linear import GGUFLinear
 
 
@@ -28,7 +27,7 @@ class GGUFExpert(nn.Module):
         self.down_proj = GGUFLinear(inter, hidden, f"{name}.down_proj")
 
 
-class GGUFExperts(nn.Module):
+class GGUFExperts(ExpertModules):
     """E experts, children ``"0"`` .. ``"E-1"`` (the file's slab order)."""
 
     # Its forward slices each expert's rows on the host (no CUDA-graph capture).
@@ -41,23 +40,6 @@ class GGUFExperts(nn.Module):
             self.add_module(str(e), GGUFExpert(hidden, inter, f"{name}.{e}"))
 
     def expert(self, e: int) -> GGUFExpert:
-        module = self.get_submodule(str(e))
+        module = super().expert(e)
         assert isinstance(module, GGUFExpert)
         return module
-
-    def forward(
-        self,
-        x: torch.Tensor,
-        topk_weights: torch.Tensor,
-        topk_ids: torch.Tensor,
-        activation: str = "silu",
-    ) -> torch.Tensor:
-        """sum_k topk_weights[t, k] * expert_{topk_ids[t, k]}(x[t]): ``x [T, H]``,
-        ``topk_weights [T, K]`` float32, ``topk_ids [T, K]`` -> ``[T, H]`` in x's dtype."""
-        act = gated_activation(activation)
-
-        def expert(e: int, xe: torch.Tensor, ye: torch.Tensor) -> None:
-            linears = self.expert(e)
-            ye.copy_(linears.down_proj(act(linears.gate_up_proj(xe))))  # [n, I] -> [n, H]
-
-        return run_experts(x, topk_weights, topk_ids, self.num_experts, expert)

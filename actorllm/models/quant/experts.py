@@ -23,7 +23,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from actorllm.kernels.moe import gated_activation, run_experts
+from actorllm.models.expert_modules import ExpertModules
 from actorllm.models.quant.linear import Fp8Linear, Int8Linear, PackedLinear
 from actorllm.models.quant.spec import QuantSpec
 
@@ -51,7 +51,7 @@ class QuantExpert(nn.Module):
         self.down_proj = cls(inter, hidden, False, spec, dtype, None)
 
 
-class QuantExperts(nn.Module):
+class QuantExperts(ExpertModules):
     """E quantized experts, children ``"0"`` .. ``"E-1"`` (the checkpoint's numbering)."""
 
     def __init__(
@@ -69,26 +69,9 @@ class QuantExperts(nn.Module):
             self.add_module(str(e), QuantExpert(cls, hidden, inter, spec, dtype))
 
     def expert(self, e: int) -> QuantExpert:
-        module = self.get_submodule(str(e))
+        module = super().expert(e)
         assert isinstance(module, QuantExpert)
         return module
-
-    def forward(
-        self,
-        x: torch.Tensor,
-        topk_weights: torch.Tensor,
-        topk_ids: torch.Tensor,
-        activation: str = "silu",
-    ) -> torch.Tensor:
-        """sum_k topk_weights[t, k] * expert_{topk_ids[t, k]}(x[t]): ``x [T, H]``,
-        ``topk_weights [T, K]`` float32, ``topk_ids [T, K]`` -> ``[T, H]`` in x's dtype."""
-        act = gated_activation(activation)
-
-        def expert(e: int, xe: torch.Tensor, ye: torch.Tensor) -> None:
-            linears = self.expert(e)
-            ye.copy_(linears.down_proj(act(linears.gate_up_proj(xe))))  # [n, I] -> [n, H]
-
-        return run_experts(x, topk_weights, topk_ids, self.num_experts, expert)
 
 
 def quantized_experts(model: nn.Module) -> bool:
