@@ -254,8 +254,14 @@ class InputProcessor:
         # logprobs=-1 is the vocabulary size from here on: the sampler takes a top-k.
         params = params.verify_logprobs(self.max_logprobs, self.vocab_size)
         changes: dict[str, Any] = {}
-        if params.bad_words and params.bad_words_token_ids is None:
-            changes["bad_words_token_ids"] = self._bad_words_ids(params.bad_words)
+        if params.bad_words:
+            # Beside any sequences the server banned already (gpt-oss's tool_choice
+            # "required"); an id list already present is not added twice, so a request
+            # processed again (a replay) gets the same list.
+            banned = list(params.bad_words_token_ids or [])
+            ids = self._bad_words_ids(params.bad_words, banned)
+            if ids != params.bad_words_token_ids:
+                changes["bad_words_token_ids"] = ids
         if self.extra_eos_ids and not params.ignore_eos:
             stop_ids = list(params.stop_token_ids or [])
             changes["stop_token_ids"] = stop_ids + [
@@ -263,9 +269,9 @@ class InputProcessor:
             ]
         return params.clone(**changes) if changes else params
 
-    def _bad_words_ids(self, words: list[str]) -> list[list[int]]:
-        """Each word tokenized with and without a leading space (as vLLM does)."""
-        out: list[list[int]] = []
+    def _bad_words_ids(self, words: list[str], out: list[list[int]]) -> list[list[int]]:
+        """``out`` and each word tokenized with and without a leading space (as vLLM
+        does), each id list once."""
         for word in words:
             for variant in (word, " " + word.lstrip()):
                 ids = list(self.tokenizer.encode(variant, add_special_tokens=False))

@@ -83,7 +83,8 @@ class SamplingParams(msgspec.Struct, kw_only=True):
     # folded into ``structured_outputs`` when built, so nothing reads it after that.
     guided_decoding: StructuredOutputsParams | None = None
     # Filled by the input processor, not by users: bad_words tokenized (each word with and
-    # without a leading space), so the sampler needs no tokenizer.
+    # without a leading space), so the sampler needs no tokenizer. The server may put
+    # token sequences of its own here first; the words are added beside them.
     bad_words_token_ids: list[list[int]] | None = None
     # clone() makes a shallow copy instead of a deep one (vLLM: the params are this
     # request's own, so nothing else sees a change).

@@ -83,6 +83,20 @@ def test_bad_words_are_tokenized_with_and_without_a_space(inputs):
     assert tok.encode(" world") in child.params.bad_words_token_ids
 
 
+def test_bad_words_join_sequences_the_server_banned(inputs):
+    """gpt-oss's tool_choice "required" bans sequences before the engine sees the request:
+    the request's own bad_words are added beside them, once, however often it is processed."""
+    banned = [[5, 6, 7]]
+    params = SamplingParams(bad_words=["world"], bad_words_token_ids=[list(banned[0])])
+    (child,) = inputs.process("a", "hi", params).children
+    tok = demo_tokenizer()
+    ids = child.params.bad_words_token_ids
+    assert ids[0] == banned[0]
+    assert tok.encode("world") in ids and tok.encode(" world") in ids
+    (again,) = inputs.process("b", "hi", child.params).children  # a replay
+    assert again.params.bad_words_token_ids == ids
+
+
 def test_truncate_prompt_tokens_keeps_the_last_tokens(inputs):
     full = inputs.process("r", "a b c d e f", SamplingParams())
     out = inputs.process("r", "a b c d e f", SamplingParams(truncate_prompt_tokens=2))

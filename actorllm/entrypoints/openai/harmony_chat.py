@@ -93,21 +93,16 @@ NO_ANSWER = (
 )
 
 
-def required_call_bans(tokenizer: Any, bad_words: list[str] | None) -> list[list[int]]:
-    """``bad_words_token_ids`` for tool_choice "required": :data:`NO_ANSWER`, and the
-    request's own ``bad_words`` tokenized as the engine would (with and without a
-    leading space)."""
+def required_call_bans(tokenizer: Any) -> list[list[int]]:
+    """``bad_words_token_ids`` for tool_choice "required": :data:`NO_ANSWER`, whose
+    pieces are each one token (the input processor adds the request's own ``bad_words``
+    beside them)."""
     vocab = tokenizer.get_vocab()
     out: list[list[int]] = []
     for pattern in NO_ANSWER:
         ids = [vocab.get(piece) for piece in pattern]
         if all(i is not None for i in ids):
             out.append([int(i) for i in ids if i is not None])
-    for word in bad_words or []:
-        for variant in (word, " " + word.lstrip()):
-            ids = list(tokenizer.encode(variant, add_special_tokens=False))
-            if ids and ids not in out:
-                out.append(ids)
     return out
 
 

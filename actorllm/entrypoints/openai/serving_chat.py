@@ -225,9 +225,7 @@ async def start_chat(
         assert params.stop_token_ids is not None
         params.stop_token_ids += harmony_chat.stop_token_ids(engine.tokenizer)
         if req.tool_choice == "required":
-            params.bad_words_token_ids = harmony_chat.required_call_bans(
-                engine.tokenizer, params.bad_words
-            )
+            params.bad_words_token_ids = harmony_chat.required_call_bans(engine.tokenizer)
     rid = request_id or new_request_id("chatcmpl", req.request_id)
     # A spec that does not compile is a 400 naming the field the client sent it in.
     forced = tool_plan.forced_schema is not None or tool_plan.strict_tag is not None
