@@ -24,6 +24,7 @@ from actorllm.entrypoints.openai.harmony_chat import check_tokenizer, is_harmony
 from actorllm.entrypoints.openai.lora_models import load_adapter, parse_lora_modules
 from actorllm.entrypoints.openai.serving_common import ServingContext, ServingDefaults
 from actorllm.entrypoints.openai.tool_setup import ChatOptions, ChatSetup
+from actorllm.models.hub import ModelNotFoundError
 
 logger = logging.getLogger("actorllm.server")
 
@@ -82,7 +83,7 @@ def _model_dir(engine: EngineClient) -> Path | None:
         return None
     try:
         return Path(engine.config.resolved_model())
-    except Exception:  # a name the hub cache does not hold: no config to read
+    except ModelNotFoundError:  # a name the hub cache does not hold: no config to read
         return None
 
 
