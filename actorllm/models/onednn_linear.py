@@ -26,10 +26,12 @@ bf16 decode step spent 1043 of its 1097 ms in the linears), so a bfloat16 linear
 **widened**: its weight packed as float32, the bfloat16 input widened (exact), the product
 summed in float32 and rounded to bfloat16 once, at the output: the arithmetic of a bfloat16
 GEMM (exact products, float32 accumulation, one rounding), only in another summation
-order. Elsewhere the model keeps ``F.linear``. Costs memory: the packed copies sit beside
-the original weights (tied embeddings keep their table for the lookup; a widened copy is
-twice the bfloat16 weight), so nothing is packed where the copies would take over half of
-the memory available at load.
+order. A step of few rows (up to ``kernels/bf16_linear.MAX_ROWS``: decode, speculative
+verification) skips the widened copy: the native kernel reads the bfloat16 weight itself,
+half the bytes, with the same arithmetic. Elsewhere the model keeps ``F.linear``. Costs
+memory: the packed copies sit beside the original weights (tied embeddings keep their
+table for the lookup; a widened copy is twice the bfloat16 weight), so nothing is packed
+where the copies would take over half of the memory available at load.
 
 On an AMX host a bfloat16 weight also gets a copy packed for the native AMX kernel
 (``kernels/amx_linear.py``), which a decode step (up to :data:`AMX_MAX_ROWS` rows) reads at
@@ -47,7 +49,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from actorllm.kernels import amx_linear
+from actorllm.kernels import amx_linear, bf16_linear
 from actorllm.kernels.cpu_features import native_bf16
 
 logger = logging.getLogger(__name__)
@@ -123,11 +125,15 @@ class OneDNNLinear(nn.Linear):
             return out.view(*x.shape[:-1], out.shape[-1])  # [..., O]
         assert packed is not None
         if packed.dtype != rows.dtype:  # widened: exact bf16 -> fp32, one rounding back
+            # Few rows (decode, a speculative verify) are bound by reading the weight: the
+            # native kernel reads the bf16 weight, half the widened copy's bytes, with the
+            # same arithmetic (2-core Zen 3, Qwen3-0.6B's linears at 1-32 rows: 1.1-4x).
+            few = bf16_linear.linear(rows, self.weight, self.packed_bias)
+            if few is not None:
+                return few.view(*x.shape[:-1], few.shape[-1])  # [..., O]
             if rows.shape[0] == 1:
-                # One row (a decode step of one request) is bound by reading the weight,
-                # and the bfloat16 weight is half the bytes of the widened copy: torch's
-                # bf16 product is faster there (2-core Zen 3, 75M shapes: gate_up 0.64 ->
-                # 0.44 ms, lm_head 7.1 -> 4.2 ms); from two rows on, the widened one is.
+                # No native kernel: for one row torch's bf16 product, on half the bytes,
+                # still beats the widened copy (75M shapes: lm_head 7.1 -> 4.2 ms).
                 return F.linear(x, self.weight, self.bias)
             rows = rows.to(packed.dtype)
         out = torch.ops.mkldnn._linear_pointwise(rows, packed, self.packed_bias, "none", [], "")

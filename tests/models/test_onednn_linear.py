@@ -86,12 +86,15 @@ def test_widened_bf16_is_a_bf16_gemm(monkeypatch: pytest.MonkeyPatch) -> None:
     )  # fmt: skip
 
 
-def test_widened_bf16_one_row_reads_the_bf16_weight(monkeypatch: pytest.MonkeyPatch) -> None:
-    """One row (a decode step of one request) takes torch's bfloat16 product over the
-    bfloat16 weight (half the bytes of the widened copy); two rows take the widened one.
-    Both are bfloat16 GEMMs of the same values: within one rounding of the exact product."""
+def test_widened_bf16_few_rows_read_the_bf16_weight(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Up to bf16_linear.MAX_ROWS rows (decode, a speculative verify) run the native kernel
+    on the bfloat16 weight (half the bytes of the widened copy); more rows take the widened
+    one; without the kernel, one row takes torch's bfloat16 product. All are bfloat16 GEMMs
+    of the same values: within one rounding of the exact product."""
     if torch.bfloat16 not in supported_dtypes():
         pytest.skip("no oneDNN on this host")
+    from actorllm.kernels import bf16_linear
+
     monkeypatch.setattr(onednn_linear, "native_bf16", lambda: False)
     torch.manual_seed(2)
     lin = nn.Linear(64, 40).to(torch.bfloat16)
@@ -104,10 +107,18 @@ def test_widened_bf16_one_row_reads_the_bf16_weight(monkeypatch: pytest.MonkeyPa
         return linear_pointwise(rows, *args)
 
     monkeypatch.setattr(torch.ops.mkldnn, "_linear_pointwise", spy)
-    x = torch.randn(2, 64).to(torch.bfloat16)
-    one, two = lin(x[:1]), lin(x)
-    assert calls == [2]  # only the two-row call went to the widened copy
-    assert torch.equal(one, F.linear(x[:1], lin.weight, lin.bias))
+    many = bf16_linear.MAX_ROWS + 1
+    x = torch.randn(many, 64).to(torch.bfloat16)
     exact = F.linear(x.double(), lin.weight.double(), lin.bias.double())
-    torch.testing.assert_close(one.double(), exact[:1], atol=1e-5, rtol=2**-8)
-    torch.testing.assert_close(two.double(), exact, atol=1e-5, rtol=2**-8)
+    native = bf16_linear._fn() is not None
+    one, two, all_rows = lin(x[:1]), lin(x[:2]), lin(x)
+    assert calls == ([many] if native else [2, many])
+    if native:  # the kernel is batch invariant: a row alone equals it beside others
+        assert torch.equal(one, two[:1])
+    for got, n in ((one, 1), (two, 2), (all_rows, many)):
+        torch.testing.assert_close(got.double(), exact[:n], atol=1e-5, rtol=2**-8)
+    monkeypatch.setattr(bf16_linear, "_fn", lambda: None)  # no native build
+    calls.clear()
+    assert torch.equal(lin(x[:1]), F.linear(x[:1], lin.weight, lin.bias))
+    lin(x[:2])
+    assert calls == [2]
