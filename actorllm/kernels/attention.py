@@ -69,6 +69,10 @@ _FINE_RATIO = 1.25  # the grouping's candidate cuts: where a context grows 25% p
 # 4.2 vs 6.2 ms, but 8 x 64 2.2 vs 1.4 ms (one SDPA call per request costs more than
 # short prompts save).
 LOW_PRECISION_PREFILL_MIN_TOKENS = 128
+# Requests with up to this many query tokens (speculative verify steps: k + 1 with k <= 7)
+# run as decode rows in the native kernel, which reads their context once per row: at a
+# verify's few rows that costs less than the bits it keeps (AttentionPlan.build).
+SHORT_QUERY_MAX = 8
 
 
 def paged_attention(
@@ -98,7 +102,10 @@ def paged_attention(
     """
     plan = plan_cache.get("torch") if plan_cache is not None else None
     if not isinstance(plan, AttentionPlan):
-        plan = AttentionPlan.build(query_start_loc, seq_lens, block_table, k_cache.shape[1])
+        plan = AttentionPlan.build(
+            query_start_loc, seq_lens, block_table, k_cache.shape[1],
+            short_as_decodes=native_decode.supports(k_cache),
+        )  # fmt: skip
         if plan_cache is not None:
             plan_cache["torch"] = plan
     out = torch.empty_like(q)
@@ -124,6 +131,9 @@ def paged_attention(
             if o is not None:
                 out.index_copy_(0, rows, o.to(q.dtype))
                 decoded = True
+    if not decoded and plan.short_as_decodes:
+        # The native kernel declined (out of memory): short runs go back to the prefills.
+        plan = AttentionPlan.build(query_start_loc, seq_lens, block_table, k_cache.shape[1])
     for g in [] if decoded else plan.decode_groups:
         n = g.q_rows.shape[0]
         qg = q.index_select(0, g.q_rows).float().view(n, hk, -1, d).transpose(0, 1)  # [Hk,N,G,D]
@@ -325,6 +335,9 @@ class AttentionPlan:
     _decode_idx: list[int]  # indices of the requests with one query token
     _block_table: torch.Tensor  # [B, max_blocks] int32
     _block_size: int
+    # indices of the requests with 2..SHORT_QUERY_MAX query tokens whose rows run as decode
+    # rows in the native kernel (build's short_as_decodes), each row as if decoded alone
+    _short_idx: list[int] = field(default_factory=list)
     # Gather destinations (K, V), reused by every group and layer of the step: the same
     # memory, warm in cache, instead of a fresh multi-MB allocation per gather.
     _buffers: list[torch.Tensor | None] = field(default_factory=lambda: [None, None])
@@ -353,16 +366,25 @@ class AttentionPlan:
     def decodes(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
         """Every decode row at once, for the native kernel: q rows [N] int64, context
         lengths [N] int32, block tables [N, max_blocks] int32; None without decode rows."""
-        rows = self._decode_idx
+        qsl, lens = self._qsl, self._lens
+        rows = [(qsl[i], lens[i], i) for i in self._decode_idx]
+        for i in self._short_idx:  # query token j sees the context up to itself
+            n = qsl[i + 1] - qsl[i]
+            rows += [(qsl[i] + j, lens[i] - n + 1 + j, i) for j in range(n)]
         if not rows:
             return None
         return (
-            torch.tensor([self._qsl[i] for i in rows]),
-            torch.tensor([self._lens[i] for i in rows], dtype=torch.int32),
+            torch.tensor([r[0] for r in rows]),
+            torch.tensor([r[1] for r in rows], dtype=torch.int32),
             self._block_table.index_select(
-                0, torch.tensor(rows, device=self._block_table.device)
+                0, torch.tensor([r[2] for r in rows], device=self._block_table.device)
             ).to(torch.int32),
         )
+
+    @property
+    def short_as_decodes(self) -> bool:
+        """Whether short query runs are planned as decode rows (:meth:`build`)."""
+        return bool(self._short_idx)
 
     @functools.cached_property
     def prefill_tokens(self) -> int:
@@ -373,9 +395,9 @@ class AttentionPlan:
     def prefill_args(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """Every prefill at once, for the native kernel: first q rows, query tokens, context
         lengths [P] int32, block tables [P, max_blocks] int32."""
-        ps, qsl = self.prefills, self._qsl
+        ps, qsl, short = self.prefills, self._qsl, set(self._short_idx)
         rows = torch.tensor(
-            [i for i in range(len(self._lens)) if qsl[i + 1] - qsl[i] > 1],
+            [i for i in range(len(self._lens)) if qsl[i + 1] - qsl[i] > 1 and i not in short],
             device=self._block_table.device,
         )
         return (
@@ -427,11 +449,22 @@ class AttentionPlan:
         seq_lens: torch.Tensor,
         block_table: torch.Tensor,
         block_size: int,
+        *,
+        short_as_decodes: bool = False,
     ) -> AttentionPlan:
+        """``short_as_decodes`` (the native decode kernel serves the cache): a request with
+        2..:data:`SHORT_QUERY_MAX` query tokens (a speculative verify) runs as that many
+        decode rows, token j over the context up to itself. Each row is then computed
+        exactly as if it were decoded alone, so verifying drafts gives the bits decoding
+        them would (the prefill kernel sums in another order); the context is read once
+        per row, cheap at the few rows of a verify."""
         # Deliberate host sync: the reference path plans its loops on the host.
         qsl = query_start_loc.tolist()
         lens = seq_lens.tolist()
         decodes = [i for i in range(len(lens)) if qsl[i + 1] - qsl[i] == 1]
+        short = [
+            i for i in range(len(lens)) if 1 < qsl[i + 1] - qsl[i] <= SHORT_QUERY_MAX
+        ] if short_as_decodes else []  # fmt: skip
         prefills = [
             Prefill(
                 start=qsl[i],
@@ -440,9 +473,9 @@ class AttentionPlan:
                 blocks=block_table[i, : -(-lens[i] // block_size)].long(),
             )
             for i in range(len(lens))
-            if qsl[i + 1] - qsl[i] > 1
+            if qsl[i + 1] - qsl[i] > 1 and i not in short
         ]
-        return cls(prefills, qsl, lens, decodes, block_table, block_size)
+        return cls(prefills, qsl, lens, decodes, block_table, block_size, _short_idx=short)
 
 
 def group_decode_rows(

@@ -234,6 +234,7 @@ def test_bf16_prefills_through_sdpa_match_the_oracle(
     same attention to bf16 rounding, decode rows still right beside them."""
     monkeypatch.setattr(attention, "amx_bf16", lambda: True)
     monkeypatch.setattr(attention, "LOW_PRECISION_PREFILL_MIN_TOKENS", 4)
+    monkeypatch.setattr(attention, "SHORT_QUERY_MAX", 1)  # the 5- and 6-token runs prefill
     sdpa_calls = []
     real = attention._prefill_sdpa
     monkeypatch.setattr(
@@ -272,3 +273,44 @@ def test_short_fp32_or_capped_prefills_keep_their_path(monkeypatch: pytest.Monke
     monkeypatch.setattr(attention, "LOW_PRECISION_PREFILL_MIN_TOKENS", 6)
     monkeypatch.setattr(attention, "amx_bf16", lambda: False)
     assert not takes(q.bfloat16(), kc.bfloat16(), plan, None)  # no AMX
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_a_short_run_attends_as_its_tokens_decoded_alone(
+    decode_path: str, dtype: torch.dtype, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A speculative verify's k + 1 query tokens: with the native kernel each token's output
+    has the bits decoding it alone would give (so verification agrees with decoding),
+    beside a decode row and a long prefill; right against the oracle on every path, and
+    when the kernel declines (out of memory) the run goes back to the prefills."""
+    d, hq, hk, nb = 16, 4, 2, 64
+    q_lens, lens = [1, 5, attention.SHORT_QUERY_MAX + 1], [9, 23, 12]
+    q, qsl, table = _step(q_lens, lens, hq, d, nb, seed=5)
+    q = q.to(dtype)
+    kc, vc = (c.to(dtype) for c in _caches(nb, hk, d, head_major=True))
+
+    def run(
+        qsl_: list[int], lens_: list[int], rows: torch.Tensor, tbl: torch.Tensor
+    ) -> torch.Tensor:
+        return paged_attention(
+            rows, kc, vc, torch.tensor(qsl_, dtype=torch.int32),
+            torch.tensor(lens_, dtype=torch.int32), tbl, d**-0.5,
+        )  # fmt: skip
+
+    got = run(qsl, lens, q, table)
+    want = _oracle(q.float(), kc.float(), vc.float(), qsl, lens, table, d**-0.5, None)
+    tol = 1e-5 if dtype == torch.float32 else 2e-2
+    torch.testing.assert_close(got.double(), want, atol=tol, rtol=tol)
+    if decode_path == "native":
+        for j in range(5):  # the 5-token run, token by token
+            alone = run([0, 1], [lens[1] - 4 + j], q[qsl[1] + j : qsl[1] + j + 1], table[1:2])
+            assert torch.equal(alone[0], got[qsl[1] + j]), j
+        declined = []
+        real = native_decode.paged_decode
+        monkeypatch.setattr(
+            native_decode, "paged_decode", lambda *a, **k: declined.append(1) or None
+        )
+        again = run(qsl, lens, q, table)
+        monkeypatch.setattr(native_decode, "paged_decode", real)
+        assert declined
+        torch.testing.assert_close(again.double(), want, atol=tol, rtol=tol)
