@@ -465,6 +465,7 @@ class AttentionPlan:
         short = [
             i for i in range(len(lens)) if 1 < qsl[i + 1] - qsl[i] <= SHORT_QUERY_MAX
         ] if short_as_decodes else []  # fmt: skip
+        as_decodes = set(short)
         prefills = [
             Prefill(
                 start=qsl[i],
@@ -473,7 +474,7 @@ class AttentionPlan:
                 blocks=block_table[i, : -(-lens[i] // block_size)].long(),
             )
             for i in range(len(lens))
-            if qsl[i + 1] - qsl[i] > 1 and i not in short
+            if qsl[i + 1] - qsl[i] > 1 and i not in as_decodes
         ]
         return cls(prefills, qsl, lens, decodes, block_table, block_size, _short_idx=short)
 
