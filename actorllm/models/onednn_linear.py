@@ -31,7 +31,8 @@ verification) skips the widened copy: the native kernel reads the bfloat16 weigh
 half the bytes, with the same arithmetic. Elsewhere the model keeps ``F.linear``. Costs
 memory: the packed copies sit beside the original weights (tied embeddings keep their
 table for the lookup; a widened copy is twice the bfloat16 weight), so nothing is packed
-where the copies would take over half of the memory available at load.
+where the copies would take over half of the memory available at load (a widened bf16
+linear then still decodes on the native kernel, needing no copy).
 
 On an AMX host a bfloat16 weight also gets a copy packed for the native AMX kernel
 (``kernels/amx_linear.py``), which a decode step (up to :data:`AMX_MAX_ROWS` rows) reads at
@@ -94,6 +95,7 @@ class OneDNNLinear(nn.Linear):
     with_amx = False  # whether this linear keeps an AMX copy
     with_onednn = True  # whether it keeps the oneDNN one
     packed_bias: torch.Tensor | None = None  # bias in the compute dtype (widened: float32)
+    widened = False  # a bf16 weight computed in float32 (compute_dtype), copy or not
     # the weight's and the bias's _version() when packed (a widened bias is a copy too);
     # None: stale, repack at the next forward
     packed_version: tuple[tuple[int, int], tuple[int, int] | None] | None = None
@@ -107,6 +109,7 @@ class OneDNNLinear(nn.Linear):
             self.packed = torch.ops.mkldnn._reorder_linear_weight(w.to(wide), BATCH_HINT)
         bias = self.bias
         self.packed_bias = None if bias is None else bias.detach().to(wide)
+        self.widened = wide != w.dtype
         self.packed_version = self._versions()
 
     def _versions(self) -> tuple[tuple[int, int], tuple[int, int] | None]:
@@ -123,14 +126,16 @@ class OneDNNLinear(nn.Linear):
         if amx is not None and (packed is None or rows.shape[0] <= AMX_MAX_ROWS):
             out = amx_linear.linear(rows, amx, self.out_features, self.packed_bias)
             return out.view(*x.shape[:-1], out.shape[-1])  # [..., O]
-        assert packed is not None
-        if packed.dtype != rows.dtype:  # widened: exact bf16 -> fp32, one rounding back
+        if self.widened:
             # Few rows (decode, a speculative verify) are bound by reading the weight: the
             # native kernel reads the bf16 weight, half the widened copy's bytes, with the
             # same arithmetic (2-core Zen 3, Qwen3-0.6B's linears at 1-32 rows: 1.1-4x).
             few = bf16_linear.linear(rows, self.weight, self.packed_bias)
             if few is not None:
                 return few.view(*x.shape[:-1], few.shape[-1])  # [..., O]
+        if packed is None:  # no copy fitted in memory (prepack_linears): torch's product
+            return F.linear(x, self.weight, self.bias)
+        if self.widened:  # exact bf16 -> fp32, one rounding back
             if rows.shape[0] == 1:
                 # No native kernel: for one row torch's bf16 product, on half the bytes,
                 # still beats the widened copy (75M shapes: lm_head 7.1 -> 4.2 ms).
@@ -162,8 +167,10 @@ def _version(w: torch.Tensor) -> tuple[int, int]:
 
 def prepack_linears(model: nn.Module) -> int:
     """Make every CPU linear of ``model`` with a supported dtype a :class:`OneDNNLinear`
-    (packed now). Returns how many; 0 where this host has no oneDNN path, or where the
-    packed copies would take more than :data:`MAX_FREE_MEMORY_SHARE` of the free memory.
+    (packed now). Returns how many; 0 where this host has no oneDNN path. Where the
+    packed copies would take more than :data:`MAX_FREE_MEMORY_SHARE` of the free memory,
+    none is made: only widened bf16 linears convert, without copies (their decode reads the
+    bf16 weight through the native kernel, their prefill runs on ``F.linear``).
     On an AMX host a bf16 linear gets an AMX copy beside the oneDNN one, or instead of it
     where both would not fit in that share."""
     dtypes = supported_dtypes()
@@ -185,12 +192,17 @@ def prepack_linears(model: nn.Module) -> int:
     free = _free_memory_bytes()
     budget = None if free is None else MAX_FREE_MEMORY_SHARE * free
     if free is not None and budget is not None and extra > budget:  # both named: mypy narrows each
+        # No copies. Widened bf16 linears still take the native kernel for few rows, which
+        # reads the weight itself (decode at full speed; prefill on torch's bf16 product).
+        wide = [m for m in chosen if compute_dtype(m.weight.dtype) != m.weight.dtype]
         logger.info(
-            "CPU linears stay on F.linear: packed copies (%.1f GB) would take over %d%% of "
-            "the free memory (%.1f GB)",
-            extra / 1e9, int(MAX_FREE_MEMORY_SHARE * 100), free / 1e9,
+            "CPU linears get no packed copies: they (%.1f GB) would take over %d%% of the "
+            "free memory (%.1f GB); %d bf16 linears decode on the native kernel",
+            extra / 1e9, int(MAX_FREE_MEMORY_SHARE * 100), free / 1e9, len(wide),
         )  # fmt: skip
-        return 0
+        for module in wide:
+            _convert(module, with_amx=False, with_onednn=False)
+        return len(wide)
     # Where the second copies do not fit, AMX linears keep the AMX one alone, for every M.
     amx_only = budget is not None and both > budget
     if amx and amx_only:
@@ -199,16 +211,20 @@ def prepack_linears(model: nn.Module) -> int:
             "(%.1f GB) would take over %d%% of the free memory",
             both / 1e9, int(MAX_FREE_MEMORY_SHARE * 100),
         )  # fmt: skip
-    count = 0
     for module in chosen:
-        module.__class__ = OneDNNLinear
-        assert isinstance(module, OneDNNLinear)
-        module.with_amx = id(module) in amx
-        module.with_onednn = not (module.with_amx and amx_only)
-        with torch.no_grad():
-            module._pack()
-        count += 1
-    return count
+        with_amx = id(module) in amx
+        _convert(module, with_amx=with_amx, with_onednn=not (with_amx and amx_only))
+    return len(chosen)
+
+
+def _convert(module: nn.Linear, *, with_amx: bool, with_onednn: bool) -> None:
+    """``module`` becomes a :class:`OneDNNLinear` keeping the copies named, packed now."""
+    module.__class__ = OneDNNLinear
+    assert isinstance(module, OneDNNLinear)
+    module.with_amx = with_amx
+    module.with_onednn = with_onednn
+    with torch.no_grad():
+        module._pack()
 
 
 def _free_memory_bytes() -> int | None:

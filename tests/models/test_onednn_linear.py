@@ -122,3 +122,38 @@ def test_widened_bf16_few_rows_read_the_bf16_weight(monkeypatch: pytest.MonkeyPa
     assert torch.equal(lin(x[:1]), F.linear(x[:1], lin.weight, lin.bias))
     lin(x[:2])
     assert calls == [2]
+
+
+def test_no_room_for_copies_widened_bf16_still_decodes_natively(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Copies that would not fit are not made; a widened bf16 linear still takes the native
+    kernel for few rows (it reads the bf16 weight itself) and torch's product for more; a
+    float32 linear stays a plain nn.Linear."""
+    if torch.bfloat16 not in supported_dtypes():
+        pytest.skip("no oneDNN on this host")
+    from actorllm.kernels import bf16_linear
+
+    monkeypatch.setattr(onednn_linear, "native_bf16", lambda: False)
+    monkeypatch.setattr(onednn_linear, "_free_memory_bytes", lambda: 1000)
+    torch.manual_seed(3)
+    model = nn.Sequential(nn.Linear(64, 48).to(torch.bfloat16), nn.Linear(48, 16))
+    assert prepack_linears(model) == 1
+    lin = model[0]
+    assert isinstance(lin, OneDNNLinear) and type(model[1]) is nn.Linear
+    assert lin.packed is None and lin.widened
+    calls: list[int] = []
+    real = bf16_linear.linear
+
+    def spy(rows: torch.Tensor, *args: object) -> torch.Tensor | None:
+        calls.append(rows.shape[0])
+        return real(rows, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(bf16_linear, "linear", spy)
+    many = bf16_linear.MAX_ROWS + 1
+    x = torch.randn(many, 64).to(torch.bfloat16)
+    exact = F.linear(x.double(), lin.weight.double(), lin.bias.double())
+    few, all_rows = lin(x[:3]), lin(x)
+    assert calls == [3, many]
+    for got, n in ((few, 3), (all_rows, many)):
+        torch.testing.assert_close(got.double(), exact[:n], atol=1e-5, rtol=2**-8)
