@@ -33,25 +33,31 @@ CASES: list[tuple[str, dict[str, Any]]] = [
 ]
 
 
-def _tokens(path: Path) -> list[list[int]]:
+def greedy_tokens(path: Path) -> list[list[int]]:
     return [r.outputs for r in run_greedy(path).reqs.values()]
+
+
+def assert_equals_dequantized_reference(tmp_path: Path, family: str, kw: dict[str, Any]) -> None:
+    """The GGUF file of ``family`` (``write_gguf``'s ``kw``) gives the greedy tokens of the
+    checkpoint holding its dequantized weights, and transformers' on those weights."""
+    ref, path = write_gguf(tmp_path, family, **kw)
+    driver = run_greedy(path)
+    assert [r.outputs for r in driver.reqs.values()] == greedy_tokens(ref)
+    assert_hf_greedy(load_hf_model(ref), driver)  # transformers on the same weights
 
 
 @pytest.mark.parametrize(("family", "kw"), CASES, ids=[f"{f}-{k['qtype']}" for f, k in CASES])
 def test_greedy_tokens_equal_the_dequantized_reference(
     tmp_path: Path, family: str, kw: dict[str, Any]
 ) -> None:
-    ref, path = write_gguf(tmp_path, family, **kw)
-    driver = run_greedy(path)
-    assert [r.outputs for r in driver.reqs.values()] == _tokens(ref)
-    assert_hf_greedy(load_hf_model(ref), driver)  # transformers on the same weights
+    assert_equals_dequantized_reference(tmp_path, family, kw)
 
 
 def test_an_undone_permutation_would_show(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The comparison can fail: llama's q/k rows left in llama.cpp's order change tokens."""
     ref, path = write_gguf(tmp_path, "llama", qtype="Q8_0")
     monkeypatch.setattr("actorllm.models.gguf.load.PERMUTED_QK", frozenset())
-    assert _tokens(path) != _tokens(ref)
+    assert greedy_tokens(path) != greedy_tokens(ref)
 
 
 def test_linears_stay_quantized(tmp_path: Path) -> None:

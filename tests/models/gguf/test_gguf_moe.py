@@ -21,7 +21,7 @@ from actorllm.models.moe import SparseMoeBlock
 from actorllm.models.quant.experts import quantized_experts
 from tests.helpers.gguf_checkpoints import rewrite_gguf, write_gguf
 from tests.helpers.models import load_hf_model
-from tests.models.test_family_parity import assert_hf_greedy, run_greedy
+from tests.models.gguf.test_gguf_load import assert_equals_dequantized_reference, greedy_tokens
 
 # Qwen2-MoE as llama.cpp runs it: every layer sparse (no mlp_only_layers), and its shared
 # expert a whole number of 32-value blocks wide.
@@ -42,10 +42,6 @@ CASES: list[tuple[str, dict[str, Any]]] = [
 ]
 
 
-def _tokens(path: Path) -> list[list[int]]:
-    return [r.outputs for r in run_greedy(path).reqs.values()]
-
-
 @pytest.mark.parametrize(
     ("family", "kw"),
     CASES,
@@ -54,10 +50,7 @@ def _tokens(path: Path) -> list[list[int]]:
 def test_greedy_tokens_equal_the_dequantized_reference(
     tmp_path: Path, family: str, kw: dict[str, Any]
 ) -> None:
-    ref, path = write_gguf(tmp_path, family, **kw)
-    driver = run_greedy(path)
-    assert [r.outputs for r in driver.reqs.values()] == _tokens(ref)
-    assert_hf_greedy(load_hf_model(ref), driver)  # transformers on the same weights
+    assert_equals_dequantized_reference(tmp_path, family, kw)
 
 
 def test_routing_other_than_llama_cpp_would_show(
@@ -66,7 +59,7 @@ def test_routing_other_than_llama_cpp_would_show(
     """The comparison can fail: Qwen3-MoE's top-k weights left unnormalised change tokens."""
     ref, path = write_gguf(tmp_path, "qwen3_moe", qtype="Q8_0")
     monkeypatch.setitem(NORM_TOPK, "qwen3moe", False)
-    assert _tokens(path) != _tokens(ref)
+    assert greedy_tokens(path) != greedy_tokens(ref)
 
 
 def test_experts_stay_in_their_blocks(tmp_path: Path) -> None:
