@@ -163,12 +163,12 @@ def rank_piece(cfg: CheckpointConfig, name: str, local_shape: tuple[int, ...], s
     scale, the act-order scales every row-parallel rank keeps (GPTQ ``desc_act``)."""
     if cfg.tp_size == 1:
         return source[...] if not isinstance(source, torch.Tensor) else source
-    r, n = cfg.tp_rank, cfg.tp_size
+    r = cfg.tp_rank
     shape = _shape(source)
-    if name.endswith(_VOCAB):
+    if is_vocab(name):
         rows = local_shape[0]
-        start, stop = r * rows, min((r + 1) * rows, shape[0])
-        part = _read(source, 0, start, max(0, stop - start))
+        start, stop = vocab_rows(cfg, rows, shape[0])
+        part = _read(source, 0, start, stop - start)
         if part.shape[0] < rows:  # the last rank's padding rows
             pad = torch.zeros((rows - part.shape[0], *part.shape[1:]), dtype=part.dtype)
             part = torch.cat([part, pad])
@@ -184,19 +184,45 @@ def rank_piece(cfg: CheckpointConfig, name: str, local_shape: tuple[int, ...], s
     if kind == "row" and leaf == "bias":  # summed by the all-reduce: rank 0 adds it once
         full = _full(source)
         return full if r == 0 else torch.zeros_like(full)
-    out_dim, in_dim = _LEAF_DIMS.get(leaf, (0, -1))
+    cut = split_range(cfg, name, local_shape, shape)
+    return _full(source) if cut is None else _read(source, *cut)
+
+
+def is_vocab(name: str) -> bool:
+    """Tensor ``name`` holds vocabulary rows (the embedding, the LM head)."""
+    return name.endswith(_VOCAB)
+
+
+def vocab_rows(cfg: CheckpointConfig, rows: int, total: int) -> tuple[int, int]:
+    """``[start, stop)`` of the ``total`` vocabulary rows this rank holds in its ``rows``
+    (the last rank's may be fewer: the rest of its shard is zero padding)."""
+    start = min(cfg.tp_rank * rows, total)
+    return start, min(start + rows, total)
+
+
+def split_range(
+    cfg: CheckpointConfig, name: str, local_shape: tuple[int, ...], shape: tuple[int, ...]
+) -> tuple[int, int, int] | None:
+    """``(dim, start, length)``: the cut of projection tensor ``name`` (``shape`` in the
+    checkpoint) that fills this rank's ``local_shape``; None when the rank holds it whole
+    (replicated, or its split dim as long here as in the checkpoint). Not for the
+    vocabulary, stacked experts or row-parallel biases (:func:`rank_piece`'s own cases)."""
+    kind = split_kind(name)
+    if kind is None:
+        return None
+    out_dim, in_dim = _LEAF_DIMS.get(name.rsplit(".", 1)[-1], (0, -1))
     dim = out_dim if kind == "column" else in_dim
     if dim is None or not shape or len(shape) != len(local_shape):
-        return _full(source)
+        return None
     dim %= len(shape)
     length = local_shape[dim]
     if length == shape[dim]:
-        return _full(source)
-    index = r
-    if any(f in name for f in _KV) and cfg.full_num_kv_heads < n:
+        return None
+    index = cfg.tp_rank
+    if any(f in name for f in _KV) and cfg.full_num_kv_heads < cfg.tp_size:
         # Fewer KV heads than ranks: rank r replicates head r * Hk // N (its query heads').
-        index = (r * cfg.full_num_kv_heads) // n
-    return _read(source, dim, index * length, length)
+        index = (cfg.tp_rank * cfg.full_num_kv_heads) // cfg.tp_size
+    return dim, index * length, length
 
 
 def _local_weight_shape(cfg: CheckpointConfig, name: str, full: torch.Tensor) -> torch.Tensor:

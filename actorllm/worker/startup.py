@@ -255,7 +255,11 @@ def build_rank0(
             check_tensor_parallel(cfg, spec.world_size)
             tp_cfg = msgspec.structs.replace(cfg, tp_size=spec.world_size)
             quant = checkpoint_quantization(tp_cfg, spec.quantization)
-            if quant is not None:
+            if quant is not None and quant.scheme == "gguf":
+                from actorllm.models.gguf.shards import check_gguf_split
+
+                check_gguf_split(spec.model, spec.world_size)
+            elif quant is not None:
                 from actorllm.models.quant.shards import check_quantized_split
 
                 check_quantized_split(cfg, quant, spec.world_size)

@@ -35,6 +35,8 @@ import torch
 T = gguf.GGMLQuantizationType
 FLOAT_TYPES = (T.F32, T.F16, T.BF16)
 BLOCK_TYPES = (T.Q8_0, T.Q4_0, T.Q4_K, T.Q6_K)
+# Input columns per scale / offset once repacked (what a row-parallel split must keep whole).
+GROUP_SIZE = {T.Q8_0: 32, T.Q4_0: 32, T.Q4_K: 32, T.Q6_K: 16}
 RUN_TYPES = "F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K"
 
 
@@ -62,6 +64,35 @@ class BlockWeight:
         return BlockWeight(self.bits, self.group_size, self.packed[index].contiguous(),
                            self.scales[index].contiguous(), self.offsets[index].contiguous(),
                            self.qtype)  # fmt: skip
+
+    def narrow(self, dim: int, start: int, length: int) -> BlockWeight:
+        """Output rows (``dim`` 0) or input columns (``dim`` 1: whole groups only, which
+        are whole bytes) ``[start, start + length)``, copied: the whole weight is freed."""
+        if dim == 0:
+            rows = slice(start, start + length)
+            return BlockWeight(self.bits, self.group_size, self.packed[rows].clone(),
+                               self.scales[rows].clone(), self.offsets[rows].clone(),
+                               self.qtype)  # fmt: skip
+        g = self.group_size
+        if start % g or length % g:
+            raise ValueError(f"columns [{start}, {start + length}) are not whole groups of {g}")
+        per_byte = 8 // self.bits
+        cols, groups = (
+            slice(start // per_byte, (start + length) // per_byte),
+            slice(start // g, (start + length) // g),
+        )
+        return BlockWeight(self.bits, g, self.packed[:, cols].contiguous(),
+                           self.scales[:, groups].contiguous(),
+                           self.offsets[:, groups].contiguous(), self.qtype)  # fmt: skip
+
+    def pad_rows(self, rows: int) -> BlockWeight:
+        """``rows`` more output rows whose weights are all zero (scale and offset 0)."""
+
+        def more(t: torch.Tensor) -> torch.Tensor:
+            return torch.cat((t, t.new_zeros(rows, *t.shape[1:])))
+
+        return BlockWeight(self.bits, self.group_size, more(self.packed), more(self.scales),
+                           more(self.offsets), self.qtype)  # fmt: skip
 
     def dequantize(self, start: int, stop: int) -> torch.Tensor:
         """Rows ``[start, stop)`` as float32 ``[stop - start, I]``."""

@@ -33,9 +33,11 @@ from actorllm.models.gguf.blocks import FLOAT_TYPES, BlockWeight, check_type, fl
 from actorllm.models.gguf.config import PERMUTED_QK, architecture, open_reader
 from actorllm.models.gguf.experts import GGUFExperts
 from actorllm.models.gguf.linear import GGUFLinear, Part
+from actorllm.models.gguf.shards import part_shape, rank_part
 from actorllm.models.materialize import materialize
 from actorllm.models.meta_init import on_meta
 from actorllm.models.moe import FusedExperts, SparseMoeBlock
+from actorllm.models.parallel import rank_piece
 from actorllm.models.quant.apply import ROUTERS
 from actorllm.models.registry import resolve_model_class
 
@@ -80,39 +82,51 @@ class _File:
         self.used.add(name)
         return t
 
-    def floats(self, name: str, shape: tuple[int, ...]) -> torch.Tensor:
-        """Tensor ``name`` as float32 of ``shape`` (any type the package dequantizes)."""
+    def whole(self, name: str) -> torch.Tensor:
+        """Tensor ``name`` as float32 in its own shape (a vector: [n])."""
         t = self.get(name)
         rows, cols = _rows_cols(t)
-        if rows * cols != int(torch.Size(shape).numel()):
-            raise GGUFLoadError(f"GGUF tensor {name!r}: shape {(rows, cols)} != expected {shape}")
-        return float_rows(t.data, t.tensor_type, rows, cols).view(shape)
+        out = float_rows(t.data, t.tensor_type, rows, cols)
+        return out.view(rows) if len(t.shape) == 1 else out
 
-    def part(self, name: str, rows: int, cols: int, dtype: torch.dtype) -> Part:
-        """Weight ``name`` [rows, cols] as a linear's part (blocks stay quantized)."""
+    def part(self, name: str, dtype: torch.dtype) -> Part:
+        """Weight ``name`` whole, as a linear's part (blocks stay quantized)."""
         t = self.get(name)
-        if _rows_cols(t) != (rows, cols):
-            raise GGUFLoadError(
-                f"GGUF tensor {name!r}: shape {_rows_cols(t)} != expected {(rows, cols)}"
-            )
+        rows, cols = _rows_cols(t)
         if t.tensor_type in FLOAT_TYPES:
             return float_rows(t.data, t.tensor_type, rows, cols).to(dtype)
         return repack(t.data, t.tensor_type, rows, cols)
 
-    def expert_parts(
-        self, name: str, n: int, rows: int, cols: int, dtype: torch.dtype
-    ) -> list[Part]:
-        """3-D expert tensor ``name`` [n, rows, cols] -> one part per expert (blocks stay
-        quantized: expert ``e`` is the ``e``-th slab of whole rows)."""
+    def expert_parts(self, name: str, n: int, dtype: torch.dtype) -> list[Part]:
+        """3-D expert tensor ``name`` [n, rows, cols] -> one whole part per expert (blocks
+        stay quantized: expert ``e`` is the ``e``-th slab of whole rows)."""
         t = self.get(name)
         dims = tuple(int(d) for d in reversed(t.shape))  # GGUF lists innermost first
-        if dims != (n, rows, cols):
-            raise GGUFLoadError(f"GGUF tensor {name!r}: shape {dims} != expected {(n, rows, cols)}")
+        if len(dims) != 3 or dims[0] != n:
+            raise GGUFLoadError(f"GGUF tensor {name!r}: shape {dims}, expected {n} experts")
+        _n, rows, cols = dims
         if t.tensor_type in FLOAT_TYPES:
             w = float_rows(t.data, t.tensor_type, n * rows, cols).to(dtype).view(n, rows, cols)
             return [w[e].clone() for e in range(n)]
         data = np.asarray(t.data).reshape(n, rows, -1)  # [n, rows, bytes per row]
         return [repack(data[e], t.tensor_type, rows, cols) for e in range(n)]
+
+
+def _local(
+    cfg: CheckpointConfig, name: str, tensor: str, part: Part, local: tuple[int, int]
+) -> Part:
+    """This rank's piece of weight ``name`` (the file's ``tensor``), checked to be
+    ``local`` [rows, cols]."""
+    piece = rank_part(cfg, name, tensor, part, local)
+    if part_shape(piece) != local:
+        whole = part_shape(part)
+        raise GGUFLoadError(
+            f"GGUF tensor {tensor!r}: shape {whole} != expected {local}"
+            if cfg.tp_size == 1
+            else f"GGUF tensor {tensor!r}: shape {whole} does not split into this rank's "
+            f"{local} (tensor_parallel_size={cfg.tp_size})"
+        )
+    return piece
 
 
 def load_gguf(
@@ -169,9 +183,9 @@ def load_gguf(
         for prefix, (layer, hf) in linears.items():
             _fill_linear(f, layer, hf, prefix, gguf_name, cfg, dtype, types)
         for index, experts in moe.items():
-            _fill_experts(f, experts, index, dtype, types)
+            _fill_experts(f, experts, index, cfg, dtype, types)
         for name, p in model.named_parameters():
-            p.copy_(f.floats(gguf_name(name), tuple(p.shape)))
+            _fill_param(f, p, name, gguf_name(name), cfg)
     unused = sorted(set(f.tensors) - f.used)
     if unused:
         raise GGUFLoadError(f"GGUF tensors the model has no place for: {', '.join(unused[:8])}")
@@ -204,20 +218,34 @@ def _fill_linear(
     sizes = _part_rows(cfg, hf, layer.out_features)
     for name, rows in zip(hf, sizes, strict=True):
         tname = gguf_name(f"{name}.weight")
-        part = f.part(tname, rows, layer.in_features, dtype)
+        part = f.part(tname, dtype)
         types[part.qtype if isinstance(part, BlockWeight) else str(part.dtype)] += 1
-        perm = _qk_permutation(f.arch, name, rows, cfg)
-        if perm is not None:
+        perm = _qk_permutation(f.arch, name, part_shape(part)[0], cfg)
+        if perm is not None:  # on the whole tensor: the heads are the file's
             part = part.take_rows(perm) if isinstance(part, BlockWeight) else part[perm]
-        parts.append(part)
+        parts.append(_local(cfg, f"{name}.weight", tname, part, (rows, layer.in_features)))
         bias_name = gguf_name(f"{name}.bias")
         if bias_name in f.tensors:
-            b = f.floats(bias_name, (rows,))
-            biases.append(b if perm is None else b[perm])
+            b = f.whole(bias_name)
+            b = b if perm is None else b[perm]
+            biases.append(rank_piece(cfg, f"{name}.bias", (rows,), b))
     if biases and len(biases) != len(hf):
         raise GGUFLoadError(f"GGUF {prefix}: only some of {hf} have a bias")
     bias = torch.cat(biases).to(dtype) if biases else None
     layer.set_weights(parts, bias)
+
+
+def _fill_param(f: _File, p: torch.Tensor, name: str, tensor: str, cfg: CheckpointConfig) -> None:
+    """A float parameter (embedding, norm, router, ...): this rank's piece of ``tensor``."""
+    whole = f.whole(tensor)
+    if whole.numel() == p.numel():  # not split here (a [1, H] gate may be stored as [H])
+        whole = whole.view(p.shape)
+    piece = rank_piece(cfg, name, tuple(p.shape), whole)
+    if piece.shape != p.shape:
+        raise GGUFLoadError(
+            f"GGUF tensor {tensor!r}: shape {tuple(whole.shape)} != expected {tuple(p.shape)}"
+        )
+    p.copy_(piece)
 
 
 def _layer_index(module: str) -> int:
@@ -228,18 +256,29 @@ def _layer_index(module: str) -> int:
 
 
 def _fill_experts(
-    f: _File, experts: GGUFExperts, layer: int, dtype: torch.dtype, types: Counter[str]
+    f: _File,
+    experts: GGUFExperts,
+    layer: int,
+    cfg: CheckpointConfig,
+    dtype: torch.dtype,
+    types: Counter[str],
 ) -> None:
     """Split layer ``layer``'s 3-D expert tensors into ``experts``' linears (expert e's
     gate and up rows fused into its gate_up_proj)."""
     n, hidden, inter = experts.num_experts, experts.hidden, experts.inter
-    gate = f.expert_parts(f"blk.{layer}.ffn_gate_exps.weight", n, inter, hidden, dtype)
-    up = f.expert_parts(f"blk.{layer}.ffn_up_exps.weight", n, inter, hidden, dtype)
-    down = f.expert_parts(f"blk.{layer}.ffn_down_exps.weight", n, hidden, inter, dtype)
+    names = {k: f"blk.{layer}.ffn_{k}_exps.weight" for k in ("gate", "up", "down")}
+    whole = {k: f.expert_parts(t, n, dtype) for k, t in names.items()}
+    ours = f"model.layers.{layer}.mlp.experts"
+
+    def piece(kind: str, e: int, local: tuple[int, int]) -> Part:
+        return _local(cfg, f"{ours}.{e}.{kind}_proj.weight", names[kind], whole[kind][e], local)
+
     for e in range(n):
         expert = experts.expert(e)
-        expert.gate_up_proj.set_weights([gate[e], up[e]], None)
-        expert.down_proj.set_weights([down[e]], None)
+        gate_up = [piece("gate", e, (inter, hidden)), piece("up", e, (inter, hidden))]
+        expert.gate_up_proj.set_weights(gate_up, None)
+        expert.down_proj.set_weights([piece("down", e, (hidden, inter))], None)
+    gate, up, down = whole["gate"], whole["up"], whole["down"]
     for parts in (gate, up, down):
         p = parts[0]
         types[f"{p.qtype if isinstance(p, BlockWeight) else p.dtype} experts"] += 1
@@ -258,8 +297,8 @@ def _part_rows(cfg: CheckpointConfig, hf: list[str], out: int) -> list[int]:
 def _qk_permutation(arch: str, hf: str, rows: int, cfg: CheckpointConfig) -> torch.Tensor | None:
     if arch not in PERMUTED_QK:
         return None
-    if hf.endswith("self_attn.q_proj"):
-        return qk_unpermute(rows, cfg.num_heads)
+    if hf.endswith("self_attn.q_proj"):  # the file's heads (tensor parallel: all of them)
+        return qk_unpermute(rows, cfg.full_num_heads or cfg.num_heads)
     if hf.endswith("self_attn.k_proj"):
-        return qk_unpermute(rows, cfg.num_kv_heads)
+        return qk_unpermute(rows, cfg.full_num_kv_heads or cfg.num_kv_heads)
     return None

@@ -9,8 +9,9 @@ checkpoints quantize only their MoE experts (``models/quant/mxfp4.py``).
 
 What is not built is refused here by name: GPT-2, Phi-3's fused checkpoints, a quantized
 ``lm_head``, fused projections whose parts disagree on being quantized, experts of which
-only some are quantized, and, with tensor parallelism, GGUF files, quantized MoE experts
-and splits that cut a scale group, block or packed word (``models/quant/shards.py``).
+only some are quantized, and, with tensor parallelism, quantized MoE experts (a GGUF
+file's are split: ``models/gguf/shards.py``) and splits that cut a scale group, block or
+packed word (``models/quant/shards.py``).
 """
 
 from __future__ import annotations
@@ -46,12 +47,7 @@ def checkpoint_quantization(cfg: CheckpointConfig, requested: str | None) -> Qua
         problems.append("Phi-3's fused qkv_proj / gate_up_proj checkpoints")
     if spec.method == "compressed-tensors" and spec.quantizes("lm_head"):
         problems.append("a quantized lm_head (not in the checkpoint's ignore list)")
-    if cfg.tp_size > 1 and spec.scheme == "gguf":
-        problems.append(
-            f"tensor_parallel_size={cfg.tp_size} with a GGUF file (its blocks are not split "
-            "over ranks)"
-        )
-    if cfg.tp_size > 1 and cfg.num_experts:
+    if cfg.tp_size > 1 and cfg.num_experts and spec.scheme != "gguf":
         problems.append(
             f"tensor_parallel_size={cfg.tp_size} with MoE experts (quantized experts are not "
             "split over ranks)"

@@ -110,16 +110,16 @@ def test_quantization_argument_on_an_unquantized_checkpoint_is_refused(tmp_path:
 def test_tensor_parallel_over_quantized_weights_runs_or_is_refused_by_name(
     gptq: Path,
 ) -> None:
-    """Dense quantized linears split over ranks (tests/models/quant/test_shards.py);
-    quantized MoE experts and GGUF blocks are not split."""
+    """Dense quantized linears split over ranks (tests/models/quant/test_shards.py), and
+    GGUF files, MoE experts too (tests/models/gguf/test_gguf_shards.py); other quantized
+    MoE experts are not split."""
     cfg = msgspec.structs.replace(CheckpointConfig.from_pretrained(gptq), tp_size=2)
     assert checkpoint_quantization(cfg, None) is not None
     moe = msgspec.structs.replace(cfg, num_experts=4)
     with pytest.raises(QuantizationError, match="tensor_parallel_size=2 with MoE experts"):
         checkpoint_quantization(moe, None)
-    gguf = msgspec.structs.replace(cfg, quantization_config={"quant_method": "gguf"})
-    with pytest.raises(QuantizationError, match="tensor_parallel_size=2 with a GGUF file"):
-        checkpoint_quantization(gguf, None)
+    gguf = msgspec.structs.replace(moe, quantization_config={"quant_method": "gguf"})
+    assert checkpoint_quantization(gguf, None) is not None
 
 
 def test_quantize_config_json_is_read(tmp_path: Path, gptq: Path) -> None:
