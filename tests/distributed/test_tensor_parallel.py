@@ -81,7 +81,14 @@ QUANTIZED = [
     pytest.param("w4a16", {}, id="ct-w4a16", marks=pytest.mark.slow),
     pytest.param("ct_fp8", {}, id="ct-fp8-channel", marks=pytest.mark.slow),
     pytest.param("fp8", {"block": (32, 32)}, id="fp8-block", marks=pytest.mark.slow),
-]
+    # MoE experts: each expert's gate/up by output rows, its down by input columns.
+    pytest.param("gptq", {"bits": 4, "desc_act": True, "family": "qwen3_moe",
+                          "moe_intermediate_size": 64},
+                 id="qwen3_moe-gptq-desc_act"),
+    pytest.param("awq", {"family": "mixtral"}, id="mixtral-awq", marks=pytest.mark.slow),
+    pytest.param("fp8", {"family": "qwen3_moe", "moe_intermediate_size": 64,
+                         "block": (32, 32)}, id="qwen3_moe-fp8-block", marks=pytest.mark.slow),
+]  # fmt: skip
 
 
 def _quantized(directory: Path, method: str, **kw: Any) -> str:

@@ -189,8 +189,7 @@ ENGINE_CONFIG_HELP: Mapping[str, Mapping[str, str]] = {
             "Tensor-parallel ranks: the model's heads, MLP columns and vocabulary split over "
             "this many ranks (rank 0 on the worker thread, the others in processes; CPU, gloo). "
             "Quantized checkpoints split by whole groups and blocks (a split that cuts one is "
-            "refused naming the layer or GGUF tensor; quantized MoE experts other than "
-            "GGUF's are refused; "
+            "refused naming the layer or GGUF tensor; MoE experts split per expert; "
             "docs/quantization.md)."
         ),
         "distributed_executor_backend": (

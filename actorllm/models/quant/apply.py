@@ -9,9 +9,8 @@ checkpoints quantize only their MoE experts (``models/quant/mxfp4.py``).
 
 What is not built is refused here by name: GPT-2, Phi-3's fused checkpoints, a quantized
 ``lm_head``, fused projections whose parts disagree on being quantized, experts of which
-only some are quantized, and, with tensor parallelism, quantized MoE experts (a GGUF
-file's are split: ``models/gguf/shards.py``) and splits that cut a scale group, block or
-packed word (``models/quant/shards.py``).
+only some are quantized, and, with tensor parallelism, splits that cut a scale group,
+block or packed word (``models/quant/shards.py``; a GGUF file's: ``models/gguf/shards.py``).
 """
 
 from __future__ import annotations
@@ -47,11 +46,6 @@ def checkpoint_quantization(cfg: CheckpointConfig, requested: str | None) -> Qua
         problems.append("Phi-3's fused qkv_proj / gate_up_proj checkpoints")
     if spec.method == "compressed-tensors" and spec.quantizes("lm_head"):
         problems.append("a quantized lm_head (not in the checkpoint's ignore list)")
-    if cfg.tp_size > 1 and cfg.num_experts and spec.scheme != "gguf":
-        problems.append(
-            f"tensor_parallel_size={cfg.tp_size} with MoE experts (quantized experts are not "
-            "split over ranks)"
-        )
     if problems:
         raise QuantizationError(
             f"quantization method {spec.method!r} is not supported with " + "; ".join(problems)
@@ -157,10 +151,16 @@ def _quantize_experts(
             f"quantized ({', '.join(plain[:3])}{' ...' if len(plain) > 3 else ''} are not) "
             "are not supported"
         )
-    hidden = experts.w13.shape[2]
+    hidden, inter, cfg = experts.w13.shape[2], experts.inter, model.config
+    row_shard = None
+    if cfg.tp_size > 1:  # every expert has the same shapes: expert 0 is checked
+        row_shard = (cfg.tp_rank, cfg.tp_size)
+        first = f"{name}.experts.0"
+        check_shard_alignment(cfg, spec, f"{first}.gate_up_proj", "column", hidden, [inter] * 2)
+        check_shard_alignment(cfg, spec, f"{first}.down_proj", "row", inter, [hidden])
     with on_meta():
         block.experts = QuantExperts(
-            experts.num_experts, hidden, experts.inter, spec, dtype, _linear_class(spec)
+            experts.num_experts, hidden, inter, spec, dtype, _linear_class(spec), row_shard
         )
     return 2 * experts.num_experts
 

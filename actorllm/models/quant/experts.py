@@ -8,7 +8,11 @@ llm-compressor, fp8 Qwen3-MoE) store every expert under the dense names:
 built as ``experts.{e}.gate_up_proj`` (gate | up fused, as the dense MLP's: the
 checkpoint's gate and up tensors fill its two output shards) and ``experts.{e}.down_proj``,
 so the loader writes each tensor through the linear's own ``shard_view`` and
-``finish_loading`` repacks it like any dense quantized linear.
+``finish_loading`` repacks it like any dense quantized linear. Under tensor parallelism
+each rank builds every expert with its ``moe_intermediate_size / N`` columns: gate/up
+split by output rows, down by input columns (``models/parallel.py`` cuts the checkpoint's
+per-expert tensors as it cuts the dense ones; a split that is not whole groups, blocks or
+packed words is refused by ``shards.py``'s rules, naming expert 0's layer).
 
 The forward groups the ``T * K`` (token, expert) pairs by expert, as the unquantized
 reference does (``kernels/moe.py::fused_moe``), and runs each active expert's rows through
@@ -43,12 +47,24 @@ class QuantExpert(nn.Module):
     """One gated-MLP expert: ``down(act(gate(x)) * up(x))``, ``[n, H] -> [n, H]``."""
 
     def __init__(
-        self, cls: type[QuantLinear], hidden: int, inter: int, spec: QuantSpec, dtype: torch.dtype
+        self,
+        cls: type[QuantLinear],
+        hidden: int,
+        inter: int,
+        spec: QuantSpec,
+        dtype: torch.dtype,
+        row_shard: tuple[int, int] | None = None,
     ) -> None:
+        """``inter``: this rank's columns; ``row_shard``: (rank, ranks) of ``down_proj``'s
+        input split under tensor parallelism (GPTQ's ``g_idx`` numbers groups across it)."""
         super().__init__()
         self.shard_sizes = [inter, inter]
         self.gate_up_proj = cls(hidden, 2 * inter, False, spec, dtype, [inter, inter])
-        self.down_proj = cls(inter, hidden, False, spec, dtype, None)
+        self.down_proj: QuantLinear = (
+            PackedLinear(inter, hidden, False, spec, dtype, None, row_shard)
+            if cls is PackedLinear
+            else cls(inter, hidden, False, spec, dtype, None)
+        )
 
 
 class QuantExperts(ExpertModules):
@@ -62,11 +78,12 @@ class QuantExperts(ExpertModules):
         spec: QuantSpec,
         dtype: torch.dtype,
         cls: type[QuantLinear],
+        row_shard: tuple[int, int] | None = None,
     ) -> None:
         super().__init__()
         self.num_experts, self.inter = num_experts, inter
         for e in range(num_experts):
-            self.add_module(str(e), QuantExpert(cls, hidden, inter, spec, dtype))
+            self.add_module(str(e), QuantExpert(cls, hidden, inter, spec, dtype, row_shard))
 
     def expert(self, e: int) -> QuantExpert:
         module = super().expert(e)

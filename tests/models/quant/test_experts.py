@@ -8,15 +8,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-import msgspec
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from actorllm.models.config import CheckpointConfig
 from actorllm.models.loader import WeightLoadError
 from actorllm.models.moe import FusedExperts, SparseMoeBlock
-from actorllm.models.quant.apply import checkpoint_quantization
 from actorllm.models.quant.experts import QuantExperts
 from actorllm.models.quant.linear import Fp8Linear, Int8Linear, PackedLinear
 from actorllm.models.quant.spec import QuantizationError
@@ -160,9 +157,3 @@ def test_a_quantized_router_gate_is_refused_by_name(tmp_path: Path) -> None:
     with pytest.raises(WeightLoadError, match=r"mlp\.gate\.qweight.*quantized MoE router gate"):
         _load(quant)
 
-
-def test_tensor_parallel_over_quantized_experts_is_refused(tmp_path: Path) -> None:
-    _ref, quant = write_quantized(tmp_path, "gptq", family="mixtral")
-    cfg = CheckpointConfig.from_pretrained(quant)
-    with pytest.raises(QuantizationError, match="tensor_parallel_size=2 with MoE experts"):
-        checkpoint_quantization(msgspec.structs.replace(cfg, tp_size=2), None)

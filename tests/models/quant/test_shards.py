@@ -129,6 +129,8 @@ def test_w8a8_row_shards_keep_the_per_channel_scales(tmp_path: Path) -> None:
         ("awq", dict(group_size=64, intermediate_size=64), r"down_proj .* group_size 64"),
         # k/v's 32 rows per rank are not whole blocks of 64.
         ("fp8", dict(block=(64, 32)), r"qkv_proj .* block_n = 64"),
+        # Each expert's down_proj: 16 of its 32 inputs per rank, groups of 32.
+        ("gptq", dict(family="qwen3_moe"), r"mlp\.experts\.0\.down_proj .* group_size 32"),
     ],
 )
 def test_a_split_that_cuts_a_group_or_block_is_refused_by_name(

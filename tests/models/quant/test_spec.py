@@ -110,16 +110,19 @@ def test_quantization_argument_on_an_unquantized_checkpoint_is_refused(tmp_path:
 def test_tensor_parallel_over_quantized_weights_runs_or_is_refused_by_name(
     gptq: Path,
 ) -> None:
-    """Dense quantized linears split over ranks (tests/models/quant/test_shards.py), and
-    GGUF files, MoE experts too (tests/models/gguf/test_gguf_shards.py); other quantized
-    MoE experts are not split."""
+    """Quantized linears and MoE experts split over ranks (tests/models/quant/
+    test_shards.py, tests/distributed/test_tensor_parallel.py), GGUF files too
+    (tests/models/gguf/test_gguf_shards.py); gpt-oss's mxfp4 experts are not split."""
     cfg = msgspec.structs.replace(CheckpointConfig.from_pretrained(gptq), tp_size=2)
-    assert checkpoint_quantization(cfg, None) is not None
     moe = msgspec.structs.replace(cfg, num_experts=4)
-    with pytest.raises(QuantizationError, match="tensor_parallel_size=2 with MoE experts"):
-        checkpoint_quantization(moe, None)
     gguf = msgspec.structs.replace(moe, quantization_config={"quant_method": "gguf"})
-    assert checkpoint_quantization(gguf, None) is not None
+    for split in (cfg, moe, gguf):
+        assert checkpoint_quantization(split, None) is not None
+    mxfp4 = msgspec.structs.replace(
+        moe, model_type="gpt_oss", quantization_config={"quant_method": "mxfp4"}
+    )
+    with pytest.raises(QuantizationError, match="'mxfp4' is not supported with tensor_parallel"):
+        checkpoint_quantization(mxfp4, None)
 
 
 def test_quantize_config_json_is_read(tmp_path: Path, gptq: Path) -> None:
