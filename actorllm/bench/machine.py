@@ -163,16 +163,25 @@ def cpu_isa() -> dict[str, Any]:
     import torch
 
     flags: set[str] = set()
+    ident: dict[str, Any] = {}
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
-                if line.startswith("flags"):
-                    flags = set(line.split(":", 1)[1].split())
+                key, _, value = (part.strip() for part in line.partition(":"))
+                if key == "flags":
+                    flags = set(value.split())
                     break
+                if key == "vendor_id":
+                    ident["vendor"] = value
+                elif key in ("cpu family", "model", "stepping") and value.isdigit():
+                    ident[key.replace("cpu ", "")] = int(value)
     except OSError:
         pass
     wanted = ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "amx_bf16", "amx_tile")
     return {
         "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "flags": [f for f in wanted if f in flags],
+        # "AMD EPYC" names every generation: family 23 is Zen 1/2, 25 Zen 3/4 (the model
+        # number tells which), and their vector units differ (Zen 1: 128-bit halves).
+        "cpu_id": ident,
     }

@@ -129,7 +129,8 @@ class OneDNNLinear(nn.Linear):
         if self.widened:
             # Few rows (decode, a speculative verify) are bound by reading the weight: the
             # native kernel reads the bf16 weight, half the widened copy's bytes, with the
-            # same arithmetic (2-core Zen 3, Qwen3-0.6B's linears at 1-32 rows: 1.1-4x).
+            # same arithmetic (2-core AMD EPYC, AVX2, Qwen3-0.6B's linears at 1-32 rows:
+            # 1.1-4x).
             few = bf16_linear.linear(rows, self.weight, self.packed_bias)
             if few is not None:
                 return few.view(*x.shape[:-1], few.shape[-1])  # [..., O]
