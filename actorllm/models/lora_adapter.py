@@ -111,14 +111,14 @@ def read_adapter(
             )
         scaling = alpha / math.sqrt(rank) if cfg.get("use_rslora") else alpha / rank
         out.rank, out.scaling = max(out.rank, rank), scaling
-        ours, target, shard, linear, out_size = _target(name, model, hf_module)
+        ours, target, shard, in_size, out_size = _target(name, model, hf_module)
         if a.dim() != 2 or b.dim() != 2 or a.shape[0] != rank or b.shape[1] != rank:
             raise LoRAAdapterError(
                 name, f"{hf_module}: lora_A {tuple(a.shape)} / lora_B {tuple(b.shape)} "
                 f"do not have rank r={rank}"
             )  # fmt: skip
         # Tensor parallel: the checkpoint's whole projection is checked, this rank's part kept.
-        full_out, full_in = full_weight_shape(model.config, ours, out_size, linear.in_features)
+        full_out, full_in = full_weight_shape(model.config, ours, out_size, in_size)
         if a.shape[1] != full_in or b.shape[0] != full_out:
             raise LoRAAdapterError(
                 name,
@@ -127,7 +127,7 @@ def read_adapter(
                 "for another base model?)",
             )
         b = b.float() * scaling
-        a, b = lora_pair_piece(model.config, ours, a, b, out_size, linear.in_features)
+        a, b = lora_pair_piece(model.config, ours, a, b, out_size, in_size)
         sl = LoRASlice(shard=shard, a=a.to(dtype).contiguous(), b=b.to(dtype).contiguous())
         out.modules.setdefault(target, []).append(sl)
     if not out.modules:
@@ -202,11 +202,17 @@ def _pair(name: str, tensors: dict[str, torch.Tensor]) -> dict[str, tuple[torch.
     return {m: (a_of[m], b_of[m]) for m in a_of}
 
 
-def _target(
-    name: str, model: CausalLM, hf_module: str
-) -> tuple[str, str, int | None, nn.Linear, int]:
+def is_projection(module: nn.Module) -> bool:
+    """What an adapter's A and B add to: a float linear (oneDNN's prepacked ones are
+    ``nn.Linear`` too) or a quantized one (GPTQ, AWQ, compressed-tensors, fp8, GGUF: the
+    adapter stays float beside the packed weight, as vLLM's LoRA over quantized models),
+    sized by its ``in_features`` / ``out_features``."""
+    return isinstance(module, nn.Linear) or getattr(module, "quantized_projection", False)
+
+
+def _target(name: str, model: CausalLM, hf_module: str) -> tuple[str, str, int | None, int, int]:
     """HF module name -> (our weight's name before packing, our Linear's name, shard or
-    None, the Linear, rows it adapts on this rank)."""
+    None, the Linear's input columns and the rows it adapts, on this rank)."""
     ours = model.checkpoint_name(hf_module + ".weight")
     if ours is None or _EXPERT.search(ours):
         raise LoRAAdapterError(
@@ -226,13 +232,14 @@ def _target(
             f"target module {hf_module}: this model has no such module (an adapter "
             "for another base model?)",
         ) from None
-    if leaf not in TARGETABLE or not isinstance(linear, nn.Linear):
+    if leaf not in TARGETABLE or not is_projection(linear):
         raise LoRAAdapterError(
             name, f"target module {hf_module} is not an attention or MLP projection of this "
             f"model (adaptable: {', '.join(TARGETABLE)} and their unfused q/k/v, gate/up)"
         )  # fmt: skip
+    n_in, n_out = int(linear.in_features), int(linear.out_features)  # type: ignore[arg-type]
     if shard is None:
-        return ours, target, None, linear, linear.out_features
+        return ours, target, None, n_in, n_out
     owner = model.get_submodule(target.rsplit(".", 1)[0])
     sizes: list[int] = owner.shard_sizes  # type: ignore[assignment]
-    return ours, target, shard, linear, sizes[shard]
+    return ours, target, shard, n_in, sizes[shard]

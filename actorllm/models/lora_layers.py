@@ -6,12 +6,15 @@ zero-padded A and block B (``kernels/lora.py`` has the layout), and a forward ho
 each row segment's adapter to the projection's output. The worker decides which adapter
 sits in which slot and which rows use which slot (``worker/lora_slots.py``) and tells the
 returned :class:`LoRAState`; the model code itself is unchanged. A slot holding nothing
-for a projection (an adapter that does not target it) costs that projection nothing.
+for a projection (an adapter that does not target it) costs that projection nothing. A
+quantized projection (GPTQ, AWQ, compressed-tensors, fp8, GGUF) takes adapters the same
+way: the hook adds ``x A^T B^T`` to what its packed-weight kernel computed.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -20,7 +23,7 @@ from torch import nn
 
 from actorllm.kernels.cpu_features import native_bf16
 from actorllm.kernels.lora import LoRASegments, add_lora_segments
-from actorllm.models.lora_adapter import TARGETABLE, LoRASlice, LoRAWeights
+from actorllm.models.lora_adapter import TARGETABLE, LoRASlice, LoRAWeights, is_projection
 
 
 class LoRALayer:
@@ -28,21 +31,24 @@ class LoRALayer:
 
     def __init__(
         self,
-        linear: nn.Linear,
+        linear: nn.Module,
         shard_sizes: Sequence[int] | None,
         slots: int,
         max_rank: int,
         dtype: torch.dtype,
     ) -> None:
-        device = linear.weight.device
-        sizes = list(shard_sizes) if shard_sizes else [linear.out_features]
+        """``linear``: the projection, float or quantized (its ``in_features`` /
+        ``out_features`` are the slots' widths)."""
+        device = next(chain(linear.parameters(), linear.buffers())).device
+        n_in, n_out = int(linear.in_features), int(linear.out_features)  # type: ignore[arg-type]
+        sizes = list(shard_sizes) if shard_sizes else [n_out]
         self.rank = max_rank
         # [S, n_slices * R, K]: slice i's A in rank rows [i * R, i * R + r)
-        self.a = torch.zeros(slots, len(sizes) * max_rank, linear.in_features, dtype=dtype,
+        self.a = torch.zeros(slots, len(sizes) * max_rank, n_in, dtype=dtype,
                              device=device)  # fmt: skip
         # [S, n_slices * R, N]: slice i's B^T in rank rows [i * R, i * R + r) and its
         # output columns [col_starts[i], col_starts[i] + sizes[i]); zero elsewhere
-        self.b = torch.zeros(slots, len(sizes) * max_rank, linear.out_features, dtype=dtype,
+        self.b = torch.zeros(slots, len(sizes) * max_rank, n_out, dtype=dtype,
                              device=device)  # fmt: skip
         self.sizes = sizes
         self.col_starts = [sum(sizes[:i]) for i in range(len(sizes))]
@@ -137,7 +143,7 @@ def attach_lora(model: nn.Module, slots: int, max_rank: int, dtype: torch.dtype)
     dtype = lora_compute_dtype(dtype, device)
     for name, module in model.named_modules():
         leaf = name.rsplit(".", 1)[-1]
-        if leaf not in TARGETABLE or not isinstance(module, nn.Linear):
+        if leaf not in TARGETABLE or not is_projection(module):
             continue
         owner = model.get_submodule(name.rsplit(".", 1)[0])
         packed = leaf in ("qkv_proj", "gate_up_proj")

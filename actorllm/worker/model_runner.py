@@ -245,11 +245,6 @@ class ModelRunner:
             self.proposer = NgramProposer(
                 num_speculative_tokens, prompt_lookup_min, prompt_lookup_max
             )
-        if lora is not None and self.quant_spec is not None:
-            raise NotImplementedError(
-                f"enable_lora with a quantized checkpoint ({self.quant_spec.method}): LoRA "
-                "on quantized linears is not built yet"
-            )
         self.lora_settings = lora
         self.lora: LoRASlots | None = None  # built with the model (load_model)
         self._req_lora: dict[str, LoRARequest] = {}  # {req_id: its adapter}, LoRA requests

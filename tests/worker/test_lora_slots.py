@@ -1,6 +1,8 @@
 """LoRA on the model runner: a mixed batch (base rows + 3 adapters, ``max_loras=2``, so
 slots are evicted and refilled) gives peft's greedy tokens row by row, on Llama, Qwen3 and
-a MoE family (attention adapters); base rows never see an adapter."""
+a MoE family (attention adapters); base rows never see an adapter. Over a quantized
+checkpoint (GPTQ, AWQ, fp8, GGUF) an adapter gives peft's tokens over the dequantized
+weights."""
 
 from __future__ import annotations
 
@@ -16,8 +18,10 @@ from actorllm.core.scheduler.config import SchedulerConfig
 from actorllm.worker.lora_settings import LoRASettings
 from actorllm.worker.lora_slots import TooManyAdaptersError
 from actorllm.worker.model_runner import ModelRunner
+from tests.helpers.gguf_checkpoints import write_gguf
 from tests.helpers.lora import ALL_PROJ, ATTN_PROJ, make_adapter, peft_greedy
 from tests.helpers.models import make_tiny_checkpoint
+from tests.helpers.quant_checkpoints import write_quantized
 
 PROMPTS = {"base": [1, 5, 9, 13, 17], "a1": [1, 5, 9, 13, 17], "a2": [4, 8, 2, 7],
            "a3": [1, 5, 9, 13, 17], "base2": [4, 8, 2, 7]}  # fmt: skip
@@ -28,6 +32,7 @@ Loras = dict[str, LoRARequest | None]
 
 
 def _serve(base: Path, loras: Loras, max_loras: int) -> dict[str, list[int]]:
+    """Greedy tokens of each row of ``loras`` (its adapter, or None) over ``base``."""
     runner = ModelRunner(
         base, dtype="float32", max_model_len=128, max_num_batched_tokens=256,
         lora=LoRASettings(max_loras=max_loras, max_lora_rank=16, max_cpu_loras=2),
@@ -94,3 +99,25 @@ def test_more_adapters_than_slots_in_one_step_is_refused(tmp_path: Path) -> None
     two = [LoRARequest("x", 1, str(a1)), LoRARequest("y", 2, str(a1))]
     with pytest.raises(TooManyAdaptersError):
         runner.lora.prepare(two, np.array([1, 1]), runner.device)
+
+
+@pytest.mark.parametrize(
+    ("method", "kw"),
+    [("gptq", dict(bits=4, desc_act=True)), ("awq", {}), ("fp8", dict(block=(32, 32))),
+     ("gguf", dict(qtype="Q4_0"))],
+)  # fmt: skip
+def test_an_adapter_over_a_quantized_checkpoint_equals_peft_over_its_weights(
+    tmp_path: Path, method: str, kw: dict[str, object]
+) -> None:
+    """The hook adds the adapter to what the packed weight's kernel computed; the reference
+    is peft over the checkpoint holding the dequantized weights."""
+    if method == "gguf":
+        ref, model = write_gguf(tmp_path, "qwen3", **kw)  # type: ignore[arg-type]
+    else:
+        ref, model = write_quantized(tmp_path, method, **kw)  # type: ignore[arg-type]
+    adapter = make_adapter(ref, tmp_path / "a1", targets=ALL_PROJ, r=8, seed=1)
+    loras: Loras = {"base": None, "a1": LoRARequest("a1", 1, str(adapter))}
+    got = _serve(model, loras, max_loras=1)
+    rows = {r: (None if lo is None else lo.lora_path, PROMPTS[r]) for r, lo in loras.items()}
+    assert got == peft_greedy(ref, rows, MAX_TOKENS)
+    assert got["base"] != got["a1"]

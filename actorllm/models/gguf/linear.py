@@ -48,6 +48,8 @@ def merge_parts(parts: list[Part]) -> list[Part]:
 class GGUFLinear(nn.Module):
     """``x [..., I] -> [..., O]`` over GGUF parts (see the module doc)."""
 
+    quantized_projection = True  # LoRA adapters add to it (models/lora_adapter.py)
+
     def __init__(self, in_features: int, out_features: int, name: str) -> None:
         super().__init__()
         self.in_features, self.out_features, self.name = in_features, out_features, name

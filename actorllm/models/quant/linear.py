@@ -86,6 +86,8 @@ def pack_rows(q: torch.Tensor, bits: int) -> torch.Tensor:
 class PackedLinear(nn.Module):
     """A 4/8-bit group-quantized linear (weight-only); ``x [..., I] -> [..., O]``."""
 
+    quantized_projection = True  # LoRA adapters add to it (models/lora_adapter.py)
+
     # The forward's layout (buffers, set by finish_loading; see the module doc).
     w_packed: torch.Tensor  # uint8 [O, I * bits / 8]
     w_scales: torch.Tensor  # float32 [O, G]
@@ -350,6 +352,8 @@ def _awq_columns(fields: torch.Tensor) -> torch.Tensor:
 class Int8Linear(nn.Module):
     """W8A8 int8 (compressed-tensors): ``x [..., I] -> [..., O]`` through an int8 GEMM."""
 
+    quantized_projection = True  # LoRA adapters add to it (models/lora_adapter.py)
+
     def __init__(
         self,
         in_features: int,
@@ -404,6 +408,8 @@ class Fp8Linear(nn.Module):
     dtype (vLLM's dynamic scheme quantizes them to fp8 for its fp8 GEMMs; here they are
     not rounded at all).
     """
+
+    quantized_projection = True  # LoRA adapters add to it (models/lora_adapter.py)
 
     row_scale: torch.Tensor  # float32 [O, 1], per-tensor scales (set by finish_loading)
 
