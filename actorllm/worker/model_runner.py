@@ -163,9 +163,8 @@ class ModelRunner:
             from actorllm.distributed.pipe import rank_stage
 
             _refuse_with_pipeline(
-                tp_size=tp_size, pooling=pooling, lora=lora, quantization=quantization,
+                tp_size=tp_size, pooling=pooling, lora=lora,
                 speculative=num_speculative_tokens > 0,
-                quantized_checkpoint=cfg.quantization_config is not None,
             )  # fmt: skip
             cfg = stage_config(cfg, rank_stage(pp_rank, pp_size), pp_size, pp_partition)
         # A pooling model (--runner pooling --convert embed|classify): (convert, vLLM's
@@ -699,9 +698,7 @@ def _refuse_with_pipeline(
     tp_size: int,
     pooling: object,
     lora: object,
-    quantization: str | None,
     speculative: bool,
-    quantized_checkpoint: bool,
 ) -> None:
     """What pipeline_parallel_size > 1 is not built with: refused by name."""
     refused = [
@@ -709,7 +706,6 @@ def _refuse_with_pipeline(
         (pooling is not None, "a pooling model (runner 'pooling')"),
         (lora is not None, "enable_lora"),
         (speculative, "speculative_config"),
-        (quantization is not None or quantized_checkpoint, "a quantized checkpoint"),
     ]
     for hit, what in refused:
         if hit:

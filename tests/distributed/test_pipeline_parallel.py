@@ -1,9 +1,10 @@
 """Pipeline parallel over gloo on CPU (models/pipeline.py, distributed/pipe.py): ``-pp 2``
 and ``-pp 3`` give the single worker's greedy tokens (even and uneven splits, tied heads,
-dense and MoE), each stage holds the KV cache of its layers only, the hidden states crossing stages
-are counted, a stage killed (or hung) mid-batch is replaced with no request lost; the
-Ray backend (every stage a Ray actor, gloo bound to the node's address); what PP is not
-built with is refused by name.
+dense and MoE, quantized checkpoints and GGUF files too), each stage holds the KV cache
+and the weights of its layers only, the hidden states crossing stages are counted, a
+stage killed (or hung) mid-batch is replaced with no request lost; the Ray backend (every
+stage a Ray actor, gloo bound to the node's address); what PP is not built with is refused
+by name.
 
 Each ``-pp 2`` engine spawns one rank process: the tests share engines where they can."""
 
@@ -31,9 +32,11 @@ from tests.distributed.test_tensor_parallel import (
     _prompt_logprobs,
 )
 from tests.distributed.test_tp_dp import _batch_killing
+from tests.helpers.gguf_checkpoints import write_gguf
 from tests.helpers.models import Family, make_tiny_checkpoint
+from tests.helpers.quant_checkpoints import write_quantized
 from tests.helpers.ray_cluster import LocalRayCluster
-from tests.helpers.ray_ranks import kv_layers
+from tests.helpers.ray_ranks import kv_layers, weight_bytes
 
 PARAMS = SamplingParams(
     max_tokens=10, temperature=0.0, ignore_eos=True, logprobs=2, prompt_logprobs=1
@@ -161,6 +164,36 @@ async def test_pp2_over_ray_equals_one_worker(
 
         assert await _batch_killing(engine, kill_stage0) == reference
         assert _group(engine).generation == 1
+
+
+def _quantized_pp(model: str, pp: int, **kw: Any) -> tuple[list[list[int]], list[int]]:
+    """Greedy tokens of PROMPTS and each stage's weight bytes."""
+    with LLM(model, pipeline_parallel_size=pp, **ENGINE, **kw) as llm:
+        outs = llm.generate([{"prompt_token_ids": p} for p in PROMPTS], GREEDY, use_tqdm=False)
+        held = llm.collective_rpc(weight_bytes)
+    return [list(o.outputs[0].token_ids) for o in outs], held
+
+
+@pytest.mark.parametrize("fmt", ["gptq-desc_act", "gguf-Q4_K_M"])
+def test_a_quantized_model_splits_into_stages_of_its_own_layers(tmp_path: Path, fmt: str) -> None:
+    """Each stage reads its own layers' packed tensors (a GGUF file: its own ``blk.N``
+    blocks; the rest of the file is another stage's, not an unused tensor)."""
+    kw: dict[str, Any] = {}
+    if fmt.startswith("gguf"):
+        mix = {"v_proj": "Q6_K", "down_proj": "Q6_K"}  # Q4_K_M's
+        _ref, path = write_gguf(
+            tmp_path, "llama", qtype="Q4_K", head_type="Q6_K", overrides=mix, num_layers=4
+        )
+        model, kw = str(path), {"tokenizer": str(demo_tokenizer_path())}
+    else:
+        _ref, quant = write_quantized(tmp_path, "gptq", desc_act=True, vocab_size=512,
+                                      eos_token_id=0, num_layers=4)  # fmt: skip
+        for f in demo_tokenizer_path().iterdir():
+            shutil.copy(f, quant / f.name)
+        model = str(quant)
+    (pp2, held2), (pp1, held1) = _quantized_pp(model, 2, **kw), _quantized_pp(model, 1, **kw)
+    assert pp2 == pp1
+    assert len(held2) == 2 and all(b < 0.8 * held1[0] for b in held2), (held2, held1)
 
 
 def test_what_pipeline_parallel_is_not_built_with_is_refused_by_name(tmp_path: Path) -> None:

@@ -213,8 +213,9 @@ ENGINE_CONFIG_HELP: Mapping[str, Mapping[str, str]] = {
             "(vLLM's split; VLLM_PP_LAYER_PARTITION sets it by hand), each with the KV cache "
             "of its own layers, up to this many batches in flight so the stages overlap "
             "(CPU, gloo; rank 0 holds the last stage and stays in the engine process, under "
-            "ray too, where the other stages are Ray actors; not with tensor parallel, LoRA, "
-            "speculative decoding, pooling or quantized checkpoints yet; docs/distributed.md)."
+            "ray too, where the other stages are Ray actors; quantized checkpoints and GGUF "
+            "files too; not with tensor parallel, LoRA, "
+            "speculative decoding or pooling yet; docs/distributed.md)."
         ),
         "data_parallel_size": (
             "Data-parallel engine replicas (each its own scheduler, KV cache and worker thread, "

@@ -132,7 +132,6 @@ def _check_pipeline(self: EngineConfig) -> None:
         ("enable_lora", self.enable_lora, "on"),
         ("speculative_config", bool(self.speculative_config), "set"),
         ("kv_connector", self.kv_connector is not None, "set"),
-        ("quantization", self.quantization is not None, "set"),
         (
             "async_scheduling",
             self.async_scheduling,

@@ -38,6 +38,7 @@ from actorllm.models.materialize import materialize
 from actorllm.models.meta_init import on_meta
 from actorllm.models.moe import FusedExperts, SparseMoeBlock
 from actorllm.models.parallel import rank_piece
+from actorllm.models.pipeline import owns_weight
 from actorllm.models.quant.apply import ROUTERS
 from actorllm.models.registry import resolve_model_class
 
@@ -186,7 +187,7 @@ def load_gguf(
             _fill_experts(f, experts, index, cfg, dtype, types)
         for name, p in model.named_parameters():
             _fill_param(f, p, name, gguf_name(name), cfg)
-    unused = sorted(set(f.tensors) - f.used)
+    unused = sorted(t for t in set(f.tensors) - f.used if owns_weight(cfg, _our_owner(t)))
     if unused:
         raise GGUFLoadError(f"GGUF tensors the model has no place for: {', '.join(unused[:8])}")
     model.to(device)  # the linears' buffers (built on the CPU) where the model is
@@ -246,6 +247,20 @@ def _fill_param(f: _File, p: torch.Tensor, name: str, tensor: str, cfg: Checkpoi
             f"GGUF tensor {tensor!r}: shape {tuple(whole.shape)} != expected {tuple(p.shape)}"
         )
     p.copy_(piece)
+
+
+# llama.cpp's names outside the layers -> ours (what pipeline stages own them by).
+_OUTSIDE_LAYERS = {"token_embd": "model.embed_tokens.weight", "output_norm": "model.norm.weight",
+                   "output": "lm_head.weight"}  # fmt: skip
+
+
+def _our_owner(tensor: str) -> str:
+    """A name of ours that a pipeline stage owns exactly when it owns GGUF ``tensor``:
+    ``blk.N.*`` is layer N's; the embedding, final norm and head by their names."""
+    found = re.match(r"blk\.(\d+)\.", tensor)
+    if found:
+        return f"model.layers.{found.group(1)}.{tensor}"
+    return _OUTSIDE_LAYERS.get(tensor.split(".", 1)[0], tensor)
 
 
 def _layer_index(module: str) -> int:

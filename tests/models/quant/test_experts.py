@@ -156,4 +156,3 @@ def test_a_quantized_router_gate_is_refused_by_name(tmp_path: Path) -> None:
     _rewrite(quant, **{"model.layers.0.mlp.gate.qweight": torch.zeros(8, 6, dtype=torch.int32)})
     with pytest.raises(WeightLoadError, match=r"mlp\.gate\.qweight.*quantized MoE router gate"):
         _load(quant)
-
