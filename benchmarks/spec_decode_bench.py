@@ -27,12 +27,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import signal
 import statistics
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -149,23 +145,13 @@ def run_actorllm_interleaved(jobs: dict[str, dict[str, Any]]) -> dict[str, dict[
 
 def run_vllm(job: dict[str, Any], python: str) -> dict[str, Any]:
     from actorllm.bench import vllm_spec_runner
+    from actorllm.bench.vllm_peer import run_job
 
-    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-        json.dump(job, f)
-    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "PYTHONPATH": ""}
-    # its own process group: a hung engine core (seen with draft_model on the 75M shape)
-    # is killed with the runner, not left holding the pipes
-    proc = subprocess.Popen(
-        [python, vllm_spec_runner.__file__, f.name], stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True, env=env, start_new_session=True,
-    )  # fmt: skip
-    try:
-        out, err = proc.communicate(timeout=VLLM_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, err = proc.communicate()
-        return {"error": f"no result in {VLLM_TIMEOUT_S} s (killed): " + err[-2000:]}
-    if proc.returncode != 0 or not out.strip():
+    ran = run_job(vllm_spec_runner.__file__, job, python, VLLM_TIMEOUT_S)
+    if ran is None:  # a hung engine core (seen with draft_model on the 75M shape)
+        return {"error": f"no result in {VLLM_TIMEOUT_S} s (killed)"}
+    out, err = ran
+    if not out.strip():
         return {"error": err[-3000:]}
     doc: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
     c = doc.get("counters", {})

@@ -77,6 +77,29 @@ def peer_env(threads: int | None) -> dict[str, str]:
     return env
 
 
+def run_job(
+    script: str | Path, job: dict[str, Any], python: str | Path, timeout_s: float
+) -> tuple[str, str] | None:
+    """Run a one-shot runner ``script`` (its ``job`` as a JSON file in argv[1]) with vLLM's
+    Python, in its own process group: ``(stdout, stderr)``, or None when it ran past
+    ``timeout_s`` (killed with its children: a hung engine core must not hold the pipes)."""
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump(job, f)
+    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "PYTHONPATH": ""}
+    proc = subprocess.Popen(
+        [str(python), str(script), f.name], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, env=env, start_new_session=True,
+    )  # fmt: skip
+    try:
+        return proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        return None
+    finally:
+        os.unlink(f.name)
+
+
 def require_python(python: str | Path | None) -> Path:
     """The vLLM environment's Python (``--vllm-python``, default ``.venv-vllm-cpu``), or
     :class:`PeerUnavailableError` naming the setup script."""
