@@ -86,7 +86,10 @@ class BlockWeight:
                            self.offsets[:, groups].contiguous(), self.qtype)  # fmt: skip
 
     def pad_rows(self, rows: int) -> BlockWeight:
-        """``rows`` more output rows whose weights are all zero (scale and offset 0)."""
+        """``rows`` more output rows whose weights are all zero (scale and offset 0); itself
+        when ``rows`` is 0."""
+        if rows <= 0:
+            return self
 
         def more(t: torch.Tensor) -> torch.Tensor:
             return torch.cat((t, t.new_zeros(rows, *t.shape[1:])))

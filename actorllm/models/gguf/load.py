@@ -293,8 +293,7 @@ def _fill_experts(
         gate_up = [piece("gate", e, (inter, hidden)), piece("up", e, (inter, hidden))]
         expert.gate_up_proj.set_weights(gate_up, None)
         expert.down_proj.set_weights([piece("down", e, (hidden, inter))], None)
-    gate, up, down = whole["gate"], whole["up"], whole["down"]
-    for parts in (gate, up, down):
+    for parts in whole.values():
         p = parts[0]
         types[f"{p.qtype if isinstance(p, BlockWeight) else p.dtype} experts"] += 1
 

@@ -23,7 +23,13 @@ from actorllm.models.config import CheckpointConfig
 from actorllm.models.gguf.blocks import GROUP_SIZE, BlockWeight
 from actorllm.models.gguf.config import open_reader
 from actorllm.models.gguf.linear import Part
-from actorllm.models.parallel import TensorParallelError, is_vocab, split_range, vocab_rows
+from actorllm.models.parallel import (
+    TensorParallelError,
+    is_vocab,
+    rank_piece,
+    split_range,
+    vocab_rows,
+)
 
 
 def part_shape(part: Part) -> tuple[int, int]:
@@ -38,40 +44,28 @@ def rank_part(
 ) -> Part:
     """This rank's piece (``local`` [rows, cols]) of weight ``name`` (our naming, e.g.
     ``model.layers.0.self_attn.q_proj.weight``; ``tensor``: the file's name for the
-    error), whole in ``part``."""
+    error), whole in ``part``. A float part takes the safetensors loader's own cut
+    (``rank_piece``), copied so the whole tensor is freed."""
     if cfg.tp_size == 1:
         return part
+    if isinstance(part, torch.Tensor):
+        piece = rank_piece(cfg, name, local, part)
+        return piece if piece is part else piece.clone(memory_format=torch.contiguous_format)
     rows, cols = part_shape(part)
     if is_vocab(name):
         start, stop = vocab_rows(cfg, local[0], rows)
-        piece = _narrow(part, 0, start, stop - start)
-        return _pad_rows(piece, local[0] - (stop - start))
+        return part.narrow(0, start, stop - start).pad_rows(local[0] - (stop - start))
     cut = split_range(cfg, name, local, (rows, cols))
     if cut is None:
         return part
     dim, start, length = cut
     try:
-        return _narrow(part, dim, start, length)
+        return part.narrow(dim, start, length)
     except ValueError as e:
-        assert isinstance(part, BlockWeight)
         raise TensorParallelError(
             f"tensor_parallel_size={cfg.tp_size}: GGUF tensor {tensor!r} ({part.qtype}) "
             f"would be split at input columns {start}..{start + length} of {cols}: {e}"
         ) from None
-
-
-def _narrow(part: Part, dim: int, start: int, length: int) -> Part:
-    if isinstance(part, BlockWeight):
-        return part.narrow(dim, start, length)
-    return part.narrow(dim, start, length).clone(memory_format=torch.contiguous_format)
-
-
-def _pad_rows(part: Part, rows: int) -> Part:
-    if rows <= 0:
-        return part
-    if isinstance(part, BlockWeight):
-        return part.pad_rows(rows)
-    return torch.cat((part, part.new_zeros(rows, part.shape[1])))
 
 
 # llama.cpp's names of the row-parallel weights (their input columns are split).
