@@ -41,7 +41,7 @@ def asks_nothing(name: str, value: Any) -> bool:
     return any(type(value) is type(v) and value == v for v in NOT_WITH_BEAMS[name])
 
 
-# The OpenAPI document's words for the rules below (openapi.py's generation rules).
+# The OpenAPI document's words for the rules below (openapi/endpoints.py's generation rules).
 RULES = (
     " `use_beam_search: true` (`n` is the beam width) takes none of "
     + ", ".join(f"`{name}`" for name in NOT_WITH_BEAMS)

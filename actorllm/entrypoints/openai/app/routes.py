@@ -1,6 +1,6 @@
 """The route table: every path the server answers, its handler and its method.
 
-``openapi.py`` documents these routes; ``tests/entrypoints/test_openapi.py`` checks that
+``openapi/`` documents these routes; ``tests/entrypoints/test_openapi.py`` checks that
 the two agree.
 """
 

@@ -14,7 +14,7 @@ import msgspec
 MAX_N = 128
 MAX_I32 = 2**31 - 1
 
-# ``x-served`` marks bounds that depend on the served model: openapi.py fills them in
+# ``x-served`` marks bounds that depend on the served model: openapi/served.py fills them in
 # (vocabulary size, context length, scheduling policy), so the document states them.
 TokenId = Annotated[int, msgspec.Meta(ge=0, le=MAX_I32, extra_json_schema={"x-served": "token"})]
 MaxTokens = Annotated[

@@ -1,4 +1,4 @@
-"""The Responses API's part of the OpenAPI document (``openapi.py`` assembles it)."""
+"""The Responses API's part of the OpenAPI document (the ``openapi`` package assembles it)."""
 
 from __future__ import annotations
 
