@@ -30,6 +30,8 @@ import numpy as np
 import torch
 
 from actorllm.models.attention import AttentionMetadata
+from actorllm.models.base import CausalLM
+from actorllm.worker.kv_cache import KVCaches
 from actorllm.worker.step_inputs import InputPlan, StepInputs
 
 DEFAULT_MAX_GRAPH_BATCH = 512
@@ -187,3 +189,29 @@ class DecodeGraphs:
 
     def statistics(self) -> dict[str, int]:
         return {"graphs": len(self.graphs), "replays": self.replays}
+
+
+def capture_decode_graphs(
+    model: CausalLM,
+    caches: KVCaches,
+    device: torch.device,
+    stream: torch.cuda.Stream,
+    *,
+    max_num_seqs: int,
+    max_batch: int,
+    max_blocks_per_seq: int,
+    max_seq_len: int,
+) -> DecodeGraphs:
+    """``model``'s decode forward over ``caches``, captured on ``device``'s ``stream`` for
+    every size of the ladder up to ``max_batch`` (blocks for the warm-up and capture of
+    each)."""
+    graphs = DecodeGraphs(
+        graph_batch_sizes(max_num_seqs, max_batch),
+        max_blocks_per_seq,
+        max_seq_len,
+        device,
+        stream,
+    )
+    with torch.inference_mode():
+        graphs.capture(lambda ids, pos, meta: model(ids, pos, meta, caches))
+    return graphs

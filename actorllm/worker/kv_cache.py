@@ -103,6 +103,12 @@ def bind_kv_groups(model: nn.Module, groups: Sequence[KVCacheGroup], num_layers:
         attn.kv_group = group
 
 
+def kv_layout(attention_backend: str) -> KVLayout:
+    """How a runner on ``attention_backend`` stores its cache: the torch backend's CPU
+    layout, else the plain one (Triton)."""
+    return cpu_kv_layout() if attention_backend == "torch" else "contiguous"
+
+
 def cpu_kv_layout() -> KVLayout:
     """The torch backend's storage: block-major for the native decode kernel, head-major
     for the torch path where the kernel did not build."""

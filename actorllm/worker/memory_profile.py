@@ -1,6 +1,8 @@
-"""KV cache sizing from ``gpu_memory_utilization``: the arithmetic, separate from CUDA.
+"""KV cache sizing from ``gpu_memory_utilization``: the measurement and the arithmetic, the
+arithmetic kept apart from CUDA so it tests anywhere.
 
-The runner measures, after one max-size dummy forward (``ModelRunner.profile_num_blocks``):
+:func:`measure_num_blocks` (``ModelRunner.profile_num_blocks``) reads, after one max-size
+dummy forward:
 
 * ``total``: the device's memory (``torch.cuda.mem_get_info``);
 * ``torch_peak``: the allocator's peak during the run (weights + activations; the scratch
@@ -15,6 +17,8 @@ cache gets what is left of the budget once the run's peak and everything else is
 from __future__ import annotations
 
 import dataclasses
+import gc
+from collections.abc import Callable
 
 import torch
 
@@ -60,6 +64,33 @@ def blocks_from_profile(
             "raise gpu_memory_utilization or lower max_num_batched_tokens"
         )
     return blocks
+
+
+def measure_num_blocks(
+    device: torch.device,
+    profile_run: Callable[[], int],
+    utilization: float,
+    bytes_per_block: int,
+) -> int:
+    """CUDA only: the KV blocks that fit ``utilization`` of ``device``, measured around
+    ``profile_run`` (one max-size forward on a scratch cache; returns the scratch cache's
+    bytes). Blocks the thread for the run; raises like :func:`blocks_from_profile`."""
+    gc.collect()
+    torch.cuda.empty_cache()
+    torch.cuda.synchronize(device)  # deliberate, start-up: a clean baseline
+    torch.cuda.reset_peak_memory_stats(device)
+    scratch = profile_run()
+    torch.cuda.synchronize(device)  # deliberate, start-up: the peak is known after
+    torch_peak = torch.cuda.max_memory_allocated(device) - scratch
+    free, total = torch.cuda.mem_get_info(device)
+    return blocks_from_profile(
+        total=total,
+        free=free,
+        reserved=torch.cuda.memory_reserved(device),
+        torch_peak=torch_peak,
+        utilization=utilization,
+        bytes_per_block=bytes_per_block,
+    )
 
 
 def dummy_forward(model: CausalLM, num_tokens: int, num_rows: int, block_size: int) -> int:

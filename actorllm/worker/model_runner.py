@@ -17,62 +17,63 @@ touches no event loop, so it must be called from the executor's dedicated thread
 On CUDA a step's inputs go through pinned staging buffers on a copy stream, decode batches
 replay CUDA graphs, and the host waits only on per-step events (``docs/gpu.md``). On CPU
 the same code runs with no-op streams, plain tensors and no graphs.
+
+This module is the step path; the set-up it calls lives beside it: ``rank_config.py`` (the
+rank's model config), ``model_load.py`` (the weights), ``kv_cache.py`` /
+``memory_profile.py`` / ``cuda_graphs.py`` (the cache, its size, the graphs over it),
+``request_adapters.py`` (LoRA), ``group_binding.py`` (TP/PP), ``sleep_memory.py`` and
+``spec_decode/build.py`` (the proposer).
 """
 
 from __future__ import annotations
 
-import gc
 import time
 from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
-import msgspec
 import numpy as np
 import torch
 
 from actorllm.core.lora import LoRARequest
 from actorllm.core.model_runner_output import ModelRunnerOutput
 from actorllm.core.scheduler_output import SchedulerOutput
-from actorllm.kernels.kv_quant import cache_dtype, is_fp8
+from actorllm.kernels.kv_quant import cache_dtype
 from actorllm.kernels.ops import get_ops, resolve_backend
 from actorllm.models.base import CausalLM
-from actorllm.models.config import CheckpointConfig
-from actorllm.models.loader import LoadFormat, load_model, resolve_dtype
-from actorllm.models.onednn_linear import prepack_linears
-from actorllm.models.parallel import shard_config
-from actorllm.models.pipeline import stage_config, stage_kv_config
-from actorllm.models.pooler_spec import causal_architecture
-from actorllm.models.quant.apply import checkpoint_quantization, weight_bytes
+from actorllm.models.loader import LoadFormat, resolve_dtype
+from actorllm.models.pipeline import stage_kv_config
+from actorllm.models.quant.apply import checkpoint_quantization
 from actorllm.models.quant.experts import quantized_experts
-from actorllm.worker.cuda_graphs import DecodeGraphs, graph_batch_sizes
+from actorllm.worker.cuda_graphs import capture_decode_graphs
 from actorllm.worker.decoder_pooling import decoder_pooling_head, run_pooling_step
 from actorllm.worker.device_streams import CudaStreams
-from actorllm.worker.huge_pages import model_on_huge_pages
+from actorllm.worker.group_binding import bind_group
 from actorllm.worker.input_batch import InputBatch
 from actorllm.worker.kv_cache import (
     KVCaches,
-    KVLayout,
     allocate_kv_caches,
-    bind_kv_groups,
-    cpu_kv_layout,
     kv_cache_bytes_per_block,
     kv_cache_groups,
-    load_kv_scales,
+    kv_layout,
 )
 from actorllm.worker.logitsprocs.state import BatchProcessors
 from actorllm.worker.lora_settings import LoRASettings
 from actorllm.worker.lora_slots import LoRASlots
-from actorllm.worker.memory_profile import KVCacheMemoryError, blocks_from_profile, dummy_forward
+from actorllm.worker.memory_profile import KVCacheMemoryError, dummy_forward, measure_num_blocks
+from actorllm.worker.model_load import load_runner_model
 from actorllm.worker.pooling_head import PoolingHead
+from actorllm.worker.rank_config import rank_model_config
+from actorllm.worker.request_adapters import RequestAdapters
 from actorllm.worker.runner import Runner
 from actorllm.worker.sampler import Sampler
 from actorllm.worker.sampling_metadata import needs_token_history
+from actorllm.worker.sleep_memory import free_device_memory, weights_to_device, weights_to_host
 from actorllm.worker.sleep_tags import KV_CACHE, SLEEP_TAGS, WEIGHTS, to_wake
-from actorllm.worker.spec_decode.draft_model import DraftModelError, DraftModelProposer
+from actorllm.worker.spec_decode.build import DraftMethod, build_proposer
+from actorllm.worker.spec_decode.draft_model import DraftModelProposer
 from actorllm.worker.spec_decode.eagle import EagleProposer
-from actorllm.worker.spec_decode.ngram import NgramProposer
 from actorllm.worker.spec_decode.propose import Proposer, propose_drafts
 from actorllm.worker.step_inputs import (
     InputPlan,
@@ -145,7 +146,7 @@ class ModelRunner:
         prompt_lookup_min: int = 5,
         prompt_lookup_max: int = 5,
         draft_model: str | None = None,
-        draft_method: Literal["draft_model", "eagle", "eagle3"] = "draft_model",
+        draft_method: DraftMethod = "draft_model",
         pooling: tuple[str, dict[str, Any] | None] | None = None,
         lora: LoRASettings | None = None,
         logits_processors: BatchProcessors | None = None,
@@ -154,31 +155,18 @@ class ModelRunner:
         self.device = torch.device(device)
         # CPU: the loaded weights' memory collapsed into huge pages (worker/huge_pages.py).
         self.weights_on_huge_pages = weights_on_huge_pages and self.device.type == "cpu"
-        # Tensor parallel: this rank's config (its heads, its columns; models/parallel.py).
-        cfg = shard_config(CheckpointConfig.from_pretrained(self.model_path), tp_rank, tp_size)
-        # Pipeline parallel: this rank's stage's layers (models/pipeline.py; rank 0 holds
-        # the last stage, distributed/pipe.py).
         self.pp_size = pp_size
-        if pp_size > 1:
-            from actorllm.distributed.pipe import rank_stage
-
-            _refuse_with_pipeline(
-                tp_size=tp_size, pooling=pooling, lora=lora,
-                speculative=num_speculative_tokens > 0,
-            )  # fmt: skip
-            cfg = stage_config(cfg, rank_stage(pp_rank, pp_size), pp_size, pp_partition)
+        # This rank's shard and stage (worker/rank_config.py), max_model_len set.
+        self.model_config = rank_model_config(
+            self.model_path, max_model_len=max_model_len, tp_rank=tp_rank, tp_size=tp_size,
+            pp_rank=pp_rank, pp_size=pp_size, pp_partition=pp_partition, pooling=pooling,
+            lora=lora, speculative=num_speculative_tokens > 0,
+        )  # fmt: skip
+        cfg = self.model_config
         # A pooling model (--runner pooling --convert embed|classify): (convert, vLLM's
         # pooler config); its steps pool instead of sampling (worker/decoder_pooling.py).
         self.pooling = pooling
         self.pooling_head: PoolingHead | None = None
-        if pooling is not None:
-            cfg = msgspec.structs.replace(cfg, architecture=causal_architecture(cfg.architecture))
-        limit = cfg.max_position_embeddings
-        if max_model_len is not None and not 0 < max_model_len <= limit:
-            raise ValueError(
-                f"max_model_len must be in [1, {limit}] for this model, got {max_model_len}"
-            )
-        self.model_config = msgspec.structs.replace(cfg, max_model_len=max_model_len or limit)
         # The layers this runner's KV cache holds (pipeline parallel: its stage's only).
         self.kv_config = stage_kv_config(self.model_config)
         self.kv_groups = kv_cache_groups(self.kv_config, hybrid_kv_cache)
@@ -221,32 +209,20 @@ class ModelRunner:
         self._on_device: deque[LaunchedStep] = deque()
         self.comm: GlooComm | None = None  # tensor parallel: the group's collectives
         self._link: StageLink | None = None  # pipeline parallel: this stage's link
-        # Speculative decoding (method ngram): drafts proposed after each step resolves
-        # (method draft_model: a draft model on this thread, its KV cache beside ours;
-        # eagle / eagle3: a head over this model's hidden states, its cache beside ours).
-        self.proposer: Proposer | None = None
-        if num_speculative_tokens > 0 and draft_model is not None:
-            drafter: dict[str, Any] = dict(
-                target=cfg, dtype=self.dtype, device=self.device, kv_cache_dtype=kv_cache_dtype,
-                attention_backend=self.attention_backend, block_size=block_size,
-                max_model_len=self.max_model_len, seed=seed, load_format=load_format,
-            )  # fmt: skip
-            if draft_method in ("eagle", "eagle3"):  # a head over our hidden states
-                self.proposer = EagleProposer(
-                    draft_model, num_speculative_tokens, method=draft_method, **drafter
-                )
-                self.launcher.keep_hidden = True
-            else:  # a model of its own, drafting from the tokens
-                self.proposer = DraftModelProposer(draft_model, num_speculative_tokens, **drafter)
-            if len(self.kv_groups) > 1:
-                raise DraftModelError("a draft model for a hybrid-attention target is not built.")
-        elif num_speculative_tokens > 0:
-            self.proposer = NgramProposer(
-                num_speculative_tokens, prompt_lookup_min, prompt_lookup_max
-            )
-        self.lora_settings = lora
-        self.lora: LoRASlots | None = None  # built with the model (load_model)
-        self._req_lora: dict[str, LoRARequest] = {}  # {req_id: its adapter}, LoRA requests
+        # Speculative decoding: drafts proposed after each step resolves (n-gram lookup, a
+        # draft model or an EAGLE head on this thread: worker/spec_decode/build.py).
+        self.proposer: Proposer | None = build_proposer(
+            num_speculative_tokens, prompt_lookup_min=prompt_lookup_min,
+            prompt_lookup_max=prompt_lookup_max, draft_model=draft_model,
+            draft_method=draft_method, target=cfg, num_kv_groups=len(self.kv_groups),
+            dtype=self.dtype, device=self.device, kv_cache_dtype=kv_cache_dtype,
+            attention_backend=self.attention_backend, block_size=block_size,
+            max_model_len=self.max_model_len, seed=seed, load_format=load_format,
+        )  # fmt: skip
+        if isinstance(self.proposer, EagleProposer):  # a head over our hidden states
+            self.launcher.keep_hidden = True
+        # LoRA adapters: the slots (built with the model) and each request's adapter.
+        self.adapters = RequestAdapters(lora)
 
     def attach_tp(self, comm: GlooComm, before_forward: BeforeForward | None) -> None:
         """Run as one rank of a tensor-parallel group (pipeline parallel: one stage of the
@@ -258,20 +234,11 @@ class ModelRunner:
             self._bind(comm)
 
     def _bind(self, comm: GlooComm) -> None:
-        model = self.model
-        assert model is not None
-        if self.pp_size == 1:
-            model.bind_comm(comm)
-            return
-        from actorllm.distributed.pipe import StageLink
-
-        if self._link is not None:
-            self._link.close()  # the previous group's receiver thread
-        link = self._link = StageLink(comm, self.pp_size)
-        model.bind_pipe(link)
-        if self.launcher.before_forward is not None:  # rank 0, the last stage: deferred
-            hidden, dtype = self.model_config.hidden_size, self.dtype
-            self.launcher.prefetch = lambda t: link.prefetch((2, t, hidden), dtype)
+        assert self.model is not None
+        self._link = bind_group(
+            self.model, comm, pp_size=self.pp_size, link=self._link, launcher=self.launcher,
+            hidden_size=self.model_config.hidden_size, dtype=self.dtype,
+        )  # fmt: skip
 
     @property
     def max_model_len(self) -> int:
@@ -290,25 +257,12 @@ class ModelRunner:
     def load_model(self) -> None:
         """Build the model and load its weights (blocks for the whole load)."""
         ops = get_ops(self.attention_backend, self.device)
-        self.model = load_model(
-            self.model_path,
-            self.model_config,
-            dtype=self.dtype,
-            device=self.device,
-            ops=ops,
-            load_format=self.load_format,
-            seed=self.seed,
-            max_positions=self.max_model_len,
-            quantization=self.quantization,
-        )
-        self.weight_bytes = weight_bytes(self.model)  # quantized linears at packed size
-        if is_fp8(self.kv_dtype):
-            load_kv_scales(self.model, self.model_path, self.load_format)
-        if self.device.type == "cpu":
-            prepack_linears(self.model)  # oneDNN matmuls (models/onednn_linear.py)
-        if self.weights_on_huge_pages:
-            model_on_huge_pages(self.model)
-        bind_kv_groups(self.model, self.kv_groups, self.kv_config.num_layers)
+        self.model, self.weight_bytes = load_runner_model(
+            self.model_path, self.model_config, dtype=self.dtype, device=self.device, ops=ops,
+            load_format=self.load_format, seed=self.seed, quantization=self.quantization,
+            kv_dtype=self.kv_dtype, kv_groups=self.kv_groups,
+            kv_num_layers=self.kv_config.num_layers, huge_pages=self.weights_on_huge_pages,
+        )  # fmt: skip
         if self.comm is not None:
             self._bind(self.comm)  # reloaded (wake_up)
         if isinstance(self.proposer, DraftModelProposer):
@@ -318,13 +272,8 @@ class ModelRunner:
             self.pooling_head = decoder_pooling_head(
                 self.model_path, convert, overrides, self.dtype, self.device
             )
-        if self.lora_settings is not None:  # after prepacking: it replaces the linears
-            ldt = self.lora_settings.lora_dtype
-            dtype = self.dtype if ldt == "auto" else resolve_dtype(ldt, self.model_config)
-            if self.lora is None:
-                self.lora = LoRASlots(self.lora_settings, self.model, dtype)
-            else:
-                self.lora.reattach(self.model)
+        # After CPU prepacking (in load_runner_model): the LoRA hooks wrap the final linears.
+        self.adapters.attach(self.model, self.dtype, self.model_config)
         self.sampler.sample_seeded = ops.sample_seeded  # Triton: noise drawn in the kernel
         self.sampler.apply_token_bitmask = ops.apply_token_bitmask
 
@@ -344,32 +293,15 @@ class ModelRunner:
         return own
 
     def profile_num_blocks(self, gpu_memory_utilization: float) -> int:
-        """CUDA only: how many KV blocks fit in ``gpu_memory_utilization`` of the GPU.
-
-        Runs one forward over ``max_num_batched_tokens`` dummy tokens to measure the peak
-        activation memory, then gives the rest of the budget (after that peak, which
-        includes the weights, and memory outside torch's allocator) to the cache
-        (``memory_profile.py`` has the formula). Blocks the thread for the profile run;
+        """CUDA only: how many KV blocks fit in ``gpu_memory_utilization`` of the GPU, from
+        one :meth:`profile_run` (``memory_profile.py``). Blocks the thread for the run;
         raises :class:`ModelRunnerStateError` before :meth:`load_model` or on a non-CUDA
         device, :class:`KVCacheMemoryError` when no cache fits.
         """
         if self.device.type != "cuda":
             raise ModelRunnerStateError("profile_num_blocks() needs a CUDA device")
-        gc.collect()
-        torch.cuda.empty_cache()
-        torch.cuda.synchronize(self.device)  # deliberate, start-up: a clean baseline
-        torch.cuda.reset_peak_memory_stats(self.device)
-        scratch = self.profile_run()
-        torch.cuda.synchronize(self.device)  # deliberate, start-up: the peak is known after
-        torch_peak = torch.cuda.max_memory_allocated(self.device) - scratch
-        free, total = torch.cuda.mem_get_info(self.device)
-        return blocks_from_profile(
-            total=total,
-            free=free,
-            reserved=torch.cuda.memory_reserved(self.device),
-            torch_peak=torch_peak,
-            utilization=gpu_memory_utilization,
-            bytes_per_block=self.kv_cache_bytes_per_block(),
+        return measure_num_blocks(
+            self.device, self.profile_run, gpu_memory_utilization, self.kv_cache_bytes_per_block()
         )
 
     def profile_run(self) -> int:
@@ -392,18 +324,14 @@ class ModelRunner:
             self.block_size,
             self.kv_dtype,
             self.device,
-            layout=self._kv_layout(),
+            layout=kv_layout(self.attention_backend),
             groups=self.kv_groups,
         )
         self.num_blocks = num_blocks
         if isinstance(self.proposer, DraftModelProposer):
-            self.proposer.allocate(num_blocks, self._kv_layout())
+            self.proposer.allocate(num_blocks, kv_layout(self.attention_backend))
         if capture and self.graphs_enabled:
             self._capture_graphs()
-
-    def _kv_layout(self) -> KVLayout:
-        """How the KV cache is stored (worker/kv_cache.py); Triton takes the plain layout."""
-        return cpu_kv_layout() if self.attention_backend == "torch" else "contiguous"
 
     @property
     def graphs_enabled(self) -> bool:
@@ -423,18 +351,12 @@ class ModelRunner:
         model, streams = self.model, self.launcher.streams
         if model is None or not isinstance(streams, CudaStreams):
             return
-        cap = min(self.max_graph_batch, self.max_num_batched_tokens)
-        graphs = DecodeGraphs(
-            graph_batch_sizes(self.max_num_seqs, cap),
-            self.input_batch.max_blocks,
-            self.max_model_len,
-            self.device,
-            streams.compute,
-        )
-        caches = self.kv_caches
-        with torch.inference_mode():
-            graphs.capture(lambda ids, pos, meta: model(ids, pos, meta, caches))
-        self.launcher.graphs = graphs
+        self.launcher.graphs = capture_decode_graphs(
+            model, self.kv_caches, self.device, streams.compute,
+            max_num_seqs=self.max_num_seqs,
+            max_batch=min(self.max_graph_batch, self.max_num_batched_tokens),
+            max_blocks_per_seq=self.input_batch.max_blocks, max_seq_len=self.max_model_len,
+        )  # fmt: skip
 
     def reset_requests(self) -> None:
         """Forget every request the worker holds (a rebuilt scheduler re-sends them as new).
@@ -448,7 +370,7 @@ class ModelRunner:
             self.proposer.reset()
         if self.pooling_head is not None:
             self.pooling_head.reset()
-        self._req_lora.clear()
+        self.adapters.clear()
 
     def release(self) -> None:
         """The engine closed: drop the KV cache and the weights now.
@@ -478,14 +400,11 @@ class ModelRunner:
         self._drop_kv_cache()
         if level == 2:
             self.model = None
-        elif self.model is not None and self.device.type != "cpu":
-            for p in self.model.parameters():
-                p.data = p.data.to("cpu").pin_memory()
+        elif self.model is not None:
+            weights_to_host(self.model, self.device)
         self.sleep_level = level
         self.asleep = frozenset(SLEEP_TAGS)
-        gc.collect()
-        if self.device.type == "cuda":
-            torch.cuda.empty_cache()
+        free_device_memory(self.device)
 
     def _drop_kv_cache(self) -> None:
         """Steps in flight resolved, then the KV cache, the CUDA graphs over it and the
@@ -496,7 +415,7 @@ class ModelRunner:
         self.input_batch = self._new_batch()
         if isinstance(self.proposer, DraftModelProposer):
             self.proposer.release()
-        self._req_lora.clear()
+        self.adapters.clear()
 
     def wake_up(self, tags: Sequence[str] | None = None) -> None:
         """Restore what ``tags`` names (worker/sleep_tags.py; None: everything): the weights
@@ -508,9 +427,8 @@ class ModelRunner:
         if WEIGHTS in wake:
             if self.sleep_level == 2:
                 self.load_model()
-            elif self.model is not None and self.device.type != "cpu":
-                for p in self.model.parameters():
-                    p.data = p.data.to(self.device)
+            elif self.model is not None:
+                weights_to_device(self.model, self.device)
             self.asleep -= {WEIGHTS}
             if KV_CACHE not in self.asleep and self.graphs_enabled:
                 self._capture_graphs()  # the cache came back first: capture over it now
@@ -527,7 +445,7 @@ class ModelRunner:
             "inflight_steps": len(self._on_device),
             "batch": self.input_batch.statistics(),
             **self.launcher.statistics(),
-            **(self.lora.statistics() if self.lora is not None else {}),
+            **self.adapters.statistics(),
         }
 
     # -- LoRA adapters (between steps) ---------------------------------------------------
@@ -542,13 +460,21 @@ class ModelRunner:
         return self._lora_slots().remove(name)
 
     def list_loras(self) -> list[str]:
-        return self.lora.names() if self.lora is not None else []
+        return self.adapters.names()
 
     def _lora_slots(self) -> LoRASlots:
-        if self.lora is None:
-            raise ValueError("LoRA is not enabled in this engine (start it with enable_lora)")
+        slots = self.adapters.enabled()
         self._resolve_all()  # an adapter's slot may change under the steps in flight
-        return self.lora
+        return slots
+
+    @property
+    def lora(self) -> LoRASlots | None:
+        """The adapter slots (``worker/lora_slots.py``); None without LoRA or a model."""
+        return self.adapters.slots
+
+    @property
+    def lora_settings(self) -> LoRASettings | None:
+        return self.adapters.settings
 
     # -- the step --------------------------------------------------------------------
 
@@ -601,9 +527,7 @@ class ModelRunner:
                 output=out,
             )  # fmt: skip
             return PendingStep(done, self._resolve_through)
-        if self.lora is not None:  # each row's adapter slot (base rows: none)
-            adapters = [self._req_lora.get(r) for r in plan.req_ids]
-            self.lora.prepare(adapters, plan.num_scheduled, self.device)
+        self.adapters.prepare(plan.req_ids, plan.num_scheduled, self.device)
         step = self.launcher.launch(
             model, self.kv_caches, self.input_batch, self.sampler, plan, so.step_id,
             grammar=so.grammar_bitmask, drafts=so.scheduled_spec_decode_tokens or None,
@@ -665,16 +589,10 @@ class ModelRunner:
             batch.remove_request(req_id)
             if self.pooling_head is not None:
                 self.pooling_head.forget(req_id)
-            self._req_lora.pop(req_id, None)
+            self.adapters.forget(req_id)
         for new in so.scheduled_new_reqs:
             batch.add_request(new)
-            if new.lora_request is not None:
-                if self.lora is None:
-                    raise SchedulerProtocolError(
-                        f"request {new.req_id} names LoRA adapter "
-                        f"{new.lora_request.lora_name!r}, but this runner serves no LoRA"
-                    )
-                self._req_lora[new.req_id] = new.lora_request
+            self.adapters.track(new.req_id, new.lora_request)
         cached = so.scheduled_cached_reqs
         index = batch.req_id_to_index
         unknown = next((c.req_id for c in cached if c.req_id not in index), None)
@@ -691,25 +609,6 @@ class ModelRunner:
             self.logitsprocs.reset()
             batch.logitsprocs = self.logitsprocs
         return batch
-
-
-def _refuse_with_pipeline(
-    *,
-    tp_size: int,
-    pooling: object,
-    lora: object,
-    speculative: bool,
-) -> None:
-    """What pipeline_parallel_size > 1 is not built with: refused by name."""
-    refused = [
-        (tp_size > 1, "tensor_parallel_size > 1 (a stage split over tensor-parallel ranks)"),
-        (pooling is not None, "a pooling model (runner 'pooling')"),
-        (lora is not None, "enable_lora"),
-        (speculative, "speculative_config"),
-    ]
-    for hit, what in refused:
-        if hit:
-            raise NotImplementedError(f"pipeline_parallel_size > 1 with {what} is not built yet")
 
 
 def _conforms(runner: ModelRunner) -> Runner:

@@ -123,10 +123,10 @@ def test_reset_requests_forgets_held_requests(ckpt: Path) -> None:
 def test_weights_on_huge_pages_follows_its_switch(
     ckpt: Path, enabled: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from actorllm.worker import model_runner
+    from actorllm.worker import model_load
 
     seen: list[object] = []
-    monkeypatch.setattr(model_runner, "model_on_huge_pages", seen.append)
+    monkeypatch.setattr(model_load, "model_on_huge_pages", seen.append)
     r = ModelRunner(
         ckpt, dtype="float32", block_size=4, max_model_len=32, weights_on_huge_pages=enabled
     )
