@@ -11,13 +11,14 @@ into a :class:`KVConnectorMetadata` that the worker side executes before the ste
 ``schedule()`` and send it along with that step.
 
 When the scheduler's connector is disabled (``set_kv_connector_enabled(False)``) it calls
-none of these methods: no external lookups, no metadata.
+none of these methods: no external lookups, no metadata. :class:`ConnectorLink` is the
+scheduler's end of it: the connector (or none), that switch, and the counters.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, final
 
 import msgspec
 
@@ -25,6 +26,7 @@ from actorllm.core.kv_cache.block_hash import BlockHash
 from actorllm.core.scheduler_output import SchedulerOutput
 
 if TYPE_CHECKING:
+    from actorllm.core.kv_cache import KVCacheManager
     from actorllm.core.kv_cache.free_queue import KVCacheBlock
     from actorllm.core.request import Request
 
@@ -67,3 +69,81 @@ class KVConnectorBase:
     def build_connector_meta(self, scheduler_output: SchedulerOutput) -> KVConnectorMetadata:
         """Hand-off for the step just scheduled; resets what the connector recorded."""
         return KVConnectorMetadata(step_id=scheduler_output.step_id)
+
+
+@final
+class ConnectorLink:
+    """The scheduler's end of its KV connector, or of none: the run-time switch, the
+    hand-off of the step just scheduled, and the lookup counters. While the switch is off
+    (always, without a connector) every call is a no-op that asks the connector nothing."""
+
+    __slots__ = ("_connector", "_enabled", "_meta", "hits", "queries")
+
+    def __init__(self, connector: KVConnectorBase | None, kv: KVCacheManager) -> None:
+        """Raises ``ValueError`` when ``kv`` has more than one KV cache group (a connector
+        keys blocks by one block table)."""
+        self._connector = connector
+        self._enabled = connector is not None
+        self._meta: KVConnectorMetadata | None = None  # the last step's hand-off, until taken
+        self.queries = 0  # tokens asked about (cumulative)
+        self.hits = 0  # tokens the connector could load (cumulative)
+        if connector is not None:
+            if kv.num_groups > 1:
+                raise ValueError(
+                    "kv_connector: a KV connector keys blocks by one block table; this model "
+                    f"has {kv.num_groups} KV cache groups (sliding and full attention layers). "
+                    "Start it without a connector, or with disable_hybrid_kv_cache_manager."
+                )
+            kv.eviction_callbacks.append(self._on_block_evicted)
+
+    @property
+    def enabled(self) -> bool:
+        return self._enabled
+
+    def set_enabled(self, enabled: bool) -> None:
+        """Switch the connector at run time; raises ``ValueError`` if there is none."""
+        if enabled and self._connector is None:
+            raise ValueError("this scheduler has no KV connector.")
+        self._enabled = enabled
+
+    def _active(self) -> KVConnectorBase | None:
+        return self._connector if self._enabled else None
+
+    def lookup(self, req: Request, num_hit: int) -> int:
+        """Tokens of ``req`` past its local hit of ``num_hit`` that the connector loads."""
+        connector = self._active()
+        if connector is None:
+            return 0
+        n = connector.get_num_new_matched_tokens(req, num_hit)
+        n = max(0, min(n, req.num_tokens - 1 - num_hit))  # the last token is always computed
+        self.queries += req.num_tokens - num_hit
+        self.hits += n
+        return n
+
+    def allocated(self, req: Request, kv: KVCacheManager, num_external: int) -> None:
+        """``req`` was admitted with ``num_external`` tokens to load."""
+        connector = self._active()
+        if connector is not None:
+            connector.update_state_after_alloc(req, kv.get_blocks(req.request_id), num_external)
+
+    def finished(self, req: Request, kv: KVCacheManager) -> None:
+        """``req`` finished; its blocks in ``kv`` are freed right after this call."""
+        connector = self._active()
+        if connector is not None:
+            connector.request_finished(req, kv.get_block_ids(req.request_id)[0])
+
+    def scheduled(self, scheduler_output: SchedulerOutput) -> None:
+        """A step was scheduled: keep the connector's hand-off for it."""
+        connector = self._active()
+        if connector is not None:
+            self._meta = connector.build_connector_meta(scheduler_output)
+
+    def take_meta(self) -> KVConnectorMetadata | None:
+        """The hand-off of the step just scheduled (once), or None."""
+        meta, self._meta = self._meta, None
+        return meta
+
+    def _on_block_evicted(self, block_hash: BlockHash, block_id: int) -> None:
+        connector = self._active()
+        if connector is not None:
+            connector.on_block_evicted(block_hash, block_id)
