@@ -1,4 +1,5 @@
-"""What admission decides about one request, as data (engine/recovery/admission.py applies it).
+"""What admission decides about one request, as data (engine/recovery/probation.py applies
+it for engine/recovery/admission.py).
 
 Theory of operation: normally a request is simply *admitted*: it enters the scheduler
 core when it arrives (or when a rebuild re-adds it from the ledger), and admission keeps

@@ -77,7 +77,7 @@ def test_admission_checks_every_change_against_the_table():
     adm.abort("a", ["a"], RequestStatus.FINISHED_ABORTED)
     assert adm.state("a") is AdmissionState.ABORTED
     with pytest.raises(AdmissionError):
-        adm._move("a", AdmissionEvent.PROBE)
+        adm._probation.move("a", AdmissionEvent.PROBE)
     assert adm.state("a") is AdmissionState.ABORTED  # unchanged by the refused move
 
 
@@ -130,15 +130,15 @@ def test_get_stats_answer_carries_the_admission_figures():
 
 
 def _check_invariants(adm) -> None:
-    states = adm._states
+    states = adm._probation.states
     for state in AdmissionState:
         if state is not AdmissionState.ADMITTED:
-            assert adm._counts[state] == sum(1 for s in states.values() if s is state)
+            assert adm._probation.counts[state] == sum(1 for s in states.values() if s is state)
     probing = {r for r, s in states.items() if s is AdmissionState.PROBING}
     if probing:
-        assert probing <= set(adm._groups[0])  # only the front group is probed
+        assert probing <= set(adm._probation.groups[0])  # only the front group is probed
     elif not adm.sleep_level:
-        assert not adm._groups  # awake: a queued group is always being probed
+        assert not adm._probation.groups  # awake: a queued group is always being probed
     kept_out = {r for r, s in states.items() if s in (AdmissionState.SUSPECT, AdmissionState.HELD)}
     assert not kept_out & set(adm.core.requests)  # suspects and held wait outside the core
 
