@@ -18,9 +18,14 @@ from actorllm.core.harmony import CHANNEL, MESSAGE, START, HarmonyMessage, parse
 from actorllm.reasoning.base import ReasoningParser, Split
 
 
+def is_reasoning(m: HarmonyMessage) -> bool:
+    """The assistant's ``analysis`` messages are its reasoning."""
+    return m.channel == "analysis" and m.role == "assistant"
+
+
 def reasoning_text(messages: list[HarmonyMessage]) -> str | None:
     """The analysis messages' texts, one per line; None when there are none."""
-    parts = [m.content for m in messages if m.channel == "analysis" and m.role == "assistant"]
+    parts = [m.content for m in messages if is_reasoning(m)]
     return "\n".join(parts) if parts else None
 
 

@@ -3,7 +3,8 @@
 Text in, text out, no tokenizer: a rendered conversation is a list of :class:`Segment`
 (ordinary text or one special token) that the caller tokenizes piece by piece, as
 ``openai_harmony`` does; a model's output is parsed from its detokenized text with the
-special tokens kept. docs/server.md ("gpt-oss and harmony") says how the server uses it.
+special tokens kept, whole (:func:`parse_output`) or as it grows (:class:`HarmonyParser`,
+one per stream). docs/server.md ("gpt-oss and harmony") says how the server uses it.
 """
 
 from actorllm.core.harmony.messages import (
@@ -18,7 +19,15 @@ from actorllm.core.harmony.messages import (
     HarmonyMessage,
     Segment,
 )
-from actorllm.core.harmony.parse import HarmonyOutput, parse_output
+from actorllm.core.harmony.parse import (
+    Event,
+    HarmonyOutput,
+    HarmonyParser,
+    Opened,
+    ParserStatistics,
+    Wrote,
+    parse_output,
+)
 from actorllm.core.harmony.render import (
     SystemContent,
     developer_text,
@@ -35,10 +44,15 @@ __all__ = [
     "RETURN",
     "SPECIAL_TOKENS",
     "START",
+    "Event",
     "HarmonyMessage",
     "HarmonyOutput",
+    "HarmonyParser",
+    "Opened",
+    "ParserStatistics",
     "Segment",
     "SystemContent",
+    "Wrote",
     "developer_text",
     "parse_output",
     "render_for_completion",
