@@ -70,6 +70,16 @@ def is_running(pid: int) -> bool:
     return _identity(pid) is not None
 
 
+def _still_running(procs: set[tuple[int, str]], seconds: float) -> set[tuple[int, str]]:
+    """Those of ``procs`` (``_identity`` pairs) still running after waiting up to
+    ``seconds`` for them all to exit."""
+    deadline = time.monotonic() + seconds
+    while procs and time.monotonic() < deadline:
+        procs = {i for i in procs if _identity(i[0]) == i}
+        time.sleep(0.05)
+    return procs
+
+
 @final
 class LocalRayCluster:
     """One head node owned by this process; ``address`` is its GCS address (``RAY_ADDRESS``).
@@ -148,11 +158,11 @@ class LocalRayCluster:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
-            deadline = time.monotonic() + 5.0
-            while tree and time.monotonic() < deadline:
-                tree = {i for i in tree if _identity(i[0]) == i}
-                time.sleep(0.05)
+            tree = _still_running(tree, 5.0)
             for pid, _ in tree:  # did not stop with the node: by pid, never by name
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
+            # SIGKILL is not instant: a process with many threads on a loaded host takes a
+            # while to exit, and the leak check right after this must not catch it dying.
+            _still_running(tree, 10.0)
         self._tmp.cleanup()
