@@ -26,7 +26,7 @@ from actorllm.models.meta_init import on_meta
 from actorllm.models.moe import FusedExperts, SparseMoeBlock
 from actorllm.models.parallel import split_kind
 from actorllm.models.quant.experts import QuantExperts
-from actorllm.models.quant.linear import QUANT_LINEARS, Fp8Linear, Int8Linear, PackedLinear
+from actorllm.models.quant.linear import QUANT_LINEARS, quant_linear
 from actorllm.models.quant.shards import check_shard_alignment
 from actorllm.models.quant.spec import QuantizationError, QuantSpec, resolve_quantization
 
@@ -98,17 +98,13 @@ def quantize_linears(model: CausalLM, spec: QuantSpec, dtype: torch.dtype) -> in
             cfg, kind = model.config, split_kind(hf[0])
             out_sizes = list(sizes or [child.out_features])
             check_shard_alignment(cfg, spec, prefix, kind, child.in_features, out_sizes)
-            args = (
-                child.in_features, child.out_features, child.bias is not None,
-                spec, dtype, list(sizes) if sizes else None,
-            )  # fmt: skip
+            row = kind == "row" and cfg.tp_size > 1
             with on_meta():
-                if spec.scheme in ("w8a8_int8", "fp8"):
-                    cls = Int8Linear if spec.scheme == "w8a8_int8" else Fp8Linear
-                    layer: nn.Module = cls(*args)
-                else:
-                    row = kind == "row" and cfg.tp_size > 1
-                    layer = PackedLinear(*args, (cfg.tp_rank, cfg.tp_size) if row else None)
+                layer = quant_linear(
+                    spec, child.in_features, child.out_features, child.bias is not None,
+                    dtype, list(sizes) if sizes else None,
+                    (cfg.tp_rank, cfg.tp_size) if row else None,
+                )  # fmt: skip
             setattr(owner, child_name, layer)
             count += 1
     if count == 0:
@@ -122,12 +118,6 @@ def quantize_linears(model: CausalLM, spec: QuantSpec, dtype: torch.dtype) -> in
 # A MoE block's linears that route rather than compute: never quantized (vLLM builds them
 # with quant_config=None); a checkpoint storing them quantized fails to load, named.
 ROUTERS = ("gate", "shared_expert_gate")
-
-
-def _linear_class(spec: QuantSpec) -> type[PackedLinear | Int8Linear | Fp8Linear]:
-    if spec.scheme == "w8a8_int8":
-        return Int8Linear
-    return Fp8Linear if spec.scheme == "fp8" else PackedLinear
 
 
 def _quantize_experts(
@@ -159,9 +149,7 @@ def _quantize_experts(
         check_shard_alignment(cfg, spec, f"{first}.gate_up_proj", "column", hidden, [inter] * 2)
         check_shard_alignment(cfg, spec, f"{first}.down_proj", "row", inter, [hidden])
     with on_meta():
-        block.experts = QuantExperts(
-            experts.num_experts, hidden, inter, spec, dtype, _linear_class(spec), row_shard
-        )
+        block.experts = QuantExperts(experts.num_experts, hidden, inter, spec, dtype, row_shard)
     return 2 * experts.num_experts
 
 

@@ -28,10 +28,9 @@ import torch
 from torch import nn
 
 from actorllm.models.expert_modules import ExpertModules
-from actorllm.models.quant.linear import Fp8Linear, Int8Linear, PackedLinear
+from actorllm.models.quant.linear import QuantLinear, quant_linear
 from actorllm.models.quant.spec import QuantSpec
 
-QuantLinear = PackedLinear | Int8Linear | Fp8Linear
 # An HF per-expert projection -> (our linear in the expert, its output shard; None: whole).
 EXPERT_LINEARS: dict[str, tuple[str, int | None]] = {
     "gate_proj": ("gate_up_proj", 0),
@@ -48,7 +47,6 @@ class QuantExpert(nn.Module):
 
     def __init__(
         self,
-        cls: type[QuantLinear],
         hidden: int,
         inter: int,
         spec: QuantSpec,
@@ -56,14 +54,14 @@ class QuantExpert(nn.Module):
         row_shard: tuple[int, int] | None = None,
     ) -> None:
         """``inter``: this rank's columns; ``row_shard``: (rank, ranks) of ``down_proj``'s
-        input split under tensor parallelism (GPTQ's ``g_idx`` numbers groups across it)."""
+        input split under tensor parallelism (see :func:`quant_linear`)."""
         super().__init__()
         self.shard_sizes = [inter, inter]
-        self.gate_up_proj = cls(hidden, 2 * inter, False, spec, dtype, [inter, inter])
-        self.down_proj: QuantLinear = (
-            PackedLinear(inter, hidden, False, spec, dtype, None, row_shard)
-            if cls is PackedLinear
-            else cls(inter, hidden, False, spec, dtype, None)
+        self.gate_up_proj: QuantLinear = quant_linear(
+            spec, hidden, 2 * inter, False, dtype, [inter, inter]
+        )
+        self.down_proj: QuantLinear = quant_linear(
+            spec, inter, hidden, False, dtype, None, row_shard
         )
 
 
@@ -77,13 +75,12 @@ class QuantExperts(ExpertModules):
         inter: int,
         spec: QuantSpec,
         dtype: torch.dtype,
-        cls: type[QuantLinear],
         row_shard: tuple[int, int] | None = None,
     ) -> None:
         super().__init__()
         self.num_experts, self.inter = num_experts, inter
         for e in range(num_experts):
-            self.add_module(str(e), QuantExpert(cls, hidden, inter, spec, dtype, row_shard))
+            self.add_module(str(e), QuantExpert(hidden, inter, spec, dtype, row_shard))
 
     def expert(self, e: int) -> QuantExpert:
         module = super().expert(e)

@@ -510,6 +510,28 @@ class Fp8Linear(nn.Module):
 
 
 QUANT_LINEARS = (PackedLinear, Int8Linear, Fp8Linear)
+QuantLinear = PackedLinear | Int8Linear | Fp8Linear
+
+
+def quant_linear(
+    spec: QuantSpec,
+    in_features: int,
+    out_features: int,
+    bias: bool,
+    dtype: torch.dtype,
+    shard_sizes: list[int] | None = None,
+    row_shard: tuple[int, int] | None = None,
+) -> QuantLinear:
+    """The linear of ``spec``'s scheme. ``row_shard``: (rank, ranks) of a row-parallel
+    layer's input split; only the packed formats need it (their group index, GPTQ's
+    ``g_idx``, numbers groups across the ranks). W8A8's per-channel and fp8's per-tensor
+    or per-block scales follow a rank's columns as they are."""
+    args = (in_features, out_features, bias, spec, dtype, shard_sizes)
+    if spec.scheme == "w8a8_int8":
+        return Int8Linear(*args)
+    if spec.scheme == "fp8":
+        return Fp8Linear(*args)
+    return PackedLinear(*args, row_shard)
 
 
 def _refuse(spec: QuantSpec, what: str) -> NotImplementedError:
