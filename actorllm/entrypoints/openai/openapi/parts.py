@@ -39,3 +39,14 @@ def error_responses(op: dict[str, Any], error: dict[str, Any], statuses: list[in
     reason a route answers it."""
     for status in statuses:
         op["responses"][str(status)] = {**error, "description": _REASONS[status]}
+
+
+def guarded_error_responses(
+    op: dict[str, Any], error: dict[str, Any], statuses: list[int], guarded: bool
+) -> None:
+    """:func:`error_responses` for a route that ``guarded`` (an API key is set and the route
+    checks it) also answers 401 for, under the bearer scheme."""
+    if guarded:
+        statuses = [*statuses, 401]
+        op["security"] = [{"bearer": []}]
+    error_responses(op, error, sorted(statuses))

@@ -21,7 +21,13 @@ from actorllm.entrypoints.openai.openapi.endpoints import (
     POOLING_RULES,
     SCORE_RULES,
 )
-from actorllm.entrypoints.openai.openapi.parts import REF, error_responses, json_content, sse_event
+from actorllm.entrypoints.openai.openapi.parts import (
+    REF,
+    error_responses,
+    guarded_error_responses,
+    json_content,
+    sse_event,
+)
 from actorllm.entrypoints.openai.openapi.served import Served, pooling_served
 from actorllm.entrypoints.openai.protocol import pooling as pp
 from actorllm.entrypoints.openai.responses.openapi import responses_paths
@@ -100,10 +106,7 @@ def _operation(
     if req is not None:
         op["requestBody"] = {"required": True, **json_content(ref[req])}
         statuses += [400, 404, 413]
-    if is_guarded(path) and api_key:
-        statuses.append(401)
-        op["security"] = [{"bearer": []}]
-    error_responses(op, error, sorted(statuses))
+    guarded_error_responses(op, error, statuses, is_guarded(path) and api_key)
     return op
 
 
@@ -129,11 +132,7 @@ def _invocations(ref: dict[type, Any], error: dict[str, Any], api_key: bool) -> 
         "requestBody": {"required": True, **json_content(body)},
         "responses": {"200": ok},
     }
-    statuses = [400, 404, 413, 500, 503]
-    if api_key:
-        statuses.append(401)
-        op["security"] = [{"bearer": []}]
-    error_responses(op, error, sorted(statuses))
+    guarded_error_responses(op, error, [400, 404, 413, 500, 503], api_key)
     return op
 
 
@@ -169,9 +168,5 @@ def _lora_paths(
             "requestBody": {"required": True, **json_content(ref)},
             "responses": {"200": ok},
         }
-        statuses = [400, 404, 500, 503]
-        if is_guarded(path) and api_key:
-            statuses.append(401)
-            op["security"] = [{"bearer": []}]
-        error_responses(op, error, sorted(statuses))
+        guarded_error_responses(op, error, [400, 404, 500, 503], is_guarded(path) and api_key)
         paths[path] = {"post": op}
