@@ -54,6 +54,15 @@ def pytest_configure(config: pytest.Config) -> None:
     _share_the_cpus_between_workers()  # before any test starts a process
 
 
+@pytest.fixture
+def w4a16(monkeypatch: pytest.MonkeyPatch) -> None:
+    """4-bit linears keep their inputs in float (``VLLM_CPU_INT4_W4A8=0``; engine processes
+    started by the test inherit it): for tests that compare a 4-bit checkpoint's tokens
+    exactly with its dequantized weights' (the default, W4A8, rounds the inputs too; its
+    own tests bound the difference)."""
+    monkeypatch.setenv("ACTORLLM_CPU_INT4_W4A8", "0")
+
+
 @pytest.fixture(params=["trio", "asyncio"])
 def anyio_backend(request: pytest.FixtureRequest) -> str:
     """Every ``@pytest.mark.anyio`` test runs once on trio (the reference) and once on asyncio."""

@@ -7,7 +7,9 @@ decode tokens/s at batch 1 and batched, ratios against bf16 measured in the same
 Variants (``--variants``): ``bf16`` (the baseline), ``gptq4`` (GPTQ int4, group 128,
 symmetric), ``awq4`` (AWQ int4, group 128, zero points), ``w8a8`` (compressed-tensors
 int8 weights per channel, dynamic per-token int8 activations), ``gguf-q8_0`` and
-``gguf-q4_0`` (GGUF files of random blocks, the tied head quantized too), and
+``gguf-q4_0`` (GGUF files of random blocks, the tied head quantized too),
+``gptq4-w4a16`` (the GPTQ model with ``VLLM_CPU_INT4_W4A8=0``: inputs kept in float, where
+4-bit rows otherwise quantize them to int8; each row records which it ran), and
 ``bf16-fp8kv`` (the bf16 model with ``kv_cache_dtype="fp8"``: every variant gets the same
 64 MiB KV budget, and each row records the KV blocks it bought). The safetensors
 formats load with ``load_format=dummy`` (random weights in the packed layouts: speed does
@@ -28,18 +30,24 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import statistics
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
 
-VARIANTS = ("bf16", "gptq4", "awq4", "w8a8", "gguf-q8_0", "gguf-q4_0", "bf16-fp8kv")
+VARIANTS = (
+    "bf16", "gptq4", "awq4", "w8a8", "gguf-q8_0", "gguf-q4_0", "gptq4-w4a16", "bf16-fp8kv",
+)  # fmt: skip
 # Variants that differ from another's checkpoint only in engine settings.
-_SAME_MODEL = {"bf16-fp8kv": "bf16"}
+_SAME_MODEL = {"bf16-fp8kv": "bf16", "gptq4-w4a16": "gptq4"}
 _KV_DTYPE = {"bf16-fp8kv": "fp8"}
+_ENV = {"gptq4-w4a16": {"ACTORLLM_CPU_INT4_W4A8": "0"}}  # set while the model is built
 _QUANT_CONFIGS: dict[str, dict[str, Any]] = {
     "gptq4": {"quant_method": "gptq", "bits": 4, "group_size": 128, "desc_act": False,
               "sym": True, "checkpoint_format": "gptq"},
@@ -195,12 +203,33 @@ async def _decode_rate(engine: Any, batch: int, args: argparse.Namespace, rng: A
     return batch * (args.output_len - 1) / window
 
 
+def _int8_inputs(worker: Any) -> bool:
+    """Whether the worker's 4-bit linears quantize their inputs to int8 (W4A8)."""
+    return any(getattr(m, "act_int8", False) for m in worker.model_runner.model.modules())
+
+
+@contextmanager
+def _environment(values: dict[str, str]) -> Iterator[None]:
+    """``values`` in the process environment for the block (the engine runs in this process
+    and reads them while it builds the model), the old values back after."""
+    old = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 async def _run(
     models: dict[str, tuple[str, str]], batches: list[int], args: argparse.Namespace
 ) -> tuple[dict[str, dict[str, list[float]]], dict[str, dict[str, int]]]:
     """Every variant's engine open at once; each round measures every variant in turn at
     every batch size. Returns ({variant: {batch: [rate per round]}}, {variant: {"weight_bytes",
-    "kv_blocks"}})."""
+    "kv_blocks", "w4a8"}})."""
     from contextlib import AsyncExitStack
 
     from actorllm.core.sampling_params import SamplingParams
@@ -220,15 +249,18 @@ async def _run(
                 max_num_seqs=max(batches), kv_cache_memory_bytes=64 * 2**20, seed=args.seed,
                 kv_cache_dtype=_KV_DTYPE.get(v, "auto"),
             )  # fmt: skip
-            engine = await stack.enter_async_context(AsyncEngine.open(config))
+            with _environment(_ENV.get(v, {})):
+                engine = await stack.enter_async_context(AsyncEngine.open(config))
             warm = SamplingParams(max_tokens=4, ignore_eos=True, detokenize=False)
             async for _ in engine.generate({"prompt_token_ids": [11, 12, 13, 14]}, warm):
                 pass
             (weight_bytes,) = await engine.collective_rpc(
                 lambda worker: worker.model_runner.weight_bytes
             )
+            (int8_inputs,) = await engine.collective_rpc(_int8_inputs)
             blocks = (await engine.get_stats()).num_gpu_blocks
-            sizes[v] = {"weight_bytes": weight_bytes, "kv_blocks": blocks}
+            sizes[v] = {"weight_bytes": weight_bytes, "kv_blocks": blocks,
+                        "w4a8": int8_inputs}  # fmt: skip
             engines[v] = engine
         for r in range(args.rounds):
             for v, engine in engines.items():

@@ -1,20 +1,32 @@
-"""Weight-only quantized GEMM for few rows through the native kernel ``csrc/wq_gemm.c``:
-the packed 4/8-bit weight is dequantized chunk by chunk inside the product, so a decode
-step reads the packed bytes (a quarter of bf16's for 4-bit) and nothing else.
+"""Weight-only quantized GEMM for few rows through the native kernels ``csrc/wq_gemm.c``
+and ``csrc/w4a8_gemm.c``: the packed 4/8-bit weight is dequantized chunk by chunk inside
+the product, so a decode step reads the packed bytes (a quarter of bf16's for 4-bit) and
+nothing else.
 
 Returns None where the kernel does not take the call (no native build, not CPU, shapes it
 does not handle); the caller then runs its torch path (``models/quant/linear.py``).
+
+4-bit weights multiply int8-quantized inputs by default (W4A8, :func:`wq_linear_a8`), as
+vLLM's CPU build does on the hosts it has an int8 kernel for; ``VLLM_CPU_INT4_W4A8=0`` (or
+``ACTORLLM_CPU_INT4_W4A8=0``, which wins) keeps the inputs in float.
 """
 
 from __future__ import annotations
 
 import ctypes
 import functools
+import logging
+import os
+from collections.abc import Mapping
 from typing import Any
 
 import torch
 
 from actorllm.kernels import native
+
+logger = logging.getLogger(__name__)
+
+W4A8_ENV = ("ACTORLLM_CPU_INT4_W4A8", "VLLM_CPU_INT4_W4A8")  # the first one set wins
 
 # Up to this many rows the GEMM is bound by reading the weight: the native kernel wins;
 # above it the dequantize-a-tile-then-matmul path reuses each tile over the rows.
@@ -24,16 +36,71 @@ _P, _I64, _I32 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int
 _ARGS: list[Any] = [_P, _I64, _I64, _P, _I64, _I32, _P, _P, _I64, _P, _P, _I32]
 
 
-@functools.cache
-def _lib() -> Any:
-    lib = native.library("wq_gemm")
+def _load(name: str, signatures: dict[str, tuple[list[Any], Any]]) -> Any:
+    """``csrc/<name>.c`` built and loaded with its functions' ctypes signatures (name ->
+    (argtypes, restype)), or None (no native build)."""
+    lib = native.library(name)
     if lib is None:
         return None
-    lib.wq_linear.argtypes = _ARGS
-    lib.wq_linear.restype = ctypes.c_int
-    lib.i8_gemm.argtypes = [_P, _I64, _I64, _P, _I64, _P, _I32]
-    lib.i8_gemm.restype = ctypes.c_int
+    for fn, (args, res) in signatures.items():
+        getattr(lib, fn).argtypes, getattr(lib, fn).restype = args, res
     return lib
+
+
+@functools.cache
+def _lib() -> Any:
+    return _load("wq_gemm", {
+        "wq_linear": (_ARGS, ctypes.c_int),
+        "wq_dequant": ([_P, _I64, _I64, _I32, _P, _P, _I64, _P, _I32], None),
+        "i8_gemm": ([_P, _I64, _I64, _P, _I64, _P, _I32], ctypes.c_int),
+    })  # fmt: skip
+
+
+@functools.cache
+def _a8_lib() -> Any:
+    return _load("w4a8_gemm", {
+        "wq_linear_a8": (_ARGS, ctypes.c_int), "wq_linear_a8_built": ([], ctypes.c_int),
+    })  # fmt: skip
+
+
+def w4a8_enabled(environ: Mapping[str, str] = os.environ) -> bool:
+    """Whether 4-bit linears quantize their inputs to int8 (vLLM's ``VLLM_CPU_INT4_W4A8``:
+    an integer, on unless 0).
+
+    >>> w4a8_enabled({}), w4a8_enabled({"VLLM_CPU_INT4_W4A8": "0"})
+    (True, False)
+    >>> w4a8_enabled({"ACTORLLM_CPU_INT4_W4A8": "1", "VLLM_CPU_INT4_W4A8": "0"})
+    True
+    """
+    for name in W4A8_ENV:
+        value = environ.get(name, "").strip()
+        if value:
+            try:
+                return bool(int(value))
+            except ValueError:
+                raise ValueError(f"{name}: must be 0 or 1, got {value!r}") from None
+    return True
+
+
+def w4a8_inputs() -> bool:
+    """Whether this process's 4-bit linears run W4A8: asked for (:func:`w4a8_enabled`) and
+    built here (the native kernel on an AVX2 host). Logged once per process."""
+    enabled = w4a8_enabled()
+    lib = _a8_lib()
+    built = lib is not None and bool(lib.wq_linear_a8_built())
+    _announce(enabled, built)
+    return enabled and built
+
+
+@functools.cache
+def _announce(enabled: bool, built: bool) -> None:
+    if enabled and built:
+        logger.info(
+            "4-bit linears quantize their inputs to int8 per row and group (W4A8) up to %d "
+            "rows; VLLM_CPU_INT4_W4A8=0 keeps them in float", MAX_ROWS,
+        )  # fmt: skip
+    elif enabled:
+        logger.info("4-bit linears keep their inputs in float: no W4A8 kernel on this host")
 
 
 def _fn() -> Any:
@@ -62,14 +129,49 @@ def wq_linear(
     offsets: torch.Tensor,
     group_size: int,
     bias: torch.Tensor | None,
+    act_int8: bool = False,
 ) -> torch.Tensor | None:
     """x: float32 [M, I] contiguous; packed uint8 [O, I * bits / 8]; scales, offsets
     float32 [O, G] (``w = q * scale + offset``); bias float32 [O] or None -> float32
-    [M, O], or None (not taken)."""
-    if x.device.type != "cpu" or x.shape[0] > MAX_ROWS or x.dtype != torch.float32:
-        return None
-    fn = _fn()
-    if fn is None:
+    [M, O], or None (not taken). ``act_int8``: 4-bit weights take :func:`wq_linear_a8`
+    where it takes the call."""
+    if act_int8 and bits == 4:
+        out = wq_linear_a8(x, packed, scales, offsets, group_size, bias)
+        if out is not None:
+            return out
+    return _run(_fn(), x, packed, bits, scales, offsets, group_size, bias)
+
+
+def wq_linear_a8(
+    x: torch.Tensor,
+    packed: torch.Tensor,
+    scales: torch.Tensor,
+    offsets: torch.Tensor,
+    group_size: int,
+    bias: torch.Tensor | None,
+) -> torch.Tensor | None:
+    """4-bit weights times int8-quantized inputs (W4A8; ``csrc/w4a8_gemm.c``): the inputs
+    are quantized per row and block of the group's columns (at most 256), symmetric, then
+    multiplied on integers. Arguments as :func:`wq_linear` with ``bits=4``; None where the
+    kernel does not take the call (no AVX2 build, a group not a multiple of 32)."""
+    lib = _a8_lib()
+    return _run(None if lib is None else lib.wq_linear_a8, x, packed, 4, scales, offsets,
+                group_size, bias)  # fmt: skip
+
+
+def _run(
+    fn: Any,
+    x: torch.Tensor,
+    packed: torch.Tensor,
+    bits: int,
+    scales: torch.Tensor,
+    offsets: torch.Tensor,
+    group_size: int,
+    bias: torch.Tensor | None,
+) -> torch.Tensor | None:
+    """One of the kernels (``wq_linear``'s signature) on ``x``, or None (no kernel, not a
+    call it takes)."""
+    if fn is None or x.device.type != "cpu" or x.shape[0] > MAX_ROWS or x.dtype != torch.float32:
         return None
     m, i = x.shape
     o = packed.shape[0]
@@ -80,3 +182,27 @@ def wq_linear(
         torch.get_num_threads(),
     )  # fmt: skip
     return out if rc == 0 else None
+
+
+def wq_dequant(
+    packed: torch.Tensor,
+    bits: int,
+    scales: torch.Tensor,
+    offsets: torch.Tensor,
+    group_size: int,
+) -> torch.Tensor | None:
+    """packed uint8 [T, I * bits / 8] (contiguous rows), scales / offsets float32 [T, G] ->
+    the float32 weight [T, I] (``q * scale + offset``), or None (no native build, not CPU,
+    groups of a size the layout cannot have)."""
+    lib = _lib()
+    if lib is None or packed.device.type != "cpu" or bits not in (4, 8):
+        return None
+    t = packed.shape[0]
+    i = packed.shape[1] * 8 // bits
+    if group_size <= 0 or i % group_size or (bits == 4 and group_size % 2):
+        return None
+    packed, scales, offsets = packed.contiguous(), scales.contiguous(), offsets.contiguous()
+    out = torch.empty(t, i, dtype=torch.float32)  # [T, I]
+    lib.wq_dequant(packed.data_ptr(), t, i, bits, scales.data_ptr(), offsets.data_ptr(),
+                   group_size, out.data_ptr(), torch.get_num_threads())  # fmt: skip
+    return out

@@ -38,6 +38,90 @@ def test_matches_the_dequantized_product(bits: int, gs: int, i: int, o: int, m: 
     torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
 
 
+def _has_w4a8() -> bool:
+    """The W4A8 kernel is built for x86 hosts with AVX2 only."""
+    one = torch.ones(1, 1)
+    return quant_gemm.wq_linear_a8(torch.ones(1, 32), torch.zeros(1, 16, dtype=torch.uint8),
+                                   one, one, 32, None) is not None  # fmt: skip
+
+
+def _a8_reference(x: torch.Tensor, w: torch.Tensor, gs: int) -> torch.Tensor:
+    """x [M, I] rounded to int8 per row and block of min(gs, 256) columns (symmetric,
+    half to even), times w [O, I] in float64: what the W4A8 kernel computes, up to the
+    order of its float sums."""
+    m, i = x.shape
+    a = gs if gs <= 256 else next(v for v in (256, 128, 64, 32) if gs % v == 0)
+    xb = x.view(m, i // a, a)
+    amax = xb.abs().amax(-1, keepdim=True)  # [M, B, 1]
+    inv = torch.where(amax > 0, 127.0 / amax, torch.zeros_like(amax))
+    xq = torch.round(xb * inv)  # [M, B, a], in [-127, 127]
+    return ((xq * (amax / 127.0)).view(m, i).double() @ w.double().t()).float()
+
+
+@pytest.mark.parametrize(
+    ("gs", "i", "o", "m"),
+    [
+        (32, 64, 48, 1),  # GGUF Q4_0 / Q4_K groups: blocks taken in pairs
+        (32, 96, 8, 3),  # an odd number of them
+        (128, 512, 40, 5),  # GPTQ / AWQ
+        (128, 384, 24, 1),
+        (96, 192, 8, 2),
+        (1024, 2048, 8, 2),  # a group of many blocks of 256
+        (512, 512, 16, 16),  # one group per row
+    ],
+)
+def test_w4a8_is_the_product_of_int8_rounded_inputs(gs: int, i: int, o: int, m: int) -> None:
+    if not _has_w4a8():
+        pytest.skip("no W4A8 kernel on this host (AVX2 only)")
+    g = torch.Generator().manual_seed(gs + i + m)
+    q = torch.randint(0, 16, (o, i), dtype=torch.uint8, generator=g)
+    scales = torch.rand(o, i // gs, generator=g) * 0.01
+    offsets = -torch.randint(0, 16, (o, i // gs), generator=g).float() * scales
+    bias = torch.randn(o, generator=g)
+    x = torch.randn(m, i, generator=g)
+    x[0, : min(gs, 256)] = 0.0  # an all-zero block
+    w = (q.view(o, i // gs, gs).float() * scales[..., None] + offsets[..., None]).view(o, i)
+    out = quant_gemm.wq_linear(x, pack_rows(q, 4), 4, scales, offsets, gs, bias, act_int8=True)
+    assert out is not None
+    torch.testing.assert_close(out, _a8_reference(x, w, gs) + bias, rtol=1e-5, atol=2e-6)
+    # ... which is not the float product: the inputs really were rounded.
+    assert not torch.allclose(out, x @ w.t() + bias, rtol=1e-5, atol=2e-6)
+
+
+def test_w4a8_leaves_groups_it_does_not_take_to_the_float_kernel() -> None:
+    """Groups of 16 (not a multiple of 32): the float-input kernel runs."""
+    g = torch.Generator().manual_seed(0)
+    q = torch.randint(0, 16, (8, 64), dtype=torch.uint8, generator=g)
+    s, z = torch.rand(8, 4, generator=g), torch.zeros(8, 4)
+    x = torch.randn(2, 64, generator=g)
+    packed = pack_rows(q, 4)
+    assert quant_gemm.wq_linear_a8(x, packed, s, z, 16, None) is None
+    a8 = quant_gemm.wq_linear(x, packed, 4, s, z, 16, None, act_int8=True)
+    assert a8 is not None
+    assert torch.equal(a8, quant_gemm.wq_linear(x, packed, 4, s, z, 16, None))
+
+
+def test_w4a8_switch_reads_vllm_and_actorllm_names() -> None:
+    assert quant_gemm.w4a8_enabled({})
+    assert not quant_gemm.w4a8_enabled({"VLLM_CPU_INT4_W4A8": "0"})
+    assert not quant_gemm.w4a8_enabled({"ACTORLLM_CPU_INT4_W4A8": "0"})
+    assert quant_gemm.w4a8_enabled({"ACTORLLM_CPU_INT4_W4A8": "1", "VLLM_CPU_INT4_W4A8": "0"})
+    with pytest.raises(ValueError, match="VLLM_CPU_INT4_W4A8: must be 0 or 1, got 'yes'"):
+        quant_gemm.w4a8_enabled({"VLLM_CPU_INT4_W4A8": "yes"})
+
+
+@pytest.mark.parametrize(("bits", "gs"), [(4, 32), (4, 128), (8, 16), (8, 64)])
+def test_dequant_is_the_torch_paths_value_exactly(bits: int, gs: int) -> None:
+    g = torch.Generator().manual_seed(bits + gs)
+    q = torch.randint(0, 2**bits, (24, 256), dtype=torch.uint8, generator=g)
+    scales = torch.rand(24, 256 // gs, generator=g) * 0.01
+    offsets = -torch.rand(24, 256 // gs, generator=g)
+    w = quant_gemm.wq_dequant(pack_rows(q, bits), bits, scales, offsets, gs)
+    assert w is not None
+    want = q.view(24, -1, gs).float() * scales[..., None] + offsets[..., None]
+    assert torch.equal(w, want.view(24, 256))
+
+
 def test_calls_it_does_not_take_return_none() -> None:
     q = torch.zeros(4, 24, dtype=torch.uint8)  # I = 24: not a multiple of 16
     s, z = torch.ones(4, 1), torch.zeros(4, 1)

@@ -39,13 +39,7 @@
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
 
-/* The 8 lanes in one fixed order: (0+4, 1+5, 2+6, 3+7), then pairs, then the last two. */
-static inline float hsum8(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
+#include "hsum8.h"
 
 /* Widening 16 bf16 weights takes one load and two unpacks with zero (bf16 in the high
  * half of each 32-bit lane is the float32 value), which leave the columns in the order

@@ -445,6 +445,7 @@ static __attribute__((noinline)) void attend_tile_any(TILE_ARGS) {
  * block, as the AVX-512 walk's 32 zmm do). Each head sees the same tiles in the same order
  * whatever the grouping, so results do not depend on it. */
 #include "exp256.h"
+#include "hsum8.h"
 
 #define TILE_MAX_NC8 (2 * TILE_MAX_NC) /* D / 8 */
 
@@ -463,11 +464,6 @@ static inline float hmax8(__m256 v) {
     return _mm_cvtss_f32(_mm_max_ss(x, _mm_movehdup_ps(x)));
 }
 
-static inline float hsum8(__m256 v) {
-    __m128 x = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    x = _mm_add_ps(x, _mm_movehl_ps(x, x));
-    return _mm_cvtss_f32(_mm_add_ss(x, _mm_movehdup_ps(x)));
-}
 
 /* 8 elements at `off` as float32 (bfloat16 widened exactly: a shift; fp8: 8 lookups in
  * lut, one gather). */

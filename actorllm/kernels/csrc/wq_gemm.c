@@ -69,6 +69,7 @@ static void one_output_row(const float *x, int64_t m_rows, int64_t in, const uin
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
 #include <stdlib.h>
+#include "hsum8.h"
 #define HAVE_AVX2_PATH 1
 
 /* AVX2 + FMA (detected by the compiler's -march=native, never assumed): the scale and
@@ -84,12 +85,6 @@ static void one_output_row(const float *x, int64_t m_rows, int64_t in, const uin
 
 static inline __m256 u8x8(__m128i v) { return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v)); }
 
-static inline float hsum8(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
 
 /* The codes of 16 columns starting at column c of a packed row, as two float vectors. */
 static inline void codes16(const uint8_t *prow, int bits, int64_t c, __m256 *a, __m256 *b) {
@@ -197,6 +192,36 @@ static int wq_linear_avx2(const float *x, int64_t m_rows, int64_t in, const uint
     return 0;
 }
 #endif
+
+
+/* Rows of a packed weight dequantized into float32 out [rows, I] (the prefill path's tiles):
+ * w = q * scale + offset, exactly the torch path's value. One pass over the packed bytes,
+ * threads over rows when there is enough work. */
+void wq_dequant(const uint8_t *packed, int64_t rows, int64_t in, int bits, const float *scales,
+                const float *offsets, int64_t gs, float *out, int num_threads) {
+    int64_t groups = in / gs, row_bytes = in * bits / 8;
+    int nt = rows * in >= PAR_MIN_WORK && num_threads > 1 ? num_threads : 1;
+#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
+    for (int64_t r = 0; r < rows; r++) {
+        const uint8_t *p = packed + r * row_bytes;
+        float *w = out + r * in;
+        for (int64_t g = 0; g < groups; g++) {
+            float s = scales[r * groups + g], b = offsets[r * groups + g];
+            float *wg = w + g * gs;
+            if (bits == 4) {
+                const uint8_t *pg = p + g * gs / 2;
+                for (int64_t k = 0; k < gs / 2; k++) {
+                    wg[2 * k] = (float)(pg[k] & 0xF) * s + b;
+                    wg[2 * k + 1] = (float)(pg[k] >> 4) * s + b;
+                }
+            } else {
+                const uint8_t *pg = p + g * gs;
+                for (int64_t k = 0; k < gs; k++) wg[k] = (float)pg[k] * s + b;
+            }
+        }
+    }
+}
+
 
 /* Returns 0, or -1 when the shapes are not ones this kernel takes (the caller falls back):
  * I and gs multiples of LANES, gs below CHUNK, a multiple of it, or the whole row. */

@@ -32,6 +32,8 @@ import gguf
 import numpy as np
 import torch
 
+from actorllm.kernels.quant_gemm import wq_dequant
+
 T = gguf.GGMLQuantizationType
 FLOAT_TYPES = (T.F32, T.F16, T.BF16)
 BLOCK_TYPES = (T.Q8_0, T.Q4_0, T.Q4_K, T.Q6_K)
@@ -100,6 +102,10 @@ class BlockWeight:
     def dequantize(self, start: int, stop: int) -> torch.Tensor:
         """Rows ``[start, stop)`` as float32 ``[stop - start, I]``."""
         p = self.packed[start:stop]  # [t, I * bits / 8]
+        native = wq_dequant(p, self.bits, self.scales[start:stop], self.offsets[start:stop],
+                            self.group_size)  # fmt: skip
+        if native is not None:
+            return native
         if self.bits == 4:
             q = torch.stack((p & 0xF, p >> 4), dim=-1).view(p.shape[0], -1)  # [t, I]
         else:

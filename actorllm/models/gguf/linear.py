@@ -15,8 +15,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from actorllm.kernels.quant_gemm import MAX_ROWS, wq_linear
+from actorllm.kernels.quant_gemm import MAX_ROWS, w4a8_inputs, wq_linear
 from actorllm.models.gguf.blocks import BlockWeight
+from actorllm.models.quant.linear import tile_inputs
 
 # Weights dequantized per tile on the many-rows path: bounds the transient float copy.
 TILE_ELEMENTS = 1 << 20
@@ -55,6 +56,7 @@ class GGUFLinear(nn.Module):
         self.in_features, self.out_features, self.name = in_features, out_features, name
         self.parts: list[Part] = []
         self.register_buffer("bias", None)  # [O] in the model dtype, or None
+        self.act_int8 = False  # 4-bit parts: int8 inputs (W4A8, kernels/quant_gemm.py)
 
     def set_weights(self, parts: list[Part], bias: torch.Tensor | None) -> None:
         """Install the weight (parts in output-row order) and an optional bias [O]; every
@@ -67,6 +69,8 @@ class GGUFLinear(nn.Module):
             )
         for k, p in enumerate(parts):
             if isinstance(p, BlockWeight):
+                if p.bits == 4:
+                    self.act_int8 = w4a8_inputs()
                 self.register_buffer(f"p{k}_packed", p.packed)
                 self.register_buffer(f"p{k}_scales", p.scales)
                 self.register_buffer(f"p{k}_offsets", p.offsets)
@@ -84,16 +88,17 @@ class GGUFLinear(nn.Module):
         if rows.shape[0] <= MAX_ROWS and rows.device.type == "cpu":
             # Few rows (decode): the native kernel reads the packed weight once.
             native = wq_linear(rows.float().contiguous(), p.packed, p.bits, p.scales,
-                               p.offsets, p.group_size, None)  # fmt: skip
+                               p.offsets, p.group_size, None, self.act_int8)  # fmt: skip
             if native is not None:
                 return native.to(rows.dtype)
         o = p.rows
         t = max(1, min(o, TILE_ELEMENTS // self.in_features))
+        xs = tile_inputs(rows)  # [M, I] in the tiles' dtype
         out = torch.empty(rows.shape[0], o, dtype=rows.dtype, device=rows.device)
         for start in range(0, o, t):
             stop = min(o, start + t)
-            w = p.dequantize(start, stop).to(rows.dtype)  # [t, I]
-            out[:, start:stop] = rows @ w.t()  # [M, t]
+            w = p.dequantize(start, stop).to(xs.dtype)  # [t, I]
+            out[:, start:stop] = xs @ w.t()  # [M, t]
         return out
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -10,7 +10,9 @@ GPTQ's activation order
 columns sorted by group, so each group is contiguous (the inputs are permuted the same way
 in the forward). The forward dequantizes one tile of output rows at a time
 (:data:`TILE_ELEMENTS` weights) and multiplies it, so no full-precision copy of a weight
-ever exists beyond one tile.
+ever exists beyond one tile. Up to ``MAX_ROWS`` rows (decode) the native kernel reads the
+packed weight instead; for 4-bit weights it quantizes the inputs to int8 per row and group
+(W4A8, vLLM's ``VLLM_CPU_INT4_W4A8``, on by default; ``kernels/quant_gemm.py``).
 
 Tensor parallel, row-parallel GPTQ with activation order: a rank's input rows belong to
 any of the layer's groups, in uneven counts, so (as vLLM) every rank keeps the scales and
@@ -48,7 +50,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from actorllm.kernels.int8_gemm import int8_linear
-from actorllm.kernels.quant_gemm import MAX_ROWS, wq_linear
+from actorllm.kernels.quant_gemm import MAX_ROWS, w4a8_inputs, wq_dequant, wq_linear
+from actorllm.models.onednn_linear import compute_dtype
 from actorllm.models.quant.spec import QuantSpec
 
 # Weights dequantized per tile: bounds the transient float copy (1 Mi elements).
@@ -74,6 +77,16 @@ def unpack_int32(packed: torch.Tensor, bits: int, dim: int) -> torch.Tensor:
     fields = (moved >> shifts) & ((1 << bits) - 1)  # [..., N, pf]
     out = fields.reshape(*moved.shape[:-2], moved.shape[-2] * pf).to(torch.uint8)
     return out.movedim(-1, dim)
+
+
+def tile_inputs(rows: torch.Tensor) -> torch.Tensor:
+    """``rows`` in the dtype the dequantized tiles are multiplied in: float32 for bf16 on a
+    CPU without hardware bf16 GEMMs, where torch's emulated bf16 matmul is several times
+    slower than float32's (a 256-token GPTQ prefill took 4.8x the bf16 model's); else as
+    they are."""
+    if rows.device.type != "cpu":
+        return rows
+    return rows.to(compute_dtype(rows.dtype))
 
 
 def pack_rows(q: torch.Tensor, bits: int) -> torch.Tensor:
@@ -113,6 +126,8 @@ class PackedLinear(nn.Module):
         self.spec, self.bits = spec, spec.bits
         self.group_size = in_features if spec.group_size == -1 else spec.group_size
         self.shard_sizes = shard_sizes  # the fused projection's output sizes (None: one)
+        # 4-bit: the native kernel quantizes the inputs to int8 (W4A8, as vLLM's CPU build)
+        self.act_int8 = self.bits == 4 and w4a8_inputs()
         pf = 32 // self.bits
         i, o, g = in_features, out_features, in_features // self.group_size
         # GPTQ numbers the groups of the whole layer: this shard's first one, and how many
@@ -293,6 +308,11 @@ class PackedLinear(nn.Module):
         """Output rows ``[start, stop)`` of the weight, float32 ``[stop - start, I]``
         (input columns in ``in_perm`` order)."""
         p = self.w_packed[start:stop]  # [t, I * bits / 8]
+        if self.col_groups is None:
+            native = wq_dequant(p, self.bits, self.w_scales[start:stop],
+                                self.w_offsets[start:stop], self.group_size)  # fmt: skip
+            if native is not None:
+                return native
         if self.bits == 4:
             q = torch.stack((p & 0xF, p >> 4), dim=-1).view(p.shape[0], -1)  # [t, I]
         else:
@@ -317,20 +337,21 @@ class PackedLinear(nn.Module):
             # Few rows (decode): the native kernel reads the packed weight once.
             native = wq_linear(
                 rows.float().contiguous(), self.w_packed, self.bits, self.w_scales,
-                self.w_offsets, self.group_size, self.native_bias,
+                self.w_offsets, self.group_size, self.native_bias, self.act_int8,
             )  # fmt: skip
             if native is not None:
                 return native.to(x.dtype).view(*x.shape[:-1], o)
+        xs = tile_inputs(rows)  # [M, I] in the tiles' dtype
         if t >= o:
-            out = F.linear(rows, self.dequantized(0, o).to(rows.dtype), self.bias)
+            out = F.linear(xs, self.dequantized(0, o).to(xs.dtype)).to(rows.dtype)
         else:
             out = torch.empty(rows.shape[0], o, dtype=rows.dtype, device=rows.device)
             for start in range(0, o, t):
                 stop = min(o, start + t)
-                w = self.dequantized(start, stop).to(rows.dtype)  # [t, I]
-                out[:, start:stop] = rows @ w.t()  # [M, t]
-            if self.bias is not None:
-                out += self.bias
+                w = self.dequantized(start, stop).to(xs.dtype)  # [t, I]
+                out[:, start:stop] = xs @ w.t()  # [M, t]
+        if self.bias is not None:
+            out += self.bias
         return out.view(*x.shape[:-1], o)
 
 
@@ -500,10 +521,11 @@ class Fp8Linear(nn.Module):
         """x: [..., I] -> [..., O]."""
         rows = x.reshape(-1, self.in_features)  # [M, I]
         o, t = self.out_features, self.tile_rows
+        xs = tile_inputs(rows)  # [M, I] in the tiles' dtype
         out = torch.empty(rows.shape[0], o, dtype=rows.dtype, device=rows.device)
         for start in range(0, o, t):
             stop = min(o, start + t)
-            out[:, start:stop] = rows @ self.dequantized(start, stop).to(rows.dtype).t()
+            out[:, start:stop] = xs @ self.dequantized(start, stop).to(xs.dtype).t()  # [M, t]
         if self.bias is not None:
             out += self.bias
         return out.view(*x.shape[:-1], o)

@@ -46,6 +46,7 @@ def assert_equals_dequantized_reference(tmp_path: Path, family: str, kw: dict[st
     assert_hf_greedy(load_hf_model(ref), driver)  # transformers on the same weights
 
 
+@pytest.mark.usefixtures("w4a16")
 @pytest.mark.parametrize(("family", "kw"), CASES, ids=[f"{f}-{k['qtype']}" for f, k in CASES])
 def test_greedy_tokens_equal_the_dequantized_reference(
     tmp_path: Path, family: str, kw: dict[str, Any]

@@ -42,6 +42,7 @@ CASES: list[tuple[str, dict[str, Any]]] = [
 ]
 
 
+@pytest.mark.usefixtures("w4a16")
 @pytest.mark.parametrize(
     ("family", "kw"),
     CASES,

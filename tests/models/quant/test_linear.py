@@ -17,6 +17,9 @@ from tests.models.test_family_parity import run_greedy
 # W8A8 quantizes activations too: its logprobs stay this close to the reference's (measured
 # 0.18 on this model); a 1.5x error in one scale tensor moves them by over 2.
 W8A8_TOL = 0.5
+# W4A8 (4-bit weights' default: int8 inputs per row and group): measured 0.10 (GPTQ) and
+# 0.12 (AWQ) here; a 1.5x error in one scale tensor moves them by over 1.1.
+W4A8_TOL = 0.4
 
 
 def _tokens(path: Path) -> list[list[int]]:
@@ -35,6 +38,7 @@ WEIGHT_ONLY = [
 ]
 
 
+@pytest.mark.usefixtures("w4a16")
 @pytest.mark.parametrize(
     ("method", "kw"), WEIGHT_ONLY, ids=[f"{m}-{sorted(k.items())}" for m, k in WEIGHT_ONLY]
 )
@@ -45,6 +49,7 @@ def test_weight_only_greedy_tokens_equal_the_dequantized_reference(
     assert _tokens(quant) == _tokens(ref)
 
 
+@pytest.mark.usefixtures("w4a16")
 def test_a_wrong_scale_changes_the_tokens(tmp_path: Path) -> None:
     """The comparison above can fail: one GPTQ scale tensor off by 2x shows."""
     ref, quant = write_quantized(tmp_path, "gptq", bits=4, scale_error=2.0)
@@ -75,8 +80,10 @@ def test_weights_stay_packed_in_memory(tmp_path: Path) -> None:
         assert not [n for n, _ in m.named_parameters() if n != "bias"]  # no disk layout left
 
 
-def _w8a8_error(tmp_path: Path, scale_error: float) -> float:
-    ref, quant = write_quantized(tmp_path, "w8a8", scale_error=scale_error)
+def _logprob_error(tmp_path: Path, method: str, scale_error: float, **kw: Any) -> float:
+    """The largest distance between the quantized model's greedy tokens' logprobs and
+    transformers' over the dequantized weights."""
+    ref, quant = write_quantized(tmp_path, method, scale_error=scale_error, **kw)
     hf = load_hf_model(ref)
     worst = 0.0
     for r in run_greedy(quant).reqs.values():
@@ -88,9 +95,19 @@ def _w8a8_error(tmp_path: Path, scale_error: float) -> float:
 
 
 def test_w8a8_int8_logprobs_are_close_to_the_reference(tmp_path: Path) -> None:
-    assert _w8a8_error(tmp_path / "right", 1.0) < W8A8_TOL
+    assert _logprob_error(tmp_path / "right", "w8a8", 1.0) < W8A8_TOL
     # The same check fails for a checkpoint with one scale tensor 1.5x off.
-    assert _w8a8_error(tmp_path / "wrong", 1.5) > W8A8_TOL
+    assert _logprob_error(tmp_path / "wrong", "w8a8", 1.5) > W8A8_TOL
+
+
+@pytest.mark.parametrize(("method", "kw"), [("gptq", dict(bits=4, desc_act=True)), ("awq", {})])
+def test_w4a8_logprobs_are_close_to_the_reference(
+    tmp_path: Path, method: str, kw: dict[str, Any]
+) -> None:
+    """4-bit weights by default multiply int8-rounded inputs (VLLM_CPU_INT4_W4A8)."""
+    right = _logprob_error(tmp_path / "right", method, 1.0, **kw)
+    wrong = _logprob_error(tmp_path / "wrong", method, 1.5, **kw)
+    assert right < W4A8_TOL < wrong
 
 
 def test_w8a8_runs_int8_linears(tmp_path: Path) -> None:

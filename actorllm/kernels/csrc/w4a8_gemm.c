@@ -1,0 +1,312 @@
+/* W4A8 for few rows (decode): 4-bit weights in wq_gemm.c's packed layout times inputs
+ * quantized to int8 here, multiplied on integers. vLLM's CPU build does the same by
+ * default on the hosts it has an int8 kernel for (VLLM_CPU_INT4_W4A8); on AVX2 the float-
+ * input kernel (wq_gemm.c) is bound by widening every code to float, this one by
+ * vpmaddubsw, about 2.5x fewer cycles a weight.
+ *
+ * Layout: packed uint8 [O, I / 2] (column 2k in the low nibble of byte k, 2k + 1 in the
+ * high one), scales and offsets float32 [O, G] (w = q * scale + offset, G = I / gs);
+ * x float32 [M, I]; out float32 [M, O]. Threads: OpenMP over output rows (wq_gemm.c's rule).
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#define PAR_MIN_WORK (1 << 16)
+
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#include "hsum8.h"
+#define HAVE_AVX2_PATH 1
+
+/* Each call quantizes its input rows to int8, one symmetric scale per row and block of A
+ * input columns (A the weight's group, at most 256), and the products run on integers:
+ * vpmaddubsw multiplies 32 unsigned 4-bit codes by 32 signed int8 inputs into 16 int16
+ * pair sums, so a 64-column step is one load, three bit operations and two multiply-adds.
+ *
+ *   out[m, o] = sum_b scale[o, g(b)] * d[m, b] * (sum_{i in b} q[o, i] * xq[m, i])
+ *             + sum_g offset[o, g] * (sum_{b in g} d[m, b] * sum_{i in b} xq[m, i]) + bias[o]
+ *
+ * with x[m, i] ~ d[m, b] * xq[m, i], xq = round-half-even(x * 127 / amax) in [-127, 127]
+ * (amax: the block's largest |x|; an all-zero block gives zeros). The zero-point term uses
+ * the quantized sums, so q - zero is what multiplies each rounded input, as in the
+ * integer product. Integer sums are exact: a pair is at most 2 * 15 * 127 = 3810 and an
+ * int16 lane adds at most 8 of them (256 columns) before vpmaddwd widens it to int32.
+ *
+ * The inputs are stored per unit of U columns as the packed bytes deliver them: the U/2
+ * even columns (low nibbles), then the U/2 odd ones (high nibbles). U is 64 (blocks of 32
+ * then go two to a unit: one 32-byte load serves both), or 32 where a block of 96, 160 or
+ * 224 columns, or a row of an odd number of 32s, leaves no whole units of 64. */
+
+typedef struct {
+    int8_t *xq;      /* [M, I], deinterleaved per unit */
+    float *d;        /* [M, I / A]: each block's scale */
+    float *xs;       /* [M, G]: sum over the group's blocks of d * sum(xq) */
+    int64_t a, u;    /* block and unit widths */
+} act8;
+
+static int64_t block_width(int64_t gs) {
+    if (gs <= 256) return gs;
+    int64_t a = 256;
+    while (gs % a) a /= 2;  /* gs % 32 == 0, so a >= 32 */
+    return a;
+}
+
+static int quantize_act8(const float *x, int64_t m_rows, int64_t in, int64_t gs, act8 *q) {
+    q->a = block_width(gs);
+    /* Blocks of 32 are taken in pairs (one 64-column unit) where the row has whole pairs. */
+    q->u = q->a % 64 == 0 || (q->a == 32 && in % 64 == 0) ? 64 : 32;
+    int64_t blocks = in / q->a, groups = in / gs, per = gs / q->a;
+    q->xq = malloc((size_t)(m_rows * in));
+    q->d = malloc(sizeof(float) * (size_t)(m_rows * blocks));
+    q->xs = malloc(sizeof(float) * (size_t)(m_rows * groups));
+    if (!q->xq || !q->d || !q->xs) return -1;
+    int64_t half = q->u / 2;
+    for (int64_t m = 0; m < m_rows; m++) {
+        int8_t *dst = q->xq + m * in;
+        for (int64_t b = 0; b < blocks; b++) {
+            const float *xb = x + m * in + b * q->a;
+            float amax = 0.0f;
+            for (int64_t i = 0; i < q->a; i++) {
+                float v = fabsf(xb[i]);
+                amax = v > amax ? v : amax;
+            }
+            float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+            q->d[m * blocks + b] = amax / 127.0f;
+            int32_t total = 0;
+            for (int64_t i = 0; i < q->a; i++) {
+                int32_t v = (int32_t)nearbyintf(xb[i] * inv);
+                int64_t col = b * q->a + i, k = col % q->u;
+                dst[col - k + (k % 2) * half + k / 2] = (int8_t)v;
+                total += v;
+            }
+            int64_t g = b / per;
+            float part = q->d[m * blocks + b] * (float)total;
+            q->xs[m * groups + g] = (b % per ? q->xs[m * groups + g] : 0.0f) + part;
+        }
+    }
+    return 0;
+}
+
+static void free_act8(act8 *q) {
+    free(q->xq);
+    free(q->d);
+    free(q->xs);
+}
+
+/* Integer dot products of one block (n columns of one packed row) with MB rows' quantized
+ * inputs, as int32 lanes in acc. Always inlined with MB a constant, so the accumulators
+ * live in registers. */
+static inline __attribute__((always_inline)) void block_dots(
+    const uint8_t *p, const int8_t *xq, int64_t in, const int mb, int64_t n, int64_t u,
+    __m256i *acc) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    __m256i s16[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(),
+                      _mm256_setzero_si256()};
+    if (u == 64) {
+        for (int64_t c = 0; c < n; c += 64) {
+            __m256i v = _mm256_loadu_si256((const __m256i *)(p + c / 2));
+            __m256i lo = _mm256_and_si256(v, m4);
+            __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+            for (int mi = 0; mi < mb; mi++) {
+                const int8_t *xr = xq + mi * in + c;
+                __m256i e = _mm256_loadu_si256((const __m256i *)xr);
+                __m256i o = _mm256_loadu_si256((const __m256i *)(xr + 32));
+                s16[mi] = _mm256_add_epi16(s16[mi], _mm256_add_epi16(_mm256_maddubs_epi16(lo, e),
+                                                                     _mm256_maddubs_epi16(hi, o)));
+            }
+        }
+    } else {
+        const __m128i m4h = _mm_set1_epi8(0x0F);
+        for (int64_t c = 0; c < n; c += 32) {
+            __m128i v = _mm_loadu_si128((const __m128i *)(p + c / 2));
+            __m256i codes = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m4h),
+                                             _mm_and_si128(v, m4h));
+            for (int mi = 0; mi < mb; mi++) {
+                __m256i e = _mm256_loadu_si256((const __m256i *)(xq + mi * in + c));
+                s16[mi] = _mm256_add_epi16(s16[mi], _mm256_maddubs_epi16(codes, e));
+            }
+        }
+    }
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (int mi = 0; mi < mb; mi++) acc[mi] = _mm256_madd_epi16(s16[mi], ones);
+}
+
+/* One output row against MB input rows (always inlined with MB a constant, so every
+ * accumulator is a register). Blocks alternate between two float accumulators per row,
+ * so short blocks do not wait on one FMA chain. */
+static inline __attribute__((always_inline)) void row_a8(
+    const act8 *q, int64_t in, const int mb, const uint8_t *prow, const float *srow,
+    const float *brow, int64_t gs, int64_t m0, float bias, float *out, int64_t out_n) {
+    int64_t groups = in / gs, blocks = in / q->a, per = gs / q->a, a = q->a;
+    __m256 t0[4], t1[4];
+    __m256i acc[4];
+    for (int mi = 0; mi < 4; mi++) t0[mi] = t1[mi] = _mm256_setzero_ps();
+    const int8_t *xq = q->xq + m0 * in;
+    const float *d = q->d + m0 * blocks;
+    if (a == 32 && q->u == 64) {  /* gs == 32 (GGUF's Q4_0): two blocks per step */
+        const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+        for (int64_t b = 0; b < blocks; b += 2) {
+            __m256i v = _mm256_loadu_si256((const __m256i *)(prow + b * 16));
+            __m256i lo = _mm256_and_si256(v, m4);
+            __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+            for (int mi = 0; mi < mb; mi++) {
+                const int8_t *xr = xq + mi * in + b * 32;
+                __m256i e = _mm256_loadu_si256((const __m256i *)xr);
+                __m256i o = _mm256_loadu_si256((const __m256i *)(xr + 32));
+                __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, e),
+                                             _mm256_maddubs_epi16(hi, o));
+                /* lanes 0-3: block b, lanes 4-7: block b + 1 */
+                __m256 f = _mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones));
+                __m256 w = _mm256_insertf128_ps(
+                    _mm256_castps128_ps256(_mm_set1_ps(srow[b] * d[mi * blocks + b])),
+                    _mm_set1_ps(srow[b + 1] * d[mi * blocks + b + 1]), 1);
+                if (b & 2)
+                    t1[mi] = _mm256_fmadd_ps(f, w, t1[mi]);
+                else
+                    t0[mi] = _mm256_fmadd_ps(f, w, t0[mi]);
+            }
+        }
+        blocks = 0;  /* done */
+    }
+    int64_t g = 0, j = 0;  /* block b's group, and its place in it */
+    for (int64_t b = 0; b < blocks; b++) {
+        block_dots(prow + b * a / 2, xq + b * a, in, mb, a, q->u, acc);
+        float s = srow[g];
+        if (b & 1) {
+            for (int mi = 0; mi < mb; mi++)
+                t1[mi] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[mi]),
+                                         _mm256_set1_ps(s * d[mi * blocks + b]), t1[mi]);
+        } else {
+            for (int mi = 0; mi < mb; mi++)
+                t0[mi] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[mi]),
+                                         _mm256_set1_ps(s * d[mi * blocks + b]), t0[mi]);
+        }
+        if (++j == per) j = 0, g++;
+    }
+    for (int mi = 0; mi < mb; mi++) {
+        float off = 0.0f;
+        const float *xs = q->xs + (m0 + mi) * groups;
+        for (int64_t k = 0; k < groups; k++) off += brow[k] * xs[k];
+        out[(m0 + mi) * out_n] = hsum8(_mm256_add_ps(t0[mi], t1[mi])) + off + bias;
+    }
+}
+
+/* One block (a multiple of 64 columns) of one packed row against one row's quantized
+ * inputs: the products as 8 float lanes (exact integers). */
+static inline __attribute__((always_inline)) __m256 dot64s(const uint8_t *p, const int8_t *xr,
+                                                           int64_t a) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    __m256i s16 = _mm256_setzero_si256();
+    for (int64_t c = 0; c < a; c += 64) {
+        __m256i v = _mm256_loadu_si256((const __m256i *)(p + c / 2));
+        __m256i lo = _mm256_and_si256(v, m4);
+        __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+        __m256i e = _mm256_loadu_si256((const __m256i *)(xr + c));
+        __m256i o = _mm256_loadu_si256((const __m256i *)(xr + c + 32));
+        s16 = _mm256_add_epi16(s16, _mm256_add_epi16(_mm256_maddubs_epi16(lo, e),
+                                                     _mm256_maddubs_epi16(hi, o)));
+    }
+    return _mm256_cvtepi32_ps(_mm256_madd_epi16(s16, _mm256_set1_epi16(1)));
+}
+
+/* One input row, blocks of a multiple of 64 columns (GPTQ's and AWQ's groups of 128, whole
+ * rows): the decode case, kept free of the general loop's bookkeeping. Blocks are taken in
+ * pairs, one float accumulator each. */
+static float row1_a8(const act8 *q, int64_t in, const uint8_t *prow, const float *srow,
+                     const float *brow, int64_t gs) {
+    int64_t a = q->a, per = gs / a, blocks = in / a, groups = in / gs;
+    const float *d = q->d;
+    __m256 t0 = _mm256_setzero_ps(), t1 = t0;
+    int64_t b = 0;
+    if (per == 1) {  /* a block per group: pairs of groups */
+        for (; b + 1 < blocks; b += 2) {
+            __m256 f0 = dot64s(prow + b * a / 2, q->xq + b * a, a);
+            __m256 f1 = dot64s(prow + (b + 1) * a / 2, q->xq + (b + 1) * a, a);
+            t0 = _mm256_fmadd_ps(f0, _mm256_set1_ps(srow[b] * d[b]), t0);
+            t1 = _mm256_fmadd_ps(f1, _mm256_set1_ps(srow[b + 1] * d[b + 1]), t1);
+        }
+        groups = b < blocks ? 1 : 0;  /* the last, odd group (below) */
+        srow += b;
+    }
+    for (int64_t g = 0; g < groups; g++) {
+        __m256 s = _mm256_broadcast_ss(srow + g);
+        int64_t end = b + per;
+        for (; b + 1 < end; b += 2) {
+            __m256 f0 = dot64s(prow + b * a / 2, q->xq + b * a, a);
+            __m256 f1 = dot64s(prow + (b + 1) * a / 2, q->xq + (b + 1) * a, a);
+            t0 = _mm256_fmadd_ps(f0, _mm256_mul_ps(s, _mm256_broadcast_ss(d + b)), t0);
+            t1 = _mm256_fmadd_ps(f1, _mm256_mul_ps(s, _mm256_broadcast_ss(d + b + 1)), t1);
+        }
+        if (b < end) {
+            __m256 f0 = dot64s(prow + b * a / 2, q->xq + b * a, a);
+            t0 = _mm256_fmadd_ps(f0, _mm256_mul_ps(s, _mm256_broadcast_ss(d + b)), t0);
+            b++;
+        }
+    }
+    float off = 0.0f;
+    for (int64_t g = 0; g < in / gs; g++) off += brow[g] * q->xs[g];
+    return hsum8(_mm256_add_ps(t0, t1)) + off;
+}
+
+static int wq_linear_a8_avx2(const float *x, int64_t m_rows, int64_t in,
+                             const uint8_t *packed, int64_t out_n, const float *scales,
+                             const float *offsets, int64_t gs, const float *bias, float *out,
+                             int nt) {
+    if (gs % 32) return -1;
+    act8 q;
+    if (quantize_act8(x, m_rows, in, gs, &q)) {
+        free_act8(&q);
+        return -1;
+    }
+    int64_t groups = in / gs, row_bytes = in / 2;
+#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
+    for (int64_t o = 0; o < out_n; o++) {
+        const uint8_t *prow = packed + o * row_bytes;
+        const float *srow = scales + o * groups, *brow = offsets + o * groups;
+        float b = bias ? bias[o] : 0.0f;
+        if (m_rows == 1 && q.a % 64 == 0) {
+            out[o] = row1_a8(&q, in, prow, srow, brow, gs) + b;
+            continue;
+        }
+        for (int64_t m0 = 0; m0 < m_rows; m0 += 4) {
+            switch (m_rows - m0 < 4 ? m_rows - m0 : 4) {
+            case 1: row_a8(&q, in, 1, prow, srow, brow, gs, m0, b, out + o, out_n); break;
+            case 2: row_a8(&q, in, 2, prow, srow, brow, gs, m0, b, out + o, out_n); break;
+            case 3: row_a8(&q, in, 3, prow, srow, brow, gs, m0, b, out + o, out_n); break;
+            default: row_a8(&q, in, 4, prow, srow, brow, gs, m0, b, out + o, out_n); break;
+            }
+        }
+    }
+    free_act8(&q);
+    return 0;
+}
+#endif
+
+/* 1 where this build has the W4A8 kernel (AVX2), else 0. */
+int wq_linear_a8_built(void) {
+#ifdef HAVE_AVX2_PATH
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+/* 4-bit weights with int8 activations (see wq_linear_a8_avx2), wq_linear's arguments.
+ * Returns 0, or -1 when the call is not one it takes (no AVX2 build, bits not 4, a group
+ * not a multiple of 32, I not a multiple of the group): the caller then runs wq_linear,
+ * which keeps the inputs in float. */
+int wq_linear_a8(const float *x, int64_t m_rows, int64_t in, const uint8_t *packed,
+                 int64_t out_n, int bits, const float *scales, const float *offsets,
+                 int64_t gs, const float *bias, float *out, int num_threads) {
+#ifdef HAVE_AVX2_PATH
+    if (bits != 4 || gs <= 0 || in % gs) return -1;
+    int64_t work = out_n * in;
+    int nt = work >= PAR_MIN_WORK && num_threads > 1 ? num_threads : 1;
+    return wq_linear_a8_avx2(x, m_rows, in, packed, out_n, scales, offsets, gs, bias, out, nt);
+#else
+    (void)x; (void)m_rows; (void)in; (void)packed; (void)out_n; (void)bits; (void)scales;
+    (void)offsets; (void)gs; (void)bias; (void)out; (void)num_threads;
+    return -1;
+#endif
+}
