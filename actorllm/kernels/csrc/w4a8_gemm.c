@@ -211,41 +211,40 @@ static inline __attribute__((always_inline)) __m256 dot64s(const uint8_t *p, con
 }
 
 /* One input row, blocks of a multiple of 64 columns (GPTQ's and AWQ's groups of 128, whole
- * rows): the decode case, kept free of the general loop's bookkeeping. Blocks are taken in
- * pairs, one float accumulator each. */
+ * rows): the decode case, kept free of the general loop's bookkeeping. Blocks go to the two
+ * accumulators by their parity and every value is formed as in row_a8, so a row's result
+ * does not depend on how many rows the call has (a replayed or re-batched request gets the
+ * same bits). */
 static float row1_a8(const act8 *q, int64_t in, const uint8_t *prow, const float *srow,
                      const float *brow, int64_t gs) {
     int64_t a = q->a, per = gs / a, blocks = in / a, groups = in / gs;
     const float *d = q->d;
     __m256 t0 = _mm256_setzero_ps(), t1 = t0;
-    int64_t b = 0;
-    if (per == 1) {  /* a block per group: pairs of groups */
+    if (per == 1) {  /* a block per group: two at a time */
+        int64_t b = 0;
         for (; b + 1 < blocks; b += 2) {
             __m256 f0 = dot64s(prow + b * a / 2, q->xq + b * a, a);
             __m256 f1 = dot64s(prow + (b + 1) * a / 2, q->xq + (b + 1) * a, a);
             t0 = _mm256_fmadd_ps(f0, _mm256_set1_ps(srow[b] * d[b]), t0);
             t1 = _mm256_fmadd_ps(f1, _mm256_set1_ps(srow[b + 1] * d[b + 1]), t1);
         }
-        groups = b < blocks ? 1 : 0;  /* the last, odd group (below) */
-        srow += b;
-    }
-    for (int64_t g = 0; g < groups; g++) {
-        __m256 s = _mm256_broadcast_ss(srow + g);
-        int64_t end = b + per;
-        for (; b + 1 < end; b += 2) {
-            __m256 f0 = dot64s(prow + b * a / 2, q->xq + b * a, a);
-            __m256 f1 = dot64s(prow + (b + 1) * a / 2, q->xq + (b + 1) * a, a);
-            t0 = _mm256_fmadd_ps(f0, _mm256_mul_ps(s, _mm256_broadcast_ss(d + b)), t0);
-            t1 = _mm256_fmadd_ps(f1, _mm256_mul_ps(s, _mm256_broadcast_ss(d + b + 1)), t1);
-        }
-        if (b < end) {
-            __m256 f0 = dot64s(prow + b * a / 2, q->xq + b * a, a);
-            t0 = _mm256_fmadd_ps(f0, _mm256_mul_ps(s, _mm256_broadcast_ss(d + b)), t0);
-            b++;
+        if (b < blocks)
+            t0 = _mm256_fmadd_ps(dot64s(prow + b * a / 2, q->xq + b * a, a),
+                                 _mm256_set1_ps(srow[b] * d[b]), t0);
+    } else {
+        for (int64_t g = 0, b = 0; g < groups; g++) {
+            for (int64_t j = 0; j < per; j++, b++) {
+                __m256 f = dot64s(prow + b * a / 2, q->xq + b * a, a);
+                __m256 w = _mm256_set1_ps(srow[g] * d[b]);
+                if (b & 1)
+                    t1 = _mm256_fmadd_ps(f, w, t1);
+                else
+                    t0 = _mm256_fmadd_ps(f, w, t0);
+            }
         }
     }
     float off = 0.0f;
-    for (int64_t g = 0; g < in / gs; g++) off += brow[g] * q->xs[g];
+    for (int64_t g = 0; g < groups; g++) off += brow[g] * q->xs[g];
     return hsum8(_mm256_add_ps(t0, t1)) + off;
 }
 
