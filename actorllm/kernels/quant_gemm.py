@@ -96,9 +96,9 @@ def w4a8_inputs() -> bool:
 def _announce(enabled: bool, built: bool) -> None:
     if enabled and built:
         logger.info(
-            "4-bit linears quantize their inputs to int8 per row and group (W4A8) up to %d "
-            "rows; VLLM_CPU_INT4_W4A8=0 keeps them in float", MAX_ROWS,
-        )  # fmt: skip
+            "4-bit linears quantize their inputs to int8 per row and group (W4A8); "
+            "VLLM_CPU_INT4_W4A8=0 keeps them in float"
+        )
     elif enabled:
         logger.info("4-bit linears keep their inputs in float: no W4A8 kernel on this host")
 
@@ -133,8 +133,9 @@ def wq_linear(
 ) -> torch.Tensor | None:
     """x: float32 [M, I] contiguous; packed uint8 [O, I * bits / 8]; scales, offsets
     float32 [O, G] (``w = q * scale + offset``); bias float32 [O] or None -> float32
-    [M, O], or None (not taken). ``act_int8``: 4-bit weights take :func:`wq_linear_a8`
-    where it takes the call."""
+    [M, O], or None (not taken: above :data:`MAX_ROWS` rows the caller's tiled matmul
+    reuses each weight tile over the rows). ``act_int8``: 4-bit weights take
+    :func:`wq_linear_a8` where it takes the call, for any number of rows."""
     if act_int8 and bits == 4:
         out = wq_linear_a8(x, packed, scales, offsets, group_size, bias)
         if out is not None:
@@ -153,10 +154,14 @@ def wq_linear_a8(
     """4-bit weights times int8-quantized inputs (W4A8; ``csrc/w4a8_gemm.c``): the inputs
     are quantized per row and block of the group's columns (at most 256), symmetric, then
     multiplied on integers. Arguments as :func:`wq_linear` with ``bits=4``; None where the
-    kernel does not take the call (no AVX2 build, a group not a multiple of 32)."""
+    kernel does not take the call (no AVX2 build, a group not a multiple of 32).
+
+    Any number of rows: prefill runs it too, so a token's numbers do not depend on whether
+    it was decoded or recomputed in a prefill (a replay after a crash, a preemption), and
+    on AVX2 its integer products cost less a row than float32 GEMMs do."""
     lib = _a8_lib()
     return _run(None if lib is None else lib.wq_linear_a8, x, packed, 4, scales, offsets,
-                group_size, bias)  # fmt: skip
+                group_size, bias, max_rows=None)  # fmt: skip
 
 
 def _run(
@@ -168,10 +173,13 @@ def _run(
     offsets: torch.Tensor,
     group_size: int,
     bias: torch.Tensor | None,
+    max_rows: int | None = MAX_ROWS,
 ) -> torch.Tensor | None:
-    """One of the kernels (``wq_linear``'s signature) on ``x``, or None (no kernel, not a
-    call it takes)."""
-    if fn is None or x.device.type != "cpu" or x.shape[0] > MAX_ROWS or x.dtype != torch.float32:
+    """One of the kernels (``wq_linear``'s signature) on ``x``, or None (no kernel, more
+    than ``max_rows`` rows, not a call it takes)."""
+    if fn is None or x.device.type != "cpu" or x.dtype != torch.float32:
+        return None
+    if max_rows is not None and x.shape[0] > max_rows:
         return None
     m, i = x.shape
     o = packed.shape[0]

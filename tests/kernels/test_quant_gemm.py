@@ -91,16 +91,17 @@ def test_w4a8_is_the_product_of_int8_rounded_inputs(gs: int, i: int, o: int, m: 
 @pytest.mark.parametrize("gs", [32, 96, 128, 384, 1024])
 def test_w4a8_gives_a_row_the_same_bits_in_any_batch(gs: int) -> None:
     """A request's logits do not depend on what it is batched with (a replay after a crash
-    batches differently): one row alone, and as row 3 of 6 (rows taken 4 at a time)."""
+    batches differently, and recomputes decoded tokens in a prefill): one row alone, and as
+    row 3 of 20 (rows taken 4 at a time; more rows than the float kernel takes)."""
     if not _has_w4a8():
         pytest.skip("no W4A8 kernel on this host (AVX2 only)")
     g = torch.Generator().manual_seed(gs)
     i, o = 3 * gs if gs < 1024 else 2048, 40
     q = torch.randint(0, 16, (o, i), dtype=torch.uint8, generator=g)
     scales, offsets = torch.rand(o, i // gs, generator=g), torch.rand(o, i // gs, generator=g)
-    x = torch.randn(6, i, generator=g)
+    x = torch.randn(quant_gemm.MAX_ROWS + 4, i, generator=g)
     packed = pack_rows(q, 4)
-    batch = quant_gemm.wq_linear_a8(x, packed, scales, offsets, gs, None)
+    batch = quant_gemm.wq_linear(x, packed, 4, scales, offsets, gs, None, act_int8=True)
     alone = quant_gemm.wq_linear_a8(x[3:4].clone(), packed, scales, offsets, gs, None)
     assert batch is not None and alone is not None
     assert torch.equal(batch[3:4], alone)

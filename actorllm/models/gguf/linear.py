@@ -5,7 +5,8 @@ A fused projection (``qkv_proj``, ``gate_up_proj``) may mix types (a Q4_K_M file
 ``attn_v`` in Q6_K beside a Q4_K ``attn_q``): the weight is a list of parts, each a run of
 output rows in one layout, merged at load where neighbours share it. A part is either a
 :class:`BlockWeight` (``w = q * scale + offset`` per group) run by the native kernel up
-to ``MAX_ROWS`` rows (decode) and dequantized one tile of output rows at a time above
+to ``MAX_ROWS`` rows (decode; 4-bit parts with W4A8 at every row count,
+``kernels/quant_gemm.py``) and dequantized one tile of output rows at a time above
 (prefill), or a float weight (F32 / F16 / BF16 tensors) in the model dtype.
 """
 
@@ -85,8 +86,9 @@ class GGUFLinear(nn.Module):
 
     def _part(self, p: BlockWeight, rows: torch.Tensor) -> torch.Tensor:
         """rows [M, I] -> [M, p.rows] in rows' dtype."""
-        if rows.shape[0] <= MAX_ROWS and rows.device.type == "cpu":
-            # Few rows (decode): the native kernel reads the packed weight once.
+        w4a8 = self.act_int8 and p.bits == 4  # every row count (kernels/quant_gemm.py)
+        if (rows.shape[0] <= MAX_ROWS or w4a8) and rows.device.type == "cpu":
+            # Few rows (decode), or W4A8: the native kernel reads the packed weight once.
             native = wq_linear(rows.float().contiguous(), p.packed, p.bits, p.scales,
                                p.offsets, p.group_size, None, self.act_int8)  # fmt: skip
             if native is not None:

@@ -11,8 +11,9 @@ columns sorted by group, so each group is contiguous (the inputs are permuted th
 in the forward). The forward dequantizes one tile of output rows at a time
 (:data:`TILE_ELEMENTS` weights) and multiplies it, so no full-precision copy of a weight
 ever exists beyond one tile. Up to ``MAX_ROWS`` rows (decode) the native kernel reads the
-packed weight instead; for 4-bit weights it quantizes the inputs to int8 per row and group
-(W4A8, vLLM's ``VLLM_CPU_INT4_W4A8``, on by default; ``kernels/quant_gemm.py``).
+packed weight instead. 4-bit weights quantize the inputs to int8 per row and group (W4A8,
+vLLM's ``VLLM_CPU_INT4_W4A8``, on by default; ``kernels/quant_gemm.py``) for every row
+count, prefill included, so a token's numbers do not depend on how it was batched.
 
 Tensor parallel, row-parallel GPTQ with activation order: a rank's input rows belong to
 any of the layer's groups, in uneven counts, so (as vLLM) every rank keeps the scales and
@@ -333,8 +334,9 @@ class PackedLinear(nn.Module):
         if self.in_perm is not None:
             rows = rows[:, self.in_perm]  # groups contiguous, as the weight's columns
         o, t = self.out_features, self.tile_rows
-        if rows.shape[0] <= MAX_ROWS and rows.device.type == "cpu" and self.col_groups is None:
-            # Few rows (decode): the native kernel reads the packed weight once.
+        few = rows.shape[0] <= MAX_ROWS or self.act_int8  # W4A8: every row count
+        if few and rows.device.type == "cpu" and self.col_groups is None:
+            # Few rows (decode), or W4A8: the native kernel reads the packed weight once.
             native = wq_linear(
                 rows.float().contiguous(), self.w_packed, self.bits, self.w_scales,
                 self.w_offsets, self.group_size, self.native_bias, self.act_int8,
