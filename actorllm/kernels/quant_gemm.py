@@ -83,23 +83,25 @@ def w4a8_enabled(environ: Mapping[str, str] = os.environ) -> bool:
 
 
 def w4a8_inputs() -> bool:
-    """Whether this process's 4-bit linears run W4A8: asked for (:func:`w4a8_enabled`) and
-    built here (the native kernel on an AVX2 host). Logged once per process."""
+    """Whether this process's 4-bit linears run W4A8 on the CPU: asked for
+    (:func:`w4a8_enabled`) and built here (the native kernel on an AVX2 host). Asked for
+    but not built is logged once; the first W4A8 product logs that it runs."""
     enabled = w4a8_enabled()
     lib = _a8_lib()
     built = lib is not None and bool(lib.wq_linear_a8_built())
-    _announce(enabled, built)
+    if enabled and not built:
+        _announce(False)
     return enabled and built
 
 
 @functools.cache
-def _announce(enabled: bool, built: bool) -> None:
-    if enabled and built:
+def _announce(running: bool) -> None:
+    if running:
         logger.info(
             "4-bit linears quantize their inputs to int8 per row and group (W4A8); "
             "VLLM_CPU_INT4_W4A8=0 keeps them in float"
         )
-    elif enabled:
+    else:
         logger.info("4-bit linears keep their inputs in float: no W4A8 kernel on this host")
 
 
@@ -139,6 +141,7 @@ def wq_linear(
     if act_int8 and bits == 4:
         out = wq_linear_a8(x, packed, scales, offsets, group_size, bias)
         if out is not None:
+            _announce(True)  # once per process, at the first product (a CUDA model: never)
             return out
     return _run(_fn(), x, packed, bits, scales, offsets, group_size, bias)
 
