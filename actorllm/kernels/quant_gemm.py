@@ -1,7 +1,6 @@
-"""Weight-only quantized GEMM for few rows through the native kernels ``csrc/wq_gemm.c``
-and ``csrc/w4a8_gemm.c``: the packed 4/8-bit weight is dequantized chunk by chunk inside
-the product, so a decode step reads the packed bytes (a quarter of bf16's for 4-bit) and
-nothing else.
+"""Weight-only quantized GEMM through the native kernels ``csrc/wq_gemm.c`` (few rows) and
+``csrc/w4a8_gemm.c`` (any rows): the packed 4/8-bit weight is read inside the product, so
+a decode step reads the packed bytes (a quarter of bf16's for 4-bit) and nothing else.
 
 Returns None where the kernel does not take the call (no native build, not CPU, shapes it
 does not handle); the caller then runs its torch path (``models/quant/linear.py``).

@@ -464,7 +464,6 @@ static inline float hmax8(__m256 v) {
     return _mm_cvtss_f32(_mm_max_ss(x, _mm_movehdup_ps(x)));
 }
 
-
 /* 8 elements at `off` as float32 (bfloat16 widened exactly: a shift; fp8: 8 lookups in
  * lut, one gather). */
 static inline __m256 load8(const void *base, int kv, const float *lut, int64_t off) {

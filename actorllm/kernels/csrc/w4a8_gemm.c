@@ -1,4 +1,4 @@
-/* W4A8 for few rows (decode): 4-bit weights in wq_gemm.c's packed layout times inputs
+/* W4A8, any number of rows: 4-bit weights in wq_gemm.c's packed layout times inputs
  * quantized to int8 here, multiplied on integers. vLLM's CPU build does the same by
  * default on the hosts it has an int8 kernel for (VLLM_CPU_INT4_W4A8); on AVX2 the float-
  * input kernel (wq_gemm.c) is bound by widening every code to float, this one by
@@ -196,18 +196,9 @@ static inline __attribute__((always_inline)) void row_a8(
  * inputs: the products as 8 float lanes (exact integers). */
 static inline __attribute__((always_inline)) __m256 dot64s(const uint8_t *p, const int8_t *xr,
                                                            int64_t a) {
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
-    __m256i s16 = _mm256_setzero_si256();
-    for (int64_t c = 0; c < a; c += 64) {
-        __m256i v = _mm256_loadu_si256((const __m256i *)(p + c / 2));
-        __m256i lo = _mm256_and_si256(v, m4);
-        __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-        __m256i e = _mm256_loadu_si256((const __m256i *)(xr + c));
-        __m256i o = _mm256_loadu_si256((const __m256i *)(xr + c + 32));
-        s16 = _mm256_add_epi16(s16, _mm256_add_epi16(_mm256_maddubs_epi16(lo, e),
-                                                     _mm256_maddubs_epi16(hi, o)));
-    }
-    return _mm256_cvtepi32_ps(_mm256_madd_epi16(s16, _mm256_set1_epi16(1)));
+    __m256i acc;
+    block_dots(p, xr, 0, 1, a, 64, &acc);  /* one row: its stride is never used */
+    return _mm256_cvtepi32_ps(acc);
 }
 
 /* One input row, blocks of a multiple of 64 columns (GPTQ's and AWQ's groups of 128, whole

@@ -65,7 +65,6 @@ static void one_output_row(const float *x, int64_t m_rows, int64_t in, const uin
     }
 }
 
-
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
 #include <stdlib.h>
@@ -84,7 +83,6 @@ static void one_output_row(const float *x, int64_t m_rows, int64_t in, const uin
  * per step where the group allows. */
 
 static inline __m256 u8x8(__m128i v) { return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v)); }
-
 
 /* The codes of 16 columns starting at column c of a packed row, as two float vectors. */
 static inline void codes16(const uint8_t *prow, int bits, int64_t c, __m256 *a, __m256 *b) {
@@ -193,7 +191,6 @@ static int wq_linear_avx2(const float *x, int64_t m_rows, int64_t in, const uint
 }
 #endif
 
-
 /* Rows of a packed weight dequantized into float32 out [rows, I] (the prefill path's tiles):
  * w = q * scale + offset, exactly the torch path's value. One pass over the packed bytes,
  * threads over rows when there is enough work. */
@@ -221,7 +218,6 @@ void wq_dequant(const uint8_t *packed, int64_t rows, int64_t in, int bits, const
         }
     }
 }
-
 
 /* Returns 0, or -1 when the shapes are not ones this kernel takes (the caller falls back):
  * I and gs multiples of LANES, gs below CHUNK, a multiple of it, or the whole row. */
