@@ -55,12 +55,14 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 @pytest.fixture
-def w4a16(monkeypatch: pytest.MonkeyPatch) -> None:
-    """4-bit linears keep their inputs in float (``VLLM_CPU_INT4_W4A8=0``; engine processes
-    started by the test inherit it): for tests that compare a 4-bit checkpoint's tokens
-    exactly with its dequantized weights' (the default, W4A8, rounds the inputs too; its
-    own tests bound the difference)."""
+def float_inputs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Weight-only linears keep their inputs in float (``VLLM_CPU_INT4_W4A8=0`` for 4-bit
+    weights, ``ACTORLLM_CPU_GGUF_A8=0`` for GGUF's 8-bit blocks; engine processes started
+    by the test inherit them): for tests that compare a checkpoint's tokens exactly with
+    its dequantized weights' (the defaults round the inputs to int8 too; the kernels' own
+    tests bound the difference)."""
     monkeypatch.setenv("ACTORLLM_CPU_INT4_W4A8", "0")
+    monkeypatch.setenv("ACTORLLM_CPU_GGUF_A8", "0")
 
 
 @pytest.fixture(params=["trio", "asyncio"])

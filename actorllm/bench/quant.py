@@ -9,7 +9,9 @@ symmetric), ``awq4`` (AWQ int4, group 128, zero points), ``w8a8`` (compressed-te
 int8 weights per channel, dynamic per-token int8 activations), ``gguf-q8_0`` and
 ``gguf-q4_0`` (GGUF files of random blocks, the tied head quantized too),
 ``gptq4-w4a16`` (the GPTQ model with ``VLLM_CPU_INT4_W4A8=0``: inputs kept in float, where
-4-bit rows otherwise quantize them to int8; each row records which it ran), and
+4-bit rows otherwise quantize them to int8; each row records which it ran),
+``gguf-q8_0-a16`` (the Q8_0 file with ``ACTORLLM_CPU_GGUF_A8=0``: the same for 8-bit
+blocks), and
 ``bf16-fp8kv`` (the bf16 model with ``kv_cache_dtype="fp8"``: every variant gets the same
 64 MiB KV budget, and each row records the KV blocks it bought). The safetensors
 formats load with ``load_format=dummy`` (random weights in the packed layouts: speed does
@@ -42,12 +44,16 @@ from typing import Any
 import anyio
 
 VARIANTS = (
-    "bf16", "gptq4", "awq4", "w8a8", "gguf-q8_0", "gguf-q4_0", "gptq4-w4a16", "bf16-fp8kv",
+    "bf16", "gptq4", "awq4", "w8a8", "gguf-q8_0", "gguf-q4_0", "gptq4-w4a16", "gguf-q8_0-a16",
+    "bf16-fp8kv",
 )  # fmt: skip
 # Variants that differ from another's checkpoint only in engine settings.
-_SAME_MODEL = {"bf16-fp8kv": "bf16", "gptq4-w4a16": "gptq4"}
+_SAME_MODEL = {"bf16-fp8kv": "bf16", "gptq4-w4a16": "gptq4", "gguf-q8_0-a16": "gguf-q8_0"}
 _KV_DTYPE = {"bf16-fp8kv": "fp8"}
-_ENV = {"gptq4-w4a16": {"ACTORLLM_CPU_INT4_W4A8": "0"}}  # set while the model is built
+_ENV = {  # set while the model is built
+    "gptq4-w4a16": {"ACTORLLM_CPU_INT4_W4A8": "0"},
+    "gguf-q8_0-a16": {"ACTORLLM_CPU_GGUF_A8": "0"},
+}
 _QUANT_CONFIGS: dict[str, dict[str, Any]] = {
     "gptq4": {"quant_method": "gptq", "bits": 4, "group_size": 128, "desc_act": False,
               "sym": True, "checkpoint_format": "gptq"},
@@ -204,7 +210,8 @@ async def _decode_rate(engine: Any, batch: int, args: argparse.Namespace, rng: A
 
 
 def _int8_inputs(worker: Any) -> bool:
-    """Whether the worker's 4-bit linears quantize their inputs to int8 (W4A8)."""
+    """Whether the worker's weight-only linears quantize their inputs to int8 (W4A8, GGUF's
+    8-bit blocks; the switchable ones, where a W8A8 checkpoint always does)."""
     return any(getattr(m, "act_int8", False) for m in worker.model_runner.model.modules())
 
 
@@ -229,7 +236,7 @@ async def _run(
 ) -> tuple[dict[str, dict[str, list[float]]], dict[str, dict[str, int]]]:
     """Every variant's engine open at once; each round measures every variant in turn at
     every batch size. Returns ({variant: {batch: [rate per round]}}, {variant: {"weight_bytes",
-    "kv_blocks", "w4a8"}})."""
+    "kv_blocks", "int8_inputs"}})."""
     from contextlib import AsyncExitStack
 
     from actorllm.core.sampling_params import SamplingParams
@@ -260,7 +267,7 @@ async def _run(
             (int8_inputs,) = await engine.collective_rpc(_int8_inputs)
             blocks = (await engine.get_stats()).num_gpu_blocks
             sizes[v] = {"weight_bytes": weight_bytes, "kv_blocks": blocks,
-                        "w4a8": int8_inputs}  # fmt: skip
+                        "int8_inputs": int8_inputs}  # fmt: skip
             engines[v] = engine
         for r in range(args.rounds):
             for v, engine in engines.items():

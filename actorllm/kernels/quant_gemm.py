@@ -7,7 +7,10 @@ does not handle); the caller then runs its torch path (``models/quant/linear.py`
 
 4-bit weights multiply int8-quantized inputs by default (W4A8, :func:`wq_linear_a8`), as
 vLLM's CPU build does on the hosts it has an int8 kernel for; ``VLLM_CPU_INT4_W4A8=0`` (or
-``ACTORLLM_CPU_INT4_W4A8=0``, which wins) keeps the inputs in float.
+``ACTORLLM_CPU_INT4_W4A8=0``, which wins) keeps the inputs in float. GGUF's 8-bit blocks
+(Q8_0, Q6_K) do the same through ``csrc/q8a8_gemm.c``, as llama.cpp and vLLM's GGUF kernels
+multiply them (activations quantized to 8 bits a block); ``ACTORLLM_CPU_GGUF_A8=0`` keeps
+their inputs in float.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from actorllm.kernels import native
 logger = logging.getLogger(__name__)
 
 W4A8_ENV = ("ACTORLLM_CPU_INT4_W4A8", "VLLM_CPU_INT4_W4A8")  # the first one set wins
+GGUF_A8_ENV = ("ACTORLLM_CPU_GGUF_A8",)
 
 # Up to this many rows the GEMM is bound by reading the weight: the native kernel wins;
 # above it the dequantize-a-tile-then-matmul path reuses each tile over the rows.
@@ -62,16 +66,16 @@ def _a8_lib() -> Any:
     })  # fmt: skip
 
 
-def w4a8_enabled(environ: Mapping[str, str] = os.environ) -> bool:
-    """Whether 4-bit linears quantize their inputs to int8 (vLLM's ``VLLM_CPU_INT4_W4A8``:
-    an integer, on unless 0).
+@functools.cache
+def _q8_lib() -> Any:
+    return _load("q8a8_gemm", {
+        "wq_linear_q8a8": (_ARGS, ctypes.c_int), "wq_linear_q8a8_built": ([], ctypes.c_int),
+    })  # fmt: skip
 
-    >>> w4a8_enabled({}), w4a8_enabled({"VLLM_CPU_INT4_W4A8": "0"})
-    (True, False)
-    >>> w4a8_enabled({"ACTORLLM_CPU_INT4_W4A8": "1", "VLLM_CPU_INT4_W4A8": "0"})
-    True
-    """
-    for name in W4A8_ENV:
+
+def _switch(names: tuple[str, ...], environ: Mapping[str, str]) -> bool:
+    """An on/off variable (an integer, on unless 0; the first of ``names`` set wins)."""
+    for name in names:
         value = environ.get(name, "").strip()
         if value:
             try:
@@ -81,27 +85,62 @@ def w4a8_enabled(environ: Mapping[str, str] = os.environ) -> bool:
     return True
 
 
+def w4a8_enabled(environ: Mapping[str, str] = os.environ) -> bool:
+    """Whether 4-bit linears quantize their inputs to int8 (vLLM's ``VLLM_CPU_INT4_W4A8``:
+    an integer, on unless 0).
+
+    >>> w4a8_enabled({}), w4a8_enabled({"VLLM_CPU_INT4_W4A8": "0"})
+    (True, False)
+    >>> w4a8_enabled({"ACTORLLM_CPU_INT4_W4A8": "1", "VLLM_CPU_INT4_W4A8": "0"})
+    True
+    """
+    return _switch(W4A8_ENV, environ)
+
+
+def gguf_a8_enabled(environ: Mapping[str, str] = os.environ) -> bool:
+    """Whether GGUF's 8-bit blocks quantize their inputs to int8 (``ACTORLLM_CPU_GGUF_A8``,
+    on unless 0).
+
+    >>> gguf_a8_enabled({}), gguf_a8_enabled({"ACTORLLM_CPU_GGUF_A8": "0"})
+    (True, False)
+    """
+    return _switch(GGUF_A8_ENV, environ)
+
+
 def w4a8_inputs() -> bool:
     """Whether this process's 4-bit linears run W4A8 on the CPU: asked for
     (:func:`w4a8_enabled`) and built here (the native kernel on an AVX2 host). Asked for
     but not built is logged once; the first W4A8 product logs that it runs."""
-    enabled = w4a8_enabled()
-    lib = _a8_lib()
-    built = lib is not None and bool(lib.wq_linear_a8_built())
+    return _inputs(4, w4a8_enabled(), _a8_lib(), "wq_linear_a8_built")
+
+
+def gguf_a8_inputs() -> bool:
+    """Whether this process's GGUF 8-bit blocks take int8 inputs on the CPU: asked for
+    (:func:`gguf_a8_enabled`) and built here (AVX2); logged as :func:`w4a8_inputs`."""
+    return _inputs(8, gguf_a8_enabled(), _q8_lib(), "wq_linear_q8a8_built")
+
+
+def _inputs(bits: int, enabled: bool, lib: Any, built_fn: str) -> bool:
+    built = lib is not None and bool(getattr(lib, built_fn)())
     if enabled and not built:
-        _announce(False)
+        _announce(bits, False)
     return enabled and built
 
 
+_SWITCH_OFF = {4: "VLLM_CPU_INT4_W4A8=0", 8: "ACTORLLM_CPU_GGUF_A8=0"}
+_WHAT = {4: "4-bit linears", 8: "GGUF's 8-bit blocks"}
+
+
 @functools.cache
-def _announce(running: bool) -> None:
+def _announce(bits: int, running: bool) -> None:
     if running:
         logger.info(
-            "4-bit linears quantize their inputs to int8 per row and group (W4A8); "
-            "VLLM_CPU_INT4_W4A8=0 keeps them in float"
-        )
+            "%s quantize their inputs to int8 per row and block (W%dA8); %s keeps them in "
+            "float", _WHAT[bits], bits, _SWITCH_OFF[bits],
+        )  # fmt: skip
     else:
-        logger.info("4-bit linears keep their inputs in float: no W4A8 kernel on this host")
+        logger.info("%s keep their inputs in float: no W%dA8 kernel on this host",
+                    _WHAT[bits], bits)  # fmt: skip
 
 
 def _fn() -> Any:
@@ -135,12 +174,12 @@ def wq_linear(
     """x: float32 [M, I] contiguous; packed uint8 [O, I * bits / 8]; scales, offsets
     float32 [O, G] (``w = q * scale + offset``); bias float32 [O] or None -> float32
     [M, O], or None (not taken: above :data:`MAX_ROWS` rows the caller's tiled matmul
-    reuses each weight tile over the rows). ``act_int8``: 4-bit weights take
-    :func:`wq_linear_a8` where it takes the call, for any number of rows."""
-    if act_int8 and bits == 4:
-        out = wq_linear_a8(x, packed, scales, offsets, group_size, bias)
+    reuses each weight tile over the rows). ``act_int8``: :func:`wq_linear_a8` where it
+    takes the call, for any number of rows."""
+    if act_int8:
+        out = wq_linear_a8(x, packed, scales, offsets, group_size, bias, bits)
         if out is not None:
-            _announce(True)  # once per process, at the first product (a CUDA model: never)
+            _announce(bits, True)  # once per process, at the first product (CUDA: never)
             return out
     return _run(_fn(), x, packed, bits, scales, offsets, group_size, bias)
 
@@ -152,18 +191,20 @@ def wq_linear_a8(
     offsets: torch.Tensor,
     group_size: int,
     bias: torch.Tensor | None,
+    bits: int = 4,
 ) -> torch.Tensor | None:
-    """4-bit weights times int8-quantized inputs (W4A8; ``csrc/w4a8_gemm.c``): the inputs
-    are quantized per row and block of the group's columns (at most 256), symmetric, then
-    multiplied on integers. Arguments as :func:`wq_linear` with ``bits=4``; None where the
-    kernel does not take the call (no AVX2 build, a group not a multiple of 32).
+    """4- or 8-bit weights times int8-quantized inputs (``csrc/w4a8_gemm.c``,
+    ``csrc/q8a8_gemm.c``): the inputs are quantized per row and block of columns (the
+    group, at most 256; 32 for groups of 16), symmetric, then multiplied on integers.
+    Arguments as :func:`wq_linear`; None where the kernel does not take the call (no AVX2
+    build, other bits, a group neither 16 (8-bit) nor a multiple of 32).
 
     Any number of rows: prefill runs it too, so a token's numbers do not depend on whether
     it was decoded or recomputed in a prefill (a replay after a crash, a preemption), and
     on AVX2 its integer products cost less a row than float32 GEMMs do."""
-    lib = _a8_lib()
-    return _run(None if lib is None else lib.wq_linear_a8, x, packed, 4, scales, offsets,
-                group_size, bias, max_rows=None)  # fmt: skip
+    lib = {4: _a8_lib, 8: _q8_lib}.get(bits, lambda: None)()
+    fn = None if lib is None else getattr(lib, "wq_linear_a8" if bits == 4 else "wq_linear_q8a8")
+    return _run(fn, x, packed, bits, scales, offsets, group_size, bias, max_rows=None)
 
 
 def _run(

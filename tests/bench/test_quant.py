@@ -22,7 +22,7 @@ def test_bench_quant_writes_rows_with_ratios(
     args = parser.parse_args([
         "--hidden-size", "128", "--layers", "1", "--heads", "4", "--kv-heads", "2",
         "--head-dim", "32", "--intermediate-size", "256", "--vocab-size", "512",
-        "--variants", "bf16,gguf-q4_0,w8a8,gptq4,gptq4-w4a16,bf16-fp8kv",
+        "--variants", "bf16,gguf-q4_0,w8a8,gptq4,gptq4-w4a16,gguf-q8_0,gguf-q8_0-a16,bf16-fp8kv",
         "--batches", "1,2", "--rounds", "1",
         "--prompt-len", "4", "--output-len", "4", "--output", str(out),
     ])  # fmt: skip
@@ -30,7 +30,10 @@ def test_bench_quant_writes_rows_with_ratios(
     doc = json.loads(out.read_text())
     assert doc["machine"]["cpu_model"] and "isa" in doc["machine"]
     rows = doc["figures"]
-    assert set(rows) == {"bf16", "gguf-q4_0", "w8a8", "gptq4", "gptq4-w4a16", "bf16-fp8kv"}
+    assert set(rows) == {
+        "bf16", "gguf-q4_0", "w8a8", "gptq4", "gptq4-w4a16", "gguf-q8_0", "gguf-q8_0-a16",
+        "bf16-fp8kv",
+    }  # fmt: skip
     assert rows["bf16"]["ratio_vs_bf16"] == {"1": 1.0, "2": 1.0}
     for row in rows.values():
         assert all(rate > 0 for rate in row["decode_tokens_per_s"].values())
@@ -38,9 +41,11 @@ def test_bench_quant_writes_rows_with_ratios(
     # The same KV budget buys an fp8 cache twice the blocks (the null block aside).
     assert rows["bf16-fp8kv"]["kv_blocks"] + 1 == 2 * (rows["bf16"]["kv_blocks"] + 1)
     assert rows["bf16-fp8kv"]["weight_bytes"] == rows["bf16"]["weight_bytes"]
-    # 4-bit rows quantize their inputs to int8 unless told not to (VLLM_CPU_INT4_W4A8=0).
-    assert rows["gptq4"]["w4a8"] and not rows["gptq4-w4a16"]["w4a8"]
-    assert rows["gptq4-w4a16"]["weight_bytes"] == rows["gptq4"]["weight_bytes"]
+    # 4-bit rows and GGUF's 8-bit blocks quantize their inputs to int8 unless told not to
+    # (VLLM_CPU_INT4_W4A8=0, ACTORLLM_CPU_GGUF_A8=0).
+    for a8, a16 in (("gptq4", "gptq4-w4a16"), ("gguf-q8_0", "gguf-q8_0-a16")):
+        assert rows[a8]["int8_inputs"] and not rows[a16]["int8_inputs"]
+        assert rows[a16]["weight_bytes"] == rows[a8]["weight_bytes"]
 
 
 def test_unknown_variants_and_a_missing_baseline_are_refused() -> None:

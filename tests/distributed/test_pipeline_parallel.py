@@ -174,7 +174,7 @@ def _quantized_pp(model: str, pp: int, **kw: Any) -> tuple[list[list[int]], list
     return [list(o.outputs[0].token_ids) for o in outs], held
 
 
-@pytest.mark.usefixtures("w4a16")
+@pytest.mark.usefixtures("float_inputs")
 @pytest.mark.parametrize("fmt", ["gptq-desc_act", "gguf-Q4_K_M"])
 def test_a_quantized_model_splits_into_stages_of_its_own_layers(tmp_path: Path, fmt: str) -> None:
     """Each stage reads its own layers' packed tensors (a GGUF file: its own ``blk.N``

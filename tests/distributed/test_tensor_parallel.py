@@ -106,7 +106,7 @@ def _run_quantized(model: str, tp: int, params: SamplingParams) -> tuple[list[An
     return outs, held
 
 
-@pytest.mark.usefixtures("w4a16")
+@pytest.mark.usefixtures("float_inputs")
 @pytest.mark.parametrize(("method", "kw"), QUANTIZED)
 def test_quantized_tp2_gives_tp1_greedy_tokens_with_half_the_weights_per_rank(
     tmp_path: Path, method: str, kw: dict[str, Any]

@@ -101,7 +101,7 @@ def test_more_adapters_than_slots_in_one_step_is_refused(tmp_path: Path) -> None
         runner.lora.prepare(two, np.array([1, 1]), runner.device)
 
 
-@pytest.mark.usefixtures("w4a16")
+@pytest.mark.usefixtures("float_inputs")
 @pytest.mark.parametrize(
     ("method", "kw"),
     [("gptq", dict(bits=4, desc_act=True)), ("awq", {}), ("fp8", dict(block=(32, 32))),

@@ -8,14 +8,13 @@
  * high one), scales and offsets float32 [O, G] (w = q * scale + offset, G = I / gs);
  * x float32 [M, I]; out float32 [M, O]. Threads: OpenMP over output rows (wq_gemm.c's rule).
  */
-#include <math.h>
 #include <stdint.h>
-#include <stdlib.h>
 
 #define PAR_MIN_WORK (1 << 16)
 
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
+#include "act8.h"
 #include "hsum8.h"
 #define HAVE_AVX2_PATH 1
 
@@ -27,72 +26,14 @@
  *   out[m, o] = sum_b scale[o, g(b)] * d[m, b] * (sum_{i in b} q[o, i] * xq[m, i])
  *             + sum_g offset[o, g] * (sum_{b in g} d[m, b] * sum_{i in b} xq[m, i]) + bias[o]
  *
- * with x[m, i] ~ d[m, b] * xq[m, i], xq = round-half-even(x * 127 / amax) in [-127, 127]
- * (amax: the block's largest |x|; an all-zero block gives zeros). The zero-point term uses
- * the quantized sums, so q - zero is what multiplies each rounded input, as in the
- * integer product. Integer sums are exact: a pair is at most 2 * 15 * 127 = 3810 and an
- * int16 lane adds at most 8 of them (256 columns) before vpmaddwd widens it to int32.
+ * with x ~ d * xq as act8.h quantizes it. Integer sums are exact: a pair is at most
+ * 2 * 15 * 127 = 3810 and an int16 lane adds at most 8 of them (256 columns) before
+ * vpmaddwd widens it to int32.
  *
- * The inputs are stored per unit of U columns as the packed bytes deliver them: the U/2
- * even columns (low nibbles), then the U/2 odd ones (high nibbles). U is 64 (blocks of 32
- * then go two to a unit: one 32-byte load serves both), or 32 where a block of 96, 160 or
- * 224 columns, or a row of an odd number of 32s, leaves no whole units of 64. */
-
-typedef struct {
-    int8_t *xq;      /* [M, I], deinterleaved per unit */
-    float *d;        /* [M, I / A]: each block's scale */
-    float *xs;       /* [M, G]: sum over the group's blocks of d * sum(xq) */
-    int64_t a, u;    /* block and unit widths */
-} act8;
-
-static int64_t block_width(int64_t gs) {
-    if (gs <= 256) return gs;
-    int64_t a = 256;
-    while (gs % a) a /= 2;  /* gs % 32 == 0, so a >= 32 */
-    return a;
-}
-
-static int quantize_act8(const float *x, int64_t m_rows, int64_t in, int64_t gs, act8 *q) {
-    q->a = block_width(gs);
-    /* Blocks of 32 are taken in pairs (one 64-column unit) where the row has whole pairs. */
-    q->u = q->a % 64 == 0 || (q->a == 32 && in % 64 == 0) ? 64 : 32;
-    int64_t blocks = in / q->a, groups = in / gs, per = gs / q->a;
-    q->xq = malloc((size_t)(m_rows * in));
-    q->d = malloc(sizeof(float) * (size_t)(m_rows * blocks));
-    q->xs = malloc(sizeof(float) * (size_t)(m_rows * groups));
-    if (!q->xq || !q->d || !q->xs) return -1;
-    int64_t half = q->u / 2;
-    for (int64_t m = 0; m < m_rows; m++) {
-        int8_t *dst = q->xq + m * in;
-        for (int64_t b = 0; b < blocks; b++) {
-            const float *xb = x + m * in + b * q->a;
-            float amax = 0.0f;
-            for (int64_t i = 0; i < q->a; i++) {
-                float v = fabsf(xb[i]);
-                amax = v > amax ? v : amax;
-            }
-            float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
-            q->d[m * blocks + b] = amax / 127.0f;
-            int32_t total = 0;
-            for (int64_t i = 0; i < q->a; i++) {
-                int32_t v = (int32_t)nearbyintf(xb[i] * inv);
-                int64_t col = b * q->a + i, k = col % q->u;
-                dst[col - k + (k % 2) * half + k / 2] = (int8_t)v;
-                total += v;
-            }
-            int64_t g = b / per;
-            float part = q->d[m * blocks + b] * (float)total;
-            q->xs[m * groups + g] = (b % per ? q->xs[m * groups + g] : 0.0f) + part;
-        }
-    }
-    return 0;
-}
-
-static void free_act8(act8 *q) {
-    free(q->xq);
-    free(q->d);
-    free(q->xs);
-}
+ * The inputs are deinterleaved per unit of U columns (act8.h), as the nibbles come: U is
+ * 64 (blocks of 32 then go two to a unit: one 32-byte load serves both), or 32 where a
+ * block of 96, 160 or 224 columns, or a row of an odd number of 32s, leaves no whole
+ * units of 64. */
 
 /* Integer dot products of one block (n columns of one packed row) with MB rows' quantized
  * inputs, as int32 lanes in acc. Always inlined with MB a constant, so the accumulators
@@ -245,7 +186,10 @@ static int wq_linear_a8_avx2(const float *x, int64_t m_rows, int64_t in,
                              int nt) {
     if (gs % 32) return -1;
     act8 q;
-    if (quantize_act8(x, m_rows, in, gs, &q)) {
+    int64_t a = act8_block(gs);
+    /* Blocks of 32 are taken in pairs (one 64-column unit) where the row has whole pairs. */
+    int64_t u = a % 64 == 0 || (a == 32 && in % 64 == 0) ? 64 : 32;
+    if (quantize_act8(x, m_rows, in, a, u, gs, &q)) {
         free_act8(&q);
         return -1;
     }

@@ -5,9 +5,11 @@ A fused projection (``qkv_proj``, ``gate_up_proj``) may mix types (a Q4_K_M file
 ``attn_v`` in Q6_K beside a Q4_K ``attn_q``): the weight is a list of parts, each a run of
 output rows in one layout, merged at load where neighbours share it. A part is either a
 :class:`BlockWeight` (``w = q * scale + offset`` per group) run by the native kernel up
-to ``MAX_ROWS`` rows (decode; 4-bit parts with W4A8 at every row count,
-``kernels/quant_gemm.py``) and dequantized one tile of output rows at a time above
-(prefill), or a float weight (F32 / F16 / BF16 tensors) in the model dtype.
+to ``MAX_ROWS`` rows (decode) and dequantized one tile of output rows at a time above
+(prefill), or a float weight (F32 / F16 / BF16 tensors) in the model dtype. Block parts
+whose inputs are quantized to int8 (4-bit: W4A8, ``VLLM_CPU_INT4_W4A8``; 8-bit: Q8_0 and
+Q6_K, ``ACTORLLM_CPU_GGUF_A8``; both on by default, ``kernels/quant_gemm.py``) run the
+native kernel at every row count, so a token's numbers do not depend on its batch.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from actorllm.kernels.quant_gemm import MAX_ROWS, w4a8_inputs, wq_linear
+from actorllm.kernels.quant_gemm import MAX_ROWS, gguf_a8_inputs, w4a8_inputs, wq_linear
 from actorllm.models.gguf.blocks import BlockWeight
 from actorllm.models.quant.linear import tile_inputs
 
@@ -57,7 +59,7 @@ class GGUFLinear(nn.Module):
         self.in_features, self.out_features, self.name = in_features, out_features, name
         self.parts: list[Part] = []
         self.register_buffer("bias", None)  # [O] in the model dtype, or None
-        self.act_int8 = False  # 4-bit parts: int8 inputs (W4A8, kernels/quant_gemm.py)
+        self.a8_bits: frozenset[int] = frozenset()  # parts of these bits take int8 inputs
 
     def set_weights(self, parts: list[Part], bias: torch.Tensor | None) -> None:
         """Install the weight (parts in output-row order) and an optional bias [O]; every
@@ -68,10 +70,10 @@ class GGUFLinear(nn.Module):
             raise ValueError(
                 f"{self.name}: GGUF parts hold {rows} rows, expected {self.out_features}"
             )
+        bits = {p.bits for p in parts if isinstance(p, BlockWeight)}
+        self.a8_bits = frozenset(b for b in bits if (w4a8_inputs() if b == 4 else gguf_a8_inputs()))
         for k, p in enumerate(parts):
             if isinstance(p, BlockWeight):
-                if p.bits == 4:
-                    self.act_int8 = w4a8_inputs()
                 self.register_buffer(f"p{k}_packed", p.packed)
                 self.register_buffer(f"p{k}_scales", p.scales)
                 self.register_buffer(f"p{k}_offsets", p.offsets)
@@ -80,17 +82,22 @@ class GGUFLinear(nn.Module):
         self.parts = parts
         self.bias = bias
 
+    @property
+    def act_int8(self) -> bool:
+        """Whether some part takes int8 inputs (what ``bench quant`` reports)."""
+        return bool(self.a8_bits)
+
     def extra_repr(self) -> str:
         kinds = [p.qtype if isinstance(p, BlockWeight) else str(p.dtype) for p in self.parts]
         return f"in={self.in_features}, out={self.out_features}, gguf {'+'.join(kinds)}"
 
     def _part(self, p: BlockWeight, rows: torch.Tensor) -> torch.Tensor:
         """rows [M, I] -> [M, p.rows] in rows' dtype."""
-        w4a8 = self.act_int8 and p.bits == 4  # every row count (kernels/quant_gemm.py)
-        if (rows.shape[0] <= MAX_ROWS or w4a8) and rows.device.type == "cpu":
-            # Few rows (decode), or W4A8: the native kernel reads the packed weight once.
+        a8 = p.bits in self.a8_bits  # int8 inputs: every row count
+        if (rows.shape[0] <= MAX_ROWS or a8) and rows.device.type == "cpu":
+            # Few rows (decode), or int8 inputs: the native kernel reads the packed weight once.
             native = wq_linear(rows.float().contiguous(), p.packed, p.bits, p.scales,
-                               p.offsets, p.group_size, None, self.act_int8)  # fmt: skip
+                               p.offsets, p.group_size, None, a8)  # fmt: skip
             if native is not None:
                 return native.to(rows.dtype)
         o = p.rows

@@ -42,7 +42,7 @@ CASES: list[tuple[str, dict[str, Any]]] = [
 ]
 
 
-@pytest.mark.usefixtures("w4a16")
+@pytest.mark.usefixtures("float_inputs")
 @pytest.mark.parametrize(
     ("family", "kw"),
     CASES,

@@ -46,7 +46,7 @@ WEIGHT_ONLY = [
 ]
 
 
-@pytest.mark.usefixtures("w4a16")
+@pytest.mark.usefixtures("float_inputs")
 @pytest.mark.parametrize(
     ("family", "method", "kw"),
     WEIGHT_ONLY,
@@ -59,7 +59,7 @@ def test_weight_only_greedy_tokens_equal_the_dequantized_reference(
     assert _tokens(quant) == _tokens(ref)
 
 
-@pytest.mark.usefixtures("w4a16")
+@pytest.mark.usefixtures("float_inputs")
 @pytest.mark.parametrize("family", ["qwen3_moe", "mixtral"])
 def test_a_wrong_expert_scale_changes_the_tokens(tmp_path: Path, family: str) -> None:
     """The comparison above can fail: one expert's GPTQ scales off by 3x shows."""

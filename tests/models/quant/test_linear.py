@@ -38,7 +38,7 @@ WEIGHT_ONLY = [
 ]
 
 
-@pytest.mark.usefixtures("w4a16")
+@pytest.mark.usefixtures("float_inputs")
 @pytest.mark.parametrize(
     ("method", "kw"), WEIGHT_ONLY, ids=[f"{m}-{sorted(k.items())}" for m, k in WEIGHT_ONLY]
 )
@@ -49,7 +49,7 @@ def test_weight_only_greedy_tokens_equal_the_dequantized_reference(
     assert _tokens(quant) == _tokens(ref)
 
 
-@pytest.mark.usefixtures("w4a16")
+@pytest.mark.usefixtures("float_inputs")
 def test_a_wrong_scale_changes_the_tokens(tmp_path: Path) -> None:
     """The comparison above can fail: one GPTQ scale tensor off by 2x shows."""
     ref, quant = write_quantized(tmp_path, "gptq", bits=4, scale_error=2.0)

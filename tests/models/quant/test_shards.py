@@ -44,7 +44,7 @@ def _parts(x: torch.Tensor, sizes: list[int]) -> list[torch.Tensor]:
     return list(x.split(sizes, dim=-1))
 
 
-@pytest.mark.usefixtures("w4a16")
+@pytest.mark.usefixtures("float_inputs")
 @pytest.mark.parametrize(
     ("method", "kw"), FORMATS, ids=[f"{m}-{sorted(k.items())}" for m, k in FORMATS]
 )
