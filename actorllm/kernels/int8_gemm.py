@@ -6,11 +6,13 @@ product ``x_q @ w_q.T`` is accumulated exactly in int32 and scaled back by
 ``scale_row * scale_col``.
 
 Where the CPU has int8 dot products (``cpu_features.native_int8``: VNNI or AMX-INT8, read
-from the OS) the GEMM is ``torch._int_mm`` (oneDNN's u8s8/s8s8 kernels). Elsewhere int8
-GEMMs are emulated: up to ``quant_gemm.MAX_ROWS`` rows (decode) the native ``i8_gemm``
-sums exact int32 products with the host's SIMD; above, the same integers are multiplied in
-float32 one weight tile at a time: exact while ``I * 127 * 128 < 2 ** 24`` (I < 1032),
-beyond that rounded like any float32 GEMM.
+from the OS) the GEMM is ``torch._int_mm`` (oneDNN's u8s8/s8s8 kernels). Elsewhere on the
+CPU the whole linear is one native call (``quant_gemm.w8a8_linear``: the same rounding,
+exact int32 products with the host's SIMD, the same epilogue) at every row count, so a
+row's bits do not depend on its batch. Without a native build (and on CUDA, whose
+``_int_mm`` wants more than 16 rows) the integers are multiplied in float32 one weight
+tile at a time: exact while ``I * 127 * 128 < 2 ** 24`` (I < 1032), beyond that rounded
+like any float32 GEMM.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from __future__ import annotations
 import torch
 
 from actorllm.kernels.cpu_features import native_int8
-from actorllm.kernels.quant_gemm import i8_gemm
+from actorllm.kernels.quant_gemm import i8_gemm, w8a8_linear
 
 # Weight rows widened to float32 at a time on the fallback path.
 FALLBACK_TILE_ELEMENTS = 1 << 20
@@ -45,9 +47,11 @@ def int8_linear(
     x: torch.Tensor, w: torch.Tensor, w_scale: torch.Tensor, bias: torch.Tensor | None
 ) -> torch.Tensor:
     """x: [M, I] float, w: int8 [O, I], w_scale: float32 [O, 1] -> [M, O] in x's dtype."""
-    q, scale = quantize_rows(x)
-    acc = int8_matmul(q, w)  # [M, O] int32 (or exact-integer float32)
-    out = acc.float() * scale * w_scale.t()  # [M, O]
+    out = None if int8_gemm_available(x.device) else w8a8_linear(x, w, w_scale)
+    if out is None:
+        q, scale = quantize_rows(x)
+        acc = int8_matmul(q, w)  # [M, O] int32 (or exact-integer float32)
+        out = acc.float() * scale * w_scale.t()  # [M, O]
     out = out.to(x.dtype)
     if bias is not None:
         out += bias

@@ -56,6 +56,7 @@ def _lib() -> Any:
         "wq_linear": (_ARGS, ctypes.c_int),
         "wq_dequant": ([_P, _I64, _I64, _I32, _P, _P, _I64, _P, _I32], None),
         "i8_gemm": ([_P, _I64, _I64, _P, _I64, _P, _I32], ctypes.c_int),
+        "w8a8_linear": ([_P, _I64, _I64, _P, _I64, _P, _P, _I32], ctypes.c_int),
     })  # fmt: skip
 
 
@@ -159,6 +160,21 @@ def i8_gemm(q: torch.Tensor, w: torch.Tensor) -> torch.Tensor | None:
     lib.i8_gemm(q.data_ptr(), q.shape[0], q.shape[1], w.data_ptr(), w.shape[0],
                 out.data_ptr(), torch.get_num_threads())  # fmt: skip
     return out
+
+
+def w8a8_linear(x: torch.Tensor, w: torch.Tensor, w_scale: torch.Tensor) -> torch.Tensor | None:
+    """A W8A8 linear in one native call, any number of rows: x float [M, I], w int8 [O, I],
+    w_scale float32 [O, 1] -> float32 [M, O] = (x_q @ w.T) * scale_row * scale_col, with
+    ``int8_gemm.quantize_rows``'s rounding and epilogue bit for bit; None where there is no
+    native build or x is not on the CPU."""
+    lib = _lib()
+    if lib is None or x.device.type != "cpu":
+        return None
+    x, w, w_scale = x.float().contiguous(), w.contiguous(), w_scale.contiguous()
+    out = torch.empty(x.shape[0], w.shape[0], dtype=torch.float32)  # [M, O]
+    rc = lib.w8a8_linear(x.data_ptr(), x.shape[0], x.shape[1], w.data_ptr(), w.shape[0],
+                         w_scale.data_ptr(), out.data_ptr(), torch.get_num_threads())  # fmt: skip
+    return out if rc == 0 else None
 
 
 def wq_linear(

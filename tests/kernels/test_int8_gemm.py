@@ -40,3 +40,26 @@ def test_int8_linear_scales_back() -> None:
     out = int8_gemm.int8_linear(x, w, w_scale, bias)
     ref = x @ (w.float() * w_scale).t() + bias
     assert (out - ref).abs().max() < 0.02 * ref.abs().max()
+
+
+@pytest.mark.parametrize("m", [1, 7, 33])
+def test_the_native_linear_is_the_torch_path_bit_for_bit(m: int) -> None:
+    """On hosts without int8 dot products one native call runs the whole W8A8 linear, at
+    every row count (prefill too): the same rounding, integers and epilogue as the torch
+    path, and a row gets the same bits alone as in its batch."""
+    from actorllm.kernels.quant_gemm import w8a8_linear
+
+    g = torch.Generator().manual_seed(m)
+    x = torch.randn(m, 3072, generator=g).bfloat16()
+    x[-1] = 0.0  # an all-zero row: scale 0
+    x[0, :5] = torch.tensor([1.0, -0.5, 0.25, 127 / 254, -127 / 254])  # ties
+    w = torch.randint(-128, 128, (40, 3072), dtype=torch.int8, generator=g)
+    w_scale = torch.rand(40, 1, generator=g) * 0.01
+    out = w8a8_linear(x, w, w_scale)
+    if out is None:
+        pytest.skip("no native build here")
+    q, scale = int8_gemm.quantize_rows(x)
+    exact = (q.long() @ w.long().t()).float() * scale * w_scale.t()  # [M, O]
+    assert torch.equal(out, exact)
+    alone = w8a8_linear(x[:1].clone(), w, w_scale)
+    assert alone is not None and torch.equal(alone, out[:1])

@@ -17,7 +17,9 @@
  * the team (the same rule as elementwise.c, for the same reason: a region of another team
  * size makes libgomp recreate torch's pool).
  */
+#include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define LANES 16
@@ -304,5 +306,45 @@ int i8_gemm(const int8_t *xq, int64_t m_rows, int64_t in, const int8_t *w, int64
             out[m * out_n + o] = acc;
         }
     }
+    return 0;
+}
+
+/* A W8A8 linear in one call, any number of rows, on a host without int8 dot-product
+ * instructions: each input row quantized to int8 with one symmetric scale (amax / 127,
+ * x / scale rounded half to even, int8_gemm.quantize_rows bit for bit), exact int32 dot
+ * products (i8_gemm), then (acc * scale_row) * scale_col in float32, as the torch epilogue.
+ * x float32 [M, I], w int8 [O, I], wscale float32 [O], out float32 [M, O]. Every row is
+ * computed alone, so its bits do not depend on the batch (a replay, a prefill recomputing
+ * a decoded token). Returns 0, or -1 when out of memory. */
+int w8a8_linear(const float *x, int64_t m_rows, int64_t in, const int8_t *w, int64_t out_n,
+                const float *wscale, float *out, int num_threads) {
+    int8_t *xq = malloc((size_t)(m_rows * in));
+    float *scale = malloc(sizeof(float) * (size_t)m_rows);
+    int32_t *acc = malloc(sizeof(int32_t) * (size_t)(m_rows * out_n));
+    if (!xq || !scale || !acc) {
+        free(xq), free(scale), free(acc);
+        return -1;
+    }
+    for (int64_t m = 0; m < m_rows; m++) {
+        const float *xr = x + m * in;
+        float amax = 0.0f;
+        for (int64_t i = 0; i < in; i++) {
+            float v = fabsf(xr[i]);
+            amax = v > amax ? v : amax;
+        }
+        scale[m] = amax / 127.0f;
+        float safe = scale[m] > 0.0f ? scale[m] : 1.0f;
+        for (int64_t i = 0; i < in; i++) {
+            float v = nearbyintf(xr[i] / safe);  /* in [-127, 127] */
+            xq[m * in + i] = (int8_t)v;
+        }
+    }
+    i8_gemm(xq, m_rows, in, w, out_n, acc, num_threads);
+    int nt = out_n * m_rows >= PAR_MIN_WORK && num_threads > 1 ? num_threads : 1;
+#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
+    for (int64_t m = 0; m < m_rows; m++)
+        for (int64_t o = 0; o < out_n; o++)
+            out[m * out_n + o] = ((float)acc[m * out_n + o] * scale[m]) * wscale[o];
+    free(xq), free(scale), free(acc);
     return 0;
 }
