@@ -22,6 +22,7 @@ from __future__ import annotations
 import weakref
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
+from os import PathLike
 from pathlib import Path
 from typing import Any, Final, final
 
@@ -119,7 +120,12 @@ class Bridge:
     ) -> None:
         kwargs = dict(config)
         args.export_hf_token(kwargs.pop(args.HF_TOKEN, None))
-        options = {k: kwargs.pop(k) for k in OPEN_OPTIONS if k in kwargs}
+        # A tokenizer given as a name or directory (vLLM's meaning) is an engine setting;
+        # only a loaded one is passed through.
+        options = {
+            k: kwargs.pop(k) for k in OPEN_OPTIONS
+            if k in kwargs and not (k == "tokenizer" and isinstance(kwargs[k], str | PathLike))
+        }  # fmt: skip
         self.thread = EngineThread(
             args.engine_config(model, **kwargs), backend=backend, name=name, **options
         )

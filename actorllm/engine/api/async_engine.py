@@ -20,6 +20,7 @@ request fails with ``EngineDeadError`` and the ``async with`` block raises it.
 from __future__ import annotations
 
 import logging
+import os
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -158,9 +159,13 @@ class AsyncEngine:
 
         ``runner_factory`` (tests, benchmarks) replaces the model runner, e.g. with a
         ``ScriptedModel``; it is called once per data-parallel replica. ``tokenizer`` is an
-        already loaded tokenizer; ``connector_factory`` builds the scheduler-side KV
-        connector of each new core.
+        already loaded tokenizer, or (a string or path, vLLM's meaning) the name or
+        directory to load it from: ``EngineConfig.tokenizer``. ``connector_factory`` builds
+        the scheduler-side KV connector of each new core.
         """
+        if isinstance(tokenizer, str | os.PathLike):
+            kwargs = {**kwargs, "tokenizer": os.fspath(tokenizer)}
+            tokenizer = None
         config = _as_config(model_or_config, kwargs)
         sampling_defaults = config.get_diff_sampling_param()  # a bad file fails before loading
         if config.releases_host_openmp_team():

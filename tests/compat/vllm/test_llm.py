@@ -238,3 +238,25 @@ def test_pooling_methods_on_a_generative_model_name_the_model(llm, name):
     with pytest.raises(InvalidRequestError) as info:
         getattr(llm, name)(["hi"])
     assert info.value.param == "model"
+
+
+def test_a_tokenizer_named_by_directory_is_loaded_from_it(tmp_path):
+    """vLLM's ``tokenizer=`` names a directory or hub id: the engine loads the tokenizer
+    from it, so text prompts tokenize and outputs detokenize (here for a model directory
+    without tokenizer files, as a GGUF file has none)."""
+    from actorllm.demo import demo_tokenizer_path
+    from tests.helpers.models import make_tiny_checkpoint
+
+    path = make_tiny_checkpoint(
+        tmp_path, "llama", vocab_size=4096, eos_token_id=0, max_position_embeddings=1024
+    )
+    with LLM(
+        str(path), tokenizer=str(demo_tokenizer_path()), max_model_len=64,
+        kv_cache_memory_bytes=4 * 2**20,
+    ) as llm:  # fmt: skip
+        tok = llm.get_tokenizer()
+        (out,) = llm.generate("hello there", GREEDY, use_tqdm=False)
+    assert not isinstance(tok, str) and tok.name_or_path == str(demo_tokenizer_path())
+    assert out.prompt_token_ids == tok("hello there")["input_ids"]
+    ids = out.outputs[0].token_ids
+    assert len(ids) == 4 and out.outputs[0].text == tok.decode(ids, skip_special_tokens=True)

@@ -238,3 +238,15 @@ def test_an_explicit_kv_cache_too_small_says_what_fits(tiny_model: str) -> None:
     text = str(err.value)
     assert "--max-model-len to 480 or less" in text, text
     assert f"to {33 * 2**14} bytes" in text and "--kv-cache-memory-bytes" in text
+
+
+@pytest.mark.anyio
+async def test_a_tokenizer_given_as_a_path_is_loaded_from_it(tmp_path: Path) -> None:
+    """``AsyncEngine.open(model, tokenizer=<str or Path>)`` means vLLM's tokenizer name or
+    directory (``EngineConfig.tokenizer``), not an already loaded tokenizer."""
+    path = make_tiny_checkpoint(tmp_path, "llama", vocab_size=4096, eos_token_id=0)
+    async with AsyncEngine.open(
+        path, tokenizer=demo_tokenizer_path(), max_model_len=64, block_size=4
+    ) as eng:  # fmt: skip
+        assert eng.config.tokenizer == str(demo_tokenizer_path())
+        assert eng.tokenizer("hi")["input_ids"]
