@@ -100,6 +100,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     e = parser.add_argument_group("engine")
     e.add_argument("--model", default=None, help="a model directory (default: scripted model)")
     e.add_argument(
+        "--tokenizer", default=None,
+        help="--model: its tokenizer (a GGUF file needs the HF directory it was converted from)",
+    )  # fmt: skip
+    e.add_argument(
         "--dtype",
         default="float32",
         help="--model: the weights' dtype (default float32: a request recomputed after a crash "
@@ -174,6 +178,10 @@ def engine_opener(args: argparse.Namespace) -> Any:
         config["speculative_config"] = args.speculative_config
     if args.prompt_embeds:
         config["enable_prompt_embeds"] = True
+    if args.tokenizer:
+        if args.model is None:
+            raise SystemExit("--tokenizer needs --model (the scripted model has no tokenizer)")
+        config["tokenizer"] = args.tokenizer
     if args.kv_cache_dtype:
         if args.model is None:
             raise SystemExit("--kv-cache-dtype needs --model (the scripted model has no KV cache)")
