@@ -41,6 +41,7 @@ from actorllm.engine.api.lora_api import LoRAAdapters
 from actorllm.engine.api.request_api import RequestAPI
 from actorllm.engine.api.weight_sync_api import WeightSync
 from actorllm.engine.config.engine_config import EngineConfig
+from actorllm.engine.config.environment import check_environment
 from actorllm.engine.config.generation_config import default_sampling_params
 from actorllm.engine.config.interpreter_settings import engine_interpreter_settings
 from actorllm.engine.config.structured_outputs_config import structured_outputs_config_kwargs
@@ -163,6 +164,7 @@ class AsyncEngine:
         directory to load it from: ``EngineConfig.tokenizer``. ``connector_factory`` builds
         the scheduler-side KV connector of each new core.
         """
+        check_environment()
         if isinstance(tokenizer, str | os.PathLike):
             kwargs = {**kwargs, "tokenizer": os.fspath(tokenizer)}
             tokenizer = None
