@@ -3,7 +3,7 @@
 a decode step reads the packed bytes (a quarter of bf16's for 4-bit) and nothing else.
 
 Returns None where the kernel does not take the call (no native build, not CPU, shapes it
-does not handle); the caller then runs its torch path (``models/quant/linear.py``).
+does not handle); the caller then runs its torch path (``models/quant/packed.py``).
 
 4-bit weights multiply int8-quantized inputs by default (W4A8, :func:`wq_linear_a8`), as
 vLLM's CPU build does on the hosts it has an int8 kernel for; ``VLLM_CPU_INT4_W4A8=0`` (or

@@ -20,7 +20,7 @@ from torch import nn
 
 from actorllm.kernels.quant_gemm import MAX_ROWS, gguf_a8_inputs, w4a8_inputs, wq_linear
 from actorllm.models.gguf.blocks import BlockWeight
-from actorllm.models.quant.linear import tile_inputs
+from actorllm.models.quant.base import tile_inputs
 
 # Weights dequantized per tile on the many-rows path: bounds the transient float copy.
 TILE_ELEMENTS = 1 << 20
