@@ -105,3 +105,11 @@ def test_embedding_prompts_replay_after_core_crashes(tmp_path: Path) -> None:
     assert main([*argv, "--fail-on-failed", "--output-json", str(out)]) == 0
     fig = json.loads(out.read_text())["figures"]["trio"]
     assert fig["crashes"] == 4 and fig["outcomes"]["identical"] == fig["requests"] == 16
+
+
+def test_model_settings_without_a_model_are_refused() -> None:
+    """--tokenizer (like --kv-cache-dtype) names a real model's setting: the scripted model
+    has none to take."""
+    for flag, value in (("--tokenizer", "some/dir"), ("--kv-cache-dtype", "fp8")):
+        with pytest.raises(SystemExit, match=f"{flag} needs --model"):
+            main(["bench", "chaos", flag, value, "--crashes", "1"])
