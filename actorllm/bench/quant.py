@@ -6,8 +6,9 @@ decode tokens/s at batch 1 and batched, ratios against bf16 measured in the same
 
 Variants (``--variants``): ``bf16`` (the baseline), ``gptq4`` (GPTQ int4, group 128,
 symmetric), ``awq4`` (AWQ int4, group 128, zero points), ``w8a8`` (compressed-tensors
-int8 weights per channel, dynamic per-token int8 activations), ``gguf-q8_0`` and
-``gguf-q4_0`` (GGUF files of random blocks, the tied head quantized too),
+int8 weights per channel, dynamic per-token int8 activations), ``gguf-q8_0``,
+``gguf-q4_0`` and ``gguf-q4_k_m`` (GGUF files of random blocks, the tied head quantized
+too; Q4_K_M: Q4_K with attn_v, ffn_down and the head in Q6_K),
 ``gptq4-w4a16`` (the GPTQ model with ``VLLM_CPU_INT4_W4A8=0``: inputs kept in float, where
 4-bit rows otherwise quantize them to int8; each row records which it ran),
 ``gguf-q8_0-a16`` (the Q8_0 file with ``ACTORLLM_CPU_GGUF_A8=0``: the same for 8-bit
@@ -44,9 +45,13 @@ from typing import Any
 import anyio
 
 VARIANTS = (
-    "bf16", "gptq4", "awq4", "w8a8", "gguf-q8_0", "gguf-q4_0", "gptq4-w4a16", "gguf-q8_0-a16",
-    "bf16-fp8kv",
+    "bf16", "gptq4", "awq4", "w8a8", "gguf-q8_0", "gguf-q4_0", "gguf-q4_k_m", "gptq4-w4a16",
+    "gguf-q8_0-a16", "bf16-fp8kv",
 )  # fmt: skip
+# GGUF mixes: the tensors (by the name before ".weight") in another type than the file's
+# main one. Q4_K_M as llama.cpp writes it keeps attn_v and ffn_down in Q6_K in about half
+# the layers and the head in Q6_K; here every layer's, and the tied token_embd as the head.
+_MIXES = {"Q4_K_M": {"attn_v": "Q6_K", "ffn_down": "Q6_K", "token_embd": "Q6_K"}}
 # Variants that differ from another's checkpoint only in engine settings.
 _SAME_MODEL = {"bf16-fp8kv": "bf16", "gptq4-w4a16": "gptq4", "gguf-q8_0-a16": "gguf-q8_0"}
 _KV_DTYPE = {"bf16-fp8kv": "fp8"}
@@ -124,18 +129,20 @@ def variant_model(variant: str, shape: dict[str, Any]) -> tuple[str, str]:
 
 
 def gguf_file(qtype_name: str, shape: dict[str, Any]) -> Path:
-    """A GGUF file of ``shape`` (qwen3, tied) with every matrix random ``qtype`` blocks."""
+    """A GGUF file of ``shape`` (qwen3, tied) with every matrix random ``qtype`` blocks
+    (a mix such as ``Q4_K_M``: each tensor in its type, :data:`_MIXES`)."""
     import gguf
     import numpy as np
 
     from actorllm.demo.model import cache_dir
+    from actorllm.testing.random_gguf import random_blocks
 
     path = cache_dir() / "bench-models" / f"{_tag(shape)}-{qtype_name}.gguf"
     if path.is_file():
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
-    qtype = gguf.GGMLQuantizationType[qtype_name]
-    block, size = gguf.GGML_QUANT_SIZES[qtype]
+    T = gguf.GGMLQuantizationType
+    qtype = T[qtype_name.removesuffix("_M")]  # Q4_K_M: Q4_K, with _MIXES' tensors in Q6_K
     rng = np.random.default_rng(0)
     h, inter, hd = shape["hidden_size"], shape["intermediate_size"], shape["head_dim"]
     q, kv = shape["num_attention_heads"] * hd, shape["num_key_value_heads"] * hd
@@ -154,10 +161,9 @@ def gguf_file(qtype_name: str, shape: dict[str, Any]) -> Path:
     w.add_vocab_size(shape["vocab_size"])
 
     def matrix(name: str, rows: int, cols: int) -> None:
-        raw = rng.integers(0, 256, (rows, cols // block, size), dtype=np.uint8)
-        d = rng.uniform(0.0005, 0.001, (rows, cols // block)).astype(np.float16)
-        raw[..., 0:2] = d.view(np.uint8).reshape(rows, cols // block, 2)  # Q8_0/Q4_0: d first
-        w.add_tensor(name, raw.reshape(rows, -1), raw_dtype=qtype)
+        other = _MIXES.get(qtype_name, {}).get(name.rsplit(".", 2)[-2])
+        t = qtype if other is None else T[other]
+        w.add_tensor(name, random_blocks(rows, cols, t, rng, (0.0005, 0.001)), raw_dtype=t)
 
     matrix("token_embd.weight", shape["vocab_size"], h)
     w.add_tensor("output_norm.weight", np.ones(h, dtype=np.float32))

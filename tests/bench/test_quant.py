@@ -53,3 +53,23 @@ def test_unknown_variants_and_a_missing_baseline_are_refused() -> None:
     quant.add_arguments(parser)
     with pytest.raises(ValueError, match="--variants"):
         quant.main(parser.parse_args(["--variants", "gptq4"]))
+
+
+def test_the_q4_k_m_file_mixes_types_as_llama_cpp_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``gguf-q4_k_m``: Q4_K, with attn_v, ffn_down and the (tied) head in Q6_K."""
+    import gguf
+
+    monkeypatch.setattr("actorllm.demo.model.cache_dir", lambda: tmp_path)
+    parser = argparse.ArgumentParser()
+    quant.add_arguments(parser)
+    args = parser.parse_args([
+        "--hidden-size", "256", "--layers", "1", "--heads", "2", "--kv-heads", "2",
+        "--head-dim", "128", "--intermediate-size", "512", "--vocab-size", "64",
+    ])  # fmt: skip
+    path, _ = quant.variant_model("gguf-q4_k_m", quant.model_shape(args))
+    types = {t.name: t.tensor_type.name for t in gguf.GGUFReader(path).tensors}
+    assert types["blk.0.attn_q.weight"] == types["blk.0.ffn_up.weight"] == "Q4_K"
+    assert types["blk.0.attn_v.weight"] == types["blk.0.ffn_down.weight"] == "Q6_K"
+    assert types["token_embd.weight"] == "Q6_K"

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from actorllm.testing.random_gguf import random_blocks
 from tests.helpers.models import make_tiny_checkpoint
 
 ARCHS = {"llama": "LLAMA", "qwen2": "QWEN2", "qwen3": "QWEN3", "mixtral": "LLAMA",
@@ -47,28 +48,6 @@ def converter_permute(w: np.ndarray, n_head: int) -> np.ndarray:
         .swapaxes(1, 2)
         .reshape(w.shape)
     )
-
-
-def random_blocks(rows: int, cols: int, qtype: Any, rng: np.random.Generator) -> np.ndarray:
-    """Random valid K-quant blocks ``uint8 [rows, bytes]`` with weights of std ~0.1."""
-    import gguf
-
-    block, size = gguf.GGML_QUANT_SIZES[qtype]
-    nb = cols // block
-    raw = rng.integers(0, 256, (rows, nb, size), dtype=np.uint8)
-
-    def f16(v: np.ndarray) -> np.ndarray:
-        return v.astype(np.float16).view(np.uint8).reshape(rows, nb, 2)
-
-    d = rng.uniform(0.0002, 0.0008, (rows, nb))
-    if qtype == gguf.GGMLQuantizationType.Q4_K:  # d * sc * q - dmin * m, sc, m < 64, q < 16
-        raw[..., 0:2] = f16(d)
-        raw[..., 2:4] = f16(d * 7.5)  # min ~ the mean of d * sc * q: groups centred near 0
-    elif qtype == gguf.GGMLQuantizationType.Q6_K:  # d * sc * (q - 32), sc int8
-        raw[..., 208:210] = f16(d / 6)
-    else:
-        raise ValueError(f"no random blocks for {qtype}")
-    return raw.reshape(rows, nb * size)
 
 
 def write_gguf(
