@@ -1,6 +1,6 @@
 """Build a model from a GGUF file: every linear (the LM head too) a :class:`GGUFLinear`
-over the file's blocks repacked at load (``blocks.py``), the rest (embedding, norms,
-biases) read as floats into the model dtype. MoE experts (``blk.N.ffn_*_exps``, 3-D) are
+over the file's blocks repacked at load (``blocks.py``), the rest (norms, biases, a float
+embedding) read as floats into the model dtype. MoE experts (``blk.N.ffn_*_exps``, 3-D) are
 split per expert into :class:`GGUFExperts`' linears, still in their blocks; the routers
 (``ffn_gate_inp``, Qwen2-MoE's ``ffn_gate_inp_shexp``) are read as floats, dequantized if
 the file quantized them (they are [E, H], tiny).
@@ -9,10 +9,9 @@ Names: llama.cpp's (``blk.N.attn_q.weight``) from the ``gguf`` package's own map
 names (``get_tensor_name_map``), the one its converter writes with. Llama's ``attn_q`` /
 ``attn_k`` rows come back in HF's order (the converter's permutation undone on the
 quantized rows: each output row's blocks move whole). A tensor of a type without a kernel
-is refused by name; the token embedding, read by rows and not once per step, is
-dequantized into the model dtype (the one stated fallback, in the load log). Every tensor
-of the file must find its place (and every parameter its tensor), or the load fails
-naming them.
+is refused by name; a quantized token embedding keeps its blocks (:class:`GGUFEmbedding`,
+sharing a tied head's). Every tensor of the file must find its place (and every parameter
+its tensor), or the load fails naming them.
 """
 
 from __future__ import annotations
@@ -31,9 +30,11 @@ from actorllm.models.base import CausalLM
 from actorllm.models.config import CheckpointConfig
 from actorllm.models.gguf.blocks import FLOAT_TYPES, BlockWeight, check_type, float_rows, repack
 from actorllm.models.gguf.config import PERMUTED_QK, architecture, open_reader
+from actorllm.models.gguf.embedding import GGUFEmbedding
 from actorllm.models.gguf.experts import GGUFExperts
 from actorllm.models.gguf.linear import GGUFLinear, Part
 from actorllm.models.gguf.shards import part_shape, rank_part
+from actorllm.models.llama import VocabParallelEmbedding
 from actorllm.models.materialize import materialize
 from actorllm.models.meta_init import on_meta
 from actorllm.models.moe import FusedExperts, SparseMoeBlock
@@ -185,6 +186,7 @@ def load_gguf(
             _fill_linear(f, layer, hf, prefix, gguf_name, cfg, dtype, types)
         for index, experts in moe.items():
             _fill_experts(f, experts, index, cfg, dtype, types)
+        embedding = _quantized_embedding(f, model, gguf_name, cfg, dtype)
         for name, p in model.named_parameters():
             _fill_param(f, p, name, gguf_name(name), cfg)
     unused = sorted(t for t in set(f.tensors) - f.used if owns_weight(cfg, _our_owner(t)))
@@ -192,10 +194,9 @@ def load_gguf(
         raise GGUFLoadError(f"GGUF tensors the model has no place for: {', '.join(unused[:8])}")
     model.to(device)  # the linears' buffers (built on the CPU) where the model is
     log.info(
-        "GGUF %s (%s): linears keep their blocks (%s); the token embedding is dequantized "
-        "to %s (read by rows)",
+        "GGUF %s (%s): linears keep their blocks (%s); the token embedding %s",
         Path(path).name, f.arch, ", ".join(f"{k} x{v}" for k, v in sorted(types.items())),
-        str(dtype).removeprefix("torch."),
+        f"keeps its blocks too ({embedding})" if embedding else "is in floats",
     )  # fmt: skip
     model.init_rotary(device, max_positions)
     return model.eval()
@@ -234,6 +235,38 @@ def _fill_linear(
         raise GGUFLoadError(f"GGUF {prefix}: only some of {hf} have a bias")
     bias = torch.cat(biases).to(dtype) if biases else None
     layer.set_weights(parts, bias)
+
+
+def _quantized_embedding(
+    f: _File, model: nn.Module, gguf_name: Any, cfg: CheckpointConfig, dtype: torch.dtype
+) -> str | None:
+    """A token embedding stored in blocks becomes a :class:`GGUFEmbedding` over them (this
+    rank's vocabulary rows; the tied head's own tensors where it has the same rows).
+    Returns its type, or None (a float embedding, or none on this pipeline stage)."""
+    inner = getattr(model, "model", None)
+    old = getattr(inner, "embed_tokens", None)
+    tname = gguf_name("model.embed_tokens.weight")
+    if not isinstance(old, nn.Embedding | VocabParallelEmbedding) or tname not in f.tensors:
+        return None
+    if f.tensors[tname].tensor_type in FLOAT_TYPES:
+        return None
+    local = (int(old.weight.shape[0]), int(old.weight.shape[1]))
+    head = getattr(model, "lm_head", None)
+    shared = (
+        head.parts[0]
+        if cfg.tie_word_embeddings and isinstance(head, GGUFLinear) and len(head.parts) == 1
+        else None
+    )
+    if isinstance(shared, BlockWeight) and part_shape(shared) == local:
+        f.get(tname)  # used: through the head's blocks
+        weight = shared
+    else:
+        piece = _local(cfg, "model.embed_tokens.weight", tname, f.part(tname, dtype), local)
+        assert isinstance(piece, BlockWeight)
+        weight = piece
+    start = int(getattr(old, "start", 0))
+    setattr(inner, "embed_tokens", GGUFEmbedding(weight, start, dtype))  # noqa: B010
+    return weight.qtype
 
 
 def _fill_param(f: _File, p: torch.Tensor, name: str, tensor: str, cfg: CheckpointConfig) -> None:

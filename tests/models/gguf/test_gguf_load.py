@@ -129,6 +129,27 @@ def test_linears_stay_quantized(tmp_path: Path) -> None:
     assert runner.weight_bytes < 0.5 * 4 * sum(p.numel() for p in load_hf_model(_ref).parameters())
 
 
+def test_a_quantized_token_embedding_stays_in_its_blocks(tmp_path: Path) -> None:
+    """The embedding reads its rows out of the blocks (no float copy of [V, H]); a tied
+    head and the embedding hold one copy; the rows are the float embedding's."""
+    import torch
+
+    from actorllm.models.gguf.embedding import GGUFEmbedding
+    from actorllm.worker.model_runner import ModelRunner
+
+    ref, path = write_gguf(tmp_path, "qwen2", qtype="Q4_0", embed_type="Q8_0",
+                           tie_word_embeddings=True)  # fmt: skip
+    runner = ModelRunner(path, dtype="float32", max_model_len=64)
+    runner.load_model()
+    assert runner.model is not None
+    emb, head = runner.model.model.embed_tokens, runner.model.lm_head
+    assert isinstance(emb, GGUFEmbedding) and emb.qtype == "Q8_0"
+    assert isinstance(head, GGUFLinear) and emb.packed.data_ptr() == head.p0_packed.data_ptr()
+    ids = torch.tensor([0, 5, 17, 5])
+    expect = load_hf_model(ref).get_input_embeddings().weight[ids]
+    assert torch.equal(emb(ids), expect)
+
+
 @pytest.fixture(scope="module")
 def q8_pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return write_gguf(tmp_path_factory.mktemp("gguf"), "qwen3", qtype="Q8_0")
