@@ -60,17 +60,18 @@ def _lib() -> Any:
     })  # fmt: skip
 
 
+# The int8-input kernels by the weight's bits: csrc/<name>.c, each exporting wq_linear_a8
+# (wq_linear's arguments) and wq_linear_a8_built.
+_A8_SOURCES = {4: "w4a8_gemm", 8: "q8a8_gemm"}
+
+
 @functools.cache
-def _a8_lib() -> Any:
-    return _load("w4a8_gemm", {
+def _a8_lib(bits: int) -> Any:
+    source = _A8_SOURCES.get(bits)
+    if source is None:
+        return None
+    return _load(source, {
         "wq_linear_a8": (_ARGS, ctypes.c_int), "wq_linear_a8_built": ([], ctypes.c_int),
-    })  # fmt: skip
-
-
-@functools.cache
-def _q8_lib() -> Any:
-    return _load("q8a8_gemm", {
-        "wq_linear_q8a8": (_ARGS, ctypes.c_int), "wq_linear_q8a8_built": ([], ctypes.c_int),
     })  # fmt: skip
 
 
@@ -112,17 +113,18 @@ def w4a8_inputs() -> bool:
     """Whether this process's 4-bit linears run W4A8 on the CPU: asked for
     (:func:`w4a8_enabled`) and built here (the native kernel on an AVX2 host). Asked for
     but not built is logged once; the first W4A8 product logs that it runs."""
-    return _inputs(4, w4a8_enabled(), _a8_lib(), "wq_linear_a8_built")
+    return _inputs(4, w4a8_enabled())
 
 
 def gguf_a8_inputs() -> bool:
     """Whether this process's GGUF 8-bit blocks take int8 inputs on the CPU: asked for
     (:func:`gguf_a8_enabled`) and built here (AVX2); logged as :func:`w4a8_inputs`."""
-    return _inputs(8, gguf_a8_enabled(), _q8_lib(), "wq_linear_q8a8_built")
+    return _inputs(8, gguf_a8_enabled())
 
 
-def _inputs(bits: int, enabled: bool, lib: Any, built_fn: str) -> bool:
-    built = lib is not None and bool(getattr(lib, built_fn)())
+def _inputs(bits: int, enabled: bool) -> bool:
+    lib = _a8_lib(bits)
+    built = lib is not None and bool(lib.wq_linear_a8_built())
     if enabled and not built:
         _announce(bits, False)
     return enabled and built
@@ -218,8 +220,8 @@ def wq_linear_a8(
     Any number of rows: prefill runs it too, so a token's numbers do not depend on whether
     it was decoded or recomputed in a prefill (a replay after a crash, a preemption), and
     on AVX2 its integer products cost less a row than float32 GEMMs do."""
-    lib = {4: _a8_lib, 8: _q8_lib}.get(bits, lambda: None)()
-    fn = None if lib is None else getattr(lib, "wq_linear_a8" if bits == 4 else "wq_linear_q8a8")
+    lib = _a8_lib(bits)
+    fn = None if lib is None else lib.wq_linear_a8
     return _run(fn, x, packed, bits, scales, offsets, group_size, bias, max_rows=None)
 
 

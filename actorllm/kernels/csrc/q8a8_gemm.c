@@ -147,7 +147,7 @@ static int q8a8_avx2(const float *x, int64_t m_rows, int64_t in, const uint8_t *
 #endif
 
 /* 1 where this build has the kernel (AVX2), else 0. */
-int wq_linear_q8a8_built(void) {
+int wq_linear_a8_built(void) {
 #ifdef HAVE_AVX2_PATH
     return 1;
 #else
@@ -155,13 +155,14 @@ int wq_linear_q8a8_built(void) {
 #endif
 }
 
-/* 8-bit codes with int8 activations (see q8a8_avx2), wq_linear's arguments. Returns 0, or
+/* 8-bit codes with int8 activations (see q8a8_avx2), wq_linear's arguments; the same
+ * name as w4a8_gemm.c's entry (kernels/quant_gemm.py picks the library by bits). Returns 0, or
  * -1 when the call is not one it takes (no AVX2 build, bits not 8, a group neither 16 nor
  * a multiple of 32, I not a multiple of the group and of 32, out of memory): the caller
  * then runs wq_linear, which keeps the inputs in float. */
-int wq_linear_q8a8(const float *x, int64_t m_rows, int64_t in, const uint8_t *packed,
-                   int64_t out_n, int bits, const float *scales, const float *offsets,
-                   int64_t gs, const float *bias, float *out, int num_threads) {
+int wq_linear_a8(const float *x, int64_t m_rows, int64_t in, const uint8_t *packed,
+                 int64_t out_n, int bits, const float *scales, const float *offsets,
+                 int64_t gs, const float *bias, float *out, int num_threads) {
 #ifdef HAVE_AVX2_PATH
     if (bits != 8 || (gs != 16 && (gs <= 0 || gs % 32)) || in % gs || in % 32) return -1;
     int64_t work = out_n * in;
