@@ -184,13 +184,14 @@ def wq_linear(
     packed: torch.Tensor,
     bits: int,
     scales: torch.Tensor,
-    offsets: torch.Tensor,
+    offsets: torch.Tensor | None,
     group_size: int,
     bias: torch.Tensor | None,
     act_int8: bool = False,
 ) -> torch.Tensor | None:
     """x: float32 [M, I] contiguous; packed uint8 [O, I * bits / 8]; scales, offsets
-    float32 [O, G] (``w = q * scale + offset``); bias float32 [O] or None -> float32
+    float32 [O, G] (``w = q * scale + offset``; offsets None: symmetric codes,
+    ``w = (q - 2 ** (bits - 1)) * scale``); bias float32 [O] or None -> float32
     [M, O], or None (not taken: above :data:`MAX_ROWS` rows the caller's tiled matmul
     reuses each weight tile over the rows). ``act_int8``: :func:`wq_linear_a8` where it
     takes the call, for any number of rows."""
@@ -206,7 +207,7 @@ def wq_linear_a8(
     x: torch.Tensor,
     packed: torch.Tensor,
     scales: torch.Tensor,
-    offsets: torch.Tensor,
+    offsets: torch.Tensor | None,
     group_size: int,
     bias: torch.Tensor | None,
     bits: int = 4,
@@ -225,13 +226,18 @@ def wq_linear_a8(
     return _run(fn, x, packed, bits, scales, offsets, group_size, bias, max_rows=None)
 
 
+def _ptr(t: torch.Tensor | None) -> int:
+    """A tensor's address for a kernel, or 0 (NULL) for None."""
+    return 0 if t is None else t.data_ptr()
+
+
 def _run(
     fn: Any,
     x: torch.Tensor,
     packed: torch.Tensor,
     bits: int,
     scales: torch.Tensor,
-    offsets: torch.Tensor,
+    offsets: torch.Tensor | None,
     group_size: int,
     bias: torch.Tensor | None,
     max_rows: int | None = MAX_ROWS,
@@ -246,8 +252,8 @@ def _run(
     o = packed.shape[0]
     out = torch.empty(m, o, dtype=torch.float32)  # [M, O]
     rc = fn(
-        x.data_ptr(), m, i, packed.data_ptr(), o, bits, scales.data_ptr(), offsets.data_ptr(),
-        group_size, 0 if bias is None else bias.data_ptr(), out.data_ptr(),
+        x.data_ptr(), m, i, packed.data_ptr(), o, bits, scales.data_ptr(), _ptr(offsets),
+        group_size, _ptr(bias), out.data_ptr(),
         torch.get_num_threads(),
     )  # fmt: skip
     return out if rc == 0 else None
@@ -257,12 +263,13 @@ def wq_dequant(
     packed: torch.Tensor,
     bits: int,
     scales: torch.Tensor,
-    offsets: torch.Tensor,
+    offsets: torch.Tensor | None,
     group_size: int,
 ) -> torch.Tensor | None:
     """packed uint8 [T, I * bits / 8] (contiguous rows), scales / offsets float32 [T, G] ->
-    the float32 weight [T, I] (``q * scale + offset``), or None (no native build, not CPU,
-    groups of a size the layout cannot have)."""
+    the float32 weight [T, I] (``q * scale + offset``, or ``(q - 2 ** (bits - 1)) * scale``
+    without offsets), or None (no native build, not CPU, groups of a size the layout
+    cannot have)."""
     lib = _lib()
     if lib is None or packed.device.type != "cpu" or bits not in (4, 8):
         return None
@@ -270,8 +277,9 @@ def wq_dequant(
     i = packed.shape[1] * 8 // bits
     if group_size <= 0 or i % group_size or (bits == 4 and group_size % 2):
         return None
-    packed, scales, offsets = packed.contiguous(), scales.contiguous(), offsets.contiguous()
+    packed, scales = packed.contiguous(), scales.contiguous()
+    offsets = None if offsets is None else offsets.contiguous()
     out = torch.empty(t, i, dtype=torch.float32)  # [T, I]
-    lib.wq_dequant(packed.data_ptr(), t, i, bits, scales.data_ptr(), offsets.data_ptr(),
+    lib.wq_dequant(packed.data_ptr(), t, i, bits, scales.data_ptr(), _ptr(offsets),
                    group_size, out.data_ptr(), torch.get_num_threads())  # fmt: skip
     return out

@@ -172,6 +172,31 @@ def test_dequant_is_the_torch_paths_value_exactly(bits: int, gs: int) -> None:
     assert torch.equal(w, want.view(24, 256))
 
 
+@pytest.mark.parametrize(("bits", "gs"), [(4, 32), (8, 16), (8, 32)])
+def test_symmetric_codes_need_no_offsets(bits: int, gs: int) -> None:
+    """offsets None (GGUF's Q4_0, Q8_0, Q6_K): w = (q - 2^(bits - 1)) * scale, exactly,
+    and every kernel gives the bits it gives with the offsets -2^(bits - 1) * scale stored
+    (on AVX2, where those kernels run)."""
+    g = torch.Generator().manual_seed(bits * gs)
+    i, mid = 256, 1 << (bits - 1)
+    q = torch.randint(0, 2**bits, (24, i), dtype=torch.uint8, generator=g)
+    # Scales as GGUF's (an f16 times a 6-bit integer): q * s may round, (q - mid) * s not.
+    scales = (torch.rand(24, i // gs, generator=g) * 0.01).half().float() * 63
+    packed, offsets = pack_rows(q, bits), -mid * scales
+    w = quant_gemm.wq_dequant(packed, bits, scales, None, gs)
+    want = (q.view(24, -1, gs).float() - mid) * scales[..., None]
+    assert w is not None and torch.equal(w, want.view(24, i))
+    if not _has_a8(4):
+        return
+    for m in (1, 5):
+        x = torch.randn(m, i, generator=g)
+        for a8 in (False, True):
+            stored = quant_gemm.wq_linear(x, packed, bits, scales, offsets, gs, None, a8)
+            assert stored is not None
+            assert torch.equal(quant_gemm.wq_linear(x, packed, bits, scales, None, gs, None, a8),
+                               stored)  # fmt: skip
+
+
 def test_calls_it_does_not_take_return_none() -> None:
     q = torch.zeros(4, 24, dtype=torch.uint8)  # I = 24: not a multiple of 16
     s, z = torch.ones(4, 1), torch.zeros(4, 1)

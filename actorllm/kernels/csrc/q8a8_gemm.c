@@ -6,7 +6,8 @@
  * vpmaddubsw and one vpmaddwd.
  *
  * Layout: packed uint8 [O, I] (wq_gemm.c's 8-bit layout), scales and offsets float32
- * [O, G] (w = q * scale + offset, groups of gs columns: 16 or a multiple of 32, G = I / gs);
+ * [O, G] (w = q * scale + offset, groups of gs columns: 16 or a multiple of 32, G = I / gs;
+ * offsets NULL: symmetric codes, w = (q - 128) * scale, as wq_gemm.c);
  * x float32 [M, I]; out float32 [M, O]. Threads: OpenMP over output rows (wq_gemm.c's rule).
  */
 #include <stdint.h>
@@ -26,10 +27,10 @@
  *   out[m, o] = sum_b d[m, b] * sum_{i in b} scale[o, g(i)] * c[o, i] * xq[m, i]
  *             + sum_g (offset[o, g] + 128 * scale[o, g]) * xs[m, g] + bias[o]
  *
- * (Q8_0's offset is -128 * scale: its second term is zero). vpmaddubsw wants one unsigned
- * operand: it gets |c| (|-128| = 128 read unsigned), and xq takes c's sign (vpsignb; exact
- * as |xq| <= 127), so a pair is at most 2 * 128 * 127 = 32512 and never saturates;
- * vpmaddwd widens the pairs to int32 every 32 columns. Lanes 0-3 of a 32-column step hold
+ * (symmetric codes, offsets NULL: Q8_0 and repacked Q6_K, have no second term).
+ * vpmaddubsw wants one unsigned operand: it gets |c| (|-128| = 128 read unsigned), and xq
+ * takes c's sign (vpsignb; exact as |xq| <= 127), so a pair is at most 2 * 128 * 127 =
+ * 32512 and never saturates; vpmaddwd widens the pairs to int32 every 32 columns. Lanes 0-3 of a 32-column step hold
  * columns 0-15, lanes 4-7 columns 16-31: a group of 16 scales half a vector. An int32 lane
  * sums at most 32 products of a block (256 columns): below 2^24, so it converts exactly.
  *
@@ -38,9 +39,10 @@
  * bits). */
 
 /* The zero-point term of one output row for one input row: sum_g (offset + 128 * scale)
- * * xs, eight groups a step, in one fixed order. */
+ * * xs, eight groups a step, in one fixed order; 0 for symmetric codes (zrow NULL). */
 static inline float zero_term(const float *srow, const float *zrow, const float *xs,
                               int64_t groups) {
+    if (!zrow) return 0.0f;
     const __m256 k128 = _mm256_set1_ps(128.0f);
     __m256 t = _mm256_setzero_ps();
     int64_t g = 0;
@@ -130,7 +132,7 @@ static int q8a8_avx2(const float *x, int64_t m_rows, int64_t in, const uint8_t *
 #pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
     for (int64_t o = 0; o < out_n; o++) {
         const uint8_t *prow = packed + o * in;
-        const float *srow = scales + o * groups, *zrow = offsets + o * groups;
+        const float *srow = scales + o * groups, *zrow = offsets ? offsets + o * groups : NULL;
         float b = bias ? bias[o] : 0.0f;
         for (int64_t m0 = 0; m0 < m_rows; m0 += 4) {
             switch (m_rows - m0 < 4 ? m_rows - m0 : 4) {

@@ -5,7 +5,8 @@
  * vpmaddubsw, about 2.5x fewer cycles a weight.
  *
  * Layout: packed uint8 [O, I / 2] (column 2k in the low nibble of byte k, 2k + 1 in the
- * high one), scales and offsets float32 [O, G] (w = q * scale + offset, G = I / gs);
+ * high one), scales and offsets float32 [O, G] (w = q * scale + offset, G = I / gs;
+ * offsets NULL: symmetric codes, w = (q - 8) * scale, as wq_gemm.c);
  * x float32 [M, I]; out float32 [M, O]. Threads: OpenMP over output rows (wq_gemm.c's rule).
  */
 #include <stdint.h>
@@ -34,6 +35,11 @@
  * 64 (blocks of 32 then go two to a unit: one 32-byte load serves both), or 32 where a
  * block of 96, 160 or 224 columns, or a row of an odd number of 32s, leaves no whole
  * units of 64. */
+
+/* Group g's offset: stored, or -8 * scale for symmetric codes (brow NULL; exact). */
+static inline float offset4(const float *brow, const float *srow, int64_t g) {
+    return brow ? brow[g] : -8.0f * srow[g];
+}
 
 /* Integer dot products of one block (n columns of one packed row) with MB rows' quantized
  * inputs, as int32 lanes in acc. Always inlined with MB a constant, so the accumulators
@@ -128,7 +134,7 @@ static inline __attribute__((always_inline)) void row_a8(
     for (int mi = 0; mi < mb; mi++) {
         float off = 0.0f;
         const float *xs = q->xs + (m0 + mi) * groups;
-        for (int64_t k = 0; k < groups; k++) off += brow[k] * xs[k];
+        for (int64_t k = 0; k < groups; k++) off += offset4(brow, srow, k) * xs[k];
         out[(m0 + mi) * out_n] = hsum8(_mm256_add_ps(t0[mi], t1[mi])) + off + bias;
     }
 }
@@ -176,7 +182,7 @@ static float row1_a8(const act8 *q, int64_t in, const uint8_t *prow, const float
         }
     }
     float off = 0.0f;
-    for (int64_t g = 0; g < groups; g++) off += brow[g] * q->xs[g];
+    for (int64_t g = 0; g < groups; g++) off += offset4(brow, srow, g) * q->xs[g];
     return hsum8(_mm256_add_ps(t0, t1)) + off;
 }
 
@@ -197,7 +203,7 @@ static int wq_linear_a8_avx2(const float *x, int64_t m_rows, int64_t in,
 #pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
     for (int64_t o = 0; o < out_n; o++) {
         const uint8_t *prow = packed + o * row_bytes;
-        const float *srow = scales + o * groups, *brow = offsets + o * groups;
+        const float *srow = scales + o * groups, *brow = offsets ? offsets + o * groups : NULL;
         float b = bias ? bias[o] : 0.0f;
         if (m_rows == 1 && q.a % 64 == 0) {
             out[o] = row1_a8(&q, in, prow, srow, brow, gs) + b;

@@ -4,14 +4,19 @@
  *
  *   out[m, o] = sum_i x[m, i] * (q[o, i] * scale[o, g(i)] + offset[o, g(i)])  (+ bias[o])
  *
- * (a zero point z is the offset -z * scale; GGUF's K-quants store offsets directly)
+ * (a zero point z is the offset -z * scale; GGUF's K-quants store offsets directly).
+ * offsets NULL: symmetric codes around the middle one, w = (q - 2^(bits - 1)) * scale
+ * (GGUF's Q8_0, Q4_0 and repacked Q6_K), so no offset is stored; the products are the
+ * same as with offsets -2^(bits - 1) * scale, and a dequantized value is exact.
  *
- * Layout (models/quant/linear.py): packed uint8 [O, I * bits / 8] (4-bit: column 2k in the
+ * Layout (models/quant/packed.py): packed uint8 [O, I * bits / 8] (4-bit: column 2k in the
  * low nibble of byte k, 2k + 1 in the high one), scales and offsets float32 [O, G] with
  * G = I / gs and groups contiguous; x float32 [M, I] row-major; out float32 [M, O].
  *
- * Each weight value is dequantized as q * scale + offset in float32, as the torch path; products are summed in 16 lanes per row (the auto-vectoriser turns
- * the lane loop into SIMD without reassociating anything), lanes summed at the end.
+ * The portable loop dequantizes each weight value in float32 as the torch path does
+ * (q * scale + offset, or (q - mid) * scale); products are summed in 16 lanes per row (the
+ * auto-vectoriser turns the lane loop into SIMD without reassociating anything), lanes
+ * summed at the end.
  *
  * Threads: OpenMP over output rows, only when the call has enough work to pay for waking
  * the team (the same rule as elementwise.c, for the same reason: a region of another team
@@ -27,6 +32,25 @@
 #define MBLOCK 8    /* input rows accumulated together */
 #define PAR_MIN_WORK (1 << 16)
 
+/* Group g's offset: stored, or -mid * scale for symmetric codes (brow NULL; exact, mid a
+ * power of two). */
+static inline float offset_at(const float *brow, const float *srow, int64_t g, float mid) {
+    return brow ? brow[g] : -mid * srow[g];
+}
+
+/* Where a weight value itself is formed: w = (q - z) * s + b, with z = 0 and b the stored
+ * offset, or z = mid and b = 0 for symmetric codes ((q - mid) * s is exact; q * s - mid * s
+ * may round twice). */
+typedef struct {
+    int z;
+    float b;
+} code_zero;
+
+static inline code_zero zero_at(const float *brow, int64_t g, int bits) {
+    code_zero c = {brow ? 0 : 1 << (bits - 1), brow ? brow[g] : 0.0f};
+    return c;
+}
+
 static void one_output_row(const float *x, int64_t m_rows, int64_t in, const uint8_t *prow,
                            int bits, const float *srow, const float *brow, int64_t gs,
                            float bias, float *out, int64_t out_stride) {
@@ -41,16 +65,17 @@ static void one_output_row(const float *x, int64_t m_rows, int64_t in, const uin
         for (int64_t base = 0; base < in; base += step) {
             int64_t n = in - base < step ? in - base : step;
             int64_t g = base / gs;
-            float s = srow[g], b = brow[g];
+            float s = srow[g];
+            code_zero c = zero_at(brow, g, bits);
             if (bits == 4) {
                 const uint8_t *p = prow + base / 2;
                 for (int64_t k = 0; k < n / 2; k++) {
-                    w[2 * k] = (float)(p[k] & 0xF) * s + b;
-                    w[2 * k + 1] = (float)(p[k] >> 4) * s + b;
+                    w[2 * k] = (float)((p[k] & 0xF) - c.z) * s + c.b;
+                    w[2 * k + 1] = (float)((p[k] >> 4) - c.z) * s + c.b;
                 }
             } else {
                 const uint8_t *p = prow + base;
-                for (int64_t k = 0; k < n; k++) w[k] = (float)p[k] * s + b;
+                for (int64_t k = 0; k < n; k++) w[k] = (float)(p[k] - c.z) * s + c.b;
             }
             for (int64_t mi = 0; mi < mb; mi++) {
                 const float *xr = x + (m0 + mi) * in + base;
@@ -107,6 +132,7 @@ static void row_avx2(const float *x, int64_t mb, int64_t in, const uint8_t *prow
                      const float *srow, const float *brow, int64_t gs, const float *xsum,
                      int64_t groups, float bias, float *out, int64_t out_stride) {
     __m256 tot[4], acc[4], acc2[4];
+    const float mid = (float)(1 << (bits - 1));
     for (int mi = 0; mi < 4; mi++) tot[mi] = _mm256_setzero_ps();
     for (int64_t g = 0; g < groups; g++) {
         for (int mi = 0; mi < 4; mi++) acc[mi] = acc2[mi] = _mm256_setzero_ps();
@@ -126,7 +152,7 @@ static void row_avx2(const float *x, int64_t mb, int64_t in, const uint8_t *prow
     for (int mi = 0; mi < mb; mi++) {
         float off = 0.0f;
         const float *xs = xsum + mi * groups;
-        for (int64_t g = 0; g < groups; g++) off += brow[g] * xs[g];
+        for (int64_t g = 0; g < groups; g++) off += offset_at(brow, srow, g, mid) * xs[g];
         out[mi * out_stride] = hsum8(tot[mi]) + off + bias;
     }
 }
@@ -135,7 +161,7 @@ static void row_avx2(const float *x, int64_t mb, int64_t in, const uint8_t *prow
 static float row1_avx2(const float *x, const uint8_t *prow, int bits, const float *srow,
                        const float *brow, int64_t gs, const float *xsum, int64_t groups) {
     __m256 tot = _mm256_setzero_ps();
-    float off = 0.0f;
+    float off = 0.0f, mid = (float)(1 << (bits - 1));
     for (int64_t g = 0; g < groups; g++) {
         __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
         int64_t base = g * gs, c = base;
@@ -156,7 +182,7 @@ static float row1_avx2(const float *x, const uint8_t *prow, int bits, const floa
         }
         __m256 sum = _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3));
         tot = _mm256_fmadd_ps(sum, _mm256_set1_ps(srow[g]), tot);
-        off += brow[g] * xsum[g];
+        off += offset_at(brow, srow, g, mid) * xsum[g];
     }
     return hsum8(tot) + off;
 }
@@ -176,7 +202,7 @@ static int wq_linear_avx2(const float *x, int64_t m_rows, int64_t in, const uint
 #pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
     for (int64_t o = 0; o < out_n; o++) {
         const uint8_t *prow = packed + o * row_bytes;
-        const float *srow = scales + o * groups, *brow = offsets + o * groups;
+        const float *srow = scales + o * groups, *brow = offsets ? offsets + o * groups : NULL;
         float b = bias ? bias[o] : 0.0f;
         if (m_rows == 1) {
             out[o] = row1_avx2(x, prow, bits, srow, brow, gs, xsum, groups) + b;
@@ -194,7 +220,8 @@ static int wq_linear_avx2(const float *x, int64_t m_rows, int64_t in, const uint
 #endif
 
 /* Rows of a packed weight dequantized into float32 out [rows, I] (the prefill path's tiles):
- * w = q * scale + offset, exactly the torch path's value. One pass over the packed bytes,
+ * w = q * scale + offset, or (q - mid) * scale for symmetric codes (offsets NULL), exactly
+ * the torch path's value. One pass over the packed bytes,
  * threads over rows when there is enough work. */
 void wq_dequant(const uint8_t *packed, int64_t rows, int64_t in, int bits, const float *scales,
                 const float *offsets, int64_t gs, float *out, int num_threads) {
@@ -205,17 +232,17 @@ void wq_dequant(const uint8_t *packed, int64_t rows, int64_t in, int bits, const
         const uint8_t *p = packed + r * row_bytes;
         float *w = out + r * in;
         for (int64_t g = 0; g < groups; g++) {
-            float s = scales[r * groups + g], b = offsets[r * groups + g];
-            float *wg = w + g * gs;
+            float s = scales[r * groups + g], *wg = w + g * gs;
+            code_zero c = zero_at(offsets ? offsets + r * groups : NULL, g, bits);
             if (bits == 4) {
                 const uint8_t *pg = p + g * gs / 2;
                 for (int64_t k = 0; k < gs / 2; k++) {
-                    wg[2 * k] = (float)(pg[k] & 0xF) * s + b;
-                    wg[2 * k + 1] = (float)(pg[k] >> 4) * s + b;
+                    wg[2 * k] = (float)((pg[k] & 0xF) - c.z) * s + c.b;
+                    wg[2 * k + 1] = (float)((pg[k] >> 4) - c.z) * s + c.b;
                 }
             } else {
                 const uint8_t *pg = p + g * gs;
-                for (int64_t k = 0; k < gs; k++) wg[k] = (float)pg[k] * s + b;
+                for (int64_t k = 0; k < gs; k++) wg[k] = (float)(pg[k] - c.z) * s + c.b;
             }
         }
     }
@@ -238,7 +265,8 @@ int wq_linear(const float *x, int64_t m_rows, int64_t in, const uint8_t *packed,
 #pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
     for (int64_t o = 0; o < out_n; o++) {
         one_output_row(x, m_rows, in, packed + o * row_bytes, bits, scales + o * groups,
-                       offsets + o * groups, gs, bias ? bias[o] : 0.0f, out + o, out_n);
+                       offsets ? offsets + o * groups : NULL, gs, bias ? bias[o] : 0.0f,
+                       out + o, out_n);
     }
     return 0;
 }

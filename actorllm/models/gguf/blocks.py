@@ -5,20 +5,22 @@ unsigned integer ``q`` and one ``scale`` / ``offset`` per group of input columns
 tensor repacks (no rounding: the same float32 products llama.cpp computes) into
 :class:`BlockWeight`: ``packed`` uint8 ``[O, I * bits / 8]`` (4-bit: column ``2k`` in the
 low nibble of byte ``k``, ``2k + 1`` in the high one), ``scales`` / ``offsets`` float32
-``[O, I / group_size]``.
+``[O, I / group_size]``. The symmetric types keep no offsets: their codes are centred on
+the middle one, ``w = (q - 2^(bits - 1)) * scale`` (a float32 per group less to hold).
 
 Block layouts (ggml-quants.c, one row of ``I`` values is ``I / block`` blocks):
 
 * Q8_0 (34 bytes / 32 values): ``d`` f16, ``qs`` int8[32]; ``w = d * qs`` -> 8-bit
-  ``qs + 128``, group 32, offset ``-128 d``.
+  ``qs + 128``, group 32, symmetric.
 * Q4_0 (18 / 32): ``d`` f16, ``qs`` u8[16]; value ``j < 16`` is ``qs[j] & 15``, value
-  ``j + 16`` is ``qs[j] >> 4``; ``w = d * (q - 8)`` -> 4-bit, group 32, offset ``-8 d``.
+  ``j + 16`` is ``qs[j] >> 4``; ``w = d * (q - 8)`` -> 4-bit, group 32, symmetric.
 * Q4_K (144 / 256): ``d``, ``dmin`` f16, 12 bytes of eight 6-bit (scale, min) pairs,
   ``qs`` u8[128]: 32-byte chunk ``c`` holds values ``64c + l`` (low nibbles) and
   ``64c + 32 + l`` (high); ``w = d * sc_g * q - dmin * m_g`` -> 4-bit, group 32.
 * Q6_K (210 / 256): ``ql`` u8[128] (low 4 bits), ``qh`` u8[64] (high 2 bits), ``scales``
-  int8[16], ``d`` f16; ``w = d * sc_g * (q - 32)``, groups of 16 -> 8-bit (a 6-bit code in
-  a byte: 8.5 bits per weight instead of 6.56; there is no 6-bit kernel).
+  int8[16], ``d`` f16; ``w = d * sc_g * (q - 32)``, groups of 16 -> 8-bit ``q + 96``,
+  symmetric (a 6-bit code in a byte: 10 bits per weight with the scale instead of 6.56;
+  there is no 6-bit kernel).
 * F32 / F16 / BF16: plain floats (:func:`float_rows`).
 
 Other types are refused by :func:`check_type`, naming the tensor and the type.
@@ -26,6 +28,7 @@ Other types are refused by :func:`check_type`, naming the tensor and the type.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import gguf
@@ -46,46 +49,66 @@ class GGUFTypeError(NotImplementedError):
     """A tensor's GGML type has no kernel here."""
 
 
+Cut = Callable[[torch.Tensor], torch.Tensor]
+
+
 @dataclass
 class BlockWeight:
-    """One weight matrix in the forward's layout: ``w[o, i] = q * scale + offset``."""
+    """One weight matrix in the forward's layout: ``w[o, i] = q * scale + offset``, or
+    ``(q - 2^(bits - 1)) * scale`` where ``offsets`` is None (symmetric codes)."""
 
     bits: int  # 4 or 8
     group_size: int  # input columns per scale / offset
     packed: torch.Tensor  # uint8 [O, I * bits / 8]
     scales: torch.Tensor  # float32 [O, G]
-    offsets: torch.Tensor  # float32 [O, G]
+    offsets: torch.Tensor | None  # float32 [O, G], or None (symmetric)
     qtype: str  # the GGML type it came from (for the log and repr)
 
     @property
     def rows(self) -> int:
         return int(self.packed.shape[0])
 
+    @property
+    def layout(self) -> tuple[int, int, bool]:
+        """What parts must share to be stored as one: bits, group size, symmetric."""
+        return self.bits, self.group_size, self.offsets is None
+
+    def _map(self, packed: Cut, groups: Cut) -> BlockWeight:
+        """The same weight with ``packed`` applied to the codes and ``groups`` to the
+        scales and offsets."""
+        offsets = None if self.offsets is None else groups(self.offsets)
+        return BlockWeight(self.bits, self.group_size, packed(self.packed),
+                           groups(self.scales), offsets, self.qtype)  # fmt: skip
+
     def take_rows(self, index: torch.Tensor) -> BlockWeight:
         """The rows ``index`` (a permutation or a gather), same layout."""
-        return BlockWeight(self.bits, self.group_size, self.packed[index].contiguous(),
-                           self.scales[index].contiguous(), self.offsets[index].contiguous(),
-                           self.qtype)  # fmt: skip
+
+        def pick(t: torch.Tensor) -> torch.Tensor:
+            return t[index].contiguous()
+
+        return self._map(pick, pick)
 
     def narrow(self, dim: int, start: int, length: int) -> BlockWeight:
         """Output rows (``dim`` 0) or input columns (``dim`` 1: whole groups only, which
         are whole bytes) ``[start, start + length)``, copied: the whole weight is freed."""
         if dim == 0:
-            rows = slice(start, start + length)
-            return BlockWeight(self.bits, self.group_size, self.packed[rows].clone(),
-                               self.scales[rows].clone(), self.offsets[rows].clone(),
-                               self.qtype)  # fmt: skip
+
+            def rows(t: torch.Tensor) -> torch.Tensor:
+                return t[start : start + length].clone()
+
+            return self._map(rows, rows)
         g = self.group_size
         if start % g or length % g:
             raise ValueError(f"columns [{start}, {start + length}) are not whole groups of {g}")
         per_byte = 8 // self.bits
-        cols, groups = (
-            slice(start // per_byte, (start + length) // per_byte),
-            slice(start // g, (start + length) // g),
-        )
-        return BlockWeight(self.bits, g, self.packed[:, cols].contiguous(),
-                           self.scales[:, groups].contiguous(),
-                           self.offsets[:, groups].contiguous(), self.qtype)  # fmt: skip
+
+        def cols(t: torch.Tensor) -> torch.Tensor:
+            return t[:, start // per_byte : (start + length) // per_byte].contiguous()
+
+        def groups(t: torch.Tensor) -> torch.Tensor:
+            return t[:, start // g : (start + length) // g].contiguous()
+
+        return self._map(cols, groups)
 
     def pad_rows(self, rows: int) -> BlockWeight:
         """``rows`` more output rows whose weights are all zero (scale and offset 0); itself
@@ -96,14 +119,22 @@ class BlockWeight:
         def more(t: torch.Tensor) -> torch.Tensor:
             return torch.cat((t, t.new_zeros(rows, *t.shape[1:])))
 
-        return BlockWeight(self.bits, self.group_size, more(self.packed), more(self.scales),
-                           more(self.offsets), self.qtype)  # fmt: skip
+        return self._map(more, more)
+
+    def with_offsets(self) -> BlockWeight:
+        """The same weight with its offsets stored (``-2^(bits - 1) * scale`` for symmetric
+        codes: exact), to share storage with an asymmetric part."""
+        if self.offsets is not None:
+            return self
+        mid = float(1 << (self.bits - 1))
+        return BlockWeight(self.bits, self.group_size, self.packed, self.scales,
+                           -mid * self.scales, self.qtype)  # fmt: skip
 
     def dequantize(self, start: int, stop: int) -> torch.Tensor:
         """Rows ``[start, stop)`` as float32 ``[stop - start, I]``."""
         p = self.packed[start:stop]  # [t, I * bits / 8]
-        native = wq_dequant(p, self.bits, self.scales[start:stop], self.offsets[start:stop],
-                            self.group_size)  # fmt: skip
+        offsets = None if self.offsets is None else self.offsets[start:stop]
+        native = wq_dequant(p, self.bits, self.scales[start:stop], offsets, self.group_size)
         if native is not None:
             return native
         if self.bits == 4:
@@ -111,9 +142,11 @@ class BlockWeight:
         else:
             q = p
         t, groups = q.shape[0], self.scales.shape[1]
+        q = q.view(t, groups, -1).float()  # [t, G, gs]
         s = self.scales[start:stop].unsqueeze(-1)  # [t, G, 1]
-        b = self.offsets[start:stop].unsqueeze(-1)
-        return (q.view(t, groups, -1).float() * s + b).view(t, -1)
+        if offsets is None:  # (q - mid) * s: exact, as the native kernel
+            return ((q - (1 << (self.bits - 1))) * s).view(t, -1)
+        return (q * s + offsets.unsqueeze(-1)).view(t, -1)
 
 
 def check_type(name: str, qtype: T) -> None:
@@ -144,12 +177,12 @@ def repack(raw: np.ndarray, qtype: T, rows: int, cols: int) -> BlockWeight:
     if qtype == T.Q8_0:
         d = _f16(data[..., 0:2])  # [O, nb]
         q = data[..., 2:] ^ 0x80  # int8 bits -> q + 128, [O, nb, 32]
-        return BlockWeight(8, 32, q.reshape(rows, cols).contiguous(), d, -128.0 * d, "Q8_0")
+        return BlockWeight(8, 32, q.reshape(rows, cols).contiguous(), d, None, "Q8_0")
     if qtype == T.Q4_0:
         d = _f16(data[..., 0:2])
         qs = data[..., 2:]  # [O, nb, 16]
         q = torch.cat((qs & 0xF, qs >> 4), dim=-1).reshape(rows, cols)  # [O, I]
-        return BlockWeight(4, 32, _pack4(q), d, -8.0 * d, "Q4_0")
+        return BlockWeight(4, 32, _pack4(q), d, None, "Q4_0")
     if qtype == T.Q4_K:
         return _q4_k(data, rows, cols)
     if qtype == T.Q6_K:
@@ -188,7 +221,8 @@ def _q6_k(data: torch.Tensor, rows: int, cols: int) -> BlockWeight:
     high = (qh >> shifts) & 3
     q = (low | (high << 4)).reshape(rows, cols)  # [O, I], 0..63
     scales = (d * sc).reshape(rows, -1)  # [O, G], G = I / 16
-    return BlockWeight(8, 16, q.contiguous(), scales, -32.0 * scales, "Q6_K")
+    # q - 32 = (q + 96) - 128: centred on 128 as Q8_0's codes.
+    return BlockWeight(8, 16, (q + 96).contiguous(), scales, None, "Q6_K")
 
 
 def float_rows(raw: np.ndarray, qtype: T, rows: int, cols: int) -> torch.Tensor:

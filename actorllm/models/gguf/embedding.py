@@ -25,7 +25,7 @@ class GGUFEmbedding(nn.Module):
 
     packed: torch.Tensor  # uint8 [rows, H * bits / 8]
     scales: torch.Tensor  # float32 [rows, G]
-    offsets: torch.Tensor  # float32 [rows, G]
+    offsets: torch.Tensor | None  # float32 [rows, G], None for symmetric codes
 
     def __init__(self, weight: BlockWeight, start: int, dtype: torch.dtype) -> None:
         super().__init__()

@@ -29,17 +29,20 @@ Part = BlockWeight | torch.Tensor  # a float part: [rows, I] in the model dtype
 
 
 def merge_parts(parts: list[Part]) -> list[Part]:
-    """Neighbouring parts of the same layout concatenated along the output rows."""
+    """Neighbouring parts of the same layout (bits, group, symmetric or not) concatenated
+    along the output rows."""
     out: list[Part] = []
     for p in parts:
         last = out[-1] if out else None
         if isinstance(p, BlockWeight) and isinstance(last, BlockWeight):
-            if (p.bits, p.group_size) == (last.bits, last.group_size):
+            if p.layout == last.layout:
                 qtype = last.qtype if last.qtype == p.qtype else f"{last.qtype}+{p.qtype}"
+                offsets = None
+                if p.offsets is not None and last.offsets is not None:
+                    offsets = torch.cat((last.offsets, p.offsets))
                 out[-1] = BlockWeight(
                     p.bits, p.group_size, torch.cat((last.packed, p.packed)),
-                    torch.cat((last.scales, p.scales)), torch.cat((last.offsets, p.offsets)),
-                    qtype,
+                    torch.cat((last.scales, p.scales)), offsets, qtype,
                 )  # fmt: skip
                 continue
         elif isinstance(p, torch.Tensor) and isinstance(last, torch.Tensor):

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from actorllm.kernels import quant_gemm
+from actorllm.models.gguf import blocks
 from actorllm.models.gguf.blocks import GGUFTypeError, check_type, repack
 
 T = gguf.GGMLQuantizationType
@@ -26,12 +27,19 @@ def _blocks(qtype: T, rows: int, cols: int) -> np.ndarray:
     return raw.reshape(rows, -1)
 
 
+@pytest.mark.parametrize("native", [True, False], ids=["native", "torch"])
 @pytest.mark.parametrize("qtype", list(SCALES), ids=lambda t: t.name)
-def test_repacked_blocks_dequantize_exactly_as_gguf(qtype: T) -> None:
+def test_repacked_blocks_dequantize_exactly_as_gguf(
+    qtype: T, native: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if not native:
+        monkeypatch.setattr(blocks, "wq_dequant", lambda *a: None)
     raw = _blocks(qtype, 3, 512)
     ref = torch.from_numpy(gguf.quants.dequantize(raw, qtype))
     got = repack(raw, qtype, 3, 512)
     assert torch.equal(got.dequantize(0, 3), ref)
+    # The symmetric types hold a scale per group and nothing else.
+    assert (got.offsets is None) == (qtype != T.Q4_K)
 
 
 @pytest.mark.skipif(quant_gemm._fn() is None, reason="no native build here")

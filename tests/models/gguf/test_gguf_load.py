@@ -77,7 +77,8 @@ def _logprob_error(
         if self.name.endswith("layers.0.mlp.down_proj"):
             for p in parts:
                 p.scales.mul_(scale_error)
-                p.offsets.mul_(scale_error)
+                if p.offsets is not None:  # symmetric codes have none
+                    p.offsets.mul_(scale_error)
         set_weights(self, parts, bias)
 
     monkeypatch.setattr(GGUFLinear, "set_weights", scaled)
