@@ -109,6 +109,7 @@ def test_load_and_unload_at_run_time(
     assert r.status_code == 200 and r.text == "Success: LoRA adapter 'chat' added successfully."
     again = httpx.post(load, json=body, headers=auth)
     assert again.status_code == 400 and "already been loaded" in again.json()["error"]["message"]
+    (tmp_path / "adapter_config.json").write_text("{}")  # there, but no weights: a 400
     bad = httpx.post(load, json={"lora_name": "bad", "lora_path": str(tmp_path)}, headers=auth)
     assert bad.status_code == 400
     assert "'bad'" in bad.json()["error"]["message"]
@@ -122,6 +123,20 @@ def test_load_and_unload_at_run_time(
         with pytest.raises(openai.NotFoundError):
             _tokens(client, "chat")
         assert _tokens(client, "sql") == want["sql"]
+
+
+def test_no_adapter_at_the_path_is_vllms_404(server: ServerThread, tmp_path: Path) -> None:
+    """vLLM's LoRAAdapterNotFoundError: no directory, or one without adapter_config.json."""
+    auth = {"Authorization": f"Bearer {KEY}"}
+    for path in (str(tmp_path / "missing"), str(tmp_path)):
+        body = {"lora_name": "ghost", "lora_path": path}
+        r = httpx.post(server.url + "/v1/load_lora_adapter", json=body, headers=auth)
+        assert r.status_code == 404, r.text
+        err = r.json()["error"]
+        assert err["message"] == f"Loading lora ghost failed: No adapter found for {path}"
+        assert (err["type"], err["code"]) == ("NotFoundError", 404)
+    r = httpx.get(server.url + "/v1/models", headers=auth)
+    assert "ghost" not in {m["id"] for m in r.json()["data"]}
 
 
 def test_runtime_routes_are_404_without_the_switch() -> None:

@@ -5,9 +5,11 @@ vLLM's behaviour, kept: adapters are listed with ``parent`` = the base model (or
 ``base_model_name`` given with ``--lora-modules``); an unknown model name is a 404 with
 OpenAI's body; the two load/unload routes exist only when
 ``ACTORLLM_ALLOW_RUNTIME_LORA_UPDATING`` (or vLLM's ``VLLM_ALLOW_RUNTIME_LORA_UPDATING``)
-is true, and 404 otherwise; ``lora_int_id`` is a counter. Different here: an adapter that
-does not load is a 400 naming it and why (vLLM answers 500), and ``unload`` frees the
-adapter on the workers too. Paths are local directories only (nothing is fetched).
+is true, and 404 otherwise; ``lora_int_id`` is a counter; a path with no adapter at it
+(no directory, or no ``adapter_config.json`` in it) is a 404 with vLLM's message
+(``LoRAAdapterNotFoundError``). An adapter that is there but does not load is a 400 naming
+it and why, and ``unload`` frees the adapter on the workers too. Paths are local
+directories only (nothing is fetched).
 
     --lora-modules sql=/adapters/sql '{"name": "chat", "path": "/adapters/chat",
                                        "base_model_name": "my-base"}'
@@ -18,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -25,6 +28,7 @@ import msgspec
 from actorllm.core.lora import LoRARequest
 from actorllm.entrypoints.openai.engine_client import EngineClient
 from actorllm.entrypoints.openai.errors import APIError
+from actorllm.models.lora_adapter import CONFIG_FILE
 
 ENV_FLAGS = ("ACTORLLM_ALLOW_RUNTIME_LORA_UPDATING", "VLLM_ALLOW_RUNTIME_LORA_UPDATING")
 _TRUE = ("1", "true", "yes", "on")
@@ -117,7 +121,8 @@ async def load_adapter(
     load_inplace: bool = False,
 ) -> str:
     """Load adapter ``name`` from local directory ``path`` on the engine; the success text
-    vLLM answers. Raises APIError (400 naming the adapter and why)."""
+    vLLM answers. Raises APIError: 404 when no adapter is at ``path``, 400 naming the
+    adapter and why when it does not load."""
     if not name or not path:
         raise APIError(400, "Both 'lora_name' and 'lora_path' must be provided.", "lora_name")
     if name in engine.model_names:
@@ -132,6 +137,10 @@ async def load_adapter(
             "adapter in place, set 'load_inplace' to True.",
             "lora_name",
         )
+    if not (Path(path) / CONFIG_FILE).is_file():
+        # vLLM's LoRAAdapterNotFoundError (its loader's FileNotFoundError on the adapter's
+        # config): a 404 NotFoundError with this message, not a 400 or a 500.
+        raise APIError(404, f"Loading lora {name} failed: No adapter found for {path}")
     lora_id = loaded[name].lora_int_id if name in loaded else _next_id(loaded.values())
     base = base_model_name if base_model_name in engine.model_names else None
     request = LoRARequest(name, lora_id, path, base, load_inplace)
