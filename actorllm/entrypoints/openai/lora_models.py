@@ -143,7 +143,7 @@ async def load_adapter(
         raise APIError(404, f"Loading lora {name} failed: No adapter found for {path}")
     lora_id = loaded[name].lora_int_id if name in loaded else _next_id(loaded.values())
     base = base_model_name if base_model_name in engine.model_names else None
-    request = LoRARequest(name, lora_id, path, base, load_inplace)
+    request = LoRARequest(name, lora_id, path, base, load_inplace=load_inplace)
     try:
         await engine.add_lora(request)
     except ValueError as exc:  # InvalidRequestError: names the adapter and the reason
