@@ -18,4 +18,4 @@ def test_lora_routes_documented_only_when_enabled() -> None:
     body = on["paths"]["/v1/load_lora_adapter"]["post"]["requestBody"]
     ref = body["content"]["application/json"]["schema"]["$ref"].rsplit("/", 1)[-1]
     props = on["components"]["schemas"][ref]["properties"]
-    assert set(props) == {"lora_name", "lora_path", "load_inplace"}
+    assert set(props) == {"lora_name", "lora_path", "load_inplace", "is_3d_lora_weight"}

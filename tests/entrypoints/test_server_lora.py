@@ -157,3 +157,25 @@ def test_lora_modules_spellings() -> None:
     assert (b.name, b.path, b.base_model_name) == ("chat", "/a/chat", "m")
     with pytest.raises(ValueError, match="--lora-modules: invalid entry 'sql'"):
         parse_lora_modules(["sql"])
+    # vLLM's LoRAModulePath fields, is_3d_lora_weight included; an unknown key is refused.
+    (c,) = parse_lora_modules(['{"name": "c", "path": "/a/c", "is_3d_lora_weight": false}'])
+    assert (c.name, c.is_3d_lora_weight) == ("c", False)
+    with pytest.raises(ValueError, match="base_model"):
+        parse_lora_modules(['{"name": "c", "path": "/a/c", "base_model": "m"}'])
+
+
+def test_is_3d_lora_weight_in_the_load_body(
+    server: ServerThread, adapters: dict[str, Path]
+) -> None:
+    """vLLM's load body field: false loads as usual, true is refused naming it."""
+    auth = {"Authorization": f"Bearer {KEY}"}
+    load = server.url + "/v1/load_lora_adapter"
+    body = {"lora_name": "sql3d", "lora_path": str(adapters["sql"]), "is_3d_lora_weight": True}
+    r = httpx.post(load, json=body, headers=auth)
+    assert r.status_code == 400 and r.json()["error"]["param"] == "is_3d_lora_weight"
+    r = httpx.post(load, json={**body, "is_3d_lora_weight": False}, headers=auth)
+    assert r.status_code == 200, r.text
+    r = httpx.post(
+        server.url + "/v1/unload_lora_adapter", json={"lora_name": "sql3d"}, headers=auth
+    )
+    assert r.status_code == 200

@@ -34,18 +34,21 @@ ENV_FLAGS = ("ACTORLLM_ALLOW_RUNTIME_LORA_UPDATING", "VLLM_ALLOW_RUNTIME_LORA_UP
 _TRUE = ("1", "true", "yes", "on")
 
 
-class LoRAModule(msgspec.Struct, frozen=True, kw_only=True):
-    """One ``--lora-modules`` entry (vLLM's ``LoRAModulePath``)."""
+class LoRAModule(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """One ``--lora-modules`` entry (vLLM's ``LoRAModulePath``; vLLM builds it with
+    ``LoRAModulePath(**entry)``, so an unknown key is an error there too, never dropped)."""
 
     name: str
     path: str
     base_model_name: str | None = None
+    is_3d_lora_weight: bool = False  # vLLM's; only False is accepted (see LoRARequest)
 
 
 class LoadLoRAAdapterRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     lora_name: str = ""
     lora_path: str = ""
     load_inplace: bool = False
+    is_3d_lora_weight: bool = False  # vLLM's; only False is accepted (see LoRARequest)
 
 
 class UnloadLoRAAdapterRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -119,6 +122,7 @@ async def load_adapter(
     *,
     base_model_name: str | None = None,
     load_inplace: bool = False,
+    is_3d_lora_weight: bool = False,
 ) -> str:
     """Load adapter ``name`` from local directory ``path`` on the engine; the success text
     vLLM answers. Raises APIError: 404 when no adapter is at ``path``, 400 naming the
@@ -136,6 +140,13 @@ async def load_adapter(
             f"The lora adapter '{name}' has already been loaded. If you want to load the "
             "adapter in place, set 'load_inplace' to True.",
             "lora_name",
+        )
+    if is_3d_lora_weight:
+        raise APIError(
+            400,
+            f"is_3d_lora_weight=true is not supported for LoRA adapter '{name}': MoE expert "
+            "adapters are not built here (only false).",
+            "is_3d_lora_weight",
         )
     if not (Path(path) / CONFIG_FILE).is_file():
         # vLLM's LoRAAdapterNotFoundError (its loader's FileNotFoundError on the adapter's

@@ -90,7 +90,10 @@ def _model_dir(engine: EngineClient) -> Path | None:
 async def load_static_loras(engine: EngineClient, settings: AppSettings) -> None:
     """``--lora-modules``: loaded before the server takes requests; a bad one stops it."""
     for m in parse_lora_modules(settings.lora_modules):
-        await load_adapter(engine, m.name, m.path, base_model_name=m.base_model_name)
+        await load_adapter(
+            engine, m.name, m.path,
+            base_model_name=m.base_model_name, is_3d_lora_weight=m.is_3d_lora_weight,
+        )  # fmt: skip
         logger.info("serving LoRA adapter %r from %s", m.name, m.path)
 
 

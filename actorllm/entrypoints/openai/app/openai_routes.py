@@ -85,7 +85,10 @@ async def load_lora_adapter(state: AppState, request: Request) -> Response:
     """vLLM's runtime adapter loading (only with ACTORLLM_ALLOW_RUNTIME_LORA_UPDATING)."""
     req = msgspec.json.decode(await request.body(), type=LoadLoRAAdapterRequest)
     engine = state.serving.engine
-    text = await load_adapter(engine, req.lora_name, req.lora_path, load_inplace=req.load_inplace)
+    text = await load_adapter(
+        engine, req.lora_name, req.lora_path,
+        load_inplace=req.load_inplace, is_3d_lora_weight=req.is_3d_lora_weight,
+    )  # fmt: skip
     return PlainTextResponse(text)
 
 
