@@ -113,8 +113,9 @@ def parse_speculative_config(value: Mapping[str, Any]) -> SpeculativeConfig:
     if method is None:
         if model is None:
             raise _error("give a method (e.g. 'ngram') or a draft model.")
-        name = str(model).lower()  # vLLM's guess from the name
-        method = "eagle3" if "eagle3" in name else "eagle" if "eagle" in name else "draft_model"
+        method = "custom_class" if _is_import_path(model) else "draft_model"
+    if method == "draft_model" and isinstance(model, str):
+        method = _method_from_name(model)
     if method in _NOT_BUILT or (isinstance(method, str) and method.endswith("_mtp")):
         why = _NOT_BUILT.get(method, _NOT_BUILT["mtp"])
         raise _error(f"method {method!r} is not supported: {why}. Built: {_BUILT}.")
@@ -157,6 +158,27 @@ def parse_speculative_config(value: Mapping[str, Any]) -> SpeculativeConfig:
     return SpeculativeConfig(
         method="ngram", num_speculative_tokens=k, prompt_lookup_min=lo, prompt_lookup_max=hi
     )
+
+
+def _is_import_path(model: object) -> bool:
+    """vLLM's test for a custom proposer class (``pkg.module.Proposer``): dotted
+    identifiers, no slash, not a URL."""
+    if not isinstance(model, str) or "/" in model or model.startswith(("http:", "https:")):
+        return False
+    parts = model.split(".")
+    return len(parts) >= 2 and all(p.isidentifier() for p in parts)
+
+
+def _method_from_name(model: str) -> str:
+    """vLLM's guess from the draft's name, made for ``draft_model`` (given or implied):
+    ``eagle-`` (``yuhuili/EAGLE-LLaMA3-Instruct-8B``) is EAGLE, ``eagle3`` EAGLE-3, then
+    ``dflash`` / ``dspark``; any other name stays a draft model (``my_eagle_head`` too)."""
+    name = model.lower()
+    for word, method in (("eagle-", "eagle"), ("eagle3", "eagle3"), ("dflash", "dflash"),
+                         ("dspark", "dspark")):  # fmt: skip
+        if word in name:
+            return method
+    return "draft_model"
 
 
 def _error(message: str) -> EngineConfigError:

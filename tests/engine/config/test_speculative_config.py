@@ -95,6 +95,39 @@ def test_eagle_as_vllm() -> None:
     assert (c.method, c.model) == ("draft_model", "/d")
 
 
+@pytest.mark.parametrize(
+    ("model", "method"),
+    [
+        ("/x/my_eagle_head", "draft_model"),  # vLLM looks for "eagle-", not "eagle"
+        ("/x/EAGLE-LLaMA3-8B", "eagle"),
+        ("AngelSlim/Qwen3-8B_eagle3", "eagle3"),
+        ("/x/tiny-llama", "draft_model"),
+    ],
+)
+def test_method_guessed_from_the_name_as_vllm(model: str, method: str) -> None:
+    c = parse_speculative_config({"model": model, "num_speculative_tokens": 2})
+    assert c.method == method
+    # vLLM's guess also overrides a given "draft_model"
+    c = parse_speculative_config(
+        {"method": "draft_model", "model": model, "num_speculative_tokens": 2}
+    )
+    assert c.method == method
+
+
+@pytest.mark.parametrize(
+    ("model", "names"),
+    [
+        ("my_pkg.MyProposer", "method 'custom_class'"),  # vLLM: a custom proposer class
+        ("/x/dflash_qwen3_8b", "method 'dflash'"),
+        ("deepseek-ai/dspark_qwen3_8b_block7", "method 'dspark'"),
+    ],
+)
+def test_methods_vllm_guesses_are_refused_by_name(model: str, names: str) -> None:
+    with pytest.raises(EngineConfigError, match="speculative_config") as info:
+        parse_speculative_config({"model": model, "num_speculative_tokens": 2})
+    assert names in str(info.value)
+
+
 def test_async_scheduling_with_speculation_is_refused() -> None:
     spec = {"method": "ngram", "num_speculative_tokens": 2}
     with pytest.raises(EngineConfigError, match="async_scheduling"):
