@@ -7,6 +7,7 @@ is a 400 naming it and the server keeps serving; without the switch the routes a
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -95,6 +96,23 @@ def test_served_adapters_listed_and_used(server: ServerThread, want: dict[str, l
         assert isinstance(body, dict)
         assert body["message"] == "The model `nope` does not exist." and body["param"] == "model"
         assert body["type"] == "NotFoundError"
+
+
+def test_model_cards_as_vllms(server: ServerThread, base_model: str) -> None:
+    """vLLM's ModelCard: root is the base model as given (not its served name), created is
+    the listing's time, and every card has one permission entry."""
+    before = int(time.time())
+    r = httpx.get(server.url + "/v1/models", headers={"Authorization": f"Bearer {KEY}"})
+    cards = {c["id"]: c for c in r.json()["data"]}
+    assert cards["base"]["root"] == base_model and cards["base"]["parent"] is None
+    assert cards["sql"]["parent"] == "base"
+    for card in cards.values():
+        assert before <= card["created"] <= int(time.time())
+        (perm,) = card["permission"]
+        assert perm["object"] == "model_permission" and perm["id"].startswith("modelperm-")
+        assert (perm["allow_sampling"], perm["allow_logprobs"], perm["organization"]) == (
+            True, True, "*",
+        )  # fmt: skip
 
 
 def test_load_and_unload_at_run_time(

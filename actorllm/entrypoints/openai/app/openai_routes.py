@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import time
+import uuid
+
 import msgspec
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
@@ -21,7 +24,11 @@ from actorllm.entrypoints.openai.middleware import request_id_of
 from actorllm.entrypoints.openai.protocol import pooling as pp
 from actorllm.entrypoints.openai.protocol.chat_request import ChatCompletionRequest
 from actorllm.entrypoints.openai.protocol.completion import CompletionRequest
-from actorllm.entrypoints.openai.protocol.server_info import ModelCard, ModelList
+from actorllm.entrypoints.openai.protocol.server_info import (
+    ModelCard,
+    ModelList,
+    ModelPermission,
+)
 from actorllm.entrypoints.openai.protocol.tokenize import DetokenizeRequest, TokenizeRequest
 from actorllm.entrypoints.openai.serving_chat import create_chat_completion
 from actorllm.entrypoints.openai.serving_chat_batch import (
@@ -71,13 +78,25 @@ async def invocations(state: AppState, request: Request) -> Response:
 
 async def models(state: AppState, request: Request) -> Response:
     engine = state.serving.engine
+    now = int(time.time())  # vLLM stamps every card (and its permission) with the time
+
+    def permission() -> list[ModelPermission]:
+        return [ModelPermission(id=f"modelperm-{uuid.uuid4().hex}", created=now)]
+
+    # vLLM's root for the base model is the model as given (--model / LLM(model=...)),
+    # not the served name.
+    model = getattr(engine.config, "model", None)
+    root = model if isinstance(model, str) and model else engine.model_name
     # One card per served name, as vLLM lists --served-model-name's aliases.
     cards = [
-        ModelCard(id=name, created=0, root=engine.model_name, max_model_len=engine.max_model_len)
+        ModelCard(id=name, created=now, root=root, max_model_len=engine.max_model_len,
+                  permission=permission())
         for name in engine.model_names
-    ]
+    ]  # fmt: skip
     # Then the LoRA adapters, their parent the base model (vLLM's listing).
-    cards += [ModelCard(created=0, **card) for card in adapter_cards(engine)]
+    cards += [
+        ModelCard(created=now, permission=permission(), **card) for card in adapter_cards(engine)
+    ]
     return json_response(ModelList(data=cards))
 
 
