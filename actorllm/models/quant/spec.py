@@ -83,13 +83,24 @@ class QuantSpec(msgspec.Struct, frozen=True, kw_only=True):
             if pattern.startswith("re:"):
                 if re.match(pattern[3:], hf_module):
                     return False
-            elif hf_module == pattern or (
-                self.method != "fp8" and hf_module.endswith("." + pattern)
-            ):  # fp8's ignored_layers match exactly, as vLLM's
+            elif hf_module == pattern or _ignored_by_name(self.method, pattern, hf_module):
                 return False
         if self.only:
             return any(hf_module.endswith("." + s) for s in self.only)
         return True
+
+
+def _ignored_by_name(method: str, pattern: str, hf_module: str) -> bool:
+    """A plain (not ``re:``) ignore entry naming ``hf_module``, each method as vLLM
+    reads its list: fp8's ``ignored_layers`` exactly; AWQ's ``modules_to_not_convert``
+    as a substring of the name (AutoAWQ skips a module whose name contains an entry when
+    quantizing, and vLLM matches the same way: ``["self_attn"]`` leaves every attention
+    projection in floats); the others (compressed-tensors' ``ignore``) as a suffix."""
+    if method == "fp8":
+        return False
+    if method == "awq":
+        return pattern in hf_module
+    return hf_module.endswith("." + pattern)
 
 
 def resolve_quantization(raw: dict[str, Any] | None, requested: str | None) -> QuantSpec | None:

@@ -168,3 +168,15 @@ def test_an_fp8_per_tensor_kv_cache_scheme_is_accepted_and_others_are_named() ->
     for bad in ({"strategy": "channel"}, {"type": "int"}, {"dynamic": True}):
         with pytest.raises(QuantizationError, match="kv_cache_scheme="):
             resolve_quantization(only_kv | {"kv_cache_scheme": kv | bad}, None)
+
+
+def test_awq_modules_to_not_convert_match_substrings_as_vllm() -> None:
+    """AutoAWQ skips a module whose name contains an entry, and vLLM reads the list so:
+    ["self_attn"] leaves every attention projection in floats (suffix matching made
+    such a checkpoint fail at load: `...self_attn.k_proj.weight: no such parameter`)."""
+    awq = {"quant_method": "awq", "bits": 4, "group_size": 32, "zero_point": True,
+           "version": "gemm", "modules_to_not_convert": ["self_attn"]}  # fmt: skip
+    spec = resolve_quantization(awq, None)
+    assert spec is not None
+    assert not spec.quantizes("model.layers.0.self_attn.q_proj")
+    assert spec.quantizes("model.layers.0.mlp.down_proj")
