@@ -86,7 +86,10 @@ class QuantSpec(msgspec.Struct, frozen=True, kw_only=True):
             elif hf_module == pattern or _ignored_by_name(self.method, pattern, hf_module):
                 return False
         if self.only:
-            return any(hf_module.endswith("." + s) for s in self.only)
+            # GPTQ's modules_in_block_to_quantize: vLLM (is_layer_gptq_quantized) takes
+            # a module when an entry is a substring of its name, so "self_attn.q_proj",
+            # "model.layers.0.self_attn.q_proj" and "mlp" all name what they say.
+            return any(s in hf_module for s in self.only)
         return True
 
 

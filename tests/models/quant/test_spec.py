@@ -180,3 +180,16 @@ def test_awq_modules_to_not_convert_match_substrings_as_vllm() -> None:
     assert spec is not None
     assert not spec.quantizes("model.layers.0.self_attn.q_proj")
     assert spec.quantizes("model.layers.0.mlp.down_proj")
+
+
+def test_gptq_modules_in_block_to_quantize_match_substrings_as_vllm() -> None:
+    """vLLM's is_layer_gptq_quantized: an entry names every module it is a substring of,
+    full names ("model.layers.0.self_attn.q_proj") and short ones ("mlp") alike."""
+    spec = resolve_quantization(
+        GPTQ | {"modules_in_block_to_quantize": [["model.layers.0.self_attn.q_proj"], ["mlp"]]},
+        None,
+    )
+    assert spec is not None
+    assert spec.quantizes("model.layers.0.self_attn.q_proj")
+    assert spec.quantizes("model.layers.1.mlp.up_proj")
+    assert not spec.quantizes("model.layers.1.self_attn.q_proj")
