@@ -193,6 +193,8 @@ def _awq(raw: dict[str, Any]) -> QuantSpec:
     bits = int(raw.get("bits", raw.get("w_bit", 0)))
     if bits != 4:
         raise _refuse("awq", f"bits={bits} (AWQ runs 4-bit weights)")
+    if raw.get("lm_head"):  # vLLM reads it (a quantized LM head); the head here is float
+        raise _refuse("awq", "a quantized lm_head (lm_head=true)")
     version = str(raw.get("version", "gemm")).lower()
     if version != "gemm":
         raise _refuse("awq", f"version={version!r} (the GEMM packing is read)")

@@ -65,6 +65,16 @@ def test_int8_weights_without_a_quantization_config_are_refused(tmp_path: Path) 
             },
             "version='gemv'",
         ),
+        (
+            {
+                "quant_method": "awq",
+                "bits": 4,
+                "group_size": 32,
+                "zero_point": True,
+                "lm_head": True,
+            },
+            "'awq': a quantized lm_head",
+        ),
     ],
 )
 def test_what_is_not_run_is_refused_at_start_by_name(
