@@ -23,6 +23,8 @@ from tests.entrypoints.vllm_serve_flags import VLLM_SERVE_FLAGS
 REFUSED = {
     "--headless",
     "--calculate-kv-scales",
+    "--kv-cache-dtype-skip-layers",
+    "--quantization-param-path",
     "--enable-lora-bias",
     "--long-lora-scaling-factors",
     "--enable-ssl-refresh",
@@ -117,6 +119,7 @@ def test_foreign_switches_also_take_vllm_no_form() -> None:
             "structured_outputs_config.x",
         ),
         (["--kv-cache-dtype", "fp8_inc"], "--kv-cache-dtype: 'fp8_inc'"),
+        (["--quantization-config", '{"linear": {"weight_dtype": "fp8"}}'], "--quantization-config"),
         (["-dp", "2", "-dpl", "1"], "--data-parallel-size-local 1"),
         (
             ["-tp", "2", "-dpb", "ray", "--distributed-executor-backend", "mp"],

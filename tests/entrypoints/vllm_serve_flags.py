@@ -97,6 +97,9 @@ VLLM_SERVE_FLAGS: list[list[str]] = [
     ["--max-model-len", "4096"],
     ["--quantization", "none"],
     ["-q", "None"],
+    # vLLM 0.32's other quantization flags
+    ["--quantization-config", "{}"],
+    ["--allow-deprecated-quantization"],
     ["--enforce-eager"],
     ["--max-logprobs", "20"],
     ["--max-logprobs", "50"],
@@ -190,6 +193,7 @@ VLLM_SERVE_FLAGS: list[list[str]] = [
     ["--prefix-caching-hash-algo", "sha256"],
     ["--cpu-offload-gb", "0"],
     ["--calculate-kv-scales"],  # refused: scales come from the checkpoint
+    ["--kv-cache-dtype-skip-layers", "0", "sliding_window"],  # refused: one cache dtype
     ["--kv-sharing-fast-prefill"],
     ["--mamba-cache-dtype", "auto"],
     ["--mamba-ssm-cache-dtype", "auto"],
@@ -263,7 +267,7 @@ VLLM_SERVE_FLAGS: list[list[str]] = [
     ["--multi-step-stream-outputs"],
     ["--max-context-len-to-capture", "8192"],
     ["--max-seq-len-to-capture", "8192"],
-    ["--quantization-param-path", "/scales.json"],
+    ["--quantization-param-path", "/scales.json"],  # refused: scales from the checkpoint
     ["--intial-incremental-detokenization-offset", "5"],
     ["--override-neuron-config", "{}"],
     ["--enable-lora-bias"],

@@ -61,8 +61,14 @@ def _i(*flags: str, why: str, value: bool = True, nargs: str | None = None) -> F
     return Foreign(flags, "ignore", why, nargs=nargs if value else 0)
 
 
-def _r(*flags: str, why: str, value: bool = True, same: tuple[str, ...] = ()) -> Foreign:
-    return Foreign(flags, "refuse", why, nargs=None if value else 0, same=same)
+def _r(
+    *flags: str,
+    why: str,
+    value: bool = True,
+    same: tuple[str, ...] = (),
+    nargs: str | None = None,
+) -> Foreign:
+    return Foreign(flags, "refuse", why, nargs=nargs if value else 0, same=same)
 
 
 _NO_MM = "there are no multimodal inputs"
@@ -192,7 +198,6 @@ FOREIGN: list[Foreign] = [
     _i("--tokenizer-pool-extra-config", why="tokenization runs in the input-processor actor"),
     _i("--multi-step-stream-outputs", value=False, why="there is no multi-step scheduling"),
     _i("--max-context-len-to-capture", why="CUDA graphs capture decode steps of any length"),
-    _i("--quantization-param-path", why="the KV cache is not quantized"),
     _i("--intial-incremental-detokenization-offset", why="detokenization is exact"),
     _i("--override-neuron-config", why="there is no Neuron support"),
     _i("--max-prompt-adapters", why="prompt adapters are not supported"),
@@ -218,6 +223,31 @@ FOREIGN: list[Foreign] = [
     _r("--tokenizer-mode", why="only Hugging Face tokenizers are supported", same=("auto", "hf")),
     _r("--skip-tokenizer-init", value=False, why="the server needs the tokenizer"),
     _r("--hf-config-path", why="config.json is read from the model's own directory"),
+    # vLLM 0.32's quantization flags beyond --quantization (docs/quantization.md)
+    _r(
+        "--quantization-config",
+        why="online quantization and per-layer quantization overrides are not built: the "
+        "checkpoint's own quantization_config is read",
+        same=_EMPTY,
+    ),
+    _i(
+        "--allow-deprecated-quantization",
+        value=False,
+        why="the deprecated methods it allows (fbgemm_fp8, fp_quant) are refused by name "
+        "either way",
+    ),
+    _r(
+        "--kv-cache-dtype-skip-layers",
+        why="every layer's KV cache is stored in --kv-cache-dtype",
+        nargs="+",
+    ),
+    # older vLLM: a JSON of per-layer KV cache scales for an fp8 cache. Ignoring it would
+    # run an fp8 cache with other scales than the file's, so it is refused.
+    _r(
+        "--quantization-param-path",
+        why="an fp8 KV cache's scales come from the checkpoint's k_scale / v_scale tensors "
+        "(else 1.0); a separate scales file is not read",
+    ),
     _r("--config-format", why="only Hugging Face configs are read", same=("auto", "hf")),
     _r("--model-impl", why="only actorllm's own model code runs", same=("auto",)),
     _r("--logprobs-mode", why="logprobs are the model's raw ones", same=("raw_logprobs",)),
