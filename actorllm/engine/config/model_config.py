@@ -11,6 +11,7 @@ from functools import cached_property
 from typing import Any
 
 from actorllm.engine.config.engine_config import EngineConfig
+from actorllm.engine.config.quantization_name import vllm_quantization_name
 
 
 @dataclass(frozen=True)
@@ -22,6 +23,9 @@ class ModelConfig:
     vocab_size: int
     dtype: str  # as configured ("auto": the checkpoint's)
     seed: int
+    # The checkpoint's quantization method as vLLM names it ("auto_gptq", "fp8", ...;
+    # None: unquantized): engine/config/quantization_name.py.
+    quantization: str | None = None
 
     @classmethod
     def of(cls, config: EngineConfig, *, max_model_len: int, vocab_size: int) -> ModelConfig:
@@ -33,6 +37,7 @@ class ModelConfig:
             vocab_size=vocab_size,
             dtype=config.dtype,
             seed=config.seed,
+            quantization=vllm_quantization_name(config.resolved_model(), config.resolved_device()),
         )
 
     def get_vocab_size(self) -> int:
