@@ -36,7 +36,6 @@ LLM_NOT_BUILT: Mapping[str, str] = {
     "enqueue": "queueing without waiting is not built (use generate, or LLMEngine)",
     "enqueue_chat": "queueing without waiting is not built (use chat, or LLMEngine)",
     "wait_for_completion": "queueing without waiting is not built (use generate)",
-    "get_metrics": "Prometheus metrics are the server's (see get_stats)",
     "reset_mm_cache": _MM,
     "release_kv_cache_memory": "releasing the KV cache is not built (see sleep)",
 }
@@ -47,7 +46,6 @@ LLM_ENGINE_NOT_BUILT: Mapping[str, str] = {
     "reset_mm_cache": _MM,
     "reset_encoder_cache": _MM,
     "apply_model": "the model runs on the engine's worker (see collective_rpc)",
-    "get_metrics": "Prometheus metrics are the server's (see get_stats)",
     "release_kv_cache_memory": "releasing the KV cache is not built (see sleep)",
 }
 

@@ -21,6 +21,8 @@ from actorllm.engine.api.async_engine import AsyncEngine
 from actorllm.engine.api.stats import EngineStats
 from actorllm.engine.config.engine_config import EngineConfig
 from actorllm.engine.recovery.pause import PauseMode
+from actorllm.entrypoints.metrics import ServerMetrics
+from actorllm.entrypoints.metrics_snapshot import Metric, snapshot
 
 
 class SyncFacade:
@@ -47,6 +49,7 @@ class SyncFacade:
         self._thread = self._bridge.thread
         self.engine: AsyncEngine = self._bridge.engine
         self._offline_requests = 0  # requests given a seed by with_offline_seed
+        self._metrics: ServerMetrics | None = None  # get_metrics's, made at its first call
 
     def with_offline_seed(self, params: SamplingParams) -> SamplingParams:
         """``params`` with a seed if it samples without one: a mix of the engine's ``seed``
@@ -84,6 +87,17 @@ class SyncFacade:
         """The engine's statistics: scheduler state, and in ``requests`` the per-request
         metrics (latencies, token counts, finish reasons) of everything run so far."""
         return self._thread.call(self.engine.get_stats)
+
+    def get_metrics(self) -> list[Metric]:
+        """vLLM's snapshot of the Prometheus metrics (``vllm.v1.metrics.reader``'s
+        ``Counter``, ``Gauge``, ``Histogram``, ``Vector``): the server's ``/metrics``
+        under its default ``actorllm:`` prefix, from the engine's statistics now. vLLM
+        asks for ``disable_log_stats=False`` first; the statistics are kept either way
+        here. Counters stay monotonic across engine restarts, as on ``/metrics``."""
+        if self._metrics is None:
+            self._metrics = ServerMetrics(self.engine.model_name, cache_config=self.engine.config)
+        self._metrics.update_from_stats(self.get_stats())
+        return snapshot(self._metrics)
 
     def collective_rpc(
         self,
