@@ -18,6 +18,7 @@ and raises ``KeyboardInterrupt`` as usual.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -25,6 +26,7 @@ import anyio
 from tqdm.auto import tqdm
 
 from actorllm.compat.vllm.beam_search_offline import BeamSearchMethods
+from actorllm.compat.vllm.llm_engine import LLMEngine
 from actorllm.compat.vllm.not_built import LLM_NOT_BUILT, check_options, not_built
 from actorllm.compat.vllm.offline_prompts import Prompt, as_prompt_list, per_prompt
 from actorllm.compat.vllm.pooling_offline import PoolingMethods
@@ -33,6 +35,7 @@ from actorllm.core.lora import LoRARequest
 from actorllm.core.outputs import RequestOutput
 from actorllm.core.sampling_params import RequestOutputKind, SamplingParams
 from actorllm.engine.api.request_fields import check_priority
+from actorllm.engine.config.model_config import ModelConfig
 
 Conversation = Sequence[Mapping[str, Any]]
 
@@ -46,6 +49,22 @@ class LLM(BeamSearchMethods, PoolingMethods, SyncFacade):
     or None (the demo model); keyword arguments are ``EngineConfig`` fields."""
 
     # -- generation -----------------------------------------------------------------------
+
+    @functools.cached_property
+    def llm_engine(self) -> LLMEngine:
+        """vLLM's ``LLM.llm_engine``: the ``LLMEngine`` API (``add_request`` / ``step``,
+        ``get_model_config()``, ``get_tokenizer()``, ...) on this LLM's engine."""
+        return LLMEngine.over(self)
+
+    @property
+    def model_config(self) -> ModelConfig:
+        """vLLM's ``LLM.model_config``: ``llm_engine.model_config``."""
+        return self.llm_engine.model_config
+
+    @property
+    def engine_class(self) -> type[LLMEngine]:
+        """vLLM's ``LLM.engine_class``: the class of ``llm_engine``."""
+        return LLMEngine
 
     def get_default_sampling_params(self) -> SamplingParams:
         """What ``generate``/``chat`` use without ``sampling_params``: the model's

@@ -68,6 +68,10 @@ class LLMEngine(SyncFacade):
         **config: Any,
     ) -> None:
         super().__init__(model, backend=backend, **config)
+        self._open_requests()
+
+    def _open_requests(self) -> None:
+        """The request side: the input processor and the outputs ``step`` hands back."""
         self._inputs = InputProcessor(
             self.engine.tokenizer,
             vocab_size=self.engine.vocab_size,
@@ -76,6 +80,14 @@ class LLMEngine(SyncFacade):
         )
         self._outputs = PendingOutputs()
         self._pumps: dict[str, Future[Any]] = {}  # {request_id: its task on the loop}
+
+    @classmethod
+    def over(cls, facade: SyncFacade) -> LLMEngine:
+        """An ``LLMEngine`` on ``facade``'s engine (vLLM's ``LLM.llm_engine``): no second
+        engine starts; closing either closes the one engine."""
+        engine = cls._sharing(facade)
+        engine._open_requests()
+        return engine
 
     @classmethod
     def from_engine_args(
@@ -198,6 +210,11 @@ class LLMEngine(SyncFacade):
         return self._outputs.num_unfinished()
 
     # -- the model ------------------------------------------------------------------------
+
+    @property
+    def model_config(self) -> ModelConfig:
+        """vLLM's ``LLMEngine.model_config`` (as :meth:`get_model_config`)."""
+        return self.get_model_config()
 
     def get_model_config(self) -> ModelConfig:
         return ModelConfig.of(

@@ -51,6 +51,15 @@ class SyncFacade:
         self._offline_requests = 0  # requests given a seed by with_offline_seed
         self._metrics: ServerMetrics | None = None  # get_metrics's, made at its first call
 
+    @classmethod
+    def _sharing(cls, other: SyncFacade) -> Self:
+        """A facade of this class on ``other``'s engine (``__init__``'s state, no engine
+        started): vLLM's ``LLM.llm_engine``."""
+        facade = cls.__new__(cls)
+        facade._bridge, facade._thread, facade.engine = other._bridge, other._thread, other.engine
+        facade._offline_requests, facade._metrics = 0, None
+        return facade
+
     def with_offline_seed(self, params: SamplingParams) -> SamplingParams:
         """``params`` with a seed if it samples without one: a mix of the engine's ``seed``
         and this request's number among this object's requests. So a script's results

@@ -260,3 +260,20 @@ def test_a_tokenizer_named_by_directory_is_loaded_from_it(tmp_path):
     assert out.prompt_token_ids == tok("hello there")["input_ids"]
     ids = out.outputs[0].token_ids
     assert len(ids) == 4 and out.outputs[0].text == tok.decode(ids, skip_special_tokens=True)
+
+
+def test_llm_engine_is_an_llmengine_on_the_same_engine(llm):
+    """vLLM's ``llm.llm_engine`` / ``llm.model_config`` / ``llm.engine_class``: scripts
+    reach the model's settings and the step API through them; no second engine starts."""
+    eng = llm.llm_engine
+    assert eng is llm.llm_engine and type(eng) is llm.engine_class
+    assert eng.engine is llm.engine and eng.get_tokenizer() is llm.get_tokenizer()
+    assert llm.model_config.max_model_len == eng.model_config.max_model_len == 256
+    prompt = {"prompt_token_ids": [5, 6, 7]}
+    eng.add_request("via-llm-engine", prompt, GREEDY)
+    outs = []
+    while eng.has_unfinished_requests():
+        outs += eng.step()
+    (stepped,) = [o for o in outs if o.finished]
+    (generated,) = llm.generate(prompt, GREEDY, use_tqdm=False)
+    assert stepped.outputs[0].token_ids == generated.outputs[0].token_ids
