@@ -88,7 +88,11 @@ def resolve_dtype(
     """ "auto" -> the checkpoint's dtype; else a name ("float32", "bfloat16", "float16").
 
     With a CPU ``device``, "auto" runs a float32 or float16 checkpoint in bfloat16 where the
-    CPU has native bf16 (AVX512-BF16 or AMX), as vLLM does: its matmuls run 2-2.5x faster.
+    CPU has native bf16 (AVX512-BF16 or AMX): its matmuls run 2-2.5x faster. vLLM's CPU
+    platform downcasts a float32 checkpoint on every x86 host (to bfloat16; a pooling model
+    to float16) and keeps float16 ones; without native bf16 a bf16 GEMM is emulated, so
+    here such a host keeps float32 (docs/cpu_performance.md) and ``--dtype bfloat16`` asks
+    for bf16 (run through float32 GEMMs on the widened weights).
     """
     if isinstance(dtype, torch.dtype):
         return dtype
