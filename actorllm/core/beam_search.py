@@ -197,9 +197,8 @@ class BeamSearchState:
 
     def best(self) -> list[BeamSearchSequence]:
         """The answer: completed and live beams ranked by score, the best ``beam_width``.
-        A live beam that ran out of steps ends with ``"length"``."""
-        for beam in self.beams:
-            beam.finish_reason = beam.finish_reason or "length"
+        A live beam that ran out of steps keeps ``finish_reason`` None, as vLLM's
+        ``LLM.beam_search`` returns it (the online answer calls it ``"length"``)."""
         pool = self.completed + self.beams
         eos, penalty = self.eos_token_id, self.params.length_penalty
         pool.sort(key=lambda b: beam_score(b.tokens, b.cum_logprob, eos, penalty), reverse=True)

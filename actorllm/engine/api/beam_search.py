@@ -129,7 +129,8 @@ def _final(
                 token_ids=ids,
                 cumulative_logprob=beam.cum_logprob,
                 logprobs=beam.logprobs[: len(ids)],
-                finish_reason=beam.finish_reason,
+                # vLLM's online rule: a beam that ran out of steps (None) ended on length.
+                finish_reason=beam.finish_reason or "length",
                 stop_reason=beam.stop_reason,
             )
         )

@@ -217,6 +217,16 @@ def test_beam_search_returns_the_best_beams_with_their_prompt(llm):
         llm.beam_search(prompts, GREEDY)
 
 
+def test_beam_search_leaves_a_beam_that_ran_out_of_steps_unfinished(llm):
+    # vLLM's LLM.beam_search sets finish_reason only on beams that ended on EOS ("stop");
+    # one cut by max_tokens keeps None (only the online answer calls it "length").
+    from actorllm.sampling_params import BeamSearchParams
+
+    (out,) = llm.beam_search(["hi"], BeamSearchParams(beam_width=2, max_tokens=2, ignore_eos=True))
+    assert [s.finish_reason for s in out.sequences] == [None, None]
+    assert [s.stop_reason for s in out.sequences] == [None, None]
+
+
 def test_lora_request_none_is_no_adapter_and_an_adapter_needs_enable_lora(llm):
     (out,) = llm.generate("hi", GREEDY, use_tqdm=False, lora_request=None)
     assert len(out.outputs[0].token_ids) == 4
