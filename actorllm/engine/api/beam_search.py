@@ -120,7 +120,12 @@ def _final(
     outputs = []
     for i, beam in enumerate(state.best()):
         ids = state.generated(beam)
-        text = tokenizer.decode(ids, skip_special_tokens=params.skip_special_tokens)
+        # vLLM's online text never holds the EOS that ended a beam, even when
+        # include_stop_str_in_output keeps it in token_ids.
+        shown = (
+            ids[:-1] if beam.finish_reason == "stop" and ids[-1:] == [state.eos_token_id] else ids
+        )
+        text = tokenizer.decode(shown, skip_special_tokens=params.skip_special_tokens)
         beam.text = text
         outputs.append(
             CompletionOutput(
