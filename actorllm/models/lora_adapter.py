@@ -93,12 +93,13 @@ class LoRAWeights:
 def read_adapter(
     name: str, path: str | Path, model: CausalLM, *, max_rank: int, dtype: torch.dtype
 ) -> LoRAWeights:
-    """Read and check the adapter at local directory ``path`` against ``model``; raises
-    :class:`LoRAAdapterError`."""
-    cfg = _read_config(name, Path(path))
+    """Read and check the adapter at local directory ``path`` (``~`` expanded, as vLLM
+    resolves adapter paths) against ``model``; raises :class:`LoRAAdapterError`."""
+    path = Path(path).expanduser()
+    cfg = _read_config(name, path)
     default_rank = int(cfg.get("r", 8))
     default_alpha = float(cfg.get("lora_alpha", 8))
-    tensors = _read_tensors(name, Path(path))
+    tensors = _read_tensors(name, path)
     pairs = _pair(name, tensors)
     out = LoRAWeights(name=name, rank=0, scaling=0.0)
     for hf_module, (a, b) in sorted(pairs.items()):

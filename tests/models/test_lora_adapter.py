@@ -190,3 +190,13 @@ def test_tensor_parallel_ranks_refuse_another_models_adapter_by_its_whole_shape(
     for model in _ranks(base, 2):
         with pytest.raises(LoRAAdapterError, match=r"\[128, 64\] projection"):
             read_adapter("a", path, model, max_rank=8, dtype=torch.float32)
+
+
+def test_a_home_relative_path_is_expanded_as_vllm(
+    llama: tuple[Path, CausalLM], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    base, model = llama
+    make_adapter(base, tmp_path / "adapters" / "a", r=4, alpha=8, seed=2)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    w = read_adapter("a", "~/adapters/a", model, max_rank=8, dtype=torch.float32)
+    assert w.rank == 4

@@ -115,6 +115,11 @@ def adapter_cards(engine: EngineClient) -> list[dict[str, Any]]:
     ]
 
 
+def _has_adapter(path: str) -> bool:
+    """Whether ``path`` (``~`` expanded, as vLLM resolves it) holds an adapter's config."""
+    return (Path(path).expanduser() / CONFIG_FILE).is_file()
+
+
 async def load_adapter(
     engine: EngineClient,
     name: str,
@@ -148,7 +153,7 @@ async def load_adapter(
             "adapters are not built here (only false).",
             "is_3d_lora_weight",
         )
-    if not (Path(path) / CONFIG_FILE).is_file():
+    if not _has_adapter(path):
         # vLLM's LoRAAdapterNotFoundError (its loader's FileNotFoundError on the adapter's
         # config): a 404 NotFoundError with this message, not a 400 or a 500.
         raise APIError(404, f"Loading lora {name} failed: No adapter found for {path}")
