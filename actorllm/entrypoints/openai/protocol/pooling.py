@@ -51,6 +51,11 @@ class _InputFields(_PoolingFields, kw_only=True):
     chat_template_kwargs: dict[str, Any] | None = None
 
 
+# The requests whose raw bodies vLLM checks for removed fields (``normalize``, old tasks):
+# /v1/embeddings, /pooling, /classify (see removed_pooling_fields.py).
+PoolingInputRequest = _InputFields
+
+
 class EmbeddingRequest(_InputFields, kw_only=True):
     encoding_format: Literal["float", "base64"] = "float"
     dimensions: Dimensions | None = None
