@@ -13,6 +13,7 @@ from typing import Any
 from actorllm.core.chat_template import render_chat_options
 from actorllm.core.errors import EmptyPromptError, InvalidRequestError, RequestTooLongError
 from actorllm.core.output_parent import fan_out
+from actorllm.core.pooling_truncation import check_pooling_truncation
 from actorllm.core.prompt_embeds import PromptEmbeds
 from actorllm.core.sampling_params import SamplingParams, SamplingParamsError
 
@@ -140,6 +141,8 @@ class InputProcessor:
             prompt_text, ids = self.tokenize(text, add_special_tokens=False)
         else:
             prompt_text, ids = self.tokenize(prompt)  # type: ignore[arg-type]
+        if params.pooling_params is not None:  # vLLM refuses a cut longer than the context
+            check_pooling_truncation(params.truncate_prompt_tokens, self.max_model_len)
         if params.pooling_params is not None and params.truncate_prompt_tokens == -1:
             kept = ids[-self.max_model_len :]  # no output token to leave room for
         else:

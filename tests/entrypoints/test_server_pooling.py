@@ -123,6 +123,13 @@ def test_bad_inputs_are_400_naming_the_field(srv: ServerThread) -> None:
         srv.url + "/v1/embeddings", json={"input": "word " * 400, "truncate_prompt_tokens": -1}
     )
     assert ok.status_code == 200 and ok.json()["usage"]["prompt_tokens"] == 256
+    # vLLM refuses a truncation longer than the context even when nothing would be cut.
+    too_long = {"truncate_prompt_tokens": 257}
+    assert err("/v1/embeddings", {"input": "x", **too_long}) == (400, "truncate_prompt_tokens")
+    assert err("/score", {"text_1": "a", "text_2": "b", **too_long}) == (
+        400,
+        "truncate_prompt_tokens",
+    )
     assert err("/v1/completions", {"prompt": "hi"}) == (400, "model")
     assert err("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}]}) == (
         400,

@@ -19,6 +19,7 @@ import torch
 from starlette.responses import Response
 
 from actorllm.core.pooling_params import PoolingParams
+from actorllm.core.pooling_truncation import check_pooling_truncation
 from actorllm.engine.api.pooling_outputs import PoolingOutput, PoolingRequestOutput
 from actorllm.engine.api.request_fields import check_priority
 from actorllm.engine.api.scoring import encode_many, pair_up, score
@@ -101,6 +102,7 @@ def _truncated(prompt: Prompt, req: pp._PoolingFields, max_len: int) -> Prompt:
         raise bad_request(
             "truncate_prompt_tokens must be -1 or at least 1.", "truncate_prompt_tokens"
         )
+    check_pooling_truncation(k, max_len)  # vLLM's 400, even for a prompt too short to cut
     keep = max_len if k == -1 else k
     if len(prompt.token_ids) <= keep:
         return prompt

@@ -51,6 +51,21 @@ def test_embed_and_score_match_sentence_transformers(minilm: LLM) -> None:
         minilm.score(TEXTS[:2], TEXTS)
 
 
+def test_truncation_longer_than_the_context_is_refused(minilm: LLM) -> None:
+    # vLLM's TokenizeParams: truncate_prompt_tokens above max_model_len (256) is a
+    # ValueError naming it, even for a prompt too short to be cut.
+    cut = {"truncate_prompt_tokens": 257}
+    for call in (
+        lambda: minilm.embed("hi", tokenization_kwargs=cut),
+        lambda: minilm.score("a", "b", tokenization_kwargs=cut),
+    ):
+        with pytest.raises(InvalidRequestError) as info:
+            call()
+        assert info.value.param == "truncate_prompt_tokens"
+    kept = minilm.embed("a b c d", tokenization_kwargs={"truncate_prompt_tokens": 256})
+    assert len(kept[0].prompt_token_ids) == 6
+
+
 def test_async_llm_encode_on_asyncio() -> None:
     async def main() -> list[float]:
         engine = AsyncLLM.from_engine_args(AsyncEngineArgs(model=MINILM, dtype="float32"))

@@ -73,6 +73,8 @@ def fill_served(node: Any, served: Served) -> None:
         node["pattern"] = digits_below(served.vocab_size)
     elif kind == "max_tokens":
         node["maximum"] = served.max_model_len - 1  # the prompt takes at least one token
+    elif kind == "max_model_len":  # a pooling truncation: the whole context at most
+        node["maximum"] = served.max_model_len
     elif kind == "logprobs":  # -1 is the vocabulary size: within the limit or not
         limit = served.vocab_size if served.max_logprobs == -1 else served.max_logprobs
         node["maximum"] = limit

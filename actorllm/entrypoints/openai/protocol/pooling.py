@@ -19,7 +19,8 @@ from actorllm.entrypoints.openai.protocol.chat_request import Messages
 from actorllm.entrypoints.openai.protocol.completion import PromptInput
 from actorllm.entrypoints.openai.protocol.usage import UsageInfo
 
-Truncate = Annotated[int, msgspec.Meta(ge=-1)]  # -1: max_model_len; 0 is refused
+# -1: max_model_len; 0 is refused; above max_model_len too (vLLM's TokenizeParams)
+Truncate = Annotated[int, msgspec.Meta(ge=-1, extra_json_schema={"x-served": "max_model_len"})]
 Priority = Annotated[
     int, msgspec.Meta(ge=-MAX_I32, le=MAX_I32, extra_json_schema={"x-served": "priority"})
 ]
