@@ -22,7 +22,7 @@ from actorllm.engine.api.pooling_outputs import (
     PoolingRequestOutput,
     ScoringRequestOutput,
 )
-from actorllm.engine.api.scoring import encode_many, score
+from actorllm.engine.api.scoring import check_scoring_model, encode_many, score
 
 if TYPE_CHECKING:
     from actorllm.compat.vllm.engine_thread import EngineThread
@@ -54,6 +54,11 @@ class PoolingMethods:
         items = as_prompt_list(prompts)
         params = per_prompt(pooling_params, len(items), PoolingParams(), "pooling params")
         if pooling_task is not None:
+            for p in params:  # vLLM's PoolingParams.verify: a set task is never replaced
+                if p.task is not None and p.task != pooling_task:
+                    raise ValueError(
+                        f"You cannot overwrite self.task={p.task!r} with task={pooling_task!r}!"
+                    )
             params = [p.clone(task=pooling_task) for p in params]
         jobs = list(zip(items, params, strict=True))
         return self._thread.call(self._encode_all, jobs, truncate)
@@ -119,6 +124,13 @@ class PoolingMethods:
         )
         if pooling_params is not None and (pooling_params.dimensions is not None):
             raise ValueError("LLM.score: pooling_params.dimensions is not supported for scoring")
+        if pooling_params is not None and pooling_params.task is not None:
+            task = "classify" if check_scoring_model(self.engine) == "cross" else "embed"
+            if pooling_params.task != task:  # vLLM's words: the scoring task is not replaced
+                raise ValueError(
+                    f"You cannot overwrite pooling_params.task={pooling_params.task!r} with "
+                    f"pooling_task={task!r}!"
+                )
         first = [data_1] if isinstance(data_1, str) else list(data_1)
         second = [data_2] if isinstance(data_2, str) else list(data_2)
         use_activation = pooling_params.use_activation if pooling_params else None

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -64,6 +65,20 @@ def test_truncation_longer_than_the_context_is_refused(minilm: LLM) -> None:
         assert info.value.param == "truncate_prompt_tokens"
     kept = minilm.embed("a b c d", tokenization_kwargs={"truncate_prompt_tokens": 256})
     assert len(kept[0].prompt_token_ids) == 6
+
+
+def test_a_set_task_is_never_replaced(minilm: LLM) -> None:
+    # vLLM's PoolingParams.verify: embed() with pooling_params asking for another task is a
+    # ValueError, not an embedding computed under the caller's nose.
+    with pytest.raises(ValueError, match=re.escape("overwrite self.task='token_embed'")):
+        minilm.embed("hi", pooling_params=PoolingParams(task="token_embed"))
+    with pytest.raises(ValueError, match="You cannot overwrite"):
+        minilm.encode("hi", [PoolingParams(task="classify")], pooling_task="embed")
+    with pytest.raises(ValueError, match=re.escape("pooling_params.task='token_embed'")):
+        minilm.score("a", "b", pooling_params=PoolingParams(task="token_embed"))
+    same = minilm.embed("hi", pooling_params=PoolingParams(task="embed"))
+    assert len(same[0].outputs.embedding) == 384
+    assert minilm.score("a", "b", pooling_params=PoolingParams(task="embed"))[0].outputs.score
 
 
 def test_async_llm_encode_on_asyncio() -> None:
