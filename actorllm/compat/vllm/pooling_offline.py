@@ -131,8 +131,7 @@ class PoolingMethods:
                     f"You cannot overwrite pooling_params.task={pooling_params.task!r} with "
                     f"pooling_task={task!r}!"
                 )
-        first = [data_1] if isinstance(data_1, str) else list(data_1)
-        second = [data_2] if isinstance(data_2, str) else list(data_2)
+        first, second = _score_side(data_1), _score_side(data_2)
         use_activation = pooling_params.use_activation if pooling_params else None
         return self._thread.call(self._score, first, second, use_activation, truncate)
 
@@ -150,3 +149,10 @@ class PoolingMethods:
             use_activation=use_activation,
             truncate_prompt_tokens=truncate,
         )
+
+
+def _score_side(data: Any) -> list[Any]:
+    """One side of ``LLM.score``: a text, or a list of them. A mapping (vLLM's
+    ``ScoreMultiModalParam``, a prompt dict) is one input, which scoring then refuses by
+    type: iterating it would score its keys ("content") as texts."""
+    return [data] if isinstance(data, str | Mapping) else list(data)

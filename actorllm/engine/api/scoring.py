@@ -130,7 +130,11 @@ async def score(
     pairs = pair_up(data_1, data_2)
     for a, b in pairs:
         if not isinstance(a, str) or not isinstance(b, str):
-            raise InvalidRequestError("score inputs must be strings.", param="text_1")
+            raise InvalidRequestError(
+                "score inputs must be strings (multimodal score inputs and prompt dicts are "
+                "not supported).",
+                param="text_1",
+            )
     rid = request_id or uuid.uuid4().hex
     if kind == "cross":
         jobs = []

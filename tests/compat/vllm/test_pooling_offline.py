@@ -81,6 +81,15 @@ def test_a_set_task_is_never_replaced(minilm: LLM) -> None:
     assert minilm.score("a", "b", pooling_params=PoolingParams(task="embed"))[0].outputs.score
 
 
+def test_score_refuses_mappings_instead_of_scoring_their_keys(minilm: LLM) -> None:
+    # vLLM's multimodal ScoreMultiModalParam ({"content": [...]}) and prompt dicts are not
+    # built here: a refusal, where list(dict) used to score the key "content" as a text.
+    mm = {"content": [{"type": "text", "text": "a cat"}]}
+    for a, b in ((mm, "a dog"), ("a dog", mm), ({"prompt_token_ids": [101, 102]}, "x")):
+        with pytest.raises(InvalidRequestError, match="score inputs must be strings"):
+            minilm.score(a, b)
+
+
 def test_async_llm_encode_on_asyncio() -> None:
     async def main() -> list[float]:
         engine = AsyncLLM.from_engine_args(AsyncEngineArgs(model=MINILM, dtype="float32"))
