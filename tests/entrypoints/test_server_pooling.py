@@ -162,3 +162,36 @@ def test_openapi_lists_pooling_routes(srv: ServerThread) -> None:
     paths = httpx.get(srv.url + "/openapi.json").json()["paths"]
     assert "/v1/embeddings" in paths and "/v2/rerank" in paths
     assert "/v1/completions" not in paths and "/classify" not in paths
+
+
+def test_cache_salt_reaches_every_prompt(
+    srv: ServerThread, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # vLLM's pooling requests carry cache_salt (prefix-cache isolation); it used to be an
+    # unknown field, dropped with a warning.
+    from actorllm.engine.api import scoring
+    from actorllm.entrypoints.openai import serving_pooling
+
+    seen: list[object] = []
+    real = scoring.encode_many
+
+    async def spy(engine, jobs, **kw):  # type: ignore[no-untyped-def]
+        seen.extend(prompt for prompt, _ in jobs)
+        return await real(engine, jobs, **kw)
+
+    monkeypatch.setattr(serving_pooling, "encode_many", spy)
+    monkeypatch.setattr(scoring, "encode_many", spy)
+    salt = {"cache_salt": "tenant-a"}
+    for path, body in (
+        ("/v1/embeddings", {"input": ["a", "b"]}),
+        ("/v1/embeddings", {"input": [[101, 102]]}),
+        ("/pooling", {"input": "a"}),
+        ("/score", {"text_1": "a", "text_2": ["b", "c"]}),
+        ("/rerank", {"query": "a", "documents": ["b"]}),
+    ):
+        seen.clear()
+        r = httpx.post(srv.url + path, json={**body, **salt})
+        assert r.status_code == 200, r.text
+        assert seen and all(isinstance(p, dict) and p["cache_salt"] == "tenant-a" for p in seen)
+    r = httpx.post(srv.url + "/v1/embeddings", json={"input": "a", "cache_salt": ""})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "cache_salt"

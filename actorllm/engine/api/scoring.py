@@ -124,8 +124,10 @@ async def score(
     use_activation: bool | None = None,
     truncate_prompt_tokens: int | None = None,
     request_id: str | None = None,
+    cache_salt: str | None = None,
 ) -> list[ScoringRequestOutput]:
-    """One score per pair (see the module's docstring), in pair order."""
+    """One score per pair (see the module's docstring), in pair order; ``cache_salt``
+    salts every prompt's prefix-cache hashes (the request's, vLLM's field)."""
     kind = check_scoring_model(engine)
     pairs = pair_up(data_1, data_2)
     for a, b in pairs:
@@ -140,6 +142,8 @@ async def score(
         jobs = []
         for a, b in pairs:
             prompt, start = pair_prompt(engine.tokenizer, a, b)
+            if cache_salt is not None:
+                prompt["cache_salt"] = cache_salt
             params = PoolingParams(
                 task="classify", use_activation=use_activation, token_type_start=start
             )
@@ -157,8 +161,9 @@ async def score(
         ]
     texts = list(dict.fromkeys([t for pair in pairs for t in pair]))
     params = PoolingParams(task="embed", use_activation=use_activation)
+    prompts = [t if cache_salt is None else {"prompt": t, "cache_salt": cache_salt} for t in texts]
     embs = await encode_many(
-        engine, [(t, params) for t in texts], truncate_prompt_tokens=truncate_prompt_tokens
+        engine, [(p, params) for p in prompts], truncate_prompt_tokens=truncate_prompt_tokens
     )
     by_text: dict[str, PoolingRequestOutput[PoolingOutput]] = dict(zip(texts, embs, strict=True))
     import torch.nn.functional as F  # (loaded already: the pooled tensors are torch's)

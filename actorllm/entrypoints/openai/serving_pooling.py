@@ -122,7 +122,7 @@ async def _run(
         if not p.token_ids:
             raise bad_request("The input must not be empty.", "input")
     outs = await encode_many(
-        engine, [(p.engine_input(), params) for p in prompts], priority=req.priority
+        engine, [(p.engine_input(req.cache_salt), params) for p in prompts], priority=req.priority
     )
     tokens = sum(len(o.prompt_token_ids) for o in outs)
     return outs, UsageInfo(prompt_tokens=tokens, total_tokens=tokens)
@@ -232,6 +232,7 @@ async def _score(
         second,
         use_activation=req.use_activation,
         truncate_prompt_tokens=req.truncate_prompt_tokens,
+        cache_salt=req.cache_salt,
     )
 
 

@@ -38,6 +38,9 @@ class _PoolingFields(msgspec.Struct, kw_only=True):
     request_id: str | None = None
     priority: Priority = 0
     padding: Literal["do_not_pad"] | None = None  # "max_length" padding is not built
+    # vLLM's: only requests with the same salt share prefix-cache blocks (a decoder's
+    # last-token pooling reads them); mixed into the prompt's block hashes, as generation's.
+    cache_salt: NonEmptyStr | None = None
 
 
 class _InputFields(_PoolingFields, kw_only=True):
