@@ -108,6 +108,9 @@ def test_score_is_cosine(srv: ServerThread, reference: torch.Tensor) -> None:
     assert rr["results"][0]["document"] is None and rr["usage"]["total_tokens"] > 0
     rr = httpx.post(srv.url + "/rerank", json={"query": "x", "documents": ["a", "b"]}).json()
     assert rr["results"][0]["document"]["text"] in ("a", "b")
+    # vLLM: top_n <= 0 returns every document (-1 is a common "all")
+    body = {"query": "x", "documents": ["a", "b", "c"], "top_n": -1}
+    assert len(httpx.post(srv.url + "/v1/rerank", json=body).json()["results"]) == 3
 
 
 def test_bad_inputs_are_400_naming_the_field(srv: ServerThread) -> None:

@@ -102,7 +102,9 @@ class ScoreRequest(_ScoringFields, kw_only=True):
 class RerankRequest(_ScoringFields, kw_only=True):
     query: NonEmptyStr
     documents: TextOrTexts
-    top_n: Annotated[int, msgspec.Meta(ge=0)] = 0  # 0: every document
+    # 0 or less: every document (vLLM's ``top_n if top_n > 0 else len(documents)``; a
+    # client's -1 "all" is not a 400 there)
+    top_n: Annotated[int, msgspec.Meta(ge=-MAX_I32, le=MAX_I32)] = 0
     return_documents: bool = True  # Cohere's and Jina's; vLLM always returns them
 
 
