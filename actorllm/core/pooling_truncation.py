@@ -1,7 +1,6 @@
 """A pooling request's ``truncate_prompt_tokens`` checked against the context, as vLLM's
 ``TokenizeParams`` does: a value above what the model takes is the client's mistake, a 400
-naming the field, even when the prompt is short enough not to be cut. (Before this check a
-too-large value was accepted and did nothing; vLLM refuses it.)
+naming the field, even when the prompt is short enough not to be cut.
 
     >>> check_pooling_truncation(256, 256); check_pooling_truncation(-1, 256)
     >>> try:

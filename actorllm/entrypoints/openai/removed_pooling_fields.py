@@ -1,8 +1,8 @@
 """vLLM 0.32's refusal of the pooling request fields it removed
 (``reject_removed_pooling_parameters``, a raw-body check of ``/v1/embeddings``, ``/pooling``
 and ``/classify``): ``normalize`` (any value, null too) and the old tasks ``score`` and
-``encode``. Without this check ``normalize`` was an unknown field, ignored with a warning,
-so ``"normalize": false`` silently returned normalized vectors; vLLM answers 400.
+``encode``. Unchecked, ``normalize`` would be an unknown field, ignored with a warning, and
+``"normalize": false`` would return normalized vectors; vLLM answers 400.
 
     >>> try:
     ...     reject_removed_pooling_fields({"input": "hi", "normalize": False})
