@@ -338,7 +338,9 @@ class FakeEngine:
     async def is_sleeping(self) -> bool:
         return self.sleeping
 
-    async def reset_prefix_cache(self) -> bool:
+    async def reset_prefix_cache(
+        self, reset_running_requests: bool = False, reset_connector: bool = False
+    ) -> bool:
         return True
 
     async def set_kv_connector_enabled(self, enabled: bool) -> None:

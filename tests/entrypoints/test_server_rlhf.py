@@ -135,3 +135,14 @@ def test_rl_routes_absent_without_dev_mode(server: ServerThread) -> None:
         ("GET", "/server_info"),
     ]:
         assert httpx.request(method, server.url + path).status_code == 404
+
+
+def test_reset_prefix_cache_takes_vllms_query_parameters(dev: ServerThread) -> None:
+    """Off, vLLM's parameters reset as before; on, each is a 400 naming it (not dropped),
+    and a value that is not a boolean is a 400 too."""
+    url = dev.url + "/reset_prefix_cache"
+    off = {"reset_running_requests": "false", "reset_external": "false"}
+    assert httpx.post(url, params=off).status_code == 200
+    for name in ("reset_running_requests", "reset_external"):
+        error_of(httpx.post(url, params={name: "true"}), 400, name)
+        error_of(httpx.post(url, params={name: "maybe"}), 400, name)

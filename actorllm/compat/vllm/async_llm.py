@@ -359,10 +359,16 @@ class AsyncLLM:
     async def is_sleeping(self) -> bool:
         return bool(await self._call(self.engine.is_sleeping))
 
-    async def reset_prefix_cache(self, *args: Any, **kwargs: Any) -> bool:
-        if args or any(kwargs.values()):
-            refuse("reset_prefix_cache(...)", "it takes no options here")
-        return bool(await self._call(self.engine.reset_prefix_cache))
+    async def reset_prefix_cache(
+        self, reset_running_requests: bool = False, reset_connector: bool = False
+    ) -> bool:
+        """vLLM's options are refused when on (``AsyncEngine.reset_prefix_cache``)."""
+        call = partial(
+            self.engine.reset_prefix_cache,
+            reset_running_requests=reset_running_requests,
+            reset_connector=reset_connector,
+        )
+        return bool(await self._call(call))
 
     async def start_profile(self) -> None:
         await self._call(self.engine.start_profile)

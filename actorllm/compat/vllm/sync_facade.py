@@ -88,9 +88,17 @@ class SyncFacade:
     def is_sleeping(self) -> bool:
         return self._thread.call(self.engine.is_sleeping)
 
-    def reset_prefix_cache(self) -> bool:
-        """Drop every cached block; False (nothing done) while any block is in use."""
-        return self._thread.call(self.engine.reset_prefix_cache)
+    def reset_prefix_cache(
+        self, reset_running_requests: bool = False, reset_connector: bool = False
+    ) -> bool:
+        """Drop every cached block; False (nothing done) while any block is in use. vLLM's
+        options are refused when on (``AsyncEngine.reset_prefix_cache``)."""
+        call = partial(
+            self.engine.reset_prefix_cache,
+            reset_running_requests=reset_running_requests,
+            reset_connector=reset_connector,
+        )
+        return self._thread.call(call)
 
     def get_stats(self) -> EngineStats:
         """The engine's statistics: scheduler state, and in ``requests`` the per-request

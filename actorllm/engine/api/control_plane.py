@@ -191,9 +191,32 @@ class ControlPlane:
         flags: list[bool] = await self._ask_all("scheduler", lambda r: IsPaused(reply=r))
         return any(flags)
 
-    async def reset_prefix_cache(self) -> bool:
+    async def reset_prefix_cache(
+        self, reset_running_requests: bool = False, reset_connector: bool = False
+    ) -> bool:
         """Drop every cached block of every replica; False when some replica refused
-        (a block of it is in use)."""
+        (a block of it is in use).
+
+        vLLM's two options are refused when on, naming them, rather than dropped: the
+        caller asked for something this call would not do. ``reset_running_requests``
+        (vLLM preempts every running request so that the reset cannot fail) has no
+        counterpart here: requests hold their blocks until they end or a pause frees them
+        (``pause_generation`` then ``reset_prefix_cache``). ``reset_connector`` would also
+        empty the KV connector's cache (here the offload tier), which is not built: its
+        copies stay until the tier evicts them."""
+        if reset_running_requests:
+            raise InvalidRequestError(
+                "reset_prefix_cache(reset_running_requests=True) is not supported: running "
+                "requests keep their blocks; pause generation first (pause_generation, "
+                "POST /pause), then reset the prefix cache.",
+                param="reset_running_requests",
+            )
+        if reset_connector:
+            raise InvalidRequestError(
+                "reset_prefix_cache(reset_connector=True) is not supported: the KV "
+                "connector's offload tier is not emptied on demand.",
+                param="reset_connector",
+            )
         done: list[bool] = await self._ask_all("scheduler", lambda r: ResetPrefixCache(reply=r))
         return all(done)
 

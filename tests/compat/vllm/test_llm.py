@@ -287,3 +287,12 @@ def test_llm_engine_is_an_llmengine_on_the_same_engine(llm):
     (stepped,) = [o for o in outs if o.finished]
     (generated,) = llm.generate(prompt, GREEDY, use_tqdm=False)
     assert stepped.outputs[0].token_ids == generated.outputs[0].token_ids
+
+
+def test_reset_prefix_cache_refuses_vllms_options_when_on(llm):
+    assert llm.reset_prefix_cache(reset_running_requests=False, reset_connector=False)
+    for name in ("reset_running_requests", "reset_connector"):
+        with pytest.raises(InvalidRequestError, match=name) as err:
+            llm.reset_prefix_cache(**{name: True})
+        assert err.value.param == name
+    assert llm.reset_prefix_cache()  # the engine goes on

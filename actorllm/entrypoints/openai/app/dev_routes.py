@@ -12,6 +12,7 @@ import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 
+from actorllm.engine.errors import InvalidRequestError
 from actorllm.engine.recovery.pause import PAUSE_MODES, PauseMode, check_mode
 from actorllm.entrypoints.openai import dev_rpc
 from actorllm.entrypoints.openai.app.state import AppState
@@ -90,7 +91,18 @@ async def is_sleeping(state: AppState, request: Request) -> Response:
 
 
 async def reset_prefix_cache(state: AppState, request: Request) -> Response:
-    if not await state.serving.engine.reset_prefix_cache():
+    """``POST /reset_prefix_cache?reset_running_requests=false&reset_external=false``
+    (vLLM's query parameters; on, each is a 400 naming it, not dropped)."""
+    try:
+        done = await state.serving.engine.reset_prefix_cache(
+            reset_running_requests=_query_bool(request, "reset_running_requests", default=False),
+            reset_connector=_query_bool(request, "reset_external", default=False),
+        )
+    except InvalidRequestError as exc:
+        if exc.param != "reset_connector":
+            raise
+        raise bad_request(str(exc), "reset_external") from None  # its name on this route
+    if not done:
         raise APIError(409, "The prefix cache could not be reset (blocks are in use).")
     return Response(status_code=200)
 
