@@ -36,6 +36,24 @@ def test_collective_rpc_runs_a_worker_method(dev: tuple[ServerThread, Path]) -> 
 
 
 @pytest.mark.parametrize(
+    ("body", "results"),
+    [
+        ({"method": "remove_lora", "args": ["none-loaded"]}, ["False"]),  # a bool: its str()
+        ({"method": "list_loras"}, [[]]),  # a list as it is
+        ({"method": "get_model"}, [None]),
+    ],
+)
+def test_collective_rpc_answers_results_as_vllm_does(
+    dev: tuple[ServerThread, Path], body: dict[str, object], results: list[object]
+) -> None:
+    """vLLM's route sends None, dicts and lists as they are and anything else as its
+    str(): a client reads the same JSON from both servers."""
+    srv, _ = dev
+    r = httpx.post(srv.url + "/collective_rpc", json=body)
+    assert r.status_code == 200 and r.json() == {"results": results}, r.text
+
+
+@pytest.mark.parametrize(
     ("body", "status"),
     [
         ({"method": "nope"}, 400),  # no such worker method

@@ -34,7 +34,7 @@ class CollectiveRPCResponse(msgspec.Struct, kw_only=True):
 
 async def collective_rpc(engine: EngineClient, req: CollectiveRPCRequest) -> bytes:
     """The JSON response body. Errors: unknown method 400 (the engine's), the method's own
-    exception 400 naming it, timeout 504, results that are not JSON 400."""
+    exception 400 naming it, timeout 504, a dict or list result that is not JSON 400."""
     if req.timeout is not None and req.timeout <= 0:
         raise APIError(400, "`timeout` must be positive.", "timeout")
     try:
@@ -50,9 +50,20 @@ async def collective_rpc(engine: EngineClient, req: CollectiveRPCRequest) -> byt
         message = f"collective_rpc {req.method!r} raised {type(exc).__name__}: {exc}"
         raise APIError(400, message, "method") from exc
     try:
-        return msgspec.json.encode(CollectiveRPCResponse(results=list(results)))
+        return msgspec.json.encode(CollectiveRPCResponse(results=[_as_json(r) for r in results]))
     except (TypeError, msgspec.EncodeError) as exc:
         raise APIError(400, f"the results of {req.method!r} are not JSON: {exc}", "method") from exc
+
+
+def _as_json(result: Any) -> Any:
+    """One rank's result as vLLM's route answers it: None, a dict or a list as they are,
+    anything else (a number, a string, a tensor, a module) as its ``str()``. So a client
+    reads the same JSON from both servers, and a method returning a Python object answers
+    200 with its text rather than an error. A msgspec Struct (``statistics``) is this
+    worker's dict: a JSON object."""
+    if result is None or isinstance(result, dict | list | msgspec.Struct):
+        return result
+    return str(result)
 
 
 async def profile(engine: EngineClient, *, start: bool) -> None:
