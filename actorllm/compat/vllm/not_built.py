@@ -32,7 +32,6 @@ ASYNC_LLM_NOT_BUILT: Mapping[str, str] = {
 # beam_search/offline.py, pooling/offline.py; ``reward`` is older vLLM's).
 LLM_NOT_BUILT: Mapping[str, str] = {
     "reward": _POOLING,
-    "apply_model": "the model runs on the engine's worker (see collective_rpc)",
     "enqueue": "queueing without waiting is not built (use generate, or LLMEngine)",
     "enqueue_chat": "queueing without waiting is not built (use chat, or LLMEngine)",
     "wait_for_completion": "queueing without waiting is not built (use generate)",
@@ -45,7 +44,6 @@ LLM_ENGINE_NOT_BUILT: Mapping[str, str] = {
     "pin_lora": _PIN_LORA,
     "reset_mm_cache": _MM,
     "reset_encoder_cache": _MM,
-    "apply_model": "the model runs on the engine's worker (see collective_rpc)",
     "release_kv_cache_memory": "releasing the KV cache is not built (see sleep)",
 }
 

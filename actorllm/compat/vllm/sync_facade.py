@@ -139,6 +139,13 @@ class SyncFacade:
         )
         return self._thread.call(call)
 
+    def apply_model(self, func: Callable[[Any], Any]) -> list[Any]:
+        """vLLM's ``apply_model``: ``func(model)`` on every worker's model (the
+        ``torch.nn.Module``, None while asleep at level 2), one result per worker, between
+        steps; ``collective_rpc``'s rules for errors. Return small values: each result
+        crosses from the worker (a process, for a remote rank)."""
+        return self.collective_rpc(_ApplyModel(func))
+
     # -- weight transfer from a trainer (vLLM's RL methods; docs/rlhf.md) ------------------
 
     def init_weight_transfer_engine(self, request: Any) -> None:
@@ -221,3 +228,14 @@ class SyncFacade:
 def lora_name_of(loaded: Iterable[LoRARequest], lora_id: int) -> str | None:
     """The name of the loaded adapter whose ``lora_int_id`` is ``lora_id`` (vLLM's key)."""
     return next((r.lora_name for r in loaded if r.lora_int_id == lora_id), None)
+
+
+class _ApplyModel:
+    """``func`` applied to a worker's model: a picklable callable for ``collective_rpc``
+    (a remote rank receives it with ``func``)."""
+
+    def __init__(self, func: Callable[[Any], Any]) -> None:
+        self.func = func
+
+    def __call__(self, worker: Any) -> Any:
+        return self.func(worker.get_model())

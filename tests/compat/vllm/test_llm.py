@@ -193,7 +193,7 @@ def test_logprobs_limit_and_the_whole_vocabulary(llm, tiny_model):
         assert all(p is None or len(p) >= vocab - 1 for p in out.prompt_logprobs)
 
 
-@pytest.mark.parametrize("name", ["apply_model", "reward", "enqueue"])
+@pytest.mark.parametrize("name", ["reward", "enqueue"])
 def test_methods_not_built_are_refused_by_name(llm, name):
     # As AsyncLLM does (compat/vllm/not_built.py): not an AttributeError.
     with pytest.raises(NotImplementedError, match=rf"^LLM\.{name}: "):
@@ -296,3 +296,15 @@ def test_reset_prefix_cache_refuses_vllms_options_when_on(llm):
             llm.reset_prefix_cache(**{name: True})
         assert err.value.param == name
     assert llm.reset_prefix_cache()  # the engine goes on
+
+
+def test_apply_model_runs_a_function_on_each_workers_model(llm):
+    """vLLM's ``LLM.apply_model``: one result per worker, from its torch module."""
+    (count,) = llm.apply_model(lambda model: sum(p.numel() for p in model.parameters()))
+    (expected,) = llm.collective_rpc(
+        lambda worker: sum(p.numel() for p in worker.get_model().parameters())
+    )
+    assert count == expected > 0
+    with pytest.raises(ZeroDivisionError):
+        llm.apply_model(lambda model: 1 / 0)
+    assert llm.apply_model(lambda model: type(model).__name__)  # the engine goes on
