@@ -187,6 +187,10 @@ class CheckpointConfig(msgspec.Struct, frozen=True, kw_only=True):
             raw["quantization_config"] = {"quant_method": "gptq"} | json.loads(
                 quant_file.read_text()
             )
+        if isinstance(raw.get("quantization_config"), dict):
+            from actorllm.models.quant.gptq_modules import with_quantized_modules
+
+            raw["quantization_config"] = with_quantized_modules(raw["quantization_config"], path)
         gen_file = path / "generation_config.json"
         gen = json.loads(gen_file.read_text()) if gen_file.is_file() else {}
         return cls.from_dict(raw, generation_config=gen)

@@ -127,3 +127,34 @@ def test_dummy_weights_in_packed_layouts_run(tmp_path: Path, method: str) -> Non
     _ref, quant = write_quantized(tmp_path, method, block=(32, 32) if method == "fp8" else None)
     driver = run_greedy(quant, load_format="dummy")
     assert all(len(r.outputs) > 0 for r in driver.reqs.values())
+
+
+@pytest.mark.usefixtures("float_inputs")
+def test_gptq_layers_left_in_float_are_found_from_the_dtypes(tmp_path: Path) -> None:
+    """A GPTQ checkpoint that stored some linears in float and lists none of them in
+    ``modules_in_block_to_quantize`` (GPTQModel, AutoRound) loads as vLLM 0.32 loads it:
+    the quantized modules are the ones with non-float tensors."""
+    import json
+
+    from safetensors.torch import load_file, save_file
+
+    from actorllm.models.config import CheckpointConfig
+
+    ref, quant = write_quantized(tmp_path, "gptq", bits=4)
+    float_module = "model.layers.0.self_attn.o_proj"
+    tensors = load_file(str(quant / "model.safetensors"))
+    tensors = {k: v for k, v in tensors.items() if not k.startswith(float_module + ".")}
+    # the dequantized reference's weight: the model stays the reference's
+    tensors[f"{float_module}.weight"] = load_file(str(ref / "model.safetensors"))[
+        f"{float_module}.weight"
+    ]
+    save_file(tensors, str(quant / "model.safetensors"))
+    assert (
+        "modules_in_block_to_quantize"
+        not in json.loads((quant / "config.json").read_text())["quantization_config"]
+    )
+    found = CheckpointConfig.from_pretrained(quant).quantization_config
+    assert found is not None
+    listed = found["modules_in_block_to_quantize"]
+    assert float_module not in listed and "model.layers.0.self_attn.q_proj" in listed
+    assert _tokens(quant) == _tokens(ref)
