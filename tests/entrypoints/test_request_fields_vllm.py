@@ -239,3 +239,13 @@ def test_logit_bias_errors_name_the_key(http: httpx.Client) -> None:
     assert "[-3]" in err["message"] and err["param"] == "logit_bias"
     err = post(http, "/v1/completions", {**body, "logit_bias": {"99999999": 1}}, 400)["error"]
     assert "[99999999]" in err["message"] and err["param"] == "logit_bias"
+
+
+@pytest.mark.parametrize("tool_choice", [None, "none", "auto"])
+def test_empty_tools_is_a_400(http: httpx.Client, tool_choice: str | None) -> None:
+    """vLLM (and OpenAI) refuse ``tools: []`` whatever the tool_choice; omitting it is fine."""
+    extra = {} if tool_choice is None else {"tool_choice": tool_choice}
+    err = chat(http, 400, tools=[], **extra)["error"]
+    assert err["message"].startswith("`tools` must not be an empty array.")
+    assert err["param"] == "tools"
+    chat(http, tools=None)

@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 import msgspec
 
 from actorllm.entrypoints.openai.errors import bad_request
+from actorllm.entrypoints.openai.protocol.chat_request import ChatCompletionRequest
 from actorllm.entrypoints.openai.protocol.completion import CompletionRequest
 from actorllm.entrypoints.openai.protocol.pooling import PoolingInputRequest
 from actorllm.entrypoints.openai.removed_pooling_fields import reject_removed_pooling_fields
@@ -130,7 +131,11 @@ def decode_request(body: bytes, kind: type[S]) -> S:
         raise bad_request("The request body must be a JSON object.")
     raw = _ints(raw)
     known = set(kind.__struct_fields__)
-    check_raw_body(raw, is_completion=issubclass(kind, CompletionRequest))
+    check_raw_body(
+        raw,
+        is_completion=issubclass(kind, CompletionRequest),
+        is_chat=issubclass(kind, ChatCompletionRequest),
+    )
     if issubclass(kind, PoolingInputRequest):  # /v1/embeddings, /pooling, /classify
         reject_removed_pooling_fields(raw)
     # A field the struct declares is served by it (the Responses API's store, metadata).

@@ -19,9 +19,10 @@ from actorllm.entrypoints.openai.errors import bad_request
 _TOKEN_KEY = re.compile(r"^[0-9]{1,10}$")
 
 
-def check_raw_body(raw: dict[str, Any], is_completion: bool) -> None:
+def check_raw_body(raw: dict[str, Any], is_completion: bool, is_chat: bool = False) -> None:
     """400 for what vLLM refuses before typing the fields; ``is_completion``: the body is a
-    ``/v1/completions`` request (its prompt rule)."""
+    ``/v1/completions`` request (its prompt rule); ``is_chat``: a ``/v1/chat/completions``
+    one (its tools rule)."""
     # vLLM (completion/protocol.py, chat_completion/protocol.py: validate_stream_options):
     # a truthy stream_options without stream is a client mistake, not something to ignore.
     if raw.get("stream_options") and not raw.get("stream"):
@@ -30,6 +31,14 @@ def check_raw_body(raw: dict[str, Any], is_completion: bool) -> None:
         )
     if is_completion:
         _check_prompt(raw)
+    # vLLM (chat_completion/protocol.py: check_tool_usage), as OpenAI: an empty tools list
+    # is a mistake (a client that built no tools), not "no tools"; omit the field instead.
+    if is_chat and raw.get("tools") == []:
+        raise bad_request(
+            "`tools` must not be an empty array. "
+            "Either provide at least one tool or omit the field entirely.",
+            "tools",
+        )
     bias = raw.get("logit_bias")
     if isinstance(bias, dict):
         _check_logit_bias_keys(bias)
