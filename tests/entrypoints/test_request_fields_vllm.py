@@ -249,3 +249,9 @@ def test_empty_tools_is_a_400(http: httpx.Client, tool_choice: str | None) -> No
     assert err["message"].startswith("`tools` must not be an empty array.")
     assert err["param"] == "tools"
     chat(http, tools=None)
+
+
+def test_a_message_without_tool_calls_has_no_tool_calls_field(http: httpx.Client) -> None:
+    """vLLM leaves out an empty ``tool_calls`` (the OpenAI SDK then reads None, not [])."""
+    message = chat(http, max_tokens=2)["choices"][0]["message"]
+    assert "tool_calls" not in message and message["content"]

@@ -19,11 +19,15 @@ class ChatResponseMessage(msgspec.Struct, kw_only=True):
     # The same text under vLLM's newer name (vLLM renamed reasoning_content to reasoning
     # in late 2025): clients of either version find it.
     reasoning: str | None = None
-    tool_calls: list[ToolCall] = msgspec.field(default_factory=list)
+    # Left out of the JSON when there is none, as vLLM does (and OpenAI): a client that
+    # tests `message.tool_calls is not None` must not take an answer for a tool call.
+    tool_calls: list[ToolCall] | msgspec.UnsetType = msgspec.UNSET
 
     def __post_init__(self) -> None:
         if self.reasoning is None:
             self.reasoning = self.reasoning_content
+        if not self.tool_calls:
+            self.tool_calls = msgspec.UNSET
 
 
 class ChatChoice(msgspec.Struct, kw_only=True):
