@@ -18,7 +18,7 @@ from actorllm.core.request_stats import (
 )
 from actorllm.engine.api.stats_logger import log_stats_forever
 from actorllm.engine.config.engine_config import EngineConfig
-from actorllm.entrypoints.metrics import ServerMetrics
+from actorllm.engine.metrics.prometheus import ServerMetrics
 from tests.entrypoints.conftest import start_server
 from tests.entrypoints.fake_engine import FakeEngine, FakeStats
 

@@ -20,9 +20,9 @@ from actorllm.core.seeds import mix_seed
 from actorllm.engine.api.async_engine import AsyncEngine
 from actorllm.engine.api.stats import EngineStats
 from actorllm.engine.config.engine_config import EngineConfig
+from actorllm.engine.metrics.prometheus import ServerMetrics
+from actorllm.engine.metrics.snapshot import Metric, snapshot
 from actorllm.engine.recovery.pause import PauseMode
-from actorllm.entrypoints.metrics import ServerMetrics
-from actorllm.entrypoints.metrics_snapshot import Metric, snapshot
 
 
 class SyncFacade:

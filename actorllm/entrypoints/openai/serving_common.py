@@ -12,7 +12,7 @@ import msgspec
 from starlette.responses import Response
 
 from actorllm.core.outputs import RequestOutput
-from actorllm.entrypoints.metrics import ServerMetrics
+from actorllm.engine.metrics.prometheus import ServerMetrics
 from actorllm.entrypoints.openai.engine_client import EngineClient
 from actorllm.entrypoints.openai.errors import APIError
 from actorllm.entrypoints.openai.protocol.sampling_fields import StreamOptions

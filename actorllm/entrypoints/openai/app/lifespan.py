@@ -16,7 +16,7 @@ import anyio
 from starlette.applications import Starlette
 
 from actorllm.engine.api.stats_logger import log_stats_forever
-from actorllm.entrypoints.metrics import ServerMetrics
+from actorllm.engine.metrics.prometheus import ServerMetrics
 from actorllm.entrypoints.openai.app.settings import AppSettings
 from actorllm.entrypoints.openai.app.state import AppState
 from actorllm.entrypoints.openai.engine_client import EngineClient

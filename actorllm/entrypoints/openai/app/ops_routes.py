@@ -8,7 +8,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from actorllm import __version__
-from actorllm.entrypoints.metrics import CONTENT_TYPE
+from actorllm.engine.metrics.prometheus import CONTENT_TYPE
 from actorllm.entrypoints.openai.app.state import AppState
 from actorllm.entrypoints.openai.errors import APIError
 from actorllm.entrypoints.openai.lora_models import runtime_updating_allowed

@@ -3,7 +3,7 @@
 speculative decoding example sums ``spec_decode_num_drafts`` and the per-position
 acceptance vector) runs unchanged.
 
-The metrics are the server's (:class:`~actorllm.entrypoints.metrics.ServerMetrics`: the
+The metrics are the server's (:class:`~actorllm.engine.metrics.prometheus.ServerMetrics`: the
 same names, labels and buckets as ``/metrics``), read from its registry: a gauge becomes a
 :class:`Gauge`, each counter series a :class:`Counter` (an integer), a histogram series a
 :class:`Histogram` (cumulative buckets keyed by their ``le`` label, ``+Inf`` included), and
@@ -11,7 +11,7 @@ same names, labels and buckets as ``/metrics``), read from its registry: a gauge
 one :class:`Vector` of the positions' counts per label set, as vLLM's reader folds it.
 Only the metrics under the registry's prefix are read (vLLM reads its ``vllm:`` ones).
 
-    >>> from actorllm.entrypoints.metrics import ServerMetrics
+    >>> from actorllm.engine.metrics.prometheus import ServerMetrics
     >>> m = ServerMetrics("demo")
     >>> running = [g for g in snapshot(m) if g.name == "actorllm:num_requests_running"]
     >>> running[0].value, running[0].labels["model_name"]
@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from prometheus_client.samples import Sample
 
 if TYPE_CHECKING:
-    from actorllm.entrypoints.metrics import ServerMetrics
+    from actorllm.engine.metrics.prometheus import ServerMetrics
 
 PER_POSITION = "spec_decode_num_accepted_tokens_per_pos"
 

@@ -2,8 +2,8 @@
 counters, histograms with cumulative buckets, the per-position acceptance as a vector."""
 
 from actorllm.engine.api.stats import EngineStats, ReplicaStats
-from actorllm.entrypoints.metrics import ServerMetrics
-from actorllm.entrypoints.metrics_snapshot import Counter, Gauge, Histogram, Vector, snapshot
+from actorllm.engine.metrics.prometheus import ServerMetrics
+from actorllm.engine.metrics.snapshot import Counter, Gauge, Histogram, Vector, snapshot
 
 
 def _by_name(metrics, name):
