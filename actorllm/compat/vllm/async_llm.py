@@ -171,7 +171,9 @@ class AsyncLLM:
         trace_headers: Mapping[str, str] | None = None,
         priority: int = 0,
         data_parallel_rank: int | None = None,
-        **kwargs: Any,
+        session_id: str | None = None,
+        reasoning_ended: bool | None = None,
+        reasoning_parser_kwargs: dict[str, Any] | None = None,
     ) -> AsyncGenerator[RequestOutput, None]:
         """The outputs of one request as it runs (``sampling_params.output_kind``: DELTA,
         CUMULATIVE or FINAL_ONLY). ``prompt`` is a str, a ``TextPrompt`` or a
@@ -183,7 +185,9 @@ class AsyncLLM:
             tokenization_kwargs=tokenization_kwargs or None,
             trace_headers=trace_headers or None,
             data_parallel_rank=data_parallel_rank,
-            **kwargs,
+            session_id=session_id,
+            reasoning_ended=reasoning_ended,
+            reasoning_parser_kwargs=reasoning_parser_kwargs,
         )
         pump, send, receive = self._submit(
             request_id, check_prompt(prompt), sampling_params, priority, lora_request

@@ -144,3 +144,16 @@ def test_model_and_health(engine):
     assert engine.model_config.max_model_len == 256
     assert asyncio.run(engine.get_model_config()).max_model_len == 256
     assert asyncio.run(engine.get_supported_tasks()) == ("generate",)
+
+
+def test_a_misspelt_generate_keyword_is_a_type_error(engine):
+    # vLLM's generate names its keywords: a typo must not pass as an option left at None.
+    with pytest.raises(TypeError, match="lora_requst"):
+        engine.generate("hi", GREEDY, "typo", lora_requst=None)
+
+    async def session() -> None:
+        async for _ in engine.generate("hi", GREEDY, "sess", session_id="s1"):
+            pass
+
+    with pytest.raises(NotImplementedError, match="session_id"):
+        asyncio.run(session())
