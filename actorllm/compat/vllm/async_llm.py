@@ -189,6 +189,8 @@ class AsyncLLM:
             reasoning_ended=reasoning_ended,
             reasoning_parser_kwargs=reasoning_parser_kwargs,
         )
+        if self.errored:  # vLLM's add_request: a stopped engine takes no request
+            raise self.dead_error
         pump, send, receive = self._submit(
             request_id, check_prompt(prompt), sampling_params, priority, lora_request
         )
@@ -450,7 +452,9 @@ class AsyncLLM:
 
     @property
     def errored(self) -> bool:
-        return self.engine.is_dead or self._thread.failure is not None
+        # vLLM's is True once the engine stopped for any reason, shutdown included, so
+        # check_health and new requests fail rather than report a stopped engine healthy.
+        return self.engine.is_dead or self._thread.failure is not None or self._thread.closed
 
     @property
     def is_stopped(self) -> bool:
@@ -458,7 +462,7 @@ class AsyncLLM:
 
     @property
     def is_running(self) -> bool:
-        return not self._thread.closed and not self.errored
+        return not self.errored
 
     @property
     def dead_error(self) -> BaseException:
@@ -470,7 +474,8 @@ class AsyncLLM:
 
     def shutdown(self, timeout: float | None = None) -> None:
         """Stop the engine and its threads (idempotent); open ``generate`` calls end with
-        ``EngineClosedError``. Blocks until the engine stopped."""
+        ``EngineClosedError``; later ones, and ``check_health``, raise ``EngineDeadError``
+        (vLLM's). Blocks until the engine stopped."""
         self._bridge.close()
 
     def __getattr__(self, name: str) -> Any:

@@ -15,6 +15,7 @@ from actorllm import (
 )
 from actorllm.core.errors import InvalidRequestError
 from actorllm.core.pooling_params import PoolingParams
+from actorllm.engine.errors import EngineDeadError
 from actorllm.v1.engine.async_llm import AsyncLLM
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=12)
@@ -157,3 +158,17 @@ def test_a_misspelt_generate_keyword_is_a_type_error(engine):
 
     with pytest.raises(NotImplementedError, match="session_id"):
         asyncio.run(session())
+
+
+def test_a_shut_down_engine_is_stopped_and_unhealthy(tiny_model):
+    # vLLM: after shutdown errored/is_stopped are True, check_health and generate raise
+    # EngineDeadError (a health probe must not report a stopped engine healthy).
+    eng = AsyncLLMEngine.from_engine_args(
+        AsyncEngineArgs(model=tiny_model, max_model_len=64, kv_cache_memory_bytes=2**20)
+    )
+    eng.shutdown()
+    assert eng.errored and eng.is_stopped and not eng.is_running
+    with pytest.raises(EngineDeadError):
+        asyncio.run(eng.check_health())
+    with pytest.raises(EngineDeadError):
+        asyncio.run(collect(eng, "hi", GREEDY, "late"))
