@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import logging
 import math
+import warnings
 from collections.abc import AsyncGenerator, Callable, Iterable, Mapping
 from concurrent.futures import Future
 from functools import partial
@@ -350,10 +351,23 @@ class AsyncLLM:
         return bool(await self._call(self.engine.wake_up, tags))
 
     async def pause_generation(
-        self, *, mode: PauseMode = "abort", clear_cache: bool = True
+        self,
+        *,
+        mode: PauseMode = "abort",
+        wait_for_inflight_requests: bool | None = None,
+        clear_cache: bool = True,
     ) -> None:
         """vLLM's pause: ``mode`` abort (default), wait or keep; see
-        ``AsyncEngine.pause_generation``."""
+        ``AsyncEngine.pause_generation``. ``wait_for_inflight_requests=True`` is vLLM's
+        deprecated spelling of ``mode="wait"``."""
+        if wait_for_inflight_requests:
+            warnings.warn(
+                "AsyncLLM.pause_generation(wait_for_inflight_requests=...) is deprecated; "
+                "use mode='wait'.",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            mode = "wait"
         await self._call(partial(self.engine.pause_generation, mode=mode, clear_cache=clear_cache))
 
     async def resume_generation(self) -> None:
@@ -376,7 +390,10 @@ class AsyncLLM:
         )
         return bool(await self._call(call))
 
-    async def start_profile(self) -> None:
+    async def start_profile(self, profile_prefix: str | None = None) -> None:
+        """Start the profiler; vLLM's ``profile_prefix`` (trace file names) is refused: the
+        trace goes under ``profiler_dir`` with the engine's own names."""
+        check_options("AsyncLLM.start_profile", profile_prefix=profile_prefix)
         await self._call(self.engine.start_profile)
 
     async def stop_profile(self) -> None:

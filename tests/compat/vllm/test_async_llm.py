@@ -172,3 +172,19 @@ def test_a_shut_down_engine_is_stopped_and_unhealthy(tiny_model):
         asyncio.run(eng.check_health())
     with pytest.raises(EngineDeadError):
         asyncio.run(collect(eng, "hi", GREEDY, "late"))
+
+
+def test_vllm_control_plane_keywords(engine):
+    # vLLM's pause_generation still takes the deprecated wait_for_inflight_requests
+    # (True: mode="wait"), and start_profile a profile_prefix (refused by name here).
+    async def main() -> None:
+        with pytest.warns(DeprecationWarning, match="mode='wait'"):
+            await engine.pause_generation(wait_for_inflight_requests=True)
+        assert await engine.is_paused()
+        await engine.resume_generation()
+        await engine.pause_generation(wait_for_inflight_requests=False)
+        await engine.resume_generation()
+        with pytest.raises(NotImplementedError, match="profile_prefix"):
+            await engine.start_profile(profile_prefix="run1")
+
+    asyncio.run(main())
