@@ -328,7 +328,10 @@ class AsyncLLM:
         return self.engine.config
 
     async def get_supported_tasks(self) -> tuple[str, ...]:
-        return ("generate",)
+        """The model's tasks, as vLLM's: ``("generate",)``, or a pooling model's own
+        (``"embed"``, ``"token_embed"``, ``"classify"``)."""
+        pooling = self.engine.pooling_model
+        return ("generate",) if pooling is None else tuple(pooling.tasks)
 
     def get_default_sampling_params(self) -> SamplingParams:
         return self.engine.get_default_sampling_params()

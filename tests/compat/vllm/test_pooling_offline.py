@@ -94,6 +94,8 @@ def test_async_llm_encode_on_asyncio() -> None:
     async def main() -> list[float]:
         engine = AsyncLLM.from_engine_args(AsyncEngineArgs(model=MINILM, dtype="float32"))
         try:
+            # vLLM's supported tasks are the model's: an embedding model does not generate
+            assert await engine.get_supported_tasks() == ("embed", "token_embed")
             outs = [o async for o in engine.encode("hello", PoolingParams(task="embed"), "a")]
         finally:
             engine.shutdown()
