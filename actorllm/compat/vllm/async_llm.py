@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 import warnings
 from collections.abc import AsyncGenerator, Callable, Iterable, Mapping
 from concurrent.futures import Future
@@ -297,6 +298,18 @@ class AsyncLLM:
     def get_num_unfinished_requests(self) -> int:
         return len(self._requests)
 
+    async def wait_for_requests_to_drain(self, drain_timeout: int = 300) -> None:
+        """vLLM's: wait (without refusing new ones) until no request is open; raises
+        ``TimeoutError`` after ``drain_timeout`` seconds. This front door is the engine's
+        only client, so its open requests are the engine's."""
+        deadline = time.monotonic() + drain_timeout
+        while self._requests:  # polled, as vLLM's: requests end on the engine's thread
+            if time.monotonic() >= deadline:
+                raise TimeoutError(
+                    f"Timeout reached after {drain_timeout} seconds waiting for requests to drain."
+                )
+            await anyio.sleep(0.05)
+
     # -- the model ------------------------------------------------------------------------
 
     @property
@@ -483,6 +496,10 @@ class AsyncLLM:
     @property
     def is_running(self) -> bool:
         return not self.errored
+
+    @property
+    def should_keep_api_server_alive(self) -> bool:
+        return False  # vLLM's is True only on a retired elastic-EP rank (not supported)
 
     @property
     def dead_error(self) -> BaseException:

@@ -26,6 +26,12 @@ ASYNC_LLM_NOT_BUILT: Mapping[str, str] = {
     "reset_encoder_cache": _MM,
     "scale_elastic_ep": "elastic expert parallelism is not supported",
     "notify_kv_transfer_request_rejected": "disaggregated KV transfer is not supported",
+    "get_external_elastic_ep_phase": "elastic expert parallelism is not supported",
+    "handle_fault": "fault-tolerance instructions are not supported",
+    "get_status": "fault-tolerance status is not supported (see check_health)",
+    "checkpoint_prepare": "worker checkpoint/restore is not supported",
+    "checkpoint_restore": "worker checkpoint/restore is not supported",
+    "start_draft_weight_update": "weight updates of a speculative draft model are not built",
 }
 
 # vLLM LLM methods not built here (vllm/entrypoints/llm.py and its mixins:

@@ -188,3 +188,23 @@ def test_vllm_control_plane_keywords(engine):
             await engine.start_profile(profile_prefix="run1")
 
     asyncio.run(main())
+
+
+def test_vllm_methods_without_a_feature_here_are_built_or_refused_by_name(engine):
+    # vLLM's AsyncLLM has these; a bare AttributeError would read like a bug of ours.
+    assert engine.should_keep_api_server_alive is False
+    for name in ("checkpoint_prepare", "get_status", "start_draft_weight_update"):
+        with pytest.raises(NotImplementedError, match=name):
+            asyncio.run(getattr(engine, name)())
+
+    async def drain() -> None:
+        stream = engine.generate("hi", GREEDY, "drain")
+        first = await anext(stream)
+        if not first.finished:
+            with pytest.raises(TimeoutError):
+                await engine.wait_for_requests_to_drain(drain_timeout=0)
+        async for _ in stream:
+            pass
+        await engine.wait_for_requests_to_drain(drain_timeout=5)
+
+    asyncio.run(drain())
