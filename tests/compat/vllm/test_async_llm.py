@@ -15,7 +15,7 @@ from actorllm import (
 )
 from actorllm.core.errors import InvalidRequestError
 from actorllm.core.pooling_params import PoolingParams
-from actorllm.engine.errors import EngineDeadError
+from actorllm.engine.errors import EngineDeadError, RequestFailedError
 from actorllm.v1.engine.async_llm import AsyncLLM
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=12)
@@ -172,6 +172,15 @@ def test_a_shut_down_engine_is_stopped_and_unhealthy(tiny_model):
         asyncio.run(eng.check_health())
     with pytest.raises(EngineDeadError):
         asyncio.run(collect(eng, "hi", GREEDY, "late"))
+
+
+def test_vllms_exceptions_module_names_the_engines_errors():
+    """``from vllm.v1.engine.exceptions import EngineDeadError, EngineGenerateError``,
+    renamed, catches what this engine raises: a stopped engine, a failed request."""
+    from actorllm.v1.engine.exceptions import EngineDeadError as Dead
+    from actorllm.v1.engine.exceptions import EngineGenerateError
+
+    assert Dead is EngineDeadError and EngineGenerateError is RequestFailedError
 
 
 def test_vllm_control_plane_keywords(engine):
