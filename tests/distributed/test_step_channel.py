@@ -77,7 +77,8 @@ def test_a_receiver_that_stops_reading_fails_the_sender_within_the_timeout() -> 
         assert joined.wait(60)
         big = torch.zeros(16_000_000, dtype=torch.int64)  # 128 MB: more than any socket buffer
         t0 = time.monotonic()
-        with pytest.raises(RuntimeError, match="timed out"):
+        # gloo words it "Timed out waiting ... for send" or "... timed out" by the path
+        with pytest.raises(RuntimeError, match=r"(?i)timed out"):
             comm.broadcast(big)
         assert time.monotonic() - t0 < 20
     finally:
