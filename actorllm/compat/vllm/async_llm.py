@@ -322,11 +322,7 @@ class AsyncLLM:
 
     @property
     def model_config(self) -> ModelConfig:
-        return ModelConfig.of(
-            self.engine.config,
-            max_model_len=self.engine.max_model_len,
-            vocab_size=self.engine.vocab_size,
-        )
+        return self.engine.model_config
 
     async def get_model_config(self) -> ModelConfig:
         """vLLM's older async accessor of :attr:`model_config`."""

@@ -217,8 +217,4 @@ class LLMEngine(SyncFacade):
         return self.get_model_config()
 
     def get_model_config(self) -> ModelConfig:
-        return ModelConfig.of(
-            self.engine.config,
-            max_model_len=self.engine.max_model_len,
-            vocab_size=self.engine.vocab_size,
-        )
+        return self.engine.model_config

@@ -19,6 +19,7 @@ request fails with ``EngineDeadError`` and the ``async with`` block raises it.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import uuid
@@ -44,6 +45,7 @@ from actorllm.engine.config.engine_config import EngineConfig
 from actorllm.engine.config.environment import check_environment
 from actorllm.engine.config.generation_config import default_sampling_params
 from actorllm.engine.config.interpreter_settings import engine_interpreter_settings
+from actorllm.engine.config.model_config import ModelConfig
 from actorllm.engine.config.structured_outputs_config import structured_outputs_config_kwargs
 from actorllm.engine.errors import EngineClosedError, EngineDeadError
 from actorllm.engine.recovery.dead_letters import DeadLetterPolicy
@@ -270,6 +272,14 @@ class AsyncEngine:
     @property
     def vocab_size(self) -> int:
         return self._ctx.model.vocab_size
+
+    @functools.cached_property
+    def model_config(self) -> ModelConfig:
+        """vLLM's ``ModelConfig`` view of the model (built once: it reads the checkpoint's
+        config and, for GPTQ, its tensor headers; nothing in it changes while the engine
+        runs)."""
+        return ModelConfig.of(self.config, max_model_len=self.max_model_len,
+                              vocab_size=self.vocab_size)  # fmt: skip
 
     @property
     def prompt_embeds_spec(self) -> tuple[int, Any] | None:
