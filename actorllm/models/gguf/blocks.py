@@ -121,15 +121,6 @@ class BlockWeight:
 
         return self._map(more, more)
 
-    def with_offsets(self) -> BlockWeight:
-        """The same weight with its offsets stored (``-2^(bits - 1) * scale`` for symmetric
-        codes: exact), to share storage with an asymmetric part."""
-        if self.offsets is not None:
-            return self
-        mid = float(1 << (self.bits - 1))
-        return BlockWeight(self.bits, self.group_size, self.packed, self.scales,
-                           -mid * self.scales, self.qtype)  # fmt: skip
-
     def dequantize(self, start: int, stop: int) -> torch.Tensor:
         """Rows ``[start, stop)`` as float32 ``[stop - start, I]``."""
         p = self.packed[start:stop]  # [t, I * bits / 8]
