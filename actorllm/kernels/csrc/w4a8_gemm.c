@@ -16,6 +16,7 @@
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
 #include "act8.h"
+#include "group_offset.h"
 #include "hsum8.h"
 #define HAVE_AVX2_PATH 1
 
@@ -35,11 +36,6 @@
  * 64 (blocks of 32 then go two to a unit: one 32-byte load serves both), or 32 where a
  * block of 96, 160 or 224 columns, or a row of an odd number of 32s, leaves no whole
  * units of 64. */
-
-/* Group g's offset: stored, or -8 * scale for symmetric codes (brow NULL; exact). */
-static inline float offset4(const float *brow, const float *srow, int64_t g) {
-    return brow ? brow[g] : -8.0f * srow[g];
-}
 
 /* Integer dot products of one block (n columns of one packed row) with MB rows' quantized
  * inputs, as int32 lanes in acc. Always inlined with MB a constant, so the accumulators
@@ -134,7 +130,7 @@ static inline __attribute__((always_inline)) void row_a8(
     for (int mi = 0; mi < mb; mi++) {
         float off = 0.0f;
         const float *xs = q->xs + (m0 + mi) * groups;
-        for (int64_t k = 0; k < groups; k++) off += offset4(brow, srow, k) * xs[k];
+        for (int64_t k = 0; k < groups; k++) off += offset_at(brow, srow, k, 8.0f) * xs[k];
         out[(m0 + mi) * out_n] = hsum8(_mm256_add_ps(t0[mi], t1[mi])) + off + bias;
     }
 }
@@ -182,7 +178,7 @@ static float row1_a8(const act8 *q, int64_t in, const uint8_t *prow, const float
         }
     }
     float off = 0.0f;
-    for (int64_t g = 0; g < groups; g++) off += offset4(brow, srow, g) * q->xs[g];
+    for (int64_t g = 0; g < groups; g++) off += offset_at(brow, srow, g, 8.0f) * q->xs[g];
     return hsum8(_mm256_add_ps(t0, t1)) + off;
 }
 

@@ -27,16 +27,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "group_offset.h"
+
 #define LANES 16
 #define CHUNK 256   /* dequantized values per step (within one group) */
 #define MBLOCK 8    /* input rows accumulated together */
 #define PAR_MIN_WORK (1 << 16)
-
-/* Group g's offset: stored, or -mid * scale for symmetric codes (brow NULL; exact, mid a
- * power of two). */
-static inline float offset_at(const float *brow, const float *srow, int64_t g, float mid) {
-    return brow ? brow[g] : -mid * srow[g];
-}
 
 /* Where a weight value itself is formed: w = (q - z) * s + b, with z = 0 and b the stored
  * offset, or z = mid and b = 0 for symmetric codes ((q - mid) * s is exact; q * s - mid * s
