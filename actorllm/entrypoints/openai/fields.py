@@ -6,7 +6,7 @@ honour yet, and the warning for fields nobody knows.
 1. the JSON is parsed, and integral floats (``1.0``) become ints, as JSON Schema's
    ``integer`` (and vLLM's pydantic) accept them;
 2. vLLM's checks of the raw body (``request_rules.py``: stream_options without stream,
-   an empty prompt, logit_bias keys; the pooling fields vLLM removed:
+   an empty prompt, chat's empty tools, logit_bias keys; the pooling fields vLLM removed:
    ``removed_pooling_fields.py``), with vLLM's messages;
 3. a field of :data:`UNSUPPORTED` set to anything but its "off" value is a 400 naming it
    (``param``);
@@ -28,10 +28,6 @@ from typing import Any, TypeVar
 import msgspec
 
 from actorllm.entrypoints.openai.errors import bad_request
-from actorllm.entrypoints.openai.protocol.chat_request import ChatCompletionRequest
-from actorllm.entrypoints.openai.protocol.completion import CompletionRequest
-from actorllm.entrypoints.openai.protocol.pooling import PoolingInputRequest
-from actorllm.entrypoints.openai.removed_pooling_fields import reject_removed_pooling_fields
 from actorllm.entrypoints.openai.request_rules import check_raw_body
 
 logger = logging.getLogger("actorllm.server")
@@ -131,13 +127,7 @@ def decode_request(body: bytes, kind: type[S]) -> S:
         raise bad_request("The request body must be a JSON object.")
     raw = _ints(raw)
     known = set(kind.__struct_fields__)
-    check_raw_body(
-        raw,
-        is_completion=issubclass(kind, CompletionRequest),
-        is_chat=issubclass(kind, ChatCompletionRequest),
-    )
-    if issubclass(kind, PoolingInputRequest):  # /v1/embeddings, /pooling, /classify
-        reject_removed_pooling_fields(raw)
+    check_raw_body(raw, kind)
     # A field the struct declares is served by it (the Responses API's store, metadata).
     refuse_unsupported(raw, frozenset(known))
     unknown = sorted(k for k in raw if k not in known and k not in UNSUPPORTED)

@@ -2,7 +2,7 @@
 (its pydantic ``model_validator(mode="before")`` rules and ``SamplingParams`` conversions),
 so a client matching on vLLM's error text sees the same words here.
 
-    >>> check_raw_body({"prompt": "hi", "logit_bias": {"a": 1}}, True)
+    >>> check_raw_body({"prompt": "hi", "logit_bias": {"a": 1}}, CompletionRequest)
     Traceback (most recent call last):
     ...
     actorllm.entrypoints.openai.errors.APIError: logit_bias contains key(s) that cannot ...
@@ -14,26 +14,31 @@ import re
 from typing import Any
 
 from actorllm.entrypoints.openai.errors import bad_request
+from actorllm.entrypoints.openai.protocol.chat_request import ChatCompletionRequest
+from actorllm.entrypoints.openai.protocol.completion import CompletionRequest
+from actorllm.entrypoints.openai.protocol.pooling import PoolingInputRequest
+from actorllm.entrypoints.openai.removed_pooling_fields import reject_removed_pooling_fields
 
 # What the protocol's TokenIdKey accepts: a token id written as a JSON object key.
 _TOKEN_KEY = re.compile(r"^[0-9]{1,10}$")
 
 
-def check_raw_body(raw: dict[str, Any], is_completion: bool, is_chat: bool = False) -> None:
-    """400 for what vLLM refuses before typing the fields; ``is_completion``: the body is a
-    ``/v1/completions`` request (its prompt rule); ``is_chat``: a ``/v1/chat/completions``
-    one (its tools rule)."""
+def check_raw_body(raw: dict[str, Any], kind: type) -> None:
+    """400 for what vLLM refuses before typing the fields of a ``kind`` request (each
+    route's own rules: the completion prompt, chat's tools, the removed pooling fields)."""
     # vLLM (completion/protocol.py, chat_completion/protocol.py: validate_stream_options):
     # a truthy stream_options without stream is a client mistake, not something to ignore.
     if raw.get("stream_options") and not raw.get("stream"):
         raise bad_request(
             "Stream options can only be defined when `stream=True`.", "stream_options"
         )
-    if is_completion:
+    if issubclass(kind, CompletionRequest):
         _check_prompt(raw)
+    if issubclass(kind, PoolingInputRequest):  # /v1/embeddings, /pooling, /classify
+        reject_removed_pooling_fields(raw)
     # vLLM (chat_completion/protocol.py: check_tool_usage), as OpenAI: an empty tools list
     # is a mistake (a client that built no tools), not "no tools"; omit the field instead.
-    if is_chat and raw.get("tools") == []:
+    if issubclass(kind, ChatCompletionRequest) and raw.get("tools") == []:
         raise bad_request(
             "`tools` must not be an empty array. "
             "Either provide at least one tool or omit the field entirely.",
