@@ -18,14 +18,6 @@ from typing import Any
 FLOATS = frozenset({"F16", "BF16", "F32", "F64"})
 
 
-def _shards(path: Path) -> list[Path]:
-    index = path / "model.safetensors.index.json"
-    if index.is_file():
-        names = json.loads(index.read_text()).get("weight_map", {}).values()
-        return [path / n for n in dict.fromkeys(names) if (path / n).is_file()]
-    return sorted(path.glob("*.safetensors"))
-
-
 def _header(shard: Path) -> dict[str, dict[str, object]]:
     with shard.open("rb") as f:
         (size,) = struct.unpack("<Q", f.read(8))
@@ -36,10 +28,17 @@ def _header(shard: Path) -> dict[str, dict[str, object]]:
 
 def quantized_modules(path: str | Path) -> list[str]:
     """The modules (``model.layers.0.mlp.down_proj``, ...) with a non-float tensor in the
-    checkpoint at ``path``, sorted; empty where it has no safetensors files."""
+    checkpoint at ``path``, sorted; empty where it has no safetensors files (the loader
+    names what is missing when it loads)."""
+    from actorllm.models.loader import MissingCheckpointError, safetensors_files
+
+    try:
+        shards = safetensors_files(path)
+    except MissingCheckpointError:
+        return []
     modules = {
         name.rsplit(".", 1)[0]
-        for shard in _shards(Path(path))
+        for shard in shards
         for name, info in _header(shard).items()
         if "." in name and str(info.get("dtype")) not in FLOATS
     }
