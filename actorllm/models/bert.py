@@ -22,12 +22,15 @@ import torch.nn.functional as F
 from torch import nn
 
 from actorllm.models.encoder_config import EncoderConfig
+from actorllm.models.fused_linear import StackedLinears, linear_act, linear_add
+from actorllm.models.onednn_linear import row_bucket
 
+# config hidden_act -> fused_linear's activation
 _ACTIVATIONS = {
-    "gelu": lambda x: F.gelu(x),
-    "gelu_new": lambda x: F.gelu(x, approximate="tanh"),
-    "gelu_pytorch_tanh": lambda x: F.gelu(x, approximate="tanh"),
-    "relu": F.relu,
+    "gelu": "gelu",
+    "gelu_new": "gelu_tanh",
+    "gelu_pytorch_tanh": "gelu_tanh",
+    "relu": "relu",
 }
 
 
@@ -105,6 +108,9 @@ class _SelfAttention(nn.Module):
         self.query = nn.Linear(c.hidden_size, c.hidden_size)
         self.key = nn.Linear(c.hidden_size, c.hidden_size)
         self.value = nn.Linear(c.hidden_size, c.hidden_size)
+        # one matmul for the three where their packed oneDNN copies serve (prefill-sized
+        # steps on CPU); not a module: the state dict keeps the three
+        self.qkv = StackedLinears(self.query, self.key, self.value)
 
 
 class _DenseNorm(nn.Module):
@@ -114,7 +120,7 @@ class _DenseNorm(nn.Module):
         self.LayerNorm = nn.LayerNorm(c.hidden_size, eps=c.layer_norm_eps)
 
     def forward(self, x: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
-        return self.LayerNorm(self.dense(x) + residual)
+        return self.LayerNorm(linear_add(self.dense, x, residual))
 
 
 class _Attention(nn.Module):
@@ -129,7 +135,7 @@ class _Attention(nn.Module):
         # (long ones) or padded to [B, nh, S, D] (the short ones together)
         h = x.shape[1]
         nh, d = self.num_heads, h // self.num_heads
-        q, k, v = self.self.query(x), self.self.key(x), self.self.value(x)  # [T, H] each
+        q, k, v = self.self.qkv(x)  # [T, H] each (views of one [T, 3H] where stacked)
         o = torch.empty_like(q)  # [T, H]
         for start, n in layout.alone:
             # [n, H] -> [1, nh, n, D] views: SDPA takes the strides (4-D; a 3-D [nh, n, D]
@@ -157,7 +163,7 @@ class _Intermediate(nn.Module):
         self.act = _ACTIVATIONS[c.hidden_act]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.act(self.dense(x))
+        return linear_act(self.dense, x, self.act)  # the activation fused where it can be
 
 
 class _Layer(nn.Module):
@@ -231,10 +237,20 @@ class EncoderModel(nn.Module):
         seq_of_row = torch.repeat_interleave(torch.arange(len(seq_lens), device=device), lens)
         pos_in_seq = torch.arange(input_ids.shape[0], device=device) - starts[seq_of_row]  # [T]
         layout = _layout(seq_lens, device)
-        x = self.embeddings(input_ids, pos_in_seq + self.config.position_offset, token_types)
+        pos = pos_in_seq + self.config.position_offset
+        t = input_ids.shape[0]
+        pad = row_bucket(t) - t if device.type == "cpu" else 0
+        if pad:
+            # [T] -> [T + pad]: rows of no sequence, so the linears run at a bucketed row
+            # count whose oneDNN primitives are reused step after step; the attention
+            # (layout) never reads them and they are cut off below
+            input_ids, pos, token_types = (
+                F.pad(y, (0, pad), value=int(y[0])) for y in (input_ids, pos, token_types)
+            )
+        x = self.embeddings(input_ids, pos, token_types)
         for layer in self.encoder.layer:
             x = layer(x, layout)
-        return x  # [T, H]
+        return x[:t]  # [T, H]
 
     def classify(self, cls_rows: torch.Tensor) -> torch.Tensor:
         if self.classifier is None:

@@ -65,6 +65,23 @@ BATCH_HINT = 128
 AMX_MAX_ROWS = 32
 
 
+# Row counts up to this run oneDNN on their own shape; above it :func:`row_bucket` rounds
+# them up to one of 8 shapes per power of two.
+EXACT_ROWS_MAX = 16
+
+
+def row_bucket(m: int) -> int:
+    """The row count to run ``m`` rows at so oneDNN reuses its matmul primitives: torch
+    creates one per input shape, and a new one costs more than the product it serves
+    (2-core Xeon, AMX, bf16 [M, 384] x [384, 1536]: 16.4 ms for an M not seen before, 3.5
+    ms for one seen). ``m`` itself up to :data:`EXACT_ROWS_MAX`, else rounded up to a
+    multiple of 2^(floor(log2 m) - 3): at most 12.5% more rows, 8 shapes per octave."""
+    if m <= EXACT_ROWS_MAX:
+        return m
+    step = 1 << (m.bit_length() - 4)
+    return -(-m // step) * step
+
+
 def supported_dtypes() -> frozenset[torch.dtype]:
     """The weight dtypes this host's torch can prepack with oneDNN (empty: none): float32,
     and bfloat16 (natively, or widened: :func:`compute_dtype`)."""
@@ -99,6 +116,7 @@ class OneDNNLinear(nn.Linear):
     # the weight's and the bias's _version() when packed (a widened bias is a copy too);
     # None: stale, repack at the next forward
     packed_version: tuple[tuple[int, int], tuple[int, int] | None] | None = None
+    pack_count = 0  # how many times packed: copies derived from this one follow it
 
     def _pack(self) -> None:
         w = self.weight.detach()  # [O, I]
@@ -111,9 +129,24 @@ class OneDNNLinear(nn.Linear):
         self.packed_bias = None if bias is None else bias.detach().to(wide)
         self.widened = wide != w.dtype
         self.packed_version = self._versions()
+        self.pack_count += 1
 
     def _versions(self) -> tuple[tuple[int, int], tuple[int, int] | None]:
         return (_version(self.weight), None if self.bias is None else _version(self.bias))
+
+    def onednn_packed(self, x: torch.Tensor) -> torch.Tensor | None:
+        """The oneDNN copy when :meth:`forward` would multiply ``x`` on it unwidened (a post-op
+        can then ride the matmul: ``models/fused_linear.py``); None on every other path."""
+        if self.packed_version != self._versions():
+            self._pack()
+        packed = self.packed
+        if packed is None or self.widened or x.dtype != self.weight.dtype:
+            return None
+        if x.device.type != "cpu" or x.dim() < 2:
+            return None
+        if self.amx_packed is not None and x.numel() // x.shape[-1] <= AMX_MAX_ROWS:
+            return None  # few rows take the AMX copy
+        return packed
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x: [..., I] -> [..., O]."""

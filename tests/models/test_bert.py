@@ -14,6 +14,7 @@ import torch
 
 from actorllm.models.bert import ALONE_MIN_LEN, EncoderModel, load_encoder
 from actorllm.models.encoder_config import read_encoder_config
+from actorllm.models.onednn_linear import prepack_linears
 
 L = ALONE_MIN_LEN
 
@@ -40,8 +41,11 @@ def tiny(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
     return path
 
 
-def _ours(path: Path) -> EncoderModel:
-    return load_encoder(path, read_encoder_config(path), torch.float32, torch.device("cpu"))
+def _ours(path: Path, packed: bool = False) -> EncoderModel:
+    model = load_encoder(path, read_encoder_config(path), torch.float32, torch.device("cpu"))
+    if packed:  # what the runner does: oneDNN linears, fused activation / residual / QKV
+        prepack_linears(model)
+    return model
 
 
 @pytest.mark.parametrize(
@@ -54,11 +58,14 @@ def _ours(path: Path) -> EncoderModel:
         [L - 1, L, L + 1],  # either side of the threshold
     ],
 )
-def test_each_sequence_gets_what_transformers_gives_it_alone(tiny: Path, lens: list[int]) -> None:
+@pytest.mark.parametrize("packed", [False, True])
+def test_each_sequence_gets_what_transformers_gives_it_alone(
+    tiny: Path, lens: list[int], packed: bool
+) -> None:
     import transformers
 
     hf = transformers.AutoModel.from_pretrained(tiny).eval()
-    ours = _ours(tiny)
+    ours = _ours(tiny, packed)
     g = torch.Generator().manual_seed(sum(lens))
     seqs = [torch.randint(3, 97, (n,), generator=g) for n in lens]
     types = [torch.randint(0, 2, (n,), generator=g) for n in lens]
