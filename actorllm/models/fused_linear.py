@@ -3,7 +3,8 @@ a residual add, applied to the float32 accumulator before the one rounding to th
 dtype, instead of a second pass over the ``[M, O]`` output.
 
 Where the linear is a :class:`OneDNNLinear` whose prepacked oneDNN copy serves the input
-(:meth:`OneDNNLinear.onednn_packed`), the post-op rides the matmul; anywhere else (GPU, a
+(:meth:`OneDNNLinear.onednn_packed`), the post-op rides the matmul (at a bucketed row count,
+``onednn_linear.pad_rows``, as the linear's own forward); anywhere else (GPU, a
 widened bf16 weight, few rows on the AMX copy, no oneDNN) the same arithmetic runs as
 ``act(linear(x))`` / ``linear(x) + residual``.
 
@@ -17,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from actorllm.models.onednn_linear import BATCH_HINT, OneDNNLinear
+from actorllm.models.onednn_linear import BATCH_HINT, OneDNNLinear, pad_rows
 
 # activation name -> (oneDNN post-op, its algorithm, the unfused function)
 ACTIVATIONS = {
@@ -34,7 +35,10 @@ def linear_act(linear: nn.Linear, x: torch.Tensor, act: str) -> torch.Tensor:
     if packed is None:
         return fn(linear(x))
     rows = x.reshape(-1, x.shape[-1])  # [M, I]
-    out = torch.ops.mkldnn._linear_pointwise(rows, packed, linear.packed_bias, attr, [], algorithm)
+    m = rows.shape[0]
+    out = torch.ops.mkldnn._linear_pointwise(
+        pad_rows(rows), packed, linear.packed_bias, attr, [], algorithm
+    )[:m]  # [M, O]
     return out.view(*x.shape[:-1], out.shape[-1])  # [..., O]
 
 
@@ -44,8 +48,10 @@ def linear_add(linear: nn.Linear, x: torch.Tensor, residual: torch.Tensor) -> to
     if packed is None or residual.dtype != x.dtype:
         return linear(x) + residual
     rows = x.reshape(-1, x.shape[-1])  # [M, I]
-    other = residual.reshape(rows.shape[0], -1).contiguous()  # [M, O]
-    out = torch.ops.mkldnn._linear_pointwise.binary(rows, other, packed, linear.packed_bias, "add")
+    m = rows.shape[0]
+    other = pad_rows(residual.reshape(m, -1).contiguous())  # [row_bucket(M), O]
+    op = torch.ops.mkldnn._linear_pointwise.binary
+    out = op(pad_rows(rows), other, packed, linear.packed_bias, "add")[:m]  # [M, O]
     return out.view(*x.shape[:-1], out.shape[-1])  # [..., O]
 
 
@@ -84,5 +90,9 @@ class StackedLinears:
                         for m in lins
                     ])  # fmt: skip
             self.versions = versions
-        out = torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "none", [], "")
+        m = x.shape[0]
+        out = torch.ops.mkldnn._linear_pointwise(
+            pad_rows(x), self.packed, self.bias, "none", [], ""
+        )
+        out = out[:m]  # [M, sum O]
         return tuple(out.split([m.out_features for m in lins], dim=-1))  # [M, O_i] views

@@ -9,7 +9,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from actorllm.models import onednn_linear
-from actorllm.models.onednn_linear import OneDNNLinear, prepack_linears, supported_dtypes
+from actorllm.models.onednn_linear import (
+    OneDNNLinear,
+    prepack_linears,
+    row_bucket,
+    supported_dtypes,
+)
 
 
 @pytest.fixture(params=["native", "widened"])
@@ -112,7 +117,7 @@ def test_widened_bf16_few_rows_read_the_bf16_weight(monkeypatch: pytest.MonkeyPa
     exact = F.linear(x.double(), lin.weight.double(), lin.bias.double())
     native = bf16_linear._fn() is not None
     one, two, all_rows = lin(x[:1]), lin(x[:2]), lin(x)
-    assert calls == ([many] if native else [2, many])
+    assert calls == ([row_bucket(many)] if native else [2, row_bucket(many)])
     if native:  # the kernel is batch invariant: a row alone equals it beside others
         assert torch.equal(one, two[:1])
     for got, n in ((one, 1), (two, 2), (all_rows, many)):
@@ -157,3 +162,26 @@ def test_no_room_for_copies_widened_bf16_still_decodes_natively(
     assert calls == [3, many]
     for got, n in ((few, 3), (all_rows, many)):
         torch.testing.assert_close(got.double(), exact[:n], atol=1e-5, rtol=2**-8)
+
+
+def test_rows_run_at_their_bucket(monkeypatch: pytest.MonkeyPatch) -> None:
+    """oneDNN multiplies a bucketed row count (its primitive, made once per shape, is
+    reused by the nearby counts) and the padding rows never reach the output."""
+    if torch.float32 not in supported_dtypes():
+        pytest.skip("no oneDNN on this host")
+    torch.manual_seed(0)
+    lin = nn.Linear(24, 40)
+    prepack_linears(lin)
+    calls: list[int] = []
+    linear_pointwise = torch.ops.mkldnn._linear_pointwise
+
+    def spy(rows: torch.Tensor, *args: object) -> torch.Tensor:
+        calls.append(rows.shape[0])
+        return linear_pointwise(rows, *args)
+
+    monkeypatch.setattr(torch.ops.mkldnn, "_linear_pointwise", spy)
+    x = torch.randn(300, 24)
+    got = lin(x)
+    assert calls == [row_bucket(300)] and row_bucket(300) > 300
+    assert got.shape == (300, 40) and got.is_contiguous()
+    torch.testing.assert_close(got, F.linear(x, lin.weight, lin.bias), atol=1e-5, rtol=1e-5)
