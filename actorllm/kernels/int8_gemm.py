@@ -6,7 +6,9 @@ product ``x_q @ w_q.T`` is accumulated exactly in int32 and scaled back by
 ``scale_row * scale_col``.
 
 Where the CPU has int8 dot products (``cpu_features.native_int8``: VNNI or AMX-INT8, read
-from the OS) the GEMM is ``torch._int_mm`` (oneDNN's u8s8/s8s8 kernels). Elsewhere on the
+from the OS) the GEMM is ``torch._int_mm`` (oneDNN's u8s8/s8s8 kernels) above
+:data:`NATIVE_MAX_ROWS` rows; up to it (batch-1 decode) the native call below, whose weight
+stream beats oneDNN's fixed cost there. Elsewhere on the
 CPU the whole linear is one native call (``quant_gemm.w8a8_linear``: the same rounding,
 exact int32 products with the host's SIMD, the same epilogue) at every row count, so a
 row's bits do not depend on its batch. Without a native build (and on CUDA, whose
@@ -24,6 +26,12 @@ from actorllm.kernels.quant_gemm import i8_gemm, w8a8_linear
 
 # Weight rows widened to float32 at a time on the fallback path.
 FALLBACK_TILE_ELEMENTS = 1 << 20
+# Up to this many rows a W8A8 linear takes the native call even where oneDNN has int8 dot
+# products: 2-core Xeon (AMX, VNNI), int8 [6144 x 1024] weight, 1 / 2 / 4 / 6 rows:
+# native 0.135 / 0.194 / 0.276 / 0.408 ms, torch._int_mm path 0.373 / 0.372 / 0.381 / 0.384
+# ms. Both give the same bits (same row quantization, exact int32 sums, same epilogue),
+# so a row's result does not depend on which one its batch took.
+NATIVE_MAX_ROWS = 4
 
 
 def int8_gemm_available(device: torch.device) -> bool:
@@ -47,7 +55,8 @@ def int8_linear(
     x: torch.Tensor, w: torch.Tensor, w_scale: torch.Tensor, bias: torch.Tensor | None
 ) -> torch.Tensor:
     """x: [M, I] float, w: int8 [O, I], w_scale: float32 [O, 1] -> [M, O] in x's dtype."""
-    out = None if int8_gemm_available(x.device) else w8a8_linear(x, w, w_scale)
+    few = x.shape[0] <= NATIVE_MAX_ROWS
+    out = None if int8_gemm_available(x.device) and not few else w8a8_linear(x, w, w_scale)
     if out is None:
         q, scale = quantize_rows(x)
         acc = int8_matmul(q, w)  # [M, O] int32 (or exact-integer float32)

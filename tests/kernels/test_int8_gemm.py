@@ -63,3 +63,33 @@ def test_the_native_linear_is_the_torch_path_bit_for_bit(m: int) -> None:
     assert torch.equal(out, exact)
     alone = w8a8_linear(x[:1].clone(), w, w_scale)
     assert alone is not None and torch.equal(alone, out[:1])
+
+
+def test_few_rows_take_the_native_call_where_int_mm_serves_the_rest(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With int8 dot products, batch-1 decode rows still take the native call (faster
+    there), more rows torch._int_mm; a row gets the same bits on either."""
+    from actorllm.kernels import quant_gemm
+
+    if quant_gemm.w8a8_linear(torch.zeros(1, 8), torch.zeros(4, 8, dtype=torch.int8),
+                              torch.ones(4, 1)) is None:  # fmt: skip
+        pytest.skip("no native build here")
+    monkeypatch.setattr(int8_gemm, "native_int8", lambda: True)
+    native_rows: list[int] = []
+    real = int8_gemm.w8a8_linear
+
+    def spy(x: torch.Tensor, *args: torch.Tensor) -> torch.Tensor | None:
+        native_rows.append(x.shape[0])
+        return real(x, *args)
+
+    monkeypatch.setattr(int8_gemm, "w8a8_linear", spy)
+    g = torch.Generator().manual_seed(3)
+    n = int8_gemm.NATIVE_MAX_ROWS
+    x = torch.randn(n + 1, 256, generator=g)
+    w = torch.randint(-128, 128, (48, 256), dtype=torch.int8, generator=g)
+    w_scale = torch.rand(48, 1, generator=g) * 0.01
+    few = int8_gemm.int8_linear(x[:n], w, w_scale, None)
+    more = int8_gemm.int8_linear(x, w, w_scale, None)
+    assert native_rows == [n]
+    assert torch.equal(few, more[:n])
