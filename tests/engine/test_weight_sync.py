@@ -198,14 +198,30 @@ async def test_swap_under_load_loses_nothing_and_labels_every_token(tiny_model, 
             trainer.send_weights(weight_version="v1")
             trainer.shutdown()
 
+        started = [0]
+        pushed = anyio.Event()
+
+        def launch(tg: anyio.abc.TaskGroup) -> None:
+            tg.start_soon(stream, started[0])
+            started[0] += 1
+
+        async def keep_streaming(tg: anyio.abc.TaskGroup) -> None:
+            # New streams keep starting until the swap has landed, so some straddle it
+            # however fast the host runs the first ones to their end.
+            while not pushed.is_set():
+                launch(tg)
+                await anyio.sleep(0.02)
+
         async with anyio.create_task_group() as tg:
-            for i in range(STREAMS):
-                tg.start_soon(stream, i)
+            for _ in range(STREAMS):
+                launch(tg)
             while seen[0] < STREAMS * 3:  # every stream is under way
                 await anyio.sleep(0.01)
+            tg.start_soon(keep_streaming, tg)
             await anyio.to_thread.run_sync(push)
+            pushed.set()
         assert await engine.get_weight_version() == "v1"
-    assert len(finals) == STREAMS  # none lost
+    assert len(finals) == started[0]  # none lost
     mixed = 0
     for out in finals.values():
         c = out.outputs[0]
