@@ -104,14 +104,7 @@ def test_widened_bf16_few_rows_read_the_bf16_weight(monkeypatch: pytest.MonkeyPa
     torch.manual_seed(2)
     lin = nn.Linear(64, 40).to(torch.bfloat16)
     assert prepack_linears(lin) == 1
-    calls: list[int] = []
-    linear_pointwise = torch.ops.mkldnn._linear_pointwise
-
-    def spy(rows: torch.Tensor, *args: object) -> torch.Tensor:
-        calls.append(rows.shape[0])
-        return linear_pointwise(rows, *args)
-
-    monkeypatch.setattr(torch.ops.mkldnn, "_linear_pointwise", spy)
+    calls = _spy_onednn_rows(monkeypatch)
     many = bf16_linear.MAX_ROWS + 1
     x = torch.randn(many, 64).to(torch.bfloat16)
     exact = F.linear(x.double(), lin.weight.double(), lin.bias.double())
@@ -172,6 +165,16 @@ def test_rows_run_at_their_bucket(monkeypatch: pytest.MonkeyPatch) -> None:
     torch.manual_seed(0)
     lin = nn.Linear(24, 40)
     prepack_linears(lin)
+    calls = _spy_onednn_rows(monkeypatch)
+    x = torch.randn(300, 24)
+    got = lin(x)
+    assert calls == [row_bucket(300)] and row_bucket(300) > 300
+    assert got.shape == (300, 40) and got.is_contiguous()
+    torch.testing.assert_close(got, F.linear(x, lin.weight, lin.bias), atol=1e-5, rtol=1e-5)
+
+
+def _spy_onednn_rows(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The row count of each oneDNN product from now on."""
     calls: list[int] = []
     linear_pointwise = torch.ops.mkldnn._linear_pointwise
 
@@ -180,8 +183,4 @@ def test_rows_run_at_their_bucket(monkeypatch: pytest.MonkeyPatch) -> None:
         return linear_pointwise(rows, *args)
 
     monkeypatch.setattr(torch.ops.mkldnn, "_linear_pointwise", spy)
-    x = torch.randn(300, 24)
-    got = lin(x)
-    assert calls == [row_bucket(300)] and row_bucket(300) > 300
-    assert got.shape == (300, 40) and got.is_contiguous()
-    torch.testing.assert_close(got, F.linear(x, lin.weight, lin.bias), atol=1e-5, rtol=1e-5)
+    return calls
