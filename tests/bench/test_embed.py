@@ -56,3 +56,30 @@ def test_a_failed_vllm_run_reports_its_output(tmp_path: Path) -> None:
     fake.chmod(0o755)
     with pytest.raises(PeerUnavailableError, match="exit 3"):
         embed._vllm_run(fake, "m", "bfloat16", ["a text"], _args())
+
+
+def test_rounds_interleave_the_sides_and_ratios_pair_each_round(tmp_path: Path) -> None:
+    """``--rounds 2``: our side and vLLM's in turn twice; the vLLM ratio is the median
+    round's own (both sides back to back), every round recorded. vLLM is a stand-in
+    script here that answers like vllm_embed_runner.py."""
+    fake = tmp_path / "python"
+    fake.write_text(
+        f"#!{sys.executable}\n"
+        "import json, sys, numpy as np\n"
+        "job = json.load(open(sys.argv[-1]))\n"
+        "np.save(job['vectors'], np.ones((len(job['texts']), 384), dtype=np.float32))\n"
+        "print(json.dumps({'elapsed_s': 1.0, 'texts_per_s': 1000.0, 'dtype': job['dtype']}))\n"
+    )  # fmt: skip
+    fake.chmod(0o755)
+    out = tmp_path / "embed.json"
+    args = _args("--dtype", "float32", "--no-st", "--peer", "vllm", "--vllm-python", str(fake),
+                 "--vllm-dtypes", "same", "--rounds", "2", "--output", str(out))  # fmt: skip
+    assert embed.main(args) == 0
+    figures = json.loads(out.read_text())["figures"]
+    assert figures["rounds"] == 2 and len(figures["actorllm"]["rounds"]) == 2
+    (peer,) = figures["vllm"]
+    assert len(peer["rounds"]) == 2 and peer["dtype_asked"] == "float32"
+    ours = [r["texts_per_s"] for r in figures["actorllm"]["rounds"]]
+    paired = [o / r["texts_per_s"] for o, r in zip(ours, peer["rounds"], strict=True)]
+    assert [r["ratio"] for r in peer["rounds"]] == paired
+    assert figures["ratios"]["vs_vllm_float32"] == min(r["ratio"] for r in peer["rounds"])
