@@ -243,9 +243,10 @@ class EncoderModel(nn.Module):
         if pad:
             # [T] -> [T + pad]: rows of no sequence, so the linears run at a bucketed row
             # count whose oneDNN primitives are reused step after step; the attention
-            # (layout) never reads them and they are cut off below
+            # (layout) never reads them and they are cut off below; they hold index 0, a
+            # valid token, position and type
             input_ids, pos, token_types = (
-                F.pad(y, (0, pad), value=int(y[0])) for y in (input_ids, pos, token_types)
+                F.pad(y, (0, pad)) for y in (input_ids, pos, token_types)
             )
         x = self.embeddings(input_ids, pos, token_types)
         for layer in self.encoder.layer:

@@ -4,7 +4,7 @@ dtype, instead of a second pass over the ``[M, O]`` output.
 
 Where the linear is a :class:`OneDNNLinear` whose prepacked oneDNN copy serves the input
 (:meth:`OneDNNLinear.onednn_packed`), the post-op rides the matmul (at a bucketed row count,
-``onednn_linear.pad_rows``, as the linear's own forward); anywhere else (GPU, a
+``onednn_linear.packed_product``, as the linear's own forward); anywhere else (GPU, a
 widened bf16 weight, few rows on the AMX copy, no oneDNN) the same arithmetic runs as
 ``act(linear(x))`` / ``linear(x) + residual``.
 
@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from actorllm.models.onednn_linear import BATCH_HINT, OneDNNLinear, pad_rows
+from actorllm.models.onednn_linear import BATCH_HINT, OneDNNLinear, packed_product, pad_rows
 
 # activation name -> (oneDNN post-op, its algorithm, the unfused function)
 ACTIVATIONS = {
@@ -31,21 +31,19 @@ ACTIVATIONS = {
 def linear_act(linear: nn.Linear, x: torch.Tensor, act: str) -> torch.Tensor:
     """act(linear(x)); x: [..., I] -> [..., O]."""
     attr, algorithm, fn = ACTIVATIONS[act]
-    packed = linear.onednn_packed(x) if isinstance(linear, OneDNNLinear) else None
-    if packed is None:
+    if not isinstance(linear, OneDNNLinear) or (packed := linear.onednn_packed(x)) is None:
         return fn(linear(x))
     rows = x.reshape(-1, x.shape[-1])  # [M, I]
-    m = rows.shape[0]
-    out = torch.ops.mkldnn._linear_pointwise(
-        pad_rows(rows), packed, linear.packed_bias, attr, [], algorithm
-    )[:m]  # [M, O]
+    out = packed_product(rows, packed, linear.packed_bias, attr, algorithm)  # [M, O]
     return out.view(*x.shape[:-1], out.shape[-1])  # [..., O]
 
 
 def linear_add(linear: nn.Linear, x: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
     """linear(x) + residual; x: [..., I], residual: [..., O] (x's dtype) -> [..., O]."""
-    packed = linear.onednn_packed(x) if isinstance(linear, OneDNNLinear) else None
-    if packed is None or residual.dtype != x.dtype:
+    packed = None
+    if isinstance(linear, OneDNNLinear) and residual.dtype == x.dtype:
+        packed = linear.onednn_packed(x)
+    if packed is None:
         return linear(x) + residual
     rows = x.reshape(-1, x.shape[-1])  # [M, I]
     m = rows.shape[0]
@@ -90,9 +88,5 @@ class StackedLinears:
                         for m in lins
                     ])  # fmt: skip
             self.versions = versions
-        m = x.shape[0]
-        out = torch.ops.mkldnn._linear_pointwise(
-            pad_rows(x), self.packed, self.bias, "none", [], ""
-        )
-        out = out[:m]  # [M, sum O]
+        out = packed_product(x, self.packed, self.bias)  # [M, sum O]
         return tuple(out.split([m.out_features for m in lins], dim=-1))  # [M, O_i] views

@@ -90,6 +90,21 @@ def pad_rows(rows: torch.Tensor) -> torch.Tensor:
     return rows if bucket == m else F.pad(rows, (0, 0, 0, bucket - m))
 
 
+def packed_product(
+    rows: torch.Tensor,
+    packed: torch.Tensor,
+    bias: torch.Tensor | None,
+    attr: str = "none",
+    algorithm: str = "",
+) -> torch.Tensor:
+    """rows: [M, I] times a oneDNN-packed weight (+ bias, then the post-op ``attr`` with its
+    ``algorithm``) -> [M, O], multiplied at :func:`row_bucket` rows (:func:`pad_rows`) and
+    the padding cut off (the output a contiguous prefix)."""
+    m = rows.shape[0]
+    op = torch.ops.mkldnn._linear_pointwise
+    return op(pad_rows(rows), packed, bias, attr, [], algorithm)[:m]
+
+
 def supported_dtypes() -> frozenset[torch.dtype]:
     """The weight dtypes this host's torch can prepack with oneDNN (empty: none): float32,
     and bfloat16 (natively, or widened: :func:`compute_dtype`)."""
@@ -183,10 +198,7 @@ class OneDNNLinear(nn.Linear):
                 # still beats the widened copy (75M shapes: lm_head 7.1 -> 4.2 ms).
                 return F.linear(x, self.weight, self.bias)
             rows = rows.to(packed.dtype)
-        m = rows.shape[0]
-        rows = pad_rows(rows)  # [row_bucket(M), I]: a shape whose primitive is reused
-        out = torch.ops.mkldnn._linear_pointwise(rows, packed, self.packed_bias, "none", [], "")
-        out = out[:m]  # [M, O], contiguous
+        out = packed_product(rows, packed, self.packed_bias)  # [M, O]
         if out.dtype != x.dtype:
             out = out.to(x.dtype)  # [M, O]
         return out.view(*x.shape[:-1], out.shape[-1])  # [..., O]
