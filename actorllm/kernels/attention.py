@@ -34,6 +34,11 @@ How the CPU runs it fast
   over key tiles, keys past a query tile's causal limit never read. Otherwise (or when the
   kernel declines the call) one SDPA per request on a padded float32 gather with a float
   causal mask.
+* **Long bf16 prefills on AMX tiles.** On a CPU with AMX, bf16 prompts of
+  :data:`LOW_PRECISION_PREFILL_MIN_TOKENS` tokens or more (on average) take SDPA's
+  low-precision arithmetic (P rounded to bf16 for P.V): all in one call of
+  ``csrc/amx_prefill.c`` where it built and takes the shapes, else one bf16 flash SDPA per
+  request.
 * **fp8 caches** (``kernels/kv_quant.py``): both native kernels widen the bytes through a
   table of each byte's value times the layer's ``k_scale`` / ``v_scale``; the SDPA paths
   gather the bytes and widen them to float32 times the scale.
@@ -52,7 +57,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
-from actorllm.kernels import kv_quant
+from actorllm.kernels import amx_prefill, kv_quant
 from actorllm.kernels import paged_decode as native_decode
 from actorllm.kernels import paged_prefill as native_prefill
 from actorllm.kernels.cpu_features import amx_bf16
@@ -143,7 +148,12 @@ def paged_attention(
         o = _sdpa(qg, k, v, g.mask(sliding_window), scale, softcap, sg)  # [Hk, N, G, D]
         out.index_copy_(0, g.q_rows, o.transpose(0, 1).reshape(n, -1, d).to(q.dtype))
     low_precision = sinks is None and _prefill_in_low_precision(q, k_cache, plan, softcap)
-    prefilled = False  # by the native kernel: every prefill of the step
+    prefilled = False  # by a native kernel: every prefill of the step
+    if low_precision and amx_prefill.supports(q, out, k_cache):
+        starts, lens, ctx, table = plan.prefill_args
+        prefilled = amx_prefill.paged_prefill(
+            q, k_cache, v_cache, starts, lens, ctx, table, scale, sliding_window, out=out
+        )  # fmt: skip
     if not low_precision and plan.prefills and native_prefill.supports(q, out, k_cache):
         starts, lens, ctx, table = plan.prefill_args
         prefilled = native_prefill.paged_prefill(
