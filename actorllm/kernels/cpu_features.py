@@ -46,3 +46,10 @@ INT8_FLAGS = ("avx512_vnni", "avx_vnni", "amx_int8")
 def native_int8(flags: frozenset[str] | None = None) -> bool:
     flags = cpu_flags() if flags is None else flags
     return any(f in flags for f in INT8_FLAGS)
+
+
+def amx_int8(flags: frozenset[str] | None = None) -> bool:
+    """AMX tiles multiply int8 here (Intel Sapphire Rapids and later): W8A8 linears run on
+    them (``kernels/amx_int8_linear.py``)."""
+    flags = cpu_flags() if flags is None else flags
+    return "amx_int8" in flags
