@@ -5,22 +5,26 @@ Each input row gets its own symmetric scale (``absmax / 127``) and is rounded to
 product ``x_q @ w_q.T`` is accumulated exactly in int32 and scaled back by
 ``scale_row * scale_col``.
 
-Where the CPU has int8 dot products (``cpu_features.native_int8``: VNNI or AMX-INT8, read
-from the OS) the GEMM is ``torch._int_mm`` (oneDNN's u8s8/s8s8 kernels) above
-:data:`NATIVE_MAX_ROWS` rows; up to it (batch-1 decode) the native call below, whose weight
-stream beats oneDNN's fixed cost there. Elsewhere on the
-CPU the whole linear is one native call (``quant_gemm.w8a8_linear``: the same rounding,
-exact int32 products with the host's SIMD, the same epilogue) at every row count, so a
-row's bits do not depend on its batch. Without a native build (and on CUDA, whose
-``_int_mm`` wants more than 16 rows) the integers are multiplied in float32 one weight
-tile at a time: exact while ``I * 127 * 128 < 2 ** 24`` (I < 1032), beyond that rounded
-like any float32 GEMM.
+Where the CPU has AMX-INT8 (``cpu_features.amx_int8``, read from the OS) the whole linear is
+one call of the AMX tile kernel (``kernels/amx_int8_linear.py``) at every row count: it
+reads the same [O, I] int8 weight, no copy, and beats both paths below at every row count
+measured (:data:`NATIVE_MAX_ROWS`'s comment). Where the CPU has int8 dot products otherwise
+(``cpu_features.native_int8``: VNNI, or AMX without a native build) the GEMM is
+``torch._int_mm`` (oneDNN's u8s8/s8s8 kernels) above :data:`NATIVE_MAX_ROWS` rows; up to it
+(batch-1 decode) the native call below, whose weight stream beats oneDNN's fixed cost there.
+Elsewhere on the CPU the whole linear is one native call (``quant_gemm.w8a8_linear``: the
+same rounding, exact int32 products with the host's SIMD, the same epilogue) at every row
+count, so a row's bits do not depend on its batch. Without a native build (and on CUDA,
+whose ``_int_mm`` wants more than 16 rows) the integers are multiplied in float32 one weight
+tile at a time: exact while ``I * 127 * 128 < 2 ** 24`` (I < 1032), beyond that rounded like
+any float32 GEMM.
 """
 
 from __future__ import annotations
 
 import torch
 
+from actorllm.kernels import amx_int8_linear
 from actorllm.kernels.cpu_features import native_int8
 from actorllm.kernels.quant_gemm import i8_gemm, w8a8_linear
 
@@ -29,8 +33,34 @@ FALLBACK_TILE_ELEMENTS = 1 << 20
 # Up to this many rows a W8A8 linear takes the native call even where oneDNN has int8 dot
 # products: 2-core Xeon (AMX, VNNI), int8 [6144 x 1024] weight, 1 / 2 / 4 / 6 rows:
 # native 0.135 / 0.194 / 0.276 / 0.408 ms, torch._int_mm path 0.373 / 0.372 / 0.381 / 0.384
-# ms. Both give the same bits (same row quantization, exact int32 sums, same epilogue),
-# so a row's result does not depend on which one its batch took.
+# ms. All paths give the same bits (same row quantization, exact int32 sums, same
+# epilogue), so a row's result does not depend on which one its batch took.
+#
+# On an AMX-INT8 host none of them runs: the AMX kernel (amx_int8_linear.py) takes every
+# row count, fastest at each. 2-core Xeon (AMX, VNNI; shared with another job, so best of
+# several), whole linears from bf16 rows to bf16 out, ms, M = 1 / 2 / 4 / 8 / 16 / 32 / 64
+# / 256 / 2048 rows; "cold": each call a different weight of ~1 GB of them (as a decode
+# step reads a model; up to 64 rows), "hot": one weight, repeated:
+#   [M x 1024] x [1024 x 6144]   cold
+#     AMX int8      0.278 0.289 0.297 0.319 0.330 0.360 0.442
+#     native VNNI   0.386 0.486 0.591 0.767 1.19  2.19  4.27
+#     torch._int_mm 0.646 0.634 0.661 0.668 0.775 1.04  1.30
+#     bf16 AMX      0.454 0.458 0.458 0.472 0.495 0.615 0.800
+#                                hot
+#     AMX int8      0.121 0.138 0.142 0.147 0.155 0.198 0.281 0.772 6.76
+#     native VNNI   0.130 0.178 0.256 0.527 0.932 1.88  4.21  20.4
+#     torch._int_mm 0.332 0.337 0.355 0.372 0.406 0.535 0.721 2.70  72.1
+#     bf16 AMX      0.226 0.226 0.225 0.245 0.248 0.284 0.439 1.49  12.1
+#   [M x 3072] x [3072 x 1024]   cold
+#     AMX int8      0.130 0.132 0.135 0.139 0.150 0.181 0.230
+#     native VNNI   0.165 0.229 0.487 0.437 0.664 1.26  2.48
+#     torch._int_mm 0.289 0.287 0.299 0.316 0.331 0.419 0.582
+#     bf16 AMX      0.228 0.228 0.225 0.228 0.242 0.297 0.385
+#                                hot
+#     AMX int8      0.042 0.043 0.047 0.050 0.060 0.080 0.140 0.486 4.75
+#     native VNNI   0.058 0.091 0.144 0.265 0.526 1.05  2.12  9.14
+#     torch._int_mm 0.134 0.141 0.157 0.171 0.202 0.262 0.377 1.39  16.9
+#     bf16 AMX      0.106 0.106 0.106 0.110 0.110 0.117 0.189 0.846 6.54
 NATIVE_MAX_ROWS = 4
 
 
@@ -55,6 +85,10 @@ def int8_linear(
     x: torch.Tensor, w: torch.Tensor, w_scale: torch.Tensor, bias: torch.Tensor | None
 ) -> torch.Tensor:
     """x: [M, I] float, w: int8 [O, I], w_scale: float32 [O, 1] -> [M, O] in x's dtype."""
+    if x.device.type == "cpu" and amx_int8_linear.available():
+        amx = amx_int8_linear.linear(x, w, w_scale, bias)
+        if amx is not None:
+            return amx
     few = x.shape[0] <= NATIVE_MAX_ROWS
     out = None if int8_gemm_available(x.device) and not few else w8a8_linear(x, w, w_scale)
     if out is None:

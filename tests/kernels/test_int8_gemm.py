@@ -68,14 +68,15 @@ def test_the_native_linear_is_the_torch_path_bit_for_bit(m: int) -> None:
 def test_few_rows_take_the_native_call_where_int_mm_serves_the_rest(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """With int8 dot products, batch-1 decode rows still take the native call (faster
-    there), more rows torch._int_mm; a row gets the same bits on either."""
-    from actorllm.kernels import quant_gemm
+    """With int8 dot products but no AMX, batch-1 decode rows still take the native call
+    (faster there), more rows torch._int_mm; a row gets the same bits on either."""
+    from actorllm.kernels import amx_int8_linear, quant_gemm
 
     if quant_gemm.w8a8_linear(torch.zeros(1, 8), torch.zeros(4, 8, dtype=torch.int8),
                               torch.ones(4, 1)) is None:  # fmt: skip
         pytest.skip("no native build here")
     monkeypatch.setattr(int8_gemm, "native_int8", lambda: True)
+    monkeypatch.setattr(amx_int8_linear, "available", lambda: False)  # a VNNI host
     native_rows: list[int] = []
     real = int8_gemm.w8a8_linear
 
