@@ -8,7 +8,7 @@ bit), multiplies on the tiles (TDPBSSD, exact int32 sums) and applies the same f
 epilogue, in one call: the same bits as every other W8A8 path, a row's independent of its
 batch. On a 2-core Xeon (AMX) it is the fastest W8A8 path at every row count measured, 1 to
 2048 (``int8_gemm.NATIVE_MAX_ROWS``'s comment has the numbers), and at 8 rows reads a cold
-[6144 x 1024] weight in 0.32 ms against bf16 AMX's 0.48.
+[6144 x 1024] weight in 0.31 ms against bf16 AMX's 0.46.
 
 The weight is the tiles' A operand, read as the checkpoint stores it ([O, I] int8,
 row-major): no packed copy, so resident weight memory stays at the quantized size, the
