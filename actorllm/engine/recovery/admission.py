@@ -69,6 +69,7 @@ if TYPE_CHECKING:
     from actorllm.core.engine_core_output import EngineCoreOutputs
     from actorllm.core.model_runner_output import ModelRunnerOutput
     from actorllm.core.scheduler import Scheduler
+    from actorllm.core.scheduler_output import SchedulerOutput
     from actorllm.engine.actors.messages import NewRequest
     from actorllm.engine.recovery.ledger import LedgerEntry, RequestLedger
 
@@ -127,6 +128,11 @@ class Admission:
         # here may be read from outside: ask the actor (GetStats).
         self.running: tuple[str, ...] = ()
         self._running_stale = False  # the core's running set may have changed since
+        # A scheduled step with no tokens that only tells the worker which requests finished,
+        # held while another step is in flight: its ids ride on the next step (or it goes
+        # alone once nothing is in flight). Launched, it would take an in-flight slot, and
+        # a request arriving just after a batch ended would wait a whole step for it.
+        self._held: SchedulerOutput | None = None  # owner: here; of self.epoch's core
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -149,6 +155,7 @@ class Admission:
     def _new_epoch(self) -> None:
         self.epoch = self.ledger.new_epoch(self.replica or 0)  # before reading the ledger
         self.core = self._new_core()
+        self._held = None  # the worker forgets every request of the old epoch anyway
         self._running_stale = True
         self._probation.rebuild()
         if self.sleep_level:
@@ -285,12 +292,23 @@ class Admission:
             return None
         if not self.pause.schedules_running:
             return None  # paused with mode keep: every request frozen where it stands
-        if not (core.has_unfinished_requests() or core.has_finished_requests()):
+        held, self._held = self._held, None
+        if core.has_unfinished_requests() or core.has_finished_requests():
+            so = core.schedule()
+            self._running_stale = True
+            if held is not None:  # the held ids ride on this step
+                so = msgspec.structs.replace(
+                    so, finished_req_ids=held.finished_req_ids + so.finished_req_ids
+                )
+        elif held is not None:
+            so = held
+        else:
             return None
-        so = core.schedule()
-        self._running_stale = True
         if so.is_empty and not so.finished_req_ids and not so.preempted_req_ids:
             return None  # nothing fits until a step in flight frees blocks
+        if so.is_empty and not so.preempted_req_ids and self.inflight:
+            self._held = so  # finished ids only, a step in flight: not worth a slot
+            return None
         self.inflight.add(so)
         self.weight_versions.launched(so.step_id)
         return Step(self.epoch, so, core.take_connector_metadata())
@@ -324,6 +342,7 @@ class Admission:
         self.sleep_level = level
         self.asleep = frozenset(SLEEP_TAGS)
         self.core = self._new_core()
+        self._held = None  # waking up starts a new epoch: the worker forgets them all
         self._running_stale = True
 
     def wake_up(self, tags: list[str] | None = None) -> bool:

@@ -30,6 +30,9 @@ it errs on the safe side). Sans-I/O: times come in as arguments.
     >>> la.launched(8, 16, 1.0)
     >>> round(la.launch_at(1.0), 4)  # 0.1 s predicted, less 10 % and 5 ms
     1.085
+
+A step with no scheduled tokens (it only tells the worker which requests finished) runs no
+model: it is not timed, and never puts a launch off.
 """
 
 from __future__ import annotations
@@ -88,6 +91,11 @@ class Lookahead:
         self.late = 0  # put off, then launched on its predecessor's result (predicted long)
 
     def launched(self, step_id: int, tokens: int, now: float) -> None:
+        if tokens == 0:
+            # Only finished requests for the worker to forget: no model runs, nothing to
+            # overlap. Timing it as a step would put the next launch off by a whole step's
+            # prediction: a request arriving right after a batch finished waited for it.
+            return
         if self._launched:
             self.early += 1
         elif self._deferred:

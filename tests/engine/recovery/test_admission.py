@@ -8,6 +8,7 @@ import math
 import random
 
 import anyio
+import msgspec
 
 from actorllm.core.request import RequestStatus
 from actorllm.core.sampling_params import SamplingParams
@@ -226,3 +227,37 @@ def test_the_ledger_delivers_and_closes():
         assert math.isinf(receive.statistics().max_buffer_size)
 
     anyio.run(main)
+
+
+def test_a_step_of_finished_ids_alone_waits_for_the_next_step_or_an_idle_worker():
+    # Two steps in flight: once "a" finished, the core's next step has no tokens ("b" has
+    # reached its limit in flight) and only a's id for the worker to forget. While a step is
+    # in flight it takes no slot: the id rides on the next real step ("c"'s prefill), or
+    # goes alone once nothing is in flight.
+    config = msgspec.structs.replace(CONFIG, async_scheduling=True)
+    for late_arrival in (True, False):
+        ledger = RequestLedger()
+        adm = Admission(ledger, Blame(), make_core=lambda: Scheduler(config), max_inflight=2)
+        adm.restart()
+        worker = FakeWorker(BLOCK)
+        open_request(adm, ledger, "a", max_tokens=1)
+        open_request(adm, ledger, "b", max_tokens=2)
+        first, second = adm.next_step(), adm.next_step()
+        assert first is not None and second is not None  # both prefills, then b's decode
+        so1 = first.scheduler_output
+        deliver(ledger, adm.step_done(first.epoch, so1.step_id, worker.execute(so1)))
+        assert adm.next_step() is None  # only "a" to forget, "b"'s step in flight: held
+        assert len(adm.inflight) == 1
+        if late_arrival:
+            open_request(adm, ledger, "c")
+            step = adm.next_step()
+            assert step is not None
+            assert step.scheduler_output.finished_req_ids == ["a"]
+            assert step.scheduler_output.total_num_scheduled_tokens > 0
+        else:
+            so2 = second.scheduler_output
+            deliver(ledger, adm.step_done(second.epoch, so2.step_id, worker.execute(so2)))
+            step = adm.next_step()  # nothing in flight: the ids go, a's and b's
+            assert step is not None
+            assert sorted(step.scheduler_output.finished_req_ids) == ["a", "b"]
+            assert step.scheduler_output.total_num_scheduled_tokens == 0

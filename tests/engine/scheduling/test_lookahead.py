@@ -79,3 +79,19 @@ def test_early_and_late_launches_are_counted():
     assert la.launch_at(10.7) <= 10.7  # due
     la.launched(12, 16, 10.7)
     assert (la.early, la.late) == (1, 1)
+
+
+def test_a_step_without_tokens_puts_no_launch_off():
+    # The step that only carries finished request ids (a batch just ended) runs no model:
+    # a request arriving right after it is launched at once, and the line stays as it was.
+    la = Lookahead()
+    now = 0.0
+    for step in range(MIN_STEPS):
+        la.launched(step, 16, now)
+        now += 0.1
+        la.done(step, now)
+    la.launched(10, 0, now)
+    assert la.launch_at(now) is None
+    la.done(10, now + 0.001)
+    assert la.model.predict(16) == pytest.approx(0.1)
+    assert la.early == la.late == 0
