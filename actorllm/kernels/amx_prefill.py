@@ -26,6 +26,7 @@ import torch
 
 from actorllm.kernels import amx_linear, native
 from actorllm.kernels.paged_decode import rows_readable
+from actorllm.kernels.paged_prefill import request_tables
 
 _P, _I64, _I32, _F32 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int, ctypes.c_float
 _ARGTYPES: list[Any] = [
@@ -107,12 +108,7 @@ def paged_prefill(
     assert out.shape == q.shape
     _, hq, d = q.shape
     _, bs, hk, _ = k_cache.shape
-    starts = q_start.to(torch.int32).contiguous()  # [N]
-    lens = q_len.to(torch.int32).contiguous()  # [N]
-    ctx = seq_lens.to(torch.int32).contiguous()  # [N]
-    table = block_table.to(torch.int32)
-    if table.stride(-1) != 1:
-        table = table.contiguous()  # [N, max_blocks]
+    starts, lens, ctx, table = request_tables(q_start, q_len, seq_lens, block_table)
     s_block, s_slot, s_head, _ = k_cache.stride()
     rc = fn(
         q.data_ptr(), q.stride(0), out.data_ptr(), out.stride(0),

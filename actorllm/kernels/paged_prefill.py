@@ -62,6 +62,23 @@ def supports(q: torch.Tensor, out: torch.Tensor, cache: torch.Tensor) -> bool:
     )
 
 
+def request_tables(
+    q_start: torch.Tensor, q_len: torch.Tensor, seq_lens: torch.Tensor, block_table: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The per-request arguments as the native prefill kernels read them: first q rows,
+    query tokens, context lengths [N] int32 contiguous, block tables [N, max_blocks] int32
+    with contiguous rows."""
+    table = block_table.to(torch.int32)
+    if table.stride(-1) != 1:
+        table = table.contiguous()  # [N, max_blocks]
+    return (
+        q_start.to(torch.int32).contiguous(),  # [N]
+        q_len.to(torch.int32).contiguous(),  # [N]
+        seq_lens.to(torch.int32).contiguous(),  # [N]
+        table,
+    )
+
+
 def paged_prefill(
     q: torch.Tensor,
     k_cache: torch.Tensor,
@@ -92,12 +109,7 @@ def paged_prefill(
     assert rows_readable(q) and rows_readable(out) and out.shape == q.shape
     _, hq, d = q.shape
     _, bs, hk, _ = k_cache.shape
-    starts = q_start.to(torch.int32).contiguous()  # [N]
-    lens = q_len.to(torch.int32).contiguous()  # [N]
-    ctx = seq_lens.to(torch.int32).contiguous()  # [N]
-    table = block_table.to(torch.int32)
-    if table.stride(-1) != 1:
-        table = table.contiguous()  # [N, max_blocks]
+    starts, lens, ctx, table = request_tables(q_start, q_len, seq_lens, block_table)
     s_block, s_slot, s_head, _ = k_cache.stride()
     if sinks is not None:
         sinks = sinks.to(torch.float32).contiguous()  # [Hq]

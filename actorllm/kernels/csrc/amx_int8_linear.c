@@ -33,39 +33,16 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
-#include <sys/syscall.h>
 #include <immintrin.h>
 
-#define ARCH_REQ_XCOMP_PERM 0x1023
-#define XFEATURE_XTILEDATA 18
-
 #if defined(__AMX_TILE__) && defined(__AMX_INT8__) && defined(__AVX512BW__)
-
-typedef struct {
-    uint8_t palette_id;
-    uint8_t start_row;
-    uint8_t reserved[14];
-    uint16_t colsb[16];
-    uint8_t rows[16];
-} tile_config;
+#include "amx_tiles.h"
 
 /* Linux hands out the tile state only on request, once per process. */
-int amx_int8_init(void) {
-    return syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0 ? 1 : 0;
-}
+int amx_int8_init(void) { return amx_request_tiles(); }
 
 /* Every tile 16 rows x 64 bytes: input rows past M are padding in B, never a shorter tile. */
-static void configure(void) {
-    tile_config cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.palette_id = 1;
-    for (int t = 0; t < 8; t++) {
-        cfg.rows[t] = 16;
-        cfg.colsb[t] = 64;
-    }
-    _tile_loadconfig(&cfg);
-}
+static void configure(void) { tiles_configure_full(); }
 
 /* bfloat16 bits of 16 floats, nearest even, NaN 0xFFFF: torch's vectorized conversion. */
 static inline __m256i to_bf16(__m512 v) {

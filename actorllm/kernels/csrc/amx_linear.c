@@ -19,27 +19,13 @@
 #define _GNU_SOURCE /* syscall() under -std=c11 */
 #include <stdint.h>
 #include <string.h>
-#include <unistd.h>
-#include <sys/syscall.h>
 #include <immintrin.h>
 
-#define ARCH_REQ_XCOMP_PERM 0x1023
-#define XFEATURE_XTILEDATA 18
-
 #if defined(__AMX_TILE__) && defined(__AMX_BF16__) && defined(__AVX512BF16__)
-
-typedef struct {
-    uint8_t palette_id;
-    uint8_t start_row;
-    uint8_t reserved[14];
-    uint16_t colsb[16];
-    uint8_t rows[16];
-} tile_config;
+#include "amx_tiles.h"
 
 /* Linux hands out the tile state only on request, once per process. */
-int amx_init(void) {
-    return syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0 ? 1 : 0;
-}
+int amx_init(void) { return amx_request_tiles(); }
 
 /* w: [N, K] bf16 row-major -> packed (N rounded up to 32) x K, see the header. */
 void amx_pack(const uint16_t *w, int64_t n, int64_t k, uint16_t *packed) {
@@ -61,15 +47,8 @@ void amx_pack(const uint16_t *w, int64_t n, int64_t k, uint16_t *packed) {
 }
 
 static void configure(int m0, int m1) {
-    tile_config cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.palette_id = 1;
-    int rows[8] = {m0, m0, m1, m1, m0, m1, 16, 16};
-    for (int t = 0; t < 8; t++) {
-        cfg.rows[t] = (uint8_t)(rows[t] ? rows[t] : 1);
-        cfg.colsb[t] = 64;
-    }
-    _tile_loadconfig(&cfg);
+    const int rows[8] = {m0, m0, m1, m1, m0, m1, 16, 16};
+    tiles_configure(rows);
 }
 
 #ifndef PREFETCH_AHEAD

@@ -44,6 +44,7 @@
  * tile configuration itself; the process asked Linux for the tile state once (amx_init in
  * amx_linear.c, which the Python side calls first).
  */
+#define _GNU_SOURCE /* amx_tiles.h: syscall() under -std=c11 */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -53,6 +54,7 @@
 #include "bf16_rows.h"
 
 #if defined(__AMX_TILE__) && defined(__AMX_BF16__) && defined(__AVX512BF16__)
+#include "amx_tiles.h"
 
 #define QR 32      /* query rows per task: two halves of 16 lanes */
 #define KG 32      /* keys per tile step */
@@ -62,22 +64,8 @@
 #endif
 #define PACK_KEYS 256 /* keys per K / V^T packing item */
 
-typedef struct {
-    uint8_t palette_id;
-    uint8_t start_row;
-    uint8_t reserved[14];
-    uint16_t colsb[16];
-    uint8_t rows[16];
-} tile_config;
-
 /* Every tile 16 rows x 64 bytes: C (0-3) 16 x 16 float32, A and B (4-7) 16 x 32 bfloat16. */
-static void configure(void) {
-    tile_config cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.palette_id = 1;
-    for (int t = 0; t < 8; t++) cfg.rows[t] = 16, cfg.colsb[t] = 64;
-    _tile_loadconfig(&cfg);
-}
+static void configure(void) { tiles_configure_full(); }
 
 typedef struct {
     const uint16_t *q;
