@@ -76,7 +76,7 @@ typedef struct {
     int64_t table_stride;
     const uint16_t *k_cache, *v_cache;
     int64_t s_block, s_slot, s_head;
-    int hq, hk, g, d, bs, tq, window;
+    int g, d, bs, window;
     float scale;
     /* V^T of request n, KV head h, keys 32 c .. 32 c + 31: [D, 32] at
      * vt + vt_off[n] + (h * groups[n] + c) * 32 D; keys past the context are zero. K and
@@ -411,8 +411,8 @@ int amx_prefill(const uint16_t *q, int64_t q_stride, uint16_t *out, int64_t out_
                 tasks[t++] = (task_t){i, h, i0, nq};
             }
     args_t a = {q, q_stride, out, out_stride, q_start, q_len, seq_lens, block_table,
-                table_stride, k_cache, v_cache, s_block, s_slot, s_head, hq, hk, g, d,
-                block_size, tq, window, scale, vt, vt_off, groups, vt + vt_off[n]};
+                table_stride, k_cache, v_cache, s_block, s_slot, s_head, g, d, block_size,
+                window, scale, vt, vt_off, groups, vt + vt_off[n]};
     int failed = 0;
 #pragma omp parallel num_threads(num_threads) reduction(| : failed)
     {
