@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from actorllm.kernels import native
+from actorllm.kernels import native, native_ranges
 from actorllm.kernels.cpu_features import amx_int8, cpu_flags
 
 _P, _I64, _I32 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int
@@ -37,15 +37,6 @@ _P, _I64, _I32 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int
 _NATIVE_DTYPES = (torch.float32, torch.bfloat16)
 # What a profiler trace (start_profile, torch.profiler) calls each product.
 PROFILER_NAME = "actorllm::amx_int8_linear"
-# Set while a profiler that records every thread runs (worker/profiler.py), as
-# amx_linear's.
-_all_threads_profiled = False
-
-
-def record_ranges(on: bool) -> None:
-    """Whether every product records a profiler range, on any thread."""
-    global _all_threads_profiled
-    _all_threads_profiled = on
 
 
 @functools.cache
@@ -99,12 +90,7 @@ def linear(
         xs.data_ptr(), bf16, m, i, w.data_ptr(), o, w_scale.data_ptr(),
         None if b is None else b.data_ptr(), out.data_ptr(), bf16, o, torch.get_num_threads(),
     )  # fmt: skip
-    # A ctypes call is invisible to torch.profiler: a range names it in traces.
-    if _all_threads_profiled or torch.autograd._profiler_enabled():
-        with torch.profiler.record_function(PROFILER_NAME):
-            ok = lib.amx_int8_linear(*args)
-    else:
-        ok = lib.amx_int8_linear(*args)
+    ok = native_ranges.call(PROFILER_NAME, lib.amx_int8_linear, *args)
     if not ok:
         return None
     if not native_out:

@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from actorllm.kernels import native
+from actorllm.kernels import native, native_ranges
 from actorllm.kernels.cpu_features import amx_bf16, cpu_flags
 
 _P, _I64 = ctypes.c_void_p, ctypes.c_int64
@@ -33,16 +33,6 @@ BLOCK_COLS = 32
 K_STEP = 32
 # What a profiler trace (start_profile, torch.profiler) calls each product.
 PROFILER_NAME = "actorllm::amx_linear"
-# Set while a profiler that records every thread runs (worker/profiler.py): its thread's
-# torch.autograd._profiler_enabled() is True, the model thread's is not.
-_all_threads_profiled = False
-
-
-def record_ranges(on: bool) -> None:
-    """Whether every product records a profiler range, on any thread (start_profile's
-    profiler runs on another thread than the model)."""
-    global _all_threads_profiled
-    _all_threads_profiled = on
 
 
 @functools.cache
@@ -110,12 +100,7 @@ def linear(
         None if b is None else b.data_ptr(), out.data_ptr(), out_features,
         torch.get_num_threads(),
     )  # fmt: skip
-    # A ctypes call is invisible to torch.profiler: a range names it in traces.
-    if _all_threads_profiled or torch.autograd._profiler_enabled():
-        with torch.profiler.record_function(PROFILER_NAME):
-            ok = lib.amx_linear(*args)
-    else:
-        ok = lib.amx_linear(*args)
+    ok = native_ranges.call(PROFILER_NAME, lib.amx_linear, *args)
     if not ok:
         raise ValueError(f"amx_linear does not take an input of shape {tuple(x.shape)}")
     return out

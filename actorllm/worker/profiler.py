@@ -42,7 +42,7 @@ class TorchProfiler:
         import torch.profiler
         from torch._C._profiler import _ExperimentalConfig
 
-        from actorllm.kernels import amx_int8_linear, amx_linear
+        from actorllm.kernels import native_ranges
 
         activities = [torch.profiler.ProfilerActivity.CPU]
         if self.cuda:
@@ -54,18 +54,16 @@ class TorchProfiler:
         )
         prof.start()
         self._prof = prof
-        amx_linear.record_ranges(True)  # its model thread runs them: name them in the trace
-        amx_int8_linear.record_ranges(True)
+        native_ranges.record_ranges(True)  # the model thread runs them: name them in the trace
 
     def stop(self) -> Path:
         """Stop and write the trace; returns its path."""
         prof, self._prof = self._prof, None
         if prof is None:
             raise ProfilerError("the profiler is not running; call start_profile() first.")
-        from actorllm.kernels import amx_int8_linear, amx_linear
+        from actorllm.kernels import native_ranges
 
-        amx_linear.record_ranges(False)
-        amx_int8_linear.record_ranges(False)
+        native_ranges.record_ranges(False)
         prof.stop()
         assert self.out_dir is not None  # start() checked it
         self.out_dir.mkdir(parents=True, exist_ok=True)
