@@ -39,10 +39,12 @@ _P, _I64, _I32 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int
 _ARGS: list[Any] = [_P, _I64, _I64, _P, _I64, _I32, _P, _P, _I64, _P, _P, _I32]
 
 
-def _load(name: str, signatures: dict[str, tuple[list[Any], Any]]) -> Any:
-    """``csrc/<name>.c`` built and loaded with its functions' ctypes signatures (name ->
-    (argtypes, restype)), or None (no native build)."""
-    lib = native.library(name)
+def _load(
+    name: str, signatures: dict[str, tuple[list[Any], Any]], flags: tuple[str, ...] = ()
+) -> Any:
+    """``csrc/<name>.c`` built (with ``flags`` after the usual ones) and loaded with its
+    functions' ctypes signatures (name -> (argtypes, restype)), or None (no native build)."""
+    lib = native.library(name, flags)
     if lib is None:
         return None
     for fn, (args, res) in signatures.items():
@@ -63,16 +65,19 @@ def _lib() -> Any:
 # The int8-input kernels by the weight's bits: csrc/<name>.c, each exporting wq_linear_a8
 # (wq_linear's arguments) and wq_linear_a8_built.
 _A8_SOURCES = {4: "w4a8_gemm", 8: "q8a8_gemm"}
+# Extra compiler flags for the int8-input kernels (tests build a path the host would not
+# take, as tests/helpers/native_builds.py does for the others).
+_BUILD_FLAGS: tuple[str, ...] = ()
 
 
 @functools.cache
-def _a8_lib(bits: int) -> Any:
+def _a8_lib(bits: int, flags: tuple[str, ...] = ()) -> Any:
     source = _A8_SOURCES.get(bits)
     if source is None:
         return None
     return _load(source, {
         "wq_linear_a8": (_ARGS, ctypes.c_int), "wq_linear_a8_built": ([], ctypes.c_int),
-    })  # fmt: skip
+    }, flags)  # fmt: skip
 
 
 def _switch(names: tuple[str, ...], environ: Mapping[str, str]) -> bool:
@@ -221,7 +226,7 @@ def wq_linear_a8(
     Any number of rows: prefill runs it too, so a token's numbers do not depend on whether
     it was decoded or recomputed in a prefill (a replay after a crash, a preemption), and
     on AVX2 its integer products cost less a row than float32 GEMMs do."""
-    lib = _a8_lib(bits)
+    lib = _a8_lib(bits, _BUILD_FLAGS)
     fn = None if lib is None else lib.wq_linear_a8
     return _run(fn, x, packed, bits, scales, offsets, group_size, bias, max_rows=None)
 

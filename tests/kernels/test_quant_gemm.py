@@ -129,6 +129,38 @@ def test_int8_inputs_give_a_row_the_same_bits_in_any_batch(bits: int, gs: int, i
     assert torch.equal(batch[3:4], alone)
 
 
+@pytest.mark.parametrize(
+    ("gs", "i", "offsets"),
+    [(32, 96, True), (32, 256, False), (96, 288, True), (128, 384, True), (128, 384, False),
+     (1024, 2048, True)],
+)  # fmt: skip
+def test_w4a8_vnni_build_gives_the_vpmaddubsw_builds_bits(
+    gs: int, i: int, offsets: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where the host has AVX512-VNNI, vpdpbusd forms the integer lanes the vpmaddubsw path
+    forms: every row count (1 alone; 20, taken 4 at a time) gives the same bits in both
+    builds, so a checkpoint's outputs do not depend on the host's VNNI."""
+    if not _has_a8(4) or not native.library("w4a8_gemm"):
+        pytest.skip("no int8-input kernel on this host (AVX2 only)")
+    g = torch.Generator().manual_seed(gs + i)
+    o = 24
+    q = torch.randint(0, 16, (o, i), dtype=torch.uint8, generator=g)
+    scales = torch.rand(o, i // gs, generator=g) * 0.01
+    offs = torch.rand(o, i // gs, generator=g) * 0.1 - 0.05 if offsets else None
+    packed = pack_rows(q, 4)
+    outs = []
+    for flags in ((), ("-DNO_VNNI512",)):
+        if quant_gemm._a8_lib(4, flags) is None:
+            pytest.skip("the compiler did not build the variant")
+        monkeypatch.setattr(quant_gemm, "_BUILD_FLAGS", flags)
+        for m in (1, 20):
+            x = torch.randn(m, i, generator=torch.Generator().manual_seed(m))
+            out = quant_gemm.wq_linear_a8(x, packed, scales, offs, gs, None, 4)
+            assert out is not None
+            outs.append(out)
+    assert all(torch.equal(a, b) for a, b in zip(outs[:2], outs[2:], strict=True))
+
+
 @pytest.mark.parametrize(("bits", "gs"), [(4, 16), (8, 48)])
 def test_int8_inputs_leave_groups_they_do_not_take_to_the_float_kernel(bits: int, gs: int) -> None:
     """Groups the int8-input kernels do not take (4-bit: not a multiple of 32; 8-bit: not

