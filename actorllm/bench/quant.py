@@ -14,7 +14,9 @@ too; Q4_K_M: Q4_K with attn_v, ffn_down and the head in Q6_K),
 ``gguf-q8_0-a16`` (the Q8_0 file with ``ACTORLLM_CPU_GGUF_A8=0``: the same for 8-bit
 blocks), and
 ``bf16-fp8kv`` (the bf16 model with ``kv_cache_dtype="fp8"``: every variant gets the same
-64 MiB KV budget, and each row records the KV blocks it bought). The safetensors
+KV budget, and each row records the KV blocks it bought). The budget is what a bf16 cache
+needs to hold every request of the largest batch at once (at least 64 MiB), so no row
+measures requests waiting for KV blocks. The safetensors
 formats load with ``load_format=dummy`` (random weights in the packed layouts: speed does
 not depend on the values); the GGUF files are written once into the bench-model cache.
 GPTQ / AWQ / W8A8 keep the LM head in bf16 (their checkpoints do); GGUF's head is the
@@ -108,6 +110,15 @@ def model_shape(args: argparse.Namespace) -> dict[str, Any]:
         "tie_word_embeddings": True,
         "dtype": "bfloat16",
     }
+
+
+def kv_budget(shape: dict[str, Any], batches: list[int], args: argparse.Namespace) -> int:
+    """KV cache bytes that hold every request of the largest batch in a bf16 cache (a
+    block's worth of slack a request), at least 64 MiB; whole MiB."""
+    kv_width = shape["num_key_value_heads"] * shape["head_dim"]
+    per_token = 2 * shape["num_hidden_layers"] * kv_width * 2  # K and V, bf16
+    tokens = max(batches) * (args.prompt_len + args.output_len + 8 + 16)
+    return max(64, -(-tokens * per_token // 2**20)) * 2**20
 
 
 def _tag(shape: dict[str, Any]) -> str:
@@ -251,6 +262,7 @@ async def _run(
     from actorllm.engine.config.engine_config import EngineConfig
 
     rng = random.Random(args.seed)
+    kv_bytes = kv_budget(model_shape(args), batches, args)
     runs: dict[str, dict[str, list[float]]] = {v: {str(b): [] for b in batches} for v in models}
     sizes: dict[str, dict[str, int]] = {}
     async with AsyncExitStack() as stack:
@@ -259,7 +271,7 @@ async def _run(
             config = EngineConfig(
                 model=model, tokenizer=str(demo_tokenizer_path()), load_format=load_format,  # type: ignore[arg-type]
                 dtype="bfloat16", max_model_len=args.prompt_len + args.output_len + 8,
-                max_num_seqs=max(batches), kv_cache_memory_bytes=64 * 2**20, seed=args.seed,
+                max_num_seqs=max(batches), kv_cache_memory_bytes=kv_bytes, seed=args.seed,
                 kv_cache_dtype=_KV_DTYPE.get(v, "auto"),
             )  # fmt: skip
             with _environment(_ENV.get(v, {})):
@@ -318,6 +330,7 @@ def main(args: argparse.Namespace) -> int:
             "prompt_len": args.prompt_len,
             "output_len": args.output_len,
             "rounds": args.rounds,
+            "kv_cache_memory_bytes": kv_budget(shape, batches, args),
             "int8_dot_products": native_int8(),
         },
         args=args,

@@ -73,3 +73,19 @@ def test_the_q4_k_m_file_mixes_types_as_llama_cpp_does(
     assert types["blk.0.attn_q.weight"] == types["blk.0.ffn_up.weight"] == "Q4_K"
     assert types["blk.0.attn_v.weight"] == types["blk.0.ffn_down.weight"] == "Q6_K"
     assert types["token_embd.weight"] == "Q6_K"
+
+
+def test_the_kv_budget_holds_every_request_of_the_largest_batch() -> None:
+    """At Qwen3-0.6B's 28 layers a fixed 64 MiB held 17 blocks: batch 64 measured requests
+    waiting for KV, not decode. The budget now holds the largest batch in a bf16 cache."""
+    parser = argparse.ArgumentParser()
+    quant.add_arguments(parser)
+    args = parser.parse_args(["--layers", "28", "--vocab-size", "151936", "--batches", "1,8,64"])
+    shape = quant.model_shape(args)
+    per_token = 2 * 28 * shape["num_key_value_heads"] * shape["head_dim"] * 2
+    budget = quant.kv_budget(shape, [1, 8, 64], args)
+    blocks_per_request = -(-(args.prompt_len + args.output_len) // 16)
+    assert budget // (16 * per_token) >= 64 * (blocks_per_request + 1)
+    assert budget % 2**20 == 0
+    tiny = parser.parse_args(["--layers", "1", "--batches", "1,2"])
+    assert quant.kv_budget(quant.model_shape(tiny), [1, 2], tiny) == 64 * 2**20
