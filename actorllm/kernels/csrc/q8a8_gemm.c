@@ -18,6 +18,7 @@
 #include <immintrin.h>
 #include "act8.h"
 #include "hsum8.h"
+#include "prefetch_ahead.h"
 #define HAVE_AVX2_PATH 1
 
 /* With the inputs quantized per row and block of A columns (act8.h: A = 32 for groups of
@@ -37,14 +38,6 @@
  * Every row of a call is computed the same way whatever the number of rows, so a row's
  * result does not depend on its batch (a replayed or re-batched request gets the same
  * bits). */
-
-/* The packed rows are read once, in order, from memory: as in w4a8_gemm.c, each step asks
- * for the line PF_DIST bytes ahead, which the hardware prefetcher alone is too late for.
- * 2-core Xeon, the 32 linears of 8 Qwen3-0.6B layers in a row, Q8_0: one input row 10.5 ->
- * 8.2 ms, 8 rows 27.7 -> 18.5 ms. */
-#ifndef PF_DIST
-#define PF_DIST 4096
-#endif
 
 /* The zero-point term of one output row for one input row: sum_g (offset + 128 * scale)
  * * xs, eight groups a step, in one fixed order; 0 for symmetric codes (zrow NULL). */
@@ -79,8 +72,7 @@ static inline __attribute__((always_inline)) void row_q8(
     const float *d = q->d + m0 * blocks;
     if (a == 32) {  /* GGUF's blocks: a step per block, a group or two */
         for (int64_t b = 0; b < blocks; b++) {
-            if ((b & 1) == 0) /* a line every 2 blocks */
-                _mm_prefetch((const char *)(prow + b * 32 + PF_DIST), _MM_HINT_T0);
+            if ((b & 1) == 0) prefetch_ahead(prow + b * 32, 64); /* a line every 2 blocks */
             __m256i w = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(prow + b * 32)),
                                          flip);
             __m256i aw = _mm256_abs_epi8(w);
@@ -106,7 +98,7 @@ static inline __attribute__((always_inline)) void row_q8(
         __m256i acc[4];
         for (int mi = 0; mi < 4; mi++) acc[mi] = _mm256_setzero_si256();
         for (int64_t c = b * a; c < (b + 1) * a; c += 32) {
-            if ((c & 63) == 0) _mm_prefetch((const char *)(prow + c + PF_DIST), _MM_HINT_T0);
+            if ((c & 63) == 0) prefetch_ahead(prow + c, 64);
             __m256i w = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(prow + c)), flip);
             __m256i aw = _mm256_abs_epi8(w);
             for (int mi = 0; mi < mb; mi++) {

@@ -18,6 +18,7 @@
 #include "act8.h"
 #include "group_offset.h"
 #include "hsum8.h"
+#include "prefetch_ahead.h"
 #define HAVE_AVX2_PATH 1
 
 /* Each call quantizes its input rows to int8, one symmetric scale per row and block of A
@@ -46,22 +47,6 @@
  * unchanged: the bits do not depend on which path ran. A linear of 8 rows takes ~30% less
  * time. Q4_0's pairs of 32-column blocks (row_a8's own loop) stay on vpmaddubsw, which
  * measured faster there. */
-
-/* The packed rows are read once, in order, from memory. With the hardware prefetcher alone
- * a one-row product read them at half the memory's bandwidth: a block of 128 columns is
- * one 64-byte line, too little work to hide a line's latency. Each step asks for the lines
- * PF_DIST bytes ahead (8 rows of 1024 columns). 2-core Xeon, the 32 linears of 8
- * Qwen3-0.6B layers in a row, one input row: 6.2 -> 3.6 ms (11 -> 20 GB/s); 8 rows 16.2 ->
- * 14.1 ms. */
-#ifndef PF_DIST
-#define PF_DIST 4096
-#endif
-
-/* Ask for the lines PF_DIST bytes past the packed bytes of n columns at p. */
-static inline void prefetch_ahead(const uint8_t *p, int64_t n) {
-    for (int64_t c = 0; c < n / 2; c += 64)
-        _mm_prefetch((const char *)(p + PF_DIST + c), _MM_HINT_T0);
-}
 
 #if defined(__AVX512VNNI__) && defined(__AVX512BW__) && defined(__AVX512VL__) && \
     !defined(NO_VNNI512)
@@ -160,7 +145,7 @@ static inline __attribute__((always_inline)) void row_a8(
     if (a == 32 && q->u == 64) {  /* gs == 32 (GGUF's Q4_0): two blocks per step */
         const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
         for (int64_t b = 0; b < blocks; b += 2) {
-            if ((b & 3) == 0) prefetch_ahead(prow + b * 16, 128);  /* a line every 4 blocks */
+            if ((b & 3) == 0) prefetch_ahead(prow + b * 16, 64);  /* a line every 4 blocks */
             __m256i v = _mm256_loadu_si256((const __m256i *)(prow + b * 16));
             __m256i lo = _mm256_and_si256(v, m4);
             __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
@@ -185,7 +170,7 @@ static inline __attribute__((always_inline)) void row_a8(
     }
     int64_t g = 0, j = 0;  /* block b's group, and its place in it */
     for (int64_t b = 0; b < blocks; b++) {
-        prefetch_ahead(prow + b * a / 2, a);
+        prefetch_ahead(prow + b * a / 2, a / 2);
         block_dots(prow + b * a / 2, xq + b * a, in, mb, a, q->u, acc);
         float s = srow[g];
         if (b & 1) {
@@ -229,7 +214,7 @@ static float row1_a8(const act8 *q, int64_t in, const uint8_t *prow, const float
     if (per == 1) {  /* a block per group: two at a time */
         int64_t b = 0;
         for (; b + 1 < blocks; b += 2) {
-            prefetch_ahead(prow + b * a / 2, 2 * a);
+            prefetch_ahead(prow + b * a / 2, a);  /* both blocks */
             __m256 f0 = dot64s(prow + b * a / 2, q->xq + b * a, a);
             __m256 f1 = dot64s(prow + (b + 1) * a / 2, q->xq + (b + 1) * a, a);
             t0 = _mm256_fmadd_ps(f0, _mm256_set1_ps(srow[b] * d[b]), t0);
@@ -241,7 +226,7 @@ static float row1_a8(const act8 *q, int64_t in, const uint8_t *prow, const float
     } else {
         for (int64_t g = 0, b = 0; g < groups; g++) {
             for (int64_t j = 0; j < per; j++, b++) {
-                prefetch_ahead(prow + b * a / 2, a);
+                prefetch_ahead(prow + b * a / 2, a / 2);
                 __m256 f = dot64s(prow + b * a / 2, q->xq + b * a, a);
                 __m256 w = _mm256_set1_ps(srow[g] * d[b]);
                 if (b & 1)
