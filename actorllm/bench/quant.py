@@ -249,11 +249,12 @@ def _environment(values: dict[str, str]) -> Iterator[None]:
 
 
 async def _run(
-    models: dict[str, tuple[str, str]], batches: list[int], args: argparse.Namespace
+    models: dict[str, tuple[str, str]], batches: list[int], kv_bytes: int,
+    args: argparse.Namespace,
 ) -> tuple[dict[str, dict[str, list[float]]], dict[str, dict[str, int]]]:
-    """Every variant's engine open at once; each round measures every variant in turn at
-    every batch size. Returns ({variant: {batch: [rate per round]}}, {variant: {"weight_bytes",
-    "kv_blocks", "int8_inputs"}})."""
+    """Every variant's engine open at once (each with ``kv_bytes`` of KV cache); each round
+    measures every variant in turn at every batch size. Returns ({variant: {batch: [rate
+    per round]}}, {variant: {"weight_bytes", "kv_blocks", "int8_inputs"}})."""
     from contextlib import AsyncExitStack
 
     from actorllm.core.sampling_params import SamplingParams
@@ -262,7 +263,6 @@ async def _run(
     from actorllm.engine.config.engine_config import EngineConfig
 
     rng = random.Random(args.seed)
-    kv_bytes = kv_budget(model_shape(args), batches, args)
     runs: dict[str, dict[str, list[float]]] = {v: {str(b): [] for b in batches} for v in models}
     sizes: dict[str, dict[str, int]] = {}
     async with AsyncExitStack() as stack:
@@ -307,7 +307,8 @@ def main(args: argparse.Namespace) -> int:
     batches = [int(b) for b in args.batches.split(",")]
     shape = model_shape(args)
     models = {v: variant_model(v, shape) for v in variants}
-    runs, sizes = anyio.run(_run, models, batches, args, backend="trio")
+    kv_bytes = kv_budget(shape, batches, args)
+    runs, sizes = anyio.run(_run, models, batches, kv_bytes, args, backend="trio")
     rows: dict[str, dict[str, Any]] = {}
     for v in variants:
         med = {b: statistics.median(x) for b, x in runs[v].items()}
@@ -330,7 +331,7 @@ def main(args: argparse.Namespace) -> int:
             "prompt_len": args.prompt_len,
             "output_len": args.output_len,
             "rounds": args.rounds,
-            "kv_cache_memory_bytes": kv_budget(shape, batches, args),
+            "kv_cache_memory_bytes": kv_bytes,
             "int8_dot_products": native_int8(),
         },
         args=args,
