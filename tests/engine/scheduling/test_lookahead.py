@@ -44,14 +44,21 @@ def test_a_line_with_a_negative_base_falls_back_to_scaling():
     assert model.predict(150) == pytest.approx(0.03 * 150 / 150)
 
 
-def test_launch_time_is_the_predicted_end_less_the_lead():
-    la = Lookahead()
-    assert la.launch_at(0.0) is None  # nothing in flight
+def _trained(la: Lookahead) -> float:
+    """MIN_STEPS steps of 16 tokens, 0.1 s each, one after another from 0; returns the time
+    the last ended."""
     now = 0.0
     for step in range(MIN_STEPS):
         la.launched(step, 16, now)
         now += 0.1
         la.done(step, now)
+    return now
+
+
+def test_launch_time_is_the_predicted_end_less_the_lead():
+    la = Lookahead()
+    assert la.launch_at(0.0) is None  # nothing in flight
+    now = _trained(la)
     la.launched(10, 16, now)
     assert la.launch_at(now) == pytest.approx(now + 0.1 * (1 - LEAD_FRACTION) - LEAD_S)
 
@@ -85,11 +92,7 @@ def test_a_step_without_tokens_puts_no_launch_off():
     # The step that only carries finished request ids (a batch just ended) runs no model:
     # a request arriving right after it is launched at once, and the line stays as it was.
     la = Lookahead()
-    now = 0.0
-    for step in range(MIN_STEPS):
-        la.launched(step, 16, now)
-        now += 0.1
-        la.done(step, now)
+    now = _trained(la)
     la.launched(10, 0, now)
     assert la.launch_at(now) is None
     la.done(10, now + 0.001)
