@@ -3,7 +3,9 @@ against the torch reference (padded float32 gather + SDPA per group of similar l
 float32 and bfloat16 caches.
 
 The shape is the 75M Qwen3 preset's layer by default (12 query heads, 4 KV heads, head_dim
-64, block 16; ``--heads``, ``--kv-heads``, ``--head-dim`` change it) with a batch of
+64, the engine's CPU block size; ``--heads``, ``--kv-heads``, ``--head-dim``,
+``--block-size`` change it), the cache stored as the engine stores it for this kernel
+(block-major, worker/kv_cache.py), with a batch of
 decoding requests whose contexts are drawn from U[lo, hi]. Each figure is the median of
 ``--repeats`` calls after warm-up (and the minimum: on a loaded machine, the undisturbed
 call); the two paths alternate call by call, so other load on the machine hits both alike.
@@ -30,11 +32,10 @@ from unittest import mock
 import torch
 
 from actorllm.bench.machine import result_document, write_json
+from actorllm.engine.config.engine_config import CPU_BLOCK_SIZE
 from actorllm.kernels import paged_decode as native_decode
 from actorllm.kernels.attention import paged_attention
 from actorllm.worker.huge_pages import zeros_on_huge_pages
-
-BS = 16
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,6 +43,7 @@ class Shape:
     heads: int = 12  # query heads
     kv_heads: int = 4
     head_dim: int = 64
+    block_size: int = CPU_BLOCK_SIZE
 
 
 Tensors6 = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
@@ -54,11 +56,12 @@ def _inputs(
     HQ, HK, D = shape.heads, shape.kv_heads, shape.head_dim
     g = torch.Generator().manual_seed(0)
     lens = torch.randint(lo, hi + 1, (batch,), generator=g, dtype=torch.int32)
+    BS = shape.block_size
     per = -(-int(lens.max()) // BS)
     nb = batch * per + 1
-    # head-major storage, viewed [NB, BS, Hk, D], as worker/kv_cache.py allocates it
-    k = _store(torch.randn(HK, nb, BS, D, generator=g).to(dtype), huge_pages)
-    v = _store(torch.randn(HK, nb, BS, D, generator=g).to(dtype), huge_pages)
+    # block-major storage, viewed [NB, BS, Hk, D], as worker/kv_cache.py allocates it
+    k = _store(torch.randn(nb, HK, BS, D, generator=g).to(dtype), huge_pages)
+    v = _store(torch.randn(nb, HK, BS, D, generator=g).to(dtype), huge_pages)
     table = (torch.randperm(nb - 1, generator=g)[: batch * per] + 1).view(batch, per).int()
     q = torch.randn(batch, HQ, D, generator=g).to(dtype)
     qsl = torch.arange(batch + 1, dtype=torch.int32)
@@ -66,10 +69,10 @@ def _inputs(
 
 
 def _store(x: torch.Tensor, huge_pages: bool) -> torch.Tensor:
-    """[Hk, NB, BS, D] -> the [NB, BS, Hk, D] view of a fresh copy; with ``huge_pages``
+    """[NB, Hk, BS, D] -> the [NB, BS, Hk, D] view of a fresh copy; with ``huge_pages``
     on the 2 MiB pages worker/kv_cache.py asks for (where the OS offers them)."""
     dst = zeros_on_huge_pages(tuple(x.shape), x.dtype) if huge_pages else torch.empty_like(x)
-    return dst.copy_(x).permute(1, 2, 0, 3)
+    return dst.copy_(x).permute(0, 2, 1, 3)
 
 
 def bench(
@@ -116,6 +119,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--heads", type=int, default=Shape.heads, help="query heads")
     p.add_argument("--kv-heads", type=int, default=Shape.kv_heads)
     p.add_argument("--head-dim", type=int, default=Shape.head_dim)
+    p.add_argument("--block-size", type=int, default=Shape.block_size)
     p.add_argument("--output-json", default=None)
     p.add_argument(
         "--huge-pages",
@@ -124,7 +128,7 @@ def main(argv: list[str] | None = None) -> None:
         help="cache on transparent huge pages where the OS offers them, as the engine does",
     )
     args = p.parse_args(argv)
-    shape = Shape(args.heads, args.kv_heads, args.head_dim)
+    shape = Shape(args.heads, args.kv_heads, args.head_dim, args.block_size)
     if shape.heads % shape.kv_heads:
         p.error(f"--heads {shape.heads} is not a multiple of --kv-heads {shape.kv_heads}")
     if not native_decode.supports(torch.empty(1, 1, 1, 1)):
@@ -150,7 +154,7 @@ def main(argv: list[str] | None = None) -> None:
                 "heads": shape.heads,
                 "kv_heads": shape.kv_heads,
                 "head_dim": shape.head_dim,
-                "block_size": BS,
+                "block_size": shape.block_size,
                 "torch_threads": torch.get_num_threads(),
                 # Others' jobs share the CPU: the load says how noisy the figures are.
                 "load_average_1m": os.getloadavg()[0],

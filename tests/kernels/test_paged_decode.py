@@ -137,6 +137,7 @@ def test_bf16_layer_output_goes_through_the_kernel(monkeypatch: pytest.MonkeyPat
         (64, 16, 12, 4),  # the 75M preset's layer: a specialised tile kernel
         (48, 4, 6, 1),  # G = 6, D = 48: the unspecialised AVX-512 tile kernel
         (32, 32, 4, 2),  # 32-token blocks: two 16-key tiles per block
+        (128, 128, 16, 8),  # vLLM's CPU block size at Qwen3-0.6B's layer (8 tiles a block)
         (256, 16, 2, 1),  # D = 256 (Gemma's): the unspecialised tile kernel
         (256, 8, 8, 1),  # and with G = 8
         (24, 16, 3, 1),  # D not a multiple of 16: the portable walk, never a tile kernel

@@ -168,15 +168,23 @@ static void attend_portable(const task_t *t, const float *q, float *out, float *
     X(3, 4) X(3, 8) X(4, 1) X(4, 2) X(4, 4) X(4, 8) X(8, 1) X(8, 2) X(8, 4) X(8, 8)
 
 /* Blocks are scattered, so the hardware prefetcher stops at each one's end: the K and V
- * rows of block b + PREFETCH_BLOCKS are asked for while block b is computed, one row per
- * key (all at once, the prefetches queue behind each other and stall the loads), into L2
+ * rows PREFETCH_BLOCKS x 16 x nh rows further on in the task's walk (block by block, each
+ * of its nh heads in turn; with 16-key blocks, the same head of block b + PREFETCH_BLOCKS)
+ * are asked for while a tile is computed, one row per key (all at once, the prefetches
+ * queue behind each other and stall the loads), into L2
  * (prefetcht1): a task walks all its heads of a block at once, so the blocks in flight
  * (2 x 16 KB for the 75M preset's float32 heads) are more than L1 holds, and prefetched
  * into L1 they evicted each other before use. Measured on the 75M preset's layer, 128
  * rows, 2 threads, 2-core Zen 4 (8 layers, ms): float32 33 -> 24.5, bfloat16 19.5 -> 13
  * (with the block-major cache; into L1 with this walk: 31 / 21). 1 to 4 blocks ahead
- * read within noise of 2. (Inline asm: GCC deletes a loop of _mm_prefetch calls as side-
- * effect free.) */
+ * read within noise of 2. The distance is counted in rows, not blocks: in blocks, larger
+ * blocks put it further ahead (two 128-key blocks: 1 MB of K and V at the Qwen3-0.6B
+ * shape, 8 KV heads, D 128, bfloat16), and a block's first tile asked for the rest of the
+ * block at once. In rows it is the same 128 KB whatever the block size: 28 layers of that
+ * shape, 48 requests of ~320 keys, 2 threads, Intel Xeon AMX host, ms: 16-key blocks 87
+ * (unchanged), 32-key (the engine's CPU default) 100 -> 88, 128-key (vLLM's CPU default)
+ * 133 -> 86; the 75M preset's layer, 32-key blocks: 19.3 -> 15.9. (Inline asm: GCC deletes a loop of
+ * _mm_prefetch calls as side-effect free.) */
 #ifndef PREFETCH_BLOCKS
 #define PREFETCH_BLOCKS 2
 #endif
@@ -204,29 +212,50 @@ static inline void prefetch_rows(const task_t *t, int b, int h, int r_lo, int r_
     }
 }
 
+/* A position in a task's walk: block b, head h of the task (0 <= h < nh), row r of the
+ * block; t the task (the next one past this one's end). */
+typedef struct {
+    const task_t *t;
+    int b, h, r;
+} walkpos_t;
+
+/* The walk's position `rows` rows after row r of head h of block b of t (0 <= r < bs); past
+ * the task's last block, in the next task (none: a block past the end, which prefetch_rows
+ * skips). */
+static inline walkpos_t walk_at(const task_t *t, int b, int h, int r, int rows) {
+    const int bs = t->block_size, nh = t->nh;
+    r += rows;
+    walkpos_t p = {t, b, h + r / bs, r % bs};
+    p.b += p.h / nh, p.h %= nh;
+#ifndef NO_NEXT_TASK_PREFETCH
+    int nblocks = (t->len + bs - 1) / bs;
+    if (p.b >= nblocks && t->next != NULL) {
+        p.b = task_start(t->next) / bs + (p.b - nblocks);
+        p.t = t->next;
+    }
+#endif
+    return p;
+}
+
+/* Rows [r_lo, r_hi) from position p, clamped to its block (a tile's rows never cross it). */
+static inline void prefetch_at(walkpos_t p, int r_lo, int r_hi) {
+    int bs = p.t->block_size;
+    prefetch_rows(p.t, p.b, p.h, p.r + r_lo, p.r + r_hi < bs ? p.r + r_hi : bs);
+}
+
+/* The prefetch distance in rows of the walk (see PREFETCH_BLOCKS). */
+static inline int prefetch_distance(const task_t *t) { return PREFETCH_BLOCKS * 16 * t->nh; }
+
 /* A tile walk's start: the task's heads' running state (online_begin, acc = 0 for its
- * `rows` = nh * G query heads) and its first blocks prefetched (later ones a row per key). */
+ * `rows` = nh * G query heads) and its first prefetch_distance rows prefetched (later
+ * ones a row per key). */
 static inline void walk_begin(const task_t *t, float *accm, float *ml, int rows) {
     const int bs = t->block_size, start = task_start(t);
     for (int x = 0; x < rows; x++) /* query head t->head * G + x */
         online_begin(t->sinks, (int64_t)t->head * t->g + x, ml + x, ml + rows + x);
     memset(accm, 0, sizeof(float) * (size_t)rows * (size_t)t->d);
-    for (int a = 0; a < PREFETCH_BLOCKS; a++)
-        for (int h = 0; h < t->nh; h++) prefetch_rows(t, start / bs + a, h, 0, bs);
-}
-
-/* The block to prefetch while block b of t (nblocks in all) is computed: PREFETCH_BLOCKS
- * on, in this task or, past its end, the next one; returns its task, *pb its block. */
-static inline const task_t *walk_ahead(const task_t *t, int b, int nblocks, int *pb) {
-    *pb = b + PREFETCH_BLOCKS;
-#ifndef NO_NEXT_TASK_PREFETCH
-    if (*pb >= nblocks && t->next != NULL) {
-        *pb = task_start(t->next) / t->block_size + (*pb - nblocks);
-        return t->next;
-    }
-#endif
-    (void)nblocks;
-    return t;
+    for (int a = 0; a < prefetch_distance(t); a += 16)
+        prefetch_at(walk_at(t, start / bs, 0, start % bs, a), 0, 16);
 }
 #endif /* a vector path */
 
@@ -266,14 +295,14 @@ static inline __m512 load16(const void *base, int kv, const float *lut, int64_t 
 /* Block b of one head h of a task: its tiles folded into that head's running state (m, l
  * [G]; acc [G, D] in memory, in registers for the block), q [G, D] float32 (scaled), qb its
  * bfloat16 copy (DOT). Inlined with constant G and NC (D = 16 * NC), the loops unroll.
- * While it computes, it prefetches block pb of task pt (the same head), one row per key.
+ * While it computes, it prefetches the rows prefetch_distance on in the walk, one per key.
  * DOT (bfloat16 cache, q exact in bfloat16, NC even): the scores by _mm512_dpbf16_ps
  * straight from the cache's bfloat16 K rows, no widening to a float32 tile first. Every
  * product is exact either way (8-bit mantissas); only the order of the float32 sums
  * differs. */
 static inline __attribute__((always_inline)) void block_head(
     const task_t *t, int h, int b, int start, const float *q, const uint16_t *qb,
-    float *accm, float *m, float *l, const task_t *pt, int pb, const int G, const int NC,
+    float *accm, float *m, float *l, const int G, const int NC,
     const int DOT) {
     const int d = 16 * NC, bs = t->block_size, len = t->len, kv = t->kv;
     __m512 acc[TILE_MAX_G][TILE_MAX_NC];
@@ -369,9 +398,11 @@ static inline __attribute__((always_inline)) void block_head(
             }
             _mm512_store_ps(pbuf[gi], p);
         }
+        /* the rows ahead this tile covers (the block's last tile: a whole tile's) */
+        walkpos_t pf = walk_at(t, b, h, r0, prefetch_distance(t));
         for (int j = 0; j < nt; j++) { /* acc += p_j v_j, each V row shared by G heads */
             /* spread over the keys, so the prefetches never queue up behind each other */
-            prefetch_rows(pt, pb, h, r0 + j, j + 1 < nt ? r0 + j + 1 : bs);
+            prefetch_at(pf, j, j + 1 < nt || r0 + nt < hi ? j + 1 : 16);
             __m512 vv[TILE_MAX_NC];
 #pragma GCC unroll 8
             for (int c = 0; c < NC; c++)
@@ -402,11 +433,9 @@ static inline __attribute__((always_inline)) void attend_tile(const task_t *t, c
     float *m = ml, *l = ml + nh * G;
     walk_begin(t, accm, ml, nh * G);
     for (int b = start / bs; b < nblocks; b++) {
-        int pb;
-        const task_t *pt = walk_ahead(t, b, nblocks, &pb);
         for (int h = 0; h < nh; h++)
             block_head(t, h, b, start, q + h * G * d, DOT ? t->qb + h * G * d : NULL,
-                       accm + h * G * d, m + h * G, l + h * G, pt, pb, G, NC, DOT);
+                       accm + h * G * d, m + h * G, l + h * G, G, NC, DOT);
     }
     for (int x = 0; x < nh * G; x++) {
         __m512 inv = _mm512_set1_ps(1.0f / l[x]);
@@ -477,11 +506,11 @@ static inline __m256 load8(const void *base, int kv, const float *lut, int64_t o
 }
 
 /* Block b of head h of a task (block_head's contract, NC = D / 8): its tiles folded into
- * the head's state (m, l [G]; acc [G, D] in memory). Rows of block pb of task pt are
- * prefetched while it computes, spread over the tile's chunks of D. */
+ * the head's state (m, l [G]; acc [G, D] in memory). The rows prefetch_distance on in the
+ * walk are prefetched while it computes, spread over the tile's chunks of D. */
 static inline __attribute__((always_inline)) void block_head8(
     const task_t *t, int h, int b, int start, const float *q, float *accm, float *m, float *l,
-    const task_t *pt, int pb, const int G, const int NC) {
+    const int G, const int NC) {
     const int d = 8 * NC, bs = t->block_size, len = t->len, kv = t->kv;
     float pbuf[TILE_MAX_G][8] __attribute__((aligned(32)));
     float kbuf[8 * 8 * TILE_MAX_NC8] __attribute__((aligned(32))); /* widened K [8, D] */
@@ -544,10 +573,11 @@ static inline __attribute__((always_inline)) void block_head8(
             }
             _mm256_store_ps(pbuf[gi], p);
         }
-        /* the rows of block pb this tile covers (the block's last tile: up to its end) */
-        int p_hi = r0 + nt < hi ? r0 + nt : bs, p_n = p_hi - r0;
+        /* the rows ahead this tile covers (the block's last tile: a whole tile's) */
+        walkpos_t pf = walk_at(t, b, h, r0, prefetch_distance(t));
+        int p_n = r0 + nt < hi ? nt : 8;
         for (int c = 0; c < NC; c++) { /* acc[:, chunk c] += p_j v_j[chunk c] */
-            prefetch_rows(pt, pb, h, r0 + p_n * c / NC, r0 + p_n * (c + 1) / NC);
+            prefetch_at(pf, p_n * c / NC, p_n * (c + 1) / NC);
             __m256 a[TILE_MAX_G];
 #pragma GCC unroll 8
             for (int gi = 0; gi < G; gi++) a[gi] = _mm256_loadu_ps(accm + gi * d + 8 * c);
@@ -571,11 +601,9 @@ static inline __attribute__((always_inline)) void attend_tile8(TILE_ARGS, const 
     float *m = ml, *l = ml + nh * G;
     walk_begin(t, accm, ml, nh * G);
     for (int b = start / bs; b < nblocks; b++) {
-        int pb;
-        const task_t *pt = walk_ahead(t, b, nblocks, &pb);
         for (int h = 0; h < nh; h++)
             block_head8(t, h, b, start, q + h * G * d, accm + h * G * d, m + h * G, l + h * G,
-                        pt, pb, G, NC);
+                        G, NC);
     }
     for (int x = 0; x < nh * G; x++) {
         __m256 inv = _mm256_set1_ps(1.0f / l[x]);
