@@ -55,6 +55,7 @@
 
 #if defined(__AMX_TILE__) && defined(__AMX_BF16__) && defined(__AVX512BF16__)
 #include "amx_tiles.h"
+#include "transpose16.h"
 
 #define QR 32      /* query rows per task: two halves of 16 lanes */
 #define KG 32      /* keys per tile step */
@@ -249,21 +250,29 @@ static __m512 softmax_half(const args_t *a, const scratch_t *w, int half, int kb
     return alpha;
 }
 
-/* O^T = O^T * alpha + V^T . P^T over key steps of keys kb .. kb + nk. */
+/* O^T = O^T * alpha + V^T . P^T over key steps of keys kb .. kb + nk; the task's first
+ * key block (first): O^T = V^T . P^T, from zero tiles (O^T's memory not read). */
 static void values(const args_t *a, const uint16_t *vt, int kb, int nk, __m512 alpha0,
-                   __m512 alpha1, const scratch_t *w) {
+                   __m512 alpha1, int first, const scratch_t *w) {
     int d = a->d;
-    for (int e = 0; e < d; e++) {
+    for (int e = 0; !first && e < d; e++) {
         float *o = w->ot + (int64_t)e * QR;
         _mm512_store_ps(o, _mm512_mul_ps(_mm512_load_ps(o), alpha0));
         _mm512_store_ps(o + 16, _mm512_mul_ps(_mm512_load_ps(o + 16), alpha1));
     }
     for (int dc = 0; dc < d; dc += 32) {
         float *o = w->ot + (int64_t)dc * QR;
-        _tile_loadd(0, o, QR * 4);
-        _tile_loadd(1, o + 16, QR * 4);
-        _tile_loadd(2, o + 16 * QR, QR * 4);
-        _tile_loadd(3, o + 16 * QR + 16, QR * 4);
+        if (first) {
+            _tile_zero(0);
+            _tile_zero(1);
+            _tile_zero(2);
+            _tile_zero(3);
+        } else {
+            _tile_loadd(0, o, QR * 4);
+            _tile_loadd(1, o + 16, QR * 4);
+            _tile_loadd(2, o + 16 * QR, QR * 4);
+            _tile_loadd(3, o + 16 * QR + 16, QR * 4);
+        }
         for (int s = 0; s < nk / KG; s++) {
             const uint16_t *v = vt + ((int64_t)(kb / KG + s) * d + dc) * KG;
             _tile_loadd(4, v, 64);           /* dims dc .. dc + 15 x 32 keys */
@@ -288,28 +297,30 @@ static void run_task(const args_t *a, int n, int h, int i0, int nq, scratch_t *w
     int len = a->q_len[n], ctx = a->seq_lens[n];
     int pos0 = ctx - len + i0, pos1 = pos0 + nq - 1; /* the first and last query's positions */
     int64_t q0 = (int64_t)a->q_start[n] + i0;
-    /* Q^T B tiles: tile (s, half) row r holds, for its 16 rows m, q[m][32 s + 2 r + 0..1] */
+    /* Q^T B tiles: tile (s, half) row r holds, for its 16 rows m, q[m][32 s + 2 r + 0..1]:
+     * the half's rows' words 16 s .. 16 s + 15 (a bf16 pair each), transposed */
     const uint32_t *qw = (const uint32_t *)a->q; /* bf16 pairs: one word */
-    for (int s = 0; s < d / 32; s++)
-        for (int half = 0; half < 2; half++) {
-            uint32_t *tile = (uint32_t *)(w->qt + s * 1024 + half * 512);
-            for (int m = 0; m < 16; m++) {
-                int r0 = 16 * half + m;
-                if (r0 >= rows) {
-                    for (int r = 0; r < 16; r++) tile[r * 16 + m] = 0;
-                    continue;
-                }
-                int64_t off = (q0 + r0 / g) * a->q_stride + ((int64_t)h * g + r0 % g) * d;
-                const uint32_t *src = qw + off / 2 + 16 * s;
-                for (int r = 0; r < 16; r++) tile[r * 16 + m] = src[r];
-            }
+    for (int half = 0; half < 2; half++) {
+        const uint32_t *src[16];
+        for (int m = 0; m < 16; m++) {
+            int r0 = 16 * half + m;
+            int64_t off = (q0 + r0 / g) * a->q_stride + ((int64_t)h * g + r0 % g) * d;
+            src[m] = r0 < rows ? qw + off / 2 : NULL;
         }
+        for (int s = 0; s < d / 32; s++) {
+            __m512i v[16];
+            for (int m = 0; m < 16; m++)
+                v[m] = src[m] ? _mm512_loadu_si512(src[m] + 16 * s) : _mm512_setzero_si512();
+            transpose16(v);
+            uint32_t *tile = (uint32_t *)(w->qt + s * 1024 + half * 512);
+            for (int r = 0; r < 16; r++) _mm512_store_si512(tile + r * 16, v[r]);
+        }
+    }
     int lane_pos[QR];
     for (int r = 0; r < QR; r++) lane_pos[r] = r < rows ? pos0 + r / g : -1;
     __m512i pos_lo = _mm512_loadu_si512(lane_pos), pos_hi = _mm512_loadu_si512(lane_pos + 16);
     __m512 m0 = _mm512_set1_ps(-INFINITY), m1 = m0;
     __m512 l0 = _mm512_setzero_ps(), l1 = l0;
-    memset(w->ot, 0, sizeof(float) * (size_t)d * QR);
     int kstart = a->window > 0 && pos0 - a->window + 1 > 0 ? pos0 - a->window + 1 : 0;
     kstart -= kstart % KG;
     int kend = pos1 + 1; /* keys past the last query: never read */
@@ -325,23 +336,28 @@ static void run_task(const args_t *a, int n, int h, int i0, int nq, scratch_t *w
         scores(a, kp, kb, nk, w);
         __m512 al0 = softmax_half(a, w, 0, kb, nk, pos_lo, !all, &m0, &l0);
         __m512 al1 = softmax_half(a, w, 1, kb, nk, pos_hi, !all, &m1, &l1);
-        values(a, vt, kb, nk, al0, al1, w);
+        values(a, vt, kb, nk, al0, al1, kb == kstart, w);
     }
     float inv[QR] __attribute__((aligned(64)));
     _mm512_store_ps(inv, _mm512_div_ps(_mm512_set1_ps(1.0f), l0));
     _mm512_store_ps(inv + 16, _mm512_div_ps(_mm512_set1_ps(1.0f), l1));
-    /* row r of O is column r of O^T: 16 dims per gather (every real row saw its own key:
-     * l > 0), rounded to bfloat16 (nearest even) */
-    const __m512i col = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7,
-                                                            6, 5, 4, 3, 2, 1, 0),
-                                           _mm512_set1_epi32(QR));
-    for (int r = 0; r < rows; r++) {
-        uint16_t *dst = a->out + (q0 + r / g) * a->out_stride + ((int64_t)h * g + r % g) * d;
-        __m512 f = _mm512_set1_ps(inv[r]);
+    /* row r of O is column r of O^T: 16 x 16 blocks of O^T transposed (every real row saw
+     * its own key: l > 0), rounded to bfloat16 (nearest even) */
+    for (int r0 = 0; r0 < rows; r0 += 16) {
+        uint16_t *dst[16];
+        for (int j = 0; j < 16 && r0 + j < rows; j++) {
+            int r = r0 + j;
+            dst[j] = a->out + (q0 + r / g) * a->out_stride + ((int64_t)h * g + r % g) * d;
+        }
         for (int e = 0; e < d; e += 16) {
-            __m512 x = _mm512_i32gather_ps(col, w->ot + (int64_t)e * QR + r, 4);
-            _mm256_storeu_si256((__m256i *)(dst + e),
-                                (__m256i)_mm512_cvtneps_pbh(_mm512_mul_ps(x, f)));
+            __m512i x[16]; /* x[i]: dim e + i of rows r0 .. r0 + 15; transposed: row r0 + i */
+            for (int i = 0; i < 16; i++)
+                x[i] = _mm512_castps_si512(_mm512_load_ps(w->ot + (int64_t)(e + i) * QR + r0));
+            transpose16(x);
+            for (int j = 0; j < 16 && r0 + j < rows; j++) {
+                __m512 v = _mm512_mul_ps(_mm512_castsi512_ps(x[j]), _mm512_set1_ps(inv[r0 + j]));
+                _mm256_storeu_si256((__m256i *)(dst[j] + e), (__m256i)_mm512_cvtneps_pbh(v));
+            }
         }
     }
 }
