@@ -249,7 +249,9 @@ def _environment(values: dict[str, str]) -> Iterator[None]:
 
 
 async def _run(
-    models: dict[str, tuple[str, str]], batches: list[int], kv_bytes: int,
+    models: dict[str, tuple[str, str]],
+    batches: list[int],
+    kv_bytes: int,
     args: argparse.Namespace,
 ) -> tuple[dict[str, dict[str, list[float]]], dict[str, dict[str, int]]]:
     """Every variant's engine open at once (each with ``kv_bytes`` of KV cache); each round
