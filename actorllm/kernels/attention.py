@@ -61,6 +61,7 @@ from actorllm.kernels import amx_prefill, kv_quant
 from actorllm.kernels import paged_decode as native_decode
 from actorllm.kernels import paged_prefill as native_prefill
 from actorllm.kernels.cpu_features import amx_bf16
+from actorllm.kernels.row_bucket import empty_rows
 
 # Fixed cost of one decode group per layer, in padded (row x context token) units: what an
 # extra gather + SDPA call costs against the per-token work it saves (measured on CPU).
@@ -113,7 +114,8 @@ def paged_attention(
         )  # fmt: skip
         if plan_cache is not None:
             plan_cache["torch"] = plan
-    out = torch.empty_like(q)
+    # [T, Hq, D], with room for the bucketed rows o_proj reads (kernels/row_bucket.py)
+    out = empty_rows(tuple(q.shape), q.dtype, q.device)
     hk, d = k_cache.shape[2], k_cache.shape[3]
     if sinks is not None:
         sinks = sinks.float().contiguous()  # [Hq]

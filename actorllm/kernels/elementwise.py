@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import math
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
 from actorllm.kernels import activation, kv_cache, kv_quant, layernorm, native, rotary
+from actorllm.kernels.row_bucket import empty_rows, row_bucket
 
 _BF16 = {torch.float32: 0, torch.bfloat16: 1}
 _ROW_MAX = 8192  # csrc/elementwise.c's ROW_MAX
@@ -98,6 +100,16 @@ def _rows3(x: torch.Tensor) -> tuple[int, int, int, int] | None:
     return flat.shape[0], flat.stride(0), flat.shape[1], flat.stride(1)
 
 
+def _rows_like(x: torch.Tensor, shape: tuple[int, ...] | None = None) -> torch.Tensor:
+    """A new contiguous tensor of ``shape`` (default x's) in x's dtype, its token rows (all
+    but the last dimension) with room for a linear's bucketed row count."""
+    shape = tuple(x.shape) if shape is None else shape
+    rows = math.prod(shape[:-1])
+    if not shape or not shape[-1] or row_bucket(rows) == rows:
+        return torch.empty(shape, dtype=x.dtype)
+    return empty_rows((rows, shape[-1]), x.dtype).view(shape)
+
+
 def _takes(*ts: torch.Tensor) -> bool:
     dtype = ts[0].dtype
     return all(t.device.type == "cpu" and t.dtype == dtype for t in ts) and dtype in _BF16
@@ -143,9 +155,9 @@ def rms_norm(
     if plan is None:
         return None
     n0, s0, n1, s1, rs0, rs1, bf16, d = plan
-    dense = torch.contiguous_format  # empty_like: ~0.5 us less per call than torch.empty
-    out = torch.empty_like(x, memory_format=dense)  # [..., H]
-    res_out = torch.empty_like(x, memory_format=dense) if residual is not None else None
+    # [..., H], each with room for the bucketed rows a linear reads (kernels/row_bucket.py)
+    out = _rows_like(x)
+    res_out = _rows_like(x) if residual is not None else None
     rc = fn(
         x.data_ptr(), s0, s1,
         residual.data_ptr() if residual is not None else None, rs0, rs1,
@@ -284,7 +296,7 @@ def silu_and_mul(x: torch.Tensor) -> torch.Tensor | None:
     if plan is None:
         return None
     n, stride, d, bf16, out_shape = plan
-    out = torch.empty(out_shape, dtype=x.dtype)  # [..., I]
+    out = _rows_like(x, out_shape)  # [..., I], room for the bucketed rows down_proj reads
     rc = fn(x.data_ptr(), stride, out.data_ptr(), bf16, n, d, torch.get_num_threads())
     return out if rc == 0 else None
 

@@ -10,13 +10,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from actorllm.models.fused_linear import ACTIVATIONS, StackedLinears, linear_act, linear_add
-from actorllm.models.onednn_linear import (
-    EXACT_ROWS_MAX,
-    invalidate_packed,
-    prepack_linears,
-    row_bucket,
-    supported_dtypes,
-)
+from actorllm.models.onednn_linear import invalidate_packed, prepack_linears, supported_dtypes
 
 TOL = {torch.float32: 1e-5, torch.bfloat16: 2e-2}
 
@@ -85,16 +79,3 @@ def test_stacked_linears_match_each_and_follow_rewrites(packed: bool, dtype: tor
         lins[2].weight.data = torch.randn(16, 40).to(dtype)  # through .data: no version bump
     invalidate_packed(nn.ModuleList(lins))  # what a weight update calls
     check()
-
-
-def test_row_bucket_bounds_the_shapes() -> None:
-    for m in range(1, EXACT_ROWS_MAX + 1):
-        assert row_bucket(m) == m
-    buckets = set()
-    for m in range(EXACT_ROWS_MAX + 1, 8193):
-        b = row_bucket(m)
-        assert m <= b <= m * 1.125
-        assert row_bucket(b) == b  # a bucket is its own bucket
-        buckets.add(b)
-    # 8 per power of two from 16 to 8192 (9 octaves), and 8192 itself
-    assert len(buckets) <= 8 * 9 + 1
