@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from actorllm.kernels import activation, kv_cache, kv_quant, layernorm, native, rotary
-from actorllm.kernels.row_bucket import empty_rows, row_bucket
+from actorllm.kernels.row_bucket import empty_rows
 
 _BF16 = {torch.float32: 0, torch.bfloat16: 1}
 _ROW_MAX = 8192  # csrc/elementwise.c's ROW_MAX
@@ -104,10 +104,9 @@ def _rows_like(x: torch.Tensor, shape: tuple[int, ...] | None = None) -> torch.T
     """A new contiguous tensor of ``shape`` (default x's) in x's dtype, its token rows (all
     but the last dimension) with room for a linear's bucketed row count."""
     shape = tuple(x.shape) if shape is None else shape
-    rows = math.prod(shape[:-1])
-    if not shape or not shape[-1] or row_bucket(rows) == rows:
+    if not shape:
         return torch.empty(shape, dtype=x.dtype)
-    return empty_rows((rows, shape[-1]), x.dtype).view(shape)
+    return empty_rows((math.prod(shape[:-1]), shape[-1]), x.dtype).view(shape)
 
 
 def _takes(*ts: torch.Tensor) -> bool:
