@@ -35,7 +35,7 @@ where the copies would take over half of the memory available at load (a widened
 linear then still decodes on the native kernel, needing no copy).
 
 On an AMX host a bfloat16 weight also gets a copy packed for the native AMX kernel
-(``kernels/amx_linear.py``), which a decode step (up to :data:`AMX_MAX_ROWS` rows) reads at
+(``kernels/amx_linear.py``), which a decode step (up to :func:`amx_max_rows` rows) reads at
 the memory's bandwidth where oneDNN's small-M matmul reads at half of it; larger steps
 (prefill) keep oneDNN, faster there. Where both copies would not fit, the AMX one alone
 serves every row count.
@@ -60,10 +60,30 @@ logger = logging.getLogger(__name__)
 MAX_FREE_MEMORY_SHARE = 0.5
 # Rows a decode step of the default batch runs: the layout oneDNN picks for this M.
 BATCH_HINT = 128
-# Up to this many rows a bf16 linear on an AMX host takes the AMX copy, above it oneDNN's
-# (2-core Xeon, Qwen3-0.6B's four linears: M = 32 1.4-1.6x faster on AMX; M = 64 4.0 vs
-# 3.5 ms, M = 2048 180 vs 145 ms on oneDNN).
+# Up to this many rows a bf16 linear on an AMX host takes the AMX copy, whatever its shape
+# (2-core Xeon, Qwen3-0.6B's four linears, 28 layers' weights so they come from memory:
+# M = 16 35.8 vs 44.8 ms on oneDNN, M = 32 45.8 vs 50.8; its LM head M = 32 15.3 vs 16.5).
 AMX_MAX_ROWS = 32
+# Narrow weights keep the AMX copy for more rows: oneDNN's small-M matmul splits few output
+# columns poorly. Same host, AMX vs oneDNN ms (28 layers of the 0.6B, 8 of the 75M shape):
+# 0.6B o_proj [1024 x 2048] M = 64 8.1 vs 10.9, M = 128 11.8 vs 13.8; down_proj
+# [1024 x 3072] 11.5 vs 14.5, 16.2 vs 18.7; 75M down_proj [768 x 2048] 1.5 vs 2.7, 1.8 vs
+# 2.4. Up to 4,096 columns it still pays to 64 rows (0.6B qkv_proj [4096 x 1024] 15.6 vs
+# 16.9 at 64; 75M gate_up_proj [4096 x 768] 2.5 vs 2.5 at 64, 4.5 vs 3.5 at 128); wider
+# ones (gate_up_proj of 6,144 and more, an LM head: 22.9 vs 20.1 at 64) and long rows
+# (Llama-3.2-1B's down_proj, 8,192 inputs: 41.0 vs 39.0 at 64) stay at AMX_MAX_ROWS.
+AMX_NARROW_ROWS = ((2048, 128), (4096, 64))  # (most output columns, rows), narrowest first
+AMX_NARROW_MAX_INPUT = 4096
+
+
+def amx_max_rows(out_features: int, in_features: int) -> int:
+    """How many rows a bf16 [out_features x in_features] linear takes on its AMX copy (more
+    go to oneDNN's, where it has one)."""
+    if in_features <= AMX_NARROW_MAX_INPUT:
+        for columns, rows in AMX_NARROW_ROWS:
+            if out_features <= columns:
+                return rows
+    return AMX_MAX_ROWS
 
 
 def pad_rows(rows: torch.Tensor) -> torch.Tensor:
@@ -119,7 +139,7 @@ def compute_dtype(dtype: torch.dtype) -> torch.dtype:
 class OneDNNLinear(nn.Linear):
     """An :class:`nn.Linear` whose matmul runs on a oneDNN-prepacked copy of its weight
     (widened to float32 for a bfloat16 weight where :func:`compute_dtype` says so), and,
-    on an AMX host, on an AMX-packed copy for up to :data:`AMX_MAX_ROWS` rows (or for
+    on an AMX host, on an AMX-packed copy for up to :func:`amx_max_rows` rows (or for
     every row count where only that copy fits: ``with_onednn`` False)."""
 
     packed: torch.Tensor | None = None  # oneDNN's blocked layout of weight
@@ -146,6 +166,9 @@ class OneDNNLinear(nn.Linear):
         self.packed_version = self._versions()
         self.pack_count += 1
 
+    def _amx_rows(self) -> int:
+        return amx_max_rows(self.out_features, self.in_features)
+
     def _versions(self) -> tuple[tuple[int, int], tuple[int, int] | None]:
         return (_version(self.weight), None if self.bias is None else _version(self.bias))
 
@@ -159,7 +182,7 @@ class OneDNNLinear(nn.Linear):
             return None
         if x.device.type != "cpu" or x.dim() < 2:
             return None
-        if self.amx_packed is not None and x.numel() // x.shape[-1] <= AMX_MAX_ROWS:
+        if self.amx_packed is not None and x.numel() // x.shape[-1] <= self._amx_rows():
             return None  # few rows take the AMX copy
         return packed
 
@@ -171,7 +194,7 @@ class OneDNNLinear(nn.Linear):
             return F.linear(x, self.weight, self.bias)
         rows = x.reshape(-1, x.shape[-1])  # [M, I]
         amx, packed = self.amx_packed, self.packed
-        if amx is not None and (packed is None or rows.shape[0] <= AMX_MAX_ROWS):
+        if amx is not None and (packed is None or rows.shape[0] <= self._amx_rows()):
             out = amx_linear.linear(rows, amx, self.out_features, self.packed_bias)
             return out.view(*x.shape[:-1], out.shape[-1])  # [..., O]
         if self.widened:

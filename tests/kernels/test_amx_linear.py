@@ -15,6 +15,7 @@ from actorllm.models import onednn_linear
 from actorllm.models.onednn_linear import (
     AMX_MAX_ROWS,
     OneDNNLinear,
+    amx_max_rows,
     prepack_linears,
     row_bucket,
 )
@@ -107,15 +108,26 @@ def _spy_kernels(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
     return calls
 
 
-def test_decode_rows_take_amx_and_prefill_rows_onednn(monkeypatch: pytest.MonkeyPatch) -> None:
-    lin = nn.Linear(64, 40).to(torch.bfloat16)
+@pytest.mark.parametrize(("out", "inp", "cap"), [(40, 64, 128), (4096, 64, 64), (4104, 64, 32)])
+def test_decode_rows_take_amx_and_prefill_rows_onednn(
+    monkeypatch: pytest.MonkeyPatch, out: int, inp: int, cap: int
+) -> None:
+    """Up to amx_max_rows rows on the AMX copy: more for narrow weights."""
+    assert amx_max_rows(out, inp) == cap
+    lin = nn.Linear(inp, out).to(torch.bfloat16)
     assert prepack_linears(lin) == 1
     calls = _spy_kernels(monkeypatch)
-    x = torch.randn(AMX_MAX_ROWS + 1, 64).to(torch.bfloat16)
-    small, large = lin(x[:AMX_MAX_ROWS]), lin(x)
+    x = torch.randn(cap + 1, inp).to(torch.bfloat16)
+    small, large = lin(x[:cap]), lin(x)
     # (oneDNN at the bucketed row count: onednn_linear.row_bucket)
-    assert calls == [("amx", AMX_MAX_ROWS), ("onednn", row_bucket(AMX_MAX_ROWS + 1))]
-    torch.testing.assert_close(small, large[:AMX_MAX_ROWS], atol=0.05, rtol=0.02)
+    assert calls == [("amx", cap), ("onednn", row_bucket(cap + 1))]
+    torch.testing.assert_close(small, large[:cap], atol=0.05, rtol=0.02)
+
+
+def test_long_rows_keep_the_general_cap() -> None:
+    assert amx_max_rows(1024, 8192) == AMX_MAX_ROWS  # Llama-3.2-1B's down_proj
+    assert amx_max_rows(151936, 1024) == AMX_MAX_ROWS  # an LM head
+    assert amx_max_rows(1024, 3072) == 128  # Qwen3-0.6B's down_proj
 
 
 def test_amx_copy_alone_where_two_would_not_fit(monkeypatch: pytest.MonkeyPatch) -> None:
