@@ -198,24 +198,28 @@ static __m512 softmax_half(const args_t *a, const scratch_t *w, int half, int kb
     const __m512 c = _mm512_set1_ps(a->scale * 1.4426950408889634f);
     __m512 mx = *m;
     float *st = w->st + 16 * half;
+    /* keys before `unmasked` are seen by every lane (every lane's position at or past
+     * them, no window, no padding lane): only the block's tail goes through the mask */
+    int unmasked = nk;
     if (masked) {
-        for (int k = 0; k < nk; k++) {
-            __m512i kv = _mm512_set1_epi32(kb + k);
-            __mmask16 ok = _mm512_cmple_epi32_mask(kv, pos); /* key <= position */
-            if (a->window > 0) /* key > position - window */
-                ok &= _mm512_cmpgt_epi32_mask(
-                    kv, _mm512_sub_epi32(pos, _mm512_set1_epi32(a->window)));
-            __m512 x = _mm512_mask_mov_ps(ninf, ok, _mm512_load_ps(st + (int64_t)k * QR));
-            _mm512_store_ps(st + (int64_t)k * QR, x);
-            mx = _mm512_max_ps(mx, x);
-        }
-    } else {
-        __m512 mx1 = mx;
-        for (int k = 0; k < nk; k += 2) {
-            mx = _mm512_max_ps(mx, _mm512_load_ps(st + (int64_t)k * QR));
-            mx1 = _mm512_max_ps(mx1, _mm512_load_ps(st + (int64_t)(k + 1) * QR));
-        }
-        mx = _mm512_max_ps(mx, mx1);
+        int least = a->window > 0 ? 0 : _mm512_reduce_min_epi32(pos) - kb + 1;
+        unmasked = least <= 0 ? 0 : least < nk ? least & ~1 : nk; /* pairs below stay whole */
+    }
+    __m512 mx1 = mx;
+    for (int k = 0; k < unmasked; k += 2) {
+        mx = _mm512_max_ps(mx, _mm512_load_ps(st + (int64_t)k * QR));
+        mx1 = _mm512_max_ps(mx1, _mm512_load_ps(st + (int64_t)(k + 1) * QR));
+    }
+    mx = _mm512_max_ps(mx, mx1);
+    for (int k = unmasked; k < nk; k++) {
+        __m512i kv = _mm512_set1_epi32(kb + k);
+        __mmask16 ok = _mm512_cmple_epi32_mask(kv, pos); /* key <= position */
+        if (a->window > 0) /* key > position - window */
+            ok &= _mm512_cmpgt_epi32_mask(kv,
+                                          _mm512_sub_epi32(pos, _mm512_set1_epi32(a->window)));
+        __m512 x = _mm512_mask_mov_ps(ninf, ok, _mm512_load_ps(st + (int64_t)k * QR));
+        _mm512_store_ps(st + (int64_t)k * QR, x);
+        mx = _mm512_max_ps(mx, x);
     }
     /* lanes that have seen no key yet keep -inf: take 0 there so that -inf - 0 gives p = 0 */
     __mmask16 seen = _mm512_cmp_ps_mask(mx, ninf, _CMP_NEQ_OQ);
@@ -233,7 +237,7 @@ static __m512 softmax_half(const args_t *a, const scratch_t *w, int half, int kb
         __m512 x1 = _mm512_load_ps(st + (int64_t)(k + 1) * QR);
         __m512 p0 = exp2_neg(_mm512_fmsub_ps(x0, c, nmc));
         __m512 p1 = exp2_neg(_mm512_fmsub_ps(x1, c, nmc));
-        if (masked) { /* masked keys: exactly 0 */
+        if (k >= unmasked) { /* masked keys: exactly 0 */
             p0 = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x0, ninf, _CMP_NEQ_OQ), p0);
             p1 = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x1, ninf, _CMP_NEQ_OQ), p1);
         }
