@@ -24,8 +24,9 @@
  * the rescale of O^T, the sum), 32 at a time through the tiles. Causal: query i of a
  * request of L query tokens and seq_len context sits at position seq_len - L + i (a chunk
  * after a cached prefix); key blocks past the task's last query are never read, and only
- * blocks on the diagonal (or the window's edge) are masked per lane. window > 0 keeps, for
- * a query at position p, only keys > p - window.
+ * the keys of a diagonal block past the task's first position (a block at the window's
+ * edge: all of it) are masked per lane. window > 0 keeps, for a query at position p, only
+ * keys > p - window.
  *
  * Arithmetic: q.k products exact, summed in float32 (TDPBF16PS); the softmax in float32
  * (a polynomial 2^x); P rounded to bfloat16 for P.V (as torch's CPU flash kernel and
