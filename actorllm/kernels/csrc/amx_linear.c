@@ -67,7 +67,16 @@ static inline void prefetch_step(const uint16_t *p) {
 /* 32 output columns of up to 32 rows (two: rows 16-31 present): acc[32][32] float32 (row
  * stride 32). pf: NULL to prefetch this block's stream ahead; else the next block, of
  * which this pass asks for the steps s with s % every == phase (the passes over one block
- * share its prefetch). Called with a constant `two`: each caller gets its own loop. */
+ * share its prefetch). Called with a constant `two`: each caller gets its own loop.
+ *
+ * The tile registers are not renamed: a load into a tile waits until every earlier
+ * product reading it is done, and the tiles issue in program order. So each load sits
+ * right after the last product that reads its tile, and the next step's A0 and B0 are
+ * loaded while this step's last products run (A0 B0 -> C00, A1 B0 -> C10, A0 B1 -> C01,
+ * A1 B1 -> C11). Loading all four tiles before the four products (the plain order) left
+ * the multiplier idle during every load: 19-20 GB/s of weight at 32 rows on a 2-core
+ * Xeon (AMX) VM, against 22.5-24 GB/s in this order; M = 64-128 gain 10-15 %, M = 1 is
+ * unchanged. */
 static inline __attribute__((always_inline)) void block(const uint16_t *x, int64_t k,
                                                         const uint16_t *wb, float *acc,
                                                         const uint16_t *pf, int every,
@@ -78,23 +87,24 @@ static inline __attribute__((always_inline)) void block(const uint16_t *x, int64
         _tile_zero(2);
         _tile_zero(3);
     }
-    int64_t stride = k * 2;
-    for (int64_t s = 0; s < k / 32; s++) {
+    int64_t stride = k * 2, steps = k / 32;
+    _tile_loadd(4, x, stride); /* A0: rows 0-15 of step 0 */
+    _tile_loadd(6, wb, 64);    /* B0: columns 0-15 of step 0 */
+    for (int64_t s = 0; s < steps; s++) {
         const uint16_t *bt = wb + s * 1024;
+        int more = s + 1 < steps;
         if (!pf)
             prefetch_step(bt + PREFETCH_AHEAD);
         else if (s % every == phase)
             prefetch_step(pf + s * 1024);
-        _tile_loadd(4, x + 32 * s, stride);
-        if (two) _tile_loadd(5, x + 16 * k + 32 * s, stride);
-        _tile_loadd(6, bt, 64);
-        _tile_loadd(7, bt + 512, 64);
         _tile_dpbf16ps(0, 4, 6);
+        if (two) _tile_loadd(5, x + 16 * k + 32 * s, stride); /* A1 */
+        _tile_loadd(7, bt + 512, 64);                         /* B1 */
+        if (two) _tile_dpbf16ps(2, 5, 6);
+        if (more) _tile_loadd(6, bt + 1024, 64); /* B0 of step s + 1 */
         _tile_dpbf16ps(1, 4, 7);
-        if (two) {
-            _tile_dpbf16ps(2, 5, 6);
-            _tile_dpbf16ps(3, 5, 7);
-        }
+        if (more) _tile_loadd(4, x + 32 * (s + 1), stride); /* A0 of step s + 1 */
+        if (two) _tile_dpbf16ps(3, 5, 7);
     }
     _tile_stored(0, acc, 128);
     _tile_stored(1, acc + 16, 128);
