@@ -64,26 +64,29 @@ BATCH_HINT = 128
 # (2-core Xeon, Qwen3-0.6B's four linears, 28 layers' weights so they come from memory:
 # M = 16 35.8 vs 44.8 ms on oneDNN, M = 32 45.8 vs 50.8; its LM head M = 32 15.3 vs 16.5).
 AMX_MAX_ROWS = 32
-# Narrow weights keep the AMX copy for more rows: oneDNN's small-M matmul splits few output
-# columns poorly. Same host, AMX vs oneDNN ms (28 layers of the 0.6B, 8 of the 75M shape):
-# 0.6B o_proj [1024 x 2048] M = 64 8.1 vs 10.9, M = 128 11.8 vs 13.8; down_proj
-# [1024 x 3072] 11.5 vs 14.5, 16.2 vs 18.7; 75M down_proj [768 x 2048] 1.5 vs 2.7, 1.8 vs
-# 2.4. Up to 4,096 columns it still pays to 64 rows (0.6B qkv_proj [4096 x 1024] 15.6 vs
-# 16.9 at 64; 75M gate_up_proj [4096 x 768] 2.5 vs 2.5 at 64, 4.5 vs 3.5 at 128); wider
-# ones (gate_up_proj of 6,144 and more, an LM head: 22.9 vs 20.1 at 64) and long rows
-# (Llama-3.2-1B's down_proj, 8,192 inputs: 41.0 vs 39.0 at 64) stay at AMX_MAX_ROWS.
-AMX_NARROW_ROWS = ((2048, 128), (4096, 64))  # (most output columns, rows), narrowest first
-AMX_NARROW_MAX_INPUT = 4096
+# How far the AMX copy beats oneDNN's prepacked matmul past 32 rows, timed per weight shape
+# (2-core Xeon AMX VM, weights cold: 28 layers of the Qwen3-0.6B shape, 16 of
+# Llama-3.2-1B, 8 of the 75M; AMX vs oneDNN ms). Weights of 1,024 inputs and more: to 96
+# rows at every width (0.6B gate_up [6144 x 1024] M = 96 25.9 vs 29.9, its LM head
+# [151936 x 1024] 22.7 vs 23.0, 1B gate_up [16384 x 2048] 70.2 vs 73.3; at 128 oneDNN
+# catches up: 30.0 vs 31.7, 28.2 vs 21.6, 81.8 vs 80.7), to 128 where they are narrow
+# (0.6B down_proj [1024 x 3072] 13.6 vs 17.9, 1B down_proj [2048 x 8192] 54.4 vs 57.0).
+# Shorter rows stay on the AMX copy only while narrow (75M down_proj [768 x 2048] at 128
+# 1.7 vs 2.4; its gate_up [4096 x 768] 2.8 vs 2.7 at 64, 3.2 vs 3.0 at 96; its LM head
+# [32000 x 768] 3.1 vs 2.7 at 48): oneDNN computes short rows faster.
+AMX_LONG_INPUT = 1024
+AMX_LONG_ROWS = ((2048, 128), (None, 96))  # (most output columns or any, rows), narrowest first
+AMX_SHORT_ROWS = ((2048, 128), (4096, 64), (None, AMX_MAX_ROWS))
 
 
 def amx_max_rows(out_features: int, in_features: int) -> int:
     """How many rows a bf16 [out_features x in_features] linear takes on its AMX copy (more
     go to oneDNN's, where it has one)."""
-    if in_features <= AMX_NARROW_MAX_INPUT:
-        for columns, rows in AMX_NARROW_ROWS:
-            if out_features <= columns:
-                return rows
-    return AMX_MAX_ROWS
+    table = AMX_LONG_ROWS if in_features >= AMX_LONG_INPUT else AMX_SHORT_ROWS
+    for columns, rows in table:
+        if columns is None or out_features <= columns:
+            return rows
+    raise AssertionError("each table ends with a row for any width")
 
 
 def pad_rows(rows: torch.Tensor) -> torch.Tensor:

@@ -108,7 +108,10 @@ def _spy_kernels(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
     return calls
 
 
-@pytest.mark.parametrize(("out", "inp", "cap"), [(40, 64, 128), (4096, 64, 64), (4104, 64, 32)])
+@pytest.mark.parametrize(
+    ("out", "inp", "cap"),
+    [(40, 64, 128), (4096, 64, 64), (4104, 64, 32), (2048, 1024, 128), (2080, 1024, 96)],
+)
 def test_decode_rows_take_amx_and_prefill_rows_onednn(
     monkeypatch: pytest.MonkeyPatch, out: int, inp: int, cap: int
 ) -> None:
@@ -124,10 +127,13 @@ def test_decode_rows_take_amx_and_prefill_rows_onednn(
     torch.testing.assert_close(small, large[:cap], atol=0.05, rtol=0.02)
 
 
-def test_long_rows_keep_the_general_cap() -> None:
-    assert amx_max_rows(1024, 8192) == AMX_MAX_ROWS  # Llama-3.2-1B's down_proj
-    assert amx_max_rows(151936, 1024) == AMX_MAX_ROWS  # an LM head
-    assert amx_max_rows(1024, 3072) == 128  # Qwen3-0.6B's down_proj
+def test_caps_of_real_weight_shapes() -> None:
+    assert amx_max_rows(2048, 8192) == 128  # Llama-3.2-1B's down_proj
+    assert amx_max_rows(16384, 2048) == 96  # its gate_up_proj
+    assert amx_max_rows(151936, 1024) == 96  # Qwen3-0.6B's LM head
+    assert amx_max_rows(1024, 3072) == 128  # its down_proj
+    assert amx_max_rows(4096, 768) == 64  # the 75M shape's gate_up_proj
+    assert amx_max_rows(32000, 768) == AMX_MAX_ROWS  # its LM head
 
 
 def test_amx_copy_alone_where_two_would_not_fit(monkeypatch: pytest.MonkeyPatch) -> None:
