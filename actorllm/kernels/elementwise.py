@@ -46,7 +46,7 @@ _SIGNATURES: dict[str, list[Any]] = {
     "write_kv": [
         _P, _I64, _I64, _P, _I64, _I64,  # key, strides; value, strides
         _P, _P, _I64, _I64, _I64,  # k_cache, v_cache, block / slot / head strides
-        _I64, _I64, _P, _I64, _I32, _I32, _I32,  # bs, nslots, slots, t, hk, d, esize
+        _I64, _I64, _P, _I64, _I32, _I32, _I32, _I32,  # bs, nslots, slots, t, hk, d, esize, threads
     ],
 }  # fmt: skip
 
@@ -330,6 +330,7 @@ def write_kv(
         value.data_ptr(), value.stride(0), value.stride(1),
         k_cache.data_ptr(), v_cache.data_ptr(), cs[0], cs[1], cs[2],
         bs, nb * bs, slots.data_ptr(), key.shape[0], hk, d, key.element_size(),
+        torch.get_num_threads(),
     )  # fmt: skip
     return rc == 0
 

@@ -195,6 +195,28 @@ def test_kv_write_is_the_reference_copy(dtype: torch.dtype, head_major: bool) ->
 
 
 @pytest.mark.usefixtures("build")
+def test_a_prompts_kv_write_over_the_threads_is_the_reference_copy() -> None:
+    """A prompt's keys (T x Hk x D past the kernels' serial threshold) are split over the
+    threads: the same cache bytes as the reference, padding slots skipped."""
+    hk, d, bs, t = 8, 128, 16, 300
+    nb = t // bs + 4
+    key = _randn(t, hk, d, dtype=torch.bfloat16)
+    value = _randn(t, hk, d, dtype=torch.bfloat16, seed=1)
+    slots = torch.randperm(nb * bs, generator=torch.Generator().manual_seed(0))[:t]
+    slots[::7] = -1
+    got_k, got_v = torch.zeros(2, nb, bs, hk, d, dtype=torch.bfloat16).unbind(0)
+    want_k, want_v = got_k.clone(), got_v.clone()
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        assert elementwise.write_kv(key, value, got_k, got_v, slots)
+    finally:
+        torch.set_num_threads(threads)
+    kv_cache.write_kv_cache(key, value, want_k, want_v, slots)
+    assert torch.equal(got_k, want_k) and torch.equal(got_v, want_v)
+
+
+@pytest.mark.usefixtures("build")
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize(
     "t,hq,hk,d", [(0, 12, 4, 64), (1, 12, 4, 64), (9, 3, 1, 10), (5, 2, 2, 128)]

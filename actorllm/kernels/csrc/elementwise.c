@@ -511,19 +511,25 @@ int silu_and_mul(const void *x, int64_t xs, void *out, int bf16, int64_t n, int 
 int write_kv(const void *key, int64_t ks0, int64_t ks1, const void *value, int64_t vs0,
              int64_t vs1, void *k_cache, void *v_cache, int64_t c_block, int64_t c_slot,
              int64_t c_head, int64_t bs, int64_t nslots, const int64_t *slots, int64_t t,
-             int hk, int d, int esize) {
+             int hk, int d, int esize, int num_threads) {
     for (int64_t i = 0; i < t; i++)
         if (slots[i] >= nslots) return -1;
     size_t row = (size_t)d * (size_t)esize;
-    for (int64_t i = 0; i < t; i++) {
-        int64_t s = slots[i];
-        if (s < 0) continue;
-        int64_t base = (s / bs) * c_block + (s % bs) * c_slot;
-        for (int h = 0; h < hk; h++) {
-            int64_t dst = (base + h * c_head) * esize;
-            memcpy((char *)k_cache + dst, (const char *)key + (i * ks0 + h * ks1) * esize, row);
-            memcpy((char *)v_cache + dst, (const char *)value + (i * vs0 + h * vs1) * esize, row);
+    /* a prompt's tokens over the threads (2,048 tokens of 8 heads of 128, bfloat16, into
+     * a cold cache: ~1 ms on one core of a 2-core Xeon); a decode step's few on the caller */
+    FOR_ROW_RANGES(t, t * hk * d, num_threads, {
+        for (int64_t i = lo; i < hi; i++) {
+            int64_t s = slots[i];
+            if (s < 0) continue;
+            int64_t base = (s / bs) * c_block + (s % bs) * c_slot;
+            for (int h = 0; h < hk; h++) {
+                int64_t dst = (base + h * c_head) * esize;
+                memcpy((char *)k_cache + dst, (const char *)key + (i * ks0 + h * ks1) * esize,
+                       row);
+                memcpy((char *)v_cache + dst,
+                       (const char *)value + (i * vs0 + h * vs1) * esize, row);
+            }
         }
-    }
+    });
     return 0;
 }
