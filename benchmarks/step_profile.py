@@ -37,6 +37,7 @@ from actorllm.models.config import CheckpointConfig
 from actorllm.models.loader import load_model
 from actorllm.models.onednn_linear import prepack_linears
 from actorllm.worker.kv_cache import allocate_kv_caches, cpu_kv_layout
+from actorllm.worker.malloc_tuning import keep_freed_memory
 from actorllm.worker.omp_spin import release_thread_team
 
 BLOCK = 16
@@ -226,6 +227,7 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     release_thread_team()  # the engine's OpenMP wait regime (worker/omp_spin.py)
+    keep_freed_memory()  # and its malloc settings (worker/malloc_tuning.py)
     preset = get_preset(args.preset)
     path = preset_model_dir(preset.model_name, preset.model_config)
     cfg = CheckpointConfig.from_dict(json.loads((Path(path) / "config.json").read_text()))
