@@ -13,20 +13,11 @@ gets fresh pages, and the kernel faults and zeroes every 4 KiB of it inside the 
 always mapped) is 8192 faults per layer, a [128, 4096] decode one ~150. vLLM's CPU build
 avoids this by preloading tcmalloc (``vllm/platforms/cpu.py``, when its wheel bundles it).
 
-A thread other than the process's first allocates from its own arena, whose heaps are
-at most 64 MiB: a larger block (Llama-3.2-1B's gate/up output for a 2,048-token chunk,
-[2048, 16384] bfloat16, is 64 MiB plus its header) cannot come from them, and glibc then
-maps it whatever ``M_MMAP_MAX`` says and unmaps it when freed: 16,384 faults a layer,
-~262,000 (1 GiB zeroed) for one 2,048-token prompt of that model.
-
 What
 ----
 :func:`keep_freed_memory` sets, once per process, glibc's ``mallopt``: ``M_MMAP_MAX=0``
 (no block is ``mmap``-ed: all come from the heaps), ``M_TRIM_THRESHOLD`` 1 GiB and
-``M_TOP_PAD`` 64 MiB (freed memory stays for the next step), and ``M_ARENA_MAX=1``: threads
-that have not allocated yet share the main arena, whose heap grows without that bound. The
-engine applies it on the host's thread before it starts its worker threads (an arena, once
-a thread has one, stays its own). Process-wide and not undone
+``M_TOP_PAD`` 64 MiB (freed memory stays for the next step). Process-wide and not undone
 (glibc has no getter for these; a tcmalloc preload is as process-wide): the process keeps
 up to ~1 GiB of freed heap instead of returning it. ``EngineConfig.cpu_keep_freed_memory=
 False`` leaves malloc as the host set it. Detected: Linux with glibc only (musl and other
@@ -43,7 +34,7 @@ import threading
 
 logger = logging.getLogger(__name__)
 
-M_TRIM_THRESHOLD, M_TOP_PAD, M_MMAP_MAX, M_ARENA_MAX = -1, -2, -4, -8  # glibc's malloc.h
+M_TRIM_THRESHOLD, M_TOP_PAD, M_MMAP_MAX = -1, -2, -4  # glibc's malloc.h
 TRIM_THRESHOLD = 1 << 30
 TOP_PAD = 64 << 20
 
@@ -69,9 +60,7 @@ def _apply() -> bool:
     except (OSError, AttributeError):
         return False
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
-    settings = (
-        (M_MMAP_MAX, 0), (M_TRIM_THRESHOLD, TRIM_THRESHOLD), (M_TOP_PAD, TOP_PAD), (M_ARENA_MAX, 1)
-    )  # fmt: skip
+    settings = ((M_MMAP_MAX, 0), (M_TRIM_THRESHOLD, TRIM_THRESHOLD), (M_TOP_PAD, TOP_PAD))
     ok = all(mallopt(param, value) == 1 for param, value in settings)  # 1: accepted
     if not ok:
         logger.info("malloc: glibc refused a mallopt setting; freed memory may be returned")

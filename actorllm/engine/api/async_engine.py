@@ -49,7 +49,6 @@ from actorllm.engine.config.model_config import ModelConfig
 from actorllm.engine.config.structured_outputs_config import structured_outputs_config_kwargs
 from actorllm.engine.errors import EngineClosedError, EngineDeadError
 from actorllm.engine.recovery.dead_letters import DeadLetterPolicy
-from actorllm.worker.malloc_tuning import keep_freed_memory
 from actorllm.worker.omp_spin import release_thread_team
 from actorllm.worker.worker_thread import WorkerThread
 
@@ -179,9 +178,6 @@ class AsyncEngine:
             release_thread_team()
         if sampling_defaults:
             logger.info("default sampling parameters (a request's own win): %s", sampling_defaults)
-        if config.cpu_keep_freed_memory and config.resolved_device() == "cpu":
-            # before the worker threads allocate: they then share the main arena
-            keep_freed_memory()
         threads: list[WorkerThread] = []
         try:
             for _ in range(config.data_parallel_size):
