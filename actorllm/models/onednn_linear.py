@@ -75,18 +75,16 @@ AMX_MAX_ROWS = 32
 # 1.7 vs 2.4; its gate_up [4096 x 768] 2.8 vs 2.7 at 64, 3.2 vs 3.0 at 96; its LM head
 # [32000 x 768] 3.1 vs 2.7 at 48): oneDNN computes short rows faster.
 AMX_LONG_INPUT = 1024
-AMX_LONG_ROWS = ((2048, 128), (None, 96))  # (most output columns or any, rows), narrowest first
-AMX_SHORT_ROWS = ((2048, 128), (4096, 64), (None, AMX_MAX_ROWS))
+# ((most output columns, rows) narrowest first, rows for any wider weight)
+AMX_LONG_ROWS = (((2048, 128),), 96)
+AMX_SHORT_ROWS = (((2048, 128), (4096, 64)), AMX_MAX_ROWS)
 
 
 def amx_max_rows(out_features: int, in_features: int) -> int:
     """How many rows a bf16 [out_features x in_features] linear takes on its AMX copy (more
     go to oneDNN's, where it has one)."""
-    table = AMX_LONG_ROWS if in_features >= AMX_LONG_INPUT else AMX_SHORT_ROWS
-    for columns, rows in table:
-        if columns is None or out_features <= columns:
-            return rows
-    raise AssertionError("each table ends with a row for any width")
+    narrow, wider = AMX_LONG_ROWS if in_features >= AMX_LONG_INPUT else AMX_SHORT_ROWS
+    return next((rows for columns, rows in narrow if out_features <= columns), wider)
 
 
 def pad_rows(rows: torch.Tensor) -> torch.Tensor:
