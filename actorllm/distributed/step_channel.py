@@ -26,8 +26,6 @@ _HEAD = 3  # op, arg, payload_len
 
 class Op(enum.IntEnum):
     STEP = 1  # payload: worker/tp_step.py's packed step
-    SLEEP = 2  # arg: the level
-    WAKE = 3  # arg: which sleep tags (worker/sleep_tags.py), as bits; 0: all
     RPC = 4  # arg: the call's sequence number; the call itself is in the store
     STOP = 5
 

@@ -42,18 +42,3 @@ def to_wake(asleep: frozenset[str], tags: Iterable[str] | None) -> frozenset[str
     """Which of the ``asleep`` parts ``tags`` wakes (None: all of them)."""
     wanted = set(SLEEP_TAGS) if tags is None else set(tags)
     return asleep & wanted
-
-
-def tag_bits(tags: Iterable[str] | None) -> int:
-    """``tags`` as an int (tensor parallel's WAKE message): bit i for ``SLEEP_TAGS[i]``,
-    0 for None (every tag)."""
-    if tags is None:
-        return 0
-    return sum(1 << i for i, t in enumerate(SLEEP_TAGS) if t in set(tags))
-
-
-def tags_of(bits: int) -> list[str] | None:
-    """The inverse of :func:`tag_bits`."""
-    if bits == 0:
-        return None
-    return [t for i, t in enumerate(SLEEP_TAGS) if bits >> i & 1]

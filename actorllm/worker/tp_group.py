@@ -37,7 +37,7 @@ import os
 import pickle
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, final
 
 import cloudpickle
@@ -49,7 +49,6 @@ from actorllm.distributed.comm import GlooComm, host_store
 from actorllm.distributed.launcher import RankLauncher
 from actorllm.distributed.mp_launcher import MpRankGroup
 from actorllm.distributed.step_channel import Op, StepChannel
-from actorllm.worker.sleep_tags import tag_bits
 from actorllm.worker.startup import RankSpec
 from actorllm.worker.step_inputs import StepInputs
 from actorllm.worker.tp_errors import RankGroupError
@@ -268,12 +267,6 @@ class TPGroup:
         seq = self.start_rpc(fill_lora_slot, (slot, request, reread), None)
         # Reading a rank's part of an adapter takes well under a collective's timeout.
         self.rpc_results(seq, timeout_s=self.spec.collective_timeout_s)
-
-    def sleep(self, level: int) -> None:
-        self._check().send(Op.SLEEP, level)
-
-    def wake_up(self, tags: Sequence[str] | None = None) -> None:
-        self._check().send(Op.WAKE, tag_bits(tags))
 
     def start_rpc(
         self,

@@ -12,9 +12,9 @@ the group, agrees on the KV block count with the others (the minimum), then serv
   LoRA rows use the adapter slots rank 0 sent (its fills reach this rank as RPCs,
   :func:`fill_lora_slot`, before the step that needs them), and embedding prompts' rows
   the embeddings rank 0 sent;
-* SLEEP / WAKE: free and restore the KV cache (and weights at level 2), like rank 0;
 * RPC: read the call from the store, run it on this rank's :class:`Worker`, store the
-  result (or the exception) for rank 0 to collect;
+  result (or the exception) for rank 0 to collect; ``sleep`` and ``wake_up`` come this
+  way too, so rank 0 knows when every rank is done (a level-2 wake reloads weights);
 * STOP: return (the process exits).
 
 A failed collective (rank 0 died, the group was dropped) raises out of the loop and the
@@ -37,7 +37,6 @@ from actorllm.distributed.comm import GlooComm, join_store
 from actorllm.distributed.step_channel import Op, StepChannel
 from actorllm.worker.extension import worker_class
 from actorllm.worker.model_runner import ModelRunner
-from actorllm.worker.sleep_tags import tags_of
 from actorllm.worker.startup import RankSpec, build_model_runner, num_kv_blocks
 from actorllm.worker.tp_step import unpack_step
 from actorllm.worker.worker import Worker
@@ -85,10 +84,6 @@ def serve(channel: StepChannel, runner: ModelRunner, worker: Worker, store: Any,
         if op is Op.STEP:
             assert payload is not None
             _step(runner, payload)
-        elif op is Op.SLEEP:
-            runner.sleep(arg)
-        elif op is Op.WAKE:
-            runner.wake_up(tags_of(arg))
         elif op is Op.RPC:
             _rpc(worker, store, arg, rank)
         elif op is Op.STOP:

@@ -238,14 +238,14 @@ class Worker:
         return [mine, *others]
 
     def sleep_group(self, level: int = 1) -> None:
-        self.sleep(level)
-        if self.tp is not None:
-            self.tp.sleep(level)
+        """:meth:`sleep` on every rank, each alongside the others; returns once all slept."""
+        self.collective_rpc_group("sleep", (level,))
 
     def wake_up_group(self, tags: Sequence[str] | None = None) -> None:
-        self.wake_up(tags)
-        if self.tp is not None:
-            self.tp.wake_up(tags)
+        """:meth:`wake_up` on every rank, each alongside the others; returns once all are
+        awake: a rank still reloading its weights (level 2) would not read the next step's
+        broadcast within the collective timeout, and its failure is the call's."""
+        self.collective_rpc_group("wake_up", (None if tags is None else list(tags),))
 
     # -- control (between steps) ------------------------------------------------------------
 

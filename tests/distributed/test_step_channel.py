@@ -30,7 +30,7 @@ def test_frames_and_overflows_arrive_in_order(host: str | None) -> None:
     joiner.start()
     join(0)
     joiner.join()
-    sent = [(Op.STEP, 0, torch.arange(5)), (Op.SLEEP, 2, None), (Op.STEP, 0, torch.arange(100))]
+    sent = [(Op.STEP, 0, torch.arange(5)), (Op.RPC, 2, None), (Op.STEP, 0, torch.arange(100))]
     got: list[tuple[Op, int, torch.Tensor | None]] = []
 
     def receive() -> None:
