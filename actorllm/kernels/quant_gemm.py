@@ -139,6 +139,12 @@ _SWITCH_OFF = {4: "VLLM_CPU_INT4_W4A8=0", 8: "ACTORLLM_CPU_GGUF_A8=0"}
 _WHAT = {4: "4-bit linears", 8: "GGUF's 8-bit blocks"}
 
 
+def announce_a8(bits: int) -> None:
+    """Log once per process that ``bits``-bit linears run with int8 inputs (called at the
+    first such product, by whichever kernel ran it)."""
+    _announce(bits, True)
+
+
 @functools.cache
 def _announce(bits: int, running: bool) -> None:
     if running:

@@ -161,6 +161,33 @@ def test_w4a8_vnni_build_gives_the_vpmaddubsw_builds_bits(
     assert all(torch.equal(a, b) for a, b in zip(outs[:2], outs[2:], strict=True))
 
 
+@pytest.mark.parametrize(("gs", "i"), [(64, 256), (128, 384), (1024, 2048)])
+def test_vector_quantized_inputs_are_the_scalar_loops_bits(
+    gs: int, i: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """act8.h's AVX-512 path (blocks of 64-column units) rounds, orders and sums the inputs
+    as its scalar loop does: the W4A8 product's bits are the same in both builds, an
+    all-zero block and a NaN-free row of extremes included."""
+    if not _has_a8(4):
+        pytest.skip("no int8-input kernel on this host (AVX2 only)")
+    g = torch.Generator().manual_seed(gs)
+    o = 24
+    q = torch.randint(0, 16, (o, i), dtype=torch.uint8, generator=g)
+    scales = torch.rand(o, i // gs, generator=g) * 0.01
+    offs = torch.rand(o, i // gs, generator=g) * 0.1 - 0.05
+    x = torch.randn(5, i, generator=g)
+    x[1, :gs] = 0.0
+    x[2] = torch.tensor([0.5, -0.5, 1.5, -2.5]).repeat(i // 4) * 1e3  # exact halves
+    outs = []
+    for flags in ((), ("-DACT8_SCALAR",)):
+        if quant_gemm._a8_lib(4, flags) is None:
+            pytest.skip("the compiler did not build the variant")
+        monkeypatch.setattr(quant_gemm, "_BUILD_FLAGS", flags)
+        outs.append(quant_gemm.wq_linear_a8(x, pack_rows(q, 4), scales, offs, gs, None, 4))
+    assert outs[0] is not None and outs[1] is not None
+    assert torch.equal(outs[0], outs[1])
+
+
 @pytest.mark.parametrize(("bits", "gs"), [(4, 16), (8, 48)])
 def test_int8_inputs_leave_groups_they_do_not_take_to_the_float_kernel(bits: int, gs: int) -> None:
     """Groups the int8-input kernels do not take (4-bit: not a multiple of 32; 8-bit: not

@@ -11,7 +11,10 @@ in the forward). The forward dequantizes one tile of output rows at a time
 ever exists beyond one tile. Up to ``MAX_ROWS`` rows (decode) the native kernel reads the
 packed weight instead. 4-bit weights quantize the inputs to int8 per row and group (W4A8,
 vLLM's ``VLLM_CPU_INT4_W4A8``, on by default; ``kernels/quant_gemm.py``) for every row
-count, prefill included, so a token's numbers do not depend on how it was batched.
+count, prefill included, so a token's numbers do not depend on how it was batched. On
+hosts with AMX-INT8 tiles, a weight whose shape the tile kernel takes is stored in its
+layout instead (``tiled``: ``kernels/w4a8_amx.py``; the same bytes, scales and offsets
+stored ``[G, O]``) and every row count runs that kernel.
 
 Tensor parallel, row-parallel GPTQ with activation order: a rank's input rows belong to
 any of the layer's groups, in uneven counts, so (as vLLM) every rank keeps the scales and
@@ -40,7 +43,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from actorllm.kernels.quant_gemm import MAX_ROWS, w4a8_inputs, wq_dequant, wq_linear
+from actorllm.kernels import w4a8_amx
+from actorllm.kernels.quant_gemm import (
+    MAX_ROWS,
+    announce_a8,
+    w4a8_inputs,
+    wq_dequant,
+    wq_linear,
+)
 from actorllm.models.quant.base import (
     TILE_ELEMENTS,
     QuantLoadError,
@@ -140,6 +150,7 @@ class PackedLinear(nn.Module):
             self.weight_shape = param((n, 2) if n else (2,), torch.int64)
         self.bias = param((o,), dtype) if bias else None
         self.finished = False
+        self.tiled = False  # w_packed in the AMX tile kernel's layout (finish_loading)
 
     @torch.no_grad()
     def init_dummy(self, gen: torch.Generator) -> None:
@@ -225,12 +236,23 @@ class PackedLinear(nn.Module):
             zeros = torch.full_like(scales, half)
             del self.weight_packed, self.weight_scale, self.weight_shape
         assert tuple(q.shape) == (o, i), (q.shape, o, i)
-        self.register_buffer("w_packed", pack_rows(q, bits))  # [O, I * bits / 8]
+        # W4A8 on AMX-INT8 tiles where the host has them: the same bytes in the tiles'
+        # order, scales and offsets stored [G, O] (the tensors below are [O, G] views).
+        self.tiled = (
+            self.act_int8
+            and q.device.type == "cpu"
+            and col_groups is None
+            and w4a8_amx.takes(o, i, gs)
+            and w4a8_amx.available()
+        )
+        packed = w4a8_amx.tile_layout(q) if self.tiled else pack_rows(q, bits)
+        self.register_buffer("w_packed", packed)  # [O, I * bits / 8]
         # Scales and offsets in float32 (1 / group_size of the weights' count), as the
         # native kernel reads them; buffers, so the runner's weight accounting counts them.
         fscales = scales.float()
-        self.register_buffer("w_scales", fscales.contiguous())  # [O, G]
-        self.register_buffer("w_offsets", (-(zeros.float() * fscales)).contiguous())  # [O, G]
+        offsets = -(zeros.float() * fscales)
+        self.register_buffer("w_scales", _stored(fscales, self.tiled))  # [O, G]
+        self.register_buffer("w_offsets", _stored(offsets, self.tiled))  # [O, G]
         self.register_buffer("in_perm", perm)  # [I] or None
         self.register_buffer("col_groups", col_groups)  # [I] or None
         bias = None if self.bias is None else self.bias.detach().float()
@@ -284,6 +306,10 @@ class PackedLinear(nn.Module):
         """Output rows ``[start, stop)`` of the weight, float32 ``[stop - start, I]``
         (input columns in ``in_perm`` order)."""
         p = self.w_packed[start:stop]  # [t, I * bits / 8]
+        if self.tiled:  # the standard layout of the whole tiles holding the rows
+            t0, t1 = start // w4a8_amx.TILE, -(-stop // w4a8_amx.TILE)
+            whole = self.w_packed[t0 * w4a8_amx.TILE : t1 * w4a8_amx.TILE]
+            p = pack_rows(w4a8_amx.untile(whole), 4)[start - t0 * w4a8_amx.TILE :][: stop - start]
         if self.col_groups is None:
             native = wq_dequant(p, self.bits, self.w_scales[start:stop],
                                 self.w_offsets[start:stop], self.group_size)  # fmt: skip
@@ -309,8 +335,16 @@ class PackedLinear(nn.Module):
         if self.in_perm is not None:
             rows = rows[:, self.in_perm]  # groups contiguous, as the weight's columns
         o, t = self.out_features, self.tile_rows
+        if self.tiled and rows.device.type == "cpu":
+            tiled = w4a8_amx.linear(
+                rows.float().contiguous(), self.w_packed, self.w_scales.t(),
+                self.w_offsets.t(), self.group_size, self.native_bias,
+            )  # fmt: skip
+            if tiled is not None:
+                announce_a8(4)
+                return tiled.to(x.dtype).view(*x.shape[:-1], o)
         few = rows.shape[0] <= MAX_ROWS or self.act_int8  # W4A8: every row count
-        if few and rows.device.type == "cpu" and self.col_groups is None:
+        if few and rows.device.type == "cpu" and self.col_groups is None and not self.tiled:
             # Few rows (decode), or W4A8: the native kernel reads the packed weight once.
             native = wq_linear(
                 rows.float().contiguous(), self.w_packed, self.bits, self.w_scales,
@@ -330,6 +364,12 @@ class PackedLinear(nn.Module):
         if self.bias is not None:
             out += self.bias
         return out.view(*x.shape[:-1], o)
+
+
+def _stored(t: torch.Tensor, transposed: bool) -> torch.Tensor:
+    """``t [O, G]`` as a buffer: contiguous, or (the tile kernel's) stored ``[G, O]`` and
+    viewed back as ``[O, G]``."""
+    return t.t().contiguous().t() if transposed else t.contiguous()
 
 
 def _whole_groups(g: torch.Tensor, group_size: int) -> torch.Tensor | None:

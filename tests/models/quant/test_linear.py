@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 import torch
 
+from actorllm.kernels import w4a8_amx
 from actorllm.models.quant.linear import Int8Linear, PackedLinear
 from tests.helpers.models import hf_logprobs, load_hf_model
 from tests.helpers.quant_checkpoints import write_quantized
@@ -100,7 +101,16 @@ def test_w8a8_int8_logprobs_are_close_to_the_reference(tmp_path: Path) -> None:
     assert _logprob_error(tmp_path / "wrong", "w8a8", 1.5) > W8A8_TOL
 
 
-@pytest.mark.parametrize(("method", "kw"), [("gptq", dict(bits=4, desc_act=True)), ("awq", {})])
+W4A8_CASES = [
+    ("gptq", dict(bits=4, desc_act=True)),
+    ("awq", {}),
+    # Groups of 64: the AMX-INT8 tile kernel's weights where the host has the tiles.
+    ("gptq", dict(bits=4, desc_act=True, group_size=64)),
+    ("awq", dict(group_size=64)),
+]
+
+
+@pytest.mark.parametrize(("method", "kw"), W4A8_CASES)
 def test_w4a8_logprobs_are_close_to_the_reference(
     tmp_path: Path, method: str, kw: dict[str, Any]
 ) -> None:
@@ -108,6 +118,29 @@ def test_w4a8_logprobs_are_close_to_the_reference(
     right = _logprob_error(tmp_path / "right", method, 1.0, **kw)
     wrong = _logprob_error(tmp_path / "wrong", method, 1.5, **kw)
     assert right < W4A8_TOL < wrong
+
+
+def test_w4a8_weights_take_the_tile_layout_where_the_host_has_amx_int8(tmp_path: Path) -> None:
+    """Same bytes, in the tile kernel's order where it runs; the rows a fallback
+    dequantizes are the checkpoint's either way."""
+    from actorllm.worker.model_runner import ModelRunner
+
+    ref, quant = write_quantized(tmp_path, "awq", group_size=64)
+    models = {}
+    for name, path in (("ref", ref), ("quant", quant)):
+        runner = ModelRunner(path, dtype="float32", max_model_len=64)
+        runner.load_model()
+        models[name] = runner.model
+    assert models["quant"] is not None and models["ref"] is not None
+    linears = dict(models["quant"].named_modules())
+    reference = dict(models["ref"].named_modules())
+    packed = [(n, m) for n, m in linears.items() if isinstance(m, PackedLinear)]
+    assert len(packed) == 8
+    for name, m in packed:
+        assert m.tiled == w4a8_amx.available()
+        assert m.w_packed.numel() == m.in_features * m.out_features // 2
+        w = reference[name].weight  # [O, I]
+        torch.testing.assert_close(m.dequantized(5, 37), w[5:37], rtol=1e-6, atol=1e-6)
 
 
 def test_w8a8_runs_int8_linears(tmp_path: Path) -> None:
