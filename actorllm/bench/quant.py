@@ -22,13 +22,14 @@ not depend on the values); the GGUF files are written once into the bench-model 
 GPTQ / AWQ / W8A8 keep the LM head in bf16 (their checkpoints do); GGUF's head is the
 quantized ``token_embd``.
 
-Every variant's engine is open at once (each warmed up); each round measures every
-variant in turn, and for each batch size submits that many requests of ``--prompt-len``
-random tokens and ``--output-len`` outputs together: the decode rate is the tokens after
-each request's first, over the time from the last first token to the last token (prefill
-excluded). Rows of one round are seconds apart, so load on a shared machine hits the
-baseline and the quantized rows alike; a row's ratio is the median over rounds of its
-rate over the bf16 rate of the same round. Weight bytes are the runner's own count.
+Each round opens every variant's engine in turn, alone in the process (warmed up, then
+closed: see ``_engine``), and for each batch size submits that many requests of
+``--prompt-len`` random tokens and ``--output-len`` outputs together: the decode rate is
+the tokens after each request's first, over the time from the last first token to the
+last token (prefill excluded). Rows of one round are a minute or so apart, so load on a
+shared machine hits the baseline and the quantized rows alike; a row's ratio is the
+median over rounds of its rate over the bf16 rate of the same round. Weight bytes are the
+runner's own count.
 """
 
 from __future__ import annotations
@@ -39,8 +40,8 @@ import os
 import random
 import statistics
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -254,48 +255,64 @@ async def _run(
     kv_bytes: int,
     args: argparse.Namespace,
 ) -> tuple[dict[str, dict[str, list[float]]], dict[str, dict[str, int]]]:
-    """Every variant's engine open at once (each with ``kv_bytes`` of KV cache); each round
-    measures every variant in turn at every batch size. Returns ({variant: {batch: [rate
+    """Each round opens every variant's engine in turn (``kv_bytes`` of KV cache), warms
+    it, measures it at every batch size and closes it. Returns ({variant: {batch: [rate
     per round]}}, {variant: {"weight_bytes", "kv_blocks", "int8_inputs"}})."""
-    from contextlib import AsyncExitStack
+    rng = random.Random(args.seed)
+    runs: dict[str, dict[str, list[float]]] = {v: {str(b): [] for b in batches} for v in models}
+    sizes: dict[str, dict[str, int]] = {}
+    for r in range(args.rounds):
+        for v, (model, load_format) in models.items():
+            async with _engine(v, model, load_format, batches, kv_bytes, args) as engine:
+                if v not in sizes:
+                    sizes[v] = await _sizes(engine)
+                for b in batches:
+                    runs[v][str(b)].append(await _decode_rate(engine, b, args, rng))
+            shown = "  ".join(f"b{b} {x[-1]:8.1f} tok/s" for b, x in runs[v].items())
+            print(f"round {r} {v:10s} {shown}", flush=True)
+    return runs, sizes
 
+
+@asynccontextmanager
+async def _engine(
+    variant: str,
+    model: str,
+    load_format: str,
+    batches: list[int],
+    kv_bytes: int,
+    args: argparse.Namespace,
+) -> AsyncIterator[Any]:
+    """``variant``'s engine, warmed up. One at a time: every open engine's worker thread
+    keeps an OpenMP team, and with more OpenMP threads than cores libgomp's threads sleep
+    at each barrier instead of spinning; two engines open in one process made a batch-1
+    decode step of the Qwen3-0.6B shape 1.5x slower (34,286 voluntary context switches in
+    64 tokens, against 143 with the engine alone)."""
     from actorllm.core.sampling_params import SamplingParams
     from actorllm.demo import demo_tokenizer_path
     from actorllm.engine import AsyncEngine
     from actorllm.engine.config.engine_config import EngineConfig
 
-    rng = random.Random(args.seed)
-    runs: dict[str, dict[str, list[float]]] = {v: {str(b): [] for b in batches} for v in models}
-    sizes: dict[str, dict[str, int]] = {}
-    async with AsyncExitStack() as stack:
-        engines = {}
-        for v, (model, load_format) in models.items():
-            config = EngineConfig(
-                model=model, tokenizer=str(demo_tokenizer_path()), load_format=load_format,  # type: ignore[arg-type]
-                dtype="bfloat16", max_model_len=args.prompt_len + args.output_len + 8,
-                max_num_seqs=max(batches), kv_cache_memory_bytes=kv_bytes, seed=args.seed,
-                kv_cache_dtype=_KV_DTYPE.get(v, "auto"),
-            )  # fmt: skip
-            with _environment(_ENV.get(v, {})):
-                engine = await stack.enter_async_context(AsyncEngine.open(config))
+    config = EngineConfig(
+        model=model, tokenizer=str(demo_tokenizer_path()), load_format=load_format,  # type: ignore[arg-type]
+        dtype="bfloat16", max_model_len=args.prompt_len + args.output_len + 8,
+        max_num_seqs=max(batches), kv_cache_memory_bytes=kv_bytes, seed=args.seed,
+        kv_cache_dtype=_KV_DTYPE.get(variant, "auto"),
+    )  # fmt: skip
+    with _environment(_ENV.get(variant, {})):
+        async with AsyncEngine.open(config) as engine:
             warm = SamplingParams(max_tokens=4, ignore_eos=True, detokenize=False)
             async for _ in engine.generate({"prompt_token_ids": [11, 12, 13, 14]}, warm):
                 pass
-            (weight_bytes,) = await engine.collective_rpc(
-                lambda worker: worker.model_runner.weight_bytes
-            )
-            (int8_inputs,) = await engine.collective_rpc(_int8_inputs)
-            blocks = (await engine.get_stats()).num_gpu_blocks
-            sizes[v] = {"weight_bytes": weight_bytes, "kv_blocks": blocks,
-                        "int8_inputs": int8_inputs}  # fmt: skip
-            engines[v] = engine
-        for r in range(args.rounds):
-            for v, engine in engines.items():
-                for b in batches:
-                    runs[v][str(b)].append(await _decode_rate(engine, b, args, rng))
-                shown = "  ".join(f"b{b} {x[-1]:8.1f} tok/s" for b, x in runs[v].items())
-                print(f"round {r} {v:10s} {shown}", flush=True)
-    return runs, sizes
+            yield engine
+
+
+async def _sizes(engine: Any) -> dict[str, int]:
+    """The engine's weight bytes (the runner's count), KV blocks and whether its linears
+    take int8 inputs."""
+    (weight_bytes,) = await engine.collective_rpc(lambda worker: worker.model_runner.weight_bytes)
+    (int8_inputs,) = await engine.collective_rpc(_int8_inputs)
+    blocks = (await engine.get_stats()).num_gpu_blocks
+    return {"weight_bytes": weight_bytes, "kv_blocks": blocks, "int8_inputs": int8_inputs}
 
 
 def main(args: argparse.Namespace) -> int:

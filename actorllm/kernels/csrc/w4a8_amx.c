@@ -121,6 +121,14 @@ static const int8_t *tile_rows(const act8 *q, const int8_t *xpad, int64_t m, int
     return r0 + 16 <= m ? q->xq + r0 * in : xpad;
 }
 
+/* The last, partial tile of rows (m % 16 of them) -> xpad, zero-padded to 16 rows. */
+static void pad_rows(const act8 *q, int8_t *xpad, int64_t m, int64_t in) {
+    int64_t tail = m % 16;
+    if (!tail) return;
+    memset(xpad, 0, (size_t)(16 * in));
+    memcpy(xpad, q->xq + (m - tail) * in, (size_t)(tail * in));
+}
+
 /* x: float32 [m, in]; packed: the tile layout above, n output rows; scales_t, offsets_t:
  * float32 [G, n] (w = q * scale + offset); bias: float32 [n] or NULL; out: float32
  * [m, n]. Returns 1, or 0 where it did not run (a shape it does not take: n % 16, gs % 64,
@@ -139,10 +147,15 @@ int w4a8_amx_linear(const float *x, int64_t m, int64_t in, const uint8_t *packed
         free(xpad);
         return 0;
     }
-    /* A decode batch is quantized before the team starts (one barrier a call, at its
-     * end); a prefill's rows by the team. */
+    /* A decode batch is quantized before the team starts, so the team meets at one
+     * barrier a call (its end): where a process has more OpenMP threads than cores
+     * (two engines), libgomp's waits sleep instead of spinning, and each barrier costs
+     * wake-ups. A prefill's rows are quantized by the team. */
     int serial = m < PAR_QUANT_ROWS;
-    if (serial) act8_rows(x, in, gs, &q, 0, m);
+    if (serial) {
+        act8_rows(x, in, gs, &q, 0, m);
+        pad_rows(&q, xpad, m, in);
+    }
     int64_t steps = in / 64, per_block = a / 64, blocks = in / a, groups = in / gs;
     int64_t per_group = gs / a, tiles = n / 16, pairs = (tiles + 1) / 2;
     int64_t mpairs = (m + 31) / 32;
@@ -163,18 +176,16 @@ int w4a8_amx_linear(const float *x, int64_t m, int64_t in, const uint8_t *packed
 #pragma omp atomic write
             failed = 1;
         }
-        if (!serial) {
+        if (!serial) { /* (the loop's barrier: every row is quantized before any is read) */
 #pragma omp for schedule(static)
             for (int64_t r = 0; r < m; r += 16) act8_rows(x, in, gs, &q, r, r + 16 < m ? r + 16 : m);
-        }
 #pragma omp single
-        if (tail) { /* the last, partial tile of rows, zero-padded */
-            memset(xpad, 0, (size_t)(16 * in));
-            memcpy(xpad, q.xq + (m - tail) * in, (size_t)(tail * in));
+            pad_rows(&q, xpad, m, in);
         }
         tiles_configure_full(); /* per thread: tile state is per thread */
+        /* No barrier between passes: they write other rows, and read only the inputs. */
         for (int64_t c0 = 0; c0 < mpairs; c0 += chunk) {
-#pragma omp for schedule(static)
+#pragma omp for schedule(static) nowait
         for (int64_t p = 0; p < pairs; p++) {
             if (!stage) continue;
             int64_t t = 2 * p, n0 = 16 * t;
