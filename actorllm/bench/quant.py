@@ -284,9 +284,9 @@ async def _engine(
 ) -> AsyncIterator[Any]:
     """``variant``'s engine, warmed up. One at a time: every open engine's worker thread
     keeps an OpenMP team, and with more OpenMP threads than cores libgomp's threads sleep
-    at each barrier instead of spinning (worker/omp_spin.py); two engines open in one process made a batch-1
-    decode step of the Qwen3-0.6B shape 1.5x slower (34,286 voluntary context switches in
-    64 tokens, against 143 with the engine alone)."""
+    at each barrier instead of spinning (worker/omp_spin.py); two engines open in one
+    process made a batch-1 decode step of the Qwen3-0.6B shape 1.5x slower (34,286
+    voluntary context switches in 64 tokens, against 143 with the engine alone)."""
     from actorllm.core.sampling_params import SamplingParams
     from actorllm.demo import demo_tokenizer_path
     from actorllm.engine import AsyncEngine

@@ -37,6 +37,8 @@ _P, _I64, _I32 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int
 PROFILER_NAME = "actorllm::w4a8_amx_linear"
 STEP = 64  # inputs a tile step
 TILE = 16  # output rows a tile
+# Input and output dtypes the kernel reads and writes itself (others go through float32).
+_NATIVE_DTYPES = (torch.float32, torch.bfloat16)
 
 
 @functools.cache
@@ -47,7 +49,9 @@ def _lib() -> Any:
     if lib is None:
         return None
     lib.w4a8_amx_init.restype = ctypes.c_int
-    lib.w4a8_amx_linear.argtypes = [_P, _I64, _I64, _P, _I64, _P, _P, _I64, _P, _P, _I32]
+    lib.w4a8_amx_linear.argtypes = [
+        _P, _I32, _I64, _I64, _P, _I64, _P, _P, _I64, _P, _P, _I32, _I32,
+    ]  # fmt: skip
     lib.w4a8_amx_linear.restype = ctypes.c_int
     if not lib.w4a8_amx_init():  # built without AMX, or the OS refused the tile state
         return None
@@ -109,21 +113,27 @@ def linear(
     group_size: int,
     bias: torch.Tensor | None,
 ) -> torch.Tensor | None:
-    """x float32 [M, I] contiguous (CPU); packed: :func:`tile_layout` [O, I / 2];
-    scales_t, offsets_t float32 [G, O] contiguous (w = q * scale + offset); bias float32
-    [O] or None -> float32 [M, O], or None where the kernel does not take the call."""
+    """x [M, I] (CPU; float32 and bfloat16 read as they are, others through float32);
+    packed: :func:`tile_layout` [O, I / 2]; scales_t, offsets_t float32 [G, O] contiguous
+    (w = q * scale + offset); bias float32 [O] or None -> [M, O] in x's dtype (a bfloat16
+    result is the float32 one rounded as ``.to()`` rounds it), or None where the kernel
+    does not take the call."""
     lib = _lib()
-    if lib is None or x.device.type != "cpu" or x.dtype != torch.float32:
+    if lib is None or x.device.type != "cpu":
         return None
-    m, i = x.shape
+    dtype = x.dtype
+    xs = (x if dtype in _NATIVE_DTYPES else x.float()).contiguous()  # [M, I]
+    m, i = xs.shape
     o = packed.shape[0]
-    out = torch.empty(m, o, dtype=torch.float32)  # [M, O]
+    out = torch.empty(m, o, dtype=xs.dtype)  # [M, O]
     if m == 0:
-        return out
+        return out.to(dtype)
+    bf16 = int(xs.dtype == torch.bfloat16)
     args = (
-        x.data_ptr(), m, i, packed.data_ptr(), o, scales_t.data_ptr(), offsets_t.data_ptr(),
-        group_size, None if bias is None else bias.data_ptr(), out.data_ptr(),
-        torch.get_num_threads(),
+        xs.data_ptr(), bf16, m, i, packed.data_ptr(), o, scales_t.data_ptr(),
+        offsets_t.data_ptr(), group_size, None if bias is None else bias.data_ptr(),
+        out.data_ptr(), bf16, torch.get_num_threads(),
     )  # fmt: skip
-    ok = native_ranges.call(PROFILER_NAME, lib.w4a8_amx_linear, *args)
-    return out if ok else None
+    if not native_ranges.call(PROFILER_NAME, lib.w4a8_amx_linear, *args):
+        return None
+    return out if out.dtype == dtype else out.to(dtype)

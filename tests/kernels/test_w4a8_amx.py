@@ -83,3 +83,18 @@ def test_shapes_it_does_not_take() -> None:
         one = torch.ones(256 // 32, 24)
         packed = torch.zeros(24, 128, dtype=torch.uint8)
         assert w4a8_amx.linear(x, packed, one, one, 32, None) is None
+
+
+@needs_amx
+@pytest.mark.parametrize("m", [3, 40])
+def test_bfloat16_in_and_out_are_the_float32_results_rounded(m: int) -> None:
+    """A bf16 model's rows are read and its outputs written as bf16 by the kernel itself:
+    the bits of its float32 copy's result rounded by torch."""
+    g = torch.Generator().manual_seed(m)
+    q, s, off = _weights(4, 128, 256, 32, g)
+    bias = torch.randn(32, generator=g)
+    x = torch.randn(m, 256, generator=g).to(torch.bfloat16)
+    out = _run(x, q, s, off, 128, bias)
+    ref = _run(x.float(), q, s, off, 128, bias)
+    assert out is not None and ref is not None and out.dtype == torch.bfloat16
+    assert torch.equal(out, ref.to(torch.bfloat16))

@@ -54,17 +54,26 @@ static int alloc_act8(int64_t m_rows, int64_t in, int64_t a, int64_t u, int64_t 
 #if defined(__AVX512BW__) && defined(__AVX512F__) && !defined(ACT8_SCALAR)
 #include <immintrin.h>
 /* One block of A columns, A a multiple of 64, units of 64: the values and rounding of the
- * scalar loop in act8_rows, 16 columns at a time (x * inv rounded half to even by
+ * scalar loop in act8_rows_of, 16 columns at a time (x * inv rounded half to even by
  * vrndscaleps as by nearbyintf; integral floats convert exactly), each unit split into
  * its even and odd columns by narrowing 16-bit lanes (low bytes, then high ones). Returns
  * the sum of the block's values. */
-static inline int32_t act8_block64(const float *xb, int64_t a, float inv, int8_t *dst) {
+static inline __m512 act8_load16(const void *x, int bf16, int64_t i) {
+    if (bf16) {
+        __m256i h = _mm256_loadu_si256((const __m256i *)((const uint16_t *)x + i));
+        return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    }
+    return _mm512_loadu_ps((const float *)x + i);
+}
+
+static inline int32_t act8_block64(const void *xb, int bf16, int64_t a, float inv,
+                                   int8_t *dst) {
     __m512 vinv = _mm512_set1_ps(inv);
     __m512i total = _mm512_setzero_si512();
     for (int64_t c = 0; c < a; c += 64) {
         __m512i v[4];
         for (int k = 0; k < 4; k++) {
-            __m512 f = _mm512_roundscale_ps(_mm512_mul_ps(_mm512_loadu_ps(xb + c + 16 * k), vinv),
+            __m512 f = _mm512_roundscale_ps(_mm512_mul_ps(act8_load16(xb, bf16, c + 16 * k), vinv),
                                             _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
             v[k] = _mm512_cvtps_epi32(f);
             total = _mm512_add_epi32(total, v[k]);
@@ -83,29 +92,39 @@ static inline int32_t act8_block64(const float *xb, int64_t a, float inv, int8_t
 
 /* The largest |x| of n floats (n a multiple of 16); NaN is skipped, as the scalar loop
  * skips it (vmaxps returns its second operand when either is NaN). */
-static inline float act8_amax16(const float *x, int64_t n) {
+static inline float act8_amax16(const void *x, int bf16, int64_t n) {
     __m512 mx = _mm512_setzero_ps();
-    for (int64_t i = 0; i < n; i += 16) mx = _mm512_max_ps(_mm512_abs_ps(_mm512_loadu_ps(x + i)), mx);
+    for (int64_t i = 0; i < n; i += 16) mx = _mm512_max_ps(_mm512_abs_ps(act8_load16(x, bf16, i)), mx);
     return _mm512_reduce_max_ps(mx);
 }
 #define ACT8_HAVE_BLOCK64 1
 #endif
 
-/* Rows [m0, m1) of x float32 [M, I] -> q (allocated by alloc_act8 for M rows). */
-static void act8_rows(const float *x, int64_t in, int64_t gs, act8 *q, int64_t m0, int64_t m1) {
+/* x[i] of float32 (bf16 0) or bfloat16 bits (1) as float (exact). */
+static inline float act8_at(const void *x, int bf16, int64_t i) {
+    if (!bf16) return ((const float *)x)[i];
+    union { uint32_t u; float f; } v = {(uint32_t)((const uint16_t *)x)[i] << 16};
+    return v.f;
+}
+
+/* Rows [m0, m1) of x [M, I], float32 (bf16 0) or bfloat16 bits (1), -> q (allocated by
+ * alloc_act8 for M rows). A bfloat16 input gives the bits its float32 copy gives. */
+static void act8_rows_of(const void *x, int bf16, int64_t in, int64_t gs, act8 *q,
+                         int64_t m0, int64_t m1) {
+    int64_t esize = bf16 ? 2 : 4;
     int64_t a = q->a, u = q->u;
     int64_t blocks = in / a, groups = in / gs, seg = a < gs ? a : gs, half = u / 2;
     for (int64_t m = m0; m < m1; m++) {
         int8_t *dst = q->xq + m * in;
         float *xs = q->xs + m * groups;
         for (int64_t b = 0; b < blocks; b++) {
-            const float *xb = x + m * in + b * a;
+            const void *xb = (const char *)x + (m * in + b * a) * esize;
 #ifdef ACT8_HAVE_BLOCK64
             if (u == 64 && a % 64 == 0) { /* then seg == a: one group's part a block */
-                float amax = act8_amax16(xb, a);
+                float amax = act8_amax16(xb, bf16, a);
                 float inv = amax > 0.0f ? 127.0f / amax : 0.0f, d = amax / 127.0f;
                 q->d[m * blocks + b] = d;
-                int32_t total = act8_block64(xb, a, inv, dst + b * a);
+                int32_t total = act8_block64(xb, bf16, a, inv, dst + b * a);
                 int64_t col = b * a, g = col / gs;
                 xs[g] = (col % gs ? xs[g] : 0.0f) + d * (float)total;
                 continue;
@@ -113,13 +132,13 @@ static void act8_rows(const float *x, int64_t in, int64_t gs, act8 *q, int64_t m
 #endif
             float amax = 0.0f;
             for (int64_t i = 0; i < a; i++) {
-                float v = fabsf(xb[i]);
+                float v = fabsf(act8_at(xb, bf16, i));
                 amax = v > amax ? v : amax;
             }
             float inv = amax > 0.0f ? 127.0f / amax : 0.0f, d = amax / 127.0f;
             q->d[m * blocks + b] = d;
             int8_t v[256];  /* the block in column order (a <= 256): a loop that vectorises */
-            for (int64_t i = 0; i < a; i++) v[i] = (int8_t)nearbyintf(xb[i] * inv);
+            for (int64_t i = 0; i < a; i++) v[i] = (int8_t)nearbyintf(act8_at(xb, bf16, i) * inv);
             int64_t k = (b * a) % u;  /* the first column's place in its unit */
             for (int64_t i = 0; i < a; i++) {
                 dst[b * a + i - k + (k & 1) * half + k / 2] = v[i];
@@ -140,6 +159,6 @@ static void act8_rows(const float *x, int64_t in, int64_t gs, act8 *q, int64_t m
 static int quantize_act8(const float *x, int64_t m_rows, int64_t in, int64_t a, int64_t u,
                          int64_t gs, act8 *q) {
     if (alloc_act8(m_rows, in, a, u, gs, q)) return -1;
-    act8_rows(x, in, gs, q, 0, m_rows);
+    act8_rows_of(x, 0, in, gs, q, 0, m_rows);
     return 0;
 }

@@ -37,6 +37,7 @@
 
 #if defined(__AMX_TILE__) && defined(__AMX_INT8__) && defined(__AVX512BW__)
 #include "amx_tiles.h"
+#include "bf16_torch16.h"
 #include "transpose16.h"
 
 /* Linux hands out the tile state only on request, once per process. */
@@ -44,21 +45,6 @@ int amx_int8_init(void) { return amx_request_tiles(); }
 
 /* Every tile 16 rows x 64 bytes: input rows past M are padding in B, never a shorter tile. */
 static void configure(void) { tiles_configure_full(); }
-
-/* bfloat16 bits of 16 floats, nearest even, NaN 0xFFFF: torch's vectorized conversion. */
-static inline __m256i to_bf16(__m512 v) {
-    __m512i u = _mm512_castps_si512(v);
-    __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-    __m512i bias = _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7FFF));
-    __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, bias), 16);
-    __mmask16 ordered = _mm512_cmp_ps_mask(v, v, _CMP_ORD_Q);
-    r = _mm512_mask_blend_epi32(ordered, _mm512_set1_epi32(0xFFFF), r);
-    return _mm512_cvtepi32_epi16(r);
-}
-
-static inline __m512 from_bf16(__m256i h) {
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-}
 
 /* Input row m (float32 or bfloat16 bits) -> its scale and its int8 values in xb's VNNI
  * order, k padded with zeros to kp. xb holds groups of 16 rows: group g, step s is 1 K

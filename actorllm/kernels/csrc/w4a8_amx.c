@@ -46,6 +46,7 @@
 #if defined(__AMX_TILE__) && defined(__AMX_INT8__) && defined(__AVX512BW__)
 #include "act8.h"
 #include "amx_tiles.h"
+#include "bf16_torch16.h"
 
 /* Linux hands out the tile state only on request, once per process. */
 int w4a8_amx_init(void) { return amx_request_tiles(); }
@@ -129,13 +130,14 @@ static void pad_rows(const act8 *q, int8_t *xpad, int64_t m, int64_t in) {
     memcpy(xpad, q->xq + (m - tail) * in, (size_t)(tail * in));
 }
 
-/* x: float32 [m, in]; packed: the tile layout above, n output rows; scales_t, offsets_t:
- * float32 [G, n] (w = q * scale + offset); bias: float32 [n] or NULL; out: float32
- * [m, n]. Returns 1, or 0 where it did not run (a shape it does not take: n % 16, gs % 64,
- * in % gs; no memory). */
-int w4a8_amx_linear(const float *x, int64_t m, int64_t in, const uint8_t *packed, int64_t n,
-                    const float *scales_t, const float *offsets_t, int64_t gs,
-                    const float *bias, float *out, int num_threads) {
+/* x: [m, in], float32 (x_bf16 0) or bfloat16 bits (1); packed: the tile layout above, n
+ * output rows; scales_t, offsets_t: float32 [G, n] (w = q * scale + offset); bias: float32
+ * [n] or NULL; out: [m, n], float32 (out_bf16 0) or bfloat16 (1: the float32 result
+ * rounded as torch's .to() rounds it). Returns 1, or 0 where it did not run (a shape it
+ * does not take: n % 16, gs % 64, in % gs; no memory). */
+int w4a8_amx_linear(const void *x, int x_bf16, int64_t m, int64_t in, const uint8_t *packed,
+                    int64_t n, const float *scales_t, const float *offsets_t, int64_t gs,
+                    const float *bias, void *out, int out_bf16, int num_threads) {
     if (m < 1 || n < 16 || n % 16 || gs < 64 || gs % 64 || in % gs) return 0;
     act8 q;
     int64_t a = act8_block(gs); /* a multiple of 64: gs is */
@@ -153,7 +155,7 @@ int w4a8_amx_linear(const float *x, int64_t m, int64_t in, const uint8_t *packed
      * wake-ups. A prefill's rows are quantized by the team. */
     int serial = m < PAR_QUANT_ROWS;
     if (serial) {
-        act8_rows(x, in, gs, &q, 0, m);
+        act8_rows_of(x, x_bf16, in, gs, &q, 0, m);
         pad_rows(&q, xpad, m, in);
     }
     int64_t steps = in / 64, per_block = a / 64, blocks = in / a, groups = in / gs;
@@ -178,7 +180,8 @@ int w4a8_amx_linear(const float *x, int64_t m, int64_t in, const uint8_t *packed
         }
         if (!serial) { /* (the loop's barrier: every row is quantized before any is read) */
 #pragma omp for schedule(static)
-            for (int64_t r = 0; r < m; r += 16) act8_rows(x, in, gs, &q, r, r + 16 < m ? r + 16 : m);
+            for (int64_t r = 0; r < m; r += 16)
+                act8_rows_of(x, x_bf16, in, gs, &q, r, r + 16 < m ? r + 16 : m);
 #pragma omp single
             pad_rows(&q, xpad, m, in);
         }
@@ -225,7 +228,11 @@ int w4a8_amx_linear(const float *x, int64_t m, int64_t in, const uint8_t *packed
                                                   _mm512_set1_ps(xs[g]), off);
                         __m512 v = _mm512_add_ps(_mm512_load_ps(acc + r * 32 + c), off);
                         if (bias) v = _mm512_add_ps(v, _mm512_loadu_ps(bias + n0 + c));
-                        _mm512_storeu_ps(out + (m0 + r) * n + n0 + c, v);
+                        int64_t at = (m0 + r) * n + n0 + c;
+                        if (out_bf16)
+                            _mm256_storeu_si256((__m256i *)((uint16_t *)out + at), to_bf16(v));
+                        else
+                            _mm512_storeu_ps((float *)out + at, v);
                     }
                 }
             }
@@ -242,11 +249,11 @@ int w4a8_amx_linear(const float *x, int64_t m, int64_t in, const uint8_t *packed
 #else
 
 int w4a8_amx_init(void) { return 0; }
-int w4a8_amx_linear(const float *x, int64_t m, int64_t in, const uint8_t *packed, int64_t n,
-                    const float *scales_t, const float *offsets_t, int64_t gs,
-                    const float *bias, float *out, int num_threads) {
-    (void)x, (void)m, (void)in, (void)packed, (void)n, (void)scales_t, (void)offsets_t;
-    (void)gs, (void)bias, (void)out, (void)num_threads;
+int w4a8_amx_linear(const void *x, int x_bf16, int64_t m, int64_t in, const uint8_t *packed,
+                    int64_t n, const float *scales_t, const float *offsets_t, int64_t gs,
+                    const float *bias, void *out, int out_bf16, int num_threads) {
+    (void)x, (void)x_bf16, (void)m, (void)in, (void)packed, (void)n, (void)scales_t;
+    (void)offsets_t, (void)gs, (void)bias, (void)out, (void)out_bf16, (void)num_threads;
     return 0;
 }
 

@@ -337,12 +337,12 @@ class PackedLinear(nn.Module):
         o, t = self.out_features, self.tile_rows
         if self.tiled and rows.device.type == "cpu":
             tiled = w4a8_amx.linear(
-                rows.float().contiguous(), self.w_packed, self.w_scales.t(),
+                rows, self.w_packed, self.w_scales.t(),
                 self.w_offsets.t(), self.group_size, self.native_bias,
             )  # fmt: skip
             if tiled is not None:
                 announce_a8(4)
-                return tiled.to(x.dtype).view(*x.shape[:-1], o)
+                return tiled.view(*x.shape[:-1], o)
         few = rows.shape[0] <= MAX_ROWS or self.act_int8  # W4A8: every row count
         if few and rows.device.type == "cpu" and self.col_groups is None and not self.tiled:
             # Few rows (decode), or W4A8: the native kernel reads the packed weight once.
