@@ -57,17 +57,23 @@ def test_a_wrong_scale_changes_the_tokens(tmp_path: Path) -> None:
     assert _tokens(quant) != _tokens(ref)
 
 
-def test_weights_stay_packed_in_memory(tmp_path: Path) -> None:
+def _loaded(path: Path) -> Any:
+    """A float32 model runner of ``path`` with its model loaded."""
     from actorllm.worker.model_runner import ModelRunner
 
+    runner = ModelRunner(path, dtype="float32", max_model_len=64)
+    runner.load_model()
+    assert runner.model is not None
+    return runner
+
+
+def test_weights_stay_packed_in_memory(tmp_path: Path) -> None:
     ref, quant = write_quantized(tmp_path, "gptq", bits=4)
     sizes = {}
     for name, path in (("ref", ref), ("quant", quant)):
-        runner = ModelRunner(path, dtype="float32", max_model_len=64)
-        runner.load_model()
+        runner = _loaded(path)
         sizes[name] = runner.weight_bytes
         model = runner.model
-    assert model is not None
     linears = [m for m in model.modules() if isinstance(m, PackedLinear)]
     assert len(linears) == 8  # qkv, o, gate_up, down in each of 2 layers
     weights = sum(m.in_features * m.out_features for m in linears)
@@ -123,17 +129,9 @@ def test_w4a8_logprobs_are_close_to_the_reference(
 def test_w4a8_weights_take_the_tile_layout_where_the_host_has_amx_int8(tmp_path: Path) -> None:
     """Same bytes, in the tile kernel's order where it runs; the rows a fallback
     dequantizes are the checkpoint's either way."""
-    from actorllm.worker.model_runner import ModelRunner
-
     ref, quant = write_quantized(tmp_path, "awq", group_size=64)
-    models = {}
-    for name, path in (("ref", ref), ("quant", quant)):
-        runner = ModelRunner(path, dtype="float32", max_model_len=64)
-        runner.load_model()
-        models[name] = runner.model
-    assert models["quant"] is not None and models["ref"] is not None
-    linears = dict(models["quant"].named_modules())
-    reference = dict(models["ref"].named_modules())
+    linears = dict(_loaded(quant).model.named_modules())
+    reference = dict(_loaded(ref).model.named_modules())
     packed = [(n, m) for n, m in linears.items() if isinstance(m, PackedLinear)]
     assert len(packed) == 8
     for name, m in packed:
