@@ -184,9 +184,15 @@ class TPGroup:
             time.sleep(0.05)
 
     def agree_blocks(self, blocks: int) -> int:
-        """The KV block count every rank can hold (the minimum of each rank's)."""
+        """The KV block count every rank can hold (the minimum of each rank's); returns
+        once every rank has allocated its KV cache and serves the step channel (rank 0's
+        first broadcast waits on them with the collective timeout, and a rank allocating
+        a large cache on a busy host could miss it)."""
         assert self.comm is not None
-        return self.comm.min_int(blocks)
+        agreed = self.comm.min_int(blocks)
+        keys = [f"ready/{r}" for r in range(1, self.world_size)]
+        self._await_keys(keys, LOAD_TIMEOUT_S, "the ranks' KV caches")
+        return agreed
 
     def restart(self) -> None:
         """Replace a broken group by a new one with the same KV block count (rank 0's

@@ -62,6 +62,7 @@ def rank_main(rank: int, host: str, port: int, spec: RankSpec, parent_pid: int |
     worker = worker_class(spec.worker_extension_cls)(
         runner, lambda: False, rank=rank, device=spec.device
     )
+    store.set(f"ready/{rank}", "1")  # rank 0 sends no step before every rank can take it
     try:
         serve(StepChannel(comm), runner, worker, store, rank)
     finally:
