@@ -25,12 +25,13 @@ from actorllm.demo import demo_tokenizer_path
 from actorllm.distributed.ray_connect import RayClusterError
 from actorllm.engine import AsyncEngine
 from actorllm.engine.config.engine_config import EngineConfigError
+from actorllm.kernels import w4a8_amx
 from actorllm.worker.extension import WorkerExtensionError
 from actorllm.worker.tp_group import TPGroup
 from tests.helpers import worker_extension as extension
 from tests.helpers.models import Family, make_tiny_checkpoint
 from tests.helpers.quant_checkpoints import write_quantized
-from tests.helpers.ray_ranks import kv_allocated, weight_bytes
+from tests.helpers.ray_ranks import kv_allocated, tiled_linears, weight_bytes
 
 # Prompts of assorted lengths (one spans several blocks: a chunked, cached prefill).
 PROMPTS = [[5 + i for i in range(40)], [30, 31, 32], [7] * 9, [100 + 3 * i for i in range(17)]]
@@ -115,6 +116,22 @@ def test_quantized_tp2_gives_tp1_greedy_tokens_with_half_the_weights_per_rank(
     (tp2, held2), (tp1, held1) = _run_quantized(model, 2, GREEDY), _run_quantized(model, 1, GREEDY)
     assert [o.outputs[0].token_ids for o in tp2] == [o.outputs[0].token_ids for o in tp1]
     assert len(held2) == 2 and all(b < 0.6 * held1[0] for b in held2), (held2, held1)
+
+
+def test_w4a8_tp2_on_each_ranks_shards_stays_close_to_tp1(tmp_path: Path) -> None:
+    """4-bit weights with int8 inputs (the default) in groups of 64: on an AMX-INT8 host
+    every rank stores its shards in the tile kernel's layout (each row-parallel shard
+    whole groups, its scales [G, O] with them) and runs it. A shard's input blocks are
+    TP=1's blocks, so the integer products are the same; TP=2 only sums the row-parallel
+    halves in another order: measured 2e-6 apart at most (W4A8's own error against the
+    dequantized weights is ~0.1, tests/models/quant/test_linear.py)."""
+    model = _quantized(tmp_path, "awq", group_size=64)
+    params = SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=1)
+    with LLM(model, tensor_parallel_size=2, **ENGINE) as llm:
+        tp2 = llm.generate([{"prompt_token_ids": PROMPTS[0]}], params, use_tqdm=False)
+        assert llm.collective_rpc(tiled_linears) == [w4a8_amx.available()] * 2
+    (tp1, _) = _run_quantized(model, 1, params)
+    assert _prompt_logprobs(tp2[0]) == pytest.approx(_prompt_logprobs(tp1[0]), abs=1e-3)
 
 
 @pytest.mark.slow

@@ -57,3 +57,13 @@ def node_ip(worker: object) -> str:
 def weight_bytes(worker: object) -> int:
     """For ``collective_rpc``: the bytes this rank's weights hold (its shards)."""
     return int(worker.model_runner.weight_bytes)  # type: ignore[attr-defined]
+
+
+def tiled_linears(worker: object) -> bool:
+    """For ``collective_rpc``: whether this rank's 4-bit linears all run the AMX-INT8 tile
+    kernel (kernels/w4a8_amx.py); False where it has none."""
+    from actorllm.models.quant.linear import PackedLinear
+
+    model = worker.model_runner.model  # type: ignore[attr-defined]
+    packed = [m for m in model.modules() if isinstance(m, PackedLinear)]
+    return bool(packed) and all(m.tiled for m in packed)
