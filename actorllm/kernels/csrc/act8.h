@@ -16,6 +16,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "bf16_rows.h"
+
 typedef struct {
     int8_t *xq;      /* [M, I], deinterleaved per unit */
     float *d;        /* [M, I / A]: each block's scale */
@@ -53,19 +55,29 @@ static int alloc_act8(int64_t m_rows, int64_t in, int64_t a, int64_t u, int64_t 
 
 #if defined(__AVX512BW__) && defined(__AVX512F__) && !defined(ACT8_SCALAR)
 #include <immintrin.h>
+#include "bf16_torch16.h"
+#define ACT8_HAVE_BLOCK64 1
+
+/* 16 inputs from x + i (float32, or bfloat16 bits widened exactly). */
+static inline __m512 act8_load16(const void *x, int bf16, int64_t i) {
+    if (bf16) return from_bf16(_mm256_loadu_si256((const __m256i *)((const uint16_t *)x + i)));
+    return _mm512_loadu_ps((const float *)x + i);
+}
+
+/* The largest |x| of n inputs (n a multiple of 16); NaN is skipped, as the scalar loop
+ * skips it (vmaxps returns its second operand when either is NaN). */
+static inline float act8_amax16(const void *x, int bf16, int64_t n) {
+    __m512 mx = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n; i += 16)
+        mx = _mm512_max_ps(_mm512_abs_ps(act8_load16(x, bf16, i)), mx);
+    return _mm512_reduce_max_ps(mx);
+}
+
 /* One block of A columns, A a multiple of 64, units of 64: the values and rounding of the
  * scalar loop in act8_rows_of, 16 columns at a time (x * inv rounded half to even by
  * vrndscaleps as by nearbyintf; integral floats convert exactly), each unit split into
  * its even and odd columns by narrowing 16-bit lanes (low bytes, then high ones). Returns
  * the sum of the block's values. */
-static inline __m512 act8_load16(const void *x, int bf16, int64_t i) {
-    if (bf16) {
-        __m256i h = _mm256_loadu_si256((const __m256i *)((const uint16_t *)x + i));
-        return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-    }
-    return _mm512_loadu_ps((const float *)x + i);
-}
-
 static inline int32_t act8_block64(const void *xb, int bf16, int64_t a, float inv,
                                    int8_t *dst) {
     __m512 vinv = _mm512_set1_ps(inv);
@@ -73,8 +85,8 @@ static inline int32_t act8_block64(const void *xb, int bf16, int64_t a, float in
     for (int64_t c = 0; c < a; c += 64) {
         __m512i v[4];
         for (int k = 0; k < 4; k++) {
-            __m512 f = _mm512_roundscale_ps(_mm512_mul_ps(act8_load16(xb, bf16, c + 16 * k), vinv),
-                                            _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+            __m512 f = _mm512_mul_ps(act8_load16(xb, bf16, c + 16 * k), vinv);
+            f = _mm512_roundscale_ps(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
             v[k] = _mm512_cvtps_epi32(f);
             total = _mm512_add_epi32(total, v[k]);
         }
@@ -89,22 +101,11 @@ static inline int32_t act8_block64(const void *xb, int bf16, int64_t a, float in
     }
     return _mm512_reduce_add_epi32(total);
 }
-
-/* The largest |x| of n floats (n a multiple of 16); NaN is skipped, as the scalar loop
- * skips it (vmaxps returns its second operand when either is NaN). */
-static inline float act8_amax16(const void *x, int bf16, int64_t n) {
-    __m512 mx = _mm512_setzero_ps();
-    for (int64_t i = 0; i < n; i += 16) mx = _mm512_max_ps(_mm512_abs_ps(act8_load16(x, bf16, i)), mx);
-    return _mm512_reduce_max_ps(mx);
-}
-#define ACT8_HAVE_BLOCK64 1
 #endif
 
 /* x[i] of float32 (bf16 0) or bfloat16 bits (1) as float (exact). */
 static inline float act8_at(const void *x, int bf16, int64_t i) {
-    if (!bf16) return ((const float *)x)[i];
-    union { uint32_t u; float f; } v = {(uint32_t)((const uint16_t *)x)[i] << 16};
-    return v.f;
+    return bf16 ? bf16_to_f32(((const uint16_t *)x)[i]) : ((const float *)x)[i];
 }
 
 /* Rows [m0, m1) of x [M, I], float32 (bf16 0) or bfloat16 bits (1), -> q (allocated by
