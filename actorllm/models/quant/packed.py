@@ -305,11 +305,13 @@ class PackedLinear(nn.Module):
     def dequantized(self, start: int, stop: int) -> torch.Tensor:
         """Output rows ``[start, stop)`` of the weight, float32 ``[stop - start, I]``
         (input columns in ``in_perm`` order)."""
-        p = self.w_packed[start:stop]  # [t, I * bits / 8]
-        if self.tiled:  # the standard layout of the whole tiles holding the rows
-            t0, t1 = start // w4a8_amx.TILE, -(-stop // w4a8_amx.TILE)
-            whole = self.w_packed[t0 * w4a8_amx.TILE : t1 * w4a8_amx.TILE]
-            p = pack_rows(w4a8_amx.untile(whole), 4)[start - t0 * w4a8_amx.TILE :][: stop - start]
+        if self.tiled:  # the rows, in the standard layout, of the whole tiles holding them
+            tile = w4a8_amx.TILE
+            first, end = start // tile * tile, -(-stop // tile) * tile
+            codes = w4a8_amx.untile(self.w_packed[first:end])  # [end - first, I]
+            p = pack_rows(codes[start - first : stop - first], 4)  # [t, I / 2]
+        else:
+            p = self.w_packed[start:stop]  # [t, I * bits / 8]
         if self.col_groups is None:
             native = wq_dequant(p, self.bits, self.w_scales[start:stop],
                                 self.w_offsets[start:stop], self.group_size)  # fmt: skip
