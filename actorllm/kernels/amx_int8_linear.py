@@ -43,17 +43,10 @@ PROFILER_NAME = "actorllm::amx_int8_linear"
 def _lib() -> Any:
     if not amx_int8() or "avx512bw" not in cpu_flags():
         return None
-    lib = native.library("amx_int8_linear")
-    if lib is None:
-        return None
-    lib.amx_int8_init.restype = ctypes.c_int
-    lib.amx_int8_linear.argtypes = [
-        _P, _I32, _I64, _I64, _P, _I64, _P, _P, _P, _I32, _I64, _I32,
-    ]  # fmt: skip
-    lib.amx_int8_linear.restype = ctypes.c_int
-    if not lib.amx_int8_init():  # built without AMX, or the OS refused the tile state
-        return None
-    return lib
+    return native.tile_library("amx_int8_linear", "amx_int8_init", {
+        "amx_int8_linear": ([_P, _I32, _I64, _I64, _P, _I64, _P, _P, _P, _I32, _I64, _I32],
+                            ctypes.c_int),
+    })  # fmt: skip
 
 
 def available() -> bool:

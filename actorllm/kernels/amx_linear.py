@@ -39,17 +39,10 @@ PROFILER_NAME = "actorllm::amx_linear"
 def _lib() -> Any:
     if not amx_bf16() or "avx512_bf16" not in cpu_flags():
         return None
-    lib = native.library("amx_linear")
-    if lib is None:
-        return None
-    lib.amx_init.restype = ctypes.c_int
-    lib.amx_pack.argtypes = [_P, _I64, _I64, _P]
-    lib.amx_pack.restype = None
-    lib.amx_linear.argtypes = [_P, _I64, _I64, _P, _I64, _P, _P, _I64, ctypes.c_int]
-    lib.amx_linear.restype = ctypes.c_int
-    if not lib.amx_init():  # built without AMX, or the OS refused the tile state
-        return None
-    return lib
+    return native.tile_library("amx_linear", "amx_init", {
+        "amx_pack": ([_P, _I64, _I64, _P], None),
+        "amx_linear": ([_P, _I64, _I64, _P, _I64, _P, _P, _I64, ctypes.c_int], ctypes.c_int),
+    })  # fmt: skip
 
 
 def available() -> bool:

@@ -22,6 +22,7 @@ import subprocess
 import tempfile
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from actorllm.kernels.cpu_features import cpu_flags
 
@@ -128,3 +129,26 @@ def _build(
             return False
         os.replace(lib, out)  # atomic: a concurrent builder's copy is identical
     return True
+
+
+def loaded(
+    name: str, signatures: dict[str, tuple[list[Any], Any]], flags: tuple[str, ...] = ()
+) -> Any:
+    """``csrc/<name>.c`` built (with ``flags`` after the usual ones) and loaded with its
+    functions' ctypes signatures (name -> (argtypes, restype)), or None (no native build)."""
+    lib = library(name, flags)
+    if lib is None:
+        return None
+    for fn, (args, res) in signatures.items():
+        getattr(lib, fn).argtypes, getattr(lib, fn).restype = args, res
+    return lib
+
+
+def tile_library(name: str, init: str, signatures: dict[str, tuple[list[Any], Any]]) -> Any:
+    """An AMX kernel (:func:`loaded`) whose ``init()`` asks Linux for the tile state once per
+    process; None where it did not build, was built without AMX (``init`` returns 0) or the
+    OS refused the tile state."""
+    lib = loaded(name, {init: ([], ctypes.c_int), **signatures})
+    if lib is None or not getattr(lib, init)():
+        return None
+    return lib

@@ -39,22 +39,9 @@ _P, _I64, _I32 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int
 _ARGS: list[Any] = [_P, _I64, _I64, _P, _I64, _I32, _P, _P, _I64, _P, _P, _I32]
 
 
-def _load(
-    name: str, signatures: dict[str, tuple[list[Any], Any]], flags: tuple[str, ...] = ()
-) -> Any:
-    """``csrc/<name>.c`` built (with ``flags`` after the usual ones) and loaded with its
-    functions' ctypes signatures (name -> (argtypes, restype)), or None (no native build)."""
-    lib = native.library(name, flags)
-    if lib is None:
-        return None
-    for fn, (args, res) in signatures.items():
-        getattr(lib, fn).argtypes, getattr(lib, fn).restype = args, res
-    return lib
-
-
 @functools.cache
 def _lib() -> Any:
-    return _load("wq_gemm", {
+    return native.loaded("wq_gemm", {
         "wq_linear": (_ARGS, ctypes.c_int),
         "wq_dequant": ([_P, _I64, _I64, _I32, _P, _P, _I64, _P, _I32], None),
         "i8_gemm": ([_P, _I64, _I64, _P, _I64, _P, _I32], ctypes.c_int),
@@ -75,7 +62,7 @@ def _a8_lib(bits: int, flags: tuple[str, ...] = ()) -> Any:
     source = _A8_SOURCES.get(bits)
     if source is None:
         return None
-    return _load(source, {
+    return native.loaded(source, {
         "wq_linear_a8": (_ARGS, ctypes.c_int), "wq_linear_a8_built": ([], ctypes.c_int),
     }, flags)  # fmt: skip
 

@@ -45,17 +45,10 @@ _NATIVE_DTYPES = (torch.float32, torch.bfloat16)
 def _lib() -> Any:
     if not amx_int8() or "avx512bw" not in cpu_flags():
         return None
-    lib = native.library("w4a8_amx")
-    if lib is None:
-        return None
-    lib.w4a8_amx_init.restype = ctypes.c_int
-    lib.w4a8_amx_linear.argtypes = [
-        _P, _I32, _I64, _I64, _P, _I64, _P, _P, _I64, _P, _P, _I32, _I32,
-    ]  # fmt: skip
-    lib.w4a8_amx_linear.restype = ctypes.c_int
-    if not lib.w4a8_amx_init():  # built without AMX, or the OS refused the tile state
-        return None
-    return lib
+    return native.tile_library("w4a8_amx", "w4a8_amx_init", {
+        "w4a8_amx_linear": ([_P, _I32, _I64, _I64, _P, _I64, _P, _P, _I64, _P, _P, _I32, _I32],
+                            ctypes.c_int),
+    })  # fmt: skip
 
 
 def available() -> bool:
