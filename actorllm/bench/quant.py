@@ -19,8 +19,10 @@ needs to hold every request of the largest batch at once (at least 64 MiB), so n
 measures requests waiting for KV blocks. The safetensors
 formats load with ``load_format=dummy`` (random weights in the packed layouts: speed does
 not depend on the values); the GGUF files are written once into the bench-model cache.
-GPTQ / AWQ / W8A8 keep the LM head in bf16 (their checkpoints do); GGUF's head is the
-quantized ``token_embd``.
+GPTQ / AWQ / W8A8 keep the LM head in bf16 (their checkpoints do); ``gptq4-head`` is the
+GPTQ model written with ``lm_head: true`` (GPTQModel's option; an untied head, quantized
+like the layers), whose bf16 twin reads the same head bytes a step as the tied baseline;
+GGUF's head is the quantized ``token_embd``.
 
 Each round opens every variant's engine in turn, alone in the process (warmed up, then
 closed: see ``_engine``), and for each batch size submits that many requests of
@@ -49,7 +51,7 @@ import anyio
 
 VARIANTS = (
     "bf16", "gptq4", "awq4", "w8a8", "gguf-q8_0", "gguf-q4_0", "gguf-q4_k_m", "gptq4-w4a16",
-    "gguf-q8_0-a16", "bf16-fp8kv",
+    "gguf-q8_0-a16", "bf16-fp8kv", "gptq4-head",
 )  # fmt: skip
 # GGUF mixes: the tensors (by the name before ".weight") in another type than the file's
 # main one. Q4_K_M as llama.cpp writes it keeps attn_v and ffn_down in Q6_K in about half
@@ -62,9 +64,13 @@ _ENV = {  # set while the model is built
     "gptq4-w4a16": {"ACTORLLM_CPU_INT4_W4A8": "0"},
     "gguf-q8_0-a16": {"ACTORLLM_CPU_GGUF_A8": "0"},
 }
+_GPTQ4 = {"quant_method": "gptq", "bits": 4, "group_size": 128, "desc_act": False,
+          "sym": True, "checkpoint_format": "gptq"}  # fmt: skip
+# Variants whose checkpoints store their own LM head (the others tie it to the embedding).
+_UNTIED = ("gptq4-head",)
 _QUANT_CONFIGS: dict[str, dict[str, Any]] = {
-    "gptq4": {"quant_method": "gptq", "bits": 4, "group_size": 128, "desc_act": False,
-              "sym": True, "checkpoint_format": "gptq"},
+    "gptq4": _GPTQ4,
+    "gptq4-head": _GPTQ4 | {"lm_head": True},
     "awq4": {"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True,
              "version": "gemm"},
     "w8a8": {
@@ -136,7 +142,11 @@ def variant_model(variant: str, shape: dict[str, Any]) -> tuple[str, str]:
     variant = _SAME_MODEL.get(variant, variant)
     if variant.startswith("gguf-"):
         return str(gguf_file(variant.removeprefix("gguf-").upper(), shape)), "auto"
-    extra = {} if variant == "bf16" else {"quantization_config": _QUANT_CONFIGS[variant]}
+    extra: dict[str, Any] = {}
+    if variant != "bf16":
+        extra["quantization_config"] = _QUANT_CONFIGS[variant]
+    if variant in _UNTIED:
+        extra["tie_word_embeddings"] = False
     return str(preset_model_dir(f"{_tag(shape)}-{variant}", {**shape, **extra})), "dummy"
 
 

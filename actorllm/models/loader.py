@@ -238,11 +238,11 @@ def load_weights(model: CausalLM, files: list[Path], progress: bool | None = Non
         lazy = model.config.tp_size > 1 or model.config.pp_layers is not None
         for hf_name, tensor in iter_checkpoint(files, progress, lazy=lazy):
             name = _copy_one(model, params, hf_name, tensor, written, strict=quantized)
-            saw_lm_head = saw_lm_head or name == "lm_head.weight"
+            saw_lm_head = saw_lm_head or (name or "").startswith("lm_head.")
     if (
         not saw_lm_head
         and not model.config.tie_word_embeddings
-        and _holds(model.lm_head)
+        and isinstance(model.lm_head, torch.nn.Linear)  # a float head, not a quantized one
         and _holds(model.input_embeddings())
     ):
         # No head in the checkpoint: the embedding doubles as the head (tied).
@@ -425,7 +425,7 @@ def _missing(
     written: dict[str, set[ShardKey]],
 ) -> list[str]:
     tied = model.config.tie_word_embeddings or (
-        _holds(model.lm_head)
+        isinstance(model.lm_head, torch.nn.Linear)
         and _holds(model.input_embeddings())
         and model.lm_head.weight is model.input_embeddings().weight
     )

@@ -124,6 +124,8 @@ _COLUMN = (".q_proj.", ".gate_proj.", ".up_proj.", ".w1.", ".w3.")
 _KV = (".k_proj.", ".v_proj.")
 _ROW = (".o_proj.", ".down_proj.", ".w2.")
 _VOCAB = ("embed_tokens.weight", "lm_head.weight")
+# A quantized LM head's tensors along the vocabulary (its g_idx is along the inputs).
+_VOCAB_PACKED = ("lm_head.qweight", "lm_head.qzeros", "lm_head.scales")
 # (output dim, input dim) of a projection's checkpoint tensor, by its leaf name; None: it
 # has no such dim. Anything else (weight, weight_packed, weight_scale, weight_scale_inv,
 # bias) holds output rows on dim 0 and input columns on its last dim. GPTQ and AWQ store
@@ -166,12 +168,17 @@ def rank_piece(cfg: CheckpointConfig, name: str, local_shape: tuple[int, ...], s
     r = cfg.tp_rank
     shape = _shape(source)
     if is_vocab(name):
-        rows = local_shape[0]
-        start, stop = vocab_rows(cfg, rows, shape[0])
-        part = _read(source, 0, start, stop - start)
-        if part.shape[0] < rows:  # the last rank's padding rows
-            pad = torch.zeros((rows - part.shape[0], *part.shape[1:]), dtype=part.dtype)
-            part = torch.cat([part, pad])
+        # The vocabulary dim: rows of a float tensor, the output dim of a quantized head's
+        # packed tensors (GPTQ / AWQ lm_head: qweight, qzeros, scales).
+        dim = _LEAF_DIMS[name.rsplit(".", 1)[-1]][0] if name in _VOCAB_PACKED else 0
+        assert dim is not None
+        rows = local_shape[dim]
+        start, stop = vocab_rows(cfg, rows, shape[dim])
+        part = _read(source, dim, start, stop - start)
+        if part.shape[dim] < rows:  # the last rank's padding rows
+            pad_shape = list(part.shape)
+            pad_shape[dim] = rows - part.shape[dim]
+            part = torch.cat([part, torch.zeros(pad_shape, dtype=part.dtype)], dim)
         return part
     if name.endswith((".experts.w13", ".experts.w2")):
         return _stacked_experts(name, shape, source, r, local_shape)
@@ -189,8 +196,8 @@ def rank_piece(cfg: CheckpointConfig, name: str, local_shape: tuple[int, ...], s
 
 
 def is_vocab(name: str) -> bool:
-    """Tensor ``name`` holds vocabulary rows (the embedding, the LM head)."""
-    return name.endswith(_VOCAB)
+    """Tensor ``name`` holds vocabulary rows (the embedding, the LM head, float or packed)."""
+    return name.endswith(_VOCAB) or name in _VOCAB_PACKED
 
 
 def vocab_rows(cfg: CheckpointConfig, rows: int, total: int) -> tuple[int, int]:

@@ -79,6 +79,8 @@ QUANTIZED = [
     pytest.param("gptq", {"bits": 4, "desc_act": True}, id="gptq-desc_act"),
     pytest.param("gptq", {"bits": 4}, id="gptq", marks=pytest.mark.slow),
     pytest.param("awq", {}, id="awq", marks=pytest.mark.slow),
+    # The LM head quantized too: its packed tensors split by vocabulary rows (2,048 a rank).
+    pytest.param("gptq", {"bits": 4, "lm_head": True, "vocab_size": 4096}, id="gptq-lm_head"),
     pytest.param("w4a16", {}, id="ct-w4a16", marks=pytest.mark.slow),
     pytest.param("ct_fp8", {}, id="ct-fp8-channel", marks=pytest.mark.slow),
     pytest.param("fp8", {"block": (32, 32)}, id="fp8-block", marks=pytest.mark.slow),
@@ -93,7 +95,8 @@ QUANTIZED = [
 
 
 def _quantized(directory: Path, method: str, **kw: Any) -> str:
-    _ref, path = write_quantized(directory, method, vocab_size=4093, eos_token_id=0, **kw)
+    kw = {"vocab_size": 4093, "eos_token_id": 0} | kw
+    _ref, path = write_quantized(directory, method, **kw)
     for f in demo_tokenizer_path().iterdir():
         shutil.copy(f, path / f.name)
     return str(path)

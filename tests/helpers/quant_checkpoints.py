@@ -131,12 +131,14 @@ def write_quantized(
     wrong_module: str = "",
     seed: int = 0,
     block: tuple[int, int] | None = None,
+    lm_head: bool = False,
     **config: Any,
 ) -> tuple[Path, Path]:
     """(reference checkpoint, quantized checkpoint) under ``directory``. ``method``: gptq,
     awq, w4a16 (compressed-tensors pack-quantized) or w8a8 (compressed-tensors int8).
     ``scale_error`` multiplies one stored scale tensor (a deliberately wrong checkpoint):
-    the first of a module whose name contains ``wrong_module``."""
+    the first of a module whose name contains ``wrong_module``. ``lm_head`` (GPTQ, AWQ):
+    the head stored quantized too (``lm_head: true``; the model must not tie it)."""
     base = make_tiny_checkpoint(directory / "base", family, seed=seed, **config)  # type: ignore[arg-type]
     raw = load_file(str(base / "model.safetensors"))
     cfg = json.loads((base / "config.json").read_text())
@@ -147,7 +149,8 @@ def write_quantized(
     orders: dict[str, torch.Tensor] = {}
     for name, w in raw.items():
         module = name.removesuffix(".weight")
-        if not (name.endswith(".weight") and module.rsplit(".", 1)[-1] in LINEARS):
+        linear = module.rsplit(".", 1)[-1] in LINEARS or (lm_head and module == "lm_head")
+        if not (name.endswith(".weight") and linear):
             ref[name] = quant[name] = w
             continue
         i = w.shape[1]
@@ -207,7 +210,7 @@ def write_quantized(
     ref_dir, quant_dir = directory / "reference", directory / method
     for d, tensors, qc in (
         (ref_dir, ref, None),
-        (quant_dir, quant, _qconfig(method, bits, group_size, sym, desc_act, block)),
+        (quant_dir, quant, _qconfig(method, bits, group_size, sym, desc_act, block, lm_head)),
     ):
         d.mkdir(parents=True, exist_ok=True)
         save_file({k: v.contiguous() for k, v in tensors.items()}, str(d / "model.safetensors"))
@@ -245,17 +248,22 @@ def _qconfig(
     sym: bool,
     desc_act: bool,
     block: tuple[int, int] | None = None,
+    lm_head: bool = False,
 ) -> dict[str, Any]:
+    if lm_head and method not in ("gptq", "awq"):
+        raise ValueError(f"{method}: no quantized lm_head here (GPTQ and AWQ write one)")
     if method == "fp8":
         return {"quant_method": "fp8", "activation_scheme": "dynamic", "fmt": "e4m3",
                 "weight_block_size": None if block is None else list(block),
                 "ignored_layers": ["lm_head"]}  # fmt: skip
     if method == "gptq":
         return {"quant_method": "gptq", "bits": bits, "group_size": group_size,
-                "desc_act": desc_act, "sym": sym, "checkpoint_format": "gptq"}  # fmt: skip
+                "desc_act": desc_act, "sym": sym, "checkpoint_format": "gptq",
+                "lm_head": lm_head}  # fmt: skip
     if method == "awq":
         return {"quant_method": "awq", "bits": 4, "group_size": group_size,
-                "zero_point": True, "version": "gemm", "modules_to_not_convert": None}  # fmt: skip
+                "zero_point": True, "version": "gemm", "modules_to_not_convert": None,
+                "lm_head": lm_head}  # fmt: skip
     if method == "ct_fp8":
         weights = {"num_bits": 8, "type": "float", "symmetric": True, "strategy": "channel",
                    "dynamic": False}  # fmt: skip

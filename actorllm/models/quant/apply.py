@@ -7,10 +7,16 @@ quantizes every expert's projections; the router (``gate``) and Qwen2-MoE's
 ``shared_expert_gate`` always stay unquantized (as vLLM builds them). gpt-oss's mxfp4
 checkpoints quantize only their MoE experts (``models/quant/mxfp4.py``).
 
+GPTQ and AWQ checkpoints written with ``lm_head: true`` store the LM head quantized too
+(vLLM's ``lm_head_quantized``): it is built as their packed linear over this rank's
+vocabulary rows (``models/parallel.py`` splits its packed tensors as it splits the float
+head). A head tied to the embedding cannot be both.
+
 What is not built is refused here by name: GPT-2, Phi-3's fused checkpoints, a quantized
-``lm_head``, fused projections whose parts disagree on being quantized, experts of which
-only some are quantized, and, with tensor parallelism, splits that cut a scale group,
-block or packed word (``models/quant/shards.py``; a GGUF file's: ``models/gguf/shards.py``).
+head tied to the embedding, compressed-tensors' quantized ``lm_head``, fused projections
+whose parts disagree on being quantized, experts of which only some are quantized, and,
+with tensor parallelism, splits that cut a scale group, block or packed word
+(``models/quant/shards.py``; a GGUF file's: ``models/gguf/shards.py``).
 """
 
 from __future__ import annotations
@@ -46,6 +52,10 @@ def checkpoint_quantization(cfg: CheckpointConfig, requested: str | None) -> Qua
         problems.append("Phi-3's fused qkv_proj / gate_up_proj checkpoints")
     if spec.method == "compressed-tensors" and spec.quantizes("lm_head"):
         problems.append("a quantized lm_head (not in the checkpoint's ignore list)")
+    if spec.quantizes_head() and cfg.tie_word_embeddings:
+        problems.append(
+            "a quantized lm_head (lm_head=true) tied to the embedding (tie_word_embeddings=true)"
+        )
     if problems:
         raise QuantizationError(
             f"quantization method {spec.method!r} is not supported with " + "; ".join(problems)
@@ -74,7 +84,7 @@ def quantize_linears(model: CausalLM, spec: QuantSpec, dtype: torch.dtype) -> in
     fused: dict[str, list[str]] = {}
     for frag, (packed, _shard) in model.packed_modules.items():
         fused.setdefault(packed, []).append(frag)
-    count = 0
+    count = _quantize_head(model, spec, dtype)
     for owner_name, owner in list(model.named_modules()):
         if isinstance(owner, SparseMoeBlock) and isinstance(owner.experts, FusedExperts):
             count += _quantize_experts(model, owner, owner_name, spec, dtype)
@@ -113,6 +123,21 @@ def quantize_linears(model: CausalLM, spec: QuantSpec, dtype: torch.dtype) -> in
             "of the model's linears"
         )
     return count
+
+
+def _quantize_head(model: CausalLM, spec: QuantSpec, dtype: torch.dtype) -> int:
+    """Build the LM head quantized when the checkpoint stores it so (1) or leave it (0)."""
+    head = getattr(model, "lm_head", None)
+    if type(head) is not nn.Linear or not spec.quantizes_head():
+        return 0  # float, or another pipeline stage's (PPMissingLayer)
+    cfg = model.config
+    # Vocab-parallel: each rank's ceil(V / N) rows are column-parallel outputs.
+    check_shard_alignment(cfg, spec, "lm_head", "column", head.in_features, [head.out_features])
+    with on_meta():
+        model.lm_head = quant_linear(  # type: ignore[assignment]
+            spec, head.in_features, head.out_features, head.bias is not None, dtype
+        )
+    return 1
 
 
 # A MoE block's linears that route rather than compute: never quantized (vLLM builds them

@@ -76,6 +76,9 @@ class QuantSpec(msgspec.Struct, frozen=True, kw_only=True):
     # fp8: the weight_block_size [rows, columns] of weight_scale_inv (None: per tensor).
     block: tuple[int, int] | None = None
     fp8_channel: bool = False  # fp8 with one scale per output row (compressed-tensors)
+    # GPTQ / AWQ ``lm_head: true``: the LM head is stored quantized too (vLLM's
+    # lm_head_quantized); still subject to ``ignore`` and ``only`` (quantizes("lm_head")).
+    lm_head: bool = False
 
     def quantizes(self, hf_module: str) -> bool:
         """Whether the linear ``hf_module`` (HF name, no ``.weight``) is stored quantized."""
@@ -91,6 +94,11 @@ class QuantSpec(msgspec.Struct, frozen=True, kw_only=True):
             # "model.layers.0.self_attn.q_proj" and "mlp" all name what they say.
             return any(s in hf_module for s in self.only)
         return True
+
+    def quantizes_head(self) -> bool:
+        """Whether the LM head is stored quantized (vLLM: ``lm_head_quantized`` and the
+        head not skipped by ``modules_to_not_convert`` / ``modules_in_block_to_quantize``)."""
+        return self.lm_head and self.quantizes("lm_head")
 
 
 def _ignored_by_name(method: str, pattern: str, hf_module: str) -> bool:
@@ -166,8 +174,6 @@ def _gptq(raw: dict[str, Any]) -> QuantSpec:
     bits = int(raw.get("bits", 0))
     if bits not in (4, 8):
         raise _refuse("gptq", f"bits={bits} (the kernels run 4 and 8)")
-    if raw.get("lm_head"):
-        raise _refuse("gptq", "a quantized lm_head (lm_head=true)")
     if raw.get("dynamic"):
         raise _refuse("gptq", "per-module overrides (dynamic)")
     fmt = str(raw.get("checkpoint_format") or "gptq").lower()
@@ -186,6 +192,7 @@ def _gptq(raw: dict[str, Any]) -> QuantSpec:
         desc_act=bool(raw.get("desc_act", False)),
         zero_offset=1 if fmt == "gptq" else 0,
         only=only,
+        lm_head=bool(raw.get("lm_head", False)),
     )
 
 
@@ -193,8 +200,6 @@ def _awq(raw: dict[str, Any]) -> QuantSpec:
     bits = int(raw.get("bits", raw.get("w_bit", 0)))
     if bits != 4:
         raise _refuse("awq", f"bits={bits} (AWQ runs 4-bit weights)")
-    if raw.get("lm_head"):  # vLLM reads it (a quantized LM head); the head here is float
-        raise _refuse("awq", "a quantized lm_head (lm_head=true)")
     version = str(raw.get("version", "gemm")).lower()
     if version != "gemm":
         raise _refuse("awq", f"version={version!r} (the GEMM packing is read)")
@@ -207,6 +212,7 @@ def _awq(raw: dict[str, Any]) -> QuantSpec:
         group_size=_group_size("awq", group),
         sym=not zero_point,
         ignore=tuple(raw.get("modules_to_not_convert") or ()),
+        lm_head=bool(raw.get("lm_head", False)),
     )
 
 

@@ -36,6 +36,8 @@ WEIGHT_ONLY = [
     ("fp8", dict()),  # per-tensor scales
     ("fp8", dict(block=(32, 32))),  # block scales (weight_scale_inv)
     ("ct_fp8", dict()),  # compressed-tensors FP8_DYNAMIC (activations stay unrounded)
+    ("gptq", dict(bits=4, lm_head=True)),  # the LM head quantized too (lm_head: true)
+    ("awq", dict(lm_head=True)),
 ]
 
 
@@ -101,6 +103,16 @@ def _logprob_error(tmp_path: Path, method: str, scale_error: float, **kw: Any) -
     return worst
 
 
+@pytest.mark.usefixtures("float_inputs")
+def test_a_quantized_lm_heads_own_scales_are_read(tmp_path: Path) -> None:
+    """The lm_head cases above could fail: the head's logprobs are the dequantized
+    reference's, and with its scales stored 2x off (greedy tokens unchanged: every logit
+    doubles) they are not."""
+    kw: dict[str, Any] = dict(bits=4, lm_head=True, wrong_module="lm_head")
+    assert _logprob_error(tmp_path / "right", "gptq", 1.0, **kw) < 1e-3
+    assert _logprob_error(tmp_path / "wrong", "gptq", 2.0, **kw) > 0.1
+
+
 def test_w8a8_int8_logprobs_are_close_to_the_reference(tmp_path: Path) -> None:
     assert _logprob_error(tmp_path / "right", "w8a8", 1.0) < W8A8_TOL
     # The same check fails for a checkpoint with one scale tensor 1.5x off.
@@ -113,6 +125,7 @@ W4A8_CASES = [
     # Groups of 64: the AMX-INT8 tile kernel's weights where the host has the tiles.
     ("gptq", dict(bits=4, desc_act=True, group_size=64)),
     ("awq", dict(group_size=64)),
+    ("gptq", dict(bits=4, lm_head=True)),  # the LM head on the same kernels
 ]
 
 

@@ -91,6 +91,34 @@ def _quant_bytes(model: CausalLM) -> int:
     return sum(weight_bytes(m) for m in model.modules() if isinstance(m, QUANT_LINEARS))
 
 
+@pytest.mark.usefixtures("float_inputs")
+@pytest.mark.parametrize("method", ["gptq", "awq"])
+def test_a_quantized_lm_head_splits_by_vocabulary_rows(tmp_path: Path, method: str) -> None:
+    """Each rank's head computes its vocabulary rows' logits (128 rows: 64 a rank) from
+    its half of the packed tensors."""
+    _ref, quant = write_quantized(tmp_path, method, lm_head=True)
+    full, ranks = _load(quant, 0, 1), [_load(quant, r, 2) for r in (0, 1)]
+    assert isinstance(full.lm_head, PackedLinear) and full.lm_head.out_features == 128
+    x = torch.randn(5, full.lm_head.in_features, generator=torch.Generator().manual_seed(0))
+    want = full.lm_head(x)  # [5, V]
+    for r, model in enumerate(ranks):
+        head = model.lm_head
+        assert isinstance(head, PackedLinear) and head.out_features == 64
+        torch.testing.assert_close(head(x), want[:, r * 64 : (r + 1) * 64])
+        assert weight_bytes(head) < 0.6 * weight_bytes(full.lm_head)
+
+
+def test_a_quantized_lm_head_split_off_packed_words_is_refused(tmp_path: Path) -> None:
+    """Vocab 136: 68 rows a rank do not fill whole int32 words of GPTQ's qzeros."""
+    _ref, quant = write_quantized(tmp_path, "gptq", lm_head=True, vocab_size=136)
+    cfg = CheckpointConfig.from_pretrained(quant)
+    spec = resolve_quantization(cfg.quantization_config, None)
+    assert spec is not None and spec.quantizes_head()
+    with pytest.raises(TensorParallelError, match=r"tensor_parallel_size=2: lm_head \(gptq\)"):
+        check_quantized_split(cfg, spec, 2)
+    check_quantized_split(cfg, spec, 1)
+
+
 def test_act_order_row_shards_keep_every_groups_scales(tmp_path: Path) -> None:
     """A random act-order g_idx spreads a rank's input rows over all groups: the rank
     indexes each column's group (as vLLM keeps the full scales); one in order keeps only

@@ -8,6 +8,7 @@ from typing import Any
 
 import msgspec
 import pytest
+import torch
 
 from actorllm.models.config import CheckpointConfig
 from actorllm.models.loader import WeightLoadError
@@ -54,7 +55,6 @@ def test_int8_weights_without_a_quantization_config_are_refused(tmp_path: Path) 
         ({"quant_method": "fp8", "activation_scheme": "static"}, "activation_scheme='static'"),
         (GPTQ | {"bits": 3}, r"'gptq': bits=3"),
         (GPTQ | {"group_size": 48}, r"'gptq': group_size=48"),
-        (GPTQ | {"lm_head": True}, "quantized lm_head"),
         (
             {
                 "quant_method": "awq",
@@ -65,16 +65,6 @@ def test_int8_weights_without_a_quantization_config_are_refused(tmp_path: Path) 
             },
             "version='gemv'",
         ),
-        (
-            {
-                "quant_method": "awq",
-                "bits": 4,
-                "group_size": 32,
-                "zero_point": True,
-                "lm_head": True,
-            },
-            "'awq': a quantized lm_head",
-        ),
     ],
 )
 def test_what_is_not_run_is_refused_at_start_by_name(
@@ -83,6 +73,31 @@ def test_what_is_not_run_is_refused_at_start_by_name(
     path = _with_config(gptq, tmp_path / "ckpt", qc)
     with pytest.raises(QuantizationError, match=named):
         ModelRunner(path, dtype="float32", max_model_len=64)
+
+
+@pytest.mark.parametrize("method", ["gptq", "awq"])
+def test_a_quantized_lm_head_tied_to_the_embedding_is_refused(tmp_path: Path, method: str) -> None:
+    _ref, quant = write_quantized(tmp_path, method, lm_head=True)
+    cfg = json.loads((quant / "config.json").read_text())
+    (quant / "config.json").write_text(json.dumps(cfg | {"tie_word_embeddings": True}))
+    with pytest.raises(QuantizationError, match=r"quantized lm_head .*tie_word_embeddings"):
+        ModelRunner(quant, dtype="float32", max_model_len=64)
+
+
+def test_lm_head_true_over_a_float_head(tmp_path: Path, gptq: Path) -> None:
+    """The config says the head is quantized, the file holds a float ``lm_head.weight``.
+    GPTQ reads which modules are quantized from the tensors' dtypes (as vLLM): the head
+    stays float. AWQ has no such reading: the float tensor is refused by name."""
+    path = _with_config(gptq, tmp_path / "ckpt", GPTQ | {"lm_head": True})
+    runner = ModelRunner(path, dtype="float32", max_model_len=64)
+    runner.load_model()
+    assert runner.model is not None and isinstance(runner.model.lm_head, torch.nn.Linear)
+    _ref, awq = write_quantized(tmp_path / "awq", "awq")
+    qc = json.loads((awq / "config.json").read_text())["quantization_config"]
+    path = _with_config(awq, tmp_path / "awq_head", qc | {"lm_head": True})
+    runner = ModelRunner(path, dtype="float32", max_model_len=64)
+    with pytest.raises(WeightLoadError, match=r"lm_head\.weight"):
+        runner.load_model()
 
 
 def test_compressed_tensors_schemes_not_run_are_named() -> None:
