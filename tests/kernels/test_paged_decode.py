@@ -9,6 +9,7 @@ import torch
 
 from actorllm.kernels import paged_decode as native_decode
 from actorllm.kernels.attention import paged_attention
+from actorllm.kernels.cpu_features import cpu_flags
 from tests.helpers.native_builds import BUILDS, use_build
 
 BS = 4
@@ -278,23 +279,35 @@ def test_bf16_dot_products_match_the_float32_walk(
         torch.testing.assert_close(got.to(torch.bfloat16).float(), want, atol=8e-3, rtol=8e-3)
 
 
-@pytest.mark.parametrize("case", ["fp32 q", "scale not a power of two"])
-def test_bf16_dot_products_only_where_q_is_exact(
-    case: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """q that bfloat16 would round (a float32 q, or a scale that is not a power of two)
-    keeps the float32 walk: bit for bit the -DNO_BF16_DOT build's output."""
+def test_bf16_dot_products_only_where_q_is_exact(monkeypatch: pytest.MonkeyPatch) -> None:
+    """q that bfloat16 would round (a float32 q) keeps the float32 walk: bit for bit the
+    -DNO_BF16_DOT build's output."""
     kw = {"seed": 4, "d": 64, "bs": 16, "lens": (1, 15, 16, 17, 40, 63, 200, 33, 2)}
     q, kc, vc, lens, table = _case(torch.bfloat16, "block_major", 12, 4, **kw)  # type: ignore[arg-type]
-    scale = 0.125
-    if case == "fp32 q":
-        q = q.float() + 1e-3
-    else:
-        scale = 0.1
+    q = q.float() + 1e-3
+    got = native_decode.paged_decode(q, kc, vc, lens, table, 0.125, None, None)
+    _variant(monkeypatch, ("-DNO_BF16_DOT",))
+    want = native_decode.paged_decode(q, kc, vc, lens, table, 0.125, None, None)
+    assert got is not None and want is not None and torch.equal(got, want)
+
+
+def test_bf16_dot_products_with_a_scale_that_is_not_a_power_of_two(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """head_dim 128's 1 / sqrt(128): the dot products take the unscaled q and scale the
+    sums (one more rounding, after the sum): within float32 rounding of the walk, which
+    scales q first, and not its bits (the dot products ran)."""
+    kw = {"seed": 4, "d": 128, "bs": 16, "lens": (1, 15, 16, 17, 40, 63, 200, 33, 2)}
+    q, kc, vc, lens, table = _case(torch.bfloat16, "block_major", 16, 8, **kw)  # type: ignore[arg-type]
+    q = q * 4  # larger scores: the max moves tile to tile
+    scale = 128**-0.5
     got = native_decode.paged_decode(q, kc, vc, lens, table, scale, None, None)
     _variant(monkeypatch, ("-DNO_BF16_DOT",))
-    want = native_decode.paged_decode(q, kc, vc, lens, table, scale, None, None)
-    assert got is not None and want is not None and torch.equal(got, want)
+    walk = native_decode.paged_decode(q, kc, vc, lens, table, scale, None, None)
+    assert got is not None and walk is not None
+    torch.testing.assert_close(got, walk, atol=2e-6, rtol=2e-5)
+    if "avx512_bf16" in cpu_flags():  # -march=native built the dot products
+        assert not torch.equal(got, walk)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])

@@ -181,9 +181,10 @@ def test_q_as_a_view_of_fused_qkv_is_read_in_place(
 def test_bf16_cache_dot_products(
     scale: float, q_dtype: torch.dtype, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A bfloat16 cache with q exact in bfloat16 (bfloat16 q, power-of-two scale) takes q.k
-    from AVX512-BF16 dot products where the CPU has them (exact products, float32 sums in
-    another order); other q keep the float32 walk. Both match the -DNO_BF16_DOT build."""
+    """A bfloat16 cache with q exact in bfloat16 (bfloat16 q, any scale: the sums are
+    scaled) takes q.k from AVX512-BF16 dot products where the CPU has them (exact
+    products, float32 sums in another order); other q keep the float32 walk. Both match the
+    -DNO_BF16_DOT build within float32 rounding."""
     step = _step(torch.bfloat16, True, 12, 4, (40, 70, 1), (40, 90, 33), seed=3, d=64, bs=16)
     q, *rest = step
     q = q.to(q_dtype)

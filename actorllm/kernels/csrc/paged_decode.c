@@ -19,8 +19,8 @@
  * scores come from 16 vertical dot products reduced together (one transpose-add tree), the
  * exp is vectorised, and the accumulators live in registers (specialised per G and D / 16).
  * Where it also targets AVX512-BF16 (__AVX512BF16__), a bfloat16 cache whose q is exact in
- * bfloat16 (a bfloat16 model's q times a power-of-two scale) takes q.k from _mm512_dpbf16_ps
- * on the cache's rows as stored: the same exact products, float32 sums in another order.
+ * bfloat16 (a bfloat16 model's q) takes q.k from _mm512_dpbf16_ps on the cache's rows as
+ * stored and scales the sums: the same exact products, float32 sums in another order.
  * Where it targets AVX2 and FMA but not AVX-512 (Zen 2/3, client x86), the same walk on 8
  * lanes: tiles of up to 8 keys, a hadd tree, exp256.h, P.V a chunk of D at a time (75M
  * preset, 8 layers x 128 rows, 2 threads, 2-core Zen 3: float32 57-62 -> 26-30 ms,
@@ -297,9 +297,10 @@ static inline __m512 load16(const void *base, int kv, const float *lut, int64_t 
  * bfloat16 copy (DOT). Inlined with constant G and NC (D = 16 * NC), the loops unroll.
  * While it computes, it prefetches the rows prefetch_distance on in the walk, one per key.
  * DOT (bfloat16 cache, q exact in bfloat16, NC even): the scores by _mm512_dpbf16_ps
- * straight from the cache's bfloat16 K rows, no widening to a float32 tile first. Every
- * product is exact either way (8-bit mantissas); only the order of the float32 sums
- * differs. */
+ * straight from the cache's bfloat16 K rows, no widening to a float32 tile first, on the
+ * unscaled q, each score's sum then times the scale. Every product is exact either way
+ * (8-bit mantissas); the order of the float32 sums differs, and a scale that is not a power
+ * of two rounds once more (after the sum instead of on each q element). */
 static inline __attribute__((always_inline)) void block_head(
     const task_t *t, int h, int b, int start, const float *q, const uint16_t *qb,
     float *accm, float *m, float *l, const int G, const int NC,
@@ -379,6 +380,7 @@ static inline __attribute__((always_inline)) void block_head(
                 }
             }
             __m512 s = reduce16(part); /* [16] scores of head gi */
+            if (DOT) s = _mm512_mul_ps(s, _mm512_set1_ps(t->scale)); /* qb is unscaled q */
             if (t->softcap > 0.0f) {
                 float tmp[16];
                 _mm512_storeu_ps(tmp, s);
@@ -692,13 +694,13 @@ int paged_decode(const void *q, int q_bf16, int64_t q_stride, void *out, int out
             int64_t r = rows ? rows[i] : i, h0 = (int64_t)head * g * d;
             int64_t qo = r * q_stride + h0, oo = r * out_stride + h0;
             load_row(qf, q, q_bf16, qo, (int)span);
-            for (int64_t e = 0; e < span; e++) qf[e] *= scale;
             task_t t = {k_cache, v_cache, kv, k_lut, v_lut, s_block, s_slot, s_head,
                         block_table + (int64_t)i * table_stride, seq_lens[i], head, nh, g, d,
                         block_size, scale, softcap, window, NULL, NULL, sinks};
 #ifdef PAGED_DECODE_BF16_DOT
-            if (kv == KV_BF16 && d % 32 == 0) { /* q exact in bfloat16 (a bfloat16 q times a power
-                                           * of two): the dot products take it as is */
+            if (kv == KV_BF16 && d % 32 == 0) { /* q exact in bfloat16 (a bfloat16 model's):
+                                           * the dot products take it unscaled, their sums
+                                           * are scaled (block_head) */
                 int exact = 1;
                 for (int64_t e = 0; e < span; e++) {
                     uint32_t u;
@@ -709,6 +711,7 @@ int paged_decode(const void *q, int q_bf16, int64_t q_stride, void *out, int out
                 if (exact) t.qb = qb;
             }
 #endif
+            for (int64_t e = 0; e < span; e++) qf[e] *= scale;
             task_t next = t;
             if ((w + 1) % TASK_CHUNK != 0 && w + 1 < total) { /* same chunk: this thread's */
                 int ni = (int)((w + 1) / groups);

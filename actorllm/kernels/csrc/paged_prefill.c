@@ -19,9 +19,10 @@
  * as float32. Where the
  * compiler targets AVX-512 (__AVX512F__: -march=native on such a host) the scores, exp and
  * P.V are 16-lane intrinsics over blocks of rows; where it also targets AVX512-BF16
- * (__AVX512BF16__) a bfloat16 cache whose scaled q is exact in bfloat16 (a bfloat16 model,
- * power-of-two scale) takes q.k from _mm512_dpbf16_ps on pairs of the cache's values as
- * stored: the same exact products, float32 sums in another order. Where it targets AVX2 and
+ * (__AVX512BF16__) a bfloat16 cache whose q is exact in bfloat16 (a bfloat16 model's) takes
+ * q.k from _mm512_dpbf16_ps on pairs of the cache's values as stored, on the unscaled q,
+ * and scales the sums: the same exact products, float32 sums in another order (and, for a
+ * scale that is not a power of two, one rounding after the sum instead of one on each q). Where it targets AVX2 and
  * FMA but not AVX-512, the scores and P.V are 8-lane intrinsics over blocks of rows (the
  * softmax step stays portable C). Elsewhere the same walk in portable C (which the compiler
  * vectorises for its target).
@@ -540,9 +541,9 @@ static void run_task(const args_t *a, int n, int head, int i0, int nq, scratch_t
                  g * d);
     }
     int pairs = 0;
-    for (int64_t e = 0; e < (int64_t)rows * d; e++) w->qs[e] *= a->scale;
 #ifdef PREFILL_BF16_DOT
-    if (a->kv == KV_BF16 && d % 32 == 0) { /* q exact in bfloat16: the dot products take it */
+    if (a->kv == KV_BF16 && d % 32 == 0) { /* q exact in bfloat16: the dot products take it
+                                            * unscaled, their sums are scaled */
         int exact = 1;
         for (int64_t e = 0; e < (int64_t)rows * d; e++) {
             uint32_t u;
@@ -553,6 +554,7 @@ static void run_task(const args_t *a, int n, int head, int i0, int nq, scratch_t
         pairs = exact;
     }
 #endif
+    for (int64_t e = 0; e < (int64_t)rows * d; e++) w->qs[e] *= a->scale;
     for (int r = 0; r < rows; r++) /* row r: query head head * G + r % G */
         online_begin(a->sinks, (int64_t)head * g + r % g, w->m + r, w->l + r);
     memset(w->acc, 0, sizeof(float) * (size_t)rows * (size_t)d);
@@ -568,9 +570,11 @@ static void run_task(const args_t *a, int n, int head, int i0, int nq, scratch_t
         nt = kend - k0 < nt ? kend - k0 : nt; /* keys past the last query: never read */
         float *tile = (float *)get_tile(a, n, head, t, w);
 #ifdef PREFILL_AVX512
-        if (pairs)
+        if (pairs) {
             scores_avx512(w->qb, tile_kp(tile, d), w->s, rows, d, 1);
-        else
+            float sc = a->scale; /* a local: w->s may alias *a for the compiler */
+            for (int64_t e = 0; e < (int64_t)rows * KT; e++) w->s[e] *= sc;
+        } else
             scores_avx512(w->qs, tile_kt(tile, d), w->s, rows, d, 0);
 #elif defined(PREFILL_AVX2)
         (void)pairs;
