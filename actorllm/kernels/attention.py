@@ -174,8 +174,9 @@ def _prefill_in_low_precision(
     q: torch.Tensor, k_cache: torch.Tensor, plan: AttentionPlan, softcap: float | None
 ) -> bool:
     """Whether this step's prefills run as bf16 SDPA (:func:`_prefill_sdpa`):
-    bf16 q and cache on a CPU with AMX (measured there only: hosts with AVX512-BF16 alone
-    keep the native kernel until measured), no softcap (SDPA cannot cap) nor sinks (the
+    bf16 q and cache on a CPU with AMX (on AVX512-BF16 without AMX the native kernel is the
+    faster: a 2-core Zen 4, Hq 16 / Hk 8 / D 128, a layer of one 2048-token prompt 120 vs
+    140 ms for SDPA, 4 x 256 9.3 vs 17.4 ms), no softcap (SDPA cannot cap) nor sinks (the
     caller checks those), and prefills of
     :data:`LOW_PRECISION_PREFILL_MIN_TOKENS` query tokens or more on average."""
     return (

@@ -10,6 +10,7 @@ import torch
 
 from actorllm.kernels import paged_prefill as native_prefill
 from actorllm.kernels.attention import paged_attention
+from actorllm.kernels.cpu_features import cpu_flags
 from tests.helpers.native_builds import BUILDS, use_build
 
 pytestmark = pytest.mark.skipif(
@@ -198,6 +199,27 @@ def test_bf16_cache_dot_products(
     walk = torch.empty_like(out)
     assert native_prefill.paged_prefill(*args, out=walk)
     torch.testing.assert_close(out[:110], walk[:110], atol=2e-6, rtol=2e-5)
+
+
+@pytest.mark.parametrize(
+    ("d", "bs", "hq", "hk"), [(64, 16, 12, 4), (128, 32, 16, 8), (256, 16, 4, 2), (32, 16, 4, 4)]
+)
+def test_bf16_pv_pairs_stay_within_bf16_rounding_of_the_float32_pv(
+    d: int, bs: int, hq: int, hk: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bfloat16 model (bfloat16 q, cache and output) multiplies P.V on bfloat16 pairs
+    (the probabilities rounded, two keys a dot product) where the CPU has AVX512-BF16: its
+    bfloat16 output stays within bfloat16 rounding of the float32 P.V (-DNO_BF16_PV), tile
+    tails of odd key counts included, and differs from it (the pairs ran)."""
+    step = _step(torch.bfloat16, False, hq, hk, (45, 70, 1), (45, 99, 37), seed=7, d=d, bs=bs)
+    got = _attend(step, True, monkeypatch, scale=d**-0.5)
+    if native_prefill._kernel(("-DNO_BF16_PV",)) is None:
+        pytest.skip("the compiler did not build the variant")
+    monkeypatch.setattr(native_prefill, "_BUILD_FLAGS", ("-DNO_BF16_PV",))
+    want = _attend(step, True, monkeypatch, scale=d**-0.5)
+    torch.testing.assert_close(got.float(), want.float(), atol=1.6e-2, rtol=1.6e-2)
+    if "avx512_bf16" in cpu_flags():  # -march=native built the pairs
+        assert not torch.equal(got, want)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
