@@ -36,6 +36,7 @@ from actorllm.bench.roofline_model import (
     record_gemm,
 )
 from actorllm.kernels import amx_linear
+from actorllm.models.onednn_linear import few_rows_kernel
 
 # The rows of cpu-vs-vllm at real model sizes: what the roofline percentages are for.
 REAL_SIZE_PRESETS = (
@@ -82,8 +83,9 @@ def gemm(
     m: int, k: int, n: int, dtype: torch.dtype, repeats: int, budget_s: float = float("inf")
 ) -> dict[str, float]:
     """x [M, K] @ w[N, K]^T: ms and GFLOP/s of the fastest GEMM this host has for it,
-    oneDNN's prepacked linear or, for bf16 on an AMX host, the AMX kernel
-    (kernels/amx_linear.py); each one's GFLOP/s beside."""
+    oneDNN's prepacked linear or, for bf16, this host's few-rows kernel (the AMX kernel,
+    kernels/amx_linear.py, or on AVX512-BF16 without AMX kernels/bf16_dot_linear.py):
+    each one's GFLOP/s beside (``amx_gflops`` / ``dot_gflops``)."""
     x = torch.randn(m, k).to(dtype)
     w = torch.randn(n, k).to(dtype)
     packed = torch.ops.mkldnn._reorder_linear_weight(w, m)
@@ -91,12 +93,14 @@ def gemm(
     ms = best_ms(lambda: linear(x, packed, None, "none", [], ""), repeats, budget_s)
     out = {"ms": ms, "gflops": 2 * m * k * n / ms / 1e6}
     out["onednn_gflops"] = out["gflops"]
-    if amx_linear.takes(w):
-        amx = amx_linear.pack(w)
-        amx_ms = best_ms(lambda: amx_linear.linear(x, amx, n, None), repeats, budget_s)
-        out["amx_gflops"] = 2 * m * k * n / amx_ms / 1e6
-        if amx_ms < ms:
-            out["ms"], out["gflops"] = amx_ms, out["amx_gflops"]
+    kernel = few_rows_kernel()
+    if kernel is not None and kernel.takes(w):
+        few = kernel.pack(w)
+        few_ms = best_ms(lambda: kernel.linear(x, few, n, None), repeats, budget_s)
+        key = "amx_gflops" if kernel is amx_linear else "dot_gflops"
+        out[key] = 2 * m * k * n / few_ms / 1e6
+        if few_ms < ms:
+            out["ms"], out["gflops"] = few_ms, out[key]
     return out
 
 

@@ -29,7 +29,7 @@ from torch import nn
 
 from actorllm.bench.machine import result_document, write_json
 from actorllm.bench.presets import get_preset, preset_model_dir
-from actorllm.kernels import amx_linear
+from actorllm.kernels import amx_linear, bf16_dot_linear
 from actorllm.kernels.ops import Ops
 from actorllm.kernels.sampling import sample_from_logits
 from actorllm.models.attention import AttentionMetadata
@@ -147,19 +147,23 @@ def add_ranges(model: nn.Module, cfg: CheckpointConfig) -> None:
 
 
 def _range_amx_linears(cfg: CheckpointConfig) -> None:
-    """The AMX kernel (kernels/amx_linear.py) is a ctypes call the profiler does not see:
-    each call gets a range named by its weight's part (``part:linear gate_up``)."""
-    if getattr(amx_linear.linear, "ranged", False):
-        return
-    plain = amx_linear.linear
+    """The few-rows kernels (kernels/amx_linear.py, kernels/bf16_dot_linear.py) are ctypes
+    calls the profiler does not see: each call gets a range named by its weight's part
+    (``part:linear gate_up``)."""
+    for kernel in (amx_linear, bf16_dot_linear):
+        if getattr(kernel.linear, "ranged", False):
+            continue
+        kernel.linear = _ranged_linear(kernel.linear, cfg)  # type: ignore[method-assign]
 
+
+def _ranged_linear(plain: Callable[..., torch.Tensor], cfg: CheckpointConfig) -> Any:
     def ranged(x: torch.Tensor, packed: torch.Tensor, n: int, bias: Any) -> torch.Tensor:
         label = classify("aten::linear", [list(x.shape), [n, x.shape[-1]]], cfg)
         with torch.profiler.record_function(f"part:{label}"):
             return plain(x, packed, n, bias)
 
     ranged.ranged = True  # type: ignore[attr-defined]
-    amx_linear.linear = ranged  # type: ignore[assignment]
+    return ranged
 
 
 def profile_step(

@@ -34,23 +34,27 @@ table for the lookup; a widened copy is twice the bfloat16 weight), so nothing i
 where the copies would take over half of the memory available at load (a widened bf16
 linear then still decodes on the native kernel, needing no copy).
 
-On an AMX host a bfloat16 weight also gets a copy packed for the native AMX kernel
-(``kernels/amx_linear.py``), which a decode step (up to :func:`amx_max_rows` rows) reads at
-the memory's bandwidth where oneDNN's small-M matmul reads at half of it; larger steps
-(prefill) keep oneDNN, faster there. Where both copies would not fit, the AMX one alone
-serves every row count.
+Few rows (a decode step's) get a native kernel of their own where the CPU has one
+(:func:`few_rows_kernel`): on an AMX host a bfloat16 weight also gets a copy packed for the
+AMX kernel (``kernels/amx_linear.py``), which a decode step (up to :func:`amx_max_rows`
+rows) reads at the memory's bandwidth where oneDNN's small-M matmul reads at half of it; on
+a CPU with AVX512-BF16 but no AMX (Zen 4) one packed for the dot-product kernel
+(``kernels/bf16_dot_linear.py``, up to :data:`DOT_MAX_ROWS` rows), which streams it ahead
+of its products where oneDNN waits for it. Larger steps (prefill) keep oneDNN, faster
+there. Where both copies would not fit, the few-rows one alone serves every row count.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+from types import ModuleType
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from actorllm.kernels import amx_linear, bf16_linear
+from actorllm.kernels import amx_linear, bf16_dot_linear, bf16_linear
 from actorllm.kernels.cpu_features import native_bf16
 from actorllm.kernels.row_bucket import row_bucket
 
@@ -85,6 +89,34 @@ def amx_max_rows(out_features: int, in_features: int) -> int:
     go to oneDNN's, where it has one)."""
     narrow, wider = AMX_LONG_ROWS if in_features >= AMX_LONG_INPUT else AMX_SHORT_ROWS
     return next((rows for columns, rows in narrow if out_features <= columns), wider)
+
+
+# Up to this many rows a bf16 linear on a CPU with AVX512-BF16 and no AMX takes the
+# dot-product kernel's copy. 2-core Zen 4 VM, Qwen3-0.6B's linears, 28 cold copies of each
+# weight, oneDNN vs the kernel (ms over the 28): M = 1 qkv 12.5 vs 8.9, gate_up 13.8 vs
+# 8.5; M = 8 gate_up 17.0 vs 11.6; M = 32 qkv 24.8 vs 20.4, gate_up 32.3 vs 28.5, down
+# 16.9 vs 13.9, o_proj 13.4 vs 12.8; at 48 o_proj [1024 x 2048] 17.2 vs 20.6: oneDNN
+# takes over above 32 for narrow weights.
+DOT_MAX_ROWS = 32
+
+
+def few_rows_kernel() -> ModuleType | None:
+    """The native kernel that keeps its own copy of a bf16 weight for few rows here: AMX
+    tiles (``kernels/amx_linear.py``), else AVX512-BF16 dot products
+    (``kernels/bf16_dot_linear.py``); None: neither (oneDNN for every row count). Both
+    offer ``takes`` / ``pack`` / ``linear``."""
+    if amx_linear.available():
+        return amx_linear
+    if bf16_dot_linear.available():
+        return bf16_dot_linear
+    return None
+
+
+def few_rows_max(out_features: int, in_features: int) -> int:
+    """How many rows a bf16 [out_features x in_features] linear takes on its few-rows copy."""
+    if few_rows_kernel() is amx_linear:
+        return amx_max_rows(out_features, in_features)
+    return DOT_MAX_ROWS
 
 
 def pad_rows(rows: torch.Tensor) -> torch.Tensor:
@@ -140,12 +172,13 @@ def compute_dtype(dtype: torch.dtype) -> torch.dtype:
 class OneDNNLinear(nn.Linear):
     """An :class:`nn.Linear` whose matmul runs on a oneDNN-prepacked copy of its weight
     (widened to float32 for a bfloat16 weight where :func:`compute_dtype` says so), and,
-    on an AMX host, on an AMX-packed copy for up to :func:`amx_max_rows` rows (or for
-    every row count where only that copy fits: ``with_onednn`` False)."""
+    where the CPU has a few-rows kernel (:func:`few_rows_kernel`), on a copy packed for it
+    for up to :func:`few_rows_max` rows (or for every row count where only that copy fits:
+    ``with_onednn`` False)."""
 
     packed: torch.Tensor | None = None  # oneDNN's blocked layout of weight
-    amx_packed: torch.Tensor | None = None  # kernels/amx_linear.py's layout of weight
-    with_amx = False  # whether this linear keeps an AMX copy
+    few_packed: torch.Tensor | None = None  # the few-rows kernel's layout of weight
+    with_few = False  # whether this linear keeps a few-rows copy
     with_onednn = True  # whether it keeps the oneDNN one
     packed_bias: torch.Tensor | None = None  # bias in the compute dtype (widened: float32)
     widened = False  # a bf16 weight computed in float32 (compute_dtype), copy or not
@@ -157,7 +190,8 @@ class OneDNNLinear(nn.Linear):
     def _pack(self) -> None:
         w = self.weight.detach()  # [O, I]
         wide = compute_dtype(w.dtype)
-        self.amx_packed = amx_linear.pack(w) if self.with_amx else None  # [ceil(O/32)*32*I]
+        kernel = few_rows_kernel() if self.with_few else None
+        self.few_packed = kernel.pack(w) if kernel is not None else None  # [ceil(O/32)*32*I]
         self.packed = None
         if self.with_onednn:
             self.packed = torch.ops.mkldnn._reorder_linear_weight(w.to(wide), BATCH_HINT)
@@ -167,8 +201,8 @@ class OneDNNLinear(nn.Linear):
         self.packed_version = self._versions()
         self.pack_count += 1
 
-    def _amx_rows(self) -> int:
-        return amx_max_rows(self.out_features, self.in_features)
+    def _few_rows(self) -> int:
+        return few_rows_max(self.out_features, self.in_features)
 
     def _versions(self) -> tuple[tuple[int, int], tuple[int, int] | None]:
         return (_version(self.weight), None if self.bias is None else _version(self.bias))
@@ -183,8 +217,8 @@ class OneDNNLinear(nn.Linear):
             return None
         if x.device.type != "cpu" or x.dim() < 2:
             return None
-        if self.amx_packed is not None and x.numel() // x.shape[-1] <= self._amx_rows():
-            return None  # few rows take the AMX copy
+        if self.few_packed is not None and x.numel() // x.shape[-1] <= self._few_rows():
+            return None  # few rows take the few-rows copy
         return packed
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -194,9 +228,11 @@ class OneDNNLinear(nn.Linear):
         if x.dtype != self.weight.dtype or x.device.type != "cpu":
             return F.linear(x, self.weight, self.bias)
         rows = x.reshape(-1, x.shape[-1])  # [M, I]
-        amx, packed = self.amx_packed, self.packed
-        if amx is not None and (packed is None or rows.shape[0] <= self._amx_rows()):
-            out = amx_linear.linear(rows, amx, self.out_features, self.packed_bias)
+        few, packed = self.few_packed, self.packed
+        if few is not None and (packed is None or rows.shape[0] <= self._few_rows()):
+            kernel = few_rows_kernel()
+            assert kernel is not None
+            out = kernel.linear(rows, few, self.out_features, self.packed_bias)
             return out.view(*x.shape[:-1], out.shape[-1])  # [..., O]
         if self.widened:
             # Few rows (decode, a speculative verify) are bound by reading the weight: the
@@ -244,8 +280,8 @@ def prepack_linears(model: nn.Module) -> int:
     packed copies would take more than :data:`MAX_FREE_MEMORY_SHARE` of the free memory,
     none is made: only widened bf16 linears convert, without copies (their decode reads the
     bf16 weight through the native kernel, their prefill runs on ``F.linear``).
-    On an AMX host a bf16 linear gets an AMX copy beside the oneDNN one, or instead of it
-    where both would not fit in that share."""
+    Where the CPU has a few-rows kernel (:func:`few_rows_kernel`) a bf16 linear gets a copy
+    for it beside the oneDNN one, or instead of it where both would not fit in that share."""
     dtypes = supported_dtypes()
     chosen = []
     for module in model.modules():
@@ -258,10 +294,11 @@ def prepack_linears(model: nn.Module) -> int:
             continue
         chosen.append(module)
     nbytes = {m: m.weight.numel() * compute_dtype(m.weight.dtype).itemsize for m in chosen}
-    amx = {id(m) for m in chosen if compute_dtype(m.weight.dtype) == torch.bfloat16
-           and amx_linear.takes(m.weight)}  # fmt: skip
+    kernel = few_rows_kernel()
+    few = {id(m) for m in chosen if compute_dtype(m.weight.dtype) == torch.bfloat16
+           and kernel is not None and kernel.takes(m.weight)}  # fmt: skip
     extra = sum(nbytes.values())  # one copy each
-    both = extra + sum(nbytes[m] for m in chosen if id(m) in amx)  # AMX ones keep both layouts
+    both = extra + sum(nbytes[m] for m in chosen if id(m) in few)  # few-rows ones keep two
     free = _free_memory_bytes()
     budget = None if free is None else MAX_FREE_MEMORY_SHARE * free
     if free is not None and budget is not None and extra > budget:  # both named: mypy narrows each
@@ -274,27 +311,27 @@ def prepack_linears(model: nn.Module) -> int:
             extra / 1e9, int(MAX_FREE_MEMORY_SHARE * 100), free / 1e9, len(wide),
         )  # fmt: skip
         for module in wide:
-            _convert(module, with_amx=False, with_onednn=False)
+            _convert(module, with_few=False, with_onednn=False)
         return len(wide)
-    # Where the second copies do not fit, AMX linears keep the AMX one alone, for every M.
-    amx_only = budget is not None and both > budget
-    if amx and amx_only:
+    # Where the second copies do not fit, few-rows linears keep that copy alone, for every M.
+    few_only = budget is not None and both > budget
+    if few and few_only:
         logger.info(
-            "bf16 linears run on AMX for every row count: oneDNN copies beside them "
+            "bf16 linears run on %s for every row count: oneDNN copies beside them "
             "(%.1f GB) would take over %d%% of the free memory",
-            both / 1e9, int(MAX_FREE_MEMORY_SHARE * 100),
+            getattr(kernel, "__name__", "?"), both / 1e9, int(MAX_FREE_MEMORY_SHARE * 100),
         )  # fmt: skip
     for module in chosen:
-        with_amx = id(module) in amx
-        _convert(module, with_amx=with_amx, with_onednn=not (with_amx and amx_only))
+        with_few = id(module) in few
+        _convert(module, with_few=with_few, with_onednn=not (with_few and few_only))
     return len(chosen)
 
 
-def _convert(module: nn.Linear, *, with_amx: bool, with_onednn: bool) -> None:
+def _convert(module: nn.Linear, *, with_few: bool, with_onednn: bool) -> None:
     """``module`` becomes a :class:`OneDNNLinear` keeping the copies named, packed now."""
     module.__class__ = OneDNNLinear
     assert isinstance(module, OneDNNLinear)
-    module.with_amx = with_amx
+    module.with_few = with_few
     module.with_onednn = with_onednn
     with torch.no_grad():
         module._pack()

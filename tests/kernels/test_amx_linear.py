@@ -79,7 +79,7 @@ def test_linears_take_it_where_the_width_allows() -> None:
     x = torch.randn(3, 96).to(torch.bfloat16)
     want = model(x)
     assert prepack_linears(model) == 3
-    kinds = [m.amx_packed is not None for m in model if isinstance(m, OneDNNLinear)]
+    kinds = [m.few_packed is not None for m in model if isinstance(m, OneDNNLinear)]
     assert kinds == [True, True, False]
     torch.testing.assert_close(model(x), want, atol=0.05, rtol=0.02)
     first = model[0]
@@ -141,7 +141,7 @@ def test_amx_copy_alone_where_two_would_not_fit(monkeypatch: pytest.MonkeyPatch)
     lin = nn.Linear(64, 40).to(torch.bfloat16)  # 5120 bytes of weight
     monkeypatch.setattr(onednn_linear, "_free_memory_bytes", lambda: 2 * 6000)
     assert prepack_linears(lin) == 1
-    assert isinstance(lin, OneDNNLinear) and lin.packed is None and lin.amx_packed is not None
+    assert isinstance(lin, OneDNNLinear) and lin.packed is None and lin.few_packed is not None
     calls = _spy_kernels(monkeypatch)
     x = torch.randn(AMX_MAX_ROWS + 8, 64).to(torch.bfloat16)
     out = lin(x)
