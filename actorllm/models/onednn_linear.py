@@ -92,11 +92,12 @@ def amx_max_rows(out_features: int, in_features: int) -> int:
 
 
 # Up to this many rows a bf16 linear on a CPU with AVX512-BF16 and no AMX takes the
-# dot-product kernel's copy. 2-core Zen 4 VM, Qwen3-0.6B's linears, 28 cold copies of each
-# weight, oneDNN vs the kernel (ms over the 28): M = 1 qkv 12.5 vs 8.9, gate_up 13.8 vs
-# 8.5; M = 8 gate_up 17.0 vs 11.6; M = 32 qkv 24.8 vs 20.4, gate_up 32.3 vs 28.5, down
-# 16.9 vs 13.9, o_proj 13.4 vs 12.8; at 48 o_proj [1024 x 2048] 17.2 vs 20.6: oneDNN
-# takes over above 32 for narrow weights.
+# dot-product kernel's copy. 2-core Zen 4 VM, weights cold (28 copies of each of
+# Qwen3-0.6B's, 16 of Llama-3.2-1B's), oneDNN vs the kernel, ms: 0.6B gate_up M = 1 13.7 vs
+# 7.9, M = 8 14.8 vs 9.3, M = 32 32.2 vs 27.4; its o_proj M = 32 11.0 vs 10.4, M = 48 15.1
+# vs 14.6; 1B's LM head [128256 x 2048] M = 32 51.8 vs 41.5, its gate_up M = 32 88.1 vs
+# 84.6, its down M = 32 49.1 vs 43.9. Past 32 rows the margin thins (o_proj 1.03x at 48)
+# and oneDNN's blocking over many rows takes over.
 DOT_MAX_ROWS = 32
 
 
