@@ -160,7 +160,7 @@ def paged_attention(
         starts, lens, ctx, table = plan.prefill_args
         prefilled = native_prefill.paged_prefill(
             q, k_cache, v_cache, starts, lens, ctx, table, scale, sliding_window, softcap,
-            out=out, sinks=sinks, kv_scales=scales,
+            out=out, sinks=sinks, kv_scales=scales, bf16_pv=_long_prefills(plan),
         )  # fmt: skip
     if not prefilled:
         _prefill_sdpa(
@@ -168,6 +168,15 @@ def paged_attention(
             low_precision=low_precision, sinks=sinks, kv_scales=scales,
         )  # fmt: skip
     return out
+
+
+def _long_prefills(plan: AttentionPlan) -> bool:
+    """The step's prefills average :data:`LOW_PRECISION_PREFILL_MIN_TOKENS` query tokens or
+    more: where the probabilities may be rounded to bf16 for P.V (bf16 SDPA, the AMX kernel,
+    the native kernel's bf16 pairs). Shorter ones keep float32 P, the decode kernel's: a
+    request replayed after a crash re-prefills the tokens it had decoded, and its short
+    prefills then compute what its decode steps did (a speculative step's verify rows too)."""
+    return plan.prefill_tokens >= LOW_PRECISION_PREFILL_MIN_TOKENS * len(plan.prefills)
 
 
 def _prefill_in_low_precision(
@@ -185,7 +194,7 @@ def _prefill_in_low_precision(
         and k_cache.dtype == torch.bfloat16
         and q.device.type == "cpu"
         and softcap is None
-        and plan.prefill_tokens >= LOW_PRECISION_PREFILL_MIN_TOKENS * len(plan.prefills)
+        and _long_prefills(plan)
         and amx_bf16()
     )
 

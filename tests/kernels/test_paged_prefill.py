@@ -205,21 +205,47 @@ def test_bf16_cache_dot_products(
     ("d", "bs", "hq", "hk"), [(64, 16, 12, 4), (128, 32, 16, 8), (256, 16, 4, 2), (32, 16, 4, 4)]
 )
 def test_bf16_pv_pairs_stay_within_bf16_rounding_of_the_float32_pv(
-    d: int, bs: int, hq: int, hk: int, monkeypatch: pytest.MonkeyPatch
+    d: int, bs: int, hq: int, hk: int
 ) -> None:
-    """A bfloat16 model (bfloat16 q, cache and output) multiplies P.V on bfloat16 pairs
-    (the probabilities rounded, two keys a dot product) where the CPU has AVX512-BF16: its
-    bfloat16 output stays within bfloat16 rounding of the float32 P.V (-DNO_BF16_PV), tile
+    """Asked for (``bf16_pv``), a bfloat16 model (bfloat16 q, cache and output) multiplies
+    P.V on bfloat16 pairs (the probabilities rounded, two keys a dot product) where the CPU
+    has AVX512-BF16: its output stays within bfloat16 rounding of the float32 P.V, tile
     tails of odd key counts included, and differs from it (the pairs ran)."""
-    step = _step(torch.bfloat16, False, hq, hk, (45, 70, 1), (45, 99, 37), seed=7, d=d, bs=bs)
-    got = _attend(step, True, monkeypatch, scale=d**-0.5)
-    if native_prefill._kernel(("-DNO_BF16_PV",)) is None:
-        pytest.skip("the compiler did not build the variant")
-    monkeypatch.setattr(native_prefill, "_BUILD_FLAGS", ("-DNO_BF16_PV",))
-    want = _attend(step, True, monkeypatch, scale=d**-0.5)
+    q, kc, vc, qsl, lens, table = _step(
+        torch.bfloat16, False, hq, hk, (45, 70, 1), (45, 99, 37), seed=7, d=d, bs=bs
+    )
+    q_len = qsl[1:] - qsl[:-1]
+    outs = []
+    for pairs in (True, False):
+        out = torch.empty_like(q)
+        assert native_prefill.paged_prefill(
+            q, kc, vc, qsl[:-1], q_len, lens, table, d**-0.5, out=out, bf16_pv=pairs
+        )
+        outs.append(out[:116])  # the prefill rows (the third request is a decode row)
+    got, want = outs
     torch.testing.assert_close(got.float(), want.float(), atol=1.6e-2, rtol=1.6e-2)
     if "avx512_bf16" in cpu_flags():  # -march=native built the pairs
         assert not torch.equal(got, want)
+
+
+def test_short_prefills_keep_float32_probabilities(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only prefills of LOW_PRECISION_PREFILL_MIN_TOKENS query tokens or more (on average)
+    ask for the bf16 P.V: shorter ones compute what decode steps do, so a request replayed
+    after a crash (its decoded tokens prefilled again) gets the same tokens."""
+    seen: list[bool] = []
+    real = native_prefill.paged_prefill
+
+    def spy(*args: object, **kwargs: object) -> bool:
+        seen.append(bool(kwargs.get("bf16_pv")))
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(native_prefill, "paged_prefill", spy)
+    for q_len in (40, 128):
+        q, kc, vc, qsl, lens, table = _step(
+            torch.bfloat16, False, 4, 2, (q_len,), (q_len,), seed=8, d=32, bs=16
+        )
+        paged_attention(q, kc, vc, qsl, lens, table, 32**-0.5)
+    assert seen == [False, True]
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])

@@ -23,8 +23,8 @@
  * q.k from _mm512_dpbf16_ps on pairs of the cache's values as stored, on the unscaled q,
  * and scales the sums: the same exact products, float32 sums in another order (and, for a
  * scale that is not a power of two, one rounding after the sum instead of one on each q),
- * and, where the output is bfloat16 too (a bfloat16 model; not -DNO_BF16_PV), P.V on pairs
- * of keys: each tile's probabilities rounded to bfloat16 (as the AMX kernel's P tiles),
+ * and, where the caller asks (bf16_pv) and the output is bfloat16 too (a bfloat16 model;
+ * not -DNO_BF16_PV), P.V on pairs of keys: each tile's probabilities rounded to bfloat16 (as the AMX kernel's P tiles),
  * the V rows packed as pairs, exact products and float32 sums (one 2048-token prompt,
  * Hq 16 / Hk 8 / D 128, a 2-core Zen 4: 127 -> 92 ms a layer). Where it targets AVX2 and
  * FMA but not AVX-512, the scores and P.V are 8-lane intrinsics over blocks of rows (the
@@ -109,6 +109,7 @@ typedef struct {
     int tpb;
     int64_t tile_floats;
     const float *sinks; /* [Hq] sink logits (NULL: none) */
+    int bf16_pv;        /* the caller asks for P.V on bf16 pairs (where the build has them) */
 } args_t;
 
 /* A thread's scratch, for tasks of up to `rows` query rows. */
@@ -648,10 +649,10 @@ static void run_task(const args_t *a, int n, int head, int i0, int nq, scratch_t
     }
 #endif
     for (int64_t e = 0; e < (int64_t)rows * d; e++) w->qs[e] *= a->scale;
-    /* P.V on bfloat16 pairs where the output is bfloat16 anyway (a bfloat16 model): the
-     * probabilities rounded to bfloat16, as the AMX kernel's P tiles are */
+    /* P.V on bfloat16 pairs where the caller asks for it and the output is bfloat16 anyway
+     * (a bfloat16 model): the probabilities rounded to bfloat16, as the AMX kernel's are */
 #ifndef NO_BF16_PV
-    int pv_pairs = PACK_PAIRS && a->kv == KV_BF16 && a->out_bf16 && d % 16 == 0;
+    int pv_pairs = PACK_PAIRS && a->bf16_pv && a->kv == KV_BF16 && a->out_bf16 && d % 16 == 0;
 #else
     int pv_pairs = 0;
 #endif
@@ -763,13 +764,13 @@ int paged_prefill(const void *q, int q_bf16, int64_t q_stride, void *out, int ou
                   const float *k_lut, const float *v_lut,
                   int64_t s_block, int64_t s_slot, int64_t s_head, int hq, int hk, int d,
                   int block_size, float scale, int window, float softcap, int num_threads,
-                  const float *sinks) {
+                  const float *sinks, int bf16_pv) {
     if (hk <= 0 || hq % hk != 0 || d <= 0 || block_size <= 0) return -2;
     int g = hq / hk, qt = ROWS_TARGET / g > 0 ? ROWS_TARGET / g : 1;
     args_t a = {q, q_bf16, q_stride, out, out_bf16, out_stride, q_start, q_len, seq_lens,
                 block_table, table_stride, k_cache, v_cache, kv, k_lut, v_lut, s_block, s_slot, s_head,
                 hq, hk, g, d, block_size, qt, window, scale, softcap,
-                NULL, NULL, NULL, NULL, 0, 0, sinks}; /* the packed tiles: below */
+                NULL, NULL, NULL, NULL, 0, 0, sinks, bf16_pv}; /* the packed tiles: below */
     int64_t total = 0;
     for (int i = 0; i < n; i++) total += (int64_t)((q_len[i] + qt - 1) / qt) * hk;
     task_t *tasks = malloc(sizeof(task_t) * (size_t)(total > 0 ? total : 1));
