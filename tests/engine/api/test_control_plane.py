@@ -143,6 +143,7 @@ async def test_profile_trace_names_the_models_ops(tiny_model, tmp_path):
         "aten::addmm",
         "mkldnn::_linear_pointwise",
         "actorllm::amx_linear",
+        "actorllm::bf16_dot_linear",
     } & names
 
 
