@@ -23,8 +23,9 @@ from typing import Any
 
 import torch
 
-from actorllm.kernels import native, native_ranges
+from actorllm.kernels import native, packed_bf16
 from actorllm.kernels.cpu_features import amx_bf16, cpu_flags
+from actorllm.kernels.packed_bf16 import packable
 
 _P, _I64 = ctypes.c_void_p, ctypes.c_int64
 # Weight columns per packed block: two 16-column tiles.
@@ -52,14 +53,7 @@ def available() -> bool:
 
 def takes(weight: torch.Tensor) -> bool:
     """Whether ``weight`` ([O, I] bf16, CPU) can be packed for the kernel."""
-    return (
-        available()
-        and weight.dtype == torch.bfloat16
-        and weight.device.type == "cpu"
-        and weight.dim() == 2
-        and weight.shape[1] % K_STEP == 0
-        and weight.shape[1] >= K_STEP
-    )
+    return available() and packable(weight, K_STEP)
 
 
 def pack(weight: torch.Tensor) -> torch.Tensor:
@@ -67,12 +61,7 @@ def pack(weight: torch.Tensor) -> torch.Tensor:
     layout (``csrc/amx_linear.c``); the padding columns are zero."""
     lib = _lib()
     assert lib is not None and takes(weight)
-    w = weight.detach().contiguous()
-    o, i = w.shape
-    blocks = -(-o // BLOCK_COLS)
-    packed = torch.empty(blocks * BLOCK_COLS * i, dtype=torch.bfloat16)
-    lib.amx_pack(w.data_ptr(), o, i, packed.data_ptr())
-    return packed
+    return packed_bf16.pack(lib.amx_pack, weight, BLOCK_COLS)
 
 
 def linear(
@@ -82,18 +71,4 @@ def linear(
     bf16 [out_features] or None -> bf16 [M, out_features] = x @ w.T (+ bias)."""
     lib = _lib()
     assert lib is not None
-    x = x.contiguous()  # the kernel reads rows of exactly I values
-    m, i = x.shape
-    out = torch.empty(m, out_features, dtype=torch.bfloat16)  # [M, O]
-    if m == 0:
-        return out
-    b = None if bias is None else bias.detach().contiguous()
-    args = (
-        x.data_ptr(), m, i, packed.data_ptr(), out_features,
-        None if b is None else b.data_ptr(), out.data_ptr(), out_features,
-        torch.get_num_threads(),
-    )  # fmt: skip
-    ok = native_ranges.call(PROFILER_NAME, lib.amx_linear, *args)
-    if not ok:
-        raise ValueError(f"amx_linear does not take an input of shape {tuple(x.shape)}")
-    return out
+    return packed_bf16.multiply(lib.amx_linear, PROFILER_NAME, x, packed, out_features, bias)

@@ -23,8 +23,9 @@ from typing import Any
 
 import torch
 
-from actorllm.kernels import native, native_ranges
+from actorllm.kernels import native, packed_bf16
 from actorllm.kernels.cpu_features import cpu_flags
+from actorllm.kernels.packed_bf16 import packable
 
 _P, _I64 = ctypes.c_void_p, ctypes.c_int64
 BLOCK_COLS = 32  # weight columns per packed block
@@ -52,28 +53,17 @@ def available() -> bool:
 
 def takes(weight: torch.Tensor) -> bool:
     """Whether ``weight`` ([O, I] bf16, CPU) can be packed for the kernel."""
-    return (
-        available()
-        and weight.dtype == torch.bfloat16
-        and weight.device.type == "cpu"
-        and weight.dim() == 2
-        and weight.shape[1] % K_STEP == 0
-        and weight.shape[1] >= K_STEP
-    )
+    return available() and packable(weight, K_STEP)
 
 
 def pack(weight: torch.Tensor) -> torch.Tensor:
     """weight: bf16 [O, I] (:func:`takes`) -> bf16 [ceil(O / 32) * 32 * I], the kernel's
-    layout (``csrc/bf16_dot_linear.c``); the padding columns are zero. 64-byte aligned."""
+    layout (``csrc/bf16_dot_linear.c``); the padding columns are zero. torch's CPU
+    allocator aligns it to 64 bytes: the kernel's aligned loads of each pair row."""
     lib = _lib()
     assert lib is not None and takes(weight)
-    w = weight.detach().contiguous()
-    o, i = w.shape
-    n = -(-o // BLOCK_COLS) * BLOCK_COLS * i
-    # torch's CPU allocator aligns to 64 bytes: the kernel's aligned loads of each row
-    packed = torch.empty(n, dtype=torch.bfloat16)
+    packed = packed_bf16.pack(lib.bf16_dot_pack, weight, BLOCK_COLS)
     assert packed.data_ptr() % 64 == 0
-    lib.bf16_dot_pack(w.data_ptr(), o, i, packed.data_ptr())
     return packed
 
 
@@ -84,17 +74,4 @@ def linear(
     bf16 [out_features] or None -> bf16 [M, out_features] = x @ w.T (+ bias)."""
     lib = _lib()
     assert lib is not None
-    x = x.contiguous()  # the kernel reads rows of exactly I values
-    m, i = x.shape
-    out = torch.empty(m, out_features, dtype=torch.bfloat16)  # [M, O]
-    if m == 0:
-        return out
-    b = None if bias is None else bias.detach().to(torch.bfloat16).contiguous()
-    args = (
-        x.data_ptr(), m, i, packed.data_ptr(), out_features,
-        None if b is None else b.data_ptr(), out.data_ptr(), out_features,
-        torch.get_num_threads(),
-    )  # fmt: skip
-    if not native_ranges.call(PROFILER_NAME, lib.bf16_dot_linear, *args):
-        raise ValueError(f"bf16_dot_linear does not take an input of shape {tuple(x.shape)}")
-    return out
+    return packed_bf16.multiply(lib.bf16_dot_linear, PROFILER_NAME, x, packed, out_features, bias)

@@ -19,6 +19,7 @@ from actorllm.models.onednn_linear import (
     prepack_linears,
     row_bucket,
 )
+from tests.helpers.linear_spies import spy_linears
 
 pytestmark = pytest.mark.skipif(not amx_linear.available(), reason="no AMX-BF16 here")
 
@@ -92,20 +93,7 @@ def test_linears_take_it_where_the_width_allows() -> None:
 
 
 def _spy_kernels(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
-    calls: list[tuple[str, int]] = []
-    amx, onednn = amx_linear.linear, torch.ops.mkldnn._linear_pointwise
-
-    def on_amx(rows: torch.Tensor, *args: object) -> torch.Tensor:
-        calls.append(("amx", rows.shape[0]))
-        return amx(rows, *args)  # type: ignore[arg-type]
-
-    def on_onednn(rows: torch.Tensor, *args: object) -> torch.Tensor:
-        calls.append(("onednn", rows.shape[0]))
-        return onednn(rows, *args)
-
-    monkeypatch.setattr(amx_linear, "linear", on_amx)
-    monkeypatch.setattr(torch.ops.mkldnn, "_linear_pointwise", on_onednn)
-    return calls
+    return spy_linears(monkeypatch, amx_linear, "amx")
 
 
 @pytest.mark.parametrize(

@@ -12,6 +12,7 @@ from torch import nn
 
 from actorllm.kernels import bf16_dot_linear as dot
 from actorllm.models import onednn_linear
+from tests.helpers.linear_spies import spy_linears
 
 pytestmark = pytest.mark.skipif(not dot.available(), reason="no AVX512-BF16 here")
 
@@ -98,19 +99,7 @@ def test_decode_rows_take_the_kernel_and_prefill_rows_onednn(
     lin = nn.Linear(64, 96).to(torch.bfloat16)
     assert onednn_linear.prepack_linears(lin) == 1
     assert isinstance(lin, onednn_linear.OneDNNLinear) and lin.few_packed is not None
-    calls: list[tuple[str, int]] = []
-    plain, onednn = dot.linear, torch.ops.mkldnn._linear_pointwise
-
-    def on_dot(rows: torch.Tensor, *args: object) -> torch.Tensor:
-        calls.append(("dot", rows.shape[0]))
-        return plain(rows, *args)  # type: ignore[arg-type]
-
-    def on_onednn(rows: torch.Tensor, *args: object) -> torch.Tensor:
-        calls.append(("onednn", rows.shape[0]))
-        return onednn(rows, *args)
-
-    monkeypatch.setattr(dot, "linear", on_dot)
-    monkeypatch.setattr(torch.ops.mkldnn, "_linear_pointwise", on_onednn)
+    calls = spy_linears(monkeypatch, dot, "dot")
     cap = onednn_linear.DOT_MAX_ROWS
     x = torch.randn(cap + 1, 64).to(torch.bfloat16)
     small, large = lin(x[:cap]), lin(x)
