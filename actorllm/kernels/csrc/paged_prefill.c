@@ -109,7 +109,9 @@ typedef struct {
     int tpb;
     int64_t tile_floats;
     const float *sinks; /* [Hq] sink logits (NULL: none) */
-    int bf16_pv;        /* the caller asks for P.V on bf16 pairs (where the build has them) */
+    /* P.V on bf16 pairs: the caller asked (bf16_pv), the build has them, a bf16 cache and
+     * output (a bf16 model) and D a multiple of 16; the tiles then carry V as pairs */
+    int pv_pairs;
 } args_t;
 
 /* A thread's scratch, for tasks of up to `rows` query rows. */
@@ -301,45 +303,43 @@ static inline __attribute__((always_inline)) void pv_block(float *acc, const flo
 PV_FN(4, 1) PV_FN(4, 2) PV_FN(4, 4) PV_FN(2, 8) PV_FN(1, 1) PV_FN(1, 2) PV_FN(1, 4)
 PV_FN(1, 8)
 
-/* 1 where D took the intrinsics (D = 16, 32, 64, or a multiple of 128). A D past 128
- * (Gemma's 256) is done in passes of 128 columns: acc's and V's rows keep their stride d,
- * each pass scales only its own columns by alpha. */
-static int pv_avx512(float *acc, const float *p, const float *alpha, const float *v, int rows,
-                     int d, int nt) {
-    int nc = d / 16, rb = nc == 8 ? 2 : 4, r = 0;
-    if (d % 16 != 0) return 0;
-    if (nc > 8 && nc % 8 == 0) {
-        for (int c0 = 0; c0 < d; c0 += 128) {
-            for (r = 0; r + 2 <= rows; r += 2)
-                pv_2_8(acc + (int64_t)r * d + c0, p + (int64_t)r * KT, alpha + r, v + c0, d, nt);
-            if (r < rows)
-                pv_1_8(acc + (int64_t)r * d + c0, p + (int64_t)r * KT, alpha + r, v + c0, d, nt);
-        }
-        return 1;
+/* PRE##_avx512: P.V of one tile over every row, RB-row blocks of the PRE##_RB_NC kernels
+ * (rows PW elements of P apart), the last rows one at a time; 1 where D took the
+ * intrinsics (D = 16, 32, 64, or a multiple of 128). A D past 128 (Gemma's 256) is done in
+ * passes of 128 columns: acc's and V's rows keep their stride d, each pass scales only its
+ * own columns by alpha. One scheme for float32 P (pv) and bfloat16 pairs (pvb). */
+#define PV_ROWS(PRE, P_T, V_T, PW)                                                          \
+    static int PRE##_avx512(float *acc, const P_T *p, const float *alpha, const V_T *v,   \
+                            int rows, int d, int nt) {                                    \
+        typedef void (*fn_t)(float *, const P_T *, const float *, const V_T *, int, int); \
+        int nc = d / 16, r = 0, rb;                                                       \
+        if (d % 16 != 0) return 0;                                                        \
+        if (nc > 8 && nc % 8 == 0) {                                                      \
+            for (int c0 = 0; c0 < d; c0 += 128) {                                         \
+                for (r = 0; r + 2 <= rows; r += 2)                                        \
+                    PRE##_2_8(acc + (int64_t)r * d + c0, p + (int64_t)r * PW, alpha + r,  \
+                              v + c0, d, nt);                                             \
+                if (r < rows)                                                             \
+                    PRE##_1_8(acc + (int64_t)r * d + c0, p + (int64_t)r * PW, alpha + r,  \
+                              v + c0, d, nt);                                             \
+            }                                                                             \
+            return 1;                                                                     \
+        }                                                                                 \
+        fn_t big, one;                                                                    \
+        switch (nc) {                                                                     \
+        case 1: big = PRE##_4_1, one = PRE##_1_1, rb = 4; break;                          \
+        case 2: big = PRE##_4_2, one = PRE##_1_2, rb = 4; break;                          \
+        case 4: big = PRE##_4_4, one = PRE##_1_4, rb = 4; break;                          \
+        case 8: big = PRE##_2_8, one = PRE##_1_8, rb = 2; break;                          \
+        default: return 0;                                                                \
+        }                                                                                 \
+        for (; r + rb <= rows; r += rb)                                                   \
+            big(acc + (int64_t)r * d, p + (int64_t)r * PW, alpha + r, v, d, nt);          \
+        for (; r < rows; r++)                                                             \
+            one(acc + (int64_t)r * d, p + (int64_t)r * PW, alpha + r, v, d, nt);          \
+        return 1;                                                                         \
     }
-    if (nc != 1 && nc != 2 && nc != 4 && nc != 8) return 0;
-    for (; r + rb <= rows; r += rb) {
-        float *a = acc + (int64_t)r * d;
-        const float *pr = p + (int64_t)r * KT, *al = alpha + r;
-        switch (nc) {
-        case 1: pv_4_1(a, pr, al, v, d, nt); break;
-        case 2: pv_4_2(a, pr, al, v, d, nt); break;
-        case 4: pv_4_4(a, pr, al, v, d, nt); break;
-        default: pv_2_8(a, pr, al, v, d, nt); break;
-        }
-    }
-    for (; r < rows; r++) {
-        float *a = acc + (int64_t)r * d;
-        const float *pr = p + (int64_t)r * KT, *al = alpha + r;
-        switch (nc) {
-        case 1: pv_1_1(a, pr, al, v, d, nt); break;
-        case 2: pv_1_2(a, pr, al, v, d, nt); break;
-        case 4: pv_1_4(a, pr, al, v, d, nt); break;
-        default: pv_1_8(a, pr, al, v, d, nt); break;
-        }
-    }
-    return 1;
-}
+PV_ROWS(pv, float, float, KT)
 #endif
 
 #ifdef PREFILL_BF16_DOT
@@ -384,39 +384,7 @@ static inline __attribute__((always_inline)) void pvb_block(float *acc, const ui
 PVB_FN(4, 1) PVB_FN(4, 2) PVB_FN(4, 4) PVB_FN(2, 8) PVB_FN(1, 1) PVB_FN(1, 2) PVB_FN(1, 4)
 PVB_FN(1, 8)
 
-/* pv_avx512 on the pairs (the same row blocks and column passes); 0 where D is not a
- * multiple of 16 or not 16, 32, 64 or a multiple of 128. */
-static int pvb_avx512(float *acc, const uint32_t *pb, const float *alpha, const uint32_t *vp,
-                      int rows, int d, int nt) {
-    typedef void (*fn_t)(float *, const uint32_t *, const float *, const uint32_t *, int, int);
-    int nc = d / 16, r = 0;
-    if (d % 16 != 0) return 0;
-    if (nc > 8 && nc % 8 == 0) {
-        for (int c0 = 0; c0 < d; c0 += 128) {
-            for (r = 0; r + 2 <= rows; r += 2)
-                pvb_2_8(acc + (int64_t)r * d + c0, pb + (int64_t)r * (KT / 2), alpha + r,
-                        vp + c0, d, nt);
-            if (r < rows)
-                pvb_1_8(acc + (int64_t)r * d + c0, pb + (int64_t)r * (KT / 2), alpha + r,
-                        vp + c0, d, nt);
-        }
-        return 1;
-    }
-    fn_t big, one;
-    int rb;
-    switch (nc) {
-    case 1: big = pvb_4_1, one = pvb_1_1, rb = 4; break;
-    case 2: big = pvb_4_2, one = pvb_1_2, rb = 4; break;
-    case 4: big = pvb_4_4, one = pvb_1_4, rb = 4; break;
-    case 8: big = pvb_2_8, one = pvb_1_8, rb = 2; break;
-    default: return 0;
-    }
-    for (; r + rb <= rows; r += rb)
-        big(acc + (int64_t)r * d, pb + (int64_t)r * (KT / 2), alpha + r, vp, d, nt);
-    for (; r < rows; r++)
-        one(acc + (int64_t)r * d, pb + (int64_t)r * (KT / 2), alpha + r, vp, d, nt);
-    return 1;
-}
+PV_ROWS(pvb, uint32_t, uint32_t, KT / 2)
 #endif
 
 #ifdef PREFILL_AVX2
@@ -539,14 +507,15 @@ static int pv_avx2(float *acc, const float *p, const float *alpha, const float *
 /* A packed tile's parts: kt [D, 16] float32, K transposed (keys in lanes, lanes past the
  * context zero); kp [D / 2, 16] the bfloat16 cache's K as pairs (the same, for the BF16
  * dot products); v [16, D] float32; vp [8, D] the bfloat16 cache's V rows as pairs of
- * keys (for the bf16 P.V; rows past the context zero). */
+ * keys (for the bf16 P.V, packed only where it runs; rows past the context zero). */
 static inline float *tile_kt(float *tile, int d) { return (void)d, tile; }
 static inline uint32_t *tile_kp(float *tile, int d) { return (uint32_t *)(tile + KT * d); }
 static inline float *tile_v(float *tile, int d) { return tile + KT * d + KT * d / 2; }
 static inline uint32_t *tile_vp(float *tile, int d) {
     return (uint32_t *)(tile + KT * d * 5 / 2);
 }
-#define TILE_FLOATS(d) ((int64_t)KT * (d) * 3)
+#define TILE_FLOATS(d) ((int64_t)KT * (d) * 5 / 2) /* without vp */
+#define TILE_VP_FLOATS(d) ((int64_t)(KT / 2) * (d))
 
 /* Pack the nt keys of block b from row slot0 on, KV head `head`, into `tile`. */
 static void pack_tile(const args_t *a, const int32_t *table, int b, int slot0, int nt,
@@ -559,10 +528,8 @@ static void pack_tile(const args_t *a, const int32_t *table, int b, int slot0, i
     uint16_t *vp = (uint16_t *)tile_vp(tile, d); /* [8, D, 2] */
     if (nt < KT) {
         memset(kt, 0, sizeof(float) * (size_t)d * KT);
-        if (a->kv == KV_BF16 && PACK_PAIRS) {
-            memset(kp, 0, sizeof(uint32_t) * (size_t)(d / 2) * KT);
-            memset(vp, 0, sizeof(uint32_t) * (size_t)d * (KT / 2));
-        }
+        if (a->kv == KV_BF16 && PACK_PAIRS) memset(kp, 0, sizeof(uint32_t) * (size_t)(d / 2) * KT);
+        if (a->pv_pairs) memset(vp, 0, sizeof(uint32_t) * (size_t)d * (KT / 2));
     }
     for (int j = 0; j < nt; j++) {
         int64_t off = base + (int64_t)j * a->s_slot;
@@ -579,7 +546,7 @@ static void pack_tile(const args_t *a, const int32_t *table, int b, int slot0, i
             }
             const uint16_t *vr = (const uint16_t *)a->v_cache + off;
             uint16_t *vo = vp + (int64_t)(j / 2) * 2 * d + j % 2; /* key j's half of pair j/2 */
-            for (int e = 0; e < (PACK_PAIRS ? d : 0); e++) vo[2 * e] = vr[e];
+            for (int e = 0; e < (a->pv_pairs ? d : 0); e++) vo[2 * e] = vr[e];
         } else {
             const float *kr = (const float *)a->k_cache + off;
             for (int e = 0; e < d; e++) kt[e * KT + j] = kr[e];
@@ -649,14 +616,6 @@ static void run_task(const args_t *a, int n, int head, int i0, int nq, scratch_t
     }
 #endif
     for (int64_t e = 0; e < (int64_t)rows * d; e++) w->qs[e] *= a->scale;
-    /* P.V on bfloat16 pairs where the caller asks for it and the output is bfloat16 anyway
-     * (a bfloat16 model): the probabilities rounded to bfloat16, as the AMX kernel's are */
-#ifndef NO_BF16_PV
-    int pv_pairs = PACK_PAIRS && a->bf16_pv && a->kv == KV_BF16 && a->out_bf16 && d % 16 == 0;
-#else
-    int pv_pairs = 0;
-#endif
-    (void)pv_pairs;
     for (int r = 0; r < rows; r++) /* row r: query head head * G + r % G */
         online_begin(a->sinks, (int64_t)head * g + r % g, w->m + r, w->l + r);
     memset(w->acc, 0, sizeof(float) * (size_t)rows * (size_t)d);
@@ -698,7 +657,7 @@ static void run_task(const args_t *a, int n, int head, int i0, int nq, scratch_t
         }
         int done = 0;
 #ifdef PREFILL_BF16_DOT
-        if (pv_pairs) {
+        if (a->pv_pairs) { /* the probabilities rounded to bf16, as the AMX kernel's */
             for (int r = 0; r < rows; r++) /* round to nearest even, as the tiles' inputs */
                 _mm256_store_si256((__m256i *)(w->pb + (int64_t)r * (KT / 2)),
                                    (__m256i)_mm512_cvtneps_pbh(_mm512_load_ps(w->s + r * KT)));
@@ -738,7 +697,7 @@ static void *alloc64(size_t bytes) {
     return aligned_alloc(64, (bytes + 63) / 64 * 64);
 }
 
-static int scratch_init(scratch_t *w, int rows, int d) {
+static int scratch_init(scratch_t *w, int rows, int d, int64_t tile_floats) {
     size_t rd = (size_t)rows * (size_t)d;
     w->qs = alloc64(sizeof(float) * rd);
     w->acc = alloc64(sizeof(float) * rd);
@@ -746,7 +705,7 @@ static int scratch_init(scratch_t *w, int rows, int d) {
     w->m = alloc64(sizeof(float) * 3 * (size_t)rows);
     w->qb = alloc64(sizeof(uint16_t) * rd);
     w->pb = alloc64(sizeof(uint32_t) * (size_t)rows * (KT / 2));
-    w->tile = alloc64(sizeof(float) * (size_t)TILE_FLOATS(d));
+    w->tile = alloc64(sizeof(float) * (size_t)tile_floats);
     if (w->m != NULL) w->l = w->m + rows, w->alpha = w->m + 2 * rows;
     return w->qs && w->acc && w->s && w->m && w->qb && w->pb && w->tile;
 }
@@ -770,7 +729,12 @@ int paged_prefill(const void *q, int q_bf16, int64_t q_stride, void *out, int ou
     args_t a = {q, q_bf16, q_stride, out, out_bf16, out_stride, q_start, q_len, seq_lens,
                 block_table, table_stride, k_cache, v_cache, kv, k_lut, v_lut, s_block, s_slot, s_head,
                 hq, hk, g, d, block_size, qt, window, scale, softcap,
-                NULL, NULL, NULL, NULL, 0, 0, sinks, bf16_pv}; /* the packed tiles: below */
+                NULL, NULL, NULL, NULL, 0, 0, sinks, 0}; /* the packed tiles: below */
+#ifndef NO_BF16_PV
+    a.pv_pairs = PACK_PAIRS && bf16_pv && kv == KV_BF16 && out_bf16 && d % 16 == 0;
+#else
+    (void)bf16_pv;
+#endif
     int64_t total = 0;
     for (int i = 0; i < n; i++) total += (int64_t)((q_len[i] + qt - 1) / qt) * hk;
     task_t *tasks = malloc(sizeof(task_t) * (size_t)(total > 0 ? total : 1));
@@ -790,7 +754,8 @@ int paged_prefill(const void *q, int q_bf16, int64_t q_stride, void *out, int ou
      * 16) tiles per block; only those a task reads get packed */
     int64_t *tile_off = malloc(sizeof(int64_t) * (size_t)(n + 1));
     int32_t *ntiles = malloc(sizeof(int32_t) * (size_t)(n > 0 ? n : 1));
-    a.tpb = (block_size + KT - 1) / KT, a.tile_floats = TILE_FLOATS(d);
+    a.tpb = (block_size + KT - 1) / KT;
+    a.tile_floats = TILE_FLOATS(d) + (a.pv_pairs ? TILE_VP_FLOATS(d) : 0);
     if (tile_off != NULL && ntiles != NULL) {
         tile_off[0] = 0;
         for (int i = 0; i < n; i++) {
@@ -811,7 +776,7 @@ int paged_prefill(const void *q, int q_bf16, int64_t q_stride, void *out, int ou
 #pragma omp parallel num_threads(num_threads) reduction(| : failed)
     {
         scratch_t w = {0};
-        int ok = scratch_init(&w, qt * g, d);
+        int ok = scratch_init(&w, qt * g, d, a.tile_floats);
         failed |= !ok;
 #pragma omp for schedule(dynamic, 1)
         for (int64_t i = 0; i < total; i++) {
