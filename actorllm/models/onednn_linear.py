@@ -46,6 +46,7 @@ there. Where both copies would not fit, the few-rows one alone serves every row 
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from types import ModuleType
@@ -101,6 +102,7 @@ def amx_max_rows(out_features: int, in_features: int) -> int:
 DOT_MAX_ROWS = 32
 
 
+@functools.cache  # a forward asks twice a call; the host's answer does not change
 def few_rows_kernel() -> ModuleType | None:
     """The native kernel that keeps its own copy of a bf16 weight for few rows here: AMX
     tiles (``kernels/amx_linear.py``), else AVX512-BF16 dot products
