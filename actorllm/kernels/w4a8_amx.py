@@ -112,7 +112,26 @@ def linear(
     result is the float32 one rounded as ``.to()`` rounds it), or None where the kernel
     does not take the call."""
     lib = _lib()
-    if lib is None or x.device.type != "cpu":
+    if lib is None:
+        return None
+    return run_tiled(lib.w4a8_amx_linear, PROFILER_NAME, x, packed, scales_t, offsets_t,
+                     group_size, bias)  # fmt: skip
+
+
+def run_tiled(
+    fn: Any,
+    name: str,
+    x: torch.Tensor,
+    packed: torch.Tensor,
+    scales_t: torch.Tensor,
+    offsets_t: torch.Tensor,
+    group_size: int,
+    bias: torch.Tensor | None,
+) -> torch.Tensor | None:
+    """One of the kernels that read :func:`tile_layout` (this one, ``w4a8_vnni``; their C
+    signature is ``w4a8_amx_linear``'s), named ``name`` in profiles: :func:`linear`'s
+    arguments and result."""
+    if x.device.type != "cpu":
         return None
     dtype = x.dtype
     xs = (x if dtype in _NATIVE_DTYPES else x.float()).contiguous()  # [M, I]
@@ -127,6 +146,6 @@ def linear(
         offsets_t.data_ptr(), group_size, None if bias is None else bias.data_ptr(),
         out.data_ptr(), bf16, torch.get_num_threads(),
     )  # fmt: skip
-    if not native_ranges.call(PROFILER_NAME, lib.w4a8_amx_linear, *args):
+    if not native_ranges.call(name, fn, *args):
         return None
     return out if out.dtype == dtype else out.to(dtype)

@@ -60,8 +60,9 @@ def weight_bytes(worker: object) -> int:
 
 
 def tiled_linears(worker: object) -> bool:
-    """For ``collective_rpc``: whether this rank's 4-bit linears all run the AMX-INT8 tile
-    kernel (kernels/w4a8_amx.py); False where it has none."""
+    """For ``collective_rpc``: whether this rank's 4-bit linears all run on the tile layout
+    (kernels/w4a8_amx.py: AMX-INT8 tiles or AVX512-VNNI vectors); False where the host has
+    neither."""
     from actorllm.models.quant.linear import PackedLinear
 
     model = worker.model_runner.model  # type: ignore[attr-defined]

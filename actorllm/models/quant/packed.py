@@ -12,9 +12,10 @@ ever exists beyond one tile. Up to ``MAX_ROWS`` rows (decode) the native kernel 
 packed weight instead. 4-bit weights quantize the inputs to int8 per row and group (W4A8,
 vLLM's ``VLLM_CPU_INT4_W4A8``, on by default; ``kernels/quant_gemm.py``) for every row
 count, prefill included, so a token's numbers do not depend on how it was batched. On
-hosts with AMX-INT8 tiles, a weight whose shape the tile kernel takes is stored in its
-layout instead (``tiled``: ``kernels/w4a8_amx.py``; the same bytes, scales and offsets
-stored ``[G, O]``) and every row count runs that kernel.
+hosts with AMX-INT8 tiles or AVX512-VNNI, a weight whose shape the tile kernel takes is
+stored in its layout instead (``tiled``: ``kernels/w4a8_amx.py``; the same bytes, scales
+and offsets stored ``[G, O]``) and every row count runs that kernel (:func:`tiled_kernel`:
+the tiles, or ``kernels/w4a8_vnni.py`` on vectors, with the same numbers).
 
 Tensor parallel, row-parallel GPTQ with activation order: a rank's input rows belong to
 any of the layer's groups, in uneven counts, so (as vLLM) every rank keeps the scales and
@@ -39,11 +40,13 @@ Checkpoint layouts (as vLLM and the quantizers write them; ``pf = 32 / bits``):
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from actorllm.kernels import w4a8_amx
+from actorllm.kernels import w4a8_amx, w4a8_vnni
 from actorllm.kernels.quant_gemm import (
     MAX_ROWS,
     announce_a8,
@@ -236,14 +239,15 @@ class PackedLinear(nn.Module):
             zeros = torch.full_like(scales, half)
             del self.weight_packed, self.weight_scale, self.weight_shape
         assert tuple(q.shape) == (o, i), (q.shape, o, i)
-        # W4A8 on AMX-INT8 tiles where the host has them: the same bytes in the tiles'
-        # order, scales and offsets stored [G, O] (the tensors below are [O, G] views).
+        # W4A8 in the tile layout where the host has a kernel for it (AMX-INT8 or
+        # AVX512-VNNI): the same bytes in the tiles' order, scales and offsets stored
+        # [G, O] (the tensors below are [O, G] views).
         self.tiled = (
             self.act_int8
             and q.device.type == "cpu"
             and col_groups is None
             and w4a8_amx.takes(o, i, gs)
-            and w4a8_amx.available()
+            and tiled_kernel() is not None
         )
         packed = w4a8_amx.tile_layout(q) if self.tiled else pack_rows(q, bits)
         self.register_buffer("w_packed", packed)  # [O, I * bits / 8]
@@ -337,8 +341,9 @@ class PackedLinear(nn.Module):
         if self.in_perm is not None:
             rows = rows[:, self.in_perm]  # groups contiguous, as the weight's columns
         o, t = self.out_features, self.tile_rows
-        if self.tiled and rows.device.type == "cpu":
-            tiled = w4a8_amx.linear(
+        kernel = tiled_kernel() if self.tiled and rows.device.type == "cpu" else None
+        if kernel is not None:
+            tiled = kernel(
                 rows, self.w_packed, self.w_scales.t(),
                 self.w_offsets.t(), self.group_size, self.native_bias,
             )  # fmt: skip
@@ -366,6 +371,16 @@ class PackedLinear(nn.Module):
         if self.bias is not None:
             out += self.bias
         return out.view(*x.shape[:-1], o)
+
+
+def tiled_kernel() -> Callable[..., torch.Tensor | None] | None:
+    """The kernel that runs W4A8 on the tile layout here: AMX-INT8 tiles, else AVX512-VNNI
+    vectors (bit for bit the tiles' numbers), else None (the row layout's kernels)."""
+    if w4a8_amx.available():
+        return w4a8_amx.linear
+    if w4a8_vnni.available():
+        return w4a8_vnni.linear
+    return None
 
 
 def _stored(t: torch.Tensor, transposed: bool) -> torch.Tensor:

@@ -1,0 +1,239 @@
+/* W4A8 on AVX512-VNNI vector products, in the AMX kernel's weight layout (w4a8_amx.c) and
+ * with its numbers bit for bit: hosts with VNNI but no tiles (AMD Zen 4, Intel Ice Lake)
+ * run 4-bit GPTQ / AWQ / compressed-tensors linears through it.
+ *
+ *   out[m, o] = sum_b cvt(isum[m, o, b]) * (scale[g(b), o] * d[m, b])     (fused, b in order)
+ *             + sum_g offset[g, o] * xs[m, g]                              (fused, g in order)
+ *             + bias[o]
+ *
+ * isum[m, o, b] is an exact int32 however it is summed, so this kernel and the tiles agree
+ * on every bit, and a row's result does not depend on its batch.
+ *
+ * Why this layout on vectors: the tile layout's B rows are what vpdpbusd wants with the
+ * outputs in lanes: row r of a step holds 16 output rows x 4 input positions, so one
+ * vpdpbusd against 4 broadcast input bytes adds 64 products into 16 outputs, and an
+ * unpacked 64-byte row serves every input row of the pass. The row-major vector kernel
+ * (w4a8_gemm.c) keeps a block's input positions in lanes instead: each input row costs its
+ * own unpacking, epilogue and horizontal sum, and 8 rows took longer than bf16 on Zen 4.
+ *
+ * Layout (w4a8_amx.c): output rows in tiles of 16, each tile's S = I / 64 steps of 512
+ * bytes; packed row r' < 8 of a step holds tile row r' (input positions 4r'..4r'+3 of the
+ * step, act8's order for units of 64) in its low nibbles and row r' + 8 (positions 32 +
+ * 4r'..) in its high ones, output row n at bytes 4n..4n+3. Scales and offsets [G, O].
+ *
+ * Work: OpenMP over column tiles, one or two a pass (PAIR_ROWS); a pass takes up to MR
+ * input rows against its tiles' steps, block by block, the integer sums in registers (two
+ * chains a sum up to 4 rows, so one row's products are not one dependent chain), the float
+ * epilogue a block. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PAR_MIN_WORK (1 << 16)
+/* From this many input rows the thread team quantizes them. */
+#define PAR_QUANT_ROWS 64
+/* Quantized input bytes a pass over the weight keeps in the L2 (prefill). */
+#define X_L2_BYTES (512 << 10)
+/* Input rows a pass: 8 rows x 2 tiles of int32 sums, 16 of the 32 vector registers. */
+#define MR 8
+/* From this many input rows a pass takes two column tiles (unpacked rows serve more
+ * products); below, one, so each thread streams one weight tile at a time. 2-core Zen 4,
+ * the 4 linears of 28 Qwen3-0.6B layers, weights cold, ms, one / two tiles a pass: 1 row
+ * 9.5 / 11.2, 2 rows 11.7 / 12.5, 3 rows 14.6 / 15.6, 4 rows 14.1 / 13.9, 8 rows 21.8 /
+ * 19.5. */
+#define PAIR_ROWS 4
+
+#if defined(__AVX512VNNI__) && defined(__AVX512BW__) && defined(__AVX512F__) && \
+    !defined(NO_W4A8_VNNI)
+#include <immintrin.h>
+#include "act8.h"
+#include "bf16_torch16.h"
+#include "prefetch_ahead.h"
+
+int w4a8_vnni_built(void) { return 1; }
+
+/* Input bytes p[0..3] in every 32-bit lane. */
+static inline __m512i bcast4(const int8_t *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm512_set1_epi32(v);
+}
+
+/* Steps [s0, s1) of tiles w0 (and w1: two_n) against mb input rows from xq (stride in)
+ * -> isum[2 * mi + c]: the exact int32 sums of row mi, tile c. */
+static inline __attribute__((always_inline)) void block_sums(
+    const uint8_t *w0, const uint8_t *w1, const int8_t *xq, int64_t in, const int mb,
+    const int two_n, int64_t s0, int64_t s1, __m512i *isum) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    const int split = mb <= 4; /* low and high rows on their own chains */
+    __m512i a[2][MR][2];
+#pragma GCC unroll 8
+    for (int mi = 0; mi < mb; mi++)
+        a[0][mi][0] = a[0][mi][1] = a[1][mi][0] = a[1][mi][1] = _mm512_setzero_si512();
+    for (int64_t s = s0; s < s1; s++) {
+        const uint8_t *p0 = w0 + 512 * s, *p1 = w1 + 512 * s;
+        prefetch_ahead(p0, 512);
+        if (two_n) prefetch_ahead(p1, 512);
+        const int8_t *xs = xq + 64 * s;
+#pragma GCC unroll 8
+        for (int r = 0; r < 8; r++) {
+            __m512i v0 = _mm512_loadu_si512((const void *)(p0 + 64 * r));
+            __m512i lo0 = _mm512_and_si512(v0, m4);
+            __m512i hi0 = _mm512_and_si512(_mm512_srli_epi16(v0, 4), m4);
+            __m512i lo1 = lo0, hi1 = hi0;
+            if (two_n) {
+                __m512i v1 = _mm512_loadu_si512((const void *)(p1 + 64 * r));
+                lo1 = _mm512_and_si512(v1, m4);
+                hi1 = _mm512_and_si512(_mm512_srli_epi16(v1, 4), m4);
+            }
+#pragma GCC unroll 8
+            for (int mi = 0; mi < mb; mi++) {
+                __m512i xl = bcast4(xs + mi * in + 4 * r);
+                __m512i xh = bcast4(xs + mi * in + 32 + 4 * r);
+                a[0][mi][0] = _mm512_dpbusd_epi32(a[0][mi][0], lo0, xl);
+                a[split][mi][0] = _mm512_dpbusd_epi32(a[split][mi][0], hi0, xh);
+                if (two_n) {
+                    a[0][mi][1] = _mm512_dpbusd_epi32(a[0][mi][1], lo1, xl);
+                    a[split][mi][1] = _mm512_dpbusd_epi32(a[split][mi][1], hi1, xh);
+                }
+            }
+        }
+    }
+#pragma GCC unroll 8
+    for (int mi = 0; mi < mb; mi++)
+        for (int c = 0; c < 2; c++)
+            isum[2 * mi + c] = split ? _mm512_add_epi32(a[0][mi][c], a[1][mi][c]) : a[0][mi][c];
+}
+
+/* What one pass needs beside its rows and tiles. */
+typedef struct {
+    const act8 *q;
+    const uint8_t *packed;
+    const float *scales_t, *offsets_t, *bias;
+    void *out;
+    int64_t in, n, steps, per_block, blocks, per_group, groups;
+    int out_bf16;
+} job;
+
+/* Input rows m0 .. m0 + mb - 1 against column tiles t (and t + 1: two_n) -> out. The
+ * float operations are w4a8_amx.c's, in its order. */
+static inline __attribute__((always_inline)) void pass(const job *j, int64_t t, int64_t m0,
+                                                       const int mb, const int two_n) {
+    const int64_t in = j->in, n = j->n, n0 = 16 * t;
+    const uint8_t *w0 = j->packed + t * j->steps * 512, *w1 = w0 + j->steps * 512;
+    const int8_t *xq = j->q->xq + m0 * in;
+    const float *d = j->q->d + m0 * j->blocks;
+    __m512 acc[MR][2];
+    __m512i isum[2 * MR];
+#pragma GCC unroll 8
+    for (int mi = 0; mi < mb; mi++) acc[mi][0] = acc[mi][1] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < j->blocks; b++) {
+        int64_t s0 = b * j->per_block;
+        block_sums(w0, w1, xq, in, mb, two_n, s0, s0 + j->per_block, isum);
+        const float *sg = j->scales_t + (b / j->per_group) * n + n0;
+        for (int c = 0; c < 1 + two_n; c++) {
+            __m512 sv = _mm512_loadu_ps(sg + 16 * c);
+#pragma GCC unroll 8
+            for (int mi = 0; mi < mb; mi++) {
+                __m512 w = _mm512_mul_ps(sv, _mm512_set1_ps(d[mi * j->blocks + b]));
+                acc[mi][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[2 * mi + c]), w, acc[mi][c]);
+            }
+        }
+    }
+    for (int mi = 0; mi < mb; mi++) {
+        const float *xs = j->q->xs + (m0 + mi) * j->groups;
+        for (int c = 0; c < 1 + two_n; c++) {
+            int64_t col = n0 + 16 * c;
+            __m512 off = _mm512_setzero_ps();
+            for (int64_t g = 0; g < j->groups; g++)
+                off = _mm512_fmadd_ps(_mm512_loadu_ps(j->offsets_t + g * n + col),
+                                      _mm512_set1_ps(xs[g]), off);
+            __m512 v = _mm512_add_ps(acc[mi][c], off);
+            if (j->bias) v = _mm512_add_ps(v, _mm512_loadu_ps(j->bias + col));
+            int64_t at = (m0 + mi) * n + col;
+            if (j->out_bf16)
+                _mm256_storeu_si256((__m256i *)((uint16_t *)j->out + at), to_bf16(v));
+            else
+                _mm512_storeu_ps((float *)j->out + at, v);
+        }
+    }
+}
+
+#define PASS_ROWS(R)                       \
+    case R:                                \
+        if (two_n)                         \
+            pass(j, t, m0, R, 1);          \
+        else                               \
+            pass(j, t, m0, R, 0);          \
+        break;
+
+/* pass() with its row count and tile count as constants (registers, unrolled loops). */
+static void run_pass(const job *j, int64_t t, int64_t m0, int mb, int two_n) {
+    switch (mb) {
+        PASS_ROWS(1) PASS_ROWS(2) PASS_ROWS(3) PASS_ROWS(4)
+        PASS_ROWS(5) PASS_ROWS(6) PASS_ROWS(7) PASS_ROWS(8)
+    }
+}
+
+/* w4a8_amx_linear's arguments and results (x float32 or bfloat16 [m, in]; packed the tile
+ * layout, n output rows; scales_t, offsets_t float32 [G, n]; bias float32 [n] or NULL; out
+ * [m, n] float32 or bfloat16). Returns 1, or 0 where it did not run. */
+int w4a8_vnni_linear(const void *x, int x_bf16, int64_t m, int64_t in, const uint8_t *packed,
+                     int64_t n, const float *scales_t, const float *offsets_t, int64_t gs,
+                     const float *bias, void *out, int out_bf16, int num_threads) {
+    if (m < 1 || n < 16 || n % 16 || gs < 64 || gs % 64 || in % gs) return 0;
+    act8 q;
+    int64_t a = act8_block(gs); /* a multiple of 64: gs is */
+    if (alloc_act8(m, in, a, 64, gs, &q)) {
+        free_act8(&q);
+        return 0;
+    }
+    /* A decode batch is quantized before the team starts (one barrier a call, as
+     * w4a8_amx.c); a prefill's rows by the team. */
+    int serial = m < PAR_QUANT_ROWS;
+    if (serial) act8_rows_of(x, x_bf16, in, gs, &q, 0, m);
+    job j = {&q, packed, scales_t, offsets_t, bias, out, in, n, in / 64, a / 64, in / a,
+             gs / a, in / gs, out_bf16};
+    int width = m < PAIR_ROWS ? 1 : 2; /* column tiles a pass */
+    int64_t tiles = n / 16, units = (tiles + width - 1) / width, passes = (m + MR - 1) / MR;
+    /* Passes over the weight whose quantized inputs stay in the L2 while every tile pair
+     * reads them. */
+    int64_t chunk = X_L2_BYTES / (MR * in);
+    if (chunk < 1) chunk = 1;
+    int nt = n * in >= PAR_MIN_WORK && num_threads > 1 ? num_threads : 1;
+#pragma omp parallel num_threads(nt) if (nt > 1)
+    {
+        if (!serial) { /* (the loop's barrier: every row is quantized before any is read) */
+#pragma omp for schedule(static)
+            for (int64_t r = 0; r < m; r += 16)
+                act8_rows_of(x, x_bf16, in, gs, &q, r, r + 16 < m ? r + 16 : m);
+        }
+        for (int64_t c0 = 0; c0 < passes; c0 += chunk) {
+            /* No barrier between chunks: they write other rows, and read only the inputs. */
+#pragma omp for schedule(static) nowait
+            for (int64_t p = 0; p < units; p++) {
+                int64_t t = width * p;
+                int two_n = width == 2 && t + 1 < tiles;
+                for (int64_t pi = c0; pi < passes && pi < c0 + chunk; pi++) {
+                    int64_t m0 = MR * pi;
+                    run_pass(&j, t, m0, (int)(m - m0 < MR ? m - m0 : MR), two_n);
+                }
+            }
+        }
+    }
+    free_act8(&q);
+    return 1;
+}
+
+#else
+
+int w4a8_vnni_built(void) { return 0; }
+int w4a8_vnni_linear(const void *x, int x_bf16, int64_t m, int64_t in, const uint8_t *packed,
+                     int64_t n, const float *scales_t, const float *offsets_t, int64_t gs,
+                     const float *bias, void *out, int out_bf16, int num_threads) {
+    (void)x, (void)x_bf16, (void)m, (void)in, (void)packed, (void)n, (void)scales_t;
+    (void)offsets_t, (void)gs, (void)bias, (void)out, (void)out_bf16, (void)num_threads;
+    return 0;
+}
+
+#endif
