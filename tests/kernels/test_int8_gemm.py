@@ -65,6 +65,25 @@ def test_the_native_linear_is_the_torch_path_bit_for_bit(m: int) -> None:
     assert alone is not None and torch.equal(alone, out[:1])
 
 
+def test_the_native_row_quantization_is_torchs_in_lanes_and_tail() -> None:
+    """float32 inputs (every division rounds) of a width that leaves a tail past the
+    16-wide lanes, one NaN-free row per magnitude: the native call's int8 values and
+    scales are torch's, so its products are too."""
+    from actorllm.kernels.quant_gemm import w8a8_linear
+
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(4, 1000, generator=g) * torch.tensor([[1e-3], [1.0], [7.0], [3e4]])
+    x[2, -3] = 50.0  # the row's largest value in the tail
+    w = torch.randint(-128, 128, (16, 1000), dtype=torch.int8, generator=g)
+    w_scale = torch.rand(16, 1, generator=g) * 0.01
+    out = w8a8_linear(x, w, w_scale)
+    if out is None:
+        pytest.skip("no native build here")
+    q, scale = int8_gemm.quantize_rows(x)
+    exact = (q.long() @ w.long().t()).float() * scale * w_scale.t()  # [M, O]
+    assert torch.equal(out, exact)
+
+
 def test_few_rows_take_the_native_call_where_int_mm_serves_the_rest(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
