@@ -55,33 +55,34 @@ def test_the_native_linear_is_the_torch_path_bit_for_bit(m: int) -> None:
     x[0, :5] = torch.tensor([1.0, -0.5, 0.25, 127 / 254, -127 / 254])  # ties
     w = torch.randint(-128, 128, (40, 3072), dtype=torch.int8, generator=g)
     w_scale = torch.rand(40, 1, generator=g) * 0.01
-    out = w8a8_linear(x, w, w_scale)
-    if out is None:
-        pytest.skip("no native build here")
-    q, scale = int8_gemm.quantize_rows(x)
-    exact = (q.long() @ w.long().t()).float() * scale * w_scale.t()  # [M, O]
-    assert torch.equal(out, exact)
+    out = _native_is_exact(x, w, w_scale)
     alone = w8a8_linear(x[:1].clone(), w, w_scale)
     assert alone is not None and torch.equal(alone, out[:1])
 
 
 def test_the_native_row_quantization_is_torchs_in_lanes_and_tail() -> None:
     """float32 inputs (every division rounds) of a width that leaves a tail past the
-    16-wide lanes, one NaN-free row per magnitude: the native call's int8 values and
-    scales are torch's, so its products are too."""
-    from actorllm.kernels.quant_gemm import w8a8_linear
-
+    16-wide lanes, one row per magnitude: the native call's int8 values and scales are
+    torch's, so its products are too."""
     g = torch.Generator().manual_seed(5)
     x = torch.randn(4, 1000, generator=g) * torch.tensor([[1e-3], [1.0], [7.0], [3e4]])
     x[2, -3] = 50.0  # the row's largest value in the tail
     w = torch.randint(-128, 128, (16, 1000), dtype=torch.int8, generator=g)
-    w_scale = torch.rand(16, 1, generator=g) * 0.01
+    _native_is_exact(x, w, torch.rand(16, 1, generator=g) * 0.01)
+
+
+def _native_is_exact(x: torch.Tensor, w: torch.Tensor, w_scale: torch.Tensor) -> torch.Tensor:
+    """The native W8A8 call on ``x`` (skips where there is no native build), asserted
+    equal to the torch path's rounding, exact integers and epilogue; its output."""
+    from actorllm.kernels.quant_gemm import w8a8_linear
+
     out = w8a8_linear(x, w, w_scale)
     if out is None:
         pytest.skip("no native build here")
     q, scale = int8_gemm.quantize_rows(x)
     exact = (q.long() @ w.long().t()).float() * scale * w_scale.t()  # [M, O]
     assert torch.equal(out, exact)
+    return out
 
 
 def test_few_rows_take_the_native_call_where_int_mm_serves_the_rest(
