@@ -10,8 +10,8 @@ one call of the AMX tile kernel (``kernels/amx_int8_linear.py``) at every row co
 reads the same [O, I] int8 weight, no copy, and beats both paths below at every row count
 measured (:data:`NATIVE_MAX_ROWS`'s comment). Where the CPU has int8 dot products otherwise
 (``cpu_features.native_int8``: VNNI, or AMX without a native build) the GEMM is
-``torch._int_mm`` (oneDNN's u8s8/s8s8 kernels) above :data:`NATIVE_MAX_ROWS` rows; up to it
-(batch-1 decode) the native call below, whose weight stream beats oneDNN's fixed cost there.
+``torch._int_mm`` (oneDNN's u8s8/s8s8 kernels) above :func:`native_max_rows` rows; up to it
+(decode) the native call below, whose weight stream beats oneDNN's fixed cost there.
 Elsewhere on the CPU the whole linear is one native call (``quant_gemm.w8a8_linear``: the
 same rounding, exact int32 products with the host's SIMD, the same epilogue) at every row
 count, so a row's bits do not depend on its batch. Without a native build (and on CUDA,
@@ -26,15 +26,15 @@ import torch
 
 from actorllm.kernels import amx_int8_linear
 from actorllm.kernels.cpu_features import native_int8
-from actorllm.kernels.quant_gemm import i8_gemm, w8a8_linear
+from actorllm.kernels.quant_gemm import i8_gemm, i8_gemm_vnni, w8a8_linear
 
 # Weight rows widened to float32 at a time on the fallback path.
 FALLBACK_TILE_ELEMENTS = 1 << 20
-# Up to this many rows a W8A8 linear takes the native call even where oneDNN has int8 dot
-# products: 2-core Xeon (AMX, VNNI), int8 [6144 x 1024] weight, 1 / 2 / 4 / 6 rows:
-# native 0.135 / 0.194 / 0.276 / 0.408 ms, torch._int_mm path 0.373 / 0.372 / 0.381 / 0.384
-# ms. All paths give the same bits (same row quantization, exact int32 sums, same
-# epilogue), so a row's result does not depend on which one its batch took.
+# Up to this many rows a W8A8 linear takes the native call (its AVX2 loop) even where
+# oneDNN has int8 dot products: 2-core Xeon (AMX, VNNI), int8 [6144 x 1024] weight, 1 / 2
+# / 4 / 6 rows: native 0.135 / 0.194 / 0.276 / 0.408 ms, torch._int_mm path 0.373 / 0.372
+# / 0.381 / 0.384 ms. All paths give the same bits (same row quantization, exact int32
+# sums, same epilogue), so a row's result does not depend on which one its batch took.
 #
 # On an AMX-INT8 host none of them runs: the AMX kernel (amx_int8_linear.py) takes every
 # row count, fastest at each. 2-core Xeon (AMX, VNNI; shared with another job, so best of
@@ -43,28 +43,40 @@ FALLBACK_TILE_ELEMENTS = 1 << 20
 # step reads a model; up to 64 rows), "hot": one weight, repeated:
 #   [M x 1024] x [1024 x 6144]   cold
 #     AMX int8      0.268 0.282 0.285 0.307 0.319 0.355 0.439
-#     native VNNI   0.341 0.434 0.580 0.755 1.12  2.07  4.44
+#     native AVX2   0.341 0.434 0.580 0.755 1.12  2.07  4.44
 #     torch._int_mm 0.616 0.625 0.662 0.657 0.765 1.04  1.25
 #     bf16 AMX      0.454 0.449 0.449 0.458 0.488 0.618 0.772
 #                                hot
 #     AMX int8      0.122 0.139 0.143 0.147 0.155 0.205 0.288 0.793 6.05
-#     native VNNI   0.125 0.165 0.262 0.501 0.930 1.85  4.24  18.8
+#     native AVX2   0.125 0.165 0.262 0.501 0.930 1.85  4.24  18.8
 #     torch._int_mm 0.331 0.332 0.347 0.360 0.392 0.524 0.667 2.56  63.6
 #     bf16 AMX      0.224 0.224 0.224 0.242 0.245 0.261 0.419 1.44  12.1
 #   [M x 3072] x [3072 x 1024]   cold
 #     AMX int8      0.128 0.130 0.132 0.140 0.146 0.184 0.232
-#     native VNNI   0.167 0.228 0.465 0.475 0.656 1.29  2.45
+#     native AVX2   0.167 0.228 0.465 0.475 0.656 1.29  2.45
 #     torch._int_mm 0.270 0.293 0.285 0.313 0.336 0.401 0.568
 #     bf16 AMX      0.225 0.226 0.226 0.224 0.244 0.297 0.379
 #                                hot
 #     AMX int8      0.042 0.040 0.043 0.048 0.061 0.091 0.139 0.489 4.47
-#     native VNNI   0.057 0.086 0.137 0.265 0.566 1.04  2.31  9.12
+#     native AVX2   0.057 0.086 0.137 0.265 0.566 1.04  2.31  9.12
 #     torch._int_mm 0.128 0.135 0.147 0.167 0.194 0.246 0.359 1.36  23.2
 #     bf16 AMX      0.105 0.105 0.107 0.110 0.112 0.117 0.188 0.802 6.20
 # `bench quant` (Qwen3 shape, hidden 1024, 8 layers, vocab 32000), W8A8 against bf16, two
 # runs of 3 rounds: batch 1 / 8 1.28x / 1.18x (with the native call and _int_mm: 1.12-1.28x
 # / 0.67x).
 NATIVE_MAX_ROWS = 4
+# Where the native product runs on AVX512-VNNI (quant_gemm.i8_gemm_vnni) it beats
+# torch._int_mm up to here. 2-core Zen 4 (VNNI, no AMX), the 4 linears of 28 Qwen3-0.6B
+# layers (f32 rows in, weights cold), ms, M = 1 / 4 / 8 / 16 / 32: native VNNI 14.5 / 22.0
+# / 36.2 / 51.4 / 84.5, the AVX2 loop 14.8 / 22.1 / 45.5 / 91.5 / 133.7, torch._int_mm 27.6
+# / 41.8 / 47.4 / 57.9 / 75.2.
+VNNI_NATIVE_MAX_ROWS = 16
+
+
+def native_max_rows() -> int:
+    """Rows up to which :func:`int8_linear` takes the native call where ``torch._int_mm``
+    also runs (a VNNI host without the AMX kernel)."""
+    return VNNI_NATIVE_MAX_ROWS if i8_gemm_vnni() else NATIVE_MAX_ROWS
 
 
 def int8_gemm_available(device: torch.device) -> bool:
@@ -92,7 +104,7 @@ def int8_linear(
         amx = amx_int8_linear.linear(x, w, w_scale, bias)
         if amx is not None:
             return amx
-    few = x.shape[0] <= NATIVE_MAX_ROWS
+    few = x.shape[0] <= native_max_rows()
     out = None if int8_gemm_available(x.device) and not few else w8a8_linear(x, w, w_scale)
     if out is None:
         q, scale = quantize_rows(x)

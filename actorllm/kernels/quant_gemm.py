@@ -46,6 +46,7 @@ def _lib() -> Any:
         "wq_dequant": ([_P, _I64, _I64, _I32, _P, _P, _I64, _P, _I32], None),
         "i8_gemm": ([_P, _I64, _I64, _P, _I64, _P, _I32], ctypes.c_int),
         "w8a8_linear": ([_P, _I64, _I64, _P, _I64, _P, _P, _I32], ctypes.c_int),
+        "i8_gemm_vnni": ([], ctypes.c_int),
     })  # fmt: skip
 
 
@@ -160,6 +161,14 @@ def i8_gemm(q: torch.Tensor, w: torch.Tensor) -> torch.Tensor | None:
     lib.i8_gemm(q.data_ptr(), q.shape[0], q.shape[1], w.data_ptr(), w.shape[0],
                 out.data_ptr(), torch.get_num_threads())  # fmt: skip
     return out
+
+
+@functools.cache
+def i8_gemm_vnni() -> bool:
+    """Whether the native int8 product (:func:`i8_gemm`, :func:`w8a8_linear`) runs on
+    AVX512-VNNI here (``csrc/wq_gemm.c``: detected by the compiler, never assumed)."""
+    lib = _lib()
+    return lib is not None and bool(lib.i8_gemm_vnni())
 
 
 def w8a8_linear(x: torch.Tensor, w: torch.Tensor, w_scale: torch.Tensor) -> torch.Tensor | None:

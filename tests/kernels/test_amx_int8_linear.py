@@ -95,7 +95,7 @@ def test_same_bits_as_the_hosts_other_paths(monkeypatch: pytest.MonkeyPatch, m: 
     amx = int8_gemm.int8_linear(x, w, w_scale, bias)
     monkeypatch.setattr(amx_int8_linear, "available", lambda: False)
     for native_rows in (0, 64):  # all rows on torch._int_mm, all on the native call
-        monkeypatch.setattr(int8_gemm, "NATIVE_MAX_ROWS", native_rows)
+        monkeypatch.setattr(int8_gemm, "native_max_rows", lambda n=native_rows: n)
         assert torch.equal(int8_gemm.int8_linear(x, w, w_scale, bias), amx)
 
 

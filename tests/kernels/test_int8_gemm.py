@@ -106,7 +106,7 @@ def test_few_rows_take_the_native_call_where_int_mm_serves_the_rest(
 
     monkeypatch.setattr(int8_gemm, "w8a8_linear", spy)
     g = torch.Generator().manual_seed(3)
-    n = int8_gemm.NATIVE_MAX_ROWS
+    n = int8_gemm.native_max_rows()
     x = torch.randn(n + 1, 256, generator=g)
     w = torch.randint(-128, 128, (48, 256), dtype=torch.int8, generator=g)
     w_scale = torch.rand(48, 1, generator=g) * 0.01

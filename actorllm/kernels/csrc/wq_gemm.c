@@ -309,14 +309,81 @@ static int i8_gemm_avx2(const int8_t *xq, int64_t m_rows, int64_t in, const int8
 }
 #endif
 
-/* W8A8 for few rows on a host without int8 dot-product instructions (no VNNI / AMX-INT8,
- * where oneDNN's int8 GEMM is emulated): out[m, o] = sum_i xq[m, i] * w[o, i], exact in
- * int32 (integer sums may be reordered freely, so the auto-vectoriser runs the dot
- * products as SIMD multiply-adds). xq int8 [M, I], w int8 [O, I], out int32 [M, O]. */
+#if defined(__AVX512VNNI__) && defined(__AVX512BW__) && !defined(NO_I8_VNNI512)
+#define HAVE_I8_VNNI512 1
+#include <immintrin.h>
+/* AVX512-VNNI: vpdpbusd multiplies unsigned by signed bytes, 64 products a step into 16
+ * int32 lanes. The inputs go in unsigned as x + 128 (a copy made per call), the weight
+ * signed, read where it lies ([O, I] row-major, no repacked copy), and the excess
+ * 128 * sum(w) comes from one more vpdpbusd of 128s against the same weight bytes:
+ *
+ *   sum_i x[i] w[i] = sum_i (x[i] + 128) w[i] - sum_i 128 w[i]
+ *
+ * every term an exact int32 (|sum| <= 255 * 128 * I), so the result is the scalar loop's.
+ * One output row a pass (one weight stream a thread) against up to I8_ROWS input rows. */
+#define I8_ROWS 4
+
+static inline __attribute__((always_inline)) void i8_vnni_pass(
+    const uint8_t *xu, int64_t in, const int8_t *wr, int64_t m0, const int mb, int32_t *out,
+    int64_t out_n) {
+    const __m512i k128 = _mm512_set1_epi8((char)0x80);
+    __m512i acc[I8_ROWS], ws = _mm512_setzero_si512();
+    for (int mi = 0; mi < mb; mi++) acc[mi] = _mm512_setzero_si512();
+    for (int64_t i = 0; i < in; i += 64) {
+        __m512i wv = _mm512_loadu_si512((const void *)(wr + i));
+        ws = _mm512_dpbusd_epi32(ws, k128, wv);
+        for (int mi = 0; mi < mb; mi++)
+            acc[mi] = _mm512_dpbusd_epi32(
+                acc[mi], _mm512_loadu_si512((const void *)(xu + (m0 + mi) * in + i)), wv);
+    }
+    int32_t excess = _mm512_reduce_add_epi32(ws);
+    for (int mi = 0; mi < mb; mi++)
+        out[(m0 + mi) * out_n] = _mm512_reduce_add_epi32(acc[mi]) - excess;
+}
+
+static int i8_gemm_vnni512(const int8_t *xq, int64_t m_rows, int64_t in, const int8_t *w,
+                           int64_t out_n, int32_t *out, int nt) {
+    if (in % 64) return -1;
+    uint8_t *xu = malloc((size_t)(m_rows * in));
+    if (!xu) return -1;
+    for (int64_t k = 0; k < m_rows * in; k++) xu[k] = (uint8_t)(xq[k] ^ (int8_t)0x80);
+#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
+    for (int64_t o = 0; o < out_n; o++) {
+        const int8_t *wr = w + o * in;
+        for (int64_t m0 = 0; m0 < m_rows; m0 += I8_ROWS) {
+            switch (m_rows - m0 < I8_ROWS ? m_rows - m0 : I8_ROWS) {
+            case 1: i8_vnni_pass(xu, in, wr, m0, 1, out + o, out_n); break;
+            case 2: i8_vnni_pass(xu, in, wr, m0, 2, out + o, out_n); break;
+            case 3: i8_vnni_pass(xu, in, wr, m0, 3, out + o, out_n); break;
+            default: i8_vnni_pass(xu, in, wr, m0, 4, out + o, out_n); break;
+            }
+        }
+    }
+    free(xu);
+    return 0;
+}
+#endif
+
+/* 1 where i8_gemm multiplies on AVX512-VNNI here, else 0. */
+int i8_gemm_vnni(void) {
+#ifdef HAVE_I8_VNNI512
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+/* W8A8's integer product for few rows: out[m, o] = sum_i xq[m, i] * w[o, i], exact in
+ * int32 (integer sums may be reordered freely): AVX512-VNNI where the compiler targets it,
+ * else AVX2, else a loop the auto-vectoriser runs as SIMD multiply-adds. xq int8 [M, I],
+ * w int8 [O, I], out int32 [M, O]. */
 int i8_gemm(const int8_t *xq, int64_t m_rows, int64_t in, const int8_t *w, int64_t out_n,
             int32_t *out, int num_threads) {
     int64_t work = out_n * in;
     int nt = work >= PAR_MIN_WORK && num_threads > 1 ? num_threads : 1;
+#ifdef HAVE_I8_VNNI512
+    if (i8_gemm_vnni512(xq, m_rows, in, w, out_n, out, nt) == 0) return 0;
+#endif
 #ifdef HAVE_AVX2_PATH
     if (i8_gemm_avx2(xq, m_rows, in, w, out_n, out, nt) == 0) return 0;
 #endif
