@@ -196,8 +196,8 @@ int w4a8_vnni_linear(const void *x, int x_bf16, int64_t m, int64_t in, const uin
              gs / a, in / gs, out_bf16};
     int width = m < PAIR_ROWS ? 1 : 2; /* column tiles a pass */
     int64_t tiles = n / 16, units = (tiles + width - 1) / width, passes = (m + MR - 1) / MR;
-    /* Passes over the weight whose quantized inputs stay in the L2 while every tile pair
-     * reads them. */
+    /* Passes over the weight whose quantized inputs stay in the L2 while every unit of
+     * column tiles reads them. */
     int64_t chunk = X_L2_BYTES / (MR * in);
     if (chunk < 1) chunk = 1;
     int nt = n * in >= PAR_MIN_WORK && num_threads > 1 ? num_threads : 1;

@@ -400,15 +400,16 @@ int i8_gemm(const int8_t *xq, int64_t m_rows, int64_t in, const int8_t *w, int64
     return 0;
 }
 
+#ifdef __AVX512F__
+#include <immintrin.h>
+#endif
+
 /* One input row of I floats -> its int8 values and scale (amax / 127; x / scale rounded
  * half to even: int8_gemm.quantize_rows bit for bit), 16 inputs at a time where AVX-512
  * is there, with the scalar loop's operations (vdivps is IEEE division as divss is;
  * vrndscaleps rounds half to even as nearbyintf does; vmaxps returns its second operand
  * when either is NaN, so a NaN is skipped as the scalar comparison skips it). 2-core
  * Zen 4, a call of 8 rows x 3,072 inputs against 16 outputs: 30.9 -> 18.4 us. */
-#ifdef __AVX512F__
-#include <immintrin.h>
-#endif
 static void q8_row(const float *xr, int64_t in, int8_t *q, float *scale) {
     int64_t i = 0;
     float amax = 0.0f;
@@ -436,10 +437,11 @@ static void q8_row(const float *xr, int64_t in, int8_t *q, float *scale) {
     for (; i < in; i++) q[i] = (int8_t)nearbyintf(xr[i] / safe); /* in [-127, 127] */
 }
 
-/* A W8A8 linear in one call, any number of rows, on a host without int8 dot-product
- * instructions: each input row quantized to int8 with one symmetric scale (amax / 127,
- * x / scale rounded half to even, int8_gemm.quantize_rows bit for bit), exact int32 dot
- * products (i8_gemm), then (acc * scale_row) * scale_col in float32, as the torch epilogue.
+/* A W8A8 linear in one call, any number of rows (int8_gemm.py runs it at every row count
+ * on a host without int8 dot products, for few rows beside torch._int_mm on the others):
+ * each input row quantized to int8 with one symmetric scale (amax / 127, x / scale rounded
+ * half to even, int8_gemm.quantize_rows bit for bit), exact int32 dot products (i8_gemm),
+ * then (acc * scale_row) * scale_col in float32, as the torch epilogue.
  * x float32 [M, I], w int8 [O, I], wscale float32 [O], out float32 [M, O]. Every row is
  * computed alone, so its bits do not depend on the batch (a replay, a prefill recomputing
  * a decoded token). Returns 0, or -1 when out of memory. */

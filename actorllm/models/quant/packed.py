@@ -40,6 +40,7 @@ Checkpoint layouts (as vLLM and the quantizers write them; ``pf = 32 / bits``):
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import torch
@@ -373,6 +374,7 @@ class PackedLinear(nn.Module):
         return out.view(*x.shape[:-1], o)
 
 
+@functools.cache  # every 4-bit forward asks; the host's answer does not change
 def tiled_kernel() -> Callable[..., torch.Tensor | None] | None:
     """The kernel that runs W4A8 on the tile layout here: AMX-INT8 tiles, else AVX512-VNNI
     vectors (bit for bit the tiles' numbers), else None (the row layout's kernels)."""
