@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -63,10 +64,25 @@ def linear(
     lib = _lib()
     if lib is None or x.device.type != "cpu" or w.device.type != "cpu":
         return None
+    # the parameter itself, read in place (no copy)
+    return run_w8a8(lib.amx_int8_linear, PROFILER_NAME, x, w.contiguous(), w_scale, bias)
+
+
+def run_w8a8(
+    fn: Callable[..., int],
+    name: str,
+    x: torch.Tensor,
+    w: torch.Tensor,
+    w_scale: torch.Tensor,
+    bias: torch.Tensor | None,
+) -> torch.Tensor | None:
+    """A W8A8 kernel with this one's arguments (``fn``: the AMX tiles, or
+    ``csrc/w8a8_vnni.c`` on its own weight layout) on ``x [M, I]`` against ``w`` (``O``
+    output rows, contiguous) -> [M, O] in x's dtype; None where ``fn`` did not run.
+    ``name``: the profiler's name for the call."""
     dtype = x.dtype
     native_out = dtype in _NATIVE_DTYPES
     xs = (x if native_out else x.float()).contiguous()  # [M, I]
-    w = w.contiguous()  # the parameter itself, read in place (no copy)
     if w_scale.dtype != torch.float32 or not w_scale.is_contiguous():
         w_scale = w_scale.float().contiguous()  # [O, 1]
     m, i = xs.shape
@@ -83,8 +99,7 @@ def linear(
         xs.data_ptr(), bf16, m, i, w.data_ptr(), o, w_scale.data_ptr(),
         None if b is None else b.data_ptr(), out.data_ptr(), bf16, o, torch.get_num_threads(),
     )  # fmt: skip
-    ok = native_ranges.call(PROFILER_NAME, lib.amx_int8_linear, *args)
-    if not ok:
+    if not native_ranges.call(name, fn, *args):
         return None
     if not native_out:
         out = out.to(dtype)

@@ -11,8 +11,10 @@ reads the same [O, I] int8 weight, no copy, and beats both paths below at every 
 measured (:data:`NATIVE_MAX_ROWS`'s comment). Where the CPU has int8 dot products otherwise
 (``cpu_features.native_int8``: VNNI, or AMX without a native build) the GEMM is
 ``torch._int_mm`` (oneDNN's u8s8/s8s8 kernels) above :func:`native_max_rows` rows; up to it
-(decode) the native call below, whose weight stream beats oneDNN's fixed cost there.
-Elsewhere on the CPU the whole linear is one native call (``quant_gemm.w8a8_linear``: the
+(decode) the native call below, whose weight stream beats oneDNN's fixed cost there. (On
+an AVX512-VNNI host without the AMX kernel, ``Int8Linear`` stores a weight the VNNI kernel
+takes in that kernel's layout and calls it itself, ``kernels/w8a8_vnni.py``: these paths
+then serve only the shapes it does not take.) Elsewhere on the CPU the whole linear is one native call (``quant_gemm.w8a8_linear``: the
 same rounding, exact int32 products with the host's SIMD, the same epilogue) at every row
 count, so a row's bits do not depend on its batch. Without a native build (and on CUDA,
 whose ``_int_mm`` wants more than 16 rows) the integers are multiplied in float32 one weight

@@ -2,7 +2,10 @@
 
 W8A8 int8 (:class:`Int8Linear`, compressed-tensors): int8 ``weight [O, I]`` with a float32
 scale per output row; each call quantizes its input rows to int8 with one scale per row
-(dynamic per-token, symmetric) and runs an int8 GEMM (``kernels/int8_gemm.py``).
+(dynamic per-token, symmetric) and runs an int8 GEMM (``kernels/int8_gemm.py``). On a host
+with AVX512-VNNI but no AMX-INT8 tiles, a weight the VNNI kernel takes is repacked at load
+into its layout (``kernels/w8a8_vnni.py``; the same bytes, the same results) and every row
+count runs that kernel.
 
 fp8 (:class:`Fp8Linear`, ``quant_method: fp8`` and compressed-tensors FP8): e4m3 weights
 with per-tensor or block scales, widened one tile of output rows at a time in the forward.
@@ -13,6 +16,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from actorllm.kernels import amx_int8_linear, w8a8_vnni
 from actorllm.kernels.int8_gemm import int8_linear
 from actorllm.models.quant.base import TILE_ELEMENTS, param, refuse, tile_inputs
 from actorllm.models.quant.spec import QuantSpec
@@ -22,6 +26,8 @@ class Int8Linear(nn.Module):
     """W8A8 int8 (compressed-tensors): ``x [..., I] -> [..., O]`` through an int8 GEMM."""
 
     quantized_projection = True  # LoRA adapters add to it (models/lora_adapter.py)
+
+    w_tiled: torch.Tensor  # uint8 [O, I], w8a8_vnni.tile_layout (tiled only: finish_loading)
 
     def __init__(
         self,
@@ -41,6 +47,7 @@ class Int8Linear(nn.Module):
         self.weight_scale = param((out_features, 1), torch.float32)  # [O, 1]
         self.bias = param((out_features,), dtype) if bias else None
         self.finished = False
+        self.tiled = False  # the weight repacked for the VNNI kernel (finish_loading)
 
     @torch.no_grad()
     def init_dummy(self, gen: torch.Generator) -> None:
@@ -58,13 +65,35 @@ class Int8Linear(nn.Module):
         assert sizes is not None
         return data.narrow(0, sum(sizes[:shard]), sizes[shard])
 
+    @torch.no_grad()
     def finish_loading(self, absent: frozenset[str] = frozenset()) -> None:
+        """Where the host runs W8A8 on VNNI vectors, not AMX tiles, and the kernel takes the
+        shape: the weight repacked into that kernel's layout (``w_tiled``, a buffer of the
+        same bytes; the ``weight`` parameter dropped)."""
+        w = self.weight.data
+        self.tiled = (
+            w.device.type == "cpu"
+            and w8a8_vnni.takes(self.out_features, self.in_features)
+            and w8a8_vnni.available()
+            and not amx_int8_linear.available()
+        )
+        if self.tiled:
+            del self.weight
+            self.register_buffer("w_tiled", w8a8_vnni.tile_layout(w))  # uint8 [O, I]
         self.finished = True
+
+    def int8_weight(self) -> torch.Tensor:
+        """The checkpoint's int8 ``[O, I]`` weight (a copy where it is stored tiled)."""
+        return w8a8_vnni.untile(self.w_tiled) if self.tiled else self.weight.data
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x: [..., I] -> [..., O]."""
         rows = x.reshape(-1, self.in_features)  # [M, I]
-        out = int8_linear(rows, self.weight, self.weight_scale, self.bias)  # [M, O]
+        out = None
+        if self.tiled:
+            out = w8a8_vnni.linear(rows, self.w_tiled, self.weight_scale, self.bias)  # [M, O]
+        if out is None:  # (tiled: only where the kernel found no memory; untiling is slow)
+            out = int8_linear(rows, self.int8_weight(), self.weight_scale, self.bias)
         return out.view(*x.shape[:-1], self.out_features)
 
 

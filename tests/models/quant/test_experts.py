@@ -126,7 +126,8 @@ def test_w8a8_and_fp8_experts_are_their_own_linears(tmp_path: Path) -> None:
         assert model is not None
         found = [m for m in model.modules() if isinstance(m, cls)]
         assert len(found) == 2 * (2 + 2 * 4)  # qkv, o + gate_up, down of 4 experts, 2 layers
-        assert all(m.weight.dtype in (torch.int8, torch.float8_e4m3fn) for m in found)
+        stored = [m.int8_weight() if isinstance(m, Int8Linear) else m.weight for m in found]
+        assert all(w.dtype in (torch.int8, torch.float8_e4m3fn) for w in stored)
 
 
 def test_dummy_weights_in_quantized_experts_run(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 import torch
 
+from actorllm.kernels import amx_int8_linear, w8a8_vnni
 from actorllm.models.quant.linear import Int8Linear, PackedLinear
 from actorllm.models.quant.packed import tiled_kernel
 from tests.helpers.models import hf_logprobs, load_hf_model
@@ -162,7 +163,10 @@ def test_w8a8_runs_int8_linears(tmp_path: Path) -> None:
     runner.load_model()
     assert runner.model is not None
     linears = [m for m in runner.model.modules() if isinstance(m, Int8Linear)]
-    assert len(linears) == 8 and all(m.weight.dtype == torch.int8 for m in linears)
+    assert len(linears) == 8 and all(m.int8_weight().dtype == torch.int8 for m in linears)
+    # stored for the VNNI kernel where it, and not the AMX tiles, runs W8A8 here
+    vnni = w8a8_vnni.available() and not amx_int8_linear.available()
+    assert all(m.tiled == vnni for m in linears)
 
 
 @pytest.mark.parametrize("method", ["gptq", "awq", "w4a16", "w8a8", "fp8"])

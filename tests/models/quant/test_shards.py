@@ -147,7 +147,7 @@ def test_w8a8_row_shards_keep_the_per_channel_scales(tmp_path: Path) -> None:
         o = _load(quant, r, 2).get_submodule("model.layers.0.self_attn.o_proj")
         assert isinstance(o, Int8Linear) and isinstance(full, Int8Linear)
         torch.testing.assert_close(o.weight_scale, full.weight_scale)
-        torch.testing.assert_close(o.weight, full.weight[:, r * 64 : (r + 1) * 64])
+        torch.testing.assert_close(o.int8_weight(), full.int8_weight()[:, r * 64 : (r + 1) * 64])
 
 
 @pytest.mark.parametrize(
