@@ -237,6 +237,7 @@ VLLM_SERVE_FLAGS: list[list[str]] = [
     ["--long-prefill-token-threshold", "512"],
     ["--num-lookahead-slots", "0"],
     ["--scheduling-policy", "priority"],
+    ["--watermark", "0.1"],  # vLLM 0.32
     ["--enable-chunked-prefill"],
     ["--no-enable-chunked-prefill"],
     ["--disable-chunked-mm-input"],

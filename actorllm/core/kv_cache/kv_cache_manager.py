@@ -216,6 +216,7 @@ class KVCacheManager:
         num_new_computed_tokens: int = 0,
         new_computed_blocks: GroupBlocks | None = None,
         num_lookahead_tokens: int = 0,
+        keep_free: int = 0,
     ) -> GroupBlocks | None:
         """Make room for ``num_new_tokens`` more positions of ``request``; the new blocks,
         one list per group.
@@ -225,7 +226,8 @@ class KVCacheManager:
         will load (given fresh blocks here). Returns ``None`` — with nothing changed, except
         that out-of-window blocks go back to the pool (sliding windows) — when the pool
         lacks blocks. Full blocks computed by earlier steps are registered in the prefix
-        cache on the way.
+        cache on the way. ``keep_free``: blocks the pool must still hold afterwards (the
+        scheduler's watermark for a starting request), else ``None`` as above.
         """
         req_id = request.request_id
         main = self._main
@@ -260,7 +262,8 @@ class KVCacheManager:
         ]
         # Hit blocks that sit in the free queue stop being free when we take them.
         num_hits_free = sum(1 for h in hits for b in h if b.ref_cnt == 0) if hits is not None else 0
-        if sum(num_needed) + num_hits_free > self.block_pool.free_queue.num_free_blocks:
+        taken = sum(num_needed) + num_hits_free
+        if taken + keep_free > self.block_pool.free_queue.num_free_blocks:
             return None
         for g, h in zip(self.groups, group_hits, strict=True):
             g.take_hits(req_id, h)

@@ -90,7 +90,10 @@ class Admitter:
             return False
         num_new = self._chunk(num_new, plan.token_budget)
         ahead = min(config.num_lookahead_tokens, config.max_model_len - req.num_tokens)
-        while kv.allocate_slots(req, num_new, num_computed, hit_blocks, ahead) is None:
+        # vLLM's watermark: headroom for the running requests' growth, kept by every start
+        # while others run (a request starting alone always may: progress).
+        keep = config.watermark_blocks if running else 0
+        while kv.allocate_slots(req, num_new, num_computed, hit_blocks, ahead, keep) is None:
             if not self._preempt_for(req, plan, running):
                 return False
         req.num_computed_tokens = num_computed

@@ -89,6 +89,14 @@ class SchedulerConfig(msgspec.Struct, frozen=True, kw_only=True):
     # LoRA: the most distinct adapters in one step (vLLM's max_loras); 0: LoRA is off and
     # requests naming an adapter are refused.
     max_loras: int = 0
+    # vLLM's watermark: the fraction of the KV blocks a waiting (or preempted) request must
+    # leave free to start while others run, headroom for the running ones' growth (0: off).
+    watermark: float = 0.0
+
+    @property
+    def watermark_blocks(self) -> int:
+        """The blocks :attr:`watermark` keeps free (vLLM: ``int(watermark * num_blocks)``)."""
+        return int(self.watermark * self.num_blocks)
 
     @property
     def group_windows(self) -> tuple[int | None, ...]:
@@ -131,6 +139,8 @@ class SchedulerConfig(msgspec.Struct, frozen=True, kw_only=True):
             raise ValueError(f"max_loras must be non-negative, got {self.max_loras}.")
         if self.long_prefill_token_threshold < 0:
             raise ValueError("long_prefill_token_threshold must be non-negative.")
+        if not 0.0 <= self.watermark < 1.0:
+            raise ValueError(f"watermark must be in [0, 1), got {self.watermark}.")
         if self.policy not in ("fcfs", "priority"):
             raise ValueError(f"policy must be 'fcfs' or 'priority', got {self.policy!r}.")
         if self.num_blocks - 1 < self.blocks_for_one_request:

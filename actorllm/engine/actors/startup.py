@@ -303,4 +303,5 @@ def build_scheduler_config(config: EngineConfig, model: ModelInfo) -> SchedulerC
             else 0
         ),
         max_loras=config.max_loras if config.enable_lora else 0,
+        watermark=config.watermark,
     )

@@ -156,6 +156,11 @@ ENGINE_CONFIG_HELP: Mapping[str, Mapping[str, str]] = {
         "scheduling_policy": (
             "fcfs: arrival order; priority: by each request's priority, then arrival."
         ),
+        "watermark": (
+            "Fraction of the KV cache blocks a waiting or preempted request must leave free to "
+            "start while others run: headroom for the running requests' growth, so fewer of "
+            "them are preempted when the cache is short (vLLM's; 0: off). In [0, 1)."
+        ),
         "stream_interval": (
             "Streaming (DELTA and CUMULATIVE outputs): send a request's output once this many "
             "new tokens accumulated (the first and the final output at once); 1 sends every "

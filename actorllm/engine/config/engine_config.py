@@ -174,6 +174,10 @@ class EngineConfig(msgspec.Struct, kw_only=True):
     take a whole step's budget; 0: no cap."""
     scheduling_policy: SchedulingPolicy = "fcfs"
     """fcfs: arrival order; priority: by each request's priority, then arrival."""
+    watermark: float = 0.0
+    """Fraction of the KV cache blocks a waiting or preempted request must leave free to
+    start while others run: headroom for the running requests' growth, so fewer of them are
+    preempted when the cache is short (vLLM's; 0: off). In [0, 1)."""
     stream_interval: int = 1
     """Streaming (DELTA and CUMULATIVE outputs): send a request's output once this many new
     tokens accumulated (the first and the final output at once); 1 sends every token, a
@@ -383,6 +387,8 @@ class EngineConfig(msgspec.Struct, kw_only=True):
             )
         if self.long_prefill_token_threshold < 0:
             raise EngineConfigError("long_prefill_token_threshold", "must be non-negative.")
+        if not 0.0 <= self.watermark < 1.0:
+            raise EngineConfigError("watermark", f"must be in [0, 1), got {self.watermark}.")
         if self.max_restarts < 0 or self.restart_window_s <= 0:
             raise EngineConfigError("max_restarts", "must be non-negative, with a positive window.")
         try:

@@ -188,6 +188,35 @@ def test_fcfs_preempts_the_newest_running() -> None:
     check_invariants(s)
 
 
+def test_watermark_keeps_blocks_free_for_the_running_ones_growth() -> None:
+    # 8 usable blocks of 4; watermark 0.25 keeps int(0.25 * 9) = 2 free: of seven one-block
+    # prompts six start (the sixth leaves exactly 2), the seventh waits; without it, seven.
+    def started(**kw: object) -> list[str]:
+        s = sched(num_blocks=9, max_model_len=16, **kw)
+        for rid in "abcdefg":
+            s.add_request(make_request(rid, [1, 2, 3, 4], max_tokens=8))
+        so = s.schedule()
+        check_invariants(s)
+        return list(so.num_scheduled_tokens)
+
+    assert started(watermark=0.25) == list("abcdef")
+    assert started() == list("abcdefg")
+
+
+def test_watermark_never_stops_a_request_that_would_run_alone() -> None:
+    s = sched(num_blocks=9, max_model_len=16, watermark=0.9)  # keeps 8 of 8 usable free
+    for rid in "ab":
+        s.add_request(make_request(rid, [1, 2, 3, 4], max_tokens=2))
+    assert list(s.schedule().num_scheduled_tokens) == ["a"]  # alone: progress
+    assert s.num_waiting == 1
+
+
+def test_watermark_out_of_range_is_refused() -> None:
+    for bad in (-0.1, 1.0):
+        with pytest.raises(ValueError, match="watermark"):
+            sched(watermark=bad)
+
+
 def test_priority_preempts_lowest_priority_then_latest() -> None:
     s = sched(num_blocks=5, max_model_len=16, policy="priority")
     _fill(s, [("a", 1, 1.0), ("b", 2, 2.0), ("c", 0, 3.0)])
