@@ -14,9 +14,10 @@ measured (:data:`NATIVE_MAX_ROWS`'s comment). Where the CPU has int8 dot product
 (decode) the native call below, whose weight stream beats oneDNN's fixed cost there. (On
 an AVX512-VNNI host without the AMX kernel, ``Int8Linear`` stores a weight the VNNI kernel
 takes in that kernel's layout and calls it itself, ``kernels/w8a8_vnni.py``: these paths
-then serve only the shapes it does not take.) Elsewhere on the CPU the whole linear is one native call (``quant_gemm.w8a8_linear``: the
-same rounding, exact int32 products with the host's SIMD, the same epilogue) at every row
-count, so a row's bits do not depend on its batch. Without a native build (and on CUDA,
+then serve only the shapes it does not take.) Elsewhere on the CPU the whole linear is one
+native call (``quant_gemm.w8a8_linear``: the same rounding, exact int32 products with the
+host's SIMD, the same epilogue) at every row count, so a row's bits do not depend on its
+batch. Without a native build (and on CUDA,
 whose ``_int_mm`` wants more than 16 rows) the integers are multiplied in float32 one weight
 tile at a time: exact while ``I * 127 * 128 < 2 ** 24`` (I < 1032), beyond that rounded like
 any float32 GEMM.

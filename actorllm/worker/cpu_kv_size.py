@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from actorllm.core.scheduler.config import blocks_for_one_request, largest_model_len
+from actorllm.core.kv_cache.sizing import blocks_for_one_request, largest_model_len
 
 DEFAULT_CPU_KV_BYTES = 256 * 2**20
 FULL_LENGTH_REQUESTS = 4

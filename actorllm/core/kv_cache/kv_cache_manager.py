@@ -55,6 +55,7 @@ from actorllm.core.kv_cache.block_hash import BlockHash, BlockHasher, HashAlgo
 from actorllm.core.kv_cache.block_pool import BlockPool, EvictionCallback
 from actorllm.core.kv_cache.free_queue import KVCacheBlock
 from actorllm.core.kv_cache.single_type import SingleTypeManager
+from actorllm.core.kv_cache.sizing import blocks_for_one_request
 
 if TYPE_CHECKING:
     from actorllm.core.request import Request
@@ -274,6 +275,28 @@ class KVCacheManager:
             for g in self.groups:
                 g.cache_computed_blocks(request)
         return new_blocks
+
+    def holds_whole(
+        self,
+        request: Request,
+        total: int,
+        chunk: int,
+        hits: GroupBlocks | None,
+        keep_free: int = 0,
+    ) -> bool:
+        """Whether the pool could give ``request`` blocks for ``total`` tokens at once (past
+        the prefix-cache ``hits`` it would take; a windowed group only its window behind a
+        chunk of ``chunk``: :func:`blocks_for_one_request`) and still keep ``keep_free``:
+        vLLM's check before starting a prompt it will prefill in chunks."""
+        req_id = request.request_id
+        groups_hits = hits if hits is not None else tuple([] for _ in self.groups)
+        bs = self.block_size
+        need = sum(
+            g.num_new_blocks(req_id, blocks_for_one_request(total, bs, chunk, (g.window,)), h)
+            for g, h in zip(self.groups, groups_hits, strict=True)
+        )
+        need += sum(1 for h in groups_hits for b in h if b.ref_cnt == 0)
+        return need + keep_free <= self.block_pool.free_queue.num_free_blocks
 
     def free(self, request: Request) -> None:
         """Release the request's blocks in every group, tail first. Idempotent.

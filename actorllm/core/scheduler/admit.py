@@ -88,11 +88,20 @@ class Admitter:
         num_new = req.num_tokens - num_computed
         if not config.enable_chunked_prefill and num_new > plan.token_budget:
             return False
-        num_new = self._chunk(num_new, plan.token_budget)
+        chunk = self._chunk(num_new, plan.token_budget)
         ahead = min(config.num_lookahead_tokens, config.max_model_len - req.num_tokens)
         # vLLM's watermark: headroom for the running requests' growth, kept by every start
         # while others run (a request starting alone always may: progress).
         keep = config.watermark_blocks if running else 0
+        if chunk < num_new and config.reserve_full_isl:
+            # vLLM's scheduler_reserve_full_isl: a prompt prefilled in chunks starts only if
+            # all of it fits, not just its first chunk (else its later chunks preempt).
+            total = min(req.num_tokens, config.max_model_len)
+            budget = config.max_num_batched_tokens
+            while not kv.holds_whole(req, total, budget, hit_blocks, keep):
+                if not self._preempt_for(req, plan, running):
+                    return False
+        num_new = chunk
         while kv.allocate_slots(req, num_new, num_computed, hit_blocks, ahead, keep) is None:
             if not self._preempt_for(req, plan, running):
                 return False

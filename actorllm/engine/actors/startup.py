@@ -304,4 +304,5 @@ def build_scheduler_config(config: EngineConfig, model: ModelInfo) -> SchedulerC
         ),
         max_loras=config.max_loras if config.enable_lora else 0,
         watermark=config.watermark,
+        reserve_full_isl=config.scheduler_reserve_full_isl,
     )

@@ -161,6 +161,11 @@ ENGINE_CONFIG_HELP: Mapping[str, Mapping[str, str]] = {
             "start while others run: headroom for the running requests' growth, so fewer of "
             "them are preempted when the cache is short (vLLM's; 0: off). In [0, 1)."
         ),
+        "scheduler_reserve_full_isl": (
+            "Start a prompt that is prefilled in chunks only if the KV cache holds all of it "
+            "at once, not just its first chunk (vLLM's default), so its later chunks do not "
+            "preempt others."
+        ),
         "stream_interval": (
             "Streaming (DELTA and CUMULATIVE outputs): send a request's output once this many "
             "new tokens accumulated (the first and the final output at once); 1 sends every "

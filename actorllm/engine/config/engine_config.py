@@ -178,6 +178,10 @@ class EngineConfig(msgspec.Struct, kw_only=True):
     """Fraction of the KV cache blocks a waiting or preempted request must leave free to
     start while others run: headroom for the running requests' growth, so fewer of them are
     preempted when the cache is short (vLLM's; 0: off). In [0, 1)."""
+    scheduler_reserve_full_isl: bool = True
+    """Start a prompt that is prefilled in chunks only if the KV cache holds all of it at
+    once, not just its first chunk (vLLM's default), so its later chunks do not preempt
+    others."""
     stream_interval: int = 1
     """Streaming (DELTA and CUMULATIVE outputs): send a request's output once this many new
     tokens accumulated (the first and the final output at once); 1 sends every token, a

@@ -211,6 +211,24 @@ def test_watermark_never_stops_a_request_that_would_run_alone() -> None:
     assert s.num_waiting == 1
 
 
+def test_a_chunked_prompt_starts_only_if_all_of_it_fits() -> None:
+    # 8 usable blocks of 4, 8 tokens a step: a (12 tokens, 3 blocks) takes 2 blocks, then
+    # 1; b (24 tokens, 6 blocks) would start with a 4-token chunk beside a's last one. With
+    # vLLM's scheduler_reserve_full_isl (the default) it waits until all 6 fit.
+    def second_step(**kw: object) -> list[str]:
+        s = sched(num_blocks=9, max_model_len=32, max_num_batched_tokens=8, **kw)
+        s.add_request(make_request("a", list(range(1, 13)), max_tokens=4))
+        s.add_request(make_request("b", list(range(100, 124)), max_tokens=4))
+        w = FakeWorker(4)
+        run_step(s, w)
+        so, _ = run_step(s, w)
+        check_invariants(s)
+        return list(so.num_scheduled_tokens)
+
+    assert second_step() == ["a"]
+    assert second_step(reserve_full_isl=False) == ["a", "b"]
+
+
 def test_watermark_out_of_range_is_refused() -> None:
     for bad in (-0.1, 1.0):
         with pytest.raises(ValueError, match="watermark"):
