@@ -10,6 +10,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -73,6 +74,27 @@ def test_served_bounds_are_stated(srv: ServerThread) -> None:
     assert req["priority"]["minimum"] == req["priority"]["maximum"] == 0  # fcfs
     assert "securitySchemes" not in doc["components"]  # no API key: nothing to send
     assert all("security" not in op for ops in doc["paths"].values() for op in ops.values())
+
+
+def test_harmony_only_responses_fields_are_stated_per_model() -> None:
+    """previous_input_messages / enable_response_messages: a 400 naming them on any model
+    but gpt-oss, so the document of another model forbids them; gpt-oss's states the
+    combinations refused."""
+
+    def request(harmony: bool) -> dict[str, Any]:
+        doc = openapi_document(
+            dev_mode=False, api_key=False, served=Served(64, 100, "fcfs", harmony=harmony)
+        )
+        return dict(doc["components"]["schemas"]["ResponsesRequest"])
+
+    other = request(False)
+    assert other["properties"]["previous_input_messages"]["type"] == "null"
+    assert other["properties"]["enable_response_messages"]["enum"] == [False]
+    gpt_oss = request(True)
+    assert "array" in str(gpt_oss["properties"]["previous_input_messages"])
+    thens = [rule["then"]["properties"] for rule in gpt_oss["allOf"] if "then" in rule]
+    assert {"previous_response_id": {"type": "null"}} in thens
+    assert {"background": {"enum": [False, None]}} in thens
 
 
 def test_an_api_key_is_documented_where_it_is_enforced() -> None:

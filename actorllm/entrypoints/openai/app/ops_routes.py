@@ -64,6 +64,7 @@ async def openapi(state: AppState, request: Request) -> Response:
         runtime_lora=runtime_updating_allowed(),
         prompt_embeds=engine.prompt_embeds_spec is not None,
         responses_store=state.responses_store.enabled,
+        harmony=state.serving.chat.harmony,
     )
     settings = state.settings
     doc = openapi_document(

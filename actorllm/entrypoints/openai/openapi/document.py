@@ -29,7 +29,7 @@ def openapi_document(*, dev_mode: bool, api_key: bool, served: Served) -> dict[s
     ref = dict(zip(everything, refs, strict=True))
     fill_served(components, served)
     cross_field_rules(components)
-    responses_rules(components, store=served.responses_store)
+    responses_rules(components, store=served.responses_store, harmony=served.harmony)
     completion_prompt_rule(components["CompletionRequest"], served.prompt_embeds)
     content_parts_rule(components, served.prompt_embeds)
     restrict_to_served(components, served)

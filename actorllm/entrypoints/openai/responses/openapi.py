@@ -25,14 +25,17 @@ _RULES = (
 )
 
 
-def responses_rules(components: dict[str, Any], *, store: bool) -> None:
+def responses_rules(components: dict[str, Any], *, store: bool, harmony: bool = False) -> None:
     """What the structs cannot say: a message item may leave ``type`` out (OpenAI's easy
-    input message); ``background`` needs the store (``store``: this server has it on) and
-    is not streamed."""
+    input message); ``previous_input_messages`` and ``enable_response_messages`` are for a
+    gpt-oss model (``harmony``) only, the first not with ``previous_response_id``, the
+    second not in the background; ``background`` needs the store (``store``: this server
+    has it on) and is not streamed."""
     components["MessageItem"]["required"].remove("type")
     request = components["ResponsesRequest"]
     req = request["properties"]
     del req["input"]["anyOf"][1]["items"]["discriminator"]  # a message's type is optional
+    _harmony_rules(request, harmony)
     req["background"] = {
         "type": ["boolean", "null"],
         "default": False,
@@ -45,6 +48,29 @@ def responses_rules(components: dict[str, Any], *, store: bool) -> None:
     background = {"properties": {"background": {"const": True}}, "required": ["background"]}
     streamed = {"properties": {"stream": {"enum": [False, None]}}}
     request.setdefault("allOf", []).append({"if": background, "then": streamed})
+
+
+def _harmony_rules(request: dict[str, Any], harmony: bool) -> None:
+    """The 400s of ``serving._harmony_history`` as schema: on another model neither field
+    may be given; on gpt-oss, not ``previous_input_messages`` beside
+    ``previous_response_id``, nor ``enable_response_messages`` with ``background``."""
+    req = request["properties"]
+    if not harmony:
+        req["previous_input_messages"] = {"type": "null", "description": "gpt-oss models only."}
+        req["enable_response_messages"]["enum"] = [False]
+        return
+    given = {"not": {"type": "null"}}
+    rules = request.setdefault("allOf", [])
+    rules.append({
+        "if": {"properties": {"previous_input_messages": given},
+               "required": ["previous_input_messages"]},
+        "then": {"properties": {"previous_response_id": {"type": "null"}}},
+    })  # fmt: skip
+    rules.append({
+        "if": {"properties": {"enable_response_messages": {"const": True}},
+               "required": ["enable_response_messages"]},
+        "then": {"properties": {"background": {"enum": [False, None]}}},
+    })  # fmt: skip
 
 
 def _id_param() -> dict[str, Any]:
