@@ -1,5 +1,6 @@
-"""The cross-field checks of :class:`EngineConfig` (run by its ``__post_init__``): what one
-setting is not built with, given the others, refused by name (``EngineConfigError``).
+"""The checks of :class:`EngineConfig` (run by its ``__post_init__``): each numeric setting's
+range, and what one setting is not built with, given the others, refused by name
+(``EngineConfigError``).
 
 Written as functions of the config (``self``) so engine_config.py keeps to its fields."""
 
@@ -20,6 +21,66 @@ _KV_CACHE_DTYPES_REFUSED = {
     "fp8_inc": "Intel Gaudi's fp8 format",
     "fp8_ds_mla": "DeepSeek's fp8 MLA cache layout (no supported model has MLA)",
 }
+
+
+def check_limits(self: EngineConfig) -> None:
+    """Each numeric setting within its range (sizes, limits, fractions, timeouts)."""
+    if self.block_size is not None and self.block_size not in (1, 2, 4, 8, 16, 32, 64, 128):
+        raise EngineConfigError(
+            "block_size", f"must be a power of two up to 128, got {self.block_size}."
+        )
+    if self.max_num_seqs < 1:
+        raise EngineConfigError("max_num_seqs", f"must be at least 1, got {self.max_num_seqs}.")
+    if self.kv_cache_memory_bytes is not None and self.kv_cache_memory_bytes < 0:
+        raise EngineConfigError(
+            "kv_cache_memory_bytes", f"must be non-negative, got {self.kv_cache_memory_bytes}."
+        )
+    if type(self.stream_interval) is not int or self.stream_interval < 1:
+        raise EngineConfigError(
+            "stream_interval",
+            f"must be an integer of at least 1, got {self.stream_interval!r}.",
+        )
+    if self.max_num_batched_tokens is not None and self.max_num_batched_tokens < 1:
+        raise EngineConfigError("max_num_batched_tokens", "must be at least 1.")
+    if self.max_model_len is not None and self.max_model_len < 2:
+        raise EngineConfigError("max_model_len", "must be at least 2.")
+    if type(self.max_logprobs) is not int or self.max_logprobs < -1:
+        raise EngineConfigError(
+            "max_logprobs", f"must be -1 (no limit) or non-negative, got {self.max_logprobs!r}."
+        )
+    if not 0.0 < self.gpu_memory_utilization <= 1.0:
+        raise EngineConfigError("gpu_memory_utilization", "must be in (0, 1].")
+    if self.num_gpu_blocks_override is not None and self.num_gpu_blocks_override < 2:
+        raise EngineConfigError(
+            "num_gpu_blocks_override", "must be at least 2 (block 0 is the null block)."
+        )
+    if self.long_prefill_token_threshold < 0:
+        raise EngineConfigError("long_prefill_token_threshold", "must be non-negative.")
+    if not 0.0 <= self.watermark < 1.0:
+        raise EngineConfigError("watermark", f"must be in [0, 1), got {self.watermark}.")
+    if self.max_restarts < 0 or self.restart_window_s <= 0:
+        raise EngineConfigError("max_restarts", "must be non-negative, with a positive window.")
+    if self.data_parallel_size < 1:
+        raise EngineConfigError("data_parallel_size", "must be at least 1.")
+    for name in ("actor_message_deadline_s", "step_timeout_s"):
+        value = getattr(self, name)
+        if value is not None and not value > 0:
+            raise EngineConfigError(name, f"must be positive or None, got {value}.")
+    if not self.actor_shutdown_timeout_s >= 0:
+        raise EngineConfigError(
+            "actor_shutdown_timeout_s",
+            f"must be non-negative, got {self.actor_shutdown_timeout_s}.",
+        )
+    for name in ("max_waiting_requests", "max_stream_backlog"):
+        value = getattr(self, name)
+        if value is not None and value < 1:
+            raise EngineConfigError(name, f"must be at least 1 or None, got {value}.")
+    if self.gc_gen0_threshold is not None and self.gc_gen0_threshold < 1:
+        raise EngineConfigError("gc_gen0_threshold", "must be at least 1 or None.")
+    if self.switch_interval_s is not None and not self.switch_interval_s > 0:
+        raise EngineConfigError("switch_interval_s", "must be positive or None.")
+    if self.shutdown_timeout < 0:
+        raise EngineConfigError("shutdown_timeout", "must be non-negative.")
 
 
 def check_kv_cache_dtype(self: EngineConfig) -> None:
