@@ -21,7 +21,7 @@
  * step, act8's order for units of 64) in its low nibbles and row r' + 8 (positions 32 +
  * 4r'..) in its high ones, output row n at bytes 4n..4n+3. Scales and offsets [G, O].
  *
- * Work: OpenMP over column tiles, one or two a pass (PAIR_ROWS); a pass takes up to MR
+ * Work (vnni_passes.h): OpenMP over column tiles, one or two a pass; a pass takes up to 8
  * input rows against its tiles' steps, block by block, the integer sums in registers (two
  * chains a sum up to 4 rows, so one row's products are not one dependent chain), the float
  * epilogue a block. */
@@ -32,16 +32,6 @@
 #define PAR_MIN_WORK (1 << 16)
 /* From this many input rows the thread team quantizes them. */
 #define PAR_QUANT_ROWS 64
-/* Quantized input bytes a pass over the weight keeps in the L2 (prefill). */
-#define X_L2_BYTES (512 << 10)
-/* Input rows a pass: 8 rows x 2 tiles of int32 sums, 16 of the 32 vector registers. */
-#define MR 8
-/* From this many input rows a pass takes two column tiles (unpacked rows serve more
- * products); below, one, so each thread streams one weight tile at a time. 2-core Zen 4,
- * the 4 linears of 28 Qwen3-0.6B layers, weights cold, ms, one / two tiles a pass: 1 row
- * 9.5 / 11.2, 2 rows 11.7 / 12.5, 3 rows 14.6 / 15.6, 4 rows 14.1 / 13.9, 8 rows 21.8 /
- * 19.5. */
-#define PAIR_ROWS 4
 
 #if defined(__AVX512VNNI__) && defined(__AVX512BW__) && defined(__AVX512F__) && \
     !defined(NO_W4A8_VNNI)
@@ -49,6 +39,7 @@
 #include "act8.h"
 #include "bf16_torch16.h"
 #include "prefetch_ahead.h"
+#include "vnni_passes.h"
 
 int w4a8_vnni_built(void) { return 1; }
 
@@ -66,7 +57,7 @@ static inline __attribute__((always_inline)) void block_sums(
     const int two_n, int64_t s0, int64_t s1, __m512i *isum) {
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     const int split = mb <= 4; /* low and high rows on their own chains */
-    __m512i a[2][MR][2];
+    __m512i a[2][VNNI_MR][2];
 #pragma GCC unroll 8
     for (int mi = 0; mi < mb; mi++)
         a[0][mi][0] = a[0][mi][1] = a[1][mi][0] = a[1][mi][1] = _mm512_setzero_si512();
@@ -107,11 +98,13 @@ static inline __attribute__((always_inline)) void block_sums(
 
 /* What one pass needs beside its rows and tiles. */
 typedef struct {
-    const act8 *q;
+    const void *x; /* the input rows (float32, or bfloat16 bits: x_bf16) */
+    int x_bf16;
+    act8 *q;
     const uint8_t *packed;
     const float *scales_t, *offsets_t, *bias;
     void *out;
-    int64_t in, n, steps, per_block, blocks, per_group, groups;
+    int64_t in, n, steps, per_block, blocks, per_group, groups, gs;
     int out_bf16;
 } job;
 
@@ -123,8 +116,8 @@ static inline __attribute__((always_inline)) void pass(const job *j, int64_t t, 
     const uint8_t *w0 = j->packed + t * j->steps * 512, *w1 = w0 + j->steps * 512;
     const int8_t *xq = j->q->xq + m0 * in;
     const float *d = j->q->d + m0 * j->blocks;
-    __m512 acc[MR][2];
-    __m512i isum[2 * MR];
+    __m512 acc[VNNI_MR][2];
+    __m512i isum[2 * VNNI_MR];
 #pragma GCC unroll 8
     for (int mi = 0; mi < mb; mi++) acc[mi][0] = acc[mi][1] = _mm512_setzero_ps();
     for (int64_t b = 0; b < j->blocks; b++) {
@@ -159,20 +152,12 @@ static inline __attribute__((always_inline)) void pass(const job *j, int64_t t, 
     }
 }
 
-#define PASS_ROWS(R)                       \
-    case R:                                \
-        if (two_n)                         \
-            pass(j, t, m0, R, 1);          \
-        else                               \
-            pass(j, t, m0, R, 0);          \
-        break;
+VNNI_RUN_PASS(run_pass, pass, job)
 
-/* pass() with its row count and tile count as constants (registers, unrolled loops). */
-static void run_pass(const job *j, int64_t t, int64_t m0, int mb, int two_n) {
-    switch (mb) {
-        PASS_ROWS(1) PASS_ROWS(2) PASS_ROWS(3) PASS_ROWS(4)
-        PASS_ROWS(5) PASS_ROWS(6) PASS_ROWS(7) PASS_ROWS(8)
-    }
+/* Input rows [r0, r1) quantized (the team, for a prefill). */
+static void quantize(const void *job_, int64_t r0, int64_t r1) {
+    const job *j = (const job *)job_;
+    act8_rows_of(j->x, j->x_bf16, j->in, j->gs, j->q, r0, r1);
 }
 
 /* w4a8_amx_linear's arguments and results (x float32 or bfloat16 [m, in]; packed the tile
@@ -192,35 +177,10 @@ int w4a8_vnni_linear(const void *x, int x_bf16, int64_t m, int64_t in, const uin
      * w4a8_amx.c); a prefill's rows by the team. */
     int serial = m < PAR_QUANT_ROWS;
     if (serial) act8_rows_of(x, x_bf16, in, gs, &q, 0, m);
-    job j = {&q, packed, scales_t, offsets_t, bias, out, in, n, in / 64, a / 64, in / a,
-             gs / a, in / gs, out_bf16};
-    int width = m < PAIR_ROWS ? 1 : 2; /* column tiles a pass */
-    int64_t tiles = n / 16, units = (tiles + width - 1) / width, passes = (m + MR - 1) / MR;
-    /* Passes over the weight whose quantized inputs stay in the L2 while every unit of
-     * column tiles reads them. */
-    int64_t chunk = X_L2_BYTES / (MR * in);
-    if (chunk < 1) chunk = 1;
+    job j = {x, x_bf16, &q, packed, scales_t, offsets_t, bias, out, in, n, in / 64, a / 64,
+             in / a, gs / a, in / gs, gs, out_bf16};
     int nt = n * in >= PAR_MIN_WORK && num_threads > 1 ? num_threads : 1;
-#pragma omp parallel num_threads(nt) if (nt > 1)
-    {
-        if (!serial) { /* (the loop's barrier: every row is quantized before any is read) */
-#pragma omp for schedule(static)
-            for (int64_t r = 0; r < m; r += 16)
-                act8_rows_of(x, x_bf16, in, gs, &q, r, r + 16 < m ? r + 16 : m);
-        }
-        for (int64_t c0 = 0; c0 < passes; c0 += chunk) {
-            /* No barrier between chunks: they write other rows, and read only the inputs. */
-#pragma omp for schedule(static) nowait
-            for (int64_t p = 0; p < units; p++) {
-                int64_t t = width * p;
-                int two_n = width == 2 && t + 1 < tiles;
-                for (int64_t pi = c0; pi < passes && pi < c0 + chunk; pi++) {
-                    int64_t m0 = MR * pi;
-                    run_pass(&j, t, m0, (int)(m - m0 < MR ? m - m0 : MR), two_n);
-                }
-            }
-        }
-    }
+    vnni_passes(&j, run_pass, serial ? NULL : quantize, 16, m, n, in, nt);
     free_act8(&q);
     return 1;
 }

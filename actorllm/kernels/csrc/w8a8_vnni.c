@@ -28,7 +28,7 @@
  * and the second term (`excess`, one per input row, computed as it is quantized) comes off
  * at the end. Modulo 2^32 every step is exact, and the result fits in int32.
  *
- * Work: OpenMP over column tiles, one or two a pass (PAIR_ROWS); a pass takes up to MR
+ * Work (vnni_passes.h): OpenMP over column tiles, one or two a pass; a pass takes up to 8
  * input rows against its tiles, the sums in registers (two chains a sum up to 4 rows), the
  * epilogue amx_int8_linear.c's. */
 #include <stdint.h>
@@ -38,13 +38,6 @@
 #define PAR_MIN_WORK (1 << 16)
 /* From this many input rows the thread team quantizes them. */
 #define PAR_QUANT_ROWS 64
-/* Quantized input bytes a pass over the weight keeps in the L2 (prefill). */
-#define X_L2_BYTES (512 << 10)
-/* Input rows a pass: 8 rows x 2 tiles of int32 sums, 16 of the 32 vector registers. */
-#define MR 8
-/* From this many input rows a pass takes two column tiles (a weight load serves more
- * products); below, one, so each thread streams one weight tile at a time. */
-#define PAIR_ROWS 4
 /* Steps (4 inputs, 64 weight bytes each) a pass's inner loop unrolls: 1 KB of a tile. */
 #define UNROLL 16
 
@@ -53,6 +46,7 @@
 #include <immintrin.h>
 #include "bf16_torch16.h"
 #include "prefetch_ahead.h"
+#include "vnni_passes.h"
 
 int w8a8_vnni_built(void) { return 1; }
 
@@ -94,9 +88,11 @@ static inline __m512i bcast4(const int8_t *p) {
 
 /* What one pass needs beside its rows and tiles. */
 typedef struct {
-    const int8_t *xq;
-    const float *sx;
-    const int32_t *excess;
+    const void *x; /* the input rows (float32, or bfloat16 bits: x_bf16) */
+    int x_bf16;
+    int8_t *xq;
+    float *sx;
+    int32_t *excess;
     const uint8_t *w;
     const float *sw;
     const void *bias; /* the output's dtype, or NULL */
@@ -112,7 +108,7 @@ static inline __attribute__((always_inline)) void pass(const job *j, int64_t t, 
     const uint8_t *w0 = j->w + t * 16 * in, *w1 = w0 + 16 * in;
     const int8_t *xq = j->xq + m0 * in;
     const int split = mb <= 4; /* even and odd steps on their own chains */
-    __m512i a[2][MR][2];
+    __m512i a[2][VNNI_MR][2];
 #pragma GCC unroll 8
     for (int mi = 0; mi < mb; mi++)
         a[0][mi][0] = a[0][mi][1] = a[1][mi][0] = a[1][mi][1] = _mm512_setzero_si512();
@@ -161,20 +157,15 @@ static inline __attribute__((always_inline)) void pass(const job *j, int64_t t, 
     }
 }
 
-#define PASS_ROWS(R)                       \
-    case R:                                \
-        if (two_n)                         \
-            pass(j, t, m0, R, 1);          \
-        else                               \
-            pass(j, t, m0, R, 0);          \
-        break;
+VNNI_RUN_PASS(run_pass, pass, job)
 
-/* pass() with its row count and tile count as constants (registers, unrolled loops). */
-static void run_pass(const job *j, int64_t t, int64_t m0, int mb, int two_n) {
-    switch (mb) {
-        PASS_ROWS(1) PASS_ROWS(2) PASS_ROWS(3) PASS_ROWS(4)
-        PASS_ROWS(5) PASS_ROWS(6) PASS_ROWS(7) PASS_ROWS(8)
-    }
+/* Input rows [r0, r1) quantized. */
+static void quantize(const void *job_, int64_t r0, int64_t r1) {
+    const job *j = (const job *)job_;
+    const int64_t k = j->in, esize = j->x_bf16 ? 2 : 4;
+    for (int64_t r = r0; r < r1; r++)
+        quantize_row((const char *)j->x + r * k * esize, j->x_bf16, k, j->xq + r * k, j->sx + r,
+                     j->excess + r);
 }
 
 /* amx_int8_linear's arguments and result, the weight in this kernel's layout: x [m, k]
@@ -193,42 +184,13 @@ int w8a8_vnni_linear(const void *x, int x_bf16, int64_t m, int64_t k, const uint
         free(xq), free(sx), free(excess);
         return 0;
     }
-    int64_t esize = x_bf16 ? 2 : 4;
+    job j = {x, x_bf16, xq, sx, excess, w, wscale, bias, out, k, n, ldo, out_bf16};
     /* A decode batch is quantized before the team starts (one barrier a call, as
      * amx_int8_linear.c); a prefill's rows by the team. */
     int serial = m < PAR_QUANT_ROWS;
-    if (serial)
-        for (int64_t r = 0; r < m; r++)
-            quantize_row((const char *)x + r * k * esize, x_bf16, k, xq + r * k, sx + r, excess + r);
-    job j = {xq, sx, excess, w, wscale, bias, out, k, n, ldo, out_bf16};
-    int width = m < PAIR_ROWS ? 1 : 2; /* column tiles a pass */
-    int64_t tiles = n / 16, units = (tiles + width - 1) / width, passes = (m + MR - 1) / MR;
-    /* Passes over the weight whose quantized inputs stay in the L2 while every unit of
-     * column tiles reads them. */
-    int64_t chunk = X_L2_BYTES / (MR * k);
-    if (chunk < 1) chunk = 1;
+    if (serial) quantize(&j, 0, m);
     int nt = n * k >= PAR_MIN_WORK && num_threads > 1 ? num_threads : 1;
-#pragma omp parallel num_threads(nt) if (nt > 1)
-    {
-        if (!serial) { /* (the loop's barrier: every row is quantized before any is read) */
-#pragma omp for schedule(static)
-            for (int64_t r = 0; r < m; r++)
-                quantize_row((const char *)x + r * k * esize, x_bf16, k, xq + r * k, sx + r,
-                             excess + r);
-        }
-        for (int64_t c0 = 0; c0 < passes; c0 += chunk) {
-            /* No barrier between chunks: they write other rows, and read only the inputs. */
-#pragma omp for schedule(static) nowait
-            for (int64_t p = 0; p < units; p++) {
-                int64_t t = width * p;
-                int two_n = width == 2 && t + 1 < tiles;
-                for (int64_t pi = c0; pi < passes && pi < c0 + chunk; pi++) {
-                    int64_t m0 = MR * pi;
-                    run_pass(&j, t, m0, (int)(m - m0 < MR ? m - m0 : MR), two_n);
-                }
-            }
-        }
-    }
+    vnni_passes(&j, run_pass, serial ? NULL : quantize, 1, m, n, k, nt);
     free(xq), free(sx), free(excess);
     return 1;
 }
