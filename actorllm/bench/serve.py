@@ -239,6 +239,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "and measure both with vLLM's own serving client (vllm.benchmarks.serve: random "
         "dataset, --ignore-eos, interleaved --rounds per --max-concurrency level)",
     )
+    parser.add_argument(
+        "--save-detailed",
+        metavar="DIR",
+        default=None,
+        help="with --peer: keep each run's per-request record from vLLM's client (its "
+        "--save-detailed: every request's start time, TTFT and inter-token gaps) in DIR as "
+        "<server>-c<level>-r<round>.json",
+    )
     add_engine_arguments(parser, model_positional=False)
     add_dataset_arguments(
         parser,
@@ -268,6 +276,8 @@ def main(args: argparse.Namespace) -> int:
         return main_peer(args)
     if args.max_concurrency is not None and len(args.max_concurrency) > 1:
         raise ValueError("--max-concurrency takes one level (several go with --peer)")
+    if args.save_detailed is not None:
+        raise ValueError("--save-detailed keeps vLLM's client's records: it goes with --peer")
     config = engine_config(args)  # validates the flags; the vocabulary comes from the model
     reqs = requests_from_args(args, model_vocab_size(config.resolved_model()))
     kwargs: dict[str, Any] = {

