@@ -38,6 +38,7 @@
 #if defined(__AMX_TILE__) && defined(__AMX_INT8__) && defined(__AVX512BW__)
 #include "amx_tiles.h"
 #include "bf16_torch16.h"
+#include "q8_row.h"
 #include "transpose16.h"
 
 /* Linux hands out the tile state only on request, once per process. */
@@ -56,25 +57,11 @@ static void quantize_row(const void *xrow, int bf16, int64_t k, int64_t kp, int6
                          int8_t *xb, float *scale) {
     int64_t steps = kp / 64;
     int8_t *dst = xb + (m / 16) * steps * 1024 + (m % 16) * 4;
-    __m512 amax = _mm512_setzero_ps();
-    const float *xf = (const float *)xrow;
-    const uint16_t *xh = (const uint16_t *)xrow;
-    for (int64_t i = 0; i < k; i += 16) {
-        __mmask16 in = (__mmask16)(k - i >= 16 ? 0xFFFF : (1u << (k - i)) - 1);
-        __m512 v = bf16 ? from_bf16(_mm256_maskz_loadu_epi16(in, xh + i))
-                        : _mm512_maskz_loadu_ps(in, xf + i);
-        amax = _mm512_max_ps(amax, _mm512_abs_ps(v));
-    }
-    float s = _mm512_reduce_max_ps(amax) / 127.0f;
+    float s = q8_scale(xrow, bf16, k);
     *scale = s;
     __m512 safe = _mm512_set1_ps(s > 0.0f ? s : 1.0f);
     for (int64_t i = 0; i < kp; i += 16) { /* 16 k: 4 VNNI rows of one step */
-        __mmask16 in = (__mmask16)(i >= k ? 0 : k - i >= 16 ? 0xFFFF : (1u << (k - i)) - 1);
-        __m512 v = bf16 ? from_bf16(_mm256_maskz_loadu_epi16(in, xh + i))
-                        : _mm512_maskz_loadu_ps(in, xf + i);
-        v = _mm512_roundscale_ps(_mm512_div_ps(v, safe),
-                                 _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-        __m128i q = _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(v)); /* saturating: the clamp */
+        __m128i q = q8_16(xrow, bf16, k, i, safe);
         int8_t *d = dst + (i / 64) * 1024 + ((i % 64) / 4) * 64;
         int32_t lanes[4];
         _mm_storeu_si128((__m128i *)lanes, q);

@@ -46,33 +46,21 @@
 #include <immintrin.h>
 #include "bf16_torch16.h"
 #include "prefetch_ahead.h"
+#include "q8_row.h"
 #include "vnni_passes.h"
 
 int w8a8_vnni_built(void) { return 1; }
 
-/* Input row (float32, or bfloat16 bits) of k values (a multiple of 16) -> q, its scale
- * (amx_int8_linear.c's quantize_row: the same operations in the same order, so the same
- * bits) and 128 * the sum of its int8 values. */
+/* Input row (float32, or bfloat16 bits) of k values -> q, its scale (q8_row.h, as the AMX
+ * kernel quantizes) and 128 * the sum of its int8 values. */
 static void quantize_row(const void *xrow, int bf16, int64_t k, int8_t *q, float *scale,
                          int32_t *excess) {
-    const float *xf = (const float *)xrow;
-    const uint16_t *xh = (const uint16_t *)xrow;
-    __m512 amax = _mm512_setzero_ps();
-    for (int64_t i = 0; i < k; i += 16) {
-        __m512 v = bf16 ? from_bf16(_mm256_loadu_si256((const __m256i *)(xh + i)))
-                        : _mm512_loadu_ps(xf + i);
-        amax = _mm512_max_ps(amax, _mm512_abs_ps(v));
-    }
-    float s = _mm512_reduce_max_ps(amax) / 127.0f;
+    float s = q8_scale(xrow, bf16, k);
     *scale = s;
     __m512 safe = _mm512_set1_ps(s > 0.0f ? s : 1.0f);
     __m512i sum = _mm512_setzero_si512();
     for (int64_t i = 0; i < k; i += 16) {
-        __m512 v = bf16 ? from_bf16(_mm256_loadu_si256((const __m256i *)(xh + i)))
-                        : _mm512_loadu_ps(xf + i);
-        v = _mm512_roundscale_ps(_mm512_div_ps(v, safe),
-                                 _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-        __m128i b = _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(v)); /* saturating: the clamp */
+        __m128i b = q8_16(xrow, bf16, k, i, safe);
         _mm_storeu_si128((__m128i *)(q + i), b);
         sum = _mm512_add_epi32(sum, _mm512_cvtepi8_epi32(b));
     }
