@@ -255,16 +255,12 @@ class KVCacheManager:
             + num_lookahead_tokens
         )
         num_slots = -(-total // bs)
-        no_hits: list[KVCacheBlock] = []
-        group_hits = hits if hits is not None else tuple(no_hits for _ in self.groups)
+        group_hits = self._group_hits(hits)
         num_needed = [
             g.num_new_blocks(req_id, num_slots, h)
             for g, h in zip(self.groups, group_hits, strict=True)
         ]
-        # Hit blocks that sit in the free queue stop being free when we take them.
-        num_hits_free = sum(1 for h in hits for b in h if b.ref_cnt == 0) if hits is not None else 0
-        taken = sum(num_needed) + num_hits_free
-        if taken + keep_free > self.block_pool.free_queue.num_free_blocks:
+        if not self._fits(num_needed, group_hits, keep_free):
             return None
         for g, h in zip(self.groups, group_hits, strict=True):
             g.take_hits(req_id, h)
@@ -288,15 +284,24 @@ class KVCacheManager:
         the prefix-cache ``hits`` it would take; a windowed group only its window behind a
         chunk of ``chunk``: :func:`blocks_for_one_request`) and still keep ``keep_free``:
         vLLM's check before starting a prompt it will prefill in chunks."""
-        req_id = request.request_id
-        groups_hits = hits if hits is not None else tuple([] for _ in self.groups)
-        bs = self.block_size
-        need = sum(
+        req_id, bs = request.request_id, self.block_size
+        group_hits = self._group_hits(hits)
+        needed = [
             g.num_new_blocks(req_id, blocks_for_one_request(total, bs, chunk, (g.window,)), h)
-            for g, h in zip(self.groups, groups_hits, strict=True)
-        )
-        need += sum(1 for h in groups_hits for b in h if b.ref_cnt == 0)
-        return need + keep_free <= self.block_pool.free_queue.num_free_blocks
+            for g, h in zip(self.groups, group_hits, strict=True)
+        ]
+        return self._fits(needed, group_hits, keep_free)
+
+    def _group_hits(self, hits: GroupBlocks | None) -> GroupBlocks:
+        """``hits`` per group, or no hits in any group (None)."""
+        return hits if hits is not None else tuple([] for _ in self.groups)
+
+    def _fits(self, needed: Sequence[int], hits: GroupBlocks, keep_free: int) -> bool:
+        """Whether the pool gives each group its ``needed`` fresh blocks and the ``hits``
+        (hit blocks that sit in the free queue stop being free when taken) and still holds
+        ``keep_free``."""
+        hits_free = sum(1 for h in hits for b in h if b.ref_cnt == 0)
+        return sum(needed) + hits_free + keep_free <= self.block_pool.free_queue.num_free_blocks
 
     def free(self, request: Request) -> None:
         """Release the request's blocks in every group, tail first. Idempotent.
