@@ -60,7 +60,8 @@ async def test_new_requests_start_within_a_few_steps_of_busy_streams() -> None:
         waits = sorted(first_step[i] - start for i in range(BUSY, BUSY + NEW))
         # The busy streams had (MAX_LEN - PROMPT) tokens to go: none ended in the meantime.
         assert waits[-1] < MAX_LEN - PROMPT - 100
-        # A few steps: 9-13 measured (the faster the host's steps, the more of them pass
-        # while a request crosses the actors), 70-80 before new requests stopped yielding
-        # on every hop.
-        assert waits[-1] <= 16, waits
+        # A few steps: 9-13 measured on a quiet host, 17 on a CI worker next to another
+        # (the faster the host's steps against its event-loop turns, the more of them pass
+        # while a request crosses the actors); 70-80 before new requests stopped yielding
+        # on every hop. The bound sits between the two, clear of the host's noise.
+        assert waits[-1] <= 32, waits
