@@ -19,11 +19,12 @@ How the CPU runs it fast
 ------------------------
 * **One plan per step.** Everything that depends only on the step (which rows decode, how
   they are grouped, the block ids to gather, the masks) is built once, on the host, into
-  a :class:`AttentionPlan` kept in the caller's ``plan_cache`` dict; every layer of the step
-  reuses it (``AttentionMetadata.plan_cache``). Only the gathers and SDPA run per layer.
+  an ``AttentionPlan`` (``kernels/attention_plan.py``) kept in the caller's ``plan_cache``
+  dict; every layer of the step reuses it (``AttentionMetadata.plan_cache``). Only the
+  gathers and SDPA run per layer.
 * **Decode rows in groups of similar context length.** One batched SDPA per group, each
   row padded to its group's longest context; the grouping minimises padded work plus a
-  fixed cost per group (:func:`group_decode_rows`).
+  fixed cost per group (``attention_plan.group_decode_rows``).
 * **Decode rows natively.** Where the host's C compiler built ``csrc/paged_decode.c``
   (``kernels/native.py``), all decode rows go through it in one call: each block read
   once, q read and the output written in place, no padded float32 copy of the context.
@@ -50,23 +51,16 @@ How the CPU runs it fast
 
 from __future__ import annotations
 
-import functools
-import math
-from dataclasses import dataclass, field
-
 import torch
 import torch.nn.functional as F
 
 from actorllm.kernels import amx_prefill, kv_quant
 from actorllm.kernels import paged_decode as native_decode
 from actorllm.kernels import paged_prefill as native_prefill
+from actorllm.kernels.attention_plan import AttentionPlan
 from actorllm.kernels.cpu_features import amx_bf16
 from actorllm.kernels.row_bucket import empty_rows
 
-# Fixed cost of one decode group per layer, in padded (row x context token) units: what an
-# extra gather + SDPA call costs against the per-token work it saves (measured on CPU).
-GROUP_COST_TOKENS = 512
-_FINE_RATIO = 1.25  # the grouping's candidate cuts: where a context grows 25% past the last
 # Prefills of at least this many query tokens per request (on average over the step) in
 # bf16 on an AMX host attend through bf16 SDPA instead of the float32 native kernel
 # (_prefill_in_low_precision). Measured per layer on a 2-core Xeon with AMX, bf16 SDPA
@@ -75,10 +69,6 @@ _FINE_RATIO = 1.25  # the grouping's candidate cuts: where a context grows 25% p
 # 4.2 vs 6.2 ms, but 8 x 64 2.2 vs 1.4 ms (one SDPA call per request costs more than
 # short prompts save).
 LOW_PRECISION_PREFILL_MIN_TOKENS = 128
-# Requests with up to this many query tokens (speculative verify steps: k + 1 with k <= 7)
-# run as decode rows in the native kernel, which reads their context once per row: at a
-# verify's few rows that costs less than the bits it keeps (AttentionPlan.build).
-SHORT_QUERY_MAX = 8
 
 
 def paged_attention(
@@ -277,264 +267,3 @@ def _sdpa(
 
 
 # -- the per-step plan ----------------------------------------------------------------------
-
-
-@dataclass
-class DecodeGroup:
-    """Decode rows attended in one SDPA call, padded to the longest context among them."""
-
-    q_rows: torch.Tensor  # [N] int64, rows of q
-    blocks: torch.Tensor  # [N * nb] int64, each row's first nb blocks
-    lens: list[int]  # context length of each row
-    max_len: int
-    _masks: dict[int | None, torch.Tensor | None] = field(default_factory=dict)
-
-    def mask(self, window: int | None) -> torch.Tensor | None:
-        """Additive float mask [1, N, 1, S] (0 or -inf): a row's keys past its length (and
-        before its window) are out; None when nothing needs masking."""
-        if window not in self._masks:
-            lens = self.lens
-            if window is None and min(lens) == self.max_len:
-                self._masks[window] = None
-            else:
-                q_pos = torch.tensor(lens) - 1  # [N], each row's query position
-                # [N, S], built on the host, kept beside the cache (once per step and window)
-                m = _causal_mask(q_pos, self.max_len, window).to(self.blocks.device)
-                self._masks[window] = m.view(1, len(lens), 1, self.max_len)
-        return self._masks[window]
-
-
-@dataclass
-class Prefill:
-    """A request with more than one query token: rows [start, end) of q, causal."""
-
-    start: int
-    end: int
-    seq_len: int
-    blocks: torch.Tensor  # [nb] int64
-    _masks: dict[int | None, torch.Tensor] = field(default_factory=dict)
-
-    def mask(self, window: int | None) -> torch.Tensor:
-        """Additive float [L, S] (0 or -inf): query i (position seq_len - L + i) sees keys
-        up to itself (and, with a window, none before it)."""
-        if window not in self._masks:
-            self._masks[window] = _additive(self.keep(window))  # beside the cache, as keep()
-        return self._masks[window]
-
-    def keep(self, window: int | None) -> torch.Tensor:
-        """Bool [L, S]: True where query i (position seq_len - L + i) sees the key."""
-        q_pos = torch.arange(self.seq_len - (self.end - self.start), self.seq_len)  # [L]
-        return _causal_keep(q_pos, self.seq_len, window).to(self.blocks.device)
-
-
-def _causal_mask(q_pos: torch.Tensor, length: int, window: int | None) -> torch.Tensor:
-    """Additive float [Q, length] (0 or -inf) of :func:`_causal_keep`."""
-    return _additive(_causal_keep(q_pos, length, window))
-
-
-def _causal_keep(q_pos: torch.Tensor, length: int, window: int | None) -> torch.Tensor:
-    """Bool [Q, length]: query q (at position ``q_pos[q]``) sees keys ``0 ..= q_pos[q]``,
-    and with a window only those ``> q_pos[q] - window``."""
-    k_pos = torch.arange(length).unsqueeze(0)  # [1, S]
-    last = q_pos.unsqueeze(1)  # [Q, 1]
-    keep = k_pos <= last
-    if window is not None:
-        keep &= k_pos > last - window
-    return keep
-
-
-def _additive(keep: torch.Tensor) -> torch.Tensor:
-    return torch.zeros(keep.shape, device=keep.device).masked_fill_(~keep, -math.inf)
-
-
-@dataclass
-class AttentionPlan:
-    prefills: list[Prefill]
-    # What the decode rows' plans are built from, on first use: a step goes one way (the
-    # native kernel or the grouped SDPA), so only that way's plan is ever built.
-    _qsl: list[int]
-    _lens: list[int]
-    _decode_idx: list[int]  # indices of the requests with one query token
-    _block_table: torch.Tensor  # [B, max_blocks] int32
-    _block_size: int
-    # indices of the requests with 2..SHORT_QUERY_MAX query tokens whose rows run as decode
-    # rows in the native kernel (build's short_as_decodes), each row as if decoded alone
-    _short_idx: list[int] = field(default_factory=list)
-    # Gather destinations (K, V), reused by every group and layer of the step: the same
-    # memory, warm in cache, instead of a fresh multi-MB allocation per gather.
-    _buffers: list[torch.Tensor | None] = field(default_factory=lambda: [None, None])
-
-    @functools.cached_property
-    def decode_groups(self) -> list[DecodeGroup]:
-        """The decode rows in groups of similar context length (the grouped SDPA path)."""
-        qsl, lens = self._qsl, self._lens
-        groups = []
-        for rows in group_decode_rows(self._decode_idx, lens):
-            max_len = max(lens[i] for i in rows)
-            nb = -(-max_len // self._block_size)
-            dev = self._block_table.device  # index_select wants the index beside the table
-            idx = torch.tensor(rows, device=dev)
-            groups.append(
-                DecodeGroup(
-                    q_rows=torch.tensor([qsl[i] for i in rows], device=dev),
-                    blocks=self._block_table.index_select(0, idx)[:, :nb].flatten().long(),
-                    lens=[lens[i] for i in rows],
-                    max_len=max_len,
-                )
-            )
-        return groups
-
-    @functools.cached_property
-    def decodes(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
-        """Every decode row at once, for the native kernel: q rows [N] int64, context
-        lengths [N] int32, block tables [N, max_blocks] int32; None without decode rows."""
-        qsl, lens = self._qsl, self._lens
-        rows = [(qsl[i], lens[i], i) for i in self._decode_idx]
-        for i in self._short_idx:  # query token j sees the context up to itself
-            n = qsl[i + 1] - qsl[i]
-            rows += [(qsl[i] + j, lens[i] - n + 1 + j, i) for j in range(n)]
-        if not rows:
-            return None
-        return (
-            torch.tensor([r[0] for r in rows]),
-            torch.tensor([r[1] for r in rows], dtype=torch.int32),
-            self._block_table.index_select(
-                0, torch.tensor([r[2] for r in rows], device=self._block_table.device)
-            ).to(torch.int32),
-        )
-
-    @property
-    def short_as_decodes(self) -> bool:
-        """Whether short query runs are planned as decode rows (:meth:`build`)."""
-        return bool(self._short_idx)
-
-    @functools.cached_property
-    def prefill_tokens(self) -> int:
-        """Query tokens of the step's prefills."""
-        return sum(p.end - p.start for p in self.prefills)
-
-    @functools.cached_property
-    def prefill_args(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Every prefill at once, for the native kernel: first q rows, query tokens, context
-        lengths [P] int32, block tables [P, max_blocks] int32."""
-        ps, qsl, short = self.prefills, self._qsl, set(self._short_idx)
-        rows = torch.tensor(
-            [i for i in range(len(self._lens)) if qsl[i + 1] - qsl[i] > 1 and i not in short],
-            device=self._block_table.device,
-        )
-        return (
-            torch.tensor([p.start for p in ps], dtype=torch.int32),
-            torch.tensor([p.end - p.start for p in ps], dtype=torch.int32),
-            torch.tensor([p.seq_len for p in ps], dtype=torch.int32),
-            self._block_table.index_select(0, rows).to(torch.int32),
-        )
-
-    def gather(
-        self,
-        which: int,
-        cache: torch.Tensor,
-        blocks: torch.Tensor,
-        n: int,
-        length: int,
-        *,
-        widen: bool = True,
-        scale: float = 1.0,
-    ) -> torch.Tensor:
-        """The first ``length`` context tokens of ``n`` requests whose ``blocks`` ([n * nb]
-        int64, request after request) hold them -> [Hk, n, length, D] (float32, or the
-        cache's dtype when not ``widen``), in buffer ``which`` (0: K, 1: V; valid until the
-        next gather into the same buffer). An fp8 cache is always widened, times
-        ``scale``."""
-        if kv_quant.is_fp8(cache.dtype):  # torch's CPU gathers take no float8: its bytes
-            kv = self.gather(which, cache.view(torch.uint8), blocks, n, length, widen=False)
-            return kv_quant.dequantize(kv.view(cache.dtype), scale)
-        _, bs, hk, d = cache.shape
-        nb = blocks.shape[0] // n
-        phys = cache.permute(2, 0, 1, 3)  # [Hk, NB, BS, D]
-        if not phys.is_contiguous():  # [NB, BS, Hk, D] storage: gather blocks, heads first
-            kv = cache.index_select(0, blocks).view(n, nb * bs, hk, d).permute(2, 0, 1, 3)
-            return kv[:, :, :length].float() if widen else kv[:, :, :length]
-        # Head-major storage: the gather lands directly in SDPA's layout.
-        size = hk * n * nb * bs * d
-        buf = self._buffers[which]
-        if buf is None or buf.numel() < size or buf.dtype != cache.dtype:
-            buf = torch.empty(size, dtype=cache.dtype, device=cache.device)
-            self._buffers[which] = buf
-        dest = buf[:size].view(hk, n * nb, bs, d)
-        kv = torch.index_select(phys, 1, blocks, out=dest).view(hk, n, nb * bs, d)
-        return kv[:, :, :length].float() if widen else kv[:, :, :length]
-
-    @classmethod
-    def build(
-        cls,
-        query_start_loc: torch.Tensor,
-        seq_lens: torch.Tensor,
-        block_table: torch.Tensor,
-        block_size: int,
-        *,
-        short_as_decodes: bool = False,
-    ) -> AttentionPlan:
-        """``short_as_decodes`` (the native decode kernel serves the cache): a request with
-        2..:data:`SHORT_QUERY_MAX` query tokens (a speculative verify) runs as that many
-        decode rows, token j over the context up to itself. Each row is then computed
-        exactly as if it were decoded alone, so verifying drafts gives the bits decoding
-        them would (the prefill kernel sums in another order); the context is read once
-        per row, cheap at the few rows of a verify."""
-        # Deliberate host sync: the reference path plans its loops on the host.
-        qsl = query_start_loc.tolist()
-        lens = seq_lens.tolist()
-        decodes = [i for i in range(len(lens)) if qsl[i + 1] - qsl[i] == 1]
-        short = [
-            i for i in range(len(lens)) if 1 < qsl[i + 1] - qsl[i] <= SHORT_QUERY_MAX
-        ] if short_as_decodes else []  # fmt: skip
-        as_decodes = set(short)
-        prefills = [
-            Prefill(
-                start=qsl[i],
-                end=qsl[i + 1],
-                seq_len=lens[i],
-                blocks=block_table[i, : -(-lens[i] // block_size)].long(),
-            )
-            for i in range(len(lens))
-            if qsl[i + 1] - qsl[i] > 1 and i not in as_decodes
-        ]
-        return cls(prefills, qsl, lens, decodes, block_table, block_size, _short_idx=short)
-
-
-def group_decode_rows(
-    rows: list[int], lens: list[int], group_cost: int = GROUP_COST_TOKENS
-) -> list[list[int]]:
-    """Decode rows split into groups by context length, minimising the padded work
-    (rows x longest context, per group) plus ``group_cost`` per group.
-
-    Rows are sorted by length and cut only where the length has grown ``_FINE_RATIO``
-    past the previous cut (few candidates), then the best cuts among those are chosen by
-    dynamic programming over the candidates.
-    """
-    if not rows:
-        return []
-    order = sorted(rows, key=lens.__getitem__)
-    # Fine runs: [start, end) slices of `order` whose lengths stay within _FINE_RATIO.
-    bounds = [0]
-    base = lens[order[0]]
-    for j in range(1, len(order)):
-        if lens[order[j]] > _FINE_RATIO * base:
-            bounds.append(j)
-            base = lens[order[j]]
-    bounds.append(len(order))
-    k = len(bounds) - 1
-    # best[j]: cheapest cost of the rows before bounds[j]; cut[j]: where its last group starts.
-    best = [0.0] + [math.inf] * k
-    cut = [0] * (k + 1)
-    for j in range(1, k + 1):
-        longest = lens[order[bounds[j] - 1]]
-        for i in range(j):
-            cost = best[i] + group_cost + (bounds[j] - bounds[i]) * longest
-            if cost < best[j]:
-                best[j], cut[j] = cost, i
-    groups = []
-    j = k
-    while j > 0:
-        groups.append(order[bounds[cut[j]] : bounds[j]])
-        j = cut[j]
-    return groups[::-1]

@@ -1,6 +1,6 @@
 """The torch reference paged attention (the CPU path) against a dense, per-token float64
 oracle: plain and head-major caches, a plan reused across layers, sliding windows, mixed
-prefill/decode steps, and the decode grouping's cost optimality."""
+prefill/decode steps (the decode grouping's cost: test_attention_plan.py)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,10 @@ import math
 import pytest
 import torch
 
-from actorllm.kernels import attention
+from actorllm.kernels import attention, attention_plan
 from actorllm.kernels import paged_decode as native_decode
-from actorllm.kernels.attention import AttentionPlan, group_decode_rows, paged_attention
+from actorllm.kernels.attention import paged_attention
+from actorllm.kernels.attention_plan import AttentionPlan
 from actorllm.kernels.kv_cache import write_kv_cache
 
 BS = 4
@@ -195,35 +196,6 @@ def test_written_tokens_are_read_back_through_a_head_major_view() -> None:
     assert kc.permute(2, 0, 1, 3).is_contiguous()  # still the head-major storage
 
 
-def _cost(groups: list[list[int]], lens: list[int], group_cost: int) -> int:
-    return sum(group_cost + len(g) * max(lens[i] for i in g) for g in groups)
-
-
-@pytest.mark.parametrize("seed", range(6))
-def test_grouping_partitions_rows_and_is_no_worse_than_simple_splits(seed: int) -> None:
-    g = torch.Generator().manual_seed(seed)
-    n = int(torch.randint(1, 40, (1,), generator=g))
-    lens = torch.randint(1, 600, (n,), generator=g).tolist()
-    rows = list(range(n))
-    groups = group_decode_rows(rows, lens, group_cost=256)
-    assert sorted(i for grp in groups for i in grp) == rows
-    for a, b in itertools.pairwise(groups):  # contiguous runs of the length order
-        assert max(lens[i] for i in a) <= min(lens[i] for i in b)
-    one = [sorted(rows, key=lens.__getitem__)]
-    each = [[i] for i in rows]
-    assert _cost(groups, lens, 256) <= min(_cost(one, lens, 256), _cost(each, lens, 256))
-
-
-def test_grouping_extremes() -> None:
-    lens = [10, 11, 12, 500, 510]
-    assert group_decode_rows([], lens) == []
-    # Free groups: every distinct length band alone; prohibitive groups: one group.
-    assert len(group_decode_rows(list(range(5)), lens, group_cost=0)) == 2
-    assert group_decode_rows(list(range(5)), lens, group_cost=10**9) == [[0, 1, 2, 3, 4]]
-    # The default splits short from long rows: padding 3 short rows to 510 costs more.
-    assert group_decode_rows(list(range(5)), lens) == [[0, 1, 2], [3, 4]]
-
-
 @pytest.mark.parametrize("window", [None, 5])
 @pytest.mark.parametrize("hq,hk", [(4, 4), (4, 2)])
 def test_bf16_prefills_through_sdpa_match_the_oracle(
@@ -234,7 +206,7 @@ def test_bf16_prefills_through_sdpa_match_the_oracle(
     same attention to bf16 rounding, decode rows still right beside them."""
     monkeypatch.setattr(attention, "amx_bf16", lambda: True)
     monkeypatch.setattr(attention, "LOW_PRECISION_PREFILL_MIN_TOKENS", 4)
-    monkeypatch.setattr(attention, "SHORT_QUERY_MAX", 1)  # the 5- and 6-token runs prefill
+    monkeypatch.setattr(attention_plan, "SHORT_QUERY_MAX", 1)  # the 5- and 6-token runs prefill
     sdpa_calls = []
     real = attention._prefill_sdpa
     monkeypatch.setattr(
@@ -284,7 +256,7 @@ def test_a_short_run_attends_as_its_tokens_decoded_alone(
     beside a decode row and a long prefill; right against the oracle on every path, and
     when the kernel declines (out of memory) the run goes back to the prefills."""
     d, hq, hk, nb = 16, 4, 2, 64
-    q_lens, lens = [1, 5, attention.SHORT_QUERY_MAX + 1], [9, 23, 12]
+    q_lens, lens = [1, 5, attention_plan.SHORT_QUERY_MAX + 1], [9, 23, 12]
     q, qsl, table = _step(q_lens, lens, hq, d, nb, seed=5)
     q = q.to(dtype)
     kc, vc = (c.to(dtype) for c in _caches(nb, hk, d, head_major=True))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from actorllm.kernels import attention, kv_quant
+from actorllm.kernels import attention_plan, kv_quant
 from actorllm.kernels import paged_decode as native_decode
 from actorllm.kernels import paged_prefill as native_prefill
 from actorllm.kernels.attention import paged_attention
@@ -105,7 +105,7 @@ def test_fp8_caches_go_through_both_native_kernels(
     (kf, vf), table, lens_t = _case(dtype, (30, 3))
     kc, vc = _quantized(kf, dtype, 1.0), _quantized(vf, dtype, 1.0)
     assert native_decode.supports(kc)
-    monkeypatch.setattr(attention, "SHORT_QUERY_MAX", 1)  # the 3-token run prefills
+    monkeypatch.setattr(attention_plan, "SHORT_QUERY_MAX", 1)  # the 3-token run prefills
     calls: list[str] = []
     for mod, name in ((native_decode, "paged_decode"), (native_prefill, "paged_prefill")):
         real = getattr(mod, name)
