@@ -139,6 +139,8 @@ def paged_attention(
         sg = None if sinks is None else sinks.view(hk, 1, -1, 1)  # [Hk, 1, G, 1]
         o = _sdpa(qg, k, v, g.mask(sliding_window), scale, softcap, sg)  # [Hk, N, G, D]
         out.index_copy_(0, g.q_rows, o.transpose(0, 1).reshape(n, -1, d).to(q.dtype))
+    if not plan.prefills:  # a decode-only step: done
+        return out
     low_precision = sinks is None and _prefill_in_low_precision(q, k_cache, plan, softcap)
     prefilled = False  # by a native kernel: every prefill of the step
     if low_precision and amx_prefill.supports(q, out, k_cache):

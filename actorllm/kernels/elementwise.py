@@ -103,7 +103,9 @@ def _rows3(x: torch.Tensor) -> tuple[int, int, int, int] | None:
 def _rows_like(x: torch.Tensor, shape: tuple[int, ...] | None = None) -> torch.Tensor:
     """A new contiguous tensor of ``shape`` (default x's) in x's dtype, its token rows (all
     but the last dimension) with room for a linear's bucketed row count."""
-    shape = tuple(x.shape) if shape is None else shape
+    shape = x.shape if shape is None else shape
+    if len(shape) == 2:  # [T, H], most calls: no flattening view
+        return empty_rows(shape, x.dtype)
     if not shape:
         return torch.empty(shape, dtype=x.dtype)
     return empty_rows((math.prod(shape[:-1]), shape[-1]), x.dtype).view(shape)
@@ -310,29 +312,51 @@ def write_kv(
     """Copy key, value [T, Hk, D] into k_cache, v_cache [NB, BS, Hk, D] at slot_mapping [T]
     (negative: skipped); False where the kernel does not take the call (nothing written)."""
     fn = _fn("write_kv")
-    ts = (key, value, k_cache, v_cache)
-    as_bytes = all(t.device.type == "cpu" and t.dtype == torch.uint8 for t in ts)  # fp8's
-    if fn is None or not (_takes(*ts) or as_bytes) or slot_mapping.device.type != "cpu":
+    if fn is None:
         return False
-    if key.dim() != 3 or key.shape != value.shape or k_cache.dim() != 4:
-        return False
-    nb, bs, hk, d = k_cache.shape
-    if v_cache.shape != k_cache.shape or v_cache.stride() != k_cache.stride():
-        return False
-    if key.shape[1:] != (hk, d) or key.shape[0] != slot_mapping.shape[0]:
-        return False
-    if key.stride(2) != 1 or value.stride(2) != 1 or k_cache.stride(3) != 1:
+    pkey = ("kv", key.shape, key.stride(), key.dtype, key.device, value.shape, value.stride(),
+            value.dtype, value.device, k_cache.shape, k_cache.stride(), k_cache.dtype,
+            k_cache.device, v_cache.shape, v_cache.stride(), v_cache.dtype, v_cache.device,
+            slot_mapping.shape, slot_mapping.device)  # fmt: skip
+    plan = _PLANS.get(pkey, _MISS)
+    if plan is _MISS:
+        plan = _remember(pkey, _write_kv_plan(key, value, k_cache, v_cache, slot_mapping))
+    if plan is None:
         return False
     slots = slot_mapping.to(torch.int64).contiguous()  # [T]
-    cs = k_cache.stride()
     rc = fn(
-        key.data_ptr(), key.stride(0), key.stride(1),
-        value.data_ptr(), value.stride(0), value.stride(1),
-        k_cache.data_ptr(), v_cache.data_ptr(), cs[0], cs[1], cs[2],
-        bs, nb * bs, slots.data_ptr(), key.shape[0], hk, d, key.element_size(),
+        key.data_ptr(), plan[0], plan[1], value.data_ptr(), plan[2], plan[3],
+        k_cache.data_ptr(), v_cache.data_ptr(), *plan[4:9], slots.data_ptr(), *plan[9:],
         torch.get_num_threads(),
     )  # fmt: skip
     return rc == 0
+
+
+def _write_kv_plan(
+    key: torch.Tensor,
+    value: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    slot_mapping: torch.Tensor,
+) -> tuple[int, ...] | None:
+    """write_kv's (key strides 0, 1, value strides 0, 1, cache strides 0-2, block size,
+    slots, T, Hk, D, element size), or None where the kernel does not take these tensors."""
+    ts = (key, value, k_cache, v_cache)
+    as_bytes = all(t.device.type == "cpu" and t.dtype == torch.uint8 for t in ts)  # fp8's
+    if not (_takes(*ts) or as_bytes) or slot_mapping.device.type != "cpu":
+        return None
+    if key.dim() != 3 or key.shape != value.shape or k_cache.dim() != 4:
+        return None
+    nb, bs, hk, d = k_cache.shape
+    if v_cache.shape != k_cache.shape or v_cache.stride() != k_cache.stride():
+        return None
+    if key.shape[1:] != (hk, d) or key.shape[0] != slot_mapping.shape[0]:
+        return None
+    if key.stride(2) != 1 or value.stride(2) != 1 or k_cache.stride(3) != 1:
+        return None
+    cs = k_cache.stride()
+    return (key.stride(0), key.stride(1), value.stride(0), value.stride(1), cs[0], cs[1],
+            cs[2], bs, nb * bs, key.shape[0], hk, d, key.element_size())  # fmt: skip
 
 
 # The torch backend's entries (kernels/ops.py): the native kernel where it takes the call,

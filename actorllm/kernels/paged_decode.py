@@ -97,7 +97,8 @@ def paged_decode(
     ([Hq], gpt-oss): each head's sink logit in its softmax denominator. ``kv_scales``:
     (k_scale, v_scale) of an fp8 cache (ignored for other dtypes)."""
     fn = _kernel(_BUILD_FLAGS)
-    assert fn is not None and k_cache.stride() == v_cache.stride()
+    strides = k_cache.stride()
+    assert fn is not None and strides == v_cache.stride()
     _, hq, d = q.shape
     _, bs, hk, _ = k_cache.shape
     if not rows_readable(q):
@@ -105,14 +106,18 @@ def paged_decode(
     if out is None:
         out = torch.empty(q.shape, dtype=torch.float32)
     assert rows_readable(out) and out.shape == q.shape
-    if rows is not None:
+    # A decode step passes its plan's tensors, already as the kernel reads them: the checks
+    # below convert nothing then (they run per layer).
+    if rows is not None and (rows.dtype != torch.int64 or not rows.is_contiguous()):
         rows = rows.to(torch.int64).contiguous()  # [N]
     n = q.shape[0] if rows is None else rows.shape[0]
-    lens = seq_lens.to(torch.int32).contiguous()  # [N]
-    table = block_table.to(torch.int32)
-    if table.stride(-1) != 1:
-        table = table.contiguous()  # [N, max_blocks]
-    s_block, s_slot, s_head, _ = k_cache.stride()
+    lens = seq_lens
+    if lens.dtype != torch.int32 or not lens.is_contiguous():
+        lens = lens.to(torch.int32).contiguous()  # [N]
+    table = block_table
+    if table.dtype != torch.int32 or table.stride(-1) != 1:
+        table = table.to(torch.int32).contiguous()  # [N, max_blocks]
+    s_block, s_slot, s_head, _ = strides
     if sinks is not None:
         sinks = sinks.to(torch.float32).contiguous()  # [Hq]
         assert sinks.shape == (hq,)

@@ -189,12 +189,18 @@ class OneDNNLinear(nn.Linear):
     # None: stale, repack at the next forward
     packed_version: tuple[tuple[int, int], tuple[int, int] | None] | None = None
     pack_count = 0  # how many times packed: copies derived from this one follow it
+    # The few-rows kernel of few_packed and the most rows it takes (set when packed: a
+    # decode step asks for them at every linear).
+    few_kernel: ModuleType | None = None
+    few_max = 0
 
     def _pack(self) -> None:
         w = self.weight.detach()  # [O, I]
         wide = compute_dtype(w.dtype)
         kernel = few_rows_kernel() if self.with_few else None
         self.few_packed = kernel.pack(w) if kernel is not None else None  # [ceil(O/32)*32*I]
+        self.few_kernel = kernel if self.few_packed is not None else None
+        self.few_max = self._few_rows()
         self.packed = None
         if self.with_onednn:
             self.packed = torch.ops.mkldnn._reorder_linear_weight(w.to(wide), BATCH_HINT)
@@ -230,13 +236,13 @@ class OneDNNLinear(nn.Linear):
             self._pack()  # first call, or the weight or bias was rewritten in place
         if x.dtype != self.weight.dtype or x.device.type != "cpu":
             return F.linear(x, self.weight, self.bias)
-        rows = x.reshape(-1, x.shape[-1])  # [M, I]
-        few, packed = self.few_packed, self.packed
-        if few is not None and (packed is None or rows.shape[0] <= self._few_rows()):
-            kernel = few_rows_kernel()
+        flat = x.dim() == 2
+        rows = x if flat else x.reshape(-1, x.shape[-1])  # [M, I]
+        few, packed, kernel = self.few_packed, self.packed, self.few_kernel
+        if few is not None and (packed is None or rows.shape[0] <= self.few_max):
             assert kernel is not None
             out = kernel.linear(rows, few, self.out_features, self.packed_bias)
-            return out.view(*x.shape[:-1], out.shape[-1])  # [..., O]
+            return out if flat else out.view(*x.shape[:-1], out.shape[-1])  # [..., O]
         if self.widened:
             # Few rows (decode, a speculative verify) are bound by reading the weight: the
             # native kernel reads the bf16 weight, half the widened copy's bytes, with the

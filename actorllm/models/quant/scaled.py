@@ -88,13 +88,14 @@ class Int8Linear(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x: [..., I] -> [..., O]."""
-        rows = x.reshape(-1, self.in_features)  # [M, I]
+        flat = x.dim() == 2
+        rows = x if flat else x.reshape(-1, self.in_features)  # [M, I]
         out = None
         if self.tiled:
             out = w8a8_vnni.linear(rows, self.w_tiled, self.weight_scale, self.bias)  # [M, O]
         if out is None:  # (tiled: only where the kernel found no memory; untiling is slow)
             out = int8_linear(rows, self.int8_weight(), self.weight_scale, self.bias)
-        return out.view(*x.shape[:-1], self.out_features)
+        return out if flat else out.view(*x.shape[:-1], self.out_features)
 
 
 class Fp8Linear(nn.Module):
