@@ -46,7 +46,7 @@
 #if defined(__AMX_TILE__) && defined(__AMX_INT8__) && defined(__AVX512BW__)
 #include "act8.h"
 #include "amx_tiles.h"
-#include "bf16_torch16.h"
+#include "w4a8_out16.h"
 
 /* Linux hands out the tile state only on request, once per process. */
 int w4a8_amx_init(void) { return amx_request_tiles(); }
@@ -221,19 +221,9 @@ int w4a8_amx_linear(const void *x, int x_bf16, int64_t m, int64_t in, const uint
                 }
                 for (int r = 0; r < rows; r++) {
                     const float *xs = q.xs + (m0 + r) * groups;
-                    for (int c = 0; c < cols; c += 16) {
-                        __m512 off = _mm512_setzero_ps();
-                        for (int64_t g = 0; g < groups; g++)
-                            off = _mm512_fmadd_ps(_mm512_loadu_ps(offsets_t + g * n + n0 + c),
-                                                  _mm512_set1_ps(xs[g]), off);
-                        __m512 v = _mm512_add_ps(_mm512_load_ps(acc + r * 32 + c), off);
-                        if (bias) v = _mm512_add_ps(v, _mm512_loadu_ps(bias + n0 + c));
-                        int64_t at = (m0 + r) * n + n0 + c;
-                        if (out_bf16)
-                            _mm256_storeu_si256((__m256i *)((uint16_t *)out + at), to_bf16(v));
-                        else
-                            _mm512_storeu_ps((float *)out + at, v);
-                    }
+                    for (int c = 0; c < cols; c += 16)
+                        w4a8_out16(_mm512_load_ps(acc + r * 32 + c), offsets_t, xs, groups, n,
+                                   n0 + c, bias, out, (m0 + r) * n + n0 + c, out_bf16);
                 }
             }
         }

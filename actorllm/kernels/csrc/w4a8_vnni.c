@@ -37,9 +37,9 @@
     !defined(NO_W4A8_VNNI)
 #include <immintrin.h>
 #include "act8.h"
-#include "bf16_torch16.h"
 #include "prefetch_ahead.h"
 #include "vnni_passes.h"
+#include "w4a8_out16.h"
 
 int w4a8_vnni_built(void) { return 1; }
 
@@ -137,17 +137,8 @@ static inline __attribute__((always_inline)) void pass(const job *j, int64_t t, 
         const float *xs = j->q->xs + (m0 + mi) * j->groups;
         for (int c = 0; c < 1 + two_n; c++) {
             int64_t col = n0 + 16 * c;
-            __m512 off = _mm512_setzero_ps();
-            for (int64_t g = 0; g < j->groups; g++)
-                off = _mm512_fmadd_ps(_mm512_loadu_ps(j->offsets_t + g * n + col),
-                                      _mm512_set1_ps(xs[g]), off);
-            __m512 v = _mm512_add_ps(acc[mi][c], off);
-            if (j->bias) v = _mm512_add_ps(v, _mm512_loadu_ps(j->bias + col));
-            int64_t at = (m0 + mi) * n + col;
-            if (j->out_bf16)
-                _mm256_storeu_si256((__m256i *)((uint16_t *)j->out + at), to_bf16(v));
-            else
-                _mm512_storeu_ps((float *)j->out + at, v);
+            w4a8_out16(acc[mi][c], j->offsets_t, xs, j->groups, n, col, j->bias, j->out,
+                       (m0 + mi) * n + col, j->out_bf16);
         }
     }
 }
