@@ -323,10 +323,11 @@ def write_kv(
         plan = _remember(pkey, _write_kv_plan(key, value, k_cache, v_cache, slot_mapping))
     if plan is None:
         return False
+    key_strides, value_strides, cache_layout, sizes = plan
     slots = slot_mapping.to(torch.int64).contiguous()  # [T]
     rc = fn(
-        key.data_ptr(), plan[0], plan[1], value.data_ptr(), plan[2], plan[3],
-        k_cache.data_ptr(), v_cache.data_ptr(), *plan[4:9], slots.data_ptr(), *plan[9:],
+        key.data_ptr(), *key_strides, value.data_ptr(), *value_strides,
+        k_cache.data_ptr(), v_cache.data_ptr(), *cache_layout, slots.data_ptr(), *sizes,
         torch.get_num_threads(),
     )  # fmt: skip
     return rc == 0
@@ -338,9 +339,10 @@ def _write_kv_plan(
     k_cache: torch.Tensor,
     v_cache: torch.Tensor,
     slot_mapping: torch.Tensor,
-) -> tuple[int, ...] | None:
-    """write_kv's (key strides 0, 1, value strides 0, 1, cache strides 0-2, block size,
-    slots, T, Hk, D, element size), or None where the kernel does not take these tensors."""
+) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[int, ...]] | None:
+    """write_kv's arguments beside the pointers: ((key strides 0, 1), (value strides 0, 1),
+    (cache strides 0-2, block size, slots), (T, Hk, D, element size)), or None where the
+    kernel does not take these tensors."""
     ts = (key, value, k_cache, v_cache)
     as_bytes = all(t.device.type == "cpu" and t.dtype == torch.uint8 for t in ts)  # fp8's
     if not (_takes(*ts) or as_bytes) or slot_mapping.device.type != "cpu":
@@ -355,8 +357,12 @@ def _write_kv_plan(
     if key.stride(2) != 1 or value.stride(2) != 1 or k_cache.stride(3) != 1:
         return None
     cs = k_cache.stride()
-    return (key.stride(0), key.stride(1), value.stride(0), value.stride(1), cs[0], cs[1],
-            cs[2], bs, nb * bs, key.shape[0], hk, d, key.element_size())  # fmt: skip
+    return (
+        (key.stride(0), key.stride(1)),
+        (value.stride(0), value.stride(1)),
+        (cs[0], cs[1], cs[2], bs, nb * bs),
+        (key.shape[0], hk, d, key.element_size()),
+    )
 
 
 # The torch backend's entries (kernels/ops.py): the native kernel where it takes the call,
