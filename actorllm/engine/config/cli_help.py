@@ -147,7 +147,9 @@ ENGINE_CONFIG_HELP: Mapping[str, Mapping[str, str]] = {
         ),
         "max_num_seqs": "The most requests in one step.",
         "max_num_batched_tokens": (
-            "Token budget of one step (default: 2048 with chunked prefill, else max_model_len)."
+            "Token budget of one step (default with chunked prefill: 1024 on CPU, where a "
+            "step's time grows with its tokens, 2048 on CUDA; without: max_model_len, at "
+            "least 2048)."
         ),
         "long_prefill_token_threshold": (
             "A prefill chunk longer than this many tokens is cut to it, so one long prompt "

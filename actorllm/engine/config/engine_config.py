@@ -42,6 +42,13 @@ StructuredOutputsBackend = Literal["auto", "xgrammar", "guidance"]
 # Default KV-cache block sizes per device (EngineConfig.block_size None).
 CPU_BLOCK_SIZE = 32
 CUDA_BLOCK_SIZE = 16
+# Default step token budgets with chunked prefill (EngineConfig.max_num_batched_tokens None).
+# A CPU's prefill is compute bound and its GEMMs run at full rate from a few hundred rows
+# up, so a step's time grows with its tokens: a smaller budget gives prompts that arrive
+# together their first tokens in turn instead of all at the end of one long step, for the
+# same tokens per second (docs/cpu_performance.md, "The step budget on CPU").
+CPU_MAX_NUM_BATCHED_TOKENS = 1024
+CUDA_MAX_NUM_BATCHED_TOKENS = 2048
 
 
 class EngineConfig(msgspec.Struct, kw_only=True):
@@ -168,7 +175,8 @@ class EngineConfig(msgspec.Struct, kw_only=True):
     max_num_seqs: int = 256
     """The most requests in one step."""
     max_num_batched_tokens: int | None = None
-    """Token budget of one step (default: 2048 with chunked prefill, else max_model_len)."""
+    """Token budget of one step (default with chunked prefill: 1024 on CPU, 2048 on CUDA;
+    without: max_model_len, at least 2048)."""
     long_prefill_token_threshold: int = 0
     """A prefill chunk longer than this many tokens is cut to it, so one long prompt cannot
     take a whole step's budget; 0: no cap."""
@@ -539,9 +547,15 @@ class EngineConfig(msgspec.Struct, kw_only=True):
         return kv_cache_space_bytes()
 
     def resolved_max_num_batched_tokens(self, max_model_len: int) -> int:
+        """The step's token budget: the given one, else with chunked prefill 1024 on CPU and
+        2048 on CUDA, else the whole context (at least 2048)."""
         if self.max_num_batched_tokens is not None:
             return self.max_num_batched_tokens
-        return 2048 if self.enable_chunked_prefill else max(2048, max_model_len)
+        if not self.enable_chunked_prefill:
+            return max(2048, max_model_len)
+        if self.resolved_device() == "cpu":
+            return CPU_MAX_NUM_BATCHED_TOKENS
+        return CUDA_MAX_NUM_BATCHED_TOKENS
 
     def replace(self, **changes: Any) -> EngineConfig:
         return msgspec.structs.replace(self, **changes)

@@ -167,6 +167,25 @@ def test_the_block_size_defaults_by_device_and_a_given_one_is_kept(tmp_path: Pat
     assert build_scheduler_config(config, info).block_size == 32
 
 
+def test_the_step_budget_defaults_by_device_and_chunking(tmp_path: Path) -> None:
+    """No max_num_batched_tokens: with chunked prefill 1024 on CPU (compute-bound prefill:
+    a smaller step gives first tokens sooner) and 2048 on CUDA; without chunking the whole
+    context, at least 2048; a given one is kept. The scheduler gets the resolved budget."""
+    assert EngineConfig(device="cpu").resolved_max_num_batched_tokens(4096) == 1024
+    assert EngineConfig(device="cuda").resolved_max_num_batched_tokens(4096) == 2048
+    off = EngineConfig(device="cpu", enable_chunked_prefill=False)
+    assert off.resolved_max_num_batched_tokens(4096) == 4096
+    assert off.resolved_max_num_batched_tokens(512) == 2048
+    given = EngineConfig(device="cpu", max_num_batched_tokens=3000)
+    assert given.resolved_max_num_batched_tokens(4096) == 3000
+    path = make_tiny_checkpoint(tmp_path / "llama", "llama")
+    config = EngineConfig(
+        model=str(path), device="cpu", max_model_len=64, kv_cache_memory_bytes=2**20
+    )
+    _, info = _build_on_worker(config, default_runner_factory)
+    assert build_scheduler_config(config, info).max_num_batched_tokens == 1024
+
+
 # -- the CPU KV cache's size -------------------------------------------------------------
 
 
