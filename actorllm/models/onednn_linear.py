@@ -200,7 +200,7 @@ class OneDNNLinear(nn.Linear):
         kernel = few_rows_kernel() if self.with_few else None
         self.few_packed = kernel.pack(w) if kernel is not None else None  # [ceil(O/32)*32*I]
         self.few_kernel = kernel if self.few_packed is not None else None
-        self.few_max = self._few_rows()
+        self.few_max = few_rows_max(self.out_features, self.in_features)
         self.packed = None
         if self.with_onednn:
             self.packed = torch.ops.mkldnn._reorder_linear_weight(w.to(wide), BATCH_HINT)
@@ -209,9 +209,6 @@ class OneDNNLinear(nn.Linear):
         self.widened = wide != w.dtype
         self.packed_version = self._versions()
         self.pack_count += 1
-
-    def _few_rows(self) -> int:
-        return few_rows_max(self.out_features, self.in_features)
 
     def _versions(self) -> tuple[tuple[int, int], tuple[int, int] | None]:
         return (_version(self.weight), None if self.bias is None else _version(self.bias))
@@ -226,7 +223,7 @@ class OneDNNLinear(nn.Linear):
             return None
         if x.device.type != "cpu" or x.dim() < 2:
             return None
-        if self.few_packed is not None and x.numel() // x.shape[-1] <= self._few_rows():
+        if self.few_packed is not None and x.numel() // x.shape[-1] <= self.few_max:
             return None  # few rows take the few-rows copy
         return packed
 
