@@ -51,7 +51,8 @@ from pathlib import Path
 from typing import Any
 
 from actorllm.compat.vllm.foreign_flags import FOREIGN, Foreign
-from actorllm.engine.config.engine_config import EngineConfig, EngineConfigError, parse_size
+from actorllm.engine.config.engine_config import EngineConfig, EngineConfigError
+from actorllm.engine.config.sizes import parse_size
 from actorllm.engine.config.structured_outputs_config import structured_outputs_config_kwargs
 from actorllm.engine.config.weight_transfer import WEIGHT_TRANSFER_BACKENDS
 

@@ -37,7 +37,7 @@ from typing import Any, Literal, Union, get_args, get_origin
 
 import msgspec
 
-from actorllm.engine.config.engine_config import parse_size
+from actorllm.engine.config.sizes import parse_size
 
 Groups = dict[str, Any]  # {title: argparse argument group}, shared by several structs
 HelpTable = Mapping[str, Mapping[str, str]]  # {group title: {field: help text}}

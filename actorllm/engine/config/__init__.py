@@ -10,7 +10,7 @@ from actorllm.engine.config.engine_config import CPU_BLOCK_SIZE as CPU_BLOCK_SIZ
 from actorllm.engine.config.engine_config import EngineConfig as EngineConfig
 from actorllm.engine.config.engine_config import EngineConfigError as EngineConfigError
 from actorllm.engine.config.engine_config import ModelNotFoundError as ModelNotFoundError
-from actorllm.engine.config.engine_config import parse_size as parse_size
+from actorllm.engine.config.sizes import parse_size as parse_size
 
 __all__ = [
     "CPU_BLOCK_SIZE",
