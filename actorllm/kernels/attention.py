@@ -35,11 +35,19 @@ How the CPU runs it fast
   over key tiles, keys past a query tile's causal limit never read. Otherwise (or when the
   kernel declines the call) one SDPA per request on a padded float32 gather with a float
   causal mask.
-* **Long bf16 prefills on AMX tiles.** On a CPU with AMX, bf16 prompts of
-  :data:`LOW_PRECISION_PREFILL_MIN_TOKENS` tokens or more (on average) take SDPA's
-  low-precision arithmetic (P rounded to bf16 for P.V): all in one call of
-  ``csrc/amx_prefill.c`` where it built and takes the shapes, else one bf16 flash SDPA per
-  request.
+* **Long bf16 prefills on AMX tiles.** On a CPU with AMX, the bf16 prefill rows marked
+  ``low`` (below) take SDPA's low-precision arithmetic (P rounded to bf16 for P.V): all in
+  one call of ``csrc/amx_prefill.c`` where it built and takes the shapes, else one bf16
+  flash SDPA per request; without AMX the native prefill kernel rounds P to bf16 for them.
+* **Each row by its position** (``prompt_lens``, which the worker passes, and the native
+  decode kernel): a row past its request's prompt runs as a decode row whatever the step
+  (an output decoded, a speculative draft verified, or prefilled again when a request is
+  replayed after a crash or a preemption), and prompt rows from position
+  :data:`LOW_PRECISION_PREFILL_MIN_TOKENS` on are the ``low`` ones. So every row computes
+  the same bits in any step, chunk or replay: a replayed bf16 request continues with the
+  tokens it would have produced. Without prompt lengths a request with one query token is
+  a decode row, 2..8 a run of them (a verify), longer ones a prefill, ``low`` when the
+  step's prefills average that many tokens.
 * **fp8 caches** (``kernels/kv_quant.py``): both native kernels widen the bytes through a
   table of each byte's value times the layer's ``k_scale`` / ``v_scale``; the SDPA paths
   gather the bytes and widen them to float32 times the scale.
@@ -57,7 +65,7 @@ import torch.nn.functional as F
 from actorllm.kernels import amx_prefill, kv_quant
 from actorllm.kernels import paged_decode as native_decode
 from actorllm.kernels import paged_prefill as native_prefill
-from actorllm.kernels.attention_plan import AttentionPlan
+from actorllm.kernels.attention_plan import AttentionPlan, Prefill
 from actorllm.kernels.cpu_features import amx_bf16
 from actorllm.kernels.row_bucket import empty_rows
 
@@ -84,6 +92,7 @@ def paged_attention(
     softcap: float | None = None,
     sinks: torch.Tensor | None = None,
     plan_cache: dict[str, object] | None = None,
+    prompt_lens: list[int] | None = None,
     k_scale: float = 1.0,
     v_scale: float = 1.0,
 ) -> torch.Tensor:
@@ -94,13 +103,17 @@ def paged_attention(
     denominator (the module docstring). ``k_scale`` / ``v_scale``: an fp8 cache holds keys
     and values divided by them (``kernels/kv_quant.py``); ignored for other cache dtypes.
     ``plan_cache``: a dict that lives for one step (the same tensors in every call); the
-    first call stores the step's plan there and later calls reuse it.
+    first call stores the step's plan there and later calls reuse it. ``prompt_lens``
+    ([B] host ints, each request's prompt tokens; None: unknown): with the native decode
+    kernel every row is planned by its position alone (:meth:`AttentionPlan.build`), so a
+    request replayed after a crash computes the bits its first run did.
     """
     plan = plan_cache.get("torch") if plan_cache is not None else None
     if not isinstance(plan, AttentionPlan):
         plan = AttentionPlan.build(
             query_start_loc, seq_lens, block_table, k_cache.shape[1],
-            short_as_decodes=native_decode.supports(k_cache),
+            short_as_decodes=native_decode.supports(k_cache), prompt_lens=prompt_lens,
+            low_from=LOW_PRECISION_PREFILL_MIN_TOKENS,
         )  # fmt: skip
         if plan_cache is not None:
             plan_cache["torch"] = plan
@@ -129,8 +142,11 @@ def paged_attention(
                 out.index_copy_(0, rows, o.to(q.dtype))
                 decoded = True
     if not decoded and plan.short_as_decodes:
-        # The native kernel declined (out of memory): short runs go back to the prefills.
-        plan = AttentionPlan.build(query_start_loc, seq_lens, block_table, k_cache.shape[1])
+        # The native kernel declined (out of memory): its runs go back to the prefills.
+        plan = AttentionPlan.build(
+            query_start_loc, seq_lens, block_table, k_cache.shape[1],
+            low_from=LOW_PRECISION_PREFILL_MIN_TOKENS,
+        )  # fmt: skip
     for g in [] if decoded else plan.decode_groups:
         n = g.q_rows.shape[0]
         qg = q.index_select(0, g.q_rows).float().view(n, hk, -1, d).transpose(0, 1)  # [Hk,N,G,D]
@@ -141,52 +157,48 @@ def paged_attention(
         out.index_copy_(0, g.q_rows, o.transpose(0, 1).reshape(n, -1, d).to(q.dtype))
     if not plan.prefills:  # a decode-only step: done
         return out
-    low_precision = sinks is None and _prefill_in_low_precision(q, k_cache, plan, softcap)
-    prefilled = False  # by a native kernel: every prefill of the step
-    if low_precision and amx_prefill.supports(q, out, k_cache):
-        starts, lens, ctx, table = plan.prefill_args
-        prefilled = amx_prefill.paged_prefill(
-            q, k_cache, v_cache, starts, lens, ctx, table, scale, sliding_window, out=out
-        )  # fmt: skip
-    if not low_precision and plan.prefills and native_prefill.supports(q, out, k_cache):
-        starts, lens, ctx, table = plan.prefill_args
-        prefilled = native_prefill.paged_prefill(
-            q, k_cache, v_cache, starts, lens, ctx, table, scale, sliding_window, softcap,
-            out=out, sinks=sinks, kv_scales=scales, bf16_pv=_long_prefills(plan),
-        )  # fmt: skip
-    if not prefilled:
-        _prefill_sdpa(
-            q, k_cache, v_cache, plan, out, scale, sliding_window, softcap,
-            low_precision=low_precision, sinks=sinks, kv_scales=scales,
-        )  # fmt: skip
+    for low in (False, True):  # the pieces that keep float32 P, then those that may not
+        pieces = [p for p in plan.prefills if p.low == low]
+        if not pieces:
+            continue
+        # bf16 P through the AMX kernel or bf16 SDPA where the host has AMX
+        low_precision = low and sinks is None and _prefill_in_low_precision(q, k_cache, softcap)
+        prefilled = False  # by a native kernel: every piece of the group
+        if low_precision and amx_prefill.supports(q, out, k_cache):
+            starts, lens, ctx, table = plan.prefill_args(pieces)
+            prefilled = amx_prefill.paged_prefill(
+                q, k_cache, v_cache, starts, lens, ctx, table, scale, sliding_window, out=out
+            )  # fmt: skip
+        if not low_precision and native_prefill.supports(q, out, k_cache):
+            starts, lens, ctx, table = plan.prefill_args(pieces)
+            prefilled = native_prefill.paged_prefill(
+                q, k_cache, v_cache, starts, lens, ctx, table, scale, sliding_window, softcap,
+                out=out, sinks=sinks, kv_scales=scales, bf16_pv=low,
+            )  # fmt: skip
+        if not prefilled:
+            _prefill_sdpa(
+                q, k_cache, v_cache, plan, pieces, out, scale, sliding_window, softcap,
+                low_precision=low_precision, sinks=sinks, kv_scales=scales,
+            )  # fmt: skip
     return out
 
 
-def _long_prefills(plan: AttentionPlan) -> bool:
-    """The step's prefills average :data:`LOW_PRECISION_PREFILL_MIN_TOKENS` query tokens or
-    more: where the probabilities may be rounded to bf16 for P.V (bf16 SDPA, the AMX kernel,
-    the native kernel's bf16 pairs). Shorter ones keep float32 P, the decode kernel's: a
-    request replayed after a crash re-prefills the tokens it had decoded, and its short
-    prefills then compute what its decode steps did (a speculative step's verify rows too)."""
-    return plan.prefill_tokens >= LOW_PRECISION_PREFILL_MIN_TOKENS * len(plan.prefills)
-
-
 def _prefill_in_low_precision(
-    q: torch.Tensor, k_cache: torch.Tensor, plan: AttentionPlan, softcap: float | None
+    q: torch.Tensor, k_cache: torch.Tensor, softcap: float | None
 ) -> bool:
-    """Whether this step's prefills run as bf16 SDPA (:func:`_prefill_sdpa`):
-    bf16 q and cache on a CPU with AMX (on AVX512-BF16 without AMX the native kernel is the
-    faster: a 2-core Zen 4, Hq 16 / Hk 8 / D 128, a layer of one 2048-token prompt 120 vs
-    140 ms for SDPA, 4 x 256 9.3 vs 17.4 ms), no softcap (SDPA cannot cap) nor sinks (the
-    caller checks those), and prefills of
-    :data:`LOW_PRECISION_PREFILL_MIN_TOKENS` query tokens or more on average."""
+    """Whether prefill rows marked ``low`` (:class:`Prefill`: prefills of
+    :data:`LOW_PRECISION_PREFILL_MIN_TOKENS` query tokens or more on average, or with
+    prompt lengths the prompt rows from that position on) run through the AMX kernel or
+    bf16 SDPA (:func:`_prefill_sdpa`): bf16 q and cache on a CPU with AMX (on AVX512-BF16
+    without AMX the native kernel is the faster: a 2-core Zen 4, Hq 16 / Hk 8 / D 128, a
+    layer of one 2048-token prompt 120 vs 140 ms for SDPA, 4 x 256 9.3 vs 17.4 ms), no
+    softcap (SDPA cannot cap) nor sinks (the caller checks those). Shorter prefills keep
+    float32 P, the decode kernel's."""
     return (
-        bool(plan.prefills)
-        and q.dtype == torch.bfloat16
+        q.dtype == torch.bfloat16
         and k_cache.dtype == torch.bfloat16
         and q.device.type == "cpu"
         and softcap is None
-        and _long_prefills(plan)
         and amx_bf16()
     )
 
@@ -196,6 +208,7 @@ def _prefill_sdpa(
     k_cache: torch.Tensor,
     v_cache: torch.Tensor,
     plan: AttentionPlan,
+    pieces: list[Prefill],
     out: torch.Tensor,
     scale: float,
     window: int | None,
@@ -205,8 +218,8 @@ def _prefill_sdpa(
     sinks: torch.Tensor | None = None,
     kv_scales: tuple[float, float] = (1.0, 1.0),
 ) -> None:
-    """Every prefill of the step through SDPA, one call per request. q: [T, Hq, D], out:
-    [T, Hq, D] written at the prefill rows.
+    """``pieces`` (of the plan's prefills) through SDPA, one call each. q: [T, Hq, D], out:
+    [T, Hq, D] written at their rows.
 
     In float32 by default (inputs widened, an additive mask, ``softcap`` spelled out).
     ``low_precision`` (:func:`_prefill_in_low_precision`): on the bf16 inputs, where
@@ -216,7 +229,7 @@ def _prefill_sdpa(
     hk = k_cache.shape[2]
     gqa = q.shape[1] != hk  # query head h reads KV head h // group, not materialised
     sp = None if sinks is None else sinks.view(1, -1, 1, 1)  # [1, Hq, 1, 1]
-    for p in plan.prefills:
+    for p in pieces:
         k_scale, v_scale = kv_scales
         k = plan.gather(0, k_cache, p.blocks, 1, p.seq_len, widen=not low_precision, scale=k_scale)
         v = plan.gather(1, v_cache, p.blocks, 1, p.seq_len, widen=not low_precision, scale=v_scale)

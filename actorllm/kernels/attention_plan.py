@@ -53,12 +53,17 @@ class DecodeGroup:
 
 @dataclass
 class Prefill:
-    """A request with more than one query token: rows [start, end) of q, causal."""
+    """Query rows [start, end) of q attended causally as a prefill: a request's, or with
+    prompt lengths (:meth:`AttentionPlan.build`) one piece of its prompt rows."""
 
     start: int
     end: int
-    seq_len: int
+    seq_len: int  # the context of its last row: seq_len - (end - start) is its first position
     blocks: torch.Tensor  # [nb] int64
+    req: int = 0  # the request's index in the step (its block table row)
+    # Its rows may round the probabilities to bf16 for P.V (the AMX kernel, bf16 SDPA, the
+    # native kernel's pairs); else float32 P, the decode kernel's.
+    low: bool = False
     _masks: dict[int | None, torch.Tensor] = field(default_factory=dict)
 
     def mask(self, window: int | None) -> torch.Tensor:
@@ -104,9 +109,10 @@ class AttentionPlan:
     _decode_idx: list[int]  # indices of the requests with one query token
     _block_table: torch.Tensor  # [B, max_blocks] int32
     _block_size: int
-    # indices of the requests with 2..SHORT_QUERY_MAX query tokens whose rows run as decode
-    # rows in the native kernel (build's short_as_decodes), each row as if decoded alone
-    _short_idx: list[int] = field(default_factory=list)
+    # (request, first row): that request's query rows from the first on run as decode rows
+    # in the native kernel, each row as if decoded alone (build's short runs and, with
+    # prompt lengths, the output rows of a request with several query tokens)
+    _decode_runs: list[tuple[int, int]] = field(default_factory=list)
     # Gather destinations (K, V), reused by every group and layer of the step: the same
     # memory, warm in cache, instead of a fresh multi-MB allocation per gather.
     _buffers: list[torch.Tensor | None] = field(default_factory=lambda: [None, None])
@@ -137,9 +143,9 @@ class AttentionPlan:
         lengths [N] int32, block tables [N, max_blocks] int32; None without decode rows."""
         qsl, lens = self._qsl, self._lens
         rows = [(qsl[i], lens[i], i) for i in self._decode_idx]
-        for i in self._short_idx:  # query token j sees the context up to itself
+        for i, j0 in self._decode_runs:  # query token j sees the context up to itself
             n = qsl[i + 1] - qsl[i]
-            rows += [(qsl[i] + j, lens[i] - n + 1 + j, i) for j in range(n)]
+            rows += [(qsl[i] + j, lens[i] - n + 1 + j, i) for j in range(j0, n)]
         if not rows:
             return None
         return (
@@ -152,27 +158,25 @@ class AttentionPlan:
 
     @property
     def short_as_decodes(self) -> bool:
-        """Whether short query runs are planned as decode rows (:meth:`build`)."""
-        return bool(self._short_idx)
+        """Whether rows of requests with several query tokens are planned as decode rows
+        (:meth:`build`): without the native decode kernel the plan must be built again."""
+        return bool(self._decode_runs)
 
     @functools.cached_property
     def prefill_tokens(self) -> int:
         """Query tokens of the step's prefills."""
         return sum(p.end - p.start for p in self.prefills)
 
-    @functools.cached_property
-    def prefill_args(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Every prefill at once, for the native kernel: first q rows, query tokens, context
-        lengths [P] int32, block tables [P, max_blocks] int32."""
-        ps, qsl, short = self.prefills, self._qsl, set(self._short_idx)
-        rows = torch.tensor(
-            [i for i in range(len(self._lens)) if qsl[i + 1] - qsl[i] > 1 and i not in short],
-            device=self._block_table.device,
-        )
+    def prefill_args(
+        self, pieces: list[Prefill]
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``pieces`` (of :attr:`prefills`) at once, for the native kernels: first q rows,
+        query tokens, context lengths [P] int32, block tables [P, max_blocks] int32."""
+        rows = torch.tensor([p.req for p in pieces], device=self._block_table.device)
         return (
-            torch.tensor([p.start for p in ps], dtype=torch.int32),
-            torch.tensor([p.end - p.start for p in ps], dtype=torch.int32),
-            torch.tensor([p.seq_len for p in ps], dtype=torch.int32),
+            torch.tensor([p.start for p in pieces], dtype=torch.int32),
+            torch.tensor([p.end - p.start for p in pieces], dtype=torch.int32),
+            torch.tensor([p.seq_len for p in pieces], dtype=torch.int32),
             self._block_table.index_select(0, rows).to(torch.int32),
         )
 
@@ -220,32 +224,85 @@ class AttentionPlan:
         block_size: int,
         *,
         short_as_decodes: bool = False,
+        prompt_lens: list[int] | None = None,
+        low_from: int | None = None,
     ) -> AttentionPlan:
         """``short_as_decodes`` (the native decode kernel serves the cache): a request with
         2..:data:`SHORT_QUERY_MAX` query tokens (a speculative verify) runs as that many
         decode rows, token j over the context up to itself. Each row is then computed
         exactly as if it were decoded alone, so verifying drafts gives the bits decoding
         them would (the prefill kernel sums in another order); the context is read once
-        per row, cheap at the few rows of a verify."""
+        per row, cheap at the few rows of a verify. ``low_from``: prefills of that many
+        query tokens a request or more on average are marked ``low`` (they may round P to
+        bf16), all of them or none.
+
+        ``prompt_lens`` ([B], each request's prompt tokens; with ``short_as_decodes``) plans
+        every row by its position alone, whatever else the step holds: a row past its
+        prompt (an output token: decoded, verified, or prefilled again when a request is
+        replayed after a crash or a preemption) runs as a decode row; prompt rows are
+        prefill pieces, split at position ``low_from``: only rows from there on are
+        ``low``. A row then has the same bits in whichever step, chunk or replay computes
+        it, so a replayed request continues with the tokens it would have produced.
+        """
         # Deliberate host sync: the reference path plans its loops on the host.
         qsl = query_start_loc.tolist()
         lens = seq_lens.tolist()
+        if prompt_lens is not None and short_as_decodes:
+            return cls._by_position(qsl, lens, block_table, block_size, prompt_lens, low_from)
         decodes = [i for i in range(len(lens)) if qsl[i + 1] - qsl[i] == 1]
         short = [
             i for i in range(len(lens)) if 1 < qsl[i + 1] - qsl[i] <= SHORT_QUERY_MAX
         ] if short_as_decodes else []  # fmt: skip
         as_decodes = set(short)
         prefills = [
-            Prefill(
-                start=qsl[i],
-                end=qsl[i + 1],
-                seq_len=lens[i],
-                blocks=block_table[i, : -(-lens[i] // block_size)].long(),
-            )
+            _piece(i, qsl[i], qsl[i + 1], lens[i], block_table, block_size)
             for i in range(len(lens))
             if qsl[i + 1] - qsl[i] > 1 and i not in as_decodes
         ]
-        return cls(prefills, qsl, lens, decodes, block_table, block_size, _short_idx=short)
+        rows = sum(p.end - p.start for p in prefills)
+        if prefills and low_from is not None and rows >= low_from * len(prefills):
+            for p in prefills:
+                p.low = True
+        runs = [(i, 0) for i in short]
+        return cls(prefills, qsl, lens, decodes, block_table, block_size, _decode_runs=runs)
+
+    @classmethod
+    def _by_position(
+        cls,
+        qsl: list[int],
+        lens: list[int],
+        block_table: torch.Tensor,
+        block_size: int,
+        prompt_lens: list[int],
+        low_from: int | None,
+    ) -> AttentionPlan:
+        """:meth:`build` with prompt lengths: each row planned by its position."""
+        decodes: list[int] = []
+        runs: list[tuple[int, int]] = []
+        prefills: list[Prefill] = []
+        for i, seq_len in enumerate(lens):
+            start, n = qsl[i], qsl[i + 1] - qsl[i]
+            first = seq_len - n  # the position of the request's first query row
+            m = min(n, max(0, prompt_lens[i] - first))  # its prompt rows, then outputs
+            if m == 0 and n == 1:
+                decodes.append(i)
+            elif m < n:
+                runs.append((i, m))
+            cut = m if low_from is None else min(m, max(0, low_from - first))
+            for a, b, low in ((0, cut, False), (cut, m, True)):
+                if a < b:
+                    piece = _piece(i, start + a, start + b, first + b, block_table, block_size)
+                    piece.low = low
+                    prefills.append(piece)
+        return cls(prefills, qsl, lens, decodes, block_table, block_size, _decode_runs=runs)
+
+
+def _piece(
+    req: int, start: int, end: int, seq_len: int, block_table: torch.Tensor, block_size: int
+) -> Prefill:
+    """Rows [start, end) of request ``req``, its last at context ``seq_len``."""
+    blocks = block_table[req, : -(-seq_len // block_size)].long()
+    return Prefill(start=start, end=end, seq_len=seq_len, blocks=blocks, req=req)
 
 
 def group_decode_rows(

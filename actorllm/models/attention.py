@@ -28,7 +28,9 @@ class AttentionMetadata:
     * ``block_table``: [B, max_blocks] int32, physical block ids (padding points at block 0);
     * ``slot_mapping``: [T] int64, cache slot of each token (``block * block_size + offset``).
 
-    Host copies (``*_cpu``, plain lists) let the reference path plan without a device sync.
+    Host copies (``*_cpu``, plain lists) let the reference path plan without a device sync;
+    ``prompt_lens_cpu`` ([B], each request's prompt tokens; None where the caller does not
+    know them) lets it plan every row by its position (``kernels/attention.py``).
     ``plan_cache`` is scratch space for one step: the torch reference attention plans the
     step in the first layer and every later layer reuses the plan.
 
@@ -46,6 +48,7 @@ class AttentionMetadata:
     seq_lens_cpu: list[int]
     max_query_len: int
     max_seq_len: int
+    prompt_lens_cpu: list[int] | None = None
     plan_cache: dict[str, object] = field(default_factory=dict, compare=False, repr=False)
     other_groups: tuple[AttentionMetadata, ...] = ()
 
@@ -119,7 +122,7 @@ class PagedAttention(nn.Module):
             # Host ints the runner already has: split-KV can trigger, and nothing syncs.
             hints = {"max_query_len": meta.max_query_len, "max_seq_len": meta.max_seq_len}
         else:
-            hints = {"plan_cache": meta.plan_cache}
+            hints = {"plan_cache": meta.plan_cache, "prompt_lens": meta.prompt_lens_cpu}
         if sinks is not None:  # like softcap: passed only when set
             hints["sinks"] = sinks
         return self.ops.paged_attention(

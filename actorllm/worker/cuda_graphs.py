@@ -60,10 +60,10 @@ def pad_decode_plan(plan: InputPlan, size: int) -> InputPlan:
     """Pad a decode plan of B requests (one token each) to ``size`` >= B requests.
 
     Padding request p (B <= p < size): input token 0 at position 0, KV slot -1 (not
-    written), ``query_start_loc`` p..p+1, ``seq_len`` 1, block table row of zeros (the null
-    block). ``req_ids``, ``slots``, ``sample_mask`` and ``sample_hidden_rows`` keep the B real
-    requests, so sampling never sees a padding row. Raises ``ValueError`` for a non-decode
-    plan or a size below B.
+    written), ``query_start_loc`` p..p+1, ``seq_len`` 1, no prompt (its row a decode row),
+    block table row of zeros (the null block). ``req_ids``, ``slots``, ``sample_mask`` and
+    ``sample_hidden_rows`` keep the B real requests, so sampling never sees a padding row.
+    Raises ``ValueError`` for a non-decode plan or a size below B.
     """
     b = len(plan.req_ids)
     if not plan.is_decode or plan.num_tokens != b:
@@ -85,6 +85,7 @@ def pad_decode_plan(plan: InputPlan, size: int) -> InputPlan:
         slot_mapping=ext(plan.slot_mapping, -1),
         query_start_loc=qsl,
         seq_lens=ext(plan.seq_lens, 1),
+        prompt_lens=ext(plan.prompt_lens, 0),
         block_table=table,
     )
 

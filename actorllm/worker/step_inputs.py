@@ -58,6 +58,7 @@ class InputPlan:
     prompt_logprobs: list[PromptLogprobsPlan]
     max_query_len: int
     max_seq_len: int
+    prompt_lens: np.ndarray  # [B] int64, each request's prompt tokens
     # Hybrid models: the block table ([B, nb] int32) and slot mapping ([T] int64) of each
     # KV cache group after the first (block_table / slot_mapping above are group 0's).
     group_block_tables: tuple[np.ndarray, ...] = ()
@@ -181,6 +182,7 @@ def plan_step(
         prompt_logprobs=_plan_prompt_logprobs(batch, slots, req_ids, start, end, qsl),
         max_query_len=int(n.max()),
         max_seq_len=max_seq_len,
+        prompt_lens=batch.num_prompt_tokens[slots],
         group_block_tables=tuple(t[slots, :nb] for t in others),  # each [B, nb]
         group_slot_mappings=tuple(
             t[rep_slots, block_idx].astype(np.int64) * bs + offset for t in others
@@ -266,6 +268,7 @@ def step_inputs_from_tensors(
         seq_lens_cpu=plan.seq_lens.tolist(),
         max_query_len=plan.max_query_len,
         max_seq_len=plan.max_seq_len,
+        prompt_lens_cpu=plan.prompt_lens.tolist(),
     )
     if group_tables:  # hybrid: the same rows, each group's own table and plan cache
         others = tuple(

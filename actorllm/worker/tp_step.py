@@ -15,7 +15,8 @@ knows the hidden size and the dtype).
 Layout, all int64::
 
     [T, B, G, L, max_query_len, max_seq_len, A, E, nb_0 .. nb_{G-1}, rows_0 .. rows_{L-1}]
-    input_ids [T], positions [T], query_start_loc [B + 1], seq_lens [B],
+    input_ids [T], positions [T], query_start_loc [B + 1], seq_lens [B], prompt_lens [B]
+    (-1 each where rank 0's metadata has none),
     per KV cache group g: block_table [B * nb_g], slot_mapping [T],
     logits rows: L groups, concatenated, LoRA row slots [A] (A: the rows, or 0),
     embedding rows [E], their [E, H] values' bytes padded to whole words
@@ -85,6 +86,10 @@ def pack_step(
         positions,
         meta.query_start_loc,
         meta.seq_lens,
+        torch.tensor(
+            meta.prompt_lens_cpu if meta.prompt_lens_cpu is not None else [-1] * b,
+            dtype=torch.int64,
+        ),
     ]
     for g in groups:
         parts += [g.block_table[:b].reshape(-1), g.slot_mapping]
@@ -120,6 +125,7 @@ def unpack_step(
     input_ids, positions = take(t), take(t)
     qsl = take(b + 1).to(torch.int32)  # [B + 1]
     seq_lens = take(b).to(torch.int32)  # [B]
+    prompt_lens = take(b).tolist()  # [B], -1 each: none
     tables = [(take(b * nb).to(torch.int32).view(b, nb), take(t)) for nb in nbs]
     rows = [take(n) for n in lens]
     lora_rows = take(a) if a else None
@@ -140,6 +146,7 @@ def unpack_step(
         seq_lens_cpu=seq_lens.tolist(),
         max_query_len=max_q,
         max_seq_len=max_s,
+        prompt_lens_cpu=None if b and prompt_lens[0] < 0 else prompt_lens,
     )
     others = tuple(
         AttentionMetadata(
@@ -151,6 +158,7 @@ def unpack_step(
             seq_lens_cpu=first.seq_lens_cpu,
             max_query_len=max_q,
             max_seq_len=max_s,
+            prompt_lens_cpu=first.prompt_lens_cpu,
         )
         for table, slots in tables[1:]
     )

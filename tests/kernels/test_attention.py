@@ -227,24 +227,26 @@ def test_bf16_prefills_through_sdpa_match_the_oracle(
 
 
 def test_short_fp32_or_capped_prefills_keep_their_path(monkeypatch: pytest.MonkeyPatch) -> None:
-    """bf16 SDPA takes only bf16 prefills long enough on average, without a softcap, on AMX."""
+    """Prefills are ``low`` (bf16 P allowed) when long enough on average; bf16 SDPA or the
+    AMX kernel take those only in bf16, without a softcap, on AMX."""
     d, hq, hk, nb = 8, 4, 2, 64
     q, qsl, table = _step([1, 6], [9, 6], hq, d, nb, seed=3)
-    plan = AttentionPlan.build(
-        torch.tensor(qsl, dtype=torch.int32), torch.tensor([9, 6], dtype=torch.int32), table, BS
-    )
+
+    def plan(low_from: int) -> AttentionPlan:
+        qsl_t = torch.tensor(qsl, dtype=torch.int32)
+        lens_t = torch.tensor([9, 6], dtype=torch.int32)
+        return AttentionPlan.build(qsl_t, lens_t, table, BS, low_from=low_from)
+
+    assert [p.low for p in plan(6).prefills] == [True]
+    assert [p.low for p in plan(7).prefills] == [False]  # too short
     kc, _ = _caches(nb, hk, d, head_major=True)
     monkeypatch.setattr(attention, "amx_bf16", lambda: True)
-    monkeypatch.setattr(attention, "LOW_PRECISION_PREFILL_MIN_TOKENS", 6)
     takes = attention._prefill_in_low_precision
-    assert takes(q.bfloat16(), kc.bfloat16(), plan, None)
-    assert not takes(q, kc, plan, None)  # float32
-    assert not takes(q.bfloat16(), kc.bfloat16(), plan, 30.0)  # softcap
-    monkeypatch.setattr(attention, "LOW_PRECISION_PREFILL_MIN_TOKENS", 7)
-    assert not takes(q.bfloat16(), kc.bfloat16(), plan, None)  # too short
-    monkeypatch.setattr(attention, "LOW_PRECISION_PREFILL_MIN_TOKENS", 6)
+    assert takes(q.bfloat16(), kc.bfloat16(), None)
+    assert not takes(q, kc, None)  # float32
+    assert not takes(q.bfloat16(), kc.bfloat16(), 30.0)  # softcap
     monkeypatch.setattr(attention, "amx_bf16", lambda: False)
-    assert not takes(q.bfloat16(), kc.bfloat16(), plan, None)  # no AMX
+    assert not takes(q.bfloat16(), kc.bfloat16(), None)  # no AMX
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
@@ -286,3 +288,45 @@ def test_a_short_run_attends_as_its_tokens_decoded_alone(
         monkeypatch.setattr(native_decode, "paged_decode", real)
         assert declined
         torch.testing.assert_close(again.double(), want, atol=tol, rtol=tol)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_each_row_has_the_same_bits_in_any_step_with_prompt_lengths(
+    decode_path: str, dtype: torch.dtype, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With prompt lengths a row's output depends on its position alone: a request of a
+    20-token prompt and 6 outputs, first run as two prompt chunks and 6 decode steps beside
+    other requests, then replayed in one step (as after a crash): every row the same bits,
+    and right against the oracle. Prompt rows from position 12 on may round P to bf16."""
+    if decode_path != "native":
+        pytest.skip("without the native decode kernel rows are planned by query counts")
+    monkeypatch.setattr(attention, "LOW_PRECISION_PREFILL_MIN_TOKENS", 12)
+    d, hq, hk, nb, prompt, total = 32, 4, 2, 64, 20, 26
+    q, _, table = _step([total, 1], [total, 17], hq, d, nb, seed=11)
+    q = q.to(dtype)
+    kc, vc = (c.to(dtype) for c in _caches(nb, hk, d, head_major=True))
+    other = q[total : total + 1]  # another request's decode row, at context 17
+
+    def run(lo: int, hi: int, beside: bool) -> torch.Tensor:
+        """Rows [lo, hi) of the request in one step (beside the other request or not)."""
+        rows = torch.cat([q[lo:hi], other]) if beside else q[lo:hi]
+        qsl = [0, hi - lo, hi - lo + 1] if beside else [0, hi - lo]
+        lens = [hi, 17] if beside else [hi]
+        out = paged_attention(
+            rows, kc, vc, torch.tensor(qsl, dtype=torch.int32),
+            torch.tensor(lens, dtype=torch.int32), table[: len(lens)], d**-0.5,
+            prompt_lens=[prompt, 5][: len(lens)],
+        )  # fmt: skip
+        return out[: hi - lo]
+
+    first = torch.cat(
+        [run(0, 9, True), run(9, prompt, False)]
+        + [run(p, p + 1, p % 2 == 0) for p in range(prompt, total)]
+    )
+    replay = run(0, total, False)
+    assert torch.equal(first, replay)
+    want = _oracle(
+        q[:total].float(), kc.float(), vc.float(), [0, total], [total], table, d**-0.5, None
+    )
+    tol = 1e-5 if dtype == torch.float32 else 2e-2
+    torch.testing.assert_close(replay.double(), want, atol=tol, rtol=tol)
