@@ -107,3 +107,31 @@ def test_decode_rows_take_the_kernel_and_prefill_rows_onednn(
     torch.testing.assert_close(small, large[:cap], atol=0.05, rtol=0.02)
     torch.testing.assert_close(small.double(), _exact(x[:cap], lin.weight, lin.bias),
                                atol=1e-3, rtol=2**-8)  # fmt: skip
+
+
+@pytest.mark.parametrize(("k", "n"), [(256, 96), (768, 64), (1024, 96), (1536, 64), (3072, 64)])
+@pytest.mark.parametrize("bias", [False, True])
+def test_the_bits_of_onednns_product_at_any_row_count(k: int, n: int, bias: bool) -> None:
+    """A linear's rows past the kernel's 32 run on oneDNN's prepacked matmul, which sums K
+    in blocks (512 values up to K = 1,024, else 1,024): the kernel sums in the same order,
+    so a row has the same bits at 1-32 rows (this kernel) and among 300 (oneDNN), as a
+    request replayed after a crash needs. oneDNN takes AMX tiles where the host has them,
+    another order: there the comparison is skipped."""
+    from actorllm.kernels.cpu_features import amx_bf16
+
+    if amx_bf16() or not onednn_linear.supported_dtypes():
+        pytest.skip("oneDNN takes another path here (AMX tiles, or no oneDNN)")
+    g = torch.Generator().manual_seed(k + n)
+    model = nn.Sequential(nn.Linear(k, n, bias=bias)).bfloat16()
+    with torch.no_grad():
+        model[0].weight.copy_(torch.randn(n, k, generator=g) * 4 / k**0.5)
+        if bias:
+            model[0].bias.copy_(torch.randn(n, generator=g))
+    onednn_linear.prepack_linears(model)
+    linear = model[0]
+    assert isinstance(linear, onednn_linear.OneDNNLinear) and linear.few_kernel is dot
+    x = torch.randn(300, k, generator=g).to(torch.bfloat16)
+    with torch.no_grad():
+        many = linear(x)  # oneDNN
+        for m in (1, 5, 12, 32):
+            assert torch.equal(linear(x[:m]), many[:m]), m

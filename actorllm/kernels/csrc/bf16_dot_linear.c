@@ -22,6 +22,13 @@
  * thrashed it (Llama-3.2-1B's LM head at 32 rows: 68 -> 42 ms, oneDNN 52). Each product
  * is exact and summed in float32, rounded to bfloat16 once at the output (round to nearest
  * even), as a bf16 GEMM.
+ *
+ * Summation order: oneDNN's prepacked bf16 matmul, which computes the rows past 32, sums K
+ * in blocks (K_BLOCK), each block's sums from zero, the blocks' sums added in order; this
+ * kernel sums in the same order, so a row gets oneDNN's bits whatever the row count: a
+ * row computed in a decode step and again in a replay's prefill agrees (a request replayed
+ * after a crash continues with its tokens; tests/kernels/test_bf16_dot_linear.py compares
+ * the two on hosts whose oneDNN takes this ISA's path, i.e. without AMX).
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -36,6 +43,11 @@
 #endif
 
 int bf16_dot_available(void) { return 1; }
+
+/* Pair rows of a block of K summed from zero (oneDNN's brgemm on AVX512-BF16, torch 2.13:
+ * 512 values up to K = 1024, else 1,024; measured against its products at K = 512-14,336,
+ * 1 and 2 threads, 40-300 rows). */
+static inline int64_t k_block_pairs(int64_t k) { return (k <= 1024 ? 512 : 1024) / 2; }
 
 /* w: [N, K] bf16 row-major -> packed (N rounded up to 32) x K, see the header. */
 void bf16_dot_pack(const uint16_t *w, int64_t n, int64_t k, uint16_t *packed) {
@@ -62,23 +74,38 @@ static inline __attribute__((always_inline)) void rows_block(
     const uint32_t *xp, int64_t ldp, int64_t k, const uint16_t *wb, const float *bias,
     uint16_t *out, int64_t ldo, int cols, int ahead, const int RB) {
     __m512 a0[RB_MAX], a1[RB_MAX];
+    float tot[RB_MAX][32] __attribute__((aligned(64))); /* the blocks before this one */
+    int64_t pairs = k / 2, block = k_block_pairs(k);
+    for (int64_t p0 = 0; p0 < pairs; p0 += block) {
+        int64_t p1 = p0 + block < pairs ? p0 + block : pairs;
 #pragma GCC unroll 12
-    for (int i = 0; i < RB; i++) a0[i] = a1[i] = _mm512_setzero_ps();
-    int64_t pairs = k / 2;
-    for (int64_t p = 0; p < pairs; p++) {
-        const uint16_t *row = wb + p * 64;
-        if (ahead) {
-            _mm_prefetch((const char *)(row + PF_PAIRS * 64), _MM_HINT_T0);
-            _mm_prefetch((const char *)(row + PF_PAIRS * 64 + 32), _MM_HINT_T0);
+        for (int i = 0; i < RB; i++) a0[i] = a1[i] = _mm512_setzero_ps();
+        for (int64_t p = p0; p < p1; p++) {
+            const uint16_t *row = wb + p * 64;
+            if (ahead) {
+                _mm_prefetch((const char *)(row + PF_PAIRS * 64), _MM_HINT_T0);
+                _mm_prefetch((const char *)(row + PF_PAIRS * 64 + 32), _MM_HINT_T0);
+            }
+            __m512bh w0 = (__m512bh)_mm512_load_si512(row);
+            __m512bh w1 = (__m512bh)_mm512_load_si512(row + 32);
+            const uint32_t *xr = xp + p * ldp;
+#pragma GCC unroll 12
+            for (int i = 0; i < RB; i++) {
+                __m512bh xb = (__m512bh)_mm512_set1_epi32((int)xr[i]);
+                a0[i] = _mm512_dpbf16_ps(a0[i], xb, w0);
+                a1[i] = _mm512_dpbf16_ps(a1[i], xb, w1);
+            }
         }
-        __m512bh w0 = (__m512bh)_mm512_load_si512(row);
-        __m512bh w1 = (__m512bh)_mm512_load_si512(row + 32);
-        const uint32_t *xr = xp + p * ldp;
 #pragma GCC unroll 12
         for (int i = 0; i < RB; i++) {
-            __m512bh xb = (__m512bh)_mm512_set1_epi32((int)xr[i]);
-            a0[i] = _mm512_dpbf16_ps(a0[i], xb, w0);
-            a1[i] = _mm512_dpbf16_ps(a1[i], xb, w1);
+            if (p0 > 0) { /* the running sums plus this block's */
+                a0[i] = _mm512_add_ps(_mm512_load_ps(tot[i]), a0[i]);
+                a1[i] = _mm512_add_ps(_mm512_load_ps(tot[i] + 16), a1[i]);
+            }
+            if (p1 < pairs) {
+                _mm512_store_ps(tot[i], a0[i]);
+                _mm512_store_ps(tot[i] + 16, a1[i]);
+            }
         }
     }
     __m512 b0 = bias ? _mm512_loadu_ps(bias) : _mm512_setzero_ps();
