@@ -42,12 +42,13 @@ How the CPU runs it fast
 * **Each row by its position** (``prompt_lens``, which the worker passes, and the native
   decode kernel): a row past its request's prompt runs as a decode row whatever the step
   (an output decoded, a speculative draft verified, or prefilled again when a request is
-  replayed after a crash or a preemption), and prompt rows from position
-  :data:`LOW_PRECISION_PREFILL_MIN_TOKENS` on are the ``low`` ones. So every row computes
-  the same bits in any step, chunk or replay: a replayed bf16 request continues with the
-  tokens it would have produced. Without prompt lengths a request with one query token is
-  a decode row, 2..8 a run of them (a verify), longer ones a prefill, ``low`` when the
-  step's prefills average that many tokens.
+  replayed after a crash or a preemption), and prompt rows run in the prefill kernel,
+  those from position :data:`LOW_PRECISION_PREFILL_MIN_TOKENS` on with P rounded to bf16
+  in a bf16 model (on AMX hosts in the tiles: the ``low`` pieces). So
+  every row computes the same bits in any step, chunk or replay: a replayed bf16 request
+  continues with the tokens it would have produced. Without prompt lengths a request with
+  one query token is a decode row, 2..8 a run of them (a verify), longer ones a prefill,
+  ``low`` (bf16 P) when the step's prefills average that many tokens.
 * **fp8 caches** (``kernels/kv_quant.py``): both native kernels widen the bytes through a
   table of each byte's value times the layer's ``k_scale`` / ``v_scale``; the SDPA paths
   gather the bytes and widen them to float32 times the scale.
@@ -108,12 +109,15 @@ def paged_attention(
     kernel every row is planned by its position alone (:meth:`AttentionPlan.build`), so a
     request replayed after a crash computes the bits its first run did.
     """
+    # Prefill pieces marked low take the AMX kernel or bf16 SDPA where the host has AMX.
+    tiles = sinks is None and _prefill_in_low_precision(q, k_cache, softcap)
     plan = plan_cache.get("torch") if plan_cache is not None else None
     if not isinstance(plan, AttentionPlan):
         plan = AttentionPlan.build(
             query_start_loc, seq_lens, block_table, k_cache.shape[1],
             short_as_decodes=native_decode.supports(k_cache), prompt_lens=prompt_lens,
-            low_from=LOW_PRECISION_PREFILL_MIN_TOKENS,
+            # by position, prompt rows split where the tiles take over (none without AMX)
+            low_from=LOW_PRECISION_PREFILL_MIN_TOKENS if tiles or prompt_lens is None else None,
         )  # fmt: skip
         if plan_cache is not None:
             plan_cache["torch"] = plan
@@ -157,12 +161,15 @@ def paged_attention(
         out.index_copy_(0, g.q_rows, o.transpose(0, 1).reshape(n, -1, d).to(q.dtype))
     if not plan.prefills:  # a decode-only step: done
         return out
-    for low in (False, True):  # the pieces that keep float32 P, then those that may not
-        pieces = [p for p in plan.prefills if p.low == low]
-        if not pieces:
-            continue
-        # bf16 P through the AMX kernel or bf16 SDPA where the host has AMX
-        low_precision = low and sinks is None and _prefill_in_low_precision(q, k_cache, softcap)
+    # Pieces marked low take the tiles where the host has them; the others the native
+    # kernel, P rounded to bf16 for every row of a low piece and, planned by position, for
+    # the prompt rows from LOW_PRECISION_PREFILL_MIN_TOKENS on.
+    groups: dict[tuple[bool, int | None], list[Prefill]] = {}
+    by_position = LOW_PRECISION_PREFILL_MIN_TOKENS if plan.by_position else None
+    for p in plan.prefills:
+        way = (True, 0) if p.low and tiles else (False, 0 if p.low else by_position)
+        groups.setdefault(way, []).append(p)
+    for (low_precision, pv_from), pieces in groups.items():
         prefilled = False  # by a native kernel: every piece of the group
         if low_precision and amx_prefill.supports(q, out, k_cache):
             starts, lens, ctx, table = plan.prefill_args(pieces)
@@ -173,7 +180,7 @@ def paged_attention(
             starts, lens, ctx, table = plan.prefill_args(pieces)
             prefilled = native_prefill.paged_prefill(
                 q, k_cache, v_cache, starts, lens, ctx, table, scale, sliding_window, softcap,
-                out=out, sinks=sinks, kv_scales=scales, bf16_pv=low,
+                out=out, sinks=sinks, kv_scales=scales, bf16_pv_from=pv_from,
             )  # fmt: skip
         if not prefilled:
             _prefill_sdpa(

@@ -61,8 +61,10 @@ class Prefill:
     seq_len: int  # the context of its last row: seq_len - (end - start) is its first position
     blocks: torch.Tensor  # [nb] int64
     req: int = 0  # the request's index in the step (its block table row)
-    # Its rows may round the probabilities to bf16 for P.V (the AMX kernel, bf16 SDPA, the
-    # native kernel's pairs); else float32 P, the decode kernel's.
+    # Its rows round the probabilities to bf16 for P.V, through the AMX kernel or bf16 SDPA
+    # where the host has AMX (else the native kernel's pairs); a piece not low keeps
+    # float32 P, except, planned by position (AttentionPlan.by_position), its rows from
+    # the low-precision position on (kernels/attention.py).
     low: bool = False
     _masks: dict[int | None, torch.Tensor] = field(default_factory=dict)
 
@@ -106,13 +108,15 @@ class AttentionPlan:
     # native kernel or the grouped SDPA), so only that way's plan is ever built.
     _qsl: list[int]
     _lens: list[int]
-    _decode_idx: list[int]  # indices of the requests with one query token
+    _decode_idx: list[int]  # requests with one query token (by position: an output's)
     _block_table: torch.Tensor  # [B, max_blocks] int32
     _block_size: int
     # (request, first row): that request's query rows from the first on run as decode rows
     # in the native kernel, each row as if decoded alone (build's short runs and, with
     # prompt lengths, the output rows of a request with several query tokens)
     _decode_runs: list[tuple[int, int]] = field(default_factory=list)
+    # Planned by position (build's prompt_lens): prefill rows are prompt rows only.
+    by_position: bool = False
     # Gather destinations (K, V), reused by every group and layer of the step: the same
     # memory, warm in cache, instead of a fresh multi-MB allocation per gather.
     _buffers: list[torch.Tensor | None] = field(default_factory=lambda: [None, None])
@@ -161,11 +165,6 @@ class AttentionPlan:
         """Whether rows of requests with several query tokens are planned as decode rows
         (:meth:`build`): without the native decode kernel the plan must be built again."""
         return bool(self._decode_runs)
-
-    @functools.cached_property
-    def prefill_tokens(self) -> int:
-        """Query tokens of the step's prefills."""
-        return sum(p.end - p.start for p in self.prefills)
 
     def prefill_args(
         self, pieces: list[Prefill]
@@ -240,9 +239,10 @@ class AttentionPlan:
         every row by its position alone, whatever else the step holds: a row past its
         prompt (an output token: decoded, verified, or prefilled again when a request is
         replayed after a crash or a preemption) runs as a decode row; prompt rows are
-        prefill pieces, split at position ``low_from``: only rows from there on are
-        ``low``. A row then has the same bits in whichever step, chunk or replay computes
-        it, so a replayed request continues with the tokens it would have produced.
+        prefill pieces, split at position ``low_from`` (None: not split): only rows from
+        there on are ``low``. A row then has the same bits in whichever step, chunk or
+        replay computes it, so a replayed request continues with the tokens it would have
+        produced.
         """
         # Deliberate host sync: the reference path plans its loops on the host.
         qsl = query_start_loc.tolist()
@@ -294,7 +294,10 @@ class AttentionPlan:
                     piece = _piece(i, start + a, start + b, first + b, block_table, block_size)
                     piece.low = low
                     prefills.append(piece)
-        return cls(prefills, qsl, lens, decodes, block_table, block_size, _decode_runs=runs)
+        return cls(
+            prefills, qsl, lens, decodes, block_table, block_size, _decode_runs=runs,
+            by_position=True,
+        )  # fmt: skip
 
 
 def _piece(

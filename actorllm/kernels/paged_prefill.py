@@ -37,7 +37,7 @@ _ARGTYPES: list[Any] = [
     _I32, _I32, _I32, _I32,  # hq, hk, d, block_size
     _F32, _I32, _F32, _I32,  # scale, window, softcap, threads
     _P,  # sinks [Hq] float32 (NULL: none)
-    _I32,  # bf16_pv: P.V on bf16 pairs where the output is bf16 (the build has them)
+    _I32,  # pv_from: rows at this position on take P.V on bf16 pairs (-1: none)
 ]  # fmt: skip
 
 
@@ -95,7 +95,7 @@ def paged_prefill(
     out: torch.Tensor,
     sinks: torch.Tensor | None = None,
     kv_scales: tuple[float, float] = (1.0, 1.0),
-    bf16_pv: bool = False,
+    bf16_pv_from: int | None = None,
 ) -> bool:
     """Causal attention of N prefill requests, written into their rows of ``out``; False
     where the kernel could not run (out of memory; check :func:`supports` first).
@@ -105,9 +105,10 @@ def paged_prefill(
     rows ``q_start[n] ..< q_start[n] + q_len[n]``, its query i at position ``seq_lens[n] -
     q_len[n] + i``), block_table: [N, max_blocks] int32, the requests' own rows. ``sinks``
     ([Hq], gpt-oss): each head's sink logit in its softmax denominator. ``kv_scales``:
-    (k_scale, v_scale) of an fp8 cache (ignored for other dtypes). ``bf16_pv``: with a bf16
-    cache and output, P.V on bf16 pairs (the probabilities rounded to bf16, as the AMX
-    kernel's; ``kernels/attention.py`` asks for it where it takes that kernel's precision)."""
+    (k_scale, v_scale) of an fp8 cache (ignored for other dtypes). ``bf16_pv_from``: with a
+    bf16 cache and output, the query rows at that position or later multiply P.V on bf16
+    pairs (the probabilities rounded to bf16, as the AMX kernel's; ``kernels/attention.py``
+    says where); None: every row keeps float32 P."""
     fn = _kernel(_BUILD_FLAGS)
     assert fn is not None and k_cache.stride() == v_cache.stride()
     assert rows_readable(q) and rows_readable(out) and out.shape == q.shape
@@ -127,6 +128,6 @@ def paged_prefill(
         k_lut, v_lut,
         s_block, s_slot, s_head, hq, hk, d, bs,
         scale, sliding_window or 0, softcap or 0.0, torch.get_num_threads(),
-        None if sinks is None else sinks.data_ptr(), int(bf16_pv),
+        None if sinks is None else sinks.data_ptr(), -1 if bf16_pv_from is None else bf16_pv_from,
     )  # fmt: skip
     return rc == 0

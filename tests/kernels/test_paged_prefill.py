@@ -207,25 +207,31 @@ def test_bf16_cache_dot_products(
 def test_bf16_pv_pairs_stay_within_bf16_rounding_of_the_float32_pv(
     d: int, bs: int, hq: int, hk: int
 ) -> None:
-    """Asked for (``bf16_pv``), a bfloat16 model (bfloat16 q, cache and output) multiplies
-    P.V on bfloat16 pairs (the probabilities rounded, two keys a dot product) where the CPU
-    has AVX512-BF16: its output stays within bfloat16 rounding of the float32 P.V, tile
-    tails of odd key counts included, and differs from it (the pairs ran)."""
+    """Asked for (``bf16_pv_from``), a bfloat16 model (bfloat16 q, cache and output)
+    multiplies P.V on bfloat16 pairs (the probabilities rounded, two keys a dot product)
+    where the CPU has AVX512-BF16: its output stays within bfloat16 rounding of the float32
+    P.V, tile tails of odd key counts included, and differs from it (the pairs ran). Asked
+    from position 50 on, the rows before it have the float32 P.V's bits, the others the
+    pairs' (a query tile holding both included)."""
     q, kc, vc, qsl, lens, table = _step(
         torch.bfloat16, False, hq, hk, (45, 70, 1), (45, 99, 37), seed=7, d=d, bs=bs
     )
     q_len = qsl[1:] - qsl[:-1]
     outs = []
-    for pairs in (True, False):
+    for pv_from in (0, None, 50):
         out = torch.empty_like(q)
         assert native_prefill.paged_prefill(
-            q, kc, vc, qsl[:-1], q_len, lens, table, d**-0.5, out=out, bf16_pv=pairs
+            q, kc, vc, qsl[:-1], q_len, lens, table, d**-0.5, out=out, bf16_pv_from=pv_from
         )
-        outs.append(out[:116])  # the prefill rows (the third request is a decode row)
-    got, want = outs
+        outs.append(out[:116])  # every row (the third request's one at position 36)
+    got, want, split = outs
     torch.testing.assert_close(got.float(), want.float(), atol=1.6e-2, rtol=1.6e-2)
     if "avx512_bf16" in cpu_flags():  # -march=native built the pairs
         assert not torch.equal(got, want)
+    # positions: request 0's rows 0..44, request 1's 29..98 (rows 45..114), request 2's 36
+    before = [*range(45 + 21), 115]
+    after = list(range(45 + 21, 115))
+    assert torch.equal(split[before], want[before]) and torch.equal(split[after], got[after])
 
 
 def test_short_prefills_keep_float32_probabilities(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -236,7 +242,7 @@ def test_short_prefills_keep_float32_probabilities(monkeypatch: pytest.MonkeyPat
     real = native_prefill.paged_prefill
 
     def spy(*args: object, **kwargs: object) -> bool:
-        seen.append(bool(kwargs.get("bf16_pv")))
+        seen.append(kwargs.get("bf16_pv_from") is not None)
         return real(*args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(native_prefill, "paged_prefill", spy)

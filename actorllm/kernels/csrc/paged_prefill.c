@@ -23,7 +23,8 @@
  * q.k from _mm512_dpbf16_ps on pairs of the cache's values as stored, on the unscaled q,
  * and scales the sums: the same exact products, float32 sums in another order (and, for a
  * scale that is not a power of two, one rounding after the sum instead of one on each q),
- * and, where the caller asks (bf16_pv) and the output is bfloat16 too (a bfloat16 model;
+ * and, for the query rows the caller asks for (positions from pv_from on; -1: none) where
+ * the output is bfloat16 too (a bfloat16 model;
  * not -DNO_BF16_PV), P.V on pairs of keys: each tile's probabilities rounded to bfloat16 (as the AMX kernel's P tiles),
  * the V rows packed as pairs, exact products and float32 sums (one 2048-token prompt,
  * Hq 16 / Hk 8 / D 128, a 2-core Zen 4: 127 -> 92 ms a layer). Where it targets AVX2 and
@@ -109,9 +110,11 @@ typedef struct {
     int tpb;
     int64_t tile_floats;
     const float *sinks; /* [Hq] sink logits (NULL: none) */
-    /* P.V on bf16 pairs: the caller asked (bf16_pv), the build has them, a bf16 cache and
-     * output (a bf16 model) and D a multiple of 16; the tiles then carry V as pairs */
+    /* P.V on bf16 pairs for query positions from pv_from on: the caller asked (pv_from >=
+     * 0), the build has them, a bf16 cache and output (a bf16 model) and D a multiple of
+     * 16; the tiles then carry V as pairs */
     int pv_pairs;
+    int pv_from;
 } args_t;
 
 /* A thread's scratch, for tasks of up to `rows` query rows. */
@@ -655,22 +658,27 @@ static void run_task(const args_t *a, int n, int head, int i0, int nq, scratch_t
                             valid, nt);
             }
         }
-        int done = 0;
+        int done = 0, r0 = rows; /* rows [0, r0) keep float32 P: positions before pv_from */
 #ifdef PREFILL_BF16_DOT
         if (a->pv_pairs) { /* the probabilities rounded to bf16, as the AMX kernel's */
-            for (int r = 0; r < rows; r++) /* round to nearest even, as the tiles' inputs */
+            int64_t cut = ((int64_t)a->pv_from - pos0) * g; /* row r sits at pos0 + r / g */
+            r0 = cut < 0 ? 0 : cut > rows ? rows : (int)cut;
+            for (int r = r0; r < rows; r++) /* round to nearest even, as the tiles' inputs */
                 _mm256_store_si256((__m256i *)(w->pb + (int64_t)r * (KT / 2)),
                                    (__m256i)_mm512_cvtneps_pbh(_mm512_load_ps(w->s + r * KT)));
-            done = pvb_avx512(w->acc, w->pb, w->alpha, tile_vp(tile, d), rows, d, nt);
+            if (r0 < rows) /* D is a multiple of 16 (pv_pairs): always taken */
+                pvb_avx512(w->acc + (int64_t)r0 * d, w->pb + (int64_t)r0 * (KT / 2),
+                           w->alpha + r0, tile_vp(tile, d), rows - r0, d, nt);
         }
-        if (!done)
 #endif
+        if (r0 > 0) {
 #ifdef PREFILL_AVX512
-        done = pv_avx512(w->acc, w->s, w->alpha, tile_v(tile, d), rows, d, nt);
+            done = pv_avx512(w->acc, w->s, w->alpha, tile_v(tile, d), r0, d, nt);
 #elif defined(PREFILL_AVX2)
-        done = pv_avx2(w->acc, w->s, w->alpha, tile_v(tile, d), rows, d, nt);
+            done = pv_avx2(w->acc, w->s, w->alpha, tile_v(tile, d), r0, d, nt);
 #endif
-        if (!done) pv_portable(w->acc, w->s, w->alpha, tile_v(tile, d), rows, d, nt);
+            if (!done) pv_portable(w->acc, w->s, w->alpha, tile_v(tile, d), r0, d, nt);
+        }
     }
     for (int r = 0; r < rows; r++) { /* every row saw its own key: l > 0 */
         float inv = 1.0f / w->l[r], *ar = w->acc + (int64_t)r * d;
@@ -723,7 +731,7 @@ int paged_prefill(const void *q, int q_bf16, int64_t q_stride, void *out, int ou
                   const float *k_lut, const float *v_lut,
                   int64_t s_block, int64_t s_slot, int64_t s_head, int hq, int hk, int d,
                   int block_size, float scale, int window, float softcap, int num_threads,
-                  const float *sinks, int bf16_pv) {
+                  const float *sinks, int pv_from) {
     if (hk <= 0 || hq % hk != 0 || d <= 0 || block_size <= 0) return -2;
     int g = hq / hk, qt = ROWS_TARGET / g > 0 ? ROWS_TARGET / g : 1;
     args_t a = {q, q_bf16, q_stride, out, out_bf16, out_stride, q_start, q_len, seq_lens,
@@ -731,9 +739,10 @@ int paged_prefill(const void *q, int q_bf16, int64_t q_stride, void *out, int ou
                 hq, hk, g, d, block_size, qt, window, scale, softcap,
                 NULL, NULL, NULL, NULL, 0, 0, sinks, 0}; /* the packed tiles: below */
 #ifndef NO_BF16_PV
-    a.pv_pairs = PACK_PAIRS && bf16_pv && kv == KV_BF16 && out_bf16 && d % 16 == 0;
+    a.pv_pairs = PACK_PAIRS && pv_from >= 0 && kv == KV_BF16 && out_bf16 && d % 16 == 0;
+    a.pv_from = pv_from;
 #else
-    (void)bf16_pv;
+    (void)pv_from;
 #endif
     int64_t total = 0;
     for (int i = 0; i < n; i++) total += (int64_t)((q_len[i] + qt - 1) / qt) * hk;

@@ -51,6 +51,8 @@ def draft_rows(batch: InputBatch, rows: list[Row], device: torch.device) -> Draf
         seq_lens_cpu=seq_lens.tolist(),
         max_query_len=int(lens.max()),
         max_seq_len=int(seq_lens.max()),
+        # the target's plan by position: a draft model equal to the target drafts its bits
+        prompt_lens_cpu=batch.num_prompt_tokens[slots].tolist(),
     )
     return DraftRows(
         input_ids=to_device(input_ids, device),
