@@ -739,7 +739,9 @@ int paged_prefill(const void *q, int q_bf16, int64_t q_stride, void *out, int ou
                 hq, hk, g, d, block_size, qt, window, scale, softcap,
                 NULL, NULL, NULL, NULL, 0, 0, sinks, 0}; /* the packed tiles: below */
 #ifndef NO_BF16_PV
-    a.pv_pairs = PACK_PAIRS && pv_from >= 0 && kv == KV_BF16 && out_bf16 && d % 16 == 0;
+    int reached = 0; /* a query row at pv_from or later: else no tile needs V as pairs */
+    for (int i = 0; i < n; i++) reached |= pv_from >= 0 && seq_lens[i] - 1 >= pv_from;
+    a.pv_pairs = PACK_PAIRS && reached && kv == KV_BF16 && out_bf16 && d % 16 == 0;
     a.pv_from = pv_from;
 #else
     (void)pv_from;
