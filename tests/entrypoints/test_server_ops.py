@@ -31,6 +31,7 @@ def ops(engine: FakeEngine) -> Iterator[ServerThread]:
         allowed_methods=["GET", "POST"],
         root_path="/llm",
         response_role="bot",
+        enable_request_id_headers=True,
         enable_log_requests=True,
         enable_log_outputs=True,
         max_log_len=20,
@@ -44,23 +45,32 @@ def test_ping_get_and_post(server: ServerThread) -> None:
     assert httpx.post(server.url + "/ping").status_code == 200
 
 
-def test_request_id_echoed_on_every_response(server: ServerThread) -> None:
-    given = httpx.get(server.url + "/health", headers={"X-Request-Id": "abc-123"})
+def test_request_id_echoed_on_every_response(ops: ServerThread) -> None:
+    given = httpx.get(ops.url + "/health", headers={"X-Request-Id": "abc-123"})
     assert given.headers["x-request-id"] == "abc-123"
-    fresh = [httpx.get(server.url + "/v1/models").headers["x-request-id"] for _ in range(2)]
+    fresh = [httpx.get(ops.url + "/v1/models").headers["x-request-id"] for _ in range(2)]
     assert all(fresh) and fresh[0] != fresh[1]
-    missing = httpx.get(server.url + "/nowhere", headers={"X-Request-Id": "r404"})
+    missing = httpx.get(ops.url + "/nowhere", headers={"X-Request-Id": "r404"})
     assert missing.status_code == 404 and missing.headers["x-request-id"] == "r404"
 
 
-def test_request_id_header_becomes_the_request_id(server: ServerThread, engine: FakeEngine) -> None:
+def test_request_id_header_becomes_the_request_id(ops: ServerThread, engine: FakeEngine) -> None:
     body = {"model": "fake-model", "prompt": "hi", "max_tokens": 2}
-    r = httpx.post(server.url + "/v1/completions", json=body, headers={"X-Request-Id": "mine-7"})
+    r = httpx.post(ops.url + "/v1/completions", json=body, headers={"X-Request-Id": "mine-7"})
     assert r.status_code == 200 and r.json()["id"] == "cmpl-mine-7"
     assert "cmpl-mine-7" in engine.finished
     chat = {"model": "fake-model", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
-    r = httpx.post(server.url + "/v1/chat/completions", json=chat, headers={"X-Request-Id": "c-8"})
+    r = httpx.post(ops.url + "/v1/chat/completions", json=chat, headers={"X-Request-Id": "c-8"})
     assert r.json()["id"] == "chatcmpl-c-8" and r.headers["x-request-id"] == "c-8"
+
+
+def test_no_request_id_header_by_default(server: ServerThread, engine: FakeEngine) -> None:
+    # vLLM sends X-Request-Id only with --enable-request-id-headers; a given one is still
+    # the request's id.
+    assert "x-request-id" not in httpx.get(server.url + "/v1/models").headers
+    body = {"model": "fake-model", "prompt": "hi", "max_tokens": 2}
+    r = httpx.post(server.url + "/v1/completions", json=body, headers={"X-Request-Id": "mine-9"})
+    assert r.json()["id"] == "cmpl-mine-9" and "x-request-id" not in r.headers
 
 
 def test_no_cross_origin_access_by_default(server: ServerThread) -> None:

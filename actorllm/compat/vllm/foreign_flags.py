@@ -176,7 +176,6 @@ FOREIGN: list[Foreign] = [
     ),
     _i("--use-v2-block-manager", value=False, why="there is one block manager"),
     _i("--enable-prompt-tokens-details", value=False, why="usage always has cached tokens"),
-    _i("--enable-request-id-headers", value=False, why="X-Request-Id is always echoed"),
     _i("--disable-fastapi-docs", value=False, why="there is no docs UI (/openapi.json only)"),
     _i("--h11-max-header-count", why="hypercorn has no header-count limit"),
     # newer vLLM frontends

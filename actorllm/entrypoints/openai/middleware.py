@@ -136,8 +136,9 @@ def request_id_of(scope: Mapping[str, Any]) -> str | None:
 
 
 class RequestIdMiddleware:
-    """``X-Request-Id`` on every HTTP response: the caller's own id when it sent one (it
-    also becomes the engine request's id), else a fresh one.
+    """Each HTTP request's id: the caller's ``X-Request-Id`` when it sent one (it also
+    becomes the engine request's id), else a fresh one. With ``echo`` (vLLM's
+    ``--enable-request-id-headers``) every response carries it as ``X-Request-Id``.
 
     A response that starts before the request's body was read to its end (an early 401,
     404, 405 or 400 from a guard or the router) also says ``Connection: close``: the unread
@@ -149,9 +150,15 @@ class RequestIdMiddleware:
     """
 
     def __init__(
-        self, app: Any, *, log_requests: bool = False, max_log_len: int | None = None
+        self,
+        app: Any,
+        *,
+        echo: bool = False,
+        log_requests: bool = False,
+        max_log_len: int | None = None,
     ) -> None:
         self.app = app
+        self.echo = echo
         self.log_requests = log_requests
         self.max_log_len = max_log_len
 
@@ -190,8 +197,10 @@ class RequestIdMiddleware:
 
         async def send_with_id(message: Any) -> None:
             if message["type"] == "http.response.start":
-                headers = [h for h in message.get("headers", []) if h[0] != REQUEST_ID_HEADER]
-                headers.append(header)
+                headers = list(message.get("headers", []))
+                if self.echo:
+                    headers = [h for h in headers if h[0] != REQUEST_ID_HEADER]
+                    headers.append(header)
                 if not body_read and not any(h[0] == b"connection" for h in headers):
                     headers.append((b"connection", b"close"))
                 message = {**message, "headers": headers}

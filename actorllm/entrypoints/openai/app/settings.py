@@ -64,6 +64,9 @@ class AppSettings(msgspec.Struct, kw_only=True):
     """Accept a request's own chat_template (chat completions, /tokenize); without it such
     a request is refused (400). A template runs with the server's rights: trust the
     clients."""
+    enable_request_id_headers: bool = False
+    """Send X-Request-Id on every response: the caller's own when it sent one, else the
+    id the server gave the request (vLLM's default is off, so is ours)."""
     enable_log_requests: bool = False
     """Log each request as it arrives (id, method, path, body up to max_log_len) and as it
     ends (status); --disable-log-requests turns it off."""

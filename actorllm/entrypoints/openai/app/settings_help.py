@@ -62,6 +62,10 @@ APP_SETTINGS_HELP: Mapping[str, Mapping[str, str]] = {
             "such a request is refused (400). A template runs with the server's rights: "
             "trust the clients."
         ),
+        "enable_request_id_headers": (
+            "Send X-Request-Id on every response: the caller's own when it sent one, else "
+            "the id the server gave the request (off by default, as in vLLM)."
+        ),
         "enable_log_requests": (
             "Log each request as it arrives (id, method, path, body up to max_log_len) and "
             "as it ends (status); --disable-log-requests turns it off."
