@@ -6,6 +6,7 @@ all-MiniLM-L6-v2 (BERT, mean pooling, normalized), shipped offline by the
 from __future__ import annotations
 
 import base64
+import json
 import os
 from collections.abc import Iterator
 
@@ -91,6 +92,60 @@ def test_base64_is_float32(srv: ServerThread) -> None:
     assert vec.shape == (384,) and abs(float(np.linalg.norm(vec)) - 1.0) < 1e-5
 
 
+_BITS = {"f4": torch.float32, "f2": torch.float16, "i2": torch.int16, "u1": torch.uint8}
+
+
+@pytest.mark.parametrize(
+    ("dtype", "torch_dtype", "view"),
+    [
+        ("float32", torch.float32, "f4"),
+        ("float16", torch.float16, "f2"),
+        ("bfloat16", torch.bfloat16, "i2"),
+        ("fp8_e4m3", torch.float8_e4m3fn, "u1"),
+        ("fp8_e5m2", torch.float8_e5m2, "u1"),
+    ],
+)
+def test_embed_dtype_and_endianness(
+    srv: ServerThread, dtype: str, torch_dtype: torch.dtype, view: str
+) -> None:
+    # vLLM's wire formats: the values in embed_dtype, their bytes in the asked order.
+    ref = torch.tensor(
+        httpx.post(srv.url + "/v1/embeddings", json={"input": TEXTS[:2]}).json()["data"][0][
+            "embedding"
+        ]
+    )
+    want = ref.to(torch_dtype).view(_BITS[view])  # the values' bits, as sent
+    for order, mark in (("little", "<"), ("big", ">")):
+        body = {"input": TEXTS[:2], "encoding_format": "base64", "embed_dtype": dtype,
+                "endianness": order}  # fmt: skip
+        got = httpx.post(srv.url + "/v1/embeddings", json=body).json()["data"][0]["embedding"]
+        arr = np.frombuffer(base64.b64decode(got), dtype=mark + view).astype(view)
+        assert torch.equal(torch.from_numpy(arr.copy()), want)
+    # bytes: the raw values of every output in one body, the layout in a metadata header
+    body = {"input": TEXTS[:2], "encoding_format": "bytes", "embed_dtype": dtype,
+            "endianness": "little"}  # fmt: skip
+    r = httpx.post(srv.url + "/v1/embeddings", json=body)
+    assert r.status_code == 200 and r.headers["content-type"] == "application/octet-stream"
+    meta = json.loads(r.headers["metadata"])
+    first = meta["data"][0]
+    assert meta["usage"]["prompt_tokens"] > 0 and meta["model"] == "minilm"
+    assert first["shape"] == [384] and first["embed_dtype"] == dtype
+    assert meta["data"][1]["end"] == len(r.content)
+    raw = np.frombuffer(r.content[first["start"] : first["end"]], dtype="<" + view)
+    assert torch.equal(torch.from_numpy(raw.astype(view)), want)
+    only = httpx.post(srv.url + "/v1/embeddings", json={**body, "encoding_format": "bytes_only"})
+    assert only.content == r.content and "metadata" not in only.headers
+
+
+def test_wire_format_errors_name_the_value(srv: ServerThread) -> None:
+    for field in ("encoding_format", "embed_dtype", "endianness"):
+        body = {"input": "x", "encoding_format": "base64", field: f"bad_{field}"}
+        r = httpx.post(srv.url + "/v1/embeddings", json=body)
+        error = r.json()["error"]
+        assert r.status_code == 400 and error["param"] == field
+        assert "literal_error" in error["message"] and f"bad_{field}" in error["message"]
+
+
 def test_score_is_cosine(srv: ServerThread, reference: torch.Tensor) -> None:
     from sentence_transformers import util
 
@@ -129,6 +184,11 @@ def test_bad_inputs_are_400_naming_the_field(srv: ServerThread) -> None:
     # vLLM refuses a truncation longer than the context even when nothing would be cut.
     too_long = {"truncate_prompt_tokens": 257}
     assert err("/v1/embeddings", {"input": "x", **too_long}) == (400, "truncate_prompt_tokens")
+    r = httpx.post(srv.url + "/v1/embeddings", json={"input": "x", **too_long})
+    assert r.json()["error"]["message"] == (  # vLLM's words, which its own tests compare
+        "truncate_prompt_tokens value is greater than max_model_len. "
+        "Please request a smaller truncation size."
+    )
     assert err("/score", {"text_1": "a", "text_2": "b", **too_long}) == (
         400,
         "truncate_prompt_tokens",
@@ -139,7 +199,13 @@ def test_bad_inputs_are_400_naming_the_field(srv: ServerThread) -> None:
         "model",
     )
     assert err("/classify", {"input": "hi"}) == (400, "task")
-    assert err("/v1/embeddings", {"input": "x", "encoding_format": "bytes"})[0] == 400
+    # vLLM's messages, which its own tests match
+    r = httpx.post(srv.url + "/v1/embeddings", json={"input": [-1]})
+    assert r.status_code == 400 and "out of vocabulary" in r.json()["error"]["message"]
+    for task, start in (("classify", "Unsupported task: 'classify'"),
+                        ("plugin", "No IOProcessor plugin installed.")):  # fmt: skip
+        r = httpx.post(srv.url + "/pooling", json={"input": "x", "task": task})
+        assert r.status_code == 400 and r.json()["error"]["message"].startswith(start)
     assert err("/score", {"text_1": ["a", "b"], "text_2": ["a", "b", "c"]})[0] == 400
     assert err("/v1/embeddings", {"input": "x", "model": "other"})[0] == 404
     # The engine is fine afterwards.

@@ -27,7 +27,7 @@ def check_pooling(pm: PoolingModel | None, params: PoolingParams, model_name: st
     task = params.task or pm.tasks[0]
     if task not in POOLING_TASKS or task not in pm.tasks:
         raise InvalidRequestError(
-            f"Task {task!r} is not supported by the model {model_name!r} (supported: "
+            f"Unsupported task: {task!r} (the model {model_name!r} supports: "
             f"{', '.join(pm.tasks)}).",
             param="task",
         )

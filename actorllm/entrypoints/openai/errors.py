@@ -114,6 +114,9 @@ def from_validation_error(exc: msgspec.DecodeError) -> APIError:
         param = text.split("`")[1]
     if not isinstance(exc, msgspec.ValidationError):
         text = f"The request body is not valid JSON: {text}"
+    elif (enum := re.match(r"Invalid enum value (.*) - at ", text)) is not None:
+        # pydantic's error type, which vLLM's messages carry and its clients match on
+        text += f" [type=literal_error, input_value={enum.group(1)}]"
     return APIError(400, text, param)
 
 

@@ -126,7 +126,7 @@ def completion_prompts(
     except ValueError as exc:
         raise bad_request(str(exc), "prompt") from None
     for p in batch:
-        if not isinstance(p, str) and (bad := [t for t in p if t >= vocab_size]):
+        if not isinstance(p, str) and (bad := [t for t in p if not 0 <= t < vocab_size]):
             raise bad_request(
                 f"token ids {bad[:5]} are out of vocabulary (size {vocab_size}).", "prompt"
             )

@@ -10,21 +10,19 @@ matryoshka embeddings, and an input longer than the context (``input``).
 
 from __future__ import annotations
 
-import base64
+import time
 from typing import Any
 
 import msgspec
-import numpy as np
-import torch
 from starlette.responses import Response
 
 from actorllm.core.pooling_params import PoolingParams
-from actorllm.core.pooling_truncation import check_pooling_truncation
 from actorllm.engine.api.pooling_outputs import PoolingOutput, PoolingRequestOutput
 from actorllm.engine.api.request_fields import check_priority
 from actorllm.engine.api.scoring import encode_many, pair_up, score
 from actorllm.entrypoints.openai.errors import bad_request
 from actorllm.entrypoints.openai.input_work import prompt_chars, run_input_work
+from actorllm.entrypoints.openai.pooling_encoding import bytes_response, json_value
 from actorllm.entrypoints.openai.preprocess import (
     Prompt,
     completion_prompts,
@@ -102,7 +100,12 @@ def _truncated(prompt: Prompt, req: pp._PoolingFields, max_len: int) -> Prompt:
         raise bad_request(
             "truncate_prompt_tokens must be -1 or at least 1.", "truncate_prompt_tokens"
         )
-    check_pooling_truncation(k, max_len)  # vLLM's 400, even for a prompt too short to cut
+    if k > max_len:  # vLLM's 400 (its serving layer's words), even for a short prompt
+        raise bad_request(
+            "truncate_prompt_tokens value is greater than max_model_len. "
+            "Please request a smaller truncation size.",
+            "truncate_prompt_tokens",
+        )
     keep = max_len if k == -1 else k
     if len(prompt.token_ids) <= keep:
         return prompt
@@ -128,48 +131,56 @@ async def _run(
     return outs, UsageInfo(prompt_tokens=tokens, total_tokens=tokens)
 
 
-def _base64(data: torch.Tensor, endianness: str) -> str:
-    """float32 values as base64 (OpenAI's encoding; ``native`` is this machine's order)."""
-    order = {"native": "=", "little": "<", "big": ">"}[endianness]
-    arr = data.numpy().astype(np.dtype(f"{order}f4"), copy=False)
-    return base64.b64encode(arr.tobytes()).decode("ascii")
-
-
-def _vector(data: torch.Tensor, fmt: str, endianness: str) -> Any:
-    return _base64(data, endianness) if fmt == "base64" else data.tolist()
-
-
 async def create_embedding(ctx: ServingContext, req: pp.EmbeddingRequest) -> Response:
     params = PoolingParams(
         task="embed", dimensions=req.dimensions, use_activation=req.use_activation
     )
     outs, usage = await _run(ctx, req, params)
+    rid = new_request_id("embd", req.request_id)
+    if req.encoding_format in ("bytes", "bytes_only"):
+        return _bytes(ctx, req, outs, usage, rid)
+    fmt, dtype, order = req.encoding_format, req.embed_dtype, req.endianness
     data = [
-        pp.EmbeddingResponseData(
-            index=i, embedding=_vector(o.outputs.data, req.encoding_format, req.endianness)
-        )
+        pp.EmbeddingResponseData(index=i, embedding=json_value(o.outputs.data, fmt, dtype, order))
         for i, o in enumerate(outs)
     ]
-    rid = new_request_id("embd", req.request_id)
     return json_response(
         pp.EmbeddingResponse(id=rid, model=ctx.engine.model_name, data=data, usage=usage)
     )
 
 
 async def create_pooling(ctx: ServingContext, req: pp.PoolingRequest) -> Response:
+    if req.task == "plugin":  # vLLM's IOProcessor plugins (e.g. geospatial models)
+        raise bad_request("No IOProcessor plugin installed.", "task")
     params = PoolingParams(
         task=req.task, dimensions=req.dimensions, use_activation=req.use_activation
     )
     outs, usage = await _run(ctx, req, params)
+    rid = new_request_id("pool", req.request_id)
+    if req.encoding_format in ("bytes", "bytes_only"):
+        return _bytes(ctx, req, outs, usage, rid)
+    fmt, dtype, order = req.encoding_format, req.embed_dtype, req.endianness
     data = [
-        pp.PoolingResponseData(
-            index=i, data=_vector(o.outputs.data, req.encoding_format, req.endianness)
-        )
+        pp.PoolingResponseData(index=i, data=json_value(o.outputs.data, fmt, dtype, order))
         for i, o in enumerate(outs)
     ]
-    rid = new_request_id("pool", req.request_id)
     return json_response(
         pp.PoolingResponse(id=rid, model=ctx.engine.model_name, data=data, usage=usage)
+    )
+
+
+def _bytes(
+    ctx: ServingContext, req: pp.EmbeddingRequest, outs: Results, usage: UsageInfo, rid: str
+) -> Response:
+    return bytes_response(
+        [o.outputs.data for o in outs],
+        req.encoding_format,
+        req.embed_dtype,
+        req.endianness,
+        request_id=rid,
+        created=int(time.time()),
+        model=ctx.engine.model_name,
+        usage={"prompt_tokens": usage.prompt_tokens, "total_tokens": usage.total_tokens},
     )
 
 

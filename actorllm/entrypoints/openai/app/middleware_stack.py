@@ -17,8 +17,9 @@ from actorllm.entrypoints.openai.middleware import (
 
 def middleware_stack(settings: AppSettings) -> list[Middleware]:
     """Outermost first: the user's own (``--middleware``, outermost as in vLLM); each
-    request gets its id (echoed as X-Request-Id with ``enable_request_id_headers``); CORS answers preflights before the API key is asked for
-    (browsers send none there); then the guards."""
+    request gets its id (echoed as X-Request-Id with ``enable_request_id_headers``); CORS
+    answers preflights before the API key is asked for (browsers send none there); then
+    the guards."""
     stack = load_middleware(settings.middleware)
     stack.append(
         Middleware(

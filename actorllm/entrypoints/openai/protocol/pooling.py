@@ -16,7 +16,6 @@ import msgspec
 
 from actorllm.entrypoints.openai.protocol.bounds import MAX_I32, NonEmptyStr
 from actorllm.entrypoints.openai.protocol.chat_request import Messages
-from actorllm.entrypoints.openai.protocol.completion import PromptInput
 from actorllm.entrypoints.openai.protocol.usage import UsageInfo
 
 # -1: max_model_len; 0 is refused; above max_model_len too (vLLM's TokenizeParams)
@@ -25,6 +24,10 @@ Priority = Annotated[
     int, msgspec.Meta(ge=-MAX_I32, le=MAX_I32, extra_json_schema={"x-served": "priority"})
 ]
 Dimensions = Annotated[int, msgspec.Meta(ge=1)]
+# A pooling output on the wire (vLLM's; entrypoints/openai/pooling_encoding.py writes them)
+EncodingFormat = Literal["float", "base64", "bytes", "bytes_only"]
+EmbedDType = Literal["float32", "float16", "bfloat16", "fp8_e4m3", "fp8_e5m2"]
+Endianness = Literal["native", "little", "big"]
 TextOrTexts = NonEmptyStr | Annotated[list[NonEmptyStr], msgspec.Meta(min_length=1)]
 
 
@@ -43,10 +46,18 @@ class _PoolingFields(msgspec.Struct, kw_only=True):
     cache_salt: NonEmptyStr | None = None
 
 
+# The completion prompt forms, ids unbounded below: vLLM's pooling schema leaves them to
+# the vocabulary check (a negative id is "out of vocabulary", as a too large one is).
+_AnyId = Annotated[int, msgspec.Meta(ge=-MAX_I32 - 1, le=MAX_I32)]
+PoolingPromptInput = (
+    NonEmptyStr | Annotated[list[NonEmptyStr | _AnyId | list[_AnyId]], msgspec.Meta(min_length=1)]
+)
+
+
 class _InputFields(_PoolingFields, kw_only=True):
     """Exactly one of ``input`` (prompts) and ``messages`` (one chat, rendered)."""
 
-    input: PromptInput | msgspec.UnsetType = msgspec.UNSET
+    input: PoolingPromptInput | msgspec.UnsetType = msgspec.UNSET
     messages: Messages | msgspec.UnsetType = msgspec.UNSET
     add_special_tokens: bool | None = None  # None: True for input, False for messages
     add_generation_prompt: bool = False
@@ -61,15 +72,16 @@ PoolingInputRequest = _InputFields
 
 
 class EmbeddingRequest(_InputFields, kw_only=True):
-    encoding_format: Literal["float", "base64"] = "float"
+    encoding_format: EncodingFormat = "float"
     dimensions: Dimensions | None = None
     use_activation: bool | None = None
-    embed_dtype: Literal["float32"] = "float32"
-    endianness: Literal["native", "little", "big"] = "native"
+    embed_dtype: EmbedDType = "float32"
+    endianness: Endianness = "native"
 
 
 class PoolingRequest(EmbeddingRequest, kw_only=True):
-    task: Literal["embed", "classify", "token_embed"] | None = None
+    # vLLM's names; plugin (an IOProcessor plugin's task) is refused by name
+    task: Literal["embed", "classify", "token_embed", "token_classify", "plugin"] | None = None
 
 
 class ClassificationRequest(_InputFields, kw_only=True):
