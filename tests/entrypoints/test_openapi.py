@@ -135,6 +135,9 @@ def test_a_pooling_model_documents_pooling_routes_only() -> None:
     embed = Served(64, 100, "fcfs", pooling_tasks=("embed", "token_embed"))
     paths = openapi_document(dev_mode=False, api_key=False, served=embed)["paths"]
     assert "/v1/embeddings" in paths and "/score" in paths and "/classify" not in paths
-    assert "/v1/completions" not in paths and "/invocations" not in paths
+    assert "/v1/completions" not in paths
+    # /invocations takes the pooling requests it routes to (vLLM's SageMaker route)
+    body = paths["/invocations"]["post"]["requestBody"]["content"]["application/json"]
+    assert body["schema"]["anyOf"][-1] == {"$ref": "#/components/schemas/EmbeddingRequest"}
     generative = openapi_document(dev_mode=False, api_key=False, served=Served(64, 100, "fcfs"))
     assert "/v1/embeddings" not in generative["paths"]

@@ -227,6 +227,28 @@ def test_chat_style_embedding_input(srv: ServerThread) -> None:
     assert np.allclose(chat, text["data"][0]["embedding"], atol=1e-6)
 
 
+def test_invocations_routes_pooling_requests(srv: ServerThread) -> None:
+    # SageMaker's route answers as the route the body's shape names (vLLM's order).
+    def both(path: str, body: dict) -> tuple[dict, dict]:
+        a = httpx.post(srv.url + path, json=body)
+        b = httpx.post(srv.url + "/invocations", json=body)
+        assert a.status_code == b.status_code == 200
+        return a.json(), b.json()
+
+    a, b = both("/v1/embeddings", {"input": TEXTS[:2]})
+    assert a.keys() == b.keys() and b["object"] == "list"
+    assert np.allclose(a["data"][1]["embedding"], b["data"][1]["embedding"], atol=1e-6)
+    chat = {"messages": [{"role": "user", "content": "hi"}], "chat_template": "{{ messages }}"}
+    a, b = both("/v1/embeddings", chat)
+    assert np.allclose(a["data"][0]["embedding"], b["data"][0]["embedding"], atol=1e-6)
+    a, b = both("/score", {"text_1": "a", "text_2": ["a", "b"]})
+    assert [d["score"] for d in a["data"]] == pytest.approx([d["score"] for d in b["data"]])
+    a, b = both("/rerank", {"query": "a", "documents": ["b", "a"]})
+    assert a["results"][0]["index"] == b["results"][0]["index"] == 1
+    r = httpx.post(srv.url + "/invocations", json={"prompt": "hi"})
+    assert r.status_code == 400 and "Cannot find suitable handler" in r.json()["error"]["message"]
+
+
 def test_openapi_lists_pooling_routes(srv: ServerThread) -> None:
     paths = httpx.get(srv.url + "/openapi.json").json()["paths"]
     assert "/v1/embeddings" in paths and "/v2/rerank" in paths

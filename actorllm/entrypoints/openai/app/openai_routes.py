@@ -63,17 +63,34 @@ async def chat_completions_batch(state: AppState, request: Request) -> Response:
 
 
 async def invocations(state: AppState, request: Request) -> Response:
-    """SageMaker's (and vLLM's) ``POST /invocations``: a chat request when the body has
-    ``messages``, a completion request when it has ``prompt``."""
+    """SageMaker's (and vLLM's) ``POST /invocations``, routed by the body's shape among the
+    routes the model serves, in vLLM's order: a generative model takes a chat request
+    (``messages``) or a completion (``prompt``); a pooling model a rerank (``query`` and
+    ``documents``), a score (``text_1``, ``queries`` or ``data_1``), or ``input`` /
+    ``messages`` for its own task (embeddings, or classification)."""
     try:
         raw = msgspec.json.decode(await request.body())
     except msgspec.DecodeError:
         raw = None
-    if isinstance(raw, dict) and "messages" in raw:
-        return await chat_completions(state, request)
-    if isinstance(raw, dict) and "prompt" in raw:
-        return await completions(state, request)
-    raise bad_request("/invocations takes a chat request (messages) or a completion (prompt).")
+    keys = set(raw) if isinstance(raw, dict) else set()
+    pm = state.serving.engine.pooling_model
+    if pm is None:
+        if "messages" in keys:
+            return await chat_completions(state, request)
+        if "prompt" in keys:
+            return await completions(state, request)
+        expected = "a chat request (messages) or a completion (prompt)"
+    else:
+        if {"query", "documents"} <= keys:
+            return await rerank(state, request)
+        if keys & {"text_1", "queries", "data_1"}:
+            return await score(state, request)
+        if keys & {"input", "messages"}:
+            if pm.tasks[0] == "classify":
+                return await classify(state, request)
+            return await embeddings(state, request)
+        expected = "an embedding or classification (input or messages), a score or a rerank"
+    raise bad_request(f"Cannot find suitable handler for request. Expected {expected}.")
 
 
 async def models(state: AppState, request: Request) -> Response:

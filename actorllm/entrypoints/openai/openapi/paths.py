@@ -56,7 +56,9 @@ def document_paths(
     for method, path, req, resp, summary, tag in endpoints:
         op = _operation(path, req, resp, summary, tag, ref, error, api_key)
         paths.setdefault(path, {})[method] = op
-    if not pooling:  # a pooling model serves none of the generation routes
+    if pooling:  # /invocations takes the pooling requests the model serves
+        paths["/invocations"] = {"post": _pooling_invocations(ref, error, api_key, served)}
+    else:  # a pooling model serves none of the generation routes
         paths["/invocations"] = {"post": _invocations(ref, error, api_key)}
         for path, ops in responses_paths(ref, api_key).items():
             for method, (op, statuses) in ops.items():
@@ -131,6 +133,35 @@ def _invocations(ref: dict[type, Any], error: dict[str, Any], api_key: bool) -> 
         "tags": ["openai"],
         "requestBody": {"required": True, **json_content(body)},
         "responses": {"200": ok},
+    }
+    guarded_error_responses(op, error, [400, 404, 413, 500, 503], api_key)
+    return op
+
+
+def _pooling_invocations(
+    ref: dict[type, Any], error: dict[str, Any], api_key: bool, served: Served
+) -> dict[str, Any]:
+    """``POST /invocations`` for a pooling model: a rerank, a score, or the model's own
+    task (embeddings or classification), by the body's fields, as vLLM routes it."""
+    kinds: list[tuple[type, type]] = []
+    if pooling_served("score", served):
+        kinds += [(pp.RerankRequest, pp.RerankResponse), (pp.ScoreRequest, pp.ScoreResponse)]
+    if served.pooling_tasks[0] == "classify":
+        kinds.append((pp.ClassificationRequest, pp.ClassificationResponse))
+    else:
+        kinds.append((pp.EmbeddingRequest, pp.EmbeddingResponse))
+    summary = (
+        "SageMaker's inference route: a rerank (query and documents), a score (text_1, "
+        "queries or data_1), else the model's own task (input or messages)."
+    )
+    op: dict[str, Any] = {
+        "summary": summary,
+        "description": summary + POOLING_RULES,
+        "tags": ["pooling"],
+        "requestBody": {"required": True, **json_content({"anyOf": [ref[r] for r, _ in kinds]})},
+        "responses": {
+            "200": {"description": "OK", **json_content({"anyOf": [ref[r] for _, r in kinds]})}
+        },
     }
     guarded_error_responses(op, error, [400, 404, 413, 500, 503], api_key)
     return op
