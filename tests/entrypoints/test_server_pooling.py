@@ -227,6 +227,25 @@ def test_chat_style_embedding_input(srv: ServerThread) -> None:
     assert np.allclose(chat, text["data"][0]["embedding"], atol=1e-6)
 
 
+def test_padding_to_the_context(srv: ServerThread) -> None:
+    def embed(**extra: str) -> tuple[int, list[float]]:
+        r = httpx.post(srv.url + "/v1/embeddings", json={"input": ["Hello"], **extra}).json()
+        return r["usage"]["prompt_tokens"], r["data"][0]["embedding"]
+
+    plain, vec = embed()
+    padded, padded_vec = embed(padding="max_length")
+    assert plain < padded == 256  # the context (all-MiniLM: 256), pad tokens attended
+    assert not np.allclose(vec, padded_vec, atol=1e-4)
+    assert embed(padding="do_not_pad") == (plain, vec)
+    for path, body in (
+        ("/v1/embeddings", {"input": "x"}),
+        ("/score", {"text_1": "a", "text_2": "b"}),
+    ):
+        bad = {**body, "padding": "longest" if path != "/score" else "max_length"}
+        r = httpx.post(srv.url + path, json=bad)
+        assert r.status_code == 400 and r.json()["error"]["param"] == "padding"
+
+
 def test_invocations_routes_pooling_requests(srv: ServerThread) -> None:
     # SageMaker's route answers as the route the body's shape names (vLLM's order).
     def both(path: str, body: dict) -> tuple[dict, dict]:

@@ -113,6 +113,22 @@ def _truncated(prompt: Prompt, req: pp._PoolingFields, max_len: int) -> Prompt:
     return Prompt(text=None, token_ids=ids)
 
 
+def _padded(prompts: list[Prompt], tokenizer: Any, length: int) -> list[Prompt]:
+    """``padding: max_length``: each prompt's ids (after truncation) filled up to the
+    context length with the tokenizer's pad token, as vLLM's renderer does; the pad
+    tokens are attended and counted in the usage."""
+    pad = getattr(tokenizer, "pad_token_id", None)
+    if pad is None:
+        raise bad_request(
+            "padding 'max_length' needs a tokenizer with a pad token; this one has none.",
+            "padding",
+        )
+    return [
+        Prompt(text=None, token_ids=[*p.token_ids, *[pad] * (length - len(p.token_ids))])
+        for p in prompts
+    ]
+
+
 async def _run(
     ctx: ServingContext, req: pp._InputFields, params: PoolingParams
 ) -> tuple[Results, UsageInfo]:
@@ -124,6 +140,8 @@ async def _run(
     for p in prompts:
         if not p.token_ids:
             raise bad_request("The input must not be empty.", "input")
+    if req.padding == "max_length":
+        prompts = _padded(prompts, engine.tokenizer, engine.max_model_len)
     outs = await encode_many(
         engine, [(p.engine_input(req.cache_salt), params) for p in prompts], priority=req.priority
     )

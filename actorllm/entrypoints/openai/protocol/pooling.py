@@ -40,7 +40,6 @@ class _PoolingFields(msgspec.Struct, kw_only=True):
     truncation_side: Literal["left", "right"] | None = None
     request_id: str | None = None
     priority: Priority = 0
-    padding: Literal["do_not_pad"] | None = None  # "max_length" padding is not built
     # vLLM's: only requests with the same salt share prefix-cache blocks (a decoder's
     # last-token pooling reads them); mixed into the prompt's block hashes, as generation's.
     cache_salt: NonEmptyStr | None = None
@@ -58,6 +57,9 @@ class _InputFields(_PoolingFields, kw_only=True):
     """Exactly one of ``input`` (prompts) and ``messages`` (one chat, rendered)."""
 
     input: PoolingPromptInput | msgspec.UnsetType = msgspec.UNSET
+    # vLLM's (transformers' names): max_length pads each prompt with the tokenizer's pad
+    # token to the context length (models trained without an attention mask need it)
+    padding: Literal["max_length", "do_not_pad"] | None = None
     messages: Messages | msgspec.UnsetType = msgspec.UNSET
     add_special_tokens: bool | None = None  # None: True for input, False for messages
     add_generation_prompt: bool = False
@@ -89,6 +91,7 @@ class ClassificationRequest(_InputFields, kw_only=True):
 
 
 class _ScoringFields(_PoolingFields, kw_only=True):
+    padding: Literal["do_not_pad"] | None = None  # a scored pair is not padded
     truncation_side: Literal["left"] | None = None  # a pair keeps its last tokens
     use_activation: bool | None = None
     # vLLM's per-side truncation and score templates are not built: 0 / None only
