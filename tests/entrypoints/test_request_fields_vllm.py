@@ -150,6 +150,33 @@ def test_truncation_side_on_chat(http: httpx.Client, fake: FakeEngine) -> None:
     assert engine_prompt(fake)["prompt_token_ids"] == whole[-2:]
 
 
+def test_kv_transfer_prompt_ids_are_the_prompt(http: httpx.Client, fake: FakeEngine) -> None:
+    # vLLM's disaggregated decode stage: the prefill's ids, used verbatim (no template)
+    ids = [5, 6, 7, 8]
+    r = chat(http, kv_transfer_params={"prompt_token_ids": ids}, return_token_ids=True)
+    assert engine_prompt(fake)["prompt_token_ids"] == ids and r["prompt_token_ids"] == ids
+    chat(http, chat_template=EFFORT_TEMPLATE)
+    rendered = engine_prompt(fake)["prompt_token_ids"]
+    # echo needs the messages: they are rendered instead (vLLM's rule)
+    echo = [*USER, {"role": "assistant", "content": "so"}]
+    reuse = {"prompt_token_ids": ids}
+    post(http, "/v1/chat/completions", {"messages": echo, "max_tokens": 1, "echo": True,
+         "chat_template": EFFORT_TEMPLATE, "kv_transfer_params": reuse})  # fmt: skip
+    assert engine_prompt(fake)["prompt_token_ids"] != ids and len(rendered) > 0
+    for bad in ([], [1, True], [-1], "12", [10**9]):
+        body = {"messages": USER, "max_tokens": 1, "kv_transfer_params": {"prompt_token_ids": bad}}
+        err = post(http, "/v1/chat/completions", body, 400)["error"]
+        assert err["param"] == "kv_transfer_params.prompt_token_ids", (bad, err)
+    # the connector's keys: no KV connector here moves a prefill between servers
+    body = {"messages": USER, "max_tokens": 1, "kv_transfer_params": {"do_remote_prefill": True}}
+    err = post(http, "/v1/chat/completions", body, 400)["error"]
+    assert err["param"] == "kv_transfer_params" and "do_remote_prefill" in err["message"]
+    batch = {"messages": [USER, USER], "max_tokens": 1,
+             "kv_transfer_params": {"prompt_token_ids": ids}}  # fmt: skip
+    err = post(http, "/v1/chat/completions/batch", batch, 400)["error"]
+    assert err["param"] == "kv_transfer_params.prompt_token_ids"
+
+
 def test_a_bad_truncation_side_names_the_field(http: httpx.Client) -> None:
     for path, body in (
         ("/v1/completions", {"prompt": "x"}),

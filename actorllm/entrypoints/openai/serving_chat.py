@@ -31,6 +31,7 @@ from actorllm.entrypoints.openai.chat_outputs import ChoiceParser, Delta
 from actorllm.entrypoints.openai.errors import APIError, bad_request
 from actorllm.entrypoints.openai.harmony_outputs import HarmonyChoiceParser
 from actorllm.entrypoints.openai.input_work import messages_chars, run_input_work
+from actorllm.entrypoints.openai.kv_transfer import reused_prompt_ids
 from actorllm.entrypoints.openai.logprobs import TokenText, chat_logprobs, prompt_logprobs
 from actorllm.entrypoints.openai.lora_models import lora_options, resolve_model
 from actorllm.entrypoints.openai.preprocess import (
@@ -165,8 +166,13 @@ async def start_chat(
         _refuse_beside_parts(req)
 
     rendered_harmony: list[harmony_chat.HarmonyPrompt] = []
+    reused = reused_prompt_ids(
+        req.kv_transfer_params, echo=req.echo, has_embeds=bool(parts), vocab_size=engine.vocab_size
+    )
 
     def render() -> tuple[str, Prompt]:
+        if reused is not None:  # the prefill stage's ids: no template, no tokenizer
+            return "", Prompt(None, reused)
         if harmony:
             hp = harmony_chat.render_prompt(
                 engine.tokenizer, req.messages, tools=tool_plan.template_tools,

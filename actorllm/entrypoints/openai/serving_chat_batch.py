@@ -54,6 +54,12 @@ def _check(req: BatchChatCompletionRequest) -> None:
             "Please set `use_beam_search` to False.",
             "use_beam_search",
         )
+    if req.kv_transfer_params and req.kv_transfer_params.get("prompt_token_ids") is not None:
+        raise bad_request(
+            "Batch chat completions do not support `kv_transfer_params['prompt_token_ids']`: "
+            "one pre-tokenized prompt cannot serve several conversations.",
+            "kv_transfer_params.prompt_token_ids",
+        )
 
 
 def _one(req: BatchChatCompletionRequest, messages: Any) -> ChatCompletionRequest:

@@ -132,3 +132,6 @@ class ChatCompletionRequest(SamplingFields, kw_only=True):
     # vLLM: the response carries the rendered chat template as ``prompt_text`` (streamed:
     # on the first chunk).
     return_prompt_text: bool | None = None
+    # vLLM's disaggregated serving: prompt_token_ids (the prefill stage's ids) is the
+    # prompt, used verbatim; other keys are refused (entrypoints/openai/kv_transfer.py).
+    kv_transfer_params: dict[str, Any] | None = None
