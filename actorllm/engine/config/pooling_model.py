@@ -54,6 +54,9 @@ class PoolingModel(msgspec.Struct, frozen=True, kw_only=True):
     hidden_size: int
     num_labels: int = 0  # classifiers
     id2label: dict[int, str] = msgspec.field(default_factory=dict)
+    # {input_type: the prefix an embedding of that kind gets} (Cohere's /v2/embed
+    # input_type): config.json's task_instructions, else sentence-transformers' prompts
+    task_instructions: dict[str, str] = msgspec.field(default_factory=dict)
 
     @property
     def is_cross_encoder(self) -> bool:
@@ -134,6 +137,7 @@ def _pooling_model(path: Path, convert: ConvertType, overrides_json: str) -> Poo
             hidden_size=cfg.hidden_size,
             num_labels=cfg.num_labels if cfg.classifier else 0,
             id2label=cfg.id2label,
+            task_instructions=_task_instructions(path),
         )
     raw = json.loads((path / "config.json").read_text())
     num_labels, id2label = 0, dict[int, str]()
@@ -149,7 +153,22 @@ def _pooling_model(path: Path, convert: ConvertType, overrides_json: str) -> Poo
         hidden_size=int(raw["hidden_size"]),
         num_labels=num_labels,
         id2label=id2label,
+        task_instructions=_task_instructions(path),
     )
+
+
+def _task_instructions(path: Path) -> dict[str, str]:
+    """vLLM's sources, in its order: config.json's ``task_instructions``, else
+    ``config_sentence_transformers.json``'s ``prompts`` (string values only)."""
+    for name, key in (("config.json", "task_instructions"),
+                      ("config_sentence_transformers.json", "prompts")):  # fmt: skip
+        try:
+            found = json.loads((path / name).read_text()).get(key)
+        except (OSError, ValueError, AttributeError):
+            continue
+        if isinstance(found, dict) and found:
+            return {k: v for k, v in found.items() if isinstance(v, str)}
+    return {}
 
 
 def pooling_model(

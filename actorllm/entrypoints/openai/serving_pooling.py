@@ -149,11 +149,16 @@ async def _run(
     return outs, UsageInfo(prompt_tokens=tokens, total_tokens=tokens)
 
 
-async def create_embedding(ctx: ServingContext, req: pp.EmbeddingRequest) -> Response:
+async def run_embed(ctx: ServingContext, req: pp.EmbeddingRequest) -> tuple[Results, UsageInfo]:
+    """An embedding request's outputs (input order) and usage."""
     params = PoolingParams(
         task="embed", dimensions=req.dimensions, use_activation=req.use_activation
     )
-    outs, usage = await _run(ctx, req, params)
+    return await _run(ctx, req, params)
+
+
+async def create_embedding(ctx: ServingContext, req: pp.EmbeddingRequest) -> Response:
+    outs, usage = await run_embed(ctx, req)
     rid = new_request_id("embd", req.request_id)
     if req.encoding_format in ("bytes", "bytes_only"):
         return _bytes(ctx, req, outs, usage, rid)

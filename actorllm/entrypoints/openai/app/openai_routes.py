@@ -23,6 +23,7 @@ from actorllm.entrypoints.openai.lora_models import (
 from actorllm.entrypoints.openai.middleware import request_id_of
 from actorllm.entrypoints.openai.protocol import pooling as pp
 from actorllm.entrypoints.openai.protocol.chat_request import ChatCompletionRequest
+from actorllm.entrypoints.openai.protocol.cohere_embed import CohereEmbedRequest
 from actorllm.entrypoints.openai.protocol.completion import CompletionRequest
 from actorllm.entrypoints.openai.protocol.server_info import (
     ModelCard,
@@ -35,6 +36,7 @@ from actorllm.entrypoints.openai.serving_chat_batch import (
     BatchChatCompletionRequest,
     create_batch_chat_completion,
 )
+from actorllm.entrypoints.openai.serving_cohere_embed import create_cohere_embedding
 from actorllm.entrypoints.openai.serving_common import json_response
 from actorllm.entrypoints.openai.serving_completion import create_completion
 from actorllm.entrypoints.openai.serving_tokenize import detokenize, tokenize
@@ -160,6 +162,12 @@ async def detokenize_route(state: AppState, request: Request) -> Response:
 async def embeddings(state: AppState, request: Request) -> Response:
     req = _with_header_id(request, await decode_body(request, pp.EmbeddingRequest))
     return await pooling.create_embedding(state.serving, req)
+
+
+async def cohere_embed(state: AppState, request: Request) -> Response:
+    """Cohere's ``/v2/embed`` (vLLM's)."""
+    req = await decode_body(request, CohereEmbedRequest)
+    return await create_cohere_embedding(state.serving, req)
 
 
 async def pooling_route(state: AppState, request: Request) -> Response:

@@ -27,6 +27,7 @@ ROUTES: list[tuple[str, Handler, str]] = [
     ("/v1/responses/{response_id}/cancel", responses.cancel, "POST"),
     ("/v1/models", api.models, "GET"),
     ("/v1/embeddings", api.embeddings, "POST"),
+    ("/v2/embed", api.cohere_embed, "POST"),  # Cohere's
     ("/pooling", api.pooling_route, "POST"),
     ("/classify", api.classify, "POST"),
     ("/score", api.score, "POST"),

@@ -7,6 +7,7 @@ from __future__ import annotations
 from actorllm.entrypoints.openai import protocol as p
 from actorllm.entrypoints.openai.beam_request import RULES as BEAM_RULES
 from actorllm.entrypoints.openai.lora_models import LoadLoRAAdapterRequest, UnloadLoRAAdapterRequest
+from actorllm.entrypoints.openai.protocol import cohere_embed as ce
 from actorllm.entrypoints.openai.protocol import pooling as pp
 from actorllm.entrypoints.openai.serving_chat_batch import BatchChatCompletionRequest
 
@@ -93,6 +94,7 @@ SCORE_RULES = (
 # (path, request, response, summary, what the model must offer): served for a pooling model
 POOLING_ENDPOINTS: list[tuple[str, type, type, str, str]] = [
     ("/v1/embeddings", pp.EmbeddingRequest, pp.EmbeddingResponse, "Create embeddings.", "embed"),
+    ("/v2/embed", ce.CohereEmbedRequest, ce.CohereEmbedResponse, "Cohere's embed.", "embed"),
     ("/pooling", pp.PoolingRequest, pp.PoolingResponse, "Pooled outputs (any task).", "any"),
     ("/classify", pp.ClassificationRequest, pp.ClassificationResponse, "Classify.", "classify"),
     ("/score", pp.ScoreRequest, pp.ScoreResponse, "Score text pairs.", "score"),
