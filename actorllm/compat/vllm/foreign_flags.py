@@ -277,7 +277,6 @@ FOREIGN: list[Foreign] = [
     _r("--scheduler-cls", why="actorllm's scheduler is fixed"),
     _r("--api-server-count", "-asc", why="one API server process only", same=("1",)),
     _r("--grpc", value=False, why="only the HTTP server is built"),
-    _r("--hf-overrides", why="model config overrides are not supported", same=_EMPTY),
     _r("--rope-scaling", why="rope scaling overrides are not supported", same=_EMPTY),
     _r("--rope-theta", why="rope overrides are not supported"),
     _r("--num-scheduler-steps", why="multi-step scheduling is not supported", same=("1",)),

@@ -53,6 +53,10 @@ ENGINE_CONFIG_HELP: Mapping[str, Mapping[str, str]] = {
             "vLLM's pooler config for pooling models (JSON): pooling_type (CLS, LAST, MEAN), "
             "use_activation, dimensions, logit_mean, logit_sigma."
         ),
+        "hf_overrides": (
+            "Keys merged into the model's config.json before it is read (JSON), e.g. "
+            "'{\"matryoshka_dimensions\": [256]}'; a dict value updates that dict key by key."
+        ),
         "max_logprobs": (
             "The most logprobs a request may ask for per token (logprobs, top_logprobs, "
             "prompt_logprobs); -1: the whole vocabulary (a request's -1 asks for it)."

@@ -102,6 +102,9 @@ class EngineConfig(msgspec.Struct, kw_only=True):
     pooler_config: dict[str, Any] | None = None
     """vLLM's pooler config for pooling models: pooling_type (CLS, LAST, MEAN),
     use_activation, dimensions, logit_mean, logit_sigma."""
+    hf_overrides: dict[str, Any] | None = None
+    """Keys merged into the model's config.json before it is read, e.g.
+    '{"matryoshka_dimensions": [256]}' (a dict value updates that dict key by key)."""
     enforce_eager: bool = False
     """Never capture or replay CUDA graphs (CPU never uses them)."""
     generation_config: str = "auto"
@@ -412,7 +415,15 @@ class EngineConfig(msgspec.Struct, kw_only=True):
             return demo_model_path()
         from actorllm.models.hub import resolve_model
 
-        return resolve_model(self.model, revision=self.revision, cache_dir=self.download_dir)
+        path = resolve_model(self.model, revision=self.revision, cache_dir=self.download_dir)
+        if not self.hf_overrides:
+            return path
+        from actorllm.engine.config.hf_overrides import overlaid
+
+        try:
+            return overlaid(path, self.hf_overrides)
+        except ValueError as exc:
+            raise EngineConfigError("hf_overrides", str(exc)) from None
 
     def get_diff_sampling_param(self) -> dict[str, float]:
         """Requests' default sampling fields (``generation_config`` with

@@ -77,6 +77,11 @@ def document_paths(
     return paths
 
 
+# A bytes / bytes_only pooling answer (entrypoints/openai/pooling_encoding.py)
+OCTETS = "application/octet-stream"
+BINARY = {"schema": {"type": "string", "format": "binary"}}
+
+
 def _operation(
     path: str,
     req: type | None,
@@ -97,6 +102,8 @@ def _operation(
         ok.update(json_content(ref[resp]))
     if path == "/metrics":
         ok["content"] = {"text/plain": {"schema": {"type": "string"}}}
+    if req in (pp.EmbeddingRequest, pp.PoolingRequest):  # encoding_format bytes, bytes_only
+        ok["content"][OCTETS] = BINARY
     if path == "/v1/chat/completions/batch":
         op["description"] = summary + GENERATION_RULES + " Each conversation alone."
     if path in ("/v1/completions", "/v1/chat/completions"):
@@ -127,10 +134,23 @@ def _invocations(ref: dict[type, Any], error: dict[str, Any], api_key: bool) -> 
         "SageMaker's inference route: a chat completion when the body has messages, "
         "else a completion."
     )
+    return _invocations_op(summary, GENERATION_RULES, "openai", body, ok, error, api_key)
+
+
+def _invocations_op(
+    summary: str,
+    rules: str,
+    tag: str,
+    body: dict[str, Any],
+    ok: dict[str, Any],
+    error: dict[str, Any],
+    api_key: bool,
+) -> dict[str, Any]:
+    """``POST /invocations``'s operation: one request body of several kinds."""
     op: dict[str, Any] = {
         "summary": summary,
-        "description": summary + GENERATION_RULES,
-        "tags": ["openai"],
+        "description": summary + rules,
+        "tags": [tag],
         "requestBody": {"required": True, **json_content(body)},
         "responses": {"200": ok},
     }
@@ -154,17 +174,11 @@ def _pooling_invocations(
         "SageMaker's inference route: a rerank (query and documents), a score (text_1, "
         "queries or data_1), else the model's own task (input or messages)."
     )
-    op: dict[str, Any] = {
-        "summary": summary,
-        "description": summary + POOLING_RULES,
-        "tags": ["pooling"],
-        "requestBody": {"required": True, **json_content({"anyOf": [ref[r] for r, _ in kinds]})},
-        "responses": {
-            "200": {"description": "OK", **json_content({"anyOf": [ref[r] for _, r in kinds]})}
-        },
-    }
-    guarded_error_responses(op, error, [400, 404, 413, 500, 503], api_key)
-    return op
+    body = {"anyOf": [ref[r] for r, _ in kinds]}
+    ok = {"description": "OK", **json_content({"anyOf": [ref[r] for _, r in kinds]})}
+    if kinds[-1][0] is pp.EmbeddingRequest:  # encoding_format bytes, bytes_only
+        ok["content"][OCTETS] = BINARY
+    return _invocations_op(summary, POOLING_RULES, "pooling", body, ok, error, api_key)
 
 
 def _dev_paths(

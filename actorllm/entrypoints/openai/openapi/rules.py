@@ -89,3 +89,21 @@ def _pooling_rules(components: dict[str, Any], reserved: dict[str, Any]) -> None
     pairs = [("text_1", "text_2"), ("queries", "documents"), ("queries", "items"),
              ("data_1", "data_2")]  # fmt: skip
     components["ScoreRequest"]["oneOf"] = [{"required": list(pair)} for pair in pairs]
+    _cohere_rules(components)
+
+
+def _cohere_rules(components: dict[str, Any]) -> None:
+    """/v2/embed: exactly one of ``texts`` and ``inputs``, non-empty; no images (a text
+    model; ``images`` and image parts are a 400)."""
+    props = components["CohereEmbedRequest"]["properties"]
+    props["images"] = {"type": "null", "description": "Refused: this server serves text models."}
+    for field in ("texts", "inputs"):
+        props[field]["anyOf"][0]["minItems"] = 1
+    components["CohereEmbedRequest"]["oneOf"] = [
+        {"required": [field], "properties": {field: {"type": "array"}}}
+        for field in ("texts", "inputs")
+    ]
+    components["CohereEmbedContent"]["properties"]["type"] = {"enum": ["text"]}
+    components["CohereEmbedContent"]["required"] = ["type", "text"]
+    components["CohereEmbedContent"]["properties"]["text"] = {"type": "string"}
+    components["CohereEmbedContent"]["properties"]["image_url"] = {"type": "null"}

@@ -28,6 +28,7 @@ class Served:
     has_chat_template: bool = True  # the tokenizer has one: pooling requests take messages
     matryoshka: bool = False  # embeddings may be cut (`dimensions`)
     embedding_size: int = 0
+    input_types: tuple[str, ...] = ()  # /v2/embed's input_type: the model's task instructions
     prompt_embeds: bool = False  # --enable-prompt-embeds: completions take prompt_embeds
     # POST /v1/load_lora_adapter and /v1/unload_lora_adapter exist
     # (ACTORLLM_ALLOW_RUNTIME_LORA_UPDATING)
@@ -109,6 +110,12 @@ def restrict_to_served(components: dict[str, Any], served: Served) -> None:
                 "description": "Refused: the tokenizer has no chat template.",
             }
             components[name]["oneOf"] = [{"required": ["input"]}]
+        cohere = components["CohereEmbedRequest"]
+        cohere["properties"]["inputs"] = {
+            "type": "null",
+            "description": "Refused: the tokenizer has no chat template to render inputs.",
+        }
+        cohere["oneOf"] = cohere["oneOf"][:1]  # texts only
 
 
 def _served_pooling(components: dict[str, Any], served: Served) -> None:
@@ -119,15 +126,22 @@ def _served_pooling(components: dict[str, Any], served: Served) -> None:
         "anyOf": [{"enum": tasks}, {"type": "null"}],
         "default": None,
     }
-    for name in ("EmbeddingRequest", "PoolingRequest"):
+    for name, field in (("EmbeddingRequest", "dimensions"), ("PoolingRequest", "dimensions"),
+                        ("CohereEmbedRequest", "output_dimension")):  # fmt: skip
         props = components[name]["properties"]
         if served.matryoshka:
-            props["dimensions"]["anyOf"][0]["maximum"] = served.embedding_size
+            props[field]["anyOf"][0]["maximum"] = served.embedding_size
         else:
-            props["dimensions"] = {
+            props[field] = {
                 "type": "null",
                 "description": "Refused: the model has no matryoshka embeddings.",
             }
+    kinds = list(served.input_types)
+    components["CohereEmbedRequest"]["properties"]["input_type"] = (
+        {"anyOf": [{"enum": kinds}, {"type": "null"}], "default": None}
+        if kinds
+        else {"type": "null", "description": "Refused: the model has no task instructions."}
+    )
 
 
 def pooling_served(needs: str, served: Served) -> bool:

@@ -5,6 +5,7 @@ list per embedding type."""
 
 from __future__ import annotations
 
+import builtins
 from typing import Annotated, Literal
 
 import msgspec
@@ -58,7 +59,8 @@ class CohereMeta(msgspec.Struct, kw_only=True):
 class CohereEmbeddings(msgspec.Struct, kw_only=True, omit_defaults=True):
     """One list per requested type (the others left out)."""
 
-    float: list[list[float]] | None = None
+    # (``float`` names the field here, so the type is spelt builtins.float)
+    float: list[list[builtins.float]] | None = None
     binary: list[list[int]] | None = None
     ubinary: list[list[int]] | None = None
     base64: list[str] | None = None
