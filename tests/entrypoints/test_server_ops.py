@@ -73,6 +73,17 @@ def test_no_request_id_header_by_default(server: ServerThread, engine: FakeEngin
     assert r.json()["id"] == "cmpl-mine-9" and "x-request-id" not in r.headers
 
 
+def test_routes_the_model_does_not_serve_are_404(server: ServerThread) -> None:
+    # a generative model: vLLM mounts no pooling route (FastAPI's 404 body, and ours)
+    for path in ("/v1/embeddings", "/pooling", "/classify", "/score", "/rerank", "/v2/embed"):
+        r = httpx.post(server.url + path, json={"input": "x"})
+        assert r.status_code == 404 and r.json()["detail"] == "Not Found", path
+        assert r.json()["error"]["type"] == "NotFoundError"
+    unknown = httpx.get(server.url + "/nowhere").json()
+    assert unknown["detail"] == "Not Found" and unknown["error"]["code"] == 404
+    assert "detail" not in httpx.post(server.url + "/v1/completions", json={}).json()
+
+
 def test_no_cross_origin_access_by_default(server: ServerThread) -> None:
     r = httpx.get(server.url + "/v1/models", headers={"Origin": ORIGIN})
     assert "access-control-allow-origin" not in r.headers

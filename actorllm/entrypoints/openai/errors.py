@@ -52,6 +52,7 @@ class APIError(Exception):
         *,
         retry_after_s: float | None = None,
         kind: str | None = None,
+        detail: str | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
@@ -61,6 +62,8 @@ class APIError(Exception):
         # The body's ``type`` where vLLM sends another than the status's (the Responses
         # API's "invalid_request_error", OpenAI's own).
         self.kind = kind
+        # FastAPI's top-level "detail" beside the error (vLLM's 404 for a route not mounted)
+        self.detail = detail
 
     def body(self) -> ErrorResponse:
         kind = (
@@ -68,9 +71,10 @@ class APIError(Exception):
             or _TYPES.get(self.status)
             or HTTPStatus(self.status).phrase.replace(" ", "") + "Error"
         )
-        return ErrorResponse(
-            error=ErrorInfo(message=self.message, type=kind, param=self.param, code=self.status)
-        )
+        error = ErrorInfo(message=self.message, type=kind, param=self.param, code=self.status)
+        if self.detail is None:
+            return ErrorResponse(error=error)
+        return ErrorResponse(error=error, detail=self.detail)
 
     def response(self) -> Response:
         headers = {"WWW-Authenticate": "Bearer"} if self.status == 401 else {}

@@ -17,7 +17,9 @@ logger = logging.getLogger("actorllm.server")
 async def http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     messages = {404: f"Not found: {request.url.path}", 405: f"Method {request.method} not allowed."}
-    response = APIError(exc.status_code, messages.get(exc.status_code, str(exc.detail))).response()
+    detail = "Not Found" if exc.status_code == 404 else None  # FastAPI's, as vLLM's app
+    message = messages.get(exc.status_code, str(exc.detail))
+    response = APIError(exc.status_code, message, detail=detail).response()
     if exc.headers:
         response.headers.update(exc.headers)
     return response

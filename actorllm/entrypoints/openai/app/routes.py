@@ -15,6 +15,7 @@ from actorllm.entrypoints.openai.app import responses_routes as responses
 from actorllm.entrypoints.openai.app import weight_routes as weights
 from actorllm.entrypoints.openai.app.endpoint import as_endpoint
 from actorllm.entrypoints.openai.app.load_tracking import tracked_endpoint
+from actorllm.entrypoints.openai.app.served_routes import only_if_served
 from actorllm.entrypoints.openai.app.state import AppState, Handler
 from actorllm.entrypoints.openai.lora_models import runtime_updating_allowed
 
@@ -95,7 +96,11 @@ def routes(state: AppState) -> list[Route]:
     """The routes this app's settings switch on."""
     settings = state.settings
     table = [
-        Route(path, tracked_endpoint(path, fn, state, settings), methods=methods)
+        Route(
+            path,
+            tracked_endpoint(path, only_if_served(path, fn), state, settings),
+            methods=methods,
+        )
         for path, fn, methods in _by_path(ROUTES)
     ]
     if settings.dev_mode:

@@ -81,7 +81,7 @@ ENDPOINTS: list[tuple[str, str, type | None, type | None, str, str]] = [
         "ops",
     ),
 ]
-# Generation routes: a pooling model answers 400 (the document leaves them out for it).
+# Generation routes: a pooling model answers 404 (the document leaves them out for it).
 GENERATION_PATHS = frozenset({"/v1/completions", "/v1/chat/completions", "/invocations"})
 POOLING_RULES = (
     " Exactly one of `input` and `messages`. Every prompt must fit the context length "

@@ -12,5 +12,8 @@ class ErrorInfo(msgspec.Struct, kw_only=True):
     code: int
 
 
-class ErrorResponse(msgspec.Struct, kw_only=True):
+class ErrorResponse(msgspec.Struct, kw_only=True, omit_defaults=True):
     error: ErrorInfo
+    # FastAPI's "Not Found" on a 404 (an unknown route, one the model does not serve), as
+    # vLLM's FastAPI app answers; absent otherwise
+    detail: str | None = None

@@ -1,0 +1,57 @@
+"""Which routes the served model answers: as vLLM mounts only the routes its model serves
+(generation routes for a generative model; for a pooling model the pooling routes its task
+offers), a route the model does not serve is a 404 here, with FastAPI's ``"detail": "Not
+Found"`` beside the OpenAI error body that says why (vLLM's clients and tests read either).
+``/invocations``, ``/tokenize`` and the operational routes serve every model."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from actorllm.entrypoints.openai.app.state import AppState, Handler
+from actorllm.entrypoints.openai.errors import APIError
+from actorllm.entrypoints.openai.openapi.endpoints import GENERATION_PATHS, POOLING_ENDPOINTS
+
+# {path: what the model must offer}: "generate", or a pooling need (a task, "score", "any")
+NEEDS: dict[str, str] = {
+    **{path: "generate" for path in GENERATION_PATHS - {"/invocations"}},
+    "/v1/chat/completions/batch": "generate",
+    "/v1/responses": "generate",
+    "/v1/responses/{response_id}": "generate",
+    "/v1/responses/{response_id}/cancel": "generate",
+    **{path: needs for path, _, _, _, needs in POOLING_ENDPOINTS},
+}
+
+
+def why_not_served(needs: str, engine: Any) -> str | None:
+    """None when the model offers what a route ``needs``; else why not."""
+    pm = engine.pooling_model
+    name = engine.model_name
+    if needs == "generate":
+        if pm is None:
+            return None
+        return f"The model `{name}` is a pooling model: it does not generate text."
+    if pm is None:
+        return f"The model `{name}` generates text: it serves no pooling route."
+    if needs == "any" or needs in pm.tasks:
+        return None
+    if needs == "score" and (pm.is_cross_encoder or "embed" in pm.tasks):
+        return None
+    offers = ", ".join(pm.tasks)
+    return f"The model `{name}` ({offers}) does not serve this route."
+
+
+def only_if_served(path: str, fn: Handler) -> Handler:
+    """``fn``, answering 404 first when the served model lacks what ``path`` needs."""
+    needs = NEEDS.get(path)
+    if needs is None:
+        return fn
+
+    async def guarded(state: AppState, request: Any) -> Any:
+        why = why_not_served(needs, state.serving.engine)
+        if why is not None:
+            raise APIError(404, why, detail="Not Found")
+        return await fn(state, request)
+
+    guarded.__name__ = fn.__name__
+    return guarded
