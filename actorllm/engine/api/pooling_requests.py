@@ -31,6 +31,11 @@ def check_pooling(pm: PoolingModel | None, params: PoolingParams, model_name: st
             f"{', '.join(pm.tasks)}).",
             param="task",
         )
+    if pm.pooling_task is not None and task != pm.pooling_task:  # vLLM's words
+        raise InvalidRequestError(
+            f"Try switching the model's pooling_task via --pooler-config.task {task}.",
+            param="task",
+        )
     if params.dimensions is not None:
         if task not in ("embed", "token_embed"):
             raise InvalidRequestError(

@@ -23,6 +23,7 @@ from actorllm.models.encoder_config import (
     read_encoder_config,
 )
 from actorllm.models.pooler_spec import (
+    PoolerConfigError,
     PoolerSpec,
     decoder_labels,
     decoder_pooler_spec,
@@ -57,6 +58,9 @@ class PoolingModel(msgspec.Struct, frozen=True, kw_only=True):
     # {input_type: the prefix an embedding of that kind gets} (Cohere's /v2/embed
     # input_type): config.json's task_instructions, else sentence-transformers' prompts
     task_instructions: dict[str, str] = msgspec.field(default_factory=dict)
+    # --pooler-config's task: the one task this server runs (first in ``tasks``); a request
+    # for another is refused, as vLLM's (None: every task in ``tasks``)
+    pooling_task: str | None = None
 
     @property
     def is_cross_encoder(self) -> bool:
@@ -122,7 +126,21 @@ def resolve_runner(path: str | Path, runner: str, convert: str) -> tuple[RunnerT
 
 @cache
 def _pooling_model(path: Path, convert: ConvertType, overrides_json: str) -> PoolingModel:
-    overrides: dict[str, Any] = json.loads(overrides_json)
+    pm = _read_pooling_model(path, convert, json.loads(overrides_json))
+    task = json.loads(overrides_json).get("task")
+    if task is None:
+        return pm
+    if task not in pm.tasks:
+        raise PoolerConfigError(
+            "task", f"task {task!r} is not one this model runs (it runs: {', '.join(pm.tasks)})"
+        )
+    tasks = (task, *(t for t in pm.tasks if t != task))
+    return msgspec.structs.replace(pm, tasks=tasks, pooling_task=task)
+
+
+def _read_pooling_model(
+    path: Path, convert: ConvertType, overrides: dict[str, Any]
+) -> PoolingModel:
     arch = _arch(path)
     if is_encoder_architecture(arch):
         cfg = read_encoder_config(path)

