@@ -102,6 +102,12 @@ def test_bad_requests_name_the_field(srv: ServerThread) -> None:
     )
     assert cohere(srv, 400, texts=["a"], truncate="MIDDLE")["error"]["param"] == "truncate"
     assert httpx.post(srv.url + "/v2/embed", json={"texts": ["a"]}).status_code == 200
+    # the embeddings' own errors name the /v2/embed field
+    assert cohere(srv, 400, texts=["a", ""])["error"]["param"] == "texts"
+    assert cohere(srv, 400, texts=["word " * 400], truncate="NONE")["error"]["param"] == "texts"
+    assert cohere(srv, 400, texts=["a"], output_dimension=8)["error"]["param"] == (
+        "output_dimension"
+    )
 
 
 def test_with_a_chat_template_the_prefix_is_a_system_message() -> None:

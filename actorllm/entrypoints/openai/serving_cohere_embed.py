@@ -26,8 +26,9 @@ import msgspec
 import numpy as np
 from starlette.responses import Response
 
+from actorllm.core.errors import InvalidRequestError
 from actorllm.entrypoints.openai import serving_pooling
-from actorllm.entrypoints.openai.errors import bad_request
+from actorllm.entrypoints.openai.errors import APIError, bad_request
 from actorllm.entrypoints.openai.protocol import cohere_embed as ce
 from actorllm.entrypoints.openai.protocol import pooling as pp
 from actorllm.entrypoints.openai.sampling import new_request_id
@@ -118,7 +119,27 @@ def _requests(ctx: ServingContext, req: ce.CohereEmbedRequest) -> list[pp.Embedd
     return out
 
 
+def _cohere_field(req: ce.CohereEmbedRequest, param: str | None) -> str | None:
+    """The /v2/embed field a /v1/embeddings error names (it named its own)."""
+    given = "texts" if req.texts is not None else "inputs"
+    return {"input": given, "messages": given, "dimensions": "output_dimension"}.get(
+        param or "", param
+    )
+
+
 async def create_cohere_embedding(ctx: ServingContext, req: ce.CohereEmbedRequest) -> Response:
+    try:
+        return await _embed(ctx, req)
+    except msgspec.ValidationError as exc:  # (a text the embeddings' schema refuses)
+        raise bad_request(str(exc), _cohere_field(req, "input")) from None
+    except (APIError, InvalidRequestError) as exc:
+        if isinstance(exc, APIError):
+            exc.param = _cohere_field(req, exc.param)
+            raise
+        raise bad_request(str(exc), _cohere_field(req, exc.param)) from None
+
+
+async def _embed(ctx: ServingContext, req: ce.CohereEmbedRequest) -> Response:
     vectors: list[list[float]] = []
     tokens = 0
     limit = req.max_tokens if req.truncate == "NONE" else None  # (else truncated to it)
