@@ -40,5 +40,5 @@ def test_a_model_without_config_json_is_refused(tmp_path: Path) -> None:
     cfg = EngineConfig(model=str(gguf), hf_overrides={"a": 1})
     with pytest.raises(EngineConfigError, match="hf_overrides"):
         cfg.resolved_model()
-    with pytest.raises(ValueError, match="no config.json"):
+    with pytest.raises(ValueError, match=r"no config\.json"):
         overlaid(tmp_path, {"a": 1})

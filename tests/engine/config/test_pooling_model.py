@@ -23,7 +23,7 @@ def test_the_configured_task_is_the_only_one_served() -> None:
     pm = EngineConfig(model=MODEL, pooler_config={"task": "token_embed"}).pooling_model()
     assert pm is not None and pm.pooling_task == "token_embed" and pm.tasks[0] == "token_embed"
     assert check_pooling(pm, PoolingParams(), "m").task == "token_embed"  # the default
-    with pytest.raises(InvalidRequestError, match="--pooler-config.task embed"):
+    with pytest.raises(InvalidRequestError, match=r"--pooler-config\.task embed"):
         check_pooling(pm, PoolingParams(task="embed"), "m")
 
 
