@@ -99,6 +99,7 @@ def _cohere_rules(components: dict[str, Any]) -> None:
     props["images"] = {"type": "null", "description": "Refused: this server serves text models."}
     for field in ("texts", "inputs"):
         props[field]["anyOf"][0]["minItems"] = 1
+    props["texts"]["anyOf"][0]["items"]["minLength"] = 1  # (as /v1/embeddings' input)
     components["CohereEmbedRequest"]["oneOf"] = [
         {"required": [field], "properties": {field: {"type": "array"}}}
         for field in ("texts", "inputs")

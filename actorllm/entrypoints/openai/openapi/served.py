@@ -110,6 +110,7 @@ def restrict_to_served(components: dict[str, Any], served: Served) -> None:
                 "description": "Refused: the tokenizer has no chat template.",
             }
             components[name]["oneOf"] = [{"required": ["input"]}]
+    if not served.has_chat_template:  # /v2/embed takes no template of its own
         cohere = components["CohereEmbedRequest"]
         cohere["properties"]["inputs"] = {
             "type": "null",
