@@ -3,9 +3,11 @@
 
 Prompts are tokenized here (as the generation routes do), every prompt of a request runs
 as one engine pooling request, concurrently (the scheduler batches them), and the response
-lists them in input order with the usage of all of them. A generative model answers 400
-naming ``model``; so do a task the model lacks, ``dimensions`` on a model without
-matryoshka embeddings, and an input longer than the context (``input``).
+lists them in input order with the usage of all of them. Over HTTP a route the model does
+not serve is a 404 before it gets here (``app/served_routes.py``); called directly (run-batch)
+a generative model answers 400 naming ``model``. A task the model lacks, ``dimensions`` on a
+model without matryoshka embeddings and an input longer than the context (``input``) are
+400s naming the field.
 """
 
 from __future__ import annotations
