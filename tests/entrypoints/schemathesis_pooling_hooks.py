@@ -18,6 +18,7 @@ from typing import Any
 import msgspec
 import schemathesis
 
+from actorllm.entrypoints.openai.app.openai_routes import pooling_invocation
 from actorllm.entrypoints.openai.fields import decode_request
 from actorllm.entrypoints.openai.preprocess import encode
 from actorllm.entrypoints.openai.protocol import cohere_embed as ce
@@ -25,8 +26,11 @@ from actorllm.entrypoints.openai.protocol import pooling as pp
 from actorllm.entrypoints.openai.protocol.completion import prompt_batch
 
 MAX_MODEL_LEN = int(os.environ.get("ACTORLLM_MAX_MODEL_LEN", "0"))
-INPUTS = {"/v1/embeddings": pp.EmbeddingRequest, "/pooling": pp.PoolingRequest,
-          "/classify": pp.ClassificationRequest}  # fmt: skip
+INPUTS: dict[str, type[pp._InputFields]] = {
+    "/v1/embeddings": pp.EmbeddingRequest,
+    "/pooling": pp.PoolingRequest,
+    "/classify": pp.ClassificationRequest,
+}
 SCORES = {"/score", "/v1/score", "/rerank", "/v1/rerank", "/v2/rerank"}
 
 
@@ -50,16 +54,7 @@ def _fits(lengths: list[int], keep: int | None) -> bool:
     return all(0 < n <= MAX_MODEL_LEN for n in lengths)
 
 
-def _routed(body: dict[str, Any]) -> str:
-    """The route /invocations answers a pooling body as (the server's order)."""
-    if {"query", "documents"} <= body.keys():
-        return "/rerank"
-    if body.keys() & {"text_1", "queries", "data_1"}:
-        return "/score"
-    return "/v1/embeddings"
-
-
-def _input_case(kind: type, body: dict[str, Any]) -> bool:
+def _input_case(kind: type[pp._InputFields], body: dict[str, Any]) -> bool:
     try:
         req = decode_request(msgspec.json.encode(body), kind)
     except Exception:
@@ -83,9 +78,7 @@ def _score_case(path: str, body: dict[str, Any]) -> bool:
     if isinstance(req, pp.RerankRequest):
         sides = [[req.query], list(req.documents)]
     else:
-        pairs = [("text_1", "text_2"), ("queries", "documents"), ("queries", "items"),
-                 ("data_1", "data_2")]  # fmt: skip
-        given = [(getattr(req, a), getattr(req, b)) for a, b in pairs
+        given = [(getattr(req, a), getattr(req, b)) for a, b in pp.SCORE_PAIRS
                  if not isinstance(getattr(req, a), msgspec.UnsetType)
                  and not isinstance(getattr(req, b), msgspec.UnsetType)]  # fmt: skip
         if len(given) != 1:
@@ -118,8 +111,10 @@ def filter_case(context: Any, case: Any) -> bool:
     if not isinstance(body, dict):
         return True
     if path == "/invocations":  # routed by the body: generated only as that route's body
-        path = _routed(body)
-        kind = INPUTS.get(path) or (pp.RerankRequest if path == "/rerank" else pp.ScoreRequest)
+        path = pooling_invocation(set(body), "embed") or "/v1/embeddings"
+        kind: type[msgspec.Struct] = INPUTS.get(path) or (
+            pp.RerankRequest if path == "/rerank" else pp.ScoreRequest
+        )
         try:
             decode_request(msgspec.json.encode(body), kind)
         except Exception:

@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from actorllm.entrypoints.openai.errors import bad_request
+from actorllm.entrypoints.openai.preprocess import check_vocabulary
 
 FIELD = "kv_transfer_params"
 IDS = "prompt_token_ids"
@@ -50,8 +51,5 @@ def reused_prompt_ids(
             f"`{FIELD}['{IDS}']` must be a non-empty list of non-negative integers.",
             f"{FIELD}.{IDS}",
         )
-    if bad := [t for t in ids if t >= vocab_size]:
-        raise bad_request(
-            f"token ids {bad[:5]} are out of vocabulary (size {vocab_size}).", f"{FIELD}.{IDS}"
-        )
+    check_vocabulary(ids, vocab_size, f"{FIELD}.{IDS}")
     return ids

@@ -113,6 +113,12 @@ def refuse_beside_embeds(truncate_prompt_tokens: int | None, use_beam_search: bo
         raise bad_request(BEAM_EMBEDS_REFUSAL, "prompt_embeds")
 
 
+def check_vocabulary(ids: Sequence[int], vocab_size: int, param: str) -> None:
+    """A 400 naming ``param`` when an id is outside the vocabulary (negative or too large)."""
+    if bad := [t for t in ids if not 0 <= t < vocab_size]:
+        raise bad_request(f"token ids {bad[:5]} are out of vocabulary (size {vocab_size}).", param)
+
+
 def completion_prompts(
     prompt: Any, tokenizer: Any, *, add_special_tokens: bool, vocab_size: int
 ) -> list[Prompt]:
@@ -126,10 +132,8 @@ def completion_prompts(
     except ValueError as exc:
         raise bad_request(str(exc), "prompt") from None
     for p in batch:
-        if not isinstance(p, str) and (bad := [t for t in p if not 0 <= t < vocab_size]):
-            raise bad_request(
-                f"token ids {bad[:5]} are out of vocabulary (size {vocab_size}).", "prompt"
-            )
+        if not isinstance(p, str):
+            check_vocabulary(p, vocab_size, "prompt")
     return [
         Prompt(text=p, token_ids=encode(tokenizer, p, add_special_tokens=add_special_tokens))
         if isinstance(p, str)

@@ -19,16 +19,17 @@ models.
 
 from __future__ import annotations
 
-import base64
 from typing import Any
 
 import msgspec
 import numpy as np
+import torch
 from starlette.responses import Response
 
 from actorllm.core.errors import InvalidRequestError
 from actorllm.entrypoints.openai import serving_pooling
 from actorllm.entrypoints.openai.errors import APIError, bad_request
+from actorllm.entrypoints.openai.pooling_encoding import json_value
 from actorllm.entrypoints.openai.protocol import cohere_embed as ce
 from actorllm.entrypoints.openai.protocol import pooling as pp
 from actorllm.entrypoints.openai.sampling import new_request_id
@@ -50,18 +51,17 @@ def pack_signs(vectors: list[list[float]], *, signed: bool) -> list[list[int]]:
     return (packed - 128 if signed else packed).tolist()
 
 
-def _typed(vectors: list[list[float]], kinds: list[str]) -> ce.CohereEmbeddings:
+def _typed(outputs: list[torch.Tensor], kinds: list[str]) -> ce.CohereEmbeddings:
+    """outputs: each [D] -> every requested kind of them."""
+    floats = [o.tolist() for o in outputs]
     out = ce.CohereEmbeddings()
     for kind in kinds:
         if kind == "float":
-            out.float = vectors
+            out.float = floats
         elif kind in ("binary", "ubinary"):
-            setattr(out, kind, pack_signs(vectors, signed=kind == "binary"))
-        else:
-            out.base64 = [
-                base64.b64encode(np.asarray(v, dtype="<f4").tobytes()).decode("ascii")
-                for v in vectors
-            ]
+            setattr(out, kind, pack_signs(floats, signed=kind == "binary"))
+        else:  # little-endian float32 (vLLM's), as /v1/embeddings' base64 writes it
+            out.base64 = [json_value(o, "base64", "float32", "little") for o in outputs]
     return out
 
 
@@ -140,7 +140,7 @@ async def create_cohere_embedding(ctx: ServingContext, req: ce.CohereEmbedReques
 
 
 async def _embed(ctx: ServingContext, req: ce.CohereEmbedRequest) -> Response:
-    vectors: list[list[float]] = []
+    vectors: list[torch.Tensor] = []  # each [D]
     tokens = 0
     limit = req.max_tokens if req.truncate == "NONE" else None  # (else truncated to it)
     for one in _requests(ctx, req):
@@ -153,7 +153,7 @@ async def _embed(ctx: ServingContext, req: ce.CohereEmbedRequest) -> Response:
                     "Set truncate to END or START to allow truncation.",
                     "max_tokens",
                 )
-            vectors.append(o.outputs.data.tolist())
+            vectors.append(o.outputs.data)
     response = ce.CohereEmbedResponse(
         id=new_request_id("embd", None),
         embeddings=_typed(vectors, list(req.embedding_types or ["float"])),

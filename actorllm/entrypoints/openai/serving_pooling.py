@@ -231,12 +231,7 @@ async def create_classify(ctx: ServingContext, req: pp.ClassificationRequest) ->
 def _score_sides(req: pp.ScoreRequest) -> tuple[list[str], list[str]]:
     given = [
         (a, b)
-        for a, b in (
-            ("text_1", "text_2"),
-            ("queries", "documents"),
-            ("queries", "items"),
-            ("data_1", "data_2"),
-        )
+        for a, b in pp.SCORE_PAIRS
         if not isinstance(getattr(req, a), msgspec.UnsetType)
         and not isinstance(getattr(req, b), msgspec.UnsetType)
     ]

@@ -6,7 +6,7 @@ import msgspec
 
 from actorllm.entrypoints.openai.errors import bad_request
 from actorllm.entrypoints.openai.lora_models import resolve_model
-from actorllm.entrypoints.openai.preprocess import encode, render_chat
+from actorllm.entrypoints.openai.preprocess import check_vocabulary, encode, render_chat
 from actorllm.entrypoints.openai.protocol.tokenize import (
     DetokenizeRequest,
     DetokenizeResponse,
@@ -48,8 +48,5 @@ def tokenize(ctx: ServingContext, req: TokenizeRequest) -> TokenizeResponse:
 def detokenize(ctx: ServingContext, req: DetokenizeRequest) -> DetokenizeResponse:
     engine = ctx.engine
     resolve_model(req.model, engine)  # the base model or an adapter: one tokenizer
-    vocab = engine.vocab_size
-    bad = [t for t in req.tokens if t >= vocab]
-    if bad:
-        raise bad_request(f"token ids {bad[:5]} are out of vocabulary (size {vocab}).", "tokens")
+    check_vocabulary(req.tokens, engine.vocab_size, "tokens")
     return DetokenizeResponse(prompt=str(engine.tokenizer.decode(req.tokens)))

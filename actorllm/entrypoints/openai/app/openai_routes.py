@@ -83,16 +83,24 @@ async def invocations(state: AppState, request: Request) -> Response:
             return await completions(state, request)
         expected = "a chat request (messages) or a completion (prompt)"
     else:
-        if {"query", "documents"} <= keys:
-            return await rerank(state, request)
-        if keys & {"text_1", "queries", "data_1"}:
-            return await score(state, request)
-        if keys & {"input", "messages"}:
-            if pm.tasks[0] == "classify":
-                return await classify(state, request)
-            return await embeddings(state, request)
+        route = pooling_invocation(keys, pm.tasks[0])
+        if route is not None:
+            return await _POOLING_ROUTES[route](state, request)
         expected = "an embedding or classification (input or messages), a score or a rerank"
     raise bad_request(f"Cannot find suitable handler for request. Expected {expected}.")
+
+
+def pooling_invocation(keys: set[str], task: str) -> str | None:
+    """The route /invocations answers a pooling model's body as, by its fields (vLLM's
+    order): a rerank, a score, else the model's own task (``task``: its first); None:
+    none of them."""
+    if {"query", "documents"} <= keys:
+        return "/rerank"
+    if any(a in keys for a, _ in pp.SCORE_PAIRS):
+        return "/score"
+    if keys & {"input", "messages"}:
+        return "/classify" if task == "classify" else "/v1/embeddings"
+    return None
 
 
 async def models(state: AppState, request: Request) -> Response:
@@ -188,3 +196,8 @@ async def score(state: AppState, request: Request) -> Response:
 async def rerank(state: AppState, request: Request) -> Response:
     req = _with_header_id(request, await decode_body(request, pp.RerankRequest))
     return await pooling.create_rerank(state.serving, req)
+
+
+# /invocations' pooling targets (pooling_invocation's answers)
+_POOLING_ROUTES = {"/rerank": rerank, "/score": score, "/classify": classify,
+                   "/v1/embeddings": embeddings}  # fmt: skip

@@ -11,6 +11,7 @@ from typing import Any
 from actorllm.entrypoints.openai.app.state import AppState, Handler
 from actorllm.entrypoints.openai.errors import APIError
 from actorllm.entrypoints.openai.openapi.endpoints import GENERATION_PATHS, POOLING_ENDPOINTS
+from actorllm.entrypoints.openai.openapi.served import offers
 
 # {path: what the model must offer}: "generate", or a pooling need (a task, "score", "any")
 NEEDS: dict[str, str] = {
@@ -33,12 +34,9 @@ def why_not_served(needs: str, engine: Any) -> str | None:
         return f"The model `{name}` is a pooling model: it does not generate text."
     if pm is None:
         return f"The model `{name}` generates text: it serves no pooling route."
-    if needs == "any" or needs in pm.tasks:
+    if offers(needs, pm.tasks, pm.is_cross_encoder):
         return None
-    if needs == "score" and (pm.is_cross_encoder or "embed" in pm.tasks):
-        return None
-    offers = ", ".join(pm.tasks)
-    return f"The model `{name}` ({offers}) does not serve this route."
+    return f"The model `{name}` ({', '.join(pm.tasks)}) does not serve this route."
 
 
 def only_if_served(path: str, fn: Handler) -> Handler:

@@ -8,6 +8,7 @@ from typing import Any
 from actorllm.entrypoints.openai.fields import UNSUPPORTED
 from actorllm.entrypoints.openai.openapi.prompt import prompt_forms
 from actorllm.entrypoints.openai.preprocess import reserved_template_kwargs
+from actorllm.entrypoints.openai.protocol import pooling as pp
 
 BATCH = "BatchChatCompletionRequest"
 
@@ -86,9 +87,7 @@ def _pooling_rules(components: dict[str, Any], reserved: dict[str, Any]) -> None
             {"if": _if_set("continue_final_message", True),
              "then": _if_set("add_generation_prompt", False)}
         )  # fmt: skip
-    pairs = [("text_1", "text_2"), ("queries", "documents"), ("queries", "items"),
-             ("data_1", "data_2")]  # fmt: skip
-    components["ScoreRequest"]["oneOf"] = [{"required": list(pair)} for pair in pairs]
+    components["ScoreRequest"]["oneOf"] = [{"required": list(pair)} for pair in pp.SCORE_PAIRS]
     _cohere_rules(components)
 
 

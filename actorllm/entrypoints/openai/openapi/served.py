@@ -5,6 +5,7 @@ request fields this server refuses, and which pooling routes it serves."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -145,11 +146,16 @@ def _served_pooling(components: dict[str, Any], served: Served) -> None:
     )
 
 
-def pooling_served(needs: str, served: Served) -> bool:
-    """Whether the model offers what a pooling route ``needs`` (a task, "score" or "any")."""
-    tasks = served.pooling_tasks
+def offers(needs: str, tasks: Sequence[str], cross_encoder: bool) -> bool:
+    """Whether a pooling model with ``tasks`` offers what a pooling route ``needs`` (a
+    task, "score" or "any"); the app's 404s (``app/served_routes.py``) ask this too."""
     if needs == "any":
         return bool(tasks)
     if needs == "score":  # a cross-encoder, or a bi-encoder's cosine
-        return served.cross_encoder or "embed" in tasks
+        return cross_encoder or "embed" in tasks
     return needs in tasks
+
+
+def pooling_served(needs: str, served: Served) -> bool:
+    """Whether the documented model offers what a pooling route ``needs``."""
+    return offers(needs, served.pooling_tasks, served.cross_encoder)

@@ -101,6 +101,15 @@ class _ScoringFields(_PoolingFields, kw_only=True):
     chat_template_kwargs: None = None
 
 
+# A score request's pairs of fields (one pair per request): its two sides
+SCORE_PAIRS: tuple[tuple[str, str], ...] = (
+    ("text_1", "text_2"),
+    ("queries", "documents"),
+    ("queries", "items"),
+    ("data_1", "data_2"),
+)
+
+
 class ScoreRequest(_ScoringFields, kw_only=True):
     """One pair of fields: ``text_1``/``text_2``, ``queries``/``documents``,
     ``queries``/``items`` or ``data_1``/``data_2`` (1:1, 1:N or N:N)."""
