@@ -43,7 +43,9 @@ async def output_floor_ms(n: int, steps: int) -> dict[str, Any]:
     return {"steps": steps, "step_ms": step_s * 1e3, "us_per_caller": step_s / n * 1e6}
 
 
-def make_output(request_id: str, prompt: list[int], token_id: int, now: float) -> RequestOutput:
+def make_output(
+    request_id: str, prompt: list[int], token_id: int, now: float, text: str = " x"
+) -> RequestOutput:
     """What the engine hands a DELTA caller for one new token (the output processor's plain
     lane builds these same objects)."""
     return RequestOutput(
@@ -51,7 +53,7 @@ def make_output(request_id: str, prompt: list[int], token_id: int, now: float) -
         prompt=None,
         prompt_token_ids=prompt,
         prompt_logprobs=None,
-        outputs=[CompletionOutput(index=0, text=" x", token_ids=[token_id])],
+        outputs=[CompletionOutput(index=0, text=text, token_ids=[token_id])],
         finished=False,
         num_cached_tokens=0,
         metrics=RequestMetrics(

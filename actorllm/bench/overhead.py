@@ -193,14 +193,23 @@ def run_overhead(
     backend: str = "trio",
     gc_freeze: bool = False,
     repeat: int = 1,
+    lane_bound: bool = False,
 ) -> list[dict[str, Any]]:
     """One row per size: engine and core figures and their ratio (engine / core).
 
     ``repeat`` > 1 runs engine and core in turn that many times per size (interleaved, so
     a shared machine's load weighs on both alike) and reports medians, with every run's
-    figures beside them."""
+    figures beside them. ``lane_bound`` (DELTA, ``stream_interval`` 1) adds a run of the
+    engine with the least output lane (:mod:`actorllm.bench.lane_bound`) to each turn."""
+    from actorllm.bench.lane_bound import least_output_lane
     from actorllm.bench.output_floor import output_floor_ms
     from actorllm.bench.wake_floor import wake_floor_ms
+
+    if lane_bound and (output_kind != "delta" or stream_interval != 1):
+        raise ValueError(
+            "lane_bound measures the DELTA lane at stream_interval 1 "
+            f"(got output_kind={output_kind!r}, stream_interval={stream_interval})"
+        )
 
     rows = []
     for n in sizes:
@@ -208,6 +217,7 @@ def run_overhead(
         cores: list[dict[str, Any]] = []
         floors: list[float] = []
         output_floors: list[float] = []
+        bounds: list[dict[str, Any]] = []
         for _ in range(repeat):
             engines.append(
                 anyio.run(
@@ -223,6 +233,11 @@ def run_overhead(
                     backend=backend,
                 )
             )
+            if lane_bound:
+                run = functools.partial(
+                    engine_step_ms, n, steps, gc_freeze=gc_freeze, window=least_output_lane
+                )
+                bounds.append(anyio.run(run, backend=backend))
             cores.append(core_step_ms(n, steps, gc_freeze=gc_freeze))
             if output_kind == "delta":  # a FINAL_ONLY caller is not woken per step
                 floor = anyio.run(wake_floor_ms, n, steps, backend=backend)
@@ -251,6 +266,12 @@ def run_overhead(
         }
         row["floor_ratio"] = (core["step_ms"] + row["wake_floor_ms"]) / core["step_ms"]
         row["output_floor_ratio"] = (core["step_ms"] + row["output_floor_ms"]) / core["step_ms"]
+        # The engine against the core plus the streaming API's floor (1.0: nothing of its own).
+        row["engine_over_floor"] = eng["step_ms"] / (core["step_ms"] + row["output_floor_ms"])
+        if bounds:
+            bound = statistics.median(b["step_ms"] for b in bounds)
+            row["lane_bound_step_ms"] = bound
+            row["lane_bound_over_floor"] = bound / (core["step_ms"] + row["output_floor_ms"])
         if repeat > 1:
             row["engine_step_ms_runs"] = [e["step_ms"] for e in engines]
             row["core_step_ms_runs"] = [c["step_ms"] for c in cores]
@@ -258,6 +279,8 @@ def run_overhead(
             row["core_cpu_ms_runs"] = [c["cpu_ms_per_step"] for c in cores]
             row["wake_floor_ms_runs"] = floors
             row["output_floor_ms_runs"] = output_floors
+            if bounds:
+                row["lane_bound_step_ms_runs"] = [b["step_ms"] for b in bounds]
         rows.append(row)
     return rows
 
@@ -277,6 +300,11 @@ _COLUMNS = [
     ("floor_ratio", "floor ratio", ".2f"),
     ("output_floor_ms", "output floor ms", ".3f"),
     ("output_floor_ratio", "output floor ratio", ".2f"),
+    ("engine_over_floor", "engine/(core+floor)", ".2f"),
+]
+_LANE_COLUMNS = [
+    ("lane_bound_step_ms", "lane bound ms/step", ".3f"),
+    ("lane_bound_over_floor", "lane bound/(core+floor)", ".2f"),
 ]
 
 
@@ -315,6 +343,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="then cProfile the engine's event loop at the largest size over one timed "
         "window and keep the top N functions by own time",
     )
+    parser.add_argument(
+        "--lane-bound",
+        action="store_true",
+        help="also run the engine with its output processor cut to the least any output "
+        "lane does (bench/lane_bound.py): how far an output-lane redesign could go",
+    )
     add_output_argument(parser)
 
 
@@ -323,6 +357,11 @@ def main(args: argparse.Namespace) -> int:
     from actorllm.bench.report import format_table
 
     sizes = [int(x) for x in args.num_running.split(",") if x.strip()]
+    if args.lane_bound and (args.output_kind != "delta" or args.stream_interval != 1):
+        raise SystemExit(
+            "--lane-bound measures the DELTA lane at --stream-interval 1: drop "
+            "--output-kind final / --stream-interval"
+        )
     rows = run_overhead(
         sizes,
         steps=args.steps,
@@ -332,8 +371,9 @@ def main(args: argparse.Namespace) -> int:
         backend=args.event_loop,
         gc_freeze=args.gc_freeze,
         repeat=args.repeat,
+        lane_bound=args.lane_bound,
     )
-    print(format_table(rows, _COLUMNS))
+    print(format_table(rows, _COLUMNS + (_LANE_COLUMNS if args.lane_bound else [])))
     figures: dict[str, Any] = {"rows": rows}
     if args.profile_top:
         from actorllm.bench.overhead_profile import profile_engine_loop
@@ -360,6 +400,7 @@ def main(args: argparse.Namespace) -> int:
             "event_loop": args.event_loop,
             "gc_freeze": args.gc_freeze,
             "repeat": args.repeat,
+            "lane_bound": args.lane_bound,
         }
         write_json(
             args.output_json,

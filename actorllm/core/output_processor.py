@@ -166,6 +166,11 @@ class OutputProcessor:
             self._owner[engine_id] = user
         return engine_reqs
 
+    @property
+    def tokenizer(self) -> Tokenizer | None:
+        """The tokenizer outputs are detokenized with (None: token ids only)."""
+        return self._tokenizer
+
     # -- the step --------------------------------------------------------------------------
 
     def process_outputs(self, eco: EngineCoreOutputs) -> ProcessedOutputs:

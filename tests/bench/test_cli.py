@@ -122,6 +122,23 @@ def test_overhead_small(tmp_path: Path, interval: str) -> None:
     assert row["output_floor_ratio"] == pytest.approx(floor)
 
 
+def test_overhead_lane_bound(tmp_path: Path) -> None:
+    doc = _bench(tmp_path, "overhead", "--num-running", "8", "--steps", "5", "--lane-bound")
+    assert doc["config"]["lane_bound"] is True
+    (row,) = doc["figures"]["rows"]
+    base = row["core_step_ms"] + row["output_floor_ms"]
+    assert row["engine_over_floor"] == pytest.approx(row["engine_step_ms"] / base)
+    assert row["lane_bound_step_ms"] > 0
+    assert row["lane_bound_over_floor"] == pytest.approx(row["lane_bound_step_ms"] / base)
+
+
+def test_overhead_lane_bound_is_for_the_delta_lane() -> None:
+    from actorllm.bench.overhead import run_overhead
+
+    with pytest.raises(ValueError, match="DELTA lane at stream_interval 1"):
+        run_overhead([8], steps=5, output_kind="final", lane_bound=True)
+
+
 def test_overhead_final_only_has_no_wake_floor(tmp_path: Path) -> None:
     doc = _bench(
         tmp_path, "overhead", "--num-running", "8", "--steps", "5", "--output-kind", "final"
