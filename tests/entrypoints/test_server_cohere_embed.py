@@ -128,3 +128,43 @@ def test_with_a_chat_template_the_prefix_is_a_system_message() -> None:
     system, user = msgspec.to_builtins(made[1].messages)
     assert (system["role"], system["content"]) == ("system", "passage: ")
     assert user["role"] == "user" and user["content"][0]["text"] == TEXTS[1]
+
+
+@pytest.mark.anyio
+async def test_templated_texts_run_side_by_side_and_fail_in_input_order(
+    anyio_backend: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import anyio
+
+    from actorllm.entrypoints.openai import serving_cohere_embed as sce
+    from actorllm.entrypoints.openai.protocol.usage import UsageInfo
+
+    running, most = 0, 0
+
+    async def run_embed(ctx: object, req: object) -> tuple[list[str], UsageInfo]:
+        nonlocal running, most
+        running += 1
+        most = max(most, running)
+        i = int(req.messages[-1].content[0].text)  # type: ignore[attr-defined]
+        await anyio.sleep(0.01 * (5 - i))  # the later texts finish first
+        running -= 1
+        if i in fail:
+            raise ValueError(f"text {i}")
+        return [f"out {i}"], UsageInfo(prompt_tokens=i, total_tokens=i)
+
+    monkeypatch.setattr(sce.serving_pooling, "run_embed", run_embed)
+    # One request per text, as a chat template makes them (_requests)
+    requests = [
+        msgspec.convert(
+            {"messages": [{"role": "user", "content": [{"type": "text", "text": str(i)}]}]},
+            sce.pp.EmbeddingRequest,
+        )
+        for i in range(4)
+    ]
+    fail: set[int] = set()
+    results = await sce._run_all(None, requests)  # type: ignore[arg-type]
+    assert [outs for outs, _ in results] == [["out 0"], ["out 1"], ["out 2"], ["out 3"]]
+    assert most == 4  # all at once, not one after another
+    fail = {1, 3}  # 3 fails first in time; 1 is the first in input order
+    with pytest.raises(ValueError, match="text 1"):
+        await sce._run_all(None, requests)  # type: ignore[arg-type]

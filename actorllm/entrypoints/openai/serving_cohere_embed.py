@@ -1,6 +1,7 @@
 """Cohere's ``POST /v2/embed`` (vLLM 0.32's): each text (or input) becomes an embedding
-request of ``/v1/embeddings`` (serving_pooling.py), and the vectors come back in every
-requested ``embedding_types`` form.
+request of ``/v1/embeddings`` (serving_pooling.py): one for all plain texts, or one per
+text rendered through the chat template (those run side by side), and the vectors come
+back in every requested ``embedding_types`` form.
 
 vLLM's rules, kept: ``input_type`` names a prefix from the model's task instructions (a
 name the model lacks is a 400 listing the ones it has); with a chat template the prefix is
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import anyio
 import msgspec
 import numpy as np
 import torch
@@ -32,6 +34,7 @@ from actorllm.entrypoints.openai.errors import APIError, bad_request
 from actorllm.entrypoints.openai.pooling_encoding import json_value
 from actorllm.entrypoints.openai.protocol import cohere_embed as ce
 from actorllm.entrypoints.openai.protocol import pooling as pp
+from actorllm.entrypoints.openai.protocol.usage import UsageInfo
 from actorllm.entrypoints.openai.sampling import new_request_id
 from actorllm.entrypoints.openai.serving_common import ServingContext, json_response
 
@@ -63,6 +66,35 @@ def _typed(outputs: list[torch.Tensor], kinds: list[str]) -> ce.CohereEmbeddings
         else:  # little-endian float32 (vLLM's), as /v1/embeddings' base64 writes it
             out.base64 = [json_value(o, "base64", "float32", "little") for o in outputs]
     return out
+
+
+async def _run_all(
+    ctx: ServingContext, requests: list[pp.EmbeddingRequest]
+) -> list[tuple[serving_pooling.Results, UsageInfo]]:
+    """Each request's outputs and usage, in order. Several (one per templated text) run
+    side by side, so the engine batches them as it would one request's texts; when some
+    fail, the first failing one's error is raised, as a sequential run would raise it."""
+    if len(requests) == 1:
+        return [await serving_pooling.run_embed(ctx, requests[0])]
+    results: list[tuple[serving_pooling.Results, UsageInfo] | Exception | None]
+    results = [None] * len(requests)
+
+    async def one(i: int) -> None:
+        try:
+            results[i] = await serving_pooling.run_embed(ctx, requests[i])
+        except Exception as exc:  # re-raised below, in input order
+            results[i] = exc
+
+    async with anyio.create_task_group() as tg:
+        for i in range(len(requests)):
+            tg.start_soon(one, i)
+    done = []
+    for result in results:
+        if isinstance(result, Exception):
+            raise result
+        assert result is not None  # every task ran to its end
+        done.append(result)
+    return done
 
 
 def _requests(ctx: ServingContext, req: ce.CohereEmbedRequest) -> list[pp.EmbeddingRequest]:
@@ -143,8 +175,7 @@ async def _embed(ctx: ServingContext, req: ce.CohereEmbedRequest) -> Response:
     vectors: list[torch.Tensor] = []  # each [D]
     tokens = 0
     limit = req.max_tokens if req.truncate == "NONE" else None  # (else truncated to it)
-    for one in _requests(ctx, req):
-        outs, usage = await serving_pooling.run_embed(ctx, one)
+    for outs, usage in await _run_all(ctx, _requests(ctx, req)):
         tokens += usage.prompt_tokens
         for o in outs:
             if limit is not None and (n := len(o.prompt_token_ids)) > limit:
