@@ -30,7 +30,7 @@ from actorllm.core.model_runner_output import ModelRunnerOutput, TokenLogprobs
 from actorllm.core.sampling_params import SamplingParams
 from actorllm.core.scheduler_output import SchedulerOutput
 from actorllm.worker.runner import FinishedStep, KVCacheTensors, Runner
-from actorllm.worker.sleep_tags import SLEEP_TAGS, to_wake
+from actorllm.worker.sleep_tags import sleep_parts, to_wake
 
 if TYPE_CHECKING:
     import torch
@@ -145,9 +145,9 @@ class ScriptedModel:
     def reset_requests(self) -> None:
         self._reqs.clear()
 
-    def sleep(self, level: int) -> None:
+    def sleep(self, level: int, tags: Sequence[str] | None = None) -> None:
         self.sleeping = level
-        self.asleep = frozenset(SLEEP_TAGS)
+        self.asleep = sleep_parts(tags)
         self._reqs.clear()
 
     def wake_up(self, tags: Sequence[str] | None = None) -> None:

@@ -31,7 +31,7 @@ from actorllm.models.encoder_config import EncoderConfig, encoder_pooler_spec, r
 from actorllm.models.onednn_linear import prepack_linears
 from actorllm.worker.pooling_head import PoolingHead
 from actorllm.worker.runner import FinishedStep, Runner
-from actorllm.worker.sleep_tags import SLEEP_TAGS, WEIGHTS, to_wake
+from actorllm.worker.sleep_tags import SLEEP_TAGS, WEIGHTS, sleep_parts, to_wake
 from actorllm.worker.step_inputs import SchedulerProtocolError
 
 if TYPE_CHECKING:
@@ -133,10 +133,14 @@ class EncoderRunner:
         self._reqs.clear()
         self.head.reset()
 
-    def sleep(self, level: int) -> None:
+    def sleep(self, level: int, tags: Sequence[str] | None = None) -> None:
+        """An encoder keeps no KV cache: ``tags=["kv_cache"]`` frees nothing but the
+        requests' state (and leaves the runner awake)."""
         if level not in (1, 2):
             raise ValueError(f"sleep level must be 1 or 2, got {level}")
         self.reset_requests()
+        if WEIGHTS not in sleep_parts(tags):
+            return
         if level == 2:
             self._model = None
         self.sleep_level = level

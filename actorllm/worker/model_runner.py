@@ -70,7 +70,7 @@ from actorllm.worker.runner import Runner
 from actorllm.worker.sampler import Sampler
 from actorllm.worker.sampling_metadata import needs_token_history
 from actorllm.worker.sleep_memory import free_device_memory, weights_to_device, weights_to_host
-from actorllm.worker.sleep_tags import KV_CACHE, SLEEP_TAGS, WEIGHTS, to_wake
+from actorllm.worker.sleep_tags import KV_CACHE, WEIGHTS, sleep_parts, to_wake
 from actorllm.worker.spec_decode.build import DraftMethod, build_proposer
 from actorllm.worker.spec_decode.draft_model import DraftModelProposer
 from actorllm.worker.spec_decode.eagle import EagleProposer
@@ -386,24 +386,28 @@ class ModelRunner:
         if self.device.type == "cuda":
             torch.cuda.empty_cache()
 
-    def sleep(self, level: int = 1) -> None:
+    def sleep(self, level: int = 1, tags: Sequence[str] | None = None) -> None:
         """Free memory while idle. Worker-side request state is dropped.
 
         Level 1: KV cache freed; weights moved to host memory (on CPU they already are, and
         stay). Level 2: KV cache and weights freed; :meth:`wake_up` reloads from disk.
+        ``tags=["kv_cache"]``: the KV cache alone, the weights untouched (vLLM's
+        ``release_kv_cache_memory``; ``wake_up(["kv_cache"])`` brings it back).
         CUDA graphs are dropped (they point at the freed memory) and recaptured on wake-up.
         """
         if level not in (1, 2):
             raise ValueError(f"sleep level must be 1 or 2, got {level}")
         if self.sleep_level:
             raise ModelRunnerStateError(f"already asleep (level {self.sleep_level})")
+        asleep = sleep_parts(tags)
         self._drop_kv_cache()
-        if level == 2:
-            self.model = None
-        elif self.model is not None:
-            weights_to_host(self.model, self.device)
+        if WEIGHTS in asleep:
+            if level == 2:
+                self.model = None
+            elif self.model is not None:
+                weights_to_host(self.model, self.device)
         self.sleep_level = level
-        self.asleep = frozenset(SLEEP_TAGS)
+        self.asleep = asleep
         free_device_memory(self.device)
 
     def _drop_kv_cache(self) -> None:

@@ -267,9 +267,9 @@ class RemoteWorker:
         self.flush()
         return self.host.call("collective_rpc", method, args, kwargs)
 
-    def sleep_group(self, level: int = 1) -> None:
+    def sleep_group(self, level: int = 1, tags: Sequence[str] | None = None) -> None:
         self.flush()
-        self.host.call("sleep_group", level)
+        self.host.call("sleep_group", level, None if tags is None else list(tags))
 
     def wake_up_group(self, tags: Sequence[str] | None = None) -> None:
         self.flush()

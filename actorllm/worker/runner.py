@@ -122,7 +122,11 @@ class Runner(Protocol):
 
     def reset_requests(self) -> None: ...
 
-    def sleep(self, level: int) -> None: ...
+    def sleep(self, level: int, tags: Sequence[str] | None = None) -> None:
+        """Free memory while idle (level 1: the KV cache, weights kept in host memory;
+        level 2: both). ``tags`` ``["kv_cache"]``: the KV cache alone, the weights stay
+        where they are (vLLM's ``release_kv_cache_memory``); None: what the level says."""
+        ...
 
     def wake_up(self, tags: Sequence[str] | None = None) -> None:
         """Restore what ``tags`` names ("weights", "kv_cache": worker/sleep_tags.py; None:

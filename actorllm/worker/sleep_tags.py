@@ -5,7 +5,8 @@ weights (level 1: kept in host memory, which on CPU is where they are anyway; le
 dropped, reloaded from the checkpoint). ``wake_up(tags)`` restores those named, so an RL
 trainer sharing the device can bring the weights back, update them, and only then allocate
 the KV cache (``["weights"]``, then ``["kv_cache"]``). Steps run again only once both are
-back.
+back. The KV cache can also sleep alone, the weights staying where they are (vLLM's
+``release_kv_cache_memory``: ``sleep_parts(["kv_cache"])``).
 
     >>> sorted(to_wake(frozenset(SLEEP_TAGS), None))
     ['kv_cache', 'weights']
@@ -36,6 +37,20 @@ def check_tags(tags: Iterable[str] | None) -> list[str] | None:
             f"{', '.join(map(repr, SLEEP_TAGS))}."
         )
     return tags
+
+
+def sleep_parts(tags: Iterable[str] | None) -> frozenset[str]:
+    """What a sleep frees: everything (None), or the KV cache alone (``["kv_cache"]``);
+    raises ``ValueError`` for anything else (weights without their cache are not a state
+    the engine can run from)."""
+    if tags is None:
+        return frozenset(SLEEP_TAGS)
+    parts = frozenset(check_tags(tags) or ())
+    if parts != {KV_CACHE}:
+        raise ValueError(
+            f"only the KV cache can sleep alone (tags ['kv_cache']), got {sorted(parts)}."
+        )
+    return parts
 
 
 def to_wake(asleep: frozenset[str], tags: Iterable[str] | None) -> frozenset[str]:

@@ -102,7 +102,7 @@ class ReplicaWorker(Protocol):
         kwargs: Mapping[str, Any] | None = None,
     ) -> list[Any]: ...
 
-    def sleep_group(self, level: int = 1) -> None: ...
+    def sleep_group(self, level: int = 1, tags: Sequence[str] | None = None) -> None: ...
 
     def wake_up_group(self, tags: Sequence[str] | None = None) -> None: ...
 
@@ -237,9 +237,9 @@ class Worker:
             others = self.tp.rpc_results(seq)  # waited for even when rank 0's call raised
         return [mine, *others]
 
-    def sleep_group(self, level: int = 1) -> None:
+    def sleep_group(self, level: int = 1, tags: Sequence[str] | None = None) -> None:
         """:meth:`sleep` on every rank, each alongside the others; returns once all slept."""
-        self.collective_rpc_group("sleep", (level,))
+        self.collective_rpc_group("sleep", (level, None if tags is None else list(tags)))
 
     def wake_up_group(self, tags: Sequence[str] | None = None) -> None:
         """:meth:`wake_up` on every rank, each alongside the others; returns once all are
@@ -264,9 +264,11 @@ class Worker:
             raise InvalidRequestError(f"the worker has no method {method!r}.", param="method")
         return fn(*args, **dict(kwargs or {}))
 
-    def sleep(self, level: int = 1) -> None:
+    def sleep(self, level: int = 1, tags: Sequence[str] | None = None) -> None:
+        """Free memory while idle (``ModelRunner.sleep``: ``tags=["kv_cache"]`` the KV
+        cache alone)."""
         self.pipeline.flush()
-        self.model_runner.sleep(level)
+        self.model_runner.sleep(level, tags)
 
     def wake_up(self, tags: Sequence[str] | None = None) -> None:
         """Restore what ``tags`` name ("weights", "kv_cache"; None: both)."""

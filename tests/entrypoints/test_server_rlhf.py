@@ -114,6 +114,26 @@ def test_sleep_and_wake_up_by_tags(dev: ServerThread) -> None:
     assert httpx.post(url + "/v1/completions", json=body, timeout=60).status_code == 200
 
 
+def test_level_0_sleep_and_release_kv_cache_memory(dev: ServerThread) -> None:
+    url = dev.url
+    r = httpx.post(url + "/release_kv_cache_memory", timeout=60)  # not paused
+    assert r.status_code == 400 and "completed pause" in r.json()["error"]["message"]
+    r = httpx.post(url + "/sleep", params={"level": "0"}, timeout=60)
+    assert r.json() == {"status": "sleeping", "level": 0}
+    assert httpx.get(url + "/is_sleeping").json() == {"is_sleeping": True}
+    r = httpx.post(url + "/release_kv_cache_memory", timeout=60)
+    assert r.status_code == 200 and r.json() == {"status": "kv_cache_released"}
+    r = httpx.post(url + "/wake_up", params={"tags": "scheduling"}, timeout=60)
+    assert r.json() == {"status": "sleeping", "tags": ["scheduling"]}  # the cache sleeps
+    r = httpx.post(url + "/wake_up", params={"tags": "kv_cache"}, timeout=60)
+    assert r.json() == {"status": "awake", "tags": ["kv_cache"]}
+    assert httpx.get(url + "/is_sleeping").json() == {"is_sleeping": False}
+    body = {"model": "scripted", "prompt": "awake", "max_tokens": 2}
+    assert httpx.post(url + "/v1/completions", json=body, timeout=60).status_code == 200
+    r = httpx.post(url + "/sleep", params={"level": "3"}, timeout=60)
+    assert r.status_code == 400 and r.json()["error"]["param"] == "level"
+
+
 def test_server_info_has_vllms_keys(dev: ServerThread) -> None:
     text = httpx.get(dev.url + "/server_info").json()
     assert set(text) == {"vllm_config", "vllm_env", "system_env"}

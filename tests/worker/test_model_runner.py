@@ -91,6 +91,25 @@ def test_sleep_level_is_validated(ckpt: Path) -> None:
     r = _runner(ckpt)
     with pytest.raises(ValueError, match="level"):
         r.sleep(3)
+    with pytest.raises(ValueError, match="only the KV cache can sleep alone"):
+        r.sleep(1, ["weights"])
+
+
+def test_the_kv_cache_sleeps_alone(ckpt: Path) -> None:
+    # vLLM's release_kv_cache_memory: the cache freed, the weights where they were
+    r = _runner(ckpt)
+    prompt = [5, 9, 17, 33, 2, 8, 70]
+    before = _generate(r, prompt, "a")
+    model = r.model
+    r.sleep(1, ["kv_cache"])
+    assert r.kv_caches == [] and r.model is model
+    with pytest.raises(ModelRunnerStateError, match="asleep"):
+        r.execute(SchedulerOutput.empty(1))
+    r.wake_up(["weights"])  # nothing of theirs slept: still without a cache
+    assert r.sleep_level and r.kv_caches == []
+    r.wake_up(["kv_cache"])
+    assert not r.sleep_level and len(r.kv_caches) == r.model_config.num_layers
+    assert _generate(r, prompt, "b") == before
 
 
 def test_dummy_weights_run(ckpt: Path) -> None:

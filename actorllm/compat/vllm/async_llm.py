@@ -358,9 +358,14 @@ class AsyncLLM:
         await self._call(self.engine.sleep, level, mode)
 
     async def wake_up(self, tags: list[str] | None = None) -> bool:
-        """Restore ``tags`` (``["weights"]``, ``["kv_cache"]``; None: both); whether the
-        engine is fully awake."""
+        """Restore ``tags`` (``["weights"]``, ``["kv_cache"]``, ``["scheduling"]``; None:
+        everything); whether the engine is fully awake."""
         return bool(await self._call(self.engine.wake_up, tags))
+
+    async def release_kv_cache_memory(self) -> None:
+        """vLLM's: free the KV cache alone after a completed ``sleep(level=0)``; see
+        ``AsyncEngine.release_kv_cache_memory``."""
+        await self._call(self.engine.release_kv_cache_memory)
 
     async def pause_generation(
         self,

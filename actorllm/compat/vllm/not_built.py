@@ -42,7 +42,6 @@ LLM_NOT_BUILT: Mapping[str, str] = {
     "enqueue_chat": "queueing without waiting is not built (use chat, or LLMEngine)",
     "wait_for_completion": "queueing without waiting is not built (use generate)",
     "reset_mm_cache": _MM,
-    "release_kv_cache_memory": "releasing the KV cache is not built (see sleep)",
 }
 
 # vLLM LLMEngine methods not built here (vllm/v1/engine/llm_engine.py).
@@ -50,7 +49,6 @@ LLM_ENGINE_NOT_BUILT: Mapping[str, str] = {
     "pin_lora": _PIN_LORA,
     "reset_mm_cache": _MM,
     "reset_encoder_cache": _MM,
-    "release_kv_cache_memory": "releasing the KV cache is not built (see sleep)",
 }
 
 # Why an option of a request method is refused when given (anything but None).

@@ -75,15 +75,21 @@ class SyncFacade:
     # -- control plane --------------------------------------------------------------------
 
     def sleep(self, level: int = 1, mode: PauseMode = "abort") -> None:
-        """Free the KV cache (level 2: the weights too) until :meth:`wake_up`; ``mode``
-        (vLLM's, default abort) says what happens to requests in flight
-        (``AsyncEngine.sleep``)."""
+        """Free the KV cache (level 2: the weights too) until :meth:`wake_up`; level 0
+        only stops scheduling (requests are still taken); ``mode`` (vLLM's, default abort)
+        says what happens to requests in flight (``AsyncEngine.sleep``)."""
         self._thread.call(self.engine.sleep, level, mode)
 
     def wake_up(self, tags: list[str] | None = None) -> bool:
-        """Restore ``tags`` (``["weights"]``, ``["kv_cache"]``; None: both); returns whether
-        the engine is fully awake (it generates again only then)."""
+        """Restore ``tags`` (``["weights"]``, ``["kv_cache"]``, ``["scheduling"]``; None:
+        everything); returns whether the engine is fully awake (it generates again only
+        then)."""
         return bool(self._thread.call(self.engine.wake_up, tags))
+
+    def release_kv_cache_memory(self) -> None:
+        """vLLM's: free the KV cache alone, after a completed ``sleep(level=0)``; restore it
+        with ``wake_up(tags=["kv_cache"])`` (``AsyncEngine.release_kv_cache_memory``)."""
+        self._thread.call(self.engine.release_kv_cache_memory)
 
     def is_sleeping(self) -> bool:
         return self._thread.call(self.engine.is_sleeping)

@@ -164,8 +164,8 @@ class ExecutorActor(Actor[ExecutorMsg]):
                 )
             case ExecuteStep():
                 self._submit(msg)
-            case SleepWorker(level=level, reply=reply):
-                self._call(reply, lambda: w.sleep_group(level))
+            case SleepWorker(level=level, tags=tags, reply=reply):
+                self._call(reply, lambda: w.sleep_group(level, tags))
             case WakeWorker(tags=tags, reply=reply):
                 self._call(reply, lambda: w.wake_up_group(tags))
             case CollectiveRPC(method=method, args=args, kwargs=kwargs, reply=reply):

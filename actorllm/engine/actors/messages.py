@@ -182,6 +182,13 @@ class Sleep(_Msg, frozen=True, kw_only=True):
     reply: Reply[None]
 
 
+class ReleaseKVCache(_Msg, frozen=True, kw_only=True):
+    """vLLM's ``release_kv_cache_memory``: free the KV cache alone, the weights staying;
+    only once a pause is complete and nothing sleeps (else the reply fails naming why)."""
+
+    reply: Reply[None]
+
+
 class WakeUp(_Msg, frozen=True, kw_only=True):
     """Restore what ``tags`` names (worker/sleep_tags.py; None: everything); the answer
     says whether the replica is fully awake (then it schedules again)."""
@@ -267,6 +274,7 @@ class GetWeightVersion(_Msg, frozen=True, kw_only=True):
 
 SchedulerControl = (
     Sleep
+    | ReleaseKVCache
     | WakeUp
     | IsSleeping
     | PauseGeneration
@@ -319,9 +327,11 @@ class ExecuteStep(_Msg, frozen=True, kw_only=True):
 
 
 class SleepWorker(_Msg, frozen=True, kw_only=True):
-    """Free the KV cache (and at level 2 the weights); no step is in flight."""
+    """Free the KV cache (and at level 2 the weights); no step is in flight. ``tags``
+    ``["kv_cache"]``: the KV cache alone (worker/sleep_tags.py ``sleep_parts``)."""
 
     level: int
+    tags: list[str] | None = None
     reply: Reply[None]
 
 

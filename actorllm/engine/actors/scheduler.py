@@ -51,6 +51,7 @@ from actorllm.engine.actors.messages import (
     IsSleeping,
     LaunchDue,
     PauseGeneration,
+    ReleaseKVCache,
     ResetPrefixCache,
     ResumeGeneration,
     SchedulerMsg,
@@ -64,8 +65,10 @@ from actorllm.engine.actors.messages import (
     WakeUp,
     WakeWorker,
 )
+from actorllm.engine.errors import InvalidRequestError
 from actorllm.engine.recovery.admission import Admission, AdmissionStatistics, Failure
 from actorllm.engine.scheduling.lookahead import Lookahead
+from actorllm.worker.sleep_tags import KV_CACHE
 
 
 class SchedulerReport(msgspec.Struct, frozen=True, kw_only=True):
@@ -155,6 +158,8 @@ class SchedulerActor(Actor[SchedulerMsg]):
                     self.sleep_waiters.append((level, reply.defer()))  # once steps drain
                     if not adm.inflight:
                         await self._sleep_now()
+            case ReleaseKVCache(reply=reply):
+                await self._release_kv_cache(reply)
             case WakeUp(tags=tags, reply=reply):
                 if adm.sleep_level:
                     await self.refs.executor.ask(lambda r: WakeWorker(tags=tags, reply=r))
@@ -293,6 +298,30 @@ class SchedulerActor(Actor[SchedulerMsg]):
         if version is not None:
             self.admission.weight_versions.current = version
         reply.send(written)
+
+    async def _release_kv_cache(self, reply: Reply[None]) -> None:
+        """vLLM's conditions, its words: a completed pause (nothing in flight; frozen and
+        queued requests are kept, recomputed once the cache is back) and nothing asleep."""
+        adm = self.admission
+        if adm.sleep_level or self.sleep_waiters:
+            reply.fail(
+                InvalidRequestError(
+                    "release_kv_cache_memory() requires all executor memory to be resident "
+                    "(the engine is asleep: wake_up first)."
+                )
+            )
+            return
+        if not adm.pause_complete():
+            reply.fail(
+                InvalidRequestError(
+                    "release_kv_cache_memory() requires a completed pause first "
+                    "(sleep(level=0) or pause_generation)."
+                )
+            )
+            return
+        await self.refs.executor.ask(lambda r: SleepWorker(level=1, tags=[KV_CACHE], reply=r))
+        adm.sleep(1, [KV_CACHE])
+        reply.send(None)
 
     async def _sleep_now(self) -> None:
         """No step is in flight: free the KV cache (and weights) on the worker. Requests

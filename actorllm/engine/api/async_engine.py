@@ -331,6 +331,7 @@ class AsyncEngine:
     sleep = _forward("_control", ControlPlane.sleep)
     wake_up = _forward("_control", ControlPlane.wake_up)
     is_sleeping = _forward("_control", ControlPlane.is_sleeping)
+    release_kv_cache_memory = _forward("_control", ControlPlane.release_kv_cache_memory)
     pause_generation = _forward("_control", ControlPlane.pause_generation)
     resume_generation = _forward("_control", ControlPlane.resume_generation)
     is_paused = _forward("_control", ControlPlane.is_paused)

@@ -38,6 +38,7 @@ from actorllm.engine.actors.messages import (
     IsPaused,
     IsSleeping,
     PauseGeneration,
+    ReleaseKVCache,
     ReplicaSchedulerStats,
     ResetPrefixCache,
     ResumeGeneration,
@@ -68,6 +69,9 @@ class ControlPlane:
         self._parts = parts
         self._ctx = parts.ctx  # the first replica's: the shared ledger and refs
         self._status = status  # shared with the request API; read before every call
+        # A level-0 sleep holds the pause (vLLM's: scheduling stopped, requests accepted):
+        # the next wake-up that leaves nothing asleep, or a resume, ends it.
+        self._scheduling_asleep = False
 
     def live(self) -> list[Replica]:
         """The replicas that still take work, in replica order."""
@@ -97,14 +101,22 @@ class ControlPlane:
 
     async def sleep(self, level: int = 1, mode: PauseMode = "keep") -> None:
         """Free the KV cache (level 1: keep weights in host memory; level 2: drop them) of
-        every replica; new requests wait for ``wake_up``. ``mode`` says what happens to the
+        every replica; new requests wait for ``wake_up``. Level 0 frees nothing: it stops
+        scheduling (:meth:`pause_generation` in ``mode``, the prefix cache kept) while
+        requests are still accepted, until ``wake_up`` (``["scheduling"]`` or any call
+        that leaves nothing asleep), as vLLM's. ``mode`` says what happens to the
         requests in flight, as vLLM's ``sleep(level, mode)`` (its default is ``"abort"``;
         the vLLM front doors pass it): ``"keep"`` (here the default) recomputes them after
-        ``wake_up``, ``"abort"`` ends them (``finish_reason="abort"``), ``"wait"`` lets
-        those that have started finish first (see :meth:`pause_generation`)."""
-        if level not in (1, 2):
-            raise InvalidRequestError(f"sleep level must be 1 or 2, got {level}.", param="level")
+        ``wake_up`` (level 0: they stay frozen where they stand), ``"abort"`` ends them
+        (``finish_reason="abort"``), ``"wait"`` lets those that have started finish first
+        (see :meth:`pause_generation`)."""
+        if level not in (0, 1, 2):
+            raise InvalidRequestError(f"sleep level must be 0, 1 or 2, got {level}.", param="level")
         mode = check_mode(mode)
+        if level == 0:
+            await self.pause_generation(mode=mode, clear_cache=False)
+            self._scheduling_asleep = True
+            return
         # A pause of the caller's own stays on; one taken here only for the sleep is lifted
         # once asleep (what arrives then waits for wake_up anyway).
         lift = mode != "keep" and not await self.is_paused()
@@ -118,28 +130,43 @@ class ControlPlane:
 
     async def wake_up(self, tags: list[str] | None = None) -> bool:
         """Restore what ``tags`` names on every replica: ``"weights"``, ``"kv_cache"``
-        (None: both; vLLM's ``"scheduling"`` names nothing here: there is no level-0
-        sleep, scheduling resumes once both are back). Returns whether the engine is fully
-        awake; until it is, new requests wait and nothing is scheduled. Waking the weights
-        first lets a trainer update them (``collective_rpc``, ``load_weights``) before the
-        KV cache takes its memory back."""
+        (None: both), and ``"scheduling"`` (a level-0 sleep; vLLM's tags). Returns whether
+        the engine is fully awake; until it is, new requests wait and nothing is
+        scheduled. As vLLM's, a level-0 sleep ends with any wake-up that leaves nothing
+        else asleep. Waking the weights first lets a trainer update them
+        (``collective_rpc``, ``load_weights``) before the KV cache takes its memory back."""
         if tags is not None and not isinstance(tags, str):
             tags = [t for t in tags if t != "scheduling"]
-            if not tags:
-                return not await self.is_sleeping()
-        try:
-            checked = check_tags(tags)
-        except ValueError as e:
-            raise InvalidRequestError(str(e), param="tags") from None
-        awake: list[bool] = await self._ask_all(
-            "scheduler", lambda r: WakeUp(tags=checked, reply=r)
-        )
-        return all(awake)
+        if tags is None or isinstance(tags, str) or tags:
+            try:
+                checked = check_tags(tags)
+            except ValueError as e:
+                raise InvalidRequestError(str(e), param="tags") from None
+            awake: list[bool] = await self._ask_all(
+                "scheduler", lambda r: WakeUp(tags=checked, reply=r)
+            )
+            fully_awake = all(awake)
+        else:
+            fully_awake = not await self._replicas_sleeping()
+        if fully_awake and self._scheduling_asleep:
+            await self.resume_generation()
+        return fully_awake
 
     async def is_sleeping(self) -> bool:
-        """Whether any replica sleeps (or is going to sleep)."""
+        """Whether the engine sleeps at any level (or a replica is going to sleep)."""
+        return self._scheduling_asleep or await self._replicas_sleeping()
+
+    async def _replicas_sleeping(self) -> bool:
         flags: list[bool] = await self._ask_all("scheduler", lambda r: IsSleeping(reply=r))
         return any(flags)
+
+    async def release_kv_cache_memory(self) -> None:
+        """vLLM's: free every replica's KV cache, the weights staying where they are, until
+        ``wake_up(["kv_cache"])`` (or a wake-up of everything). Only after a completed
+        pause (``sleep(level=0)`` or :meth:`pause_generation`) with nothing asleep; else
+        ``InvalidRequestError`` saying which. Requests kept by the pause, and those queued
+        meanwhile, are recomputed once the cache is back and scheduling resumes."""
+        await self._ask_all("scheduler", lambda r: ReleaseKVCache(reply=r))
 
     async def pause_generation(
         self, *, mode: PauseMode = "abort", clear_cache: bool = True
@@ -181,9 +208,10 @@ class ControlPlane:
                 await anyio.sleep(0.005)
 
     async def resume_generation(self) -> None:
-        """Resume after :meth:`pause_generation`: requests that arrived while paused run
-        (in arrival order), frozen ones go on. A pause still in progress ends with an
-        error (it never completed)."""
+        """Resume after :meth:`pause_generation` (or a level-0 sleep, which it ends):
+        requests that arrived while paused run (in arrival order), frozen ones go on. A
+        pause still in progress ends with an error (it never completed)."""
+        self._scheduling_asleep = False
         await self._ask_all("scheduler", lambda r: ResumeGeneration(reply=r))
 
     async def is_paused(self) -> bool:

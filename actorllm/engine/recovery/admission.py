@@ -63,7 +63,7 @@ from actorllm.engine.recovery.pause import Pause, PauseMode
 from actorllm.engine.recovery.probation import SCOPE, Probation
 from actorllm.engine.scheduling.inflight import InflightSteps
 from actorllm.engine.scheduling.weight_versions import WeightVersions
-from actorllm.worker.sleep_tags import SLEEP_TAGS, to_wake
+from actorllm.worker.sleep_tags import sleep_parts, to_wake
 
 if TYPE_CHECKING:
     from actorllm.core.engine_core_output import EngineCoreOutputs
@@ -336,11 +336,12 @@ class Admission:
 
     # -- sleep and the connector ----------------------------------------------------------
 
-    def sleep(self, level: int) -> None:
-        """The worker freed its memory (no step in flight): the core's blocks are gone."""
+    def sleep(self, level: int, tags: list[str] | None = None) -> None:
+        """The worker freed its memory (no step in flight; ``tags``: what it freed, None:
+        everything): the core's blocks are gone either way."""
         assert not self.inflight, "sleep with steps in flight"
         self.sleep_level = level
-        self.asleep = frozenset(SLEEP_TAGS)
+        self.asleep = sleep_parts(tags)
         self.core = self._new_core()
         self._held = None  # waking up starts a new epoch: the worker forgets them all
         self._running_stale = True

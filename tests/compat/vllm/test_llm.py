@@ -54,6 +54,14 @@ def test_progress_bar_and_control_plane(llm, capsys):
     llm.sleep(1)
     llm.wake_up()
     assert llm.reset_prefix_cache()
+    # vLLM 0.32's level 0 and release_kv_cache_memory, then everything back
+    llm.sleep(level=0)
+    assert llm.is_sleeping()
+    llm.release_kv_cache_memory()
+    assert llm.wake_up(tags=["scheduling"]) is False  # the KV cache still sleeps
+    assert llm.wake_up(tags=["kv_cache"]) is True and not llm.is_sleeping()
+    (out,) = llm.generate(["z"], SamplingParams(max_tokens=1), use_tqdm=False)
+    assert len(out.outputs[0].token_ids) == 1
 
 
 def test_every_prompt_form_and_a_mix_give_the_same_tokens(llm):

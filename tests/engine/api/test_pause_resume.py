@@ -163,6 +163,40 @@ async def test_sleep_modes_as_vllms_sleep_level_mode() -> None:
         await check_invariants(engine)
 
 
+async def test_level_0_sleep_stops_scheduling_and_still_takes_requests() -> None:
+    """vLLM 0.32's sleep(level=0): scheduling stops (mode as a pause's), requests are still
+    accepted and queued; it ends with wake_up(["scheduling"]), any wake-up that leaves
+    nothing asleep, or resume_generation."""
+    params = SamplingParams(max_tokens=30, ignore_eos=True)
+    async with open_test_engine(step_delay_s=0.002) as engine:
+        running, late = Stream(), Stream()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(running.run, engine, "level 0", params)
+            await started([running])
+            await engine.sleep(0, mode="keep")
+            assert await engine.is_sleeping() and await engine.is_paused()
+            tg.start_soon(late.run, engine, "arrives asleep", params)
+            await anyio.sleep(0.05)
+            frozen = list(running.tokens)
+            await anyio.sleep(0.05)
+            assert running.tokens == frozen and late.tokens == []  # nothing scheduled
+            assert await engine.wake_up(["scheduling"]) is True
+        assert len(running.tokens) == len(late.tokens) == 30
+        assert not await engine.is_sleeping() and not await engine.is_paused()
+
+        for end in ("weights", None, "resume"):
+            await engine.sleep(0, mode="abort")
+            assert await engine.is_sleeping()
+            if end == "resume":
+                await engine.resume_generation()
+            else:  # nothing else asleep: any wake-up ends it, as vLLM's
+                assert await engine.wake_up(None if end is None else [end]) is True
+            assert not await engine.is_sleeping()
+        with pytest.raises(InvalidRequestError, match="sleep level must be 0, 1 or 2"):
+            await engine.sleep(3)
+        await check_invariants(engine)
+
+
 # -- a tiny real model ---------------------------------------------------------------------
 
 
@@ -217,6 +251,31 @@ async def test_keep_resumes_frozen_requests_exactly_and_wake_by_tags(tiny_model:
             assert await engine.wake_up(["kv_cache"]) is True
         assert waiting.tokens == reference[0]
         assert not await engine.is_sleeping()
+
+        # vLLM's release_kv_cache_memory: after a completed level-0 sleep, the KV cache
+        # alone; kept requests are recomputed once it is back.
+        with pytest.raises(InvalidRequestError, match="requires a completed pause first"):
+            await engine.release_kv_cache_memory()
+        streams = [Stream() for _ in PROMPTS]
+        async with anyio.create_task_group() as tg:
+            for p, s in zip(PROMPTS, streams, strict=True):
+                tg.start_soon(s.run, engine, p, GREEDY)
+            await started(streams)
+            await engine.sleep(0, mode="keep")
+            await engine.release_kv_cache_memory()
+            kv = await engine.collective_rpc(lambda w: bool(w.model_runner.kv_caches))
+            assert kv == [False]
+            assert await engine.collective_rpc(lambda w: w.model_runner.model is not None) == [True]
+            with pytest.raises(InvalidRequestError, match="memory to be resident"):
+                await engine.release_kv_cache_memory()
+            assert await engine.is_sleeping()
+            late = Stream()
+            tg.start_soon(late.run, engine, PROMPTS[1], GREEDY)
+            await anyio.sleep(0.05)
+            assert late.tokens == []  # queued, not failed
+            assert await engine.wake_up(["kv_cache"]) is True
+        assert [s.tokens for s in streams] == reference and late.tokens == reference[1]
+        assert not await engine.is_sleeping() and not await engine.is_paused()
 
         # Level 2 (weights dropped): the KV cache first, then the weights.
         await engine.sleep(2)

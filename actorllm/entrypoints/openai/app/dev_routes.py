@@ -31,12 +31,20 @@ def _query_bool(request: Request, name: str, default: bool | None = None) -> boo
 
 
 async def sleep(state: AppState, request: Request) -> Response:
-    """``POST /sleep?level=1|2&mode=abort|wait|keep`` (vLLM's default mode: abort)."""
+    """``POST /sleep?level=0|1|2&mode=abort|wait|keep`` (vLLM's default mode: abort;
+    level 0 stops scheduling and frees nothing)."""
     raw = request.query_params.get("level", "1")
-    if raw not in ("1", "2"):
-        raise bad_request("query parameter `level` must be 1 or 2.", "level")
+    if raw not in ("0", "1", "2"):
+        raise bad_request("query parameter `level` must be 0, 1 or 2.", "level")
     await state.serving.engine.sleep(int(raw), _pause_mode(request))
     return json_response({"status": "sleeping", "level": int(raw)})
+
+
+async def release_kv_cache_memory(state: AppState, request: Request) -> Response:
+    """``POST /release_kv_cache_memory``: the KV cache freed after a completed level-0
+    sleep (a 400 saying what is missing otherwise); ``/wake_up?tags=kv_cache`` restores it."""
+    await state.serving.engine.release_kv_cache_memory()
+    return json_response({"status": "kv_cache_released"})
 
 
 def _pause_mode(request: Request) -> PauseMode:
@@ -50,7 +58,7 @@ def _pause_mode(request: Request) -> PauseMode:
 
 
 async def wake_up(state: AppState, request: Request) -> Response:
-    """``POST /wake_up?tags=weights&tags=kv_cache`` (no tags: everything)."""
+    """``POST /wake_up?tags=weights&tags=kv_cache&tags=scheduling`` (no tags: everything)."""
     tags = request.query_params.getlist("tags") or None
     fully_awake = await state.serving.engine.wake_up(tags)
     return json_response({"status": "awake" if fully_awake else "sleeping", "tags": tags})

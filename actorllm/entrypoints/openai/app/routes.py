@@ -50,6 +50,7 @@ ROUTES: list[tuple[str, Handler, str]] = [
 # Only with dev mode (otherwise 404).
 DEV_ROUTES: list[tuple[str, Handler, str]] = [
     ("/sleep", dev.sleep, "POST"),
+    ("/release_kv_cache_memory", dev.release_kv_cache_memory, "POST"),
     ("/wake_up", dev.wake_up, "POST"),
     ("/is_sleeping", dev.is_sleeping, "GET"),
     ("/pause", dev.pause, "POST"),

@@ -105,8 +105,17 @@ POOLING_ENDPOINTS: list[tuple[str, type, type, str, str]] = [
 ]
 # (method, path, summary): the dev routes, served only in dev mode
 DEV_ENDPOINTS: list[tuple[str, str, str]] = [
-    ("post", "/sleep", "Put the engine to sleep (query: level, mode=abort|wait|keep)."),
-    ("post", "/wake_up", "Wake the engine up (query: tags=weights|kv_cache, repeatable)."),
+    ("post", "/sleep", "Put the engine to sleep (query: level=0|1|2, mode=abort|wait|keep)."),
+    (
+        "post",
+        "/release_kv_cache_memory",
+        "Free the KV cache after a completed level-0 sleep (wake_up?tags=kv_cache restores it).",
+    ),
+    (
+        "post",
+        "/wake_up",
+        "Wake the engine up (query: tags=weights|kv_cache|scheduling, repeatable).",
+    ),
     ("get", "/is_sleeping", "Whether the engine sleeps."),
     ("post", "/pause", "Pause generation (query: mode=abort|wait|keep, clear_cache)."),
     ("post", "/resume", "Resume generation after a pause."),
