@@ -86,6 +86,10 @@ class FinishedRequest(msgspec.Struct, frozen=True, kw_only=True):
     max_tokens: int | None  # the request's parameter (None: up to the context length)
 
 
+# vLLM's admission-rejection reasons: the queue limits' names (engine/api/admission_limits.py).
+ADMISSION_REASONS = ("max_num_queued_reqs", "max_num_queued_tokens")
+
+
 class RequestStatsSnapshot(msgspec.Struct, kw_only=True):
     """Cumulative since the engine started. Histogram names are vLLM's, without prefix."""
 
@@ -93,6 +97,9 @@ class RequestStatsSnapshot(msgspec.Struct, kw_only=True):
     prompt_tokens: int = 0  # prompt tokens of requests that produced a first token
     generation_tokens: int = 0
     request_success: dict[str, int] = msgspec.field(default_factory=dict)  # {reason: count}
+    # Requests a queue limit refused before they started, {limit's name: count} (vLLM's
+    # admission rejections: engine/api/admission_limits.py).
+    admission_rejections: dict[str, int] = msgspec.field(default_factory=dict)
 
 
 @final
@@ -119,6 +126,11 @@ class RequestStats:
         self._snap = RequestStatsSnapshot(
             histograms={name: Histogram.empty(b) for name, b in bounds.items()}
         )
+
+    def rejected(self, reason: str) -> None:
+        """A queue limit (``reason``: its name) refused a request before it started."""
+        counts = self._snap.admission_rejections
+        counts[reason] = counts.get(reason, 0) + 1
 
     def prompt(self, num_tokens: int) -> None:
         """A request produced its first token: its prompt has been processed."""

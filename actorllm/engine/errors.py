@@ -38,6 +38,30 @@ class EngineOverloadedError(EngineError):
         self.retry_after_s = retry_after_s
 
 
+class QueueOverflowError(EngineOverloadedError):
+    """vLLM's: admitting the request would exceed ``max_num_queued_reqs`` open sequences
+    (HTTP 503; engine/api/admission_limits.py)."""
+
+    def __init__(self, retry_after_s: float) -> None:
+        super().__init__(
+            "The engine is currently busy and cannot accept new requests. "
+            "Please try again later or on a different instance.",
+            retry_after_s,
+        )
+
+
+class MaxQueuedTokensError(EngineOverloadedError):
+    """vLLM's: the prompt tokens of requests still in prefill reached
+    ``max_num_queued_tokens`` (HTTP 503; engine/api/admission_limits.py)."""
+
+    def __init__(self, retry_after_s: float) -> None:
+        super().__init__(
+            "The engine has reached its prefill token backlog limit. "
+            "Please try again later or on a different instance.",
+            retry_after_s,
+        )
+
+
 class RequestFailedError(EngineError):
     """The engine failed this one request (e.g. it crashed an actor twice: a poison request)."""
 

@@ -319,6 +319,12 @@ class FakeEngine:
                 await anyio.sleep(0.01)
         return len(self.open)
 
+    def check_admission(self, n: int = 1, request_id: str | None = None) -> None:
+        return None  # no queue limits
+
+    async def release_kv_cache_memory(self) -> None:
+        return None
+
     async def sleep(self, level: int = 1, mode: str = "keep") -> None:
         self.sleeping = True
 

@@ -49,3 +49,29 @@ def test_a_burst_gets_503_with_retry_after(server: ServerThread) -> None:
             and "max_waiting_requests" in error["message"]
         )
     assert httpx.get(server.url + "/health").status_code == 200
+
+
+def test_vllms_queue_limits_answer_503_and_count_the_refusals() -> None:
+    # --max-num-queued-reqs 0: every generation route refuses (vLLM's words), a pooling
+    # or tokenize route does not check it (vLLM's neither)
+    engine = lambda: open_test_engine(max_num_queued_reqs=0)  # noqa: E731
+    srv = ServerThread(build_app(engine, AppSettings(log_interval_s=0))).start()
+    try:
+        bodies = {
+            "/v1/completions": {"prompt": "x", "max_tokens": 2},
+            "/v1/chat/completions": {"messages": [{"role": "user", "content": "x"}]},
+            "/v1/responses": {"input": "x"},
+        }
+        for path, body in bodies.items():
+            r = httpx.post(srv.url + path, json=body, timeout=30)
+            assert r.status_code == 503, (path, r.text)
+            assert "cannot accept new requests" in r.json()["error"]["message"]
+            assert int(r.headers["Retry-After"]) >= 1
+        assert httpx.post(srv.url + "/tokenize", json={"prompt": "x"}).status_code == 200
+        metrics = httpx.get(srv.url + "/metrics").text
+        line = 'admission_rejections_total{engine="0",model_name="scripted",reason='
+        assert line + '"max_num_queued_reqs"} 3.0' in metrics
+        assert line + '"max_num_queued_tokens"} 0.0' in metrics
+    finally:
+        srv.stop()
+    assert srv.error is None

@@ -298,6 +298,18 @@ class AsyncLLM:
     def get_num_unfinished_requests(self) -> int:
         return len(self._requests)
 
+    def check_admission(self, n: int = 1, request_id: str | None = None) -> None:
+        """vLLM's: raise ``QueueOverflowError`` / ``MaxQueuedTokensError`` (HTTP 503 on a
+        server) for a request of ``n`` sequences ``max_num_queued_reqs`` /
+        ``max_num_queued_tokens`` would not admit; a custom front end calls it before
+        ``generate``, as vLLM's server does. It reads the engine's ledger from this thread
+        (a snapshot of its entries; nothing is changed)."""
+        self.engine.check_admission(n, request_id)
+
+    def get_num_queued_tokens(self) -> int:
+        """vLLM's: prompt tokens of the open requests with no output token yet."""
+        return self.engine.get_num_queued_tokens()
+
     async def wait_for_requests_to_drain(self, drain_timeout: int = 300) -> None:
         """vLLM's: wait (without refusing new ones) until no request is open; raises
         ``TimeoutError`` after ``drain_timeout`` seconds. This front door is the engine's

@@ -308,6 +308,8 @@ class AsyncEngine:
     encode = _forward("_requests", RequestAPI.encode)
     abort = _forward("_requests", RequestAPI.abort)
     drain = _forward("_requests", RequestAPI.drain)
+    check_admission = _forward("_requests", RequestAPI.check_admission)
+    get_num_queued_tokens = _forward("_requests", RequestAPI.get_num_queued_tokens)
 
     def beam_search(
         self,

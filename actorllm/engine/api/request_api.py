@@ -25,6 +25,7 @@ from actorllm.core.pooling_params import PoolingParams
 from actorllm.core.prompt_embeds import PromptEmbeds
 from actorllm.core.sampling_params import SamplingParams
 from actorllm.engine.actors.messages import Abort, ChatOptions, Generate
+from actorllm.engine.api.admission_limits import check_admission, queued_tokens
 from actorllm.engine.api.chat_embeds import chat_embeds_prompt, has_embeds_parts
 from actorllm.engine.api.engine_status import EngineStatus, live_replicas
 from actorllm.engine.api.overload import check_waiting_bound
@@ -231,6 +232,24 @@ class RequestAPI:
         finally:
             if not finished:
                 await self._abort_quietly(rid)
+
+    def check_admission(self, n: int = 1, request_id: str | None = None) -> None:
+        """vLLM's: refuse a request of ``n`` sequences that ``max_num_queued_reqs`` or
+        ``max_num_queued_tokens`` does not admit (``QueueOverflowError`` /
+        ``MaxQueuedTokensError``, HTTP 503; engine/api/admission_limits.py). The server's
+        generation routes call it before a response starts; ``request_id``: vLLM's, unused."""
+        config = self._ctx.config
+        check_admission(
+            self._ctx.ledger,
+            config.max_num_queued_reqs,
+            config.max_num_queued_tokens,
+            self._parts.request_stats,
+            n,
+        )
+
+    def get_num_queued_tokens(self) -> int:
+        """vLLM's: prompt tokens of the open requests with no output token yet."""
+        return queued_tokens(self._ctx.ledger)
 
     async def abort(self, request_id: str) -> None:
         """Abort a request; its caller's iterator ends. Unknown ids are ignored."""

@@ -306,6 +306,15 @@ ENGINE_CONFIG_HELP: Mapping[str, Mapping[str, str]] = {
             "while this many are already waiting: accepted but not running (queued, being "
             "tokenized, or preempted). None: no bound."
         ),
+        "max_num_queued_reqs": (
+            "vLLM's: the server's generation routes refuse a request (HTTP 503) whose "
+            "sequences would take the open ones (waiting or running, ``n`` each) past this. "
+            "None: no limit."
+        ),
+        "max_num_queued_tokens": (
+            "vLLM's: the server's generation routes refuse new requests (HTTP 503) while the "
+            "prompts of the requests still in prefill hold this many tokens. None: no limit."
+        ),
         "max_stream_backlog": (
             "Outputs a caller may leave unread on a request's stream. Beyond this the caller is "
             "a slow consumer: the request is aborted (its KV blocks freed) and its stream ends "

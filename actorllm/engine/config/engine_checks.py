@@ -71,6 +71,10 @@ def check_limits(self: EngineConfig) -> None:
             "actor_shutdown_timeout_s",
             f"must be non-negative, got {self.actor_shutdown_timeout_s}.",
         )
+    for name in ("max_num_queued_reqs", "max_num_queued_tokens"):
+        value = getattr(self, name)
+        if value is not None and value < 0:
+            raise EngineConfigError(name, f"must be at least 0 or None, got {value}.")
     for name in ("max_waiting_requests", "max_stream_backlog"):
         value = getattr(self, name)
         if value is not None and value < 1:

@@ -39,7 +39,7 @@ from prometheus_client.core import (
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
 
-from actorllm.core.request_stats import Histogram, RequestStatsSnapshot
+from actorllm.core.request_stats import ADMISSION_REASONS, Histogram, RequestStatsSnapshot
 
 if TYPE_CHECKING:
     from actorllm.engine.config.engine_config import EngineConfig
@@ -267,6 +267,15 @@ class ServerMetrics:
             count = requests.request_success.get(reason, 0) if requests else 0
             success.add_metric([*values, reason], count)
         yield success
+        rejected = CounterMetricFamily(
+            p + "admission_rejections",
+            "Number of admission attempts rejected by a queue limit, by reason.",
+            labels=[*names, "reason"],
+        )
+        for reason in ADMISSION_REASONS:
+            count = requests.admission_rejections.get(reason, 0) if requests else 0
+            rejected.add_metric([*values, reason], count)
+        yield rejected
         if requests is not None:
             for name, doc in _HISTOGRAMS.items():
                 if name in requests.histograms:

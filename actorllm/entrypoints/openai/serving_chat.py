@@ -86,6 +86,7 @@ async def create_chat_completion(
 ) -> Response:
     """Serve one chat request. Raises APIError / ValueError for bad input (400/404),
     ClientDisconnected if the client leaves before the first output."""
+    ctx.engine.check_admission(req.n)  # vLLM's queue limits: a 503 before anything starts
     state, streams, _ = await start_chat(ctx, req, receive)
     if req.stream:
         return SSEResponse(lambda emit: state.stream(streams, emit), is_dead=ctx.is_dead)

@@ -71,6 +71,7 @@ async def create_batch_chat_completion(
     ctx: ServingContext, req: BatchChatCompletionRequest, receive: Any
 ) -> Response:
     _check(req)
+    ctx.engine.check_admission()  # vLLM's queue limits, once for the batch as vLLM's
     rid = new_request_id("chatcmpl", req.request_id)
     runs: list[tuple[ChatState, list[PrimedStream]] | None] = [None] * len(req.messages)
 

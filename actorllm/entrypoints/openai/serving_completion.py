@@ -60,6 +60,7 @@ async def create_completion(ctx: ServingContext, req: CompletionRequest, receive
     lora = resolve_model(req.model, engine)  # 404 for a name not served
     check_generative(engine)
     check_priority(req.priority, engine.config)  # vLLM: non-zero only under the priority policy
+    engine.check_admission(req.n)  # vLLM's queue limits: a 503 before anything starts
     kind = RequestOutputKind.DELTA if req.stream else RequestOutputKind.FINAL_ONLY
     max_len = engine.max_model_len
     if req.prompt_embeds:

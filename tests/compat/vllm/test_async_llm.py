@@ -217,3 +217,9 @@ def test_vllm_methods_without_a_feature_here_are_built_or_refused_by_name(engine
         await engine.wait_for_requests_to_drain(drain_timeout=5)
 
     asyncio.run(drain())
+
+
+def test_queue_limits_check_admission_as_vllms(engine):
+    # no limits configured: nothing refused, nothing queued
+    engine.check_admission(4, request_id="r")
+    assert engine.get_num_queued_tokens() == 0

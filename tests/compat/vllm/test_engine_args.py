@@ -180,3 +180,10 @@ def test_llm_takes_the_whole_asdict_and_logs_stats_unless_disabled(tiny_model, m
         llm.generate(["Hi"], SamplingParams(temperature=0.0, max_tokens=3), use_tqdm=False)
         time.sleep(0.3)  # vLLM's LLM defaults disable_log_stats to True: no line
     assert "throughput" not in caplog.text
+
+
+def test_vllms_queue_limits_reach_the_engine_config():
+    config = EngineArgs(max_num_queued_reqs=8, max_num_queued_tokens=0).create_engine_config()
+    assert (config.max_num_queued_reqs, config.max_num_queued_tokens) == (8, 0)
+    with pytest.raises(EngineConfigError, match="max_num_queued_reqs"):
+        EngineArgs(max_num_queued_reqs=-1).create_engine_config()

@@ -331,6 +331,7 @@ async def create_response(
     background: BackgroundRuns | None = None,
 ) -> Response:
     _check_background(req, store)
+    ctx.engine.check_admission()  # vLLM's queue limits: a 503 before anything starts
     history = _harmony_history(ctx, req)
     earlier = (
         _earlier_messages(store, req.previous_response_id)
