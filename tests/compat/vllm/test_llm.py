@@ -100,6 +100,13 @@ def test_chat_takes_one_conversation_or_several(llm):
     assert cont.prompt.endswith("Hi, I am")
 
 
+def test_outputs_carry_the_llms_counter_ids_as_vllms(llm):
+    outs = llm.generate(["a", "b"], GREEDY, use_tqdm=False)
+    (chatted,) = llm.chat([{"role": "user", "content": "hi"}], GREEDY, use_tqdm=False)
+    first = int(outs[0].request_id)
+    assert [o.request_id for o in [*outs, chatted]] == [str(first + i) for i in range(3)]
+
+
 def test_get_tokenizer_is_the_engines(llm):
     assert llm.get_tokenizer() is llm.engine.tokenizer
 
