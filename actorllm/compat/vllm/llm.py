@@ -28,6 +28,7 @@ from typing import Any
 import anyio
 
 from actorllm.compat.vllm.beam_search_offline import BeamSearchMethods
+from actorllm.compat.vllm.chat_content_format import check_content_format, with_content_format
 from actorllm.compat.vllm.llm_engine import LLMEngine
 from actorllm.compat.vllm.not_built import LLM_NOT_BUILT, check_options, not_built
 from actorllm.compat.vllm.offline_prompts import Prompt, as_prompt_list, per_prompt
@@ -128,34 +129,35 @@ class LLM(BeamSearchMethods, PoolingMethods, SyncFacade):
         self,
         messages: Conversation | Sequence[Conversation],
         sampling_params: Params = None,
-        *,
         use_tqdm: UseTqdm = True,
         lora_request: Loras = None,
+        priority: Priorities = None,
+        chat_template: str | None = None,
+        chat_template_content_format: str = "auto",
         add_generation_prompt: bool = True,
         continue_final_message: bool = False,
-        chat_template: str | None = None,
-        chat_template_kwargs: Mapping[str, Any] | None = None,
         tools: Sequence[Mapping[str, Any]] | None = None,
+        chat_template_kwargs: Mapping[str, Any] | None = None,
+        tokenization_kwargs: Mapping[str, Any] | None = None,
+        mm_processor_kwargs: Mapping[str, Any] | None = None,
     ) -> list[RequestOutput]:
         """Reply to one conversation (a list of messages) or to each of several; one output
-        per conversation. ``continue_final_message`` continues the last (assistant) message
-        instead of starting a new one; ``chat_template`` replaces the tokenizer's template.
-        ``tools`` (OpenAI function tools) go to the chat template; constrain the reply with
+        per conversation, in order (vLLM's arguments, in vLLM's order).
+        ``continue_final_message`` continues the last (assistant) message instead of
+        starting a new one; ``chat_template`` replaces the tokenizer's template;
+        ``chat_template_content_format`` (``"auto"``, ``"string"``, ``"openai"``) is how
+        message content reaches the template (:mod:`chat_content_format`). ``tools``
+        (OpenAI function tools) go to the chat template; constrain the reply with
         ``SamplingParams.structured_outputs`` to force a call's arguments.
-        ``lora_request``: one ``LoRARequest`` for all conversations or one per conversation.
+        ``sampling_params``, ``lora_request`` and ``priority``: as :meth:`generate`'s.
+        ``tokenization_kwargs`` and ``mm_processor_kwargs`` must be None (else
+        ``NotImplementedError`` naming them).
         """
-        if messages and isinstance(messages[0], Mapping):
-            conversations: list[Any] = [messages]
-        else:
-            conversations = list(messages)
-        options = chat_options(
-            add_generation_prompt=add_generation_prompt,
-            continue_final_message=continue_final_message,
-            chat_template=chat_template,
-            chat_template_kwargs=chat_template_kwargs,
-            tools=tools,
-        )
-        requests = self._requests(conversations, sampling_params, None, lora_request, options)
+        requests = self._chat_requests(
+            "LLM.chat", messages, sampling_params, lora_request, priority, chat_template,
+            chat_template_content_format, add_generation_prompt, continue_final_message, tools,
+            chat_template_kwargs, tokenization_kwargs, mm_processor_kwargs,
+        )  # fmt: skip
         return self._thread.call(self._batch, requests, use_tqdm)
 
     def __getattr__(self, name: str) -> Any:
@@ -163,6 +165,42 @@ class LLM(BeamSearchMethods, PoolingMethods, SyncFacade):
         return not_built(self, name, LLM_NOT_BUILT)
 
     # -- the requests of one call ---------------------------------------------------------
+
+    def _chat_requests(
+        self,
+        method: str,
+        messages: Conversation | Sequence[Conversation],
+        sampling_params: Params,
+        lora_request: Loras,
+        priority: Priorities,
+        chat_template: str | None,
+        content_format: str,
+        add_generation_prompt: bool,
+        continue_final_message: bool,
+        tools: Sequence[Mapping[str, Any]] | None,
+        chat_template_kwargs: Mapping[str, Any] | None,
+        tokenization_kwargs: Mapping[str, Any] | None,
+        mm_processor_kwargs: Mapping[str, Any] | None,
+    ) -> list[OfflineRequest]:
+        check_options(
+            method,
+            tokenization_kwargs=tokenization_kwargs or None,
+            mm_processor_kwargs=mm_processor_kwargs or None,
+        )
+        content_format = check_content_format(content_format)
+        if messages and isinstance(messages[0], Mapping):
+            conversations: list[Any] = [messages]
+        else:
+            conversations = list(messages)
+        conversations = [with_content_format(c, content_format) for c in conversations]
+        options = chat_options(
+            add_generation_prompt=add_generation_prompt,
+            continue_final_message=continue_final_message,
+            chat_template=chat_template,
+            chat_template_kwargs=chat_template_kwargs,
+            tools=tools,
+        )
+        return self._requests(conversations, sampling_params, priority, lora_request, options)
 
     def _requests(
         self,

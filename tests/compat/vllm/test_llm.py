@@ -100,6 +100,33 @@ def test_chat_takes_one_conversation_or_several(llm):
     assert cont.prompt.endswith("Hi, I am")
 
 
+def test_chat_takes_vllms_priority_and_content_format(llm):
+    parts = [
+        {
+            "role": "user",
+            "content": [{"type": "text", "text": "Hello"}, {"type": "text", "text": "there"}],
+        }
+    ]
+    joined = [{"role": "user", "content": "Hello\nthere"}]
+    (plain,) = llm.chat(joined, GREEDY, use_tqdm=False)
+    (flat,) = llm.chat(parts, GREEDY, use_tqdm=False, chat_template_content_format="string")
+    assert flat.prompt == plain.prompt
+    template = "{% for m in messages %}{{ m.content[0].text }}{% endfor %}"
+    (listed,) = llm.chat(
+        joined, GREEDY, False, chat_template=template, chat_template_content_format="openai"
+    )
+    assert listed.prompt == "Hello\nthere"
+    with pytest.raises(ValueError, match="chat_template_content_format"):
+        llm.chat(joined, GREEDY, chat_template_content_format="jinja")
+    assert llm.chat(joined, GREEDY, use_tqdm=False, priority=0)[0].finished
+    with pytest.raises(InvalidRequestError) as info:
+        llm.chat(joined, GREEDY, use_tqdm=False, priority=1)  # fcfs engine
+    assert info.value.param == "priority"
+    for option in ("tokenization_kwargs", "mm_processor_kwargs"):
+        with pytest.raises(NotImplementedError, match=rf"^LLM\.chat\({option}=\.\.\.\)"):
+            llm.chat(joined, GREEDY, **{option: {"x": 1}})
+
+
 def test_outputs_carry_the_llms_counter_ids_as_vllms(llm):
     outs = llm.generate(["a", "b"], GREEDY, use_tqdm=False)
     (chatted,) = llm.chat([{"role": "user", "content": "hi"}], GREEDY, use_tqdm=False)
