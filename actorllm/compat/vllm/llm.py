@@ -8,13 +8,14 @@
 
 It runs an :class:`AsyncEngine` on its own event loop (trio) in a background thread (see
 :mod:`actorllm.compat.vllm.bridge`) and blocks the calling thread until the batch is done.
-Results come back in input order. Every request is named by the ``LLM``'s
+Results come back in input order. ``enqueue`` / ``wait_for_completion`` split the two
+(:mod:`actorllm.compat.vllm.offline_queue`). Every request is named by the ``LLM``'s
 counter, as vLLM's: ``"0"``, ``"1"``, ... across all calls (``output.request_id``). Use it
 from synchronous code only (not from inside an event loop).
 
 Closing is optional: ``with LLM(...) as llm:``, ``llm.close()``, ``del llm`` and the end of
-the script all stop the engine and its threads. Ctrl-C during ``generate`` aborts the batch
-and raises ``KeyboardInterrupt`` as usual.
+the script all stop the engine and its threads. Ctrl-C during ``generate`` (or
+``wait_for_completion``) aborts the batch and raises ``KeyboardInterrupt`` as usual.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from actorllm.compat.vllm.chat_content_format import check_content_format, with_
 from actorllm.compat.vllm.llm_engine import LLMEngine
 from actorllm.compat.vllm.not_built import LLM_NOT_BUILT, check_options, not_built
 from actorllm.compat.vllm.offline_prompts import Prompt, as_prompt_list, per_prompt
+from actorllm.compat.vllm.offline_queue import OfflineQueue, OutputType
 from actorllm.compat.vllm.offline_requests import (
     OfflineRequest,
     UseTqdm,
@@ -61,6 +63,7 @@ class LLM(BeamSearchMethods, PoolingMethods, SyncFacade):
     def __init__(self, model: str | Path | EngineConfig | None = None, **kwargs: Any) -> None:
         super().__init__(model, **kwargs)
         self._request_ids = itertools.count()  # names every request, as vLLM's counter
+        self._queue = OfflineQueue(self._thread, self.engine)  # enqueue's, until waited for
 
     # -- generation -----------------------------------------------------------------------
 
@@ -160,11 +163,94 @@ class LLM(BeamSearchMethods, PoolingMethods, SyncFacade):
         )  # fmt: skip
         return self._thread.call(self._batch, requests, use_tqdm)
 
+    # -- queueing without waiting (vLLM's enqueue / wait_for_completion) -------------------
+
+    def enqueue(
+        self,
+        prompts: Prompt | Sequence[Prompt],
+        sampling_params: Params = None,
+        lora_request: Loras = None,
+        priority: Priorities = None,
+        use_tqdm: UseTqdm = True,
+        tokenization_kwargs: Mapping[str, Any] | None = None,
+        mm_processor_kwargs: Mapping[str, Any] | None = None,
+    ) -> list[str]:
+        """Start generating for ``prompts`` without waiting; returns their request ids
+        (this LLM's counter: ``"0"``, ``"1"``, ...). :meth:`wait_for_completion` collects
+        the outputs. The arguments are :meth:`generate`'s, and so are the rules.
+
+        The engine runs all the time here, so the requests start at once (vLLM's run only
+        inside ``wait_for_completion``); greedy and seeded outputs are the same. To have
+        every request queued before any is scheduled, vLLM's recipe is to pause with
+        ``sleep(level=0)`` first and resume with ``wake_up(tags=["scheduling"])`` (it
+        needs ``sleep`` to have level 0).
+        What can be checked before anything runs (prompt forms, numbers of parameters,
+        priorities, LoRA adapters) raises here and queues none of these prompts; a
+        prompt the engine refuses (too long, a bad parameter) raises at
+        ``wait_for_completion`` instead of here as in vLLM: the engine reports no
+        acceptance, only failure. A pooling model raises ``ValueError`` (vLLM's).
+        """
+        self._check_generative("LLM.enqueue")
+        check_options(
+            "LLM.enqueue",
+            tokenization_kwargs=tokenization_kwargs or None,
+            mm_processor_kwargs=mm_processor_kwargs or None,
+        )
+        requests = self._requests(as_prompt_list(prompts), sampling_params, priority, lora_request)
+        return self._queue.add(requests, use_tqdm)
+
+    def enqueue_chat(
+        self,
+        messages: Conversation | Sequence[Conversation],
+        sampling_params: Params = None,
+        use_tqdm: UseTqdm = True,
+        lora_request: Loras = None,
+        priority: Priorities = None,
+        chat_template: str | None = None,
+        chat_template_content_format: str = "auto",
+        add_generation_prompt: bool = True,
+        continue_final_message: bool = False,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        chat_template_kwargs: Mapping[str, Any] | None = None,
+        tokenization_kwargs: Mapping[str, Any] | None = None,
+        mm_processor_kwargs: Mapping[str, Any] | None = None,
+    ) -> list[str]:
+        """:meth:`chat`'s conversations queued as :meth:`enqueue` queues prompts; returns
+        their request ids. (A chat template error, as any the engine finds, raises at
+        ``wait_for_completion``.)"""
+        self._check_generative("LLM.enqueue_chat")
+        requests = self._chat_requests(
+            "LLM.enqueue_chat", messages, sampling_params, lora_request, priority,
+            chat_template, chat_template_content_format, add_generation_prompt,
+            continue_final_message, tools, chat_template_kwargs, tokenization_kwargs,
+            mm_processor_kwargs,
+        )  # fmt: skip
+        return self._queue.add(requests, use_tqdm)
+
+    def wait_for_completion(
+        self, output_type: OutputType | None = None, *, use_tqdm: UseTqdm = True
+    ) -> list[RequestOutput]:
+        """Block until every enqueued request has finished; their final outputs, sorted by
+        request id (enqueue order), and forget them. Nothing enqueued: ``[]``.
+
+        ``output_type`` (a type or a tuple of them; vLLM asserts each output is one) must
+        admit ``RequestOutput``, else ``TypeError`` (raised before waiting; the requests
+        stay queued). A request that failed raises its error once all have finished (the
+        first by id; the others' outputs are dropped, as ``generate``'s). Ctrl-C aborts
+        every request still queued and raises ``KeyboardInterrupt``.
+        """
+        self._thread.release_caller_team()
+        return self._queue.wait(output_type, use_tqdm)
+
     def __getattr__(self, name: str) -> Any:
         # vLLM's methods for features not built here refuse by name (not_built.py).
         return not_built(self, name, LLM_NOT_BUILT)
 
     # -- the requests of one call ---------------------------------------------------------
+
+    def _check_generative(self, method: str) -> None:
+        if self.engine.pooling_model is not None:
+            raise ValueError(f"{method}() is only supported for generative models.")
 
     def _chat_requests(
         self,

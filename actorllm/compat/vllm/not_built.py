@@ -38,9 +38,6 @@ ASYNC_LLM_NOT_BUILT: Mapping[str, str] = {
 # beam_search/offline.py, pooling/offline.py; ``reward`` is older vLLM's).
 LLM_NOT_BUILT: Mapping[str, str] = {
     "reward": _POOLING,
-    "enqueue": "queueing without waiting is not built (use generate, or LLMEngine)",
-    "enqueue_chat": "queueing without waiting is not built (use chat, or LLMEngine)",
-    "wait_for_completion": "queueing without waiting is not built (use generate)",
     "reset_mm_cache": _MM,
     "release_kv_cache_memory": "releasing the KV cache is not built (see sleep)",
 }

@@ -1,4 +1,5 @@
-"""One request of ``LLM``'s offline calls (``generate``, ``chat``), and how it runs.
+"""One request of ``LLM``'s offline calls, and how it runs: what ``generate`` / ``chat``
+(which wait) and ``enqueue`` / ``enqueue_chat`` (which do not) share.
 
 A call turns each prompt into an :class:`OfflineRequest` up front (its ``SamplingParams``
 by vLLM's rules: FINAL_ONLY outputs, the offline seed), named by the ``LLM``'s

@@ -227,7 +227,7 @@ def test_logprobs_limit_and_the_whole_vocabulary(llm, tiny_model):
         assert all(p is None or len(p) >= vocab - 1 for p in out.prompt_logprobs)
 
 
-@pytest.mark.parametrize("name", ["reward", "enqueue"])
+@pytest.mark.parametrize("name", ["reward", "reset_mm_cache"])
 def test_methods_not_built_are_refused_by_name(llm, name):
     # As AsyncLLM does (compat/vllm/not_built.py): not an AttributeError.
     with pytest.raises(NotImplementedError, match=rf"^LLM\.{name}: "):
