@@ -24,12 +24,13 @@ import functools
 import itertools
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import anyio
 
 from actorllm.compat.vllm.beam_search_offline import BeamSearchMethods
 from actorllm.compat.vllm.chat_content_format import check_content_format, with_content_format
+from actorllm.compat.vllm.engine_args import EngineArgs
 from actorllm.compat.vllm.llm_engine import LLMEngine
 from actorllm.compat.vllm.not_built import LLM_NOT_BUILT, check_options, not_built
 from actorllm.compat.vllm.offline_prompts import Prompt, as_prompt_list, per_prompt
@@ -64,6 +65,19 @@ class LLM(BeamSearchMethods, PoolingMethods, SyncFacade):
         super().__init__(model, **kwargs)
         self._request_ids = itertools.count()  # names every request, as vLLM's counter
         self._queue = OfflineQueue(self._thread, self.engine)  # enqueue's, until waited for
+
+    @classmethod
+    def from_engine_args(cls, engine_args: EngineArgs) -> Self:
+        """vLLM's ``LLM.from_engine_args``: an ``LLM`` of these arguments, as
+        ``LLM(**vars(engine_args))`` (so ``disable_log_stats`` is ``EngineArgs``' default,
+        False: a stats line every 10 s, as in vLLM)."""
+        if not isinstance(engine_args, EngineArgs):
+            raise TypeError(f"engine_args must be EngineArgs, got {type(engine_args).__name__}.")
+        return cls(
+            engine_args.create_engine_config(),
+            disable_log_stats=engine_args.disable_log_stats,
+            hf_token=engine_args.hf_token,
+        )
 
     # -- generation -----------------------------------------------------------------------
 
@@ -241,6 +255,25 @@ class LLM(BeamSearchMethods, PoolingMethods, SyncFacade):
         """
         self._thread.release_caller_team()
         return self._queue.wait(output_type, use_tqdm)
+
+    def start_profile(
+        self,
+        profile_prefix: str | None = None,
+        *,
+        delay_iterations: int | None = None,
+        max_iterations: int | None = None,
+    ) -> None:
+        """Start the torch profiler (needs ``profiler_dir``). vLLM's options must keep
+        their defaults, else ``NotImplementedError`` naming them: ``profile_prefix`` (the
+        trace's file names are the engine's), ``delay_iterations`` None or 0 (profiling
+        starts at once), ``max_iterations`` None or 0 (it runs until ``stop_profile``)."""
+        check_options(
+            "LLM.start_profile",
+            profile_prefix=profile_prefix,
+            delay_iterations=delay_iterations or None,
+            max_iterations=max_iterations or None,
+        )
+        super().start_profile()
 
     def __getattr__(self, name: str) -> Any:
         # vLLM's methods for features not built here refuse by name (not_built.py).

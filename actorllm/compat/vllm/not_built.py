@@ -53,6 +53,9 @@ LLM_ENGINE_NOT_BUILT: Mapping[str, str] = {
 # Why an option of a request method is refused when given (anything but None).
 _OPTION_WHY: Mapping[str, str] = {
     "mm_processor_kwargs": _MM,
+    "profile_prefix": "the trace files are named by the engine, under profiler_dir",
+    "delay_iterations": "the profiler starts at once (0 steps of delay)",
+    "max_iterations": "the profiler runs until stop_profile (0: no limit)",
 }
 
 

@@ -2,8 +2,9 @@
 
 import pytest
 
-from actorllm import LLM, LoRARequest, SamplingParams
+from actorllm import LLM, EngineArgs, LoRARequest, SamplingParams
 from actorllm.core.errors import InvalidRequestError, RequestTooLongError
+from actorllm.worker.profiler import ProfilerError
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=4)
 
@@ -342,3 +343,23 @@ def test_apply_model_runs_a_function_on_each_workers_model(llm):
     with pytest.raises(ZeroDivisionError):
         llm.apply_model(lambda model: 1 / 0)
     assert llm.apply_model(lambda model: type(model).__name__)  # the engine goes on
+
+
+def test_from_engine_args_is_vllms_constructor(tiny_model):
+    args = EngineArgs(model=tiny_model, max_model_len=128, kv_cache_memory_bytes=4 * 2**20)
+    with LLM.from_engine_args(args) as built:
+        assert isinstance(built, LLM) and built.model_config.max_model_len == 128
+    with pytest.raises(TypeError, match="EngineArgs"):
+        LLM.from_engine_args({"model": tiny_model})  # type: ignore[arg-type]
+
+
+def test_start_profile_takes_vllms_options_at_their_defaults(llm):
+    for option, value in (
+        ("profile_prefix", "run1"),
+        ("delay_iterations", 2),
+        ("max_iterations", 5),
+    ):
+        with pytest.raises(NotImplementedError, match=rf"^LLM\.start_profile\({option}=\.\.\.\)"):
+            llm.start_profile(**{option: value})
+    with pytest.raises(ProfilerError, match="profiler_dir"):  # honoured: on to the profiler
+        llm.start_profile(None, delay_iterations=0, max_iterations=0)
