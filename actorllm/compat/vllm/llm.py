@@ -8,45 +8,76 @@
 
 It runs an :class:`AsyncEngine` on its own event loop (trio) in a background thread (see
 :mod:`actorllm.compat.vllm.bridge`) and blocks the calling thread until the batch is done.
-Results come back in input order. Use it from synchronous code only (not from inside an
-event loop).
+Results come back in input order. ``enqueue`` / ``wait_for_completion`` split the two
+(:mod:`actorllm.compat.vllm.offline_queue`). Every request is named by the ``LLM``'s
+counter, as vLLM's: ``"0"``, ``"1"``, ... across all calls (``output.request_id``). Use it
+from synchronous code only (not from inside an event loop).
 
 Closing is optional: ``with LLM(...) as llm:``, ``llm.close()``, ``del llm`` and the end of
-the script all stop the engine and its threads. Ctrl-C during ``generate`` aborts the batch
-and raises ``KeyboardInterrupt`` as usual.
+the script all stop the engine and its threads. Ctrl-C during ``generate`` (or
+``wait_for_completion``) aborts the batch and raises ``KeyboardInterrupt`` as usual.
 """
 
 from __future__ import annotations
 
 import functools
+import itertools
 from collections.abc import Mapping, Sequence
-from typing import Any
+from pathlib import Path
+from typing import Any, Self
 
 import anyio
-from tqdm.auto import tqdm
 
 from actorllm.compat.vllm.beam_search_offline import BeamSearchMethods
+from actorllm.compat.vllm.chat_content_format import check_content_format, with_content_format
+from actorllm.compat.vllm.engine_args import EngineArgs
 from actorllm.compat.vllm.llm_engine import LLMEngine
 from actorllm.compat.vllm.not_built import LLM_NOT_BUILT, check_options, not_built
 from actorllm.compat.vllm.offline_prompts import Prompt, as_prompt_list, per_prompt
+from actorllm.compat.vllm.offline_queue import OfflineQueue, OutputType
+from actorllm.compat.vllm.offline_requests import (
+    OfflineRequest,
+    UseTqdm,
+    chat_options,
+    final_output,
+    progress_bar,
+)
 from actorllm.compat.vllm.pooling_offline import PoolingMethods
 from actorllm.compat.vllm.sync_facade import SyncFacade
 from actorllm.core.lora import LoRARequest
 from actorllm.core.outputs import RequestOutput
 from actorllm.core.sampling_params import RequestOutputKind, SamplingParams
 from actorllm.engine.api.request_fields import check_priority
+from actorllm.engine.config.engine_config import EngineConfig
 from actorllm.engine.config.model_config import ModelConfig
 
 Conversation = Sequence[Mapping[str, Any]]
-
-
-class _ProgressBar(tqdm):
-    monitor_interval = 0  # no "tqdm_monitor" thread outliving the batch
+Params = SamplingParams | Sequence[SamplingParams] | None
+Loras = LoRARequest | Sequence[LoRARequest | None] | None
+Priorities = int | Sequence[int] | None
 
 
 class LLM(BeamSearchMethods, PoolingMethods, SyncFacade):
     """An engine for offline batches. ``model`` is a model directory, an ``EngineConfig``
     or None (the demo model); keyword arguments are ``EngineConfig`` fields."""
+
+    def __init__(self, model: str | Path | EngineConfig | None = None, **kwargs: Any) -> None:
+        super().__init__(model, **kwargs)
+        self._request_ids = itertools.count()  # names every request, as vLLM's counter
+        self._queue = OfflineQueue(self._thread, self.engine)  # enqueue's, until waited for
+
+    @classmethod
+    def from_engine_args(cls, engine_args: EngineArgs) -> Self:
+        """vLLM's ``LLM.from_engine_args``: an ``LLM`` of these arguments, as
+        ``LLM(**vars(engine_args))`` (so ``disable_log_stats`` is ``EngineArgs``' default,
+        False: a stats line every 10 s, as in vLLM)."""
+        if not isinstance(engine_args, EngineArgs):
+            raise TypeError(f"engine_args must be EngineArgs, got {type(engine_args).__name__}.")
+        return cls(
+            engine_args.create_engine_config(),
+            disable_log_stats=engine_args.disable_log_stats,
+            hf_token=engine_args.hf_token,
+        )
 
     # -- generation -----------------------------------------------------------------------
 
@@ -77,11 +108,11 @@ class LLM(BeamSearchMethods, PoolingMethods, SyncFacade):
     def generate(
         self,
         prompts: Prompt | Sequence[Prompt],
-        sampling_params: SamplingParams | Sequence[SamplingParams] | None = None,
+        sampling_params: Params = None,
         *,
-        use_tqdm: bool = True,
-        lora_request: LoRARequest | Sequence[LoRARequest | None] | None = None,
-        priority: Sequence[int] | None = None,
+        use_tqdm: UseTqdm = True,
+        lora_request: Loras = None,
+        priority: Priorities = None,
         tokenization_kwargs: Mapping[str, Any] | None = None,
         mm_processor_kwargs: Mapping[str, Any] | None = None,
     ) -> list[RequestOutput]:
@@ -90,8 +121,8 @@ class LLM(BeamSearchMethods, PoolingMethods, SyncFacade):
         A prompt is a str, ``{"prompt": str}`` or ``{"prompt_token_ids": [...]}``;
         ``prompts`` is one of them or a list mixing them. ``sampling_params`` is one
         ``SamplingParams`` for all prompts or a list with one per prompt (None:
-        :meth:`get_default_sampling_params`); ``priority`` a
-        list with one per prompt (lower runs first under ``scheduling_policy="priority"``).
+        :meth:`get_default_sampling_params`); ``priority`` one for all or a list with one
+        per prompt (lower runs first under ``scheduling_policy="priority"``).
 
         Unsupported prompt forms raise ``InvalidRequestError`` before anything runs. Each
         request is then validated by the engine; the first invalid one's error
@@ -99,78 +130,206 @@ class LLM(BeamSearchMethods, PoolingMethods, SyncFacade):
         ``lora_request``: a ``LoRARequest`` for all prompts or a list with one per prompt
         (None: the base model; needs ``enable_lora``). ``tokenization_kwargs`` and
         ``mm_processor_kwargs`` (vLLM's) must be None: anything else raises
-        ``NotImplementedError`` naming it.
+        ``NotImplementedError`` naming it. ``use_tqdm``: a progress bar, or a callable
+        that makes one (vLLM's). Outputs carry the request ids ``"0"``, ``"1"``, ... of
+        this LLM's counter, as vLLM's.
         """
         check_options(
             "LLM.generate",
             tokenization_kwargs=tokenization_kwargs or None,
             mm_processor_kwargs=mm_processor_kwargs or None,
         )
-        items = as_prompt_list(prompts)
-        return self._run(
-            items, sampling_params, use_tqdm, priority, is_chat=False, lora_request=lora_request
-        )
+        requests = self._requests(as_prompt_list(prompts), sampling_params, priority, lora_request)
+        return self._thread.call(self._batch, requests, use_tqdm)
 
     def chat(
         self,
         messages: Conversation | Sequence[Conversation],
-        sampling_params: SamplingParams | Sequence[SamplingParams] | None = None,
-        *,
-        use_tqdm: bool = True,
-        lora_request: LoRARequest | Sequence[LoRARequest | None] | None = None,
+        sampling_params: Params = None,
+        use_tqdm: UseTqdm = True,
+        lora_request: Loras = None,
+        priority: Priorities = None,
+        chat_template: str | None = None,
+        chat_template_content_format: str = "auto",
         add_generation_prompt: bool = True,
         continue_final_message: bool = False,
-        chat_template: str | None = None,
-        chat_template_kwargs: Mapping[str, Any] | None = None,
         tools: Sequence[Mapping[str, Any]] | None = None,
+        chat_template_kwargs: Mapping[str, Any] | None = None,
+        tokenization_kwargs: Mapping[str, Any] | None = None,
+        mm_processor_kwargs: Mapping[str, Any] | None = None,
     ) -> list[RequestOutput]:
         """Reply to one conversation (a list of messages) or to each of several; one output
-        per conversation. ``continue_final_message`` continues the last (assistant) message
-        instead of starting a new one; ``chat_template`` replaces the tokenizer's template.
-        ``tools`` (OpenAI function tools) go to the chat template; constrain the reply with
+        per conversation, in order (vLLM's arguments, in vLLM's order).
+        ``continue_final_message`` continues the last (assistant) message instead of
+        starting a new one; ``chat_template`` replaces the tokenizer's template;
+        ``chat_template_content_format`` (``"auto"``, ``"string"``, ``"openai"``) is how
+        message content reaches the template (:mod:`chat_content_format`). ``tools``
+        (OpenAI function tools) go to the chat template; constrain the reply with
         ``SamplingParams.structured_outputs`` to force a call's arguments.
-        ``lora_request``: one ``LoRARequest`` for all conversations or one per conversation.
+        ``sampling_params``, ``lora_request`` and ``priority``: as :meth:`generate`'s.
+        ``tokenization_kwargs`` and ``mm_processor_kwargs`` must be None (else
+        ``NotImplementedError`` naming them).
         """
-        if messages and isinstance(messages[0], Mapping):
-            conversations: list[Any] = [messages]
-        else:
-            conversations = list(messages)
-        if continue_final_message and add_generation_prompt:
-            raise ValueError(
-                "continue_final_message and add_generation_prompt cannot both be set "
-                "(pass add_generation_prompt=False)."
-            )
-        template_kwargs = dict(chat_template_kwargs or {})
-        if continue_final_message:
-            template_kwargs["continue_final_message"] = True
-        if chat_template is not None:
-            template_kwargs["chat_template"] = chat_template
-        options: dict[str, Any] = {
-            "add_generation_prompt": add_generation_prompt,
-            "chat_template_kwargs": template_kwargs,
-        }
-        if tools:
-            options["tools"] = [dict(t) for t in tools]
-        return self._run(
-            conversations, sampling_params, use_tqdm, None, is_chat=True, options=options,
-            lora_request=lora_request,
+        requests = self._chat_requests(
+            "LLM.chat", messages, sampling_params, lora_request, priority, chat_template,
+            chat_template_content_format, add_generation_prompt, continue_final_message, tools,
+            chat_template_kwargs, tokenization_kwargs, mm_processor_kwargs,
         )  # fmt: skip
+        return self._thread.call(self._batch, requests, use_tqdm)
+
+    # -- queueing without waiting (vLLM's enqueue / wait_for_completion) -------------------
+
+    def enqueue(
+        self,
+        prompts: Prompt | Sequence[Prompt],
+        sampling_params: Params = None,
+        lora_request: Loras = None,
+        priority: Priorities = None,
+        use_tqdm: UseTqdm = True,
+        tokenization_kwargs: Mapping[str, Any] | None = None,
+        mm_processor_kwargs: Mapping[str, Any] | None = None,
+    ) -> list[str]:
+        """Start generating for ``prompts`` without waiting; returns their request ids
+        (this LLM's counter: ``"0"``, ``"1"``, ...). :meth:`wait_for_completion` collects
+        the outputs. The arguments are :meth:`generate`'s, and so are the rules.
+
+        The engine runs all the time here, so the requests start at once (vLLM's run only
+        inside ``wait_for_completion``); greedy and seeded outputs are the same. To have
+        every request queued before any is scheduled, vLLM's recipe works here too: pause
+        with ``sleep(level=0)`` first and resume with ``wake_up(tags=["scheduling"])``.
+        What can be checked before anything runs (prompt forms, numbers of parameters,
+        priorities, LoRA adapters) raises here and queues none of these prompts; a
+        prompt the engine refuses (too long, a bad parameter) raises at
+        ``wait_for_completion`` instead of here as in vLLM: the engine reports no
+        acceptance, only failure. A pooling model raises ``ValueError`` (vLLM's).
+        """
+        self._check_generative("LLM.enqueue")
+        check_options(
+            "LLM.enqueue",
+            tokenization_kwargs=tokenization_kwargs or None,
+            mm_processor_kwargs=mm_processor_kwargs or None,
+        )
+        requests = self._requests(as_prompt_list(prompts), sampling_params, priority, lora_request)
+        return self._queue.add(requests, use_tqdm)
+
+    def enqueue_chat(
+        self,
+        messages: Conversation | Sequence[Conversation],
+        sampling_params: Params = None,
+        use_tqdm: UseTqdm = True,
+        lora_request: Loras = None,
+        priority: Priorities = None,
+        chat_template: str | None = None,
+        chat_template_content_format: str = "auto",
+        add_generation_prompt: bool = True,
+        continue_final_message: bool = False,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        chat_template_kwargs: Mapping[str, Any] | None = None,
+        tokenization_kwargs: Mapping[str, Any] | None = None,
+        mm_processor_kwargs: Mapping[str, Any] | None = None,
+    ) -> list[str]:
+        """:meth:`chat`'s conversations queued as :meth:`enqueue` queues prompts; returns
+        their request ids. (A chat template error, as any the engine finds, raises at
+        ``wait_for_completion``.)"""
+        self._check_generative("LLM.enqueue_chat")
+        requests = self._chat_requests(
+            "LLM.enqueue_chat", messages, sampling_params, lora_request, priority,
+            chat_template, chat_template_content_format, add_generation_prompt,
+            continue_final_message, tools, chat_template_kwargs, tokenization_kwargs,
+            mm_processor_kwargs,
+        )  # fmt: skip
+        return self._queue.add(requests, use_tqdm)
+
+    def wait_for_completion(
+        self, output_type: OutputType | None = None, *, use_tqdm: UseTqdm = True
+    ) -> list[RequestOutput]:
+        """Block until every enqueued request has finished; their final outputs, sorted by
+        request id (enqueue order), and forget them. Nothing enqueued: ``[]``.
+
+        ``output_type`` (a type or a tuple of them; vLLM asserts each output is one) must
+        admit ``RequestOutput``, else ``TypeError`` (raised before waiting; the requests
+        stay queued). A request that failed raises its error once all have finished (the
+        first by id; the others' outputs are dropped, as ``generate``'s). Ctrl-C aborts
+        every request still queued and raises ``KeyboardInterrupt``.
+        """
+        self._thread.release_caller_team()
+        return self._queue.wait(output_type, use_tqdm)
+
+    def start_profile(
+        self,
+        profile_prefix: str | None = None,
+        *,
+        delay_iterations: int | None = None,
+        max_iterations: int | None = None,
+    ) -> None:
+        """Start the torch profiler (needs ``profiler_dir``). vLLM's options must keep
+        their defaults, else ``NotImplementedError`` naming them: ``profile_prefix`` (the
+        trace's file names are the engine's), ``delay_iterations`` None or 0 (profiling
+        starts at once), ``max_iterations`` None or 0 (it runs until ``stop_profile``)."""
+        check_options(
+            "LLM.start_profile",
+            profile_prefix=profile_prefix,
+            delay_iterations=delay_iterations or None,
+            max_iterations=max_iterations or None,
+        )
+        super().start_profile()
 
     def __getattr__(self, name: str) -> Any:
         # vLLM's methods for features not built here refuse by name (not_built.py).
         return not_built(self, name, LLM_NOT_BUILT)
 
-    def _run(
+    # -- the requests of one call ---------------------------------------------------------
+
+    def _check_generative(self, method: str) -> None:
+        if self.engine.pooling_model is not None:
+            raise ValueError(f"{method}() is only supported for generative models.")
+
+    def _chat_requests(
+        self,
+        method: str,
+        messages: Conversation | Sequence[Conversation],
+        sampling_params: Params,
+        lora_request: Loras,
+        priority: Priorities,
+        chat_template: str | None,
+        content_format: str,
+        add_generation_prompt: bool,
+        continue_final_message: bool,
+        tools: Sequence[Mapping[str, Any]] | None,
+        chat_template_kwargs: Mapping[str, Any] | None,
+        tokenization_kwargs: Mapping[str, Any] | None,
+        mm_processor_kwargs: Mapping[str, Any] | None,
+    ) -> list[OfflineRequest]:
+        check_options(
+            method,
+            tokenization_kwargs=tokenization_kwargs or None,
+            mm_processor_kwargs=mm_processor_kwargs or None,
+        )
+        content_format = check_content_format(content_format)
+        if messages and isinstance(messages[0], Mapping):
+            conversations: list[Any] = [messages]
+        else:
+            conversations = list(messages)
+        conversations = [with_content_format(c, content_format) for c in conversations]
+        options = chat_options(
+            add_generation_prompt=add_generation_prompt,
+            continue_final_message=continue_final_message,
+            chat_template=chat_template,
+            chat_template_kwargs=chat_template_kwargs,
+            tools=tools,
+        )
+        return self._requests(conversations, sampling_params, priority, lora_request, options)
+
+    def _requests(
         self,
         items: list[Any],
-        sampling_params: SamplingParams | Sequence[SamplingParams] | None,
-        use_tqdm: bool,
-        priority: Sequence[int] | None,
-        *,
-        is_chat: bool,
-        options: dict[str, Any] | None = None,
-        lora_request: LoRARequest | Sequence[LoRARequest | None] | None = None,
-    ) -> list[RequestOutput]:
+        sampling_params: Params,
+        priority: Priorities,
+        lora_request: Loras,
+        chat: Mapping[str, Any] | None = None,
+    ) -> list[OfflineRequest]:
+        """One request per prompt (or conversation, with ``chat``'s options), checked
+        before anything runs, each named by the counter; vLLM's per-prompt rules."""
         default = self.get_default_sampling_params()  # for sampling_params=None
         params = per_prompt(sampling_params, len(items), default, "sampling params")
         prios = per_prompt(priority, len(items), 0, "priorities")
@@ -180,50 +339,35 @@ class LLM(BeamSearchMethods, PoolingMethods, SyncFacade):
                 self.engine.check_lora_request(lora)
         for prio in prios:
             check_priority(prio, self.engine.config)
-        final = [
-            self.with_offline_seed(p.clone(output_kind=RequestOutputKind.FINAL_ONLY))
-            for p in params
+        return [
+            OfflineRequest(
+                request_id=str(next(self._request_ids)),
+                prompt=item,
+                params=self.with_offline_seed(p.clone(output_kind=RequestOutputKind.FINAL_ONLY)),
+                priority=prio,
+                lora_request=lora,
+                chat=chat,
+            )
+            for item, p, prio, lora in zip(items, params, prios, loras, strict=True)
         ]
-        return self._thread.call(
-            self._batch, items, final, prios, loras, use_tqdm, is_chat, options or {}
-        )
 
     async def _batch(
-        self,
-        items: list[Any],
-        params: list[SamplingParams],
-        prios: list[int],
-        loras: list[LoRARequest | None],
-        use_tqdm: bool,
-        is_chat: bool,
-        options: dict[str, Any],
+        self, requests: list[OfflineRequest], use_tqdm: UseTqdm
     ) -> list[RequestOutput]:
-        results: list[RequestOutput | None] = [None] * len(items)
+        results: list[RequestOutput | None] = [None] * len(requests)
         errors: list[BaseException] = []
-        bar = _ProgressBar(
-            total=len(items), desc="Processed prompts", disable=not use_tqdm, dynamic_ncols=True
-        )
+        bar = progress_bar(use_tqdm, len(requests), "Processed prompts")
 
         async def one(i: int) -> None:
             try:
-                lora = loras[i]
-                if is_chat:
-                    stream = self.engine.chat(
-                        items[i], params[i], priority=prios[i], lora_request=lora, **options
-                    )
-                else:
-                    stream = self.engine.generate(
-                        items[i], params[i], priority=prios[i], lora_request=lora
-                    )
-                async for out in stream:
-                    results[i] = out
+                results[i] = await final_output(self.engine, requests[i])
             except Exception as exc:  # kept: the other requests of the batch go on
                 errors.append(exc)
             bar.update(1)
 
         try:
             async with anyio.create_task_group() as tg:
-                for i in range(len(items)):
+                for i in range(len(requests)):
                     tg.start_soon(one, i)
         finally:
             bar.close()

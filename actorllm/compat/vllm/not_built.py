@@ -38,9 +38,6 @@ ASYNC_LLM_NOT_BUILT: Mapping[str, str] = {
 # beam_search/offline.py, pooling/offline.py; ``reward`` is older vLLM's).
 LLM_NOT_BUILT: Mapping[str, str] = {
     "reward": _POOLING,
-    "enqueue": "queueing without waiting is not built (use generate, or LLMEngine)",
-    "enqueue_chat": "queueing without waiting is not built (use chat, or LLMEngine)",
-    "wait_for_completion": "queueing without waiting is not built (use generate)",
     "reset_mm_cache": _MM,
 }
 
@@ -54,6 +51,9 @@ LLM_ENGINE_NOT_BUILT: Mapping[str, str] = {
 # Why an option of a request method is refused when given (anything but None).
 _OPTION_WHY: Mapping[str, str] = {
     "mm_processor_kwargs": _MM,
+    "profile_prefix": "the trace files are named by the engine, under profiler_dir",
+    "delay_iterations": "the profiler starts at once (0 steps of delay)",
+    "max_iterations": "the profiler runs until stop_profile (0: no limit)",
 }
 
 

@@ -2,8 +2,9 @@
 
 import pytest
 
-from actorllm import LLM, LoRARequest, SamplingParams
+from actorllm import LLM, EngineArgs, LoRARequest, SamplingParams
 from actorllm.core.errors import InvalidRequestError, RequestTooLongError
+from actorllm.worker.profiler import ProfilerError
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=4)
 
@@ -108,6 +109,40 @@ def test_chat_takes_one_conversation_or_several(llm):
     assert cont.prompt.endswith("Hi, I am")
 
 
+def test_chat_takes_vllms_priority_and_content_format(llm):
+    parts = [
+        {
+            "role": "user",
+            "content": [{"type": "text", "text": "Hello"}, {"type": "text", "text": "there"}],
+        }
+    ]
+    joined = [{"role": "user", "content": "Hello\nthere"}]
+    (plain,) = llm.chat(joined, GREEDY, use_tqdm=False)
+    (flat,) = llm.chat(parts, GREEDY, use_tqdm=False, chat_template_content_format="string")
+    assert flat.prompt == plain.prompt
+    template = "{% for m in messages %}{{ m.content[0].text }}{% endfor %}"
+    (listed,) = llm.chat(
+        joined, GREEDY, False, chat_template=template, chat_template_content_format="openai"
+    )
+    assert listed.prompt == "Hello\nthere"
+    with pytest.raises(ValueError, match="chat_template_content_format"):
+        llm.chat(joined, GREEDY, chat_template_content_format="jinja")
+    assert llm.chat(joined, GREEDY, use_tqdm=False, priority=0)[0].finished
+    with pytest.raises(InvalidRequestError) as info:
+        llm.chat(joined, GREEDY, use_tqdm=False, priority=1)  # fcfs engine
+    assert info.value.param == "priority"
+    for option in ("tokenization_kwargs", "mm_processor_kwargs"):
+        with pytest.raises(NotImplementedError, match=rf"^LLM\.chat\({option}=\.\.\.\)"):
+            llm.chat(joined, GREEDY, **{option: {"x": 1}})
+
+
+def test_outputs_carry_the_llms_counter_ids_as_vllms(llm):
+    outs = llm.generate(["a", "b"], GREEDY, use_tqdm=False)
+    (chatted,) = llm.chat([{"role": "user", "content": "hi"}], GREEDY, use_tqdm=False)
+    first = int(outs[0].request_id)
+    assert [o.request_id for o in [*outs, chatted]] == [str(first + i) for i in range(3)]
+
+
 def test_get_tokenizer_is_the_engines(llm):
     assert llm.get_tokenizer() is llm.engine.tokenizer
 
@@ -201,7 +236,7 @@ def test_logprobs_limit_and_the_whole_vocabulary(llm, tiny_model):
         assert all(p is None or len(p) >= vocab - 1 for p in out.prompt_logprobs)
 
 
-@pytest.mark.parametrize("name", ["reward", "enqueue"])
+@pytest.mark.parametrize("name", ["reward", "reset_mm_cache"])
 def test_methods_not_built_are_refused_by_name(llm, name):
     # As AsyncLLM does (compat/vllm/not_built.py): not an AttributeError.
     with pytest.raises(NotImplementedError, match=rf"^LLM\.{name}: "):
@@ -316,3 +351,23 @@ def test_apply_model_runs_a_function_on_each_workers_model(llm):
     with pytest.raises(ZeroDivisionError):
         llm.apply_model(lambda model: 1 / 0)
     assert llm.apply_model(lambda model: type(model).__name__)  # the engine goes on
+
+
+def test_from_engine_args_is_vllms_constructor(tiny_model):
+    args = EngineArgs(model=tiny_model, max_model_len=128, kv_cache_memory_bytes=4 * 2**20)
+    with LLM.from_engine_args(args) as built:
+        assert isinstance(built, LLM) and built.model_config.max_model_len == 128
+    with pytest.raises(TypeError, match="EngineArgs"):
+        LLM.from_engine_args({"model": tiny_model})  # type: ignore[arg-type]
+
+
+def test_start_profile_takes_vllms_options_at_their_defaults(llm):
+    for option, value in (
+        ("profile_prefix", "run1"),
+        ("delay_iterations", 2),
+        ("max_iterations", 5),
+    ):
+        with pytest.raises(NotImplementedError, match=rf"^LLM\.start_profile\({option}=\.\.\.\)"):
+            llm.start_profile(**{option: value})
+    with pytest.raises(ProfilerError, match="profiler_dir"):  # honoured: on to the profiler
+        llm.start_profile(None, delay_iterations=0, max_iterations=0)
