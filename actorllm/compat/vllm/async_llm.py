@@ -374,6 +374,13 @@ class AsyncLLM:
         everything); whether the engine is fully awake."""
         return bool(await self._call(self.engine.wake_up, tags))
 
+    async def reset_mm_cache(self) -> None:
+        """vLLM's: clear the multimodal processor and encoder caches. The models served
+        here take no multimodal inputs: those caches do not exist, nothing to clear."""
+
+    async def reset_encoder_cache(self) -> None:
+        """vLLM's: as :meth:`reset_mm_cache`, nothing to clear."""
+
     async def release_kv_cache_memory(self) -> None:
         """vLLM's: free the KV cache alone after a completed ``sleep(level=0)``; see
         ``AsyncEngine.release_kv_cache_memory``."""

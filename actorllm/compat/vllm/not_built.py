@@ -22,8 +22,6 @@ _MM = "there are no multimodal inputs"
 # vLLM AsyncLLM methods not built here: {name: why}.
 ASYNC_LLM_NOT_BUILT: Mapping[str, str] = {
     "pin_lora": _PIN_LORA,
-    "reset_mm_cache": _MM,
-    "reset_encoder_cache": _MM,
     "scale_elastic_ep": "elastic expert parallelism is not supported",
     "notify_kv_transfer_request_rejected": "disaggregated KV transfer is not supported",
     "get_external_elastic_ep_phase": "elastic expert parallelism is not supported",
@@ -38,14 +36,12 @@ ASYNC_LLM_NOT_BUILT: Mapping[str, str] = {
 # beam_search/offline.py, pooling/offline.py; ``reward`` is older vLLM's).
 LLM_NOT_BUILT: Mapping[str, str] = {
     "reward": _POOLING,
-    "reset_mm_cache": _MM,
+    "start_draft_weight_update": "weight updates of a speculative draft model are not built",
 }
 
 # vLLM LLMEngine methods not built here (vllm/v1/engine/llm_engine.py).
 LLM_ENGINE_NOT_BUILT: Mapping[str, str] = {
     "pin_lora": _PIN_LORA,
-    "reset_mm_cache": _MM,
-    "reset_encoder_cache": _MM,
 }
 
 # Why an option of a request method is refused when given (anything but None).

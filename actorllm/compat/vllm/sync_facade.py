@@ -106,6 +106,15 @@ class SyncFacade:
         )
         return self._thread.call(call)
 
+    def reset_mm_cache(self) -> None:
+        """vLLM's: clear the multimodal processor and encoder caches. The models served
+        here take no multimodal inputs, so those caches do not exist and there is nothing
+        to clear (RL loops call it beside ``reset_prefix_cache``; it returns at once)."""
+
+    def reset_encoder_cache(self) -> None:
+        """vLLM's ``LLMEngine.reset_encoder_cache``: as :meth:`reset_mm_cache`, nothing
+        to clear."""
+
     def get_stats(self) -> EngineStats:
         """The engine's statistics: scheduler state, and in ``requests`` the per-request
         metrics (latencies, token counts, finish reasons) of everything run so far."""

@@ -205,6 +205,9 @@ def test_vllm_methods_without_a_feature_here_are_built_or_refused_by_name(engine
     for name in ("checkpoint_prepare", "get_status", "start_draft_weight_update"):
         with pytest.raises(NotImplementedError, match=name):
             asyncio.run(getattr(engine, name)())
+    # no multimodal caches here: their resets have nothing to clear
+    assert asyncio.run(engine.reset_mm_cache()) is None
+    assert asyncio.run(engine.reset_encoder_cache()) is None
 
     async def drain() -> None:
         stream = engine.generate("hi", GREEDY, "drain")
