@@ -176,6 +176,11 @@ class ScriptedModel:
     def remove_lora(self, name: str) -> bool:
         return self.loras.pop(name, None) is not None
 
+    def pin_lora(self, name: str) -> bool:
+        if name not in self.loras:
+            raise ValueError(f"Pinning failed: LoRA adapter {name!r} is not loaded.")
+        return True  # no slots to keep it in
+
     def list_loras(self) -> list[str]:
         return list(self.loras)
 

@@ -166,6 +166,9 @@ class EncoderRunner:
     def remove_lora(self, name: str) -> bool:
         return False  # none is ever loaded
 
+    def pin_lora(self, name: str) -> bool:
+        raise ValueError(f"Pinning failed: LoRA adapter {name!r} is not loaded.")
+
     def list_loras(self) -> list[str]:
         return []
 

@@ -10,6 +10,10 @@ Theory of operation
   (``models/lora_layers.py``). A step may use at most ``max_loras`` distinct adapters (the
   scheduler's rule); one that is not resident takes a free slot, or the least recently
   used slot that this step does not use.
+* **Pinned adapters** (vLLM's ``pin_lora``): made resident at once and never evicted,
+  from their slot or from the host cache, until removed. The scheduler counts them as
+  holding their slots (``core/scheduler/lora_gate.py``), so a step's other adapters
+  always find a slot that is neither pinned nor in use.
 * **Row segments**: each token row of the step gets its request's slot; rows of base-model
   requests get *no* slot (they are in no segment), so they never see an adapter. The rows
   are sorted by slot once per step (``kernels/lora.py``), for every layer to use.
@@ -63,6 +67,7 @@ class LoRASlots:
         # re-read it since, ``load_inplace``), to make the other ranks' slots the same.
         self.on_fill: Callable[[int, LoRARequest | None, bool], None] | None = None
         self._reread: set[str] = set()  # adapters re-read here since the ranks last filled
+        self.pinned: set[str] = set()  # resident and never evicted (pin)
 
     def reattach(self, model: CausalLM) -> None:
         """The model was rebuilt (a reload): new hooks, slots emptied."""
@@ -70,6 +75,8 @@ class LoRASlots:
         self.state = attach_lora(model, self.settings.max_loras, self.settings.max_lora_rank,
                                  self.dtype)  # fmt: skip
         self.slot_names = [None] * self.settings.max_loras
+        for name in self.pinned:  # pinned adapters stay resident
+            self._resident(self.known[name], [])
 
     # -- the control plane ------------------------------------------------------------------
 
@@ -91,8 +98,25 @@ class LoRASlots:
             self._fill(self.slot_names.index(name), weights)
         return True
 
+    def pin(self, name: str) -> bool:
+        """Keep adapter ``name`` resident until removed (vLLM's ``pin_lora``): a slot now,
+        never evicted. ``ValueError`` when it is not loaded, or when every slot already
+        holds a pinned adapter."""
+        if name not in self.known:
+            raise ValueError(f"Pinning failed: LoRA adapter {name!r} is not loaded.")
+        if name not in self.pinned:
+            if len(self.pinned) >= len(self.slot_names):
+                raise ValueError(
+                    f"Pinning failed: every one of the max_loras={len(self.slot_names)} "
+                    f"slots already holds a pinned adapter ({', '.join(sorted(self.pinned))})."
+                )
+            self._resident(self.known[name], [])
+            self.pinned.add(name)
+        return True
+
     def remove(self, name: str) -> bool:
         """Forget adapter ``name`` (its slot emptied); False if it was not loaded."""
+        self.pinned.discard(name)
         found = self.known.pop(name, None) is not None
         self.host.pop(name, None)
         if name in self.slot_names:
@@ -137,9 +161,11 @@ class LoRASlots:
         if not wanted:
             self.state.use(None)
             return
-        if len(wanted) > len(self.slot_names):
+        pinned_aside = len(self.pinned.difference(wanted))  # slots the step cannot take
+        if len(wanted) + pinned_aside > len(self.slot_names):
             raise TooManyAdaptersError(
-                f"a step uses {len(wanted)} adapters; max_loras={len(self.slot_names)}"
+                f"a step uses {len(wanted)} adapters beside {pinned_aside} pinned ones; "
+                f"max_loras={len(self.slot_names)}"
             )
         by_name = {a.lora_name: a for a in adapters if a is not None}
         slot_of = {n: self._resident(by_name[n], wanted) for n in wanted}
@@ -156,7 +182,8 @@ class LoRASlots:
         else:
             slot = next(
                 s for s in self.slot_order
-                if self.slot_names[s] is None or self.slot_names[s] not in step
+                if self.slot_names[s] is None
+                or (self.slot_names[s] not in step and self.slot_names[s] not in self.pinned)
             )  # fmt: skip
             self._fill(slot, self._weights(request))
         self.slot_order.remove(slot)
@@ -183,8 +210,10 @@ class LoRASlots:
     def _keep(self, name: str, weights: LoRAWeights) -> None:
         self.host[name] = weights
         self.host.move_to_end(name)
-        while len(self.host) > self.max_cpu:
-            self.host.popitem(last=False)
+        excess = len(self.host) - self.max_cpu
+        if excess > 0:  # the least recently used ones that are not pinned
+            for old in [n for n in self.host if n not in self.pinned][:excess]:
+                del self.host[old]
 
     def _fill(self, slot: int, weights: LoRAWeights) -> None:
         self.state.fill(slot, weights)
@@ -199,6 +228,7 @@ class LoRASlots:
         return {
             "lora_slots": list(self.slot_names),
             "lora_host_cache": list(self.host),
+            "lora_pinned": sorted(self.pinned),
             "lora_loads": self.num_loads,
             "lora_slot_fills": self.num_slot_fills,
         }

@@ -463,6 +463,11 @@ class ModelRunner:
         """Forget adapter ``name``; False if it was not loaded."""
         return self._lora_slots().remove(name)
 
+    def pin_lora(self, name: str) -> bool:
+        """Keep adapter ``name`` resident (``LoRASlots.pin``; ``ValueError`` naming why
+        not)."""
+        return self._lora_slots().pin(name)
+
     def list_loras(self) -> list[str]:
         return self.adapters.names()
 

@@ -147,6 +147,10 @@ class Runner(Protocol):
         """Forget a LoRA adapter; False: it was not loaded."""
         ...
 
+    def pin_lora(self, name: str) -> bool:
+        """Keep a loaded adapter resident until removed (``ValueError`` naming why not)."""
+        ...
+
     def list_loras(self) -> list[str]:
         """The LoRA adapters loaded, oldest first."""
         ...

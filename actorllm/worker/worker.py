@@ -392,6 +392,11 @@ class Worker:
         self.pipeline.flush()
         return self.model_runner.remove_lora(name)
 
+    def pin_lora(self, name: str) -> bool:
+        """Keep a loaded adapter resident until removed (vLLM's ``pin_lora``)."""
+        self.pipeline.flush()
+        return self.model_runner.pin_lora(name)
+
     def list_loras(self) -> list[str]:
         return self.model_runner.list_loras()
 

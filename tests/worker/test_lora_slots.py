@@ -122,3 +122,32 @@ def test_an_adapter_over_a_quantized_checkpoint_equals_peft_over_its_weights(
     rows = {r: (None if lo is None else lo.lora_path, PROMPTS[r]) for r, lo in loras.items()}
     assert got == peft_greedy(ref, rows, MAX_TOKENS)
     assert got["base"] != got["a1"]
+
+
+def test_a_pinned_adapter_stays_resident_and_is_never_evicted(tmp_path: Path) -> None:
+    import numpy as np
+
+    base = make_tiny_checkpoint(tmp_path / "base", "llama")
+    paths = {n: make_adapter(base, tmp_path / n, seed=i) for i, n in enumerate("abc")}
+    reqs = {n: LoRARequest(n, i + 1, str(p)) for i, (n, p) in enumerate(paths.items())}
+    runner = ModelRunner(base, dtype="float32", max_model_len=64,
+                         lora=LoRASettings(max_loras=2, max_cpu_loras=2))  # fmt: skip
+    runner.load_model()
+    slots = runner.lora
+    assert slots is not None
+    with pytest.raises(ValueError, match="'a' is not loaded"):
+        runner.pin_lora("a")
+    for r in reqs.values():
+        runner.add_lora(r)
+    assert runner.pin_lora("a") is True and "a" in slots.slot_names  # resident at once
+    one = np.array([1])
+    for name in "bcbc":  # without the pin, b and c would evict a from its slot
+        slots.prepare([reqs[name]], one, runner.device)
+        assert "a" in slots.slot_names and "a" in slots.host  # the host cache keeps it too
+    with pytest.raises(TooManyAdaptersError, match="beside 1 pinned"):
+        slots.prepare([reqs["b"], reqs["c"]], np.array([1, 1]), runner.device)
+    runner.pin_lora("b")
+    with pytest.raises(ValueError, match="max_loras=2 slots already holds a pinned"):
+        runner.pin_lora("c")
+    runner.remove_lora("a")  # removing unpins
+    assert slots.pinned == {"b"}

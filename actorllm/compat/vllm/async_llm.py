@@ -44,7 +44,7 @@ from actorllm.compat.vllm.caller_loop import call_on_engine, put, read_outputs
 from actorllm.compat.vllm.engine_args import AsyncEngineArgs, EngineArgs
 from actorllm.compat.vllm.not_built import ASYNC_LLM_NOT_BUILT, check_options, not_built, refuse
 from actorllm.compat.vllm.offline_prompts import check_prompt
-from actorllm.compat.vllm.sync_facade import lora_name_of
+from actorllm.compat.vllm.sync_facade import lora_name_of, pin_target
 from actorllm.compat.vllm.weight_transfer import unwrap
 from actorllm.core.lora import LoRARequest
 from actorllm.core.outputs import RequestOutput
@@ -484,6 +484,13 @@ class AsyncLLM:
     async def list_loras(self) -> set[int]:
         """The ``lora_int_id`` of every adapter loaded."""
         return {r.lora_int_id for r in self.engine.list_loras()}
+
+    async def pin_lora(self, lora_id: int) -> bool:
+        """vLLM's: keep the adapter of ``lora_int_id`` ``lora_id`` resident, never evicted,
+        until removed (``AsyncEngine.pin_lora``); ``InvalidRequestError`` (a ValueError, as
+        vLLM's) when none is loaded or every slot is pinned already."""
+        name = pin_target(self.engine.list_loras(), lora_id)
+        return bool(await self._call(self.engine.pin_lora, name))
 
     async def is_tracing_enabled(self) -> bool:
         return False

@@ -15,13 +15,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, NoReturn
 
-_PIN_LORA = "pinning LoRA adapters is not built (the host cache is least recently used)"
 _POOLING = "reward models are not supported (embed, classify and score are)"
 _MM = "there are no multimodal inputs"
 
 # vLLM AsyncLLM methods not built here: {name: why}.
 ASYNC_LLM_NOT_BUILT: Mapping[str, str] = {
-    "pin_lora": _PIN_LORA,
     "scale_elastic_ep": "elastic expert parallelism is not supported",
     "notify_kv_transfer_request_rejected": "disaggregated KV transfer is not supported",
     "get_external_elastic_ep_phase": "elastic expert parallelism is not supported",
@@ -40,9 +38,7 @@ LLM_NOT_BUILT: Mapping[str, str] = {
 }
 
 # vLLM LLMEngine methods not built here (vllm/v1/engine/llm_engine.py).
-LLM_ENGINE_NOT_BUILT: Mapping[str, str] = {
-    "pin_lora": _PIN_LORA,
-}
+LLM_ENGINE_NOT_BUILT: Mapping[str, str] = {}
 
 # Why an option of a request method is refused when given (anything but None).
 _OPTION_WHY: Mapping[str, str] = {

@@ -14,6 +14,7 @@ from typing import Any, Self
 
 from actorllm.compat.vllm.bridge import Bridge
 from actorllm.compat.vllm.weight_transfer import unwrap
+from actorllm.core.errors import InvalidRequestError
 from actorllm.core.lora import LoRARequest
 from actorllm.core.sampling_params import SamplingParams
 from actorllm.core.seeds import mix_seed
@@ -214,6 +215,12 @@ class SyncFacade:
         """The ``lora_int_id`` of every adapter loaded."""
         return {r.lora_int_id for r in self.engine.list_loras()}
 
+    def pin_lora(self, lora_id: int) -> bool:
+        """vLLM's ``LLMEngine.pin_lora``: keep the adapter of ``lora_int_id`` ``lora_id``
+        resident until removed (``AsyncEngine.pin_lora``)."""
+        name = pin_target(self.engine.list_loras(), lora_id)
+        return bool(self._thread.call(self.engine.pin_lora, name))
+
     def start_profile(self) -> None:
         """Start the torch profiler (needs ``profiler_dir`` in the engine's config)."""
         self._thread.call(self.engine.start_profile)
@@ -243,6 +250,16 @@ class SyncFacade:
 def lora_name_of(loaded: Iterable[LoRARequest], lora_id: int) -> str | None:
     """The name of the loaded adapter whose ``lora_int_id`` is ``lora_id`` (vLLM's key)."""
     return next((r.lora_name for r in loaded if r.lora_int_id == lora_id), None)
+
+
+def pin_target(loaded: Iterable[LoRARequest], lora_id: int) -> str:
+    """The adapter ``pin_lora(lora_id)`` names; vLLM's refusal when none is loaded."""
+    name = lora_name_of(loaded, lora_id)
+    if name is None:
+        raise InvalidRequestError(
+            f"Pinning failed. LoRA {lora_id} is not registered.", param="lora_id"
+        )
+    return name
 
 
 class _ApplyModel:

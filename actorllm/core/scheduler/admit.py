@@ -34,7 +34,7 @@ class Admitter:
     step), preempted ones back to ``waiting``. The scheduler owns both queues and passes
     ``running`` to each call (it replaces that list); this object owns only its count."""
 
-    __slots__ = ("_config", "_connector", "_kv", "_waiting", "num_preemptions")
+    __slots__ = ("_config", "_connector", "_kv", "_waiting", "num_preemptions", "pinned_loras")
 
     def __init__(
         self,
@@ -48,12 +48,14 @@ class Admitter:
         self._waiting = waiting
         self._connector = connector
         self.num_preemptions = 0  # cumulative
+        # LoRA adapters pinned on the workers (vLLM's pin_lora): they hold their slots.
+        self.pinned_loras: frozenset[str] = frozenset()
 
     def schedule_waiting(self, plan: StepBudget, running: list[Request]) -> None:
         """Start waiting requests in policy order while ``plan``'s budget lasts."""
         waiting = self._waiting
         skipped: list[Request] = []
-        adapters = LoRAGate(running, self._config.max_loras)
+        adapters = LoRAGate(running, self._config.max_loras, self.pinned_loras)
         while len(waiting) and plan.token_budget > 0:
             req = waiting.pop()
             if req.num_output_placeholders or req.request_id in plan.preempted:

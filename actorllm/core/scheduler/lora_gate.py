@@ -23,13 +23,17 @@ class LoRAGate:
     in any step). Without starvation: once a waiting request is held back because its
     adapter would be one too many, no adapter request queued behind it starts in this
     step (not even one of a running adapter), so the running adapters drain and the held
-    request gets its slot; base-model requests never wait for adapters."""
+    request gets its slot; base-model requests never wait for adapters. ``pinned``
+    adapters (vLLM's ``pin_lora``) hold their slots whether they run or not."""
 
     __slots__ = ("adapters", "held", "max_loras")
 
-    def __init__(self, running: list[Request], max_loras: int) -> None:
+    def __init__(
+        self, running: list[Request], max_loras: int, pinned: frozenset[str] = frozenset()
+    ) -> None:
         self.max_loras = max_loras
         self.adapters = {r.lora_request.lora_name for r in running if r.lora_request is not None}
+        self.adapters |= pinned
         self.held = False  # an adapter request was held back in this step
 
     def admits(self, req: Request) -> bool:

@@ -368,6 +368,11 @@ class Scheduler:
         """Switch the connector at run time; raises ``ValueError`` if there is none."""
         self._connector.set_enabled(enabled)
 
+    def pin_loras(self, names: frozenset[str]) -> None:
+        """The LoRA adapters pinned on the workers: they hold slots of ``max_loras`` whether
+        their requests run or not (``lora_gate.LoRAGate``)."""
+        self._admitter.pinned_loras = names
+
     def forget_prefix_cache(self) -> None:
         """Drop every cached prefix even while requests hold blocks (a weight update)."""
         self.kv_cache_manager.forget_prefix_cache()

@@ -182,6 +182,14 @@ class Sleep(_Msg, frozen=True, kw_only=True):
     reply: Reply[None]
 
 
+class PinLoRAs(_Msg, frozen=True, kw_only=True):
+    """The LoRA adapters pinned on the workers now (all of them): each step counts them as
+    holding their slots (``core/scheduler/lora_gate.py``)."""
+
+    names: list[str]
+    reply: Reply[None]
+
+
 class ReleaseKVCache(_Msg, frozen=True, kw_only=True):
     """vLLM's ``release_kv_cache_memory``: free the KV cache alone, the weights staying;
     only once a pause is complete and nothing sleeps (else the reply fails naming why)."""
@@ -275,6 +283,7 @@ class GetWeightVersion(_Msg, frozen=True, kw_only=True):
 SchedulerControl = (
     Sleep
     | ReleaseKVCache
+    | PinLoRAs
     | WakeUp
     | IsSleeping
     | PauseGeneration

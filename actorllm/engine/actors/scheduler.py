@@ -51,6 +51,7 @@ from actorllm.engine.actors.messages import (
     IsSleeping,
     LaunchDue,
     PauseGeneration,
+    PinLoRAs,
     ReleaseKVCache,
     ResetPrefixCache,
     ResumeGeneration,
@@ -158,6 +159,9 @@ class SchedulerActor(Actor[SchedulerMsg]):
                     self.sleep_waiters.append((level, reply.defer()))  # once steps drain
                     if not adm.inflight:
                         await self._sleep_now()
+            case PinLoRAs(names=names, reply=reply):
+                adm.pin_loras(frozenset(names))
+                reply.send(None)
             case ReleaseKVCache(reply=reply):
                 await self._release_kv_cache(reply)
             case WakeUp(tags=tags, reply=reply):

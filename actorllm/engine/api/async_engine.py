@@ -347,6 +347,7 @@ class AsyncEngine:
     add_lora = _forward("_loras", LoRAAdapters.add_lora)
     remove_lora = _forward("_loras", LoRAAdapters.remove_lora)
     list_loras = _forward("_loras", LoRAAdapters.list_loras)
+    pin_lora = _forward("_loras", LoRAAdapters.pin_lora)
     check_lora_request = _forward("_loras", LoRAAdapters.check)
     statistics = _forward("_control", ControlPlane.statistics)
     init_weight_transfer_engine = _forward("_weights", WeightSync.init_weight_transfer_engine)

@@ -38,6 +38,7 @@ from actorllm.engine.actors.messages import (
     IsPaused,
     IsSleeping,
     PauseGeneration,
+    PinLoRAs,
     ReleaseKVCache,
     ReplicaSchedulerStats,
     ResetPrefixCache,
@@ -256,6 +257,11 @@ class ControlPlane:
             "scheduler", lambda r: IsKVConnectorEnabled(reply=r)
         )
         return all(flags)
+
+    async def pin_loras(self, names: frozenset[str]) -> None:
+        """Tell every replica's scheduler which LoRA adapters are pinned (all of them): each
+        step counts them as holding their slots."""
+        await self._ask_all("scheduler", lambda r: PinLoRAs(names=sorted(names), reply=r))
 
     async def collective_rpc(
         self,

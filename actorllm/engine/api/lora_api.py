@@ -32,6 +32,7 @@ class LoRAAdapters:
         self._config = config
         self._control = control
         self._added: dict[str, LoRARequest] = {}  # {lora_name: request}, in adding order
+        self._pinned: set[str] = set()  # pin_lora's, until removed
         self._lock = anyio.Lock()  # one load at a time: concurrent first uses load once
 
     def check(self, request: object) -> LoRARequest:
@@ -75,12 +76,48 @@ class LoRAAdapters:
             return True
 
     async def remove_lora(self, name: str) -> bool:
-        """Forget adapter ``name`` on every worker; False if it was not added."""
+        """Forget adapter ``name`` on every worker (unpinned); False if it was not added."""
         async with self._lock:
             if self._added.pop(name, None) is None:
                 return False
             await self._control.collective_rpc("remove_lora", args=(name,))
+            if name in self._pinned:
+                self._pinned.discard(name)
+                await self._control.pin_loras(frozenset(self._pinned))
             return True
+
+    async def pin_lora(self, name: str) -> bool:
+        """vLLM's ``pin_lora``: keep adapter ``name`` resident on every worker, never
+        evicted, until it is removed; it holds one of the ``max_loras`` slots in every
+        step (the other adapters share the rest). ``InvalidRequestError`` when it was not
+        added, or when every slot already holds a pinned adapter. True once pinned."""
+        async with self._lock:
+            if name not in self._added:
+                raise InvalidRequestError(
+                    f"Pinning failed: LoRA adapter {name!r} is not loaded.", param="lora_id"
+                )
+            if name in self._pinned:
+                return True
+            if len(self._pinned) >= self._config.max_loras:
+                raise InvalidRequestError(
+                    f"Pinning failed: every one of the max_loras={self._config.max_loras} "
+                    f"slots already holds a pinned adapter ({', '.join(sorted(self._pinned))}).",
+                    param="lora_id",
+                )
+            # The schedulers first: no step launched from here on counts on the slot the
+            # workers are about to keep (steps already sent run before the pin, in order).
+            await self._control.pin_loras(frozenset(self._pinned | {name}))
+            try:
+                await self._control.collective_rpc("pin_lora", args=(name,))
+            except ValueError as exc:
+                await self._control.pin_loras(frozenset(self._pinned))
+                raise InvalidRequestError(str(exc), param="lora_id") from None
+            self._pinned.add(name)
+            return True
+
+    def pinned_loras(self) -> list[str]:
+        """The adapters pinned (``pin_lora``) and not removed."""
+        return sorted(self._pinned)
 
     def list_loras(self) -> list[LoRARequest]:
         """The adapters added and not removed, in adding order."""

@@ -115,6 +115,7 @@ class Admission:
         self.pause = Pause()  # owner: here (survives restarts)
         self.has_connector = has_connector
         self._connector_enabled = kv_connector_enabled  # owner: here (survives rebuilds)
+        self.pinned_loras: frozenset[str] = frozenset()  # the workers' pinned adapters
         self.epoch = ledger.epoch  # the epoch of self.core (the ledger owns the counter)
         self.core: Scheduler = make_core()
         # Each request's admission state and the probation queue; owner: here.
@@ -177,9 +178,16 @@ class Admission:
         self.core.close()  # its steps' results will be dropped: nothing may wait on it
         core = self._make_core()
         core.admit_waiting = self.pause.admits_waiting
+        core.pin_loras(self.pinned_loras)
         if self.has_connector:
             core.set_kv_connector_enabled(self._connector_enabled)
         return core
+
+    def pin_loras(self, names: frozenset[str]) -> None:
+        """The adapters pinned on the workers (they hold slots in every step's count),
+        kept for every core rebuilt after."""
+        self.pinned_loras = names
+        self.core.pin_loras(names)
 
     # -- requests -------------------------------------------------------------------------
 

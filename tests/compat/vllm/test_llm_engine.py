@@ -210,5 +210,5 @@ def test_lora_request_and_methods_not_built(engine):
     with pytest.raises(InvalidRequestError, match="LoRA is not enabled"):
         engine.add_lora(adapter)
     assert engine.list_loras() == set() and not engine.remove_lora(1)
-    with pytest.raises(NotImplementedError, match=r"^LLMEngine\.pin_lora: pinning"):
+    with pytest.raises(InvalidRequestError, match="LoRA 1 is not registered"):
         engine.pin_lora(1)

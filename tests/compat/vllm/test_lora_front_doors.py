@@ -67,7 +67,19 @@ def test_llm_engine_and_async_llm(
             for out in engine.step():
                 tokens = list(out.outputs[0].token_ids)
         assert tokens == want["sql"]
+        # vLLM's pin_lora: kept resident on the worker; an unknown id is vLLM's refusal
+        assert engine.pin_lora(1) is True
+        slots = engine.collective_rpc(lambda w: sorted(w.model_runner.lora.pinned))
+        assert slots == [["sql"]]
+        with pytest.raises(InvalidRequestError, match="LoRA 7 is not registered"):
+            engine.pin_lora(7)
+        engine.add_request("b", {"prompt_token_ids": PROMPT}, GREEDY, None, sql)
+        while engine.has_unfinished_requests():
+            for out in engine.step():
+                tokens = list(out.outputs[0].token_ids)
+        assert tokens == want["sql"]
         assert engine.remove_lora(1) and engine.list_loras() == set()
+        assert engine.collective_rpc(lambda w: sorted(w.model_runner.lora.pinned)) == [[]]
     finally:
         engine.close()
 
@@ -75,6 +87,7 @@ def test_llm_engine_and_async_llm(
         llm = AsyncLLM.from_engine_args(AsyncEngineArgs(model=tiny_model, **OPTIONS))
         try:
             assert await llm.add_lora(sql) and await llm.list_loras() == {1}
+            assert await llm.pin_lora(1) is True
             last = None
             async for out in llm.generate({"prompt_token_ids": PROMPT}, GREEDY, "r",
                                           lora_request=sql):  # fmt: skip

@@ -116,3 +116,24 @@ def test_statistics_count_running_and_waiting_requests_per_adapter() -> None:
     assert stats.running_lora_adapters == {"a": 2}
     assert stats.waiting_lora_adapters == {"b": 1}
     assert _sched(max_loras=0).statistics().running_lora_adapters == {}
+
+
+def test_pinned_adapters_hold_their_slots() -> None:
+    # vLLM's pin_lora: a pinned adapter keeps its slot whether its requests run or not
+    s = _sched(max_loras=2)
+    s.pin_loras(frozenset({"a"}))
+    _add(s, "b1", B)
+    _add(s, "a1", A)
+    _add(s, "c1", C)
+    assert _step(s) == {"b1", "a1"}  # c1 waits: b and the pinned a hold both slots
+    _add(s, "b3", B)
+    while s.has_unfinished_requests():
+        so = s.schedule()
+        ids = list(so.num_scheduled_tokens)
+        assert len(_adapters(s, set(ids)) | {"a"}) <= 2  # never b and c beside pinned a
+        s.update_from_output(so, ModelRunnerOutput(step_id=so.step_id, req_ids=ids,
+                                                   sampled_token_ids=[[7]] * len(ids)))  # fmt: skip
+    s.pin_loras(frozenset())
+    _add(s, "b2", B)
+    _add(s, "c2", C)
+    assert _step(s) == {"b2", "c2"}  # unpinned: both slots free
