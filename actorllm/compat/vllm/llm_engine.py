@@ -33,10 +33,11 @@ from actorllm.compat.vllm.not_built import LLM_ENGINE_NOT_BUILT, check_options, 
 from actorllm.compat.vllm.offline_prompts import Prompt, check_prompt
 from actorllm.compat.vllm.sync_facade import SyncFacade
 from actorllm.core.errors import InvalidRequestError
-from actorllm.core.input_processor import InputProcessor
+from actorllm.core.input_processor import InputProcessor, cache_salt_of
 from actorllm.core.lora import LoRARequest
 from actorllm.core.outputs import RequestOutput
 from actorllm.core.sampling_params import SamplingParams
+from actorllm.engine.actors.assembly import logits_processor_checks
 from actorllm.engine.api.request_fields import check_arrival_time, check_priority
 from actorllm.engine.api.step_outputs import PendingOutputs
 from actorllm.engine.config.engine_config import EngineConfig
@@ -72,11 +73,14 @@ class LLMEngine(SyncFacade):
 
     def _open_requests(self) -> None:
         """The request side: the input processor and the outputs ``step`` hands back."""
+        # The engine's own checks, here on the caller's thread so that add_request raises
+        # as vLLM's does (the custom logits processors' too: they judge extra_args).
         self._inputs = InputProcessor(
             self.engine.tokenizer,
             vocab_size=self.engine.vocab_size,
             max_model_len=self.engine.max_model_len,
             max_logprobs=self.engine.config.max_logprobs,
+            param_checks=logits_processor_checks(self.engine.config),
         )
         self._outputs = PendingOutputs()
         self._pumps: dict[str, Future[Any]] = {}  # {request_id: its task on the loop}
@@ -161,13 +165,20 @@ class LLMEngine(SyncFacade):
             lora_request = self.engine.check_lora_request(lora_request)
             if lora_request.lora_name not in {r.lora_name for r in self.engine.list_loras()}:
                 self.add_lora(lora_request)
-        text, ids = self._inputs.tokenize(check_prompt(prompt))
+        prompt = check_prompt(prompt)
+        text, ids = self._inputs.tokenize(prompt)
+        kept = params.truncate_prompt(ids, self.engine.max_model_len)  # as the engine cuts it
+        if len(kept) != len(ids):
+            text, ids = None, kept  # the text no longer matches the ids
         self._inputs.validate(ids, params)
         params = self.with_offline_seed(params)
         token = self._outputs.add(request_id, params.output_kind, text, ids, params.n)
         tokens: dict[str, Any] = {"prompt_token_ids": ids}
         if text is not None:
             tokens["prompt"] = text
+        salt = cache_salt_of(prompt)
+        if salt is not None:  # the prompt's prefix-cache namespace goes with it
+            tokens["cache_salt"] = salt
         self._pumps[request_id], _ = self._bridge.submit(
             request_id,
             tokens,

@@ -212,3 +212,27 @@ def test_lora_request_and_methods_not_built(engine):
     assert engine.list_loras() == set() and not engine.remove_lora(1)
     with pytest.raises(InvalidRequestError, match="LoRA 1 is not registered"):
         engine.pin_lora(1)
+
+
+def test_add_request_truncates_keeps_the_cache_salt_and_asks_the_processors(tiny_model):
+    config = {**CONFIG, "logits_processors": ["tests.helpers.logits_procs:BanToken"]}
+    with LLMEngine(tiny_model, **config) as eng:
+        # a prompt over the context that truncate_prompt_tokens cuts is served, as the engine
+        # cuts it (the caller-side check used to refuse it)
+        cut = SamplingParams(temperature=0.0, max_tokens=2, truncate_prompt_tokens=8)
+        eng.add_request("cut", "word " * 400, cut)
+        seen, _ = run_to_end(eng)
+        assert len(seen["cut"][-1].prompt_token_ids) == 8
+        # extra_args go to the configured processors' checks (no longer refused outright)
+        xargs = SamplingParams(max_tokens=2, extra_args={"ban": 3})
+        eng.add_request("xargs", "hi", xargs)
+        seen, _ = run_to_end(eng)
+        assert 3 not in seen["xargs"][-1].outputs[0].token_ids
+        # the prompt's cache_salt reaches the engine: another salt shares no block
+        text = "a prompt long enough to fill a few whole KV blocks " * 4
+        for rid, salt in (("s1", "tenant-a"), ("s2", "tenant-b"), ("s3", "tenant-a")):
+            before = eng.get_stats().prefix_cache_hits
+            eng.add_request(rid, {"prompt": text, "cache_salt": salt}, GREEDY)
+            run_to_end(eng)
+            hits = eng.get_stats().prefix_cache_hits - before
+            assert (hits > 0) == (rid == "s3"), (rid, hits)
