@@ -8,7 +8,13 @@ from __future__ import annotations
 
 import msgspec
 
-from actorllm.core.logprob_types import FlatLogprobs, Logprob, PromptLogprobs, SampleLogprobs
+from actorllm.core.logprob_types import (
+    FlatLogprobs,
+    Logprob,
+    PromptLogprobs,
+    SampleLogprobs,
+    concat_logprobs,
+)
 from actorllm.core.pooling_params import PooledData
 
 __all__ = [
@@ -73,3 +79,37 @@ class RequestOutput(msgspec.Struct, kw_only=True):
     # A pooling request's result (``AsyncEngine.encode`` turns it into a
     # ``PoolingRequestOutput``); None for generation.
     pooled: PooledData | None = None
+
+    def add(self, next_output: RequestOutput, aggregate: bool) -> None:
+        """vLLM's: fold a later output of this request into this one, in place. With
+        ``aggregate`` each sample's new text, token ids and logprobs are appended (DELTA
+        pieces into one) and its latest cumulative logprob, finish and stop reasons and
+        weight versions kept; without, a sample's output is replaced by the newer one. A
+        sample new to this output is appended; finished once either output is."""
+        self.finished |= next_output.finished
+        if next_output.error is not None:
+            self.error = next_output.error
+        for nxt in next_output.outputs:
+            for i, cur in enumerate(self.outputs):
+                if cur.index != nxt.index:
+                    continue
+                if not aggregate:
+                    self.outputs[i] = nxt
+                    break
+                cur.text += nxt.text
+                cur.token_ids = [*cur.token_ids, *nxt.token_ids]
+                if nxt.logprobs:
+                    cur.logprobs = (
+                        nxt.logprobs
+                        if cur.logprobs is None
+                        else concat_logprobs(cur.logprobs, nxt.logprobs)
+                    )
+                if cur.token_weight_versions is not None and nxt.token_weight_versions:
+                    cur.token_weight_versions += nxt.token_weight_versions
+                cur.cumulative_logprob = nxt.cumulative_logprob
+                cur.weight_versions = nxt.weight_versions  # the final output's spans
+                cur.finish_reason = nxt.finish_reason
+                cur.stop_reason = nxt.stop_reason
+                break
+            else:
+                self.outputs.append(nxt)

@@ -44,7 +44,12 @@ from actorllm.compat.vllm.caller_loop import call_on_engine, put, read_outputs
 from actorllm.compat.vllm.engine_args import AsyncEngineArgs, EngineArgs
 from actorllm.compat.vllm.not_built import ASYNC_LLM_NOT_BUILT, check_options, not_built, refuse
 from actorllm.compat.vllm.offline_prompts import check_prompt
-from actorllm.compat.vllm.sync_facade import lora_name_of, pin_target
+from actorllm.compat.vllm.sync_facade import (
+    check_profile_options,
+    log_stats_line,
+    lora_name_of,
+    pin_target,
+)
 from actorllm.compat.vllm.weight_transfer import unwrap
 from actorllm.core.lora import LoRARequest
 from actorllm.core.outputs import RequestOutput
@@ -426,10 +431,19 @@ class AsyncLLM:
         )
         return bool(await self._call(call))
 
-    async def start_profile(self, profile_prefix: str | None = None) -> None:
-        """Start the profiler; vLLM's ``profile_prefix`` (trace file names) is refused: the
-        trace goes under ``profiler_dir`` with the engine's own names."""
-        check_options("AsyncLLM.start_profile", profile_prefix=profile_prefix)
+    async def start_profile(
+        self,
+        profile_prefix: str | None = None,
+        *,
+        delay_iterations: int | None = None,
+        max_iterations: int | None = None,
+    ) -> None:
+        """Start the profiler; vLLM's options only at their defaults (``profile_prefix``:
+        the trace goes under ``profiler_dir`` with the engine's own names; no delay, no
+        step limit), else ``NotImplementedError`` naming the option."""
+        check_profile_options(
+            "AsyncLLM.start_profile", profile_prefix, delay_iterations, max_iterations
+        )
         await self._call(self.engine.start_profile)
 
     async def stop_profile(self) -> None:
@@ -497,13 +511,7 @@ class AsyncLLM:
 
     async def do_log_stats(self) -> None:
         """Log one line of the engine's state now (the periodic line: ``disable_log_stats``)."""
-        stats = await self._call(self.engine.get_stats)
-        logger.info(
-            "Running: %d reqs, Waiting: %d reqs, GPU KV cache usage: %.1f%%",
-            getattr(stats, "num_running_reqs", 0),
-            getattr(stats, "num_waiting_reqs", 0),
-            100.0 * getattr(stats, "kv_cache_usage", 0.0),
-        )
+        log_stats_line(await self._call(self.engine.get_stats))
 
     async def get_stats(self) -> Any:
         return await self._call(self.engine.get_stats)

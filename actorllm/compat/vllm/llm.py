@@ -255,25 +255,6 @@ class LLM(BeamSearchMethods, PoolingMethods, SyncFacade):
         self._thread.release_caller_team()
         return self._queue.wait(output_type, use_tqdm)
 
-    def start_profile(
-        self,
-        profile_prefix: str | None = None,
-        *,
-        delay_iterations: int | None = None,
-        max_iterations: int | None = None,
-    ) -> None:
-        """Start the torch profiler (needs ``profiler_dir``). vLLM's options must keep
-        their defaults, else ``NotImplementedError`` naming them: ``profile_prefix`` (the
-        trace's file names are the engine's), ``delay_iterations`` None or 0 (profiling
-        starts at once), ``max_iterations`` None or 0 (it runs until ``stop_profile``)."""
-        check_options(
-            "LLM.start_profile",
-            profile_prefix=profile_prefix,
-            delay_iterations=delay_iterations or None,
-            max_iterations=max_iterations or None,
-        )
-        super().start_profile()
-
     def __getattr__(self, name: str) -> Any:
         # vLLM's methods for features not built here refuse by name (not_built.py).
         return not_built(self, name, LLM_NOT_BUILT)

@@ -204,9 +204,11 @@ class LLMEngine(SyncFacade):
                 self._pumps.pop(out.request_id, None)
         return outs
 
-    def abort_request(self, request_ids: str | Iterable[str]) -> None:
+    def abort_request(self, request_ids: str | Iterable[str], internal: bool = False) -> None:
         """Stop these requests and free their KV blocks; they produce no further output.
-        Ids that are unknown or already finished are ignored."""
+        Ids that are unknown or already finished are ignored. ``internal`` (vLLM's: the ids
+        are the engine's own rather than the caller's) changes nothing here: this engine
+        runs each request under the id it was added with."""
         ids = [request_ids] if isinstance(request_ids, str) else list(request_ids)
         for rid in self._outputs.abort(ids):
             self._bridge.retire(rid)

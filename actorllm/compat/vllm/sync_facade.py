@@ -7,12 +7,14 @@ engine and its threads (see :mod:`actorllm.compat.vllm.engine_thread`).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable, Mapping
 from functools import partial
 from pathlib import Path
 from typing import Any, Self
 
 from actorllm.compat.vllm.bridge import Bridge
+from actorllm.compat.vllm.not_built import check_options
 from actorllm.compat.vllm.weight_transfer import unwrap
 from actorllm.core.errors import InvalidRequestError
 from actorllm.core.lora import LoRARequest
@@ -24,6 +26,8 @@ from actorllm.engine.config.engine_config import EngineConfig
 from actorllm.engine.metrics.prometheus import ServerMetrics
 from actorllm.engine.metrics.snapshot import Metric, snapshot
 from actorllm.engine.recovery.pause import PauseMode
+
+logger = logging.getLogger("actorllm.engine")
 
 
 class SyncFacade:
@@ -221,9 +225,37 @@ class SyncFacade:
         name = pin_target(self.engine.list_loras(), lora_id)
         return bool(self._thread.call(self.engine.pin_lora, name))
 
-    def start_profile(self) -> None:
-        """Start the torch profiler (needs ``profiler_dir`` in the engine's config)."""
+    def start_profile(
+        self,
+        profile_prefix: str | None = None,
+        *,
+        delay_iterations: int | None = None,
+        max_iterations: int | None = None,
+    ) -> None:
+        """Start the torch profiler (needs ``profiler_dir``). vLLM's options must keep
+        their defaults, else ``NotImplementedError`` naming them: ``profile_prefix`` (the
+        trace's file names are the engine's), ``delay_iterations`` None or 0 (profiling
+        starts at once), ``max_iterations`` None or 0 (it runs until ``stop_profile``)."""
+        check_profile_options(
+            f"{type(self).__name__}.start_profile", profile_prefix, delay_iterations,
+            max_iterations,
+        )  # fmt: skip
         self._thread.call(self.engine.start_profile)
+
+    def get_supported_tasks(self) -> tuple[str, ...]:
+        """The model's tasks, as vLLM's: ``("generate",)``, or a pooling model's own
+        (``"embed"``, ``"token_embed"``, ``"classify"``)."""
+        pooling = self.engine.pooling_model
+        return ("generate",) if pooling is None else tuple(pooling.tasks)
+
+    @property
+    def tokenizer(self) -> Any:
+        """vLLM's ``LLMEngine.tokenizer``: the engine's Hugging Face tokenizer."""
+        return self.engine.tokenizer
+
+    def do_log_stats(self) -> None:
+        """vLLM's: log one line of the engine's state now."""
+        log_stats_line(self.get_stats())
 
     def stop_profile(self) -> None:
         """Stop the profiler and write its trace under ``profiler_dir``; ``ProfilerError``
@@ -245,6 +277,33 @@ class SyncFacade:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def check_profile_options(
+    method: str,
+    profile_prefix: str | None,
+    delay_iterations: int | None,
+    max_iterations: int | None,
+) -> None:
+    """vLLM's ``start_profile`` options at their defaults only (the profiler starts at
+    once, runs until ``stop_profile``, names its own traces); else ``NotImplementedError``
+    naming the option."""
+    check_options(
+        method,
+        profile_prefix=profile_prefix,
+        delay_iterations=delay_iterations or None,
+        max_iterations=max_iterations or None,
+    )
+
+
+def log_stats_line(stats: EngineStats) -> None:
+    """vLLM's ``do_log_stats`` line: running and waiting requests, KV cache usage."""
+    logger.info(
+        "Running: %d reqs, Waiting: %d reqs, GPU KV cache usage: %.1f%%",
+        stats.num_running_reqs,
+        stats.num_waiting_reqs,
+        100.0 * stats.kv_cache_usage,
+    )
 
 
 def lora_name_of(loaded: Iterable[LoRARequest], lora_id: int) -> str | None:

@@ -236,3 +236,16 @@ def test_add_request_truncates_keeps_the_cache_salt_and_asks_the_processors(tiny
             run_to_end(eng)
             hits = eng.get_stats().prefix_cache_hits - before
             assert (hits > 0) == (rid == "s3"), (rid, hits)
+
+
+def test_vllms_other_engine_methods(engine, caplog):
+    assert engine.get_supported_tasks() == ("generate",)
+    assert engine.tokenizer is engine.get_tokenizer()
+    with caplog.at_level("INFO", logger="actorllm.engine"):
+        engine.do_log_stats()
+    assert "Running: 0 reqs, Waiting: 0 reqs" in caplog.text
+    engine.add_request("gone", "hi", GREEDY)
+    engine.abort_request(["gone"], internal=True)  # the ids it was added with, either way
+    assert not engine.has_unfinished_requests()
+    with pytest.raises(NotImplementedError, match=r"^LLMEngine\.start_profile\(max_iterations"):
+        engine.start_profile(max_iterations=3)
