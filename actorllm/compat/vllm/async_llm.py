@@ -30,52 +30,47 @@ from __future__ import annotations
 import logging
 import math
 import time
-import warnings
-from collections.abc import AsyncGenerator, Callable, Iterable, Mapping
+from collections.abc import AsyncGenerator, Iterable, Mapping
 from concurrent.futures import Future
-from functools import partial
 from typing import Any, Self
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from actorllm.compat.vllm.async_llm_control import AsyncControlMethods
 from actorllm.compat.vllm.bridge import Bridge
-from actorllm.compat.vllm.caller_loop import call_on_engine, put, read_outputs
+from actorllm.compat.vllm.caller_loop import put, read_outputs
 from actorllm.compat.vllm.engine_args import AsyncEngineArgs, EngineArgs
 from actorllm.compat.vllm.not_built import ASYNC_LLM_NOT_BUILT, check_options, not_built, refuse
 from actorllm.compat.vllm.offline_prompts import check_prompt
-from actorllm.compat.vllm.sync_facade import (
-    check_profile_options,
-    log_stats_line,
-    lora_name_of,
-    pin_target,
-)
-from actorllm.compat.vllm.weight_transfer import unwrap
+from actorllm.compat.vllm.output_collector import RequestOutputCollector
 from actorllm.core.lora import LoRARequest
 from actorllm.core.outputs import RequestOutput
 from actorllm.core.pooling_params import PoolingParams
 from actorllm.core.sampling_params import SamplingParams
 from actorllm.engine.api.async_engine import AsyncEngine
 from actorllm.engine.api.pooling_outputs import PoolingOutput, PoolingRequestOutput
+from actorllm.engine.api.request_fields import check_arrival_time
 from actorllm.engine.config.engine_config import EngineConfig
 from actorllm.engine.config.model_config import ModelConfig
 from actorllm.engine.errors import EngineDeadError
-from actorllm.engine.recovery.pause import PauseMode
 from actorllm.worker.worker_thread import LoopPoster
 
 logger = logging.getLogger("actorllm.engine")
 
 
-def _check_options(sampling_params: object, **options: Any) -> None:
+def _check_options(
+    sampling_params: object, method: str = "AsyncLLM.generate", **options: Any
+) -> None:
     """``generate``'s vLLM options that are not built refuse any value but None."""
-    check_options("AsyncLLM.generate", **options)
+    check_options(method, **options)
     if not isinstance(sampling_params, SamplingParams):
         raise TypeError(
             f"sampling_params must be SamplingParams, got {type(sampling_params).__name__}."
         )
 
 
-class AsyncLLM:
+class AsyncLLM(AsyncControlMethods):
     """vLLM's ``AsyncLLM``/``AsyncLLMEngine``. Build it with :meth:`from_engine_args` (or
     :meth:`from_vllm_config` with an ``EngineConfig``)."""
 
@@ -226,6 +221,61 @@ class AsyncLLM:
                 if self.log_requests:
                     logger.info("Aborted request %s.", request_id)
 
+    async def add_request(
+        self,
+        request_id: str,
+        prompt: Any,
+        params: SamplingParams | PoolingParams,
+        arrival_time: float | None = None,
+        lora_request: LoRARequest | None = None,
+        tokenization_kwargs: Mapping[str, Any] | None = None,
+        trace_headers: Mapping[str, str] | None = None,
+        priority: int = 0,
+        data_parallel_rank: int | None = None,
+        session_id: str | None = None,
+        prompt_text: str | None = None,
+        reasoning_ended: bool | None = None,
+        reasoning_parser_kwargs: dict[str, Any] | None = None,
+        kv_hints: Any = None,
+    ) -> RequestOutputCollector:
+        """vLLM's: start a request and return its ``RequestOutputCollector``, whose
+        ``get()`` / ``get_nowait()`` hand out its outputs, folded when several came
+        between two reads (:mod:`output_collector`). ``generate``'s rules for the prompt,
+        the parameters and the options; ``arrival_time`` (``time.time()`` seconds) orders
+        it among the waiting requests. Pooling requests run through :meth:`encode`
+        (``PoolingParams`` here is refused by name)."""
+        if isinstance(params, PoolingParams):
+            refuse("AsyncLLM.add_request(params=PoolingParams)", "pooling requests run "
+                   "through AsyncLLM.encode")  # fmt: skip
+        _check_options(
+            params,
+            "AsyncLLM.add_request",
+            prompt_text=prompt_text,
+            tokenization_kwargs=tokenization_kwargs or None,
+            trace_headers=trace_headers or None,
+            data_parallel_rank=data_parallel_rank,
+            session_id=session_id,
+            reasoning_ended=reasoning_ended,
+            reasoning_parser_kwargs=reasoning_parser_kwargs,
+            kv_hints=kv_hints,
+        )
+        if self.errored:
+            raise self.dead_error
+        arrival = check_arrival_time(arrival_time)
+        pump, send, receive = self._submit(
+            request_id, check_prompt(prompt), params, priority, lora_request, arrival
+        )
+        if self.log_requests:
+            logger.info("Added request %s.", request_id)
+
+        def ended() -> None:  # the collector read the request's last item
+            send.close()
+            if self._requests.get(request_id) is pump:
+                del self._requests[request_id]
+                del self._engine_ids[request_id]
+
+        return RequestOutputCollector(params.output_kind, request_id, receive, ended)
+
     async def encode(
         self,
         prompt: Any,
@@ -267,6 +317,7 @@ class AsyncLLM:
         params: SamplingParams,
         priority: int,
         lora_request: LoRARequest | None = None,
+        arrival_time: float | None = None,
     ) -> tuple[Future[Any], MemoryObjectSendStream[object], MemoryObjectReceiveStream[object]]:
         """Start the request on the engine's loop, its outputs posted into a new stream on
         the caller's loop; returns its pump and the stream's two ends."""
@@ -277,9 +328,10 @@ class AsyncLLM:
             poster.post(put, send, item)
 
         try:
-            pump, engine_id = self._bridge.submit(
-                request_id, prompt, params, deliver, priority=priority, lora_request=lora_request
-            )
+            options: dict[str, Any] = {"priority": priority, "lora_request": lora_request}
+            if arrival_time is not None:
+                options["arrival_time"] = arrival_time
+            pump, engine_id = self._bridge.submit(request_id, prompt, params, deliver, **options)
         except BaseException:  # the engine was shut down
             send.close()
             receive.close()
@@ -361,160 +413,6 @@ class AsyncLLM:
 
     def get_default_sampling_params(self) -> SamplingParams:
         return self.engine.get_default_sampling_params()
-
-    # -- control plane --------------------------------------------------------------------
-
-    async def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
-        """``await fn(*args)`` on the engine's loop, awaited on the caller's; cancelling the
-        caller cancels it."""
-        return await call_on_engine(self._thread, fn, *args)
-
-    async def sleep(self, level: int = 1, mode: PauseMode = "abort") -> None:
-        """vLLM's sleep: ``mode`` (default abort) says what happens to the requests in
-        flight; see ``AsyncEngine.sleep``."""
-        await self._call(self.engine.sleep, level, mode)
-
-    async def wake_up(self, tags: list[str] | None = None) -> bool:
-        """Restore ``tags`` (``["weights"]``, ``["kv_cache"]``, ``["scheduling"]``; None:
-        everything); whether the engine is fully awake."""
-        return bool(await self._call(self.engine.wake_up, tags))
-
-    async def reset_mm_cache(self) -> None:
-        """vLLM's: clear the multimodal processor and encoder caches. The models served
-        here take no multimodal inputs: those caches do not exist, nothing to clear."""
-
-    async def reset_encoder_cache(self) -> None:
-        """vLLM's: as :meth:`reset_mm_cache`, nothing to clear."""
-
-    async def release_kv_cache_memory(self) -> None:
-        """vLLM's: free the KV cache alone after a completed ``sleep(level=0)``; see
-        ``AsyncEngine.release_kv_cache_memory``."""
-        await self._call(self.engine.release_kv_cache_memory)
-
-    async def pause_generation(
-        self,
-        *,
-        mode: PauseMode = "abort",
-        wait_for_inflight_requests: bool | None = None,
-        clear_cache: bool = True,
-    ) -> None:
-        """vLLM's pause: ``mode`` abort (default), wait or keep; see
-        ``AsyncEngine.pause_generation``. ``wait_for_inflight_requests=True`` is vLLM's
-        deprecated spelling of ``mode="wait"``."""
-        if wait_for_inflight_requests:
-            warnings.warn(
-                "AsyncLLM.pause_generation(wait_for_inflight_requests=...) is deprecated; "
-                "use mode='wait'.",
-                DeprecationWarning,
-                stacklevel=2,
-            )
-            mode = "wait"
-        await self._call(partial(self.engine.pause_generation, mode=mode, clear_cache=clear_cache))
-
-    async def resume_generation(self) -> None:
-        await self._call(self.engine.resume_generation)
-
-    async def is_paused(self) -> bool:
-        return bool(await self._call(self.engine.is_paused))
-
-    async def is_sleeping(self) -> bool:
-        return bool(await self._call(self.engine.is_sleeping))
-
-    async def reset_prefix_cache(
-        self, reset_running_requests: bool = False, reset_connector: bool = False
-    ) -> bool:
-        """vLLM's options are refused when on (``AsyncEngine.reset_prefix_cache``)."""
-        call = partial(
-            self.engine.reset_prefix_cache,
-            reset_running_requests=reset_running_requests,
-            reset_connector=reset_connector,
-        )
-        return bool(await self._call(call))
-
-    async def start_profile(
-        self,
-        profile_prefix: str | None = None,
-        *,
-        delay_iterations: int | None = None,
-        max_iterations: int | None = None,
-    ) -> None:
-        """Start the profiler; vLLM's options only at their defaults (``profile_prefix``:
-        the trace goes under ``profiler_dir`` with the engine's own names; no delay, no
-        step limit), else ``NotImplementedError`` naming the option."""
-        check_profile_options(
-            "AsyncLLM.start_profile", profile_prefix, delay_iterations, max_iterations
-        )
-        await self._call(self.engine.start_profile)
-
-    async def stop_profile(self) -> None:
-        await self._call(self.engine.stop_profile)
-
-    async def init_weight_transfer_engine(self, request: Any) -> None:
-        await self._call(self.engine.init_weight_transfer_engine, unwrap(request, "init_info"))
-
-    async def shutdown_weight_transfer_engine(self) -> None:
-        await self._call(self.engine.shutdown_weight_transfer_engine)
-
-    async def start_weight_update(self) -> None:
-        await self._call(self.engine.start_weight_update)
-
-    async def update_weights(self, request: Any) -> None:
-        await self._call(self.engine.update_weights, unwrap(request, "update_info"))
-
-    async def finish_weight_update(self, weight_version: str | None = None) -> None:
-        await self._call(self.engine.finish_weight_update, weight_version)
-
-    async def update_weight_version(self, new_version: str) -> None:
-        await self._call(self.engine.update_weight_version, new_version)
-
-    async def get_weight_version(self) -> str:
-        return str(await self._call(self.engine.get_weight_version))
-
-    async def collective_rpc(
-        self,
-        method: str | Callable[..., Any],
-        timeout: float | None = None,  # noqa: ASYNC109 (vLLM's signature)
-        args: tuple[Any, ...] = (),
-        kwargs: dict[str, Any] | None = None,
-    ) -> list[Any]:
-        async def run() -> list[Any]:
-            return await self.engine.collective_rpc(
-                method, timeout=timeout, args=tuple(args), kwargs=dict(kwargs or {})
-            )
-
-        result: list[Any] = await self._call(run)
-        return result
-
-    async def add_lora(self, lora_request: LoRARequest) -> bool:
-        """Load an adapter on every worker; False if one of its name was loaded. A bad one
-        raises ``InvalidRequestError`` naming it."""
-        return bool(await self._call(self.engine.add_lora, lora_request))
-
-    async def remove_lora(self, lora_id: int) -> bool:
-        """Forget the adapter of ``lora_int_id`` ``lora_id``; False if none is loaded."""
-        name = lora_name_of(self.engine.list_loras(), lora_id)
-        return name is not None and bool(await self._call(self.engine.remove_lora, name))
-
-    async def list_loras(self) -> set[int]:
-        """The ``lora_int_id`` of every adapter loaded."""
-        return {r.lora_int_id for r in self.engine.list_loras()}
-
-    async def pin_lora(self, lora_id: int) -> bool:
-        """vLLM's: keep the adapter of ``lora_int_id`` ``lora_id`` resident, never evicted,
-        until removed (``AsyncEngine.pin_lora``); ``InvalidRequestError`` (a ValueError, as
-        vLLM's) when none is loaded or every slot is pinned already."""
-        name = pin_target(self.engine.list_loras(), lora_id)
-        return bool(await self._call(self.engine.pin_lora, name))
-
-    async def is_tracing_enabled(self) -> bool:
-        return False
-
-    async def do_log_stats(self) -> None:
-        """Log one line of the engine's state now (the periodic line: ``disable_log_stats``)."""
-        log_stats_line(await self._call(self.engine.get_stats))
-
-    async def get_stats(self) -> Any:
-        return await self._call(self.engine.get_stats)
 
     # -- health and lifetime --------------------------------------------------------------
 

@@ -226,3 +226,42 @@ def test_queue_limits_check_admission_as_vllms(engine):
     # no limits configured: nothing refused, nothing queued
     engine.check_admission(4, request_id="r")
     assert engine.get_num_queued_tokens() == 0
+
+
+def test_add_request_returns_vllms_output_collector(engine):
+    from actorllm.core.sampling_params import RequestOutputKind
+
+    delta = SamplingParams(temperature=0.0, max_tokens=12, output_kind=RequestOutputKind.DELTA)
+
+    async def main():
+        whole = [out async for out in engine.generate("collect me", GREEDY, "via-generate")][-1]
+
+        async def finished() -> int:
+            return sum((await engine.get_stats()).requests.request_success.values())
+
+        before = await finished()
+        q = await engine.add_request("via-collector", "collect me", delta)
+        assert q.aggregate and q.request_id == "via-collector"
+        for _ in range(1000):  # the consumer falls behind: every piece is there, unread
+            if await finished() > before:
+                break
+            await asyncio.sleep(0.01)
+        texts, ids = [], []
+        while True:
+            out = q.get_nowait() or await q.get()
+            texts.append(out.outputs[0].text)
+            ids += out.outputs[0].token_ids
+            if out.finished:
+                break
+        assert "".join(texts) == whole.outputs[0].text and ids == whole.outputs[0].token_ids
+        assert len(texts) == 1  # folded into one output (vLLM's collector)
+        assert engine.get_num_unfinished_requests() == 0  # forgotten once read to its end
+        with pytest.raises(InvalidRequestError):  # the request's own error, from get()
+            bad = await engine.add_request("too-long", "word " * 400, GREEDY)
+            await bad.get()
+        with pytest.raises(NotImplementedError, match=r"add_request\(params=PoolingParams\)"):
+            await engine.add_request("pool", "x", PoolingParams())
+        with pytest.raises(NotImplementedError, match="kv_hints"):
+            await engine.add_request("hints", "x", GREEDY, kv_hints={"a": 1})
+
+    asyncio.run(main())
