@@ -156,6 +156,7 @@ class ModelRunner:
         # CPU: the loaded weights' memory collapsed into huge pages (worker/huge_pages.py).
         self.weights_on_huge_pages = weights_on_huge_pages and self.device.type == "cpu"
         self.pp_size = pp_size
+        self.tp_rank, self.pp_rank = tp_rank, pp_rank  # this rank's place (weight checksums)
         # This rank's shard and stage (worker/rank_config.py), max_model_len set.
         self.model_config = rank_model_config(
             self.model_path, max_model_len=max_model_len, tp_rank=tp_rank, tp_size=tp_size,

@@ -278,6 +278,36 @@ class Worker:
     def get_model(self) -> torch.nn.Module | None:
         return self.model_runner.model
 
+    def compute_weight_checksums(self) -> dict[str, str]:
+        """vLLM's: ``{"pp<stage>:pcp0:tp<rank>:<parameter>": SHA-256 of its bytes}`` for
+        this rank's weights (worker/weight_checksums.py); the engine adds the replica's
+        ``dp<index>:`` in front, as vLLM's keys."""
+        from actorllm.distributed.pipe import rank_stage
+        from actorllm.worker.weight_checksums import tensor_digests
+
+        model = self._weights_model("compute_weight_checksums")
+        runner = self.model_runner
+        stage = rank_stage(getattr(runner, "pp_rank", 0), getattr(runner, "pp_size", 1))
+        prefix = f"pp{stage}:pcp0:tp{getattr(runner, 'tp_rank', 0)}:"
+        return {prefix + name: digest for name, digest in tensor_digests(model).items()}
+
+    def reset_weights(self) -> None:
+        """vLLM's: zero every weight (then an update must bring every checksum back)."""
+        from actorllm.worker.weight_checksums import zero_weights
+
+        zero_weights(self._weights_model("reset_weights"))
+
+    def _weights_model(self, method: str) -> torch.nn.Module:
+        self.pipeline.flush()
+        model = self.get_model()
+        if model is None:
+            raise InvalidRequestError(
+                f"{method}: this engine's runner has no weights (it is asleep at level 2, "
+                "or it is not a model runner).",
+                param="method",
+            )
+        return model
+
     def load_weights(self, weights: Weights) -> list[str]:
         """Copy ``weights`` (checkpoint names -> tensors) into the model in place; returns
         the parameter names written. Shapes must match; unknown names raise."""

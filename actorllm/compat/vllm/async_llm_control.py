@@ -155,6 +155,12 @@ class AsyncControlMethods:
         result: list[Any] = await self._call(run)
         return result
 
+    async def compute_weight_checksums(self) -> list[dict[str, str]]:
+        """vLLM's: every worker rank's ``{"dp..:pp..:pcp0:tp..:<parameter>": SHA-256}``
+        (``AsyncEngine.compute_weight_checksums``)."""
+        result: list[dict[str, str]] = await self._call(self.engine.compute_weight_checksums)
+        return result
+
     async def add_lora(self, lora_request: LoRARequest) -> bool:
         """Load an adapter on every worker; False if one of its name was loaded. A bad one
         raises ``InvalidRequestError`` naming it."""

@@ -295,6 +295,20 @@ class ControlPlane:
         )
         return [result for ranks in per_replica for result in ranks]
 
+    async def compute_weight_checksums(self) -> list[dict[str, str]]:
+        """vLLM's: one ``{"dp<replica>:pp<stage>:pcp0:tp<rank>:<parameter>": SHA-256}`` per
+        worker rank, replica 0's first (``Worker.compute_weight_checksums``): a trainer
+        compares them before and after an update (``POST /weight_checker``)."""
+        per_replica: list[list[dict[str, str]]] = await self._ask_all(
+            "executor",
+            lambda r: CollectiveRPC(method="compute_weight_checksums", args=(), kwargs={}, reply=r),
+        )
+        return [
+            {f"dp{replica.index}:{key}": digest for key, digest in rank.items()}
+            for replica, ranks in zip(self.live(), per_replica, strict=True)
+            for rank in ranks
+        ]
+
     async def start_profile(self) -> None:
         """Start the torch profiler (CPU, and CUDA on a GPU) over every thread: all
         replicas' workers and the event loop. Raises ``ProfilerError`` when

@@ -256,6 +256,14 @@ class RequestAPI:
         if request_id in self._ctx.ledger and not self.is_dead:
             await self._ctx.refs.router.send(Abort(request_id=request_id))
 
+    async def abort_all(self) -> int:
+        """Abort every open request (vLLM's ``POST /abort_requests`` without ids); returns
+        how many were open. Nothing is paused: requests that arrive meanwhile run."""
+        ids = [entry.request_id for entry in self._ctx.ledger]
+        for rid in ids:
+            await self.abort(rid)
+        return len(ids)
+
     async def _abort_quietly(self, request_id: str) -> None:
         if request_id not in self._ctx.ledger or self.is_dead:
             return

@@ -265,3 +265,9 @@ def test_add_request_returns_vllms_output_collector(engine):
             await engine.add_request("hints", "x", GREEDY, kv_hints={"a": 1})
 
     asyncio.run(main())
+
+
+def test_compute_weight_checksums_as_vllms(engine):
+    (rank,) = asyncio.run(engine.compute_weight_checksums())
+    assert rank and all(k.startswith("dp0:pp0:pcp0:tp0:") and len(v) == 64 for k, v in rank.items())
+    assert [rank] == asyncio.run(engine.compute_weight_checksums())  # unchanged weights

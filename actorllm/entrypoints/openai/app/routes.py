@@ -72,6 +72,9 @@ DEV_ROUTES: list[tuple[str, Handler, str]] = [
     ("/update_weight_version", weights.update_weight_version, "POST"),
     ("/weight_info", weights.weight_info, "GET"),
     ("/get_world_size", weights.get_world_size, "GET"),
+    ("/weight_checker", weights.weight_checker, "POST"),
+    ("/abort_requests", weights.abort_requests, "POST"),
+    ("/start_draft_weight_update", weights.start_draft_weight_update, "POST"),
 ]
 # Only with ACTORLLM_ALLOW_RUNTIME_LORA_UPDATING (or vLLM's VLLM_ name) true: else 404.
 LORA_ROUTES: list[tuple[str, Handler, str]] = [

@@ -7,6 +7,9 @@ bodies and answers (``vllm/entrypoints/rl/online/api_router.py``):
 * ``POST /finish_weight_update`` ``{"weight_version": "..."}`` (body optional)
 * ``POST /update_weight_version`` ``{"new_version": "..."}``, ``GET /weight_info``
 * ``GET /get_world_size?include_dp=true``
+* ``POST /weight_checker`` ``{"action": "checksum" | "reset" | "compare", "baseline"}``
+* ``POST /abort_requests`` ``{"request_ids": [...]}`` (none: every open request)
+* ``POST /start_draft_weight_update``: refused by name (no draft-model updates here)
 
 Errors (never a 500 for a transfer that failed; the engine serves the old weights): a
 malformed body or a tensor that does not fit the model 400; a call out of order (update
@@ -15,7 +18,7 @@ before start, ...) 409; the trainer's broadcast failed (it died or stalled) 502.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 from starlette.requests import Request
@@ -105,3 +108,56 @@ async def get_world_size(state: AppState, request: Request) -> Response:
         raise bad_request("query parameter `include_dp` must be true or false.", "include_dp")
     size = state.serving.engine.get_world_size(raw in ("true", "1"))
     return json_response({"world_size": size})
+
+
+class CheckerBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    action: Literal["checksum", "reset", "compare"]
+    baseline: dict[str, str] | None = None
+
+
+async def weight_checker(state: AppState, request: Request) -> Response:
+    """``POST /weight_checker`` ``{"action": "checksum" | "reset" | "compare",
+    "baseline": {...}}`` (vLLM's): every rank's weight digests as one map, zeroed
+    weights, or the keys whose digest differs from ``baseline``."""
+    body = await _body(request, CheckerBody)
+    engine = state.serving.engine
+    if body.action == "reset":
+        await engine.collective_rpc("reset_weights")
+        return json_response({"status": "reset"})
+    if body.action == "compare" and body.baseline is None:
+        raise bad_request("action='compare' requires a 'baseline' object", "baseline")
+    checksums: dict[str, str] = {}
+    for rank in await engine.compute_weight_checksums():
+        checksums.update(rank)  # (keys are unique: each carries its replica and rank)
+    if body.action == "checksum":
+        return json_response({"checksums": checksums})
+    assert body.baseline is not None
+    keys = checksums.keys() | body.baseline.keys()
+    mismatches = sorted(k for k in keys if checksums.get(k) != body.baseline.get(k))
+    return json_response({"match": not mismatches, "mismatches": mismatches})
+
+
+class AbortBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    request_ids: list[str] | None = None
+
+
+async def abort_requests(state: AppState, request: Request) -> Response:
+    """``POST /abort_requests`` ``{"request_ids": [...]}`` (vLLM's): abort those requests,
+    or every open one when the list is empty or missing; nothing is paused."""
+    body = await _body(request, AbortBody)
+    engine = state.serving.engine
+    if body.request_ids:
+        for rid in body.request_ids:
+            await engine.abort(rid)
+        aborted = len(body.request_ids)
+    else:
+        aborted = await engine.abort_all()
+    return json_response({"status": "aborted", "aborted": aborted})
+
+
+async def start_draft_weight_update(state: AppState, request: Request) -> Response:
+    """vLLM's route for a speculative draft model's weights: refused by name (400)."""
+    raise bad_request(
+        "start_draft_weight_update: weight updates of a speculative draft model are not "
+        "built; the target model's weights update with /start_weight_update."
+    )

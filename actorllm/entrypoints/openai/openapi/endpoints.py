@@ -135,6 +135,9 @@ DEV_ENDPOINTS: list[tuple[str, str, str]] = [
     ("post", "/update_weight_version", "Label later tokens with a new weight version."),
     ("get", "/weight_info", "The current weight version."),
     ("get", "/get_world_size", "The engine's worker ranks (query: include_dp)."),
+    ("post", "/weight_checker", "Weight digests: checksum, reset or compare to a baseline."),
+    ("post", "/abort_requests", "Abort these requests (request_ids; none: every open one)."),
+    ("post", "/start_draft_weight_update", "Refused: draft-model weight updates are not built."),
 ]
 # (path, request struct, summary): served only with ACTORLLM_ALLOW_RUNTIME_LORA_UPDATING
 LORA_ENDPOINTS = (
