@@ -162,7 +162,10 @@ def test_reset_prefix_cache_takes_vllms_query_parameters(dev: ServerThread) -> N
     and a value that is not a boolean is a 400 too."""
     url = dev.url + "/reset_prefix_cache"
     off = {"reset_running_requests": "false", "reset_external": "false"}
-    assert httpx.post(url, params=off).status_code == 200
+    r = httpx.post(url, params=off)
+    assert r.status_code == 200 and r.json() == {"success": True}  # vLLM 0.32's body
+    for cache in ("/reset_mm_cache", "/reset_encoder_cache"):  # none here: nothing to clear
+        assert httpx.post(dev.url + cache).status_code == 200
     for name in ("reset_running_requests", "reset_external"):
         error_of(httpx.post(url, params={name: "true"}), 400, name)
         error_of(httpx.post(url, params={name: "maybe"}), 400, name)

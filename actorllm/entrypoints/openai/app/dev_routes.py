@@ -17,7 +17,7 @@ from actorllm.engine.recovery.pause import PAUSE_MODES, PauseMode, check_mode
 from actorllm.entrypoints.openai import dev_rpc
 from actorllm.entrypoints.openai.app.state import AppState
 from actorllm.entrypoints.openai.dev_server_info import server_info_payload
-from actorllm.entrypoints.openai.errors import APIError, bad_request
+from actorllm.entrypoints.openai.errors import bad_request
 from actorllm.entrypoints.openai.serving_common import json_response
 
 
@@ -110,8 +110,17 @@ async def reset_prefix_cache(state: AppState, request: Request) -> Response:
         if exc.param != "reset_connector":
             raise
         raise bad_request(str(exc), "reset_external") from None  # its name on this route
-    if not done:
-        raise APIError(409, "The prefix cache could not be reset (blocks are in use).")
+    return json_response({"success": bool(done)})  # vLLM 0.32's: false while blocks are held
+
+
+async def reset_mm_cache(state: AppState, request: Request) -> Response:
+    """``POST /reset_mm_cache`` (vLLM's): the models served here take no multimodal inputs,
+    so there is no such cache to clear; 200, as vLLM answers."""
+    return Response(status_code=200)
+
+
+async def reset_encoder_cache(state: AppState, request: Request) -> Response:
+    """``POST /reset_encoder_cache`` (vLLM's): as ``/reset_mm_cache``, nothing to clear."""
     return Response(status_code=200)
 
 

@@ -58,6 +58,8 @@ DEV_ROUTES: list[tuple[str, Handler, str]] = [
     ("/is_paused", dev.is_paused, "GET"),
     ("/server_info", dev.server_info, "GET"),
     ("/reset_prefix_cache", dev.reset_prefix_cache, "POST"),
+    ("/reset_mm_cache", dev.reset_mm_cache, "POST"),
+    ("/reset_encoder_cache", dev.reset_encoder_cache, "POST"),
     ("/kv_connector/toggle", dev.kv_connector_toggle, "POST"),
     ("/kv_connector/enabled", dev.kv_connector_enabled, "GET"),
     ("/collective_rpc", dev.collective_rpc, "POST"),
