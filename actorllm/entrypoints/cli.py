@@ -20,6 +20,7 @@ import logging
 import sys
 
 from actorllm.compat.vllm.argv_forms import FlexibleParser
+from actorllm.entrypoints.commands import not_built
 
 COMMANDS: dict[str, str] = {
     "serve": "actorllm.entrypoints.commands.serve",
@@ -28,14 +29,18 @@ COMMANDS: dict[str, str] = {
     "complete": "actorllm.entrypoints.commands.complete",
     "bench": "actorllm.entrypoints.commands.bench",
     "run-batch": "actorllm.entrypoints.commands.run_batch",
+    "collect-env": "actorllm.entrypoints.commands.collect_env",
 }
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="actorllm", description="actorllm: LLM inference and serving."
+        prog="actorllm",
+        description="actorllm: LLM inference and serving.",
+        epilog="vLLM's " + ", ".join(not_built.NOT_BUILT) + " are not built here (each says why).",
     )
     parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+    parser.add_argument("-v", "--version", action="version", version=_version())
     # Subcommands take vLLM's looser spellings too (--max_model_len, --x-config.key v).
     sub = parser.add_subparsers(
         dest="command", required=True, metavar="COMMAND", parser_class=FlexibleParser
@@ -49,9 +54,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _version() -> str:
+    from actorllm import __version__
+
+    return __version__
+
+
 def main(argv: list[str] | None = None) -> int:
     from actorllm.compat.vllm.args import export_hf_token  # the engine's config: heavy
 
+    refused = not_built.requested(sys.argv[1:] if argv is None else argv)
+    if refused is not None:  # vLLM's subcommands not built here: refused by name
+        return not_built.refuse(refused)
     args = build_parser().parse_args(argv)
     logging.basicConfig(
         level=args.log_level.upper(),

@@ -81,6 +81,22 @@ def test_every_command_registered_from_the_table() -> None:
     assert parse("generate", "hi", "--max-tokens", "3").max_tokens == 3
 
 
+def test_version_collect_env_and_vllms_commands_not_built(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from actorllm import __version__
+
+    with pytest.raises(SystemExit) as done:
+        cli.main(["--version"])
+    assert done.value.code == 0 and capsys.readouterr().out.strip() == __version__
+    assert cli.main(["collect-env"]) == 0
+    out = capsys.readouterr().out
+    assert "torch_version" in out and "cpu_flags" in out and "Environment variables" in out
+    # vLLM's subcommands not built here: refused by name, whatever their arguments
+    assert cli.main(["--log-level", "INFO", "preload", "--model", "m", "-tp", "4"]) == 2
+    assert "actorllm preload: not built: weight-cache daemons" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("seed", [[], ["--seed", "3"]], ids=["no-seed", "seed"])
 def test_generate_runs_on_the_demo_model(
     seed: list[str], capsys: pytest.CaptureFixture[str]
