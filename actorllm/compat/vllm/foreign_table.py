@@ -33,6 +33,12 @@ _NO_GRAPH_SIZES = "the CUDA-graph batch sizes are fixed"
 _NO_TRACES = "OpenTelemetry tracing is not supported"
 _SPEC_SIZING = "vLLM's pre-V1 speculative flags are not read: give --speculative-config"
 _NO_REMOTE = "actorllm runs only its own model code"
+_NO_MAMBA = "no supported model has Mamba layers"
+_NO_ARCH = "no supported model has these layers"
+_KERNELS = "the kernels are fixed per device (see --attention-backend)"
+_NO_DCP = "decode context parallelism is not built (--decode-context-parallel-size is refused)"
+_NO_OFFLOAD = "weights are never offloaded (--cpu-offload-gb and --offload-group-size are refused)"
+_NO_FT = "fault tolerance is not built (--enable-fault-tolerance is refused)"
 _EMPTY = ("{}", "null", "None")
 
 FOREIGN: list[Foreign] = [
@@ -54,6 +60,28 @@ FOREIGN: list[Foreign] = [
     _i("--pt-load-map-location", why="only safetensors weights are loaded"),
     _i("--max-parallel-loading-workers", why="weights load in one worker"),
     _i("--enable-sleep-mode", value=False, why="sleep/wake_up are always built in (dev mode)"),
+    _i("--safetensors-prefetch-block-size", why="weights load with safetensors' own strategy"),
+    _i("--safetensors-prefetch-num-threads", why="weights load with safetensors' own strategy"),
+    _i("--enable-cumem-allocator", value=False, why="the device memory is torch's allocator's"),
+    _i(
+        "--enable-nccl-comm-suspend", value=False, why="tensor-parallel groups are gloo's, not NCCL"
+    ),
+    _i(
+        "--sleep-mode-offload-cudagraph",
+        value=False,
+        why="sleep drops the CUDA graphs and wake_up captures them again",
+    ),
+    _i(
+        "--sleep-preserve-parameter-names",
+        why="wake_up after level-2 sleep reloads every parameter from the checkpoint, so one "
+        "a trainer does not send keeps its checkpoint value",
+        nargs="+",
+    ),
+    _i(
+        "--fail-on-environ-validation",
+        value=False,
+        why="vLLM's environment variables are not validated",
+    ),
     # ParallelConfig
     _i("--disable-custom-all-reduce", value=False, why="the CPU all-reduce is gloo's own"),
     _i("--ray-workers-use-nsight", value=False, why="there are no Ray workers"),
@@ -73,11 +101,60 @@ FOREIGN: list[Foreign] = [
     _i("--dbo-decode-token-threshold", why="dual-batch overlap is for expert-parallel all2all"),
     _i("--dbo-prefill-token-threshold", why="dual-batch overlap is for expert-parallel all2all"),
     _i("--enable-multimodal-encoder-data-parallel", value=False, why=_NO_MM),
+    _i("--cp-kv-cache-interleave-size", why=_NO_DCP),
+    _i("--dcp-kv-cache-interleave-size", why=_NO_DCP),
+    _i("--dcp-comm-backend", why=_NO_DCP),
+    _i("--dcp-q-replicate", value=False, why=_NO_DCP),
+    _i("--dp-sync-interval", why="data-parallel replicas never synchronise their steps"),
+    _i("--enable-ep-weight-filter", value=False, why=_NO_EP),
+    _i("--ubatch-size", why="dual-batch overlap is for expert-parallel all2all"),
+    _i("--enable-hc-sp", value=False, why="no supported model has HyperConnections"),
+    _i("--enable-batch-sharded-sampling", value=False, why="each replica samples its batch once"),
+    _i("--enable-shm-tensor-arena", value=False, why=_NO_MM),
+    _i("--fault-tolerance-config", why=_NO_FT),
+    _i(
+        "--numa-bind",
+        value=False,
+        why="there are no GPU worker subprocesses to pin (pin the server with numactl)",
+    ),
+    _i("--numa-bind-cpus", why="there are no GPU worker subprocesses to pin", nargs="+"),
+    _i("--numa-bind-nodes", why="there are no GPU worker subprocesses to pin", nargs="+"),
     # CacheConfig
     _i("--swap-space", why="preempted requests are recomputed, never swapped"),
     _i("--prefix-caching-hash-algo", why="the prefix cache's hash is fixed"),
     _i("--kv-sharing-fast-prefill", value=False, why="no supported model shares KV layers"),
     _i("--mamba-block-size", why="no supported model has Mamba layers"),
+    _i("--mamba-cache-mode", why=_NO_MAMBA),
+    _i("--enable-mamba-shared-prefix-checkpoint", value=False, why=_NO_MAMBA),
+    _i("--use-replayssm", value=False, why=_NO_MAMBA),
+    _i("--replayssm-buffer-len", why=_NO_MAMBA),
+    _i("--swa-bounded-replay", value=False, why="no supported model has bounded-replay windows"),
+    _i(
+        "--prefix-cache-retention-interval",
+        why="the prefix cache keeps whole blocks of every layer, not periodic checkpoints",
+    ),
+    # MambaConfig / KernelConfig: kernels for layers or devices we do not have
+    _i("--mamba-backend", why=_NO_MAMBA),
+    _i("--mamba-cache-philox-rounds", why=_NO_MAMBA),
+    _i("--mamba-ssu-algorithm", why=_NO_MAMBA),
+    _i("--enable-mamba-cache-stochastic-rounding", value=False, why=_NO_MAMBA),
+    _i("--gdn-prefill-backend", why=_NO_ARCH),
+    _i("--kda-decode-backend", why=_NO_ARCH),
+    _i("--kda-prefill-backend", why=_NO_ARCH),
+    _i("--sparse-indexer-topk-backend", why=_NO_ARCH),
+    _i("--engram-config", why="no supported model has Engram tables"),
+    _i("--linear-backend", why=_KERNELS),
+    _i("--moe-backend", why=_KERNELS),
+    _i("--kernel-config", why=_KERNELS),
+    _i("--ir-op-priority", why=_KERNELS),
+    _i("--attention-config", "-ac", why=_KERNELS),
+    _i("--enable-flashinfer-autotune", value=False, why="there are no FlashInfer kernels"),
+    # OffloadConfig: its options without --offload-group-size / --cpu-offload-gb
+    _i("--offload-backend", why=_NO_OFFLOAD),
+    _i("--offload-num-in-group", why=_NO_OFFLOAD),
+    _i("--offload-prefetch-step", why=_NO_OFFLOAD),
+    _i("--offload-params", why=_NO_OFFLOAD, nargs="+"),
+    _i("--cpu-offload-params", why=_NO_OFFLOAD, nargs="+"),
     # MultiModalConfig
     _i("--limit-mm-per-prompt", why=_NO_MM),
     _i("--enable-mm-embeds", value=False, why=_NO_MM),
@@ -93,10 +170,25 @@ FOREIGN: list[Foreign] = [
     _i("--skip-mm-profiling", value=False, why=_NO_MM),
     _i("--video-pruning-rate", why=_NO_MM),
     _i("--disable-chunked-mm-input", value=False, why=_NO_MM),
+    _i("--language-model-only", value=False, why=_NO_MM),
+    _i("--mm-device-do-normalize", value=False, why=_NO_MM),
+    _i("--mm-encoder-attn-dtype", why=_NO_MM),
+    _i("--mm-encoder-fp8-scale-path", why=_NO_MM),
+    _i("--mm-encoder-fp8-scale-save-margin", why=_NO_MM),
+    _i("--mm-encoder-fp8-scale-save-path", why=_NO_MM),
+    _i("--mm-hasher-algorithm", why=_NO_MM),
+    _i("--mm-ipc-gpu-memory-gb", why=_NO_MM),
+    _i("--mm-processor-device", why=_NO_MM),
+    _i("--mm-tensor-ipc", why=_NO_MM),
+    _i("--video-pruning-method", why=_NO_MM),
+    _i("--trust-request-mm-kwargs", value=False, why=_NO_MM),
+    _i("--ec-manager-config", why=_NO_MM),
     # LoRAConfig: --enable-lora, --max-loras, ... are EngineConfig fields
     _i("--lora-extra-vocab-size", why="adapters with extra vocabulary are refused at load"),
     _i("--fully-sharded-loras", value=False, why=_NO_LORA_TP),
     _i("--default-mm-loras", why=_NO_MM),
+    _i("--enable-tower-connector-lora", value=False, why=_NO_MM),
+    _i("--specialize-active-lora", value=False, why=_NO_GRAPH_SIZES),
     # CompilationConfig / VllmConfig
     _i("--compilation-config", "-O", why="there is no torch.compile; see --enforce-eager"),
     _i("--cuda-graph-sizes", why=_NO_GRAPH_SIZES, nargs="+"),
@@ -104,6 +196,8 @@ FOREIGN: list[Foreign] = [
     _i("--max-cudagraph-capture-size", why=_NO_GRAPH_SIZES),
     _i("--max-seq-len-to-capture", why="CUDA graphs capture decode steps of any length"),
     _i("--additional-config", why="there are no platform plugins"),
+    _i("--optimization-level", why="there is no torch.compile; see --enforce-eager"),
+    _i("--performance-mode", why="the scheduler and the CUDA graphs have one mode"),
     # ObservabilityConfig / logging
     _i("--show-hidden-metrics-for-version", why="no metric is hidden"),
     _i("--aggregate-engine-logging", value=False, why="the stats line is always aggregated"),
@@ -113,6 +207,14 @@ FOREIGN: list[Foreign] = [
         "--log-error-stack",
         value=False,
         why="server errors (500) are always logged with their stack; client errors are not",
+    ),
+    _i("--cudagraph-metrics", value=False, why="CUDA-graph dispatch is not measured"),
+    _i("--enable-layerwise-nvtx-tracing", value=False, why="there are no NVTX ranges"),
+    _i("--jit-monitor-mode", why="no kernel is compiled after warm-up to watch"),
+    _i("--jit-monitor-verbose", value=False, why="no kernel is compiled after warm-up to watch"),
+    _i(
+        "--kv-cache-metrics-sample",
+        why="KV cache residency metrics (--kv-cache-metrics) are refused",
     ),
     # Frontend
     _i(
@@ -141,6 +243,10 @@ FOREIGN: list[Foreign] = [
     _i("--dp-supervisor-probe-interval-s", why=_ONE_NODE),
     _i("--dp-supervisor-probe-timeout-s", why=_ONE_NODE),
     _i("--dp-supervisor-probe-failure-threshold", why=_ONE_NODE),
+    _i(
+        "--anthropic-disabled-thinking-effort",
+        why="there is no Anthropic /v1/messages endpoint",
+    ),
     # older vLLM (0.6 - 0.10): flags since removed there
     _i("--scheduler-delay-factor", why="the scheduler never delays prompts"),
     _i("--tokenizer-pool-size", why="tokenization runs in the input-processor actor"),
@@ -256,4 +362,92 @@ FOREIGN: list[Foreign] = [
     _r("--enable-ssl-refresh", value=False, why="certificates are read once at start-up"),
     _r("--enable-per-request-metrics", value=False, why="responses carry no per-request timing"),
     _r("--tokens-only", value=False, why="there is no tokens-in/tokens-out-only mode"),
+    # vLLM 0.32's newer features, by their vLLM config
+    # ModelConfig
+    _r("--model-class-overrides", why=_NO_REMOTE, same=_EMPTY),
+    _r("--enable-return-routed-experts", value=False, why="routed experts are not returned"),
+    _r("--aux-output-config", why="routed experts are not returned", same=_EMPTY),
+    _r(
+        "--enable-trace-replay",
+        value=False,
+        why="forced-decode traces (trace_decode_token_ids) are not supported",
+    ),
+    _r("--return-sampling-mask", value=False, why="sampling masks are not returned"),
+    _r("--use-fp64-gumbel", value=False, why="sampling noise is drawn in fp32"),
+    _r("--diffusion-config", "-dc", why="diffusion LLMs are not supported", same=_EMPTY),
+    _r("--watermark-config", why="text watermarking is not built", same=_EMPTY),
+    _r(
+        "--reasoning-config",
+        why="thinking budgets are not enforced (the parser is --reasoning-parser)",
+        same=_EMPTY,
+    ),
+    _r("--reasoning-parser-plugin", why="reasoning parser plugins are not loaded", same=("",)),
+    # ParallelConfig: several nodes, elastic or fault-tolerant groups
+    _r("--nnodes", "-n", why="one node only", same=("1",)),
+    _r("--node-rank", "-r", why="one node only", same=("0",)),
+    _r("--master-addr", why="one node only", same=("127.0.0.1", "localhost")),
+    _r("--master-port", why="one node only", same=("29501",)),
+    _r("--data-parallel-multi-port-external-lb", "-dpm", value=False, why=_ONE_NODE),
+    _r("--enable-elastic-ep", value=False, why="elastic expert parallelism is not built"),
+    _r("--elastic-ep-max-dp-size", why="elastic expert parallelism is not built"),
+    _r("--enable-fault-tolerance", value=False, why="fault tolerance is not built"),
+    _r("--prefill-context-parallel-size", "-pcp", why="one worker per replica", same=("1",)),
+    _r(
+        "--device-ids",
+        why="the engine uses the first visible GPU: choose it with CUDA_VISIBLE_DEVICES",
+    ),
+    # CacheConfig / SchedulerConfig
+    _r(
+        "--prefix-match-unit",
+        why="prefix-cache hits land on --block-size boundaries",
+        same=("None",),
+    ),
+    _r(
+        "--prefill-schedule-interval",
+        why="every step admits prefills",
+        same=("1",),
+    ),
+    # OffloadConfig
+    _r("--offload-group-size", why="weights cannot be offloaded to CPU", same=("0",)),
+    # MultiModalConfig / ECTransferConfig
+    _r("--mm-encoder-only", value=False, why="there is no multimodal encoder to run alone"),
+    _r("--ec-transfer-config", why="encoder cache transfer is not built", same=_EMPTY),
+    # LoRAConfig
+    _r(
+        "--lora-target-modules",
+        why="an adapter applies to every module it has weights for",
+        nargs="+",
+    ),
+    _r("--max-lora-cls-labels", why="LoRA classification heads are not supported"),
+    _r("--enable-moe-shared-loras", value=False, why="MoE expert adapters are not supported"),
+    _r(
+        "--enable-mixed-moe-lora-format",
+        value=False,
+        why="MoE expert adapters are not supported",
+    ),
+    # ObservabilityConfig
+    _r("--kv-cache-metrics", value=False, why="KV cache residency metrics are not collected"),
+    _r("--enable-mfu-metrics", value=False, why="model FLOPs utilization is not measured"),
+    _r(
+        "--enable-logging-iteration-details",
+        value=False,
+        why="there is no per-step log line (see the periodic stats line, --log-interval)",
+    ),
+    _r(
+        "--per-request-spec-decode-metrics",
+        why="responses carry no per-request metrics",
+        same=("none",),
+    ),
+    # Frontend
+    _r("--grpc-port", why="only the HTTP server is built"),
+    _r(
+        "--enable-scale-out",
+        value=False,
+        why="the scale-out endpoints (/render, /inference/v1/generate, ...) are not built",
+    ),
+    _r(
+        "--tool-strict-level",
+        why="tool calls are not constrained by structural tags",
+        same=("auto",),
+    ),
 ]
