@@ -35,7 +35,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="actorllm", description="actorllm: LLM inference and serving."
     )
-    parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+    # None: the command's own --log-level / --logging-config, else INFO (logging_flags.py).
+    parser.add_argument("--log-level", default=None, help="logging level (default INFO)")
     # Subcommands take vLLM's looser spellings too (--max_model_len, --x-config.key v).
     sub = parser.add_subparsers(
         dest="command", required=True, metavar="COMMAND", parser_class=FlexibleParser
@@ -51,10 +52,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     from actorllm.compat.vllm.args import export_hf_token  # the engine's config: heavy
+    from actorllm.compat.vllm.logging_flags import log_level
 
     args = build_parser().parse_args(argv)
     logging.basicConfig(
-        level=args.log_level.upper(),
+        level=log_level(args),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         datefmt="%H:%M:%S",
     )
