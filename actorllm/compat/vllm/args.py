@@ -16,6 +16,8 @@ Every name is one of:
 * a tool-calling setting of the server (:data:`FRONTEND`): accepted as before (an
   ``EngineArgs`` carries it), checked, and left out of ``EngineConfig``: the server's
   ``AppSettings`` holds these, the engine never reads them;
+* a vLLM 0.32 shorthand for part of a field (:mod:`shorthands`: ``spec_model``,
+  ``max_num_active_seqs``, ...), applied after the fields;
 * ``hf_token``: not an engine setting but the process's Hugging Face token. It never
   reaches ``EngineConfig``; whoever starts an engine passes it to :func:`export_hf_token`
   (the bridge under ``LLM``/``AsyncLLM``, the command line before a command runs);
@@ -32,6 +34,8 @@ Precedence, the same for all three forms:
    ``kv_transfer_config``'s);
 3. fields given by their own names win over any spelling that also sets them
    (``structured_outputs_backend="guidance"`` over ``structured_outputs_config``'s backend);
+   then the shorthands change the fields they name (``spec_tokens`` sets a key of
+   ``speculative_config``, ``max_num_active_seqs`` lowers ``max_num_seqs``);
 4. keywords given with an ``EngineConfig`` (``LLM(config, max_num_seqs=8)``) replace that
    config's fields.
 
@@ -51,6 +55,7 @@ from pathlib import Path
 from typing import Any
 
 from actorllm.compat.vllm.foreign_flags import FOREIGN, Foreign
+from actorllm.compat.vllm.shorthands import SHORTHANDS, shorthand_kwargs
 from actorllm.engine.config.engine_config import EngineConfig, EngineConfigError
 from actorllm.engine.config.sizes import parse_size
 from actorllm.engine.config.structured_outputs_config import structured_outputs_config_kwargs
@@ -259,6 +264,7 @@ def _merge(pieces: list[dict[str, Any]], given: Mapping[str, Any]) -> dict[str, 
     if out.pop(_NO_FALLBACK, False) and out.get("structured_outputs_backend", "auto") == "auto":
         out["structured_outputs_backend"] = "xgrammar"  # auto's first choice, no fallback
     out |= {k: v for k, v in given.items() if k in FIELDS}  # fields win (step 3)
+    out |= shorthand_kwargs(given, out)
     local = given.get("data_parallel_size_local")
     if local is not None and out.setdefault("data_parallel_size", local) != local:
         raise EngineConfigError(
@@ -300,11 +306,10 @@ def check_foreign(name: str, value: Any, entry: Foreign, stacklevel: int = 2) ->
 
 
 def classify(name: str, value: Any, owner: str, error: type[Exception] = TypeError) -> bool:
-    """True when ``name`` is a field, a spelling, a :data:`FRONTEND` setting or ``hf_token``
-    (to be kept); False for a
-    foreign argument (checked by :func:`check_foreign`, then dropped). Raises ``error``
-    naming anything else."""
-    if name in FIELDS or name in SPELLINGS or name in FRONTEND or name == HF_TOKEN:
+    """True when ``name`` is a field, a spelling, a shorthand, a :data:`FRONTEND` setting or
+    ``hf_token`` (to be kept); False for a foreign argument (checked by
+    :func:`check_foreign`, then dropped). Raises ``error`` naming anything else."""
+    if any(name in kept for kept in (FIELDS, SPELLINGS, SHORTHANDS, FRONTEND, (HF_TOKEN,))):
         return True
     entry = foreign_arguments().get(name)
     if entry is None:
