@@ -159,6 +159,12 @@ ENGINE_CONFIG_HELP: Mapping[str, Mapping[str, str]] = {
             "A prefill chunk longer than this many tokens is cut to it, so one long prompt "
             "cannot take a whole step's budget; 0: no cap."
         ),
+        "long_prefill_token_threshold_adaptive": (
+            "Floor --long-prefill-token-threshold at a fair share of the step's budget: "
+            "--max-num-batched-tokens divided by the requests running and waiting (vLLM's), "
+            "so a few long prompts are not cut finer than the budget needs. Only with a "
+            "nonzero threshold."
+        ),
         "scheduling_policy": (
             "fcfs: arrival order; priority: by each request's priority, then arrival."
         ),

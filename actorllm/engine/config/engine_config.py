@@ -182,6 +182,10 @@ class EngineConfig(msgspec.Struct, kw_only=True):
     long_prefill_token_threshold: int = 0
     """A prefill chunk longer than this many tokens is cut to it, so one long prompt cannot
     take a whole step's budget; 0: no cap."""
+    long_prefill_token_threshold_adaptive: bool = False
+    """Floor long_prefill_token_threshold at a fair share of the step's budget:
+    max_num_batched_tokens divided by the requests running and waiting (vLLM's), so a few
+    long prompts are not cut finer than the budget needs. Only with a nonzero threshold."""
     scheduling_policy: SchedulingPolicy = "fcfs"
     """fcfs: arrival order; priority: by each request's priority, then arrival."""
     watermark: float = 0.0
