@@ -390,6 +390,15 @@ ENGINE_CONFIG_HELP: Mapping[str, Mapping[str, str]] = {
         ),
         "lora_dtype": "The adapters' dtype: auto (the model's), float16, bfloat16, float32.",
     },
+    "ObservabilityConfig": {
+        "custom_histogram_buckets": (
+            "Prometheus histogram bounds by vLLM's bucket family, e.g. "
+            '\'{"request_latency": [0.5, 1, 5, 30], "request_tokens": [128, 1024, 8192]}\': '
+            "a family's list replaces the default bounds of each of its histograms "
+            "(request_latency, time_to_first_token, inter_token_latency, iteration_tokens, "
+            "request_params_n, request_tokens); families not given keep theirs."
+        ),
+    },
     "ProfilerConfig": {
         "profiler_dir": (
             "Directory for torch-profiler traces written by start_profile()/stop_profile() "

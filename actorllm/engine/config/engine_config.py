@@ -359,6 +359,12 @@ class EngineConfig(msgspec.Struct, kw_only=True):
     requested); None: max_loras."""
     lora_dtype: str = "auto"
     """The adapters' dtype on the device: auto (the model's), float16, bfloat16, float32."""
+    # -- ObservabilityConfig ----------------------------------------------------------------
+    custom_histogram_buckets: dict[str, list[float]] | None = None
+    """Prometheus histogram bounds by vLLM's bucket family, e.g. '{"request_latency": [0.5,
+    1, 5, 30], "request_tokens": [128, 1024, 8192]}': a family's list replaces the
+    default bounds of each of its histograms (core/histogram_buckets.py); families not
+    given keep theirs."""
     # -- ProfilerConfig ---------------------------------------------------------------------
     profiler_dir: str | None = None
     """Directory for torch-profiler traces written by start_profile()/stop_profile() (Chrome
