@@ -12,7 +12,8 @@ Every name is one of:
 * an ``EngineConfig`` field: passed on, validated by ``EngineConfig``;
 * a vLLM spelling of some fields (:data:`SPELLINGS`): ``structured_outputs_config``,
   ``guided_decoding_*``, ``kv_transfer_config``, ``kv_offloading_size`` /
-  ``kv_offloading_backend``, ``data_parallel_size_local``, ``weight_transfer_config``;
+  ``kv_offloading_backend``, ``data_parallel_size_local``, ``weight_transfer_config``,
+  ``profiler_config``;
 * a tool-calling setting of the server (:data:`FRONTEND`): accepted as before (an
   ``EngineArgs`` carries it), checked, and left out of ``EngineConfig``: the server's
   ``AppSettings`` holds these, the engine never reads them;
@@ -55,6 +56,7 @@ from pathlib import Path
 from typing import Any
 
 from actorllm.compat.vllm.foreign_flags import FOREIGN, Foreign
+from actorllm.compat.vllm.profiler_config import profiler_config_kwargs
 from actorllm.compat.vllm.shorthands import SHORTHANDS, shorthand_kwargs
 from actorllm.engine.config.engine_config import EngineConfig, EngineConfigError
 from actorllm.engine.config.sizes import parse_size
@@ -220,6 +222,10 @@ def _weight_transfer_config(value: Any) -> dict[str, Any]:
     return {"weight_transfer_backend": backend}
 
 
+def _profiler_config(value: Any) -> dict[str, Any]:
+    return profiler_config_kwargs(_as_dict(value, "profiler_config"))
+
+
 SPELLINGS: dict[str, Callable[[Any], dict[str, Any]]] = {
     "structured_outputs_config": _structured_outputs_config,
     "guided_decoding_backend": _guided_decoding_backend,
@@ -230,6 +236,7 @@ SPELLINGS: dict[str, Callable[[Any], dict[str, Any]]] = {
     "kv_offloading_backend": _kv_offloading_backend,
     "data_parallel_size_local": _data_parallel_size_local,
     "weight_transfer_config": _weight_transfer_config,
+    "profiler_config": _profiler_config,
 }
 HF_TOKEN = "hf_token"
 # The server's tool-calling settings, with their defaults: accepted among vLLM's keywords,

@@ -8,7 +8,8 @@ One flag per ``EngineConfig`` field (see :mod:`struct_flags`; the help text is
 * ``-tp`` / ``-pp`` / ``-dp`` for the parallel sizes, ``-dpb`` for
   ``--data-parallel-backend``;
 * ``--kv-transfer-config JSON`` (vLLM's KV connector form) and ``--kv-offloading-size GIB``;
-* ``--weight-transfer-config JSON`` (vLLM's form of ``--weight-transfer-backend``);
+* ``--weight-transfer-config JSON`` (vLLM's form of ``--weight-transfer-backend``) and
+  ``--profiler-config JSON`` (of ``--profiler-dir``);
 * ``--structured-outputs-config JSON`` and the older ``--guided-decoding-backend``,
   ``--guided-decoding-disable-any-whitespace``, ``--guided-decoding-disable-fallback``;
 * ``--data-parallel-size-local`` (``-dpl``): on one node, the data-parallel size;
@@ -63,6 +64,7 @@ def _translated(name: str, parse: Callable[[str], Any] = str) -> Callable[[str],
 structured_outputs_config = _translated("structured_outputs_config", json_object)
 kv_transfer_config = _translated("kv_transfer_config", json_object)
 weight_transfer_config = _translated("weight_transfer_config", json_object)
+profiler_config = _translated("profiler_config", json_object)
 
 
 def _add_vllm_spellings(parser: argparse.ArgumentParser, groups: Groups) -> None:
@@ -189,6 +191,15 @@ def add_engine_arguments(parser: argparse.ArgumentParser, *, model_positional: b
         default=argparse.SUPPRESS,
         metavar="JSON",
         help='vLLM\'s form of --weight-transfer-backend: \'{"backend": "gloo"}\'',
+    )
+    profiler = groups.get("ProfilerConfig") or parser.add_argument_group("ProfilerConfig")
+    profiler.add_argument(
+        "--profiler-config",
+        type=profiler_config,
+        default=argparse.SUPPRESS,
+        metavar="JSON",
+        help='vLLM\'s form of --profiler-dir: \'{"profiler": "torch", "torch_profiler_dir": '
+        '"/tmp/traces"}\' (other profilers and trace options are refused)',
     )
     kv = groups.get("KVTransferConfig") or parser.add_argument_group("KVTransferConfig")
     kv.add_argument(
