@@ -40,6 +40,10 @@ _NO_DCP = "decode context parallelism is not built (--decode-context-parallel-si
 _NO_OFFLOAD = "weights are never offloaded (--cpu-offload-gb and --offload-group-size are refused)"
 _NO_FT = "fault tolerance is not built (--enable-fault-tolerance is refused)"
 _EMPTY = ("{}", "null", "None")
+_LOGGING = (
+    "the engine logs through Python's logging: configure it there, or give the level to "
+    "actorllm serve"
+)
 
 FOREIGN: list[Foreign] = [
     # -- no meaning here: warn and go on ----------------------------------------------------
@@ -450,4 +454,20 @@ FOREIGN: list[Foreign] = [
         why="tool calls are not constrained by structural tags",
         same=("auto",),
     ),
+    # vLLM 0.32's EngineArgs keywords with no serve flag of their own here (LLM(...),
+    # EngineArgs(...)); serve has --log-level, --log-config-file, --renderer-num-workers
+    _i("--enable-mm-processor-stats", value=False, why=_NO_MM),
+    _i("--mamba-config", why=_NO_MAMBA),
+    _i(
+        "--renderer-num-workers",
+        why="only the server renders off the event loop (serve --renderer-num-workers)",
+    ),
+    _r(
+        "--model-weights",
+        why="models are read from a directory or the hub, not from object storage",
+        same=("",),
+    ),
+    _r("--log-level", why=_LOGGING, same=("INFO", "info")),
+    _r("--logging-config", why=_LOGGING, same=_EMPTY),
+    _r("--log-config-file", why=_LOGGING),
 ]
