@@ -5,8 +5,9 @@ after (``vllm serve --log-level DEBUG``), and both forms set the same level. vLL
 ``--logging-config`` (its ``LoggingConfig``) is read key by key:
 
 * ``log_level``: the level, when ``--log-level`` is not given (vLLM's precedence);
-* ``pylogging_config_file``: a ``dictConfig`` JSON file, as ``--log-config-file`` (which
-  wins when both are given);
+* ``pylogging_config_file``: a ``dictConfig`` JSON file: on ``serve`` it is
+  ``--log-config-file`` (which wins when both are given), on ``run-batch`` it is applied
+  before the batch starts (:func:`apply_log_config_file`);
 * ``formatter`` and ``configure_logging`` only at vLLM's defaults (``"text"``, ``true``):
   a JSON formatter and leaving logging unconfigured are not built, so other values are
   refused by name.
@@ -18,6 +19,9 @@ after (``vllm serve --log-level DEBUG``), and both forms set the same level. vLL
 from __future__ import annotations
 
 import argparse
+import json
+import logging.config
+from pathlib import Path
 from typing import Any
 
 from actorllm.compat.vllm.struct_flags import json_object
@@ -86,3 +90,22 @@ def log_level(args: argparse.Namespace) -> str:
 def log_config_file(args: argparse.Namespace) -> str | None:
     """``--logging-config``'s ``pylogging_config_file`` (``--log-config-file`` wins)."""
     return getattr(args, "logging_config", {}).get("pylogging_config_file")
+
+
+def apply_log_config_file(args: argparse.Namespace) -> None:
+    """Apply ``--logging-config``'s ``pylogging_config_file`` (commands that have no
+    ``--log-config-file`` of their own). ``ValueError`` naming it when it is unusable."""
+    path = log_config_file(args)
+    if path is None:
+        return
+    where = f"--logging-config pylogging_config_file {path}"
+    try:
+        config = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{where}: cannot read it: {exc}") from exc
+    if not isinstance(config, dict):
+        raise ValueError(f"{where}: must hold a JSON object (dictConfig).")
+    try:
+        logging.config.dictConfig(config)
+    except (ValueError, TypeError, AttributeError, ImportError) as exc:
+        raise ValueError(f"{where}: {exc}") from exc

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import functools
+import json
+import logging
 from typing import Any
 
 import pytest
 
-from actorllm.compat.vllm.logging_flags import log_config_file, log_level
+from actorllm.compat.vllm.logging_flags import apply_log_config_file, log_config_file, log_level
 from actorllm.entrypoints import cli
 from actorllm.entrypoints.commands.serve import server_settings
 
@@ -62,3 +64,22 @@ def test_main_configures_the_level_given_after_serve(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr("actorllm.entrypoints.commands.serve.run", lambda args: 0)
     assert cli.main(["serve", "--log-level", "DEBUG"]) == 0
     assert seen["level"] == "DEBUG"
+
+
+def test_run_batch_takes_them_and_applies_the_config_file(tmp_path: Any) -> None:
+    path = tmp_path / "log.json"
+    loggers = {"actorllm.test_logging_flags": {"level": "ERROR"}}
+    path.write_text(
+        json.dumps({"version": 1, "disable_existing_loggers": False, "loggers": loggers})
+    )
+    argv = ["run-batch", "-i", "in.jsonl", "-o", "out.jsonl", "--log-level", "warning"]
+    args = parse(*argv, "--logging-config", json.dumps({"pylogging_config_file": str(path)}))
+    assert log_level(args) == "WARNING"
+    apply_log_config_file(args)
+    assert logging.getLogger("actorllm.test_logging_flags").level == logging.ERROR
+
+
+def test_an_unusable_config_file_is_an_error_naming_it(tmp_path: Any) -> None:
+    args = parse("serve", "--logging-config", '{"pylogging_config_file": "/no/such.json"}')
+    with pytest.raises(ValueError, match=r"pylogging_config_file /no/such\.json"):
+        apply_log_config_file(args)
