@@ -377,7 +377,11 @@ FOREIGN: list[Foreign] = [
         why="forced-decode traces (trace_decode_token_ids) are not supported",
     ),
     _r("--return-sampling-mask", value=False, why="sampling masks are not returned"),
-    _r("--use-fp64-gumbel", value=False, why="sampling noise is drawn in fp32"),
+    _r(
+        "--use-fp64-gumbel",
+        value=False,
+        why="sampling draws one fp32 uniform per row (inverse CDF), not Gumbel noise",
+    ),
     _r("--diffusion-config", "-dc", why="diffusion LLMs are not supported", same=_EMPTY),
     _r("--watermark-config", why="text watermarking is not built", same=_EMPTY),
     _r(
