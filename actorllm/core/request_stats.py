@@ -24,6 +24,8 @@ from typing import final
 
 import msgspec
 
+from actorllm.core.histogram_buckets import family_bounds
+
 TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5,
                 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)  # fmt: skip
 TOKEN_LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0,
@@ -106,7 +108,11 @@ class RequestStatsSnapshot(msgspec.Struct, kw_only=True):
 class RequestStats:
     """The accumulator (one per engine; the output path writes, ``snapshot()`` reads)."""
 
-    def __init__(self, max_model_len: int) -> None:
+    def __init__(
+        self, max_model_len: int, custom_buckets: dict[str, list[float]] | None = None
+    ) -> None:
+        """``custom_buckets``: vLLM's ``{family: bounds}`` (``core/histogram_buckets.py``)
+        over the default bounds."""
         tokens = buckets_1_2_5(max_model_len)
         bounds: dict[str, tuple[float, ...]] = {
             "time_to_first_token_seconds": TTFT_BUCKETS,
@@ -123,6 +129,7 @@ class RequestStats:
             "request_params_max_tokens": tokens,
             "request_params_n": N_BUCKETS,
         }
+        bounds = family_bounds(bounds, custom_buckets)
         self._snap = RequestStatsSnapshot(
             histograms={name: Histogram.empty(b) for name, b in bounds.items()}
         )

@@ -39,7 +39,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="actorllm: LLM inference and serving.",
         epilog="vLLM's " + ", ".join(not_built.NOT_BUILT) + " are not built here (each says why).",
     )
-    parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+    # None: the command's own --log-level / --logging-config, else INFO (logging_flags.py).
+    parser.add_argument("--log-level", default=None, help="logging level (default INFO)")
     parser.add_argument("-v", "--version", action="version", version=_version())
     # Subcommands take vLLM's looser spellings too (--max_model_len, --x-config.key v).
     sub = parser.add_subparsers(
@@ -62,13 +63,14 @@ def _version() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     from actorllm.compat.vllm.args import export_hf_token  # the engine's config: heavy
+    from actorllm.compat.vllm.logging_flags import log_level
 
     refused = not_built.requested(sys.argv[1:] if argv is None else argv)
     if refused is not None:  # vLLM's subcommands not built here: refused by name
         return not_built.refuse(refused)
     args = build_parser().parse_args(argv)
     logging.basicConfig(
-        level=args.log_level.upper(),
+        level=log_level(args),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         datefmt="%H:%M:%S",
     )

@@ -12,10 +12,13 @@ Every name is one of:
 * an ``EngineConfig`` field: passed on, validated by ``EngineConfig``;
 * a vLLM spelling of some fields (:data:`SPELLINGS`): ``structured_outputs_config``,
   ``guided_decoding_*``, ``kv_transfer_config``, ``kv_offloading_size`` /
-  ``kv_offloading_backend``, ``data_parallel_size_local``, ``weight_transfer_config``;
+  ``kv_offloading_backend``, ``data_parallel_size_local``, ``weight_transfer_config``,
+  ``profiler_config``;
 * a tool-calling setting of the server (:data:`FRONTEND`): accepted as before (an
   ``EngineArgs`` carries it), checked, and left out of ``EngineConfig``: the server's
   ``AppSettings`` holds these, the engine never reads them;
+* a vLLM 0.32 shorthand for part of a field (:mod:`shorthands`: ``spec_model``,
+  ``max_num_active_seqs``, ...), applied after the fields;
 * ``hf_token``: not an engine setting but the process's Hugging Face token. It never
   reaches ``EngineConfig``; whoever starts an engine passes it to :func:`export_hf_token`
   (the bridge under ``LLM``/``AsyncLLM``, the command line before a command runs);
@@ -32,6 +35,8 @@ Precedence, the same for all three forms:
    ``kv_transfer_config``'s);
 3. fields given by their own names win over any spelling that also sets them
    (``structured_outputs_backend="guidance"`` over ``structured_outputs_config``'s backend);
+   then the shorthands change the fields they name (``spec_tokens`` sets a key of
+   ``speculative_config``, ``max_num_active_seqs`` lowers ``max_num_seqs``);
 4. keywords given with an ``EngineConfig`` (``LLM(config, max_num_seqs=8)``) replace that
    config's fields.
 
@@ -51,6 +56,8 @@ from pathlib import Path
 from typing import Any
 
 from actorllm.compat.vllm.foreign_flags import FOREIGN, Foreign
+from actorllm.compat.vllm.profiler_config import profiler_config_kwargs
+from actorllm.compat.vllm.shorthands import SHORTHANDS, shorthand_kwargs
 from actorllm.engine.config.engine_config import EngineConfig, EngineConfigError
 from actorllm.engine.config.sizes import parse_size
 from actorllm.engine.config.structured_outputs_config import structured_outputs_config_kwargs
@@ -215,6 +222,10 @@ def _weight_transfer_config(value: Any) -> dict[str, Any]:
     return {"weight_transfer_backend": backend}
 
 
+def _profiler_config(value: Any) -> dict[str, Any]:
+    return profiler_config_kwargs(_as_dict(value, "profiler_config"))
+
+
 SPELLINGS: dict[str, Callable[[Any], dict[str, Any]]] = {
     "structured_outputs_config": _structured_outputs_config,
     "guided_decoding_backend": _guided_decoding_backend,
@@ -225,6 +236,7 @@ SPELLINGS: dict[str, Callable[[Any], dict[str, Any]]] = {
     "kv_offloading_backend": _kv_offloading_backend,
     "data_parallel_size_local": _data_parallel_size_local,
     "weight_transfer_config": _weight_transfer_config,
+    "profiler_config": _profiler_config,
 }
 HF_TOKEN = "hf_token"
 # The server's tool-calling settings, with their defaults: accepted among vLLM's keywords,
@@ -259,6 +271,7 @@ def _merge(pieces: list[dict[str, Any]], given: Mapping[str, Any]) -> dict[str, 
     if out.pop(_NO_FALLBACK, False) and out.get("structured_outputs_backend", "auto") == "auto":
         out["structured_outputs_backend"] = "xgrammar"  # auto's first choice, no fallback
     out |= {k: v for k, v in given.items() if k in FIELDS}  # fields win (step 3)
+    out |= shorthand_kwargs(given, out)
     local = given.get("data_parallel_size_local")
     if local is not None and out.setdefault("data_parallel_size", local) != local:
         raise EngineConfigError(
@@ -300,11 +313,10 @@ def check_foreign(name: str, value: Any, entry: Foreign, stacklevel: int = 2) ->
 
 
 def classify(name: str, value: Any, owner: str, error: type[Exception] = TypeError) -> bool:
-    """True when ``name`` is a field, a spelling, a :data:`FRONTEND` setting or ``hf_token``
-    (to be kept); False for a
-    foreign argument (checked by :func:`check_foreign`, then dropped). Raises ``error``
-    naming anything else."""
-    if name in FIELDS or name in SPELLINGS or name in FRONTEND or name == HF_TOKEN:
+    """True when ``name`` is a field, a spelling, a shorthand, a :data:`FRONTEND` setting or
+    ``hf_token`` (to be kept); False for a foreign argument (checked by
+    :func:`check_foreign`, then dropped). Raises ``error`` naming anything else."""
+    if any(name in kept for kept in (FIELDS, SPELLINGS, SHORTHANDS, FRONTEND, (HF_TOKEN,))):
         return True
     entry = foreign_arguments().get(name)
     if entry is None:

@@ -8,11 +8,15 @@ One flag per ``EngineConfig`` field (see :mod:`struct_flags`; the help text is
 * ``-tp`` / ``-pp`` / ``-dp`` for the parallel sizes, ``-dpb`` for
   ``--data-parallel-backend``;
 * ``--kv-transfer-config JSON`` (vLLM's KV connector form) and ``--kv-offloading-size GIB``;
-* ``--weight-transfer-config JSON`` (vLLM's form of ``--weight-transfer-backend``);
+* ``--weight-transfer-config JSON`` (vLLM's form of ``--weight-transfer-backend``) and
+  ``--profiler-config JSON`` (of ``--profiler-dir``);
 * ``--structured-outputs-config JSON`` and the older ``--guided-decoding-backend``,
   ``--guided-decoding-disable-any-whitespace``, ``--guided-decoding-disable-fallback``;
 * ``--data-parallel-size-local`` (``-dpl``): on one node, the data-parallel size;
-* ``--hf-token [TOKEN]``: the token hub downloads use (``HF_TOKEN``).
+* ``--hf-token [TOKEN]``: the token hub downloads use (``HF_TOKEN``);
+* vLLM 0.32's shorthands (:mod:`shorthands`): ``--spec-method`` / ``--spec-model`` /
+  ``--spec-tokens``, ``--max-num-active-seqs``, ``--max-num-scheduled-tokens``,
+  ``--distributed-timeout-seconds``, ``--cpu-distributed-timeout-seconds``.
 
 A spelling's flag holds that spelling's ``EngineConfig`` keyword arguments, translated by
 :mod:`args` as it is parsed (so a bad value is a usage error naming the flag);
@@ -29,6 +33,7 @@ from collections.abc import Callable
 from typing import Any
 
 from actorllm.compat.vllm import args as vllm_args
+from actorllm.compat.vllm.shorthands import human_int
 from actorllm.compat.vllm.struct_flags import Groups, add_struct_flags, flag_for, json_object
 from actorllm.engine.config.engine_config import EngineConfig, EngineConfigError
 
@@ -59,6 +64,7 @@ def _translated(name: str, parse: Callable[[str], Any] = str) -> Callable[[str],
 structured_outputs_config = _translated("structured_outputs_config", json_object)
 kv_transfer_config = _translated("kv_transfer_config", json_object)
 weight_transfer_config = _translated("weight_transfer_config", json_object)
+profiler_config = _translated("profiler_config", json_object)
 
 
 def _add_vllm_spellings(parser: argparse.ArgumentParser, groups: Groups) -> None:
@@ -124,6 +130,47 @@ def _add_vllm_spellings(parser: argparse.ArgumentParser, groups: Groups) -> None
     )
 
 
+# vLLM 0.32's shorthands: (group, flag, type, help); their values are merged by
+# args.namespace_kwargs (shorthands.py), after the fields.
+_SHORTHAND_FLAGS: tuple[tuple[str, str, Callable[[str], Any], str], ...] = (
+    ("SpeculativeConfig", "--spec-method", str, "speculative_config's method (ngram, ...)"),
+    ("SpeculativeConfig", "--spec-model", str, "speculative_config's draft model"),
+    ("SpeculativeConfig", "--spec-tokens", int, "speculative_config's num_speculative_tokens"),
+    (
+        "SchedulerConfig",
+        "--max-num-active-seqs",
+        int,
+        "vLLM's cap on running requests: lowers --max-num-seqs (it may not exceed it)",
+    ),
+    (
+        "SchedulerConfig",
+        "--max-num-scheduled-tokens",
+        human_int,
+        "vLLM's cap on one step's tokens (2k, 2K too): sets --max-num-batched-tokens (it "
+        "may not exceed it when both are given)",
+    ),
+    (
+        "ParallelConfig",
+        "--distributed-timeout-seconds",
+        float,
+        "vLLM's timeout of distributed operations: --tp-collective-timeout",
+    ),
+    (
+        "ParallelConfig",
+        "--cpu-distributed-timeout-seconds",
+        float,
+        "vLLM's timeout of CPU (gloo) groups: --tp-collective-timeout (wins over "
+        "--distributed-timeout-seconds)",
+    ),
+)
+
+
+def _add_shorthands(parser: argparse.ArgumentParser, groups: Groups) -> None:
+    for group_name, flag, parse, help_text in _SHORTHAND_FLAGS:
+        group = groups.get(group_name) or parser.add_argument_group(group_name)
+        group.add_argument(flag, type=parse, default=argparse.SUPPRESS, help=help_text)
+
+
 def add_engine_arguments(parser: argparse.ArgumentParser, *, model_positional: bool = True) -> None:
     groups: Groups = {}
     if model_positional:
@@ -136,6 +183,7 @@ def add_engine_arguments(parser: argparse.ArgumentParser, *, model_positional: b
         )
     add_struct_flags(parser, EngineConfig, groups=groups, aliases=_SHORT)
     _add_vllm_spellings(parser, groups)
+    _add_shorthands(parser, groups)
     wt = groups.get("WeightTransferConfig") or parser.add_argument_group("WeightTransferConfig")
     wt.add_argument(
         "--weight-transfer-config",
@@ -143,6 +191,15 @@ def add_engine_arguments(parser: argparse.ArgumentParser, *, model_positional: b
         default=argparse.SUPPRESS,
         metavar="JSON",
         help='vLLM\'s form of --weight-transfer-backend: \'{"backend": "gloo"}\'',
+    )
+    profiler = groups.get("ProfilerConfig") or parser.add_argument_group("ProfilerConfig")
+    profiler.add_argument(
+        "--profiler-config",
+        type=profiler_config,
+        default=argparse.SUPPRESS,
+        metavar="JSON",
+        help='vLLM\'s form of --profiler-dir: \'{"profiler": "torch", "torch_profiler_dir": '
+        '"/tmp/traces"}\' (other profilers and trace options are refused)',
     )
     kv = groups.get("KVTransferConfig") or parser.add_argument_group("KVTransferConfig")
     kv.add_argument(
@@ -182,7 +239,7 @@ def engine_config(args: argparse.Namespace) -> EngineConfig:
 
 
 _NAME = re.compile(r"\b[a-z]+(?:_[a-z0-9]+)+\b")
-_FLAGGED = vllm_args.FIELDS | vllm_args.SPELLINGS.keys()
+_FLAGGED = vllm_args.FIELDS | vllm_args.SPELLINGS.keys() | vllm_args.SHORTHANDS
 
 
 def describe_error(exc: Exception) -> str:

@@ -100,7 +100,11 @@ class EngineArgs:
             return getattr(EngineConfig(), name)
         if name in vllm_args.FRONTEND:
             return vllm_args.FRONTEND[name]
-        if name in vllm_args.SPELLINGS or name == vllm_args.HF_TOKEN:
+        if (
+            name in vllm_args.SPELLINGS
+            or name in vllm_args.SHORTHANDS
+            or name == vllm_args.HF_TOKEN
+        ):
             return None
         raise AttributeError(f"{type(self).__name__!s} has no attribute {name!r}")
 

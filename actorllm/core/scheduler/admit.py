@@ -70,12 +70,11 @@ class Admitter:
         for req in reversed(skipped):
             waiting.prepend(req)
 
-    def _chunk(self, num_new: int, budget: int) -> int:
-        """Cap a request's tokens by the long-prefill threshold and the remaining budget."""
-        threshold = self._config.long_prefill_token_threshold
-        if 0 < threshold < num_new and self._config.enable_chunked_prefill:
-            num_new = threshold
-        return min(num_new, budget)
+    def _chunk(self, num_new: int, plan: StepBudget) -> int:
+        """Cap a request's tokens by the step's chunk cap and the remaining budget."""
+        if 0 < plan.chunk_cap < num_new:
+            num_new = plan.chunk_cap
+        return min(num_new, plan.token_budget)
 
     def _admit(self, req: Request, plan: StepBudget, running: list[Request]) -> bool:
         """Start (or resume) ``req`` if a seat and blocks can be found; False leaves it as is."""
@@ -90,7 +89,7 @@ class Admitter:
         num_new = req.num_tokens - num_computed
         if not config.enable_chunked_prefill and num_new > plan.token_budget:
             return False
-        chunk = self._chunk(num_new, plan.token_budget)
+        chunk = self._chunk(num_new, plan)
         ahead = min(config.num_lookahead_tokens, config.max_model_len - req.num_tokens)
         # vLLM's watermark: headroom for the running requests' growth, kept by every start
         # while others run (a request starting alone always may: progress).

@@ -18,6 +18,7 @@ class StepBudget:
 
     __slots__ = (
         "cached_reqs",
+        "chunk_cap",
         "new_blocks",
         "new_reqs",
         "num_scheduled_tokens",
@@ -26,8 +27,9 @@ class StepBudget:
         "token_budget",
     )
 
-    def __init__(self, token_budget: int) -> None:
+    def __init__(self, token_budget: int, chunk_cap: int = 0) -> None:
         self.token_budget = token_budget  # tokens still schedulable this step
+        self.chunk_cap = chunk_cap  # the most tokens one request gets this step (0: no cap)
         self.num_scheduled_tokens: dict[str, int] = {}  # {req_id: tokens this step}
         self.new_reqs: list[Request] = []  # admitted or resumed: the worker gets everything
         self.cached_reqs: list[Request] = []  # already on the worker: only new blocks

@@ -34,6 +34,9 @@ class SchedulerConfig(msgspec.Struct, frozen=True, kw_only=True):
     enable_prefix_caching: bool = True
     enable_chunked_prefill: bool = True
     long_prefill_token_threshold: int = 0  # 0 = off; else the largest chunk per request
+    # vLLM's long_prefill_token_threshold_adaptive: the cap never goes below a fair share of
+    # the budget, max_num_batched_tokens / (requests running and waiting).
+    long_prefill_token_threshold_adaptive: bool = False
     policy: Policy = "fcfs"
     async_scheduling: bool = False
     # Pipeline parallel: up to this many steps in flight, each of different requests (a
@@ -58,6 +61,24 @@ class SchedulerConfig(msgspec.Struct, frozen=True, kw_only=True):
     # vLLM's scheduler_reserve_full_isl: a prompt prefilled in chunks starts only if the
     # pool holds all of it at once (else only its first chunk is checked).
     reserve_full_isl: bool = True
+
+    def chunk_cap(self, num_requests: int) -> int:
+        """One step's cap on a request's tokens (0: none) with ``num_requests`` running and
+        waiting: the long-prefill threshold (with chunked prefill), floored at the fair
+        share of the budget when adaptive.
+
+        >>> SchedulerConfig(long_prefill_token_threshold=64).chunk_cap(4)
+        64
+        >>> c = SchedulerConfig(
+        ...     long_prefill_token_threshold=64, long_prefill_token_threshold_adaptive=True
+        ... )
+        >>> c.chunk_cap(4), c.chunk_cap(64)  # 2048 // 4, and 2048 // 64 is under 64
+        (512, 64)
+        """
+        cap = self.long_prefill_token_threshold if self.enable_chunked_prefill else 0
+        if cap and self.long_prefill_token_threshold_adaptive and num_requests:
+            cap = max(cap, self.max_num_batched_tokens // num_requests)
+        return cap
 
     @property
     def watermark_blocks(self) -> int:

@@ -9,9 +9,11 @@ seat limit (``max_num_seqs``). A prompt is a request far behind; a decode is a r
 token behind. One ``schedule()`` is a short pipeline of named steps:
 
 1. ``_schedule_running``: RUNNING requests first, in admission order. Each gets
-   ``min(gap, budget, long_prefill_token_threshold)`` tokens. When the KV pool cannot give
-   it blocks, the policy preempts someone (fcfs: the newest running; priority: the lowest
-   priority, latest arrival) — possibly the request itself — until the allocation fits.
+   ``min(gap, budget, chunk cap)`` tokens (the cap: ``long_prefill_token_threshold``,
+   with ``long_prefill_token_threshold_adaptive`` at least the budget's fair share). When
+   the KV pool cannot give it blocks, the policy preempts someone (fcfs: the newest
+   running; priority: the lowest priority, latest arrival) — possibly the request itself —
+   until the allocation fits.
    A preempted request frees its blocks, keeps its outputs, returns to the front of the
    waiting queue and is recomputed from scratch when resumed (as a new request for the
    worker).
@@ -205,7 +207,8 @@ class Scheduler:
         self._step_id += 1
         if self.waiting_for_fsm:
             self.poll_grammars()
-        plan = StepBudget(self.config.max_num_batched_tokens)
+        cap = self.config.chunk_cap(self.num_running + self.num_waiting)
+        plan = StepBudget(self.config.max_num_batched_tokens, cap)
         self._schedule_running(plan)
         if not plan.preempted and self.admit_waiting:
             self._admitter.schedule_waiting(plan, self.running)
@@ -226,9 +229,7 @@ class Scheduler:
     def _schedule_running(self, plan: StepBudget) -> None:
         # The hot loop (once per running request per step): locals, no helper calls.
         max_len = self.config.max_model_len
-        threshold = self.config.long_prefill_token_threshold
-        if not self.config.enable_chunked_prefill:
-            threshold = 0
+        threshold = plan.chunk_cap
         allocate = self.kv_cache_manager.allocate_slots
         lookahead = self.config.num_lookahead_tokens
         pipelined = self.config.pipeline_parallel_size > 1

@@ -230,7 +230,7 @@ async def build_engine(
         structured=structured,
         replicas=replicas,
         routing=routing,
-        request_stats=RequestStats(info.max_model_len),
+        request_stats=RequestStats(info.max_model_len, config.custom_histogram_buckets),
         live={r.index for r in replicas},
     )
 

@@ -291,6 +291,7 @@ def build_scheduler_config(config: EngineConfig, model: ModelInfo) -> SchedulerC
         enable_prefix_caching=config.enable_prefix_caching and not encoder,
         enable_chunked_prefill=config.enable_chunked_prefill and not encoder,
         long_prefill_token_threshold=config.long_prefill_token_threshold,
+        long_prefill_token_threshold_adaptive=config.long_prefill_token_threshold_adaptive,
         policy=config.scheduling_policy,
         async_scheduling=config.resolved_async_scheduling(model.pooling is not None),
         pipeline_parallel_size=config.pipeline_parallel_size,

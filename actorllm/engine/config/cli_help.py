@@ -159,6 +159,12 @@ ENGINE_CONFIG_HELP: Mapping[str, Mapping[str, str]] = {
             "A prefill chunk longer than this many tokens is cut to it, so one long prompt "
             "cannot take a whole step's budget; 0: no cap."
         ),
+        "long_prefill_token_threshold_adaptive": (
+            "Floor --long-prefill-token-threshold at a fair share of the step's budget: "
+            "--max-num-batched-tokens divided by the requests running and waiting (vLLM's), "
+            "so a few long prompts are not cut finer than the budget needs. Only with a "
+            "nonzero threshold."
+        ),
         "scheduling_policy": (
             "fcfs: arrival order; priority: by each request's priority, then arrival."
         ),
@@ -383,6 +389,15 @@ ENGINE_CONFIG_HELP: Mapping[str, Mapping[str, str]] = {
             "when requested); default: max_loras."
         ),
         "lora_dtype": "The adapters' dtype: auto (the model's), float16, bfloat16, float32.",
+    },
+    "ObservabilityConfig": {
+        "custom_histogram_buckets": (
+            "Prometheus histogram bounds by vLLM's bucket family, e.g. "
+            '\'{"request_latency": [0.5, 1, 5, 30], "request_tokens": [128, 1024, 8192]}\': '
+            "a family's list replaces the default bounds of each of its histograms "
+            "(request_latency, time_to_first_token, inter_token_latency, iteration_tokens, "
+            "request_params_n, request_tokens); families not given keep theirs."
+        ),
     },
     "ProfilerConfig": {
         "profiler_dir": (

@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.util
 from typing import TYPE_CHECKING
 
+from actorllm.core.histogram_buckets import check_custom_buckets
 from actorllm.engine.config.errors import EngineConfigError
 
 if TYPE_CHECKING:
@@ -56,6 +57,11 @@ def check_limits(self: EngineConfig) -> None:
         )
     if self.long_prefill_token_threshold < 0:
         raise EngineConfigError("long_prefill_token_threshold", "must be non-negative.")
+    if self.custom_histogram_buckets is not None:
+        try:
+            check_custom_buckets(self.custom_histogram_buckets)
+        except ValueError as exc:
+            raise EngineConfigError("custom_histogram_buckets", str(exc)) from None
     if not 0.0 <= self.watermark < 1.0:
         raise EngineConfigError("watermark", f"must be in [0, 1), got {self.watermark}.")
     if self.max_restarts < 0 or self.restart_window_s <= 0:

@@ -182,6 +182,10 @@ class EngineConfig(msgspec.Struct, kw_only=True):
     long_prefill_token_threshold: int = 0
     """A prefill chunk longer than this many tokens is cut to it, so one long prompt cannot
     take a whole step's budget; 0: no cap."""
+    long_prefill_token_threshold_adaptive: bool = False
+    """Floor long_prefill_token_threshold at a fair share of the step's budget:
+    max_num_batched_tokens divided by the requests running and waiting (vLLM's), so a few
+    long prompts are not cut finer than the budget needs. Only with a nonzero threshold."""
     scheduling_policy: SchedulingPolicy = "fcfs"
     """fcfs: arrival order; priority: by each request's priority, then arrival."""
     watermark: float = 0.0
@@ -355,6 +359,12 @@ class EngineConfig(msgspec.Struct, kw_only=True):
     requested); None: max_loras."""
     lora_dtype: str = "auto"
     """The adapters' dtype on the device: auto (the model's), float16, bfloat16, float32."""
+    # -- ObservabilityConfig ----------------------------------------------------------------
+    custom_histogram_buckets: dict[str, list[float]] | None = None
+    """Prometheus histogram bounds by vLLM's bucket family, e.g. '{"request_latency": [0.5,
+    1, 5, 30], "request_tokens": [128, 1024, 8192]}': a family's list replaces the
+    default bounds of each of its histograms (core/histogram_buckets.py); families not
+    given keep theirs."""
     # -- ProfilerConfig ---------------------------------------------------------------------
     profiler_dir: str | None = None
     """Directory for torch-profiler traces written by start_profile()/stop_profile() (Chrome

@@ -39,6 +39,7 @@ from prometheus_client.core import (
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
 
+from actorllm.core.histogram_buckets import family_bounds
 from actorllm.core.request_stats import ADMISSION_REASONS, Histogram, RequestStatsSnapshot
 
 if TYPE_CHECKING:
@@ -154,6 +155,11 @@ class ServerMetrics:
         # the histogram of its step sizes.
         self._steps_seen: dict[str, int] = {}
         self._iteration: dict[str, Histogram] = {}
+        # iteration_tokens_total's bounds: vLLM's, or the config's custom_histogram_buckets.
+        custom = cache_config.custom_histogram_buckets if cache_config is not None else None
+        self._iteration_bounds = family_bounds(
+            {"iteration_tokens_total": _ITERATION_BUCKETS}, custom
+        )["iteration_tokens_total"]
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(_EngineCollector(self))
 
@@ -186,7 +192,7 @@ class ServerMetrics:
             seen = self._steps_seen.get(engine, 0)
             new = min(len(recent), max(0, steps_done - seen))
             self._steps_seen[engine] = max(seen, steps_done)
-            histogram = self._iteration.setdefault(engine, Histogram.empty(_ITERATION_BUCKETS))
+            histogram = self._iteration.setdefault(engine, Histogram.empty(self._iteration_bounds))
             for n in recent[len(recent) - new :]:
                 histogram.observe(n)
         for actor, count in (getattr(stats, "actor_restarts", None) or {}).items():
@@ -283,7 +289,10 @@ class ServerMetrics:
         yield _histograms(
             p + "iteration_tokens_total", "Histogram of number of tokens per engine_step.",
             [
-                ({**labels, "engine": engine}, self._iteration.get(engine))
+                (
+                    {**labels, "engine": engine},
+                    self._iteration.get(engine) or Histogram.empty(self._iteration_bounds),
+                )
                 for engine, _ in engines
             ],
         )  # fmt: skip

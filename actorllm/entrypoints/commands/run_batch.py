@@ -28,7 +28,7 @@ from urllib.parse import unquote, urlparse
 
 import anyio
 
-from actorllm.compat.vllm import foreign_flags
+from actorllm.compat.vllm import foreign_flags, logging_flags
 from actorllm.compat.vllm.config_file import add_config_argument
 from actorllm.compat.vllm.foreign_flags import Foreign
 from actorllm.compat.vllm.struct_flags import Groups, add_struct_flags, given
@@ -108,6 +108,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_struct_flags(parser, AppSettings, groups=groups, exclude=_HTTP_ONLY)
     frontend = groups["Frontend"]
     add_log_spellings(frontend)
+    logging_flags.add_logging_flags(frontend)
     add_engine_arguments(parser, model_positional=False)
     add_config_argument(frontend)
     foreign_flags.add_foreign_flags(parser, extra=_BATCH_FOREIGN)
@@ -134,6 +135,7 @@ def run(args: argparse.Namespace) -> int:
         notes = foreign_flags.notes(args)
         source = local_path(args.input_file, "--input-file")
         target = local_path(args.output_file, "--output-file")
+        logging_flags.apply_log_config_file(args)
     except ValueError as exc:
         logger.error("invalid configuration: %s", describe_error(exc))
         return 2

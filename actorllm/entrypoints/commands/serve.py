@@ -17,7 +17,7 @@ import logging
 import os
 from typing import Any
 
-from actorllm.compat.vllm import foreign_flags
+from actorllm.compat.vllm import foreign_flags, logging_flags
 from actorllm.compat.vllm.config_file import add_config_argument
 from actorllm.compat.vllm.struct_flags import Groups, add_struct_flags, given
 from actorllm.entrypoints.commands.engine_args import (
@@ -44,6 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_struct_flags(parser, AppSettings, groups=groups)
     frontend = groups["Frontend"]
     add_log_spellings(frontend)
+    logging_flags.add_logging_flags(frontend)
     add_engine_arguments(parser)
     add_config_argument(frontend)
     foreign_flags.add_foreign_flags(parser)
@@ -78,6 +79,7 @@ def server_settings(args: argparse.Namespace) -> ServerSettings:
     if _env_true("ACTORLLM_SERVER_DEV_MODE") or _env_true("VLLM_SERVER_DEV_MODE"):
         app.setdefault("dev_mode", True)
     server = given(args, ServerSettings, ServerSettings.CLI_EXCLUDE)
+    server.setdefault("log_config_file", logging_flags.log_config_file(args))
     return ServerSettings(**server, app=AppSettings(**app))
 
 

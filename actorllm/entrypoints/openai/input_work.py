@@ -9,8 +9,9 @@ the input reaches :data:`OFF_LOOP_CHARS` characters. The HF tokenizers release t
 while they encode, so the loop streams meanwhile; a Jinja template holds the GIL, but the
 interpreter's switch interval still gives the loop a turn every few milliseconds.
 
-One thread at a time (the serving context's ``input_limiter``): a 2-core host has no
-second core to give it, and the requests keep their order.
+One thread at a time by default (the serving context's ``input_limiter``, sized by
+``--renderer-num-workers``): a 2-core host has no second core to give it, and the
+requests keep their order.
 
     ids = await run_input_work(
         lambda: encode(tok, text, add_special_tokens=True), len(text), ctx.input_limiter

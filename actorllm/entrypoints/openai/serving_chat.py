@@ -89,7 +89,11 @@ async def create_chat_completion(
     ctx.engine.check_admission(req.n)  # vLLM's queue limits: a 503 before anything starts
     state, streams, _ = await start_chat(ctx, req, receive)
     if req.stream:
-        return SSEResponse(lambda emit: state.stream(streams, emit), is_dead=ctx.is_dead)
+        return SSEResponse(
+            lambda emit: state.stream(streams, emit),
+            is_dead=ctx.is_dead,
+            keep_alive_s=ctx.defaults.sse_keep_alive_s,
+        )
     await unless_disconnected(receive, lambda: pump(streams, state.collect))
     ctx.defaults.log_outputs_of(state.id, state.choices)
     return json_response(state.response())

@@ -37,6 +37,7 @@ class ServingDefaults:
     trust_request_chat_template: bool = False  # --trust-request-chat-template
     log_outputs: bool = False  # --enable-log-outputs
     max_log_len: int | None = None  # --max-log-len
+    sse_keep_alive_s: float = 0.0  # --sse-keep-alive-interval (0: none)
 
     def log_outputs_of(self, request_id: str, choices: Mapping[int, Any]) -> None:
         """One log line per finished choice (``--enable-log-outputs``): its text, cut at

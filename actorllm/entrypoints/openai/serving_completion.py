@@ -124,7 +124,11 @@ async def create_completion(ctx: ServingContext, req: CompletionRequest, receive
         defaults=ctx.defaults,
     )
     if req.stream:
-        return SSEResponse(lambda emit: state.stream(streams, emit), is_dead=ctx.is_dead)
+        return SSEResponse(
+            lambda emit: state.stream(streams, emit),
+            is_dead=ctx.is_dead,
+            keep_alive_s=ctx.defaults.sse_keep_alive_s,
+        )
     await unless_disconnected(receive, lambda: pump(streams, state.collect))
     ctx.defaults.log_outputs_of(rid, state.choices)
     return json_response(state.response())

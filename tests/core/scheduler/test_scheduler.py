@@ -137,6 +137,29 @@ def test_long_prefill_token_threshold_caps_chunks() -> None:
     assert s.schedule().num_scheduled_tokens == {"a": 4, "b": 2}
 
 
+def test_adaptive_threshold_floors_the_cap_at_a_fair_share_of_the_budget() -> None:
+    # Two requests share a 32-token budget: the fair share (16) lifts the cap of 4.
+    s = sched(
+        max_num_batched_tokens=32,
+        long_prefill_token_threshold=4,
+        long_prefill_token_threshold_adaptive=True,
+    )
+    s.add_request(make_request("a", list(range(1, 41))))
+    s.add_request(make_request("b", list(range(1, 41))))
+    assert s.schedule().num_scheduled_tokens == {"a": 16, "b": 16}
+
+
+def test_adaptive_threshold_keeps_the_cap_when_the_share_is_smaller() -> None:
+    s = sched(
+        max_num_batched_tokens=32,
+        long_prefill_token_threshold=4,
+        long_prefill_token_threshold_adaptive=True,
+    )
+    for r in "abcdefghijkl":  # 12 requests: 32 // 12 = 2 is under the cap
+        s.add_request(make_request(r, list(range(1, 11))))
+    assert set(s.schedule().num_scheduled_tokens.values()) == {4}
+
+
 def test_chunked_prefill_disabled_waits_whole() -> None:
     s = sched(max_num_batched_tokens=64, enable_chunked_prefill=False)
     s.add_request(make_request("a", list(range(1, 41))))

@@ -44,6 +44,7 @@ def serving_defaults(
         trust_request_chat_template=settings.trust_request_chat_template,
         log_outputs=settings.enable_log_outputs,
         max_log_len=settings.max_log_len,
+        sse_keep_alive_s=settings.sse_keep_alive_interval,
     )
 
 
@@ -74,6 +75,7 @@ def serving_context(engine: EngineClient, settings: AppSettings) -> ServingConte
         chat=chat,
         response_role=settings.response_role,
         defaults=serving_defaults(settings, sampling),
+        input_limiter=anyio.CapacityLimiter(settings.renderer_num_workers),
     )
 
 

@@ -85,6 +85,13 @@ class AppSettings(msgspec.Struct, kw_only=True):
     metrics_prefix: str = "actorllm:"
     """Prometheus metric name prefix; vllm makes an existing vLLM Grafana dashboard work
     unchanged."""
+    sse_keep_alive_interval: float = 0.0
+    """Seconds: a /v1/chat/completions or /v1/completions stream idle this long (queued,
+    in prefill, between tokens) sends an SSE comment ': keep-alive', so a proxy's read
+    timeout does not close it; 0: never (vLLM's)."""
+    renderer_num_workers: int = 1
+    """Threads that render chat templates and tokenize long prompts off the event loop, at
+    once (vLLM's renderer pool size)."""
     enable_server_load_tracking: bool = False
     """Count the requests in flight on /v1/completions, /v1/chat/completions and
     /invocations (a stream counts until it ends); GET /load answers {"server_load": N}
@@ -100,6 +107,10 @@ class AppSettings(msgspec.Struct, kw_only=True):
     """A Python file that registers extra tool call parsers (register_tool_parser)."""
 
     def __post_init__(self) -> None:
+        if self.sse_keep_alive_interval < 0:
+            raise ValueError("--sse-keep-alive-interval must be non-negative (0: off).")
+        if self.renderer_num_workers < 1:
+            raise ValueError("--renderer-num-workers must be at least 1.")
         if self.enable_log_outputs and not self.enable_log_requests:
             raise ValueError("--enable-log-outputs needs --enable-log-requests.")
         if self.enable_auto_tool_choice and not self.tool_call_parser:

@@ -93,6 +93,15 @@ APP_SETTINGS_HELP: Mapping[str, Mapping[str, str]] = {
             "Prometheus metric name prefix; vllm makes an existing vLLM Grafana dashboard "
             "work unchanged."
         ),
+        "sse_keep_alive_interval": (
+            "Seconds: a /v1/chat/completions or /v1/completions stream idle this long "
+            "(queued, in prefill, between tokens) sends an SSE comment ': keep-alive', so a "
+            "proxy's read timeout does not close it; 0: never (vLLM's)."
+        ),
+        "renderer_num_workers": (
+            "Threads that render chat templates and tokenize long prompts off the event "
+            "loop, at once (vLLM's renderer pool size)."
+        ),
         "enable_server_load_tracking": (
             "Count the requests in flight on /v1/completions, /v1/chat/completions and "
             "/invocations (a stream counts until it ends); GET /load answers "
