@@ -124,3 +124,9 @@ def test_vllm_outputs_names():
     assert set(actorllm.outputs.__all__) <= set(dir(actorllm.outputs)) | set(
         actorllm.outputs._POOLING
     )
+
+
+def test_vllm_entrypoints_llm_path():
+    from actorllm.entrypoints.llm import LLM as EntrypointsLLM
+
+    assert EntrypointsLLM is LLM
