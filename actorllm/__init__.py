@@ -17,6 +17,7 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+__version_tuple__ = (0, 1, 0)  # vLLM's companion of __version__; the same version
 
 # {public name: module that defines it}
 _LAZY = {
@@ -27,6 +28,7 @@ _LAZY = {
     "EngineArgs": "actorllm.compat.vllm.engine_args",
     "AsyncEngineArgs": "actorllm.compat.vllm.engine_args",
     "TextPrompt": "actorllm.compat.vllm.offline_prompts",
+    "PromptType": "actorllm.inputs",
     "TokensPrompt": "actorllm.compat.vllm.offline_prompts",
     "EngineConfig": "actorllm.engine.config.engine_config",
     "SamplingParams": "actorllm.core.sampling_params",
@@ -38,10 +40,16 @@ _LAZY = {
     "EmbeddingRequestOutput": "actorllm.engine.api.pooling_outputs",
     "ClassificationRequestOutput": "actorllm.engine.api.pooling_outputs",
     "ScoringRequestOutput": "actorllm.engine.api.pooling_outputs",
+    "PoolingOutput": "actorllm.engine.api.pooling_outputs",
+    "EmbeddingOutput": "actorllm.engine.api.pooling_outputs",
+    "ClassificationOutput": "actorllm.engine.api.pooling_outputs",
+    "ScoringOutput": "actorllm.engine.api.pooling_outputs",
     "LoRARequest": "actorllm.core.lora",
+    "ModelRegistry": "actorllm.compat.vllm.model_registry",
+    "initialize_ray_cluster": "actorllm.compat.vllm.refused_names",  # refused when called
 }
 
-__all__ = [*_LAZY, "__version__"]
+__all__ = [*_LAZY, "__version__", "__version_tuple__"]
 
 if TYPE_CHECKING:  # what type checkers see; at run time __getattr__ loads them
     from actorllm.compat.vllm.async_llm import AsyncLLMEngine as AsyncLLMEngine
@@ -49,8 +57,12 @@ if TYPE_CHECKING:  # what type checkers see; at run time __getattr__ loads them
     from actorllm.compat.vllm.engine_args import EngineArgs as EngineArgs
     from actorllm.compat.vllm.llm import LLM as LLM
     from actorllm.compat.vllm.llm_engine import LLMEngine as LLMEngine
+    from actorllm.compat.vllm.model_registry import ModelRegistry as ModelRegistry
     from actorllm.compat.vllm.offline_prompts import TextPrompt as TextPrompt
     from actorllm.compat.vllm.offline_prompts import TokensPrompt as TokensPrompt
+    from actorllm.compat.vllm.refused_names import (
+        initialize_ray_cluster as initialize_ray_cluster,
+    )
     from actorllm.core.lora import LoRARequest as LoRARequest
     from actorllm.core.outputs import CompletionOutput as CompletionOutput
     from actorllm.core.outputs import RequestOutput as RequestOutput
@@ -59,14 +71,21 @@ if TYPE_CHECKING:  # what type checkers see; at run time __getattr__ loads them
     from actorllm.core.sampling_params import SamplingParams as SamplingParams
     from actorllm.engine.api.async_engine import AsyncEngine as AsyncEngine
     from actorllm.engine.api.pooling_outputs import (
+        ClassificationOutput as ClassificationOutput,
+    )
+    from actorllm.engine.api.pooling_outputs import (
         ClassificationRequestOutput as ClassificationRequestOutput,
     )
+    from actorllm.engine.api.pooling_outputs import EmbeddingOutput as EmbeddingOutput
     from actorllm.engine.api.pooling_outputs import (
         EmbeddingRequestOutput as EmbeddingRequestOutput,
     )
+    from actorllm.engine.api.pooling_outputs import PoolingOutput as PoolingOutput
     from actorllm.engine.api.pooling_outputs import PoolingRequestOutput as PoolingRequestOutput
+    from actorllm.engine.api.pooling_outputs import ScoringOutput as ScoringOutput
     from actorllm.engine.api.pooling_outputs import ScoringRequestOutput as ScoringRequestOutput
     from actorllm.engine.config.engine_config import EngineConfig as EngineConfig
+    from actorllm.inputs import PromptType as PromptType
 
 
 def __getattr__(name: str) -> Any:

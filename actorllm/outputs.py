@@ -2,6 +2,7 @@
 
     from actorllm.outputs import CompletionOutput, RequestOutput
     from actorllm.outputs import EmbeddingRequestOutput, PoolingRequestOutput
+    from actorllm.outputs import PromptLogprobs, SampleLogprobs, WeightVersionSpan
 
 The definitions live in :mod:`actorllm.core` (generation) and
 :mod:`actorllm.engine.api.pooling_outputs` (pooling); this module only gives them vLLM's
@@ -13,7 +14,15 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from actorllm.core.outputs import CompletionOutput, Logprob, RequestMetrics, RequestOutput
+from actorllm.core.logprob_types import PromptLogprobs, SampleLogprobs
+from actorllm.core.lora import LoRARequest
+from actorllm.core.outputs import (
+    CompletionOutput,
+    Logprob,
+    RequestMetrics,
+    RequestOutput,
+    WeightVersionSpan,
+)
 
 # The pooling types load on first use: their module imports torch, and ``import
 # actorllm.outputs`` stays light (tests/test_init.py).
@@ -53,11 +62,15 @@ __all__ = [
     "CompletionOutput",
     "EmbeddingOutput",
     "EmbeddingRequestOutput",
+    "LoRARequest",
     "Logprob",
     "PoolingOutput",
     "PoolingRequestOutput",
+    "PromptLogprobs",
     "RequestMetrics",
     "RequestOutput",
+    "SampleLogprobs",
     "ScoringOutput",
     "ScoringRequestOutput",
+    "WeightVersionSpan",
 ]

@@ -73,3 +73,60 @@ def test_import_actorllm_imports_no_torch():
     assert out.returncode == 0, out.stderr
     # The engine's own imports stay torch-free too: torch loads with the model.
     assert out.stdout.split("\n")[:2] == ["[]", "False"]
+
+
+def test_vllms_other_top_level_names():
+    from actorllm import (
+        ClassificationOutput,
+        EmbeddingOutput,
+        ModelRegistry,
+        PoolingOutput,
+        PromptType,
+        ScoringOutput,
+        __version__,
+        __version_tuple__,
+    )
+    from actorllm.engine.api import pooling_outputs
+    from actorllm.inputs import PromptType as InputsPromptType
+
+    assert (PoolingOutput, EmbeddingOutput, ClassificationOutput, ScoringOutput) == (
+        pooling_outputs.PoolingOutput,
+        pooling_outputs.EmbeddingOutput,
+        pooling_outputs.ClassificationOutput,
+        pooling_outputs.ScoringOutput,
+    )
+    assert PromptType is InputsPromptType
+    assert ".".join(map(str, __version_tuple__)) == __version__
+    assert "LlamaForCausalLM" in ModelRegistry.get_supported_archs()
+
+
+def test_initialize_ray_cluster_refuses_by_name():
+    from actorllm import initialize_ray_cluster
+
+    try:
+        initialize_ray_cluster(None)
+    except NotImplementedError as exc:
+        assert "initialize_ray_cluster" in str(exc)
+        assert "distributed_executor_backend" in str(exc)
+    else:
+        raise AssertionError("no NotImplementedError")
+
+
+def test_vllm_outputs_names():
+    from actorllm.core.logprob_types import PromptLogprobs, SampleLogprobs
+    from actorllm.core.lora import LoRARequest
+    from actorllm.core.outputs import WeightVersionSpan
+
+    assert actorllm.outputs.PromptLogprobs is PromptLogprobs
+    assert actorllm.outputs.SampleLogprobs is SampleLogprobs
+    assert actorllm.outputs.LoRARequest is LoRARequest
+    assert actorllm.outputs.WeightVersionSpan is WeightVersionSpan
+    assert set(actorllm.outputs.__all__) <= set(dir(actorllm.outputs)) | set(
+        actorllm.outputs._POOLING
+    )
+
+
+def test_vllm_entrypoints_llm_path():
+    from actorllm.entrypoints.llm import LLM as EntrypointsLLM
+
+    assert EntrypointsLLM is LLM

@@ -19,6 +19,7 @@ from typing import Any
 
 import msgspec
 
+from actorllm.core.errors import InvalidRequestError
 from actorllm.core.pooling_params import PoolingParams
 from actorllm.core.repetition import RepetitionDetectionParams
 from actorllm.core.structured_outputs_params import StructuredOutputsParams
@@ -393,13 +394,13 @@ class SamplingParams(msgspec.Struct, kw_only=True):
             )
 
 
-class SamplingParamsError(ValueError):
-    """An invalid sampling parameter; ``param`` names the field (OpenAI's error ``param``)."""
+class SamplingParamsError(InvalidRequestError):
+    """An invalid sampling parameter; ``param`` names the field (OpenAI's error ``param``).
+    A request error like the others (vLLM raises ``VLLMValidationError`` for both)."""
 
     def __init__(self, param: str, message: str, *, named: bool = True) -> None:
         # named=False: the message is vLLM's own sentence, which does not start with the field
-        super().__init__(f"{param} {message}" if named else message)
-        self.param = param
+        super().__init__(f"{param} {message}" if named else message, param=param)
 
 
 def _check(ok: bool, param: str, message: str) -> None:

@@ -53,6 +53,17 @@ def refuse(name: str, why: str) -> NoReturn:
     raise NotImplementedError(f"{name}: {why}.")
 
 
+def refused_type(name: str, why: str) -> type:
+    """A class named ``name`` whose construction refuses: one of vLLM's public types for
+    a feature not built here, so its import works and its use says why
+    (``ExplicitEncoderDecoderPrompt(...)``: no encoder-decoder models)."""
+
+    def __new__(cls: type, *args: Any, **kwargs: Any) -> Any:
+        refuse(name, why)
+
+    return type(name, (), {"__new__": __new__, "__doc__": f"Not built here: {why}."})
+
+
 def check_options(method: str, **options: Any) -> None:
     """Options of a request method that are not built refuse any value but None (their
     "off" value, as in vLLM)."""

@@ -37,7 +37,15 @@ class TokensPrompt(TypedDict):
     prompt: NotRequired[str]
 
 
-Prompt = str | Mapping[str, Any]
+class EmbedsPrompt(TypedDict):
+    """vLLM's prompt of token embeddings: ``{"prompt_embeds": tensor}`` (``[num_tokens,
+    hidden_size]``), for an engine started with ``enable_prompt_embeds=True``."""
+
+    prompt_embeds: Any
+    prompt: NotRequired[str]
+
+
+Prompt = str | Mapping[str, Any]  # vLLM's PromptType and SingletonPrompt (decoder-only)
 SUPPORTED_KEYS = frozenset(
     {"prompt", "prompt_token_ids", "prompt_embeds", "prompt_is_token_ids", "cache_salt"}
 )

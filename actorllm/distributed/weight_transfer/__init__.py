@@ -25,9 +25,14 @@ from actorllm.distributed.weight_transfer.clients import (
     HTTPVLLMWeightSyncClient,
     LLMWeightSyncClient,
     PipeWeightSyncClient,
+    RayVLLMWeightSyncClient,
     serve_weight_sync_calls,
 )
-from actorllm.distributed.weight_transfer.factory import WeightTransferTrainerFactory
+from actorllm.distributed.weight_transfer.factory import (
+    WeightTransferEngine,
+    WeightTransferEngineFactory,
+    WeightTransferTrainerFactory,
+)
 from actorllm.distributed.weight_transfer.group import TransferGroup
 
 __all__ = [
@@ -41,12 +46,15 @@ __all__ = [
     "NCCLTrainerInitInfo",
     "ParamMeta",
     "PipeWeightSyncClient",
+    "RayVLLMWeightSyncClient",
     "StateDictSource",
     "TrainerInitInfo",
     "TrainerWeightTransferEngine",
     "TransferGroup",
     "VLLMWeightSyncClient",
     "WeightSource",
+    "WeightTransferEngine",
+    "WeightTransferEngineFactory",
     "WeightTransferInitRequest",
     "WeightTransferTrainerFactory",
     "WeightTransferUpdateRequest",

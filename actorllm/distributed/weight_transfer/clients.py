@@ -1,9 +1,9 @@
 """Clients of the engine's weight-sync control plane (structural
 :class:`~actorllm.distributed.weight_transfer.base.VLLMWeightSyncClient`s), for the
 trainer side: over HTTP (a server started in dev mode, ``VLLM_SERVER_DEV_MODE=1``), to
-an ``LLM`` in the same process, or over a pipe to one in another process. Each call
-blocks until the engine answered; a refusal raises (``RuntimeError`` with the engine's
-message)."""
+an ``LLM`` in the same process, over a pipe to one in another process, or to ``LLM`` Ray
+actors. Each call blocks until the engine answered; a refusal raises (``RuntimeError``
+with the engine's message; Ray raises the actor's error)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,11 @@ import urllib.request
 from multiprocessing.connection import Connection
 from typing import Any
 
-from actorllm.distributed.weight_transfer.base import WeightTransferUpdatePayload
+from actorllm.distributed.weight_transfer.base import (
+    WeightTransferInitRequest,
+    WeightTransferUpdatePayload,
+    WeightTransferUpdateRequest,
+)
 
 
 class HTTPVLLMWeightSyncClient:
@@ -76,6 +80,36 @@ class LLMWeightSyncClient:
 
     def finish_weight_update(self, weight_version: str | None = None) -> None:
         self.llm.finish_weight_update(weight_version)
+
+
+class RayVLLMWeightSyncClient:
+    """vLLM's: one or more Ray actors holding an ``LLM`` (or ``AsyncLLM``), given by their
+    handles. Each call goes to every handle and blocks on all of them, so a deployment of
+    several (one per data-parallel replica) is driven as one. Needs ``ray``."""
+
+    def __init__(self, handle: Any) -> None:
+        self.handles: list[Any] = handle if isinstance(handle, list) else [handle]
+
+    def _call(self, name: str, *args: Any) -> None:
+        import ray
+
+        ray.get([getattr(h, name).remote(*args) for h in self.handles])
+
+    def init_weight_transfer_engine(self, init_info: dict[str, Any]) -> None:
+        self._call("init_weight_transfer_engine", WeightTransferInitRequest(init_info=init_info))
+
+    def shutdown_weight_transfer_engine(self) -> None:
+        self._call("shutdown_weight_transfer_engine")
+
+    def start_weight_update(self) -> None:
+        self._call("start_weight_update")
+
+    def update_weights(self, update_info: WeightTransferUpdatePayload) -> None:
+        self._call("update_weights", WeightTransferUpdateRequest(update_info=update_info))
+
+    def finish_weight_update(self, weight_version: str | None = None) -> None:
+        # One call: our finish_weight_update labels the tokens after the swap itself.
+        self._call("finish_weight_update", weight_version)
 
 
 class PipeWeightSyncClient:

@@ -1,9 +1,14 @@
 """``WeightTransferTrainerFactory``: the trainer-side engine of a backend, by the
-``backend`` of its init info (vLLM's registry, with our ``gloo`` and ``nccl``)."""
+``backend`` of its init info (vLLM's registry, with our ``gloo`` and ``nccl``).
+
+vLLM's engine-side registry, ``WeightTransferEngineFactory``, and the base class of its
+engines, ``WeightTransferEngine``, import for a renamed script and refuse by name when
+used: the engine side of a transfer is built in (``worker/weight_receiver.py``: gloo and
+nccl), with no custom backends."""
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar, NoReturn
 
 from actorllm.distributed.weight_transfer.base import (
     TrainerInitInfo,
@@ -42,3 +47,26 @@ class WeightTransferTrainerFactory:
                 f"Available trainer engines: {list(cls._registry)}"
             )
         return cls._registry[backend].trainer_init(init_info, client=client, source=source)
+
+
+_NO_CUSTOM = (
+    "custom engine-side weight transfer backends are not supported (the engine receives "
+    "by gloo or nccl broadcast: weight_transfer_config={'backend': ...})"
+)
+
+
+class WeightTransferEngine:
+    """vLLM's base class of engine-side backends: refused when built."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise NotImplementedError(f"WeightTransferEngine: {_NO_CUSTOM}.")
+
+
+class WeightTransferEngineFactory:
+    """vLLM's registry of engine-side backends: refuses registration by name."""
+
+    @classmethod
+    def register_engine(cls, name: str, *args: Any, **kwargs: Any) -> NoReturn:
+        raise NotImplementedError(
+            f"WeightTransferEngineFactory.register_engine({name!r}): {_NO_CUSTOM}."
+        )

@@ -42,3 +42,16 @@ def test_per_prompt_values():
     assert per_prompt([1, 2], 2, 0, "priorities") == [1, 2]
     with pytest.raises(ValueError, match="got 1 priorities for 2 prompts"):
         per_prompt([1], 2, 0, "priorities")
+
+
+def test_vllms_typed_dicts_build_accepted_prompts():
+    from actorllm.inputs import EmbedsPrompt, SingletonPrompt, TextPrompt, TokensPrompt
+
+    embeds = EmbedsPrompt(prompt_embeds=[[0.0, 1.0]])
+    prompts: list[SingletonPrompt] = [
+        "s",
+        TextPrompt(prompt="t"),
+        TokensPrompt(prompt_token_ids=[1]),
+        embeds,
+    ]
+    assert as_prompt_list(prompts) == prompts
