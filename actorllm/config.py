@@ -16,6 +16,7 @@ from actorllm.compat.vllm.config_objects import (
     KVEventsConfig,
     KVTransferConfig,
     PoolerConfig,
+    ProfilerConfig,
     SpeculativeConfig,
     StructuredOutputsConfig,
 )
@@ -28,6 +29,7 @@ __all__ = [
     "KVEventsConfig",
     "KVTransferConfig",
     "PoolerConfig",
+    "ProfilerConfig",
     "SpeculativeConfig",
     "StructuredOutputsConfig",
     "WeightTransferConfig",

@@ -77,6 +77,12 @@ class PoolerConfig(_ConfigDict):
     where the dict is (``engine/config/pooling_model.py``)."""
 
 
+class ProfilerConfig(_ConfigDict):
+    """``profiler_config``: ``{"profiler": "torch", "torch_profiler_dir": DIR}`` is
+    ``profiler_dir``; other profilers and trace options are refused by name
+    (``compat/vllm/profiler_config.py``)."""
+
+
 class CompilationMode(enum.IntEnum):
     """vLLM's ``CompilationConfig.mode`` values (``LLM(compilation_config=3)`` is
     ``VLLM_COMPILE``); any of them is accepted with the same warning as the config."""

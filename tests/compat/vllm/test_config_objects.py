@@ -13,6 +13,7 @@ from actorllm.config import (
     KVEventsConfig,
     KVTransferConfig,
     PoolerConfig,
+    ProfilerConfig,
     SpeculativeConfig,
     StructuredOutputsConfig,
     WeightTransferConfig,
@@ -43,6 +44,10 @@ SAME = {
     ),
     "pooler_config": (PoolerConfig(normalize=False), {"normalize": False}),
     "weight_transfer_config": (WeightTransferConfig(backend="gloo"), {"backend": "gloo"}),
+    "profiler_config": (
+        ProfilerConfig(profiler="torch", torch_profiler_dir="/tmp/traces"),
+        {"profiler": "torch", "torch_profiler_dir": "/tmp/traces"},
+    ),
 }
 
 # {keyword: (an object asking for what is not built, the same as a dict)}
@@ -60,6 +65,7 @@ REFUSED = {
         KVEventsConfig(enable_kv_cache_events=True),
         {"enable_kv_cache_events": True},
     ),
+    "profiler_config": (ProfilerConfig(profiler="nsys"), {"profiler": "nsys"}),
 }
 
 
