@@ -113,3 +113,21 @@ def test_model_settings_without_a_model_are_refused() -> None:
     for flag, value in (("--tokenizer", "some/dir"), ("--kv-cache-dtype", "fp8")):
         with pytest.raises(SystemExit, match=f"{flag} needs --model"):
             main(["bench", "chaos", flag, value, "--crashes", "1"])
+
+
+def test_pooling_flags_that_make_no_sense_are_refused() -> None:
+    """--pooling needs a pooling model and takes none of generation's request paths; the
+    error names the flags."""
+    with pytest.raises(SystemExit, match="--pooling needs --model"):
+        main(["bench", "chaos", "--pooling", "--crashes", "1"])
+    cases = [
+        (["--lora", "2"], "--lora"),
+        (["--speculative-config", '{"method": "ngram"}'], "--speculative-config"),
+        (["--prompt-embeds", "--lora", "1"], "--lora, --prompt-embeds"),
+    ]
+    for flags, named in cases:
+        argv = ["bench", "chaos", "--pooling", "--model", "some/dir", *flags]
+        with pytest.raises(SystemExit, match=f"--pooling does not combine with {named}"):
+            main(argv)
+    with pytest.raises(SystemExit, match="--convert needs --pooling"):
+        main(["bench", "chaos", "--convert", "embed", "--model", "some/dir"])
