@@ -131,3 +131,27 @@ def test_pooling_flags_that_make_no_sense_are_refused() -> None:
             main(argv)
     with pytest.raises(SystemExit, match="--convert needs --pooling"):
         main(["bench", "chaos", "--convert", "embed", "--model", "some/dir"])
+
+
+def test_pooling_on_a_chunked_decoder_embedder(tmp_path: Path) -> None:
+    """--pooling --convert embed on a tiny random Qwen3, its prompts chunked by a small step
+    budget (the worker keeps earlier chunks' rows): crashes of the core and the output
+    processor change no pooled result (token_embed rows included) and leak no KV block."""
+    import shutil
+
+    from actorllm.demo import demo_tokenizer_path
+    from tests.helpers.models import make_tiny_checkpoint
+
+    model = make_tiny_checkpoint(tmp_path / "qwen3", "qwen3", vocab_size=4096)
+    for f in demo_tokenizer_path().iterdir():
+        shutil.copy(f, model / f.name)
+    out = tmp_path / "chaos.json"
+    argv = ["bench", "chaos", "--pooling", "--convert", "embed", "--model", str(model)]
+    argv += ["--backend", "trio", "--max-num-batched-tokens", "24", "--max-num-seqs", "4"]
+    argv += ["--points", "worker@2@0,output_processor@3@0,scheduler@3@1,executor@2@1", *TINY]
+    assert main([*argv, "--fail-on-failed", "--output-json", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["config"]["requests"] == "pooling"
+    fig = doc["figures"]["trio"]
+    assert fig["crashes"] == 4 and fig["outcomes"]["identical"] == fig["requests"] == 8
+    assert fig["invariants"]["violations"] == 0
