@@ -4,8 +4,9 @@ that no request is lost, changed or hung (docs/testing.md, "Chaos soak").
 Theory of operation:
 
 1. **Reference.** Each workload (a list of :class:`ChaosRequest`) runs once on a fresh
-   engine with no fault, recording every request's final samples, its latency, and how
-   many messages each actor took (counting probes that never fire).
+   engine with no fault, recording every request's final samples (a pooling request's
+   pooled result), its latency, and how many messages each actor took (counting probes
+   that never fire).
 2. **Soak.** Batch after batch on one engine, each batch runs one workload concurrently
    (batch ``b`` uses ``workloads[b % len(workloads)]``, request ids ``b{b}-{name}``).
    At the start of a batch the :class:`~actorllm.testing.chaos_plan.ChaosPlanner`'s
