@@ -13,10 +13,16 @@ invariant checks. Exit status 1 on any lost, changed or hung request or broken i
     $ actorllm bench chaos --crashes 200 --hangs 0.1     # hung actors and model steps too
     $ actorllm bench chaos --model /models/tiny --lora 3  # 3 adapters + base, max_loras 2
     $ actorllm bench chaos --crashes 200 --prompt-embeds   # half as embeddings, some mixed
+    $ actorllm bench chaos --pooling --model /models/all-MiniLM-L6-v2  # encode, not generate
 
 With ``--lora N`` the requests are spread over N random adapters of the model and the base
 model, ``max_loras`` below N (slots and the host cache evict under the crashes); after
 every batch each worker must still hold every adapter it held at the previous check.
+
+With ``--pooling`` the requests are pooling ones (``AsyncEngine.encode``: every task the
+model offers of embed, token_embed and classify, scores of pairs on a cross-encoder;
+:mod:`actorllm.testing.chaos_pooling`), each pooled result compared bit for bit with the
+reference run's.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from typing import Any
 
 import anyio
 
+from actorllm.bench.chaos_workloads import embeds_width, embeds_workload, lora_workload
 from actorllm.bench.machine import result_document, write_json
 from actorllm.bench.report import format_table
 from actorllm.compat.vllm.struct_flags import json_object
@@ -93,6 +100,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--requests-per-batch", type=int, default=64)
     g.add_argument("--workloads", type=int, default=4, help="distinct workloads, used in turn")
     g.add_argument("--max-tokens", type=int, default=16, help="about this many tokens each")
+    g.add_argument(
+        "--pooling",
+        action="store_true",
+        help="pooling requests through encode (the model's embed / token_embed / classify "
+        "tasks, scores on a cross-encoder) instead of generation; needs --model, a pooling model",
+    )
     g.add_argument("--request-timeout", type=float, default=60.0, help="seconds before 'hung'")
     g.add_argument(
         "--fail-on-failed", action="store_true", help="exit 1 on any failed request, too"
@@ -112,6 +125,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     e.add_argument("--step-delay", type=float, default=0.0, help="scripted model: s per step")
     e.add_argument("--max-num-seqs", type=int, default=64)
+    e.add_argument(
+        "--max-num-batched-tokens",
+        type=int,
+        default=None,
+        help="the step's token budget (default the engine's); small: a batch spans more steps",
+    )
+    e.add_argument(
+        "--convert",
+        choices=("embed", "classify"),
+        default=None,
+        help="--pooling: serve a decoder --model as a pooling model (vLLM's --convert)",
+    )
     e.add_argument("--block-size", type=int, default=8)
     e.add_argument("--num-blocks", type=int, default=1024, help="scripted model: KV blocks")
     e.add_argument(
@@ -169,6 +194,10 @@ def engine_opener(args: argparse.Namespace) -> Any:
         "restart_window_s": 1.0,
         "freeze_gc_at_start": False,  # one engine after another in one process
     }
+    if args.max_num_batched_tokens is not None:
+        config["max_num_batched_tokens"] = args.max_num_batched_tokens
+    if args.convert:
+        config |= {"runner": "pooling", "convert": args.convert}
     if args.hangs > 0 or any(p.hang for p in args.points or ()):
         config["actor_message_deadline_s"] = args.watchdog
         config["step_timeout_s"] = args.watchdog
@@ -210,12 +239,37 @@ def engine_opener(args: argparse.Namespace) -> Any:
     return open_real
 
 
+def check_pooling(args: argparse.Namespace) -> None:
+    """Refuses the flags that make no sense with ``--pooling`` (or without it)."""
+    if not args.pooling:
+        if args.convert:
+            raise SystemExit("--convert needs --pooling (it serves a decoder as a pooling model)")
+        return
+    if args.model is None:
+        raise SystemExit("--pooling needs --model (a pooling model directory, or a decoder "
+                         "with --convert embed|classify)")  # fmt: skip
+    clash = [
+        flag
+        for flag, on in (
+            ("--lora", args.lora),
+            ("--speculative-config", args.speculative_config),
+            ("--prompt-embeds", args.prompt_embeds),
+        )
+        if on
+    ]
+    if clash:
+        raise SystemExit(
+            f"--pooling does not combine with {', '.join(clash)}: a pooling request runs its "
+            "prompt once, with no adapter, no drafts and no embedding prompt"
+        )
+
+
 def run_backend(args: argparse.Namespace, backend: str) -> ChaosReport:
     from actorllm.testing.chaos import chaos_soak, default_workload
 
     workloads = [
         default_workload(args.requests_per_batch, seed=args.seed + i, max_tokens=args.max_tokens)
-        for i in range(args.workloads)
+        for i in range(0 if args.pooling else args.workloads)
     ]
     if args.lora:
         workloads = [lora_workload(w, args.lora_paths) for w in workloads]
@@ -233,9 +287,16 @@ def run_backend(args: argparse.Namespace, backend: str) -> ChaosReport:
             )
 
     async def main() -> ChaosReport:
+        loads = workloads
+        if args.pooling:
+            from actorllm.testing.chaos_pooling import pooling_workloads
+
+            loads = await pooling_workloads(
+                opener, args.requests_per_batch, count=args.workloads, seed=args.seed
+            )
         return await chaos_soak(
             opener,
-            workloads,
+            loads,
             crashes=args.crashes,
             actors=args.actors,
             seed=args.seed,
@@ -248,56 +309,6 @@ def run_backend(args: argparse.Namespace, backend: str) -> ChaosReport:
         )
 
     return anyio.run(main, backend=backend)
-
-
-def lora_workload(workload: list[Any], paths: list[str]) -> list[Any]:
-    """``workload`` with request i on adapter i mod (N+1) (N: the base model)."""
-    import dataclasses
-
-    from actorllm.core.lora import LoRARequest
-
-    adapters = [LoRARequest(f"lora{i}", i + 1, p) for i, p in enumerate(paths)]
-    choice = [*adapters, None]
-    return [
-        dataclasses.replace(r, lora_request=choice[i % len(choice)]) for i, r in enumerate(workload)
-    ]
-
-
-def embeds_width(model: str | None) -> int:
-    """The hidden size an embedding prompt needs: the scripted model's, or the model's."""
-    if model is None:
-        from actorllm.testing.scripted_model import ScriptedModel
-
-        return ScriptedModel.EMBEDS_HIDDEN_SIZE
-    from actorllm.models.config import CheckpointConfig
-
-    return CheckpointConfig.from_pretrained(model).hidden_size
-
-
-def embeds_workload(workload: list[Any], hidden: int, seed: int) -> list[Any]:
-    """``workload`` with every other request's prompt as 4-23 random embedding rows, every
-    fourth of those a mixed prompt (3 tokens, the rows, 3 tokens: a chat's ``prompt_embeds``
-    parts), fixed by ``seed``: the reference run and the soak send the same tensors."""
-    import dataclasses
-
-    import torch
-
-    gen = torch.Generator().manual_seed(seed)
-    out = []
-    for i, r in enumerate(workload):
-        n = 4 + i % 20
-        if i % 8 == 7:
-            ids = [1 + (7 * i + 3 * k) % 90 for k in range(n + 6)]
-            rows = torch.zeros(n + 6, hidden)  # [T, H]; the token positions' rows unused
-            rows[3 : n + 3] = torch.randn(n, hidden, generator=gen) * 0.05
-            mask = [k < 3 or k >= n + 3 for k in range(n + 6)]
-            prompt = {"prompt_embeds": rows, "prompt_token_ids": ids, "prompt_is_token_ids": mask}
-            r = dataclasses.replace(r, prompt=prompt)
-        elif i % 2:
-            rows = torch.randn(n, hidden, generator=gen) * 0.05  # [T, H]
-            r = dataclasses.replace(r, prompt={"prompt_embeds": rows})
-        out.append(r)
-    return out
 
 
 def summary_rows(reports: list[ChaosReport]) -> list[dict[str, Any]]:
@@ -346,6 +357,7 @@ def main(args: argparse.Namespace) -> int:
     if not args.show_crash_logs:
         # Every injected crash logs a traceback; a thousand of them bury the summary.
         logging.getLogger("actorllm.actors").setLevel(logging.CRITICAL)
+    check_pooling(args)
     backends = ["trio", "asyncio"] if args.backend == "both" else [args.backend]
     with contextlib.ExitStack() as stack:
         args.lora_paths = []
@@ -372,7 +384,11 @@ def main(args: argparse.Namespace) -> int:
         doc = result_document(
             "chaos",
             figures={r.backend: r.to_dict() for r in reports},
-            config={"model": args.model or "scripted", "lora_adapters": args.lora},
+            config={
+                "model": args.model or "scripted",
+                "lora_adapters": args.lora,
+                "requests": "pooling" if args.pooling else "generation",
+            },
             args=args,
         )
         write_json(args.output_json, doc)

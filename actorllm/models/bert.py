@@ -6,7 +6,7 @@ Bidirectional attention over each whole sequence, absolute learned positions, to
 post-LayerNorm blocks. Nothing is cached: an encoder runs a request's prompt in one
 forward and keeps no KV. A step's sequences arrive flat (``[T]`` token ids, sequence
 lengths); the linears run on the packed rows, the attention on each long sequence's own
-rows and on the short ones padded together (``_layout``).
+rows and on the short ones padded together by length (``_layout``).
 
 Module names follow transformers' own, so a checkpoint loads with ``load_state_dict``
 (a ``bert.`` / ``roberta.`` prefix stripped).
@@ -49,30 +49,38 @@ class _Embeddings(nn.Module):
 
 
 # A sequence at least this long attends alone, on strided views of the packed rows (no
-# copy, no padding); shorter ones are padded together into one call with a key mask. One
-# padded [B, S] batch of uneven lengths spends most of its attention on padding (lengths
-# spread over 8..256 cost 3x the real work), and a call per short sequence costs more in
-# overhead than its padding would.
+# copy, no padding); shorter ones are padded together with a key mask, one call per width
+# of PAD_WIDTHS. One padded [B, S] batch of uneven lengths spends most of its attention on
+# padding (lengths spread over 8..256 cost 3x the real work), and a call per short
+# sequence costs more in overhead than its padding would.
 ALONE_MIN_LEN = 64
+# The widths a short sequence is padded to: the first that holds it, set by its own
+# length alone. SDPA's sums over a masked row change with the padded width (on torch's CPU
+# kernel a row padded to 11 keys and to 16 differ in the last bits), so a width set by its
+# partners (the longest of them) would make a request's result depend on the step it ran
+# in, and a request replayed after a crash would not reproduce its first result.
+PAD_WIDTHS = (16, 32, ALONE_MIN_LEN)
 
 
 @dataclass(frozen=True)
 class _Group:
-    """The short sequences of a step, padded to a [B, S] attention layout."""
+    """The short sequences of a step that pad to one width S, in a [B, S] attention
+    layout."""
 
     b: int
     s: int
     rows: torch.Tensor  # [N] int64, the group's rows in the packed [T] layout
     slots: torch.Tensor  # [N] int64, the same rows' indices in the flat [B * S] layout
-    mask: torch.Tensor | None  # [B, 1, 1, S] bool (True: a real key); None: equal lengths
+    mask: torch.Tensor  # [B, 1, 1, S] bool (True: a real key)
 
 
 @dataclass(frozen=True)
 class _Layout:
-    """How a step's sequences meet the attention: each long one alone, the rest grouped."""
+    """How a step's sequences meet the attention: each long one alone, the rest grouped
+    by the width they pad to."""
 
     alone: tuple[tuple[int, int], ...]  # (first packed row, length) of each long sequence
-    group: _Group | None
+    groups: tuple[_Group, ...]
 
 
 def _layout(seq_lens: list[int], device: torch.device) -> _Layout:
@@ -82,24 +90,27 @@ def _layout(seq_lens: list[int], device: torch.device) -> _Layout:
         spans.append((start, n))
         start += n
     alone = tuple((st, n) for st, n in spans if n >= ALONE_MIN_LEN)
-    short = [(st, n) for st, n in spans if n < ALONE_MIN_LEN]
-    if not short:
-        return _Layout(alone, None)
-    b, s = len(short), max(n for _, n in short)
+    by_width: dict[int, list[tuple[int, int]]] = {}  # {width: its short spans}
+    for st, n in spans:
+        if n < ALONE_MIN_LEN:
+            by_width.setdefault(next(w for w in PAD_WIDTHS if n <= w), []).append((st, n))
+    return _Layout(alone, tuple(_group(w, short, device) for w, short in by_width.items()))
+
+
+def _group(s: int, short: list[tuple[int, int]], device: torch.device) -> _Group:
     rows = [st + i for st, n in short for i in range(n)]
     slots = [j * s + i for j, (_, n) in enumerate(short) for i in range(n)]
-    mask = None
-    if any(n != s for _, n in short):  # keys past a sequence's end are masked
-        lens = torch.tensor([n for _, n in short], device=device)  # [B]
-        mask = (torch.arange(s, device=device)[None, :] < lens[:, None])[:, None, None, :]
-    group = _Group(
-        b=b,
+    lens = torch.tensor([n for _, n in short], device=device)  # [B]
+    # keys past a sequence's end are masked (always: the masked kernel's bits, whatever
+    # the partners' lengths)
+    mask = (torch.arange(s, device=device)[None, :] < lens[:, None])[:, None, None, :]
+    return _Group(
+        b=len(short),
         s=s,
         rows=torch.tensor(rows, device=device),
         slots=torch.tensor(slots, device=device),
         mask=mask,
     )
-    return _Layout(alone, group)
 
 
 class _SelfAttention(nn.Module):
@@ -132,7 +143,7 @@ class _Attention(nn.Module):
 
     def forward(self, x: torch.Tensor, layout: _Layout) -> torch.Tensor:
         # x: [T, H] packed rows; the projections run packed, the attention per sequence
-        # (long ones) or padded to [B, nh, S, D] (the short ones together)
+        # (long ones) or padded to [B, nh, S, D] (the short ones, by width)
         h = x.shape[1]
         nh, d = self.num_heads, h // self.num_heads
         q, k, v = self.self.qkv(x)  # [T, H] each (views of one [T, 3H] where stacked)
@@ -143,10 +154,9 @@ class _Attention(nn.Module):
             qs, ks, vs = (y[start : start + n].view(1, n, nh, d).transpose(1, 2) for y in (q, k, v))
             out = F.scaled_dot_product_attention(qs, ks, vs)  # [1, nh, n, D]
             o[start : start + n].view(1, n, nh, d).copy_(out.transpose(1, 2))
-        g = layout.group
-        if g is not None:
+        for g in layout.groups:
 
-            def padded(y: torch.Tensor) -> torch.Tensor:
+            def padded(y: torch.Tensor, g: _Group = g) -> torch.Tensor:
                 flat = y.new_zeros(g.b * g.s, h).index_copy_(0, g.slots, y.index_select(0, g.rows))
                 return flat.view(g.b, g.s, nh, d).transpose(1, 2)  # [B, nh, S, D]
 

@@ -4,8 +4,9 @@ that no request is lost, changed or hung (docs/testing.md, "Chaos soak").
 Theory of operation:
 
 1. **Reference.** Each workload (a list of :class:`ChaosRequest`) runs once on a fresh
-   engine with no fault, recording every request's final samples, its latency, and how
-   many messages each actor took (counting probes that never fire).
+   engine with no fault, recording every request's final samples (a pooling request's
+   pooled result), its latency, and how many messages each actor took (counting probes
+   that never fire).
 2. **Soak.** Batch after batch on one engine, each batch runs one workload concurrently
    (batch ``b`` uses ``workloads[b % len(workloads)]``, request ids ``b{b}-{name}``).
    At the start of a batch the :class:`~actorllm.testing.chaos_plan.ChaosPlanner`'s
@@ -28,7 +29,7 @@ import contextlib
 import math
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any
@@ -36,15 +37,17 @@ from typing import Any
 import anyio
 import sniffio
 
+from actorllm.core.pooling_params import PoolingParams
 from actorllm.core.sampling_params import SamplingParams
 from actorllm.engine.api.async_engine import AsyncEngine
 from actorllm.engine.errors import EngineDeadError
 from actorllm.testing.chaos_plan import ACTOR_NAMES, ChaosPlanner, CrashPoint, Trigger
 from actorllm.testing.chaos_report import (
+    Accumulator,
     ChaosReport,
     OutputAccumulator,
+    PooledAccumulator,
     RequestRecord,
-    Signature,
 )
 from actorllm.testing.engine_harness import check_invariants, inject_fault
 
@@ -53,11 +56,12 @@ EngineOpener = Callable[[], AbstractAsyncContextManager[AsyncEngine]]
 
 @dataclass(frozen=True)
 class ChaosRequest:
-    """One request of a workload; ``name`` is unique within its workload."""
+    """One request of a workload; ``name`` is unique within its workload. With
+    ``PoolingParams`` it is a pooling request, sent through ``AsyncEngine.encode``."""
 
     name: str
     prompt: Any  # text, or token ids as AsyncEngine.generate takes them
-    params: SamplingParams
+    params: SamplingParams | PoolingParams
     lora_request: Any = None  # a LoRARequest (None: the base model)
 
 
@@ -77,7 +81,7 @@ def default_workload(n: int = 64, *, seed: int = 0, max_tokens: int = 16) -> lis
 
 @dataclass
 class _Reference:
-    signatures: dict[str, Signature]  # {request name: final samples}
+    signatures: dict[str, object]  # {request name: final samples, or pooled result}
     traffic: dict[str, int]  # {actor: messages taken during the workload}
 
 
@@ -242,7 +246,7 @@ class _Run:
 
     name: str
     batch: int
-    acc: OutputAccumulator
+    acc: Accumulator
     latency_s: float | None = None
     error: BaseException | None = None
     hung: bool = False
@@ -251,16 +255,13 @@ class _Run:
 async def _run_workload(
     engine: AsyncEngine, workload: Sequence[ChaosRequest], batch: int, deadline_s: float
 ) -> list[_Run]:
-    runs = [_Run(r.name, batch, OutputAccumulator(r.params.output_kind)) for r in workload]
+    runs = [_Run(r.name, batch, _accumulator(r.params)) for r in workload]
 
     async def one(req: ChaosRequest, run: _Run) -> None:
         t0 = time.perf_counter()
         with anyio.move_on_after(deadline_s) as scope:
             try:
-                async for out in engine.generate(
-                    req.prompt, req.params, request_id=f"b{batch}-{req.name}",
-                    lora_request=req.lora_request,
-                ):  # fmt: skip
+                async for out in _stream(engine, req, f"b{batch}-{req.name}"):
                     run.acc.add(out)
             except Exception as exc:
                 run.error = exc
@@ -273,7 +274,22 @@ async def _run_workload(
     return runs
 
 
-def _judge(run: _Run, expected: Signature | None) -> RequestRecord:
+def _accumulator(params: SamplingParams | PoolingParams) -> Accumulator:
+    if isinstance(params, PoolingParams):
+        return PooledAccumulator()
+    return OutputAccumulator(params.output_kind)
+
+
+def _stream(engine: AsyncEngine, req: ChaosRequest, request_id: str) -> AsyncIterator[Any]:
+    """The request's outputs: ``encode``'s one pooled result, or ``generate``'s stream."""
+    if isinstance(req.params, PoolingParams):
+        return engine.encode(req.prompt, req.params, request_id=request_id)
+    return engine.generate(
+        req.prompt, req.params, request_id=request_id, lora_request=req.lora_request
+    )
+
+
+def _judge(run: _Run, expected: object) -> RequestRecord:
     def rec(outcome: str, detail: str | None = None, error: str | None = None) -> RequestRecord:
         return RequestRecord(run.batch, run.name, outcome, run.latency_s, detail, error)
 
@@ -283,10 +299,9 @@ def _judge(run: _Run, expected: Signature | None) -> RequestRecord:
         return rec("failed", f"{type(run.error).__name__}: {run.error}", type(run.error).__name__)
     if not run.acc.finished:
         return rec("lost", "the stream ended without a finished output or an error")
-    got = run.acc.signature()
-    if got == expected:
+    if run.acc.signature() == expected:
         return rec("identical")
-    return rec("changed", f"expected {expected!r:.300}, got {got!r:.300}")
+    return rec("changed", run.acc.change(expected))
 
 
 async def _reference(
@@ -301,7 +316,7 @@ async def _reference(
         for actor, counter in counters.items():
             inject_fault(engine, actor, when=counter)
         runs = await _run_workload(engine, workload, -1, deadline_s)
-    signatures: dict[str, Signature] = {}
+    signatures: dict[str, object] = {}
     for run in runs:
         if run.hung or run.error is not None or not run.acc.finished:
             what = "hung" if run.hung else repr(run.error) if run.error else "lost"

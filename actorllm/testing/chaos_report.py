@@ -1,11 +1,12 @@
 """What a chaos soak found: each request's outcome, and the report that sums them up.
 
 A request's outcome, against a fault-free reference run of the same request (same prompt,
-same sampling params and seed):
+same sampling or pooling params and seed):
 
 ==========  ===========================================================================
-identical   finished, and every sample's token ids, text and finish reason match
-changed     finished, but some sample differs from the reference
+identical   finished, and every sample's token ids, text and finish reason match (a
+            pooling request: its prompt token ids and pooled float32 bytes match)
+changed     finished, but some sample (or the pooled result) differs from the reference
 failed      its stream raised (``RequestFailedError``, ``EngineDeadError``, ...)
 lost        its stream ended with neither a finished output nor an error
 hung        it did not end within the soak's per-request deadline (then it is aborted)
@@ -17,10 +18,11 @@ only for requests that really cause crashes (poison requests).
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from actorllm.core.outputs import RequestOutput
 from actorllm.core.sampling_params import RequestOutputKind
@@ -31,6 +33,21 @@ BROKEN = ("changed", "lost", "hung")  # outcomes that always fail a soak
 
 # Per sample: (token ids, text, finish reason).
 Signature = tuple[tuple[tuple[int, ...], str, str | None], ...]
+
+
+class Accumulator(Protocol):
+    """Folds one request's stream into what the soak compares with the reference run."""
+
+    def add(self, out: Any) -> None: ...
+
+    @property
+    def finished(self) -> bool: ...
+
+    def signature(self) -> object: ...
+
+    def change(self, expected: object) -> str:
+        """Says how this request's (finished) result differs from ``expected``."""
+        ...
 
 
 class OutputAccumulator:
@@ -66,6 +83,62 @@ class OutputAccumulator:
             (tuple(c.token_ids), c.text, c.finish_reason)
             for c in sorted(self.last.outputs, key=lambda c: c.index)
         )
+
+    def change(self, expected: object) -> str:
+        return f"expected {expected!r:.300}, got {self.signature()!r:.300}"
+
+
+@dataclass(frozen=True)
+class PooledSignature:
+    """A pooled result as the soak compares it: exact, with a readable ``repr``."""
+
+    prompt_token_ids: tuple[int, ...]
+    shape: tuple[int, ...]
+    data: bytes  # float32, little-endian, row-major
+
+    def __repr__(self) -> str:
+        digest = hashlib.sha1(self.data).hexdigest()[:10]
+        return f"Pooled({len(self.prompt_token_ids)} tokens, shape {list(self.shape)}, {digest})"
+
+    def difference(self, other: PooledSignature) -> str:
+        """What differs from ``other`` (the largest value difference when shapes agree)."""
+        if self.prompt_token_ids != other.prompt_token_ids:
+            return f"prompt tokens differ: {self.prompt_token_ids} vs {other.prompt_token_ids}"
+        if self.shape != other.shape:
+            return f"shape {list(self.shape)} vs {list(other.shape)}"
+        import numpy as np
+
+        a = np.frombuffer(self.data, dtype="<f4")
+        b = np.frombuffer(other.data, dtype="<f4")
+        diff = np.abs(a - b)
+        return f"{int((diff > 0).sum())} of {a.size} values differ, max |diff| {diff.max():.3g}"
+
+
+class PooledAccumulator:
+    """Holds a pooling request's one result (``PoolingRequestOutput``)."""
+
+    def __init__(self) -> None:
+        self.result: PooledSignature | None = None
+
+    def add(self, out: Any) -> None:
+        data = out.outputs.data.contiguous().float()  # [dim] or [num_tokens, dim]
+        self.result = PooledSignature(
+            tuple(out.prompt_token_ids), tuple(data.shape), data.numpy().astype("<f4").tobytes()
+        )
+
+    @property
+    def finished(self) -> bool:
+        return self.result is not None
+
+    def signature(self) -> PooledSignature:
+        assert self.result is not None
+        return self.result
+
+    def change(self, expected: object) -> str:
+        got = self.signature()
+        if isinstance(expected, PooledSignature):
+            return f"expected {expected!r}, got {got!r}: {got.difference(expected)}"
+        return f"expected {expected!r:.300}, got {got!r}"
 
 
 @dataclass(frozen=True)

@@ -77,15 +77,15 @@ def run_pooling_step(
         params: list[PoolingParams] = []
         for b, rid in enumerate(plan.req_ids):
             s, n = int(starts[b]), int(lens[b])
-            if not plan.sample_mask[b]:
-                head.add_chunk(rid, hidden[s : s + n])
-                continue
             p = batch.params[int(plan.slots[b])]
             pooling = p.pooling_params if p is not None else None
             if pooling is None:
                 raise SchedulerProtocolError(
                     f"request {rid} is not a pooling request: this model only pools"
                 )
+            if not plan.sample_mask[b]:  # an earlier chunk of its prompt
+                head.add_chunk(rid, hidden[s : s + n], pooling.task)
+                continue
             done_ids.append(rid)
             done_starts.append(s)
             done_lens.append(n)

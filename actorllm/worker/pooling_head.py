@@ -42,11 +42,13 @@ class PoolingHead:
     def reset(self) -> None:
         self.partial.clear()
 
-    def add_chunk(self, req_id: str, rows: torch.Tensor) -> None:
-        """A non-final chunk's rows [n, H] (only what the pooling type will read)."""
+    def add_chunk(self, req_id: str, rows: torch.Tensor, task: str | None) -> None:
+        """A non-final chunk's rows [n, H] of a request for ``task``, keeping only what
+        its result will read: every row for token_embed (a row per token, whatever the
+        pooling type) and for MEAN pooling, the first for CLS, none for LAST."""
         ptype = self.spec.pooling_type
         kept = self.partial.setdefault(req_id, [])
-        if ptype == "MEAN":
+        if task == "token_embed" or ptype == "MEAN":
             kept.append(rows)
         elif ptype == "CLS" and not kept:
             kept.append(rows[:1])

@@ -113,3 +113,45 @@ def test_model_settings_without_a_model_are_refused() -> None:
     for flag, value in (("--tokenizer", "some/dir"), ("--kv-cache-dtype", "fp8")):
         with pytest.raises(SystemExit, match=f"{flag} needs --model"):
             main(["bench", "chaos", flag, value, "--crashes", "1"])
+
+
+def test_pooling_flags_that_make_no_sense_are_refused() -> None:
+    """--pooling needs a pooling model and takes none of generation's request paths; the
+    error names the flags."""
+    with pytest.raises(SystemExit, match="--pooling needs --model"):
+        main(["bench", "chaos", "--pooling", "--crashes", "1"])
+    cases = [
+        (["--lora", "2"], "--lora"),
+        (["--speculative-config", '{"method": "ngram"}'], "--speculative-config"),
+        (["--prompt-embeds", "--lora", "1"], "--lora, --prompt-embeds"),
+    ]
+    for flags, named in cases:
+        argv = ["bench", "chaos", "--pooling", "--model", "some/dir", *flags]
+        with pytest.raises(SystemExit, match=f"--pooling does not combine with {named}"):
+            main(argv)
+    with pytest.raises(SystemExit, match="--convert needs --pooling"):
+        main(["bench", "chaos", "--convert", "embed", "--model", "some/dir"])
+
+
+def test_pooling_on_a_chunked_decoder_embedder(tmp_path: Path) -> None:
+    """--pooling --convert embed on a tiny random Qwen3, its prompts chunked by a small step
+    budget (the worker keeps earlier chunks' rows): crashes of the core and the output
+    processor change no pooled result (token_embed rows included) and leak no KV block."""
+    import shutil
+
+    from actorllm.demo import demo_tokenizer_path
+    from tests.helpers.models import make_tiny_checkpoint
+
+    model = make_tiny_checkpoint(tmp_path / "qwen3", "qwen3", vocab_size=4096)
+    for f in demo_tokenizer_path().iterdir():
+        shutil.copy(f, model / f.name)
+    out = tmp_path / "chaos.json"
+    argv = ["bench", "chaos", "--pooling", "--convert", "embed", "--model", str(model)]
+    argv += ["--backend", "trio", "--max-num-batched-tokens", "24", "--max-num-seqs", "4"]
+    argv += ["--points", "worker@2@0,output_processor@3@0,scheduler@3@1,executor@2@1", *TINY]
+    assert main([*argv, "--fail-on-failed", "--output-json", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["config"]["requests"] == "pooling"
+    fig = doc["figures"]["trio"]
+    assert fig["crashes"] == 4 and fig["outcomes"]["identical"] == fig["requests"] == 8
+    assert fig["invariants"]["violations"] == 0

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from actorllm.bench.chaos import lora_workload
+from actorllm.bench.chaos_workloads import lora_workload
 from actorllm.bench.lora_adapters import random_adapters
 from actorllm.models.config import CheckpointConfig
 from actorllm.models.loader import load_model

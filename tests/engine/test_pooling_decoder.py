@@ -86,6 +86,20 @@ async def test_qwen3_embedder_matches_transformers(embedder: str, pooling_type: 
         assert torch.allclose(vec, want, atol=1e-4), (vec - want).abs().max()
 
 
+async def test_qwen3_token_embeddings_keep_every_chunk(embedder: str) -> None:
+    """token_embed returns a row per prompt token however the prompt was chunked: with
+    last-token pooling (the decoder embedder's default) the earlier chunks' rows must be
+    kept for it too."""
+    async with AsyncEngine.open(
+        embedder, runner="pooling", convert="embed", dtype="float32", max_num_batched_tokens=16
+    ) as engine:  # fmt: skip
+        got = await _encode_all(engine, "token_embed")
+    for ids, rows in zip(PROMPTS, got, strict=True):
+        want = torch.nn.functional.normalize(_hf_hidden(embedder, ids), dim=-1)  # [L, H]
+        assert rows.shape == want.shape
+        assert torch.allclose(rows, want, atol=1e-4), (rows - want).abs().max()
+
+
 async def test_qwen3_classifier_matches_transformers(classifier: str) -> None:
     import transformers
 

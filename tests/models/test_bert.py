@@ -53,7 +53,7 @@ def _ours(path: Path, packed: bool = False) -> EncoderModel:
     [
         [5],  # one short sequence
         [L + 3],  # one long sequence
-        [7, 7, 7],  # short ones of equal length: no mask
+        [7, 7, 7],  # short ones of equal length
         [3, L + 9, 11, L, 1, 2 * L],  # long and short interleaved, uneven
         [L - 1, L, L + 1],  # either side of the threshold
     ],
@@ -79,3 +79,20 @@ def test_each_sequence_gets_what_transformers_gives_it_alone(
         )
     assert got.shape == want.shape
     torch.testing.assert_close(got, want, atol=2e-5, rtol=1e-4)
+
+
+def test_a_sequence_gets_the_same_bits_in_any_step(tiny: Path) -> None:
+    """A request replayed after a crash runs beside other requests than the first time; its
+    rows must come out bit for bit as they did: the short ones are always padded to the
+    same width, whatever their partners, and the CPU runner's oneDNN linears give a row the
+    same bits at any row count (torch's own matmul, unpacked, does not: the GPU's path)."""
+    ours = _ours(tiny, packed=True)
+    g = torch.Generator().manual_seed(0)
+    lens = [9, 3, 40, L + 5, 17, 1]
+    seqs = [torch.randint(3, 97, (n,), generator=g) for n in lens]
+    types = [torch.zeros(n, dtype=torch.long) for n in lens]
+    with torch.inference_mode():
+        together = ours(torch.cat(seqs), torch.cat(types), lens).split(lens)  # [n, H] each
+        for i, n in enumerate(lens):
+            alone = ours(seqs[i], types[i], [n])  # [n, H]
+            assert torch.equal(alone, together[i]), f"sequence {i} ({n} tokens) changed"
