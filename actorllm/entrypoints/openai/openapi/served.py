@@ -36,8 +36,8 @@ class Served:
     runtime_lora: bool = False
     # ACTORLLM_ENABLE_RESPONSES_API_STORE: /v1/responses may store and run in the background
     responses_store: bool = False
-    # A gpt-oss (harmony) model: /v1/responses takes previous_input_messages and
-    # enable_response_messages (other models: a 400 naming them)
+    # A gpt-oss (harmony) model: /v1/responses takes previous_input_messages (other
+    # models: a 400 naming it)
     harmony: bool = False
 
 
