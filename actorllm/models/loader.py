@@ -106,9 +106,7 @@ def resolve_dtype(
     try:
         return DTYPES[name]
     except KeyError:
-        raise ValueError(
-            f"unsupported dtype {name!r} (expected one of {sorted(DTYPES)})"
-        ) from None
+        raise ValueError(f"unsupported dtype {name!r} (expected one of {sorted(DTYPES)})") from None
 
 
 def safetensors_files(path: str | Path) -> list[Path]:
