@@ -110,7 +110,8 @@ def run(server: str, files: list[str], tree: Path, reuse: bool = False) -> dict[
     )
     results: dict[str, str] = {}
     for file in files:
-        report = CACHE / "junit" / server / (re.sub(r"[^\w.]+", "_", file) + ".xml")
+        slug = re.sub(r"[^\w.]+", "_", file).lstrip("._")  # ../pooling/a/b.py: pooling_a_b.py
+        report = CACHE / "junit" / server / f"{slug}.xml"
         env = {
             **os.environ,
             "CONTRACT_SERVE": json.dumps(serve),
