@@ -126,7 +126,11 @@ class EncoderRunner:
         model = self._model
         if self.device.type == "cpu":
             prepack_linears(model)  # oneDNN matmuls (models/onednn_linear.py)
-        self.head = PoolingHead(self.spec, model.classify if model.classifier else None)
+        self.head = PoolingHead(
+            self.spec,
+            model.classify if model.classifier else None,
+            token_classifier=model.classifier,  # its head alone, on every token (vLLM's)
+        )
 
     def reset_requests(self) -> None:
         self._reqs.clear()

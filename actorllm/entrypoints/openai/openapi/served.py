@@ -123,7 +123,11 @@ def restrict_to_served(components: dict[str, Any], served: Served) -> None:
 def _served_pooling(components: dict[str, Any], served: Served) -> None:
     """The pooling fields whose values depend on the served model: the tasks it has, and
     ``dimensions`` (matryoshka models only, up to the embedding size)."""
-    tasks = [t for t in ("embed", "classify", "token_embed") if t in served.pooling_tasks]
+    tasks = [
+        t
+        for t in ("embed", "classify", "token_embed", "token_classify")
+        if t in served.pooling_tasks
+    ]
     components["PoolingRequest"]["properties"]["task"] = {
         "anyOf": [{"enum": tasks}, {"type": "null"}],
         "default": None,
