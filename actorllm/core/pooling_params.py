@@ -23,6 +23,8 @@ import msgspec
 # vLLM 0.32's pooling tasks (``vllm.tasks.PoolingTask``, without "plugin").
 PoolingTask = Literal["embed", "classify", "token_embed", "token_classify"]
 POOLING_TASKS: tuple[str, ...] = ("embed", "classify", "token_embed", "token_classify")
+# Tasks answered per token (one row each) rather than per prompt
+TOKEN_TASKS: tuple[str, ...] = ("token_embed", "token_classify")
 
 
 class PoolingParamsError(ValueError):

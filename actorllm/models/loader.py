@@ -51,7 +51,8 @@ from actorllm.models.registry import resolve_model_class
 
 log = logging.getLogger(__name__)
 
-_DTYPES = {
+# --dtype's names (vLLM's, its aliases "half" and "float" included)
+DTYPES = {
     "float32": torch.float32,
     "float": torch.float32,
     "bfloat16": torch.bfloat16,
@@ -103,11 +104,9 @@ def resolve_dtype(
         if name in ("float32", "float", "float16", "half") and native_bf16():
             name = "bfloat16"
     try:
-        return _DTYPES[name]
+        return DTYPES[name]
     except KeyError:
-        raise ValueError(
-            f"unsupported dtype {name!r} (expected one of {sorted(_DTYPES)})"
-        ) from None
+        raise ValueError(f"unsupported dtype {name!r} (expected one of {sorted(DTYPES)})") from None
 
 
 def safetensors_files(path: str | Path) -> list[Path]:

@@ -52,7 +52,7 @@ def decoder_pooling_head(
     def classify(rows: torch.Tensor) -> torch.Tensor:
         return rows.to(weight.dtype) @ weight.t()  # [N, H] -> [N, L]
 
-    return PoolingHead(spec, classify)
+    return PoolingHead(spec, classify, token_classifier=classify)
 
 
 def run_pooling_step(
@@ -79,6 +79,9 @@ def run_pooling_step(
             s, n = int(starts[b]), int(lens[b])
             p = batch.params[int(plan.slots[b])]
             pooling = p.pooling_params if p is not None else None
+            if not plan.sample_mask[b]:
+                head.add_chunk(rid, hidden[s : s + n], pooling.task if pooling else None)
+                continue
             if pooling is None:
                 raise SchedulerProtocolError(
                     f"request {rid} is not a pooling request: this model only pools"

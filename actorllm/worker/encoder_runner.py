@@ -28,6 +28,7 @@ from actorllm.core.scheduler_output import SchedulerOutput
 from actorllm.kernels.cpu_features import native_bf16
 from actorllm.models.bert import EncoderModel, load_encoder
 from actorllm.models.encoder_config import EncoderConfig, encoder_pooler_spec, read_encoder_config
+from actorllm.models.loader import DTYPES
 from actorllm.models.onednn_linear import prepack_linears
 from actorllm.worker.pooling_head import PoolingHead
 from actorllm.worker.runner import FinishedStep, Runner
@@ -36,8 +37,6 @@ from actorllm.worker.step_inputs import SchedulerProtocolError
 
 if TYPE_CHECKING:
     from actorllm.distributed.comm import GlooComm
-
-_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
 def encoder_dtype(dtype: str, device: str | torch.device) -> torch.dtype:
@@ -48,9 +47,9 @@ def encoder_dtype(dtype: str, device: str | torch.device) -> torch.dtype:
     if dtype == "auto":
         fast = torch.device(device).type != "cpu" or native_bf16()
         return torch.bfloat16 if fast else torch.float32
-    if dtype in _DTYPES:
-        return _DTYPES[dtype]
-    raise ValueError(f"dtype {dtype!r} is not supported (auto, {', '.join(_DTYPES)})")
+    if dtype in DTYPES:
+        return DTYPES[dtype]
+    raise ValueError(f"dtype {dtype!r} is not supported (auto, {', '.join(DTYPES)})")
 
 
 class EncoderRunner:
@@ -127,7 +126,11 @@ class EncoderRunner:
         model = self._model
         if self.device.type == "cpu":
             prepack_linears(model)  # oneDNN matmuls (models/onednn_linear.py)
-        self.head = PoolingHead(self.spec, model.classify if model.classifier else None)
+        self.head = PoolingHead(
+            self.spec,
+            model.classify if model.classifier else None,
+            token_classifier=model.classifier,  # its head alone, on every token (vLLM's)
+        )
 
     def reset_requests(self) -> None:
         self._reqs.clear()

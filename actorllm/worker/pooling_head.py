@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from actorllm.core.pooling_params import PooledData, PoolingParams
+from actorllm.core.pooling_params import TOKEN_TASKS, PooledData, PoolingParams
 from actorllm.models.pooler import finish_classification, finish_embedding, pool_rows
 from actorllm.models.pooler_spec import PoolerSpec
 
@@ -33,6 +33,9 @@ class PoolingHead:
 
     spec: PoolerSpec
     classifier: Classifier
+    # token_classify: the classification head on each token's row [n, H] -> [n, L] (a
+    # decoder's score head; an encoder's head without BERT's CLS pooler, as vLLM's)
+    token_classifier: Classifier = None
     # {req_id: rows of its earlier chunks [n, H]} (decoders with chunked prefill only)
     partial: dict[str, list[torch.Tensor]] = field(default_factory=dict)
 
@@ -42,13 +45,14 @@ class PoolingHead:
     def reset(self) -> None:
         self.partial.clear()
 
-    def add_chunk(self, req_id: str, rows: torch.Tensor, task: str | None) -> None:
+    def add_chunk(self, req_id: str, rows: torch.Tensor, task: str | None = None) -> None:
         """A non-final chunk's rows [n, H] of a request for ``task``, keeping only what
-        its result will read: every row for token_embed (a row per token, whatever the
-        pooling type) and for MEAN pooling, the first for CLS, none for LAST."""
+        its result will read: every row for a per-token task (token_embed, token_classify:
+        a row per token, whatever the pooling type) and for MEAN pooling, the first for
+        CLS, none for LAST."""
         ptype = self.spec.pooling_type
         kept = self.partial.setdefault(req_id, [])
-        if task == "token_embed" or ptype == "MEAN":
+        if ptype == "MEAN" or task in TOKEN_TASKS:
             kept.append(rows)
         elif ptype == "CLS" and not kept:
             kept.append(rows[:1])
@@ -66,7 +70,7 @@ class PoolingHead:
         if any(r in self.partial for r in req_ids):
             hidden, starts, lens = self._join_partial(hidden, req_ids, starts, lens)
         out: dict[str, PooledData] = {}
-        seq = [i for i, p in enumerate(params) if p.task != "token_embed"]
+        seq = [i for i, p in enumerate(params) if p.task not in TOKEN_TASKS]
         if seq:
             pooled = pool_rows(
                 hidden, [starts[i] for i in seq], [lens[i] for i in seq], self.spec.pooling_type
@@ -85,15 +89,24 @@ class PoolingHead:
                     res = finish_embedding(pooled[j], self.spec, p.use_activation, p.dimensions)
                 out[req_ids[i]] = to_pooled(res)
         for i, p in enumerate(params):
-            if p.task == "token_embed":
+            if p.task in TOKEN_TASKS:
                 rows = hidden[starts[i] : starts[i] + lens[i]]  # [n, H]
-                res = torch.stack(
-                    [finish_embedding(r, self.spec, p.use_activation, p.dimensions) for r in rows]
-                )
-                out[req_ids[i]] = to_pooled(res)
+                out[req_ids[i]] = to_pooled(self._per_token(rows, p))
         for r in req_ids:
             self.partial.pop(r, None)
         return out
+
+    def _per_token(self, rows: torch.Tensor, p: PoolingParams) -> torch.Tensor:
+        """token_embed: each row's embedding [n, dims]; token_classify: each row's label
+        probabilities [n, L]."""
+        if p.task == "token_classify":
+            if self.token_classifier is None:
+                raise ValueError("token_classify on a model without a classifier")
+            logits = self.token_classifier(rows)  # [n, L]
+            return finish_classification(logits, self.spec, p.use_activation)
+        return torch.stack(
+            [finish_embedding(r, self.spec, p.use_activation, p.dimensions) for r in rows]
+        )
 
     def _join_partial(
         self, hidden: torch.Tensor, req_ids: list[str], starts: list[int], lens: list[int]

@@ -28,6 +28,7 @@ def pytest_configure(config: Any) -> None:
     import transformers
     import vllm.tokenizers as vt
 
+    import tests.conftest as tc
     import tests.utils as tu
 
     serve: list[str] = json.loads(os.environ["CONTRACT_SERVE"])
@@ -44,6 +45,8 @@ def pytest_configure(config: Any) -> None:
 
     tu.RemoteOpenAIServer._start_server = start
     tu.RemoteVLLMServer._pre_download_model = lambda self, model, args: None
+    # The reference runners (HfRunner, sentence-transformers) load the local model too.
+    tc.maybe_model_redirect = _local
 
     get_tokenizer = vt.get_tokenizer
     vt.get_tokenizer = lambda name, *a, **kw: get_tokenizer(_local(name), *a, **kw)

@@ -75,6 +75,8 @@ def _score_case(path: str, body: dict[str, Any]) -> bool:
         req = decode_request(msgspec.json.encode(body), kind)
     except Exception:
         return True
+    if max(req.max_tokens_per_query, req.max_tokens_per_doc) >= MAX_MODEL_LEN:
+        return False  # below the context length (the description says so)
     if isinstance(req, pp.RerankRequest):
         sides = [[req.query], list(req.documents)]
     else:

@@ -10,9 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 from actorllm.core.errors import InvalidRequestError
-from actorllm.core.pooling_params import POOLING_TASKS, PoolingParams
+from actorllm.core.pooling_params import POOLING_TASKS, TOKEN_TASKS, PoolingParams
 from actorllm.core.sampling_params import RequestOutputKind, SamplingParams
-from actorllm.engine.config.pooling_model import PoolingModel
+from actorllm.engine.config.pooling_model import SWITCHED_TASKS, PoolingModel
 
 
 def check_pooling(pm: PoolingModel | None, params: PoolingParams, model_name: str) -> PoolingParams:
@@ -31,7 +31,9 @@ def check_pooling(pm: PoolingModel | None, params: PoolingParams, model_name: st
             f"{', '.join(pm.tasks)}).",
             param="task",
         )
-    if pm.pooling_task is not None and task != pm.pooling_task:  # vLLM's words
+    chosen = pm.pooling_task
+    if (chosen is not None and task != chosen) or (chosen is None and task in SWITCHED_TASKS):
+        # vLLM's words
         raise InvalidRequestError(
             f"Try switching the model's pooling_task via --pooler-config.task {task}.",
             param="task",
@@ -46,9 +48,7 @@ def check_pooling(pm: PoolingModel | None, params: PoolingParams, model_name: st
     if params.skip_reading_prefix_cache is None:
         # Prefix-cache hits skip rows: only last-token pooling of a whole sequence can use
         # them (an encoder never caches).
-        changes["skip_reading_prefix_cache"] = (
-            task == "token_embed" or pm.spec.pooling_type != "LAST"
-        )
+        changes["skip_reading_prefix_cache"] = task in TOKEN_TASKS or pm.spec.pooling_type != "LAST"
     return params.clone(**changes)
 
 

@@ -27,6 +27,7 @@ from actorllm.engine.api.pooling_outputs import (
     ScoringRequestOutput,
 )
 from actorllm.engine.api.pooling_requests import pair_prompt
+from actorllm.engine.api.score_limits import check_length, check_token_limit, truncate_text
 from actorllm.engine.config.pooling_model import PoolingModel
 
 
@@ -41,6 +42,9 @@ class PoolingEngine(Protocol):
 
     @property
     def tokenizer(self) -> Any: ...
+
+    @property
+    def max_model_len(self) -> int: ...
 
     def encode(
         self,
@@ -116,6 +120,19 @@ async def encode_many(
     return results
 
 
+def _cut_sides(
+    engine: PoolingEngine, pairs: list[tuple[str, str]], per_query: int, per_doc: int
+) -> list[tuple[str, str]]:
+    """Each query cut to ``per_query`` tokens, each document to ``per_doc`` (0: uncut)."""
+    for value, name in ((per_query, "max_tokens_per_query"), (per_doc, "max_tokens_per_doc")):
+        if value != 0:
+            check_token_limit(value, name, engine.max_model_len)
+    if not (per_query or per_doc):
+        return pairs
+    tok = engine.tokenizer
+    return [(truncate_text(a, tok, per_query), truncate_text(b, tok, per_doc)) for a, b in pairs]
+
+
 async def score(
     engine: PoolingEngine,
     data_1: Sequence[str],
@@ -125,9 +142,13 @@ async def score(
     truncate_prompt_tokens: int | None = None,
     request_id: str | None = None,
     cache_salt: str | None = None,
+    max_tokens_per_query: int = 0,
+    max_tokens_per_doc: int = 0,
 ) -> list[ScoringRequestOutput]:
     """One score per pair (see the module's docstring), in pair order; ``cache_salt``
-    salts every prompt's prefix-cache hashes (the request's, vLLM's field)."""
+    salts every prompt's prefix-cache hashes (the request's, vLLM's field);
+    ``max_tokens_per_query`` / ``_doc``: each side's texts cut to that many tokens first
+    (``score_limits``)."""
     kind = check_scoring_model(engine)
     pairs = pair_up(data_1, data_2)
     for a, b in pairs:
@@ -137,11 +158,16 @@ async def score(
                 "not supported).",
                 param="text_1",
             )
+    pairs = _cut_sides(engine, pairs, max_tokens_per_query, max_tokens_per_doc)
+    # vLLM's length check runs on what the engine would get: after truncate_prompt_tokens
+    checked = truncate_prompt_tokens is None
     rid = request_id or uuid.uuid4().hex
     if kind == "cross":
         jobs = []
         for a, b in pairs:
             prompt, start = pair_prompt(engine.tokenizer, a, b)
+            if checked:
+                check_length(len(prompt["prompt_token_ids"]), engine.max_model_len, "text_1")
             if cache_salt is not None:
                 prompt["cache_salt"] = cache_salt
             params = PoolingParams(
@@ -160,6 +186,9 @@ async def score(
             for i, o in enumerate(outs)
         ]
     texts = list(dict.fromkeys([t for pair in pairs for t in pair]))
+    if checked:
+        for t in texts:
+            check_length(len(engine.tokenizer(t)["input_ids"]), engine.max_model_len, "text_1")
     params = PoolingParams(task="embed", use_activation=use_activation)
     prompts = [t if cache_salt is None else {"prompt": t, "cache_salt": cache_salt} for t in texts]
     embs = await encode_many(

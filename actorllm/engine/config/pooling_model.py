@@ -31,6 +31,12 @@ from actorllm.models.pooler_spec import (
 )
 
 RunnerType = Literal["generate", "pooling"]
+# Served only when --pooler-config's task names them: vLLM's default pooling task of a
+# classifier is "classify", and a request for these is told to switch.
+SWITCHED_TASKS = frozenset({"token_classify"})
+# A classifier's tasks: its label probabilities per prompt, or per token (its head on
+# every token's hidden state).
+CLASSIFY_TASKS = ("classify", "token_classify")
 ConvertType = Literal["none", "embed", "classify"]
 
 # vLLM's _SUFFIX_TO_DEFAULTS, the part that applies to text models (first match wins).
@@ -61,6 +67,12 @@ class PoolingModel(msgspec.Struct, frozen=True, kw_only=True):
     # --pooler-config's task: the one task this server runs (first in ``tasks``); a request
     # for another is refused, as vLLM's (None: every task in ``tasks``)
     pooling_task: str | None = None
+
+    @property
+    def served_tasks(self) -> tuple[str, ...]:
+        """The tasks a request may ask for: ``pooling_task``'s choice first, and the
+        switched tasks only when chosen."""
+        return tuple(t for t in self.tasks if t not in SWITCHED_TASKS or t == self.pooling_task)
 
     @property
     def is_cross_encoder(self) -> bool:
@@ -145,7 +157,7 @@ def _read_pooling_model(
     if is_encoder_architecture(arch):
         cfg = read_encoder_config(path)
         spec = encoder_pooler_spec(path, cfg, overrides)
-        tasks = ("classify",) if cfg.classifier else ("embed", "token_embed")
+        tasks = CLASSIFY_TASKS if cfg.classifier else ("embed", "token_embed")
         return PoolingModel(
             architecture=arch,
             encoder=True,
@@ -166,7 +178,7 @@ def _read_pooling_model(
         architecture=arch,
         encoder=False,
         convert=convert,
-        tasks=("classify",) if convert == "classify" else ("embed", "token_embed"),
+        tasks=CLASSIFY_TASKS if convert == "classify" else ("embed", "token_embed"),
         spec=spec,
         hidden_size=int(raw["hidden_size"]),
         num_labels=num_labels,

@@ -264,6 +264,8 @@ async def _score(
         use_activation=req.use_activation,
         truncate_prompt_tokens=req.truncate_prompt_tokens,
         cache_salt=req.cache_salt,
+        max_tokens_per_query=req.max_tokens_per_query,
+        max_tokens_per_doc=req.max_tokens_per_doc,
     )
 
 

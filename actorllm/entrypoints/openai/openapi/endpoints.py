@@ -89,7 +89,8 @@ POOLING_RULES = (
 )
 SCORE_RULES = (
     " The two sides pair up 1:1, 1:N (one query against every document) or N:N; every pair "
-    "must fit the context length."
+    "must fit the context length. `max_tokens_per_query` and `max_tokens_per_doc` must be "
+    "below it."
 )
 # (path, request, response, summary, what the model must offer): served for a pooling model
 POOLING_ENDPOINTS: list[tuple[str, type, type, str, str]] = [

@@ -36,8 +36,8 @@ class Served:
     runtime_lora: bool = False
     # ACTORLLM_ENABLE_RESPONSES_API_STORE: /v1/responses may store and run in the background
     responses_store: bool = False
-    # A gpt-oss (harmony) model: /v1/responses takes previous_input_messages and
-    # enable_response_messages (other models: a 400 naming them)
+    # A gpt-oss (harmony) model: /v1/responses takes previous_input_messages (other
+    # models: a 400 naming it)
     harmony: bool = False
 
 
@@ -123,7 +123,11 @@ def restrict_to_served(components: dict[str, Any], served: Served) -> None:
 def _served_pooling(components: dict[str, Any], served: Served) -> None:
     """The pooling fields whose values depend on the served model: the tasks it has, and
     ``dimensions`` (matryoshka models only, up to the embedding size)."""
-    tasks = [t for t in ("embed", "classify", "token_embed") if t in served.pooling_tasks]
+    tasks = [
+        t
+        for t in ("embed", "classify", "token_embed", "token_classify")
+        if t in served.pooling_tasks
+    ]
     components["PoolingRequest"]["properties"]["task"] = {
         "anyOf": [{"enum": tasks}, {"type": "null"}],
         "default": None,

@@ -90,13 +90,20 @@ class ClassificationRequest(_InputFields, kw_only=True):
     use_activation: bool | None = None
 
 
+# (no lower bound here: a negative one is refused in vLLM's words, score_limits.py)
+_TokenLimit = Annotated[int, msgspec.Meta(le=MAX_I32, extra_json_schema={"minimum": 0})]
+
+
 class _ScoringFields(_PoolingFields, kw_only=True):
     padding: Literal["do_not_pad"] | None = None  # a scored pair is not padded
     truncation_side: Literal["left"] | None = None  # a pair keeps its last tokens
     use_activation: bool | None = None
-    # vLLM's per-side truncation and score templates are not built: 0 / None only
-    max_tokens_per_query: Annotated[int, msgspec.Meta(ge=0, le=0)] = 0
-    max_tokens_per_doc: Annotated[int, msgspec.Meta(ge=0, le=0)] = 0
+    # each query's / document's first N tokens only (0: all). A negative N, or one not
+    # below the context, is engine/api/score_limits.py's 400 (vLLM's words): decoded here,
+    # documented as 0 or more.
+    max_tokens_per_query: _TokenLimit = 0
+    max_tokens_per_doc: _TokenLimit = 0
+    # score templates are not built: None only
     instruction: None = None
     chat_template_kwargs: None = None
 

@@ -1,9 +1,10 @@
 """Background responses (``background: true``): the response is stored as ``queued`` and
-returned at once; it runs in the server's task group (``in_progress``, then ``completed``,
-``incomplete`` or ``failed``), read with ``GET /v1/responses/{id}``, and ``POST
-/v1/responses/{id}/cancel`` stops it (``cancelled``; its engine request is aborted). A run
-created with ``stream`` too writes its events to an :class:`EventLog` (``logs``), which
-the creating request and ``GET ...?stream=true`` read.
+returned at once; it runs in the server's task group and reads ``queued`` until it ends
+(``completed``, ``incomplete`` or ``failed``: vLLM stores a background response again only
+when it is done, and clients poll while it is queued), read with ``GET
+/v1/responses/{id}``, and ``POST /v1/responses/{id}/cancel`` stops it (``cancelled``; its
+engine request is aborted). A run created with ``stream`` too writes its events to an
+:class:`EventLog` (``logs``), which the creating request and ``GET ...?stream=true`` read.
 
 A run outlives the HTTP request that started it but not the server: the lifespan's task
 group owns every run, so shutting down cancels them.
@@ -67,7 +68,6 @@ class BackgroundRuns:
         rid = queued.id
         try:
             with scope:
-                self._set(queued, messages, "in_progress")
                 await work()  # stores the finished response
                 return
             # Cancelled (POST .../cancel): the engine request is aborted with the streams.

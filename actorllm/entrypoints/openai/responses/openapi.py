@@ -27,9 +27,9 @@ _RULES = (
 
 def responses_rules(components: dict[str, Any], *, store: bool, harmony: bool = False) -> None:
     """What the structs cannot say: a message item may leave ``type`` out (OpenAI's easy
-    input message); ``previous_input_messages`` and ``enable_response_messages`` are for a
-    gpt-oss model (``harmony``) only, the first not with ``previous_response_id``, the
-    second not in the background; ``background`` needs the store (``store``: this server
+    input message); ``previous_input_messages`` is for a gpt-oss model (``harmony``) only,
+    not with ``previous_response_id``; ``enable_response_messages`` is not for the
+    background; ``background`` needs the store (``store``: this server
     has it on) and is not streamed."""
     components["MessageItem"]["required"].remove("type")
     request = components["ResponsesRequest"]
@@ -51,21 +51,20 @@ def responses_rules(components: dict[str, Any], *, store: bool, harmony: bool = 
 
 
 def _harmony_rules(request: dict[str, Any], harmony: bool) -> None:
-    """The 400s of ``serving._harmony_history`` as schema: on another model neither field
-    may be given; on gpt-oss, not ``previous_input_messages`` beside
-    ``previous_response_id``, nor ``enable_response_messages`` with ``background``."""
+    """The 400s of ``serving._harmony_history`` as schema: ``previous_input_messages`` on
+    gpt-oss only, and not beside ``previous_response_id``; ``enable_response_messages``
+    (any model) not with ``background``."""
     req = request["properties"]
-    if not harmony:
-        req["previous_input_messages"] = {"type": "null", "description": "gpt-oss models only."}
-        req["enable_response_messages"]["enum"] = [False]
-        return
     given = {"not": {"type": "null"}}
     rules = request.setdefault("allOf", [])
-    rules.append({
-        "if": {"properties": {"previous_input_messages": given},
-               "required": ["previous_input_messages"]},
-        "then": {"properties": {"previous_response_id": {"type": "null"}}},
-    })  # fmt: skip
+    if not harmony:
+        req["previous_input_messages"] = {"type": "null", "description": "gpt-oss models only."}
+    else:
+        rules.append({
+            "if": {"properties": {"previous_input_messages": given},
+                   "required": ["previous_input_messages"]},
+            "then": {"properties": {"previous_response_id": {"type": "null"}}},
+        })  # fmt: skip
     rules.append({
         "if": {"properties": {"enable_response_messages": {"const": True}},
                "required": ["enable_response_messages"]},

@@ -207,8 +207,8 @@ class ResponsesRequest(msgspec.Struct, kw_only=True):
     mm_payload: Literal["tensors", "none"] = "tensors"  # render endpoints only (as vLLM)
     return_mm_kwargs: bool | None = None
     cache_salt: Annotated[str, msgspec.Meta(min_length=1, max_length=1024)] | None = None
-    # gpt-oss (harmony) only, as vLLM: the response's input_messages / output_messages,
-    # and harmony messages to continue from (serving.py checks both).
+    # The response's input_messages / output_messages (any model, not in the background),
+    # and harmony messages to continue from (gpt-oss only, as vLLM; serving.py checks).
     enable_response_messages: bool = False
     previous_input_messages: list[Any] | None = None
     structured_outputs: StructuredOutputsField | None = None

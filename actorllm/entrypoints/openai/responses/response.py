@@ -127,6 +127,7 @@ class ResponsesResponse(msgspec.Struct, kw_only=True):
     frequency_penalty: float | None = None
     kv_transfer_params: None = None
     ec_transfer_params: None = None
-    # enable_response_messages (gpt-oss): the prompt's and the answer's harmony messages.
+    # enable_response_messages: the prompt's and the answer's messages (gpt-oss: harmony
+    # messages; other models: vLLM's raw_message_tokens, text and token ids).
     input_messages: list[dict[str, Any]] | None = None
     output_messages: list[dict[str, Any]] | None = None

@@ -99,18 +99,14 @@ def _check_background(req: ResponsesRequest, store: ResponseStore) -> None:
 
 
 def _harmony_history(ctx: ServingContext, req: ResponsesRequest) -> list[HarmonyMessage]:
-    """``previous_input_messages`` as harmony messages; with ``enable_response_messages``,
-    both gpt-oss only (vLLM's "non-background and gpt-oss only"): 400s naming them."""
-    asked = [
-        name
-        for name, on in (
-            ("enable_response_messages", req.enable_response_messages),
-            ("previous_input_messages", req.previous_input_messages is not None),
+    """``previous_input_messages`` as harmony messages, gpt-oss only (a 400 naming it
+    otherwise); ``enable_response_messages`` is not for background responses (vLLM's
+    "non-background only")."""
+    if req.previous_input_messages is not None and not ctx.chat.harmony:
+        raise bad_request(
+            "previous_input_messages is only supported for gpt-oss (harmony) models.",
+            "previous_input_messages",
         )
-        if on
-    ]
-    if asked and not ctx.chat.harmony:
-        raise bad_request(f"{asked[0]} is only supported for gpt-oss (harmony) models.", asked[0])
     if req.enable_response_messages and req.background:
         raise bad_request(
             "enable_response_messages is not supported with background: true.",
@@ -144,6 +140,11 @@ def _earlier_messages(store: ResponseStore, response_id: str) -> list[ChatMessag
     if text is not None or calls:
         messages.append(AssistantMessage(content=text, tool_calls=calls or None))
     return messages
+
+
+def raw_message(text: str, token_ids: list[int]) -> dict[str, Any]:
+    """vLLM's ``ResponseRawMessageAndToken`` (the token ids are the source of truth)."""
+    return {"message": text, "tokens": list(token_ids), "type": "raw_message_tokens"}
 
 
 def _logprobs(lps: ChatLogProbs | None) -> list[TokenLogprob]:
@@ -282,16 +283,22 @@ class _Run:
         return response
 
     def _messages(self, c: Any) -> dict[str, Any]:
-        """enable_response_messages: the harmony messages in and out (vLLM's
-        ``Message.to_dict()`` lists)."""
-        hp = self.state.harmony_prompt
-        if not self.req.enable_response_messages or hp is None:
+        """enable_response_messages: a gpt-oss model's harmony messages in and out (vLLM's
+        ``Message.to_dict()`` lists); another model's rendered prompt and raw answer, text
+        and token ids (vLLM's ``raw_message_tokens``; no answer yet: no message)."""
+        if not self.req.enable_response_messages:
             return {}
-        out = parse_output(c.text, final=True).messages if c is not None else []
-        return {
-            "input_messages": hp.message_dicts(),
-            "output_messages": [message_dict(m) for m in out],
-        }
+        hp = self.state.harmony_prompt
+        if hp is not None:
+            out = parse_output(c.text, final=True).messages if c is not None else []
+            return {
+                "input_messages": hp.message_dicts(),
+                "output_messages": [message_dict(m) for m in out],
+            }
+        prompt = raw_message(self.state.prompt_text or "", self.state.prompt_token_ids or [])
+        answered = c is not None and bool(c.text or c.token_ids)
+        answer = [raw_message(c.text, c.token_ids)] if answered else []
+        return {"input_messages": [prompt], "output_messages": answer}
 
     async def stream(self, streams: Any, emit: Emit) -> ResponsesResponse | None:
         """Emit the response's events; the final response, or None when the engine failed

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from actorllm.core.errors import InvalidRequestError
 from actorllm.entrypoints.openai.tool_parsers.base import Parsed, PartialCall, ToolParser
 from actorllm.entrypoints.openai.tool_parsers.json_calls import call_array
 from actorllm.entrypoints.openai.tool_parsers.json_scan import loads_object, scan_value
@@ -30,19 +31,47 @@ def tool_choice_schema(tools: list[dict[str, Any]], tool_choice: Any) -> dict[st
         raise KeyError(name)
     if tool_choice != "required":
         return None
+    functions = [t.get("function") or {} for t in tools]
+    defs = _shared_defs(functions)
     items = [
         {
             "type": "object",
             "properties": {
                 "name": {"type": "string", "enum": [fn["name"]]},
-                "parameters": _parameters(fn),
+                "parameters": {k: v for k, v in _parameters(fn).items() if k != "$defs"},
             },
             "required": ["name", "parameters"],
             "additionalProperties": False,
         }
-        for fn in (t.get("function") or {} for t in tools)
+        for fn in functions
     ]
-    return {"type": "array", "minItems": 1, "items": {"anyOf": items}}
+    schema: dict[str, Any] = {"type": "array", "minItems": 1, "items": {"anyOf": items}}
+    if defs:
+        schema["$defs"] = defs
+    return schema
+
+
+def _shared_defs(functions: list[dict[str, Any]]) -> dict[str, Any]:
+    """Every function's ``$defs``, for the root of the required schema: its ``$ref``s
+    ("#/$defs/X") point at the root, where a function's own parameters no longer are
+    (vLLM's ``_get_tool_schema_defs``, its 400s)."""
+    found: dict[str, Any] = {}
+    for fn in functions:
+        defs = _parameters(fn).get("$defs", {})
+        if not isinstance(defs, dict):
+            raise InvalidRequestError(
+                f"`$defs` in the parameters of tool '{fn.get('name')}' must be an object, "
+                f"got {type(defs).__name__}.",
+                param="tools",
+            )
+        for name, schema in defs.items():
+            if name in found and found[name] != schema:
+                raise InvalidRequestError(
+                    f"Tool definition '{name}' has multiple schemas, which is not supported.",
+                    param="tools",
+                )
+            found[name] = schema
+    return found
 
 
 def strict_tools_tag(parser: ToolParser, tools: list[dict[str, Any]]) -> str | None:
