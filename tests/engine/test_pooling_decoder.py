@@ -108,7 +108,7 @@ async def test_qwen3_classifier_matches_transformers(classifier: str) -> None:
     ).eval()
     async with AsyncEngine.open(classifier, dtype="float32", max_num_batched_tokens=16) as engine:
         pm = engine.pooling_model
-        assert pm is not None and pm.tasks == ("classify",) and pm.num_labels == 3
+        assert pm is not None and pm.tasks == ("classify", "token_classify") and pm.num_labels == 3
         got = await _encode_all(engine, "classify")
     for ids, probs in zip(PROMPTS, got, strict=True):
         with torch.no_grad():
