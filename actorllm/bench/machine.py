@@ -19,15 +19,11 @@ from typing import Any
 
 
 def cpu_model() -> str:
-    """The CPU's model name from /proc/cpuinfo (``platform.processor()`` elsewhere)."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
+    """The CPU's model name (``kernels/cpu_features.py``; imported here when asked, so that
+    this module stays light)."""
+    from actorllm.kernels.cpu_features import cpu_model as read
+
+    return read()
 
 
 def machine_info() -> dict[str, Any]:

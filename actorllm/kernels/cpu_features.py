@@ -9,11 +9,24 @@ Rapids and later). There oneDNN's bf16 GEMMs measured 2.2-2.5x faster than fp32 
 from __future__ import annotations
 
 import functools
+import platform
 
 BF16_FLAGS = ("avx512_bf16", "amx_bf16")
 
 
 @functools.cache
+def cpu_model() -> str:
+    """The CPU's model name from /proc/cpuinfo (``platform.processor()`` elsewhere)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
 def cpu_flags() -> frozenset[str]:
     """The ``flags`` of /proc/cpuinfo (empty where there is none)."""
     try:

@@ -12,6 +12,7 @@ import pytest
 
 from actorllm.engine import AsyncEngine
 from actorllm.entrypoints.openai.app import AppSettings, build_app
+from actorllm.testing.engine_harness import open_test_engine
 from tests.engine.conftest import tiny_model
 from tests.entrypoints.server_thread import ServerThread
 
@@ -56,21 +57,38 @@ def test_checksum_compare_and_reset(dev: ServerThread) -> None:
     assert not after["match"] and set(after["mismatches"]) == set(sums)  # every weight zeroed
 
 
-def test_abort_requests_and_draft_updates(dev: ServerThread) -> None:
+@pytest.fixture(scope="module")
+def slow_dev() -> Iterator[ServerThread]:
+    # the scripted model at 10 ms a step: requests are still running when aborted
+    app = build_app(
+        lambda: open_test_engine(step_delay_s=0.01),
+        AppSettings(log_interval_s=0, dev_mode=True),
+    )
+    srv = ServerThread(app).start()
+    yield srv
+    srv.stop()
+    assert srv.error is None
+
+
+def test_abort_requests_and_draft_updates(slow_dev: ServerThread) -> None:
+    dev = slow_dev
     results: list[dict] = []
 
     async def run() -> None:
         async with httpx.AsyncClient(base_url=dev.url, timeout=60) as client:
 
             async def one(i: int) -> None:
-                body = {"model": "tiny", "prompt": f"abort {i}", "max_tokens": 200,
+                body = {"model": "scripted", "prompt": f"abort {i}", "max_tokens": 200,
                         "ignore_eos": True}  # fmt: skip
                 results.append((await client.post("/v1/completions", json=body)).json())
 
             async with anyio.create_task_group() as tg:
                 for i in range(2):
                     tg.start_soon(one, i)
-                await anyio.sleep(0.5)
+                running = 'num_requests_running{engine="0",model_name="scripted"} 2.0'
+                with anyio.fail_after(30):  # both in the engine before the abort
+                    while running not in (await client.get("/metrics")).text:
+                        await anyio.sleep(0.01)
                 r = await client.post("/abort_requests", json={})
                 assert r.json() == {"status": "aborted", "aborted": 2}
 

@@ -18,19 +18,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from actorllm.bench.machine import machine_info
-    from actorllm.entrypoints.openai.dev_server_info import env_vars, system_env
+    import os
 
-    machine = machine_info()
+    import torch
+
+    from actorllm.entrypoints.openai.dev_server_info import env_vars, system_env
+    from actorllm.kernels.cpu_features import cpu_flags, cpu_model
+    from actorllm.worker.cpu_threads import cgroup_cpu_limit
+
+    affinity = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+    isa = ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "amx_bf16", "amx_int8")
     rows: list[tuple[str, object]] = [
         *system_env().items(),
-        ("cpu_model", machine["cpu_model"]),
-        ("cpu_affinity", machine["cpu_affinity"]),
-        ("cgroup_cpu_limit", machine["cgroup_cpu_limit"]),
-        ("cpu_id", machine["isa"]["cpu_id"]),
-        ("cpu_flags", " ".join(machine["isa"]["flags"]) or "-"),
-        ("torch_cpu_capability", machine["isa"]["torch_cpu_capability"]),
-        ("torch_threads", machine["torch_threads"]),
+        ("cpu_model", cpu_model()),
+        ("cpu_affinity", affinity),
+        ("cgroup_cpu_limit", cgroup_cpu_limit()),
+        ("cpu_flags", " ".join(f for f in isa if f in cpu_flags()) or "-"),
+        ("torch_cpu_capability", torch.backends.cpu.get_cpu_capability()),
+        ("torch_threads", torch.get_num_threads()),
     ]
     width = max(len(name) for name, _ in rows)
     print("Collecting environment information...")
