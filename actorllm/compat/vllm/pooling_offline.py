@@ -9,7 +9,7 @@ returning vLLM's output types in input order.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from actorllm.compat.vllm.not_built import check_options
@@ -34,6 +34,7 @@ class PoolingMethods:
 
     engine: AsyncEngine
     _thread: EngineThread
+    _request_ids: Iterator[int]  # the LLM's counter (vLLM's request ids "0", "1", ...)
 
     def encode(
         self,
@@ -46,8 +47,9 @@ class PoolingMethods:
         tokenization_kwargs: Mapping[str, Any] | None = None,
     ) -> list[PoolingRequestOutput[PoolingOutput]]:
         """The pooled result of every prompt (``pooling_task``: embed, classify,
-        token_embed; default the model's first). ``lora_request`` and
-        ``tokenization_kwargs`` (other than ``truncate_prompt_tokens``) must be None."""
+        token_embed; default the model's first), named by the LLM's request counter as
+        vLLM's (``"0"``, ``"1"``, ...). ``lora_request`` and ``tokenization_kwargs``
+        (other than ``truncate_prompt_tokens``) must be None."""
         kwargs = dict(tokenization_kwargs or {})
         truncate = kwargs.pop("truncate_prompt_tokens", None)
         check_options("LLM.encode", lora_request=lora_request, tokenization_kwargs=kwargs or None)
@@ -61,7 +63,10 @@ class PoolingMethods:
                     )
             params = [p.clone(task=pooling_task) for p in params]
         jobs = list(zip(items, params, strict=True))
-        return self._thread.call(self._encode_all, jobs, truncate)
+        outs = self._thread.call(self._encode_all, jobs, truncate)
+        for out in outs:  # named as vLLM's LLM names its requests, in input order
+            out.request_id = str(next(self._request_ids))
+        return outs
 
     async def _encode_all(
         self, jobs: list[tuple[Any, PoolingParams]], truncate: int | None

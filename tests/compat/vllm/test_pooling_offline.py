@@ -36,6 +36,8 @@ def test_embed_and_score_match_sentence_transformers(minilm: LLM) -> None:
     ref = SentenceTransformer(MINILM, device="cpu").encode(TEXTS, convert_to_tensor=True)
     outs = minilm.embed(TEXTS)
     assert all(isinstance(o, EmbeddingRequestOutput) and o.finished for o in outs)
+    first = int(outs[0].request_id)  # the LLM's counter, as vLLM names them, in input order
+    assert [o.request_id for o in outs] == [str(first + i) for i in range(len(TEXTS))]
     got = torch.tensor([o.outputs.embedding for o in outs])
     assert torch.nn.functional.cosine_similarity(got, ref, dim=1).min() >= 0.9999
     scores = minilm.score(TEXTS[0], TEXTS)
