@@ -44,6 +44,7 @@ from actorllm.compat.vllm.engine_args import AsyncEngineArgs, EngineArgs
 from actorllm.compat.vllm.not_built import ASYNC_LLM_NOT_BUILT, check_options, not_built, refuse
 from actorllm.compat.vllm.offline_prompts import check_prompt
 from actorllm.compat.vllm.output_collector import RequestOutputCollector
+from actorllm.compat.vllm.sync_facade import supported_tasks
 from actorllm.core.lora import LoRARequest
 from actorllm.core.outputs import RequestOutput
 from actorllm.core.pooling_params import PoolingParams
@@ -406,10 +407,8 @@ class AsyncLLM(AsyncControlMethods):
         return self.engine.config
 
     async def get_supported_tasks(self) -> tuple[str, ...]:
-        """The model's tasks, as vLLM's: ``("generate",)``, or a pooling model's own
-        (``"embed"``, ``"token_embed"``, ``"classify"``)."""
-        pooling = self.engine.pooling_model
-        return ("generate",) if pooling is None else tuple(pooling.tasks)
+        """The model's tasks, as vLLM's (``sync_facade.supported_tasks``)."""
+        return supported_tasks(self.engine)
 
     def get_default_sampling_params(self) -> SamplingParams:
         return self.engine.get_default_sampling_params()

@@ -134,12 +134,10 @@ class LLM(BeamSearchMethods, PoolingMethods, SyncFacade):
         that makes one (vLLM's). Outputs carry the request ids ``"0"``, ``"1"``, ... of
         this LLM's counter, as vLLM's.
         """
-        check_options(
-            "LLM.generate",
-            tokenization_kwargs=tokenization_kwargs or None,
-            mm_processor_kwargs=mm_processor_kwargs or None,
-        )
-        requests = self._requests(as_prompt_list(prompts), sampling_params, priority, lora_request)
+        requests = self._prompt_requests(
+            "LLM.generate", prompts, sampling_params, lora_request, priority,
+            tokenization_kwargs, mm_processor_kwargs,
+        )  # fmt: skip
         return self._thread.call(self._batch, requests, use_tqdm)
 
     def chat(
@@ -204,12 +202,10 @@ class LLM(BeamSearchMethods, PoolingMethods, SyncFacade):
         acceptance, only failure. A pooling model raises ``ValueError`` (vLLM's).
         """
         self._check_generative("LLM.enqueue")
-        check_options(
-            "LLM.enqueue",
-            tokenization_kwargs=tokenization_kwargs or None,
-            mm_processor_kwargs=mm_processor_kwargs or None,
-        )
-        requests = self._requests(as_prompt_list(prompts), sampling_params, priority, lora_request)
+        requests = self._prompt_requests(
+            "LLM.enqueue", prompts, sampling_params, lora_request, priority,
+            tokenization_kwargs, mm_processor_kwargs,
+        )  # fmt: skip
         return self._queue.add(requests, use_tqdm)
 
     def enqueue_chat(
@@ -264,6 +260,24 @@ class LLM(BeamSearchMethods, PoolingMethods, SyncFacade):
     def _check_generative(self, method: str) -> None:
         if self.engine.pooling_model is not None:
             raise ValueError(f"{method}() is only supported for generative models.")
+
+    def _prompt_requests(
+        self,
+        method: str,
+        prompts: Prompt | Sequence[Prompt],
+        sampling_params: Params,
+        lora_request: Loras,
+        priority: Priorities,
+        tokenization_kwargs: Mapping[str, Any] | None,
+        mm_processor_kwargs: Mapping[str, Any] | None,
+    ) -> list[OfflineRequest]:
+        """``generate``'s and ``enqueue``'s requests (the options not built refused)."""
+        check_options(
+            method,
+            tokenization_kwargs=tokenization_kwargs or None,
+            mm_processor_kwargs=mm_processor_kwargs or None,
+        )
+        return self._requests(as_prompt_list(prompts), sampling_params, priority, lora_request)
 
     def _chat_requests(
         self,

@@ -243,10 +243,8 @@ class SyncFacade:
         self._thread.call(self.engine.start_profile)
 
     def get_supported_tasks(self) -> tuple[str, ...]:
-        """The model's tasks, as vLLM's: ``("generate",)``, or a pooling model's own
-        (``"embed"``, ``"token_embed"``, ``"classify"``)."""
-        pooling = self.engine.pooling_model
-        return ("generate",) if pooling is None else tuple(pooling.tasks)
+        """The model's tasks, as vLLM's (:func:`supported_tasks`)."""
+        return supported_tasks(self.engine)
 
     @property
     def tokenizer(self) -> Any:
@@ -277,6 +275,13 @@ class SyncFacade:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def supported_tasks(engine: AsyncEngine) -> tuple[str, ...]:
+    """The model's tasks, as vLLM's ``get_supported_tasks``: ``("generate",)``, or a
+    pooling model's own (``"embed"``, ``"token_embed"``, ``"classify"``, ...)."""
+    pooling = engine.pooling_model
+    return ("generate",) if pooling is None else tuple(pooling.tasks)
 
 
 def check_profile_options(
