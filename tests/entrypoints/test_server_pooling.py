@@ -209,7 +209,9 @@ def test_bad_inputs_are_400_naming_the_field(srv: ServerThread) -> None:
     r = httpx.post(srv.url + "/v1/embeddings", json={"input": [-1]})
     assert r.status_code == 400 and "out of vocabulary" in r.json()["error"]["message"]
     for task, start in (("classify", "Unsupported task: 'classify'"),
-                        ("plugin", "No IOProcessor plugin installed.")):  # fmt: skip
+                        ("plugin", "No IOProcessor plugin installed."),
+                        ("token_embed", "Try switching the model's pooling_task via "
+                                        "--pooler-config.task token_embed.")):  # fmt: skip
         r = httpx.post(srv.url + "/pooling", json={"input": "x", "task": task})
         assert r.status_code == 400 and r.json()["error"]["message"].startswith(start)
     assert err("/score", {"text_1": ["a", "b"], "text_2": ["a", "b", "c"]})[0] == 400

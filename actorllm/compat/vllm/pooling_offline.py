@@ -22,11 +22,41 @@ from actorllm.engine.api.pooling_outputs import (
     PoolingRequestOutput,
     ScoringRequestOutput,
 )
+from actorllm.engine.api.pooling_requests import check_front_door_task
 from actorllm.engine.api.scoring import check_scoring_model, encode_many, score
 
 if TYPE_CHECKING:
     from actorllm.compat.vllm.engine_thread import EngineThread
     from actorllm.engine.api.async_engine import AsyncEngine
+    from actorllm.engine.config.pooling_model import PoolingModel
+
+# vLLM 0.32's words (its pooling/offline.py)
+_TASK_REQUIRED = """pooling_task required for `LLM.encode`.
+Please use one of the more specific methods or set the pooling_task when using `LLM.encode`:
+  - For embeddings, use `LLM.embed(...)` or `pooling_task="embed"`.
+  - For classification logits, use `LLM.classify(...)` or `pooling_task="classify"`.
+  - For similarity scores, use `LLM.score(...)`.
+  - For rewards, `pooling_task="classify"` or `pooling_task="token_classify"`.
+  - For token classification, use `pooling_task="token_classify"`.
+  - For multi-vector retrieval, use `pooling_task="token_embed"`."""
+
+
+def _check_encode_task(pm: PoolingModel, task: str | None, model_name: str) -> None:
+    """vLLM's ``LLM.encode`` checks, in its order: a task is required, an API the model
+    lacks says how to convert it, and only the model's one pooling task is served."""
+    if task is None:
+        raise ValueError(_TASK_REQUIRED)
+    if task in ("embed", "token_embed") and task not in pm.tasks:
+        raise ValueError(
+            "Embedding API is not supported by this model. "
+            "Try converting the model using `--convert embed`."
+        )
+    if task in ("classify", "token_classify") and task not in pm.tasks:
+        raise ValueError(
+            "Classification API is not supported by this model. "
+            "Try converting the model using `--convert classify`."
+        )
+    check_front_door_task(pm, task, model_name, offline=True)
 
 
 class PoolingMethods:
@@ -46,22 +76,29 @@ class PoolingMethods:
         pooling_task: str | None = None,
         tokenization_kwargs: Mapping[str, Any] | None = None,
     ) -> list[PoolingRequestOutput[PoolingOutput]]:
-        """The pooled result of every prompt (``pooling_task``: embed, classify,
-        token_embed; default the model's first), named by the LLM's request counter as
-        vLLM's (``"0"``, ``"1"``, ...). ``lora_request`` and ``tokenization_kwargs``
-        (other than ``truncate_prompt_tokens``) must be None."""
+        """The pooled result of every prompt, named by the LLM's request counter as vLLM's
+        (``"0"``, ``"1"``, ...). ``pooling_task`` is required and must be the model's
+        pooling task (vLLM's rule: ``PoolerConfig(task=...)`` picks another).
+        ``lora_request`` and ``tokenization_kwargs`` (other than ``truncate_prompt_tokens``)
+        must be None."""
         kwargs = dict(tokenization_kwargs or {})
         truncate = kwargs.pop("truncate_prompt_tokens", None)
         check_options("LLM.encode", lora_request=lora_request, tokenization_kwargs=kwargs or None)
+        pm = self.engine.pooling_model
+        if pm is None:  # vLLM's words
+            raise ValueError(
+                "LLM.encode() is only supported for pooling models. Try passing "
+                "`--runner pooling` to use the model as a pooling model."
+            )
+        _check_encode_task(pm, pooling_task, self.engine.model_name)
         items = as_prompt_list(prompts)
         params = per_prompt(pooling_params, len(items), PoolingParams(), "pooling params")
-        if pooling_task is not None:
-            for p in params:  # vLLM's PoolingParams.verify: a set task is never replaced
-                if p.task is not None and p.task != pooling_task:
-                    raise ValueError(
-                        f"You cannot overwrite self.task={p.task!r} with task={pooling_task!r}!"
-                    )
-            params = [p.clone(task=pooling_task) for p in params]
+        for p in params:  # vLLM's PoolingParams.verify: a set task is never replaced
+            if p.task is not None and p.task != pooling_task:
+                raise ValueError(
+                    f"You cannot overwrite self.task={p.task!r} with task={pooling_task!r}!"
+                )
+        params = [p.clone(task=pooling_task) for p in params]
         jobs = list(zip(items, params, strict=True))
         outs = self._thread.call(self._encode_all, jobs, truncate)
         for out in outs:  # named as vLLM's LLM names its requests, in input order

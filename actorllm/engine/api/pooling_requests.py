@@ -12,11 +12,14 @@ from typing import Any
 from actorllm.core.errors import InvalidRequestError
 from actorllm.core.pooling_params import POOLING_TASKS, TOKEN_TASKS, PoolingParams
 from actorllm.core.sampling_params import RequestOutputKind, SamplingParams
-from actorllm.engine.config.pooling_model import SWITCHED_TASKS, PoolingModel
+from actorllm.engine.config.pooling_model import PoolingModel
 
 
 def check_pooling(pm: PoolingModel | None, params: PoolingParams, model_name: str) -> PoolingParams:
-    """``params`` with its task resolved (the model's first when unset), or a refusal."""
+    """``params`` with its task resolved (the model's default when unset), or a refusal.
+
+    The engine runs every task the model has (vLLM's ``AsyncLLM.encode`` too); the front
+    doors that serve only the model's default task ask :func:`check_front_door_task`."""
     if pm is None:
         raise InvalidRequestError(
             f"The model {model_name!r} is a text-generation model: it does not serve pooling "
@@ -24,20 +27,8 @@ def check_pooling(pm: PoolingModel | None, params: PoolingParams, model_name: st
             "one with --runner pooling --convert embed|classify.",
             param="model",
         )
-    task = params.task or pm.tasks[0]
-    if task not in POOLING_TASKS or task not in pm.tasks:
-        raise InvalidRequestError(
-            f"Unsupported task: {task!r} (the model {model_name!r} supports: "
-            f"{', '.join(pm.tasks)}).",
-            param="task",
-        )
-    chosen = pm.pooling_task
-    if (chosen is not None and task != chosen) or (chosen is None and task in SWITCHED_TASKS):
-        # vLLM's words
-        raise InvalidRequestError(
-            f"Try switching the model's pooling_task via --pooler-config.task {task}.",
-            param="task",
-        )
+    task = params.task or pm.default_task
+    _check_supported(pm, task, model_name)
     if params.dimensions is not None:
         if task not in ("embed", "token_embed"):
             raise InvalidRequestError(
@@ -50,6 +41,28 @@ def check_pooling(pm: PoolingModel | None, params: PoolingParams, model_name: st
         # them (an encoder never caches).
         changes["skip_reading_prefix_cache"] = task in TOKEN_TASKS or pm.spec.pooling_type != "LAST"
     return params.clone(**changes)
+
+
+def _check_supported(pm: PoolingModel, task: str, model_name: str) -> None:
+    if task not in POOLING_TASKS or task not in pm.tasks:
+        raise InvalidRequestError(
+            f"Unsupported task: {task!r} (the model {model_name!r} supports: "
+            f"{', '.join(pm.tasks)}).",
+            param="task",
+        )
+
+
+def check_front_door_task(
+    pm: PoolingModel, task: str | None, model_name: str, *, offline: bool = False
+) -> None:
+    """vLLM's rule for ``/pooling`` and ``LLM.encode``: they serve the model's one pooling
+    task; another task the model has is refused with vLLM's words (how to switch), one it
+    lacks as unsupported."""
+    if task is None or task == pm.default_task:
+        return
+    _check_supported(pm, task, model_name)
+    how = f'`PoolerConfig(task="{task}")`' if offline else f"--pooler-config.task {task}."
+    raise InvalidRequestError(f"Try switching the model's pooling_task via {how}", param="task")
 
 
 def _check_dimensions(pm: PoolingModel, dims: int, model_name: str) -> None:

@@ -31,9 +31,9 @@ from actorllm.models.pooler_spec import (
 )
 
 RunnerType = Literal["generate", "pooling"]
-# Served only when --pooler-config's task names them: vLLM's default pooling task of a
-# classifier is "classify", and a request for these is told to switch.
-SWITCHED_TASKS = frozenset({"token_classify"})
+# vLLM's ModelConfig.get_pooling_task: without --pooler-config's task, the first of these
+# the model runs is the one /pooling and LLM.encode serve.
+_TASK_PRIORITY = ("embed", "classify", "token_embed", "token_classify")
 # A classifier's tasks: its label probabilities per prompt, or per token (its head on
 # every token's hidden state).
 CLASSIFY_TASKS = ("classify", "token_classify")
@@ -69,10 +69,16 @@ class PoolingModel(msgspec.Struct, frozen=True, kw_only=True):
     pooling_task: str | None = None
 
     @property
-    def served_tasks(self) -> tuple[str, ...]:
-        """The tasks a request may ask for: ``pooling_task``'s choice first, and the
-        switched tasks only when chosen."""
-        return tuple(t for t in self.tasks if t not in SWITCHED_TASKS or t == self.pooling_task)
+    def default_task(self) -> str:
+        """The task a request without one gets, and the one task vLLM's front doors
+        (``/pooling``, ``LLM.encode``) serve: ``--pooler-config``'s, else vLLM's priority
+        (a ``*ForTokenClassification`` model: token_classify; then embed, classify,
+        token_embed, token_classify)."""
+        if self.pooling_task is not None:
+            return self.pooling_task
+        if "token_classify" in self.tasks and "ForTokenClassification" in self.architecture:
+            return "token_classify"
+        return next(t for t in _TASK_PRIORITY if t in self.tasks)
 
     @property
     def is_cross_encoder(self) -> bool:

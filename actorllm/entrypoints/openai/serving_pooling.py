@@ -7,7 +7,8 @@ lists them in input order with the usage of all of them. Over HTTP a route the m
 not serve is a 404 before it gets here (``app/served_routes.py``); called directly (run-batch)
 a generative model answers 400 naming ``model``. A task the model lacks, ``dimensions`` on a
 model without matryoshka embeddings and an input longer than the context (``input``) are
-400s naming the field.
+400s naming the field; ``/pooling`` serves the model's one pooling task (vLLM's rule: another
+task it has is a 400 that says how to switch).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from starlette.responses import Response
 
 from actorllm.core.pooling_params import PoolingParams
 from actorllm.engine.api.pooling_outputs import PoolingOutput, PoolingRequestOutput
+from actorllm.engine.api.pooling_requests import check_front_door_task
 from actorllm.engine.api.request_fields import check_priority
 from actorllm.engine.api.scoring import encode_many, pair_up, score
 from actorllm.entrypoints.openai.errors import bad_request
@@ -177,6 +179,7 @@ async def create_embedding(ctx: ServingContext, req: pp.EmbeddingRequest) -> Res
 async def create_pooling(ctx: ServingContext, req: pp.PoolingRequest) -> Response:
     if req.task == "plugin":  # vLLM's IOProcessor plugins (e.g. geospatial models)
         raise bad_request("No IOProcessor plugin installed.", "task")
+    check_front_door_task(served_pooling_model(ctx), req.task, ctx.engine.model_name)
     params = PoolingParams(
         task=req.task, dimensions=req.dimensions, use_activation=req.use_activation
     )

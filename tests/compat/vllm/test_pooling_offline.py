@@ -44,14 +44,30 @@ def test_embed_and_score_match_sentence_transformers(minilm: LLM) -> None:
     assert all(isinstance(s, ScoringRequestOutput) for s in scores)
     want = util.cos_sim(ref[:1], ref)[0]
     assert torch.allclose(torch.tensor([s.outputs.score for s in scores]), want, atol=1e-5)
-    tokens = minilm.encode(TEXTS[:1], pooling_task="token_embed")
-    assert isinstance(tokens[0], PoolingRequestOutput)
-    assert tokens[0].outputs.data.shape == (len(tokens[0].prompt_token_ids), 384)
+    # vLLM's LLM.encode serves the model's one pooling task, and asks for it by name
+    with pytest.raises(ValueError, match=re.escape('`PoolerConfig(task="token_embed")`')):
+        minilm.encode(TEXTS[:1], pooling_task="token_embed")
+    with pytest.raises(ValueError, match=re.escape("pooling_task required for `LLM.encode`")):
+        minilm.encode(TEXTS[:1])
+    with pytest.raises(ValueError, match="Classification API is not supported by this model"):
+        minilm.classify(TEXTS[:1])
     with pytest.raises(InvalidRequestError) as info:
         minilm.embed(TEXTS[:1], pooling_params=PoolingParams(dimensions=8))
     assert info.value.param == "dimensions"
     with pytest.raises(InvalidRequestError, match="1:1, 1:N or N:N"):
         minilm.score(TEXTS[:2], TEXTS)
+
+
+def test_token_embed_once_the_pooler_config_names_it() -> None:
+    llm = LLM(MINILM, dtype="float32", pooler_config={"task": "token_embed"})
+    try:
+        tokens = llm.encode(TEXTS[:1], pooling_task="token_embed")
+        assert isinstance(tokens[0], PoolingRequestOutput)
+        assert tokens[0].outputs.data.shape == (len(tokens[0].prompt_token_ids), 384)
+        with pytest.raises(ValueError, match=re.escape('`PoolerConfig(task="embed")`')):
+            llm.embed(TEXTS[:1])
+    finally:
+        llm.close()
 
 
 def test_truncation_longer_than_the_context_is_refused(minilm: LLM) -> None:
@@ -136,7 +152,7 @@ def test_cross_encoder_matches_transformers(cross_encoder: Path) -> None:
     with LLM(str(cross_encoder), dtype="float32") as llm:
         got = torch.tensor([s.outputs.score for s in llm.score(query, docs)])
         probs = llm.classify([query])[0].outputs.probs
-        with pytest.raises(InvalidRequestError):
+        with pytest.raises(ValueError, match="Embedding API is not supported by this model"):
             llm.embed([query])
     assert torch.allclose(got, want, atol=1e-5), (got, want)
     with torch.no_grad():

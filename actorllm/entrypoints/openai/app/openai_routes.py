@@ -83,7 +83,7 @@ async def invocations(state: AppState, request: Request) -> Response:
             return await completions(state, request)
         expected = "a chat request (messages) or a completion (prompt)"
     else:
-        route = pooling_invocation(keys, pm.tasks[0])
+        route = pooling_invocation(keys, pm.default_task)
         if route is not None:
             return await _POOLING_ROUTES[route](state, request)
         expected = "an embedding or classification (input or messages), a score or a rerank"
@@ -92,7 +92,7 @@ async def invocations(state: AppState, request: Request) -> Response:
 
 def pooling_invocation(keys: set[str], task: str) -> str | None:
     """The route /invocations answers a pooling model's body as, by its fields (vLLM's
-    order): a rerank, a score, else the model's own task (``task``: its first); None:
+    order): a rerank, a score, else the model's own task (``task``: its default); None:
     none of them."""
     if {"query", "documents"} <= keys:
         return "/rerank"

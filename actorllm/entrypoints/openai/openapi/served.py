@@ -22,7 +22,8 @@ class Served:
     trust_request_chat_template: bool = False  # a request's chat_template is accepted
     max_logprobs: int = 20  # --max-logprobs; -1: the vocabulary size
     tokenizer_info: bool = False  # GET /tokenizer_info exists (--enable-tokenizer-info-endpoint)
-    # A pooling model's tasks (embed, classify, token_embed); empty: a generative model.
+    # A pooling model's tasks, its default first (the one /pooling serves); empty: a
+    # generative model.
     # The document lists the routes that serve this model: generation or pooling ones.
     pooling_tasks: tuple[str, ...] = ()
     cross_encoder: bool = False  # a one-label classifier: /score and /rerank read pairs
@@ -121,15 +122,11 @@ def restrict_to_served(components: dict[str, Any], served: Served) -> None:
 
 
 def _served_pooling(components: dict[str, Any], served: Served) -> None:
-    """The pooling fields whose values depend on the served model: the tasks it has, and
-    ``dimensions`` (matryoshka models only, up to the embedding size)."""
-    tasks = [
-        t
-        for t in ("embed", "classify", "token_embed", "token_classify")
-        if t in served.pooling_tasks
-    ]
+    """The pooling fields whose values depend on the served model: the one task /pooling
+    serves (the model's default, first), and ``dimensions`` (matryoshka models only, up to
+    the embedding size)."""
     components["PoolingRequest"]["properties"]["task"] = {
-        "anyOf": [{"enum": tasks}, {"type": "null"}],
+        "anyOf": [{"enum": [served.pooling_tasks[0]]}, {"type": "null"}],
         "default": None,
     }
     for name, field in (("EmbeddingRequest", "dimensions"), ("PoolingRequest", "dimensions"),
