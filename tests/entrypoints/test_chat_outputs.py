@@ -49,6 +49,24 @@ def test_stream_matches_message(step: int) -> None:
     assert p.tools_called
 
 
+def test_a_named_call_starts_after_the_reasoning() -> None:
+    """A forced named call opens with its arguments' first character: a stream that starts
+    with a bare "<think>" gets its reasoning first, then the call (once), as vLLM's."""
+    p = ChoiceParser(Qwen3ReasoningParser(), NamedToolParser("f"))
+    text = '<think>abc</think>{"x": 1}'
+    kinds = []
+    for cut in range(1, len(text) + 1):
+        d = p.delta(text[:cut], final=cut == len(text))
+        kinds += ["R"] * bool(d.reasoning_content) + [
+            "N" if tc.function and tc.function.name else "A" for tc in d.tool_calls
+        ]
+    assert kinds[0] == "R" and kinds.index("N") > kinds.index("R")
+    assert kinds.count("N") == 1 and "R" not in kinds[kinds.index("N") :]
+    ended_in_reasoning = ChoiceParser(Qwen3ReasoningParser(), NamedToolParser("f"))
+    assert not ended_in_reasoning.delta("<think>", final=False).tool_calls
+    assert not ended_in_reasoning.message("<think>abc").tool_calls
+
+
 def test_stream_without_parsers_passes_text_through() -> None:
     p = ChoiceParser()
     assert p.delta("he").content == "he"

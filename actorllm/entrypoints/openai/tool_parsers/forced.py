@@ -110,6 +110,11 @@ class NamedToolParser(ToolParser):
         self.name = name
 
     def parse(self, text: str, final: bool) -> Parsed:
+        if not text.strip():
+            # Nothing of the arguments yet: the call (its name) starts with their first
+            # character, as vLLM's, so a reasoning parser that has not yet placed the
+            # text (a bare "<think>") opens no call that its reasoning would then close.
+            return Parsed(content="" if not final else text)
         end = scan_value(text, 0)
         if end is None:
             if final:
