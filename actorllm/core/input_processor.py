@@ -63,10 +63,17 @@ class InputProcessor:
         self.vocab_size = vocab_size
         self.max_model_len = max_model_len
         self.max_logprobs = max_logprobs  # EngineConfig.max_logprobs; -1: the vocabulary
-        # The first EOS is the request's eos_token_id; the others (Llama 3 lists several,
-        # the demo's chat end token) stop generation like stop_token_ids do.
-        self.eos_token_id = eos_token_ids[0] if eos_token_ids else None
-        self.extra_eos_ids = list(eos_token_ids[1:])
+        # The request's eos_token_id is the tokenizer's EOS, as vLLM's (else the model's
+        # first): it ends a sequence with stop_reason None. The model's other EOS ids
+        # (generation_config's list: Llama 3's <|end_of_text|> beside the instruct
+        # tokenizer's <|eot_id|>, the demo's chat end token) stop generation like
+        # stop_token_ids do, and report themselves as the stop_reason.
+        tok_eos = getattr(tokenizer, "eos_token_id", None)
+        if isinstance(tok_eos, int):
+            self.eos_token_id: int | None = tok_eos
+        else:
+            self.eos_token_id = eos_token_ids[0] if eos_token_ids else None
+        self.extra_eos_ids = [t for t in eos_token_ids if t != self.eos_token_id]
 
     # -- prompts --------------------------------------------------------------------------
 

@@ -69,6 +69,18 @@ def test_n_fans_out_with_child_ids_and_seeds(inputs):
     ]
 
 
+def test_the_tokenizers_eos_is_the_requests_as_vllm() -> None:
+    """vLLM's primary EOS is the tokenizer's (stop_reason None when it ends a sequence);
+    the model's other EOS ids, listed first or not, are stop ids (Llama 3 instruct:
+    generation_config [128001, 128008, 128009], the tokenizer's <|eot_id|> 128009)."""
+    inputs = InputProcessor(
+        demo_tokenizer(), vocab_size=4096, max_model_len=32, eos_token_ids=[2, 0]
+    )
+    r = inputs.process("a", "hi", SamplingParams())
+    assert r.eos_token_id == 0  # the demo tokenizer's <|endoftext|>
+    assert r.children[0].params.stop_token_ids == [2]
+
+
 def test_extra_eos_ids_stop_like_stop_token_ids(inputs):
     (child,) = inputs.process("a", "hi", SamplingParams(stop_token_ids=[7])).children
     assert child.params.stop_token_ids == [7, 2]
