@@ -81,3 +81,13 @@ def test_step_fields_on_a_process_reward_model(tmp_path: Path) -> None:
     finally:
         srv.stop()
     assert srv.error is None
+
+
+def test_invocations_answers_as_pooling(orm: tuple[str, ServerThread]) -> None:
+    """vLLM's /invocations for a model whose task is neither embed nor classify: /pooling."""
+    _, srv = orm
+    body = {"model": "rm", "input": PROMPT}
+    pooled = httpx.post(srv.url + "/pooling", json=body, timeout=60).json()
+    r = httpx.post(srv.url + "/invocations", json=body, timeout=60)
+    assert r.status_code == 200, r.text
+    assert r.json()["data"] == pooled["data"] and r.json()["object"] == pooled["object"]
