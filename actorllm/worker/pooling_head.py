@@ -29,8 +29,11 @@ def step_select(
     if p.returned_token_ids:
         logits = logits[:, p.returned_token_ids]
     if p.step_tag_id is not None:
-        assert prompt_ids is not None and len(prompt_ids) == logits.shape[0]
-        rows = [i for i, t in enumerate(prompt_ids) if t == p.step_tag_id]
+        assert prompt_ids is not None
+        # The rows are the prompt's last n positions (all of them unless a prefix-cache
+        # hit skipped some, which a request may ask for with skip_reading_prefix_cache).
+        tail = list(prompt_ids)[len(prompt_ids) - logits.shape[0] :]
+        rows = [i for i, t in enumerate(tail) if t == p.step_tag_id]
         logits = logits[torch.tensor(rows, dtype=torch.long, device=logits.device)]
     return logits
 
