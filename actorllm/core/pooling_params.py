@@ -41,10 +41,15 @@ class PoolingParams(msgspec.Struct, kw_only=True):
     ``use_activation``: apply the pooler's activation (embed: normalize; classify:
     softmax / sigmoid); None: the model's default (True). ``dimensions``: keep the first
     ``dimensions`` entries of the embedding (matryoshka models only), renormalized.
+    ``step_tag_id`` and ``returned_token_ids`` (models whose token pooling is STEP, as a
+    process reward model's): keep only the rows of the prompt's ``step_tag_id`` tokens
+    and only the ``returned_token_ids`` columns of each; None: ``--pooler-config``'s.
     """
 
     use_activation: bool | None = None
     dimensions: int | None = None
+    step_tag_id: int | None = None
+    returned_token_ids: list[int] | None = None
     task: PoolingTask | None = None
     skip_reading_prefix_cache: bool | None = None
     # Set by the engine, not the caller: where a (text, text_pair) prompt's second segment

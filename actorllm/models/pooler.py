@@ -44,13 +44,17 @@ def finish_embedding(
 def finish_classification(
     logits: torch.Tensor, spec: PoolerSpec, use_activation: bool | None
 ) -> torch.Tensor:
-    """Logits [L] -> probabilities [L] (or the calibrated logits without activation)."""
+    """Logits [..., L] -> probabilities [..., L] (or the calibrated logits without
+    activation)."""
     out = logits.float()
     if spec.logit_mean is not None:
         out = out - spec.logit_mean
     if spec.logit_sigma is not None:
         out = out / spec.logit_sigma
     act = spec.default_use_activation if use_activation is None else use_activation
-    if not act:
+    kind = spec.classify_activation
+    if kind == "by_shape":
+        kind = "sigmoid" if out.shape[-1] < 2 else "softmax"
+    if not act or kind == "identity":
         return out
-    return torch.sigmoid(out) if spec.classify_activation == "sigmoid" else out.softmax(-1)
+    return torch.sigmoid(out) if kind == "sigmoid" else out.softmax(-1)

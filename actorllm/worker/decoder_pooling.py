@@ -5,10 +5,13 @@ prefill, prefix-cache hits for last-token pooling), then pools instead of sampli
 A chunk that does not end its prompt leaves its rows with the :class:`PoolingHead` (only
 what the pooling type reads); the last chunk pools. A classifier's head is the
 checkpoint's ``score`` matrix (``*ForSequenceClassification``), applied to the pooled row.
+A reward model's is its two-layer ``score`` head (``score.0``, ReLU, ``score.2``) on every
+row, in float32 (vLLM's head dtype for pooling models).
 """
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -19,7 +22,7 @@ import torch
 from actorllm.core.model_runner_output import ModelRunnerOutput
 from actorllm.core.pooling_params import PoolingParams
 from actorllm.models.base import CausalLM, KVCaches
-from actorllm.models.pooler_spec import decoder_pooler_spec
+from actorllm.models.pooler_spec import REWARD_MODELS, decoder_pooler_spec, reward_pooler_spec
 from actorllm.worker.input_batch import InputBatch
 from actorllm.worker.pooling_head import PoolingHead
 from actorllm.worker.step_inputs import InputPlan, SchedulerProtocolError, plan_to_device
@@ -40,10 +43,53 @@ def score_head(path: Path, dtype: torch.dtype, device: torch.device) -> torch.Te
     )
 
 
+def _checkpoint_tensors(
+    path: Path, names: list[str], device: torch.device
+) -> dict[str, torch.Tensor]:
+    """The named tensors of the checkpoint's safetensors files (float32); a refusal
+    naming those it lacks."""
+    from safetensors import safe_open
+
+    found: dict[str, torch.Tensor] = {}
+    for f in sorted(path.glob("*.safetensors")):
+        with safe_open(str(f), "pt") as st:
+            for name in set(names) & set(st.keys()):
+                found[name] = st.get_tensor(name).to(device=device, dtype=torch.float32)
+    missing = [n for n in names if n not in found]
+    if missing:
+        raise ValueError(f"the checkpoint in {path} lacks the reward head's {', '.join(missing)}")
+    return found
+
+
+def reward_head(
+    path: Path, architecture: str, overrides: dict[str, Any] | None, device: torch.device
+) -> PoolingHead:
+    """A reward model's head on every row: [n, H] -> [n, num_labels] logits (float32)."""
+    reward = REWARD_MODELS[architecture]
+    w = _checkpoint_tensors(
+        path, ["score.0.weight", "score.0.bias", "score.2.weight", "score.2.bias"], device
+    )
+    h = w["score.0.weight"].shape[1]
+    if w["score.2.weight"].shape != (reward.num_labels, h):
+        raise ValueError(
+            f"{architecture}'s score.2.weight must be [{reward.num_labels}, {h}], got "
+            f"{list(w['score.2.weight'].shape)}"
+        )
+
+    def score(rows: torch.Tensor) -> torch.Tensor:
+        x = torch.nn.functional.linear(rows.float(), w["score.0.weight"], w["score.0.bias"])
+        return torch.nn.functional.linear(x.relu(), w["score.2.weight"], w["score.2.bias"])
+
+    return PoolingHead(reward_pooler_spec(path, reward, overrides), None, token_classifier=score)
+
+
 def decoder_pooling_head(
     path: Path, convert: str, overrides: dict[str, Any] | None, dtype: torch.dtype,
     device: torch.device,
 ) -> PoolingHead:  # fmt: skip
+    arch = json.loads((path / "config.json").read_text()).get("architectures", [""])[0]
+    if arch in REWARD_MODELS:
+        return reward_head(path, arch, overrides, device)
     spec = decoder_pooler_spec(path, convert, overrides)
     if convert != "classify":
         return PoolingHead(spec, None)
@@ -53,6 +99,11 @@ def decoder_pooling_head(
         return rows.to(weight.dtype) @ weight.t()  # [N, H] -> [N, L]
 
     return PoolingHead(spec, classify, token_classifier=classify)
+
+
+def _prompt_ids(batch: InputBatch, slot: int) -> list[int]:
+    """The prompt token ids of the request in ``slot`` (STEP pooling reads them)."""
+    return batch.token_ids[slot, : int(batch.num_prompt_tokens[slot])].tolist()
 
 
 def run_pooling_step(
@@ -75,6 +126,7 @@ def run_pooling_step(
         done_starts: list[int] = []
         done_lens: list[int] = []
         params: list[PoolingParams] = []
+        prompts: list[list[int] | None] = []
         for b, rid in enumerate(plan.req_ids):
             s, n = int(starts[b]), int(lens[b])
             p = batch.params[int(plan.slots[b])]
@@ -93,7 +145,12 @@ def run_pooling_step(
             done_starts.append(s)
             done_lens.append(n)
             params.append(pooling)
-        pooled = head.pool(hidden, done_ids, done_starts, done_lens, params) if done_ids else {}
+            prompts.append(
+                _prompt_ids(batch, int(plan.slots[b])) if pooling.step_tag_id is not None else None
+            )
+        pooled = (
+            head.pool(hidden, done_ids, done_starts, done_lens, params, prompts) if done_ids else {}
+        )
     batch.num_computed_tokens[plan.slots] += plan.num_scheduled
     return ModelRunnerOutput(
         step_id=step_id,

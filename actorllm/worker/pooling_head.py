@@ -7,7 +7,7 @@ a request's earlier chunks are kept here until its last chunk runs).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -18,6 +18,24 @@ from actorllm.models.pooler_spec import PoolerSpec
 
 # Classifier over pooled rows: [N, H] -> [N, num_labels]; None: the model has none.
 Classifier = Callable[[torch.Tensor], torch.Tensor] | None
+
+
+def step_select(
+    logits: torch.Tensor, prompt_ids: Sequence[int] | None, p: PoolingParams
+) -> torch.Tensor:
+    """vLLM's STEP pooling of one prompt's per-token logits [n, L]: the
+    ``returned_token_ids`` columns, then the rows whose prompt token is ``step_tag_id``
+    -> [steps, len(returned_token_ids) or L]. Unset parameters keep everything."""
+    if p.returned_token_ids:
+        logits = logits[:, p.returned_token_ids]
+    if p.step_tag_id is not None:
+        assert prompt_ids is not None
+        # The rows are the prompt's last n positions (all of them unless a prefix-cache
+        # hit skipped some, which a request may ask for with skip_reading_prefix_cache).
+        tail = list(prompt_ids)[len(prompt_ids) - logits.shape[0] :]
+        rows = [i for i, t in enumerate(tail) if t == p.step_tag_id]
+        logits = logits[torch.tensor(rows, dtype=torch.long, device=logits.device)]
+    return logits
 
 
 def to_pooled(t: torch.Tensor) -> PooledData:
@@ -64,9 +82,12 @@ class PoolingHead:
         starts: list[int],
         lens: list[int],
         params: list[PoolingParams],
+        prompt_ids: Sequence[Sequence[int] | None] | None = None,
     ) -> dict[str, PooledData]:
         """Results for sequences whose last rows are ``hidden[starts[i] : starts[i] +
-        lens[i]]`` (earlier chunks' rows, if any, come from :meth:`add_chunk`)."""
+        lens[i]]`` (earlier chunks' rows, if any, come from :meth:`add_chunk`).
+        ``prompt_ids[i]``: sequence i's whole prompt, needed where its params set
+        ``step_tag_id`` (STEP pooling), else None."""
         if any(r in self.partial for r in req_ids):
             hidden, starts, lens = self._join_partial(hidden, req_ids, starts, lens)
         out: dict[str, PooledData] = {}
@@ -91,18 +112,22 @@ class PoolingHead:
         for i, p in enumerate(params):
             if p.task in TOKEN_TASKS:
                 rows = hidden[starts[i] : starts[i] + lens[i]]  # [n, H]
-                out[req_ids[i]] = to_pooled(self._per_token(rows, p))
+                ids = prompt_ids[i] if prompt_ids is not None else None
+                out[req_ids[i]] = to_pooled(self._per_token(rows, p, ids))
         for r in req_ids:
             self.partial.pop(r, None)
         return out
 
-    def _per_token(self, rows: torch.Tensor, p: PoolingParams) -> torch.Tensor:
+    def _per_token(
+        self, rows: torch.Tensor, p: PoolingParams, prompt_ids: Sequence[int] | None
+    ) -> torch.Tensor:
         """token_embed: each row's embedding [n, dims]; token_classify: each row's label
-        probabilities [n, L]."""
+        probabilities [n, L] (STEP pooling: the step rows' chosen columns only)."""
         if p.task == "token_classify":
             if self.token_classifier is None:
                 raise ValueError("token_classify on a model without a classifier")
             logits = self.token_classifier(rows)  # [n, L]
+            logits = step_select(logits, prompt_ids, p)  # [steps, L'] (STEP only)
             return finish_classification(logits, self.spec, p.use_activation)
         return torch.stack(
             [finish_embedding(r, self.spec, p.use_activation, p.dimensions) for r in rows]

@@ -42,3 +42,23 @@ def test_a_chunked_prompt_keeps_every_row_for_a_token_task() -> None:
     got = _values(head, rest, "token_classify")
     assert got.shape == (3, 2)  # the earlier chunk's two rows and the last one
     assert head.partial == {}
+
+
+def test_step_pooling_keeps_the_step_rows_and_the_chosen_columns() -> None:
+    """vLLM's StepPool on a reward head's logits: the rows at the step tag, the
+    returned_token_ids columns (in their order), then the activation by shape."""
+    spec = PoolerSpec(pooling_type="LAST", normalize=False, classify_activation="by_shape")
+    head = PoolingHead(spec, None, token_classifier=lambda rows: rows)  # logits = rows
+    logits = torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0], [7.0, 8.0, 9.0]])  # [n=3, L=3]
+    ids = [11, 99, 99]
+
+    def pooled(p: PoolingParams) -> np.ndarray:
+        out = head.pool(logits, ["r"], [0], [3], [p], [ids])["r"]
+        return np.frombuffer(out.data, "<f4").reshape(out.shape)
+
+    got = pooled(PoolingParams(task="token_classify", step_tag_id=99, returned_token_ids=[2, 0]))
+    np.testing.assert_allclose(got, logits[1:][:, [2, 0]].softmax(-1).numpy(), rtol=1e-6)
+    one = pooled(PoolingParams(task="token_classify", step_tag_id=11, returned_token_ids=[1]))
+    np.testing.assert_allclose(one, logits[:1, [1]].sigmoid().numpy(), rtol=1e-6)
+    none = pooled(PoolingParams(task="token_classify", step_tag_id=5))
+    assert none.shape == (0, 3)

@@ -14,6 +14,15 @@ from actorllm.core.pooling_params import POOLING_TASKS, TOKEN_TASKS, PoolingPara
 from actorllm.core.sampling_params import RequestOutputKind, SamplingParams
 from actorllm.engine.config.pooling_model import PoolingModel
 
+# vLLM's PoolingParams.valid_parameters: what a request may set for each task
+VALID_PARAMETERS: dict[str, list[str]] = {
+    "embed": ["dimensions", "use_activation"],
+    "classify": ["use_activation"],
+    "token_embed": ["dimensions", "use_activation"],
+    "token_classify": ["use_activation"],
+}
+STEP_PARAMETERS = ("step_tag_id", "returned_token_ids")
+
 
 def check_pooling(pm: PoolingModel | None, params: PoolingParams, model_name: str) -> PoolingParams:
     """``params`` with its task resolved (the model's default when unset), or a refusal.
@@ -35,7 +44,7 @@ def check_pooling(pm: PoolingModel | None, params: PoolingParams, model_name: st
                 f"dimensions applies to embeddings, not to task {task!r}.", param="dimensions"
             )
         _check_dimensions(pm, params.dimensions, model_name)
-    changes: dict[str, Any] = {"task": task}
+    changes: dict[str, Any] = {"task": task, **_step_pooling(pm, params, task)}
     if params.skip_reading_prefix_cache is None:
         # Prefix-cache hits skip rows: only last-token pooling of a whole sequence can use
         # them (an encoder never caches).
@@ -63,6 +72,35 @@ def check_front_door_task(
     _check_supported(pm, task, model_name)
     how = f'`PoolerConfig(task="{task}")`' if offline else f"--pooler-config.task {task}."
     raise InvalidRequestError(f"Try switching the model's pooling_task via {how}", param="task")
+
+
+def _step_pooling(pm: PoolingModel, params: PoolingParams, task: str) -> dict[str, Any]:
+    """vLLM's ``_verify_step_pooling``: STEP's parameters only on a model whose token
+    pooling is STEP (refused in vLLM's words otherwise), where unset ones take
+    ``--pooler-config``'s; returned_token_ids must index the head's logits."""
+    spec = pm.spec
+    if spec.tok_pooling_type != "STEP":
+        bad = [k for k in STEP_PARAMETERS if getattr(params, k) is not None]
+        if bad:
+            raise InvalidRequestError(
+                f"Task {task} only supports {VALID_PARAMETERS[task]} parameters, does not "
+                f"support {bad} parameters",
+                param=bad[0],
+            )
+        return {}
+    changes: dict[str, Any] = {}
+    if params.step_tag_id is None and spec.step_tag_id is not None:
+        changes["step_tag_id"] = spec.step_tag_id
+    if params.returned_token_ids is None and spec.returned_token_ids is not None:
+        changes["returned_token_ids"] = list(spec.returned_token_ids)
+    ids = params.returned_token_ids
+    if ids is not None and not all(0 <= i < pm.num_labels for i in ids):
+        raise InvalidRequestError(
+            f"returned_token_ids must index the model's {pm.num_labels} logits (0 to "
+            f"{pm.num_labels - 1}), got {ids}.",
+            param="returned_token_ids",
+        )
+    return changes
 
 
 def _check_dimensions(pm: PoolingModel, dims: int, model_name: str) -> None:

@@ -50,8 +50,10 @@ ENGINE_CONFIG_HELP: Mapping[str, Mapping[str, str]] = {
             "architecture."
         ),
         "pooler_config": (
-            "vLLM's pooler config for pooling models (JSON): pooling_type (CLS, LAST, MEAN), "
-            "use_activation, dimensions, logit_mean, logit_sigma."
+            "vLLM's pooler config for pooling models (JSON): pooling_type (CLS, LAST, MEAN; "
+            "ALL, STEP), seq_pooling_type, tok_pooling_type, use_activation, dimensions, "
+            "logit_mean, logit_sigma, task, step_tag_id, returned_token_ids (STEP: reward "
+            "models)."
         ),
         "hf_overrides": (
             "Keys merged into the model's config.json before it is read (JSON), e.g. "

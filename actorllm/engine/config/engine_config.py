@@ -100,8 +100,9 @@ class EngineConfig(msgspec.Struct, kw_only=True):
     """Serve a decoder checkpoint as a pooling model: embed (last-token pooling, normalized)
     or classify (its score head over the last token); auto: from the architecture."""
     pooler_config: dict[str, Any] | None = None
-    """vLLM's pooler config for pooling models: pooling_type (CLS, LAST, MEAN),
-    use_activation, dimensions, logit_mean, logit_sigma."""
+    """vLLM's pooler config for pooling models: pooling_type (CLS, LAST, MEAN; ALL, STEP),
+    seq_pooling_type, tok_pooling_type, use_activation, dimensions, logit_mean, logit_sigma,
+    task, step_tag_id, returned_token_ids (STEP token pooling: the reward models)."""
     hf_overrides: dict[str, Any] | None = None
     """Keys merged into the model's config.json before it is read, e.g.
     '{"matryoshka_dimensions": [256]}' (a dict value updates that dict key by key)."""

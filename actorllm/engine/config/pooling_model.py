@@ -5,7 +5,10 @@ vLLM's rules, read off the checkpoint: a sentence-transformers layout (``modules
 or an encoder architecture (``BertModel``, ``*ForSequenceClassification``, ``*Model``) is a
 pooling model; a ``*ForCausalLM`` is a generative one unless ``--runner pooling`` or
 ``--convert embed|classify`` asks otherwise (a decoder as an embedder: last-token pooling,
-normalized; as a classifier: its ``score`` head over the last token).
+normalized; as a classifier: its ``score`` head over the last token). A reward
+architecture (``Qwen2ForRewardModel``, ``Qwen2ForProcessRewardModel``: vLLM's registry) is a
+native pooling model whose one task is token_classify: its head's rewards per token (ALL
+pooling) or at the step tags (STEP pooling).
 """
 
 from __future__ import annotations
@@ -23,11 +26,14 @@ from actorllm.models.encoder_config import (
     read_encoder_config,
 )
 from actorllm.models.pooler_spec import (
+    REMOTE_CODE_REWARD_MODELS,
+    REWARD_MODELS,
     PoolerConfigError,
     PoolerSpec,
     decoder_labels,
     decoder_pooler_spec,
     is_sentence_transformer,
+    reward_pooler_spec,
 )
 
 RunnerType = Literal["generate", "pooling"]
@@ -104,6 +110,13 @@ def resolve_runner(path: str | Path, runner: str, convert: str) -> tuple[RunnerT
     """vLLM's resolution of ``--runner auto`` and ``--convert auto`` for this checkpoint."""
     path = Path(path)
     arch = _arch(path)
+    if arch in REMOTE_CODE_REWARD_MODELS:
+        raise ValueError(
+            f"{arch} is not supported: its decoder is the checkpoint's own (remote) code, "
+            "which actorllm does not run."
+        )
+    if arch in REWARD_MODELS:
+        return _reward_runner(arch, runner, convert)
     if runner == "auto":
         if (
             convert not in ("auto", "none")
@@ -142,9 +155,22 @@ def resolve_runner(path: str | Path, runner: str, convert: str) -> tuple[RunnerT
     return "pooling", convert  # type: ignore[return-value]
 
 
+def _reward_runner(arch: str, runner: str, convert: str) -> tuple[RunnerType, ConvertType]:
+    """A reward model pools, as it is (vLLM's registry lists it as a pooling model)."""
+    if runner == "generate":
+        raise ValueError(
+            f"{arch} is a reward model: it cannot generate text; serve it with runner='pooling'."
+        )
+    if convert not in ("auto", "none"):
+        raise ValueError(f"{arch} is a native reward model; convert={convert!r} does not "
+                         "apply to it.")  # fmt: skip
+    return "pooling", "none"
+
+
 @cache
 def _pooling_model(path: Path, convert: ConvertType, overrides_json: str) -> PoolingModel:
     pm = _read_pooling_model(path, convert, json.loads(overrides_json))
+    _check_token_pooling(pm)
     task = json.loads(overrides_json).get("task")
     if task is None:
         return pm
@@ -156,10 +182,30 @@ def _pooling_model(path: Path, convert: ConvertType, overrides_json: str) -> Poo
     return msgspec.structs.replace(pm, tasks=tasks, pooling_task=task)
 
 
+def _check_token_pooling(pm: PoolingModel) -> None:
+    """STEP pooling where it is built (the reward models, whose head's logits it picks
+    from), and its settings only with it: refused by name, never ignored."""
+    spec = pm.spec
+    if spec.tok_pooling_type == "STEP" and pm.architecture not in REWARD_MODELS:
+        raise PoolerConfigError(
+            "tok_pooling_type", f"STEP token pooling is built for the reward models "
+            f"({', '.join(REWARD_MODELS)}) only, not for {pm.architecture or 'this model'}"
+        )  # fmt: skip
+    if spec.tok_pooling_type != "STEP":
+        for key in ("step_tag_id", "returned_token_ids"):
+            if getattr(spec, key) is not None:
+                raise PoolerConfigError(
+                    key, f"{key} applies to STEP token pooling; this model's is "
+                    f"{spec.tok_pooling_type} (set tok_pooling_type 'STEP')"
+                )  # fmt: skip
+
+
 def _read_pooling_model(
     path: Path, convert: ConvertType, overrides: dict[str, Any]
 ) -> PoolingModel:
     arch = _arch(path)
+    if arch in REWARD_MODELS:
+        return _reward_model(path, arch, overrides)
     if is_encoder_architecture(arch):
         cfg = read_encoder_config(path)
         spec = encoder_pooler_spec(path, cfg, overrides)
@@ -190,6 +236,29 @@ def _read_pooling_model(
         num_labels=num_labels,
         id2label=id2label,
         task_instructions=_task_instructions(path),
+    )
+
+
+def _reward_model(path: Path, arch: str, overrides: dict[str, Any]) -> PoolingModel:
+    """A reward model: token_classify only (so its default task, as vLLM's pooling task
+    for it), over its head's ``num_labels`` columns (fixed by the architecture)."""
+    reward = REWARD_MODELS[arch]
+    spec = reward_pooler_spec(path, reward, overrides)
+    ids = spec.returned_token_ids
+    if ids is not None and not all(0 <= i < reward.num_labels for i in ids):
+        raise PoolerConfigError(
+            "returned_token_ids", f"returned_token_ids must index {arch}'s "
+            f"{reward.num_labels} logits (0 to {reward.num_labels - 1}), got {ids}"
+        )  # fmt: skip
+    raw = json.loads((path / "config.json").read_text())
+    return PoolingModel(
+        architecture=arch,
+        encoder=False,
+        convert="none",
+        tasks=("token_classify",),
+        spec=spec,
+        hidden_size=int(raw["hidden_size"]),
+        num_labels=reward.num_labels,
     )
 
 

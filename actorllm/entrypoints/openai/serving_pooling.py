@@ -181,8 +181,9 @@ async def create_pooling(ctx: ServingContext, req: pp.PoolingRequest) -> Respons
         raise bad_request("No IOProcessor plugin installed.", "task")
     check_front_door_task(served_pooling_model(ctx), req.task, ctx.engine.model_name)
     params = PoolingParams(
-        task=req.task, dimensions=req.dimensions, use_activation=req.use_activation
-    )
+        task=req.task, dimensions=req.dimensions, use_activation=req.use_activation,
+        step_tag_id=req.step_tag_id, returned_token_ids=req.returned_token_ids,
+    )  # fmt: skip
     outs, usage = await _run(ctx, req, params)
     rid = new_request_id("pool", req.request_id)
     if req.encoding_format in ("bytes", "bytes_only"):

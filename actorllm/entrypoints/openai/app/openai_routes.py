@@ -69,7 +69,8 @@ async def invocations(state: AppState, request: Request) -> Response:
     routes the model serves, in vLLM's order: a generative model takes a chat request
     (``messages``) or a completion (``prompt``); a pooling model a rerank (``query`` and
     ``documents``), a score (``text_1``, ``queries`` or ``data_1``), or ``input`` /
-    ``messages`` for its own task (embeddings, or classification)."""
+    ``messages`` for its own task (embeddings, classification, or /pooling for a per-token
+    task)."""
     try:
         raw = msgspec.json.decode(await request.body())
     except msgspec.DecodeError:
@@ -92,14 +93,14 @@ async def invocations(state: AppState, request: Request) -> Response:
 
 def pooling_invocation(keys: set[str], task: str) -> str | None:
     """The route /invocations answers a pooling model's body as, by its fields (vLLM's
-    order): a rerank, a score, else the model's own task (``task``: its default); None:
-    none of them."""
+    order): a rerank, a score, else the model's own task (``task``: its default; a
+    per-token one, as a reward model's, is /pooling's); None: none of them."""
     if {"query", "documents"} <= keys:
         return "/rerank"
     if any(a in keys for a, _ in pp.SCORE_PAIRS):
         return "/score"
     if keys & {"input", "messages"}:
-        return "/classify" if task == "classify" else "/v1/embeddings"
+        return {"embed": "/v1/embeddings", "classify": "/classify"}.get(task, "/pooling")
     return None
 
 
@@ -200,4 +201,4 @@ async def rerank(state: AppState, request: Request) -> Response:
 
 # /invocations' pooling targets (pooling_invocation's answers)
 _POOLING_ROUTES = {"/rerank": rerank, "/score": score, "/classify": classify,
-                   "/v1/embeddings": embeddings}  # fmt: skip
+                   "/v1/embeddings": embeddings, "/pooling": pooling_route}  # fmt: skip

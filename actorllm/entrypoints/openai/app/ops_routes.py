@@ -63,6 +63,7 @@ async def openapi(state: AppState, request: Request) -> Response:
         has_chat_template=bool(getattr(engine.tokenizer, "chat_template", None)),
         matryoshka=pm is not None and pm.spec.is_matryoshka,
         embedding_size=pm.embedding_size if pm is not None else 0,
+        step_columns=pm.num_labels if pm is not None and pm.spec.tok_pooling_type == "STEP" else 0,
         input_types=tuple(sorted(pm.task_instructions)) if pm is not None else (),
         runtime_lora=runtime_updating_allowed(),
         prompt_embeds=engine.prompt_embeds_spec is not None,

@@ -29,6 +29,9 @@ class Served:
     cross_encoder: bool = False  # a one-label classifier: /score and /rerank read pairs
     has_chat_template: bool = True  # the tokenizer has one: pooling requests take messages
     matryoshka: bool = False  # embeddings may be cut (`dimensions`)
+    # A model whose token pooling is STEP: /pooling takes step_tag_id and
+    # returned_token_ids (column indices below this many logits); 0: no STEP pooling
+    step_columns: int = 0
     embedding_size: int = 0
     input_types: tuple[str, ...] = ()  # /v2/embed's input_type: the model's task instructions
     prompt_embeds: bool = False  # --enable-prompt-embeds: completions take prompt_embeds
@@ -139,12 +142,33 @@ def _served_pooling(components: dict[str, Any], served: Served) -> None:
                 "type": "null",
                 "description": "Refused: the model has no matryoshka embeddings.",
             }
+    _served_step_pooling(components["PoolingRequest"]["properties"], served.step_columns)
     kinds = list(served.input_types)
     components["CohereEmbedRequest"]["properties"]["input_type"] = (
         {"anyOf": [{"enum": kinds}, {"type": "null"}], "default": None}
         if kinds
         else {"type": "null", "description": "Refused: the model has no task instructions."}
     )
+
+
+def _served_step_pooling(props: dict[str, Any], columns: int) -> None:
+    """STEP pooling's fields: refused unless the model pools so; then the returned
+    columns index its logits."""
+    if not columns:
+        for field in ("step_tag_id", "returned_token_ids"):
+            props[field] = {
+                "type": "null",
+                "description": "Refused: the model's token pooling is not STEP.",
+            }
+        return
+    props["returned_token_ids"] = {
+        "anyOf": [
+            {"type": "array", "items": {"type": "integer", "minimum": 0,
+                                        "maximum": columns - 1}},
+            {"type": "null"},
+        ],
+        "default": None,
+    }  # fmt: skip
 
 
 def offers(needs: str, tasks: Sequence[str], cross_encoder: bool) -> bool:

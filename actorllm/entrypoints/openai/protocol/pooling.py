@@ -84,6 +84,11 @@ class EmbeddingRequest(_InputFields, kw_only=True):
 class PoolingRequest(EmbeddingRequest, kw_only=True):
     # vLLM's names; plugin (an IOProcessor plugin's task) is refused by name
     task: Literal["embed", "classify", "token_embed", "token_classify", "plugin"] | None = None
+    # PoolingParams' STEP pooling fields (a process reward model's): vLLM's /pooling does
+    # not declare them (it drops them with a warning); here they are honoured on a model
+    # whose token pooling is STEP and refused (400, naming them) on any other.
+    step_tag_id: _AnyId | None = None
+    returned_token_ids: list[_AnyId] | None = None
 
 
 class ClassificationRequest(_InputFields, kw_only=True):
