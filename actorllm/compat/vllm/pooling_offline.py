@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from actorllm.compat.vllm.not_built import check_options
 from actorllm.compat.vllm.offline_prompts import Prompt, as_prompt_list, per_prompt
+from actorllm.core.errors import InvalidRequestError
 from actorllm.core.pooling_params import PoolingParams
 from actorllm.engine.api.pooling_outputs import (
     ClassificationRequestOutput,
@@ -85,10 +86,11 @@ class PoolingMethods:
         truncate = kwargs.pop("truncate_prompt_tokens", None)
         check_options("LLM.encode", lora_request=lora_request, tokenization_kwargs=kwargs or None)
         pm = self.engine.pooling_model
-        if pm is None:  # vLLM's words
-            raise ValueError(
+        if pm is None:  # vLLM's words (its ValueError)
+            raise InvalidRequestError(
                 "LLM.encode() is only supported for pooling models. Try passing "
-                "`--runner pooling` to use the model as a pooling model."
+                "`--runner pooling` to use the model as a pooling model.",
+                param="model",
             )
         _check_encode_task(pm, pooling_task, self.engine.model_name)
         items = as_prompt_list(prompts)
