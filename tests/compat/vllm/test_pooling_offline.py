@@ -70,6 +70,19 @@ def test_token_embed_once_the_pooler_config_names_it() -> None:
         llm.close()
 
 
+def test_score_names_pairs_as_vllm_does_for_a_bi_encoder(minilm: LLM) -> None:
+    """vLLM 0.32 embeds every text of a score call as a request of the LLM's counter,
+    data_1's then data_2's, and names a pair "<query's id>_<document's id>"
+    (pooling/scoring/io_processor.py, BiEncoderIOProcessor._post_process)."""
+    n = int(minilm.embed(["x"], use_tqdm=False)[0].request_id) + 1
+    one_to_n = minilm.score(TEXTS[0], TEXTS, use_tqdm=False)
+    assert [s.request_id for s in one_to_n] == [f"{n}_{n + 1}", f"{n}_{n + 2}", f"{n}_{n + 3}"]
+    n += 4
+    pairs = minilm.score(TEXTS[:2], TEXTS[1:], use_tqdm=False)
+    assert [s.request_id for s in pairs] == [f"{n}_{n + 2}", f"{n + 1}_{n + 3}"]
+    assert minilm.embed(["x"], use_tqdm=False)[0].request_id == str(n + 4)
+
+
 def test_truncation_longer_than_the_context_is_refused(minilm: LLM) -> None:
     # vLLM's TokenizeParams: truncate_prompt_tokens above max_model_len (256) is a
     # ValueError naming it, even for a prompt too short to be cut.
@@ -150,7 +163,10 @@ def test_cross_encoder_matches_transformers(cross_encoder: Path) -> None:
         enc = tok([query] * 3, docs, return_tensors="pt", padding=True)
         want = torch.sigmoid(hf(**enc).logits[:, 0])  # one label: sigmoid, as vLLM
     with LLM(str(cross_encoder), dtype="float32") as llm:
-        got = torch.tensor([s.outputs.score for s in llm.score(query, docs)])
+        scored = llm.score(query, docs)
+        # vLLM's ids: one request per pair, named by the LLM's counter
+        assert [s.request_id for s in scored] == ["0", "1", "2"]
+        got = torch.tensor([s.outputs.score for s in scored])
         probs = llm.classify([query])[0].outputs.probs
         with pytest.raises(ValueError, match="Embedding API is not supported by this model"):
             llm.embed([query])
