@@ -5,7 +5,8 @@
   (``[CLS] q [SEP] d [SEP]``, token types marking the document) and its probability is the
   score.
 * An embedding model (a bi-encoder) embeds every text once and scores a pair with the
-  cosine similarity of the two embeddings.
+  cosine similarity of the two embeddings; the pair's ``prompt_token_ids`` are the query's,
+  the tokenizer's pad token and the document's, as vLLM's (and so is the usage counted).
 
 Inputs pair up ``1 -> 1``, ``1 -> N`` (the one query against every document) or ``N -> N``.
 """
@@ -197,6 +198,10 @@ async def score(
     by_text: dict[str, PoolingRequestOutput[PoolingOutput]] = dict(zip(texts, embs, strict=True))
     import torch.nn.functional as F  # (loaded already: the pooled tensors are torch's)
 
+    # vLLM reports a pair's tokens as the query's, the pad token, the document's.
+    pad = getattr(engine.tokenizer, "pad_token_id", None)
+    padding = [] if pad is None else [pad]
+
     results = []
     for i, (a, b) in enumerate(pairs):
         ea, eb = by_text[a], by_text[b]
@@ -205,7 +210,7 @@ async def score(
             ScoringRequestOutput(
                 request_id=f"{rid}-{i}",
                 outputs=ScoringOutput(float(cos.item())),
-                prompt_token_ids=ea.prompt_token_ids + eb.prompt_token_ids,
+                prompt_token_ids=ea.prompt_token_ids + padding + eb.prompt_token_ids,
                 num_cached_tokens=ea.num_cached_tokens + eb.num_cached_tokens,
                 finished=True,
             )
