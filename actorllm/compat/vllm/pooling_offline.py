@@ -177,8 +177,8 @@ class PoolingMethods:
                     f"pooling_task={task!r}!"
                 )
         first, second = _score_side(data_1), _score_side(data_2)
-        use_activation = pooling_params.use_activation if pooling_params else None
-        outs = self._thread.call(self._score, first, second, use_activation, truncate)
+        params = pooling_params or PoolingParams()
+        outs = self._thread.call(self._score, first, second, params, truncate)
         cross = check_scoring_model(self.engine) == "cross"
         for out, name in zip(
             outs, _score_ids(self._request_ids, cross, first, second), strict=True
@@ -190,15 +190,16 @@ class PoolingMethods:
         self,
         first: list[str],
         second: list[str],
-        use_activation: bool | None,
+        params: PoolingParams,
         truncate: int | None,
     ) -> list[ScoringRequestOutput]:
         return await score(
             self.engine,
             first,
             second,
-            use_activation=use_activation,
+            use_activation=params.use_activation,
             truncate_prompt_tokens=truncate,
+            skip_reading_prefix_cache=params.skip_reading_prefix_cache,
         )
 
 

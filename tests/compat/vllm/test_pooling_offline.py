@@ -83,6 +83,22 @@ def test_score_names_pairs_as_vllm_does_for_a_bi_encoder(minilm: LLM) -> None:
     assert minilm.embed(["x"], use_tqdm=False)[0].request_id == str(n + 4)
 
 
+def test_score_passes_skip_reading_prefix_cache_on(minilm: LLM, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """pooling_params.skip_reading_prefix_cache reaches every scored prompt (vLLM clones
+    the caller's pooling_params into each request); it was dropped."""
+    seen = []
+    real = minilm.engine.encode
+
+    def spy(prompt, params=None, *args, **kwargs):  # type: ignore[no-untyped-def]
+        seen.append(params.skip_reading_prefix_cache)
+        return real(prompt, params, *args, **kwargs)
+
+    monkeypatch.setattr(minilm.engine, "encode", spy)
+    params = PoolingParams(skip_reading_prefix_cache=False)
+    minilm.score("a", ["b", "c"], pooling_params=params, use_tqdm=False)
+    assert seen == [False, False, False]
+
+
 def test_a_bi_encoder_pairs_tokens_are_the_query_pad_and_document(minilm: LLM) -> None:
     """vLLM 0.32 reports a pair's prompt_token_ids as query + [pad] + document (its
     _post_process); measured with vLLM on this model: 8, 9 and 7 tokens below."""
