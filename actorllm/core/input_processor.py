@@ -135,6 +135,21 @@ class InputProcessor:
         embeds = prompt.get("prompt_embeds") if isinstance(prompt, Mapping) else None
         if embeds is not None:
             return self._process_embeds(request_id, prompt, embeds, params)  # type: ignore[arg-type]
+        prompt_text, ids = self.render(prompt, params, is_chat=is_chat, chat_options=chat_options)
+        return self._processed(request_id, prompt, prompt_text, ids, params)
+
+    def render(
+        self,
+        prompt: PromptType | Sequence[Mapping[str, Any]],
+        params: SamplingParams,
+        *,
+        is_chat: bool = False,
+        chat_options: Mapping[str, Any] | None = None,
+    ) -> tuple[str | None, list[int]]:
+        """A prompt without embeddings as the engine runs it: its text (None once cut) and
+        token ids, the chat template applied and ``truncate_prompt_tokens`` cut. Raises
+        ``InvalidRequestError`` for a prompt it cannot read; :meth:`validate` checks the
+        rest."""
         if isinstance(prompt, Mapping) and "prompt_is_token_ids" in prompt:
             raise InvalidRequestError(
                 "prompt_is_token_ids marks the token positions of a prompt_embeds prompt; "
@@ -155,8 +170,8 @@ class InputProcessor:
         else:
             kept = params.truncate_prompt(ids, self.max_model_len)
         if len(kept) != len(ids):  # the text no longer matches the ids: decode them if needed
-            prompt_text, ids = None, kept
-        return self._processed(request_id, prompt, prompt_text, ids, params)
+            return None, kept
+        return prompt_text, ids
 
     def _processed(
         self,

@@ -81,35 +81,60 @@ class RequestOutput(msgspec.Struct, kw_only=True):
     pooled: PooledData | None = None
 
     def add(self, next_output: RequestOutput, aggregate: bool) -> None:
-        """vLLM's: fold a later output of this request into this one, in place. With
-        ``aggregate`` each sample's new text, token ids and logprobs are appended (DELTA
-        pieces into one) and its latest cumulative logprob, finish and stop reasons and
-        weight versions kept; without, a sample's output is replaced by the newer one. A
-        sample new to this output is appended; finished once either output is."""
+        """vLLM's: fold a later output of this request into this one, in place: the one
+        fold of the engine (``step_outputs.merge_outputs`` is this on a copy), so DELTA
+        outputs folded in order equal the request's FINAL_ONLY output.
+
+        With ``aggregate`` (DELTA pieces) each sample's per-token fields are appended
+        (:func:`join_completions`) and its prompt logprobs too; without, a sample's output
+        is replaced by the newer one. A sample new to this output is appended. Finished
+        once either output is; the newer error, metrics, cached-token count and pooled
+        result win."""
         self.finished |= next_output.finished
         if next_output.error is not None:
             self.error = next_output.error
+        if next_output.metrics is not None:
+            self.metrics = next_output.metrics
+        if next_output.pooled is not None:
+            self.pooled = next_output.pooled
+        self.num_cached_tokens = next_output.num_cached_tokens
+        nxt_prompt = next_output.prompt_logprobs
+        if nxt_prompt is not None:
+            old_prompt = self.prompt_logprobs
+            self.prompt_logprobs = (
+                concat_logprobs(old_prompt, nxt_prompt)
+                if aggregate and old_prompt is not None
+                else nxt_prompt
+            )
+        outputs = self.outputs
         for nxt in next_output.outputs:
-            for i, cur in enumerate(self.outputs):
-                if cur.index != nxt.index:
-                    continue
-                if not aggregate:
-                    self.outputs[i] = nxt
+            for i, cur in enumerate(outputs):
+                if cur.index == nxt.index:
+                    outputs[i] = join_completions(cur, nxt) if aggregate else nxt
                     break
-                cur.text += nxt.text
-                cur.token_ids = [*cur.token_ids, *nxt.token_ids]
-                if nxt.logprobs:
-                    cur.logprobs = (
-                        nxt.logprobs
-                        if cur.logprobs is None
-                        else concat_logprobs(cur.logprobs, nxt.logprobs)
-                    )
-                if cur.token_weight_versions is not None and nxt.token_weight_versions:
-                    cur.token_weight_versions += nxt.token_weight_versions
-                cur.cumulative_logprob = nxt.cumulative_logprob
-                cur.weight_versions = nxt.weight_versions  # the final output's spans
-                cur.finish_reason = nxt.finish_reason
-                cur.stop_reason = nxt.stop_reason
-                break
             else:
-                self.outputs.append(nxt)
+                outputs.append(nxt)
+
+
+def join_completions(a: CompletionOutput, b: CompletionOutput) -> CompletionOutput:
+    """Two DELTA pieces of one sample, ``a`` then ``b``, as one new piece (neither is
+    changed). The per-token fields are appended: text, token ids, logprobs and
+    ``token_weight_versions`` (a piece without versions counts None for each of its
+    tokens, as the final output does for tokens before the first version reported); the
+    newer cumulative logprob, finish and stop reasons and spans (final only) are kept."""
+    logprobs = b.logprobs
+    if a.logprobs is not None:
+        logprobs = concat_logprobs(a.logprobs, b.logprobs)
+    versions = b.token_weight_versions
+    if a.token_weight_versions is not None or versions is not None:
+        versions = [
+            *(a.token_weight_versions or [None] * len(a.token_ids)),
+            *(versions or [None] * len(b.token_ids)),
+        ]
+    return msgspec.structs.replace(
+        b,
+        text=a.text + b.text,
+        token_ids=a.token_ids + b.token_ids,
+        logprobs=logprobs,
+        token_weight_versions=versions,
+    )

@@ -430,6 +430,17 @@ class Worker:
     def list_loras(self) -> list[str]:
         return self.model_runner.list_loras()
 
+    def restore_lora_pins(self, requests: Sequence[LoRARequest]) -> None:
+        """Pin these adapters, each read first if this worker does not hold it (a worker
+        replaced by a restart holds none): what the engine pinned stays pinned. Pinning
+        one already pinned does nothing. ``ValueError`` naming one that cannot be read."""
+        self.pipeline.flush()
+        runner = self.model_runner
+        for request in requests:
+            if request.lora_name not in runner.list_loras():
+                runner.add_lora(request)
+            runner.pin_lora(request.lora_name)
+
     def start_profile(self) -> None:
         self.profiler.start()
 

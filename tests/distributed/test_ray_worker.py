@@ -29,7 +29,7 @@ from tests.distributed.test_tensor_parallel import ENGINE, _batch
 from tests.distributed.test_tp_dp import _batch_killing
 from tests.entrypoints.serve_process import ServeProcess
 from tests.helpers.ray_cluster import LocalRayCluster
-from tests.helpers.ray_ranks import kv_allocated
+from tests.helpers.ray_ranks import kv_allocated, lora_pinned
 
 
 def _remote(engine: AsyncEngine) -> list[RemoteWorker]:
@@ -206,6 +206,33 @@ async def test_dp2_tp2_places_every_rank_with_ray(
             w0.host.pg_name,
             w1.host.pg_name,
         ]
+
+
+@pytest.mark.slow
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["trio"])
+async def test_a_replaced_remote_worker_is_pinned_again(
+    llama: str, anyio_backend: str, ray_cluster: LocalRayCluster, tmp_path: Path
+) -> None:
+    """The Ray backend replaces a killed worker's host with a new Worker that holds no
+    adapter: the reset job of the restarted core pins the engine's pinned adapters again
+    before its first step."""
+    from actorllm.core.lora import LoRARequest
+    from tests.helpers.lora import make_adapter
+
+    sql = LoRARequest("sql", 1, str(make_adapter(llama, tmp_path / "sql", r=8, seed=5)))
+    async with AsyncEngine.open(
+        llama, distributed_executor_backend="ray", enable_lora=True, max_loras=2, **ENGINE
+    ) as engine:
+        (worker,) = _remote(engine)
+        await engine.add_lora(sql)
+        assert await engine.pin_lora("sql")
+        assert await engine.collective_rpc(lora_pinned) == [["sql"]]
+        connect().kill(worker.host.actor, no_restart=True)
+        with anyio.fail_after(120):
+            while worker.host.generation == 0 or worker.host.broken is not None:
+                await anyio.sleep(0.05)
+        assert await engine.collective_rpc(lora_pinned) == [["sql"]]
 
 
 def test_kv_connector_with_ray_is_refused_naming_it(llama: str) -> None:

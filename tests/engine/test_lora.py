@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -15,7 +16,7 @@ from actorllm.core.errors import InvalidRequestError
 from actorllm.core.lora import LoRARequest
 from actorllm.core.sampling_params import SamplingParams
 from actorllm.engine import AsyncEngine
-from actorllm.testing.engine_harness import check_invariants, inject_fault
+from actorllm.testing.engine_harness import check_invariants, engine_context, inject_fault
 from tests.helpers.lora import ATTN_PROJ, make_adapter, peft_greedy
 
 pytestmark = pytest.mark.anyio
@@ -148,3 +149,30 @@ async def test_lora_request_without_enable_lora_is_refused(
         with pytest.raises(InvalidRequestError, match="enable_lora"):
             await _tokens(eng, LoRARequest("sql", 1, str(adapters["sql"])), PROMPT)
         assert len(await _tokens(eng, None, PROMPT)) == GREEDY.max_tokens
+
+
+def _pinned(worker: Any) -> list[str]:
+    return sorted(worker.model_runner.lora.pinned)
+
+
+@pytest.mark.parametrize("actor", ["worker", "scheduler"])
+async def test_a_restarted_worker_gets_the_pins_back(
+    tiny_model: str, adapters: dict[str, Path], expected: dict[str, list[int]], actor: str
+) -> None:
+    """The engine's record of the pins outlives the worker: a worker that comes back from a
+    crash without its adapters (as the Ray backend's replaced host does) is pinned again
+    before the new core's first step, and the scheduler still counts the pin."""
+    async with _open(tiny_model, enable_lora=True, max_loras=2, max_lora_rank=16) as eng:
+        sql = LoRARequest("sql", 1, str(adapters["sql"]))
+        await eng.add_lora(sql)
+        assert await eng.pin_lora("sql")
+        assert await eng.collective_rpc(_pinned) == [["sql"]]
+        # The worker forgets the adapter, as a new one knows none; then the core crashes.
+        await eng.collective_rpc(lambda w: w.model_runner.remove_lora("sql"))
+        inject_fault(eng, actor, at_step=2)
+        got = await _run_rows(eng, {"base": None, "sql": sql})
+        assert eng._actor_stat("restarts")["executor"] >= 1
+        assert await eng.collective_rpc(_pinned) == [["sql"]]
+        assert engine_context(eng).admission.pinned_loras == {"sql"}
+        await check_invariants(eng)
+    assert got == {"base": expected["base"], "sql": expected["sql"]}

@@ -68,3 +68,8 @@ def tiled_linears(worker: object) -> bool:
     model = worker.model_runner.model  # type: ignore[attr-defined]
     packed = [m for m in model.modules() if isinstance(m, PackedLinear)]
     return bool(packed) and all(m.tiled for m in packed)
+
+
+def lora_pinned(worker: object) -> list[str]:
+    """For ``collective_rpc``: the LoRA adapters pinned on this rank, by name."""
+    return sorted(worker.model_runner.lora.pinned)  # type: ignore[attr-defined]

@@ -254,15 +254,18 @@ def spelling(name: str, value: Any) -> dict[str, Any]:
     return SPELLINGS[name](value)
 
 
-def translate(given: Mapping[str, Any]) -> dict[str, Any]:
+def translate(given: Mapping[str, Any], base: EngineConfig | None = None) -> dict[str, Any]:
     """``EngineConfig`` keyword arguments for ``given`` (fields and spellings, already
-    classified), by the module's precedence. A spelling given as None asks for nothing
-    (``dataclasses.asdict`` of unset arguments); ``hf_token`` is left out."""
+    classified), by the module's precedence; ``base``: the config they will replace fields
+    of (its fields bound the shorthands as given ones do). A spelling given as None asks
+    for nothing (``dataclasses.asdict`` of unset arguments); ``hf_token`` is left out."""
     pieces = [fn(given[name]) for name, fn in SPELLINGS.items() if given.get(name) is not None]
-    return _merge(pieces, given)
+    return _merge(pieces, given, base)
 
 
-def _merge(pieces: list[dict[str, Any]], given: Mapping[str, Any]) -> dict[str, Any]:
+def _merge(
+    pieces: list[dict[str, Any]], given: Mapping[str, Any], base: EngineConfig | None = None
+) -> dict[str, Any]:
     """The precedence: the spellings' pieces in order, then the fields in ``given``; then
     the checks of names that must agree."""
     out: dict[str, Any] = {}
@@ -271,7 +274,7 @@ def _merge(pieces: list[dict[str, Any]], given: Mapping[str, Any]) -> dict[str, 
     if out.pop(_NO_FALLBACK, False) and out.get("structured_outputs_backend", "auto") == "auto":
         out["structured_outputs_backend"] = "xgrammar"  # auto's first choice, no fallback
     out |= {k: v for k, v in given.items() if k in FIELDS}  # fields win (step 3)
-    out |= shorthand_kwargs(given, out)
+    out |= shorthand_kwargs(given, out, base)
     local = given.get("data_parallel_size_local")
     if local is not None and out.setdefault("data_parallel_size", local) != local:
         raise EngineConfigError(
@@ -344,7 +347,7 @@ def engine_config(
     kwargs.pop(HF_TOKEN, None)  # the caller exports it (export_hf_token)
     given = {k: v for k, v in kwargs.items() if classify(k, v, "LLM")}
     if isinstance(model_or_config, EngineConfig):
-        changes = translate(given)
+        changes = translate(given, model_or_config)
         return model_or_config.replace(**changes) if changes else model_or_config
     model = None if model_or_config is None else str(model_or_config)
     return EngineConfig(**translate({"model": model, **given}))

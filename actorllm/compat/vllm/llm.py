@@ -33,6 +33,7 @@ from actorllm.compat.vllm.chat_content_format import check_content_format, with_
 from actorllm.compat.vllm.engine_args import EngineArgs
 from actorllm.compat.vllm.llm_engine import LLMEngine
 from actorllm.compat.vllm.not_built import LLM_NOT_BUILT, check_options, not_built
+from actorllm.compat.vllm.offline_checks import Rejected, checked_prompt, engine_inputs
 from actorllm.compat.vllm.offline_prompts import Prompt, as_prompt_list, per_prompt
 from actorllm.compat.vllm.offline_queue import OfflineQueue, OutputType
 from actorllm.compat.vllm.offline_requests import (
@@ -44,6 +45,7 @@ from actorllm.compat.vllm.offline_requests import (
 )
 from actorllm.compat.vllm.pooling_offline import PoolingMethods
 from actorllm.compat.vllm.sync_facade import SyncFacade
+from actorllm.core.input_processor import InputProcessor
 from actorllm.core.lora import LoRARequest
 from actorllm.core.outputs import RequestOutput
 from actorllm.core.sampling_params import RequestOutputKind, SamplingParams
@@ -195,16 +197,17 @@ class LLM(BeamSearchMethods, PoolingMethods, SyncFacade):
         inside ``wait_for_completion``); greedy and seeded outputs are the same. To have
         every request queued before any is scheduled, vLLM's recipe works here too: pause
         with ``sleep(level=0)`` first and resume with ``wake_up(tags=["scheduling"])``.
-        What can be checked before anything runs (prompt forms, numbers of parameters,
-        priorities, LoRA adapters) raises here and queues none of these prompts; a
-        prompt the engine refuses (too long, a bad parameter) raises at
-        ``wait_for_completion`` instead of here as in vLLM: the engine reports no
-        acceptance, only failure. A pooling model raises ``ValueError`` (vLLM's).
+        Every prompt is checked here, as vLLM's ``enqueue`` checks it (its form, the
+        numbers of parameters, priorities, LoRA adapters, and what the engine checks: its
+        length, an empty prompt, token ids out of vocabulary, logprobs above
+        ``max_logprobs``, ...; :mod:`offline_checks`): the first one refused raises its
+        ``InvalidRequestError`` (vLLM's ``VLLMValidationError``) and none of the call's
+        prompts is queued. A pooling model raises ``ValueError`` (vLLM's).
         """
         self._check_generative("LLM.enqueue")
         requests = self._prompt_requests(
             "LLM.enqueue", prompts, sampling_params, lora_request, priority,
-            tokenization_kwargs, mm_processor_kwargs,
+            tokenization_kwargs, mm_processor_kwargs, check=True,
         )  # fmt: skip
         return self._queue.add(requests, use_tqdm)
 
@@ -225,14 +228,14 @@ class LLM(BeamSearchMethods, PoolingMethods, SyncFacade):
         mm_processor_kwargs: Mapping[str, Any] | None = None,
     ) -> list[str]:
         """:meth:`chat`'s conversations queued as :meth:`enqueue` queues prompts; returns
-        their request ids. (A chat template error, as any the engine finds, raises at
-        ``wait_for_completion``.)"""
+        their request ids. Each is rendered and checked here, as :meth:`enqueue` checks a
+        prompt (a chat template error too): the first refused raises, nothing queued."""
         self._check_generative("LLM.enqueue_chat")
         requests = self._chat_requests(
             "LLM.enqueue_chat", messages, sampling_params, lora_request, priority,
             chat_template, chat_template_content_format, add_generation_prompt,
             continue_final_message, tools, chat_template_kwargs, tokenization_kwargs,
-            mm_processor_kwargs,
+            mm_processor_kwargs, check=True,
         )  # fmt: skip
         return self._queue.add(requests, use_tqdm)
 
@@ -270,14 +273,19 @@ class LLM(BeamSearchMethods, PoolingMethods, SyncFacade):
         priority: Priorities,
         tokenization_kwargs: Mapping[str, Any] | None,
         mm_processor_kwargs: Mapping[str, Any] | None,
+        *,
+        check: bool = False,
     ) -> list[OfflineRequest]:
-        """``generate``'s and ``enqueue``'s requests (the options not built refused)."""
+        """``generate``'s and ``enqueue``'s requests (the options not built refused);
+        ``check``: each checked here as the engine will (:meth:`_checked`)."""
         check_options(
             method,
             tokenization_kwargs=tokenization_kwargs or None,
             mm_processor_kwargs=mm_processor_kwargs or None,
         )
-        return self._requests(as_prompt_list(prompts), sampling_params, priority, lora_request)
+        return self._requests(
+            as_prompt_list(prompts), sampling_params, priority, lora_request, check=check
+        )
 
     def _chat_requests(
         self,
@@ -294,6 +302,8 @@ class LLM(BeamSearchMethods, PoolingMethods, SyncFacade):
         chat_template_kwargs: Mapping[str, Any] | None,
         tokenization_kwargs: Mapping[str, Any] | None,
         mm_processor_kwargs: Mapping[str, Any] | None,
+        *,
+        check: bool = False,
     ) -> list[OfflineRequest]:
         check_options(
             method,
@@ -313,7 +323,9 @@ class LLM(BeamSearchMethods, PoolingMethods, SyncFacade):
             chat_template_kwargs=chat_template_kwargs,
             tools=tools,
         )
-        return self._requests(conversations, sampling_params, priority, lora_request, options)
+        return self._requests(
+            conversations, sampling_params, priority, lora_request, options, check=check
+        )
 
     def _requests(
         self,
@@ -322,9 +334,12 @@ class LLM(BeamSearchMethods, PoolingMethods, SyncFacade):
         priority: Priorities,
         lora_request: Loras,
         chat: Mapping[str, Any] | None = None,
+        *,
+        check: bool = False,
     ) -> list[OfflineRequest]:
         """One request per prompt (or conversation, with ``chat``'s options), checked
-        before anything runs, each named by the counter; vLLM's per-prompt rules."""
+        before anything runs, each named by the counter; vLLM's per-prompt rules.
+        ``check``: the engine's checks too (:meth:`_checked`)."""
         default = self.get_default_sampling_params()  # for sampling_params=None
         params = per_prompt(sampling_params, len(items), default, "sampling params")
         prios = per_prompt(priority, len(items), 0, "priorities")
@@ -334,6 +349,9 @@ class LLM(BeamSearchMethods, PoolingMethods, SyncFacade):
                 self.engine.check_lora_request(lora)
         for prio in prios:
             check_priority(prio, self.engine.config)
+        chats = [chat] * len(items)
+        if check:
+            items, chats = self._checked(items, params, chat)
         return [
             OfflineRequest(
                 request_id=str(next(self._request_ids)),
@@ -341,10 +359,39 @@ class LLM(BeamSearchMethods, PoolingMethods, SyncFacade):
                 params=self.with_offline_seed(p.clone(output_kind=RequestOutputKind.FINAL_ONLY)),
                 priority=prio,
                 lora_request=lora,
-                chat=chat,
+                chat=item_chat,
             )
-            for item, p, prio, lora in zip(items, params, prios, loras, strict=True)
+            for item, p, prio, lora, item_chat in zip(
+                items, params, prios, loras, chats, strict=True
+            )
         ]
+
+    def _checked(
+        self, items: list[Any], params: list[SamplingParams], chat: Mapping[str, Any] | None
+    ) -> tuple[list[Any], list[Mapping[str, Any] | None]]:
+        """``items`` as the engine will run them (token ids; chat options left only on a
+        conversation of embeddings, which the engine renders), each checked as the engine
+        checks it (:mod:`offline_checks`). The first refused raises its error, and the
+        counter moves on as vLLM's does: it numbered the prompts before that one, and that
+        one too unless its rendering refused it."""
+        spec = self.engine.prompt_embeds_spec
+        prompts: list[Any] = []
+        chats: list[Mapping[str, Any] | None] = []
+        for i, (item, p) in enumerate(zip(items, params, strict=True)):
+            try:
+                prompt = checked_prompt(self._inputs, item, p, chat, spec)
+            except Rejected as rejected:
+                for _ in range(i + int(rejected.numbered)):
+                    next(self._request_ids)
+                raise rejected.error from None
+            prompts.append(prompt)
+            chats.append(chat if prompt is item else None)
+        return prompts, chats
+
+    @functools.cached_property
+    def _inputs(self) -> InputProcessor:
+        """The engine's checks, for this thread (enqueue's)."""
+        return engine_inputs(self.engine)
 
     async def _batch(
         self, requests: list[OfflineRequest], use_tqdm: UseTqdm

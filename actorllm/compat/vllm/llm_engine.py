@@ -30,14 +30,14 @@ from typing import Any
 from actorllm.compat.vllm.bridge import Deliver
 from actorllm.compat.vllm.engine_args import EngineArgs
 from actorllm.compat.vllm.not_built import LLM_ENGINE_NOT_BUILT, check_options, not_built
+from actorllm.compat.vllm.offline_checks import engine_inputs
 from actorllm.compat.vllm.offline_prompts import Prompt, check_prompt
 from actorllm.compat.vllm.sync_facade import SyncFacade
 from actorllm.core.errors import InvalidRequestError
-from actorllm.core.input_processor import InputProcessor, cache_salt_of
+from actorllm.core.input_processor import cache_salt_of
 from actorllm.core.lora import LoRARequest
 from actorllm.core.outputs import RequestOutput
 from actorllm.core.sampling_params import SamplingParams
-from actorllm.engine.actors.assembly import logits_processor_checks
 from actorllm.engine.api.request_fields import check_arrival_time, check_priority
 from actorllm.engine.api.step_outputs import PendingOutputs
 from actorllm.engine.config.engine_config import EngineConfig
@@ -74,14 +74,8 @@ class LLMEngine(SyncFacade):
     def _open_requests(self) -> None:
         """The request side: the input processor and the outputs ``step`` hands back."""
         # The engine's own checks, here on the caller's thread so that add_request raises
-        # as vLLM's does (the custom logits processors' too: they judge extra_args).
-        self._inputs = InputProcessor(
-            self.engine.tokenizer,
-            vocab_size=self.engine.vocab_size,
-            max_model_len=self.engine.max_model_len,
-            max_logprobs=self.engine.config.max_logprobs,
-            param_checks=logits_processor_checks(self.engine.config),
-        )
+        # as vLLM's does.
+        self._inputs = engine_inputs(self.engine)
         self._outputs = PendingOutputs()
         self._pumps: dict[str, Future[Any]] = {}  # {request_id: its task on the loop}
 

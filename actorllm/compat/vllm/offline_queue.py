@@ -14,12 +14,12 @@ is a task on the engine's loop (:func:`~actorllm.compat.vllm.offline_requests.fi
 whose future this queue keeps, by request id, in enqueue order (which is id order: the
 ids come from one counter). ``wait`` blocks on those futures.
 
-What differs from vLLM: the engine validates a request (its length, its parameters)
-when it takes it up, and tells no one that it accepted it; it only fails it. So a prompt
-the engine refuses raises at ``wait_for_completion`` (after the others have finished, as
-``generate``'s errors do), not at ``enqueue``. What can be checked before anything runs
-(the prompt forms, the number of parameters, priorities, LoRA adapters) still raises at
-``enqueue``, and then none of that call's prompts is queued.
+The engine validates a request when it takes it up, and tells no one that it accepted
+it; so ``LLM.enqueue`` checks each prompt first, as the engine will
+(:mod:`~actorllm.compat.vllm.offline_checks`), and this queue only ever gets requests the
+engine takes, as vLLM's ``enqueue`` raises for a bad prompt and queues nothing of its call.
+Only a prompt of embeddings, which the engine converts and checks, can still fail here,
+and raises at ``wait_for_completion`` (after the others have finished, as ``generate``'s).
 
 Cancelling a future cancels its task, whose stream then aborts the request: Ctrl-C in
 ``wait`` aborts every request still queued. Closing the engine cancels every task, so

@@ -157,7 +157,10 @@ class PoolingMethods:
         chat_template: str | None = None,
     ) -> list[ScoringRequestOutput]:
         """One score per pair (1:1, 1:N, N:N): a cross-encoder's probability, or the cosine
-        of two embeddings. Text inputs only (vLLM's multimodal score inputs are refused)."""
+        of two embeddings. Text inputs only (vLLM's multimodal score inputs are refused).
+        Named as vLLM names them from the LLM's request counter: a cross-encoder's pair by
+        its own number; a bi-encoder's ``"<query's>_<document's>"``, its texts numbered
+        ``data_1``'s first, then ``data_2``'s."""
         kwargs = dict(tokenization_kwargs or {})
         truncate = kwargs.pop("truncate_prompt_tokens", None)
         check_options(
@@ -176,22 +179,29 @@ class PoolingMethods:
                     f"pooling_task={task!r}!"
                 )
         first, second = _score_side(data_1), _score_side(data_2)
-        use_activation = pooling_params.use_activation if pooling_params else None
-        return self._thread.call(self._score, first, second, use_activation, truncate)
+        params = pooling_params or PoolingParams()
+        outs = self._thread.call(self._score, first, second, params, truncate)
+        cross = check_scoring_model(self.engine) == "cross"
+        for out, name in zip(
+            outs, _score_ids(self._request_ids, cross, first, second), strict=True
+        ):
+            out.request_id = name
+        return outs
 
     async def _score(
         self,
         first: list[str],
         second: list[str],
-        use_activation: bool | None,
+        params: PoolingParams,
         truncate: int | None,
     ) -> list[ScoringRequestOutput]:
         return await score(
             self.engine,
             first,
             second,
-            use_activation=use_activation,
+            use_activation=params.use_activation,
             truncate_prompt_tokens=truncate,
+            skip_reading_prefix_cache=params.skip_reading_prefix_cache,
         )
 
 
@@ -200,3 +210,16 @@ def _score_side(data: Any) -> list[Any]:
     ``ScoreMultiModalParam``, a prompt dict) is one input, which scoring then refuses by
     type: iterating it would score its keys ("content") as texts."""
     return [data] if isinstance(data, str | Mapping) else list(data)
+
+
+def _score_ids(
+    counter: Iterator[int], cross: bool, first: list[Any], second: list[Any]
+) -> list[str]:
+    """vLLM 0.32's ids of the pairs' outputs (``entrypoints/pooling``): a cross-encoder runs
+    one request per pair, named by the counter; a bi-encoder one per text, ``first``'s
+    then ``second``'s (a 1:N query once), and names a pair by its two texts' requests."""
+    if cross:
+        return [str(next(counter)) for _ in second]
+    queries = [next(counter) for _ in first]
+    docs = [next(counter) for _ in second]
+    return [f"{queries[0 if len(queries) == 1 else i]}_{doc}" for i, doc in enumerate(docs)]

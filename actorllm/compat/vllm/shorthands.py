@@ -6,7 +6,9 @@ its own here, applied after the fields (:func:`args._merge`, precedence step 3).
   ``speculative_config``; giving a key both ways is an error, as in vLLM.
 * ``max_num_active_seqs``: the most requests running at once. vLLM keeps its runner sized by
   ``max_num_seqs`` and admits fewer; here one setting does both, so it lowers
-  ``max_num_seqs`` (it may not exceed it, as in vLLM).
+  ``max_num_seqs``. It may not exceed ``max_num_seqs`` (given, else the ``EngineConfig``
+  being changed, else the default, vLLM's 256 of an offline CPU engine): vLLM's
+  ``ValueError`` and words (``SchedulerConfig``'s check).
 * ``max_num_scheduled_tokens``: the most tokens one step schedules: here that is
   ``max_num_batched_tokens`` (which it may not exceed when both are given).
 * ``distributed_timeout_seconds`` / ``cpu_distributed_timeout_seconds``: the timeout of the
@@ -38,19 +40,24 @@ _TIMEOUTS = ("distributed_timeout_seconds", "cpu_distributed_timeout_seconds")
 SHORTHANDS = frozenset({*SPEC_KEYS, "max_num_active_seqs", "max_num_scheduled_tokens", *_TIMEOUTS})
 
 
-def shorthand_kwargs(given: Mapping[str, Any], out: Mapping[str, Any]) -> dict[str, Any]:
-    """The fields the shorthands in ``given`` change, over ``out`` (the fields so far)."""
+def shorthand_kwargs(
+    given: Mapping[str, Any], out: Mapping[str, Any], base: EngineConfig | None = None
+) -> dict[str, Any]:
+    """The fields the shorthands in ``given`` change, over ``out`` (the fields so far) and
+    ``base`` (the config ``out`` will replace fields of; None: the defaults)."""
     changes: dict[str, Any] = {}
     spec = {key: given[name] for name, key in SPEC_KEYS.items() if given.get(name) is not None}
     if spec:
         changes["speculative_config"] = _speculative(spec, out.get("speculative_config"))
     active = given.get("max_num_active_seqs")
     if active is not None:
-        changes["max_num_seqs"] = _at_most("max_num_active_seqs", int(active), "max_num_seqs", out)
+        changes["max_num_seqs"] = _at_most(
+            "max_num_active_seqs", int(active), "max_num_seqs", out, base
+        )
     scheduled = given.get("max_num_scheduled_tokens")
     if scheduled is not None:
         changes["max_num_batched_tokens"] = _at_most(
-            "max_num_scheduled_tokens", int(scheduled), "max_num_batched_tokens", out
+            "max_num_scheduled_tokens", int(scheduled), "max_num_batched_tokens", out, base
         )
     if "tp_collective_timeout_s" not in given:
         for name in _TIMEOUTS:
@@ -73,15 +80,16 @@ def _speculative(spec: dict[str, Any], config: Any) -> dict[str, Any]:
     return merged
 
 
-def _at_most(name: str, value: int, field: str, out: Mapping[str, Any]) -> int:
-    """``value``, checked against ``field`` when that is given (or has a default)."""
+def _at_most(
+    name: str, value: int, field: str, out: Mapping[str, Any], base: EngineConfig | None
+) -> int:
+    """``value``, checked against ``field``: given in ``out``, else ``base``'s, else the
+    default."""
     if value < 1:
         raise EngineConfigError(name, f"must be at least 1, got {value}.")
-    limit = out.get(
-        field, EngineConfig.__struct_defaults__[EngineConfig.__struct_fields__.index(field)]
-    )
+    limit = out.get(field, _default(field) if base is None else getattr(base, field))
     if limit is not None and value > limit:
-        raise EngineConfigError(name, f"{value} cannot be greater than {field} ({limit}).")
+        raise EngineConfigError(name, f"{name} ({value}) cannot be greater than {field} ({limit}).")
     return value
 
 

@@ -62,6 +62,7 @@ from actorllm.engine.recovery.admission import Admission
 from actorllm.engine.recovery.blame import Blame
 from actorllm.engine.recovery.dead_letters import DeadLetterPolicy
 from actorllm.engine.recovery.ledger import RequestLedger
+from actorllm.engine.recovery.lora_record import LoRARecord
 from actorllm.engine.scheduling.routing import ReplicaRouter
 from actorllm.engine.scheduling.structured_outputs import StructuredOutputs, structured_outputs_for
 from actorllm.worker.extension import worker_class
@@ -172,6 +173,7 @@ async def build_engine(
     """Load the tokenizer and build one replica per started thread in ``threads``."""
     tok = await build_tokenizer(config, tokenizer)
     ledger, blame = RequestLedger(config.max_stream_backlog), Blame()
+    loras = LoRARecord()  # shared, as the ledger: adapters are loaded on every replica
     shared_cores: list[CoreRefs] = []
     structured: StructuredOutputs | None = None
     replicas: list[Replica] = []
@@ -204,6 +206,7 @@ async def build_engine(
                 refs=refs,
                 blame=blame,
                 admission=admission,
+                loras=loras,
             )
             replicas.append(Replica(index, ctx, thread, worker))
     except BaseException:

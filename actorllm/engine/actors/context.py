@@ -8,7 +8,7 @@ the tokenizer, the input processing) is handed to that actor alone through its `
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from actorllm.engine.actors.messages import EngineRefs
@@ -17,6 +17,7 @@ from actorllm.engine.config.pooling_model import PoolingModel
 from actorllm.engine.recovery.admission import Admission
 from actorllm.engine.recovery.blame import Blame
 from actorllm.engine.recovery.ledger import RequestLedger
+from actorllm.engine.recovery.lora_record import LoRARecord
 
 
 @dataclass(frozen=True)
@@ -58,3 +59,6 @@ class EngineContext:
     # and read only what it publishes: ``admission.running``, an immutable tuple of the
     # running child ids, replaced after each of its messages (the waiting-queue bound).
     admission: Admission
+    # The LoRA adapters added and pinned (one record, shared by the replicas). Writer:
+    # AsyncEngine's LoRAAdapters; each executor incarnation re-pins the pinned ones.
+    loras: LoRARecord = field(default_factory=LoRARecord)

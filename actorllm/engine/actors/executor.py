@@ -28,6 +28,7 @@ import msgspec
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from actorllm.actors import Actor, ActorStopped, MailboxFull, Reply, Unrecoverable
+from actorllm.core.lora import LoRARequest
 from actorllm.core.model_runner_output import ModelRunnerOutput
 from actorllm.distributed.ray_connect import RayClusterError
 from actorllm.engine.actors.context import EngineContext
@@ -77,6 +78,7 @@ class ExecutorActor(Actor[ExecutorMsg]):
         self.clock = StepClock(timeout, 10 * timeout) if timeout is not None else None
         self.thread = thread
         self.worker = worker  # touched on the worker thread only
+        self.loras = ctx.loras  # the adapters to pin again on the worker (a replaced one)
         self.poster: LoopPoster | None = None  # made on the loop, in on_start
         self.results: MemoryObjectSendStream[_Result] | None = None  # owner: this incarnation
         # Outcomes put in ``results`` and not yet in the scheduler's mailbox: while any is,
@@ -97,13 +99,18 @@ class ExecutorActor(Actor[ExecutorMsg]):
         self.results = send
         self.open = True
         # A new core is starting: whatever per-request state the worker holds is stale.
-        # Queued behind any step still running, ahead of every step of the new epoch.
+        # Queued behind any step still running, ahead of every step of the new epoch. A
+        # worker replaced meanwhile (the Ray backend's new host) has no adapter: the pinned
+        # ones are pinned again before any step (a no-op for a worker that kept them).
         poster, clock, worker = self.poster, self.clock, self.worker
+        pins = self.loras.pinned_requests()
 
         def reset() -> None:  # on the worker thread
             if clock is not None:
                 poster.post(clock.thread_ready)  # the thread is back from older steps
             worker.reset_requests()
+            if pins:
+                _restore_pins(worker, pins)
 
         self.thread.submit(reset, functools.partial(_reset_done, send))
         self._watch_ranks(send)
@@ -276,6 +283,16 @@ class ExecutorActor(Actor[ExecutorMsg]):
 
         # Launched ahead of the previous step's result when one is pending (async scheduling).
         self.thread.submit(run)
+
+
+def _restore_pins(worker: ReplicaWorker, pins: list[LoRARequest]) -> None:
+    """On the worker thread: pin ``pins`` again on every rank. An adapter that can no
+    longer be read (its directory gone) is logged and left unpinned: its requests fail by
+    name as they arrive, and the replica keeps serving the others."""
+    try:
+        worker.collective_rpc_group("restore_lora_pins", (pins,))
+    except ValueError as exc:  # LoRAAdapterError, or every slot pinned
+        logger.warning("LoRA pins not restored on the restarted worker: %s", exc)
 
 
 def _reset_done(results: MemoryObjectSendStream[_Result], outcome: Outcome[Any]) -> None:

@@ -138,7 +138,7 @@ class AsyncEngine:
         # written by the output processor, read by the control plane's get_stats().
         self._status = EngineStatus()
         self._control = ControlPlane(parts, self._status)
-        self._loras = LoRAAdapters(parts.ctx.config, self._control)
+        self._loras = LoRAAdapters(parts.ctx.config, self._control, parts.ctx.loras)
         self._weights = WeightSync(parts, self._status)
         self._requests = RequestAPI(
             parts, self._status, self.get_default_sampling_params, self._loras

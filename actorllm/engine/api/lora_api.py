@@ -7,7 +7,9 @@ adapter is refused *before* any request runs with it: a
 reason, and the engine keeps serving. A request naming an adapter not added yet adds it
 first (``generate(..., lora_request=...)``, as vLLM's ``LLM.generate``). A worker whose
 host cache evicted an adapter, or a restarted one, reads it again from the path every
-request carries.
+request carries. What was added and pinned is kept in the engine's
+:class:`~actorllm.engine.recovery.lora_record.LoRARecord`, beside the actors: a worker
+replaced by a restart gets its pins back before its first step.
 """
 
 from __future__ import annotations
@@ -22,17 +24,18 @@ from actorllm.core.lora import LoRARequest
 if TYPE_CHECKING:
     from actorllm.engine.api.control_plane import ControlPlane
     from actorllm.engine.config.engine_config import EngineConfig
+    from actorllm.engine.recovery.lora_record import LoRARecord
 
 
 @final
 class LoRAAdapters:
     """The adapters one engine serves (event loop only)."""
 
-    def __init__(self, config: EngineConfig, control: ControlPlane) -> None:
+    def __init__(self, config: EngineConfig, control: ControlPlane, record: LoRARecord) -> None:
         self._config = config
         self._control = control
-        self._added: dict[str, LoRARequest] = {}  # {lora_name: request}, in adding order
-        self._pinned: set[str] = set()  # pin_lora's, until removed
+        self._added = record.added  # {lora_name: request}, in adding order
+        self._pinned = record.pinned  # pin_lora's, until removed
         self._lock = anyio.Lock()  # one load at a time: concurrent first uses load once
 
     def check(self, request: object) -> LoRARequest:

@@ -5,7 +5,8 @@
   (``[CLS] q [SEP] d [SEP]``, token types marking the document) and its probability is the
   score.
 * An embedding model (a bi-encoder) embeds every text once and scores a pair with the
-  cosine similarity of the two embeddings.
+  cosine similarity of the two embeddings; the pair's ``prompt_token_ids`` are the query's,
+  the tokenizer's pad token and the document's, as vLLM's (and so is the usage counted).
 
 Inputs pair up ``1 -> 1``, ``1 -> N`` (the one query against every document) or ``N -> N``.
 """
@@ -144,11 +145,12 @@ async def score(
     cache_salt: str | None = None,
     max_tokens_per_query: int = 0,
     max_tokens_per_doc: int = 0,
+    skip_reading_prefix_cache: bool | None = None,
 ) -> list[ScoringRequestOutput]:
     """One score per pair (see the module's docstring), in pair order; ``cache_salt``
     salts every prompt's prefix-cache hashes (the request's, vLLM's field);
     ``max_tokens_per_query`` / ``_doc``: each side's texts cut to that many tokens first
-    (``score_limits``)."""
+    (``score_limits``); ``skip_reading_prefix_cache``: every prompt's (``PoolingParams``')."""
     kind = check_scoring_model(engine)
     pairs = pair_up(data_1, data_2)
     for a, b in pairs:
@@ -171,7 +173,10 @@ async def score(
             if cache_salt is not None:
                 prompt["cache_salt"] = cache_salt
             params = PoolingParams(
-                task="classify", use_activation=use_activation, token_type_start=start
+                task="classify",
+                use_activation=use_activation,
+                token_type_start=start,
+                skip_reading_prefix_cache=skip_reading_prefix_cache,
             )
             jobs.append((prompt, params))
         outs = await encode_many(engine, jobs, truncate_prompt_tokens=truncate_prompt_tokens)
@@ -189,13 +194,21 @@ async def score(
     if checked:
         for t in texts:
             check_length(len(engine.tokenizer(t)["input_ids"]), engine.max_model_len, "text_1")
-    params = PoolingParams(task="embed", use_activation=use_activation)
+    params = PoolingParams(
+        task="embed",
+        use_activation=use_activation,
+        skip_reading_prefix_cache=skip_reading_prefix_cache,
+    )
     prompts = [t if cache_salt is None else {"prompt": t, "cache_salt": cache_salt} for t in texts]
     embs = await encode_many(
         engine, [(p, params) for p in prompts], truncate_prompt_tokens=truncate_prompt_tokens
     )
     by_text: dict[str, PoolingRequestOutput[PoolingOutput]] = dict(zip(texts, embs, strict=True))
     import torch.nn.functional as F  # (loaded already: the pooled tensors are torch's)
+
+    # vLLM reports a pair's tokens as the query's, the pad token, the document's.
+    pad = getattr(engine.tokenizer, "pad_token_id", None)
+    padding = [] if pad is None else [pad]
 
     results = []
     for i, (a, b) in enumerate(pairs):
@@ -205,7 +218,7 @@ async def score(
             ScoringRequestOutput(
                 request_id=f"{rid}-{i}",
                 outputs=ScoringOutput(float(cos.item())),
-                prompt_token_ids=ea.prompt_token_ids + eb.prompt_token_ids,
+                prompt_token_ids=ea.prompt_token_ids + padding + eb.prompt_token_ids,
                 num_cached_tokens=ea.num_cached_tokens + eb.num_cached_tokens,
                 finished=True,
             )

@@ -10,8 +10,10 @@ are merged, per request, into what one output covering that span would have been
 
 * CUMULATIVE and FINAL_ONLY: each output already holds everything so far, so the newest
   completion of each sample index wins;
-* DELTA: the pieces are concatenated, per sample index (text, token ids, logprobs, prompt
-  logprobs); the newest finish reason wins.
+* DELTA: the pieces are concatenated, per sample index (text, token ids, logprobs, token
+  weight versions, prompt logprobs); the newest finish reason wins.
+
+Both are ``RequestOutput.add`` (vLLM's fold), on a copy: one fold for every merge.
 
 :class:`PendingOutputs` is the thread-safe mailbox between the loop (``put``/``fail``) and
 the caller (``take``). (``messages.StepOutputs`` is the actor message that carries one
@@ -30,34 +32,17 @@ from typing import final
 import msgspec
 
 from actorllm.core.errors import DuplicateRequestError
-from actorllm.core.logprob_types import concat_logprobs
 from actorllm.core.outputs import CompletionOutput, RequestOutput
 from actorllm.core.sampling_params import RequestOutputKind
 from actorllm.engine.errors import EngineError, RequestFailedError
 
 
 def merge_outputs(old: RequestOutput, new: RequestOutput, kind: RequestOutputKind) -> RequestOutput:
-    """One output covering ``old`` then ``new`` (two outputs of one request, in order)."""
-    by_index = {c.index: c for c in old.outputs}
-    for c in new.outputs:
-        prev = by_index.get(c.index)
-        by_index[c.index] = c if prev is None or kind != RequestOutputKind.DELTA else _join(prev, c)
-    prompt_logprobs = new.prompt_logprobs
-    if kind == RequestOutputKind.DELTA and old.prompt_logprobs is not None:
-        prompt_logprobs = concat_logprobs(old.prompt_logprobs, new.prompt_logprobs)
-    return msgspec.structs.replace(
-        new, outputs=[by_index[i] for i in sorted(by_index)], prompt_logprobs=prompt_logprobs
-    )
-
-
-def _join(a: CompletionOutput, b: CompletionOutput) -> CompletionOutput:
-    """Two DELTA pieces of one sample, as one piece."""
-    logprobs = b.logprobs
-    if a.logprobs is not None:
-        logprobs = concat_logprobs(a.logprobs, b.logprobs)
-    return msgspec.structs.replace(
-        b, text=a.text + b.text, token_ids=a.token_ids + b.token_ids, logprobs=logprobs
-    )
+    """One output covering ``old`` then ``new`` (two outputs of one request, in order):
+    :meth:`RequestOutput.add` on a copy of ``old`` (neither argument is changed)."""
+    merged = msgspec.structs.replace(old, outputs=list(old.outputs))
+    merged.add(new, aggregate=kind == RequestOutputKind.DELTA)
+    return merged
 
 
 @dataclass

@@ -8,10 +8,11 @@ import time
 import pytest
 
 from actorllm import LLM, SamplingParams
-from actorllm.core.errors import InvalidRequestError, RequestTooLongError
+from actorllm.core.errors import EmptyPromptError, InvalidRequestError, RequestTooLongError
 from actorllm.core.outputs import RequestOutput
 from actorllm.engine.errors import EngineClosedError
 from actorllm.outputs import PoolingRequestOutput
+from actorllm.testing import check_invariants
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=4)
 LONG = SamplingParams(temperature=0.0, max_tokens=200, ignore_eos=True)
@@ -63,11 +64,34 @@ def test_a_prompt_refused_before_running_queues_none_of_its_call(llm):
     assert llm.wait_for_completion() == []
 
 
-def test_a_prompt_the_engine_refuses_raises_at_wait_for_completion(llm):
-    llm.enqueue(["fine", "word " * 400], GREEDY, use_tqdm=False)
-    with pytest.raises(RequestTooLongError):
-        llm.wait_for_completion(use_tqdm=False)
-    assert llm.wait_for_completion() == []
+def test_a_prompt_the_engine_refuses_raises_at_enqueue_and_queues_nothing(llm):
+    """vLLM 0.32's enqueue renders each prompt and adds it to its engine, which checks it:
+    the first refused raises there (VLLMValidationError: ours InvalidRequestError), after
+    the call's requests added so far are aborted (entrypoints/common/offline.py,
+    _render_and_add_requests). Its counter numbered the prompts before the refused one, and
+    that one unless its rendering (the chat template, the length) refused it."""
+    kept = llm.enqueue("kept", GREEDY, use_tqdm=False)  # an earlier call's request stays
+    n = int(kept[0]) + 1
+    refused = [
+        ("word " * 400, GREEDY, RequestTooLongError, "maximum context length", 1),
+        ({"prompt_token_ids": []}, GREEDY, EmptyPromptError, "empty", 2),
+        ({"prompt_token_ids": [1, 10**6]}, GREEDY, InvalidRequestError, "vocabulary", 2),
+        ("hi", SamplingParams(max_tokens=4, logprobs=50), InvalidRequestError, "logprobs", 2),
+    ]
+    for bad, params, error, words, numbered in refused:
+        with pytest.raises(error, match=words):
+            llm.enqueue(["fine", bad], [GREEDY, params], use_tqdm=False)
+        n += numbered
+    with pytest.raises(InvalidRequestError, match="boom"):  # the template's own words
+        llm.enqueue_chat(
+            CHAT, GREEDY, use_tqdm=False, chat_template="{{ raise_exception('boom') }}"
+        )
+    after = llm.enqueue("after", GREEDY, use_tqdm=False)
+    assert after == [str(n)]
+    outs = llm.wait_for_completion(use_tqdm=False)
+    assert [o.request_id for o in outs] == kept + after
+    llm._thread.call(check_invariants, llm.engine)  # no request, no KV block left behind
+    assert llm.engine.statistics().ledger.open_requests == 0
 
 
 def test_an_output_type_that_does_not_admit_the_outputs_is_a_type_error(llm):

@@ -70,6 +70,48 @@ def test_token_embed_once_the_pooler_config_names_it() -> None:
         llm.close()
 
 
+def test_score_names_pairs_as_vllm_does_for_a_bi_encoder(minilm: LLM) -> None:
+    """vLLM 0.32 embeds every text of a score call as a request of the LLM's counter,
+    data_1's then data_2's, and names a pair "<query's id>_<document's id>"
+    (pooling/scoring/io_processor.py, BiEncoderIOProcessor._post_process)."""
+    n = int(minilm.embed(["x"], use_tqdm=False)[0].request_id) + 1
+    one_to_n = minilm.score(TEXTS[0], TEXTS, use_tqdm=False)
+    assert [s.request_id for s in one_to_n] == [f"{n}_{n + 1}", f"{n}_{n + 2}", f"{n}_{n + 3}"]
+    n += 4
+    pairs = minilm.score(TEXTS[:2], TEXTS[1:], use_tqdm=False)
+    assert [s.request_id for s in pairs] == [f"{n}_{n + 2}", f"{n + 1}_{n + 3}"]
+    assert minilm.embed(["x"], use_tqdm=False)[0].request_id == str(n + 4)
+
+
+def test_score_passes_skip_reading_prefix_cache_on(minilm: LLM, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """pooling_params.skip_reading_prefix_cache reaches every scored prompt (vLLM clones
+    the caller's pooling_params into each request); it was dropped."""
+    seen = []
+    real = minilm.engine.encode
+
+    def spy(prompt, params=None, *args, **kwargs):  # type: ignore[no-untyped-def]
+        seen.append(params.skip_reading_prefix_cache)
+        return real(prompt, params, *args, **kwargs)
+
+    monkeypatch.setattr(minilm.engine, "encode", spy)
+    params = PoolingParams(skip_reading_prefix_cache=False)
+    minilm.score("a", ["b", "c"], pooling_params=params, use_tqdm=False)
+    assert seen == [False, False, False]
+
+
+def test_a_bi_encoder_pairs_tokens_are_the_query_pad_and_document(minilm: LLM) -> None:
+    """vLLM 0.32 reports a pair's prompt_token_ids as query + [pad] + document (its
+    _post_process); measured with vLLM on this model: 8, 9 and 7 tokens below."""
+    tok = minilm.get_tokenizer()
+    (pair,) = minilm.score("q", ["d1"], use_tqdm=False)
+    assert (
+        pair.prompt_token_ids == tok("q")["input_ids"] + [tok.pad_token_id] + tok("d1")["input_ids"]
+    )
+    assert [len(s.prompt_token_ids) for s in minilm.score("q", ["d1", "d2", "d3"])] == [8] * 3
+    assert [len(s.prompt_token_ids) for s in minilm.score(["q1", "q2"], ["d1", "d2"])] == [9, 9]
+    assert [len(s.prompt_token_ids) for s in minilm.score("q", "d")] == [7]
+
+
 def test_truncation_longer_than_the_context_is_refused(minilm: LLM) -> None:
     # vLLM's TokenizeParams: truncate_prompt_tokens above max_model_len (256) is a
     # ValueError naming it, even for a prompt too short to be cut.
@@ -150,7 +192,10 @@ def test_cross_encoder_matches_transformers(cross_encoder: Path) -> None:
         enc = tok([query] * 3, docs, return_tensors="pt", padding=True)
         want = torch.sigmoid(hf(**enc).logits[:, 0])  # one label: sigmoid, as vLLM
     with LLM(str(cross_encoder), dtype="float32") as llm:
-        got = torch.tensor([s.outputs.score for s in llm.score(query, docs)])
+        scored = llm.score(query, docs)
+        # vLLM's ids: one request per pair, named by the LLM's counter
+        assert [s.request_id for s in scored] == ["0", "1", "2"]
+        got = torch.tensor([s.outputs.score for s in scored])
         probs = llm.classify([query])[0].outputs.probs
         with pytest.raises(ValueError, match="Embedding API is not supported by this model"):
             llm.embed([query])

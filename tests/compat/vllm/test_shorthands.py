@@ -4,6 +4,7 @@ flags), with vLLM's checks."""
 from __future__ import annotations
 
 import argparse
+import re
 from collections.abc import Callable
 
 import pytest
@@ -40,6 +41,32 @@ def test_max_num_active_seqs_caps_the_running_requests(form: Form) -> None:
     assert form(max_num_seqs=8, max_num_active_seqs=8).max_num_seqs == 8
     with pytest.raises(EngineConfigError, match="max_num_seqs"):
         form(max_num_seqs=8, max_num_active_seqs=9)
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_max_num_active_seqs_above_max_num_seqs_is_vllms_value_error(form: Form) -> None:
+    """vLLM 0.32's SchedulerConfig check (config/scheduler.py): its words, a ValueError,
+    against the given max_num_seqs or, without one, the default (vLLM's 256 offline on a
+    CPU, arg_utils.py's get_batch_defaults)."""
+    words = "max_num_active_seqs ({}) cannot be greater than max_num_seqs ({})."
+    with pytest.raises(ValueError, match=re.escape(words.format(9, 8))):
+        form(max_num_seqs=8, max_num_active_seqs=9)
+    with pytest.raises(ValueError, match=re.escape(words.format(257, 256))):
+        form(max_num_active_seqs=257)
+    assert form(max_num_active_seqs=256).max_num_seqs == 256
+
+
+def test_max_num_active_seqs_over_an_engine_config_is_bounded_by_its_max_num_seqs() -> None:
+    """``LLM(config, max_num_active_seqs=n)``: the config's max_num_seqs bounds n (not the
+    default, which would raise the config's 8 to 16)."""
+    config = EngineConfig(max_num_seqs=8)
+    assert args.engine_config(config, max_num_active_seqs=4).max_num_seqs == 4
+    with pytest.raises(EngineConfigError, match=re.escape("max_num_seqs (8).")):
+        args.engine_config(config, max_num_active_seqs=16)
+    with pytest.raises(EngineConfigError, match=re.escape("max_num_batched_tokens (512).")):
+        args.engine_config(EngineConfig(max_num_batched_tokens=512), max_num_scheduled_tokens=1024)
+    both = args.engine_config(config, max_num_seqs=32, max_num_active_seqs=16)
+    assert both.max_num_seqs == 16  # a max_num_seqs given beside it wins over the config's
 
 
 @pytest.mark.parametrize("form", FORMS)
