@@ -9,11 +9,12 @@ returning vLLM's output types in input order.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from actorllm.compat.vllm.not_built import check_options
 from actorllm.compat.vllm.offline_prompts import Prompt, as_prompt_list, per_prompt
+from actorllm.compat.vllm.offline_requests import UseTqdm, progress_bar
 from actorllm.core.errors import InvalidRequestError
 from actorllm.core.pooling_params import PoolingParams
 from actorllm.engine.api.pooling_outputs import (
@@ -102,15 +103,21 @@ class PoolingMethods:
                 )
         params = [p.clone(task=pooling_task) for p in params]
         jobs = list(zip(items, params, strict=True))
-        outs = self._thread.call(self._encode_all, jobs, truncate)
+        outs = self._thread.call(self._encode_all, jobs, truncate, use_tqdm)
         for out in outs:  # named as vLLM's LLM names its requests, in input order
             out.request_id = str(next(self._request_ids))
         return outs
 
     async def _encode_all(
-        self, jobs: list[tuple[Any, PoolingParams]], truncate: int | None
+        self, jobs: list[tuple[Any, PoolingParams]], truncate: int | None, use_tqdm: UseTqdm
     ) -> list[PoolingRequestOutput[PoolingOutput]]:
-        return await encode_many(self.engine, jobs, truncate_prompt_tokens=truncate)
+        bar = progress_bar(use_tqdm, len(jobs), "Processed prompts")
+        try:
+            return await encode_many(
+                self.engine, jobs, on_done=lambda: bar.update(1), truncate_prompt_tokens=truncate
+            )
+        finally:
+            bar.close()
 
     def embed(
         self,
@@ -180,7 +187,7 @@ class PoolingMethods:
                 )
         first, second = _score_side(data_1), _score_side(data_2)
         params = pooling_params or PoolingParams()
-        outs = self._thread.call(self._score, first, second, params, truncate)
+        outs = self._thread.call(self._score, first, second, params, truncate, use_tqdm)
         cross = check_scoring_model(self.engine) == "cross"
         for out, name in zip(
             outs, _score_ids(self._request_ids, cross, first, second), strict=True
@@ -194,6 +201,26 @@ class PoolingMethods:
         second: list[str],
         params: PoolingParams,
         truncate: int | None,
+        use_tqdm: UseTqdm,
+    ) -> list[ScoringRequestOutput]:
+        # the engine requests: one per pair (cross-encoder) or per distinct text
+        cross = check_scoring_model(self.engine) == "cross"
+        total = max(len(first), len(second))
+        if not cross and all(isinstance(t, str) for t in [*first, *second]):
+            total = len(dict.fromkeys([*first, *second]))  # (other inputs are refused)
+        bar = progress_bar(use_tqdm, total, "Processed prompts")
+        try:
+            return await self._scored(first, second, params, truncate, lambda: bar.update(1))
+        finally:
+            bar.close()
+
+    async def _scored(
+        self,
+        first: list[str],
+        second: list[str],
+        params: PoolingParams,
+        truncate: int | None,
+        on_done: Callable[[], object],
     ) -> list[ScoringRequestOutput]:
         return await score(
             self.engine,
@@ -202,6 +229,7 @@ class PoolingMethods:
             use_activation=params.use_activation,
             truncate_prompt_tokens=truncate,
             skip_reading_prefix_cache=params.skip_reading_prefix_cache,
+            on_done=on_done,
         )
 
 

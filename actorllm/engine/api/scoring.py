@@ -14,7 +14,7 @@ Inputs pair up ``1 -> 1``, ``1 -> N`` (the one query against every document) or 
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, Protocol
 
 import anyio
@@ -100,10 +100,15 @@ async def encode_one(
 
 
 async def encode_many(
-    engine: PoolingEngine, jobs: Sequence[tuple[Any, PoolingParams]], **kw: Any
+    engine: PoolingEngine,
+    jobs: Sequence[tuple[Any, PoolingParams]],
+    *,
+    on_done: Callable[[], object] | None = None,
+    **kw: Any,
 ) -> list[PoolingRequestOutput[PoolingOutput]]:
     """Every (prompt, params) concurrently (the scheduler batches them); results in job
-    order. The first error is raised once the others are done."""
+    order. The first error is raised once the others are done. ``on_done``: called as
+    each job ends (an offline progress bar's update)."""
     results: list[Any] = [None] * len(jobs)
     errors: list[BaseException] = []
 
@@ -112,6 +117,8 @@ async def encode_many(
             results[i] = await encode_one(engine, jobs[i][0], jobs[i][1], **kw)
         except Exception as exc:
             errors.append(exc)
+        if on_done is not None:
+            on_done()
 
     async with anyio.create_task_group() as tg:
         for i in range(len(jobs)):
@@ -146,11 +153,13 @@ async def score(
     max_tokens_per_query: int = 0,
     max_tokens_per_doc: int = 0,
     skip_reading_prefix_cache: bool | None = None,
+    on_done: Callable[[], object] | None = None,
 ) -> list[ScoringRequestOutput]:
     """One score per pair (see the module's docstring), in pair order; ``cache_salt``
     salts every prompt's prefix-cache hashes (the request's, vLLM's field);
     ``max_tokens_per_query`` / ``_doc``: each side's texts cut to that many tokens first
-    (``score_limits``); ``skip_reading_prefix_cache``: every prompt's (``PoolingParams``')."""
+    (``score_limits``); ``skip_reading_prefix_cache``: every prompt's (``PoolingParams``');
+    ``on_done``: called as each of the engine requests ends (a progress bar)."""
     kind = check_scoring_model(engine)
     pairs = pair_up(data_1, data_2)
     for a, b in pairs:
@@ -179,7 +188,9 @@ async def score(
                 skip_reading_prefix_cache=skip_reading_prefix_cache,
             )
             jobs.append((prompt, params))
-        outs = await encode_many(engine, jobs, truncate_prompt_tokens=truncate_prompt_tokens)
+        outs = await encode_many(
+            engine, jobs, on_done=on_done, truncate_prompt_tokens=truncate_prompt_tokens
+        )
         return [
             ScoringRequestOutput(
                 request_id=f"{rid}-{i}",
@@ -201,7 +212,10 @@ async def score(
     )
     prompts = [t if cache_salt is None else {"prompt": t, "cache_salt": cache_salt} for t in texts]
     embs = await encode_many(
-        engine, [(p, params) for p in prompts], truncate_prompt_tokens=truncate_prompt_tokens
+        engine,
+        [(p, params) for p in prompts],
+        on_done=on_done,
+        truncate_prompt_tokens=truncate_prompt_tokens,
     )
     by_text: dict[str, PoolingRequestOutput[PoolingOutput]] = dict(zip(texts, embs, strict=True))
     import torch.nn.functional as F  # (loaded already: the pooled tensors are torch's)

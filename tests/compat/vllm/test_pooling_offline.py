@@ -112,6 +112,28 @@ def test_a_bi_encoder_pairs_tokens_are_the_query_pad_and_document(minilm: LLM) -
     assert [len(s.prompt_token_ids) for s in minilm.score("q", "d")] == [7]
 
 
+def test_use_tqdm_counts_the_engine_requests(minilm: LLM) -> None:
+    """vLLM's use_tqdm: a bar (or a callable that makes one) updated per request."""
+    bars: list[dict[str, int]] = []
+
+    class Bar:
+        def __init__(self, total: int, **_: object) -> None:
+            self.state = {"total": total, "n": 0, "closed": 0}
+            bars.append(self.state)
+
+        def update(self, n: int) -> None:
+            self.state["n"] += n
+
+        def close(self) -> None:
+            self.state["closed"] += 1
+
+    minilm.embed(TEXTS, use_tqdm=Bar)
+    minilm.score(TEXTS[0], TEXTS, use_tqdm=Bar)  # 3 distinct texts: 3 requests
+    assert bars == [{"total": 3, "n": 3, "closed": 1}] * 2
+    minilm.embed(TEXTS, use_tqdm=False)  # no bar made
+    assert len(bars) == 2
+
+
 def test_truncation_longer_than_the_context_is_refused(minilm: LLM) -> None:
     # vLLM's TokenizeParams: truncate_prompt_tokens above max_model_len (256) is a
     # ValueError naming it, even for a prompt too short to be cut.
