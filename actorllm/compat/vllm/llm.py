@@ -126,9 +126,11 @@ class LLM(BeamSearchMethods, PoolingMethods, SyncFacade):
         :meth:`get_default_sampling_params`); ``priority`` one for all or a list with one
         per prompt (lower runs first under ``scheduling_policy="priority"``).
 
-        Unsupported prompt forms raise ``InvalidRequestError`` before anything runs. Each
-        request is then validated by the engine; the first invalid one's error
-        (``InvalidRequestError``) is raised once the rest of the batch has finished.
+        Every prompt is checked before anything runs, as vLLM renders and checks each
+        before its engine runs (its form, and what the engine checks: its length, an empty
+        prompt, ids out of vocabulary, logprobs above ``max_logprobs``, ...;
+        :mod:`offline_checks`): the first refused raises its ``InvalidRequestError``
+        (vLLM's ``VLLMValidationError``) and none of the batch runs.
         ``lora_request``: a ``LoRARequest`` for all prompts or a list with one per prompt
         (None: the base model; needs ``enable_lora``). ``tokenization_kwargs`` and
         ``mm_processor_kwargs`` (vLLM's) must be None: anything else raises
@@ -168,7 +170,8 @@ class LLM(BeamSearchMethods, PoolingMethods, SyncFacade):
         ``SamplingParams.structured_outputs`` to force a call's arguments.
         ``sampling_params``, ``lora_request`` and ``priority``: as :meth:`generate`'s.
         ``tokenization_kwargs`` and ``mm_processor_kwargs`` must be None (else
-        ``NotImplementedError`` naming them).
+        ``NotImplementedError`` naming them). Each conversation is rendered and checked
+        before any runs, as :meth:`generate` checks its prompts.
         """
         requests = self._chat_requests(
             "LLM.chat", messages, sampling_params, lora_request, priority, chat_template,
@@ -207,7 +210,7 @@ class LLM(BeamSearchMethods, PoolingMethods, SyncFacade):
         self._check_generative("LLM.enqueue")
         requests = self._prompt_requests(
             "LLM.enqueue", prompts, sampling_params, lora_request, priority,
-            tokenization_kwargs, mm_processor_kwargs, check=True,
+            tokenization_kwargs, mm_processor_kwargs,
         )  # fmt: skip
         return self._queue.add(requests, use_tqdm)
 
@@ -235,7 +238,7 @@ class LLM(BeamSearchMethods, PoolingMethods, SyncFacade):
             "LLM.enqueue_chat", messages, sampling_params, lora_request, priority,
             chat_template, chat_template_content_format, add_generation_prompt,
             continue_final_message, tools, chat_template_kwargs, tokenization_kwargs,
-            mm_processor_kwargs, check=True,
+            mm_processor_kwargs,
         )  # fmt: skip
         return self._queue.add(requests, use_tqdm)
 
@@ -273,19 +276,15 @@ class LLM(BeamSearchMethods, PoolingMethods, SyncFacade):
         priority: Priorities,
         tokenization_kwargs: Mapping[str, Any] | None,
         mm_processor_kwargs: Mapping[str, Any] | None,
-        *,
-        check: bool = False,
     ) -> list[OfflineRequest]:
-        """``generate``'s and ``enqueue``'s requests (the options not built refused);
-        ``check``: each checked here as the engine will (:meth:`_checked`)."""
+        """``generate``'s and ``enqueue``'s requests (the options not built refused), each
+        checked here as the engine will (:meth:`_checked`)."""
         check_options(
             method,
             tokenization_kwargs=tokenization_kwargs or None,
             mm_processor_kwargs=mm_processor_kwargs or None,
         )
-        return self._requests(
-            as_prompt_list(prompts), sampling_params, priority, lora_request, check=check
-        )
+        return self._requests(as_prompt_list(prompts), sampling_params, priority, lora_request)
 
     def _chat_requests(
         self,
@@ -302,8 +301,6 @@ class LLM(BeamSearchMethods, PoolingMethods, SyncFacade):
         chat_template_kwargs: Mapping[str, Any] | None,
         tokenization_kwargs: Mapping[str, Any] | None,
         mm_processor_kwargs: Mapping[str, Any] | None,
-        *,
-        check: bool = False,
     ) -> list[OfflineRequest]:
         check_options(
             method,
@@ -323,9 +320,7 @@ class LLM(BeamSearchMethods, PoolingMethods, SyncFacade):
             chat_template_kwargs=chat_template_kwargs,
             tools=tools,
         )
-        return self._requests(
-            conversations, sampling_params, priority, lora_request, options, check=check
-        )
+        return self._requests(conversations, sampling_params, priority, lora_request, options)
 
     def _requests(
         self,
@@ -334,12 +329,10 @@ class LLM(BeamSearchMethods, PoolingMethods, SyncFacade):
         priority: Priorities,
         lora_request: Loras,
         chat: Mapping[str, Any] | None = None,
-        *,
-        check: bool = False,
     ) -> list[OfflineRequest]:
         """One request per prompt (or conversation, with ``chat``'s options), checked
-        before anything runs, each named by the counter; vLLM's per-prompt rules.
-        ``check``: the engine's checks too (:meth:`_checked`)."""
+        before anything runs (the engine's checks too: :meth:`_checked`), each named by the
+        counter; vLLM's per-prompt rules."""
         default = self.get_default_sampling_params()  # for sampling_params=None
         params = per_prompt(sampling_params, len(items), default, "sampling params")
         prios = per_prompt(priority, len(items), 0, "priorities")
@@ -349,9 +342,7 @@ class LLM(BeamSearchMethods, PoolingMethods, SyncFacade):
                 self.engine.check_lora_request(lora)
         for prio in prios:
             check_priority(prio, self.engine.config)
-        chats = [chat] * len(items)
-        if check:
-            items, chats = self._checked(items, params, chat)
+        items, chats = self._checked(items, params, chat)
         return [
             OfflineRequest(
                 request_id=str(next(self._request_ids)),
@@ -390,7 +381,7 @@ class LLM(BeamSearchMethods, PoolingMethods, SyncFacade):
 
     @functools.cached_property
     def _inputs(self) -> InputProcessor:
-        """The engine's checks, for this thread (enqueue's)."""
+        """The engine's checks, for the caller's thread."""
         return engine_inputs(self.engine)
 
     async def _batch(

@@ -94,6 +94,21 @@ def test_a_prompt_the_engine_refuses_raises_at_enqueue_and_queues_nothing(llm):
     assert llm.engine.statistics().ledger.open_requests == 0
 
 
+def test_generate_and_chat_check_every_prompt_before_any_runs(llm):
+    """vLLM's generate renders and adds every prompt before its engine runs: a prompt it
+    refuses raises before the batch is submitted (nothing left queued, nothing leaked)."""
+    with pytest.raises(RequestTooLongError, match="maximum context length"):
+        llm.generate(["fine", "word " * 400], GREEDY, use_tqdm=False)
+    with pytest.raises(InvalidRequestError, match="boom"):
+        llm.chat(
+            [CHAT, CHAT], GREEDY, use_tqdm=False, chat_template="{{ raise_exception('boom') }}"
+        )
+    assert llm.engine.statistics().ledger.open_requests == 0
+    (out,) = llm.generate("fine", GREEDY, use_tqdm=False)
+    assert out.prompt == "fine" and out.finished
+    llm._thread.call(check_invariants, llm.engine)
+
+
 def test_an_output_type_that_does_not_admit_the_outputs_is_a_type_error(llm):
     (rid,) = llm.enqueue("typed", GREEDY, use_tqdm=False)
     with pytest.raises(TypeError, match="output_type"):
