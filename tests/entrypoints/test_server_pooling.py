@@ -333,3 +333,38 @@ def test_cache_salt_reaches_every_prompt(
         assert seen and all(isinstance(p, dict) and p["cache_salt"] == "tenant-a" for p in seen)
     r = httpx.post(srv.url + "/v1/embeddings", json={"input": "a", "cache_salt": ""})
     assert r.status_code == 400 and r.json()["error"]["param"] == "cache_salt"
+
+
+def test_a_task_route_beside_the_pooling_task_is_vllms_501() -> None:
+    """With --pooler-config's task token_embed, vLLM mounts /v1/embeddings (the model has
+    embed) without its handler: 501 "The model does not support Embeddings API"; /pooling
+    serves token_embed, and refuses embed with the switch 400."""
+    app = build_app(
+        lambda: AsyncEngine.open(
+            MODEL,
+            dtype="float32",
+            served_model_name="minilm",
+            pooler_config={"task": "token_embed"},
+        ),
+        AppSettings(log_interval_s=0),
+    )
+    server = ServerThread(app).start(timeout_s=240)
+    try:
+        for path in ("/v1/embeddings", "/v2/embed"):
+            r = httpx.post(server.url + path, json={"input": "x", "texts": ["x"]})
+            assert r.status_code == 501, path
+            assert r.json()["error"] == {
+                "message": "The model does not support Embeddings API",
+                "type": "NotImplementedError",
+                "param": None,
+                "code": 501,
+            }
+        r = httpx.post(server.url + "/pooling", json={"input": "a b"})
+        assert r.status_code == 200 and len(r.json()["data"][0]["data"]) == 4  # CLS a b SEP
+        r = httpx.post(server.url + "/pooling", json={"input": "x", "task": "embed"})
+        assert r.status_code == 400 and "--pooler-config.task embed" in r.json()["error"]["message"]
+        doc = httpx.get(server.url + "/openapi.json").json()
+        assert "/v1/embeddings" not in doc["paths"] and "/pooling" in doc["paths"]
+    finally:
+        server.stop()
+    assert server.error is None

@@ -39,16 +39,36 @@ def why_not_served(needs: str, engine: Any) -> str | None:
     return f"The model `{name}` ({', '.join(pm.tasks)}) does not serve this route."
 
 
+# vLLM mounts /v1/embeddings (and /v2/embed) and /classify for a model that has the task,
+# but serves them only when it is the model's pooling task (its default or
+# --pooler-config's): else its handler is missing and the route answers 501.
+_TASK_APIS = {"embed": "Embeddings", "classify": "Classification"}
+
+
+def not_the_pooling_task(needs: str, engine: Any) -> str | None:
+    """vLLM's 501 message when a task route's task is not the model's pooling task."""
+    pm = engine.pooling_model
+    api = _TASK_APIS.get(needs)
+    if api is None or pm is None or pm.default_task == needs:
+        return None
+    return f"The model does not support {api} API"
+
+
 def only_if_served(path: str, fn: Handler) -> Handler:
-    """``fn``, answering 404 first when the served model lacks what ``path`` needs."""
+    """``fn``, answering 404 first when the served model lacks what ``path`` needs (501
+    when it has the task but serves another: vLLM's)."""
     needs = NEEDS.get(path)
     if needs is None:
         return fn
 
     async def guarded(state: AppState, request: Any) -> Any:
-        why = why_not_served(needs, state.serving.engine)
+        engine = state.serving.engine
+        why = why_not_served(needs, engine)
         if why is not None:
             raise APIError(404, why, detail="Not Found")
+        other = not_the_pooling_task(needs, engine)
+        if other is not None:
+            raise APIError(501, other, kind="NotImplementedError")
         return await fn(state, request)
 
     guarded.__name__ = fn.__name__

@@ -182,5 +182,8 @@ def offers(needs: str, tasks: Sequence[str], cross_encoder: bool) -> bool:
 
 
 def pooling_served(needs: str, served: Served) -> bool:
-    """Whether the documented model offers what a pooling route ``needs``."""
+    """Whether the documented model serves what a pooling route ``needs`` (embeddings and
+    classification only as its pooling task: the app answers 501 otherwise, as vLLM)."""
+    if needs in ("embed", "classify") and served.pooling_tasks[:1] != (needs,):
+        return False
     return offers(needs, served.pooling_tasks, served.cross_encoder)
