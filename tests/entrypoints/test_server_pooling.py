@@ -363,8 +363,14 @@ def test_a_task_route_beside_the_pooling_task_is_vllms_501() -> None:
         assert r.status_code == 200 and len(r.json()["data"][0]["data"]) == 4  # CLS a b SEP
         r = httpx.post(server.url + "/pooling", json={"input": "x", "task": "embed"})
         assert r.status_code == 400 and "--pooler-config.task embed" in r.json()["error"]["message"]
+        # /score is vLLM's late interaction: MaxSim of normalized token rows, so a text
+        # against itself scores its token count ([CLS] a b [SEP]: 4)
+        r = httpx.post(server.url + "/score", json={"text_1": "a b", "text_2": ["a b", "x"]})
+        scores = [d["score"] for d in r.json()["data"]]
+        assert r.status_code == 200 and abs(scores[0] - 4) < 1e-3 and scores[1] < scores[0]
         doc = httpx.get(server.url + "/openapi.json").json()
         assert "/v1/embeddings" not in doc["paths"] and "/pooling" in doc["paths"]
+        assert "/score" in doc["paths"]
     finally:
         server.stop()
     assert server.error is None

@@ -238,7 +238,12 @@ FOREIGN: list[Foreign] = [
     # newer vLLM frontends
     _i("--enable-offline-docs", value=False, why="there is no docs UI (/openapi.json only)"),
     _i("--enable-log-deltas", value=False, why="outputs are logged once, when complete"),
-    _i("--enable-flash-late-interaction", value=False, why="there is no late-interaction scoring"),
+    _i(
+        "--enable-flash-late-interaction",
+        value=False,
+        why="late-interaction scores (MaxSim) are computed once per pair from each side's "
+        "token embeddings: vLLM's worker-side query cache is a speed-up of the same scores",
+    ),
     _i("--cohere-is-reasoning-model", value=False, why="there are no Cohere endpoints"),
     _i("--cohere-format", why="there are no Cohere endpoints"),
     _i("--fingerprint-mode", why="system_fingerprint is always null"),

@@ -32,6 +32,9 @@ if TYPE_CHECKING:
     from actorllm.engine.api.async_engine import AsyncEngine
     from actorllm.engine.config.pooling_model import PoolingModel
 
+# the pooling task each way of scoring runs (vLLM's SCORE_TYPE_MAP, reversed)
+_SCORE_TASKS = {"cross": "classify", "bi": "embed", "late": "token_embed"}
+
 # vLLM 0.32's words (its pooling/offline.py)
 _TASK_REQUIRED = """pooling_task required for `LLM.encode`.
 Please use one of the more specific methods or set the pooling_task when using `LLM.encode`:
@@ -179,7 +182,7 @@ class PoolingMethods:
         if pooling_params is not None and (pooling_params.dimensions is not None):
             raise ValueError("LLM.score: pooling_params.dimensions is not supported for scoring")
         if pooling_params is not None and pooling_params.task is not None:
-            task = "classify" if check_scoring_model(self.engine) == "cross" else "embed"
+            task = _SCORE_TASKS[check_scoring_model(self.engine)]
             if pooling_params.task != task:  # vLLM's words: the scoring task is not replaced
                 raise ValueError(
                     f"You cannot overwrite pooling_params.task={pooling_params.task!r} with "

@@ -7,6 +7,11 @@
 * An embedding model (a bi-encoder) embeds every text once and scores a pair with the
   cosine similarity of the two embeddings; the pair's ``prompt_token_ids`` are the query's,
   the tokenizer's pad token and the document's, as vLLM's (and so is the usage counted).
+* A model whose pooling task is token_embed (a ColBERT-style late-interaction model) embeds
+  every text's tokens once and scores a pair with MaxSim: for each query token its largest
+  dot product with a document token, summed (vLLM's ``compute_maxsim_score``, float32).
+
+The pooling task decides which (``PoolingModel.score_type``, vLLM's SCORE_TYPE_MAP).
 
 Inputs pair up ``1 -> 1``, ``1 -> N`` (the one query against every document) or ``N -> N``.
 """
@@ -70,22 +75,27 @@ def pair_up(data_1: Sequence[Any], data_2: Sequence[Any]) -> list[tuple[Any, Any
 
 
 def check_scoring_model(engine: PoolingEngine) -> str:
-    """ "cross" or "bi": how this model scores; a refusal for the others."""
+    """ "cross", "bi" or "late": how this model scores; a refusal for the others."""
     pm = engine.pooling_model
     name = engine.model_name
     if pm is None:
         raise InvalidRequestError(
             f"The model {name!r} is a text-generation model: it does not score.", param="model"
         )
-    if "classify" in pm.tasks:
-        if pm.num_labels != 1:
-            raise InvalidRequestError(
-                f"Score API is only enabled for num_labels == 1 (the model {name!r} has "
-                f"{pm.num_labels} labels; use /classify).",
-                param="model",
-            )
-        return "cross"
-    return "bi"
+    kind = pm.score_type
+    if kind is not None:
+        return kind
+    if pm.default_task == "classify":
+        raise InvalidRequestError(
+            f"Score API is only enabled for num_labels == 1 (the model {name!r} has "
+            f"{pm.num_labels} labels; use /classify).",
+            param="model",
+        )
+    raise InvalidRequestError(
+        f"The model {name!r} does not score: its pooling task is {pm.default_task} (scores "
+        "come from embed, token_embed or a one-label classify).",
+        param="model",
+    )
 
 
 async def encode_one(
@@ -206,7 +216,7 @@ async def score(
         for t in texts:
             check_length(len(engine.tokenizer(t)["input_ids"]), engine.max_model_len, "text_1")
     params = PoolingParams(
-        task="embed",
+        task="embed" if kind == "bi" else "token_embed",
         use_activation=use_activation,
         skip_reading_prefix_cache=skip_reading_prefix_cache,
     )
@@ -227,11 +237,15 @@ async def score(
     results = []
     for i, (a, b) in enumerate(pairs):
         ea, eb = by_text[a], by_text[b]
-        cos = F.cosine_similarity(ea.outputs.data, eb.outputs.data, dim=0)
+        qa, db = ea.outputs.data.float(), eb.outputs.data.float()
+        if kind == "bi":
+            value = F.cosine_similarity(qa, db, dim=0)  # [dim], [dim] -> []
+        else:  # MaxSim: [q_len, dim] @ [dim, d_len] -> [q_len, d_len] -> max, sum
+            value = (qa @ db.T).amax(dim=-1).sum()
         results.append(
             ScoringRequestOutput(
                 request_id=f"{rid}-{i}",
-                outputs=ScoringOutput(float(cos.item())),
+                outputs=ScoringOutput(float(value.item())),
                 prompt_token_ids=ea.prompt_token_ids + padding + eb.prompt_token_ids,
                 num_cached_tokens=ea.num_cached_tokens + eb.num_cached_tokens,
                 finished=True,

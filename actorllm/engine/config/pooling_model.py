@@ -70,8 +70,8 @@ class PoolingModel(msgspec.Struct, frozen=True, kw_only=True):
     # {input_type: the prefix an embedding of that kind gets} (Cohere's /v2/embed
     # input_type): config.json's task_instructions, else sentence-transformers' prompts
     task_instructions: dict[str, str] = msgspec.field(default_factory=dict)
-    # --pooler-config's task: the one task this server runs (first in ``tasks``); a request
-    # for another is refused, as vLLM's (None: every task in ``tasks``)
+    # --pooler-config's task (first in ``tasks``): the one task the front doors serve, as
+    # vLLM's; None: vLLM's priority picks it (``default_task``)
     pooling_task: str | None = None
 
     @property
@@ -85,6 +85,23 @@ class PoolingModel(msgspec.Struct, frozen=True, kw_only=True):
         if "token_classify" in self.tasks and "ForTokenClassification" in self.architecture:
             return "token_classify"
         return next(t for t in _TASK_PRIORITY if t in self.tasks)
+
+    @property
+    def ordered_tasks(self) -> tuple[str, ...]:
+        """``tasks`` with the default task first."""
+        first = self.default_task
+        return (first, *(t for t in self.tasks if t != first))
+
+    @property
+    def score_type(self) -> str | None:
+        """How /score, /rerank and ``LLM.score`` score, by the pooling task (vLLM's
+        SCORE_TYPE_MAP): "bi" (embed: the cosine of two embeddings), "cross" (classify,
+        one label: the pair as one sequence), "late" (token_embed: ColBERT's MaxSim of the
+        two sides' token embeddings); None: the model does not score."""
+        task = self.default_task
+        if task == "classify":
+            return "cross" if self.num_labels == 1 else None
+        return {"embed": "bi", "token_embed": "late"}.get(task)
 
     @property
     def is_cross_encoder(self) -> bool:

@@ -66,6 +66,17 @@ def test_token_embed_once_the_pooler_config_names_it() -> None:
         assert tokens[0].outputs.data.shape == (len(tokens[0].prompt_token_ids), 384)
         with pytest.raises(ValueError, match=re.escape('`PoolerConfig(task="embed")`')):
             llm.embed(TEXTS[:1])
+        # vLLM's late-interaction score (its pooling task is token_embed): MaxSim of the
+        # two sides' normalized token embeddings, against sentence-transformers' tokens
+        from sentence_transformers import SentenceTransformer
+
+        st = SentenceTransformer(MINILM, device="cpu")
+        rows = st.encode(TEXTS, output_value="token_embeddings", convert_to_tensor=False)
+        rows = [torch.nn.functional.normalize(r.float(), dim=-1) for r in rows]
+        want = [float((rows[0] @ d.T).amax(-1).sum()) for d in rows]
+        got = [s.outputs.score for s in llm.score(TEXTS[0], TEXTS)]
+        assert got == pytest.approx(want, abs=1e-3), (got, want)
+        assert got[0] == pytest.approx(len(rows[0]), abs=1e-3)  # each token matches itself
     finally:
         llm.close()
 

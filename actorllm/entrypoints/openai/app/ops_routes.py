@@ -56,9 +56,7 @@ async def openapi(state: AppState, request: Request) -> Response:
         max_logprobs=engine.config.max_logprobs,
         trust_request_chat_template=state.settings.trust_request_chat_template,
         tokenizer_info=state.settings.enable_tokenizer_info_endpoint,
-        pooling_tasks=(pm.default_task, *(t for t in pm.tasks if t != pm.default_task))
-        if (pm := engine.pooling_model) is not None
-        else (),
+        pooling_tasks=pm.ordered_tasks if (pm := engine.pooling_model) is not None else (),
         cross_encoder=pm is not None and pm.is_cross_encoder,
         has_chat_template=bool(getattr(engine.tokenizer, "chat_template", None)),
         matryoshka=pm is not None and pm.spec.is_matryoshka,

@@ -34,7 +34,7 @@ def why_not_served(needs: str, engine: Any) -> str | None:
         return f"The model `{name}` is a pooling model: it does not generate text."
     if pm is None:
         return f"The model `{name}` generates text: it serves no pooling route."
-    if offers(needs, pm.tasks, pm.is_cross_encoder):
+    if offers(needs, pm.ordered_tasks, pm.is_cross_encoder):
         return None
     return f"The model `{name}` ({', '.join(pm.tasks)}) does not serve this route."
 

@@ -172,12 +172,15 @@ def _served_step_pooling(props: dict[str, Any], columns: int) -> None:
 
 
 def offers(needs: str, tasks: Sequence[str], cross_encoder: bool) -> bool:
-    """Whether a pooling model with ``tasks`` offers what a pooling route ``needs`` (a
-    task, "score" or "any"); the app's 404s (``app/served_routes.py``) ask this too."""
+    """Whether a pooling model with ``tasks`` (its pooling task first) offers what a
+    pooling route ``needs`` (a task, "score" or "any"); the app's 404s
+    (``app/served_routes.py``) ask this too."""
     if needs == "any":
         return bool(tasks)
-    if needs == "score":  # a cross-encoder, or a bi-encoder's cosine
-        return cross_encoder or "embed" in tasks
+    if needs == "score":  # by the pooling task (first): vLLM's enable_scoring_api
+        return tasks[:1] in (("embed",), ("token_embed",)) or (
+            tasks[:1] == ("classify",) and cross_encoder
+        )
     return needs in tasks
 
 
