@@ -470,3 +470,18 @@ def test_server_load_tracking_counts_requests_in_flight() -> None:
             assert httpx.get(plain.url + "/load").json() == {"server_load": 0}
     finally:
         plain.stop()
+
+
+def test_scale_out_routes_answer_vllms_disabled_403(server: ServerThread) -> None:
+    """vLLM registers its scale-out routes disabled without --enable-scale-out: a 403
+    PermissionDeniedError, not a 404 (and not in the OpenAPI document)."""
+    from actorllm.entrypoints.openai.app.routes import SCALE_OUT_PATHS
+
+    for path in SCALE_OUT_PATHS:
+        r = httpx.post(server.url + path, json={})
+        assert r.status_code == 403, path
+        err = r.json()["error"]
+        assert err["type"] == "PermissionDeniedError" and err["code"] == 403
+        assert err["message"].startswith("Scale-out endpoints are disabled.")
+    paths = httpx.get(server.url + "/openapi.json").json()["paths"]
+    assert not set(SCALE_OUT_PATHS) & set(paths)

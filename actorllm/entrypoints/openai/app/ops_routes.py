@@ -73,3 +73,14 @@ async def openapi(state: AppState, request: Request) -> Response:
         dev_mode=settings.dev_mode, api_key=bool(settings.api_key), served=served
     )
     return json_response(doc)
+
+
+async def scale_out_disabled(state: AppState, request: Request) -> Response:
+    """vLLM's answer on its scale-out routes without --enable-scale-out (its status, type
+    and first sentence; the flag that enables them there is refused here: not built)."""
+    raise APIError(
+        403,
+        "Scale-out endpoints are disabled. The scale-out API (render, tokens-in/tokens-out "
+        "generate, derender) is not built here: --enable-scale-out is refused.",
+        kind="PermissionDeniedError",
+    )

@@ -83,6 +83,17 @@ LORA_ROUTES: list[tuple[str, Handler, str]] = [
     ("/v1/load_lora_adapter", api.load_lora_adapter, "POST"),
     ("/v1/unload_lora_adapter", api.unload_lora_adapter, "POST"),
 ]
+# vLLM's scale-out routes (render / generate / derender), which vLLM registers disabled
+# unless --enable-scale-out (refused here: not built): its 403, left out of the document.
+SCALE_OUT_PATHS = (
+    "/v1/chat/completions/render",
+    "/v1/messages/render",
+    "/v1/completions/render",
+    "/v1/responses/render",
+    "/v1/chat/completions/derender",
+    "/v1/completions/derender",
+    "/inference/v1/generate",
+)
 # Only with --enable-tokenizer-info-endpoint.
 TOKENIZER_INFO_ROUTE: tuple[str, Handler, str] = ("/tokenizer_info", api.tokenizer_info, "GET")
 
@@ -122,4 +133,8 @@ def routes(state: AppState) -> list[Route]:
     if settings.enable_tokenizer_info_endpoint:
         path, fn, m = TOKENIZER_INFO_ROUTE
         table.append(Route(path, as_endpoint(fn), methods=[m]))
+    table += [
+        Route(path, as_endpoint(ops.scale_out_disabled), methods=["POST"])
+        for path in SCALE_OUT_PATHS
+    ]
     return table
