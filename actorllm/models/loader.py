@@ -62,6 +62,10 @@ DTYPES = {
 # Tensors some checkpoints carry that we recompute instead, and the KV cache scales (read
 # by models/kv_scales.py when the cache is fp8).
 _IGNORED_SUFFIXES = ("rotary_emb.inv_freq", *SCALE_SUFFIXES)
+# A decoder pooling checkpoint's head (a classifier's score.weight, a reward model's
+# score.0 / score.2): read by the pooling head (worker/decoder_pooling.py), not the body's
+# load (a weight update naming them is refused: the body has no such parameter).
+_POOLING_HEAD_PREFIXES = ("score.",)
 # Show a progress bar from this many tensors on (or with more than one shard).
 _PROGRESS_MIN_TENSORS = 256
 
@@ -236,6 +240,8 @@ def load_weights(model: CausalLM, files: list[Path], progress: bool | None = Non
         # only its layers' tensors.
         lazy = model.config.tp_size > 1 or model.config.pp_layers is not None
         for hf_name, tensor in iter_checkpoint(files, progress, lazy=lazy):
+            if hf_name.startswith(_POOLING_HEAD_PREFIXES):
+                continue  # the pooling head's (read on its own)
             name = _copy_one(model, params, hf_name, tensor, written, strict=quantized)
             saw_lm_head = saw_lm_head or (name or "").startswith("lm_head.")
     if (

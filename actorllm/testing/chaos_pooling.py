@@ -18,8 +18,8 @@ from actorllm.core.pooling_params import PoolingParams
 from actorllm.engine.api.pooling_requests import pair_prompt as tokenize_pair
 from actorllm.testing.chaos import ChaosRequest, EngineOpener
 
-# The tasks a soak sends, when the model offers them ("token_classify" is not built).
-SOAK_TASKS = ("embed", "token_embed", "classify")
+# The tasks a soak sends, when the model offers them.
+SOAK_TASKS = ("embed", "token_embed", "classify", "token_classify")
 
 _WORDS = ("the", "engine", "pools", "every", "token", "of", "a", "short", "or", "long",
           "text", "into", "one", "vector", "while", "actors", "crash", "and", "restart",
