@@ -1,0 +1,39 @@
+"""Anthropic's Messages API routes (``entrypoints/anthropic`` serves them)."""
+
+from __future__ import annotations
+
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import Response
+
+from actorllm.entrypoints.anthropic.protocol import CountTokensRequest, MessagesRequest
+from actorllm.entrypoints.anthropic.serving import anthropic_error, count_tokens, create_message
+from actorllm.entrypoints.openai.app.endpoint import decode_body
+from actorllm.entrypoints.openai.app.state import AppState
+from actorllm.entrypoints.openai.errors import to_api_error
+from actorllm.entrypoints.openai.middleware import request_id_of
+from actorllm.entrypoints.openai.serving_common import json_response
+from actorllm.entrypoints.openai.streams import ClientDisconnected
+
+
+async def messages(state: AppState, request: Request) -> Response:
+    # A body that does not decode is the OpenAI-shaped 400 of every route (vLLM's
+    # validation handler); what fails after that has Anthropic's body (vLLM's router).
+    req = await decode_body(request, MessagesRequest)
+    ctx = state.serving
+    try:
+        return await create_message(
+            ctx, state.anthropic, req, request.receive, request_id_of(request.scope)
+        )
+    except (ClientDisconnect, ClientDisconnected):
+        raise
+    except Exception as exc:
+        return anthropic_error(to_api_error(exc, engine_dead=ctx.is_dead()))
+
+
+async def count_tokens_route(state: AppState, request: Request) -> Response:
+    req = await decode_body(request, CountTokensRequest)
+    ctx = state.serving
+    try:
+        return json_response(await count_tokens(ctx, state.anthropic, req))
+    except Exception as exc:
+        return anthropic_error(to_api_error(exc, engine_dead=ctx.is_dead()))
