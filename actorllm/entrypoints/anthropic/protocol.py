@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from actorllm.entrypoints.openai.protocol.bounds import NonEmptyStr
+from actorllm.entrypoints.openai.protocol.bounds import MAX_I32, NonEmptyStr
 
 # vLLM's VLLM_MAX_STOP_STRINGS default: at most this many stop_sequences.
 MAX_STOP_SEQUENCES = 4
@@ -37,7 +37,7 @@ ThinkingDisplay = Literal["summarized", "omitted", "updates"]
 StopReason = Literal["end_turn", "max_tokens", "stop_sequence", "tool_use"]
 
 
-class Tool(msgspec.Struct, kw_only=True):
+class AnthropicTool(msgspec.Struct, kw_only=True):
     name: str
     description: str | None = None
     input_schema: dict[str, Any]
@@ -48,15 +48,17 @@ class Tool(msgspec.Struct, kw_only=True):
         self.input_schema.setdefault("type", "object")  # vLLM's default
 
 
-class ToolReference(msgspec.Struct, kw_only=True, tag_field="type", tag="tool_reference"):
+class AnthropicToolReference(msgspec.Struct, kw_only=True, tag_field="type", tag="tool_reference"):
     name: str
 
 
-class ToolDefinition(msgspec.Struct, kw_only=True, tag_field="type", tag="tool_definition"):
-    definition: Tool
+class AnthropicToolDefinition(
+    msgspec.Struct, kw_only=True, tag_field="type", tag="tool_definition"
+):
+    definition: AnthropicTool
 
 
-class ContentBlock(msgspec.Struct, kw_only=True):
+class AnthropicContentBlock(msgspec.Struct, kw_only=True):
     type: BlockType
     text: str | None = None
     source: dict[str, Any] | None = None  # image
@@ -70,18 +72,20 @@ class ContentBlock(msgspec.Struct, kw_only=True):
     thinking: str | None = None
     signature: str | None = None
     data: str | None = None  # redacted_thinking
-    tool: ToolReference | ToolDefinition | None = None  # tool_addition / tool_removal
+    tool: AnthropicToolReference | AnthropicToolDefinition | None = (
+        None  # tool_addition / tool_removal
+    )
 
     def __post_init__(self) -> None:
         if self.type not in ("tool_addition", "tool_removal"):
             return
         if self.tool is None:
             raise ValueError(f"tool is required for {self.type} blocks")
-        if self.type == "tool_removal" and not isinstance(self.tool, ToolReference):
+        if self.type == "tool_removal" and not isinstance(self.tool, AnthropicToolReference):
             raise ValueError("tool_removal only accepts a tool_reference")
 
 
-def _reject_tool_changes(content: str | list[ContentBlock] | None) -> None:
+def _reject_tool_changes(content: str | list[AnthropicContentBlock] | None) -> None:
     if content is None or isinstance(content, str):
         return
     for block in content:
@@ -89,16 +93,16 @@ def _reject_tool_changes(content: str | list[ContentBlock] | None) -> None:
             raise ValueError(f'{block.type} blocks are only allowed in messages with role "system"')
 
 
-class Message(msgspec.Struct, kw_only=True):
+class AnthropicMessage(msgspec.Struct, kw_only=True):
     role: Literal["user", "assistant", "system"]
-    content: str | list[ContentBlock]
+    content: str | list[AnthropicContentBlock]
 
     def __post_init__(self) -> None:
         if self.role != "system":
             _reject_tool_changes(self.content)
 
 
-class ToolChoice(msgspec.Struct, kw_only=True):
+class AnthropicToolChoice(msgspec.Struct, kw_only=True):
     type: Literal["auto", "any", "tool", "none"]
     name: str | None = None
     disable_parallel_tool_use: bool | None = None
@@ -108,51 +112,52 @@ class ToolChoice(msgspec.Struct, kw_only=True):
             raise ValueError("tool_choice.name is required when type is 'tool'")
 
 
-class JsonOutputFormat(msgspec.Struct, kw_only=True):
+class AnthropicJsonOutputFormat(msgspec.Struct, kw_only=True):
     json_schema: dict[str, Any] | None = msgspec.field(default=None, name="schema")
     type: Literal["json_schema"] = "json_schema"
 
 
-class OutputConfig(msgspec.Struct, kw_only=True):
+class AnthropicOutputConfig(msgspec.Struct, kw_only=True):
     effort: Effort | None = None
-    format: JsonOutputFormat | None = None
+    format: AnthropicJsonOutputFormat | None = None
 
 
-class ThinkingEnabled(msgspec.Struct, kw_only=True, tag_field="type", tag="enabled"):
+class AnthropicThinkingEnabled(msgspec.Struct, kw_only=True, tag_field="type", tag="enabled"):
     budget_tokens: Annotated[int, msgspec.Meta(ge=1024)]
     # Accepted as vLLM does: reasoning is always returned whole.
     display: ThinkingDisplay | None = None
 
 
-class ThinkingDisabled(msgspec.Struct, kw_only=True, tag_field="type", tag="disabled"):
+class AnthropicThinkingDisabled(msgspec.Struct, kw_only=True, tag_field="type", tag="disabled"):
     pass
 
 
-class ThinkingAdaptive(msgspec.Struct, kw_only=True, tag_field="type", tag="adaptive"):
+class AnthropicThinkingAdaptive(msgspec.Struct, kw_only=True, tag_field="type", tag="adaptive"):
     display: ThinkingDisplay | None = None
 
 
-Thinking = ThinkingEnabled | ThinkingDisabled | ThinkingAdaptive
-StopSequences = Annotated[list[str], msgspec.Meta(max_length=MAX_STOP_SEQUENCES)]
+Thinking = AnthropicThinkingEnabled | AnthropicThinkingDisabled | AnthropicThinkingAdaptive
+# The chat fields' bounds (sampling_fields.py): the request runs as a chat request.
+StopSequences = Annotated[list[NonEmptyStr], msgspec.Meta(max_length=MAX_STOP_SEQUENCES)]
 
 
-class CountTokensRequest(msgspec.Struct, kw_only=True):
+class AnthropicCountTokensRequest(msgspec.Struct, kw_only=True):
     """``POST /v1/messages/count_tokens``."""
 
     model: NonEmptyStr
-    messages: list[Message]
-    output_config: OutputConfig | None = None
-    system: str | list[ContentBlock] | None = None
+    messages: list[AnthropicMessage]
+    output_config: AnthropicOutputConfig | None = None
+    system: str | list[AnthropicContentBlock] | None = None
     thinking: Thinking | None = None
-    tool_choice: ToolChoice | None = None
-    tools: list[Tool] | None = None
+    tool_choice: AnthropicToolChoice | None = None
+    tools: list[AnthropicTool] | None = None
     chat_template_kwargs: dict[str, Any] | None = None  # vLLM's
 
     def __post_init__(self) -> None:
         _reject_tool_changes(self.system)
 
 
-class MessagesRequest(CountTokensRequest, kw_only=True):
+class AnthropicMessagesRequest(AnthropicCountTokensRequest, kw_only=True):
     """``POST /v1/messages``."""
 
     max_tokens: Annotated[int, msgspec.Meta(gt=0)]
@@ -160,9 +165,9 @@ class MessagesRequest(CountTokensRequest, kw_only=True):
     metadata: dict[str, Any] | None = None
     stop_sequences: StopSequences | None = None
     stream: bool | None = False
-    temperature: float | None = None
-    top_k: int | None = None
-    top_p: float | None = None
+    temperature: Annotated[float, msgspec.Meta(ge=0.0)] | None = None
+    top_k: Annotated[int, msgspec.Meta(ge=-1, le=MAX_I32)] | None = None
+    top_p: Annotated[float, msgspec.Meta(gt=0.0, le=1.0)] | None = None
     # vLLM's extensions
     cache_salt: Annotated[str, msgspec.Meta(min_length=1, max_length=1024)] | None = None
     vllm_xargs: dict[str, str | int | float | list[str | int | float]] | None = None
@@ -170,36 +175,39 @@ class MessagesRequest(CountTokensRequest, kw_only=True):
     def __post_init__(self) -> None:
         super().__post_init__()
         thinking = self.thinking
-        if isinstance(thinking, ThinkingEnabled) and thinking.budget_tokens >= self.max_tokens:
+        if (
+            isinstance(thinking, AnthropicThinkingEnabled)
+            and thinking.budget_tokens >= self.max_tokens
+        ):
             raise ValueError("thinking.budget_tokens must be less than max_tokens")
 
 
-class Usage(msgspec.Struct, kw_only=True, omit_defaults=True):
+class AnthropicUsage(msgspec.Struct, kw_only=True, omit_defaults=True):
     input_tokens: int
     output_tokens: int
     cache_creation_input_tokens: int | None = None
     cache_read_input_tokens: int | None = None
 
 
-class TextOut(msgspec.Struct, kw_only=True, tag_field="type", tag="text"):
+class AnthropicTextOut(msgspec.Struct, kw_only=True, tag_field="type", tag="text"):
     text: str
 
 
-class ThinkingOut(msgspec.Struct, kw_only=True, tag_field="type", tag="thinking"):
+class AnthropicThinkingOut(msgspec.Struct, kw_only=True, tag_field="type", tag="thinking"):
     thinking: str
     signature: str
 
 
-class ToolUseOut(msgspec.Struct, kw_only=True, tag_field="type", tag="tool_use"):
+class AnthropicToolUseOut(msgspec.Struct, kw_only=True, tag_field="type", tag="tool_use"):
     id: str
     name: str
     input: dict[str, Any]
 
 
-OutBlock = TextOut | ThinkingOut | ToolUseOut
+OutBlock = AnthropicTextOut | AnthropicThinkingOut | AnthropicToolUseOut
 
 
-class MessagesResponse(msgspec.Struct, kw_only=True):
+class AnthropicMessagesResponse(msgspec.Struct, kw_only=True):
     """The answer of a non-streamed request (vLLM's ``exclude_none`` dump: a stop reason
     or stop sequence that is None is left out)."""
 
@@ -210,13 +218,13 @@ class MessagesResponse(msgspec.Struct, kw_only=True):
     model: str
     stop_reason: StopReason | msgspec.UnsetType = msgspec.UNSET
     stop_sequence: str | msgspec.UnsetType = msgspec.UNSET
-    usage: Usage
+    usage: AnthropicUsage
 
 
-class ContextManagement(msgspec.Struct, kw_only=True):
+class AnthropicContextManagement(msgspec.Struct, kw_only=True):
     original_input_tokens: int
 
 
-class CountTokensResponse(msgspec.Struct, kw_only=True):
+class AnthropicCountTokensResponse(msgspec.Struct, kw_only=True):
     input_tokens: int
-    context_management: ContextManagement
+    context_management: AnthropicContextManagement

@@ -25,19 +25,19 @@ from starlette.responses import Response
 
 from actorllm.entrypoints.anthropic.events import BlockWriter, stop_reason_of
 from actorllm.entrypoints.anthropic.protocol import (
-    ContextManagement,
-    CountTokensRequest,
-    CountTokensResponse,
+    AnthropicContextManagement,
+    AnthropicCountTokensRequest,
+    AnthropicCountTokensResponse,
+    AnthropicMessagesRequest,
+    AnthropicMessagesResponse,
+    AnthropicTextOut,
+    AnthropicThinkingDisabled,
+    AnthropicThinkingOut,
+    AnthropicToolUseOut,
+    AnthropicUsage,
     DisabledThinkingEffort,
     Effort,
-    MessagesRequest,
-    MessagesResponse,
     OutBlock,
-    TextOut,
-    ThinkingDisabled,
-    ThinkingOut,
-    ToolUseOut,
-    Usage,
 )
 from actorllm.entrypoints.anthropic.to_chat import Conversion, chat_request, count_request
 from actorllm.entrypoints.openai.errors import APIError, to_api_error
@@ -66,14 +66,14 @@ def anthropic_error(err: APIError) -> Response:
     return json_response(body, status=err.status)
 
 
-def usage_of(info: UsageInfo) -> Usage:
+def usage_of(info: UsageInfo) -> AnthropicUsage:
     """Anthropic's usage (vLLM's ``_build_anthropic_usage``): ``input_tokens`` are the
     prompt tokens not read from the prefix cache; ``cache_read_input_tokens`` those that
     were. This engine does not count the tokens a request wrote to the cache, so
     ``cache_creation_input_tokens`` is left out (as vLLM does when it has no count)."""
     details = info.prompt_tokens_details
     cached = details.cached_tokens if details is not None else None
-    return Usage(
+    return AnthropicUsage(
         input_tokens=max(0, info.prompt_tokens - (cached or 0)),
         output_tokens=info.completion_tokens,
         cache_read_input_tokens=cached,
@@ -147,26 +147,28 @@ async def _probe_effort(ctx: ServingContext) -> DisabledThinkingEffort:
     return "none"
 
 
-def message_of(chat: ChatCompletionResponse) -> MessagesResponse:
+def message_of(chat: ChatCompletionResponse) -> AnthropicMessagesResponse:
     """A finished chat answer as Anthropic's message (vLLM's ``messages_full_converter``)."""
     choice = chat.choices[0]
     m = choice.message
     calls = m.tool_calls if not isinstance(m.tool_calls, msgspec.UnsetType) else []
     content: list[OutBlock] = []
     if m.reasoning_content:
-        content.append(ThinkingOut(thinking=m.reasoning_content, signature=uuid.uuid4().hex))
+        content.append(
+            AnthropicThinkingOut(thinking=m.reasoning_content, signature=uuid.uuid4().hex)
+        )
     if m.content:
-        content.append(TextOut(text=m.content))
+        content.append(AnthropicTextOut(text=m.content))
     for call in calls:
         args = json.loads(call.function.arguments)
-        content.append(ToolUseOut(id=call.id, name=call.function.name, input=args))
+        content.append(AnthropicToolUseOut(id=call.id, name=call.function.name, input=args))
     stop, sequence = stop_reason_of(
         choice.finish_reason, choice.stop_reason, tool_used=bool(calls), tool_complete=bool(calls)
     )
-    return MessagesResponse(
+    return AnthropicMessagesResponse(
         id=chat.id,
         # Anthropic's empty answer is one empty text block (clients read content[0]).
-        content=content or [TextOut(text="")],
+        content=content or [AnthropicTextOut(text="")],
         model=chat.model,
         stop_reason=msgspec.UNSET if stop is None else stop,
         stop_sequence=msgspec.UNSET if sequence is None else sequence,
@@ -177,7 +179,7 @@ def message_of(chat: ChatCompletionResponse) -> MessagesResponse:
 async def _stream(
     ctx: ServingContext, state: ChatState, streams: list[PrimedStream], emit: Emit
 ) -> None:
-    prompt = Usage(input_tokens=state.num_prompt_tokens, output_tokens=0)
+    prompt = AnthropicUsage(input_tokens=state.num_prompt_tokens, output_tokens=0)
     start: dict[str, Any] = {
         "id": state.id,
         "type": "message",
@@ -214,13 +216,13 @@ async def _stream(
 async def create_message(
     ctx: ServingContext,
     facts: TemplateFacts,
-    req: MessagesRequest,
+    req: AnthropicMessagesRequest,
     receive: Any,
     request_id: str | None = None,
 ) -> Response:
     """Serve one Messages request (errors raise; the route gives them Anthropic's body)."""
     ctx.engine.check_admission()  # vLLM's queue limits: a 503 before anything starts
-    conv = await facts.conversion(ctx, isinstance(req.thinking, ThinkingDisabled))
+    conv = await facts.conversion(ctx, isinstance(req.thinking, AnthropicThinkingDisabled))
     chat = chat_request(req, conv)
     if request_id:
         chat = msgspec.structs.replace(chat, request_id=request_id)
@@ -238,14 +240,14 @@ async def create_message(
 
 
 async def count_tokens(
-    ctx: ServingContext, facts: TemplateFacts, req: CountTokensRequest
-) -> CountTokensResponse:
+    ctx: ServingContext, facts: TemplateFacts, req: AnthropicCountTokensRequest
+) -> AnthropicCountTokensResponse:
     """The prompt's tokens after the chat template, tools included (vLLM's)."""
-    conv = await facts.conversion(ctx, isinstance(req.thinking, ThinkingDisabled))
+    conv = await facts.conversion(ctx, isinstance(req.thinking, AnthropicThinkingDisabled))
     chat = count_request(req, conv)
     resolve_model(chat.model, ctx.engine)  # 404 for a name not served
     rendered = await render_chat_request(ctx, chat)
     n = len(rendered.prompt.token_ids)
-    return CountTokensResponse(
-        input_tokens=n, context_management=ContextManagement(original_input_tokens=n)
+    return AnthropicCountTokensResponse(
+        input_tokens=n, context_management=AnthropicContextManagement(original_input_tokens=n)
     )

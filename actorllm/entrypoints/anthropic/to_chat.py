@@ -32,15 +32,15 @@ from typing import Any
 import msgspec
 
 from actorllm.entrypoints.anthropic.protocol import (
-    ContentBlock,
-    CountTokensRequest,
+    AnthropicContentBlock,
+    AnthropicCountTokensRequest,
+    AnthropicMessage,
+    AnthropicMessagesRequest,
+    AnthropicThinkingDisabled,
+    AnthropicThinkingEnabled,
+    AnthropicTool,
+    AnthropicToolDefinition,
     DisabledThinkingEffort,
-    Message,
-    MessagesRequest,
-    ThinkingDisabled,
-    ThinkingEnabled,
-    Tool,
-    ToolDefinition,
 )
 from actorllm.entrypoints.openai.errors import bad_request
 from actorllm.entrypoints.openai.protocol.chat_request import ChatCompletionRequest
@@ -62,7 +62,7 @@ class Conversion:
     disabled_thinking_effort: DisabledThinkingEffort = "none"
 
 
-def _system_text(content: str | list[ContentBlock]) -> str | None:
+def _system_text(content: str | list[AnthropicContentBlock]) -> str | None:
     """A system message's text, billing headers dropped (None when nothing is left)."""
     if isinstance(content, str):
         return None if content.startswith(_BILLING_HEADER) else content
@@ -74,7 +74,7 @@ def _system_text(content: str | list[ContentBlock]) -> str | None:
     return "".join(parts) if parts else None
 
 
-def _system_message(req: CountTokensRequest, merge: bool) -> list[dict[str, Any]]:
+def _system_message(req: AnthropicCountTokensRequest, merge: bool) -> list[dict[str, Any]]:
     parts: list[str] = []
     if isinstance(req.system, str) and req.system:
         parts.append(req.system)  # vLLM keeps a string system prompt whole
@@ -87,7 +87,7 @@ def _system_message(req: CountTokensRequest, merge: bool) -> list[dict[str, Any]
     return [{"role": "system", "content": "".join(parts)}] if parts else []
 
 
-def _tool_result(block: ContentBlock, out: list[dict[str, Any]]) -> None:
+def _tool_result(block: AnthropicContentBlock, out: list[dict[str, Any]]) -> None:
     """A user's tool_result block: a ``tool`` message."""
     text = ""
     if isinstance(block.content, str):
@@ -106,7 +106,9 @@ def _tool_result(block: ContentBlock, out: list[dict[str, Any]]) -> None:
     out.append({"role": "tool", "tool_call_id": block.tool_use_id or "", "content": text})
 
 
-def _blocks(msg: Message, blocks: list[ContentBlock], out: list[dict[str, Any]]) -> None:
+def _blocks(
+    msg: AnthropicMessage, blocks: list[AnthropicContentBlock], out: list[dict[str, Any]]
+) -> None:
     """A message of blocks, appended to ``out`` after the tool messages it holds."""
     parts: list[dict[str, Any]] = []
     calls: list[dict[str, Any]] = []
@@ -144,7 +146,7 @@ def _blocks(msg: Message, blocks: list[ContentBlock], out: list[dict[str, Any]])
     out.append(message)
 
 
-def _messages(req: CountTokensRequest, merge: bool) -> list[dict[str, Any]]:
+def _messages(req: AnthropicCountTokensRequest, merge: bool) -> list[dict[str, Any]]:
     out = _system_message(req, merge)
     for msg in req.messages:
         if msg.role == "system":
@@ -157,7 +159,7 @@ def _messages(req: CountTokensRequest, merge: bool) -> list[dict[str, Any]]:
     return out
 
 
-def _resolved_tools(req: CountTokensRequest) -> list[Tool] | None:
+def _resolved_tools(req: AnthropicCountTokensRequest) -> list[AnthropicTool] | None:
     """``tools`` as the tool_addition / tool_removal blocks leave them (vLLM's
     ``_resolve_tools``): the tools in effect at the end of the conversation."""
     changes = [
@@ -174,7 +176,7 @@ def _resolved_tools(req: CountTokensRequest) -> list[Tool] | None:
     for b in changes:
         change = b.tool
         assert change is not None  # the protocol requires it
-        if isinstance(change, ToolDefinition):
+        if isinstance(change, AnthropicToolDefinition):
             name = change.definition.name
             tools[name] = change.definition
         else:
@@ -193,7 +195,7 @@ def _resolved_tools(req: CountTokensRequest) -> list[Tool] | None:
     return [t for name, t in tools.items() if name not in removed]
 
 
-def _tools(req: CountTokensRequest, chat: dict[str, Any]) -> None:
+def _tools(req: AnthropicCountTokensRequest, chat: dict[str, Any]) -> None:
     choice = req.tool_choice
     if choice is not None:
         chat["parallel_tool_calls"] = not choice.disable_parallel_tool_use
@@ -220,7 +222,9 @@ def _tools(req: CountTokensRequest, chat: dict[str, Any]) -> None:
     chat.setdefault("tool_choice", "auto")
 
 
-def _output_and_thinking(req: CountTokensRequest, chat: dict[str, Any], conv: Conversion) -> None:
+def _output_and_thinking(
+    req: AnthropicCountTokensRequest, chat: dict[str, Any], conv: Conversion
+) -> None:
     oc = req.output_config
     if oc is not None and oc.format is not None and oc.format.json_schema:
         chat["response_format"] = {
@@ -230,9 +234,11 @@ def _output_and_thinking(req: CountTokensRequest, chat: dict[str, Any], conv: Co
     if oc is not None and oc.effort is not None:
         chat["reasoning_effort"] = oc.effort
     thinking = req.thinking  # adaptive pins nothing: the model chooses its depth
-    if isinstance(thinking, ThinkingDisabled):
+    if isinstance(thinking, AnthropicThinkingDisabled):
         chat["reasoning_effort"] = conv.disabled_thinking_effort
-    elif isinstance(thinking, ThinkingEnabled) and isinstance(req, MessagesRequest):
+    elif isinstance(thinking, AnthropicThinkingEnabled) and isinstance(
+        req, AnthropicMessagesRequest
+    ):
         # Counting tokens needs no budget: only generation is refused.
         _refuse(
             'thinking of type "enabled" (budget_tokens)',
@@ -241,7 +247,7 @@ def _output_and_thinking(req: CountTokensRequest, chat: dict[str, Any], conv: Co
         )
 
 
-def count_request(req: CountTokensRequest, conv: Conversion) -> ChatCompletionRequest:
+def count_request(req: AnthropicCountTokensRequest, conv: Conversion) -> ChatCompletionRequest:
     """The chat request whose prompt ``count_tokens`` counts."""
     chat: dict[str, Any] = {
         "model": req.model,
@@ -253,7 +259,7 @@ def count_request(req: CountTokensRequest, conv: Conversion) -> ChatCompletionRe
     return msgspec.convert(chat, ChatCompletionRequest)
 
 
-def chat_request(req: MessagesRequest, conv: Conversion) -> ChatCompletionRequest:
+def chat_request(req: AnthropicMessagesRequest, conv: Conversion) -> ChatCompletionRequest:
     """The chat request a Messages request runs as. Raises APIError (400) for what the
     chat path cannot serve, msgspec.ValidationError (400) for a value it refuses."""
     chat: dict[str, Any] = {

@@ -5,7 +5,10 @@ from __future__ import annotations
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
-from actorllm.entrypoints.anthropic.protocol import CountTokensRequest, MessagesRequest
+from actorllm.entrypoints.anthropic.protocol import (
+    AnthropicCountTokensRequest,
+    AnthropicMessagesRequest,
+)
 from actorllm.entrypoints.anthropic.serving import anthropic_error, count_tokens, create_message
 from actorllm.entrypoints.openai.app.endpoint import decode_body
 from actorllm.entrypoints.openai.app.state import AppState
@@ -18,7 +21,7 @@ from actorllm.entrypoints.openai.streams import ClientDisconnected
 async def messages(state: AppState, request: Request) -> Response:
     # A body that does not decode is the OpenAI-shaped 400 of every route (vLLM's
     # validation handler); what fails after that has Anthropic's body (vLLM's router).
-    req = await decode_body(request, MessagesRequest)
+    req = await decode_body(request, AnthropicMessagesRequest)
     ctx = state.serving
     try:
         return await create_message(
@@ -31,7 +34,7 @@ async def messages(state: AppState, request: Request) -> Response:
 
 
 async def count_tokens_route(state: AppState, request: Request) -> Response:
-    req = await decode_body(request, CountTokensRequest)
+    req = await decode_body(request, AnthropicCountTokensRequest)
     ctx = state.serving
     try:
         return json_response(await count_tokens(ctx, state.anthropic, req))
