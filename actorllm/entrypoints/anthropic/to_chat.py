@@ -50,6 +50,22 @@ _TEXT_ONLY = "this server serves text models"
 _DEFERRED = "deferred tool loading (defer_loading, tool_reference)"
 
 
+# Anthropic's fields that ask for a service this server does not run ({field: what it
+# asks}): refused by name when set, where vLLM ignores them.
+UNSERVED = {
+    "mcp_servers": "remote MCP servers",
+    "container": "a code-execution container",
+    "context_management": "server-side context editing",
+}
+
+
+def refuse_unserved(body: dict[str, Any]) -> None:
+    """400 naming the first field of :data:`UNSERVED` the raw body sets."""
+    for name, what in UNSERVED.items():
+        if body.get(name) not in (None, [], {}):
+            _refuse(f"`{name}`", f"it has no {what}", name)
+
+
 def _refuse(what: str, why: str, param: str) -> None:
     raise bad_request(f"{what} is not supported by this server: {why}.", param)
 

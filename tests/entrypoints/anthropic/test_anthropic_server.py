@@ -269,3 +269,10 @@ def test_stream_disconnect_aborts(srv: ServerThread, engine: FakeEngine) -> None
     while len(engine.aborted) == before and time.monotonic() < deadline:
         time.sleep(0.02)
     assert len(engine.aborted) > before
+
+
+@pytest.mark.parametrize("name", ["mcp_servers", "container", "context_management"])
+def test_services_this_server_lacks_are_refused_by_name(srv: ServerThread, name: str) -> None:
+    body = {"model": MODEL, "max_tokens": 4, "messages": HI, name: [{"type": "x"}]}
+    r = httpx.post(f"{srv.url}/v1/messages", json=body, timeout=30)
+    assert r.status_code == 400 and r.json()["error"]["param"] == name
