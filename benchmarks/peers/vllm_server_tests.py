@@ -65,6 +65,7 @@ FILES = [
     "responses/test_basic.py",
     "responses/test_stateful.py",
     "responses/test_function_call.py",
+    "../anthropic/test_messages.py",
     "../pooling/scoring/test_cross_encoder_online.py",
     "../pooling/scoring/test_bi_encoder_online.py",
     "../pooling/token_classify/test_online.py",
@@ -95,6 +96,7 @@ def sdist() -> Path:
 # demo model (hub names in a test map to the local model, tokenizers included).
 MODELS = {
     "responses/*": cm.qwen3,
+    "../anthropic/*": cm.qwen3,  # hermes tool calls in Qwen3's template
     "../pooling/scoring/test_cross_encoder*": cm.cross_encoder,
     "../pooling/scoring/test_bi_encoder*": cm.bi_encoder,
     "../pooling/reward/*": cm.qwen2_reward,

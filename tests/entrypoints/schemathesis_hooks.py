@@ -16,12 +16,17 @@ from typing import Any
 import msgspec
 import schemathesis
 
+from actorllm.entrypoints.anthropic.protocol import (
+    AnthropicCountTokensRequest,
+    AnthropicMessagesRequest,
+)
+from actorllm.entrypoints.anthropic.to_chat import Conversion, chat_request, count_request
 from actorllm.entrypoints.openai import protocol as p
 from actorllm.entrypoints.openai.beam_request import NOT_WITH_BEAMS, asks_nothing
 from actorllm.entrypoints.openai.fields import decode_request
 from actorllm.entrypoints.openai.preprocess import encode, render_chat
 from actorllm.entrypoints.openai.responses.serving import decode_responses_request
-from actorllm.entrypoints.openai.responses.to_chat import chat_request
+from actorllm.entrypoints.openai.responses.to_chat import chat_request as responses_chat
 from actorllm.entrypoints.openai.sampling import STRUCTURED_FIELDS
 from tests.entrypoints.fake_engine import demo_tokenizer
 
@@ -87,6 +92,8 @@ def filter_case(context: Any, case: Any) -> bool:
         return False  # tools: semantic (the served template must render them), as above
     if path == "/v1/responses" and isinstance(body, dict):
         return _responses_case(body)
+    if path in ("/v1/messages", "/v1/messages/count_tokens") and isinstance(body, dict):
+        return _messages_case(path, body)
     if path == "/v1/chat/completions/batch" and isinstance(body, dict):
         conversations = body.get("messages")
         if not isinstance(conversations, list) or not conversations:
@@ -158,7 +165,7 @@ def _responses_case(body: dict[str, Any]) -> bool:
         return True  # the input's start is cut to fit
     try:
         req = decode_responses_request(msgspec.json.encode(body))
-        chat = chat_request(req, [], truncate_to=None)
+        chat = responses_chat(req, [], truncate_to=None)
         text = render_chat(
             demo_tokenizer(),
             chat.messages,
@@ -172,3 +179,44 @@ def _responses_case(body: dict[str, Any]) -> bool:
         # generated, since a refusal for its length would read as a schema-valid rejection.
         return False
     return n < MAX_MODEL_LEN
+
+
+# /v1/messages: tools (the server's parser), output_config (a schema that compiles) are
+# semantic, as for the chat fields above.
+_MESSAGES_SEMANTIC = ("tools", "tool_choice", "output_config")
+
+
+def _messages_case(path: str, body: dict[str, Any]) -> bool:
+    """Generated unless semantic, or the prompt (with inline system messages kept or
+    merged, as the template wants) leaves no room for ``max_tokens``. A body the
+    conversion refuses by its content (an image in a tool result, a turn left empty) is
+    not generated either: the document states those rules in words."""
+    if any(body.get(name) is not None for name in _MESSAGES_SEMANTIC):
+        return False
+    raw = msgspec.json.encode(body)
+    kind = AnthropicMessagesRequest if path == "/v1/messages" else AnthropicCountTokensRequest
+    try:
+        req = decode_request(raw, kind)
+    except Exception:
+        return True  # a negative case: the server must refuse it
+    lengths = []
+    try:
+        for merge in (False, True):
+            conv = Conversion(merge_inline_system=merge)
+            if isinstance(req, AnthropicMessagesRequest):
+                chat = chat_request(req, conv)
+            else:
+                chat = count_request(req, conv)
+            text = render_chat(
+                demo_tokenizer(),
+                chat.messages,
+                add_generation_prompt=True,
+                continue_final_message=False,
+                documents=None,
+                chat_template_kwargs=chat.chat_template_kwargs,
+            )
+            lengths.append(len(encode(demo_tokenizer(), text, add_special_tokens=False)))
+    except Exception:
+        return False
+    want = req.max_tokens if isinstance(req, AnthropicMessagesRequest) else 0
+    return all(n + want <= MAX_MODEL_LEN and n < MAX_MODEL_LEN for n in lengths)

@@ -252,10 +252,6 @@ FOREIGN: list[Foreign] = [
     _i("--dp-supervisor-probe-interval-s", why=_ONE_NODE),
     _i("--dp-supervisor-probe-timeout-s", why=_ONE_NODE),
     _i("--dp-supervisor-probe-failure-threshold", why=_ONE_NODE),
-    _i(
-        "--anthropic-disabled-thinking-effort",
-        why="there is no Anthropic /v1/messages endpoint",
-    ),
     # older vLLM (0.6 - 0.10): flags since removed there
     _i("--scheduler-delay-factor", why="the scheduler never delays prompts"),
     _i("--tokenizer-pool-size", why="tokenization runs in the input-processor actor"),

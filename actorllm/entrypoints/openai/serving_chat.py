@@ -141,6 +141,98 @@ async def start_chat(
     check_priority(req.priority, engine.config)  # vLLM: non-zero only under the priority policy
     kind = RequestOutputKind.DELTA if req.stream else RequestOutputKind.FINAL_ONLY
     harmony = ctx.chat.harmony
+    rendered_chat = await render_chat_request(ctx, req, harmony_history=harmony_history)
+    tool_plan, text, prompt = rendered_chat.tool_plan, rendered_chat.text, rendered_chat.prompt
+    asked = chat_max_tokens(req) if budget is None else budget.asked
+    if budget is not None:
+        max_tokens = _clamped(budget, len(prompt.token_ids), engine.max_model_len)
+    else:
+        max_tokens = fit_max_tokens(len(prompt.token_ids), asked, engine.max_model_len, "messages")
+    if asked is None and "max_tokens" in ctx.defaults.sampling:  # generation config's cap
+        max_tokens = min(max_tokens, int(ctx.defaults.sampling["max_tokens"]))
+    params = chat_params(
+        req,
+        max_tokens=max_tokens,
+        output_kind=kind,
+        forced_tool_schema=tool_plan.forced_schema,
+        strict_tools_tag=tool_plan.strict_tag,
+        keep_special_tokens=(
+            harmony
+            or (tool_plan.parser is not None and tool_plan.parser.keeps_special_tokens)
+            or (
+                ctx.chat.reasoning_parser is not None
+                and ctx.chat.reasoning_parser.keeps_special_tokens
+            )
+        ),
+        defaults=ctx.defaults.sampling,
+        logprob_limits=(engine.config.max_logprobs, engine.vocab_size),
+    )
+    if harmony:
+        assert params.stop_token_ids is not None
+        params.stop_token_ids += harmony_chat.stop_token_ids(engine.tokenizer)
+        if req.tool_choice == "required":
+            params.bad_words_token_ids = harmony_chat.required_call_bans(engine.tokenizer)
+    rid = request_id or new_request_id("chatcmpl", req.request_id)
+    # A spec that does not compile is a 400 naming the field the client sent it in.
+    forced = tool_plan.forced_schema is not None or tool_plan.strict_tag is not None
+    if req.use_beam_search:
+        beams = beam_params(
+            req, params, constraint_field=constraint_field(req, forced),
+            max_logprobs=engine.config.max_logprobs,
+        )  # fmt: skip
+        it = engine.beam_search(
+            prompt.engine_input(req.cache_salt), beams, rid, priority=req.priority,
+            logprobs=params.logprobs, lora_request=lora,
+        )  # fmt: skip
+    else:
+        it = engine.generate(
+            prompt.engine_input(req.cache_salt), params, request_id=rid, priority=req.priority,
+            **lora_options(lora),
+        )  # fmt: skip
+    with client_error(constraint_field(req, forced)):
+        streams = await unless_disconnected(receive, lambda: prime_all([it]))
+    last = req.messages[-1]
+    state = ChatState(
+        req=req,
+        id=rid,
+        model=engine.model_name if lora is None else lora.lora_name,
+        text=TokenText(engine.tokenizer, as_ids=_as_ids(ctx, req.return_tokens_as_token_ids)),
+        defaults=ctx.defaults,
+        # vLLM's chat echo: the last message's content leads the reply when it has its role.
+        echo=content_text(last.content) if req.echo and isinstance(last, AssistantMessage) else "",
+        prompt_token_ids=prompt.token_ids if req.return_token_ids else None,
+        num_prompt_tokens=len(prompt.token_ids),
+        prompt_text=text if req.return_prompt_text else None,
+        role=ctx.response_role,
+        new_parser=_parser_factory(ctx, tool_plan, text),
+        # OpenAI: "tool_calls" when the model called tools, "stop" for a forced named call.
+        calls_finish=tool_plan.parser is not None
+        and not isinstance(tool_plan.parser, NamedToolParser),
+        harmony_prompt=rendered_chat.harmony_prompt,
+    )
+    return state, streams, params
+
+
+@dataclass(frozen=True, slots=True)
+class RenderedChat:
+    """A chat request's prompt as the engine gets it, and how its tools are served."""
+
+    tool_plan: ToolPlan
+    text: str  # the rendered template ("" when the prompt came as token ids)
+    prompt: Prompt  # truncated as the request asked
+    harmony_prompt: harmony_chat.HarmonyPrompt | None  # a gpt-oss model's
+
+
+async def render_chat_request(
+    ctx: ServingContext,
+    req: ChatCompletionRequest,
+    *,
+    harmony_history: Sequence[HarmonyMessage] = (),
+) -> RenderedChat:
+    """Plan the tools and render and tokenize the prompt, as :func:`start_chat` submits it
+    (``/v1/messages/count_tokens`` counts it). Raises APIError / ValueError for bad input."""
+    engine = ctx.engine
+    harmony = ctx.chat.harmony
     if harmony:
         harmony_chat.check_request(req)
     if harmony and req.tool_choice == "required":
@@ -208,74 +300,7 @@ async def start_chat(
     prompt = truncate(
         rendered, req.truncate_prompt_tokens, engine.max_model_len, req.truncation_side
     )
-    asked = chat_max_tokens(req) if budget is None else budget.asked
-    if budget is not None:
-        max_tokens = _clamped(budget, len(prompt.token_ids), engine.max_model_len)
-    else:
-        max_tokens = fit_max_tokens(len(prompt.token_ids), asked, engine.max_model_len, "messages")
-    if asked is None and "max_tokens" in ctx.defaults.sampling:  # generation config's cap
-        max_tokens = min(max_tokens, int(ctx.defaults.sampling["max_tokens"]))
-    params = chat_params(
-        req,
-        max_tokens=max_tokens,
-        output_kind=kind,
-        forced_tool_schema=tool_plan.forced_schema,
-        strict_tools_tag=tool_plan.strict_tag,
-        keep_special_tokens=(
-            harmony
-            or (tool_plan.parser is not None and tool_plan.parser.keeps_special_tokens)
-            or (
-                ctx.chat.reasoning_parser is not None
-                and ctx.chat.reasoning_parser.keeps_special_tokens
-            )
-        ),
-        defaults=ctx.defaults.sampling,
-        logprob_limits=(engine.config.max_logprobs, engine.vocab_size),
-    )
-    if harmony:
-        assert params.stop_token_ids is not None
-        params.stop_token_ids += harmony_chat.stop_token_ids(engine.tokenizer)
-        if req.tool_choice == "required":
-            params.bad_words_token_ids = harmony_chat.required_call_bans(engine.tokenizer)
-    rid = request_id or new_request_id("chatcmpl", req.request_id)
-    # A spec that does not compile is a 400 naming the field the client sent it in.
-    forced = tool_plan.forced_schema is not None or tool_plan.strict_tag is not None
-    if req.use_beam_search:
-        beams = beam_params(
-            req, params, constraint_field=constraint_field(req, forced),
-            max_logprobs=engine.config.max_logprobs,
-        )  # fmt: skip
-        it = engine.beam_search(
-            prompt.engine_input(req.cache_salt), beams, rid, priority=req.priority,
-            logprobs=params.logprobs, lora_request=lora,
-        )  # fmt: skip
-    else:
-        it = engine.generate(
-            prompt.engine_input(req.cache_salt), params, request_id=rid, priority=req.priority,
-            **lora_options(lora),
-        )  # fmt: skip
-    with client_error(constraint_field(req, forced)):
-        streams = await unless_disconnected(receive, lambda: prime_all([it]))
-    last = req.messages[-1]
-    state = ChatState(
-        req=req,
-        id=rid,
-        model=engine.model_name if lora is None else lora.lora_name,
-        text=TokenText(engine.tokenizer, as_ids=_as_ids(ctx, req.return_tokens_as_token_ids)),
-        defaults=ctx.defaults,
-        # vLLM's chat echo: the last message's content leads the reply when it has its role.
-        echo=content_text(last.content) if req.echo and isinstance(last, AssistantMessage) else "",
-        prompt_token_ids=prompt.token_ids if req.return_token_ids else None,
-        num_prompt_tokens=len(prompt.token_ids),
-        prompt_text=text if req.return_prompt_text else None,
-        role=ctx.response_role,
-        new_parser=_parser_factory(ctx, tool_plan, text),
-        # OpenAI: "tool_calls" when the model called tools, "stop" for a forced named call.
-        calls_finish=tool_plan.parser is not None
-        and not isinstance(tool_plan.parser, NamedToolParser),
-        harmony_prompt=rendered_harmony[0] if rendered_harmony else None,
-    )
-    return state, streams, params
+    return RenderedChat(tool_plan, text, prompt, rendered_harmony[0] if rendered_harmony else None)
 
 
 def _refuse_beside_parts(req: ChatCompletionRequest) -> None:

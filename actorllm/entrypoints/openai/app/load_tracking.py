@@ -23,6 +23,8 @@ LOAD_TRACKED = frozenset(
         "/v1/responses",
         "/v1/responses/{response_id}",
         "/v1/responses/{response_id}/cancel",
+        "/v1/messages",  # and its count_tokens, as vLLM's load_aware_call
+        "/v1/messages/count_tokens",
     }
 )
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from starlette.routing import Route
 
+from actorllm.entrypoints.openai.app import anthropic_routes as anthropic
 from actorllm.entrypoints.openai.app import dev_routes as dev
 from actorllm.entrypoints.openai.app import openai_routes as api
 from actorllm.entrypoints.openai.app import ops_routes as ops
@@ -26,6 +27,8 @@ ROUTES: list[tuple[str, Handler, str]] = [
     ("/v1/responses", responses.create, "POST"),
     ("/v1/responses/{response_id}", responses.retrieve, "GET"),
     ("/v1/responses/{response_id}/cancel", responses.cancel, "POST"),
+    ("/v1/messages", anthropic.messages, "POST"),  # Anthropic's Messages API
+    ("/v1/messages/count_tokens", anthropic.count_tokens_route, "POST"),
     ("/v1/models", api.models, "GET"),
     ("/v1/embeddings", api.embeddings, "POST"),
     ("/v2/embed", api.cohere_embed, "POST"),  # Cohere's

@@ -20,6 +20,8 @@ NEEDS: dict[str, str] = {
     "/v1/responses": "generate",
     "/v1/responses/{response_id}": "generate",
     "/v1/responses/{response_id}/cancel": "generate",
+    "/v1/messages": "generate",
+    "/v1/messages/count_tokens": "generate",
     **{path: needs for path, _, _, _, needs in POOLING_ENDPOINTS},
 }
 

@@ -10,6 +10,9 @@ import msgspec
 
 from actorllm.entrypoints.openai.app.settings_help import APP_SETTINGS_HELP
 
+# --anthropic-disabled-thinking-effort's values (vLLM's)
+DISABLED_THINKING_EFFORTS = ("auto", "none", "low", "medium", "high", "xhigh", "max")
+
 
 class AppSettings(msgspec.Struct, kw_only=True):
     """HTTP-side settings (the engine's are in ``EngineConfig``). ``actorllm serve`` has a
@@ -89,6 +92,11 @@ class AppSettings(msgspec.Struct, kw_only=True):
     """Seconds: a /v1/chat/completions or /v1/completions stream idle this long (queued,
     in prefill, between tokens) sends an SSE comment ': keep-alive', so a proxy's read
     timeout does not close it; 0: never (vLLM's)."""
+    anthropic_disabled_thinking_effort: str = "auto"
+    """/v1/messages only: the reasoning_effort a request with thinking type disabled
+    renders with: none turns thinking off where the template can; low suits models that
+    always think or reject none; auto (vLLM's default) uses low when the template rejects
+    none or renders it as a thinking effort, else none."""
     renderer_num_workers: int = 1
     """Threads that render chat templates and tokenize long prompts off the event loop, at
     once (vLLM's renderer pool size)."""
@@ -109,6 +117,11 @@ class AppSettings(msgspec.Struct, kw_only=True):
     def __post_init__(self) -> None:
         if self.sse_keep_alive_interval < 0:
             raise ValueError("--sse-keep-alive-interval must be non-negative (0: off).")
+        if self.anthropic_disabled_thinking_effort not in DISABLED_THINKING_EFFORTS:
+            raise ValueError(
+                "--anthropic-disabled-thinking-effort must be one of "
+                f"{', '.join(DISABLED_THINKING_EFFORTS)}."
+            )
         if self.renderer_num_workers < 1:
             raise ValueError("--renderer-num-workers must be at least 1.")
         if self.enable_log_outputs and not self.enable_log_requests:

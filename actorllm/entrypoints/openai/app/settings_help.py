@@ -98,6 +98,12 @@ APP_SETTINGS_HELP: Mapping[str, Mapping[str, str]] = {
             "(queued, in prefill, between tokens) sends an SSE comment ': keep-alive', so a "
             "proxy's read timeout does not close it; 0: never (vLLM's)."
         ),
+        "anthropic_disabled_thinking_effort": (
+            "/v1/messages only: the reasoning_effort a request with thinking type disabled "
+            "renders with: none turns thinking off where the template can; low suits models "
+            "that always think or reject none; auto (vLLM's default) uses low when the "
+            "template rejects none or renders it as a thinking effort, else none."
+        ),
         "renderer_num_workers": (
             "Threads that render chat templates and tokenize long prompts off the event "
             "loop, at once (vLLM's renderer pool size)."

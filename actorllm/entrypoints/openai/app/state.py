@@ -8,6 +8,7 @@ from typing import Any, final
 from starlette.requests import Request
 from starlette.responses import Response
 
+from actorllm.entrypoints.anthropic.serving import TemplateFacts
 from actorllm.entrypoints.openai.app.settings import AppSettings
 from actorllm.entrypoints.openai.errors import APIError
 from actorllm.entrypoints.openai.responses.background import BackgroundRuns
@@ -30,6 +31,8 @@ class AppState:
         self.responses_store = ResponseStore.from_env()
         # Background responses, run in the lifespan's task group.
         self.background = BackgroundRuns(self.responses_store)
+        # /v1/messages: what its conversion learns from the chat template, once.
+        self.anthropic = TemplateFacts(settings.anthropic_disabled_thinking_effort)
 
     @property
     def serving(self) -> ServingContext:

@@ -8,6 +8,7 @@ from typing import Any
 import msgspec
 
 from actorllm import __version__
+from actorllm.entrypoints.anthropic.openapi import ANTHROPIC_STRUCTS, anthropic_rules
 from actorllm.entrypoints.openai import protocol as p
 from actorllm.entrypoints.openai.openapi.endpoints import ENDPOINTS, POOLING_ENDPOINTS
 from actorllm.entrypoints.openai.openapi.parts import REF
@@ -25,11 +26,13 @@ def openapi_document(*, dev_mode: bool, api_key: bool, served: Served) -> dict[s
     structs += [t for _, req, resp, _, _ in POOLING_ENDPOINTS for t in (req, resp)]
     structs = list(dict.fromkeys(structs))
     everything = [*structs, p.ChatCompletionChunk, p.ErrorResponse, *RESPONSES_STRUCTS]
+    everything += ANTHROPIC_STRUCTS
     refs, components = msgspec.json.schema_components(everything, ref_template=REF)
     ref = dict(zip(everything, refs, strict=True))
     fill_served(components, served)
     cross_field_rules(components)
     responses_rules(components, store=served.responses_store, harmony=served.harmony)
+    anthropic_rules(components)
     completion_prompt_rule(components["CompletionRequest"], served.prompt_embeds)
     content_parts_rule(components, served.prompt_embeds)
     restrict_to_served(components, served)

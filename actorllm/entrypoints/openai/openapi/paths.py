@@ -8,6 +8,8 @@ from typing import Any
 
 import msgspec
 
+from actorllm.entrypoints.anthropic.openapi import anthropic_paths
+from actorllm.entrypoints.anthropic.openapi import error_body as anthropic_error_body
 from actorllm.entrypoints.openai import dev_rpc
 from actorllm.entrypoints.openai import protocol as p
 from actorllm.entrypoints.openai.middleware import is_guarded
@@ -63,6 +65,10 @@ def document_paths(
         for path, ops in responses_paths(ref, api_key).items():
             for method, (op, statuses) in ops.items():
                 error_responses(op, error, statuses)
+                paths.setdefault(path, {})[method] = op
+        for path, ops in anthropic_paths(ref, api_key).items():
+            for method, (op, statuses) in ops.items():
+                error_responses(op, anthropic_error_body(ref), statuses)
                 paths.setdefault(path, {})[method] = op
     if dev_mode:
         _dev_paths(paths, components, error)
