@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
 
+from actorllm.worker.spec_decode.suffix import SuffixSettings
 from actorllm.models.load_format import LoadFormat
 from actorllm.worker.cpu_kv_size import (
     DEFAULT_CPU_KV_BYTES,
@@ -84,6 +85,7 @@ class RankSpec(msgspec.Struct, frozen=True, kw_only=True):
     prompt_lookup_max: int = 5
     draft_model: str | None = None  # method draft_model / eagle: the drafter's directory
     draft_method: Literal["draft_model", "eagle", "eagle3"] = "draft_model"
+    suffix: SuffixSettings | None = None  # method suffix (no draft model): its settings
     # Pooling (engine/config/pooling_model.py): "generate", or "pooling" with its convert
     # ("none": an encoder model) and vLLM's pooler config
     runner: str = "generate"
@@ -164,6 +166,7 @@ def build_model_runner(spec: RankSpec) -> ModelRunner:
         prompt_lookup_max=spec.prompt_lookup_max,
         draft_model=spec.draft_model,
         draft_method=spec.draft_method,
+        suffix=spec.suffix,
         pooling=(spec.convert, spec.pooler_config) if spec.runner == "pooling" else None,
         lora=spec.lora,
         logits_processors=procs,

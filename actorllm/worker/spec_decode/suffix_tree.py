@@ -1,0 +1,201 @@
+"""A depth-limited suffix trie with occurrence counts: the index behind suffix decoding
+(``suffix.py``; Snowflake's Arctic suffix decoding, https://arxiv.org/abs/2411.04975).
+
+Theory of operation: the trie holds every substring of at most ``max_depth`` tokens of
+the sequences added to it. A node is a path from the root (a substring ``P``); its
+``count`` is how many times ``P`` occurs across the sequences (so the root's count is the
+number of tokens held). Appending a token to a sequence extends the (at most
+``max_depth``) suffixes of it that are still shorter than ``max_depth``: each of their
+end nodes steps into its child for the token, whose count grows by one. Removing a
+sequence walks each of its suffixes again and takes one off every count; a node whose
+count reaches zero goes, with its subtree (every count below it is zero then too).
+
+Speculation from a context ``c``: for every match length ``m`` (1, 2, ... while the last
+``m`` tokens of ``c`` are a path of the trie), follow the most frequent child from the
+node of ``c[-m:]``; each token's probability is the product of ``child / parent`` counts
+along the way (an occurrence that ends at a node, with no continuation, counts against
+every child). The walk stops at ``max_spec_tokens``, at ``max_spec_factor * m`` tokens,
+below ``min_token_prob``, or where the trie ends (paths hold at most ``max_depth``
+tokens: the match and the draft share that depth). The draft kept is the one whose
+probabilities sum highest (the longer match on a tie). These are the counts and the rule
+of Arctic's ``SuffixTree`` (``csrc/suffix_decoding/suffix_tree.cc``); differences: nodes
+here hold one token each (Arctic compresses single-child chains into one node, so its
+memory is O(tokens) where this is O(tokens * max_depth) at worst), and among children of
+equal count the one that first reached that count leads (Arctic's order of equal
+counts follows its sibling lists' updates).
+
+Pure Python, no I/O:
+
+    >>> t = SuffixTree(max_depth=8)
+    >>> t.extend("a", [1, 2, 3, 1, 2, 3, 1, 2])
+    >>> d = t.speculate([3, 1, 2], max_spec_tokens=4, max_spec_factor=2.0, min_token_prob=0.1)
+    >>> d.token_ids, d.match_len
+    ([3, 1, 2, 3], 2)
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Hashable, Sequence
+from typing import final
+
+import msgspec
+
+
+@final
+class _Node:
+    __slots__ = ("children", "count", "token")
+
+    def __init__(self, token: int) -> None:
+        self.token = token  # the last token of this node's path (-1: the root)
+        self.count = 0  # occurrences of this node's path across the sequences
+        self.children: dict[int, _Node] | None = None  # {token: child}; None: a leaf
+
+
+class Draft(msgspec.Struct, frozen=True, kw_only=True):
+    """A speculation: ``token_ids`` with their estimated probabilities ``probs``,
+    ``score = sum(probs)``, from a context match of ``match_len`` tokens."""
+
+    token_ids: list[int] = msgspec.field(default_factory=list)
+    probs: list[float] = msgspec.field(default_factory=list)
+    score: float = 0.0
+    match_len: int = 0
+
+
+class TreeStatistics(msgspec.Struct, frozen=True, kw_only=True):
+    num_seqs: int  # sequences held
+    num_tokens: int  # their tokens (the root's count)
+    num_nodes: int  # trie nodes, the root included (walks the trie: for tests and debugging)
+
+
+@final
+class SuffixTree:
+    """Sequences keyed by any hashable id; not thread-safe (the worker thread owns it)."""
+
+    def __init__(self, max_depth: int) -> None:
+        if max_depth < 1:
+            raise ValueError(f"max_depth must be >= 1, got {max_depth}")
+        self.max_depth = max_depth
+        self._root = _Node(-1)
+        self._seqs: dict[Hashable, list[int]] = {}  # {seq_id: its tokens}
+        # {seq_id: end nodes of its suffixes still shorter than max_depth, oldest first}
+        self._active: dict[Hashable, deque[_Node]] = {}
+
+    def __contains__(self, seq_id: Hashable) -> bool:
+        return seq_id in self._seqs
+
+    def __len__(self) -> int:
+        return len(self._seqs)
+
+    @property
+    def num_tokens(self) -> int:
+        """The tokens held, over every sequence."""
+        return self._root.count
+
+    def discard(self, seq_id: Hashable) -> None:
+        """:meth:`remove` if ``seq_id`` is held."""
+        if seq_id in self._seqs:
+            self.remove(seq_id)
+
+    def extend(self, seq_id: Hashable, tokens: Sequence[int]) -> None:
+        """Append ``tokens`` to sequence ``seq_id`` (a new one if it is not held).
+        O(len(tokens) * max_depth)."""
+        seq = self._seqs.setdefault(seq_id, [])
+        active = self._active.setdefault(seq_id, deque(maxlen=self.max_depth))
+        root = self._root
+        for tok in tokens:
+            tok = int(tok)
+            # A new suffix starts here; the oldest one (max_depth tokens long) drops out.
+            active.append(root)
+            root.count += 1
+            for i, node in enumerate(active):
+                children = node.children
+                if children is None:
+                    children = node.children = {}
+                child = children.get(tok)
+                if child is None:
+                    child = children[tok] = _Node(tok)
+                child.count += 1
+                active[i] = child
+            seq.append(tok)
+
+    def remove(self, seq_id: Hashable) -> None:
+        """Forget sequence ``seq_id`` (KeyError if it is not held)."""
+        seq = self._seqs.pop(seq_id)
+        del self._active[seq_id]
+        root = self._root
+        for start in range(len(seq)):
+            root.count -= 1
+            node = root
+            for tok in seq[start : start + self.max_depth]:
+                assert node.children is not None
+                child = node.children[tok]
+                child.count -= 1
+                if child.count == 0:  # only this suffix went here: its subtree goes
+                    del node.children[tok]
+                    break
+                node = child
+
+    def speculate(
+        self,
+        context: Sequence[int],
+        max_spec_tokens: int,
+        max_spec_factor: float,
+        min_token_prob: float,
+    ) -> Draft:
+        """The best draft after ``context`` (its last ``max_depth`` tokens are read;
+        matches are at most ``len(context) - 1`` tokens long, as Arctic's)."""
+        ctx = [int(t) for t in context[-self.max_depth :]]
+        best = Draft()
+        for m in range(1, len(ctx)):
+            node = self._find(ctx[len(ctx) - m :])
+            if node is None:  # no longer suffix of the context can match either
+                break
+            cap = min(max_spec_tokens, int(m * max_spec_factor + 1e-6))
+            tokens, probs = _follow(node, cap, min_token_prob)
+            score = sum(probs)
+            if score >= best.score:
+                best = Draft(token_ids=tokens, probs=probs, score=score, match_len=m)
+        return best
+
+    def statistics(self) -> TreeStatistics:
+        nodes, stack = 0, [self._root]
+        while stack:
+            node = stack.pop()
+            nodes += 1
+            if node.children:
+                stack.extend(node.children.values())
+        return TreeStatistics(
+            num_seqs=len(self._seqs), num_tokens=self._root.count, num_nodes=nodes
+        )
+
+    def _find(self, path: list[int]) -> _Node | None:
+        node = self._root
+        for tok in path:
+            child = node.children.get(tok) if node.children else None
+            if child is None:
+                return None
+            node = child
+        return node
+
+
+def _follow(node: _Node, cap: int, min_token_prob: float) -> tuple[list[int], list[float]]:
+    """The most frequent continuation from ``node``: up to ``cap`` tokens, each of
+    probability at least ``min_token_prob``."""
+    tokens: list[int] = []
+    probs: list[float] = []
+    prob = 1.0
+    while len(tokens) < cap and node.children:
+        # max() keeps the first of equal counts: the child that reached the count first
+        child = max(node.children.values(), key=_count)
+        prob *= child.count / node.count
+        if prob < min_token_prob:
+            break
+        tokens.append(child.token)
+        probs.append(prob)
+        node = child
+    return tokens, probs
+
+
+def _count(node: _Node) -> int:
+    return node.count
