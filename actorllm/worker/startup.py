@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
 
-from actorllm.worker.spec_decode.suffix import SuffixSettings
 from actorllm.models.load_format import LoadFormat
 from actorllm.worker.cpu_kv_size import (
     DEFAULT_CPU_KV_BYTES,
@@ -32,6 +31,7 @@ from actorllm.worker.cpu_threads import fit_torch_threads
 from actorllm.worker.host_memory import host_memory
 from actorllm.worker.lora_settings import LoRASettings
 from actorllm.worker.runner import Runner
+from actorllm.worker.spec_decode.suffix import SuffixSettings
 
 if TYPE_CHECKING:
     from actorllm.worker.model_runner import ModelRunner

@@ -323,8 +323,7 @@ def build_scheduler_config(config: EngineConfig, model: ModelInfo) -> SchedulerC
             spec.num_speculative_tokens
             # a draft model and an EAGLE head write KV past the last token; lookups (n-gram,
             # suffix) do not
-            if (spec := config.speculative()) is not None
-            and spec.method not in ("ngram", "suffix")
+            if (spec := config.speculative()) is not None and spec.method not in ("ngram", "suffix")
             else 0
         ),
         max_loras=config.max_loras if config.enable_lora else 0,

@@ -96,9 +96,9 @@ class SuffixProposer:
 
     # -- driven by the runner ----------------------------------------------------------
 
-    def propose(self, batch: InputBatch, slots: Sequence[int], room: Sequence[int]) -> list[
-        list[int]
-    ]:
+    def propose(
+        self, batch: InputBatch, slots: Sequence[int], room: Sequence[int]
+    ) -> list[list[int]]:
         """Drafts for the requests in ``slots`` that sampled (each at most ``room[i]``
         tokens; a room of 0 records the request's tokens and drafts nothing). Requests no
         longer in ``batch`` lose their local trie."""
