@@ -79,7 +79,7 @@ class RankSpec(msgspec.Struct, frozen=True, kw_only=True):
     backend: Literal["mp", "ray"] = "mp"
     collective_timeout_s: float = 60.0
     data_parallel_size: int = 1  # names the group's processes per replica when > 1
-    # Speculative decoding (method ngram; 0: off): drafts per step and the n-gram sizes
+    # Speculative decoding (0: off): drafts per step (suffix: their cap), the n-gram sizes
     num_speculative_tokens: int = 0
     prompt_lookup_min: int = 5
     prompt_lookup_max: int = 5
