@@ -1,35 +1,37 @@
 """Suffix decoding (vLLM's ``method: "suffix"``, Snowflake's Arctic suffix decoding), on
-the host, in Python: drafts from suffix tries (``suffix_tree.py``) over the request's own
-tokens and over the outputs of past requests.
+the host, in Python: drafts from the request's own tokens and from a suffix trie
+(``suffix_tree.py``) over the outputs of past requests.
 
 Theory of operation, as vLLM's ``SuffixDecodingProposer`` drives Arctic's
 ``SuffixDecodingCache``:
 
-* each request the worker holds has a *local* trie over its tokens (prompt + outputs),
-  built the first time the request samples and extended with every token it accepts;
+* Arctic keeps a *local* trie per request over its tokens (prompt + outputs). Here the
+  request's row is searched directly each step (``speculate_tail``: numpy over the row,
+  the same drafts as that trie, checked against it in the tests), so a request holds no
+  trie: nothing to build when it starts (Arctic's costs O(prompt * depth)), to free when
+  it leaves or to rebuild after a crash;
 * one *global* trie holds the outputs of the last ``max_cached_requests`` requests
   started (FIFO: the oldest start goes first; a running request's outputs are in it as
   they grow; 0: no global trie);
-* each step, for a request that sampled, both tries speculate from its last
-  ``max_tree_depth`` tokens (``SuffixTree.speculate``, at most ``min(k, room)`` tokens)
-  and the draft whose probabilities sum higher is proposed, the local one on a tie. A
-  draft's length varies from 0 to that cap, request by request.
+* each step, for a request that sampled, both speculate from its last
+  ``max_tree_depth`` tokens (at most ``min(k, room)`` tokens) and the draft whose
+  probabilities sum higher is proposed, the request's own on a tie. A draft's length
+  varies from 0 to that cap, request by request.
 
-Lifetimes: a request's local trie goes when it leaves the batch (finished, aborted or
-preempted); its outputs stay in the global trie until the FIFO evicts them. A request
-seen again (resumed after preemption, or replayed after a crash, in a new batch slot
-``generation``) gets its local trie rebuilt from its tokens, and its outputs re-enter the
-global trie as a new start (vLLM restarts such a request's outputs from the empty
-sequence and its local trie from the prompt alone; rebuilding from the tokens held drafts
-as if the request had not left). The proposer lives on the worker, which a core restart
-keeps (``ModelRunner.reset_requests``), so past requests' outputs survive a crash;
-a crash in the middle of an update drops the global trie rather than keep a half-written
-one. Drafts never change greedy or seeded outputs (the verifier keeps the target's
-samples), so losing any of this state costs acceptance only.
+Lifetimes: a request's record (its batch slot generation) goes when it leaves the batch
+(finished, aborted or preempted); its outputs stay in the global trie until the FIFO
+evicts them. A request seen again (resumed after preemption, or replayed after a crash,
+in a new slot generation) re-enters the global trie as a new start with all its outputs
+(vLLM restarts such a request's outputs from the empty sequence and its local trie from
+the prompt alone; here it drafts as if it had not left). The proposer lives on the
+worker, which a core restart keeps (``ModelRunner.reset_requests``), so past requests'
+outputs survive a crash; a crash in the middle of an update drops the global trie rather
+than keep a half-written one. Drafts never change greedy or seeded outputs (the verifier
+keeps the target's samples), so losing any of this state costs acceptance only.
 
     >>> p = SuffixProposer(4, SuffixSettings(max_cached_requests=8))
     >>> p.observe("a", generation=0, tokens=[5, 6, 7, 8, 5, 6], num_prompt=4)
-    >>> p.speculate("a", [5, 6, 7, 8, 5, 6], room=4)
+    >>> p.speculate(np.array([5, 6, 7, 8, 5, 6]), room=4)
     [7, 8]
 """
 
@@ -42,7 +44,7 @@ import msgspec
 import numpy as np
 
 from actorllm.worker.input_batch import InputBatch
-from actorllm.worker.spec_decode.suffix_tree import SuffixTree
+from actorllm.worker.spec_decode.suffix_tree import SuffixTree, speculate_tail
 
 
 class SuffixSettings(msgspec.Struct, frozen=True, kw_only=True):
@@ -56,20 +58,9 @@ class SuffixSettings(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class SuffixStatistics(msgspec.Struct, frozen=True, kw_only=True):
-    active_requests: int  # requests with a local trie (held by the worker's batch)
+    active_requests: int  # requests recorded in the worker's batch
     cached_requests: int  # requests whose outputs are in the global trie
-    local_tokens: int  # tokens in all local tries
     global_tokens: int  # tokens in the global trie
-
-
-@final
-class _Local:
-    __slots__ = ("generation", "seen", "tree")
-
-    def __init__(self, generation: int, tree: SuffixTree) -> None:
-        self.generation = generation  # the batch slot's generation it was built for
-        self.seen = 0  # the request's tokens in ``tree`` (prompt + outputs so far)
-        self.tree = tree
 
 
 @final
@@ -88,7 +79,8 @@ class SuffixProposer:
         self.max_cached_requests = s.max_cached_requests
         self.max_spec_factor = s.max_spec_factor
         self.min_token_prob = s.min_token_prob
-        self._local: dict[str, _Local] = {}  # {req_id: its trie}, requests in the batch
+        # {req_id: the batch slot generation it was last recorded in}, requests in the batch
+        self._active: dict[str, int] = {}
         self._global = SuffixTree(s.max_tree_depth)  # outputs of the cached requests
         # {req_id: number of its outputs in the global trie}, oldest start first (FIFO)
         self._cached: dict[str, int] = {}
@@ -101,9 +93,9 @@ class SuffixProposer:
     ) -> list[list[int]]:
         """Drafts for the requests in ``slots`` that sampled (each at most ``room[i]``
         tokens; a room of 0 records the request's tokens and drafts nothing). Requests no
-        longer in ``batch`` lose their local trie."""
-        for gone in [r for r in self._local if r not in batch.req_id_to_index]:
-            del self._local[gone]
+        longer in ``batch`` lose their record."""
+        for gone in [r for r in self._active if r not in batch.req_id_to_index]:
+            del self._active[gone]
         out: list[list[int]] = []
         for slot, r in zip(slots, room, strict=True):
             req_id = batch.req_ids[slot]
@@ -113,18 +105,18 @@ class SuffixProposer:
             self.observe(
                 req_id, int(batch.generation[slot]), tokens, int(batch.num_prompt_tokens[slot])
             )
-            out.append(self.speculate(req_id, tokens, r) if r > 0 else [])
+            out.append(self.speculate(tokens, r) if r > 0 else [])
         return out
 
     def forget(self, req_id: str) -> None:
-        """The request left the batch (finished, aborted, preempted): its local trie goes;
-        its outputs stay cached."""
-        self._local.pop(req_id, None)
+        """The request left the batch (finished, aborted, preempted): its record goes; its
+        outputs stay cached."""
+        self._active.pop(req_id, None)
 
     def reset(self) -> None:
         """The batch was rebuilt (a core restart): every request is new again. The global
         trie stays, unless a crash interrupted an update of it."""
-        self._local.clear()
+        self._active.clear()
         if self._updating:
             self._global = SuffixTree(self.max_tree_depth)
             self._cached.clear()
@@ -135,38 +127,32 @@ class SuffixProposer:
     def observe(
         self, req_id: str, generation: int, tokens: Sequence[int] | np.ndarray, num_prompt: int
     ) -> None:
-        """Bring the request's tries up to its ``tokens`` (prompt + accepted outputs)."""
+        """Bring the global trie up to the request's ``tokens`` (prompt + accepted
+        outputs); a request new to the batch (slot ``generation``) starts there afresh."""
         self._updating = True
-        local = self._local.get(req_id)
-        n = len(tokens)
-        if local is None or local.generation != generation:
-            local = self._local[req_id] = _Local(generation, SuffixTree(self.max_tree_depth))
+        if self._active.get(req_id) != generation:
+            self._active[req_id] = generation
             self._start_cached(req_id)
-        new = [int(t) for t in tokens[local.seen : n]]
-        local.tree.extend(req_id, new)
-        local.seen = n
         if req_id in self._cached:  # not evicted yet: its outputs grow there too
-            outputs = [int(t) for t in tokens[num_prompt + self._cached[req_id] : n]]
+            outputs = [int(t) for t in tokens[num_prompt + self._cached[req_id] :]]
             self._global.extend(req_id, outputs)
             self._cached[req_id] += len(outputs)
         self._updating = False
 
-    def speculate(self, req_id: str, tokens: Sequence[int] | np.ndarray, room: int) -> list[int]:
-        """The draft after ``tokens`` (the request's, already observed)."""
-        cap = min(self.k, room)
-        context = [int(t) for t in tokens[-self.max_tree_depth :]]
-        args = (cap, self.max_spec_factor, self.min_token_prob)
-        mine = self._local[req_id].tree.speculate(context, *args)
+    def speculate(self, tokens: np.ndarray, room: int) -> list[int]:
+        """The draft after ``tokens`` ([L] int64, the request's; observed already)."""
+        args = (min(self.k, room), self.max_spec_factor, self.min_token_prob)
+        mine = speculate_tail(tokens, self.max_tree_depth, *args)
         if not len(self._global):
             return mine.token_ids
+        context = tokens[-self.max_tree_depth :].tolist()
         theirs = self._global.speculate(context, *args)
         return (mine if mine.score >= theirs.score else theirs).token_ids
 
     def statistics(self) -> SuffixStatistics:
         return SuffixStatistics(
-            active_requests=len(self._local),
+            active_requests=len(self._active),
             cached_requests=len(self._cached),
-            local_tokens=sum(loc.seen for loc in self._local.values()),
             global_tokens=self._global.num_tokens,
         )
 

@@ -40,6 +40,7 @@ from collections.abc import Hashable, Sequence
 from typing import final
 
 import msgspec
+import numpy as np
 
 
 @final
@@ -199,3 +200,84 @@ def _follow(node: _Node, cap: int, min_token_prob: float) -> tuple[list[int], li
 
 def _count(node: _Node) -> int:
     return node.count
+
+
+def speculate_tail(
+    seq: np.ndarray,
+    max_depth: int,
+    max_spec_tokens: int,
+    max_spec_factor: float,
+    min_token_prob: float,
+) -> Draft:
+    """The draft a :class:`SuffixTree` of ``max_depth`` holding only ``seq`` ([L] int64)
+    gives after ``seq``'s own last tokens (the same tokens, probabilities and score; the
+    ``match_len`` of an empty draft may differ), computed from ``seq`` with numpy and no
+    trie: a request's own tokens need no state kept between steps.
+
+    ``run[e]`` (how many tokens ending at ``e`` equal the tokens ending at ``L - 1``,
+    capped) is built from shifted comparisons of the whole row, as the n-gram proposer
+    does; the occurrences of a match of length ``m`` are the ends with ``run >= m`` (the
+    row's own end among them: an occurrence with no continuation, as in the trie). A walk
+    keeps the ends of the path so far; a trie's first-added child is here the continuation
+    whose first occurrence comes first."""
+    n = len(seq)
+    longest = min(max_depth, n) - 1  # matches are shorter than the context, as the trie's
+    best = Draft()
+    if longest < 1:
+        return best
+    still = seq == seq[-1]  # [L] bool: t[e - j] == t[L - 1 - j] for every j so far
+    run = still.astype(np.int32)  # [L] matched length ending at e, capped at `longest`
+    for j in range(1, longest):
+        shifted = np.zeros(n, dtype=bool)
+        shifted[j:] = seq[: n - j] == seq[n - 1 - j]
+        still &= shifted
+        if not still[:-1].any():  # only the row's own end goes on: nothing longer drafts
+            break
+        run += still
+    # Only matches that occur before the row's own end draft anything. The best draft has
+    # the highest score, the longer match on a tie (the trie's ascending ">="); a match of
+    # length m scores at most its cap, so the longest caps go first and the rest are
+    # skipped once they cannot win.
+    caps = {
+        m: min(max_spec_tokens, int(m * max_spec_factor + 1e-6), max_depth - m)
+        for m in range(1, int(run[:-1].max(initial=0)) + 1)
+    }
+    for m in sorted(caps, key=lambda m: (caps[m], m), reverse=True):
+        if caps[m] < best.score or (caps[m] == best.score and m < best.match_len):
+            continue
+        tokens, probs = _follow_row(seq, np.flatnonzero(run >= m), caps[m], min_token_prob)
+        score = sum(probs)
+        if (score, m) > (best.score, best.match_len):
+            best = Draft(token_ids=tokens, probs=probs, score=score, match_len=m)
+    return best
+
+
+def _follow_row(
+    seq: np.ndarray, ends: np.ndarray, cap: int, min_token_prob: float
+) -> tuple[list[int], list[float]]:
+    """:func:`_follow` over the occurrences ``ends`` ([K] ascending) of a path in ``seq``."""
+    tokens: list[int] = []
+    probs: list[float] = []
+    prob = 1.0
+    n = len(seq)
+    while len(tokens) < cap:
+        nxt = ends[ends < n - 1] + 1  # [K'] where each occurrence goes on, ascending
+        if len(nxt) == 0:
+            break
+        vals = seq[nxt]
+        same = vals == vals[0]
+        if same.all():  # one continuation (repeated text): no counting needed
+            tok, count = int(vals[0]), len(vals)
+        else:
+            uniq, first, counts = np.unique(vals, return_index=True, return_counts=True)
+            top = np.flatnonzero(counts == counts.max())
+            pick = int(top[np.argmin(first[top])])  # of equal counts: the first to occur
+            tok, count = int(uniq[pick]), int(counts[pick])
+            same = vals == tok
+        prob *= count / len(ends)
+        if prob < min_token_prob:
+            break
+        tokens.append(tok)
+        probs.append(prob)
+        ends = nxt[same]
+    return tokens, probs

@@ -154,7 +154,7 @@ def _suffix_runner(checkpoint: Path, **settings: float) -> ModelRunner:
 
 def test_suffix_decoding_equal_accepted_and_freed(checkpoint: Path, plain: ModelRunner) -> None:
     """Method suffix: variable-length drafts (up to 8) verified as ngram's are; greedy
-    output unchanged through a token budget and preemption; the tries of the finished
+    output unchanged through a token budget and preemption; the records of the finished
     requests are freed, their outputs cached for the requests after them."""
     runner = _suffix_runner(checkpoint, max_cached_requests=3)
     assert isinstance(runner.proposer, SuffixProposer)
@@ -168,8 +168,8 @@ def test_suffix_decoding_equal_accepted_and_freed(checkpoint: Path, plain: Model
     assert 0 < stats.spec_num_accepted_tokens < stats.spec_num_draft_tokens
     assert stats.num_preemptions > 0
     assert len(stats.spec_accepted_per_pos) > 4  # some drafts longer than ngram's k = 4
-    # a request's trie lives as long as its batch row: the step after the last finish
-    # tells the runner, and then no per-request trie is left
+    # a request's record lives as long as its batch row: the step after the last finish
+    # tells the runner, and then none is left
     assert runner.proposer.statistics().active_requests == 1
     runner.execute(sched.schedule())
     assert runner.proposer.statistics().active_requests == 0

@@ -1,7 +1,7 @@
 """The suffix decoding proposer over a real InputBatch: drafts from the request's own
 tokens and from past requests' outputs, variable lengths within the room, the global
-cache bounded by max_cached_requests (FIFO), per-request tries freed when requests
-leave, rebuilt from the tokens when they come back, and a core restart's reset."""
+cache bounded by max_cached_requests (FIFO), per-request records freed when requests
+leave, outputs re-cached when they come back, and a core restart's reset."""
 
 from __future__ import annotations
 
@@ -56,7 +56,7 @@ def test_the_room_caps_a_draft_and_records_anyway() -> None:
     assert propose_drafts(p, batch, [slot]) == {"a": [8]}  # 3 - 1 output - 1 = 1 of room
     _sample(batch, "a", 8)
     assert propose_drafts(p, batch, [slot]) == {}  # no room: no drafts, tokens recorded
-    assert p.statistics().local_tokens == 14
+    assert p.statistics().global_tokens == 2
 
 
 def test_drafts_from_past_requests_outputs() -> None:
@@ -94,7 +94,7 @@ def test_global_cache_is_bounded_fifo() -> None:
     assert p._global.statistics().num_nodes == 1 + 2 * 3  # nothing of r0..r2 is left
 
 
-def test_finished_and_aborted_requests_free_their_tries() -> None:
+def test_finished_and_aborted_requests_free_their_records() -> None:
     batch, p = _batch(), _proposer()
     for rid in ("a", "b", "c"):
         _add(batch, rid, [1, 2, 3, 1, 2])
@@ -105,12 +105,12 @@ def test_finished_and_aborted_requests_free_their_tries() -> None:
     assert p.statistics().active_requests == 2
     batch.remove_request("b")  # gone from the batch without a word: dropped at the next step
     propose_drafts(p, batch, [batch.req_id_to_index["c"]])
-    assert set(p._local) == {"c"}
+    assert set(p._active) == {"c"}
 
 
 def test_resumed_request_is_rebuilt_from_its_tokens() -> None:
-    """Preempted, then back in a new slot generation with its outputs: the local trie is
-    rebuilt from prompt + outputs, and its outputs re-enter the global trie once."""
+    """Preempted, then back in a new slot generation with its outputs: it drafts as before,
+    and its outputs re-enter the global trie once."""
     batch, p = _batch(), _proposer()
     _add(batch, "a", [1, 2])
     slot = _sample(batch, "a", *LOOP, 5, 6)
@@ -122,7 +122,7 @@ def test_resumed_request_is_rebuilt_from_its_tokens() -> None:
     slot = batch.req_id_to_index["a"]
     assert propose_drafts(p, batch, [slot]) == first
     st = p.statistics()
-    assert (st.local_tokens, st.cached_requests, st.global_tokens) == (9, 1, 7)
+    assert (st.active_requests, st.cached_requests, st.global_tokens) == (1, 1, 7)
 
 
 def test_reset_keeps_past_outputs_unless_an_update_broke() -> None:

@@ -4,10 +4,11 @@ probabilities, min_token_prob, max_spec_factor, the depth, the best match)."""
 
 from __future__ import annotations
 
+import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from actorllm.worker.spec_decode.suffix_tree import SuffixTree
+from actorllm.worker.spec_decode.suffix_tree import SuffixTree, speculate_tail
 
 
 def _occurrences(seqs: list[list[int]], path: list[int]) -> int:
@@ -145,3 +146,16 @@ def test_removal_frees_nodes() -> None:
     tree.remove("a")
     assert tree.statistics().num_nodes == 1 and len(tree) == 0
     assert tree.speculate([1, 2], 4, 1.0, 0.1).token_ids == []
+
+
+@settings(max_examples=300, deadline=None)
+@given(seq=st.lists(st.integers(0, 3), max_size=40), depth=st.integers(1, 8),
+       cap=st.integers(0, 8), factor=st.sampled_from([0.5, 1.0, 3.0]),
+       min_prob=st.sampled_from([0.0, 0.1, 0.4]))  # fmt: skip
+def test_a_row_drafts_as_its_trie(seq, depth, cap, factor, min_prob) -> None:
+    """speculate_tail (numpy over the row, no state) drafts what the row's trie drafts."""
+    tree = SuffixTree(depth)
+    tree.extend(0, seq)
+    want = tree.speculate(seq, cap, factor, min_prob)
+    got = speculate_tail(np.array(seq, dtype=np.int64), depth, cap, factor, min_prob)
+    assert (got.token_ids, got.probs, got.score) == (want.token_ids, want.probs, want.score)
