@@ -423,6 +423,8 @@ class ModelRunner:
         self.input_batch = self._new_batch()
         if isinstance(self.proposer, DraftModelProposer):
             self.proposer.release()
+        elif isinstance(self.proposer, SuffixProposer):  # past outputs stay: they are host data
+            self.proposer.reset()
         self.adapters.clear()
 
     def wake_up(self, tags: Sequence[str] | None = None) -> None:
