@@ -50,7 +50,11 @@ class _Node:
     def __init__(self, token: int) -> None:
         self.token = token  # the last token of this node's path (-1: the root)
         self.count = 0  # occurrences of this node's path across the sequences
-        self.children: dict[int, _Node] | None = None  # {token: child}; None: a leaf
+        # None: a leaf; a _Node: the one child (its .token says which); a dict
+        # {token: child} of two or more, in the order they were added. Most nodes of a
+        # trie over text that does not repeat have one child: a dict each would cost
+        # ~180 bytes more per node.
+        self.children: _Node | dict[int, _Node] | None = None
 
 
 class Draft(msgspec.Struct, frozen=True, kw_only=True):
@@ -110,12 +114,16 @@ class SuffixTree:
             active.append(root)
             root.count += 1
             for i, node in enumerate(active):
-                children = node.children
-                if children is None:
-                    children = node.children = {}
-                child = children.get(tok)
+                child = _child(node, tok)
                 if child is None:
-                    child = children[tok] = _Node(tok)
+                    child = _Node(tok)
+                    children = node.children
+                    if children is None:
+                        node.children = child
+                    elif isinstance(children, _Node):  # the old child stays first
+                        node.children = {children.token: children, tok: child}
+                    else:
+                        children[tok] = child
                 child.count += 1
                 active[i] = child
             seq.append(tok)
@@ -129,11 +137,11 @@ class SuffixTree:
             root.count -= 1
             node = root
             for tok in seq[start : start + self.max_depth]:
-                assert node.children is not None
-                child = node.children[tok]
+                child = _child(node, tok)
+                assert child is not None
                 child.count -= 1
                 if child.count == 0:  # only this suffix went here: its subtree goes
-                    del node.children[tok]
+                    _drop_child(node, tok)
                     break
                 node = child
 
@@ -164,8 +172,11 @@ class SuffixTree:
         while stack:
             node = stack.pop()
             nodes += 1
-            if node.children:
-                stack.extend(node.children.values())
+            children = node.children
+            if isinstance(children, _Node):
+                stack.append(children)
+            elif children:
+                stack.extend(children.values())
         return TreeStatistics(
             num_seqs=len(self._seqs), num_tokens=self._root.count, num_nodes=nodes
         )
@@ -173,7 +184,7 @@ class SuffixTree:
     def _find(self, path: list[int]) -> _Node | None:
         node = self._root
         for tok in path:
-            child = node.children.get(tok) if node.children else None
+            child = _child(node, tok)
             if child is None:
                 return None
             node = child
@@ -187,8 +198,9 @@ def _follow(node: _Node, cap: int, min_token_prob: float) -> tuple[list[int], li
     probs: list[float] = []
     prob = 1.0
     while len(tokens) < cap and node.children:
+        children = node.children
         # max() keeps the first of equal counts: the child that reached the count first
-        child = max(node.children.values(), key=_count)
+        child = children if isinstance(children, _Node) else max(children.values(), key=_count)
         prob *= child.count / node.count
         if prob < min_token_prob:
             break
@@ -200,6 +212,28 @@ def _follow(node: _Node, cap: int, min_token_prob: float) -> tuple[list[int], li
 
 def _count(node: _Node) -> int:
     return node.count
+
+
+def _child(node: _Node, tok: int) -> _Node | None:
+    """``node``'s child for ``tok``, if it has one."""
+    children = node.children
+    if children is None:
+        return None
+    if isinstance(children, _Node):
+        return children if children.token == tok else None
+    return children.get(tok)
+
+
+def _drop_child(node: _Node, tok: int) -> None:
+    """Unlink ``node``'s child for ``tok``; a dict left with one child becomes that child."""
+    children = node.children
+    if isinstance(children, _Node):
+        node.children = None
+    else:
+        assert children is not None
+        del children[tok]
+        if len(children) == 1:
+            node.children = next(iter(children.values()))
 
 
 def speculate_tail(
