@@ -24,6 +24,12 @@ memory is O(tokens) where this is O(tokens * max_depth) at worst), and among chi
 equal count the one that first reached that count leads (Arctic's order of equal
 counts follows its sibling lists' updates).
 
+Memory: text that never repeats is the worst case, a chain of ``max_depth`` one-child
+nodes per token. A single child is held as the node itself (a dict only from two
+children on), so a node is one 56-byte object: measured with tracemalloc over 20k random
+tokens at depth 24, ~1.4 KB per token (a dict per node was ~6.5 KB); text that repeats
+costs far less (14 bytes per token for a 50-token loop).
+
 Pure Python, no I/O:
 
     >>> t = SuffixTree(max_depth=8)
