@@ -18,17 +18,23 @@ every child). The walk stops at ``max_spec_tokens``, at ``max_spec_factor * m`` 
 below ``min_token_prob``, or where the trie ends (paths hold at most ``max_depth``
 tokens: the match and the draft share that depth). The draft kept is the one whose
 probabilities sum highest (the longer match on a tie). These are the counts and the rule
-of Arctic's ``SuffixTree`` (``csrc/suffix_decoding/suffix_tree.cc``); differences: nodes
-here hold one token each (Arctic compresses single-child chains into one node, so its
-memory is O(tokens) where this is O(tokens * max_depth) at worst), and among children of
-equal count the one that first reached that count leads (Arctic's order of equal
-counts follows its sibling lists' updates).
+of Arctic's ``SuffixTree`` (``csrc/suffix_decoding/suffix_tree.cc``); the difference: among
+children of equal count the one that first reached that count leads (Arctic's order of
+equal counts follows its sibling lists' updates).
 
-Memory: text that never repeats is the worst case, a chain of ``max_depth`` one-child
-nodes per token. A single child is held as the node itself (a dict only from two
-children on), so a node is one 56-byte object: measured with tracemalloc over 20k random
-tokens at depth 24, ~1.4 KB per token (a dict per node was ~6.5 KB); text that repeats
-costs far less (14 bytes per token for a 50-token loop).
+Storage (Arctic's path compression): a ``_Node`` object holds a run of trie nodes, a chain
+of positions with one child each and one count, as a slice ``seq[start : start + length]``
+of a token list (a held sequence where the run occurs, or a copy of the run once that
+sequence goes). Counts are equal along a run and an occurrence that ends somewhere makes
+its count exceed the next position's, so occurrences end at a run's last token: a suffix
+being extended ends at a run, and each step is one of Arctic's cases
+(``_step``: the run grows, a new child, a run takes one token from its only child, two
+runs fuse, a child's first token splits off, or a count grows). Removal fuses a run with
+its only child when their counts become equal, so runs stay maximal. Memory is O(tokens):
+measured with tracemalloc, 20k random tokens at depth 24 (text that never repeats, the
+worst case: one run per token) take ~180 bytes per token, 200 such sequences of 300
+tokens ~230 (a node object per token and depth took ~1.4 KB, and ~6.5 KB with a dict of
+children per node); a 50-token loop takes ~9 bytes per token.
 
 Pure Python, no I/O:
 
@@ -51,16 +57,29 @@ import numpy as np
 
 @final
 class _Node:
-    __slots__ = ("children", "count", "token")
+    """A run of ``length`` tokens of the trie (Arctic's path compression): positions
+    that have one child each and the same count, so a chain of one-child nodes is one
+    object. Its tokens are ``seq[start : start + length]`` of a token list that is only
+    ever appended to: a held sequence where the node's path occurs, or a copy of its own
+    once that sequence is removed."""
 
-    def __init__(self, token: int) -> None:
-        self.token = token  # the last token of this node's path (-1: the root)
-        self.count = 0  # occurrences of this node's path across the sequences
+    __slots__ = ("children", "count", "length", "parent", "seq", "start", "token")
+
+    def __init__(
+        self, token: int, parent: _Node | None, seq: list[int], start: int, length: int
+    ) -> None:
+        self.token = token  # the run's first token (-1: the root)
+        self.count = 0  # occurrences of each of the run's paths across the sequences
+        self.parent = parent  # None: the root
+        self.seq = seq  # holds the run's tokens at [start, start + length)
+        self.start = start
+        self.length = length  # 0: the root
         # None: a leaf; a _Node: the one child (its .token says which); a dict
-        # {token: child} of two or more, in the order they were added. Most nodes of a
-        # trie over text that does not repeat have one child: a dict each would cost
-        # ~180 bytes more per node.
+        # {first token: child} of two or more, in the order they were added.
         self.children: _Node | dict[int, _Node] | None = None
+
+    def tokens(self) -> list[int]:
+        return self.seq[self.start : self.start + self.length]
 
 
 class Draft(msgspec.Struct, frozen=True, kw_only=True):
@@ -76,7 +95,8 @@ class Draft(msgspec.Struct, frozen=True, kw_only=True):
 class TreeStatistics(msgspec.Struct, frozen=True, kw_only=True):
     num_seqs: int  # sequences held
     num_tokens: int  # their tokens (the root's count)
-    num_nodes: int  # trie nodes, the root included (walks the trie: for tests and debugging)
+    num_nodes: int  # paths held, the root included: one-token trie nodes (walks the trie)
+    num_runs: int  # the objects holding them, path-compressed (Arctic's nodes), root included
 
 
 @final
@@ -87,9 +107,10 @@ class SuffixTree:
         if max_depth < 1:
             raise ValueError(f"max_depth must be >= 1, got {max_depth}")
         self.max_depth = max_depth
-        self._root = _Node(-1)
+        self._root = _Node(-1, None, [], 0, 0)
         self._seqs: dict[Hashable, list[int]] = {}  # {seq_id: its tokens}
-        # {seq_id: end nodes of its suffixes still shorter than max_depth, oldest first}
+        # {seq_id: nodes where its suffixes still shorter than max_depth end, oldest
+        # first}: an occurrence ends at a run's last token (a run's tokens have one count)
         self._active: dict[Hashable, deque[_Node]] = {}
 
     def __contains__(self, seq_id: Hashable) -> bool:
@@ -116,23 +137,14 @@ class SuffixTree:
         root = self._root
         for tok in tokens:
             tok = int(tok)
+            seq.append(tok)
             # A new suffix starts here; the oldest one (max_depth tokens long) drops out.
             active.append(root)
             root.count += 1
+            # Longest first: a suffix's step changes counts only deeper than the
+            # shorter suffixes still to step reach.
             for i, node in enumerate(active):
-                child = _child(node, tok)
-                if child is None:
-                    child = _Node(tok)
-                    children = node.children
-                    if children is None:
-                        node.children = child
-                    elif isinstance(children, _Node):  # the old child stays first
-                        node.children = {children.token: children, tok: child}
-                    else:
-                        children[tok] = child
-                child.count += 1
-                active[i] = child
-            seq.append(tok)
+                active[i] = _step(root, node, tok, seq)
 
     def remove(self, seq_id: Hashable) -> None:
         """Forget sequence ``seq_id`` (KeyError if it is not held)."""
@@ -141,15 +153,21 @@ class SuffixTree:
         root = self._root
         for start in range(len(seq)):
             root.count -= 1
-            node = root
-            for tok in seq[start : start + self.max_depth]:
-                child = _child(node, tok)
+            node, idx, stop = root, start, min(start + self.max_depth, len(seq))
+            while idx < stop:
+                child = _child(node, seq[idx])
                 assert child is not None
                 child.count -= 1
                 if child.count == 0:  # only this suffix went here: its subtree goes
-                    _drop_child(node, tok)
+                    _drop_child(node, child)
                     break
+                if child.seq is seq:  # the run outlives its reference
+                    child.seq, child.start = child.tokens(), 0
+                idx += child.length
                 node = child
+            # an occurrence no longer ends here, or a child went: node and its one
+            # child may have one count now, so one run
+            _merge_into_child(node)
 
     def speculate(
         self,
@@ -163,56 +181,143 @@ class SuffixTree:
         ctx = [int(t) for t in context[-self.max_depth :]]
         best = Draft()
         for m in range(1, len(ctx)):
-            node = self._find(ctx[len(ctx) - m :])
-            if node is None:  # no longer suffix of the context can match either
+            at = self._locate(ctx[len(ctx) - m :])
+            if at is None:  # no longer suffix of the context can match either
                 break
             cap = min(max_spec_tokens, int(m * max_spec_factor + 1e-6))
-            tokens, probs = _follow(node, cap, min_token_prob)
+            tokens, probs = _follow(*at, cap, min_token_prob)
             score = sum(probs)
             if score >= best.score:
                 best = Draft(token_ids=tokens, probs=probs, score=score, match_len=m)
         return best
 
     def statistics(self) -> TreeStatistics:
-        nodes, stack = 0, [self._root]
+        paths, runs, stack = 0, 0, [self._root]
         while stack:
             node = stack.pop()
-            nodes += 1
+            runs += 1
+            paths += node.length
             children = node.children
             if isinstance(children, _Node):
                 stack.append(children)
             elif children:
                 stack.extend(children.values())
         return TreeStatistics(
-            num_seqs=len(self._seqs), num_tokens=self._root.count, num_nodes=nodes
+            num_seqs=len(self._seqs),
+            num_tokens=self._root.count,
+            num_nodes=paths + 1,
+            num_runs=runs,
         )
 
     def _find(self, path: list[int]) -> _Node | None:
-        node = self._root
+        """The run holding ``path``'s last token (its count is the path's)."""
+        at = self._locate(path)
+        return None if at is None else at[0]
+
+    def _locate(self, path: list[int]) -> tuple[_Node, int] | None:
+        """Where ``path`` ends: a run and the offset of its token there."""
+        node, off = self._root, -1
         for tok in path:
-            child = _child(node, tok)
-            if child is None:
-                return None
-            node = child
+            if off < node.length - 1:  # inside a run: one way on
+                if node.seq[node.start + off + 1] != tok:
+                    return None
+                off += 1
+            else:
+                child = _child(node, tok)
+                if child is None:
+                    return None
+                node, off = child, 0
+        return node, off
+
+
+def _step(root: _Node, node: _Node, tok: int, seq: list[int]) -> _Node:
+    """Extend the occurrence ending at ``node``'s last token with ``tok`` (``seq[-1]``,
+    the occurrence's sequence); returns the run it ends at now. Arctic's cases."""
+    end = len(seq)
+    child = _child(node, tok)
+    if child is None:
+        if node.count == 1 and node is not root:  # only this occurrence: a leaf grows
+            node.length += 1
+            node.seq, node.start = seq, end - node.length
+            return node
+        new = _Node(tok, node, seq, end - 1, 1)
+        new.count = 1
+        _add_child(node, new)
+        return new
+    if node.count == child.count + 1 and node is not root:
+        # Every other occurrence of node goes on with tok (it is node's only child):
+        # tok's position joins node's run.
+        if child.length == 1:  # node and child become one run (child: others end there)
+            child.count += 1
+            child.token, child.length = node.token, node.length + 1
+            child.seq, child.start = seq, end - child.length
+            assert node.parent is not None
+            child.parent = node.parent
+            _replace_child(node.parent, node, child)
+            return child
+        node.length += 1
+        node.seq, node.start = seq, end - node.length
+        child.start += 1
+        child.length -= 1
+        child.token = child.seq[child.start]
         return node
+    if child.length > 1:  # tok's position gets a count of its own: split it off
+        head = _Node(tok, node, seq, end - 1, 1)
+        head.count = child.count
+        _replace_child(node, child, head)
+        child.start += 1
+        child.length -= 1
+        child.token = child.seq[child.start]
+        child.parent = head
+        head.children = child
+        child = head
+    child.count += 1
+    return child
 
 
-def _follow(node: _Node, cap: int, min_token_prob: float) -> tuple[list[int], list[float]]:
-    """The most frequent continuation from ``node``: up to ``cap`` tokens, each of
-    probability at least ``min_token_prob``."""
+def _merge_into_child(node: _Node) -> None:
+    """Fold ``node`` into its only child if they have one count (no occurrence ends at
+    ``node``: no active suffix is there). The child object stays: suffixes may end there."""
+    child = node.children
+    if not isinstance(child, _Node) or child.count != node.count or node.parent is None:
+        return
+    head, tail = node.tokens(), child.tokens()
+    if child.start >= node.length and child.seq[child.start - node.length : child.start] == head:
+        child.start -= node.length
+    elif node.seq[node.start + node.length : node.start + node.length + child.length] == tail:
+        child.seq, child.start = node.seq, node.start
+    else:
+        child.seq, child.start = head + tail, 0
+    child.token = node.token
+    child.length += node.length
+    child.parent = node.parent
+    _replace_child(node.parent, node, child)
+
+
+def _follow(
+    node: _Node, off: int, cap: int, min_token_prob: float
+) -> tuple[list[int], list[float]]:
+    """The most frequent continuation from position ``off`` of ``node``: up to ``cap``
+    tokens, each of probability at least ``min_token_prob``."""
     tokens: list[int] = []
     probs: list[float] = []
     prob = 1.0
-    while len(tokens) < cap and node.children:
-        children = node.children
-        # max() keeps the first of equal counts: the child that reached the count first
-        child = children if isinstance(children, _Node) else max(children.values(), key=_count)
-        prob *= child.count / node.count
+    while len(tokens) < cap:
+        if off < node.length - 1:  # inside a run: one child of the same count
+            off += 1
+            tok = node.seq[node.start + off]
+        else:
+            children = node.children
+            if not children:
+                break
+            # max() keeps the first of equal counts: the child that reached the count first
+            child = children if isinstance(children, _Node) else max(children.values(), key=_count)
+            prob *= child.count / node.count
+            node, off, tok = child, 0, child.token
         if prob < min_token_prob:
             break
-        tokens.append(child.token)
+        tokens.append(tok)
         probs.append(prob)
-        node = child
     return tokens, probs
 
 
@@ -221,7 +326,7 @@ def _count(node: _Node) -> int:
 
 
 def _child(node: _Node, tok: int) -> _Node | None:
-    """``node``'s child for ``tok``, if it has one."""
+    """``node``'s child whose run starts with ``tok``, if it has one."""
     children = node.children
     if children is None:
         return None
@@ -230,14 +335,33 @@ def _child(node: _Node, tok: int) -> _Node | None:
     return children.get(tok)
 
 
-def _drop_child(node: _Node, tok: int) -> None:
-    """Unlink ``node``'s child for ``tok``; a dict left with one child becomes that child."""
+def _add_child(node: _Node, child: _Node) -> None:
     children = node.children
-    if isinstance(children, _Node):
+    if children is None:
+        node.children = child
+    elif isinstance(children, _Node):  # the old child stays first
+        node.children = {children.token: children, child.token: child}
+    else:
+        children[child.token] = child
+
+
+def _replace_child(node: _Node, old: _Node, new: _Node) -> None:
+    """Put ``new`` (same first token) where ``old`` was among ``node``'s children."""
+    if node.children is old:
+        node.children = new
+    else:
+        assert isinstance(node.children, dict)
+        node.children[new.token] = new
+
+
+def _drop_child(node: _Node, child: _Node) -> None:
+    """Unlink ``child``; a dict left with one child becomes that child."""
+    children = node.children
+    if children is child:
         node.children = None
     else:
-        assert children is not None
-        del children[tok]
+        assert isinstance(children, dict)
+        del children[child.token]
         if len(children) == 1:
             node.children = next(iter(children.values()))
 

@@ -165,8 +165,8 @@ def test_a_row_drafts_as_its_trie(seq, depth, cap, factor, min_prob) -> None:
 
 def test_memory_per_token_of_text_that_does_not_repeat() -> None:
     """Text that never repeats is the trie's worst case (a chain of ``depth`` nodes per
-    token): a single child is held without a dict, ~1.4 KB per token at depth 24 (a
-    dict per node was ~6.5 KB), so the global trie of vLLM's 10k cached requests fits."""
+    token): path-compressed, one run per token, ~160 bytes per token at depth 24 (a node
+    object per token and depth was ~1.4 KB, with a dict each ~6.5 KB)."""
     rng = np.random.default_rng(0)
     tokens = rng.choice(150_000, size=5000, replace=False).tolist()  # no token repeats
     tracemalloc.start()
@@ -177,4 +177,44 @@ def test_memory_per_token_of_text_that_does_not_repeat() -> None:
     finally:
         tracemalloc.stop()
     assert tree.num_tokens == 5000
-    assert held / 5000 < 2000  # bytes per token
+    assert held / 5000 < 400  # bytes per token
+    assert tree.statistics().num_runs == 5001  # the root and one run per token
+
+
+@settings(max_examples=150, deadline=None)
+@given(seqs=seqs_st, depth=st.integers(1, 6), removed=st.sets(st.integers(0, 3)), more=st.data())
+def test_runs_stay_maximal(seqs, depth, removed, more) -> None:
+    """Path compression: a run ends exactly where a path has other than one child or its
+    child has a smaller count (through appends, removals and appends after them), and no
+    run keeps a removed sequence's tokens alive."""
+    tree = SuffixTree(depth)
+    for i, s in enumerate(seqs):
+        tree.extend(i, s)
+    gone = [tree._seqs[i] for i in removed if i in tree]
+    for i in removed:
+        tree.discard(i)
+    for i in range(len(seqs)):
+        tree.extend(i, more.draw(st.lists(st.integers(0, 3), max_size=6)))
+    held = list(tree._seqs.values())
+    paths = _substrings(held, depth)
+    kids = {p: [q for q in paths if q[:-1] == p] for p in paths}
+
+    def starts_run(p: tuple[int, ...]) -> bool:
+        up = p[:-1]
+        return (
+            not up
+            or len(kids[up]) != 1
+            or _occurrences(held, list(up)) != _occurrences(held, list(p))
+        )
+
+    starts = [p for p in paths if starts_run(p)]
+    assert tree.statistics().num_runs == len(starts) + 1
+    stack = [tree._root]
+    while stack:
+        node = stack.pop()
+        assert not any(node.seq is s for s in gone)
+        children = node.children
+        if isinstance(children, dict):
+            stack.extend(children.values())
+        elif children is not None:
+            stack.append(children)
