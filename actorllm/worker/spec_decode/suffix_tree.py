@@ -22,19 +22,21 @@ of Arctic's ``SuffixTree`` (``csrc/suffix_decoding/suffix_tree.cc``); the differ
 children of equal count the one that first reached that count leads (Arctic's order of
 equal counts follows its sibling lists' updates).
 
-Storage (Arctic's path compression): a ``_Node`` object holds a run of trie nodes, a chain
-of positions with one child each and one count, as a slice ``seq[start : start + length]``
-of a token list (a held sequence where the run occurs, or a copy of the run once that
-sequence goes). Counts are equal along a run and an occurrence that ends somewhere makes
-its count exceed the next position's, so occurrences end at a run's last token: a suffix
-being extended ends at a run, and each step is one of Arctic's cases
+Storage (Arctic's path compression): a ``_Node`` object holds a run of trie nodes, a
+chain of positions with one child each and one count, as a slice ``seq[start : start +
+length]`` of a token list (a held sequence where the run occurs, or a copy of the run
+once that sequence goes). Counts are equal along a run and an occurrence that ends
+somewhere makes its count exceed the next position's, so occurrences end at a run's last
+token: a suffix being extended ends at a run, and each step is one of Arctic's cases
 (``_step``: the run grows, a new child, a run takes one token from its only child, two
 runs fuse, a child's first token splits off, or a count grows). Removal fuses a run with
-its only child when their counts become equal, so runs stay maximal. Memory is O(tokens):
-measured with tracemalloc, 20k random tokens at depth 24 (text that never repeats, the
-worst case: one run per token) take ~180 bytes per token, 200 such sequences of 300
-tokens ~230 (a node object per token and depth took ~1.4 KB, and ~6.5 KB with a dict of
-children per node); a 50-token loop takes ~9 bytes per token.
+its only child when their counts become equal, so runs stay maximal. Runs are O(tokens)
+(Arctic keeps, per run, where sequences end in it to move its reference to a held
+sequence; here a run outliving its sequence copies its tokens, at most ``max_depth``, 8
+bytes each). Measured with tracemalloc, 20k random tokens at depth 24 (text that never
+repeats, the worst case: one run per token) take ~180 bytes per token, 200 such
+sequences of 300 tokens ~230 (a node object per token and depth took ~1.4 KB, and ~6.5
+KB with a dict of children per node); a 50-token loop takes ~9 bytes per token.
 
 Pure Python, no I/O:
 
