@@ -15,7 +15,8 @@ loads actorllm's engine for every method at once and runs their rounds in turn, 
 whose speed drifts over minutes (shared VMs) slows every method alike. A draft model equal
 to the target shows the acceptance of a perfect drafter (and its cost); random EAGLE heads
 show the cost of drafting that is never right (their acceptance is chance), the floor of
-what a trained head gains.
+what a trained head gains. ``suffix`` (suffix decoding, ``--k`` its cap) runs here only:
+vLLM needs the ``arctic_inference`` plugin for it (``--peer-skip suffix`` where it lacks it).
 
     PYTHONPATH=. python benchmarks/spec_decode_bench.py --shape 75m --output-len 48 \\
         --methods none,ngram,draft_model,eagle,eagle3 --peer vllm \\
@@ -86,6 +87,8 @@ def spec_config(method: str, k: int, paths: dict[str, Path]) -> dict[str, Any] |
     if method == "ngram":
         return {"method": "ngram", "num_speculative_tokens": k, "prompt_lookup_min": 2,
                 "prompt_lookup_max": 5}  # fmt: skip
+    if method == "suffix":  # k caps the drafts; their length follows the match
+        return {"method": "suffix", "num_speculative_tokens": k}
     model = paths["target"] if method == "draft_model" else paths[method]
     return {"method": method, "model": str(model), "num_speculative_tokens": k}
 
@@ -179,7 +182,8 @@ def summary(doc: dict[str, Any], n: int) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--shape", choices=[*sorted(SHAPES), "demo"], default="75m")
-    p.add_argument("--methods", default="none,ngram,draft_model,eagle,eagle3")
+    p.add_argument("--methods", default="none,ngram,draft_model,eagle,eagle3",
+                   help="any of none, ngram, suffix, draft_model, eagle, eagle3")  # fmt: skip
     p.add_argument("--k", type=int, default=4, help="num_speculative_tokens")
     p.add_argument("--output-len", type=int, default=48)
     p.add_argument("--rounds", type=int, default=3)

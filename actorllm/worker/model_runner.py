@@ -75,6 +75,7 @@ from actorllm.worker.spec_decode.build import DraftMethod, build_proposer
 from actorllm.worker.spec_decode.draft_model import DraftModelProposer
 from actorllm.worker.spec_decode.eagle import EagleProposer
 from actorllm.worker.spec_decode.propose import Proposer, propose_drafts
+from actorllm.worker.spec_decode.suffix import SuffixProposer, SuffixSettings
 from actorllm.worker.step_inputs import (
     InputPlan,
     PendingInputError,
@@ -147,6 +148,7 @@ class ModelRunner:
         prompt_lookup_max: int = 5,
         draft_model: str | None = None,
         draft_method: DraftMethod = "draft_model",
+        suffix: SuffixSettings | None = None,
         pooling: tuple[str, dict[str, Any] | None] | None = None,
         lora: LoRASettings | None = None,
         logits_processors: BatchProcessors | None = None,
@@ -219,6 +221,7 @@ class ModelRunner:
             dtype=self.dtype, device=self.device, kv_cache_dtype=kv_cache_dtype,
             attention_backend=self.attention_backend, block_size=block_size,
             max_model_len=self.max_model_len, seed=seed, load_format=load_format,
+            suffix=suffix,
         )  # fmt: skip
         if isinstance(self.proposer, EagleProposer):  # a head over our hidden states
             self.launcher.keep_hidden = True
@@ -367,7 +370,7 @@ class ModelRunner:
         """
         self._resolve_all()
         self.input_batch = self._new_batch()
-        if isinstance(self.proposer, DraftModelProposer):
+        if isinstance(self.proposer, (DraftModelProposer, SuffixProposer)):
             self.proposer.reset()
         if self.pooling_head is not None:
             self.pooling_head.reset()
@@ -420,6 +423,8 @@ class ModelRunner:
         self.input_batch = self._new_batch()
         if isinstance(self.proposer, DraftModelProposer):
             self.proposer.release()
+        elif isinstance(self.proposer, SuffixProposer):  # past outputs stay: they are host data
+            self.proposer.reset()
         self.adapters.clear()
 
     def wake_up(self, tags: Sequence[str] | None = None) -> None:
@@ -597,6 +602,8 @@ class ModelRunner:
         batch = self.input_batch
         for req_id in (*so.finished_req_ids, *so.preempted_req_ids):
             batch.remove_request(req_id)
+            if isinstance(self.proposer, SuffixProposer):  # its trie over the tokens goes
+                self.proposer.forget(req_id)
             if self.pooling_head is not None:
                 self.pooling_head.forget(req_id)
             self.adapters.forget(req_id)

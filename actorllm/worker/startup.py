@@ -31,6 +31,7 @@ from actorllm.worker.cpu_threads import fit_torch_threads
 from actorllm.worker.host_memory import host_memory
 from actorllm.worker.lora_settings import LoRASettings
 from actorllm.worker.runner import Runner
+from actorllm.worker.spec_decode.suffix import SuffixSettings
 
 if TYPE_CHECKING:
     from actorllm.worker.model_runner import ModelRunner
@@ -78,12 +79,13 @@ class RankSpec(msgspec.Struct, frozen=True, kw_only=True):
     backend: Literal["mp", "ray"] = "mp"
     collective_timeout_s: float = 60.0
     data_parallel_size: int = 1  # names the group's processes per replica when > 1
-    # Speculative decoding (method ngram; 0: off): drafts per step and the n-gram sizes
+    # Speculative decoding (0: off): drafts per step (suffix: their cap), the n-gram sizes
     num_speculative_tokens: int = 0
     prompt_lookup_min: int = 5
     prompt_lookup_max: int = 5
     draft_model: str | None = None  # method draft_model / eagle: the drafter's directory
     draft_method: Literal["draft_model", "eagle", "eagle3"] = "draft_model"
+    suffix: SuffixSettings | None = None  # method suffix (no draft model): its settings
     # Pooling (engine/config/pooling_model.py): "generate", or "pooling" with its convert
     # ("none": an encoder model) and vLLM's pooler config
     runner: str = "generate"
@@ -164,6 +166,7 @@ def build_model_runner(spec: RankSpec) -> ModelRunner:
         prompt_lookup_max=spec.prompt_lookup_max,
         draft_model=spec.draft_model,
         draft_method=spec.draft_method,
+        suffix=spec.suffix,
         pooling=(spec.convert, spec.pooler_config) if spec.runner == "pooling" else None,
         lora=spec.lora,
         logits_processors=procs,

@@ -170,3 +170,29 @@ async def test_eagle3_head(small_vocab_model, reference, tmp_path):
         assert await run_all(eng, SEEDED) == reference[1]
         assert (await eng.get_stats()).spec_decode_num_draft_tokens >= 20
         await check_invariants(eng)
+
+
+async def test_suffix_decoding(small_vocab_model, reference):
+    """method suffix at vLLM's defaults (drafts of up to 24 tokens, as long as the match
+    allows): outputs unchanged (greedy and seeded); prompts asked again draft from the
+    first answers' outputs (the global cache) and are accepted, also after a crash in a
+    speculative step, which changes nothing (the requests' tries are rebuilt from their
+    tokens; the past requests' outputs stay with the worker)."""
+    async with engine(small_vocab_model, speculative_config={"method": "suffix"}) as eng:
+        assert await run_all(eng, GREEDY) == reference[0]
+        first = (await eng.get_stats()).spec_decode_num_accepted_tokens
+        assert await run_all(eng, GREEDY) == reference[0]
+        stats = await eng.get_stats()
+        again = stats.spec_decode_num_accepted_tokens
+        assert again - first >= 20  # most of the second answers came as drafts
+        assert again <= stats.spec_decode_num_draft_tokens
+        inject_fault(eng, "worker", when=lambda so: bool(so.scheduled_spec_decode_tokens))
+        assert await run_all(eng, GREEDY) == reference[0]
+        # the counters restart with the core: these drafts came after the crash, from the
+        # outputs the worker kept (without them, as in the first round, none are accepted)
+        after = (await eng.get_stats()).spec_decode_num_accepted_tokens
+        assert 20 <= after < again + 20
+        inject_fault(eng, "worker", when=lambda so: bool(so.scheduled_spec_decode_tokens))
+        assert await run_all(eng, SEEDED) == reference[1]
+        assert (await eng.get_stats()).actor_restarts["executor"] >= 2
+        await check_invariants(eng)

@@ -11,17 +11,19 @@ from __future__ import annotations
 import copy
 import functools
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio.to_thread
 
 from actorllm.core.scheduler import SchedulerConfig
 from actorllm.engine.actors.context import ModelInfo
 from actorllm.engine.config.engine_config import EngineConfig, EngineConfigError
+from actorllm.engine.config.speculative import SpeculativeConfig
 from actorllm.worker.cpu_kv_size import effective_max_model_len
 from actorllm.worker.extension import worker_class
 from actorllm.worker.lora_settings import LoRASettings
 from actorllm.worker.runner import Runner
+from actorllm.worker.spec_decode.suffix import SuffixSettings
 from actorllm.worker.startup import RankSpec, build_rank0, build_rank_runner
 from actorllm.worker.worker import Worker
 from actorllm.worker.worker_thread import WorkerThread
@@ -70,7 +72,8 @@ def rank_spec(config: EngineConfig, rank: int = 0) -> RankSpec:
         prompt_lookup_min=spec.prompt_lookup_min if spec is not None else 5,
         prompt_lookup_max=spec.prompt_lookup_max if spec is not None else 5,
         draft_model=config.resolved_draft_model(),
-        draft_method=spec.method if spec is not None and spec.method != "ngram" else "draft_model",
+        draft_method=_draft_method(spec),
+        suffix=_suffix_settings(spec),
         **_pooling_spec(config),
         lora=LoRASettings(
             max_loras=config.max_loras,
@@ -82,6 +85,25 @@ def rank_spec(config: EngineConfig, rank: int = 0) -> RankSpec:
         else None,
         logits_processors=_logits_processors(config),
         worker_extension_cls=config.worker_extension_cls,
+    )
+
+
+def _draft_method(spec: SpeculativeConfig | None) -> Literal["draft_model", "eagle", "eagle3"]:
+    """The drafter's kind ("draft_model" also where there is none: ngram, suffix, off)."""
+    method = spec.method if spec is not None else None
+    if method == "eagle" or method == "eagle3":
+        return method
+    return "draft_model"
+
+
+def _suffix_settings(spec: SpeculativeConfig | None) -> SuffixSettings | None:
+    if spec is None or spec.method != "suffix":
+        return None
+    return SuffixSettings(
+        max_tree_depth=spec.suffix_decoding_max_tree_depth,
+        max_cached_requests=spec.suffix_decoding_max_cached_requests,
+        max_spec_factor=spec.suffix_decoding_max_spec_factor,
+        min_token_prob=spec.suffix_decoding_min_token_prob,
     )
 
 
@@ -299,8 +321,9 @@ def build_scheduler_config(config: EngineConfig, model: ModelInfo) -> SchedulerC
         kv_group_windows=model.kv_group_windows if len(model.kv_group_windows) > 1 else None,
         num_lookahead_tokens=(
             spec.num_speculative_tokens
-            # a draft model and an EAGLE head write KV past the last token; n-gram lookups not
-            if (spec := config.speculative()) is not None and spec.method != "ngram"
+            # a draft model and an EAGLE head write KV past the last token; lookups (n-gram,
+            # suffix) do not
+            if (spec := config.speculative()) is not None and spec.method not in ("ngram", "suffix")
             else 0
         ),
         max_loras=config.max_loras if config.enable_lora else 0,

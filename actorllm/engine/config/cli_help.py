@@ -202,7 +202,9 @@ ENGINE_CONFIG_HELP: Mapping[str, Mapping[str, str]] = {
             "Speculative decoding, as vLLM's JSON, e.g. "
             '\'{"method": "ngram", "num_speculative_tokens": 4}\': each step verifies up '
             "to num_speculative_tokens tokens in one forward, proposed by prompt lookup "
-            "(prompt_lookup_min/max, default 5), by a draft model (method draft_model, "
+            "(prompt_lookup_min/max, default 5), by suffix decoding over the request's "
+            "tokens and past outputs (method suffix, suffix_decoding_* keys), by a draft "
+            "model (method draft_model, "
             "model: its path) or by an EAGLE / EAGLE-3 head (method eagle / eagle3, model: "
             "its path); greedy output is unchanged, sampled output keeps the model's "
             "distribution. Needs async_scheduling off; other methods are refused."

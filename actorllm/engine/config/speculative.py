@@ -2,17 +2,28 @@
 ``--speculative-config JSON``), read into one typed :class:`SpeculativeConfig`.
 
 Every key of vLLM 0.32's ``SpeculativeConfig`` is honoured or refused with an error that
-names it; none is dropped. Built: ``method: "ngram"`` (prompt lookup on the host,
-``prompt_lookup_min`` / ``prompt_lookup_max``, vLLM's defaults: both 5 when neither is
-given, the other one's value when one is) and ``method: "draft_model"`` (``model``: a
-smaller model of the same vocabulary; a ``model`` without a method means it, as in vLLM).
-Refused by name: every other method (EAGLE / EAGLE-3, MTP, suffix decoding, medusa, ...),
-and every tuning key at a value other than vLLM's default (``draft_sample_method:
-"probabilistic"``, ``rejection_sample_method: "synthetic"``, ...).
+names it; none is dropped. Built:
+
+* ``method: "ngram"``: prompt lookup on the host, ``prompt_lookup_min`` /
+  ``prompt_lookup_max`` (vLLM's defaults: both 5 when neither is given, the other one's
+  value when one is);
+* ``method: "suffix"``: suffix decoding on the host (``suffix_decoding_max_tree_depth``,
+  ``_max_cached_requests``, ``_max_spec_factor``, ``_min_token_prob``, vLLM's defaults
+  and checks; ``num_speculative_tokens`` defaults to the tree depth, as vLLM's);
+* ``method: "draft_model"``: ``model``, a smaller model of the same vocabulary (a
+  ``model`` without a method means it, as in vLLM);
+* ``method: "eagle"`` / ``"eagle3"``: ``model``, an EAGLE / EAGLE-3 head (also guessed
+  from a draft model's name, as vLLM guesses).
+
+Refused by name: every other method (MTP, medusa, ...), and every tuning key at a value
+other than vLLM's default (``draft_sample_method: "probabilistic"``,
+``rejection_sample_method: "synthetic"``, ...).
 
     >>> c = parse_speculative_config({"method": "ngram", "num_speculative_tokens": 4})
     >>> c.num_speculative_tokens, c.prompt_lookup_min, c.prompt_lookup_max
     (4, 5, 5)
+    >>> parse_speculative_config({"method": "suffix"}).num_speculative_tokens
+    24
 """
 
 from __future__ import annotations
@@ -25,14 +36,13 @@ import msgspec
 from actorllm.engine.config.engine_config import EngineConfigError
 
 FIELD = "speculative_config"
-Method = Literal["ngram", "draft_model", "eagle", "eagle3"]
-BUILT_METHODS: tuple[Method, ...] = ("ngram", "draft_model", "eagle", "eagle3")
+Method = Literal["ngram", "suffix", "draft_model", "eagle", "eagle3"]
+BUILT_METHODS: tuple[Method, ...] = ("ngram", "suffix", "draft_model", "eagle", "eagle3")
 # vLLM's methods that are not built here: refused by name, never swapped for another.
 _NOT_BUILT = {
     "extract_hidden_states": "hidden-state extraction is not built",
     "medusa": "Medusa heads are not built",
     "mlp_speculator": "MLP speculators are not built",
-    "suffix": "suffix decoding is not built",
     "mtp": "multi-token-prediction (MTP) layers are not built",
     "ngram_gpu": "the n-gram proposer runs on the host here: use method 'ngram'",
     "dflash": "DFlash drafting is not built",
@@ -58,10 +68,6 @@ _DEFAULTS: dict[str, Any] = {
     "use_heterogeneous_vocab": False,
     "parallel_drafting": False,
     "num_speculative_tokens_per_batch_size": None,
-    "suffix_decoding_max_tree_depth": 24,
-    "suffix_decoding_max_cached_requests": 10000,
-    "suffix_decoding_max_spec_factor": 1.0,
-    "suffix_decoding_min_token_prob": 0.1,
     "draft_load_config": None,
     "rejection_sample_method": "standard",
     "synthetic_acceptance_rates": None,
@@ -75,9 +81,16 @@ _DEFAULTS: dict[str, Any] = {
     "draft_model_config": None,
     "draft_parallel_config": None,
 }
-_BUILT = "'ngram', 'draft_model', 'eagle', 'eagle3'"
+# vLLM's suffix decoding settings and their defaults (method "suffix" only).
+SUFFIX_DEFAULTS: dict[str, int | float] = {
+    "suffix_decoding_max_tree_depth": 24,
+    "suffix_decoding_max_cached_requests": 10000,
+    "suffix_decoding_max_spec_factor": 1.0,
+    "suffix_decoding_min_token_prob": 0.1,
+}
+_BUILT = "'ngram', 'suffix', 'draft_model', 'eagle', 'eagle3'"
 _OWN = ("method", "num_speculative_tokens", "model", "prompt_lookup_min", "prompt_lookup_max",
-        "draft_tensor_parallel_size")  # fmt: skip
+        "draft_tensor_parallel_size", *SUFFIX_DEFAULTS)  # fmt: skip
 
 
 class SpeculativeConfig(msgspec.Struct, frozen=True, kw_only=True):
@@ -89,6 +102,12 @@ class SpeculativeConfig(msgspec.Struct, frozen=True, kw_only=True):
     prompt_lookup_min: int = 0  # ngram: the shortest suffix n-gram the proposer matches
     prompt_lookup_max: int = 0  # ngram: the longest
     model: str | None = None  # draft_model / eagle: the draft's (head's) directory or hub id
+    # suffix: the tries' depth (match + draft), the past requests whose outputs are kept
+    # (0: none), the draft's cap per matched token, the least probability of a draft token
+    suffix_decoding_max_tree_depth: int = 24
+    suffix_decoding_max_cached_requests: int = 10000
+    suffix_decoding_max_spec_factor: float = 1.0
+    suffix_decoding_min_token_prob: float = 0.1
 
 
 def parse_speculative_config(value: Mapping[str, Any]) -> SpeculativeConfig:
@@ -123,22 +142,30 @@ def parse_speculative_config(value: Mapping[str, Any]) -> SpeculativeConfig:
         raise _error(f"unknown method {method!r}; built: {_BUILT}.")
     if method == "ngram" and model not in (None, "ngram", "[ngram]"):
         raise _error(f"model={model!r}: method 'ngram' takes no draft model.")
+    if method == "suffix" and model not in (None, "suffix"):
+        raise _error(f"model={model!r}: method 'suffix' takes no draft model.")
+    if method != "suffix":
+        for key in SUFFIX_DEFAULTS:
+            if d.get(key, SUFFIX_DEFAULTS[key]) != SUFFIX_DEFAULTS[key]:
+                raise _error(f"{key} is a suffix decoding setting; method {method!r} has none.")
     if method == "draft_model" and (not isinstance(model, str) or not model):
         raise _error("method 'draft_model' needs model: the draft model's path or hub id.")
     if method in ("eagle", "eagle3") and (not isinstance(model, str) or not model):
         raise _error(f"method {method!r} needs model: the EAGLE head's path or hub id.")
-    k = d.get("num_speculative_tokens")
-    if k is None:
-        raise _error("num_speculative_tokens is required (the draft tokens per step).")
-    if type(k) is not int or k <= 0:
-        raise _error(f"num_speculative_tokens must be a positive integer, got {k!r}.")
     tp = d.get("draft_tensor_parallel_size")
     if tp not in (None, 1):
         raise _error(
             f"draft_tensor_parallel_size={tp!r}: proposers run on the worker thread, "
             "unsharded (only 1 or unset)."
         )
-    if method != "ngram":  # a drafter with a model: draft_model, eagle, eagle3
+    k = d.get("num_speculative_tokens")
+    if method == "suffix":
+        return _suffix(d, k)
+    if k is None:
+        raise _error("num_speculative_tokens is required (the draft tokens per step).")
+    if type(k) is not int or k <= 0:
+        raise _error(f"num_speculative_tokens must be a positive integer, got {k!r}.")
+    if method not in ("ngram", "suffix"):  # a drafter with a model: draft_model, eagle(3)
         for key in ("prompt_lookup_min", "prompt_lookup_max"):
             if d.get(key) is not None:
                 raise _error(f"{key} is an ngram setting; method {method!r} has none.")
@@ -157,6 +184,43 @@ def parse_speculative_config(value: Mapping[str, Any]) -> SpeculativeConfig:
         raise _error(f"prompt_lookup_min={lo} must be <= prompt_lookup_max={hi}.")
     return SpeculativeConfig(
         method="ngram", num_speculative_tokens=k, prompt_lookup_min=lo, prompt_lookup_max=hi
+    )
+
+
+def _suffix(d: dict[str, Any], k: Any) -> SpeculativeConfig:
+    """Method ``suffix``, checked as vLLM's ``_validate_suffix_decoding``: the draft cap
+    ``num_speculative_tokens`` defaults to the tree depth (drafts are as long as the
+    match allows, up to it)."""
+    for key in ("prompt_lookup_min", "prompt_lookup_max"):
+        if d.get(key) is not None:
+            raise _error(f"{key} is an ngram setting; method 'suffix' has none.")
+    v = {key: d.get(key, default) for key, default in SUFFIX_DEFAULTS.items()}
+    for key, default in SUFFIX_DEFAULTS.items():
+        kinds = (int,) if isinstance(default, int) else (int, float)
+        if type(v[key]) not in kinds:
+            kind = "an integer" if kinds == (int,) else "a number"
+            raise _error(f"{key} must be {kind}, got {v[key]!r}.")
+    depth, cached = v["suffix_decoding_max_tree_depth"], v["suffix_decoding_max_cached_requests"]
+    factor, prob = v["suffix_decoding_max_spec_factor"], v["suffix_decoding_min_token_prob"]
+    if depth < 1:  # vLLM's words, each check in its order
+        raise _error(f"suffix_decoding_max_tree_depth={depth} must be >= 1")
+    if cached < 0:
+        raise _error(f"suffix_decoding_max_cached_requests={cached} must be >= 0")
+    if factor < 0:
+        raise _error(f"suffix_decoding_max_spec_factor={factor} must be >= 0")
+    if not 0 <= prob <= 1:
+        raise _error(f"suffix_decoding_min_token_prob={prob} must be in [0, 1]")
+    if k is None:
+        k = depth
+    if type(k) is not int or k <= 0:
+        raise _error(f"num_speculative_tokens must be a positive integer, got {k!r}.")
+    return SpeculativeConfig(
+        method="suffix",
+        num_speculative_tokens=k,
+        suffix_decoding_max_tree_depth=int(depth),
+        suffix_decoding_max_cached_requests=int(cached),
+        suffix_decoding_max_spec_factor=float(factor),
+        suffix_decoding_min_token_prob=float(prob),
     )
 
 

@@ -1,7 +1,8 @@
 """The proposer a runner drafts with, chosen from its speculative options.
 
 * no speculative tokens: none;
-* no draft model: n-gram prompt lookup on the host (``ngram.py``);
+* no draft model: n-gram prompt lookup on the host (``ngram.py``), or suffix decoding
+  on the host when ``suffix`` settings are given (``suffix.py``);
 * ``draft_model``: a model of its own on the worker thread, drafting from the tokens, its KV
   cache beside the target's (``draft_model.py``);
 * ``eagle`` / ``eagle3``: a head over the target's hidden states, its cache beside the
@@ -21,6 +22,7 @@ from actorllm.worker.spec_decode.draft_model import DraftModelError, DraftModelP
 from actorllm.worker.spec_decode.eagle import EagleProposer
 from actorllm.worker.spec_decode.ngram import NgramProposer
 from actorllm.worker.spec_decode.propose import Proposer
+from actorllm.worker.spec_decode.suffix import SuffixProposer, SuffixSettings
 
 DraftMethod = Literal["draft_model", "eagle", "eagle3"]
 
@@ -42,12 +44,17 @@ def build_proposer(
     max_model_len: int,
     seed: int,
     load_format: LoadFormat,
+    suffix: SuffixSettings | None = None,
 ) -> Proposer | None:
     """The proposer (None: no speculative decoding). A draft model or head reads its config
     here and raises :class:`DraftModelError` when it cannot serve ``target`` (a target with
     more than one KV cache group, ``num_kv_groups``, included)."""
     if num_speculative_tokens <= 0:
         return None
+    if suffix is not None:
+        if draft_model is not None:
+            raise DraftModelError("suffix decoding takes no draft model.")
+        return SuffixProposer(num_speculative_tokens, suffix)
     if draft_model is None:
         return NgramProposer(num_speculative_tokens, prompt_lookup_min, prompt_lookup_max)
     drafter: dict[str, Any] = dict(

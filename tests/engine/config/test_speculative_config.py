@@ -30,7 +30,6 @@ def test_ngram_defaults_as_vllm() -> None:
         ({"method": "ngram", "num_speculative_tokens": 0}, "num_speculative_tokens"),
         ({"method": "ngram", "num_speculative_tokens": -1}, "num_speculative_tokens"),
         ({"method": "ngram"}, "num_speculative_tokens is required"),
-        ({"method": "suffix", "num_speculative_tokens": 2}, "suffix decoding"),
         ({"method": "mtp", "num_speculative_tokens": 2}, "method 'mtp'"),
         ({"method": "deepseek_mtp", "num_speculative_tokens": 2}, "method 'deepseek_mtp'"),
         ({"method": "eagle3", "num_speculative_tokens": 2}, "needs model: the EAGLE head"),
@@ -73,6 +72,62 @@ def test_refused_by_name(value: dict, names: str) -> None:
     with pytest.raises(EngineConfigError, match="speculative_config") as info:
         EngineConfig(speculative_config=value)
     assert names in str(info.value)
+
+
+def test_suffix_defaults_as_vllm() -> None:
+    """vLLM's defaults; num_speculative_tokens defaults to the tree depth."""
+    c = parse_speculative_config({"method": "suffix"})
+    assert (c.method, c.num_speculative_tokens) == ("suffix", 24)
+    assert (c.suffix_decoding_max_tree_depth, c.suffix_decoding_max_cached_requests) == (
+        24, 10000)  # fmt: skip
+    assert (c.suffix_decoding_max_spec_factor, c.suffix_decoding_min_token_prob) == (1.0, 0.1)
+    c = parse_speculative_config({"method": "suffix", "suffix_decoding_max_tree_depth": 8,
+                                  "suffix_decoding_max_cached_requests": 0,
+                                  "suffix_decoding_max_spec_factor": 2,
+                                  "suffix_decoding_min_token_prob": 0.5})  # fmt: skip
+    assert c.num_speculative_tokens == 8
+    assert (c.suffix_decoding_max_cached_requests, c.suffix_decoding_max_spec_factor) == (0, 2.0)
+    assert c.suffix_decoding_min_token_prob == 0.5
+    c = parse_speculative_config({"method": "suffix", "num_speculative_tokens": 5,
+                                  "suffix_decoding_max_tree_depth": 8})  # fmt: skip
+    assert c.num_speculative_tokens == 5
+
+
+@pytest.mark.parametrize(
+    ("value", "names"),
+    [  # vLLM's messages (config/speculative.py, _validate_suffix_decoding)
+        ({"suffix_decoding_max_tree_depth": 0}, "suffix_decoding_max_tree_depth=0 must be >= 1"),
+        (
+            {"suffix_decoding_max_cached_requests": -1},
+            "suffix_decoding_max_cached_requests=-1 must be >= 0",
+        ),
+        (
+            {"suffix_decoding_max_spec_factor": -0.5},
+            "suffix_decoding_max_spec_factor=-0.5 must be >= 0",
+        ),
+        (
+            {"suffix_decoding_min_token_prob": 1.5},
+            "suffix_decoding_min_token_prob=1.5 must be in [0, 1]",
+        ),
+        ({"suffix_decoding_max_tree_depth": 2.5}, "must be an integer"),
+        ({"suffix_decoding_min_token_prob": "x"}, "must be a number"),
+        ({"num_speculative_tokens": 0}, "num_speculative_tokens"),
+        ({"model": "/x"}, "takes no draft model"),
+        ({"prompt_lookup_max": 3}, "ngram setting"),
+    ],
+)
+def test_suffix_refused_as_vllm(value: dict, names: str) -> None:
+    with pytest.raises(EngineConfigError, match="speculative_config") as info:
+        EngineConfig(speculative_config={"method": "suffix", **value})
+    assert names in str(info.value)
+
+
+def test_suffix_keys_belong_to_suffix() -> None:
+    """At vLLM's defaults they ask for nothing; other values are refused elsewhere."""
+    ok = {"method": "ngram", "num_speculative_tokens": 2, "suffix_decoding_max_tree_depth": 24}
+    assert parse_speculative_config(ok).method == "ngram"
+    with pytest.raises(EngineConfigError, match="suffix decoding setting"):
+        parse_speculative_config({**ok, "suffix_decoding_max_tree_depth": 8})
 
 
 def test_draft_model_as_vllm() -> None:

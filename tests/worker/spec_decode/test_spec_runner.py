@@ -11,6 +11,7 @@ import pytest
 from actorllm.core.sampling_params import SamplingParams
 from actorllm.core.scheduler import Scheduler
 from actorllm.worker.model_runner import ModelRunner
+from actorllm.worker.spec_decode.suffix import SuffixProposer, SuffixSettings
 from tests.helpers.models import make_tiny_checkpoint
 from tests.helpers.spec_sched import generate_with_drafts
 
@@ -139,3 +140,39 @@ def test_draft_model_of_another_vocabulary_is_refused(tmp_path: Path, checkpoint
     other = make_tiny_checkpoint(tmp_path, "qwen3", vocab_size=96, num_kv_heads=2)
     with pytest.raises(ValueError, match="speculative_config: the draft model's vocabulary"):
         _runner(checkpoint, 2, draft=other)
+
+
+def _suffix_runner(checkpoint: Path, **settings: float) -> ModelRunner:
+    runner = ModelRunner(
+        checkpoint, dtype="float32", block_size=BS, max_num_seqs=8, max_model_len=MAX_LEN,
+        num_speculative_tokens=8, suffix=SuffixSettings(**settings),  # type: ignore[arg-type]
+    )  # fmt: skip
+    runner.load_model()
+    runner.initialize_kv_cache(BLOCKS)
+    return runner
+
+
+def test_suffix_decoding_equal_accepted_and_freed(checkpoint: Path, plain: ModelRunner) -> None:
+    """Method suffix: variable-length drafts (up to 8) verified as ngram's are; greedy
+    output unchanged through a token budget and preemption; the records of the finished
+    requests are freed, their outputs cached for the requests after them."""
+    runner = _suffix_runner(checkpoint, max_cached_requests=3)
+    assert isinstance(runner.proposer, SuffixProposer)
+    prompts = {f"r{i}": REPEATS[i:] + NO_REPEAT[:i] for i in range(5)}
+    params = SamplingParams(temperature=0.0, max_tokens=30, ignore_eos=True)
+    cfg = {"max_num_batched_tokens": 12, "long_prefill_token_threshold": 6, "num_blocks": 32}
+    want, _ = _generate(plain, prompts, params, **cfg)
+    got, sched = _generate(runner, prompts, params, **cfg)
+    assert got == want
+    stats = sched.statistics()
+    assert 0 < stats.spec_num_accepted_tokens < stats.spec_num_draft_tokens
+    assert stats.num_preemptions > 0
+    assert len(stats.spec_accepted_per_pos) > 4  # some drafts longer than ngram's k = 4
+    # a request's record lives as long as its batch row: the step after the last finish
+    # tells the runner, and then none is left
+    assert runner.proposer.statistics().active_requests == 1
+    runner.execute(sched.schedule())
+    assert runner.proposer.statistics().active_requests == 0
+    assert runner.proposer.statistics().cached_requests == 3  # bounded: the 3 newest starts
+    seeded = SamplingParams(temperature=0.8, top_k=20, seed=7, max_tokens=30, ignore_eos=True)
+    assert _generate(runner, prompts, seeded)[0] == _generate(plain, prompts, seeded)[0]
