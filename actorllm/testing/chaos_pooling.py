@@ -49,12 +49,15 @@ def pooling_workload(
         raise ValueError(f"the model offers none of the soak's tasks {SOAK_TASKS}: {tasks}")
     rng = random.Random(seed)
     out = []
+    embeds = 0
     for i in range(n):
         task = chosen[i % len(chosen)]
         prompt: Any = _text(rng)
         params = PoolingParams(task=task)  # type: ignore[arg-type]
-        if task == "embed" and i % 3 == 2:
-            params = params.clone(use_activation=False)
+        if task == "embed":
+            if embeds % 3 == 1:  # every third embedding, the second first
+                params = params.clone(use_activation=False)
+            embeds += 1
         if task == "classify" and pair_prompt is not None and i % 4 == 3:
             prompt, start = pair_prompt(prompt, _text(rng))
             params = params.clone(token_type_start=start)

@@ -20,7 +20,7 @@ import schemathesis
 
 from actorllm.entrypoints.openai.app.openai_routes import pooling_invocation
 from actorllm.entrypoints.openai.fields import decode_request
-from actorllm.entrypoints.openai.preprocess import encode
+from actorllm.entrypoints.openai.preprocess import encode, render_chat
 from actorllm.entrypoints.openai.protocol import cohere_embed as ce
 from actorllm.entrypoints.openai.protocol import pooling as pp
 from actorllm.entrypoints.openai.protocol.completion import prompt_batch
@@ -60,8 +60,25 @@ def _input_case(kind: type[pp._InputFields], body: dict[str, Any]) -> bool:
     except Exception:
         return True  # a negative case: the server must refuse it
     if isinstance(req.input, msgspec.UnsetType):
-        # messages: rendered with the request's chat_template (the model has none here)
-        return req.chat_template is not None
+        # messages: rendered with the request's chat_template (the model has none here);
+        # one that does not render them (continue_final_message with a template that
+        # drops the last message, ...) is the server's semantic 400, not generated
+        if req.chat_template is None or isinstance(req.messages, msgspec.UnsetType):
+            return False
+        try:
+            text = render_chat(
+                _tokenizer(),
+                req.messages,
+                add_generation_prompt=req.add_generation_prompt,
+                continue_final_message=req.continue_final_message,
+                documents=None,
+                chat_template_kwargs=req.chat_template_kwargs,
+                chat_template=req.chat_template,
+            )
+        except Exception:
+            return False
+        ids = encode(_tokenizer(), text, add_special_tokens=bool(req.add_special_tokens))
+        return _fits([len(ids)], req.truncate_prompt_tokens)
     try:
         batch = prompt_batch(req.input)
     except ValueError:

@@ -60,15 +60,16 @@ async def test_a_pooling_soak_over_every_actor_changes_nothing(minilm: str) -> N
 
 
 def test_the_workload_is_fixed_by_its_seed_and_spans_the_tasks() -> None:
-    tasks = ("embed", "classify", "token_classify")
+    tasks = ("embed", "plugin", "classify", "token_classify")  # plugin: not a soak task
     one = pooling_workload(24, seed=5, tasks=tasks)
     assert one == pooling_workload(24, seed=5, tasks=tasks) != pooling_workload(24, seed=6)
-    assert [r.params.task for r in one[:3]] == ["embed", "classify", "embed"]  # type: ignore[union-attr]
+    kinds = [r.params.task for r in one[:4]]  # type: ignore[union-attr]
+    assert kinds == ["embed", "classify", "token_classify", "embed"]
     lengths = {len(r.prompt.split()) for r in one}
     assert min(lengths) < 10 and max(lengths) >= 40  # short and long texts
     assert any(r.params.use_activation is False for r in one)  # type: ignore[union-attr]
     with pytest.raises(ValueError, match="none of the soak's tasks"):
-        pooling_workload(4, tasks=("token_classify",))
+        pooling_workload(4, tasks=("plugin",))
 
 
 def test_a_cross_encoder_workload_scores_pairs() -> None:
