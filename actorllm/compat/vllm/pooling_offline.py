@@ -9,7 +9,7 @@ returning vLLM's output types in input order.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from actorllm.compat.vllm.not_built import check_options
@@ -181,8 +181,9 @@ class PoolingMethods:
         )
         if pooling_params is not None and (pooling_params.dimensions is not None):
             raise ValueError("LLM.score: pooling_params.dimensions is not supported for scoring")
+        kind = check_scoring_model(self.engine)
         if pooling_params is not None and pooling_params.task is not None:
-            task = _SCORE_TASKS[check_scoring_model(self.engine)]
+            task = _SCORE_TASKS[kind]
             if pooling_params.task != task:  # vLLM's words: the scoring task is not replaced
                 raise ValueError(
                     f"You cannot overwrite pooling_params.task={pooling_params.task!r} with "
@@ -190,8 +191,8 @@ class PoolingMethods:
                 )
         first, second = _score_side(data_1), _score_side(data_2)
         params = pooling_params or PoolingParams()
-        outs = self._thread.call(self._score, first, second, params, truncate, use_tqdm)
-        cross = check_scoring_model(self.engine) == "cross"
+        cross = kind == "cross"
+        outs = self._thread.call(self._score, first, second, params, truncate, use_tqdm, cross)
         for out, name in zip(
             outs, _score_ids(self._request_ids, cross, first, second), strict=True
         ):
@@ -205,35 +206,25 @@ class PoolingMethods:
         params: PoolingParams,
         truncate: int | None,
         use_tqdm: UseTqdm,
+        cross: bool,
     ) -> list[ScoringRequestOutput]:
         # the engine requests: one per pair (cross-encoder) or per distinct text
-        cross = check_scoring_model(self.engine) == "cross"
         total = max(len(first), len(second))
         if not cross and all(isinstance(t, str) for t in [*first, *second]):
             total = len(dict.fromkeys([*first, *second]))  # (other inputs are refused)
         bar = progress_bar(use_tqdm, total, "Processed prompts")
         try:
-            return await self._scored(first, second, params, truncate, lambda: bar.update(1))
+            return await score(
+                self.engine,
+                first,
+                second,
+                use_activation=params.use_activation,
+                truncate_prompt_tokens=truncate,
+                skip_reading_prefix_cache=params.skip_reading_prefix_cache,
+                on_done=lambda: bar.update(1),
+            )
         finally:
             bar.close()
-
-    async def _scored(
-        self,
-        first: list[str],
-        second: list[str],
-        params: PoolingParams,
-        truncate: int | None,
-        on_done: Callable[[], object],
-    ) -> list[ScoringRequestOutput]:
-        return await score(
-            self.engine,
-            first,
-            second,
-            use_activation=params.use_activation,
-            truncate_prompt_tokens=truncate,
-            skip_reading_prefix_cache=params.skip_reading_prefix_cache,
-            on_done=on_done,
-        )
 
 
 def _score_side(data: Any) -> list[Any]:

@@ -11,7 +11,7 @@ from typing import Any
 from actorllm.entrypoints.openai.app.state import AppState, Handler
 from actorllm.entrypoints.openai.errors import APIError
 from actorllm.entrypoints.openai.openapi.endpoints import GENERATION_PATHS, POOLING_ENDPOINTS
-from actorllm.entrypoints.openai.openapi.served import offers
+from actorllm.entrypoints.openai.openapi.served import beside_pooling_task, offers
 
 # {path: what the model must offer}: "generate", or a pooling need (a task, "score", "any")
 NEEDS: dict[str, str] = {
@@ -41,19 +41,15 @@ def why_not_served(needs: str, engine: Any) -> str | None:
     return f"The model `{name}` ({', '.join(pm.tasks)}) does not serve this route."
 
 
-# vLLM mounts /v1/embeddings (and /v2/embed) and /classify for a model that has the task,
-# but serves them only when it is the model's pooling task (its default or
-# --pooler-config's): else its handler is missing and the route answers 501.
 _TASK_APIS = {"embed": "Embeddings", "classify": "Classification"}
 
 
 def not_the_pooling_task(needs: str, engine: Any) -> str | None:
     """vLLM's 501 message when a task route's task is not the model's pooling task."""
     pm = engine.pooling_model
-    api = _TASK_APIS.get(needs)
-    if api is None or pm is None or pm.default_task == needs:
+    if pm is None or not beside_pooling_task(needs, pm.ordered_tasks):
         return None
-    return f"The model does not support {api} API"
+    return f"The model does not support {_TASK_APIS[needs]} API"
 
 
 def only_if_served(path: str, fn: Handler) -> Handler:

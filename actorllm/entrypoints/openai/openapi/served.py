@@ -184,9 +184,15 @@ def offers(needs: str, tasks: Sequence[str], cross_encoder: bool) -> bool:
     return needs in tasks
 
 
+def beside_pooling_task(needs: str, tasks: Sequence[str]) -> bool:
+    """Whether a task route (embeddings, classification) asks for a task that is not the
+    model's pooling task (``tasks``' first): vLLM mounts it without a handler, a 501."""
+    return needs in ("embed", "classify") and tuple(tasks[:1]) != (needs,)
+
+
 def pooling_served(needs: str, served: Served) -> bool:
     """Whether the documented model serves what a pooling route ``needs`` (embeddings and
     classification only as its pooling task: the app answers 501 otherwise, as vLLM)."""
-    if needs in ("embed", "classify") and served.pooling_tasks[:1] != (needs,):
+    if beside_pooling_task(needs, served.pooling_tasks):
         return False
     return offers(needs, served.pooling_tasks, served.cross_encoder)
