@@ -31,6 +31,10 @@ class EngineCoreOutput(msgspec.Struct, frozen=True, kw_only=True):
     stop_reason: int | str | None = None
     # Prompt tokens served from the prefix cache or the KV connector (first output only).
     num_cached_tokens: int = 0
+    # Prompt tokens this request computed and wrote to the prefix cache: those in its full
+    # hashed blocks minus the ones it found there (first output only; vLLM's
+    # ``PrefillStats.num_cache_creation_tokens``).
+    num_cache_creation_tokens: int = 0
     # When the request was first scheduled (time.monotonic(); first output only): metrics.
     scheduled_time: float | None = None
     # A pooling request's result (its only output, which finishes it).

@@ -81,6 +81,7 @@ class UserRequest:
         )
         self._prompt_logprobs_from: int | None = None  # child index whose chunks are kept
         self.num_cached_tokens: int | None = None  # first value a child reported
+        self.num_cache_creation_tokens: int | None = None  # the same, once a child has one
         # One sample and no prompt logprobs: an unfinished step's output is the child's
         # delta (DELTA) or nothing at all (FINAL_ONLY). The output processor's plain lane.
         self.plain = self.n == 1 and params.prompt_logprobs is None
@@ -108,8 +109,12 @@ class UserRequest:
             self.prompt_logprobs.append(entries)
 
     def note_cached_tokens(self, child: RequestState) -> None:
+        """Take the prefix-cache counts of ``child``'s first output (the first child's to
+        report them)."""
         if self.num_cached_tokens is None and child.num_cached_tokens:
             self.num_cached_tokens = child.num_cached_tokens
+        if self.num_cache_creation_tokens is None and child.scheduled_time is not None:
+            self.num_cache_creation_tokens = child.num_cache_creation_tokens
 
     def make_output(
         self, changed: list[RequestState], error: str | None = None
@@ -143,6 +148,7 @@ class UserRequest:
             outputs=completions,
             finished=finished,
             num_cached_tokens=self.num_cached_tokens or 0,
+            num_cache_creation_tokens=self.num_cache_creation_tokens or 0,
             metrics=self._metrics(finished),
             error=error,
             pooled=self.children[0].pooled if self.children else None,
@@ -162,6 +168,7 @@ class UserRequest:
             outputs=[child.plain_delta() if delta is None else delta],
             finished=False,
             num_cached_tokens=self.num_cached_tokens or 0,
+            num_cache_creation_tokens=self.num_cache_creation_tokens or 0,
             metrics=RequestMetrics(
                 arrival_time=self.arrival_time,
                 first_scheduled_time=child.scheduled_time,

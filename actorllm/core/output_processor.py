@@ -222,7 +222,7 @@ class OutputProcessor:
                     delta = None
                 else:
                     delta = state.plain_step(out, now)
-                if out.num_cached_tokens:
+                if out.scheduled_time is not None:  # (a first output: its cache counts)
                     user.note_cached_tokens(state)
                 if record:
                     if previous is not None and user.first_token_seen:

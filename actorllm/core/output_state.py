@@ -90,6 +90,7 @@ class RequestState:
         self.stop_reason: int | str | None = None
         self.pooled: PooledData | None = None  # a pooling request's result
         self.num_cached_tokens = 0
+        self.num_cache_creation_tokens = 0  # from the first output that has scheduled_time
         self.scheduled_time: float | None = None  # first scheduled (from the scheduler)
         self.first_token_time: float | None = None
         self.last_token_time: float | None = None
@@ -216,8 +217,9 @@ class RequestState:
         new = out.new_token_ids
         if out.num_cached_tokens:
             self.num_cached_tokens = out.num_cached_tokens
-        if self.scheduled_time is None:
+        if self.scheduled_time is None:  # (a scheduler's first output carries both)
             self.scheduled_time = out.scheduled_time
+            self.num_cache_creation_tokens = out.num_cache_creation_tokens
         if new:
             if self.first_token_time is None:
                 self.first_token_time = now
@@ -293,8 +295,9 @@ class RequestState:
         """Stamps and the one new token appended (the plain and silent lanes); returns it."""
         if out.num_cached_tokens:
             self.num_cached_tokens = out.num_cached_tokens
-        if self.scheduled_time is None:
+        if self.scheduled_time is None:  # (a scheduler's first output carries both)
             self.scheduled_time = out.scheduled_time
+            self.num_cache_creation_tokens = out.num_cache_creation_tokens
         if self.first_token_time is None:
             self.first_token_time = now
         self.last_token_time = now

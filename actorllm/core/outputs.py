@@ -73,6 +73,8 @@ class RequestOutput(msgspec.Struct, kw_only=True):
     outputs: list[CompletionOutput]
     finished: bool
     num_cached_tokens: int = 0
+    # Prompt tokens the request computed and wrote to the prefix cache (vLLM's).
+    num_cache_creation_tokens: int = 0
     metrics: RequestMetrics | None = None
     # Set when finish_reason == "error": a human-readable reason.
     error: str | None = None
@@ -88,8 +90,8 @@ class RequestOutput(msgspec.Struct, kw_only=True):
         With ``aggregate`` (DELTA pieces) each sample's per-token fields are appended
         (:func:`join_completions`) and its prompt logprobs too; without, a sample's output
         is replaced by the newer one. A sample new to this output is appended. Finished
-        once either output is; the newer error, metrics, cached-token count and pooled
-        result win."""
+        once either output is; the newer error, metrics, cached and cache-written token
+        counts and pooled result win."""
         self.finished |= next_output.finished
         if next_output.error is not None:
             self.error = next_output.error
@@ -97,7 +99,11 @@ class RequestOutput(msgspec.Struct, kw_only=True):
             self.metrics = next_output.metrics
         if next_output.pooled is not None:
             self.pooled = next_output.pooled
-        self.num_cached_tokens = next_output.num_cached_tokens
+        # (an output built without the counts, e.g. an error's, keeps the earlier ones)
+        self.num_cached_tokens = next_output.num_cached_tokens or self.num_cached_tokens
+        self.num_cache_creation_tokens = (
+            next_output.num_cache_creation_tokens or self.num_cache_creation_tokens
+        )
         nxt_prompt = next_output.prompt_logprobs
         if nxt_prompt is not None:
             old_prompt = self.prompt_logprobs

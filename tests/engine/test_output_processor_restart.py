@@ -134,3 +134,37 @@ async def test_a_sample_that_ended_before_the_crash_ends_with_its_request(case, 
         await check_invariants(engine)
     assert restarts == 1, "the crash did not fall between the two samples' ends"
     assert _fold(outputs, kind) == expected
+
+
+@pytest.mark.parametrize("kind", [RequestOutputKind.DELTA, RequestOutputKind.FINAL_ONLY])
+async def test_a_restart_keeps_the_first_outputs_cache_counts_and_time(anyio_backend, kind):
+    """The prefix-cache hits, the tokens written to the cache and the first scheduled time
+    come with the scheduler's first output only: a rebuilt output processor gets them from
+    the ledger, so the request reports what it would have without the crash."""
+    prompt = list(range(200, 228))  # 28 tokens: 3 full blocks of 8
+    params = SamplingParams(max_tokens=8, ignore_eos=True, output_kind=kind)
+    engine_kw = {**ENGINE, "enable_prefix_caching": True}
+    async with open_test_engine(**engine_kw) as engine:
+        ledger = engine_context(engine).ledger
+        # 20 tokens of the prompt: its 2 full blocks are in the cache before "r" starts
+        async for _ in engine.generate({"prompt_token_ids": prompt[:20]}, params):
+            pass
+
+        def past_first_output(_msg: object) -> bool:
+            entry = ledger.get("r")
+            return entry is not None and len(entry.children["r"].emitted) >= 2
+
+        inject_fault(engine, "output_processor", when=past_first_output)
+        with anyio.fail_after(30):
+            outputs = [o async for o in engine.generate({"prompt_token_ids": prompt}, params, "r")]
+        restarts = engine._actor_stat("restarts")["output_processor"]
+        await check_invariants(engine)
+    assert restarts == 1
+    last = outputs[-1]
+    assert last.finished and (last.num_cached_tokens, last.num_cache_creation_tokens) == (16, 8)
+    assert last.metrics is not None and last.metrics.first_scheduled_time is not None
+    if kind == RequestOutputKind.DELTA:  # the first output, from before the crash, agrees
+        first = outputs[0]
+        assert (first.num_cached_tokens, first.num_cache_creation_tokens) == (16, 8)
+        assert first.metrics is not None
+        assert last.metrics.first_scheduled_time == first.metrics.first_scheduled_time

@@ -60,6 +60,11 @@ def test_skip_reading_prefix_cache_recomputes_the_prompt(llm):
     skipped = _one(llm, greedy.clone(skip_reading_prefix_cache=True))
     assert cached.num_cached_tokens > 0
     assert skipped.num_cached_tokens == 0
+    # vLLM's num_cache_creation_tokens: the prompt's full blocks, less what was found there
+    assert skipped.num_cache_creation_tokens > 0
+    assert cached.num_cached_tokens + cached.num_cache_creation_tokens == (
+        skipped.num_cache_creation_tokens
+    )
     assert skipped.outputs[0].token_ids == first.outputs[0].token_ids
 
 

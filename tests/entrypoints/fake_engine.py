@@ -304,6 +304,7 @@ class FakeEngine:
             outputs=outputs,
             finished=finished,
             num_cached_tokens=2,
+            num_cache_creation_tokens=3,
             metrics=metrics,
         )
 

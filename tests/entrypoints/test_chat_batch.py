@@ -50,6 +50,7 @@ def test_one_choice_per_conversation(http: httpx.Client, engine: FakeEngine) -> 
     assert usage["completion_tokens"] == 6
     assert usage["total_tokens"] == usage["prompt_tokens"] + 6
     assert usage["prompt_tokens_details"]["cached_tokens"] == 4  # 2 per conversation
+    assert usage["prompt_tokens_details"]["created_cache_tokens"] == 6  # 3 per conversation
     assert {"chatcmpl-r1_0", "chatcmpl-r1_1"} <= set(engine.finished)  # vLLM's sub ids
 
 

@@ -122,6 +122,7 @@ def test_create_text_input(client: openai.OpenAI, engine: FakeEngine) -> None:
     assert r.usage is not None and r.usage.output_tokens == 4
     assert r.usage.total_tokens == r.usage.input_tokens + 4
     assert r.usage.input_tokens_details.cached_tokens == 2
+    assert r.usage.input_tokens_details.cache_write_tokens == 3  # type: ignore[attr-defined]
     assert r.usage.output_tokens_details.reasoning_tokens == 0
     prompt, params, _ = engine.last_request  # type: ignore[misc]
     assert params.temperature == 0.5 and params.top_p == 0.9 and params.max_tokens == 4

@@ -37,6 +37,7 @@ def test_completion(client: openai.OpenAI) -> None:
     assert r.usage.total_tokens == r.usage.prompt_tokens + 4
     assert r.usage.prompt_tokens_details is not None
     assert r.usage.prompt_tokens_details.cached_tokens == 2
+    assert r.usage.prompt_tokens_details.created_cache_tokens == 3  # type: ignore[attr-defined]
 
 
 def test_completion_batch_and_n_index_like_openai(client: openai.OpenAI) -> None:

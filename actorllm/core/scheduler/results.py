@@ -18,14 +18,18 @@ def token_output(
     status: RequestStatus | None,
     logprobs: list[TokenLogprobs] | None,
     prompt_logprobs: list[TokenLogprobs] | None,
+    cache_block: int = 0,
 ) -> EngineCoreOutput:
     """Report ``tokens`` appended to ``req`` (``status``: the finished status they put it
     in, or None; ``logprobs``: one per token, if asked); the request's first report also
-    carries its prefix-cache hit and the time it was first scheduled."""
-    cached, scheduled = 0, None
+    carries its prefix-cache hit, the prompt tokens it wrote to the cache
+    (:func:`cache_created`; ``cache_block``: the block size, 0 without prefix caching) and
+    the time it was first scheduled."""
+    cached, created, scheduled = 0, 0, None
     if not req.emitted_first_output:
         req.emitted_first_output = True
         cached, scheduled = max(req.num_cached_tokens, 0), req.first_scheduled_time
+        created = cache_created(req, cache_block)
     return EngineCoreOutput(
         req_id=req.request_id,
         new_token_ids=tokens,
@@ -34,8 +38,20 @@ def token_output(
         finish_reason=None if status is None else FINISH_REASONS[status],
         stop_reason=req.stop_reason if status is not None else None,
         num_cached_tokens=cached,
+        num_cache_creation_tokens=created,
         scheduled_time=scheduled,
     )
+
+
+def cache_created(req: Request, cache_block: int) -> int:
+    """The prompt tokens ``req`` computed into prefix-cache blocks, as vLLM counts them when
+    its prefill ends: the prompt's tokens in full hashed blocks (registered in the cache as
+    their blocks fill) minus those it found there; 0 without prefix caching
+    (``cache_block`` 0) or for a prompt with no block hashes (prompt embeddings)."""
+    if not cache_block:
+        return 0
+    full = min(req.num_prompt_tokens // cache_block, len(req.block_hashes)) * cache_block
+    return max(0, full - max(req.num_cached_tokens, 0))
 
 
 def pooled_output(req: Request, data: PooledData) -> EngineCoreOutput:

@@ -302,6 +302,8 @@ class Scheduler:
         drafts = runner_output.draft_token_ids
         spec_logprobs = runner_output.spec_logprobs
         pooled = runner_output.pooled
+        kv = self.kv_cache_manager
+        cache_block = kv.block_size if kv.enable_caching else 0  # (first outputs' count)
         for rid, tokens in zip(runner_output.req_ids, runner_output.sampled_token_ids, strict=True):
             req = requests.get(rid)
             if req is None:
@@ -336,7 +338,7 @@ class Scheduler:
             lps = [lp] if lp is not None else None
             if spec_logprobs and rid in spec_logprobs:
                 lps = spec_logprobs[rid][: len(tokens)]
-            outputs.append(token_output(req, tokens, status, lps, plp))
+            outputs.append(token_output(req, tokens, status, lps, plp, cache_block))
             if status is not None:
                 any_finished |= self._finish_stepped(req, status)
             elif drafts and rid in drafts and req.status is _RUNNING:

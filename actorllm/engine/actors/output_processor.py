@@ -148,6 +148,9 @@ class OutputProcessorActor(Actor[OutputMsg]):
         for c in children:
             sent = len(c.emitted) - c.held
             lps = c.logprobs
+            # The first output's prefix-cache counts and time ride on the child's first replay
+            # output (a first output has a token, so there is one).
+            cached, written, scheduled = c.first_output or (0, 0, None)
             if sent > 0 or c.finish_reason is not None:  # (a reason is only set with finished)
                 seen.append(
                     EngineCoreOutput(
@@ -156,14 +159,21 @@ class OutputProcessorActor(Actor[OutputMsg]):
                         new_logprobs=lps[:sent] or None,
                         finish_reason=c.finish_reason,
                         stop_reason=c.stop_reason,
+                        num_cached_tokens=cached,
+                        num_cache_creation_tokens=written,
+                        scheduled_time=scheduled,
                     )
                 )
+                cached, written, scheduled = 0, 0, None
             if c.held:
                 held.append(
                     EngineCoreOutput(
                         req_id=c.child_id,
                         new_token_ids=c.emitted[sent:],
                         new_logprobs=lps[sent:] or None,
+                        num_cached_tokens=cached,
+                        num_cache_creation_tokens=written,
+                        scheduled_time=scheduled,
                     )
                 )
         ended = [
@@ -213,6 +223,12 @@ class OutputProcessorActor(Actor[OutputMsg]):
             entry.last_step = stamp
             if out.new_logprobs:
                 child.logprobs += out.new_logprobs
+            if out.scheduled_time is not None:  # (the scheduler's first output)
+                child.first_output = (
+                    out.num_cached_tokens,
+                    out.num_cache_creation_tokens,
+                    out.scheduled_time,
+                )
             if out.finish_reason is not None:
                 child.finished = True
                 child.finish_reason = out.finish_reason

@@ -147,4 +147,5 @@ def _final(
         outputs=outputs,
         finished=True,
         num_cached_tokens=first.num_cached_tokens,
+        num_cache_creation_tokens=first.num_cache_creation_tokens,
     )

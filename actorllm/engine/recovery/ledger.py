@@ -147,6 +147,9 @@ class ChildState:
     # the output processor finds again when it replays the tokens).
     finish_reason: FinishReason | None = None
     stop_reason: int | str | None = None
+    # The scheduler's first output's (prefix-cache hits, tokens written to the cache, first
+    # scheduled time), once folded in: a rebuilt output processor reports them again.
+    first_output: tuple[int, int, float] | None = None
 
 
 @dataclass

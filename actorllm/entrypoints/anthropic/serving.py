@@ -68,15 +68,17 @@ def anthropic_error(err: APIError) -> Response:
 
 def usage_of(info: UsageInfo) -> AnthropicUsage:
     """Anthropic's usage (vLLM's ``_build_anthropic_usage``): ``input_tokens`` are the
-    prompt tokens not read from the prefix cache; ``cache_read_input_tokens`` those that
-    were. This engine does not count the tokens a request wrote to the cache, so
-    ``cache_creation_input_tokens`` is left out (as vLLM does when it has no count)."""
+    prompt tokens neither read from the prefix cache (``cache_read_input_tokens``) nor
+    written to it (``cache_creation_input_tokens``)."""
     details = info.prompt_tokens_details
-    cached = details.cached_tokens if details is not None else None
+    if details is None:
+        return AnthropicUsage(input_tokens=info.prompt_tokens, output_tokens=info.completion_tokens)
+    cached, created = details.cached_tokens, details.created_cache_tokens
     return AnthropicUsage(
-        input_tokens=max(0, info.prompt_tokens - (cached or 0)),
+        input_tokens=max(0, info.prompt_tokens - cached - created),
         output_tokens=info.completion_tokens,
         cache_read_input_tokens=cached,
+        cache_creation_input_tokens=created,
     )
 
 

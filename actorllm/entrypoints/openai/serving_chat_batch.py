@@ -100,7 +100,7 @@ async def create_batch_chat_completion(
 
     await unless_disconnected(receive, lambda: pump(streams, collect))
     choices = []
-    prompt = completion = cached = 0
+    prompt = completion = cached = created = 0
     for i, state in enumerate(states):
         ctx.defaults.log_outputs_of(state.id, state.choices)
         one = state.response()
@@ -108,12 +108,16 @@ async def create_batch_chat_completion(
         prompt += one.usage.prompt_tokens
         completion += one.usage.completion_tokens
         details = one.usage.prompt_tokens_details
-        cached += details.cached_tokens if details is not None else 0
+        if details is not None:
+            cached += details.cached_tokens
+            created += details.created_cache_tokens
     usage = UsageInfo(
         prompt_tokens=prompt,
         completion_tokens=completion,
         total_tokens=prompt + completion,
-        prompt_tokens_details=PromptTokensDetails(cached_tokens=cached),
+        prompt_tokens_details=PromptTokensDetails(
+            cached_tokens=cached, created_cache_tokens=created
+        ),
     )
     model = ctx.engine.model_name
     response = ChatCompletionResponse(

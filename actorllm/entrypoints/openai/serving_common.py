@@ -109,9 +109,11 @@ def json_response(payload: Any, status: int = 200) -> Response:
 class UsageTracker:
     """Token counts of one HTTP request, over all its prompts and samples."""
 
-    # {prompt index: prompt tokens}, {prompt index: prompt tokens served from cache}
+    # {prompt index: prompt tokens}, {prompt index: prompt tokens served from cache},
+    # {prompt index: prompt tokens written to the cache}
     prompt: dict[int, int] = field(default_factory=dict)
     cached: dict[int, int] = field(default_factory=dict)
+    created: dict[int, int] = field(default_factory=dict)
     # {(prompt index, sample index): generated tokens}
     completion: dict[tuple[int, int], int] = field(default_factory=dict)
 
@@ -119,6 +121,8 @@ class UsageTracker:
         if out.prompt_token_ids:
             self.prompt[prompt_index] = len(out.prompt_token_ids)
         self.cached[prompt_index] = max(self.cached.get(prompt_index, 0), out.num_cached_tokens)
+        created = out.num_cache_creation_tokens
+        self.created[prompt_index] = max(self.created.get(prompt_index, 0), created)
         for co in out.outputs:
             key = (prompt_index, co.index)
             if delta:
@@ -133,5 +137,8 @@ class UsageTracker:
             prompt_tokens=prompt,
             completion_tokens=completion,
             total_tokens=prompt + completion,
-            prompt_tokens_details=PromptTokensDetails(cached_tokens=sum(self.cached.values())),
+            prompt_tokens_details=PromptTokensDetails(
+                cached_tokens=sum(self.cached.values()),
+                created_cache_tokens=sum(self.created.values()),
+            ),
         )

@@ -334,6 +334,26 @@ def test_second_identical_prompt_hits_all_full_blocks_but_the_last_token() -> No
     assert st.prefix_cache_hits == 8 and st.prefix_cache_queries == 24
 
 
+def test_first_output_counts_the_prompt_tokens_written_to_the_cache() -> None:
+    """vLLM's num_cache_creation_tokens: the prompt's tokens in full blocks minus its hits,
+    on the first output only; 0 without prefix caching."""
+    s = sched()
+    w = FakeWorker(4)
+    s.add_request(make_request("a", list(range(1, 14))))  # 13 tokens: 3 full blocks of 4
+    _, first = run_step(s, w)
+    _, later = run_step(s, w)
+    assert [(o.num_cached_tokens, o.num_cache_creation_tokens) for o in first] == [(0, 12)]
+    assert [o.num_cache_creation_tokens for o in later] == [0]
+    s.add_request(make_request("b", list(range(1, 14))))
+    _, outs = run_step(s, w)  # b finds a's 3 full blocks and writes none
+    (b,) = [o for o in outs if o.req_id == "b"]
+    assert (b.num_cached_tokens, b.num_cache_creation_tokens) == (12, 0)
+    off = sched(enable_prefix_caching=False)
+    off.add_request(make_request("c", list(range(1, 14))))
+    _, outs = run_step(off, w)
+    assert [o.num_cache_creation_tokens for o in outs] == [0]
+
+
 def test_cache_salt_separates_hashes() -> None:
     s = sched()
     w = FakeWorker(4)

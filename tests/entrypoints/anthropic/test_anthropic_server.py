@@ -98,12 +98,14 @@ def test_text_message(client: anthropic.Anthropic, engine: FakeEngine) -> None:
     assert [b.type for b in r.content] == ["text"] and r.content[0].text == words(4)  # type: ignore[union-attr]
     assert r.stop_reason == "max_tokens" and r.stop_sequence is None
     assert r.usage.output_tokens == 4 and r.usage.cache_read_input_tokens == 2
+    assert r.usage.cache_creation_input_tokens == 3
     _, params, _ = engine.last_request  # type: ignore[misc]
     assert (params.temperature, params.top_p, params.top_k, params.max_tokens) == (0.5, 0.9, 3, 4)
     assert "Be brief." in prompt_of(engine)
-    # input_tokens leave out what the prefix cache served, as Anthropic counts them
+    # input_tokens leave out what the prefix cache served and what was written to it, as
+    # Anthropic counts them
     count = client.messages.count_tokens(model=MODEL, messages=HI, system="Be brief.")
-    assert count.input_tokens == r.usage.input_tokens + 2
+    assert count.input_tokens == r.usage.input_tokens + 2 + 3
 
 
 def test_stop_sequence(client: anthropic.Anthropic) -> None:

@@ -7,6 +7,8 @@ import msgspec
 
 class PromptTokensDetails(msgspec.Struct, kw_only=True):
     cached_tokens: int = 0
+    # Prompt tokens computed and written to the prefix cache (vLLM's).
+    created_cache_tokens: int = 0
 
 
 class UsageInfo(msgspec.Struct, kw_only=True):

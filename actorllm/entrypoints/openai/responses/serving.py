@@ -260,7 +260,9 @@ class _Run:
             thought = c.parser.message(c.text).reasoning_content
             tok = self.ctx.engine.tokenizer
             reasoning_tokens = len(tok.encode(thought, add_special_tokens=False)) if thought else 0
-        cached = usage.prompt_tokens_details.cached_tokens if usage.prompt_tokens_details else 0
+        prompt_details = usage.prompt_tokens_details
+        cached = prompt_details.cached_tokens if prompt_details else 0
+        written = prompt_details.created_cache_tokens if prompt_details else 0
         response = msgspec.structs.replace(
             self.base,
             output=output,
@@ -268,7 +270,9 @@ class _Run:
             incomplete_details=details,
             usage=ResponseUsage(
                 input_tokens=usage.prompt_tokens,
-                input_tokens_details=InputTokensDetails(cached_tokens=cached),
+                input_tokens_details=InputTokensDetails(
+                    cached_tokens=cached, cache_write_tokens=written
+                ),
                 output_tokens=usage.completion_tokens,
                 output_tokens_details=OutputTokensDetails(
                     reasoning_tokens=min(reasoning_tokens, usage.completion_tokens)
