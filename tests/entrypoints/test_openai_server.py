@@ -152,3 +152,51 @@ def test_bad_parameter_is_bad_request(client: openai.OpenAI, engine: FakeEngine)
 def test_requests_finished_cleanly(engine: FakeEngine, client: openai.OpenAI) -> None:
     client.completions.create(model=MODEL, prompt="y", max_tokens=1)
     assert not engine.open
+
+
+def test_completions_carry_the_system_fingerprint_as_vllm(client: openai.OpenAI) -> None:
+    """vLLM's --fingerprint-mode full: non-streamed answers, and a stream's last chunk (the
+    usage chunk, or each choice's finishing chunk without one)."""
+    chat = client.chat.completions.create(
+        model=MODEL, messages=[{"role": "user", "content": "hi"}], max_tokens=2
+    )
+    text = client.completions.create(model=MODEL, prompt="x", max_tokens=2)
+    fingerprint = chat.system_fingerprint
+    assert fingerprint is not None and fingerprint.startswith("actorllm-0.1.0-")
+    assert len(fingerprint.rsplit("-", 1)[1]) == 8 and text.system_fingerprint == fingerprint
+    chunks = list(
+        client.chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": "hi"}], max_tokens=2, stream=True
+        )
+    )
+    assert [c.system_fingerprint for c in chunks] == [None] * (len(chunks) - 1) + [fingerprint]
+    assert chunks[-1].choices[0].finish_reason == "length"
+    chunks = list(
+        client.completions.create(
+            model=MODEL,
+            prompt="x",
+            max_tokens=2,
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+    )
+    assert [c.system_fingerprint for c in chunks] == [None] * (len(chunks) - 1) + [fingerprint]
+    assert chunks[-1].usage is not None
+
+
+@pytest.mark.parametrize(
+    ("settings", "expected"),
+    [({"fingerprint_mode": "custom", "fingerprint_value": "fp-1"}, "fp-1"),
+     ({"fingerprint_mode": "none"}, None)],
+)  # fmt: skip
+def test_fingerprint_modes(settings: dict[str, str], expected: str | None) -> None:
+    from tests.entrypoints.conftest import start_server
+
+    server = start_server(FakeEngine(), **settings)
+    try:
+        with openai.OpenAI(base_url=server.url + "/v1", api_key="x", max_retries=0) as c:
+            r = c.completions.create(model=MODEL, prompt="x", max_tokens=1)
+        assert r.system_fingerprint == expected
+    finally:
+        server.stop()
+    assert server.error is None

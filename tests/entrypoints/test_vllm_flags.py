@@ -105,6 +105,12 @@ def test_every_vllm_serve_flag_is_mapped_warned_or_refused(argv: list[str], tmp:
             assert argv[0] in said
 
 
+def test_a_fingerprint_value_without_the_custom_mode_is_refused_by_name() -> None:
+    """vLLM drops the value unless the mode is custom; here the launch says so."""
+    verdict, said = outcome(["--fingerprint-value", "fp"])
+    assert verdict == "refused" and "--fingerprint-value" in said and "custom" in said
+
+
 def test_foreign_switches_also_take_vllm_no_form() -> None:
     assert vllm_compat.notes(parse("--no-enable-sleep-mode", "--no-enable-lora")) == []
 

@@ -66,7 +66,7 @@ VLLM_SERVE_FLAGS: list[list[str]] = [
     ["--cohere-is-reasoning-model"],
     ["--cohere-format", "cmd4"],
     ["--fingerprint-mode", "full"],
-    ["--fingerprint-value", "fp"],
+    ["--fingerprint-value", "fp", "--fingerprint-mode", "custom"],
     ["--data-parallel-supervisor-port", "9256"],
     ["--dp-supervisor-probe-interval-s", "5"],
     ["--enable-per-request-metrics"],

@@ -246,8 +246,6 @@ FOREIGN: list[Foreign] = [
     ),
     _i("--cohere-is-reasoning-model", value=False, why="there are no Cohere endpoints"),
     _i("--cohere-format", why="there are no Cohere endpoints"),
-    _i("--fingerprint-mode", why="system_fingerprint is always null"),
-    _i("--fingerprint-value", why="system_fingerprint is always null"),
     _i("--data-parallel-supervisor-port", why=_ONE_NODE),
     _i("--dp-supervisor-probe-interval-s", why=_ONE_NODE),
     _i("--dp-supervisor-probe-timeout-s", why=_ONE_NODE),

@@ -454,17 +454,24 @@ class ChatState:
                 chunk.prompt_token_ids, chunk.prompt_text = self.prompt_token_ids, self.prompt_text
             await emit(chunk)
 
+        fingerprint = self.defaults.system_fingerprint
+
         async def on_output(_i: int, out: RequestOutput) -> None:
             fragments = self.apply(out, delta=True)
             fresh = self.prompt_logprobs if out.prompt_logprobs else None  # first chunk only
             for fragment in fragments:
-                await emit(self._chunk([fragment], usage=every_chunk, prompt_logprobs=fresh))
+                chunk = self._chunk([fragment], usage=every_chunk, prompt_logprobs=fresh)
+                if fragment.finish_reason is not None and not final_usage:
+                    chunk.system_fingerprint = fingerprint  # (vLLM's: a choice's last chunk)
+                await emit(chunk)
                 fresh = None
 
         await pump(streams, on_output)
         self.defaults.log_outputs_of(self.id, self.choices)
         if final_usage:
-            await emit(self._chunk([], usage=True))
+            last = self._chunk([], usage=True)
+            last.system_fingerprint = fingerprint
+            await emit(last)
 
     def _choice(self, index: int, c: ChatChoiceState) -> ChatChoice:
         m = c.parser.message(c.text)
@@ -510,6 +517,7 @@ class ChatState:
             model=self.model,
             choices=choices,
             usage=self.usage.info(),
+            system_fingerprint=self.defaults.system_fingerprint,
             prompt_logprobs=self.prompt_logprobs,
             prompt_token_ids=self.prompt_token_ids,
             prompt_text=self.prompt_text,

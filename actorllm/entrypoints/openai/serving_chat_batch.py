@@ -121,6 +121,11 @@ async def create_batch_chat_completion(
     )
     model = ctx.engine.model_name
     response = ChatCompletionResponse(
-        id=rid, created=int(time.time()), model=model, choices=choices, usage=usage
+        id=rid,
+        created=int(time.time()),
+        model=model,
+        choices=choices,
+        usage=usage,
+        system_fingerprint=ctx.defaults.system_fingerprint,
     )
     return json_response(response)

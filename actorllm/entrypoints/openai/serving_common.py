@@ -38,6 +38,8 @@ class ServingDefaults:
     log_outputs: bool = False  # --enable-log-outputs
     max_log_len: int | None = None  # --max-log-len
     sse_keep_alive_s: float = 0.0  # --sse-keep-alive-interval (0: none)
+    # Of chat and text completions: non-streamed answers, a stream's last chunk (--fingerprint-*)
+    system_fingerprint: str | None = None
 
     def log_outputs_of(self, request_id: str, choices: Mapping[int, Any]) -> None:
         """One log line per finished choice (``--enable-log-outputs``): its text, cut at

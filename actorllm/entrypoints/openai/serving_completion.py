@@ -295,14 +295,21 @@ class _CompletionState:
             self.req.stream_options, force=self.defaults.force_include_usage
         )
 
+        fingerprint = self.defaults.system_fingerprint
+
         async def on_output(i: int, out: RequestOutput) -> None:
             for fragment in self._apply(i, out, delta=True):
-                await emit(self._chunk([fragment], usage=every_chunk))
+                chunk = self._chunk([fragment], usage=every_chunk)
+                if fragment.finish_reason is not None and not final_usage:
+                    chunk.system_fingerprint = fingerprint  # (vLLM's: a choice's last chunk)
+                await emit(chunk)
 
         await pump(streams, on_output)
         self.defaults.log_outputs_of(self.id, self.choices)
         if final_usage:
-            await emit(self._chunk([], usage=True))
+            last = self._chunk([], usage=True)
+            last.system_fingerprint = fingerprint
+            await emit(last)
 
     def _chunk(self, choices: list[CompletionChoice], usage: bool = False) -> CompletionResponse:
         return CompletionResponse(
@@ -333,6 +340,7 @@ class _CompletionState:
             model=self.model,
             choices=choices,
             usage=self.usage.info(),
+            system_fingerprint=self.defaults.system_fingerprint,
         )
 
 

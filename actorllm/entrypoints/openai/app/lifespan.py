@@ -20,6 +20,7 @@ from actorllm.engine.metrics.prometheus import ServerMetrics
 from actorllm.entrypoints.openai.app.settings import AppSettings
 from actorllm.entrypoints.openai.app.state import AppState
 from actorllm.entrypoints.openai.engine_client import EngineClient
+from actorllm.entrypoints.openai.fingerprint import system_fingerprint
 from actorllm.entrypoints.openai.harmony_chat import check_tokenizer, is_harmony_model
 from actorllm.entrypoints.openai.lora_models import load_adapter, parse_lora_modules
 from actorllm.entrypoints.openai.serving_common import ServingContext, ServingDefaults
@@ -33,7 +34,9 @@ Lifespan = Callable[[Starlette], AbstractAsyncContextManager[None]]
 
 
 def serving_defaults(
-    settings: AppSettings, sampling: dict[str, float] | None = None
+    settings: AppSettings,
+    sampling: dict[str, float] | None = None,
+    fingerprint: str | None = None,
 ) -> ServingDefaults:
     return ServingDefaults(
         sampling=dict(sampling or {}),
@@ -45,6 +48,7 @@ def serving_defaults(
         log_outputs=settings.enable_log_outputs,
         max_log_len=settings.max_log_len,
         sse_keep_alive_s=settings.sse_keep_alive_interval,
+        system_fingerprint=fingerprint,
     )
 
 
@@ -74,7 +78,13 @@ def serving_context(engine: EngineClient, settings: AppSettings) -> ServingConte
         ),
         chat=chat,
         response_role=settings.response_role,
-        defaults=serving_defaults(settings, sampling),
+        defaults=serving_defaults(
+            settings,
+            sampling,
+            system_fingerprint(
+                engine.config, settings.fingerprint_mode, settings.fingerprint_value
+            ),
+        ),
         input_limiter=anyio.CapacityLimiter(settings.renderer_num_workers),
     )
 

@@ -4,7 +4,7 @@ the engine never parses tool calls, the server does."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import msgspec
 
@@ -104,6 +104,12 @@ class AppSettings(msgspec.Struct, kw_only=True):
     """Count the requests in flight on /v1/completions, /v1/chat/completions and
     /invocations (a stream counts until it ends); GET /load answers {"server_load": N}
     (without this flag always 0, as vLLM)."""
+    fingerprint_mode: Literal["full", "hash", "custom", "none"] = "full"
+    """The system_fingerprint of chat and text completions (vLLM's): full is
+    actorllm-VERSION[-tpN][-ppN][-dpN]-HASH8 (HASH8: of the engine's configuration), hash
+    leaves the parallelism out, custom is --fingerprint-value, none is null."""
+    fingerprint_value: str | None = None
+    """The system_fingerprint with --fingerprint-mode custom."""
 
     enable_auto_tool_choice: bool = False
     """Let the model decide to call tools (tool_choice auto, the default when tools are
@@ -121,6 +127,11 @@ class AppSettings(msgspec.Struct, kw_only=True):
             raise ValueError(
                 "--anthropic-disabled-thinking-effort must be one of "
                 f"{', '.join(DISABLED_THINKING_EFFORTS)}."
+            )
+        if self.fingerprint_value is not None and self.fingerprint_mode != "custom":
+            raise ValueError(
+                "--fingerprint-value is the fingerprint of --fingerprint-mode custom; the "
+                f"mode is {self.fingerprint_mode!r}."
             )
         if self.renderer_num_workers < 1:
             raise ValueError("--renderer-num-workers must be at least 1.")

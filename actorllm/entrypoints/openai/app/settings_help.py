@@ -113,6 +113,13 @@ APP_SETTINGS_HELP: Mapping[str, Mapping[str, str]] = {
             "/invocations (a stream counts until it ends); GET /load answers "
             '{"server_load": N} (without this flag always 0, as vLLM).'
         ),
+        "fingerprint_mode": (
+            "The system_fingerprint of chat and text completions (vLLM's): full is "
+            "actorllm-VERSION[-tpN][-ppN][-dpN]-HASH8 (HASH8: of the engine's "
+            "configuration), hash leaves the parallelism out, custom is "
+            "--fingerprint-value, none is null."
+        ),
+        "fingerprint_value": "The system_fingerprint with --fingerprint-mode custom.",
         "enable_auto_tool_choice": (
             "Let the model decide to call tools (tool_choice auto, the default when tools are "
             "given); needs --tool-call-parser."
