@@ -125,7 +125,6 @@ FOREIGN: list[Foreign] = [
     _i("--numa-bind-nodes", why="there are no GPU worker subprocesses to pin", nargs="+"),
     # CacheConfig
     _i("--swap-space", why="preempted requests are recomputed, never swapped"),
-    _i("--prefix-caching-hash-algo", why="the prefix cache's hash is fixed"),
     _i("--kv-sharing-fast-prefill", value=False, why="no supported model shares KV layers"),
     _i("--mamba-block-size", why="no supported model has Mamba layers"),
     _i("--mamba-cache-mode", why=_NO_MAMBA),

@@ -9,12 +9,13 @@ The root parent is ``NONE_HASH`` (all zero bytes). The only extra key today is t
 ``cache_salt``, mixed into the first block: every later block inherits it through the chain,
 so two tenants with different salts never share a block.
 
-Collision stance: the default, ``xxh3_128``, is fast and non-cryptographic. With 128 bits,
-an *accidental* collision among n cached blocks has probability about n²/2¹²⁹ — nil for any
-pool that fits in memory. It is not collision resistant against a deliberate attacker who
-controls prompts; a deployment that serves mutually untrusted tenants should give each a
-``cache_salt`` (so crafted prompts cannot reach another tenant's blocks) or choose
-``sha256`` (slower, collision resistant).
+Collision stance: the engine hashes with ``sha256`` unless told otherwise (vLLM's default,
+``--prefix-caching-hash-algo``): collision resistant, also against a deliberate attacker who
+controls prompts. ``xxh3_128`` (vLLM's ``xxhash``; this module's own default) is faster and
+non-cryptographic: with 128 bits an *accidental* collision among n cached blocks has
+probability about n²/2¹²⁹ — nil for any pool that fits in memory — but crafted prompts can
+collide, so a deployment that chooses it for mutually untrusted tenants should give each a
+``cache_salt`` (crafted prompts then cannot reach another tenant's blocks).
 
 Only full blocks are hashed: a partial block's contents are still changing.
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import anyio.to_thread
 
+from actorllm.core.kv_cache.block_hash import HashAlgo
 from actorllm.core.scheduler import SchedulerConfig
 from actorllm.engine.actors.context import ModelInfo
 from actorllm.engine.config.engine_config import EngineConfig, EngineConfigError
@@ -299,6 +300,10 @@ async def build_tokenizer(config: EngineConfig, tokenizer: Any = None) -> Any:
     return await anyio.to_thread.run_sync(load_tokenizer, config)
 
 
+# {vLLM's --prefix-caching-hash-algo: the core's block hash}
+_HASH_ALGOS: dict[str, HashAlgo] = {"sha256": "sha256", "xxhash": "xxh3_128"}
+
+
 def build_scheduler_config(config: EngineConfig, model: ModelInfo) -> SchedulerConfig:
     max_len = model.max_model_len
     # An encoder sees whole prompts: no chunks, no prefix-cache hits (vLLM does the same).
@@ -311,6 +316,7 @@ def build_scheduler_config(config: EngineConfig, model: ModelInfo) -> SchedulerC
         block_size=config.resolved_block_size(),
         num_blocks=model.num_blocks,
         enable_prefix_caching=config.enable_prefix_caching and not encoder,
+        prefix_caching_hash_algo=_HASH_ALGOS[config.prefix_caching_hash_algo],
         enable_chunked_prefill=config.enable_chunked_prefill and not encoder,
         long_prefill_token_threshold=config.long_prefill_token_threshold,
         long_prefill_token_threshold_adaptive=config.long_prefill_token_threshold_adaptive,

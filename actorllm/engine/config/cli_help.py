@@ -123,6 +123,14 @@ ENGINE_CONFIG_HELP: Mapping[str, Mapping[str, str]] = {
             "CUDA)."
         ),
         "enable_prefix_caching": "Reuse the KV blocks of prompt prefixes seen before.",
+        "prefix_caching_hash_algo": (
+            "The prefix cache's block hash (vLLM's): sha256 is collision resistant, also "
+            "against prompts crafted to reach another tenant's blocks; xxhash (128-bit "
+            "xxHash) is faster and is not (give each tenant a cache_salt). vLLM's "
+            "sha256_cbor / xxhash_cbor hash vLLM's own CBOR encoding of a block for other "
+            "programs to recompute; these hashes are this engine's own, so they are not "
+            "offered."
+        ),
         "gpu_memory_utilization": (
             "CUDA: the fraction of GPU memory the engine may use (weights, activations, KV "
             "cache); the KV cache gets what the profiled step leaves. Unused on CPU."

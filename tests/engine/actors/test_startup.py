@@ -167,6 +167,27 @@ def test_the_block_size_defaults_by_device_and_a_given_one_is_kept(tmp_path: Pat
     assert build_scheduler_config(config, info).block_size == 32
 
 
+@pytest.mark.parametrize(
+    ("algo", "core", "size"), [("sha256", "sha256", 32), ("xxhash", "xxh3_128", 16)]
+)
+def test_the_prefix_cache_hashes_with_the_algorithm_asked_for(
+    tmp_path: Path, algo: str, core: str, size: int
+) -> None:
+    """vLLM's --prefix-caching-hash-algo (default sha256) reaches the scheduler's cache."""
+    path = make_tiny_checkpoint(tmp_path / "llama", "llama")
+    config = EngineConfig(
+        model=str(path), max_model_len=64, kv_cache_memory_bytes=2**20,
+        prefix_caching_hash_algo=algo,  # type: ignore[arg-type]
+    )  # fmt: skip
+    _, info = _build_on_worker(config, default_runner_factory)
+    sched = build_scheduler_config(config, info)
+    assert sched.prefix_caching_hash_algo == core
+    from actorllm.core.scheduler import Scheduler
+
+    assert len(Scheduler(sched).kv_cache_manager.block_hasher.none_hash) == size
+    assert EngineConfig().prefix_caching_hash_algo == "sha256"
+
+
 def test_the_step_budget_defaults_by_device_and_chunking(tmp_path: Path) -> None:
     """No max_num_batched_tokens: with chunked prefill 1024 on CPU (compute-bound prefill:
     a smaller step gives first tokens sooner) and 2048 on CUDA; without chunking the whole
