@@ -22,7 +22,6 @@ NEEDS: dict[str, str] = {
     "/v1/responses/{response_id}/cancel": "generate",
     "/v1/messages": "generate",
     "/v1/messages/count_tokens": "generate",
-    "/generative_scoring": "generate",
     **{path: needs for path, _, _, _, needs in POOLING_ENDPOINTS},
 }
 
