@@ -98,7 +98,7 @@ def sdist() -> Path:
 MODELS = {
     "responses/*": cm.qwen3,
     "../anthropic/*": cm.qwen3,  # hermes tool calls in Qwen3's template
-    "../generate/*": cm.qwen3,  # the tests' Qwen3-0.6B, random and local
+    "../generate/*": cm.qwen3_wide,  # label ids past the demo tokenizer's 4100
     "../pooling/scoring/test_cross_encoder*": cm.cross_encoder,
     "../pooling/scoring/test_bi_encoder*": cm.bi_encoder,
     "../pooling/reward/*": cm.qwen2_reward,
