@@ -29,10 +29,11 @@ def demo(out: Path) -> None:
             shutil.copy(f, out / f.name)
 
 
-def qwen3(out: Path) -> None:
+def qwen3(out: Path, vocab_size: int | None = None) -> None:
     """A random Qwen3 (head_dim 64, as vLLM's CPU attention needs >= 32) with the demo's
     byte-level BPE plus Qwen3's think and tool-call tokens, and Qwen3's chat template (the
-    Responses API tests: ``--reasoning-parser qwen3``)."""
+    Responses API tests: ``--reasoning-parser qwen3``). ``vocab_size``: the model's rows,
+    past the tokenizer's (None: the tokenizer's)."""
     import torch
     import transformers
 
@@ -42,14 +43,20 @@ def qwen3(out: Path) -> None:
     tok.save_pretrained(out)
     im_end = tok.convert_tokens_to_ids("<|im_end|>")
     cfg = transformers.Qwen3Config(
-        vocab_size=len(tok), hidden_size=128, intermediate_size=256, num_hidden_layers=2,
-        num_attention_heads=2, num_key_value_heads=1, head_dim=64,
+        vocab_size=vocab_size or len(tok), hidden_size=128, intermediate_size=256,
+        num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1, head_dim=64,
         max_position_embeddings=40960, tie_word_embeddings=True,
         bos_token_id=None, eos_token_id=im_end, pad_token_id=0,
     )  # fmt: skip
     torch.manual_seed(0)
     transformers.Qwen3ForCausalLM(cfg).save_pretrained(out)
     transformers.GenerationConfig(eos_token_id=[im_end, 0]).save_pretrained(out)
+
+
+def qwen3_wide(out: Path) -> None:
+    """The random Qwen3 with Qwen3-0.6B's 151936 vocabulary rows (its tokenizer stays the
+    demo's): vLLM's generative scoring tests name label ids past the demo's vocabulary."""
+    qwen3(out, vocab_size=151936)
 
 
 def _wordpiece(out: Path) -> None:

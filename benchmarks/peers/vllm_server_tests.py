@@ -66,6 +66,7 @@ FILES = [
     "responses/test_stateful.py",
     "responses/test_function_call.py",
     "../anthropic/test_messages.py",
+    "../generate/generative_scoring/test_generative_scoring_e2e.py",
     "../pooling/scoring/test_cross_encoder_online.py",
     "../pooling/scoring/test_bi_encoder_online.py",
     "../pooling/token_classify/test_online.py",
@@ -97,6 +98,7 @@ def sdist() -> Path:
 MODELS = {
     "responses/*": cm.qwen3,
     "../anthropic/*": cm.qwen3,  # hermes tool calls in Qwen3's template
+    "../generate/*": cm.qwen3_wide,  # label ids past the demo tokenizer's 4100
     "../pooling/scoring/test_cross_encoder*": cm.cross_encoder,
     "../pooling/scoring/test_bi_encoder*": cm.bi_encoder,
     "../pooling/reward/*": cm.qwen2_reward,

@@ -21,8 +21,11 @@ from actorllm.entrypoints.anthropic.protocol import (
     AnthropicMessagesRequest,
 )
 from actorllm.entrypoints.anthropic.to_chat import Conversion, chat_request, count_request
+from actorllm.entrypoints.generative_scoring.prompts import item_prompts
+from actorllm.entrypoints.generative_scoring.protocol import GenerativeScoringRequest
 from actorllm.entrypoints.openai import protocol as p
 from actorllm.entrypoints.openai.beam_request import NOT_WITH_BEAMS, asks_nothing
+from actorllm.entrypoints.openai.errors import APIError
 from actorllm.entrypoints.openai.fields import decode_request
 from actorllm.entrypoints.openai.preprocess import encode, render_chat
 from actorllm.entrypoints.openai.responses.serving import decode_responses_request
@@ -94,6 +97,8 @@ def filter_case(context: Any, case: Any) -> bool:
         return _responses_case(body)
     if path in ("/v1/messages", "/v1/messages/count_tokens") and isinstance(body, dict):
         return _messages_case(path, body)
+    if path == "/generative_scoring" and isinstance(body, dict):
+        return _generative_scoring_case(body)
     if path == "/v1/chat/completions/batch" and isinstance(body, dict):
         conversations = body.get("messages")
         if not isinstance(conversations, list) or not conversations:
@@ -106,6 +111,19 @@ def filter_case(context: Any, case: Any) -> bool:
         chat = "/v1/chat/completions"
         return all(_generation_case(chat, {**one, "messages": c}) for c in conversations)
     return _generation_case(path, body)
+
+
+def _generative_scoring_case(body: dict[str, Any]) -> bool:
+    """The rule the description states: no item's prompt (with the query) is empty."""
+    try:
+        req = decode_request(msgspec.json.encode(body), GenerativeScoringRequest)
+    except Exception:
+        return True  # a negative case: the server must refuse it
+    try:
+        item_prompts(req, demo_tokenizer(), vocab_size=1 << 31, max_model_len=1 << 31)
+    except APIError:
+        return False
+    return True
 
 
 def _beam_rules_hold(path: str, body: dict[str, Any]) -> bool:

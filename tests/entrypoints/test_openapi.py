@@ -47,7 +47,7 @@ def _schemathesis(srv: ServerThread, tmp_path: Path, *paths: str) -> None:
     assert run.returncode == 0, run.stdout[-8000:] + run.stderr[-2000:]
 
 
-_NEWER = "^/v1/(responses|chat/completions/batch|messages)"
+_NEWER = "^/(v1/(responses|chat/completions/batch|messages)|generative_scoring)"
 
 
 def test_schemathesis_finds_nothing(srv: ServerThread, tmp_path: Path) -> None:
@@ -55,8 +55,8 @@ def test_schemathesis_finds_nothing(srv: ServerThread, tmp_path: Path) -> None:
 
 
 def test_schemathesis_on_responses_and_batch(srv: ServerThread, tmp_path: Path) -> None:
-    """The Responses and Messages APIs' routes and the chat batch, in a run of their own
-    (each run within the test timeout)."""
+    """The Responses and Messages APIs' routes, the chat batch and generative scoring, in
+    a run of their own (each run within the test timeout)."""
     # A list of conversations is slow to generate on a busy machine: that health check
     # (generation speed, not the server's answers) is off for this run.
     _schemathesis(

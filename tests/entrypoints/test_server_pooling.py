@@ -199,8 +199,10 @@ def test_bad_inputs_are_400_naming_the_field(srv: ServerThread) -> None:
     # Routes the model does not serve are 404, as vLLM does not mount them (FastAPI's
     # "detail" beside our body, which says why).
     chat = {"messages": [{"role": "user", "content": "hi"}]}
+    scoring = {"query": "q", "items": ["a"], "label_token_ids": [1]}
     cases = [("/v1/completions", {"prompt": "hi"}), ("/v1/chat/completions", chat),
-             ("/classify", {"input": "hi"}), ("/v1/responses", {"input": "hi"})]  # fmt: skip
+             ("/classify", {"input": "hi"}), ("/v1/responses", {"input": "hi"}),
+             ("/generative_scoring", scoring)]  # fmt: skip
     for path, body in cases:
         r = httpx.post(srv.url + path, json=body)
         assert r.status_code == 404 and r.json()["detail"] == "Not Found", path

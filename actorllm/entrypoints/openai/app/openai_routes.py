@@ -9,6 +9,8 @@ import msgspec
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 
+from actorllm.entrypoints.generative_scoring.protocol import GenerativeScoringRequest
+from actorllm.entrypoints.generative_scoring.serving import create_generative_scoring
 from actorllm.entrypoints.openai import serving_pooling as pooling
 from actorllm.entrypoints.openai.app.endpoint import S, decode_body
 from actorllm.entrypoints.openai.app.state import AppState
@@ -62,6 +64,12 @@ async def chat_completions_batch(state: AppState, request: Request) -> Response:
     """vLLM's ``/v1/chat/completions/batch``: one choice per conversation."""
     req = _with_header_id(request, await decode_body(request, BatchChatCompletionRequest))
     return await create_batch_chat_completion(state.serving, req, request.receive)
+
+
+async def generative_scoring(state: AppState, request: Request) -> Response:
+    """vLLM's ``/generative_scoring``: label-token probabilities after query+item prompts."""
+    req = _with_header_id(request, await decode_body(request, GenerativeScoringRequest))
+    return await create_generative_scoring(state.serving, req, request.receive)
 
 
 async def invocations(state: AppState, request: Request) -> Response:

@@ -29,6 +29,7 @@ ROUTES: list[tuple[str, Handler, str]] = [
     ("/v1/responses/{response_id}/cancel", responses.cancel, "POST"),
     ("/v1/messages", anthropic.messages, "POST"),  # Anthropic's Messages API
     ("/v1/messages/count_tokens", anthropic.count_tokens_route, "POST"),
+    ("/generative_scoring", api.generative_scoring, "POST"),  # vLLM's, generative models
     ("/v1/models", api.models, "GET"),
     ("/v1/embeddings", api.embeddings, "POST"),
     ("/v2/embed", api.cohere_embed, "POST"),  # Cohere's

@@ -9,6 +9,7 @@ import msgspec
 
 from actorllm import __version__
 from actorllm.entrypoints.anthropic.openapi import ANTHROPIC_STRUCTS, anthropic_rules
+from actorllm.entrypoints.generative_scoring.openapi import generative_scoring_rule
 from actorllm.entrypoints.openai import protocol as p
 from actorllm.entrypoints.openai.openapi.endpoints import ENDPOINTS, POOLING_ENDPOINTS
 from actorllm.entrypoints.openai.openapi.parts import REF
@@ -33,6 +34,7 @@ def openapi_document(*, dev_mode: bool, api_key: bool, served: Served) -> dict[s
     cross_field_rules(components)
     responses_rules(components, store=served.responses_store, harmony=served.harmony)
     anthropic_rules(components)
+    generative_scoring_rule(components, served)
     completion_prompt_rule(components["CompletionRequest"], served.prompt_embeds)
     content_parts_rule(components, served.prompt_embeds)
     restrict_to_served(components, served)

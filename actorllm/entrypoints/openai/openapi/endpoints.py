@@ -4,6 +4,7 @@ cannot state (written into the operations' descriptions)."""
 
 from __future__ import annotations
 
+from actorllm.entrypoints.generative_scoring import protocol as gs
 from actorllm.entrypoints.openai import protocol as p
 from actorllm.entrypoints.openai.beam_request import RULES as BEAM_RULES
 from actorllm.entrypoints.openai.lora_models import LoadLoRAAdapterRequest, UnloadLoRAAdapterRequest
@@ -50,6 +51,14 @@ ENDPOINTS: list[tuple[str, str, type | None, type | None, str, str]] = [
         "conversation i; no streaming, tools or n > 1.",
         "openai",
     ),
+    (
+        "post",
+        "/generative_scoring",
+        gs.GenerativeScoringRequest,
+        gs.GenerativeScoringResponse,
+        "The probability of label tokens next after each query+item prompt (vLLM's).",
+        "vllm",
+    ),
     ("get", "/v1/models", None, p.ModelList, "List the served model.", "openai"),
     (
         "post",
@@ -82,7 +91,9 @@ ENDPOINTS: list[tuple[str, str, type | None, type | None, str, str]] = [
     ),
 ]
 # Generation routes: a pooling model answers 404 (the document leaves them out for it).
-GENERATION_PATHS = frozenset({"/v1/completions", "/v1/chat/completions", "/invocations"})
+GENERATION_PATHS = frozenset(
+    {"/v1/completions", "/v1/chat/completions", "/invocations", "/generative_scoring"}
+)
 POOLING_RULES = (
     " Exactly one of `input` and `messages`. Every prompt must fit the context length "
     "(this model's `max_model_len`, see /v1/models) unless `truncate_prompt_tokens` cuts it."

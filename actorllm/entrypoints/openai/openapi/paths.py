@@ -10,6 +10,7 @@ import msgspec
 
 from actorllm.entrypoints.anthropic.openapi import anthropic_paths
 from actorllm.entrypoints.anthropic.openapi import error_body as anthropic_error_body
+from actorllm.entrypoints.generative_scoring.openapi import RULES as GENERATIVE_SCORING_RULES
 from actorllm.entrypoints.openai import dev_rpc
 from actorllm.entrypoints.openai import protocol as p
 from actorllm.entrypoints.openai.middleware import is_guarded
@@ -112,6 +113,8 @@ def _operation(
         ok["content"][OCTETS] = BINARY
     if path == "/v1/chat/completions/batch":
         op["description"] = summary + GENERATION_RULES + " Each conversation alone."
+    if path == "/generative_scoring":
+        op["description"] = summary + GENERATIVE_SCORING_RULES
     if path in ("/v1/completions", "/v1/chat/completions"):
         chunk = ref[p.CompletionResponse if req is p.CompletionRequest else p.ChatCompletionChunk]
         ok["content"]["text/event-stream"] = {"schema": sse_event(chunk, ref[p.ErrorResponse])}
