@@ -244,8 +244,6 @@ FOREIGN: list[Foreign] = [
         why="late-interaction scores (MaxSim) are computed once per pair from each side's "
         "token embeddings: vLLM's worker-side query cache is a speed-up of the same scores",
     ),
-    _i("--cohere-is-reasoning-model", value=False, why="there are no Cohere endpoints"),
-    _i("--cohere-format", why="there are no Cohere endpoints"),
     _i("--fingerprint-mode", why="system_fingerprint is always null"),
     _i("--fingerprint-value", why="system_fingerprint is always null"),
     _i("--data-parallel-supervisor-port", why=_ONE_NODE),

@@ -25,6 +25,7 @@ LOAD_TRACKED = frozenset(
         "/v1/responses/{response_id}/cancel",
         "/v1/messages",  # and its count_tokens, as vLLM's load_aware_call
         "/v1/messages/count_tokens",
+        "/cohere/v2/chat",
     }
 )
 
