@@ -41,7 +41,7 @@ class CohereThinking(msgspec.Struct, kw_only=True, tag_field="type", tag="thinki
     thinking: str
 
 
-class CohereDocument(msgspec.Struct, kw_only=True):
+class CohereDocument(msgspec.Struct, kw_only=True, omit_defaults=True):
     """A document the model may cite (top-level ``documents``, or a tool's result)."""
 
     data: dict[str, Any]

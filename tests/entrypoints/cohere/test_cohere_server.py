@@ -309,7 +309,7 @@ def test_a_pooling_model_cannot_chat() -> None:
     engine = FakeEngine()
     server = serve(engine)
     try:
-        engine.pooling_model = object()  # what the route asks: is it a pooling model?
+        engine.pooling_model = object()  # type: ignore[assignment]  # is it a pooling model?
         r = post(server, {"model": MODEL, "messages": HI})
         assert r.status_code == 501
         assert r.json() == {"message": "The model does not support the Cohere v2 chat API."}
@@ -326,3 +326,36 @@ def test_the_route_is_opt_in(engine: FakeEngine, monkeypatch: pytest.MonkeyPatch
         assert post(server, {"model": MODEL, "messages": HI}).status_code == 404
     finally:
         server.stop()
+
+
+class FailingEngine(FakeEngine):
+    """Fails after its second output: a stream that started must end Cohere's way."""
+
+    async def generate(self, *args: Any, **kwargs: Any) -> Any:
+        n = 0
+        async for out in super().generate(*args, **kwargs):
+            yield out
+            n += 1
+            if n == 2:
+                raise RuntimeError("the worker fell over")
+
+
+def test_a_stream_the_engine_fails_ends_with_an_error() -> None:
+    server = serve(FailingEngine(token_delay_s=0.001))
+    try:
+        events = events_of(server, {"model": MODEL, "messages": HI, "max_tokens": 8})
+        assert events[0]["type"] == "message-start" and events[-1] == {"type": "[DONE]"}
+        end = events[-2]
+        assert end["type"] == "message-end" and end["delta"]["finish_reason"] == "ERROR"
+        assert end["delta"]["error"].startswith("Internal server error")  # no internals
+    finally:
+        server.stop()
+
+
+def test_engine_dead_is_503(engine: FakeEngine, srv: ServerThread) -> None:
+    engine.is_dead = True
+    try:
+        r = post(srv, {"model": MODEL, "messages": HI, "max_tokens": 2})
+        assert r.status_code == 503 and set(r.json()) == {"message"}
+    finally:
+        engine.is_dead = False
