@@ -359,3 +359,19 @@ def test_engine_dead_is_503(engine: FakeEngine, srv: ServerThread) -> None:
         assert r.status_code == 503 and set(r.json()) == {"message"}
     finally:
         engine.is_dead = False
+
+
+def test_the_document_states_the_route(srv: ServerThread, monkeypatch: pytest.MonkeyPatch) -> None:
+    import jsonschema
+
+    monkeypatch.setenv("VLLM_ENABLE_COHERE_API", "1")
+    doc = httpx.get(f"{srv.url}/openapi.json", timeout=30).json()
+    op = doc["paths"]["/cohere/v2/chat"]["post"]
+    assert {"200", "400", "404", "501"} <= set(op["responses"])
+    root = {"components": doc["components"]}
+    answer = post(srv, {"model": MODEL, "messages": HI, "max_tokens": 2, "logprobs": True}).json()
+    jsonschema.validate(answer, {**root, "$ref": "#/components/schemas/CohereChatResponse"})
+    body = {"model": MODEL, "messages": HI, "documents": ["d"], "thinking": {"type": "enabled"}}
+    jsonschema.validate(body, {**root, "$ref": "#/components/schemas/CohereChatRequest"})
+    monkeypatch.delenv("VLLM_ENABLE_COHERE_API")
+    assert "/cohere/v2/chat" not in httpx.get(f"{srv.url}/openapi.json", timeout=30).json()["paths"]
