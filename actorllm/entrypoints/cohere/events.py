@@ -10,6 +10,11 @@ open one. A server started with ``--no-cohere-is-reasoning-model`` streams reaso
 is ``message-end`` (finish reason and usage; or, when the engine failed, the error and
 finish reason ERROR); ``data: [DONE]`` follows it.
 
+With ``logprobs``, a ``content-delta`` carries Cohere's ``logprobs`` item for the tokens
+sampled since the last one (their text, ids and logprobs); vLLM's stream leaves them out.
+Tokens that only made tool calls come with no content event, so with no logprobs (as
+Cohere's logprobs are for content).
+
 :class:`EventWriter` holds no I/O: :meth:`feed` takes one chat delta and returns the
 events it makes, :meth:`end` the last ones.
 """
@@ -57,6 +62,8 @@ class EventWriter:
     calls_seen: set[int] = field(default_factory=set)  # tool call indices started
     finish_reason: str | None = None
     stop_reason: int | str | None = None
+    # the logprobs of tokens not yet sent with a content-delta: [(token, id, logprob)]
+    pending: list[tuple[str, int, float]] = field(default_factory=list)
 
     def _close(self) -> list[Event]:
         if self.block is None:
@@ -100,9 +107,29 @@ class EventWriter:
             return []
         return [_call("tool-call-delta", call.index, {"function": {"arguments": fn.arguments}})]
 
+    def _hold_logprobs(self, fragment: ChatChunkChoice) -> None:
+        entries = fragment.logprobs.content if fragment.logprobs is not None else None
+        if entries and fragment.token_ids is not None:
+            ids = fragment.token_ids
+            self.pending += [(e.token, i, e.logprob) for e, i in zip(entries, ids, strict=True)]
+
+    def _send_logprobs(self, events: list[Event]) -> None:
+        """The held logprobs on this fragment's last content-delta, if it made one."""
+        deltas = [e for e in events if e["type"] == "content-delta"]
+        if not deltas or not self.pending:
+            return
+        tokens, ids, logprobs = zip(*self.pending, strict=True)
+        deltas[-1]["logprobs"] = {
+            "text": "".join(tokens),
+            "token_ids": list(ids),
+            "logprobs": list(logprobs),
+        }
+        self.pending.clear()
+
     def feed(self, fragment: ChatChunkChoice) -> list[Event]:
         if fragment.finish_reason is not None:
             self.finish_reason, self.stop_reason = fragment.finish_reason, fragment.stop_reason
+        self._hold_logprobs(fragment)
         d = fragment.delta
         events: list[Event] = []
         if d.reasoning_content:
@@ -111,6 +138,7 @@ class EventWriter:
             events += self._content_delta("text", d.content)
         for call in d.tool_calls or []:
             events += self._tool_call(call)
+        self._send_logprobs(events)
         return events
 
     def end(self, chat_id: str, usage: UsageInfo | None) -> list[Event]:

@@ -239,3 +239,17 @@ def test_logprobs_items_carry_token_ids() -> None:
         {"text": "a", "token_ids": [11], "logprobs": [-0.5]},
         {"text": "b", "token_ids": [12], "logprobs": [-0.5]},
     ]
+
+
+def test_logprobs_ride_on_the_content_deltas() -> None:
+    def tokens(*pairs: tuple[str, int]) -> dict[str, Any]:
+        lps = [ChatTokenLogprob(token=t, logprob=-1.0) for t, _ in pairs]
+        return {"logprobs": ChatLogProbs(content=lps), "token_ids": [i for _, i in pairs]}
+
+    writer = EventWriter()
+    held = ChatChunkChoice(index=0, delta=DeltaMessage(), **tokens(("<", 1)))
+    assert writer.feed(held) == []  # the parser held the token back: no event yet
+    text = ChatChunkChoice(index=0, delta=DeltaMessage(content="<a"), **tokens(("a", 2)))
+    start, delta = writer.feed(text)
+    assert "logprobs" not in start
+    assert delta["logprobs"] == {"text": "<a", "token_ids": [1, 2], "logprobs": [-1.0, -1.0]}

@@ -136,6 +136,14 @@ def test_logprobs(srv: ServerThread) -> None:
     assert "".join(i["text"] for i in items) == words(3)
 
 
+def test_a_stream_carries_logprobs_on_its_content(srv: ServerThread) -> None:
+    body = {"model": MODEL, "messages": HI, "max_tokens": 3, "logprobs": True}
+    deltas = [e for e in events_of(srv, body) if e["type"] == "content-delta"]
+    items = [d["logprobs"] for d in deltas]
+    assert "".join(i["text"] for i in items) == words(3)
+    assert sum(len(i["token_ids"]) for i in items) == 3
+
+
 def test_stream_events(srv: ServerThread) -> None:
     events = events_of(srv, {"model": MODEL, "messages": HI, "max_tokens": 3})
     kinds = [e["type"] for e in events]
