@@ -383,3 +383,13 @@ def test_the_document_states_the_route(srv: ServerThread, monkeypatch: pytest.Mo
     jsonschema.validate(body, {**root, "$ref": "#/components/schemas/CohereChatRequest"})
     monkeypatch.delenv("VLLM_ENABLE_COHERE_API")
     assert "/cohere/v2/chat" not in httpx.get(f"{srv.url}/openapi.json", timeout=30).json()["paths"]
+
+
+def test_the_api_key_guards_the_route(engine: FakeEngine) -> None:
+    server = serve(engine, api_key="k")
+    try:
+        body = {"model": MODEL, "messages": HI, "max_tokens": 2}
+        assert post(server, body).status_code == 401
+        assert post(server, body, headers={"Authorization": "Bearer k"}).status_code == 200
+    finally:
+        server.stop()
