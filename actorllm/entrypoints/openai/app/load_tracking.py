@@ -26,6 +26,7 @@ LOAD_TRACKED = frozenset(
         "/v1/messages",  # and its count_tokens, as vLLM's load_aware_call
         "/v1/messages/count_tokens",
         "/generative_scoring",
+        "/cohere/v2/chat",
     }
 )
 

@@ -9,6 +9,7 @@ from starlette.responses import Response
 
 from actorllm import __version__
 from actorllm.engine.metrics.prometheus import CONTENT_TYPE
+from actorllm.entrypoints.openai.app.cohere_routes import cohere_api_enabled
 from actorllm.entrypoints.openai.app.state import AppState
 from actorllm.entrypoints.openai.errors import APIError
 from actorllm.entrypoints.openai.lora_models import runtime_updating_allowed
@@ -64,6 +65,7 @@ async def openapi(state: AppState, request: Request) -> Response:
         step_columns=pm.num_labels if pm is not None and pm.spec.tok_pooling_type == "STEP" else 0,
         input_types=tuple(sorted(pm.task_instructions)) if pm is not None else (),
         runtime_lora=runtime_updating_allowed(),
+        cohere_api=cohere_api_enabled(),
         prompt_embeds=engine.prompt_embeds_spec is not None,
         responses_store=state.responses_store.enabled,
         harmony=state.serving.chat.harmony,

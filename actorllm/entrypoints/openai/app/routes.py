@@ -9,6 +9,7 @@ from __future__ import annotations
 from starlette.routing import Route
 
 from actorllm.entrypoints.openai.app import anthropic_routes as anthropic
+from actorllm.entrypoints.openai.app import cohere_routes as cohere
 from actorllm.entrypoints.openai.app import dev_routes as dev
 from actorllm.entrypoints.openai.app import openai_routes as api
 from actorllm.entrypoints.openai.app import ops_routes as ops
@@ -87,6 +88,10 @@ LORA_ROUTES: list[tuple[str, Handler, str]] = [
     ("/v1/load_lora_adapter", api.load_lora_adapter, "POST"),
     ("/v1/unload_lora_adapter", api.unload_lora_adapter, "POST"),
 ]
+# Only with ACTORLLM_ENABLE_COHERE_API (or vLLM's VLLM_ name) true: else 404.
+COHERE_ROUTES: list[tuple[str, Handler, str]] = [
+    ("/cohere/v2/chat", cohere.chat, "POST"),  # Cohere's Chat v2 API
+]
 # vLLM's scale-out routes (render / generate / derender), which vLLM registers disabled
 # unless --enable-scale-out (refused here: not built): its 403, left out of the document.
 SCALE_OUT_PATHS = (
@@ -133,6 +138,11 @@ def routes(state: AppState) -> list[Route]:
         table += [
             Route(path, as_endpoint(fn), methods=methods)
             for path, fn, methods in _by_path(LORA_ROUTES)
+        ]
+    if cohere.cohere_api_enabled():
+        table += [
+            Route(path, tracked_endpoint(path, fn, state, settings), methods=methods)
+            for path, fn, methods in _by_path(COHERE_ROUTES)
         ]
     if settings.enable_tokenizer_info_endpoint:
         path, fn, m = TOKENIZER_INFO_ROUTE

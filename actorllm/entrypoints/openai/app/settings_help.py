@@ -104,6 +104,17 @@ APP_SETTINGS_HELP: Mapping[str, Mapping[str, str]] = {
             "that always think or reject none; auto (vLLM's default) uses low when the "
             "template rejects none or renders it as a thinking effort, else none."
         ),
+        "cohere_is_reasoning_model": (
+            "/cohere/v2/chat only: the model is a reasoning Command model, so reasoning is a "
+            "thinking block (streamed as content events); --no-cohere-is-reasoning-model: an "
+            "older Command model, whose reasoning on a turn that calls tools is its tool_plan "
+            "(streamed as tool-plan-delta events)."
+        ),
+        "cohere_format": (
+            "The chat template variable cohere_format of every chat request that does not set "
+            "it (vLLM's; Cohere's prompt renderer reads it: cmd4 for Command A+, cmd3 for "
+            "earlier Command A models; empty: not set)."
+        ),
         "renderer_num_workers": (
             "Threads that render chat templates and tokenize long prompts off the event "
             "loop, at once (vLLM's renderer pool size)."

@@ -10,6 +10,7 @@ import msgspec
 from actorllm import __version__
 from actorllm.entrypoints.anthropic.openapi import ANTHROPIC_STRUCTS, anthropic_rules
 from actorllm.entrypoints.generative_scoring.openapi import generative_scoring_rule
+from actorllm.entrypoints.cohere.openapi import COHERE_STRUCTS
 from actorllm.entrypoints.openai import protocol as p
 from actorllm.entrypoints.openai.openapi.endpoints import ENDPOINTS, POOLING_ENDPOINTS
 from actorllm.entrypoints.openai.openapi.parts import REF
@@ -28,6 +29,7 @@ def openapi_document(*, dev_mode: bool, api_key: bool, served: Served) -> dict[s
     structs = list(dict.fromkeys(structs))
     everything = [*structs, p.ChatCompletionChunk, p.ErrorResponse, *RESPONSES_STRUCTS]
     everything += ANTHROPIC_STRUCTS
+    everything += COHERE_STRUCTS if served.cohere_api else []
     refs, components = msgspec.json.schema_components(everything, ref_template=REF)
     ref = dict(zip(everything, refs, strict=True))
     fill_served(components, served)

@@ -11,6 +11,7 @@ import msgspec
 from actorllm.entrypoints.anthropic.openapi import anthropic_paths
 from actorllm.entrypoints.anthropic.openapi import error_body as anthropic_error_body
 from actorllm.entrypoints.generative_scoring.openapi import RULES as GENERATIVE_SCORING_RULES
+from actorllm.entrypoints.cohere.openapi import cohere_paths
 from actorllm.entrypoints.openai import dev_rpc
 from actorllm.entrypoints.openai import protocol as p
 from actorllm.entrypoints.openai.middleware import is_guarded
@@ -71,6 +72,8 @@ def document_paths(
             for method, (op, statuses) in ops.items():
                 error_responses(op, anthropic_error_body(ref), statuses)
                 paths.setdefault(path, {})[method] = op
+    if served.cohere_api:  # served for every model (a pooling one answers 501)
+        paths.update(cohere_paths(ref, api_key))
     if dev_mode:
         _dev_paths(paths, components, error)
     if served.runtime_lora:

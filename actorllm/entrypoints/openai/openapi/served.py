@@ -38,6 +38,8 @@ class Served:
     # POST /v1/load_lora_adapter and /v1/unload_lora_adapter exist
     # (ACTORLLM_ALLOW_RUNTIME_LORA_UPDATING)
     runtime_lora: bool = False
+    # POST /cohere/v2/chat exists (ACTORLLM_ENABLE_COHERE_API)
+    cohere_api: bool = False
     # ACTORLLM_ENABLE_RESPONSES_API_STORE: /v1/responses may store and run in the background
     responses_store: bool = False
     # A gpt-oss (harmony) model: /v1/responses takes previous_input_messages (other
