@@ -9,8 +9,8 @@ import msgspec
 
 from actorllm import __version__
 from actorllm.entrypoints.anthropic.openapi import ANTHROPIC_STRUCTS, anthropic_rules
-from actorllm.entrypoints.generative_scoring.openapi import generative_scoring_rule
 from actorllm.entrypoints.cohere.openapi import COHERE_STRUCTS
+from actorllm.entrypoints.generative_scoring.openapi import generative_scoring_rule
 from actorllm.entrypoints.openai import protocol as p
 from actorllm.entrypoints.openai.openapi.endpoints import ENDPOINTS, POOLING_ENDPOINTS
 from actorllm.entrypoints.openai.openapi.parts import REF

@@ -10,8 +10,8 @@ import msgspec
 
 from actorllm.entrypoints.anthropic.openapi import anthropic_paths
 from actorllm.entrypoints.anthropic.openapi import error_body as anthropic_error_body
-from actorllm.entrypoints.generative_scoring.openapi import RULES as GENERATIVE_SCORING_RULES
 from actorllm.entrypoints.cohere.openapi import cohere_paths
+from actorllm.entrypoints.generative_scoring.openapi import RULES as GENERATIVE_SCORING_RULES
 from actorllm.entrypoints.openai import dev_rpc
 from actorllm.entrypoints.openai import protocol as p
 from actorllm.entrypoints.openai.middleware import is_guarded
