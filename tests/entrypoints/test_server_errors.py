@@ -67,10 +67,36 @@ def test_early_errors_with_an_unread_body_close_the_connection(
 
 
 def test_bad_json_and_wrong_types(http: httpx.Client) -> None:
-    err = error_of(http.post("/v1/completions", content=b"{not json"), 400)
+    json_type = {"content-type": "application/json"}
+    err = error_of(http.post("/v1/completions", content=b"{not json", headers=json_type), 400)
     assert "JSON" in err["message"]
     err = error_of(http.post("/v1/completions", json={"prompt": "x", "max_tokens": "ten"}), 400)
     assert err["param"] == "max_tokens"
+
+
+BODIES = {
+    "/v1/completions": b'{"prompt": "x", "max_tokens": 1}',
+    "/v1/chat/completions": b'{"messages": [{"role": "user", "content": "x"}], "max_tokens": 1}',
+    "/tokenize": b'{"prompt": "x"}',
+}
+
+
+@pytest.mark.parametrize("path", list(BODIES))
+@pytest.mark.parametrize("content_type", [None, "application/x-www-form-urlencoded", "text/plain"])
+def test_a_json_route_refuses_a_body_not_declared_json(
+    http: httpx.Client, path: str, content_type: str | None
+) -> None:
+    """vLLM's validate_json_request: its validation 400, whatever the body holds."""
+    headers = {} if content_type is None else {"content-type": content_type}
+    body = BODIES[path]
+    r = http.post(path, content=body, headers=headers)
+    err = error_of(r, 400)
+    assert err["message"] == (
+        "1 validation error:\n  Unsupported Media Type: Only 'application/json' is allowed"
+    )
+    assert err["type"] == "Bad Request"
+    ok = http.post(path, content=body, headers={"content-type": "application/json; charset=utf-8"})
+    assert ok.status_code == 200
 
 
 FUZZ: list[tuple[str, dict[str, Any], str | None]] = [
@@ -137,7 +163,10 @@ def test_invalid_input_is_400(
 def test_non_finite_numbers_are_rejected(http: httpx.Client, value: bytes) -> None:
     # JSON has no NaN/Infinity; Python's json module still writes them.
     raw = b'{"prompt": "x", "temperature": ' + value + b"}"
-    error_of(http.post("/v1/completions", content=raw), 400)
+    err = error_of(
+        http.post("/v1/completions", content=raw, headers={"content-type": "application/json"}), 400
+    )
+    assert "Unsupported Media Type" not in err["message"]
 
 
 def test_unknown_fields_are_ignored(http: httpx.Client) -> None:
@@ -171,7 +200,8 @@ def test_body_limit_on_content_length_and_while_streaming(http: httpx.Client) ->
             yield b"y" * 512
         yield b'"}'
 
-    error_of(http.post("/v1/completions", content=chunks()), 413)
+    json_type = {"content-type": "application/json"}
+    error_of(http.post("/v1/completions", content=chunks(), headers=json_type), 413)
 
 
 def test_dev_mode_endpoints(http: httpx.Client, engine: FakeEngine) -> None:

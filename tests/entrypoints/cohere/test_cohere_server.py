@@ -313,6 +313,20 @@ def test_errors_have_coheres_body(
     assert says in err["message"]
 
 
+def test_a_body_not_declared_json_has_coheres_body(srv: ServerThread) -> None:
+    """vLLM's validate_json_request 400, rewritten into Cohere's body as vLLM does."""
+    body = b'{"model": "fake-model", "messages": [{"role": "user", "content": "hi"}]}'
+    r = httpx.post(
+        srv.url + "/cohere/v2/chat",
+        content=body,
+        headers={"content-type": "text/plain", "X-Request-Id": "req-2"},
+        timeout=30,
+    )
+    assert r.status_code == 400
+    said = "1 validation error:\n  Unsupported Media Type: Only 'application/json' is allowed"
+    assert r.json() == {"message": said, "id": "req-2"}
+
+
 def test_a_pooling_model_cannot_chat() -> None:
     engine = FakeEngine()
     server = serve(engine)

@@ -150,7 +150,8 @@ def test_refusals(srv: ServerThread, sent: dict[str, Any], status: int, message:
 
 
 def test_not_json_and_not_an_object(srv: ServerThread) -> None:
-    r = httpx.post(srv.url + "/generative_scoring", content=b"{", timeout=30)
-    assert r.status_code == 400
+    json_type = {"content-type": "application/json"}
+    r = httpx.post(srv.url + "/generative_scoring", content=b"{", headers=json_type, timeout=30)
+    assert r.status_code == 400 and "Unsupported Media Type" not in r.text
     r = httpx.post(srv.url + "/generative_scoring", json=[1], timeout=30)
     assert r.status_code == 400

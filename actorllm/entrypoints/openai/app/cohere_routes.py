@@ -13,6 +13,7 @@ from starlette.responses import Response
 
 from actorllm.entrypoints.cohere.protocol import CohereChatRequest, developer_as_system
 from actorllm.entrypoints.cohere.serving import cohere_error, create_chat
+from actorllm.entrypoints.openai.app.json_body import require_json
 from actorllm.entrypoints.openai.app.state import AppState
 from actorllm.entrypoints.openai.errors import to_api_error
 from actorllm.entrypoints.openai.fields import decode_request
@@ -39,6 +40,7 @@ def _decode(body: bytes) -> CohereChatRequest:
 async def chat(state: AppState, request: Request) -> Response:
     request_id = request_id_of(request.scope)
     try:
+        require_json(request)
         req = _decode(await request.body())
         ctx = state.serving
         return await create_chat(

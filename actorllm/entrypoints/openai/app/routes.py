@@ -16,6 +16,7 @@ from actorllm.entrypoints.openai.app import ops_routes as ops
 from actorllm.entrypoints.openai.app import responses_routes as responses
 from actorllm.entrypoints.openai.app import weight_routes as weights
 from actorllm.entrypoints.openai.app.endpoint import as_endpoint
+from actorllm.entrypoints.openai.app.json_body import json_only
 from actorllm.entrypoints.openai.app.load_tracking import tracked_endpoint
 from actorllm.entrypoints.openai.app.served_routes import only_if_served
 from actorllm.entrypoints.openai.app.state import AppState, Handler
@@ -124,7 +125,7 @@ def routes(state: AppState) -> list[Route]:
     table = [
         Route(
             path,
-            tracked_endpoint(path, only_if_served(path, fn), state, settings),
+            tracked_endpoint(path, only_if_served(path, json_only(path, fn)), state, settings),
             methods=methods,
         )
         for path, fn, methods in _by_path(ROUTES)
@@ -136,7 +137,7 @@ def routes(state: AppState) -> list[Route]:
         ]
     if runtime_updating_allowed():
         table += [
-            Route(path, as_endpoint(fn), methods=methods)
+            Route(path, as_endpoint(json_only(path, fn)), methods=methods)
             for path, fn, methods in _by_path(LORA_ROUTES)
         ]
     if cohere.cohere_api_enabled():
