@@ -138,6 +138,14 @@ def test_chat_streamed(client: openai.OpenAI) -> None:
     assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens == 3
 
 
+def test_an_empty_model_is_the_served_one_as_vllm(client: openai.OpenAI) -> None:
+    text = client.completions.create(model="", prompt="x", max_tokens=1)
+    chat = client.chat.completions.create(
+        model="", messages=[{"role": "user", "content": "hi"}], max_tokens=1
+    )
+    assert text.model == chat.model == MODEL
+
+
 def test_unknown_model_is_not_found(client: openai.OpenAI) -> None:
     with pytest.raises(openai.NotFoundError):
         client.completions.create(model="nope", prompt="x", max_tokens=1)

@@ -87,9 +87,9 @@ def parse_lora_modules(values: str | Sequence[str] | None) -> list[LoRAModule]:
 
 
 def resolve_model(requested: str | None, engine: EngineClient) -> LoRARequest | None:
-    """The adapter a request's ``model`` names (None: the base model); 404 for a name this
-    server does not serve."""
-    if requested is None or requested in engine.model_names:
+    """The adapter a request's ``model`` names (None or ``""``: the base model, as vLLM's);
+    404 for a name this server does not serve."""
+    if not requested or requested in engine.model_names:
         return None
     for lora in engine.list_loras():
         if lora.lora_name == requested:

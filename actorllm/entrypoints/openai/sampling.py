@@ -54,9 +54,10 @@ def constraint_field(req: SamplingFields, forced_tool: bool = False) -> str | No
 
 
 def check_model(requested: str | None, served: Sequence[str]) -> None:
-    """404 for a model this server does not serve (``None`` means the served one);
-    ``served``: every name of the served model (``--served-model-name a b``)."""
-    if requested is not None and requested not in served:
+    """404 for a model this server does not serve (``None`` or ``""`` means the served
+    one, as vLLM's); ``served``: every name of the served model (``--served-model-name a
+    b``)."""
+    if requested and requested not in served:
         raise APIError(404, f"The model `{requested}` does not exist.", "model")
 
 
