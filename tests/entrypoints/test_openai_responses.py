@@ -20,7 +20,7 @@ import pytest
 from actorllm.entrypoints.openai.fields import UNSUPPORTED
 from actorllm.entrypoints.openai.responses.request import ResponsesRequest
 from tests.entrypoints.conftest import start_server
-from tests.entrypoints.fake_engine import SCRIPT, FakeEngine
+from tests.entrypoints.fake_engine import SCRIPT, FakeEngine, demo_tokenizer
 from tests.entrypoints.server_thread import ServerThread
 from tests.helpers.tools import TOOLS_TEMPLATE
 
@@ -230,6 +230,32 @@ def test_stream_wire_format_is_vllms(srv: ServerThread) -> None:
 
 
 # -- tools and reasoning --------------------------------------------------------------------
+
+
+def test_chat_usage_counts_reasoning_tokens_as_vllm(
+    agent: openai.OpenAI, client: openai.OpenAI
+) -> None:
+    """A server with a reasoning parser: usage.completion_tokens_details.reasoning_tokens,
+    the answer's and a stream's final usage chunk's; without one the field is absent."""
+    expected = len(demo_tokenizer().encode("Need the weather.", add_special_tokens=False))
+    hi = [{"role": "user", "content": "Weather in Paris?"}]
+    r = agent.chat.completions.create(model=MODEL, messages=hi)  # type: ignore[arg-type]
+    assert r.choices[0].message.reasoning_content == "Need the weather."  # type: ignore[attr-defined]
+    assert r.usage is not None and r.usage.completion_tokens_details is not None
+    assert r.usage.completion_tokens_details.reasoning_tokens == expected > 0
+    chunks = list(
+        agent.chat.completions.create(
+            model=MODEL,
+            messages=hi,  # type: ignore[arg-type]
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+    )
+    last = chunks[-1].usage
+    assert last is not None and last.completion_tokens_details is not None
+    assert last.completion_tokens_details.reasoning_tokens == expected
+    plain = client.chat.completions.create(model=MODEL, messages=hi, max_tokens=2)  # type: ignore[arg-type]
+    assert plain.usage is not None and plain.usage.completion_tokens_details is None
 
 
 def test_function_call_round_trip(agent: openai.OpenAI) -> None:

@@ -61,6 +61,11 @@ from actorllm.entrypoints.openai.protocol.chat_response import (
 )
 from actorllm.entrypoints.openai.protocol.logprobs import ChatLogProbs, PromptLogprobsOut
 from actorllm.entrypoints.openai.protocol.usage import UsageInfo
+from actorllm.entrypoints.openai.reasoning_usage import (
+    ReasoningCounter,
+    completion_details,
+    reasoning_counter,
+)
 from actorllm.entrypoints.openai.sampling import (
     chat_max_tokens,
     chat_params,
@@ -209,6 +214,11 @@ async def start_chat(
         calls_finish=tool_plan.parser is not None
         and not isinstance(tool_plan.parser, NamedToolParser),
         harmony_prompt=rendered_chat.harmony_prompt,
+        count_reasoning=(
+            reasoning_counter(engine.tokenizer)
+            if ctx.chat.reasoning_parser is not None or ctx.chat.harmony
+            else None
+        ),
     )
     return state, streams, params
 
@@ -368,6 +378,8 @@ class ChatState:
     calls_finish: bool  # a choice that called tools finishes with "tool_calls"
     # A gpt-oss model's prompt and its messages (the Responses API's input_messages).
     harmony_prompt: harmony_chat.HarmonyPrompt | None = None
+    # With a reasoning parser: usage's completion_tokens_details.reasoning_tokens (vLLM's)
+    count_reasoning: ReasoningCounter | None = None
     num_prompt_tokens: int = 0  # the role chunks' usage, when every chunk carries it
     prompt_logprobs: PromptLogprobsOut | None = None
     created: int = field(default_factory=lambda: int(time.time()))
@@ -505,9 +517,18 @@ class ChatState:
             created=self.created,
             model=self.model,
             choices=choices,
-            usage=self.usage.info() if usage else None,
+            usage=self.usage_info() if usage else None,
             prompt_logprobs=prompt_logprobs,
         )
+
+    def usage_info(self) -> UsageInfo:
+        """The usage so far, with the reasoning tokens of each choice's text so far."""
+        usage = self.usage.info()
+        usage.completion_tokens_details = completion_details(
+            self.count_reasoning,
+            (c.parser.message(c.text).reasoning_content for c in self.choices.values()),
+        )
+        return usage
 
     def response(self) -> ChatCompletionResponse:
         choices = [self._choice(index, c) for index, c in sorted(self.choices.items())]
@@ -516,7 +537,7 @@ class ChatState:
             created=self.created,
             model=self.model,
             choices=choices,
-            usage=self.usage.info(),
+            usage=self.usage_info(),
             system_fingerprint=self.defaults.system_fingerprint,
             prompt_logprobs=self.prompt_logprobs,
             prompt_token_ids=self.prompt_token_ids,

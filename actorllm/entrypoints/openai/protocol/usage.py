@@ -11,8 +11,14 @@ class PromptTokensDetails(msgspec.Struct, kw_only=True):
     created_cache_tokens: int = 0
 
 
+class CompletionTokensDetails(msgspec.Struct, kw_only=True):
+    # Output tokens of the model's reasoning (a server with a reasoning parser; vLLM's).
+    reasoning_tokens: int = 0
+
+
 class UsageInfo(msgspec.Struct, kw_only=True):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     total_tokens: int = 0
     prompt_tokens_details: PromptTokensDetails | None = None
+    completion_tokens_details: CompletionTokensDetails | None = None

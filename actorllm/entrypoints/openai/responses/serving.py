@@ -253,13 +253,9 @@ class _Run:
         details = None
         if c is not None and c.finish_reason == "length":
             status, details = "incomplete", IncompleteDetails(reason="max_output_tokens")
-        usage = self.state.usage.info()
-        reasoning_tokens = 0
-        parses_reasoning = self.ctx.chat.reasoning_parser is not None or self.ctx.chat.harmony
-        if c is not None and parses_reasoning:
-            thought = c.parser.message(c.text).reasoning_content
-            tok = self.ctx.engine.tokenizer
-            reasoning_tokens = len(tok.encode(thought, add_special_tokens=False)) if thought else 0
+        usage = self.state.usage_info()
+        thought = usage.completion_tokens_details  # (the chat state's reasoning count)
+        reasoning_tokens = thought.reasoning_tokens if thought is not None else 0
         prompt_details = usage.prompt_tokens_details
         cached = prompt_details.cached_tokens if prompt_details else 0
         written = prompt_details.created_cache_tokens if prompt_details else 0
