@@ -59,6 +59,8 @@ FILES = [
     "../pooling/classify/test_online.py",
     "../pooling/token_embed/test_online.py",
     "../serve/middleware/test_optional_middleware.py",
+    "../serve/instrumentator/test_basic.py",
+    "../serve/tokenize/test_tokenization.py",
     # on their own models (MODELS); responses/ test_namespace_tool_separator,
     # test_parsable_context and test_structured_output are left out: vLLM passes none of
     # them on a random model (their answers are read for meaning)
@@ -98,6 +100,9 @@ def sdist() -> Path:
 # {file glob: the model its tests run on}; the first match wins, other files run on the
 # demo model (hub names in a test map to the local model, tokenizers included).
 MODELS = {
+    # a context past the demo's 4096 positions (their --max-model-len)
+    "../serve/instrumentator/*": cm.qwen3,
+    "../serve/tokenize/*": cm.qwen3,
     "responses/*": cm.qwen3,
     "../anthropic/*": cm.qwen3,  # hermes tool calls in Qwen3's template
     "../generate/*": cm.qwen3_wide,  # label ids past the demo tokenizer's 4100
