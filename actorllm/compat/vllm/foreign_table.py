@@ -445,11 +445,6 @@ FOREIGN: list[Foreign] = [
     # Frontend
     _r("--grpc-port", why="only the HTTP server is built"),
     _r(
-        "--enable-scale-out",
-        value=False,
-        why="the scale-out endpoints (/render, /inference/v1/generate, ...) are not built",
-    ),
-    _r(
         "--tool-strict-level",
         why="tool calls are not constrained by structural tags",
         same=("auto",),

@@ -139,39 +139,10 @@ async def start_chat(
     lora = resolve_model(req.model, engine)  # 404 for a name not served
     check_generative(engine)
     check_priority(req.priority, engine.config)  # vLLM: non-zero only under the priority policy
-    kind = RequestOutputKind.DELTA if req.stream else RequestOutputKind.FINAL_ONLY
-    harmony = ctx.chat.harmony
-    rendered_chat = await render_chat_request(ctx, req, harmony_history=harmony_history)
-    tool_plan, text, prompt = rendered_chat.tool_plan, rendered_chat.text, rendered_chat.prompt
-    asked = chat_max_tokens(req) if budget is None else budget.asked
-    if budget is not None:
-        max_tokens = _clamped(budget, len(prompt.token_ids), engine.max_model_len)
-    else:
-        max_tokens = fit_max_tokens(len(prompt.token_ids), asked, engine.max_model_len, "messages")
-    if asked is None and "max_tokens" in ctx.defaults.sampling:  # generation config's cap
-        max_tokens = min(max_tokens, int(ctx.defaults.sampling["max_tokens"]))
-    params = chat_params(
-        req,
-        max_tokens=max_tokens,
-        output_kind=kind,
-        forced_tool_schema=tool_plan.forced_schema,
-        strict_tools_tag=tool_plan.strict_tag,
-        keep_special_tokens=(
-            harmony
-            or (tool_plan.parser is not None and tool_plan.parser.keeps_special_tokens)
-            or (
-                ctx.chat.reasoning_parser is not None
-                and ctx.chat.reasoning_parser.keeps_special_tokens
-            )
-        ),
-        defaults=ctx.defaults.sampling,
-        logprob_limits=(engine.config.max_logprobs, engine.vocab_size),
+    rendered_chat, params = await plan_chat(
+        ctx, req, budget=budget, harmony_history=harmony_history
     )
-    if harmony:
-        assert params.stop_token_ids is not None
-        params.stop_token_ids += harmony_chat.stop_token_ids(engine.tokenizer)
-        if req.tool_choice == "required":
-            params.bad_words_token_ids = harmony_chat.required_call_bans(engine.tokenizer)
+    tool_plan, text, prompt = rendered_chat.tool_plan, rendered_chat.text, rendered_chat.prompt
     rid = request_id or new_request_id("chatcmpl", req.request_id)
     # A spec that does not compile is a 400 naming the field the client sent it in.
     forced = tool_plan.forced_schema is not None or tool_plan.strict_tag is not None
@@ -211,6 +182,53 @@ async def start_chat(
         harmony_prompt=rendered_chat.harmony_prompt,
     )
     return state, streams, params
+
+
+async def plan_chat(
+    ctx: ServingContext,
+    req: ChatCompletionRequest,
+    *,
+    budget: OutputBudget | None = None,
+    harmony_history: Sequence[HarmonyMessage] = (),
+) -> tuple[RenderedChat, SamplingParams]:
+    """The prompt and the sampling parameters :func:`start_chat` submits, built without
+    submitting them (``/v1/chat/completions/render`` answers them). Raises APIError /
+    ValueError for bad input."""
+    engine = ctx.engine
+    kind = RequestOutputKind.DELTA if req.stream else RequestOutputKind.FINAL_ONLY
+    harmony = ctx.chat.harmony
+    rendered_chat = await render_chat_request(ctx, req, harmony_history=harmony_history)
+    tool_plan, prompt = rendered_chat.tool_plan, rendered_chat.prompt
+    asked = chat_max_tokens(req) if budget is None else budget.asked
+    if budget is not None:
+        max_tokens = _clamped(budget, len(prompt.token_ids), engine.max_model_len)
+    else:
+        max_tokens = fit_max_tokens(len(prompt.token_ids), asked, engine.max_model_len, "messages")
+    if asked is None and "max_tokens" in ctx.defaults.sampling:  # generation config's cap
+        max_tokens = min(max_tokens, int(ctx.defaults.sampling["max_tokens"]))
+    params = chat_params(
+        req,
+        max_tokens=max_tokens,
+        output_kind=kind,
+        forced_tool_schema=tool_plan.forced_schema,
+        strict_tools_tag=tool_plan.strict_tag,
+        keep_special_tokens=(
+            harmony
+            or (tool_plan.parser is not None and tool_plan.parser.keeps_special_tokens)
+            or (
+                ctx.chat.reasoning_parser is not None
+                and ctx.chat.reasoning_parser.keeps_special_tokens
+            )
+        ),
+        defaults=ctx.defaults.sampling,
+        logprob_limits=(engine.config.max_logprobs, engine.vocab_size),
+    )
+    if harmony:
+        assert params.stop_token_ids is not None
+        params.stop_token_ids += harmony_chat.stop_token_ids(engine.tokenizer)
+        if req.tool_choice == "required":
+            params.bad_words_token_ids = harmony_chat.required_call_bans(engine.tokenizer)
+    return rendered_chat, params
 
 
 @dataclass(frozen=True, slots=True)

@@ -63,6 +63,11 @@ class AppSettings(msgspec.Struct, kw_only=True):
     enable_tokenizer_info_endpoint: bool = False
     """Serve GET /tokenizer_info: the tokenizer's class, settings and chat template (it
     shows the template to anyone who can reach the server)."""
+    enable_scale_out: bool = False
+    """Serve vLLM's scale-out API: /v1/chat/completions/render, /v1/completions/render
+    (the token ids and sampling params a request would run), /inference/v1/generate
+    (token ids in, token ids out), /inference/v1/abort_requests and the derender routes;
+    without it they answer 403."""
     trust_request_chat_template: bool = False
     """Accept a request's own chat_template (chat completions, /tokenize); without it such
     a request is refused (400). A template runs with the server's rights: trust the

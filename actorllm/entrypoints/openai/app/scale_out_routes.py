@@ -1,0 +1,64 @@
+"""vLLM's scale-out routes (``--enable-scale-out``): render, token-in/token-out generate,
+abort, derender (``entrypoints/scale_out`` serves them). Without the flag they answer
+vLLM's 403 and are left out of the document."""
+
+from __future__ import annotations
+
+import uuid
+
+import msgspec
+from starlette.requests import Request
+from starlette.responses import Response
+
+from actorllm.entrypoints.openai.app.endpoint import S, decode_body
+from actorllm.entrypoints.openai.app.state import AppState
+from actorllm.entrypoints.openai.errors import bad_request
+from actorllm.entrypoints.openai.middleware import request_id_of
+from actorllm.entrypoints.openai.protocol.chat_request import ChatCompletionRequest
+from actorllm.entrypoints.openai.protocol.completion import CompletionRequest
+from actorllm.entrypoints.openai.serving_common import json_response
+from actorllm.entrypoints.scale_out.generate import serve_generate
+from actorllm.entrypoints.scale_out.protocol import GenerateRequest
+from actorllm.entrypoints.scale_out.render import render_chat, render_completion
+
+
+def _with_header_id(request: Request, req: S) -> S:
+    """``X-Request-Id``, when sent, is the request's id (over the body's ``request_id``)."""
+    given = request_id_of(request.scope)
+    return msgspec.structs.replace(req, request_id=given) if given else req
+
+
+async def chat_render(state: AppState, request: Request) -> Response:
+    req = _with_header_id(request, await decode_body(request, ChatCompletionRequest))
+    return json_response(await render_chat(state.serving, req))
+
+
+async def completion_render(state: AppState, request: Request) -> Response:
+    req = _with_header_id(request, await decode_body(request, CompletionRequest))
+    return json_response(await render_completion(state.serving, req))
+
+
+async def generate(state: AppState, request: Request) -> Response:
+    # vLLM's own validation only (the OpenAI routes' cross-field rules are not its)
+    req = msgspec.json.decode(await request.body(), type=GenerateRequest)
+    base = request_id_of(request.scope) or req.request_id or uuid.uuid4().hex
+    return await serve_generate(state.serving, req, base, request.receive)
+
+
+async def abort_requests(state: AppState, request: Request) -> Response:
+    """``{"request_ids": [...]}``: abort those requests (their ids as generate answered
+    them, ``generate-tokens-...``); an empty 200, as vLLM."""
+    try:
+        body = msgspec.json.decode(await request.body())
+    except msgspec.DecodeError as exc:
+        raise bad_request(f"JSON decode error: {exc}") from None
+    ids = body.get("request_ids") if isinstance(body, dict) else None
+    if ids is None:
+        raise bad_request("Missing 'request_ids' in request body", "request_ids")
+    if isinstance(ids, str):
+        ids = [ids]
+    if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+        raise bad_request("request_ids must be a list of strings.", "request_ids")
+    for rid in ids:
+        await state.serving.engine.abort(rid)
+    return Response(status_code=200)
