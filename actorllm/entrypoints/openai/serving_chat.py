@@ -142,7 +142,7 @@ async def start_chat(
     rendered_chat, params = await plan_chat(
         ctx, req, budget=budget, harmony_history=harmony_history
     )
-    tool_plan, text, prompt = rendered_chat.tool_plan, rendered_chat.text, rendered_chat.prompt
+    tool_plan, prompt = rendered_chat.tool_plan, rendered_chat.prompt
     rid = request_id or new_request_id("chatcmpl", req.request_id)
     # A spec that does not compile is a 400 naming the field the client sent it in.
     forced = tool_plan.forced_schema is not None or tool_plan.strict_tag is not None
@@ -162,12 +162,23 @@ async def start_chat(
         )  # fmt: skip
     with client_error(constraint_field(req, forced)):
         streams = await unless_disconnected(receive, lambda: prime_all([it]))
+    model = engine.model_name if lora is None else lora.lora_name
+    state = new_chat_state(ctx, req, rendered_chat, rid=rid, model=model)
+    return state, streams, params
+
+
+def new_chat_state(
+    ctx: ServingContext, req: ChatCompletionRequest, rendered: RenderedChat, *, rid: str, model: str
+) -> ChatState:
+    """The state that turns a rendered chat request's engine outputs into OpenAI's answer
+    (``/v1/chat/completions/derender`` feeds it a generate response's outputs)."""
+    tool_plan, text, prompt = rendered.tool_plan, rendered.text, rendered.prompt
     last = req.messages[-1]
-    state = ChatState(
+    return ChatState(
         req=req,
         id=rid,
-        model=engine.model_name if lora is None else lora.lora_name,
-        text=TokenText(engine.tokenizer, as_ids=_as_ids(ctx, req.return_tokens_as_token_ids)),
+        model=model,
+        text=TokenText(ctx.engine.tokenizer, as_ids=_as_ids(ctx, req.return_tokens_as_token_ids)),
         defaults=ctx.defaults,
         # vLLM's chat echo: the last message's content leads the reply when it has its role.
         echo=content_text(last.content) if req.echo and isinstance(last, AssistantMessage) else "",
@@ -179,9 +190,8 @@ async def start_chat(
         # OpenAI: "tool_calls" when the model called tools, "stop" for a forced named call.
         calls_finish=tool_plan.parser is not None
         and not isinstance(tool_plan.parser, NamedToolParser),
-        harmony_prompt=rendered_chat.harmony_prompt,
+        harmony_prompt=rendered.harmony_prompt,
     )
-    return state, streams, params
 
 
 async def plan_chat(

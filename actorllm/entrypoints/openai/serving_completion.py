@@ -79,16 +79,8 @@ async def create_completion(ctx: ServingContext, req: CompletionRequest, receive
     # A spec that does not compile is a 400 naming the field the client sent it in.
     with client_error(constraint_field(req)):
         streams = await unless_disconnected(receive, lambda: prime_all(iters))
-    state = _CompletionState(
-        req=req,
-        id=rid,
-        model=engine.model_name if lora is None else lora.lora_name,
-        text=TokenText(
-            engine.tokenizer,
-            as_ids=req.return_tokens_as_token_ids or ctx.defaults.return_tokens_as_token_ids,
-        ),
-        defaults=ctx.defaults,
-    )
+    model = engine.model_name if lora is None else lora.lora_name
+    state = completion_state(ctx, req, rid=rid, model=model)
     if req.stream:
         return SSEResponse(
             lambda emit: state.stream(streams, emit),
@@ -98,6 +90,24 @@ async def create_completion(ctx: ServingContext, req: CompletionRequest, receive
     await unless_disconnected(receive, lambda: pump(streams, state.collect))
     ctx.defaults.log_outputs_of(rid, state.choices)
     return json_response(state.response())
+
+
+def completion_state(
+    ctx: ServingContext, req: CompletionRequest, *, rid: str, model: str
+) -> _CompletionState:
+    """The state that turns a completion request's engine outputs (prompt ``i``'s through
+    ``collect(i, ...)``) into OpenAI's answer (``/v1/completions/derender`` feeds it
+    generate responses)."""
+    return _CompletionState(
+        req=req,
+        id=rid,
+        model=model,
+        text=TokenText(
+            ctx.engine.tokenizer,
+            as_ids=req.return_tokens_as_token_ids or ctx.defaults.return_tokens_as_token_ids,
+        ),
+        defaults=ctx.defaults,
+    )
 
 
 async def plan_completion(

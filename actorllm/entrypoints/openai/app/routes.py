@@ -98,6 +98,8 @@ COHERE_ROUTES: list[tuple[str, Handler, str]] = [
 SCALE_OUT_ROUTES: list[tuple[str, Handler, str]] = [
     ("/v1/chat/completions/render", scale_out.chat_render, "POST"),
     ("/v1/completions/render", scale_out.completion_render, "POST"),
+    ("/v1/chat/completions/derender", scale_out.chat_derender, "POST"),
+    ("/v1/completions/derender", scale_out.completion_derender, "POST"),
     ("/inference/v1/generate", scale_out.generate, "POST"),
     ("/inference/v1/abort_requests", scale_out.abort_requests, "POST"),
 ]

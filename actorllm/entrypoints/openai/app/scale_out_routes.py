@@ -17,6 +17,12 @@ from actorllm.entrypoints.openai.middleware import request_id_of
 from actorllm.entrypoints.openai.protocol.chat_request import ChatCompletionRequest
 from actorllm.entrypoints.openai.protocol.completion import CompletionRequest
 from actorllm.entrypoints.openai.serving_common import json_response
+from actorllm.entrypoints.scale_out.derender import (
+    DerenderChatRequest,
+    DerenderCompletionRequest,
+    derender_chat,
+    derender_completion,
+)
 from actorllm.entrypoints.scale_out.generate import serve_generate
 from actorllm.entrypoints.scale_out.protocol import GenerateRequest
 from actorllm.entrypoints.scale_out.render import render_chat, render_completion
@@ -62,3 +68,13 @@ async def abort_requests(state: AppState, request: Request) -> Response:
     for rid in ids:
         await state.serving.engine.abort(rid)
     return Response(status_code=200)
+
+
+async def chat_derender(state: AppState, request: Request) -> Response:
+    req = msgspec.json.decode(await request.body(), type=DerenderChatRequest)
+    return json_response(await derender_chat(state.serving, req))
+
+
+async def completion_derender(state: AppState, request: Request) -> Response:
+    req = msgspec.json.decode(await request.body(), type=DerenderCompletionRequest)
+    return json_response(await derender_completion(state.serving, req))
