@@ -17,7 +17,7 @@ from actorllm.entrypoints.openai.protocol.chat_request import ChatCompletionRequ
 from actorllm.entrypoints.openai.protocol.completion import CompletionRequest
 from actorllm.entrypoints.openai.protocol.sampling_fields import StreamOptions
 from actorllm.entrypoints.openai.sampling import check_generative, new_request_id
-from actorllm.entrypoints.openai.serving_chat import plan_chat
+from actorllm.entrypoints.openai.serving_chat import OutputBudget, plan_chat
 from actorllm.entrypoints.openai.serving_common import ServingContext
 from actorllm.entrypoints.openai.serving_completion import plan_completion
 from actorllm.entrypoints.scale_out.protocol import GenerateRequest
@@ -58,15 +58,23 @@ def _rendered(
     )
 
 
-async def render_chat(ctx: ServingContext, req: ChatCompletionRequest) -> GenerateRequest:
-    """The chat request as the engine would get it. Raises APIError (400/404)."""
+async def render_chat(
+    ctx: ServingContext,
+    req: ChatCompletionRequest,
+    *,
+    request_id: str | None = None,
+    budget: OutputBudget | None = None,
+) -> GenerateRequest:
+    """The chat request as the engine would get it (``request_id``: the id another API on
+    the chat path gives it; ``budget``: how that API sizes the output). Raises APIError
+    (400/404)."""
     resolve_model(req.model, ctx.engine)  # 404 for a name not served
     check_generative(ctx.engine)
     if req.use_beam_search:
         raise bad_request(_NO_BEAM, "use_beam_search")
-    rendered, params = await plan_chat(ctx, req)
+    rendered, params = await plan_chat(ctx, req, budget=budget)
     return _rendered(
-        new_request_id("chatcmpl", req.request_id),
+        request_id or new_request_id("chatcmpl", req.request_id),
         rendered.prompt,
         params,
         model=req.model,

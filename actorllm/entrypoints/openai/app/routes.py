@@ -93,11 +93,19 @@ LORA_ROUTES: list[tuple[str, Handler, str]] = [
 COHERE_ROUTES: list[tuple[str, Handler, str]] = [
     ("/cohere/v2/chat", cohere.chat, "POST"),  # Cohere's Chat v2 API
 ]
+# With the Cohere API and --enable-scale-out both on: else 404 (vLLM's).
+COHERE_RENDER_ROUTE: tuple[str, Handler, str] = (
+    "/cohere/v2/chat/render",
+    scale_out.cohere_render,
+    "POST",
+)
 # vLLM's scale-out routes (render / generate / derender): only with --enable-scale-out;
 # without it vLLM's 403, left out of the document.
 SCALE_OUT_ROUTES: list[tuple[str, Handler, str]] = [
     ("/v1/chat/completions/render", scale_out.chat_render, "POST"),
     ("/v1/completions/render", scale_out.completion_render, "POST"),
+    ("/v1/messages/render", scale_out.messages_render, "POST"),
+    ("/v1/responses/render", scale_out.responses_render, "POST"),
     ("/v1/chat/completions/derender", scale_out.chat_derender, "POST"),
     ("/v1/completions/derender", scale_out.completion_derender, "POST"),
     ("/inference/v1/generate", scale_out.generate, "POST"),
@@ -154,6 +162,9 @@ def routes(state: AppState) -> list[Route]:
             Route(path, tracked_endpoint(path, fn, state, settings), methods=methods)
             for path, fn, methods in _by_path(COHERE_ROUTES)
         ]
+    if cohere.cohere_api_enabled() and settings.enable_scale_out:
+        path, fn, m = COHERE_RENDER_ROUTE
+        table.append(Route(path, as_endpoint(fn), methods=[m]))
     if settings.enable_tokenizer_info_endpoint:
         path, fn, m = TOKENIZER_INFO_ROUTE
         table.append(Route(path, as_endpoint(fn), methods=[m]))

@@ -10,12 +10,17 @@ import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 
+from actorllm.entrypoints.anthropic.protocol import AnthropicMessagesRequest
+from actorllm.entrypoints.cohere.serving import cohere_error
+from actorllm.entrypoints.openai.app.anthropic_routes import decode_anthropic
+from actorllm.entrypoints.openai.app.cohere_routes import decode_cohere
 from actorllm.entrypoints.openai.app.endpoint import S, decode_body
 from actorllm.entrypoints.openai.app.state import AppState
-from actorllm.entrypoints.openai.errors import bad_request
+from actorllm.entrypoints.openai.errors import bad_request, to_api_error
 from actorllm.entrypoints.openai.middleware import request_id_of
 from actorllm.entrypoints.openai.protocol.chat_request import ChatCompletionRequest
 from actorllm.entrypoints.openai.protocol.completion import CompletionRequest
+from actorllm.entrypoints.openai.responses.serving import decode_responses_request
 from actorllm.entrypoints.openai.serving_common import json_response
 from actorllm.entrypoints.scale_out.derender import (
     DerenderChatRequest,
@@ -26,6 +31,11 @@ from actorllm.entrypoints.scale_out.derender import (
 from actorllm.entrypoints.scale_out.generate import serve_generate
 from actorllm.entrypoints.scale_out.protocol import GenerateRequest
 from actorllm.entrypoints.scale_out.render import render_chat, render_completion
+from actorllm.entrypoints.scale_out.render_converted import (
+    render_cohere,
+    render_messages,
+    render_responses,
+)
 
 
 def _with_header_id(request: Request, req: S) -> S:
@@ -78,3 +88,29 @@ async def chat_derender(state: AppState, request: Request) -> Response:
 async def completion_derender(state: AppState, request: Request) -> Response:
     req = msgspec.json.decode(await request.body(), type=DerenderCompletionRequest)
     return json_response(await derender_completion(state.serving, req))
+
+
+async def messages_render(state: AppState, request: Request) -> Response:
+    """Errors in OpenAI's body, as vLLM's render router answers (not Anthropic's)."""
+    req = await decode_anthropic(request, AnthropicMessagesRequest)
+    rid = request_id_of(request.scope)
+    return json_response(await render_messages(state.serving, state.anthropic, req, rid))
+
+
+async def responses_render(state: AppState, request: Request) -> Response:
+    req = decode_responses_request(await request.body())
+    given = request_id_of(request.scope)
+    if given:
+        req.request_id = given
+    return json_response(await render_responses(state.serving, req))
+
+
+async def cohere_render(state: AppState, request: Request) -> Response:
+    """Every error in Cohere's body, as on /cohere/v2/chat."""
+    rid = request_id_of(request.scope)
+    try:
+        req = decode_cohere(await request.body())
+        return json_response(await render_cohere(state.serving, req, rid))
+    except Exception as exc:
+        dead = state.ctx is not None and state.ctx.is_dead()
+        return cohere_error(to_api_error(exc, engine_dead=dead), rid)
