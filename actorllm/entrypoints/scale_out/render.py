@@ -10,6 +10,7 @@ so a rendered request generates exactly what the plain route would.
 from __future__ import annotations
 
 from actorllm.core.sampling_params import SamplingParams
+from actorllm.engine.api.request_fields import check_priority
 from actorllm.entrypoints.openai.errors import bad_request
 from actorllm.entrypoints.openai.lora_models import resolve_model
 from actorllm.entrypoints.openai.preprocess import Prompt
@@ -37,6 +38,7 @@ def _rendered(
     cache_salt: str | None,
     priority: int,
     field: str,
+    vocab_size: int,
 ) -> GenerateRequest:
     if prompt.embeds is not None:
         raise bad_request(
@@ -46,6 +48,7 @@ def _rendered(
         )
     if not prompt.token_ids:
         raise bad_request("No token_ids rendered")
+    params.verify_vocab(vocab_size)  # the engine's own check, so generate takes it as is
     return GenerateRequest(
         request_id=request_id,
         token_ids=list(prompt.token_ids),
@@ -70,6 +73,7 @@ async def render_chat(
     (400/404)."""
     resolve_model(req.model, ctx.engine)  # 404 for a name not served
     check_generative(ctx.engine)
+    check_priority(req.priority, ctx.engine.config)  # generate here would refuse it
     if req.use_beam_search:
         raise bad_request(_NO_BEAM, "use_beam_search")
     rendered, params = await plan_chat(ctx, req, budget=budget)
@@ -83,6 +87,7 @@ async def render_chat(
         cache_salt=req.cache_salt,
         priority=req.priority,
         field="messages",
+        vocab_size=ctx.engine.vocab_size,
     )
 
 
@@ -91,6 +96,7 @@ async def render_completion(ctx: ServingContext, req: CompletionRequest) -> list
     Raises APIError (400/404)."""
     resolve_model(req.model, ctx.engine)
     check_generative(ctx.engine)
+    check_priority(req.priority, ctx.engine.config)
     if req.use_beam_search:
         raise bad_request(_NO_BEAM, "use_beam_search")
     planned = await plan_completion(ctx, req)
@@ -106,6 +112,7 @@ async def render_completion(ctx: ServingContext, req: CompletionRequest) -> list
             cache_salt=req.cache_salt,
             priority=req.priority,
             field="prompt_embeds",
+            vocab_size=ctx.engine.vocab_size,
         )
         for i, (prompt, params) in enumerate(planned)
     ]

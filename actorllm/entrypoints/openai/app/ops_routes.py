@@ -66,6 +66,7 @@ async def openapi(state: AppState, request: Request) -> Response:
         input_types=tuple(sorted(pm.task_instructions)) if pm is not None else (),
         runtime_lora=runtime_updating_allowed(),
         cohere_api=cohere_api_enabled(),
+        scale_out=state.settings.enable_scale_out,
         prompt_embeds=engine.prompt_embeds_spec is not None,
         responses_store=state.responses_store.enabled,
         harmony=state.serving.chat.harmony,
