@@ -48,6 +48,25 @@ from actorllm.entrypoints.scale_out.vllm_sampling import from_wire
 _FLOOR = -9999.0  # vLLM's logprob for a token with none (and -inf clamped)
 
 
+def _tokens_only(req: GenerateRequest, params: SamplingParams) -> None:
+    """vLLM's --tokens-only: no detokenization, so nothing that needs text."""
+    if params.stop:
+        raise bad_request(
+            "stop strings are not supported on a --tokens-only server because "
+            "detokenization is disabled. Check stop strings on the coordinator, or use "
+            "stop_token_ids.",
+            "sampling_params.stop",
+        )
+    if req.output_mode != "tokens":
+        raise bad_request(
+            f"output_mode={req.output_mode!r} requires a tokenizer, but this server does not "
+            "detokenize (--tokens-only). Send the request to a server that does, or use "
+            "output_mode='tokens'.",
+            "output_mode",
+        )
+    params.detokenize = False
+
+
 def refuse_multimodal(req: GenerateRequest) -> None:
     """Text models only: the multimodal and encoder-cache fields are refused by name."""
     for name in ("features", "content_parts", "ec_transfer_params", "kv_transfer_params"):
@@ -98,10 +117,15 @@ def engine_params(ctx: ServingContext, req: GenerateRequest) -> SamplingParams:
 
 
 async def serve_generate(
-    ctx: ServingContext, req: GenerateRequest, request_id: str, receive: Any
+    ctx: ServingContext,
+    req: GenerateRequest,
+    request_id: str,
+    receive: Any,
+    tokens_only: bool = False,
 ) -> Response:
     """Run one rendered request; ``request_id``: the caller's id (the engine request is
-    ``generate-tokens-<id>``, vLLM's). Raises APIError for bad input (400/404)."""
+    ``generate-tokens-<id>``, vLLM's); ``tokens_only``: --tokens-only (never detokenize).
+    Raises APIError for bad input (400/404)."""
     engine = ctx.engine
     refuse_multimodal(req)
     lora = resolve_model(req.model, engine)
@@ -109,6 +133,8 @@ async def serve_generate(
     check_priority(req.priority, engine.config)
     check_vocabulary(req.token_ids, engine.vocab_size, "token_ids")
     params = engine_params(ctx, req)
+    if tokens_only:
+        _tokens_only(req, params)
     engine.check_admission(params.n)
     rid = f"generate-tokens-{request_id}"
     prompt: dict[str, Any] = {"prompt_token_ids": list(req.token_ids)}

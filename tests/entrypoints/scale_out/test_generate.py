@@ -176,3 +176,22 @@ def test_api_key_guards_the_routes(engine: FakeEngine) -> None:
         assert render.status_code == 401
     finally:
         srv.stop()
+
+
+def test_tokens_only(engine: FakeEngine) -> None:
+    """vLLM's --tokens-only: the scale-out routes and /abort_requests without
+    --enable-scale-out; generate never detokenizes, so stop strings and text are refused."""
+    srv = start_server(engine, tokens_only=True)
+    try:
+        body = {"token_ids": [1, 2], "sampling_params": {"max_tokens": 2}}
+        assert generate(srv, body).status_code == 200
+        assert engine.last_request is not None and engine.last_request[1].detokenize is False
+        stop = generate(srv, {**body, "sampling_params": {"stop": ["x"]}})
+        assert stop.status_code == 400
+        assert stop.json()["error"]["param"] == "sampling_params.stop"
+        text = generate(srv, {**body, "output_mode": "text"})
+        assert text.status_code == 400 and text.json()["error"]["param"] == "output_mode"
+        abort = httpx.post(srv.url + "/abort_requests", json={"request_ids": ["x"]})
+        assert abort.status_code == 200
+    finally:
+        srv.stop()

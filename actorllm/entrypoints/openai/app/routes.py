@@ -111,6 +111,12 @@ SCALE_OUT_ROUTES: list[tuple[str, Handler, str]] = [
     ("/inference/v1/generate", scale_out.generate, "POST"),
     ("/inference/v1/abort_requests", scale_out.abort_requests, "POST"),
 ]
+# --tokens-only adds vLLM's abort route at the root as well.
+TOKENS_ONLY_ABORT_ROUTE: tuple[str, Handler, str] = (
+    "/abort_requests",
+    scale_out.abort_requests,
+    "POST",
+)
 SCALE_OUT_PATHS = (
     "/v1/chat/completions/render",
     "/v1/messages/render",
@@ -162,18 +168,22 @@ def routes(state: AppState) -> list[Route]:
             Route(path, tracked_endpoint(path, fn, state, settings), methods=methods)
             for path, fn, methods in _by_path(COHERE_ROUTES)
         ]
-    if cohere.cohere_api_enabled() and settings.enable_scale_out:
+    if cohere.cohere_api_enabled() and (settings.enable_scale_out or settings.tokens_only):
         path, fn, m = COHERE_RENDER_ROUTE
         table.append(Route(path, as_endpoint(fn), methods=[m]))
     if settings.enable_tokenizer_info_endpoint:
         path, fn, m = TOKENIZER_INFO_ROUTE
         table.append(Route(path, as_endpoint(fn), methods=[m]))
-    if settings.enable_scale_out:
+    scale_out_on = settings.enable_scale_out or settings.tokens_only
+    if scale_out_on:
         table += [
             Route(path, tracked_endpoint(path, fn, state, settings), methods=methods)
             for path, fn, methods in _by_path(SCALE_OUT_ROUTES)
         ]
-    served = {path for path, _, _ in SCALE_OUT_ROUTES} if settings.enable_scale_out else set()
+    if settings.tokens_only and not settings.dev_mode:  # dev mode serves its own
+        path, fn, m = TOKENS_ONLY_ABORT_ROUTE
+        table.append(Route(path, as_endpoint(fn), methods=[m]))
+    served = {path for path, _, _ in SCALE_OUT_ROUTES} if scale_out_on else set()
     table += [
         Route(path, as_endpoint(ops.scale_out_disabled), methods=["POST"])
         for path in SCALE_OUT_PATHS

@@ -58,7 +58,8 @@ async def generate(state: AppState, request: Request) -> Response:
     # vLLM's own validation only (the OpenAI routes' cross-field rules are not its)
     req = msgspec.json.decode(await request.body(), type=GenerateRequest)
     base = request_id_of(request.scope) or req.request_id or uuid.uuid4().hex
-    return await serve_generate(state.serving, req, base, request.receive)
+    tokens_only = state.settings.tokens_only
+    return await serve_generate(state.serving, req, base, request.receive, tokens_only)
 
 
 async def abort_requests(state: AppState, request: Request) -> Response:
