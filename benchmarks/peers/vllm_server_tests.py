@@ -105,8 +105,8 @@ def sdist() -> Path:
 MODELS = {
     "responses/*": cm.qwen3,
     "../anthropic/*": cm.qwen3,  # hermes tool calls in Qwen3's template
-    "../generate/*": cm.qwen3_wide,
-    "../scale_out/*": cm.qwen3,  # Qwen3-0.6B, DeepSeek-R1-Distill-Qwen (Qwen tokenizers)  # label ids past the demo tokenizer's 4100
+    "../generate/*": cm.qwen3_wide,  # label ids past the demo tokenizer's 4100
+    "../scale_out/*": cm.qwen3,  # for Qwen3-0.6B and DeepSeek-R1-Distill-Qwen
     "../pooling/scoring/test_cross_encoder*": cm.cross_encoder,
     "../pooling/scoring/test_bi_encoder*": cm.bi_encoder,
     "../pooling/reward/*": cm.qwen2_reward,
