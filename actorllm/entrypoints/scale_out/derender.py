@@ -133,9 +133,12 @@ async def derender_chat(ctx: ServingContext, d: DerenderChatRequest) -> ChatComp
     """Raises APIError (400) for what cannot be derendered."""
     gen = d.generate_response
     _check(ctx, [gen], d.stream)
+    k = _top_k(gen)
     if d.chat_request is not None:
         req = decode_request(msgspec.json.encode(d.chat_request), ChatCompletionRequest)
         rendered = await render_chat_request(ctx, req)
+        if k:  # the logprobs the response carries are shown (vLLM's), however asked
+            req = msgspec.structs.replace(req, logprobs=True, top_logprobs=k)
     else:
         if ctx.chat.tools.tool_call_parser is not None or ctx.chat.reasoning_parser is not None:
             raise bad_request(
@@ -143,7 +146,6 @@ async def derender_chat(ctx: ServingContext, d: DerenderChatRequest) -> ChatComp
                 "because plain detokenization would leak raw parser markup into content.",
                 "chat_request",
             )
-        k = _top_k(gen)
         req = msgspec.convert(
             {"messages": [{"role": "user", "content": ""}], "logprobs": k > 0,
              "top_logprobs": k or None},
@@ -178,12 +180,15 @@ async def derender_completion(
                 name,
             )
     _check(ctx, gens, d.stream)
+    k = max(_top_k(g) for g in gens)
     if d.completion_request is not None:
-        raw = {"prompt": "", **d.completion_request}
+        # the prompts are the responses' (their ids): the request's own is not read
+        raw = {**d.completion_request, "prompt": "x"}
         req = decode_request(msgspec.json.encode(raw), CompletionRequest)
+        if k:  # the logprobs the responses carry are shown (vLLM's), however asked
+            req = msgspec.structs.replace(req, logprobs=k)
     else:
-        k = max(_top_k(g) for g in gens)
-        req = msgspec.convert({"prompt": "", "logprobs": k or None}, CompletionRequest)
+        req = msgspec.convert({"prompt": "x", "logprobs": k or None}, CompletionRequest)
     model = d.model or ctx.engine.model_name
     state = completion_state(ctx, req, rid=gens[0].request_id, model=model)
     generated = 0

@@ -95,6 +95,10 @@ def engine_params(ctx: ServingContext, req: GenerateRequest) -> SamplingParams:
             "prompt_logprob_token_ids are not available when stream=true.",
             "sampling_params.prompt_logprob_token_ids",
         )
+    if params.stop and not params.detokenize:
+        raise bad_request(
+            "stop strings are only supported when detokenize is True.", "sampling_params.stop"
+        )
     if req.output_mode != "tokens" and not params.detokenize:
         raise bad_request(
             f"output_mode={req.output_mode!r} requires sampling_params.detokenize to be true",

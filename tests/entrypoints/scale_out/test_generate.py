@@ -141,6 +141,8 @@ def test_text_mode(server: ServerThread) -> None:
         ({"token_ids": [1], "sampling_params": {"detokenize": False}, "output_mode": "text"},
          "output_mode"),
         ({"token_ids": [1], "sampling_params": {"n": 10**6}}, "sampling_params.n"),
+        ({"token_ids": [1], "sampling_params": {"stop": ["x"], "detokenize": False}},
+         "sampling_params.stop"),
         ({"token_ids": [1]}, None),
     ],
 )  # fmt: skip
