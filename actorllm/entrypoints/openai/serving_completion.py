@@ -220,7 +220,7 @@ class _CompletionState:
     usage: UsageTracker = field(default_factory=UsageTracker)
     choices: dict[int, _Choice] = field(default_factory=dict)
 
-    def _apply(self, i: int, out: RequestOutput, *, delta: bool) -> list[CompletionChoice]:
+    def apply(self, i: int, out: RequestOutput, *, delta: bool) -> list[CompletionChoice]:
         """Fold one output into the choices; returns the fragments it contributed."""
         self.usage.update(i, out, delta=delta)
         fragments = []
@@ -311,7 +311,7 @@ class _CompletionState:
         return block
 
     async def collect(self, i: int, out: RequestOutput) -> None:
-        self._apply(i, out, delta=False)
+        self.apply(i, out, delta=False)
 
     async def stream(self, streams: list[PrimedStream], emit: Emit) -> None:
         final_usage, every_chunk = usage_options(
@@ -321,7 +321,7 @@ class _CompletionState:
         fingerprint = self.defaults.system_fingerprint
 
         async def on_output(i: int, out: RequestOutput) -> None:
-            for fragment in self._apply(i, out, delta=True):
+            for fragment in self.apply(i, out, delta=True):
                 chunk = self._chunk([fragment], usage=every_chunk)
                 if fragment.finish_reason is not None and not final_usage:
                     chunk.system_fingerprint = fingerprint  # (vLLM's: a choice's last chunk)

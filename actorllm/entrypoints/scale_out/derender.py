@@ -11,6 +11,7 @@ caller gives it (0 when left out) and the generated ids counted.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import msgspec
@@ -25,6 +26,7 @@ from actorllm.entrypoints.openai.protocol.chat_response import ChatCompletionRes
 from actorllm.entrypoints.openai.protocol.completion import CompletionRequest, CompletionResponse
 from actorllm.entrypoints.openai.protocol.usage import UsageInfo
 from actorllm.entrypoints.openai.serving_chat import (
+    ChatState,
     RenderedChat,
     new_chat_state,
     render_chat_request,
@@ -80,7 +82,7 @@ def _check(ctx: ServingContext, responses: list[GenerateResponse], stream: bool)
                 )
 
 
-def _decode(ctx: ServingContext, ids: list[int], seed: list[int] | None, skip: bool) -> str:
+def decode_ids(ctx: ServingContext, ids: list[int], seed: list[int] | None, skip: bool) -> str:
     tok = ctx.engine.tokenizer
     tail = (seed or [])[-_SEED_TOKENS:]
     if tail:
@@ -95,7 +97,7 @@ def _output(
     ctx: ServingContext, c: GenerateChoice, seed: list[int] | None, skip: bool, keep_stop: bool
 ) -> CompletionOutput:
     ids = list(c.token_ids or [])
-    text = _decode(ctx, ids, seed, skip)
+    text = decode_ids(ctx, ids, seed, skip)
     if isinstance(c.stop_reason, str) and not keep_stop and c.stop_reason in text:
         text = text[: text.index(c.stop_reason)]  # the engine cut its text there
     logprobs = None
@@ -129,13 +131,20 @@ def _usage(prompt_tokens: int, generated: int) -> UsageInfo:
     )
 
 
-async def derender_chat(ctx: ServingContext, d: DerenderChatRequest) -> ChatCompletionResponse:
-    """Raises APIError (400) for what cannot be derendered."""
-    gen = d.generate_response
-    _check(ctx, [gen], d.stream)
-    k = _top_k(gen)
-    if d.chat_request is not None:
-        req = decode_request(msgspec.json.encode(d.chat_request), ChatCompletionRequest)
+@dataclass(frozen=True, slots=True)
+class ChatSetup:
+    req: ChatCompletionRequest
+    state: ChatState
+
+
+async def chat_setup(
+    ctx: ServingContext, raw: dict[str, Any] | None, k: int, rid: str, model: str | None
+) -> ChatSetup:
+    """The chat request a response answers (the caller's ``chat_request``, rendered again
+    for its tool plan and prompt text; else a plain one) and the route's answer state for
+    it. ``k``: the candidates the response carries per position (they are shown)."""
+    if raw is not None:
+        req = decode_request(msgspec.json.encode(raw), ChatCompletionRequest)
         rendered = await render_chat_request(ctx, req)
         if k:  # the logprobs the response carries are shown (vLLM's), however asked
             req = msgspec.structs.replace(req, logprobs=True, top_logprobs=k)
@@ -153,9 +162,32 @@ async def derender_chat(ctx: ServingContext, d: DerenderChatRequest) -> ChatComp
         )  # fmt: skip
         plan = plan_tools({}, ctx.chat.tools, ctx.engine.tokenizer)
         rendered = RenderedChat(plan, "", Prompt(None, []), None)
+    name = model or ctx.engine.model_name
+    return ChatSetup(req, new_chat_state(ctx, req, rendered, rid=rid, model=name))
+
+
+def completion_setup(
+    ctx: ServingContext, raw: dict[str, Any] | None, k: int, rid: str, model: str | None
+) -> tuple[CompletionRequest, Any]:
+    """The completion request responses answer (its prompt is not read: the responses'
+    ids are the prompts) and the route's answer state for it."""
+    if raw is not None:
+        req = decode_request(msgspec.json.encode({**raw, "prompt": "x"}), CompletionRequest)
+        if k:  # the logprobs the responses carry are shown (vLLM's), however asked
+            req = msgspec.structs.replace(req, logprobs=k)
+    else:
+        req = msgspec.convert({"prompt": "x", "logprobs": k or None}, CompletionRequest)
+    name = model or ctx.engine.model_name
+    return req, completion_state(ctx, req, rid=rid, model=name)
+
+
+async def derender_chat(ctx: ServingContext, d: DerenderChatRequest) -> ChatCompletionResponse:
+    """Raises APIError (400) for what cannot be derendered."""
+    gen = d.generate_response
+    _check(ctx, [gen], d.stream)
+    chat = await chat_setup(ctx, d.chat_request, _top_k(gen), gen.request_id, d.model)
+    req, state = chat.req, chat.state
     seed = d.prompt_token_ids or gen.prompt_token_ids
-    model = d.model or ctx.engine.model_name
-    state = new_chat_state(ctx, req, rendered, rid=gen.request_id, model=model)
     skip = req.skip_special_tokens
     outputs = [_output(ctx, c, seed, skip, req.include_stop_str_in_output) for c in gen.choices]
     state.apply(_request_output(gen, outputs), delta=False)
@@ -181,16 +213,7 @@ async def derender_completion(
             )
     _check(ctx, gens, d.stream)
     k = max(_top_k(g) for g in gens)
-    if d.completion_request is not None:
-        # the prompts are the responses' (their ids): the request's own is not read
-        raw = {**d.completion_request, "prompt": "x"}
-        req = decode_request(msgspec.json.encode(raw), CompletionRequest)
-        if k:  # the logprobs the responses carry are shown (vLLM's), however asked
-            req = msgspec.structs.replace(req, logprobs=k)
-    else:
-        req = msgspec.convert({"prompt": "x", "logprobs": k or None}, CompletionRequest)
-    model = d.model or ctx.engine.model_name
-    state = completion_state(ctx, req, rid=gens[0].request_id, model=model)
+    req, state = completion_setup(ctx, d.completion_request, k, gens[0].request_id, d.model)
     generated = 0
     for i, gen in enumerate(gens):
         seed = (d.prompt_token_ids[i] if d.prompt_token_ids else None) or gen.prompt_token_ids

@@ -4,6 +4,7 @@ logprobs, usage), and derender refuses what it cannot honour with 400s."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -104,7 +105,10 @@ def test_without_chat_request_plain_detokenization(server: ServerThread) -> None
          {"generate_response": {"request_id": "a", "choices": [], "output_mode": "text"}},
          "output_mode"),
         ("/v1/chat/completions/derender",
-         {"stream": True, "generate_chunk": {"request_id": "a", "choices": []}}, None),
+         {"stream": True, "generate_chunk": {"request_id": "a", "choices": [
+             {"index": 0, "token_ids": [1]}]},
+          "stream_state": {"output_token_ids": [1], "output_chunk_lens": [2]}},
+         "stream_state"),
         ("/v1/chat/completions/derender", {"generate_response": {"choices": []}}, None),
     ],
 )  # fmt: skip
@@ -113,3 +117,55 @@ def test_refusals(server: ServerThread, path: str, body: dict[str, Any], param: 
     assert r.status_code == 400, r.text
     if param is not None:
         assert r.json()["error"]["param"] == param
+
+
+def _stream_derender(
+    server: ServerThread, path: str, chunks: list[dict[str, Any]], extra: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """Each generate chunk through the streaming derender, its state carried along."""
+    state, out = None, []
+    for chunk in chunks:
+        r = post(server, path, {"stream": True, "generate_chunk": chunk, "stream_state": state,
+                                **extra})  # fmt: skip
+        assert r.status_code == 200, r.text
+        state = r.json()["stream_state"]
+        out.append(r.json()["chunk"])
+    return out
+
+
+def _generate_chunks(server: ServerThread, rendered: dict[str, Any]) -> list[dict[str, Any]]:
+    r = post(server, "/inference/v1/generate", {**rendered, "stream": True})
+    lines = [ln[6:] for ln in r.text.splitlines() if ln.startswith("data: ")]
+    return [json.loads(ln) for ln in lines if ln != "[DONE]"]
+
+
+@pytest.mark.parametrize("extra", [{"max_tokens": 5}, {"max_tokens": 8, "stop": [" brown"]}])
+def test_streamed_chat_pipeline_is_the_plain_stream(
+    server: ServerThread, extra: dict[str, Any]
+) -> None:
+    body = {"messages": HI, "stream": True, **extra}
+    plain = post(server, "/v1/chat/completions", body).text
+    events = [json.loads(ln[6:]) for ln in plain.splitlines()
+              if ln.startswith("data: ") and ln != "data: [DONE]"]  # fmt: skip
+    want = "".join(e["choices"][0]["delta"].get("content") or "" for e in events)
+    rendered = post(server, "/v1/chat/completions/render", body).json()
+    chunks = _stream_derender(
+        server, "/v1/chat/completions/derender", _generate_chunks(server, rendered),
+        {"chat_request": body, "prompt_token_ids": rendered["token_ids"]},
+    )  # fmt: skip
+    choices = [c for chunk in chunks for c in chunk["choices"]]
+    assert choices[0]["delta"]["role"] == "assistant"
+    assert "".join(c["delta"].get("content") or "" for c in choices) == want
+    finish = [c["finish_reason"] for c in choices if c["finish_reason"]]
+    assert finish == [events[-1]["choices"][0]["finish_reason"]]
+
+
+def test_streamed_completion_pipeline_is_the_plain_text(server: ServerThread) -> None:
+    body = {"prompt": "hello there", "max_tokens": 5}
+    want = post(server, "/v1/completions", body).json()["choices"][0]["text"]
+    (rendered,) = post(server, "/v1/completions/render", body).json()
+    chunks = _stream_derender(
+        server, "/v1/completions/derender", _generate_chunks(server, rendered),
+        {"completion_request": body, "prompt_token_ids": rendered["token_ids"]},
+    )  # fmt: skip
+    assert "".join(c["text"] for chunk in chunks for c in chunk["choices"]) == want

@@ -28,6 +28,12 @@ from actorllm.entrypoints.scale_out.derender import (
     derender_chat,
     derender_completion,
 )
+from actorllm.entrypoints.scale_out.derender_stream import (
+    DerenderChatStreamRequest,
+    DerenderCompletionStreamRequest,
+    derender_chat_stream,
+    derender_completion_stream,
+)
 from actorllm.entrypoints.scale_out.generate import serve_generate
 from actorllm.entrypoints.scale_out.protocol import GenerateRequest
 from actorllm.entrypoints.scale_out.render import render_chat, render_completion
@@ -81,13 +87,27 @@ async def abort_requests(state: AppState, request: Request) -> Response:
     return Response(status_code=200)
 
 
+def _streamed(body: bytes) -> bool:
+    """vLLM dispatches a derender body on its ``stream`` (false when left out)."""
+    raw = msgspec.json.decode(body)
+    return isinstance(raw, dict) and raw.get("stream") is True
+
+
 async def chat_derender(state: AppState, request: Request) -> Response:
-    req = msgspec.json.decode(await request.body(), type=DerenderChatRequest)
+    body = await request.body()
+    if _streamed(body):
+        one = msgspec.json.decode(body, type=DerenderChatStreamRequest)
+        return json_response(await derender_chat_stream(state.serving, one))
+    req = msgspec.json.decode(body, type=DerenderChatRequest)
     return json_response(await derender_chat(state.serving, req))
 
 
 async def completion_derender(state: AppState, request: Request) -> Response:
-    req = msgspec.json.decode(await request.body(), type=DerenderCompletionRequest)
+    body = await request.body()
+    if _streamed(body):
+        one = msgspec.json.decode(body, type=DerenderCompletionStreamRequest)
+        return json_response(await derender_completion_stream(state.serving, one))
+    req = msgspec.json.decode(body, type=DerenderCompletionRequest)
     return json_response(await derender_completion(state.serving, req))
 
 
