@@ -1,6 +1,6 @@
 """The derender routes: a generate response (token ids) turned back into the OpenAI answer
 the plain route would have given (vLLM's ``/v1/chat/completions/derender`` and
-``/v1/completions/derender``, whole responses).
+``/v1/completions/derender``, whole responses; one chunk at a time: ``derender_stream``).
 
 The token ids are decoded (seeded with the prompt's last ids, so a first token keeps its
 leading space), cut at the stop string that ended them, and fed as one engine output to
@@ -57,14 +57,8 @@ class DerenderCompletionRequest(msgspec.Struct, kw_only=True):
     completion_request: dict[str, Any] | None = None
 
 
-def _check(ctx: ServingContext, responses: list[GenerateResponse], stream: bool) -> None:
-    """vLLM's refusals: whole token responses only, bounded by the served model."""
-    if stream:
-        raise bad_request(
-            "streaming derender (stream: true, one generate chunk per call) is not "
-            "supported: derender the whole generate response.",
-            "stream",
-        )
+def _check(ctx: ServingContext, responses: list[GenerateResponse]) -> None:
+    """vLLM's refusals: token responses only, bounded by the served model."""
     max_len = ctx.engine.max_model_len
     for gen in responses:
         if gen.output_mode != "tokens":
@@ -184,7 +178,7 @@ def completion_setup(
 async def derender_chat(ctx: ServingContext, d: DerenderChatRequest) -> ChatCompletionResponse:
     """Raises APIError (400) for what cannot be derendered."""
     gen = d.generate_response
-    _check(ctx, [gen], d.stream)
+    _check(ctx, [gen])
     chat = await chat_setup(ctx, d.chat_request, _top_k(gen), gen.request_id, d.model)
     req, state = chat.req, chat.state
     seed = d.prompt_token_ids or gen.prompt_token_ids
@@ -211,7 +205,7 @@ async def derender_completion(
                 f"{name} length ({len(given)}) must equal generate_responses length ({len(gens)})",
                 name,
             )
-    _check(ctx, gens, d.stream)
+    _check(ctx, gens)
     k = max(_top_k(g) for g in gens)
     req, state = completion_setup(ctx, d.completion_request, k, gens[0].request_id, d.model)
     generated = 0

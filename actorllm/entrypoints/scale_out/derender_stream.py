@@ -65,6 +65,11 @@ class DerenderCompletionStreamRequest(msgspec.Struct, kw_only=True):
 
 
 def _one_choice(chunk: GenerateStreamResponse) -> GenerateStreamChoice | None:
+    if chunk.output_mode != "tokens":
+        raise bad_request(
+            "only output_mode 'tokens' chunks can be derendered (text is already decoded).",
+            "output_mode",
+        )
     if len(chunk.choices) > 1:
         raise bad_request("a generate chunk carries one choice.", "generate_chunk.choices")
     return chunk.choices[0] if chunk.choices else None

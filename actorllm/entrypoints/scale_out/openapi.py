@@ -37,8 +37,8 @@ _GENERATE = (
     "text prompts only."
 )
 _DERENDER = (
-    " A whole generate response (output_mode tokens) back to the route's OpenAI answer; "
-    "stream=true (one chunk per call) is refused (400)."
+    " A generate response (output_mode tokens) back to the route's OpenAI answer; with "
+    "stream=true, one generate chunk per call with the client-carried stream_state."
 )
 
 
