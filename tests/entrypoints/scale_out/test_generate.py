@@ -197,3 +197,13 @@ def test_tokens_only(engine: FakeEngine) -> None:
         assert abort.status_code == 200
     finally:
         srv.stop()
+
+
+def test_generate_counts_in_the_server_load(engine: FakeEngine) -> None:
+    srv = start_server(engine, enable_scale_out=True, enable_server_load_tracking=True)
+    try:
+        body = {"token_ids": [1, 2], "sampling_params": {"max_tokens": 2}}
+        assert generate(srv, body).status_code == 200
+        assert httpx.get(srv.url + "/load").json() == {"server_load": 0}  # back to 0 after
+    finally:
+        srv.stop()
