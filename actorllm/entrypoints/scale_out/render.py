@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from actorllm.core.sampling_params import SamplingParams
 from actorllm.engine.api.request_fields import check_priority
+from actorllm.engine.scheduling.structured_outputs import reasoning_gate_for
 from actorllm.entrypoints.openai.errors import bad_request
 from actorllm.entrypoints.openai.lora_models import resolve_model
 from actorllm.entrypoints.openai.preprocess import Prompt
@@ -77,7 +78,7 @@ async def render_chat(
     if req.use_beam_search:
         raise bad_request(_NO_BEAM, "use_beam_search")
     rendered, params = await plan_chat(ctx, req, budget=budget)
-    return _rendered(
+    out = _rendered(
         request_id or new_request_id("chatcmpl", req.request_id),
         rendered.prompt,
         params,
@@ -89,6 +90,10 @@ async def render_chat(
         field="messages",
         vocab_size=ctx.engine.vocab_size,
     )
+    gate = reasoning_gate_for(ctx.engine.config, ctx.engine.tokenizer)
+    if gate is not None:  # what the engine will find in the prompt (vLLM's resolved value)
+        out.reasoning_ended = gate.prompt_state(out.token_ids) == "closed"
+    return out
 
 
 async def render_completion(ctx: ServingContext, req: CompletionRequest) -> list[GenerateRequest]:

@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
+from actorllm.engine.scheduling.structured_outputs import reasoning_gate_for
 from tests.entrypoints.conftest import start_server
 from tests.entrypoints.fake_engine import FakeEngine
 from tests.entrypoints.server_thread import ServerThread
@@ -164,3 +165,27 @@ def test_without_the_flag_vllms_403(engine: FakeEngine) -> None:
         assert r.json()["error"]["type"] == "PermissionDeniedError"
     finally:
         srv.stop()
+
+
+def test_reasoning_ended_is_what_the_engine_reads_in_the_prompt() -> None:
+    """Without a reasoning parser null (the engine decides nothing); with one, whether the
+    rendered prompt already closed the reasoning (vLLM's resolved value)."""
+    engine = FakeEngine(reasoning_parser="deepseek_r1")
+    gate = reasoning_gate_for(engine.config, engine.tokenizer)
+    assert gate is not None
+    srv = start_server(engine, enable_scale_out=True)
+    try:
+        for messages in (HI, [*HI, {"role": "assistant", "content": "<think>"}]):
+            body = {"messages": messages, "max_tokens": 2, "add_generation_prompt": False,
+                    "continue_final_message": len(messages) > 1}  # fmt: skip
+            got = render(srv, "chat", body).json()
+            closed = gate.prompt_state(got["token_ids"]) == "closed"
+            assert got["reasoning_ended"] is closed
+    finally:
+        srv.stop()
+
+
+def test_no_reasoning_parser_leaves_reasoning_ended_null(server: ServerThread) -> None:
+    assert (
+        render(server, "chat", {"messages": HI, "max_tokens": 2}).json()["reasoning_ended"] is None
+    )
