@@ -71,6 +71,11 @@ FILES = [
     "../anthropic/test_messages.py",
     "../generate/generative_scoring/test_generative_scoring_e2e.py",
     "../cohere/test_chat_v2.py",
+    # --enable-scale-out (render / generate / derender); test_render.py and
+    # test_derender.py start vLLM's render-only server (RemoteLaunchRenderServer), which
+    # has no actorllm counterpart: not in the contract
+    "../scale_out/token_in_token_out/test_serving_tokens.py",
+    "../scale_out/derender/test_derender_parity.py",
     "../pooling/scoring/test_cross_encoder_online.py",
     "../pooling/scoring/test_bi_encoder_online.py",
     "../pooling/token_classify/test_online.py",
@@ -106,6 +111,7 @@ MODELS = {
     "responses/*": cm.qwen3,
     "../anthropic/*": cm.qwen3,  # hermes tool calls in Qwen3's template
     "../generate/*": cm.qwen3_wide,  # label ids past the demo tokenizer's 4100
+    "../scale_out/*": cm.qwen3,  # for Qwen3-0.6B and DeepSeek-R1-Distill-Qwen
     "../pooling/scoring/test_cross_encoder*": cm.cross_encoder,
     "../pooling/scoring/test_bi_encoder*": cm.bi_encoder,
     "../pooling/reward/*": cm.qwen2_reward,

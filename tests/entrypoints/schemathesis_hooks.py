@@ -89,6 +89,10 @@ def _repetition_rule_holds(rd: Any) -> bool:
 def filter_case(context: Any, case: Any) -> bool:
     """Applied in every phase (the coverage phase does not run body hooks)."""
     path, body = case.operation.path, case.body
+    if path.endswith("/render") and isinstance(body, dict):  # the route's own rules hold
+        if body.get("use_beam_search") is True:
+            return False  # render refuses beam search (the operation says so)
+        path = path.removesuffix("/render")
     if path == "/invocations" and isinstance(body, dict):  # routed by the body, as served
         path = "/v1/chat/completions" if "messages" in body else "/v1/completions"
     if path == "/tokenize" and isinstance(body, dict) and body.get("tools") is not None:

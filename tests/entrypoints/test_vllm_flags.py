@@ -42,7 +42,6 @@ REFUSED = {
     "--collect-detailed-traces",
     "--scheduler-cls",
     "--enable-per-request-metrics",
-    "--tokens-only",
     "--speculative-model",
     "--enable-prompt-adapter",
     "--prompt-adapters",

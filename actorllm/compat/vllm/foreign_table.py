@@ -361,7 +361,6 @@ FOREIGN: list[Foreign] = [
     _r("--tool-server", why="built-in tool servers are not supported"),
     _r("--enable-ssl-refresh", value=False, why="certificates are read once at start-up"),
     _r("--enable-per-request-metrics", value=False, why="responses carry no per-request timing"),
-    _r("--tokens-only", value=False, why="there is no tokens-in/tokens-out-only mode"),
     # vLLM 0.32's newer features, by their vLLM config
     # ModelConfig
     _r("--model-class-overrides", why=_NO_REMOTE, same=_EMPTY),
@@ -445,22 +444,24 @@ FOREIGN: list[Foreign] = [
     # Frontend
     _r("--grpc-port", why="only the HTTP server is built"),
     _r(
-        "--enable-scale-out",
-        value=False,
-        why="the scale-out endpoints (/render, /inference/v1/generate, ...) are not built",
-    ),
-    _r(
         "--tool-strict-level",
         why="tool calls are not constrained by structural tags",
         same=("auto",),
     ),
     # vLLM 0.32's EngineArgs keywords with no serve flag of their own here (LLM(...),
-    # EngineArgs(...)); serve has --log-level, --log-config-file, --renderer-num-workers
+    # EngineArgs(...)); serve has --log-level, --log-config-file, --renderer-num-workers,
+    # --tokens-only
     _i("--enable-mm-processor-stats", value=False, why=_NO_MM),
     _i("--mamba-config", why=_NO_MAMBA),
     _i(
         "--renderer-num-workers",
         why="only the server renders off the event loop (serve --renderer-num-workers)",
+    ),
+    _i(
+        "--tokens-only",
+        value=False,
+        why="tokens-in/tokens-out serving is the server's (serve --tokens-only); the engine "
+        "always loads its tokenizer",
     ),
     _r(
         "--model-weights",

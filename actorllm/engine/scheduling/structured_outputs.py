@@ -73,15 +73,8 @@ class StructuredOutputs:
                 disable_any_whitespace=self.disable_any_whitespace,
                 disable_additional_properties=self.disable_additional_properties,
             )
-            if self.reasoning_markers is not None:
-                start, end = self.reasoning_markers
-                self._reasoning = TokenMarkers(self._ids(start), self._ids(end))
-            elif self.reasoning_texts is not None:
-                self._reasoning = TextMarkers(self.tokenizer, *self.reasoning_texts)
+            self._reasoning = _gate(self.tokenizer, self.reasoning_markers, self.reasoning_texts)
         return self._compiler
-
-    def _ids(self, text: str) -> list[int]:
-        return list(self.tokenizer.encode(text, add_special_tokens=False))
 
     async def check(self, params: SamplingParams) -> None:
         """Compile ``params``' constraint (a cache hit after the first time) without blocking
@@ -134,8 +127,21 @@ class StructuredOutputs:
             self._compiler.shutdown()
 
 
-def structured_outputs_for(config: Any, tokenizer: Any, model: Any) -> StructuredOutputs:
-    """The engine's service from its config (backend, reasoning parser) and model info."""
+def _gate(tokenizer: Any, markers: Any, texts: Any) -> ReasoningGate | None:
+    if markers is not None:
+        start, end = markers
+
+        def ids(text: str) -> list[int]:
+            return list(tokenizer.encode(text, add_special_tokens=False))
+
+        return TokenMarkers(ids(start), ids(end))
+    if texts is not None:
+        return TextMarkers(tokenizer, *texts)
+    return None
+
+
+def _reasoning_markers(config: Any) -> tuple[Any, Any]:
+    """(special-token markers, plain-text markers) of the config's reasoning parser."""
     markers = texts = None
     # enable_in_reasoning: no markers, so the constraint covers the reasoning too.
     if config.reasoning_parser is not None and not config.structured_outputs_enable_in_reasoning:
@@ -146,6 +152,19 @@ def structured_outputs_for(config: Any, tokenizer: Any, model: Any) -> Structure
             markers = (parser.start_marker, parser.end_marker)
         elif parser.end_texts:
             texts = (parser.start_texts, parser.end_texts, parser.text_rule)
+    return markers, texts
+
+
+def reasoning_gate_for(config: Any, tokenizer: Any) -> ReasoningGate | None:
+    """The gate the engine holds structured outputs behind (None: no reasoning parser, or
+    the constraint covers the reasoning): ``/render`` asks it whether a prompt already
+    ended the reasoning."""
+    return _gate(tokenizer, *_reasoning_markers(config))
+
+
+def structured_outputs_for(config: Any, tokenizer: Any, model: Any) -> StructuredOutputs:
+    """The engine's service from its config (backend, reasoning parser) and model info."""
+    markers, texts = _reasoning_markers(config)
     return StructuredOutputs(
         tokenizer,
         vocab_size=model.vocab_size,

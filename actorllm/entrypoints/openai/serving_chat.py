@@ -144,10 +144,81 @@ async def start_chat(
     lora = resolve_model(req.model, engine)  # 404 for a name not served
     check_generative(engine)
     check_priority(req.priority, engine.config)  # vLLM: non-zero only under the priority policy
+    rendered_chat, params = await plan_chat(
+        ctx, req, budget=budget, harmony_history=harmony_history
+    )
+    tool_plan, prompt = rendered_chat.tool_plan, rendered_chat.prompt
+    rid = request_id or new_request_id("chatcmpl", req.request_id)
+    # A spec that does not compile is a 400 naming the field the client sent it in.
+    forced = tool_plan.forced_schema is not None or tool_plan.strict_tag is not None
+    if req.use_beam_search:
+        beams = beam_params(
+            req, params, constraint_field=constraint_field(req, forced),
+            max_logprobs=engine.config.max_logprobs,
+        )  # fmt: skip
+        it = engine.beam_search(
+            prompt.engine_input(req.cache_salt), beams, rid, priority=req.priority,
+            logprobs=params.logprobs, lora_request=lora,
+        )  # fmt: skip
+    else:
+        it = engine.generate(
+            prompt.engine_input(req.cache_salt), params, request_id=rid, priority=req.priority,
+            **lora_options(lora),
+        )  # fmt: skip
+    with client_error(constraint_field(req, forced)):
+        streams = await unless_disconnected(receive, lambda: prime_all([it]))
+    model = engine.model_name if lora is None else lora.lora_name
+    state = new_chat_state(ctx, req, rendered_chat, rid=rid, model=model)
+    return state, streams, params
+
+
+def new_chat_state(
+    ctx: ServingContext, req: ChatCompletionRequest, rendered: RenderedChat, *, rid: str, model: str
+) -> ChatState:
+    """The state that turns a rendered chat request's engine outputs into OpenAI's answer
+    (``/v1/chat/completions/derender`` feeds it a generate response's outputs)."""
+    tool_plan, text, prompt = rendered.tool_plan, rendered.text, rendered.prompt
+    last = req.messages[-1]
+    return ChatState(
+        req=req,
+        id=rid,
+        model=model,
+        text=TokenText(ctx.engine.tokenizer, as_ids=_as_ids(ctx, req.return_tokens_as_token_ids)),
+        defaults=ctx.defaults,
+        # vLLM's chat echo: the last message's content leads the reply when it has its role.
+        echo=content_text(last.content) if req.echo and isinstance(last, AssistantMessage) else "",
+        prompt_token_ids=prompt.token_ids if req.return_token_ids else None,
+        num_prompt_tokens=len(prompt.token_ids),
+        prompt_text=text if req.return_prompt_text else None,
+        role=ctx.response_role,
+        new_parser=_parser_factory(ctx, tool_plan, text),
+        # OpenAI: "tool_calls" when the model called tools, "stop" for a forced named call.
+        calls_finish=tool_plan.parser is not None
+        and not isinstance(tool_plan.parser, NamedToolParser),
+        harmony_prompt=rendered.harmony_prompt,
+        count_reasoning=(
+            reasoning_counter(ctx.engine.tokenizer)
+            if ctx.chat.reasoning_parser is not None or ctx.chat.harmony
+            else None
+        ),
+    )
+
+
+async def plan_chat(
+    ctx: ServingContext,
+    req: ChatCompletionRequest,
+    *,
+    budget: OutputBudget | None = None,
+    harmony_history: Sequence[HarmonyMessage] = (),
+) -> tuple[RenderedChat, SamplingParams]:
+    """The prompt and the sampling parameters :func:`start_chat` submits, built without
+    submitting them (``/v1/chat/completions/render`` answers them). Raises APIError /
+    ValueError for bad input."""
+    engine = ctx.engine
     kind = RequestOutputKind.DELTA if req.stream else RequestOutputKind.FINAL_ONLY
     harmony = ctx.chat.harmony
     rendered_chat = await render_chat_request(ctx, req, harmony_history=harmony_history)
-    tool_plan, text, prompt = rendered_chat.tool_plan, rendered_chat.text, rendered_chat.prompt
+    tool_plan, prompt = rendered_chat.tool_plan, rendered_chat.prompt
     asked = chat_max_tokens(req) if budget is None else budget.asked
     if budget is not None:
         max_tokens = _clamped(budget, len(prompt.token_ids), engine.max_model_len)
@@ -177,50 +248,7 @@ async def start_chat(
         params.stop_token_ids += harmony_chat.stop_token_ids(engine.tokenizer)
         if req.tool_choice == "required":
             params.bad_words_token_ids = harmony_chat.required_call_bans(engine.tokenizer)
-    rid = request_id or new_request_id("chatcmpl", req.request_id)
-    # A spec that does not compile is a 400 naming the field the client sent it in.
-    forced = tool_plan.forced_schema is not None or tool_plan.strict_tag is not None
-    if req.use_beam_search:
-        beams = beam_params(
-            req, params, constraint_field=constraint_field(req, forced),
-            max_logprobs=engine.config.max_logprobs,
-        )  # fmt: skip
-        it = engine.beam_search(
-            prompt.engine_input(req.cache_salt), beams, rid, priority=req.priority,
-            logprobs=params.logprobs, lora_request=lora,
-        )  # fmt: skip
-    else:
-        it = engine.generate(
-            prompt.engine_input(req.cache_salt), params, request_id=rid, priority=req.priority,
-            **lora_options(lora),
-        )  # fmt: skip
-    with client_error(constraint_field(req, forced)):
-        streams = await unless_disconnected(receive, lambda: prime_all([it]))
-    last = req.messages[-1]
-    state = ChatState(
-        req=req,
-        id=rid,
-        model=engine.model_name if lora is None else lora.lora_name,
-        text=TokenText(engine.tokenizer, as_ids=_as_ids(ctx, req.return_tokens_as_token_ids)),
-        defaults=ctx.defaults,
-        # vLLM's chat echo: the last message's content leads the reply when it has its role.
-        echo=content_text(last.content) if req.echo and isinstance(last, AssistantMessage) else "",
-        prompt_token_ids=prompt.token_ids if req.return_token_ids else None,
-        num_prompt_tokens=len(prompt.token_ids),
-        prompt_text=text if req.return_prompt_text else None,
-        role=ctx.response_role,
-        new_parser=_parser_factory(ctx, tool_plan, text),
-        # OpenAI: "tool_calls" when the model called tools, "stop" for a forced named call.
-        calls_finish=tool_plan.parser is not None
-        and not isinstance(tool_plan.parser, NamedToolParser),
-        harmony_prompt=rendered_chat.harmony_prompt,
-        count_reasoning=(
-            reasoning_counter(engine.tokenizer)
-            if ctx.chat.reasoning_parser is not None or ctx.chat.harmony
-            else None
-        ),
-    )
-    return state, streams, params
+    return rendered_chat, params
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,6 +23,7 @@ from actorllm.entrypoints.openai.input_work import embeds_chars, prompt_chars, r
 from actorllm.entrypoints.openai.logprobs import TokenText, completion_logprobs, prompt_logprobs
 from actorllm.entrypoints.openai.lora_models import lora_options, resolve_model
 from actorllm.entrypoints.openai.preprocess import (
+    Prompt,
     completion_prompts,
     embeds_prompts,
     fit_max_tokens,
@@ -61,6 +62,61 @@ async def create_completion(ctx: ServingContext, req: CompletionRequest, receive
     check_generative(engine)
     check_priority(req.priority, engine.config)  # vLLM: non-zero only under the priority policy
     engine.check_admission(req.n)  # vLLM's queue limits: a 503 before anything starts
+    planned = await plan_completion(ctx, req)
+    prompts, params = [p for p, _ in planned], [sp for _, sp in planned]
+    rid = new_request_id("cmpl", req.request_id)
+    if req.use_beam_search and req.echo and req.logprobs is not None:  # vLLM's check
+        raise bad_request(
+            "`echo` with `logprobs` is not supported with beam search because beam search "
+            "does not compute prompt logprobs.",
+            "echo",
+        )
+    iters = [
+        _start(ctx, req, p.engine_input(req.cache_salt), params[i],
+               rid if len(prompts) == 1 else f"{rid}-{i}", lora)
+        for i, p in enumerate(prompts)
+    ]  # fmt: skip
+    # A spec that does not compile is a 400 naming the field the client sent it in.
+    with client_error(constraint_field(req)):
+        streams = await unless_disconnected(receive, lambda: prime_all(iters))
+    model = engine.model_name if lora is None else lora.lora_name
+    state = completion_state(ctx, req, rid=rid, model=model)
+    if req.stream:
+        return SSEResponse(
+            lambda emit: state.stream(streams, emit),
+            is_dead=ctx.is_dead,
+            keep_alive_s=ctx.defaults.sse_keep_alive_s,
+        )
+    await unless_disconnected(receive, lambda: pump(streams, state.collect))
+    ctx.defaults.log_outputs_of(rid, state.choices)
+    return json_response(state.response())
+
+
+def completion_state(
+    ctx: ServingContext, req: CompletionRequest, *, rid: str, model: str
+) -> _CompletionState:
+    """The state that turns a completion request's engine outputs (prompt ``i``'s through
+    ``collect(i, ...)``) into OpenAI's answer (``/v1/completions/derender`` feeds it
+    generate responses)."""
+    return _CompletionState(
+        req=req,
+        id=rid,
+        model=model,
+        text=TokenText(
+            ctx.engine.tokenizer,
+            as_ids=req.return_tokens_as_token_ids or ctx.defaults.return_tokens_as_token_ids,
+        ),
+        defaults=ctx.defaults,
+    )
+
+
+async def plan_completion(
+    ctx: ServingContext, req: CompletionRequest
+) -> list[tuple[Prompt, SamplingParams]]:
+    """Each prompt as the engine gets it (tokenized, truncated) and its sampling
+    parameters, as :func:`create_completion` submits them (``/v1/completions/render``
+    answers them). Raises APIError / ValueError for bad input."""
+    engine = ctx.engine
     kind = RequestOutputKind.DELTA if req.stream else RequestOutputKind.FINAL_ONLY
     max_len = engine.max_model_len
     if req.prompt_embeds:
@@ -98,40 +154,7 @@ async def create_completion(ctx: ServingContext, req: CompletionRequest, receive
         )
         for p in prompts
     ]
-    rid = new_request_id("cmpl", req.request_id)
-    if req.use_beam_search and req.echo and req.logprobs is not None:  # vLLM's check
-        raise bad_request(
-            "`echo` with `logprobs` is not supported with beam search because beam search "
-            "does not compute prompt logprobs.",
-            "echo",
-        )
-    iters = [
-        _start(ctx, req, p.engine_input(req.cache_salt), params[i],
-               rid if len(prompts) == 1 else f"{rid}-{i}", lora)
-        for i, p in enumerate(prompts)
-    ]  # fmt: skip
-    # A spec that does not compile is a 400 naming the field the client sent it in.
-    with client_error(constraint_field(req)):
-        streams = await unless_disconnected(receive, lambda: prime_all(iters))
-    state = _CompletionState(
-        req=req,
-        id=rid,
-        model=engine.model_name if lora is None else lora.lora_name,
-        text=TokenText(
-            engine.tokenizer,
-            as_ids=req.return_tokens_as_token_ids or ctx.defaults.return_tokens_as_token_ids,
-        ),
-        defaults=ctx.defaults,
-    )
-    if req.stream:
-        return SSEResponse(
-            lambda emit: state.stream(streams, emit),
-            is_dead=ctx.is_dead,
-            keep_alive_s=ctx.defaults.sse_keep_alive_s,
-        )
-    await unless_disconnected(receive, lambda: pump(streams, state.collect))
-    ctx.defaults.log_outputs_of(rid, state.choices)
-    return json_response(state.response())
+    return list(zip(prompts, params, strict=True))
 
 
 def _start(
@@ -197,7 +220,7 @@ class _CompletionState:
     usage: UsageTracker = field(default_factory=UsageTracker)
     choices: dict[int, _Choice] = field(default_factory=dict)
 
-    def _apply(self, i: int, out: RequestOutput, *, delta: bool) -> list[CompletionChoice]:
+    def apply(self, i: int, out: RequestOutput, *, delta: bool) -> list[CompletionChoice]:
         """Fold one output into the choices; returns the fragments it contributed."""
         self.usage.update(i, out, delta=delta)
         fragments = []
@@ -288,7 +311,7 @@ class _CompletionState:
         return block
 
     async def collect(self, i: int, out: RequestOutput) -> None:
-        self._apply(i, out, delta=False)
+        self.apply(i, out, delta=False)
 
     async def stream(self, streams: list[PrimedStream], emit: Emit) -> None:
         final_usage, every_chunk = usage_options(
@@ -298,7 +321,7 @@ class _CompletionState:
         fingerprint = self.defaults.system_fingerprint
 
         async def on_output(i: int, out: RequestOutput) -> None:
-            for fragment in self._apply(i, out, delta=True):
+            for fragment in self.apply(i, out, delta=True):
                 chunk = self._chunk([fragment], usage=every_chunk)
                 if fragment.finish_reason is not None and not final_usage:
                     chunk.system_fingerprint = fingerprint  # (vLLM's: a choice's last chunk)

@@ -24,7 +24,7 @@ from actorllm.entrypoints.openai.streams import ClientDisconnected
 S = TypeVar("S", bound=msgspec.Struct)
 
 
-async def _decode(request: Request, kind: type[S]) -> S:
+async def decode_anthropic(request: Request, kind: type[S]) -> S:
     """The body as ``kind``; a body that does not decode (or sets a field of
     ``to_chat.UNSERVED``) is the OpenAI-shaped 400 of every route (vLLM's validation
     handler); what fails after that has Anthropic's body (vLLM's router)."""
@@ -36,7 +36,7 @@ async def _decode(request: Request, kind: type[S]) -> S:
 
 
 async def messages(state: AppState, request: Request) -> Response:
-    req = await _decode(request, AnthropicMessagesRequest)
+    req = await decode_anthropic(request, AnthropicMessagesRequest)
     ctx = state.serving
     try:
         return await create_message(
@@ -49,7 +49,7 @@ async def messages(state: AppState, request: Request) -> Response:
 
 
 async def count_tokens_route(state: AppState, request: Request) -> Response:
-    req = await _decode(request, AnthropicCountTokensRequest)
+    req = await decode_anthropic(request, AnthropicCountTokensRequest)
     ctx = state.serving
     try:
         return json_response(await count_tokens(ctx, state.anthropic, req))

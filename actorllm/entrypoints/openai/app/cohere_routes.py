@@ -30,7 +30,7 @@ def cohere_api_enabled() -> bool:
     return any(os.environ.get(k, "").strip().lower() in _TRUE for k in ENV_FLAGS)
 
 
-def _decode(body: bytes) -> CohereChatRequest:
+def decode_cohere(body: bytes) -> CohereChatRequest:
     raw = msgspec.json.decode(body)
     if isinstance(raw, dict):
         body = msgspec.json.encode(developer_as_system(raw))
@@ -41,7 +41,7 @@ async def chat(state: AppState, request: Request) -> Response:
     request_id = request_id_of(request.scope)
     try:
         require_json(request)
-        req = _decode(await request.body())
+        req = decode_cohere(await request.body())
         ctx = state.serving
         return await create_chat(
             ctx,

@@ -38,6 +38,14 @@ JSON_BODY_PATHS = frozenset(
         "/generative_scoring",
         "/v1/load_lora_adapter",
         "/v1/unload_lora_adapter",
+        # the scale-out API (--enable-scale-out; /cohere/v2/chat/render checks in its own)
+        "/v1/chat/completions/render",
+        "/v1/completions/render",
+        "/v1/messages/render",
+        "/v1/responses/render",
+        "/v1/chat/completions/derender",
+        "/v1/completions/derender",
+        "/inference/v1/generate",
     }
 )
 

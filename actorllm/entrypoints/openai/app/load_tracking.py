@@ -27,6 +27,7 @@ LOAD_TRACKED = frozenset(
         "/v1/messages/count_tokens",
         "/generative_scoring",
         "/cohere/v2/chat",
+        "/inference/v1/generate",  # vLLM's scale-out generate (load_aware_call)
     }
 )
 

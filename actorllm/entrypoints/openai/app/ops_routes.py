@@ -66,6 +66,7 @@ async def openapi(state: AppState, request: Request) -> Response:
         input_types=tuple(sorted(pm.task_instructions)) if pm is not None else (),
         runtime_lora=runtime_updating_allowed(),
         cohere_api=cohere_api_enabled(),
+        scale_out=state.settings.enable_scale_out,
         prompt_embeds=engine.prompt_embeds_spec is not None,
         responses_store=state.responses_store.enabled,
         harmony=state.serving.chat.harmony,
@@ -79,10 +80,10 @@ async def openapi(state: AppState, request: Request) -> Response:
 
 async def scale_out_disabled(state: AppState, request: Request) -> Response:
     """vLLM's answer on its scale-out routes without --enable-scale-out (its status, type
-    and first sentence; the flag that enables them there is refused here: not built)."""
+    and first sentence)."""
     raise APIError(
         403,
-        "Scale-out endpoints are disabled. The scale-out API (render, tokens-in/tokens-out "
-        "generate, derender) is not built here: --enable-scale-out is refused.",
+        "Scale-out endpoints are disabled. Restart the server with --enable-scale-out to "
+        "enable them.",
         kind="PermissionDeniedError",
     )

@@ -14,6 +14,7 @@ from actorllm.entrypoints.openai.app import dev_routes as dev
 from actorllm.entrypoints.openai.app import openai_routes as api
 from actorllm.entrypoints.openai.app import ops_routes as ops
 from actorllm.entrypoints.openai.app import responses_routes as responses
+from actorllm.entrypoints.openai.app import scale_out_routes as scale_out
 from actorllm.entrypoints.openai.app import weight_routes as weights
 from actorllm.entrypoints.openai.app.endpoint import as_endpoint
 from actorllm.entrypoints.openai.app.json_body import json_only
@@ -93,8 +94,30 @@ LORA_ROUTES: list[tuple[str, Handler, str]] = [
 COHERE_ROUTES: list[tuple[str, Handler, str]] = [
     ("/cohere/v2/chat", cohere.chat, "POST"),  # Cohere's Chat v2 API
 ]
-# vLLM's scale-out routes (render / generate / derender), which vLLM registers disabled
-# unless --enable-scale-out (refused here: not built): its 403, left out of the document.
+# With the Cohere API and --enable-scale-out both on: else 404 (vLLM's).
+COHERE_RENDER_ROUTE: tuple[str, Handler, str] = (
+    "/cohere/v2/chat/render",
+    scale_out.cohere_render,
+    "POST",
+)
+# vLLM's scale-out routes (render / generate / derender): only with --enable-scale-out;
+# without it vLLM's 403, left out of the document.
+SCALE_OUT_ROUTES: list[tuple[str, Handler, str]] = [
+    ("/v1/chat/completions/render", scale_out.chat_render, "POST"),
+    ("/v1/completions/render", scale_out.completion_render, "POST"),
+    ("/v1/messages/render", scale_out.messages_render, "POST"),
+    ("/v1/responses/render", scale_out.responses_render, "POST"),
+    ("/v1/chat/completions/derender", scale_out.chat_derender, "POST"),
+    ("/v1/completions/derender", scale_out.completion_derender, "POST"),
+    ("/inference/v1/generate", scale_out.generate, "POST"),
+    ("/inference/v1/abort_requests", scale_out.abort_requests, "POST"),
+]
+# --tokens-only adds vLLM's abort route at the root as well.
+TOKENS_ONLY_ABORT_ROUTE: tuple[str, Handler, str] = (
+    "/abort_requests",
+    scale_out.abort_requests,
+    "POST",
+)
 SCALE_OUT_PATHS = (
     "/v1/chat/completions/render",
     "/v1/messages/render",
@@ -103,6 +126,7 @@ SCALE_OUT_PATHS = (
     "/v1/chat/completions/derender",
     "/v1/completions/derender",
     "/inference/v1/generate",
+    "/inference/v1/abort_requests",
 )
 # Only with --enable-tokenizer-info-endpoint.
 TOKENIZER_INFO_ROUTE: tuple[str, Handler, str] = ("/tokenizer_info", api.tokenizer_info, "GET")
@@ -145,11 +169,27 @@ def routes(state: AppState) -> list[Route]:
             Route(path, tracked_endpoint(path, fn, state, settings), methods=methods)
             for path, fn, methods in _by_path(COHERE_ROUTES)
         ]
+    if cohere.cohere_api_enabled() and (settings.enable_scale_out or settings.tokens_only):
+        path, fn, m = COHERE_RENDER_ROUTE
+        table.append(Route(path, as_endpoint(fn), methods=[m]))
     if settings.enable_tokenizer_info_endpoint:
         path, fn, m = TOKENIZER_INFO_ROUTE
         table.append(Route(path, as_endpoint(fn), methods=[m]))
+    scale_out_on = settings.enable_scale_out or settings.tokens_only
+    if scale_out_on:
+        table += [
+            Route(
+                path, tracked_endpoint(path, json_only(path, fn), state, settings), methods=methods
+            )
+            for path, fn, methods in _by_path(SCALE_OUT_ROUTES)
+        ]
+    if settings.tokens_only and not settings.dev_mode:  # dev mode serves its own
+        path, fn, m = TOKENS_ONLY_ABORT_ROUTE
+        table.append(Route(path, as_endpoint(fn), methods=[m]))
+    served = {path for path, _, _ in SCALE_OUT_ROUTES} if scale_out_on else set()
     table += [
         Route(path, as_endpoint(ops.scale_out_disabled), methods=["POST"])
         for path in SCALE_OUT_PATHS
+        if path not in served
     ]
     return table

@@ -57,6 +57,17 @@ APP_SETTINGS_HELP: Mapping[str, Mapping[str, str]] = {
             "Serve GET /tokenizer_info: the tokenizer's class, settings and chat template "
             "(it shows the template to anyone who can reach the server)."
         ),
+        "enable_scale_out": (
+            "Serve vLLM's scale-out API: /v1/chat/completions/render, /v1/completions/render "
+            "(the token ids and sampling params a request would run), /inference/v1/generate "
+            "(token ids in, token ids out), /inference/v1/abort_requests and the derender "
+            "routes; without it they answer 403."
+        ),
+        "tokens_only": (
+            "vLLM's tokens-in/tokens-out server: the scale-out routes (as --enable-scale-out) "
+            "and POST /abort_requests; /inference/v1/generate never detokenizes (stop strings "
+            "and output_mode text are refused: check them where the text is)."
+        ),
         "trust_request_chat_template": (
             "Accept a request's own chat_template (chat completions, /tokenize); without it "
             "such a request is refused (400). A template runs with the server's rights: "

@@ -19,6 +19,7 @@ from actorllm.entrypoints.openai.openapi.prompt import completion_prompt_rule, c
 from actorllm.entrypoints.openai.openapi.rules import cross_field_rules
 from actorllm.entrypoints.openai.openapi.served import Served, fill_served, restrict_to_served
 from actorllm.entrypoints.openai.responses.openapi import RESPONSES_STRUCTS, responses_rules
+from actorllm.entrypoints.scale_out.openapi import SCALE_OUT_STRUCTS
 
 
 def openapi_document(*, dev_mode: bool, api_key: bool, served: Served) -> dict[str, Any]:
@@ -30,6 +31,7 @@ def openapi_document(*, dev_mode: bool, api_key: bool, served: Served) -> dict[s
     everything = [*structs, p.ChatCompletionChunk, p.ErrorResponse, *RESPONSES_STRUCTS]
     everything += ANTHROPIC_STRUCTS
     everything += COHERE_STRUCTS if served.cohere_api else []
+    everything += SCALE_OUT_STRUCTS if served.scale_out else []
     refs, components = msgspec.json.schema_components(everything, ref_template=REF)
     ref = dict(zip(everything, refs, strict=True))
     fill_served(components, served)

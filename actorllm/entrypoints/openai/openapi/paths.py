@@ -35,6 +35,7 @@ from actorllm.entrypoints.openai.openapi.parts import (
 from actorllm.entrypoints.openai.openapi.served import Served, pooling_served
 from actorllm.entrypoints.openai.protocol import pooling as pp
 from actorllm.entrypoints.openai.responses.openapi import responses_paths
+from actorllm.entrypoints.scale_out.openapi import scale_out_paths
 
 
 def document_paths(
@@ -74,6 +75,11 @@ def document_paths(
                 paths.setdefault(path, {})[method] = op
     if served.cohere_api:  # served for every model (a pooling one answers 501)
         paths.update(cohere_paths(ref, api_key))
+    if served.scale_out and not pooling:
+        for path, ops in scale_out_paths(ref, api_key, cohere=served.cohere_api).items():
+            for method, (op, statuses) in ops.items():
+                guarded_error_responses(op, error, statuses, is_guarded(path) and api_key)
+                paths.setdefault(path, {})[method] = op
     if dev_mode:
         _dev_paths(paths, components, error)
     if served.runtime_lora:

@@ -40,6 +40,8 @@ class Served:
     runtime_lora: bool = False
     # POST /cohere/v2/chat exists (ACTORLLM_ENABLE_COHERE_API)
     cohere_api: bool = False
+    # --enable-scale-out: render / generate / derender (generative models only)
+    scale_out: bool = False
     # ACTORLLM_ENABLE_RESPONSES_API_STORE: /v1/responses may store and run in the background
     responses_store: bool = False
     # A gpt-oss (harmony) model: /v1/responses takes previous_input_messages (other

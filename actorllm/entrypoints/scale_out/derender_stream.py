@@ -1,0 +1,207 @@
+"""Streaming derender: one generate chunk per call (vLLM's ``stream: true`` bodies of
+``/v1/chat/completions/derender`` and ``/v1/completions/derender``), stateless.
+
+The client carries ``stream_state`` between calls (vLLM's ``DerenderStreamState``). Here
+every call replays: the ids of the earlier chunks (``output_token_ids``, cut by
+``output_chunk_lens``) go through a fresh answer state of the plain route (``ChatState``,
+the completion state) chunk by chunk, exactly as the route's own stream would have fed
+them, and only the new chunk's fragments are answered. Parser state cannot be carried, so
+it is rebuilt; tool call ids are pinned in ``last_tool_call_ids`` so a call keeps its id.
+Replaying costs O(n) per chunk, bounded by the context length.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated, Any
+
+import msgspec
+
+from actorllm.core.logprob_types import Logprob
+from actorllm.core.outputs import CompletionOutput, RequestOutput
+from actorllm.entrypoints.openai.errors import bad_request
+from actorllm.entrypoints.openai.protocol.chat_response import ChatCompletionChunk
+from actorllm.entrypoints.openai.protocol.completion import CompletionResponse
+from actorllm.entrypoints.openai.serving_common import ServingContext
+from actorllm.entrypoints.scale_out.derender import chat_setup, completion_setup, decode_ids
+from actorllm.entrypoints.scale_out.protocol import GenerateStreamChoice, GenerateStreamResponse
+
+
+class DerenderStreamState(msgspec.Struct, kw_only=True):
+    """vLLM's client-carried state (its fields; the replay reads the last four)."""
+
+    prev_tokens: list[str] = msgspec.field(default_factory=list)
+    prefix_offset: Annotated[int, msgspec.Meta(ge=0)] = 0
+    read_offset: Annotated[int, msgspec.Meta(ge=0)] = 0
+    role_sent: bool = False
+    logprob_context_token_ids: list[int] = msgspec.field(default_factory=list)
+    logprob_text_offset: Annotated[int, msgspec.Meta(ge=0)] = 0
+    output_token_ids: list[int] = msgspec.field(default_factory=list)
+    output_chunk_lens: list[Annotated[int, msgspec.Meta(gt=0)]] = msgspec.field(
+        default_factory=list
+    )
+    tools_streamed: bool = False
+    last_tool_call_ids: list[str] = msgspec.field(default_factory=list)
+
+
+class DerenderChatStreamRequest(msgspec.Struct, kw_only=True):
+    stream: bool = True
+    model: str | None = None
+    generate_chunk: GenerateStreamResponse
+    stream_state: DerenderStreamState | None = None
+    prompt_tokens: int | None = None
+    prompt_token_ids: list[Annotated[int, msgspec.Meta(ge=0)]] | None = None
+    chat_request: dict[str, Any] | None = None
+
+
+class DerenderCompletionStreamRequest(msgspec.Struct, kw_only=True):
+    stream: bool = True
+    model: str | None = None
+    generate_chunk: GenerateStreamResponse
+    stream_state: DerenderStreamState | None = None
+    prompt_tokens: int | None = None
+    prompt_token_ids: list[Annotated[int, msgspec.Meta(ge=0)]] | None = None
+    completion_request: dict[str, Any] | None = None
+
+
+def _one_choice(chunk: GenerateStreamResponse) -> GenerateStreamChoice | None:
+    if chunk.output_mode != "tokens":
+        raise bad_request(
+            "only output_mode 'tokens' chunks can be derendered (text is already decoded).",
+            "output_mode",
+        )
+    if len(chunk.choices) > 1:
+        raise bad_request("a generate chunk carries one choice.", "generate_chunk.choices")
+    return chunk.choices[0] if chunk.choices else None
+
+
+def _outputs(
+    ctx: ServingContext,
+    state: DerenderStreamState,
+    choice: GenerateStreamChoice,
+    seed: list[int] | None,
+    skip: bool,
+    keep_stop: bool,
+) -> list[CompletionOutput]:
+    """Every chunk so far as the engine's DELTA outputs: the text each chunk added."""
+    lens = [*state.output_chunk_lens]
+    ids = [*state.output_token_ids, *(choice.token_ids or [])]
+    if sum(lens) != len(state.output_token_ids):
+        raise bad_request("output_chunk_lens must sum to len(output_token_ids).", "stream_state")
+    if ctx.engine.max_model_len < len(ids):
+        raise bad_request("the stream is longer than max_model_len.", "stream_state")
+    bounds = [*lens, len(choice.token_ids or [])]
+    outputs: list[CompletionOutput] = []
+    shown, start = "", 0
+    for j, n in enumerate(bounds):
+        last = j == len(bounds) - 1
+        text = decode_ids(ctx, ids[: start + n], seed, skip)
+        if not last:
+            text = text.rstrip("\ufffd")  # an incomplete character waits for its bytes
+        elif isinstance(choice.stop_reason, str) and not keep_stop and choice.stop_reason in text:
+            text = text[: text.index(choice.stop_reason)]
+        delta = text[len(shown) :] if text.startswith(shown) else ""
+        shown = text if text.startswith(shown) else shown
+        logprobs = None
+        if last and choice.logprobs is not None and choice.logprobs.content is not None:
+            logprobs = [
+                {e.token_id: Logprob(logprob=e.logprob, rank=e.rank)}
+                | {t.token_id: Logprob(logprob=t.logprob, rank=t.rank) for t in e.top_logprobs
+                   if t.token_id != e.token_id}
+                for e in choice.logprobs.content
+            ]  # fmt: skip
+        outputs.append(
+            CompletionOutput(
+                index=choice.index,
+                text=delta,
+                token_ids=ids[start : start + n],
+                logprobs=logprobs,
+                finish_reason=choice.finish_reason if last else None,
+                stop_reason=choice.stop_reason if last else None,
+            )
+        )
+        start += n
+    return outputs
+
+
+def _next_state(
+    state: DerenderStreamState, choice: GenerateStreamChoice | None
+) -> DerenderStreamState:
+    new = list(choice.token_ids or []) if choice is not None else []
+    return msgspec.structs.replace(
+        state,
+        role_sent=True,
+        output_token_ids=[*state.output_token_ids, *new],
+        output_chunk_lens=[*state.output_chunk_lens, *([len(new)] if new else [])],
+    )
+
+
+def _out(rid: str, prompt: list[int], outputs: list[CompletionOutput]) -> RequestOutput:
+    return RequestOutput(request_id=rid, prompt=None, prompt_token_ids=prompt,
+                         prompt_logprobs=None, outputs=outputs, finished=False)  # fmt: skip
+
+
+async def derender_chat_stream(ctx: ServingContext, d: DerenderChatStreamRequest) -> dict[str, Any]:
+    """``{"chunk": <chat.completion.chunk>, "stream_state": ...}`` for one generate chunk."""
+    state = d.stream_state or DerenderStreamState()
+    chunk = d.generate_chunk
+    choice = _one_choice(chunk)
+    if choice is not None and choice.logprobs is not None and choice.logprobs.content:
+        k = max(len(e.top_logprobs) for e in choice.logprobs.content)
+    else:
+        k = 0
+    chat = await chat_setup(ctx, d.chat_request, k, chunk.request_id, d.model)
+    req, answer = chat.req, chat.state
+    fragments: list[Any] = []
+    if choice is not None:
+        seed = d.prompt_token_ids or chunk.prompt_token_ids
+        outputs = _outputs(ctx, state, choice, seed, req.skip_special_tokens,
+                           req.include_stop_str_in_output)  # fmt: skip
+        for out in outputs[:-1]:
+            answer.apply(_out(chunk.request_id, [], [out]), delta=True)
+        fragments = answer.apply(_out(chunk.request_id, [], [outputs[-1]]), delta=True)
+    pinned = list(state.last_tool_call_ids)
+    for f in fragments:
+        for call in f.delta.tool_calls or []:
+            if call.id is not None and call.index < len(pinned):
+                call.id = pinned[call.index]
+            elif call.id is not None and call.index == len(pinned):
+                pinned.append(call.id)
+    if not state.role_sent and fragments:
+        fragments[0].delta.role = ctx.response_role
+    usage = chunk.usage
+    out_chunk = ChatCompletionChunk(
+        id=chunk.request_id, created=int(time.time()), model=d.model or ctx.engine.model_name,
+        choices=fragments, usage=usage,
+    )  # fmt: skip
+    new_state = msgspec.structs.replace(
+        _next_state(state, choice),
+        last_tool_call_ids=pinned,
+        tools_streamed=state.tools_streamed or bool(pinned),
+    )
+    return {"chunk": out_chunk, "stream_state": new_state}
+
+
+async def derender_completion_stream(
+    ctx: ServingContext, d: DerenderCompletionStreamRequest
+) -> dict[str, Any]:
+    state = d.stream_state or DerenderStreamState()
+    chunk = d.generate_chunk
+    choice = _one_choice(chunk)
+    k = 0
+    if choice is not None and choice.logprobs is not None and choice.logprobs.content:
+        k = max(len(e.top_logprobs) for e in choice.logprobs.content)
+    req, answer = completion_setup(ctx, d.completion_request, k, chunk.request_id, d.model)
+    fragments: list[Any] = []
+    if choice is not None:
+        seed = d.prompt_token_ids or chunk.prompt_token_ids
+        outputs = _outputs(ctx, state, choice, seed, req.skip_special_tokens,
+                           req.include_stop_str_in_output)  # fmt: skip
+        for out in outputs[:-1]:
+            answer.apply(0, _out(chunk.request_id, [], [out]), delta=True)
+        fragments = answer.apply(0, _out(chunk.request_id, [], [outputs[-1]]), delta=True)
+    out_chunk = CompletionResponse(
+        id=chunk.request_id, object="text_completion", created=int(time.time()),
+        model=d.model or ctx.engine.model_name, choices=fragments, usage=chunk.usage,
+    )  # fmt: skip
+    return {"chunk": out_chunk, "stream_state": _next_state(state, choice)}

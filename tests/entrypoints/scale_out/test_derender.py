@@ -1,0 +1,172 @@
+"""render -> generate -> derender over HTTP (trio and asyncio servers, fake engine): the
+pipeline answers what the plain chat / completions route answers (text, finish reason,
+logprobs, usage), and derender refuses what it cannot honour with 400s."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.entrypoints.conftest import start_server
+from tests.entrypoints.fake_engine import FakeEngine
+from tests.entrypoints.server_thread import ServerThread
+
+HI = [{"role": "user", "content": "hi"}]
+
+
+@pytest.fixture(scope="module")
+def engine() -> FakeEngine:
+    return FakeEngine()
+
+
+@pytest.fixture(scope="module", params=["trio", "asyncio"])
+def server(engine: FakeEngine, request: pytest.FixtureRequest) -> Iterator[ServerThread]:
+    srv = start_server(engine, worker_class=request.param, enable_scale_out=True)
+    yield srv
+    srv.stop()
+    assert srv.error is None
+
+
+def post(server: ServerThread, path: str, body: Any) -> httpx.Response:
+    return httpx.post(server.url + path, json=body, timeout=30)
+
+
+def pipeline_chat(server: ServerThread, body: dict[str, Any]) -> dict[str, Any]:
+    rendered = post(server, "/v1/chat/completions/render", body).json()
+    gen = post(server, "/inference/v1/generate", rendered).json()
+    derender = {"generate_response": gen, "prompt_tokens": len(rendered["token_ids"]),
+                "prompt_token_ids": rendered["token_ids"], "chat_request": body}  # fmt: skip
+    r = post(server, "/v1/chat/completions/derender", derender)
+    assert r.status_code == 200, r.text
+    return dict(r.json())
+
+
+def _same(a: dict[str, Any], b: dict[str, Any]) -> None:
+    for key in ("id", "created", "system_fingerprint"):
+        a.pop(key, None), b.pop(key, None)
+    a["usage"].pop("prompt_tokens_details", None), b["usage"].pop("prompt_tokens_details", None)
+    assert a == b
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [{"max_tokens": 4}, {"max_tokens": 3, "logprobs": True, "top_logprobs": 2},
+     {"max_tokens": 6, "stop": [" brown"]}, {"max_tokens": 3, "n": 2}],
+)  # fmt: skip
+def test_chat_pipeline_is_the_plain_answer(server: ServerThread, extra: dict[str, Any]) -> None:
+    body = {"messages": HI, **extra}
+    plain = post(server, "/v1/chat/completions", body).json()
+    _same(pipeline_chat(server, body), plain)
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [{"max_tokens": 4}, {"max_tokens": 3, "logprobs": 2}, {"max_tokens": 2, "echo": True},
+     {"max_tokens": 3, "prompt": ["one", "two"]}],
+)  # fmt: skip
+def test_completion_pipeline_is_the_plain_answer(
+    server: ServerThread, extra: dict[str, Any]
+) -> None:
+    body = {"prompt": "hello there", **extra}
+    plain = post(server, "/v1/completions", body).json()
+    rendered = post(server, "/v1/completions/render", body).json()
+    gens = [post(server, "/inference/v1/generate", g).json() for g in rendered]
+    derender = {"generate_responses": gens,
+                "prompt_tokens": [len(g["token_ids"]) for g in rendered],
+                "prompt_token_ids": [g["token_ids"] for g in rendered],
+                "completion_request": body}  # fmt: skip
+    r = post(server, "/v1/completions/derender", derender)
+    assert r.status_code == 200, r.text
+    _same(r.json(), plain)
+
+
+def test_without_chat_request_plain_detokenization(server: ServerThread) -> None:
+    gen = post(server, "/inference/v1/generate",
+               {"token_ids": [1, 2], "sampling_params": {"max_tokens": 3}}).json()  # fmt: skip
+    got = post(server, "/v1/chat/completions/derender", {"generate_response": gen}).json()
+    assert got["id"] == gen["request_id"] and got["model"] == "fake-model"
+    assert got["choices"][0]["message"]["content"].strip()
+    assert got["usage"] == {"prompt_tokens": 0, "completion_tokens": 3, "total_tokens": 3,
+                            "prompt_tokens_details": None,
+                            "completion_tokens_details": None}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "param"),
+    [
+        ("/v1/completions/derender", {"generate_responses": []}, "generate_responses"),
+        ("/v1/completions/derender",
+         {"generate_responses": [{"request_id": "a", "choices": []}], "prompt_tokens": [1, 2]},
+         "prompt_tokens"),
+        ("/v1/chat/completions/derender",
+         {"generate_response": {"request_id": "a", "choices": [], "output_mode": "text"}},
+         "output_mode"),
+        ("/v1/chat/completions/derender",
+         {"stream": True, "generate_chunk": {"request_id": "a", "choices": [
+             {"index": 0, "token_ids": [1]}]},
+          "stream_state": {"output_token_ids": [1], "output_chunk_lens": [2]}},
+         "stream_state"),
+        ("/v1/chat/completions/derender", {"generate_response": {"choices": []}}, None),
+    ],
+)  # fmt: skip
+def test_refusals(server: ServerThread, path: str, body: dict[str, Any], param: str | None) -> None:
+    r = post(server, path, body)
+    assert r.status_code == 400, r.text
+    if param is not None:
+        assert r.json()["error"]["param"] == param
+
+
+def _stream_derender(
+    server: ServerThread, path: str, chunks: list[dict[str, Any]], extra: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """Each generate chunk through the streaming derender, its state carried along."""
+    state, out = None, []
+    for chunk in chunks:
+        r = post(server, path, {"stream": True, "generate_chunk": chunk, "stream_state": state,
+                                **extra})  # fmt: skip
+        assert r.status_code == 200, r.text
+        state = r.json()["stream_state"]
+        out.append(r.json()["chunk"])
+    return out
+
+
+def _generate_chunks(server: ServerThread, rendered: dict[str, Any]) -> list[dict[str, Any]]:
+    r = post(server, "/inference/v1/generate", {**rendered, "stream": True})
+    lines = [ln[6:] for ln in r.text.splitlines() if ln.startswith("data: ")]
+    return [json.loads(ln) for ln in lines if ln != "[DONE]"]
+
+
+@pytest.mark.parametrize("extra", [{"max_tokens": 5}, {"max_tokens": 8, "stop": [" brown"]}])
+def test_streamed_chat_pipeline_is_the_plain_stream(
+    server: ServerThread, extra: dict[str, Any]
+) -> None:
+    body = {"messages": HI, "stream": True, **extra}
+    plain = post(server, "/v1/chat/completions", body).text
+    events = [json.loads(ln[6:]) for ln in plain.splitlines()
+              if ln.startswith("data: ") and ln != "data: [DONE]"]  # fmt: skip
+    want = "".join(e["choices"][0]["delta"].get("content") or "" for e in events)
+    rendered = post(server, "/v1/chat/completions/render", body).json()
+    chunks = _stream_derender(
+        server, "/v1/chat/completions/derender", _generate_chunks(server, rendered),
+        {"chat_request": body, "prompt_token_ids": rendered["token_ids"]},
+    )  # fmt: skip
+    choices = [c for chunk in chunks for c in chunk["choices"]]
+    assert choices[0]["delta"]["role"] == "assistant"
+    assert "".join(c["delta"].get("content") or "" for c in choices) == want
+    finish = [c["finish_reason"] for c in choices if c["finish_reason"]]
+    assert finish == [events[-1]["choices"][0]["finish_reason"]]
+
+
+def test_streamed_completion_pipeline_is_the_plain_text(server: ServerThread) -> None:
+    body = {"prompt": "hello there", "max_tokens": 5}
+    want = post(server, "/v1/completions", body).json()["choices"][0]["text"]
+    (rendered,) = post(server, "/v1/completions/render", body).json()
+    chunks = _stream_derender(
+        server, "/v1/completions/derender", _generate_chunks(server, rendered),
+        {"completion_request": body, "prompt_token_ids": rendered["token_ids"]},
+    )  # fmt: skip
+    assert "".join(c["text"] for chunk in chunks for c in chunk["choices"]) == want
