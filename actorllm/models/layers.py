@@ -1,5 +1,5 @@
-"""Building blocks every decoder family shares: RMSNorm (plain or Gemma's ``1 + w``) and
-the gated MLP with a packed ``gate_up_proj``."""
+"""Building blocks every decoder family shares: RMSNorm (plain or Gemma's ``1 + w``), the
+gated MLP with a packed ``gate_up_proj``, and Arcee's MLP without a gate."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from actorllm.kernels import elementwise
+from actorllm.kernels.activation import plain_activation
 from actorllm.kernels.moe import gated_activation
 from actorllm.kernels.ops import Ops
 from actorllm.models.config import CheckpointConfig
@@ -69,3 +70,17 @@ class MLP(nn.Module):
         gate_up = self.gate_up_proj(x)  # [T, 2I]
         h = self.ops.silu_and_mul(gate_up) if self.silu else self.act(gate_up)  # [T, I]
         return self.down_proj(h)
+
+
+class UngatedMLP(nn.Module):
+    """down(act(up(x))): Arcee's MLP (ReLU^2), no gate projection to pack."""
+
+    def __init__(self, cfg: CheckpointConfig) -> None:
+        super().__init__()
+        self.up_proj = nn.Linear(cfg.hidden_size, cfg.intermediate_size, bias=cfg.mlp_bias)
+        self.down_proj = nn.Linear(cfg.intermediate_size, cfg.hidden_size, bias=cfg.mlp_bias)
+        self.act = plain_activation(cfg.hidden_act)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x: [T, H] -> [T, H]."""
+        return self.down_proj(self.act(self.up_proj(x)))

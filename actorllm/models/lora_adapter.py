@@ -42,8 +42,9 @@ from actorllm.models.parallel import full_weight_shape, lora_pair_piece
 
 CONFIG_FILE = "adapter_config.json"
 WEIGHTS_FILE = "adapter_model.safetensors"
-# Our projections an adapter may target (after packing): attention and MLP.
-TARGETABLE = ("qkv_proj", "o_proj", "gate_up_proj", "down_proj")
+# Our projections an adapter may target (after packing): attention and MLP (up_proj: an
+# MLP without a gate, Arcee's).
+TARGETABLE = ("qkv_proj", "o_proj", "gate_up_proj", "up_proj", "down_proj")
 _TENSOR = re.compile(r"^(?P<module>.+)\.lora_(?P<ab>A|B)\.weight$")
 _EXPERT = re.compile(r"\.experts\.")
 _PREFIX = "base_model.model."
