@@ -32,6 +32,13 @@ MODEL_REGISTRY: dict[str, type[CausalLM]] = {
     "Qwen2MoeForCausalLM": LlamaForCausalLM,
     "Qwen3MoeForCausalLM": LlamaForCausalLM,
     "OlmoeForCausalLM": LlamaForCausalLM,
+    "SmolLM3ForCausalLM": LlamaForCausalLM,
+    "Ernie4_5ForCausalLM": LlamaForCausalLM,
+    "ArceeForCausalLM": LlamaForCausalLM,
+    "Olmo3ForCausalLM": LlamaForCausalLM,
+    "Exaone4ForCausalLM": LlamaForCausalLM,
+    "GlmForCausalLM": LlamaForCausalLM,
+    "Glm4ForCausalLM": LlamaForCausalLM,
     "GptOssForCausalLM": GptOssForCausalLM,  # the same decoder, its own checkpoint layout
     "GPT2LMHeadModel": GPT2LMHeadModel,
 }
