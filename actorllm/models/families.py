@@ -5,12 +5,14 @@ where a family's HF config says which switches it sets. Families by ``model_type
 
 * llama, mistral, qwen2, qwen3, phi3: pre-norm RMSNorm decoders (Phi-3's fused
   ``qkv_proj`` / ``gate_up_proj`` are our own packed layout; LongRoPE lives in rotary.py);
-* granite: Llama plus embedding / residual / attention / logits multipliers;
+* granite: Llama plus embedding / residual / attention / logits multipliers; granitemoe:
+  the same with a sparse MoE MLP (its stacked ``input_linear`` / ``output_linear``
+  experts, the softmax over the top-k router logits);
 * gemma, gemma2, gemma3_text: ``(1 + w)`` RMSNorm, embeddings scaled by sqrt(hidden),
   GELU-tanh MLP; 2 and 3 add sandwich norms, ``query_pre_attn_scalar``, sliding layers,
   soft-capping (2) and per-head q/k norms with a local RoPE base (3);
 * olmo2: norms after each sublayer instead of before, q/k norm over the whole projection;
-* mixtral, qwen2_moe, qwen3_moe, olmoe: sparse MoE MLPs (``models/moe.py``);
+* mixtral, qwen2_moe, qwen3_moe, olmoe, granitemoe: sparse MoE MLPs (``models/moe.py``);
 * gpt_oss: attention sinks, sliding and full layers alternating, q/k/v/o biases, YaRN, and
   a sparse MoE with biases and a clamped SwiGLU ("swigluoai"); its own stacked expert
   layout is read by ``models/gpt_oss.py``;
@@ -23,7 +25,10 @@ where a family's HF config says which switches it sets. Families by ``model_type
 * exaone4: OLMo 2's post-norms with per-head q/k norms, sliding layers, and no RoPE on
   the full-attention layers;
 * glm, glm4: q/k/v biases, interleaved partial RoPE (half the head by default), the
-  checkpoint's own fused ``gate_up_proj``; glm4 adds Gemma 2's four norms (other names).
+  checkpoint's own fused ``gate_up_proj``; glm4 adds Gemma 2's four norms (other names);
+* seed_oss: Llama with q/k/v biases by default and ``attention_out_bias`` for o_proj;
+* starcoder2: LayerNorms with biases, an un-gated GELU MLP (``c_fc`` / ``c_proj``),
+  ``use_bias`` on every projection, Mistral's sliding window on every layer.
 
 Which layers slide and which skip RoPE: ``models/layer_pattern.py``.
 
@@ -41,8 +46,11 @@ from typing import Any
 from actorllm.models.layer_pattern import nope_layers, pattern_problems
 
 GEMMA = ("gemma", "gemma2", "gemma3_text")
-MOE = ("mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "gpt_oss")
+MOE = ("mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "gpt_oss", "granitemoe")
 GLM = ("glm", "glm4")
+GRANITE = ("granite", "granitemoe")
+# attention_bias (q/k/v) is true when config.json leaves it out.
+QKV_BIAS_BY_DEFAULT = (*GLM, "seed_oss")
 # q / k normed over the whole projection, not per head.
 WHOLE_QK_NORM = ("olmo2", "olmoe", "olmo3")
 # Checkpoints that store projections already fused (ours are fused at load): they are
@@ -53,11 +61,14 @@ FUSED_CHECKPOINTS = {
     "glm4": "GLM-4's fused gate_up_proj checkpoints",
 }
 # transformers' default for a config.json that leaves tie_word_embeddings out.
-TIED_BY_DEFAULT = ("smollm3", "ernie4_5")
+TIED_BY_DEFAULT = ("smollm3", "ernie4_5", "starcoder2")
 
 
 def normalize_keys(raw: dict[str, Any]) -> dict[str, Any]:
-    """GPT-2 spells the common keys its own way (n_embd, n_layer, ...): rename them."""
+    """GPT-2 spells the common keys its own way (n_embd, n_layer, ...), StarCoder 2 its
+    LayerNorm's eps: rename them."""
+    if raw.get("model_type") == "starcoder2":
+        return {**raw, "rms_norm_eps": raw.get("norm_epsilon", 1e-5)}
     if raw.get("model_type") != "gpt2":
         return raw
     hidden = raw.get("n_embd", raw.get("hidden_size"))
@@ -81,8 +92,9 @@ def has_qkv_bias(raw: dict[str, Any]) -> bool:
     mt = raw.get("model_type")
     return (
         mt in ("qwen2", "qwen2_moe", "gpt2")
-        or bool(raw.get("attention_bias", mt in GLM))
+        or bool(raw.get("attention_bias", mt in QKV_BIAS_BY_DEFAULT))
         or _ernie_bias(raw)
+        or _starcoder2_bias(raw)
     )
 
 
@@ -114,16 +126,18 @@ def family_fields(raw: dict[str, Any], num_layers: int, hidden: int) -> dict[str
     mt = raw.get("model_type", "")
     f: dict[str, Any] = {
         "hidden_act": str(raw.get("hidden_act") or "silu"),
-        "o_proj_bias": mt == "gpt2"
-        or (bool(raw.get("attention_bias")) and mt not in ("qwen2", *GLM))
-        or _ernie_bias(raw),
-        "mlp_bias": mt == "gpt2" or bool(raw.get("mlp_bias")) or _ernie_bias(raw),
+        "o_proj_bias": _o_proj_bias(raw),
+        "mlp_bias": mt == "gpt2"
+        or bool(raw.get("mlp_bias"))
+        or _ernie_bias(raw)
+        or _starcoder2_bias(raw),
         "qk_norm_per_head": mt not in WHOLE_QK_NORM,
         "clip_qkv": _float_or_none(raw.get("clip_qkv")),
         "partial_rotary_factor": _partial_rotary(raw, 0.5 if mt in GLM else 1.0),
         "nope_layers": nope_layers(raw, num_layers),
         "rope_interleaved": mt in ("ernie4_5", *GLM),
-        "mlp_gated": mt != "arcee",
+        "mlp_gated": mt not in ("arcee", "starcoder2"),
+        "norm_type": "layer" if mt == "starcoder2" else "rms",
     }
     if mt in GEMMA:
         f["hidden_act"] = str(raw.get("hidden_activation") or raw.get("hidden_act") or "")
@@ -145,7 +159,7 @@ def family_fields(raw: dict[str, Any], num_layers: int, hidden: int) -> dict[str
         f["local_rope_theta"], f["local_rope_scaling"] = _olmo3_sliding_rope(raw)
     elif mt == "glm4":
         f["norm_layout"] = "glm4"
-    elif mt == "granite":
+    elif mt in GRANITE:
         f["embedding_multiplier"] = float(raw.get("embedding_multiplier", 1.0))
         f["residual_multiplier"] = float(raw.get("residual_multiplier", 1.0))
         f["attention_scale"] = float(raw.get("attention_multiplier", 1.0))
@@ -176,9 +190,10 @@ def _moe_fields(raw: dict[str, Any], num_layers: int) -> dict[str, Any]:
         "num_experts": num_experts,
         "num_experts_per_tok": int(raw.get("num_experts_per_tok") or 2),
         "moe_intermediate_size": inter,
-        # Mixtral always renormalises its top-k weights, gpt-oss takes the softmax of the
-        # top-k logits (the same thing); the others say so in the config.
-        "norm_topk_prob": mt in ("mixtral", "gpt_oss") or bool(raw.get("norm_topk_prob", False)),
+        # Mixtral always renormalises its top-k weights, gpt-oss and GraniteMoE take the
+        # softmax of the top-k logits (the same thing); the others say so in the config.
+        "norm_topk_prob": mt in ("mixtral", "gpt_oss", "granitemoe")
+        or bool(raw.get("norm_topk_prob", False)),
         "moe_bias": mt == "gpt_oss",
         "shared_expert_intermediate_size": int(raw.get("shared_expert_intermediate_size") or 0)
         if mt == "qwen2_moe"
@@ -220,6 +235,24 @@ def _olmo3_sliding_rope(raw: dict[str, Any]) -> tuple[float | None, dict[str, An
     if not scaled and float(raw.get("rope_theta", 500000.0)) == 500000.0:
         return None, None
     return 500000.0, None
+
+
+def _o_proj_bias(raw: dict[str, Any]) -> bool:
+    mt = raw.get("model_type")
+    if mt == "gpt2":
+        return True
+    if mt == "ernie4_5":
+        return _ernie_bias(raw)
+    if mt == "seed_oss":
+        return bool(raw.get("attention_out_bias", False))
+    if mt == "starcoder2":
+        return _starcoder2_bias(raw)
+    return bool(raw.get("attention_bias")) and mt not in ("qwen2", *GLM)
+
+
+def _starcoder2_bias(raw: dict[str, Any]) -> bool:
+    """StarCoder 2's use_bias (true by default) biases every projection."""
+    return raw.get("model_type") == "starcoder2" and bool(raw.get("use_bias", True))
 
 
 def _ernie_bias(raw: dict[str, Any]) -> bool:

@@ -1,5 +1,6 @@
-"""Building blocks every decoder family shares: RMSNorm (plain or Gemma's ``1 + w``), the
-gated MLP with a packed ``gate_up_proj``, and Arcee's MLP without a gate."""
+"""Building blocks every decoder family shares: RMSNorm (plain or Gemma's ``1 + w``) or
+LayerNorm, the gated MLP with a packed ``gate_up_proj``, and the MLP without a gate
+(Arcee, StarCoder 2)."""
 
 from __future__ import annotations
 
@@ -50,6 +51,36 @@ class RMSNorm(nn.Module):
         return self.ops.fused_add_rms_norm(x, residual, self.weight, self.eps)
 
 
+class LayerNorm(nn.Module):
+    """LayerNorm with a bias (StarCoder 2), with :class:`RMSNorm`'s two calls."""
+
+    def __init__(self, size: int, eps: float) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(size))
+        self.bias = nn.Parameter(torch.zeros(size))
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.layer_norm(x, (x.shape[-1],), self.weight, self.bias, self.eps)
+
+    def forward_residual(
+        self, x: torch.Tensor, residual: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(layer_norm(x + residual), x + residual)."""
+        h = x + residual
+        return self(h), h
+
+
+Norm = RMSNorm | LayerNorm
+
+
+def make_norm(cfg: CheckpointConfig, ops: Ops, size: int) -> Norm:
+    """A decoder layer's (or the final) norm over ``size`` lanes, of the family's kind."""
+    if cfg.norm_type == "layer":
+        return LayerNorm(size, cfg.rms_norm_eps)
+    return RMSNorm(ops, size, cfg.rms_norm_eps, cfg.norm_offset)
+
+
 class MLP(nn.Module):
     """down(act(gate(x)) * up(x)); ``gate_up_proj`` packs gate | up rows."""
 
@@ -72,15 +103,25 @@ class MLP(nn.Module):
         return self.down_proj(h)
 
 
+# An un-gated MLP's (up, down) linears under the checkpoint's own names, so GPTQ module
+# lists, ignore lists and LoRA targets name them as written.
+UNGATED_NAMES = {"starcoder2": ("c_fc", "c_proj")}
+
+
 class UngatedMLP(nn.Module):
-    """down(act(up(x))): Arcee's MLP (ReLU^2), no gate projection to pack."""
+    """down(act(up(x))): Arcee's MLP (ReLU^2, ``up_proj`` / ``down_proj``) and StarCoder
+    2's (GELU, ``c_fc`` / ``c_proj``), no gate projection to pack."""
 
     def __init__(self, cfg: CheckpointConfig) -> None:
         super().__init__()
-        self.up_proj = nn.Linear(cfg.hidden_size, cfg.intermediate_size, bias=cfg.mlp_bias)
-        self.down_proj = nn.Linear(cfg.intermediate_size, cfg.hidden_size, bias=cfg.mlp_bias)
+        self.up_name, self.down_name = UNGATED_NAMES.get(cfg.model_type, ("up_proj", "down_proj"))
+        up = nn.Linear(cfg.hidden_size, cfg.intermediate_size, bias=cfg.mlp_bias)
+        down = nn.Linear(cfg.intermediate_size, cfg.hidden_size, bias=cfg.mlp_bias)
+        self.add_module(self.up_name, up)
+        self.add_module(self.down_name, down)
         self.act = plain_activation(cfg.hidden_act)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x: [T, H] -> [T, H]."""
-        return self.down_proj(self.act(self.up_proj(x)))
+        up, down = getattr(self, self.up_name), getattr(self, self.down_name)
+        return down(self.act(up(x)))

@@ -1,13 +1,14 @@
 """The shared decoder: Llama 2/3/3.x, Mistral, Qwen2/3, Phi-3, Granite, Gemma 1/2/3, OLMo 2/3,
-SmolLM3, ERNIE 4.5, Arcee, EXAONE 4, GLM / GLM-4, and the MoE families (Mixtral,
-Qwen2/3-MoE, OLMoE).
+SmolLM3, ERNIE 4.5, Arcee, EXAONE 4, GLM / GLM-4, Seed-OSS, StarCoder 2, and the MoE
+families (Mixtral, Qwen2/3-MoE, OLMoE, GraniteMoE).
 
 These families differ only in switches read from :class:`CheckpointConfig` (set per family in
 ``models/families.py``): bias on the projections, q/k norms (per head, or over the whole
 projection), sliding windows, head_dim, tied embeddings, which norms a layer has
 (``norm_layout``), Gemma's ``(1 + w)`` norms and scaled embeddings, soft-capping,
 Granite's multipliers, RoPE skipped on some layers (NoPE), GPT-J-style (interleaved)
-RoPE, an MLP without a gate (``layers.UngatedMLP``), and a sparse MoE MLP
+RoPE, an MLP without a gate (``layers.UngatedMLP``), LayerNorm instead of RMSNorm, and a
+sparse MoE MLP
 (``models/moe.py``) instead of the dense one. A switch a family leaves off costs the
 forward nothing: each is resolved once per layer at build time.
 Projections are fused: ``qkv_proj`` packs q|k|v rows and ``gate_up_proj`` packs gate|up
@@ -31,7 +32,7 @@ from actorllm.kernels.rotary import apply_rotary_interleaved, rope_table
 from actorllm.models.attention import AttentionMetadata, PagedAttention
 from actorllm.models.base import CausalLM, KVCaches
 from actorllm.models.config import CheckpointConfig
-from actorllm.models.layers import MLP, RMSNorm, UngatedMLP
+from actorllm.models.layers import MLP, Norm, RMSNorm, UngatedMLP, make_norm
 from actorllm.models.moe import STACKED_NAMES, SparseMoeBlock
 from actorllm.models.parallel import TPComm, vocab_shard
 from actorllm.models.pipeline import (
@@ -84,6 +85,13 @@ _NORMS: dict[str, dict[str, str | None]] = {
         "post_mlp": "post_mlp_layernorm",
     },
 }
+# GraniteMoE's checkpoint names: experts stacked [E, 2I, H] (gate | up) and [E, H, I].
+_GRANITE_MOE_NAMES = {
+    ".mlp.input_linear.weight": ".mlp.experts.w13",
+    ".mlp.output_linear.weight": ".mlp.experts.w2",
+    ".mlp.router.layer.weight": ".mlp.gate.weight",
+}
+_GRANITE_MOE = ("input_linear.weight", "output_linear.weight", "router.layer.weight")
 _STACKED = re.compile(r"\.experts\.(" + "|".join(STACKED_NAMES) + r")$")
 
 
@@ -169,7 +177,7 @@ class Attention(nn.Module):
 
 
 def _enter(
-    norm: RMSNorm | None, x: torch.Tensor, residual: torch.Tensor | None
+    norm: Norm | None, x: torch.Tensor, residual: torch.Tensor | None
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Add the pending residual (the stream is ``x + residual``) and norm it if the layout
     has a norm here: (sublayer input, new residual stream)."""
@@ -195,11 +203,9 @@ class DecoderLayer(nn.Module):
         self.norm_names = _NORMS[cfg.norm_layout]
         for name in self.norm_names.values():
             if name is not None:
-                self.add_module(
-                    name, RMSNorm(ops, cfg.hidden_size, cfg.rms_norm_eps, cfg.norm_offset)
-                )
+                self.add_module(name, make_norm(cfg, ops, cfg.hidden_size))
 
-    def _norm(self, role: str) -> RMSNorm | None:
+    def _norm(self, role: str) -> Norm | None:
         name = self.norm_names[role]
         return None if name is None else getattr(self, name)
 
@@ -224,7 +230,7 @@ class DecoderLayer(nn.Module):
         x = self._finish(self._norm("post_mlp"), m)
         return x, residual
 
-    def _finish(self, norm: RMSNorm | None, x: torch.Tensor) -> torch.Tensor:
+    def _finish(self, norm: Norm | None, x: torch.Tensor) -> torch.Tensor:
         """A sublayer's output before it joins the stream: post-norm, Granite's multiplier."""
         if norm is not None:
             x = norm(x)
@@ -274,10 +280,8 @@ class DecoderModel(nn.Module):
             DecoderLayer(cfg, ops, i) if start <= i < end else PPMissingLayer()
             for i in range(cfg.num_layers)
         )
-        self.norm: RMSNorm | PPMissingLayer = (
-            RMSNorm(ops, cfg.hidden_size, cfg.rms_norm_eps, cfg.norm_offset)
-            if last
-            else PPMissingLayer()
+        self.norm: Norm | PPMissingLayer = (
+            make_norm(cfg, ops, cfg.hidden_size) if last else PPMissingLayer()
         )
 
 
@@ -361,6 +365,10 @@ class LlamaForCausalLM(CausalLM):
     def checkpoint_name(self, name: str) -> str | None:
         # Mixtral calls its MoE MLP block_sparse_moe; transformers 5 stacks experts itself.
         name = name.replace(".block_sparse_moe.", ".mlp.")
+        if name.endswith(_GRANITE_MOE):  # GraniteMoE's own stacked experts and router
+            for theirs, ours in _GRANITE_MOE_NAMES.items():
+                name = name.replace(theirs, ours)
+            return name
         m = _STACKED.search(name)
         if m is not None:
             name = name[: m.start(1)] + STACKED_NAMES[m.group(1)]
@@ -408,7 +416,7 @@ class LlamaForCausalLM(CausalLM):
             self.pipe.send_stage(torch.stack([x, residual]))  # [2, T, H]
             return x
         norm = self.model.norm
-        assert isinstance(norm, RMSNorm)  # the last stage's
+        assert not isinstance(norm, PPMissingLayer)  # the last stage's
         x, _ = norm.forward_residual(x, residual)
         return x
 

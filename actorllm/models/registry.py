@@ -39,6 +39,9 @@ MODEL_REGISTRY: dict[str, type[CausalLM]] = {
     "Exaone4ForCausalLM": LlamaForCausalLM,
     "GlmForCausalLM": LlamaForCausalLM,
     "Glm4ForCausalLM": LlamaForCausalLM,
+    "SeedOssForCausalLM": LlamaForCausalLM,
+    "GraniteMoeForCausalLM": LlamaForCausalLM,
+    "Starcoder2ForCausalLM": LlamaForCausalLM,
     "GptOssForCausalLM": GptOssForCausalLM,  # the same decoder, its own checkpoint layout
     "GPT2LMHeadModel": GPT2LMHeadModel,
 }

@@ -65,10 +65,12 @@ def _prompt_logprobs(out: Any) -> list[float]:
         "qwen3",
         "qwen3_moe",
         # Arcee's un-gated MLP, ERNIE 4.5's interleaved RoPE and row-parallel biases,
-        # EXAONE 4's NoPE full layers beside sliding ones.
+        # EXAONE 4's NoPE full layers beside sliding ones, GraniteMoE's stacked experts.
         pytest.param("arcee", marks=pytest.mark.slow),
         pytest.param("ernie4_5", marks=pytest.mark.slow),
         pytest.param("exaone4", marks=pytest.mark.slow),
+        pytest.param("granitemoe", marks=pytest.mark.slow),
+        pytest.param("starcoder2", marks=pytest.mark.slow),  # c_fc / c_proj, LayerNorms
     ],
 )
 def test_tp2_gives_tp1_greedy_tokens(tmp_path: Path, family: Family) -> None:

@@ -18,6 +18,7 @@ Family = Literal[
     "mixtral", "qwen2_moe", "qwen3_moe", "olmoe",
     "gemma", "gemma2", "gemma3", "phi3", "phi3_longrope", "olmo2", "granite", "gpt2",
     "gpt_oss", "smollm3", "ernie4_5", "arcee", "olmo3", "exaone4", "glm", "glm4",
+    "seed_oss", "granitemoe", "starcoder2",
 ]  # fmt: skip
 
 LLAMA3_ROPE = {
@@ -176,12 +177,14 @@ def _other_family(family: str, common: dict[str, Any], sliding_window: int | Non
     raise ValueError(f"unknown family {family!r}")
 
 
-NEWER = ("smollm3", "ernie4_5", "arcee", "olmo3", "exaone4", "glm", "glm4")
+NEWER = ("smollm3", "ernie4_5", "arcee", "olmo3", "exaone4", "glm", "glm4", "seed_oss",
+         "granitemoe", "starcoder2")  # fmt: skip
 
 
 def _newer_family(family: str, common: dict[str, Any], sliding_window: int | None) -> Any:
-    """SmolLM3, ERNIE 4.5, Arcee, OLMo 3, EXAONE 4, GLM and GLM-4, each with every switch
-    its family has turned on (a NoPE layer, a sliding layer, biases, local RoPE)."""
+    """SmolLM3, ERNIE 4.5, Arcee, OLMo 3, EXAONE 4, GLM, GLM-4, Seed-OSS and GraniteMoE,
+    each with every switch its family has turned on (a NoPE layer, a sliding layer, biases,
+    local RoPE, multipliers)."""
     import transformers
 
     window = sliding_window or 8
@@ -207,6 +210,18 @@ def _newer_family(family: str, common: dict[str, Any], sliding_window: int | Non
         return transformers.Olmo3Config(**(pattern | {"rope_parameters": rope} | common))
     if family == "exaone4":  # the full layers run without RoPE
         return transformers.Exaone4Config(**(pattern | common))
+    if family == "starcoder2":  # LayerNorms, GELU without a gate, biases, a window
+        return transformers.Starcoder2Config(**({"sliding_window": window} | common))
+    if family == "seed_oss":  # q/k/v biases (its default), o_proj's and the MLP's too
+        return transformers.SeedOssConfig(
+            **({"head_dim": 16, "attention_out_bias": True, "mlp_bias": True} | common)
+        )
+    if family == "granitemoe":  # Granite's four multipliers around a sparse MoE MLP
+        return transformers.GraniteMoeConfig(
+            embedding_multiplier=3.0, residual_multiplier=0.5, attention_multiplier=0.3,
+            logits_scaling=2.0, attention_bias=True, num_local_experts=4,
+            num_experts_per_tok=2, **common,
+        )  # fmt: skip
     common.setdefault("head_dim", 16)
     if family == "glm":  # interleaved RoPE on half of each head, q/k/v biases
         return transformers.GlmConfig(**common)

@@ -37,6 +37,9 @@ FAMILIES: list[tuple[Family, dict[str, Any]]] = [
     ("exaone4", {}),
     ("glm", {}),
     ("glm4", {}),
+    ("seed_oss", {}),
+    ("granitemoe", {"num_kv_heads": 4}),
+    ("starcoder2", {"tie_word_embeddings": True}),
 ]
 
 

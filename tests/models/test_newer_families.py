@@ -1,21 +1,24 @@
-"""SmolLM3, ERNIE 4.5, Arcee, OLMo 3, EXAONE 4, GLM and GLM-4: each config dialect read
-into its switches (transformers 5 files and the 4.x spelling real checkpoints ship), the
-GPT-J rotary against transformers' own, and what is refused by name (tensor parallel,
+"""SmolLM3, ERNIE 4.5, Arcee, OLMo 3, EXAONE 4, GLM, GLM-4, Seed-OSS, GraniteMoE and
+StarCoder 2: each config dialect read into its switches (transformers 5 files and the 4.x
+spelling real checkpoints ship), the GPT-J rotary against transformers' own, GraniteMoE's
+and StarCoder 2's checkpoint names, and what is refused by name (tensor parallel,
 quantized checkpoints, odd layer patterns)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
+from safetensors.torch import load_file
 
 from actorllm.kernels.rotary import apply_rotary_interleaved, rope_table
 from actorllm.models.config import CheckpointConfig, ModelConfigError
 from actorllm.models.loader import load_model
 from actorllm.models.parallel import TensorParallelError, check_tensor_parallel
 from actorllm.models.quant.spec import QuantizationError
-from tests.helpers.models import tiny_config
+from tests.helpers.models import make_tiny_checkpoint, tiny_config
 
 
 def _cfg(family: str, arch: str, **extra: Any) -> CheckpointConfig:
@@ -191,3 +194,58 @@ def test_odd_layer_patterns_are_refused_by_name(extra: dict[str, Any], named: st
     raw = {**tiny_config("olmo3").to_dict(), "architectures": ["Olmo3ForCausalLM"], **extra}  # type: ignore[arg-type]
     with pytest.raises(ModelConfigError, match=named):
         CheckpointConfig.from_dict(raw)
+
+
+def test_seed_oss_biases() -> None:
+    cfg = _cfg("seed_oss", "SeedOssForCausalLM")
+    assert cfg.attention_bias and cfg.o_proj_bias and cfg.mlp_bias
+    raw = {
+        "architectures": ["SeedOssForCausalLM"], "model_type": "seed_oss", "vocab_size": 128,
+        "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
+    }  # fmt: skip
+    cfg = CheckpointConfig.from_dict(raw)  # SeedOssConfig's defaults: q/k/v biased, o not
+    assert cfg.attention_bias and not cfg.o_proj_bias and not cfg.mlp_bias
+    assert cfg.sliding_windows == [None, None]
+
+
+def test_granitemoe_multipliers_experts_and_its_checkpoint_names(tmp_path: Path) -> None:
+    cfg = _cfg("granitemoe", "GraniteMoeForCausalLM")
+    multipliers = (cfg.embedding_multiplier, cfg.residual_multiplier, cfg.attention_scale)
+    assert multipliers == (3.0, 0.5, 0.3)
+    assert cfg.logits_multiplier == 0.5 and cfg.o_proj_bias
+    assert (cfg.num_experts, cfg.num_experts_per_tok, cfg.moe_intermediate_size) == (4, 2, 128)
+    assert cfg.moe_layers == [True, True] and cfg.norm_topk_prob
+    path = make_tiny_checkpoint(tmp_path / "g", "granitemoe", num_layers=1)
+    sd = load_file(str(path / "model.safetensors"))
+    params = dict(load_model(path, CheckpointConfig.from_pretrained(path)).named_parameters())
+    pre = "model.layers.0.block_sparse_moe"
+    assert torch.equal(params["model.layers.0.mlp.experts.w13"], sd[f"{pre}.input_linear.weight"])
+    assert torch.equal(params["model.layers.0.mlp.experts.w2"], sd[f"{pre}.output_linear.weight"])
+    assert torch.equal(params["model.layers.0.mlp.gate.weight"], sd[f"{pre}.router.layer.weight"])
+
+
+def test_quantized_granitemoe_is_refused_by_name() -> None:
+    raw = {**tiny_config("granitemoe").to_dict(), "architectures": ["GraniteMoeForCausalLM"]}  # type: ignore[arg-type]
+    raw["quantization_config"] = {"quant_method": "gptq", "bits": 4, "group_size": 32}
+    with pytest.raises(QuantizationError, match="GraniteMoE's stacked experts"):
+        load_model("/nonexistent", CheckpointConfig.from_dict(raw), load_format="dummy")
+
+
+def test_starcoder2_layernorms_ungated_mlp_under_its_own_names() -> None:
+    raw = {
+        "architectures": ["Starcoder2ForCausalLM"], "model_type": "starcoder2",
+        "vocab_size": 128, "hidden_size": 64, "intermediate_size": 128,
+        "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "hidden_act": "gelu_pytorch_tanh", "norm_epsilon": 1e-5, "sliding_window": 16,
+    }  # fmt: skip
+    cfg = CheckpointConfig.from_dict(raw)  # Starcoder2Config's defaults: biased, tied
+    assert cfg.norm_type == "layer" and cfg.rms_norm_eps == 1e-5 and not cfg.mlp_gated
+    assert cfg.attention_bias and cfg.o_proj_bias and cfg.mlp_bias and cfg.tie_word_embeddings
+    assert cfg.sliding_windows == [16, 16]
+    unbiased = CheckpointConfig.from_dict({**raw, "use_bias": False})
+    assert not (unbiased.attention_bias or unbiased.o_proj_bias or unbiased.mlp_bias)
+    model = load_model("/nonexistent", cfg, load_format="dummy")
+    names = {n for n, _ in model.named_parameters()}
+    assert {"model.layers.0.mlp.c_fc.bias", "model.layers.0.mlp.c_proj.weight"} <= names
+    assert {"model.norm.bias", "model.layers.1.post_attention_layernorm.bias"} <= names

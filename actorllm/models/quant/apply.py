@@ -51,6 +51,8 @@ def checkpoint_quantization(cfg: CheckpointConfig, requested: str | None) -> Qua
         problems.append("GPT-2")
     if cfg.model_type in FUSED_CHECKPOINTS:
         problems.append(FUSED_CHECKPOINTS[cfg.model_type])
+    if cfg.model_type == "granitemoe":
+        problems.append("GraniteMoE's stacked experts (input_linear / output_linear)")
     if spec.method == "compressed-tensors" and spec.quantizes("lm_head"):
         problems.append("a quantized lm_head (not in the checkpoint's ignore list)")
     if spec.quantizes_head() and cfg.tie_word_embeddings:
