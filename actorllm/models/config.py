@@ -130,7 +130,8 @@ class CheckpointConfig(msgspec.Struct, frozen=True, kw_only=True):
     rope_interleaved: bool = False
     # False: the MLP is down(act(up(x))), no gate (Arcee's ReLU^2 MLP).
     mlp_gated: bool = True
-    # "rms" (RMSNorm) or "layer" (LayerNorm with a bias: StarCoder 2); eps: rms_norm_eps.
+    # "rms" (RMSNorm) or "layer" (LayerNorm with a bias: StarCoder 2, StableLM); eps:
+    # rms_norm_eps.
     norm_type: str = "rms"
     # -- Mixture of Experts (num_experts == 0: dense) ---------------------------------------
     num_experts: int = 0

@@ -28,7 +28,9 @@ where a family's HF config says which switches it sets. Families by ``model_type
   checkpoint's own fused ``gate_up_proj``; glm4 adds Gemma 2's four norms (other names);
 * seed_oss: Llama with q/k/v biases by default and ``attention_out_bias`` for o_proj;
 * starcoder2: LayerNorms with biases, an un-gated GELU MLP (``c_fc`` / ``c_proj``),
-  ``use_bias`` on every projection, Mistral's sliding window on every layer.
+  ``use_bias`` on every projection, Mistral's sliding window on every layer;
+* stablelm: Llama with LayerNorms, RoPE on a quarter of each head by default and
+  ``use_qkv_bias`` (its per-head q/k LayerNorms and parallel residual are refused).
 
 Which layers slide and which skip RoPE: ``models/layer_pattern.py``.
 
@@ -49,6 +51,8 @@ GEMMA = ("gemma", "gemma2", "gemma3_text")
 MOE = ("mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "gpt_oss", "granitemoe")
 GLM = ("glm", "glm4")
 GRANITE = ("granite", "granitemoe")
+# transformers' partial_rotary_factor where config.json leaves it out.
+DEFAULT_PARTIAL_ROTARY = {"glm": 0.5, "glm4": 0.5, "stablelm": 0.25}
 # attention_bias (q/k/v) is true when config.json leaves it out.
 QKV_BIAS_BY_DEFAULT = (*GLM, "seed_oss")
 # q / k normed over the whole projection, not per head.
@@ -60,15 +64,18 @@ FUSED_CHECKPOINTS = {
     "glm": "GLM's fused gate_up_proj checkpoints",
     "glm4": "GLM-4's fused gate_up_proj checkpoints",
 }
+# LayerNorm (with a bias) instead of RMSNorm, and the key its eps is under.
+LAYER_NORM_EPS = {"starcoder2": "norm_epsilon", "stablelm": "layer_norm_eps"}
 # transformers' default for a config.json that leaves tie_word_embeddings out.
 TIED_BY_DEFAULT = ("smollm3", "ernie4_5", "starcoder2")
 
 
 def normalize_keys(raw: dict[str, Any]) -> dict[str, Any]:
-    """GPT-2 spells the common keys its own way (n_embd, n_layer, ...), StarCoder 2 its
-    LayerNorm's eps: rename them."""
-    if raw.get("model_type") == "starcoder2":
-        return {**raw, "rms_norm_eps": raw.get("norm_epsilon", 1e-5)}
+    """GPT-2 spells the common keys its own way (n_embd, n_layer, ...), StarCoder 2 and
+    StableLM their LayerNorm's eps: rename them."""
+    eps_key = LAYER_NORM_EPS.get(str(raw.get("model_type")))
+    if eps_key is not None:
+        return {**raw, "rms_norm_eps": raw.get(eps_key, 1e-5)}
     if raw.get("model_type") != "gpt2":
         return raw
     hidden = raw.get("n_embd", raw.get("hidden_size"))
@@ -95,6 +102,7 @@ def has_qkv_bias(raw: dict[str, Any]) -> bool:
         or bool(raw.get("attention_bias", mt in QKV_BIAS_BY_DEFAULT))
         or _ernie_bias(raw)
         or _starcoder2_bias(raw)
+        or (mt == "stablelm" and bool(raw.get("use_qkv_bias")))
     )
 
 
@@ -116,6 +124,11 @@ def unsupported_options(raw: dict[str, Any], num_layers: int) -> list[str]:
             problems.append("GPT-2 scale_attn_by_inverse_layer_idx=true is not supported")
         if raw.get("scale_attn_weights") is False:
             problems.append("GPT-2 scale_attn_weights=false is not supported")
+    if raw.get("model_type") == "stablelm":
+        for key, what in (("qk_layernorm", "per-head q/k LayerNorms"),
+                          ("use_parallel_residual", "the parallel residual")):  # fmt: skip
+            if raw.get(key):
+                problems.append(f"StableLM {key}=true ({what}) is not supported")
     if raw.get("model_type") == "gemma3_text" and raw.get("use_bidirectional_attention"):
         problems.append("Gemma 3 use_bidirectional_attention=true is not supported")
     return problems
@@ -133,11 +146,11 @@ def family_fields(raw: dict[str, Any], num_layers: int, hidden: int) -> dict[str
         or _starcoder2_bias(raw),
         "qk_norm_per_head": mt not in WHOLE_QK_NORM,
         "clip_qkv": _float_or_none(raw.get("clip_qkv")),
-        "partial_rotary_factor": _partial_rotary(raw, 0.5 if mt in GLM else 1.0),
+        "partial_rotary_factor": _partial_rotary(raw, DEFAULT_PARTIAL_ROTARY.get(mt, 1.0)),
         "nope_layers": nope_layers(raw, num_layers),
         "rope_interleaved": mt in ("ernie4_5", *GLM),
         "mlp_gated": mt not in ("arcee", "starcoder2"),
-        "norm_type": "layer" if mt == "starcoder2" else "rms",
+        "norm_type": "layer" if mt in LAYER_NORM_EPS else "rms",
     }
     if mt in GEMMA:
         f["hidden_act"] = str(raw.get("hidden_activation") or raw.get("hidden_act") or "")

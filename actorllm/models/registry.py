@@ -42,6 +42,7 @@ MODEL_REGISTRY: dict[str, type[CausalLM]] = {
     "SeedOssForCausalLM": LlamaForCausalLM,
     "GraniteMoeForCausalLM": LlamaForCausalLM,
     "Starcoder2ForCausalLM": LlamaForCausalLM,
+    "StableLmForCausalLM": LlamaForCausalLM,
     "GptOssForCausalLM": GptOssForCausalLM,  # the same decoder, its own checkpoint layout
     "GPT2LMHeadModel": GPT2LMHeadModel,
 }

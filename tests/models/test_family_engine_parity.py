@@ -40,6 +40,7 @@ FAMILIES: list[tuple[Family, dict[str, Any]]] = [
     ("seed_oss", {}),
     ("granitemoe", {"num_kv_heads": 4}),
     ("starcoder2", {"tie_word_embeddings": True}),
+    ("stablelm", {}),
 ]
 
 

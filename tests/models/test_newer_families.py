@@ -1,8 +1,8 @@
-"""SmolLM3, ERNIE 4.5, Arcee, OLMo 3, EXAONE 4, GLM, GLM-4, Seed-OSS, GraniteMoE and
-StarCoder 2: each config dialect read into its switches (transformers 5 files and the 4.x
-spelling real checkpoints ship), the GPT-J rotary against transformers' own, GraniteMoE's
-and StarCoder 2's checkpoint names, and what is refused by name (tensor parallel,
-quantized checkpoints, odd layer patterns)."""
+"""The families served since SmolLM3 (SmolLM3, ERNIE 4.5, Arcee, OLMo 3, EXAONE 4, GLM,
+GLM-4, Seed-OSS, GraniteMoE, StarCoder 2, StableLM): each config dialect read into its
+switches (transformers 5 files and the 4.x spelling real checkpoints ship), the GPT-J
+rotary against transformers' own, GraniteMoE's and StarCoder 2's checkpoint names, and
+what is refused by name (tensor parallel, quantized checkpoints, odd layer patterns)."""
 
 from __future__ import annotations
 
@@ -249,3 +249,18 @@ def test_starcoder2_layernorms_ungated_mlp_under_its_own_names() -> None:
     names = {n for n, _ in model.named_parameters()}
     assert {"model.layers.0.mlp.c_fc.bias", "model.layers.0.mlp.c_proj.weight"} <= names
     assert {"model.norm.bias", "model.layers.1.post_attention_layernorm.bias"} <= names
+
+
+def test_stablelm_layernorms_quarter_rotary_and_refusals() -> None:
+    raw = {
+        "architectures": ["StableLmForCausalLM"], "model_type": "stablelm", "vocab_size": 128,
+        "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+        "num_attention_heads": 4, "num_key_value_heads": 4, "layer_norm_eps": 1e-5,
+        "rope_theta": 10000.0, "use_qkv_bias": True,
+    }  # fmt: skip
+    cfg = CheckpointConfig.from_dict(raw)  # StableLmConfig's partial_rotary_factor: 0.25
+    assert cfg.norm_type == "layer" and cfg.rms_norm_eps == 1e-5
+    assert cfg.partial_rotary_factor == 0.25 and cfg.attention_bias and not cfg.o_proj_bias
+    for key in ("qk_layernorm", "use_parallel_residual"):
+        with pytest.raises(ModelConfigError, match=f"StableLM {key}=true"):
+            CheckpointConfig.from_dict({**raw, key: True})
