@@ -29,6 +29,8 @@ where a family's HF config says which switches it sets. Families by ``model_type
 * seed_oss: Llama with q/k/v biases by default and ``attention_out_bias`` for o_proj;
 * starcoder2: LayerNorms with biases, an un-gated GELU MLP (``c_fc`` / ``c_proj``),
   ``use_bias`` on every projection, Mistral's sliding window on every layer;
+* apertus: Llama with per-head q/k norms, its own norm names and an un-gated MLP with
+  xIELU (learned scalars per layer);
 * stablelm: Llama with LayerNorms, RoPE on a quarter of each head by default and
   ``use_qkv_bias`` (its per-head q/k LayerNorms and parallel residual are refused).
 
@@ -108,7 +110,7 @@ def has_qkv_bias(raw: dict[str, Any]) -> bool:
 
 def has_qk_norm(raw: dict[str, Any]) -> bool:
     return raw.get("model_type") in (
-        "qwen3", "qwen3_moe", "olmo2", "olmoe", "olmo3", "gemma3_text", "exaone4",
+        "qwen3", "qwen3_moe", "olmo2", "olmoe", "olmo3", "gemma3_text", "exaone4", "apertus",
     )  # fmt: skip
 
 
@@ -149,7 +151,7 @@ def family_fields(raw: dict[str, Any], num_layers: int, hidden: int) -> dict[str
         "partial_rotary_factor": _partial_rotary(raw, DEFAULT_PARTIAL_ROTARY.get(mt, 1.0)),
         "nope_layers": nope_layers(raw, num_layers),
         "rope_interleaved": mt in ("ernie4_5", *GLM),
-        "mlp_gated": mt not in ("arcee", "starcoder2"),
+        "mlp_gated": mt not in ("arcee", "starcoder2", "apertus"),
         "norm_type": "layer" if mt in LAYER_NORM_EPS else "rms",
     }
     if mt in GEMMA:
@@ -172,6 +174,8 @@ def family_fields(raw: dict[str, Any], num_layers: int, hidden: int) -> dict[str
         f["local_rope_theta"], f["local_rope_scaling"] = _olmo3_sliding_rope(raw)
     elif mt == "glm4":
         f["norm_layout"] = "glm4"
+    elif mt == "apertus":
+        f["norm_layout"] = "apertus"
     elif mt in GRANITE:
         f["embedding_multiplier"] = float(raw.get("embedding_multiplier", 1.0))
         f["residual_multiplier"] = float(raw.get("residual_multiplier", 1.0))

@@ -4,6 +4,8 @@ LayerNorm, the gated MLP with a packed ``gate_up_proj``, and the MLP without a g
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -119,9 +121,34 @@ class UngatedMLP(nn.Module):
         down = nn.Linear(cfg.intermediate_size, cfg.hidden_size, bias=cfg.mlp_bias)
         self.add_module(self.up_name, up)
         self.add_module(self.down_name, down)
-        self.act = plain_activation(cfg.hidden_act)
+        # A function, or Apertus's xIELU: a module with its own learned scalars.
+        self.act_fn: Callable[[torch.Tensor], torch.Tensor] = (
+            XIELU() if cfg.hidden_act == "xielu" else plain_activation(cfg.hidden_act)
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x: [T, H] -> [T, H]."""
         up, down = getattr(self, self.up_name), getattr(self, self.down_name)
-        return down(self.act(up(x)))
+        return down(self.act_fn(up(x)))
+
+
+class XIELU(nn.Module):
+    """Apertus's xIELU: ``ap x^2 + b x`` for ``x > 0``, else
+    ``(expm1(min(x, eps)) - x) an + b x``, with ``ap = softplus(alpha_p)`` and
+    ``an = b + softplus(alpha_n)``; the four scalars are the checkpoint's
+    (``mlp.act_fn.alpha_p`` [1], ``alpha_n`` [1], ``beta`` [], ``eps`` [])."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.alpha_p = nn.Parameter(torch.zeros(1))
+        self.alpha_n = nn.Parameter(torch.zeros(1))
+        self.beta = nn.Parameter(torch.zeros(()))
+        self.eps = nn.Parameter(torch.zeros(()))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x: [.., I] -> [.., I]."""
+        ap = F.softplus(self.alpha_p)
+        an = self.beta + F.softplus(self.alpha_n)
+        bx = self.beta * x
+        neg = (torch.expm1(torch.minimum(x, self.eps)) - x) * an + bx
+        return torch.where(x > 0, ap * x * x + bx, neg)

@@ -1,6 +1,6 @@
 """The shared decoder: Llama 2/3/3.x, Mistral, Qwen2/3, Phi-3, Granite, Gemma 1/2/3, OLMo 2/3,
 SmolLM3, ERNIE 4.5, Arcee, EXAONE 4, GLM / GLM-4, Seed-OSS, StarCoder 2, StableLM, and the
-MoE families (Mixtral, Qwen2/3-MoE, OLMoE, GraniteMoE).
+MoE families (Mixtral, Qwen2/3-MoE, OLMoE, GraniteMoE); Apertus.
 
 These families differ only in switches read from :class:`CheckpointConfig` (set per family in
 ``models/families.py``): bias on the projections, q/k norms (per head, or over the whole
@@ -75,6 +75,13 @@ _NORMS: dict[str, dict[str, str | None]] = {
         "post_attn": "post_attention_layernorm",
         "pre_mlp": None,
         "post_mlp": "post_feedforward_layernorm",
+    },
+    # Apertus: Llama's two norms under other names.
+    "apertus": {
+        "pre_attn": "attention_layernorm",
+        "post_attn": None,
+        "pre_mlp": "feedforward_layernorm",
+        "post_mlp": None,
     },
     # GLM-4: Gemma 2's four norms under other names (its post_attention_layernorm is the
     # norm *before* the MLP).

@@ -43,6 +43,7 @@ MODEL_REGISTRY: dict[str, type[CausalLM]] = {
     "GraniteMoeForCausalLM": LlamaForCausalLM,
     "Starcoder2ForCausalLM": LlamaForCausalLM,
     "StableLmForCausalLM": LlamaForCausalLM,
+    "ApertusForCausalLM": LlamaForCausalLM,
     "GptOssForCausalLM": GptOssForCausalLM,  # the same decoder, its own checkpoint layout
     "GPT2LMHeadModel": GPT2LMHeadModel,
 }

@@ -41,6 +41,7 @@ FAMILIES: list[tuple[Family, dict[str, Any]]] = [
     ("granitemoe", {"num_kv_heads": 4}),
     ("starcoder2", {"tie_word_embeddings": True}),
     ("stablelm", {}),
+    ("apertus", {}),
 ]
 
 

@@ -1,8 +1,9 @@
 """The families served since SmolLM3 (SmolLM3, ERNIE 4.5, Arcee, OLMo 3, EXAONE 4, GLM,
-GLM-4, Seed-OSS, GraniteMoE, StarCoder 2, StableLM): each config dialect read into its
-switches (transformers 5 files and the 4.x spelling real checkpoints ship), the GPT-J
-rotary against transformers' own, GraniteMoE's and StarCoder 2's checkpoint names, and
-what is refused by name (tensor parallel, quantized checkpoints, odd layer patterns)."""
+GLM-4, Seed-OSS, GraniteMoE, StarCoder 2, StableLM, Apertus): each config dialect read
+into its switches (transformers 5 files and the 4.x spelling real checkpoints ship), the
+GPT-J rotary and Apertus's xIELU against transformers' own, GraniteMoE's and StarCoder
+2's checkpoint names, and what is refused by name (tensor parallel, quantized
+checkpoints, odd layer patterns)."""
 
 from __future__ import annotations
 
@@ -264,3 +265,21 @@ def test_stablelm_layernorms_quarter_rotary_and_refusals() -> None:
     for key in ("qk_layernorm", "use_parallel_residual"):
         with pytest.raises(ModelConfigError, match=f"StableLM {key}=true"):
             CheckpointConfig.from_dict({**raw, key: True})
+
+
+def test_apertus_xielu_matches_transformers() -> None:
+    from transformers.activations import XIELUActivation
+
+    from actorllm.models.layers import XIELU
+
+    hf = XIELUActivation(alpha_p_init=0.7, alpha_n_init=0.9, beta=0.4, dtype=torch.float32)
+    ours = XIELU()
+    with torch.no_grad():
+        for name in ("alpha_p", "alpha_n", "beta", "eps"):
+            getattr(ours, name).copy_(getattr(hf, name))
+    x = torch.linspace(-6.0, 6.0, 241)
+    torch.testing.assert_close(ours(x), hf._xielu_python(x))
+    cfg = _cfg("apertus", "ApertusForCausalLM")
+    assert not cfg.mlp_gated and cfg.hidden_act == "xielu" and cfg.norm_layout == "apertus"
+    assert cfg.qk_norm and cfg.qk_norm_per_head
+    assert cfg.rope_scaling is not None and cfg.rope_scaling["rope_type"] == "llama3"
