@@ -107,7 +107,8 @@ class CheckpointConfig(msgspec.Struct, frozen=True, kw_only=True):
     # Gemma: RMSNorm scales by (offset + w), offset 1.0.
     norm_offset: float = 0.0
     # Which norms a layer has, by HF name: "pre" (Llama), "sandwich" (Gemma 2/3: also
-    # post-attention and post-feedforward norms), "post" (OLMo 2: norms after each sublayer).
+    # post-attention and post-feedforward norms), "post" (OLMo 2: norms after each sublayer),
+    # "parallel" (Cohere: one norm, attention and MLP both read it; their outputs are added).
     norm_layout: str = "pre"
     embedding_multiplier: float = 1.0  # Gemma: sqrt(hidden); Granite: embedding_multiplier
     residual_multiplier: float = 1.0  # Granite: sublayer outputs scaled before the add
@@ -130,8 +131,8 @@ class CheckpointConfig(msgspec.Struct, frozen=True, kw_only=True):
     rope_interleaved: bool = False
     # False: the MLP is down(act(up(x))), no gate (Arcee's ReLU^2 MLP).
     mlp_gated: bool = True
-    # "rms" (RMSNorm) or "layer" (LayerNorm with a bias: StarCoder 2, StableLM); eps:
-    # rms_norm_eps.
+    # "rms" (RMSNorm), "layer" (LayerNorm with a bias: StarCoder 2, StableLM) or
+    # "layer_nobias" (Cohere); eps: rms_norm_eps.
     norm_type: str = "rms"
     # -- Mixture of Experts (num_experts == 0: dense) ---------------------------------------
     num_experts: int = 0

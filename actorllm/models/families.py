@@ -31,6 +31,9 @@ where a family's HF config says which switches it sets. Families by ``model_type
   ``use_bias`` on every projection, Mistral's sliding window on every layer;
 * apertus: Llama with per-head q/k norms, its own norm names and an un-gated MLP with
   xIELU (learned scalars per layer);
+* cohere (Command R): one LayerNorm without a bias, attention and MLP side by side on it
+  (``norm_layout`` "parallel"), interleaved RoPE, logits times ``logit_scale``, tied by
+  default (its per-head q/k norms, ``use_qk_norm``, are refused);
 * stablelm: Llama with LayerNorms, RoPE on a quarter of each head by default and
   ``use_qkv_bias`` (its per-head q/k LayerNorms and parallel residual are refused).
 
@@ -66,10 +69,16 @@ FUSED_CHECKPOINTS = {
     "glm": "GLM's fused gate_up_proj checkpoints",
     "glm4": "GLM-4's fused gate_up_proj checkpoints",
 }
-# LayerNorm (with a bias) instead of RMSNorm, and the key its eps is under.
-LAYER_NORM_EPS = {"starcoder2": "norm_epsilon", "stablelm": "layer_norm_eps"}
+# LayerNorm instead of RMSNorm: the key its eps is under, and which kind (Cohere's has no
+# bias).
+LAYER_NORM_EPS = {
+    "starcoder2": "norm_epsilon",
+    "stablelm": "layer_norm_eps",
+    "cohere": "layer_norm_eps",
+}
+NORM_TYPES = {"starcoder2": "layer", "stablelm": "layer", "cohere": "layer_nobias"}
 # transformers' default for a config.json that leaves tie_word_embeddings out.
-TIED_BY_DEFAULT = ("smollm3", "ernie4_5", "starcoder2")
+TIED_BY_DEFAULT = ("smollm3", "ernie4_5", "starcoder2", "cohere")
 
 
 def normalize_keys(raw: dict[str, Any]) -> dict[str, Any]:
@@ -126,6 +135,8 @@ def unsupported_options(raw: dict[str, Any], num_layers: int) -> list[str]:
             problems.append("GPT-2 scale_attn_by_inverse_layer_idx=true is not supported")
         if raw.get("scale_attn_weights") is False:
             problems.append("GPT-2 scale_attn_weights=false is not supported")
+    if raw.get("model_type") == "cohere" and raw.get("use_qk_norm"):
+        problems.append("Cohere use_qk_norm=true (per-head q/k LayerNorms) is not supported")
     if raw.get("model_type") == "stablelm":
         for key, what in (("qk_layernorm", "per-head q/k LayerNorms"),
                           ("use_parallel_residual", "the parallel residual")):  # fmt: skip
@@ -150,9 +161,9 @@ def family_fields(raw: dict[str, Any], num_layers: int, hidden: int) -> dict[str
         "clip_qkv": _float_or_none(raw.get("clip_qkv")),
         "partial_rotary_factor": _partial_rotary(raw, DEFAULT_PARTIAL_ROTARY.get(mt, 1.0)),
         "nope_layers": nope_layers(raw, num_layers),
-        "rope_interleaved": mt in ("ernie4_5", *GLM),
+        "rope_interleaved": mt in ("ernie4_5", "cohere", *GLM),
         "mlp_gated": mt not in ("arcee", "starcoder2", "apertus"),
-        "norm_type": "layer" if mt in LAYER_NORM_EPS else "rms",
+        "norm_type": NORM_TYPES.get(mt, "rms"),
     }
     if mt in GEMMA:
         f["hidden_act"] = str(raw.get("hidden_activation") or raw.get("hidden_act") or "")
@@ -176,6 +187,9 @@ def family_fields(raw: dict[str, Any], num_layers: int, hidden: int) -> dict[str
         f["norm_layout"] = "glm4"
     elif mt == "apertus":
         f["norm_layout"] = "apertus"
+    elif mt == "cohere":
+        f["norm_layout"] = "parallel"
+        f["logits_multiplier"] = float(raw.get("logit_scale") or 0.0625)
     elif mt in GRANITE:
         f["embedding_multiplier"] = float(raw.get("embedding_multiplier", 1.0))
         f["residual_multiplier"] = float(raw.get("residual_multiplier", 1.0))

@@ -54,12 +54,13 @@ class RMSNorm(nn.Module):
 
 
 class LayerNorm(nn.Module):
-    """LayerNorm with a bias (StarCoder 2), with :class:`RMSNorm`'s two calls."""
+    """LayerNorm with a bias (StarCoder 2, StableLM) or without (Cohere), with
+    :class:`RMSNorm`'s two calls."""
 
-    def __init__(self, size: int, eps: float) -> None:
+    def __init__(self, size: int, eps: float, bias: bool = True) -> None:
         super().__init__()
         self.weight = nn.Parameter(torch.ones(size))
-        self.bias = nn.Parameter(torch.zeros(size))
+        self.bias = nn.Parameter(torch.zeros(size)) if bias else None
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -78,8 +79,8 @@ Norm = RMSNorm | LayerNorm
 
 def make_norm(cfg: CheckpointConfig, ops: Ops, size: int) -> Norm:
     """A decoder layer's (or the final) norm over ``size`` lanes, of the family's kind."""
-    if cfg.norm_type == "layer":
-        return LayerNorm(size, cfg.rms_norm_eps)
+    if cfg.norm_type in ("layer", "layer_nobias"):
+        return LayerNorm(size, cfg.rms_norm_eps, bias=cfg.norm_type == "layer")
     return RMSNorm(ops, size, cfg.rms_norm_eps, cfg.norm_offset)
 
 

@@ -1,6 +1,7 @@
 """The shared decoder: Llama 2/3/3.x, Mistral, Qwen2/3, Phi-3, Granite, Gemma 1/2/3, OLMo 2/3,
-SmolLM3, ERNIE 4.5, Arcee, EXAONE 4, GLM / GLM-4, Seed-OSS, StarCoder 2, StableLM, and the
-MoE families (Mixtral, Qwen2/3-MoE, OLMoE, GraniteMoE); Apertus.
+SmolLM3, ERNIE 4.5, Arcee, EXAONE 4, GLM / GLM-4, Seed-OSS, StarCoder 2, StableLM, Apertus,
+Cohere (Command R: attention and MLP side by side), and the MoE families (Mixtral,
+Qwen2/3-MoE, OLMoE, GraniteMoE).
 
 These families differ only in switches read from :class:`CheckpointConfig` (set per family in
 ``models/families.py``): bias on the projections, q/k norms (per head, or over the whole
@@ -75,6 +76,13 @@ _NORMS: dict[str, dict[str, str | None]] = {
         "post_attn": "post_attention_layernorm",
         "pre_mlp": None,
         "post_mlp": "post_feedforward_layernorm",
+    },
+    # Cohere: one norm; attention and MLP run side by side on it (ParallelDecoderLayer).
+    "parallel": {
+        "pre_attn": "input_layernorm",
+        "post_attn": None,
+        "pre_mlp": None,
+        "post_mlp": None,
     },
     # Apertus: Llama's two norms under other names.
     "apertus": {
@@ -246,6 +254,26 @@ class DecoderLayer(nn.Module):
         return x
 
 
+class ParallelDecoderLayer(DecoderLayer):
+    """Cohere's block: ``x + attn(norm(x)) + mlp(norm(x))``, one norm for both."""
+
+    def forward(
+        self,
+        positions: torch.Tensor,
+        x: torch.Tensor,
+        residual: torch.Tensor | None,
+        cos_sin: torch.Tensor,
+        kv_cache: tuple[torch.Tensor, torch.Tensor],
+        meta: AttentionMetadata,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        h, residual = _enter(self._norm("pre_attn"), x, residual)
+        a = self.self_attn(positions, h, cos_sin, kv_cache, meta)  # [T, H]
+        m = self.mlp(h)  # [T, H]; under tensor parallel, this rank's columns only
+        if self.comm is not None:
+            m = self.comm.all_reduce(m)
+        return a + m, residual
+
+
 class VocabParallelEmbedding(nn.Module):
     """This rank's ``ceil(V / N)`` rows of the embedding; ids outside them embed to zeros,
     and the all-reduce sums the ranks' rows into the full lookup."""
@@ -283,8 +311,9 @@ class DecoderModel(nn.Module):
         else:
             self.embed_tokens = VocabParallelEmbedding(cfg)
         start, end = stage_layers(cfg)
+        layer = ParallelDecoderLayer if cfg.norm_layout == "parallel" else DecoderLayer
         self.layers = nn.ModuleList(
-            DecoderLayer(cfg, ops, i) if start <= i < end else PPMissingLayer()
+            layer(cfg, ops, i) if start <= i < end else PPMissingLayer()
             for i in range(cfg.num_layers)
         )
         self.norm: Norm | PPMissingLayer = (

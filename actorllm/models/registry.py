@@ -44,6 +44,7 @@ MODEL_REGISTRY: dict[str, type[CausalLM]] = {
     "Starcoder2ForCausalLM": LlamaForCausalLM,
     "StableLmForCausalLM": LlamaForCausalLM,
     "ApertusForCausalLM": LlamaForCausalLM,
+    "CohereForCausalLM": LlamaForCausalLM,
     "GptOssForCausalLM": GptOssForCausalLM,  # the same decoder, its own checkpoint layout
     "GPT2LMHeadModel": GPT2LMHeadModel,
 }

@@ -18,7 +18,7 @@ Family = Literal[
     "mixtral", "qwen2_moe", "qwen3_moe", "olmoe",
     "gemma", "gemma2", "gemma3", "phi3", "phi3_longrope", "olmo2", "granite", "gpt2",
     "gpt_oss", "smollm3", "ernie4_5", "arcee", "olmo3", "exaone4", "glm", "glm4",
-    "seed_oss", "granitemoe", "starcoder2", "stablelm", "apertus",
+    "seed_oss", "granitemoe", "starcoder2", "stablelm", "apertus", "cohere",
 ]  # fmt: skip
 
 LLAMA3_ROPE = {
@@ -178,7 +178,7 @@ def _other_family(family: str, common: dict[str, Any], sliding_window: int | Non
 
 
 NEWER = ("smollm3", "ernie4_5", "arcee", "olmo3", "exaone4", "glm", "glm4", "seed_oss",
-         "granitemoe", "starcoder2", "stablelm", "apertus")  # fmt: skip
+         "granitemoe", "starcoder2", "stablelm", "apertus", "cohere")  # fmt: skip
 
 
 def _newer_family(family: str, common: dict[str, Any], sliding_window: int | None) -> Any:
@@ -212,6 +212,8 @@ def _newer_family(family: str, common: dict[str, Any], sliding_window: int | Non
         return transformers.Exaone4Config(**(pattern | common))
     if family == "starcoder2":  # LayerNorms, GELU without a gate, biases, a window
         return transformers.Starcoder2Config(**({"sliding_window": window} | common))
+    if family == "cohere":  # attention and MLP side by side, logits scaled, q/k/v/o biases
+        return transformers.CohereConfig(**({"logit_scale": 0.5, "attention_bias": True} | common))
     if family == "apertus":  # xIELU, per-head q/k norms, Llama 3's rope scaling
         return transformers.ApertusConfig(**common)
     if family == "stablelm":  # LayerNorms, RoPE on a quarter of each head, q/k/v biases

@@ -42,6 +42,7 @@ FAMILIES: list[tuple[Family, dict[str, Any]]] = [
     ("starcoder2", {"tie_word_embeddings": True}),
     ("stablelm", {}),
     ("apertus", {}),
+    ("cohere", {"tie_word_embeddings": True}),
 ]
 
 

@@ -1,5 +1,5 @@
 """The families served since SmolLM3 (SmolLM3, ERNIE 4.5, Arcee, OLMo 3, EXAONE 4, GLM,
-GLM-4, Seed-OSS, GraniteMoE, StarCoder 2, StableLM, Apertus): each config dialect read
+GLM-4, Seed-OSS, GraniteMoE, StarCoder 2, StableLM, Apertus, Cohere): each config dialect read
 into its switches (transformers 5 files and the 4.x spelling real checkpoints ship), the
 GPT-J rotary and Apertus's xIELU against transformers' own, GraniteMoE's and StarCoder
 2's checkpoint names, and what is refused by name (tensor parallel, quantized
@@ -283,3 +283,18 @@ def test_apertus_xielu_matches_transformers() -> None:
     assert not cfg.mlp_gated and cfg.hidden_act == "xielu" and cfg.norm_layout == "apertus"
     assert cfg.qk_norm and cfg.qk_norm_per_head
     assert cfg.rope_scaling is not None and cfg.rope_scaling["rope_type"] == "llama3"
+
+
+def test_cohere_parallel_block_unbiased_layernorm_and_logit_scale() -> None:
+    cfg = _cfg("cohere", "CohereForCausalLM")
+    assert cfg.norm_layout == "parallel" and cfg.norm_type == "layer_nobias"
+    assert cfg.rope_interleaved and cfg.logits_multiplier == 0.5
+    assert cfg.attention_bias and cfg.o_proj_bias
+    model = load_model("/nonexistent", cfg, load_format="dummy")
+    names = {n for n, _ in model.named_parameters()}
+    assert "model.layers.0.input_layernorm.weight" in names
+    assert not any(n.endswith("layernorm.bias") or n == "model.norm.bias" for n in names)
+    assert "model.layers.0.post_attention_layernorm.weight" not in names
+    raw = {**tiny_config("cohere").to_dict(), "architectures": ["CohereForCausalLM"]}  # type: ignore[arg-type]
+    with pytest.raises(ModelConfigError, match="Cohere use_qk_norm=true"):
+        CheckpointConfig.from_dict({**raw, "use_qk_norm": True})

@@ -57,7 +57,8 @@ def test_weight_only_greedy_tokens_equal_the_dequantized_reference(
 # Arcee's un-gated up_proj, ERNIE 4.5's biases, NoPE layers, OLMo 3's whole-projection norms.
 NEWER = [("gptq", "arcee"), ("awq", "arcee"), ("gptq", "ernie4_5"), ("awq", "smollm3"),
          ("gptq", "exaone4"), ("awq", "olmo3"), ("gptq", "seed_oss"),
-         ("gptq", "starcoder2"), ("awq", "stablelm"), ("gptq", "apertus")]  # fmt: skip
+         ("gptq", "starcoder2"), ("awq", "stablelm"), ("gptq", "apertus"),
+         ("awq", "cohere")]  # fmt: skip
 
 
 @pytest.mark.slow
