@@ -33,7 +33,8 @@ where a family's HF config says which switches it sets. Families by ``model_type
   xIELU (learned scalars per layer);
 * cohere (Command R): one LayerNorm without a bias, attention and MLP side by side on it
   (``norm_layout`` "parallel"), interleaved RoPE, logits times ``logit_scale``, tied by
-  default (its per-head q/k norms, ``use_qk_norm``, are refused);
+  default (its per-head q/k norms, ``use_qk_norm``, are refused); cohere2 adds sliding
+  layers, the full ones without RoPE;
 * stablelm: Llama with LayerNorms, RoPE on a quarter of each head by default and
   ``use_qkv_bias`` (its per-head q/k LayerNorms and parallel residual are refused).
 
@@ -75,10 +76,14 @@ LAYER_NORM_EPS = {
     "starcoder2": "norm_epsilon",
     "stablelm": "layer_norm_eps",
     "cohere": "layer_norm_eps",
+    "cohere2": "layer_norm_eps",
 }
-NORM_TYPES = {"starcoder2": "layer", "stablelm": "layer", "cohere": "layer_nobias"}
+NORM_TYPES = {
+    "starcoder2": "layer", "stablelm": "layer", "cohere": "layer_nobias",
+    "cohere2": "layer_nobias",
+}  # fmt: skip
 # transformers' default for a config.json that leaves tie_word_embeddings out.
-TIED_BY_DEFAULT = ("smollm3", "ernie4_5", "starcoder2", "cohere")
+TIED_BY_DEFAULT = ("smollm3", "ernie4_5", "starcoder2", "cohere", "cohere2")
 
 
 def normalize_keys(raw: dict[str, Any]) -> dict[str, Any]:
@@ -161,7 +166,7 @@ def family_fields(raw: dict[str, Any], num_layers: int, hidden: int) -> dict[str
         "clip_qkv": _float_or_none(raw.get("clip_qkv")),
         "partial_rotary_factor": _partial_rotary(raw, DEFAULT_PARTIAL_ROTARY.get(mt, 1.0)),
         "nope_layers": nope_layers(raw, num_layers),
-        "rope_interleaved": mt in ("ernie4_5", "cohere", *GLM),
+        "rope_interleaved": mt in ("ernie4_5", "cohere", "cohere2", *GLM),
         "mlp_gated": mt not in ("arcee", "starcoder2", "apertus"),
         "norm_type": NORM_TYPES.get(mt, "rms"),
     }
@@ -187,7 +192,7 @@ def family_fields(raw: dict[str, Any], num_layers: int, hidden: int) -> dict[str
         f["norm_layout"] = "glm4"
     elif mt == "apertus":
         f["norm_layout"] = "apertus"
-    elif mt == "cohere":
+    elif mt in ("cohere", "cohere2"):
         f["norm_layout"] = "parallel"
         f["logits_multiplier"] = float(raw.get("logit_scale") or 0.0625)
     elif mt in GRANITE:

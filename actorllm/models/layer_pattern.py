@@ -4,12 +4,12 @@ window, and which apply no RoPE at all (NoPE), by each family's HF config rules.
 * Mistral (and any family not named below): ``sliding_window`` on every layer when set;
 * Llama, Gemma 1, Granite (and MoE), OLMo 2, GPT-2, ERNIE 4.5, Arcee, GLM, Seed-OSS,
   StableLM, Apertus, Cohere: never sliding;
-* Gemma 2 / 3, gpt-oss, OLMo 3, EXAONE 4: per ``layer_types``, or the family's default
-  pattern when the config has none;
+* Gemma 2 / 3, gpt-oss, OLMo 3, EXAONE 4, Cohere 2: per ``layer_types``, or the
+  family's default pattern when the config has none;
 * Qwen 2 / 3 (and MoE), SmolLM3: only with ``use_sliding_window``, then per ``layer_types``
   (Qwen: or layers >= ``max_window_layers``; SmolLM3: or its NoPE layers);
 * NoPE: SmolLM3's ``no_rope_layers`` zeros; EXAONE 4's full-attention layers when it has a
-  sliding window.
+  sliding window; Cohere 2's full-attention layers (every layer without a window).
 
     >>> nope_layers({"model_type": "smollm3", "no_rope_layers": [1, 1, 0, 1]}, 4)
     [False, False, True, False]
@@ -29,7 +29,7 @@ NEVER_SLIDING = (
 )  # fmt: skip
 OPT_IN = ("qwen2", "qwen3", "qwen2_moe", "qwen3_moe", "smollm3")  # use_sliding_window
 # HF's sliding_window default where config.json may leave it out.
-DEFAULT_WINDOW = {"olmo3": 4096, "exaone4": 4096}
+DEFAULT_WINDOW = {"olmo3": 4096, "exaone4": 4096, "cohere2": 4096}
 
 
 def window_of(raw: dict[str, Any]) -> Any:
@@ -52,7 +52,7 @@ def layer_types(raw: dict[str, Any], num_layers: int) -> list[str]:
         return [SLIDING if nope else FULL for nope in nope_layers(raw, num_layers)]
     if mt == "olmo3":
         pattern = 4
-    elif mt == "exaone4":
+    elif mt in ("exaone4", "cohere2"):
         pattern = int(raw.get("sliding_window_pattern") or 4)
     else:  # Gemma 3: one full layer in every sliding_window_pattern (6 by default)
         pattern = int(raw.get("sliding_window_pattern") or raw.get("_sliding_window_pattern") or 6)
@@ -67,7 +67,7 @@ def sliding_windows(raw: dict[str, Any], num_layers: int) -> list[int | None]:
         return [None] * num_layers
     if mt in OPT_IN and not raw.get("use_sliding_window", False):
         return [None] * num_layers
-    if mt in ("gemma2", "gemma3_text", "gemma3", "gpt_oss", "olmo3", "exaone4", *OPT_IN):
+    if mt in ("gemma2", "gemma3_text", "gemma3", "gpt_oss", "olmo3", "exaone4", "cohere2", *OPT_IN):
         return [int(window) if t == SLIDING else None for t in layer_types(raw, num_layers)]
     return [int(window)] * num_layers
 
@@ -83,10 +83,16 @@ def nope_layers(raw: dict[str, Any], num_layers: int) -> list[bool]:
         return [not bool(f) for f in list(flags)[:num_layers]]
     if mt == "exaone4" and window_of(raw) is not None:
         return [t != SLIDING for t in layer_types(raw, num_layers)]
+    if mt == "cohere2":  # RoPE on the sliding layers only: none at all without a window
+        window = window_of(raw)
+        return [window is None or t != SLIDING for t in layer_types(raw, num_layers)]
     return []
 
 
-NAMES = {"gpt_oss": "gpt-oss", "olmo3": "OLMo 3", "exaone4": "EXAONE 4", "smollm3": "SmolLM3"}
+NAMES = {
+    "gpt_oss": "gpt-oss", "olmo3": "OLMo 3", "exaone4": "EXAONE 4", "smollm3": "SmolLM3",
+    "cohere2": "Cohere 2",
+}  # fmt: skip
 
 
 def pattern_problems(raw: dict[str, Any], num_layers: int) -> list[str]:

@@ -45,6 +45,7 @@ MODEL_REGISTRY: dict[str, type[CausalLM]] = {
     "StableLmForCausalLM": LlamaForCausalLM,
     "ApertusForCausalLM": LlamaForCausalLM,
     "CohereForCausalLM": LlamaForCausalLM,
+    "Cohere2ForCausalLM": LlamaForCausalLM,
     "GptOssForCausalLM": GptOssForCausalLM,  # the same decoder, its own checkpoint layout
     "GPT2LMHeadModel": GPT2LMHeadModel,
 }

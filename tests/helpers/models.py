@@ -18,7 +18,7 @@ Family = Literal[
     "mixtral", "qwen2_moe", "qwen3_moe", "olmoe",
     "gemma", "gemma2", "gemma3", "phi3", "phi3_longrope", "olmo2", "granite", "gpt2",
     "gpt_oss", "smollm3", "ernie4_5", "arcee", "olmo3", "exaone4", "glm", "glm4",
-    "seed_oss", "granitemoe", "starcoder2", "stablelm", "apertus", "cohere",
+    "seed_oss", "granitemoe", "starcoder2", "stablelm", "apertus", "cohere", "cohere2",
 ]  # fmt: skip
 
 LLAMA3_ROPE = {
@@ -178,7 +178,7 @@ def _other_family(family: str, common: dict[str, Any], sliding_window: int | Non
 
 
 NEWER = ("smollm3", "ernie4_5", "arcee", "olmo3", "exaone4", "glm", "glm4", "seed_oss",
-         "granitemoe", "starcoder2", "stablelm", "apertus", "cohere")  # fmt: skip
+         "granitemoe", "starcoder2", "stablelm", "apertus", "cohere", "cohere2")  # fmt: skip
 
 
 def _newer_family(family: str, common: dict[str, Any], sliding_window: int | None) -> Any:
@@ -214,6 +214,10 @@ def _newer_family(family: str, common: dict[str, Any], sliding_window: int | Non
         return transformers.Starcoder2Config(**({"sliding_window": window} | common))
     if family == "cohere":  # attention and MLP side by side, logits scaled, q/k/v/o biases
         return transformers.CohereConfig(**({"logit_scale": 0.5, "attention_bias": True} | common))
+    if family == "cohere2":  # Cohere's block, sliding layers, NoPE full layers
+        return transformers.Cohere2Config(
+            **(pattern | {"logit_scale": 0.5, "attention_bias": True} | common)
+        )
     if family == "apertus":  # xIELU, per-head q/k norms, Llama 3's rope scaling
         return transformers.ApertusConfig(**common)
     if family == "stablelm":  # LayerNorms, RoPE on a quarter of each head, q/k/v biases

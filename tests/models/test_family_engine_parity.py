@@ -43,6 +43,7 @@ FAMILIES: list[tuple[Family, dict[str, Any]]] = [
     ("stablelm", {}),
     ("apertus", {}),
     ("cohere", {"tie_word_embeddings": True}),
+    ("cohere2", {"tie_word_embeddings": True}),
 ]
 
 

@@ -1,9 +1,9 @@
 """The families served since SmolLM3 (SmolLM3, ERNIE 4.5, Arcee, OLMo 3, EXAONE 4, GLM,
-GLM-4, Seed-OSS, GraniteMoE, StarCoder 2, StableLM, Apertus, Cohere): each config dialect read
-into its switches (transformers 5 files and the 4.x spelling real checkpoints ship), the
-GPT-J rotary and Apertus's xIELU against transformers' own, GraniteMoE's and StarCoder
-2's checkpoint names, and what is refused by name (tensor parallel, quantized
-checkpoints, odd layer patterns)."""
+GLM-4, Seed-OSS, GraniteMoE, StarCoder 2, StableLM, Apertus, Cohere 1 / 2): each config
+dialect read into its switches (transformers 5 files and the 4.x spelling real
+checkpoints ship), the GPT-J rotary and Apertus's xIELU against transformers' own,
+GraniteMoE's and StarCoder 2's checkpoint names, and what is refused by name (tensor
+parallel, quantized checkpoints, odd layer patterns)."""
 
 from __future__ import annotations
 
@@ -298,3 +298,14 @@ def test_cohere_parallel_block_unbiased_layernorm_and_logit_scale() -> None:
     raw = {**tiny_config("cohere").to_dict(), "architectures": ["CohereForCausalLM"]}  # type: ignore[arg-type]
     with pytest.raises(ModelConfigError, match="Cohere use_qk_norm=true"):
         CheckpointConfig.from_dict({**raw, "use_qk_norm": True})
+
+
+def test_cohere2_rotates_only_its_sliding_layers() -> None:
+    cfg = _cfg("cohere2", "Cohere2ForCausalLM", num_layers=4)
+    assert cfg.sliding_windows == [8, None, 8, None]
+    assert cfg.nope_layers == [False, True, False, True]
+    assert cfg.norm_layout == "parallel" and cfg.logits_multiplier == 0.5
+    raw = {**tiny_config("cohere2").to_dict(), "architectures": ["Cohere2ForCausalLM"]}  # type: ignore[arg-type]
+    raw.update(sliding_window=None)  # transformers: no window, then no layer rotates
+    cfg = CheckpointConfig.from_dict(raw)
+    assert cfg.sliding_windows == [None, None] and cfg.nope_layers == [True, True]
