@@ -201,6 +201,28 @@ def apply_rotary(
     return rot(q), rot(k)
 
 
+def apply_rotary_interleaved(
+    positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor, cos_sin_cache: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`apply_rotary` for GPT-J-style RoPE (ERNIE 4.5, GLM): frequency ``i`` turns the
+    adjacent lanes ``(2i, 2i + 1)`` instead of lanes ``i`` and ``i + D/2``. Plain torch,
+    so it runs on every device.
+
+    positions: [T] int64; q: [T, Hq, D]; k: [T, Hk, D]; cos_sin_cache: [P, D] (cos | sin).
+    """
+    half = cos_sin_cache.shape[-1] // 2
+    cs = cos_sin_cache.index_select(0, positions).float()  # [T, D]
+    cos, sin = cs[:, None, :half], cs[:, None, half:]  # [T, 1, D/2]
+
+    def rot(x: torch.Tensor) -> torch.Tensor:
+        pairs = x.float().unflatten(-1, (half, 2))  # [T, H, D/2, 2]
+        x1, x2 = pairs[..., 0], pairs[..., 1]
+        out = torch.stack([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
+        return out.flatten(-2).to(x.dtype)
+
+    return rot(q), rot(k)
+
+
 def _adjacent(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor | None:
     """[T, Hq + Hk, D] view over q and k when k's heads directly follow q's in memory with
     the same strides (the q | k | v split of a fused QKV projection), else None."""

@@ -26,12 +26,14 @@ from typing import Any
 import msgspec
 
 from actorllm.models.families import (
+    default_tied,
     family_fields,
     has_qk_norm,
     has_qkv_bias,
     normalize_keys,
     unsupported_options,
 )
+from actorllm.models.layer_pattern import sliding_windows
 
 
 def llama_config_json(
@@ -105,7 +107,8 @@ class CheckpointConfig(msgspec.Struct, frozen=True, kw_only=True):
     # Gemma: RMSNorm scales by (offset + w), offset 1.0.
     norm_offset: float = 0.0
     # Which norms a layer has, by HF name: "pre" (Llama), "sandwich" (Gemma 2/3: also
-    # post-attention and post-feedforward norms), "post" (OLMo 2: norms after each sublayer).
+    # post-attention and post-feedforward norms), "post" (OLMo 2: norms after each sublayer),
+    # "parallel" (Cohere: one norm, attention and MLP both read it; their outputs are added).
     norm_layout: str = "pre"
     embedding_multiplier: float = 1.0  # Gemma: sqrt(hidden); Granite: embedding_multiplier
     residual_multiplier: float = 1.0  # Granite: sublayer outputs scaled before the add
@@ -120,6 +123,17 @@ class CheckpointConfig(msgspec.Struct, frozen=True, kw_only=True):
     # gpt-oss: a learned logit per query head (``self_attn.sinks``) joins every softmax
     # denominator and contributes no value.
     attention_sinks: bool = False
+    # Per layer: True where the layer applies no RoPE at all (SmolLM3's no_rope_layers
+    # zeros, EXAONE 4's full-attention layers); empty: every layer rotates.
+    nope_layers: list[bool] = []
+    # RoPE pairs adjacent lanes (2i, 2i + 1) (GPT-J style: ERNIE 4.5, GLM) instead of the
+    # two halves (NeoX style).
+    rope_interleaved: bool = False
+    # False: the MLP is down(act(up(x))), no gate (Arcee's ReLU^2 MLP).
+    mlp_gated: bool = True
+    # "rms" (RMSNorm), "layer" (LayerNorm with a bias: StarCoder 2, StableLM) or
+    # "layer_nobias" (Cohere); eps: rms_norm_eps.
+    norm_type: str = "rms"
     # -- Mixture of Experts (num_experts == 0: dense) ---------------------------------------
     num_experts: int = 0
     num_experts_per_tok: int = 0
@@ -208,12 +222,12 @@ class CheckpointConfig(msgspec.Struct, frozen=True, kw_only=True):
         if not archs:
             raise ModelConfigError("config.json lacks 'architectures'")
         raw = normalize_keys(raw)
-        problems = unsupported_options(raw)
-        if problems:
-            raise ModelConfigError("; ".join(problems))
         num_heads = int(need("num_attention_heads"))
         hidden = int(need("hidden_size"))
         num_layers = int(need("num_hidden_layers"))
+        problems = unsupported_options(raw, num_layers)
+        if problems:
+            raise ModelConfigError("; ".join(problems))
         theta, scaling = _rope(raw)
         eos = _eos_ids((generation_config or {}).get("eos_token_id"))
         if not eos:
@@ -233,10 +247,10 @@ class CheckpointConfig(msgspec.Struct, frozen=True, kw_only=True):
             rope_theta=theta,
             rope_scaling=scaling,
             max_position_embeddings=int(raw.get("max_position_embeddings", 2048)),
-            tie_word_embeddings=bool(raw.get("tie_word_embeddings", False)),
+            tie_word_embeddings=bool(raw.get("tie_word_embeddings", default_tied(raw))),
             attention_bias=has_qkv_bias(raw),
             qk_norm=has_qk_norm(raw),
-            sliding_windows=_sliding_windows(raw, num_layers),
+            sliding_windows=sliding_windows(raw, num_layers),
             dtype=str(dtype).removeprefix("torch."),
             eos_token_ids=eos,
             bos_token_id=raw.get("bos_token_id"),
@@ -291,41 +305,3 @@ def _eos_ids(value: Any) -> list[int]:
     if isinstance(value, int):
         return [value]
     return [int(v) for v in value]
-
-
-def _sliding_windows(raw: dict[str, Any], num_layers: int) -> list[int | None]:
-    """Per-layer windows, following each family's HF config rules.
-
-    Mistral: ``sliding_window`` applies to every layer when set. Qwen2/Qwen3: only with
-    ``use_sliding_window``, and then per ``layer_types`` (or layers >= ``max_window_layers``).
-    Llama: never.
-    """
-    window = raw.get("sliding_window")
-    model_type = raw.get("model_type")
-    if window is None or model_type in ("llama", "gemma", "granite", "olmo2", "gpt2"):
-        return [None] * num_layers
-    if model_type in ("gemma2", "gemma3_text", "gemma3", "gpt_oss"):
-        types = raw.get("layer_types") or _gemma_layer_types(raw, num_layers)
-        return [int(window) if t == "sliding_attention" else None for t in types]
-    if model_type in ("qwen2", "qwen3", "qwen2_moe", "qwen3_moe"):
-        if not raw.get("use_sliding_window", False):
-            return [None] * num_layers
-        types = raw.get("layer_types")
-        if types is None:
-            first = int(raw.get("max_window_layers", num_layers))
-            types = [
-                "sliding_attention" if i >= first else "full_attention" for i in range(num_layers)
-            ]
-        return [int(window) if t == "sliding_attention" else None for t in types]
-    return [int(window)] * num_layers
-
-
-def _gemma_layer_types(raw: dict[str, Any], num_layers: int) -> list[str]:
-    """Gemma 2 and gpt-oss alternate sliding and full layers (sliding first); Gemma 3 has one
-    full layer in every ``sliding_window_pattern`` (6 by default)."""
-    if raw.get("model_type") in ("gemma2", "gpt_oss"):
-        return ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(num_layers)]
-    pattern = int(raw.get("sliding_window_pattern") or raw.get("_sliding_window_pattern") or 6)
-    return [
-        "sliding_attention" if (i + 1) % pattern else "full_attention" for i in range(num_layers)
-    ]

@@ -5,16 +5,40 @@ where a family's HF config says which switches it sets. Families by ``model_type
 
 * llama, mistral, qwen2, qwen3, phi3: pre-norm RMSNorm decoders (Phi-3's fused
   ``qkv_proj`` / ``gate_up_proj`` are our own packed layout; LongRoPE lives in rotary.py);
-* granite: Llama plus embedding / residual / attention / logits multipliers;
+* granite: Llama plus embedding / residual / attention / logits multipliers; granitemoe:
+  the same with a sparse MoE MLP (its stacked ``input_linear`` / ``output_linear``
+  experts, the softmax over the top-k router logits);
 * gemma, gemma2, gemma3_text: ``(1 + w)`` RMSNorm, embeddings scaled by sqrt(hidden),
   GELU-tanh MLP; 2 and 3 add sandwich norms, ``query_pre_attn_scalar``, sliding layers,
   soft-capping (2) and per-head q/k norms with a local RoPE base (3);
 * olmo2: norms after each sublayer instead of before, q/k norm over the whole projection;
-* mixtral, qwen2_moe, qwen3_moe, olmoe: sparse MoE MLPs (``models/moe.py``);
+* mixtral, qwen2_moe, qwen3_moe, olmoe, granitemoe: sparse MoE MLPs (``models/moe.py``);
 * gpt_oss: attention sinks, sliding and full layers alternating, q/k/v/o biases, YaRN, and
   a sparse MoE with biases and a clamped SwiGLU ("swigluoai"); its own stacked expert
   layout is read by ``models/gpt_oss.py``;
-* gpt2: its own module (``models/gpt2.py``); only the key names are normalised here.
+* gpt2: its own module (``models/gpt2.py``); only the key names are normalised here;
+* smollm3: Llama with RoPE skipped on the layers ``no_rope_layers`` marks 0;
+* ernie4_5: Llama with GPT-J-style (interleaved) RoPE; ``use_bias`` biases every
+  projection;
+* arcee: Llama with an un-gated ReLU^2 MLP (``up_proj``, ``down_proj``);
+* olmo3: OLMo 2 plus sliding-window layers, whose RoPE may differ from the full layers';
+* exaone4: OLMo 2's post-norms with per-head q/k norms, sliding layers, and no RoPE on
+  the full-attention layers;
+* glm, glm4: q/k/v biases, interleaved partial RoPE (half the head by default), the
+  checkpoint's own fused ``gate_up_proj``; glm4 adds Gemma 2's four norms (other names);
+* seed_oss: Llama with q/k/v biases by default and ``attention_out_bias`` for o_proj;
+* starcoder2: LayerNorms with biases, an un-gated GELU MLP (``c_fc`` / ``c_proj``),
+  ``use_bias`` on every projection, Mistral's sliding window on every layer;
+* apertus: Llama with per-head q/k norms, its own norm names and an un-gated MLP with
+  xIELU (learned scalars per layer);
+* cohere (Command R): one LayerNorm without a bias, attention and MLP side by side on it
+  (``norm_layout`` "parallel"), interleaved RoPE, logits times ``logit_scale``, tied by
+  default (its per-head q/k norms, ``use_qk_norm``, are refused); cohere2 adds sliding
+  layers, the full ones without RoPE;
+* stablelm: Llama with LayerNorms, RoPE on a quarter of each head by default and
+  ``use_qkv_bias`` (its per-head q/k LayerNorms and parallel residual are refused).
+
+Which layers slide and which skip RoPE: ``models/layer_pattern.py``.
 
     >>> f = family_fields({"model_type": "gemma2", "query_pre_attn_scalar": 16,
     ...     "attn_logit_softcapping": 50.0}, num_layers=2, hidden=64)
@@ -27,13 +51,47 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from actorllm.models.layer_pattern import nope_layers, pattern_problems
+
 GEMMA = ("gemma", "gemma2", "gemma3_text")
-MOE = ("mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "gpt_oss")
-LAYER_TYPES = ("sliding_attention", "full_attention")
+MOE = ("mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "gpt_oss", "granitemoe")
+GLM = ("glm", "glm4")
+GRANITE = ("granite", "granitemoe")
+# transformers' partial_rotary_factor where config.json leaves it out.
+DEFAULT_PARTIAL_ROTARY = {"glm": 0.5, "glm4": 0.5, "stablelm": 0.25}
+# attention_bias (q/k/v) is true when config.json leaves it out.
+QKV_BIAS_BY_DEFAULT = (*GLM, "seed_oss")
+# q / k normed over the whole projection, not per head.
+WHOLE_QK_NORM = ("olmo2", "olmoe", "olmo3")
+# Checkpoints that store projections already fused (ours are fused at load): they are
+# neither split over tensor-parallel ranks nor built quantized.
+FUSED_CHECKPOINTS = {
+    "phi3": "Phi-3's fused qkv_proj / gate_up_proj checkpoints",
+    "glm": "GLM's fused gate_up_proj checkpoints",
+    "glm4": "GLM-4's fused gate_up_proj checkpoints",
+}
+# LayerNorm instead of RMSNorm: the key its eps is under, and which kind (Cohere's has no
+# bias).
+LAYER_NORM_EPS = {
+    "starcoder2": "norm_epsilon",
+    "stablelm": "layer_norm_eps",
+    "cohere": "layer_norm_eps",
+    "cohere2": "layer_norm_eps",
+}
+NORM_TYPES = {
+    "starcoder2": "layer", "stablelm": "layer", "cohere": "layer_nobias",
+    "cohere2": "layer_nobias",
+}  # fmt: skip
+# transformers' default for a config.json that leaves tie_word_embeddings out.
+TIED_BY_DEFAULT = ("smollm3", "ernie4_5", "starcoder2", "cohere", "cohere2")
 
 
 def normalize_keys(raw: dict[str, Any]) -> dict[str, Any]:
-    """GPT-2 spells the common keys its own way (n_embd, n_layer, ...): rename them."""
+    """GPT-2 spells the common keys its own way (n_embd, n_layer, ...), StarCoder 2 and
+    StableLM their LayerNorm's eps: rename them."""
+    eps_key = LAYER_NORM_EPS.get(str(raw.get("model_type")))
+    if eps_key is not None:
+        return {**raw, "rms_norm_eps": raw.get(eps_key, 1e-5)}
     if raw.get("model_type") != "gpt2":
         return raw
     hidden = raw.get("n_embd", raw.get("hidden_size"))
@@ -52,37 +110,45 @@ def normalize_keys(raw: dict[str, Any]) -> dict[str, Any]:
 
 
 def has_qkv_bias(raw: dict[str, Any]) -> bool:
-    """Qwen2 (and Qwen2-MoE) always have q/k/v bias; GPT-2 biases everything."""
-    return raw.get("model_type") in ("qwen2", "qwen2_moe", "gpt2") or bool(
-        raw.get("attention_bias")
+    """Qwen2 (and Qwen2-MoE) always have q/k/v bias; GPT-2 biases everything; GLM's
+    attention_bias defaults to true; ERNIE 4.5 says use_bias."""
+    mt = raw.get("model_type")
+    return (
+        mt in ("qwen2", "qwen2_moe", "gpt2")
+        or bool(raw.get("attention_bias", mt in QKV_BIAS_BY_DEFAULT))
+        or _ernie_bias(raw)
+        or _starcoder2_bias(raw)
+        or (mt == "stablelm" and bool(raw.get("use_qkv_bias")))
     )
 
 
 def has_qk_norm(raw: dict[str, Any]) -> bool:
-    return raw.get("model_type") in ("qwen3", "qwen3_moe", "olmo2", "olmoe", "gemma3_text")
+    return raw.get("model_type") in (
+        "qwen3", "qwen3_moe", "olmo2", "olmoe", "olmo3", "gemma3_text", "exaone4", "apertus",
+    )  # fmt: skip
 
 
-def unsupported_options(raw: dict[str, Any]) -> list[str]:
+def default_tied(raw: dict[str, Any]) -> bool:
+    return raw.get("model_type") in TIED_BY_DEFAULT
+
+
+def unsupported_options(raw: dict[str, Any], num_layers: int) -> list[str]:
     """Config values this engine would otherwise silently ignore, as error messages."""
-    problems = []
+    problems = pattern_problems(raw, num_layers)
     if raw.get("model_type") == "gpt2":
         if raw.get("scale_attn_by_inverse_layer_idx"):
             problems.append("GPT-2 scale_attn_by_inverse_layer_idx=true is not supported")
         if raw.get("scale_attn_weights") is False:
             problems.append("GPT-2 scale_attn_weights=false is not supported")
+    if raw.get("model_type") == "cohere" and raw.get("use_qk_norm"):
+        problems.append("Cohere use_qk_norm=true (per-head q/k LayerNorms) is not supported")
+    if raw.get("model_type") == "stablelm":
+        for key, what in (("qk_layernorm", "per-head q/k LayerNorms"),
+                          ("use_parallel_residual", "the parallel residual")):  # fmt: skip
+            if raw.get(key):
+                problems.append(f"StableLM {key}=true ({what}) is not supported")
     if raw.get("model_type") == "gemma3_text" and raw.get("use_bidirectional_attention"):
         problems.append("Gemma 3 use_bidirectional_attention=true is not supported")
-    if raw.get("model_type") == "gpt_oss":
-        types = raw.get("layer_types") or []
-        odd = sorted({str(t) for t in types} - set(LAYER_TYPES))
-        if types and len(types) != raw.get("num_hidden_layers"):
-            problems.append(
-                f"gpt-oss layer_types has {len(types)} entries for "
-                f"{raw.get('num_hidden_layers')} num_hidden_layers"
-            )
-        if odd:
-            known = ", ".join(LAYER_TYPES)
-            problems.append(f"gpt-oss layer_types {odd} are not supported ({known})")
     return problems
 
 
@@ -91,11 +157,18 @@ def family_fields(raw: dict[str, Any], num_layers: int, hidden: int) -> dict[str
     mt = raw.get("model_type", "")
     f: dict[str, Any] = {
         "hidden_act": str(raw.get("hidden_act") or "silu"),
-        "o_proj_bias": mt == "gpt2" or (bool(raw.get("attention_bias")) and mt != "qwen2"),
-        "mlp_bias": mt == "gpt2" or bool(raw.get("mlp_bias")),
-        "qk_norm_per_head": mt not in ("olmo2", "olmoe"),
+        "o_proj_bias": _o_proj_bias(raw),
+        "mlp_bias": mt == "gpt2"
+        or bool(raw.get("mlp_bias"))
+        or _ernie_bias(raw)
+        or _starcoder2_bias(raw),
+        "qk_norm_per_head": mt not in WHOLE_QK_NORM,
         "clip_qkv": _float_or_none(raw.get("clip_qkv")),
-        "partial_rotary_factor": _partial_rotary(raw),
+        "partial_rotary_factor": _partial_rotary(raw, DEFAULT_PARTIAL_ROTARY.get(mt, 1.0)),
+        "nope_layers": nope_layers(raw, num_layers),
+        "rope_interleaved": mt in ("ernie4_5", "cohere", "cohere2", *GLM),
+        "mlp_gated": mt not in ("arcee", "starcoder2", "apertus"),
+        "norm_type": NORM_TYPES.get(mt, "rms"),
     }
     if mt in GEMMA:
         f["hidden_act"] = str(raw.get("hidden_activation") or raw.get("hidden_act") or "")
@@ -110,9 +183,19 @@ def family_fields(raw: dict[str, Any], num_layers: int, hidden: int) -> dict[str
             f["final_logit_softcap"] = _float_or_none(raw.get("final_logit_softcapping"))
         if mt == "gemma3_text":
             f["local_rope_theta"], f["local_rope_scaling"] = _gemma3_local_rope(raw)
-    elif mt == "olmo2":
+    elif mt in ("olmo2", "exaone4"):
         f["norm_layout"] = "post"
-    elif mt == "granite":
+    elif mt == "olmo3":
+        f["norm_layout"] = "post"
+        f["local_rope_theta"], f["local_rope_scaling"] = _olmo3_sliding_rope(raw)
+    elif mt == "glm4":
+        f["norm_layout"] = "glm4"
+    elif mt == "apertus":
+        f["norm_layout"] = "apertus"
+    elif mt in ("cohere", "cohere2"):
+        f["norm_layout"] = "parallel"
+        f["logits_multiplier"] = float(raw.get("logit_scale") or 0.0625)
+    elif mt in GRANITE:
         f["embedding_multiplier"] = float(raw.get("embedding_multiplier", 1.0))
         f["residual_multiplier"] = float(raw.get("residual_multiplier", 1.0))
         f["attention_scale"] = float(raw.get("attention_multiplier", 1.0))
@@ -143,9 +226,10 @@ def _moe_fields(raw: dict[str, Any], num_layers: int) -> dict[str, Any]:
         "num_experts": num_experts,
         "num_experts_per_tok": int(raw.get("num_experts_per_tok") or 2),
         "moe_intermediate_size": inter,
-        # Mixtral always renormalises its top-k weights, gpt-oss takes the softmax of the
-        # top-k logits (the same thing); the others say so in the config.
-        "norm_topk_prob": mt in ("mixtral", "gpt_oss") or bool(raw.get("norm_topk_prob", False)),
+        # Mixtral always renormalises its top-k weights, gpt-oss and GraniteMoE take the
+        # softmax of the top-k logits (the same thing); the others say so in the config.
+        "norm_topk_prob": mt in ("mixtral", "gpt_oss", "granitemoe")
+        or bool(raw.get("norm_topk_prob", False)),
         "moe_bias": mt == "gpt_oss",
         "shared_expert_intermediate_size": int(raw.get("shared_expert_intermediate_size") or 0)
         if mt == "qwen2_moe"
@@ -166,11 +250,56 @@ def _gemma3_local_rope(raw: dict[str, Any]) -> tuple[float, dict[str, Any] | Non
     return float(raw.get("rope_local_base_freq", 10000.0)), None
 
 
-def _partial_rotary(raw: dict[str, Any]) -> float:
+def _olmo3_sliding_rope(raw: dict[str, Any]) -> tuple[float | None, dict[str, Any] | None]:
+    """OLMo 3's sliding layers' RoPE where it differs from the full layers' (None: the same
+    table). 5.x: ``rope_parameters["sliding_attention"]``. 4.x (``rope_theta`` and
+    ``rope_scaling`` beside it): those are the full layers'; the sliding layers get plain
+    RoPE at Olmo3Config's default theta 500000, as transformers reads such a file."""
+    params = raw.get("rope_parameters")
+    if isinstance(params, dict) and isinstance(params.get("sliding_attention"), dict):
+        local = params["sliding_attention"]
+        full = params.get("full_attention") or {}
+        if local == full:
+            return None, None
+        rope_type = local.get("rope_type", local.get("type", "default"))
+        scaling = None if rope_type in (None, "default") else dict(local)
+        return float(local.get("rope_theta", 500000.0)), scaling
+    scaling = raw.get("rope_scaling")
+    scaled = isinstance(scaling, dict) and scaling.get(
+        "rope_type", scaling.get("type", "default")
+    ) not in (None, "default")
+    if not scaled and float(raw.get("rope_theta", 500000.0)) == 500000.0:
+        return None, None
+    return 500000.0, None
+
+
+def _o_proj_bias(raw: dict[str, Any]) -> bool:
+    mt = raw.get("model_type")
+    if mt == "gpt2":
+        return True
+    if mt == "ernie4_5":
+        return _ernie_bias(raw)
+    if mt == "seed_oss":
+        return bool(raw.get("attention_out_bias", False))
+    if mt == "starcoder2":
+        return _starcoder2_bias(raw)
+    return bool(raw.get("attention_bias")) and mt not in ("qwen2", *GLM)
+
+
+def _starcoder2_bias(raw: dict[str, Any]) -> bool:
+    """StarCoder 2's use_bias (true by default) biases every projection."""
+    return raw.get("model_type") == "starcoder2" and bool(raw.get("use_bias", True))
+
+
+def _ernie_bias(raw: dict[str, Any]) -> bool:
+    return raw.get("model_type") == "ernie4_5" and bool(raw.get("use_bias"))
+
+
+def _partial_rotary(raw: dict[str, Any], default: float = 1.0) -> float:
     params = raw.get("rope_parameters")
     if isinstance(params, dict) and "partial_rotary_factor" in params:
         return float(params["partial_rotary_factor"])
-    return float(raw.get("partial_rotary_factor", 1.0))
+    return float(raw.get("partial_rotary_factor", default))
 
 
 def _float_or_none(value: Any) -> float | None:

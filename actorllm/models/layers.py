@@ -1,13 +1,17 @@
-"""Building blocks every decoder family shares: RMSNorm (plain or Gemma's ``1 + w``) and
-the gated MLP with a packed ``gate_up_proj``."""
+"""Building blocks every decoder family shares: RMSNorm (plain or Gemma's ``1 + w``) or
+LayerNorm, the gated MLP with a packed ``gate_up_proj``, and the MLP without a gate
+(Arcee, StarCoder 2)."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from actorllm.kernels import elementwise
+from actorllm.kernels.activation import plain_activation
 from actorllm.kernels.moe import gated_activation
 from actorllm.kernels.ops import Ops
 from actorllm.models.config import CheckpointConfig
@@ -49,6 +53,37 @@ class RMSNorm(nn.Module):
         return self.ops.fused_add_rms_norm(x, residual, self.weight, self.eps)
 
 
+class LayerNorm(nn.Module):
+    """LayerNorm with a bias (StarCoder 2, StableLM) or without (Cohere), with
+    :class:`RMSNorm`'s two calls."""
+
+    def __init__(self, size: int, eps: float, bias: bool = True) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(size))
+        self.bias = nn.Parameter(torch.zeros(size)) if bias else None
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.layer_norm(x, (x.shape[-1],), self.weight, self.bias, self.eps)
+
+    def forward_residual(
+        self, x: torch.Tensor, residual: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(layer_norm(x + residual), x + residual)."""
+        h = x + residual
+        return self(h), h
+
+
+Norm = RMSNorm | LayerNorm
+
+
+def make_norm(cfg: CheckpointConfig, ops: Ops, size: int) -> Norm:
+    """A decoder layer's (or the final) norm over ``size`` lanes, of the family's kind."""
+    if cfg.norm_type in ("layer", "layer_nobias"):
+        return LayerNorm(size, cfg.rms_norm_eps, bias=cfg.norm_type == "layer")
+    return RMSNorm(ops, size, cfg.rms_norm_eps, cfg.norm_offset)
+
+
 class MLP(nn.Module):
     """down(act(gate(x)) * up(x)); ``gate_up_proj`` packs gate | up rows."""
 
@@ -69,3 +104,52 @@ class MLP(nn.Module):
         gate_up = self.gate_up_proj(x)  # [T, 2I]
         h = self.ops.silu_and_mul(gate_up) if self.silu else self.act(gate_up)  # [T, I]
         return self.down_proj(h)
+
+
+# An un-gated MLP's (up, down) linears under the checkpoint's own names, so GPTQ module
+# lists, ignore lists and LoRA targets name them as written.
+UNGATED_NAMES = {"starcoder2": ("c_fc", "c_proj")}
+
+
+class UngatedMLP(nn.Module):
+    """down(act(up(x))): Arcee's MLP (ReLU^2, ``up_proj`` / ``down_proj``) and StarCoder
+    2's (GELU, ``c_fc`` / ``c_proj``), no gate projection to pack."""
+
+    def __init__(self, cfg: CheckpointConfig) -> None:
+        super().__init__()
+        self.up_name, self.down_name = UNGATED_NAMES.get(cfg.model_type, ("up_proj", "down_proj"))
+        up = nn.Linear(cfg.hidden_size, cfg.intermediate_size, bias=cfg.mlp_bias)
+        down = nn.Linear(cfg.intermediate_size, cfg.hidden_size, bias=cfg.mlp_bias)
+        self.add_module(self.up_name, up)
+        self.add_module(self.down_name, down)
+        # A function, or Apertus's xIELU: a module with its own learned scalars.
+        self.act_fn: Callable[[torch.Tensor], torch.Tensor] = (
+            XIELU() if cfg.hidden_act == "xielu" else plain_activation(cfg.hidden_act)
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x: [T, H] -> [T, H]."""
+        up, down = getattr(self, self.up_name), getattr(self, self.down_name)
+        return down(self.act_fn(up(x)))
+
+
+class XIELU(nn.Module):
+    """Apertus's xIELU: ``ap x^2 + b x`` for ``x > 0``, else
+    ``(expm1(min(x, eps)) - x) an + b x``, with ``ap = softplus(alpha_p)`` and
+    ``an = b + softplus(alpha_n)``; the four scalars are the checkpoint's
+    (``mlp.act_fn.alpha_p`` [1], ``alpha_n`` [1], ``beta`` [], ``eps`` [])."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.alpha_p = nn.Parameter(torch.zeros(1))
+        self.alpha_n = nn.Parameter(torch.zeros(1))
+        self.beta = nn.Parameter(torch.zeros(()))
+        self.eps = nn.Parameter(torch.zeros(()))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x: [.., I] -> [.., I]."""
+        ap = F.softplus(self.alpha_p)
+        an = self.beta + F.softplus(self.alpha_n)
+        bx = self.beta * x
+        neg = (torch.expm1(torch.minimum(x, self.eps)) - x) * an + bx
+        return torch.where(x > 0, ap * x * x + bx, neg)

@@ -1,11 +1,17 @@
-"""The shared decoder: Llama 2/3/3.x, Mistral, Qwen2/3, Phi-3, Granite, Gemma 1/2/3, OLMo 2,
-and the MoE families (Mixtral, Qwen2/3-MoE, OLMoE).
+"""The shared decoder: Llama 2/3/3.x, Mistral, Qwen2/3, Phi-3, Granite, Gemma 1/2/3, OLMo 2/3,
+SmolLM3, ERNIE 4.5, Arcee, EXAONE 4, GLM / GLM-4, Seed-OSS, StarCoder 2, StableLM, Apertus,
+Cohere (Command R: attention and MLP side by side), and the MoE families (Mixtral,
+Qwen2/3-MoE, OLMoE, GraniteMoE).
 
 These families differ only in switches read from :class:`CheckpointConfig` (set per family in
 ``models/families.py``): bias on the projections, q/k norms (per head, or over the whole
 projection), sliding windows, head_dim, tied embeddings, which norms a layer has
 (``norm_layout``), Gemma's ``(1 + w)`` norms and scaled embeddings, soft-capping,
-Granite's multipliers, and a sparse MoE MLP (``models/moe.py``) instead of the dense one.
+Granite's multipliers, RoPE skipped on some layers (NoPE), GPT-J-style (interleaved)
+RoPE, an MLP without a gate (``layers.UngatedMLP``), LayerNorm instead of RMSNorm, and a
+sparse MoE MLP
+(``models/moe.py``) instead of the dense one. A switch a family leaves off costs the
+forward nothing: each is resolved once per layer at build time.
 Projections are fused: ``qkv_proj`` packs q|k|v rows and ``gate_up_proj`` packs gate|up
 rows (Phi-3's checkpoints already are); :data:`PACKED_MODULES` tells the loader how HF's
 separate tensors map onto them.
@@ -23,11 +29,11 @@ import torch.nn.functional as F
 from torch import nn
 
 from actorllm.kernels.ops import Ops
-from actorllm.kernels.rotary import rope_table
+from actorllm.kernels.rotary import apply_rotary_interleaved, rope_table
 from actorllm.models.attention import AttentionMetadata, PagedAttention
 from actorllm.models.base import CausalLM, KVCaches
 from actorllm.models.config import CheckpointConfig
-from actorllm.models.layers import MLP, RMSNorm
+from actorllm.models.layers import MLP, Norm, RMSNorm, UngatedMLP, make_norm
 from actorllm.models.moe import STACKED_NAMES, SparseMoeBlock
 from actorllm.models.parallel import TPComm, vocab_shard
 from actorllm.models.pipeline import (
@@ -48,6 +54,8 @@ PACKED_MODULES: dict[str, tuple[str, int]] = {
     "gate_proj": ("gate_up_proj", 0),
     "up_proj": ("gate_up_proj", 1),
 }
+# Arcee's MLP has no gate: its up_proj is its own linear, only q/k/v are packed.
+PACKED_QKV = {k: v for k, v in PACKED_MODULES.items() if v[0] == "qkv_proj"}
 
 # Each norm_layout's norms, by role -> HF attribute name (None: the layout has none).
 _NORMS: dict[str, dict[str, str | None]] = {
@@ -69,7 +77,36 @@ _NORMS: dict[str, dict[str, str | None]] = {
         "pre_mlp": None,
         "post_mlp": "post_feedforward_layernorm",
     },
+    # Cohere: one norm; attention and MLP run side by side on it (ParallelDecoderLayer).
+    "parallel": {
+        "pre_attn": "input_layernorm",
+        "post_attn": None,
+        "pre_mlp": None,
+        "post_mlp": None,
+    },
+    # Apertus: Llama's two norms under other names.
+    "apertus": {
+        "pre_attn": "attention_layernorm",
+        "post_attn": None,
+        "pre_mlp": "feedforward_layernorm",
+        "post_mlp": None,
+    },
+    # GLM-4: Gemma 2's four norms under other names (its post_attention_layernorm is the
+    # norm *before* the MLP).
+    "glm4": {
+        "pre_attn": "input_layernorm",
+        "post_attn": "post_self_attn_layernorm",
+        "pre_mlp": "post_attention_layernorm",
+        "post_mlp": "post_mlp_layernorm",
+    },
 }
+# GraniteMoE's checkpoint names: experts stacked [E, 2I, H] (gate | up) and [E, H, I].
+_GRANITE_MOE_NAMES = {
+    ".mlp.input_linear.weight": ".mlp.experts.w13",
+    ".mlp.output_linear.weight": ".mlp.experts.w2",
+    ".mlp.router.layer.weight": ".mlp.gate.weight",
+}
+_GRANITE_MOE = ("input_linear.weight", "output_linear.weight", "router.layer.weight")
 _STACKED = re.compile(r"\.experts\.(" + "|".join(STACKED_NAMES) + r")$")
 
 
@@ -89,12 +126,15 @@ class Attention(nn.Module):
         self.q_norm = RMSNorm(ops, q_size, eps, off) if cfg.qk_norm else None
         self.k_norm = RMSNorm(ops, k_size, eps, off) if cfg.qk_norm else None
         self.clip = cfg.clip_qkv
-        self.rot_dim = int(self.d * cfg.partial_rotary_factor)
-        # Qwen3: per-head norms without Gemma's offset and full rotary: the backend's one
-        # fused call where it has one (the three calls below otherwise).
+        nope = bool(cfg.nope_layers) and cfg.nope_layers[layer_idx]  # SmolLM3, EXAONE 4
+        self.rot_dim = 0 if nope else int(self.d * cfg.partial_rotary_factor)
+        # NeoX halves (the backend's kernel) or GPT-J's adjacent pairs (ERNIE 4.5, GLM).
+        self.rotary = apply_rotary_interleaved if cfg.rope_interleaved else ops.apply_rotary
+        # Qwen3: per-head norms without Gemma's offset and full NeoX rotary: the backend's
+        # one fused call where it has one (the three calls below otherwise).
         self.fused_qk = (
             ops.qk_norm_rotary is not None and cfg.qk_norm and self.per_head
-            and not off and self.rot_dim == self.d
+            and not off and self.rot_dim == self.d and not cfg.rope_interleaved
         )  # fmt: skip
         self.comm: TPComm | None = None  # tensor parallel: sums the ranks' o_proj outputs
         window = cfg.sliding_windows[layer_idx]
@@ -140,16 +180,19 @@ class Attention(nn.Module):
     def _rotate(
         self, positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor, cos_sin: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """RoPE on q [T, Hq, D] and k [T, Hk, D]: all of each head, or its first rot_dim."""
+        """RoPE on q [T, Hq, D] and k [T, Hk, D]: all of each head, its first rot_dim, or
+        none of it (a NoPE layer)."""
         if self.rot_dim == self.d:
-            return self.ops.apply_rotary(positions, q, k, cos_sin)
+            return self.rotary(positions, q, k, cos_sin)
         r = self.rot_dim  # partial rotary: only the first rot_dim lanes of each head turn
-        qr, kr = self.ops.apply_rotary(positions, q[..., :r], k[..., :r], cos_sin)
+        if r == 0:
+            return q, k
+        qr, kr = self.rotary(positions, q[..., :r], k[..., :r], cos_sin)
         return torch.cat([qr, q[..., r:]], dim=-1), torch.cat([kr, k[..., r:]], dim=-1)
 
 
 def _enter(
-    norm: RMSNorm | None, x: torch.Tensor, residual: torch.Tensor | None
+    norm: Norm | None, x: torch.Tensor, residual: torch.Tensor | None
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Add the pending residual (the stream is ``x + residual``) and norm it if the layout
     has a norm here: (sublayer input, new residual stream)."""
@@ -167,17 +210,17 @@ class DecoderLayer(nn.Module):
         self.is_sliding = cfg.sliding_windows[layer_idx] is not None
         self.self_attn = Attention(cfg, ops, layer_idx)
         moe = bool(cfg.moe_layers) and cfg.moe_layers[layer_idx]
-        self.mlp: nn.Module = SparseMoeBlock(cfg, ops) if moe else MLP(cfg, ops)
+        self.mlp: nn.Module = (
+            SparseMoeBlock(cfg, ops) if moe else MLP(cfg, ops) if cfg.mlp_gated else UngatedMLP(cfg)
+        )
         self.residual_multiplier = cfg.residual_multiplier
         self.comm: TPComm | None = None  # tensor parallel: sums the ranks' MLP outputs
         self.norm_names = _NORMS[cfg.norm_layout]
         for name in self.norm_names.values():
             if name is not None:
-                self.add_module(
-                    name, RMSNorm(ops, cfg.hidden_size, cfg.rms_norm_eps, cfg.norm_offset)
-                )
+                self.add_module(name, make_norm(cfg, ops, cfg.hidden_size))
 
-    def _norm(self, role: str) -> RMSNorm | None:
+    def _norm(self, role: str) -> Norm | None:
         name = self.norm_names[role]
         return None if name is None else getattr(self, name)
 
@@ -202,13 +245,33 @@ class DecoderLayer(nn.Module):
         x = self._finish(self._norm("post_mlp"), m)
         return x, residual
 
-    def _finish(self, norm: RMSNorm | None, x: torch.Tensor) -> torch.Tensor:
+    def _finish(self, norm: Norm | None, x: torch.Tensor) -> torch.Tensor:
         """A sublayer's output before it joins the stream: post-norm, Granite's multiplier."""
         if norm is not None:
             x = norm(x)
         if self.residual_multiplier != 1.0:
             x = x * self.residual_multiplier
         return x
+
+
+class ParallelDecoderLayer(DecoderLayer):
+    """Cohere's block: ``x + attn(norm(x)) + mlp(norm(x))``, one norm for both."""
+
+    def forward(
+        self,
+        positions: torch.Tensor,
+        x: torch.Tensor,
+        residual: torch.Tensor | None,
+        cos_sin: torch.Tensor,
+        kv_cache: tuple[torch.Tensor, torch.Tensor],
+        meta: AttentionMetadata,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        h, residual = _enter(self._norm("pre_attn"), x, residual)
+        a = self.self_attn(positions, h, cos_sin, kv_cache, meta)  # [T, H]
+        m = self.mlp(h)  # [T, H]; under tensor parallel, this rank's columns only
+        if self.comm is not None:
+            m = self.comm.all_reduce(m)
+        return a + m, residual
 
 
 class VocabParallelEmbedding(nn.Module):
@@ -248,14 +311,13 @@ class DecoderModel(nn.Module):
         else:
             self.embed_tokens = VocabParallelEmbedding(cfg)
         start, end = stage_layers(cfg)
+        layer = ParallelDecoderLayer if cfg.norm_layout == "parallel" else DecoderLayer
         self.layers = nn.ModuleList(
-            DecoderLayer(cfg, ops, i) if start <= i < end else PPMissingLayer()
+            layer(cfg, ops, i) if start <= i < end else PPMissingLayer()
             for i in range(cfg.num_layers)
         )
-        self.norm: RMSNorm | PPMissingLayer = (
-            RMSNorm(ops, cfg.hidden_size, cfg.rms_norm_eps, cfg.norm_offset)
-            if last
-            else PPMissingLayer()
+        self.norm: Norm | PPMissingLayer = (
+            make_norm(cfg, ops, cfg.hidden_size) if last else PPMissingLayer()
         )
 
 
@@ -273,6 +335,8 @@ class LlamaForCausalLM(CausalLM):
         super().__init__()
         self.config = cfg
         self.ops = ops
+        if not cfg.mlp_gated:
+            self.packed_modules = PACKED_QKV
         self.model = DecoderModel(cfg, ops)
         # Tensor parallel: this rank's vocabulary rows (models/parallel.py).
         vocab = cfg.vocab_size if cfg.tp_size == 1 else vocab_shard(cfg)
@@ -337,6 +401,10 @@ class LlamaForCausalLM(CausalLM):
     def checkpoint_name(self, name: str) -> str | None:
         # Mixtral calls its MoE MLP block_sparse_moe; transformers 5 stacks experts itself.
         name = name.replace(".block_sparse_moe.", ".mlp.")
+        if name.endswith(_GRANITE_MOE):  # GraniteMoE's own stacked experts and router
+            for theirs, ours in _GRANITE_MOE_NAMES.items():
+                name = name.replace(theirs, ours)
+            return name
         m = _STACKED.search(name)
         if m is not None:
             name = name[: m.start(1)] + STACKED_NAMES[m.group(1)]
@@ -384,7 +452,7 @@ class LlamaForCausalLM(CausalLM):
             self.pipe.send_stage(torch.stack([x, residual]))  # [2, T, H]
             return x
         norm = self.model.norm
-        assert isinstance(norm, RMSNorm)  # the last stage's
+        assert not isinstance(norm, PPMissingLayer)  # the last stage's
         x, _ = norm.forward_residual(x, residual)
         return x
 

@@ -38,11 +38,13 @@ from safetensors.torch import load_file
 from torch import nn
 
 from actorllm.models.base import CausalLM
+from actorllm.models.layers import UngatedMLP
 from actorllm.models.parallel import full_weight_shape, lora_pair_piece
 
 CONFIG_FILE = "adapter_config.json"
 WEIGHTS_FILE = "adapter_model.safetensors"
-# Our projections an adapter may target (after packing): attention and MLP.
+# Our projections an adapter may target (after packing): attention and MLP; and both
+# linears of an MLP without a gate (Arcee's up_proj, StarCoder 2's c_fc / c_proj).
 TARGETABLE = ("qkv_proj", "o_proj", "gate_up_proj", "down_proj")
 _TENSOR = re.compile(r"^(?P<module>.+)\.lora_(?P<ab>A|B)\.weight$")
 _EXPERT = re.compile(r"\.experts\.")
@@ -211,6 +213,15 @@ def is_projection(module: nn.Module) -> bool:
     return isinstance(module, nn.Linear) or getattr(module, "quantized_projection", False)
 
 
+def is_target(model: nn.Module, name: str, module: nn.Module) -> bool:
+    """Whether module ``name`` of ``model`` takes adapters: a projection that is one of
+    :data:`TARGETABLE`, or a linear of an un-gated MLP."""
+    if not is_projection(module):
+        return False
+    owner_name, _, leaf = name.rpartition(".")
+    return leaf in TARGETABLE or isinstance(model.get_submodule(owner_name), UngatedMLP)
+
+
 def _target(name: str, model: CausalLM, hf_module: str) -> tuple[str, str, int | None, int, int]:
     """HF module name -> (our weight's name before packing, our Linear's name, shard or
     None, the Linear's input columns and the rows it adapts, on this rank)."""
@@ -224,7 +235,6 @@ def _target(name: str, model: CausalLM, hf_module: str) -> tuple[str, str, int |
         if target.endswith(f".{frag}"):
             target, shard = target.removesuffix(frag) + packed, idx
             break
-    leaf = target.rsplit(".", 1)[-1]
     try:
         linear = model.get_submodule(target)
     except AttributeError:
@@ -233,7 +243,7 @@ def _target(name: str, model: CausalLM, hf_module: str) -> tuple[str, str, int |
             f"target module {hf_module}: this model has no such module (an adapter "
             "for another base model?)",
         ) from None
-    if leaf not in TARGETABLE or not is_projection(linear):
+    if not is_target(model, target, linear):
         raise LoRAAdapterError(
             name, f"target module {hf_module} is not an attention or MLP projection of this "
             f"model (adaptable: {', '.join(TARGETABLE)} and their unfused q/k/v, gate/up)"

@@ -23,7 +23,7 @@ from torch import nn
 
 from actorllm.kernels.cpu_features import native_bf16
 from actorllm.kernels.lora import LoRASegments, add_lora_segments
-from actorllm.models.lora_adapter import TARGETABLE, LoRASlice, LoRAWeights, is_projection
+from actorllm.models.lora_adapter import LoRASlice, LoRAWeights, is_target
 
 
 class LoRALayer:
@@ -143,7 +143,7 @@ def attach_lora(model: nn.Module, slots: int, max_rank: int, dtype: torch.dtype)
     dtype = lora_compute_dtype(dtype, device)
     for name, module in model.named_modules():
         leaf = name.rsplit(".", 1)[-1]
-        if leaf not in TARGETABLE or not is_projection(module):
+        if not is_target(model, name, module):
             continue
         owner = model.get_submodule(name.rsplit(".", 1)[0])
         packed = leaf in ("qkv_proj", "gate_up_proj")

@@ -42,6 +42,7 @@ import msgspec
 import torch
 
 from actorllm.models.config import CheckpointConfig
+from actorllm.models.families import FUSED_CHECKPOINTS
 
 
 class TensorParallelError(ValueError):
@@ -72,8 +73,8 @@ def check_tensor_parallel(cfg: CheckpointConfig, size: int) -> None:
     problems = []
     if cfg.architecture == "GPT2LMHeadModel":
         problems.append("GPT-2 has no tensor-parallel layers")
-    if cfg.model_type == "phi3":
-        problems.append("Phi-3's fused qkv_proj / gate_up_proj checkpoints are not split")
+    if cfg.model_type in FUSED_CHECKPOINTS:
+        problems.append(f"{FUSED_CHECKPOINTS[cfg.model_type]} are not split")
     if cfg.model_type == "gpt_oss":
         problems.append("gpt-oss's attention sinks and expert biases are not split")
     if cfg.qk_norm and not cfg.qk_norm_per_head:
@@ -120,9 +121,9 @@ def vocab_shard(cfg: CheckpointConfig) -> int:
 
 
 # How a checkpoint tensor is split, by the name fragment of its (unpacked) projection.
-_COLUMN = (".q_proj.", ".gate_proj.", ".up_proj.", ".w1.", ".w3.")
+_COLUMN = (".q_proj.", ".gate_proj.", ".up_proj.", ".w1.", ".w3.", ".mlp.c_fc.")
 _KV = (".k_proj.", ".v_proj.")
-_ROW = (".o_proj.", ".down_proj.", ".w2.")
+_ROW = (".o_proj.", ".down_proj.", ".w2.", ".mlp.c_proj.")  # c_*: StarCoder 2's MLP
 _VOCAB = ("embed_tokens.weight", "lm_head.weight")
 # A quantized LM head's tensors along the vocabulary (its g_idx is along the inputs).
 _VOCAB_PACKED = ("lm_head.qweight", "lm_head.qzeros", "lm_head.scales")

@@ -59,7 +59,21 @@ def _prompt_logprobs(out: Any) -> list[float]:
     return [lp[t].logprob for lp, t in zip(out.prompt_logprobs[1:], PROMPTS[0][1:], strict=True)]
 
 
-@pytest.mark.parametrize("family", ["qwen3", "qwen3_moe"])
+@pytest.mark.parametrize(
+    "family",
+    [
+        "qwen3",
+        "qwen3_moe",
+        # Arcee's un-gated MLP, ERNIE 4.5's interleaved RoPE and row-parallel biases,
+        # EXAONE 4's NoPE full layers beside sliding ones, GraniteMoE's stacked experts.
+        pytest.param("arcee", marks=pytest.mark.slow),
+        pytest.param("ernie4_5", marks=pytest.mark.slow),
+        pytest.param("exaone4", marks=pytest.mark.slow),
+        pytest.param("granitemoe", marks=pytest.mark.slow),
+        pytest.param("starcoder2", marks=pytest.mark.slow),  # c_fc / c_proj, LayerNorms
+        pytest.param("cohere", marks=pytest.mark.slow),  # attention and MLP side by side
+    ],
+)
 def test_tp2_gives_tp1_greedy_tokens(tmp_path: Path, family: Family) -> None:
     """Logprobs and prompt logprobs too: every compute_logits is a gather both ranks join."""
     model = _checkpoint(tmp_path, family)

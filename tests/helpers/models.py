@@ -17,7 +17,8 @@ Family = Literal[
     "llama", "llama3", "mistral", "qwen2", "qwen3",
     "mixtral", "qwen2_moe", "qwen3_moe", "olmoe",
     "gemma", "gemma2", "gemma3", "phi3", "phi3_longrope", "olmo2", "granite", "gpt2",
-    "gpt_oss",
+    "gpt_oss", "smollm3", "ernie4_5", "arcee", "olmo3", "exaone4", "glm", "glm4",
+    "seed_oss", "granitemoe", "starcoder2", "stablelm", "apertus", "cohere", "cohere2",
 ]  # fmt: skip
 
 LLAMA3_ROPE = {
@@ -163,6 +164,8 @@ def _other_family(family: str, common: dict[str, Any], sliding_window: int | Non
             embedding_multiplier=3.0, residual_multiplier=0.5, attention_multiplier=0.3,
             logits_scaling=2.0, attention_bias=True, mlp_bias=True, **common,
         )  # fmt: skip
+    if family in NEWER:
+        return _newer_family(family, common, sliding_window)
     if family == "gpt2":
         return transformers.GPT2Config(
             vocab_size=common["vocab_size"], n_embd=common["hidden_size"],
@@ -172,6 +175,71 @@ def _other_family(family: str, common: dict[str, Any], sliding_window: int | Non
             tie_word_embeddings=True, attn_pdrop=0.0, embd_pdrop=0.0, resid_pdrop=0.0,
         )  # fmt: skip
     raise ValueError(f"unknown family {family!r}")
+
+
+NEWER = ("smollm3", "ernie4_5", "arcee", "olmo3", "exaone4", "glm", "glm4", "seed_oss",
+         "granitemoe", "starcoder2", "stablelm", "apertus", "cohere", "cohere2")  # fmt: skip
+
+
+def _newer_family(family: str, common: dict[str, Any], sliding_window: int | None) -> Any:
+    """SmolLM3, ERNIE 4.5, Arcee, OLMo 3, EXAONE 4, GLM, GLM-4, Seed-OSS and GraniteMoE,
+    each with every switch its family has turned on (a NoPE layer, a sliding layer, biases,
+    local RoPE, multipliers)."""
+    import transformers
+
+    window = sliding_window or 8
+    common.setdefault("pad_token_id", 0)
+    n = common["num_hidden_layers"]
+    if family == "smollm3":  # RoPE + full, NoPE + sliding, then NoPE + full (3 layers on)
+        return transformers.SmolLM3Config(
+            no_rope_layers=[1] + [0] * (n - 1), use_sliding_window=True, sliding_window=window,
+            layer_types=["sliding_attention" if i == 1 else "full_attention" for i in range(n)],
+            attention_bias=True, mlp_bias=True, **common,
+        )  # fmt: skip
+    if family == "ernie4_5":
+        common.setdefault("head_dim", 16)
+        return transformers.Ernie4_5Config(use_bias=True, **common)
+    if family == "arcee":
+        return transformers.ArceeConfig(hidden_act="relu2", mlp_bias=True, **common)
+    pattern = dict(sliding_window=window, layer_types=_every_other_sliding(n))
+    if family == "olmo3":  # the full layers' RoPE is scaled, the sliding layers' is not
+        rope = {
+            "full_attention": {"rope_type": "linear", "factor": 2.0, "rope_theta": 10000.0},
+            "sliding_attention": {"rope_type": "default", "rope_theta": 500000.0},
+        }
+        return transformers.Olmo3Config(**(pattern | {"rope_parameters": rope} | common))
+    if family == "exaone4":  # the full layers run without RoPE
+        return transformers.Exaone4Config(**(pattern | common))
+    if family == "starcoder2":  # LayerNorms, GELU without a gate, biases, a window
+        return transformers.Starcoder2Config(**({"sliding_window": window} | common))
+    if family == "cohere":  # attention and MLP side by side, logits scaled, q/k/v/o biases
+        return transformers.CohereConfig(**({"logit_scale": 0.5, "attention_bias": True} | common))
+    if family == "cohere2":  # Cohere's block, sliding layers, NoPE full layers
+        return transformers.Cohere2Config(
+            **(pattern | {"logit_scale": 0.5, "attention_bias": True} | common)
+        )
+    if family == "apertus":  # xIELU, per-head q/k norms, Llama 3's rope scaling
+        return transformers.ApertusConfig(**common)
+    if family == "stablelm":  # LayerNorms, RoPE on a quarter of each head, q/k/v biases
+        return transformers.StableLmConfig(**({"use_qkv_bias": True} | common))
+    if family == "seed_oss":  # q/k/v biases (its default), o_proj's and the MLP's too
+        return transformers.SeedOssConfig(
+            **({"head_dim": 16, "attention_out_bias": True, "mlp_bias": True} | common)
+        )
+    if family == "granitemoe":  # Granite's four multipliers around a sparse MoE MLP
+        return transformers.GraniteMoeConfig(
+            embedding_multiplier=3.0, residual_multiplier=0.5, attention_multiplier=0.3,
+            logits_scaling=2.0, attention_bias=True, num_local_experts=4,
+            num_experts_per_tok=2, **common,
+        )  # fmt: skip
+    common.setdefault("head_dim", 16)
+    if family == "glm":  # interleaved RoPE on half of each head, q/k/v biases
+        return transformers.GlmConfig(**common)
+    return transformers.Glm4Config(**common)
+
+
+def _every_other_sliding(n: int) -> list[str]:
+    return ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(n)]
 
 
 def make_tiny_checkpoint(

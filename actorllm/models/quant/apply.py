@@ -12,8 +12,8 @@ GPTQ and AWQ checkpoints written with ``lm_head: true`` store the LM head quanti
 vocabulary rows (``models/parallel.py`` splits its packed tensors as it splits the float
 head). A head tied to the embedding cannot be both.
 
-What is not built is refused here by name: GPT-2, Phi-3's fused checkpoints, a quantized
-head tied to the embedding, compressed-tensors' quantized ``lm_head``, fused projections
+What is not built is refused here by name: GPT-2, Phi-3's and GLM's fused checkpoints, a
+quantized head tied to the embedding, compressed-tensors' quantized ``lm_head``, fused projections
 whose parts disagree on being quantized, experts of which only some are quantized, and,
 with tensor parallelism, splits that cut a scale group, block or packed word
 (``models/quant/shards.py``; a GGUF file's: ``models/gguf/shards.py``).
@@ -28,6 +28,7 @@ from torch import nn
 
 from actorllm.models.base import CausalLM
 from actorllm.models.config import CheckpointConfig
+from actorllm.models.families import FUSED_CHECKPOINTS
 from actorllm.models.meta_init import on_meta
 from actorllm.models.moe import FusedExperts, SparseMoeBlock
 from actorllm.models.parallel import split_kind
@@ -48,8 +49,10 @@ def checkpoint_quantization(cfg: CheckpointConfig, requested: str | None) -> Qua
     problems = []
     if cfg.architecture == "GPT2LMHeadModel":
         problems.append("GPT-2")
-    if cfg.model_type == "phi3":
-        problems.append("Phi-3's fused qkv_proj / gate_up_proj checkpoints")
+    if cfg.model_type in FUSED_CHECKPOINTS:
+        problems.append(FUSED_CHECKPOINTS[cfg.model_type])
+    if cfg.model_type == "granitemoe":
+        problems.append("GraniteMoE's stacked experts (input_linear / output_linear)")
     if spec.method == "compressed-tensors" and spec.quantizes("lm_head"):
         problems.append("a quantized lm_head (not in the checkpoint's ignore list)")
     if spec.quantizes_head() and cfg.tie_word_embeddings:

@@ -53,6 +53,24 @@ def test_weight_only_greedy_tokens_equal_the_dequantized_reference(
     assert _tokens(quant) == _tokens(ref)
 
 
+# The families served since SmolLM3 whose checkpoints are not fused (GLM's are refused):
+# Arcee's un-gated up_proj, ERNIE 4.5's biases, NoPE layers, OLMo 3's whole-projection norms.
+NEWER = [("gptq", "arcee"), ("awq", "arcee"), ("gptq", "ernie4_5"), ("awq", "smollm3"),
+         ("gptq", "exaone4"), ("awq", "olmo3"), ("gptq", "seed_oss"),
+         ("gptq", "starcoder2"), ("awq", "stablelm"), ("gptq", "apertus"),
+         ("awq", "cohere")]  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("float_inputs")
+@pytest.mark.parametrize(("method", "family"), NEWER, ids=[f"{m}-{f}" for m, f in NEWER])
+def test_newer_families_greedy_tokens_equal_the_dequantized_reference(
+    tmp_path: Path, method: str, family: str
+) -> None:
+    ref, quant = write_quantized(tmp_path, method, family=family)
+    assert _tokens(quant) == _tokens(ref)
+
+
 @pytest.mark.usefixtures("float_inputs")
 def test_a_wrong_scale_changes_the_tokens(tmp_path: Path) -> None:
     """The comparison above can fail: one GPTQ scale tensor off by 2x shows."""
