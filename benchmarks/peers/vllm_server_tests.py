@@ -60,6 +60,7 @@ FILES = [
     "../pooling/token_embed/test_online.py",
     "../serve/middleware/test_optional_middleware.py",
     "../serve/instrumentator/test_basic.py",
+    "../serve/instrumentator/test_orca_metrics.py",
     "../serve/tokenize/test_tokenization.py",
     # on their own models (MODELS); responses/ test_namespace_tool_separator,
     # test_parsable_context and test_structured_output are left out: vLLM passes none of

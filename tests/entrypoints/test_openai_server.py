@@ -3,6 +3,7 @@ streamed and not, n=2, logprobs, stop, usage)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
 import openai
@@ -208,3 +209,32 @@ def test_fingerprint_modes(settings: dict[str, str], expected: str | None) -> No
     finally:
         server.stop()
     assert server.error is None
+
+
+@pytest.mark.parametrize("fmt", ["TEXT", "json"])
+def test_a_load_report_header_answers_endpoint_load_metrics_format(
+    client: openai.OpenAI, fmt: str
+) -> None:
+    """vLLM's ORCA load report: asked for with endpoint-load-metrics-format, answered in
+    endpoint-load-metrics (non-streamed chat and text completions)."""
+    asked = {"endpoint-load-metrics-format": fmt}
+    text = client.completions.with_raw_response.create(
+        model=MODEL, prompt="x", max_tokens=1, extra_headers=asked
+    )
+    chat = client.chat.completions.with_raw_response.create(
+        model=MODEL, messages=[{"role": "user", "content": "hi"}], max_tokens=1, extra_headers=asked
+    )
+    for r in (text, chat):
+        report = r.headers["endpoint-load-metrics"]
+        if fmt == "TEXT":
+            assert report.startswith("TEXT named_metrics.kv_cache_usage_perc=")
+            assert ", named_metrics.num_requests_waiting=0.0" in report
+        else:
+            named = json.loads(report.removeprefix("JSON "))["named_metrics"]
+            assert set(named) == {"kv_cache_usage_perc", "num_requests_waiting"}
+    plain = client.completions.with_raw_response.create(model=MODEL, prompt="x", max_tokens=1)
+    assert "endpoint-load-metrics" not in plain.headers
+    other = client.completions.with_raw_response.create(
+        model=MODEL, prompt="x", max_tokens=1, extra_headers={"endpoint-load-metrics-format": "XML"}
+    )
+    assert "endpoint-load-metrics" not in other.headers

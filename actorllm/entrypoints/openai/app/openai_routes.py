@@ -13,6 +13,7 @@ from actorllm.entrypoints.generative_scoring.protocol import GenerativeScoringRe
 from actorllm.entrypoints.generative_scoring.serving import create_generative_scoring
 from actorllm.entrypoints.openai import serving_pooling as pooling
 from actorllm.entrypoints.openai.app.endpoint import S, decode_body
+from actorllm.entrypoints.openai.app.orca_header import FORMAT_HEADER, load_report
 from actorllm.entrypoints.openai.app.state import AppState
 from actorllm.entrypoints.openai.errors import bad_request
 from actorllm.entrypoints.openai.lora_models import (
@@ -52,12 +53,24 @@ def _with_header_id(request: Request, req: S) -> S:
 
 async def completions(state: AppState, request: Request) -> Response:
     req = _with_header_id(request, await decode_body(request, CompletionRequest))
-    return await create_completion(state.serving, req, request.receive)
+    response = await create_completion(state.serving, req, request.receive)
+    return await _with_load_report(state, request, response, req.stream)
 
 
 async def chat_completions(state: AppState, request: Request) -> Response:
     req = _with_header_id(request, await decode_body(request, ChatCompletionRequest))
-    return await create_chat_completion(state.serving, req, request.receive)
+    response = await create_chat_completion(state.serving, req, request.receive)
+    return await _with_load_report(state, request, response, req.stream)
+
+
+async def _with_load_report(
+    state: AppState, request: Request, response: Response, stream: bool | None
+) -> Response:
+    """vLLM's ORCA ``endpoint-load-metrics`` header on a non-streamed answer that asked."""
+    if not stream:
+        report = await load_report(state.serving.engine, request.headers.get(FORMAT_HEADER, ""))
+        response.headers.update(report or {})
+    return response
 
 
 async def chat_completions_batch(state: AppState, request: Request) -> Response:
