@@ -49,8 +49,7 @@ def test_one_choice_per_conversation(http: httpx.Client, engine: FakeEngine) -> 
     usage = out["usage"]
     assert usage["completion_tokens"] == 6
     assert usage["total_tokens"] == usage["prompt_tokens"] + 6
-    assert usage["prompt_tokens_details"]["cached_tokens"] == 4  # 2 per conversation
-    assert usage["prompt_tokens_details"]["created_cache_tokens"] == 6  # 3 per conversation
+    assert usage["prompt_tokens_details"] is None  # (test_openai_server: with the flag)
     assert {"chatcmpl-r1_0", "chatcmpl-r1_1"} <= set(engine.finished)  # vLLM's sub ids
 
 

@@ -36,9 +36,7 @@ def test_completion(client: openai.OpenAI) -> None:
     assert r.choices[0].finish_reason == "length"
     assert r.usage is not None and r.usage.completion_tokens == 4
     assert r.usage.total_tokens == r.usage.prompt_tokens + 4
-    assert r.usage.prompt_tokens_details is not None
-    assert r.usage.prompt_tokens_details.cached_tokens == 2
-    assert r.usage.prompt_tokens_details.created_cache_tokens == 3  # type: ignore[attr-defined]
+    assert r.usage.prompt_tokens_details is None  # vLLM's, without --enable-prompt-tokens-details
 
 
 def test_completion_batch_and_n_index_like_openai(client: openai.OpenAI) -> None:
@@ -238,3 +236,36 @@ def test_a_load_report_header_answers_endpoint_load_metrics_format(
         model=MODEL, prompt="x", max_tokens=1, extra_headers={"endpoint-load-metrics-format": "XML"}
     )
     assert "endpoint-load-metrics" not in other.headers
+
+
+def test_prompt_tokens_details_with_the_flag_as_vllm() -> None:
+    """--enable-prompt-tokens-details: completions, chat and the chat batch report the prompt
+    tokens the prefix cache served and those written to it."""
+    import httpx
+
+    from tests.entrypoints.conftest import start_server
+
+    server = start_server(FakeEngine(), enable_prompt_tokens_details=True)
+    try:
+        with openai.OpenAI(base_url=server.url + "/v1", api_key="x", max_retries=0) as c:
+            text = c.completions.create(model=MODEL, prompt="x", max_tokens=1)
+            chat = c.chat.completions.create(
+                model=MODEL, messages=[{"role": "user", "content": "hi"}], max_tokens=1
+            )
+        for usage in (text.usage, chat.usage):
+            assert usage is not None and usage.prompt_tokens_details is not None
+            details = usage.prompt_tokens_details
+            assert (details.cached_tokens, details.created_cache_tokens) == (2, 3)  # type: ignore[attr-defined]
+        hi = [{"role": "user", "content": "a"}]
+        batch = httpx.post(
+            server.url + "/v1/chat/completions/batch",
+            json={"model": MODEL, "messages": [hi, hi], "max_tokens": 1},
+            timeout=30,
+        ).json()
+        assert batch["usage"]["prompt_tokens_details"] == {
+            "cached_tokens": 4,
+            "created_cache_tokens": 6,
+        }
+    finally:
+        server.stop()
+    assert server.error is None

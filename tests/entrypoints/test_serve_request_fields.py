@@ -22,7 +22,8 @@ MAX_LEN = 256
 @pytest.fixture(scope="module")
 def srv() -> Iterator[ServeProcess]:
     # --max-logprobs above vLLM's default 20: the server starts and serves up to it.
-    argv = ["--max-model-len", str(MAX_LEN), "--metrics-prefix", "vllm", "--max-logprobs", "30"]
+    argv = ["--max-model-len", str(MAX_LEN), "--metrics-prefix", "vllm", "--max-logprobs", "30",
+            "--enable-prompt-tokens-details"]  # fmt: skip
     with ServeProcess(argv) as proc:
         yield proc
 

@@ -231,7 +231,6 @@ FOREIGN: list[Foreign] = [
         why="outputs are always processed by their own actor",
     ),
     _i("--use-v2-block-manager", value=False, why="there is one block manager"),
-    _i("--enable-prompt-tokens-details", value=False, why="usage always has prompt_tokens_details"),
     _i("--disable-fastapi-docs", value=False, why="there is no docs UI (/openapi.json only)"),
     _i("--h11-max-header-count", why="hypercorn has no header-count limit"),
     # newer vLLM frontends

@@ -414,6 +414,9 @@ class ChatState:
     usage: UsageTracker = field(default_factory=UsageTracker)
     choices: dict[int, ChatChoiceState] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        self.usage.details = self.defaults.prompt_tokens_details
+
     def _logprobs(self, co: CompletionOutput) -> ChatLogProbs | None:
         if not self.req.logprobs or co.logprobs is None:
             return None

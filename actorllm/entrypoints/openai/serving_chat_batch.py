@@ -115,8 +115,10 @@ async def create_batch_chat_completion(
         prompt_tokens=prompt,
         completion_tokens=completion,
         total_tokens=prompt + completion,
-        prompt_tokens_details=PromptTokensDetails(
-            cached_tokens=cached, created_cache_tokens=created
+        prompt_tokens_details=(
+            PromptTokensDetails(cached_tokens=cached, created_cache_tokens=created)
+            if ctx.defaults.prompt_tokens_details
+            else None
         ),
     )
     model = ctx.engine.model_name

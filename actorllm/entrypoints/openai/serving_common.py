@@ -38,6 +38,7 @@ class ServingDefaults:
     log_outputs: bool = False  # --enable-log-outputs
     max_log_len: int | None = None  # --max-log-len
     sse_keep_alive_s: float = 0.0  # --sse-keep-alive-interval (0: none)
+    prompt_tokens_details: bool = False  # --enable-prompt-tokens-details
     # Of chat and text completions: non-streamed answers, a stream's last chunk (--fingerprint-*)
     system_fingerprint: str | None = None
 
@@ -118,6 +119,8 @@ class UsageTracker:
     created: dict[int, int] = field(default_factory=dict)
     # {(prompt index, sample index): generated tokens}
     completion: dict[tuple[int, int], int] = field(default_factory=dict)
+    # prompt_tokens_details in info() (vLLM's --enable-prompt-tokens-details)
+    details: bool = False
 
     def update(self, prompt_index: int, out: RequestOutput, *, delta: bool) -> None:
         if out.prompt_token_ids:
@@ -139,8 +142,21 @@ class UsageTracker:
             prompt_tokens=prompt,
             completion_tokens=completion,
             total_tokens=prompt + completion,
-            prompt_tokens_details=PromptTokensDetails(
-                cached_tokens=sum(self.cached.values()),
-                created_cache_tokens=sum(self.created.values()),
+            prompt_tokens_details=(
+                PromptTokensDetails(
+                    cached_tokens=self.cached_tokens, created_cache_tokens=self.created_tokens
+                )
+                if self.details
+                else None
             ),
         )
+
+    @property
+    def cached_tokens(self) -> int:
+        """Prompt tokens served from the prefix cache, over all prompts."""
+        return sum(self.cached.values())
+
+    @property
+    def created_tokens(self) -> int:
+        """Prompt tokens written to the prefix cache, over all prompts."""
+        return sum(self.created.values())

@@ -220,6 +220,9 @@ class _CompletionState:
     usage: UsageTracker = field(default_factory=UsageTracker)
     choices: dict[int, _Choice] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        self.usage.details = self.defaults.prompt_tokens_details
+
     def apply(self, i: int, out: RequestOutput, *, delta: bool) -> list[CompletionChoice]:
         """Fold one output into the choices; returns the fragments it contributed."""
         self.usage.update(i, out, delta=delta)

@@ -97,15 +97,30 @@ def test_text_message(client: anthropic.Anthropic, engine: FakeEngine) -> None:
     assert r.id.startswith("chatcmpl-")  # vLLM's: the chat request's id
     assert [b.type for b in r.content] == ["text"] and r.content[0].text == words(4)  # type: ignore[union-attr]
     assert r.stop_reason == "max_tokens" and r.stop_sequence is None
-    assert r.usage.output_tokens == 4 and r.usage.cache_read_input_tokens == 2
-    assert r.usage.cache_creation_input_tokens == 3
+    assert r.usage.output_tokens == 4
+    # vLLM's: without --enable-prompt-tokens-details no cache fields, every prompt token in
+    # input_tokens
+    assert r.usage.cache_read_input_tokens is None and r.usage.cache_creation_input_tokens is None
     _, params, _ = engine.last_request  # type: ignore[misc]
     assert (params.temperature, params.top_p, params.top_k, params.max_tokens) == (0.5, 0.9, 3, 4)
     assert "Be brief." in prompt_of(engine)
-    # input_tokens leave out what the prefix cache served and what was written to it, as
-    # Anthropic counts them
     count = client.messages.count_tokens(model=MODEL, messages=HI, system="Be brief.")
-    assert count.input_tokens == r.usage.input_tokens + 2 + 3
+    assert count.input_tokens == r.usage.input_tokens
+
+
+def test_cache_usage_with_prompt_tokens_details(engine: FakeEngine) -> None:
+    """--enable-prompt-tokens-details: input_tokens leave out what the prefix cache served
+    and what was written to it, as Anthropic counts them (vLLM's)."""
+    server = start_server(engine, enable_prompt_tokens_details=True)
+    try:
+        with anthropic.Anthropic(base_url=server.url, api_key="x", max_retries=0) as c:
+            r = c.messages.create(model=MODEL, max_tokens=4, messages=HI)  # type: ignore[arg-type]
+            count = c.messages.count_tokens(model=MODEL, messages=HI)  # type: ignore[arg-type]
+        assert (r.usage.cache_read_input_tokens, r.usage.cache_creation_input_tokens) == (2, 3)
+        assert count.input_tokens == r.usage.input_tokens + 2 + 3
+    finally:
+        server.stop()
+    assert server.error is None
 
 
 def test_stop_sequence(client: anthropic.Anthropic) -> None:

@@ -58,6 +58,7 @@ def serving_defaults(
         log_outputs=settings.enable_log_outputs,
         max_log_len=settings.max_log_len,
         sse_keep_alive_s=settings.sse_keep_alive_interval,
+        prompt_tokens_details=settings.enable_prompt_tokens_details,
         system_fingerprint=fingerprint,
     )
 

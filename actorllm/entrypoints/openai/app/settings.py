@@ -122,6 +122,10 @@ class AppSettings(msgspec.Struct, kw_only=True):
     """Count the requests in flight on /v1/completions, /v1/chat/completions and
     /invocations (a stream counts until it ends); GET /load answers {"server_load": N}
     (without this flag always 0, as vLLM)."""
+    enable_prompt_tokens_details: bool = False
+    """usage.prompt_tokens_details on completions and chat (cached_tokens,
+    created_cache_tokens) and the Messages API's cache_read_input_tokens /
+    cache_creation_input_tokens (vLLM's; the Responses API always reports them)."""
     fingerprint_mode: Literal["full", "hash", "custom", "none"] = "full"
     """The system_fingerprint of chat and text completions (vLLM's): full is
     actorllm-VERSION[-tpN][-ppN][-dpN]-HASH8 (HASH8: of the engine's configuration), hash

@@ -135,6 +135,11 @@ APP_SETTINGS_HELP: Mapping[str, Mapping[str, str]] = {
             "/invocations (a stream counts until it ends); GET /load answers "
             '{"server_load": N} (without this flag always 0, as vLLM).'
         ),
+        "enable_prompt_tokens_details": (
+            "usage.prompt_tokens_details on completions and chat (cached_tokens, "
+            "created_cache_tokens) and the Messages API's cache_read_input_tokens / "
+            "cache_creation_input_tokens (vLLM's; the Responses API always reports them)."
+        ),
         "fingerprint_mode": (
             "The system_fingerprint of chat and text completions (vLLM's): full is "
             "actorllm-VERSION[-tpN][-ppN][-dpN]-HASH8 (HASH8: of the engine's "

@@ -256,9 +256,8 @@ class _Run:
         usage = self.state.usage_info()
         thought = usage.completion_tokens_details  # (the chat state's reasoning count)
         reasoning_tokens = thought.reasoning_tokens if thought is not None else 0
-        prompt_details = usage.prompt_tokens_details
-        cached = prompt_details.cached_tokens if prompt_details else 0
-        written = prompt_details.created_cache_tokens if prompt_details else 0
+        # (the Responses API reports the cache's part whatever --enable-prompt-tokens-details)
+        cached, written = self.state.usage.cached_tokens, self.state.usage.created_tokens
         response = msgspec.structs.replace(
             self.base,
             output=output,
