@@ -43,7 +43,7 @@ def reused_prompt_ids(
                 FIELD,
             )
     ids = params.get(IDS)
-    if ids is None or echo or has_embeds:
+    if ids is None:
         return None
     # (bool is an int subclass: true and false are not token ids)
     if not isinstance(ids, list) or not ids or any(type(t) is not int or t < 0 for t in ids):
@@ -52,4 +52,4 @@ def reused_prompt_ids(
             f"{FIELD}.{IDS}",
         )
     check_vocabulary(ids, vocab_size, f"{FIELD}.{IDS}")
-    return ids
+    return None if echo or has_embeds else ids

@@ -36,6 +36,7 @@ def openapi_document(*, dev_mode: bool, api_key: bool, served: Served) -> dict[s
     ref = dict(zip(everything, refs, strict=True))
     fill_served(components, served)
     cross_field_rules(components)
+    fill_served(components, served)  # (the bounds the rules add)
     responses_rules(components, store=served.responses_store, harmony=served.harmony)
     anthropic_rules(components)
     generative_scoring_rule(components, served)

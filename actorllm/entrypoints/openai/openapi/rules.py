@@ -66,6 +66,17 @@ def cross_field_rules(components: dict[str, Any]) -> None:
         truncate = components[name]["properties"]["truncate_prompt_tokens"]["anyOf"][0]
         truncate["not"] = {"const": 0}  # -1 or at least 1
         components[name].setdefault("allOf", []).append(options_need_stream)
+    # kv_transfer_params: the prefill's prompt ids only (entrypoints/openai/kv_transfer.py;
+    # the batch takes none)
+    ids = {"type": "array", "minItems": 1,
+           "items": {"type": "integer", "minimum": 0, "x-served": "token"}}  # fmt: skip
+    for name, forwarded_ids in (("ChatCompletionRequest", ids), (BATCH, None)):
+        allowed = [{"type": "null"}] if forwarded_ids is None else [forwarded_ids, {"type": "null"}]
+        forwarded = {"type": "object", "properties": {"prompt_token_ids": {"anyOf": allowed}},
+                     "additionalProperties": False}  # fmt: skip
+        props = components[name]["properties"]
+        if "kv_transfer_params" in props:
+            props["kv_transfer_params"] = {"anyOf": [forwarded, {"type": "null"}], "default": None}
     _pooling_rules(components, reserved)
 
 
