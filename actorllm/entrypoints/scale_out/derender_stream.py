@@ -44,23 +44,22 @@ class DerenderStreamState(msgspec.Struct, kw_only=True):
     last_tool_call_ids: list[str] = msgspec.field(default_factory=list)
 
 
-class DerenderChatStreamRequest(msgspec.Struct, kw_only=True):
+class _DerenderStreamRequest(msgspec.Struct, kw_only=True):
+    """One streamed generate chunk to derender, with the state the client carries."""
+
     stream: bool = True
     model: str | None = None
     generate_chunk: GenerateStreamResponse
     stream_state: DerenderStreamState | None = None
     prompt_tokens: int | None = None
     prompt_token_ids: list[Annotated[int, msgspec.Meta(ge=0)]] | None = None
+
+
+class DerenderChatStreamRequest(_DerenderStreamRequest, kw_only=True):
     chat_request: dict[str, Any] | None = None
 
 
-class DerenderCompletionStreamRequest(msgspec.Struct, kw_only=True):
-    stream: bool = True
-    model: str | None = None
-    generate_chunk: GenerateStreamResponse
-    stream_state: DerenderStreamState | None = None
-    prompt_tokens: int | None = None
-    prompt_token_ids: list[Annotated[int, msgspec.Meta(ge=0)]] | None = None
+class DerenderCompletionStreamRequest(_DerenderStreamRequest, kw_only=True):
     completion_request: dict[str, Any] | None = None
 
 
