@@ -30,6 +30,7 @@ COMMANDS: dict[str, str] = {
     "bench": "actorllm.entrypoints.commands.bench",
     "run-batch": "actorllm.entrypoints.commands.run_batch",
     "collect-env": "actorllm.entrypoints.commands.collect_env",
+    "launch": "actorllm.entrypoints.commands.launch",
 }
 
 

@@ -73,10 +73,12 @@ FILES = [
     "../generate/generative_scoring/test_generative_scoring_e2e.py",
     "../cohere/test_chat_v2.py",
     # --enable-scale-out (render / generate / derender); test_render.py and
-    # test_derender.py start vLLM's render-only server (RemoteLaunchRenderServer), which
-    # has no actorllm counterpart: not in the contract
+    # test_derender.py start the render-only server (RemoteLaunchRenderServer: `vllm launch
+    # render`, `actorllm launch render`)
     "../scale_out/token_in_token_out/test_serving_tokens.py",
     "../scale_out/derender/test_derender_parity.py",
+    "../scale_out/render/test_render.py",
+    "../scale_out/derender/test_derender.py",
     "../pooling/scoring/test_cross_encoder_online.py",
     "../pooling/scoring/test_bi_encoder_online.py",
     "../pooling/token_classify/test_online.py",
@@ -137,6 +139,12 @@ def run(server: str, files: list[str], tree: Path, reuse: bool = False) -> dict[
         if server == "vllm"
         else [str(ROOT / ".venv/bin/actorllm"), "serve"]
     )
+    # the render-only server (`vllm launch render`), by its module as well
+    render = (
+        [str(PEER / "bin/python"), "-m", "vllm.entrypoints.launchers.render.entry", "--model"]
+        if server == "vllm"
+        else [str(ROOT / ".venv/bin/actorllm"), "launch", "render"]
+    )
     results: dict[str, str] = {}
     for file in files:
         slug = re.sub(r"[^\w.]+", "_", file).lstrip("._")  # ../pooling/a/b.py: pooling_a_b.py
@@ -144,6 +152,7 @@ def run(server: str, files: list[str], tree: Path, reuse: bool = False) -> dict[
         env = {
             **os.environ,
             "CONTRACT_SERVE": json.dumps(serve),
+            "CONTRACT_RENDER": json.dumps(render),
             "CONTRACT_MODEL": str(model_for(file)),
             "PYTHONPATH": f"{Path(__file__).parent}:{tree}",
             "HF_HUB_OFFLINE": "1",

@@ -31,20 +31,25 @@ def pytest_configure(config: Any) -> None:
     import tests.conftest as tc
     import tests.utils as tu
 
-    serve: list[str] = json.loads(os.environ["CONTRACT_SERVE"])
     model = os.environ["CONTRACT_MODEL"]
 
-    def start(self: Any, name: str, args: list[str], env_dict: dict[str, str] | None) -> None:
-        env = os.environ.copy()
-        env.update(env_dict or {})
-        cmd = [*serve, model, "--served-model-name", name, *args]
-        print("contract: launching", " ".join(cmd), flush=True)
-        self.proc = subprocess.Popen(
-            cmd, env=env, stdout=sys.stdout, stderr=sys.stderr, start_new_session=True
-        )
+    def launcher(variable: str) -> Any:
+        def start(self: Any, name: str, args: list[str], env_dict: dict[str, str] | None) -> None:
+            command: list[str] = json.loads(os.environ[variable])
+            env = os.environ.copy()
+            env.update(env_dict or {})
+            cmd = [*command, model, "--served-model-name", name, *args]
+            print("contract: launching", " ".join(cmd), flush=True)
+            self.proc = subprocess.Popen(
+                cmd, env=env, stdout=sys.stdout, stderr=sys.stderr, start_new_session=True
+            )
 
-    tu.RemoteOpenAIServer._start_server = start
+        return start
+
+    tu.RemoteOpenAIServer._start_server = launcher("CONTRACT_SERVE")
+    tu.RemoteLaunchRenderServer._start_server = launcher("CONTRACT_RENDER")
     tu.RemoteVLLMServer._pre_download_model = lambda self, model, args: None
+    tu.RemoteLaunchRenderServer._pre_download_model = lambda self, model, args: None
     # The reference runners (HfRunner, sentence-transformers) load the local model too.
     tc.maybe_model_redirect = _local
 

@@ -11,8 +11,6 @@ NOT_BUILT: dict[str, str] = {
     "preload": "weight-cache daemons sharing GPU weights over CUDA IPC are not built; "
     "`actorllm serve` loads its weights itself",
     "snapshot": "engine snapshots (create / inspect / restore) are not built",
-    "launch": "vLLM's split render / engine launchers are not built; `actorllm serve` runs "
-    "the whole server in one process",
     "download-kernels": "there are no prebuilt kernels to fetch: the native CPU kernels "
     "build on first use and the Triton ones compile at run time",
 }

@@ -51,6 +51,7 @@ logger = logging.getLogger("actorllm.batch")
 # none of them either).
 _HTTP_ONLY = frozenset(
     {
+        *AppSettings.CLI_EXCLUDE,
         "api_key",
         "max_body_bytes",
         "dev_mode",

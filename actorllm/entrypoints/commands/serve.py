@@ -41,7 +41,7 @@ _CUDA_ONLY = {"gpu_memory_utilization": "the KV cache size is --kv-cache-memory-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     groups: Groups = {}
     add_struct_flags(parser, ServerSettings, groups=groups, exclude=ServerSettings.CLI_EXCLUDE)
-    add_struct_flags(parser, AppSettings, groups=groups)
+    add_struct_flags(parser, AppSettings, groups=groups, exclude=AppSettings.CLI_EXCLUDE)
     frontend = groups["Frontend"]
     add_log_spellings(frontend)
     logging_flags.add_logging_flags(frontend)
@@ -74,7 +74,7 @@ def _env_true(name: str) -> bool:
 
 
 def server_settings(args: argparse.Namespace) -> ServerSettings:
-    app: dict[str, Any] = given(args, AppSettings)
+    app: dict[str, Any] = given(args, AppSettings, AppSettings.CLI_EXCLUDE)
     app.setdefault("api_key", os.environ.get("ACTORLLM_API_KEY") or os.environ.get("VLLM_API_KEY"))
     if _env_true("ACTORLLM_SERVER_DEV_MODE") or _env_true("VLLM_SERVER_DEV_MODE"):
         app.setdefault("dev_mode", True)

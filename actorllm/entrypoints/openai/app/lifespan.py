@@ -141,7 +141,7 @@ def engine_lifespan(engine_factory: EngineFactory, state: AppState) -> Lifespan:
                     state.startup_error = exc
                     raise
                 async with anyio.create_task_group() as tg:
-                    if settings.log_interval_s > 0:
+                    if settings.log_interval_s > 0 and not settings.render_only:
                         tg.start_soon(log_stats_forever, engine, settings.log_interval_s)
                     state.background.attach(tg)  # background responses run here
                     try:

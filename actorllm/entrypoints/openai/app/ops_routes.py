@@ -10,6 +10,7 @@ from starlette.responses import Response
 from actorllm import __version__
 from actorllm.engine.metrics.prometheus import CONTENT_TYPE
 from actorllm.entrypoints.openai.app.cohere_routes import cohere_api_enabled
+from actorllm.entrypoints.openai.app.render_only_paths import RENDER_ONLY_PATHS
 from actorllm.entrypoints.openai.app.state import AppState
 from actorllm.entrypoints.openai.errors import APIError
 from actorllm.entrypoints.openai.lora_models import runtime_updating_allowed
@@ -30,7 +31,7 @@ async def health(state: AppState, request: Request) -> Response:
 
 async def metrics(state: AppState, request: Request) -> Response:
     ctx = state.serving
-    if not ctx.is_dead():
+    if not ctx.is_dead() and not state.settings.render_only:  # render-only: no engine stats
         try:
             ctx.metrics.update_from_stats(await ctx.engine.get_stats())
         except Exception as exc:  # still serve what we have: a scrape must not fail
@@ -66,7 +67,7 @@ async def openapi(state: AppState, request: Request) -> Response:
         input_types=tuple(sorted(pm.task_instructions)) if pm is not None else (),
         runtime_lora=runtime_updating_allowed(),
         cohere_api=cohere_api_enabled(),
-        scale_out=state.settings.enable_scale_out,
+        scale_out=state.settings.enable_scale_out or state.settings.render_only,
         prompt_embeds=engine.prompt_embeds_spec is not None,
         responses_store=state.responses_store.enabled,
         harmony=state.serving.chat.harmony,
@@ -75,6 +76,8 @@ async def openapi(state: AppState, request: Request) -> Response:
     doc = openapi_document(
         dev_mode=settings.dev_mode, api_key=bool(settings.api_key), served=served
     )
+    if settings.render_only:
+        doc["paths"] = {p: ops for p, ops in doc["paths"].items() if p in RENDER_ONLY_PATHS}
     return json_response(doc)
 
 

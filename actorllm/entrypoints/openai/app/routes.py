@@ -19,6 +19,7 @@ from actorllm.entrypoints.openai.app import weight_routes as weights
 from actorllm.entrypoints.openai.app.endpoint import as_endpoint
 from actorllm.entrypoints.openai.app.json_body import json_only
 from actorllm.entrypoints.openai.app.load_tracking import tracked_endpoint
+from actorllm.entrypoints.openai.app.render_only_paths import RENDER_ONLY_PATHS
 from actorllm.entrypoints.openai.app.served_routes import only_if_served
 from actorllm.entrypoints.openai.app.state import AppState, Handler
 from actorllm.entrypoints.openai.lora_models import runtime_updating_allowed
@@ -145,6 +146,31 @@ def _by_path(table: list[tuple[str, Handler, str]]) -> list[tuple[str, Handler, 
 
 def routes(state: AppState) -> list[Route]:
     """The routes this app's settings switch on."""
+    if state.settings.render_only:
+        return _render_only_routes(state)
+    return _engine_routes(state)
+
+
+def _render_only_routes(state: AppState) -> list[Route]:
+    """A render-only server's routes: those of :data:`RENDER_ONLY_PATHS` the settings
+    switch on (the scale-out ones always: serving them is the server's purpose)."""
+    settings = state.settings
+    table = [*ROUTES, *SCALE_OUT_ROUTES]
+    if cohere.cohere_api_enabled():
+        table.append(COHERE_RENDER_ROUTE)
+    if settings.enable_tokenizer_info_endpoint:
+        table.append(TOKENIZER_INFO_ROUTE)
+    return [
+        Route(
+            path,
+            tracked_endpoint(path, only_if_served(path, json_only(path, fn)), state, settings),
+            methods=methods,
+        )
+        for path, fn, methods in _by_path([r for r in table if r[0] in RENDER_ONLY_PATHS])
+    ]
+
+
+def _engine_routes(state: AppState) -> list[Route]:
     settings = state.settings
     table = [
         Route(

@@ -19,6 +19,8 @@ class AppSettings(msgspec.Struct, kw_only=True):
     flag for each field; its ``--help`` text is :data:`CLI_HELP` (``settings_help.py``)."""
 
     CLI_APPEND: ClassVar[frozenset[str]] = frozenset({"middleware"})  # one value per flag
+    # Set by the command, not a flag: ``actorllm launch render`` is its own command.
+    CLI_EXCLUDE: ClassVar[frozenset[str]] = frozenset({"render_only"})
     CLI_HELP: ClassVar[Mapping[str, Mapping[str, str]]] = APP_SETTINGS_HELP
 
     # -- Frontend ---------------------------------------------------------------------------
@@ -68,6 +70,9 @@ class AppSettings(msgspec.Struct, kw_only=True):
     (the token ids and sampling params a request would run), /inference/v1/generate
     (token ids in, token ids out), /inference/v1/abort_requests and the derender routes;
     without it they answer 403."""
+    render_only: bool = False
+    """vLLM's GPU-less render server (``actorllm launch render``): only the render,
+    derender, tokenizer and operations routes, and no engine behind them."""
     tokens_only: bool = False
     """vLLM's tokens-in/tokens-out server: the scale-out routes (as --enable-scale-out) and
     POST /abort_requests; /inference/v1/generate never detokenizes (stop strings and
