@@ -75,3 +75,6 @@ class EngineCoreOutputs(msgspec.Struct, frozen=True, kw_only=True):
     # The version of the weights this step ran on (finish_weight_update's weight_version;
     # "default" until one is set); None: not known (replays after a restart).
     weight_version: str | None = None
+    # vLLM's ``iteration_tokens``: the prompt tokens computed (cached ones aside) by the
+    # requests whose prefill ended this step, plus the tokens generated.
+    iteration_tokens: int = 0

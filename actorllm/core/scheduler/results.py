@@ -54,6 +54,12 @@ def cache_created(req: Request, cache_block: int) -> int:
     return max(0, full - max(req.num_cached_tokens, 0))
 
 
+def computed_prompt(req: Request) -> int:
+    """The prompt tokens ``req`` computed itself (those found in the prefix cache or brought
+    by the KV connector aside): what its prefill adds to vLLM's ``iteration_tokens``."""
+    return max(0, req.num_prompt_tokens - max(req.num_cached_tokens, 0))
+
+
 def pooled_output(req: Request, data: PooledData) -> EngineCoreOutput:
     """Report a pooling request's result (its last chunk ran): it finishes stopped."""
     return EngineCoreOutput(

@@ -358,6 +358,7 @@ class ControlPlane:
             num_preemptions=sum(e.num_preemptions for e in engines),
             num_open_requests=len(self._ctx.ledger),
             steps_done=sum(e.steps_done for e in engines),
+            iterations_done=sum(e.iterations_done for e in engines),
             # Step sizes in order, for one replica (the cursor contract); else per replica.
             iteration_tokens=engines[0].iteration_tokens if len(engines) == 1 else [],
             is_sleeping=any(e.is_sleeping for e in engines),
@@ -433,6 +434,7 @@ def _replica_stats(replica: Replica, sched: ReplicaSchedulerStats, restarts: int
         num_preemptions=core.num_preemptions,
         num_open_requests=replica.ctx.ledger.load(replica.index),
         steps_done=sched.steps_done,
+        iterations_done=sched.iterations_done,
         iteration_tokens=sched.iteration_tokens,
         is_sleeping=sched.is_sleeping,
         num_gpu_blocks=replica.ctx.model.num_blocks - 1,  # the null block holds no KV

@@ -153,7 +153,7 @@ class ServerMetrics:
         self._counters: dict[str, tuple[float, float]] = {}
         # Per engine (replica) index: steps already observed in its iteration_tokens, and
         # the histogram of its step sizes.
-        self._steps_seen: dict[str, int] = {}
+        self._iterations_seen: dict[str, int] = {}
         self._iteration: dict[str, Histogram] = {}
         # iteration_tokens_total's bounds: vLLM's, or the config's custom_histogram_buckets.
         custom = cache_config.custom_histogram_buckets if cache_config is not None else None
@@ -186,12 +186,12 @@ class ServerMetrics:
             for pos, n in enumerate(per_pos):
                 self._total(f"spec_pos:{pos}:{engine}", float(n))
             # The engine keeps the token counts of its recent steps; observe only the tail
-            # this registry has not seen yet (steps_done is the cursor).
+            # this registry has not seen yet (iterations_done is the cursor).
             recent = list(getattr(figures, "iteration_tokens", None) or ())
-            steps_done = int(getattr(figures, "steps_done", 0))
-            seen = self._steps_seen.get(engine, 0)
-            new = min(len(recent), max(0, steps_done - seen))
-            self._steps_seen[engine] = max(seen, steps_done)
+            done = int(getattr(figures, "iterations_done", 0))
+            seen = self._iterations_seen.get(engine, 0)
+            new = min(len(recent), max(0, done - seen))
+            self._iterations_seen[engine] = max(seen, done)
             histogram = self._iteration.setdefault(engine, Histogram.empty(self._iteration_bounds))
             for n in recent[len(recent) - new :]:
                 histogram.observe(n)
