@@ -37,6 +37,9 @@ class EngineCoreOutput(msgspec.Struct, frozen=True, kw_only=True):
     num_cache_creation_tokens: int = 0
     # When the request was first scheduled (time.monotonic(); first output only): metrics.
     scheduled_time: float | None = None
+    # Times the request was preempted so far, on its first output after a preemption (0:
+    # unchanged since its last output): vLLM's request_num_preemptions.
+    num_preemptions: int = 0
     # A pooling request's result (its only output, which finishes it).
     pooled: PooledData | None = None
 

@@ -73,6 +73,7 @@ _HISTOGRAMS = {
     "request_max_num_generation_tokens": "Maximum number of requested generation tokens.",
     "request_params_n": "Histogram of the n request parameter.",
     "request_params_max_tokens": "Histogram of the max_tokens request parameter.",
+    "request_num_preemptions": "Histogram of the number of times a request was preempted.",
 }
 # EngineConfig fields shown as cache_config_info labels (vLLM's CacheConfig names).
 _CACHE_CONFIG = (
