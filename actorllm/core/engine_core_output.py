@@ -51,6 +51,11 @@ class EngineCoreOutput(msgspec.Struct, frozen=True, kw_only=True):
 class SchedulerStats(msgspec.Struct, kw_only=True):
     num_running_reqs: int = 0
     num_waiting_reqs: int = 0
+    # Of those waiting, the ones deferred by a transient constraint rather than waiting for
+    # capacity (vLLM's num_requests_waiting_by_reason{reason="deferred"}): grammar still
+    # compiling, or passed over by the last admission pass (tokens in flight, preempted in
+    # that step, max_loras).
+    num_deferred_reqs: int = 0
     kv_cache_usage: float = 0.0  # fraction of non-null blocks in use, 0..1
     prefix_cache_queries: int = 0  # cumulative tokens looked up
     prefix_cache_hits: int = 0  # cumulative tokens found

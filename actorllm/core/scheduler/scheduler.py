@@ -69,6 +69,7 @@ from actorllm.core.scheduler_output import SchedulerOutput
 from actorllm.core.structured_outputs_params import StructuredOutputsError
 
 _RUNNING = RequestStatus.RUNNING
+_WAITING_STATES = (RequestStatus.WAITING, RequestStatus.PREEMPTED)
 
 
 @final
@@ -422,6 +423,8 @@ class Scheduler:
         return SchedulerStats(
             num_running_reqs=len(self.running),
             num_waiting_reqs=len(self.waiting) + len(self.waiting_for_fsm),
+            num_deferred_reqs=len(self.waiting_for_fsm)
+            + sum(1 for r in self._admitter.deferred if r.status in _WAITING_STATES),
             kv_cache_usage=kv.usage,
             prefix_cache_queries=kv.prefix_cache_queries,
             prefix_cache_hits=kv.prefix_cache_hits,

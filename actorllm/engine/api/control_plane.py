@@ -350,6 +350,7 @@ class ControlPlane:
         return EngineStats(
             num_running_reqs=sum(e.num_running_reqs for e in engines),
             num_waiting_reqs=sum(e.num_waiting_reqs for e in engines),
+            num_deferred_reqs=sum(e.num_deferred_reqs for e in engines),
             kv_cache_usage=sum(e.kv_cache_usage for e in engines) / len(engines),
             prefix_cache_queries=sum(e.prefix_cache_queries for e in engines),
             prefix_cache_hits=sum(e.prefix_cache_hits for e in engines),
@@ -428,6 +429,7 @@ def _replica_stats(replica: Replica, sched: ReplicaSchedulerStats, restarts: int
         engine=replica.index,
         num_running_reqs=core.num_running_reqs,
         num_waiting_reqs=core.num_waiting_reqs,
+        num_deferred_reqs=core.num_deferred_reqs,
         kv_cache_usage=core.kv_cache_usage,
         prefix_cache_queries=core.prefix_cache_queries,
         prefix_cache_hits=core.prefix_cache_hits,

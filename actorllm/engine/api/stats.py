@@ -24,6 +24,7 @@ class ReplicaStats(msgspec.Struct, kw_only=True):
     engine: int  # the replica's index
     num_running_reqs: int = 0
     num_waiting_reqs: int = 0
+    num_deferred_reqs: int = 0  # of the waiting: deferred, not waiting for capacity
     kv_cache_usage: float = 0.0  # 0..1
     prefix_cache_queries: int = 0  # cumulative tokens
     prefix_cache_hits: int = 0
@@ -51,6 +52,9 @@ class EngineStats(msgspec.Struct, kw_only=True):
 
     num_running_reqs: int = 0
     num_waiting_reqs: int = 0
+    # Of the waiting: deferred by a transient constraint (grammar compiling, tokens in
+    # flight, max_loras), not waiting for capacity (SchedulerStats.num_deferred_reqs).
+    num_deferred_reqs: int = 0
     kv_cache_usage: float = 0.0  # 0..1
     prefix_cache_queries: int = 0  # cumulative tokens
     prefix_cache_hits: int = 0

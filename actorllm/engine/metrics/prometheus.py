@@ -224,6 +224,7 @@ class ServerMetrics:
             "num_requests_running", "Requests in model execution batches.", "num_running_reqs"
         )
         yield gauge("num_requests_waiting", "Requests waiting to be processed.", "num_waiting_reqs")
+        yield self._waiting_by_reason(engines)
         usage = "kv_cache_usage"
         yield gauge("kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", usage)
         yield gauge("gpu_cache_usage_perc", "KV-cache usage (vLLM's older name).", usage)
@@ -298,6 +299,24 @@ class ServerMetrics:
             ],
         )  # fmt: skip
         yield from self._info_and_actors(names, values, engines)
+
+    def _waiting_by_reason(self, engines: list[tuple[str, Any]]) -> Metric:
+        """vLLM's split of ``num_requests_waiting``: ``deferred`` by a transient constraint
+        (grammar compiling, tokens in flight, max_loras), the rest waiting for ``capacity``."""
+        family = GaugeMetricFamily(
+            self.prefix + "num_requests_waiting_by_reason",
+            "Number of waiting requests by reason. Reason labels: 'capacity' = waiting for "
+            "scheduling capacity; 'deferred' = deferred by transient constraints (LoRA "
+            "budget, tokens in flight, grammar compiling). Sum of all reasons equals "
+            "num_requests_waiting.",
+            labels=["model_name", "engine", "reason"],
+        )  # fmt: skip
+        for engine, figures in engines:
+            waiting = int(getattr(figures, "num_waiting_reqs", 0) or 0)
+            deferred = min(waiting, int(getattr(figures, "num_deferred_reqs", 0) or 0))
+            family.add_metric([self.model_name, engine, "capacity"], waiting - deferred)
+            family.add_metric([self.model_name, engine, "deferred"], deferred)
+        return family
 
     def _lora_info(self, stats: Any) -> Metric:
         """vLLM's ``lora_requests_info``: one series whose labels name the adapters with
