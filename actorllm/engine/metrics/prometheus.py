@@ -94,6 +94,20 @@ def normalize_prefix(prefix: str) -> str:
     return prefix if not prefix or prefix.endswith((":", "_")) else prefix + ":"
 
 
+def kv_capacity(num_blocks: int, block_size: int, max_model_len: int | None) -> tuple[int, float]:
+    """vLLM's KV-cache capacity (``get_kv_cache_capacity``): how many requests of
+    ``max_model_len`` tokens the blocks hold at once (each takes whole blocks), and that
+    many requests' tokens; (0, 0.0) while the context length is unknown.
+
+    >>> kv_capacity(100, 16, 1000)  # 63 blocks a request
+    (1587, 1.5873015873015872)
+    """
+    if not max_model_len or block_size <= 0:
+        return 0, 0.0
+    concurrency = num_blocks / -(-max_model_len // block_size)
+    return int(concurrency * max_model_len), concurrency
+
+
 def _histogram(name: str, doc: str, labels: dict[str, str], h: Histogram) -> Metric:
     return _histograms(name, doc, [(labels, h)])
 
@@ -142,11 +156,17 @@ class ServerMetrics:
         *,
         prefix: str = DEFAULT_PREFIX,
         cache_config: EngineConfig | None = None,
+        max_model_len: int | None = None,
     ) -> None:
+        """``max_model_len``: the context length in use (the config's when None), for the
+        KV-cache capacity labels of ``cache_config_info``."""
         self.model_name = model_name
         self.prefix = normalize_prefix(prefix)
         self._labels = {"model_name": model_name, "engine": "0"}
         self._cache_config = cache_config  # an EngineConfig (cache_config_info), or None
+        if max_model_len is None and cache_config is not None:
+            max_model_len = cache_config.max_model_len
+        self._max_model_len = max_model_len
         self._stats: Any = None  # the last EngineStats
         self._stats_time = time.time()  # when it was taken (wall clock, for info gauges)
         # Counters the engine keeps cumulatively, made monotonic across engine restarts:
@@ -275,14 +295,15 @@ class ServerMetrics:
             count = requests.request_success.get(reason, 0) if requests else 0
             success.add_metric([*values, reason], count)
         yield success
+        # vLLM's labels: the front end refuses, before any engine is chosen (no "engine").
         rejected = CounterMetricFamily(
             p + "admission_rejections",
             "Number of admission attempts rejected by a queue limit, by reason.",
-            labels=[*names, "reason"],
+            labels=["model_name", "reason"],
         )
         for reason in ADMISSION_REASONS:
             count = requests.admission_rejections.get(reason, 0) if requests else 0
-            rejected.add_metric([*values, reason], count)
+            rejected.add_metric([self.model_name, reason], count)
         yield rejected
         if requests is not None:
             for name, doc in _HISTOGRAMS.items():
@@ -341,14 +362,25 @@ class ServerMetrics:
             info = {k: str(getattr(self._cache_config, k)) for k in _CACHE_CONFIG}
             info["block_size"] = str(self._cache_config.resolved_block_size())  # in use
             info["cache_dtype"] = self._cache_config.kv_cache_dtype  # vLLM's label name
-            info.update(num_gpu_blocks="0", engine="0")
+            info.update(
+                num_gpu_blocks="0",
+                engine="0",
+                kv_cache_size_tokens="0",
+                kv_cache_max_concurrency="0",
+            )
             family = GaugeMetricFamily(
                 p + "cache_config_info", "Information of the engine's cache config.",
                 labels=list(info),
             )  # fmt: skip
+            block_size = self._cache_config.resolved_block_size()
             for engine, figures in engines:
+                blocks = int(getattr(figures, "num_gpu_blocks", 0))
+                tokens, concurrency = kv_capacity(blocks, block_size, self._max_model_len)
                 info.update(
-                    num_gpu_blocks=str(getattr(figures, "num_gpu_blocks", 0)), engine=engine
+                    num_gpu_blocks=str(blocks),
+                    engine=engine,
+                    kv_cache_size_tokens=str(tokens),
+                    kv_cache_max_concurrency=str(concurrency),
                 )
                 family.add_metric(list(info.values()), 1.0)
             yield family
