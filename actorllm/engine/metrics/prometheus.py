@@ -75,6 +75,15 @@ _HISTOGRAMS = {
     "request_params_max_tokens": "Histogram of the max_tokens request parameter.",
     "request_num_preemptions": "Histogram of the number of times a request was preempted.",
 }
+# {vLLM 0.32's name: the histogram above it renders}: each request's mean time per output
+# token, which vLLM now names request_time_per_output_token_seconds (its older
+# time_per_output_token_seconds stays, for the dashboards that read it).
+_SAME_HISTOGRAMS = {
+    "request_time_per_output_token_seconds": (
+        "time_per_output_token_seconds",
+        "Histogram of time_per_output_token_seconds per request.",
+    ),
+}
 # EngineConfig fields shown as cache_config_info labels (vLLM's CacheConfig names).
 _CACHE_CONFIG = (
     "block_size",
@@ -309,6 +318,9 @@ class ServerMetrics:
             for name, doc in _HISTOGRAMS.items():
                 if name in requests.histograms:
                     yield _histogram(p + name, doc, labels, requests.histograms[name])
+            for name, (source, doc) in _SAME_HISTOGRAMS.items():
+                if source in requests.histograms:
+                    yield _histogram(p + name, doc, labels, requests.histograms[source])
         yield _histograms(
             p + "iteration_tokens_total", "Histogram of number of tokens per engine_step.",
             [

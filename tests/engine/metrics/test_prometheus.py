@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from actorllm.core.request_stats import RequestStats
+from actorllm.core.request_stats import FinishedRequest, RequestStats
 from actorllm.engine.api.stats import EngineStats, ReplicaStats
 from actorllm.engine.config.engine_config import EngineConfig
 from actorllm.engine.metrics.prometheus import ServerMetrics
@@ -43,6 +43,19 @@ def _metrics(**stats: object) -> ServerMetrics:
 def test_every_name_vllms_test_expects() -> None:
     text = _metrics().render().decode()
     assert [n for n in EXPECTED if f"vllm:{n}" not in text] == []
+
+
+def test_time_per_output_token_under_vllms_two_names() -> None:
+    stats = RequestStats(1000)
+    stats.finished(FinishedRequest(finish_reason="stop", arrival_time=0.0, scheduled_time=0.0,
+        first_token_time=1.0, last_token_time=3.0, finished_time=3.0, prompt_tokens=2,
+        generation_tokens=5, max_generation_tokens=5, n=1, max_tokens=5))  # fmt: skip
+    m = ServerMetrics("tiny", prefix="vllm")
+    m.update_from_stats(EngineStats(requests=stats.snapshot()))
+    got = _families(m)
+    for name in ("time_per_output_token_seconds", "request_time_per_output_token_seconds"):
+        sums = [s[2] for s in got[f"vllm:{name}"] if s[0].endswith("_sum")]
+        assert sums == [0.5], name  # 2 s over the 4 tokens after the first
 
 
 def test_waiting_requests_by_reason_sum_to_the_waiting() -> None:
