@@ -41,6 +41,7 @@ from prometheus_client.registry import Collector
 
 from actorllm.core.histogram_buckets import family_bounds
 from actorllm.core.request_stats import ADMISSION_REASONS, Histogram, RequestStatsSnapshot
+from actorllm.engine.metrics.info import cache_config_info, lora_requests_info
 
 if TYPE_CHECKING:
     from actorllm.engine.config.engine_config import EngineConfig
@@ -84,14 +85,6 @@ _SAME_HISTOGRAMS = {
         "Histogram of time_per_output_token_seconds per request.",
     ),
 }
-# EngineConfig fields shown as cache_config_info labels (vLLM's CacheConfig names).
-_CACHE_CONFIG = (
-    "block_size",
-    "enable_prefix_caching",
-    "gpu_memory_utilization",
-    "num_gpu_blocks_override",
-    "kv_cache_memory_bytes",
-)
 
 
 def normalize_prefix(prefix: str) -> str:
@@ -101,20 +94,6 @@ def normalize_prefix(prefix: str) -> str:
     ('vllm:', 'actorllm:', '')
     """
     return prefix if not prefix or prefix.endswith((":", "_")) else prefix + ":"
-
-
-def kv_capacity(num_blocks: int, block_size: int, max_model_len: int | None) -> tuple[int, float]:
-    """vLLM's KV-cache capacity (``get_kv_cache_capacity``): how many requests of
-    ``max_model_len`` tokens the blocks hold at once (each takes whole blocks), and that
-    many requests' tokens; (0, 0.0) while the context length is unknown.
-
-    >>> kv_capacity(100, 16, 1000)  # 63 blocks a request
-    (1587, 1.5873015873015872)
-    """
-    if not max_model_len or block_size <= 0:
-        return 0, 0.0
-    concurrency = num_blocks / -(-max_model_len // block_size)
-    return int(concurrency * max_model_len), concurrency
 
 
 def _histogram(name: str, doc: str, labels: dict[str, str], h: Histogram) -> Metric:
@@ -351,53 +330,15 @@ class ServerMetrics:
             family.add_metric([self.model_name, engine, "deferred"], deferred)
         return family
 
-    def _lora_info(self, stats: Any) -> Metric:
-        """vLLM's ``lora_requests_info``: one series whose labels name the adapters with
-        running and waiting requests (comma-joined) and ``max_lora``; its value the time of
-        the snapshot (vLLM's ``set_to_current_time``)."""
-        assert self._cache_config is not None
-        family = GaugeMetricFamily(
-            self.prefix + "lora_requests_info", "Running stats on lora requests.",
-            labels=["max_lora", "waiting_lora_adapters", "running_lora_adapters"],
-        )  # fmt: skip
-        running = getattr(stats, "running_lora_adapters", None) or {}
-        waiting = getattr(stats, "waiting_lora_adapters", None) or {}
-        labels = [str(self._cache_config.max_loras), ",".join(waiting), ",".join(running)]
-        family.add_metric(labels, self._stats_time)
-        return family
-
     def _info_and_actors(
         self, names: list[str], values: list[str], engines: list[tuple[str, Any]]
     ) -> Iterator[Metric]:
         p, stats = self.prefix, self._stats
-        if self._cache_config is not None:
-            info = {k: str(getattr(self._cache_config, k)) for k in _CACHE_CONFIG}
-            info["block_size"] = str(self._cache_config.resolved_block_size())  # in use
-            info["cache_dtype"] = self._cache_config.kv_cache_dtype  # vLLM's label name
-            info.update(
-                num_gpu_blocks="0",
-                engine="0",
-                kv_cache_size_tokens="0",
-                kv_cache_max_concurrency="0",
-            )
-            family = GaugeMetricFamily(
-                p + "cache_config_info", "Information of the engine's cache config.",
-                labels=list(info),
-            )  # fmt: skip
-            block_size = self._cache_config.resolved_block_size()
-            for engine, figures in engines:
-                blocks = int(getattr(figures, "num_gpu_blocks", 0))
-                tokens, concurrency = kv_capacity(blocks, block_size, self._max_model_len)
-                info.update(
-                    num_gpu_blocks=str(blocks),
-                    engine=engine,
-                    kv_cache_size_tokens=str(tokens),
-                    kv_cache_max_concurrency=str(concurrency),
-                )
-                family.add_metric(list(info.values()), 1.0)
-            yield family
-        if self._cache_config is not None and self._cache_config.enable_lora:
-            yield self._lora_info(stats)
+        config = self._cache_config
+        if config is not None:
+            yield cache_config_info(p, config, self._max_model_len, engines)
+            if config.enable_lora:
+                yield lora_requests_info(p, config.max_loras, stats, self._stats_time)
         restarts = CounterMetricFamily(
             p + "actor_restarts", "Actor restarts.", labels=[*names, "actor"]
         )
