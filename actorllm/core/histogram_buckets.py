@@ -35,6 +35,7 @@ FAMILIES: Mapping[str, tuple[str, ...]] = {
         "request_generation_tokens",
         "request_max_num_generation_tokens",
         "request_params_max_tokens",
+        "request_prefill_kv_computed_tokens",
     ),
 }
 # vLLM's families whose histograms are not built here: {family: why}.

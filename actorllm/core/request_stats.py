@@ -88,6 +88,7 @@ class FinishedRequest(msgspec.Struct, frozen=True, kw_only=True):
     n: int
     max_tokens: int | None  # the request's parameter (None: up to the context length)
     num_preemptions: int = 0  # over all samples
+    cached_tokens: int = 0  # prompt tokens found in the prefix cache or brought by the connector
 
 
 # vLLM's admission-rejection reasons: the queue limits' names (engine/api/admission_limits.py).
@@ -129,6 +130,7 @@ class RequestStats:
             "request_generation_tokens": tokens,
             "request_max_num_generation_tokens": tokens,
             "request_params_max_tokens": tokens,
+            "request_prefill_kv_computed_tokens": tokens,
             "request_params_n": N_BUCKETS,
             "request_num_preemptions": PREEMPTIONS_BUCKETS,
         }
@@ -172,6 +174,9 @@ class RequestStats:
         h["request_max_num_generation_tokens"].observe(r.max_generation_tokens)
         h["request_params_n"].observe(r.n)
         h["request_num_preemptions"].observe(r.num_preemptions)
+        h["request_prefill_kv_computed_tokens"].observe(
+            r.prompt_tokens - min(r.prompt_tokens, max(r.cached_tokens, 0))
+        )
         if r.max_tokens is not None:
             h["request_params_max_tokens"].observe(r.max_tokens)
         if r.scheduled_time is not None:

@@ -32,6 +32,7 @@ def test_finished_request_phases() -> None:
             n=2,
             max_tokens=4,
             num_preemptions=3,
+            cached_tokens=4,
         )
     )
     h = stats.snapshot().histograms
@@ -49,6 +50,7 @@ def test_finished_request_phases() -> None:
         "request_params_n": 2,
         "request_params_max_tokens": 4,
         "request_num_preemptions": 3,
+        "request_prefill_kv_computed_tokens": 7 - 4,
     }
     for name, value in expect.items():
         assert (h[name].count, h[name].sum) == (1, pytest.approx(value)), name

@@ -58,6 +58,8 @@ def test_one_request_adds_its_prompt_and_outputs_over_its_steps(server: ServerTh
     after = httpx.get(server.url + "/metrics").text
     assert total(after, "_count") - total(before, "_count") == 10  # one per output step
     assert total(after, "_sum") - total(before, "_sum") == len(prompt) + 10
+    computed = "vllm:request_prefill_kv_computed_tokens_sum"
+    assert _value(after, computed) - _value(before, computed) == len(prompt)  # no cache hit
 
 
 def test_gauges_return_to_zero_after_clients_go_away(server: ServerThread) -> None:

@@ -75,6 +75,9 @@ _HISTOGRAMS = {
     "request_params_n": "Histogram of the n request parameter.",
     "request_params_max_tokens": "Histogram of the max_tokens request parameter.",
     "request_num_preemptions": "Histogram of the number of times a request was preempted.",
+    "request_prefill_kv_computed_tokens": (
+        "Histogram of new KV tokens computed during prefill (excluding cached tokens)."
+    ),
 }
 # {vLLM 0.32's name: the histogram above it renders}: each request's mean time per output
 # token, which vLLM now names request_time_per_output_token_seconds (its older
