@@ -37,6 +37,9 @@ class EngineCoreOutput(msgspec.Struct, frozen=True, kw_only=True):
     num_cache_creation_tokens: int = 0
     # When the request was first scheduled (time.monotonic(); first output only): metrics.
     scheduled_time: float | None = None
+    # Times the request was preempted so far, on its first output after a preemption (0:
+    # unchanged since its last output): vLLM's request_num_preemptions.
+    num_preemptions: int = 0
     # A pooling request's result (its only output, which finishes it).
     pooled: PooledData | None = None
 
@@ -48,6 +51,11 @@ class EngineCoreOutput(msgspec.Struct, frozen=True, kw_only=True):
 class SchedulerStats(msgspec.Struct, kw_only=True):
     num_running_reqs: int = 0
     num_waiting_reqs: int = 0
+    # Of those waiting, the ones deferred by a transient constraint rather than waiting for
+    # capacity (vLLM's num_requests_waiting_by_reason{reason="deferred"}): grammar still
+    # compiling, or passed over by the last admission pass (tokens in flight, preempted in
+    # that step, max_loras).
+    num_deferred_reqs: int = 0
     kv_cache_usage: float = 0.0  # fraction of non-null blocks in use, 0..1
     prefix_cache_queries: int = 0  # cumulative tokens looked up
     prefix_cache_hits: int = 0  # cumulative tokens found
@@ -75,3 +83,6 @@ class EngineCoreOutputs(msgspec.Struct, frozen=True, kw_only=True):
     # The version of the weights this step ran on (finish_weight_update's weight_version;
     # "default" until one is set); None: not known (replays after a restart).
     weight_version: str | None = None
+    # vLLM's ``iteration_tokens``: the prompt tokens computed (cached ones aside) by the
+    # requests whose prefill ended this step, plus the tokens generated.
+    iteration_tokens: int = 0

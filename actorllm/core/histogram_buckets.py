@@ -2,9 +2,8 @@
 which bucket bounds, and the check of a user's replacement bounds.
 
 A family's custom bounds replace the default bounds of every histogram in it; families not
-given keep theirs (vLLM's ``histogram_buckets``). Two of vLLM's families have no histogram
-here (``request_num_preemptions``, ``kv_cache_residency``): custom bounds for them are
-refused by name rather than dropped.
+given keep theirs (vLLM's ``histogram_buckets``). vLLM's ``kv_cache_residency`` family has
+no histogram here: custom bounds for it are refused by name rather than dropped.
 
     >>> check_custom_buckets({"request_latency": [1, 10, 100]})
     >>> family_bounds({"e2e_request_latency_seconds": (0.5,)}, {"request_latency": [1, 10]})
@@ -30,16 +29,17 @@ FAMILIES: Mapping[str, tuple[str, ...]] = {
     "inter_token_latency": ("inter_token_latency_seconds", "time_per_output_token_seconds"),
     "iteration_tokens": ("iteration_tokens_total",),
     "request_params_n": ("request_params_n",),
+    "request_num_preemptions": ("request_num_preemptions",),
     "request_tokens": (
         "request_prompt_tokens",
         "request_generation_tokens",
         "request_max_num_generation_tokens",
         "request_params_max_tokens",
+        "request_prefill_kv_computed_tokens",
     ),
 }
 # vLLM's families whose histograms are not built here: {family: why}.
 NOT_BUILT = {
-    "request_num_preemptions": "there is no per-request preemptions histogram",
     "kv_cache_residency": "KV cache residency metrics are not collected",
 }
 

@@ -196,6 +196,8 @@ class UserRequest:
             max_generation_tokens=max(lens, default=0),
             n=self.n,
             max_tokens=self.max_tokens,
+            num_preemptions=sum(c.num_preemptions for c in children),
+            cached_tokens=self.num_cached_tokens or 0,
         )
 
     def _metrics(self, finished: bool) -> RequestMetrics:

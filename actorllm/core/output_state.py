@@ -91,6 +91,7 @@ class RequestState:
         self.pooled: PooledData | None = None  # a pooling request's result
         self.num_cached_tokens = 0
         self.num_cache_creation_tokens = 0  # from the first output that has scheduled_time
+        self.num_preemptions = 0  # the scheduler's count, from the outputs that carry it
         self.scheduled_time: float | None = None  # first scheduled (from the scheduler)
         self.first_token_time: float | None = None
         self.last_token_time: float | None = None
@@ -217,6 +218,8 @@ class RequestState:
         new = out.new_token_ids
         if out.num_cached_tokens:
             self.num_cached_tokens = out.num_cached_tokens
+        if out.num_preemptions:
+            self.num_preemptions = out.num_preemptions
         if self.scheduled_time is None:  # (a scheduler's first output carries both)
             self.scheduled_time = out.scheduled_time
             self.num_cache_creation_tokens = out.num_cache_creation_tokens
@@ -295,6 +298,8 @@ class RequestState:
         """Stamps and the one new token appended (the plain and silent lanes); returns it."""
         if out.num_cached_tokens:
             self.num_cached_tokens = out.num_cached_tokens
+        if out.num_preemptions:
+            self.num_preemptions = out.num_preemptions
         if self.scheduled_time is None:  # (a scheduler's first output carries both)
             self.scheduled_time = out.scheduled_time
             self.num_cache_creation_tokens = out.num_cache_creation_tokens

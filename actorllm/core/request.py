@@ -138,6 +138,7 @@ class Request:
         "priority",
         "prompt_embeds",
         "prompt_token_ids",
+        "reported_preemptions",
         "request_id",
         "sampling_params",
         "skip_prefix_cache",
@@ -195,6 +196,7 @@ class Request:
         # moves them into its next SchedulerOutput and clears them.
         self.spec_token_ids: list[int] = []
         self.num_preemptions = 0
+        self.reported_preemptions = 0  # num_preemptions as the last output carried it
         # Whether the scheduler reported an output yet (num_cached_tokens rides on the first).
         self.emitted_first_output = False
         self.stop_reason: int | str | None = None

@@ -33,6 +33,7 @@ TOKEN_LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5
 REQUEST_LATENCY_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0,
                            50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0)  # fmt: skip
 N_BUCKETS = (1.0, 2.0, 5.0, 10.0, 20.0)
+PREEMPTIONS_BUCKETS = (1.0, 2.0, 3.0, 4.0, 5.0, 10.0, 20.0)
 
 
 def buckets_1_2_5(max_value: int) -> tuple[float, ...]:
@@ -86,6 +87,8 @@ class FinishedRequest(msgspec.Struct, frozen=True, kw_only=True):
     max_generation_tokens: int  # of the longest sample
     n: int
     max_tokens: int | None  # the request's parameter (None: up to the context length)
+    num_preemptions: int = 0  # over all samples
+    cached_tokens: int = 0  # prompt tokens found in the prefix cache or brought by the connector
 
 
 # vLLM's admission-rejection reasons: the queue limits' names (engine/api/admission_limits.py).
@@ -127,7 +130,9 @@ class RequestStats:
             "request_generation_tokens": tokens,
             "request_max_num_generation_tokens": tokens,
             "request_params_max_tokens": tokens,
+            "request_prefill_kv_computed_tokens": tokens,
             "request_params_n": N_BUCKETS,
+            "request_num_preemptions": PREEMPTIONS_BUCKETS,
         }
         bounds = family_bounds(bounds, custom_buckets)
         self._snap = RequestStatsSnapshot(
@@ -168,6 +173,10 @@ class RequestStats:
         h["request_generation_tokens"].observe(r.generation_tokens)
         h["request_max_num_generation_tokens"].observe(r.max_generation_tokens)
         h["request_params_n"].observe(r.n)
+        h["request_num_preemptions"].observe(r.num_preemptions)
+        h["request_prefill_kv_computed_tokens"].observe(
+            r.prompt_tokens - min(r.prompt_tokens, max(r.cached_tokens, 0))
+        )
         if r.max_tokens is not None:
             h["request_params_max_tokens"].observe(r.max_tokens)
         if r.scheduled_time is not None:

@@ -3,9 +3,10 @@
 Loaded with ``-p vllm_tests_plugin`` (this folder on ``PYTHONPATH``) from the root of vLLM's
 source distribution. ``RemoteOpenAIServer`` then launches ``$CONTRACT_SERVE`` (a JSON list:
 the command before the model, e.g. ``["actorllm", "serve"]``) ``$CONTRACT_MODEL
---served-model-name <the test's model> <the test's flags>``, so every test runs unchanged
-against one local model; the hub is never
-reached (names of hub models resolve to the local model for tokenizers too).
+--served-model-name <the test's model> <the test's flags> $CONTRACT_EXTRA_ARGS``
+(a JSON list, optional: the runner's per-file extra arguments for one server), so every test
+runs unchanged against one local model; the hub is never reached (names of hub models
+resolve to the local model for tokenizers too).
 """
 
 from __future__ import annotations
@@ -32,13 +33,14 @@ def pytest_configure(config: Any) -> None:
     import tests.utils as tu
 
     model = os.environ["CONTRACT_MODEL"]
+    extra: list[str] = json.loads(os.environ.get("CONTRACT_EXTRA_ARGS", "[]"))
 
     def launcher(variable: str) -> Any:
         def start(self: Any, name: str, args: list[str], env_dict: dict[str, str] | None) -> None:
             command: list[str] = json.loads(os.environ[variable])
             env = os.environ.copy()
             env.update(env_dict or {})
-            cmd = [*command, model, "--served-model-name", name, *args]
+            cmd = [*command, model, "--served-model-name", name, *args, *extra]
             print("contract: launching", " ".join(cmd), flush=True)
             self.proc = subprocess.Popen(
                 cmd, env=env, stdout=sys.stdout, stderr=sys.stderr, start_new_session=True

@@ -49,7 +49,6 @@ def test_metrics_render_the_custom_iteration_token_buckets() -> None:
         ({"request_latency": [0, 1]}, "finite and positive"),
         ({"request_latency": [True]}, "must be a number"),
         ({"kv_cache_residency": [1.0]}, "not collected"),
-        ({"request_num_preemptions": [1.0]}, "no per-request preemptions"),
     ],
 )
 def test_bad_buckets_are_refused_naming_the_family(custom: dict[str, Any], said: str) -> None:

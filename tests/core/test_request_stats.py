@@ -31,6 +31,8 @@ def test_finished_request_phases() -> None:
             max_generation_tokens=4,
             n=2,
             max_tokens=4,
+            num_preemptions=3,
+            cached_tokens=4,
         )
     )
     h = stats.snapshot().histograms
@@ -47,6 +49,8 @@ def test_finished_request_phases() -> None:
         "request_max_num_generation_tokens": 4,
         "request_params_n": 2,
         "request_params_max_tokens": 4,
+        "request_num_preemptions": 3,
+        "request_prefill_kv_computed_tokens": 7 - 4,
     }
     for name, value in expect.items():
         assert (h[name].count, h[name].sum) == (1, pytest.approx(value)), name
@@ -75,6 +79,21 @@ def test_the_output_processor_records_as_tokens_arrive() -> None:
     assert h["request_queue_time_seconds"].sum == pytest.approx(0.5)
     assert h["time_to_first_token_seconds"].sum == pytest.approx(0.2)  # the replayed token
     assert h["request_decode_time_seconds"].sum == pytest.approx(2.3)
+
+
+def test_preemptions_are_the_last_count_the_scheduler_reported() -> None:
+    stats = RequestStats(max_model_len=64)
+    op = OutputProcessor(None, stats=stats)
+    op.add_request("r", None, [1], SamplingParams(max_tokens=3), arrival_time=1.0)
+    for i, preempted in enumerate([0, 1, 2]):  # each resumed output carries the count
+        out = EngineCoreOutput(
+            req_id="r", new_token_ids=[5], num_preemptions=preempted,
+            finish_reason="length" if i == 2 else None,
+        )  # fmt: skip
+        op.process_outputs(EngineCoreOutputs(step_id=i, outputs=[out], timestamp=2.0 + i))
+    h = stats.snapshot().histograms["request_num_preemptions"]
+    assert (h.count, h.sum) == (1, 2)
+    assert h.bounds == (1, 2, 3, 4, 5, 10, 20)  # vLLM's
 
 
 def test_aborts_are_counted_with_their_reason() -> None:

@@ -56,7 +56,7 @@ class FakeStats(msgspec.Struct, kw_only=True):
     # Like EngineStats: the recent steps' token counts, and the cumulative step count that
     # tells a reader how many of them are new.
     iteration_tokens: list[int] = msgspec.field(default_factory=list)
-    steps_done: int = 0
+    iterations_done: int = 0
     num_gpu_blocks: int = 0
     requests: RequestStatsSnapshot | None = None
 
@@ -365,7 +365,7 @@ class FakeEngine:
             actor_restarts={"scheduler": 1},
             mailbox_depth={"router": 0},
             iteration_tokens=[4, 8],
-            steps_done=2,
+            iterations_done=2,
             num_gpu_blocks=100,
             requests=self.stats.snapshot(),
         )

@@ -6,18 +6,26 @@ from __future__ import annotations
 import io
 import json
 import logging
+import socket
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 
 from actorllm.engine import AsyncEngine
 from actorllm.engine.config.engine_config import EngineConfig
 from actorllm.entrypoints import cli
-from actorllm.entrypoints.commands.run_batch import line_limit, local_path, output_writer
+from actorllm.entrypoints.commands.run_batch import (
+    _batch,
+    line_limit,
+    local_path,
+    metrics_at,
+    output_writer,
+)
 from actorllm.entrypoints.openai.app import AppSettings, build_app
 from tests.entrypoints.server_thread import ServerThread
 
@@ -63,14 +71,38 @@ def test_vllm_run_batch_flags_parse() -> None:
     assert args.enable_force_include_usage and args.log_interval_s == 0.0
 
 
-def test_enable_metrics_is_refused_by_name(tmp_path, caplog) -> None:
-    src = tmp_path / "in.jsonl"
-    src.write_text("")
-    args = cli.build_parser().parse_args(
-        ["run-batch", "-i", str(src), "-o", str(tmp_path / "out.jsonl"), "--enable-metrics"]
-    )
-    assert args._run(args) == 2
-    assert "--enable-metrics" in caplog.text
+def test_the_metrics_endpoint_flags_are_vllms() -> None:
+    def at(*flags: str) -> tuple[str, int] | None:
+        return metrics_at(
+            cli.build_parser().parse_args(["run-batch", "-i", "-", "-o", "-", *flags])
+        )
+
+    assert at() is None
+    assert at("--enable-metrics") == ("0.0.0.0", 8000)
+    assert at("--enable-metrics", "--url", "10.0.0.1", "--port", "9") == ("10.0.0.1", 9)
+    assert at("--enable-metrics", "--url", "10.0.0.1", "--host", "::1") == ("::1", 8000)
+
+
+def test_enable_metrics_serves_them_while_the_batch_runs() -> None:
+    """As vLLM's test_metrics_exist_run_batch: the endpoint answers during the run (each
+    output line is written after a scrape, on any path), and is gone after it."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"http://127.0.0.1:{port}"
+    scrapes: list[httpx.Response] = []
+
+    def write(data: bytes) -> None:  # on the event loop: the endpoint's thread answers
+        scrapes.append(httpx.get(url + ("/metrics" if scrapes else "/"), timeout=10))
+
+    lines = [line(f"c{i}", "/v1/completions", COMPLETION).encode() for i in range(2)]
+    settings = AppSettings(log_interval_s=0, metrics_prefix="vllm")
+    config = EngineConfig(max_model_len=256)
+    summary = anyio.run(_batch, config, settings, lines, write, ("127.0.0.1", port))
+    assert summary.lines == 2 and [r.status_code for r in scrapes] == [200, 200]
+    assert all("vllm:num_requests_running{" in r.text for r in scrapes)
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(url, timeout=2)
 
 
 def test_lines_in_flight_follow_the_engine_admission() -> None:

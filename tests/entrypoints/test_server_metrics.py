@@ -154,11 +154,11 @@ async def test_periodic_log_line(caplog: pytest.LogCaptureFixture) -> None:
 
 def test_iteration_tokens_are_observed_once_across_scrapes() -> None:
     metrics = ServerMetrics("m")
-    metrics.update_from_stats(FakeStats(iteration_tokens=[4, 8], steps_done=2))
-    metrics.update_from_stats(FakeStats(iteration_tokens=[4, 8], steps_done=2))  # no new step
+    metrics.update_from_stats(FakeStats(iteration_tokens=[4, 8], iterations_done=2))
+    metrics.update_from_stats(FakeStats(iteration_tokens=[4, 8], iterations_done=2))  # no new step
     text = metrics.render().decode()
     assert sample(text, "actorllm:iteration_tokens_total_count", model_name="m") == 2
-    metrics.update_from_stats(FakeStats(iteration_tokens=[4, 8, 16], steps_done=3))
+    metrics.update_from_stats(FakeStats(iteration_tokens=[4, 8, 16], iterations_done=3))
     text = metrics.render().decode()
     assert sample(text, "actorllm:iteration_tokens_total_count", model_name="m") == 3
     assert sample(text, "actorllm:iteration_tokens_total_sum", model_name="m") == 28
@@ -168,9 +168,9 @@ def test_data_parallel_engines_get_their_own_series() -> None:
     from actorllm.engine.api.stats import EngineStats, ReplicaStats
 
     engines = [
-        ReplicaStats(engine=0, num_running_reqs=2, prefix_cache_queries=10, steps_done=2,
+        ReplicaStats(engine=0, num_running_reqs=2, prefix_cache_queries=10, iterations_done=2,
                      iteration_tokens=[5, 7], num_gpu_blocks=9),
-        ReplicaStats(engine=1, num_waiting_reqs=3, prefix_cache_queries=4, steps_done=1,
+        ReplicaStats(engine=1, num_waiting_reqs=3, prefix_cache_queries=4, iterations_done=1,
                      iteration_tokens=[3], num_gpu_blocks=9),
     ]  # fmt: skip
     m = ServerMetrics("dp", cache_config=EngineConfig())

@@ -69,7 +69,7 @@ def test_vllms_queue_limits_answer_503_and_count_the_refusals() -> None:
             assert int(r.headers["Retry-After"]) >= 1
         assert httpx.post(srv.url + "/tokenize", json={"prompt": "x"}).status_code == 200
         metrics = httpx.get(srv.url + "/metrics").text
-        line = 'admission_rejections_total{engine="0",model_name="scripted",reason='
+        line = 'admission_rejections_total{model_name="scripted",reason='
         assert line + '"max_num_queued_reqs"} 3.0' in metrics
         assert line + '"max_num_queued_tokens"} 0.0' in metrics
     finally:

@@ -132,7 +132,10 @@ class SyncFacade:
         asks for ``disable_log_stats=False`` first; the statistics are kept either way
         here. Counters stay monotonic across engine restarts, as on ``/metrics``."""
         if self._metrics is None:
-            self._metrics = ServerMetrics(self.engine.model_name, cache_config=self.engine.config)
+            engine = self.engine
+            self._metrics = ServerMetrics(
+                engine.model_name, cache_config=engine.config, max_model_len=engine.max_model_len
+            )
         self._metrics.update_from_stats(self.get_stats())
         return snapshot(self._metrics)
 

@@ -32,9 +32,18 @@ from actorllm.core.scheduler.policy import WaitingQueue, pick_victim_for
 class Admitter:
     """Moves requests between a scheduler's queues: waiting ones into ``running`` (and the
     step), preempted ones back to ``waiting``. The scheduler owns both queues and passes
-    ``running`` to each call (it replaces that list); this object owns only its count."""
+    ``running`` to each call (it replaces that list); this object owns only its count and
+    the requests its last pass deferred."""
 
-    __slots__ = ("_config", "_connector", "_kv", "_waiting", "num_preemptions", "pinned_loras")
+    __slots__ = (
+        "_config",
+        "_connector",
+        "_kv",
+        "_waiting",
+        "deferred",
+        "num_preemptions",
+        "pinned_loras",
+    )
 
     def __init__(
         self,
@@ -48,6 +57,11 @@ class Admitter:
         self._waiting = waiting
         self._connector = connector
         self.num_preemptions = 0  # cumulative
+        # The waiting requests the last pass passed over for a transient reason (tokens in
+        # flight, preempted in that step, an adapter one too many): vLLM's "deferred"
+        # waiting requests, as opposed to those waiting for capacity. Some may have
+        # finished since (the reader counts those still waiting).
+        self.deferred: list[Request] = []
         # LoRA adapters pinned on the workers (vLLM's pin_lora): they hold their slots.
         self.pinned_loras: frozenset[str] = frozenset()
 
@@ -69,6 +83,7 @@ class Admitter:
                 break
         for req in reversed(skipped):
             waiting.prepend(req)
+        self.deferred = skipped
 
     def _chunk(self, num_new: int, plan: StepBudget) -> int:
         """Cap a request's tokens by the step's chunk cap and the remaining budget."""

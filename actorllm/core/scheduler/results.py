@@ -24,12 +24,15 @@ def token_output(
     in, or None; ``logprobs``: one per token, if asked); the request's first report also
     carries its prefix-cache hit, the prompt tokens it wrote to the cache
     (:func:`cache_created`; ``cache_block``: the block size, 0 without prefix caching) and
-    the time it was first scheduled."""
-    cached, created, scheduled = 0, 0, None
+    the time it was first scheduled; the first report after a preemption, the request's
+    preemptions so far."""
+    cached, created, scheduled, preempted = 0, 0, None, 0
     if not req.emitted_first_output:
         req.emitted_first_output = True
         cached, scheduled = max(req.num_cached_tokens, 0), req.first_scheduled_time
         created = cache_created(req, cache_block)
+    if req.num_preemptions != req.reported_preemptions:
+        req.reported_preemptions = preempted = req.num_preemptions
     return EngineCoreOutput(
         req_id=req.request_id,
         new_token_ids=tokens,
@@ -40,6 +43,7 @@ def token_output(
         num_cached_tokens=cached,
         num_cache_creation_tokens=created,
         scheduled_time=scheduled,
+        num_preemptions=preempted,
     )
 
 
@@ -52,6 +56,12 @@ def cache_created(req: Request, cache_block: int) -> int:
         return 0
     full = min(req.num_prompt_tokens // cache_block, len(req.block_hashes)) * cache_block
     return max(0, full - max(req.num_cached_tokens, 0))
+
+
+def computed_prompt(req: Request) -> int:
+    """The prompt tokens ``req`` computed itself (those found in the prefix cache or brought
+    by the KV connector aside): what its prefill adds to vLLM's ``iteration_tokens``."""
+    return max(0, req.num_prompt_tokens - max(req.num_cached_tokens, 0))
 
 
 def pooled_output(req: Request, data: PooledData) -> EngineCoreOutput:

@@ -60,7 +60,7 @@ from actorllm.core.scheduler.grammar import GrammarTracker, advance_grammar, pol
 from actorllm.core.scheduler.kv_connector import ConnectorLink, KVConnectorBase, KVConnectorMetadata
 from actorllm.core.scheduler.lora_gate import count_loras
 from actorllm.core.scheduler.policy import make_waiting_queue, pick_victim
-from actorllm.core.scheduler.results import pooled_output, token_output
+from actorllm.core.scheduler.results import computed_prompt, pooled_output, token_output
 from actorllm.core.scheduler.spec_decode import SpecDecodeStats, schedule_drafts
 from actorllm.core.scheduler.step_output import build_output
 from actorllm.core.scheduler.stopping import check_stop, reached_limit_in_flight
@@ -69,6 +69,7 @@ from actorllm.core.scheduler_output import SchedulerOutput
 from actorllm.core.structured_outputs_params import StructuredOutputsError
 
 _RUNNING = RequestStatus.RUNNING
+_WAITING_STATES = (RequestStatus.WAITING, RequestStatus.PREEMPTED)
 
 
 @final
@@ -304,12 +305,14 @@ class Scheduler:
         pooled = runner_output.pooled
         kv = self.kv_cache_manager
         cache_block = kv.block_size if kv.enable_caching else 0  # (first outputs' count)
+        iteration = 0  # vLLM's iteration tokens (EngineCoreOutputs.iteration_tokens)
         for rid, tokens in zip(runner_output.req_ids, runner_output.sampled_token_ids, strict=True):
             req = requests.get(rid)
             if req is None:
                 continue  # finished (or aborted) while this step was in flight: discard
             if pooled and rid in pooled:
                 # A pooling request's last chunk ran: report its result, finish it.
+                iteration += computed_prompt(req)
                 outputs.append(pooled_output(req, pooled[rid]))
                 req.num_output_placeholders = 0
                 any_finished |= self._finish_stepped(req, RequestStatus.FINISHED_STOPPED)
@@ -338,6 +341,9 @@ class Scheduler:
             lps = [lp] if lp is not None else None
             if spec_logprobs and rid in spec_logprobs:
                 lps = spec_logprobs[rid][: len(tokens)]
+            if not req.emitted_first_output:
+                iteration += computed_prompt(req)
+            iteration += len(tokens)
             outputs.append(token_output(req, tokens, status, lps, plp, cache_block))
             if status is not None:
                 any_finished |= self._finish_stepped(req, status)
@@ -350,6 +356,7 @@ class Scheduler:
             outputs=outputs,
             stats=self.statistics(),
             timestamp=time.monotonic(),
+            iteration_tokens=iteration,
         )
 
     def _finish_stepped(self, req: Request, status: RequestStatus) -> bool:
@@ -416,6 +423,8 @@ class Scheduler:
         return SchedulerStats(
             num_running_reqs=len(self.running),
             num_waiting_reqs=len(self.waiting) + len(self.waiting_for_fsm),
+            num_deferred_reqs=len(self.waiting_for_fsm)
+            + sum(1 for r in self._admitter.deferred if r.status in _WAITING_STATES),
             kv_cache_usage=kv.usage,
             prefix_cache_queries=kv.prefix_cache_queries,
             prefix_cache_hits=kv.prefix_cache_hits,

@@ -250,7 +250,10 @@ class ReplicaSchedulerStats(_Msg, frozen=True, kw_only=True):
 
     core: SchedulerStats  # the core's own (queues, KV usage, prefix cache, preemptions)
     steps_done: int  # cumulative
-    iteration_tokens: list[int]  # tokens of each recent step, newest last (at most 4096)
+    # vLLM's iteration tokens of each recent step with outputs, newest last (at most 4096),
+    # and the cumulative count of such steps (a reader's cursor into the list).
+    iteration_tokens: list[int]
+    iterations_done: int
     is_sleeping: bool
     kv_connector_enabled: bool
 

@@ -350,6 +350,7 @@ class ControlPlane:
         return EngineStats(
             num_running_reqs=sum(e.num_running_reqs for e in engines),
             num_waiting_reqs=sum(e.num_waiting_reqs for e in engines),
+            num_deferred_reqs=sum(e.num_deferred_reqs for e in engines),
             kv_cache_usage=sum(e.kv_cache_usage for e in engines) / len(engines),
             prefix_cache_queries=sum(e.prefix_cache_queries for e in engines),
             prefix_cache_hits=sum(e.prefix_cache_hits for e in engines),
@@ -358,6 +359,7 @@ class ControlPlane:
             num_preemptions=sum(e.num_preemptions for e in engines),
             num_open_requests=len(self._ctx.ledger),
             steps_done=sum(e.steps_done for e in engines),
+            iterations_done=sum(e.iterations_done for e in engines),
             # Step sizes in order, for one replica (the cursor contract); else per replica.
             iteration_tokens=engines[0].iteration_tokens if len(engines) == 1 else [],
             is_sleeping=any(e.is_sleeping for e in engines),
@@ -427,12 +429,14 @@ def _replica_stats(replica: Replica, sched: ReplicaSchedulerStats, restarts: int
         engine=replica.index,
         num_running_reqs=core.num_running_reqs,
         num_waiting_reqs=core.num_waiting_reqs,
+        num_deferred_reqs=core.num_deferred_reqs,
         kv_cache_usage=core.kv_cache_usage,
         prefix_cache_queries=core.prefix_cache_queries,
         prefix_cache_hits=core.prefix_cache_hits,
         num_preemptions=core.num_preemptions,
         num_open_requests=replica.ctx.ledger.load(replica.index),
         steps_done=sched.steps_done,
+        iterations_done=sched.iterations_done,
         iteration_tokens=sched.iteration_tokens,
         is_sleeping=sched.is_sleeping,
         num_gpu_blocks=replica.ctx.model.num_blocks - 1,  # the null block holds no KV

@@ -24,12 +24,14 @@ class ReplicaStats(msgspec.Struct, kw_only=True):
     engine: int  # the replica's index
     num_running_reqs: int = 0
     num_waiting_reqs: int = 0
+    num_deferred_reqs: int = 0  # of the waiting: deferred, not waiting for capacity
     kv_cache_usage: float = 0.0  # 0..1
     prefix_cache_queries: int = 0  # cumulative tokens
     prefix_cache_hits: int = 0
     num_preemptions: int = 0  # cumulative
     num_open_requests: int = 0  # routed to it: waiting, running or on their way
     steps_done: int = 0  # cumulative
+    iterations_done: int = 0  # as EngineStats'
     iteration_tokens: list[int] = msgspec.field(default_factory=list)  # as EngineStats'
     is_sleeping: bool = False
     num_gpu_blocks: int = 0
@@ -50,6 +52,9 @@ class EngineStats(msgspec.Struct, kw_only=True):
 
     num_running_reqs: int = 0
     num_waiting_reqs: int = 0
+    # Of the waiting: deferred by a transient constraint (grammar compiling, tokens in
+    # flight, max_loras), not waiting for capacity (SchedulerStats.num_deferred_reqs).
+    num_deferred_reqs: int = 0
     kv_cache_usage: float = 0.0  # 0..1
     prefix_cache_queries: int = 0  # cumulative tokens
     prefix_cache_hits: int = 0
@@ -58,9 +63,12 @@ class EngineStats(msgspec.Struct, kw_only=True):
     num_preemptions: int = 0  # cumulative
     num_open_requests: int = 0  # in the ledger (includes requests not yet scheduled)
     steps_done: int = 0  # cumulative
-    # Tokens of the most recent steps (at most 4096), newest last: the last
-    # ``steps_done - previously_seen`` entries are new to a reader. With several replicas:
-    # empty (their steps interleave); each one's is in ``engines``.
+    # Steps that produced outputs (cumulative), and vLLM's iteration tokens of the most
+    # recent of them (at most 4096; computed prompt tokens of prefills that ended plus
+    # generated tokens), newest last: the last ``iterations_done - previously_seen`` entries
+    # are new to a reader. With several replicas: empty (their steps interleave); each
+    # one's is in ``engines``.
+    iterations_done: int = 0
     iteration_tokens: list[int] = msgspec.field(default_factory=list)
     is_sleeping: bool = False
     kv_connector_enabled: bool = False

@@ -408,7 +408,8 @@ ENGINE_CONFIG_HELP: Mapping[str, Mapping[str, str]] = {
             '\'{"request_latency": [0.5, 1, 5, 30], "request_tokens": [128, 1024, 8192]}\': '
             "a family's list replaces the default bounds of each of its histograms "
             "(request_latency, time_to_first_token, inter_token_latency, iteration_tokens, "
-            "request_params_n, request_tokens); families not given keep theirs."
+            "request_params_n, request_tokens, request_num_preemptions); families not given "
+            "keep theirs."
         ),
     },
     "ProfilerConfig": {

@@ -41,6 +41,7 @@ from prometheus_client.registry import Collector
 
 from actorllm.core.histogram_buckets import family_bounds
 from actorllm.core.request_stats import ADMISSION_REASONS, Histogram, RequestStatsSnapshot
+from actorllm.engine.metrics.info import cache_config_info, lora_requests_info
 
 if TYPE_CHECKING:
     from actorllm.engine.config.engine_config import EngineConfig
@@ -73,15 +74,20 @@ _HISTOGRAMS = {
     "request_max_num_generation_tokens": "Maximum number of requested generation tokens.",
     "request_params_n": "Histogram of the n request parameter.",
     "request_params_max_tokens": "Histogram of the max_tokens request parameter.",
+    "request_num_preemptions": "Histogram of the number of times a request was preempted.",
+    "request_prefill_kv_computed_tokens": (
+        "Histogram of new KV tokens computed during prefill (excluding cached tokens)."
+    ),
 }
-# EngineConfig fields shown as cache_config_info labels (vLLM's CacheConfig names).
-_CACHE_CONFIG = (
-    "block_size",
-    "enable_prefix_caching",
-    "gpu_memory_utilization",
-    "num_gpu_blocks_override",
-    "kv_cache_memory_bytes",
-)
+# {vLLM 0.32's name: the histogram above it renders}: each request's mean time per output
+# token, which vLLM now names request_time_per_output_token_seconds (its older
+# time_per_output_token_seconds stays, for the dashboards that read it).
+_SAME_HISTOGRAMS = {
+    "request_time_per_output_token_seconds": (
+        "time_per_output_token_seconds",
+        "Histogram of time_per_output_token_seconds per request.",
+    ),
+}
 
 
 def normalize_prefix(prefix: str) -> str:
@@ -141,11 +147,17 @@ class ServerMetrics:
         *,
         prefix: str = DEFAULT_PREFIX,
         cache_config: EngineConfig | None = None,
+        max_model_len: int | None = None,
     ) -> None:
+        """``max_model_len``: the context length in use (the config's when None), for the
+        KV-cache capacity labels of ``cache_config_info``."""
         self.model_name = model_name
         self.prefix = normalize_prefix(prefix)
         self._labels = {"model_name": model_name, "engine": "0"}
         self._cache_config = cache_config  # an EngineConfig (cache_config_info), or None
+        if max_model_len is None and cache_config is not None:
+            max_model_len = cache_config.max_model_len
+        self._max_model_len = max_model_len
         self._stats: Any = None  # the last EngineStats
         self._stats_time = time.time()  # when it was taken (wall clock, for info gauges)
         # Counters the engine keeps cumulatively, made monotonic across engine restarts:
@@ -153,7 +165,7 @@ class ServerMetrics:
         self._counters: dict[str, tuple[float, float]] = {}
         # Per engine (replica) index: steps already observed in its iteration_tokens, and
         # the histogram of its step sizes.
-        self._steps_seen: dict[str, int] = {}
+        self._iterations_seen: dict[str, int] = {}
         self._iteration: dict[str, Histogram] = {}
         # iteration_tokens_total's bounds: vLLM's, or the config's custom_histogram_buckets.
         custom = cache_config.custom_histogram_buckets if cache_config is not None else None
@@ -186,12 +198,12 @@ class ServerMetrics:
             for pos, n in enumerate(per_pos):
                 self._total(f"spec_pos:{pos}:{engine}", float(n))
             # The engine keeps the token counts of its recent steps; observe only the tail
-            # this registry has not seen yet (steps_done is the cursor).
+            # this registry has not seen yet (iterations_done is the cursor).
             recent = list(getattr(figures, "iteration_tokens", None) or ())
-            steps_done = int(getattr(figures, "steps_done", 0))
-            seen = self._steps_seen.get(engine, 0)
-            new = min(len(recent), max(0, steps_done - seen))
-            self._steps_seen[engine] = max(seen, steps_done)
+            done = int(getattr(figures, "iterations_done", 0))
+            seen = self._iterations_seen.get(engine, 0)
+            new = min(len(recent), max(0, done - seen))
+            self._iterations_seen[engine] = max(seen, done)
             histogram = self._iteration.setdefault(engine, Histogram.empty(self._iteration_bounds))
             for n in recent[len(recent) - new :]:
                 histogram.observe(n)
@@ -223,6 +235,7 @@ class ServerMetrics:
             "num_requests_running", "Requests in model execution batches.", "num_running_reqs"
         )
         yield gauge("num_requests_waiting", "Requests waiting to be processed.", "num_waiting_reqs")
+        yield self._waiting_by_reason(engines)
         usage = "kv_cache_usage"
         yield gauge("kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", usage)
         yield gauge("gpu_cache_usage_perc", "KV-cache usage (vLLM's older name).", usage)
@@ -273,19 +286,23 @@ class ServerMetrics:
             count = requests.request_success.get(reason, 0) if requests else 0
             success.add_metric([*values, reason], count)
         yield success
+        # vLLM's labels: the front end refuses, before any engine is chosen (no "engine").
         rejected = CounterMetricFamily(
             p + "admission_rejections",
             "Number of admission attempts rejected by a queue limit, by reason.",
-            labels=[*names, "reason"],
+            labels=["model_name", "reason"],
         )
         for reason in ADMISSION_REASONS:
             count = requests.admission_rejections.get(reason, 0) if requests else 0
-            rejected.add_metric([*values, reason], count)
+            rejected.add_metric([self.model_name, reason], count)
         yield rejected
         if requests is not None:
             for name, doc in _HISTOGRAMS.items():
                 if name in requests.histograms:
                     yield _histogram(p + name, doc, labels, requests.histograms[name])
+            for name, (source, doc) in _SAME_HISTOGRAMS.items():
+                if source in requests.histograms:
+                    yield _histogram(p + name, doc, labels, requests.histograms[source])
         yield _histograms(
             p + "iteration_tokens_total", "Histogram of number of tokens per engine_step.",
             [
@@ -298,42 +315,33 @@ class ServerMetrics:
         )  # fmt: skip
         yield from self._info_and_actors(names, values, engines)
 
-    def _lora_info(self, stats: Any) -> Metric:
-        """vLLM's ``lora_requests_info``: one series whose labels name the adapters with
-        running and waiting requests (comma-joined) and ``max_lora``; its value the time of
-        the snapshot (vLLM's ``set_to_current_time``)."""
-        assert self._cache_config is not None
+    def _waiting_by_reason(self, engines: list[tuple[str, Any]]) -> Metric:
+        """vLLM's split of ``num_requests_waiting``: ``deferred`` by a transient constraint
+        (grammar compiling, tokens in flight, max_loras), the rest waiting for ``capacity``."""
         family = GaugeMetricFamily(
-            self.prefix + "lora_requests_info", "Running stats on lora requests.",
-            labels=["max_lora", "waiting_lora_adapters", "running_lora_adapters"],
+            self.prefix + "num_requests_waiting_by_reason",
+            "Number of waiting requests by reason. Reason labels: 'capacity' = waiting for "
+            "scheduling capacity; 'deferred' = deferred by transient constraints (LoRA "
+            "budget, tokens in flight, grammar compiling). Sum of all reasons equals "
+            "num_requests_waiting.",
+            labels=["model_name", "engine", "reason"],
         )  # fmt: skip
-        running = getattr(stats, "running_lora_adapters", None) or {}
-        waiting = getattr(stats, "waiting_lora_adapters", None) or {}
-        labels = [str(self._cache_config.max_loras), ",".join(waiting), ",".join(running)]
-        family.add_metric(labels, self._stats_time)
+        for engine, figures in engines:
+            waiting = int(getattr(figures, "num_waiting_reqs", 0) or 0)
+            deferred = min(waiting, int(getattr(figures, "num_deferred_reqs", 0) or 0))
+            family.add_metric([self.model_name, engine, "capacity"], waiting - deferred)
+            family.add_metric([self.model_name, engine, "deferred"], deferred)
         return family
 
     def _info_and_actors(
         self, names: list[str], values: list[str], engines: list[tuple[str, Any]]
     ) -> Iterator[Metric]:
         p, stats = self.prefix, self._stats
-        if self._cache_config is not None:
-            info = {k: str(getattr(self._cache_config, k)) for k in _CACHE_CONFIG}
-            info["block_size"] = str(self._cache_config.resolved_block_size())  # in use
-            info["cache_dtype"] = self._cache_config.kv_cache_dtype  # vLLM's label name
-            info.update(num_gpu_blocks="0", engine="0")
-            family = GaugeMetricFamily(
-                p + "cache_config_info", "Information of the engine's cache config.",
-                labels=list(info),
-            )  # fmt: skip
-            for engine, figures in engines:
-                info.update(
-                    num_gpu_blocks=str(getattr(figures, "num_gpu_blocks", 0)), engine=engine
-                )
-                family.add_metric(list(info.values()), 1.0)
-            yield family
-        if self._cache_config is not None and self._cache_config.enable_lora:
-            yield self._lora_info(stats)
+        config = self._cache_config
+        if config is not None:
+            yield cache_config_info(p, config, self._max_model_len, engines)
+            if config.enable_lora:
+                yield lora_requests_info(p, config.max_loras, stats, self._stats_time)
         restarts = CounterMetricFamily(
             p + "actor_restarts", "Actor restarts.", labels=[*names, "actor"]
         )

@@ -121,8 +121,11 @@ class Admission:
         # Each request's admission state and the probation queue; owner: here.
         self._probation = Probation(ledger, blame)
         self.steps_done = 0  # lifetime count
-        # Tokens scheduled in each recent step, newest last (metrics read the tail).
+        # vLLM's iteration tokens of each recent step that produced outputs, newest last
+        # (EngineCoreOutputs.iteration_tokens), and how many such steps ran in all: metrics
+        # read the tail they have not seen.
         self.iteration_tokens: deque[int] = deque(maxlen=4096)
+        self.iterations_done = 0
         # Published for readers outside the scheduler actor (the waiting-queue bound, read
         # in the caller's task): the child ids running in the core, an immutable tuple the
         # owner replaces in publish() (the actor calls it after each message). Nothing else
@@ -337,7 +340,9 @@ class Admission:
         if outputs is not None and outputs.outputs:
             outputs = msgspec.structs.replace(outputs, weight_version=version)
         self.steps_done += 1
-        self.iteration_tokens.append(so.total_num_scheduled_tokens)
+        if outputs is not None and outputs.outputs:  # vLLM counts the steps with outputs
+            self.iterations_done += 1
+            self.iteration_tokens.append(outputs.iteration_tokens)
         if self._probation.step_ran(so.num_scheduled_tokens):
             self._probation.probe_next(self._add_from_ledger)
         return outputs
@@ -441,6 +446,7 @@ class Admission:
         return ReplicaSchedulerStats(
             core=self.core.statistics(),
             steps_done=self.steps_done,
+            iterations_done=self.iterations_done,
             iteration_tokens=list(self.iteration_tokens),
             is_sleeping=self.sleep_level > 0,
             kv_connector_enabled=self.kv_connector_enabled,

@@ -48,7 +48,7 @@ HELP = "run a file of OpenAI batch requests (JSONL) and write the responses (JSO
 logger = logging.getLogger("actorllm.batch")
 
 # AppSettings fields that only an HTTP listener has: no flags here (vLLM's run-batch has
-# none of them either).
+# none of them either; its metrics endpoint has flags of its own, below).
 _HTTP_ONLY = frozenset(
     {
         *AppSettings.CLI_EXCLUDE,
@@ -61,20 +61,13 @@ _HTTP_ONLY = frozenset(
         "allowed_headers",
         "allow_credentials",
         "middleware",
-        "metrics_prefix",
         "enable_server_load_tracking",
         "enable_tokenizer_info_endpoint",
     }
 )
 _NO_ENDPOINT = "run-batch has no HTTP endpoints; the progress bar and stats log show progress"
-# vLLM's run-batch flags: --enable-metrics asks for a Prometheus endpoint during the run,
-# which run-batch does not serve (refused, naming it); the others only place that
-# endpoint or others it lacks (accepted with a warning naming them).
+# vLLM's run-batch flags for endpoints it lacks: accepted with a warning naming them.
 _BATCH_FOREIGN = [
-    Foreign(("--enable-metrics",), "refuse", _NO_ENDPOINT, nargs=0),
-    Foreign(("--url",), "ignore", _NO_ENDPOINT),
-    Foreign(("--host",), "ignore", _NO_ENDPOINT),
-    Foreign(("--port",), "ignore", _NO_ENDPOINT),
     Foreign(("--enable-server-load-tracking",), "ignore", _NO_ENDPOINT, nargs=0),
     Foreign(("--enable-tokenizer-info-endpoint",), "ignore", _NO_ENDPOINT, nargs=0),
 ]
@@ -104,6 +97,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="where the output is written until the batch is done, then moved to "
         "--output-file (default: beside it), so a failed run leaves no half file",
+    )
+    metrics = parser.add_argument_group("Metrics")
+    metrics.add_argument(
+        "--enable-metrics",
+        action="store_true",
+        help="serve the Prometheus metrics during the run (every GET path answers them, as "
+        "vLLM's run-batch; refreshed every second) on --host:--port",
+    )
+    metrics.add_argument(
+        "--host", default=None, help="the metrics endpoint's address (default 0.0.0.0)"
+    )
+    metrics.add_argument(
+        "--url", default=None, help="vLLM's deprecated spelling of --host (--host wins)"
+    )
+    metrics.add_argument(
+        "--port", type=int, default=8000, help="the metrics endpoint's port (default 8000)"
     )
     groups: Groups = {}
     add_struct_flags(parser, AppSettings, groups=groups, exclude=_HTTP_ONLY)
@@ -149,7 +158,15 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         with output_writer(target, args.output_tmp_dir) as write:
-            summary = anyio.run(_batch, config, settings, lines.splitlines(), write, backend="trio")
+            summary = anyio.run(
+                _batch,
+                config,
+                settings,
+                lines.splitlines(),
+                write,
+                metrics_at(args),
+                backend="trio",
+            )
     except OSError as exc:
         logger.error("cannot write --output-file %s: %s", args.output_file, exc)
         return 2
@@ -165,16 +182,26 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def metrics_at(args: argparse.Namespace) -> tuple[str, int] | None:
+    """Where ``--enable-metrics`` serves (vLLM's: ``--host``, else ``--url``, else all
+    interfaces; ``--port``), or None without it."""
+    if not args.enable_metrics:
+        return None
+    return (args.host or args.url or "0.0.0.0", args.port)
+
+
 async def _batch(
     config: EngineConfig,
     settings: AppSettings,
     lines: list[bytes],
     write: Callable[[bytes], object],
+    metrics: tuple[str, int] | None = None,
 ) -> BatchSummary:
     from tqdm import tqdm
 
     from actorllm.engine import AsyncEngine
     from actorllm.engine.api.stats_logger import log_stats_forever
+    from actorllm.engine.metrics.endpoint import MetricsEndpoint
     from actorllm.entrypoints.openai.app.lifespan import serving_context
     from actorllm.entrypoints.openai.run_batch import run_batch
 
@@ -183,6 +210,10 @@ async def _batch(
         ctx = serving_context(engine, settings)
         if settings.log_interval_s > 0:
             tg.start_soon(log_stats_forever, engine, settings.log_interval_s)
+        if metrics is not None:
+            endpoint = MetricsEndpoint(ctx.metrics, *metrics)
+            logger.info("Prometheus metrics on %s", endpoint.url)
+            tg.start_soon(endpoint.refresh_forever, engine)
         with tqdm(total=total, desc="Running batch", unit="req", file=sys.stderr) as bar:
             summary = await run_batch(
                 ctx,

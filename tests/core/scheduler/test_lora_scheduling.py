@@ -9,7 +9,7 @@ import pytest
 from actorllm.core.errors import InvalidRequestError
 from actorllm.core.lora import LoRARequest
 from actorllm.core.model_runner_output import ModelRunnerOutput
-from actorllm.core.request import Request
+from actorllm.core.request import Request, RequestStatus
 from actorllm.core.sampling_params import SamplingParams
 from actorllm.core.scheduler import Scheduler
 from actorllm.core.scheduler.config import SchedulerConfig
@@ -137,3 +137,14 @@ def test_pinned_adapters_hold_their_slots() -> None:
     _add(s, "b2", B)
     _add(s, "c2", C)
     assert _step(s) == {"b2", "c2"}  # unpinned: both slots free
+
+
+def test_a_request_held_back_by_max_loras_is_deferred_not_waiting_for_capacity() -> None:
+    s = _sched(max_loras=1)
+    _add(s, "a1", A)
+    _add(s, "b1", B)
+    _step(s)
+    st = s.statistics()
+    assert (st.num_waiting_reqs, st.num_deferred_reqs) == (1, 1)  # b1: vLLM's "deferred"
+    s.finish_requests(["b1"], RequestStatus.FINISHED_ABORTED)
+    assert s.statistics().num_deferred_reqs == 0  # it no longer waits

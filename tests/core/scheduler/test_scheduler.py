@@ -211,6 +211,20 @@ def test_fcfs_preempts_the_newest_running() -> None:
     check_invariants(s)
 
 
+def test_the_first_output_after_a_preemption_carries_the_count() -> None:
+    s = sched(num_blocks=5, max_model_len=16)
+    _fill(s, [("a", 0, 1.0), ("b", 0, 2.0), ("c", 0, 3.0)])
+    w = FakeWorker(4)
+    seen: list[int] = []
+    preempted = 0
+    while s.has_unfinished_requests():
+        so, outs = run_step(s, w)
+        preempted += so.preempted_req_ids.count("c")
+        seen += [o.num_preemptions for o in outs if o.req_id == "c"]
+    # each count once, when c produced again; 0 on its other outputs
+    assert preempted >= 1 and [p for p in seen if p] == list(range(1, preempted + 1))
+
+
 def test_watermark_keeps_blocks_free_for_the_running_ones_growth() -> None:
     # 8 usable blocks of 4; watermark 0.25 keeps int(0.25 * 9) = 2 free: of seven one-block
     # prompts six start (the sixth leaves exactly 2), the seventh waits; without it, seven.

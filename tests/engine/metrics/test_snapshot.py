@@ -15,7 +15,7 @@ def test_each_type_as_vllms_reader_gives_it() -> None:
     m.update_from_stats(EngineStats(
         num_running_reqs=2, num_preemptions=3, spec_decode_num_drafts=5,
         spec_decode_num_accepted_tokens_per_pos=[4, 2, 0, 1], iteration_tokens=[4, 8, 40],
-        steps_done=3,
+        iterations_done=3,
     ))  # fmt: skip
     got = snapshot(m)
     assert all(g.name.startswith("vllm:") for g in got)

@@ -115,6 +115,17 @@ def test_requests_run_to_the_end_without_crashes():
     assert adm.statistics().steps_done > 0
 
 
+def test_iteration_tokens_count_the_steps_with_outputs_only():
+    """vLLM's iteration tokens: one entry per step that produced outputs (the prompt when
+    its prefill ends, then each generated token), whatever else ran (two steps in flight)."""
+    adm, ledger = engine(max_inflight=2)
+    open_request(adm, ledger, "a", max_tokens=6)
+    run(adm, ledger)
+    stats = adm.replica_stats()
+    assert stats.iterations_done == 6 and stats.iteration_tokens == [5 + 1, 1, 1, 1, 1, 1]
+    assert stats.steps_done >= stats.iterations_done
+
+
 def test_a_crash_puts_the_steps_requests_on_probation_in_halves():
     adm, ledger = engine()
     for i in range(8):

@@ -85,7 +85,10 @@ def serving_context(engine: EngineClient, settings: AppSettings) -> ServingConte
     return ServingContext(
         engine=engine,
         metrics=ServerMetrics(
-            engine.model_name, prefix=settings.metrics_prefix, cache_config=engine.config
+            engine.model_name,
+            prefix=settings.metrics_prefix,
+            cache_config=engine.config,
+            max_model_len=engine.max_model_len,
         ),
         chat=chat,
         response_role=settings.response_role,
