@@ -61,6 +61,7 @@ from actorllm.entrypoints.openai.protocol.chat_response import (
 )
 from actorllm.entrypoints.openai.protocol.logprobs import ChatLogProbs, PromptLogprobsOut
 from actorllm.entrypoints.openai.protocol.usage import UsageInfo
+from actorllm.entrypoints.openai.reasoning_start import reasoning_ended
 from actorllm.entrypoints.openai.reasoning_usage import (
     ReasoningCounter,
     completion_details,
@@ -161,9 +162,14 @@ async def start_chat(
             logprobs=params.logprobs, lora_request=lora,
         )  # fmt: skip
     else:
+        ended = None
+        if params.structured_outputs is not None:  # where the constraint starts
+            ended = reasoning_ended(
+                engine, ctx.chat.reasoning_parser, rendered_chat.template_kwargs, prompt.token_ids
+            )
         it = engine.generate(
             prompt.engine_input(req.cache_salt), params, request_id=rid, priority=req.priority,
-            **lora_options(lora),
+            reasoning_ended=ended, **lora_options(lora),
         )  # fmt: skip
     with client_error(constraint_field(req, forced)):
         streams = await unless_disconnected(receive, lambda: prime_all([it]))
