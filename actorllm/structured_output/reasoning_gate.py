@@ -21,8 +21,9 @@ Two kinds of markers:
   completes an end marker, found in the detokenized text of the last tokens (with or
   without a space or newline before it, whatever tokens it took).
 
-Both are pure functions of the request's tokens, so a preempted request, or one rebuilt
-after a crash by replaying its outputs, finds the same boundary.
+Both are pure functions of the request's tokens and its thinking (kept on the request,
+``reasoning_ended``), so a preempted request, or one rebuilt after a crash by replaying
+its outputs, finds the same boundary.
 """
 
 from __future__ import annotations
