@@ -4,10 +4,11 @@
   reasoning up to ``</think>`` (a leading ``<think>`` is dropped), then the answer. No
   ``</think>`` yet: everything is reasoning.
 * ``qwen3``: as vLLM 0.32's, the switch is the effective ``chat_template_kwargs``'
-  ``enable_thinking`` (default on). On: the output starts inside the reasoning, as
-  ``deepseek_r1``, whether or not it writes ``<think>``; a ``<tool_call>`` also ends the
+  ``enable_thinking`` (default on). On: the output starts inside the reasoning, up to
+  ``</think>``, whether or not it writes ``<think>`` (every ``<think>`` in the reasoning
+  is dropped, and a repeated ``</think>`` in the answer); a ``<tool_call>`` also ends the
   reasoning (and starts the answer). ``enable_thinking: false``: the whole output is the
-  answer.
+  answer, as written.
 
     >>> Qwen3ReasoningParser().extract("Easy.</think>4")
     ('Easy.', '4')
@@ -34,14 +35,19 @@ def split_think(
     ``implicit_ends`` (a tool call's opener) ends the reasoning too, and begins the answer."""
     stripped = text.lstrip()
     body = stripped[len(start) :] if stripped.startswith(start) else text
-    cut, skip = body.find(end), len(end)
+    return _cut(body, end, implicit_ends)
+
+
+def _cut(text: str, end: str, implicit_ends: tuple[str, ...]) -> Split:
+    """``text`` split at its first ``end`` (dropped) or ``implicit_ends`` marker (kept)."""
+    cut, skip = text.find(end), len(end)
     for marker in implicit_ends:
-        at = body.find(marker)
+        at = text.find(marker)
         if at >= 0 and (cut < 0 or at < cut):
             cut, skip = at, 0
     if cut < 0:
-        return Split(reasoning=body, content="", reasoning_done=False)
-    return Split(reasoning=body[:cut], content=body[cut + skip :], reasoning_done=True)
+        return Split(reasoning=text, content="", reasoning_done=False)
+    return Split(reasoning=text[:cut], content=text[cut + skip :], reasoning_done=True)
 
 
 class DeepSeekR1ReasoningParser(ReasoningParser):
@@ -69,8 +75,13 @@ class Qwen3ReasoningParser(ReasoningParser):
     def split(self, text: str, final: bool) -> Split:
         if not self.thinking:
             return Split(reasoning=None, content=text, reasoning_done=True)
-        assert self.start_marker is not None and self.end_marker is not None
-        s = split_think(text, self.start_marker, self.end_marker, (self.tool_call,))
+        start, end = self.start_marker, self.end_marker
+        assert start is not None and end is not None
+        s = _cut(text, end, (self.tool_call,))
+        # vLLM's grammar drops every <think> in the reasoning (the leading one too, keeping
+        # the whitespace before it) and a repeated </think> in the answer.
+        s.reasoning = (s.reasoning or "").replace(start, "")
+        s.content = s.content.replace(end, "")
         if self.strip_reasoning and s.reasoning:
             # (Streamed: nor the whitespace before a marker's held-back prefix.)
             whole = s.reasoning_done or final

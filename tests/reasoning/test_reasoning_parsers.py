@@ -32,6 +32,8 @@ CASES = [
     ("qwen3", {"enable_thinking": True}, "<think>cut off", "cut off", None),
     ("qwen3", {}, "Call it.\n<tool_call>\n{}\n</tool_call>", "Call it.\n",
      "<tool_call>\n{}\n</tool_call>"),
+    ("qwen3", {}, "<think>a<think>b</think>c</think>d", "ab", "cd"),
+    ("qwen3", {}, "  <think>x</think>y", "  x", "y"),
     ("qwen3", OFF, "{\"a\": 1}", None, "{\"a\": 1}"),
     ("qwen3", OFF, "<think>x</think>y", None, "<think>x</think>y"),
     ("granite", {}, "Here is my thought process:\nAdd them.\nHere is my response:\n4",
