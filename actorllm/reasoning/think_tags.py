@@ -35,10 +35,10 @@ def split_think(
     ``implicit_ends`` (a tool call's opener) ends the reasoning too, and begins the answer."""
     stripped = text.lstrip()
     body = stripped[len(start) :] if stripped.startswith(start) else text
-    return _cut(body, end, implicit_ends)
+    return split_at_end(body, end, implicit_ends)
 
 
-def _cut(text: str, end: str, implicit_ends: tuple[str, ...]) -> Split:
+def split_at_end(text: str, end: str, implicit_ends: tuple[str, ...]) -> Split:
     """``text`` split at its first ``end`` (dropped) or ``implicit_ends`` marker (kept)."""
     cut, skip = text.find(end), len(end)
     for marker in implicit_ends:
@@ -77,7 +77,7 @@ class Qwen3ReasoningParser(ReasoningParser):
             return Split(reasoning=None, content=text, reasoning_done=True)
         start, end = self.start_marker, self.end_marker
         assert start is not None and end is not None
-        s = _cut(text, end, (self.tool_call,))
+        s = split_at_end(text, end, (self.tool_call,))
         # vLLM's grammar drops every <think> in the reasoning (the leading one too, keeping
         # the whitespace before it) and a repeated </think> in the answer.
         s.reasoning = (s.reasoning or "").replace(start, "")

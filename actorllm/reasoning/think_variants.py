@@ -6,8 +6,10 @@
 * ``glm45`` (GLM-4.5 to 4.7; vLLM 0.32 serves it with its glm47_moe parser): as
   ``qwen3``, thinking unless ``thinking`` or ``enable_thinking`` is given and neither is
   true; the reasoning's trailing whitespace is dropped.
-* ``step3``, ``minimax_m2``: as ``deepseek_r1``: the template opens the block, the output
-  is reasoning up to ``</think>``.
+* ``step3``: the template opens the block, the output is reasoning up to ``</think>``
+  (vLLM's step3 keeps a ``<think>`` the output writes).
+* ``minimax_m2`` (vLLM 0.32's engine grammar): as ``glm45`` always thinking, with
+  ``<minimax:tool_call>`` ending the reasoning.
 * ``minimax_m2_append_think``: no split: the whole output is the answer, with the
   ``<think>`` the template opened put back in front of it (structured outputs still start
   after ``</think>``, as the output starts inside the reasoning).
@@ -26,6 +28,7 @@ from actorllm.reasoning.think_tags import (
     START,
     DeepSeekR1ReasoningParser,
     Qwen3ReasoningParser,
+    split_at_end,
     split_think,
 )
 
@@ -58,11 +61,17 @@ class Glm45ReasoningParser(Qwen3ReasoningParser):
 
 
 class Step3ReasoningParser(DeepSeekR1ReasoningParser):
-    pass
+    def split(self, text: str, final: bool) -> Split:
+        return split_at_end(text, END, ())
 
 
-class MiniMaxM2ReasoningParser(DeepSeekR1ReasoningParser):
-    pass
+class MiniMaxM2ReasoningParser(Glm45ReasoningParser):
+    markers = (START, END, "<minimax:tool_call>")
+    tool_call = "<minimax:tool_call>"
+
+    @classmethod
+    def thinking_of(cls, chat_template_kwargs: Mapping[str, Any]) -> bool | None:
+        return True  # no switch: the template always opens the block
 
 
 class MiniMaxM2AppendThinkReasoningParser(ReasoningParser):

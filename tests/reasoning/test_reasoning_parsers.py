@@ -47,9 +47,13 @@ CASES = [
     ("glm45", {}, "Hello!", "Hello!", None),
     ("glm45", {"thinking": False}, "Hello!", None, "Hello!"),
     ("glm45", {"thinking": False, "enable_thinking": True}, "a</think>b", "a", "b"),
-    # Step3 and MiniMax-M2: the template opened <think>; reasoning up to </think>.
+    # Step3 and MiniMax-M2: the template opened <think>; reasoning up to </think>
+    # (MiniMax-M2's grammar as glm45's: trailing whitespace dropped).
     ("step3", {}, "Two and two.\n</think>\n4", "Two and two.\n", "\n4"),
-    ("minimax_m2", {}, "The user asks.\n</think>\n\nHello!", "The user asks.\n", "\n\nHello!"),
+    ("step3", {}, "<think>a</think>b", "<think>a", "b"),  # (vLLM's step3 keeps it)
+    ("minimax_m2", {}, "The user asks.\n</think>\n\nHello!", "The user asks.", "\n\nHello!"),
+    ("minimax_m2", {"enable_thinking": False}, "x</think>y</think>z", "x", "yz"),
+    ("minimax_m2", {}, "Call.<minimax:tool_call>", "Call.", "<minimax:tool_call>"),
     ("minimax_m2", {}, "cut off", "cut off", None),
     # MiniMax-M2, append-think: no split, the opened <think> goes back in front.
     ("minimax_m2_append_think", {}, "Hm.\n</think>\n\nHi!", None,
