@@ -138,6 +138,7 @@ class Request:
         "priority",
         "prompt_embeds",
         "prompt_token_ids",
+        "reasoning_ended",
         "reported_preemptions",
         "request_id",
         "sampling_params",
@@ -161,6 +162,7 @@ class Request:
         cache_salt: str | None = None,
         lora_request: LoRARequest | None = None,
         prompt_embeds: PromptEmbeds | None = None,
+        reasoning_ended: bool | None = None,
     ) -> None:
         self.request_id = request_id
         self.prompt_token_ids: list[int] = list(prompt_token_ids)
@@ -174,6 +176,10 @@ class Request:
         self.priority = priority  # lower value = served first (vLLM's convention)
         self.cache_salt = cache_salt
         self.lora_request = lora_request  # None: the base model
+        # With a reasoning parser, for structured outputs (vLLM's): True: the answer starts
+        # at the first output token; False: the output starts inside the reasoning; None:
+        # the reasoning gate reads the prompt (structured_output/reasoning_gate.py).
+        self.reasoning_ended = reasoning_ended
         # Mixed into the first block's hash: the cache salt and the adapter (vLLM's
         # extra_keys), so blocks computed under different adapters are never shared.
         self.hash_salt = _hash_salt(cache_salt, lora_request)

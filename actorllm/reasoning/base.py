@@ -7,11 +7,17 @@ then ``delta.content`` by diffing, holding back text that may be the start of a 
 Families with a single-token end marker (``</think>``) also name it
 (``end_marker``), families with plain-text markers name those (``start_texts``,
 ``end_texts``): the engine applies structured outputs only after the reasoning ends.
+
+Whether an output starts inside the reasoning is :meth:`ReasoningParser.thinking_of` the
+request's effective ``chat_template_kwargs`` (the request's over
+``--default-chat-template-kwargs``, as the template got them), as vLLM's parsers decide it;
+the engine's structured-output gate asks the same method, so both agree on a request.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
@@ -42,16 +48,20 @@ class ReasoningParser(ABC):
     # The markers are special tokens the detokenizer would drop (Mistral's [THINK]).
     keeps_special_tokens: ClassVar[bool] = False
 
-    def __init__(self, tokenizer: Any = None) -> None:
+    def __init__(
+        self, tokenizer: Any = None, chat_template_kwargs: Mapping[str, Any] | None = None
+    ) -> None:
         self.tokenizer = tokenizer
-        # The prompt left a reasoning block open (the chat template started it).
-        self.prompt_opened = False
+        # True: the output starts inside the reasoning; False: it is all answer; None: the
+        # output's own markers decide.
+        self.thinking = self.thinking_of(chat_template_kwargs or {})
 
-    def begin(self, prompt: str | None) -> ReasoningParser:
-        """Look at the rendered prompt once, before the output: did it open the block?"""
-        if prompt and self.start_marker and self.end_marker:
-            self.prompt_opened = prompt.rfind(self.start_marker) > prompt.rfind(self.end_marker)
-        return self
+    @classmethod
+    def thinking_of(cls, chat_template_kwargs: Mapping[str, Any]) -> bool | None:
+        """Whether a request with these effective ``chat_template_kwargs`` thinks: its
+        output starts inside the reasoning (True), is all answer (False), or opens the
+        reasoning with its own marker if at all (None, this default)."""
+        return None
 
     @abstractmethod
     def split(self, text: str, final: bool) -> Split: ...

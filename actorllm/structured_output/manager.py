@@ -25,11 +25,13 @@ the step it was filled for comes back. ``_lock`` guards the bookkeeping between 
 Reasoning models (``reasoning``: a :class:`~.reasoning_gate.ReasoningGate` from
 ``--reasoning-parser``): the constraint applies to the answer only, as in vLLM. A request
 whose reasoning is open gets all-allowed rows and its tokens are not fed to the matcher;
-the tokens after the reasoning ends are. Where the reasoning is open at the start (the
-prompt left a ``<think>`` open; Granite's thinking prompt), where the model may open it
-with its first token (a single-token opener, allowed beside the grammar there) and where
-it ends are the gate's to say, from tokens alone: a rebuilt matcher replays to the same
-place.
+the tokens after the reasoning ends are. Whether the reasoning is open at the start is
+the request's ``reasoning_ended`` where the server resolved it (from the request's
+chat_template_kwargs, as the reasoning parser thinks), else the gate's reading of the
+prompt (a ``<think>`` left open; Granite's thinking prompt; the parser's thinking without
+kwargs). Where the model may open it with its first token (a single-token opener, allowed
+beside the grammar there) and where it ends are the gate's to say, from tokens alone: a
+rebuilt matcher replays to the same place.
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ from actorllm.structured_output.backend import (
     fill_bitmasks,
 )
 from actorllm.structured_output.compiler import GrammarCompiler
-from actorllm.structured_output.reasoning_gate import ReasoningGate
+from actorllm.structured_output.reasoning_gate import PromptState, ReasoningGate
 
 log = logging.getLogger(__name__)
 
@@ -126,7 +128,7 @@ class StructuredOutputManager:
             raise StructuredOutputsError(f"cannot be compiled: {exc!r}", param=param) from exc
         self._matchers[rid] = self.compiler.matcher(compiled)
         if self.reasoning is not None:
-            state = self.reasoning.prompt_state(list(request.prompt_token_ids))
+            state = reasoning_start(self.reasoning, request)
             if state == "open":
                 self._reasoning_tail[rid] = []
             elif state == "may_open":
@@ -357,3 +359,11 @@ def _allow_only(mask: np.ndarray, row: int, token_ids: list[int]) -> None:
     words[row] = 0
     for t in token_ids:
         words[row, t // 32] |= np.uint32(1 << (t % 32))
+
+
+def reasoning_start(gate: ReasoningGate, request: Request) -> PromptState:
+    """Where ``request``'s output starts: as the server resolved it (``reasoning_ended``,
+    from the request's chat_template_kwargs), else as the gate reads the prompt."""
+    if request.reasoning_ended is not None:
+        return "closed" if request.reasoning_ended else "open"
+    return gate.prompt_state(list(request.prompt_token_ids), gate.thinking)

@@ -5,7 +5,10 @@ Two kinds of markers:
 
 * :class:`TokenMarkers`: the block is opened and closed by fixed token sequences
   (``<think>`` / ``</think>``: DeepSeek-R1, Qwen3). The prompt may leave a block open (the
-  template opened it), end with a closed one (thinking switched off), or neither; then a
+  template opened it), end with a closed one (thinking switched off), or neither; then
+  the request's ``thinking`` (its parser's ``thinking_of`` its chat_template_kwargs, as
+  vLLM's ``wait_for_reasoning``) says: on, the output starts inside the reasoning; off,
+  it is the answer; None (the model opens the block itself, Mistral's ``[THINK]``), a
   single-token opener may still be chosen by the model at the first position.
 * :class:`TextMarkers`: plain-text markers the tokenizer splits and merges with their
   neighbours in many ways (Granite 3.2's ``Here is my thought process:`` …
@@ -18,8 +21,9 @@ Two kinds of markers:
   completes an end marker, found in the detokenized text of the last tokens (with or
   without a space or newline before it, whatever tokens it took).
 
-Both are pure functions of the request's tokens, so a preempted request, or one rebuilt
-after a crash by replaying its outputs, finds the same boundary.
+Both are pure functions of the request's tokens and its thinking (kept on the request,
+``reasoning_ended``), so a preempted request, or one rebuilt after a crash by replaying
+its outputs, finds the same boundary.
 """
 
 from __future__ import annotations
@@ -33,6 +37,10 @@ TextRule = Literal["asked", "unless_closed"]
 
 
 class ReasoningGate(Protocol):
+    # The thinking of a request that does not say (its parser's thinking_of no
+    # chat_template_kwargs: a completion, a request without reasoning_ended).
+    thinking: bool | None
+
     @property
     def opener(self) -> int | None:
         """A single token that opens reasoning at the output's first position, if any."""
@@ -43,7 +51,10 @@ class ReasoningGate(Protocol):
         """How many of the last output tokens :meth:`ends` needs."""
         ...
 
-    def prompt_state(self, prompt: list[int]) -> PromptState: ...
+    def prompt_state(self, prompt: list[int], thinking: bool | None) -> PromptState:
+        """Where the output of ``prompt`` starts, for a request that ``thinking`` (False:
+        the output is the answer; None: the markers in the prompt decide)."""
+        ...
 
     def ends(self, tail: list[int]) -> bool:
         """Whether the reasoning ends with the last token of ``tail`` (the tokens since the
@@ -52,8 +63,9 @@ class ReasoningGate(Protocol):
 
 
 class TokenMarkers:
-    def __init__(self, start: list[int], end: list[int]) -> None:
+    def __init__(self, start: list[int], end: list[int], thinking: bool | None = None) -> None:
         self.start, self.end = start, end
+        self.thinking = thinking
 
     @property
     def opener(self) -> int | None:
@@ -63,15 +75,19 @@ class TokenMarkers:
     def window(self) -> int:
         return len(self.end)
 
-    def prompt_state(self, prompt: list[int]) -> PromptState:
+    def prompt_state(self, prompt: list[int], thinking: bool | None) -> PromptState:
+        if thinking is False:
+            return "closed"
         last_start = _rfind(prompt, self.start)
         if last_start >= 0 and last_start > _rfind(prompt, self.end):
             return "open"
-        if self.opener is not None and not _closed_at_end(prompt, self.end):
-            # (A prompt that ends with a closed block has thinking switched off: Qwen3's
-            # enable_thinking false. The answer starts at once, as in vLLM.)
-            return "may_open"
-        return "closed"
+        if _closed_at_end(prompt, self.end):
+            # (The template closed the block itself, Qwen3's enable_thinking false: the
+            # answer starts at once, as vLLM's is_reasoning_end finds.)
+            return "closed"
+        if thinking:
+            return "open"
+        return "may_open" if self.opener is not None else "closed"
 
     def ends(self, tail: list[int]) -> bool:
         return tail[-len(self.end) :] == self.end
@@ -84,8 +100,10 @@ class TextMarkers:
         starts: tuple[str, ...],
         ends: tuple[str, ...],
         rule: TextRule = "asked",
+        thinking: bool | None = None,
     ) -> None:
         self.tokenizer = tokenizer
+        self.thinking = thinking
         self.starts, self.end_texts, self.rule = starts, ends, rule
         # Every token decodes to at least one character (a byte, for a byte-level piece of
         # a character): an end marker and the token before it fit in this many.
@@ -101,7 +119,9 @@ class TextMarkers:
     def window(self) -> int:
         return self._window
 
-    def prompt_state(self, prompt: list[int]) -> PromptState:
+    def prompt_state(self, prompt: list[int], thinking: bool | None) -> PromptState:
+        if thinking is False:
+            return "closed"
         text = self.tokenizer.decode(prompt)
         if self.rule == "unless_closed":
             last_start = max(text.rfind(s) for s in self.starts)

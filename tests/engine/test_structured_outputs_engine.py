@@ -221,7 +221,8 @@ async def test_reasoning_is_free_and_only_the_answer_is_constrained(
 ) -> None:
     """--reasoning-parser deepseek_r1: the prompt opens <think>; the model's reasoning is
     not held to the regex (it could not be), the answer after </think> is. A prompt that
-    closed the block (enable_thinking: false) is constrained from the first token."""
+    closed the block (enable_thinking: false), or a request whose reasoning_ended says so,
+    is constrained from the first token."""
     tok = demo_tokenizer()
     ids = lambda text: tok.encode(text, add_special_tokens=False)  # noqa: E731
     thought = ids("Let me think about it.</think>")
@@ -237,6 +238,11 @@ async def test_reasoning_is_free_and_only_the_answer_is_constrained(
         assert text.startswith("Let me think about it.</think>"), text
         assert re.fullmatch(r"[0-9]{3}", text.split("</think>", 1)[1]), text
         async for out in engine.generate("Q: a number?\n<think>\n\n</think>\n\n", params):
+            last = out
+        assert re.fullmatch(r"[0-9]{3}", last.outputs[0].text), last.outputs[0].text
+        # The server's resolved reasoning_ended (thinking off in the request's kwargs)
+        # wins over the prompt's open block.
+        async for out in engine.generate("Q: a number?\n<think>", params, reasoning_ended=True):
             last = out
         assert re.fullmatch(r"[0-9]{3}", last.outputs[0].text), last.outputs[0].text
         await check_invariants(engine)

@@ -103,6 +103,7 @@ class FakeEngine:
         )
         # What the last generate() was asked: (prompt, params, priority).
         self.last_request: tuple[str | dict[str, Any], SamplingParams, int] | None = None
+        self.last_reasoning_ended: bool | None = None  # the last generate's
         self.token_delay_s = token_delay_s
         self.is_dead = False
         self.pooling_model = None  # a generative model: the pooling routes answer 400
@@ -159,6 +160,7 @@ class FakeEngine:
         priority: int = 0,
         *,
         lora_request: Any = None,
+        reasoning_ended: bool | None = None,
     ) -> AsyncIterator[RequestOutput]:
         if lora_request is not None:
             raise InvalidRequestError("LoRA is not enabled (fake engine)", param="lora_request")
@@ -166,6 +168,7 @@ class FakeEngine:
             raise EngineDeadError("the fake engine is dead")
         rid = request_id or f"fake-{time.monotonic_ns()}"
         self.last_request = (prompt, sampling_params, priority)
+        self.last_reasoning_ended = reasoning_ended
         text: str | None
         if isinstance(prompt, str):
             if not prompt:

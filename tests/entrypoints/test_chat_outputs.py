@@ -29,6 +29,30 @@ def test_message() -> None:
     assert named.content is None and named.tool_calls[0].function.arguments == '{"x": 1}'
 
 
+@pytest.mark.parametrize("streamed", [False, True])
+def test_a_tool_call_ends_qwen3s_reasoning(streamed: bool) -> None:
+    """vLLM 0.32's qwen3: thinking on, a <tool_call> ends the reasoning without </think>,
+    and the call is read from the answer it starts."""
+    text = 'Call it.\n<tool_call>\n{"name": "f", "arguments": {"a": 1}}\n</tool_call>'
+    p = ChoiceParser(Qwen3ReasoningParser(), HermesToolParser())
+    if not streamed:
+        m = p.message(text)
+        reasoning, calls = m.reasoning_content, [(c.function.name, c.function.arguments)
+                                                 for c in m.tool_calls]  # fmt: skip
+    else:
+        reasoning, calls = "", []
+        for cut in range(1, len(text) + 1):
+            d = p.delta(text[:cut], final=cut == len(text))
+            reasoning += d.reasoning_content or ""
+            for c in d.tool_calls:
+                assert c.function is not None
+                if c.function.name:
+                    calls.append((c.function.name, ""))
+                calls[-1] = (calls[-1][0], calls[-1][1] + (c.function.arguments or ""))
+    assert reasoning == "Call it.\n"
+    assert [(n, json.loads(a)) for n, a in calls] == [("f", {"a": 1})]
+
+
 @pytest.mark.parametrize("step", [1, 5])
 def test_stream_matches_message(step: int) -> None:
     p = ChoiceParser(Qwen3ReasoningParser(), HermesToolParser())

@@ -165,6 +165,8 @@ class GatedEngine(FakeEngine):
         sampling_params: SamplingParams,
         request_id: str | None = None,
         priority: int = 0,
+        *,
+        reasoning_ended: bool | None = None,
     ) -> AsyncIterator[RequestOutput]:
         if self._all_in is None:
             self._all_in = anyio.Event()
@@ -210,6 +212,8 @@ class OverloadedOnce(FakeEngine):
         sampling_params: SamplingParams,
         request_id: str | None = None,
         priority: int = 0,
+        *,
+        reasoning_ended: bool | None = None,
     ) -> AsyncIterator[RequestOutput]:
         if self.refused < 2:
             self.refused += 1

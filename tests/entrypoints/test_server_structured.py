@@ -94,10 +94,13 @@ def test_completions_constraints(client: openai.OpenAI) -> None:
           "guided_decoding_backend": "guidance"},  # strict: no extra properties
          lambda t: Trip.model_validate_json(t) is not None),
     ]  # fmt: skip
+    # A completion thinks as qwen3 does without chat_template_kwargs (on, vLLM 0.32): the
+    # constraint would wait for </think>; a prompt that closed the block starts it at once.
     for extra, ok in bodies:
         r = client.completions.create(
-            model=model, prompt="Answer:", max_tokens=120, seed=1, extra_body=extra
-        )
+            model=model, prompt="Answer:<think>\n\n</think>\n\n", max_tokens=120, seed=1,
+            extra_body=extra,
+        )  # fmt: skip
         assert r.choices[0].finish_reason == "stop" and ok(r.choices[0].text), (extra, r)
 
 
@@ -169,11 +172,13 @@ PLAIN_TEMPLATE = "{% for m in messages %}{{ m['content'] }}\n{% endfor %}"  # sh
 
 
 def test_forced_tool_call_on_a_template_without_tools(client: openai.OpenAI) -> None:
-    # vLLM serves it: the grammar forces the call although the prompt cannot show tools.
+    # vLLM serves it: the grammar forces the call although the prompt cannot show tools
+    # (thinking off: else the random model's reasoning never ends and the call never starts).
     r = client.chat.completions.create(
         model=_model(client), messages=[{"role": "user", "content": "Weather?"}],
         tools=[WEATHER], tool_choice={"type": "function", "function": {"name": "get_weather"}},
-        max_tokens=200, extra_body={"chat_template": PLAIN_TEMPLATE},
+        max_tokens=200, extra_body={"chat_template": PLAIN_TEMPLATE,
+                                    "chat_template_kwargs": {"enable_thinking": False}},
     )  # type: ignore[call-overload]  # fmt: skip
     (call,) = r.choices[0].message.tool_calls or []
     assert call.function.name == "get_weather"
@@ -193,15 +198,98 @@ def test_auto_tool_choice_and_reasoning(client: openai.OpenAI) -> None:
         tools=[WEATHER], max_tokens=8, seed=0,
     )  # fmt: skip
     msg = r.choices[0].message
-    # A random model does not call tools: plain content, no tool calls, parsed without error.
+    # A random model does not call tools (its output is all reasoning: thinking is on):
+    # no tool calls, parsed without error.
     assert msg.tool_calls in (None, []) or r.choices[0].finish_reason == "tool_calls"
-    # Reasoning split: the tiny model's output starts outside a think block (the prompt did not
-    # open one), so it is all content; include_reasoning is accepted.
-    r = client.chat.completions.create(
-        model=_model(client), messages=[{"role": "user", "content": "hi"}], max_tokens=4,
-        extra_body={"include_reasoning": False},
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_qwen3_thinks_unless_switched_off(client: openai.OpenAI, stream: bool) -> None:
+    """vLLM 0.32's qwen3: thinking is on unless the effective chat_template_kwargs switch
+    it off, and then the whole output is reasoning up to </think>: the random model never
+    writes one, so all of it is reasoning and the content None. include_reasoning false
+    hides it, but usage still counts its tokens; enable_thinking false makes it content."""
+    base: dict[str, Any] = dict(
+        model=_model(client), messages=[{"role": "user", "content": "hi"}], max_tokens=8,
+        seed=0, stream_options={"include_usage": True} if stream else None,
     )  # fmt: skip
-    assert getattr(r.choices[0].message, "reasoning_content", None) is None
+
+    def ask(**extra: Any) -> tuple[str | None, str | None, int]:
+        if not stream:
+            r = client.chat.completions.create(**base, extra_body=extra)
+            m = r.choices[0].message
+            assert r.usage is not None and r.usage.completion_tokens_details is not None
+            reasoning = getattr(m, "reasoning", None)
+            assert reasoning == getattr(m, "reasoning_content", None)  # both names
+            tokens = r.usage.completion_tokens_details.reasoning_tokens or 0
+            return reasoning, m.content, tokens
+        reasoning = content = ""
+        tokens = 0
+        for chunk in client.chat.completions.create(**base, stream=True, extra_body=extra):
+            if chunk.choices:
+                d = chunk.choices[0].delta
+                reasoning += getattr(d, "reasoning", None) or ""
+                content += d.content or ""
+            if chunk.usage is not None and chunk.usage.completion_tokens_details is not None:
+                tokens = chunk.usage.completion_tokens_details.reasoning_tokens or 0
+        return reasoning or None, content or None, tokens
+
+    reasoning, content, tokens = ask()
+    assert reasoning and content is None and tokens > 0
+    hidden, content, tokens = ask(include_reasoning=False)
+    assert hidden is None and content is None and tokens > 0
+    reasoning, content, tokens = ask(chat_template_kwargs={"enable_thinking": False})
+    assert reasoning is None and content and tokens == 0
+
+
+def test_server_default_chat_template_kwargs_switch_thinking(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """--default-chat-template-kwargs sit under the request's own: the parser thinks as
+    the merged kwargs say (vLLM's _effective_chat_template_kwargs)."""
+    path = make_tiny_checkpoint(
+        tmp_path_factory.mktemp("tiny-off"), "llama", vocab_size=4096, eos_token_id=0,
+        max_position_embeddings=1024,
+    )  # fmt: skip
+    for f in demo_tokenizer_path().iterdir():
+        shutil.copy(f, path / f.name)
+    app = build_app(
+        lambda: AsyncEngine.open(
+            str(path), max_model_len=512, kv_cache_memory_bytes=8 * 2**20,
+            reasoning_parser="qwen3",
+        ),
+        AppSettings(log_interval_s=0, default_chat_template_kwargs={"enable_thinking": False}),
+    )  # fmt: skip
+    srv = ServerThread(app).start(timeout_s=240)
+    try:
+        with openai.OpenAI(base_url=srv.url + "/v1", api_key="x", max_retries=0) as c:
+            body: dict[str, Any] = dict(
+                model=_model(c), messages=[{"role": "user", "content": "hi"}], max_tokens=4
+            )
+            m = c.chat.completions.create(**body).choices[0].message
+            assert getattr(m, "reasoning", None) is None and m.content
+            on = {"chat_template_kwargs": {"enable_thinking": True}}
+            m = c.chat.completions.create(**body, extra_body=on).choices[0].message
+            assert getattr(m, "reasoning", None) and m.content is None
+    finally:
+        srv.stop()
+    assert srv.error is None
+
+
+def test_structured_outputs_wait_for_the_reasoning_when_thinking(client: openai.OpenAI) -> None:
+    """The engine's gate agrees with the parser: thinking on, the constraint waits for
+    </think> (the random model never writes it: the output is free reasoning); thinking
+    off, it holds from the first token."""
+    body: dict[str, Any] = dict(
+        model=_model(client), messages=[{"role": "user", "content": "Pick."}], max_tokens=12,
+        seed=0, extra_body={"structured_outputs": {"choice": ["red", "green"]}},
+    )  # fmt: skip
+    m = client.chat.completions.create(**body).choices[0].message
+    assert getattr(m, "reasoning", None) and m.content is None
+    assert m.reasoning not in ("red", "green")  # type: ignore[attr-defined]
+    off = {**body["extra_body"], "chat_template_kwargs": {"enable_thinking": False}}
+    r = client.chat.completions.create(**{**body, "extra_body": off})
+    assert r.choices[0].message.content in ("red", "green"), r
 
 
 def test_tool_messages_reach_the_template(client: openai.OpenAI, server: ServerThread) -> None:

@@ -38,7 +38,7 @@ def test_structured_outputs_wait_for_the_final_channel() -> None:
 
     gate = TokenMarkers(ids(cls.start_marker), ids(cls.end_marker))
     prompt = ids("<|start|>user<|message|>2+2?<|end|><|start|>assistant")
-    assert gate.prompt_state(prompt) == "open"
+    assert gate.prompt_state(prompt, cls.thinking_of({})) == "open"
     out = ids(OUT[:-1])  # up to and including <|message|> of the final channel
     assert gate.ends(out) and not gate.ends(out[:-1])
     assert not gate.ends(ids("<|channel|>analysis<|message|>"))

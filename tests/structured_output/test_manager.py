@@ -232,6 +232,29 @@ def test_thinking_switched_off_in_the_prompt_cannot_be_reopened(
     m.close()
 
 
+def test_the_requests_reasoning_ended_decides_where_the_constraint_starts(
+    compiler: GrammarCompiler,
+) -> None:
+    """The server resolves it from the request's chat_template_kwargs (qwen3's
+    enable_thinking): True constrains from the first token, False waits for the end, even
+    where the prompt alone says otherwise; None leaves it to the gate, which thinks as the
+    parser does without kwargs (qwen3: on, so a plain prompt waits too)."""
+    opener, closer = _ids("@")[0], _ids("#")[0]
+    m = StructuredOutputManager(compiler, reasoning=TokenMarkers([opener], [closer], True))
+    params = SamplingParams(structured_outputs=SOP(choice=["alpha", "beta"]))
+    compiler.submit(params.structured_outputs.key, None).result()  # type: ignore[union-attr]
+    prompt = _ids("Question:")
+    free = {}
+    for name, ended in (("on", False), ("off", True), ("unsaid", None)):
+        r = Request(f"{name}-{compiler.default_backend}", prompt, params, reasoning_ended=ended)
+        m.add(r)
+        assert m.poll(r)
+        row = allowed_tokens(m.bitmask([r.request_id]).array()[0], VOCAB_SIZE)
+        free[name] = len(row) == VOCAB_SIZE
+    assert free == {"on": True, "off": False, "unsaid": True}
+    m.close()
+
+
 def test_plain_text_markers_gate_the_answer_and_survive_a_rebuild(
     compiler: GrammarCompiler,
 ) -> None:

@@ -66,20 +66,36 @@ def test_prompt_state_follows_the_template() -> None:
         "System: Write your thoughts after 'Here is my thought process:' and your response "
         "after 'Here is my response:'.\nUser: hi\nAssistant:\n"
     )
-    assert gate.prompt_state(asked) == "open"  # Granite's thinking: true
-    assert gate.prompt_state(_ids("User: hi\nAssistant:\n")) == "closed"  # thinking off
+    assert gate.prompt_state(asked, None) == "open"  # Granite's thinking: true
+    assert gate.prompt_state(_ids("User: hi\nAssistant:\n"), None) == "closed"  # thinking off
     done = _ids("Here is my thought process: x\nHere is my response:\n")
-    assert gate.prompt_state(done) == "closed"  # the prompt ended the reasoning itself
+    assert gate.prompt_state(done, None) == "closed"  # the prompt ended the reasoning itself
     assert gate.opener is None
 
 
 def test_token_markers() -> None:
     start, end = _ids("<think>"), _ids("</think>")
     gate = TokenMarkers(start, end)
-    assert gate.prompt_state([5, *start, 9]) == "open"
-    assert gate.prompt_state([*start, 9, *end, 7]) == "closed"
-    assert gate.prompt_state([5, 6]) == ("may_open" if len(start) == 1 else "closed")
+    assert gate.prompt_state([5, *start, 9], None) == "open"
+    assert gate.prompt_state([*start, 9, *end, 7], None) == "closed"
+    assert gate.prompt_state([5, 6], None) == ("may_open" if len(start) == 1 else "closed")
     assert gate.ends([9, *end]) and not gate.ends([*end, 9])
+
+
+@pytest.mark.parametrize("thinking", [True, False, None])
+def test_token_markers_follow_the_requests_thinking(thinking: bool | None) -> None:
+    """vLLM's wait_for_reasoning: thinking on, the output starts inside the reasoning
+    unless the prompt closed a block at its end; off, it is the answer at once."""
+    start, end = [7], [8]  # single-token markers, as Qwen3's
+    gate = TokenMarkers(start, end)
+    plain, opened, closed = [5, 6], [5, *start, 9], [5, *start, *end, 3]
+    expect = {
+        True: ("open", "open", "closed"),
+        False: ("closed", "closed", "closed"),
+        None: ("may_open", "open", "closed"),
+    }[thinking]
+    got = tuple(gate.prompt_state(p, thinking) for p in (plain, opened, closed))
+    assert got == expect
 
 
 @pytest.mark.parametrize(
@@ -94,6 +110,7 @@ def test_every_parser_gets_a_gate(name: str, kind: type) -> None:
     from types import SimpleNamespace
 
     from actorllm.engine.scheduling.structured_outputs import structured_outputs_for
+    from actorllm.reasoning import get_reasoning_parser
 
     config = SimpleNamespace(
         reasoning_parser=name,
@@ -107,6 +124,8 @@ def test_every_parser_gets_a_gate(name: str, kind: type) -> None:
     try:
         so.compiler  # noqa: B018  (built on first use, with the gate)
         assert isinstance(so._reasoning, kind)
+        # A request that does not say thinks as the parser does without kwargs.
+        assert so._reasoning.thinking == get_reasoning_parser(name).thinking_of({})
         config.structured_outputs_enable_in_reasoning = True
         assert structured_outputs_for(config, hf_demo_tokenizer(), model).reasoning_markers is None
     finally:
@@ -120,11 +139,11 @@ def test_olmo3_text_tags() -> None:
 
     p = get_reasoning_parser("olmo3")
     gate = TextMarkers(hf_demo_tokenizer(), p.start_texts, p.end_texts, p.text_rule)
-    assert gate.prompt_state(_ids("user: hi\nassistant: <think>")) == "open"
-    assert gate.prompt_state(_ids("user: hi\nassistant:")) == "open"  # the model may open it
-    assert gate.prompt_state(_ids("assistant: <think></think>\n")) == "closed"
+    assert gate.prompt_state(_ids("user: hi\nassistant: <think>"), None) == "open"
+    assert gate.prompt_state(_ids("user: hi\nassistant:"), None) == "open"  # the model may
+    assert gate.prompt_state(_ids("assistant: <think></think>\n"), None) == "closed"
     earlier = "assistant: <think>a</think>b\nuser: hi\nassistant: <think>"
-    assert gate.prompt_state(_ids(earlier)) == "open"
+    assert gate.prompt_state(_ids(earlier), None) == "open"
     for text in ("Done.</think>{", "Done. </think>\n{", "Done.\n</think>{"):
         head = _ids(text[: text.index("</think>") + len("</think>")])
         tokens = _ids(text)

@@ -189,14 +189,14 @@ class AsyncLLM(AsyncControlMethods):
             trace_headers=trace_headers or None,
             data_parallel_rank=data_parallel_rank,
             session_id=session_id,
-            reasoning_ended=reasoning_ended,
             reasoning_parser_kwargs=reasoning_parser_kwargs,
         )
         if self.errored:  # vLLM's add_request: a stopped engine takes no request
             raise self.dead_error
         pump, send, receive = self._submit(
-            request_id, check_prompt(prompt), sampling_params, priority, lora_request
-        )
+            request_id, check_prompt(prompt), sampling_params, priority, lora_request,
+            reasoning_ended=reasoning_ended,
+        )  # fmt: skip
         if self.log_requests:
             logger.info("Added request %s.", request_id)
         finished = False
@@ -256,7 +256,6 @@ class AsyncLLM(AsyncControlMethods):
             trace_headers=trace_headers or None,
             data_parallel_rank=data_parallel_rank,
             session_id=session_id,
-            reasoning_ended=reasoning_ended,
             reasoning_parser_kwargs=reasoning_parser_kwargs,
             kv_hints=kv_hints,
         )
@@ -264,8 +263,9 @@ class AsyncLLM(AsyncControlMethods):
             raise self.dead_error
         arrival = check_arrival_time(arrival_time)
         pump, send, receive = self._submit(
-            request_id, check_prompt(prompt), params, priority, lora_request, arrival
-        )
+            request_id, check_prompt(prompt), params, priority, lora_request, arrival,
+            reasoning_ended=reasoning_ended,
+        )  # fmt: skip
         if self.log_requests:
             logger.info("Added request %s.", request_id)
 
@@ -319,9 +319,12 @@ class AsyncLLM(AsyncControlMethods):
         priority: int,
         lora_request: LoRARequest | None = None,
         arrival_time: float | None = None,
+        *,
+        reasoning_ended: bool | None = None,
     ) -> tuple[Future[Any], MemoryObjectSendStream[object], MemoryObjectReceiveStream[object]]:
         """Start the request on the engine's loop, its outputs posted into a new stream on
-        the caller's loop; returns its pump and the stream's two ends."""
+        the caller's loop; returns its pump and the stream's two ends. ``reasoning_ended``:
+        vLLM's, where structured outputs start (``AsyncEngine.generate``'s)."""
         poster = LoopPoster()  # the caller's loop
         send, receive = anyio.create_memory_object_stream[object](math.inf)
 
@@ -332,6 +335,8 @@ class AsyncLLM(AsyncControlMethods):
             options: dict[str, Any] = {"priority": priority, "lora_request": lora_request}
             if arrival_time is not None:
                 options["arrival_time"] = arrival_time
+            if reasoning_ended is not None:
+                options["reasoning_ended"] = reasoning_ended
             pump, engine_id = self._bridge.submit(request_id, prompt, params, deliver, **options)
         except BaseException:  # the engine was shut down
             send.close()

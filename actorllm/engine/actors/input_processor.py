@@ -88,6 +88,7 @@ class InputProcessorActor(Actor[InputMsg]):
             children=[(c.child_id, c.params) for c in children],
             cache_salt=processed.cache_salt,
             prompt_embeds=processed.prompt_embeds,
+            reasoning_ended=msg.reasoning_ended,
         )
         await self.ctx.refs.output_processor.send(
             RegisterRequest(
@@ -112,6 +113,7 @@ class InputProcessorActor(Actor[InputMsg]):
                     cache_salt=processed.cache_salt,
                     lora_request=msg.lora_request,
                     prompt_embeds=processed.prompt_embeds,
+                    reasoning_ended=msg.reasoning_ended,
                 )
             ),
             checkpoint=False,

@@ -97,6 +97,9 @@ class NewRequest(_Msg, frozen=True, kw_only=True):
     lora_request: LoRARequest | None = None  # the adapter its rows run with (None: base)
     # The prompt as embeddings (prompt_token_ids: placeholders of its length).
     prompt_embeds: PromptEmbeds | None = None
+    # Structured outputs start at once (True), after the reasoning (False), or where the
+    # reasoning gate finds in the prompt (None): core Request.reasoning_ended.
+    reasoning_ended: bool | None = None
 
 
 # -- router ------------------------------------------------------------------------------
@@ -112,6 +115,7 @@ class Generate(_Msg, frozen=True, kw_only=True):
     arrival_time: float
     chat: ChatOptions | None = None  # set: ``prompt`` is a conversation
     lora_request: LoRARequest | None = None  # the adapter (None: the base model)
+    reasoning_ended: bool | None = None  # NewRequest's
 
 
 class Route(_Msg, frozen=True, kw_only=True):

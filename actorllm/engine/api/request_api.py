@@ -70,6 +70,7 @@ class RequestAPI:
         *,
         arrival_time: float | None = None,
         lora_request: LoRARequest | None = None,
+        reasoning_ended: bool | None = None,
     ) -> AsyncIterator[RequestOutput]:
         """Outputs of one request as it runs (see ``SamplingParams.output_kind``). A caller
         that falls behind the engine reads the outputs it missed merged into one (DELTA
@@ -83,13 +84,18 @@ class RequestAPI:
         ``lora_request``: run with that LoRA adapter (``enable_lora``); one not added yet is
         added first (a bad one raises ``InvalidRequestError`` naming it).
 
+        ``reasoning_ended`` (vLLM's; with a reasoning parser and structured outputs): True
+        constrains the output from its first token, False only after its reasoning ends;
+        None (default) lets the engine read the prompt (the server decides it from the
+        request's ``chat_template_kwargs``).
+
         Without ``sampling_params``: :meth:`get_default_sampling_params` (the model's
         generation_config defaults). Invalid input raises ``InvalidRequestError`` (a
         ``ValueError``) on the first iteration; a dead engine raises ``EngineDeadError``.
         """
         return self._request(
             prompt, sampling_params, request_id, priority, chat=None, arrival_time=arrival_time,
-            lora_request=lora_request,
+            lora_request=lora_request, reasoning_ended=reasoning_ended,
         )  # fmt: skip
 
     def chat(
@@ -160,6 +166,7 @@ class RequestAPI:
         chat: ChatOptions | None,
         arrival_time: float | None,
         lora_request: LoRARequest | None = None,
+        reasoning_ended: bool | None = None,
     ) -> AsyncIterator[RequestOutput]:
         self._status.check_open()
         ctx = self._ctx
@@ -217,6 +224,7 @@ class RequestAPI:
                         arrival_time=now,
                         chat=chat,
                         lora_request=lora_request,
+                        reasoning_ended=reasoning_ended,
                     )
                 )
                 async for item in receive:

@@ -55,6 +55,7 @@ def core_request(parent: NewRequest | LedgerEntry, child: ChildView) -> Request:
         cache_salt=parent.cache_salt,
         lora_request=parent.lora_request,
         prompt_embeds=parent.prompt_embeds,
+        reasoning_ended=parent.reasoning_ended,
     )
 
 

@@ -166,6 +166,7 @@ class LedgerEntry:
     cache_salt: str | None = None  # the prompt's prefix-cache salt (kept for replays)
     prompt_embeds: PromptEmbeds | None = None  # an embedding prompt (kept for replays)
     lora_request: LoRARequest | None = None  # its adapter (kept for replays; None: base)
+    reasoning_ended: bool | None = None  # NewRequest's (kept for replays)
     children: dict[str, ChildState] = field(default_factory=dict)
     # (core epoch, step id) of the last step the output processor applied to this request.
     last_step: tuple[int, int] = (-1, -1)
@@ -299,10 +300,12 @@ class RequestLedger:
         children: list[tuple[str, SamplingParams]],
         cache_salt: str | None = None,
         prompt_embeds: PromptEmbeds | None = None,
+        reasoning_ended: bool | None = None,
     ) -> None:
         """The input processor's result, kept for recovery (idempotent: a retry after a crash
         records the same children again)."""
         entry = self._entries[request_id]
+        entry.reasoning_ended = reasoning_ended
         entry.prompt_text = prompt_text
         entry.eos_token_id = eos_token_id
         entry.cache_salt = cache_salt

@@ -46,6 +46,7 @@ class StructuredOutputs:
         disable_additional_properties: bool = False,
         reasoning_markers: tuple[str, str] | None = None,
         reasoning_texts: tuple[tuple[str, ...], tuple[str, ...], TextRule] | None = None,
+        reasoning_thinking: bool | None = None,
     ) -> None:
         self.tokenizer = tokenizer
         self.vocab_size = vocab_size
@@ -57,6 +58,9 @@ class StructuredOutputs:
         # rule) plain-text markers.
         self.reasoning_markers = reasoning_markers
         self.reasoning_texts = reasoning_texts
+        # Whether a request that does not say starts inside the reasoning (the parser's
+        # thinking_of no chat_template_kwargs).
+        self.reasoning_thinking = reasoning_thinking
         self._compiler: GrammarCompiler | None = None
         self._reasoning: ReasoningGate | None = None
         # Every scheduler incarnation's tracker still alive, closed at shutdown.
@@ -73,7 +77,12 @@ class StructuredOutputs:
                 disable_any_whitespace=self.disable_any_whitespace,
                 disable_additional_properties=self.disable_additional_properties,
             )
-            self._reasoning = _gate(self.tokenizer, self.reasoning_markers, self.reasoning_texts)
+            self._reasoning = _gate(
+                self.tokenizer,
+                self.reasoning_markers,
+                self.reasoning_texts,
+                self.reasoning_thinking,
+            )
         return self._compiler
 
     async def check(self, params: SamplingParams) -> None:
@@ -127,32 +136,35 @@ class StructuredOutputs:
             self._compiler.shutdown()
 
 
-def _gate(tokenizer: Any, markers: Any, texts: Any) -> ReasoningGate | None:
+def _gate(tokenizer: Any, markers: Any, texts: Any, thinking: bool | None) -> ReasoningGate | None:
     if markers is not None:
         start, end = markers
 
         def ids(text: str) -> list[int]:
             return list(tokenizer.encode(text, add_special_tokens=False))
 
-        return TokenMarkers(ids(start), ids(end))
+        return TokenMarkers(ids(start), ids(end), thinking)
     if texts is not None:
-        return TextMarkers(tokenizer, *texts)
+        starts, ends, rule = texts
+        return TextMarkers(tokenizer, starts, ends, rule, thinking)
     return None
 
 
-def _reasoning_markers(config: Any) -> tuple[Any, Any]:
-    """(special-token markers, plain-text markers) of the config's reasoning parser."""
-    markers = texts = None
+def _reasoning_markers(config: Any) -> tuple[Any, Any, bool | None]:
+    """(special-token markers, plain-text markers, the thinking of a request that does not
+    say) of the config's reasoning parser."""
+    markers = texts = thinking = None
     # enable_in_reasoning: no markers, so the constraint covers the reasoning too.
     if config.reasoning_parser is not None and not config.structured_outputs_enable_in_reasoning:
         from actorllm.reasoning import get_reasoning_parser
 
         parser = get_reasoning_parser(config.reasoning_parser)
+        thinking = parser.thinking_of({})
         if parser.start_marker is not None and parser.end_marker is not None:
             markers = (parser.start_marker, parser.end_marker)
         elif parser.end_texts:
             texts = (parser.start_texts, parser.end_texts, parser.text_rule)
-    return markers, texts
+    return markers, texts, thinking
 
 
 def reasoning_gate_for(config: Any, tokenizer: Any) -> ReasoningGate | None:
@@ -164,7 +176,7 @@ def reasoning_gate_for(config: Any, tokenizer: Any) -> ReasoningGate | None:
 
 def structured_outputs_for(config: Any, tokenizer: Any, model: Any) -> StructuredOutputs:
     """The engine's service from its config (backend, reasoning parser) and model info."""
-    markers, texts = _reasoning_markers(config)
+    markers, texts, thinking = _reasoning_markers(config)
     return StructuredOutputs(
         tokenizer,
         vocab_size=model.vocab_size,
@@ -174,6 +186,7 @@ def structured_outputs_for(config: Any, tokenizer: Any, model: Any) -> Structure
         disable_additional_properties=config.structured_outputs_disable_additional_properties,
         reasoning_markers=markers,
         reasoning_texts=texts,
+        reasoning_thinking=thinking,
     )
 
 

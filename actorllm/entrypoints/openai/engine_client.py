@@ -54,6 +54,7 @@ class EngineClient(Protocol):
         priority: int = 0,
         *,
         lora_request: LoRARequest | None = None,
+        reasoning_ended: bool | None = None,
     ) -> AsyncIterator[RequestOutput]: ...
 
     def beam_search(

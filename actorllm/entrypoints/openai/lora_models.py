@@ -97,7 +97,7 @@ def resolve_model(requested: str | None, engine: EngineClient) -> LoRARequest | 
     raise APIError(404, f"The model `{requested}` does not exist.", "model")
 
 
-def lora_options(lora: LoRARequest | None) -> dict[str, LoRARequest]:
+def lora_options(lora: LoRARequest | None) -> dict[str, Any]:
     """``generate``'s keyword for the adapter (none for the base model)."""
     return {} if lora is None else {"lora_request": lora}
 

@@ -61,6 +61,7 @@ from actorllm.entrypoints.openai.protocol.chat_response import (
 )
 from actorllm.entrypoints.openai.protocol.logprobs import ChatLogProbs, PromptLogprobsOut
 from actorllm.entrypoints.openai.protocol.usage import UsageInfo
+from actorllm.entrypoints.openai.reasoning_start import reasoning_ended
 from actorllm.entrypoints.openai.reasoning_usage import (
     ReasoningCounter,
     completion_details,
@@ -161,9 +162,14 @@ async def start_chat(
             logprobs=params.logprobs, lora_request=lora,
         )  # fmt: skip
     else:
+        ended = None
+        if params.structured_outputs is not None:  # where the constraint starts
+            ended = reasoning_ended(
+                engine, ctx.chat.reasoning_parser, rendered_chat.template_kwargs, prompt.token_ids
+            )
         it = engine.generate(
             prompt.engine_input(req.cache_salt), params, request_id=rid, priority=req.priority,
-            **lora_options(lora),
+            reasoning_ended=ended, **lora_options(lora),
         )  # fmt: skip
     with client_error(constraint_field(req, forced)):
         streams = await unless_disconnected(receive, lambda: prime_all([it]))
@@ -191,7 +197,7 @@ def new_chat_state(
         num_prompt_tokens=len(prompt.token_ids),
         prompt_text=text if req.return_prompt_text else None,
         role=ctx.response_role,
-        new_parser=_parser_factory(ctx, tool_plan, text),
+        new_parser=_parser_factory(ctx, tool_plan, rendered.template_kwargs),
         # OpenAI: "tool_calls" when the model called tools, "stop" for a forced named call.
         calls_finish=tool_plan.parser is not None
         and not isinstance(tool_plan.parser, NamedToolParser),
@@ -259,6 +265,9 @@ class RenderedChat:
     text: str  # the rendered template ("" when the prompt came as token ids)
     prompt: Prompt  # truncated as the request asked
     harmony_prompt: harmony_chat.HarmonyPrompt | None  # a gpt-oss model's
+    # The chat_template_kwargs the template got (the request's over the server's defaults,
+    # reasoning_effort's enable_thinking): the reasoning parser's thinking switch.
+    template_kwargs: dict[str, Any] | None = None
 
 
 async def render_chat_request(
@@ -338,7 +347,9 @@ async def render_chat_request(
     prompt = truncate(
         rendered, req.truncate_prompt_tokens, engine.max_model_len, req.truncation_side
     )
-    return RenderedChat(tool_plan, text, prompt, rendered_harmony[0] if rendered_harmony else None)
+    return RenderedChat(
+        tool_plan, text, prompt, rendered_harmony[0] if rendered_harmony else None, template_kwargs
+    )
 
 
 def _refuse_beside_parts(req: ChatCompletionRequest) -> None:
@@ -362,15 +373,18 @@ def _tool_fields(req: ChatCompletionRequest) -> dict[str, Any]:
     }
 
 
-def _parser_factory(ctx: ServingContext, plan: ToolPlan, prompt: str) -> Callable[[], ChoiceParser]:
-    """A fresh :class:`ChoiceParser` per choice (streaming parsers hold state)."""
+def _parser_factory(
+    ctx: ServingContext, plan: ToolPlan, template_kwargs: dict[str, Any] | None
+) -> Callable[[], ChoiceParser]:
+    """A fresh :class:`ChoiceParser` per choice (streaming parsers hold state); the
+    reasoning parser thinks as ``template_kwargs`` (the effective chat_template_kwargs) say."""
     reasoning_cls = ctx.chat.reasoning_parser
     tools = plan.parser
     if ctx.chat.harmony:
         return lambda: HarmonyChoiceParser(tools is not None, single_call=not plan.parallel)
 
     def new() -> ChoiceParser:  # tool parsers are stateless; the streamers are per choice
-        reasoning = reasoning_cls(ctx.engine.tokenizer).begin(prompt) if reasoning_cls else None
+        reasoning = reasoning_cls(ctx.engine.tokenizer, template_kwargs) if reasoning_cls else None
         return ChoiceParser(reasoning, tools, single_call=not plan.parallel)
 
     return new

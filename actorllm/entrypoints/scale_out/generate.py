@@ -145,8 +145,9 @@ async def serve_generate(
     if req.cache_salt is not None:
         prompt["cache_salt"] = req.cache_salt
     it = engine.generate(
-        prompt, params, request_id=rid, priority=req.priority, **lora_options(lora)
-    )
+        prompt, params, request_id=rid, priority=req.priority,
+        reasoning_ended=req.reasoning_ended, **lora_options(lora),
+    )  # fmt: skip
     with client_error("sampling_params.structured_outputs"):
         streams = await unless_disconnected(receive, lambda: prime_all([it]))
     model = engine.model_name if lora is None else lora.lora_name

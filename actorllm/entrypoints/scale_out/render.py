@@ -18,6 +18,7 @@ from actorllm.entrypoints.openai.preprocess import Prompt
 from actorllm.entrypoints.openai.protocol.chat_request import ChatCompletionRequest
 from actorllm.entrypoints.openai.protocol.completion import CompletionRequest
 from actorllm.entrypoints.openai.protocol.sampling_fields import StreamOptions
+from actorllm.entrypoints.openai.reasoning_start import reasoning_ended
 from actorllm.entrypoints.openai.sampling import check_generative, new_request_id
 from actorllm.entrypoints.openai.serving_chat import OutputBudget, plan_chat
 from actorllm.entrypoints.openai.serving_common import ServingContext
@@ -90,9 +91,13 @@ async def render_chat(
         field="messages",
         vocab_size=ctx.engine.vocab_size,
     )
-    gate = reasoning_gate_for(ctx.engine.config, ctx.engine.tokenizer)
-    if gate is not None:  # what the engine will find in the prompt (vLLM's resolved value)
-        out.reasoning_ended = gate.prompt_state(out.token_ids) == "closed"
+    if reasoning_gate_for(ctx.engine.config, ctx.engine.tokenizer) is not None:
+        # What the engine will find (vLLM's resolved value: True where the answer starts
+        # at once).
+        ended = reasoning_ended(
+            ctx.engine, ctx.chat.reasoning_parser, rendered.template_kwargs, out.token_ids
+        )
+        out.reasoning_ended = ended is True
     return out
 
 

@@ -160,6 +160,17 @@ def test_a_misspelt_generate_keyword_is_a_type_error(engine):
         asyncio.run(session())
 
 
+def test_reasoning_ended_is_taken(engine):
+    # vLLM's keyword (where structured outputs start) reaches the engine, not a refusal.
+    async def ended() -> int:
+        n = 0
+        async for out in engine.generate("hi", GREEDY, "ended", reasoning_ended=True):
+            n = len(out.outputs[0].token_ids)
+        return n
+
+    assert asyncio.run(ended()) > 0
+
+
 def test_a_shut_down_engine_is_stopped_and_unhealthy(tiny_model):
     # vLLM: after shutdown errored/is_stopped are True, check_health and generate raise
     # EngineDeadError (a health probe must not report a stopped engine healthy).

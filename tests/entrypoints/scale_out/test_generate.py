@@ -63,6 +63,14 @@ def test_whole_answer(server: ServerThread, engine: FakeEngine) -> None:
     prompt, params, _ = engine.last_request
     assert isinstance(prompt, dict) and prompt["prompt_token_ids"] == [1, 2, 3]
     assert params.output_kind == RequestOutputKind.FINAL_ONLY
+    assert engine.last_reasoning_ended is None
+
+
+def test_reasoning_ended_reaches_the_engine(server: ServerThread, engine: FakeEngine) -> None:
+    """vLLM's field (what /render resolved): where structured outputs start."""
+    body = {"token_ids": [1, 2], "sampling_params": {"max_tokens": 1}, "reasoning_ended": True}
+    assert generate(server, body).status_code == 200
+    assert engine.last_reasoning_ended is True
 
 
 def test_max_tokens_left_out_is_the_room_left(server: ServerThread, engine: FakeEngine) -> None:

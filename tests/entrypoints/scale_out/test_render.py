@@ -179,8 +179,21 @@ def test_reasoning_ended_is_what_the_engine_reads_in_the_prompt() -> None:
             body = {"messages": messages, "max_tokens": 2, "add_generation_prompt": False,
                     "continue_final_message": len(messages) > 1}  # fmt: skip
             got = render(srv, "chat", body).json()
-            closed = gate.prompt_state(got["token_ids"]) == "closed"
+            closed = gate.prompt_state(got["token_ids"], gate.thinking) == "closed"
             assert got["reasoning_ended"] is closed
+    finally:
+        srv.stop()
+
+
+def test_reasoning_ended_follows_the_requests_thinking() -> None:
+    """qwen3 (vLLM 0.32): thinking on by default, so the answer waits for the reasoning;
+    the request's enable_thinking false ends it before the first token."""
+    srv = start_server(FakeEngine(reasoning_parser="qwen3"), enable_scale_out=True)
+    try:
+        body: dict[str, Any] = {"messages": HI, "max_tokens": 2}
+        assert render(srv, "chat", body).json()["reasoning_ended"] is False
+        off = {**body, "chat_template_kwargs": {"enable_thinking": False}}
+        assert render(srv, "chat", off).json()["reasoning_ended"] is True
     finally:
         srv.stop()
 
