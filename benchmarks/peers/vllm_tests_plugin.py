@@ -4,8 +4,10 @@ Loaded with ``-p vllm_tests_plugin`` (this folder on ``PYTHONPATH``) from the ro
 source distribution. ``RemoteOpenAIServer`` then launches ``$CONTRACT_SERVE`` (a JSON list:
 the command before the model, e.g. ``["actorllm", "serve"]``) ``$CONTRACT_MODEL
 --served-model-name <the test's model> <the test's flags> $CONTRACT_EXTRA_ARGS``
-(a JSON list, optional: the runner's per-file extra arguments for one server), so every test
-runs unchanged against one local model; the hub is never reached (names of hub models
+(a JSON list, optional: the runner's per-file extra arguments for one server), and
+``RemoteLaunchRenderServer`` ``$CONTRACT_RENDER`` (the render-only server, e.g.
+``["actorllm", "launch", "render"]``) the same way, so every test runs unchanged against one
+local model; the hub is never reached (names of hub models
 resolve to the local model for tokenizers too).
 """
 
