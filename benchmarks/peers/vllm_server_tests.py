@@ -54,6 +54,9 @@ FILES = [
     # Qwen3-0.6B with --reasoning-parser qwen3; a random model passes only the tests that
     # need no answer (reasoning by default, reasoning tokens in usage)
     "chat_completion/test_include_reasoning.py",
+    # on Qwen3's template (MODELS); the watermarked server's tests fail on both (a random
+    # model's answer), our server refuses --watermark-config (not built)
+    "chat_completion/test_completion_with_function_calling.py",
     # beside the OpenAI routes (paths from tests/entrypoints/openai/)
     "../pooling/basic/test_truncation.py",
     "../pooling/embed/test_online.py",
@@ -66,6 +69,16 @@ FILES = [
     "../serve/instrumentator/test_orca_metrics.py",
     "../serve/instrumentator/test_metrics.py",
     "../serve/tokenize/test_tokenization.py",
+    "../serve/instrumentator/test_uds.py",
+    # SageMaker's customer handlers and middleware (model-hosting-container-standards)
+    "../serve/sagemaker/test_sagemaker_handler_overrides.py",
+    "../serve/sagemaker/test_sagemaker_middleware_integration.py",
+    # shutdown with requests in flight; --api-server-count > 1 is refused here (one
+    # process: the actors share the event loop), so test_multi_api_servers.py and that
+    # case of test_shutdown.py miss by design
+    "../launchers/test_shutdown.py",
+    "../launchers/api_server/test_multi_api_servers.py",
+    "../pooling/embed/test_online_long_text.py",
     # on their own models (MODELS); responses/ test_namespace_tool_separator,
     # test_parsable_context and test_structured_output are left out: vLLM passes none of
     # them on a random model (their answers are read for meaning)
@@ -116,6 +129,7 @@ MODELS = {
     "../serve/instrumentator/*": cm.qwen3,
     "../serve/tokenize/*": cm.qwen3,
     "responses/*": cm.qwen3,
+    "chat_completion/test_completion_with_function_calling.py": cm.qwen3,  # its tools
     "../anthropic/*": cm.qwen3,  # hermes tool calls in Qwen3's template
     "../generate/*": cm.qwen3_wide,  # label ids past the demo tokenizer's 4100
     "../scale_out/*": cm.qwen3,  # for Qwen3-0.6B and DeepSeek-R1-Distill-Qwen
