@@ -108,7 +108,8 @@ class CheckpointConfig(msgspec.Struct, frozen=True, kw_only=True):
     norm_offset: float = 0.0
     # Which norms a layer has, by HF name: "pre" (Llama), "sandwich" (Gemma 2/3: also
     # post-attention and post-feedforward norms), "post" (OLMo 2: norms after each sublayer),
-    # "parallel" (Cohere: one norm, attention and MLP both read it; their outputs are added).
+    # "parallel" (Cohere: one norm, attention and MLP both read it; their outputs are added),
+    # "opt" (Llama's two norms under OPT's names).
     norm_layout: str = "pre"
     embedding_multiplier: float = 1.0  # Gemma: sqrt(hidden); Granite: embedding_multiplier
     residual_multiplier: float = 1.0  # Granite: sublayer outputs scaled before the add
@@ -134,6 +135,10 @@ class CheckpointConfig(msgspec.Struct, frozen=True, kw_only=True):
     # "rms" (RMSNorm), "layer" (LayerNorm with a bias: StarCoder 2, StableLM) or
     # "layer_nobias" (Cohere); eps: rms_norm_eps.
     norm_type: str = "rms"
+    # OPT: learned absolute positions (``model.embed_positions``, no RoPE on any layer);
+    # position p reads row p + learned_position_offset (OPT's 2).
+    learned_positions: bool = False
+    learned_position_offset: int = 0
     # -- Mixture of Experts (num_experts == 0: dense) ---------------------------------------
     num_experts: int = 0
     num_experts_per_tok: int = 0

@@ -36,7 +36,13 @@ where a family's HF config says which switches it sets. Families by ``model_type
   default (its per-head q/k norms, ``use_qk_norm``, are refused); cohere2 adds sliding
   layers, the full ones without RoPE;
 * stablelm: Llama with LayerNorms, RoPE on a quarter of each head by default and
-  ``use_qkv_bias`` (its per-head q/k LayerNorms and parallel residual are refused).
+  ``use_qkv_bias`` (its per-head q/k LayerNorms and parallel residual are refused);
+* opt: learned positions (row ``p + 2``) added to the embeddings and no RoPE, pre-norm
+  LayerNorms under its own names (``norm_layout`` "opt"), an un-gated ReLU MLP
+  (``fc1`` / ``fc2``), ``enable_bias`` on every projection, tied; its checkpoint names
+  (``model.decoder.*``, ``out_proj``) are mapped in ``models/family_names.py``. The
+  post-norm (``do_layer_norm_before`` false) and projected-embedding
+  (``word_embed_proj_dim``) variants of opt-350m are refused.
 
 Which layers slide and which skip RoPE: ``models/layer_pattern.py``.
 
@@ -80,19 +86,27 @@ LAYER_NORM_EPS = {
 }
 NORM_TYPES = {
     "starcoder2": "layer", "stablelm": "layer", "cohere": "layer_nobias",
-    "cohere2": "layer_nobias",
+    "cohere2": "layer_nobias", "opt": "layer",
 }  # fmt: skip
 # transformers' default for a config.json that leaves tie_word_embeddings out.
-TIED_BY_DEFAULT = ("smollm3", "ernie4_5", "starcoder2", "cohere", "cohere2")
+TIED_BY_DEFAULT = ("smollm3", "ernie4_5", "starcoder2", "cohere", "cohere2", "opt")
+# The MLP has no gate: down(act(up(x))).
+UNGATED = ("arcee", "starcoder2", "apertus", "opt")
 
 
 def normalize_keys(raw: dict[str, Any]) -> dict[str, Any]:
-    """GPT-2 spells the common keys its own way (n_embd, n_layer, ...), StarCoder 2 and
-    StableLM their LayerNorm's eps: rename them."""
-    eps_key = LAYER_NORM_EPS.get(str(raw.get("model_type")))
+    """GPT-2 and OPT spell the common keys their own way (n_embd, n_layer, ffn_dim, ...),
+    the LayerNorm families their norm's eps: rename them."""
+    mt = raw.get("model_type")
+    eps_key = LAYER_NORM_EPS.get(str(mt))
     if eps_key is not None:
-        return {**raw, "rms_norm_eps": raw.get(eps_key, 1e-5)}
-    if raw.get("model_type") != "gpt2":
+        raw = {**raw, "rms_norm_eps": raw.get(eps_key, 1e-5)}
+    if mt == "opt":
+        act = raw.get("activation_function", "relu")
+        # OPT's config has no eps: its LayerNorms take nn.LayerNorm's 1e-5.
+        return {**raw, "intermediate_size": raw.get("ffn_dim"), "hidden_act": act,
+                "rms_norm_eps": 1e-5}  # fmt: skip
+    if mt != "gpt2":
         return raw
     hidden = raw.get("n_embd", raw.get("hidden_size"))
     out = dict(raw)
@@ -119,6 +133,7 @@ def has_qkv_bias(raw: dict[str, Any]) -> bool:
         or _ernie_bias(raw)
         or _starcoder2_bias(raw)
         or (mt == "stablelm" and bool(raw.get("use_qkv_bias")))
+        or _opt_bias(raw)
     )
 
 
@@ -149,6 +164,27 @@ def unsupported_options(raw: dict[str, Any], num_layers: int) -> list[str]:
                 problems.append(f"StableLM {key}=true ({what}) is not supported")
     if raw.get("model_type") == "gemma3_text" and raw.get("use_bidirectional_attention"):
         problems.append("Gemma 3 use_bidirectional_attention=true is not supported")
+    if raw.get("model_type") == "opt":
+        problems += _opt_problems(raw)
+    return problems
+
+
+def _opt_problems(raw: dict[str, Any]) -> list[str]:
+    problems = []
+    if raw.get("do_layer_norm_before") is False:
+        problems.append(
+            "OPT do_layer_norm_before=false (post-LayerNorm, as opt-350m) is not supported"
+        )
+    proj, hidden = raw.get("word_embed_proj_dim"), raw.get("hidden_size")
+    if proj is not None and proj != hidden:
+        problems.append(
+            f"OPT word_embed_proj_dim={proj} != hidden_size={hidden} (project_in / "
+            "project_out, as opt-350m) is not supported"
+        )
+    if raw.get("layer_norm_elementwise_affine") is False:
+        problems.append("OPT layer_norm_elementwise_affine=false is not supported")
+    if raw.get("_remove_final_layer_norm"):
+        problems.append("OPT _remove_final_layer_norm=true is not supported")
     return problems
 
 
@@ -161,13 +197,14 @@ def family_fields(raw: dict[str, Any], num_layers: int, hidden: int) -> dict[str
         "mlp_bias": mt == "gpt2"
         or bool(raw.get("mlp_bias"))
         or _ernie_bias(raw)
-        or _starcoder2_bias(raw),
+        or _starcoder2_bias(raw)
+        or _opt_bias(raw),
         "qk_norm_per_head": mt not in WHOLE_QK_NORM,
         "clip_qkv": _float_or_none(raw.get("clip_qkv")),
         "partial_rotary_factor": _partial_rotary(raw, DEFAULT_PARTIAL_ROTARY.get(mt, 1.0)),
         "nope_layers": nope_layers(raw, num_layers),
         "rope_interleaved": mt in ("ernie4_5", "cohere", "cohere2", *GLM),
-        "mlp_gated": mt not in ("arcee", "starcoder2", "apertus"),
+        "mlp_gated": mt not in UNGATED,
         "norm_type": NORM_TYPES.get(mt, "rms"),
     }
     if mt in GEMMA:
@@ -195,6 +232,10 @@ def family_fields(raw: dict[str, Any], num_layers: int, hidden: int) -> dict[str
     elif mt in ("cohere", "cohere2"):
         f["norm_layout"] = "parallel"
         f["logits_multiplier"] = float(raw.get("logit_scale") or 0.0625)
+    elif mt == "opt":
+        f["norm_layout"] = "opt"
+        f["learned_positions"] = True
+        f["learned_position_offset"] = 2  # OPTLearnedPositionalEmbedding's offset
     elif mt in GRANITE:
         f["embedding_multiplier"] = float(raw.get("embedding_multiplier", 1.0))
         f["residual_multiplier"] = float(raw.get("residual_multiplier", 1.0))
@@ -283,12 +324,19 @@ def _o_proj_bias(raw: dict[str, Any]) -> bool:
         return bool(raw.get("attention_out_bias", False))
     if mt == "starcoder2":
         return _starcoder2_bias(raw)
+    if mt == "opt":
+        return _opt_bias(raw)
     return bool(raw.get("attention_bias")) and mt not in ("qwen2", *GLM)
 
 
 def _starcoder2_bias(raw: dict[str, Any]) -> bool:
     """StarCoder 2's use_bias (true by default) biases every projection."""
     return raw.get("model_type") == "starcoder2" and bool(raw.get("use_bias", True))
+
+
+def _opt_bias(raw: dict[str, Any]) -> bool:
+    """OPT's enable_bias (true by default) biases every projection."""
+    return raw.get("model_type") == "opt" and bool(raw.get("enable_bias", True))
 
 
 def _ernie_bias(raw: dict[str, Any]) -> bool:

@@ -1,15 +1,15 @@
 """The shared decoder: Llama 2/3/3.x, Mistral, Qwen2/3, Phi-3, Granite, Gemma 1/2/3, OLMo 2/3,
 SmolLM3, ERNIE 4.5, Arcee, EXAONE 4, GLM / GLM-4, Seed-OSS, StarCoder 2, StableLM, Apertus,
-Cohere (Command R: attention and MLP side by side), and the MoE families (Mixtral,
-Qwen2/3-MoE, OLMoE, GraniteMoE).
+Cohere (Command R: attention and MLP side by side), OPT (learned positions), and the MoE
+families (Mixtral, Qwen2/3-MoE, OLMoE, GraniteMoE).
 
 These families differ only in switches read from :class:`CheckpointConfig` (set per family in
 ``models/families.py``): bias on the projections, q/k norms (per head, or over the whole
 projection), sliding windows, head_dim, tied embeddings, which norms a layer has
 (``norm_layout``), Gemma's ``(1 + w)`` norms and scaled embeddings, soft-capping,
 Granite's multipliers, RoPE skipped on some layers (NoPE), GPT-J-style (interleaved)
-RoPE, an MLP without a gate (``layers.UngatedMLP``), LayerNorm instead of RMSNorm, and a
-sparse MoE MLP
+RoPE, an MLP without a gate (``layers.UngatedMLP``), LayerNorm instead of RMSNorm, learned
+absolute positions instead of RoPE, and a sparse MoE MLP
 (``models/moe.py``) instead of the dense one. A switch a family leaves off costs the
 forward nothing: each is resolved once per layer at build time.
 Projections are fused: ``qkv_proj`` packs q|k|v rows and ``gate_up_proj`` packs gate|up
@@ -33,6 +33,7 @@ from actorllm.kernels.rotary import apply_rotary_interleaved, rope_table
 from actorllm.models.attention import AttentionMetadata, PagedAttention
 from actorllm.models.base import CausalLM, KVCaches
 from actorllm.models.config import CheckpointConfig
+from actorllm.models.family_names import family_name
 from actorllm.models.layers import MLP, Norm, RMSNorm, UngatedMLP, make_norm
 from actorllm.models.moe import STACKED_NAMES, SparseMoeBlock
 from actorllm.models.parallel import TPComm, vocab_shard
@@ -89,6 +90,14 @@ _NORMS: dict[str, dict[str, str | None]] = {
         "pre_attn": "attention_layernorm",
         "post_attn": None,
         "pre_mlp": "feedforward_layernorm",
+        "post_mlp": None,
+    },
+    # OPT: Llama's two norms under its names (its per-layer final_layer_norm is the norm
+    # *before* the MLP).
+    "opt": {
+        "pre_attn": "self_attn_layer_norm",
+        "post_attn": None,
+        "pre_mlp": "final_layer_norm",
         "post_mlp": None,
     },
     # GLM-4: Gemma 2's four norms under other names (its post_attention_layernorm is the
@@ -319,6 +328,11 @@ class DecoderModel(nn.Module):
         self.norm: Norm | PPMissingLayer = (
             make_norm(cfg, ops, cfg.hidden_size) if last else PPMissingLayer()
         )
+        # OPT: learned positions [max_positions + offset, H], added on the first stage.
+        self.embed_positions: nn.Embedding | None = None
+        if cfg.learned_positions and first:
+            rows = cfg.max_position_embeddings + cfg.learned_position_offset
+            self.embed_positions = nn.Embedding(rows, cfg.hidden_size)
 
 
 class LlamaForCausalLM(CausalLM):
@@ -363,6 +377,11 @@ class LlamaForCausalLM(CausalLM):
     def init_rotary(self, device: torch.device | str, max_positions: int | None = None) -> None:
         """Build the RoPE tables for positions ``[0, max_positions)`` on ``device``."""
         cfg = self.config
+        if cfg.learned_positions and (max_positions or 0) > cfg.max_position_embeddings:
+            raise ValueError(
+                f"{cfg.architecture} has learned positions for {cfg.max_position_embeddings} "
+                f"tokens; cannot serve {max_positions}"
+            )
         n = max(max_positions or 0, cfg.max_position_embeddings)
         rot_dim = int(cfg.head_dim * cfg.partial_rotary_factor)
         limits = dict(
@@ -399,6 +418,7 @@ class LlamaForCausalLM(CausalLM):
                 setattr(module, "comm", comm)  # noqa: B010 (nn.Module's typed __setattr__)
 
     def checkpoint_name(self, name: str) -> str | None:
+        name = family_name(self.config.model_type, name)  # OPT's, Phi's, GPT-NeoX's names
         # Mixtral calls its MoE MLP block_sparse_moe; transformers 5 stacks experts itself.
         name = name.replace(".block_sparse_moe.", ".mlp.")
         if name.endswith(_GRANITE_MOE):  # GraniteMoE's own stacked experts and router
@@ -430,6 +450,9 @@ class LlamaForCausalLM(CausalLM):
             if prompt_embeds is not None:
                 rows, values = prompt_embeds  # [R], [R, H]
                 x = x.index_copy(0, rows, values.to(x.dtype))  # [T, H]
+            if self.model.embed_positions is not None:  # OPT: also under prompt embeds
+                offset = self.config.learned_position_offset
+                x = x + self.model.embed_positions(positions + offset)  # [T, H]
         else:  # pipeline parallel: the previous stage's residual stream
             assert self.pipe is not None, "a later pipeline stage runs with its link"
             shape = (2, int(input_ids.shape[0]), self.config.hidden_size)

@@ -159,6 +159,8 @@ def owns_weight(cfg: CheckpointConfig, name: str) -> bool:
     if name.startswith("model.layers."):
         index = int(name.split(".", 3)[2])
         return start <= index < end
+    if name.startswith("model.embed_positions."):  # OPT's learned positions
+        return is_first_stage(cfg)
     if name.startswith("model.embed_tokens."):
         return is_first_stage(cfg) or (cfg.tie_word_embeddings and is_last_stage(cfg))
     if name.startswith(("model.norm.", "lm_head.")):

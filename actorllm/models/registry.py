@@ -46,6 +46,7 @@ MODEL_REGISTRY: dict[str, type[CausalLM]] = {
     "ApertusForCausalLM": LlamaForCausalLM,
     "CohereForCausalLM": LlamaForCausalLM,
     "Cohere2ForCausalLM": LlamaForCausalLM,
+    "OPTForCausalLM": LlamaForCausalLM,
     "GptOssForCausalLM": GptOssForCausalLM,  # the same decoder, its own checkpoint layout
     "GPT2LMHeadModel": GPT2LMHeadModel,
 }

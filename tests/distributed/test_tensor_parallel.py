@@ -72,6 +72,7 @@ def _prompt_logprobs(out: Any) -> list[float]:
         pytest.param("granitemoe", marks=pytest.mark.slow),
         pytest.param("starcoder2", marks=pytest.mark.slow),  # c_fc / c_proj, LayerNorms
         pytest.param("cohere", marks=pytest.mark.slow),  # attention and MLP side by side
+        pytest.param("opt", marks=pytest.mark.slow),  # learned positions, fc1 / fc2
     ],
 )
 def test_tp2_gives_tp1_greedy_tokens(tmp_path: Path, family: Family) -> None:

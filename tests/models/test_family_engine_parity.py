@@ -1,9 +1,10 @@
 """Greedy parity with transformers through the whole engine (``LLM``), for the families
 served since SmolLM3: each tiny random checkpoint (every switch its family has on: a NoPE
 layer, a sliding layer, biases, interleaved or partial RoPE, per-layer-type RoPE, an
-un-gated MLP) generates 16 greedy tokens for prompts past the window of 8, in 16-token
-chunks, one prompt sharing another's prefix (a prefix-cache hit). Every token must be HF's
-argmax given the same prefix and its logprob HF's ``log_softmax`` within 1e-4, float32.
+un-gated MLP, OPT's learned positions) generates 16 greedy tokens for prompts past the
+window of 8, in 16-token chunks, one prompt sharing another's prefix (a prefix-cache hit).
+Every token must be HF's argmax given the same prefix and its logprob HF's
+``log_softmax`` within 1e-4, float32.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ FAMILIES: list[tuple[Family, dict[str, Any]]] = [
     ("apertus", {}),
     ("cohere", {"tie_word_embeddings": True}),
     ("cohere2", {"tie_word_embeddings": True}),
+    ("opt", {"tie_word_embeddings": True}),
 ]
 
 

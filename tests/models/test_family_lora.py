@@ -1,6 +1,7 @@
 """LoRA on the families served since SmolLM3, through ``LLM``: with an adapter of every
 projection (Arcee's un-gated ``up_proj``, StarCoder 2's ``c_fc`` / ``c_proj``, GLM-4's
-checkpoint-fused ``gate_up_proj``, SmolLM3's NoPE layers) each greedy token's logprob is
+checkpoint-fused ``gate_up_proj``, SmolLM3's NoPE layers, OPT's ``model.decoder.*``
+``out_proj`` and ``fc1`` / ``fc2``) each greedy token's logprob is
 peft's own within 1e-4, and the base row beside it is the base model's."""
 
 from __future__ import annotations
@@ -18,11 +19,12 @@ from tests.models.test_family_engine_parity import _checkpoint
 
 PROMPT = [11, 42, 97, 300, 5, 77, 1000, 2000, 3000, 17, 19]
 GREEDY = SamplingParams(temperature=0.0, max_tokens=8, ignore_eos=True, logprobs=1)
-TARGETS = (*ALL_PROJ, "gate_up_proj", "c_fc", "c_proj")  # each family has some of them
+# Each family has some of them (OPT: out_proj, fc1 / fc2).
+TARGETS = (*ALL_PROJ, "gate_up_proj", "c_fc", "c_proj", "out_proj", "fc1", "fc2")
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("family", ["arcee", "starcoder2", "glm4", "smollm3"])
+@pytest.mark.parametrize("family", ["arcee", "starcoder2", "glm4", "smollm3", "opt"])
 def test_adapter_logprobs_equal_peft(tmp_path: Path, family: Family) -> None:
     import peft
     import transformers

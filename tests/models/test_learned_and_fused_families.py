@@ -1,0 +1,84 @@
+"""OPT, Phi and GPT-NeoX: each config dialect read into the decoder's switches (the files
+real checkpoints ship, transformers 5's and the older keys), their checkpoint names mapped
+onto ours, and what is refused by name. Greedy parity with transformers through the engine:
+tests/models/test_family_engine_parity.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from actorllm.models.config import CheckpointConfig, ModelConfigError
+from actorllm.models.loader import load_model
+from tests.helpers.models import make_tiny_checkpoint
+
+# facebook/opt-125m's config.json, at tiny sizes.
+OPT_125M = {
+    "architectures": ["OPTForCausalLM"], "model_type": "opt", "vocab_size": 128,
+    "hidden_size": 64, "ffn_dim": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+    "max_position_embeddings": 64, "do_layer_norm_before": True, "word_embed_proj_dim": 64,
+    "activation_function": "relu", "enable_bias": True, "dropout": 0.1,
+    "bos_token_id": 2, "eos_token_id": 2, "pad_token_id": 1, "torch_dtype": "float16",
+}  # fmt: skip
+
+
+def test_opt_learned_positions_relu_mlp_biases_tied() -> None:
+    cfg = CheckpointConfig.from_dict(OPT_125M)
+    assert cfg.learned_positions and cfg.learned_position_offset == 2
+    assert cfg.nope_layers == [True, True] and cfg.sliding_windows == [None, None]
+    assert (cfg.intermediate_size, cfg.hidden_act, cfg.rms_norm_eps) == (128, "relu", 1e-5)
+    assert cfg.norm_type == "layer" and cfg.norm_layout == "opt" and not cfg.mlp_gated
+    assert cfg.attention_bias and cfg.o_proj_bias and cfg.mlp_bias and cfg.tie_word_embeddings
+    unbiased = CheckpointConfig.from_dict({**OPT_125M, "enable_bias": False})
+    assert not (unbiased.attention_bias or unbiased.o_proj_bias or unbiased.mlp_bias)
+
+
+@pytest.mark.parametrize(
+    ("extra", "named"),
+    [
+        ({"do_layer_norm_before": False}, "OPT do_layer_norm_before=false"),
+        ({"word_embed_proj_dim": 32}, "OPT word_embed_proj_dim=32 != hidden_size=64"),
+        ({"layer_norm_elementwise_affine": False}, "OPT layer_norm_elementwise_affine=false"),
+        ({"_remove_final_layer_norm": True}, "OPT _remove_final_layer_norm=true"),
+    ],
+)
+def test_opt_variants_not_run_are_refused_by_name(extra: dict[str, Any], named: str) -> None:
+    with pytest.raises(ModelConfigError, match=named):
+        CheckpointConfig.from_dict({**OPT_125M, **extra})
+
+
+@pytest.mark.parametrize("prefix", ["model.", ""])
+def test_opt_checkpoint_names(tmp_path: Path, prefix: str) -> None:
+    """OPTForCausalLM saves ``model.decoder.*``; facebook/opt-* were saved from OPTModel
+    (``decoder.*``, no head): both load."""
+    path = make_tiny_checkpoint(tmp_path, "opt", num_layers=1, tie_word_embeddings=True)
+    sd = load_file(str(path / "model.safetensors"))
+    if not prefix:  # rewrite as OPTModel's
+        from safetensors.torch import save_file
+
+        sd = {k.removeprefix("model."): v for k, v in sd.items() if k != "lm_head.weight"}
+        save_file(sd, str(path / "model.safetensors"))
+    model = load_model(path, CheckpointConfig.from_pretrained(path))
+    params = dict(model.named_parameters())
+    hf = f"{prefix}decoder"
+    pairs = {
+        "model.embed_positions.weight": f"{hf}.embed_positions.weight",
+        "model.layers.0.self_attn.o_proj.bias": f"{hf}.layers.0.self_attn.out_proj.bias",
+        "model.layers.0.mlp.fc1.weight": f"{hf}.layers.0.fc1.weight",
+        "model.layers.0.mlp.fc2.bias": f"{hf}.layers.0.fc2.bias",
+        "model.layers.0.final_layer_norm.weight": f"{hf}.layers.0.final_layer_norm.weight",
+        "model.norm.bias": f"{hf}.final_layer_norm.bias",
+    }
+    for ours, theirs in pairs.items():
+        assert torch.equal(params[ours], sd[theirs]), ours
+    assert model.lm_head.weight is model.model.embed_tokens.weight
+
+
+def test_opt_serves_no_position_past_its_table() -> None:
+    model = load_model("/nonexistent", CheckpointConfig.from_dict(OPT_125M), load_format="dummy")
+    with pytest.raises(ValueError, match="learned positions for 64 tokens; cannot serve 65"):
+        model.init_rotary("cpu", 65)
