@@ -139,6 +139,7 @@ class CheckpointConfig(msgspec.Struct, frozen=True, kw_only=True):
     # position p reads row p + learned_position_offset (OPT's 2).
     learned_positions: bool = False
     learned_position_offset: int = 0
+    lm_head_bias: bool = False  # Phi: the LM head has a bias
     # -- Mixture of Experts (num_experts == 0: dense) ---------------------------------------
     num_experts: int = 0
     num_experts_per_tok: int = 0

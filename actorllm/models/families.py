@@ -42,7 +42,11 @@ where a family's HF config says which switches it sets. Families by ``model_type
   (``fc1`` / ``fc2``), ``enable_bias`` on every projection, tied; its checkpoint names
   (``model.decoder.*``, ``out_proj``) are mapped in ``models/family_names.py``. The
   post-norm (``do_layer_norm_before`` false) and projected-embedding
-  (``word_embed_proj_dim``) variants of opt-350m are refused.
+  (``word_embed_proj_dim``) variants of opt-350m are refused;
+* phi (Phi-1 / 1.5 / 2): Cohere's block (one LayerNorm, attention and MLP side by side)
+  with a biased LayerNorm, NeoX RoPE on the first ``partial_rotary_factor`` of each head
+  (half by default), biases on every projection and the LM head, an un-gated GELU MLP
+  (``fc1`` / ``fc2``); its per-head q/k LayerNorms (``qk_layernorm``) are refused.
 
 Which layers slide and which skip RoPE: ``models/layer_pattern.py``.
 
@@ -64,7 +68,7 @@ MOE = ("mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "gpt_oss", "granitemoe")
 GLM = ("glm", "glm4")
 GRANITE = ("granite", "granitemoe")
 # transformers' partial_rotary_factor where config.json leaves it out.
-DEFAULT_PARTIAL_ROTARY = {"glm": 0.5, "glm4": 0.5, "stablelm": 0.25}
+DEFAULT_PARTIAL_ROTARY = {"glm": 0.5, "glm4": 0.5, "stablelm": 0.25, "phi": 0.5}
 # attention_bias (q/k/v) is true when config.json leaves it out.
 QKV_BIAS_BY_DEFAULT = (*GLM, "seed_oss")
 # q / k normed over the whole projection, not per head.
@@ -83,15 +87,18 @@ LAYER_NORM_EPS = {
     "stablelm": "layer_norm_eps",
     "cohere": "layer_norm_eps",
     "cohere2": "layer_norm_eps",
+    "phi": "layer_norm_eps",
 }
 NORM_TYPES = {
     "starcoder2": "layer", "stablelm": "layer", "cohere": "layer_nobias",
-    "cohere2": "layer_nobias", "opt": "layer",
+    "cohere2": "layer_nobias", "opt": "layer", "phi": "layer",
 }  # fmt: skip
 # transformers' default for a config.json that leaves tie_word_embeddings out.
 TIED_BY_DEFAULT = ("smollm3", "ernie4_5", "starcoder2", "cohere", "cohere2", "opt")
 # The MLP has no gate: down(act(up(x))).
-UNGATED = ("arcee", "starcoder2", "apertus", "opt")
+UNGATED = ("arcee", "starcoder2", "apertus", "opt", "phi")
+# Every projection has a bias, whatever the config says.
+ALWAYS_BIASED = ("gpt2", "phi")
 
 
 def normalize_keys(raw: dict[str, Any]) -> dict[str, Any]:
@@ -128,7 +135,7 @@ def has_qkv_bias(raw: dict[str, Any]) -> bool:
     attention_bias defaults to true; ERNIE 4.5 says use_bias."""
     mt = raw.get("model_type")
     return (
-        mt in ("qwen2", "qwen2_moe", "gpt2")
+        mt in ("qwen2", "qwen2_moe", *ALWAYS_BIASED)
         or bool(raw.get("attention_bias", mt in QKV_BIAS_BY_DEFAULT))
         or _ernie_bias(raw)
         or _starcoder2_bias(raw)
@@ -162,6 +169,8 @@ def unsupported_options(raw: dict[str, Any], num_layers: int) -> list[str]:
                           ("use_parallel_residual", "the parallel residual")):  # fmt: skip
             if raw.get(key):
                 problems.append(f"StableLM {key}=true ({what}) is not supported")
+    if raw.get("model_type") == "phi" and raw.get("qk_layernorm"):
+        problems.append("Phi qk_layernorm=true (per-head q/k LayerNorms) is not supported")
     if raw.get("model_type") == "gemma3_text" and raw.get("use_bidirectional_attention"):
         problems.append("Gemma 3 use_bidirectional_attention=true is not supported")
     if raw.get("model_type") == "opt":
@@ -194,7 +203,7 @@ def family_fields(raw: dict[str, Any], num_layers: int, hidden: int) -> dict[str
     f: dict[str, Any] = {
         "hidden_act": str(raw.get("hidden_act") or "silu"),
         "o_proj_bias": _o_proj_bias(raw),
-        "mlp_bias": mt == "gpt2"
+        "mlp_bias": mt in ALWAYS_BIASED
         or bool(raw.get("mlp_bias"))
         or _ernie_bias(raw)
         or _starcoder2_bias(raw)
@@ -229,6 +238,9 @@ def family_fields(raw: dict[str, Any], num_layers: int, hidden: int) -> dict[str
         f["norm_layout"] = "glm4"
     elif mt == "apertus":
         f["norm_layout"] = "apertus"
+    elif mt == "phi":
+        f["norm_layout"] = "parallel"
+        f["lm_head_bias"] = True
     elif mt in ("cohere", "cohere2"):
         f["norm_layout"] = "parallel"
         f["logits_multiplier"] = float(raw.get("logit_scale") or 0.0625)
@@ -316,7 +328,7 @@ def _olmo3_sliding_rope(raw: dict[str, Any]) -> tuple[float | None, dict[str, An
 
 def _o_proj_bias(raw: dict[str, Any]) -> bool:
     mt = raw.get("model_type")
-    if mt == "gpt2":
+    if mt in ALWAYS_BIASED:
         return True
     if mt == "ernie4_5":
         return _ernie_bias(raw)

@@ -13,6 +13,9 @@ OPT (``OPTForCausalLM`` saves ``model.decoder.*``; facebook/opt-* were saved fro
 
 Per-layer norms keep their names (``norm_layout`` "opt" names them as OPT does).
 
+Phi: ``self_attn.dense`` -> ``self_attn.o_proj``, ``model.final_layernorm`` ->
+``model.norm``.
+
     >>> family_name("opt", "decoder.layers.3.fc1.weight")
     'model.layers.3.mlp.fc1.weight'
     >>> hf_module_name("opt", "model.layers.3.mlp.fc1")
@@ -38,6 +41,10 @@ _RENAMES: dict[str, _Renames] = {
         (r"\.self_attn\.out_proj\.", ".self_attn.o_proj."),
         (r"(\.layers\.\d+)\.(fc1|fc2)\.", r"\1.mlp.\2."),
     ),
+    "phi": _compile(
+        (r"^model\.final_layernorm\.", "model.norm."),
+        (r"\.self_attn\.dense\.", ".self_attn.o_proj."),
+    ),
 }
 
 # Our module names (no ``.weight``) -> the checkpoint's, in order.
@@ -47,6 +54,10 @@ _MODULES: dict[str, _Renames] = {
         (r"^model\.decoder\.norm$", "model.decoder.final_layer_norm"),
         (r"\.self_attn\.o_proj$", ".self_attn.out_proj"),
         (r"\.mlp\.(fc1|fc2)$", r".\1"),
+    ),
+    "phi": _compile(
+        (r"^model\.norm$", "model.final_layernorm"),
+        (r"\.self_attn\.o_proj$", ".self_attn.dense"),
     ),
 }
 

@@ -1,7 +1,7 @@
 """The shared decoder: Llama 2/3/3.x, Mistral, Qwen2/3, Phi-3, Granite, Gemma 1/2/3, OLMo 2/3,
 SmolLM3, ERNIE 4.5, Arcee, EXAONE 4, GLM / GLM-4, Seed-OSS, StarCoder 2, StableLM, Apertus,
-Cohere (Command R: attention and MLP side by side), OPT (learned positions), and the MoE
-families (Mixtral, Qwen2/3-MoE, OLMoE, GraniteMoE).
+Cohere (Command R: attention and MLP side by side), OPT (learned positions), Phi, and the
+MoE families (Mixtral, Qwen2/3-MoE, OLMoE, GraniteMoE).
 
 These families differ only in switches read from :class:`CheckpointConfig` (set per family in
 ``models/families.py``): bias on the projections, q/k norms (per head, or over the whole
@@ -9,7 +9,7 @@ projection), sliding windows, head_dim, tied embeddings, which norms a layer has
 (``norm_layout``), Gemma's ``(1 + w)`` norms and scaled embeddings, soft-capping,
 Granite's multipliers, RoPE skipped on some layers (NoPE), GPT-J-style (interleaved)
 RoPE, an MLP without a gate (``layers.UngatedMLP``), LayerNorm instead of RMSNorm, learned
-absolute positions instead of RoPE, and a sparse MoE MLP
+absolute positions instead of RoPE, a biased LM head, and a sparse MoE MLP
 (``models/moe.py``) instead of the dense one. A switch a family leaves off costs the
 forward nothing: each is resolved once per layer at build time.
 Projections are fused: ``qkv_proj`` packs q|k|v rows and ``gate_up_proj`` packs gate|up
@@ -264,7 +264,7 @@ class DecoderLayer(nn.Module):
 
 
 class ParallelDecoderLayer(DecoderLayer):
-    """Cohere's block: ``x + attn(norm(x)) + mlp(norm(x))``, one norm for both."""
+    """Cohere's and Phi's block: ``x + attn(norm(x)) + mlp(norm(x))``, one norm for both."""
 
     def forward(
         self,
@@ -354,7 +354,7 @@ class LlamaForCausalLM(CausalLM):
         self.model = DecoderModel(cfg, ops)
         # Tensor parallel: this rank's vocabulary rows (models/parallel.py).
         vocab = cfg.vocab_size if cfg.tp_size == 1 else vocab_shard(cfg)
-        self.lm_head = nn.Linear(cfg.hidden_size, vocab, bias=False)
+        self.lm_head = nn.Linear(cfg.hidden_size, vocab, bias=cfg.lm_head_bias)
         if not is_last_stage(cfg):  # pipeline parallel: the last stage's
             self.lm_head = PPMissingLayer()  # type: ignore[assignment]
         self.comm: TPComm | None = None  # gathers the ranks' logits (bind_comm)

@@ -121,11 +121,11 @@ def vocab_shard(cfg: CheckpointConfig) -> int:
 
 
 # How a checkpoint tensor is split, by the name fragment of its (unpacked) projection.
-# c_*: StarCoder 2's MLP, fc1 / fc2: OPT's.
+# c_*: StarCoder 2's MLP, fc1 / fc2: OPT's and Phi's.
 _COLUMN = (".q_proj.", ".gate_proj.", ".up_proj.", ".w1.", ".w3.", ".mlp.c_fc.", ".mlp.fc1.")
 _KV = (".k_proj.", ".v_proj.")
 _ROW = (".o_proj.", ".down_proj.", ".w2.", ".mlp.c_proj.", ".mlp.fc2.")
-_VOCAB = ("embed_tokens.weight", "lm_head.weight")
+_VOCAB = ("embed_tokens.weight", "lm_head.weight", "lm_head.bias")  # Phi's head has a bias
 # A quantized LM head's tensors along the vocabulary (its g_idx is along the inputs).
 _VOCAB_PACKED = ("lm_head.qweight", "lm_head.qzeros", "lm_head.scales")
 # (output dim, input dim) of a projection's checkpoint tensor, by its leaf name; None: it

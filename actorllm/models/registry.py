@@ -47,6 +47,7 @@ MODEL_REGISTRY: dict[str, type[CausalLM]] = {
     "CohereForCausalLM": LlamaForCausalLM,
     "Cohere2ForCausalLM": LlamaForCausalLM,
     "OPTForCausalLM": LlamaForCausalLM,
+    "PhiForCausalLM": LlamaForCausalLM,
     "GptOssForCausalLM": GptOssForCausalLM,  # the same decoder, its own checkpoint layout
     "GPT2LMHeadModel": GPT2LMHeadModel,
 }

@@ -19,7 +19,7 @@ Family = Literal[
     "gemma", "gemma2", "gemma3", "phi3", "phi3_longrope", "olmo2", "granite", "gpt2",
     "gpt_oss", "smollm3", "ernie4_5", "arcee", "olmo3", "exaone4", "glm", "glm4",
     "seed_oss", "granitemoe", "starcoder2", "stablelm", "apertus", "cohere", "cohere2",
-    "opt",
+    "opt", "phi",
 ]  # fmt: skip
 
 LLAMA3_ROPE = {
@@ -241,13 +241,16 @@ def _newer_family(family: str, common: dict[str, Any], sliding_window: int | Non
     return transformers.Glm4Config(**common)
 
 
-LEARNED_OR_FUSED = ("opt",)
+LEARNED_OR_FUSED = ("opt", "phi")
 
 
 def _learned_or_fused_family(family: str, common: dict[str, Any]) -> Any:
-    """OPT (learned positions, ReLU fc1 / fc2)."""
+    """OPT (learned positions, ReLU fc1 / fc2), Phi (attention and MLP side by side, RoPE
+    on half of each head, biases everywhere, the head's too)."""
     import transformers
 
+    if family == "phi":
+        return transformers.PhiConfig(**({"resid_pdrop": 0.0, "embd_pdrop": 0.0} | common))
     return transformers.OPTConfig(
         vocab_size=common["vocab_size"], hidden_size=common["hidden_size"],
         num_hidden_layers=common["num_hidden_layers"], ffn_dim=common["intermediate_size"],

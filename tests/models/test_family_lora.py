@@ -19,12 +19,12 @@ from tests.models.test_family_engine_parity import _checkpoint
 
 PROMPT = [11, 42, 97, 300, 5, 77, 1000, 2000, 3000, 17, 19]
 GREEDY = SamplingParams(temperature=0.0, max_tokens=8, ignore_eos=True, logprobs=1)
-# Each family has some of them (OPT: out_proj, fc1 / fc2).
-TARGETS = (*ALL_PROJ, "gate_up_proj", "c_fc", "c_proj", "out_proj", "fc1", "fc2")
+# Each family has some of them (OPT: out_proj, fc1 / fc2; Phi: dense, fc1 / fc2).
+TARGETS = (*ALL_PROJ, "gate_up_proj", "c_fc", "c_proj", "out_proj", "fc1", "fc2", "dense")
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("family", ["arcee", "starcoder2", "glm4", "smollm3", "opt"])
+@pytest.mark.parametrize("family", ["arcee", "starcoder2", "glm4", "smollm3", "opt", "phi"])
 def test_adapter_logprobs_equal_peft(tmp_path: Path, family: Family) -> None:
     import peft
     import transformers

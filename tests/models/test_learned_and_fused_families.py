@@ -82,3 +82,41 @@ def test_opt_serves_no_position_past_its_table() -> None:
     model = load_model("/nonexistent", CheckpointConfig.from_dict(OPT_125M), load_format="dummy")
     with pytest.raises(ValueError, match="learned positions for 64 tokens; cannot serve 65"):
         model.init_rotary("cpu", 65)
+
+
+# microsoft/phi-2's config.json (transformers 4.x keys), at tiny sizes.
+PHI_2 = {
+    "architectures": ["PhiForCausalLM"], "model_type": "phi", "vocab_size": 128,
+    "hidden_size": 80, "intermediate_size": 160, "num_hidden_layers": 2,
+    "num_attention_heads": 4, "num_key_value_heads": None, "hidden_act": "gelu_new",
+    "layer_norm_eps": 1e-5, "partial_rotary_factor": 0.4, "rope_theta": 10000.0,
+    "qk_layernorm": False, "tie_word_embeddings": False, "max_position_embeddings": 64,
+}  # fmt: skip
+
+
+def test_phi_parallel_block_partial_rotary_and_biases_everywhere() -> None:
+    cfg = CheckpointConfig.from_dict(PHI_2)
+    assert cfg.norm_layout == "parallel" and cfg.norm_type == "layer"
+    assert (cfg.num_kv_heads, cfg.head_dim, cfg.partial_rotary_factor) == (4, 20, 0.4)
+    assert int(cfg.head_dim * cfg.partial_rotary_factor) == 8  # phi-2: 32 of 80 lanes
+    assert cfg.attention_bias and cfg.o_proj_bias and cfg.mlp_bias and cfg.lm_head_bias
+    assert not cfg.mlp_gated and cfg.hidden_act == "gelu_new" and not cfg.tie_word_embeddings
+    half = {k: v for k, v in PHI_2.items() if k != "partial_rotary_factor"}
+    assert CheckpointConfig.from_dict(half).partial_rotary_factor == 0.5  # PhiConfig's
+    with pytest.raises(ModelConfigError, match="Phi qk_layernorm=true"):
+        CheckpointConfig.from_dict({**PHI_2, "qk_layernorm": True})
+
+
+def test_phi_checkpoint_names(tmp_path: Path) -> None:
+    path = make_tiny_checkpoint(tmp_path, "phi", num_layers=1)
+    sd = load_file(str(path / "model.safetensors"))
+    params = dict(load_model(path, CheckpointConfig.from_pretrained(path)).named_parameters())
+    pairs = {
+        "model.layers.0.self_attn.o_proj.bias": "model.layers.0.self_attn.dense.bias",
+        "model.layers.0.mlp.fc1.weight": "model.layers.0.mlp.fc1.weight",
+        "model.layers.0.input_layernorm.bias": "model.layers.0.input_layernorm.bias",
+        "model.norm.weight": "model.final_layernorm.weight",
+        "lm_head.bias": "lm_head.bias",
+    }
+    for ours, theirs in pairs.items():
+        assert torch.equal(params[ours], sd[theirs]), ours
