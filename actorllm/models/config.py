@@ -109,7 +109,8 @@ class CheckpointConfig(msgspec.Struct, frozen=True, kw_only=True):
     # Which norms a layer has, by HF name: "pre" (Llama), "sandwich" (Gemma 2/3: also
     # post-attention and post-feedforward norms), "post" (OLMo 2: norms after each sublayer),
     # "parallel" (Cohere: one norm, attention and MLP both read it; their outputs are added),
-    # "opt" (Llama's two norms under OPT's names).
+    # "parallel2" (GPT-NeoX: attention and MLP side by side, each on its own norm), "opt"
+    # (Llama's two norms under OPT's names).
     norm_layout: str = "pre"
     embedding_multiplier: float = 1.0  # Gemma: sqrt(hidden); Granite: embedding_multiplier
     residual_multiplier: float = 1.0  # Granite: sublayer outputs scaled before the add
@@ -140,6 +141,9 @@ class CheckpointConfig(msgspec.Struct, frozen=True, kw_only=True):
     learned_positions: bool = False
     learned_position_offset: int = 0
     lm_head_bias: bool = False  # Phi: the LM head has a bias
+    # GPT-NeoX: qkv_proj's rows are [H, 3, D] (each head's q, k, v side by side), as its
+    # checkpoints store query_key_value; a rank's heads are then one block of rows.
+    qkv_head_major: bool = False
     # -- Mixture of Experts (num_experts == 0: dense) ---------------------------------------
     num_experts: int = 0
     num_experts_per_tok: int = 0

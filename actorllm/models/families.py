@@ -46,7 +46,13 @@ where a family's HF config says which switches it sets. Families by ``model_type
 * phi (Phi-1 / 1.5 / 2): Cohere's block (one LayerNorm, attention and MLP side by side)
   with a biased LayerNorm, NeoX RoPE on the first ``partial_rotary_factor`` of each head
   (half by default), biases on every projection and the LM head, an un-gated GELU MLP
-  (``fc1`` / ``fc2``); its per-head q/k LayerNorms (``qk_layernorm``) are refused.
+  (``fc1`` / ``fc2``); its per-head q/k LayerNorms (``qk_layernorm``) are refused;
+* gpt_neox (Pythia): LayerNorms with biases, NeoX RoPE on ``rotary_pct`` of each head (a
+  quarter by default), ``attention_bias`` (true by default) on q/k/v and ``dense``, a
+  biased un-gated GELU MLP, untied ``embed_out``; ``use_parallel_residual`` (true by
+  default) runs attention and MLP side by side, each on its own norm (``norm_layout``
+  "parallel2"), false runs them in turn; its fused ``query_key_value`` stays in its
+  per-head order (``qkv_head_major``).
 
 Which layers slide and which skip RoPE: ``models/layer_pattern.py``.
 
@@ -68,9 +74,9 @@ MOE = ("mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "gpt_oss", "granitemoe")
 GLM = ("glm", "glm4")
 GRANITE = ("granite", "granitemoe")
 # transformers' partial_rotary_factor where config.json leaves it out.
-DEFAULT_PARTIAL_ROTARY = {"glm": 0.5, "glm4": 0.5, "stablelm": 0.25, "phi": 0.5}
+DEFAULT_PARTIAL_ROTARY = {"glm": 0.5, "glm4": 0.5, "stablelm": 0.25, "phi": 0.5, "gpt_neox": 0.25}
 # attention_bias (q/k/v) is true when config.json leaves it out.
-QKV_BIAS_BY_DEFAULT = (*GLM, "seed_oss")
+QKV_BIAS_BY_DEFAULT = (*GLM, "seed_oss", "gpt_neox")
 # q / k normed over the whole projection, not per head.
 WHOLE_QK_NORM = ("olmo2", "olmoe", "olmo3")
 # Checkpoints that store projections already fused (ours are fused at load): they are
@@ -88,15 +94,16 @@ LAYER_NORM_EPS = {
     "cohere": "layer_norm_eps",
     "cohere2": "layer_norm_eps",
     "phi": "layer_norm_eps",
+    "gpt_neox": "layer_norm_eps",
 }
 NORM_TYPES = {
     "starcoder2": "layer", "stablelm": "layer", "cohere": "layer_nobias",
-    "cohere2": "layer_nobias", "opt": "layer", "phi": "layer",
+    "cohere2": "layer_nobias", "opt": "layer", "phi": "layer", "gpt_neox": "layer",
 }  # fmt: skip
 # transformers' default for a config.json that leaves tie_word_embeddings out.
 TIED_BY_DEFAULT = ("smollm3", "ernie4_5", "starcoder2", "cohere", "cohere2", "opt")
 # The MLP has no gate: down(act(up(x))).
-UNGATED = ("arcee", "starcoder2", "apertus", "opt", "phi")
+UNGATED = ("arcee", "starcoder2", "apertus", "opt", "phi", "gpt_neox")
 # Every projection has a bias, whatever the config says.
 ALWAYS_BIASED = ("gpt2", "phi")
 
@@ -108,6 +115,11 @@ def normalize_keys(raw: dict[str, Any]) -> dict[str, Any]:
     eps_key = LAYER_NORM_EPS.get(str(mt))
     if eps_key is not None:
         raw = {**raw, "rms_norm_eps": raw.get(eps_key, 1e-5)}
+    if mt == "gpt_neox":  # 4.x keys (5.x writes rope_parameters)
+        out = {**raw, "rope_theta": raw.get("rope_theta", raw.get("rotary_emb_base", 10000.0))}
+        if "rotary_pct" in raw:
+            out.setdefault("partial_rotary_factor", raw["rotary_pct"])
+        return out
     if mt == "opt":
         act = raw.get("activation_function", "relu")
         # OPT's config has no eps: its LayerNorms take nn.LayerNorm's 1e-5.
@@ -203,7 +215,7 @@ def family_fields(raw: dict[str, Any], num_layers: int, hidden: int) -> dict[str
     f: dict[str, Any] = {
         "hidden_act": str(raw.get("hidden_act") or "silu"),
         "o_proj_bias": _o_proj_bias(raw),
-        "mlp_bias": mt in ALWAYS_BIASED
+        "mlp_bias": mt in (*ALWAYS_BIASED, "gpt_neox")
         or bool(raw.get("mlp_bias"))
         or _ernie_bias(raw)
         or _starcoder2_bias(raw)
@@ -241,6 +253,9 @@ def family_fields(raw: dict[str, Any], num_layers: int, hidden: int) -> dict[str
     elif mt == "phi":
         f["norm_layout"] = "parallel"
         f["lm_head_bias"] = True
+    elif mt == "gpt_neox":
+        f["norm_layout"] = "parallel2" if raw.get("use_parallel_residual", True) else "pre"
+        f["qkv_head_major"] = True
     elif mt in ("cohere", "cohere2"):
         f["norm_layout"] = "parallel"
         f["logits_multiplier"] = float(raw.get("logit_scale") or 0.0625)
@@ -338,6 +353,8 @@ def _o_proj_bias(raw: dict[str, Any]) -> bool:
         return _starcoder2_bias(raw)
     if mt == "opt":
         return _opt_bias(raw)
+    if mt == "gpt_neox":
+        return bool(raw.get("attention_bias", True))
     return bool(raw.get("attention_bias")) and mt not in ("qwen2", *GLM)
 
 

@@ -16,6 +16,17 @@ Per-layer norms keep their names (``norm_layout`` "opt" names them as OPT does).
 Phi: ``self_attn.dense`` -> ``self_attn.o_proj``, ``model.final_layernorm`` ->
 ``model.norm``.
 
+GPT-NeoX (``embed_out`` in its checkpoints, ``lm_head`` as transformers 5 names it)::
+
+    gpt_neox.embed_in                         -> model.embed_tokens
+    gpt_neox.layers.{i}.attention.query_key_value -> model.layers.{i}.self_attn.qkv_proj
+    gpt_neox.layers.{i}.attention.dense       -> model.layers.{i}.self_attn.o_proj
+    gpt_neox.final_layer_norm                 -> model.norm
+    embed_out                                 -> lm_head
+
+Older GPT-NeoX checkpoints carry the causal-mask buffers ``attention.bias`` /
+``attention.masked_bias``: not weights (None).
+
     >>> family_name("opt", "decoder.layers.3.fc1.weight")
     'model.layers.3.mlp.fc1.weight'
     >>> hf_module_name("opt", "model.layers.3.mlp.fc1")
@@ -45,6 +56,14 @@ _RENAMES: dict[str, _Renames] = {
         (r"^model\.final_layernorm\.", "model.norm."),
         (r"\.self_attn\.dense\.", ".self_attn.o_proj."),
     ),
+    "gpt_neox": _compile(
+        (r"^gpt_neox\.embed_in\.", "model.embed_tokens."),
+        (r"^gpt_neox\.final_layer_norm\.", "model.norm."),
+        (r"^gpt_neox\.", "model."),
+        (r"\.attention\.query_key_value\.", ".self_attn.qkv_proj."),
+        (r"\.attention\.dense\.", ".self_attn.o_proj."),
+        (r"^embed_out\.", "lm_head."),
+    ),
 }
 
 # Our module names (no ``.weight``) -> the checkpoint's, in order.
@@ -59,11 +78,27 @@ _MODULES: dict[str, _Renames] = {
         (r"^model\.norm$", "model.final_layernorm"),
         (r"\.self_attn\.o_proj$", ".self_attn.dense"),
     ),
+    "gpt_neox": _compile(
+        (r"^model\.embed_tokens$", "gpt_neox.embed_in"),
+        (r"^model\.norm$", "gpt_neox.final_layer_norm"),
+        (r"^model\.", "gpt_neox."),
+        (r"\.self_attn\.qkv_proj$", ".attention.query_key_value"),
+        (r"\.self_attn\.o_proj$", ".attention.dense"),
+        (r"^lm_head$", "embed_out"),
+    ),
 }
 
 
-def family_name(model_type: str, name: str) -> str:
-    """Checkpoint tensor ``name`` of a ``model_type`` checkpoint -> the decoder's name."""
+# Checkpoint tensors that are not weights.
+_SKIPPED = {"gpt_neox": re.compile(r"\.attention\.(bias|masked_bias)$")}
+
+
+def family_name(model_type: str, name: str) -> str | None:
+    """Checkpoint tensor ``name`` of a ``model_type`` checkpoint -> the decoder's name
+    (None: not a weight)."""
+    skipped = _SKIPPED.get(model_type)
+    if skipped is not None and skipped.search(name):
+        return None
     for pattern, repl in _RENAMES.get(model_type, ()):
         name = pattern.sub(repl, name)
     return name

@@ -1,7 +1,7 @@
 """The shared decoder: Llama 2/3/3.x, Mistral, Qwen2/3, Phi-3, Granite, Gemma 1/2/3, OLMo 2/3,
 SmolLM3, ERNIE 4.5, Arcee, EXAONE 4, GLM / GLM-4, Seed-OSS, StarCoder 2, StableLM, Apertus,
-Cohere (Command R: attention and MLP side by side), OPT (learned positions), Phi, and the
-MoE families (Mixtral, Qwen2/3-MoE, OLMoE, GraniteMoE).
+Cohere (Command R: attention and MLP side by side), OPT (learned positions), Phi, GPT-NeoX,
+and the MoE families (Mixtral, Qwen2/3-MoE, OLMoE, GraniteMoE).
 
 These families differ only in switches read from :class:`CheckpointConfig` (set per family in
 ``models/families.py``): bias on the projections, q/k norms (per head, or over the whole
@@ -13,7 +13,8 @@ absolute positions instead of RoPE, a biased LM head, and a sparse MoE MLP
 (``models/moe.py``) instead of the dense one. A switch a family leaves off costs the
 forward nothing: each is resolved once per layer at build time.
 Projections are fused: ``qkv_proj`` packs q|k|v rows and ``gate_up_proj`` packs gate|up
-rows (Phi-3's checkpoints already are); :data:`PACKED_MODULES` tells the loader how HF's
+rows (Phi-3's checkpoints already are; GPT-NeoX's ``query_key_value`` keeps its own
+per-head order, ``qkv_head_major``); :data:`PACKED_MODULES` tells the loader how HF's
 separate tensors map onto them.
 
 The batch is flat: ``forward(input_ids [T], positions [T], meta, kv_caches) -> [T, H]``;
@@ -92,6 +93,14 @@ _NORMS: dict[str, dict[str, str | None]] = {
         "pre_mlp": "feedforward_layernorm",
         "post_mlp": None,
     },
+    # GPT-NeoX's use_parallel_residual: Llama's two norms, each read from the layer's input
+    # (attention and MLP side by side).
+    "parallel2": {
+        "pre_attn": "input_layernorm",
+        "post_attn": None,
+        "pre_mlp": "post_attention_layernorm",
+        "post_mlp": None,
+    },
     # OPT: Llama's two norms under its names (its per-layer final_layer_norm is the norm
     # *before* the MLP).
     "opt": {
@@ -127,6 +136,7 @@ class Attention(nn.Module):
         # Shard sizes of the packed projection, in PACKED_MODULES order (q, k, v).
         self.shard_sizes = [self.hq * self.d, self.hk * self.d, self.hk * self.d]
         self.qkv_proj = nn.Linear(cfg.hidden_size, sum(self.shard_sizes), bias=cfg.attention_bias)
+        self.head_major = cfg.qkv_head_major  # GPT-NeoX: rows [Hq, 3, D], not q | k | v
         self.o_proj = nn.Linear(self.hq * self.d, cfg.hidden_size, bias=cfg.o_proj_bias)
         # Per head ([D], Qwen3 / Gemma 3) or over the whole projection ([Hq*D], OLMo 2).
         self.per_head = cfg.qk_norm_per_head
@@ -164,7 +174,11 @@ class Attention(nn.Module):
     ) -> torch.Tensor:
         """x: [T, H] -> [T, H]."""
         t = x.shape[0]
-        q, k, v = self.qkv_proj(x).split(self.shard_sizes, dim=-1)
+        if self.head_major:  # GPT-NeoX (no GQA): [T, Hq, 3, D] -> 3 x [T, Hq * D]
+            qkv = self.qkv_proj(x).view(t, self.hq, 3, self.d)
+            q, k, v = (qkv[:, :, i].reshape(t, -1) for i in range(3))
+        else:
+            q, k, v = self.qkv_proj(x).split(self.shard_sizes, dim=-1)
         if self.q_norm is not None and self.k_norm is not None and not self.per_head:
             q, k = self.q_norm(q), self.k_norm(k)  # over [Hq*D] and [Hk*D]
         if self.clip is not None:  # OLMoE: after the norms
@@ -264,7 +278,8 @@ class DecoderLayer(nn.Module):
 
 
 class ParallelDecoderLayer(DecoderLayer):
-    """Cohere's and Phi's block: ``x + attn(norm(x)) + mlp(norm(x))``, one norm for both."""
+    """Cohere's and Phi's block: ``x + attn(norm(x)) + mlp(norm(x))``, one norm for both;
+    GPT-NeoX's: ``x + attn(norm1(x)) + mlp(norm2(x))``."""
 
     def forward(
         self,
@@ -277,7 +292,9 @@ class ParallelDecoderLayer(DecoderLayer):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         h, residual = _enter(self._norm("pre_attn"), x, residual)
         a = self.self_attn(positions, h, cos_sin, kv_cache, meta)  # [T, H]
-        m = self.mlp(h)  # [T, H]; under tensor parallel, this rank's columns only
+        mlp_norm = self._norm("pre_mlp")
+        m = self.mlp(h if mlp_norm is None else mlp_norm(residual))  # [T, H]; under tensor
+        # parallel, this rank's columns only
         if self.comm is not None:
             m = self.comm.all_reduce(m)
         return a + m, residual
@@ -320,7 +337,8 @@ class DecoderModel(nn.Module):
         else:
             self.embed_tokens = VocabParallelEmbedding(cfg)
         start, end = stage_layers(cfg)
-        layer = ParallelDecoderLayer if cfg.norm_layout == "parallel" else DecoderLayer
+        parallel = cfg.norm_layout in ("parallel", "parallel2")
+        layer = ParallelDecoderLayer if parallel else DecoderLayer
         self.layers = nn.ModuleList(
             layer(cfg, ops, i) if start <= i < end else PPMissingLayer()
             for i in range(cfg.num_layers)
@@ -351,6 +369,8 @@ class LlamaForCausalLM(CausalLM):
         self.ops = ops
         if not cfg.mlp_gated:
             self.packed_modules = PACKED_QKV
+        if cfg.qkv_head_major:  # GPT-NeoX: its query_key_value is qkv_proj as it is
+            self.packed_modules = {}
         self.model = DecoderModel(cfg, ops)
         # Tensor parallel: this rank's vocabulary rows (models/parallel.py).
         vocab = cfg.vocab_size if cfg.tp_size == 1 else vocab_shard(cfg)
@@ -418,7 +438,10 @@ class LlamaForCausalLM(CausalLM):
                 setattr(module, "comm", comm)  # noqa: B010 (nn.Module's typed __setattr__)
 
     def checkpoint_name(self, name: str) -> str | None:
-        name = family_name(self.config.model_type, name)  # OPT's, Phi's, GPT-NeoX's names
+        renamed = family_name(self.config.model_type, name)  # OPT's, Phi's, GPT-NeoX's names
+        if renamed is None:
+            return None
+        name = renamed
         # Mixtral calls its MoE MLP block_sparse_moe; transformers 5 stacks experts itself.
         name = name.replace(".block_sparse_moe.", ".mlp.")
         if name.endswith(_GRANITE_MOE):  # GraniteMoE's own stacked experts and router

@@ -121,10 +121,13 @@ def vocab_shard(cfg: CheckpointConfig) -> int:
 
 
 # How a checkpoint tensor is split, by the name fragment of its (unpacked) projection.
-# c_*: StarCoder 2's MLP, fc1 / fc2: OPT's and Phi's.
-_COLUMN = (".q_proj.", ".gate_proj.", ".up_proj.", ".w1.", ".w3.", ".mlp.c_fc.", ".mlp.fc1.")
+# c_*: StarCoder 2's MLP, fc1 / fc2: OPT's and Phi's, dense_*: GPT-NeoX's. A fused
+# qkv_proj checkpoint tensor is split by rows only as GPT-NeoX stores it, head by head
+# ([H, 3, D]; models/llama.py's qkv_head_major); Phi-3's q | k | v is refused above.
+_COLUMN = (".q_proj.", ".gate_proj.", ".up_proj.", ".w1.", ".w3.", ".mlp.c_fc.", ".mlp.fc1.",
+           ".mlp.dense_h_to_4h.", ".qkv_proj.")  # fmt: skip
 _KV = (".k_proj.", ".v_proj.")
-_ROW = (".o_proj.", ".down_proj.", ".w2.", ".mlp.c_proj.", ".mlp.fc2.")
+_ROW = (".o_proj.", ".down_proj.", ".w2.", ".mlp.c_proj.", ".mlp.fc2.", ".mlp.dense_4h_to_h.")
 _VOCAB = ("embed_tokens.weight", "lm_head.weight", "lm_head.bias")  # Phi's head has a bias
 # A quantized LM head's tensors along the vocabulary (its g_idx is along the inputs).
 _VOCAB_PACKED = ("lm_head.qweight", "lm_head.qzeros", "lm_head.scales")

@@ -48,6 +48,7 @@ MODEL_REGISTRY: dict[str, type[CausalLM]] = {
     "Cohere2ForCausalLM": LlamaForCausalLM,
     "OPTForCausalLM": LlamaForCausalLM,
     "PhiForCausalLM": LlamaForCausalLM,
+    "GPTNeoXForCausalLM": LlamaForCausalLM,
     "GptOssForCausalLM": GptOssForCausalLM,  # the same decoder, its own checkpoint layout
     "GPT2LMHeadModel": GPT2LMHeadModel,
 }

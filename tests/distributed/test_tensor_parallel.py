@@ -74,6 +74,7 @@ def _prompt_logprobs(out: Any) -> list[float]:
         pytest.param("cohere", marks=pytest.mark.slow),  # attention and MLP side by side
         pytest.param("opt", marks=pytest.mark.slow),  # learned positions, fc1 / fc2
         pytest.param("phi", marks=pytest.mark.slow),  # partial rotary, the head's bias
+        pytest.param("gpt_neox", marks=pytest.mark.slow),  # query_key_value head by head
     ],
 )
 def test_tp2_gives_tp1_greedy_tokens(tmp_path: Path, family: Family) -> None:

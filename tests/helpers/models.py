@@ -19,7 +19,7 @@ Family = Literal[
     "gemma", "gemma2", "gemma3", "phi3", "phi3_longrope", "olmo2", "granite", "gpt2",
     "gpt_oss", "smollm3", "ernie4_5", "arcee", "olmo3", "exaone4", "glm", "glm4",
     "seed_oss", "granitemoe", "starcoder2", "stablelm", "apertus", "cohere", "cohere2",
-    "opt", "phi",
+    "opt", "phi", "gpt_neox", "gpt_neox_sequential",
 ]  # fmt: skip
 
 LLAMA3_ROPE = {
@@ -241,14 +241,26 @@ def _newer_family(family: str, common: dict[str, Any], sliding_window: int | Non
     return transformers.Glm4Config(**common)
 
 
-LEARNED_OR_FUSED = ("opt", "phi")
+LEARNED_OR_FUSED = ("opt", "phi", "gpt_neox", "gpt_neox_sequential")
 
 
 def _learned_or_fused_family(family: str, common: dict[str, Any]) -> Any:
     """OPT (learned positions, ReLU fc1 / fc2), Phi (attention and MLP side by side, RoPE
-    on half of each head, biases everywhere, the head's too)."""
+    on half of each head, biases everywhere, the head's too), GPT-NeoX (the fused per-head
+    query_key_value, RoPE on a quarter of each head, the parallel residual or not)."""
     import transformers
 
+    if family.startswith("gpt_neox"):
+        return transformers.GPTNeoXConfig(
+            vocab_size=common["vocab_size"], hidden_size=common["hidden_size"],
+            num_hidden_layers=common["num_hidden_layers"],
+            num_attention_heads=common["num_attention_heads"],
+            intermediate_size=common["intermediate_size"],
+            max_position_embeddings=common["max_position_embeddings"],
+            tie_word_embeddings=common["tie_word_embeddings"],
+            eos_token_id=common["eos_token_id"], bos_token_id=1,
+            use_parallel_residual=family == "gpt_neox", hidden_dropout=0.0,
+        )  # fmt: skip
     if family == "phi":
         return transformers.PhiConfig(**({"resid_pdrop": 0.0, "embd_pdrop": 0.0} | common))
     return transformers.OPTConfig(

@@ -47,6 +47,8 @@ FAMILIES: list[tuple[Family, dict[str, Any]]] = [
     ("cohere2", {"tie_word_embeddings": True}),
     ("opt", {"tie_word_embeddings": True}),
     ("phi", {}),
+    ("gpt_neox", {}),
+    ("gpt_neox_sequential", {}),
 ]
 
 

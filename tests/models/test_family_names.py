@@ -19,6 +19,21 @@ MODULES = [
     ("phi", "model.layers.0.self_attn.dense", "model.layers.0.self_attn.o_proj"),
     ("phi", "model.layers.0.mlp.fc2", "model.layers.0.mlp.fc2"),
     ("phi", "model.final_layernorm", "model.norm"),
+    ("gpt_neox", "gpt_neox.embed_in", "model.embed_tokens"),
+    (
+        "gpt_neox",
+        "gpt_neox.layers.1.attention.query_key_value",
+        "model.layers.1.self_attn.qkv_proj",
+    ),
+    ("gpt_neox", "gpt_neox.layers.1.attention.dense", "model.layers.1.self_attn.o_proj"),
+    ("gpt_neox", "gpt_neox.layers.1.mlp.dense_h_to_4h", "model.layers.1.mlp.dense_h_to_4h"),
+    (
+        "gpt_neox",
+        "gpt_neox.layers.1.post_attention_layernorm",
+        "model.layers.1.post_attention_layernorm",
+    ),
+    ("gpt_neox", "gpt_neox.final_layer_norm", "model.norm"),
+    ("gpt_neox", "embed_out", "lm_head"),
     ("llama", "model.layers.0.mlp.down_proj", "model.layers.0.mlp.down_proj"),
 ]
 
@@ -27,6 +42,12 @@ MODULES = [
 def test_names_map_both_ways(model_type: str, hf: str, ours: str) -> None:
     assert family_name(model_type, f"{hf}.weight") == f"{ours}.weight"
     assert hf_module_name(model_type, ours) == hf
+
+
+def test_gpt_neox_causal_mask_buffers_are_not_weights() -> None:
+    assert family_name("gpt_neox", "gpt_neox.layers.0.attention.bias") is None
+    assert family_name("gpt_neox", "gpt_neox.layers.0.attention.masked_bias") is None
+    assert family_name("gpt_neox", "gpt_neox.layers.0.attention.dense.bias") is not None
 
 
 def test_opt_model_saved_without_its_head_prefix() -> None:

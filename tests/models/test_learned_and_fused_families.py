@@ -120,3 +120,51 @@ def test_phi_checkpoint_names(tmp_path: Path) -> None:
     }
     for ours, theirs in pairs.items():
         assert torch.equal(params[ours], sd[theirs]), ours
+
+
+# EleutherAI/pythia-70m's config.json (transformers 4.x keys), at tiny sizes.
+PYTHIA = {
+    "architectures": ["GPTNeoXForCausalLM"], "model_type": "gpt_neox", "vocab_size": 128,
+    "hidden_size": 64, "intermediate_size": 256, "num_hidden_layers": 2,
+    "num_attention_heads": 4, "hidden_act": "gelu", "layer_norm_eps": 1e-5,
+    "rotary_pct": 0.25, "rotary_emb_base": 10000, "use_parallel_residual": True,
+    "tie_word_embeddings": False, "max_position_embeddings": 64, "bos_token_id": 0,
+    "eos_token_id": 0,
+}  # fmt: skip
+
+
+def test_gpt_neox_dialect() -> None:
+    cfg = CheckpointConfig.from_dict(PYTHIA)
+    assert cfg.norm_layout == "parallel2" and cfg.norm_type == "layer" and cfg.qkv_head_major
+    assert (cfg.partial_rotary_factor, cfg.rope_theta) == (0.25, 10000.0)
+    assert cfg.attention_bias and cfg.o_proj_bias and cfg.mlp_bias and not cfg.lm_head_bias
+    assert not cfg.mlp_gated and cfg.hidden_act == "gelu" and not cfg.tie_word_embeddings
+    sequential = CheckpointConfig.from_dict({**PYTHIA, "use_parallel_residual": False})
+    assert sequential.norm_layout == "pre"
+    full = CheckpointConfig.from_dict({**PYTHIA, "rotary_pct": 1.0, "rotary_emb_base": 500})
+    assert (full.partial_rotary_factor, full.rope_theta) == (1.0, 500.0)
+    unbiased = CheckpointConfig.from_dict({**PYTHIA, "attention_bias": False})
+    assert not (unbiased.attention_bias or unbiased.o_proj_bias) and unbiased.mlp_bias
+
+
+def test_gpt_neox_query_key_value_loads_in_its_own_per_head_order(tmp_path: Path) -> None:
+    path = make_tiny_checkpoint(tmp_path, "gpt_neox", num_layers=1)
+    sd = load_file(str(path / "model.safetensors"))
+    sd["gpt_neox.layers.0.attention.bias"] = torch.ones(1, 1, 4, 4, dtype=torch.bool)
+    from safetensors.torch import save_file
+
+    save_file(sd, str(path / "model.safetensors"))  # an older file's causal-mask buffer
+    model = load_model(path, CheckpointConfig.from_pretrained(path))
+    assert model.packed_modules == {}
+    params = dict(model.named_parameters())
+    pre = "gpt_neox.layers.0"
+    pairs = {
+        "model.embed_tokens.weight": "gpt_neox.embed_in.weight",
+        "model.layers.0.self_attn.qkv_proj.weight": f"{pre}.attention.query_key_value.weight",
+        "model.layers.0.self_attn.o_proj.bias": f"{pre}.attention.dense.bias",
+        "model.layers.0.mlp.dense_h_to_4h.weight": f"{pre}.mlp.dense_h_to_4h.weight",
+        "model.norm.bias": "gpt_neox.final_layer_norm.bias",
+        "lm_head.weight": "embed_out.weight",
+    }
+    for ours, theirs in pairs.items():
+        assert torch.equal(params[ours], sd[theirs]), ours
