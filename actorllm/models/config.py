@@ -103,6 +103,9 @@ class CheckpointConfig(msgspec.Struct, frozen=True, kw_only=True):
     o_proj_bias: bool = False  # Llama with attention_bias, Granite, OLMo: o_proj has a bias
     mlp_bias: bool = False  # Granite's mlp_bias
     qk_norm_per_head: bool = True  # False: OLMo 2 / OLMoE norm the whole q / k projection
+    # "rms", or a LayerNorm per head (models/qk_layer_norm.py): "layer" (Phi), "layer_heads"
+    # (Cohere), "layer_head_list" (StableLM).
+    qk_norm_kind: str = "rms"
     clip_qkv: float | None = None  # OLMoE: clamp q, k, v to [-clip, clip]
     # Gemma: RMSNorm scales by (offset + w), offset 1.0.
     norm_offset: float = 0.0

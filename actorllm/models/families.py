@@ -33,10 +33,12 @@ where a family's HF config says which switches it sets. Families by ``model_type
   xIELU (learned scalars per layer);
 * cohere (Command R): one LayerNorm without a bias, attention and MLP side by side on it
   (``norm_layout`` "parallel"), interleaved RoPE, logits times ``logit_scale``, tied by
-  default (its per-head q/k norms, ``use_qk_norm``, are refused); cohere2 adds sliding
-  layers, the full ones without RoPE;
+  default, ``use_qk_norm``: a LayerNorm on each head of q and k with a weight per head
+  (``qk_norm_kind`` "layer_heads"); cohere2 adds sliding layers, the full ones without
+  RoPE;
 * stablelm: Llama with LayerNorms, RoPE on a quarter of each head by default and
-  ``use_qkv_bias`` (its per-head q/k LayerNorms and parallel residual are refused);
+  ``use_qkv_bias``; ``qk_layernorm``: one LayerNorm per head of q and k
+  ("layer_head_list"), ``use_parallel_residual``: Cohere's block;
 * opt: learned positions (row ``p + 2``) added to the embeddings and no RoPE, pre-norm
   LayerNorms under its own names (``norm_layout`` "opt"), an un-gated ReLU MLP
   (``fc1`` / ``fc2``), ``enable_bias`` on every projection, tied; its checkpoint names
@@ -46,7 +48,8 @@ where a family's HF config says which switches it sets. Families by ``model_type
 * phi (Phi-1 / 1.5 / 2): Cohere's block (one LayerNorm, attention and MLP side by side)
   with a biased LayerNorm, NeoX RoPE on the first ``partial_rotary_factor`` of each head
   (half by default), biases on every projection and the LM head, an un-gated GELU MLP
-  (``fc1`` / ``fc2``); its per-head q/k LayerNorms (``qk_layernorm``) are refused;
+  (``fc1`` / ``fc2``); ``qk_layernorm``: one LayerNorm (with a bias) for every head of q
+  and k ("layer");
 * gpt_neox (Pythia): LayerNorms with biases, NeoX RoPE on ``rotary_pct`` of each head (a
   quarter by default), ``attention_bias`` (true by default) on q/k/v and ``dense``, a
   biased un-gated GELU MLP, untied ``embed_out``; ``use_parallel_residual`` (true by
@@ -156,8 +159,17 @@ def has_qkv_bias(raw: dict[str, Any]) -> bool:
     )
 
 
+# The key that turns q/k norms on, for the families where they are optional; and which
+# LayerNorm they are (models/qk_layer_norm.py).
+QK_NORM_SWITCH = {"phi": "qk_layernorm", "stablelm": "qk_layernorm", "cohere": "use_qk_norm"}
+QK_NORM_KIND = {"phi": "layer", "stablelm": "layer_head_list", "cohere": "layer_heads"}
+
+
 def has_qk_norm(raw: dict[str, Any]) -> bool:
-    return raw.get("model_type") in (
+    mt = raw.get("model_type")
+    if mt in QK_NORM_SWITCH:
+        return bool(raw.get(QK_NORM_SWITCH[mt]))
+    return mt in (
         "qwen3", "qwen3_moe", "olmo2", "olmoe", "olmo3", "gemma3_text", "exaone4", "apertus",
     )  # fmt: skip
 
@@ -174,15 +186,6 @@ def unsupported_options(raw: dict[str, Any], num_layers: int) -> list[str]:
             problems.append("GPT-2 scale_attn_by_inverse_layer_idx=true is not supported")
         if raw.get("scale_attn_weights") is False:
             problems.append("GPT-2 scale_attn_weights=false is not supported")
-    if raw.get("model_type") == "cohere" and raw.get("use_qk_norm"):
-        problems.append("Cohere use_qk_norm=true (per-head q/k LayerNorms) is not supported")
-    if raw.get("model_type") == "stablelm":
-        for key, what in (("qk_layernorm", "per-head q/k LayerNorms"),
-                          ("use_parallel_residual", "the parallel residual")):  # fmt: skip
-            if raw.get(key):
-                problems.append(f"StableLM {key}=true ({what}) is not supported")
-    if raw.get("model_type") == "phi" and raw.get("qk_layernorm"):
-        problems.append("Phi qk_layernorm=true (per-head q/k LayerNorms) is not supported")
     if raw.get("model_type") == "gemma3_text" and raw.get("use_bidirectional_attention"):
         problems.append("Gemma 3 use_bidirectional_attention=true is not supported")
     if raw.get("model_type") == "opt":
@@ -227,6 +230,7 @@ def family_fields(raw: dict[str, Any], num_layers: int, hidden: int) -> dict[str
         "rope_interleaved": mt in ("ernie4_5", "cohere", "cohere2", *GLM),
         "mlp_gated": mt not in UNGATED,
         "norm_type": NORM_TYPES.get(mt, "rms"),
+        "qk_norm_kind": QK_NORM_KIND.get(mt, "rms"),
     }
     if mt in GEMMA:
         f["hidden_act"] = str(raw.get("hidden_activation") or raw.get("hidden_act") or "")
@@ -256,6 +260,8 @@ def family_fields(raw: dict[str, Any], num_layers: int, hidden: int) -> dict[str
     elif mt == "gpt_neox":
         f["norm_layout"] = "parallel2" if raw.get("use_parallel_residual", True) else "pre"
         f["qkv_head_major"] = True
+    elif mt == "stablelm" and raw.get("use_parallel_residual"):
+        f["norm_layout"] = "parallel"
     elif mt in ("cohere", "cohere2"):
         f["norm_layout"] = "parallel"
         f["logits_multiplier"] = float(raw.get("logit_scale") or 0.0625)

@@ -14,7 +14,8 @@ OPT (``OPTForCausalLM`` saves ``model.decoder.*``; facebook/opt-* were saved fro
 Per-layer norms keep their names (``norm_layout`` "opt" names them as OPT does).
 
 Phi: ``self_attn.dense`` -> ``self_attn.o_proj``, ``model.final_layernorm`` ->
-``model.norm``.
+``model.norm``. Phi and StableLM: ``self_attn.q_layernorm`` / ``k_layernorm`` ->
+``self_attn.q_norm`` / ``k_norm``.
 
 GPT-NeoX (``embed_out`` in its checkpoints, ``lm_head`` as transformers 5 names it)::
 
@@ -55,6 +56,10 @@ _RENAMES: dict[str, _Renames] = {
     "phi": _compile(
         (r"^model\.final_layernorm\.", "model.norm."),
         (r"\.self_attn\.dense\.", ".self_attn.o_proj."),
+        (r"\.self_attn\.(q|k)_layernorm\.", r".self_attn.\1_norm."),
+    ),
+    "stablelm": _compile(
+        (r"\.self_attn\.(q|k)_layernorm\.", r".self_attn.\1_norm."),
     ),
     "gpt_neox": _compile(
         (r"^gpt_neox\.embed_in\.", "model.embed_tokens."),

@@ -45,6 +45,7 @@ from actorllm.models.pipeline import (
     is_last_stage,
     stage_layers,
 )
+from actorllm.models.qk_layer_norm import QKLayerNorm
 
 __all__ = ["PACKED_MODULES", "KVCaches", "LlamaForCausalLM", "RMSNorm"]
 
@@ -142,8 +143,14 @@ class Attention(nn.Module):
         self.per_head = cfg.qk_norm_per_head
         q_size, k_size = (self.d, self.d) if self.per_head else self.shard_sizes[:2]
         eps, off = cfg.rms_norm_eps, cfg.norm_offset
-        self.q_norm = RMSNorm(ops, q_size, eps, off) if cfg.qk_norm else None
-        self.k_norm = RMSNorm(ops, k_size, eps, off) if cfg.qk_norm else None
+        self.q_norm: RMSNorm | QKLayerNorm | None = None
+        self.k_norm: RMSNorm | QKLayerNorm | None = None
+        if cfg.qk_norm and cfg.qk_norm_kind != "rms":  # Phi, Cohere, StableLM: per head
+            self.q_norm = QKLayerNorm(cfg.qk_norm_kind, self.hq, self.d, eps)
+            self.k_norm = QKLayerNorm(cfg.qk_norm_kind, self.hk, self.d, eps)
+        elif cfg.qk_norm:
+            self.q_norm = RMSNorm(ops, q_size, eps, off)
+            self.k_norm = RMSNorm(ops, k_size, eps, off)
         self.clip = cfg.clip_qkv
         nope = bool(cfg.nope_layers) and cfg.nope_layers[layer_idx]  # SmolLM3, EXAONE 4
         self.rot_dim = 0 if nope else int(self.d * cfg.partial_rotary_factor)
@@ -154,6 +161,7 @@ class Attention(nn.Module):
         self.fused_qk = (
             ops.qk_norm_rotary is not None and cfg.qk_norm and self.per_head
             and not off and self.rot_dim == self.d and not cfg.rope_interleaved
+            and cfg.qk_norm_kind == "rms"
         )  # fmt: skip
         self.comm: TPComm | None = None  # tensor parallel: sums the ranks' o_proj outputs
         window = cfg.sliding_windows[layer_idx]
@@ -188,7 +196,7 @@ class Attention(nn.Module):
         k = k.view(t, self.hk, self.d)  # [T, Hk, D]
         v = v.view(t, self.hk, self.d)
         if self.fused_qk:  # Qwen3: both per-head norms and the rotary in one call
-            assert self.q_norm is not None and self.k_norm is not None
+            assert isinstance(self.q_norm, RMSNorm) and isinstance(self.k_norm, RMSNorm)
             assert self.ops.qk_norm_rotary is not None
             qw, kw, eps = self.q_norm.weight, self.k_norm.weight, self.q_norm.eps
             q, k = self.ops.qk_norm_rotary(positions, q, k, qw, kw, eps, cos_sin)

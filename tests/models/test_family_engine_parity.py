@@ -50,6 +50,16 @@ FAMILIES: list[tuple[Family, dict[str, Any]]] = [
     ("gpt_neox", {}),
     ("gpt_neox_sequential", {}),
 ]
+# The optional q/k LayerNorms (each family's own weight layout) and StableLM's parallel
+# residual, beside the plain checkpoints above.
+SWITCHED: list[tuple[Family, dict[str, Any], str]] = [
+    ("stablelm", {"qk_layernorm": True, "use_parallel_residual": True}, "stablelm-qk-parallel"),
+    ("cohere", {"use_qk_norm": True, "tie_word_embeddings": True}, "cohere-qk_norm"),
+    ("phi", {"qk_layernorm": True}, "phi-qk_layernorm"),
+]
+CASES = [pytest.param(f, o, id=f) for f, o in FAMILIES] + [
+    pytest.param(f, o, id=i) for f, o, i in SWITCHED
+]
 
 
 def _prompts() -> list[list[int]]:
@@ -67,7 +77,7 @@ def _checkpoint(directory: Path, family: Family, overrides: dict[str, Any]) -> P
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("family", "overrides"), FAMILIES, ids=[f for f, _ in FAMILIES])
+@pytest.mark.parametrize(("family", "overrides"), CASES)
 def test_llm_greedy_matches_transformers(
     tmp_path: Path, family: Family, overrides: dict[str, Any]
 ) -> None:

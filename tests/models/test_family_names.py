@@ -53,3 +53,9 @@ def test_gpt_neox_causal_mask_buffers_are_not_weights() -> None:
 def test_opt_model_saved_without_its_head_prefix() -> None:
     assert family_name("opt", "decoder.layers.0.fc2.bias") == "model.layers.0.mlp.fc2.bias"
     assert family_name("opt", "decoder.final_layer_norm.weight") == "model.norm.weight"
+
+
+@pytest.mark.parametrize("model_type", ["phi", "stablelm"])
+def test_q_and_k_layernorms_are_our_q_and_k_norms(model_type: str) -> None:
+    name = "model.layers.0.self_attn.k_layernorm.norms.1.weight"
+    assert family_name(model_type, name) == "model.layers.0.self_attn.k_norm.norms.1.weight"

@@ -103,12 +103,13 @@ def test_phi_parallel_block_partial_rotary_and_biases_everywhere() -> None:
     assert not cfg.mlp_gated and cfg.hidden_act == "gelu_new" and not cfg.tie_word_embeddings
     half = {k: v for k, v in PHI_2.items() if k != "partial_rotary_factor"}
     assert CheckpointConfig.from_dict(half).partial_rotary_factor == 0.5  # PhiConfig's
-    with pytest.raises(ModelConfigError, match="Phi qk_layernorm=true"):
-        CheckpointConfig.from_dict({**PHI_2, "qk_layernorm": True})
+    assert not cfg.qk_norm
+    qk = CheckpointConfig.from_dict({**PHI_2, "qk_layernorm": True})
+    assert qk.qk_norm and qk.qk_norm_kind == "layer"
 
 
 def test_phi_checkpoint_names(tmp_path: Path) -> None:
-    path = make_tiny_checkpoint(tmp_path, "phi", num_layers=1)
+    path = make_tiny_checkpoint(tmp_path, "phi", num_layers=1, qk_layernorm=True)
     sd = load_file(str(path / "model.safetensors"))
     params = dict(load_model(path, CheckpointConfig.from_pretrained(path)).named_parameters())
     pairs = {
@@ -116,6 +117,7 @@ def test_phi_checkpoint_names(tmp_path: Path) -> None:
         "model.layers.0.mlp.fc1.weight": "model.layers.0.mlp.fc1.weight",
         "model.layers.0.input_layernorm.bias": "model.layers.0.input_layernorm.bias",
         "model.norm.weight": "model.final_layernorm.weight",
+        "model.layers.0.self_attn.k_norm.bias": "model.layers.0.self_attn.k_layernorm.bias",
         "lm_head.bias": "lm_head.bias",
     }
     for ours, theirs in pairs.items():
