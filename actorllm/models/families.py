@@ -42,9 +42,11 @@ where a family's HF config says which switches it sets. Families by ``model_type
 * opt: learned positions (row ``p + 2``) added to the embeddings and no RoPE, pre-norm
   LayerNorms under its own names (``norm_layout`` "opt"), an un-gated ReLU MLP
   (``fc1`` / ``fc2``), ``enable_bias`` on every projection, tied; its checkpoint names
-  (``model.decoder.*``, ``out_proj``) are mapped in ``models/family_names.py``. The
-  post-norm (``do_layer_norm_before`` false) and projected-embedding
-  (``word_embed_proj_dim``) variants of opt-350m are refused;
+  (``model.decoder.*``, ``out_proj``) are mapped in ``models/family_names.py``.
+  opt-350m's ``do_layer_norm_before`` false puts each norm after its residual add
+  (``norm_layout`` "opt_post") and drops the final norm; its ``word_embed_proj_dim`` <
+  hidden_size embeds (and reads the LM head) that narrow, with ``project_in`` /
+  ``project_out`` around the layers;
 * phi (Phi-1 / 1.5 / 2): Cohere's block (one LayerNorm, attention and MLP side by side)
   with a biased LayerNorm, NeoX RoPE on the first ``partial_rotary_factor`` of each head
   (half by default), biases on every projection and the LM head, an un-gated GELU MLP
@@ -194,22 +196,9 @@ def unsupported_options(raw: dict[str, Any], num_layers: int) -> list[str]:
 
 
 def _opt_problems(raw: dict[str, Any]) -> list[str]:
-    problems = []
-    if raw.get("do_layer_norm_before") is False:
-        problems.append(
-            "OPT do_layer_norm_before=false (post-LayerNorm, as opt-350m) is not supported"
-        )
-    proj, hidden = raw.get("word_embed_proj_dim"), raw.get("hidden_size")
-    if proj is not None and proj != hidden:
-        problems.append(
-            f"OPT word_embed_proj_dim={proj} != hidden_size={hidden} (project_in / "
-            "project_out, as opt-350m) is not supported"
-        )
     if raw.get("layer_norm_elementwise_affine") is False:
-        problems.append("OPT layer_norm_elementwise_affine=false is not supported")
-    if raw.get("_remove_final_layer_norm"):
-        problems.append("OPT _remove_final_layer_norm=true is not supported")
-    return problems
+        return ["OPT layer_norm_elementwise_affine=false is not supported"]
+    return []
 
 
 def family_fields(raw: dict[str, Any], num_layers: int, hidden: int) -> dict[str, Any]:
@@ -266,9 +255,7 @@ def family_fields(raw: dict[str, Any], num_layers: int, hidden: int) -> dict[str
         f["norm_layout"] = "parallel"
         f["logits_multiplier"] = float(raw.get("logit_scale") or 0.0625)
     elif mt == "opt":
-        f["norm_layout"] = "opt"
-        f["learned_positions"] = True
-        f["learned_position_offset"] = 2  # OPTLearnedPositionalEmbedding's offset
+        f.update(_opt_fields(raw, hidden))
     elif mt in GRANITE:
         f["embedding_multiplier"] = float(raw.get("embedding_multiplier", 1.0))
         f["residual_multiplier"] = float(raw.get("residual_multiplier", 1.0))
@@ -367,6 +354,19 @@ def _o_proj_bias(raw: dict[str, Any]) -> bool:
 def _starcoder2_bias(raw: dict[str, Any]) -> bool:
     """StarCoder 2's use_bias (true by default) biases every projection."""
     return raw.get("model_type") == "starcoder2" and bool(raw.get("use_bias", True))
+
+
+def _opt_fields(raw: dict[str, Any], hidden: int) -> dict[str, Any]:
+    pre_norm = raw.get("do_layer_norm_before", True)
+    proj = int(raw.get("word_embed_proj_dim") or hidden)
+    return {
+        "norm_layout": "opt" if pre_norm else "opt_post",
+        # OPTDecoder has a final norm only while the layers' norms come first.
+        "final_norm": bool(pre_norm) and not raw.get("_remove_final_layer_norm", False),
+        "word_embed_proj_dim": 0 if proj == hidden else proj,
+        "learned_positions": True,
+        "learned_position_offset": 2,  # OPTLearnedPositionalEmbedding's offset
+    }
 
 
 def _opt_bias(raw: dict[str, Any]) -> bool:

@@ -110,6 +110,13 @@ _NORMS: dict[str, dict[str, str | None]] = {
         "pre_mlp": "final_layer_norm",
         "post_mlp": None,
     },
+    # OPT-350m (PostNormDecoderLayer): each of them after its sublayer's residual add.
+    "opt_post": {
+        "pre_attn": None,
+        "post_attn": "self_attn_layer_norm",
+        "pre_mlp": None,
+        "post_mlp": "final_layer_norm",
+    },
     # GLM-4: Gemma 2's four norms under other names (its post_attention_layernorm is the
     # norm *before* the MLP).
     "glm4": {
@@ -263,7 +270,7 @@ class DecoderLayer(nn.Module):
         cos_sin: torch.Tensor,
         kv_cache: tuple[torch.Tensor, torch.Tensor],
         meta: AttentionMetadata,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """The residual stream is ``x + residual`` (``x`` alone on the first layer); each add
         is fused into the next norm. Returns (x, residual)."""
         h, residual = _enter(self._norm("pre_attn"), x, residual)
@@ -297,7 +304,7 @@ class ParallelDecoderLayer(DecoderLayer):
         cos_sin: torch.Tensor,
         kv_cache: tuple[torch.Tensor, torch.Tensor],
         meta: AttentionMetadata,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         h, residual = _enter(self._norm("pre_attn"), x, residual)
         a = self.self_attn(positions, h, cos_sin, kv_cache, meta)  # [T, H]
         mlp_norm = self._norm("pre_mlp")
@@ -308,6 +315,40 @@ class ParallelDecoderLayer(DecoderLayer):
         return a + m, residual
 
 
+class PostNormDecoderLayer(DecoderLayer):
+    """OPT-350m's block (``do_layer_norm_before`` false): ``x = norm1(x + attn(x))``, then
+    ``x = norm2(x + mlp(x))``. The stream leaves normed, so no residual is carried on:
+    returns (x, None)."""
+
+    def forward(
+        self,
+        positions: torch.Tensor,
+        x: torch.Tensor,
+        residual: torch.Tensor | None,
+        cos_sin: torch.Tensor,
+        kv_cache: tuple[torch.Tensor, torch.Tensor],
+        meta: AttentionMetadata,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        post_attn, post_mlp = self._norm("post_attn"), self._norm("post_mlp")
+        assert post_attn is not None and post_mlp is not None
+        h = x if residual is None else x + residual  # [T, H]
+        a = self.self_attn(positions, h, cos_sin, kv_cache, meta)
+        h, _ = post_attn.forward_residual(a, h)
+        m = self.mlp(h)  # [T, H]; under tensor parallel, this rank's columns only
+        if self.comm is not None:
+            m = self.comm.all_reduce(m)
+        h, _ = post_mlp.forward_residual(m, h)
+        return h, None
+
+
+# The layer class of the norm layouts whose block is not DecoderLayer's.
+_LAYERS: dict[str, type[DecoderLayer]] = {
+    "parallel": ParallelDecoderLayer,
+    "parallel2": ParallelDecoderLayer,
+    "opt_post": PostNormDecoderLayer,
+}
+
+
 class VocabParallelEmbedding(nn.Module):
     """This rank's ``ceil(V / N)`` rows of the embedding; ids outside them embed to zeros,
     and the all-reduce sums the ranks' rows into the full lookup."""
@@ -316,7 +357,7 @@ class VocabParallelEmbedding(nn.Module):
         super().__init__()
         rows = vocab_shard(cfg)
         self.start = cfg.tp_rank * rows
-        self.weight = nn.Parameter(torch.empty(rows, cfg.hidden_size))  # [V/N, H]
+        self.weight = nn.Parameter(torch.empty(rows, cfg.embed_size))  # [V/N, E]
         self.comm: TPComm | None = None  # set with the model's (bind_comm)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
@@ -341,24 +382,31 @@ class DecoderModel(nn.Module):
         if not first and not (last and cfg.tie_word_embeddings):
             self.embed_tokens = PPMissingLayer()
         elif cfg.tp_size == 1:
-            self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
+            self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.embed_size)
         else:
             self.embed_tokens = VocabParallelEmbedding(cfg)
         start, end = stage_layers(cfg)
-        parallel = cfg.norm_layout in ("parallel", "parallel2")
-        layer = ParallelDecoderLayer if parallel else DecoderLayer
+        layer = _LAYERS.get(cfg.norm_layout, DecoderLayer)
         self.layers = nn.ModuleList(
             layer(cfg, ops, i) if start <= i < end else PPMissingLayer()
             for i in range(cfg.num_layers)
         )
-        self.norm: Norm | PPMissingLayer = (
-            make_norm(cfg, ops, cfg.hidden_size) if last else PPMissingLayer()
-        )
+        self.norm: Norm | PPMissingLayer | None = (
+            None if not cfg.final_norm  # OPT-350m
+            else make_norm(cfg, ops, cfg.hidden_size) if last else PPMissingLayer()
+        )  # fmt: skip
         # OPT: learned positions [max_positions + offset, H], added on the first stage.
         self.embed_positions: nn.Embedding | None = None
         if cfg.learned_positions and first:
             rows = cfg.max_position_embeddings + cfg.learned_position_offset
             self.embed_positions = nn.Embedding(rows, cfg.hidden_size)
+        # OPT-350m: [E] embeddings widened to [H] before the layers, narrowed back after.
+        self.project_in: nn.Linear | None = None
+        self.project_out: nn.Linear | None = None
+        if cfg.word_embed_proj_dim and first:
+            self.project_in = nn.Linear(cfg.word_embed_proj_dim, cfg.hidden_size, bias=False)
+        if cfg.word_embed_proj_dim and last:
+            self.project_out = nn.Linear(cfg.hidden_size, cfg.word_embed_proj_dim, bias=False)
 
 
 class LlamaForCausalLM(CausalLM):
@@ -382,7 +430,7 @@ class LlamaForCausalLM(CausalLM):
         self.model = DecoderModel(cfg, ops)
         # Tensor parallel: this rank's vocabulary rows (models/parallel.py).
         vocab = cfg.vocab_size if cfg.tp_size == 1 else vocab_shard(cfg)
-        self.lm_head = nn.Linear(cfg.hidden_size, vocab, bias=cfg.lm_head_bias)
+        self.lm_head = nn.Linear(cfg.embed_size, vocab, bias=cfg.lm_head_bias)
         if not is_last_stage(cfg):  # pipeline parallel: the last stage's
             self.lm_head = PPMissingLayer()  # type: ignore[assignment]
         self.comm: TPComm | None = None  # gathers the ranks' logits (bind_comm)
@@ -470,17 +518,20 @@ class LlamaForCausalLM(CausalLM):
         prompt_embeds: tuple[torch.Tensor, torch.Tensor] | None = None,
     ) -> torch.Tensor:
         """input_ids, positions: [T] int64 -> hidden states [T, H] (final norm applied).
-        ``prompt_embeds``: [R] rows and the [R, H] inputs they take instead of their
-        tokens' embeddings (embedding prompts: as the decoder layers see them, after the
-        embedding scale, like HF's ``inputs_embeds``)."""
+        ``prompt_embeds``: [R] rows and the [R, E] inputs they take instead of their
+        tokens' embeddings (embedding prompts: after the embedding scale, before OPT's
+        position embeddings and project_in, like HF's ``inputs_embeds``; E is H but for
+        OPT-350m's narrower embeddings)."""
         residual: torch.Tensor | None = None
         if self.first_stage:
-            x = self.model.embed_tokens(input_ids)  # [T, H]
+            x = self.model.embed_tokens(input_ids)  # [T, E]
             if self.embed_scale != 1.0:
                 x = x * self.embed_scale
             if prompt_embeds is not None:
-                rows, values = prompt_embeds  # [R], [R, H]
-                x = x.index_copy(0, rows, values.to(x.dtype))  # [T, H]
+                rows, values = prompt_embeds  # [R], [R, E]
+                x = x.index_copy(0, rows, values.to(x.dtype))  # [T, E]
+            if self.model.project_in is not None:  # OPT-350m
+                x = self.model.project_in(x)  # [T, H]
             if self.model.embed_positions is not None:  # OPT: also under prompt embeds
                 offset = self.config.learned_position_offset
                 x = x + self.model.embed_positions(positions + offset)  # [T, H]
@@ -500,13 +551,17 @@ class LlamaForCausalLM(CausalLM):
             x, residual = layer(positions, x, residual, cos_sin, kv_cache, attn_metadata)
         if aux:
             self.aux_hidden = [kept[i] for i in aux]
-        assert residual is not None
         if not self.last_stage:
             assert self.pipe is not None, "an earlier pipeline stage runs with its link"
-            self.pipe.send_stage(torch.stack([x, residual]))  # [2, T, H]
+            rest = torch.zeros_like(x) if residual is None else residual  # OPT-350m: none
+            self.pipe.send_stage(torch.stack([x, rest]))  # [2, T, H]
             return x
         norm = self.model.norm
         assert not isinstance(norm, PPMissingLayer)  # the last stage's
+        if norm is None:  # OPT-350m: its last layer's norm was the last
+            return x if residual is None else x + residual
+        if residual is None:
+            return norm(x)
         x, _ = norm.forward_residual(x, residual)
         return x
 
@@ -514,6 +569,8 @@ class LlamaForCausalLM(CausalLM):
         """hidden: [N, H] -> logits [N, V] float32 (Granite's scale, Gemma 2's soft cap);
         ``float32=False``: in the LM head's dtype unless the soft cap needs float32.
         Tensor parallel: a collective; rank 0 gets the logits, the other ranks [N, 0]."""
+        if self.model.project_out is not None:  # OPT-350m: the head reads [N, E]
+            hidden = self.model.project_out(hidden)
         logits = self.lm_head(hidden)  # [N, V] (tensor parallel: [N, V/N], this rank's)
         if self.comm is not None:
             gathered = self.comm.gather_last_dim(logits)  # rank 0: [N, N_ranks * V/N]

@@ -73,6 +73,7 @@ def _prompt_logprobs(out: Any) -> list[float]:
         pytest.param("starcoder2", marks=pytest.mark.slow),  # c_fc / c_proj, LayerNorms
         pytest.param("cohere", marks=pytest.mark.slow),  # attention and MLP side by side
         pytest.param("opt", marks=pytest.mark.slow),  # learned positions, fc1 / fc2
+        pytest.param("opt_350m", marks=pytest.mark.slow),  # post-norm, narrow embeddings
         pytest.param("phi", marks=pytest.mark.slow),  # partial rotary, the head's bias
         pytest.param("gpt_neox", marks=pytest.mark.slow),  # query_key_value head by head
     ],

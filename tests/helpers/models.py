@@ -19,7 +19,7 @@ Family = Literal[
     "gemma", "gemma2", "gemma3", "phi3", "phi3_longrope", "olmo2", "granite", "gpt2",
     "gpt_oss", "smollm3", "ernie4_5", "arcee", "olmo3", "exaone4", "glm", "glm4",
     "seed_oss", "granitemoe", "starcoder2", "stablelm", "apertus", "cohere", "cohere2",
-    "opt", "phi", "gpt_neox", "gpt_neox_sequential",
+    "opt", "opt_350m", "phi", "gpt_neox", "gpt_neox_sequential",
 ]  # fmt: skip
 
 LLAMA3_ROPE = {
@@ -241,11 +241,12 @@ def _newer_family(family: str, common: dict[str, Any], sliding_window: int | Non
     return transformers.Glm4Config(**common)
 
 
-LEARNED_OR_FUSED = ("opt", "phi", "gpt_neox", "gpt_neox_sequential")
+LEARNED_OR_FUSED = ("opt", "opt_350m", "phi", "gpt_neox", "gpt_neox_sequential")
 
 
 def _learned_or_fused_family(family: str, common: dict[str, Any]) -> Any:
-    """OPT (learned positions, ReLU fc1 / fc2), Phi (attention and MLP side by side, RoPE
+    """OPT (learned positions, ReLU fc1 / fc2; "opt_350m": post-norm, embeddings half as
+    wide as the layers), Phi (attention and MLP side by side, RoPE
     on half of each head, biases everywhere, the head's too), GPT-NeoX (the fused per-head
     query_key_value, RoPE on a quarter of each head, the parallel residual or not)."""
     import transformers
@@ -270,7 +271,8 @@ def _learned_or_fused_family(family: str, common: dict[str, Any]) -> Any:
         max_position_embeddings=common["max_position_embeddings"],
         tie_word_embeddings=common.get("tie_word_embeddings", True),
         eos_token_id=common["eos_token_id"], bos_token_id=1, pad_token_id=1,
-        dropout=0.0, attention_dropout=0.0,
+        dropout=0.0, attention_dropout=0.0, do_layer_norm_before=family == "opt",
+        word_embed_proj_dim=common["hidden_size"] // (2 if family == "opt_350m" else 1),
     )  # fmt: skip
 
 

@@ -46,6 +46,7 @@ FAMILIES: list[tuple[Family, dict[str, Any]]] = [
     ("cohere", {"tie_word_embeddings": True}),
     ("cohere2", {"tie_word_embeddings": True}),
     ("opt", {"tie_word_embeddings": True}),
+    ("opt_350m", {"tie_word_embeddings": True}),
     ("phi", {}),
     ("gpt_neox", {}),
     ("gpt_neox_sequential", {}),

@@ -16,6 +16,7 @@ MODULES = [
     ("opt", "model.decoder.final_layer_norm", "model.norm"),
     ("opt", "model.decoder.layers.0.final_layer_norm", "model.layers.0.final_layer_norm"),
     ("opt", "model.decoder.embed_positions", "model.embed_positions"),
+    ("opt", "model.decoder.project_in", "model.project_in"),
     ("phi", "model.layers.0.self_attn.dense", "model.layers.0.self_attn.o_proj"),
     ("phi", "model.layers.0.mlp.fc2", "model.layers.0.mlp.fc2"),
     ("phi", "model.final_layernorm", "model.norm"),

@@ -6,7 +6,6 @@ tests/models/test_family_engine_parity.py."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 import torch
@@ -37,18 +36,27 @@ def test_opt_learned_positions_relu_mlp_biases_tied() -> None:
     assert not (unbiased.attention_bias or unbiased.o_proj_bias or unbiased.mlp_bias)
 
 
-@pytest.mark.parametrize(
-    ("extra", "named"),
-    [
-        ({"do_layer_norm_before": False}, "OPT do_layer_norm_before=false"),
-        ({"word_embed_proj_dim": 32}, "OPT word_embed_proj_dim=32 != hidden_size=64"),
-        ({"layer_norm_elementwise_affine": False}, "OPT layer_norm_elementwise_affine=false"),
-        ({"_remove_final_layer_norm": True}, "OPT _remove_final_layer_norm=true"),
-    ],
-)
-def test_opt_variants_not_run_are_refused_by_name(extra: dict[str, Any], named: str) -> None:
-    with pytest.raises(ModelConfigError, match=named):
-        CheckpointConfig.from_dict({**OPT_125M, **extra})
+def test_opt_350m_post_norms_and_narrow_embeddings() -> None:
+    """facebook/opt-350m: do_layer_norm_before false (no final norm then) and
+    word_embed_proj_dim 512 < hidden_size 1024."""
+    raw = {**OPT_125M, "do_layer_norm_before": False, "word_embed_proj_dim": 32}
+    cfg = CheckpointConfig.from_dict(raw)
+    assert cfg.norm_layout == "opt_post" and not cfg.final_norm
+    assert (cfg.word_embed_proj_dim, cfg.embed_size, cfg.hidden_size) == (32, 32, 64)
+    model = load_model("/nonexistent", cfg, load_format="dummy")
+    shapes = {n: tuple(p.shape) for n, p in model.named_parameters()}
+    assert shapes["model.embed_tokens.weight"] == (128, 32)
+    assert shapes["model.project_in.weight"] == (64, 32)
+    assert shapes["model.project_out.weight"] == (32, 64)
+    assert not any(n.startswith("model.norm.") for n in shapes)
+    assert CheckpointConfig.from_dict(OPT_125M).embed_size == 64  # 125m: 768 both
+    removed = CheckpointConfig.from_dict({**OPT_125M, "_remove_final_layer_norm": True})
+    assert removed.norm_layout == "opt" and not removed.final_norm
+
+
+def test_opt_without_norm_weights_is_refused_by_name() -> None:
+    with pytest.raises(ModelConfigError, match="OPT layer_norm_elementwise_affine=false"):
+        CheckpointConfig.from_dict({**OPT_125M, "layer_norm_elementwise_affine": False})
 
 
 @pytest.mark.parametrize("prefix", ["model.", ""])
