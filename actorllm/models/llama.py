@@ -11,7 +11,8 @@ Granite's multipliers, RoPE skipped on some layers (NoPE), GPT-J-style (interlea
 RoPE, an MLP without a gate (``layers.UngatedMLP``), LayerNorm instead of RMSNorm, learned
 absolute positions instead of RoPE, a biased LM head, and a sparse MoE MLP
 (``models/moe.py``) instead of the dense one. A switch a family leaves off costs the
-forward nothing: each is resolved once per layer at build time.
+forward nothing: each is resolved once per layer at build time. The layers and their
+norm layouts are ``models/decoder_layer.py``, their attention ``models/decoder_attention.py``.
 Projections are fused: ``qkv_proj`` packs q|k|v rows and ``gate_up_proj`` packs gate|up
 rows (Phi-3's checkpoints already are; GPT-NeoX's ``query_key_value`` keeps its own
 per-head order, ``qkv_head_major``); :data:`PACKED_MODULES` tells the loader how HF's
@@ -30,13 +31,14 @@ import torch.nn.functional as F
 from torch import nn
 
 from actorllm.kernels.ops import Ops
-from actorllm.kernels.rotary import apply_rotary_interleaved, rope_table
-from actorllm.models.attention import AttentionMetadata, PagedAttention
+from actorllm.kernels.rotary import rope_table
+from actorllm.models.attention import AttentionMetadata
 from actorllm.models.base import CausalLM, KVCaches
 from actorllm.models.config import CheckpointConfig
+from actorllm.models.decoder_layer import layer_class
 from actorllm.models.family_names import family_name
-from actorllm.models.layers import MLP, Norm, RMSNorm, UngatedMLP, make_norm
-from actorllm.models.moe import STACKED_NAMES, SparseMoeBlock
+from actorllm.models.layers import Norm, RMSNorm, make_norm
+from actorllm.models.moe import STACKED_NAMES
 from actorllm.models.parallel import TPComm, vocab_shard
 from actorllm.models.pipeline import (
     PipeLink,
@@ -45,7 +47,6 @@ from actorllm.models.pipeline import (
     is_last_stage,
     stage_layers,
 )
-from actorllm.models.qk_layer_norm import QKLayerNorm
 
 __all__ = ["PACKED_MODULES", "KVCaches", "LlamaForCausalLM", "RMSNorm"]
 
@@ -60,72 +61,6 @@ PACKED_MODULES: dict[str, tuple[str, int]] = {
 # Arcee's MLP has no gate: its up_proj is its own linear, only q/k/v are packed.
 PACKED_QKV = {k: v for k, v in PACKED_MODULES.items() if v[0] == "qkv_proj"}
 
-# Each norm_layout's norms, by role -> HF attribute name (None: the layout has none).
-_NORMS: dict[str, dict[str, str | None]] = {
-    "pre": {
-        "pre_attn": "input_layernorm",
-        "post_attn": None,
-        "pre_mlp": "post_attention_layernorm",
-        "post_mlp": None,
-    },
-    "sandwich": {
-        "pre_attn": "input_layernorm",
-        "post_attn": "post_attention_layernorm",
-        "pre_mlp": "pre_feedforward_layernorm",
-        "post_mlp": "post_feedforward_layernorm",
-    },
-    "post": {
-        "pre_attn": None,
-        "post_attn": "post_attention_layernorm",
-        "pre_mlp": None,
-        "post_mlp": "post_feedforward_layernorm",
-    },
-    # Cohere: one norm; attention and MLP run side by side on it (ParallelDecoderLayer).
-    "parallel": {
-        "pre_attn": "input_layernorm",
-        "post_attn": None,
-        "pre_mlp": None,
-        "post_mlp": None,
-    },
-    # Apertus: Llama's two norms under other names.
-    "apertus": {
-        "pre_attn": "attention_layernorm",
-        "post_attn": None,
-        "pre_mlp": "feedforward_layernorm",
-        "post_mlp": None,
-    },
-    # GPT-NeoX's use_parallel_residual: Llama's two norms, each read from the layer's input
-    # (attention and MLP side by side).
-    "parallel2": {
-        "pre_attn": "input_layernorm",
-        "post_attn": None,
-        "pre_mlp": "post_attention_layernorm",
-        "post_mlp": None,
-    },
-    # OPT: Llama's two norms under its names (its per-layer final_layer_norm is the norm
-    # *before* the MLP).
-    "opt": {
-        "pre_attn": "self_attn_layer_norm",
-        "post_attn": None,
-        "pre_mlp": "final_layer_norm",
-        "post_mlp": None,
-    },
-    # OPT-350m (PostNormDecoderLayer): each of them after its sublayer's residual add.
-    "opt_post": {
-        "pre_attn": None,
-        "post_attn": "self_attn_layer_norm",
-        "pre_mlp": None,
-        "post_mlp": "final_layer_norm",
-    },
-    # GLM-4: Gemma 2's four norms under other names (its post_attention_layernorm is the
-    # norm *before* the MLP).
-    "glm4": {
-        "pre_attn": "input_layernorm",
-        "post_attn": "post_self_attn_layernorm",
-        "pre_mlp": "post_attention_layernorm",
-        "post_mlp": "post_mlp_layernorm",
-    },
-}
 # GraniteMoE's checkpoint names: experts stacked [E, 2I, H] (gate | up) and [E, H, I].
 _GRANITE_MOE_NAMES = {
     ".mlp.input_linear.weight": ".mlp.experts.w13",
@@ -134,219 +69,6 @@ _GRANITE_MOE_NAMES = {
 }
 _GRANITE_MOE = ("input_linear.weight", "output_linear.weight", "router.layer.weight")
 _STACKED = re.compile(r"\.experts\.(" + "|".join(STACKED_NAMES) + r")$")
-
-
-class Attention(nn.Module):
-    def __init__(self, cfg: CheckpointConfig, ops: Ops, layer_idx: int) -> None:
-        super().__init__()
-        self.ops = ops
-        self.hq, self.hk, self.d = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
-        # Shard sizes of the packed projection, in PACKED_MODULES order (q, k, v).
-        self.shard_sizes = [self.hq * self.d, self.hk * self.d, self.hk * self.d]
-        self.qkv_proj = nn.Linear(cfg.hidden_size, sum(self.shard_sizes), bias=cfg.attention_bias)
-        self.head_major = cfg.qkv_head_major  # GPT-NeoX: rows [Hq, 3, D], not q | k | v
-        self.o_proj = nn.Linear(self.hq * self.d, cfg.hidden_size, bias=cfg.o_proj_bias)
-        # Per head ([D], Qwen3 / Gemma 3) or over the whole projection ([Hq*D], OLMo 2).
-        self.per_head = cfg.qk_norm_per_head
-        q_size, k_size = (self.d, self.d) if self.per_head else self.shard_sizes[:2]
-        eps, off = cfg.rms_norm_eps, cfg.norm_offset
-        self.q_norm: RMSNorm | QKLayerNorm | None = None
-        self.k_norm: RMSNorm | QKLayerNorm | None = None
-        if cfg.qk_norm and cfg.qk_norm_kind != "rms":  # Phi, Cohere, StableLM: per head
-            self.q_norm = QKLayerNorm(cfg.qk_norm_kind, self.hq, self.d, eps)
-            self.k_norm = QKLayerNorm(cfg.qk_norm_kind, self.hk, self.d, eps)
-        elif cfg.qk_norm:
-            self.q_norm = RMSNorm(ops, q_size, eps, off)
-            self.k_norm = RMSNorm(ops, k_size, eps, off)
-        self.clip = cfg.clip_qkv
-        nope = bool(cfg.nope_layers) and cfg.nope_layers[layer_idx]  # SmolLM3, EXAONE 4
-        self.rot_dim = 0 if nope else int(self.d * cfg.partial_rotary_factor)
-        # NeoX halves (the backend's kernel) or GPT-J's adjacent pairs (ERNIE 4.5, GLM).
-        self.rotary = apply_rotary_interleaved if cfg.rope_interleaved else ops.apply_rotary
-        # Qwen3: per-head norms without Gemma's offset and full NeoX rotary: the backend's
-        # one fused call where it has one (the three calls below otherwise).
-        self.fused_qk = (
-            ops.qk_norm_rotary is not None and cfg.qk_norm and self.per_head
-            and not off and self.rot_dim == self.d and not cfg.rope_interleaved
-            and cfg.qk_norm_kind == "rms"
-        )  # fmt: skip
-        self.comm: TPComm | None = None  # tensor parallel: sums the ranks' o_proj outputs
-        window = cfg.sliding_windows[layer_idx]
-        self.attn = PagedAttention(
-            ops, self.hq, self.hk, self.d, window,
-            scale=cfg.attention_scale, softcap=cfg.attn_logit_softcap,
-        )  # fmt: skip
-        # gpt-oss: each query head's sink logit [Hq] (the kernels read it as float32).
-        self.sinks = nn.Parameter(torch.empty(self.hq)) if cfg.attention_sinks else None
-
-    def forward(
-        self,
-        positions: torch.Tensor,
-        x: torch.Tensor,
-        cos_sin: torch.Tensor,
-        kv_cache: tuple[torch.Tensor, torch.Tensor],
-        meta: AttentionMetadata,
-    ) -> torch.Tensor:
-        """x: [T, H] -> [T, H]."""
-        t = x.shape[0]
-        if self.head_major:  # GPT-NeoX (no GQA): [T, Hq, 3, D] -> 3 x [T, Hq * D]
-            qkv = self.qkv_proj(x).view(t, self.hq, 3, self.d)
-            q, k, v = (qkv[:, :, i].reshape(t, -1) for i in range(3))
-        else:
-            q, k, v = self.qkv_proj(x).split(self.shard_sizes, dim=-1)
-        if self.q_norm is not None and self.k_norm is not None and not self.per_head:
-            q, k = self.q_norm(q), self.k_norm(k)  # over [Hq*D] and [Hk*D]
-        if self.clip is not None:  # OLMoE: after the norms
-            c = self.clip
-            q, k, v = q.clamp(-c, c), k.clamp(-c, c), v.clamp(-c, c)
-        q = q.view(t, self.hq, self.d)  # [T, Hq, D]
-        k = k.view(t, self.hk, self.d)  # [T, Hk, D]
-        v = v.view(t, self.hk, self.d)
-        if self.fused_qk:  # Qwen3: both per-head norms and the rotary in one call
-            assert isinstance(self.q_norm, RMSNorm) and isinstance(self.k_norm, RMSNorm)
-            assert self.ops.qk_norm_rotary is not None
-            qw, kw, eps = self.q_norm.weight, self.k_norm.weight, self.q_norm.eps
-            q, k = self.ops.qk_norm_rotary(positions, q, k, qw, kw, eps, cos_sin)
-        else:
-            if self.q_norm is not None and self.k_norm is not None and self.per_head:
-                q, k = self.q_norm(q), self.k_norm(k)
-            q, k = self._rotate(positions, q, k, cos_sin)
-        o = self.attn(q, k, v, kv_cache, meta, self.sinks)  # [T, Hq, D]
-        out = self.o_proj(o.reshape(t, self.hq * self.d))  # [T, H], this rank's heads only
-        return out if self.comm is None else self.comm.all_reduce(out)
-
-    def _rotate(
-        self, positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor, cos_sin: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """RoPE on q [T, Hq, D] and k [T, Hk, D]: all of each head, its first rot_dim, or
-        none of it (a NoPE layer)."""
-        if self.rot_dim == self.d:
-            return self.rotary(positions, q, k, cos_sin)
-        r = self.rot_dim  # partial rotary: only the first rot_dim lanes of each head turn
-        if r == 0:
-            return q, k
-        qr, kr = self.rotary(positions, q[..., :r], k[..., :r], cos_sin)
-        return torch.cat([qr, q[..., r:]], dim=-1), torch.cat([kr, k[..., r:]], dim=-1)
-
-
-def _enter(
-    norm: Norm | None, x: torch.Tensor, residual: torch.Tensor | None
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Add the pending residual (the stream is ``x + residual``) and norm it if the layout
-    has a norm here: (sublayer input, new residual stream)."""
-    if residual is None:
-        return (norm(x) if norm is not None else x), x
-    if norm is not None:
-        return norm.forward_residual(x, residual)
-    h = x + residual
-    return h, h
-
-
-class DecoderLayer(nn.Module):
-    def __init__(self, cfg: CheckpointConfig, ops: Ops, layer_idx: int) -> None:
-        super().__init__()
-        self.is_sliding = cfg.sliding_windows[layer_idx] is not None
-        self.self_attn = Attention(cfg, ops, layer_idx)
-        moe = bool(cfg.moe_layers) and cfg.moe_layers[layer_idx]
-        self.mlp: nn.Module = (
-            SparseMoeBlock(cfg, ops) if moe else MLP(cfg, ops) if cfg.mlp_gated else UngatedMLP(cfg)
-        )
-        self.residual_multiplier = cfg.residual_multiplier
-        self.comm: TPComm | None = None  # tensor parallel: sums the ranks' MLP outputs
-        self.norm_names = _NORMS[cfg.norm_layout]
-        for name in self.norm_names.values():
-            if name is not None:
-                self.add_module(name, make_norm(cfg, ops, cfg.hidden_size))
-
-    def _norm(self, role: str) -> Norm | None:
-        name = self.norm_names[role]
-        return None if name is None else getattr(self, name)
-
-    def forward(
-        self,
-        positions: torch.Tensor,
-        x: torch.Tensor,
-        residual: torch.Tensor | None,
-        cos_sin: torch.Tensor,
-        kv_cache: tuple[torch.Tensor, torch.Tensor],
-        meta: AttentionMetadata,
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """The residual stream is ``x + residual`` (``x`` alone on the first layer); each add
-        is fused into the next norm. Returns (x, residual)."""
-        h, residual = _enter(self._norm("pre_attn"), x, residual)
-        x = self.self_attn(positions, h, cos_sin, kv_cache, meta)
-        x = self._finish(self._norm("post_attn"), x)
-        h, residual = _enter(self._norm("pre_mlp"), x, residual)
-        m = self.mlp(h)  # [T, H]; under tensor parallel, this rank's columns only
-        if self.comm is not None:
-            m = self.comm.all_reduce(m)
-        x = self._finish(self._norm("post_mlp"), m)
-        return x, residual
-
-    def _finish(self, norm: Norm | None, x: torch.Tensor) -> torch.Tensor:
-        """A sublayer's output before it joins the stream: post-norm, Granite's multiplier."""
-        if norm is not None:
-            x = norm(x)
-        if self.residual_multiplier != 1.0:
-            x = x * self.residual_multiplier
-        return x
-
-
-class ParallelDecoderLayer(DecoderLayer):
-    """Cohere's and Phi's block: ``x + attn(norm(x)) + mlp(norm(x))``, one norm for both;
-    GPT-NeoX's: ``x + attn(norm1(x)) + mlp(norm2(x))``."""
-
-    def forward(
-        self,
-        positions: torch.Tensor,
-        x: torch.Tensor,
-        residual: torch.Tensor | None,
-        cos_sin: torch.Tensor,
-        kv_cache: tuple[torch.Tensor, torch.Tensor],
-        meta: AttentionMetadata,
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        h, residual = _enter(self._norm("pre_attn"), x, residual)
-        a = self.self_attn(positions, h, cos_sin, kv_cache, meta)  # [T, H]
-        mlp_norm = self._norm("pre_mlp")
-        m = self.mlp(h if mlp_norm is None else mlp_norm(residual))  # [T, H]; under tensor
-        # parallel, this rank's columns only
-        if self.comm is not None:
-            m = self.comm.all_reduce(m)
-        return a + m, residual
-
-
-class PostNormDecoderLayer(DecoderLayer):
-    """OPT-350m's block (``do_layer_norm_before`` false): ``x = norm1(x + attn(x))``, then
-    ``x = norm2(x + mlp(x))``. The stream leaves normed, so no residual is carried on:
-    returns (x, None)."""
-
-    def forward(
-        self,
-        positions: torch.Tensor,
-        x: torch.Tensor,
-        residual: torch.Tensor | None,
-        cos_sin: torch.Tensor,
-        kv_cache: tuple[torch.Tensor, torch.Tensor],
-        meta: AttentionMetadata,
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        post_attn, post_mlp = self._norm("post_attn"), self._norm("post_mlp")
-        assert post_attn is not None and post_mlp is not None
-        h = x if residual is None else x + residual  # [T, H]
-        a = self.self_attn(positions, h, cos_sin, kv_cache, meta)
-        h, _ = post_attn.forward_residual(a, h)
-        m = self.mlp(h)  # [T, H]; under tensor parallel, this rank's columns only
-        if self.comm is not None:
-            m = self.comm.all_reduce(m)
-        h, _ = post_mlp.forward_residual(m, h)
-        return h, None
-
-
-# The layer class of the norm layouts whose block is not DecoderLayer's.
-_LAYERS: dict[str, type[DecoderLayer]] = {
-    "parallel": ParallelDecoderLayer,
-    "parallel2": ParallelDecoderLayer,
-    "opt_post": PostNormDecoderLayer,
-}
 
 
 class VocabParallelEmbedding(nn.Module):
@@ -386,7 +108,7 @@ class DecoderModel(nn.Module):
         else:
             self.embed_tokens = VocabParallelEmbedding(cfg)
         start, end = stage_layers(cfg)
-        layer = _LAYERS.get(cfg.norm_layout, DecoderLayer)
+        layer = layer_class(cfg)
         self.layers = nn.ModuleList(
             layer(cfg, ops, i) if start <= i < end else PPMissingLayer()
             for i in range(cfg.num_layers)
