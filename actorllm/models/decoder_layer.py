@@ -168,9 +168,9 @@ class ParallelDecoderLayer(DecoderLayer):
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         h, residual = _enter(self._norm("pre_attn"), x, residual)
         a = self.self_attn(positions, h, cos_sin, kv_cache, meta)  # [T, H]
-        mlp_norm = self._norm("pre_mlp")
-        m = self.mlp(h if mlp_norm is None else mlp_norm(residual))  # [T, H]; under tensor
-        # parallel, this rank's columns only
+        mlp_norm = self._norm("pre_mlp")  # GPT-NeoX's own norm, from the same input
+        m = self.mlp(h if mlp_norm is None else mlp_norm(residual))  # [T, H]
+        # (under tensor parallel, this rank's columns only)
         if self.comm is not None:
             m = self.comm.all_reduce(m)
         return a + m, residual
