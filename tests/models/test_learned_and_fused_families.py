@@ -178,3 +178,26 @@ def test_gpt_neox_query_key_value_loads_in_its_own_per_head_order(tmp_path: Path
     }
     for ours, theirs in pairs.items():
         assert torch.equal(params[ours], sd[theirs]), ours
+
+
+@pytest.mark.slow
+def test_opt_350m_embedding_prompts_are_as_wide_as_its_embeddings(tmp_path: Path) -> None:
+    """As HF's (and vLLM's) inputs_embeds: [T, word_embed_proj_dim] rows, before
+    project_in and the positions."""
+    import transformers
+
+    from actorllm import LLM, SamplingParams
+    from tests.models.test_family_engine_parity import _checkpoint
+
+    path = _checkpoint(tmp_path / "opt", "opt_350m", {"tie_word_embeddings": True})
+    hf = transformers.AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+    embeds = torch.randn(12, 32, generator=torch.Generator().manual_seed(0)) * 0.5  # [T, E]
+    with torch.no_grad():
+        ref = hf.generate(
+            inputs_embeds=embeds[None], attention_mask=torch.ones(1, 12, dtype=torch.long),
+            max_new_tokens=8, do_sample=False, eos_token_id=None, pad_token_id=1,
+        )[0].tolist()  # fmt: skip
+    greedy = SamplingParams(temperature=0.0, max_tokens=8, ignore_eos=True)
+    with LLM(str(path), enable_prompt_embeds=True, dtype="float32", max_model_len=64) as llm:
+        out = llm.generate({"prompt_embeds": embeds}, greedy, use_tqdm=False)[0]
+    assert list(out.outputs[0].token_ids) == ref[-8:]
