@@ -30,13 +30,25 @@ TARGETS = (*ALL_PROJ, "gate_up_proj", "c_fc", "c_proj", "out_proj", "fc1", "fc2"
     "family", ["arcee", "starcoder2", "glm4", "smollm3", "opt", "phi", "gpt_neox"]
 )
 def test_adapter_logprobs_equal_peft(tmp_path: Path, family: Family) -> None:
+    _adapter_logprobs_equal_peft(tmp_path, family, tp=1)
+
+
+@pytest.mark.slow
+def test_gpt_neox_query_key_value_adapter_under_tensor_parallel(tmp_path: Path) -> None:
+    """GPT-NeoX's B rows of query_key_value are head by head, as its weight's: each rank
+    keeps its heads' block of rows."""
+    _adapter_logprobs_equal_peft(tmp_path, "gpt_neox", tp=2)
+
+
+def _adapter_logprobs_equal_peft(tmp_path: Path, family: Family, tp: int) -> None:
     import peft
     import transformers
 
     base = _checkpoint(tmp_path / family, family, {})
     adapter = make_adapter(base, tmp_path / "adapter", targets=TARGETS, r=8, seed=5)
     rows = [LoRARequest("a", 1, str(adapter)), None]
-    with LLM(str(base), enable_lora=True, max_loras=2, dtype="float32", max_model_len=64) as llm:
+    engine = dict(enable_lora=True, max_loras=2, dtype="float32", max_model_len=64)
+    with LLM(str(base), tensor_parallel_size=tp, **engine) as llm:
         outs = llm.generate([{"prompt_token_ids": PROMPT}] * 2, GREEDY, use_tqdm=False,
                             lora_request=rows)  # fmt: skip
     hf = transformers.AutoModelForCausalLM.from_pretrained(
