@@ -103,12 +103,18 @@ class CheckpointConfig(msgspec.Struct, frozen=True, kw_only=True):
     o_proj_bias: bool = False  # Llama with attention_bias, Granite, OLMo: o_proj has a bias
     mlp_bias: bool = False  # Granite's mlp_bias
     qk_norm_per_head: bool = True  # False: OLMo 2 / OLMoE norm the whole q / k projection
+    # "rms", or a LayerNorm per head (models/qk_layer_norm.py): "layer" (Phi), "layer_heads"
+    # (Cohere), "layer_head_list" (StableLM).
+    qk_norm_kind: str = "rms"
     clip_qkv: float | None = None  # OLMoE: clamp q, k, v to [-clip, clip]
     # Gemma: RMSNorm scales by (offset + w), offset 1.0.
     norm_offset: float = 0.0
     # Which norms a layer has, by HF name: "pre" (Llama), "sandwich" (Gemma 2/3: also
     # post-attention and post-feedforward norms), "post" (OLMo 2: norms after each sublayer),
-    # "parallel" (Cohere: one norm, attention and MLP both read it; their outputs are added).
+    # "parallel" (Cohere: one norm, attention and MLP both read it; their outputs are added),
+    # "parallel2" (GPT-NeoX: attention and MLP side by side, each on its own norm), "opt"
+    # (Llama's two norms under OPT's names), "opt_post" (OPT-350m: the same norms, each after
+    # its sublayer's residual add).
     norm_layout: str = "pre"
     embedding_multiplier: float = 1.0  # Gemma: sqrt(hidden); Granite: embedding_multiplier
     residual_multiplier: float = 1.0  # Granite: sublayer outputs scaled before the add
@@ -134,6 +140,18 @@ class CheckpointConfig(msgspec.Struct, frozen=True, kw_only=True):
     # "rms" (RMSNorm), "layer" (LayerNorm with a bias: StarCoder 2, StableLM) or
     # "layer_nobias" (Cohere); eps: rms_norm_eps.
     norm_type: str = "rms"
+    # OPT: learned absolute positions (``model.embed_positions``, no RoPE on any layer);
+    # position p reads row p + learned_position_offset (OPT's 2).
+    learned_positions: bool = False
+    learned_position_offset: int = 0
+    lm_head_bias: bool = False  # Phi: the LM head has a bias
+    # OPT-350m: token embeddings (and the LM head's input) are this wide, projected to and
+    # from hidden_size by model.project_in / project_out; 0: hidden_size wide.
+    word_embed_proj_dim: int = 0
+    final_norm: bool = True  # False: no model.norm (OPT-350m's layers end normed)
+    # GPT-NeoX: qkv_proj's rows are [H, 3, D] (each head's q, k, v side by side), as its
+    # checkpoints store query_key_value; a rank's heads are then one block of rows.
+    qkv_head_major: bool = False
     # -- Mixture of Experts (num_experts == 0: dense) ---------------------------------------
     num_experts: int = 0
     num_experts_per_tok: int = 0
@@ -163,6 +181,11 @@ class CheckpointConfig(msgspec.Struct, frozen=True, kw_only=True):
     def __post_init__(self) -> None:
         if self.max_model_len <= 0:
             msgspec.structs.force_setattr(self, "max_model_len", self.max_position_embeddings)
+
+    @property
+    def embed_size(self) -> int:
+        """The width of token embeddings, embedding prompts and the LM head's input."""
+        return self.word_embed_proj_dim or self.hidden_size
 
     @property
     def eos_token_id(self) -> int | None:

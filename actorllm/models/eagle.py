@@ -28,8 +28,9 @@ from actorllm.kernels.ops import Ops
 from actorllm.models.attention import AttentionMetadata
 from actorllm.models.base import CausalLM, KVCaches
 from actorllm.models.config import CheckpointConfig
+from actorllm.models.decoder_layer import DecoderLayer
 from actorllm.models.layers import RMSNorm
-from actorllm.models.llama import DecoderLayer, LlamaForCausalLM
+from actorllm.models.llama import LlamaForCausalLM
 from actorllm.models.pipeline import PPMissingLayer
 
 # The speculators library's names -> vLLM's (and ours).

@@ -33,10 +33,31 @@ where a family's HF config says which switches it sets. Families by ``model_type
   xIELU (learned scalars per layer);
 * cohere (Command R): one LayerNorm without a bias, attention and MLP side by side on it
   (``norm_layout`` "parallel"), interleaved RoPE, logits times ``logit_scale``, tied by
-  default (its per-head q/k norms, ``use_qk_norm``, are refused); cohere2 adds sliding
-  layers, the full ones without RoPE;
+  default, ``use_qk_norm``: a LayerNorm on each head of q and k with a weight per head
+  (``qk_norm_kind`` "layer_heads"); cohere2 adds sliding layers, the full ones without
+  RoPE;
 * stablelm: Llama with LayerNorms, RoPE on a quarter of each head by default and
-  ``use_qkv_bias`` (its per-head q/k LayerNorms and parallel residual are refused).
+  ``use_qkv_bias``; ``qk_layernorm``: one LayerNorm per head of q and k
+  ("layer_head_list"), ``use_parallel_residual``: Cohere's block;
+* opt: learned positions (row ``p + 2``) added to the embeddings and no RoPE, pre-norm
+  LayerNorms under its own names (``norm_layout`` "opt"), an un-gated ReLU MLP
+  (``fc1`` / ``fc2``), ``enable_bias`` on every projection, tied; its checkpoint names
+  (``model.decoder.*``, ``out_proj``) are mapped in ``models/family_names.py``.
+  opt-350m's ``do_layer_norm_before`` false puts each norm after its residual add
+  (``norm_layout`` "opt_post") and drops the final norm; its ``word_embed_proj_dim`` <
+  hidden_size embeds (and reads the LM head) that narrow, with ``project_in`` /
+  ``project_out`` around the layers;
+* phi (Phi-1 / 1.5 / 2): Cohere's block (one LayerNorm, attention and MLP side by side)
+  with a biased LayerNorm, NeoX RoPE on the first ``partial_rotary_factor`` of each head
+  (half by default), biases on every projection and the LM head, an un-gated GELU MLP
+  (``fc1`` / ``fc2``); ``qk_layernorm``: one LayerNorm (with a bias) for every head of q
+  and k ("layer");
+* gpt_neox (Pythia): LayerNorms with biases, NeoX RoPE on ``rotary_pct`` of each head (a
+  quarter by default), ``attention_bias`` (true by default) on q/k/v and ``dense``, a
+  biased un-gated GELU MLP, untied ``embed_out``; ``use_parallel_residual`` (true by
+  default) runs attention and MLP side by side, each on its own norm (``norm_layout``
+  "parallel2"), false runs them in turn; its fused ``query_key_value`` stays in its
+  per-head order (``qkv_head_major``).
 
 Which layers slide and which skip RoPE: ``models/layer_pattern.py``.
 
@@ -58,9 +79,9 @@ MOE = ("mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "gpt_oss", "granitemoe")
 GLM = ("glm", "glm4")
 GRANITE = ("granite", "granitemoe")
 # transformers' partial_rotary_factor where config.json leaves it out.
-DEFAULT_PARTIAL_ROTARY = {"glm": 0.5, "glm4": 0.5, "stablelm": 0.25}
+DEFAULT_PARTIAL_ROTARY = {"glm": 0.5, "glm4": 0.5, "stablelm": 0.25, "phi": 0.5, "gpt_neox": 0.25}
 # attention_bias (q/k/v) is true when config.json leaves it out.
-QKV_BIAS_BY_DEFAULT = (*GLM, "seed_oss")
+QKV_BIAS_BY_DEFAULT = (*GLM, "seed_oss", "gpt_neox")
 # q / k normed over the whole projection, not per head.
 WHOLE_QK_NORM = ("olmo2", "olmoe", "olmo3")
 # Checkpoints that store projections already fused (ours are fused at load): they are
@@ -77,22 +98,39 @@ LAYER_NORM_EPS = {
     "stablelm": "layer_norm_eps",
     "cohere": "layer_norm_eps",
     "cohere2": "layer_norm_eps",
+    "phi": "layer_norm_eps",
+    "gpt_neox": "layer_norm_eps",
 }
 NORM_TYPES = {
     "starcoder2": "layer", "stablelm": "layer", "cohere": "layer_nobias",
-    "cohere2": "layer_nobias",
+    "cohere2": "layer_nobias", "opt": "layer", "phi": "layer", "gpt_neox": "layer",
 }  # fmt: skip
 # transformers' default for a config.json that leaves tie_word_embeddings out.
-TIED_BY_DEFAULT = ("smollm3", "ernie4_5", "starcoder2", "cohere", "cohere2")
+TIED_BY_DEFAULT = ("smollm3", "ernie4_5", "starcoder2", "cohere", "cohere2", "opt")
+# The MLP has no gate: down(act(up(x))).
+UNGATED = ("arcee", "starcoder2", "apertus", "opt", "phi", "gpt_neox")
+# Every projection has a bias, whatever the config says.
+ALWAYS_BIASED = ("gpt2", "phi")
 
 
 def normalize_keys(raw: dict[str, Any]) -> dict[str, Any]:
-    """GPT-2 spells the common keys its own way (n_embd, n_layer, ...), StarCoder 2 and
-    StableLM their LayerNorm's eps: rename them."""
-    eps_key = LAYER_NORM_EPS.get(str(raw.get("model_type")))
+    """GPT-2 and OPT spell the common keys their own way (n_embd, n_layer, ffn_dim, ...),
+    the LayerNorm families their norm's eps: rename them."""
+    mt = raw.get("model_type")
+    eps_key = LAYER_NORM_EPS.get(str(mt))
     if eps_key is not None:
-        return {**raw, "rms_norm_eps": raw.get(eps_key, 1e-5)}
-    if raw.get("model_type") != "gpt2":
+        raw = {**raw, "rms_norm_eps": raw.get(eps_key, 1e-5)}
+    if mt == "gpt_neox":  # 4.x keys (5.x writes rope_parameters)
+        out = {**raw, "rope_theta": raw.get("rope_theta", raw.get("rotary_emb_base", 10000.0))}
+        if "rotary_pct" in raw:
+            out.setdefault("partial_rotary_factor", raw["rotary_pct"])
+        return out
+    if mt == "opt":
+        act = raw.get("activation_function", "relu")
+        # OPT's config has no eps: its LayerNorms take nn.LayerNorm's 1e-5.
+        return {**raw, "intermediate_size": raw.get("ffn_dim"), "hidden_act": act,
+                "rms_norm_eps": 1e-5}  # fmt: skip
+    if mt != "gpt2":
         return raw
     hidden = raw.get("n_embd", raw.get("hidden_size"))
     out = dict(raw)
@@ -114,16 +152,26 @@ def has_qkv_bias(raw: dict[str, Any]) -> bool:
     attention_bias defaults to true; ERNIE 4.5 says use_bias."""
     mt = raw.get("model_type")
     return (
-        mt in ("qwen2", "qwen2_moe", "gpt2")
+        mt in ("qwen2", "qwen2_moe", *ALWAYS_BIASED)
         or bool(raw.get("attention_bias", mt in QKV_BIAS_BY_DEFAULT))
         or _ernie_bias(raw)
         or _starcoder2_bias(raw)
         or (mt == "stablelm" and bool(raw.get("use_qkv_bias")))
+        or _opt_bias(raw)
     )
 
 
+# The key that turns q/k norms on, for the families where they are optional; and which
+# LayerNorm they are (models/qk_layer_norm.py).
+QK_NORM_SWITCH = {"phi": "qk_layernorm", "stablelm": "qk_layernorm", "cohere": "use_qk_norm"}
+QK_NORM_KIND = {"phi": "layer", "stablelm": "layer_head_list", "cohere": "layer_heads"}
+
+
 def has_qk_norm(raw: dict[str, Any]) -> bool:
-    return raw.get("model_type") in (
+    mt = raw.get("model_type")
+    if mt in QK_NORM_SWITCH:
+        return bool(raw.get(QK_NORM_SWITCH[mt]))
+    return mt in (
         "qwen3", "qwen3_moe", "olmo2", "olmoe", "olmo3", "gemma3_text", "exaone4", "apertus",
     )  # fmt: skip
 
@@ -140,16 +188,17 @@ def unsupported_options(raw: dict[str, Any], num_layers: int) -> list[str]:
             problems.append("GPT-2 scale_attn_by_inverse_layer_idx=true is not supported")
         if raw.get("scale_attn_weights") is False:
             problems.append("GPT-2 scale_attn_weights=false is not supported")
-    if raw.get("model_type") == "cohere" and raw.get("use_qk_norm"):
-        problems.append("Cohere use_qk_norm=true (per-head q/k LayerNorms) is not supported")
-    if raw.get("model_type") == "stablelm":
-        for key, what in (("qk_layernorm", "per-head q/k LayerNorms"),
-                          ("use_parallel_residual", "the parallel residual")):  # fmt: skip
-            if raw.get(key):
-                problems.append(f"StableLM {key}=true ({what}) is not supported")
     if raw.get("model_type") == "gemma3_text" and raw.get("use_bidirectional_attention"):
         problems.append("Gemma 3 use_bidirectional_attention=true is not supported")
+    if raw.get("model_type") == "opt":
+        problems += _opt_problems(raw)
     return problems
+
+
+def _opt_problems(raw: dict[str, Any]) -> list[str]:
+    if raw.get("layer_norm_elementwise_affine") is False:
+        return ["OPT layer_norm_elementwise_affine=false is not supported"]
+    return []
 
 
 def family_fields(raw: dict[str, Any], num_layers: int, hidden: int) -> dict[str, Any]:
@@ -158,17 +207,19 @@ def family_fields(raw: dict[str, Any], num_layers: int, hidden: int) -> dict[str
     f: dict[str, Any] = {
         "hidden_act": str(raw.get("hidden_act") or "silu"),
         "o_proj_bias": _o_proj_bias(raw),
-        "mlp_bias": mt == "gpt2"
+        "mlp_bias": mt in (*ALWAYS_BIASED, "gpt_neox")
         or bool(raw.get("mlp_bias"))
         or _ernie_bias(raw)
-        or _starcoder2_bias(raw),
+        or _starcoder2_bias(raw)
+        or _opt_bias(raw),
         "qk_norm_per_head": mt not in WHOLE_QK_NORM,
         "clip_qkv": _float_or_none(raw.get("clip_qkv")),
         "partial_rotary_factor": _partial_rotary(raw, DEFAULT_PARTIAL_ROTARY.get(mt, 1.0)),
         "nope_layers": nope_layers(raw, num_layers),
         "rope_interleaved": mt in ("ernie4_5", "cohere", "cohere2", *GLM),
-        "mlp_gated": mt not in ("arcee", "starcoder2", "apertus"),
+        "mlp_gated": mt not in UNGATED,
         "norm_type": NORM_TYPES.get(mt, "rms"),
+        "qk_norm_kind": QK_NORM_KIND.get(mt, "rms"),
     }
     if mt in GEMMA:
         f["hidden_act"] = str(raw.get("hidden_activation") or raw.get("hidden_act") or "")
@@ -192,9 +243,19 @@ def family_fields(raw: dict[str, Any], num_layers: int, hidden: int) -> dict[str
         f["norm_layout"] = "glm4"
     elif mt == "apertus":
         f["norm_layout"] = "apertus"
+    elif mt == "phi":
+        f["norm_layout"] = "parallel"
+        f["lm_head_bias"] = True
+    elif mt == "gpt_neox":
+        f["norm_layout"] = "parallel2" if raw.get("use_parallel_residual", True) else "pre"
+        f["qkv_head_major"] = True
+    elif mt == "stablelm" and raw.get("use_parallel_residual"):
+        f["norm_layout"] = "parallel"
     elif mt in ("cohere", "cohere2"):
         f["norm_layout"] = "parallel"
         f["logits_multiplier"] = float(raw.get("logit_scale") or 0.0625)
+    elif mt == "opt":
+        f.update(_opt_fields(raw, hidden))
     elif mt in GRANITE:
         f["embedding_multiplier"] = float(raw.get("embedding_multiplier", 1.0))
         f["residual_multiplier"] = float(raw.get("residual_multiplier", 1.0))
@@ -275,7 +336,7 @@ def _olmo3_sliding_rope(raw: dict[str, Any]) -> tuple[float | None, dict[str, An
 
 def _o_proj_bias(raw: dict[str, Any]) -> bool:
     mt = raw.get("model_type")
-    if mt == "gpt2":
+    if mt in ALWAYS_BIASED:
         return True
     if mt == "ernie4_5":
         return _ernie_bias(raw)
@@ -283,12 +344,34 @@ def _o_proj_bias(raw: dict[str, Any]) -> bool:
         return bool(raw.get("attention_out_bias", False))
     if mt == "starcoder2":
         return _starcoder2_bias(raw)
+    if mt == "opt":
+        return _opt_bias(raw)
+    if mt == "gpt_neox":
+        return bool(raw.get("attention_bias", True))
     return bool(raw.get("attention_bias")) and mt not in ("qwen2", *GLM)
 
 
 def _starcoder2_bias(raw: dict[str, Any]) -> bool:
     """StarCoder 2's use_bias (true by default) biases every projection."""
     return raw.get("model_type") == "starcoder2" and bool(raw.get("use_bias", True))
+
+
+def _opt_fields(raw: dict[str, Any], hidden: int) -> dict[str, Any]:
+    pre_norm = raw.get("do_layer_norm_before", True)
+    proj = int(raw.get("word_embed_proj_dim") or hidden)
+    return {
+        "norm_layout": "opt" if pre_norm else "opt_post",
+        # OPTDecoder has a final norm only while the layers' norms come first.
+        "final_norm": bool(pre_norm) and not raw.get("_remove_final_layer_norm", False),
+        "word_embed_proj_dim": 0 if proj == hidden else proj,
+        "learned_positions": True,
+        "learned_position_offset": 2,  # OPTLearnedPositionalEmbedding's offset
+    }
+
+
+def _opt_bias(raw: dict[str, Any]) -> bool:
+    """OPT's enable_bias (true by default) biases every projection."""
+    return raw.get("model_type") == "opt" and bool(raw.get("enable_bias", True))
 
 
 def _ernie_bias(raw: dict[str, Any]) -> bool:

@@ -108,12 +108,18 @@ class MLP(nn.Module):
 
 # An un-gated MLP's (up, down) linears under the checkpoint's own names, so GPTQ module
 # lists, ignore lists and LoRA targets name them as written.
-UNGATED_NAMES = {"starcoder2": ("c_fc", "c_proj")}
+UNGATED_NAMES = {
+    "starcoder2": ("c_fc", "c_proj"),
+    "opt": ("fc1", "fc2"),
+    "phi": ("fc1", "fc2"),
+    "gpt_neox": ("dense_h_to_4h", "dense_4h_to_h"),
+}
 
 
 class UngatedMLP(nn.Module):
-    """down(act(up(x))): Arcee's MLP (ReLU^2, ``up_proj`` / ``down_proj``) and StarCoder
-    2's (GELU, ``c_fc`` / ``c_proj``), no gate projection to pack."""
+    """down(act(up(x))): Arcee's MLP (ReLU^2, ``up_proj`` / ``down_proj``), StarCoder
+    2's (GELU, ``c_fc`` / ``c_proj``), OPT's (ReLU) and Phi's (GELU) ``fc1`` / ``fc2``,
+    GPT-NeoX's (GELU, ``dense_h_to_4h`` / ``dense_4h_to_h``), no gate projection to pack."""
 
     def __init__(self, cfg: CheckpointConfig) -> None:
         super().__init__()

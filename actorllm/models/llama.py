@@ -1,19 +1,21 @@
 """The shared decoder: Llama 2/3/3.x, Mistral, Qwen2/3, Phi-3, Granite, Gemma 1/2/3, OLMo 2/3,
 SmolLM3, ERNIE 4.5, Arcee, EXAONE 4, GLM / GLM-4, Seed-OSS, StarCoder 2, StableLM, Apertus,
-Cohere (Command R: attention and MLP side by side), and the MoE families (Mixtral,
-Qwen2/3-MoE, OLMoE, GraniteMoE).
+Cohere (Command R: attention and MLP side by side), OPT (learned positions), Phi, GPT-NeoX,
+and the MoE families (Mixtral, Qwen2/3-MoE, OLMoE, GraniteMoE).
 
 These families differ only in switches read from :class:`CheckpointConfig` (set per family in
 ``models/families.py``): bias on the projections, q/k norms (per head, or over the whole
 projection), sliding windows, head_dim, tied embeddings, which norms a layer has
 (``norm_layout``), Gemma's ``(1 + w)`` norms and scaled embeddings, soft-capping,
 Granite's multipliers, RoPE skipped on some layers (NoPE), GPT-J-style (interleaved)
-RoPE, an MLP without a gate (``layers.UngatedMLP``), LayerNorm instead of RMSNorm, and a
-sparse MoE MLP
+RoPE, an MLP without a gate (``layers.UngatedMLP``), LayerNorm instead of RMSNorm, learned
+absolute positions instead of RoPE, a biased LM head, and a sparse MoE MLP
 (``models/moe.py``) instead of the dense one. A switch a family leaves off costs the
-forward nothing: each is resolved once per layer at build time.
+forward nothing: each is resolved once per layer at build time. The layers and their
+norm layouts are ``models/decoder_layer.py``, their attention ``models/decoder_attention.py``.
 Projections are fused: ``qkv_proj`` packs q|k|v rows and ``gate_up_proj`` packs gate|up
-rows (Phi-3's checkpoints already are); :data:`PACKED_MODULES` tells the loader how HF's
+rows (Phi-3's checkpoints already are; GPT-NeoX's ``query_key_value`` keeps its own
+per-head order, ``qkv_head_major``); :data:`PACKED_MODULES` tells the loader how HF's
 separate tensors map onto them.
 
 The batch is flat: ``forward(input_ids [T], positions [T], meta, kv_caches) -> [T, H]``;
@@ -29,12 +31,14 @@ import torch.nn.functional as F
 from torch import nn
 
 from actorllm.kernels.ops import Ops
-from actorllm.kernels.rotary import apply_rotary_interleaved, rope_table
-from actorllm.models.attention import AttentionMetadata, PagedAttention
+from actorllm.kernels.rotary import rope_table
+from actorllm.models.attention import AttentionMetadata
 from actorllm.models.base import CausalLM, KVCaches
 from actorllm.models.config import CheckpointConfig
-from actorllm.models.layers import MLP, Norm, RMSNorm, UngatedMLP, make_norm
-from actorllm.models.moe import STACKED_NAMES, SparseMoeBlock
+from actorllm.models.decoder_layer import layer_class
+from actorllm.models.family_names import family_name
+from actorllm.models.layers import Norm, RMSNorm, make_norm
+from actorllm.models.moe import STACKED_NAMES
 from actorllm.models.parallel import TPComm, vocab_shard
 from actorllm.models.pipeline import (
     PipeLink,
@@ -57,49 +61,6 @@ PACKED_MODULES: dict[str, tuple[str, int]] = {
 # Arcee's MLP has no gate: its up_proj is its own linear, only q/k/v are packed.
 PACKED_QKV = {k: v for k, v in PACKED_MODULES.items() if v[0] == "qkv_proj"}
 
-# Each norm_layout's norms, by role -> HF attribute name (None: the layout has none).
-_NORMS: dict[str, dict[str, str | None]] = {
-    "pre": {
-        "pre_attn": "input_layernorm",
-        "post_attn": None,
-        "pre_mlp": "post_attention_layernorm",
-        "post_mlp": None,
-    },
-    "sandwich": {
-        "pre_attn": "input_layernorm",
-        "post_attn": "post_attention_layernorm",
-        "pre_mlp": "pre_feedforward_layernorm",
-        "post_mlp": "post_feedforward_layernorm",
-    },
-    "post": {
-        "pre_attn": None,
-        "post_attn": "post_attention_layernorm",
-        "pre_mlp": None,
-        "post_mlp": "post_feedforward_layernorm",
-    },
-    # Cohere: one norm; attention and MLP run side by side on it (ParallelDecoderLayer).
-    "parallel": {
-        "pre_attn": "input_layernorm",
-        "post_attn": None,
-        "pre_mlp": None,
-        "post_mlp": None,
-    },
-    # Apertus: Llama's two norms under other names.
-    "apertus": {
-        "pre_attn": "attention_layernorm",
-        "post_attn": None,
-        "pre_mlp": "feedforward_layernorm",
-        "post_mlp": None,
-    },
-    # GLM-4: Gemma 2's four norms under other names (its post_attention_layernorm is the
-    # norm *before* the MLP).
-    "glm4": {
-        "pre_attn": "input_layernorm",
-        "post_attn": "post_self_attn_layernorm",
-        "pre_mlp": "post_attention_layernorm",
-        "post_mlp": "post_mlp_layernorm",
-    },
-}
 # GraniteMoE's checkpoint names: experts stacked [E, 2I, H] (gate | up) and [E, H, I].
 _GRANITE_MOE_NAMES = {
     ".mlp.input_linear.weight": ".mlp.experts.w13",
@@ -110,170 +71,6 @@ _GRANITE_MOE = ("input_linear.weight", "output_linear.weight", "router.layer.wei
 _STACKED = re.compile(r"\.experts\.(" + "|".join(STACKED_NAMES) + r")$")
 
 
-class Attention(nn.Module):
-    def __init__(self, cfg: CheckpointConfig, ops: Ops, layer_idx: int) -> None:
-        super().__init__()
-        self.ops = ops
-        self.hq, self.hk, self.d = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
-        # Shard sizes of the packed projection, in PACKED_MODULES order (q, k, v).
-        self.shard_sizes = [self.hq * self.d, self.hk * self.d, self.hk * self.d]
-        self.qkv_proj = nn.Linear(cfg.hidden_size, sum(self.shard_sizes), bias=cfg.attention_bias)
-        self.o_proj = nn.Linear(self.hq * self.d, cfg.hidden_size, bias=cfg.o_proj_bias)
-        # Per head ([D], Qwen3 / Gemma 3) or over the whole projection ([Hq*D], OLMo 2).
-        self.per_head = cfg.qk_norm_per_head
-        q_size, k_size = (self.d, self.d) if self.per_head else self.shard_sizes[:2]
-        eps, off = cfg.rms_norm_eps, cfg.norm_offset
-        self.q_norm = RMSNorm(ops, q_size, eps, off) if cfg.qk_norm else None
-        self.k_norm = RMSNorm(ops, k_size, eps, off) if cfg.qk_norm else None
-        self.clip = cfg.clip_qkv
-        nope = bool(cfg.nope_layers) and cfg.nope_layers[layer_idx]  # SmolLM3, EXAONE 4
-        self.rot_dim = 0 if nope else int(self.d * cfg.partial_rotary_factor)
-        # NeoX halves (the backend's kernel) or GPT-J's adjacent pairs (ERNIE 4.5, GLM).
-        self.rotary = apply_rotary_interleaved if cfg.rope_interleaved else ops.apply_rotary
-        # Qwen3: per-head norms without Gemma's offset and full NeoX rotary: the backend's
-        # one fused call where it has one (the three calls below otherwise).
-        self.fused_qk = (
-            ops.qk_norm_rotary is not None and cfg.qk_norm and self.per_head
-            and not off and self.rot_dim == self.d and not cfg.rope_interleaved
-        )  # fmt: skip
-        self.comm: TPComm | None = None  # tensor parallel: sums the ranks' o_proj outputs
-        window = cfg.sliding_windows[layer_idx]
-        self.attn = PagedAttention(
-            ops, self.hq, self.hk, self.d, window,
-            scale=cfg.attention_scale, softcap=cfg.attn_logit_softcap,
-        )  # fmt: skip
-        # gpt-oss: each query head's sink logit [Hq] (the kernels read it as float32).
-        self.sinks = nn.Parameter(torch.empty(self.hq)) if cfg.attention_sinks else None
-
-    def forward(
-        self,
-        positions: torch.Tensor,
-        x: torch.Tensor,
-        cos_sin: torch.Tensor,
-        kv_cache: tuple[torch.Tensor, torch.Tensor],
-        meta: AttentionMetadata,
-    ) -> torch.Tensor:
-        """x: [T, H] -> [T, H]."""
-        t = x.shape[0]
-        q, k, v = self.qkv_proj(x).split(self.shard_sizes, dim=-1)
-        if self.q_norm is not None and self.k_norm is not None and not self.per_head:
-            q, k = self.q_norm(q), self.k_norm(k)  # over [Hq*D] and [Hk*D]
-        if self.clip is not None:  # OLMoE: after the norms
-            c = self.clip
-            q, k, v = q.clamp(-c, c), k.clamp(-c, c), v.clamp(-c, c)
-        q = q.view(t, self.hq, self.d)  # [T, Hq, D]
-        k = k.view(t, self.hk, self.d)  # [T, Hk, D]
-        v = v.view(t, self.hk, self.d)
-        if self.fused_qk:  # Qwen3: both per-head norms and the rotary in one call
-            assert self.q_norm is not None and self.k_norm is not None
-            assert self.ops.qk_norm_rotary is not None
-            qw, kw, eps = self.q_norm.weight, self.k_norm.weight, self.q_norm.eps
-            q, k = self.ops.qk_norm_rotary(positions, q, k, qw, kw, eps, cos_sin)
-        else:
-            if self.q_norm is not None and self.k_norm is not None and self.per_head:
-                q, k = self.q_norm(q), self.k_norm(k)
-            q, k = self._rotate(positions, q, k, cos_sin)
-        o = self.attn(q, k, v, kv_cache, meta, self.sinks)  # [T, Hq, D]
-        out = self.o_proj(o.reshape(t, self.hq * self.d))  # [T, H], this rank's heads only
-        return out if self.comm is None else self.comm.all_reduce(out)
-
-    def _rotate(
-        self, positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor, cos_sin: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """RoPE on q [T, Hq, D] and k [T, Hk, D]: all of each head, its first rot_dim, or
-        none of it (a NoPE layer)."""
-        if self.rot_dim == self.d:
-            return self.rotary(positions, q, k, cos_sin)
-        r = self.rot_dim  # partial rotary: only the first rot_dim lanes of each head turn
-        if r == 0:
-            return q, k
-        qr, kr = self.rotary(positions, q[..., :r], k[..., :r], cos_sin)
-        return torch.cat([qr, q[..., r:]], dim=-1), torch.cat([kr, k[..., r:]], dim=-1)
-
-
-def _enter(
-    norm: Norm | None, x: torch.Tensor, residual: torch.Tensor | None
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Add the pending residual (the stream is ``x + residual``) and norm it if the layout
-    has a norm here: (sublayer input, new residual stream)."""
-    if residual is None:
-        return (norm(x) if norm is not None else x), x
-    if norm is not None:
-        return norm.forward_residual(x, residual)
-    h = x + residual
-    return h, h
-
-
-class DecoderLayer(nn.Module):
-    def __init__(self, cfg: CheckpointConfig, ops: Ops, layer_idx: int) -> None:
-        super().__init__()
-        self.is_sliding = cfg.sliding_windows[layer_idx] is not None
-        self.self_attn = Attention(cfg, ops, layer_idx)
-        moe = bool(cfg.moe_layers) and cfg.moe_layers[layer_idx]
-        self.mlp: nn.Module = (
-            SparseMoeBlock(cfg, ops) if moe else MLP(cfg, ops) if cfg.mlp_gated else UngatedMLP(cfg)
-        )
-        self.residual_multiplier = cfg.residual_multiplier
-        self.comm: TPComm | None = None  # tensor parallel: sums the ranks' MLP outputs
-        self.norm_names = _NORMS[cfg.norm_layout]
-        for name in self.norm_names.values():
-            if name is not None:
-                self.add_module(name, make_norm(cfg, ops, cfg.hidden_size))
-
-    def _norm(self, role: str) -> Norm | None:
-        name = self.norm_names[role]
-        return None if name is None else getattr(self, name)
-
-    def forward(
-        self,
-        positions: torch.Tensor,
-        x: torch.Tensor,
-        residual: torch.Tensor | None,
-        cos_sin: torch.Tensor,
-        kv_cache: tuple[torch.Tensor, torch.Tensor],
-        meta: AttentionMetadata,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """The residual stream is ``x + residual`` (``x`` alone on the first layer); each add
-        is fused into the next norm. Returns (x, residual)."""
-        h, residual = _enter(self._norm("pre_attn"), x, residual)
-        x = self.self_attn(positions, h, cos_sin, kv_cache, meta)
-        x = self._finish(self._norm("post_attn"), x)
-        h, residual = _enter(self._norm("pre_mlp"), x, residual)
-        m = self.mlp(h)  # [T, H]; under tensor parallel, this rank's columns only
-        if self.comm is not None:
-            m = self.comm.all_reduce(m)
-        x = self._finish(self._norm("post_mlp"), m)
-        return x, residual
-
-    def _finish(self, norm: Norm | None, x: torch.Tensor) -> torch.Tensor:
-        """A sublayer's output before it joins the stream: post-norm, Granite's multiplier."""
-        if norm is not None:
-            x = norm(x)
-        if self.residual_multiplier != 1.0:
-            x = x * self.residual_multiplier
-        return x
-
-
-class ParallelDecoderLayer(DecoderLayer):
-    """Cohere's block: ``x + attn(norm(x)) + mlp(norm(x))``, one norm for both."""
-
-    def forward(
-        self,
-        positions: torch.Tensor,
-        x: torch.Tensor,
-        residual: torch.Tensor | None,
-        cos_sin: torch.Tensor,
-        kv_cache: tuple[torch.Tensor, torch.Tensor],
-        meta: AttentionMetadata,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        h, residual = _enter(self._norm("pre_attn"), x, residual)
-        a = self.self_attn(positions, h, cos_sin, kv_cache, meta)  # [T, H]
-        m = self.mlp(h)  # [T, H]; under tensor parallel, this rank's columns only
-        if self.comm is not None:
-            m = self.comm.all_reduce(m)
-        return a + m, residual
-
-
 class VocabParallelEmbedding(nn.Module):
     """This rank's ``ceil(V / N)`` rows of the embedding; ids outside them embed to zeros,
     and the all-reduce sums the ranks' rows into the full lookup."""
@@ -282,7 +79,7 @@ class VocabParallelEmbedding(nn.Module):
         super().__init__()
         rows = vocab_shard(cfg)
         self.start = cfg.tp_rank * rows
-        self.weight = nn.Parameter(torch.empty(rows, cfg.hidden_size))  # [V/N, H]
+        self.weight = nn.Parameter(torch.empty(rows, cfg.embed_size))  # [V/N, E]
         self.comm: TPComm | None = None  # set with the model's (bind_comm)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
@@ -307,18 +104,31 @@ class DecoderModel(nn.Module):
         if not first and not (last and cfg.tie_word_embeddings):
             self.embed_tokens = PPMissingLayer()
         elif cfg.tp_size == 1:
-            self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
+            self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.embed_size)
         else:
             self.embed_tokens = VocabParallelEmbedding(cfg)
         start, end = stage_layers(cfg)
-        layer = ParallelDecoderLayer if cfg.norm_layout == "parallel" else DecoderLayer
+        layer = layer_class(cfg)
         self.layers = nn.ModuleList(
             layer(cfg, ops, i) if start <= i < end else PPMissingLayer()
             for i in range(cfg.num_layers)
         )
-        self.norm: Norm | PPMissingLayer = (
-            make_norm(cfg, ops, cfg.hidden_size) if last else PPMissingLayer()
-        )
+        self.norm: Norm | PPMissingLayer | None = (
+            None if not cfg.final_norm  # OPT-350m
+            else make_norm(cfg, ops, cfg.hidden_size) if last else PPMissingLayer()
+        )  # fmt: skip
+        # OPT: learned positions [max_positions + offset, H], added on the first stage.
+        self.embed_positions: nn.Embedding | None = None
+        if cfg.learned_positions and first:
+            rows = cfg.max_position_embeddings + cfg.learned_position_offset
+            self.embed_positions = nn.Embedding(rows, cfg.hidden_size)
+        # OPT-350m: [E] embeddings widened to [H] before the layers, narrowed back after.
+        self.project_in: nn.Linear | None = None
+        self.project_out: nn.Linear | None = None
+        if cfg.word_embed_proj_dim and first:
+            self.project_in = nn.Linear(cfg.word_embed_proj_dim, cfg.hidden_size, bias=False)
+        if cfg.word_embed_proj_dim and last:
+            self.project_out = nn.Linear(cfg.hidden_size, cfg.word_embed_proj_dim, bias=False)
 
 
 class LlamaForCausalLM(CausalLM):
@@ -337,10 +147,12 @@ class LlamaForCausalLM(CausalLM):
         self.ops = ops
         if not cfg.mlp_gated:
             self.packed_modules = PACKED_QKV
+        if cfg.qkv_head_major:  # GPT-NeoX: its query_key_value is qkv_proj as it is
+            self.packed_modules = {}
         self.model = DecoderModel(cfg, ops)
         # Tensor parallel: this rank's vocabulary rows (models/parallel.py).
         vocab = cfg.vocab_size if cfg.tp_size == 1 else vocab_shard(cfg)
-        self.lm_head = nn.Linear(cfg.hidden_size, vocab, bias=False)
+        self.lm_head = nn.Linear(cfg.embed_size, vocab, bias=cfg.lm_head_bias)
         if not is_last_stage(cfg):  # pipeline parallel: the last stage's
             self.lm_head = PPMissingLayer()  # type: ignore[assignment]
         self.comm: TPComm | None = None  # gathers the ranks' logits (bind_comm)
@@ -363,6 +175,11 @@ class LlamaForCausalLM(CausalLM):
     def init_rotary(self, device: torch.device | str, max_positions: int | None = None) -> None:
         """Build the RoPE tables for positions ``[0, max_positions)`` on ``device``."""
         cfg = self.config
+        if cfg.learned_positions and (max_positions or 0) > cfg.max_position_embeddings:
+            raise ValueError(
+                f"{cfg.architecture} has learned positions for {cfg.max_position_embeddings} "
+                f"tokens; cannot serve {max_positions}"
+            )
         n = max(max_positions or 0, cfg.max_position_embeddings)
         rot_dim = int(cfg.head_dim * cfg.partial_rotary_factor)
         limits = dict(
@@ -399,6 +216,10 @@ class LlamaForCausalLM(CausalLM):
                 setattr(module, "comm", comm)  # noqa: B010 (nn.Module's typed __setattr__)
 
     def checkpoint_name(self, name: str) -> str | None:
+        renamed = family_name(self.config.model_type, name)  # OPT's, Phi's, GPT-NeoX's names
+        if renamed is None:
+            return None
+        name = renamed
         # Mixtral calls its MoE MLP block_sparse_moe; transformers 5 stacks experts itself.
         name = name.replace(".block_sparse_moe.", ".mlp.")
         if name.endswith(_GRANITE_MOE):  # GraniteMoE's own stacked experts and router
@@ -419,17 +240,23 @@ class LlamaForCausalLM(CausalLM):
         prompt_embeds: tuple[torch.Tensor, torch.Tensor] | None = None,
     ) -> torch.Tensor:
         """input_ids, positions: [T] int64 -> hidden states [T, H] (final norm applied).
-        ``prompt_embeds``: [R] rows and the [R, H] inputs they take instead of their
-        tokens' embeddings (embedding prompts: as the decoder layers see them, after the
-        embedding scale, like HF's ``inputs_embeds``)."""
+        ``prompt_embeds``: [R] rows and the [R, E] inputs they take instead of their
+        tokens' embeddings (embedding prompts: after the embedding scale, before OPT's
+        position embeddings and project_in, like HF's ``inputs_embeds``; E is H but for
+        OPT-350m's narrower embeddings)."""
         residual: torch.Tensor | None = None
         if self.first_stage:
-            x = self.model.embed_tokens(input_ids)  # [T, H]
+            x = self.model.embed_tokens(input_ids)  # [T, E]
             if self.embed_scale != 1.0:
                 x = x * self.embed_scale
             if prompt_embeds is not None:
-                rows, values = prompt_embeds  # [R], [R, H]
-                x = x.index_copy(0, rows, values.to(x.dtype))  # [T, H]
+                rows, values = prompt_embeds  # [R], [R, E]
+                x = x.index_copy(0, rows, values.to(x.dtype))  # [T, E]
+            if self.model.project_in is not None:  # OPT-350m
+                x = self.model.project_in(x)  # [T, H]
+            if self.model.embed_positions is not None:  # OPT: also under prompt embeds
+                offset = self.config.learned_position_offset
+                x = x + self.model.embed_positions(positions + offset)  # [T, H]
         else:  # pipeline parallel: the previous stage's residual stream
             assert self.pipe is not None, "a later pipeline stage runs with its link"
             shape = (2, int(input_ids.shape[0]), self.config.hidden_size)
@@ -446,13 +273,17 @@ class LlamaForCausalLM(CausalLM):
             x, residual = layer(positions, x, residual, cos_sin, kv_cache, attn_metadata)
         if aux:
             self.aux_hidden = [kept[i] for i in aux]
-        assert residual is not None
         if not self.last_stage:
             assert self.pipe is not None, "an earlier pipeline stage runs with its link"
-            self.pipe.send_stage(torch.stack([x, residual]))  # [2, T, H]
+            rest = torch.zeros_like(x) if residual is None else residual  # OPT-350m: none
+            self.pipe.send_stage(torch.stack([x, rest]))  # [2, T, H]
             return x
         norm = self.model.norm
         assert not isinstance(norm, PPMissingLayer)  # the last stage's
+        if norm is None:  # OPT-350m: its last layer's norm was the last
+            return x if residual is None else x + residual
+        if residual is None:
+            return norm(x)
         x, _ = norm.forward_residual(x, residual)
         return x
 
@@ -460,6 +291,8 @@ class LlamaForCausalLM(CausalLM):
         """hidden: [N, H] -> logits [N, V] float32 (Granite's scale, Gemma 2's soft cap);
         ``float32=False``: in the LM head's dtype unless the soft cap needs float32.
         Tensor parallel: a collective; rank 0 gets the logits, the other ranks [N, 0]."""
+        if self.model.project_out is not None:  # OPT-350m: the head reads [N, E]
+            hidden = self.model.project_out(hidden)
         logits = self.lm_head(hidden)  # [N, V] (tensor parallel: [N, V/N], this rank's)
         if self.comm is not None:
             gathered = self.comm.gather_last_dim(logits)  # rank 0: [N, N_ranks * V/N]

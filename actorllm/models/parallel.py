@@ -77,6 +77,8 @@ def check_tensor_parallel(cfg: CheckpointConfig, size: int) -> None:
         problems.append(f"{FUSED_CHECKPOINTS[cfg.model_type]} are not split")
     if cfg.model_type == "gpt_oss":
         problems.append("gpt-oss's attention sinks and expert biases are not split")
+    if cfg.qk_norm and cfg.qk_norm_kind == "layer_head_list":
+        problems.append("StableLM's q/k LayerNorms, one module per head, are not split")
     if cfg.qk_norm and not cfg.qk_norm_per_head:
         problems.append(f"{cfg.model_type}'s q/k norm over the whole projection is not split")
     if cfg.num_heads % size:
@@ -121,10 +123,16 @@ def vocab_shard(cfg: CheckpointConfig) -> int:
 
 
 # How a checkpoint tensor is split, by the name fragment of its (unpacked) projection.
-_COLUMN = (".q_proj.", ".gate_proj.", ".up_proj.", ".w1.", ".w3.", ".mlp.c_fc.")
-_KV = (".k_proj.", ".v_proj.")
-_ROW = (".o_proj.", ".down_proj.", ".w2.", ".mlp.c_proj.")  # c_*: StarCoder 2's MLP
-_VOCAB = ("embed_tokens.weight", "lm_head.weight")
+# c_*: StarCoder 2's MLP, fc1 / fc2: OPT's and Phi's, dense_*: GPT-NeoX's. A fused
+# qkv_proj checkpoint tensor is split by rows only as GPT-NeoX stores it, head by head
+# ([H, 3, D]; models/llama.py's qkv_head_major); Phi-3's q | k | v is refused above.
+_COLUMN = (".q_proj.", ".gate_proj.", ".up_proj.", ".w1.", ".w3.", ".mlp.c_fc.", ".mlp.fc1.",
+           ".mlp.dense_h_to_4h.", ".qkv_proj.", ".self_attn.q_norm.")  # fmt: skip
+# Cohere's per-head q/k norm weights [H, D] split by heads as q / k do (a [D] norm shared
+# by every head, Qwen3's, is as long on every rank: not split).
+_KV = (".k_proj.", ".v_proj.", ".self_attn.k_norm.")
+_ROW = (".o_proj.", ".down_proj.", ".w2.", ".mlp.c_proj.", ".mlp.fc2.", ".mlp.dense_4h_to_h.")
+_VOCAB = ("embed_tokens.weight", "lm_head.weight", "lm_head.bias")  # Phi's head has a bias
 # A quantized LM head's tensors along the vocabulary (its g_idx is along the inputs).
 _VOCAB_PACKED = ("lm_head.qweight", "lm_head.qzeros", "lm_head.scales")
 # (output dim, input dim) of a projection's checkpoint tensor, by its leaf name; None: it

@@ -159,6 +159,10 @@ def owns_weight(cfg: CheckpointConfig, name: str) -> bool:
     if name.startswith("model.layers."):
         index = int(name.split(".", 3)[2])
         return start <= index < end
+    if name.startswith(("model.embed_positions.", "model.project_in.")):  # OPT's
+        return is_first_stage(cfg)
+    if name.startswith("model.project_out."):
+        return is_last_stage(cfg)
     if name.startswith("model.embed_tokens."):
         return is_first_stage(cfg) or (cfg.tie_word_embeddings and is_last_stage(cfg))
     if name.startswith(("model.norm.", "lm_head.")):

@@ -46,6 +46,9 @@ MODEL_REGISTRY: dict[str, type[CausalLM]] = {
     "ApertusForCausalLM": LlamaForCausalLM,
     "CohereForCausalLM": LlamaForCausalLM,
     "Cohere2ForCausalLM": LlamaForCausalLM,
+    "OPTForCausalLM": LlamaForCausalLM,
+    "PhiForCausalLM": LlamaForCausalLM,
+    "GPTNeoXForCausalLM": LlamaForCausalLM,
     "GptOssForCausalLM": GptOssForCausalLM,  # the same decoder, its own checkpoint layout
     "GPT2LMHeadModel": GPT2LMHeadModel,
 }

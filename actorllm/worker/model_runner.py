@@ -249,12 +249,13 @@ class ModelRunner:
         return self.model_config.max_model_len
 
     def prompt_embeds_spec(self) -> tuple[int, torch.dtype] | None:
-        """(hidden size, dtype) of the rows an embedding prompt feeds the model; None when
-        the model's code does not take them."""
+        """(width, dtype) of the rows an embedding prompt feeds the model (its embeddings'
+        width: hidden_size but for OPT-350m's); None when the model's code does not take
+        them."""
         model_cls = type(self.model) if self.model is not None else None
         if model_cls is None or not model_cls.supports_prompt_embeds:
             return None
-        return int(self.model_config.hidden_size), self.dtype
+        return int(self.model_config.embed_size), self.dtype
 
     # -- lifecycle -------------------------------------------------------------------
 

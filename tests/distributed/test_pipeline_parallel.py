@@ -74,8 +74,11 @@ def reference(llama4: str) -> list[list[int]]:
 
 @pytest.mark.parametrize(
     ("family", "layers", "partition", "pp"),
-    [("qwen3", 3, None, 2), ("llama", 4, "3,1", 2), ("qwen3_moe", 3, None, 3)],
-)
+    [("qwen3", 3, None, 2), ("llama", 4, "3,1", 2), ("qwen3_moe", 3, None, 3),
+     # Learned positions and project_in on the first stage, project_out on the last, and
+     # post-norm layers that carry no residual between stages.
+     pytest.param("opt_350m", 3, None, 2, marks=pytest.mark.slow)],
+)  # fmt: skip
 def test_pp_gives_the_single_worker_tokens(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,

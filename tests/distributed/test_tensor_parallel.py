@@ -39,9 +39,9 @@ GREEDY = SamplingParams(max_tokens=12, temperature=0.0, ignore_eos=True)
 ENGINE: dict[str, Any] = {"dtype": "float32", "block_size": 8, "max_num_batched_tokens": 32}
 
 
-def _checkpoint(directory: Path, family: Family) -> str:
+def _checkpoint(directory: Path, family: Family, **overrides: Any) -> str:
     # vocab 4093: not divisible by 2, so the last rank's vocabulary shard is padded.
-    path = make_tiny_checkpoint(directory, family, vocab_size=4093, eos_token_id=0)
+    path = make_tiny_checkpoint(directory, family, vocab_size=4093, eos_token_id=0, **overrides)
     for f in demo_tokenizer_path().iterdir():
         shutil.copy(f, path / f.name)
     return str(path)
@@ -72,11 +72,25 @@ def _prompt_logprobs(out: Any) -> list[float]:
         pytest.param("granitemoe", marks=pytest.mark.slow),
         pytest.param("starcoder2", marks=pytest.mark.slow),  # c_fc / c_proj, LayerNorms
         pytest.param("cohere", marks=pytest.mark.slow),  # attention and MLP side by side
+        pytest.param("opt", marks=pytest.mark.slow),  # learned positions, fc1 / fc2
+        pytest.param("opt_350m", marks=pytest.mark.slow),  # post-norm, narrow embeddings
+        pytest.param("phi", marks=pytest.mark.slow),  # partial rotary, the head's bias
+        pytest.param("gpt_neox", marks=pytest.mark.slow),  # query_key_value head by head
     ],
 )
 def test_tp2_gives_tp1_greedy_tokens(tmp_path: Path, family: Family) -> None:
     """Logprobs and prompt logprobs too: every compute_logits is a gather both ranks join."""
-    model = _checkpoint(tmp_path, family)
+    _tp2_gives_tp1(_checkpoint(tmp_path, family))
+
+
+@pytest.mark.slow
+def test_tp2_splits_cohere_per_head_qk_norms(tmp_path: Path) -> None:
+    """Cohere's use_qk_norm weights [H, D] are split by heads as q and k are (2 KV heads:
+    one a rank)."""
+    _tp2_gives_tp1(_checkpoint(tmp_path, "cohere", use_qk_norm=True))
+
+
+def _tp2_gives_tp1(model: str) -> None:
     params = SamplingParams(
         max_tokens=12, temperature=0.0, ignore_eos=True, logprobs=2, prompt_logprobs=1
     )

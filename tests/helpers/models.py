@@ -19,6 +19,7 @@ Family = Literal[
     "gemma", "gemma2", "gemma3", "phi3", "phi3_longrope", "olmo2", "granite", "gpt2",
     "gpt_oss", "smollm3", "ernie4_5", "arcee", "olmo3", "exaone4", "glm", "glm4",
     "seed_oss", "granitemoe", "starcoder2", "stablelm", "apertus", "cohere", "cohere2",
+    "opt", "opt_350m", "phi", "gpt_neox", "gpt_neox_sequential",
 ]  # fmt: skip
 
 LLAMA3_ROPE = {
@@ -166,6 +167,8 @@ def _other_family(family: str, common: dict[str, Any], sliding_window: int | Non
         )  # fmt: skip
     if family in NEWER:
         return _newer_family(family, common, sliding_window)
+    if family in LEARNED_OR_FUSED:
+        return _learned_or_fused_family(family, common)
     if family == "gpt2":
         return transformers.GPT2Config(
             vocab_size=common["vocab_size"], n_embd=common["hidden_size"],
@@ -236,6 +239,41 @@ def _newer_family(family: str, common: dict[str, Any], sliding_window: int | Non
     if family == "glm":  # interleaved RoPE on half of each head, q/k/v biases
         return transformers.GlmConfig(**common)
     return transformers.Glm4Config(**common)
+
+
+LEARNED_OR_FUSED = ("opt", "opt_350m", "phi", "gpt_neox", "gpt_neox_sequential")
+
+
+def _learned_or_fused_family(family: str, common: dict[str, Any]) -> Any:
+    """OPT (learned positions, ReLU fc1 / fc2; "opt_350m": post-norm, embeddings half as
+    wide as the layers), Phi (attention and MLP side by side, RoPE
+    on half of each head, biases everywhere, the head's too), GPT-NeoX (the fused per-head
+    query_key_value, RoPE on a quarter of each head, the parallel residual or not)."""
+    import transformers
+
+    if family.startswith("gpt_neox"):
+        return transformers.GPTNeoXConfig(
+            vocab_size=common["vocab_size"], hidden_size=common["hidden_size"],
+            num_hidden_layers=common["num_hidden_layers"],
+            num_attention_heads=common["num_attention_heads"],
+            intermediate_size=common["intermediate_size"],
+            max_position_embeddings=common["max_position_embeddings"],
+            tie_word_embeddings=common["tie_word_embeddings"],
+            eos_token_id=common["eos_token_id"], bos_token_id=1,
+            use_parallel_residual=family == "gpt_neox", hidden_dropout=0.0,
+        )  # fmt: skip
+    if family == "phi":
+        return transformers.PhiConfig(**({"resid_pdrop": 0.0, "embd_pdrop": 0.0} | common))
+    return transformers.OPTConfig(
+        vocab_size=common["vocab_size"], hidden_size=common["hidden_size"],
+        num_hidden_layers=common["num_hidden_layers"], ffn_dim=common["intermediate_size"],
+        num_attention_heads=common["num_attention_heads"],
+        max_position_embeddings=common["max_position_embeddings"],
+        tie_word_embeddings=common.get("tie_word_embeddings", True),
+        eos_token_id=common["eos_token_id"], bos_token_id=1, pad_token_id=1,
+        dropout=0.0, attention_dropout=0.0, do_layer_norm_before=family == "opt",
+        word_embed_proj_dim=common["hidden_size"] // (2 if family == "opt_350m" else 1),
+    )  # fmt: skip
 
 
 def _every_other_sliding(n: int) -> list[str]:

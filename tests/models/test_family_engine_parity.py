@@ -1,9 +1,10 @@
 """Greedy parity with transformers through the whole engine (``LLM``), for the families
 served since SmolLM3: each tiny random checkpoint (every switch its family has on: a NoPE
 layer, a sliding layer, biases, interleaved or partial RoPE, per-layer-type RoPE, an
-un-gated MLP) generates 16 greedy tokens for prompts past the window of 8, in 16-token
-chunks, one prompt sharing another's prefix (a prefix-cache hit). Every token must be HF's
-argmax given the same prefix and its logprob HF's ``log_softmax`` within 1e-4, float32.
+un-gated MLP, OPT's learned positions) generates 16 greedy tokens for prompts past the
+window of 8, in 16-token chunks, one prompt sharing another's prefix (a prefix-cache hit).
+Every token must be HF's argmax given the same prefix and its logprob HF's
+``log_softmax`` within 1e-4, float32.
 """
 
 from __future__ import annotations
@@ -44,6 +45,21 @@ FAMILIES: list[tuple[Family, dict[str, Any]]] = [
     ("apertus", {}),
     ("cohere", {"tie_word_embeddings": True}),
     ("cohere2", {"tie_word_embeddings": True}),
+    ("opt", {"tie_word_embeddings": True}),
+    ("opt_350m", {"tie_word_embeddings": True}),
+    ("phi", {}),
+    ("gpt_neox", {}),
+    ("gpt_neox_sequential", {}),
+]
+# The optional q/k LayerNorms (each family's own weight layout) and StableLM's parallel
+# residual, beside the plain checkpoints above.
+SWITCHED: list[tuple[Family, dict[str, Any], str]] = [
+    ("stablelm", {"qk_layernorm": True, "use_parallel_residual": True}, "stablelm-qk-parallel"),
+    ("cohere", {"use_qk_norm": True, "tie_word_embeddings": True}, "cohere-qk_norm"),
+    ("phi", {"qk_layernorm": True}, "phi-qk_layernorm"),
+]
+CASES = [pytest.param(f, o, id=f) for f, o in FAMILIES] + [
+    pytest.param(f, o, id=i) for f, o, i in SWITCHED
 ]
 
 
@@ -62,7 +78,7 @@ def _checkpoint(directory: Path, family: Family, overrides: dict[str, Any]) -> P
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("family", "overrides"), FAMILIES, ids=[f for f, _ in FAMILIES])
+@pytest.mark.parametrize(("family", "overrides"), CASES)
 def test_llm_greedy_matches_transformers(
     tmp_path: Path, family: Family, overrides: dict[str, Any]
 ) -> None:

@@ -1,6 +1,7 @@
 """LoRA on the families served since SmolLM3, through ``LLM``: with an adapter of every
 projection (Arcee's un-gated ``up_proj``, StarCoder 2's ``c_fc`` / ``c_proj``, GLM-4's
-checkpoint-fused ``gate_up_proj``, SmolLM3's NoPE layers) each greedy token's logprob is
+checkpoint-fused ``gate_up_proj``, SmolLM3's NoPE layers, OPT's ``model.decoder.*``
+``out_proj`` and ``fc1`` / ``fc2``) each greedy token's logprob is
 peft's own within 1e-4, and the base row beside it is the base model's."""
 
 from __future__ import annotations
@@ -18,19 +19,36 @@ from tests.models.test_family_engine_parity import _checkpoint
 
 PROMPT = [11, 42, 97, 300, 5, 77, 1000, 2000, 3000, 17, 19]
 GREEDY = SamplingParams(temperature=0.0, max_tokens=8, ignore_eos=True, logprobs=1)
-TARGETS = (*ALL_PROJ, "gate_up_proj", "c_fc", "c_proj")  # each family has some of them
+# Each family has some of them (OPT: out_proj, fc1 / fc2; Phi: dense, fc1 / fc2; GPT-NeoX:
+# its fused query_key_value, dense, dense_h_to_4h / dense_4h_to_h).
+TARGETS = (*ALL_PROJ, "gate_up_proj", "c_fc", "c_proj", "out_proj", "fc1", "fc2", "dense",
+           "query_key_value", "dense_h_to_4h", "dense_4h_to_h")  # fmt: skip
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("family", ["arcee", "starcoder2", "glm4", "smollm3"])
+@pytest.mark.parametrize(
+    "family", ["arcee", "starcoder2", "glm4", "smollm3", "opt", "phi", "gpt_neox"]
+)
 def test_adapter_logprobs_equal_peft(tmp_path: Path, family: Family) -> None:
+    _adapter_logprobs_equal_peft(tmp_path, family, tp=1)
+
+
+@pytest.mark.slow
+def test_gpt_neox_query_key_value_adapter_under_tensor_parallel(tmp_path: Path) -> None:
+    """GPT-NeoX's B rows of query_key_value are head by head, as its weight's: each rank
+    keeps its heads' block of rows."""
+    _adapter_logprobs_equal_peft(tmp_path, "gpt_neox", tp=2)
+
+
+def _adapter_logprobs_equal_peft(tmp_path: Path, family: Family, tp: int) -> None:
     import peft
     import transformers
 
     base = _checkpoint(tmp_path / family, family, {})
     adapter = make_adapter(base, tmp_path / "adapter", targets=TARGETS, r=8, seed=5)
     rows = [LoRARequest("a", 1, str(adapter)), None]
-    with LLM(str(base), enable_lora=True, max_loras=2, dtype="float32", max_model_len=64) as llm:
+    engine = dict(enable_lora=True, max_loras=2, dtype="float32", max_model_len=64)
+    with LLM(str(base), tensor_parallel_size=tp, **engine) as llm:
         outs = llm.generate([{"prompt_token_ids": PROMPT}] * 2, GREEDY, use_tqdm=False,
                             lora_request=rows)  # fmt: skip
     hf = transformers.AutoModelForCausalLM.from_pretrained(

@@ -252,7 +252,7 @@ def test_starcoder2_layernorms_ungated_mlp_under_its_own_names() -> None:
     assert {"model.norm.bias", "model.layers.1.post_attention_layernorm.bias"} <= names
 
 
-def test_stablelm_layernorms_quarter_rotary_and_refusals() -> None:
+def test_stablelm_layernorms_quarter_rotary_qk_layernorm_and_parallel_residual() -> None:
     raw = {
         "architectures": ["StableLmForCausalLM"], "model_type": "stablelm", "vocab_size": 128,
         "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
@@ -262,9 +262,18 @@ def test_stablelm_layernorms_quarter_rotary_and_refusals() -> None:
     cfg = CheckpointConfig.from_dict(raw)  # StableLmConfig's partial_rotary_factor: 0.25
     assert cfg.norm_type == "layer" and cfg.rms_norm_eps == 1e-5
     assert cfg.partial_rotary_factor == 0.25 and cfg.attention_bias and not cfg.o_proj_bias
-    for key in ("qk_layernorm", "use_parallel_residual"):
-        with pytest.raises(ModelConfigError, match=f"StableLM {key}=true"):
-            CheckpointConfig.from_dict({**raw, key: True})
+    assert not cfg.qk_norm and cfg.norm_layout == "pre"
+    # stablelm-2-1_6b / -12b: per-head q/k LayerNorms, attention and MLP side by side.
+    switched = CheckpointConfig.from_dict({**raw, "qk_layernorm": True,
+                                           "use_parallel_residual": True})  # fmt: skip
+    assert switched.qk_norm and switched.qk_norm_kind == "layer_head_list"
+    assert switched.norm_layout == "parallel"
+    model = load_model("/nonexistent", switched, load_format="dummy")
+    names = {n for n, _ in model.named_parameters()}
+    assert "model.layers.0.self_attn.k_norm.norms.3.weight" in names
+    assert "model.layers.0.post_attention_layernorm.weight" not in names
+    with pytest.raises(TensorParallelError, match="StableLM's q/k LayerNorms"):
+        check_tensor_parallel(switched, 2)
 
 
 def test_apertus_xielu_matches_transformers() -> None:
@@ -295,9 +304,15 @@ def test_cohere_parallel_block_unbiased_layernorm_and_logit_scale() -> None:
     assert "model.layers.0.input_layernorm.weight" in names
     assert not any(n.endswith("layernorm.bias") or n == "model.norm.bias" for n in names)
     assert "model.layers.0.post_attention_layernorm.weight" not in names
+    assert not cfg.qk_norm
     raw = {**tiny_config("cohere").to_dict(), "architectures": ["CohereForCausalLM"]}  # type: ignore[arg-type]
-    with pytest.raises(ModelConfigError, match="Cohere use_qk_norm=true"):
-        CheckpointConfig.from_dict({**raw, "use_qk_norm": True})
+    qk = CheckpointConfig.from_dict({**raw, "use_qk_norm": True})  # Command R+
+    assert qk.qk_norm and qk.qk_norm_kind == "layer_heads"
+    model = load_model("/nonexistent", qk, load_format="dummy")
+    shapes = {n: tuple(p.shape) for n, p in model.named_parameters()}
+    assert shapes["model.layers.0.self_attn.q_norm.weight"] == (4, 16)  # [Hq, D]
+    assert shapes["model.layers.0.self_attn.k_norm.weight"] == (2, 16)  # [Hk, D]
+    check_tensor_parallel(qk, 2)  # split by heads as q and k
 
 
 def test_cohere2_rotates_only_its_sliding_layers() -> None:

@@ -29,6 +29,7 @@ from torch import nn
 from actorllm.models.base import CausalLM
 from actorllm.models.config import CheckpointConfig
 from actorllm.models.families import FUSED_CHECKPOINTS
+from actorllm.models.family_names import hf_module_name
 from actorllm.models.meta_init import on_meta
 from actorllm.models.moe import FusedExperts, SparseMoeBlock
 from actorllm.models.parallel import split_kind
@@ -98,7 +99,8 @@ def quantize_linears(model: CausalLM, spec: QuantSpec, dtype: torch.dtype) -> in
                 continue
             prefix = f"{owner_name}.{child_name}".removeprefix(".")
             frags = fused.get(child_name)
-            hf = [f"{owner_name}.{f}" for f in frags] if frags else [prefix]
+            ours = [f"{owner_name}.{f}" for f in frags] if frags else [prefix]
+            hf = [hf_module_name(model.config.model_type, o) for o in ours]  # OPT's names
             flags = {spec.quantizes(h) for h in hf}
             if len(flags) > 1:
                 raise QuantizationError(
@@ -108,7 +110,7 @@ def quantize_linears(model: CausalLM, spec: QuantSpec, dtype: torch.dtype) -> in
             if not flags.pop():
                 continue
             sizes: list[int] | None = getattr(owner, "shard_sizes", None) if frags else None
-            cfg, kind = model.config, split_kind(hf[0])
+            cfg, kind = model.config, split_kind(ours[0])
             out_sizes = list(sizes or [child.out_features])
             check_shard_alignment(cfg, spec, prefix, kind, child.in_features, out_sizes)
             row = kind == "row" and cfg.tp_size > 1

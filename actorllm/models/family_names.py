@@ -1,0 +1,116 @@
+"""Checkpoint tensor names of the families whose HF modules are not named like Llama's,
+mapped onto the shared decoder's (``models/llama.py``) by :func:`family_name` (the loader;
+LoRA, whose PEFT names are the same modules'), and back by :func:`hf_module_name` (a
+quantized checkpoint's lists of what it quantizes name the checkpoint's modules).
+
+OPT (``OPTForCausalLM`` saves ``model.decoder.*``; facebook/opt-* were saved from
+``OPTModel``, so ``decoder.*``)::
+
+    model.decoder.layers.{i}.self_attn.out_proj -> model.layers.{i}.self_attn.o_proj
+    model.decoder.layers.{i}.fc1 / fc2          -> model.layers.{i}.mlp.fc1 / fc2
+    model.decoder.final_layer_norm              -> model.norm
+    model.decoder.embed_positions               -> model.embed_positions
+
+Per-layer norms keep their names (``norm_layout`` "opt" names them as OPT does).
+
+Phi: ``self_attn.dense`` -> ``self_attn.o_proj``, ``model.final_layernorm`` ->
+``model.norm``. Phi and StableLM: ``self_attn.q_layernorm`` / ``k_layernorm`` ->
+``self_attn.q_norm`` / ``k_norm``.
+
+GPT-NeoX (``embed_out`` in its checkpoints, ``lm_head`` as transformers 5 names it)::
+
+    gpt_neox.embed_in                         -> model.embed_tokens
+    gpt_neox.layers.{i}.attention.query_key_value -> model.layers.{i}.self_attn.qkv_proj
+    gpt_neox.layers.{i}.attention.dense       -> model.layers.{i}.self_attn.o_proj
+    gpt_neox.final_layer_norm                 -> model.norm
+    embed_out                                 -> lm_head
+
+Older GPT-NeoX checkpoints carry the causal-mask buffers ``attention.bias`` /
+``attention.masked_bias``: not weights (None).
+
+    >>> family_name("opt", "decoder.layers.3.fc1.weight")
+    'model.layers.3.mlp.fc1.weight'
+    >>> hf_module_name("opt", "model.layers.3.mlp.fc1")
+    'model.decoder.layers.3.fc1'
+"""
+
+from __future__ import annotations
+
+import re
+
+_Renames = tuple[tuple[re.Pattern[str], str], ...]
+
+
+def _compile(*pairs: tuple[str, str]) -> _Renames:
+    return tuple((re.compile(pattern), repl) for pattern, repl in pairs)
+
+
+# Applied in order, each to the result of the one before.
+_RENAMES: dict[str, _Renames] = {
+    "opt": _compile(
+        (r"^(model\.)?decoder\.final_layer_norm\.", "model.norm."),
+        (r"^(model\.)?decoder\.", "model."),
+        (r"\.self_attn\.out_proj\.", ".self_attn.o_proj."),
+        (r"(\.layers\.\d+)\.(fc1|fc2)\.", r"\1.mlp.\2."),
+    ),
+    "phi": _compile(
+        (r"^model\.final_layernorm\.", "model.norm."),
+        (r"\.self_attn\.dense\.", ".self_attn.o_proj."),
+        (r"\.self_attn\.(q|k)_layernorm\.", r".self_attn.\1_norm."),
+    ),
+    "stablelm": _compile(
+        (r"\.self_attn\.(q|k)_layernorm\.", r".self_attn.\1_norm."),
+    ),
+    "gpt_neox": _compile(
+        (r"^gpt_neox\.embed_in\.", "model.embed_tokens."),
+        (r"^gpt_neox\.final_layer_norm\.", "model.norm."),
+        (r"^gpt_neox\.", "model."),
+        (r"\.attention\.query_key_value\.", ".self_attn.qkv_proj."),
+        (r"\.attention\.dense\.", ".self_attn.o_proj."),
+        (r"^embed_out\.", "lm_head."),
+    ),
+}
+
+# Our module names (no ``.weight``) -> the checkpoint's, in order.
+_MODULES: dict[str, _Renames] = {
+    "opt": _compile(
+        (r"^model\.", "model.decoder."),
+        (r"^model\.decoder\.norm$", "model.decoder.final_layer_norm"),
+        (r"\.self_attn\.o_proj$", ".self_attn.out_proj"),
+        (r"\.mlp\.(fc1|fc2)$", r".\1"),
+    ),
+    "phi": _compile(
+        (r"^model\.norm$", "model.final_layernorm"),
+        (r"\.self_attn\.o_proj$", ".self_attn.dense"),
+    ),
+    "gpt_neox": _compile(
+        (r"^model\.embed_tokens$", "gpt_neox.embed_in"),
+        (r"^model\.norm$", "gpt_neox.final_layer_norm"),
+        (r"^model\.", "gpt_neox."),
+        (r"\.self_attn\.qkv_proj$", ".attention.query_key_value"),
+        (r"\.self_attn\.o_proj$", ".attention.dense"),
+        (r"^lm_head$", "embed_out"),
+    ),
+}
+
+
+# Checkpoint tensors that are not weights.
+_SKIPPED = {"gpt_neox": re.compile(r"\.attention\.(bias|masked_bias)$")}
+
+
+def family_name(model_type: str, name: str) -> str | None:
+    """Checkpoint tensor ``name`` of a ``model_type`` checkpoint -> the decoder's name
+    (None: not a weight)."""
+    skipped = _SKIPPED.get(model_type)
+    if skipped is not None and skipped.search(name):
+        return None
+    for pattern, repl in _RENAMES.get(model_type, ()):
+        name = pattern.sub(repl, name)
+    return name
+
+
+def hf_module_name(model_type: str, module: str) -> str:
+    """Our module name (``model.layers.0.mlp.fc1``) -> the checkpoint's."""
+    for pattern, repl in _MODULES.get(model_type, ()):
+        module = pattern.sub(repl, module)
+    return module
