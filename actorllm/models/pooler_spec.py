@@ -38,7 +38,8 @@ ClassifyActivation = Literal["softmax", "sigmoid", "by_shape", "identity"]
 # vLLM 0.32's PoolerConfig keys this engine honours; any other is refused by name.
 POOLER_CONFIG_KEYS = frozenset(
     {"pooling_type", "seq_pooling_type", "tok_pooling_type", "use_activation", "dimensions",
-     "logit_mean", "logit_sigma", "task", "step_tag_id", "returned_token_ids"}
+     "logit_mean", "logit_sigma", "task", "step_tag_id", "returned_token_ids",
+     "enable_chunked_processing", "max_embed_len"}
 )  # fmt: skip
 
 
@@ -87,6 +88,12 @@ class PoolerSpec(msgspec.Struct, frozen=True, kw_only=True):
     # STEP pooling's defaults for a request that leaves them unset (--pooler-config)
     step_tag_id: int | None = None
     returned_token_ids: list[int] | None = None
+    # Long embedding inputs (vLLM's): split into max_model_len chunks whose embeddings are
+    # averaged, weighted by their lengths (entrypoints/openai/embed_chunks.py)
+    enable_chunked_processing: bool = False
+    # The longest embedding input taken (tokens); None: max_model_len, or no limit with
+    # chunked processing
+    max_embed_len: int | None = None
 
 
 def _st_modules(path: Path) -> list[dict[str, Any]]:
@@ -184,8 +191,21 @@ def apply_overrides(spec: PoolerSpec, overrides: dict[str, Any]) -> PoolerSpec:
             changes[k] = overrides[k]
     if changes.get("logit_sigma") == 0:
         raise PoolerConfigError("logit_sigma", "logit_sigma cannot be 0 (division by zero)")
-    changes |= _step_defaults(overrides)
+    changes |= _step_defaults(overrides) | _long_inputs(overrides)
     return msgspec.structs.replace(spec, **changes)
+
+
+def _long_inputs(overrides: dict[str, Any]) -> dict[str, Any]:
+    """``enable_chunked_processing`` and ``max_embed_len`` (a positive token count)."""
+    changes: dict[str, Any] = {}
+    if overrides.get("enable_chunked_processing") is not None:
+        changes["enable_chunked_processing"] = bool(overrides["enable_chunked_processing"])
+    limit = overrides.get("max_embed_len")
+    if limit is not None:
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise PoolerConfigError("max_embed_len", "max_embed_len must be a positive integer")
+        changes["max_embed_len"] = limit
+    return changes
 
 
 def _pooling_types(overrides: dict[str, Any]) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from actorllm.engine.api.pooling_outputs import PoolingOutput, PoolingRequestOut
 from actorllm.engine.api.pooling_requests import check_front_door_task
 from actorllm.engine.api.request_fields import check_priority
 from actorllm.engine.api.scoring import encode_many, pair_up, score
+from actorllm.entrypoints.openai import embed_chunks
 from actorllm.entrypoints.openai.errors import bad_request
 from actorllm.entrypoints.openai.input_work import prompt_chars, run_input_work
 from actorllm.entrypoints.openai.pooling_encoding import bytes_response, json_value
@@ -134,23 +135,79 @@ def _padded(prompts: list[Prompt], tokenizer: Any, length: int) -> list[Prompt]:
 
 
 async def _run(
-    ctx: ServingContext, req: pp._InputFields, params: PoolingParams
+    ctx: ServingContext, req: pp._InputFields, params: PoolingParams, *, embed: bool = False
 ) -> tuple[Results, UsageInfo]:
+    """``embed``: an embedding request, which --pooler-config's ``max_embed_len`` and
+    ``enable_chunked_processing`` apply to (vLLM's)."""
     engine = ctx.engine
     check_model(req.model, engine.model_names)
-    served_pooling_model(ctx)
+    spec = served_pooling_model(ctx).spec
     check_priority(req.priority, engine.config)
     prompts = [_truncated(p, req, engine.max_model_len) for p in await _prompts(ctx, req)]
     for p in prompts:
         if not p.token_ids:
             raise bad_request("The input must not be empty.", "input")
+    chunked = embed and spec.enable_chunked_processing
+    limit = spec.max_embed_len if embed else None
+    if limit is not None:
+        _check_embed_len(prompts, limit)
     if req.padding == "max_length":
-        prompts = _padded(prompts, engine.tokenizer, engine.max_model_len)
-    outs = await encode_many(
-        engine, [(p.engine_input(req.cache_salt), params) for p in prompts], priority=req.priority
-    )
+        prompts = _padded(prompts, engine.tokenizer, min(engine.max_model_len, limit or 1 << 62))
+    if chunked:
+        outs = await _encode_chunked(ctx, req, params, spec.default_use_activation, prompts)
+    else:
+        jobs = [(p.engine_input(req.cache_salt), params) for p in prompts]
+        outs = await encode_many(engine, jobs, priority=req.priority)
     tokens = sum(len(o.prompt_token_ids) for o in outs)
     return outs, UsageInfo(prompt_tokens=tokens, total_tokens=tokens)
+
+
+def _check_embed_len(prompts: list[Prompt], limit: int) -> None:
+    for p in prompts:
+        if len(p.token_ids) > limit:
+            raise bad_request(
+                f"This model's maximum input length for embeddings is {limit} tokens "
+                f"(--pooler-config max_embed_len); the input has {len(p.token_ids)} tokens. "
+                "Please reduce the length of the input.",
+                "input",
+            )
+
+
+async def _encode_chunked(
+    ctx: ServingContext,
+    req: pp._InputFields,
+    params: PoolingParams,
+    default_activation: bool,
+    prompts: list[Prompt],
+) -> Results:
+    """Every prompt in context-sized pieces, one engine request each, recombined
+    (embed_chunks.py); a prompt that fits is one piece, its embedding unchanged."""
+    engine = ctx.engine
+    pieces = [embed_chunks.split(p.token_ids, engine.max_model_len) for p in prompts]
+    jobs = [
+        (Prompt(text=None, token_ids=ids).engine_input(req.cache_salt), params)
+        for prompt_pieces in pieces
+        for ids in prompt_pieces
+    ]
+    outs = iter(await encode_many(engine, jobs, priority=req.priority))
+    activation = default_activation if params.use_activation is None else params.use_activation
+    results: Results = []
+    for prompt, prompt_pieces in zip(prompts, pieces, strict=True):
+        got = [next(outs) for _ in prompt_pieces]
+        data = got[0].outputs.data
+        if len(got) > 1:
+            lengths = [len(ids) for ids in prompt_pieces]
+            data = embed_chunks.combine([o.outputs.data for o in got], lengths, activation)
+        results.append(
+            PoolingRequestOutput(
+                request_id=got[0].request_id,
+                outputs=PoolingOutput(data=data),
+                prompt_token_ids=prompt.token_ids,
+                num_cached_tokens=0,
+                finished=True,
+            )
+        )
+    return results
 
 
 async def run_embed(ctx: ServingContext, req: pp.EmbeddingRequest) -> tuple[Results, UsageInfo]:
@@ -158,7 +215,7 @@ async def run_embed(ctx: ServingContext, req: pp.EmbeddingRequest) -> tuple[Resu
     params = PoolingParams(
         task="embed", dimensions=req.dimensions, use_activation=req.use_activation
     )
-    return await _run(ctx, req, params)
+    return await _run(ctx, req, params, embed=True)
 
 
 async def create_embedding(ctx: ServingContext, req: pp.EmbeddingRequest) -> Response:
