@@ -12,8 +12,11 @@ first imported), so a test or an embedding application can set it late:
   ``$HF_HOME/hub``, else huggingface_hub's default (``~/.cache/huggingface/hub``);
 * ``HF_HUB_OFFLINE=1``: only the cache is read, the hub is never contacted.
 
-Only the files actorllm reads are fetched (configs, safetensors, tokenizer files, chat
-templates), never ``*.bin`` / ``*.pt`` pickles.
+Only the files actorllm reads are fetched: configs, tokenizer files, chat templates, and
+one kind of weight file, the first the repository has of safetensors, PyTorch ``*.bin``,
+``*.pt`` (vLLM's order for ``--load-format auto``), so a repository that carries both
+safetensors and pickles costs one download of its weights, and pickles only where there is
+nothing else. A trainer's pickled states (``training_args.bin``, ...) are never fetched.
 
     >>> resolve_model("/models/tiny")  # doctest: +SKIP
     PosixPath('/models/tiny')
@@ -23,10 +26,15 @@ from __future__ import annotations
 
 import os
 import re
+from fnmatch import fnmatch
 from pathlib import Path
 
-# What a model directory needs: configs, weights, tokenizer files, chat templates.
-ALLOW_PATTERNS = ["*.json", "*.safetensors", "*.jinja", "*.txt", "*.model", "*.tiktoken"]
+from actorllm.models.checkpoint_files import NOT_WEIGHTS
+
+# What a model directory needs besides weights: configs, tokenizer files, chat templates.
+ALLOW_PATTERNS = ["*.json", "*.jinja", "*.txt", "*.model", "*.tiktoken"]
+# Weight files in the order --load-format auto prefers them (models/checkpoint_files.py).
+WEIGHT_PATTERNS = ["*.safetensors", "*.bin", "*.pt"]
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
 _TRUE = ("1", "on", "yes", "true")
 
@@ -92,18 +100,35 @@ def resolve_model(
     return _from_hub(name, revision, hub_cache_dir(cache_dir), required_file)
 
 
+def weight_patterns(repo_files: list[str]) -> list[str]:
+    """The weight pattern to fetch: the first of :data:`WEIGHT_PATTERNS` any of
+    ``repo_files`` matches (none: the loader names what is missing)."""
+    for pattern in WEIGHT_PATTERNS:
+        if any(fnmatch(f, pattern) and Path(f).name not in NOT_WEIGHTS for f in repo_files):
+            return [pattern]
+    return []
+
+
 def _from_hub(name: str, revision: str | None, cache: Path, required_file: str | None) -> Path:
-    from huggingface_hub import snapshot_download
+    from huggingface_hub import HfApi, snapshot_download
 
     offline = hub_offline()
     at = f"{name!r} (revision {revision or 'main'})"
     try:
+        # Offline the cached snapshot is taken as it is (nothing is fetched), whatever
+        # kind of weights it holds.
+        weights = (
+            WEIGHT_PATTERNS
+            if offline
+            else weight_patterns(HfApi().list_repo_files(name, revision=revision))
+        )
         path = Path(
             snapshot_download(
                 repo_id=name,
                 revision=revision,
                 cache_dir=str(cache),
-                allow_patterns=ALLOW_PATTERNS,
+                allow_patterns=ALLOW_PATTERNS + weights,
+                ignore_patterns=sorted(NOT_WEIGHTS),
                 local_files_only=offline,
             )
         )
