@@ -60,6 +60,12 @@ def weight_files(path: str | Path, load_format: str = "auto") -> list[Path]:
     raise MissingCheckpointError(f"no {wanted} files in {path} (--load-format {load_format})")
 
 
+def weight_patterns(load_format: str) -> list[str]:
+    """The globs of the weight files ``load_format`` reads, most preferred first (none for
+    dummy weights, which read no file)."""
+    return [kind.pattern for kind in _KINDS.get(load_format, ())]
+
+
 def safetensors_files(path: str | Path) -> list[Path]:
     """The checkpoint's safetensors files (see :func:`weight_files`)."""
     return weight_files(path, "safetensors")

@@ -13,10 +13,11 @@ first imported), so a test or an embedding application can set it late:
 * ``HF_HUB_OFFLINE=1``: only the cache is read, the hub is never contacted.
 
 Only the files actorllm reads are fetched: configs, tokenizer files, chat templates, and
-one kind of weight file, the first the repository has of safetensors, PyTorch ``*.bin``,
-``*.pt`` (vLLM's order for ``--load-format auto``), so a repository that carries both
-safetensors and pickles costs one download of its weights, and pickles only where there is
-nothing else. A trainer's pickled states (``training_args.bin``, ...) are never fetched.
+one kind of weight file, the first the repository has of those ``load_format`` reads
+(``auto``: safetensors, PyTorch ``*.bin``, ``*.pt``, vLLM's order; ``pt``: the PyTorch
+files; ``dummy``: none), so a repository that carries both safetensors and pickles costs
+one download of its weights. A trainer's pickled states (``training_args.bin``, ...) are
+never fetched.
 
     >>> resolve_model("/models/tiny")  # doctest: +SKIP
     PosixPath('/models/tiny')
@@ -29,12 +30,10 @@ import re
 from fnmatch import fnmatch
 from pathlib import Path
 
-from actorllm.models.checkpoint_files import NOT_WEIGHTS
+from actorllm.models.checkpoint_files import NOT_WEIGHTS, weight_patterns
 
 # What a model directory needs besides weights: configs, tokenizer files, chat templates.
 ALLOW_PATTERNS = ["*.json", "*.jinja", "*.txt", "*.model", "*.tiktoken"]
-# Weight files in the order --load-format auto prefers them (models/checkpoint_files.py).
-WEIGHT_PATTERNS = ["*.safetensors", "*.bin", "*.pt"]
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
 _TRUE = ("1", "on", "yes", "true")
 
@@ -75,10 +74,12 @@ def resolve_model(
     revision: str | None = None,
     cache_dir: str | os.PathLike[str] | None = None,
     required_file: str | None = "config.json",
+    load_format: str = "auto",
 ) -> Path:
     """The local directory holding ``name`` (a path, or a hub id at ``revision``).
 
-    ``required_file`` must exist in a local directory (tokenizer directories pass None).
+    ``required_file`` must exist in a local directory (tokenizer directories pass None);
+    ``load_format`` (``--load-format``) says which weight files a download fetches.
     Raises :class:`ModelNotFoundError` naming the model and, for hub ids, the cache looked
     in. Blocks while downloading (call it off the event loop).
     """
@@ -97,19 +98,21 @@ def resolve_model(
             return local
         what = f"a directory with a {required_file}" if required_file else "a directory"
         raise ModelNotFoundError(f"model {name!r} is not {what} (nor a hub id).")
-    return _from_hub(name, revision, hub_cache_dir(cache_dir), required_file)
+    return _from_hub(name, revision, hub_cache_dir(cache_dir), required_file, load_format)
 
 
-def weight_patterns(repo_files: list[str]) -> list[str]:
-    """The weight pattern to fetch: the first of :data:`WEIGHT_PATTERNS` any of
+def fetched_weights(repo_files: list[str], load_format: str = "auto") -> list[str]:
+    """The weight pattern to fetch: the first that ``load_format`` reads any of
     ``repo_files`` matches (none: the loader names what is missing)."""
-    for pattern in WEIGHT_PATTERNS:
+    for pattern in weight_patterns(load_format):
         if any(fnmatch(f, pattern) and Path(f).name not in NOT_WEIGHTS for f in repo_files):
             return [pattern]
     return []
 
 
-def _from_hub(name: str, revision: str | None, cache: Path, required_file: str | None) -> Path:
+def _from_hub(
+    name: str, revision: str | None, cache: Path, required_file: str | None, load_format: str
+) -> Path:
     from huggingface_hub import HfApi, snapshot_download
 
     offline = hub_offline()
@@ -118,9 +121,9 @@ def _from_hub(name: str, revision: str | None, cache: Path, required_file: str |
         # Offline the cached snapshot is taken as it is (nothing is fetched), whatever
         # kind of weights it holds.
         weights = (
-            WEIGHT_PATTERNS
+            weight_patterns(load_format)
             if offline
-            else weight_patterns(HfApi().list_repo_files(name, revision=revision))
+            else fetched_weights(HfApi().list_repo_files(name, revision=revision), load_format)
         )
         path = Path(
             snapshot_download(

@@ -13,10 +13,10 @@ from actorllm.models.checkpoint_files import weight_files
 from actorllm.models.config import CheckpointConfig
 from actorllm.models.hub import (
     ALLOW_PATTERNS,
+    fetched_weights,
     hub_cache_dir,
     looks_like_hub_id,
     resolve_model,
-    weight_patterns,
 )
 from actorllm.models.loader import load_model
 from tests.helpers.models import make_tiny_checkpoint
@@ -133,12 +133,13 @@ def test_a_snapshot_with_only_bin_weights_resolves_and_loads(offline: Path) -> N
 
 
 def test_one_kind_of_weights_is_fetched_in_vllms_order() -> None:
-    assert weight_patterns(["config.json", "model.safetensors", "pytorch_model.bin"]) == [
-        "*.safetensors"
-    ]
-    assert weight_patterns(["pytorch_model-00001-of-00002.bin", "x.pt"]) == ["*.bin"]
-    assert weight_patterns(["training_args.bin", "consolidated.pt"]) == ["*.pt"]
-    assert weight_patterns(["config.json"]) == []
+    both = ["config.json", "model.safetensors", "pytorch_model.bin"]
+    assert fetched_weights(both) == ["*.safetensors"]
+    assert fetched_weights(both, "pt") == ["*.bin"]
+    assert fetched_weights(both, "dummy") == []
+    assert fetched_weights(["pytorch_model-00001-of-00002.bin", "x.pt"]) == ["*.bin"]
+    assert fetched_weights(["training_args.bin", "consolidated.pt"]) == ["*.pt"]
+    assert fetched_weights(["config.json"]) == []
 
 
 def test_online_the_repos_weight_kind_is_asked_for(
@@ -158,6 +159,6 @@ def test_online_the_repos_weight_kind_is_asked_for(
 
     monkeypatch.setattr(huggingface_hub.HfApi, "list_repo_files", list_repo_files)
     monkeypatch.setattr(huggingface_hub, "snapshot_download", snapshot_download)
-    resolve_model("org/old", cache_dir=tmp_path)
+    EngineConfig(model="org/old", download_dir=str(tmp_path), load_format="pt").resolved_model()
     assert seen["allow_patterns"] == [*ALLOW_PATTERNS, "*.bin"]
     assert "training_args.bin" in seen["ignore_patterns"]  # type: ignore[operator]

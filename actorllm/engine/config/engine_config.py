@@ -441,7 +441,12 @@ class EngineConfig(msgspec.Struct, kw_only=True):
             return demo_model_path()
         from actorllm.models.hub import resolve_model
 
-        path = resolve_model(self.model, revision=self.revision, cache_dir=self.download_dir)
+        path = resolve_model(
+            self.model,
+            revision=self.revision,
+            cache_dir=self.download_dir,
+            load_format=self.load_format,
+        )
         if not self.hf_overrides:
             return path
         from actorllm.engine.config.hf_overrides import overlaid
