@@ -65,10 +65,10 @@ def select_tensors(
     files: list[Path], want: Callable[[str], bool]
 ) -> Iterator[tuple[str, torch.Tensor]]:
     """(name, CPU tensor) of the tensors whose names ``want`` accepts (safetensors: only
-    those are read)."""
+    those are read); each owns its memory, so the caller may keep it."""
     for f in files:
-        if is_pickle(f):
-            yield from ((n, t) for n, t in iter_pt([f]) if want(n))
+        if is_pickle(f):  # copied off the file's mapping
+            yield from ((n, t.clone()) for n, t in iter_pt([f]) if want(n))
             continue
         with safe_open(str(f), framework="pt") as st:
             for name in st.keys():  # noqa: SIM118 (safe_open is not a mapping)

@@ -189,7 +189,7 @@ def _read_tensors(name: str, path: Path) -> dict[str, torch.Tensor]:
     assert f is not None  # _read_config checked
     if f.suffix == ".bin":
         try:
-            return load_pt(f)
+            return load_pt(f, mmap=False)  # the adapter outlives the read
         except WeightLoadError as exc:  # names the file; a pickle needing code is refused
             raise LoRAAdapterError(name, str(exc)) from None
     try:

@@ -7,7 +7,9 @@ A file that needs full unpickling (a pickled module or any other class) is refus
 
 Unlike safetensors a pickle has no header to read one tensor from, so a file is loaded
 whole. Files saved in PyTorch's zip format (every ``torch.save`` since 1.6) are memory-mapped
-(``mmap=True``): their tensors are read from disk as they are copied, not held in RAM.
+by default: their tensors are read from disk as they are copied, not held in RAM. Such a
+tensor stays backed by the file, so a reader that keeps one past the load (an adapter, a
+head) copies it or passes ``mmap=False``: a file replaced under a mapping would fault.
 
     >>> state = load_pt(Path("pytorch_model.bin"))  # doctest: +SKIP
     >>> state["model.embed_tokens.weight"].shape  # doctest: +SKIP
@@ -29,11 +31,13 @@ from actorllm.models.load_errors import UnsafePickleError, WeightLoadError
 log = logging.getLogger(__name__)
 
 
-def load_pt(f: Path) -> dict[str, torch.Tensor]:
-    """{name: CPU tensor} of one state-dict file. Entries that are not tensors (a saved
-    step count, a nested dict of metadata) are skipped: they are not weights."""
+def load_pt(f: Path, *, mmap: bool = True) -> dict[str, torch.Tensor]:
+    """{name: CPU tensor} of one state-dict file (``mmap``: backed by the file where its
+    format allows). Entries that are not tensors (a saved step count, a nested dict of
+    metadata) are skipped: they are not weights."""
+    mmap = mmap and zipfile.is_zipfile(f)  # the legacy format cannot be mapped
     try:
-        state = torch.load(f, map_location="cpu", weights_only=True, mmap=zipfile.is_zipfile(f))
+        state = torch.load(f, map_location="cpu", weights_only=True, mmap=mmap)
     except pickle.UnpicklingError as exc:
         raise UnsafePickleError(
             f"{f}: this PyTorch file needs full unpickling, which can run code from the file; "
