@@ -3,13 +3,12 @@ file or sharded; models/checkpoint_files.py picks them per ``--load-format``) or
 
 Theory of operation: the model is built on the ``meta`` device (no memory), cast to the
 target dtype, then materialized empty on the target device (``materialize``, ``to_empty``
-without its import cost). Checkpoint
-tensors are streamed by models/checkpoint_tensors.py (safetensors one tensor at a time,
-memory-mapped; a pickle one file at a time, through ``torch.load(weights_only=True)``) and
-copied into their parameters; HF's separate q/k/v and gate/up
-tensors are copied into their row ranges of our packed ``qkv_proj`` / ``gate_up_proj``.
-Every parameter row range must be written exactly once, or :class:`MissingWeightsError`
-names what the checkpoint lacks.
+without its import cost). Checkpoint tensors are streamed by models/checkpoint_tensors.py
+(safetensors one tensor at a time, memory-mapped; a pickle one file at a time, through
+``torch.load(weights_only=True)``) and copied into their parameters; HF's separate q/k/v
+and gate/up tensors are copied into their row ranges of our packed ``qkv_proj`` /
+``gate_up_proj``. Every parameter row range must be written exactly once, or
+:class:`MissingWeightsError` names what the checkpoint lacks.
 
     model = load_model("/path/to/ckpt", CheckpointConfig.from_pretrained(p), dtype=torch.float32)
 """
@@ -132,11 +131,12 @@ def load_model(
     its own) on ``device`` in ``dtype`` and fill its weights.
 
     ``load_format="dummy"`` fills random weights from ``seed`` (same weights on any device)
-    and reads nothing but config.json. ``progress=None`` shows a bar only for big
-    checkpoints. Raises :class:`UnsupportedArchitectureError`, :class:`MissingCheckpointError`
-    or :class:`MissingWeightsError`; a ``quantization_config`` (or ``quantization``, vLLM's
-    ``--quantization``) builds quantized linears (``models/quant/``) or raises
-    :class:`QuantizationError` naming what is not run.
+    and reads nothing but config.json; auto, safetensors and pt read the weight files
+    models/checkpoint_files.py picks. ``progress=None`` shows a bar only for big
+    checkpoints. Raises :class:`UnsupportedArchitectureError`, :class:`MissingCheckpointError`,
+    :class:`UnsafePickleError` or :class:`MissingWeightsError`; a ``quantization_config``
+    (or ``quantization``, vLLM's ``--quantization``) builds quantized linears
+    (``models/quant/``) or raises :class:`QuantizationError` naming what is not run.
     """
     cls = model_class or resolve_model_class(cfg.architecture)
     torch_dtype = resolve_dtype(dtype, cfg)
