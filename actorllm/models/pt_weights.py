@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import pickle
+import re
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,6 +30,9 @@ import torch
 from actorllm.models.load_errors import UnsafePickleError, WeightLoadError
 
 log = logging.getLogger(__name__)
+# torch's message wraps the reason ("Unsupported global: GLOBAL os.system was not an allowed
+# global by default") in advice to retry with weights_only=False, which is never taken here.
+_UNPICKLER_ERROR = re.compile(r"WeightsUnpickler error:\s*(.+?)(?:\. |\n|$)", re.S)
 
 
 def load_pt(f: Path, *, mmap: bool = True) -> dict[str, torch.Tensor]:
@@ -40,9 +44,10 @@ def load_pt(f: Path, *, mmap: bool = True) -> dict[str, torch.Tensor]:
         state = torch.load(f, map_location="cpu", weights_only=True, mmap=mmap)
     except pickle.UnpicklingError as exc:
         raise UnsafePickleError(
-            f"{f}: this PyTorch file needs full unpickling, which can run code from the file; "
-            "weights are only read with torch.load(weights_only=True). Re-save it as a plain "
-            f"state dict of tensors, or as safetensors ({_first_line(exc)})"
+            f"{f}: torch.load(weights_only=True) cannot read it ({_reason(exc)}); only "
+            "that restricted unpickler is used (tensors and plain values), since reading the "
+            "file fully could run code from it. Re-save it as a plain state dict of tensors, "
+            "or as safetensors"
         ) from None
     except Exception as exc:  # a truncated or corrupt file: torch's own errors
         raise WeightLoadError(f"{f}: unreadable PyTorch weight file: {exc}") from None
@@ -63,6 +68,7 @@ def iter_pt(files: list[Path]) -> Iterator[tuple[str, torch.Tensor]]:
             yield name, state.pop(name)
 
 
-def _first_line(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return lines[0] if lines else type(exc).__name__
+def _reason(exc: BaseException) -> str:
+    """The restricted unpickler's own complaint, without torch's advice to load unsafely."""
+    m = _UNPICKLER_ERROR.search(str(exc))
+    return m.group(1).strip() if m else type(exc).__name__
