@@ -3,8 +3,9 @@
 The engine identifies an adapter by ``lora_name`` (two requests with the same name use the
 same adapter, as in vLLM); ``lora_int_id`` is kept for vLLM compatibility and metrics,
 ``lora_path`` is the local directory holding ``adapter_config.json`` and
-``adapter_model.safetensors`` (PEFT's format). The core only carries the request: loading
-and applying the weights is the worker's job (``worker/lora_slots.py``).
+``adapter_model.safetensors`` or ``adapter_model.bin`` (PEFT's format). The core only
+carries the request: loading and applying the weights is the worker's job
+(``worker/lora_slots.py``).
 
     >>> r = LoRARequest("sql", 1, "/adapters/sql")
     >>> r.name, r.adapter_id, r == LoRARequest("sql", 7, "/elsewhere")
@@ -44,7 +45,7 @@ class LoRARequest(msgspec.Struct, omit_defaults=True, array_like=True):
         if self.tensorizer_config_dict is not None:
             raise ValueError(
                 f"LoRARequest {self.lora_name!r}: tensorizer_config_dict is not supported "
-                "(adapters are read from PEFT safetensors directories)"
+                "(adapters are read from PEFT adapter directories)"
             )
         if self.is_3d_lora_weight is not False:
             raise ValueError(

@@ -274,16 +274,13 @@ class EncoderModel(nn.Module):
 def load_encoder(
     path: str | Path, config: EncoderConfig, dtype: torch.dtype, device: torch.device
 ) -> EncoderModel:
-    """Build the model and load its safetensors weights (every tensor must be present;
-    a base model's own ``pooler`` is unused and may be absent)."""
-    from safetensors.torch import load_file
+    """Build the model and load its weights (safetensors, else PyTorch ``.bin`` / ``.pt``;
+    every tensor must be present; a base model's own ``pooler`` is unused and may be
+    absent)."""
+    from actorllm.models.checkpoint_files import weight_files
+    from actorllm.models.checkpoint_tensors import select_tensors
 
-    files = sorted(Path(path).glob("*.safetensors"))
-    if not files:
-        raise FileNotFoundError(f"no *.safetensors weights in {path}")
-    state: dict[str, torch.Tensor] = {}
-    for f in files:
-        state.update(load_file(str(f)))
+    state = dict(select_tensors(weight_files(path), lambda _: True))
     prefix = f"{config.family}."
     renamed = {}
     for name, t in state.items():

@@ -12,8 +12,12 @@ first imported), so a test or an embedding application can set it late:
   ``$HF_HOME/hub``, else huggingface_hub's default (``~/.cache/huggingface/hub``);
 * ``HF_HUB_OFFLINE=1``: only the cache is read, the hub is never contacted.
 
-Only the files actorllm reads are fetched (configs, safetensors, tokenizer files, chat
-templates), never ``*.bin`` / ``*.pt`` pickles.
+Only the files actorllm reads are fetched: configs, tokenizer files, chat templates, and
+one kind of weight file, the first the repository has of those ``load_format`` reads
+(``auto``: safetensors, PyTorch ``*.bin``, ``*.pt``, vLLM's order; ``pt``: the PyTorch
+files; ``dummy``: none), so a repository that carries both safetensors and pickles costs
+one download of its weights. A trainer's pickled states (``training_args.bin``, ...) are
+never fetched.
 
     >>> resolve_model("/models/tiny")  # doctest: +SKIP
     PosixPath('/models/tiny')
@@ -23,10 +27,13 @@ from __future__ import annotations
 
 import os
 import re
+from fnmatch import fnmatch
 from pathlib import Path
 
-# What a model directory needs: configs, weights, tokenizer files, chat templates.
-ALLOW_PATTERNS = ["*.json", "*.safetensors", "*.jinja", "*.txt", "*.model", "*.tiktoken"]
+from actorllm.models.checkpoint_files import NOT_WEIGHTS, weight_patterns
+
+# What a model directory needs besides weights: configs, tokenizer files, chat templates.
+ALLOW_PATTERNS = ["*.json", "*.jinja", "*.txt", "*.model", "*.tiktoken"]
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
 _TRUE = ("1", "on", "yes", "true")
 
@@ -67,10 +74,12 @@ def resolve_model(
     revision: str | None = None,
     cache_dir: str | os.PathLike[str] | None = None,
     required_file: str | None = "config.json",
+    load_format: str = "auto",
 ) -> Path:
     """The local directory holding ``name`` (a path, or a hub id at ``revision``).
 
-    ``required_file`` must exist in a local directory (tokenizer directories pass None).
+    ``required_file`` must exist in a local directory (tokenizer directories pass None);
+    ``load_format`` (``--load-format``) says which weight files a download fetches.
     Raises :class:`ModelNotFoundError` naming the model and, for hub ids, the cache looked
     in. Blocks while downloading (call it off the event loop).
     """
@@ -89,21 +98,40 @@ def resolve_model(
             return local
         what = f"a directory with a {required_file}" if required_file else "a directory"
         raise ModelNotFoundError(f"model {name!r} is not {what} (nor a hub id).")
-    return _from_hub(name, revision, hub_cache_dir(cache_dir), required_file)
+    return _from_hub(name, revision, hub_cache_dir(cache_dir), required_file, load_format)
 
 
-def _from_hub(name: str, revision: str | None, cache: Path, required_file: str | None) -> Path:
-    from huggingface_hub import snapshot_download
+def fetched_weights(repo_files: list[str], load_format: str = "auto") -> list[str]:
+    """The weight pattern to fetch: the first that ``load_format`` reads any of
+    ``repo_files`` matches (none: the loader names what is missing)."""
+    for pattern in weight_patterns(load_format):
+        if any(fnmatch(f, pattern) and Path(f).name not in NOT_WEIGHTS for f in repo_files):
+            return [pattern]
+    return []
+
+
+def _from_hub(
+    name: str, revision: str | None, cache: Path, required_file: str | None, load_format: str
+) -> Path:
+    from huggingface_hub import HfApi, snapshot_download
 
     offline = hub_offline()
     at = f"{name!r} (revision {revision or 'main'})"
     try:
+        # Offline the cached snapshot is taken as it is (nothing is fetched), whatever
+        # kind of weights it holds.
+        weights = (
+            weight_patterns(load_format)
+            if offline
+            else fetched_weights(HfApi().list_repo_files(name, revision=revision), load_format)
+        )
         path = Path(
             snapshot_download(
                 repo_id=name,
                 revision=revision,
                 cache_dir=str(cache),
-                allow_patterns=ALLOW_PATTERNS,
+                allow_patterns=ALLOW_PATTERNS + weights,
+                ignore_patterns=sorted(NOT_WEIGHTS),
                 local_files_only=offline,
             )
         )

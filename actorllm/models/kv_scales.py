@@ -20,11 +20,10 @@ import math
 import re
 from pathlib import Path
 
-import torch
-from safetensors import safe_open
 from torch import nn
 
 from actorllm.models.attention import PagedAttention
+from actorllm.models.checkpoint_tensors import select_tensors
 
 logger = logging.getLogger(__name__)
 _SCALE = re.compile(r"(?:^|\.)layers\.(\d+)\.self_attn\.(?:attn\.)?([kv])_scale$")
@@ -49,22 +48,18 @@ def read_kv_scales(files: list[Path]) -> dict[tuple[int, str], float]:
     """{(layer, "k" or "v"): scale} of every KV scale in the checkpoint's files; raises
     :class:`KVScaleError` for one that is not a single positive finite number."""
     scales: dict[tuple[int, str], float] = {}
-    for f in files:
-        with safe_open(str(f), framework="pt") as st:
-            for name in st.keys():  # noqa: SIM118 (safe_open is not a mapping)
-                at = _layer_scale(name)
-                if at is None:
-                    continue
-                t: torch.Tensor = st.get_tensor(name)
-                if t.numel() != 1:
-                    raise KVScaleError(
-                        f"kv_cache_dtype: {name} holds {t.numel()} values; only per-tensor "
-                        "KV cache scales (one value) are supported"
-                    )
-                value = float(t.float().reshape(()))
-                if not (math.isfinite(value) and value > 0):
-                    raise KVScaleError(f"kv_cache_dtype: {name} is {value}, not a positive scale")
-                scales[at] = value
+    for name, t in select_tensors(files, lambda n: _layer_scale(n) is not None):
+        at = _layer_scale(name)
+        assert at is not None
+        if t.numel() != 1:
+            raise KVScaleError(
+                f"kv_cache_dtype: {name} holds {t.numel()} values; only per-tensor "
+                "KV cache scales (one value) are supported"
+            )
+        value = float(t.float().reshape(()))
+        if not (math.isfinite(value) and value > 0):
+            raise KVScaleError(f"kv_cache_dtype: {name} is {value}, not a positive scale")
+        scales[at] = value
     return scales
 
 

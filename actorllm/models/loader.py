@@ -1,20 +1,20 @@
-"""Build a model and fill its weights: safetensors (one file or sharded) or dummy.
+"""Build a model and fill its weights: safetensors or PyTorch ``.bin`` / ``.pt`` files (one
+file or sharded; models/checkpoint_files.py picks them per ``--load-format``) or dummy.
 
 Theory of operation: the model is built on the ``meta`` device (no memory), cast to the
 target dtype, then materialized empty on the target device (``materialize``, ``to_empty``
-without its import cost). Checkpoint
-tensors are read one at a time through ``safe_open`` (memory-mapped, so a shard is never
-read whole into RAM) and copied into their parameters; HF's separate q/k/v and gate/up
-tensors are copied into their row ranges of our packed ``qkv_proj`` / ``gate_up_proj``.
-Every parameter row range must be written exactly once, or :class:`MissingWeightsError`
-names what the checkpoint lacks.
+without its import cost). Checkpoint tensors are streamed by models/checkpoint_tensors.py
+(safetensors one tensor at a time, memory-mapped; a pickle one file at a time, through
+``torch.load(weights_only=True)``) and copied into their parameters; HF's separate q/k/v
+and gate/up tensors are copied into their row ranges of our packed ``qkv_proj`` /
+``gate_up_proj``. Every parameter row range must be written exactly once, or
+:class:`MissingWeightsError` names what the checkpoint lacks.
 
     model = load_model("/path/to/ckpt", CheckpointConfig.from_pretrained(p), dtype=torch.float32)
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from collections.abc import Iterable, Iterator
@@ -22,14 +22,19 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import torch
-from safetensors import safe_open
-from tqdm.auto import tqdm
 
 from actorllm.kernels.ops import Ops, get_ops
 from actorllm.models.base import CausalLM
+from actorllm.models.checkpoint_files import safetensors_files as safetensors_files
+from actorllm.models.checkpoint_files import weight_files
+from actorllm.models.checkpoint_tensors import iter_checkpoint as iter_checkpoint
+from actorllm.models.checkpoint_tensors import tensor_names
 from actorllm.models.config import CheckpointConfig
 from actorllm.models.gguf.config import is_gguf
 from actorllm.models.kv_scales import SCALE_SUFFIXES
+from actorllm.models.load_errors import MissingCheckpointError as MissingCheckpointError
+from actorllm.models.load_errors import UnsafePickleError as UnsafePickleError
+from actorllm.models.load_errors import WeightLoadError as WeightLoadError
 from actorllm.models.load_format import LoadFormat as LoadFormat
 from actorllm.models.materialize import materialize
 from actorllm.models.meta_init import on_meta
@@ -66,16 +71,6 @@ _IGNORED_SUFFIXES = ("rotary_emb.inv_freq", *SCALE_SUFFIXES)
 # score.0 / score.2): read by the pooling head (worker/decoder_pooling.py), not the body's
 # load (a weight update naming them is refused: the body has no such parameter).
 _POOLING_HEAD_PREFIXES = ("score.",)
-# Show a progress bar from this many tensors on (or with more than one shard).
-_PROGRESS_MIN_TENSORS = 256
-
-
-class WeightLoadError(RuntimeError):
-    """The checkpoint cannot be loaded into the model."""
-
-
-class MissingCheckpointError(WeightLoadError, FileNotFoundError):
-    """No safetensors files where the model path says they are."""
 
 
 class MissingWeightsError(WeightLoadError):
@@ -113,51 +108,9 @@ def resolve_dtype(
         raise ValueError(f"unsupported dtype {name!r} (expected one of {sorted(DTYPES)})") from None
 
 
-def safetensors_files(path: str | Path) -> list[Path]:
-    """The checkpoint's shard files, in index order; raises :class:`MissingCheckpointError`."""
-    path = Path(path)
-    index = path / "model.safetensors.index.json"
-    if index.is_file():
-        weight_map: dict[str, str] = json.loads(index.read_text())["weight_map"]
-        files = [path / f for f in dict.fromkeys(weight_map.values())]
-        absent = [str(f.name) for f in files if not f.is_file()]
-        if absent:
-            raise MissingCheckpointError(f"{index} lists shards that do not exist: {absent}")
-        return files
-    single = path / "model.safetensors"
-    if single.is_file():
-        return [single]
-    found = sorted(path.glob("*.safetensors"))
-    if not found:
-        raise MissingCheckpointError(f"no *.safetensors files in {path}")
-    return found
-
-
 def iter_names(path: Path) -> Iterator[str]:
-    """The names of the checkpoint's tensors at ``path`` (headers only, no data read)."""
-    for f in safetensors_files(path):
-        with safe_open(str(f), framework="pt") as handle:
-            yield from handle.keys()
-
-
-def iter_checkpoint(
-    files: list[Path], progress: bool | None = None, lazy: bool = False
-) -> Iterator[tuple[str, Any]]:
-    """Yield (name, CPU tensor) for every tensor, one at a time (memory-mapped reads).
-    ``lazy``: yield safetensors slices instead (``get_slice``; valid until the next item),
-    so a tensor-parallel rank reads only its part."""
-    keys: list[tuple[Path, str]] = []
-    for f in files:
-        with safe_open(str(f), framework="pt", device="cpu") as h:
-            keys.extend((f, k) for k in h.keys())  # noqa: SIM118 (safe_open is not a dict)
-    show = len(keys) >= _PROGRESS_MIN_TENSORS or len(files) > 1 if progress is None else progress
-    bar = tqdm(total=len(keys), desc="Loading weights", unit="tensor", disable=not show)
-    with bar:
-        for f in files:
-            with safe_open(str(f), framework="pt", device="cpu") as h:
-                for k in h.keys():  # noqa: SIM118
-                    yield k, h.get_slice(k) if lazy else h.get_tensor(k)
-                    bar.update(1)
+    """The names of the checkpoint's tensors at ``path`` (safetensors: headers only)."""
+    return tensor_names(weight_files(path))
 
 
 def load_model(
@@ -178,11 +131,12 @@ def load_model(
     its own) on ``device`` in ``dtype`` and fill its weights.
 
     ``load_format="dummy"`` fills random weights from ``seed`` (same weights on any device)
-    and reads nothing but config.json. ``progress=None`` shows a bar only for big
-    checkpoints. Raises :class:`UnsupportedArchitectureError`, :class:`MissingCheckpointError`
-    or :class:`MissingWeightsError`; a ``quantization_config`` (or ``quantization``, vLLM's
-    ``--quantization``) builds quantized linears (``models/quant/``) or raises
-    :class:`QuantizationError` naming what is not run.
+    and reads nothing but config.json; auto, safetensors and pt read the weight files
+    models/checkpoint_files.py picks. ``progress=None`` shows a bar only for big
+    checkpoints. Raises :class:`UnsupportedArchitectureError`, :class:`MissingCheckpointError`,
+    :class:`UnsafePickleError` or :class:`MissingWeightsError`; a ``quantization_config``
+    (or ``quantization``, vLLM's ``--quantization``) builds quantized linears
+    (``models/quant/``) or raises :class:`QuantizationError` naming what is not run.
     """
     cls = model_class or resolve_model_class(cfg.architecture)
     torch_dtype = resolve_dtype(dtype, cfg)
@@ -218,11 +172,11 @@ def load_model(
                 if isinstance(module, QUANT_LINEARS):
                     module.init_dummy(gen)
             finish_quantized(model, {})
-    elif load_format in ("auto", "safetensors"):
-        load_weights(model, safetensors_files(path), progress=progress)
+    elif load_format in ("auto", "safetensors", "pt"):
+        load_weights(model, weight_files(path, load_format), progress=progress)
     else:
         raise ValueError(
-            f"unknown load_format {load_format!r} (expected auto, safetensors or dummy)"
+            f"unknown load_format {load_format!r} (expected auto, safetensors, pt or dummy)"
         )
     model.init_rotary(device, max_positions)
     return model.eval()
@@ -237,7 +191,7 @@ def load_weights(model: CausalLM, files: list[Path], progress: bool | None = Non
     quantized = any(isinstance(m, QUANT_LINEARS) for m in model.modules())
     with torch.no_grad():
         # Tensor parallel: each rank reads only its slices; pipeline parallel: each stage
-        # only its layers' tensors.
+        # only its layers' tensors (safetensors; a pickle shard is loaded whole).
         lazy = model.config.tp_size > 1 or model.config.pp_layers is not None
         for hf_name, tensor in iter_checkpoint(files, progress, lazy=lazy):
             if hf_name.startswith(_POOLING_HEAD_PREFIXES):

@@ -3,16 +3,18 @@
 Theory of operation
 -------------------
 PEFT saves ``adapter_config.json`` (``r``, ``lora_alpha``, ``use_rslora``, ...) and
-``adapter_model.safetensors`` with, for every adapted ``nn.Linear`` ``W`` [out, in], two
-tensors ``<module>.lora_A.weight`` ``A`` [r, in] and ``<module>.lora_B.weight`` ``B``
-[out, r]; the adapted layer computes ``x W^T + s * (x A^T) B^T`` with ``s = alpha / r``
-(``alpha / sqrt(r)`` under rsLoRA). The module names are HF's
-(``base_model.model.model.layers.0.self_attn.q_proj``); ours fuse q|k|v into ``qkv_proj``
-and gate|up into ``gate_up_proj`` (``models/llama.py``), so an adapter of ``k_proj`` becomes
-*slice 1* of ``qkv_proj``: its own ``A``, and a ``B`` whose rows land in k's output columns.
-``s`` is folded into ``B`` once, here. Under tensor parallelism each rank keeps its part
-(``models/parallel.py``'s :func:`lora_pair_piece`: B's rows of a column-parallel
-projection, A's columns of a row-parallel one), after checking the whole tensors.
+``adapter_model.safetensors`` (or ``adapter_model.bin`` with ``safe_serialization=False``,
+read with ``torch.load(weights_only=True)`` only) with, for every adapted ``nn.Linear``
+``W`` [out, in], two tensors ``<module>.lora_A.weight`` ``A`` [r, in] and
+``<module>.lora_B.weight`` ``B`` [out, r]; the adapted layer computes
+``x W^T + s * (x A^T) B^T`` with ``s = alpha / r`` (``alpha / sqrt(r)`` under rsLoRA).
+The module names are HF's (``base_model.model.model.layers.0.self_attn.q_proj``); ours
+fuse q|k|v into ``qkv_proj`` and gate|up into ``gate_up_proj`` (``models/llama.py``), so
+an adapter of ``k_proj`` becomes *slice 1* of ``qkv_proj``: its own ``A``, and a ``B``
+whose rows land in k's output columns. ``s`` is folded into ``B`` once, here. Under tensor
+parallelism each rank keeps its part (``models/parallel.py``'s :func:`lora_pair_piece`:
+B's rows of a column-parallel projection, A's columns of a row-parallel one), after
+checking the whole tensors.
 
 Everything an adapter asks that we do not apply is refused by name
 (:class:`LoRAAdapterError`, a ``ValueError`` naming the adapter and the reason): a
@@ -39,10 +41,13 @@ from torch import nn
 
 from actorllm.models.base import CausalLM
 from actorllm.models.layers import UngatedMLP
+from actorllm.models.load_errors import WeightLoadError
 from actorllm.models.parallel import full_weight_shape, lora_pair_piece
+from actorllm.models.pt_weights import load_pt
 
 CONFIG_FILE = "adapter_config.json"
-WEIGHTS_FILE = "adapter_model.safetensors"
+# PEFT's weight files, safe_serialization=True (its default) then False; the first wins.
+WEIGHTS_FILES = ("adapter_model.safetensors", "adapter_model.bin")
 # Our projections an adapter may target (after packing): attention and MLP; and both
 # linears of an MLP without a gate (Arcee's up_proj, StarCoder 2's c_fc / c_proj).
 TARGETABLE = ("qkv_proj", "o_proj", "gate_up_proj", "down_proj")
@@ -134,7 +139,7 @@ def read_adapter(
         sl = LoRASlice(shard=shard, a=a.to(dtype).contiguous(), b=b.to(dtype).contiguous())
         out.modules.setdefault(target, []).append(sl)
     if not out.modules:
-        raise LoRAAdapterError(name, f"{WEIGHTS_FILE} holds no lora_A / lora_B tensors")
+        raise LoRAAdapterError(name, "its weights hold no lora_A / lora_B tensors")
     return out
 
 
@@ -153,10 +158,10 @@ def _read_config(name: str, path: Path) -> dict[str, Any]:
     if not path.is_dir():
         raise LoRAAdapterError(name, f"{str(path)!r} is not a local directory")
     cfg_file = path / CONFIG_FILE
-    if not cfg_file.is_file() or not (path / WEIGHTS_FILE).is_file():
+    if not cfg_file.is_file() or _weights_file(path) is None:
         raise LoRAAdapterError(
             name, f"{str(path)!r} is not a PEFT adapter directory ({CONFIG_FILE} and "
-            f"{WEIGHTS_FILE} expected)"
+            f"{' or '.join(WEIGHTS_FILES)} expected)"
         )  # fmt: skip
     try:
         cfg = json.loads(cfg_file.read_text())
@@ -175,11 +180,22 @@ def _read_config(name: str, path: Path) -> dict[str, Any]:
     return cfg
 
 
+def _weights_file(path: Path) -> Path | None:
+    return next((path / f for f in WEIGHTS_FILES if (path / f).is_file()), None)
+
+
 def _read_tensors(name: str, path: Path) -> dict[str, torch.Tensor]:
+    f = _weights_file(path)
+    assert f is not None  # _read_config checked
+    if f.suffix == ".bin":
+        try:
+            return load_pt(f, mmap=False)  # the adapter outlives the read
+        except WeightLoadError as exc:  # names the file; a pickle needing code is refused
+            raise LoRAAdapterError(name, str(exc)) from None
     try:
-        return load_file(str(path / WEIGHTS_FILE), device="cpu")
+        return load_file(str(f), device="cpu")
     except Exception as exc:  # a corrupt or truncated file: safetensors' own errors
-        raise LoRAAdapterError(name, f"unreadable {WEIGHTS_FILE}: {exc}") from None
+        raise LoRAAdapterError(name, f"unreadable {f.name}: {exc}") from None
 
 
 def _pair(name: str, tensors: dict[str, torch.Tensor]) -> dict[str, tuple[torch.Tensor, ...]]:

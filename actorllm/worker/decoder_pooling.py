@@ -22,21 +22,29 @@ import torch
 from actorllm.core.model_runner_output import ModelRunnerOutput
 from actorllm.core.pooling_params import PoolingParams
 from actorllm.models.base import CausalLM, KVCaches
+from actorllm.models.checkpoint_files import weight_files
+from actorllm.models.checkpoint_tensors import select_tensors
+from actorllm.models.load_errors import MissingCheckpointError
 from actorllm.models.pooler_spec import REWARD_MODELS, decoder_pooler_spec, reward_pooler_spec
 from actorllm.worker.input_batch import InputBatch
 from actorllm.worker.pooling_head import PoolingHead
 from actorllm.worker.step_inputs import InputPlan, SchedulerProtocolError, plan_to_device
 
 
+def _weight_files(path: Path) -> list[Path]:
+    """The checkpoint's weight files; none where it has none (the head is then refused
+    as absent)."""
+    try:
+        return weight_files(path)
+    except MissingCheckpointError:
+        return []
+
+
 def score_head(path: Path, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
     """The checkpoint's ``score.weight`` [num_labels, H]; a refusal naming convert when it
     has none (a ``*ForCausalLM`` checkpoint carries no classifier)."""
-    from safetensors import safe_open
-
-    for f in sorted(path.glob("*.safetensors")):
-        with safe_open(str(f), "pt") as st:
-            if "score.weight" in st.keys():  # noqa: SIM118 - safe_open is not a dict
-                return st.get_tensor("score.weight").to(device=device, dtype=dtype)
+    for _, t in select_tensors(_weight_files(path), lambda n: n == "score.weight"):
+        return t.to(device=device, dtype=dtype)
     raise ValueError(
         f"convert='classify' needs a classification head (score.weight) in {path}; this "
         "checkpoint has none (a *ForSequenceClassification checkpoint has one)."
@@ -46,15 +54,12 @@ def score_head(path: Path, dtype: torch.dtype, device: torch.device) -> torch.Te
 def _checkpoint_tensors(
     path: Path, names: list[str], device: torch.device
 ) -> dict[str, torch.Tensor]:
-    """The named tensors of the checkpoint's safetensors files (float32); a refusal
-    naming those it lacks."""
-    from safetensors import safe_open
-
-    found: dict[str, torch.Tensor] = {}
-    for f in sorted(path.glob("*.safetensors")):
-        with safe_open(str(f), "pt") as st:
-            for name in set(names) & set(st.keys()):
-                found[name] = st.get_tensor(name).to(device=device, dtype=torch.float32)
+    """The named tensors of the checkpoint's weight files (float32); a refusal naming
+    those it lacks."""
+    found = {
+        name: t.to(device=device, dtype=torch.float32)
+        for name, t in select_tensors(_weight_files(path), lambda n: n in names)
+    }
     missing = [n for n in names if n not in found]
     if missing:
         raise ValueError(f"the checkpoint in {path} lacks the reward head's {', '.join(missing)}")

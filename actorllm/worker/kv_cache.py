@@ -85,12 +85,14 @@ def kv_cache_bytes_per_block(
 
 
 def load_kv_scales(model: nn.Module, path: Path, load_format: str) -> None:
-    """An fp8 cache's per-layer scales from the checkpoint's safetensors (none: 1.0)."""
-    from actorllm.models.loader import safetensors_files
+    """An fp8 cache's per-layer scales from the checkpoint's weight files (none: 1.0)."""
+    from actorllm.models.checkpoint_files import weight_files
 
     if load_format == "dummy" or not path.is_dir():  # random weights, or a .gguf file
         return
-    apply_kv_scales(model, safetensors_files(path))
+    apply_kv_scales(
+        model, weight_files(path, load_format if load_format in ("safetensors", "pt") else "auto")
+    )
 
 
 def bind_kv_groups(model: nn.Module, groups: Sequence[KVCacheGroup], num_layers: int) -> None:

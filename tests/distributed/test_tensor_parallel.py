@@ -90,6 +90,11 @@ def test_tp2_splits_cohere_per_head_qk_norms(tmp_path: Path) -> None:
     _tp2_gives_tp1(_checkpoint(tmp_path, "cohere", use_qk_norm=True))
 
 
+def test_tp2_on_a_pytorch_bin_checkpoint_gives_tp1_greedy_tokens(tmp_path: Path) -> None:
+    """Each rank loads the pickled shards whole (no lazy slices) and keeps its part."""
+    _tp2_gives_tp1(_checkpoint(tmp_path, "opt", max_shard_size="200KB", safe_serialization=False))
+
+
 def _tp2_gives_tp1(model: str) -> None:
     params = SamplingParams(
         max_tokens=12, temperature=0.0, ignore_eos=True, logprobs=2, prompt_logprobs=1

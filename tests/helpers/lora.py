@@ -26,10 +26,12 @@ def make_adapter(
     alpha: float = 16.0,
     use_rslora: bool = False,
     seed: int = 1,
+    safe_serialization: bool = True,
     **lora_config: Any,
 ) -> Path:
     """A PEFT adapter of ``base`` with random A *and* B (PEFT starts B at zero, which would
-    change nothing), saved in PEFT's format into ``directory``."""
+    change nothing), saved in PEFT's format into ``directory`` (``safe_serialization=False``:
+    ``adapter_model.bin``)."""
     import peft
     import transformers
 
@@ -46,7 +48,7 @@ def make_adapter(
             if "lora_B" in name or "lora_A" in name:
                 p.copy_(torch.randn(p.shape, generator=gen) * (0.3 / p.shape[-1] ** 0.5))
     path = Path(directory)
-    pm.save_pretrained(path)
+    pm.save_pretrained(path, safe_serialization=safe_serialization)
     return path
 
 

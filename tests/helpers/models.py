@@ -8,6 +8,7 @@ Every family is small enough (2 layers, hidden 64, vocab 128) to run in millisec
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any, Literal
 
@@ -287,9 +288,11 @@ def make_tiny_checkpoint(
     seed: int = 0,
     max_shard_size: str | None = None,
     dtype: torch.dtype = torch.float32,
+    safe_serialization: bool = True,
     **config: Any,
 ) -> Path:
-    """Save a random ``family`` model (safetensors) into ``directory``; returns the path.
+    """Save a random ``family`` model (safetensors; ``safe_serialization=False``: PyTorch
+    ``pytorch_model.bin``) into ``directory``; returns the path.
 
     Weights are N(0, 0.5) instead of HF's 0.02 so logits are far from flat and greedy ties
     are rare; biases and norm weights are random too so they are really exercised.
@@ -317,7 +320,29 @@ def make_tiny_checkpoint(
     if max_shard_size is not None:
         kwargs["max_shard_size"] = max_shard_size
     model.save_pretrained(path, **kwargs)
+    if not safe_serialization:
+        to_pytorch_bin(path)
     return path
+
+
+def to_pytorch_bin(path: Path) -> None:
+    """Rewrite a safetensors save as transformers 4's ``safe_serialization=False`` wrote it
+    (transformers 5 saves safetensors only): ``pytorch_model.bin``, or the shards
+    ``pytorch_model-0000i-of-0000n.bin`` with ``pytorch_model.bin.index.json``."""
+    from safetensors.torch import load_file
+
+    def bin_name(name: str) -> str:
+        return "pytorch_model" + name.removeprefix("model").removesuffix(".safetensors") + ".bin"
+
+    for f in sorted(path.glob("model*.safetensors")):
+        torch.save(load_file(str(f)), path / bin_name(f.name))
+        f.unlink()
+    index = path / "model.safetensors.index.json"
+    if index.is_file():
+        raw = json.loads(index.read_text())
+        raw["weight_map"] = {k: bin_name(v) for k, v in raw["weight_map"].items()}
+        (path / "pytorch_model.bin.index.json").write_text(json.dumps(raw))
+        index.unlink()
 
 
 def load_hf_model(path: str | Path) -> Any:

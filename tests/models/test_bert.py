@@ -7,6 +7,7 @@ transformers gives it alone.
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ import torch
 from actorllm.models.bert import ALONE_MIN_LEN, EncoderModel, load_encoder
 from actorllm.models.encoder_config import read_encoder_config
 from actorllm.models.onednn_linear import prepack_linears
+from tests.helpers.models import to_pytorch_bin
 
 L = ALONE_MIN_LEN
 
@@ -96,3 +98,11 @@ def test_a_sequence_gets_the_same_bits_in_any_step(tiny: Path) -> None:
         for i, n in enumerate(lens):
             alone = ours(seqs[i], types[i], [n])  # [n, H]
             assert torch.equal(alone, together[i]), f"sequence {i} ({n} tokens) changed"
+
+
+def test_a_bin_save_loads_the_same_encoder(tiny: Path, tmp_path: Path) -> None:
+    shutil.copytree(tiny, tmp_path / "pt")
+    to_pytorch_bin(tmp_path / "pt")
+    assert (tmp_path / "pt" / "pytorch_model.bin").is_file()
+    a, b = _ours(tiny).state_dict(), _ours(tmp_path / "pt").state_dict()
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)

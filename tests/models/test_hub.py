@@ -9,7 +9,17 @@ import pytest
 
 from actorllm.demo import demo_tokenizer_path
 from actorllm.engine.config.engine_config import EngineConfig, ModelNotFoundError
-from actorllm.models.hub import hub_cache_dir, looks_like_hub_id, resolve_model
+from actorllm.models.checkpoint_files import weight_files
+from actorllm.models.config import CheckpointConfig
+from actorllm.models.hub import (
+    ALLOW_PATTERNS,
+    fetched_weights,
+    hub_cache_dir,
+    looks_like_hub_id,
+    resolve_model,
+)
+from actorllm.models.loader import load_model
+from tests.helpers.models import make_tiny_checkpoint
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 OTHER = "fedcba9876543210fedcba9876543210fedcba98"
@@ -111,3 +121,44 @@ def test_a_gguf_file_is_the_model_and_a_missing_one_is_named(tmp_path: Path) -> 
         resolve_model(str(tmp_path / "absent.gguf"))
     with pytest.raises(ModelNotFoundError, match="not a tokenizer directory"):
         resolve_model(str(gguf), required_file=None)
+
+
+def test_a_snapshot_with_only_bin_weights_resolves_and_loads(offline: Path) -> None:
+    snapshot = hub_cache(offline, "org/old", {})
+    make_tiny_checkpoint(snapshot, "opt", safe_serialization=False)
+    assert resolve_model("org/old") == snapshot
+    assert [f.name for f in weight_files(snapshot)] == ["pytorch_model.bin"]
+    path = EngineConfig(model="org/old", tokenizer=str(demo_tokenizer_path())).resolved_model()
+    load_model(path, CheckpointConfig.from_pretrained(path), progress=False)
+
+
+def test_one_kind_of_weights_is_fetched_in_vllms_order() -> None:
+    both = ["config.json", "model.safetensors", "pytorch_model.bin"]
+    assert fetched_weights(both) == ["*.safetensors"]
+    assert fetched_weights(both, "pt") == ["*.bin"]
+    assert fetched_weights(both, "dummy") == []
+    assert fetched_weights(["pytorch_model-00001-of-00002.bin", "x.pt"]) == ["*.bin"]
+    assert fetched_weights(["training_args.bin", "consolidated.pt"]) == ["*.pt"]
+    assert fetched_weights(["config.json"]) == []
+
+
+def test_online_the_repos_weight_kind_is_asked_for(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import huggingface_hub
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    seen: dict[str, object] = {}
+
+    def list_repo_files(self: object, repo_id: str, revision: str | None = None) -> list[str]:
+        return ["config.json", "pytorch_model.bin", "training_args.bin"]
+
+    def snapshot_download(**kw: object) -> str:
+        seen.update(kw)
+        return str(hub_cache(tmp_path, "org/old", {"config.json": "{}"}))
+
+    monkeypatch.setattr(huggingface_hub.HfApi, "list_repo_files", list_repo_files)
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", snapshot_download)
+    EngineConfig(model="org/old", download_dir=str(tmp_path), load_format="pt").resolved_model()
+    assert seen["allow_patterns"] == [*ALLOW_PATTERNS, "*.bin"]
+    assert "training_args.bin" in seen["ignore_patterns"]  # type: ignore[operator]

@@ -55,3 +55,9 @@ def test_a_scale_that_is_not_one_positive_number_is_refused(
     files = _file(tmp_path / "b.safetensors", {"model.layers.1.self_attn.v_scale": bad})
     with pytest.raises(KVScaleError, match=r"kv_cache_dtype: model\.layers\.1\.self_attn\.v_scale"):
         read_kv_scales(files)
+
+
+def test_scales_are_read_from_a_pytorch_bin_too(tmp_path: Path) -> None:
+    f = tmp_path / "pytorch_model.bin"
+    torch.save({"model.layers.1.self_attn.k_scale": torch.tensor(0.25), "x": torch.ones(2)}, f)
+    assert read_kv_scales([f]) == {(1, "k"): 0.25}

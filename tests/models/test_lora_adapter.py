@@ -63,6 +63,37 @@ def test_slices_land_in_their_columns_with_peft_scaling(
     state.fill(1, None)
 
 
+def test_a_bin_adapter_reads_as_its_safetensors_twin(
+    llama: tuple[Path, CausalLM], tmp_path: Path
+) -> None:
+    base, model = llama
+    st = make_adapter(base, tmp_path / "st", r=4, seed=5)
+    pt = make_adapter(base, tmp_path / "pt", r=4, seed=5, safe_serialization=False)
+    assert (pt / "adapter_model.bin").is_file() and not (pt / "adapter_model.safetensors").exists()
+    a = read_adapter("st", st, model, max_rank=8, dtype=torch.float32)
+    b = read_adapter("pt", pt, model, max_rank=8, dtype=torch.float32)
+    assert a.modules.keys() == b.modules.keys() and a.scaling == b.scaling
+    for target, slices in a.modules.items():
+        for x, y in zip(slices, b.modules[target], strict=True):
+            assert x.shard == y.shard
+            assert torch.equal(x.a, y.a) and torch.equal(x.b, y.b), target
+
+
+class _Payload:
+    """A class instance: only full unpickling (code from the file) would build it."""
+
+
+def test_a_bin_adapter_needing_full_unpickling_is_refused(
+    llama: tuple[Path, CausalLM], tmp_path: Path
+) -> None:
+    base, model = llama
+    pt = make_adapter(base, tmp_path / "pt", r=4, seed=5, safe_serialization=False)
+    state = torch.load(pt / "adapter_model.bin", weights_only=True)
+    torch.save({**state, "x": _Payload()}, pt / "adapter_model.bin")
+    with pytest.raises(LoRAAdapterError, match=r"'bad'.*adapter_model\.bin.*weights_only=True"):
+        read_adapter("bad", pt, model, max_rank=8, dtype=torch.float32)
+
+
 def _edit_config(path: Path, **changes: object) -> Path:
     cfg = json.loads((path / "adapter_config.json").read_text())
     (path / "adapter_config.json").write_text(json.dumps({**cfg, **changes}))

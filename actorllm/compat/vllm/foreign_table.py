@@ -57,11 +57,11 @@ FOREIGN: list[Foreign] = [
     _i("--safetensors-load-strategy", why="weights load with safetensors' own strategy"),
     _i(
         "--ignore-patterns",
-        why="only configs, safetensors and tokenizer files are ever fetched",
+        why="only configs, weights and tokenizer files are ever fetched",
         nargs="+",
     ),
     _i("--use-tqdm-on-load", value=False, why="weights load without a progress bar"),
-    _i("--pt-load-map-location", why="only safetensors weights are loaded"),
+    _i("--pt-load-map-location", why="PyTorch weight files load to the CPU, then the device"),
     _i("--max-parallel-loading-workers", why="weights load in one worker"),
     _i("--enable-sleep-mode", value=False, why="sleep/wake_up are always built in (dev mode)"),
     _i("--safetensors-prefetch-block-size", why="weights load with safetensors' own strategy"),

@@ -109,8 +109,10 @@ ENGINE_CONFIG_HELP: Mapping[str, Mapping[str, str]] = {
             "checkpoint's is refused (gptq, awq, compressed-tensors run)."
         ),
         "load_format": (
-            "How weights load: auto and safetensors read the checkpoint (auto and gguf: a .gguf "
-            "file), dummy makes random weights (for benchmarks)."
+            "How weights load: auto reads the checkpoint's safetensors, else its PyTorch "
+            "*.bin / *.pt files (or a .gguf file); safetensors and pt read only that kind "
+            "(pickles through torch.load(weights_only=True)); gguf a .gguf file; dummy makes "
+            "random weights (for benchmarks)."
         ),
         "download_dir": (
             "Where hub models are cached and downloaded (default: huggingface_hub's cache, "
@@ -390,7 +392,7 @@ ENGINE_CONFIG_HELP: Mapping[str, Mapping[str, str]] = {
     },
     "LoRAConfig": {
         "enable_lora": (
-            "Serve LoRA adapters (PEFT's adapter_config.json + adapter_model.safetensors) "
+            "Serve LoRA adapters (PEFT's adapter_config.json + adapter_model.safetensors/.bin) "
             "beside the base model; a request names its adapter (lora_request, or the "
             "OpenAI model field)."
         ),

@@ -138,8 +138,10 @@ class EngineConfig(msgspec.Struct, kw_only=True):
     config.json's quantization_config; a method that contradicts the checkpoint's is
     refused (gptq, awq, compressed-tensors run; docs/quantization.md)."""
     load_format: LoadFormat = "auto"
-    """How weights load: auto and safetensors read the checkpoint (auto and gguf: a .gguf
-    file), dummy makes random weights (for benchmarks)."""
+    """How weights load: auto reads the checkpoint's safetensors, else its PyTorch
+    *.bin / *.pt files (or a .gguf file); safetensors and pt read only that kind (pickles
+    through torch.load(weights_only=True)); gguf a .gguf file; dummy makes random weights
+    (for benchmarks)."""
     download_dir: str | None = None
     """Where hub models are cached and downloaded (default: huggingface_hub's cache,
     ``$HF_HUB_CACHE`` or ``$HF_HOME/hub``)."""
@@ -439,7 +441,12 @@ class EngineConfig(msgspec.Struct, kw_only=True):
             return demo_model_path()
         from actorllm.models.hub import resolve_model
 
-        path = resolve_model(self.model, revision=self.revision, cache_dir=self.download_dir)
+        path = resolve_model(
+            self.model,
+            revision=self.revision,
+            cache_dir=self.download_dir,
+            load_format=self.load_format,
+        )
         if not self.hf_overrides:
             return path
         from actorllm.engine.config.hf_overrides import overlaid
