@@ -43,10 +43,27 @@ from actorllm.entrypoints.scale_out.derender_bounds import (
 from actorllm.entrypoints.scale_out.protocol import (
     GenerateChoice,
     GenerateResponse,
+    PerRequestMetrics,
     TokenId,
 )
 
 _SEED_TOKENS = 6  # prompt ids that seed decoding (enough for a leading space to show)
+
+
+class DerenderChatResponse(ChatCompletionResponse, kw_only=True):
+    """The chat answer with what the generate response carries for it, as given (vLLM's
+    fields of its chat response)."""
+
+    prompt_logprobs: list[dict[str, Any] | None] | None = None
+    kv_transfer_params: dict[str, Any] | None = None
+    metrics: PerRequestMetrics | None = None
+
+
+class DerenderCompletionResponse(CompletionResponse, kw_only=True):
+    """The completion answer with what its generate responses agree on (vLLM's)."""
+
+    kv_transfer_params: dict[str, Any] | None = None
+    metrics: PerRequestMetrics | None = None
 
 
 class DerenderChatRequest(msgspec.Struct, kw_only=True):
@@ -183,7 +200,7 @@ def completion_setup(
     return req, completion_state(ctx, req, rid=rid, model=name)
 
 
-async def derender_chat(ctx: ServingContext, d: DerenderChatRequest) -> ChatCompletionResponse:
+async def derender_chat(ctx: ServingContext, d: DerenderChatRequest) -> DerenderChatResponse:
     """Raises APIError (400) for what cannot be derendered."""
     gen = d.generate_response
     resolve_model(d.model, ctx.engine)  # 404 for a name not served
@@ -199,12 +216,16 @@ async def derender_chat(ctx: ServingContext, d: DerenderChatRequest) -> ChatComp
     answer = state.response()
     answer.usage = _usage(d.prompt_tokens or 0, sum(len(o.token_ids) for o in outputs))
     answer.prompt_token_ids = None
-    return answer
+    return DerenderChatResponse(
+        **{**msgspec.structs.asdict(answer), "prompt_logprobs": gen.prompt_logprobs},
+        kv_transfer_params=gen.kv_transfer_params,
+        metrics=gen.metrics,
+    )
 
 
 async def derender_completion(
     ctx: ServingContext, d: DerenderCompletionRequest
-) -> CompletionResponse:
+) -> DerenderCompletionResponse:
     """One generate response per prompt, as ``/v1/completions/render`` rendered them."""
     gens = d.generate_responses
     lists = (("prompt_tokens", d.prompt_tokens), ("prompt_token_ids", d.prompt_token_ids))
@@ -238,7 +259,14 @@ async def derender_completion(
         await state.collect(i, out)
     answer = state.response()
     answer.usage = _usage(sum(d.prompt_tokens or []), generated)
-    return answer
+    kv = gens[0].kv_transfer_params
+    return DerenderCompletionResponse(
+        **msgspec.structs.asdict(answer),
+        # one prompt's connector state, when every response agrees on it
+        kv_transfer_params=kv if all(g.kv_transfer_params == kv for g in gens) else None,
+        # metrics describe one prompt: several cannot be merged
+        metrics=gens[0].metrics if len(gens) == 1 else None,
+    )
 
 
 def _request_output(gen: GenerateResponse, outputs: list[CompletionOutput]) -> RequestOutput:
