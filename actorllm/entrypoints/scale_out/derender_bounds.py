@@ -22,6 +22,12 @@ from actorllm.entrypoints.scale_out.protocol import GenerateResponse
 
 MAX_N_SEQUENCES = 16384
 
+# A derender body is another server's whole answer, so it gets a wider body limit than a
+# request: one long-context generation with logprobs is far over 16 MiB (131072 positions
+# of 21 candidates are ~150 MB of JSON), and vLLM bounds it by the counts above, not bytes.
+DERENDER_PATHS = ("/v1/chat/completions/derender", "/v1/completions/derender")
+DERENDER_BODY_FACTOR = 16  # times --max-body-bytes
+
 
 def check_responses(
     responses: Sequence[GenerateResponse], *, max_model_len: int, max_logprobs: int

@@ -131,3 +131,23 @@ def test_stream_refusals(server: ServerThread) -> None:
     body = {"stream": True, "generate_chunk": gen(), "prompt_token_ids": [1] * 65}
     refused(post(server, COMPLETION, body), 400,
             "prompt_token_ids length (65) exceeds max_model_len (64).")  # fmt: skip
+
+
+@pytest.mark.parametrize("worker_class", ["trio", "asyncio"])
+def test_derender_bodies_get_the_wider_limit(engine: FakeEngine, worker_class: str) -> None:
+    """A derender body is another server's whole answer: over --max-body-bytes it is still
+    read (up to DERENDER_BODY_FACTOR times it, under the root path too) and refused by
+    its counts, as vLLM does; other routes keep the limit."""
+    srv = start_server(engine, worker_class=worker_class, enable_scale_out=True,
+                       max_body_bytes=4096, root_path="/llm")  # fmt: skip
+    try:
+        big = {"generate_response": gen([logprobs_choice(100, 0)])}  # ~6 KB
+        for path in (CHAT, "/llm" + CHAT):
+            refused(post(srv, path, big), 400, "logprobs.content length (100)")
+        huge = {"generate_response": gen([logprobs_choice(2000, 0)])}  # ~110 KB
+        refused(post(srv, CHAT, huge), 413, "exceeds the limit of 65536 bytes")
+        chat = {"messages": [{"role": "user", "content": "x" * 8000}]}
+        refused(post(srv, "/v1/chat/completions", chat), 413, "limit of 4096 bytes")
+    finally:
+        srv.stop()
+    assert srv.error is None
