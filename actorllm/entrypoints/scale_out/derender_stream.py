@@ -23,10 +23,15 @@ from actorllm.entrypoints.openai.errors import bad_request
 from actorllm.entrypoints.openai.lora_models import resolve_model
 from actorllm.entrypoints.openai.protocol.chat_response import ChatCompletionChunk
 from actorllm.entrypoints.openai.protocol.completion import CompletionResponse
+from actorllm.entrypoints.openai.protocol.usage import UsageInfo
 from actorllm.entrypoints.openai.serving_common import ServingContext
 from actorllm.entrypoints.scale_out.derender import chat_setup, completion_setup, decode_ids
 from actorllm.entrypoints.scale_out.derender_bounds import check_prompt_ids, check_stream_length
-from actorllm.entrypoints.scale_out.protocol import GenerateStreamChoice, GenerateStreamResponse
+from actorllm.entrypoints.scale_out.protocol import (
+    GenerateStreamChoice,
+    GenerateStreamResponse,
+    PerRequestMetrics,
+)
 
 # vLLM's: with a parser, whether the prompt left reasoning open decides what the first
 # ids are, and the replay can only tell from the prompt.
@@ -53,6 +58,14 @@ class DerenderStreamState(msgspec.Struct, kw_only=True):
     )
     tools_streamed: bool = False
     last_tool_call_ids: list[str] = msgspec.field(default_factory=list)
+
+
+class DerenderChatChunk(ChatCompletionChunk, kw_only=True):
+    metrics: PerRequestMetrics | None = None  # the generate chunk's, as given (vLLM's)
+
+
+class DerenderCompletionChunk(CompletionResponse, kw_only=True):
+    metrics: PerRequestMetrics | None = None
 
 
 class _DerenderStreamRequest(msgspec.Struct, kw_only=True):
@@ -144,6 +157,15 @@ def _outputs(
     return outputs
 
 
+def _usage(given: UsageInfo | None, prompt_tokens: int | None) -> UsageInfo | None:
+    """A usage chunk's counts, the caller's ``prompt_tokens`` over generate's (vLLM's)."""
+    if given is None:
+        return None
+    pt = prompt_tokens if prompt_tokens is not None else (given.prompt_tokens or 0)
+    ct = given.completion_tokens or 0
+    return UsageInfo(prompt_tokens=pt, completion_tokens=ct, total_tokens=pt + ct)
+
+
 def _next_state(
     state: DerenderStreamState, choice: GenerateStreamChoice | None
 ) -> DerenderStreamState:
@@ -196,10 +218,9 @@ async def derender_chat_stream(ctx: ServingContext, d: DerenderChatStreamRequest
                 pinned.append(call.id)
     if not state.role_sent and fragments:
         fragments[0].delta.role = ctx.response_role
-    usage = chunk.usage
-    out_chunk = ChatCompletionChunk(
+    out_chunk = DerenderChatChunk(
         id=chunk.request_id, created=int(time.time()), model=d.model or ctx.engine.model_name,
-        choices=fragments, usage=usage,
+        choices=fragments, usage=_usage(chunk.usage, d.prompt_tokens), metrics=chunk.metrics,
     )  # fmt: skip
     new_state = msgspec.structs.replace(
         _next_state(state, choice),
@@ -227,8 +248,9 @@ async def derender_completion_stream(
         for out in outputs[:-1]:
             answer.apply(0, _out(chunk.request_id, [], [out]), delta=True)
         fragments = answer.apply(0, _out(chunk.request_id, [], [outputs[-1]]), delta=True)
-    out_chunk = CompletionResponse(
+    out_chunk = DerenderCompletionChunk(
         id=chunk.request_id, object="text_completion", created=int(time.time()),
-        model=d.model or ctx.engine.model_name, choices=fragments, usage=chunk.usage,
+        model=d.model or ctx.engine.model_name, choices=fragments,
+        usage=_usage(chunk.usage, d.prompt_tokens), metrics=chunk.metrics,
     )  # fmt: skip
     return {"chunk": out_chunk, "stream_state": _next_state(state, choice)}

@@ -211,3 +211,37 @@ def test_completion_passes_on_what_its_responses_agree_on(server: ServerThread) 
     assert same["kv_transfer_params"] == {"node": "a"}
     assert same["metrics"] is None  # one prompt's metrics each: not merged
     assert answer(gen({"node": "a"}), gen({"node": "b"}))["kv_transfer_params"] is None
+
+
+def test_streamed_chunks_pass_on_metrics_and_the_callers_prompt_tokens(
+    server: ServerThread,
+) -> None:
+    """vLLM's streamed derender: a usage chunk counts the caller's ``prompt_tokens`` over
+    generate's, and each chunk carries the generate chunk's metrics."""
+    chunk = {"request_id": "g", "choices": [],
+             "usage": {"prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7},
+             "metrics": {"mean_itl_ms": 2.5}}  # fmt: skip
+    for path in ("/v1/chat/completions/derender", "/v1/completions/derender"):
+        r = post(server, path, {"stream": True, "generate_chunk": chunk, "prompt_tokens": 9})
+        got = r.json()["chunk"]
+        assert got["usage"]["prompt_tokens"] == 9 and got["usage"]["total_tokens"] == 13
+        assert got["metrics"]["mean_itl_ms"] == 2.5
+        r = post(server, path, {"stream": True, "generate_chunk": chunk})
+        assert r.json()["chunk"]["usage"]["prompt_tokens"] == 3
+
+
+def test_streamed_chat_under_a_parser_needs_the_prompt() -> None:
+    """vLLM's rule: with a reasoning parser, whether the prompt left reasoning open is read
+    from prompt_token_ids, so a streamed chat derender without them is a 400."""
+    srv = start_server(FakeEngine(reasoning_parser="qwen3"), enable_scale_out=True)
+    try:
+        body = {"stream": True, "chat_request": {"messages": HI},
+                "generate_chunk": {"request_id": "g", "choices": [
+                    {"index": 0, "token_ids": [5]}]}}  # fmt: skip
+        r = post(srv, "/v1/chat/completions/derender", body)
+        assert r.status_code == 400, r.text
+        assert r.json()["error"]["param"] == "prompt_token_ids"
+        ok = post(srv, "/v1/chat/completions/derender", {**body, "prompt_token_ids": [1, 2]})
+        assert ok.status_code == 200, ok.text
+    finally:
+        srv.stop()
