@@ -91,24 +91,38 @@ class APIKeyMiddleware:
 
 
 class BodyLimitMiddleware:
-    """413 for a body over ``max_bytes``: on ``Content-Length`` before reading anything, and
-    while the body streams in (chunked uploads), by raising ``APIError(413)`` from
-    ``receive`` — the handler turns it into the response."""
+    """413 for a body over ``max_bytes`` (``route_limits``: another limit for those paths,
+    under the root path too): on ``Content-Length`` before reading anything, and while the
+    body streams in (chunked uploads), by raising ``APIError(413)`` from ``receive`` — the
+    handler turns it into the response."""
 
-    def __init__(self, app: Any, max_bytes: int) -> None:
+    def __init__(
+        self, app: Any, max_bytes: int, route_limits: Mapping[str, int] | None = None
+    ) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.route_limits = dict(route_limits or {})
 
-    def _too_large(self) -> APIError:
-        return APIError(413, f"The request body exceeds the limit of {self.max_bytes} bytes.")
+    def _limit(self, scope: Scope) -> int:
+        path, root = scope["path"], scope.get("root_path") or ""
+        if root and path.startswith(root):
+            path = path[len(root) :]
+        return self.route_limits.get(path, self.max_bytes)
+
+    @staticmethod
+    def _too_large(limit: int) -> APIError:
+        return APIError(413, f"The request body exceeds the limit of {limit} bytes.")
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        limit = self._limit(scope)
         length = dict(scope["headers"]).get(b"content-length")
-        if length is not None and (not length.isdigit() or int(length) > self.max_bytes):
-            error = self._too_large() if length.isdigit() else APIError(400, "Bad Content-Length.")
+        if length is not None and (not length.isdigit() or int(length) > limit):
+            error = (
+                self._too_large(limit) if length.isdigit() else APIError(400, "Bad Content-Length.")
+            )
             await error.response()(scope, receive, send)
             return
         received = 0
@@ -118,8 +132,8 @@ class BodyLimitMiddleware:
             message = await receive()
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
-                if received > self.max_bytes:
-                    raise self._too_large()
+                if received > limit:
+                    raise self._too_large(limit)
             return message
 
         await self.app(scope, limited_receive, send)

@@ -20,6 +20,7 @@ from actorllm.core.logprob_types import Logprob
 from actorllm.core.outputs import CompletionOutput, RequestOutput
 from actorllm.entrypoints.openai.errors import bad_request
 from actorllm.entrypoints.openai.fields import decode_request
+from actorllm.entrypoints.openai.lora_models import resolve_model
 from actorllm.entrypoints.openai.preprocess import Prompt
 from actorllm.entrypoints.openai.protocol.chat_request import ChatCompletionRequest
 from actorllm.entrypoints.openai.protocol.chat_response import ChatCompletionResponse
@@ -34,9 +35,35 @@ from actorllm.entrypoints.openai.serving_chat import (
 from actorllm.entrypoints.openai.serving_common import ServingContext
 from actorllm.entrypoints.openai.serving_completion import completion_state
 from actorllm.entrypoints.openai.structured_request import plan_tools
-from actorllm.entrypoints.scale_out.protocol import GenerateChoice, GenerateResponse, TokenId
+from actorllm.entrypoints.scale_out.derender_bounds import (
+    check_prompt_ids,
+    check_responses,
+    check_token_ids,
+)
+from actorllm.entrypoints.scale_out.protocol import (
+    GenerateChoice,
+    GenerateResponse,
+    PerRequestMetrics,
+    TokenId,
+)
 
 _SEED_TOKENS = 6  # prompt ids that seed decoding (enough for a leading space to show)
+
+
+class DerenderChatResponse(ChatCompletionResponse, kw_only=True):
+    """The chat answer with what the generate response carries for it, as given (vLLM's
+    fields of its chat response)."""
+
+    prompt_logprobs: list[dict[str, Any] | None] | None = None
+    kv_transfer_params: dict[str, Any] | None = None
+    metrics: PerRequestMetrics | None = None
+
+
+class DerenderCompletionResponse(CompletionResponse, kw_only=True):
+    """The completion answer with what its generate responses agree on (vLLM's)."""
+
+    kv_transfer_params: dict[str, Any] | None = None
+    metrics: PerRequestMetrics | None = None
 
 
 class DerenderChatRequest(msgspec.Struct, kw_only=True):
@@ -58,8 +85,8 @@ class DerenderCompletionRequest(msgspec.Struct, kw_only=True):
 
 
 def _check(ctx: ServingContext, responses: list[GenerateResponse]) -> None:
-    """vLLM's refusals: token responses only, bounded by the served model."""
-    max_len = ctx.engine.max_model_len
+    """vLLM's refusals before anything is decoded: text responses, sizes beyond the
+    served model's (``derender_bounds``)."""
     for gen in responses:
         if gen.output_mode != "tokens":
             raise bad_request(
@@ -67,13 +94,11 @@ def _check(ctx: ServingContext, responses: list[GenerateResponse]) -> None:
                 "detokenized).",
                 "output_mode",
             )
-        for c in gen.choices:
-            if c.token_ids and len(c.token_ids) > max_len:
-                raise bad_request(
-                    f"token_ids length ({len(c.token_ids)}) in choice {c.index} exceeds "
-                    f"max_model_len ({max_len}).",
-                    "token_ids",
-                )
+    check_responses(
+        responses,
+        max_model_len=ctx.engine.max_model_len,
+        max_logprobs=ctx.engine.config.max_logprobs,
+    )
 
 
 def decode_ids(ctx: ServingContext, ids: list[int], seed: list[int] | None, skip: bool) -> str:
@@ -175,12 +200,15 @@ def completion_setup(
     return req, completion_state(ctx, req, rid=rid, model=name)
 
 
-async def derender_chat(ctx: ServingContext, d: DerenderChatRequest) -> ChatCompletionResponse:
+async def derender_chat(ctx: ServingContext, d: DerenderChatRequest) -> DerenderChatResponse:
     """Raises APIError (400) for what cannot be derendered."""
     gen = d.generate_response
+    resolve_model(d.model, ctx.engine)  # 404 for a name not served
     _check(ctx, [gen])
+    check_prompt_ids([d.prompt_token_ids], max_model_len=ctx.engine.max_model_len)
     chat = await chat_setup(ctx, d.chat_request, _top_k(gen), gen.request_id, d.model)
     req, state = chat.req, chat.state
+    check_token_ids(gen, "")
     seed = d.prompt_token_ids or gen.prompt_token_ids
     skip = req.skip_special_tokens
     outputs = [_output(ctx, c, seed, skip, req.include_stop_str_in_output) for c in gen.choices]
@@ -188,16 +216,18 @@ async def derender_chat(ctx: ServingContext, d: DerenderChatRequest) -> ChatComp
     answer = state.response()
     answer.usage = _usage(d.prompt_tokens or 0, sum(len(o.token_ids) for o in outputs))
     answer.prompt_token_ids = None
-    return answer
+    return DerenderChatResponse(
+        **{**msgspec.structs.asdict(answer), "prompt_logprobs": gen.prompt_logprobs},
+        kv_transfer_params=gen.kv_transfer_params,
+        metrics=gen.metrics,
+    )
 
 
 async def derender_completion(
     ctx: ServingContext, d: DerenderCompletionRequest
-) -> CompletionResponse:
+) -> DerenderCompletionResponse:
     """One generate response per prompt, as ``/v1/completions/render`` rendered them."""
     gens = d.generate_responses
-    if not gens:
-        raise bad_request("generate_responses must not be empty", "generate_responses")
     lists = (("prompt_tokens", d.prompt_tokens), ("prompt_token_ids", d.prompt_token_ids))
     for name, given in lists:
         if given is not None and len(given) != len(gens):
@@ -205,7 +235,14 @@ async def derender_completion(
                 f"{name} length ({len(given)}) must equal generate_responses length ({len(gens)})",
                 name,
             )
+    resolve_model(d.model, ctx.engine)
+    if not gens:
+        raise bad_request("generate_responses must not be empty", "generate_responses")
     _check(ctx, gens)
+    if d.prompt_token_ids is not None:
+        check_prompt_ids(d.prompt_token_ids, max_model_len=ctx.engine.max_model_len)
+    for gen in gens:
+        check_token_ids(gen, f" in response {gen.request_id}")
     k = max(_top_k(g) for g in gens)
     req, state = completion_setup(ctx, d.completion_request, k, gens[0].request_id, d.model)
     generated = 0
@@ -222,7 +259,14 @@ async def derender_completion(
         await state.collect(i, out)
     answer = state.response()
     answer.usage = _usage(sum(d.prompt_tokens or []), generated)
-    return answer
+    kv = gens[0].kv_transfer_params
+    return DerenderCompletionResponse(
+        **msgspec.structs.asdict(answer),
+        # one prompt's connector state, when every response agrees on it
+        kv_transfer_params=kv if all(g.kv_transfer_params == kv for g in gens) else None,
+        # metrics describe one prompt: several cannot be merged
+        metrics=gens[0].metrics if len(gens) == 1 else None,
+    )
 
 
 def _request_output(gen: GenerateResponse, outputs: list[CompletionOutput]) -> RequestOutput:

@@ -20,11 +20,27 @@ import msgspec
 from actorllm.core.logprob_types import Logprob
 from actorllm.core.outputs import CompletionOutput, RequestOutput
 from actorllm.entrypoints.openai.errors import bad_request
+from actorllm.entrypoints.openai.lora_models import resolve_model
 from actorllm.entrypoints.openai.protocol.chat_response import ChatCompletionChunk
 from actorllm.entrypoints.openai.protocol.completion import CompletionResponse
+from actorllm.entrypoints.openai.protocol.usage import UsageInfo
 from actorllm.entrypoints.openai.serving_common import ServingContext
 from actorllm.entrypoints.scale_out.derender import chat_setup, completion_setup, decode_ids
-from actorllm.entrypoints.scale_out.protocol import GenerateStreamChoice, GenerateStreamResponse
+from actorllm.entrypoints.scale_out.derender_bounds import check_prompt_ids, check_stream_length
+from actorllm.entrypoints.scale_out.protocol import (
+    GenerateStreamChoice,
+    GenerateStreamResponse,
+    PerRequestMetrics,
+)
+
+# vLLM's: with a parser, whether the prompt left reasoning open decides what the first
+# ids are, and the replay can only tell from the prompt.
+_PROMPT_IDS_NEEDED = (
+    "prompt_token_ids is required when a tool or reasoning parser is configured. Without "
+    "it parse_delta cannot tell whether the prompt left reasoning open (e.g. a chat "
+    "template that pre-opens <think>) and would misclassify reasoning content as plain "
+    "content."
+)
 
 
 class DerenderStreamState(msgspec.Struct, kw_only=True):
@@ -42,6 +58,14 @@ class DerenderStreamState(msgspec.Struct, kw_only=True):
     )
     tools_streamed: bool = False
     last_tool_call_ids: list[str] = msgspec.field(default_factory=list)
+
+
+class DerenderChatChunk(ChatCompletionChunk, kw_only=True):
+    metrics: PerRequestMetrics | None = None  # the generate chunk's, as given (vLLM's)
+
+
+class DerenderCompletionChunk(CompletionResponse, kw_only=True):
+    metrics: PerRequestMetrics | None = None
 
 
 class _DerenderStreamRequest(msgspec.Struct, kw_only=True):
@@ -63,15 +87,25 @@ class DerenderCompletionStreamRequest(_DerenderStreamRequest, kw_only=True):
     completion_request: dict[str, Any] | None = None
 
 
-def _one_choice(chunk: GenerateStreamResponse) -> GenerateStreamChoice | None:
+def _one_choice(chunk: GenerateStreamResponse, route: str) -> GenerateStreamChoice | None:
+    """The chunk's choice: one state is carried per choice, so a chunk has at most one."""
     if chunk.output_mode != "tokens":
         raise bad_request(
             "only output_mode 'tokens' chunks can be derendered (text is already decoded).",
             "output_mode",
         )
     if len(chunk.choices) > 1:
-        raise bad_request("a generate chunk carries one choice.", "generate_chunk.choices")
+        raise bad_request(
+            f"{route} expects at most one choice per chunk (got {len(chunk.choices)}).",
+            "generate_chunk.choices",
+        )
     return chunk.choices[0] if chunk.choices else None
+
+
+def _top_k(choice: GenerateStreamChoice | None) -> int:
+    if choice is not None and choice.logprobs is not None and choice.logprobs.content:
+        return max(len(e.top_logprobs) for e in choice.logprobs.content)
+    return 0
 
 
 def _outputs(
@@ -123,6 +157,15 @@ def _outputs(
     return outputs
 
 
+def _usage(given: UsageInfo | None, prompt_tokens: int | None) -> UsageInfo | None:
+    """A usage chunk's counts, the caller's ``prompt_tokens`` over generate's (vLLM's)."""
+    if given is None:
+        return None
+    pt = prompt_tokens if prompt_tokens is not None else (given.prompt_tokens or 0)
+    ct = given.completion_tokens or 0
+    return UsageInfo(prompt_tokens=pt, completion_tokens=ct, total_tokens=pt + ct)
+
+
 def _next_state(
     state: DerenderStreamState, choice: GenerateStreamChoice | None
 ) -> DerenderStreamState:
@@ -142,13 +185,20 @@ def _out(rid: str, prompt: list[int], outputs: list[CompletionOutput]) -> Reques
 
 async def derender_chat_stream(ctx: ServingContext, d: DerenderChatStreamRequest) -> dict[str, Any]:
     """``{"chunk": <chat.completion.chunk>, "stream_state": ...}`` for one generate chunk."""
+    resolve_model(d.model, ctx.engine)  # 404 for a name not served
+    parsed = ctx.chat.tools.tool_call_parser is not None or ctx.chat.reasoning_parser is not None
+    if parsed and d.chat_request is not None and d.prompt_token_ids is None:
+        raise bad_request(_PROMPT_IDS_NEEDED, "prompt_token_ids")
     state = d.stream_state or DerenderStreamState()
     chunk = d.generate_chunk
-    choice = _one_choice(chunk)
-    if choice is not None and choice.logprobs is not None and choice.logprobs.content:
-        k = max(len(e.top_logprobs) for e in choice.logprobs.content)
-    else:
-        k = 0
+    choice = _one_choice(chunk, "derender_chat_stream")
+    check_stream_length(
+        len(d.prompt_token_ids or []),
+        len(state.output_token_ids),
+        sum(len(c.token_ids or []) for c in chunk.choices),
+        max_model_len=ctx.engine.max_model_len,
+    )
+    k = _top_k(choice)
     chat = await chat_setup(ctx, d.chat_request, k, chunk.request_id, d.model)
     req, answer = chat.req, chat.state
     fragments: list[Any] = []
@@ -168,10 +218,9 @@ async def derender_chat_stream(ctx: ServingContext, d: DerenderChatStreamRequest
                 pinned.append(call.id)
     if not state.role_sent and fragments:
         fragments[0].delta.role = ctx.response_role
-    usage = chunk.usage
-    out_chunk = ChatCompletionChunk(
+    out_chunk = DerenderChatChunk(
         id=chunk.request_id, created=int(time.time()), model=d.model or ctx.engine.model_name,
-        choices=fragments, usage=usage,
+        choices=fragments, usage=_usage(chunk.usage, d.prompt_tokens), metrics=chunk.metrics,
     )  # fmt: skip
     new_state = msgspec.structs.replace(
         _next_state(state, choice),
@@ -184,12 +233,12 @@ async def derender_chat_stream(ctx: ServingContext, d: DerenderChatStreamRequest
 async def derender_completion_stream(
     ctx: ServingContext, d: DerenderCompletionStreamRequest
 ) -> dict[str, Any]:
+    resolve_model(d.model, ctx.engine)
+    check_prompt_ids([d.prompt_token_ids], max_model_len=ctx.engine.max_model_len)
     state = d.stream_state or DerenderStreamState()
     chunk = d.generate_chunk
-    choice = _one_choice(chunk)
-    k = 0
-    if choice is not None and choice.logprobs is not None and choice.logprobs.content:
-        k = max(len(e.top_logprobs) for e in choice.logprobs.content)
+    choice = _one_choice(chunk, "derender_completion_stream")
+    k = _top_k(choice)
     req, answer = completion_setup(ctx, d.completion_request, k, chunk.request_id, d.model)
     fragments: list[Any] = []
     if choice is not None:
@@ -199,8 +248,9 @@ async def derender_completion_stream(
         for out in outputs[:-1]:
             answer.apply(0, _out(chunk.request_id, [], [out]), delta=True)
         fragments = answer.apply(0, _out(chunk.request_id, [], [outputs[-1]]), delta=True)
-    out_chunk = CompletionResponse(
+    out_chunk = DerenderCompletionChunk(
         id=chunk.request_id, object="text_completion", created=int(time.time()),
-        model=d.model or ctx.engine.model_name, choices=fragments, usage=chunk.usage,
+        model=d.model or ctx.engine.model_name, choices=fragments,
+        usage=_usage(chunk.usage, d.prompt_tokens), metrics=chunk.metrics,
     )  # fmt: skip
     return {"chunk": out_chunk, "stream_state": _next_state(state, choice)}

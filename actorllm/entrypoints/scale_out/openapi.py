@@ -11,7 +11,9 @@ from actorllm.entrypoints.openai import protocol as p
 from actorllm.entrypoints.openai.responses.request import ResponsesRequest
 from actorllm.entrypoints.scale_out.derender import (
     DerenderChatRequest,
+    DerenderChatResponse,
     DerenderCompletionRequest,
+    DerenderCompletionResponse,
 )
 from actorllm.entrypoints.scale_out.protocol import (
     AbortRequests,
@@ -23,7 +25,8 @@ from actorllm.entrypoints.scale_out.protocol import (
 
 SCALE_OUT_STRUCTS: list[type] = [GenerateRequest, GenerateResponse, GenerateTextResponse,
                                  GenerateStreamResponse, DerenderChatRequest,
-                                 DerenderCompletionRequest, AbortRequests]  # fmt: skip
+                                 DerenderCompletionRequest, DerenderChatResponse,
+                                 DerenderCompletionResponse, AbortRequests]  # fmt: skip
 
 _RENDER = (
     " Rendered as the route itself would run it (template, tokenizer, sampling defaults), "
@@ -63,9 +66,9 @@ def scale_out_paths(
          {"anyOf": [ref[GenerateResponse], ref[GenerateTextResponse]]},
          "vLLM's token-in/token-out generation." + _GENERATE),
         ("/v1/chat/completions/derender", ref[DerenderChatRequest],
-         ref[p.ChatCompletionResponse], "A generate response as a chat completion." + _DERENDER),
+         ref[DerenderChatResponse], "A generate response as a chat completion." + _DERENDER),
         ("/v1/completions/derender", ref[DerenderCompletionRequest],
-         ref[p.CompletionResponse],
+         ref[DerenderCompletionResponse],
          "Generate responses (one per prompt) as a completion." + _DERENDER),
         ("/inference/v1/abort_requests", ref[AbortRequests], None,
          "Abort generate requests by the ids generate answered (an empty 200)."),

@@ -30,7 +30,8 @@ class GenerateRequest(msgspec.Struct, kw_only=True):
 
     request_id: str = msgspec.field(default_factory=lambda: uuid.uuid4().hex)
     token_ids: Annotated[list[TokenId], msgspec.Meta(min_length=1)]
-    token_offsets: list[tuple[int, int]] | None = None  # informational: not read
+    # return_token_offsets: each id's span in the rendered text (informational: not read)
+    token_offsets: list[tuple[int, int]] | None = None
     features: dict[str, Any] | None = None  # multimodal: refused
     content_parts: list[dict[str, Any]] | None = None  # multimodal: refused
     sampling_params: dict[str, Any]  # vLLM's serialised SamplingParams
@@ -90,6 +91,32 @@ class GenerateTextChoice(msgspec.Struct, kw_only=True):
     logprobs: ChatLogProbs | None = None
 
 
+class SpeculativeDecodingMetrics(msgspec.Struct, kw_only=True):
+    """One request's speculative-decoding acceptance (vLLM's; experimental there)."""
+
+    mean_acceptance_length: float
+    draft_acceptance_rate: float
+    acceptance_histogram: list[int]  # [j]: verify steps that accepted exactly j drafts
+    num_spec_steps: int
+    num_accepted_draft_tokens: int
+    num_draft_tokens: int
+    num_spec_tokens: int
+    per_step_accepted: list[int] | None = None
+    per_step_drafted: list[int] | None = None
+
+
+class PerRequestMetrics(msgspec.Struct, kw_only=True):
+    """vLLM's per-request ``metrics`` of a generate answer (every field, null when unknown);
+    derender passes them on."""
+
+    time_to_first_token_ms: float | None = None
+    generation_time_ms: float | None = None
+    queue_time_ms: float | None = None
+    mean_itl_ms: float | None = None
+    tokens_per_second: float | None = None
+    speculative_decoding: SpeculativeDecodingMetrics | None = None
+
+
 class GenerateResponse(msgspec.Struct, kw_only=True):
     """``/inference/v1/generate``'s whole answer (``stream`` false); ``output_mode`` text:
     :class:`GenerateTextResponse`."""
@@ -102,7 +129,7 @@ class GenerateResponse(msgspec.Struct, kw_only=True):
     prompt_token_id_logprobs: str | None = None
     prompt_token_ids: list[TokenId] | None = None
     mm_placeholders: dict[str, Any] | None = None
-    metrics: dict[str, Any] | None = None
+    metrics: PerRequestMetrics | None = None
     kv_transfer_params: dict[str, Any] | None = None
     ec_transfer_params: dict[str, Any] | None = None
     output_mode: OutputMode = "tokens"
@@ -146,7 +173,7 @@ class GenerateStreamResponse(msgspec.Struct, kw_only=True):
     usage: UsageInfo | None = None
     prompt_token_ids: list[TokenId] | None = None
     mm_placeholders: dict[str, Any] | None = None
-    metrics: dict[str, Any] | None = None
+    metrics: PerRequestMetrics | None = None
     output_mode: OutputMode = "tokens"
     choices: list[GenerateStreamChoice] = msgspec.field(default_factory=list)
 

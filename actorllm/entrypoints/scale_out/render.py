@@ -16,7 +16,7 @@ from actorllm.entrypoints.openai.errors import bad_request
 from actorllm.entrypoints.openai.lora_models import resolve_model
 from actorllm.entrypoints.openai.preprocess import Prompt
 from actorllm.entrypoints.openai.protocol.chat_request import ChatCompletionRequest
-from actorllm.entrypoints.openai.protocol.completion import CompletionRequest
+from actorllm.entrypoints.openai.protocol.completion import CompletionRequest, prompt_batch
 from actorllm.entrypoints.openai.protocol.sampling_fields import StreamOptions
 from actorllm.entrypoints.openai.reasoning_start import reasoning_ended
 from actorllm.entrypoints.openai.sampling import check_generative, new_request_id
@@ -24,6 +24,7 @@ from actorllm.entrypoints.openai.serving_chat import OutputBudget, plan_chat
 from actorllm.entrypoints.openai.serving_common import ServingContext
 from actorllm.entrypoints.openai.serving_completion import plan_completion
 from actorllm.entrypoints.scale_out.protocol import GenerateRequest
+from actorllm.entrypoints.scale_out.token_offsets import Span, token_offsets
 from actorllm.entrypoints.scale_out.vllm_sampling import to_wire
 
 _NO_BEAM = "Beam search is not supported by the render endpoint"
@@ -41,6 +42,7 @@ def _rendered(
     priority: int,
     field: str,
     vocab_size: int,
+    offsets: list[Span] | None = None,
 ) -> GenerateRequest:
     if prompt.embeds is not None:
         raise bad_request(
@@ -54,6 +56,7 @@ def _rendered(
     return GenerateRequest(
         request_id=request_id,
         token_ids=list(prompt.token_ids),
+        token_offsets=offsets,
         sampling_params=to_wire(params),
         model=model,
         stream=stream,
@@ -79,6 +82,15 @@ async def render_chat(
     if req.use_beam_search:
         raise bad_request(_NO_BEAM, "use_beam_search")
     rendered, params = await plan_chat(ctx, req, budget=budget)
+    offsets = None
+    if req.return_token_offsets:  # spans in the templated prompt
+        offsets = token_offsets(
+            ctx.engine.tokenizer,
+            rendered.text,
+            rendered.prompt.token_ids,
+            add_special_tokens=req.add_special_tokens,
+            truncation_side=req.truncation_side,
+        )
     out = _rendered(
         request_id or new_request_id("chatcmpl", req.request_id),
         rendered.prompt,
@@ -90,6 +102,7 @@ async def render_chat(
         priority=req.priority,
         field="messages",
         vocab_size=ctx.engine.vocab_size,
+        offsets=offsets,
     )
     if reasoning_gate_for(ctx.engine.config, ctx.engine.tokenizer) is not None:
         # What the engine will find (vLLM's resolved value: True where the answer starts
@@ -111,6 +124,7 @@ async def render_completion(ctx: ServingContext, req: CompletionRequest) -> list
         raise bad_request(_NO_BEAM, "use_beam_search")
     planned = await plan_completion(ctx, req)
     base = new_request_id("cmpl", req.request_id)
+    texts = _source_texts(req, len(planned))
     return [
         _rendered(
             base if len(planned) == 1 else f"{base}-{i}",
@@ -123,6 +137,23 @@ async def render_completion(ctx: ServingContext, req: CompletionRequest) -> list
             priority=req.priority,
             field="prompt_embeds",
             vocab_size=ctx.engine.vocab_size,
+            offsets=token_offsets(
+                ctx.engine.tokenizer,
+                texts[i],
+                prompt.token_ids,
+                add_special_tokens=req.add_special_tokens,
+                truncation_side=req.truncation_side,
+            )
+            if req.return_token_offsets
+            else None,
         )
         for i, (prompt, params) in enumerate(planned)
     ]
+
+
+def _source_texts(req: CompletionRequest, n: int) -> list[str | None]:
+    """The text each of the ``n`` planned prompts was tokenized from (None: token ids or
+    embeddings, which plan first)."""
+    batch = prompt_batch(req.prompt) if req.prompt not in (None, "") else []
+    texts = [p if isinstance(p, str) else None for p in batch]
+    return [None] * (n - len(texts)) + texts

@@ -46,7 +46,8 @@ def pipeline_chat(server: ServerThread, body: dict[str, Any]) -> dict[str, Any]:
 
 
 def _same(a: dict[str, Any], b: dict[str, Any]) -> None:
-    for key in ("id", "created", "system_fingerprint"):
+    # derender also passes on the generate response's connector state and metrics
+    for key in ("id", "created", "system_fingerprint", "kv_transfer_params", "metrics"):
         a.pop(key, None), b.pop(key, None)
     a["usage"].pop("prompt_tokens_details", None), b["usage"].pop("prompt_tokens_details", None)
     assert a == b
@@ -170,3 +171,77 @@ def test_streamed_completion_pipeline_is_the_plain_text(server: ServerThread) ->
         {"completion_request": body, "prompt_token_ids": rendered["token_ids"]},
     )  # fmt: skip
     assert "".join(c["text"] for chunk in chunks for c in chunk["choices"]) == want
+
+
+SPEC = {"mean_acceptance_length": 2.0, "draft_acceptance_rate": 0.5,
+        "acceptance_histogram": [0, 1], "num_spec_steps": 1, "num_accepted_draft_tokens": 1,
+        "num_draft_tokens": 2, "num_spec_tokens": 1}  # fmt: skip
+
+
+def test_chat_passes_on_what_generate_carries(server: ServerThread) -> None:
+    """vLLM's chat answer keeps the generate response's prompt_logprobs, connector state
+    and metrics (every metric named, null when not given)."""
+    gen = {"request_id": "g", "choices": [{"index": 0, "token_ids": [5, 6]}],
+           "prompt_logprobs": [None, {"5": {"logprob": -1.0}}], "kv_transfer_params": {"k": 1},
+           "metrics": {"queue_time_ms": 3.0, "speculative_decoding": SPEC}}  # fmt: skip
+    got = post(server, "/v1/chat/completions/derender", {"generate_response": gen}).json()
+    assert got["prompt_logprobs"] == gen["prompt_logprobs"]
+    assert got["kv_transfer_params"] == {"k": 1}
+    assert got["metrics"] == {"time_to_first_token_ms": None, "generation_time_ms": None,
+                              "queue_time_ms": 3.0, "mean_itl_ms": None,
+                              "tokens_per_second": None,
+                              "speculative_decoding": {**SPEC, "per_step_accepted": None,
+                                                       "per_step_drafted": None}}  # fmt: skip
+
+
+def test_completion_passes_on_what_its_responses_agree_on(server: ServerThread) -> None:
+    def gen(kv: Any) -> dict[str, Any]:
+        return {"request_id": "g", "choices": [{"index": 0, "token_ids": [5]}],
+                "kv_transfer_params": kv, "metrics": {"queue_time_ms": 1.0}}  # fmt: skip
+
+    def answer(*gens: dict[str, Any]) -> dict[str, Any]:
+        r = post(server, "/v1/completions/derender", {"generate_responses": list(gens)})
+        assert r.status_code == 200, r.text
+        return dict(r.json())
+
+    one = answer(gen({"node": "a"}))
+    assert one["kv_transfer_params"] == {"node": "a"}
+    assert one["metrics"]["queue_time_ms"] == 1.0
+    same = answer(gen({"node": "a"}), gen({"node": "a"}))
+    assert same["kv_transfer_params"] == {"node": "a"}
+    assert same["metrics"] is None  # one prompt's metrics each: not merged
+    assert answer(gen({"node": "a"}), gen({"node": "b"}))["kv_transfer_params"] is None
+
+
+def test_streamed_chunks_pass_on_metrics_and_the_callers_prompt_tokens(
+    server: ServerThread,
+) -> None:
+    """vLLM's streamed derender: a usage chunk counts the caller's ``prompt_tokens`` over
+    generate's, and each chunk carries the generate chunk's metrics."""
+    chunk = {"request_id": "g", "choices": [],
+             "usage": {"prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7},
+             "metrics": {"mean_itl_ms": 2.5}}  # fmt: skip
+    for path in ("/v1/chat/completions/derender", "/v1/completions/derender"):
+        r = post(server, path, {"stream": True, "generate_chunk": chunk, "prompt_tokens": 9})
+        got = r.json()["chunk"]
+        assert got["usage"]["prompt_tokens"] == 9 and got["usage"]["total_tokens"] == 13
+        assert got["metrics"]["mean_itl_ms"] == 2.5
+        r = post(server, path, {"stream": True, "generate_chunk": chunk})
+        assert r.json()["chunk"]["usage"]["prompt_tokens"] == 3
+
+
+def test_streamed_chat_under_a_parser_needs_the_prompt() -> None:
+    """vLLM's rule: with a reasoning parser, whether the prompt left reasoning open is read
+    from prompt_token_ids, so a streamed chat derender without them is a 400."""
+    srv = start_server(FakeEngine(reasoning_parser="qwen3"), enable_scale_out=True)
+    try:
+        body = {"stream": True, "chat_request": {"messages": HI},
+                "generate_chunk": {"request_id": "g", "choices": [
+                    {"index": 0, "token_ids": [5]}]}}  # fmt: skip
+        r = post(srv, "/v1/chat/completions/derender", body)
+        assert r.status_code == 400, r.text
+        assert r.json()["error"]["param"] == "prompt_token_ids"
+        ok = post(srv, "/v1/chat/completions/derender", {**body, "prompt_token_ids": [1, 2]})
+        assert ok.status_code == 200, ok.text
+    finally:
+        srv.stop()

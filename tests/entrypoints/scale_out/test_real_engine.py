@@ -35,7 +35,8 @@ def post(srv: ServerThread, path: str, body: Any) -> Any:
 
 
 def _strip(answer: dict[str, Any]) -> dict[str, Any]:
-    for key in ("id", "created", "system_fingerprint"):
+    # derender also passes on the generate response's connector state and metrics
+    for key in ("id", "created", "system_fingerprint", "kv_transfer_params", "metrics"):
         answer.pop(key, None)
     answer["usage"].pop("prompt_tokens_details", None)
     return answer

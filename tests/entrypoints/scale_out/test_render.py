@@ -202,3 +202,32 @@ def test_no_reasoning_parser_leaves_reasoning_ended_null(server: ServerThread) -
     assert (
         render(server, "chat", {"messages": HI, "max_tokens": 2}).json()["reasoning_ended"] is None
     )
+
+
+def test_token_offsets_when_asked(server: ServerThread) -> None:
+    """vLLM's ``return_token_offsets``: one span per id, in the completion's prompt (each
+    of a batch's own) or the chat's templated prompt; null unless asked."""
+    prompts = ["Hello, world.", "Goodbye, world."]
+    got = render(server, "completions", {"prompt": prompts, "return_token_offsets": True})
+    for item, prompt in zip(got.json(), prompts, strict=True):
+        assert len(item["token_offsets"]) == len(item["token_ids"])
+        assert all(0 <= s <= e <= len(prompt) for s, e in item["token_offsets"])
+        assert item["token_offsets"][-1][1] == len(prompt)
+    chat = render(server, "chat", {"messages": HI, "return_token_offsets": True}).json()
+    assert len(chat["token_offsets"]) == len(chat["token_ids"])
+    assert render(server, "chat", {"messages": HI}).json()["token_offsets"] is None
+    ids = render(server, "completions", {"prompt": [5, 6], "return_token_offsets": True})
+    assert ids.json()[0]["token_offsets"] is None  # token ids have no text
+
+
+@pytest.mark.parametrize("side", ["left", "right"])
+def test_token_offsets_follow_truncation(server: ServerThread, side: str) -> None:
+    prompt = "The quick brown fox jumps over the lazy dog."
+    body = {"prompt": prompt, "return_token_offsets": True, "truncate_prompt_tokens": 4,
+            "truncation_side": side}  # fmt: skip
+    (got,) = render(server, "completions", body).json()
+    assert len(got["token_ids"]) == len(got["token_offsets"]) == 4
+    if side == "left":  # the last tokens are kept
+        assert got["token_offsets"][-1][1] == len(prompt) and got["token_offsets"][0][0] > 0
+    else:
+        assert got["token_offsets"][0][0] == 0 and got["token_offsets"][-1][1] < len(prompt)

@@ -13,13 +13,14 @@ from actorllm.entrypoints.openai.middleware import (
     RootPathMiddleware,
     load_middleware,
 )
+from actorllm.entrypoints.scale_out.derender_bounds import DERENDER_BODY_FACTOR, DERENDER_PATHS
 
 
 def middleware_stack(settings: AppSettings) -> list[Middleware]:
     """Outermost first: the user's own (``--middleware``, outermost as in vLLM); each
     request gets its id (echoed as X-Request-Id with ``enable_request_id_headers``); CORS
     answers preflights before the API key is asked for (browsers send none there); then
-    the guards."""
+    the guards (the derender routes take wider bodies: ``derender_bounds``)."""
     stack = load_middleware(settings.middleware)
     stack.append(
         Middleware(
@@ -44,5 +45,13 @@ def middleware_stack(settings: AppSettings) -> list[Middleware]:
         )
     if settings.api_key:
         stack.append(Middleware(APIKeyMiddleware, api_key=settings.api_key))
-    stack.append(Middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes))
+    wide = settings.max_body_bytes * DERENDER_BODY_FACTOR
+    scale_out = settings.enable_scale_out or settings.render_only
+    stack.append(
+        Middleware(
+            BodyLimitMiddleware,
+            max_bytes=settings.max_body_bytes,
+            route_limits=dict.fromkeys(DERENDER_PATHS, wide) if scale_out else None,
+        )
+    )
     return stack

@@ -29,7 +29,8 @@ class AppSettings(msgspec.Struct, kw_only=True):
     /invocations, under --root-path too (default: $ACTORLLM_API_KEY or $VLLM_API_KEY);
     several keys (``--api-key a b``): any one of them is accepted."""
     max_body_bytes: int = 16 * 2**20
-    """Requests with a larger body are refused with 413."""
+    """Requests with a larger body are refused with 413 (the scale-out derender routes: 16
+    times it)."""
     dev_mode: bool = False
     """Expose /sleep, /wake_up, /pause, /resume, /server_info, /reset_prefix_cache,
     /kv_connector/*, /collective_rpc without authentication (unsafe; also on with

@@ -12,7 +12,10 @@ APP_SETTINGS_HELP: Mapping[str, Mapping[str, str]] = {
             "and /invocations, under --root-path too (default: $ACTORLLM_API_KEY or "
             "$VLLM_API_KEY); several keys (``--api-key a b``): any one of them is accepted."
         ),
-        "max_body_bytes": "Requests with a larger body are refused with 413.",
+        "max_body_bytes": (
+            "Requests with a larger body are refused with 413 (the scale-out derender "
+            "routes: 16 times it)."
+        ),
         "dev_mode": (
             "Expose /sleep, /wake_up, /pause, /resume, /server_info, /reset_prefix_cache, "
             "/kv_connector/*, /collective_rpc without authentication (unsafe; also on with "
