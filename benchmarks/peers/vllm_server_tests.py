@@ -54,6 +54,10 @@ FILES = [
     # Qwen3-0.6B with --reasoning-parser qwen3; a random model passes only the tests that
     # need no answer (reasoning by default, reasoning tokens in usage)
     "chat_completion/test_include_reasoning.py",
+    # --reasoning-parser qwen3 (+ --reasoning-config) on the demo model; its two
+    # test_thinking_token_budget_limits_reasoning cases fail on both servers at the
+    # plugin's get_tokenizer stand-in (called with tokenizer_name=)
+    "chat_completion/test_thinking_token_budget.py",
     # beside the OpenAI routes (paths from tests/entrypoints/openai/)
     "../pooling/basic/test_truncation.py",
     "../pooling/embed/test_online.py",
