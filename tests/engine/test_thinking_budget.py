@@ -88,3 +88,16 @@ async def test_a_crash_and_the_ledger_replay_keep_the_count(anyio_backend, tiny_
     end = engine.tokenizer.encode("</think>", add_special_tokens=False)
     assert reference[0][4 : 4 + len(end)] == end
     assert reference[3][7 : 7 + len(end)] == end
+
+
+def test_speculative_decoding_forces_the_same_tokens(tiny_model, llm):
+    # ngram drafts from the repeating random output: the verified rows read their drafts
+    # as outputs, so accepted drafts and forced tokens agree with plain decoding.
+    budgets = [2, 5, 0, None]
+    params = [_greedy(b, max_tokens=24) for b in budgets]
+    plain = llm.generate([PROMPT] * len(budgets), params, use_tqdm=False)
+    spec = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 1}
+    with LLM(tiny_model, reasoning_config=MARKERS, speculative_config=spec, **CONFIG) as s:
+        drafted = s.generate([PROMPT] * len(budgets), params, use_tqdm=False)
+    for a, b in zip(plain, drafted, strict=True):
+        assert b.outputs[0].token_ids == a.outputs[0].token_ids
