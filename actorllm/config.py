@@ -17,6 +17,7 @@ from actorllm.compat.vllm.config_objects import (
     KVTransferConfig,
     PoolerConfig,
     ProfilerConfig,
+    ReasoningConfig,
     SpeculativeConfig,
     StructuredOutputsConfig,
 )
@@ -30,6 +31,7 @@ __all__ = [
     "KVTransferConfig",
     "PoolerConfig",
     "ProfilerConfig",
+    "ReasoningConfig",
     "SpeculativeConfig",
     "StructuredOutputsConfig",
     "WeightTransferConfig",

@@ -16,6 +16,7 @@ from actorllm.core.output_parent import fan_out
 from actorllm.core.pooling_truncation import check_pooling_truncation
 from actorllm.core.prompt_embeds import PromptEmbeds
 from actorllm.core.sampling_params import SamplingParams, SamplingParamsError
+from actorllm.core.thinking_budget import ThinkingMarkers
 
 # What generate() accepts: text, or pre-tokenized input.
 PromptType = str | Mapping[str, Any]
@@ -55,8 +56,12 @@ class InputProcessor:
         eos_token_ids: Sequence[int] = (),
         max_logprobs: int = 20,
         param_checks: Sequence[Callable[[SamplingParams], None]] = (),
+        thinking_markers: ThinkingMarkers | None = None,
     ) -> None:
         self.tokenizer = tokenizer
+        # The reasoning markers thinking_token_budget counts and forces (None: no reasoning
+        # config, and a budget is refused).
+        self.thinking_markers = thinking_markers
         # The custom logits processors' validate_params (none: none configured, and then
         # a request's extra_args have no reader).
         self.param_checks = list(param_checks)
@@ -255,6 +260,12 @@ class InputProcessor:
             params.verify_logprobs(self.max_logprobs, self.vocab_size)
         except SamplingParamsError as exc:
             raise InvalidRequestError(str(exc), param=exc.param) from exc
+        if params.thinking_token_budget is not None and self.thinking_markers is None:
+            raise InvalidRequestError(  # vLLM's words
+                "thinking_token_budget is set but reasoning_config is not configured. Please "
+                "set --reasoning-parser and/or --reasoning-config to use thinking_token_budget.",
+                param="thinking_token_budget",
+            )
         if params.extra_args and not self.param_checks:
             raise InvalidRequestError(
                 "extra_args (vllm_xargs over HTTP) are arguments for custom logits "
@@ -287,6 +298,8 @@ class InputProcessor:
             ids = self._bad_words_ids(params.bad_words, banned)
             if ids != params.bad_words_token_ids:
                 changes["bad_words_token_ids"] = ids
+        if params.thinking_token_budget is not None and self.thinking_markers is not None:
+            changes["thinking_markers"] = self.thinking_markers
         if self.extra_eos_ids and not params.ignore_eos:
             stop_ids = list(params.stop_token_ids or [])
             changes["stop_token_ids"] = stop_ids + [

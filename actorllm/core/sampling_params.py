@@ -23,6 +23,7 @@ from actorllm.core.errors import InvalidRequestError
 from actorllm.core.pooling_params import PoolingParams
 from actorllm.core.repetition import RepetitionDetectionParams
 from actorllm.core.structured_outputs_params import StructuredOutputsParams
+from actorllm.core.thinking_budget import ThinkingMarkers
 
 _GREEDY_EPS = 1e-5
 # OpenAI clamps logit_bias to this range; so do we.
@@ -87,6 +88,9 @@ class SamplingParams(msgspec.Struct, kw_only=True):
     # without a leading space), so the sampler needs no tokenizer. The server may put
     # token sequences of its own here first; the words are added beside them.
     bad_words_token_ids: list[list[int]] | None = None
+    # Filled by the input processor, not by users: the reasoning markers' token ids that
+    # thinking_token_budget counts between and forces (set only with a budget).
+    thinking_markers: ThinkingMarkers | None = None
     # clone() makes a shallow copy instead of a deep one (vLLM: the params are this
     # request's own, so nothing else sees a change).
     skip_clone: bool = False
@@ -103,7 +107,10 @@ class SamplingParams(msgspec.Struct, kw_only=True):
     # vLLM fields not built here: accepted at their default, refused by name otherwise
     # (see _verify_unbuilt).
     watermarking: bool | None = None
-    thinking_token_budget: int | None = None  # -1: unlimited (vLLM), same as None
+    # End the reasoning section once it is this many tokens long (forcing its end marker;
+    # core/thinking_budget.py). -1: unlimited (vLLM), same as None. Needs a reasoning config
+    # (--reasoning-parser or --reasoning-config): the input processor refuses it without.
+    thinking_token_budget: int | None = None
     trace_decode_token_ids: list[int] | None = None
     prompt_logprob_token_ids: Any = None  # vLLM: [rows, ids] array or nested lists
     prompt_logprob_start: int | None = None
@@ -173,6 +180,13 @@ class SamplingParams(msgspec.Struct, kw_only=True):
             f"must be -1 (disable), 0 (disable) or at least 1, got {self.top_k}.",
         )
         _check(0.0 <= self.min_p <= 1.0, "min_p", f"must be in [0, 1], got {self.min_p}.")
+        budget = self.thinking_token_budget
+        _check(
+            budget is None or (type(budget) is int and budget >= 0),
+            "thinking_token_budget",
+            "`thinking_token_budget` must be a non-negative integer or -1 for unlimited.",
+            named=False,
+        )
         if self.seed is not None:
             _check(-(2**63) <= self.seed < 2**64, "seed", f"must fit in 64 bits, got {self.seed}.")
         if self.max_tokens is not None:
@@ -287,11 +301,6 @@ class SamplingParams(msgspec.Struct, kw_only=True):
             "watermarking",
             f"{unsupported} (no watermark is configured); leave it None or False.",
         )
-        _check(
-            self.thinking_token_budget is None,
-            "thinking_token_budget",
-            f"{unsupported} (a budget of thinking tokens); leave it None or -1.",
-        )
         for name in ("trace_decode_token_ids", "prompt_logprob_token_ids", "prompt_logprob_start"):
             _check(getattr(self, name) is None, name, f"{unsupported}; leave it None.")
         _check(
@@ -403,6 +412,6 @@ class SamplingParamsError(InvalidRequestError):
         super().__init__(f"{param} {message}" if named else message, param=param)
 
 
-def _check(ok: bool, param: str, message: str) -> None:
+def _check(ok: bool, param: str, message: str, *, named: bool = True) -> None:
     if not ok:
-        raise SamplingParamsError(param, message)
+        raise SamplingParamsError(param, message, named=named)

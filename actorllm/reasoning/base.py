@@ -37,6 +37,9 @@ class ReasoningParser(ABC):
     # The text that ends the reasoning (structured outputs start after it), if any.
     start_marker: ClassVar[str | None] = None
     end_marker: ClassVar[str | None] = None
+    # Whether the two markers open and close the reasoning, so thinking_token_budget can
+    # count between them and force the end (vLLM's reasoning_start_str / _end_str).
+    budget_markers: ClassVar[bool] = True
     # Plain-text markers (no special tokens): structured outputs start after the output
     # writes one of ``end_texts``. Whether the output starts in reasoning is
     # ``text_rule``'s (structured_output/reasoning_gate.py): "asked" (the prompt holds one

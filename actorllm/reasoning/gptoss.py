@@ -33,6 +33,7 @@ class GptOssReasoningParser(ReasoningParser):
     keeps_special_tokens = True
     start_marker = f"{START}assistant"
     end_marker = f"{CHANNEL}final{MESSAGE}"
+    budget_markers = False  # channels, not a reasoning block (vLLM names no strings either)
 
     def split(self, text: str, final: bool) -> Split:
         out = parse_output(text, final=final)

@@ -1,8 +1,8 @@
 """Per-step sampling inputs for the rows that sample, gathered from the :class:`InputBatch`.
 
 Everything here is built from the batch's preallocated arrays; the rare parameters
-(logit_bias, allowed_token_ids, bad_words, min_tokens) fold into one additive [N, V] mask
-that is only materialized when some row uses one of them.
+(logit_bias, allowed_token_ids, bad_words, min_tokens, thinking_token_budget) fold into one
+additive [N, V] mask that is only materialized when some row uses one of them.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import torch
 
 from actorllm.core.sampling_params import SamplingParams
 from actorllm.core.scheduler_output import GrammarBitmask
+from actorllm.core.thinking_budget import forced_token
 from actorllm.kernels.sampling import GREEDY_EPS
 from actorllm.worker.device_streams import to_device
 from actorllm.worker.input_batch import InputBatch
@@ -160,14 +161,18 @@ def _grammar_rows(
 
 def needs_token_history(batch: InputBatch, slots: np.ndarray) -> bool:
     """Whether sampling ``slots`` reads their output token ids on the host (penalties,
-    bad_words, custom logits processors): then tokens still pending on the device must be
-    resolved first."""
+    bad_words, thinking_token_budget, custom logits processors): then tokens still pending
+    on the device must be resolved first."""
     if batch.logitsprocs is not None:
         return True
     if ((batch.presence_penalty[slots] != 0).any() or (batch.frequency_penalty[slots] != 0).any()
             or (batch.repetition_penalty[slots] != 1).any()):  # fmt: skip
         return True
-    return any(batch.params[int(s)].bad_words_token_ids for s in slots)  # type: ignore[union-attr]
+    return any(
+        p.bad_words_token_ids or p.thinking_markers
+        for p in (batch.params[int(s)] for s in slots)
+        if p is not None
+    )
 
 
 def _penalties(
@@ -217,7 +222,9 @@ def _logit_adjust(
     grammar_rows: np.ndarray | None,
 ) -> torch.Tensor | None:
     """Additive mask for allowed_token_ids, bad_words, min_tokens and logit_bias
-    (min_tokens of grammar-constrained rows is folded into their bitmask instead)."""
+    (min_tokens of grammar-constrained rows is folded into their bitmask instead); a row
+    whose thinking budget is spent allows only its end marker's next token, over all of
+    these (so greedy and random sampling both write it)."""
     adjust: np.ndarray | None = None
     for row, slot in enumerate(slots.tolist()):
         p = batch.params[slot]
@@ -226,12 +233,16 @@ def _logit_adjust(
         constrained = grammar_rows is not None and grammar_rows[row] >= 0
         if p.min_tokens and num_outputs[row] < p.min_tokens and not constrained:
             ban += sorted(p.all_stop_token_ids(batch.eos_token_id[slot]))
+        # Prompt + outputs on the host (+ the drafts before a speculative row).
+        end = int(batch.num_prompt_tokens[slot]) + num_outputs[row] - int(batch.num_pending[slot])
         if p.bad_words_token_ids:
-            n_out = num_outputs[row] - int(batch.num_pending[slot])  # on the host (+ drafts)
-            start = int(batch.num_prompt_tokens[slot])
-            outputs = batch.token_ids[slot, start : start + n_out]
+            outputs = batch.token_ids[slot, int(batch.num_prompt_tokens[slot]) : end]
             ban += _bad_word_bans(p.bad_words_token_ids, outputs)
-        if not (ban or p.allowed_token_ids or p.logit_bias):
+        forced = None
+        if p.thinking_markers is not None and p.thinking_token_budget is not None:
+            history = batch.token_ids[slot, :end].tolist()
+            forced = forced_token(history, p.thinking_markers, p.thinking_token_budget)
+        if not (ban or p.allowed_token_ids or p.logit_bias or forced is not None):
             continue
         if adjust is None:
             adjust = np.zeros((len(slots), vocab_size), dtype=np.float32)
@@ -244,6 +255,9 @@ def _logit_adjust(
             adjust[row, ids] += np.array([p.logit_bias[t] for t in ids], dtype=np.float32)
         if ban:
             adjust[row, [t for t in ban if t < vocab_size]] = -np.inf
+        if forced is not None and forced < vocab_size:
+            adjust[row] = -np.inf
+            adjust[row, forced] = 0.0
     return None if adjust is None else to_device(adjust, device)
 
 

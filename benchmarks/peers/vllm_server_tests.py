@@ -57,6 +57,10 @@ FILES = [
     # on Qwen3's template (MODELS); the watermarked server's tests fail on both (a random
     # model's answer), our server refuses --watermark-config (not built)
     "chat_completion/test_completion_with_function_calling.py",
+    # --reasoning-parser qwen3 (+ --reasoning-config) on the demo model; its two
+    # test_thinking_token_budget_limits_reasoning cases fail on both servers at the
+    # plugin's get_tokenizer stand-in (called with tokenizer_name=)
+    "chat_completion/test_thinking_token_budget.py",
     # beside the OpenAI routes (paths from tests/entrypoints/openai/)
     "../pooling/basic/test_truncation.py",
     "../pooling/embed/test_online.py",

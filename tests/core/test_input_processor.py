@@ -3,6 +3,7 @@ import pytest
 from actorllm.core.errors import EmptyPromptError, InvalidRequestError, RequestTooLongError
 from actorllm.core.input_processor import InputProcessor
 from actorllm.core.sampling_params import SamplingParams
+from actorllm.core.thinking_budget import ThinkingMarkers
 from actorllm.testing.engine_harness import demo_tokenizer
 
 
@@ -134,3 +135,22 @@ def test_logprobs_minus_one_is_the_vocabulary_within_max_logprobs():
     with pytest.raises(InvalidRequestError, match="greater than max allowed: 20") as info:
         limited.process("r", "hello", SamplingParams(logprobs=21))
     assert info.value.param == "logprobs"
+
+
+def test_thinking_token_budget_needs_the_reasoning_markers(inputs):
+    with pytest.raises(InvalidRequestError, match="reasoning_config is not configured") as err:
+        inputs.process("a", "hi", SamplingParams(thinking_token_budget=3))
+    assert err.value.param == "thinking_token_budget"
+    (child,) = inputs.process("a", "hi", SamplingParams(thinking_token_budget=-1)).children
+    assert child.params.thinking_markers is None
+
+
+def test_thinking_token_budget_carries_the_markers_to_the_sampler():
+    markers = ThinkingMarkers(start=(7,), end=(8, 9))
+    inputs = InputProcessor(
+        demo_tokenizer(), vocab_size=4096, max_model_len=32, thinking_markers=markers
+    )
+    (child,) = inputs.process("a", "hi", SamplingParams(thinking_token_budget=0)).children
+    assert child.params.thinking_markers == markers
+    (free,) = inputs.process("b", "hi", SamplingParams()).children
+    assert free.params.thinking_markers is None  # no budget: the sampler reads nothing

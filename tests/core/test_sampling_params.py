@@ -47,7 +47,6 @@ def test_skip_reading_prefix_cache_defaults_as_vllm() -> None:
     ("field", "value"),
     [
         ("watermarking", True),
-        ("thinking_token_budget", 10),
         ("trace_decode_token_ids", [1, 2]),
         ("prompt_logprob_token_ids", [[1, 2]]),
         ("prompt_logprob_start", 0),
@@ -70,6 +69,14 @@ def test_unbuilt_vllm_fields_accept_their_defaults() -> None:
     )
     assert p.thinking_token_budget is None
     assert SamplingParams(watermarking=None).watermarking is None
+
+
+@pytest.mark.parametrize("value", [-2, 1.5, True, "3"])
+def test_thinking_token_budget_is_a_non_negative_int_or_minus_one(value: Any) -> None:
+    with pytest.raises(ValueError, match=r"^`thinking_token_budget` must be a non-negative"):
+        SamplingParams(thinking_token_budget=value)
+    assert SamplingParams(thinking_token_budget=0).thinking_token_budget == 0
+    assert SamplingParams(thinking_token_budget=-1).thinking_token_budget is None
 
 
 def test_logprob_token_ids_are_validated_as_vllm() -> None:

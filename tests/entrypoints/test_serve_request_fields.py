@@ -88,6 +88,26 @@ def test_bad_words(http: httpx.Client) -> None:
     assert not banned & set(token_ids(out)), (word, out["text"])
 
 
+@pytest.mark.parametrize("path", ["/v1/completions", "/v1/chat/completions"])
+def test_thinking_token_budget_without_a_reasoning_config_is_a_400(
+    http: httpx.Client, path: str
+) -> None:
+    # This server has neither --reasoning-parser nor --reasoning-config (vLLM's words).
+    body: dict[str, Any] = {"max_tokens": 2, "thinking_token_budget": 4}
+    if path.endswith("chat/completions"):
+        body["messages"] = [{"role": "user", "content": "hi"}]
+    else:
+        body["prompt"] = "hi"
+    r = http.post(path, json=body)
+    assert r.status_code == 400, r.text
+    err = r.json()["error"]
+    assert "reasoning_config is not configured" in err["message"]
+    assert err["param"] == "thinking_token_budget"
+    assert http.post(path, json={**body, "thinking_token_budget": -1}).status_code == 200
+    bad = http.post(path, json={**body, "thinking_token_budget": -2})
+    assert bad.status_code == 400 and "non-negative integer" in bad.text
+
+
 def test_prompt_logprobs(http: httpx.Client) -> None:
     prompt_ids = ids_of(http, "Once upon a time")
     choice = complete(http, max_tokens=1, prompt_logprobs=2)["choices"][0]

@@ -1,6 +1,6 @@
 """vLLM's config objects that scripts build and pass to ``LLM(...)`` / ``EngineArgs(...)``
 (``vllm.config``): ``CompilationConfig``, ``SpeculativeConfig``, ``KVTransferConfig``,
-``KVEventsConfig``, ``StructuredOutputsConfig``, ``PoolerConfig``.
+``KVEventsConfig``, ``StructuredOutputsConfig``, ``ReasoningConfig``, ``PoolerConfig``.
 
 Each object *is* the dict vLLM accepts in its place (a ``dict`` subclass), so
 ``LLM(speculative_config=SpeculativeConfig(method="ngram", num_speculative_tokens=4))``
@@ -70,6 +70,11 @@ class KVEventsConfig(_ConfigDict):
 class StructuredOutputsConfig(_ConfigDict):
     """``structured_outputs_config``: ``backend``, ``disable_fallback``,
     ``disable_any_whitespace``... (``engine/config/structured_outputs_config.py``)."""
+
+
+class ReasoningConfig(_ConfigDict):
+    """``reasoning_config``: ``reasoning_start_str``, ``reasoning_end_str`` (the markers a
+    request's thinking_token_budget counts and forces; engine/config/reasoning_config.py)."""
 
 
 class PoolerConfig(_ConfigDict):

@@ -378,11 +378,6 @@ FOREIGN: list[Foreign] = [
     ),
     _r("--diffusion-config", "-dc", why="diffusion LLMs are not supported", same=_EMPTY),
     _r("--watermark-config", why="text watermarking is not built", same=_EMPTY),
-    _r(
-        "--reasoning-config",
-        why="thinking budgets are not enforced (the parser is --reasoning-parser)",
-        same=_EMPTY,
-    ),
     _r("--reasoning-parser-plugin", why="reasoning parser plugins are not loaded", same=("",)),
     # ParallelConfig: several nodes, elastic or fault-tolerant groups
     _r("--nnodes", "-n", why="one node only", same=("1",)),

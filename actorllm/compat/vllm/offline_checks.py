@@ -32,6 +32,7 @@ from actorllm.core.input_processor import InputProcessor, cache_salt_of
 from actorllm.core.sampling_params import SamplingParams
 from actorllm.engine.actors.assembly import logits_processor_checks
 from actorllm.engine.api.chat_embeds import has_embeds_parts
+from actorllm.engine.config.reasoning_config import thinking_markers
 
 if TYPE_CHECKING:
     from actorllm.engine.api.async_engine import AsyncEngine
@@ -57,6 +58,9 @@ def engine_inputs(engine: AsyncEngine) -> InputProcessor:
         max_model_len=engine.max_model_len,
         max_logprobs=engine.config.max_logprobs,
         param_checks=logits_processor_checks(engine.config),
+        thinking_markers=thinking_markers(
+            engine.config.reasoning_config, engine.config.reasoning_parser, engine.tokenizer
+        ),
     )
 
 

@@ -58,6 +58,7 @@ from actorllm.engine.actors.startup import (
     remote_spec,
 )
 from actorllm.engine.config.engine_config import EngineConfig
+from actorllm.engine.config.reasoning_config import thinking_markers
 from actorllm.engine.recovery.admission import Admission
 from actorllm.engine.recovery.blame import Blame
 from actorllm.engine.recovery.dead_letters import DeadLetterPolicy
@@ -223,6 +224,7 @@ async def build_engine(
         eos_token_ids=info.eos_token_ids,
         max_logprobs=config.max_logprobs,
         param_checks=logits_processor_checks(config),
+        thinking_markers=thinking_markers(config.reasoning_config, config.reasoning_parser, tok),
     )
     routing = ReplicaRouter(len(threads), block_size=config.resolved_block_size())
     return EngineParts(

@@ -389,6 +389,12 @@ ENGINE_CONFIG_HELP: Mapping[str, Mapping[str, str]] = {
             "deepseek_r1, qwen3, granite, ... see actorllm.reasoning.REASONING_PARSERS). "
             "Structured outputs then constrain the answer only (after the reasoning)."
         ),
+        "reasoning_config": (
+            "JSON with reasoning_start_str and reasoning_end_str: the markers a request's "
+            "thinking_token_budget counts between and forces once spent (default: the "
+            "reasoning_parser's, e.g. <think> and </think>), e.g. "
+            '\'{"reasoning_end_str": "Time to answer.</think>"}\'.'
+        ),
     },
     "LoRAConfig": {
         "enable_lora": (

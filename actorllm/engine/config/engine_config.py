@@ -356,6 +356,11 @@ class EngineConfig(msgspec.Struct, kw_only=True):
     """Split a reasoning model's thinking into reasoning_content (vLLM's names: deepseek_r1,
     qwen3, granite, ... see actorllm.reasoning.REASONING_PARSERS). Structured outputs then
     constrain the answer only (after the reasoning)."""
+    reasoning_config: dict[str, Any] | None = None
+    """vLLM's reasoning config: reasoning_start_str and reasoning_end_str, the markers a
+    request's thinking_token_budget counts between and forces once spent (default: the
+    reasoning_parser's, e.g. <think> and </think>), e.g.
+    '{"reasoning_end_str": "Time to answer.</think>"}'."""
     # -- LoRAConfig -------------------------------------------------------------------------
     enable_lora: bool = False
     """Serve LoRA adapters (PEFT's format) beside the base model; requests name one."""
@@ -418,6 +423,11 @@ class EngineConfig(msgspec.Struct, kw_only=True):
                     f"must be one of {', '.join(sorted(REASONING_PARSERS))}, "
                     f"got {self.reasoning_parser!r}.",
                 )
+        from actorllm.engine.config.reasoning_config import check_reasoning_config
+
+        wrong = check_reasoning_config(self.reasoning_config, self.reasoning_parser)
+        if wrong is not None:
+            raise EngineConfigError("reasoning_config", wrong)
         checks.check_speculative(self)
         checks.check_prompt_embeds(self)
 

@@ -15,11 +15,12 @@
 * ``max_tokens``, ``stop_sequences``, ``temperature``, ``top_p``, ``top_k`` are the chat
   fields of those names; ``output_config.format`` is ``response_format``,
   ``output_config.effort`` ``reasoning_effort``; ``thinking.type`` "disabled" renders
-  with the server's disabled-thinking effort, "adaptive" pins nothing.
+  with the server's disabled-thinking effort, "adaptive" pins nothing, "enabled" makes
+  its ``budget_tokens`` the ``thinking_token_budget`` (a 400 naming that field where the
+  server has no reasoning parser or config, as vLLM).
 
-Refused by name (400): images (this server serves text models), ``thinking.type``
-"enabled" (its ``budget_tokens`` would be vLLM's ``thinking_token_budget``, which this
-engine does not enforce), deferred tools (``defer_loading``, ``tool_reference``).
+Refused by name (400): images (this server serves text models), deferred tools
+(``defer_loading``, ``tool_reference``).
 """
 
 from __future__ import annotations
@@ -255,12 +256,8 @@ def _output_and_thinking(
     elif isinstance(thinking, AnthropicThinkingEnabled) and isinstance(
         req, AnthropicMessagesRequest
     ):
-        # Counting tokens needs no budget: only generation is refused.
-        _refuse(
-            'thinking of type "enabled" (budget_tokens)',
-            "it does not enforce a budget of thinking tokens; send type adaptive",
-            "thinking",
-        )
+        # Counting tokens needs no budget (nor its check of the server's reasoning config).
+        chat["thinking_token_budget"] = thinking.budget_tokens
 
 
 def count_request(req: AnthropicCountTokensRequest, conv: Conversion) -> ChatCompletionRequest:

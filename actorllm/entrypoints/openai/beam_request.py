@@ -30,6 +30,7 @@ NOT_WITH_BEAMS: dict[str, tuple[Any, ...]] = {
     "allowed_token_ids": (None,),
     "bad_words": (None, []),
     "min_tokens": (0,),
+    "thinking_token_budget": (None, -1),
     "prompt_logprobs": (None,),
     "repetition_detection": (None,),
     "vllm_xargs": (None, {}),

@@ -126,6 +126,7 @@ def _params(
         logit_bias=_logit_bias(req.logit_bias),
         allowed_token_ids=req.allowed_token_ids,
         bad_words=req.bad_words,
+        thinking_token_budget=req.thinking_token_budget,
         skip_special_tokens=req.skip_special_tokens,
         spaces_between_special_tokens=req.spaces_between_special_tokens,
         truncate_prompt_tokens=req.truncate_prompt_tokens,

@@ -14,6 +14,7 @@ from actorllm.config import (
     KVTransferConfig,
     PoolerConfig,
     ProfilerConfig,
+    ReasoningConfig,
     SpeculativeConfig,
     StructuredOutputsConfig,
     WeightTransferConfig,
@@ -43,6 +44,10 @@ SAME = {
         {"backend": "guidance", "disable_any_whitespace": True},
     ),
     "pooler_config": (PoolerConfig(normalize=False), {"normalize": False}),
+    "reasoning_config": (
+        ReasoningConfig(reasoning_start_str="<t>", reasoning_end_str="</t>"),
+        {"reasoning_start_str": "<t>", "reasoning_end_str": "</t>"},
+    ),
     "weight_transfer_config": (WeightTransferConfig(backend="gloo"), {"backend": "gloo"}),
     "profiler_config": (
         ProfilerConfig(profiler="torch", torch_profiler_dir="/tmp/traces"),
@@ -66,6 +71,7 @@ REFUSED = {
         {"enable_kv_cache_events": True},
     ),
     "profiler_config": (ProfilerConfig(profiler="nsys"), {"profiler": "nsys"}),
+    "reasoning_config": (ReasoningConfig(think_str="<t>"), {"think_str": "<t>"}),
 }
 
 

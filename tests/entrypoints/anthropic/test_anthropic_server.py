@@ -237,12 +237,6 @@ def test_disabled_thinking_effort() -> None:
             "BadRequestError",
             "serves text models",
         ),
-        (
-            {"max_tokens": 4000, "thinking": {"type": "enabled", "budget_tokens": 1024}},
-            400,
-            "BadRequestError",
-            "budget of thinking tokens",
-        ),
         ({"max_tokens": 1000}, 400, "BadRequestError", "maximum context length"),
         ({"tools": [WEATHER]}, 400, "BadRequestError", "--enable-auto-tool-choice"),
     ],

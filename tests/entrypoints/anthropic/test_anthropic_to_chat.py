@@ -182,6 +182,9 @@ def test_output_config_and_thinking() -> None:
     off = Conversion(disabled_thinking_effort="low")
     assert chat(off, thinking={"type": "disabled"}).reasoning_effort == "low"
     assert chat(thinking={"type": "disabled"}).reasoning_effort == "none"
+    enabled = {"type": "enabled", "budget_tokens": 2000}
+    assert chat(max_tokens=4000, thinking=enabled).thinking_token_budget == 2000
+    assert chat(thinking={"type": "adaptive"}).thinking_token_budget is None
     assert chat(
         thinking={"type": "adaptive"}, output_config={"effort": "max"}
     ).reasoning_effort == ("max")
@@ -190,7 +193,6 @@ def test_output_config_and_thinking() -> None:
 @pytest.mark.parametrize(
     ("fields", "param"),
     [
-        ({"max_tokens": 4000, "thinking": {"type": "enabled", "budget_tokens": 2000}}, "thinking"),
         (
             {"messages": [{"role": "user", "content": [{"type": "image", "source": {}}]}]},
             "messages",
