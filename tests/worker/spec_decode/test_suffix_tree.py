@@ -85,7 +85,9 @@ def test_a_draft_follows_the_rules(seqs, context, depth, cap, factor, min_prob) 
 
 
 def _best_score_at(tree: SuffixTree, path: list[int], cap: int, factor: float, p_min: float):
-    """The highest score of any most-frequent walk from ``path`` (over every tie)."""
+    """The score of a most-frequent walk from ``path`` whatever child a tie picks: the
+    lowest over the tied children (the tree keeps one child per tie, as Arctic's does, so
+    its own walk from ``path`` scores at least this)."""
     limit = min(cap, int(len(path) * factor + 1e-6), tree.max_depth - len(path))
 
     def walk(path: list[int], prob: float, left: int) -> float:
@@ -96,7 +98,7 @@ def _best_score_at(tree: SuffixTree, path: list[int], cap: int, factor: float, p
         if best == 0 or prob * best / _count(tree, path) < p_min:
             return 0.0
         q = prob * best / _count(tree, path)
-        return max(q + walk([*path, t], q, left - 1) for t, c in counts.items() if c == best)
+        return min(q + walk([*path, t], q, left - 1) for t, c in counts.items() if c == best)
 
     return walk(path, 1.0, limit)
 
