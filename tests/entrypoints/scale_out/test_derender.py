@@ -5,7 +5,6 @@ logprobs, usage), and derender refuses what it cannot honour with 400s."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -16,19 +15,6 @@ from tests.entrypoints.fake_engine import FakeEngine
 from tests.entrypoints.server_thread import ServerThread
 
 HI = [{"role": "user", "content": "hi"}]
-
-
-@pytest.fixture(scope="module")
-def engine() -> FakeEngine:
-    return FakeEngine()
-
-
-@pytest.fixture(scope="module", params=["trio", "asyncio"])
-def server(engine: FakeEngine, request: pytest.FixtureRequest) -> Iterator[ServerThread]:
-    srv = start_server(engine, worker_class=request.param, enable_scale_out=True)
-    yield srv
-    srv.stop()
-    assert srv.error is None
 
 
 def post(server: ServerThread, path: str, body: Any) -> httpx.Response:

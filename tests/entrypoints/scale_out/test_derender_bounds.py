@@ -4,7 +4,6 @@ whole and the streamed routes, and its 404 for a model not served."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -17,19 +16,6 @@ from tests.entrypoints.server_thread import ServerThread
 
 CHAT = "/v1/chat/completions/derender"
 COMPLETION = "/v1/completions/derender"
-
-
-@pytest.fixture(scope="module")
-def engine() -> FakeEngine:
-    return FakeEngine()
-
-
-@pytest.fixture(scope="module", params=["trio", "asyncio"])
-def server(engine: FakeEngine, request: pytest.FixtureRequest) -> Iterator[ServerThread]:
-    srv = start_server(engine, worker_class=request.param, enable_scale_out=True)
-    yield srv
-    srv.stop()
-    assert srv.error is None
 
 
 def post(server: ServerThread, path: str, body: Any) -> httpx.Response:

@@ -5,7 +5,6 @@ logprobs by token id, ``output_mode`` text, and refusals with vLLM's statuses.""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -27,14 +26,6 @@ CHOICE_KEYS = ["index", "finish_reason", "stop_reason", "token_ids", "routed_exp
 @pytest.fixture(scope="module")
 def engine() -> FakeEngine:
     return FakeEngine(token_delay_s=0.001)
-
-
-@pytest.fixture(scope="module", params=["trio", "asyncio"])
-def server(engine: FakeEngine, request: pytest.FixtureRequest) -> Iterator[ServerThread]:
-    srv = start_server(engine, worker_class=request.param, enable_scale_out=True)
-    yield srv
-    srv.stop()
-    assert srv.error is None
 
 
 def generate(server: ServerThread, body: dict[str, Any], **kw: Any) -> httpx.Response:

@@ -5,7 +5,6 @@ vLLM's own answers to the same bodies); refusals carry vLLM's statuses."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -65,19 +64,6 @@ CASES: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
      {**_BASE, "temperature": 0.7, "min_p": 0.1, "max_tokens": 4, "output_kind": 1,
       "skip_clone": True, "bad_words": [], "skip_reading_prefix_cache": False}),
 ]  # fmt: skip
-
-
-@pytest.fixture(scope="module")
-def engine() -> FakeEngine:
-    return FakeEngine()
-
-
-@pytest.fixture(scope="module", params=["trio", "asyncio"])
-def server(engine: FakeEngine, request: pytest.FixtureRequest) -> Iterator[ServerThread]:
-    srv = start_server(engine, worker_class=request.param, enable_scale_out=True)
-    yield srv
-    srv.stop()
-    assert srv.error is None
 
 
 def render(server: ServerThread, route: str, body: dict[str, Any], **kw: Any) -> httpx.Response:
