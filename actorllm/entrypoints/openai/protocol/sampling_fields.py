@@ -68,8 +68,11 @@ class SamplingFields(msgspec.Struct, kw_only=True):
     allowed_token_ids: Annotated[list[TokenId], msgspec.Meta(min_length=1)] | None = None
     bad_words: list[NonEmptyStr] | None = None
     # vLLM: end the reasoning once it is this many tokens long (-1: unlimited); needs
-    # --reasoning-parser or --reasoning-config. SamplingParams checks the range (vLLM's words).
-    thinking_token_budget: int | None = None
+    # --reasoning-parser or --reasoning-config. The range is stated in the document only:
+    # SamplingParams checks it in vLLM's words.
+    thinking_token_budget: (
+        Annotated[int, msgspec.Meta(extra_json_schema={"minimum": -1})] | None
+    ) = None
     prompt_logprobs: NumLogprobs | None = None
     # vLLM: stop early when the output ends in a repeated N-gram (finish_reason "repetition").
     repetition_detection: RepetitionDetectionParams | None = None
