@@ -152,7 +152,9 @@ async def _run(
     if limit is not None:
         _check_embed_len(prompts, limit)
     if req.padding == "max_length":
-        prompts = _padded(prompts, engine.tokenizer, min(engine.max_model_len, limit or 1 << 62))
+        prompts = _padded(
+            prompts, engine.tokenizer, min(engine.max_model_len, limit or engine.max_model_len)
+        )
     if chunked:
         outs = await _encode_chunked(ctx, req, params, spec.default_use_activation, prompts)
     else:
