@@ -100,6 +100,10 @@ FILES = [
     "../scale_out/derender/test_derender_parity.py",
     "../scale_out/render/test_render.py",
     "../scale_out/derender/test_derender.py",
+    "../scale_out/derender/test_derender_stream.py",
+    "../scale_out/render/test_launch_render.py",
+    # sleep / wake_up / is_sleeping (dev mode routes)
+    "../rl/state_transitions/test_sleep.py",
     "../pooling/scoring/test_cross_encoder_online.py",
     "../pooling/scoring/test_bi_encoder_online.py",
     "../pooling/token_classify/test_online.py",

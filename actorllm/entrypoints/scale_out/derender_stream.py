@@ -129,10 +129,12 @@ def _outputs(
     for j, n in enumerate(bounds):
         last = j == len(bounds) - 1
         text = decode_ids(ctx, ids[: start + n], seed, skip)
-        if not last:
-            text = text.rstrip("\ufffd")  # an incomplete character waits for its bytes
-        elif isinstance(choice.stop_reason, str) and not keep_stop and choice.stop_reason in text:
-            text = text[: text.index(choice.stop_reason)]
+        if not last or choice.finish_reason is None:
+            # an incomplete character waits for its bytes (the next chunk's replay shows it)
+            text = text.rstrip("\ufffd")
+        stop = choice.stop_reason if last and not keep_stop else None
+        if isinstance(stop, str) and stop in text:
+            text = text[: text.index(stop)]
         delta = text[len(shown) :] if text.startswith(shown) else ""
         shown = text if text.startswith(shown) else shown
         logprobs = None

@@ -231,3 +231,28 @@ def test_streamed_chat_under_a_parser_needs_the_prompt() -> None:
         assert ok.status_code == 200, ok.text
     finally:
         srv.stop()
+
+
+@pytest.mark.parametrize("parser", [None, "qwen3"])
+def test_streamed_chat_holds_back_characters_split_across_chunks(parser: str | None) -> None:
+    """A character whose bytes span two generate chunks is shown once all its bytes came
+    (vLLM's incremental detokenizer): no chunk carries a replacement character."""
+    engine = FakeEngine(reasoning_parser=parser) if parser else FakeEngine()
+    srv = start_server(engine, enable_scale_out=True)
+    try:
+        text = "思考中 你好世界 😀"
+        ids = engine.tokenizer.encode(text, add_special_tokens=False)
+        assert len(ids) > len(text)  # byte-level pieces: characters span tokens
+        chunks = [{"request_id": "g", "choices": [{"index": 0, "token_ids": [t],
+                   "finish_reason": "stop" if i == len(ids) - 1 else None}]}
+                  for i, t in enumerate(ids)]  # fmt: skip
+        out = _stream_derender(
+            srv, "/v1/chat/completions/derender", chunks,
+            {"chat_request": {"messages": HI}, "prompt_token_ids": [1, 2]},
+        )  # fmt: skip
+        deltas = [c["delta"] for chunk in out for c in chunk["choices"]]
+        pieces = [d.get(k) or "" for d in deltas for k in ("reasoning", "content")]
+        assert all("\ufffd" not in p for p in pieces), pieces
+        assert "".join(pieces) == engine.tokenizer.decode(ids)
+    finally:
+        srv.stop()
