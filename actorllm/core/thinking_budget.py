@@ -6,7 +6,9 @@ start. Its tokens are counted (the prompt's too, when the prompt opens the secti
 the count reaches the budget, the end marker is forced one token per step, and after the
 whole marker has been written the model continues freely (its answer). Because nothing but
 the token ids is read, a preempted request, a request replayed from the ledger after a crash
-and a speculative row (its drafts read as outputs) all get the same answer.
+and a speculative row (its drafts read as outputs) all get the same answer. The worker
+asks :class:`~actorllm.core.thinking_scan.ThinkingScan`, which reads each token once and
+answers as :func:`forced_token` does (a cache of that answer, rebuilt from the tokens).
 
     >>> m = ThinkingMarkers(start=(1,), end=(2, 3))
     >>> forced_token([9, 1, 5, 6], m, budget=2)  # two thinking tokens: start the end marker
@@ -55,13 +57,20 @@ def forced_token(tokens: Sequence[int], markers: ThinkingMarkers, budget: int) -
     body = _open_section(tokens, markers)
     if body < 0:
         return None
-    count = len(tokens) - body
+    return forced_in_section(len(tokens) - body, budget, tokens, markers.end)
+
+
+def forced_in_section(
+    count: int, budget: int, tokens: Sequence[int], end: tuple[int, ...]
+) -> int | None:
+    """:func:`forced_token` of a history whose open section holds ``count`` tokens and
+    ends with ``tokens`` (at least its last ``len(end) - 1``, or all of it)."""
     if count < budget:
         return None
     # The tail may already hold the first j tokens of the end marker (forced at the steps
     # before): they are not thinking tokens. The longest such j that leaves the budget's
     # worth of thinking before it says where in the marker this step is.
-    for j in range(min(count - budget, len(markers.end) - 1), 0, -1):
-        if tuple(tokens[len(tokens) - j :]) == markers.end[:j]:
-            return markers.end[j]
-    return markers.end[0]
+    for j in range(min(count - budget, len(end) - 1), 0, -1):
+        if tuple(tokens[len(tokens) - j :]) == end[:j]:
+            return end[j]
+    return end[0]

@@ -23,6 +23,8 @@ import numpy as np
 
 from actorllm.core.sampling_params import SamplingParams
 from actorllm.core.scheduler_output import CachedRequestData, NewRequestData
+from actorllm.core.thinking_budget import ThinkingMarkers
+from actorllm.core.thinking_scan import ThinkingScan
 
 if TYPE_CHECKING:
     from actorllm.worker.logitsprocs.state import BatchProcessors
@@ -84,6 +86,9 @@ class InputBatch:
         # id: the prompt positions of these requests take these rows, not their placeholder
         # ids; a mixed prompt's mask ([num_prompt_tokens] bool) says which positions do.
         self.prompt_embeds: dict[str, tuple[Any, np.ndarray | None]] = {}
+        # Thinking-budget rows' scans of their tokens so far, by the incarnation
+        # (``generation``) they read: a cache rebuilt from the tokens, never moved or reused.
+        self.thinking_scans: dict[int, ThinkingScan] = {}
 
     # -- membership ------------------------------------------------------------------
 
@@ -165,6 +170,7 @@ class InputBatch:
         self.params[idx] = None
         self.num_pending[idx] = 0
         self.prompt_embeds.pop(req_id, None)
+        self.thinking_scans.pop(int(self.generation[idx]), None)
         if self.logitsprocs is not None:
             self.logitsprocs.removed(idx)
         return idx
@@ -254,6 +260,15 @@ class InputBatch:
         if n + len(drafts) > self.max_model_len:
             raise InputBatchFullError(f"request {self.req_ids[idx]}: drafts past max_model_len")
         self.token_ids[idx, n : n + len(drafts)] = drafts
+
+    def thinking_scan(self, idx: int, markers: ThinkingMarkers) -> ThinkingScan:
+        """The scan of slot ``idx``'s tokens for its thinking budget
+        (``core/thinking_scan.py``), kept while the slot holds this incarnation."""
+        gen = int(self.generation[idx])
+        scan = self.thinking_scans.get(gen)
+        if scan is None or scan.markers != markers:
+            scan = self.thinking_scans[gen] = ThinkingScan(markers)
+        return scan
 
     def output_token_ids(self, idx: int) -> np.ndarray:
         """[num_outputs] int64 view of the request's sampled tokens."""

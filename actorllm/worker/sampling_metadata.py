@@ -15,7 +15,7 @@ import torch
 
 from actorllm.core.sampling_params import SamplingParams
 from actorllm.core.scheduler_output import GrammarBitmask
-from actorllm.core.thinking_budget import forced_token
+from actorllm.core.thinking_budget import ThinkingMarkers
 from actorllm.kernels.sampling import GREEDY_EPS
 from actorllm.worker.device_streams import to_device
 from actorllm.worker.input_batch import InputBatch
@@ -213,6 +213,19 @@ def _padded(
     return np.where(cols < lens[:, None], out, pad)
 
 
+def _thinking_forced(
+    batch: InputBatch, slot: int, end: int, markers: ThinkingMarkers, budget: int
+) -> int | None:
+    """``forced_token`` of the slot's first ``end`` tokens, from its scan: the known tokens
+    not read yet are fed to it, the drafts after them (a speculative row's) only read."""
+    scan = batch.thinking_scan(slot, markers)
+    known = min(int(batch.num_tokens[slot]), end)
+    start = scan.resume(known)
+    if known > start:
+        scan.feed(batch.token_ids[slot, start:known].tolist())
+    return scan.forced(batch.token_ids[slot, known:end].tolist(), budget)
+
+
 def _logit_adjust(
     batch: InputBatch,
     slots: np.ndarray,
@@ -240,8 +253,7 @@ def _logit_adjust(
             ban += _bad_word_bans(p.bad_words_token_ids, outputs)
         forced = None
         if p.thinking_markers is not None and p.thinking_token_budget is not None:
-            history = batch.token_ids[slot, :end].tolist()
-            forced = forced_token(history, p.thinking_markers, p.thinking_token_budget)
+            forced = _thinking_forced(batch, slot, end, p.thinking_markers, p.thinking_token_budget)
         if not (ban or p.allowed_token_ids or p.logit_bias or forced is not None):
             continue
         if adjust is None:

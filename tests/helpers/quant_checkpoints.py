@@ -25,6 +25,8 @@ from tests.helpers.models import make_tiny_checkpoint
 LINEARS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj",
            "w1", "w2", "w3", "c_fc", "c_proj", "out_proj", "fc1", "fc2", "dense",
            "query_key_value", "dense_h_to_4h", "dense_4h_to_h")  # fmt: skip
+# The LM head under its checkpoint names (GPT-NeoX saves it as ``embed_out``).
+HEADS = ("lm_head", "embed_out")
 AWQ_ORDER = (0, 2, 4, 6, 1, 3, 5, 7)
 
 
@@ -152,7 +154,7 @@ def write_quantized(
     orders: dict[str, torch.Tensor] = {}
     for name, w in raw.items():
         module = name.removesuffix(".weight")
-        linear = module.rsplit(".", 1)[-1] in LINEARS or (lm_head and module == "lm_head")
+        linear = module.rsplit(".", 1)[-1] in LINEARS or (lm_head and module in HEADS)
         if not (name.endswith(".weight") and linear):
             ref[name] = quant[name] = w
             continue

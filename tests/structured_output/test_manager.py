@@ -291,3 +291,40 @@ def test_plain_text_markers_gate_the_answer_and_survive_a_rebuild(
     assert len(allowed_tokens(m.bitmask([off.request_id]).array()[0], VOCAB_SIZE)) < 10
     m.close()
     m2.close()
+
+
+def test_an_implicit_end_is_the_answers_first_token_and_survives_a_rebuild(
+    compiler: GrammarCompiler,
+) -> None:
+    """Qwen3's <tool_call> written while thinking ends the reasoning (vLLM's implicit end)
+    and is the answer's first token: the grammar is fed it, as a restarted scheduler's
+    manager is when it replays the outputs. (Here "al" plays <tool_call>: the grammar's
+    answer starts with it.) A closer ends the reasoning without being fed."""
+    opener, closer, implicit = _ids("@")[0], _ids("#")[0], _ids("al")[0]
+    gate = TokenMarkers([opener], [closer], True, implicit_end=implicit)
+    m = StructuredOutputManager(compiler, reasoning=gate)
+    params = SamplingParams(structured_outputs=SOP(choice=["alpha", "beta"]))
+    compiler.submit(params.structured_outputs.key, None).result()  # type: ignore[union-attr]
+    prompt = _ids("Question:")
+    r = Request(f"i-{compiler.default_backend}", prompt, params)
+    m.add(r)
+    assert m.poll(r)
+    thought = _ids("zzz yy")
+    assert m.accept(r.request_id, thought)
+    assert len(allowed_tokens(m.bitmask([r.request_id]).array()[0], VOCAB_SIZE)) == VOCAB_SIZE
+    assert m.accept(r.request_id, [implicit])
+    nxt = allowed_tokens(m.bitmask([r.request_id]).array()[0], VOCAB_SIZE)
+    assert _ids("pha")[0] in nxt and _ids("alpha")[0] not in nxt and len(nxt) < 10
+    m2 = StructuredOutputManager(compiler, reasoning=gate)  # a restarted scheduler's
+    r2 = Request(r.request_id, prompt, params, output_token_ids=[*thought, implicit])
+    m2.add(r2)
+    assert m2.poll(r2)
+    assert allowed_tokens(m2.bitmask([r2.request_id]).array()[0], VOCAB_SIZE) == nxt
+    closed = Request(f"c-{compiler.default_backend}", prompt, params)
+    m.add(closed)
+    assert m.poll(closed)
+    assert m.accept(closed.request_id, [*thought, closer])
+    first = allowed_tokens(m.bitmask([closed.request_id]).array()[0], VOCAB_SIZE)
+    assert _ids("alpha")[0] in first and _ids("pha")[0] not in first
+    m.close()
+    m2.close()

@@ -3,11 +3,16 @@ only write its end marker's next token (greedy and random alike); other rows are
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from actorllm.core.sampling_params import SamplingParams
-from actorllm.core.thinking_budget import ThinkingMarkers
+from actorllm.core.scheduler_output import NewRequestData
+from actorllm.core.thinking_budget import ThinkingMarkers, forced_token
 from actorllm.worker.sampler import Sampler
 from actorllm.worker.sampling_metadata import build_sampling_metadata, needs_token_history
 from tests.worker.test_sampler import CPU, V, _batch
@@ -74,3 +79,68 @@ def test_speculative_rows_read_their_drafts_as_outputs() -> None:
     meta = build_sampling_metadata(batch, rows, V, CPU, offsets=np.arange(3))
     out = Sampler(V, CPU, seed=0)(LOGITS.expand(3, -1).clone(), meta).sampled_token_ids
     assert out.tolist() == [1, END1, END2]
+
+
+def _forced_rows(meta: Any, n: int) -> list[int | None]:
+    """The token each row's mask forces (None: the row is not forced)."""
+    adjust = meta.logit_adjust
+    if adjust is None:
+        return [None] * n
+    out: list[int | None] = []
+    for row in adjust:
+        free = torch.nonzero(row == 0).flatten().tolist()
+        out.append(free[0] if len(free) == 1 and bool(torch.isinf(row).sum() == V - 1) else None)
+    return out
+
+
+STEPS = st.lists(
+    st.tuples(
+        st.lists(st.integers(0, V - 1), min_size=1, max_size=3),  # the step's new tokens
+        st.lists(st.integers(0, V - 1), max_size=2),  # drafts after them
+        st.booleans(),  # preempted (and resumed in another slot) before the step
+    ),
+    max_size=10,
+)
+
+
+@settings(max_examples=80, deadline=None)
+@given(prompt=st.lists(st.integers(0, V - 1), max_size=6), steps=STEPS, budget=st.integers(0, 4))
+def test_masks_equal_the_full_scan_over_steps_drafts_and_preemption(
+    prompt: list[int], steps: list[tuple[list[int], list[int], bool]], budget: int
+) -> None:
+    """The batch keeps each request's scan between steps; its forced rows are the full
+    scan's of prompt + outputs (+ each row's drafts), whatever slot the request moved to."""
+    params = _budget(budget)
+    batch, _ = _batch([(SamplingParams(), [0], []), (params, list(prompt), [])])
+    history = list(prompt)
+    for new, drafts, preempt in steps:
+        if preempt:
+            batch.remove_request("r0" if len(history) % 2 else "r1")
+            batch.condense()
+            if "r0" not in batch.req_id_to_index:
+                _add(batch, "r0", SamplingParams(), [0], [])
+            if "r1" not in batch.req_id_to_index:
+                _add(batch, "r1", params, prompt, history[len(prompt) :])
+        slot = batch.req_id_to_index["r1"]
+        for tok in new:
+            batch.append_token(slot, tok)
+        history += new
+        batch.write_drafts(slot, drafts)
+        rows = np.full(len(drafts) + 1, slot, dtype=np.int64)
+        meta = build_sampling_metadata(batch, rows, V, CPU, offsets=np.arange(len(drafts) + 1))
+        want = [forced_token([*history, *drafts[:i]], MARKERS, budget) for i in range(len(rows))]
+        assert _forced_rows(meta, len(rows)) == want
+
+
+def _add(batch: Any, rid: str, params: SamplingParams, prompt: list[int], out: list[int]) -> None:
+    batch.add_request(
+        NewRequestData(
+            req_id=rid,
+            prompt_token_ids=prompt,
+            output_token_ids=out,
+            sampling_params=params,
+            block_ids=([],),
+            num_computed_tokens=0,
+            eos_token_id=None,
+        )
+    )

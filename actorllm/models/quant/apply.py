@@ -10,7 +10,9 @@ checkpoints quantize only their MoE experts (``models/quant/mxfp4.py``).
 GPTQ and AWQ checkpoints written with ``lm_head: true`` store the LM head quantized too
 (vLLM's ``lm_head_quantized``): it is built as their packed linear over this rank's
 vocabulary rows (``models/parallel.py`` splits its packed tensors as it splits the float
-head). A head tied to the embedding cannot be both.
+head). A head tied to the embedding cannot be both. The checkpoint's lists of what it
+quantizes may name the head ``lm_head`` or as the family saves it (GPT-NeoX's
+``embed_out``): :func:`head_names`.
 
 What is not built is refused here by name: GPT-2, Phi-3's and GLM's fused checkpoints, a
 quantized head tied to the embedding, compressed-tensors' quantized ``lm_head``, fused projections
@@ -54,9 +56,10 @@ def checkpoint_quantization(cfg: CheckpointConfig, requested: str | None) -> Qua
         problems.append(FUSED_CHECKPOINTS[cfg.model_type])
     if cfg.model_type == "granitemoe":
         problems.append("GraniteMoE's stacked experts (input_linear / output_linear)")
-    if spec.method == "compressed-tensors" and spec.quantizes("lm_head"):
+    heads = head_names(cfg.model_type)
+    if spec.method == "compressed-tensors" and spec.quantizes_any(heads):
         problems.append("a quantized lm_head (not in the checkpoint's ignore list)")
-    if spec.quantizes_head() and cfg.tie_word_embeddings:
+    if spec.quantizes_head(heads) and cfg.tie_word_embeddings:
         problems.append(
             "a quantized lm_head (lm_head=true) tied to the embedding (tie_word_embeddings=true)"
         )
@@ -65,6 +68,14 @@ def checkpoint_quantization(cfg: CheckpointConfig, requested: str | None) -> Qua
             f"quantization method {spec.method!r} is not supported with " + "; ".join(problems)
         )
     return spec
+
+
+def head_names(model_type: str) -> tuple[str, ...]:
+    """The names a checkpoint's quantization lists may give the LM head: ``lm_head`` and
+    the family's own (GPT-NeoX's ``embed_out``), as the loader reads its tensors under
+    either (``models/family_names.py``)."""
+    own = hf_module_name(model_type, "lm_head")
+    return ("lm_head",) if own == "lm_head" else (own, "lm_head")
 
 
 def _check_mxfp4(cfg: CheckpointConfig, spec: QuantSpec) -> QuantSpec:
@@ -133,7 +144,7 @@ def quantize_linears(model: CausalLM, spec: QuantSpec, dtype: torch.dtype) -> in
 def _quantize_head(model: CausalLM, spec: QuantSpec, dtype: torch.dtype) -> int:
     """Build the LM head quantized when the checkpoint stores it so (1) or leave it (0)."""
     head = getattr(model, "lm_head", None)
-    if type(head) is not nn.Linear or not spec.quantizes_head():
+    if type(head) is not nn.Linear or not spec.quantizes_head(head_names(model.config.model_type)):
         return 0  # float, or another pipeline stage's (PPMissingLayer)
     cfg = model.config
     # Vocab-parallel: each rank's ceil(V / N) rows are column-parallel outputs.

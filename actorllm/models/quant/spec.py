@@ -82,23 +82,36 @@ class QuantSpec(msgspec.Struct, frozen=True, kw_only=True):
 
     def quantizes(self, hf_module: str) -> bool:
         """Whether the linear ``hf_module`` (HF name, no ``.weight``) is stored quantized."""
-        for pattern in self.ignore:
-            if pattern.startswith("re:"):
-                if re.match(pattern[3:], hf_module):
-                    return False
-            elif hf_module == pattern or _ignored_by_name(self.method, pattern, hf_module):
-                return False
+        return self.quantizes_any((hf_module,))
+
+    def quantizes_any(self, names: tuple[str, ...]) -> bool:
+        """Whether the linear that the checkpoint's lists may name by any of ``names`` is
+        stored quantized: ignored under none of them, and listed under one of them where
+        the config lists what it quantizes."""
+        if any(self._ignores(name) for name in names):
+            return False
         if self.only:
             # GPTQ's modules_in_block_to_quantize: vLLM (is_layer_gptq_quantized) takes
             # a module when an entry is a substring of its name, so "self_attn.q_proj",
             # "model.layers.0.self_attn.q_proj" and "mlp" all name what they say.
-            return any(s in hf_module for s in self.only)
+            return any(s in name for s in self.only for name in names)
         return True
 
-    def quantizes_head(self) -> bool:
-        """Whether the LM head is stored quantized (vLLM: ``lm_head_quantized`` and the
-        head not skipped by ``modules_to_not_convert`` / ``modules_in_block_to_quantize``)."""
-        return self.lm_head and self.quantizes("lm_head")
+    def _ignores(self, hf_module: str) -> bool:
+        for pattern in self.ignore:
+            if pattern.startswith("re:"):
+                if re.match(pattern[3:], hf_module):
+                    return True
+            elif hf_module == pattern or _ignored_by_name(self.method, pattern, hf_module):
+                return True
+        return False
+
+    def quantizes_head(self, names: tuple[str, ...] = ("lm_head",)) -> bool:
+        """Whether the LM head, named ``names`` in the checkpoint (GPT-NeoX's
+        ``embed_out``, or ``lm_head``), is stored quantized (vLLM: ``lm_head_quantized``
+        and the head not skipped by ``modules_to_not_convert`` /
+        ``modules_in_block_to_quantize``)."""
+        return self.lm_head and self.quantizes_any(names)
 
 
 def _ignored_by_name(method: str, pattern: str, hf_module: str) -> bool:

@@ -256,3 +256,59 @@ def test_streamed_chat_holds_back_characters_split_across_chunks(parser: str | N
         assert "".join(pieces) == engine.tokenizer.decode(ids)
     finally:
         srv.stop()
+
+
+def _full_decode_streamed(body: bytes) -> bool:
+    """The dispatch as a whole decode of the body reads it (the reference)."""
+    import msgspec
+
+    raw = msgspec.json.decode(body)
+    return isinstance(raw, dict) and raw.get("stream") is True
+
+
+def _outcome(fn: Any, body: bytes) -> tuple[str, Any]:
+    import msgspec
+
+    try:
+        return "ok", fn(body)
+    except msgspec.DecodeError as exc:
+        return type(exc).__name__, str(exc)
+
+
+def test_the_dispatch_reads_stream_without_building_the_body() -> None:
+    """The derender routes build the body once, typed; the dispatch on ``stream`` skips
+    the rest. It answers, or fails with the message, that a whole decode does: on every
+    cut of a body, on bodies that are not objects, on a stream that is not true."""
+    from actorllm.entrypoints.openai.app.scale_out_routes import _streamed
+
+    body = json.dumps({
+        "stream": True, "model": "m", "chat_request": {"messages": HI},
+        "generate_chunk": {"request_id": "a", "choices": [
+            {"index": 0, "token_ids": [1, 2], "logprobs": {"content": [
+                {"token": "x", "logprob": -0.5, "top_logprobs": []}]}}]},
+    }).encode()  # fmt: skip
+    odd = [b"[1, 2]", b"null", b'"s"', b"", b" ", b'{"stream": 1}', b'{"stream": "true"}',
+           b'{"stream": true, "stream": false}', b'{"stream": tru}', b"[{"]  # fmt: skip
+    cuts = [body[:i] + tail for i in range(len(body) + 1) for tail in (b"", b"]", b"x")]
+    for b in [*odd, *cuts, b"[" + body]:
+        assert _outcome(_streamed, b) == _outcome(_full_decode_streamed, b), b
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [(b"[1, 2]", "Expected `object`, got `array`"),
+     (b"[1,", "The request body is not valid JSON: Input data was truncated"),
+     (b'{"stream": true, "generate_chunk": {', "The request body is not valid JSON: "
+      "Input data was truncated"),
+     (b'{"stream": true}', "Object missing required field `generate_chunk`"),
+     (b"{}", "Object missing required field `generate_response`")],
+)  # fmt: skip
+def test_malformed_bodies_are_named(server: ServerThread, body: bytes, message: str) -> None:
+    r = httpx.post(
+        server.url + "/v1/chat/completions/derender",
+        content=body,
+        headers={"content-type": "application/json"},
+        timeout=30,
+    )
+    assert r.status_code == 400, r.text
+    assert r.json()["error"]["message"] == message

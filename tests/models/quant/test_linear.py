@@ -71,6 +71,29 @@ def test_newer_families_greedy_tokens_equal_the_dequantized_reference(
     assert _tokens(quant) == _tokens(ref)
 
 
+NEOX_HEADS = [("gptq", "embed_out"), ("gptq", "lm_head"), ("awq", "embed_out")]
+
+
+@pytest.mark.usefixtures("float_inputs")
+@pytest.mark.parametrize(("method", "head"), NEOX_HEADS, ids=[f"{m}-{h}" for m, h in NEOX_HEADS])
+def test_a_gpt_neox_head_quantized_under_either_name(
+    tmp_path: Path, method: str, head: str
+) -> None:
+    """Pythia's GPTQ / AWQ checkpoints quantize the head under its checkpoint name,
+    ``embed_out`` (GPTQ's module list, read from the tensors, names it so); ``lm_head``
+    is read too. The head is stored quantized only: a float head would not load."""
+    from safetensors.torch import load_file, save_file
+
+    ref, quant = write_quantized(tmp_path, method, family="gpt_neox", lm_head=True)
+    tensors = load_file(str(quant / "model.safetensors"))
+    assert "embed_out.qweight" in tensors and "embed_out.weight" not in tensors
+    if head != "embed_out":
+        renamed = {head + k.removeprefix("embed_out") if k.startswith("embed_out.") else k: v
+                   for k, v in tensors.items()}  # fmt: skip
+        save_file(renamed, str(quant / "model.safetensors"))
+    assert _tokens(quant) == _tokens(ref)
+
+
 @pytest.mark.usefixtures("float_inputs")
 def test_a_wrong_scale_changes_the_tokens(tmp_path: Path) -> None:
     """The comparison above can fail: one GPTQ scale tensor off by 2x shows."""

@@ -218,3 +218,26 @@ def test_gptq_modules_in_block_to_quantize_match_substrings_as_vllm() -> None:
     assert spec.quantizes("model.layers.0.self_attn.q_proj")
     assert spec.quantizes("model.layers.1.mlp.up_proj")
     assert not spec.quantizes("model.layers.1.self_attn.q_proj")
+
+
+def test_gpt_neox_head_is_read_under_either_name() -> None:
+    """GPT-NeoX's head is ``embed_out`` in its checkpoints (``lm_head`` as transformers 5
+    names it): a list naming it either way (GPTQ's modules_in_block_to_quantize, AWQ's
+    modules_to_not_convert, compressed-tensors' ignore) applies to it."""
+    from actorllm.models.quant.apply import head_names
+
+    heads = head_names("gpt_neox")
+    assert heads == ("embed_out", "lm_head") and head_names("llama") == ("lm_head",)
+    for name in heads:
+        only = resolve_quantization(
+            GPTQ | {"lm_head": True, "modules_in_block_to_quantize": [["mlp"], [name]]}, None
+        )
+        assert only is not None and only.quantizes_head(heads)
+        awq = {"quant_method": "awq", "bits": 4, "group_size": 32, "zero_point": True,
+               "version": "gemm", "modules_to_not_convert": [name], "lm_head": True}  # fmt: skip
+        skipped = resolve_quantization(awq, None)
+        assert skipped is not None and not skipped.quantizes_head(heads)
+    listed = resolve_quantization(
+        GPTQ | {"lm_head": True, "modules_in_block_to_quantize": [["mlp"]]}, None
+    )
+    assert listed is not None and not listed.quantizes_head(heads)
