@@ -124,9 +124,7 @@ class WatermarkConfig:
 
 
 def _int(field: str, value: Any, *, minimum: int) -> int:
-    if isinstance(value, bool):
-        value = int(value)
-    elif isinstance(value, float) and value.is_integer():
+    if isinstance(value, bool) or (isinstance(value, float) and value.is_integer()):
         value = int(value)
     elif isinstance(value, float):
         raise WatermarkConfigError(

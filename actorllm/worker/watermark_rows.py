@@ -51,8 +51,10 @@ def is_repeated(
     n = len(history)
     if n == 0:
         return False
-    start = 0 if config.deduplicate_contexts_max_history is None else max(
-        0, n - config.deduplicate_contexts_max_history
+    start = (
+        0
+        if config.deduplicate_contexts_max_history is None
+        else max(0, n - config.deduplicate_contexts_max_history)
     )
     padded = np.concatenate([np.full(width, -1, dtype=np.int64), history.astype(np.int64)])
     windows = sliding_window_view(padded, width)[start:n]  # [n - start, W]: before each pos

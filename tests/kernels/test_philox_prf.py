@@ -442,3 +442,13 @@ def test_derived_keys_are_vllms() -> None:
 def test_key_outside_64_bits_is_refused() -> None:
     with pytest.raises(ValueError, match="64 bits"):
         key_words(2**64)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("key", [42, 15726070495360670683])
+@pytest.mark.parametrize("width", [1, 4, 16])
+def test_the_device_draws_the_same_words(key: int, width: int) -> None:
+    """vLLM's test_philox_accelerator_matches_cpu: the same int64 ops on the GPU."""
+    contexts = torch.arange(2 * width, dtype=torch.int64).reshape(2, width)
+    expected = vocab_uniforms(key, contexts, 1024)
+    assert torch.equal(vocab_uniforms(key, contexts.cuda(), 1024).cpu(), expected)
