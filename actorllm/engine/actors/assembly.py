@@ -225,6 +225,7 @@ async def build_engine(
         max_logprobs=config.max_logprobs,
         param_checks=logits_processor_checks(config),
         thinking_markers=thinking_markers(config.reasoning_config, config.reasoning_parser, tok),
+        watermark=config.watermarking(),
     )
     routing = ReplicaRouter(len(threads), block_size=config.resolved_block_size())
     return EngineParts(
