@@ -60,6 +60,18 @@ def resolve_watermarking(config: WatermarkConfig | None, params: SamplingParams)
     return True
 
 
+WATERMARK_STATUSES = ("watermarked", "skipped", "not_watermarked")
+
+
+def watermark_status(config: WatermarkConfig | None, asked: bool | None, greedy: bool) -> str:
+    """vLLM's ``vllm:watermark_requests`` status of a finished request: ``watermarked``,
+    ``skipped`` (asked on a watermarking engine, but greedy), else ``not_watermarked``
+    (opted out, or no watermark configured)."""
+    if config is None or asked is False:
+        return "not_watermarked"
+    return "skipped" if greedy else "watermarked"
+
+
 def resolve_beam_search(config: WatermarkConfig | None, watermarking: bool | None) -> bool:
     """Beam search is never watermarked (vLLM warns when it was asked or implied)."""
     if config is None:

@@ -13,6 +13,7 @@ import pytest
 from actorllm import LLM, SamplingParams
 from actorllm.engine import AsyncEngine
 from actorllm.testing.engine_harness import inject_fault
+from actorllm.v1.metrics.reader import Counter
 from actorllm.v1.watermarking import DualKeyGumbelWatermarkDetector, GumbelWatermarkDetector
 
 PROMPTS = ["Once upon a time", "The weather today", "In a distant galaxy", "My favourite food"]
@@ -103,3 +104,28 @@ async def test_a_crash_and_the_ledger_replay_redraw_the_same_tokens(anyio_backen
     assert replayed == reference
     detector = GumbelWatermarkDetector(KEY)
     assert all(detector.detect(tokens).is_watermarked for tokens in replayed)
+
+
+def test_finished_requests_are_counted_by_watermark_status(tiny_model):
+    """vLLM's test_llm_generated_sequence_is_watermarked's metric check: one request of
+    each status; actorllm:watermark_requests (vLLM's name, our prefix) sums to request_success."""
+    with LLM(tiny_model, watermark_config={"key": KEY}, seed=0, **CONFIG) as engine:
+        engine.generate(PROMPTS[:1], _sampled(max_tokens=4, watermarking=True), use_tqdm=False)
+        engine.generate(PROMPTS[:1], _sampled(max_tokens=4, watermarking=False), use_tqdm=False)
+        greedy = SamplingParams(temperature=0.0, max_tokens=4)
+        engine.generate(PROMPTS[:1], greedy, use_tqdm=False)
+        metrics = engine.get_metrics()
+    counters = [m for m in metrics if isinstance(m, Counter)]
+    status = {
+        m.labels["status"]: m.value for m in counters if m.name == "actorllm:watermark_requests"
+    }
+    assert status == {"watermarked": 1, "skipped": 1, "not_watermarked": 1}
+    success = sum(m.value for m in counters if m.name == "actorllm:request_success")
+    assert sum(status.values()) == success
+
+
+def test_no_watermark_no_status_metric(tiny_model):
+    with LLM(tiny_model, seed=0, **CONFIG) as engine:
+        engine.generate(PROMPTS[:1], _sampled(max_tokens=2), use_tqdm=False)
+        names = {m.name for m in engine.get_metrics()}
+    assert "actorllm:request_success" in names and "actorllm:watermark_requests" not in names

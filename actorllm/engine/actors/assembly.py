@@ -236,7 +236,9 @@ async def build_engine(
         structured=structured,
         replicas=replicas,
         routing=routing,
-        request_stats=RequestStats(info.max_model_len, config.custom_histogram_buckets),
+        request_stats=RequestStats(
+            info.max_model_len, config.custom_histogram_buckets, config.watermarking()
+        ),
         live={r.index for r in replicas},
     )
 
