@@ -129,3 +129,16 @@ def test_no_watermark_no_status_metric(tiny_model):
         engine.generate(PROMPTS[:1], _sampled(max_tokens=2), use_tqdm=False)
         names = {m.name for m in engine.get_metrics()}
     assert "actorllm:request_success" in names and "actorllm:watermark_requests" not in names
+
+
+@pytest.mark.anyio
+async def test_preempted_requests_recompute_the_same_tokens(anyio_backend, tiny_model):
+    """A KV pool too small for the batch preempts (recompute): the watermarked tokens after
+    the recomputation are those of an unpreempted run."""
+    small = {**CONFIG, "num_gpu_blocks_override": 18, "block_size": 4, "max_model_len": 64}
+    async with AsyncEngine.open(tiny_model, watermark_config={"key": KEY}, **CONFIG) as engine:
+        reference = await _batch(engine, "a")
+    async with AsyncEngine.open(tiny_model, watermark_config={"key": KEY}, **small) as engine:
+        preempted = await _batch(engine, "b")
+        assert (await engine.get_stats()).num_preemptions > 0
+    assert preempted == reference
