@@ -131,3 +131,18 @@ def vocab_uniforms(key: int, contexts: torch.Tensor, vocab_size: int) -> torch.T
     words = _token_words(key, state, groups.unsqueeze(0))  # type: ignore[arg-type]
     interleaved = torch.stack(words, dim=-1).reshape(contexts.shape[0], 4 * num_groups)
     return uint32_to_uniform(interleaved[:, :vocab_size])  # [N, V]
+
+
+def uniforms_at(
+    key: int, contexts: torch.Tensor, rows: torch.Tensor, token_ids: torch.Tensor
+) -> torch.Tensor:
+    """contexts: [N, W]; rows, token_ids: [M] int64 -> [M] float32, the uniform of
+    ``token_ids[m]`` at context ``contexts[rows[m]]`` (each context absorbed once)."""
+    state = tuple(w[rows].unsqueeze(-1) for w in context_state(key, contexts))  # [M, 1]
+    tokens = token_ids.to(torch.int64).unsqueeze(-1) & UINT32_MASK  # [M, 1]
+    words = _token_words(key, state, tokens >> 2)  # type: ignore[arg-type]
+    lane = tokens & 3
+    out = words[0]
+    for i in range(1, 4):
+        out = torch.where(lane == i, words[i], out)
+    return uint32_to_uniform(out.squeeze(-1))
