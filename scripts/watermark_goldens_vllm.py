@@ -96,6 +96,37 @@ def generation_goldens() -> None:
     print("]")
 
 
+class Routing:
+    """vLLM's tests' _DeterministicSampler: argmax for tokens, a fixed uniform sequence for
+    the dual key's route (key B when P(key A) <= u)."""
+
+    def __init__(self) -> None:
+        self.position = 0
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        if x.shape[-1] != 2:
+            return x.argmax(dim=-1)
+        u = ((self.position + 1) * (5**0.5 - 1) / 2) % 1.0
+        self.position += 1
+        return (x.softmax(dim=-1)[:, 0] <= u).to(torch.int64)
+
+
+def watermarker_goldens() -> None:
+    """create_watermarker(...).sample over the same logits, contexts from the generated
+    tokens, no deduplication (skip_mask only where the position is a multiple of 5)."""
+    print("WATERMARKER_GENERATIONS = [")
+    for config in ({"key": 5}, {"key": 5, "algorithm": "dual_key_gumbel", "alpha": 0.3}):
+        wm = create_watermarker(WatermarkConfig(**config))
+        routing, out = Routing(), []
+        for pos in range(32):
+            gen = out[-4:]
+            ctx = torch.tensor([[-1] * (4 - len(gen)) + gen], dtype=torch.int64)
+            skip = torch.tensor([pos % 5 == 0])
+            out.append(int(wm.sample(logits(pos), ctx, routing, skip).token_ids.item()))
+        print(f"    ({config!r}, {out!r}),")
+    print("]")
+
+
 def detector_goldens() -> None:
     seq = generate({"key": 42}, [])
     for det in (
@@ -110,4 +141,5 @@ def detector_goldens() -> None:
 if __name__ == "__main__":
     prf_goldens()
     generation_goldens()
+    watermarker_goldens()
     detector_goldens()

@@ -14,23 +14,33 @@ same under either engine's detector.
 
 from actorllm.core.watermark_config import derive_watermark_key
 from actorllm.v1.watermarking.detector import WatermarkDetection, WatermarkDetector
+from actorllm.v1.watermarking.factory import create_watermarker
 from actorllm.v1.watermarking.gumbel import (
     DualKeyGumbelWatermarkDetector,
+    DualKeyGumbelWatermarker,
     GumbelWatermarkDetector,
     GumbelWatermarker,
-    WatermarkSample,
 )
 from actorllm.v1.watermarking.prfs import PhiloxPRF, WatermarkPRF, create_prf
+from actorllm.v1.watermarking.watermarker import (
+    SupportsSpeculativeDecoding,
+    Watermarker,
+    WatermarkSample,
+)
 
 __all__ = [
     "DualKeyGumbelWatermarkDetector",
+    "DualKeyGumbelWatermarker",
     "GumbelWatermarkDetector",
     "GumbelWatermarker",
     "PhiloxPRF",
+    "SupportsSpeculativeDecoding",
     "WatermarkDetection",
     "WatermarkDetector",
     "WatermarkPRF",
     "WatermarkSample",
+    "Watermarker",
     "create_prf",
+    "create_watermarker",
     "derive_watermark_key",
 ]

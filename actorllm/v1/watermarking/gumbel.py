@@ -1,5 +1,4 @@
-"""vLLM's Gumbel-max watermark detectors (``vllm/v1/watermarking/gumbel.py``), and the
-single-key watermarker as a plain function of logits and contexts.
+"""vLLM's Gumbel-max watermarkers and detectors (``vllm/v1/watermarking/gumbel.py``).
 
 A watermarked token ``t`` at context ``c`` maximised ``logit + G(u)`` with ``u =
 PRF(key, c, t)``, so its ``u`` runs high: the score ``-log(1 - u)`` is Exp(1) for text the
@@ -10,7 +9,6 @@ function at the observed sum. The dual-key detector weighs key A's and key B's s
 
 import math
 import warnings
-from dataclasses import dataclass
 
 import torch
 
@@ -18,6 +16,12 @@ from actorllm.core.watermark_config import WatermarkPRFName, derive_watermark_ke
 from actorllm.kernels.watermark_sample import gumbel_watermark_sample
 from actorllm.v1.watermarking.detector import WatermarkDetector
 from actorllm.v1.watermarking.prfs import PhiloxPRF, WatermarkPRF, create_prf
+from actorllm.v1.watermarking.watermarker import (
+    RandomSampler,
+    SupportsSpeculativeDecoding,
+    Watermarker,
+    WatermarkSample,
+)
 
 
 def _gamma_survival_integer_shape(score: float, shape: int) -> float:
@@ -47,16 +51,8 @@ def _validate_context_width(context_width: int) -> None:
         )
 
 
-@dataclass(frozen=True)
-class WatermarkSample:
-    token_ids: torch.Tensor
-    logits: torch.Tensor
-
-
-class GumbelWatermarker:
-    """One key's Gumbel-max draw: ``sample(logits [N, V], contexts [N, W])`` -> tokens.
-    (vLLM's engine-side ``Watermarker`` hierarchy, its dual-key routing and speculative
-    roles, are the sampler's business here: ``actorllm/worker/watermark_draw.py``.)"""
+class GumbelWatermarker(Watermarker):
+    """One key's Gumbel-max draw (the engine's: ``actorllm/kernels/watermark_sample.py``)."""
 
     def __init__(
         self, key: int, context_width: int = 4, prf: WatermarkPRF | WatermarkPRFName = "philox"
@@ -66,10 +62,59 @@ class GumbelWatermarker:
             raise ValueError("GumbelWatermarker samples with the Philox PRF only")
         _validate_context_width(context_width)
         self.prf = prf
-        self.context_width = context_width
+        self._context_width = context_width
 
-    def sample(self, logits: torch.Tensor, contexts: torch.Tensor) -> WatermarkSample:
+    @property
+    def context_width(self) -> int:
+        return self._context_width
+
+    def _sample_watermarked(self, logits: torch.Tensor, contexts: torch.Tensor) -> WatermarkSample:
         return WatermarkSample(gumbel_watermark_sample(logits, contexts, self.prf.key), logits)
+
+
+class DualKeyGumbelWatermarker(Watermarker, SupportsSpeculativeDecoding):
+    """Key A (``derive_watermark_key(key, b"key_a")``) or, with probability ``alpha``, key
+    B per row; the route is drawn by ``random_sampler`` over ``log([1 - alpha, alpha])``
+    (0: key A), as vLLM's."""
+
+    def __init__(
+        self, key: int, context_width: int = 4, prf: WatermarkPRFName = "philox", alpha: float = 0.1
+    ) -> None:
+        if not 0 <= alpha <= 1:
+            raise ValueError("alpha must be between 0 and 1")
+        self.alpha = alpha
+        self.draft_watermarker = GumbelWatermarker(
+            derive_watermark_key(key, b"key_a"), context_width, prf
+        )
+        self.target_watermarker = GumbelWatermarker(
+            derive_watermark_key(key, b"key_b"), context_width, prf
+        )
+
+    @property
+    def context_width(self) -> int:
+        return self.draft_watermarker.context_width
+
+    def sample(
+        self,
+        logits: torch.Tensor,
+        contexts: torch.Tensor,
+        random_sampler: RandomSampler | None = None,
+        skip_mask: torch.Tensor | None = None,
+    ) -> WatermarkSample:
+        if self.alpha == 0:
+            return self.draft_watermarker.sample(logits, contexts, random_sampler, skip_mask)
+        if self.alpha == 1:
+            return self.target_watermarker.sample(logits, contexts, random_sampler, skip_mask)
+        if random_sampler is None:
+            raise ValueError("dual-key Gumbel routing requires a random sampler")
+        key_a = self.draft_watermarker.sample(logits, contexts, random_sampler, skip_mask)
+        key_b = self.target_watermarker.sample(logits, contexts, random_sampler, skip_mask)
+        routing = torch.tensor([1 - self.alpha, self.alpha], device=logits.device).log()
+        use_key_a = random_sampler(routing.expand(logits.shape[0], -1)) == 0  # [N]
+        return WatermarkSample(torch.where(use_key_a, key_a.token_ids, key_b.token_ids), logits)
+
+    def _sample_watermarked(self, logits: torch.Tensor, contexts: torch.Tensor) -> WatermarkSample:
+        raise ValueError("dual-key Gumbel routing requires a random sampler")
 
 
 class GumbelWatermarkDetector(WatermarkDetector):
