@@ -26,6 +26,7 @@ MIN_RECOMMENDED_DEDUP_HISTORY = 1024
 MAX_KEY = 2**64 - 1
 
 logger = logging.getLogger(__name__)
+_warned: list[bool] = []  # the short-history warning was given (once per process)
 
 
 class WatermarkConfigError(ValueError):
@@ -86,7 +87,9 @@ class WatermarkConfig:
             )
         if self.key > MAX_KEY:
             raise WatermarkConfigError("key", "Value error, philox keys must fit in 64 bits")
-        if scope == "none" or (history is not None and history < MIN_RECOMMENDED_DEDUP_HISTORY):
+        short = history is not None and history < MIN_RECOMMENDED_DEDUP_HISTORY
+        if (scope == "none" or short) and not _warned:
+            _warned.append(True)  # vLLM's warning_once(scope="global")
             logger.warning(
                 "Gumbel-max watermarking with context deduplication disabled or limited to "
                 "fewer than %d positions may increase the frequency of degenerate "

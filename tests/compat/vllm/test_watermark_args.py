@@ -93,9 +93,13 @@ def test_the_key_is_kept_out_of_repr() -> None:
     assert "1234" not in repr(WatermarkConfig(key=1234))
 
 
-def test_a_short_deduplication_history_warns_as_vllm(caplog) -> None:
+def test_a_short_deduplication_history_warns_once_as_vllm(caplog, monkeypatch) -> None:
+    from actorllm.core import watermark_config
+
+    monkeypatch.setattr(watermark_config, "_warned", [])
     WatermarkConfig(key=1, deduplicate_contexts_max_history=16)
-    assert "repetition loops" in caplog.text
+    WatermarkConfig(key=1, deduplicate_contexts="none")
+    assert caplog.text.count("repetition loops") == 1
 
 
 def test_speculative_decoding_is_refused_with_vllms_first_rule() -> None:
