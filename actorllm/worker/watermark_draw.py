@@ -15,6 +15,7 @@ position, so a replay routes the same), as vLLM draws it from the row's generato
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 
 import torch
@@ -29,6 +30,12 @@ class WatermarkDraw:
 
     def __init__(self, config: WatermarkConfig) -> None:
         self.config = config
+        if config.context_width > 16:  # vLLM's warning, as its model runner builds its own
+            warnings.warn(
+                "context_width values greater than 16 reduce robustness to edits because "
+                "each changed token affects more subsequent watermark contexts",
+                stacklevel=2,
+            )
         if config.algorithm == "dual_key_gumbel":
             self.key_a = derive_watermark_key(config.key, b"key_a")
             self.key_b = derive_watermark_key(config.key, b"key_b")

@@ -7,6 +7,7 @@ everything else (greedy rows, opted-out rows, logprobs) is what it is without on
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 
 from actorllm.core.sampling_params import SamplingParams
@@ -107,3 +108,8 @@ def test_watermarked_rows_need_their_outputs_on_the_host() -> None:
     assert needs_token_history(batch, slots)
     batch, slots = _batch([(SamplingParams(), [1])])
     assert not needs_token_history(batch, slots)
+
+
+def test_a_wide_context_warns_as_vllm() -> None:
+    with pytest.warns(UserWarning, match="reduce robustness to edits"):
+        Sampler(V, CPU, watermark=WatermarkConfig(key=1, context_width=17))
