@@ -31,6 +31,7 @@ _TINY = torch.finfo(torch.float32).tiny
 _PROBE = 64  # the largest logits of each row scored first: the pruning bound
 _MIN_VOCAB = 1024  # below this the whole vocabulary costs less than the probe
 _MAX_KEPT = 0.25  # prune only when at most this share of the [N, V] tokens remains
+_CHUNK_TOKENS = 1 << 21  # (rows x vocabulary) drawn at once by the whole-vocabulary path
 
 
 def _noise(uniforms: torch.Tensor) -> torch.Tensor:
@@ -48,8 +49,16 @@ def gumbel_watermark_sample(logits: torch.Tensor, contexts: torch.Tensor, key: i
         pruned = _pruned_sample(logits, contexts, key)
         if pruned is not None:
             return pruned
-    noise = _noise(vocab_uniforms(key, contexts, logits.shape[-1]))  # [N, V]
-    return torch.argmax(logits + noise, dim=-1)
+    # Rows in chunks of ~2M tokens: the PRF's int64 temporaries stay ~16 MiB each.
+    n, v = logits.shape
+    step = max(1, _CHUNK_TOKENS // v)
+    out = [
+        torch.argmax(
+            logits[i : i + step] + _noise(vocab_uniforms(key, contexts[i : i + step], v)), dim=-1
+        )  # [chunk]
+        for i in range(0, n, step)
+    ]
+    return torch.cat(out) if len(out) > 1 else out[0]
 
 
 def _pruned_sample(logits: torch.Tensor, contexts: torch.Tensor, key: int) -> torch.Tensor | None:

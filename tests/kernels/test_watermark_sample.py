@@ -52,3 +52,9 @@ def test_g_max_bounds_every_draw() -> None:
     top = philox_uniform(1, torch.tensor([[1]]), torch.tensor([0]))
     assert float(ws._noise(top)[0, 0]) <= ws.G_MAX
     assert abs(ws.G_MAX - 16.6355) < 1e-3  # -log(-log((2**24) / (2**24 + 1)))
+
+
+def test_the_whole_vocabulary_is_drawn_in_row_chunks_with_the_same_tokens(monkeypatch) -> None:
+    logits, contexts = _case(5, 4096, 0.5, 2)
+    monkeypatch.setattr(ws, "_CHUNK_TOKENS", 2 * 4096)  # two rows at a time: 2 + 2 + 1
+    assert torch.equal(ws.gumbel_watermark_sample(logits, contexts, 4), _full(logits, contexts, 4))
