@@ -56,15 +56,12 @@ class BeamSearchParams(msgspec.Struct, omit_defaults=True, kw_only=True):
             raise SamplingParamsError(
                 "temperature", f"must be non-negative, got {self.temperature}."
             )
-        # Never silently ignored: these two are vLLM's fields that are not built here.
+        # Never silently ignored: vLLM's field that is not built here. (watermarking is
+        # accepted: beam search runs unwatermarked with vLLM's warning, core/watermarking.py.)
         if self.structured_outputs is not None:
             raise SamplingParamsError(
                 "structured_outputs",
                 "with beam search is not supported (constrain a sampled request instead).",
-            )
-        if self.watermarking:
-            raise SamplingParamsError(
-                "watermarking", "is not supported (no watermark is configured)."
             )
 
     @property
@@ -81,6 +78,7 @@ class BeamSearchParams(msgspec.Struct, omit_defaults=True, kw_only=True):
             ignore_eos=True,  # EOS is a candidate like any other; this module ends beams
             skip_special_tokens=self.skip_special_tokens,
             output_kind=RequestOutputKind.FINAL_ONLY,
+            watermarking=False,  # vLLM's beam steps are never watermarked
         )
 
 

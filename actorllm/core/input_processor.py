@@ -17,6 +17,8 @@ from actorllm.core.pooling_truncation import check_pooling_truncation
 from actorllm.core.prompt_embeds import PromptEmbeds
 from actorllm.core.sampling_params import SamplingParams, SamplingParamsError
 from actorllm.core.thinking_budget import ThinkingMarkers
+from actorllm.core.watermark_config import WatermarkConfig
+from actorllm.core.watermarking import resolve_watermarking
 
 # What generate() accepts: text, or pre-tokenized input.
 PromptType = str | Mapping[str, Any]
@@ -57,8 +59,11 @@ class InputProcessor:
         max_logprobs: int = 20,
         param_checks: Sequence[Callable[[SamplingParams], None]] = (),
         thinking_markers: ThinkingMarkers | None = None,
+        watermark: WatermarkConfig | None = None,
     ) -> None:
         self.tokenizer = tokenizer
+        # The engine's --watermark-config: each request's watermarking resolved against it.
+        self.watermark = watermark
         # The reasoning markers thinking_token_budget counts and forces (None: no reasoning
         # config, and a budget is refused).
         self.thinking_markers = thinking_markers
@@ -300,6 +305,9 @@ class InputProcessor:
                 changes["bad_words_token_ids"] = ids
         if params.thinking_token_budget is not None and self.thinking_markers is not None:
             changes["thinking_markers"] = self.thinking_markers
+        watermarking = resolve_watermarking(self.watermark, params)
+        if params.pooling_params is None and watermarking != params.watermarking:
+            changes["watermarking"] = watermarking  # the request's own copy: resolved
         if self.extra_eos_ids and not params.ignore_eos:
             stop_ids = list(params.stop_token_ids or [])
             changes["stop_token_ids"] = stop_ids + [

@@ -72,6 +72,8 @@ class UserRequest:
         self.prompt_token_ids = prompt_token_ids
         self.n = params.n
         self.max_tokens = params.max_tokens
+        self.watermarking = params.watermarking  # the request's switch (its stats' status)
+        self.greedy = params.is_greedy
         self.first_token_seen = False  # for the engine's prompt-token count
         self.kind = params.output_kind
         self.arrival_time = arrival_time
@@ -198,6 +200,8 @@ class UserRequest:
             max_tokens=self.max_tokens,
             num_preemptions=sum(c.num_preemptions for c in children),
             cached_tokens=self.num_cached_tokens or 0,
+            watermarking=self.watermarking,
+            greedy=self.greedy,
         )
 
     def _metrics(self, finished: bool) -> RequestMetrics:

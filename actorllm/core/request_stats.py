@@ -25,6 +25,8 @@ from typing import final
 import msgspec
 
 from actorllm.core.histogram_buckets import family_bounds
+from actorllm.core.watermark_config import WatermarkConfig
+from actorllm.core.watermarking import WATERMARK_STATUSES, watermark_status
 
 TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5,
                 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)  # fmt: skip
@@ -89,6 +91,9 @@ class FinishedRequest(msgspec.Struct, frozen=True, kw_only=True):
     max_tokens: int | None  # the request's parameter (None: up to the context length)
     num_preemptions: int = 0  # over all samples
     cached_tokens: int = 0  # prompt tokens found in the prefix cache or brought by the connector
+    # The request's SamplingParams.watermarking and greediness (its watermark status)
+    watermarking: bool | None = None
+    greedy: bool = False
 
 
 # vLLM's admission-rejection reasons: the queue limits' names (engine/api/admission_limits.py).
@@ -105,6 +110,9 @@ class RequestStatsSnapshot(msgspec.Struct, kw_only=True):
     # Requests a queue limit refused before they started, {limit's name: count} (vLLM's
     # admission rejections: engine/api/admission_limits.py).
     admission_rejections: dict[str, int] = msgspec.field(default_factory=dict)
+    # Finished requests by watermark status (core/watermarking.py), vLLM's
+    # vllm:watermark_requests; None without a watermark configured (no such metric).
+    watermark_requests: dict[str, int] | None = None
 
 
 @final
@@ -112,10 +120,15 @@ class RequestStats:
     """The accumulator (one per engine; the output path writes, ``snapshot()`` reads)."""
 
     def __init__(
-        self, max_model_len: int, custom_buckets: dict[str, list[float]] | None = None
+        self,
+        max_model_len: int,
+        custom_buckets: dict[str, list[float]] | None = None,
+        watermark: WatermarkConfig | None = None,
     ) -> None:
         """``custom_buckets``: vLLM's ``{family: bounds}`` (``core/histogram_buckets.py``)
-        over the default bounds."""
+        over the default bounds; ``watermark``: the engine's, if any (requests are then
+        counted by watermark status)."""
+        self._watermark = watermark
         tokens = buckets_1_2_5(max_model_len)
         bounds: dict[str, tuple[float, ...]] = {
             "time_to_first_token_seconds": TTFT_BUCKETS,
@@ -136,7 +149,8 @@ class RequestStats:
         }
         bounds = family_bounds(bounds, custom_buckets)
         self._snap = RequestStatsSnapshot(
-            histograms={name: Histogram.empty(b) for name, b in bounds.items()}
+            histograms={name: Histogram.empty(b) for name, b in bounds.items()},
+            watermark_requests=dict.fromkeys(WATERMARK_STATUSES, 0) if watermark else None,
         )
 
     def rejected(self, reason: str) -> None:
@@ -168,6 +182,9 @@ class RequestStats:
     def finished(self, r: FinishedRequest) -> None:
         snap, h = self._snap, self._snap.histograms
         snap.request_success[r.finish_reason] = snap.request_success.get(r.finish_reason, 0) + 1
+        if snap.watermark_requests is not None:
+            status = watermark_status(self._watermark, r.watermarking, r.greedy)
+            snap.watermark_requests[status] += 1
         h["e2e_request_latency_seconds"].observe(max(0.0, r.finished_time - r.arrival_time))
         h["request_prompt_tokens"].observe(r.prompt_tokens)
         h["request_generation_tokens"].observe(r.generation_tokens)

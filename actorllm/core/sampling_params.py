@@ -104,13 +104,17 @@ class SamplingParams(msgspec.Struct, kw_only=True):
     logprob_token_ids: list[int] | None = None
     # Outputs carry logprobs as a FlatLogprobs (vLLM's; it reads as the list form does).
     flat_logprobs: bool = False
-    # vLLM fields not built here: accepted at their default, refused by name otherwise
-    # (see _verify_unbuilt).
+    # Sample with the engine's watermark (--watermark-config): None (vLLM's default) and
+    # True ask for it, False opts out; the input processor stores the resolved bool
+    # (core/watermarking.py). Without a watermark configured, True runs unwatermarked
+    # with vLLM's warning.
     watermarking: bool | None = None
     # End the reasoning section once it is this many tokens long (forcing its end marker;
     # core/thinking_budget.py). -1: unlimited (vLLM), same as None. Needs a reasoning config
     # (--reasoning-parser or --reasoning-config): the input processor refuses it without.
     thinking_token_budget: int | None = None
+    # vLLM fields not built here: accepted at their default, refused by name otherwise
+    # (see _verify_unbuilt).
     trace_decode_token_ids: list[int] | None = None
     prompt_logprob_token_ids: Any = None  # vLLM: [rows, ids] array or nested lists
     prompt_logprob_start: int | None = None
@@ -296,11 +300,6 @@ class SamplingParams(msgspec.Struct, kw_only=True):
     def _verify_unbuilt(self) -> None:
         """vLLM fields this engine does not build: only their defaults are accepted."""
         unsupported = "is not supported by this engine"
-        _check(
-            self.watermarking is not True,
-            "watermarking",
-            f"{unsupported} (no watermark is configured); leave it None or False.",
-        )
         for name in ("trace_decode_token_ids", "prompt_logprob_token_ids", "prompt_logprob_start"):
             _check(getattr(self, name) is None, name, f"{unsupported}; leave it None.")
         _check(

@@ -39,6 +39,7 @@ import torch
 from actorllm.core.lora import LoRARequest
 from actorllm.core.model_runner_output import ModelRunnerOutput
 from actorllm.core.scheduler_output import SchedulerOutput
+from actorllm.core.watermark_config import WatermarkConfig
 from actorllm.kernels.kv_quant import cache_dtype
 from actorllm.kernels.ops import get_ops, resolve_backend
 from actorllm.models.base import CausalLM
@@ -152,6 +153,7 @@ class ModelRunner:
         pooling: tuple[str, dict[str, Any] | None] | None = None,
         lora: LoRASettings | None = None,
         logits_processors: BatchProcessors | None = None,
+        watermark: WatermarkConfig | None = None,
     ) -> None:
         self.model_path = Path(model_path)
         self.device = torch.device(device)
@@ -197,7 +199,7 @@ class ModelRunner:
         self.logitsprocs = logits_processors
         self.asleep: frozenset[str] = frozenset()  # sleep tags still asleep (sleep_tags.py)
         self.input_batch = self._new_batch()
-        self.sampler = Sampler(cfg.vocab_size, self.device, seed)
+        self.sampler = Sampler(cfg.vocab_size, self.device, seed, watermark=watermark)
         staged = self.device.type == "cuda" if staged_inputs is None else staged_inputs
         self.launcher = StepLauncher(
             self.device,

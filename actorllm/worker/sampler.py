@@ -30,6 +30,7 @@ import numpy as np
 import torch
 
 from actorllm.core.seeds import MASK64, mix_seed
+from actorllm.core.watermark_config import WatermarkConfig
 from actorllm.kernels.sampling import (
     apply_penalties,
     sample_from_logits,
@@ -39,6 +40,7 @@ from actorllm.kernels.sampling import (
 from actorllm.kernels.token_bitmask import apply_token_bitmask, masks_in_place
 from actorllm.worker.device_streams import to_device
 from actorllm.worker.sampling_metadata import SamplingMetadata
+from actorllm.worker.watermark_draw import WatermarkDraw
 
 # Exp(1) draws of exactly 0 would turn a masked token's 0/0 into NaN (which argmax picks).
 
@@ -85,6 +87,7 @@ class Sampler:
         seed: int = 0,
         sample_seeded: Callable[..., torch.Tensor] | None = None,
         apply_token_bitmask: Callable[..., torch.Tensor] = apply_token_bitmask,
+        watermark: WatermarkConfig | None = None,
     ) -> None:
         self.vocab_size = vocab_size
         self.device = device
@@ -96,6 +99,10 @@ class Sampler:
         self.apply_token_bitmask = apply_token_bitmask
         # Fresh per-step seeds for unseeded rows on the seeded-kernel path.
         self.host_rng = np.random.default_rng(seed)
+        # The engine's watermark (--watermark-config): the config the batch reads to pick
+        # rows, and the draw that replaces their random one.
+        self.watermark = watermark
+        self.watermark_draw = WatermarkDraw(watermark) if watermark is not None else None
 
     def __call__(self, logits: torch.Tensor, meta: SamplingMetadata) -> SamplerOutput:
         """logits: [N, V] float32, or the model's dtype (widened here where a stage needs
@@ -123,6 +130,7 @@ class Sampler:
             logits = apply_penalties(  # logits are ours: penalised in place
                 logits, prompt_mask, out_counts, p.presence, p.frequency, p.repetition, True
             )
+        watermarked = self._watermarked(logits, meta)  # before the draw consumes the logits
         if self.sample_seeded is not None:
             seeds, positions = self._seeds(meta)
             sampled = self.sample_seeded(
@@ -134,12 +142,34 @@ class Sampler:
                 logits, meta.temperature, meta.top_k, meta.top_p, meta.min_p, None, uniform,
                 consume=True,
             )  # fmt: skip
+        if watermarked is not None:
+            sampled = sampled.index_copy(0, *watermarked)
         lp = None
         if raw_logprobs is not None:
             lp = compute_logprobs(raw_logprobs, sampled, k or 0)
             if meta.logprob_token_ids is not None:
                 lp = with_token_logprobs(lp, raw_logprobs, meta.logprob_token_ids)
         return SamplerOutput(sampled_token_ids=sampled, logprobs=lp)
+
+    def _watermarked(
+        self, logits: torch.Tensor, meta: SamplingMetadata
+    ) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """([R] int64 rows, [R] int64 tokens) drawn with the watermark, or None."""
+        rows = meta.watermark
+        if rows is None or self.watermark_draw is None:
+            return None
+        index = torch.tensor(rows.rows, dtype=torch.int64, device=self.device)  # [R]
+        contexts = to_device(rows.contexts, self.device)  # [R, W]
+
+        def uniforms() -> list[float]:
+            return self._uniforms(meta, logits.shape[0])[index].tolist()
+
+        keys = self.watermark_draw.keys(len(rows.rows), uniforms)
+        tokens = self.watermark_draw(
+            logits.index_select(0, index), contexts, meta.temperature[index],
+            meta.top_k[index], meta.top_p[index], meta.min_p[index], keys,
+        )  # fmt: skip
+        return index, tokens
 
     def _widened(self, logits: torch.Tensor, meta: SamplingMetadata) -> torch.Tensor:
         """float32 logits unless only ``sample_from_logits``'s plain draw reads them (greedy

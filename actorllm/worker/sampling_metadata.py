@@ -16,9 +16,11 @@ import torch
 from actorllm.core.sampling_params import SamplingParams
 from actorllm.core.scheduler_output import GrammarBitmask
 from actorllm.core.thinking_budget import ThinkingMarkers
+from actorllm.core.watermark_config import WatermarkConfig
 from actorllm.kernels.sampling import GREEDY_EPS
 from actorllm.worker.device_streams import to_device
 from actorllm.worker.input_batch import InputBatch
+from actorllm.worker.watermark_rows import WatermarkRows, watermark_rows
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,9 @@ class SamplingMetadata:
     # Custom logits processors (worker/logitsprocs/): f(logits [N, V] float32, all_greedy)
     # -> logits; None when none are configured.
     custom: Callable[[torch.Tensor, bool], torch.Tensor] | None = None
+    # The rows drawn with the engine's watermark and their contexts (worker/
+    # watermark_rows.py); None when the engine has none or no row is watermarked.
+    watermark: WatermarkRows | None = None
 
     @property
     def max_num_logprobs(self) -> int | None:
@@ -76,9 +81,11 @@ def build_sampling_metadata(
     device: torch.device,
     grammar: GrammarBitmask | None = None,
     offsets: np.ndarray | None = None,
+    watermark: WatermarkConfig | None = None,
 ) -> SamplingMetadata:
     """Gather sampling inputs for ``slots`` ([N] slot indices, in logits order);
-    ``grammar``: the step's structured-outputs bitmask rows, by request id.
+    ``grammar``: the step's structured-outputs bitmask rows, by request id;
+    ``watermark``: the engine's watermark, if any.
 
     ``offsets`` (speculative decoding): [N] int64, how many of the request's drafts
     (written in ``batch.token_ids`` after its known tokens) precede each row; a slot
@@ -114,7 +121,31 @@ def build_sampling_metadata(
         grammar_bitmask=None if bitmask is None else dev(bitmask),
         grammar_rows=None if rows is None else dev(rows),
         custom=_custom(batch, slots),
+        watermark=_watermark(batch, slots, params, temperature, watermark),  # type: ignore[arg-type]
     )
+
+
+def _watermark(
+    batch: InputBatch,
+    slots: np.ndarray,
+    params: list[SamplingParams],
+    temperature: np.ndarray,
+    config: WatermarkConfig | None,
+) -> WatermarkRows | None:
+    """The watermarked rows (speculative decoding, which would add ``offsets``, is refused
+    with a watermark: ``engine/config/engine_checks.py``). The batch's tokens are all on
+    the host: a watermarked row needs its history (:func:`needs_token_history`)."""
+    wants = [
+        bool(p.watermarking) and t >= GREEDY_EPS for p, t in zip(params, temperature, strict=True)
+    ]
+    if config is None or not any(wants):
+        return None
+    # A watermarked row's step is planned after the runner resolved its pending tokens.
+    assert not batch.num_pending[slots][wants].any(), "watermarked rows need their history"
+    ends = batch.num_tokens[slots].tolist()
+    tokens = [batch.token_ids[int(s), :e] for s, e in zip(slots.tolist(), ends, strict=True)]
+    prompt_lens = batch.num_prompt_tokens[slots].tolist()
+    return watermark_rows(tokens, prompt_lens, wants, config)
 
 
 def _custom(
@@ -161,10 +192,12 @@ def _grammar_rows(
 
 def needs_token_history(batch: InputBatch, slots: np.ndarray) -> bool:
     """Whether sampling ``slots`` reads their output token ids on the host (penalties,
-    bad_words, thinking_token_budget, custom logits processors): then tokens still pending
-    on the device must be resolved first."""
+    bad_words, thinking_token_budget, custom logits processors, the watermark): then
+    tokens still pending on the device must be resolved first."""
     if batch.logitsprocs is not None:
         return True
+    if any(p is not None and p.watermarking for p in (batch.params[int(s)] for s in slots)):
+        return True  # the watermark's context and deduplication read the outputs
     if ((batch.presence_penalty[slots] != 0).any() or (batch.frequency_penalty[slots] != 0).any()
             or (batch.repetition_penalty[slots] != 1).any()):  # fmt: skip
         return True

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
 
+from actorllm.core.watermark_config import WatermarkConfig
 from actorllm.models.load_format import LoadFormat
 from actorllm.worker.cpu_kv_size import (
     DEFAULT_CPU_KV_BYTES,
@@ -96,6 +97,8 @@ class RankSpec(msgspec.Struct, frozen=True, kw_only=True):
     # Custom logits processors, as module:Class names (worker/logitsprocs/)
     logits_processors: tuple[str, ...] = ()
     worker_extension_cls: str = ""  # a class mixed into every rank's Worker (worker/extension.py)
+    # The engine's text watermark (--watermark-config) as its fields' dict; None: off
+    watermark_config: dict[str, Any] | None = None
 
 
 def build_rank_runner(spec: RankSpec) -> Runner:
@@ -170,6 +173,9 @@ def build_model_runner(spec: RankSpec) -> ModelRunner:
         pooling=(spec.convert, spec.pooler_config) if spec.runner == "pooling" else None,
         lora=spec.lora,
         logits_processors=procs,
+        watermark=(
+            WatermarkConfig(**spec.watermark_config) if spec.watermark_config is not None else None
+        ),
     )
 
 

@@ -238,7 +238,13 @@ class StepLauncher:
         meta = None
         if len(sample_slots):
             meta = build_sampling_metadata(
-                batch, sample_slots, sampler.vocab_size, self.device, grammar, None
+                batch,
+                sample_slots,
+                sampler.vocab_size,
+                self.device,
+                grammar,
+                None,
+                sampler.watermark,
             )
         feed_slots = to_device(sample_slots, self.device)
         rows = np.flatnonzero(plan.sample_mask).tolist()
@@ -318,7 +324,13 @@ class StepLauncher:
         rows = hidden.index_select(0, step.sample_hidden_rows)
         logits = model.compute_logits(rows, float32=False)  # [N, V]: the sampler widens
         meta = build_sampling_metadata(
-            batch, sample_slots, sampler.vocab_size, self.device, grammar, offsets
+            batch,
+            sample_slots,
+            sampler.vocab_size,
+            self.device,
+            grammar,
+            offsets,
+            sampler.watermark,
         )
         out = sampler(logits, meta)
         lp = logprobs_to_host(out.logprobs) if out.logprobs is not None else None

@@ -41,6 +41,8 @@ MODULES = (
     "vllm.v1.engine.exceptions",
     "vllm.v1.metrics.reader",
     "vllm.v1.sample.logits_processor",
+    "vllm.v1.watermarking",
+    "vllm.config.watermarking",
     "vllm.tokenizers",
     "vllm.transformers_utils.tokenizer",
     "vllm.exceptions",

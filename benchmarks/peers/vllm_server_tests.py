@@ -55,7 +55,7 @@ FILES = [
     # need no answer (reasoning by default, reasoning tokens in usage)
     "chat_completion/test_include_reasoning.py",
     # on Qwen3's template (MODELS); the watermarked server's tests fail on both (a random
-    # model's answer), our server refuses --watermark-config (not built)
+    # model's answer)
     "chat_completion/test_completion_with_function_calling.py",
     # --reasoning-parser qwen3 (+ --reasoning-config) on the demo model; its two
     # test_thinking_token_budget_limits_reasoning cases fail on both servers at the

@@ -105,3 +105,25 @@ def test_aborts_are_counted_with_their_reason() -> None:
     assert snap.request_success == {"abort": 1}
     assert snap.histograms["e2e_request_latency_seconds"].sum == pytest.approx(1.0)
     assert snap.histograms["time_to_first_token_seconds"].count == 0  # no token came
+
+
+def _ended(**kw: object) -> FinishedRequest:
+    return FinishedRequest(
+        finish_reason="length", arrival_time=0.0, scheduled_time=0.1, first_token_time=0.2,
+        last_token_time=0.3, finished_time=0.3, prompt_tokens=2, generation_tokens=1,
+        max_generation_tokens=1, n=1, max_tokens=1, **kw,  # type: ignore[arg-type]
+    )  # fmt: skip
+
+
+def test_requests_are_counted_by_watermark_status_only_with_a_watermark() -> None:
+    from actorllm.core.watermark_config import WatermarkConfig
+
+    stats = RequestStats(max_model_len=16, watermark=WatermarkConfig(key=1))
+    for kw in ({}, {"watermarking": True}, {"greedy": True}, {"watermarking": False}):
+        stats.finished(_ended(**kw))
+    assert stats.snapshot().watermark_requests == {
+        "watermarked": 2, "skipped": 1, "not_watermarked": 1,
+    }  # fmt: skip
+    plain = RequestStats(max_model_len=16)
+    plain.finished(_ended(watermarking=True))
+    assert plain.snapshot().watermark_requests is None

@@ -46,7 +46,6 @@ def test_skip_reading_prefix_cache_defaults_as_vllm() -> None:
 @pytest.mark.parametrize(
     ("field", "value"),
     [
-        ("watermarking", True),
         ("trace_decode_token_ids", [1, 2]),
         ("prompt_logprob_token_ids", [[1, 2]]),
         ("prompt_logprob_start", 0),

@@ -59,7 +59,6 @@ def asked(fake: FakeEngine) -> tuple[Any, SamplingParams, int]:
 ASKING: dict[str, Any] = {
     "functions": [{"name": "f"}],
     "function_call": "auto",
-    "watermarking": True,
     "routed_experts_prompt_start": 4,
     "best_of": 3,
     "logits_processors": ["x"],
@@ -103,6 +102,7 @@ def test_known_unsupported_fields_are_refused_by_name(http: httpx.Client, name: 
         {"modalities": ["text"]},
         {"thinking_token_budget": -1},
         {"watermarking": False},
+        {"watermarking": True},  # no --watermark-config: unwatermarked (vLLM warns)
         {"routed_experts_prompt_start": 0},
         {"prompt_embeds": []},
     ],
@@ -381,3 +381,15 @@ def test_an_earlier_turns_reasoning_reaches_the_chat_template(field: str) -> Non
     msg = msgspec.convert({"role": "assistant", "content": "4", field: "2 + 2"}, ChatMessage)
     (entry,) = messages_for_template([msg])
     assert entry == {"role": "assistant", "content": "4", "reasoning_content": "2 + 2"}
+
+
+@pytest.mark.parametrize("value", [None, True, False])
+@pytest.mark.parametrize("route", ["/v1/chat/completions", "/v1/completions"])
+def test_watermarking_reaches_the_sampling_params(
+    http: httpx.Client, fake: FakeEngine, route: str, value: bool | None
+) -> None:
+    """vLLM's: the request's switch is passed on as given; the engine resolves it."""
+    body: dict[str, Any] = {"max_tokens": 1, "watermarking": value}
+    body.update({"messages": USER} if "chat" in route else {"prompt": "x"})
+    post(http, route, body)
+    assert asked(fake)[1].watermarking is value

@@ -238,6 +238,7 @@ VLLM_SERVE_FLAGS: list[list[str]] = [
     ["--num-lookahead-slots", "0"],
     ["--scheduling-policy", "priority"],
     ["--watermark", "0.1"],  # vLLM 0.32
+    ["--watermark-config", '{"key": 1234, "algorithm": "dual_key_gumbel"}'],  # vLLM 0.32
     ["--scheduler-reserve-full-isl"],  # vLLM 0.32 (its default)
     ["--no-scheduler-reserve-full-isl"],
     ["--enable-chunked-prefill"],

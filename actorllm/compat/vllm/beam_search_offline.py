@@ -21,6 +21,7 @@ from tqdm.auto import tqdm
 from actorllm.compat.vllm.offline_prompts import Prompt, as_prompt_list, per_prompt
 from actorllm.core.beam_search import BeamSearchOutput, BeamSearchParams
 from actorllm.core.lora import LoRARequest
+from actorllm.core.watermarking import resolve_beam_search
 from actorllm.engine.api.beam_search import refuse_prompt_embeds, run_beam_search
 
 if TYPE_CHECKING:
@@ -71,6 +72,9 @@ class BeamSearchMethods:
         gate = anyio.Semaphore(limit)
         bar = tqdm(total=len(items), desc="Beam search", disable=not use_tqdm)
         tokenizer = self.engine.tokenizer
+        resolve_beam_search(
+            self.engine.config.watermarking(), params.watermarking
+        )  # vLLM's warning
 
         async def one(i: int) -> None:
             async with gate:

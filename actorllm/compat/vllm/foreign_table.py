@@ -377,7 +377,6 @@ FOREIGN: list[Foreign] = [
         why="sampling draws one fp32 uniform per row (inverse CDF), not Gumbel noise",
     ),
     _r("--diffusion-config", "-dc", why="diffusion LLMs are not supported", same=_EMPTY),
-    _r("--watermark-config", why="text watermarking is not built", same=_EMPTY),
     _r("--reasoning-parser-plugin", why="reasoning parser plugins are not loaded", same=("",)),
     # ParallelConfig: several nodes, elastic or fault-tolerant groups
     _r("--nnodes", "-n", why="one node only", same=("1",)),

@@ -61,6 +61,7 @@ def engine_inputs(engine: AsyncEngine) -> InputProcessor:
         thinking_markers=thinking_markers(
             engine.config.reasoning_config, engine.config.reasoning_parser, engine.tokenizer
         ),
+        watermark=engine.config.watermarking(),
     )
 
 

@@ -225,6 +225,7 @@ async def build_engine(
         max_logprobs=config.max_logprobs,
         param_checks=logits_processor_checks(config),
         thinking_markers=thinking_markers(config.reasoning_config, config.reasoning_parser, tok),
+        watermark=config.watermarking(),
     )
     routing = ReplicaRouter(len(threads), block_size=config.resolved_block_size())
     return EngineParts(
@@ -235,7 +236,9 @@ async def build_engine(
         structured=structured,
         replicas=replicas,
         routing=routing,
-        request_stats=RequestStats(info.max_model_len, config.custom_histogram_buckets),
+        request_stats=RequestStats(
+            info.max_model_len, config.custom_histogram_buckets, config.watermarking()
+        ),
         live={r.index for r in replicas},
     )
 

@@ -86,6 +86,7 @@ def rank_spec(config: EngineConfig, rank: int = 0) -> RankSpec:
         else None,
         logits_processors=_logits_processors(config),
         worker_extension_cls=config.worker_extension_cls,
+        watermark_config=config.watermark_config,
     )
 
 

@@ -33,6 +33,7 @@ from actorllm.core.beam_search import BeamSearchParams
 from actorllm.core.outputs import RequestOutput
 from actorllm.core.sampling_params import SamplingParams
 from actorllm.core.scheduler.kv_connector import KVConnectorBase
+from actorllm.core.watermarking import resolve_beam_search
 from actorllm.engine.actors.assembly import EngineParts, backoff_of, build_engine, start_actors
 from actorllm.engine.actors.startup import RunnerFactory, default_runner_factory
 from actorllm.engine.api.beam_search import beam_search
@@ -326,6 +327,7 @@ class AsyncEngine:
         ``RequestOutput`` holding the best ``params.beam_width`` beams, best first. Each
         step's beams run as ordinary one-token requests (see
         :mod:`actorllm.engine.api.beam_search`)."""
+        resolve_beam_search(self.config.watermarking(), params.watermarking)  # vLLM's warning
         return beam_search(
             self.generate, self.tokenizer, prompt, params, request_id or uuid.uuid4().hex,
             lora_request=lora_request, priority=priority, logprobs=logprobs,

@@ -207,6 +207,18 @@ ENGINE_CONFIG_HELP: Mapping[str, Mapping[str, str]] = {
             "window)."
         ),
     },
+    "WatermarkConfig": {
+        "watermark_config": (
+            "Text watermarking, as vLLM's JSON, e.g. '{\"key\": 1234}' (fields: key, "
+            "algorithm gumbel|dual_key_gumbel, alpha, context_width, deduplicate_contexts "
+            "none|single_turn|all, deduplicate_contexts_max_history, prf philox, "
+            "allow_target_only_watermarking): sampled requests draw by Gumbel-max over a "
+            "keyed Philox PRF of their last context_width generated tokens, which "
+            "actorllm.v1.watermarking's detectors (and vLLM's) recognise; a request opts "
+            "out with watermarking=false; greedy and beam search requests are not "
+            "watermarked. Not with speculative_config."
+        ),
+    },
     "SpeculativeConfig": {
         "speculative_config": (
             "Speculative decoding, as vLLM's JSON, e.g. "

@@ -6,10 +6,13 @@ Written as functions of the config (``self``) so engine_config.py keeps to its f
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
+import json
 from typing import TYPE_CHECKING
 
 from actorllm.core.histogram_buckets import check_custom_buckets
+from actorllm.core.watermark_config import WatermarkConfig, WatermarkConfigError
 from actorllm.engine.config.errors import EngineConfigError
 
 if TYPE_CHECKING:
@@ -132,6 +135,33 @@ def check_speculative(self: EngineConfig) -> None:
     if spec is not None and self.distributed_executor_backend == "ray":
         raise EngineConfigError(
             "speculative_config", "is not built for distributed_executor_backend ray yet."
+        )
+
+
+def check_watermark(self: EngineConfig) -> None:
+    """``watermark_config`` normalised to its fields' dict (from a ``WatermarkConfig`` or
+    JSON), checked field by field, and vLLM's refusals of what cannot be watermarked."""
+    value = self.watermark_config
+    if value is None:
+        return
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise EngineConfigError("watermark_config", f"is not valid JSON: {exc}.") from None
+    try:
+        config = WatermarkConfig.from_value(value)
+    except WatermarkConfigError as exc:
+        raise EngineConfigError("watermark_config", str(exc)) from None
+    self.watermark_config = dataclasses.asdict(config)
+    if self.speculative_config:
+        # vLLM's first refusal for any speculative method: its watermarked verification
+        # needs probabilistic drafts, which are not built here (drafts are greedy).
+        raise EngineConfigError(
+            "watermark_config",
+            "Speculative decoding with watermarking requires "
+            "draft_sample_method='probabilistic' (vLLM's rule; actorllm's drafts are greedy, "
+            "so watermarking runs without speculative_config).",
         )
 
 

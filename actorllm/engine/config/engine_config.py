@@ -28,6 +28,7 @@ from actorllm.models.load_format import LoadFormat
 from actorllm.models.quant.spec import VLLM_METHODS
 
 if TYPE_CHECKING:
+    from actorllm.core.watermark_config import WatermarkConfig
     from actorllm.engine.config.speculative import SpeculativeConfig
 
 if TYPE_CHECKING:
@@ -223,6 +224,11 @@ class EngineConfig(msgspec.Struct, kw_only=True):
     """vLLM's speculative_config, e.g. '{"method": "ngram", "num_speculative_tokens": 4}'
     (engine/config/speculative.py reads it; docs/speculative.md). Runs with
     async_scheduling unset or off."""
+    # -- WatermarkConfig --------------------------------------------------------------------
+    watermark_config: dict[str, Any] | None = None
+    """vLLM's text watermark, e.g. '{"key": 1234}' (a ``WatermarkConfig`` object or its
+    JSON too): sampled requests draw with Gumbel-max over a keyed PRF of their last
+    context_width tokens (core/watermark_config.py has the fields; docs/offline.md)."""
     disable_hybrid_kv_cache_manager: bool = False
     """Models mixing sliding-window and full-attention layers (Gemma 2/3) keep one block
     table for all layers, so sliding layers hold every block too (by default each attention
@@ -430,6 +436,15 @@ class EngineConfig(msgspec.Struct, kw_only=True):
             raise EngineConfigError("reasoning_config", wrong)
         checks.check_speculative(self)
         checks.check_prompt_embeds(self)
+        checks.check_watermark(self)
+
+    def watermarking(self) -> WatermarkConfig | None:
+        """The parsed ``watermark_config`` (None: no watermark)."""
+        if self.watermark_config is None:
+            return None
+        from actorllm.core.watermark_config import WatermarkConfig
+
+        return WatermarkConfig(**self.watermark_config)
 
     def speculative(self) -> SpeculativeConfig | None:
         """The parsed ``speculative_config`` (None: no speculation; ``{}`` asks for none)."""

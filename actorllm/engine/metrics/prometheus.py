@@ -286,6 +286,15 @@ class ServerMetrics:
             count = requests.request_success.get(reason, 0) if requests else 0
             success.add_metric([*values, reason], count)
         yield success
+        if requests is not None and requests.watermark_requests is not None:
+            marks = CounterMetricFamily(
+                p + "watermark_requests",
+                "Finished requests by watermark status (only with watermark_config).",
+                labels=[*names, "status"],
+            )
+            for status, count in requests.watermark_requests.items():
+                marks.add_metric([*values, status], count)
+            yield marks
         # vLLM's labels: the front end refuses, before any engine is chosen (no "engine").
         rejected = CounterMetricFamily(
             p + "admission_rejections",

@@ -3,8 +3,8 @@
 The content block is one lax struct with every block type's fields optional, as vLLM's
 ``AnthropicContentBlock``: a block whose field is missing is skipped by the conversion,
 not refused. Fields vLLM declares for its own extensions (``cache_salt``,
-``chat_template_kwargs``, ``vllm_xargs``) are here; the ones it declares and this server
-cannot serve (``kv_transfer_params``, ``ec_transfer_params``, ``watermarking``) are left
+``chat_template_kwargs``, ``vllm_xargs``, ``watermarking``) are here; the ones it declares
+and this server cannot serve (``kv_transfer_params``, ``ec_transfer_params``) are left
 out, so ``fields.UNSUPPORTED`` refuses them by name as on the chat route.
 """
 
@@ -171,6 +171,7 @@ class AnthropicMessagesRequest(AnthropicCountTokensRequest, kw_only=True):
     # vLLM's extensions
     cache_salt: Annotated[str, msgspec.Meta(min_length=1, max_length=1024)] | None = None
     vllm_xargs: dict[str, str | int | float | list[str | int | float]] | None = None
+    watermarking: bool | None = None  # the server's --watermark-config: None/True on
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -287,6 +287,7 @@ def chat_request(req: AnthropicMessagesRequest, conv: Conversion) -> ChatComplet
         "cache_salt": req.cache_salt,
         "vllm_xargs": req.vllm_xargs,
         "chat_template_kwargs": req.chat_template_kwargs,
+        "watermarking": req.watermarking,
     }
     if req.stream:
         chat["stream"] = True

@@ -3,8 +3,8 @@ types are the ``cohere`` SDK's).
 
 Messages and content blocks are tagged unions (``role``, ``type``); OpenAI's ``developer``
 role is read as ``system`` before they decode (:func:`developer_as_system`). Fields vLLM
-declares for its own extensions: ``chat_template_kwargs`` is here; ``watermarking`` and
-``kv_transfer_params`` are left out, so ``fields.UNSUPPORTED`` refuses them by name as on
+declares for its own extensions: ``chat_template_kwargs`` and ``watermarking`` are
+here; ``kv_transfer_params`` is left out, so ``fields.UNSUPPORTED`` refuses them by name as on
 the chat route. ``thinking.type``, ``safety_mode`` and ``citation_options.mode`` take any
 string, as the SDK's open enums do: they reach the chat template as variables.
 
@@ -152,8 +152,9 @@ class CohereChatRequest(msgspec.Struct, kw_only=True):
     thinking: CohereThinkingOption | None = None
     # scheduling
     priority: Annotated[int, msgspec.Meta(ge=-MAX_I32, le=MAX_I32)] | None = None
-    # vLLM's extension
+    # vLLM's extensions
     chat_template_kwargs: dict[str, Any] | None = None
+    watermarking: bool | None = None  # the server's --watermark-config: None/True on
 
 
 def developer_as_system(body: dict[str, Any]) -> dict[str, Any]:

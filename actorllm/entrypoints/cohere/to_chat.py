@@ -209,6 +209,7 @@ def chat_request(req: CohereChatRequest) -> ChatCompletionRequest:
         "priority": req.priority,
         "chat_template_kwargs": _template_kwargs(req),
         "response_format": _response_format(req),
+        "watermarking": req.watermarking,
     }
     chat = {k: v for k, v in fields.items() if v is not None}
     if req.stream:

@@ -94,4 +94,5 @@ def beam_params(
         length_penalty=req.length_penalty,
         include_stop_str_in_output=req.include_stop_str_in_output,
         skip_special_tokens=params.skip_special_tokens,
+        watermarking=params.watermarking,
     )

@@ -127,6 +127,7 @@ def _params(
         allowed_token_ids=req.allowed_token_ids,
         bad_words=req.bad_words,
         thinking_token_budget=req.thinking_token_budget,
+        watermarking=req.watermarking,
         skip_special_tokens=req.skip_special_tokens,
         spaces_between_special_tokens=req.spaces_between_special_tokens,
         truncate_prompt_tokens=req.truncate_prompt_tokens,

@@ -244,3 +244,9 @@ def test_count_request_carries_no_sampling_and_no_budget_check() -> None:
         decode_request(msgspec.json.encode(body), AnthropicCountTokensRequest), Conversion()
     )
     assert c.max_tokens is None and c.tool_choice == "auto" and c.tools is not None
+
+
+@pytest.mark.parametrize("value", [None, True, False])
+def test_watermarking_is_passed_on(value: bool | None) -> None:
+    """vLLM's TestWatermarking: as given, resolved by the engine."""
+    assert chat(watermarking=value).watermarking is value

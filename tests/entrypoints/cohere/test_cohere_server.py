@@ -280,7 +280,6 @@ def test_response_format(srv: ServerThread, engine: FakeEngine) -> None:
         ({"messages": []}, 400, "messages"),
         ({"max_tokens": 1000}, 400, "maximum context length"),
         ({"tools": [WEATHER]}, 400, "--enable-auto-tool-choice"),
-        ({"watermarking": True}, 400, "watermarking"),
         ({"tool_choice": "ANY"}, 400, "tool_choice"),
         (
             {

@@ -215,8 +215,13 @@ def test_bodies_that_do_not_decode(fields: dict[str, Any]) -> None:
         req(**fields)
 
 
-@pytest.mark.parametrize("name", ["watermarking", "kv_transfer_params"])
-def test_vllm_extensions_this_server_lacks_are_refused(name: str) -> None:
+def test_vllm_extensions_this_server_lacks_are_refused() -> None:
     with pytest.raises(APIError) as info:
-        req(**{name: True if name == "watermarking" else {"do_remote_prefill": True}})
-    assert info.value.param == name
+        req(kv_transfer_params={"do_remote_prefill": True})
+    assert info.value.param == "kv_transfer_params"
+
+
+@pytest.mark.parametrize("value", [None, True, False])
+def test_watermarking_is_passed_on(value: bool | None) -> None:
+    """vLLM's test_watermarking_reaches_sampling_params: as given, resolved by the engine."""
+    assert chat(watermarking=value).watermarking is value

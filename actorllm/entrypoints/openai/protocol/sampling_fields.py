@@ -74,6 +74,9 @@ class SamplingFields(msgspec.Struct, kw_only=True):
         Annotated[int, msgspec.Meta(extra_json_schema={"minimum": -1})] | None
     ) = None
     prompt_logprobs: NumLogprobs | None = None
+    # vLLM: sample with the server's --watermark-config (None: yes if there is one; False:
+    # opt out; True without one runs unwatermarked, with a warning in the server's log).
+    watermarking: bool | None = None
     # vLLM: stop early when the output ends in a repeated N-gram (finish_reason "repetition").
     repetition_detection: RepetitionDetectionParams | None = None
     # vLLM: these ids' logprobs at each output position (with logprobs set), not the top-k.

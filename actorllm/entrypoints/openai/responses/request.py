@@ -188,6 +188,7 @@ class ResponsesRequest(msgspec.Struct, kw_only=True):
     top_p: Annotated[float, msgspec.Meta(gt=0.0, le=1.0)] | None = None
     top_k: Annotated[int, msgspec.Meta(ge=-1, le=MAX_I32)] | None = None
     vllm_xargs: dict[str, str | int | float | list[str | int | float]] | None = None
+    watermarking: bool | None = None  # vLLM's: the server's --watermark-config, None/True on
     min_p: Annotated[float, msgspec.Meta(ge=0.0, le=1.0)] | None = None
     truncation: Literal["auto", "disabled"] | None = "disabled"
     user: str | None = None  # the end user's id, for the caller's tracking: echoed

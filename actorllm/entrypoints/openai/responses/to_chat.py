@@ -282,6 +282,7 @@ def chat_request(
         response_format=_format(req),
         structured_outputs=req.structured_outputs,
         vllm_xargs=req.vllm_xargs,
+        watermarking=req.watermarking,
         # enable_response_messages: the prompt's and the answer's text and token ids
         return_token_ids=req.enable_response_messages,
         return_prompt_text=req.enable_response_messages,

@@ -4,7 +4,9 @@
 
 Each is accepted by ``LLM(...)``, ``EngineArgs(...)`` and ``AsyncEngineArgs(...)`` as the
 dict of the same fields is (:mod:`actorllm.compat.vllm.config_objects`);
-``WeightTransferConfig`` is :mod:`actorllm.engine.config.weight_transfer`'s. vLLM's
+``WeightTransferConfig`` is :mod:`actorllm.engine.config.weight_transfer`'s,
+``WatermarkConfig`` the engine's own (:mod:`actorllm.config.watermarking`: vLLM's fields
+and checks; ``LLM(watermark_config=...)`` takes it or its fields' dict). vLLM's
 configs that only its engine builds (``VllmConfig``, ``ModelConfig``, ``CacheConfig``...)
 are not here: actorllm's one settings object is ``EngineConfig``.
 """
@@ -21,6 +23,7 @@ from actorllm.compat.vllm.config_objects import (
     SpeculativeConfig,
     StructuredOutputsConfig,
 )
+from actorllm.config.watermarking import WatermarkConfig
 from actorllm.engine.config.weight_transfer import WeightTransferConfig
 
 __all__ = [
@@ -34,5 +37,6 @@ __all__ = [
     "ReasoningConfig",
     "SpeculativeConfig",
     "StructuredOutputsConfig",
+    "WatermarkConfig",
     "WeightTransferConfig",
 ]
