@@ -3,11 +3,11 @@ tiny random Hugging Face model, each with its reference: the same HF model holdi
 weights ``gguf.quants.dequantize`` reads back from the file (so a correct loader gives the
 reference's tokens).
 
-Q8_0 / Q4_0 / Q4_1 / Q5_0 weights are quantized with ``gguf.quants.quantize``; the package
-has no K-quant quantizer, so Q4_K / Q6_K tensors are random valid blocks (the reference is
-their dequantized values). Llama's q/k rows are permuted as llama.cpp's converter writes
-them; the reference undoes it with an inverse computed here (``argsort`` of the forward
-permutation), independently of the loader.
+Q8_0 / Q4_0 / Q4_1 / Q5_0 / Q5_1 weights are quantized with ``gguf.quants.quantize``; the
+package has no K-quant quantizer, so Q2_K ... Q6_K tensors are random valid blocks (the
+reference is their dequantized values). Llama's q/k rows are permuted as llama.cpp's
+converter writes them; the reference undoes it with an inverse computed here (``argsort``
+of the forward permutation), independently of the loader.
 
     ref_dir, gguf_file = write_gguf(tmp_path, "qwen3", qtype="Q4_K", overrides={"v_proj": "Q6_K"})
 
@@ -24,6 +24,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import gguf
 import numpy as np
 import torch
 
@@ -33,6 +34,7 @@ from tests.helpers.models import make_tiny_checkpoint
 ARCHS = {"llama": "LLAMA", "qwen2": "QWEN2", "qwen3": "QWEN3", "mixtral": "LLAMA",
          "qwen3_moe": "QWEN3MOE", "qwen2_moe": "QWEN2MOE"}  # fmt: skip
 ROUTERS = ("gate", "shared_expert_gate")
+K_QUANTS = tuple(gguf.GGMLQuantizationType[f"Q{b}_K"] for b in range(2, 7))
 LINEARS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 # Sizes the K-quants take (rows of whole 256-value super-blocks).
 SHAPE: dict[str, Any] = dict(
@@ -66,7 +68,6 @@ def write_gguf(
     """(reference HF directory, GGUF file): every linear in ``qtype`` (or ``overrides``
     ``{"v_proj": "Q6_K"}``), the embedding in ``embed_type``, the head in ``head_type``
     (default ``qtype``), MoE routers in ``router_type``, norms (and biases) in F32."""
-    import gguf
     import transformers
 
     T = gguf.GGMLQuantizationType
@@ -131,7 +132,7 @@ def write_gguf(
         t = T[kind]
         if kind == "F32":
             data, stored = a, a
-        elif t in (T.Q4_K, T.Q6_K):
+        elif t in K_QUANTS:
             data = random_blocks(a.shape[0], a.shape[1], t, rng)
             stored = gguf.quants.dequantize(data, t)
         else:
@@ -161,7 +162,6 @@ def _write_experts(
     """transformers' stacked expert tensor ``name`` -> llama.cpp's 3-D tensors in ``t``
     (quantized with gguf.quants, K-quants random blocks); returns what the file holds, in
     ``name``'s layout."""
-    import gguf
 
     layer = int(name.split(".")[2])
     a = tensor.numpy().astype(np.float32)  # [E, 2I, H] or [E, H, I]
@@ -172,7 +172,7 @@ def _write_experts(
         pieces = {"ffn_down_exps": a}
     back = []
     for gname, piece in pieces.items():
-        if t in (gguf.GGMLQuantizationType.Q4_K, gguf.GGMLQuantizationType.Q6_K):
+        if t in K_QUANTS:
             e, rows, cols = piece.shape
             data = random_blocks(e * rows, cols, t, rng).reshape(e, rows, -1)
         else:
@@ -189,7 +189,6 @@ def rewrite_gguf(src: Path, dst: Path, *, arch: str | None = None, qtype: Any = 
     """A copy of GGUF ``src``: another architecture name, ffn_down of layer 0 in
     ``qtype`` (quantized with gguf.quants), an extra F32 tensor ``extra``, uint32 metadata
     ``keys`` added or replaced, or the metadata key ``drop`` left out."""
-    import gguf
 
     keys = keys or {}
     r = gguf.GGUFReader(str(src))

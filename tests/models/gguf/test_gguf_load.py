@@ -31,6 +31,36 @@ CASES: list[tuple[str, dict[str, Any]]] = [
     ),
     # qwen2: q/k/v biases; a tied head read from a quantized token_embd.
     ("qwen2", dict(qtype="Q4_0", embed_type="Q8_0", tie_word_embeddings=True)),
+    # Q5_K_M's mix (Q5_K, Q6_K for attn_v / ffn_down and the head).
+    (
+        "qwen3",
+        dict(qtype="Q5_K", overrides={"v_proj": "Q6_K", "down_proj": "Q6_K"}, head_type="Q6_K"),
+    ),
+    # Q3_K_M's mix (Q3_K, Q5_K attn_v, Q4_K ffn_down); Q2_K's (Q2_K, Q3_K ffn_down, Q4_K
+    # attn_v); llama's permutation on 4-bit groups of 16.
+    (
+        "llama",
+        dict(qtype="Q3_K", overrides={"v_proj": "Q5_K", "down_proj": "Q4_K"}, head_type="Q6_K"),
+    ),
+    (
+        "qwen3",
+        dict(
+            qtype="Q2_K",
+            overrides={"v_proj": "Q4_K", "down_proj": "Q3_K"},
+            head_type="Q6_K",
+            embed_type="Q2_K",
+        ),
+    ),
+    # The older types, quantized by gguf.quants (Q4_1 with a Q5_1 v, Q5_0 embedding).
+    (
+        "qwen2",
+        dict(
+            qtype="Q4_1",
+            overrides={"v_proj": "Q5_1", "down_proj": "Q5_0"},
+            embed_type="Q5_0",
+            tie_word_embeddings=True,
+        ),
+    ),
 ]
 
 # With int8 inputs (the default) logprobs stay this close to the reference's: measured
@@ -164,8 +194,8 @@ def q8_file(q8_pair: tuple[Path, Path]) -> Path:
 def test_a_type_without_a_kernel_is_refused_naming_tensor_and_type(
     q8_file: Path, tmp_path: Path
 ) -> None:
-    path = _rewrite(q8_file, tmp_path / "q5.gguf", qtype=gguf.GGMLQuantizationType.Q5_0)
-    with pytest.raises(GGUFTypeError, match=r"'blk.0.ffn_down.weight' has type Q5_0"):
+    path = _rewrite(q8_file, tmp_path / "tq2.gguf", qtype=gguf.GGMLQuantizationType.TQ2_0)
+    with pytest.raises(GGUFTypeError, match=r"'blk.0.ffn_down.weight' has type TQ2_0"):
         run_greedy(path)
 
 
