@@ -29,10 +29,9 @@ import numpy as np
 import torch
 
 from actorllm.testing.random_gguf import random_blocks
+from tests.helpers.gguf_archs import ARCHS, stored_vector, write_metadata
 from tests.helpers.models import make_tiny_checkpoint
 
-ARCHS = {"llama": "LLAMA", "qwen2": "QWEN2", "qwen3": "QWEN3", "mixtral": "LLAMA",
-         "qwen3_moe": "QWEN3MOE", "qwen2_moe": "QWEN2MOE"}  # fmt: skip
 ROUTERS = ("gate", "shared_expert_gate")
 K_QUANTS = tuple(gguf.GGMLQuantizationType[f"Q{b}_K"] for b in range(2, 7))
 LINEARS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
@@ -80,19 +79,7 @@ def write_gguf(
     names = gguf.get_tensor_name_map(arch, cfg.num_hidden_layers)
     path = directory / f"model-{qtype}.gguf"
     w = gguf.GGUFWriter(str(path), gguf.MODEL_ARCH_NAMES[arch])
-    w.add_context_length(cfg.max_position_embeddings)
-    w.add_embedding_length(cfg.hidden_size)
-    w.add_block_count(cfg.num_hidden_layers)
-    w.add_feed_forward_length(cfg.intermediate_size)
-    w.add_head_count(cfg.num_attention_heads)
-    w.add_head_count_kv(cfg.num_key_value_heads)
-    w.add_key_length(cfg.head_dim)
-    w.add_value_length(cfg.head_dim)
-    w.add_rope_dimension_count(cfg.head_dim)
-    w.add_rope_freq_base(float(cfg.rope_parameters["rope_theta"]))
-    w.add_layer_norm_rms_eps(cfg.rms_norm_eps)
-    w.add_vocab_size(cfg.vocab_size)
-    w.add_eos_token_id(0)
+    write_metadata(w, family, cfg)
     experts = getattr(cfg, "num_local_experts", None) or getattr(cfg, "num_experts", None)
     if experts:
         w.add_expert_count(experts)
@@ -113,8 +100,9 @@ def write_gguf(
         gname = names.get_name(name, try_suffixes=(".weight", ".bias"))
         a = tensor.numpy().astype(np.float32)
         if a.ndim == 1:
-            w.add_tensor(gname, a)
-            ref[name] = tensor
+            stored, back = stored_vector(family, name, a)
+            w.add_tensor(gname, stored)
+            ref[name] = torch.from_numpy(back)
             continue
         module = name.rsplit(".", 2)[-2]
         if name == "model.embed_tokens.weight":

@@ -28,6 +28,7 @@ from torch import nn
 
 from actorllm.models.base import CausalLM
 from actorllm.models.config import CheckpointConfig
+from actorllm.models.gguf.archs import NORM_PLUS_ONE
 from actorllm.models.gguf.blocks import FLOAT_TYPES, BlockWeight, check_type, float_rows, repack
 from actorllm.models.gguf.config import PERMUTED_QK, architecture, open_reader
 from actorllm.models.gguf.embedding import GGUFEmbedding
@@ -38,7 +39,7 @@ from actorllm.models.llama import VocabParallelEmbedding
 from actorllm.models.materialize import materialize
 from actorllm.models.meta_init import on_meta
 from actorllm.models.moe import FusedExperts, SparseMoeBlock
-from actorllm.models.parallel import rank_piece
+from actorllm.models.parallel import TensorParallelError, rank_piece
 from actorllm.models.pipeline import owns_weight
 from actorllm.models.quant.apply import ROUTERS
 from actorllm.models.registry import resolve_model_class
@@ -215,9 +216,17 @@ def _fill_linear(
     """Read the parts (fused q/k/v, gate/up: one per HF tensor) and biases of ``layer``."""
     if prefix == "lm_head" and cfg.tie_word_embeddings:
         hf = ["model.embed_tokens"]  # no output.weight: the head is the embedding
+    sizes = _part_rows(cfg, hf, layer.out_features)
+    if len(hf) > 1 and _stored_fused(f, prefix, gguf_name, layer.out_features):
+        if cfg.tp_size > 1:  # the rank's rows of each part would be cut out of one tensor
+            raise TensorParallelError(
+                f"tensor_parallel_size={cfg.tp_size}: GGUF tensor "
+                f"{gguf_name(prefix + '.weight')!r} stores {', '.join(hf)} fused; splitting "
+                "it over ranks is not supported"
+            )
+        hf, sizes = [prefix], [layer.out_features]
     parts: list[Part] = []
     biases: list[torch.Tensor] = []
-    sizes = _part_rows(cfg, hf, layer.out_features)
     for name, rows in zip(hf, sizes, strict=True):
         tname = gguf_name(f"{name}.weight")
         part = f.part(tname, dtype)
@@ -235,6 +244,17 @@ def _fill_linear(
         raise GGUFLoadError(f"GGUF {prefix}: only some of {hf} have a bias")
     bias = torch.cat(biases).to(dtype) if biases else None
     layer.set_weights(parts, bias)
+
+
+def _stored_fused(f: _File, prefix: str, gguf_name: Any, rows: int) -> bool:
+    """Whether the file stores fused linear ``prefix`` as one tensor of all its ``rows``
+    (Phi-3's ``attn_qkv``, its ``ffn_up`` holding gate and up) rather than one a part."""
+    try:
+        name = gguf_name(f"{prefix}.weight")
+    except GGUFLoadError:
+        return False
+    t = f.tensors.get(name)
+    return t is not None and _rows_cols(t)[0] == rows
 
 
 def _quantized_embedding(
@@ -272,6 +292,8 @@ def _quantized_embedding(
 def _fill_param(f: _File, p: torch.Tensor, name: str, tensor: str, cfg: CheckpointConfig) -> None:
     """A float parameter (embedding, norm, router, ...): this rank's piece of ``tensor``."""
     whole = f.whole(tensor)
+    if f.arch in NORM_PLUS_ONE and tensor.endswith("norm.weight"):
+        whole = whole - 1  # the converter stored Gemma's 1 + w
     if whole.numel() == p.numel():  # not split here (a [1, H] gate may be stored as [H])
         whole = whole.view(p.shape)
     piece = rank_piece(cfg, name, tuple(p.shape), whole)

@@ -50,7 +50,7 @@ def checkpoint_quantization(cfg: CheckpointConfig, requested: str | None) -> Qua
     problems = []
     if cfg.architecture == "GPT2LMHeadModel":
         problems.append("GPT-2")
-    if cfg.model_type in FUSED_CHECKPOINTS:
+    if cfg.model_type in FUSED_CHECKPOINTS and spec.method != "gguf":  # GGUF reads them whole
         problems.append(FUSED_CHECKPOINTS[cfg.model_type])
     if cfg.model_type == "granitemoe":
         problems.append("GraniteMoE's stacked experts (input_linear / output_linear)")

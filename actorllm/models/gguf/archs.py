@@ -1,0 +1,129 @@
+"""What a GGUF file of each architecture beyond the Llama shape adds to config.json, read
+as llama.cpp's converter (``convert_hf_to_gguf.py``) writes it and its graph
+(``src/models/*.cpp``) runs it; ``config.py`` reads the keys every architecture shares.
+
+* phi3: Llama's shape; q/k/v stored fused as ``attn_qkv`` and gate/up as ``ffn_up``
+  ``[2I, H]`` (read whole into our fused linears); ``rope_factors_long`` / ``_short``
+  (LongRoPE) are refused in ``config.py``.
+* gemma2: GELU-tanh MLP, Gemma's four norms, ``attn_logit_softcapping`` /
+  ``final_logit_softcapping``, every other layer sliding over ``attention.sliding_window``.
+* gemma3: no soft-capping, per-head q/k norms, one full layer in six (llama.cpp's fixed
+  pattern), the sliding layers' RoPE base 10000 without scaling (``rope.freq_base`` and
+  ``rope.scaling`` are the full layers'). For both Gemmas the converter stores every
+  ``*norm.weight`` with 1 added (the ``(1 + w)`` RMSNorm folded in, :data:`NORM_PLUS_ONE`:
+  the loader subtracts it, as transformers' GGUF reader does), and the attention scale is
+  ``head_dim ** -0.5``, ``(hidden / heads) ** -0.5`` for the 27B models (llama.cpp's rule,
+  by their layer count: the file has no ``query_pre_attn_scalar``).
+* stablelm: LayerNorms with biases (``attention.layer_norm_epsilon``), RoPE on
+  ``rope.dimension_count`` of each head, q/k/v biases when the file has them, the
+  parallel residual when it has no ``ffn_norm``; its per-head q/k LayerNorms
+  (``attn_q_norm``, StableLM 2 12B) are refused.
+* starcoder2: LayerNorms with biases, an un-gated GELU-tanh MLP (``ffn_up`` / ``ffn_down``,
+  our ``c_fc`` / ``c_proj``), biases on every projection, the window on every layer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+Key = Callable[[str], Any]  # {arch}.name -> the value, or None
+
+# GGUF architecture -> (HF architecture, model_type).
+ARCHITECTURES = {
+    "llama": ("LlamaForCausalLM", "llama"),
+    "qwen2": ("Qwen2ForCausalLM", "qwen2"),
+    "qwen3": ("Qwen3ForCausalLM", "qwen3"),
+    "qwen3moe": ("Qwen3MoeForCausalLM", "qwen3_moe"),
+    "qwen2moe": ("Qwen2MoeForCausalLM", "qwen2_moe"),
+    "phi3": ("Phi3ForCausalLM", "phi3"),
+    "gemma2": ("Gemma2ForCausalLM", "gemma2"),
+    "gemma3": ("Gemma3ForCausalLM", "gemma3_text"),
+    "stablelm": ("StableLmForCausalLM", "stablelm"),
+    "starcoder2": ("Starcoder2ForCausalLM", "starcoder2"),
+}
+# The converter adds 1 to these architectures' norm weights.
+NORM_PLUS_ONE = frozenset({"gemma2", "gemma3"})
+# Rotary on part of each head (rope.dimension_count < head size) is what these run.
+PARTIAL_ROTARY = frozenset({"stablelm"})
+# Layer counts of the 27B Gemmas, whose attention scale llama.cpp takes from hidden / heads.
+_GEMMA_27B_LAYERS = {"gemma2": 46, "gemma3": 62}
+_GELU_TANH = "gelu_pytorch_tanh"
+
+
+class ArchError(ValueError):
+    """A feature of the file's architecture not run here (config.py's GGUFError wraps it)."""
+
+
+def _gemma(arch: str, key: Key, base: dict[str, Any]) -> dict[str, Any]:
+    layers, hidden, heads = (
+        base["num_hidden_layers"],
+        base["hidden_size"],
+        base["num_attention_heads"],
+    )
+    scalar = hidden // heads if layers == _GEMMA_27B_LAYERS[arch] else base["head_dim"]
+    return {"hidden_activation": _GELU_TANH, "hidden_act": _GELU_TANH,
+            "query_pre_attn_scalar": scalar, **_window(key)}  # fmt: skip
+
+
+def gemma2(key: Key, names: set[str], base: dict[str, Any]) -> dict[str, Any]:
+    def cap(name: str) -> float | None:
+        value = key(name)
+        return None if value is None else float(value)
+
+    return _gemma("gemma2", key, base) | {
+        "attn_logit_softcapping": cap("attn_logit_softcapping"),
+        "final_logit_softcapping": cap("final_logit_softcapping"),
+    }
+
+
+def gemma3(key: Key, names: set[str], base: dict[str, Any]) -> dict[str, Any]:
+    local = {"rope_type": "default", "rope_theta": 10000.0}
+    return _gemma("gemma3", key, base) | {
+        "sliding_window_pattern": 6,
+        "rope_parameters": {"full_attention": base["rope_parameters"], "sliding_attention": local},
+        "attn_logit_softcapping": None,
+        "final_logit_softcapping": None,
+    }
+
+
+def _window(key: Key) -> dict[str, Any]:
+    """``sliding_window`` where the file has one (else the family's default stands)."""
+    window = key("attention.sliding_window")
+    return {} if window is None else {"sliding_window": int(window)}
+
+
+def phi3(key: Key, names: set[str], base: dict[str, Any]) -> dict[str, Any]:
+    return _window(key)
+
+
+def _layer_norm_eps(key: Key) -> float:
+    eps = key("attention.layer_norm_epsilon")
+    return 1e-5 if eps is None else float(eps)
+
+
+def stablelm(key: Key, names: set[str], base: dict[str, Any]) -> dict[str, Any]:
+    if "blk.0.attn_q_norm.weight" in names:
+        raise ArchError("GGUF stablelm per-head q/k LayerNorms (attn_q_norm) are not supported")
+    return {
+        "layer_norm_eps": _layer_norm_eps(key),
+        "use_qkv_bias": "blk.0.attn_q.bias" in names,
+        "attention_bias": False,  # Llama's key would give o_proj a bias too
+        "use_parallel_residual": "blk.0.ffn_norm.weight" not in names,
+        "qk_layernorm": False,
+    }
+
+
+def starcoder2(key: Key, names: set[str], base: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "norm_epsilon": _layer_norm_eps(key),
+        "use_bias": "blk.0.attn_q.bias" in names,
+        "hidden_act": _GELU_TANH,
+        **_window(key),
+    }
+
+
+FIELDS: dict[str, Callable[[Key, set[str], dict[str, Any]], dict[str, Any]]] = {
+    "phi3": phi3, "gemma2": gemma2, "gemma3": gemma3, "stablelm": stablelm,
+    "starcoder2": starcoder2,
+}  # fmt: skip

@@ -1,0 +1,92 @@
+"""GGUF files of the architectures beyond the Llama shape (``models/gguf/archs.py``), written
+from a tiny random HF model of each family as llama.cpp's converter writes them, give the
+greedy tokens of the checkpoint holding their dequantized weights and of transformers on
+it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from actorllm.kernels.ops import get_ops
+from actorllm.models.config import CheckpointConfig
+from actorllm.models.gguf.config import GGUFError
+from tests.helpers.gguf_checkpoints import rewrite_gguf, write_gguf
+from tests.models.gguf.test_gguf_load import assert_equals_dequantized_reference
+
+CASES: list[tuple[str, dict[str, Any]]] = [
+    # Fused attn_qkv and ffn_up (gate and up) read whole.
+    ("phi3", dict(qtype="Q8_0")),
+    # Gemma's norms stored as 1 + w; tied head; soft-capping; sliding layers. The file has
+    # no query_pre_attn_scalar: llama.cpp's head_dim (64) is Gemma 2 2B / 9B's.
+    (
+        "gemma2",
+        dict(
+            qtype="Q4_K",
+            overrides={"v_proj": "Q6_K"},
+            tie_word_embeddings=True,
+            query_pre_attn_scalar=64,
+        ),
+    ),
+    # Per-head q/k norms (also 1 + w), a local RoPE base beside the full layers' scaled
+    # one, llama.cpp's fixed pattern (a full layer in six).
+    (
+        "gemma3",
+        dict(
+            qtype="Q5_K",
+            overrides={"down_proj": "Q6_K"},
+            query_pre_attn_scalar=64,
+            sliding_window_pattern=6,
+            num_hidden_layers=6,
+        ),
+    ),
+    # LayerNorms with biases, RoPE on a quarter of each head, q/k/v biases.
+    ("stablelm", dict(qtype="Q4_0")),
+    # Un-gated GELU MLP, biases everywhere, a sliding window.
+    ("starcoder2", dict(qtype="Q8_0", tie_word_embeddings=True)),
+]
+
+
+@pytest.mark.usefixtures("float_inputs")
+@pytest.mark.parametrize(("family", "kw"), CASES, ids=[f"{f}-{k['qtype']}" for f, k in CASES])
+def test_greedy_tokens_equal_the_dequantized_reference(
+    tmp_path: Path, family: str, kw: dict[str, Any]
+) -> None:
+    # Gemma 3's six layers (five sliding, one full) hold more blocks than two would.
+    assert_equals_dequantized_reference(tmp_path, family, kw, num_blocks=640)
+
+
+@pytest.fixture(scope="module")
+def phi3_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_gguf(tmp_path_factory.mktemp("phi3"), "phi3", qtype="Q8_0")[1]
+
+
+def test_phi3_longrope_factors_are_refused_by_name(phi3_file: Path, tmp_path: Path) -> None:
+    path = rewrite_gguf(phi3_file, tmp_path / "long.gguf", extra="rope_factors_long.weight")
+    with pytest.raises(GGUFError, match=r"'rope_factors_long\.weight' \(Phi-3's LongRoPE"):
+        CheckpointConfig.from_pretrained(path)
+
+
+def test_stablelm_per_head_qk_norms_are_refused_by_name(tmp_path: Path) -> None:
+    _ref, src = write_gguf(tmp_path, "stablelm", qtype="Q8_0")
+    path = rewrite_gguf(src, tmp_path / "qk.gguf", extra="blk.0.attn_q_norm.weight")
+    with pytest.raises(GGUFError, match=r"stablelm per-head q/k LayerNorms \(attn_q_norm\)"):
+        CheckpointConfig.from_pretrained(path)
+
+
+def test_phi3_fused_tensors_are_not_split_over_ranks(phi3_file: Path) -> None:
+    """Phi-3's attn_qkv holds q, k and v: a rank's rows of each are not one run of it."""
+    import msgspec
+
+    from actorllm.models.gguf.load import load_gguf
+    from actorllm.models.parallel import TensorParallelError
+
+    cfg = CheckpointConfig.from_pretrained(phi3_file)
+    rank = msgspec.structs.replace(cfg, tp_size=2, tp_rank=0, full_num_heads=cfg.num_heads,
+                                   full_num_kv_heads=cfg.num_kv_heads)  # fmt: skip
+    with pytest.raises(TensorParallelError, match=r"'blk\.0\.attn_qkv\.weight' stores"):
+        load_gguf(phi3_file, rank, dtype=torch.float32, device="cpu", ops=get_ops("auto", "cpu"),
+                  max_positions=64)  # fmt: skip
