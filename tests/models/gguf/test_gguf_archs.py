@@ -59,6 +59,31 @@ def test_greedy_tokens_equal_the_dequantized_reference(
     assert_equals_dequantized_reference(tmp_path, family, kw, num_blocks=640)
 
 
+# transformers' GGUF config mapping leaves these out (its defaults do not fit a tiny model).
+HF_READER_KW = {"phi3": {"pad_token_id": 0}, "starcoder2": {"vocab_size": 256}}
+
+
+@pytest.mark.parametrize(("family", "kw"), CASES, ids=[f"{f}-{k['qtype']}" for f, k in CASES])
+def test_transformers_gguf_reader_reads_the_reference_weights(
+    tmp_path: Path, family: str, kw: dict[str, Any]
+) -> None:
+    """The test files follow llama.cpp's conventions as transformers' GGUF reader reads
+    them (names, Phi-3's fused tensors, Gemma's 1 + w norms): it takes the reference's
+    tensors back from each file. (Its config mapping is its own: it reads no soft-capping
+    or Gemma 3 pattern, so only the weights are compared.)"""
+    import transformers
+
+    from tests.helpers.models import load_hf_model
+
+    ref, path = write_gguf(tmp_path, family, **kw)
+    theirs = transformers.AutoModelForCausalLM.from_pretrained(
+        path.parent, gguf_file=path.name, dtype=torch.float32, **HF_READER_KW.get(family, {})
+    ).state_dict()
+    ours = load_hf_model(ref).state_dict()
+    assert set(ours) <= set(theirs)
+    assert [k for k, v in ours.items() if not torch.equal(v, theirs[k])] == []
+
+
 @pytest.fixture(scope="module")
 def phi3_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_gguf(tmp_path_factory.mktemp("phi3"), "phi3", qtype="Q8_0")[1]
