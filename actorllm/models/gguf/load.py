@@ -217,7 +217,7 @@ def _fill_linear(
     if prefix == "lm_head" and cfg.tie_word_embeddings:
         hf = ["model.embed_tokens"]  # no output.weight: the head is the embedding
     sizes = _part_rows(cfg, hf, layer.out_features)
-    if len(hf) > 1 and _stored_fused(f, prefix, gguf_name, layer.out_features):
+    if len(hf) > 1 and _stored_fused(f, prefix, hf, gguf_name):
         if cfg.tp_size > 1:  # the rank's rows of each part would be cut out of one tensor
             raise TensorParallelError(
                 f"tensor_parallel_size={cfg.tp_size}: GGUF tensor "
@@ -246,15 +246,19 @@ def _fill_linear(
     layer.set_weights(parts, bias)
 
 
-def _stored_fused(f: _File, prefix: str, gguf_name: Any, rows: int) -> bool:
-    """Whether the file stores fused linear ``prefix`` as one tensor of all its ``rows``
-    (Phi-3's ``attn_qkv``, its ``ffn_up`` holding gate and up) rather than one a part."""
-    try:
-        name = gguf_name(f"{prefix}.weight")
-    except GGUFLoadError:
-        return False
-    t = f.tensors.get(name)
-    return t is not None and _rows_cols(t)[0] == rows
+def _stored_fused(f: _File, prefix: str, hf: list[str], gguf_name: Any) -> bool:
+    """Whether the file stores fused linear ``prefix`` as one tensor (Phi-3's ``attn_qkv``,
+    its ``ffn_up`` holding gate and up) instead of one tensor per part ``hf``: the fused
+    name is there and the first part's is not (a Llama file's ``ffn_up`` is up alone)."""
+
+    def name(hf_name: str) -> str | None:
+        try:
+            return str(gguf_name(f"{hf_name}.weight"))
+        except GGUFLoadError:  # the architecture has no such tensor (Phi-3: no ffn_gate)
+            return None
+
+    fused, first = name(prefix), name(hf[0])
+    return fused in f.tensors and first not in f.tensors
 
 
 def _quantized_embedding(

@@ -135,6 +135,10 @@ CASES = [
     # Experts cut per expert, the shared expert and q/k/v biases; a tied Q8_0 head.
     pytest.param("qwen2_moe", dict(qtype="Q8_0", mlp_only_layers=[], moe_intermediate_size=64,
                                    shared_expert_intermediate_size=64), id="qwen2_moe-Q8_0"),
+    # Q3_K_M's mix: o_proj's 4-bit groups of 16 and ffn_down's Q4_K cut between ranks, a
+    # Q5_K (8-bit with offsets) v.
+    pytest.param("qwen3", dict(qtype="Q3_K", overrides={"v_proj": "Q5_K", "down_proj": "Q4_K"},
+                               head_type="Q6_K"), id="qwen3-Q3_K_M"),
 ]  # fmt: skip
 
 
