@@ -109,3 +109,21 @@ def test_types_without_a_kernel_are_refused_by_name() -> None:
     for qtype in (T.Q8_1, T.Q8_K, T.IQ4_XS, T.TQ1_0, T.MXFP4):
         with pytest.raises(GGUFTypeError, match=rf"'blk.0.ffn_down.weight' has type {qtype.name}"):
             check_type("blk.0.ffn_down.weight", qtype)
+
+
+@pytest.mark.parametrize("qtype", [T.Q2_K, T.Q3_K], ids=lambda t: t.name)
+def test_groups_of_16_in_4_bits_keep_float_inputs(
+    qtype: T, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The W4A8 kernel takes groups of 32 and more: Q2_K / Q3_K's 4-bit groups of 16 run
+    on float inputs even with int8 inputs switched on (the float linear's numbers, not
+    W4A8's rounding), at decode and prefill row counts."""
+    monkeypatch.setenv("ACTORLLM_CPU_INT4_W4A8", "1")
+    raw = _blocks(qtype, 48, 512)
+    w = torch.from_numpy(gguf.quants.dequantize(raw, qtype))  # [48, 512]
+    layer = GGUFLinear(512, 48, "t")
+    layer.set_weights([repack(raw, qtype, 48, 512)], None)
+    for rows in (1, 40):
+        x = torch.randn(rows, 512, generator=torch.Generator().manual_seed(rows))
+        bound = 1e-5 * (x.abs() @ w.abs().t())  # [rows, 48]
+        assert ((layer(x) - x @ w.t()).abs() <= bound).all()
