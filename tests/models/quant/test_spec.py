@@ -218,3 +218,13 @@ def test_gptq_modules_in_block_to_quantize_match_substrings_as_vllm() -> None:
     assert spec.quantizes("model.layers.0.self_attn.q_proj")
     assert spec.quantizes("model.layers.1.mlp.up_proj")
     assert not spec.quantizes("model.layers.1.self_attn.q_proj")
+
+
+def test_phi3_fused_projections_are_refused_quantized_except_from_gguf(gptq: Path) -> None:
+    """Phi-3's checkpoints store qkv_proj / gate_up_proj fused, which the packed layouts
+    are not built from; a GGUF file's fused tensors are read whole (models/gguf/load.py)."""
+    phi3 = msgspec.structs.replace(CheckpointConfig.from_pretrained(gptq), model_type="phi3")
+    with pytest.raises(QuantizationError, match="Phi-3's fused qkv_proj / gate_up_proj"):
+        checkpoint_quantization(phi3, None)
+    gguf = msgspec.structs.replace(phi3, quantization_config={"quant_method": "gguf"})
+    assert checkpoint_quantization(gguf, None) is not None
