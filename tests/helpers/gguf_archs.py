@@ -13,7 +13,7 @@ import numpy as np
 ARCHS = {"llama": "LLAMA", "qwen2": "QWEN2", "qwen3": "QWEN3", "mixtral": "LLAMA",
          "qwen3_moe": "QWEN3MOE", "qwen2_moe": "QWEN2MOE", "phi3": "PHI3",
          "gemma2": "GEMMA2", "gemma3": "GEMMA3", "stablelm": "STABLELM",
-         "starcoder2": "STARCODER2"}  # fmt: skip
+         "starcoder2": "STARCODER2", "gpt2": "GPT2"}  # fmt: skip
 GEMMA = ("gemma2", "gemma3")
 LAYER_NORM = {"stablelm": "layer_norm_eps", "starcoder2": "norm_epsilon"}
 
@@ -30,6 +30,16 @@ def full_rope(cfg: Any) -> dict[str, Any]:
 
 def write_metadata(w: Any, family: str, cfg: Any) -> None:
     """The shape keys (``{arch}.*``) of ``cfg`` as llama.cpp writes them for ``family``."""
+    if family == "gpt2":  # no rope, no kv heads: GPT2Model.set_gguf_parameters
+        w.add_block_count(cfg.n_layer)
+        w.add_context_length(cfg.n_positions)
+        w.add_embedding_length(cfg.n_embd)
+        w.add_feed_forward_length(cfg.n_inner or 4 * cfg.n_embd)
+        w.add_head_count(cfg.n_head)
+        w.add_layer_norm_eps(cfg.layer_norm_epsilon)
+        w.add_vocab_size(cfg.vocab_size)
+        w.add_eos_token_id(0)
+        return
     hd = head_dim(cfg)
     w.add_context_length(cfg.max_position_embeddings)
     w.add_embedding_length(cfg.hidden_size)

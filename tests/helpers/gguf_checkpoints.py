@@ -33,6 +33,7 @@ from tests.helpers.gguf_archs import ARCHS, stored_vector, write_metadata
 from tests.helpers.models import make_tiny_checkpoint
 
 ROUTERS = ("gate", "shared_expert_gate")
+CONV1D = ("c_attn", "c_proj", "c_fc")  # GPT-2's [in, out] weights
 K_QUANTS = tuple(gguf.GGMLQuantizationType[f"Q{b}_K"] for b in range(2, 7))
 LINEARS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 # Sizes the K-quants take (rows of whole 256-value super-blocks).
@@ -105,16 +106,23 @@ def write_gguf(
             ref[name] = torch.from_numpy(back)
             continue
         module = name.rsplit(".", 2)[-2]
-        if name == "model.embed_tokens.weight":
+        conv1d = family == "gpt2" and module in CONV1D  # [in, out]: the converter transposes
+        if conv1d:
+            a = np.ascontiguousarray(a.T)
+        if name in ("model.embed_tokens.weight", "transformer.wte.weight"):
             kind = embed_type
+        elif name == "transformer.wpe.weight":
+            kind = "F32"
         elif module in ROUTERS:
             kind = router_type  # llama.cpp's converter keeps them F32
         elif name == "lm_head.weight":
             kind = head_type or qtype
         else:
             kind = overrides.get(module, qtype)
-        n_head = {"q_proj": cfg.num_attention_heads, "k_proj": cfg.num_key_value_heads}.get(module)
-        permuted = ARCHS[family] == "LLAMA" and n_head is not None
+        permuted = ARCHS[family] == "LLAMA" and module in ("q_proj", "k_proj")
+        n_head = 0
+        if permuted:
+            n_head = cfg.num_attention_heads if module == "q_proj" else cfg.num_key_value_heads
         if permuted:
             a = converter_permute(a, n_head)
         t = T[kind]
@@ -127,17 +135,21 @@ def write_gguf(
             data = gguf.quants.quantize(a, t)
             stored = gguf.quants.dequantize(data, t)
         w.add_tensor(gname, data, raw_dtype=None if kind == "F32" else t)
+        if name == "transformer.wte.weight":  # GPT-2's converter writes the tied head too
+            w.add_tensor("output.weight", data, raw_dtype=None if kind == "F32" else t)
         back = torch.from_numpy(np.ascontiguousarray(stored, dtype=np.float32))
         if permuted:
             forward = converter_permute(np.arange(a.shape[0]), n_head)
             back = back[torch.from_numpy(np.argsort(forward))]
-        ref[name] = back
+        ref[name] = back.t().contiguous() if conv1d else back
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
     if cfg.tie_word_embeddings:
-        ref["lm_head.weight"] = ref["model.embed_tokens.weight"]
+        ref["lm_head.weight"] = ref.get(
+            "model.embed_tokens.weight", ref.get("transformer.wte.weight")
+        )
     model.load_state_dict(ref, strict=False)
     ref_dir = directory / "ref"
     model.save_pretrained(ref_dir)

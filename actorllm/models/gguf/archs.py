@@ -20,10 +20,14 @@ as llama.cpp's converter (``convert_hf_to_gguf.py``) writes it and its graph
   (``attn_q_norm``, StableLM 2 12B) are refused.
 * starcoder2: LayerNorms with biases, an un-gated GELU-tanh MLP (``ffn_up`` / ``ffn_down``,
   our ``c_fc`` / ``c_proj``), biases on every projection, the window on every layer.
+* gpt2: learned positions (``position_embd``), fused ``attn_qkv`` (stored as ``nn.Linear``
+  rows: the converter transposed HF's ``Conv1D``), GELU-tanh; ``models/gpt2.py``'s names
+  are looked up under HF's (:func:`hf_name`).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -41,6 +45,7 @@ ARCHITECTURES = {
     "gemma3": ("Gemma3ForCausalLM", "gemma3_text"),
     "stablelm": ("StableLmForCausalLM", "stablelm"),
     "starcoder2": ("Starcoder2ForCausalLM", "starcoder2"),
+    "gpt2": ("GPT2LMHeadModel", "gpt2"),
 }
 # The converter adds 1 to these architectures' norm weights.
 NORM_PLUS_ONE = frozenset({"gemma2", "gemma3"})
@@ -123,7 +128,35 @@ def starcoder2(key: Key, names: set[str], base: dict[str, Any]) -> dict[str, Any
     }
 
 
+def gpt2(key: Key, names: set[str], base: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "n_inner": base["intermediate_size"],  # GPT-2's config would take 4 * hidden
+        "layer_norm_epsilon": _layer_norm_eps(key),
+        "activation_function": "gelu_new",
+    }
+
+
+# Our module names -> the HF names gguf's tensor-name map knows, for the models whose names
+# differ (GPT-2: models/gpt2.py renames transformer.* at load).
+_HF_NAMES = {
+    "gpt2": (
+        (re.compile(r"^model\.embed_tokens\."), "transformer.wte."),
+        (re.compile(r"^model\.embed_positions\."), "transformer.wpe."),
+        (re.compile(r"^model\.layers\.(\d+)\."), r"transformer.h.\1."),
+        (re.compile(r"^model\.norm\."), "transformer.ln_f."),
+    ),
+}
+
+
+def hf_name(arch: str, ours: str) -> str:
+    """``ours`` as the HF checkpoint names it (``model.layers.0.attn.c_attn.weight`` ->
+    ``transformer.h.0.attn.c_attn.weight`` for gpt2; the same name elsewhere)."""
+    for pattern, repl in _HF_NAMES.get(arch, ()):
+        ours = pattern.sub(repl, ours)
+    return ours
+
+
 FIELDS: dict[str, Callable[[Key, set[str], dict[str, Any]], dict[str, Any]]] = {
     "phi3": phi3, "gemma2": gemma2, "gemma3": gemma3, "stablelm": stablelm,
-    "starcoder2": starcoder2,
+    "starcoder2": starcoder2, "gpt2": gpt2,
 }  # fmt: skip

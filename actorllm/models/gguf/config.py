@@ -5,7 +5,7 @@ llama.cpp writes the model's shape as ``{arch}.*`` keys (``llama.embedding_lengt
 transformers' GGUF integration maps them, except that ``{arch}.attention.key_length``
 (the head size) is honoured for every architecture. Architectures run here: llama (also
 what Mistral files say, and Mixtral's: llama with ``llama.expert_count``), qwen2, qwen3,
-qwen3moe, qwen2moe, and phi3, gemma2, gemma3, stablelm, starcoder2 (what each adds:
+qwen3moe, qwen2moe, and phi3, gemma2, gemma3, stablelm, starcoder2, gpt2 (what each adds:
 ``archs.py``); others are refused by name, as is what the file holds that the model
 would silently not apply (``rope_freqs``: Llama 3's per-dimension rope factors; Phi-3's
 LongRoPE factors; partial rotary outside StableLM; unknown rope scaling; a gating

@@ -28,7 +28,7 @@ from torch import nn
 
 from actorllm.models.base import CausalLM
 from actorllm.models.config import CheckpointConfig
-from actorllm.models.gguf.archs import NORM_PLUS_ONE
+from actorllm.models.gguf.archs import NORM_PLUS_ONE, hf_name
 from actorllm.models.gguf.blocks import FLOAT_TYPES, BlockWeight, check_type, float_rows, repack
 from actorllm.models.gguf.config import PERMUTED_QK, architecture, open_reader
 from actorllm.models.gguf.embedding import GGUFEmbedding
@@ -149,7 +149,7 @@ def load_gguf(
     names = get_tensor_name_map(arch_id, cfg.num_layers)
 
     def gguf_name(hf: str) -> str:
-        found = names.get_name(hf, try_suffixes=(".weight", ".bias"))
+        found = names.get_name(hf_name(f.arch, hf), try_suffixes=(".weight", ".bias"))
         if found is None:
             raise GGUFLoadError(f"no GGUF name for {hf!r} ({f.arch})")
         return str(found)
@@ -310,7 +310,8 @@ def _fill_param(f: _File, p: torch.Tensor, name: str, tensor: str, cfg: Checkpoi
 
 # llama.cpp's names outside the layers -> ours (what pipeline stages own them by).
 _OUTSIDE_LAYERS = {"token_embd": "model.embed_tokens.weight", "output_norm": "model.norm.weight",
-                   "output": "lm_head.weight"}  # fmt: skip
+                   "output": "lm_head.weight",
+                   "position_embd": "model.embed_positions.weight"}  # fmt: skip
 
 
 def _our_owner(tensor: str) -> str:

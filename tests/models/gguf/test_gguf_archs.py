@@ -47,6 +47,9 @@ CASES: list[tuple[str, dict[str, Any]]] = [
     ("stablelm", dict(qtype="Q4_0")),
     # Un-gated GELU MLP, biases everywhere, a sliding window.
     ("starcoder2", dict(qtype="Q8_0", tie_word_embeddings=True)),
+    # Learned positions, fused attn_qkv transposed from Conv1D, the head a copy of
+    # token_embd (as the converter writes it), in a K-quant.
+    ("gpt2", dict(qtype="Q4_K", embed_type="Q6_K", tie_word_embeddings=True)),
 ]
 
 
@@ -60,7 +63,11 @@ def test_greedy_tokens_equal_the_dequantized_reference(
 
 
 # transformers' GGUF config mapping leaves these out (its defaults do not fit a tiny model).
-HF_READER_KW = {"phi3": {"pad_token_id": 0}, "starcoder2": {"vocab_size": 256}}
+HF_READER_KW: dict[str, dict[str, int]] = {
+    "phi3": {"pad_token_id": 0},
+    "starcoder2": {"vocab_size": 256},
+    "gpt2": {"vocab_size": 256, "n_inner": 512, "n_positions": 512},
+}
 
 
 @pytest.mark.parametrize(("family", "kw"), CASES, ids=[f"{f}-{k['qtype']}" for f, k in CASES])
