@@ -220,11 +220,17 @@ def test_gptq_modules_in_block_to_quantize_match_substrings_as_vllm() -> None:
     assert not spec.quantizes("model.layers.1.self_attn.q_proj")
 
 
-def test_phi3_fused_projections_are_refused_quantized_except_from_gguf(gptq: Path) -> None:
-    """Phi-3's checkpoints store qkv_proj / gate_up_proj fused, which the packed layouts
-    are not built from; a GGUF file's fused tensors are read whole (models/gguf/load.py)."""
-    phi3 = msgspec.structs.replace(CheckpointConfig.from_pretrained(gptq), model_type="phi3")
-    with pytest.raises(QuantizationError, match="Phi-3's fused qkv_proj / gate_up_proj"):
-        checkpoint_quantization(phi3, None)
-    gguf = msgspec.structs.replace(phi3, quantization_config={"quant_method": "gguf"})
-    assert checkpoint_quantization(gguf, None) is not None
+def test_fused_or_conv1d_checkpoints_are_refused_quantized_except_from_gguf(gptq: Path) -> None:
+    """Phi-3's checkpoints store qkv_proj / gate_up_proj fused and GPT-2's are Conv1D, which
+    the packed layouts are not built from; a GGUF file's tensors are the converter's linear
+    rows, read whole (models/gguf/load.py)."""
+    cfg = CheckpointConfig.from_pretrained(gptq)
+    for changed, words in (
+        ({"model_type": "phi3"}, "Phi-3's fused qkv_proj / gate_up_proj"),
+        ({"architecture": "GPT2LMHeadModel"}, "GPT-2"),
+    ):
+        other = msgspec.structs.replace(cfg, **changed)
+        with pytest.raises(QuantizationError, match=words):
+            checkpoint_quantization(other, None)
+        gguf = msgspec.structs.replace(other, quantization_config={"quant_method": "gguf"})
+        assert checkpoint_quantization(gguf, None) is not None
