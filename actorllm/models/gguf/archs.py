@@ -19,7 +19,8 @@ as llama.cpp's converter (``convert_hf_to_gguf.py``) writes it and its graph
   parallel residual when it has no ``ffn_norm``; its per-head q/k LayerNorms
   (``attn_q_norm``, StableLM 2 12B) are refused.
 * starcoder2: LayerNorms with biases, an un-gated GELU-tanh MLP (``ffn_up`` / ``ffn_down``,
-  our ``c_fc`` / ``c_proj``), biases on every projection, the window on every layer.
+  our ``c_fc`` / ``c_proj``), biases on every projection, a window on every layer when
+  the file has one (the converter writes none, and llama.cpp applies none).
 * gpt2: learned positions (``position_embd``), fused ``attn_qkv`` (stored as ``nn.Linear``
   rows: the converter transposed HF's ``Conv1D``), GELU-tanh; ``models/gpt2.py``'s names
   are looked up under HF's (:func:`hf_name`).
