@@ -6,9 +6,10 @@ as llama.cpp's converter (``convert_hf_to_gguf.py``) writes it and its graph
   ``[2I, H]`` (read whole into our fused linears); ``rope_factors_long`` / ``_short``
   (LongRoPE) are refused in ``config.py``.
 * gemma2: GELU-tanh MLP, Gemma's four norms, ``attn_logit_softcapping`` /
-  ``final_logit_softcapping``, every other layer sliding over ``attention.sliding_window``.
-* gemma3: no soft-capping, per-head q/k norms, one full layer in six (llama.cpp's fixed
-  pattern), the sliding layers' RoPE base 10000 without scaling (``rope.freq_base`` and
+  ``final_logit_softcapping``, every other layer sliding over ``attention.sliding_window``
+  (or as ``attention.sliding_window_pattern`` says, for both Gemmas).
+* gemma3: no soft-capping, per-head q/k norms, one full layer in six (llama.cpp's
+  default), the sliding layers' RoPE base 10000 without scaling (``rope.freq_base`` and
   ``rope.scaling`` are the full layers'). For both Gemmas the converter stores every
   ``*norm.weight`` with 1 added (the ``(1 + w)`` RMSNorm folded in, :data:`NORM_PLUS_ONE`:
   the loader subtracts it, as transformers' GGUF reader does), and the attention scale is
@@ -55,6 +56,10 @@ PARTIAL_ROTARY = frozenset({"stablelm"})
 # Layer counts of the 27B Gemmas, whose attention scale llama.cpp takes from hidden / heads.
 _GEMMA_27B_LAYERS = {"gemma2": 46, "gemma3": 62}
 _GELU_TANH = "gelu_pytorch_tanh"
+# llama.cpp's sliding-window period where the file names none: one full layer in n.
+_SWA_PERIOD = {"gemma2": 2, "gemma3": 6}
+# The architectures whose sliding_window_pattern is read; others refuse one.
+SWA_PATTERN = frozenset(_SWA_PERIOD)
 
 
 class ArchError(ValueError):
@@ -69,7 +74,24 @@ def _gemma(arch: str, key: Key, base: dict[str, Any]) -> dict[str, Any]:
     )
     scalar = hidden // heads if layers == _GEMMA_27B_LAYERS[arch] else base["head_dim"]
     return {"hidden_activation": _GELU_TANH, "hidden_act": _GELU_TANH,
-            "query_pre_attn_scalar": scalar, **_window(key)}  # fmt: skip
+            "query_pre_attn_scalar": scalar, **_window(key),
+            "layer_types": _layer_types(key, layers, _SWA_PERIOD[arch])}  # fmt: skip
+
+
+def _layer_types(key: Key, layers: int, period: int) -> list[str]:
+    """Which layers slide: ``attention.sliding_window_pattern`` as llama.cpp reads it (a
+    period ``n``: layer ``i`` slides unless ``i % n == n - 1``; or one bool a layer), the
+    architecture's fixed period where the file has none."""
+    pattern = key("attention.sliding_window_pattern")
+    if isinstance(pattern, list):
+        if len(pattern) != layers:
+            raise ArchError(f"GGUF attention.sliding_window_pattern has {len(pattern)} "
+                            f"entries for {layers} layers")  # fmt: skip
+        slides = [bool(p) for p in pattern]
+    else:
+        n = period if pattern is None else int(pattern)
+        slides = [n == 0 or i % n < n - 1 for i in range(layers)]  # 0: every layer
+    return ["sliding_attention" if s else "full_attention" for s in slides]
 
 
 def gemma2(key: Key, names: set[str], base: dict[str, Any]) -> dict[str, Any]:
@@ -86,7 +108,6 @@ def gemma2(key: Key, names: set[str], base: dict[str, Any]) -> dict[str, Any]:
 def gemma3(key: Key, names: set[str], base: dict[str, Any]) -> dict[str, Any]:
     local = {"rope_type": "default", "rope_theta": 10000.0}
     return _gemma("gemma3", key, base) | {
-        "sliding_window_pattern": 6,
         "rope_parameters": {"full_attention": base["rope_parameters"], "sliding_attention": local},
         "attn_logit_softcapping": None,
         "final_logit_softcapping": None,

@@ -24,7 +24,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from actorllm.models.gguf.archs import ARCHITECTURES, FIELDS, PARTIAL_ROTARY, ArchError
+from actorllm.models.gguf.archs import (
+    ARCHITECTURES,
+    FIELDS,
+    PARTIAL_ROTARY,
+    SWA_PATTERN,
+    ArchError,
+)
 
 if TYPE_CHECKING:
     from gguf import GGUFReader
@@ -170,6 +176,8 @@ def gguf_config_dict(reader: GGUFReader) -> dict[str, Any]:
     }
     if arch in PARTIAL_ROTARY:
         raw["partial_rotary_factor"] = rotary / head_dim
+    if arch not in SWA_PATTERN and key("attention.sliding_window_pattern") is not None:
+        raise GGUFError(f"GGUF {arch}.attention.sliding_window_pattern is not supported")
     if arch in FIELDS:
         try:
             raw.update(FIELDS[arch](key, names, raw))

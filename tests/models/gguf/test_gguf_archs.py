@@ -122,3 +122,22 @@ def test_phi3_fused_tensors_are_not_split_over_ranks(phi3_file: Path) -> None:
     with pytest.raises(TensorParallelError, match=r"'blk\.0\.attn_qkv\.weight' stores"):
         load_gguf(phi3_file, rank, dtype=torch.float32, device="cpu", ops=get_ops("auto", "cpu"),
                   max_positions=64)  # fmt: skip
+
+
+def test_gemma_sliding_window_pattern_is_llama_cpps(tmp_path: Path) -> None:
+    """Without ``attention.sliding_window_pattern`` Gemma 2 slides every other layer and
+    Gemma 3 five in six (llama.cpp's defaults); with a period ``n`` one layer in ``n`` is
+    full (0: none); other architectures refuse the key."""
+    _ref, src = write_gguf(tmp_path, "gemma3", qtype="Q8_0", query_pre_attn_scalar=64,
+                           sliding_window_pattern=6, num_hidden_layers=6)  # fmt: skip
+    assert CheckpointConfig.from_pretrained(src).sliding_windows == [8] * 5 + [None]
+    for period, windows in ((2, [8, None] * 3), (0, [8] * 6), (1, [None] * 6)):
+        key = "gemma3.attention.sliding_window_pattern"
+        path = rewrite_gguf(src, tmp_path / f"p{period}.gguf", keys={key: period})
+        assert CheckpointConfig.from_pretrained(path).sliding_windows == windows, period
+    _ref, qwen = write_gguf(tmp_path / "qwen3", "qwen3", qtype="Q8_0")
+    path = rewrite_gguf(
+        qwen, tmp_path / "q.gguf", keys={"qwen3.attention.sliding_window_pattern": 2}
+    )
+    with pytest.raises(GGUFError, match=r"qwen3\.attention\.sliding_window_pattern"):
+        CheckpointConfig.from_pretrained(path)
