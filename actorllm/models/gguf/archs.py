@@ -9,8 +9,9 @@ as llama.cpp's converter (``convert_hf_to_gguf.py``) writes it and its graph
   ``final_logit_softcapping``, every other layer sliding over ``attention.sliding_window``
   (or as ``attention.sliding_window_pattern`` says, for both Gemmas).
 * gemma3: no soft-capping, per-head q/k norms, one full layer in six (llama.cpp's
-  default), the sliding layers' RoPE base 10000 without scaling (``rope.freq_base`` and
-  ``rope.scaling`` are the full layers'). For both Gemmas the converter stores every
+  default), the sliding layers' RoPE base ``rope.freq_base_swa`` (10000 where the file has
+  none) without scaling (``rope.freq_base`` and ``rope.scaling`` are the full layers').
+  For both Gemmas the converter stores every
   ``*norm.weight`` with 1 added (the ``(1 + w)`` RMSNorm folded in, :data:`NORM_PLUS_ONE`:
   the loader subtracts it, as transformers' GGUF reader does), and the attention scale is
   ``head_dim ** -0.5``, ``(hidden / heads) ** -0.5`` for the 27B models (llama.cpp's rule,
@@ -106,7 +107,8 @@ def gemma2(key: Key, names: set[str], base: dict[str, Any]) -> dict[str, Any]:
 
 
 def gemma3(key: Key, names: set[str], base: dict[str, Any]) -> dict[str, Any]:
-    local = {"rope_type": "default", "rope_theta": 10000.0}
+    swa_base = key("rope.freq_base_swa")  # newer llama.cpp files; 10000 is its default
+    local = {"rope_type": "default", "rope_theta": 10000.0 if swa_base is None else float(swa_base)}
     return _gemma("gemma3", key, base) | {
         "rope_parameters": {"full_attention": base["rope_parameters"], "sliding_attention": local},
         "attn_logit_softcapping": None,

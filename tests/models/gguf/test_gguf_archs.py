@@ -127,7 +127,8 @@ def test_phi3_fused_tensors_are_not_split_over_ranks(phi3_file: Path) -> None:
 def test_gemma_sliding_window_pattern_is_llama_cpps(tmp_path: Path) -> None:
     """Without ``attention.sliding_window_pattern`` Gemma 2 slides every other layer and
     Gemma 3 five in six (llama.cpp's defaults); with a period ``n`` one layer in ``n`` is
-    full (0: none); other architectures refuse the key."""
+    full (0: none); other architectures refuse the key. Gemma 3's sliding layers take
+    ``rope.freq_base_swa`` where the file has it."""
     _ref, src = write_gguf(tmp_path, "gemma3", qtype="Q8_0", query_pre_attn_scalar=64,
                            sliding_window_pattern=6, num_hidden_layers=6)  # fmt: skip
     assert CheckpointConfig.from_pretrained(src).sliding_windows == [8] * 5 + [None]
@@ -135,6 +136,9 @@ def test_gemma_sliding_window_pattern_is_llama_cpps(tmp_path: Path) -> None:
         key = "gemma3.attention.sliding_window_pattern"
         path = rewrite_gguf(src, tmp_path / f"p{period}.gguf", keys={key: period})
         assert CheckpointConfig.from_pretrained(path).sliding_windows == windows, period
+    assert CheckpointConfig.from_pretrained(src).local_rope_theta == 10000.0
+    path = rewrite_gguf(src, tmp_path / "swa.gguf", keys={"gemma3.rope.freq_base_swa": 20000})
+    assert CheckpointConfig.from_pretrained(path).local_rope_theta == 20000.0
     _ref, qwen = write_gguf(tmp_path / "qwen3", "qwen3", qtype="Q8_0")
     path = rewrite_gguf(
         qwen, tmp_path / "q.gguf", keys={"qwen3.attention.sliding_window_pattern": 2}
