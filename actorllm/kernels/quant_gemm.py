@@ -8,9 +8,9 @@ does not handle); the caller then runs its torch path (``models/quant/packed.py`
 4-bit weights multiply int8-quantized inputs by default (W4A8, :func:`wq_linear_a8`), as
 vLLM's CPU build does on the hosts it has an int8 kernel for; ``VLLM_CPU_INT4_W4A8=0`` (or
 ``ACTORLLM_CPU_INT4_W4A8=0``, which wins) keeps the inputs in float. GGUF's 8-bit blocks
-(Q8_0, Q6_K) do the same through ``csrc/q8a8_gemm.c``, as llama.cpp and vLLM's GGUF kernels
-multiply them (activations quantized to 8 bits a block); ``ACTORLLM_CPU_GGUF_A8=0`` keeps
-their inputs in float.
+(Q8_0, Q6_K, Q5_K, Q5_0, Q5_1) do the same through ``csrc/q8a8_gemm.c``, as llama.cpp and
+vLLM's GGUF kernels multiply them (activations quantized to 8 bits a block);
+``ACTORLLM_CPU_GGUF_A8=0`` keeps their inputs in float.
 """
 
 from __future__ import annotations

@@ -36,8 +36,16 @@ def random_blocks(
     elif qtype == T.Q4_K:  # d * sc * q - dmin * m, sc, m < 64, q < 16
         raw[..., 0:2] = f16(d)
         raw[..., 2:4] = f16(d * 7.5)  # min ~ the mean of d * sc * q: groups centred near 0
+    elif qtype == T.Q5_K:  # d * sc * q - dmin * m, sc, m < 64, q < 32
+        raw[..., 0:2] = f16(d / 2)
+        raw[..., 2:4] = f16(d * 7.5)
     elif qtype == T.Q6_K:  # d * sc * (q - 32), sc int8
         raw[..., 208:210] = f16(d / 6)
+    elif qtype == T.Q3_K:  # d * (sc - 32) * q, sc < 64, q in -4..3
+        raw[..., 108:110] = f16(d * 4)
+    elif qtype == T.Q2_K:  # d * sc * q - dmin * m, sc, m < 16, q < 4
+        raw[..., 80:82] = f16(d * 16)
+        raw[..., 82:84] = f16(d * 24)
     else:
         raise ValueError(f"no random blocks for {qtype}")
     return raw.reshape(rows, nb * size)

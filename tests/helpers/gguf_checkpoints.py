@@ -3,11 +3,11 @@ tiny random Hugging Face model, each with its reference: the same HF model holdi
 weights ``gguf.quants.dequantize`` reads back from the file (so a correct loader gives the
 reference's tokens).
 
-Q8_0 / Q4_0 / Q4_1 / Q5_0 weights are quantized with ``gguf.quants.quantize``; the package
-has no K-quant quantizer, so Q4_K / Q6_K tensors are random valid blocks (the reference is
-their dequantized values). Llama's q/k rows are permuted as llama.cpp's converter writes
-them; the reference undoes it with an inverse computed here (``argsort`` of the forward
-permutation), independently of the loader.
+Q8_0 / Q4_0 / Q4_1 / Q5_0 / Q5_1 weights are quantized with ``gguf.quants.quantize``; the
+package has no K-quant quantizer, so Q2_K ... Q6_K tensors are random valid blocks (the
+reference is their dequantized values). Llama's q/k rows are permuted as llama.cpp's
+converter writes them; the reference undoes it with an inverse computed here (``argsort``
+of the forward permutation), independently of the loader.
 
     ref_dir, gguf_file = write_gguf(tmp_path, "qwen3", qtype="Q4_K", overrides={"v_proj": "Q6_K"})
 
@@ -24,15 +24,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import gguf
 import numpy as np
 import torch
 
 from actorllm.testing.random_gguf import random_blocks
+from tests.helpers.gguf_archs import ARCHS, stored_vector, write_metadata
 from tests.helpers.models import make_tiny_checkpoint
 
-ARCHS = {"llama": "LLAMA", "qwen2": "QWEN2", "qwen3": "QWEN3", "mixtral": "LLAMA",
-         "qwen3_moe": "QWEN3MOE", "qwen2_moe": "QWEN2MOE"}  # fmt: skip
 ROUTERS = ("gate", "shared_expert_gate")
+CONV1D = ("c_attn", "c_proj", "c_fc")  # GPT-2's [in, out] weights
+K_QUANTS = tuple(gguf.GGMLQuantizationType[f"Q{b}_K"] for b in range(2, 7))
 LINEARS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 # Sizes the K-quants take (rows of whole 256-value super-blocks).
 SHAPE: dict[str, Any] = dict(
@@ -66,7 +68,6 @@ def write_gguf(
     """(reference HF directory, GGUF file): every linear in ``qtype`` (or ``overrides``
     ``{"v_proj": "Q6_K"}``), the embedding in ``embed_type``, the head in ``head_type``
     (default ``qtype``), MoE routers in ``router_type``, norms (and biases) in F32."""
-    import gguf
     import transformers
 
     T = gguf.GGMLQuantizationType
@@ -79,19 +80,7 @@ def write_gguf(
     names = gguf.get_tensor_name_map(arch, cfg.num_hidden_layers)
     path = directory / f"model-{qtype}.gguf"
     w = gguf.GGUFWriter(str(path), gguf.MODEL_ARCH_NAMES[arch])
-    w.add_context_length(cfg.max_position_embeddings)
-    w.add_embedding_length(cfg.hidden_size)
-    w.add_block_count(cfg.num_hidden_layers)
-    w.add_feed_forward_length(cfg.intermediate_size)
-    w.add_head_count(cfg.num_attention_heads)
-    w.add_head_count_kv(cfg.num_key_value_heads)
-    w.add_key_length(cfg.head_dim)
-    w.add_value_length(cfg.head_dim)
-    w.add_rope_dimension_count(cfg.head_dim)
-    w.add_rope_freq_base(float(cfg.rope_parameters["rope_theta"]))
-    w.add_layer_norm_rms_eps(cfg.rms_norm_eps)
-    w.add_vocab_size(cfg.vocab_size)
-    w.add_eos_token_id(0)
+    write_metadata(w, family, cfg)
     experts = getattr(cfg, "num_local_experts", None) or getattr(cfg, "num_experts", None)
     if experts:
         w.add_expert_count(experts)
@@ -112,43 +101,55 @@ def write_gguf(
         gname = names.get_name(name, try_suffixes=(".weight", ".bias"))
         a = tensor.numpy().astype(np.float32)
         if a.ndim == 1:
-            w.add_tensor(gname, a)
-            ref[name] = tensor
+            stored, back = stored_vector(family, name, a)
+            w.add_tensor(gname, stored)
+            ref[name] = torch.from_numpy(back)
             continue
         module = name.rsplit(".", 2)[-2]
-        if name == "model.embed_tokens.weight":
+        conv1d = family == "gpt2" and module in CONV1D  # [in, out]: the converter transposes
+        if conv1d:
+            a = np.ascontiguousarray(a.T)
+        if name in ("model.embed_tokens.weight", "transformer.wte.weight"):
             kind = embed_type
+        elif name == "transformer.wpe.weight":
+            kind = "F32"
         elif module in ROUTERS:
             kind = router_type  # llama.cpp's converter keeps them F32
         elif name == "lm_head.weight":
             kind = head_type or qtype
         else:
             kind = overrides.get(module, qtype)
-        n_head = {"q_proj": cfg.num_attention_heads, "k_proj": cfg.num_key_value_heads}.get(module)
-        permuted = ARCHS[family] == "LLAMA" and n_head is not None
+        permuted = ARCHS[family] == "LLAMA" and module in ("q_proj", "k_proj")
+        n_head = 0
+        if permuted:
+            n_head = cfg.num_attention_heads if module == "q_proj" else cfg.num_key_value_heads
         if permuted:
             a = converter_permute(a, n_head)
         t = T[kind]
         if kind == "F32":
             data, stored = a, a
-        elif t in (T.Q4_K, T.Q6_K):
+        elif t in K_QUANTS:
             data = random_blocks(a.shape[0], a.shape[1], t, rng)
             stored = gguf.quants.dequantize(data, t)
         else:
             data = gguf.quants.quantize(a, t)
             stored = gguf.quants.dequantize(data, t)
         w.add_tensor(gname, data, raw_dtype=None if kind == "F32" else t)
+        if name == "transformer.wte.weight":  # GPT-2's converter writes the tied head too
+            w.add_tensor("output.weight", data, raw_dtype=None if kind == "F32" else t)
         back = torch.from_numpy(np.ascontiguousarray(stored, dtype=np.float32))
         if permuted:
             forward = converter_permute(np.arange(a.shape[0]), n_head)
             back = back[torch.from_numpy(np.argsort(forward))]
-        ref[name] = back
+        ref[name] = back.t().contiguous() if conv1d else back
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
     if cfg.tie_word_embeddings:
-        ref["lm_head.weight"] = ref["model.embed_tokens.weight"]
+        ref["lm_head.weight"] = ref.get(
+            "model.embed_tokens.weight", ref.get("transformer.wte.weight")
+        )
     model.load_state_dict(ref, strict=False)
     ref_dir = directory / "ref"
     model.save_pretrained(ref_dir)
@@ -161,7 +162,6 @@ def _write_experts(
     """transformers' stacked expert tensor ``name`` -> llama.cpp's 3-D tensors in ``t``
     (quantized with gguf.quants, K-quants random blocks); returns what the file holds, in
     ``name``'s layout."""
-    import gguf
 
     layer = int(name.split(".")[2])
     a = tensor.numpy().astype(np.float32)  # [E, 2I, H] or [E, H, I]
@@ -172,7 +172,7 @@ def _write_experts(
         pieces = {"ffn_down_exps": a}
     back = []
     for gname, piece in pieces.items():
-        if t in (gguf.GGMLQuantizationType.Q4_K, gguf.GGMLQuantizationType.Q6_K):
+        if t in K_QUANTS:
             e, rows, cols = piece.shape
             data = random_blocks(e * rows, cols, t, rng).reshape(e, rows, -1)
         else:
@@ -189,7 +189,6 @@ def rewrite_gguf(src: Path, dst: Path, *, arch: str | None = None, qtype: Any = 
     """A copy of GGUF ``src``: another architecture name, ffn_down of layer 0 in
     ``qtype`` (quantized with gguf.quants), an extra F32 tensor ``extra``, uint32 metadata
     ``keys`` added or replaced, or the metadata key ``drop`` left out."""
-    import gguf
 
     keys = keys or {}
     r = gguf.GGUFReader(str(src))

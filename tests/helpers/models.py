@@ -139,19 +139,18 @@ def _other_family(family: str, common: dict[str, Any], sliding_window: int | Non
     if family == "gemma":
         return transformers.GemmaConfig(**gemma)
     if family == "gemma2":
-        return transformers.Gemma2Config(
-            sliding_window=sliding_window or 8, query_pre_attn_scalar=24,
-            attn_logit_softcapping=5.0, final_logit_softcapping=3.0, **gemma,
-        )  # fmt: skip
+        return transformers.Gemma2Config(**(
+            dict(sliding_window=sliding_window or 8, query_pre_attn_scalar=24,
+                 attn_logit_softcapping=5.0, final_logit_softcapping=3.0) | gemma
+        ))  # fmt: skip
     if family == "gemma3":
-        return transformers.Gemma3TextConfig(
-            sliding_window=sliding_window or 8, query_pre_attn_scalar=24, sliding_window_pattern=2,
-            rope_parameters={
+        return transformers.Gemma3TextConfig(**(
+            dict(sliding_window=sliding_window or 8, query_pre_attn_scalar=24,
+                 sliding_window_pattern=2, rope_parameters={
                 "full_attention": {"rope_type": "linear", "factor": 4.0, "rope_theta": 100000.0},
                 "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
-            },
-            **gemma,
-        )  # fmt: skip
+            }) | gemma
+        ))  # fmt: skip
     if family in ("phi3", "phi3_longrope"):
         common.setdefault("pad_token_id", 0)
         if family == "phi3_longrope":

@@ -49,12 +49,12 @@ def _prompts(vocab: int) -> list[list[int]]:
     return [torch.randint(3, vocab, (n,), generator=g).tolist() for n in lens]
 
 
-def run_greedy(path: Path, **runner_kw: Any) -> SchedDriver:
+def run_greedy(path: Path, num_blocks: int = 160, **runner_kw: Any) -> SchedDriver:
     runner = ModelRunner(
         path, dtype="float32", block_size=4, max_num_seqs=8, max_model_len=64, **runner_kw
     )
     runner.load_model()
-    runner.initialize_kv_cache(num_blocks=160)
+    runner.initialize_kv_cache(num_blocks=num_blocks)
     driver = SchedDriver(runner, token_budget=64)
     greedy = SamplingParams(temperature=0.0, max_tokens=N_TOKENS, logprobs=1, ignore_eos=True)
     for i, prompt in enumerate(_prompts(runner.model_config.vocab_size)):

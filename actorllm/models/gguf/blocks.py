@@ -8,19 +8,23 @@ low nibble of byte ``k``, ``2k + 1`` in the high one), ``scales`` / ``offsets`` 
 ``[O, I / group_size]``. The symmetric types keep no offsets: their codes are centred on
 the middle one, ``w = (q - 2^(bits - 1)) * scale`` (a float32 per group less to hold).
 
-Block layouts (ggml-quants.c, one row of ``I`` values is ``I / block`` blocks):
+Block layouts (ggml-quants.c, one row of ``I`` values is ``I / block`` blocks; the
+K-quants' super-blocks are decoded in ``kquants.py``), and the layout each is kept in:
 
 * Q8_0 (34 bytes / 32 values): ``d`` f16, ``qs`` int8[32]; ``w = d * qs`` -> 8-bit
   ``qs + 128``, group 32, symmetric.
 * Q4_0 (18 / 32): ``d`` f16, ``qs`` u8[16]; value ``j < 16`` is ``qs[j] & 15``, value
   ``j + 16`` is ``qs[j] >> 4``; ``w = d * (q - 8)`` -> 4-bit, group 32, symmetric.
-* Q4_K (144 / 256): ``d``, ``dmin`` f16, 12 bytes of eight 6-bit (scale, min) pairs,
-  ``qs`` u8[128]: 32-byte chunk ``c`` holds values ``64c + l`` (low nibbles) and
-  ``64c + 32 + l`` (high); ``w = d * sc_g * q - dmin * m_g`` -> 4-bit, group 32.
-* Q6_K (210 / 256): ``ql`` u8[128] (low 4 bits), ``qh`` u8[64] (high 2 bits), ``scales``
-  int8[16], ``d`` f16; ``w = d * sc_g * (q - 32)``, groups of 16 -> 8-bit ``q + 96``,
-  symmetric (a 6-bit code in a byte: 10 bits per weight with the scale instead of 6.56;
-  there is no 6-bit kernel).
+* Q4_1 (20 / 32): ``d``, ``m`` f16, then Q4_0's ``qs``; ``w = d * q + m`` -> 4-bit, group
+  32, offset ``m``.
+* Q5_0 (22 / 32): ``d``, ``qh`` u32 (bit ``j``: value ``j``'s fifth bit), Q4_0's ``qs``;
+  ``w = d * (q - 16)`` -> 8-bit ``q + 112``, group 32, symmetric (no 5-bit kernel).
+* Q5_1 (24 / 32): ``d``, ``m``, ``qh``, ``qs``; ``w = d * q + m`` -> 8-bit, group 32,
+  offset ``m``.
+* Q2_K -> 4-bit, groups of 16, offsets; Q3_K -> 4-bit, groups of 16, symmetric (``q + 8``);
+  Q4_K -> 4-bit, groups of 32, offsets; Q5_K -> 8-bit, groups of 32, offsets; Q6_K ->
+  8-bit ``q + 96``, groups of 16, symmetric (a 6-bit code in a byte: 10 bits per weight
+  with the scale instead of 6.56; there is no 6-bit kernel).
 * F32 / F16 / BF16: plain floats (:func:`float_rows`).
 
 Other types are refused by :func:`check_type`, naming the tensor and the type.
@@ -36,13 +40,23 @@ import numpy as np
 import torch
 
 from actorllm.kernels.quant_gemm import wq_dequant
+from actorllm.models.gguf import kquants
+from actorllm.models.gguf.kquants import f16 as _f16
 
 T = gguf.GGMLQuantizationType
 FLOAT_TYPES = (T.F32, T.F16, T.BF16)
-BLOCK_TYPES = (T.Q8_0, T.Q4_0, T.Q4_K, T.Q6_K)
-# Input columns per scale / offset once repacked (what a row-parallel split must keep whole).
-GROUP_SIZE = {T.Q8_0: 32, T.Q4_0: 32, T.Q4_K: 32, T.Q6_K: 16}
-RUN_TYPES = "F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K"
+# Each type run here: (bits, input columns per scale / offset) of the layout it is kept
+# in; the group is what a row-parallel split must keep whole.
+LAYOUT = {
+    T.Q8_0: (8, 32), T.Q4_0: (4, 32), T.Q4_1: (4, 32), T.Q5_0: (8, 32), T.Q5_1: (8, 32),
+    T.Q2_K: (4, 16), T.Q3_K: (4, 16), T.Q4_K: (4, 32), T.Q5_K: (8, 32), T.Q6_K: (8, 16),
+}  # fmt: skip
+BLOCK_TYPES = tuple(LAYOUT)
+GROUP_SIZE = {t: group for t, (_bits, group) in LAYOUT.items()}
+RUN_TYPES = ", ".join(["F32, F16, BF16", *(t.name for t in BLOCK_TYPES)])
+# Decoders of the K-quants' super-blocks (kquants.py).
+_KQUANTS = {T.Q2_K: kquants.q2_k, T.Q3_K: kquants.q3_k, T.Q4_K: kquants.q4_k,
+            T.Q5_K: kquants.q5_k, T.Q6_K: kquants.q6_k}  # fmt: skip
 
 
 class GGUFTypeError(NotImplementedError):
@@ -147,73 +161,58 @@ def check_type(name: str, qtype: T) -> None:
         )
 
 
-def _f16(b: torch.Tensor) -> torch.Tensor:
-    """uint8 [..., 2] (little-endian float16) -> float32 [...]."""
-    return b.contiguous().view(torch.float16).squeeze(-1).float()
-
-
 def _pack4(q: torch.Tensor) -> torch.Tensor:
     """uint8 values < 16 ``[O, I]`` -> ``[O, I / 2]`` (column 2k low nibble, 2k+1 high)."""
     return (q[:, 0::2] | (q[:, 1::2] << 4)).contiguous()
 
 
+def _low_nibbles(qs: torch.Tensor, rows: int, cols: int) -> torch.Tensor:
+    """Q4_0-style ``qs`` ``[O, nb, 16]`` -> the low 4 bits of the 32 values ``[O, I]``
+    (value ``j`` in ``qs[j]``'s low nibble, ``j + 16`` in its high one)."""
+    return torch.cat((qs & 0xF, qs >> 4), dim=-1).reshape(rows, cols)
+
+
+def _fifth_bits(qh: torch.Tensor, rows: int, cols: int) -> torch.Tensor:
+    """Q5_0 / Q5_1's ``qh`` ``[O, nb, 4]`` (a little-endian u32) -> bit ``j`` of it for
+    value ``j``, shifted to bit 4, ``[O, I]``."""
+    shifts = torch.arange(8, dtype=torch.uint8).view(1, 1, 1, 8)
+    bits = (qh.unsqueeze(-1) >> shifts) & 1  # [O, nb, byte, bit]: value 8 byte + bit
+    return (bits << 4).reshape(rows, cols)
+
+
 def repack(raw: np.ndarray, qtype: T, rows: int, cols: int) -> BlockWeight:
     """A GGUF tensor's bytes (``[rows, bytes per row]``, as ``GGUFReader`` maps them) ->
     :class:`BlockWeight` ``[rows, cols]``."""
+    if qtype not in LAYOUT:
+        raise GGUFTypeError(f"{qtype.name} blocks")
     block, size = gguf.GGML_QUANT_SIZES[qtype]
     if cols % block:
         raise GGUFTypeError(f"{qtype.name} rows of {cols} values (not whole blocks of {block})")
     nb = cols // block
     data = torch.from_numpy(np.array(raw, dtype=np.uint8).reshape(rows, nb, size))  # [O, nb, size]
-    if qtype == T.Q8_0:
-        d = _f16(data[..., 0:2])  # [O, nb]
-        q = data[..., 2:] ^ 0x80  # int8 bits -> q + 128, [O, nb, 32]
-        return BlockWeight(8, 32, q.reshape(rows, cols).contiguous(), d, None, "Q8_0")
-    if qtype == T.Q4_0:
-        d = _f16(data[..., 0:2])
-        qs = data[..., 2:]  # [O, nb, 16]
-        q = torch.cat((qs & 0xF, qs >> 4), dim=-1).reshape(rows, cols)  # [O, I]
-        return BlockWeight(4, 32, _pack4(q), d, None, "Q4_0")
-    if qtype == T.Q4_K:
-        return _q4_k(data, rows, cols)
-    if qtype == T.Q6_K:
-        return _q6_k(data, rows, cols)
-    raise GGUFTypeError(f"{qtype.name} blocks")
-
-
-def _q4_k(data: torch.Tensor, rows: int, cols: int) -> BlockWeight:
-    d = _f16(data[..., 0:2]).unsqueeze(-1)  # [O, nb, 1]
-    dmin = _f16(data[..., 2:4]).unsqueeze(-1)
-    sc = data[..., 4:16].long()  # [O, nb, 12]
-    lo_sc, lo_m = sc[..., 0:4] & 63, sc[..., 4:8] & 63  # sub-blocks 0..3
-    hi_sc = (sc[..., 8:12] & 0xF) | ((sc[..., 0:4] >> 6) << 4)  # sub-blocks 4..7
-    hi_m = (sc[..., 8:12] >> 4) | ((sc[..., 4:8] >> 6) << 4)
-    scale = torch.cat((lo_sc, hi_sc), dim=-1).float()  # [O, nb, 8]
-    mins = torch.cat((lo_m, hi_m), dim=-1).float()
-    qs = data[..., 16:].reshape(rows, -1, 4, 32)  # [O, nb, chunk, 32]
-    q = torch.stack((qs & 0xF, qs >> 4), dim=3).reshape(rows, cols)  # [O, I]
-    scales = (d * scale).reshape(rows, -1)  # [O, G], G = I / 32
-    offsets = -(dmin * mins).reshape(rows, -1)
-    return BlockWeight(4, 32, _pack4(q), scales, offsets, "Q4_K")
-
-
-def _q6_k(data: torch.Tensor, rows: int, cols: int) -> BlockWeight:
-    ql = data[..., 0:128].reshape(rows, -1, 2, 64)  # [O, nb, half, 64]
-    qh = data[..., 128:192].reshape(rows, -1, 2, 1, 32)  # [O, nb, half, 1, 32]
-    sc = data[..., 192:208].contiguous().view(torch.int8).float()  # [O, nb, 16]
-    d = _f16(data[..., 208:210]).unsqueeze(-1)  # [O, nb, 1]
-    # Within a half: quarter k (values 32k + l) takes nibble k // 2 of ql[32 (k % 2) + l]
-    # and bits 2k, 2k + 1 of qh[l].
-    low = torch.stack(
-        (ql[..., 0:32] & 0xF, ql[..., 32:64] & 0xF, ql[..., 0:32] >> 4, ql[..., 32:64] >> 4),
-        dim=3,
-    )  # [O, nb, half, 4, 32]
-    shifts = torch.tensor([0, 2, 4, 6], dtype=torch.uint8).view(1, 1, 1, 4, 1)
-    high = (qh >> shifts) & 3
-    q = (low | (high << 4)).reshape(rows, cols)  # [O, I], 0..63
-    scales = (d * sc).reshape(rows, -1)  # [O, G], G = I / 16
-    # q - 32 = (q + 96) - 128: centred on 128 as Q8_0's codes.
-    return BlockWeight(8, 16, (q + 96).contiguous(), scales, None, "Q6_K")
+    offsets: torch.Tensor | None = None
+    if qtype in _KQUANTS:
+        q, scales, offsets = _KQUANTS[qtype](data, rows, cols)
+    elif qtype == T.Q8_0:
+        q, scales = data[..., 2:].reshape(rows, cols) ^ 0x80, _f16(data[..., 0:2])  # q + 128
+    elif qtype == T.Q4_0:
+        q, scales = _low_nibbles(data[..., 2:], rows, cols), _f16(data[..., 0:2])  # q - 8
+    elif qtype == T.Q4_1:
+        q, scales, offsets = (
+            _low_nibbles(data[..., 4:], rows, cols),
+            _f16(data[..., 0:2]),
+            _f16(data[..., 2:4]),
+        )
+    elif qtype == T.Q5_0:  # q - 16 = (q + 112) - 128
+        q = _low_nibbles(data[..., 6:], rows, cols) | _fifth_bits(data[..., 2:6], rows, cols)
+        q, scales = q + 112, _f16(data[..., 0:2])
+    else:  # Q5_1
+        q = _low_nibbles(data[..., 8:], rows, cols) | _fifth_bits(data[..., 4:8], rows, cols)
+        scales, offsets = _f16(data[..., 0:2]), _f16(data[..., 2:4])
+    bits, group = LAYOUT[qtype]
+    packed = _pack4(q) if bits == 4 else q.contiguous()  # [O, I * bits / 8]
+    return BlockWeight(bits, group, packed, scales.contiguous(),
+                       None if offsets is None else offsets.contiguous(), qtype.name)  # fmt: skip
 
 
 def float_rows(raw: np.ndarray, qtype: T, rows: int, cols: int) -> torch.Tensor:

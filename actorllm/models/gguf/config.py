@@ -5,10 +5,12 @@ llama.cpp writes the model's shape as ``{arch}.*`` keys (``llama.embedding_lengt
 transformers' GGUF integration maps them, except that ``{arch}.attention.key_length``
 (the head size) is honoured for every architecture. Architectures run here: llama (also
 what Mistral files say, and Mixtral's: llama with ``llama.expert_count``), qwen2, qwen3,
-qwen3moe, qwen2moe; others are refused by name, as is what the file holds that the model
-would silently not apply (``rope_freqs``: Llama 3's per-dimension rope factors; partial
-rotary; unknown rope scaling; a gating function other than softmax, scaled expert
-weights; expert tensors without ``expert_count`` or the reverse).
+qwen3moe, qwen2moe, and phi3, gemma2, gemma3, stablelm, starcoder2, gpt2 (what each adds:
+``archs.py``); others are refused by name, as is what the file holds that the model
+would silently not apply (``rope_freqs``: Llama 3's per-dimension rope factors; Phi-3's
+LongRoPE factors; partial rotary outside StableLM; unknown rope scaling; a gating
+function other than softmax, scaled expert weights; expert tensors without
+``expert_count`` or the reverse).
 
 MoE routing follows llama.cpp's graph for each architecture (vLLM's GGUF models agree):
 Mixtral and Qwen3-MoE renormalise their top-k weights, Qwen2-MoE does not; a file's
@@ -22,17 +24,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from actorllm.models.gguf.archs import (
+    ARCHITECTURES,
+    FIELDS,
+    PARTIAL_ROTARY,
+    SWA_PATTERN,
+    ArchError,
+)
+
 if TYPE_CHECKING:
     from gguf import GGUFReader
 
-# GGUF general.architecture -> (HF architecture, model_type).
-ARCHITECTURES = {
-    "llama": ("LlamaForCausalLM", "llama"),
-    "qwen2": ("Qwen2ForCausalLM", "qwen2"),
-    "qwen3": ("Qwen3ForCausalLM", "qwen3"),
-    "qwen3moe": ("Qwen3MoeForCausalLM", "qwen3_moe"),
-    "qwen2moe": ("Qwen2MoeForCausalLM", "qwen2_moe"),
-}
 # A llama file with experts is Mixtral (llama.cpp runs both as arch llama).
 MIXTRAL = ("MixtralForCausalLM", "mixtral")
 MOE_ARCHITECTURES = frozenset({"qwen3moe", "qwen2moe"})
@@ -45,6 +47,7 @@ PERMUTED_QK = frozenset({"llama"})
 # Refused: tensors whose meaning the model would not apply.
 UNSUPPORTED_TENSORS = {
     "rope_freqs.weight": "per-dimension rope frequency factors (Llama 3.1 rope scaling)",
+    "rope_factors_long.weight": "Phi-3's LongRoPE factors",
 }
 
 
@@ -128,7 +131,8 @@ def gguf_config_dict(reader: GGUFReader) -> dict[str, Any]:
     head_dim = int(key("attention.key_length", hidden // heads))
     if int(key("attention.value_length", head_dim)) != head_dim:
         raise GGUFError("GGUF attention.value_length != key_length is not supported")
-    if int(key("rope.dimension_count", head_dim)) != head_dim:
+    rotary = int(key("rope.dimension_count", head_dim))
+    if rotary != head_dim and arch not in PARTIAL_ROTARY:
         raise GGUFError(
             f"GGUF rope.dimension_count {key('rope.dimension_count')} != head size "
             f"{head_dim} (partial rotary) is not supported"
@@ -146,7 +150,7 @@ def gguf_config_dict(reader: GGUFReader) -> dict[str, Any]:
         rope = {"rope_type": "linear", "rope_theta": theta,
                 "factor": float(need("rope.scaling.factor"))}  # fmt: skip
     eos = field(reader, "tokenizer.ggml.eos_token_id")
-    return {
+    raw = {
         "architectures": [hf_arch],
         "model_type": model_type,
         "vocab_size": int(vocab),
@@ -170,6 +174,16 @@ def gguf_config_dict(reader: GGUFReader) -> dict[str, Any]:
         "quantization_config": {"quant_method": "gguf"},
         **moe,
     }
+    if arch in PARTIAL_ROTARY:
+        raw["partial_rotary_factor"] = rotary / head_dim
+    if arch not in SWA_PATTERN and key("attention.sliding_window_pattern") is not None:
+        raise GGUFError(f"GGUF {arch}.attention.sliding_window_pattern is not supported")
+    if arch in FIELDS:
+        try:
+            raw.update(FIELDS[arch](key, names, raw))
+        except ArchError as e:
+            raise GGUFError(str(e)) from None
+    return raw
 
 
 def _moe_fields(arch: str, key: Any, names: set[str]) -> dict[str, Any]:

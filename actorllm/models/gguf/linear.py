@@ -7,9 +7,11 @@ output rows in one layout, merged at load where neighbours share it. A part is e
 :class:`BlockWeight` (``w = q * scale + offset`` per group) run by the native kernel up
 to ``MAX_ROWS`` rows (decode) and dequantized one tile of output rows at a time above
 (prefill), or a float weight (F32 / F16 / BF16 tensors) in the model dtype. Block parts
-whose inputs are quantized to int8 (4-bit: W4A8, ``VLLM_CPU_INT4_W4A8``; 8-bit: Q8_0 and
-Q6_K, ``ACTORLLM_CPU_GGUF_A8``; both on by default, ``kernels/quant_gemm.py``) run the
-native kernel at every row count, so a token's numbers do not depend on its batch.
+whose inputs are quantized to int8 (4-bit: W4A8, ``VLLM_CPU_INT4_W4A8``; 8-bit: Q8_0,
+Q6_K, Q5_*, ``ACTORLLM_CPU_GGUF_A8``; both on by default, ``kernels/quant_gemm.py``) run
+the native kernel at every row count, so a token's numbers do not depend on its batch;
+Q2_K / Q3_K's 4-bit groups of 16, which the W4A8 kernel does not take, keep float inputs
+(the native kernel up to ``MAX_ROWS`` rows, tiles above).
 """
 
 from __future__ import annotations

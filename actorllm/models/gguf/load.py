@@ -28,6 +28,7 @@ from torch import nn
 
 from actorllm.models.base import CausalLM
 from actorllm.models.config import CheckpointConfig
+from actorllm.models.gguf.archs import NORM_PLUS_ONE, hf_name
 from actorllm.models.gguf.blocks import FLOAT_TYPES, BlockWeight, check_type, float_rows, repack
 from actorllm.models.gguf.config import PERMUTED_QK, architecture, open_reader
 from actorllm.models.gguf.embedding import GGUFEmbedding
@@ -38,7 +39,7 @@ from actorllm.models.llama import VocabParallelEmbedding
 from actorllm.models.materialize import materialize
 from actorllm.models.meta_init import on_meta
 from actorllm.models.moe import FusedExperts, SparseMoeBlock
-from actorllm.models.parallel import rank_piece
+from actorllm.models.parallel import TensorParallelError, rank_piece
 from actorllm.models.pipeline import owns_weight
 from actorllm.models.quant.apply import ROUTERS
 from actorllm.models.registry import resolve_model_class
@@ -148,7 +149,7 @@ def load_gguf(
     names = get_tensor_name_map(arch_id, cfg.num_layers)
 
     def gguf_name(hf: str) -> str:
-        found = names.get_name(hf, try_suffixes=(".weight", ".bias"))
+        found = names.get_name(hf_name(f.arch, hf), try_suffixes=(".weight", ".bias"))
         if found is None:
             raise GGUFLoadError(f"no GGUF name for {hf!r} ({f.arch})")
         return str(found)
@@ -215,9 +216,17 @@ def _fill_linear(
     """Read the parts (fused q/k/v, gate/up: one per HF tensor) and biases of ``layer``."""
     if prefix == "lm_head" and cfg.tie_word_embeddings:
         hf = ["model.embed_tokens"]  # no output.weight: the head is the embedding
+    sizes = _part_rows(cfg, hf, layer.out_features)
+    if len(hf) > 1 and _stored_fused(f, prefix, hf, gguf_name):
+        if cfg.tp_size > 1:  # the rank's rows of each part would be cut out of one tensor
+            raise TensorParallelError(
+                f"tensor_parallel_size={cfg.tp_size}: GGUF tensor "
+                f"{gguf_name(prefix + '.weight')!r} stores {', '.join(hf)} fused; splitting "
+                "it over ranks is not supported"
+            )
+        hf, sizes = [prefix], [layer.out_features]
     parts: list[Part] = []
     biases: list[torch.Tensor] = []
-    sizes = _part_rows(cfg, hf, layer.out_features)
     for name, rows in zip(hf, sizes, strict=True):
         tname = gguf_name(f"{name}.weight")
         part = f.part(tname, dtype)
@@ -235,6 +244,21 @@ def _fill_linear(
         raise GGUFLoadError(f"GGUF {prefix}: only some of {hf} have a bias")
     bias = torch.cat(biases).to(dtype) if biases else None
     layer.set_weights(parts, bias)
+
+
+def _stored_fused(f: _File, prefix: str, hf: list[str], gguf_name: Any) -> bool:
+    """Whether the file stores fused linear ``prefix`` as one tensor (Phi-3's ``attn_qkv``,
+    its ``ffn_up`` holding gate and up) instead of one tensor per part ``hf``: the fused
+    name is there and the first part's is not (a Llama file's ``ffn_up`` is up alone)."""
+
+    def name(hf_name: str) -> str | None:
+        try:
+            return str(gguf_name(f"{hf_name}.weight"))
+        except GGUFLoadError:  # the architecture has no such tensor (Phi-3: no ffn_gate)
+            return None
+
+    fused, first = name(prefix), name(hf[0])
+    return fused in f.tensors and first not in f.tensors
 
 
 def _quantized_embedding(
@@ -272,6 +296,8 @@ def _quantized_embedding(
 def _fill_param(f: _File, p: torch.Tensor, name: str, tensor: str, cfg: CheckpointConfig) -> None:
     """A float parameter (embedding, norm, router, ...): this rank's piece of ``tensor``."""
     whole = f.whole(tensor)
+    if f.arch in NORM_PLUS_ONE and tensor.endswith("norm.weight"):
+        whole = whole - 1  # the converter stored Gemma's 1 + w
     if whole.numel() == p.numel():  # not split here (a [1, H] gate may be stored as [H])
         whole = whole.view(p.shape)
     piece = rank_piece(cfg, name, tuple(p.shape), whole)
@@ -284,7 +310,8 @@ def _fill_param(f: _File, p: torch.Tensor, name: str, tensor: str, cfg: Checkpoi
 
 # llama.cpp's names outside the layers -> ours (what pipeline stages own them by).
 _OUTSIDE_LAYERS = {"token_embd": "model.embed_tokens.weight", "output_norm": "model.norm.weight",
-                   "output": "lm_head.weight"}  # fmt: skip
+                   "output": "lm_head.weight",
+                   "position_embd": "model.embed_positions.weight"}  # fmt: skip
 
 
 def _our_owner(tensor: str) -> str:

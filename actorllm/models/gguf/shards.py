@@ -4,8 +4,8 @@ in its blocks, cut the way ``models/parallel.py`` cuts a safetensors checkpoint.
 * column-parallel (q/k/v, gate/up, each expert's gate/up): the rank's output rows; each
   row is a run of whole blocks, so any row cut is whole;
 * row-parallel (o_proj, down_proj, each expert's down): the rank's input columns, which
-  must be whole groups of the repacked layout (32 columns; Q6_K: 16), or the split is
-  refused naming the tensor and its type;
+  must be whole groups of the repacked layout (``blocks.GROUP_SIZE``: 32 columns; Q6_K,
+  Q3_K, Q2_K: 16), or the split is refused naming the tensor and its type;
 * vocabulary (the LM head, a tied head read from ``token_embd``): ``ceil(V / N)`` rows a
   rank, the last rank's tail zero rows (zero scale and offset: logits the gather cuts).
 

@@ -50,9 +50,9 @@ def checkpoint_quantization(cfg: CheckpointConfig, requested: str | None) -> Qua
     if spec.scheme == "mxfp4":
         return _check_mxfp4(cfg, spec)
     problems = []
-    if cfg.architecture == "GPT2LMHeadModel":
+    if cfg.architecture == "GPT2LMHeadModel" and spec.method != "gguf":  # Conv1D layouts
         problems.append("GPT-2")
-    if cfg.model_type in FUSED_CHECKPOINTS:
+    if cfg.model_type in FUSED_CHECKPOINTS and spec.method != "gguf":  # GGUF reads them whole
         problems.append(FUSED_CHECKPOINTS[cfg.model_type])
     if cfg.model_type == "granitemoe":
         problems.append("GraniteMoE's stacked experts (input_linear / output_linear)")

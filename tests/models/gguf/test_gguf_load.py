@@ -31,24 +31,56 @@ CASES: list[tuple[str, dict[str, Any]]] = [
     ),
     # qwen2: q/k/v biases; a tied head read from a quantized token_embd.
     ("qwen2", dict(qtype="Q4_0", embed_type="Q8_0", tie_word_embeddings=True)),
+    # Q5_K_M's mix (Q5_K, Q6_K for attn_v / ffn_down and the head).
+    (
+        "qwen3",
+        dict(qtype="Q5_K", overrides={"v_proj": "Q6_K", "down_proj": "Q6_K"}, head_type="Q6_K"),
+    ),
+    # Q3_K_M's mix (Q3_K, Q5_K attn_v, Q4_K ffn_down); Q2_K's (Q2_K, Q3_K ffn_down, Q4_K
+    # attn_v); llama's permutation on 4-bit groups of 16.
+    (
+        "llama",
+        dict(qtype="Q3_K", overrides={"v_proj": "Q5_K", "down_proj": "Q4_K"}, head_type="Q6_K"),
+    ),
+    (
+        "qwen3",
+        dict(
+            qtype="Q2_K",
+            overrides={"v_proj": "Q4_K", "down_proj": "Q3_K"},
+            head_type="Q6_K",
+            embed_type="Q2_K",
+        ),
+    ),
+    # The older types, quantized by gguf.quants (Q4_1 with a Q5_1 v, Q5_0 embedding).
+    (
+        "qwen2",
+        dict(
+            qtype="Q4_1",
+            overrides={"v_proj": "Q5_1", "down_proj": "Q5_0"},
+            embed_type="Q5_0",
+            tie_word_embeddings=True,
+        ),
+    ),
 ]
 
 # With int8 inputs (the default) logprobs stay this close to the reference's: measured
-# 0.12 (Q8_0) and 0.26 (Q4_K_M's mix) here, 1e-5 with float inputs; one layer's scales
+# 0.12 (Q8_0), 0.26 (Q4_K_M's mix), 0.27 (Q5_K_M's) here, 1e-5 with float inputs; one layer's scales
 # 1.5x off move them by over 1.2.
 A8_TOL = 0.6
 
 
-def greedy_tokens(path: Path) -> list[list[int]]:
-    return [r.outputs for r in run_greedy(path).reqs.values()]
+def greedy_tokens(path: Path, num_blocks: int = 160) -> list[list[int]]:
+    return [r.outputs for r in run_greedy(path, num_blocks).reqs.values()]
 
 
-def assert_equals_dequantized_reference(tmp_path: Path, family: str, kw: dict[str, Any]) -> None:
+def assert_equals_dequantized_reference(
+    tmp_path: Path, family: str, kw: dict[str, Any], num_blocks: int = 160
+) -> None:
     """The GGUF file of ``family`` (``write_gguf``'s ``kw``) gives the greedy tokens of the
     checkpoint holding its dequantized weights, and transformers' on those weights."""
     ref, path = write_gguf(tmp_path, family, **kw)
-    driver = run_greedy(path)
-    assert [r.outputs for r in driver.reqs.values()] == greedy_tokens(ref)
+    driver = run_greedy(path, num_blocks)
+    assert [r.outputs for r in driver.reqs.values()] == greedy_tokens(ref, num_blocks)
     assert_hf_greedy(load_hf_model(ref), driver)  # transformers on the same weights
 
 
@@ -91,12 +123,16 @@ def _logprob_error(
     return float(worst)
 
 
-@pytest.mark.parametrize(("family", "kw"), CASES[:2], ids=["qwen3-Q8_0", "llama-Q4_K_M"])
+@pytest.mark.parametrize(
+    ("family", "kw"),
+    [CASES[0], CASES[1], CASES[3]],
+    ids=["qwen3-Q8_0", "llama-Q4_K_M", "qwen3-Q5_K_M"],
+)
 def test_int8_inputs_keep_logprobs_close_to_the_reference(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, family: str, kw: dict[str, Any]
 ) -> None:
-    """By default GGUF's blocks multiply inputs rounded to int8 (Q8_0 / Q6_K: q8a8_gemm.c;
-    4-bit: W4A8), as llama.cpp does."""
+    """By default GGUF's blocks multiply inputs rounded to int8 (Q8_0 / Q6_K / Q5_K:
+    q8a8_gemm.c; 4-bit: W4A8), as llama.cpp does."""
     right = _logprob_error(tmp_path / "right", monkeypatch, family, kw, 1.0)
     wrong = _logprob_error(tmp_path / "wrong", monkeypatch, family, kw, 1.5)
     assert right < A8_TOL < wrong
@@ -164,15 +200,16 @@ def q8_file(q8_pair: tuple[Path, Path]) -> Path:
 def test_a_type_without_a_kernel_is_refused_naming_tensor_and_type(
     q8_file: Path, tmp_path: Path
 ) -> None:
-    path = _rewrite(q8_file, tmp_path / "q5.gguf", qtype=gguf.GGMLQuantizationType.Q5_0)
-    with pytest.raises(GGUFTypeError, match=r"'blk.0.ffn_down.weight' has type Q5_0"):
+    path = _rewrite(q8_file, tmp_path / "tq2.gguf", qtype=gguf.GGMLQuantizationType.TQ2_0)
+    with pytest.raises(GGUFTypeError, match=r"'blk.0.ffn_down.weight' has type TQ2_0"):
         run_greedy(path)
 
 
 # llama.cpp's names of families served from safetensors only (OLMo 3 converts as olmo2).
-NOT_RUN = ("gemma2", "smollm3", "ernie4_5", "arcee", "olmo2", "exaone4", "glm4", "chatglm",
-           "seed_oss", "granitemoe", "starcoder2", "stablelm", "apertus",
-           "command-r", "cohere2", "phi2", "gptneox")  # fmt: skip
+# (transformers' GGUF reader reads none of these; gemma 1 neither.)
+NOT_RUN = ("gemma", "smollm3", "ernie4_5", "arcee", "olmo2", "exaone4", "glm4", "chatglm",
+           "seed_oss", "granitemoe", "granite", "apertus", "command-r", "cohere2", "phi2",
+           "gptneox")  # fmt: skip
 
 
 @pytest.mark.parametrize("arch", NOT_RUN)

@@ -33,6 +33,10 @@ CASES: list[tuple[str, dict[str, Any]]] = [
     # K-quants: experts 256 wide (whole super-blocks), Q4_K gate/up beside Q6_K down is not
     # expressible per expert here, so all experts Q4_K and the dense linears Q6_K.
     ("qwen3_moe", dict(qtype="Q6_K", overrides={"experts": "Q4_K"}, moe_intermediate_size=256)),
+    # Q3_K experts (4-bit groups of 16) beside Q5_K dense linears; Q5_1 experts (8-bit
+    # with offsets) in Mixtral.
+    ("qwen3_moe", dict(qtype="Q5_K", overrides={"experts": "Q3_K"}, moe_intermediate_size=256)),
+    ("mixtral", dict(qtype="Q4_1", overrides={"experts": "Q5_1"})),
     # F16 experts (float parts); the routers (shared_expert_gate too) quantized: read as
     # their dequantized floats.
     (

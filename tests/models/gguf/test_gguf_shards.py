@@ -17,9 +17,10 @@ import torch
 from actorllm import LLM, SamplingParams
 from actorllm.demo import demo_tokenizer_path
 from actorllm.models.config import CheckpointConfig
-from actorllm.models.gguf.blocks import BlockWeight, repack
+from actorllm.models.gguf.blocks import GROUP_SIZE, BlockWeight, repack
 from actorllm.models.gguf.shards import check_gguf_split, rank_part
 from actorllm.models.parallel import TensorParallelError
+from actorllm.testing.random_gguf import random_blocks
 from tests.helpers.gguf_checkpoints import write_gguf
 from tests.helpers.ray_ranks import weight_bytes
 
@@ -53,6 +54,23 @@ def test_a_piece_holds_the_weights_of_its_rows_and_columns(make: Any) -> None:
         b.narrow(1, 16, 32)
     padded = _dense(b.pad_rows(2))
     assert torch.equal(padded[:6], whole) and not padded[6:].any()
+
+
+@pytest.mark.parametrize("qtype", [T.Q2_K, T.Q3_K, T.Q5_K, T.Q4_1, T.Q5_0], ids=lambda t: t.name)
+def test_the_new_layouts_split_at_their_groups(qtype: T) -> None:
+    """A row-parallel cut of the repacked weight falls on its groups (16 for Q2_K / Q3_K,
+    not the file's 256-value super-blocks), holding those columns' values."""
+    rng = np.random.default_rng(0)
+    if qtype.name.endswith("_K"):  # no K-quant quantizer in gguf: random valid blocks
+        raw = random_blocks(4, 512, qtype, rng)
+    else:
+        raw = gguf.quants.quantize(rng.normal(0, 0.1, (4, 512)).astype(np.float32), qtype)
+    b = repack(raw, qtype, 4, 512)
+    group = GROUP_SIZE[qtype]
+    whole = _dense(b)
+    assert torch.equal(_dense(b.narrow(1, group, 2 * group)), whole[:, group : 3 * group])
+    with pytest.raises(ValueError, match=f"not whole groups of {group}"):
+        b.narrow(1, group // 2, group)
 
 
 def _rank(cfg: CheckpointConfig, rank: int) -> CheckpointConfig:
@@ -117,6 +135,10 @@ CASES = [
     # Experts cut per expert, the shared expert and q/k/v biases; a tied Q8_0 head.
     pytest.param("qwen2_moe", dict(qtype="Q8_0", mlp_only_layers=[], moe_intermediate_size=64,
                                    shared_expert_intermediate_size=64), id="qwen2_moe-Q8_0"),
+    # Q3_K_M's mix: o_proj's 4-bit groups of 16 and ffn_down's Q4_K cut between ranks, a
+    # Q5_K (8-bit with offsets) v.
+    pytest.param("qwen3", dict(qtype="Q3_K", overrides={"v_proj": "Q5_K", "down_proj": "Q4_K"},
+                               head_type="Q6_K"), id="qwen3-Q3_K_M"),
 ]  # fmt: skip
 
 
