@@ -57,7 +57,9 @@ where a family's HF config says which switches it sets. Families by ``model_type
   biased un-gated GELU MLP, untied ``embed_out``; ``use_parallel_residual`` (true by
   default) runs attention and MLP side by side, each on its own norm (``norm_layout``
   "parallel2"), false runs them in turn; its fused ``query_key_value`` stays in its
-  per-head order (``qkv_head_major``).
+  per-head order (``qkv_head_major``);
+* gptj: Phi's block with GPT-J's interleaved RoPE on ``rotary_dim`` lanes, read with
+  GPT-2's key spellings (``models/gpt_families.py``).
 
 Which layers slide and which skip RoPE: ``models/layer_pattern.py``.
 
@@ -72,6 +74,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from actorllm.models.gpt_families import GPT_KEYS, gpt_problems, gptj_fields, normalize_gpt_keys
 from actorllm.models.layer_pattern import nope_layers, pattern_problems
 
 GEMMA = ("gemma", "gemma2", "gemma3_text")
@@ -104,18 +107,19 @@ LAYER_NORM_EPS = {
 NORM_TYPES = {
     "starcoder2": "layer", "stablelm": "layer", "cohere": "layer_nobias",
     "cohere2": "layer_nobias", "opt": "layer", "phi": "layer", "gpt_neox": "layer",
+    "gptj": "layer",
 }  # fmt: skip
 # transformers' default for a config.json that leaves tie_word_embeddings out.
 TIED_BY_DEFAULT = ("smollm3", "ernie4_5", "starcoder2", "cohere", "cohere2", "opt")
 # The MLP has no gate: down(act(up(x))).
-UNGATED = ("arcee", "starcoder2", "apertus", "opt", "phi", "gpt_neox")
+UNGATED = ("arcee", "starcoder2", "apertus", "opt", "phi", "gpt_neox", "gptj")
 # Every projection has a bias, whatever the config says.
 ALWAYS_BIASED = ("gpt2", "phi")
 
 
 def normalize_keys(raw: dict[str, Any]) -> dict[str, Any]:
-    """GPT-2 and OPT spell the common keys their own way (n_embd, n_layer, ffn_dim, ...),
-    the LayerNorm families their norm's eps: rename them."""
+    """GPT-2, GPT-J and OPT spell the common keys their own way (n_embd, n_layer, ffn_dim,
+    ...; models/gpt_families.py), the LayerNorm families their norm's eps: rename them."""
     mt = raw.get("model_type")
     eps_key = LAYER_NORM_EPS.get(str(mt))
     if eps_key is not None:
@@ -130,21 +134,9 @@ def normalize_keys(raw: dict[str, Any]) -> dict[str, Any]:
         # OPT's config has no eps: its LayerNorms take nn.LayerNorm's 1e-5.
         return {**raw, "intermediate_size": raw.get("ffn_dim"), "hidden_act": act,
                 "rms_norm_eps": 1e-5}  # fmt: skip
-    if mt != "gpt2":
-        return raw
-    hidden = raw.get("n_embd", raw.get("hidden_size"))
-    out = dict(raw)
-    out.update(
-        hidden_size=hidden,
-        num_hidden_layers=raw.get("n_layer", raw.get("num_hidden_layers")),
-        num_attention_heads=raw.get("n_head", raw.get("num_attention_heads")),
-        max_position_embeddings=raw.get("n_positions", raw.get("max_position_embeddings")),
-        intermediate_size=raw.get("n_inner") or (4 * hidden if hidden else None),
-        rms_norm_eps=raw.get("layer_norm_epsilon", 1e-5),  # LayerNorm's eps
-        hidden_act=raw.get("activation_function", "gelu_new"),
-        tie_word_embeddings=raw.get("tie_word_embeddings", True),
-    )
-    return out
+    if mt in GPT_KEYS:
+        return normalize_gpt_keys(raw)
+    return raw
 
 
 def has_qkv_bias(raw: dict[str, Any]) -> bool:
@@ -183,11 +175,7 @@ def default_tied(raw: dict[str, Any]) -> bool:
 def unsupported_options(raw: dict[str, Any], num_layers: int) -> list[str]:
     """Config values this engine would otherwise silently ignore, as error messages."""
     problems = pattern_problems(raw, num_layers)
-    if raw.get("model_type") == "gpt2":
-        if raw.get("scale_attn_by_inverse_layer_idx"):
-            problems.append("GPT-2 scale_attn_by_inverse_layer_idx=true is not supported")
-        if raw.get("scale_attn_weights") is False:
-            problems.append("GPT-2 scale_attn_weights=false is not supported")
+    problems += gpt_problems(raw)
     if raw.get("model_type") == "gemma3_text" and raw.get("use_bidirectional_attention"):
         problems.append("Gemma 3 use_bidirectional_attention=true is not supported")
     if raw.get("model_type") == "opt":
@@ -256,6 +244,8 @@ def family_fields(raw: dict[str, Any], num_layers: int, hidden: int) -> dict[str
         f["logits_multiplier"] = float(raw.get("logit_scale") or 0.0625)
     elif mt == "opt":
         f.update(_opt_fields(raw, hidden))
+    elif mt == "gptj":
+        f.update(gptj_fields(raw))
     elif mt in GRANITE:
         f["embedding_multiplier"] = float(raw.get("embedding_multiplier", 1.0))
         f["residual_multiplier"] = float(raw.get("residual_multiplier", 1.0))

@@ -25,8 +25,17 @@ GPT-NeoX (``embed_out`` in its checkpoints, ``lm_head`` as transformers 5 names 
     gpt_neox.final_layer_norm                 -> model.norm
     embed_out                                 -> lm_head
 
-Older GPT-NeoX checkpoints carry the causal-mask buffers ``attention.bias`` /
-``attention.masked_bias``: not weights (None).
+GPT-J::
+
+    transformer.wte                   -> model.embed_tokens
+    transformer.h.{i}.ln_1            -> model.layers.{i}.input_layernorm
+    transformer.h.{i}.attn.q_proj     -> model.layers.{i}.self_attn.q_proj (k, v alike)
+    transformer.h.{i}.attn.out_proj   -> model.layers.{i}.self_attn.o_proj
+    transformer.h.{i}.mlp.fc_in       -> model.layers.{i}.mlp.fc_in (fc_out alike)
+    transformer.ln_f                  -> model.norm
+
+Older GPT-NeoX and GPT-J checkpoints carry the causal-mask buffers ``attention.bias`` /
+``attention.masked_bias`` (GPT-J: ``attn.*``): not weights (None).
 
     >>> family_name("opt", "decoder.layers.3.fc1.weight")
     'model.layers.3.mlp.fc1.weight'
@@ -69,6 +78,14 @@ _RENAMES: dict[str, _Renames] = {
         (r"\.attention\.dense\.", ".self_attn.o_proj."),
         (r"^embed_out\.", "lm_head."),
     ),
+    "gptj": _compile(
+        (r"^transformer\.wte\.", "model.embed_tokens."),
+        (r"^transformer\.ln_f\.", "model.norm."),
+        (r"^transformer\.h\.", "model.layers."),
+        (r"\.attn\.out_proj\.", ".self_attn.o_proj."),
+        (r"\.attn\.", ".self_attn."),
+        (r"\.ln_1\.", ".input_layernorm."),
+    ),
 }
 
 # Our module names (no ``.weight``) -> the checkpoint's, in order.
@@ -91,11 +108,22 @@ _MODULES: dict[str, _Renames] = {
         (r"\.self_attn\.o_proj$", ".attention.dense"),
         (r"^lm_head$", "embed_out"),
     ),
+    "gptj": _compile(
+        (r"^model\.embed_tokens$", "transformer.wte"),
+        (r"^model\.norm$", "transformer.ln_f"),
+        (r"^model\.layers\.", "transformer.h."),
+        (r"\.self_attn\.o_proj$", ".attn.out_proj"),
+        (r"\.self_attn\.", ".attn."),
+        (r"\.input_layernorm$", ".ln_1"),
+    ),
 }
 
 
 # Checkpoint tensors that are not weights.
-_SKIPPED = {"gpt_neox": re.compile(r"\.attention\.(bias|masked_bias)$")}
+_SKIPPED = {
+    "gpt_neox": re.compile(r"\.attention\.(bias|masked_bias)$"),
+    "gptj": re.compile(r"\.attn\.(bias|masked_bias)$"),
+}
 
 
 def family_name(model_type: str, name: str) -> str | None:

@@ -113,13 +113,15 @@ UNGATED_NAMES = {
     "opt": ("fc1", "fc2"),
     "phi": ("fc1", "fc2"),
     "gpt_neox": ("dense_h_to_4h", "dense_4h_to_h"),
+    "gptj": ("fc_in", "fc_out"),
 }
 
 
 class UngatedMLP(nn.Module):
     """down(act(up(x))): Arcee's MLP (ReLU^2, ``up_proj`` / ``down_proj``), StarCoder
     2's (GELU, ``c_fc`` / ``c_proj``), OPT's (ReLU) and Phi's (GELU) ``fc1`` / ``fc2``,
-    GPT-NeoX's (GELU, ``dense_h_to_4h`` / ``dense_4h_to_h``), no gate projection to pack."""
+    GPT-NeoX's (GELU, ``dense_h_to_4h`` / ``dense_4h_to_h``), GPT-J's (``fc_in`` /
+    ``fc_out``), no gate projection to pack."""
 
     def __init__(self, cfg: CheckpointConfig) -> None:
         super().__init__()

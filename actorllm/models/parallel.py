@@ -123,15 +123,17 @@ def vocab_shard(cfg: CheckpointConfig) -> int:
 
 
 # How a checkpoint tensor is split, by the name fragment of its (unpacked) projection.
-# c_*: StarCoder 2's MLP, fc1 / fc2: OPT's and Phi's, dense_*: GPT-NeoX's. A fused
+# c_*: StarCoder 2's MLP, fc1 / fc2: OPT's and Phi's, dense_*: GPT-NeoX's, fc_in / fc_out:
+# GPT-J's. A fused
 # qkv_proj checkpoint tensor is split by rows only as GPT-NeoX stores it, head by head
 # ([H, 3, D]; models/llama.py's qkv_head_major); Phi-3's q | k | v is refused above.
 _COLUMN = (".q_proj.", ".gate_proj.", ".up_proj.", ".w1.", ".w3.", ".mlp.c_fc.", ".mlp.fc1.",
-           ".mlp.dense_h_to_4h.", ".qkv_proj.", ".self_attn.q_norm.")  # fmt: skip
+           ".mlp.dense_h_to_4h.", ".mlp.fc_in.", ".qkv_proj.", ".self_attn.q_norm.")  # fmt: skip
 # Cohere's per-head q/k norm weights [H, D] split by heads as q / k do (a [D] norm shared
 # by every head, Qwen3's, is as long on every rank: not split).
 _KV = (".k_proj.", ".v_proj.", ".self_attn.k_norm.")
-_ROW = (".o_proj.", ".down_proj.", ".w2.", ".mlp.c_proj.", ".mlp.fc2.", ".mlp.dense_4h_to_h.")
+_ROW = (".o_proj.", ".down_proj.", ".w2.", ".mlp.c_proj.", ".mlp.fc2.", ".mlp.dense_4h_to_h.",
+        ".mlp.fc_out.")  # fmt: skip
 _VOCAB = ("embed_tokens.weight", "lm_head.weight", "lm_head.bias")  # Phi's head has a bias
 # A quantized LM head's tensors along the vocabulary (its g_idx is along the inputs).
 _VOCAB_PACKED = ("lm_head.qweight", "lm_head.qzeros", "lm_head.scales")

@@ -49,6 +49,7 @@ MODEL_REGISTRY: dict[str, type[CausalLM]] = {
     "OPTForCausalLM": LlamaForCausalLM,
     "PhiForCausalLM": LlamaForCausalLM,
     "GPTNeoXForCausalLM": LlamaForCausalLM,
+    "GPTJForCausalLM": LlamaForCausalLM,
     "GptOssForCausalLM": GptOssForCausalLM,  # the same decoder, its own checkpoint layout
     "GPT2LMHeadModel": GPT2LMHeadModel,
 }

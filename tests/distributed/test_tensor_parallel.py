@@ -76,6 +76,7 @@ def _prompt_logprobs(out: Any) -> list[float]:
         pytest.param("opt_350m", marks=pytest.mark.slow),  # post-norm, narrow embeddings
         pytest.param("phi", marks=pytest.mark.slow),  # partial rotary, the head's bias
         pytest.param("gpt_neox", marks=pytest.mark.slow),  # query_key_value head by head
+        pytest.param("gptj", marks=pytest.mark.slow),  # interleaved partial RoPE, fc_in
     ],
 )
 def test_tp2_gives_tp1_greedy_tokens(tmp_path: Path, family: Family) -> None:

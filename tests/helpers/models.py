@@ -20,7 +20,7 @@ Family = Literal[
     "gemma", "gemma2", "gemma3", "phi3", "phi3_longrope", "olmo2", "granite", "gpt2",
     "gpt_oss", "smollm3", "ernie4_5", "arcee", "olmo3", "exaone4", "glm", "glm4",
     "seed_oss", "granitemoe", "starcoder2", "stablelm", "apertus", "cohere", "cohere2",
-    "opt", "opt_350m", "phi", "gpt_neox", "gpt_neox_sequential",
+    "opt", "opt_350m", "phi", "gpt_neox", "gpt_neox_sequential", "gptj",
 ]  # fmt: skip
 
 LLAMA3_ROPE = {
@@ -170,6 +170,8 @@ def _other_family(family: str, common: dict[str, Any], sliding_window: int | Non
         return _newer_family(family, common, sliding_window)
     if family in LEARNED_OR_FUSED:
         return _learned_or_fused_family(family, common)
+    if family in GPT_KEYED:
+        return _gpt_keyed_family(family, common)
     if family == "gpt2":
         return transformers.GPT2Config(
             vocab_size=common["vocab_size"], n_embd=common["hidden_size"],
@@ -274,6 +276,25 @@ def _learned_or_fused_family(family: str, common: dict[str, Any]) -> Any:
         eos_token_id=common["eos_token_id"], bos_token_id=1, pad_token_id=1,
         dropout=0.0, attention_dropout=0.0, do_layer_norm_before=family == "opt",
         word_embed_proj_dim=common["hidden_size"] // (2 if family == "opt_350m" else 1),
+    )  # fmt: skip
+
+
+GPT_KEYED = ("gptj",)
+
+
+def _gpt_keyed_family(family: str, common: dict[str, Any]) -> Any:
+    """GPT-J (interleaved RoPE on half of each head, attention and MLP side by side on one
+    LayerNorm, biases on the MLP and the head only)."""
+    import transformers
+
+    head_dim = common["hidden_size"] // common["num_attention_heads"]
+    return transformers.GPTJConfig(
+        vocab_size=common["vocab_size"], n_embd=common["hidden_size"],
+        n_layer=common["num_hidden_layers"], n_head=common["num_attention_heads"],
+        n_positions=common["max_position_embeddings"], n_inner=common["intermediate_size"],
+        rotary_dim=common.get("rotary_dim", head_dim // 2),
+        tie_word_embeddings=common["tie_word_embeddings"], eos_token_id=common["eos_token_id"],
+        bos_token_id=1, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
     )  # fmt: skip
 
 

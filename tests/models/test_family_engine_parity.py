@@ -50,6 +50,7 @@ FAMILIES: list[tuple[Family, dict[str, Any]]] = [
     ("phi", {}),
     ("gpt_neox", {}),
     ("gpt_neox_sequential", {}),
+    ("gptj", {}),
 ]
 # The optional q/k LayerNorms (each family's own weight layout) and StableLM's parallel
 # residual, beside the plain checkpoints above.

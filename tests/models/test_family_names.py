@@ -35,6 +35,12 @@ MODULES = [
     ),
     ("gpt_neox", "gpt_neox.final_layer_norm", "model.norm"),
     ("gpt_neox", "embed_out", "lm_head"),
+    ("gptj", "transformer.wte", "model.embed_tokens"),
+    ("gptj", "transformer.h.1.ln_1", "model.layers.1.input_layernorm"),
+    ("gptj", "transformer.h.1.attn.q_proj", "model.layers.1.self_attn.q_proj"),
+    ("gptj", "transformer.h.1.attn.out_proj", "model.layers.1.self_attn.o_proj"),
+    ("gptj", "transformer.h.1.mlp.fc_out", "model.layers.1.mlp.fc_out"),
+    ("gptj", "transformer.ln_f", "model.norm"),
     ("llama", "model.layers.0.mlp.down_proj", "model.layers.0.mlp.down_proj"),
 ]
 

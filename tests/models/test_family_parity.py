@@ -40,6 +40,7 @@ CASES: list[tuple[str, dict[str, Any]]] = [
     ("olmo2", dict(num_kv_heads=2, max_shard_size="60KB")),
     ("granite", dict(num_kv_heads=2)),
     ("gpt2", dict(num_heads=4)),
+    ("gptj", dict(num_heads=4)),
 ]
 
 

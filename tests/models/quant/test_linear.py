@@ -58,7 +58,8 @@ def test_weight_only_greedy_tokens_equal_the_dequantized_reference(
 NEWER = [("gptq", "arcee"), ("awq", "arcee"), ("gptq", "ernie4_5"), ("awq", "smollm3"),
          ("gptq", "exaone4"), ("awq", "olmo3"), ("gptq", "seed_oss"),
          ("gptq", "starcoder2"), ("awq", "stablelm"), ("gptq", "apertus"),
-         ("awq", "cohere"), ("gptq", "opt"), ("awq", "phi"), ("gptq", "gpt_neox")]  # fmt: skip
+         ("awq", "cohere"), ("gptq", "opt"), ("awq", "phi"), ("gptq", "gpt_neox"),
+         ("awq", "gptj")]  # fmt: skip
 
 
 @pytest.mark.slow
