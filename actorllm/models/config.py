@@ -140,8 +140,8 @@ class CheckpointConfig(msgspec.Struct, frozen=True, kw_only=True):
     # "rms" (RMSNorm), "layer" (LayerNorm with a bias: StarCoder 2, StableLM) or
     # "layer_nobias" (Cohere); eps: rms_norm_eps.
     norm_type: str = "rms"
-    # OPT: learned absolute positions (``model.embed_positions``, no RoPE on any layer);
-    # position p reads row p + learned_position_offset (OPT's 2).
+    # OPT, GPTBigCode: learned absolute positions (``model.embed_positions``, no RoPE on
+    # any layer); position p reads row p + learned_position_offset (OPT's 2, BigCode's 0).
     learned_positions: bool = False
     learned_position_offset: int = 0
     lm_head_bias: bool = False  # Phi: the LM head has a bias

@@ -58,8 +58,9 @@ where a family's HF config says which switches it sets. Families by ``model_type
   default) runs attention and MLP side by side, each on its own norm (``norm_layout``
   "parallel2"), false runs them in turn; its fused ``query_key_value`` stays in its
   per-head order (``qkv_head_major``);
-* gptj: Phi's block with GPT-J's interleaved RoPE on ``rotary_dim`` lanes, read with
-  GPT-2's key spellings (``models/gpt_families.py``).
+* gptj: Phi's block with GPT-J's interleaved RoPE on ``rotary_dim`` lanes; gpt_bigcode:
+  OPT's learned positions (from row 0) in GPT-2's layer, multi-query or GPT-NeoX's
+  per-head fused q/k/v; both read with GPT-2's key spellings (``models/gpt_families.py``).
 
 Which layers slide and which skip RoPE: ``models/layer_pattern.py``.
 
@@ -74,7 +75,13 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from actorllm.models.gpt_families import GPT_KEYS, gpt_problems, gptj_fields, normalize_gpt_keys
+from actorllm.models.gpt_families import (
+    GPT_KEYS,
+    bigcode_fields,
+    gpt_problems,
+    gptj_fields,
+    normalize_gpt_keys,
+)
 from actorllm.models.layer_pattern import nope_layers, pattern_problems
 
 GEMMA = ("gemma", "gemma2", "gemma3_text")
@@ -87,6 +94,9 @@ DEFAULT_PARTIAL_ROTARY = {"glm": 0.5, "glm4": 0.5, "stablelm": 0.25, "phi": 0.5,
 QKV_BIAS_BY_DEFAULT = (*GLM, "seed_oss", "gpt_neox")
 # q / k normed over the whole projection, not per head.
 WHOLE_QK_NORM = ("olmo2", "olmoe", "olmo3")
+# Checkpoints whose q/k/v are one tensor that tensor parallel splits (GPT-NeoX's head by
+# head, GPTBigCode's head by head or q | k | v): the loader packs nothing.
+FUSED_QKV = ("gpt_neox", "gpt_bigcode")
 # Checkpoints that store projections already fused (ours are fused at load): they are
 # neither split over tensor-parallel ranks nor built quantized.
 FUSED_CHECKPOINTS = {
@@ -107,14 +117,14 @@ LAYER_NORM_EPS = {
 NORM_TYPES = {
     "starcoder2": "layer", "stablelm": "layer", "cohere": "layer_nobias",
     "cohere2": "layer_nobias", "opt": "layer", "phi": "layer", "gpt_neox": "layer",
-    "gptj": "layer",
+    "gptj": "layer", "gpt_bigcode": "layer",
 }  # fmt: skip
 # transformers' default for a config.json that leaves tie_word_embeddings out.
 TIED_BY_DEFAULT = ("smollm3", "ernie4_5", "starcoder2", "cohere", "cohere2", "opt")
 # The MLP has no gate: down(act(up(x))).
-UNGATED = ("arcee", "starcoder2", "apertus", "opt", "phi", "gpt_neox", "gptj")
+UNGATED = ("arcee", "starcoder2", "apertus", "opt", "phi", "gpt_neox", "gptj", "gpt_bigcode")
 # Every projection has a bias, whatever the config says.
-ALWAYS_BIASED = ("gpt2", "phi")
+ALWAYS_BIASED = ("gpt2", "phi", "gpt_bigcode")
 
 
 def normalize_keys(raw: dict[str, Any]) -> dict[str, Any]:
@@ -246,6 +256,8 @@ def family_fields(raw: dict[str, Any], num_layers: int, hidden: int) -> dict[str
         f.update(_opt_fields(raw, hidden))
     elif mt == "gptj":
         f.update(gptj_fields(raw))
+    elif mt == "gpt_bigcode":
+        f.update(bigcode_fields(raw))
     elif mt in GRANITE:
         f["embedding_multiplier"] = float(raw.get("embedding_multiplier", 1.0))
         f["residual_multiplier"] = float(raw.get("residual_multiplier", 1.0))

@@ -34,6 +34,16 @@ GPT-J::
     transformer.h.{i}.mlp.fc_in       -> model.layers.{i}.mlp.fc_in (fc_out alike)
     transformer.ln_f                  -> model.norm
 
+GPTBigCode (GPT-2's names, ``nn.Linear`` weights)::
+
+    transformer.wpe                   -> model.embed_positions
+    transformer.h.{i}.ln_1 / ln_2     -> model.layers.{i}.input_ / post_attention_layernorm
+    transformer.h.{i}.attn.c_attn     -> model.layers.{i}.self_attn.qkv_proj
+    transformer.h.{i}.attn.c_proj     -> model.layers.{i}.self_attn.o_proj
+    transformer.h.{i}.mlp.c_fc        -> model.layers.{i}.mlp.c_fc (c_proj alike)
+
+and ``wte`` / ``ln_f`` as GPT-J's.
+
 Older GPT-NeoX and GPT-J checkpoints carry the causal-mask buffers ``attention.bias`` /
 ``attention.masked_bias`` (GPT-J: ``attn.*``): not weights (None).
 
@@ -86,6 +96,16 @@ _RENAMES: dict[str, _Renames] = {
         (r"\.attn\.", ".self_attn."),
         (r"\.ln_1\.", ".input_layernorm."),
     ),
+    "gpt_bigcode": _compile(
+        (r"^transformer\.wte\.", "model.embed_tokens."),
+        (r"^transformer\.wpe\.", "model.embed_positions."),
+        (r"^transformer\.ln_f\.", "model.norm."),
+        (r"^transformer\.h\.", "model.layers."),
+        (r"\.attn\.c_attn\.", ".self_attn.qkv_proj."),
+        (r"\.attn\.c_proj\.", ".self_attn.o_proj."),
+        (r"\.ln_1\.", ".input_layernorm."),
+        (r"\.ln_2\.", ".post_attention_layernorm."),
+    ),
 }
 
 # Our module names (no ``.weight``) -> the checkpoint's, in order.
@@ -115,6 +135,16 @@ _MODULES: dict[str, _Renames] = {
         (r"\.self_attn\.o_proj$", ".attn.out_proj"),
         (r"\.self_attn\.", ".attn."),
         (r"\.input_layernorm$", ".ln_1"),
+    ),
+    "gpt_bigcode": _compile(
+        (r"^model\.embed_tokens$", "transformer.wte"),
+        (r"^model\.embed_positions$", "transformer.wpe"),
+        (r"^model\.norm$", "transformer.ln_f"),
+        (r"^model\.layers\.", "transformer.h."),
+        (r"\.self_attn\.qkv_proj$", ".attn.c_attn"),
+        (r"\.self_attn\.o_proj$", ".attn.c_proj"),
+        (r"\.input_layernorm$", ".ln_1"),
+        (r"\.post_attention_layernorm$", ".ln_2"),
     ),
 }
 

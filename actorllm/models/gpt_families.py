@@ -1,11 +1,17 @@
 """The config.json dialect of the families that spell their sizes as GPT-2 does (``n_embd``,
 ``n_layer``, ``n_head``, ``n_positions``, ``n_inner``, ``layer_norm_epsilon``,
-``activation_function``): GPT-2 and GPT-J. ``models/families.py`` calls these for them.
+``activation_function``): GPT-2, GPT-J and GPTBigCode. ``models/families.py`` calls these
+for them.
 
 * gptj (GPT-J 6B): one LayerNorm with a bias, attention and MLP side by side on it
   (``norm_layout`` "parallel"), GPT-J's interleaved RoPE on the first ``rotary_dim`` lanes
   of each head, q/k/v/out without biases, a biased un-gated GELU MLP (``fc_in`` /
-  ``fc_out``), a biased LM head, untied by default.
+  ``fc_out``), a biased LM head, untied by default;
+* gpt_bigcode (StarCoder 1, SantaCoder): GPT-2's layer (learned positions from row 0,
+  pre-norm biased LayerNorms ``ln_1`` / ``ln_2``, biases everywhere, an un-gated GELU
+  ``c_fc`` / ``c_proj`` MLP, tied) as ``nn.Linear`` weights, with ``multi_query`` (true by
+  default): one KV head, ``c_attn`` rows q | k | v (our ``qkv_proj`` as it is); without it
+  ``c_attn`` holds each head's q, k, v side by side, GPT-NeoX's ``qkv_head_major``.
 
     >>> raw = normalize_gpt_keys({"model_type": "gptj", "n_embd": 64, "n_layer": 2,
     ...     "n_head": 4, "rotary_dim": 8})
@@ -19,11 +25,11 @@ from __future__ import annotations
 
 from typing import Any
 
-GPT_KEYS = ("gpt2", "gptj")
+GPT_KEYS = ("gpt2", "gptj", "gpt_bigcode")
 # transformers' tie_word_embeddings and activation_function where config.json leaves them
 # out.
-_TIED = {"gpt2": True, "gptj": False}
-_ACTIVATION = {"gpt2": "gelu_new", "gptj": "gelu_new"}
+_TIED = {"gpt2": True, "gptj": False, "gpt_bigcode": True}
+_ACTIVATION = {"gpt2": "gelu_new", "gptj": "gelu_new", "gpt_bigcode": "gelu_pytorch_tanh"}
 
 
 def normalize_gpt_keys(raw: dict[str, Any]) -> dict[str, Any]:
@@ -41,6 +47,9 @@ def normalize_gpt_keys(raw: dict[str, Any]) -> dict[str, Any]:
         hidden_act=raw.get("activation_function", _ACTIVATION[mt]),
         tie_word_embeddings=raw.get("tie_word_embeddings", _TIED[mt]),
     )
+    if mt == "gpt_bigcode":
+        heads = out["num_attention_heads"]
+        out["num_key_value_heads"] = 1 if raw.get("multi_query", True) else heads
     return out
 
 
@@ -53,11 +62,21 @@ def gpt_problems(raw: dict[str, Any]) -> list[str]:
             problems.append("GPT-2 scale_attn_by_inverse_layer_idx=true is not supported")
         if raw.get("scale_attn_weights") is False:
             problems.append("GPT-2 scale_attn_weights=false is not supported")
+    if mt == "gpt_bigcode":
+        if raw.get("scale_attn_weights") is False:
+            problems.append("GPTBigCode scale_attn_weights=false is not supported")
+        if raw.get("add_cross_attention"):
+            problems.append("GPTBigCode add_cross_attention=true is not supported")
     if mt == "gptj":
         rotary = raw.get("rotary_dim")
         if rotary is None or int(rotary) % 2 or int(rotary) <= 0:
             problems.append(f"GPT-J rotary_dim={rotary!r} is not supported (a positive even dim)")
     return problems
+
+
+def bigcode_fields(raw: dict[str, Any]) -> dict[str, Any]:
+    """The decoder switches of a GPTBigCode config (its biases: ``ALWAYS_BIASED``)."""
+    return {"learned_positions": True, "qkv_head_major": not raw.get("multi_query", True)}
 
 
 def gptj_fields(raw: dict[str, Any]) -> dict[str, Any]:

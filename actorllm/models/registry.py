@@ -50,6 +50,7 @@ MODEL_REGISTRY: dict[str, type[CausalLM]] = {
     "PhiForCausalLM": LlamaForCausalLM,
     "GPTNeoXForCausalLM": LlamaForCausalLM,
     "GPTJForCausalLM": LlamaForCausalLM,
+    "GPTBigCodeForCausalLM": LlamaForCausalLM,
     "GptOssForCausalLM": GptOssForCausalLM,  # the same decoder, its own checkpoint layout
     "GPT2LMHeadModel": GPT2LMHeadModel,
 }

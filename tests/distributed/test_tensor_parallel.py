@@ -77,6 +77,9 @@ def _prompt_logprobs(out: Any) -> list[float]:
         pytest.param("phi", marks=pytest.mark.slow),  # partial rotary, the head's bias
         pytest.param("gpt_neox", marks=pytest.mark.slow),  # query_key_value head by head
         pytest.param("gptj", marks=pytest.mark.slow),  # interleaved partial RoPE, fc_in
+        # c_attn: q | k | v with one KV head every rank keeps; head by head without MQA.
+        pytest.param("gpt_bigcode", marks=pytest.mark.slow),
+        pytest.param("gpt_bigcode_mha", marks=pytest.mark.slow),
     ],
 )
 def test_tp2_gives_tp1_greedy_tokens(tmp_path: Path, family: Family) -> None:

@@ -21,6 +21,7 @@ Family = Literal[
     "gpt_oss", "smollm3", "ernie4_5", "arcee", "olmo3", "exaone4", "glm", "glm4",
     "seed_oss", "granitemoe", "starcoder2", "stablelm", "apertus", "cohere", "cohere2",
     "opt", "opt_350m", "phi", "gpt_neox", "gpt_neox_sequential", "gptj",
+    "gpt_bigcode", "gpt_bigcode_mha",
 ]  # fmt: skip
 
 LLAMA3_ROPE = {
@@ -279,13 +280,24 @@ def _learned_or_fused_family(family: str, common: dict[str, Any]) -> Any:
     )  # fmt: skip
 
 
-GPT_KEYED = ("gptj",)
+GPT_KEYED = ("gptj", "gpt_bigcode", "gpt_bigcode_mha")
 
 
 def _gpt_keyed_family(family: str, common: dict[str, Any]) -> Any:
     """GPT-J (interleaved RoPE on half of each head, attention and MLP side by side on one
-    LayerNorm, biases on the MLP and the head only)."""
+    LayerNorm, biases on the MLP and the head only); GPTBigCode (learned positions, its
+    fused c_attn: one KV head, or "gpt_bigcode_mha" a KV head per query head)."""
     import transformers
+
+    if family.startswith("gpt_bigcode"):
+        return transformers.GPTBigCodeConfig(
+            vocab_size=common["vocab_size"], n_embd=common["hidden_size"],
+            n_layer=common["num_hidden_layers"], n_head=common["num_attention_heads"],
+            n_positions=common["max_position_embeddings"], n_inner=common["intermediate_size"],
+            multi_query=family == "gpt_bigcode", tie_word_embeddings=common["tie_word_embeddings"],
+            eos_token_id=common["eos_token_id"], bos_token_id=1,
+            resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+        )  # fmt: skip
 
     head_dim = common["hidden_size"] // common["num_attention_heads"]
     return transformers.GPTJConfig(

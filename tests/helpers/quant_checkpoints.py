@@ -20,12 +20,12 @@ from safetensors.torch import load_file, save_file
 from tests.helpers.models import make_tiny_checkpoint
 
 # Quantized linears, MoE experts included (Mixtral's w1 / w3 / w2), StarCoder 2's MLP
-# (c_fc / c_proj), OPT's out_proj and fc1 / fc2,
-# Phi's dense, GPT-NeoX's query_key_value and dense_*, GPT-J's fc_in / fc_out; routers
-# stay float.
+# (c_fc / c_proj), OPT's out_proj and fc1 / fc2, Phi's dense, GPT-NeoX's query_key_value
+# and dense_*, GPT-J's fc_in / fc_out, GPTBigCode's c_attn; routers stay float.
 LINEARS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj",
            "w1", "w2", "w3", "c_fc", "c_proj", "out_proj", "fc1", "fc2", "dense",
-           "query_key_value", "dense_h_to_4h", "dense_4h_to_h", "fc_in", "fc_out")  # fmt: skip
+           "query_key_value", "dense_h_to_4h", "dense_4h_to_h", "fc_in", "fc_out",
+           "c_attn")  # fmt: skip
 AWQ_ORDER = (0, 2, 4, 6, 1, 3, 5, 7)
 
 

@@ -51,6 +51,8 @@ FAMILIES: list[tuple[Family, dict[str, Any]]] = [
     ("gpt_neox", {}),
     ("gpt_neox_sequential", {}),
     ("gptj", {}),
+    ("gpt_bigcode", {"tie_word_embeddings": True}),
+    ("gpt_bigcode_mha", {"tie_word_embeddings": True}),
 ]
 # The optional q/k LayerNorms (each family's own weight layout) and StableLM's parallel
 # residual, beside the plain checkpoints above.

@@ -41,6 +41,11 @@ MODULES = [
     ("gptj", "transformer.h.1.attn.out_proj", "model.layers.1.self_attn.o_proj"),
     ("gptj", "transformer.h.1.mlp.fc_out", "model.layers.1.mlp.fc_out"),
     ("gptj", "transformer.ln_f", "model.norm"),
+    ("gpt_bigcode", "transformer.wpe", "model.embed_positions"),
+    ("gpt_bigcode", "transformer.h.1.attn.c_attn", "model.layers.1.self_attn.qkv_proj"),
+    ("gpt_bigcode", "transformer.h.1.attn.c_proj", "model.layers.1.self_attn.o_proj"),
+    ("gpt_bigcode", "transformer.h.1.mlp.c_proj", "model.layers.1.mlp.c_proj"),
+    ("gpt_bigcode", "transformer.h.1.ln_2", "model.layers.1.post_attention_layernorm"),
     ("llama", "model.layers.0.mlp.down_proj", "model.layers.0.mlp.down_proj"),
 ]
 

@@ -41,6 +41,7 @@ CASES: list[tuple[str, dict[str, Any]]] = [
     ("granite", dict(num_kv_heads=2)),
     ("gpt2", dict(num_heads=4)),
     ("gptj", dict(num_heads=4)),
+    ("gpt_bigcode", dict(tie_word_embeddings=True)),
 ]
 
 

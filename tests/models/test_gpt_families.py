@@ -61,3 +61,53 @@ def test_gptj_checkpoint_names(tmp_path: Path) -> None:
         assert torch.equal(params[ours], sd[theirs]), ours
     qkv = params["model.layers.0.self_attn.qkv_proj.weight"]  # [3H, H]: q | k | v
     assert torch.equal(qkv[64:128], sd[f"{h}.attn.k_proj.weight"])
+
+
+# bigcode/starcoder's config.json (santacoder's alike), at tiny sizes.
+STARCODER = {
+    "architectures": ["GPTBigCodeForCausalLM"], "model_type": "gpt_bigcode",
+    "vocab_size": 128, "n_embd": 64, "n_layer": 2, "n_head": 4, "n_positions": 64,
+    "n_inner": 256, "multi_query": True, "activation_function": "gelu_pytorch_tanh",
+    "layer_norm_epsilon": 1e-5, "scale_attn_weights": True,
+    "attention_softmax_in_fp32": True, "bos_token_id": 0, "eos_token_id": 0,
+}  # fmt: skip
+
+
+def test_bigcode_learned_positions_multi_query_biases_tied() -> None:
+    cfg = CheckpointConfig.from_dict(STARCODER)
+    assert (cfg.num_heads, cfg.num_kv_heads, cfg.head_dim, cfg.intermediate_size) == (4, 1, 16, 256)
+    assert cfg.learned_positions and cfg.learned_position_offset == 0
+    assert cfg.nope_layers == [True, True] and not cfg.qkv_head_major
+    assert cfg.norm_layout == "pre" and cfg.norm_type == "layer" and not cfg.mlp_gated
+    assert cfg.attention_bias and cfg.o_proj_bias and cfg.mlp_bias and cfg.tie_word_embeddings
+    assert cfg.hidden_act == "gelu_pytorch_tanh"
+    mha = CheckpointConfig.from_dict({**STARCODER, "multi_query": False})
+    assert mha.num_kv_heads == 4 and mha.qkv_head_major  # c_attn: [H, 3, D] rows
+
+
+@pytest.mark.parametrize(
+    ("key", "value"), [("scale_attn_weights", False), ("add_cross_attention", True)]
+)
+def test_bigcode_options_not_run_are_refused_by_name(key: str, value: bool) -> None:
+    with pytest.raises(ModelConfigError, match=f"GPTBigCode {key}="):
+        CheckpointConfig.from_dict({**STARCODER, key: value})
+
+
+def test_bigcode_checkpoint_names(tmp_path: Path) -> None:
+    path = make_tiny_checkpoint(tmp_path, "gpt_bigcode", num_layers=1, tie_word_embeddings=True)
+    sd = load_file(str(path / "model.safetensors"))
+    model = load_model(path, CheckpointConfig.from_pretrained(path))
+    params = dict(model.named_parameters())
+    h = "transformer.h.0"
+    pairs = {
+        "model.embed_positions.weight": "transformer.wpe.weight",
+        "model.layers.0.self_attn.qkv_proj.weight": f"{h}.attn.c_attn.weight",
+        "model.layers.0.self_attn.o_proj.bias": f"{h}.attn.c_proj.bias",
+        "model.layers.0.post_attention_layernorm.weight": f"{h}.ln_2.weight",
+        "model.layers.0.mlp.c_fc.weight": f"{h}.mlp.c_fc.weight",
+        "model.norm.bias": "transformer.ln_f.bias",
+    }
+    for ours, theirs in pairs.items():
+        assert torch.equal(params[ours], sd[theirs]), ours
+    assert model.lm_head.weight is model.model.embed_tokens.weight
+    assert model.packed_modules == {}
