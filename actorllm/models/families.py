@@ -16,7 +16,6 @@ where a family's HF config says which switches it sets. Families by ``model_type
 * gpt_oss: attention sinks, sliding and full layers alternating, q/k/v/o biases, YaRN, and
   a sparse MoE with biases and a clamped SwiGLU ("swigluoai"); its own stacked expert
   layout is read by ``models/gpt_oss.py``;
-* gpt2: its own module (``models/gpt2.py``); only the key names are normalised here;
 * smollm3: Llama with RoPE skipped on the layers ``no_rope_layers`` marks 0;
 * ernie4_5: Llama with GPT-J-style (interleaved) RoPE; ``use_bias`` biases every
   projection;
@@ -58,9 +57,10 @@ where a family's HF config says which switches it sets. Families by ``model_type
   default) runs attention and MLP side by side, each on its own norm (``norm_layout``
   "parallel2"), false runs them in turn; its fused ``query_key_value`` stays in its
   per-head order (``qkv_head_major``);
-* gptj: Phi's block with GPT-J's interleaved RoPE on ``rotary_dim`` lanes; gpt_bigcode:
-  OPT's learned positions (from row 0) in GPT-2's layer, multi-query or GPT-NeoX's
-  per-head fused q/k/v; both read with GPT-2's key spellings (``models/gpt_families.py``).
+* gptj: Phi's block with GPT-J's interleaved RoPE on ``rotary_dim`` lanes; gpt2 and
+  gpt_bigcode: OPT's learned positions (from row 0), pre-norm LayerNorms, biases, fused
+  q/k/v (GPT-2's Conv1D weights transposed at load); all three read with GPT-2's key
+  spellings (``models/gpt_families.py``).
 
 Which layers slide and which skip RoPE: ``models/layer_pattern.py``.
 
@@ -95,8 +95,8 @@ QKV_BIAS_BY_DEFAULT = (*GLM, "seed_oss", "gpt_neox")
 # q / k normed over the whole projection, not per head.
 WHOLE_QK_NORM = ("olmo2", "olmoe", "olmo3")
 # Checkpoints whose q/k/v are one tensor that tensor parallel splits (GPT-NeoX's head by
-# head, GPTBigCode's head by head or q | k | v): the loader packs nothing.
-FUSED_QKV = ("gpt_neox", "gpt_bigcode")
+# head, GPTBigCode's and GPT-2's head by head or q | k | v): the loader packs nothing.
+FUSED_QKV = ("gpt_neox", "gpt_bigcode", "gpt2")
 # Checkpoints that store projections already fused (ours are fused at load): they are
 # neither split over tensor-parallel ranks nor built quantized.
 FUSED_CHECKPOINTS = {
@@ -117,12 +117,14 @@ LAYER_NORM_EPS = {
 NORM_TYPES = {
     "starcoder2": "layer", "stablelm": "layer", "cohere": "layer_nobias",
     "cohere2": "layer_nobias", "opt": "layer", "phi": "layer", "gpt_neox": "layer",
-    "gptj": "layer", "gpt_bigcode": "layer",
+    "gptj": "layer", "gpt_bigcode": "layer", "gpt2": "layer",
 }  # fmt: skip
 # transformers' default for a config.json that leaves tie_word_embeddings out.
 TIED_BY_DEFAULT = ("smollm3", "ernie4_5", "starcoder2", "cohere", "cohere2", "opt")
 # The MLP has no gate: down(act(up(x))).
-UNGATED = ("arcee", "starcoder2", "apertus", "opt", "phi", "gpt_neox", "gptj", "gpt_bigcode")
+UNGATED = (
+    "arcee", "starcoder2", "apertus", "opt", "phi", "gpt_neox", "gptj", "gpt_bigcode", "gpt2",
+)  # fmt: skip
 # Every projection has a bias, whatever the config says.
 ALWAYS_BIASED = ("gpt2", "phi", "gpt_bigcode")
 
@@ -256,8 +258,9 @@ def family_fields(raw: dict[str, Any], num_layers: int, hidden: int) -> dict[str
         f.update(_opt_fields(raw, hidden))
     elif mt == "gptj":
         f.update(gptj_fields(raw))
-    elif mt == "gpt_bigcode":
+    elif mt in ("gpt_bigcode", "gpt2"):
         f.update(bigcode_fields(raw))
+
     elif mt in GRANITE:
         f["embedding_multiplier"] = float(raw.get("embedding_multiplier", 1.0))
         f["residual_multiplier"] = float(raw.get("residual_multiplier", 1.0))

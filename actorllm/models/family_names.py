@@ -34,7 +34,7 @@ GPT-J::
     transformer.h.{i}.mlp.fc_in       -> model.layers.{i}.mlp.fc_in (fc_out alike)
     transformer.ln_f                  -> model.norm
 
-GPTBigCode (GPT-2's names, ``nn.Linear`` weights)::
+GPT-2 and GPTBigCode (``nn.Linear`` weights where GPT-2 has Conv1D: :data:`TRANSPOSED`)::
 
     transformer.wpe                   -> model.embed_positions
     transformer.h.{i}.ln_1 / ln_2     -> model.layers.{i}.input_ / post_attention_layernorm
@@ -42,7 +42,8 @@ GPTBigCode (GPT-2's names, ``nn.Linear`` weights)::
     transformer.h.{i}.attn.c_proj     -> model.layers.{i}.self_attn.o_proj
     transformer.h.{i}.mlp.c_fc        -> model.layers.{i}.mlp.c_fc (c_proj alike)
 
-and ``wte`` / ``ln_f`` as GPT-J's.
+and ``wte`` / ``ln_f`` as GPT-J's. GPT-2 checkpoints saved from ``GPT2Model``
+(openai-community/gpt2) have no ``transformer.`` prefix.
 
 Older GPT-NeoX and GPT-J checkpoints carry the causal-mask buffers ``attention.bias`` /
 ``attention.masked_bias`` (GPT-J: ``attn.*``): not weights (None).
@@ -64,6 +65,16 @@ def _compile(*pairs: tuple[str, str]) -> _Renames:
     return tuple((re.compile(pattern), repl) for pattern, repl in pairs)
 
 
+_GPT2_NAMES = _compile(
+    (r"^(transformer\.)?wte\.", "model.embed_tokens."),
+    (r"^(transformer\.)?wpe\.", "model.embed_positions."),
+    (r"^(transformer\.)?ln_f\.", "model.norm."),
+    (r"^(transformer\.)?h\.", "model.layers."),
+    (r"\.attn\.c_attn\.", ".self_attn.qkv_proj."),
+    (r"\.attn\.c_proj\.", ".self_attn.o_proj."),
+    (r"\.ln_1\.", ".input_layernorm."),
+    (r"\.ln_2\.", ".post_attention_layernorm."),
+)
 # Applied in order, each to the result of the one before.
 _RENAMES: dict[str, _Renames] = {
     "opt": _compile(
@@ -96,16 +107,8 @@ _RENAMES: dict[str, _Renames] = {
         (r"\.attn\.", ".self_attn."),
         (r"\.ln_1\.", ".input_layernorm."),
     ),
-    "gpt_bigcode": _compile(
-        (r"^transformer\.wte\.", "model.embed_tokens."),
-        (r"^transformer\.wpe\.", "model.embed_positions."),
-        (r"^transformer\.ln_f\.", "model.norm."),
-        (r"^transformer\.h\.", "model.layers."),
-        (r"\.attn\.c_attn\.", ".self_attn.qkv_proj."),
-        (r"\.attn\.c_proj\.", ".self_attn.o_proj."),
-        (r"\.ln_1\.", ".input_layernorm."),
-        (r"\.ln_2\.", ".post_attention_layernorm."),
-    ),
+    "gpt_bigcode": _GPT2_NAMES,
+    "gpt2": _GPT2_NAMES,
 }
 
 # Our module names (no ``.weight``) -> the checkpoint's, in order.
@@ -147,12 +150,17 @@ _MODULES: dict[str, _Renames] = {
         (r"\.post_attention_layernorm$", ".ln_2"),
     ),
 }
+_MODULES["gpt2"] = _MODULES["gpt_bigcode"]
+
+# GPT-2's Conv1D weights, stored [in, out] (our names; their biases are as nn.Linear's).
+TRANSPOSED = {"gpt2": re.compile(r"\.(qkv_proj|o_proj|c_fc|c_proj)\.weight$")}
 
 
 # Checkpoint tensors that are not weights.
 _SKIPPED = {
     "gpt_neox": re.compile(r"\.attention\.(bias|masked_bias)$"),
     "gptj": re.compile(r"\.attn\.(bias|masked_bias)$"),
+    "gpt2": re.compile(r"\.attn\.(bias|masked_bias)$"),
 }
 
 

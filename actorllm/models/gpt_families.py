@@ -3,6 +3,10 @@
 ``activation_function``): GPT-2, GPT-J and GPTBigCode. ``models/families.py`` calls these
 for them.
 
+* gpt2: GPTBigCode's layer without multi-query (q | k | v in ``c_attn``), its projections
+  ``Conv1D`` modules whose weights are stored [in, out] (transposed at load:
+  ``family_names.TRANSPOSED``);
+
 * gptj (GPT-J 6B): one LayerNorm with a bias, attention and MLP side by side on it
   (``norm_layout`` "parallel"), GPT-J's interleaved RoPE on the first ``rotary_dim`` lanes
   of each head, q/k/v/out without biases, a biased un-gated GELU MLP (``fc_in`` /
@@ -58,10 +62,13 @@ def gpt_problems(raw: dict[str, Any]) -> list[str]:
     mt = raw.get("model_type")
     problems = []
     if mt == "gpt2":
-        if raw.get("scale_attn_by_inverse_layer_idx"):
-            problems.append("GPT-2 scale_attn_by_inverse_layer_idx=true is not supported")
+        for key in ("scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn"):
+            if raw.get(key):
+                problems.append(f"GPT-2 {key}=true is not supported")
         if raw.get("scale_attn_weights") is False:
             problems.append("GPT-2 scale_attn_weights=false is not supported")
+        if raw.get("add_cross_attention"):
+            problems.append("GPT-2 add_cross_attention=true is not supported")
     if mt == "gpt_bigcode":
         if raw.get("scale_attn_weights") is False:
             problems.append("GPTBigCode scale_attn_weights=false is not supported")
@@ -75,8 +82,10 @@ def gpt_problems(raw: dict[str, Any]) -> list[str]:
 
 
 def bigcode_fields(raw: dict[str, Any]) -> dict[str, Any]:
-    """The decoder switches of a GPTBigCode config (its biases: ``ALWAYS_BIASED``)."""
-    return {"learned_positions": True, "qkv_head_major": not raw.get("multi_query", True)}
+    """The decoder switches of a GPTBigCode or GPT-2 config (their biases:
+    ``ALWAYS_BIASED``)."""
+    head_major = raw.get("model_type") == "gpt_bigcode" and not raw.get("multi_query", True)
+    return {"learned_positions": True, "qkv_head_major": head_major}
 
 
 def gptj_fields(raw: dict[str, Any]) -> dict[str, Any]:

@@ -10,7 +10,7 @@ window, and which apply no RoPE at all (NoPE), by each family's HF config rules.
   (Qwen: or layers >= ``max_window_layers``; SmolLM3: or its NoPE layers);
 * NoPE: SmolLM3's ``no_rope_layers`` zeros; EXAONE 4's full-attention layers when it has a
   sliding window; Cohere 2's full-attention layers (every layer without a window); every
-  layer of OPT and GPTBigCode (learned positions).
+  layer of OPT, GPT-2 and GPTBigCode (learned positions).
 
     >>> nope_layers({"model_type": "smollm3", "no_rope_layers": [1, 1, 0, 1]}, 4)
     [False, False, True, False]
@@ -29,7 +29,7 @@ NEVER_SLIDING = (
     "glm4", "seed_oss", "stablelm", "apertus", "cohere", "opt", "phi", "gpt_neox",
     "gptj", "gpt_bigcode",
 )  # fmt: skip
-LEARNED_POSITIONS = ("opt", "gpt_bigcode")
+LEARNED_POSITIONS = ("opt", "gpt_bigcode", "gpt2")
 OPT_IN = ("qwen2", "qwen3", "qwen2_moe", "qwen3_moe", "smollm3")  # use_sliding_window
 # HF's sliding_window default where config.json may leave it out.
 DEFAULT_WINDOW = {"olmo3": 4096, "exaone4": 4096, "cohere2": 4096}

@@ -115,6 +115,7 @@ UNGATED_NAMES = {
     "gpt_neox": ("dense_h_to_4h", "dense_4h_to_h"),
     "gptj": ("fc_in", "fc_out"),
     "gpt_bigcode": ("c_fc", "c_proj"),
+    "gpt2": ("c_fc", "c_proj"),
 }
 
 

@@ -71,8 +71,6 @@ def check_tensor_parallel(cfg: CheckpointConfig, size: int) -> None:
     if size == 1:
         return
     problems = []
-    if cfg.architecture == "GPT2LMHeadModel":
-        problems.append("GPT-2 has no tensor-parallel layers")
     if cfg.model_type in FUSED_CHECKPOINTS:
         problems.append(f"{FUSED_CHECKPOINTS[cfg.model_type]} are not split")
     if cfg.model_type == "gpt_oss":

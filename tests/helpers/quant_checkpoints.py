@@ -157,6 +157,9 @@ def write_quantized(
         if not (name.endswith(".weight") and linear):
             ref[name] = quant[name] = w
             continue
+        conv1d = family == "gpt2"  # Conv1D [in, out]: quantizers pack it as [out, in]
+        if conv1d:
+            w = w.t()
         i = w.shape[1]
         err = scale_error if not wrong_done and wrong_module in module else 1.0
         wrong_done = wrong_done or wrong_module in module
@@ -202,6 +205,8 @@ def write_quantized(
         is_sym = sym or method == "w4a16"
         q, scales, zeros = quantize_groups(w, bits, gs, is_sym, g_idx)
         ref[name] = dequantize(q, scales, zeros, g_idx)
+        if conv1d:
+            ref[name] = ref[name].t()
         if err != 1.0:
             scales = (scales.float() * err).half()
         if method == "gptq":

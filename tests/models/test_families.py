@@ -82,8 +82,10 @@ def test_gpt2_loads_with_or_without_the_transformer_prefix(tmp_path: Path) -> No
     sd = load_file(str(path / "model.safetensors"))
     model = _load(path)
     # Conv1D [in, out] -> Linear [out, in]
-    c_attn = model.get_parameter("model.layers.0.attn.c_attn.weight")
+    c_attn = model.get_parameter("model.layers.0.self_attn.qkv_proj.weight")
     assert torch.equal(c_attn, sd["transformer.h.0.attn.c_attn.weight"].t())
+    c_fc = model.get_parameter("model.layers.0.mlp.c_fc.weight")  # [I, H]: not square
+    assert torch.equal(c_fc, sd["transformer.h.0.mlp.c_fc.weight"].t())
     bare = {k.removeprefix("transformer."): v for k, v in sd.items()}
     bare["h.0.attn.bias"] = torch.ones(1, 1, 4, 4)  # an old checkpoint's causal-mask buffer
     _rewrite(path, bare)
@@ -181,10 +183,10 @@ def test_unsupported_gpt2_options_are_refused() -> None:
     with pytest.raises(ModelConfigError, match="scale_attn_by_inverse_layer_idx"):
         CheckpointConfig.from_dict(raw)
     raw = _raw("gpt2")
-    raw["activation_function"] = "relu"
+    raw["activation_function"] = "quick_gelu"
     raw["architectures"] = ["GPT2LMHeadModel"]
     cfg = CheckpointConfig.from_dict(raw)
-    with pytest.raises(ValueError, match="activation_function 'relu'"):
+    with pytest.raises(ValueError, match="unsupported hidden_act 'quick_gelu'"):
         load_model("/nonexistent", cfg, load_format="dummy")
 
 

@@ -53,6 +53,7 @@ FAMILIES: list[tuple[Family, dict[str, Any]]] = [
     ("gptj", {}),
     ("gpt_bigcode", {"tie_word_embeddings": True}),
     ("gpt_bigcode_mha", {"tie_word_embeddings": True}),
+    ("gpt2", {}),
 ]
 # The optional q/k LayerNorms (each family's own weight layout) and StableLM's parallel
 # residual, beside the plain checkpoints above.

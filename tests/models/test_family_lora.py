@@ -30,7 +30,18 @@ TARGETS = (*ALL_PROJ, "gate_up_proj", "c_fc", "c_proj", "out_proj", "fc1", "fc2"
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "family",
-    ["arcee", "starcoder2", "glm4", "smollm3", "opt", "phi", "gpt_neox", "gptj", "gpt_bigcode"],
+    [
+        "arcee",
+        "starcoder2",
+        "glm4",
+        "smollm3",
+        "opt",
+        "phi",
+        "gpt_neox",
+        "gptj",
+        "gpt_bigcode",
+        "gpt2",
+    ],
 )
 def test_adapter_logprobs_equal_peft(tmp_path: Path, family: Family) -> None:
     _adapter_logprobs_equal_peft(tmp_path, family, tp=1)

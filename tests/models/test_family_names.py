@@ -46,6 +46,8 @@ MODULES = [
     ("gpt_bigcode", "transformer.h.1.attn.c_proj", "model.layers.1.self_attn.o_proj"),
     ("gpt_bigcode", "transformer.h.1.mlp.c_proj", "model.layers.1.mlp.c_proj"),
     ("gpt_bigcode", "transformer.h.1.ln_2", "model.layers.1.post_attention_layernorm"),
+    ("gpt2", "transformer.h.0.attn.c_attn", "model.layers.0.self_attn.qkv_proj"),
+    ("gpt2", "transformer.ln_f", "model.norm"),
     ("llama", "model.layers.0.mlp.down_proj", "model.layers.0.mlp.down_proj"),
 ]
 

@@ -111,3 +111,54 @@ def test_bigcode_checkpoint_names(tmp_path: Path) -> None:
         assert torch.equal(params[ours], sd[theirs]), ours
     assert model.lm_head.weight is model.model.embed_tokens.weight
     assert model.packed_modules == {}
+
+
+# openai-community/gpt2's config.json, at tiny sizes.
+GPT2 = {
+    "architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "vocab_size": 128,
+    "n_embd": 64, "n_layer": 2, "n_head": 4, "n_positions": 64, "n_ctx": 64,
+    "activation_function": "gelu_new", "layer_norm_epsilon": 1e-5,
+    "scale_attn_weights": True, "bos_token_id": 0, "eos_token_id": 0,
+}  # fmt: skip
+
+
+def test_gpt2_is_bigcode_without_multi_query_in_conv1d_weights() -> None:
+    cfg = CheckpointConfig.from_dict(GPT2)
+    assert (cfg.num_heads, cfg.num_kv_heads, cfg.intermediate_size) == (4, 4, 256)
+    assert cfg.learned_positions and cfg.learned_position_offset == 0
+    assert not cfg.qkv_head_major  # c_attn: q | k | v
+    assert cfg.norm_layout == "pre" and cfg.norm_type == "layer" and not cfg.mlp_gated
+    assert cfg.attention_bias and cfg.o_proj_bias and cfg.mlp_bias and cfg.tie_word_embeddings
+    model = load_model("/nonexistent", cfg, load_format="dummy")
+    assert model.transposed_weights is not None and model.packed_modules == {}
+    assert model.transposed_weights.search("model.layers.0.mlp.c_fc.weight")
+    assert not model.transposed_weights.search("model.layers.0.mlp.c_fc.bias")
+
+
+@pytest.mark.parametrize(
+    "key",
+    ["scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn", "add_cross_attention"],
+)
+def test_gpt2_options_not_run_are_refused_by_name(key: str) -> None:
+    with pytest.raises(ModelConfigError, match=f"GPT-2 {key}=true"):
+        CheckpointConfig.from_dict({**GPT2, key: True})
+
+
+def test_gpt2_quantized_but_by_gptq_is_refused_by_name() -> None:
+    from actorllm.models.quant.apply import checkpoint_quantization
+    from actorllm.models.quant.spec import QuantizationError
+
+    awq = {"quant_method": "awq", "bits": 4, "group_size": 32, "zero_point": True}
+    cfg = CheckpointConfig.from_dict({**GPT2, "quantization_config": awq})
+    with pytest.raises(QuantizationError, match="GPT-2's Conv1D weights in a awq"):
+        checkpoint_quantization(cfg, None)
+
+
+def test_gpt2_weight_updates_are_transposed_as_the_checkpoint(tmp_path: Path) -> None:
+    from actorllm.models.loader import copy_weights
+
+    path = make_tiny_checkpoint(tmp_path, "gpt2", num_layers=1)
+    model = load_model(path, CheckpointConfig.from_pretrained(path))
+    w = torch.randn(64, 64)  # c_proj [in, out]: square, so only the values tell
+    copy_weights(model, [("transformer.h.0.attn.c_proj.weight", w)])
+    assert torch.equal(model.get_parameter("model.layers.0.self_attn.o_proj.weight"), w.t())

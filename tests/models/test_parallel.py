@@ -83,7 +83,7 @@ ARCHS = {"llama": "LlamaForCausalLM", "gpt2": "GPT2LMHeadModel", "olmo2": "Olmo2
             {"hidden_size": 48, "num_heads": 6, "num_kv_heads": 6},
             "num_attention_heads 6",
         ),
-        ("gpt2", {}, "GPT-2"),
+        ("gpt2", {}, None),
         ("olmo2", {}, "q/k norm"),
     ],
 )

@@ -12,11 +12,12 @@ GPTQ and AWQ checkpoints written with ``lm_head: true`` store the LM head quanti
 vocabulary rows (``models/parallel.py`` splits its packed tensors as it splits the float
 head). A head tied to the embedding cannot be both.
 
-What is not built is refused here by name: GPT-2, Phi-3's and GLM's fused checkpoints, a
-quantized head tied to the embedding, compressed-tensors' quantized ``lm_head``, fused projections
-whose parts disagree on being quantized, experts of which only some are quantized, and,
-with tensor parallelism, splits that cut a scale group, block or packed word
-(``models/quant/shards.py``; a GGUF file's: ``models/gguf/shards.py``).
+What is not built is refused here by name: GPT-2 but for GPTQ, Phi-3's and GLM's fused
+checkpoints, a quantized head tied to the embedding, compressed-tensors' quantized
+``lm_head``, fused projections whose parts disagree on being quantized, experts of which
+only some are quantized, and, with tensor parallelism, splits that cut a scale group,
+block or packed word (``models/quant/shards.py``; a GGUF file's:
+``models/gguf/shards.py``).
 """
 
 from __future__ import annotations
@@ -48,8 +49,10 @@ def checkpoint_quantization(cfg: CheckpointConfig, requested: str | None) -> Qua
     if spec.scheme == "mxfp4":
         return _check_mxfp4(cfg, spec)
     problems = []
-    if cfg.architecture == "GPT2LMHeadModel":
-        problems.append("GPT-2")
+    if cfg.model_type == "gpt2" and spec.method != "gptq":
+        # GPTQ's packer transposes a Conv1D weight into nn.Linear's layout; the layout of
+        # the other methods' tensors of one is not known here.
+        problems.append(f"GPT-2's Conv1D weights in a {spec.method} checkpoint")
     if cfg.model_type in FUSED_CHECKPOINTS:
         problems.append(FUSED_CHECKPOINTS[cfg.model_type])
     if cfg.model_type == "granitemoe":

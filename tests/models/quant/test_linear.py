@@ -59,7 +59,8 @@ NEWER = [("gptq", "arcee"), ("awq", "arcee"), ("gptq", "ernie4_5"), ("awq", "smo
          ("gptq", "exaone4"), ("awq", "olmo3"), ("gptq", "seed_oss"),
          ("gptq", "starcoder2"), ("awq", "stablelm"), ("gptq", "apertus"),
          ("awq", "cohere"), ("gptq", "opt"), ("awq", "phi"), ("gptq", "gpt_neox"),
-         ("awq", "gptj"), ("gptq", "gpt_bigcode"), ("awq", "gpt_bigcode_mha")]  # fmt: skip
+         ("awq", "gptj"), ("gptq", "gpt_bigcode"), ("awq", "gpt_bigcode_mha"),
+         ("gptq", "gpt2")]  # fmt: skip
 
 
 @pytest.mark.slow
