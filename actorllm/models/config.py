@@ -150,7 +150,8 @@ class CheckpointConfig(msgspec.Struct, frozen=True, kw_only=True):
     word_embed_proj_dim: int = 0
     final_norm: bool = True  # False: no model.norm (OPT-350m's layers end normed)
     # GPT-NeoX: qkv_proj's rows are [H, 3, D] (each head's q, k, v side by side), as its
-    # checkpoints store query_key_value; a rank's heads are then one block of rows.
+    # checkpoints store query_key_value; Falcon's new architecture: [Hk, Hq / Hk + 2, D]
+    # (each KV group's query heads, then its k and v). A rank's heads are one block of rows.
     qkv_head_major: bool = False
     # -- Mixture of Experts (num_experts == 0: dense) ---------------------------------------
     num_experts: int = 0

@@ -60,7 +60,9 @@ where a family's HF config says which switches it sets. Families by ``model_type
 * gptj: Phi's block with GPT-J's interleaved RoPE on ``rotary_dim`` lanes; gpt2 and
   gpt_bigcode: OPT's learned positions (from row 0), pre-norm LayerNorms, biases, fused
   q/k/v (GPT-2's Conv1D weights transposed at load); all three read with GPT-2's key
-  spellings (``models/gpt_families.py``).
+  spellings (``models/gpt_families.py``);
+* falcon: its three fused q/k/v layouts (grouped by KV head, multi-query, head by head)
+  and three blocks, read in ``models/falcon_family.py``.
 
 Which layers slide and which skip RoPE: ``models/layer_pattern.py``.
 
@@ -75,6 +77,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from actorllm.models.falcon_family import falcon_fields, falcon_problems, normalize_falcon_keys
 from actorllm.models.gpt_families import (
     GPT_KEYS,
     bigcode_fields,
@@ -95,8 +98,9 @@ QKV_BIAS_BY_DEFAULT = (*GLM, "seed_oss", "gpt_neox")
 # q / k normed over the whole projection, not per head.
 WHOLE_QK_NORM = ("olmo2", "olmoe", "olmo3")
 # Checkpoints whose q/k/v are one tensor that tensor parallel splits (GPT-NeoX's head by
-# head, GPTBigCode's and GPT-2's head by head or q | k | v): the loader packs nothing.
-FUSED_QKV = ("gpt_neox", "gpt_bigcode", "gpt2")
+# head, GPTBigCode's, GPT-2's and Falcon's head by head, by KV group or q | k | v): the
+# loader packs nothing.
+FUSED_QKV = ("gpt_neox", "gpt_bigcode", "gpt2", "falcon")
 # Checkpoints that store projections already fused (ours are fused at load): they are
 # neither split over tensor-parallel ranks nor built quantized.
 FUSED_CHECKPOINTS = {
@@ -117,13 +121,14 @@ LAYER_NORM_EPS = {
 NORM_TYPES = {
     "starcoder2": "layer", "stablelm": "layer", "cohere": "layer_nobias",
     "cohere2": "layer_nobias", "opt": "layer", "phi": "layer", "gpt_neox": "layer",
-    "gptj": "layer", "gpt_bigcode": "layer", "gpt2": "layer",
+    "gptj": "layer", "gpt_bigcode": "layer", "gpt2": "layer", "falcon": "layer",
 }  # fmt: skip
 # transformers' default for a config.json that leaves tie_word_embeddings out.
 TIED_BY_DEFAULT = ("smollm3", "ernie4_5", "starcoder2", "cohere", "cohere2", "opt")
 # The MLP has no gate: down(act(up(x))).
 UNGATED = (
     "arcee", "starcoder2", "apertus", "opt", "phi", "gpt_neox", "gptj", "gpt_bigcode", "gpt2",
+    "falcon",
 )  # fmt: skip
 # Every projection has a bias, whatever the config says.
 ALWAYS_BIASED = ("gpt2", "phi", "gpt_bigcode")
@@ -148,6 +153,8 @@ def normalize_keys(raw: dict[str, Any]) -> dict[str, Any]:
                 "rms_norm_eps": 1e-5}  # fmt: skip
     if mt in GPT_KEYS:
         return normalize_gpt_keys(raw)
+    if mt == "falcon":
+        return normalize_falcon_keys(raw)
     return raw
 
 
@@ -162,6 +169,7 @@ def has_qkv_bias(raw: dict[str, Any]) -> bool:
         or _starcoder2_bias(raw)
         or (mt == "stablelm" and bool(raw.get("use_qkv_bias")))
         or _opt_bias(raw)
+        or (mt == "falcon" and bool(raw.get("bias")))
     )
 
 
@@ -188,6 +196,8 @@ def unsupported_options(raw: dict[str, Any], num_layers: int) -> list[str]:
     """Config values this engine would otherwise silently ignore, as error messages."""
     problems = pattern_problems(raw, num_layers)
     problems += gpt_problems(raw)
+    if raw.get("model_type") == "falcon":
+        problems += falcon_problems(raw)
     if raw.get("model_type") == "gemma3_text" and raw.get("use_bidirectional_attention"):
         problems.append("Gemma 3 use_bidirectional_attention=true is not supported")
     if raw.get("model_type") == "opt":
@@ -260,7 +270,8 @@ def family_fields(raw: dict[str, Any], num_layers: int, hidden: int) -> dict[str
         f.update(gptj_fields(raw))
     elif mt in ("gpt_bigcode", "gpt2"):
         f.update(bigcode_fields(raw))
-
+    elif mt == "falcon":
+        f.update(falcon_fields(raw))
     elif mt in GRANITE:
         f["embedding_multiplier"] = float(raw.get("embedding_multiplier", 1.0))
         f["residual_multiplier"] = float(raw.get("residual_multiplier", 1.0))

@@ -45,6 +45,11 @@ GPT-2 and GPTBigCode (``nn.Linear`` weights where GPT-2 has Conv1D: :data:`TRANS
 and ``wte`` / ``ln_f`` as GPT-J's. GPT-2 checkpoints saved from ``GPT2Model``
 (openai-community/gpt2) have no ``transformer.`` prefix.
 
+Falcon: ``transformer.word_embeddings`` -> ``model.embed_tokens``,
+``self_attention.query_key_value`` / ``dense`` -> ``self_attn.qkv_proj`` / ``o_proj``, the
+new architecture's ``ln_attn`` / ``ln_mlp`` -> ``input_layernorm`` /
+``post_attention_layernorm`` (``ln_f`` and ``h`` as GPT-J's).
+
 Older GPT-NeoX and GPT-J checkpoints carry the causal-mask buffers ``attention.bias`` /
 ``attention.masked_bias`` (GPT-J: ``attn.*``): not weights (None).
 
@@ -109,6 +114,15 @@ _RENAMES: dict[str, _Renames] = {
     ),
     "gpt_bigcode": _GPT2_NAMES,
     "gpt2": _GPT2_NAMES,
+    "falcon": _compile(
+        (r"^transformer\.word_embeddings\.", "model.embed_tokens."),
+        (r"^transformer\.ln_f\.", "model.norm."),
+        (r"^transformer\.h\.", "model.layers."),
+        (r"\.self_attention\.query_key_value\.", ".self_attn.qkv_proj."),
+        (r"\.self_attention\.dense\.", ".self_attn.o_proj."),
+        (r"\.ln_attn\.", ".input_layernorm."),
+        (r"\.ln_mlp\.", ".post_attention_layernorm."),
+    ),
 }
 
 # Our module names (no ``.weight``) -> the checkpoint's, in order.
@@ -151,6 +165,13 @@ _MODULES: dict[str, _Renames] = {
     ),
 }
 _MODULES["gpt2"] = _MODULES["gpt_bigcode"]
+_MODULES["falcon"] = _compile(
+    (r"^model\.embed_tokens$", "transformer.word_embeddings"),
+    (r"^model\.norm$", "transformer.ln_f"),
+    (r"^model\.layers\.", "transformer.h."),
+    (r"\.self_attn\.qkv_proj$", ".self_attention.query_key_value"),
+    (r"\.self_attn\.o_proj$", ".self_attention.dense"),
+)
 
 # GPT-2's Conv1D weights, stored [in, out] (our names; their biases are as nn.Linear's).
 TRANSPOSED = {"gpt2": re.compile(r"\.(qkv_proj|o_proj|c_fc|c_proj)\.weight$")}

@@ -3,7 +3,7 @@ window, and which apply no RoPE at all (NoPE), by each family's HF config rules.
 
 * Mistral (and any family not named below): ``sliding_window`` on every layer when set;
 * Llama, Gemma 1, Granite (and MoE), OLMo 2, GPT-2, ERNIE 4.5, Arcee, GLM, Seed-OSS,
-  StableLM, Apertus, Cohere, OPT, Phi, GPT-NeoX, GPT-J, GPTBigCode: never sliding;
+  StableLM, Apertus, Cohere, OPT, Phi, GPT-NeoX, GPT-J, GPTBigCode, Falcon: never sliding;
 * Gemma 2 / 3, gpt-oss, OLMo 3, EXAONE 4, Cohere 2: per ``layer_types``, or the
   family's default pattern when the config has none;
 * Qwen 2 / 3 (and MoE), SmolLM3: only with ``use_sliding_window``, then per ``layer_types``
@@ -27,7 +27,7 @@ LAYER_TYPES = (SLIDING, FULL)
 NEVER_SLIDING = (
     "llama", "gemma", "granite", "granitemoe", "olmo2", "gpt2", "ernie4_5", "arcee", "glm",
     "glm4", "seed_oss", "stablelm", "apertus", "cohere", "opt", "phi", "gpt_neox",
-    "gptj", "gpt_bigcode",
+    "gptj", "gpt_bigcode", "falcon",
 )  # fmt: skip
 LEARNED_POSITIONS = ("opt", "gpt_bigcode", "gpt2")
 OPT_IN = ("qwen2", "qwen3", "qwen2_moe", "qwen3_moe", "smollm3")  # use_sliding_window

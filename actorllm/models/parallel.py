@@ -77,6 +77,11 @@ def check_tensor_parallel(cfg: CheckpointConfig, size: int) -> None:
         problems.append("gpt-oss's attention sinks and expert biases are not split")
     if cfg.qk_norm and cfg.qk_norm_kind == "layer_head_list":
         problems.append("StableLM's q/k LayerNorms, one module per head, are not split")
+    if cfg.qkv_head_major and cfg.num_kv_heads < size:
+        problems.append(
+            f"{cfg.model_type}'s query_key_value grouped by {cfg.num_kv_heads} KV heads is not "
+            f"split over more ranks"
+        )
     if cfg.qk_norm and not cfg.qk_norm_per_head:
         problems.append(f"{cfg.model_type}'s q/k norm over the whole projection is not split")
     if cfg.num_heads % size:
@@ -124,8 +129,9 @@ def vocab_shard(cfg: CheckpointConfig) -> int:
 # c_*: StarCoder 2's MLP, fc1 / fc2: OPT's and Phi's, dense_*: GPT-NeoX's, fc_in / fc_out:
 # GPT-J's. A fused
 # qkv_proj checkpoint tensor is split by rows as GPT-NeoX stores it, head by head ([H, 3,
-# D]; models/llama.py's qkv_head_major), or q | k | v as GPTBigCode's multi-query c_attn
-# (:func:`_fused_qkv_cut`); Phi-3's is refused above.
+# D]; models/llama.py's qkv_head_major) or Falcon's KV group by KV group (a block of whole
+# groups a rank), or q | k | v as GPTBigCode's multi-query c_attn (:func:`_fused_qkv_cut`);
+# Phi-3's is refused above.
 _COLUMN = (".q_proj.", ".gate_proj.", ".up_proj.", ".w1.", ".w3.", ".mlp.c_fc.", ".mlp.fc1.",
            ".mlp.dense_h_to_4h.", ".mlp.fc_in.", ".qkv_proj.", ".self_attn.q_norm.")  # fmt: skip
 # Cohere's per-head q/k norm weights [H, D] split by heads as q / k do (a [D] norm shared

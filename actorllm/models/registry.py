@@ -50,6 +50,7 @@ MODEL_REGISTRY: dict[str, type[CausalLM]] = {
     "GPTNeoXForCausalLM": LlamaForCausalLM,
     "GPTJForCausalLM": LlamaForCausalLM,
     "GPTBigCodeForCausalLM": LlamaForCausalLM,
+    "FalconForCausalLM": LlamaForCausalLM,
     "GptOssForCausalLM": GptOssForCausalLM,  # the same decoder, its own checkpoint layout
     "GPT2LMHeadModel": LlamaForCausalLM,
 }

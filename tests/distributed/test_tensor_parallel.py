@@ -81,6 +81,9 @@ def _prompt_logprobs(out: Any) -> list[float]:
         pytest.param("gpt_bigcode", marks=pytest.mark.slow),
         pytest.param("gpt_bigcode_mha", marks=pytest.mark.slow),
         pytest.param("gpt2", marks=pytest.mark.slow),  # Conv1D [in, out]: cut once transposed
+        # query_key_value: q | k | v around one KV head; a block of KV groups a rank.
+        pytest.param("falcon", marks=pytest.mark.slow),
+        pytest.param("falcon_new", marks=pytest.mark.slow),
     ],
 )
 def test_tp2_gives_tp1_greedy_tokens(tmp_path: Path, family: Family) -> None:

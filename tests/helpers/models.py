@@ -21,7 +21,7 @@ Family = Literal[
     "gpt_oss", "smollm3", "ernie4_5", "arcee", "olmo3", "exaone4", "glm", "glm4",
     "seed_oss", "granitemoe", "starcoder2", "stablelm", "apertus", "cohere", "cohere2",
     "opt", "opt_350m", "phi", "gpt_neox", "gpt_neox_sequential", "gptj",
-    "gpt_bigcode", "gpt_bigcode_mha",
+    "gpt_bigcode", "gpt_bigcode_mha", "falcon", "falcon_mha", "falcon_new", "falcon_new_1ln",
 ]  # fmt: skip
 
 LLAMA3_ROPE = {
@@ -171,6 +171,8 @@ def _other_family(family: str, common: dict[str, Any], sliding_window: int | Non
         return _newer_family(family, common, sliding_window)
     if family in LEARNED_OR_FUSED:
         return _learned_or_fused_family(family, common)
+    if family in FALCON:
+        return _falcon_family(family, common)
     if family in GPT_KEYED:
         return _gpt_keyed_family(family, common)
     if family == "gpt2":
@@ -246,6 +248,7 @@ def _newer_family(family: str, common: dict[str, Any], sliding_window: int | Non
 
 
 LEARNED_OR_FUSED = ("opt", "opt_350m", "phi", "gpt_neox", "gpt_neox_sequential")
+FALCON = ("falcon", "falcon_mha", "falcon_new", "falcon_new_1ln")
 
 
 def _learned_or_fused_family(family: str, common: dict[str, Any]) -> Any:
@@ -307,6 +310,29 @@ def _gpt_keyed_family(family: str, common: dict[str, Any]) -> Any:
         rotary_dim=common.get("rotary_dim", head_dim // 2),
         tie_word_embeddings=common["tie_word_embeddings"], eos_token_id=common["eos_token_id"],
         bos_token_id=1, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+    )  # fmt: skip
+
+
+def _falcon_family(family: str, common: dict[str, Any]) -> Any:
+    """Falcon-7B's layout ("falcon": multi-query, attention and MLP side by side on one
+    LayerNorm), a KV head per query head in turn ("falcon_mha"), and Falcon-40B's new
+    architecture (grouped query_key_value, two LayerNorms; "falcon_new_1ln": one), all with
+    biases."""
+    import transformers
+
+    new = family.startswith("falcon_new")
+    return transformers.FalconConfig(
+        vocab_size=common["vocab_size"], hidden_size=common["hidden_size"],
+        num_hidden_layers=common["num_hidden_layers"],
+        num_attention_heads=common["num_attention_heads"],
+        num_kv_heads=common["num_key_value_heads"] if new else None,
+        new_decoder_architecture=new, multi_query=family == "falcon",
+        parallel_attn=family != "falcon_mha", bias=True,
+        num_ln_in_parallel_attn=1 if family == "falcon_new_1ln" else None,
+        ffn_hidden_size=common["intermediate_size"],
+        max_position_embeddings=common["max_position_embeddings"],
+        tie_word_embeddings=common["tie_word_embeddings"], eos_token_id=common["eos_token_id"],
+        bos_token_id=1, hidden_dropout=0.0, attention_dropout=0.0,
     )  # fmt: skip
 
 

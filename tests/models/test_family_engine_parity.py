@@ -54,6 +54,10 @@ FAMILIES: list[tuple[Family, dict[str, Any]]] = [
     ("gpt_bigcode", {"tie_word_embeddings": True}),
     ("gpt_bigcode_mha", {"tie_word_embeddings": True}),
     ("gpt2", {}),
+    ("falcon", {"tie_word_embeddings": True}),
+    ("falcon_mha", {}),
+    ("falcon_new", {}),
+    ("falcon_new_1ln", {"num_kv_heads": 1}),
 ]
 # The optional q/k LayerNorms (each family's own weight layout) and StableLM's parallel
 # residual, beside the plain checkpoints above.

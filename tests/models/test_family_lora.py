@@ -41,6 +41,7 @@ TARGETS = (*ALL_PROJ, "gate_up_proj", "c_fc", "c_proj", "out_proj", "fc1", "fc2"
         "gptj",
         "gpt_bigcode",
         "gpt2",
+        "falcon_new",
     ],
 )
 def test_adapter_logprobs_equal_peft(tmp_path: Path, family: Family) -> None:

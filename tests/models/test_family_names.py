@@ -48,6 +48,14 @@ MODULES = [
     ("gpt_bigcode", "transformer.h.1.ln_2", "model.layers.1.post_attention_layernorm"),
     ("gpt2", "transformer.h.0.attn.c_attn", "model.layers.0.self_attn.qkv_proj"),
     ("gpt2", "transformer.ln_f", "model.norm"),
+    ("falcon", "transformer.word_embeddings", "model.embed_tokens"),
+    (
+        "falcon",
+        "transformer.h.1.self_attention.query_key_value",
+        "model.layers.1.self_attn.qkv_proj",
+    ),
+    ("falcon", "transformer.h.1.self_attention.dense", "model.layers.1.self_attn.o_proj"),
+    ("falcon", "transformer.h.1.mlp.dense_4h_to_h", "model.layers.1.mlp.dense_4h_to_h"),
     ("llama", "model.layers.0.mlp.down_proj", "model.layers.0.mlp.down_proj"),
 ]
 

@@ -42,6 +42,7 @@ CASES: list[tuple[str, dict[str, Any]]] = [
     ("gpt2", dict(num_heads=4)),
     ("gptj", dict(num_heads=4)),
     ("gpt_bigcode", dict(tie_word_embeddings=True)),
+    ("falcon_new", dict(num_kv_heads=2)),
 ]
 
 
