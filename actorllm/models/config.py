@@ -158,6 +158,9 @@ class CheckpointConfig(msgspec.Struct, frozen=True, kw_only=True):
     num_experts_per_tok: int = 0
     moe_intermediate_size: int = 0
     norm_topk_prob: bool = False  # renormalise the top-k routing weights to sum to 1
+    # PhiMoE: its sparsemixer routes each token to 2 experts with this jitter_eps
+    # (router_jitter_noise; kernels/moe.py::route_sparsemixer); None: softmax top-k.
+    sparsemixer_eps: float | None = None
     shared_expert_intermediate_size: int = 0  # Qwen2-MoE: a sigmoid-gated shared expert
     # Per layer: True where the MLP is the sparse MoE block (Qwen MoE's mlp_only_layers and
     # decoder_sparse_step make some layers dense).

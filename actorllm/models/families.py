@@ -61,6 +61,9 @@ where a family's HF config says which switches it sets. Families by ``model_type
   gpt_bigcode: OPT's learned positions (from row 0), pre-norm LayerNorms, biases, fused
   q/k/v (GPT-2's Conv1D weights transposed at load); all three read with GPT-2's key
   spellings (``models/gpt_families.py``);
+* phimoe (Phi-3.5-MoE): Mixtral's layout with LayerNorms (biased), q/k/v/o biases by
+  ``attention_bias``, an LM head bias by ``lm_head_bias``, LongRoPE, and its sparsemixer
+  routing (``sparsemixer_eps``: ``router_jitter_noise``); a top-k other than 2 is refused;
 * falcon: its three fused q/k/v layouts (grouped by KV head, multi-query, head by head)
   and three blocks, read in ``models/falcon_family.py``.
 
@@ -86,9 +89,9 @@ from actorllm.models.gpt_families import (
     normalize_gpt_keys,
 )
 from actorllm.models.layer_pattern import nope_layers, pattern_problems
+from actorllm.models.moe_families import MOE, moe_fields
 
 GEMMA = ("gemma", "gemma2", "gemma3_text")
-MOE = ("mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "gpt_oss", "granitemoe")
 GLM = ("glm", "glm4")
 GRANITE = ("granite", "granitemoe")
 # transformers' partial_rotary_factor where config.json leaves it out.
@@ -122,6 +125,7 @@ NORM_TYPES = {
     "starcoder2": "layer", "stablelm": "layer", "cohere": "layer_nobias",
     "cohere2": "layer_nobias", "opt": "layer", "phi": "layer", "gpt_neox": "layer",
     "gptj": "layer", "gpt_bigcode": "layer", "gpt2": "layer", "falcon": "layer",
+    "phimoe": "layer",
 }  # fmt: skip
 # transformers' default for a config.json that leaves tie_word_embeddings out.
 TIED_BY_DEFAULT = ("smollm3", "ernie4_5", "starcoder2", "cohere", "cohere2", "opt")
@@ -198,6 +202,9 @@ def unsupported_options(raw: dict[str, Any], num_layers: int) -> list[str]:
     problems += gpt_problems(raw)
     if raw.get("model_type") == "falcon":
         problems += falcon_problems(raw)
+    if raw.get("model_type") == "phimoe" and int(raw.get("num_experts_per_tok") or 2) != 2:
+        k = raw["num_experts_per_tok"]
+        problems.append(f"PhiMoE num_experts_per_tok={k} is not supported (sparsemixer routes 2)")
     if raw.get("model_type") == "gemma3_text" and raw.get("use_bidirectional_attention"):
         problems.append("Gemma 3 use_bidirectional_attention=true is not supported")
     if raw.get("model_type") == "opt":
@@ -272,6 +279,8 @@ def family_fields(raw: dict[str, Any], num_layers: int, hidden: int) -> dict[str
         f.update(bigcode_fields(raw))
     elif mt == "falcon":
         f.update(falcon_fields(raw))
+    elif mt == "phimoe":
+        f["lm_head_bias"] = bool(raw.get("lm_head_bias", False))
     elif mt in GRANITE:
         f["embedding_multiplier"] = float(raw.get("embedding_multiplier", 1.0))
         f["residual_multiplier"] = float(raw.get("residual_multiplier", 1.0))
@@ -283,36 +292,8 @@ def family_fields(raw: dict[str, Any], num_layers: int, hidden: int) -> dict[str
         f["swiglu_limit"] = float(raw.get("swiglu_limit", 7.0))
         f["swiglu_alpha"] = float(raw.get("swiglu_alpha", 1.702))
     if mt in MOE:
-        f.update(_moe_fields(raw, num_layers))
+        f.update(moe_fields(raw, num_layers))
     return f
-
-
-def _moe_fields(raw: dict[str, Any], num_layers: int) -> dict[str, Any]:
-    mt = raw["model_type"]
-    # Mixtral (and transformers 5's Qwen3-MoE) say num_local_experts, the others num_experts.
-    num_experts = int(raw.get("num_local_experts") or raw.get("num_experts") or 0)
-    if mt.startswith("qwen"):
-        only_dense = set(raw.get("mlp_only_layers") or [])
-        step = int(raw.get("decoder_sparse_step") or 1)
-        layers = [i not in only_dense and (i + 1) % step == 0 for i in range(num_layers)]
-        inter = int(raw["moe_intermediate_size"])
-    else:  # Mixtral, OLMoE, gpt-oss: every layer is sparse, experts intermediate_size wide
-        layers = [True] * num_layers
-        inter = int(raw["intermediate_size"])
-    return {
-        "num_experts": num_experts,
-        "num_experts_per_tok": int(raw.get("num_experts_per_tok") or 2),
-        "moe_intermediate_size": inter,
-        # Mixtral always renormalises its top-k weights, gpt-oss and GraniteMoE take the
-        # softmax of the top-k logits (the same thing); the others say so in the config.
-        "norm_topk_prob": mt in ("mixtral", "gpt_oss", "granitemoe")
-        or bool(raw.get("norm_topk_prob", False)),
-        "moe_bias": mt == "gpt_oss",
-        "shared_expert_intermediate_size": int(raw.get("shared_expert_intermediate_size") or 0)
-        if mt == "qwen2_moe"
-        else 0,
-        "moe_layers": layers if num_experts else [False] * num_layers,
-    }
 
 
 def _gemma3_local_rope(raw: dict[str, Any]) -> tuple[float, dict[str, Any] | None]:

@@ -1,7 +1,8 @@
 """The shared decoder: Llama 2/3/3.x, Mistral, Qwen2/3, Phi-3, Granite, Gemma 1/2/3, OLMo 2/3,
 SmolLM3, ERNIE 4.5, Arcee, EXAONE 4, GLM / GLM-4, Seed-OSS, StarCoder 2, StableLM, Apertus,
 Cohere (Command R: attention and MLP side by side), OPT, GPT-2 and GPTBigCode (learned
-positions), Phi, GPT-NeoX, GPT-J, Falcon, and the MoE families (Mixtral, Qwen2/3-MoE, OLMoE, GraniteMoE).
+positions), Phi, GPT-NeoX, GPT-J, Falcon, and the MoE families (Mixtral, Qwen2/3-MoE,
+OLMoE, GraniteMoE, PhiMoE).
 
 These families differ only in switches read from :class:`CheckpointConfig` (set per family in
 ``models/families.py``): bias on the projections, q/k norms (per head, or over the whole

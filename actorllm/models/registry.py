@@ -51,6 +51,8 @@ MODEL_REGISTRY: dict[str, type[CausalLM]] = {
     "GPTJForCausalLM": LlamaForCausalLM,
     "GPTBigCodeForCausalLM": LlamaForCausalLM,
     "FalconForCausalLM": LlamaForCausalLM,
+    "PhiMoEForCausalLM": LlamaForCausalLM,  # Phi-3.5-MoE's config.json
+    "PhimoeForCausalLM": LlamaForCausalLM,  # transformers 5's save_pretrained
     "GptOssForCausalLM": GptOssForCausalLM,  # the same decoder, its own checkpoint layout
     "GPT2LMHeadModel": LlamaForCausalLM,
 }

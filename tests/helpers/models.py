@@ -22,6 +22,7 @@ Family = Literal[
     "seed_oss", "granitemoe", "starcoder2", "stablelm", "apertus", "cohere", "cohere2",
     "opt", "opt_350m", "phi", "gpt_neox", "gpt_neox_sequential", "gptj",
     "gpt_bigcode", "gpt_bigcode_mha", "falcon", "falcon_mha", "falcon_new", "falcon_new_1ln",
+    "phimoe",
 ]  # fmt: skip
 
 LLAMA3_ROPE = {
@@ -124,6 +125,13 @@ def _other_family(family: str, common: dict[str, Any], sliding_window: int | Non
         common.setdefault("norm_topk_prob", True)
         common = dict(num_experts=6, moe_intermediate_size=32, **moe) | common
         return transformers.Qwen3MoeConfig(**common)
+    if family == "phimoe":  # LayerNorms, biases, sparsemixer routing over 4 experts
+        common.setdefault("sliding_window", sliding_window)
+        # A wide jitter_eps keeps several experts in each pick's softmax (weights < 1).
+        return transformers.PhimoeConfig(
+            num_local_experts=4, attention_bias=True, lm_head_bias=True,
+            router_jitter_noise=0.3, **moe, **common,
+        )  # fmt: skip
     if family == "olmoe":
         common.setdefault("clip_qkv", 3.0)
         return transformers.OlmoeConfig(num_experts=4, **moe, **common)

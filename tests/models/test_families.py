@@ -298,3 +298,30 @@ def test_gpt_oss_experts_load_from_their_interleaved_layout(tmp_path: Path) -> N
     torch.testing.assert_close(
         params["model.layers.0.self_attn.sinks"], sd["model.layers.0.self_attn.sinks"]
     )
+
+
+# microsoft/Phi-3.5-MoE-instruct's config.json keys, at tiny sizes (its LongRoPE aside).
+PHI_35_MOE = {
+    "architectures": ["PhiMoEForCausalLM"], "model_type": "phimoe", "vocab_size": 128,
+    "hidden_size": 64, "intermediate_size": 32, "num_hidden_layers": 2,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "num_local_experts": 4,
+    "num_experts_per_tok": 2, "router_jitter_noise": 0.01, "input_jitter_noise": 0.01,
+    "attention_bias": True, "lm_head_bias": True, "rms_norm_eps": 1e-5,
+    "sliding_window": 128, "hidden_act": "silu", "tie_word_embeddings": False,
+}  # fmt: skip
+
+
+def test_phimoe_mixtral_with_layernorms_biases_and_sparsemixer_routing() -> None:
+    cfg = CheckpointConfig.from_dict(PHI_35_MOE)
+    assert cfg.num_experts == 4 and cfg.num_experts_per_tok == 2 and cfg.moe_layers == [True] * 2
+    assert cfg.moe_intermediate_size == 32 and cfg.sparsemixer_eps == 0.01
+    assert not cfg.norm_topk_prob  # sparsemixer's weights are not renormalised
+    assert cfg.norm_type == "layer" and cfg.rms_norm_eps == 1e-5
+    assert cfg.attention_bias and cfg.o_proj_bias and cfg.lm_head_bias
+    assert cfg.sliding_windows == [128, 128]  # as transformers masks every layer
+    assert CheckpointConfig.from_dict(_raw("mixtral")).sparsemixer_eps is None
+
+
+def test_phimoe_other_than_top_2_is_refused_by_name() -> None:
+    with pytest.raises(ModelConfigError, match="PhiMoE num_experts_per_tok=1"):
+        CheckpointConfig.from_dict({**PHI_35_MOE, "num_experts_per_tok": 1})

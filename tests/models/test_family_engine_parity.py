@@ -58,6 +58,7 @@ FAMILIES: list[tuple[Family, dict[str, Any]]] = [
     ("falcon_mha", {}),
     ("falcon_new", {}),
     ("falcon_new_1ln", {"num_kv_heads": 1}),
+    ("phimoe", {}),
 ]
 # The optional q/k LayerNorms (each family's own weight layout) and StableLM's parallel
 # residual, beside the plain checkpoints above.

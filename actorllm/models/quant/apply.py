@@ -161,7 +161,7 @@ def _quantize_experts(
     experts = block.experts
     assert isinstance(experts, FusedExperts)
     hf_block, projs = name, ("gate_proj", "up_proj", "down_proj")
-    if model.config.model_type == "mixtral":  # HF: block_sparse_moe.experts.{e}.w1/w3/w2
+    if model.config.model_type in ("mixtral", "phimoe"):  # block_sparse_moe.experts.{e}.w1
         hf_block, projs = name.replace(".mlp", ".block_sparse_moe"), ("w1", "w3", "w2")
     names = [f"{hf_block}.experts.{e}.{p}" for e in range(experts.num_experts) for p in projs]
     flags = [spec.quantizes(n) for n in names]

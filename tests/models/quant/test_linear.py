@@ -60,7 +60,8 @@ NEWER = [("gptq", "arcee"), ("awq", "arcee"), ("gptq", "ernie4_5"), ("awq", "smo
          ("gptq", "starcoder2"), ("awq", "stablelm"), ("gptq", "apertus"),
          ("awq", "cohere"), ("gptq", "opt"), ("awq", "phi"), ("gptq", "gpt_neox"),
          ("awq", "gptj"), ("gptq", "gpt_bigcode"), ("awq", "gpt_bigcode_mha"),
-         ("gptq", "gpt2"), ("gptq", "falcon"), ("awq", "falcon_new")]  # fmt: skip
+         ("gptq", "gpt2"), ("gptq", "falcon"), ("awq", "falcon_new"),
+         ("gptq", "phimoe")]  # fmt: skip
 
 
 @pytest.mark.slow
