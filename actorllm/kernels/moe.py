@@ -45,6 +45,36 @@ def route_topk(
     return weights, ids
 
 
+def route_sparsemixer(
+    router_logits: torch.Tensor, jitter_eps: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """PhiMoE's top-2 routing (sparsemixer), as transformers runs it outside training.
+    The first expert is the top logit, weighted by the softmax over the logits within
+    ``2 * jitter_eps`` (relative) of it; the second is the top of the rest, weighted by the
+    softmax over the rest within that distance of *it*. The weights are not renormalised.
+
+    router_logits: [T, E] -> (weights [T, 2] float32, expert ids [T, 2] int64).
+    """
+    scores = router_logits.float()  # [T, E]
+    w1, first = _sparsemixer_pick(scores, scores, jitter_eps)  # [T, 1] each
+    rest = scores.scatter(-1, first, float("-inf"))  # the first expert left out
+    w2, second = _sparsemixer_pick(scores, rest, jitter_eps)
+    return torch.cat([w1, w2], dim=-1), torch.cat([first, second], dim=-1)
+
+
+def _sparsemixer_pick(
+    scores: torch.Tensor, candidates: torch.Tensor, jitter_eps: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The top of ``candidates`` [T, E] and its weight: the softmax over the candidates
+    whose ``scores`` lie within ``2 * jitter_eps`` of it, relative to ``max(|score|, top)``.
+    Returns (weight [T, 1], id [T, 1])."""
+    top, ids = candidates.max(dim=-1, keepdim=True)  # [T, 1]
+    factor = scores.abs().clamp(min=top)  # [T, E]
+    far = (top - scores) / factor > 2 * jitter_eps
+    gates = torch.softmax(candidates.masked_fill(far, float("-inf")), dim=-1)  # [T, E]
+    return gates.gather(-1, ids), ids
+
+
 def gated_activation(
     name: str, swiglu_limit: float = 7.0, swiglu_alpha: float = 1.702
 ) -> Callable[[torch.Tensor], torch.Tensor]:

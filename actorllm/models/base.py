@@ -9,6 +9,8 @@ loader builds it on the ``meta`` device, maps checkpoint names through
 
 from __future__ import annotations
 
+import re
+
 import torch
 from torch import nn
 
@@ -31,6 +33,9 @@ class CausalLM(nn.Module):
     # keeps in ``aux_hidden``; empty for every other model.
     aux_layers: tuple[int, ...] = ()
     aux_hidden: list[torch.Tensor]
+    # Checkpoint tensors (our names) stored [in, out], the transpose of nn.Linear's (GPT-2's
+    # Conv1D); the loader reads them whole and transposes them before a rank's cut.
+    transposed_weights: re.Pattern[str] | None = None
 
     def init_rotary(self, device: torch.device | str, max_positions: int | None = None) -> None:
         """Build device-side tables (RoPE cos/sin, scales) once the weights are in place."""

@@ -140,8 +140,8 @@ class CheckpointConfig(msgspec.Struct, frozen=True, kw_only=True):
     # "rms" (RMSNorm), "layer" (LayerNorm with a bias: StarCoder 2, StableLM) or
     # "layer_nobias" (Cohere); eps: rms_norm_eps.
     norm_type: str = "rms"
-    # OPT: learned absolute positions (``model.embed_positions``, no RoPE on any layer);
-    # position p reads row p + learned_position_offset (OPT's 2).
+    # OPT, GPTBigCode: learned absolute positions (``model.embed_positions``, no RoPE on
+    # any layer); position p reads row p + learned_position_offset (OPT's 2, BigCode's 0).
     learned_positions: bool = False
     learned_position_offset: int = 0
     lm_head_bias: bool = False  # Phi: the LM head has a bias
@@ -150,13 +150,17 @@ class CheckpointConfig(msgspec.Struct, frozen=True, kw_only=True):
     word_embed_proj_dim: int = 0
     final_norm: bool = True  # False: no model.norm (OPT-350m's layers end normed)
     # GPT-NeoX: qkv_proj's rows are [H, 3, D] (each head's q, k, v side by side), as its
-    # checkpoints store query_key_value; a rank's heads are then one block of rows.
+    # checkpoints store query_key_value; Falcon's new architecture: [Hk, Hq / Hk + 2, D]
+    # (each KV group's query heads, then its k and v). A rank's heads are one block of rows.
     qkv_head_major: bool = False
     # -- Mixture of Experts (num_experts == 0: dense) ---------------------------------------
     num_experts: int = 0
     num_experts_per_tok: int = 0
     moe_intermediate_size: int = 0
     norm_topk_prob: bool = False  # renormalise the top-k routing weights to sum to 1
+    # PhiMoE: its sparsemixer routes each token to 2 experts with this jitter_eps
+    # (router_jitter_noise; kernels/moe.py::route_sparsemixer); None: softmax top-k.
+    sparsemixer_eps: float | None = None
     shared_expert_intermediate_size: int = 0  # Qwen2-MoE: a sigmoid-gated shared expert
     # Per layer: True where the MLP is the sparse MoE block (Qwen MoE's mlp_only_layers and
     # decoder_sparse_step make some layers dense).

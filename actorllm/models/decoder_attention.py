@@ -1,7 +1,8 @@
 """The shared decoder's attention (``models/llama.py``): the packed ``qkv_proj`` (q | k | v
-rows, or GPT-NeoX's head by head), optional q/k norms (RMSNorm per head or over the whole
-projection, or a LayerNorm per head), OLMoE's clip, RoPE on all, part or none of each
-head (NeoX halves or GPT-J's adjacent pairs), paged attention, ``o_proj``.
+rows, or GPT-NeoX's head by head, Falcon's KV group by KV group), optional q/k norms
+(RMSNorm per head or over the whole projection, or a LayerNorm per head), OLMoE's clip,
+RoPE on all, part or none of each head (NeoX halves or GPT-J's adjacent pairs), paged
+attention, ``o_proj``.
 """
 
 from __future__ import annotations
@@ -26,7 +27,9 @@ class Attention(nn.Module):
         # Shard sizes of the packed projection, in PACKED_MODULES order (q, k, v).
         self.shard_sizes = [self.hq * self.d, self.hk * self.d, self.hk * self.d]
         self.qkv_proj = nn.Linear(cfg.hidden_size, sum(self.shard_sizes), bias=cfg.attention_bias)
-        self.head_major = cfg.qkv_head_major  # GPT-NeoX: rows [Hq, 3, D], not q | k | v
+        # GPT-NeoX: rows [Hq, 3, D], not q | k | v; Falcon's new architecture the same per
+        # KV group: [Hk, Hq / Hk + 2, D].
+        self.head_major = cfg.qkv_head_major
         self.o_proj = nn.Linear(self.hq * self.d, cfg.hidden_size, bias=cfg.o_proj_bias)
         # Per head ([D], Qwen3 / Gemma 3) or over the whole projection ([Hq*D], OLMo 2).
         self.per_head = cfg.qk_norm_per_head
@@ -71,9 +74,10 @@ class Attention(nn.Module):
     ) -> torch.Tensor:
         """x: [T, H] -> [T, H]."""
         t = x.shape[0]
-        if self.head_major:  # GPT-NeoX (no GQA): [T, Hq, 3, D] -> 3 x [T, Hq * D]
-            qkv = self.qkv_proj(x).view(t, self.hq, 3, self.d)
-            q, k, v = (qkv[:, :, i].reshape(t, -1) for i in range(3))
+        if self.head_major:  # [T, Hk, Hq / Hk + 2, D]: each KV group's q heads, k, v
+            qkv = self.qkv_proj(x).view(t, self.hk, -1, self.d)
+            q = qkv[:, :, :-2].reshape(t, -1)  # [T, Hq * D], query head h in group h // G
+            k, v = qkv[:, :, -2].reshape(t, -1), qkv[:, :, -1].reshape(t, -1)  # [T, Hk * D]
         else:
             q, k, v = self.qkv_proj(x).split(self.shard_sizes, dim=-1)
         if self.q_norm is not None and self.k_norm is not None and not self.per_head:

@@ -16,7 +16,6 @@ where a family's HF config says which switches it sets. Families by ``model_type
 * gpt_oss: attention sinks, sliding and full layers alternating, q/k/v/o biases, YaRN, and
   a sparse MoE with biases and a clamped SwiGLU ("swigluoai"); its own stacked expert
   layout is read by ``models/gpt_oss.py``;
-* gpt2: its own module (``models/gpt2.py``); only the key names are normalised here;
 * smollm3: Llama with RoPE skipped on the layers ``no_rope_layers`` marks 0;
 * ernie4_5: Llama with GPT-J-style (interleaved) RoPE; ``use_bias`` biases every
   projection;
@@ -57,7 +56,16 @@ where a family's HF config says which switches it sets. Families by ``model_type
   biased un-gated GELU MLP, untied ``embed_out``; ``use_parallel_residual`` (true by
   default) runs attention and MLP side by side, each on its own norm (``norm_layout``
   "parallel2"), false runs them in turn; its fused ``query_key_value`` stays in its
-  per-head order (``qkv_head_major``).
+  per-head order (``qkv_head_major``);
+* gptj: Phi's block with GPT-J's interleaved RoPE on ``rotary_dim`` lanes; gpt2 and
+  gpt_bigcode: OPT's learned positions (from row 0), pre-norm LayerNorms, biases, fused
+  q/k/v (GPT-2's Conv1D weights transposed at load); all three read with GPT-2's key
+  spellings (``models/gpt_families.py``);
+* phimoe (Phi-3.5-MoE): Mixtral's layout with LayerNorms (biased), q/k/v/o biases by
+  ``attention_bias``, an LM head bias by ``lm_head_bias``, LongRoPE, and its sparsemixer
+  routing (``sparsemixer_eps``: ``router_jitter_noise``); a top-k other than 2 is refused;
+* falcon: its three fused q/k/v layouts (grouped by KV head, multi-query, head by head)
+  and three blocks, read in ``models/falcon_family.py``.
 
 Which layers slide and which skip RoPE: ``models/layer_pattern.py``.
 
@@ -72,10 +80,18 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from actorllm.models.falcon_family import falcon_fields, falcon_problems, normalize_falcon_keys
+from actorllm.models.gpt_families import (
+    GPT_KEYS,
+    bigcode_fields,
+    gpt_problems,
+    gptj_fields,
+    normalize_gpt_keys,
+)
 from actorllm.models.layer_pattern import nope_layers, pattern_problems
+from actorllm.models.moe_families import MOE, moe_fields
 
 GEMMA = ("gemma", "gemma2", "gemma3_text")
-MOE = ("mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "gpt_oss", "granitemoe")
 GLM = ("glm", "glm4")
 GRANITE = ("granite", "granitemoe")
 # transformers' partial_rotary_factor where config.json leaves it out.
@@ -84,6 +100,10 @@ DEFAULT_PARTIAL_ROTARY = {"glm": 0.5, "glm4": 0.5, "stablelm": 0.25, "phi": 0.5,
 QKV_BIAS_BY_DEFAULT = (*GLM, "seed_oss", "gpt_neox")
 # q / k normed over the whole projection, not per head.
 WHOLE_QK_NORM = ("olmo2", "olmoe", "olmo3")
+# Checkpoints whose q/k/v are one tensor that tensor parallel splits (GPT-NeoX's head by
+# head, GPTBigCode's, GPT-2's and Falcon's head by head, by KV group or q | k | v): the
+# loader packs nothing.
+FUSED_QKV = ("gpt_neox", "gpt_bigcode", "gpt2", "falcon")
 # Checkpoints that store projections already fused (ours are fused at load): they are
 # neither split over tensor-parallel ranks nor built quantized.
 FUSED_CHECKPOINTS = {
@@ -104,18 +124,23 @@ LAYER_NORM_EPS = {
 NORM_TYPES = {
     "starcoder2": "layer", "stablelm": "layer", "cohere": "layer_nobias",
     "cohere2": "layer_nobias", "opt": "layer", "phi": "layer", "gpt_neox": "layer",
+    "gptj": "layer", "gpt_bigcode": "layer", "gpt2": "layer", "falcon": "layer",
+    "phimoe": "layer",
 }  # fmt: skip
 # transformers' default for a config.json that leaves tie_word_embeddings out.
 TIED_BY_DEFAULT = ("smollm3", "ernie4_5", "starcoder2", "cohere", "cohere2", "opt")
 # The MLP has no gate: down(act(up(x))).
-UNGATED = ("arcee", "starcoder2", "apertus", "opt", "phi", "gpt_neox")
+UNGATED = (
+    "arcee", "starcoder2", "apertus", "opt", "phi", "gpt_neox", "gptj", "gpt_bigcode", "gpt2",
+    "falcon",
+)  # fmt: skip
 # Every projection has a bias, whatever the config says.
-ALWAYS_BIASED = ("gpt2", "phi")
+ALWAYS_BIASED = ("gpt2", "phi", "gpt_bigcode")
 
 
 def normalize_keys(raw: dict[str, Any]) -> dict[str, Any]:
-    """GPT-2 and OPT spell the common keys their own way (n_embd, n_layer, ffn_dim, ...),
-    the LayerNorm families their norm's eps: rename them."""
+    """GPT-2, GPT-J and OPT spell the common keys their own way (n_embd, n_layer, ffn_dim,
+    ...; models/gpt_families.py), the LayerNorm families their norm's eps: rename them."""
     mt = raw.get("model_type")
     eps_key = LAYER_NORM_EPS.get(str(mt))
     if eps_key is not None:
@@ -130,21 +155,11 @@ def normalize_keys(raw: dict[str, Any]) -> dict[str, Any]:
         # OPT's config has no eps: its LayerNorms take nn.LayerNorm's 1e-5.
         return {**raw, "intermediate_size": raw.get("ffn_dim"), "hidden_act": act,
                 "rms_norm_eps": 1e-5}  # fmt: skip
-    if mt != "gpt2":
-        return raw
-    hidden = raw.get("n_embd", raw.get("hidden_size"))
-    out = dict(raw)
-    out.update(
-        hidden_size=hidden,
-        num_hidden_layers=raw.get("n_layer", raw.get("num_hidden_layers")),
-        num_attention_heads=raw.get("n_head", raw.get("num_attention_heads")),
-        max_position_embeddings=raw.get("n_positions", raw.get("max_position_embeddings")),
-        intermediate_size=raw.get("n_inner") or (4 * hidden if hidden else None),
-        rms_norm_eps=raw.get("layer_norm_epsilon", 1e-5),  # LayerNorm's eps
-        hidden_act=raw.get("activation_function", "gelu_new"),
-        tie_word_embeddings=raw.get("tie_word_embeddings", True),
-    )
-    return out
+    if mt in GPT_KEYS:
+        return normalize_gpt_keys(raw)
+    if mt == "falcon":
+        return normalize_falcon_keys(raw)
+    return raw
 
 
 def has_qkv_bias(raw: dict[str, Any]) -> bool:
@@ -158,6 +173,7 @@ def has_qkv_bias(raw: dict[str, Any]) -> bool:
         or _starcoder2_bias(raw)
         or (mt == "stablelm" and bool(raw.get("use_qkv_bias")))
         or _opt_bias(raw)
+        or (mt == "falcon" and bool(raw.get("bias")))
     )
 
 
@@ -183,11 +199,12 @@ def default_tied(raw: dict[str, Any]) -> bool:
 def unsupported_options(raw: dict[str, Any], num_layers: int) -> list[str]:
     """Config values this engine would otherwise silently ignore, as error messages."""
     problems = pattern_problems(raw, num_layers)
-    if raw.get("model_type") == "gpt2":
-        if raw.get("scale_attn_by_inverse_layer_idx"):
-            problems.append("GPT-2 scale_attn_by_inverse_layer_idx=true is not supported")
-        if raw.get("scale_attn_weights") is False:
-            problems.append("GPT-2 scale_attn_weights=false is not supported")
+    problems += gpt_problems(raw)
+    if raw.get("model_type") == "falcon":
+        problems += falcon_problems(raw)
+    if raw.get("model_type") == "phimoe" and int(raw.get("num_experts_per_tok") or 2) != 2:
+        k = raw["num_experts_per_tok"]
+        problems.append(f"PhiMoE num_experts_per_tok={k} is not supported (sparsemixer routes 2)")
     if raw.get("model_type") == "gemma3_text" and raw.get("use_bidirectional_attention"):
         problems.append("Gemma 3 use_bidirectional_attention=true is not supported")
     if raw.get("model_type") == "opt":
@@ -256,6 +273,14 @@ def family_fields(raw: dict[str, Any], num_layers: int, hidden: int) -> dict[str
         f["logits_multiplier"] = float(raw.get("logit_scale") or 0.0625)
     elif mt == "opt":
         f.update(_opt_fields(raw, hidden))
+    elif mt == "gptj":
+        f.update(gptj_fields(raw))
+    elif mt in ("gpt_bigcode", "gpt2"):
+        f.update(bigcode_fields(raw))
+    elif mt == "falcon":
+        f.update(falcon_fields(raw))
+    elif mt == "phimoe":
+        f["lm_head_bias"] = bool(raw.get("lm_head_bias", False))
     elif mt in GRANITE:
         f["embedding_multiplier"] = float(raw.get("embedding_multiplier", 1.0))
         f["residual_multiplier"] = float(raw.get("residual_multiplier", 1.0))
@@ -267,36 +292,8 @@ def family_fields(raw: dict[str, Any], num_layers: int, hidden: int) -> dict[str
         f["swiglu_limit"] = float(raw.get("swiglu_limit", 7.0))
         f["swiglu_alpha"] = float(raw.get("swiglu_alpha", 1.702))
     if mt in MOE:
-        f.update(_moe_fields(raw, num_layers))
+        f.update(moe_fields(raw, num_layers))
     return f
-
-
-def _moe_fields(raw: dict[str, Any], num_layers: int) -> dict[str, Any]:
-    mt = raw["model_type"]
-    # Mixtral (and transformers 5's Qwen3-MoE) say num_local_experts, the others num_experts.
-    num_experts = int(raw.get("num_local_experts") or raw.get("num_experts") or 0)
-    if mt.startswith("qwen"):
-        only_dense = set(raw.get("mlp_only_layers") or [])
-        step = int(raw.get("decoder_sparse_step") or 1)
-        layers = [i not in only_dense and (i + 1) % step == 0 for i in range(num_layers)]
-        inter = int(raw["moe_intermediate_size"])
-    else:  # Mixtral, OLMoE, gpt-oss: every layer is sparse, experts intermediate_size wide
-        layers = [True] * num_layers
-        inter = int(raw["intermediate_size"])
-    return {
-        "num_experts": num_experts,
-        "num_experts_per_tok": int(raw.get("num_experts_per_tok") or 2),
-        "moe_intermediate_size": inter,
-        # Mixtral always renormalises its top-k weights, gpt-oss and GraniteMoE take the
-        # softmax of the top-k logits (the same thing); the others say so in the config.
-        "norm_topk_prob": mt in ("mixtral", "gpt_oss", "granitemoe")
-        or bool(raw.get("norm_topk_prob", False)),
-        "moe_bias": mt == "gpt_oss",
-        "shared_expert_intermediate_size": int(raw.get("shared_expert_intermediate_size") or 0)
-        if mt == "qwen2_moe"
-        else 0,
-        "moe_layers": layers if num_experts else [False] * num_layers,
-    }
 
 
 def _gemma3_local_rope(raw: dict[str, Any]) -> tuple[float, dict[str, Any] | None]:

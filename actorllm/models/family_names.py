@@ -25,8 +25,33 @@ GPT-NeoX (``embed_out`` in its checkpoints, ``lm_head`` as transformers 5 names 
     gpt_neox.final_layer_norm                 -> model.norm
     embed_out                                 -> lm_head
 
-Older GPT-NeoX checkpoints carry the causal-mask buffers ``attention.bias`` /
-``attention.masked_bias``: not weights (None).
+GPT-J::
+
+    transformer.wte                   -> model.embed_tokens
+    transformer.h.{i}.ln_1            -> model.layers.{i}.input_layernorm
+    transformer.h.{i}.attn.q_proj     -> model.layers.{i}.self_attn.q_proj (k, v alike)
+    transformer.h.{i}.attn.out_proj   -> model.layers.{i}.self_attn.o_proj
+    transformer.h.{i}.mlp.fc_in       -> model.layers.{i}.mlp.fc_in (fc_out alike)
+    transformer.ln_f                  -> model.norm
+
+GPT-2 and GPTBigCode (``nn.Linear`` weights where GPT-2 has Conv1D: :data:`TRANSPOSED`)::
+
+    transformer.wpe                   -> model.embed_positions
+    transformer.h.{i}.ln_1 / ln_2     -> model.layers.{i}.input_ / post_attention_layernorm
+    transformer.h.{i}.attn.c_attn     -> model.layers.{i}.self_attn.qkv_proj
+    transformer.h.{i}.attn.c_proj     -> model.layers.{i}.self_attn.o_proj
+    transformer.h.{i}.mlp.c_fc        -> model.layers.{i}.mlp.c_fc (c_proj alike)
+
+and ``wte`` / ``ln_f`` as GPT-J's. GPT-2 checkpoints saved from ``GPT2Model``
+(openai-community/gpt2) have no ``transformer.`` prefix.
+
+Falcon: ``transformer.word_embeddings`` -> ``model.embed_tokens``,
+``self_attention.query_key_value`` / ``dense`` -> ``self_attn.qkv_proj`` / ``o_proj``, the
+new architecture's ``ln_attn`` / ``ln_mlp`` -> ``input_layernorm`` /
+``post_attention_layernorm`` (``ln_f`` and ``h`` as GPT-J's).
+
+Older GPT-NeoX and GPT-J checkpoints carry the causal-mask buffers ``attention.bias`` /
+``attention.masked_bias`` (GPT-J: ``attn.*``): not weights (None).
 
     >>> family_name("opt", "decoder.layers.3.fc1.weight")
     'model.layers.3.mlp.fc1.weight'
@@ -45,6 +70,16 @@ def _compile(*pairs: tuple[str, str]) -> _Renames:
     return tuple((re.compile(pattern), repl) for pattern, repl in pairs)
 
 
+_GPT2_NAMES = _compile(
+    (r"^(transformer\.)?wte\.", "model.embed_tokens."),
+    (r"^(transformer\.)?wpe\.", "model.embed_positions."),
+    (r"^(transformer\.)?ln_f\.", "model.norm."),
+    (r"^(transformer\.)?h\.", "model.layers."),
+    (r"\.attn\.c_attn\.", ".self_attn.qkv_proj."),
+    (r"\.attn\.c_proj\.", ".self_attn.o_proj."),
+    (r"\.ln_1\.", ".input_layernorm."),
+    (r"\.ln_2\.", ".post_attention_layernorm."),
+)
 # Applied in order, each to the result of the one before.
 _RENAMES: dict[str, _Renames] = {
     "opt": _compile(
@@ -69,6 +104,25 @@ _RENAMES: dict[str, _Renames] = {
         (r"\.attention\.dense\.", ".self_attn.o_proj."),
         (r"^embed_out\.", "lm_head."),
     ),
+    "gptj": _compile(
+        (r"^transformer\.wte\.", "model.embed_tokens."),
+        (r"^transformer\.ln_f\.", "model.norm."),
+        (r"^transformer\.h\.", "model.layers."),
+        (r"\.attn\.out_proj\.", ".self_attn.o_proj."),
+        (r"\.attn\.", ".self_attn."),
+        (r"\.ln_1\.", ".input_layernorm."),
+    ),
+    "gpt_bigcode": _GPT2_NAMES,
+    "gpt2": _GPT2_NAMES,
+    "falcon": _compile(
+        (r"^transformer\.word_embeddings\.", "model.embed_tokens."),
+        (r"^transformer\.ln_f\.", "model.norm."),
+        (r"^transformer\.h\.", "model.layers."),
+        (r"\.self_attention\.query_key_value\.", ".self_attn.qkv_proj."),
+        (r"\.self_attention\.dense\.", ".self_attn.o_proj."),
+        (r"\.ln_attn\.", ".input_layernorm."),
+        (r"\.ln_mlp\.", ".post_attention_layernorm."),
+    ),
 }
 
 # Our module names (no ``.weight``) -> the checkpoint's, in order.
@@ -91,11 +145,44 @@ _MODULES: dict[str, _Renames] = {
         (r"\.self_attn\.o_proj$", ".attention.dense"),
         (r"^lm_head$", "embed_out"),
     ),
+    "gptj": _compile(
+        (r"^model\.embed_tokens$", "transformer.wte"),
+        (r"^model\.norm$", "transformer.ln_f"),
+        (r"^model\.layers\.", "transformer.h."),
+        (r"\.self_attn\.o_proj$", ".attn.out_proj"),
+        (r"\.self_attn\.", ".attn."),
+        (r"\.input_layernorm$", ".ln_1"),
+    ),
+    "gpt_bigcode": _compile(
+        (r"^model\.embed_tokens$", "transformer.wte"),
+        (r"^model\.embed_positions$", "transformer.wpe"),
+        (r"^model\.norm$", "transformer.ln_f"),
+        (r"^model\.layers\.", "transformer.h."),
+        (r"\.self_attn\.qkv_proj$", ".attn.c_attn"),
+        (r"\.self_attn\.o_proj$", ".attn.c_proj"),
+        (r"\.input_layernorm$", ".ln_1"),
+        (r"\.post_attention_layernorm$", ".ln_2"),
+    ),
 }
+_MODULES["gpt2"] = _MODULES["gpt_bigcode"]
+_MODULES["falcon"] = _compile(
+    (r"^model\.embed_tokens$", "transformer.word_embeddings"),
+    (r"^model\.norm$", "transformer.ln_f"),
+    (r"^model\.layers\.", "transformer.h."),
+    (r"\.self_attn\.qkv_proj$", ".self_attention.query_key_value"),
+    (r"\.self_attn\.o_proj$", ".self_attention.dense"),
+)
+
+# GPT-2's Conv1D weights, stored [in, out] (our names; their biases are as nn.Linear's).
+TRANSPOSED = {"gpt2": re.compile(r"\.(qkv_proj|o_proj|c_fc|c_proj)\.weight$")}
 
 
 # Checkpoint tensors that are not weights.
-_SKIPPED = {"gpt_neox": re.compile(r"\.attention\.(bias|masked_bias)$")}
+_SKIPPED = {
+    "gpt_neox": re.compile(r"\.attention\.(bias|masked_bias)$"),
+    "gptj": re.compile(r"\.attn\.(bias|masked_bias)$"),
+    "gpt2": re.compile(r"\.attn\.(bias|masked_bias)$"),
+}
 
 
 def family_name(model_type: str, name: str) -> str | None:

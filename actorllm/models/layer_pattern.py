@@ -3,13 +3,14 @@ window, and which apply no RoPE at all (NoPE), by each family's HF config rules.
 
 * Mistral (and any family not named below): ``sliding_window`` on every layer when set;
 * Llama, Gemma 1, Granite (and MoE), OLMo 2, GPT-2, ERNIE 4.5, Arcee, GLM, Seed-OSS,
-  StableLM, Apertus, Cohere, OPT, Phi, GPT-NeoX: never sliding;
+  StableLM, Apertus, Cohere, OPT, Phi, GPT-NeoX, GPT-J, GPTBigCode, Falcon: never sliding;
 * Gemma 2 / 3, gpt-oss, OLMo 3, EXAONE 4, Cohere 2: per ``layer_types``, or the
   family's default pattern when the config has none;
 * Qwen 2 / 3 (and MoE), SmolLM3: only with ``use_sliding_window``, then per ``layer_types``
   (Qwen: or layers >= ``max_window_layers``; SmolLM3: or its NoPE layers);
 * NoPE: SmolLM3's ``no_rope_layers`` zeros; EXAONE 4's full-attention layers when it has a
-  sliding window; Cohere 2's full-attention layers (every layer without a window).
+  sliding window; Cohere 2's full-attention layers (every layer without a window); every
+  layer of OPT, GPT-2 and GPTBigCode (learned positions).
 
     >>> nope_layers({"model_type": "smollm3", "no_rope_layers": [1, 1, 0, 1]}, 4)
     [False, False, True, False]
@@ -26,7 +27,9 @@ LAYER_TYPES = (SLIDING, FULL)
 NEVER_SLIDING = (
     "llama", "gemma", "granite", "granitemoe", "olmo2", "gpt2", "ernie4_5", "arcee", "glm",
     "glm4", "seed_oss", "stablelm", "apertus", "cohere", "opt", "phi", "gpt_neox",
+    "gptj", "gpt_bigcode", "falcon",
 )  # fmt: skip
+LEARNED_POSITIONS = ("opt", "gpt_bigcode", "gpt2")
 OPT_IN = ("qwen2", "qwen3", "qwen2_moe", "qwen3_moe", "smollm3")  # use_sliding_window
 # HF's sliding_window default where config.json may leave it out.
 DEFAULT_WINDOW = {"olmo3": 4096, "exaone4": 4096, "cohere2": 4096}
@@ -86,7 +89,7 @@ def nope_layers(raw: dict[str, Any], num_layers: int) -> list[bool]:
     if mt == "cohere2":  # RoPE on the sliding layers only: none at all without a window
         window = window_of(raw)
         return [window is None or t != SLIDING for t in layer_types(raw, num_layers)]
-    if mt == "opt":
+    if mt in LEARNED_POSITIONS:  # positions are added to the embeddings instead
         return [True] * num_layers
     return []
 

@@ -113,13 +113,19 @@ UNGATED_NAMES = {
     "opt": ("fc1", "fc2"),
     "phi": ("fc1", "fc2"),
     "gpt_neox": ("dense_h_to_4h", "dense_4h_to_h"),
+    "gptj": ("fc_in", "fc_out"),
+    "gpt_bigcode": ("c_fc", "c_proj"),
+    "gpt2": ("c_fc", "c_proj"),
+    "falcon": ("dense_h_to_4h", "dense_4h_to_h"),
 }
 
 
 class UngatedMLP(nn.Module):
     """down(act(up(x))): Arcee's MLP (ReLU^2, ``up_proj`` / ``down_proj``), StarCoder
-    2's (GELU, ``c_fc`` / ``c_proj``), OPT's (ReLU) and Phi's (GELU) ``fc1`` / ``fc2``,
-    GPT-NeoX's (GELU, ``dense_h_to_4h`` / ``dense_4h_to_h``), no gate projection to pack."""
+    2's and GPTBigCode's (GELU, ``c_fc`` / ``c_proj``), OPT's (ReLU) and Phi's (GELU)
+    ``fc1`` / ``fc2``, GPT-NeoX's and Falcon's (GELU, ``dense_h_to_4h`` / ``dense_4h_to_h``),
+    GPT-J's
+    (``fc_in`` / ``fc_out``), no gate projection to pack."""
 
     def __init__(self, cfg: CheckpointConfig) -> None:
         super().__init__()

@@ -1,7 +1,8 @@
 """The shared decoder: Llama 2/3/3.x, Mistral, Qwen2/3, Phi-3, Granite, Gemma 1/2/3, OLMo 2/3,
 SmolLM3, ERNIE 4.5, Arcee, EXAONE 4, GLM / GLM-4, Seed-OSS, StarCoder 2, StableLM, Apertus,
-Cohere (Command R: attention and MLP side by side), OPT (learned positions), Phi, GPT-NeoX,
-and the MoE families (Mixtral, Qwen2/3-MoE, OLMoE, GraniteMoE).
+Cohere (Command R: attention and MLP side by side), OPT, GPT-2 and GPTBigCode (learned
+positions), Phi, GPT-NeoX, GPT-J, Falcon, and the MoE families (Mixtral, Qwen2/3-MoE,
+OLMoE, GraniteMoE, PhiMoE).
 
 These families differ only in switches read from :class:`CheckpointConfig` (set per family in
 ``models/families.py``): bias on the projections, q/k norms (per head, or over the whole
@@ -36,7 +37,8 @@ from actorllm.models.attention import AttentionMetadata
 from actorllm.models.base import CausalLM, KVCaches
 from actorllm.models.config import CheckpointConfig
 from actorllm.models.decoder_layer import layer_class
-from actorllm.models.family_names import family_name
+from actorllm.models.families import FUSED_QKV
+from actorllm.models.family_names import TRANSPOSED, family_name
 from actorllm.models.layers import Norm, RMSNorm, make_norm
 from actorllm.models.moe import STACKED_NAMES
 from actorllm.models.parallel import TPComm, vocab_shard
@@ -147,8 +149,9 @@ class LlamaForCausalLM(CausalLM):
         self.ops = ops
         if not cfg.mlp_gated:
             self.packed_modules = PACKED_QKV
-        if cfg.qkv_head_major:  # GPT-NeoX: its query_key_value is qkv_proj as it is
+        if cfg.model_type in FUSED_QKV:  # GPT-NeoX's query_key_value, BigCode's c_attn
             self.packed_modules = {}
+        self.transposed_weights = TRANSPOSED.get(cfg.model_type)  # GPT-2's Conv1D
         self.model = DecoderModel(cfg, ops)
         # Tensor parallel: this rank's vocabulary rows (models/parallel.py).
         vocab = cfg.vocab_size if cfg.tp_size == 1 else vocab_shard(cfg)

@@ -295,6 +295,9 @@ def _resolve_one(
         log.warning("ignoring checkpoint tensor %s (no such parameter)", hf_name)
         return name
     dst = param.data if shard is None else _shard_view(model, param.data, target, shard)
+    if model.transposed_weights is not None and model.transposed_weights.search(name):
+        whole = tensor if isinstance(tensor, torch.Tensor) else tensor[...]
+        tensor = whole.t()  # [in, out] -> [out, in]
     # Tensor parallel: this rank's slice (read alone from a lazy safetensors slice).
     tensor = model.checkpoint_tensor(name, rank_piece(model.config, name, dst.shape, tensor))
     if tensor.numel() == 1 == dst.numel():  # a scalar scale stored as [] or [1]

@@ -54,11 +54,12 @@ TARGETABLE = ("qkv_proj", "o_proj", "gate_up_proj", "down_proj")
 _TENSOR = re.compile(r"^(?P<module>.+)\.lora_(?P<ab>A|B)\.weight$")
 _EXPERT = re.compile(r"\.experts\.")
 _PREFIX = "base_model.model."
-# adapter_config.json keys whose non-default values we would otherwise ignore.
+# adapter_config.json keys whose non-default values we would otherwise ignore. (Not
+# fan_in_fan_out, which PEFT sets for GPT-2's Conv1D bases: it changes only how PEFT
+# merges; lora_A / lora_B are stored as nn.Linear's either way.)
 _REFUSED_KEYS: dict[str, str] = {
     "use_dora": "DoRA (use_dora=true) is not supported",
     "modules_to_save": "modules_to_save (fully trained extra modules) is not supported",
-    "fan_in_fan_out": "fan_in_fan_out=true (Conv1D layers) is not supported",
     "trainable_token_indices": "trainable_token_indices is not supported",
     "use_qalora": "QA-LoRA (use_qalora=true) is not supported",
     "lora_bias": "LoRA biases (lora_bias=true) are not supported",

@@ -1,7 +1,8 @@
-"""The sparse Mixture-of-Experts MLP: Mixtral, Qwen2-MoE, Qwen3-MoE, OLMoE, gpt-oss.
+"""The sparse Mixture-of-Experts MLP: Mixtral, Qwen2-MoE, Qwen3-MoE, OLMoE, gpt-oss, PhiMoE.
 
 A router (``gate``: [E, H]) scores every expert per token, the top ``K`` are kept (softmax
-then top-k, renormalised where the family says so; ``kernels/moe.py::route_topk``) and
+then top-k, renormalised where the family says so; ``kernels/moe.py::route_topk``; PhiMoE:
+its sparsemixer's two, ``route_sparsemixer``) and
 the experts run as one fused grouped GEMM (``ops.fused_moe``). Qwen2-MoE adds a shared
 expert every token goes through, scaled by ``sigmoid(shared_expert_gate(x))``.
 
@@ -21,7 +22,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from actorllm.kernels.moe import route_topk
+from actorllm.kernels.moe import route_sparsemixer, route_topk
 from actorllm.kernels.ops import Ops
 from actorllm.models.config import CheckpointConfig
 from actorllm.models.layers import MLP
@@ -77,6 +78,7 @@ class SparseMoeBlock(nn.Module):
         self.ops = ops
         self.top_k = cfg.num_experts_per_tok
         self.renormalize = cfg.norm_topk_prob
+        self.sparsemixer_eps = cfg.sparsemixer_eps  # PhiMoE's routing (None: top-k)
         self.activation = cfg.hidden_act
         # Keywords fused_moe takes only for the families that need them (like softcap).
         self.act_args: dict[str, float] = {}
@@ -96,7 +98,11 @@ class SparseMoeBlock(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x: [T, H] -> [T, H]."""
-        weights, ids = route_topk(self.gate(x), self.top_k, self.renormalize)  # [T, K] x2
+        logits = self.gate(x)  # [T, E]
+        if self.sparsemixer_eps is not None:
+            weights, ids = route_sparsemixer(logits, self.sparsemixer_eps)  # [T, 2] x2
+        else:
+            weights, ids = route_topk(logits, self.top_k, self.renormalize)  # [T, K] x2
         ex = self.experts
         if isinstance(ex, Mxfp4Experts):  # packed: dequantized per routed expert
             return self._add_shared(x, ex(x, weights, ids, self.activation, **self.act_args))

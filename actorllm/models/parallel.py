@@ -71,14 +71,17 @@ def check_tensor_parallel(cfg: CheckpointConfig, size: int) -> None:
     if size == 1:
         return
     problems = []
-    if cfg.architecture == "GPT2LMHeadModel":
-        problems.append("GPT-2 has no tensor-parallel layers")
     if cfg.model_type in FUSED_CHECKPOINTS:
         problems.append(f"{FUSED_CHECKPOINTS[cfg.model_type]} are not split")
     if cfg.model_type == "gpt_oss":
         problems.append("gpt-oss's attention sinks and expert biases are not split")
     if cfg.qk_norm and cfg.qk_norm_kind == "layer_head_list":
         problems.append("StableLM's q/k LayerNorms, one module per head, are not split")
+    if cfg.qkv_head_major and cfg.num_kv_heads < size:
+        problems.append(
+            f"{cfg.model_type}'s query_key_value grouped by {cfg.num_kv_heads} KV heads is not "
+            f"split over more ranks"
+        )
     if cfg.qk_norm and not cfg.qk_norm_per_head:
         problems.append(f"{cfg.model_type}'s q/k norm over the whole projection is not split")
     if cfg.num_heads % size:
@@ -123,15 +126,19 @@ def vocab_shard(cfg: CheckpointConfig) -> int:
 
 
 # How a checkpoint tensor is split, by the name fragment of its (unpacked) projection.
-# c_*: StarCoder 2's MLP, fc1 / fc2: OPT's and Phi's, dense_*: GPT-NeoX's. A fused
-# qkv_proj checkpoint tensor is split by rows only as GPT-NeoX stores it, head by head
-# ([H, 3, D]; models/llama.py's qkv_head_major); Phi-3's q | k | v is refused above.
+# c_*: StarCoder 2's MLP, fc1 / fc2: OPT's and Phi's, dense_*: GPT-NeoX's, fc_in / fc_out:
+# GPT-J's. A fused
+# qkv_proj checkpoint tensor is split by rows as GPT-NeoX stores it, head by head ([H, 3,
+# D]; models/llama.py's qkv_head_major) or Falcon's KV group by KV group (a block of whole
+# groups a rank), or q | k | v as GPTBigCode's multi-query c_attn (:func:`_fused_qkv_cut`);
+# Phi-3's is refused above.
 _COLUMN = (".q_proj.", ".gate_proj.", ".up_proj.", ".w1.", ".w3.", ".mlp.c_fc.", ".mlp.fc1.",
-           ".mlp.dense_h_to_4h.", ".qkv_proj.", ".self_attn.q_norm.")  # fmt: skip
+           ".mlp.dense_h_to_4h.", ".mlp.fc_in.", ".qkv_proj.", ".self_attn.q_norm.")  # fmt: skip
 # Cohere's per-head q/k norm weights [H, D] split by heads as q / k do (a [D] norm shared
 # by every head, Qwen3's, is as long on every rank: not split).
 _KV = (".k_proj.", ".v_proj.", ".self_attn.k_norm.")
-_ROW = (".o_proj.", ".down_proj.", ".w2.", ".mlp.c_proj.", ".mlp.fc2.", ".mlp.dense_4h_to_h.")
+_ROW = (".o_proj.", ".down_proj.", ".w2.", ".mlp.c_proj.", ".mlp.fc2.", ".mlp.dense_4h_to_h.",
+        ".mlp.fc_out.")  # fmt: skip
 _VOCAB = ("embed_tokens.weight", "lm_head.weight", "lm_head.bias")  # Phi's head has a bias
 # A quantized LM head's tensors along the vocabulary (its g_idx is along the inputs).
 _VOCAB_PACKED = ("lm_head.qweight", "lm_head.qzeros", "lm_head.scales")
@@ -200,6 +207,8 @@ def rank_piece(cfg: CheckpointConfig, name: str, local_shape: tuple[int, ...], s
     if kind == "row" and leaf == "bias":  # summed by the all-reduce: rank 0 adds it once
         full = _full(source)
         return full if r == 0 else torch.zeros_like(full)
+    if ".qkv_proj." in name + "." and not cfg.qkv_head_major:
+        return _fused_qkv_cut(cfg, name, source)
     cut = split_range(cfg, name, local_shape, shape)
     return _full(source) if cut is None else _read(source, *cut)
 
@@ -241,6 +250,28 @@ def split_range(
     return dim, index * length, length
 
 
+def _fused_qkv_cut(cfg: CheckpointConfig, name: str, source: Any) -> torch.Tensor:
+    """This rank's rows of a q | k | v fused checkpoint tensor: its query heads' q rows,
+    then its KV heads' k and v rows (a replicated KV head's when there are fewer than
+    ranks), concatenated along the output dim (a quantized tensor's own; packed words per
+    head must be whole)."""
+    leaf = name.rsplit(".", 1)[-1]
+    dim = _LEAF_DIMS.get(leaf, (0, -1))[0]
+    if dim is None:  # GPTQ's g_idx: along the inputs, every rank's
+        return _full(source)
+    shape = _shape(source)
+    hq, hk = cfg.full_num_heads, cfg.full_num_kv_heads
+    per_head, rest = divmod(shape[dim], hq + 2 * hk)  # rows (or packed words) per head
+    if rest:
+        raise TensorParallelError(f"{name}: {shape[dim]} rows are not {hq + 2 * hk} heads")
+    kv_index = cfg.tp_rank if hk >= cfg.tp_size else cfg.tp_rank * hk // cfg.tp_size
+    q_len, kv_len = cfg.num_heads * per_head, cfg.num_kv_heads * per_head
+    q = _read(source, dim, cfg.tp_rank * q_len, q_len)
+    k = _read(source, dim, hq * per_head + kv_index * kv_len, kv_len)
+    v = _read(source, dim, (hq + hk) * per_head + kv_index * kv_len, kv_len)
+    return torch.cat([q, k, v], dim)
+
+
 def _local_weight_shape(cfg: CheckpointConfig, name: str, full: torch.Tensor) -> torch.Tensor:
     """A projection's ``[O, I]`` (int64 [2]) -> this rank's part's."""
     o, i = (int(v) for v in full.tolist())
@@ -275,6 +306,10 @@ def full_weight_shape(cfg: CheckpointConfig, name: str, out: int, inp: int) -> t
         return out, inp
     if any(f in name for f in _KV):
         return out * cfg.full_num_kv_heads // cfg.num_kv_heads, inp
+    if ".qkv_proj." in name + "." and not cfg.qkv_head_major:  # q | k | v fused
+        heads = cfg.num_heads + 2 * cfg.num_kv_heads
+        full = cfg.full_num_heads + 2 * cfg.full_num_kv_heads
+        return out // heads * full, inp
     if any(f in name for f in _COLUMN):
         return out * cfg.tp_size, inp
     if any(f in name for f in _ROW):

@@ -101,8 +101,6 @@ def check_pipeline_parallel(cfg: CheckpointConfig, size: int, partition: str | N
     if size == 1:
         return
     problems = []
-    if cfg.architecture == "GPT2LMHeadModel":
-        problems.append("GPT-2's decoder has no pipeline stages")
     if len(set(cfg.sliding_windows)) > 1:
         problems.append(
             "a model mixing sliding-window and full-attention layers (its KV cache groups) "

@@ -11,12 +11,11 @@ actorllm.models.registry.UnsupportedArchitectureError: ... (supported: ...)
 from __future__ import annotations
 
 from actorllm.models.base import CausalLM
-from actorllm.models.gpt2 import GPT2LMHeadModel
 from actorllm.models.gpt_oss import GptOssForCausalLM
 from actorllm.models.llama import LlamaForCausalLM
 
 # The decoder families share one implementation; their differences are config switches
-# (models/families.py, models/llama.py). GPT-2 (learned positions, LayerNorm) has its own.
+# (models/families.py, models/llama.py).
 MODEL_REGISTRY: dict[str, type[CausalLM]] = {
     "LlamaForCausalLM": LlamaForCausalLM,
     "MistralForCausalLM": LlamaForCausalLM,
@@ -49,8 +48,13 @@ MODEL_REGISTRY: dict[str, type[CausalLM]] = {
     "OPTForCausalLM": LlamaForCausalLM,
     "PhiForCausalLM": LlamaForCausalLM,
     "GPTNeoXForCausalLM": LlamaForCausalLM,
+    "GPTJForCausalLM": LlamaForCausalLM,
+    "GPTBigCodeForCausalLM": LlamaForCausalLM,
+    "FalconForCausalLM": LlamaForCausalLM,
+    "PhiMoEForCausalLM": LlamaForCausalLM,  # Phi-3.5-MoE's config.json
+    "PhimoeForCausalLM": LlamaForCausalLM,  # transformers 5's save_pretrained
     "GptOssForCausalLM": GptOssForCausalLM,  # the same decoder, its own checkpoint layout
-    "GPT2LMHeadModel": GPT2LMHeadModel,
+    "GPT2LMHeadModel": LlamaForCausalLM,
 }
 
 

@@ -48,6 +48,7 @@ class StagingArea:
         self._direct = (
             model.config.tp_size == 1
             and type(model).checkpoint_tensor is CausalLM.checkpoint_tensor
+            and model.transposed_weights is None
         )
 
     def _view(self, target: str, shard: ShardKey) -> torch.Tensor:

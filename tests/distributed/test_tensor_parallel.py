@@ -76,6 +76,15 @@ def _prompt_logprobs(out: Any) -> list[float]:
         pytest.param("opt_350m", marks=pytest.mark.slow),  # post-norm, narrow embeddings
         pytest.param("phi", marks=pytest.mark.slow),  # partial rotary, the head's bias
         pytest.param("gpt_neox", marks=pytest.mark.slow),  # query_key_value head by head
+        pytest.param("gptj", marks=pytest.mark.slow),  # interleaved partial RoPE, fc_in
+        # c_attn: q | k | v with one KV head every rank keeps; head by head without MQA.
+        pytest.param("gpt_bigcode", marks=pytest.mark.slow),
+        pytest.param("gpt_bigcode_mha", marks=pytest.mark.slow),
+        pytest.param("gpt2", marks=pytest.mark.slow),  # Conv1D [in, out]: cut once transposed
+        # query_key_value: q | k | v around one KV head; a block of KV groups a rank.
+        pytest.param("falcon", marks=pytest.mark.slow),
+        pytest.param("falcon_new", marks=pytest.mark.slow),
+        pytest.param("phimoe", marks=pytest.mark.slow),  # sparsemixer on every rank
     ],
 )
 def test_tp2_gives_tp1_greedy_tokens(tmp_path: Path, family: Family) -> None:

@@ -20,7 +20,9 @@ Family = Literal[
     "gemma", "gemma2", "gemma3", "phi3", "phi3_longrope", "olmo2", "granite", "gpt2",
     "gpt_oss", "smollm3", "ernie4_5", "arcee", "olmo3", "exaone4", "glm", "glm4",
     "seed_oss", "granitemoe", "starcoder2", "stablelm", "apertus", "cohere", "cohere2",
-    "opt", "opt_350m", "phi", "gpt_neox", "gpt_neox_sequential",
+    "opt", "opt_350m", "phi", "gpt_neox", "gpt_neox_sequential", "gptj",
+    "gpt_bigcode", "gpt_bigcode_mha", "falcon", "falcon_mha", "falcon_new", "falcon_new_1ln",
+    "phimoe",
 ]  # fmt: skip
 
 LLAMA3_ROPE = {
@@ -123,6 +125,13 @@ def _other_family(family: str, common: dict[str, Any], sliding_window: int | Non
         common.setdefault("norm_topk_prob", True)
         common = dict(num_experts=6, moe_intermediate_size=32, **moe) | common
         return transformers.Qwen3MoeConfig(**common)
+    if family == "phimoe":  # LayerNorms, biases, sparsemixer routing over 4 experts
+        common.setdefault("sliding_window", sliding_window)
+        # A wide jitter_eps keeps several experts in each pick's softmax (weights < 1).
+        return transformers.PhimoeConfig(
+            num_local_experts=4, attention_bias=True, lm_head_bias=True,
+            router_jitter_noise=0.3, **moe, **common,
+        )  # fmt: skip
     if family == "olmoe":
         common.setdefault("clip_qkv", 3.0)
         return transformers.OlmoeConfig(num_experts=4, **moe, **common)
@@ -169,6 +178,10 @@ def _other_family(family: str, common: dict[str, Any], sliding_window: int | Non
         return _newer_family(family, common, sliding_window)
     if family in LEARNED_OR_FUSED:
         return _learned_or_fused_family(family, common)
+    if family in FALCON:
+        return _falcon_family(family, common)
+    if family in GPT_KEYED:
+        return _gpt_keyed_family(family, common)
     if family == "gpt2":
         return transformers.GPT2Config(
             vocab_size=common["vocab_size"], n_embd=common["hidden_size"],
@@ -242,6 +255,7 @@ def _newer_family(family: str, common: dict[str, Any], sliding_window: int | Non
 
 
 LEARNED_OR_FUSED = ("opt", "opt_350m", "phi", "gpt_neox", "gpt_neox_sequential")
+FALCON = ("falcon", "falcon_mha", "falcon_new", "falcon_new_1ln")
 
 
 def _learned_or_fused_family(family: str, common: dict[str, Any]) -> Any:
@@ -273,6 +287,59 @@ def _learned_or_fused_family(family: str, common: dict[str, Any]) -> Any:
         eos_token_id=common["eos_token_id"], bos_token_id=1, pad_token_id=1,
         dropout=0.0, attention_dropout=0.0, do_layer_norm_before=family == "opt",
         word_embed_proj_dim=common["hidden_size"] // (2 if family == "opt_350m" else 1),
+    )  # fmt: skip
+
+
+GPT_KEYED = ("gptj", "gpt_bigcode", "gpt_bigcode_mha")
+
+
+def _gpt_keyed_family(family: str, common: dict[str, Any]) -> Any:
+    """GPT-J (interleaved RoPE on half of each head, attention and MLP side by side on one
+    LayerNorm, biases on the MLP and the head only); GPTBigCode (learned positions, its
+    fused c_attn: one KV head, or "gpt_bigcode_mha" a KV head per query head)."""
+    import transformers
+
+    if family.startswith("gpt_bigcode"):
+        return transformers.GPTBigCodeConfig(
+            vocab_size=common["vocab_size"], n_embd=common["hidden_size"],
+            n_layer=common["num_hidden_layers"], n_head=common["num_attention_heads"],
+            n_positions=common["max_position_embeddings"], n_inner=common["intermediate_size"],
+            multi_query=family == "gpt_bigcode", tie_word_embeddings=common["tie_word_embeddings"],
+            eos_token_id=common["eos_token_id"], bos_token_id=1,
+            resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+        )  # fmt: skip
+
+    head_dim = common["hidden_size"] // common["num_attention_heads"]
+    return transformers.GPTJConfig(
+        vocab_size=common["vocab_size"], n_embd=common["hidden_size"],
+        n_layer=common["num_hidden_layers"], n_head=common["num_attention_heads"],
+        n_positions=common["max_position_embeddings"], n_inner=common["intermediate_size"],
+        rotary_dim=common.get("rotary_dim", head_dim // 2),
+        tie_word_embeddings=common["tie_word_embeddings"], eos_token_id=common["eos_token_id"],
+        bos_token_id=1, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+    )  # fmt: skip
+
+
+def _falcon_family(family: str, common: dict[str, Any]) -> Any:
+    """Falcon-7B's layout ("falcon": multi-query, attention and MLP side by side on one
+    LayerNorm), a KV head per query head in turn ("falcon_mha"), and Falcon-40B's new
+    architecture (grouped query_key_value, two LayerNorms; "falcon_new_1ln": one), all with
+    biases."""
+    import transformers
+
+    new = family.startswith("falcon_new")
+    return transformers.FalconConfig(
+        vocab_size=common["vocab_size"], hidden_size=common["hidden_size"],
+        num_hidden_layers=common["num_hidden_layers"],
+        num_attention_heads=common["num_attention_heads"],
+        num_kv_heads=common["num_key_value_heads"] if new else None,
+        new_decoder_architecture=new, multi_query=family == "falcon",
+        parallel_attn=family != "falcon_mha", bias=True,
+        num_ln_in_parallel_attn=1 if family == "falcon_new_1ln" else None,
+        ffn_hidden_size=common["intermediate_size"],
+        max_position_embeddings=common["max_position_embeddings"],
+        tie_word_embeddings=common["tie_word_embeddings"], eos_token_id=common["eos_token_id"],
+        bos_token_id=1, hidden_dropout=0.0, attention_dropout=0.0,
     )  # fmt: skip
 
 

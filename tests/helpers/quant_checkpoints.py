@@ -20,11 +20,12 @@ from safetensors.torch import load_file, save_file
 from tests.helpers.models import make_tiny_checkpoint
 
 # Quantized linears, MoE experts included (Mixtral's w1 / w3 / w2), StarCoder 2's MLP
-# (c_fc / c_proj), OPT's out_proj and fc1 / fc2,
-# Phi's dense, GPT-NeoX's query_key_value and dense_*; routers stay float.
+# (c_fc / c_proj), OPT's out_proj and fc1 / fc2, Phi's dense, GPT-NeoX's query_key_value
+# and dense_*, GPT-J's fc_in / fc_out, GPTBigCode's c_attn; routers stay float.
 LINEARS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj",
            "w1", "w2", "w3", "c_fc", "c_proj", "out_proj", "fc1", "fc2", "dense",
-           "query_key_value", "dense_h_to_4h", "dense_4h_to_h")  # fmt: skip
+           "query_key_value", "dense_h_to_4h", "dense_4h_to_h", "fc_in", "fc_out",
+           "c_attn")  # fmt: skip
 # The LM head under its checkpoint names (GPT-NeoX saves it as ``embed_out``).
 HEADS = ("lm_head", "embed_out")
 AWQ_ORDER = (0, 2, 4, 6, 1, 3, 5, 7)
@@ -158,6 +159,9 @@ def write_quantized(
         if not (name.endswith(".weight") and linear):
             ref[name] = quant[name] = w
             continue
+        conv1d = family == "gpt2"  # Conv1D [in, out]: quantizers pack it as [out, in]
+        if conv1d:
+            w = w.t()
         i = w.shape[1]
         err = scale_error if not wrong_done and wrong_module in module else 1.0
         wrong_done = wrong_done or wrong_module in module
@@ -203,6 +207,8 @@ def write_quantized(
         is_sym = sym or method == "w4a16"
         q, scales, zeros = quantize_groups(w, bits, gs, is_sym, g_idx)
         ref[name] = dequantize(q, scales, zeros, g_idx)
+        if conv1d:
+            ref[name] = ref[name].t()
         if err != 1.0:
             scales = (scales.float() * err).half()
         if method == "gptq":

@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from actorllm.kernels.moe import fused_moe, gated_activation, route_topk, sort_by_expert
+from actorllm.kernels.moe import (
+    fused_moe,
+    gated_activation,
+    route_sparsemixer,
+    route_topk,
+    sort_by_expert,
+)
 
 
 def _naive(x, w13, w2, weights, ids, activation="silu"):  # type: ignore[no-untyped-def]
@@ -87,3 +93,20 @@ def test_sort_by_expert_groups_pairs_stably() -> None:
 def test_unknown_activation_is_refused() -> None:
     with pytest.raises(ValueError, match="relu2"):
         gated_activation("relu2")
+
+
+@pytest.mark.parametrize("jitter_eps", [0.01, 0.3])
+def test_sparsemixer_routing_is_transformers_phimoe_outside_training(jitter_eps: float) -> None:
+    """Logits in clusters, so the relative-distance masks keep several experts for some
+    tokens and one for others; the second pick's mask is measured from the second top."""
+    from transformers.models.phimoe.modeling_phimoe import sparsemixer
+
+    g = torch.Generator().manual_seed(0)
+    base = torch.randn(64, 1, generator=g) * 3  # [T, 1]
+    logits = base + torch.randn(64, 8, generator=g) * torch.rand(64, 1, generator=g) * 0.1
+    logits[::5] = torch.randn(13, 8, generator=g) * 3  # some tokens far apart
+    ref_w, ref_ids = sparsemixer(logits, jitter_eps=jitter_eps, training=False)
+    w, ids = route_sparsemixer(logits, jitter_eps)
+    assert torch.equal(ids, ref_ids)
+    torch.testing.assert_close(w, ref_w, rtol=0, atol=1e-7)
+    assert (w.sum(-1) < 1.999).any()  # not renormalised: the masks kept several experts

@@ -82,8 +82,10 @@ def test_gpt2_loads_with_or_without_the_transformer_prefix(tmp_path: Path) -> No
     sd = load_file(str(path / "model.safetensors"))
     model = _load(path)
     # Conv1D [in, out] -> Linear [out, in]
-    c_attn = model.get_parameter("model.layers.0.attn.c_attn.weight")
+    c_attn = model.get_parameter("model.layers.0.self_attn.qkv_proj.weight")
     assert torch.equal(c_attn, sd["transformer.h.0.attn.c_attn.weight"].t())
+    c_fc = model.get_parameter("model.layers.0.mlp.c_fc.weight")  # [I, H]: not square
+    assert torch.equal(c_fc, sd["transformer.h.0.mlp.c_fc.weight"].t())
     bare = {k.removeprefix("transformer."): v for k, v in sd.items()}
     bare["h.0.attn.bias"] = torch.ones(1, 1, 4, 4)  # an old checkpoint's causal-mask buffer
     _rewrite(path, bare)
@@ -181,10 +183,10 @@ def test_unsupported_gpt2_options_are_refused() -> None:
     with pytest.raises(ModelConfigError, match="scale_attn_by_inverse_layer_idx"):
         CheckpointConfig.from_dict(raw)
     raw = _raw("gpt2")
-    raw["activation_function"] = "relu"
+    raw["activation_function"] = "quick_gelu"
     raw["architectures"] = ["GPT2LMHeadModel"]
     cfg = CheckpointConfig.from_dict(raw)
-    with pytest.raises(ValueError, match="activation_function 'relu'"):
+    with pytest.raises(ValueError, match="unsupported hidden_act 'quick_gelu'"):
         load_model("/nonexistent", cfg, load_format="dummy")
 
 
@@ -296,3 +298,30 @@ def test_gpt_oss_experts_load_from_their_interleaved_layout(tmp_path: Path) -> N
     torch.testing.assert_close(
         params["model.layers.0.self_attn.sinks"], sd["model.layers.0.self_attn.sinks"]
     )
+
+
+# microsoft/Phi-3.5-MoE-instruct's config.json keys, at tiny sizes (its LongRoPE aside).
+PHI_35_MOE = {
+    "architectures": ["PhiMoEForCausalLM"], "model_type": "phimoe", "vocab_size": 128,
+    "hidden_size": 64, "intermediate_size": 32, "num_hidden_layers": 2,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "num_local_experts": 4,
+    "num_experts_per_tok": 2, "router_jitter_noise": 0.01, "input_jitter_noise": 0.01,
+    "attention_bias": True, "lm_head_bias": True, "rms_norm_eps": 1e-5,
+    "sliding_window": 128, "hidden_act": "silu", "tie_word_embeddings": False,
+}  # fmt: skip
+
+
+def test_phimoe_mixtral_with_layernorms_biases_and_sparsemixer_routing() -> None:
+    cfg = CheckpointConfig.from_dict(PHI_35_MOE)
+    assert cfg.num_experts == 4 and cfg.num_experts_per_tok == 2 and cfg.moe_layers == [True] * 2
+    assert cfg.moe_intermediate_size == 32 and cfg.sparsemixer_eps == 0.01
+    assert not cfg.norm_topk_prob  # sparsemixer's weights are not renormalised
+    assert cfg.norm_type == "layer" and cfg.rms_norm_eps == 1e-5
+    assert cfg.attention_bias and cfg.o_proj_bias and cfg.lm_head_bias
+    assert cfg.sliding_windows == [128, 128]  # as transformers masks every layer
+    assert CheckpointConfig.from_dict(_raw("mixtral")).sparsemixer_eps is None
+
+
+def test_phimoe_other_than_top_2_is_refused_by_name() -> None:
+    with pytest.raises(ModelConfigError, match="PhiMoE num_experts_per_tok=1"):
+        CheckpointConfig.from_dict({**PHI_35_MOE, "num_experts_per_tok": 1})

@@ -50,6 +50,15 @@ FAMILIES: list[tuple[Family, dict[str, Any]]] = [
     ("phi", {}),
     ("gpt_neox", {}),
     ("gpt_neox_sequential", {}),
+    ("gptj", {}),
+    ("gpt_bigcode", {"tie_word_embeddings": True}),
+    ("gpt_bigcode_mha", {"tie_word_embeddings": True}),
+    ("gpt2", {}),
+    ("falcon", {"tie_word_embeddings": True}),
+    ("falcon_mha", {}),
+    ("falcon_new", {}),
+    ("falcon_new_1ln", {"num_kv_heads": 1}),
+    ("phimoe", {}),
 ]
 # The optional q/k LayerNorms (each family's own weight layout) and StableLM's parallel
 # residual, beside the plain checkpoints above.

@@ -20,14 +20,29 @@ from tests.models.test_family_engine_parity import _checkpoint
 PROMPT = [11, 42, 97, 300, 5, 77, 1000, 2000, 3000, 17, 19]
 GREEDY = SamplingParams(temperature=0.0, max_tokens=8, ignore_eos=True, logprobs=1)
 # Each family has some of them (OPT: out_proj, fc1 / fc2; Phi: dense, fc1 / fc2; GPT-NeoX:
-# its fused query_key_value, dense, dense_h_to_4h / dense_4h_to_h).
+# its fused query_key_value, dense, dense_h_to_4h / dense_4h_to_h; GPT-J: fc_in / fc_out;
+# GPTBigCode: its fused c_attn, c_proj, c_fc).
 TARGETS = (*ALL_PROJ, "gate_up_proj", "c_fc", "c_proj", "out_proj", "fc1", "fc2", "dense",
-           "query_key_value", "dense_h_to_4h", "dense_4h_to_h")  # fmt: skip
+           "query_key_value", "dense_h_to_4h", "dense_4h_to_h", "fc_in", "fc_out",
+           "c_attn")  # fmt: skip
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "family", ["arcee", "starcoder2", "glm4", "smollm3", "opt", "phi", "gpt_neox"]
+    "family",
+    [
+        "arcee",
+        "starcoder2",
+        "glm4",
+        "smollm3",
+        "opt",
+        "phi",
+        "gpt_neox",
+        "gptj",
+        "gpt_bigcode",
+        "gpt2",
+        "falcon_new",
+    ],
 )
 def test_adapter_logprobs_equal_peft(tmp_path: Path, family: Family) -> None:
     _adapter_logprobs_equal_peft(tmp_path, family, tp=1)

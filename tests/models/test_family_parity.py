@@ -19,10 +19,11 @@ import torch
 
 from actorllm.core.sampling_params import SamplingParams
 from actorllm.worker.model_runner import ModelRunner
-from tests.helpers.models import hf_logprobs, load_hf_model, make_tiny_checkpoint
+from tests.helpers.models import PHI3_LONGROPE, hf_logprobs, load_hf_model, make_tiny_checkpoint
 from tests.helpers.sched_driver import SchedDriver
 
 TOL = 1e-4
+PHIMOE_LONGROPE = {**PHI3_LONGROPE, "short_mscale": 1.1, "long_mscale": 1.3}
 N_PROMPTS, N_TOKENS = 8, 16
 
 # (family, config overrides): tied and untied heads, GQA 1-4, sharded checkpoints.
@@ -40,6 +41,12 @@ CASES: list[tuple[str, dict[str, Any]]] = [
     ("olmo2", dict(num_kv_heads=2, max_shard_size="60KB")),
     ("granite", dict(num_kv_heads=2)),
     ("gpt2", dict(num_heads=4)),
+    ("gptj", dict(num_heads=4)),
+    ("gpt_bigcode", dict(tie_word_embeddings=True)),
+    ("falcon_new", dict(num_kv_heads=2)),
+    ("phimoe", dict(num_kv_heads=2)),
+    # Phi-3.5-MoE's LongRoPE with its own short / long mscale.
+    ("phimoe", dict(original_max_position_embeddings=64, rope_parameters=PHIMOE_LONGROPE)),
 ]
 
 

@@ -49,6 +49,20 @@ def test_rank_slices_put_together_are_the_checkpoint(tmp_path: Path) -> None:
     torch.testing.assert_close(r1[norm], full[norm])
 
 
+def test_a_fused_multi_query_c_attn_is_cut_into_each_ranks_q_k_v(tmp_path: Path) -> None:
+    """GPTBigCode's c_attn: [q 64 | k 16 | v 16] rows; each rank its 2 query heads and the
+    one KV head."""
+    path = make_tiny_checkpoint(tmp_path, "gpt_bigcode", num_layers=1)
+    full, r0, r1 = _load(path, 0, 1), _load(path, 0, 2), _load(path, 1, 2)
+    d = 16
+    for leaf in ("weight", "bias"):
+        qkv = f"model.layers.0.self_attn.qkv_proj.{leaf}"
+        assert r0[qkv].shape[0] == r1[qkv].shape[0] == 4 * d
+        torch.testing.assert_close(torch.cat([r0[qkv][:32], r1[qkv][:32]]), full[qkv][:64])
+        torch.testing.assert_close(r0[qkv][32:], full[qkv][64:])  # k | v, on both ranks
+        torch.testing.assert_close(r1[qkv][32:], full[qkv][64:])
+
+
 def test_row_parallel_bias_is_counted_once(tmp_path: Path) -> None:
     path = make_tiny_checkpoint(tmp_path, "granite")  # o_proj and down_proj have biases
     full, r0, r1 = _load(path, 0, 1), _load(path, 0, 2), _load(path, 1, 2)
@@ -69,7 +83,7 @@ ARCHS = {"llama": "LlamaForCausalLM", "gpt2": "GPT2LMHeadModel", "olmo2": "Olmo2
             {"hidden_size": 48, "num_heads": 6, "num_kv_heads": 6},
             "num_attention_heads 6",
         ),
-        ("gpt2", {}, "GPT-2"),
+        ("gpt2", {}, None),
         ("olmo2", {}, "q/k norm"),
     ],
 )

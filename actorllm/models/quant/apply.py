@@ -14,11 +14,12 @@ head). A head tied to the embedding cannot be both. The checkpoint's lists of wh
 quantizes may name the head ``lm_head`` or as the family saves it (GPT-NeoX's
 ``embed_out``): :func:`head_names`.
 
-What is not built is refused here by name: GPT-2, Phi-3's and GLM's fused checkpoints, a
-quantized head tied to the embedding, compressed-tensors' quantized ``lm_head``, fused projections
-whose parts disagree on being quantized, experts of which only some are quantized, and,
-with tensor parallelism, splits that cut a scale group, block or packed word
-(``models/quant/shards.py``; a GGUF file's: ``models/gguf/shards.py``).
+What is not built is refused here by name: GPT-2 but for GPTQ and GGUF, Phi-3's and GLM's fused
+checkpoints, a quantized head tied to the embedding, compressed-tensors' quantized
+``lm_head``, fused projections whose parts disagree on being quantized, experts of which
+only some are quantized, and, with tensor parallelism, splits that cut a scale group,
+block or packed word (``models/quant/shards.py``; a GGUF file's:
+``models/gguf/shards.py``).
 """
 
 from __future__ import annotations
@@ -50,8 +51,10 @@ def checkpoint_quantization(cfg: CheckpointConfig, requested: str | None) -> Qua
     if spec.scheme == "mxfp4":
         return _check_mxfp4(cfg, spec)
     problems = []
-    if cfg.architecture == "GPT2LMHeadModel" and spec.method != "gguf":  # Conv1D layouts
-        problems.append("GPT-2")
+    if cfg.model_type == "gpt2" and spec.method not in ("gptq", "gguf"):
+        # GPTQ's packer transposes a Conv1D weight into nn.Linear's layout and a GGUF file
+        # holds the converter's linear rows; other methods' layout of one is not known here.
+        problems.append(f"GPT-2's Conv1D weights in a {spec.method} checkpoint")
     if cfg.model_type in FUSED_CHECKPOINTS and spec.method != "gguf":  # GGUF reads them whole
         problems.append(FUSED_CHECKPOINTS[cfg.model_type])
     if cfg.model_type == "granitemoe":
@@ -169,7 +172,7 @@ def _quantize_experts(
     experts = block.experts
     assert isinstance(experts, FusedExperts)
     hf_block, projs = name, ("gate_proj", "up_proj", "down_proj")
-    if model.config.model_type == "mixtral":  # HF: block_sparse_moe.experts.{e}.w1/w3/w2
+    if model.config.model_type in ("mixtral", "phimoe"):  # block_sparse_moe.experts.{e}.w1
         hf_block, projs = name.replace(".mlp", ".block_sparse_moe"), ("w1", "w3", "w2")
     names = [f"{hf_block}.experts.{e}.{p}" for e in range(experts.num_experts) for p in projs]
     flags = [spec.quantizes(n) for n in names]

@@ -58,7 +58,10 @@ def test_weight_only_greedy_tokens_equal_the_dequantized_reference(
 NEWER = [("gptq", "arcee"), ("awq", "arcee"), ("gptq", "ernie4_5"), ("awq", "smollm3"),
          ("gptq", "exaone4"), ("awq", "olmo3"), ("gptq", "seed_oss"),
          ("gptq", "starcoder2"), ("awq", "stablelm"), ("gptq", "apertus"),
-         ("awq", "cohere"), ("gptq", "opt"), ("awq", "phi"), ("gptq", "gpt_neox")]  # fmt: skip
+         ("awq", "cohere"), ("gptq", "opt"), ("awq", "phi"), ("gptq", "gpt_neox"),
+         ("awq", "gptj"), ("gptq", "gpt_bigcode"), ("awq", "gpt_bigcode_mha"),
+         ("gptq", "gpt2"), ("gptq", "falcon"), ("awq", "falcon_new"),
+         ("gptq", "phimoe")]  # fmt: skip
 
 
 @pytest.mark.slow

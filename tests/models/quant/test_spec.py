@@ -245,15 +245,19 @@ def test_gpt_neox_head_is_read_under_either_name() -> None:
 
 def test_fused_or_conv1d_checkpoints_are_refused_quantized_except_from_gguf(gptq: Path) -> None:
     """Phi-3's checkpoints store qkv_proj / gate_up_proj fused and GPT-2's are Conv1D, which
-    the packed layouts are not built from; a GGUF file's tensors are the converter's linear
-    rows, read whole (models/gguf/load.py)."""
+    the packed layouts are not built from (GPTQ's packer transposes Conv1D: GPT-2 runs
+    from it); a GGUF file's tensors are the converter's linear rows, read whole
+    (models/gguf/load.py)."""
     cfg = CheckpointConfig.from_pretrained(gptq)
+    awq = {"quant_method": "awq", "bits": 4, "group_size": 32, "zero_point": True,
+           "version": "gemm"}  # fmt: skip
     for changed, words in (
         ({"model_type": "phi3"}, "Phi-3's fused qkv_proj / gate_up_proj"),
-        ({"architecture": "GPT2LMHeadModel"}, "GPT-2"),
+        ({"model_type": "gpt2", "quantization_config": awq}, "GPT-2's Conv1D weights"),
     ):
         other = msgspec.structs.replace(cfg, **changed)
         with pytest.raises(QuantizationError, match=words):
             checkpoint_quantization(other, None)
         gguf = msgspec.structs.replace(other, quantization_config={"quant_method": "gguf"})
         assert checkpoint_quantization(gguf, None) is not None
+    assert checkpoint_quantization(msgspec.structs.replace(cfg, model_type="gpt2"), None)
