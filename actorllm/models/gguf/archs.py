@@ -24,15 +24,16 @@ as llama.cpp's converter (``convert_hf_to_gguf.py``) writes it and its graph
   our ``c_fc`` / ``c_proj``), biases on every projection, a window on every layer when
   the file has one (the converter writes none, and llama.cpp applies none).
 * gpt2: learned positions (``position_embd``), fused ``attn_qkv`` (stored as ``nn.Linear``
-  rows: the converter transposed HF's ``Conv1D``), GELU-tanh; ``models/gpt2.py``'s names
-  are looked up under HF's (:func:`hf_name`).
+  rows: the converter transposed HF's ``Conv1D``), GELU-tanh; our names are looked up
+  under HF's (:func:`hf_name`).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import Any
+
+from actorllm.models.family_names import hf_module_name
 
 Key = Callable[[str], Any]  # {arch}.name -> the value, or None
 
@@ -160,24 +161,16 @@ def gpt2(key: Key, names: set[str], base: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-# Our module names -> the HF names gguf's tensor-name map knows, for the models whose names
-# differ (GPT-2: models/gpt2.py renames transformer.* at load).
-_HF_NAMES = {
-    "gpt2": (
-        (re.compile(r"^model\.embed_tokens\."), "transformer.wte."),
-        (re.compile(r"^model\.embed_positions\."), "transformer.wpe."),
-        (re.compile(r"^model\.layers\.(\d+)\."), r"transformer.h.\1."),
-        (re.compile(r"^model\.norm\."), "transformer.ln_f."),
-    ),
-}
-
-
 def hf_name(arch: str, ours: str) -> str:
-    """``ours`` as the HF checkpoint names it (``model.layers.0.attn.c_attn.weight`` ->
-    ``transformer.h.0.attn.c_attn.weight`` for gpt2; the same name elsewhere)."""
-    for pattern, repl in _HF_NAMES.get(arch, ()):
-        ours = pattern.sub(repl, ours)
-    return ours
+    """``ours`` as the HF checkpoint names it, which gguf's tensor-name map knows (the
+    family's renames, ``models/family_names.py``: GPT-2's ``model.layers.0.self_attn.
+    qkv_proj.weight`` -> ``transformer.h.0.attn.c_attn.weight``; the same name where the
+    family's names are ours)."""
+    model_type = ARCHITECTURES[arch][1]
+    module, _, leaf = ours.rpartition(".")
+    if leaf in ("weight", "bias"):
+        return f"{hf_module_name(model_type, module)}.{leaf}"
+    return hf_module_name(model_type, ours)
 
 
 FIELDS: dict[str, Callable[[Key, set[str], dict[str, Any]], dict[str, Any]]] = {
