@@ -30,10 +30,13 @@ def reasoning_counter(tokenizer: Any) -> ReasoningCounter:
 
 
 def completion_details(
-    count: ReasoningCounter | None, reasonings: Iterable[str | None]
+    count: ReasoningCounter | None, reasonings: Iterable[str | None], completion_tokens: int
 ) -> CompletionTokensDetails | None:
     """The details of a response whose choices reasoned ``reasonings``; None where the
-    server has no reasoning parser (vLLM leaves the field out then)."""
+    server has no reasoning parser (vLLM leaves the field out then). Never more than the
+    ``completion_tokens`` generated: text that does not re-tokenize as it was generated
+    (a byte-level model's broken characters) counts more tokens than it took."""
     if count is None:
         return None
-    return CompletionTokensDetails(reasoning_tokens=sum(count(r) for r in reasonings))
+    total = sum(count(r) for r in reasonings)
+    return CompletionTokensDetails(reasoning_tokens=min(total, completion_tokens))

@@ -572,6 +572,7 @@ class ChatState:
         usage.completion_tokens_details = completion_details(
             self.count_reasoning,
             (c.parser.message(c.text).reasoning_content for c in self.choices.values()),
+            usage.completion_tokens,
         )
         return usage
 
