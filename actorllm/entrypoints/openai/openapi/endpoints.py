@@ -159,8 +159,8 @@ LORA_ENDPOINTS = (
         "/v1/load_lora_adapter",
         LoadLoRAAdapterRequest,
         "Load a LoRA adapter from a local directory (PEFT's format) under `lora_name`; "
-        "400 naming the adapter and the reason for a bad one, or for a name already loaded "
-        "unless `load_inplace`.",
+        "500 naming the adapter and the reason for a bad one (vLLM's status), 400 for a name "
+        "already loaded unless `load_inplace`.",
     ),
     (
         "/v1/unload_lora_adapter",
