@@ -104,8 +104,8 @@ FILES = [
     "../pooling/scoring/test_bi_encoder_online.py",
     "../pooling/token_classify/test_online.py",
     "../pooling/reward/test_token_reward_online.py",
-    # LoRA adapters (LORA_REPOS stand in for the hub's) on Qwen3-0.6B, SmolLM2 (the demo
-    # model) and opt-125m
+    # LoRA adapters (LORA_REPOS stand in for the hub's) on Qwen3-0.6B (SmolLM2's too) and
+    # opt-125m
     "../serve/lora/test_lora_adapters.py",
     "../serve/sagemaker/test_sagemaker_lora_adapters.py",
     "../serve/sagemaker/test_sagemaker_stateful_sessions.py",
@@ -175,6 +175,9 @@ MODELS = {
     "../pooling/token_classify/*": cm.qwen2_classifier,
     "../pooling/scoring/test_late_interaction*": cm.colbert,
     "../serve/lora/*": cm.qwen3,
+    # --max-model-len 8192, past the demo's positions
+    "../serve/sagemaker/test_sagemaker_lora_adapters.py": cm.qwen3,
+    "../serve/sagemaker/test_sagemaker_stateful_sessions.py": cm.qwen3,
     "models/*": cm.qwen3,
     "*prompt_embeds*": cm.opt,
 }
