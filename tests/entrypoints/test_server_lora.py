@@ -198,3 +198,28 @@ def test_is_3d_lora_weight_in_the_load_body(
         server.url + "/v1/unload_lora_adapter", json={"lora_name": "sql3d"}, headers=auth
     )
     assert r.status_code == 200
+
+
+def test_sagemaker_adapter_routes(
+    server: ServerThread, adapters: dict[str, Path], want: dict[str, list[int]]
+) -> None:
+    """SageMaker's spelling (vLLM mounts it beside /v1/load_lora_adapter): POST /adapters
+    {name, src}, DELETE /adapters/{name}, and /invocations on the adapter its header names."""
+    auth = {"Authorization": f"Bearer {KEY}"}
+    r = httpx.post(server.url + "/adapters", json={"name": "sm", "src": str(adapters["chat"])})
+    assert r.status_code == 200 and r.text == "Adapter sm registered"
+    body = {
+        "prompt": PROMPT, "max_tokens": MAX_TOKENS, "temperature": 0, "logprobs": 0,
+        "ignore_eos": True, "return_tokens_as_token_ids": True,
+    }  # fmt: skip
+    headers = {**auth, "X-Amzn-SageMaker-Adapter-Identifier": "sm"}
+    r = httpx.post(server.url + "/invocations", json=body, headers=headers, timeout=60)
+    assert r.status_code == 200 and r.json()["model"] == "sm"
+    tokens = r.json()["choices"][0]["logprobs"]["tokens"]
+    assert [int(t.removeprefix("token_id:")) for t in tokens] == want["chat"]
+    missing = httpx.post(server.url + "/adapters", json={"name": "x", "src": "/not/there"})
+    assert missing.status_code == 404
+    assert httpx.post(server.url + "/adapters", json={"name": "x", "src": ""}).status_code == 400
+    r = httpx.delete(server.url + "/adapters/sm")
+    assert r.status_code == 200 and r.text == "Adapter sm unregistered"
+    assert httpx.delete(server.url + "/adapters/sm").status_code == 404

@@ -52,6 +52,17 @@ class LoadLoRAAdapterRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields
     is_3d_lora_weight: bool = False  # vLLM's; only False is accepted (see LoRARequest)
 
 
+class RegisterAdapterRequest(msgspec.Struct, kw_only=True):
+    """SageMaker's ``POST /adapters`` body (``app/sagemaker_routes.py``); its ``preload``
+    and ``pin`` are accepted: every adapter here is loaded when registered."""
+
+    name: str
+    src: str
+    preload: bool = True
+    pin: bool = False
+    load_inplace: bool = False
+
+
 class UnloadLoRAAdapterRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     lora_name: str = ""
     lora_int_id: int | None = None

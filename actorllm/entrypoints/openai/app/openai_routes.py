@@ -14,6 +14,7 @@ from actorllm.entrypoints.generative_scoring.serving import create_generative_sc
 from actorllm.entrypoints.openai import serving_pooling as pooling
 from actorllm.entrypoints.openai.app.endpoint import S, decode_body
 from actorllm.entrypoints.openai.app.orca_header import FORMAT_HEADER, load_report
+from actorllm.entrypoints.openai.app.sagemaker_routes import with_adapter_id
 from actorllm.entrypoints.openai.app.state import AppState
 from actorllm.entrypoints.openai.errors import bad_request
 from actorllm.entrypoints.openai.lora_models import (
@@ -96,6 +97,8 @@ async def invocations(state: AppState, request: Request) -> Response:
         raw = msgspec.json.decode(await request.body())
     except msgspec.DecodeError:
         raw = None
+    # SageMaker's adapter header names the LoRA adapter the request runs on
+    request = with_adapter_id(request, raw)
     keys = set(raw) if isinstance(raw, dict) else set()
     pm = state.serving.engine.pooling_model
     if pm is None:
