@@ -1,6 +1,7 @@
-"""Encoder-only models: BERT (``BertModel``, ``BertForSequenceClassification``) and
+"""Encoder-only models: BERT (``BertModel``, ``BertForSequenceClassification``),
 RoBERTa / XLM-RoBERTa (``RobertaModel``, ``XLMRobertaModel``, their
-``ForSequenceClassification``).
+``ForSequenceClassification``) and ColBERT (``HF_ColBERT``: BERT whose every row goes
+through ``linear``, a bias-free projection to ``projection_dim``).
 
 Bidirectional attention over each whole sequence, absolute learned positions, token types,
 post-LayerNorm blocks. Nothing is cached: an encoder runs a request's prompt in one
@@ -220,7 +221,8 @@ class _RobertaHead(nn.Module):
 class EncoderModel(nn.Module):
     """An encoder over a flat batch of whole sequences.
 
-    ``forward(input_ids [T], token_types [T], seq_lens) -> hidden [T, H]``;
+    ``forward(input_ids [T], token_types [T], seq_lens) -> hidden [T, H]`` (ColBERT:
+    projected, [T, projection_dim]);
     ``classify(cls_rows [N, H]) -> logits [N, num_labels]`` (classifier checkpoints only).
     """
 
@@ -236,6 +238,10 @@ class EncoderModel(nn.Module):
             self.classifier = nn.Linear(c.hidden_size, c.num_labels)
         elif c.classifier:
             self.classifier = _RobertaHead(c)
+        # ColBERT's projection (checkpoint name ``linear.weight``, outside ``bert.``)
+        self.linear: nn.Linear | None = None
+        if c.projection_dim:
+            self.linear = nn.Linear(c.hidden_size, c.projection_dim, bias=False)
 
     def forward(
         self, input_ids: torch.Tensor, token_types: torch.Tensor, seq_lens: list[int]
@@ -261,6 +267,8 @@ class EncoderModel(nn.Module):
         x = self.embeddings(input_ids, pos, token_types)
         for layer in self.encoder.layer:
             x = layer(x, layout)
+        if self.linear is not None:
+            x = self.linear(x[:t])  # [T, projection_dim]
         return x[:t]  # [T, H]
 
     def classify(self, cls_rows: torch.Tensor) -> torch.Tensor:

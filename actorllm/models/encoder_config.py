@@ -1,10 +1,12 @@
-"""An encoder-only checkpoint's configuration (BERT, RoBERTa, XLM-RoBERTa) and its pooling,
-read from config.json and the sentence-transformers files; no torch (the engine reads it,
-models/bert.py builds the model)."""
+"""An encoder-only checkpoint's configuration (BERT, RoBERTa, XLM-RoBERTa, and ColBERT's
+BERT with its projection) and its pooling, read from config.json and the
+sentence-transformers files; no torch (the engine reads it, models/bert.py builds the
+model)."""
 
 from __future__ import annotations
 
 import json
+import struct
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +22,16 @@ ENCODER_ARCHITECTURES: dict[str, tuple[str, bool]] = {
     "RobertaForSequenceClassification": ("roberta", True),
     "XLMRobertaModel": ("roberta", False),
     "XLMRobertaForSequenceClassification": ("roberta", True),
+    # ColBERT (vLLM's ColBERTModel): a BERT saved as ``bert.*`` beside ``linear.weight``, a
+    # bias-free projection of every token's hidden state (answerai-colbert-small-v1)
+    "HF_ColBERT": ("bert", False),
 }
+# ColBERT architectures: token embeddings only (late interaction), projected
+COLBERT_ARCHITECTURES = ("HF_ColBERT",)
+# config.json keys that may give ColBERT's projection width, in vLLM's order; without them
+# it is the rows of the checkpoint's linear.weight
+_COLBERT_DIM_KEYS = ("colbert_dim", "dim", "projection_dim")
+COLBERT_WEIGHT = "linear.weight"
 # hidden_act values the encoder implements (models/bert.py)
 ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu")
 
@@ -42,6 +53,8 @@ class EncoderConfig(msgspec.Struct, frozen=True, kw_only=True):
     num_labels: int
     id2label: dict[int, str]
     problem_type: str | None
+    # ColBERT: the width each token's hidden state is projected to (0: no projection)
+    projection_dim: int = 0
     eos_token_ids: list[int] = msgspec.field(default_factory=list)
     max_model_len: int = 0  # set by the runner
 
@@ -53,6 +66,11 @@ class EncoderConfig(msgspec.Struct, frozen=True, kw_only=True):
     @property
     def max_positions(self) -> int:
         return self.max_position_embeddings - self.position_offset
+
+    @property
+    def output_size(self) -> int:
+        """The width of the rows the model returns (its projection's, for ColBERT)."""
+        return self.projection_dim or self.hidden_size
 
 
 def is_encoder_architecture(architecture: str) -> bool:
@@ -94,7 +112,30 @@ def read_encoder_config(path: str | Path) -> EncoderConfig:
         num_labels=num_labels,
         id2label=id2label,
         problem_type=raw.get("problem_type"),
+        projection_dim=_colbert_dim(Path(path), raw) if arch in COLBERT_ARCHITECTURES else 0,
     )
+
+
+def _colbert_dim(path: Path, raw: dict[str, Any]) -> int:
+    """ColBERT's projection width: config.json's, else the rows of ``linear.weight`` in the
+    safetensors checkpoint (read from the file's JSON header: no tensor is loaded)."""
+    for key in _COLBERT_DIM_KEYS:
+        if raw.get(key):
+            return int(raw[key])
+    index = path / "model.safetensors.index.json"
+    name = "model.safetensors"
+    if index.is_file():
+        name = json.loads(index.read_text())["weight_map"].get(COLBERT_WEIGHT, name)
+    try:
+        with (path / name).open("rb") as f:
+            (size,) = struct.unpack("<Q", f.read(8))
+            header = json.loads(f.read(size))
+        return int(header[COLBERT_WEIGHT]["shape"][0])
+    except (OSError, KeyError, ValueError) as exc:
+        raise ValueError(
+            f"HF_ColBERT checkpoint in {path}: no {COLBERT_WEIGHT} in {name} and no "
+            f"{' / '.join(_COLBERT_DIM_KEYS)} in config.json ({exc!r})"
+        ) from None
 
 
 def encoder_pooler_spec(
@@ -102,10 +143,12 @@ def encoder_pooler_spec(
 ) -> PoolerSpec:
     """An encoder's pooling: its sentence-transformers files, else CLS (BERT's own), with
     ``--pooler-config`` on top."""
+    colbert = config.architecture in COLBERT_ARCHITECTURES
     return read_pooler_spec(
         path,
         default_type="CLS",
-        default_normalize=False,
+        # ColBERT's token embeddings are unit vectors (its MaxSim sums cosines)
+        default_normalize=colbert,
         num_labels=config.num_labels if config.classifier else 0,
         problem_type=config.problem_type,
         overrides=overrides,

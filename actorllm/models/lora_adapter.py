@@ -54,12 +54,18 @@ TARGETABLE = ("qkv_proj", "o_proj", "gate_up_proj", "down_proj")
 _TENSOR = re.compile(r"^(?P<module>.+)\.lora_(?P<ab>A|B)\.weight$")
 _EXPERT = re.compile(r"\.experts\.")
 _PREFIX = "base_model.model."
-# adapter_config.json keys whose non-default values we would otherwise ignore. (Not
+# PEFT's init_lora_weights that only set the adapter's first weights: a saved adapter of
+# them is a plain LoRA. The others (PiSSA, OLoRA, CorDA, LoftQ) change the base model's
+# weights when PEFT loads the adapter, which serving the adapter alone would not do.
+_PLAIN_INITS = ("gaussian", "eva", "orthogonal", "mica", "lora_ga")
+# adapter_config.json keys whose non-default values we would otherwise ignore (the phrases
+# vLLM's refusals hold: "does not yet support DoRA", "Unsupported modules_to_save"). Not
 # fan_in_fan_out, which PEFT sets for GPT-2's Conv1D bases: it changes only how PEFT
-# merges; lora_A / lora_B are stored as nn.Linear's either way.)
+# merges; lora_A / lora_B are stored as nn.Linear's either way.
 _REFUSED_KEYS: dict[str, str] = {
-    "use_dora": "DoRA (use_dora=true) is not supported",
-    "modules_to_save": "modules_to_save (fully trained extra modules) is not supported",
+    "use_dora": "actorllm does not yet support DoRA (use_dora=true)",
+    "modules_to_save": "Unsupported modules_to_save: {value} (fully trained extra modules "
+    "are not applied)",
     "trainable_token_indices": "trainable_token_indices is not supported",
     "use_qalora": "QA-LoRA (use_qalora=true) is not supported",
     "lora_bias": "LoRA biases (lora_bias=true) are not supported",
@@ -116,7 +122,9 @@ def read_adapter(
         alpha = float(_pattern(cfg.get("alpha_pattern"), hf_module, default_alpha))
         if rank > max_rank:
             raise LoRAAdapterError(
-                name, f"rank {rank} is above max_lora_rank={max_rank} (start with a larger one)"
+                name,
+                f"LoRA rank {rank} is greater than max_lora_rank={max_rank} (start with a "
+                "larger one)",
             )
         scaling = alpha / math.sqrt(rank) if cfg.get("use_rslora") else alpha / rank
         out.rank, out.scaling = max(out.rank, rank), scaling
@@ -175,7 +183,15 @@ def _read_config(name: str, path: Path) -> dict[str, Any]:
         raise LoRAAdapterError(name, f"peft_type {peft_type} is not LoRA")
     for key, reason in _REFUSED_KEYS.items():
         if cfg.get(key):
-            raise LoRAAdapterError(name, reason)
+            raise LoRAAdapterError(name, reason.format(value=cfg[key]))
+    init = cfg.get("init_lora_weights", True)
+    if isinstance(init, str) and init.lower() not in _PLAIN_INITS:
+        raise LoRAAdapterError(
+            name, f"init_lora_weights={init!r} is not supported: inits such as PiSSA, "
+            "OLoRA, CorDA and LoftQ change the base model's weights when PEFT loads the "
+            "adapter (convert it to a plain LoRA adapter with PEFT's "
+            "path_initial_model_for_weight_conversion)"
+        )  # fmt: skip
     if cfg.get("bias", "none") != "none":
         raise LoRAAdapterError(name, f"bias={cfg['bias']!r}: LoRA biases are not supported")
     return cfg

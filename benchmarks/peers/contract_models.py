@@ -195,6 +195,97 @@ def qwen2_reward(out: Path) -> None:
     safetensors.torch.save_file(weights, out / "model.safetensors", metadata={"format": "pt"})
 
 
+def opt(out: Path) -> None:
+    """A random OPT (head_dim 64; learned positions, as facebook/opt-125m) with the demo's
+    byte-level BPE: the prompt-embeds tests, whose reference runner embeds the prompt with
+    this model's own input embeddings."""
+    import torch
+    import transformers
+
+    tok = transformers.PreTrainedTokenizerFast.from_pretrained(DEMO_TOKENIZER)
+    tok.save_pretrained(out)
+    cfg = transformers.OPTConfig(
+        vocab_size=len(tok), hidden_size=128, ffn_dim=256, num_hidden_layers=2,
+        num_attention_heads=2, word_embed_proj_dim=128, max_position_embeddings=2048,
+        bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=0,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    transformers.OPTForCausalLM(cfg).save_pretrained(out)
+
+
+def colbert(out: Path) -> None:
+    """A random ColBERT in answerai-colbert-small-v1's layout: ``HF_ColBERT`` (a BERT saved
+    as ``bert.*``) plus ``linear.weight``, a bias-free projection to 96 dims (the
+    checkpoint's only trace of that width: vLLM reads it from the weight's shape)."""
+    import safetensors.torch
+    import torch
+    import transformers
+
+    _wordpiece(out)
+    cfg = _bert_config()
+    cfg.architectures = ["HF_ColBERT"]
+    torch.manual_seed(0)
+    bert = transformers.BertModel(cfg, add_pooling_layer=False)
+    weights = {f"bert.{k}": v.contiguous() for k, v in bert.state_dict().items()}
+    weights["linear.weight"] = torch.randn(96, cfg.hidden_size) * 0.02
+    cfg.save_pretrained(out)
+    safetensors.torch.save_file(weights, out / "model.safetensors", metadata={"format": "pt"})
+
+
+# The modules a LoRA adapter adapts, per model type (attention and MLP projections, as the
+# hub adapters of vLLM's tests do).
+LORA_TARGETS = {
+    "opt": ["q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"],
+    "default": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
+}
+
+
+def lora(model: Path, out: Path, seed: int, rank: int = 8) -> None:
+    """A random peft LoRA adapter (rank ``rank``, alpha 2 * rank) for the model in ``model``,
+    in peft's file layout (``adapter_config.json``, ``adapter_model.safetensors`` with
+    ``base_model.model.<module>.lora_A/B.weight``). B is not zero (peft initializes it so)
+    so that the adapter changes outputs; ``seed`` tells two adapters apart."""
+    import safetensors.torch
+    import torch
+    import transformers
+
+    cfg = transformers.AutoConfig.from_pretrained(model)
+    targets = LORA_TARGETS.get(cfg.model_type, LORA_TARGETS["default"])
+    with torch.device("meta"):
+        base = transformers.AutoModelForCausalLM.from_config(cfg)
+    gen = torch.Generator().manual_seed(seed)
+    weights = {}
+    for name, module in base.named_modules():
+        if isinstance(module, torch.nn.Linear) and name.rsplit(".", 1)[-1] in targets:
+            d_out, d_in = module.weight.shape
+            a = torch.randn(rank, d_in, generator=gen) / d_in**0.5
+            b = torch.randn(d_out, rank, generator=gen) / rank**0.5
+            weights[f"base_model.model.{name}.lora_A.weight"] = a
+            weights[f"base_model.model.{name}.lora_B.weight"] = b
+    config = {
+        "peft_type": "LORA", "task_type": "CAUSAL_LM", "base_model_name_or_path": str(model),
+        "r": rank, "lora_alpha": 2 * rank, "lora_dropout": 0.0, "bias": "none",
+        "target_modules": targets, "fan_in_fan_out": False, "use_dora": False,
+        "use_rslora": False, "init_lora_weights": True, "modules_to_save": None,
+        "inference_mode": True,
+    }  # fmt: skip
+    (out / "adapter_config.json").write_text(json.dumps(config, indent=2))
+    safetensors.torch.save_file(
+        weights, out / "adapter_model.safetensors", metadata={"format": "pt"}
+    )
+
+
+def build_lora(model: Path, seed: int, cache: Path) -> Path:
+    """The directory of a LoRA adapter for ``model`` (built once under ``cache``)."""
+    out = cache / f"lora-{model.name.removeprefix('model-')}-{seed}"
+    if not (out / ".done").exists():
+        shutil.rmtree(out, ignore_errors=True)
+        out.mkdir(parents=True)
+        lora(model, out, seed)
+        (out / ".done").touch()
+    return out
+
+
 def build(builder: Callable[[Path], None], cache: Path) -> Path:
     """The directory of ``builder``'s model under ``cache`` (built once)."""
     out = cache / f"model-{builder.__name__.replace('_', '-')}"

@@ -108,26 +108,58 @@ FILES = [
     "../pooling/scoring/test_bi_encoder_online.py",
     "../pooling/token_classify/test_online.py",
     "../pooling/reward/test_token_reward_online.py",
+    # LoRA adapters (LORA_REPOS stand in for the hub's) on Qwen3-0.6B (SmolLM2's too) and
+    # opt-125m
+    "../serve/lora/test_lora_adapters.py",
+    "../serve/sagemaker/test_sagemaker_lora_adapters.py",
+    "../serve/sagemaker/test_sagemaker_stateful_sessions.py",
+    "models/test_models.py",
+    "completion/test_completion_with_prompt_embeds.py",
+    "chat_completion/test_chat_completion_with_prompt_embeds.py",
+    "../pooling/scoring/test_late_interaction_online.py",
 ]
+
+# {hub adapter the tests download: the seed of its local stand-in}, a random LoRA adapter
+# for the file's model (contract_models.lora); meow and woof differ, as their outputs do.
+LORA_REPOS = {
+    "charent/self_cognition_Alice": 0,
+    "Jackmin108/Qwen3-0.6B-Meow-LoRA": 1,
+    "Jackmin108/Qwen3-0.6B-Woof-LoRA": 2,
+    "peft-internal-testing/opt-125m-dummy-lora": 0,
+    "jekunz/smollm-135m-lora-fineweb-faroese": 0,
+}
+# the files whose fixtures download LoRA adapters
+LORA_FILES = ["../serve/lora/*", "../serve/sagemaker/*", "models/*", "*prompt_embeds*"]
+
+
+# the parts of vLLM's source tree its tests read (examples/: the chat templates some name)
+SDIST_PARTS = ("tests", "examples")
 
 
 def sdist() -> Path:
-    """vLLM's source tree (downloaded once from PyPI, tests only)."""
+    """vLLM's source tree (downloaded once from PyPI, SDIST_PARTS only)."""
     tree = CACHE / f"vllm-{VERSION}"
-    if (tree / "tests").is_dir():
+    archive = CACHE / f"vllm-{VERSION}.tar.gz"
+    missing = [part for part in SDIST_PARTS if not (tree / part).is_dir()]
+    if not missing:
         return tree
     CACHE.mkdir(parents=True, exist_ok=True)
+    if not archive.exists():
+        _download(archive)
+    with tarfile.open(archive) as tar:
+        prefixes = tuple(f"vllm-{VERSION}/{part}/" for part in missing)
+        members = [m for m in tar.getmembers() if m.name.startswith(prefixes)]
+        tar.extractall(CACHE, members=members, filter="data")
+    return tree
+
+
+def _download(archive: Path) -> None:
     index = urllib.request.urlopen("https://pypi.org/simple/vllm/", timeout=120).read().decode()
     url = re.search(rf'href="([^"]*vllm-{VERSION}\.tar\.gz)[^"]*"', index)
     if url is None:
         raise SystemExit(f"vllm-{VERSION}.tar.gz is not on PyPI's simple index")
-    archive = CACHE / f"vllm-{VERSION}.tar.gz"
     with urllib.request.urlopen(url.group(1), timeout=600) as r, archive.open("wb") as f:
         shutil.copyfileobj(r, f)
-    with tarfile.open(archive) as tar:
-        members = [m for m in tar.getmembers() if m.name.startswith(f"vllm-{VERSION}/tests/")]
-        tar.extractall(CACHE, members=members, filter="data")
-    return tree
 
 
 # {file glob: the model its tests run on}; the first match wins, other files run on the
@@ -145,6 +177,13 @@ MODELS = {
     "../pooling/scoring/test_bi_encoder*": cm.bi_encoder,
     "../pooling/reward/*": cm.qwen2_reward,
     "../pooling/token_classify/*": cm.qwen2_classifier,
+    "../pooling/scoring/test_late_interaction*": cm.colbert,
+    "../serve/lora/*": cm.qwen3,
+    # --max-model-len 8192, past the demo's positions
+    "../serve/sagemaker/test_sagemaker_lora_adapters.py": cm.qwen3,
+    "../serve/sagemaker/test_sagemaker_stateful_sessions.py": cm.qwen3,
+    "models/*": cm.qwen3,
+    "*prompt_embeds*": cm.opt,
 }
 
 
@@ -160,6 +199,14 @@ def model_for(file: str) -> Path:
     """The local model ``file``'s tests run on (built once under CACHE)."""
     builder = next((b for g, b in MODELS.items() if fnmatch.fnmatch(file, g)), cm.demo)
     return cm.build(builder, CACHE)
+
+
+def loras_for(file: str) -> dict[str, str]:
+    """{hub adapter: its local stand-in} for ``file``'s fixtures (built once)."""
+    if not any(fnmatch.fnmatch(file, g) for g in LORA_FILES):
+        return {}
+    model = model_for(file)
+    return {repo: str(cm.build_lora(model, seed, CACHE)) for repo, seed in LORA_REPOS.items()}
 
 
 def run(server: str, files: list[str], tree: Path, reuse: bool = False) -> dict[str, str]:
@@ -188,6 +235,7 @@ def run(server: str, files: list[str], tree: Path, reuse: bool = False) -> dict[
             "CONTRACT_SERVE": json.dumps(serve),
             "CONTRACT_RENDER": json.dumps(render),
             "CONTRACT_MODEL": str(model_for(file)),
+            "CONTRACT_LORAS": json.dumps(loras_for(file)),
             "CONTRACT_EXTRA_ARGS": json.dumps([] if server == "vllm" else _actorllm_args(file)),
             "PYTHONPATH": f"{Path(__file__).parent}:{tree}",
             "HF_HUB_OFFLINE": "1",

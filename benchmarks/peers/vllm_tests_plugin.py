@@ -8,7 +8,9 @@ the command before the model, e.g. ``["actorllm", "serve"]``) ``$CONTRACT_MODEL
 ``RemoteLaunchRenderServer`` ``$CONTRACT_RENDER`` (the render-only server, e.g.
 ``["actorllm", "launch", "render"]``) the same way, so every test runs unchanged against one
 local model; the hub is never reached (names of hub models
-resolve to the local model for tokenizers too).
+resolve to the local model for tokenizers, configs and the reference runners' models too;
+the LoRA adapters the fixtures download resolve to ``$CONTRACT_LORAS``, a JSON object
+{hub name: local adapter directory}).
 """
 
 from __future__ import annotations
@@ -27,9 +29,30 @@ def _local(name: Any) -> Any:
     return name
 
 
+class _LocalHub:
+    """Stands in for ``vllm.transformers_utils.repo_utils.hf_api()``: downloads resolve to
+    the local adapters and model."""
+
+    def __init__(self) -> None:
+        self.loras: dict[str, str] = json.loads(os.environ.get("CONTRACT_LORAS", "{}"))
+
+    def snapshot_download(self, repo_id: str, *args: Any, **kwargs: Any) -> str:
+        return self.loras.get(repo_id) or _local(repo_id)
+
+    def hf_hub_download(self, repo_id: str, filename: str, *args: Any, **kwargs: Any) -> str:
+        return os.path.join(self.snapshot_download(repo_id), filename)
+
+
+def _redirect(cls: Any) -> None:
+    """``cls.from_pretrained`` loads the local model for a hub name."""
+    load = cls.from_pretrained.__func__
+    cls.from_pretrained = classmethod(lambda c, name, *a, **kw: load(c, _local(name), *a, **kw))
+
+
 def pytest_configure(config: Any) -> None:
     import transformers
     import vllm.tokenizers as vt
+    import vllm.transformers_utils.repo_utils as repo_utils
 
     import tests.conftest as tc
     import tests.utils as tu
@@ -59,7 +82,7 @@ def pytest_configure(config: Any) -> None:
 
     get_tokenizer = vt.get_tokenizer
     vt.get_tokenizer = lambda name, *a, **kw: get_tokenizer(_local(name), *a, **kw)
-    auto = transformers.AutoTokenizer.from_pretrained.__func__  # type: ignore[attr-defined]
-    transformers.AutoTokenizer.from_pretrained = classmethod(  # type: ignore[method-assign]
-        lambda cls, name, *a, **kw: auto(cls, _local(name), *a, **kw)
-    )
+    for auto in ("AutoTokenizer", "AutoConfig", "AutoModel", "AutoModelForCausalLM"):
+        _redirect(getattr(transformers, auto))
+    hub = _LocalHub()
+    repo_utils.hf_api = lambda *a, **kw: hub

@@ -127,7 +127,7 @@ async def test_bad_adapters_are_refused_by_name(
     cases = {
         "nodir": (tmp_path / "missing", "not a local directory"),
         "empty": (not_dir, "not a PEFT adapter directory"),
-        "high": (high, "rank 32 is above max_lora_rank=16"),
+        "high": (high, "LoRA rank 32 is greater than max_lora_rank=16"),
         "dora": (dora, "DoRA"),
     }
     async with _open(tiny_model, enable_lora=True, max_lora_rank=16) as eng:

@@ -293,6 +293,12 @@ def test_both_log_request_spellings() -> None:
     assert not server_settings(parse("serve")).app.enable_log_requests
 
 
+def test_lora_module_is_lora_modules() -> None:
+    """vLLM's tests spell it --lora-module (vLLM matches prefixes); both add adapters."""
+    args = parse("serve", "--lora-modules", "a=/a", "--lora-module", "b=/b", "c=/c")
+    assert server_settings(args).app.lora_modules == ["a=/a", "b=/b", "c=/c"]
+
+
 def test_model_positional_or_flag_but_not_two_different() -> None:
     assert engine_kwargs(parse("serve", "org/a"))["model"] == "org/a"
     assert engine_kwargs(parse("serve", "org/a", "--model", "org/a"))["model"] == "org/a"

@@ -2,7 +2,8 @@
 adapters in ``/v1/models`` (``parent`` the base model) and in the ``model`` field (tokens
 equal peft's); an unknown model is a 404 with OpenAI's body; adapters loaded and unloaded
 at run time (``ACTORLLM_ALLOW_RUNTIME_LORA_UPDATING``), under ``--api-key``; a bad adapter
-is a 400 naming it and the server keeps serving; without the switch the routes are 404."""
+is a 500 naming it (vLLM's status) and the server keeps serving; without the switch the
+routes are 404."""
 
 from __future__ import annotations
 
@@ -127,9 +128,9 @@ def test_load_and_unload_at_run_time(
     assert r.status_code == 200 and r.text == "Success: LoRA adapter 'chat' added successfully."
     again = httpx.post(load, json=body, headers=auth)
     assert again.status_code == 400 and "already been loaded" in again.json()["error"]["message"]
-    (tmp_path / "adapter_config.json").write_text("{}")  # there, but no weights: a 400
+    (tmp_path / "adapter_config.json").write_text("{}")  # there, but no weights: vLLM's 500
     bad = httpx.post(load, json={"lora_name": "bad", "lora_path": str(tmp_path)}, headers=auth)
-    assert bad.status_code == 400
+    assert bad.status_code == 500 and bad.json()["error"]["type"] == "InternalServerError"
     assert "'bad'" in bad.json()["error"]["message"]
     assert "not a PEFT adapter directory" in bad.json()["error"]["message"]
     with openai.OpenAI(base_url=server.url + "/v1", api_key=KEY, max_retries=0) as client:
@@ -197,3 +198,28 @@ def test_is_3d_lora_weight_in_the_load_body(
         server.url + "/v1/unload_lora_adapter", json={"lora_name": "sql3d"}, headers=auth
     )
     assert r.status_code == 200
+
+
+def test_sagemaker_adapter_routes(
+    server: ServerThread, adapters: dict[str, Path], want: dict[str, list[int]]
+) -> None:
+    """SageMaker's spelling (vLLM mounts it beside /v1/load_lora_adapter): POST /adapters
+    {name, src}, DELETE /adapters/{name}, and /invocations on the adapter its header names."""
+    auth = {"Authorization": f"Bearer {KEY}"}
+    r = httpx.post(server.url + "/adapters", json={"name": "sm", "src": str(adapters["chat"])})
+    assert r.status_code == 200 and r.text == "Adapter sm registered"
+    body = {
+        "prompt": PROMPT, "max_tokens": MAX_TOKENS, "temperature": 0, "logprobs": 0,
+        "ignore_eos": True, "return_tokens_as_token_ids": True,
+    }  # fmt: skip
+    headers = {**auth, "X-Amzn-SageMaker-Adapter-Identifier": "sm"}
+    r = httpx.post(server.url + "/invocations", json=body, headers=headers, timeout=60)
+    assert r.status_code == 200 and r.json()["model"] == "sm"
+    tokens = r.json()["choices"][0]["logprobs"]["tokens"]
+    assert [int(t.removeprefix("token_id:")) for t in tokens] == want["chat"]
+    missing = httpx.post(server.url + "/adapters", json={"name": "x", "src": "/not/there"})
+    assert missing.status_code == 404
+    assert httpx.post(server.url + "/adapters", json={"name": "x", "src": ""}).status_code == 400
+    r = httpx.delete(server.url + "/adapters/sm")
+    assert r.status_code == 200 and r.text == "Adapter sm unregistered"
+    assert httpx.delete(server.url + "/adapters/sm").status_code == 404

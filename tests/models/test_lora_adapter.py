@@ -106,12 +106,20 @@ def test_refusals_name_the_adapter_and_the_reason(
     base, model = llama
     good = make_adapter(base, tmp_path / "good", r=8, seed=3)
     cases: dict[str, tuple[Path, str]] = {
-        "rank": (good, "rank 8 is above max_lora_rank=4"),
+        # vLLM's phrases: its clients and tests match them
+        "rank": (good, "LoRA rank 8 is greater than max_lora_rank=4"),
         "empty": (tmp_path, "not a PEFT adapter directory"),
-        "dora": (_edit_config(make_adapter(base, tmp_path / "d", seed=3), use_dora=True), "DoRA"),
+        "dora": (
+            _edit_config(make_adapter(base, tmp_path / "d", seed=3), use_dora=True),
+            "does not yet support DoRA",
+        ),
         "save": (
             _edit_config(make_adapter(base, tmp_path / "s", seed=3), modules_to_save=["lm_head"]),
-            "modules_to_save",
+            r"Unsupported modules_to_save: \['lm_head'\]",
+        ),
+        "pissa": (
+            _edit_config(make_adapter(base, tmp_path / "p", seed=3), init_lora_weights="pissa"),
+            "init_lora_weights='pissa' is not supported",
         ),
         "bias": (_edit_config(make_adapter(base, tmp_path / "b", seed=3), bias="all"), "bias"),
         "head": (make_adapter(base, tmp_path / "h", targets=["lm_head"], seed=3), "lm_head"),
@@ -125,6 +133,17 @@ def test_refusals_name_the_adapter_and_the_reason(
         with pytest.raises(LoRAAdapterError, match=reason) as info:
             read_adapter(name, path, model, max_rank=max_rank, dtype=torch.float32)
         assert str(info.value).startswith(f"LoRA adapter {name!r}: ")
+
+
+def test_inits_that_only_set_the_first_weights_load(
+    llama: tuple[Path, CausalLM], tmp_path: Path
+) -> None:
+    """gaussian (or true) leaves the base model as it is: a plain LoRA, served."""
+    base, model = llama
+    for init in ("gaussian", True):
+        path = make_adapter(base, tmp_path / str(init), seed=3)
+        _edit_config(path, init_lora_weights=init)
+        assert read_adapter("g", path, model, max_rank=16, dtype=torch.float32).modules
 
 
 def test_an_adapter_of_another_base_model_is_refused(

@@ -21,6 +21,7 @@ from typing import Any, Literal
 import msgspec
 
 from actorllm.models.encoder_config import (
+    COLBERT_ARCHITECTURES,
     encoder_pooler_spec,
     is_encoder_architecture,
     read_encoder_config,
@@ -226,14 +227,16 @@ def _read_pooling_model(
     if is_encoder_architecture(arch):
         cfg = read_encoder_config(path)
         spec = encoder_pooler_spec(path, cfg, overrides)
-        tasks = CLASSIFY_TASKS if cfg.classifier else ("embed", "token_embed")
+        tasks: tuple[str, ...] = CLASSIFY_TASKS if cfg.classifier else ("embed", "token_embed")
+        if arch in COLBERT_ARCHITECTURES:
+            tasks = ("token_embed",)  # vLLM's ColBERTModel: late interaction only
         return PoolingModel(
             architecture=arch,
             encoder=True,
             convert="none",
             tasks=tasks,
             spec=spec,
-            hidden_size=cfg.hidden_size,
+            hidden_size=cfg.output_size,
             num_labels=cfg.num_labels if cfg.classifier else 0,
             id2label=cfg.id2label,
             task_instructions=_task_instructions(path),

@@ -44,10 +44,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_struct_flags(parser, AppSettings, groups=groups, exclude=AppSettings.CLI_EXCLUDE)
     frontend = groups["Frontend"]
     add_log_spellings(frontend)
+    add_lora_spelling(frontend)
     logging_flags.add_logging_flags(frontend)
     add_engine_arguments(parser)
     add_config_argument(frontend)
     foreign_flags.add_foreign_flags(parser)
+
+
+def add_lora_spelling(frontend: argparse._ArgumentGroup) -> None:
+    """``--lora-module``: vLLM takes it for ``--lora-modules`` by argparse's prefix
+    matching (its own tests spell it so); ours matches no prefixes, so it is named."""
+    frontend.add_argument(
+        "--lora-module",
+        dest="lora_modules",
+        action="extend",
+        nargs="+",
+        default=argparse.SUPPRESS,
+        help="vLLM's shorter spelling of --lora-modules",
+    )
 
 
 def add_log_spellings(frontend: argparse._ArgumentGroup) -> None:

@@ -7,8 +7,9 @@ OpenAI's body; the two load/unload routes exist only when
 ``ACTORLLM_ALLOW_RUNTIME_LORA_UPDATING`` (or vLLM's ``VLLM_ALLOW_RUNTIME_LORA_UPDATING``)
 is true, and 404 otherwise; ``lora_int_id`` is a counter; a path with no adapter at it
 (no directory, or no ``adapter_config.json`` in it) is a 404 with vLLM's message
-(``LoRAAdapterNotFoundError``). An adapter that is there but does not load is a 400 naming
-it and why, and ``unload`` frees the adapter on the workers too. Paths are local
+(``LoRAAdapterNotFoundError``). An adapter that is there but does not load is a 500
+``InternalServerError`` naming it and why (vLLM's status: its clients catch that class),
+and ``unload`` frees the adapter on the workers too. Paths are local
 directories only (nothing is fetched).
 
     --lora-modules sql=/adapters/sql '{"name": "chat", "path": "/adapters/chat",
@@ -49,6 +50,17 @@ class LoadLoRAAdapterRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields
     lora_path: str = ""
     load_inplace: bool = False
     is_3d_lora_weight: bool = False  # vLLM's; only False is accepted (see LoRARequest)
+
+
+class RegisterAdapterRequest(msgspec.Struct, kw_only=True):
+    """SageMaker's ``POST /adapters`` body (``app/sagemaker_routes.py``); its ``preload``
+    and ``pin`` are accepted: every adapter here is loaded when registered."""
+
+    name: str
+    src: str
+    preload: bool = True
+    pin: bool = False
+    load_inplace: bool = False
 
 
 class UnloadLoRAAdapterRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -130,7 +142,7 @@ async def load_adapter(
     is_3d_lora_weight: bool = False,
 ) -> str:
     """Load adapter ``name`` from local directory ``path`` on the engine; the success text
-    vLLM answers. Raises APIError: 404 when no adapter is at ``path``, 400 naming the
+    vLLM answers. Raises APIError: 404 when no adapter is at ``path``, 500 naming the
     adapter and why when it does not load."""
     if not name or not path:
         raise APIError(400, "Both 'lora_name' and 'lora_path' must be provided.", "lora_name")
@@ -163,7 +175,7 @@ async def load_adapter(
     try:
         await engine.add_lora(request)
     except ValueError as exc:  # InvalidRequestError: names the adapter and the reason
-        raise APIError(400, str(exc), "lora_path") from None
+        raise APIError(500, str(exc), "lora_path") from None
     return f"Success: LoRA adapter '{name}' added successfully."
 
 

@@ -14,6 +14,7 @@ from actorllm.entrypoints.generative_scoring.serving import create_generative_sc
 from actorllm.entrypoints.openai import serving_pooling as pooling
 from actorllm.entrypoints.openai.app.endpoint import S, decode_body
 from actorllm.entrypoints.openai.app.orca_header import FORMAT_HEADER, load_report
+from actorllm.entrypoints.openai.app.sagemaker_routes import with_adapter_id
 from actorllm.entrypoints.openai.app.state import AppState
 from actorllm.entrypoints.openai.errors import bad_request
 from actorllm.entrypoints.openai.lora_models import (
@@ -34,6 +35,7 @@ from actorllm.entrypoints.openai.protocol.server_info import (
     ModelPermission,
 )
 from actorllm.entrypoints.openai.protocol.tokenize import DetokenizeRequest, TokenizeRequest
+from actorllm.entrypoints.openai.sagemaker_sessions import SESSION_HEADER
 from actorllm.entrypoints.openai.serving_chat import create_chat_completion
 from actorllm.entrypoints.openai.serving_chat_batch import (
     BatchChatCompletionRequest,
@@ -96,6 +98,12 @@ async def invocations(state: AppState, request: Request) -> Response:
         raw = msgspec.json.decode(await request.body())
     except msgspec.DecodeError:
         raw = None
+    # SageMaker's session requests, answered here; any other request's session is checked
+    session = state.sagemaker_sessions.handle(raw, request.headers.get(SESSION_HEADER))
+    if session is not None:
+        return PlainTextResponse(session.text, headers=session.headers)
+    # SageMaker's adapter header names the LoRA adapter the request runs on
+    request = with_adapter_id(request, raw)
     keys = set(raw) if isinstance(raw, dict) else set()
     pm = state.serving.engine.pooling_model
     if pm is None:

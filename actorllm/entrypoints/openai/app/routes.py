@@ -14,6 +14,7 @@ from actorllm.entrypoints.openai.app import dev_routes as dev
 from actorllm.entrypoints.openai.app import openai_routes as api
 from actorllm.entrypoints.openai.app import ops_routes as ops
 from actorllm.entrypoints.openai.app import responses_routes as responses
+from actorllm.entrypoints.openai.app import sagemaker_routes as sagemaker
 from actorllm.entrypoints.openai.app import scale_out_routes as scale_out
 from actorllm.entrypoints.openai.app import weight_routes as weights
 from actorllm.entrypoints.openai.app.endpoint import as_endpoint
@@ -90,6 +91,9 @@ DEV_ROUTES: list[tuple[str, Handler, str]] = [
 LORA_ROUTES: list[tuple[str, Handler, str]] = [
     ("/v1/load_lora_adapter", api.load_lora_adapter, "POST"),
     ("/v1/unload_lora_adapter", api.unload_lora_adapter, "POST"),
+    # SageMaker's spelling of the two (vLLM mounts them beside them)
+    ("/adapters", sagemaker.register_adapter, "POST"),
+    ("/adapters/{adapter_name}", sagemaker.unregister_adapter, "DELETE"),
 ]
 # Only with ACTORLLM_ENABLE_COHERE_API (or vLLM's VLLM_ name) true: else 404.
 COHERE_ROUTES: list[tuple[str, Handler, str]] = [

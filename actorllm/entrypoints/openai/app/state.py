@@ -13,6 +13,7 @@ from actorllm.entrypoints.openai.app.settings import AppSettings
 from actorllm.entrypoints.openai.errors import APIError
 from actorllm.entrypoints.openai.responses.background import BackgroundRuns
 from actorllm.entrypoints.openai.responses.store import ResponseStore
+from actorllm.entrypoints.openai.sagemaker_sessions import Sessions
 from actorllm.entrypoints.openai.serving_common import ServingContext
 
 
@@ -33,6 +34,8 @@ class AppState:
         self.background = BackgroundRuns(self.responses_store)
         # /v1/messages: what its conversion learns from the chat template, once.
         self.anthropic = TemplateFacts(settings.anthropic_disabled_thinking_effort)
+        # SageMaker's stateful sessions on /invocations (SAGEMAKER_ENABLE_STATEFUL_SESSIONS)
+        self.sagemaker_sessions = Sessions.from_env()
 
     @property
     def serving(self) -> ServingContext:

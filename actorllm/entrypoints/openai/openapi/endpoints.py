@@ -7,7 +7,11 @@ from __future__ import annotations
 from actorllm.entrypoints.generative_scoring import protocol as gs
 from actorllm.entrypoints.openai import protocol as p
 from actorllm.entrypoints.openai.beam_request import RULES as BEAM_RULES
-from actorllm.entrypoints.openai.lora_models import LoadLoRAAdapterRequest, UnloadLoRAAdapterRequest
+from actorllm.entrypoints.openai.lora_models import (
+    LoadLoRAAdapterRequest,
+    RegisterAdapterRequest,
+    UnloadLoRAAdapterRequest,
+)
 from actorllm.entrypoints.openai.protocol import cohere_embed as ce
 from actorllm.entrypoints.openai.protocol import pooling as pp
 from actorllm.entrypoints.openai.serving_chat_batch import BatchChatCompletionRequest
@@ -159,12 +163,20 @@ LORA_ENDPOINTS = (
         "/v1/load_lora_adapter",
         LoadLoRAAdapterRequest,
         "Load a LoRA adapter from a local directory (PEFT's format) under `lora_name`; "
-        "400 naming the adapter and the reason for a bad one, or for a name already loaded "
-        "unless `load_inplace`.",
+        "500 naming the adapter and the reason for a bad one (vLLM's status), 400 for a name "
+        "already loaded unless `load_inplace`.",
     ),
     (
         "/v1/unload_lora_adapter",
         UnloadLoRAAdapterRequest,
         "Unload the LoRA adapter `lora_name`; 404 for one not loaded.",
     ),
+    (
+        "/adapters",
+        RegisterAdapterRequest,
+        "SageMaker's spelling of /v1/load_lora_adapter: adapter `name` from `src`; "
+        "`Adapter NAME registered`, its errors.",
+    ),
 )
+# SageMaker's unload: DELETE, the adapter's name in the path (no body)
+SAGEMAKER_UNLOAD_PATH = "/adapters/{adapter_name}"

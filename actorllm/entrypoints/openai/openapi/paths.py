@@ -23,6 +23,7 @@ from actorllm.entrypoints.openai.openapi.endpoints import (
     LORA_ENDPOINTS,
     POOLING_ENDPOINTS,
     POOLING_RULES,
+    SAGEMAKER_UNLOAD_PATH,
     SCORE_RULES,
 )
 from actorllm.entrypoints.openai.openapi.parts import (
@@ -233,3 +234,15 @@ def _lora_paths(
         }
         guarded_error_responses(op, error, [400, 404, 500, 503], is_guarded(path) and api_key)
         paths[path] = {"post": op}
+    op = {
+        "summary": "SageMaker's unload: `Adapter NAME unregistered`; 404 for one not loaded.",
+        "tags": ["lora"],
+        "parameters": [
+            {"name": "adapter_name", "in": "path", "required": True, "schema": {"type": "string"}}
+        ],
+        "responses": {
+            "200": {"description": "OK", "content": {"text/plain": {"schema": {"type": "string"}}}}
+        },
+    }
+    guarded_error_responses(op, error, [404, 503], False)
+    paths[SAGEMAKER_UNLOAD_PATH] = {"delete": op}
