@@ -5,6 +5,7 @@ from __future__ import annotations
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 
+from actorllm.entrypoints.openai.app.sagemaker_middleware import sagemaker_middleware
 from actorllm.entrypoints.openai.app.settings import AppSettings
 from actorllm.entrypoints.openai.middleware import (
     APIKeyMiddleware,
@@ -17,11 +18,14 @@ from actorllm.entrypoints.scale_out.derender_bounds import DERENDER_BODY_FACTOR,
 
 
 def middleware_stack(settings: AppSettings) -> list[Middleware]:
-    """Outermost first: the user's own (``--middleware``, outermost as in vLLM); each
+    """Outermost first: a SageMaker customer script's throttle middleware, and its
+    pre/post-process innermost (``sagemaker_middleware``, the order vLLM's bootstrap gives
+    them); between them the user's own (``--middleware``, outermost as in vLLM); each
     request gets its id (echoed as X-Request-Id with ``enable_request_id_headers``); CORS
     answers preflights before the API key is asked for (browsers send none there); then
     the guards (the derender routes take wider bodies: ``derender_bounds``)."""
-    stack = load_middleware(settings.middleware)
+    throttle, pre_post_process = sagemaker_middleware()
+    stack = [*throttle, *load_middleware(settings.middleware)]
     stack.append(
         Middleware(
             RequestIdMiddleware,
@@ -54,4 +58,4 @@ def middleware_stack(settings: AppSettings) -> list[Middleware]:
             route_limits=dict.fromkeys(DERENDER_PATHS, wide) if scale_out else None,
         )
     )
-    return stack
+    return [*stack, *pre_post_process]
