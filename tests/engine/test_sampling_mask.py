@@ -1,6 +1,6 @@
-"""--return-sampling-mask end to end on a tiny random Llama: each output token's mask holds
-the token, is bounded by top-k, and is exactly where the processed logprobs are finite; the
-same seeded requests give the same masks under chunked prefill and across injected
+"""--return-sampling-mask end to end on a tiny random Llama (AsyncEngine and LLM): each
+output token's mask holds the token and is exactly where the processed logprobs are finite;
+the same seeded requests give the same masks under chunked prefill, preemption and injected
 crashes (ledger replay included); vLLM's request refusals (the config's:
 tests/compat/vllm/test_sampling_mask_args.py)."""
 
@@ -12,6 +12,7 @@ from typing import Any
 import anyio
 import pytest
 
+from actorllm import LLM
 from actorllm.core.errors import InvalidRequestError
 from actorllm.core.outputs import CompletionOutput
 from actorllm.core.sampling_params import RequestOutputKind, SamplingParams
@@ -101,6 +102,18 @@ async def test_chunked_prefill_gives_the_same_masks(tiny_model: str) -> None:
     assert all(masks is not None and len(masks) == 12 for _, masks in reference.values())
 
 
+async def test_preempted_requests_recompute_the_same_masks(tiny_model: str) -> None:
+    """A KV pool too small for the batch preempts (recompute): the tokens and masks after
+    the recomputation are those of an unpreempted run."""
+    small = {**ENGINE, "num_gpu_blocks_override": 18, "block_size": 4, "max_model_len": 64}
+    async with AsyncEngine.open(tiny_model, **ENGINE) as engine:
+        reference = await _batch(engine)
+    async with AsyncEngine.open(tiny_model, **small) as engine:
+        preempted = await _batch(engine)
+        assert (await engine.get_stats()).num_preemptions > 0
+    assert preempted == reference
+
+
 @pytest.mark.parametrize(
     ("actor", "step"), [("executor", 4), ("scheduler", 6), ("output_processor", 5)]
 )
@@ -131,3 +144,12 @@ async def test_requests_without_a_bounded_draw_are_refused(
         with pytest.raises(InvalidRequestError, match=message):
             async for _ in engine.generate("x", params):
                 pass
+
+
+def test_offline_llm_returns_masks(tiny_model: str) -> None:
+    """``LLM(..., return_sampling_mask=True, logprobs_mode="processed_logprobs")``: vLLM's
+    keywords, and each output's mask aligned with its tokens."""
+    with LLM(tiny_model, seed=0, **ENGINE) as llm:
+        outs = llm.generate(["a", "b c"], _params(1, logprobs=2), use_tqdm=False)
+    for out in outs:
+        _check_aligned(out.outputs[0])
