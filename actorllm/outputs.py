@@ -2,7 +2,7 @@
 
     from actorllm.outputs import CompletionOutput, RequestOutput
     from actorllm.outputs import EmbeddingRequestOutput, PoolingRequestOutput
-    from actorllm.outputs import PromptLogprobs, SampleLogprobs, WeightVersionSpan
+    from actorllm.outputs import PromptLogprobs, SampleLogprobs, SamplingMask, WeightVersionSpan
 
 The definitions live in :mod:`actorllm.core` (generation) and
 :mod:`actorllm.engine.api.pooling_outputs` (pooling); this module only gives them vLLM's
@@ -21,6 +21,7 @@ from actorllm.core.outputs import (
     Logprob,
     RequestMetrics,
     RequestOutput,
+    SamplingMask,
     WeightVersionSpan,
 )
 
@@ -70,6 +71,7 @@ __all__ = [
     "RequestMetrics",
     "RequestOutput",
     "SampleLogprobs",
+    "SamplingMask",
     "ScoringOutput",
     "ScoringRequestOutput",
     "WeightVersionSpan",

@@ -26,6 +26,8 @@ class EngineCoreOutput(msgspec.Struct, frozen=True, kw_only=True):
     new_token_ids: list[int]
     new_logprobs: list[TokenLogprobs] | None = None
     new_prompt_logprobs: list[TokenLogprobs] | None = None
+    # --return-sampling-mask: one list of surviving token ids per new token.
+    new_sampling_mask: list[list[int]] | None = None
     finish_reason: FinishReason | None = None
     # The stop token id that ended the request (a stop *string* is found downstream).
     stop_reason: int | str | None = None

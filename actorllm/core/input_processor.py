@@ -60,8 +60,11 @@ class InputProcessor:
         param_checks: Sequence[Callable[[SamplingParams], None]] = (),
         thinking_markers: ThinkingMarkers | None = None,
         watermark: WatermarkConfig | None = None,
+        return_sampling_mask: bool = False,
     ) -> None:
         self.tokenizer = tokenizer
+        # --return-sampling-mask: every request must sample with top-k on (vLLM's rule).
+        self.return_sampling_mask = return_sampling_mask
         # The engine's --watermark-config: each request's watermarking resolved against it.
         self.watermark = watermark
         # The reasoning markers thinking_token_budget counts and forces (None: no reasoning
@@ -265,6 +268,8 @@ class InputProcessor:
             params.verify_logprobs(self.max_logprobs, self.vocab_size)
         except SamplingParamsError as exc:
             raise InvalidRequestError(str(exc), param=exc.param) from exc
+        if self.return_sampling_mask:
+            self._check_sampling_replay(params)
         if params.thinking_token_budget is not None and self.thinking_markers is None:
             raise InvalidRequestError(  # vLLM's words
                 "thinking_token_budget is set but reasoning_config is not configured. Please "
@@ -282,6 +287,21 @@ class InputProcessor:
                 check(params)
             except ValueError as exc:  # the processor's own words (vLLM: a 400)
                 raise InvalidRequestError(str(exc), param="extra_args") from exc
+
+    @staticmethod
+    def _check_sampling_replay(params: SamplingParams) -> None:
+        """vLLM's per-request rules under --return-sampling-mask, in its words: a random
+        draw (greedy has no distribution to replay) with top-k bounding each mask."""
+        if params.is_greedy:
+            raise InvalidRequestError(
+                "sampling distribution replay requires temperature > 0", param="temperature"
+            )
+        if params.top_k <= 0:
+            raise InvalidRequestError(
+                "sampling distribution replay requires top_k > 0 to bound sampling mask "
+                "size, reduce transfer overhead, and avoid potential OOMs",
+                param="top_k",
+            )
 
     def fan_out(self, request_id: str, params: SamplingParams) -> list[ChildRequest]:
         """One child per sample, with the output processor's ids and seeds (seed + index)."""

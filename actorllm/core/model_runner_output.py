@@ -46,3 +46,6 @@ class ModelRunnerOutput(msgspec.Struct, frozen=True, kw_only=True):
     spec_logprobs: dict[str, list[TokenLogprobs]] = msgspec.field(default_factory=dict)
     # Speculative decoding: {req_id: draft tokens proposed for its next step}.
     draft_token_ids: dict[str, list[int]] = msgspec.field(default_factory=dict)
+    # --return-sampling-mask: {req_id: the ascending vocabulary ids that survived the
+    # sampler's filtering (temperature, min-p, top-k, top-p) for its sampled token}.
+    sampling_masks: dict[str, list[int]] = msgspec.field(default_factory=dict)

@@ -209,6 +209,7 @@ class OutputProcessor:
                 and out.finish_reason is None
                 and len(out.new_token_ids) == 1
                 and out.new_prompt_logprobs is None
+                and out.new_sampling_mask is None
             ):
                 silent = user.silent
                 if lane == _SILENT:  # the token and its stamps, nothing else

@@ -32,7 +32,7 @@ from tokenizers import Tokenizer
 from actorllm.core.detokenizer import IncrementalDetokenizer
 from actorllm.core.engine_core_output import EngineCoreOutput, FinishReason
 from actorllm.core.logprobs import DecodeFn, SampleLogprobsState
-from actorllm.core.outputs import CompletionOutput, WeightVersionSpan
+from actorllm.core.outputs import CompletionOutput, SamplingMask, WeightVersionSpan
 from actorllm.core.pooling_params import PooledData
 from actorllm.core.sampling_params import RequestOutputKind, SamplingParams
 from actorllm.core.stop_checker import StopChecker
@@ -100,6 +100,10 @@ class RequestState:
         self._sent_text = 0  # characters of text
         self._sent_tokens = 0  # token ids
         self._sent_logprobs = 0  # positions of logprobs
+        self._sent_masks = 0  # positions of sampling_masks
+        # --return-sampling-mask: each token's surviving ids, as the scheduler reported them
+        # (its outputs that carry masks skip the plain lanes, so ``update`` sees them all).
+        self.sampling_masks: list[list[int]] | None = None
         # The plain lane (update_plain, plain_delta): nothing to search or score per token.
         self.plain = not self._stops and params.num_logprobs is None
         # stream_interval: an output once this many new tokens accumulated (set by the
@@ -228,6 +232,10 @@ class RequestState:
                 self.first_token_time = now
             self.last_token_time = now
         self.logprobs.append(out.new_logprobs)
+        if out.new_sampling_mask is not None:
+            if self.sampling_masks is None:
+                self.sampling_masks = []
+            self.sampling_masks.extend(out.new_sampling_mask)
         if out.pooled is not None:
             self.pooled = out.pooled
         if self._detok is None:
@@ -415,11 +423,16 @@ class RequestState:
             if logprobs is not None:
                 logprobs = logprobs[self._sent_logprobs :]
                 self._sent_logprobs += len(logprobs)
+            masks = self.sampling_masks
+            if masks is not None:
+                masks = masks[self._sent_masks :]
+                self._sent_masks += len(masks)
         else:
             text = self.text[:visible]
             token_ids = list(self.token_ids)
             logprobs = self.logprobs.logprobs
             logprobs = None if logprobs is None else logprobs[:]
+            masks = None if self.sampling_masks is None else self.sampling_masks[:]
         return CompletionOutput(
             index=self.index,
             text=text,
@@ -430,6 +443,7 @@ class RequestState:
             stop_reason=self.stop_reason,
             weight_versions=self.version_spans() if self.finished else None,
             token_weight_versions=self.token_versions(first_token),
+            sampling_mask=None if masks is None else SamplingMask(masks),
         )
 
     def plain_delta(self) -> CompletionOutput:

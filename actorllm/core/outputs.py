@@ -38,6 +38,14 @@ class WeightVersionSpan(msgspec.Struct, frozen=True):
     end: int
 
 
+class SamplingMask(msgspec.Struct):
+    """vLLM's per-token sampling support sets, aligned with a completion's token ids: each
+    inner list holds the vocabulary ids that survived top-k / top-p / min-p filtering for
+    that generated token (ascending; --return-sampling-mask)."""
+
+    token_ids: list[list[int]]
+
+
 class CompletionOutput(msgspec.Struct, kw_only=True):
     index: int  # which of the n samples
     text: str
@@ -52,6 +60,8 @@ class CompletionOutput(msgspec.Struct, kw_only=True):
     # outputs: this delta's tokens); None for a token replayed after an output-processor
     # restart (its version is not known).
     token_weight_versions: list[str | None] | None = None
+    # vLLM's: each token's surviving vocabulary ids (--return-sampling-mask), else None.
+    sampling_mask: SamplingMask | None = None
 
     def finished(self) -> bool:
         return self.finish_reason is not None
@@ -137,10 +147,14 @@ def join_completions(a: CompletionOutput, b: CompletionOutput) -> CompletionOutp
             *(a.token_weight_versions or [None] * len(a.token_ids)),
             *(versions or [None] * len(b.token_ids)),
         ]
+    mask = b.sampling_mask
+    if a.sampling_mask is not None:
+        mask = SamplingMask(a.sampling_mask.token_ids + (mask.token_ids if mask else []))
     return msgspec.structs.replace(
         b,
         text=a.text + b.text,
         token_ids=a.token_ids + b.token_ids,
         logprobs=logprobs,
         token_weight_versions=versions,
+        sampling_mask=mask,
     )

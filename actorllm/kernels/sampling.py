@@ -126,10 +126,29 @@ def _tempered_weights(
     if not filtered:
         shift = logits.amax(dim=-1, keepdim=True).mul_(rt).neg_()  # [B, 1]: -max / t
         return torch.addcmul(shift, logits, rt, out=out).exp_()  # x / t - max / t
+    x = filtered_scaled_logits(logits, rt, min_p, top_k, top_p, out)
+    return weights_from_filtered(x)
+
+
+def filtered_scaled_logits(
+    logits: torch.Tensor,
+    rt: torch.Tensor,
+    min_p: torch.Tensor,
+    top_k: torch.Tensor,
+    top_p: torch.Tensor,
+    out: torch.Tensor,
+) -> torch.Tensor:
+    """The logits the draw samples from: ``logits * rt`` (rt: [B, 1], 1 / temperature)
+    with the tokens min-p, top-k and top-p drop at -inf. logits, out: [B, V] float32
+    (``out`` may be ``logits``) -> [B, V], ``out`` or a new tensor. vLLM's processed
+    logits: the sampling mask and processed logprobs read exactly these."""
     x = torch.mul(logits, rt, out=out)  # [B, V]
-    x = apply_top_k_top_p(apply_min_p(x, min_p), top_k, top_p)
-    # Our own temporary (never the caller's logits unless consumed): exp in place.
-    return x.sub_(x.amax(dim=-1, keepdim=True)).exp_()  # masked tokens 0
+    return apply_top_k_top_p(apply_min_p(x, min_p), top_k, top_p)
+
+
+def weights_from_filtered(x: torch.Tensor) -> torch.Tensor:
+    """[B, V] filtered scaled logits -> unnormalised weights, in place (masked tokens 0)."""
+    return x.sub_(x.amax(dim=-1, keepdim=True)).exp_()
 
 
 def sample_inverse_cdf(probs: torch.Tensor, uniform: torch.Tensor) -> torch.Tensor:

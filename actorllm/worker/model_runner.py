@@ -154,6 +154,7 @@ class ModelRunner:
         lora: LoRASettings | None = None,
         logits_processors: BatchProcessors | None = None,
         watermark: WatermarkConfig | None = None,
+        return_sampling_mask: bool = False,
     ) -> None:
         self.model_path = Path(model_path)
         self.device = torch.device(device)
@@ -199,7 +200,13 @@ class ModelRunner:
         self.logitsprocs = logits_processors
         self.asleep: frozenset[str] = frozenset()  # sleep tags still asleep (sleep_tags.py)
         self.input_batch = self._new_batch()
-        self.sampler = Sampler(cfg.vocab_size, self.device, seed, watermark=watermark)
+        self.sampler = Sampler(
+            cfg.vocab_size,
+            self.device,
+            seed,
+            watermark=watermark,
+            return_sampling_mask=return_sampling_mask,
+        )
         staged = self.device.type == "cuda" if staged_inputs is None else staged_inputs
         self.launcher = StepLauncher(
             self.device,

@@ -33,9 +33,12 @@ from actorllm.core.seeds import MASK64, mix_seed
 from actorllm.core.watermark_config import WatermarkConfig
 from actorllm.kernels.sampling import (
     apply_penalties,
+    filtered_scaled_logits,
     sample_from_logits,
+    sample_inverse_cdf,
     token_counts,
     token_mask,
+    weights_from_filtered,
 )
 from actorllm.kernels.token_bitmask import apply_token_bitmask, masks_in_place
 from actorllm.worker.device_streams import to_device
@@ -75,6 +78,8 @@ class LogprobsTensors:
 class SamplerOutput:
     sampled_token_ids: torch.Tensor  # [N] int64
     logprobs: LogprobsTensors | None  # rows for every N; K = the largest request's k
+    # [N, V] bool, the tokens each row's draw could pick (--return-sampling-mask), else None
+    sampling_mask: torch.Tensor | None = None
 
 
 class Sampler:
@@ -88,8 +93,13 @@ class Sampler:
         sample_seeded: Callable[..., torch.Tensor] | None = None,
         apply_token_bitmask: Callable[..., torch.Tensor] = apply_token_bitmask,
         watermark: WatermarkConfig | None = None,
+        return_sampling_mask: bool = False,
     ) -> None:
         self.vocab_size = vocab_size
+        # vLLM's --return-sampling-mask: every row draws through :meth:`_draw_with_mask`,
+        # and logprobs are the processed ones (vLLM requires logprobs_mode
+        # processed_logprobs with it).
+        self.return_sampling_mask = return_sampling_mask
         self.device = device
         # Per-row uniforms for unseeded rows, drawn on the host (N values, uploaded with
         # the step).
@@ -108,7 +118,6 @@ class Sampler:
         """logits: [N, V] float32, or the model's dtype (widened here where a stage needs
         float32); consumed: may be modified in place."""
         logits = self._widened(logits, meta)
-        k = meta.max_num_logprobs
         adjust = meta.logit_adjust
         if meta.grammar_rows is not None:
             # The grammar mask comes first, so logprobs reflect it (vLLM masks before the
@@ -117,7 +126,8 @@ class Sampler:
             logits = self.apply_token_bitmask(logits, meta.grammar_bitmask, meta.grammar_rows, fuse)
             if fuse is not None:
                 adjust = None
-        raw_logprobs = logits.log_softmax(dim=-1) if meta.wants_logprobs else None
+        masked = self.return_sampling_mask
+        raw_logprobs = logits.log_softmax(dim=-1) if meta.wants_logprobs and not masked else None
         if adjust is not None:
             logits = logits + adjust
         if meta.custom is not None:  # custom logits processors, after vLLM's built-in masks
@@ -129,6 +139,13 @@ class Sampler:
             out_counts = token_counts(p.output_token_ids, v)
             logits = apply_penalties(  # logits are ours: penalised in place
                 logits, prompt_mask, out_counts, p.presence, p.frequency, p.repetition, True
+            )
+        if masked:
+            sampled, mask, processed = self._draw_with_mask(logits, meta)
+            return SamplerOutput(
+                sampled_token_ids=sampled,
+                logprobs=self._logprobs(processed, sampled, meta),
+                sampling_mask=mask,
             )
         watermarked = self._watermarked(logits, meta)  # before the draw consumes the logits
         if self.sample_seeded is not None:
@@ -144,12 +161,42 @@ class Sampler:
             )  # fmt: skip
         if watermarked is not None:
             sampled = sampled.index_copy(0, *watermarked)
-        lp = None
-        if raw_logprobs is not None:
-            lp = compute_logprobs(raw_logprobs, sampled, k or 0)
-            if meta.logprob_token_ids is not None:
-                lp = with_token_logprobs(lp, raw_logprobs, meta.logprob_token_ids)
-        return SamplerOutput(sampled_token_ids=sampled, logprobs=lp)
+        return SamplerOutput(
+            sampled_token_ids=sampled, logprobs=self._logprobs(raw_logprobs, sampled, meta)
+        )
+
+    def _logprobs(
+        self, logprobs: torch.Tensor | None, sampled: torch.Tensor, meta: SamplingMetadata
+    ) -> LogprobsTensors | None:
+        """logprobs: [N, V] log_softmax rows (raw or processed), None when no row asked."""
+        if logprobs is None:
+            return None
+        lp = compute_logprobs(logprobs, sampled, meta.max_num_logprobs or 0)
+        if meta.logprob_token_ids is not None:
+            lp = with_token_logprobs(lp, logprobs, meta.logprob_token_ids)
+        return lp
+
+    def _draw_with_mask(
+        self, logits: torch.Tensor, meta: SamplingMetadata
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """The draw of ``sample_from_logits``' filtered torch path, keeping what it filters:
+        ([N] int64 tokens, [N, V] bool sampling mask, [N, V] processed logprobs or None).
+
+        The mask and the processed logprobs read the very logits the inverse CDF draws
+        from (temperature, then min-p, top-k, top-p), so a mask can never omit a token the
+        draw could pick. Every row is random with top-k on (the input checks refuse
+        temperature 0 and top_k 0 under --return-sampling-mask, as vLLM does), so this is
+        the path ``sample_from_logits`` takes for these rows too, and the tokens are the
+        same; the Triton backend's fused kernel filters where nothing can read it, so it
+        is not used here."""
+        logits = logits.float()  # [N, V]; a no-op on float32 (then ours to overwrite)
+        rt = meta.temperature.reciprocal().unsqueeze(1)  # [N, 1]
+        x = filtered_scaled_logits(logits, rt, meta.min_p, meta.top_k, meta.top_p, logits)
+        mask = x > float("-inf")  # [N, V] bool
+        processed = x.log_softmax(dim=-1) if meta.wants_logprobs else None  # [N, V]
+        uniform = self._uniforms(meta, x.shape[0])  # [N]
+        sampled = sample_inverse_cdf(weights_from_filtered(x), uniform)  # [N] int64
+        return sampled, mask, processed
 
     def _watermarked(
         self, logits: torch.Tensor, meta: SamplingMetadata

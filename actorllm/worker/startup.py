@@ -99,6 +99,8 @@ class RankSpec(msgspec.Struct, frozen=True, kw_only=True):
     worker_extension_cls: str = ""  # a class mixed into every rank's Worker (worker/extension.py)
     # The engine's text watermark (--watermark-config) as its fields' dict; None: off
     watermark_config: dict[str, Any] | None = None
+    # --return-sampling-mask: the sampler returns each row's mask and processed logprobs
+    return_sampling_mask: bool = False
 
 
 def build_rank_runner(spec: RankSpec) -> Runner:
@@ -176,6 +178,7 @@ def build_model_runner(spec: RankSpec) -> ModelRunner:
         watermark=(
             WatermarkConfig(**spec.watermark_config) if spec.watermark_config is not None else None
         ),
+        return_sampling_mask=spec.return_sampling_mask,
     )
 
 

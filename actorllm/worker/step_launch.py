@@ -167,7 +167,9 @@ class StepLauncher:
         if counts is not None:
             row_slots = np.repeat(sample_slots, counts)  # [R]
             offsets = np.arange(len(row_slots)) - np.repeat(np.cumsum(counts) - counts, counts)
-        sampled, lp = self._sample(model, hidden, step, batch, sampler, row_slots, grammar, offsets)
+        sampled, lp, mask = self._sample(
+            model, hidden, step, batch, sampler, row_slots, grammar, offsets
+        )
         prompt = {p.req_id: _prompt_logprobs(model, hidden, p) for p in plan.prompt_logprobs}
         if self.buffers is not None and buffer_set is not None:
             # Every read of this set's device inputs is enqueued: its next upload may follow.
@@ -209,6 +211,7 @@ class StepLauncher:
             prompt_logprobs=prompt,
             t0=t0,
             event=event,
+            sampling_mask=mask,
             sample_counts=None if counts is None else counts.tolist(),
             drafts=None if drafts is None else [drafts.get(plan.req_ids[b], []) for b in rows],
             target_hidden=target,
@@ -278,6 +281,8 @@ class StepLauncher:
                     launched.sampled = out.sampled_token_ids  # [N] (CPU: on the host)
                     if out.logprobs is not None:
                         launched.logprobs = logprobs_to_host(out.logprobs)
+                    if out.sampling_mask is not None:
+                        launched.sampling_mask = to_host(out.sampling_mask)  # [N, V] bool
                 launched.prompt_logprobs = {
                     p.req_id: _prompt_logprobs(model, hidden, p) for p in plan.prompt_logprobs
                 }
@@ -316,11 +321,12 @@ class StepLauncher:
         sample_slots: np.ndarray,
         grammar: GrammarBitmask | None,
         offsets: np.ndarray | None = None,
-    ) -> tuple[torch.Tensor | None, LogprobsTensors | None]:
-        """Sampled ids [N] (device) and their logprobs (host copies); speculative: [R], a
-        row per verified position (``offsets``: the drafts before each)."""
+    ) -> tuple[torch.Tensor | None, LogprobsTensors | None, torch.Tensor | None]:
+        """Sampled ids [N] (device), their logprobs and sampling masks ([N, V] bool; None
+        without --return-sampling-mask) as host copies; speculative: [R], a row per verified
+        position (``offsets``: the drafts before each)."""
         if len(sample_slots) == 0:
-            return None, None
+            return None, None, None
         rows = hidden.index_select(0, step.sample_hidden_rows)
         logits = model.compute_logits(rows, float32=False)  # [N, V]: the sampler widens
         meta = build_sampling_metadata(
@@ -334,7 +340,10 @@ class StepLauncher:
         )
         out = sampler(logits, meta)
         lp = logprobs_to_host(out.logprobs) if out.logprobs is not None else None
-        return out.sampled_token_ids, lp
+        # Non-blocking [N, V] bool copy, one byte a token (the step's event covers it): the
+        # host turns each row into its ids when the step resolves.
+        mask = to_host(out.sampling_mask) if out.sampling_mask is not None else None
+        return out.sampled_token_ids, lp, mask
 
     def statistics(self) -> dict[str, object]:
         return {

@@ -59,6 +59,8 @@ class LaunchedStep:
     sample_counts: list[int] | None = None
     drafts: list[list[int]] | None = None
     target_hidden: TargetHidden | None = None  # an EAGLE head drafts from it
+    # [N, V] bool host copy of each sampling row's mask (--return-sampling-mask), or None
+    sampling_mask: torch.Tensor | None = None
 
 
 def to_host(t: torch.Tensor) -> torch.Tensor:
@@ -101,6 +103,7 @@ def resolve(
     if step.logprobs is not None:  # one conversion for all rows
         lp = step.logprobs
         lp_host = (lp.token_ids.tolist(), lp.logprobs.tolist(), lp.ranks.tolist())
+    masks = _mask_ids(step)
     index = batch.req_id_to_index
     slots: list[int] = []  # of the requests the batch still holds, with their gens and tokens
     gens: list[int] = []
@@ -126,8 +129,20 @@ def resolve(
         prompt_logprobs={r: _prompt_rows(t) for r, t in step.prompt_logprobs.items()},
         execute_time_s=time.perf_counter() - step.t0,
         draft_token_ids=_drafts(step, batch, slots, propose),
+        sampling_masks=masks,
     )
     return step.output
+
+
+def _mask_ids(step: LaunchedStep) -> dict[str, list[int]]:
+    """{req_id: the ascending token ids its row's draw could pick} (vLLM's sampling mask);
+    empty without --return-sampling-mask."""
+    if step.sampling_mask is None:
+        return {}
+    rows = step.sampling_mask.numpy()  # [N, V] bool, on the host since the step's event
+    return {
+        req_id: np.flatnonzero(rows[i]).tolist() for i, (req_id, _) in enumerate(step.sample_gens)
+    }
 
 
 def _resolve_runs(

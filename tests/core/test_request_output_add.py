@@ -7,7 +7,7 @@ import pytest
 
 from actorllm.core.engine_core_output import EngineCoreOutput, EngineCoreOutputs, FinishReason
 from actorllm.core.output_processor import OutputProcessor
-from actorllm.core.outputs import CompletionOutput, RequestOutput
+from actorllm.core.outputs import CompletionOutput, RequestOutput, SamplingMask
 from actorllm.core.sampling_params import RequestOutputKind, SamplingParams
 from actorllm.engine.api.step_outputs import merge_outputs
 from actorllm.testing import open_test_engine
@@ -18,6 +18,20 @@ def _out(*samples: CompletionOutput, finished: bool = False) -> RequestOutput:
         request_id="r", prompt=None, prompt_token_ids=[1], prompt_logprobs=None,
         outputs=list(samples), finished=finished,
     )  # fmt: skip
+
+
+def test_aggregate_appends_sampling_masks() -> None:
+    """vLLM's: the aggregated sample's mask is its pieces' lists, in token order."""
+    first = _out(
+        CompletionOutput(index=0, text="a", token_ids=[1], sampling_mask=SamplingMask([[1, 4]]))
+    )
+    first.add(
+        _out(CompletionOutput(index=0, text="b", token_ids=[2, 3],
+                              sampling_mask=SamplingMask([[2], [0, 3]]))),
+        aggregate=True,
+    )  # fmt: skip
+    mask = first.outputs[0].sampling_mask
+    assert mask is not None and mask.token_ids == [[1, 4], [2], [0, 3]]
 
 
 def test_aggregate_appends_and_replace_replaces() -> None:

@@ -105,6 +105,7 @@ VLLM_SERVE_FLAGS: list[list[str]] = [
     ["--max-logprobs", "50"],
     ["--max-logprobs", "-1"],
     ["--logprobs-mode", "raw_logprobs"],
+    ["--return-sampling-mask", "--logprobs-mode", "processed_logprobs"],  # vLLM 0.32
     ["--disable-sliding-window"],
     ["--disable-cascade-attn"],
     ["--skip-tokenizer-init"],

@@ -305,7 +305,6 @@ FOREIGN: list[Foreign] = [
     ),
     _r("--config-format", why="only Hugging Face configs are read", same=("auto", "hf")),
     _r("--model-impl", why="only actorllm's own model code runs", same=("auto",)),
-    _r("--logprobs-mode", why="logprobs are the model's raw ones", same=("raw_logprobs",)),
     _r(
         "--calculate-kv-scales",
         value=False,
@@ -370,7 +369,6 @@ FOREIGN: list[Foreign] = [
         value=False,
         why="forced-decode traces (trace_decode_token_ids) are not supported",
     ),
-    _r("--return-sampling-mask", value=False, why="sampling masks are not returned"),
     _r(
         "--use-fp64-gumbel",
         value=False,

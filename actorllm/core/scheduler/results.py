@@ -19,11 +19,13 @@ def token_output(
     logprobs: list[TokenLogprobs] | None,
     prompt_logprobs: list[TokenLogprobs] | None,
     cache_block: int = 0,
+    sampling_mask: list[list[int]] | None = None,
 ) -> EngineCoreOutput:
     """Report ``tokens`` appended to ``req`` (``status``: the finished status they put it
     in, or None; ``logprobs``: one per token, if asked); the request's first report also
     carries its prefix-cache hit, the prompt tokens it wrote to the cache
-    (:func:`cache_created`; ``cache_block``: the block size, 0 without prefix caching) and
+    (:func:`cache_created`; ``cache_block``: the block size, 0 without prefix caching;
+    ``sampling_mask``: each token's surviving ids, with --return-sampling-mask) and
     the time it was first scheduled; the first report after a preemption, the request's
     preemptions so far."""
     cached, created, scheduled, preempted = 0, 0, None, 0
@@ -38,6 +40,7 @@ def token_output(
         new_token_ids=tokens,
         new_logprobs=logprobs,
         new_prompt_logprobs=prompt_logprobs,
+        new_sampling_mask=sampling_mask,
         finish_reason=None if status is None else FINISH_REASONS[status],
         stop_reason=req.stop_reason if status is not None else None,
         num_cached_tokens=cached,

@@ -344,7 +344,9 @@ class Scheduler:
             if not req.emitted_first_output:
                 iteration += computed_prompt(req)
             iteration += len(tokens)
-            outputs.append(token_output(req, tokens, status, lps, plp, cache_block))
+            mask = runner_output.sampling_masks.get(rid)  # one token a step (no drafts)
+            masks = [mask] if mask is not None else None
+            outputs.append(token_output(req, tokens, status, lps, plp, cache_block, masks))
             if status is not None:
                 any_finished |= self._finish_stepped(req, status)
             elif drafts and rid in drafts and req.status is _RUNNING:

@@ -226,6 +226,7 @@ async def build_engine(
         param_checks=logits_processor_checks(config),
         thinking_markers=thinking_markers(config.reasoning_config, config.reasoning_parser, tok),
         watermark=config.watermarking(),
+        return_sampling_mask=config.return_sampling_mask,
     )
     routing = ReplicaRouter(len(threads), block_size=config.resolved_block_size())
     return EngineParts(

@@ -148,6 +148,7 @@ class OutputProcessorActor(Actor[OutputMsg]):
         for c in children:
             sent = len(c.emitted) - c.held
             lps = c.logprobs
+            masks = c.sampling_masks
             # The first output's prefix-cache counts and time ride on the child's first replay
             # output (a first output has a token, so there is one).
             cached, written, scheduled = c.first_output or (0, 0, None)
@@ -157,6 +158,7 @@ class OutputProcessorActor(Actor[OutputMsg]):
                         req_id=c.child_id,
                         new_token_ids=c.emitted[:sent],
                         new_logprobs=lps[:sent] or None,
+                        new_sampling_mask=masks[:sent] or None,
                         finish_reason=c.finish_reason,
                         stop_reason=c.stop_reason,
                         num_cached_tokens=cached,
@@ -171,6 +173,7 @@ class OutputProcessorActor(Actor[OutputMsg]):
                         req_id=c.child_id,
                         new_token_ids=c.emitted[sent:],
                         new_logprobs=lps[sent:] or None,
+                        new_sampling_mask=masks[sent:] or None,
                         num_cached_tokens=cached,
                         num_cache_creation_tokens=written,
                         scheduled_time=scheduled,
@@ -223,6 +226,8 @@ class OutputProcessorActor(Actor[OutputMsg]):
             entry.last_step = stamp
             if out.new_logprobs:
                 child.logprobs += out.new_logprobs
+            if out.new_sampling_mask:
+                child.sampling_masks += out.new_sampling_mask
             if out.scheduled_time is not None:  # (the scheduler's first output)
                 child.first_output = (
                     out.num_cached_tokens,

@@ -87,6 +87,7 @@ def rank_spec(config: EngineConfig, rank: int = 0) -> RankSpec:
         logits_processors=_logits_processors(config),
         worker_extension_cls=config.worker_extension_cls,
         watermark_config=config.watermark_config,
+        return_sampling_mask=config.return_sampling_mask,
     )
 
 

@@ -72,6 +72,16 @@ ENGINE_CONFIG_HELP: Mapping[str, Mapping[str, str]] = {
             "itself written inline."
         ),
         "enforce_eager": "Never capture or replay CUDA graphs (CPU never uses them).",
+        "return_sampling_mask": (
+            "Return each output token's sampling mask: the vocabulary ids that survived "
+            "temperature, min-p, top-k and top-p (CompletionOutput.sampling_mask, the "
+            "scale-out generate's choices[].sampling_mask). Needs --logprobs-mode "
+            "processed_logprobs; requests need temperature > 0 and top_k > 0."
+        ),
+        "logprobs_mode": (
+            "raw_logprobs (the model's) or processed_logprobs (of the logits the draw "
+            "samples from, -inf outside the sampling mask; with --return-sampling-mask)."
+        ),
         "generation_config": (
             "Where requests' default sampling parameters (temperature, top_p, top_k, min_p, "
             "repetition_penalty; max_new_tokens as the max_tokens of a request that gives none) "

@@ -165,6 +165,46 @@ def check_watermark(self: EngineConfig) -> None:
         )
 
 
+def check_sampling_mask(self: EngineConfig) -> None:
+    """``return_sampling_mask`` and ``logprobs_mode``: vLLM's rules for sampling
+    distribution replay, and by name what this engine does not build with it."""
+    modes = ("raw_logprobs", "processed_logprobs")
+    if self.logprobs_mode not in modes:
+        raise EngineConfigError(
+            "logprobs_mode",
+            f"must be one of {list(modes)} here (raw_logits and processed_logits are not "
+            f"built), got {self.logprobs_mode!r}.",
+        )
+    if not self.return_sampling_mask:
+        if self.logprobs_mode == "processed_logprobs":
+            raise EngineConfigError(
+                "logprobs_mode",
+                "processed_logprobs is built only with return_sampling_mask "
+                "(the sampler's masked path computes them).",
+            )
+        return
+    if self.logprobs_mode != "processed_logprobs":
+        raise EngineConfigError(
+            "return_sampling_mask",
+            "sampling distribution replay requires logprobs_mode='processed_logprobs' so "
+            "that returned logprobs are normalized over the same nucleus as the sampling "
+            "mask",
+        )
+    if self.logits_processors:
+        raise EngineConfigError(
+            "return_sampling_mask",
+            "sampling distribution replay does not support custom logits processors",
+        )
+    if self.speculative_config:
+        raise EngineConfigError(
+            "return_sampling_mask",
+            "is not built with speculative_config here (vLLM's needs its V2 model "
+            "runner's fixed verification boundaries).",
+        )
+    if self.watermark_config is not None:
+        raise EngineConfigError("return_sampling_mask", "is not built with watermark_config here.")
+
+
 def check_lora(self: EngineConfig) -> None:
     if self.max_loras < 1:
         raise EngineConfigError("max_loras", f"must be at least 1, got {self.max_loras}.")

@@ -224,6 +224,14 @@ class EngineConfig(msgspec.Struct, kw_only=True):
     """vLLM's speculative_config, e.g. '{"method": "ngram", "num_speculative_tokens": 4}'
     (engine/config/speculative.py reads it; docs/speculative.md). Runs with
     async_scheduling unset or off."""
+    return_sampling_mask: bool = False
+    """vLLM's sampling distribution replay: each output token's ``sampling_mask``, the
+    vocabulary ids that survived temperature, min-p, top-k and top-p (needs
+    logprobs_mode processed_logprobs; requests need temperature > 0 and top_k > 0)."""
+    logprobs_mode: str = "raw_logprobs"
+    """Sample logprobs: raw_logprobs (log_softmax of the model's logits), or
+    processed_logprobs (of the logits the draw samples from: penalties, temperature and the
+    filters applied; with return_sampling_mask only)."""
     # -- WatermarkConfig --------------------------------------------------------------------
     watermark_config: dict[str, Any] | None = None
     """vLLM's text watermark, e.g. '{"key": 1234}' (a ``WatermarkConfig`` object or its
@@ -437,6 +445,7 @@ class EngineConfig(msgspec.Struct, kw_only=True):
         checks.check_speculative(self)
         checks.check_prompt_embeds(self)
         checks.check_watermark(self)
+        checks.check_sampling_mask(self)
 
     def watermarking(self) -> WatermarkConfig | None:
         """The parsed ``watermark_config`` (None: no watermark)."""

@@ -142,6 +142,8 @@ class ChildState:
     # The emitted tokens' sample logprobs, one per token (a request with ``logprobs``
     # only): a rebuilt output processor's later outputs still carry every position.
     logprobs: list[TokenLogprobs] = field(default_factory=list)
+    # --return-sampling-mask: each emitted token's surviving ids (empty without).
+    sampling_masks: list[list[int]] = field(default_factory=list)
     finished: bool = False  # written by the output processor only
     # How the scheduler ended it (None: not finished, or ended by a stop string, which
     # the output processor finds again when it replays the tokens).

@@ -245,6 +245,7 @@ class _Writer:
                 index=co.index, finish_reason=co.finish_reason or "stop",
                 stop_reason=co.stop_reason, token_ids=ids,
                 weight_versions=co.weight_versions, logprobs=self._logprobs(co, ids),
+                sampling_mask=_mask(co),
             )  # fmt: skip
             choices.append(
                 GenerateTextChoice(text=co.text, **fields)
@@ -288,7 +289,7 @@ class _Writer:
                 fields: dict[str, Any] = dict(
                     index=co.index, finish_reason=co.finish_reason, stop_reason=co.stop_reason,
                     token_ids=ids, weight_versions=co.weight_versions,
-                    logprobs=self._logprobs(co, ids),
+                    logprobs=self._logprobs(co, ids), sampling_mask=_mask(co),
                 )  # fmt: skip
                 chunk: dict[str, Any] = {"request_id": self.rid}
                 if every_chunk:
@@ -324,3 +325,9 @@ class _Writer:
                 if last["usage"][name] is None:
                     del last["usage"][name]
             await emit({**last, "choices": []})
+
+
+def _mask(co: CompletionOutput) -> list[list[int]] | None:
+    """vLLM's ``sampling_mask``: one id list per token of ``co`` (--return-sampling-mask;
+    a streamed chunk's, its own tokens'), else None."""
+    return co.sampling_mask.token_ids if co.sampling_mask is not None else None
