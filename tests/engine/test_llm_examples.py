@@ -38,7 +38,9 @@ def test_offline_batch(tiny_model):
 def test_engine_loop(tiny_model):
     lines = run_example("engine_loop.py", tiny_model).splitlines()
     names = [line.split(" ")[0].rstrip(":") for line in lines]
-    assert names[:3] == ["endless", "code", "story"] or names[:3] == ["endless", "story", "code"]
+    # The engine runs ahead of step() on its own thread: on a busy machine a short request
+    # may finish before the third step aborts "endless".
+    assert sorted(names[:3]) == ["code", "endless", "story"]
     assert lines[-1].endswith("unfinished: 0")
 
 
