@@ -8,6 +8,7 @@ from __future__ import annotations
 import msgspec
 
 from actorllm.core.pooling_params import PooledData
+from actorllm.core.routed_experts import RoutedRows
 
 
 class TokenLogprobs(msgspec.Struct, frozen=True, kw_only=True, array_like=True):
@@ -46,3 +47,6 @@ class ModelRunnerOutput(msgspec.Struct, frozen=True, kw_only=True):
     spec_logprobs: dict[str, list[TokenLogprobs]] = msgspec.field(default_factory=dict)
     # Speculative decoding: {req_id: draft tokens proposed for its next step}.
     draft_token_ids: dict[str, list[int]] = msgspec.field(default_factory=dict)
+    # Routed experts (--enable-return-routed-experts): {req_id: the expert ids of the
+    # positions it ran this step}.
+    routed_experts: dict[str, RoutedRows] = msgspec.field(default_factory=dict)

@@ -16,6 +16,7 @@ from actorllm.core.logprob_types import (
     concat_logprobs,
 )
 from actorllm.core.pooling_params import PooledData
+from actorllm.core.routed_experts import RoutedExperts
 
 __all__ = [
     "CompletionOutput",
@@ -52,6 +53,9 @@ class CompletionOutput(msgspec.Struct, kw_only=True):
     # outputs: this delta's tokens); None for a token replayed after an output-processor
     # restart (its version is not known).
     token_weight_versions: list[str | None] | None = None
+    # vLLM's ``routed_experts`` [tokens, layers, top_k] (--enable-return-routed-experts):
+    # on the final output only; ``np.asarray`` gives vLLM's array.
+    routed_experts: RoutedExperts | None = None
 
     def finished(self) -> bool:
         return self.finish_reason is not None

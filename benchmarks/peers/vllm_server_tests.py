@@ -108,6 +108,10 @@ FILES = [
     "../pooling/scoring/test_bi_encoder_online.py",
     "../pooling/token_classify/test_online.py",
     "../pooling/reward/test_token_reward_online.py",
+    # --enable-return-routed-experts (RL routing replay) on a MoE model
+    "../rl/return_routed_experts/test_openai_api.py",
+    "../rl/return_routed_experts/test_scale_out_api.py",
+    "../rl/return_routed_experts/test_route_request_bodies.py",
 ]
 
 
@@ -145,6 +149,7 @@ MODELS = {
     "../pooling/scoring/test_bi_encoder*": cm.bi_encoder,
     "../pooling/reward/*": cm.qwen2_reward,
     "../pooling/token_classify/*": cm.qwen2_classifier,
+    "../rl/return_routed_experts/*": cm.tiny_mixtral,  # for TitanML/tiny-mixtral
 }
 
 

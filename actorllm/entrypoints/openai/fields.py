@@ -71,7 +71,6 @@ UNSUPPORTED: dict[str, Refusal] = {
     "function_call": Refusal(_FUNCTIONS, (None, "none")),
     # no watermark is configured here; None (vLLM: "the engine's, if any") and False are off
     "watermarking": Refusal("watermarking (no watermark is configured)", (None, False)),
-    "routed_experts_prompt_start": Refusal("returning routed experts", (0,)),
     # sampling this engine does not do
     "best_of": Refusal("ranking candidates (best_of other than n)", same_as="n"),
     "logits_processors": Refusal(
