@@ -60,7 +60,6 @@ ASKING: dict[str, Any] = {
     "functions": [{"name": "f"}],
     "function_call": "auto",
     "watermarking": True,
-    "routed_experts_prompt_start": 4,
     "best_of": 3,
     "logits_processors": ["x"],
     "suffix": "end",
@@ -103,7 +102,6 @@ def test_known_unsupported_fields_are_refused_by_name(http: httpx.Client, name: 
         {"modalities": ["text"]},
         {"thinking_token_budget": -1},
         {"watermarking": False},
-        {"routed_experts_prompt_start": 0},
         {"prompt_embeds": []},
     ],
 )
