@@ -8,6 +8,7 @@ import msgspec
 
 from actorllm.core.model_runner_output import TokenLogprobs
 from actorllm.core.pooling_params import PooledData
+from actorllm.core.routed_experts import RoutedExperts
 
 
 class FinishReason(enum.StrEnum):
@@ -44,6 +45,8 @@ class EngineCoreOutput(msgspec.Struct, frozen=True, kw_only=True):
     num_preemptions: int = 0
     # A pooling request's result (its only output, which finishes it).
     pooled: PooledData | None = None
+    # --enable-return-routed-experts: a finished request's routed experts (final output only).
+    routed_experts: RoutedExperts | None = None
 
     @property
     def finished(self) -> bool:

@@ -263,6 +263,12 @@ class InputProcessor:
                 f"token ids {bad[:5]} are out of vocabulary (size {self.vocab_size}).",
                 param="prompt",
             )
+        if not 0 <= params.routed_experts_prompt_start <= len(ids):  # vLLM's words
+            raise InvalidRequestError(
+                "routed_experts_prompt_start must be between 0 and the prompt length "
+                f"({len(ids)}), inclusive.",
+                param="routed_experts_prompt_start",
+            )
         try:
             params.verify_vocab(self.vocab_size)
             params.verify_logprobs(self.max_logprobs, self.vocab_size)

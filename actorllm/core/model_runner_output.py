@@ -8,6 +8,7 @@ from __future__ import annotations
 import msgspec
 
 from actorllm.core.pooling_params import PooledData
+from actorllm.core.routed_experts import RoutedRows
 
 
 class TokenLogprobs(msgspec.Struct, frozen=True, kw_only=True, array_like=True):
@@ -49,3 +50,6 @@ class ModelRunnerOutput(msgspec.Struct, frozen=True, kw_only=True):
     # --return-sampling-mask: {req_id: the ascending vocabulary ids that survived the
     # sampler's filtering (temperature, min-p, top-k, top-p) for its sampled token}.
     sampling_masks: dict[str, list[int]] = msgspec.field(default_factory=dict)
+    # Routed experts (--enable-return-routed-experts): {req_id: the expert ids of the
+    # positions it ran this step}.
+    routed_experts: dict[str, RoutedRows] = msgspec.field(default_factory=dict)

@@ -34,6 +34,7 @@ from actorllm.core.engine_core_output import EngineCoreOutput, FinishReason
 from actorllm.core.logprobs import DecodeFn, SampleLogprobsState
 from actorllm.core.outputs import CompletionOutput, SamplingMask, WeightVersionSpan
 from actorllm.core.pooling_params import PooledData
+from actorllm.core.routed_experts import RoutedExperts
 from actorllm.core.sampling_params import RequestOutputKind, SamplingParams
 from actorllm.core.stop_checker import StopChecker
 
@@ -89,6 +90,7 @@ class RequestState:
         self.finish_reason: FinishReason | None = None
         self.stop_reason: int | str | None = None
         self.pooled: PooledData | None = None  # a pooling request's result
+        self.routed_experts: RoutedExperts | None = None  # from the scheduler's last output
         self.num_cached_tokens = 0
         self.num_cache_creation_tokens = 0  # from the first output that has scheduled_time
         self.num_preemptions = 0  # the scheduler's count, from the outputs that carry it
@@ -238,6 +240,8 @@ class RequestState:
             self.sampling_masks.extend(out.new_sampling_mask)
         if out.pooled is not None:
             self.pooled = out.pooled
+        if out.routed_experts is not None:
+            self.routed_experts = out.routed_experts
         if self._detok is None:
             self.token_ids.extend(new)
             stop = None
@@ -444,6 +448,7 @@ class RequestState:
             weight_versions=self.version_spans() if self.finished else None,
             token_weight_versions=self.token_versions(first_token),
             sampling_mask=None if masks is None else SamplingMask(masks),
+            routed_experts=self.routed_experts if self.finished else None,
         )
 
     def plain_delta(self) -> CompletionOutput:

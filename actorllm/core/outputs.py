@@ -16,6 +16,7 @@ from actorllm.core.logprob_types import (
     concat_logprobs,
 )
 from actorllm.core.pooling_params import PooledData
+from actorllm.core.routed_experts import RoutedExperts
 
 __all__ = [
     "CompletionOutput",
@@ -62,6 +63,9 @@ class CompletionOutput(msgspec.Struct, kw_only=True):
     token_weight_versions: list[str | None] | None = None
     # vLLM's: each token's surviving vocabulary ids (--return-sampling-mask), else None.
     sampling_mask: SamplingMask | None = None
+    # vLLM's ``routed_experts`` [tokens, layers, top_k] (--enable-return-routed-experts):
+    # on the final output only; ``np.asarray`` gives vLLM's array.
+    routed_experts: RoutedExperts | None = None
 
     def finished(self) -> bool:
         return self.finish_reason is not None

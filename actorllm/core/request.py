@@ -39,6 +39,7 @@ from actorllm.core.kv_cache.block_hash import BlockHash, BlockHasher
 from actorllm.core.lora import LoRARequest
 from actorllm.core.pooling_params import PoolingParams
 from actorllm.core.prompt_embeds import EMBEDS_SALT, PromptEmbeds
+from actorllm.core.routed_experts import RoutedExpertsLog
 from actorllm.core.sampling_params import SamplingParams
 
 
@@ -141,6 +142,7 @@ class Request:
         "reasoning_ended",
         "reported_preemptions",
         "request_id",
+        "routed_experts",
         "sampling_params",
         "skip_prefix_cache",
         "spec_token_ids",
@@ -226,6 +228,9 @@ class Request:
         self.pooling: PoolingParams | None = sampling_params.pooling_params
         if self.pooling is not None and self.pooling.skip_reading_prefix_cache:
             self.skip_prefix_cache = True
+        # The experts each position was routed to, when the engine returns them (the
+        # scheduler sets it on add; core/routed_experts.py).
+        self.routed_experts: RoutedExpertsLog | None = None
 
     # -- tokens ---------------------------------------------------------------------------
 

@@ -302,11 +302,6 @@ class SamplingParams(msgspec.Struct, kw_only=True):
         unsupported = "is not supported by this engine"
         for name in ("trace_decode_token_ids", "prompt_logprob_token_ids", "prompt_logprob_start"):
             _check(getattr(self, name) is None, name, f"{unsupported}; leave it None.")
-        _check(
-            self.routed_experts_prompt_start == 0,
-            "routed_experts_prompt_start",
-            f"{unsupported} (routed experts are not returned); leave it 0.",
-        )
 
     # -- derived views ------------------------------------------------------------------
 

@@ -19,6 +19,8 @@ gpt-oss adds a bias to the router and to both expert projections (``w13_bias`` [
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 from torch import nn
 
@@ -27,6 +29,9 @@ from actorllm.kernels.ops import Ops
 from actorllm.models.config import CheckpointConfig
 from actorllm.models.layers import MLP
 from actorllm.models.quant.mxfp4 import Mxfp4Experts
+
+if TYPE_CHECKING:
+    from actorllm.models.routed_capture import RoutingRecorder
 
 # HF per-expert projection -> (our stacked parameter, slot within the expert).
 EXPERT_SLOTS: dict[str, tuple[str, int]] = {
@@ -95,6 +100,8 @@ class SparseMoeBlock(nn.Module):
         if cfg.shared_expert_intermediate_size:
             self.shared_expert = MLP(cfg, ops, cfg.shared_expert_intermediate_size)
             self.shared_expert_gate = nn.Linear(cfg.hidden_size, 1, bias=False)
+        # --enable-return-routed-experts: records ids per forward (models/routed_capture.py).
+        self.recorder: RoutingRecorder | None = None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x: [T, H] -> [T, H]."""
@@ -103,6 +110,8 @@ class SparseMoeBlock(nn.Module):
             weights, ids = route_sparsemixer(logits, self.sparsemixer_eps)  # [T, 2] x2
         else:
             weights, ids = route_topk(logits, self.top_k, self.renormalize)  # [T, K] x2
+        if self.recorder is not None:
+            self.recorder.record(ids)
         ex = self.experts
         if isinstance(ex, Mxfp4Experts):  # packed: dequantized per routed expert
             return self._add_shared(x, ex(x, weights, ids, self.activation, **self.act_args))

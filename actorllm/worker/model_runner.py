@@ -47,6 +47,7 @@ from actorllm.models.loader import LoadFormat, resolve_dtype
 from actorllm.models.pipeline import stage_kv_config
 from actorllm.models.quant.apply import checkpoint_quantization
 from actorllm.models.quant.experts import quantized_experts
+from actorllm.models.routed_capture import attach_recorder, check_routed_capture
 from actorllm.worker.cuda_graphs import capture_decode_graphs
 from actorllm.worker.decoder_pooling import decoder_pooling_head, run_pooling_step
 from actorllm.worker.device_streams import CudaStreams
@@ -155,6 +156,7 @@ class ModelRunner:
         logits_processors: BatchProcessors | None = None,
         watermark: WatermarkConfig | None = None,
         return_sampling_mask: bool = False,
+        return_routed_experts: bool = False,
     ) -> None:
         self.model_path = Path(model_path)
         self.device = torch.device(device)
@@ -236,6 +238,9 @@ class ModelRunner:
             self.launcher.keep_hidden = True
         # LoRA adapters: the slots (built with the model) and each request's adapter.
         self.adapters = RequestAdapters(lora)
+        self.return_routed_experts = return_routed_experts
+        if return_routed_experts:
+            check_routed_capture(cfg, num_speculative_tokens, pp_size)
 
     def attach_tp(self, comm: GlooComm, before_forward: BeforeForward | None) -> None:
         """Run as one rank of a tensor-parallel group (pipeline parallel: one stage of the
@@ -288,6 +293,8 @@ class ModelRunner:
             )
         # After CPU prepacking (in load_runner_model): the LoRA hooks wrap the final linears.
         self.adapters.attach(self.model, self.dtype, self.model_config)
+        if self.return_routed_experts:
+            self.launcher.recorder = attach_recorder(self.model)
         self.sampler.sample_seeded = ops.sample_seeded  # Triton: noise drawn in the kernel
         self.sampler.apply_token_bitmask = ops.apply_token_bitmask
 

@@ -57,6 +57,7 @@ class RankSpec(msgspec.Struct, frozen=True, kw_only=True):
     seed: int = 0
     enforce_eager: bool = False
     hybrid_kv_cache: bool = True
+    return_routed_experts: bool = False  # record each token's experts (MoE models)
     # CPU tuning (worker/omp_spin.py, worker/malloc_tuning.py, worker/huge_pages.py)
     omp_short_spin: bool = False
     keep_freed_memory: bool = False
@@ -159,6 +160,7 @@ def build_model_runner(spec: RankSpec) -> ModelRunner:
         max_num_batched_tokens=spec.max_num_batched_tokens,
         enforce_eager=spec.enforce_eager,
         hybrid_kv_cache=spec.hybrid_kv_cache,
+        return_routed_experts=spec.return_routed_experts,
         tp_rank=0 if spec.pipeline_parallel_size > 1 else spec.rank,
         tp_size=spec.world_size // spec.pipeline_parallel_size,
         pp_rank=spec.rank if spec.pipeline_parallel_size > 1 else 0,

@@ -23,6 +23,7 @@ import torch
 
 from actorllm.core.scheduler_output import GrammarBitmask
 from actorllm.models.base import CausalLM, KVCaches
+from actorllm.models.routed_capture import RoutingRecorder
 from actorllm.worker.cuda_graphs import DecodeGraphs, pad_decode_plan
 from actorllm.worker.device_feed import TokenFeed
 from actorllm.worker.device_streams import DeviceStreams, to_device
@@ -31,7 +32,13 @@ from actorllm.worker.sampler import LogprobsTensors, Sampler, compute_logprobs
 from actorllm.worker.sampling_metadata import build_sampling_metadata
 from actorllm.worker.staging import StepBuffers
 from actorllm.worker.step_inputs import InputPlan, PromptLogprobsPlan, StepInputs, plan_to_device
-from actorllm.worker.step_output import LaunchedStep, TargetHidden, logprobs_to_host, to_host
+from actorllm.worker.step_output import (
+    LaunchedStep,
+    RoutedStep,
+    TargetHidden,
+    logprobs_to_host,
+    to_host,
+)
 
 # Called with the step's final device inputs just before the forward, and the rows whose
 # logits the step computes, in order (tensor parallel: rank 0 sends them to the others).
@@ -117,6 +124,9 @@ class StepLauncher:
         self.num_graph_steps = 0
         # An EAGLE head drafts from each step's hidden states: steps keep them.
         self.keep_hidden = False
+        # --enable-return-routed-experts: the MoE blocks record into it (eager forwards
+        # only: no decode graphs, no deferred pipeline-parallel forward).
+        self.recorder: RoutingRecorder | None = None
 
     @_on_compute_stream
     def launch(
@@ -142,6 +152,7 @@ class StepLauncher:
             and plan.is_decode
             and plan.prompt_embeds is None
             and not model.aux_layers
+            and self.recorder is None
         ):
             size = self.graphs.size_for(len(plan.req_ids))
         step, fill_rows, fill_src, buffer_set = self._inputs(
@@ -154,13 +165,21 @@ class StepLauncher:
         else:
             if self.before_forward is not None:
                 self.before_forward(step, _logit_rows(plan, step))
-            if self.prefetch is not None and drafts is None and not self.keep_hidden:
+            if (
+                self.prefetch is not None
+                and drafts is None
+                and not self.keep_hidden
+                and self.recorder is None
+            ):
                 return self._launch_deferred(
                     model, kv_caches, batch, sampler, plan, step, step_id, grammar, t0
                 )
+            if self.recorder is not None:
+                self.recorder.clear()
             hidden = model(
                 step.input_ids, step.positions, step.attn_metadata, kv_caches, **step.model_kwargs()
             )  # [T, H]
+        routed = self._routed(plan)
         sample_slots = plan.slots[plan.sample_mask]  # [N]
         counts = plan.sample_counts  # [N] rows per sampling request (speculative), or None
         row_slots, offsets = sample_slots, None
@@ -215,6 +234,7 @@ class StepLauncher:
             sample_counts=None if counts is None else counts.tolist(),
             drafts=None if drafts is None else [drafts.get(plan.req_ids[b], []) for b in rows],
             target_hidden=target,
+            routed=routed,
         )
 
     def _launch_deferred(
@@ -291,6 +311,22 @@ class StepLauncher:
         batch.num_computed_tokens[plan.slots] += plan.num_scheduled
         batch.add_pending(sample_slots, sample_slots)  # the feed holds each at its own slot
         return launched
+
+    def _routed(self, plan: InputPlan) -> RoutedStep | None:
+        """The forward's routed experts, copied to the host (the step's event covers the
+        copy), with each request's rows and first position."""
+        if self.recorder is None:
+            return None
+        ids = self.recorder.take(plan.num_tokens)  # [T, L, K] on the device
+        if ids is None:
+            return None
+        qsl = plan.query_start_loc.tolist()
+        spans = [
+            (req_id, int(plan.positions[qsl[b]]), qsl[b], qsl[b + 1])
+            for b, req_id in enumerate(plan.req_ids)
+            if qsl[b + 1] > qsl[b]
+        ]
+        return RoutedStep(to_host(ids), self.recorder.dtype_name, spans)
 
     def _inputs(self, plan: InputPlan) -> tuple[StepInputs, torch.Tensor, torch.Tensor, int | None]:
         """The plan's tensors on the device: staged (pinned + copy stream) or plain copies

@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from actorllm.core.model_runner_output import ModelRunnerOutput, TokenLogprobs
+from actorllm.core.routed_experts import RoutedRows
 from actorllm.worker.device_streams import DONE, Event
 from actorllm.worker.input_batch import InputBatch
 from actorllm.worker.sampler import LogprobsTensors
@@ -37,6 +38,25 @@ class TargetHidden:
     gens: np.ndarray  # [B] its generation at launch (a re-added request is another one)
     first: np.ndarray  # [B] the position of its first row
     query_start_loc: np.ndarray  # [B + 1] its rows in `hidden`
+
+
+@dataclass
+class RoutedStep:
+    """A step's routed experts (--enable-return-routed-experts)."""
+
+    ids: torch.Tensor  # [T, L, K] uint8 or int32, host copy once `event` is done
+    dtype: str  # what the rows travel as: "uint8" | "uint16"
+    spans: list[tuple[str, int, int, int]]  # (req_id, first position, first row, end row)
+
+    def rows(self) -> dict[str, RoutedRows]:
+        arr = self.ids.numpy().astype(self.dtype, copy=False)  # [T, L, K]
+        _, layers, top_k = arr.shape
+        return {
+            req_id: RoutedRows(
+                start=pos, layers=layers, top_k=top_k, dtype=self.dtype, data=arr[lo:hi].tobytes()
+            )
+            for req_id, pos, lo, hi in self.spans
+        }
 
 
 @dataclass
@@ -61,6 +81,7 @@ class LaunchedStep:
     target_hidden: TargetHidden | None = None  # an EAGLE head drafts from it
     # [N, V] bool host copy of each sampling row's mask (--return-sampling-mask), or None
     sampling_mask: torch.Tensor | None = None
+    routed: RoutedStep | None = None
 
 
 def to_host(t: torch.Tensor) -> torch.Tensor:
@@ -130,6 +151,7 @@ def resolve(
         execute_time_s=time.perf_counter() - step.t0,
         draft_token_ids=_drafts(step, batch, slots, propose),
         sampling_masks=masks,
+        routed_experts={} if step.routed is None else step.routed.rows(),
     )
     return step.output
 

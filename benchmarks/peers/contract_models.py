@@ -286,6 +286,25 @@ def build_lora(model: Path, seed: int, cache: Path) -> Path:
     return out
 
 
+def tiny_mixtral(out: Path) -> None:
+    """A random Mixtral as TitanML/tiny-mixtral is shaped (2 layers, 8 local experts, 2
+    per token; head_dim 64, as vLLM's CPU attention needs >= 32) with the demo tokenizer:
+    the routed-experts tests."""
+    import torch
+    import transformers
+
+    tok = transformers.PreTrainedTokenizerFast.from_pretrained(DEMO_TOKENIZER)
+    tok.save_pretrained(out)
+    cfg = transformers.MixtralConfig(
+        vocab_size=len(tok), hidden_size=128, intermediate_size=256, num_hidden_layers=2,
+        num_attention_heads=2, num_key_value_heads=1, head_dim=64, num_local_experts=8,
+        num_experts_per_tok=2, max_position_embeddings=4096, sliding_window=None,
+        tie_word_embeddings=False, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    transformers.MixtralForCausalLM(cfg).save_pretrained(out)
+
+
 def build(builder: Callable[[Path], None], cache: Path) -> Path:
     """The directory of ``builder``'s model under ``cache`` (built once)."""
     out = cache / f"model-{builder.__name__.replace('_', '-')}"

@@ -117,6 +117,10 @@ FILES = [
     "completion/test_completion_with_prompt_embeds.py",
     "chat_completion/test_chat_completion_with_prompt_embeds.py",
     "../pooling/scoring/test_late_interaction_online.py",
+    # --enable-return-routed-experts (RL routing replay) on a MoE model
+    "../rl/return_routed_experts/test_openai_api.py",
+    "../rl/return_routed_experts/test_scale_out_api.py",
+    "../rl/return_routed_experts/test_route_request_bodies.py",
 ]
 
 # {hub adapter the tests download: the seed of its local stand-in}, a random LoRA adapter
@@ -184,6 +188,7 @@ MODELS = {
     "../serve/sagemaker/test_sagemaker_stateful_sessions.py": cm.qwen3,
     "models/*": cm.qwen3,
     "*prompt_embeds*": cm.opt,
+    "../rl/return_routed_experts/*": cm.tiny_mixtral,  # for TitanML/tiny-mixtral
 }
 
 

@@ -49,7 +49,6 @@ def test_skip_reading_prefix_cache_defaults_as_vllm() -> None:
         ("trace_decode_token_ids", [1, 2]),
         ("prompt_logprob_token_ids", [[1, 2]]),
         ("prompt_logprob_start", 0),
-        ("routed_experts_prompt_start", 3),
     ],
 )
 def test_unbuilt_vllm_fields_are_refused_by_name(field: str, value: Any) -> None:
@@ -68,6 +67,11 @@ def test_unbuilt_vllm_fields_accept_their_defaults() -> None:
     )
     assert p.thinking_token_budget is None
     assert SamplingParams(watermarking=None).watermarking is None
+
+
+def test_routed_experts_prompt_start_is_kept() -> None:
+    """Checked against the prompt's length by the input processor (vLLM's)."""
+    assert SamplingParams(routed_experts_prompt_start=3).routed_experts_prompt_start == 3
 
 
 @pytest.mark.parametrize("value", [-2, 1.5, True, "3"])

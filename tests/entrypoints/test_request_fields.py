@@ -59,7 +59,6 @@ def asked(fake: FakeEngine) -> tuple[Any, SamplingParams, int]:
 ASKING: dict[str, Any] = {
     "functions": [{"name": "f"}],
     "function_call": "auto",
-    "routed_experts_prompt_start": 4,
     "best_of": 3,
     "logits_processors": ["x"],
     "suffix": "end",

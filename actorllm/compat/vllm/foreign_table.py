@@ -362,8 +362,11 @@ FOREIGN: list[Foreign] = [
     # vLLM 0.32's newer features, by their vLLM config
     # ModelConfig
     _r("--model-class-overrides", why=_NO_REMOTE, same=_EMPTY),
-    _r("--enable-return-routed-experts", value=False, why="routed experts are not returned"),
-    _r("--aux-output-config", why="routed experts are not returned", same=_EMPTY),
+    _r(
+        "--aux-output-config",
+        why="only its enable_return_routed_experts is built: use --enable-return-routed-experts",
+        same=_EMPTY,
+    ),
     _r(
         "--enable-trace-replay",
         value=False,

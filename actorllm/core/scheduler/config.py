@@ -61,6 +61,11 @@ class SchedulerConfig(msgspec.Struct, frozen=True, kw_only=True):
     # vLLM's scheduler_reserve_full_isl: a prompt prefilled in chunks starts only if the
     # pool holds all of it at once (else only its first chunk is checked).
     reserve_full_isl: bool = True
+    # vLLM's enable_return_routed_experts: each request keeps the experts its positions
+    # were routed to (core/routed_experts.py) and reads no prefix-cache hit, so that every
+    # position is computed and recorded (vLLM keeps the routing with its cached blocks;
+    # recomputing gives the same ids).
+    return_routed_experts: bool = False
 
     def chunk_cap(self, num_requests: int) -> int:
         """One step's cap on a request's tokens (0: none) with ``num_requests`` running and

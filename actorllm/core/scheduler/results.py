@@ -10,6 +10,7 @@ from actorllm.core.engine_core_output import EngineCoreOutput
 from actorllm.core.model_runner_output import TokenLogprobs
 from actorllm.core.pooling_params import PooledData
 from actorllm.core.request import FINISH_REASONS, Request, RequestStatus
+from actorllm.core.routed_experts import RoutedExperts
 
 
 def token_output(
@@ -47,7 +48,18 @@ def token_output(
         num_cache_creation_tokens=created,
         scheduled_time=scheduled,
         num_preemptions=preempted,
+        routed_experts=None if status is None else _routed(req),
     )
+
+
+def _routed(req: Request) -> RoutedExperts | None:
+    """A finished request's routed experts: positions from ``routed_experts_prompt_start``
+    (at most the prompt's length) up to but not including its last token, which never
+    went through the model."""
+    if req.routed_experts is None:
+        return None
+    start = min(req.sampling_params.routed_experts_prompt_start, len(req.prompt_token_ids))
+    return req.routed_experts.take(start, req.num_tokens - 1)
 
 
 def cache_created(req: Request, cache_block: int) -> int:

@@ -53,6 +53,7 @@ from actorllm.core.engine_core_output import EngineCoreOutput, EngineCoreOutputs
 from actorllm.core.kv_cache import KVCacheManager
 from actorllm.core.model_runner_output import ModelRunnerOutput
 from actorllm.core.request import Request, RequestStatus
+from actorllm.core.routed_experts import RoutedExpertsLog
 from actorllm.core.scheduler.admit import Admitter
 from actorllm.core.scheduler.budget import StepBudget
 from actorllm.core.scheduler.config import SchedulerConfig
@@ -132,6 +133,9 @@ class Scheduler:
             self.grammar.add(request)
             ready = poll_grammar(self.grammar, request)  # raises for a spec that failed
         request.attach_block_hasher(self.kv_cache_manager.block_hasher)
+        if self.config.return_routed_experts:
+            request.routed_experts = RoutedExpertsLog()
+            request.skip_prefix_cache = True
         self.requests[rid] = request
         if ready:
             self.waiting.add(request)
@@ -297,6 +301,7 @@ class Scheduler:
         max_len = self.config.max_model_len
         logprobs = runner_output.logprobs
         prompt_logprobs = runner_output.prompt_logprobs
+        routed = runner_output.routed_experts
         any_finished = False
         grammar = self.grammar
         spec = scheduler_output.scheduled_spec_decode_tokens
@@ -320,6 +325,8 @@ class Scheduler:
             if spec and tokens and rid in spec:
                 self._spec.verified(req, len(spec[rid]), len(tokens) - 1)
             plp = prompt_logprobs.get(rid) if prompt_logprobs else None
+            if routed and rid in routed and req.routed_experts is not None:
+                req.routed_experts.write(routed[rid])
             if not tokens:
                 if plp:
                     outputs.append(

@@ -54,6 +54,7 @@ def rank_spec(config: EngineConfig, rank: int = 0) -> RankSpec:
         max_num_batched_tokens=config.max_num_batched_tokens or 2048,
         seed=config.seed,
         enforce_eager=config.enforce_eager,
+        return_routed_experts=config.enable_return_routed_experts,
         hybrid_kv_cache=not config.disable_hybrid_kv_cache_manager,
         omp_short_spin=config.cpu_omp_short_spin,
         keep_freed_memory=config.cpu_keep_freed_memory,
@@ -337,4 +338,5 @@ def build_scheduler_config(config: EngineConfig, model: ModelInfo) -> SchedulerC
         max_loras=config.max_loras if config.enable_lora else 0,
         watermark=config.watermark,
         reserve_full_isl=config.scheduler_reserve_full_isl,
+        return_routed_experts=config.enable_return_routed_experts,
     )

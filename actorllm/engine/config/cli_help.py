@@ -82,6 +82,11 @@ ENGINE_CONFIG_HELP: Mapping[str, Mapping[str, str]] = {
             "raw_logprobs (the model's) or processed_logprobs (of the logits the draw "
             "samples from, -inf outside the sampling mask; with --return-sampling-mask)."
         ),
+        "enable_return_routed_experts": (
+            "MoE models: return the experts each token was routed to in every layer "
+            "(routed_experts, [tokens, layers, top_k]) with each finished output, for RL "
+            "routing replay. Decode runs eagerly; requests read no prefix-cache hit."
+        ),
         "generation_config": (
             "Where requests' default sampling parameters (temperature, top_p, top_k, min_p, "
             "repetition_penalty; max_new_tokens as the max_tokens of a request that gives none) "

@@ -109,6 +109,11 @@ class EngineConfig(msgspec.Struct, kw_only=True):
     '{"matryoshka_dimensions": [256]}' (a dict value updates that dict key by key)."""
     enforce_eager: bool = False
     """Never capture or replay CUDA graphs (CPU never uses them)."""
+    enable_return_routed_experts: bool = False
+    """MoE models: return the experts each token was routed to in every layer
+    (``routed_experts``, [tokens, layers, top_k]) with each finished output, for RL routing
+    replay (vLLM's). Decode runs eagerly and requests read no prefix-cache hit (every
+    position is computed and recorded)."""
     generation_config: str = "auto"
     """Where requests' default sampling parameters (temperature, top_p, top_k, min_p,
     repetition_penalty; max_new_tokens as the max_tokens of a request that gives none) come

@@ -69,7 +69,6 @@ UNSUPPORTED: dict[str, Refusal] = {
     # OpenAI's deprecated function-calling fields (use tools / tool_choice)
     "functions": Refusal(_FUNCTIONS, _FALSY),
     "function_call": Refusal(_FUNCTIONS, (None, "none")),
-    "routed_experts_prompt_start": Refusal("returning routed experts", (0,)),
     # sampling this engine does not do
     "best_of": Refusal("ranking candidates (best_of other than n)", same_as="n"),
     "logits_processors": Refusal(

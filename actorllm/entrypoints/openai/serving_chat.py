@@ -85,6 +85,7 @@ from actorllm.entrypoints.openai.sse import Emit, SSEResponse
 from actorllm.entrypoints.openai.streams import PrimedStream, prime_all, pump, unless_disconnected
 from actorllm.entrypoints.openai.structured_request import ToolPlan, client_error, plan_tools
 from actorllm.entrypoints.openai.tool_parsers import NamedToolParser
+from actorllm.entrypoints.routed_experts import routed_experts_b64
 
 
 async def create_chat_completion(
@@ -400,6 +401,7 @@ class ChatChoiceState:
     stop_reason: int | str | None = None
     logprobs: ChatLogProbs | None = None
     token_ids: list[int] = field(default_factory=list)
+    routed_experts: str | None = None  # base64 .npy, from the final output
 
 
 @dataclass(slots=True)
@@ -459,6 +461,8 @@ class ChatState:
                 choice.text, choice.logprobs, choice.token_ids = co.text, logprobs, ids or []
             if co.finish_reason is not None:
                 choice.finish_reason, choice.stop_reason = co.finish_reason, co.stop_reason
+            if co.routed_experts is not None:  # (vLLM sends them in whole responses only)
+                choice.routed_experts = routed_experts_b64(co.routed_experts)
             if not delta:
                 continue
             parsed = self._delta(
@@ -549,6 +553,7 @@ class ChatState:
             finish_reason=finish,
             stop_reason=c.stop_reason,
             token_ids=c.token_ids if self.req.return_token_ids else None,
+            routed_experts=c.routed_experts,
         )
 
     def _chunk(

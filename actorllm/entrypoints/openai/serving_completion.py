@@ -52,6 +52,7 @@ from actorllm.entrypoints.openai.serving_common import (
 from actorllm.entrypoints.openai.sse import Emit, SSEResponse
 from actorllm.entrypoints.openai.streams import PrimedStream, prime_all, pump, unless_disconnected
 from actorllm.entrypoints.openai.structured_request import client_error
+from actorllm.entrypoints.routed_experts import routed_experts_b64
 
 
 async def create_completion(ctx: ServingContext, req: CompletionRequest, receive: Any) -> Response:
@@ -207,6 +208,7 @@ class _Choice:
     prompt_logprobs: PromptLogprobsOut | None = None
     prompt_token_ids: list[int] | None = None  # return_token_ids
     token_ids: list[int] = field(default_factory=list)
+    routed_experts: str | None = None  # base64 .npy, from the final output
 
 
 @dataclass(slots=True)
@@ -264,6 +266,8 @@ class _CompletionState:
             )
         if co.finish_reason is not None:
             choice.finish_reason, choice.stop_reason = co.finish_reason, co.stop_reason
+        if co.routed_experts is not None:  # (vLLM sends them in whole responses only)
+            choice.routed_experts = routed_experts_b64(co.routed_experts)
         ids = None
         if self.req.return_token_ids:
             ids = list(co.token_ids)
@@ -357,6 +361,7 @@ class _CompletionState:
                 prompt_logprobs=c.prompt_logprobs,
                 prompt_token_ids=c.prompt_token_ids,
                 token_ids=c.token_ids if self.req.return_token_ids else None,
+                routed_experts=c.routed_experts,
             )
             for index, c in sorted(self.choices.items())
         ]

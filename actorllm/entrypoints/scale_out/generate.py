@@ -31,6 +31,7 @@ from actorllm.entrypoints.openai.serving_common import ServingContext, json_resp
 from actorllm.entrypoints.openai.sse import Emit, SSEResponse
 from actorllm.entrypoints.openai.streams import PrimedStream, prime_all, pump, unless_disconnected
 from actorllm.entrypoints.openai.structured_request import client_error
+from actorllm.entrypoints.routed_experts import routed_experts_b64
 from actorllm.entrypoints.scale_out.protocol import (
     GenerateChoice,
     GenerateLogProb,
@@ -246,6 +247,7 @@ class _Writer:
                 stop_reason=co.stop_reason, token_ids=ids,
                 weight_versions=co.weight_versions, logprobs=self._logprobs(co, ids),
                 sampling_mask=_mask(co),
+                routed_experts=routed_experts_b64(co.routed_experts),
             )  # fmt: skip
             choices.append(
                 GenerateTextChoice(text=co.text, **fields)
@@ -290,6 +292,7 @@ class _Writer:
                     index=co.index, finish_reason=co.finish_reason, stop_reason=co.stop_reason,
                     token_ids=ids, weight_versions=co.weight_versions,
                     logprobs=self._logprobs(co, ids), sampling_mask=_mask(co),
+                    routed_experts=routed_experts_b64(co.routed_experts),
                 )  # fmt: skip
                 chunk: dict[str, Any] = {"request_id": self.rid}
                 if every_chunk:

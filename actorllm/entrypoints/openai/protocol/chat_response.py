@@ -37,6 +37,8 @@ class ChatChoice(msgspec.Struct, kw_only=True):
     finish_reason: str | None = None
     stop_reason: int | str | None = None
     token_ids: list[int] | None = None  # return_token_ids (vLLM)
+    # --enable-return-routed-experts: base64 of the np.save'd [tokens, layers, top_k] ids.
+    routed_experts: str | None = None
 
 
 class ChatCompletionResponse(msgspec.Struct, kw_only=True):

@@ -73,6 +73,8 @@ class CompletionChoice(msgspec.Struct, kw_only=True):
     # return_token_ids (vLLM): the prompt's ids (first chunk) and the sampled ones.
     prompt_token_ids: list[int] | None = None
     token_ids: list[int] | None = None
+    # --enable-return-routed-experts: base64 of the np.save'd [tokens, layers, top_k] ids.
+    routed_experts: str | None = None
 
 
 class CompletionResponse(msgspec.Struct, kw_only=True):
