@@ -412,3 +412,15 @@ def test_a_boolean_count_of_logprobs_is_0_or_1_as_vllm_reads_it(
     post(http, path, {**body, "max_tokens": 1})
     _, params, _ = asked(fake)
     assert getattr(params, field) == want and type(getattr(params, field)) is int
+
+
+def test_routed_experts_prompt_start_reaches_the_params(
+    http: httpx.Client, fake: FakeEngine
+) -> None:
+    """vLLM's field (--enable-return-routed-experts); a negative start is a 400."""
+    post(http, "/v1/completions", {"prompt": "x", "max_tokens": 1,
+                                   "routed_experts_prompt_start": 2})  # fmt: skip
+    assert asked(fake)[1].routed_experts_prompt_start == 2
+    body = {"messages": USER, "max_tokens": 1, "routed_experts_prompt_start": -1}
+    err = post(http, "/v1/chat/completions", body, status=400)["error"]
+    assert err["param"] == "routed_experts_prompt_start"
