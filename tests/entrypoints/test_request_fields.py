@@ -392,3 +392,35 @@ def test_watermarking_reaches_the_sampling_params(
     body.update({"messages": USER} if "chat" in route else {"prompt": "x"})
     post(http, route, body)
     assert asked(fake)[1].watermarking is value
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "field", "want"),
+    [
+        ("/v1/completions", {"prompt": "x", "logprobs": False}, "logprobs", 0),
+        ("/v1/completions", {"prompt": "x", "logprobs": True}, "logprobs", 1),
+        ("/v1/completions", {"prompt": "x", "prompt_logprobs": True}, "prompt_logprobs", 1),
+        ("/v1/chat/completions", {"messages": USER, "prompt_logprobs": False},
+         "prompt_logprobs", 0),
+    ],
+)  # fmt: skip
+def test_a_boolean_count_of_logprobs_is_0_or_1_as_vllm_reads_it(
+    http: httpx.Client, fake: FakeEngine, path: str, body: dict[str, Any], field: str, want: int
+) -> None:
+    """vLLM's pydantic models read ``true`` / ``false`` in these integer fields as 1 / 0
+    (its own tests send ``"prompt_logprobs": true`` and ``"logprobs": false``)."""
+    post(http, path, {**body, "max_tokens": 1})
+    _, params, _ = asked(fake)
+    assert getattr(params, field) == want and type(getattr(params, field)) is int
+
+
+def test_routed_experts_prompt_start_reaches_the_params(
+    http: httpx.Client, fake: FakeEngine
+) -> None:
+    """vLLM's field (--enable-return-routed-experts); a negative start is a 400."""
+    post(http, "/v1/completions", {"prompt": "x", "max_tokens": 1,
+                                   "routed_experts_prompt_start": 2})  # fmt: skip
+    assert asked(fake)[1].routed_experts_prompt_start == 2
+    body = {"messages": USER, "max_tokens": 1, "routed_experts_prompt_start": -1}
+    err = post(http, "/v1/chat/completions", body, status=400)["error"]
+    assert err["param"] == "routed_experts_prompt_start"

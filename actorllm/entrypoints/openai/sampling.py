@@ -128,6 +128,7 @@ def _params(
         bad_words=req.bad_words,
         thinking_token_budget=req.thinking_token_budget,
         watermarking=req.watermarking,
+        routed_experts_prompt_start=req.routed_experts_prompt_start,
         skip_special_tokens=req.skip_special_tokens,
         spaces_between_special_tokens=req.spaces_between_special_tokens,
         truncate_prompt_tokens=req.truncate_prompt_tokens,

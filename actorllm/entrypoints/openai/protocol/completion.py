@@ -30,9 +30,16 @@ class CompletionRequest(SamplingFields, kw_only=True):
     # before the text prompts), with --enable-prompt-embeds.
     prompt_embeds: str | list[str] | None = None
     max_tokens: MaxTokens | None = 16
-    logprobs: NumLogprobs | None = None
+    # A JSON boolean is 0 / 1, as vLLM's pydantic model reads it (false: the sampled
+    # token's logprob alone).
+    logprobs: NumLogprobs | bool | None = None
     echo: bool = False
     add_special_tokens: bool = True
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if isinstance(self.logprobs, bool):
+            self.logprobs = int(self.logprobs)
 
 
 def prompt_batch(prompt: PromptInput) -> list[str | list[int]]:

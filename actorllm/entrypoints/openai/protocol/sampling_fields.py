@@ -73,7 +73,11 @@ class SamplingFields(msgspec.Struct, kw_only=True):
     thinking_token_budget: (
         Annotated[int, msgspec.Meta(extra_json_schema={"minimum": -1})] | None
     ) = None
-    prompt_logprobs: NumLogprobs | None = None
+    # vLLM reads a JSON boolean here as 0 / 1 (pydantic's lax int): __post_init__ does too.
+    prompt_logprobs: NumLogprobs | bool | None = None
+    # vLLM: skip the first N prompt tokens of the returned routed experts
+    # (--enable-return-routed-experts); past the prompt's length it is a 400.
+    routed_experts_prompt_start: Annotated[int, msgspec.Meta(ge=0, le=MAX_I32)] = 0
     # vLLM: sample with the server's --watermark-config (None: yes if there is one; False:
     # opt out; True without one runs unwatermarked, with a warning in the server's log).
     watermarking: bool | None = None
@@ -121,3 +125,7 @@ class SamplingFields(msgspec.Struct, kw_only=True):
     guided_grammar: NonEmptyStr | None = None
     guided_decoding_backend: Literal["auto", "xgrammar", "guidance"] | None = None
     guided_whitespace_pattern: str | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.prompt_logprobs, bool):
+            self.prompt_logprobs = int(self.prompt_logprobs)
