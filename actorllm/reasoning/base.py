@@ -37,11 +37,6 @@ class ReasoningParser(ABC):
     # The text that ends the reasoning (structured outputs start after it), if any.
     start_marker: ClassVar[str | None] = None
     end_marker: ClassVar[str | None] = None
-    # A marker that also ends the reasoning, without the end marker, and is the answer's
-    # first text (a tool call's opener: Qwen3's ``<tool_call>``). The split keeps it in the
-    # content; where it is one token, the structured-output gate ends the reasoning on it
-    # and feeds it to the grammar as the answer's first token (vLLM's implicit end).
-    tool_call: ClassVar[str | None] = None
     # Whether the two markers open and close the reasoning, so thinking_token_budget can
     # count between them and force the end (vLLM's reasoning_start_str / _end_str).
     budget_markers: ClassVar[bool] = True

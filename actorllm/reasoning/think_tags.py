@@ -65,7 +65,7 @@ class DeepSeekR1ReasoningParser(ReasoningParser):
 class Qwen3ReasoningParser(ReasoningParser):
     markers = (START, END, TOOL_CALL)
     start_marker, end_marker = START, END
-    tool_call: ClassVar[str] = TOOL_CALL
+    tool_call: ClassVar[str] = TOOL_CALL  # ends the reasoning without its end marker
     strip_reasoning: ClassVar[bool] = False  # drop the reasoning's trailing whitespace
 
     @classmethod

@@ -204,7 +204,7 @@ class StructuredOutputManager:
             tail.append(tok)
             if gate.ends(tail):
                 del self._reasoning_tail[req_id]
-                return token_ids[i:] if gate.end_is_answer(tail) else token_ids[i + 1 :]
+                return token_ids[i + 1 :]
         del tail[: max(0, len(tail) - gate.window)]
         return []
 

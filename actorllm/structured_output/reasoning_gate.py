@@ -9,10 +9,7 @@ Two kinds of markers:
   the request's ``thinking`` (its parser's ``thinking_of`` its chat_template_kwargs, as
   vLLM's ``wait_for_reasoning``) says: on, the output starts inside the reasoning; off,
   it is the answer; None (the model opens the block itself, Mistral's ``[THINK]``), a
-  single-token opener may still be chosen by the model at the first position. A
-  single-token ``implicit_end`` (a tool call's opener, Qwen3's ``<tool_call>``) ends the
-  reasoning too, as vLLM's parsers end it, and is the answer's first token: the grammar
-  is fed it (:meth:`ReasoningGate.end_is_answer`).
+  single-token opener may still be chosen by the model at the first position.
 * :class:`TextMarkers`: plain-text markers the tokenizer splits and merges with their
   neighbours in many ways (Granite 3.2's ``Here is my thought process:`` …
   ``Here is my response:``; Olmo 3's plain-text ``<think>`` … ``</think>``). Where the
@@ -64,24 +61,11 @@ class ReasoningGate(Protocol):
         reasoning started, at least the last ``window`` of them)."""
         ...
 
-    def end_is_answer(self, tail: list[int]) -> bool:
-        """For a ``tail`` that :meth:`ends` the reasoning: whether its last token is the
-        answer's first (fed to the grammar) rather than the end marker's last (not fed)."""
-        ...
-
 
 class TokenMarkers:
-    def __init__(
-        self,
-        start: list[int],
-        end: list[int],
-        thinking: bool | None = None,
-        *,
-        implicit_end: int | None = None,
-    ) -> None:
+    def __init__(self, start: list[int], end: list[int], thinking: bool | None = None) -> None:
         self.start, self.end = start, end
         self.thinking = thinking
-        self.implicit_end = implicit_end
 
     @property
     def opener(self) -> int | None:
@@ -95,10 +79,9 @@ class TokenMarkers:
         if thinking is False:
             return "closed"
         last_start = _rfind(prompt, self.start)
-        last_end, past_end = self._last_end(prompt)
-        if last_start >= 0 and last_start > last_end:
+        if last_start >= 0 and last_start > _rfind(prompt, self.end):
             return "open"
-        if last_end >= 0 and past_end >= len(prompt) - _SLACK:
+        if _closed_at_end(prompt, self.end):
             # (The template closed the block itself, Qwen3's enable_thinking false: the
             # answer starts at once, as vLLM's is_reasoning_end finds.)
             return "closed"
@@ -107,21 +90,7 @@ class TokenMarkers:
         return "may_open" if self.opener is not None else "closed"
 
     def ends(self, tail: list[int]) -> bool:
-        return tail[-len(self.end) :] == self.end or tail[-1] == self.implicit_end
-
-    def end_is_answer(self, tail: list[int]) -> bool:
-        return tail[-1] == self.implicit_end
-
-    def _last_end(self, prompt: list[int]) -> tuple[int, int]:
-        """Where the prompt's last end (the marker or the implicit end) starts, and one
-        past where it ends; (-1, -1): none."""
-        at = _rfind(prompt, self.end)
-        last = (at, at + len(self.end)) if at >= 0 else (-1, -1)
-        if self.implicit_end is not None:
-            implicit = _rfind(prompt, [self.implicit_end])
-            if implicit > last[0]:
-                last = (implicit, implicit + 1)
-        return last
+        return tail[-len(self.end) :] == self.end
 
 
 class TextMarkers:
@@ -175,13 +144,12 @@ class TextMarkers:
         text = self.tokenizer.decode(tail[-self._window :])
         return any(e in text for e in self.end_texts)
 
-    def end_is_answer(self, tail: list[int]) -> bool:
-        return False  # the token completes the end marker
 
-
-# A prompt whose reasoning ended at most this many tokens before its end (the template's
-# newlines) starts with the answer.
-_SLACK = 3
+def _closed_at_end(prompt: list[int], end: list[int], slack: int = 3) -> bool:
+    """Whether the prompt ends with a reasoning block's end marker (and at most ``slack``
+    tokens after it, the template's newlines)."""
+    last_end = _rfind(prompt, end)
+    return last_end >= 0 and last_end + len(end) >= len(prompt) - slack
 
 
 def _rfind(seq: list[int], sub: list[int]) -> int:

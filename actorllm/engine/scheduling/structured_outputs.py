@@ -47,7 +47,6 @@ class StructuredOutputs:
         reasoning_markers: tuple[str, str] | None = None,
         reasoning_texts: tuple[tuple[str, ...], tuple[str, ...], TextRule] | None = None,
         reasoning_thinking: bool | None = None,
-        reasoning_tool_call: str | None = None,
     ) -> None:
         self.tokenizer = tokenizer
         self.vocab_size = vocab_size
@@ -62,8 +61,6 @@ class StructuredOutputs:
         # Whether a request that does not say starts inside the reasoning (the parser's
         # thinking_of no chat_template_kwargs).
         self.reasoning_thinking = reasoning_thinking
-        # The parser's tool-call opener, which also ends the reasoning (if one token).
-        self.reasoning_tool_call = reasoning_tool_call
         self._compiler: GrammarCompiler | None = None
         self._reasoning: ReasoningGate | None = None
         # Every scheduler incarnation's tracker still alive, closed at shutdown.
@@ -85,7 +82,6 @@ class StructuredOutputs:
                 self.reasoning_markers,
                 self.reasoning_texts,
                 self.reasoning_thinking,
-                self.reasoning_tool_call,
             )
         return self._compiler
 
@@ -140,42 +136,35 @@ class StructuredOutputs:
             self._compiler.shutdown()
 
 
-def _gate(
-    tokenizer: Any, markers: Any, texts: Any, thinking: bool | None, tool_call: str | None
-) -> ReasoningGate | None:
+def _gate(tokenizer: Any, markers: Any, texts: Any, thinking: bool | None) -> ReasoningGate | None:
     if markers is not None:
         start, end = markers
 
         def ids(text: str) -> list[int]:
             return list(tokenizer.encode(text, add_special_tokens=False))
 
-        # vLLM ends the reasoning on a tool call's opener only where it is one token.
-        opener = ids(tool_call) if tool_call is not None else []
-        implicit_end = opener[0] if len(opener) == 1 else None
-        return TokenMarkers(ids(start), ids(end), thinking, implicit_end=implicit_end)
+        return TokenMarkers(ids(start), ids(end), thinking)
     if texts is not None:
         starts, ends, rule = texts
         return TextMarkers(tokenizer, starts, ends, rule, thinking)
     return None
 
 
-def _reasoning_markers(config: Any) -> tuple[Any, Any, bool | None, str | None]:
+def _reasoning_markers(config: Any) -> tuple[Any, Any, bool | None]:
     """(special-token markers, plain-text markers, the thinking of a request that does not
-    say, the tool-call opener that also ends the reasoning) of the config's reasoning
-    parser."""
-    markers = texts = thinking = tool_call = None
+    say) of the config's reasoning parser."""
+    markers = texts = thinking = None
     # enable_in_reasoning: no markers, so the constraint covers the reasoning too.
     if config.reasoning_parser is not None and not config.structured_outputs_enable_in_reasoning:
         from actorllm.reasoning import get_reasoning_parser
 
         parser = get_reasoning_parser(config.reasoning_parser)
         thinking = parser.thinking_of({})
-        tool_call = parser.tool_call
         if parser.start_marker is not None and parser.end_marker is not None:
             markers = (parser.start_marker, parser.end_marker)
         elif parser.end_texts:
             texts = (parser.start_texts, parser.end_texts, parser.text_rule)
-    return markers, texts, thinking, tool_call
+    return markers, texts, thinking
 
 
 def reasoning_gate_for(config: Any, tokenizer: Any) -> ReasoningGate | None:
@@ -187,7 +176,7 @@ def reasoning_gate_for(config: Any, tokenizer: Any) -> ReasoningGate | None:
 
 def structured_outputs_for(config: Any, tokenizer: Any, model: Any) -> StructuredOutputs:
     """The engine's service from its config (backend, reasoning parser) and model info."""
-    markers, texts, thinking, tool_call = _reasoning_markers(config)
+    markers, texts, thinking = _reasoning_markers(config)
     return StructuredOutputs(
         tokenizer,
         vocab_size=model.vocab_size,
@@ -198,7 +187,6 @@ def structured_outputs_for(config: Any, tokenizer: Any, model: Any) -> Structure
         reasoning_markers=markers,
         reasoning_texts=texts,
         reasoning_thinking=thinking,
-        reasoning_tool_call=tool_call,
     )
 
 
