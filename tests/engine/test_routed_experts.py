@@ -16,18 +16,19 @@ SMALL = dict(max_model_len=256, kv_cache_memory_bytes=8 * 2**20)
 PROMPTS = [[5, 17, 300, 42, 9, 1000, 77], [12, 13, 14]]
 
 
-@pytest.fixture(scope="module")
-def mixtral(tmp_path_factory) -> str:
+def tiny_mixtral(directory) -> str:
+    """A tiny random Mixtral with the demo tokenizer, written to ``directory``."""
     path = make_tiny_checkpoint(
-        tmp_path_factory.mktemp("tiny-mixtral"),
-        "mixtral",
-        vocab_size=4096,
-        eos_token_id=0,
-        max_position_embeddings=1024,
+        directory, "mixtral", vocab_size=4096, eos_token_id=0, max_position_embeddings=1024
     )
     for f in demo_tokenizer_path().iterdir():
         shutil.copy(f, path / f.name)
     return str(path)
+
+
+@pytest.fixture(scope="module")
+def mixtral(tmp_path_factory) -> str:
+    return tiny_mixtral(tmp_path_factory.mktemp("tiny-mixtral"))
 
 
 def hf_routing(path: str, token_ids: list[int]) -> np.ndarray:

@@ -5,31 +5,19 @@ tests/entrypoints/rl/return_routed_experts/test_openai_api.py)."""
 
 import base64
 import io
-import shutil
 
 import httpx
 import numpy as np
 import pytest
 
-from actorllm.demo import demo_tokenizer_path
-from tests.engine.test_routed_experts import hf_routing, same_sets
+from tests.engine.test_routed_experts import SMALL, hf_routing, same_sets, tiny_mixtral
 from tests.entrypoints.conftest import real_server
-from tests.helpers.models import make_tiny_checkpoint
 
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
-    path = make_tiny_checkpoint(
-        tmp_path_factory.mktemp("tiny-mixtral-http"),
-        "mixtral",
-        vocab_size=4096,
-        eos_token_id=0,
-        max_position_embeddings=1024,
-    )
-    for f in demo_tokenizer_path().iterdir():
-        shutil.copy(f, path / f.name)
-    engine = dict(max_model_len=256, kv_cache_memory_bytes=8 * 2**20)
-    with real_server(str(path), enable_return_routed_experts=True, **engine) as srv:
+    path = tiny_mixtral(tmp_path_factory.mktemp("tiny-mixtral-http"))
+    with real_server(path, enable_return_routed_experts=True, **SMALL) as srv:
         yield str(path), srv
 
 
